@@ -1,0 +1,58 @@
+package config
+
+// Aggregator configures the catalog service.
+type Aggregator struct {
+	Listen   string    `yaml:"listen"`
+	Backends []Backend `yaml:"backends"`
+	// ConflictResolution decides advertised names.
+	ConflictResolution ConflictResolution `yaml:"conflictResolution"`
+	PageSize           int                `yaml:"pageSize"`
+	MaxPageSize        int                `yaml:"maxPageSize"`
+	// CatalogTTL is how long a snapshot is served before a refresh.
+	CatalogTTL Duration `yaml:"catalogTTL"`
+	// FanOut bounds concurrent backend requests while building a snapshot.
+	FanOut int         `yaml:"fanOut"`
+	Health HealthCheck `yaml:"health"`
+	Authz  Authz       `yaml:"authz"`
+	// HTTPListen serves /healthz, /readyz and /metrics; empty disables.
+	HTTPListen string `yaml:"httpListen"`
+}
+
+// Backend is one backend MCP server.
+type Backend struct {
+	Name string `yaml:"name"`
+	URL  string `yaml:"url"`
+	// Protocol is auto (Modern first, Legacy fallback), 2026-07-28 or
+	// 2025-11-25.
+	Protocol string `yaml:"protocol"`
+	// Headers are injected into every request to the backend. Values are
+	// secrets as far as logging goes: they are never logged.
+	Headers map[string]string `yaml:"headers"`
+	Timeout Duration          `yaml:"timeout"`
+}
+
+// ConflictResolution configures advertised names.
+type ConflictResolution struct {
+	// Strategy is prefix, priority or manual.
+	Strategy string `yaml:"strategy"`
+	// PrefixFormat is applied as the prefix; {backend} is replaced with the
+	// backend name. Default "{backend}_".
+	PrefixFormat  string   `yaml:"prefixFormat"`
+	PriorityOrder []string `yaml:"priorityOrder"`
+	// Overrides rename tools: key "<backend>.<tool>" (manual strategy).
+	Overrides map[string]string `yaml:"overrides"`
+}
+
+// HealthCheck configures backend probes.
+type HealthCheck struct {
+	Interval           Duration `yaml:"interval"`
+	Timeout            Duration `yaml:"timeout"`
+	DegradedThreshold  Duration `yaml:"degradedThreshold"`
+	UnhealthyThreshold int      `yaml:"unhealthyThreshold"`
+}
+
+// Authz configures Cedar authorization.
+type Authz struct {
+	// PolicyFile is a Cedar policy set. Empty allows everything.
+	PolicyFile string `yaml:"policyFile"`
+}

@@ -1,0 +1,183 @@
+// Package config loads the one YAML file that describes a whole Switchboard
+// deployment. Every binary reads the same file and uses its own section, so
+// a deployment has a single source of truth (in Kubernetes, one ConfigMap).
+//
+// Secrets never live in the file: a value may reference an environment
+// variable as ${NAME} (or ${NAME:-default}), which is expanded before the
+// YAML is parsed. A reference to an unset variable without a default is an
+// error, so a missing secret fails at start instead of running with an empty
+// key.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the whole deployment.
+type Config struct {
+	// ServiceAuth holds the credentials services use to authenticate each
+	// other on gRPC.
+	ServiceAuth ServiceAuth `yaml:"serviceAuth"`
+	Telemetry   Telemetry   `yaml:"telemetry"`
+	Logging     Logging     `yaml:"logging"`
+	Gateway     Gateway     `yaml:"gateway"`
+	Aggregator  Aggregator  `yaml:"aggregator"`
+	Indexer     Indexer     `yaml:"indexer"`
+	// Dev configures switchboard-dev (the local runner); services ignore it.
+	Dev Dev `yaml:"dev"`
+}
+
+// ServiceAuth lists who may call the gRPC services.
+type ServiceAuth struct {
+	// Credentials are bearer tokens accepted by the gRPC services.
+	Credentials []ServiceCredential `yaml:"credentials"`
+	// TLS, when set, serves gRPC over TLS; with ClientCAFile it requires and
+	// verifies client certificates (mTLS), and a verified certificate whose
+	// common name matches a credential's CommonName authenticates as that
+	// credential without a token.
+	TLS TLS `yaml:"tls"`
+}
+
+// ServiceCredential is one caller identity for the gRPC services.
+type ServiceCredential struct {
+	// Name identifies the caller in logs and metrics ("gateway", "indexer").
+	Name string `yaml:"name"`
+	// Token is the bearer token; use ${ENV} so it stays out of the file.
+	Token string `yaml:"token"`
+	// CommonName authenticates this credential by mTLS client certificate.
+	CommonName string `yaml:"commonName"`
+	// AssertPrincipals marks a trusted service (the gateway, the indexer)
+	// that may act for any end user named in a request. Other callers act as
+	// the principal below, whatever their requests say.
+	AssertPrincipals bool `yaml:"assertPrincipals"`
+	// Subject and Groups are the identity of a caller that may not assert
+	// principals (an internal client acting for itself).
+	Subject string   `yaml:"subject"`
+	Groups  []string `yaml:"groups"`
+}
+
+// TLS configures transport security for gRPC, as server and as client.
+type TLS struct {
+	CertFile     string `yaml:"certFile"`
+	KeyFile      string `yaml:"keyFile"`
+	CAFile       string `yaml:"caFile"`       // verifies servers (client side)
+	ClientCAFile string `yaml:"clientCAFile"` // verifies clients (server side)
+	ServerName   string `yaml:"serverName"`   // overrides the name checked in server certificates
+}
+
+// Enabled reports whether TLS is configured.
+func (t TLS) Enabled() bool { return t.CertFile != "" || t.CAFile != "" }
+
+// Telemetry configures OpenTelemetry.
+type Telemetry struct {
+	// OTLPEndpoint is a host:port of an OTLP/gRPC collector. Empty disables
+	// export (spans are still propagated, not recorded).
+	OTLPEndpoint string `yaml:"otlpEndpoint"`
+	// OTLPInsecure sends OTLP without TLS (a local collector).
+	OTLPInsecure bool `yaml:"otlpInsecure"`
+	// SampleRatio is the head sampling ratio for new traces (parent-based).
+	SampleRatio *float64 `yaml:"sampleRatio"`
+}
+
+// Logging configures slog.
+type Logging struct {
+	Level  string `yaml:"level"`  // debug, info, warn, error
+	Format string `yaml:"format"` // json or text
+}
+
+// Endpoint is how a service reaches another service over gRPC.
+type Endpoint struct {
+	Address string `yaml:"address"`
+	// Token is the credential presented to that service (${ENV}).
+	Token string `yaml:"token"`
+}
+
+// Duration is a time.Duration written as "30s", "2m".
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration as a string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// Or returns the duration, or def when unset.
+func (d Duration) Or(def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return time.Duration(d)
+}
+
+// Load reads, expands and parses a configuration file.
+func Load(path string) (*Config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(raw, os.LookupEnv)
+}
+
+// Parse expands ${VAR} references with lookup and decodes the YAML
+// strictly: unknown keys are errors, so a typo never silently disables a
+// setting.
+func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
+	expanded, err := Expand(string(raw), lookup)
+	if err != nil {
+		return nil, err
+	}
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader([]byte(expanded)))
+	dec.KnownFields(true)
+	// An empty file decodes as io.EOF: that is an empty configuration.
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("parse config: %w", err)
+	}
+	return &c, nil
+}
+
+var refPattern = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
+
+// Expand replaces ${NAME} and ${NAME:-default}. "$$" is a literal "$". Only
+// the braced form is recognised, so a bare "$" in a value (a regexp, a
+// password) is left alone.
+func Expand(s string, lookup func(string) (string, bool)) (string, error) {
+	var missing []string
+	const dollarEscape = "\x00DOLLAR\x00"
+	s = strings.ReplaceAll(s, "$$", dollarEscape)
+	out := refPattern.ReplaceAllStringFunc(s, func(m string) string {
+		sub := refPattern.FindStringSubmatch(m)
+		if v, ok := lookup(sub[1]); ok {
+			return v
+		}
+		if sub[2] != "" {
+			return sub[3]
+		}
+		missing = append(missing, sub[1])
+		return ""
+	})
+	if len(missing) > 0 {
+		return "", fmt.Errorf("config references unset environment variables: %s", strings.Join(missing, ", "))
+	}
+	return strings.ReplaceAll(out, dollarEscape, "$"), nil
+}

@@ -1,0 +1,76 @@
+// Package lifecycle runs a service's main loop: it parses --config, loads
+// the configuration, sets up logging and tracing, and cancels the run
+// context on SIGINT or SIGTERM so every server can shut down gracefully.
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/logging"
+	"github.com/switchboard-mcp/switchboard/services/telemetry"
+)
+
+// Version is set at build time with -ldflags.
+var Version = "dev"
+
+// Env is what a service's run function gets.
+type Env struct {
+	Config *config.Config
+	Log    *slog.Logger
+}
+
+// Main parses flags, builds the environment and calls run with a context
+// that is cancelled on SIGINT/SIGTERM. It exits the process with status 1 if
+// run fails, 2 on bad usage.
+func Main(service string, run func(ctx context.Context, env Env) error) {
+	fs := flag.NewFlagSet(service, flag.ContinueOnError)
+	path := fs.String("config", "", "configuration file (YAML)")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		os.Exit(2)
+	}
+	if *showVersion {
+		fmt.Println(service, Version)
+		return
+	}
+	if *path == "" {
+		fmt.Fprintf(os.Stderr, "%s: --config FILE is required\n", service)
+		os.Exit(2)
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", service, err)
+		os.Exit(1)
+	}
+	log := logging.New(os.Stderr, cfg.Logging, service)
+	slog.SetDefault(log)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	shutdownTracing, err := telemetry.Setup(ctx, cfg.Telemetry, service, Version)
+	if err != nil {
+		log.Error("telemetry setup failed", "err", err)
+		os.Exit(1)
+	}
+	runErr := run(ctx, Env{Config: cfg, Log: log})
+	flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := shutdownTracing(flushCtx); err != nil {
+		log.Warn("telemetry flush failed", "err", err)
+	}
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		log.Error("exiting", "err", runErr)
+		os.Exit(1)
+	}
+	log.Info("stopped")
+}

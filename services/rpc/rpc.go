@@ -1,0 +1,209 @@
+// Package rpc builds the gRPC servers and clients every Switchboard service
+// uses, so that all of them get the same instrumentation, authentication,
+// health checking, reflection and panic recovery.
+package rpc
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"runtime/debug"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
+)
+
+// Server is a gRPC server with health and reflection registered.
+type Server struct {
+	*grpc.Server
+	// Health reports serving status; services flip it to SERVING once they
+	// are ready (the indexer only after its migrations).
+	Health *health.Server
+	log    *slog.Logger
+}
+
+// NewServer builds a server that authenticates callers with auth. Its health
+// status starts as NOT_SERVING.
+func NewServer(auth *svcauth.Authenticator, tlsCfg config.TLS, log *slog.Logger, extra ...grpc.ServerOption) (*Server, error) {
+	opts := []grpc.ServerOption{
+		grpc.StatsHandler(otelgrpc.NewServerHandler()),
+		grpc.ChainUnaryInterceptor(recoverUnary(log), auth.UnaryInterceptor()),
+		grpc.ChainStreamInterceptor(recoverStream(log), auth.StreamInterceptor()),
+		// Long-lived WatchCatalog streams must survive idle periods and
+		// notice dead peers.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.MaxRecvMsgSize(16 << 20),
+	}
+	if tlsCfg.Enabled() {
+		tc, err := serverTLS(tlsCfg)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
+	}
+	opts = append(opts, extra...)
+	s := &Server{Server: grpc.NewServer(opts...), Health: health.NewServer(), log: log}
+	healthpb.RegisterHealthServer(s.Server, s.Health)
+	reflection.Register(s.Server)
+	s.Health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	return s, nil
+}
+
+// SetServing marks the whole server and the named services SERVING.
+func (s *Server) SetServing(services ...string) {
+	s.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	for _, name := range services {
+		s.Health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
+}
+
+// Serve listens on addr and serves until ctx is done, then stops gracefully:
+// health flips to NOT_SERVING first so load balancers drain, in-flight calls
+// get up to grace to finish, and what remains is cancelled.
+func (s *Server) Serve(ctx context.Context, addr string, grace time.Duration) error {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", addr, err)
+	}
+	return s.ServeListener(ctx, lis, grace)
+}
+
+// ServeListener is Serve on an existing listener.
+func (s *Server) ServeListener(ctx context.Context, lis net.Listener, grace time.Duration) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.Server.Serve(lis) }()
+	s.log.Info("grpc serving", "addr", lis.Addr().String())
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.Health.Shutdown()
+	done := make(chan struct{})
+	go func() { s.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		s.Stop()
+	}
+	return nil
+}
+
+func recoverUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				log.ErrorContext(ctx, "panic in grpc handler", "method", info.FullMethod, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+				err = status.Error(codes.Internal, "internal error")
+			}
+		}()
+		return handler(ctx, req)
+	}
+}
+
+func recoverStream(log *slog.Logger) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				log.ErrorContext(ss.Context(), "panic in grpc stream", "method", info.FullMethod, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+				err = status.Error(codes.Internal, "internal error")
+			}
+		}()
+		return handler(srv, ss)
+	}
+}
+
+// Dial connects to another Switchboard service, presenting token as the
+// service credential. The connection is lazy: it is established on first use
+// and re-established automatically after the peer restarts.
+func Dial(ep config.Endpoint, tlsCfg config.TLS) (*grpc.ClientConn, error) {
+	if ep.Address == "" {
+		return nil, errors.New("no address configured")
+	}
+	opts := []grpc.DialOption{
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
+	}
+	if tlsCfg.Enabled() {
+		tc, err := clientTLS(tlsCfg)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(tc)))
+	} else {
+		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+	if ep.Token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(svcauth.TokenCredentials{Token: ep.Token, Secure: tlsCfg.Enabled()}))
+	}
+	return grpc.NewClient(ep.Address, opts...)
+}
+
+func serverTLS(c config.TLS) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("load server certificate: %w", err)
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if c.ClientCAFile != "" {
+		pool, err := loadPool(c.ClientCAFile)
+		if err != nil {
+			return nil, err
+		}
+		// Verify a certificate when one is presented; token callers may
+		// still connect without one.
+		tc.ClientCAs = pool
+		tc.ClientAuth = tls.VerifyClientCertIfGiven
+	}
+	return tc, nil
+}
+
+func clientTLS(c config.TLS) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName}
+	if c.CAFile != "" {
+		pool, err := loadPool(c.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		tc.RootCAs = pool
+	}
+	if c.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("load client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+func loadPool(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read CA file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("no certificates in %s", path)
+	}
+	return pool, nil
+}

@@ -1,0 +1,255 @@
+// Package svcauth authenticates gRPC callers between Switchboard services and
+// decides which end-user principal a request acts for.
+//
+// The rule it enforces: a principal named in a request is believed only when
+// the gRPC caller authenticated as a service trusted to assert principals
+// (the gateway, the indexer). Every other authenticated caller acts as the
+// identity bound to its own credential, and naming someone else is rejected.
+// A call with no valid credential is rejected before any handler runs.
+package svcauth
+
+import (
+	"context"
+	"crypto/subtle"
+	"crypto/x509"
+	"slices"
+	"strings"
+
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/config"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+// Caller is an authenticated service identity.
+type Caller struct {
+	Name             string
+	AssertPrincipals bool
+	// Bound is the identity of a caller that may not assert principals.
+	Bound *commonv1.Principal
+}
+
+// Authenticator checks service credentials.
+type Authenticator struct {
+	byToken []tokenEntry
+	byCN    map[string]Caller
+}
+
+type tokenEntry struct {
+	token  []byte
+	caller Caller
+}
+
+// NewAuthenticator builds an authenticator from the configured credentials.
+// Credentials with neither a token nor a common name are ignored, and empty
+// tokens never match, so a missing secret cannot open the door.
+func NewAuthenticator(creds []config.ServiceCredential) *Authenticator {
+	a := &Authenticator{byCN: map[string]Caller{}}
+	for _, c := range creds {
+		caller := Caller{Name: c.Name, AssertPrincipals: c.AssertPrincipals}
+		if !c.AssertPrincipals {
+			caller.Bound = &commonv1.Principal{Subject: c.Subject, Groups: slices.Clone(c.Groups)}
+		}
+		if c.Token != "" {
+			a.byToken = append(a.byToken, tokenEntry{token: []byte(c.Token), caller: caller})
+		}
+		if c.CommonName != "" {
+			a.byCN[c.CommonName] = caller
+		}
+	}
+	return a
+}
+
+// Authenticate identifies the caller of an incoming call from its bearer
+// token or, failing that, its verified mTLS client certificate.
+func (a *Authenticator) Authenticate(ctx context.Context) (Caller, bool) {
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		for _, v := range md.Get("authorization") {
+			tok, found := strings.CutPrefix(v, "Bearer ")
+			if !found || tok == "" {
+				continue
+			}
+			// Compare against every entry in constant time so timing does
+			// not reveal how much of a token matched.
+			var match *Caller
+			for i := range a.byToken {
+				if subtle.ConstantTimeCompare(a.byToken[i].token, []byte(tok)) == 1 {
+					match = &a.byToken[i].caller
+				}
+			}
+			if match != nil {
+				return *match, true
+			}
+		}
+	}
+	if p, ok := peer.FromContext(ctx); ok {
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+			for _, chain := range ti.State.VerifiedChains {
+				if len(chain) == 0 {
+					continue
+				}
+				if c, ok := a.callerForCert(chain[0]); ok {
+					return c, true
+				}
+			}
+		}
+	}
+	return Caller{}, false
+}
+
+func (a *Authenticator) callerForCert(cert *x509.Certificate) (Caller, bool) {
+	c, ok := a.byCN[cert.Subject.CommonName]
+	return c, ok
+}
+
+type callerKey struct{}
+type principalKey struct{}
+
+// CallerFrom returns the authenticated caller of the current call.
+func CallerFrom(ctx context.Context) (Caller, bool) {
+	c, ok := ctx.Value(callerKey{}).(Caller)
+	return c, ok
+}
+
+// PrincipalFrom returns the principal the current call acts for, as decided
+// by the interceptors. It is never nil inside a handler.
+func PrincipalFrom(ctx context.Context) *commonv1.Principal {
+	if p, ok := ctx.Value(principalKey{}).(*commonv1.Principal); ok {
+		return p
+	}
+	return &commonv1.Principal{}
+}
+
+// WithPrincipal returns ctx carrying p as the effective principal (tests and
+// in-process callers).
+func WithPrincipal(ctx context.Context, p *commonv1.Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+type principalCarrier interface {
+	GetPrincipal() *commonv1.Principal
+}
+
+// Resolve decides the effective principal for a request that named
+// requested (nil if the request carries no principal).
+func Resolve(c Caller, requested *commonv1.Principal) (*commonv1.Principal, error) {
+	if c.AssertPrincipals {
+		if requested == nil {
+			return &commonv1.Principal{}, nil
+		}
+		return normalize(requested), nil
+	}
+	bound := normalize(c.Bound)
+	if requested != nil && (requested.GetSubject() != "" || len(requested.GetGroups()) > 0) {
+		r := normalize(requested)
+		if r.GetSubject() != bound.GetSubject() || !slices.Equal(r.GetGroups(), bound.GetGroups()) {
+			return nil, status.Error(codes.PermissionDenied, "caller may not act for the requested principal")
+		}
+	}
+	return bound, nil
+}
+
+// normalize sorts and de-duplicates groups so that equal identities compare
+// equal whatever order their groups arrived in.
+func normalize(p *commonv1.Principal) *commonv1.Principal {
+	if p == nil {
+		return &commonv1.Principal{}
+	}
+	g := slices.Clone(p.GetGroups())
+	slices.Sort(g)
+	g = slices.Compact(g)
+	return &commonv1.Principal{Subject: p.GetSubject(), Groups: g}
+}
+
+var errUnauthenticated = status.Error(codes.Unauthenticated, "missing or invalid service credentials")
+
+// UnaryInterceptor authenticates the caller and resolves the principal of
+// requests that carry one. Health checks and reflection are exempt so that
+// probes and grpcurl discovery work without credentials; they reveal nothing
+// about users.
+func (a *Authenticator) UnaryInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if exempt(info.FullMethod) {
+			return handler(ctx, req)
+		}
+		c, ok := a.Authenticate(ctx)
+		if !ok {
+			return nil, errUnauthenticated
+		}
+		ctx = context.WithValue(ctx, callerKey{}, c)
+		var requested *commonv1.Principal
+		if pc, ok := req.(principalCarrier); ok {
+			requested = pc.GetPrincipal()
+		}
+		p, err := Resolve(c, requested)
+		if err != nil {
+			return nil, err
+		}
+		return handler(context.WithValue(ctx, principalKey{}, p), req)
+	}
+}
+
+// StreamInterceptor does the same for server-streaming calls: the principal
+// is resolved from the first (only) request message.
+func (a *Authenticator) StreamInterceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if exempt(info.FullMethod) {
+			return handler(srv, ss)
+		}
+		c, ok := a.Authenticate(ss.Context())
+		if !ok {
+			return errUnauthenticated
+		}
+		ctx := context.WithValue(ss.Context(), callerKey{}, c)
+		return handler(srv, &principalStream{ServerStream: ss, ctx: ctx, caller: c})
+	}
+}
+
+type principalStream struct {
+	grpc.ServerStream
+	ctx    context.Context
+	caller Caller
+}
+
+func (s *principalStream) Context() context.Context { return s.ctx }
+
+func (s *principalStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	var requested *commonv1.Principal
+	if pc, ok := m.(principalCarrier); ok {
+		requested = pc.GetPrincipal()
+	}
+	p, err := Resolve(s.caller, requested)
+	if err != nil {
+		return err
+	}
+	s.ctx = context.WithValue(s.ctx, principalKey{}, p)
+	return nil
+}
+
+func exempt(fullMethod string) bool {
+	return strings.HasPrefix(fullMethod, "/grpc.health.v1.Health/") ||
+		strings.HasPrefix(fullMethod, "/grpc.reflection.")
+}
+
+// TokenCredentials attaches a bearer token to outgoing calls.
+type TokenCredentials struct {
+	Token string
+	// Secure requires transport security, so the token is not sent in the
+	// clear to a remote host. Loopback development runs set it false.
+	Secure bool
+}
+
+// GetRequestMetadata implements credentials.PerRPCCredentials.
+func (t TokenCredentials) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + t.Token}, nil
+}
+
+// RequireTransportSecurity implements credentials.PerRPCCredentials.
+func (t TokenCredentials) RequireTransportSecurity() bool { return t.Secure }

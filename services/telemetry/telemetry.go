@@ -1,0 +1,56 @@
+// Package telemetry sets up OpenTelemetry tracing for a Switchboard process.
+//
+// W3C trace context and baggage propagation are always installed, so a trace
+// that enters through the gateway continues through every service even when
+// this process records nothing. Spans are exported only when an OTLP endpoint
+// is configured; otherwise the global provider stays a no-op and tracing
+// costs next to nothing.
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+)
+
+// Setup installs propagation and, when configured, an OTLP exporter. The
+// returned function flushes and stops the exporter; call it on shutdown.
+func Setup(ctx context.Context, cfg config.Telemetry, serviceName, version string) (func(context.Context) error, error) {
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	if cfg.OTLPEndpoint == "" {
+		return func(context.Context) error { return nil }, nil
+	}
+	opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(cfg.OTLPEndpoint)}
+	if cfg.OTLPInsecure {
+		opts = append(opts, otlptracegrpc.WithInsecure())
+	}
+	exp, err := otlptracegrpc.New(ctx, opts...)
+	if err != nil {
+		return nil, err
+	}
+	res, err := resource.Merge(resource.Default(), resource.NewWithAttributes(semconv.SchemaURL,
+		semconv.ServiceName(serviceName), semconv.ServiceVersion(version), semconv.ServiceNamespace("switchboard")))
+	if err != nil && !errors.Is(err, resource.ErrSchemaURLConflict) {
+		return nil, err
+	}
+	ratio := 1.0
+	if cfg.SampleRatio != nil {
+		ratio = *cfg.SampleRatio
+	}
+	tp := sdktrace.NewTracerProvider(
+		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(2*time.Second)),
+		sdktrace.WithResource(res),
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))),
+	)
+	otel.SetTracerProvider(tp)
+	return tp.Shutdown, nil
+}
