@@ -14,6 +14,7 @@ import (
 	v1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -447,11 +448,194 @@ func (x *StatsResponse) GetScopeBuilds() uint64 {
 	return 0
 }
 
+// RevokeSessionRequest revokes one session.
+type RevokeSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// SHA-256 of the session id, hex. The id itself never leaves the gateway.
+	SessionDigest string `protobuf:"bytes,1,opt,name=session_digest,json=sessionDigest,proto3" json:"session_digest,omitempty"`
+	// When the session would have expired anyway; the record can be dropped
+	// after that.
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeSessionRequest) Reset() {
+	*x = RevokeSessionRequest{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeSessionRequest) ProtoMessage() {}
+
+func (x *RevokeSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeSessionRequest.ProtoReflect.Descriptor instead.
+func (*RevokeSessionRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RevokeSessionRequest) GetSessionDigest() string {
+	if x != nil {
+		return x.SessionDigest
+	}
+	return ""
+}
+
+func (x *RevokeSessionRequest) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+// RevokeSessionResponse is empty.
+type RevokeSessionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeSessionResponse) Reset() {
+	*x = RevokeSessionResponse{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeSessionResponse) ProtoMessage() {}
+
+func (x *RevokeSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeSessionResponse.ProtoReflect.Descriptor instead.
+func (*RevokeSessionResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{8}
+}
+
+// CheckSessionRequest asks about one session.
+type CheckSessionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessionDigest string                 `protobuf:"bytes,1,opt,name=session_digest,json=sessionDigest,proto3" json:"session_digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckSessionRequest) Reset() {
+	*x = CheckSessionRequest{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckSessionRequest) ProtoMessage() {}
+
+func (x *CheckSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckSessionRequest.ProtoReflect.Descriptor instead.
+func (*CheckSessionRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CheckSessionRequest) GetSessionDigest() string {
+	if x != nil {
+		return x.SessionDigest
+	}
+	return ""
+}
+
+// CheckSessionResponse answers it.
+type CheckSessionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Revoked       bool                   `protobuf:"varint,1,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckSessionResponse) Reset() {
+	*x = CheckSessionResponse{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckSessionResponse) ProtoMessage() {}
+
+func (x *CheckSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckSessionResponse.ProtoReflect.Descriptor instead.
+func (*CheckSessionResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *CheckSessionResponse) GetRevoked() bool {
+	if x != nil {
+		return x.Revoked
+	}
+	return false
+}
+
 var File_switchboard_indexer_v1_indexer_proto protoreflect.FileDescriptor
 
 const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\n" +
-	"$switchboard/indexer/v1/indexer.proto\x12\x16switchboard.indexer.v1\x1a%switchboard/common/v1/principal.proto\"\x97\x01\n" +
+	"$switchboard/indexer/v1/indexer.proto\x12\x16switchboard.indexer.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%switchboard/common/v1/principal.proto\"\x97\x01\n" +
 	"\rSearchRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x14\n" +
 	"\x05query\x18\x02 \x01(\tR\x05query\x12\x1a\n" +
@@ -479,11 +663,22 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\rStatsResponse\x12\x1c\n" +
 	"\tdocuments\x18\x01 \x01(\x04R\tdocuments\x12\x16\n" +
 	"\x06scopes\x18\x02 \x01(\x04R\x06scopes\x12!\n" +
-	"\fscope_builds\x18\x03 \x01(\x04R\vscopeBuilds2\xaa\x02\n" +
+	"\fscope_builds\x18\x03 \x01(\x04R\vscopeBuilds\"x\n" +
+	"\x14RevokeSessionRequest\x12%\n" +
+	"\x0esession_digest\x18\x01 \x01(\tR\rsessionDigest\x129\n" +
+	"\n" +
+	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\x17\n" +
+	"\x15RevokeSessionResponse\"<\n" +
+	"\x13CheckSessionRequest\x12%\n" +
+	"\x0esession_digest\x18\x01 \x01(\tR\rsessionDigest\"0\n" +
+	"\x14CheckSessionResponse\x12\x18\n" +
+	"\arevoked\x18\x01 \x01(\bR\arevoked2\x83\x04\n" +
 	"\x0eIndexerService\x12W\n" +
 	"\x06Search\x12%.switchboard.indexer.v1.SearchRequest\x1a&.switchboard.indexer.v1.SearchResponse\x12i\n" +
 	"\fRefreshScope\x12+.switchboard.indexer.v1.RefreshScopeRequest\x1a,.switchboard.indexer.v1.RefreshScopeResponse\x12T\n" +
-	"\x05Stats\x12$.switchboard.indexer.v1.StatsRequest\x1a%.switchboard.indexer.v1.StatsResponseBVZTgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1;indexerv1b\x06proto3"
+	"\x05Stats\x12$.switchboard.indexer.v1.StatsRequest\x1a%.switchboard.indexer.v1.StatsResponse\x12l\n" +
+	"\rRevokeSession\x12,.switchboard.indexer.v1.RevokeSessionRequest\x1a-.switchboard.indexer.v1.RevokeSessionResponse\x12i\n" +
+	"\fCheckSession\x12+.switchboard.indexer.v1.CheckSessionRequest\x1a,.switchboard.indexer.v1.CheckSessionResponseBVZTgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1;indexerv1b\x06proto3"
 
 var (
 	file_switchboard_indexer_v1_indexer_proto_rawDescOnce sync.Once
@@ -497,32 +692,42 @@ func file_switchboard_indexer_v1_indexer_proto_rawDescGZIP() []byte {
 	return file_switchboard_indexer_v1_indexer_proto_rawDescData
 }
 
-var file_switchboard_indexer_v1_indexer_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_switchboard_indexer_v1_indexer_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_switchboard_indexer_v1_indexer_proto_goTypes = []any{
-	(*SearchRequest)(nil),        // 0: switchboard.indexer.v1.SearchRequest
-	(*SearchHit)(nil),            // 1: switchboard.indexer.v1.SearchHit
-	(*SearchResponse)(nil),       // 2: switchboard.indexer.v1.SearchResponse
-	(*RefreshScopeRequest)(nil),  // 3: switchboard.indexer.v1.RefreshScopeRequest
-	(*RefreshScopeResponse)(nil), // 4: switchboard.indexer.v1.RefreshScopeResponse
-	(*StatsRequest)(nil),         // 5: switchboard.indexer.v1.StatsRequest
-	(*StatsResponse)(nil),        // 6: switchboard.indexer.v1.StatsResponse
-	(*v1.Principal)(nil),         // 7: switchboard.common.v1.Principal
+	(*SearchRequest)(nil),         // 0: switchboard.indexer.v1.SearchRequest
+	(*SearchHit)(nil),             // 1: switchboard.indexer.v1.SearchHit
+	(*SearchResponse)(nil),        // 2: switchboard.indexer.v1.SearchResponse
+	(*RefreshScopeRequest)(nil),   // 3: switchboard.indexer.v1.RefreshScopeRequest
+	(*RefreshScopeResponse)(nil),  // 4: switchboard.indexer.v1.RefreshScopeResponse
+	(*StatsRequest)(nil),          // 5: switchboard.indexer.v1.StatsRequest
+	(*StatsResponse)(nil),         // 6: switchboard.indexer.v1.StatsResponse
+	(*RevokeSessionRequest)(nil),  // 7: switchboard.indexer.v1.RevokeSessionRequest
+	(*RevokeSessionResponse)(nil), // 8: switchboard.indexer.v1.RevokeSessionResponse
+	(*CheckSessionRequest)(nil),   // 9: switchboard.indexer.v1.CheckSessionRequest
+	(*CheckSessionResponse)(nil),  // 10: switchboard.indexer.v1.CheckSessionResponse
+	(*v1.Principal)(nil),          // 11: switchboard.common.v1.Principal
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
 }
 var file_switchboard_indexer_v1_indexer_proto_depIdxs = []int32{
-	7, // 0: switchboard.indexer.v1.SearchRequest.principal:type_name -> switchboard.common.v1.Principal
-	1, // 1: switchboard.indexer.v1.SearchResponse.hits:type_name -> switchboard.indexer.v1.SearchHit
-	7, // 2: switchboard.indexer.v1.RefreshScopeRequest.principal:type_name -> switchboard.common.v1.Principal
-	0, // 3: switchboard.indexer.v1.IndexerService.Search:input_type -> switchboard.indexer.v1.SearchRequest
-	3, // 4: switchboard.indexer.v1.IndexerService.RefreshScope:input_type -> switchboard.indexer.v1.RefreshScopeRequest
-	5, // 5: switchboard.indexer.v1.IndexerService.Stats:input_type -> switchboard.indexer.v1.StatsRequest
-	2, // 6: switchboard.indexer.v1.IndexerService.Search:output_type -> switchboard.indexer.v1.SearchResponse
-	4, // 7: switchboard.indexer.v1.IndexerService.RefreshScope:output_type -> switchboard.indexer.v1.RefreshScopeResponse
-	6, // 8: switchboard.indexer.v1.IndexerService.Stats:output_type -> switchboard.indexer.v1.StatsResponse
-	6, // [6:9] is the sub-list for method output_type
-	3, // [3:6] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	11, // 0: switchboard.indexer.v1.SearchRequest.principal:type_name -> switchboard.common.v1.Principal
+	1,  // 1: switchboard.indexer.v1.SearchResponse.hits:type_name -> switchboard.indexer.v1.SearchHit
+	11, // 2: switchboard.indexer.v1.RefreshScopeRequest.principal:type_name -> switchboard.common.v1.Principal
+	12, // 3: switchboard.indexer.v1.RevokeSessionRequest.expires_at:type_name -> google.protobuf.Timestamp
+	0,  // 4: switchboard.indexer.v1.IndexerService.Search:input_type -> switchboard.indexer.v1.SearchRequest
+	3,  // 5: switchboard.indexer.v1.IndexerService.RefreshScope:input_type -> switchboard.indexer.v1.RefreshScopeRequest
+	5,  // 6: switchboard.indexer.v1.IndexerService.Stats:input_type -> switchboard.indexer.v1.StatsRequest
+	7,  // 7: switchboard.indexer.v1.IndexerService.RevokeSession:input_type -> switchboard.indexer.v1.RevokeSessionRequest
+	9,  // 8: switchboard.indexer.v1.IndexerService.CheckSession:input_type -> switchboard.indexer.v1.CheckSessionRequest
+	2,  // 9: switchboard.indexer.v1.IndexerService.Search:output_type -> switchboard.indexer.v1.SearchResponse
+	4,  // 10: switchboard.indexer.v1.IndexerService.RefreshScope:output_type -> switchboard.indexer.v1.RefreshScopeResponse
+	6,  // 11: switchboard.indexer.v1.IndexerService.Stats:output_type -> switchboard.indexer.v1.StatsResponse
+	8,  // 12: switchboard.indexer.v1.IndexerService.RevokeSession:output_type -> switchboard.indexer.v1.RevokeSessionResponse
+	10, // 13: switchboard.indexer.v1.IndexerService.CheckSession:output_type -> switchboard.indexer.v1.CheckSessionResponse
+	9,  // [9:14] is the sub-list for method output_type
+	4,  // [4:9] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_indexer_v1_indexer_proto_init() }
@@ -536,7 +741,7 @@ func file_switchboard_indexer_v1_indexer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_indexer_v1_indexer_proto_rawDesc), len(file_switchboard_indexer_v1_indexer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,9 +23,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	IndexerService_Search_FullMethodName       = "/switchboard.indexer.v1.IndexerService/Search"
-	IndexerService_RefreshScope_FullMethodName = "/switchboard.indexer.v1.IndexerService/RefreshScope"
-	IndexerService_Stats_FullMethodName        = "/switchboard.indexer.v1.IndexerService/Stats"
+	IndexerService_Search_FullMethodName        = "/switchboard.indexer.v1.IndexerService/Search"
+	IndexerService_RefreshScope_FullMethodName  = "/switchboard.indexer.v1.IndexerService/RefreshScope"
+	IndexerService_Stats_FullMethodName         = "/switchboard.indexer.v1.IndexerService/Stats"
+	IndexerService_RevokeSession_FullMethodName = "/switchboard.indexer.v1.IndexerService/RevokeSession"
+	IndexerService_CheckSession_FullMethodName  = "/switchboard.indexer.v1.IndexerService/CheckSession"
 )
 
 // IndexerServiceClient is the client API for IndexerService service.
@@ -43,6 +45,13 @@ type IndexerServiceClient interface {
 	RefreshScope(ctx context.Context, in *RefreshScopeRequest, opts ...grpc.CallOption) (*RefreshScopeResponse, error)
 	// Stats reports the size of the index.
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
+	// RevokeSession records that a gateway session was deleted. Legacy
+	// (2025-11-25) session ids are sealed tokens any gateway replica can open,
+	// so deleting one must be recorded where every replica can see it; the
+	// indexer's database is the one shared durable store in the system.
+	RevokeSession(ctx context.Context, in *RevokeSessionRequest, opts ...grpc.CallOption) (*RevokeSessionResponse, error)
+	// CheckSession reports whether a session was revoked.
+	CheckSession(ctx context.Context, in *CheckSessionRequest, opts ...grpc.CallOption) (*CheckSessionResponse, error)
 }
 
 type indexerServiceClient struct {
@@ -83,6 +92,26 @@ func (c *indexerServiceClient) Stats(ctx context.Context, in *StatsRequest, opts
 	return out, nil
 }
 
+func (c *indexerServiceClient) RevokeSession(ctx context.Context, in *RevokeSessionRequest, opts ...grpc.CallOption) (*RevokeSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeSessionResponse)
+	err := c.cc.Invoke(ctx, IndexerService_RevokeSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *indexerServiceClient) CheckSession(ctx context.Context, in *CheckSessionRequest, opts ...grpc.CallOption) (*CheckSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckSessionResponse)
+	err := c.cc.Invoke(ctx, IndexerService_CheckSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // IndexerServiceServer is the server API for IndexerService service.
 // All implementations must embed UnimplementedIndexerServiceServer
 // for forward compatibility.
@@ -98,6 +127,13 @@ type IndexerServiceServer interface {
 	RefreshScope(context.Context, *RefreshScopeRequest) (*RefreshScopeResponse, error)
 	// Stats reports the size of the index.
 	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
+	// RevokeSession records that a gateway session was deleted. Legacy
+	// (2025-11-25) session ids are sealed tokens any gateway replica can open,
+	// so deleting one must be recorded where every replica can see it; the
+	// indexer's database is the one shared durable store in the system.
+	RevokeSession(context.Context, *RevokeSessionRequest) (*RevokeSessionResponse, error)
+	// CheckSession reports whether a session was revoked.
+	CheckSession(context.Context, *CheckSessionRequest) (*CheckSessionResponse, error)
 	mustEmbedUnimplementedIndexerServiceServer()
 }
 
@@ -116,6 +152,12 @@ func (UnimplementedIndexerServiceServer) RefreshScope(context.Context, *RefreshS
 }
 func (UnimplementedIndexerServiceServer) Stats(context.Context, *StatsRequest) (*StatsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Stats not implemented")
+}
+func (UnimplementedIndexerServiceServer) RevokeSession(context.Context, *RevokeSessionRequest) (*RevokeSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeSession not implemented")
+}
+func (UnimplementedIndexerServiceServer) CheckSession(context.Context, *CheckSessionRequest) (*CheckSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckSession not implemented")
 }
 func (UnimplementedIndexerServiceServer) mustEmbedUnimplementedIndexerServiceServer() {}
 func (UnimplementedIndexerServiceServer) testEmbeddedByValue()                        {}
@@ -192,6 +234,42 @@ func _IndexerService_Stats_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _IndexerService_RevokeSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IndexerServiceServer).RevokeSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IndexerService_RevokeSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IndexerServiceServer).RevokeSession(ctx, req.(*RevokeSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _IndexerService_CheckSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IndexerServiceServer).CheckSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IndexerService_CheckSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IndexerServiceServer).CheckSession(ctx, req.(*CheckSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // IndexerService_ServiceDesc is the grpc.ServiceDesc for IndexerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -210,6 +288,14 @@ var IndexerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Stats",
 			Handler:    _IndexerService_Stats_Handler,
+		},
+		{
+			MethodName: "RevokeSession",
+			Handler:    _IndexerService_RevokeSession_Handler,
+		},
+		{
+			MethodName: "CheckSession",
+			Handler:    _IndexerService_CheckSession_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
