@@ -15,14 +15,15 @@ import (
 	"slices"
 	"strings"
 
-	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
-	"github.com/switchboard-mcp/switchboard/services/config"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
+
+	"github.com/switchboard-mcp/switchboard/services/apierr"
+	"github.com/switchboard-mcp/switchboard/services/config"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 )
 
 // Caller is an authenticated service identity.
@@ -147,7 +148,7 @@ func Resolve(c Caller, requested *commonv1.Principal) (*commonv1.Principal, erro
 	if requested != nil && (requested.GetSubject() != "" || len(requested.GetGroups()) > 0) {
 		r := normalize(requested)
 		if r.GetSubject() != bound.GetSubject() || !slices.Equal(r.GetGroups(), bound.GetGroups()) {
-			return nil, status.Error(codes.PermissionDenied, "caller may not act for the requested principal")
+			return nil, apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_NOT_ALLOWED, "caller may not act for the requested principal")
 		}
 	}
 	return bound, nil
@@ -165,7 +166,7 @@ func normalize(p *commonv1.Principal) *commonv1.Principal {
 	return &commonv1.Principal{Subject: p.GetSubject(), Groups: g}
 }
 
-var errUnauthenticated = status.Error(codes.Unauthenticated, "missing or invalid service credentials")
+var errUnauthenticated = apierr.New(codes.Unauthenticated, commonv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED, "missing or invalid service credentials")
 
 // UnaryInterceptor authenticates the caller and resolves the principal of
 // requests that carry one. Health checks and reflection are exempt so that

@@ -1,0 +1,76 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestExpand(t *testing.T) {
+	lookup := env(map[string]string{"TOKEN": "s3cret", "EMPTY": ""})
+	cases := []struct{ in, want, wantErr string }{
+		{in: "token: ${TOKEN}", want: "token: s3cret"},
+		{in: "token: ${EMPTY}", want: "token: "},
+		{in: "token: ${MISSING:-fallback}", want: "token: fallback"},
+		{in: "token: ${MISSING:-}", want: "token: "},
+		{in: "price: $$5 and $HOME stay", want: "price: $5 and $HOME stay"},
+		{in: "regex: ^a$", want: "regex: ^a$"},
+		{in: "a: ${MISSING} b: ${ALSO_MISSING}", wantErr: "MISSING, ALSO_MISSING"},
+	}
+	for _, tc := range cases {
+		got, err := Expand(tc.in, lookup)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("Expand(%q) error = %v, want it to name %q", tc.in, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("Expand(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestParseStrictAndDurations(t *testing.T) {
+	c, err := Parse([]byte(`
+serviceAuth:
+  credentials:
+    - name: gateway
+      token: ${GW}
+      assertPrincipals: true
+gateway:
+  listen: 127.0.0.1:8080
+aggregator:
+  catalogTTL: 45s
+  backends:
+    - name: a
+      url: http://127.0.0.1:9101/mcp
+`), env(map[string]string{"GW": "tok"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ServiceAuth.Credentials[0].Token != "tok" || !c.ServiceAuth.Credentials[0].AssertPrincipals {
+		t.Fatalf("credential not decoded: %+v", c.ServiceAuth.Credentials[0])
+	}
+	if got := c.Aggregator.CatalogTTL.Or(time.Second); got != 45*time.Second {
+		t.Fatalf("catalogTTL = %v", got)
+	}
+	if got := c.Aggregator.FanOut; got != 0 {
+		t.Fatalf("unset field = %v", got)
+	}
+
+	// A typo must fail loudly rather than silently leave a setting unset.
+	if _, err := Parse([]byte("gateway:\n  lisen: x\n"), env(nil)); err == nil || !strings.Contains(err.Error(), "lisen") {
+		t.Fatalf("unknown key accepted: %v", err)
+	}
+	if _, err := Parse([]byte("aggregator:\n  catalogTTL: soon\n"), env(nil)); err == nil {
+		t.Fatal("bad duration accepted")
+	}
+	if c, err := Parse(nil, env(nil)); err != nil || c == nil {
+		t.Fatalf("empty file: %v", err)
+	}
+}

@@ -1,0 +1,173 @@
+package rpc_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/switchboard-mcp/switchboard/services/apierr"
+	"github.com/switchboard-mcp/switchboard/services/config"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/rpc"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
+)
+
+// principalEcho answers RefreshScope with the principal the interceptors
+// decided on, so tests can see exactly what a handler would act as.
+type principalEcho struct {
+	indexerv1.UnimplementedIndexerServiceServer
+}
+
+func (principalEcho) RefreshScope(ctx context.Context, _ *indexerv1.RefreshScopeRequest) (*indexerv1.RefreshScopeResponse, error) {
+	p := svcauth.PrincipalFrom(ctx)
+	digest := p.GetSubject()
+	for _, g := range p.GetGroups() {
+		digest += "|" + g
+	}
+	return &indexerv1.RefreshScopeResponse{ToolsDigest: digest}, nil
+}
+
+// startServer runs a real gRPC server on loopback with the given credentials.
+func startServer(t *testing.T, creds []config.ServiceCredential) string {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := rpc.NewServer(svcauth.NewAuthenticator(creds), config.TLS{}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	indexerv1.RegisterIndexerServiceServer(srv.Server, principalEcho{})
+	srv.SetServing(indexerv1.IndexerService_ServiceDesc.ServiceName)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.ServeListener(ctx, lis, 0) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return lis.Addr().String()
+}
+
+func dial(t *testing.T, addr, token string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := rpc.Dial(config.Endpoint{Address: addr, Token: token}, config.TLS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+var testCreds = []config.ServiceCredential{
+	{Name: "gateway", Token: "gateway-secret", AssertPrincipals: true},
+	{Name: "reporting", Token: "reporting-secret", Subject: "svc-reporting", Groups: []string{"reports", "audit"}},
+	{Name: "unset", Token: ""}, // a missing secret must never authenticate anything
+}
+
+func TestServiceAuthentication(t *testing.T) {
+	addr := startServer(t, testCreds)
+	alice := &commonv1.Principal{Subject: "alice", Groups: []string{"eng", "admins", "eng"}}
+
+	cases := []struct {
+		name       string
+		token      string
+		principal  *commonv1.Principal
+		wantCode   codes.Code
+		wantReason commonv1.ErrorReason
+		wantDigest string
+	}{
+		{name: "no credentials", token: "", principal: alice, wantCode: codes.Unauthenticated, wantReason: commonv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED},
+		{name: "wrong token", token: "gateway-secreT", principal: alice, wantCode: codes.Unauthenticated, wantReason: commonv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED},
+		{name: "trusted service asserts principal", token: "gateway-secret", principal: alice, wantCode: codes.OK, wantDigest: "alice|admins|eng"},
+		{name: "trusted service without principal is anonymous", token: "gateway-secret", wantCode: codes.OK, wantDigest: ""},
+		{name: "bound caller acts as itself", token: "reporting-secret", wantCode: codes.OK, wantDigest: "svc-reporting|audit|reports"},
+		{name: "bound caller may restate itself", token: "reporting-secret", principal: &commonv1.Principal{Subject: "svc-reporting", Groups: []string{"reports", "audit"}}, wantCode: codes.OK, wantDigest: "svc-reporting|audit|reports"},
+		{name: "bound caller cannot impersonate", token: "reporting-secret", principal: alice, wantCode: codes.PermissionDenied, wantReason: commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_NOT_ALLOWED},
+		{name: "bound caller cannot add groups", token: "reporting-secret", principal: &commonv1.Principal{Subject: "svc-reporting", Groups: []string{"reports", "audit", "admins"}}, wantCode: codes.PermissionDenied, wantReason: commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_NOT_ALLOWED},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			client := indexerv1.NewIndexerServiceClient(dial(t, addr, tc.token))
+			resp, err := client.RefreshScope(context.Background(), &indexerv1.RefreshScopeRequest{Principal: tc.principal})
+			if got := status.Code(err); got != tc.wantCode {
+				t.Fatalf("code = %v (%v), want %v", got, err, tc.wantCode)
+			}
+			if tc.wantCode != codes.OK {
+				if got := apierr.Reason(err); got != tc.wantReason {
+					t.Fatalf("reason = %v, want %v", got, tc.wantReason)
+				}
+				return
+			}
+			if resp.GetToolsDigest() != tc.wantDigest {
+				t.Fatalf("principal seen by handler = %q, want %q", resp.GetToolsDigest(), tc.wantDigest)
+			}
+		})
+	}
+}
+
+// Probes and grpcurl discovery must work without credentials: they reveal
+// nothing about users, and kubelet gRPC probes cannot carry tokens.
+func TestHealthAndReflectionNeedNoCredentials(t *testing.T) {
+	addr := startServer(t, testCreds)
+	conn := dial(t, addr, "")
+	resp, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: indexerv1.IndexerService_ServiceDesc.ServiceName})
+	if err != nil {
+		t.Fatalf("health check: %v", err)
+	}
+	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health = %v, want SERVING", resp.GetStatus())
+	}
+	stream, err := grpc_reflection_v1.NewServerReflectionClient(conn).ServerReflectionInfo(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&grpc_reflection_v1.ServerReflectionRequest{MessageRequest: &grpc_reflection_v1.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := stream.Recv()
+	if err != nil {
+		t.Fatalf("reflection: %v", err)
+	}
+	var names []string
+	for _, s := range r.GetListServicesResponse().GetService() {
+		names = append(names, s.GetName())
+	}
+	found := false
+	for _, n := range names {
+		found = found || n == indexerv1.IndexerService_ServiceDesc.ServiceName
+	}
+	if !found {
+		t.Fatalf("reflection lists %v, want %s among them", names, indexerv1.IndexerService_ServiceDesc.ServiceName)
+	}
+}
+
+// A server starts NOT_SERVING so that nothing routes to it before the
+// service says it is ready (the indexer waits for its migrations).
+func TestHealthStartsNotServing(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := rpc.NewServer(svcauth.NewAuthenticator(nil), config.TLS{}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := srv.Health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("initial health = %v, want NOT_SERVING", resp.GetStatus())
+	}
+}
