@@ -1,0 +1,285 @@
+// Package scope maps a principal to its search scope. The view comes from
+// the aggregator alone: Discover gives the principal's tools_digest, and a
+// scope missing for that digest is built from ListTools pages fetched as
+// that principal. The principal→scope mapping is cached with a TTL and
+// dropped whenever the aggregator's WatchCatalog stream reports a tool
+// change (or breaks, since changes may then have been missed).
+package scope
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+)
+
+// AggregatorError is a failed call to the aggregator; Err is its gRPC
+// status error.
+type AggregatorError struct {
+	Op  string
+	Err error
+}
+
+func (e *AggregatorError) Error() string { return "aggregator " + e.Op + ": " + e.Err.Error() }
+func (e *AggregatorError) Unwrap() error { return e.Err }
+
+// errViewMoved means the catalog changed while a view was being listed.
+var errViewMoved = errors.New("catalog changed while listing the view")
+
+const (
+	listPageSize = 1000
+	// buildAttempts bounds retries when the catalog keeps moving under a
+	// build.
+	buildAttempts = 3
+	buildTimeout  = 2 * time.Minute
+)
+
+// Resolver resolves principals to scopes.
+type Resolver struct {
+	agg   aggregatorv1.AggregatorServiceClient
+	store *store.Store
+	ttl   time.Duration
+	log   *slog.Logger
+
+	mu    sync.Mutex
+	cache map[string]entry
+	// generation increases on every invalidation; a resolution that began
+	// under an older generation is not cached, so it cannot resurrect a
+	// view the watch just invalidated.
+	generation uint64
+
+	flight singleflight.Group
+	builds atomic.Int64
+}
+
+type entry struct {
+	scope   store.Scope
+	expires time.Time
+}
+
+// New returns a resolver. ttl bounds how long a principal's scope is used
+// without asking the aggregator again.
+func New(agg aggregatorv1.AggregatorServiceClient, st *store.Store, ttl time.Duration, log *slog.Logger) *Resolver {
+	return &Resolver{agg: agg, store: st, ttl: ttl, log: log, cache: map[string]entry{}}
+}
+
+// Builds is how many scopes this resolver built (not found already built).
+func (r *Resolver) Builds() int64 { return r.builds.Load() }
+
+// principalKey identifies a principal; groups arrive normalized (sorted,
+// unique) from svcauth.
+func principalKey(p *commonv1.Principal) string {
+	return p.GetSubject() + "\x00" + strings.Join(p.GetGroups(), "\x00")
+}
+
+// Resolve returns the principal's scope, building it if needed; built
+// reports whether this call built it.
+func (r *Resolver) Resolve(ctx context.Context, p *commonv1.Principal) (store.Scope, bool, error) {
+	key := principalKey(p)
+	r.mu.Lock()
+	e, ok := r.cache[key]
+	gen := r.generation
+	r.mu.Unlock()
+	if ok && time.Now().Before(e.expires) {
+		return e.scope, false, nil
+	}
+	var (
+		sc    store.Scope
+		built bool
+		err   error
+	)
+	for range buildAttempts {
+		sc, built, err = r.resolve(ctx, p)
+		if !errors.Is(err, errViewMoved) {
+			break
+		}
+	}
+	if err != nil {
+		return store.Scope{}, false, err
+	}
+	r.mu.Lock()
+	if r.generation == gen {
+		r.cache[key] = entry{scope: sc, expires: time.Now().Add(r.ttl)}
+	}
+	r.mu.Unlock()
+	return sc, built, nil
+}
+
+type buildResult struct {
+	scope store.Scope
+	built bool
+}
+
+func (r *Resolver) resolve(ctx context.Context, p *commonv1.Principal) (store.Scope, bool, error) {
+	disc, err := r.agg.Discover(ctx, &aggregatorv1.DiscoverRequest{Principal: p})
+	if err != nil {
+		return store.Scope{}, false, &AggregatorError{Op: "discover", Err: err}
+	}
+	digest := disc.GetToolsDigest()
+	var listed []store.Tool
+	if digest == "" {
+		// An aggregator that reports no digest: derive one from the view
+		// itself, so equal views still share a scope.
+		if listed, err = r.listTools(ctx, p, disc.GetCatalogVersion()); err != nil {
+			return store.Scope{}, false, err
+		}
+		digest = viewDigest(listed)
+	}
+	// Concurrent first searches of one view (same or different principals)
+	// share one build here; other replicas are held off by the store's
+	// advisory lock.
+	v, err, shared := r.flight.Do(digest, func() (any, error) {
+		// The build serves every caller waiting on it, so one caller
+		// going away must not abort it.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), buildTimeout)
+		defer cancel()
+		sc, err := r.store.LookupScope(ctx, digest)
+		if err == nil {
+			return buildResult{scope: sc}, nil
+		}
+		if !errors.Is(err, store.ErrScopeNotFound) {
+			return nil, err
+		}
+		tools := listed
+		if tools == nil {
+			if tools, err = r.listTools(ctx, p, disc.GetCatalogVersion()); err != nil {
+				return nil, err
+			}
+		}
+		start := time.Now()
+		sc, built, err := r.store.BuildScope(ctx, digest, disc.GetCatalogVersion(), tools)
+		if err != nil {
+			return nil, err
+		}
+		if built {
+			r.builds.Add(1)
+			r.log.InfoContext(ctx, "scope built", "tools", len(tools), "duration", time.Since(start), "catalog_version", disc.GetCatalogVersion())
+		}
+		return buildResult{scope: sc, built: built}, nil
+	})
+	if err != nil {
+		return store.Scope{}, false, err
+	}
+	res := v.(buildResult)
+	return res.scope, res.built && !shared, nil
+}
+
+// listTools pages through the principal's tools. Every page must come from
+// the catalog version Discover reported, so that the scope stored under
+// that version's digest holds exactly that view.
+func (r *Resolver) listTools(ctx context.Context, p *commonv1.Principal, version uint64) ([]store.Tool, error) {
+	var tools []store.Tool
+	cursor := ""
+	for {
+		page, err := r.agg.ListTools(ctx, &aggregatorv1.ListToolsRequest{Principal: p, Cursor: cursor, PageSize: listPageSize})
+		if err != nil {
+			return nil, &AggregatorError{Op: "list tools", Err: err}
+		}
+		if page.GetCatalogVersion() != version {
+			return nil, errViewMoved
+		}
+		for _, t := range page.GetTools() {
+			tools = append(tools, store.Tool{
+				Name:            t.GetName(),
+				Description:     t.GetDescription(),
+				InputSchemaJSON: t.GetInputSchemaJson(),
+				DefinitionJSON:  t.GetDefinitionJson(),
+			})
+		}
+		cursor = page.GetNextCursor()
+		if cursor == "" {
+			return tools, nil
+		}
+	}
+}
+
+// viewDigest is a digest of a listed view.
+func viewDigest(tools []store.Tool) string {
+	h := sha256.New()
+	for _, t := range tools {
+		for _, part := range []string{t.Name, t.Description, t.InputSchemaJSON} {
+			h.Write([]byte(part))
+			h.Write([]byte{0})
+		}
+	}
+	return "listed:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// Forget drops the principal's cached scope (it vanished from the store).
+func (r *Resolver) Forget(p *commonv1.Principal) {
+	r.mu.Lock()
+	delete(r.cache, principalKey(p))
+	r.mu.Unlock()
+}
+
+// Invalidate drops every cached principal→scope mapping.
+func (r *Resolver) Invalidate() {
+	r.mu.Lock()
+	r.cache = map[string]entry{}
+	r.generation++
+	r.mu.Unlock()
+}
+
+// Watch follows the aggregator's catalog changes until ctx ends,
+// invalidating the cache on every tool change. A broken stream is
+// reconnected with backoff, and the cache is invalidated then too, because
+// changes may have been missed while disconnected.
+func (r *Resolver) Watch(ctx context.Context) {
+	const maxBackoff = 10 * time.Second
+	backoff := 100 * time.Millisecond
+	var lastVersion uint64
+	for ctx.Err() == nil {
+		err := r.watchOnce(ctx, &lastVersion, func() { backoff = 100 * time.Millisecond })
+		r.Invalidate()
+		if ctx.Err() != nil {
+			return
+		}
+		r.log.WarnContext(ctx, "catalog watch interrupted; reconnecting", "error", err, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, maxBackoff)
+	}
+}
+
+func (r *Resolver) watchOnce(ctx context.Context, lastVersion *uint64, connected func()) error {
+	stream, err := r.agg.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{AllChanges: true})
+	if err != nil {
+		return err
+	}
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			return fmt.Errorf("receive: %w", err)
+		}
+		connected()
+		if toolsChanged(ev) || ev.GetCatalogVersion() != *lastVersion {
+			r.Invalidate()
+		}
+		*lastVersion = ev.GetCatalogVersion()
+	}
+}
+
+func toolsChanged(ev *aggregatorv1.WatchCatalogResponse) bool {
+	for _, k := range ev.GetChanged() {
+		if k == aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,58 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/switchboard-mcp/switchboard/services/apierr"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+
+	"github.com/switchboard-mcp/switchboard/indexer/internal/scope"
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+)
+
+// invalidArgumentError is a request the caller must fix.
+type invalidArgumentError struct{ msg string }
+
+func (e *invalidArgumentError) Error() string { return e.msg }
+
+func invalidArgument(msg string) error { return &invalidArgumentError{msg: msg} }
+
+// toStatus is the one place the indexer turns errors into gRPC statuses.
+// Messages are safe for clients; detail goes to the log.
+func (s *Server) toStatus(ctx context.Context, method string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var (
+		invalid     *invalidArgumentError
+		unavailable *store.UnavailableError
+		aggErr      *scope.AggregatorError
+	)
+	switch {
+	case errors.As(err, &invalid):
+		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, invalid.msg)
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, "request cancelled")
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, "deadline exceeded")
+	case errors.Is(err, errNotReady):
+		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_NOT_READY, "indexer is starting: its database schema is not ready yet")
+	case errors.As(err, &unavailable):
+		s.log.WarnContext(ctx, "search index database unavailable", "method", method, "error", err)
+		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_INDEX_UNAVAILABLE, "search index unavailable: its database cannot be reached; retry later")
+	case errors.As(err, &aggErr):
+		code := status.Code(aggErr.Err)
+		s.log.WarnContext(ctx, "aggregator call failed", "method", method, "error", err)
+		if code == codes.Unavailable || code == codes.DeadlineExceeded {
+			return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_NOT_READY, "search index cannot reach the aggregator; retry later")
+		}
+		return apierr.New(codes.Internal, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "search index could not read the tool catalog")
+	default:
+		s.log.ErrorContext(ctx, "indexer request failed", "method", method, "error", err)
+		return apierr.New(codes.Internal, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "internal error")
+	}
+}

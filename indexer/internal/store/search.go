@@ -1,0 +1,182 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// Ranking holds the tunable weights of the ranking function. The defaults
+// were chosen on the MetaTool development split as a whole (never per
+// query); see docs/benchmarks-indexer.md.
+type Ranking struct {
+	// FieldWeights are ts_rank's weights for D, C, B, A: unused, parameter
+	// text, description, name.
+	FieldWeights [4]float32
+	// Normalization is ts_rank's document-length normalization flags.
+	Normalization int
+	// KeywordBoost multiplies the weight of caller-supplied keywords.
+	KeywordBoost float64
+	// SynonymBoost is the weight of a word added by synonym expansion.
+	SynonymBoost float64
+	// PrefixWeight is the weight of a prefix match ("weather" in
+	// "weatherforecast") relative to an exact lexeme match.
+	PrefixWeight float64
+	// TrigramWeight scales trigram similarity between the query and the
+	// tool name; TrigramThreshold is the similarity below which it counts
+	// for nothing.
+	TrigramWeight    float64
+	TrigramThreshold float64
+}
+
+// DefaultRanking is the ranking the indexer serves with.
+var DefaultRanking = Ranking{
+	FieldWeights:     [4]float32{0, 0.2, 0.5, 1.0},
+	Normalization:    1,
+	KeywordBoost:     2,
+	SynonymBoost:     0.4,
+	PrefixWeight:     0.3,
+	TrigramWeight:    0.5,
+	TrigramThreshold: 0.5,
+}
+
+// Query is one search.
+type Query struct {
+	Text     string
+	Keywords []string
+	Limit    int
+}
+
+// Hit is one ranked tool.
+type Hit struct {
+	Name            string
+	Description     string
+	InputSchemaJSON string
+	Score           float64
+}
+
+const (
+	// MaxQueryBytes bounds the query text plus keywords.
+	MaxQueryBytes = 4096
+	maxTerms      = 64
+)
+
+// queryTerms turns the query and keywords into weighted words: query words
+// at weight 1, keywords at KeywordBoost, synonyms of either at
+// SynonymBoost times their source. PostgreSQL then stems them and drops
+// stop words.
+func (r Ranking) queryTerms(q Query) (terms []string, boosts []float64, key string) {
+	weight := map[string]float64{}
+	var order []string
+	add := func(w string, b float64) {
+		if old, ok := weight[w]; !ok {
+			order = append(order, w)
+			weight[w] = b
+		} else if b > old {
+			weight[w] = b
+		}
+	}
+	var keyParts []string
+	addText := func(text string, b float64) {
+		for _, w := range splitWords(text) {
+			keyParts = append(keyParts, w)
+			add(w, b)
+			for _, syn := range synonyms[w] {
+				add(syn, b*r.SynonymBoost)
+			}
+		}
+	}
+	addText(q.Text, 1)
+	for _, k := range q.Keywords {
+		addText(k, r.KeywordBoost)
+	}
+	if len(order) > maxTerms {
+		order = order[:maxTerms]
+	}
+	for _, w := range order {
+		terms = append(terms, w)
+		boosts = append(boosts, weight[w])
+	}
+	return terms, boosts, strings.Join(keyParts, "")
+}
+
+// searchSQL ranks one scope's documents. Every query word (stemmed, stop
+// words dropped) is ORed: a document matching any word is a candidate, so
+// a natural-language query always finds something. Each matched word adds
+// boost × IDF (from the scope's own statistics) × its weighted, length-
+// normalized ts_rank; prefix matches add a fraction more. Trigram
+// similarity between the tool name and the query catches identifier-like
+// and misspelled queries. The query text arrives only as parameters.
+const searchSQL = `
+WITH terms AS (
+	SELECT lex, max(t.boost) AS boost
+	FROM unnest($2::text[], $3::float8[]) AS t(term, boost)
+	CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector('switchboard_en', t.term))) AS lex
+	GROUP BY lex
+),
+weighted AS (
+	SELECT t.boost,
+	       ln(1 + (sc.tool_count - coalesce(l.ndoc, 0) + 0.5) / (coalesce(l.ndoc, 0) + 0.5)) AS idf,
+	       quote_literal(t.lex)::tsquery AS exact,
+	       CASE WHEN length(t.lex) >= 3 THEN (quote_literal(t.lex) || ':*')::tsquery
+	            ELSE quote_literal(t.lex)::tsquery END AS prefix
+	FROM terms t
+	JOIN scopes sc ON sc.id = $1
+	LEFT JOIN scope_lexemes l ON l.scope_id = sc.id AND l.lexeme = t.lex
+),
+docs AS (
+	SELECT d.id, d.name, d.description, d.input_schema_json, d.tsv,
+	       CASE WHEN $4 = '' THEN 0
+	            ELSE greatest(word_similarity(d.name_key, $4), word_similarity($4, d.name_key)) END AS trgm
+	FROM scope_tools st JOIN tool_documents d ON d.id = st.doc_id
+	WHERE st.scope_id = $1
+),
+lexical AS (
+	SELECT dd.id,
+	       sum(w.boost * w.idf * (ts_rank($6::float4[], dd.tsv, w.exact, $10) + $9 * ts_rank($6::float4[], dd.tsv, w.prefix, $10))) AS score
+	FROM docs dd JOIN weighted w ON dd.tsv @@ w.prefix
+	GROUP BY dd.id
+)
+SELECT d.name, d.description, d.input_schema_json,
+       coalesce(l.score, 0) + CASE WHEN d.trgm >= $8 THEN $7 * d.trgm ELSE 0 END AS score
+FROM docs d LEFT JOIN lexical l ON l.id = d.id
+WHERE l.id IS NOT NULL OR d.trgm >= $8
+ORDER BY score DESC, d.name
+LIMIT $5`
+
+// Search ranks the tools of scope against q with the ranking r.
+func (s *Store) Search(ctx context.Context, scope Scope, q Query, r Ranking) ([]Hit, error) {
+	terms, boosts, key := r.queryTerms(q)
+	if len(terms) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, searchSQL, scope.ID, terms, boosts, key, q.Limit,
+		r.FieldWeights[:], r.TrigramWeight, r.TrigramThreshold, r.PrefixWeight, r.Normalization)
+	if err != nil {
+		return nil, classify(fmt.Errorf("search: %w", err))
+	}
+	defer rows.Close()
+	var hits []Hit
+	for rows.Next() {
+		var h Hit
+		if err := rows.Scan(&h.Name, &h.Description, &h.InputSchemaJSON, &h.Score); err != nil {
+			return nil, classify(fmt.Errorf("search: %w", err))
+		}
+		hits = append(hits, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, classify(fmt.Errorf("search: %w", err))
+	}
+	if len(hits) == 0 {
+		// No hits is normal; a vanished scope (collected by another
+		// replica) is not, and the caller rebuilds it.
+		var exists bool
+		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM scopes WHERE id = $1)`, scope.ID).Scan(&exists); err != nil {
+			return nil, classify(fmt.Errorf("search: %w", err))
+		}
+		if !exists {
+			return nil, ErrScopeNotFound
+		}
+	}
+	return hits, nil
+}

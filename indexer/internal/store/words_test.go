@@ -1,0 +1,67 @@
+package store
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestSplitWords(t *testing.T) {
+	cases := map[string][]string{
+		"get_weather":         {"get", "weather"},
+		"getHTTPResponse":     {"get", "http", "response"},
+		"github.list-issues":  {"github", "list", "issues"},
+		"s3Upload2Bucket":     {"s", "3", "upload", "2", "bucket"},
+		"  spaced  words ":    {"spaced", "words"},
+		"Crème_Brûlée":        {"crème", "brûlée"},
+		"":                    nil,
+		"___":                 nil,
+		"fetchURLContentFast": {"fetch", "url", "content", "fast"},
+	}
+	for in, want := range cases {
+		if got := splitWords(in); !slices.Equal(got, want) {
+			t.Errorf("splitWords(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestParamText(t *testing.T) {
+	got := paramText(`{"type":"object","properties":{"zipCode":{"type":"string","description":"US ZIP code"},
+		"options":{"type":"object","properties":{"units_system":{"description":"metric or imperial"}}}}}`)
+	for _, want := range []string{"zip code", "US ZIP code", "units system", "metric or imperial", "options"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("paramText missing %q: %q", want, got)
+		}
+	}
+	if got := paramText(`not json`); got != "" {
+		t.Errorf("paramText(invalid) = %q, want empty", got)
+	}
+}
+
+func TestQueryTerms(t *testing.T) {
+	r := DefaultRanking
+	terms, boosts, key := r.queryTerms(Query{Text: "Find the weather", Keywords: []string{"get_forecast"}})
+	weight := map[string]float64{}
+	for i, term := range terms {
+		weight[term] = boosts[i]
+	}
+	if weight["weather"] != 1 || weight["forecast"] != r.KeywordBoost || weight["get"] != r.KeywordBoost {
+		t.Errorf("weights %v", weight)
+	}
+	// A synonym of a query word comes in at reduced weight; one of a
+	// keyword keeps the keyword's boost relative to it.
+	if weight["search"] != r.SynonymBoost || weight["fetch"] != r.KeywordBoost*r.SynonymBoost {
+		t.Errorf("synonym weights %v", weight)
+	}
+	if key != "findtheweathergetforecast" {
+		t.Errorf("key %q", key)
+	}
+	var words []string
+	for i := range 200 {
+		words = append(words, "w"+string(rune('a'+i%26))+string(rune('a'+i/26)))
+	}
+	long := strings.Join(words, " ")
+	if terms, _, _ := r.queryTerms(Query{Text: long}); len(terms) > maxTerms {
+		t.Errorf("%d terms, cap is %d", len(terms), maxTerms)
+	}
+}

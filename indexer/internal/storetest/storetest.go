@@ -1,0 +1,79 @@
+// Package storetest gives tests a real PostgreSQL: one throwaway cluster
+// per test binary, a template database migrated once, and a fresh database
+// cloned from the template for each test.
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchboard-mcp/switchboard/services/pgcluster"
+
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+)
+
+const templateName = "indexer_template"
+
+// Env is a cluster with a migrated template database.
+type Env struct {
+	Cluster *pgcluster.Cluster
+	next    atomic.Int64
+}
+
+// Setup starts the cluster and migrates the template. Call it from
+// TestMain and Stop the result when the tests are done.
+func Setup(ctx context.Context, opts pgcluster.Options) (*Env, error) {
+	c, err := pgcluster.Start(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.CreateDatabase(ctx, templateName); err != nil {
+		_ = c.Stop()
+		return nil, err
+	}
+	st, err := store.Open(ctx, c.URL(templateName))
+	if err == nil {
+		_, err = st.Migrate(ctx)
+		// The template must have no connections left when it is cloned.
+		st.Close()
+	}
+	if err != nil {
+		_ = c.Stop()
+		return nil, fmt.Errorf("migrate template: %w", err)
+	}
+	return &Env{Cluster: c}, nil
+}
+
+// Stop removes the cluster.
+func (e *Env) Stop() error { return e.Cluster.Stop() }
+
+// NewDatabase clones the migrated template into a new database and
+// returns its URL.
+func (e *Env) NewDatabase(t testing.TB) string {
+	t.Helper()
+	name := fmt.Sprintf("t%d", e.next.Add(1))
+	conn, err := pgx.Connect(t.Context(), e.Cluster.URL("postgres"))
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	if _, err := conn.Exec(t.Context(), "CREATE DATABASE "+name+" TEMPLATE "+templateName); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	return e.Cluster.URL(name)
+}
+
+// OpenStore opens a store on a fresh database, closed at cleanup.
+func (e *Env) OpenStore(t testing.TB) *store.Store {
+	t.Helper()
+	st, err := store.Open(t.Context(), e.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	return st
+}
