@@ -1,0 +1,113 @@
+// Command switchboard-gateway is Switchboard's MCP edge: it serves MCP
+// 2026-07-28 and 2025-11-25 clients on one endpoint and turns every request
+// into a gRPC call to the aggregator (and the indexer for find_tool).
+//
+// Usage: switchboard-gateway --config FILE
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
+	"github.com/switchboard-mcp/switchboard/gateway/internal/edge"
+	"github.com/switchboard-mcp/switchboard/services/lifecycle"
+	"github.com/switchboard-mcp/switchboard/services/rpc"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+)
+
+// shutdownGrace bounds how long in-flight requests may finish at shutdown;
+// long-lived notification streams are cut after it (clients reconnect).
+const shutdownGrace = 10 * time.Second
+
+func main() {
+	lifecycle.Main("switchboard-gateway", run)
+}
+
+func run(ctx context.Context, env lifecycle.Env) error {
+	cfg := env.Config.Gateway
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:8080"
+	}
+	aggConn, err := rpc.Dial(cfg.Aggregator, env.Config.ServiceAuth.TLS)
+	if err != nil {
+		return fmt.Errorf("gateway.aggregator: %w", err)
+	}
+	defer aggConn.Close()
+	deps := edge.Deps{
+		Aggregator:       aggregatorv1.NewAggregatorServiceClient(aggConn),
+		AggregatorHealth: healthpb.NewHealthClient(aggConn),
+		Log:              env.Log,
+		LoopbackOnly:     isLoopback(cfg.Listen),
+	}
+	if cfg.Indexer.Address != "" {
+		idxConn, err := rpc.Dial(cfg.Indexer, env.Config.ServiceAuth.TLS)
+		if err != nil {
+			return fmt.Errorf("gateway.indexer: %w", err)
+		}
+		defer idxConn.Close()
+		deps.Indexer = indexerv1.NewIndexerServiceClient(idxConn)
+	} else {
+		env.Log.Warn("gateway.indexer is not configured: find_tool answers with an error and session deletion is local to this replica")
+	}
+	if deps.Auth, err = auth.New(cfg.Auth, nil); err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	deps.Metrics = edge.NewMetrics(reg)
+	gw, err := edge.New(cfg, deps)
+	if err != nil {
+		return err
+	}
+
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	srv := &http.Server{
+		Handler:           gw.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		// No WriteTimeout: notification streams are long-lived.
+		IdleTimeout: 2 * time.Minute,
+	}
+	srv.RegisterOnShutdown(gw.Close)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(lis) }()
+	env.Log.Info("gateway serving", "addr", lis.Addr().String(), "mcp", "http://"+lis.Addr().String()+"/mcp",
+		"auth", cfg.Auth.Mode, "optimizer", cfg.Optimizer.Enabled)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// isLoopback reports whether addr binds only a loopback interface, which
+// turns on the DNS-rebinding Host check.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,388 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
+	"github.com/switchboard-mcp/switchboard/services/apierr"
+	"github.com/switchboard-mcp/switchboard/services/config"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/rpc"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
+)
+
+// The test aggregator serves a fixed catalog over real gRPC. Tools whose
+// name starts with "admin_" are visible only to the group "admins", so the
+// tests can check per-principal views and that denied looks like missing.
+const serviceToken = "gateway-service-token"
+
+var testTools = []*aggregatorv1.Tool{
+	tool("admin_reset", `{"type":"object"}`),
+	tool("alpha_ask", `{"type":"object"}`),
+	tool("alpha_echo", `{"type":"object","properties":{"text":{"type":"string"}}}`),
+	tool("alpha_region", `{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"},"count":{"type":"integer","x-mcp-header":"Count"}},"required":["region"]}`),
+	tool("beta_add", `{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}}}`),
+	tool("beta_slow", `{"type":"object"}`),
+}
+
+func tool(name, schema string) *aggregatorv1.Tool {
+	backend, original, _ := strings.Cut(name, "_")
+	def, _ := json.Marshal(map[string]any{"name": name, "description": "the " + original + " tool of " + backend, "inputSchema": json.RawMessage(schema)})
+	return &aggregatorv1.Tool{Name: name, Description: "the " + original + " tool of " + backend, InputSchemaJson: schema,
+		Backend: backend, OriginalName: original, DefinitionJson: string(def)}
+}
+
+type fakeAggregator struct {
+	aggregatorv1.UnimplementedAggregatorServiceServer
+	pageSize int
+
+	mu       sync.Mutex
+	watchers map[chan *aggregatorv1.WatchCatalogResponse]bool
+	// slowCancelled is closed when a beta_slow call sees its context end.
+	slowStarted   chan struct{}
+	slowCancelled chan struct{}
+	calls         atomic.Int64
+}
+
+func newFakeAggregator() *fakeAggregator {
+	return &fakeAggregator{pageSize: 2, watchers: map[chan *aggregatorv1.WatchCatalogResponse]bool{},
+		slowStarted: make(chan struct{}, 1), slowCancelled: make(chan struct{}, 1)}
+}
+
+func visible(p *commonv1.Principal, name string) bool {
+	return !strings.HasPrefix(name, "admin_") || slices.Contains(p.GetGroups(), "admins")
+}
+
+func (f *fakeAggregator) view(ctx context.Context) []*aggregatorv1.Tool {
+	p := svcauth.PrincipalFrom(ctx)
+	var out []*aggregatorv1.Tool
+	for _, t := range testTools {
+		if visible(p, t.Name) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func (f *fakeAggregator) Discover(ctx context.Context, _ *aggregatorv1.DiscoverRequest) (*aggregatorv1.DiscoverResponse, error) {
+	return &aggregatorv1.DiscoverResponse{CatalogVersion: 1, ToolCount: uint32(len(f.view(ctx))), ResourceCount: 2,
+		ResourceTemplateCount: 1, PromptCount: 1, Completions: true, Instructions: "test catalog"}, nil
+}
+
+// pageOf serves keyset-like pages with cursors "<kind>:<offset>".
+func pageOf[T any](kind string, items []T, cursor string, size int) ([]T, string, error) {
+	start := 0
+	if cursor != "" {
+		k, off, ok := strings.Cut(cursor, ":")
+		n, err := strconv.Atoi(off)
+		if !ok || k != kind || err != nil || n < 0 || n > len(items) {
+			return nil, "", apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_CURSOR, "invalid cursor")
+		}
+		start = n
+	}
+	end := min(start+size, len(items))
+	next := ""
+	if end < len(items) {
+		next = kind + ":" + strconv.Itoa(end)
+	}
+	return items[start:end], next, nil
+}
+
+func (f *fakeAggregator) ListTools(ctx context.Context, req *aggregatorv1.ListToolsRequest) (*aggregatorv1.ListToolsResponse, error) {
+	page, next, err := pageOf("tools", f.view(ctx), req.GetCursor(), f.pageSize)
+	if err != nil {
+		return nil, err
+	}
+	return &aggregatorv1.ListToolsResponse{Tools: page, NextCursor: next, CatalogVersion: 1}, nil
+}
+
+var testResources = []*aggregatorv1.Resource{
+	{Uri: "file:///a.txt", Name: "a", MimeType: "text/plain", Backend: "alpha", DefinitionJson: `{"uri":"file:///a.txt","name":"a","mimeType":"text/plain"}`},
+	{Uri: "file:///b.txt", Name: "b", MimeType: "text/plain", Backend: "beta"},
+}
+
+func (f *fakeAggregator) ListResources(_ context.Context, req *aggregatorv1.ListResourcesRequest) (*aggregatorv1.ListResourcesResponse, error) {
+	page, next, err := pageOf("resources", testResources, req.GetCursor(), f.pageSize)
+	if err != nil {
+		return nil, err
+	}
+	return &aggregatorv1.ListResourcesResponse{Resources: page, NextCursor: next}, nil
+}
+
+func (f *fakeAggregator) ListResourceTemplates(_ context.Context, req *aggregatorv1.ListResourceTemplatesRequest) (*aggregatorv1.ListResourceTemplatesResponse, error) {
+	items := []*aggregatorv1.ResourceTemplate{{UriTemplate: "file:///{name}", Name: "files", Backend: "alpha"}}
+	page, next, err := pageOf("templates", items, req.GetCursor(), f.pageSize)
+	if err != nil {
+		return nil, err
+	}
+	return &aggregatorv1.ListResourceTemplatesResponse{ResourceTemplates: page, NextCursor: next}, nil
+}
+
+func (f *fakeAggregator) ListPrompts(_ context.Context, req *aggregatorv1.ListPromptsRequest) (*aggregatorv1.ListPromptsResponse, error) {
+	items := []*aggregatorv1.Prompt{{Name: "alpha_greet", Description: "greets", Backend: "alpha", OriginalName: "greet",
+		DefinitionJson: `{"name":"alpha_greet","description":"greets","arguments":[{"name":"who","required":true}]}`}}
+	page, next, err := pageOf("prompts", items, req.GetCursor(), f.pageSize)
+	if err != nil {
+		return nil, err
+	}
+	return &aggregatorv1.ListPromptsResponse{Prompts: page, NextCursor: next}, nil
+}
+
+func textResult(text string) string {
+	b, _ := json.Marshal(map[string]any{"content": []map[string]string{{"type": "text", "text": text}}})
+	return string(b)
+}
+
+func (f *fakeAggregator) CallTool(ctx context.Context, req *aggregatorv1.CallToolRequest) (*aggregatorv1.CallToolResponse, error) {
+	f.calls.Add(1)
+	p := svcauth.PrincipalFrom(ctx)
+	if !visible(p, req.GetName()) || !slices.ContainsFunc(testTools, func(t *aggregatorv1.Tool) bool { return t.Name == req.GetName() }) {
+		return nil, apierr.New(codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND, fmt.Sprintf("unknown tool %q", req.GetName()))
+	}
+	switch req.GetName() {
+	case "beta_slow":
+		f.slowStarted <- struct{}{}
+		<-ctx.Done()
+		f.slowCancelled <- struct{}{}
+		return nil, ctx.Err()
+	case "alpha_ask":
+		if req.GetRequestState() == "" {
+			return &aggregatorv1.CallToolResponse{ResultType: "input_required",
+				ResultJson: `{"content":null,"resultType":"input_required","requestState":"st-1","inputRequests":{"ok":{"method":"elicitation/create","params":{"mode":"form","message":"sure?","requestedSchema":{"type":"object","properties":{}}}}}}`}, nil
+		}
+		return &aggregatorv1.CallToolResponse{ResultType: "complete", ResultJson: textResult("answered " + req.GetInputResponsesJson())}, nil
+	case "beta_add":
+		var args struct{ A, B int }
+		if err := json.Unmarshal([]byte(req.GetArgumentsJson()), &args); err != nil {
+			return &aggregatorv1.CallToolResponse{IsError: true, ResultType: "complete",
+				ResultJson: `{"content":[{"type":"text","text":"bad arguments"}],"isError":true}`}, nil
+		}
+		return &aggregatorv1.CallToolResponse{ResultType: "complete", ResultJson: textResult(strconv.Itoa(args.A + args.B))}, nil
+	}
+	return &aggregatorv1.CallToolResponse{ResultType: "complete", ResultJson: textResult(p.GetSubject() + ":" + req.GetName() + ":" + req.GetArgumentsJson())}, nil
+}
+
+func (f *fakeAggregator) ReadResource(_ context.Context, req *aggregatorv1.ReadResourceRequest) (*aggregatorv1.ReadResourceResponse, error) {
+	for _, r := range testResources {
+		if r.Uri == req.GetUri() {
+			b, _ := json.Marshal(map[string]any{"contents": []map[string]string{{"uri": r.Uri, "mimeType": "text/plain", "text": "content of " + r.Name}}})
+			return &aggregatorv1.ReadResourceResponse{ResultJson: string(b), ResultType: "complete"}, nil
+		}
+	}
+	return nil, apierr.New(codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND, "resource not found")
+}
+
+func (f *fakeAggregator) GetPrompt(_ context.Context, req *aggregatorv1.GetPromptRequest) (*aggregatorv1.GetPromptResponse, error) {
+	if req.GetName() != "alpha_greet" {
+		return nil, apierr.New(codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND, fmt.Sprintf("unknown prompt %q", req.GetName()))
+	}
+	b, _ := json.Marshal(map[string]any{"messages": []map[string]any{{"role": "user", "content": map[string]string{"type": "text", "text": "hello " + req.GetArguments()["who"]}}}})
+	return &aggregatorv1.GetPromptResponse{ResultJson: string(b), ResultType: "complete"}, nil
+}
+
+func (f *fakeAggregator) Complete(_ context.Context, req *aggregatorv1.CompleteRequest) (*aggregatorv1.CompleteResponse, error) {
+	return &aggregatorv1.CompleteResponse{ResultJson: `{"completion":{"values":["world"],"total":1}}`}, nil
+}
+
+func (f *fakeAggregator) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream aggregatorv1.AggregatorService_WatchCatalogServer) error {
+	ch := make(chan *aggregatorv1.WatchCatalogResponse, 8)
+	f.mu.Lock()
+	f.watchers[ch] = true
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		delete(f.watchers, ch)
+		f.mu.Unlock()
+	}()
+	if err := stream.Send(&aggregatorv1.WatchCatalogResponse{CatalogVersion: 1}); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case ev := <-ch:
+			if err := stream.Send(ev); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// watcherCount reports open WatchCatalog streams.
+func (f *fakeAggregator) watcherCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.watchers)
+}
+
+// notify sends a catalog change to every watcher.
+func (f *fakeAggregator) notify(kinds ...aggregatorv1.CatalogKind) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for ch := range f.watchers {
+		ch <- &aggregatorv1.WatchCatalogResponse{CatalogVersion: 2, Changed: kinds}
+	}
+}
+
+type fakeIndexer struct {
+	indexerv1.UnimplementedIndexerServiceServer
+	mu       sync.Mutex
+	revoked  map[string]bool
+	down     atomic.Bool
+	searches atomic.Int64
+}
+
+func (x *fakeIndexer) Search(ctx context.Context, req *indexerv1.SearchRequest) (*indexerv1.SearchResponse, error) {
+	x.searches.Add(1)
+	if x.down.Load() {
+		return nil, apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_INDEX_UNAVAILABLE, "index unavailable")
+	}
+	p := svcauth.PrincipalFrom(ctx)
+	var hits []*indexerv1.SearchHit
+	for _, t := range testTools {
+		if visible(p, t.Name) && strings.Contains(t.Description, req.GetQuery()) {
+			hits = append(hits, &indexerv1.SearchHit{Name: t.Name, Description: t.Description, InputSchemaJson: t.InputSchemaJson, Score: 1})
+		}
+	}
+	return &indexerv1.SearchResponse{Hits: hits, ScopeSize: uint32(len(testTools)), BaselineTokens: 1000}, nil
+}
+
+func (x *fakeIndexer) RevokeSession(_ context.Context, req *indexerv1.RevokeSessionRequest) (*indexerv1.RevokeSessionResponse, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.revoked[req.GetSessionDigest()] = true
+	return &indexerv1.RevokeSessionResponse{}, nil
+}
+
+func (x *fakeIndexer) CheckSession(_ context.Context, req *indexerv1.CheckSessionRequest) (*indexerv1.CheckSessionResponse, error) {
+	if x.down.Load() {
+		return nil, apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_INDEX_UNAVAILABLE, "index unavailable")
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return &indexerv1.CheckSessionResponse{Revoked: x.revoked[req.GetSessionDigest()]}, nil
+}
+
+// backends are the in-process aggregator and indexer, served over real gRPC
+// with service authentication.
+type backends struct {
+	agg     *fakeAggregator
+	idx     *fakeIndexer
+	aggAddr string
+	idxAddr string
+}
+
+func startBackends(t *testing.T) *backends {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	authn := svcauth.NewAuthenticator([]config.ServiceCredential{{Name: "gateway", Token: serviceToken, AssertPrincipals: true}})
+	b := &backends{agg: newFakeAggregator(), idx: &fakeIndexer{revoked: map[string]bool{}}}
+	serve := func(register func(*rpc.Server)) string {
+		srv, err := rpc.NewServer(authn, config.TLS{}, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		register(srv)
+		srv.SetServing()
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { _ = srv.ServeListener(ctx, lis, time.Second); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+		return lis.Addr().String()
+	}
+	b.aggAddr = serve(func(s *rpc.Server) { aggregatorv1.RegisterAggregatorServiceServer(s, b.agg) })
+	b.idxAddr = serve(func(s *rpc.Server) { indexerv1.RegisterIndexerServiceServer(s, b.idx) })
+	return b
+}
+
+// testKey is a fixed session key, shared by the gateways of one test.
+const testKey = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+
+// testGatewayConfig is an apiKeys gateway: alice is a plain user, bob an
+// admin.
+func testGatewayConfig(b *backends) config.Gateway {
+	return config.Gateway{
+		Aggregator: config.Endpoint{Address: b.aggAddr, Token: serviceToken},
+		Indexer:    config.Endpoint{Address: b.idxAddr, Token: serviceToken},
+		Auth: config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{
+			{Key: "alice-key", Subject: "alice", Groups: []string{"users"}},
+			{Key: "bob-key", Subject: "bob", Groups: []string{"admins"}},
+		}},
+		Sessions:   config.Sessions{Key: testKey},
+		ServerInfo: config.ServerInfo{Name: "switchboard-test", Version: "1.0.0"},
+		HTTP:       config.GatewayHTTP{KeepAlive: config.Duration(50 * time.Millisecond)},
+	}
+}
+
+// startGateway serves a gateway over real HTTP in front of b.
+func startGateway(t *testing.T, b *backends, cfg config.Gateway) (*Gateway, *httptest.Server) {
+	t.Helper()
+	aggConn, err := rpc.Dial(cfg.Aggregator, config.TLS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { aggConn.Close() })
+	deps := Deps{
+		Aggregator:       aggregatorv1.NewAggregatorServiceClient(aggConn),
+		AggregatorHealth: healthpb.NewHealthClient(aggConn),
+		Log:              slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	if cfg.Indexer.Address != "" {
+		idxConn, err := rpc.Dial(cfg.Indexer, config.TLS{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { idxConn.Close() })
+		deps.Indexer = indexerv1.NewIndexerServiceClient(idxConn)
+	}
+	if deps.Auth, err = auth.New(cfg.Auth, nil); err != nil {
+		t.Fatal(err)
+	}
+	gw, err := New(cfg, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(gw.Handler())
+	srv.Config.RegisterOnShutdown(gw.Close)
+	srv.Start()
+	t.Cleanup(func() { gw.Close(); srv.Close() })
+	return gw, srv
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,168 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+)
+
+// legacyShared are the 2025-11-25 requests served by dispatch; initialize,
+// ping and logging/setLevel are answered here.
+var legacyShared = map[string]bool{
+	"tools/list": true, "tools/call": true, "resources/list": true, "resources/templates/list": true,
+	"resources/read": true, "prompts/list": true, "prompts/get": true, "completion/complete": true,
+}
+
+// serveLegacyPOST serves initialize and every request of an existing
+// session. Legacy errors travel as JSON-RPC errors in HTTP 200; only
+// session and transport problems get HTTP error statuses.
+func (g *Gateway) serveLegacyPOST(w http.ResponseWriter, c *call, msg *message, sessionID string, rec *requestRecord, span trace.Span) {
+	if msg.Method == "initialize" && !msg.isNotification() {
+		g.initialize(w, c, rec, span)
+		return
+	}
+	claims, ok := g.openSession(c.r.Context(), sessionID, c.principal)
+	if !ok {
+		rec.outcome = "rejected"
+		writeJSON(w, http.StatusNotFound, msg.ID, nil, newError(codeInvalidRequest, "session not found: initialize a new session"))
+		return
+	}
+	if v := c.r.Header.Get("Mcp-Protocol-Version"); v != "" && v != claims.ProtocolVersion {
+		rec.outcome = "rejected"
+		writeJSON(w, http.StatusBadRequest, msg.ID, nil, newError(codeInvalidRequest, "MCP-Protocol-Version does not match the session's version "+claims.ProtocolVersion))
+		return
+	}
+	c.version = claims.ProtocolVersion
+	span.SetAttributes(attribute.String("mcp.protocol.version", c.version))
+	if msg.isNotification() || msg.IsResponse {
+		// initialized, cancelled, roots/list_changed, and answers to server
+		// requests (the gateway sends none) need no action.
+		rec.outcome = "ok"
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	_ = json.Unmarshal(claims.ClientCapabilities, &c.clientCaps)
+	switch {
+	case c.method == "ping":
+		g.respond(w, c, rec, json.RawMessage(`{}`), nil)
+	case c.method == "logging/setLevel":
+		// Backends' log messages are not forwarded, so every level is
+		// accepted and nothing is sent.
+		if level, ok := stringParam(c.params, "level"); !ok || level == "" {
+			g.respond(w, c, rec, nil, newError(codeInvalidParams, "invalid params: level is required"))
+			return
+		}
+		g.respond(w, c, rec, json.RawMessage(`{}`), nil)
+	case legacyShared[c.method]:
+		result, rerr := g.dispatch(c)
+		g.respond(w, c, rec, result, rerr)
+	default:
+		g.respond(w, c, rec, nil, newError(codeMethodNotFound, "method not found: "+c.method))
+	}
+}
+
+// initialize negotiates the Legacy version and mints a sealed session id.
+func (g *Gateway) initialize(w http.ResponseWriter, c *call, rec *requestRecord, span trace.Span) {
+	requested, ok := stringParam(c.params, "protocolVersion")
+	if !ok || requested == "" {
+		g.respond(w, c, rec, nil, newError(codeInvalidParams, "invalid params: protocolVersion is required"))
+		return
+	}
+	// Only 2025-11-25 is served under Legacy: echo it, or offer it.
+	c.version = versionLegacy
+	span.SetAttributes(attribute.String("mcp.protocol.version", c.version))
+	clientCaps := json.RawMessage(`{}`)
+	if raw, ok := c.params["capabilities"]; ok {
+		var o object
+		if json.Unmarshal(raw, &o) != nil {
+			g.respond(w, c, rec, nil, newError(codeInvalidParams, "invalid params: capabilities must be an object"))
+			return
+		}
+		if o != nil {
+			clientCaps = raw
+		}
+	}
+	ctx, cancel := context.WithTimeout(c.r.Context(), g.requestTimeout)
+	defer cancel()
+	caps, instructions, rerr := g.capabilities(ctx, c)
+	if rerr != nil {
+		g.respond(w, c, rec, nil, rerr)
+		return
+	}
+	caps.set("logging", struct{}{})
+	id, _, err := g.sealer.Mint(c.principal, c.version, clientCaps)
+	if err != nil {
+		g.log.ErrorContext(ctx, "mint session", "err", err)
+		g.respond(w, c, rec, nil, newError(codeInternalError, "internal error"))
+		return
+	}
+	res := object{}
+	res.set("protocolVersion", c.version)
+	res.set("capabilities", caps)
+	res["serverInfo"] = g.serverInfo
+	if instructions != "" {
+		res.set("instructions", instructions)
+	}
+	w.Header().Set("Mcp-Session-Id", id)
+	g.respond(w, c, rec, res.encode(), nil)
+}
+
+// openSession opens a sealed session id for principal and checks that no
+// replica deleted it.
+func (g *Gateway) openSession(ctx context.Context, id string, principal *commonv1.Principal) (session.Claims, bool) {
+	claims, err := g.sealer.Open(id, principal)
+	if err != nil {
+		return session.Claims{}, false
+	}
+	if g.revocations.Revoked(ctx, session.IDDigest(id), claims.Expiry()) {
+		return session.Claims{}, false
+	}
+	return claims, true
+}
+
+// serveLegacyDELETE ends a session on every replica.
+func (g *Gateway) serveLegacyDELETE(w http.ResponseWriter, r *http.Request, principal *commonv1.Principal) {
+	ctx, span, rec := g.startRequest(r)
+	defer g.finishRequest(span, rec)
+	rec.era = eraLegacy
+	rec.setMethod(span, "DELETE")
+	id := r.Header.Get("Mcp-Session-Id")
+	claims, ok := g.openSession(ctx, id, principal)
+	if !ok {
+		http.Error(w, "session not found", http.StatusNotFound)
+		return
+	}
+	if err := g.revocations.Revoke(ctx, session.IDDigest(id), claims.Expiry()); err != nil {
+		// Recorded locally; other replicas learn of it only through the
+		// shared store, so say so loudly.
+		g.log.WarnContext(ctx, "session revocation not recorded in the shared store; other replicas may still serve it until it expires", "err", err)
+	}
+	rec.outcome = "ok"
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// serveLegacyGET opens the session's stream of server notifications: the
+// list_changed notifications of this principal's view.
+func (g *Gateway) serveLegacyGET(w http.ResponseWriter, r *http.Request, v view, principal *commonv1.Principal) {
+	ctx, span, rec := g.startRequest(r)
+	defer g.finishRequest(span, rec)
+	r = r.WithContext(ctx)
+	rec.era = eraLegacy
+	rec.setMethod(span, "GET")
+	if !acceptsSSE(r) {
+		http.Error(w, "Not Acceptable: the GET stream is text/event-stream", http.StatusNotAcceptable)
+		return
+	}
+	if _, ok := g.openSession(ctx, r.Header.Get("Mcp-Session-Id"), principal); !ok {
+		http.Error(w, "session not found", http.StatusNotFound)
+		return
+	}
+	kinds := listKinds{tools: v == viewRaw, resources: true, prompts: true}
+	g.streamCatalog(w, r, rec, principal, kinds, "legacy_get", []byte(": ok\n\n"), nil)
+}

@@ -1,0 +1,209 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+)
+
+// listKinds says which list_changed notifications a stream delivers.
+type listKinds struct {
+	tools, resources, prompts bool
+}
+
+func (k listKinds) empty() bool { return !k.tools && !k.resources && !k.prompts }
+
+// subscriptionFilter is the notifications member of subscriptions/listen.
+type subscriptionFilter struct {
+	ToolsListChanged      bool     `json:"toolsListChanged,omitempty"`
+	PromptsListChanged    bool     `json:"promptsListChanged,omitempty"`
+	ResourcesListChanged  bool     `json:"resourcesListChanged,omitempty"`
+	ResourceSubscriptions []string `json:"resourceSubscriptions,omitempty"`
+}
+
+// serveListen serves a Modern subscriptions/listen: it acknowledges exactly
+// what this gateway delivers (list_changed of each kind; never
+// resourceSubscriptions, because resource updates are not routed per
+// subscriber) and then streams those notifications until the client closes
+// the stream.
+func (g *Gateway) serveListen(w http.ResponseWriter, c *call, rec *requestRecord) {
+	raw, ok := c.params["notifications"]
+	var filter subscriptionFilter
+	if !ok || json.Unmarshal(raw, &filter) != nil {
+		g.respond(w, c, rec, nil, newError(codeInvalidParams, "invalid params: missing or invalid 'notifications' field"))
+		return
+	}
+	agreed := subscriptionFilter{
+		ToolsListChanged:     filter.ToolsListChanged && c.view == viewRaw,
+		PromptsListChanged:   filter.PromptsListChanged,
+		ResourcesListChanged: filter.ResourcesListChanged,
+	}
+	meta := object{}
+	meta[metaSubscriptionID] = c.id
+	ackParams := object{}
+	ackParams.set("_meta", meta)
+	ackParams.set("notifications", agreed)
+	ack := sseEvent(notification("notifications/subscriptions/acknowledged", ackParams))
+	kinds := listKinds{tools: agreed.ToolsListChanged, resources: agreed.ResourcesListChanged, prompts: agreed.PromptsListChanged}
+	if kinds.empty() {
+		// Nothing to deliver: acknowledge and end gracefully at once.
+		res := object{}
+		res.set("_meta", meta)
+		final := encodeResponse(c.id, g.shape(c, res, false), nil)
+		startSSE(w)
+		_, _ = w.Write(ack)
+		_, _ = w.Write(sseEvent(final))
+		rec.outcome = "ok"
+		return
+	}
+	g.streamCatalog(w, c.r, rec, c.principal, kinds, "listen", ack, c.id)
+}
+
+// streamCatalog opens a WatchCatalog stream for principal and turns its
+// events into list_changed notifications on an SSE response, with
+// keep-alive comments, until the client goes away or the aggregator ends the
+// watch (the client then reconnects). subscriptionID, when set, tags every
+// notification (Modern listen).
+func (g *Gateway) streamCatalog(w http.ResponseWriter, r *http.Request, rec *requestRecord, principal *commonv1.Principal,
+	kinds listKinds, metricKind string, preamble []byte, subscriptionID json.RawMessage) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	watch, err := g.agg.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{Principal: principal})
+	if err == nil {
+		// The first event only confirms the subscription (current
+		// version); after it no change can be missed.
+		_, err = watch.Recv()
+	}
+	if err != nil {
+		rerr := grpcError(ctx, g.log, err, rec.era, rec.method)
+		if rec.method == "GET" {
+			rec.outcome = "error"
+			http.Error(w, "Service Unavailable: "+rerr.Message, http.StatusServiceUnavailable)
+			return
+		}
+		c := &call{era: rec.era, id: subscriptionID}
+		g.respond(w, c, rec, nil, rerr)
+		return
+	}
+	rc := http.NewResponseController(w)
+	startSSE(w)
+	if _, err := w.Write(preamble); err != nil {
+		return
+	}
+	if rc.Flush() != nil {
+		return
+	}
+	rec.outcome = "ok"
+	g.metrics.streams.WithLabelValues(metricKind).Inc()
+	defer g.metrics.streams.WithLabelValues(metricKind).Dec()
+
+	events := make(chan *aggregatorv1.WatchCatalogResponse)
+	go func() {
+		defer close(events)
+		for {
+			ev, err := watch.Recv()
+			if err != nil {
+				if ctx.Err() == nil {
+					g.log.InfoContext(ctx, "catalog watch ended; closing the notification stream", "err", err)
+				}
+				return
+			}
+			select {
+			case events <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	keepAlive := time.NewTicker(g.keepAlive)
+	defer keepAlive.Stop()
+	for {
+		var out []byte
+		select {
+		case <-ctx.Done():
+			return
+		case <-g.closing:
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			for _, method := range changedNotifications(ev, kinds) {
+				params := object{}
+				if subscriptionID != nil {
+					meta := object{}
+					meta[metaSubscriptionID] = subscriptionID
+					params.set("_meta", meta)
+				}
+				out = append(out, sseEvent(notification(method, params))...)
+			}
+		case <-keepAlive.C:
+			out = []byte(": keep-alive\n\n")
+		}
+		if len(out) == 0 {
+			continue
+		}
+		if _, err := w.Write(out); err != nil {
+			return
+		}
+		if rc.Flush() != nil {
+			return
+		}
+	}
+}
+
+// changedNotifications lists the list_changed methods an event triggers,
+// once each, limited to kinds.
+func changedNotifications(ev *aggregatorv1.WatchCatalogResponse, kinds listKinds) []string {
+	var tools, resources, prompts bool
+	for _, k := range ev.GetChanged() {
+		switch k {
+		case aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS:
+			tools = kinds.tools
+		case aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCES, aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCE_TEMPLATES:
+			resources = kinds.resources
+		case aggregatorv1.CatalogKind_CATALOG_KIND_PROMPTS:
+			prompts = kinds.prompts
+		}
+	}
+	var out []string
+	if tools {
+		out = append(out, "notifications/tools/list_changed")
+	}
+	if resources {
+		out = append(out, "notifications/resources/list_changed")
+	}
+	if prompts {
+		out = append(out, "notifications/prompts/list_changed")
+	}
+	return out
+}
+
+func startSSE(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache, no-transform")
+	// Proxies such as nginx must not buffer a notification stream.
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+}
+
+func notification(method string, params object) []byte {
+	b, _ := json.Marshal(struct {
+		JSONRPC string `json:"jsonrpc"`
+		Method  string `json:"method"`
+		Params  object `json:"params"`
+	}{"2.0", method, params})
+	return b
+}
+
+func sseEvent(data []byte) []byte {
+	out := make([]byte, 0, len(data)+24)
+	out = append(out, "event: message\ndata: "...)
+	out = append(out, data...)
+	return append(out, "\n\n"...)
+}

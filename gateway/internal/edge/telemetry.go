@@ -1,0 +1,103 @@
+package edge
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Metrics are the gateway's Prometheus metrics.
+type Metrics struct {
+	registry *prometheus.Registry
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	streams  *prometheus.GaugeVec
+}
+
+// NewMetrics registers the gateway metrics in reg; nil makes a private
+// registry (tests).
+func NewMetrics(reg *prometheus.Registry) *Metrics {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m := &Metrics{
+		registry: reg,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_gateway_mcp_requests_total",
+			Help: "MCP messages received, by method, era and outcome (ok, error, rejected).",
+		}, []string{"method", "era", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "switchboard_gateway_mcp_request_duration_seconds",
+			Help:    "Time to answer an MCP request (for streams: until the stream ends).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
+		}, []string{"method", "era"}),
+		streams: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "switchboard_gateway_open_streams",
+			Help: "Open long-lived streams: Modern subscriptions/listen and Legacy GET.",
+		}, []string{"kind"}),
+	}
+	reg.MustRegister(m.requests, m.latency, m.streams)
+	return m
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
+
+// knownMethods bounds the method label, so arbitrary client method names
+// cannot blow up metric cardinality.
+var knownMethods = map[string]bool{
+	"initialize": true, "ping": true, "logging/setLevel": true, "server/discover": true,
+	"subscriptions/listen": true, "tools/list": true, "tools/call": true, "resources/list": true,
+	"resources/templates/list": true, "resources/read": true, "prompts/list": true, "prompts/get": true,
+	"completion/complete": true, "notifications/initialized": true, "notifications/cancelled": true,
+	"GET": true, "DELETE": true,
+}
+
+// requestRecord collects what a request's span and metrics report.
+type requestRecord struct {
+	start   time.Time
+	method  string
+	era     era
+	outcome string
+}
+
+func (rec *requestRecord) setMethod(span trace.Span, method string) {
+	rec.method = method
+	span.SetName(method)
+	span.SetAttributes(attribute.String("mcp.method.name", method))
+}
+
+var tracer = otel.Tracer("github.com/switchboard-mcp/switchboard/gateway")
+
+// startRequest opens the server span of one MCP request, continuing an
+// incoming W3C traceparent.
+func (g *Gateway) startRequest(r *http.Request) (context.Context, trace.Span, *requestRecord) {
+	ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx, span := tracer.Start(ctx, "mcp "+r.Method, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
+	return ctx, span, &requestRecord{start: time.Now(), outcome: "rejected"}
+}
+
+func (g *Gateway) finishRequest(span trace.Span, rec *requestRecord) {
+	method := rec.method
+	if !knownMethods[method] {
+		method = "other"
+	}
+	span.SetAttributes(attribute.String("mcp.outcome", rec.outcome))
+	if rec.outcome != "ok" {
+		span.SetStatus(codes.Error, rec.outcome)
+	}
+	span.End()
+	g.metrics.requests.WithLabelValues(method, rec.era.String(), rec.outcome).Inc()
+	g.metrics.latency.WithLabelValues(method, rec.era.String()).Observe(time.Since(rec.start).Seconds())
+}

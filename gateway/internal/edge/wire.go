@@ -1,0 +1,184 @@
+package edge
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// JSON-RPC and MCP error codes the gateway emits. Only codes the spec
+// defines are used.
+const (
+	codeParseError        = -32700
+	codeInvalidRequest    = -32600
+	codeMethodNotFound    = -32601
+	codeInvalidParams     = -32602
+	codeInternalError     = -32603
+	codeResourceNotFound  = -32002 // Legacy (2025-11-25) only
+	codeHeaderMismatch    = -32020
+	codeMissingCapability = -32021
+	codeUnsupportedVer    = -32022
+)
+
+// MCP _meta keys.
+const (
+	metaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	metaServerInfo         = "io.modelcontextprotocol/serverInfo"
+	metaSubscriptionID     = "io.modelcontextprotocol/subscriptionId"
+)
+
+// rpcError is a JSON-RPC error on its way to the client.
+type rpcError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Data    any    `json:"data,omitempty"`
+}
+
+func (e *rpcError) Error() string { return strconv.Itoa(e.Code) + " " + e.Message }
+
+func newError(code int, msg string) *rpcError { return &rpcError{Code: code, Message: msg} }
+
+// modernStatus is the HTTP status of a Modern error response: the spec fixes
+// 404 for an unknown method and 400 for malformed requests; other errors
+// travel as JSON-RPC errors in a 200 response, as go-sdk servers send them,
+// so that clients see the message instead of a bare HTTP failure.
+func (e *rpcError) modernStatus() int {
+	switch e.Code {
+	case codeMethodNotFound:
+		return http.StatusNotFound
+	case codeParseError, codeInvalidRequest, codeInvalidParams, codeHeaderMismatch, codeMissingCapability, codeUnsupportedVer:
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
+}
+
+// message is one incoming JSON-RPC message.
+type message struct {
+	// ID is the raw id; nil for a notification.
+	ID     json.RawMessage
+	Method string
+	Params json.RawMessage
+	// IsResponse marks a client's JSON-RPC response (Legacy only).
+	IsResponse bool
+}
+
+func (m *message) isNotification() bool { return m.ID == nil && !m.IsResponse }
+
+// parseMessage decodes one JSON-RPC message. On failure it still returns
+// whatever id it could read, so the error keeps it.
+func parseMessage(body []byte) (*message, json.RawMessage, *rpcError) {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		return nil, nil, newError(codeInvalidRequest, "batch requests are not supported")
+	}
+	var raw struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  *string         `json:"method"`
+		Params  json.RawMessage `json:"params"`
+		Result  json.RawMessage `json:"result"`
+		Error   json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return nil, nil, newError(codeParseError, "parse error: body is not a JSON-RPC object")
+	}
+	id := validID(raw.ID)
+	if raw.JSONRPC != "2.0" {
+		return nil, id, newError(codeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`)
+	}
+	if raw.ID != nil && id == nil {
+		return nil, nil, newError(codeInvalidRequest, "invalid request: id must be a string or a number")
+	}
+	if raw.Method == nil {
+		if id != nil && (raw.Result != nil || raw.Error != nil) {
+			return &message{ID: id, IsResponse: true}, id, nil
+		}
+		return nil, id, newError(codeInvalidRequest, `invalid request: "method" is required`)
+	}
+	if *raw.Method == "" {
+		return nil, id, newError(codeInvalidRequest, `invalid request: "method" must not be empty`)
+	}
+	if len(raw.Params) > 0 && !bytes.Equal(raw.Params, []byte("null")) {
+		if t := bytes.TrimLeft(raw.Params, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+			return nil, id, newError(codeInvalidParams, "invalid params: params must be an object")
+		}
+	} else {
+		raw.Params = nil
+	}
+	return &message{ID: id, Method: *raw.Method, Params: raw.Params}, id, nil
+}
+
+// validID returns id if it is a JSON string or number, else nil.
+func validID(id json.RawMessage) json.RawMessage {
+	if len(id) == 0 {
+		return nil
+	}
+	switch c := id[0]; {
+	case c == '"', c == '-', c >= '0' && c <= '9':
+		return id
+	}
+	return nil
+}
+
+type responseEnvelope struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *rpcError       `json:"error,omitempty"`
+}
+
+// encodeResponse renders a response; a nil id becomes null.
+func encodeResponse(id json.RawMessage, result json.RawMessage, rerr *rpcError) []byte {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	b, err := json.Marshal(responseEnvelope{JSONRPC: "2.0", ID: id, Result: result, Error: rerr})
+	if err != nil {
+		b, _ = json.Marshal(responseEnvelope{JSONRPC: "2.0", ID: id, Error: newError(codeInternalError, "internal error: unencodable result")})
+	}
+	return b
+}
+
+// writeJSON writes one JSON-RPC response as application/json.
+func writeJSON(w http.ResponseWriter, status int, id json.RawMessage, result json.RawMessage, rerr *rpcError) {
+	body := encodeResponse(id, result, rerr)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-cache, no-transform")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// object is a JSON object whose values stay raw, so MCP fields the gateway
+// does not model pass through untouched.
+type object map[string]json.RawMessage
+
+func (o object) set(key string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	o[key] = b
+}
+
+func (o object) encode() json.RawMessage {
+	b, _ := json.Marshal(map[string]json.RawMessage(o))
+	return b
+}
+
+// decodeObject parses JSON text into an object; empty text is an empty object.
+func decodeObject(text string) (object, error) {
+	o := object{}
+	if text == "" {
+		return o, nil
+	}
+	if err := json.Unmarshal([]byte(text), &o); err != nil {
+		return nil, err
+	}
+	if o == nil {
+		o = object{}
+	}
+	return o, nil
+}

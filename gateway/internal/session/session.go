@@ -1,0 +1,164 @@
+// Package session mints and opens Legacy (2025-11-25) MCP session ids.
+//
+// A session id is not a key into server-side state: it is the session
+// itself, sealed with AES-256-GCM under a key every gateway replica shares.
+// Any replica can open it, so Legacy clients need no sticky routing and no
+// session store. The sealed claims bind the session to the principal that
+// created it; a different principal presenting the id is treated exactly like
+// an unknown session. Deleting a session is recorded as a revocation (see
+// Revocations), because a sealed token cannot be forgotten by one replica
+// alone.
+package session
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+)
+
+// ErrInvalid means the id does not open, has expired, or belongs to another
+// principal. Callers must not tell these cases apart on the wire.
+var ErrInvalid = errors.New("invalid session")
+
+// sealVersion prefixes every id so the format can change without ambiguity.
+const sealVersion = "s1."
+
+// additionalData binds the ciphertext to its purpose, so a value sealed
+// elsewhere with the same key cannot be replayed as a session.
+var additionalData = []byte("switchboard/legacy-session/v1")
+
+// Claims is what a replica needs to serve a session.
+type Claims struct {
+	// PrincipalDigest identifies the principal the session belongs to.
+	PrincipalDigest string `json:"p"`
+	// ProtocolVersion is the negotiated Legacy version.
+	ProtocolVersion string `json:"v"`
+	// ClientCapabilities is the client's declared capabilities (JSON).
+	ClientCapabilities json.RawMessage `json:"c,omitempty"`
+	IssuedAt           int64           `json:"iat"`
+	ExpiresAt          int64           `json:"exp"`
+}
+
+// Expiry returns when the session ends.
+func (c Claims) Expiry() time.Time { return time.Unix(c.ExpiresAt, 0) }
+
+// Sealer seals and opens session ids.
+type Sealer struct {
+	aead cipher.AEAD
+	ttl  time.Duration
+	now  func() time.Time
+}
+
+// NewSealer builds a sealer from a base64 32-byte key; an empty key makes a
+// random one (a single replica only: ids do not survive a restart).
+func NewSealer(key string, ttl time.Duration) (*Sealer, error) {
+	var raw []byte
+	if key == "" {
+		raw = make([]byte, 32)
+		if _, err := rand.Read(raw); err != nil {
+			return nil, err
+		}
+	} else {
+		var err error
+		raw, err = base64.StdEncoding.DecodeString(strings.TrimSpace(key))
+		if err != nil {
+			return nil, fmt.Errorf("gateway.sessions.key: not base64: %w", err)
+		}
+		if len(raw) != 32 {
+			return nil, fmt.Errorf("gateway.sessions.key: want 32 bytes, got %d", len(raw))
+		}
+	}
+	block, err := aes.NewCipher(raw)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	return &Sealer{aead: aead, ttl: ttl, now: time.Now}, nil
+}
+
+// Mint creates a session id for principal.
+func (s *Sealer) Mint(principal *commonv1.Principal, version string, clientCaps json.RawMessage) (string, Claims, error) {
+	now := s.now()
+	c := Claims{
+		PrincipalDigest:    PrincipalDigest(principal),
+		ProtocolVersion:    version,
+		ClientCapabilities: clientCaps,
+		IssuedAt:           now.Unix(),
+		ExpiresAt:          now.Add(s.ttl).Unix(),
+	}
+	plain, err := json.Marshal(c)
+	if err != nil {
+		return "", Claims{}, err
+	}
+	nonce := make([]byte, s.aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return "", Claims{}, err
+	}
+	sealed := s.aead.Seal(nonce, nonce, plain, additionalData)
+	return sealVersion + base64.RawURLEncoding.EncodeToString(sealed), c, nil
+}
+
+// Open verifies id and returns its claims if it belongs to principal and has
+// not expired. Every failure is ErrInvalid.
+func (s *Sealer) Open(id string, principal *commonv1.Principal) (Claims, error) {
+	body, ok := strings.CutPrefix(id, sealVersion)
+	if !ok {
+		return Claims{}, ErrInvalid
+	}
+	sealed, err := base64.RawURLEncoding.DecodeString(body)
+	if err != nil || len(sealed) < s.aead.NonceSize()+s.aead.Overhead() {
+		return Claims{}, ErrInvalid
+	}
+	ns := s.aead.NonceSize()
+	plain, err := s.aead.Open(nil, sealed[:ns], sealed[ns:], additionalData)
+	if err != nil {
+		return Claims{}, ErrInvalid
+	}
+	var c Claims
+	if err := json.Unmarshal(plain, &c); err != nil {
+		return Claims{}, ErrInvalid
+	}
+	if subtle.ConstantTimeCompare([]byte(c.PrincipalDigest), []byte(PrincipalDigest(principal))) != 1 {
+		return Claims{}, ErrInvalid
+	}
+	if !s.now().Before(c.Expiry()) {
+		return Claims{}, ErrInvalid
+	}
+	return c, nil
+}
+
+// PrincipalDigest is a stable digest of a principal (subject and the set of
+// groups), so the sealed id does not carry the identity in clear.
+func PrincipalDigest(p *commonv1.Principal) string {
+	groups := append([]string(nil), p.GetGroups()...)
+	sort.Strings(groups)
+	h := sha256.New()
+	// Length-prefix each field so distinct principals never collide.
+	fmt.Fprintf(h, "%d:%s", len(p.GetSubject()), p.GetSubject())
+	for _, g := range groups {
+		fmt.Fprintf(h, "|%d:%s", len(g), g)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// IDDigest is the SHA-256 of a session id, hex: what the revocation store
+// sees, so the id itself never leaves the gateway.
+func IDDigest(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:])
+}
