@@ -2,12 +2,15 @@ package config
 
 // Aggregator configures the catalog service.
 type Aggregator struct {
+	// Listen is the gRPC listen address (host:port).
 	Listen   string    `yaml:"listen"`
 	Backends []Backend `yaml:"backends"`
 	// ConflictResolution decides advertised names.
 	ConflictResolution ConflictResolution `yaml:"conflictResolution"`
-	PageSize           int                `yaml:"pageSize"`
-	MaxPageSize        int                `yaml:"maxPageSize"`
+	// PageSize is the default list page size (1000); MaxPageSize clamps the
+	// sizes callers ask for (default: the larger of PageSize and 1000).
+	PageSize    int `yaml:"pageSize"`
+	MaxPageSize int `yaml:"maxPageSize"`
 	// CatalogTTL is how long a snapshot is served before a refresh.
 	CatalogTTL Duration `yaml:"catalogTTL"`
 	// FanOut bounds concurrent backend requests while building a snapshot.
@@ -16,6 +19,11 @@ type Aggregator struct {
 	Authz  Authz       `yaml:"authz"`
 	// HTTPListen serves /healthz, /readyz and /metrics; empty disables.
 	HTTPListen string `yaml:"httpListen"`
+	// Instructions are server instructions passed to MCP clients.
+	Instructions string `yaml:"instructions"`
+	// ShutdownGrace is how long in-flight calls get to finish on shutdown
+	// (default 10s).
+	ShutdownGrace Duration `yaml:"shutdownGrace"`
 }
 
 // Backend is one backend MCP server.
@@ -28,7 +36,8 @@ type Backend struct {
 	// Headers are injected into every request to the backend. Values are
 	// secrets as far as logging goes: they are never logged.
 	Headers map[string]string `yaml:"headers"`
-	Timeout Duration          `yaml:"timeout"`
+	// Timeout bounds every request to the backend (default 30s).
+	Timeout Duration `yaml:"timeout"`
 }
 
 // ConflictResolution configures advertised names.
@@ -43,12 +52,19 @@ type ConflictResolution struct {
 	Overrides map[string]string `yaml:"overrides"`
 }
 
-// HealthCheck configures backend probes.
+// HealthCheck configures backend probes. Probes carry no user
+// credentials, only the backend's configured headers.
 type HealthCheck struct {
-	Interval           Duration `yaml:"interval"`
-	Timeout            Duration `yaml:"timeout"`
-	DegradedThreshold  Duration `yaml:"degradedThreshold"`
-	UnhealthyThreshold int      `yaml:"unhealthyThreshold"`
+	// Interval between probes (default 10s).
+	Interval Duration `yaml:"interval"`
+	// Timeout of one probe (default 5s).
+	Timeout Duration `yaml:"timeout"`
+	// DegradedThreshold: a probe answered slower than this marks the
+	// backend degraded (default 2s).
+	DegradedThreshold Duration `yaml:"degradedThreshold"`
+	// UnhealthyThreshold consecutive failed probes or listings mark the
+	// backend unhealthy, which hides its items (default 3).
+	UnhealthyThreshold int `yaml:"unhealthyThreshold"`
 }
 
 // Authz configures Cedar authorization.

@@ -1,0 +1,94 @@
+// Command switchboard-aggregator serves the aggregated, authorized catalog
+// of many backend MCP servers over gRPC (AggregatorService), with optional
+// /healthz, /readyz and Prometheus /metrics on HTTP.
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/aggregator"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/lifecycle"
+	"github.com/switchboard-mcp/switchboard/services/rpc"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
+)
+
+func main() {
+	lifecycle.Main("switchboard-aggregator", run)
+}
+
+func run(ctx context.Context, env lifecycle.Env) error {
+	cfg := env.Config.Aggregator
+	if cfg.Listen == "" {
+		return errors.New("aggregator.listen is required")
+	}
+	opts, err := aggregator.OptionsFromConfig(cfg)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	opts.Log = env.Log
+	opts.Metrics = aggregator.NewMetrics(reg)
+	engine, err := aggregator.New(opts)
+	if err != nil {
+		return err
+	}
+
+	srv, err := rpc.NewServer(svcauth.NewAuthenticator(env.Config.ServiceAuth.Credentials), env.Config.ServiceAuth.TLS, env.Log)
+	if err != nil {
+		return err
+	}
+	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, aggregator.NewService(engine))
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if cfg.HTTPListen != "" {
+		hs := &http.Server{Addr: cfg.HTTPListen, Handler: opsHandler(engine, reg), ReadHeaderTimeout: 10 * time.Second}
+		wg.Go(func() {
+			if err := hs.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				env.Log.Error("http server failed", "err", err)
+			}
+		})
+		wg.Go(func() {
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = hs.Shutdown(sctx)
+		})
+	}
+
+	// The first build decides readiness; under the manual strategy an
+	// unresolved conflict stops the process here.
+	if err := engine.Start(ctx); err != nil {
+		return err
+	}
+	srv.SetServing(aggregatorv1.AggregatorService_ServiceDesc.ServiceName)
+	wg.Go(func() { engine.Run(ctx) })
+	return srv.Serve(ctx, cfg.Listen, cfg.ShutdownGrace.Or(10*time.Second))
+}
+
+// opsHandler serves liveness, readiness and metrics.
+func opsHandler(e *aggregator.Engine, reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !e.Ready() {
+			http.Error(w, "catalog not built yet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return mux
+}

@@ -1,0 +1,346 @@
+// Package aggregator runs the aggregator: it keeps the backend clients,
+// rebuilds the catalog snapshot on a TTL, on backend list_changed and on
+// health changes, probes backend health, filters snapshots per principal
+// with Cedar, routes calls to the owning backend, and serves all of it as
+// the AggregatorService gRPC API.
+package aggregator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/authz"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+)
+
+// Options configure an Engine. Zero values get the documented defaults.
+type Options struct {
+	Backends []backend.Config
+	Naming   *catalog.Naming
+	// Authz decides access; nil allows everything.
+	Authz *authz.Authorizer
+	// PageSize is the default page size (1000); MaxPageSize clamps requested
+	// sizes (default: the larger of PageSize and 1000).
+	PageSize, MaxPageSize int
+	// CatalogTTL is how often the catalog is rebuilt without a trigger (30s).
+	CatalogTTL time.Duration
+	// FanOut bounds concurrent backend requests (10).
+	FanOut int
+	// Health configures probes.
+	Health HealthOptions
+	// Instructions are passed to MCP clients through Discover.
+	Instructions string
+	Log          *slog.Logger
+	Metrics      *Metrics
+}
+
+// HealthOptions configure backend probes.
+type HealthOptions struct {
+	// Interval between probes (10s); Timeout of one probe (5s).
+	Interval, Timeout time.Duration
+	// DegradedThreshold: a slower answer is degraded (2s).
+	DegradedThreshold time.Duration
+	// UnhealthyThreshold consecutive failures make a backend unhealthy (3).
+	UnhealthyThreshold int
+}
+
+func (o *Options) applyDefaults() {
+	if o.PageSize <= 0 {
+		o.PageSize = 1000
+	}
+	if o.MaxPageSize <= 0 {
+		o.MaxPageSize = max(o.PageSize, 1000)
+	}
+	o.PageSize = min(o.PageSize, o.MaxPageSize)
+	if o.CatalogTTL <= 0 {
+		o.CatalogTTL = 30 * time.Second
+	}
+	if o.FanOut <= 0 {
+		o.FanOut = 10
+	}
+	if o.Health.Interval <= 0 {
+		o.Health.Interval = 10 * time.Second
+	}
+	if o.Health.Timeout <= 0 {
+		o.Health.Timeout = 5 * time.Second
+	}
+	if o.Health.DegradedThreshold <= 0 {
+		o.Health.DegradedThreshold = 2 * time.Second
+	}
+	if o.Health.UnhealthyThreshold <= 0 {
+		o.Health.UnhealthyThreshold = 3
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+}
+
+// published is one snapshot as served; superseded is closed when a newer
+// snapshot replaces it, which wakes every watcher.
+type published struct {
+	snap       *catalog.Snapshot
+	superseded chan struct{}
+}
+
+// Engine is the aggregator's core, independent of gRPC.
+type Engine struct {
+	opts     Options
+	log      *slog.Logger
+	backends []*backend.Client // in name order
+	byName   map[string]*backend.Client
+	trigger  chan struct{}
+
+	// lists holds each backend's last successful listing; only rebuild
+	// touches it, rebuild runs on one goroutine at a time.
+	rebuildMu sync.Mutex
+	lists     map[string]*backend.Lists
+	version   uint64
+
+	current atomic.Pointer[published]
+	ready   atomic.Bool
+}
+
+// New validates the options and builds the backend clients. It does not
+// contact any backend.
+func New(opts Options) (*Engine, error) {
+	opts.applyDefaults()
+	if opts.Naming == nil {
+		return nil, errors.New("no naming configured")
+	}
+	e := &Engine{
+		opts:    opts,
+		log:     opts.Log,
+		byName:  map[string]*backend.Client{},
+		trigger: make(chan struct{}, 1),
+		lists:   map[string]*backend.Lists{},
+	}
+	cfgs := slices.Clone(opts.Backends)
+	slices.SortFunc(cfgs, func(a, b backend.Config) int { return strings.Compare(a.Name, b.Name) })
+	for _, c := range cfgs {
+		if err := c.Validate(); err != nil {
+			return nil, err
+		}
+		if _, dup := e.byName[c.Name]; dup {
+			return nil, fmt.Errorf("backend %q is configured twice", c.Name)
+		}
+		b := backend.New(c, func(name string) {
+			e.log.Debug("backend list changed", "backend", name)
+			e.Trigger()
+		}, e.log)
+		b.SetHealthPolicy(backend.HealthPolicy{
+			DegradedAfter:  opts.Health.DegradedThreshold,
+			UnhealthyAfter: opts.Health.UnhealthyThreshold,
+		}, func(s backend.State) {
+			e.log.Info("backend health changed", "backend", c.Name, "state", s.String())
+			opts.Metrics.backendState(c.Name, s)
+			e.Trigger()
+		})
+		e.backends = append(e.backends, b)
+		e.byName[c.Name] = b
+	}
+	empty := catalog.Build(opts.Naming, nil, nil, e.log)
+	e.current.Store(&published{snap: empty, superseded: make(chan struct{})})
+	return e, nil
+}
+
+// Start builds the first snapshot. Under the manual strategy an
+// unresolved name conflict is an error that names every conflict.
+func (e *Engine) Start(ctx context.Context) error {
+	snap := e.rebuild(ctx)
+	e.ready.Store(true)
+	if e.opts.Naming.Strategy() == catalog.StrategyManual {
+		var unresolved []string
+		for _, c := range snap.Conflicts {
+			if c.Kind == catalog.KindTools && c.Winner == "" {
+				unresolved = append(unresolved, c.String())
+			}
+		}
+		if len(unresolved) > 0 {
+			return fmt.Errorf("unresolved tool name conflicts (add overrides): %s", strings.Join(unresolved, "; "))
+		}
+	}
+	return nil
+}
+
+// Ready reports whether the first catalog build was attempted.
+func (e *Engine) Ready() bool { return e.ready.Load() }
+
+// Run refreshes the catalog and probes health until ctx is done, then
+// closes the backend sessions.
+func (e *Engine) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { e.refreshLoop(ctx) })
+	wg.Go(func() { e.healthLoop(ctx) })
+	wg.Wait()
+	for _, b := range e.backends {
+		b.Close()
+	}
+}
+
+// Trigger asks for a catalog rebuild soon. Triggers that arrive during a
+// rebuild coalesce into one more rebuild.
+func (e *Engine) Trigger() {
+	select {
+	case e.trigger <- struct{}{}:
+	default:
+	}
+}
+
+func (e *Engine) refreshLoop(ctx context.Context) {
+	ttl := time.NewTicker(e.opts.CatalogTTL)
+	defer ttl.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ttl.C:
+		case <-e.trigger:
+		}
+		e.rebuild(ctx)
+	}
+}
+
+func (e *Engine) healthLoop(ctx context.Context) {
+	t := time.NewTicker(e.opts.Health.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		e.fanOut(ctx, func(b *backend.Client) {
+			if err := b.Probe(ctx, e.opts.Health.Timeout); err != nil && ctx.Err() == nil {
+				e.log.Debug("backend probe failed", "backend", b.Name(), "err", err)
+			}
+		})
+	}
+}
+
+// fanOut runs f for every backend, at most FanOut at a time.
+func (e *Engine) fanOut(ctx context.Context, f func(*backend.Client)) {
+	sem := make(chan struct{}, e.opts.FanOut)
+	var wg sync.WaitGroup
+	for _, b := range e.backends {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			f(b)
+		})
+	}
+	wg.Wait()
+}
+
+// rebuild lists every backend that is not unhealthy, builds a snapshot
+// from the latest lists, and publishes it if its content changed. A
+// backend that fails to list keeps its previous lists until its failures
+// make it unhealthy, which hides its items.
+func (e *Engine) rebuild(ctx context.Context) *catalog.Snapshot {
+	e.rebuildMu.Lock()
+	defer e.rebuildMu.Unlock()
+	start := time.Now()
+	var mu sync.Mutex
+	fresh := map[string]*backend.Lists{}
+	e.fanOut(ctx, func(b *backend.Client) {
+		if b.Status().State == backend.Unhealthy {
+			return
+		}
+		l, err := b.ListAll(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				e.log.Warn("backend listing failed; backend skipped", "backend", b.Name(), "err", err)
+			}
+			return
+		}
+		mu.Lock()
+		fresh[b.Name()] = l
+		mu.Unlock()
+	})
+	for name, l := range fresh {
+		e.lists[name] = l
+	}
+	down := map[string]bool{}
+	for _, b := range e.backends {
+		if b.Status().State == backend.Unhealthy {
+			down[b.Name()] = true
+		}
+	}
+	snap := catalog.Build(e.opts.Naming, e.lists, down, e.log)
+	for _, c := range snap.Conflicts {
+		e.log.Warn("name conflict", "conflict", c.String())
+	}
+	prev := e.current.Load()
+	if snap.SameContent(prev.snap) {
+		return prev.snap
+	}
+	e.version++
+	snap.Version = e.version
+	e.current.Store(&published{snap: snap, superseded: make(chan struct{})})
+	close(prev.superseded)
+	e.opts.Metrics.catalogBuilt(snap, time.Since(start))
+	e.log.Info("catalog published", "version", snap.Version, "tools", len(snap.Tools), "resources", len(snap.Resources),
+		"resource_templates", len(snap.Templates), "prompts", len(snap.Prompts), "down", len(down))
+	return snap
+}
+
+// Snapshot returns the current snapshot and a channel closed when it is
+// superseded.
+func (e *Engine) Snapshot() (*catalog.Snapshot, <-chan struct{}) {
+	p := e.current.Load()
+	return p.snap, p.superseded
+}
+
+// View returns p's view of snap.
+func (e *Engine) View(snap *catalog.Snapshot, p *commonv1.Principal) *catalog.View {
+	if e.opts.Authz == nil {
+		return snap.View("", nil)
+	}
+	groups := slices.Clone(p.GetGroups())
+	slices.Sort(groups)
+	groups = slices.Compact(groups)
+	ap := authz.Principal{Subject: p.GetSubject(), Groups: groups}
+	key := ap.Subject + "\x00" + strings.Join(groups, "\x00")
+	return snap.View(key, func(k catalog.Kind, key, backend string) bool { return e.allowed(ap, k, key, backend) })
+}
+
+// FullView is the unfiltered view (for trusted watchers of all changes).
+func (e *Engine) FullView(snap *catalog.Snapshot) *catalog.View {
+	return snap.View("\x00all", nil)
+}
+
+// allowed is the one authorization decision behind lists, Discover and
+// calls.
+func (e *Engine) allowed(p authz.Principal, k catalog.Kind, key, backend string) bool {
+	switch k {
+	case catalog.KindTools:
+		return e.opts.Authz.Allowed(p, authz.ActionCallTool, authz.TypeTool, key, backend)
+	case catalog.KindPrompts:
+		return e.opts.Authz.Allowed(p, authz.ActionGetPrompt, authz.TypePrompt, key, backend)
+	default:
+		return e.opts.Authz.Allowed(p, authz.ActionReadResource, authz.TypeResource, key, backend)
+	}
+}
+
+func (e *Engine) principalAllowed(p *commonv1.Principal, k catalog.Kind, key, backend string) bool {
+	if e.opts.Authz == nil {
+		return true
+	}
+	return e.allowed(authz.Principal{Subject: p.GetSubject(), Groups: p.GetGroups()}, k, key, backend)
+}
+
+// Backends returns the backend clients in name order.
+func (e *Engine) Backends() []*backend.Client { return e.backends }

@@ -1,0 +1,71 @@
+package aggregator
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/services/apierr"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+)
+
+// Errors of the aggregator core; toStatus turns them into gRPC statuses.
+var (
+	// errNotFound: no such item in the principal's view. Denied items get it
+	// too, so callers cannot tell them from missing ones.
+	errNotFound = errors.New("not found")
+	// errBackendDown: the owning backend is unhealthy; nothing was sent.
+	errBackendDown = errors.New("backend unavailable")
+	// errAllChangesDenied: all_changes asked by an untrusted caller.
+	errAllChangesDenied = errors.New("all_changes requires a trusted service caller")
+)
+
+// invalidArgument is a malformed request field; its text is client-safe.
+type invalidArgument string
+
+func (e invalidArgument) Error() string { return string(e) }
+
+// toStatus is the one place where the aggregator's errors become gRPC
+// statuses. Messages are client-safe; internal detail is logged with the
+// request's trace context.
+func toStatus(ctx context.Context, log *slog.Logger, method string, err error) error {
+	var inv invalidArgument
+	var perr *backend.ProtocolError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, catalog.ErrInvalidCursor):
+		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_CURSOR, "invalid cursor")
+	case errors.As(err, &inv):
+		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, inv.Error())
+	case errors.Is(err, errNotFound):
+		return apierr.New(codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND, "not found")
+	case errors.Is(err, errAllChangesDenied):
+		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_NOT_ALLOWED, errAllChangesDenied.Error())
+	case errors.Is(err, errBackendDown):
+		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_BACKEND_UNAVAILABLE, "backend unavailable")
+	case errors.Is(err, backend.ErrUnavailable):
+		log.WarnContext(ctx, "backend unreachable", "method", method, "err", err)
+		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_BACKEND_UNAVAILABLE, "backend unavailable")
+	case errors.Is(err, backend.ErrTimeout):
+		log.WarnContext(ctx, "backend timed out", "method", method, "err", err)
+		return apierr.New(codes.DeadlineExceeded, commonv1.ErrorReason_ERROR_REASON_BACKEND_TIMEOUT, "backend did not answer in time")
+	case errors.As(err, &perr):
+		// The backend's own JSON-RPC error is what an MCP client would have
+		// seen from it; the gateway may re-emit it from the metadata.
+		return apierr.New(codes.Unknown, commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR, "backend error: "+perr.Message,
+			"mcp_code", strconv.FormatInt(perr.Code, 10), "mcp_message", perr.Message)
+	case errors.Is(err, context.Canceled):
+		return apierr.New(codes.Canceled, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "request cancelled")
+	case errors.Is(err, context.DeadlineExceeded):
+		return apierr.New(codes.DeadlineExceeded, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "request deadline exceeded")
+	default:
+		log.ErrorContext(ctx, "internal error", "method", method, "err", err)
+		return apierr.New(codes.Internal, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "internal error")
+	}
+}

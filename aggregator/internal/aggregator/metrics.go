@@ -1,0 +1,80 @@
+package aggregator
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
+)
+
+// Metrics are the aggregator's Prometheus metrics. A nil *Metrics records
+// nothing.
+type Metrics struct {
+	catalogVersion prometheus.Gauge
+	catalogItems   *prometheus.GaugeVec
+	buildSeconds   prometheus.Histogram
+	backendHealth  *prometheus.GaugeVec
+	backendCalls   *prometheus.HistogramVec
+}
+
+// NewMetrics registers the metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		catalogVersion: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "switchboard_aggregator_catalog_version", Help: "Version of the published catalog snapshot.",
+		}),
+		catalogItems: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "switchboard_aggregator_catalog_items", Help: "Items in the published catalog snapshot, by kind.",
+		}, []string{"kind"}),
+		buildSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "switchboard_aggregator_catalog_build_seconds", Help: "Time to list every backend and build a changed snapshot.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
+		}),
+		backendHealth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "switchboard_aggregator_backend_health", Help: "1 for the backend's current health state, 0 for the others.",
+		}, []string{"backend", "state"}),
+		backendCalls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "switchboard_aggregator_backend_request_seconds", Help: "Routed backend requests by backend, method and outcome.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
+		}, []string{"backend", "method", "outcome"}),
+	}
+	reg.MustRegister(m.catalogVersion, m.catalogItems, m.buildSeconds, m.backendHealth, m.backendCalls)
+	return m
+}
+
+func (m *Metrics) catalogBuilt(s *catalog.Snapshot, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.catalogVersion.Set(float64(s.Version))
+	for _, k := range catalog.Kinds {
+		m.catalogItems.WithLabelValues(k.String()).Set(float64(s.Len(k)))
+	}
+	m.buildSeconds.Observe(took.Seconds())
+}
+
+func (m *Metrics) backendState(name string, s backend.State) {
+	if m == nil {
+		return
+	}
+	for _, st := range []backend.State{backend.Unknown, backend.Healthy, backend.Degraded, backend.Unhealthy} {
+		v := 0.0
+		if st == s {
+			v = 1
+		}
+		m.backendHealth.WithLabelValues(name, st.String()).Set(v)
+	}
+}
+
+func (m *Metrics) backendRequest(name, method string, err error, took time.Duration) {
+	if m == nil {
+		return
+	}
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	m.backendCalls.WithLabelValues(name, method, outcome).Observe(took.Seconds())
+}

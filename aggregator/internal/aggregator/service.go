@@ -1,0 +1,479 @@
+package aggregator
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
+)
+
+// Service implements aggregatorv1.AggregatorServiceServer on an Engine.
+// Every handler acts for svcauth.PrincipalFrom(ctx), which the auth
+// interceptor has resolved from the caller's credential.
+type Service struct {
+	aggregatorv1.UnimplementedAggregatorServiceServer
+	e   *Engine
+	log *slog.Logger
+}
+
+// NewService serves e.
+func NewService(e *Engine) *Service { return &Service{e: e, log: e.log} }
+
+var _ aggregatorv1.AggregatorServiceServer = (*Service)(nil)
+
+func (s *Service) fail(ctx context.Context, method string, err error) error {
+	return toStatus(ctx, s.log, method, err)
+}
+
+// Discover summarises the principal's view.
+func (s *Service) Discover(ctx context.Context, _ *aggregatorv1.DiscoverRequest) (*aggregatorv1.DiscoverResponse, error) {
+	snap, _ := s.e.Snapshot()
+	v := s.e.View(snap, svcauth.PrincipalFrom(ctx))
+	resp := &aggregatorv1.DiscoverResponse{
+		CatalogVersion:        snap.Version,
+		ToolCount:             uint32(v.Len(catalog.KindTools)),
+		ResourceCount:         uint32(v.Len(catalog.KindResources)),
+		ResourceTemplateCount: uint32(v.Len(catalog.KindResourceTemplates)),
+		PromptCount:           uint32(v.Len(catalog.KindPrompts)),
+		ToolsDigest:           v.Digest(catalog.KindTools),
+		Instructions:          s.e.opts.Instructions,
+	}
+	// Capabilities count only for backends the principal sees something of.
+	for _, i := range v.Items(catalog.KindResources) {
+		resp.ResourcesSubscribe = resp.ResourcesSubscribe || subscribes(snap.Capabilities[snap.Resources[i].Backend])
+	}
+	for _, i := range v.Items(catalog.KindResourceTemplates) {
+		b := snap.Templates[i].Backend
+		resp.ResourcesSubscribe = resp.ResourcesSubscribe || subscribes(snap.Capabilities[b])
+		resp.Completions = resp.Completions || completes(snap.Capabilities[b])
+	}
+	for _, i := range v.Items(catalog.KindPrompts) {
+		resp.Completions = resp.Completions || completes(snap.Capabilities[snap.Prompts[i].Backend])
+	}
+	return resp, nil
+}
+
+func subscribes(c *mcp.ServerCapabilities) bool {
+	return c != nil && c.Resources != nil && c.Resources.Subscribe
+}
+
+func completes(c *mcp.ServerCapabilities) bool { return c != nil && c.Completions != nil }
+
+// page serves one page of kind k of the caller's view.
+func (s *Service) page(ctx context.Context, k catalog.Kind, cursor string, size uint32) (*catalog.View, []int32, string, error) {
+	snap, _ := s.e.Snapshot()
+	v := s.e.View(snap, svcauth.PrincipalFrom(ctx))
+	n := s.e.opts.PageSize
+	if size > 0 {
+		n = int(min(size, uint32(s.e.opts.MaxPageSize)))
+	}
+	items := v.Items(k)
+	start, end, next, err := catalog.Page(k, len(items), func(i int) string { return v.Key(k, i) }, cursor, n)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return v, items[start:end], next, nil
+}
+
+// ListTools serves one page of tools.
+func (s *Service) ListTools(ctx context.Context, req *aggregatorv1.ListToolsRequest) (*aggregatorv1.ListToolsResponse, error) {
+	v, idx, next, err := s.page(ctx, catalog.KindTools, req.GetCursor(), req.GetPageSize())
+	if err != nil {
+		return nil, s.fail(ctx, "ListTools", err)
+	}
+	out := &aggregatorv1.ListToolsResponse{NextCursor: next, CatalogVersion: v.Snapshot.Version, Tools: make([]*aggregatorv1.Tool, len(idx))}
+	for j, i := range idx {
+		out.Tools[j] = v.Snapshot.Tools[i].Msg
+	}
+	return out, nil
+}
+
+// ListResources serves one page of resources.
+func (s *Service) ListResources(ctx context.Context, req *aggregatorv1.ListResourcesRequest) (*aggregatorv1.ListResourcesResponse, error) {
+	v, idx, next, err := s.page(ctx, catalog.KindResources, req.GetCursor(), req.GetPageSize())
+	if err != nil {
+		return nil, s.fail(ctx, "ListResources", err)
+	}
+	out := &aggregatorv1.ListResourcesResponse{NextCursor: next, CatalogVersion: v.Snapshot.Version, Resources: make([]*aggregatorv1.Resource, len(idx))}
+	for j, i := range idx {
+		out.Resources[j] = v.Snapshot.Resources[i].Msg
+	}
+	return out, nil
+}
+
+// ListResourceTemplates serves one page of resource templates.
+func (s *Service) ListResourceTemplates(ctx context.Context, req *aggregatorv1.ListResourceTemplatesRequest) (*aggregatorv1.ListResourceTemplatesResponse, error) {
+	v, idx, next, err := s.page(ctx, catalog.KindResourceTemplates, req.GetCursor(), req.GetPageSize())
+	if err != nil {
+		return nil, s.fail(ctx, "ListResourceTemplates", err)
+	}
+	out := &aggregatorv1.ListResourceTemplatesResponse{NextCursor: next, CatalogVersion: v.Snapshot.Version, ResourceTemplates: make([]*aggregatorv1.ResourceTemplate, len(idx))}
+	for j, i := range idx {
+		out.ResourceTemplates[j] = v.Snapshot.Templates[i].Msg
+	}
+	return out, nil
+}
+
+// ListPrompts serves one page of prompts.
+func (s *Service) ListPrompts(ctx context.Context, req *aggregatorv1.ListPromptsRequest) (*aggregatorv1.ListPromptsResponse, error) {
+	v, idx, next, err := s.page(ctx, catalog.KindPrompts, req.GetCursor(), req.GetPageSize())
+	if err != nil {
+		return nil, s.fail(ctx, "ListPrompts", err)
+	}
+	out := &aggregatorv1.ListPromptsResponse{NextCursor: next, CatalogVersion: v.Snapshot.Version, Prompts: make([]*aggregatorv1.Prompt, len(idx))}
+	for j, i := range idx {
+		out.Prompts[j] = v.Snapshot.Prompts[i].Msg
+	}
+	return out, nil
+}
+
+// owner checks that the principal may use the item of kind k with key and
+// returns its backend, failing fast when that backend is down. Denied and
+// missing are the same errNotFound.
+func (s *Service) owner(ctx context.Context, snap *catalog.Snapshot, k catalog.Kind, key, backendName string, found bool) (*backend.Client, error) {
+	if !found || !s.e.principalAllowed(svcauth.PrincipalFrom(ctx), k, key, backendName) {
+		return nil, errNotFound
+	}
+	b := s.e.byName[backendName]
+	if b == nil {
+		return nil, errNotFound
+	}
+	if snap.Down[backendName] || b.Status().State == backend.Unhealthy {
+		return nil, errBackendDown
+	}
+	return b, nil
+}
+
+// resultJSON encodes a backend result for the API.
+func resultJSON(v any) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+func resultType(needsInput bool) string {
+	if needsInput {
+		return "input_required"
+	}
+	return "complete"
+}
+
+func inputResponses(raw string) (mcp.InputResponseMap, error) {
+	if raw == "" {
+		return nil, nil
+	}
+	var m mcp.InputResponseMap
+	if err := json.Unmarshal([]byte(raw), &m); err != nil {
+		return nil, invalidArgument("input_responses_json is not a valid map of input responses")
+	}
+	return m, nil
+}
+
+// timed runs a backend request and records its metric.
+func timed[T any](s *Service, b *backend.Client, method string, f func() (T, error)) (T, error) {
+	start := time.Now()
+	res, err := f()
+	s.e.opts.Metrics.backendRequest(b.Name(), method, err, time.Since(start))
+	return res, err
+}
+
+// CallTool calls a tool on its owning backend under its original name.
+func (s *Service) CallTool(ctx context.Context, req *aggregatorv1.CallToolRequest) (*aggregatorv1.CallToolResponse, error) {
+	resp, err := s.callTool(ctx, req)
+	return resp, s.fail(ctx, "CallTool", err)
+}
+
+func (s *Service) callTool(ctx context.Context, req *aggregatorv1.CallToolRequest) (*aggregatorv1.CallToolResponse, error) {
+	snap, _ := s.e.Snapshot()
+	it, found := snap.Tool(req.GetName())
+	var bname string
+	if found {
+		bname = it.Backend
+	}
+	b, err := s.owner(ctx, snap, catalog.KindTools, req.GetName(), bname, found)
+	if err != nil {
+		return nil, err
+	}
+	params := &mcp.CallToolParams{Name: it.Original, RequestState: req.GetRequestState()}
+	if raw := req.GetArgumentsJson(); raw != "" {
+		var args map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(raw), &args); err != nil || args == nil {
+			return nil, invalidArgument("arguments_json must be a JSON object")
+		}
+		params.Arguments = json.RawMessage(raw)
+	}
+	if params.InputResponses, err = inputResponses(req.GetInputResponsesJson()); err != nil {
+		return nil, err
+	}
+	res, err := timed(s, b, "tools/call", func() (*mcp.CallToolResult, error) { return b.CallTool(ctx, params) })
+	if err != nil {
+		return nil, err
+	}
+	text, err := resultJSON(res)
+	if err != nil {
+		return nil, err
+	}
+	return &aggregatorv1.CallToolResponse{ResultJson: text, IsError: res.IsError, ResultType: resultType(res.NeedsInput()), Backend: b.Name()}, nil
+}
+
+// ReadResource reads a resource from its owning backend: an exact URI
+// first, then the first template (in sorted order) that matches.
+func (s *Service) ReadResource(ctx context.Context, req *aggregatorv1.ReadResourceRequest) (*aggregatorv1.ReadResourceResponse, error) {
+	resp, err := s.readResource(ctx, req)
+	return resp, s.fail(ctx, "ReadResource", err)
+}
+
+func (s *Service) readResource(ctx context.Context, req *aggregatorv1.ReadResourceRequest) (*aggregatorv1.ReadResourceResponse, error) {
+	uri := req.GetUri()
+	if uri == "" {
+		return nil, invalidArgument("uri is required")
+	}
+	snap, _ := s.e.Snapshot()
+	var bname string
+	found := false
+	if r, ok := snap.Resource(uri); ok {
+		bname, found = r.Backend, true
+	} else {
+		snap.MatchTemplates(uri, func(t *catalog.Item[*aggregatorv1.ResourceTemplate]) bool {
+			bname, found = t.Backend, true
+			return false
+		})
+	}
+	// A read is decided on the concrete URI, whichever way it was routed.
+	b, err := s.owner(ctx, snap, catalog.KindResources, uri, bname, found)
+	if err != nil {
+		return nil, err
+	}
+	params := &mcp.ReadResourceParams{URI: uri, RequestState: req.GetRequestState()}
+	if params.InputResponses, err = inputResponses(req.GetInputResponsesJson()); err != nil {
+		return nil, err
+	}
+	res, err := timed(s, b, "resources/read", func() (*mcp.ReadResourceResult, error) { return b.ReadResource(ctx, params) })
+	if err != nil {
+		return nil, err
+	}
+	text, err := resultJSON(res)
+	if err != nil {
+		return nil, err
+	}
+	return &aggregatorv1.ReadResourceResponse{ResultJson: text, ResultType: resultType(res.NeedsInput()), Backend: b.Name()}, nil
+}
+
+// GetPrompt renders a prompt on its owning backend.
+func (s *Service) GetPrompt(ctx context.Context, req *aggregatorv1.GetPromptRequest) (*aggregatorv1.GetPromptResponse, error) {
+	resp, err := s.getPrompt(ctx, req)
+	return resp, s.fail(ctx, "GetPrompt", err)
+}
+
+func (s *Service) getPrompt(ctx context.Context, req *aggregatorv1.GetPromptRequest) (*aggregatorv1.GetPromptResponse, error) {
+	snap, _ := s.e.Snapshot()
+	it, found := snap.Prompt(req.GetName())
+	var bname string
+	if found {
+		bname = it.Backend
+	}
+	b, err := s.owner(ctx, snap, catalog.KindPrompts, req.GetName(), bname, found)
+	if err != nil {
+		return nil, err
+	}
+	params := &mcp.GetPromptParams{Name: it.Original, Arguments: req.GetArguments(), RequestState: req.GetRequestState()}
+	if params.InputResponses, err = inputResponses(req.GetInputResponsesJson()); err != nil {
+		return nil, err
+	}
+	res, err := timed(s, b, "prompts/get", func() (*mcp.GetPromptResult, error) { return b.GetPrompt(ctx, params) })
+	if err != nil {
+		return nil, err
+	}
+	text, err := resultJSON(res)
+	if err != nil {
+		return nil, err
+	}
+	return &aggregatorv1.GetPromptResponse{ResultJson: text, ResultType: resultType(res.NeedsInput()), Backend: b.Name()}, nil
+}
+
+// Complete routes a completion request by its reference: a prompt by
+// advertised name, or a resource template (or resource) by URI.
+func (s *Service) Complete(ctx context.Context, req *aggregatorv1.CompleteRequest) (*aggregatorv1.CompleteResponse, error) {
+	resp, err := s.complete(ctx, req)
+	return resp, s.fail(ctx, "Complete", err)
+}
+
+func (s *Service) complete(ctx context.Context, req *aggregatorv1.CompleteRequest) (*aggregatorv1.CompleteResponse, error) {
+	var params mcp.CompleteParams
+	if err := json.Unmarshal([]byte(req.GetParamsJson()), &params); err != nil || params.Ref == nil {
+		return nil, invalidArgument("params_json must be completion params with a ref")
+	}
+	params.Meta = nil
+	snap, _ := s.e.Snapshot()
+	var (
+		b   *backend.Client
+		err error
+	)
+	switch params.Ref.Type {
+	case "ref/prompt":
+		name := params.Ref.Name
+		it, found := snap.Prompt(name)
+		var bname string
+		if found {
+			bname = it.Backend
+		}
+		if b, err = s.owner(ctx, snap, catalog.KindPrompts, name, bname, found); err == nil {
+			params.Ref.Name = it.Original
+		}
+	case "ref/resource":
+		uri := params.Ref.URI
+		if t, ok := snap.Template(uri); ok {
+			b, err = s.owner(ctx, snap, catalog.KindResourceTemplates, uri, t.Backend, true)
+		} else if r, ok := snap.Resource(uri); ok {
+			b, err = s.owner(ctx, snap, catalog.KindResources, uri, r.Backend, true)
+		} else {
+			err = errNotFound
+		}
+	default:
+		return nil, invalidArgument("ref.type must be ref/prompt or ref/resource")
+	}
+	if err != nil {
+		return nil, err
+	}
+	res, err := timed(s, b, "completion/complete", func() (*mcp.CompleteResult, error) { return b.Complete(ctx, &params) })
+	if err != nil {
+		return nil, err
+	}
+	text, err := resultJSON(res)
+	if err != nil {
+		return nil, err
+	}
+	return &aggregatorv1.CompleteResponse{ResultJson: text}, nil
+}
+
+// WatchCatalog sends the current version, then an event whenever the
+// caller's view changes.
+func (s *Service) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc.ServerStreamingServer[aggregatorv1.WatchCatalogResponse]) error {
+	ctx := stream.Context()
+	p := svcauth.PrincipalFrom(ctx)
+	if req.GetAllChanges() {
+		if c, _ := svcauth.CallerFrom(ctx); !c.AssertPrincipals {
+			return s.fail(ctx, "WatchCatalog", errAllChangesDenied)
+		}
+	}
+	viewOf := func(snap *catalog.Snapshot) *catalog.View {
+		if req.GetAllChanges() {
+			return s.e.FullView(snap)
+		}
+		return s.e.View(snap, p)
+	}
+	snap, superseded := s.e.Snapshot()
+	view := viewOf(snap)
+	if err := stream.Send(&aggregatorv1.WatchCatalogResponse{CatalogVersion: snap.Version, ToolsDigest: view.Digest(catalog.KindTools)}); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-superseded:
+		}
+		snap, superseded = s.e.Snapshot()
+		next := viewOf(snap)
+		ev := &aggregatorv1.WatchCatalogResponse{CatalogVersion: snap.Version, ToolsDigest: next.Digest(catalog.KindTools)}
+		for _, k := range catalog.Kinds {
+			if next.Digest(k) != view.Digest(k) {
+				ev.Changed = append(ev.Changed, apiKind[k])
+			}
+		}
+		view = next
+		if len(ev.Changed) == 0 {
+			continue
+		}
+		if err := stream.Send(ev); err != nil {
+			return err
+		}
+	}
+}
+
+var apiKind = map[catalog.Kind]aggregatorv1.CatalogKind{
+	catalog.KindTools:             aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS,
+	catalog.KindResources:         aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCES,
+	catalog.KindResourceTemplates: aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCE_TEMPLATES,
+	catalog.KindPrompts:           aggregatorv1.CatalogKind_CATALOG_KIND_PROMPTS,
+}
+
+var apiHealth = map[backend.State]aggregatorv1.BackendHealth{
+	backend.Unknown:   aggregatorv1.BackendHealth_BACKEND_HEALTH_UNKNOWN,
+	backend.Healthy:   aggregatorv1.BackendHealth_BACKEND_HEALTH_HEALTHY,
+	backend.Degraded:  aggregatorv1.BackendHealth_BACKEND_HEALTH_DEGRADED,
+	backend.Unhealthy: aggregatorv1.BackendHealth_BACKEND_HEALTH_UNHEALTHY,
+}
+
+// ListBackends reports every backend in name order; with a principal in
+// the request, only those the principal sees something of.
+func (s *Service) ListBackends(ctx context.Context, req *aggregatorv1.ListBackendsRequest) (*aggregatorv1.ListBackendsResponse, error) {
+	snap, _ := s.e.Snapshot()
+	var visible map[string]bool
+	if req.GetPrincipal() != nil {
+		visible = visibleBackends(s.e.View(snap, svcauth.PrincipalFrom(ctx)))
+	}
+	out := &aggregatorv1.ListBackendsResponse{CatalogVersion: snap.Version}
+	for _, b := range s.e.Backends() {
+		if visible != nil && !visible[b.Name()] {
+			continue
+		}
+		st := b.Status()
+		msg := &aggregatorv1.Backend{
+			Name:                  b.Name(),
+			Url:                   redactURL(b.URL()),
+			Health:                apiHealth[st.State],
+			ProtocolVersion:       st.ProtocolVersion,
+			ToolCount:             uint32(st.Tools),
+			ResourceCount:         uint32(st.Resources),
+			ResourceTemplateCount: uint32(st.ResourceTemplates),
+			PromptCount:           uint32(st.Prompts),
+			LastError:             st.LastError,
+		}
+		if !st.LastCheck.IsZero() {
+			msg.LastCheck = timestamppb.New(st.LastCheck)
+		}
+		out.Backends = append(out.Backends, msg)
+	}
+	return out, nil
+}
+
+func visibleBackends(v *catalog.View) map[string]bool {
+	m := map[string]bool{}
+	snap := v.Snapshot
+	for _, i := range v.Items(catalog.KindTools) {
+		m[snap.Tools[i].Backend] = true
+	}
+	for _, i := range v.Items(catalog.KindResources) {
+		m[snap.Resources[i].Backend] = true
+	}
+	for _, i := range v.Items(catalog.KindResourceTemplates) {
+		m[snap.Templates[i].Backend] = true
+	}
+	for _, i := range v.Items(catalog.KindPrompts) {
+		m[snap.Prompts[i].Backend] = true
+	}
+	return m
+}
+
+// redactURL hides credentials a backend URL may carry (user info, query).
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	u.User = nil
+	if u.RawQuery != "" {
+		u.RawQuery = "redacted"
+	}
+	return u.String()
+}

@@ -1,0 +1,381 @@
+// Package backend talks to one backend MCP server with a go-sdk client.
+//
+// A Client keeps one long-lived MCP session per backend over a pooled,
+// keep-alive HTTP transport, and re-connects when the session breaks, so a
+// call never pays for a new TCP connection or a new handshake. It follows
+// list cursors to the end, turns failures into the typed errors of this
+// package, and tracks the backend's health from probes and listings.
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+)
+
+// Protocol versions a backend may be pinned to.
+const (
+	ProtocolAuto   = "auto"
+	ProtocolModern = "2026-07-28"
+	ProtocolLegacy = "2025-11-25"
+)
+
+// Config describes one backend.
+type Config struct {
+	Name string
+	URL  string
+	// Protocol is ProtocolAuto, ProtocolModern or ProtocolLegacy.
+	Protocol string
+	// Headers are added to every request. Their values are secrets: they
+	// never appear in logs or errors.
+	Headers map[string]string
+	// Timeout bounds every request to the backend.
+	Timeout time.Duration
+}
+
+// Validate checks a configuration before any connection is attempted.
+func (c Config) Validate() error {
+	if c.Name == "" {
+		return errors.New("backend without a name")
+	}
+	u, err := url.Parse(c.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("backend %q: url must be an absolute http(s) URL", c.Name)
+	}
+	switch c.Protocol {
+	case "", ProtocolAuto, ProtocolModern, ProtocolLegacy:
+	default:
+		return fmt.Errorf("backend %q: protocol %q is not auto, %s or %s", c.Name, c.Protocol, ProtocolModern, ProtocolLegacy)
+	}
+	for k := range c.Headers {
+		if k == "" || strings.ContainsAny(k, " :\r\n") {
+			return fmt.Errorf("backend %q: invalid header name %q", c.Name, k)
+		}
+	}
+	return nil
+}
+
+// Errors a backend operation fails with. Callers branch with errors.Is.
+var (
+	// ErrTimeout: the backend did not answer within its timeout.
+	ErrTimeout = errors.New("backend timed out")
+	// ErrUnavailable: the backend could not be reached or its session broke.
+	ErrUnavailable = errors.New("backend unavailable")
+)
+
+// ProtocolError is a JSON-RPC error the backend answered with.
+type ProtocolError struct {
+	Code    int64
+	Message string
+}
+
+func (e *ProtocolError) Error() string {
+	return fmt.Sprintf("backend error %d: %s", e.Code, e.Message)
+}
+
+// Client is the aggregator's connection to one backend. It is safe for
+// concurrent use.
+type Client struct {
+	cfg      Config
+	log      *slog.Logger
+	redactor *strings.Replacer
+	http     *http.Client
+	mcp      *mcp.Client
+	// probe connects without list_changed handlers, so a Modern health probe
+	// is a bare server/discover that opens no subscription.
+	probe *mcp.Client
+
+	mu      sync.Mutex
+	session *mcp.ClientSession
+	// connecting serialises (re)connects so concurrent callers share one.
+	connecting chan struct{}
+
+	health healthTracker
+}
+
+// Implementation is how the aggregator introduces itself to backends.
+var Implementation = &mcp.Implementation{Name: "switchboard-aggregator", Version: "1"}
+
+// New builds a client. onListChanged is called (from an SDK goroutine) when
+// the backend announces that one of its lists changed.
+func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Client {
+	if cfg.Protocol == "" {
+		cfg.Protocol = ProtocolAuto
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	// Many concurrent calls to the same backend share a pool of keep-alive
+	// connections instead of dialing per call.
+	base.MaxIdleConns = 256
+	base.MaxIdleConnsPerHost = 64
+	base.IdleConnTimeout = 90 * time.Second
+	base.DialContext = (&net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}).DialContext
+	var rt http.RoundTripper = base
+	if len(cfg.Headers) > 0 {
+		rt = headerInjector{headers: cfg.Headers, next: rt}
+	}
+	// otelhttp injects the W3C trace context of the request's context, so
+	// the backend call joins the caller's trace.
+	rt = otelhttp.NewTransport(rt, otelhttp.WithSpanNameFormatter(func(string, *http.Request) string {
+		return "mcp backend " + cfg.Name
+	}))
+
+	// Header values, and any password or query in the URL, are secrets:
+	// they are cut out of every error message before it is logged or
+	// reported.
+	var pairs []string
+	for _, v := range cfg.Headers {
+		if v != "" {
+			pairs = append(pairs, v, "[redacted]")
+		}
+	}
+	if u, err := url.Parse(cfg.URL); err == nil {
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			pairs = append(pairs, pw, "[redacted]")
+		}
+		if u.RawQuery != "" {
+			pairs = append(pairs, u.RawQuery, "[redacted]")
+		}
+	}
+	c := &Client{
+		cfg:      cfg,
+		log:      log.With("backend", cfg.Name),
+		redactor: strings.NewReplacer(pairs...),
+		http:     &http.Client{Transport: rt},
+		health:   newHealthTracker(),
+	}
+	notify := func() {
+		if onListChanged != nil {
+			onListChanged(cfg.Name)
+		}
+	}
+	noMRTR := &mcp.MultiRoundTripOptions{Disabled: true}
+	c.mcp = mcp.NewClient(Implementation, &mcp.ClientOptions{
+		Logger:                     c.log,
+		Capabilities:               &mcp.ClientCapabilities{},
+		MultiRoundTrip:             noMRTR,
+		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { notify() },
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { notify() },
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { notify() },
+	})
+	c.probe = mcp.NewClient(Implementation, &mcp.ClientOptions{
+		Logger:         c.log,
+		Capabilities:   &mcp.ClientCapabilities{},
+		MultiRoundTrip: noMRTR,
+	})
+	return c
+}
+
+// Name is the backend's configured name.
+func (c *Client) Name() string { return c.cfg.Name }
+
+// URL is the backend's configured URL.
+func (c *Client) URL() string { return c.cfg.URL }
+
+// Timeout is the backend's per-request timeout.
+func (c *Client) Timeout() time.Duration { return c.cfg.Timeout }
+
+// headerInjector adds the configured headers to every request.
+type headerInjector struct {
+	headers map[string]string
+	next    http.RoundTripper
+}
+
+func (h headerInjector) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h.headers {
+		r.Header.Set(k, v)
+	}
+	return h.next.RoundTrip(r)
+}
+
+func (c *Client) transport(standaloneSSE bool) *mcp.StreamableClientTransport {
+	return &mcp.StreamableClientTransport{
+		Endpoint:   c.cfg.URL,
+		HTTPClient: c.http,
+		// The aggregator re-connects itself; SDK retries would only hide a
+		// dead backend behind long back-offs.
+		MaxRetries:           -1,
+		DisableStandaloneSSE: !standaloneSSE,
+	}
+}
+
+func (c *Client) sessionOptions() *mcp.ClientSessionOptions {
+	if c.cfg.Protocol == ProtocolAuto {
+		return nil
+	}
+	return &mcp.ClientSessionOptions{ProtocolVersion: c.cfg.Protocol}
+}
+
+// connect opens a session and checks that a pinned Modern backend did not
+// fall back to Legacy.
+func (c *Client) connect(ctx context.Context, client *mcp.Client, standaloneSSE bool) (*mcp.ClientSession, error) {
+	s, err := client.Connect(ctx, c.transport(standaloneSSE), c.sessionOptions())
+	if err != nil {
+		return nil, err
+	}
+	if v := s.InitializeResult().ProtocolVersion; c.cfg.Protocol == ProtocolModern && v != ProtocolModern {
+		_ = s.Close()
+		return nil, fmt.Errorf("backend negotiated protocol %s, but %s is configured", v, ProtocolModern)
+	}
+	return s, nil
+}
+
+// current returns the live session, connecting if there is none.
+func (c *Client) current(ctx context.Context) (*mcp.ClientSession, error) {
+	for {
+		c.mu.Lock()
+		if c.session != nil {
+			s := c.session
+			c.mu.Unlock()
+			return s, nil
+		}
+		if wait := c.connecting; wait != nil {
+			c.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		done := make(chan struct{})
+		c.connecting = done
+		c.mu.Unlock()
+
+		// The session outlives this request: connect under a context that is
+		// not cancelled with it, bounded by the backend timeout.
+		limit := c.cfg.Timeout
+		if d, ok := ctx.Deadline(); ok {
+			limit = min(limit, time.Until(d))
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
+		s, err := c.connect(cctx, c.mcp, true)
+		cancel()
+
+		c.mu.Lock()
+		c.connecting = nil
+		if err == nil {
+			c.session = s
+			c.health.setProtocol(s.InitializeResult().ProtocolVersion)
+		}
+		c.mu.Unlock()
+		close(done)
+		if err != nil {
+			return nil, err
+		}
+		c.log.Info("backend session opened", "protocol", s.InitializeResult().ProtocolVersion)
+		return s, nil
+	}
+}
+
+// drop forgets a broken session so the next request re-connects.
+func (c *Client) drop(s *mcp.ClientSession) {
+	c.mu.Lock()
+	if c.session == s {
+		c.session = nil
+	}
+	c.mu.Unlock()
+	go func() { _ = s.Close() }()
+}
+
+// Close ends the session.
+func (c *Client) Close() {
+	c.mu.Lock()
+	s := c.session
+	c.session = nil
+	c.mu.Unlock()
+	if s != nil {
+		_ = s.Close()
+	}
+	c.http.CloseIdleConnections()
+}
+
+// Capabilities returns the capabilities of the current session, or nil when
+// there is none.
+func (c *Client) Capabilities() *mcp.ServerCapabilities {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.session == nil {
+		return nil
+	}
+	return c.session.InitializeResult().Capabilities
+}
+
+// retry says whether an operation may be sent again after a failure.
+type retry int
+
+const (
+	// retryIdempotent: lists and reads may be repeated after any transport
+	// failure.
+	retryIdempotent retry = iota
+	// retryUnsent: calls are repeated only when the backend certainly did
+	// not process them (its session was gone).
+	retryUnsent
+)
+
+// do runs op on the session under the backend timeout and classifies its
+// error. A transport failure drops the session; op is retried once on a
+// fresh session when policy allows.
+func do[T any](ctx context.Context, c *Client, policy retry, op func(context.Context, *mcp.ClientSession) (T, error)) (T, error) {
+	var zero T
+	for attempt := 0; ; attempt++ {
+		tctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+		s, err := c.current(tctx)
+		if err != nil {
+			cancel()
+			return zero, c.classify(ctx, tctx, err)
+		}
+		res, err := op(tctx, s)
+		if err == nil {
+			cancel()
+			return res, nil
+		}
+		classified := c.classify(ctx, tctx, err)
+		cancel()
+		if !errors.Is(classified, ErrUnavailable) {
+			return zero, classified
+		}
+		c.drop(s)
+		again := policy == retryIdempotent || errors.Is(err, mcp.ErrSessionMissing)
+		if attempt > 0 || !again || ctx.Err() != nil {
+			return zero, classified
+		}
+	}
+}
+
+// classify maps an SDK error to ErrTimeout, *ProtocolError, the caller's
+// own context error, or ErrUnavailable, with secrets removed.
+func (c *Client) classify(outer, inner context.Context, err error) error {
+	if outer.Err() != nil {
+		return outer.Err()
+	}
+	if errors.Is(inner.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%w after %s", ErrTimeout, c.cfg.Timeout)
+	}
+	var wire *jsonrpc.Error
+	if errors.As(err, &wire) && !errors.Is(err, mcp.ErrConnectionClosed) && !errors.Is(err, mcp.ErrSessionMissing) && wire.Code != rejectedCode {
+		return &ProtocolError{Code: wire.Code, Message: c.Redact(wire.Message)}
+	}
+	return fmt.Errorf("%w: %s", ErrUnavailable, c.Redact(err.Error()))
+}
+
+// rejectedCode is the code the SDK's transport gives requests it could not
+// deliver (HTTP failures); they are transport errors, not backend answers.
+const rejectedCode = -32005
+
+// Redact removes the configured header values from a message.
+func (c *Client) Redact(msg string) string { return c.redactor.Replace(msg) }

@@ -1,0 +1,177 @@
+package catalog
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+)
+
+// Conflict-resolution strategies.
+const (
+	StrategyPrefix   = "prefix"
+	StrategyPriority = "priority"
+	StrategyManual   = "manual"
+)
+
+// DefaultPrefixFormat is the prefix format of the prefix strategy.
+const DefaultPrefixFormat = "{backend}_"
+
+// Naming decides advertised names. An advertised name depends only on the
+// configuration, the backend's name and the original name, never on which
+// other backends exist, so Cedar policies written against advertised names
+// keep meaning the same thing as backends come and go.
+type Naming struct {
+	strategy     string
+	prefixFormat string
+	// rank orders backends under the priority strategy; unlisted backends
+	// rank after every listed one.
+	rank      map[string]int
+	overrides map[string]string
+}
+
+// NewNaming validates a conflict-resolution configuration.
+func NewNaming(c config.ConflictResolution) (*Naming, error) {
+	n := &Naming{strategy: c.Strategy, prefixFormat: c.PrefixFormat, rank: map[string]int{}, overrides: map[string]string{}}
+	if n.strategy == "" {
+		n.strategy = StrategyPrefix
+	}
+	if n.prefixFormat == "" {
+		n.prefixFormat = DefaultPrefixFormat
+	}
+	switch n.strategy {
+	case StrategyPrefix:
+		if !strings.Contains(n.prefixFormat, "{backend}") {
+			return nil, fmt.Errorf("conflictResolution.prefixFormat %q must contain {backend}", n.prefixFormat)
+		}
+	case StrategyPriority:
+		if len(c.PriorityOrder) == 0 {
+			return nil, fmt.Errorf("conflictResolution.priorityOrder must list at least one backend for the priority strategy")
+		}
+		for i, b := range c.PriorityOrder {
+			if _, dup := n.rank[b]; dup {
+				return nil, fmt.Errorf("conflictResolution.priorityOrder lists %q twice", b)
+			}
+			n.rank[b] = i
+		}
+	case StrategyManual:
+		for k, v := range c.Overrides {
+			b, t, ok := strings.Cut(k, ".")
+			if !ok || b == "" || t == "" || v == "" {
+				return nil, fmt.Errorf("conflictResolution.overrides: %q must map \"<backend>.<tool>\" to a non-empty name", k)
+			}
+			n.overrides[k] = v
+		}
+	default:
+		return nil, fmt.Errorf("conflictResolution.strategy %q is not prefix, priority or manual", c.Strategy)
+	}
+	return n, nil
+}
+
+// Strategy is the configured strategy.
+func (n *Naming) Strategy() string { return n.strategy }
+
+// ToolName is the advertised name of a backend's tool.
+func (n *Naming) ToolName(backend, original string) string {
+	switch n.strategy {
+	case StrategyPrefix:
+		return n.prefix(backend) + original
+	case StrategyManual:
+		if v, ok := n.overrides[backend+"."+original]; ok {
+			return v
+		}
+	}
+	return original
+}
+
+// PromptName is the advertised name of a backend's prompt. Prompts are
+// prefixed like tools under the prefix strategy; manual overrides name
+// tools only.
+func (n *Naming) PromptName(backend, original string) string {
+	if n.strategy == StrategyPrefix {
+		return n.prefix(backend) + original
+	}
+	return original
+}
+
+func (n *Naming) prefix(backend string) string {
+	return strings.ReplaceAll(n.prefixFormat, "{backend}", backend)
+}
+
+// Conflict is an advertised name claimed by more than one backend.
+type Conflict struct {
+	Kind     Kind
+	Name     string
+	Backends []string
+	// Winner is the backend that got the name; empty when every claimant was
+	// dropped.
+	Winner string
+}
+
+func (c Conflict) String() string {
+	s := fmt.Sprintf("%s %q claimed by backends %s", c.Kind, c.Name, strings.Join(c.Backends, ", "))
+	if c.Winner == "" {
+		return s + " (all dropped)"
+	}
+	return s + " (" + c.Winner + " wins)"
+}
+
+// claim is one backend's bid for an advertised name.
+type claim struct {
+	backend string
+	index   int // position in that backend's list
+}
+
+// resolve picks, for each advertised name claimed by several backends, the
+// owner (or none). byName maps a name to claims in backend-name order.
+//
+//   - Resources and templates, and prompts under manual: the first backend
+//     in name order wins (locators are never renamed).
+//   - priority: the best-ranked backend wins, ties in name order.
+//   - prefix and manual tools: a name composed identically for two backends
+//     (b1 + "x_y" and b1_x + "y") or renamed onto each other is ambiguous and
+//     every claimant is dropped. Under manual it is also reported as
+//     unresolved, which is a startup error.
+func (n *Naming) resolve(kind Kind, name string, claims []claim) (winner int, conflict *Conflict) {
+	if len(claims) == 1 {
+		return 0, nil
+	}
+	c := &Conflict{Kind: kind, Name: name}
+	for _, cl := range claims {
+		c.Backends = append(c.Backends, cl.backend)
+	}
+	winner = -1
+	switch {
+	case kind == KindResources || kind == KindResourceTemplates || (kind == KindPrompts && n.strategy == StrategyManual):
+		winner = 0
+	case n.strategy == StrategyPriority:
+		winner = 0
+		for i, cl := range claims {
+			if n.rankOf(cl.backend) < n.rankOf(claims[winner].backend) {
+				winner = i
+			}
+		}
+	}
+	if winner >= 0 {
+		c.Winner = claims[winner].backend
+	}
+	return winner, c
+}
+
+func (n *Naming) rankOf(backend string) int {
+	if r, ok := n.rank[backend]; ok {
+		return r
+	}
+	return len(n.rank)
+}
+
+// sortedNames returns a map's keys in byte order.
+func sortedNames[V any](m map[string]V) []string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}

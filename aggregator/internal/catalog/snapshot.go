@@ -1,0 +1,335 @@
+// Package catalog builds the aggregator's catalog: an immutable, versioned
+// snapshot of every backend's tools, resources, resource templates and
+// prompts under their advertised names, sorted byte-wise per kind; the
+// per-principal views of a snapshot; and keyset pages over a view.
+package catalog
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"regexp"
+	"sort"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/yosida95/uritemplate/v3"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+)
+
+// Kind is one kind of catalog item.
+type Kind int
+
+// The four kinds, in the order their lists appear everywhere.
+const (
+	KindTools Kind = iota
+	KindResources
+	KindResourceTemplates
+	KindPrompts
+	numKinds
+)
+
+// Kinds lists every kind.
+var Kinds = [numKinds]Kind{KindTools, KindResources, KindResourceTemplates, KindPrompts}
+
+func (k Kind) String() string {
+	return [...]string{"tools", "resources", "resourceTemplates", "prompts"}[k]
+}
+
+// Item is one catalog entry of any kind.
+type Item[M any] struct {
+	// Key is the sort and lookup key: the advertised name of a tool or
+	// prompt, the URI of a resource, the URI template of a template.
+	Key     string
+	Backend string
+	// Original is the name on the backend (tools and prompts).
+	Original string
+	// Msg is the prebuilt API message; it is shared and must not be
+	// modified.
+	Msg    M
+	digest [sha256.Size]byte
+}
+
+// Snapshot is one immutable catalog. It holds the items of every backend
+// that was ever listed successfully; items of backends that are down are
+// kept for routing (so a call fails as unavailable rather than not found)
+// but are left out of every view.
+type Snapshot struct {
+	// Version increases whenever a new snapshot has different content.
+	Version   uint64
+	Tools     []Item[*aggregatorv1.Tool]
+	Resources []Item[*aggregatorv1.Resource]
+	Templates []Item[*aggregatorv1.ResourceTemplate]
+	Prompts   []Item[*aggregatorv1.Prompt]
+	// Down holds the backends whose items are hidden (unhealthy).
+	Down map[string]bool
+	// Capabilities per backend, from its last listing.
+	Capabilities map[string]*mcp.ServerCapabilities
+	// Conflicts found while naming.
+	Conflicts []Conflict
+
+	templateRE []*regexp.Regexp
+	toolIdx    map[string]int
+	resIdx     map[string]int
+	tmplIdx    map[string]int
+	promptIdx  map[string]int
+	digest     [sha256.Size]byte
+	views      viewCache
+}
+
+// Digest identifies the snapshot's content.
+func (s *Snapshot) Digest() string { return hex.EncodeToString(s.digest[:]) }
+
+// SameContent reports whether two snapshots hold the same catalog.
+func (s *Snapshot) SameContent(o *Snapshot) bool { return o != nil && s.digest == o.digest }
+
+// Tool finds a tool by advertised name.
+func (s *Snapshot) Tool(name string) (*Item[*aggregatorv1.Tool], bool) {
+	i, ok := s.toolIdx[name]
+	if !ok {
+		return nil, false
+	}
+	return &s.Tools[i], true
+}
+
+// Prompt finds a prompt by advertised name.
+func (s *Snapshot) Prompt(name string) (*Item[*aggregatorv1.Prompt], bool) {
+	i, ok := s.promptIdx[name]
+	if !ok {
+		return nil, false
+	}
+	return &s.Prompts[i], true
+}
+
+// Resource finds a resource by exact URI.
+func (s *Snapshot) Resource(uri string) (*Item[*aggregatorv1.Resource], bool) {
+	i, ok := s.resIdx[uri]
+	if !ok {
+		return nil, false
+	}
+	return &s.Resources[i], true
+}
+
+// Template finds a template by its exact URI template.
+func (s *Snapshot) Template(uriTemplate string) (*Item[*aggregatorv1.ResourceTemplate], bool) {
+	i, ok := s.tmplIdx[uriTemplate]
+	if !ok {
+		return nil, false
+	}
+	return &s.Templates[i], true
+}
+
+// MatchTemplates calls yield, in template order, for each template whose
+// RFC 6570 expansion can produce uri, until yield returns false.
+func (s *Snapshot) MatchTemplates(uri string, yield func(*Item[*aggregatorv1.ResourceTemplate]) bool) {
+	for i, re := range s.templateRE {
+		if re != nil && re.MatchString(uri) && !yield(&s.Templates[i]) {
+			return
+		}
+	}
+}
+
+// Build makes a snapshot from each backend's lists. The result depends only
+// on naming, the lists and down, never on the order lists were gathered in.
+func Build(naming *Naming, lists map[string]*backend.Lists, down map[string]bool, log *slog.Logger) *Snapshot {
+	s := &Snapshot{Down: map[string]bool{}, Capabilities: map[string]*mcp.ServerCapabilities{}}
+	names := sortedNames(lists)
+	for _, b := range names {
+		if down[b] {
+			s.Down[b] = true
+		}
+		s.Capabilities[b] = lists[b].Capabilities
+	}
+
+	s.Tools = build(naming, KindTools, names, func(b string) []*mcp.Tool { return lists[b].Tools },
+		func(t *mcp.Tool) string { return t.Name }, naming.ToolName, toolItem, &s.Conflicts)
+	s.Prompts = build(naming, KindPrompts, names, func(b string) []*mcp.Prompt { return lists[b].Prompts },
+		func(p *mcp.Prompt) string { return p.Name }, naming.PromptName, promptItem, &s.Conflicts)
+	s.Resources = build(naming, KindResources, names, func(b string) []*mcp.Resource { return lists[b].Resources },
+		func(r *mcp.Resource) string { return r.URI }, keep, resourceItem, &s.Conflicts)
+	s.Templates = build(naming, KindResourceTemplates, names, func(b string) []*mcp.ResourceTemplate { return lists[b].ResourceTemplates },
+		func(t *mcp.ResourceTemplate) string { return t.URITemplate }, keep, templateItem, &s.Conflicts)
+
+	s.templateRE = make([]*regexp.Regexp, len(s.Templates))
+	for i, t := range s.Templates {
+		tmpl, err := uritemplate.New(t.Key)
+		if err != nil {
+			log.Warn("resource template is not RFC 6570; it is listed but matches no URI", "backend", t.Backend, "template", t.Key)
+			continue
+		}
+		s.templateRE[i] = tmpl.Regexp()
+	}
+	s.toolIdx, s.promptIdx = index(s.Tools), index(s.Prompts)
+	s.resIdx, s.tmplIdx = index(s.Resources), index(s.Templates)
+
+	h := sha256.New()
+	for _, k := range Kinds {
+		s.eachDigest(k, func(_ int, d []byte) { h.Write(d) })
+		h.Write([]byte{0xff})
+	}
+	for _, b := range sortedNames(s.Down) {
+		h.Write([]byte(b))
+		h.Write([]byte{0})
+	}
+	copy(s.digest[:], h.Sum(nil))
+	return s
+}
+
+func keep(_, key string) string { return key }
+
+// build names one kind's items, resolves conflicts and sorts by key.
+func build[T any, M any](naming *Naming, kind Kind, backends []string, items func(string) []*T, key func(*T) string,
+	name func(backend, original string) string, toMsg func(*T, string, string) (M, []byte), conflicts *[]Conflict,
+) []Item[M] {
+	type candidate struct {
+		backend string
+		item    *T
+	}
+	claims := map[string][]claim{}
+	var cands []candidate
+	for _, b := range backends {
+		seen := map[string]bool{}
+		for _, it := range items(b) {
+			if it == nil {
+				continue
+			}
+			adv := name(b, key(it))
+			// A backend that lists one key twice keeps its first entry.
+			if adv == "" || seen[adv] {
+				continue
+			}
+			seen[adv] = true
+			claims[adv] = append(claims[adv], claim{backend: b, index: len(cands)})
+			cands = append(cands, candidate{backend: b, item: it})
+		}
+	}
+	out := make([]Item[M], 0, len(claims))
+	for adv, cl := range claims {
+		w, c := naming.resolve(kind, adv, cl)
+		if c != nil {
+			*conflicts = append(*conflicts, *c)
+		}
+		if w < 0 {
+			continue
+		}
+		cand := cands[cl[w].index]
+		msg, def := toMsg(cand.item, adv, cand.backend)
+		it := Item[M]{Key: adv, Backend: cand.backend, Original: key(cand.item), Msg: msg}
+		h := sha256.New()
+		for _, part := range []string{adv, cand.backend, it.Original} {
+			h.Write([]byte(part))
+			h.Write([]byte{0})
+		}
+		h.Write(def)
+		copy(it.digest[:], h.Sum(nil))
+		out = append(out, it)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	sort.Slice(*conflicts, func(i, j int) bool {
+		a, b := (*conflicts)[i], (*conflicts)[j]
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		return a.Name < b.Name
+	})
+	return out
+}
+
+func index[M any](items []Item[M]) map[string]int {
+	m := make(map[string]int, len(items))
+	for i, it := range items {
+		m[it.Key] = i
+	}
+	return m
+}
+
+// eachDigest calls f with the content digest of every item of kind k.
+func (s *Snapshot) eachDigest(k Kind, f func(int, []byte)) {
+	switch k {
+	case KindTools:
+		for i := range s.Tools {
+			f(i, s.Tools[i].digest[:])
+		}
+	case KindResources:
+		for i := range s.Resources {
+			f(i, s.Resources[i].digest[:])
+		}
+	case KindResourceTemplates:
+		for i := range s.Templates {
+			f(i, s.Templates[i].digest[:])
+		}
+	case KindPrompts:
+		for i := range s.Prompts {
+			f(i, s.Prompts[i].digest[:])
+		}
+	}
+}
+
+// itemMeta returns the key and backend of item i of kind k.
+func (s *Snapshot) itemMeta(k Kind, i int) (key, backend string) {
+	switch k {
+	case KindTools:
+		return s.Tools[i].Key, s.Tools[i].Backend
+	case KindResources:
+		return s.Resources[i].Key, s.Resources[i].Backend
+	case KindResourceTemplates:
+		return s.Templates[i].Key, s.Templates[i].Backend
+	default:
+		return s.Prompts[i].Key, s.Prompts[i].Backend
+	}
+}
+
+// Len is the number of items of kind k.
+func (s *Snapshot) Len(k Kind) int {
+	return [...]int{len(s.Tools), len(s.Resources), len(s.Templates), len(s.Prompts)}[k]
+}
+
+func jsonText(v any) string {
+	if v == nil {
+		return ""
+	}
+	b, err := json.Marshal(v)
+	if err != nil || string(b) == "null" {
+		return ""
+	}
+	return string(b)
+}
+
+func toolItem(t *mcp.Tool, name, b string) (*aggregatorv1.Tool, []byte) {
+	adv := *t
+	adv.Name = name
+	def, _ := json.Marshal(&adv)
+	msg := &aggregatorv1.Tool{
+		Name:             name,
+		Title:            t.Title,
+		Description:      t.Description,
+		InputSchemaJson:  jsonText(t.InputSchema),
+		OutputSchemaJson: jsonText(t.OutputSchema),
+		Backend:          b,
+		OriginalName:     t.Name,
+		DefinitionJson:   string(def),
+	}
+	if t.Annotations != nil {
+		msg.AnnotationsJson = jsonText(t.Annotations)
+	}
+	return msg, def
+}
+
+func promptItem(p *mcp.Prompt, name, b string) (*aggregatorv1.Prompt, []byte) {
+	adv := *p
+	adv.Name = name
+	def, _ := json.Marshal(&adv)
+	return &aggregatorv1.Prompt{Name: name, Title: p.Title, Description: p.Description, Backend: b, OriginalName: p.Name, DefinitionJson: string(def)}, def
+}
+
+func resourceItem(r *mcp.Resource, _, b string) (*aggregatorv1.Resource, []byte) {
+	def, _ := json.Marshal(r)
+	return &aggregatorv1.Resource{Uri: r.URI, Name: r.Name, Title: r.Title, Description: r.Description, MimeType: r.MIMEType, Backend: b, DefinitionJson: string(def)}, def
+}
+
+func templateItem(t *mcp.ResourceTemplate, _, b string) (*aggregatorv1.ResourceTemplate, []byte) {
+	def, _ := json.Marshal(t)
+	return &aggregatorv1.ResourceTemplate{UriTemplate: t.URITemplate, Name: t.Name, Title: t.Title, Description: t.Description, MimeType: t.MIMEType, Backend: b, DefinitionJson: string(def)}, def
+}

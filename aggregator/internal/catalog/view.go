@@ -1,0 +1,106 @@
+package catalog
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"sync"
+)
+
+// Decider says whether a principal may use the item of kind k with key,
+// owned by backend. Views are built from its answers, so lists, Discover
+// and calls share one decision.
+type Decider func(k Kind, key, backend string) bool
+
+// View is one principal's part of a snapshot: per kind, the positions of
+// the visible items in the snapshot's sorted lists (so still sorted).
+type View struct {
+	Snapshot *Snapshot
+	items    [numKinds][]int32
+	digests  [numKinds]string
+}
+
+// Items returns the snapshot positions of the visible items of kind k.
+func (v *View) Items(k Kind) []int32 { return v.items[k] }
+
+// Len is the number of visible items of kind k.
+func (v *View) Len(k Kind) int { return len(v.items[k]) }
+
+// Digest identifies the content of the view's kind k: two views with equal
+// digests for a kind hold exactly the same items of that kind.
+func (v *View) Digest(k Kind) string { return v.digests[k] }
+
+// Key is the sort key of the view's i-th item of kind k.
+func (v *View) Key(k Kind, i int) string {
+	key, _ := v.Snapshot.itemMeta(k, int(v.items[k][i]))
+	return key
+}
+
+// viewCache holds the views of one snapshot by principal key. Principals
+// are many and snapshots few, so views are computed once per snapshot.
+type viewCache struct {
+	mu sync.Mutex
+	m  map[string]*View
+}
+
+// maxCachedViews bounds memory when very many distinct principals call
+// between two snapshots; the cache starts over when it is full.
+const maxCachedViews = 10000
+
+// View returns the view for the principal identified by principalKey,
+// computing it with allow on first use. A nil allow shows everything.
+func (s *Snapshot) View(principalKey string, allow Decider) *View {
+	s.views.mu.Lock()
+	if v, ok := s.views.m[principalKey]; ok {
+		s.views.mu.Unlock()
+		return v
+	}
+	s.views.mu.Unlock()
+
+	v := s.newView(allow)
+
+	s.views.mu.Lock()
+	defer s.views.mu.Unlock()
+	if s.views.m == nil || len(s.views.m) >= maxCachedViews {
+		s.views.m = map[string]*View{}
+	}
+	if prev, ok := s.views.m[principalKey]; ok {
+		return prev
+	}
+	s.views.m[principalKey] = v
+	return v
+}
+
+func (s *Snapshot) newView(allow Decider) *View {
+	v := &View{Snapshot: s}
+	for _, k := range Kinds {
+		h := sha256.New()
+		idx := make([]int32, 0, s.Len(k))
+		s.eachDigest(k, func(i int, d []byte) {
+			key, b := s.itemMeta(k, i)
+			if s.Down[b] || (allow != nil && !allow(k, key, b)) {
+				return
+			}
+			idx = append(idx, int32(i))
+			h.Write(d)
+		})
+		v.items[k] = idx
+		v.digests[k] = hex.EncodeToString(h.Sum(nil))
+	}
+	return v
+}
+
+// Visible reports whether the item of kind k at snapshot position i is in
+// the view.
+func (v *View) Visible(k Kind, i int) bool {
+	items := v.items[k]
+	lo, hi := 0, len(items)
+	for lo < hi {
+		m := (lo + hi) / 2
+		if int(items[m]) < i {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo < len(items) && int(items[lo]) == i
+}
