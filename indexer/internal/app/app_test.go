@@ -1,0 +1,399 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/switchboard-mcp/switchboard/services/apierr"
+	"github.com/switchboard-mcp/switchboard/services/config"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/pgcluster"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
+
+	"github.com/switchboard-mcp/switchboard/indexer/internal/app"
+	"github.com/switchboard-mcp/switchboard/indexer/internal/storetest"
+	"github.com/switchboard-mcp/switchboard/indexer/internal/testagg"
+)
+
+var env *storetest.Env
+
+func TestMain(m *testing.M) {
+	var err error
+	env, err = storetest.Setup(context.Background(), pgcluster.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "PostgreSQL for tests:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	os.Exit(code)
+}
+
+const gatewayToken = "gateway-test-token"
+
+// logBuffer collects the indexer's log lines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) count(s string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Count(b.buf.String(), s)
+}
+
+type harness struct {
+	addr   string
+	agg    *testagg.Server
+	client indexerv1.IndexerServiceClient
+	health healthpb.HealthClient
+	logs   *logBuffer
+}
+
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lis
+}
+
+// start runs the fake aggregator and the indexer (through app.Run, as the
+// binary does) against databaseURL.
+func start(t *testing.T, databaseURL string) *harness {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &harness{agg: testagg.New(), logs: &logBuffer{}}
+	aggLis, idxLis := listen(t), listen(t)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = h.agg.Serve(ctx, aggLis) })
+	cfg := &config.Config{
+		ServiceAuth: config.ServiceAuth{Credentials: []config.ServiceCredential{{Name: "gateway", Token: gatewayToken, AssertPrincipals: true}}},
+		Indexer: config.Indexer{
+			Database:   databaseURL,
+			Aggregator: config.Endpoint{Address: aggLis.Addr().String(), Token: testagg.Token},
+			ScopeTTL:   config.Duration(time.Hour), // invalidation must come from the watch
+		},
+	}
+	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	runErr := make(chan error, 1)
+	wg.Go(func() { runErr <- app.Run(ctx, cfg, log, idxLis) })
+	conn, err := grpc.NewClient(idxLis.Addr().String(),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(svcauth.TokenCredentials{Token: gatewayToken}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = conn.Close()
+		cancel()
+		wg.Wait()
+		if err := <-runErr; err != nil {
+			t.Errorf("app.Run: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("indexer log:\n%s", h.logs.buf.String())
+		}
+	})
+	h.addr = idxLis.Addr().String()
+	h.client = indexerv1.NewIndexerServiceClient(conn)
+	h.health = healthpb.NewHealthClient(conn)
+	return h
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+func (h *harness) serving(t *testing.T) healthpb.HealthCheckResponse_ServingStatus {
+	resp, err := h.health.Check(t.Context(), &healthpb.HealthCheckRequest{})
+	if err != nil {
+		return healthpb.HealthCheckResponse_UNKNOWN
+	}
+	return resp.GetStatus()
+}
+
+func (h *harness) waitServing(t *testing.T) {
+	t.Helper()
+	eventually(t, "health SERVING", func() bool { return h.serving(t) == healthpb.HealthCheckResponse_SERVING })
+}
+
+func (h *harness) search(t *testing.T, subject, query string, limit uint32) (*indexerv1.SearchResponse, error) {
+	return h.client.Search(t.Context(), &indexerv1.SearchRequest{
+		Principal: &commonv1.Principal{Subject: subject}, Query: query, Limit: limit,
+	})
+}
+
+func hitNames(resp *indexerv1.SearchResponse) []string {
+	var out []string
+	for _, hit := range resp.GetHits() {
+		out = append(out, hit.GetName())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// tools returns n tools named prefix_0.. that all match the query "report".
+func tools(names ...string) []*aggregatorv1.Tool {
+	var out []*aggregatorv1.Tool
+	for _, n := range names {
+		out = append(out, &aggregatorv1.Tool{
+			Name:            n,
+			Description:     "Produce the " + strings.ReplaceAll(n, "_", " ") + " report.",
+			InputSchemaJson: `{"type":"object","properties":{"period":{"type":"string","description":"Reporting period"}}}`,
+		})
+	}
+	return out
+}
+
+func wantReason(t *testing.T, err error, code codes.Code, reason commonv1.ErrorReason) {
+	t.Helper()
+	if status.Code(err) != code || apierr.Reason(err) != reason {
+		t.Fatalf("error %v: want %s / %s", err, code, reason)
+	}
+}
+
+// The indexer reports SERVING only after its migrations ran against real
+// PostgreSQL; while the database is unreachable it keeps retrying and
+// stays NOT_SERVING. Once serving, a database outage turns searches into
+// UNAVAILABLE / INDEX_UNAVAILABLE, and they recover without a restart.
+func TestHealthFollowsMigrationsAndRecoversFromOutage(t *testing.T) {
+	ctx := t.Context()
+	cluster, err := pgcluster.Start(ctx, pgcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.Stop() })
+	if err := cluster.CreateDatabase(ctx, "indexer"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.StopServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	h := start(t, cluster.URL("indexer"))
+	h.agg.SetTools(tools("sales_summary", "cost_breakdown"))
+	eventually(t, "two failed migration attempts", func() bool { return h.logs.count("retrying migrations") >= 2 })
+	if got := h.serving(t); got != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("health before migrations: %s, want NOT_SERVING", got)
+	}
+	_, err = h.search(t, "alice", "sales report", 0)
+	wantReason(t, err, codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_NOT_READY)
+
+	if err := cluster.StartServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.waitServing(t)
+	if h.logs.count("schema migrated") != 1 {
+		t.Fatalf("want one successful migration run in the log")
+	}
+	resp, err := h.search(t, "alice", "sales summary report", 0)
+	if err != nil || len(resp.GetHits()) == 0 || resp.GetHits()[0].GetName() != "sales_summary" {
+		t.Fatalf("search after migrations: %v, %v", resp, err)
+	}
+
+	if err := cluster.StopServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.search(t, "alice", "sales summary report", 0)
+	wantReason(t, err, codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_INDEX_UNAVAILABLE)
+	if !strings.Contains(status.Convert(err).Message(), "database") {
+		t.Fatalf("message does not say what is wrong: %q", status.Convert(err).Message())
+	}
+
+	if err := cluster.StartServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "search to recover", func() bool {
+		resp, err := h.search(t, "alice", "sales summary report", 0)
+		return err == nil && len(resp.GetHits()) > 0
+	})
+}
+
+// Two principals with overlapping views each find only their own tools,
+// also after a policy change, which reaches the indexer through the
+// aggregator's WatchCatalog stream (the scope TTL is an hour here).
+func TestPrincipalsSeeOnlyTheirViews(t *testing.T) {
+	h := start(t, env.NewDatabase(t))
+	h.agg.SetTools(tools("alpha_sales", "shared_sales", "shared_costs", "beta_costs", "gamma_hidden"))
+	h.agg.SetView("alice", []string{"alpha_sales", "shared_sales", "shared_costs"})
+	h.agg.SetView("bob", []string{"shared_sales", "shared_costs", "beta_costs"})
+	h.waitServing(t)
+
+	check := func(subject string, want []string) {
+		t.Helper()
+		resp, err := h.search(t, subject, "report on sales and costs alpha beta gamma hidden shared", 50)
+		if err != nil {
+			t.Fatalf("%s: %v", subject, err)
+		}
+		if got := hitNames(resp); !slices.Equal(got, want) {
+			t.Fatalf("%s found %v, want exactly %v", subject, got, want)
+		}
+		if int(resp.GetScopeSize()) != len(want) || resp.GetBaselineTokens() == 0 {
+			t.Fatalf("%s: scope size %d, baseline %d", subject, resp.GetScopeSize(), resp.GetBaselineTokens())
+		}
+	}
+	check("alice", []string{"alpha_sales", "shared_costs", "shared_sales"})
+	check("bob", []string{"beta_costs", "shared_costs", "shared_sales"})
+
+	// Policy change: alice loses shared_sales and gains gamma_hidden.
+	h.agg.SetView("alice", []string{"alpha_sales", "shared_costs", "gamma_hidden"})
+	eventually(t, "alice's new view", func() bool {
+		resp, err := h.search(t, "alice", "report on sales and costs alpha beta gamma hidden shared", 50)
+		if err != nil {
+			return false
+		}
+		got := hitNames(resp)
+		// Whatever the moment, alice sees her old view or her new one,
+		// never a mix and never bob's tools.
+		if !slices.Equal(got, []string{"alpha_sales", "shared_costs", "shared_sales"}) &&
+			!slices.Equal(got, []string{"alpha_sales", "gamma_hidden", "shared_costs"}) {
+			t.Fatalf("alice saw %v during the change", got)
+		}
+		return slices.Contains(got, "gamma_hidden")
+	})
+	check("alice", []string{"alpha_sales", "gamma_hidden", "shared_costs"})
+	check("bob", []string{"beta_costs", "shared_costs", "shared_sales"})
+}
+
+// Concurrent first searches of one view build its scope once, even across
+// principals whose views are identical.
+func TestConcurrentFirstSearchesBuildOnce(t *testing.T) {
+	h := start(t, env.NewDatabase(t))
+	h.agg.SetTools(tools("sales_summary", "cost_breakdown", "revenue_forecast"))
+	h.agg.SetView("carol", []string{"sales_summary", "cost_breakdown"})
+	h.agg.SetView("dave", []string{"sales_summary", "cost_breakdown"})
+	h.waitServing(t)
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for i := range 40 {
+		subject := []string{"carol", "dave"}[i%2]
+		wg.Go(func() {
+			resp, err := h.search(t, subject, "sales summary", 0)
+			if err == nil && (len(resp.GetHits()) == 0 || resp.GetScopeSize() != 2) {
+				err = fmt.Errorf("%s: %v", subject, resp)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	stats, err := h.client.Stats(t.Context(), &indexerv1.StatsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.GetScopeBuilds() != 1 || stats.GetScopes() != 1 || stats.GetDocuments() != 2 {
+		t.Fatalf("stats %v: want 1 build, 1 scope, 2 documents", stats)
+	}
+	if calls := h.agg.ListToolsCalls.Load(); calls != 1 {
+		t.Fatalf("%d ListTools calls, want 1", calls)
+	}
+	// RefreshScope for a third principal with a new view builds it; a second
+	// call finds it built.
+	refresh := func() *indexerv1.RefreshScopeResponse {
+		resp, err := h.client.RefreshScope(t.Context(), &indexerv1.RefreshScopeRequest{Principal: &commonv1.Principal{Subject: "erin"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	if first, second := refresh(), refresh(); !first.GetBuilt() || second.GetBuilt() || first.GetScopeSize() != 3 {
+		t.Fatalf("refresh: first %v, second %v", first, second)
+	}
+}
+
+func TestRequestValidationLimitsAndSessions(t *testing.T) {
+	h := start(t, env.NewDatabase(t))
+	var names []string
+	for i := range 60 {
+		names = append(names, fmt.Sprintf("sales_report_%02d", i))
+	}
+	h.agg.SetTools(tools(names...))
+	h.waitServing(t)
+
+	for limit, want := range map[uint32]int{0: 8, 3: 3, 50: 50, 1000: 50} {
+		resp, err := h.search(t, "alice", "sales report", limit)
+		if err != nil || len(resp.GetHits()) != want {
+			t.Fatalf("limit %d: %d hits (%v), want %d", limit, len(resp.GetHits()), err, want)
+		}
+	}
+	_, err := h.search(t, "alice", "   ", 0)
+	wantReason(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+	_, err = h.search(t, "alice", strings.Repeat("sales ", 1000), 0)
+	wantReason(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+
+	// No service credential: Unauthenticated.
+	anon, err := grpc.NewClient(h.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer anon.Close()
+	_, err = indexerv1.NewIndexerServiceClient(anon).Search(t.Context(), &indexerv1.SearchRequest{Query: "sales"})
+	wantReason(t, err, codes.Unauthenticated, commonv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED)
+
+	digest := strings.Repeat("ab", 32)
+	check := func() bool {
+		resp, err := h.client.CheckSession(t.Context(), &indexerv1.CheckSessionRequest{SessionDigest: digest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetRevoked()
+	}
+	if check() {
+		t.Fatal("session revoked before RevokeSession")
+	}
+	if _, err := h.client.RevokeSession(t.Context(), &indexerv1.RevokeSessionRequest{SessionDigest: digest, ExpiresAt: timestamppb.New(time.Now().Add(time.Hour))}); err != nil {
+		t.Fatal(err)
+	}
+	if !check() {
+		t.Fatal("session not revoked after RevokeSession")
+	}
+	_, err = h.client.RevokeSession(t.Context(), &indexerv1.RevokeSessionRequest{SessionDigest: "not-a-digest", ExpiresAt: timestamppb.Now()})
+	wantReason(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+	_, err = h.client.RevokeSession(t.Context(), &indexerv1.RevokeSessionRequest{SessionDigest: digest})
+	wantReason(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+}
