@@ -1,0 +1,91 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/switchboard-mcp/switchboard/services/apierr"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+)
+
+// TestStatusToMCP covers every gRPC code: the MCP code, the Modern HTTP
+// status, and whether the service's message may reach the client.
+func TestStatusToMCP(t *testing.T) {
+	const secret = "db password=hunter2 at 10.0.0.7"
+	cases := []struct {
+		code       codes.Code
+		method     string
+		era        era
+		mcpCode    int
+		httpStatus int
+		passMsg    bool // the service message reaches the client
+		internal   bool
+	}{
+		{codes.Canceled, "tools/call", eraModern, codeInternalError, 200, false, false},
+		{codes.Unknown, "tools/call", eraModern, codeInternalError, 200, false, true},
+		{codes.InvalidArgument, "tools/list", eraModern, codeInvalidParams, 400, true, false},
+		{codes.InvalidArgument, "tools/list", eraLegacy, codeInvalidParams, 200, true, false},
+		{codes.DeadlineExceeded, "tools/call", eraModern, codeInternalError, 200, false, true},
+		{codes.NotFound, "tools/call", eraModern, codeInvalidParams, 400, true, false},
+		{codes.NotFound, "resources/read", eraModern, codeInvalidParams, 400, false, false},
+		{codes.NotFound, "resources/read", eraLegacy, codeResourceNotFound, 200, false, false},
+		{codes.AlreadyExists, "tools/call", eraModern, codeInternalError, 200, false, true},
+		{codes.PermissionDenied, "tools/call", eraModern, codeInternalError, 200, false, true},
+		{codes.ResourceExhausted, "tools/call", eraModern, codeInternalError, 200, false, true},
+		{codes.FailedPrecondition, "tools/call", eraModern, codeInternalError, 200, false, true},
+		{codes.Aborted, "tools/call", eraModern, codeInternalError, 200, false, true},
+		{codes.OutOfRange, "tools/list", eraModern, codeInvalidParams, 400, true, false},
+		{codes.Unimplemented, "completion/complete", eraModern, codeMethodNotFound, 404, false, false},
+		{codes.Internal, "tools/call", eraModern, codeInternalError, 200, false, true},
+		{codes.Unavailable, "tools/call", eraModern, codeInternalError, 200, false, true},
+		{codes.DataLoss, "tools/call", eraModern, codeInternalError, 200, false, true},
+		{codes.Unauthenticated, "tools/call", eraModern, codeInternalError, 200, false, true},
+	}
+	seen := map[codes.Code]bool{}
+	for _, tc := range cases {
+		seen[tc.code] = true
+		t.Run(tc.code.String()+"/"+tc.method+"/"+tc.era.String(), func(t *testing.T) {
+			got, internal := statusToMCP(status.New(tc.code, secret), tc.era, tc.method)
+			if got.Code != tc.mcpCode || internal != tc.internal {
+				t.Fatalf("got %d internal=%v, want %d internal=%v", got.Code, internal, tc.mcpCode, tc.internal)
+			}
+			status := http.StatusOK // Legacy errors always travel in a 200
+			if tc.era == eraModern {
+				status = got.modernStatus()
+			}
+			if status != tc.httpStatus {
+				t.Fatalf("HTTP %d, want %d", status, tc.httpStatus)
+			}
+			if strings.Contains(got.Message, secret) != tc.passMsg {
+				t.Fatalf("message %q: service message passed = %v, want %v", got.Message, !tc.passMsg, tc.passMsg)
+			}
+		})
+	}
+	for c := codes.Canceled; c <= codes.Unauthenticated; c++ {
+		if !seen[c] {
+			t.Errorf("code %s not covered", c)
+		}
+	}
+}
+
+// TestGRPCErrorLogsDetail checks that internal detail goes to the log and
+// not to the client, and that the reason picks the message.
+func TestGRPCErrorLogsDetail(t *testing.T) {
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	err := apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_BACKEND_UNAVAILABLE, "backend weather at 10.1.2.3 refused")
+	got := grpcError(context.Background(), log, err, eraModern, "tools/call")
+	if strings.Contains(got.Message, "10.1.2.3") || !strings.Contains(got.Message, "unavailable") {
+		t.Fatalf("client message %q", got.Message)
+	}
+	if !strings.Contains(logged.String(), "10.1.2.3") || !strings.Contains(logged.String(), "BACKEND_UNAVAILABLE") {
+		t.Fatalf("log lacks detail: %s", logged.String())
+	}
+}

@@ -1,0 +1,224 @@
+package edge
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// modernMeta is a valid Modern _meta.
+const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"}}`
+
+type wireResponse struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// rpcBody decodes a JSON-RPC response body.
+func (w wireResponse) rpc(t *testing.T) (id json.RawMessage, result map[string]json.RawMessage, rerr *rpcError) {
+	t.Helper()
+	var env struct {
+		ID     json.RawMessage            `json:"id"`
+		Result map[string]json.RawMessage `json:"result"`
+		Error  *rpcError                  `json:"error"`
+	}
+	if err := json.Unmarshal(w.body, &env); err != nil {
+		t.Fatalf("body is not JSON-RPC (%d): %q", w.status, w.body)
+	}
+	return env.ID, env.Result, env.Error
+}
+
+func send(t *testing.T, method, url string, header map[string]string, body string) wireResponse {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return wireResponse{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// modernHeaders are the headers a Modern client sends for method.
+func modernHeaders(method string, extra ...string) map[string]string {
+	h := map[string]string{
+		"Authorization":        "Bearer alice-key",
+		"Content-Type":         "application/json",
+		"Accept":               "application/json, text/event-stream",
+		"Mcp-Protocol-Version": "2026-07-28",
+		"Mcp-Method":           method,
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		if extra[i+1] == "" {
+			delete(h, extra[i])
+		} else {
+			h[extra[i]] = extra[i+1]
+		}
+	}
+	return h
+}
+
+// TestModernWire checks the 2026-07-28 wire rules over raw HTTP: statuses,
+// codes, ids kept on errors, and the members every result carries.
+func TestModernWire(t *testing.T) {
+	b := startBackends(t)
+	_, srv := startGateway(t, b, testGatewayConfig(b))
+	url := srv.URL + "/mcp"
+	cases := []struct {
+		name    string
+		header  map[string]string
+		body    string
+		status  int
+		code    int    // 0: success expected
+		id      string // expected id in the response
+		inError string // substring of the error message
+	}{
+		{"discover", modernHeaders("server/discover"), `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{` + modernMeta + `}}`, 200, 0, "1", ""},
+		{"missing _meta", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":"a","method":"tools/list","params":{}}`, 400, codeInvalidParams, `"a"`, "_meta"},
+		{"missing clientCapabilities", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, 400, codeInvalidParams, "2", "clientCapabilities"},
+		{"no version header", modernHeaders("tools/list", "Mcp-Protocol-Version", ""), `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{` + modernMeta + `}}`, 400, codeHeaderMismatch, "3", "Mcp-Protocol-Version"},
+		{"version header differs", modernHeaders("tools/list", "Mcp-Protocol-Version", "2025-11-25"), `{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{` + modernMeta + `}}`, 400, codeHeaderMismatch, "4", ""},
+		{"future version", modernHeaders("tools/list", "Mcp-Protocol-Version", "2099-01-01"), `{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}`, 400, codeUnsupportedVer, "5", ""},
+		{"ancient version", modernHeaders("tools/list", "Mcp-Protocol-Version", "1900-01-01"), `{"jsonrpc":"2.0","id":6,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"1900-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}`, 400, codeUnsupportedVer, "6", ""},
+		{"missing Mcp-Method", modernHeaders("tools/list", "Mcp-Method", ""), `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{` + modernMeta + `}}`, 400, codeHeaderMismatch, "7", "Mcp-Method"},
+		{"wrong Mcp-Method", modernHeaders("prompts/list"), `{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{` + modernMeta + `}}`, 400, codeHeaderMismatch, "8", ""},
+		{"missing Mcp-Name", modernHeaders("tools/call"), `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{` + modernMeta + `,"name":"beta_add","arguments":{"a":1,"b":2}}}`, 400, codeHeaderMismatch, "9", "Mcp-Name"},
+		{"base64 Mcp-Name", modernHeaders("tools/call", "Mcp-Name", "=?base64?YmV0YV9hZGQ=?="), `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{` + modernMeta + `,"name":"beta_add","arguments":{"a":1,"b":2}}}`, 200, 0, "10", ""},
+		{"wrong Mcp-Name on read", modernHeaders("resources/read", "Mcp-Name", "file:///b.txt"), `{"jsonrpc":"2.0","id":11,"method":"resources/read","params":{` + modernMeta + `,"uri":"file:///a.txt"}}`, 400, codeHeaderMismatch, "11", ""},
+		{"missing Mcp-Param", modernHeaders("tools/call", "Mcp-Name", "alpha_region"), `{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{` + modernMeta + `,"name":"alpha_region","arguments":{"region":"eu"}}}`, 400, codeHeaderMismatch, "12", "Mcp-Param-Region"},
+		{"wrong Mcp-Param", modernHeaders("tools/call", "Mcp-Name", "alpha_region", "Mcp-Param-Region", "us"), `{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{` + modernMeta + `,"name":"alpha_region","arguments":{"region":"eu"}}}`, 400, codeHeaderMismatch, "13", ""},
+		{"Mcp-Param for absent argument", modernHeaders("tools/call", "Mcp-Name", "alpha_region", "Mcp-Param-Region", "eu", "Mcp-Param-Count", "2"), `{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{` + modernMeta + `,"name":"alpha_region","arguments":{"region":"eu"}}}`, 400, codeHeaderMismatch, "14", ""},
+		{"base64 Mcp-Param and integer", modernHeaders("tools/call", "Mcp-Name", "alpha_region", "Mcp-Param-Region", "=?base64?WsO8cmljaA==?=", "Mcp-Param-Count", "2"), `{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{` + modernMeta + `,"name":"alpha_region","arguments":{"region":"Zürich","count":2}}}`, 200, 0, "15", ""},
+		{"removed ping", modernHeaders("ping"), `{"jsonrpc":"2.0","id":16,"method":"ping","params":{` + modernMeta + `}}`, 404, codeMethodNotFound, "16", ""},
+		{"removed initialize", modernHeaders("initialize"), `{"jsonrpc":"2.0","id":17,"method":"initialize","params":{` + modernMeta + `}}`, 404, codeMethodNotFound, "17", ""},
+		{"removed setLevel", modernHeaders("logging/setLevel"), `{"jsonrpc":"2.0","id":18,"method":"logging/setLevel","params":{` + modernMeta + `,"level":"info"}}`, 404, codeMethodNotFound, "18", ""},
+		{"removed subscribe", modernHeaders("resources/subscribe"), `{"jsonrpc":"2.0","id":19,"method":"resources/subscribe","params":{` + modernMeta + `,"uri":"file:///a.txt"}}`, 404, codeMethodNotFound, "19", ""},
+		{"unknown method", modernHeaders("foo/bar"), `{"jsonrpc":"2.0","id":20,"method":"foo/bar","params":{` + modernMeta + `}}`, 404, codeMethodNotFound, "20", ""},
+		{"unknown tool", modernHeaders("tools/call", "Mcp-Name", "nope"), `{"jsonrpc":"2.0","id":21,"method":"tools/call","params":{` + modernMeta + `,"name":"nope"}}`, 400, codeInvalidParams, "21", "nope"},
+		{"missing resource", modernHeaders("resources/read", "Mcp-Name", "file:///x"), `{"jsonrpc":"2.0","id":22,"method":"resources/read","params":{` + modernMeta + `,"uri":"file:///x"}}`, 400, codeInvalidParams, "22", "not found"},
+		{"bad cursor", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":23,"method":"tools/list","params":{` + modernMeta + `,"cursor":"prompts:1"}}`, 400, codeInvalidParams, "23", ""},
+		{"non-string cursor", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":24,"method":"tools/list","params":{` + modernMeta + `,"cursor":7}}`, 400, codeInvalidParams, "24", "cursor"},
+		{"empty cursor", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":25,"method":"tools/list","params":{` + modernMeta + `,"cursor":""}}`, 200, 0, "25", ""},
+		{"null cursor", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":26,"method":"tools/list","params":{` + modernMeta + `,"cursor":null}}`, 200, 0, "26", ""},
+		{"undeclared elicitation", modernHeaders("tools/call", "Mcp-Name", "alpha_ask"), `{"jsonrpc":"2.0","id":27,"method":"tools/call","params":{` + modernMeta + `,"name":"alpha_ask"}}`, 400, codeMissingCapability, "27", ""},
+		{"listen without notifications", modernHeaders("subscriptions/listen"), `{"jsonrpc":"2.0","id":28,"method":"subscriptions/listen","params":{` + modernMeta + `}}`, 400, codeInvalidParams, "28", "notifications"},
+		{"parse error", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":29,`, 400, codeParseError, "null", ""},
+		{"batch", modernHeaders("tools/list"), `[{"jsonrpc":"2.0","id":30,"method":"tools/list","params":{` + modernMeta + `}}]`, 400, codeInvalidRequest, "null", "batch"},
+		{"wrong jsonrpc", modernHeaders("tools/list"), `{"jsonrpc":"1.0","id":31,"method":"tools/list"}`, 400, codeInvalidRequest, "31", ""},
+		{"object id", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":{},"method":"tools/list"}`, 400, codeInvalidRequest, "null", ""},
+		{"wrong content type", modernHeaders("tools/list", "Content-Type", "text/plain"), `{"jsonrpc":"2.0","id":32,"method":"tools/list","params":{` + modernMeta + `}}`, 415, codeInvalidRequest, "32", ""},
+		{"Accept without SSE", modernHeaders("tools/list", "Accept", "application/json"), `{"jsonrpc":"2.0","id":33,"method":"tools/list","params":{` + modernMeta + `}}`, 400, codeInvalidRequest, "33", "Accept"},
+		{"session id ignored", modernHeaders("tools/list", "Mcp-Session-Id", "whatever"), `{"jsonrpc":"2.0","id":34,"method":"tools/list","params":{` + modernMeta + `}}`, 200, 0, "34", ""},
+		{"no era markers", modernHeaders("tools/list", "Mcp-Protocol-Version", ""), `{"jsonrpc":"2.0","id":35,"method":"tools/list","params":{}}`, 400, codeInvalidParams, "35", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := send(t, http.MethodPost, url, tc.header, tc.body)
+			if resp.status != tc.status {
+				t.Fatalf("status %d, want %d: %s", resp.status, tc.status, resp.body)
+			}
+			id, result, rerr := resp.rpc(t)
+			if string(id) != tc.id {
+				t.Fatalf("id %s, want %s", id, tc.id)
+			}
+			if tc.code == 0 {
+				if rerr != nil {
+					t.Fatalf("unexpected error %+v", rerr)
+				}
+				if string(result["resultType"]) != `"complete"` {
+					t.Fatalf("resultType = %s", result["resultType"])
+				}
+				var meta map[string]json.RawMessage
+				if json.Unmarshal(result["_meta"], &meta) != nil || !bytes.Contains(meta[metaServerInfo], []byte("switchboard-test")) {
+					t.Fatalf("missing serverInfo in %s", resp.body)
+				}
+				return
+			}
+			if rerr == nil || rerr.Code != tc.code || !strings.Contains(rerr.Message, tc.inError) {
+				t.Fatalf("error = %+v, want code %d containing %q", rerr, tc.code, tc.inError)
+			}
+			if tc.code == codeUnsupportedVer {
+				data, _ := json.Marshal(rerr.Data)
+				if !bytes.Contains(data, []byte(`"supported":["2026-07-28","2025-11-25"]`)) || !bytes.Contains(data, []byte(`"requested"`)) {
+					t.Fatalf("-32022 data = %s", data)
+				}
+			}
+			if tc.code == codeMissingCapability && !strings.Contains(string(resp.body), `"requiredCapabilities":{"elicitation":{}}`) {
+				t.Fatalf("-32021 data: %s", resp.body)
+			}
+		})
+	}
+}
+
+// TestModernResults checks result shapes: discover, caching members, the
+// last page without nextCursor, and notifications.
+func TestModernResults(t *testing.T) {
+	b := startBackends(t)
+	_, srv := startGateway(t, b, testGatewayConfig(b))
+	url := srv.URL + "/mcp"
+
+	resp := send(t, http.MethodPost, url, modernHeaders("server/discover"), `{"jsonrpc":"2.0","id":"d","method":"server/discover","params":{`+modernMeta+`}}`)
+	_, res, _ := resp.rpc(t)
+	if string(res["supportedVersions"]) != `["2026-07-28","2025-11-25"]` || string(res["cacheScope"]) != `"private"` || string(res["ttlMs"]) != "60000" {
+		t.Fatalf("discover = %s", resp.body)
+	}
+	var caps map[string]json.RawMessage
+	_ = json.Unmarshal(res["capabilities"], &caps)
+	if string(caps["tools"]) != `{"listChanged":true}` || string(caps["prompts"]) != `{"listChanged":true}` || caps["logging"] != nil {
+		t.Fatalf("capabilities = %s", res["capabilities"])
+	}
+
+	resp = send(t, http.MethodPost, url, modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{`+modernMeta+`,"cursor":"tools:4"}}`)
+	_, res, _ = resp.rpc(t)
+	if _, has := res["nextCursor"]; has || string(res["cacheScope"]) != `"private"` {
+		t.Fatalf("last page = %s", resp.body)
+	}
+	resp = send(t, http.MethodPost, url, modernHeaders("resources/read", "Mcp-Name", "file:///a.txt"), `{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{`+modernMeta+`,"uri":"file:///a.txt"}}`)
+	_, res, _ = resp.rpc(t)
+	if string(res["cacheScope"]) != `"private"` || res["ttlMs"] == nil {
+		t.Fatalf("read = %s", resp.body)
+	}
+	resp = send(t, http.MethodPost, url, modernHeaders("tools/call", "Mcp-Name", "beta_add"), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{`+modernMeta+`,"name":"beta_add","arguments":{"a":1,"b":1}}}`)
+	_, res, _ = resp.rpc(t)
+	if res["cacheScope"] != nil || res["ttlMs"] != nil || string(res["resultType"]) != `"complete"` {
+		t.Fatalf("call = %s", resp.body)
+	}
+
+	// An input_required result reaches a client that declared elicitation,
+	// without the stray content:null.
+	withElicitation := strings.Replace(modernMeta, `clientCapabilities":{}`, `clientCapabilities":{"elicitation":{"form":{}}}`, 1)
+	resp = send(t, http.MethodPost, url, modernHeaders("tools/call", "Mcp-Name", "alpha_ask"), `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{`+withElicitation+`,"name":"alpha_ask"}}`)
+	_, res, _ = resp.rpc(t)
+	if string(res["resultType"]) != `"input_required"` || string(res["requestState"]) != `"st-1"` || res["content"] != nil {
+		t.Fatalf("input_required = %s", resp.body)
+	}
+
+	// Notifications: 202 with no body; without Mcp-Method, 400 -32020.
+	resp = send(t, http.MethodPost, url, modernHeaders("notifications/cancelled"), `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}`)
+	if resp.status != http.StatusAccepted || len(resp.body) != 0 {
+		t.Fatalf("notification: %d %q", resp.status, resp.body)
+	}
+	resp = send(t, http.MethodPost, url, modernHeaders("x", "Mcp-Method", ""), `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{}}`)
+	if _, _, rerr := resp.rpc(t); resp.status != 400 || rerr == nil || rerr.Code != codeHeaderMismatch {
+		t.Fatalf("notification without Mcp-Method: %d %s", resp.status, resp.body)
+	}
+
+	// GET and DELETE without a Legacy session: 405, Allow: POST.
+	for _, m := range []string{http.MethodGet, http.MethodDelete} {
+		resp = send(t, m, url, map[string]string{"Authorization": "Bearer alice-key", "Accept": "text/event-stream"}, "")
+		if resp.status != http.StatusMethodNotAllowed || resp.header.Get("Allow") != "POST" {
+			t.Fatalf("%s: %d Allow=%q", m, resp.status, resp.header.Get("Allow"))
+		}
+	}
+}
