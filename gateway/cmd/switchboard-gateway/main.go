@@ -19,10 +19,10 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/edge"
-	"github.com/switchboard-mcp/switchboard/services/lifecycle"
-	"github.com/switchboard-mcp/switchboard/services/rpc"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/lifecycle"
+	"github.com/switchboard-mcp/switchboard/services/rpc"
 )
 
 // shutdownGrace bounds how long in-flight requests may finish at shutdown;
