@@ -1,0 +1,223 @@
+package edge
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func legacyHeaders(key, sessionID string) map[string]string {
+	h := map[string]string{
+		"Authorization": "Bearer " + key,
+		"Content-Type":  "application/json",
+		"Accept":        "application/json, text/event-stream",
+	}
+	if sessionID != "" {
+		h["Mcp-Session-Id"] = sessionID
+		h["Mcp-Protocol-Version"] = versionLegacy
+	}
+	return h
+}
+
+const initializeBody = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+
+// initializeOn runs the Legacy handshake on url and returns the session id.
+func initializeOn(t *testing.T, url, key string) string {
+	t.Helper()
+	resp := send(t, http.MethodPost, url, legacyHeaders(key, ""), initializeBody)
+	_, res, rerr := resp.rpc(t)
+	id := resp.header.Get("Mcp-Session-Id")
+	if resp.status != 200 || rerr != nil || id == "" || string(res["protocolVersion"]) != `"2025-11-25"` {
+		t.Fatalf("initialize: %d %s (session %q)", resp.status, resp.body, id)
+	}
+	if res["resultType"] != nil || res["serverInfo"] == nil {
+		t.Fatalf("initialize result shape: %s", resp.body)
+	}
+	resp = send(t, http.MethodPost, url, legacyHeaders(key, id), `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if resp.status != http.StatusAccepted {
+		t.Fatalf("initialized: %d", resp.status)
+	}
+	return id
+}
+
+// TestLegacySessionAcrossReplicas mints a session on one gateway and uses
+// it on another with the same key; another principal cannot use it, and
+// after DELETE on one replica it is gone on both.
+func TestLegacySessionAcrossReplicas(t *testing.T) {
+	b := startBackends(t)
+	_, one := startGateway(t, b, testGatewayConfig(b))
+	_, two := startGateway(t, b, testGatewayConfig(b))
+	id := initializeOn(t, one.URL+"/mcp", "alice-key")
+
+	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`
+	resp := send(t, http.MethodPost, two.URL+"/mcp", legacyHeaders("alice-key", id), list)
+	if _, res, rerr := resp.rpc(t); resp.status != 200 || rerr != nil || res["resultType"] != nil || res["cacheScope"] != nil || string(res["nextCursor"]) != `"tools:2"` {
+		t.Fatalf("list on replica two: %d %s", resp.status, resp.body)
+	}
+	// The GET stream works on the other replica too.
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, two.URL+"/mcp", nil)
+	req.Header.Set("Authorization", "Bearer alice-key")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", id)
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil || stream.StatusCode != 200 || stream.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("GET stream: %v %v", err, stream)
+	}
+	lines := bufio.NewScanner(stream.Body)
+	if !lines.Scan() || lines.Text() != ": ok" {
+		t.Fatalf("GET stream starts with %q", lines.Text())
+	}
+	cancel()
+	stream.Body.Close()
+
+	// Bob presenting alice's session id is treated as an unknown session.
+	resp = send(t, http.MethodPost, two.URL+"/mcp", legacyHeaders("bob-key", id), list)
+	if resp.status != http.StatusNotFound {
+		t.Fatalf("other principal: %d %s", resp.status, resp.body)
+	}
+	// Tampering with the id breaks the seal.
+	tampered := id[:len(id)-2] + "AA"
+	if tampered == id {
+		tampered = id[:len(id)-2] + "BB"
+	}
+	if resp = send(t, http.MethodPost, two.URL+"/mcp", legacyHeaders("alice-key", tampered), list); resp.status != http.StatusNotFound {
+		t.Fatalf("tampered id: %d", resp.status)
+	}
+
+	del := send(t, http.MethodDelete, one.URL+"/mcp", legacyHeaders("alice-key", id), "")
+	if del.status != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", del.status, del.body)
+	}
+	for _, url := range []string{one.URL, two.URL} {
+		resp = send(t, http.MethodPost, url+"/mcp", legacyHeaders("alice-key", id), list)
+		if resp.status != http.StatusNotFound {
+			t.Fatalf("after DELETE on %s: %d %s", url, resp.status, resp.body)
+		}
+		_, _, rerr := resp.rpc(t)
+		if rerr == nil {
+			t.Fatalf("404 without JSON-RPC error: %s", resp.body)
+		}
+	}
+}
+
+// TestLegacySessionRevocationFailsOpen: with the indexer unreachable a
+// session keeps working (principal-bound and expiring), and revocations this
+// replica saw stay effective from its local cache.
+func TestLegacySessionRevocationFailsOpen(t *testing.T) {
+	b := startBackends(t)
+	_, gw := startGateway(t, b, testGatewayConfig(b))
+	url := gw.URL + "/mcp"
+	live := initializeOn(t, url, "alice-key")
+	deleted := initializeOn(t, url, "alice-key")
+	if resp := send(t, http.MethodDelete, url, legacyHeaders("alice-key", deleted), ""); resp.status != http.StatusNoContent {
+		t.Fatalf("DELETE: %d", resp.status)
+	}
+	b.idx.down.Store(true)
+	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	if resp := send(t, http.MethodPost, url, legacyHeaders("alice-key", live), ping); resp.status != 200 || string(resp.body) != `{"jsonrpc":"2.0","id":1,"result":{}}` {
+		t.Fatalf("ping with indexer down: %d %s", resp.status, resp.body)
+	}
+	if resp := send(t, http.MethodPost, url, legacyHeaders("alice-key", deleted), ping); resp.status != http.StatusNotFound {
+		t.Fatalf("deleted session with indexer down: %d", resp.status)
+	}
+}
+
+// TestLegacyWire checks Legacy-only methods and transport errors.
+func TestLegacyWire(t *testing.T) {
+	b := startBackends(t)
+	_, gw := startGateway(t, b, testGatewayConfig(b))
+	url := gw.URL + "/mcp"
+	id := initializeOn(t, url, "alice-key")
+	cases := []struct {
+		name   string
+		header map[string]string
+		body   string
+		status int
+		code   int
+	}{
+		{"ping", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":1,"method":"ping"}`, 200, 0},
+		{"setLevel", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"debug"}}`, 200, 0},
+		{"setLevel without level", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{}}`, 200, codeInvalidParams},
+		{"unknown method", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":4,"method":"server/discover","params":{}}`, 200, codeMethodNotFound},
+		{"missing resource", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":5,"method":"resources/read","params":{"uri":"file:///x"}}`, 200, codeResourceNotFound},
+		{"bad cursor", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":6,"method":"prompts/list","params":{"cursor":"tools:1"}}`, 200, codeInvalidParams},
+		{"input required", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"alpha_ask"}}`, 200, codeInternalError},
+		{"client response", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":8,"result":{}}`, 202, 0},
+		{"no session", legacyHeaders("alice-key", ""), `{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{}}`, 400, codeInvalidParams},
+		{"unknown session", legacyHeaders("alice-key", "s1.nonsense"), `{"jsonrpc":"2.0","id":10,"method":"tools/list","params":{}}`, 404, codeInvalidRequest},
+		{"version differs from session", func() map[string]string {
+			h := legacyHeaders("alice-key", id)
+			h["Mcp-Protocol-Version"] = "2025-06-18"
+			return h
+		}(), `{"jsonrpc":"2.0","id":11,"method":"tools/list","params":{}}`, 400, codeInvalidRequest},
+		{"unsupported version header", func() map[string]string {
+			h := legacyHeaders("alice-key", "")
+			h["Mcp-Protocol-Version"] = "1900-01-01"
+			return h
+		}(), `{"jsonrpc":"2.0","id":12,"method":"tools/list","params":{}}`, 400, codeUnsupportedVer},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := send(t, http.MethodPost, url, tc.header, tc.body)
+			if resp.status != tc.status {
+				t.Fatalf("status %d, want %d: %s", resp.status, tc.status, resp.body)
+			}
+			if tc.status == 202 {
+				return
+			}
+			_, _, rerr := resp.rpc(t)
+			if tc.code == 0 && rerr != nil || tc.code != 0 && (rerr == nil || rerr.Code != tc.code) {
+				t.Fatalf("error %+v, want code %d", rerr, tc.code)
+			}
+		})
+	}
+	if resp := send(t, http.MethodDelete, url, legacyHeaders("alice-key", "s1.nonsense"), ""); resp.status != http.StatusNotFound {
+		t.Fatalf("DELETE unknown session: %d", resp.status)
+	}
+}
+
+// TestLegacySDKOnSecondReplica runs a pinned go-sdk Legacy client whose
+// requests alternate between two replicas, as a load balancer without
+// stickiness would send them.
+func TestLegacySDKOnSecondReplica(t *testing.T) {
+	b := startBackends(t)
+	_, one := startGateway(t, b, testGatewayConfig(b))
+	_, two := startGateway(t, b, testGatewayConfig(b))
+	targets := []string{strings.TrimPrefix(one.URL, "http://"), strings.TrimPrefix(two.URL, "http://")}
+	var n atomic.Int64
+	roundRobin := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		r = r.Clone(r.Context())
+		r.URL.Host = targets[(n.Add(1)-1)%2]
+		r.Header.Set("Authorization", "Bearer alice-key")
+		return http.DefaultTransport.RoundTrip(r)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "rr", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: one.URL + "/mcp", HTTPClient: &http.Client{Transport: roundRobin},
+		MaxRetries: -1, DisableStandaloneSSE: true}, &mcp.ClientSessionOptions{ProtocolVersion: versionLegacy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for i := range 4 {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "beta_add", Arguments: map[string]any{"a": i, "b": 1}})
+		if err != nil || toolText(t, res) != string(rune('1'+i)) {
+			t.Fatalf("call %d: %+v %v", i, res, err)
+		}
+	}
+	if n.Load() < 5 {
+		t.Fatalf("only %d requests went out", n.Load())
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -1,0 +1,73 @@
+package session
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+)
+
+const key = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+
+func TestSealOpen(t *testing.T) {
+	alice := &commonv1.Principal{Subject: "alice", Groups: []string{"b", "a"}}
+	s, err := NewSealer(key, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, claims, err := s.Mint(alice, "2025-11-25", json.RawMessage(`{"roots":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(id, "alice") || !strings.HasPrefix(id, sealVersion) {
+		t.Fatalf("id %q leaks or lacks its version", id)
+	}
+	// Another sealer with the same key (another replica) opens it; group
+	// order does not matter.
+	other, _ := NewSealer(key, time.Hour)
+	got, err := other.Open(id, &commonv1.Principal{Subject: "alice", Groups: []string{"a", "b"}})
+	if err != nil || got.ProtocolVersion != "2025-11-25" || string(got.ClientCapabilities) != `{"roots":{}}` || got.ExpiresAt != claims.ExpiresAt {
+		t.Fatalf("open on another replica: %+v %v", got, err)
+	}
+	rejected := map[string]func() error{
+		"other principal": func() error { _, err := s.Open(id, &commonv1.Principal{Subject: "bob"}); return err },
+		"other groups":    func() error { _, err := s.Open(id, &commonv1.Principal{Subject: "alice", Groups: []string{"a"}}); return err },
+		"other key": func() error {
+			k, _ := NewSealer("", time.Hour)
+			_, err := k.Open(id, alice)
+			return err
+		},
+		"tampered": func() error { _, err := s.Open(id[:len(id)-4]+"AAAA", alice); return err },
+		"garbage":  func() error { _, err := s.Open("s1.!!", alice); return err },
+		"expired": func() error {
+			later, _ := NewSealer(key, time.Hour)
+			later.now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+			_, err := later.Open(id, alice)
+			return err
+		},
+	}
+	for name, open := range rejected {
+		if err := open(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: got %v, want ErrInvalid", name, err)
+		}
+	}
+}
+
+func TestNewSealerRejectsBadKeys(t *testing.T) {
+	for _, k := range []string{"not base64!", "c2hvcnQ="} {
+		if _, err := NewSealer(k, time.Hour); err == nil {
+			t.Errorf("key %q accepted", k)
+		}
+	}
+}
+
+func TestPrincipalDigestDistinguishes(t *testing.T) {
+	a := PrincipalDigest(&commonv1.Principal{Subject: "a|1:b"})
+	b := PrincipalDigest(&commonv1.Principal{Subject: "a", Groups: []string{"b"}})
+	if a == b {
+		t.Fatal("distinct principals share a digest")
+	}
+}
