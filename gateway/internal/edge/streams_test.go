@@ -1,0 +1,133 @@
+package edge
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+)
+
+// openStream POSTs body and returns the response with a line reader.
+func openStream(t *testing.T, ctx context.Context, url string, header map[string]string, body string) (*http.Response, *bufio.Scanner) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp, bufio.NewScanner(resp.Body)
+}
+
+// nextData returns the next SSE data line, skipping event names and blank
+// lines; keep-alive comments are returned as they are.
+func nextData(t *testing.T, lines *bufio.Scanner) string {
+	t.Helper()
+	for lines.Scan() {
+		l := lines.Text()
+		if d, ok := strings.CutPrefix(l, "data: "); ok {
+			return d
+		}
+		if strings.HasPrefix(l, ":") {
+			return l
+		}
+	}
+	t.Fatalf("stream ended: %v", lines.Err())
+	return ""
+}
+
+// TestListenWire checks subscriptions/listen on the wire: the ack comes
+// first with the request id (keeping its JSON type), only what is delivered
+// is acknowledged, notifications are tagged, keep-alives flow, and closing
+// the stream ends the catalog watch.
+func TestListenWire(t *testing.T) {
+	b := startBackends(t)
+	_, srv := startGateway(t, b, testGatewayConfig(b))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	streamCtx, closeStream := context.WithCancel(ctx)
+	resp, lines := openStream(t, streamCtx, srv.URL+"/mcp", modernHeaders("subscriptions/listen"),
+		`{"jsonrpc":"2.0","id":"listen-1","method":"subscriptions/listen","params":{`+modernMeta+`,"notifications":{"toolsListChanged":true,"promptsListChanged":true,"resourceSubscriptions":["file:///a.txt"]}}}`)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" || resp.Header.Get("X-Accel-Buffering") != "no" {
+		t.Fatalf("listen response: %d %v", resp.StatusCode, resp.Header)
+	}
+	ack := nextData(t, lines)
+	if ack != `{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"listen-1"},"notifications":{"toolsListChanged":true,"promptsListChanged":true}}}` {
+		t.Fatalf("ack = %s", ack)
+	}
+	// Resources were not requested, so a resources change is not sent; the
+	// tools and prompts change is, once each.
+	b.agg.notify(aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCES)
+	b.agg.notify(aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS, aggregatorv1.CatalogKind_CATALOG_KIND_PROMPTS)
+	var got []string
+	for len(got) < 2 {
+		d := nextData(t, lines)
+		if strings.HasPrefix(d, ":") {
+			continue
+		}
+		got = append(got, d)
+	}
+	want := []string{
+		`{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"listen-1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/prompts/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"listen-1"}}}`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("notifications:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if d := nextData(t, lines); d != ": keep-alive" {
+		t.Fatalf("want a keep-alive comment, got %s", d)
+	}
+	closeStream()
+	eventually(t, "the catalog watch to end with the stream", func() bool { return b.agg.watcherCount() == 0 })
+
+	// Nothing deliverable: ack an empty subset, then the graceful result.
+	_, lines = openStream(t, ctx, srv.URL+"/mcp", modernHeaders("subscriptions/listen"),
+		`{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{`+modernMeta+`,"notifications":{"resourceSubscriptions":["file:///a.txt"]}}}`)
+	if ack := nextData(t, lines); !strings.Contains(ack, `"params":{"_meta":{"io.modelcontextprotocol/subscriptionId":7},"notifications":{}}`) {
+		t.Fatalf("empty ack = %s", ack)
+	}
+	if end := nextData(t, lines); !strings.Contains(end, `"id":7,"result":{"_meta":{"io.modelcontextprotocol/serverInfo"`) || !strings.Contains(end, `"io.modelcontextprotocol/subscriptionId":7`) || !strings.Contains(end, `"resultType":"complete"`) {
+		t.Fatalf("graceful end = %s", end)
+	}
+}
+
+// TestClientCloseCancelsBackendCall: when the client gives up on a
+// tools/call, the aggregator call under it is cancelled.
+func TestClientCloseCancelsBackendCall(t *testing.T) {
+	b := startBackends(t)
+	_, srv := startGateway(t, b, testGatewayConfig(b))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/mcp",
+			strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{`+modernMeta+`,"name":"beta_slow"}}`))
+		for k, v := range modernHeaders("tools/call", "Mcp-Name", "beta_slow") {
+			req.Header.Set(k, v)
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	deadline := time.After(10 * time.Second)
+	select {
+	case <-b.agg.slowStarted:
+	case <-deadline:
+		t.Fatal("the call never reached the aggregator")
+	}
+	cancel()
+	select {
+	case <-b.agg.slowCancelled:
+	case <-deadline:
+		t.Fatal("the aggregator call was not cancelled")
+	}
+	<-done
+}
