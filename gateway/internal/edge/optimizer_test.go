@@ -1,0 +1,124 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestOptimizerView drives the optimizer view with go-sdk clients of both
+// eras: tools/list is exactly find_tool and call_tool, find_tool searches
+// the caller's own tools, call_tool calls as the caller.
+func TestOptimizerView(t *testing.T) {
+	b := startBackends(t)
+	cfg := testGatewayConfig(b)
+	cfg.Optimizer.Enabled = true
+	_, srv := startGateway(t, b, cfg)
+	for _, era := range eras {
+		t.Run(era.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			// With the optimizer enabled /mcp is the optimizer view and
+			// /mcp/raw keeps the aggregated tools.
+			for path, want := range map[string][]string{
+				"/mcp":           {"find_tool", "call_tool"},
+				"/mcp/optimized": {"find_tool", "call_tool"},
+				"/mcp/raw":       {"alpha_ask", "alpha_echo"},
+			} {
+				cs := connect(t, ctx, srv.URL+path, "alice-key", era.version, nil)
+				res, err := cs.ListTools(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var names []string
+				for _, tool := range res.Tools {
+					names = append(names, tool.Name)
+				}
+				if !slices.Equal(names, want) {
+					t.Fatalf("%s tools = %v, want %v", path, names, want)
+				}
+			}
+			cs := connect(t, ctx, srv.URL+"/mcp/optimized", "alice-key", era.version, nil)
+
+			// alice's search never sees admin_reset, bob's does.
+			found, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "find_tool", Arguments: map[string]any{"tool_description": "tool of", "tool_keywords": []string{"reset"}}})
+			if err != nil || found.IsError {
+				t.Fatalf("find_tool: %+v %v", found, err)
+			}
+			var structured findResult
+			raw, _ := json.Marshal(found.StructuredContent)
+			if err := json.Unmarshal(raw, &structured); err != nil {
+				t.Fatal(err)
+			}
+			var text findResult
+			if err := json.Unmarshal([]byte(toolText(t, found)), &text); err != nil {
+				t.Fatalf("text is not the result JSON: %v", err)
+			}
+			if len(structured.Tools) != 5 || len(text.Tools) != 5 || structured.BaselineTokens != 1000 ||
+				structured.ReturnedTokens == 0 || structured.SavingsPercent <= 0 || structured.SavingsPercent >= 100 {
+				t.Fatalf("find_tool result = %+v", structured)
+			}
+			for _, tool := range structured.Tools {
+				if tool.Name == "admin_reset" || len(tool.InputSchema) == 0 {
+					t.Fatalf("unexpected hit %+v", tool)
+				}
+			}
+
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": "beta_add", "parameters": map[string]any{"a": 20, "b": 22}}})
+			if err != nil || res.IsError || toolText(t, res) != "42" {
+				t.Fatalf("call_tool: %+v %v", res, err)
+			}
+			// tool_name inside parameters is accepted too.
+			res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"parameters": map[string]any{"tool_name": "alpha_echo", "text": "hi"}}})
+			if err != nil || res.IsError || toolText(t, res) != `alice:alpha_echo:{"text":"hi"}` {
+				t.Fatalf("call_tool with nested name: %+v %v", res, err)
+			}
+			// A tool outside alice's view fails as a tool error, like a
+			// missing one.
+			for _, name := range []string{"admin_reset", "nope"} {
+				res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": name}})
+				if err != nil || !res.IsError || !strings.Contains(toolText(t, res), "unknown tool") {
+					t.Fatalf("call_tool %s: %+v %v", name, res, err)
+				}
+			}
+
+			// With the index down find_tool reports it as a tool error and
+			// everything else keeps working.
+			b.idx.down.Store(true)
+			defer b.idx.down.Store(false)
+			res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "find_tool", Arguments: map[string]any{"tool_description": "add"}})
+			if err != nil || !res.IsError || !strings.Contains(toolText(t, res), "tool search failed") {
+				t.Fatalf("find_tool with index down: %+v %v", res, err)
+			}
+			res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"tool_name": "beta_add", "parameters": map[string]any{"a": 1, "b": 1}}})
+			if err != nil || res.IsError {
+				t.Fatalf("call_tool with index down: %+v %v", res, err)
+			}
+			if _, err := cs.ListResources(ctx, nil); err != nil {
+				t.Fatalf("resources with index down: %v", err)
+			}
+		})
+	}
+}
+
+// TestOptimizerSearchIsPerPrincipal: bob (an admin) finds admin_reset.
+func TestOptimizerSearchIsPerPrincipal(t *testing.T) {
+	b := startBackends(t)
+	_, srv := startGateway(t, b, testGatewayConfig(b))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs := connect(t, ctx, srv.URL+"/mcp/optimized", "bob-key", "", nil)
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "find_tool", Arguments: map[string]any{"tool_description": "reset"}})
+	if err != nil || res.IsError || !strings.Contains(toolText(t, res), `"name":"admin_reset"`) {
+		t.Fatalf("bob's find_tool: %+v %v", res, err)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "find_tool", Arguments: map[string]any{}})
+	if err != nil || !res.IsError || !strings.Contains(toolText(t, res), "tool_description") {
+		t.Fatalf("find_tool without description: %+v %v", res, err)
+	}
+}

@@ -1,0 +1,77 @@
+package edge
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestEdgeProtections checks authentication failures, RFC 9728 metadata,
+// Origin and Host validation and the body limit.
+func TestEdgeProtections(t *testing.T) {
+	b := startBackends(t)
+	cfg := testGatewayConfig(b)
+	cfg.PublicURL = "https://mcp.example.com"
+	cfg.HTTP.MaxBodyBytes = 512
+	cfg.HTTP.AllowedOrigins = []string{"https://app.example.com"}
+	_, srv := startGateway(t, b, cfg)
+	url := srv.URL + "/mcp"
+	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + modernMeta + `}}`
+
+	for _, authorization := range []string{"", "Bearer wrong-key"} {
+		resp := send(t, http.MethodPost, url, modernHeaders("tools/list", "Authorization", authorization), list)
+		if resp.status != http.StatusUnauthorized ||
+			resp.header.Get("WWW-Authenticate") != `Bearer error="invalid_token", resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource"` {
+			t.Fatalf("Authorization %q: %d %q", authorization, resp.status, resp.header.Get("WWW-Authenticate"))
+		}
+	}
+	resp := send(t, http.MethodGet, srv.URL+"/.well-known/oauth-protected-resource", nil, "")
+	var meta map[string]any
+	if json.Unmarshal(resp.body, &meta) != nil || meta["resource"] != "https://mcp.example.com/mcp" {
+		t.Fatalf("metadata: %s", resp.body)
+	}
+
+	cases := []struct {
+		name   string
+		header []string
+		status int
+	}{
+		{"foreign origin", []string{"Origin", "https://evil.example"}, http.StatusForbidden},
+		{"allowed origin", []string{"Origin", "https://app.example.com"}, http.StatusOK},
+		{"same origin", []string{"Origin", srv.URL}, http.StatusOK},
+	}
+	for _, tc := range cases {
+		if resp := send(t, http.MethodPost, url, modernHeaders("tools/list", tc.header...), list); resp.status != tc.status {
+			t.Errorf("%s: %d, want %d", tc.name, resp.status, tc.status)
+		}
+	}
+	big := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + modernMeta + `,"pad":"` + strings.Repeat("x", 600) + `"}}`
+	if resp := send(t, http.MethodPost, url, modernHeaders("tools/list"), big); resp.status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("oversized body: %d", resp.status)
+	}
+}
+
+// TestLoopbackHostCheck: on a loopback bind, a request whose Host is not a
+// loopback name (DNS rebinding) is refused.
+func TestLoopbackHostCheck(t *testing.T) {
+	b := startBackends(t)
+	gw, srv := startGateway(t, b, testGatewayConfig(b))
+	gw.loopback = true
+	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + modernMeta + `}}`
+	for host, want := range map[string]int{"attacker.example:80": http.StatusForbidden, "localhost:8080": http.StatusOK, "127.0.0.1": http.StatusOK, "[::1]:9": http.StatusOK} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(list))
+		for k, v := range modernHeaders("tools/list") {
+			req.Header.Set(k, v)
+		}
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %s: %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+}
