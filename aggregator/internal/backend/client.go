@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -123,7 +124,7 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 	base.MaxIdleConnsPerHost = 64
 	base.IdleConnTimeout = 90 * time.Second
 	base.DialContext = (&net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}).DialContext
-	var rt http.RoundTripper = base
+	var rt http.RoundTripper = detacher{next: base}
 	if len(cfg.Headers) > 0 {
 		rt = headerInjector{headers: cfg.Headers, next: rt}
 	}
@@ -200,6 +201,59 @@ func (h headerInjector) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header.Set(k, v)
 	}
 	return h.next.RoundTrip(r)
+}
+
+// detacher keeps connections reusable. The SDK hands a call its result as
+// soon as the response message arrives and drains the rest of the event
+// stream in the background; the caller's context usually ends (the gRPC
+// call returns) before those last bytes are read, and a request whose
+// context ends mid-body loses its connection. So once the response headers
+// are in, the request no longer dies with the caller's context: after the
+// caller is gone the body gets a short grace to finish before it is cut.
+type detacher struct{ next http.RoundTripper }
+
+// drainGrace is how long a response may keep streaming after its caller
+// gave up; a normal response's tail arrives within microseconds, a hung
+// stream is cut after this.
+const drainGrace = 250 * time.Millisecond
+
+func (d detacher) RoundTrip(r *http.Request) (*http.Response, error) {
+	parent := r.Context()
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	// Until the headers arrive, the caller's cancellation aborts at once.
+	stop := context.AfterFunc(parent, cancel)
+	resp, err := d.next.RoundTrip(r.WithContext(ctx))
+	stop()
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	body := &watchedBody{ReadCloser: resp.Body, closed: make(chan struct{})}
+	resp.Body = body
+	go func() {
+		defer cancel()
+		select {
+		case <-body.closed:
+		case <-parent.Done():
+			select {
+			case <-body.closed:
+			case <-time.After(drainGrace):
+			}
+		}
+	}()
+	return resp, nil
+}
+
+type watchedBody struct {
+	io.ReadCloser
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (b *watchedBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(func() { close(b.closed) })
+	return err
 }
 
 func (c *Client) transport(standaloneSSE bool) *mcp.StreamableClientTransport {
@@ -327,25 +381,30 @@ const (
 	retryUnsent
 )
 
-// do runs op on the session under the backend timeout and classifies its
-// error. A transport failure drops the session; op is retried once on a
-// fresh session when policy allows.
-func do[T any](ctx context.Context, c *Client, policy retry, op func(context.Context, *mcp.ClientSession) (T, error)) (T, error) {
+// do runs op on the session and classifies its error. A transport failure
+// drops the session; op is retried once on a fresh session when policy
+// allows. budget bounds op as a whole; ops that send several requests pass
+// 0 and bound each request themselves with c.bounded.
+func do[T any](ctx context.Context, c *Client, policy retry, budget time.Duration, op func(context.Context, *mcp.ClientSession) (T, error)) (T, error) {
 	var zero T
 	for attempt := 0; ; attempt++ {
-		tctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-		s, err := c.current(tctx)
+		s, err := c.current(ctx)
 		if err != nil {
-			cancel()
-			return zero, c.classify(ctx, tctx, err)
+			return zero, c.classify(ctx, err)
 		}
-		res, err := op(tctx, s)
+		opCtx, cancel := ctx, context.CancelFunc(func() {})
+		if budget > 0 {
+			opCtx, cancel = context.WithTimeoutCause(ctx, budget, errBudget)
+		}
+		res, err := op(opCtx, s)
+		if err != nil && errors.Is(context.Cause(opCtx), errBudget) {
+			err = fmt.Errorf("%w: %w", errBudget, err)
+		}
+		cancel()
 		if err == nil {
-			cancel()
 			return res, nil
 		}
-		classified := c.classify(ctx, tctx, err)
-		cancel()
+		classified := c.classify(ctx, err)
 		if !errors.Is(classified, ErrUnavailable) {
 			return zero, classified
 		}
@@ -357,13 +416,27 @@ func do[T any](ctx context.Context, c *Client, policy retry, op func(context.Con
 	}
 }
 
-// classify maps an SDK error to ErrTimeout, *ProtocolError, the caller's
-// own context error, or ErrUnavailable, with secrets removed.
-func (c *Client) classify(outer, inner context.Context, err error) error {
-	if outer.Err() != nil {
-		return outer.Err()
+// errBudget is the cause of a context that ran out of the backend timeout.
+var errBudget = errors.New("backend timeout")
+
+// bounded runs one request under the backend timeout.
+func bounded[T any](ctx context.Context, c *Client, f func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, c.cfg.Timeout, errBudget)
+	defer cancel()
+	res, err := f(ctx)
+	if err != nil && errors.Is(context.Cause(ctx), errBudget) {
+		err = fmt.Errorf("%w: %w", errBudget, err)
 	}
-	if errors.Is(inner.Err(), context.DeadlineExceeded) {
+	return res, err
+}
+
+// classify maps an SDK error to the caller's own context error, ErrTimeout,
+// *ProtocolError or ErrUnavailable, with secrets removed.
+func (c *Client) classify(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if errors.Is(err, errBudget) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%w after %s", ErrTimeout, c.cfg.Timeout)
 	}
 	var wire *jsonrpc.Error

@@ -29,7 +29,7 @@ type Lists struct {
 // cursors to the end. The outcome feeds the backend's health.
 func (c *Client) ListAll(ctx context.Context) (*Lists, error) {
 	start := time.Now()
-	lists, err := do(ctx, c, retryIdempotent, c.listAll)
+	lists, err := do(ctx, c, retryIdempotent, 0, c.listAll)
 	if err != nil {
 		if ctx.Err() == nil {
 			c.health.failure(c.Redact(err.Error()))
@@ -50,7 +50,9 @@ func (c *Client) listAll(ctx context.Context, s *mcp.ClientSession) (*Lists, err
 	var err error
 	if caps.Tools != nil {
 		if out.Tools, err = collect(ctx, "tools", func(ctx context.Context, cur string) ([]*mcp.Tool, string, error) {
-			r, err := s.ListTools(ctx, &mcp.ListToolsParams{Cursor: cur})
+			r, err := bounded(ctx, c, func(ctx context.Context) (*mcp.ListToolsResult, error) {
+				return s.ListTools(ctx, &mcp.ListToolsParams{Cursor: cur})
+			})
 			if err != nil {
 				return nil, "", err
 			}
@@ -61,7 +63,9 @@ func (c *Client) listAll(ctx context.Context, s *mcp.ClientSession) (*Lists, err
 	}
 	if caps.Resources != nil {
 		if out.Resources, err = collect(ctx, "resources", func(ctx context.Context, cur string) ([]*mcp.Resource, string, error) {
-			r, err := s.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cur})
+			r, err := bounded(ctx, c, func(ctx context.Context) (*mcp.ListResourcesResult, error) {
+				return s.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cur})
+			})
 			if err != nil {
 				return nil, "", err
 			}
@@ -70,7 +74,9 @@ func (c *Client) listAll(ctx context.Context, s *mcp.ClientSession) (*Lists, err
 			return nil, err
 		}
 		if out.ResourceTemplates, err = collect(ctx, "resource templates", func(ctx context.Context, cur string) ([]*mcp.ResourceTemplate, string, error) {
-			r, err := s.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: cur})
+			r, err := bounded(ctx, c, func(ctx context.Context) (*mcp.ListResourceTemplatesResult, error) {
+				return s.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: cur})
+			})
 			if err != nil {
 				return nil, "", err
 			}
@@ -81,7 +87,9 @@ func (c *Client) listAll(ctx context.Context, s *mcp.ClientSession) (*Lists, err
 	}
 	if caps.Prompts != nil {
 		if out.Prompts, err = collect(ctx, "prompts", func(ctx context.Context, cur string) ([]*mcp.Prompt, string, error) {
-			r, err := s.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: cur})
+			r, err := bounded(ctx, c, func(ctx context.Context) (*mcp.ListPromptsResult, error) {
+				return s.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: cur})
+			})
 			if err != nil {
 				return nil, "", err
 			}
@@ -125,28 +133,28 @@ func collect[T any](ctx context.Context, kind string, page func(context.Context,
 // CallTool calls a tool by its original name. A tool that fails is a
 // result with IsError, not an error.
 func (c *Client) CallTool(ctx context.Context, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	return do(ctx, c, retryUnsent, func(ctx context.Context, s *mcp.ClientSession) (*mcp.CallToolResult, error) {
+	return do(ctx, c, retryUnsent, c.cfg.Timeout, func(ctx context.Context, s *mcp.ClientSession) (*mcp.CallToolResult, error) {
 		return s.CallTool(ctx, params)
 	})
 }
 
 // ReadResource reads a resource by URI.
 func (c *Client) ReadResource(ctx context.Context, params *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
-	return do(ctx, c, retryIdempotent, func(ctx context.Context, s *mcp.ClientSession) (*mcp.ReadResourceResult, error) {
+	return do(ctx, c, retryIdempotent, c.cfg.Timeout, func(ctx context.Context, s *mcp.ClientSession) (*mcp.ReadResourceResult, error) {
 		return s.ReadResource(ctx, params)
 	})
 }
 
 // GetPrompt renders a prompt by its original name.
 func (c *Client) GetPrompt(ctx context.Context, params *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
-	return do(ctx, c, retryIdempotent, func(ctx context.Context, s *mcp.ClientSession) (*mcp.GetPromptResult, error) {
+	return do(ctx, c, retryIdempotent, c.cfg.Timeout, func(ctx context.Context, s *mcp.ClientSession) (*mcp.GetPromptResult, error) {
 		return s.GetPrompt(ctx, params)
 	})
 }
 
 // Complete asks for argument completions.
 func (c *Client) Complete(ctx context.Context, params *mcp.CompleteParams) (*mcp.CompleteResult, error) {
-	return do(ctx, c, retryIdempotent, func(ctx context.Context, s *mcp.ClientSession) (*mcp.CompleteResult, error) {
+	return do(ctx, c, retryIdempotent, c.cfg.Timeout, func(ctx context.Context, s *mcp.ClientSession) (*mcp.CompleteResult, error) {
 		return s.Complete(ctx, params)
 	})
 }

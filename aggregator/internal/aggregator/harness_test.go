@@ -1,0 +1,288 @@
+package aggregator_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/aggregator"
+	"github.com/switchboard-mcp/switchboard/services/apierr"
+	"github.com/switchboard-mcp/switchboard/services/config"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/rpc"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func TestMain(m *testing.M) {
+	// Production installs this in lifecycle.Main; the backend transport uses
+	// the global propagator to forward W3C trace context.
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	os.Exit(m.Run())
+}
+
+var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// Service tokens: the gateway asserts principals, the internal client acts
+// as itself.
+const (
+	gatewayToken  = "gateway-test-token"
+	internalToken = "internal-test-token"
+)
+
+// testBackend is a real go-sdk MCP server on a real HTTP listener.
+type testBackend struct {
+	name   string
+	server *mcp.Server
+	http   *httptest.Server
+	// down makes the HTTP handler answer 503, as a crashed backend behind a
+	// proxy would.
+	down atomic.Bool
+	// release unblocks tools that wait forever.
+	release chan struct{}
+
+	mu       sync.Mutex
+	requests []*http.Request // headers of every request seen
+	conns    int             // TCP connections accepted
+}
+
+type backendOptions struct {
+	stateful bool // Legacy-only (sessions); otherwise stateless Modern
+	tools    []string
+	extra    func(*testBackend)
+	pageSize int
+}
+
+func newTestBackend(t *testing.T, name string, o backendOptions) *testBackend {
+	t.Helper()
+	b := &testBackend{name: name, release: make(chan struct{})}
+	b.server = mcp.NewServer(&mcp.Implementation{Name: name, Version: "1"}, &mcp.ServerOptions{
+		Logger:   quietLog,
+		PageSize: o.pageSize,
+		CompletionHandler: func(_ context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{name + ":" + req.Params.Ref.Name + req.Params.Ref.URI + ":" + req.Params.Argument.Value}}}, nil
+		},
+	})
+	for _, tool := range o.tools {
+		b.addEchoTool(tool)
+	}
+	b.server.AddTool(&mcp.Tool{Name: "fail", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: name + " tool failed"}}}, nil
+	})
+	b.server.AddTool(&mcp.Tool{Name: "hang", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		select {
+		case <-ctx.Done():
+		case <-b.release:
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "released"}}}, nil
+	})
+	if o.extra != nil {
+		o.extra(b)
+	}
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.server }, &mcp.StreamableHTTPOptions{
+		Stateless: !o.stateful,
+		Logger:    quietLog,
+	})
+	b.http = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b.mu.Lock()
+		b.requests = append(b.requests, r.Clone(context.Background()))
+		b.mu.Unlock()
+		if b.down.Load() {
+			http.Error(w, "backend down", http.StatusServiceUnavailable)
+			return
+		}
+		handler.ServeHTTP(w, r)
+	}))
+	b.http.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			b.mu.Lock()
+			b.conns++
+			b.mu.Unlock()
+		}
+	}
+	b.http.Start()
+	t.Cleanup(b.http.Close)
+	t.Cleanup(func() { close(b.release) })
+	return b
+}
+
+func (b *testBackend) url() string { return b.http.URL }
+
+func (b *testBackend) addEchoTool(tool string) {
+	b.server.AddTool(&mcp.Tool{Name: tool, Description: "echo from " + b.name, InputSchema: map[string]any{"type": "object"}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s/%s %s", b.name, req.Params.Name, req.Params.Arguments)}}}, nil
+		})
+}
+
+// seen returns the requests whose header name has a value.
+func (b *testBackend) headerValues(name string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, r := range b.requests {
+		if v := r.Header.Get(name); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func (b *testBackend) connections() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.conns
+}
+
+// harness is an aggregator served over real gRPC with service-token auth.
+type harness struct {
+	engine   *aggregator.Engine
+	gateway  aggregatorv1.AggregatorServiceClient // trusted: asserts principals
+	internal aggregatorv1.AggregatorServiceClient // untrusted: acts as itself
+	anon     aggregatorv1.AggregatorServiceClient // no credentials
+}
+
+func startAggregator(t *testing.T, cfg config.Aggregator) *harness {
+	t.Helper()
+	h, err := tryStartAggregator(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func tryStartAggregator(t *testing.T, cfg config.Aggregator) (*harness, error) {
+	t.Helper()
+	opts, err := aggregator.OptionsFromConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	opts.Log = quietLog
+	e, err := aggregator.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := e.Start(ctx); err != nil {
+		cancel()
+		return nil, err
+	}
+	auth := svcauth.NewAuthenticator([]config.ServiceCredential{
+		{Name: "gateway", Token: gatewayToken, AssertPrincipals: true},
+		{Name: "internal", Token: internalToken, Subject: "svc-reporter", Groups: []string{"ops"}},
+	})
+	srv, err := rpc.NewServer(auth, config.TLS{}, quietLog)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, aggregator.NewService(e))
+	srv.SetServing()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { e.Run(ctx) })
+	wg.Go(func() { _ = srv.ServeListener(ctx, lis, time.Second) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	dial := func(token string) aggregatorv1.AggregatorServiceClient {
+		conn, err := rpc.Dial(config.Endpoint{Address: lis.Addr().String(), Token: token}, config.TLS{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		return aggregatorv1.NewAggregatorServiceClient(conn)
+	}
+	return &harness{engine: e, gateway: dial(gatewayToken), internal: dial(internalToken), anon: dial("")}, nil
+}
+
+func principal(subject string, groups ...string) *commonv1.Principal {
+	return &commonv1.Principal{Subject: subject, Groups: groups}
+}
+
+// listToolNames walks every page of p's tools.
+func listToolNames(t *testing.T, c aggregatorv1.AggregatorServiceClient, p *commonv1.Principal, pageSize uint32) []string {
+	t.Helper()
+	var names []string
+	cursor := ""
+	for range 10000 {
+		resp, err := c.ListTools(context.Background(), &aggregatorv1.ListToolsRequest{Principal: p, Cursor: cursor, PageSize: pageSize})
+		if err != nil {
+			t.Fatalf("ListTools: %v", err)
+		}
+		for _, tool := range resp.GetTools() {
+			names = append(names, tool.GetName())
+		}
+		if resp.GetNextCursor() == "" {
+			return names
+		}
+		cursor = resp.GetNextCursor()
+	}
+	t.Fatal("ListTools paging does not end")
+	return nil
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Since(start) > within {
+			t.Fatalf("%s: not true within %s", what, within)
+		}
+		<-tick.C
+	}
+	return time.Since(start)
+}
+
+// wantStatus checks a gRPC error's code and reason.
+func wantStatus(t *testing.T, err error, code codes.Code, reason commonv1.ErrorReason) {
+	t.Helper()
+	if status.Code(err) != code || apierr.Reason(err) != reason {
+		t.Fatalf("err = %v (reason %v), want %v with reason %v", err, apierr.Reason(err), code, reason)
+	}
+}
+
+func resultText(t *testing.T, resultJSON string) string {
+	t.Helper()
+	var res struct {
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if err := json.Unmarshal([]byte(resultJSON), &res); err != nil || len(res.Content) == 0 {
+		t.Fatalf("result %s: %v", resultJSON, err)
+	}
+	return res.Content[0].Text
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := t.TempDir() + "/" + name
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}

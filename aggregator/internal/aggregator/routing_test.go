@@ -1,0 +1,228 @@
+package aggregator_test
+
+import (
+	"context"
+	"encoding/hex"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/codes"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+)
+
+// withContent gives a backend a resource, a template and a prompt.
+func withContent(b *testBackend) {
+	b.server.AddResource(&mcp.Resource{URI: "mem://" + b.name + "/readme", Name: "readme"}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: b.name + " readme"}}}, nil
+	})
+	b.server.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "mem://" + b.name + "/items/{id}", Name: "item"}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: b.name + " item " + req.Params.URI}}}, nil
+	})
+	b.server.AddPrompt(&mcp.Prompt{Name: "greet", Arguments: []*mcp.PromptArgument{{Name: "who"}}}, func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: b.name + " greets " + req.Params.Arguments["who"]}}}}, nil
+	})
+}
+
+// twoEras starts a stateless Modern backend and a stateful Legacy-only one
+// (pinned to 2025-11-25), and an aggregator in front of them.
+func twoEras(t *testing.T) (*harness, *testBackend, *testBackend) {
+	modern := newTestBackend(t, "modern", backendOptions{tools: []string{"echo", "create_issue"}, extra: withContent})
+	legacy := newTestBackend(t, "legacy", backendOptions{stateful: true, tools: []string{"echo", "create_issue"}, extra: withContent})
+	t.Setenv("TEST_MODERN_API_KEY", "secret-123")
+	cfg := parseConfig(t, `
+aggregator:
+  catalogTTL: 1h
+  backends:
+    - name: modern
+      url: `+modern.url()+`
+      timeout: 1s
+      headers:
+        X-Api-Key: ${TEST_MODERN_API_KEY}
+    - name: legacy
+      url: `+legacy.url()+`
+      protocol: "2025-11-25"
+      timeout: 5s
+`)
+	return startAggregator(t, cfg), modern, legacy
+}
+
+func parseConfig(t *testing.T, yaml string) config.Aggregator {
+	t.Helper()
+	c, err := config.Load(writeFile(t, "switchboard.yaml", yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Aggregator
+}
+
+func TestListsBothErasWithPrefixedSortedNames(t *testing.T) {
+	h, _, _ := twoEras(t)
+	got := listToolNames(t, h.gateway, principal("alice"), 0)
+	want := []string{"legacy_create_issue", "legacy_echo", "legacy_fail", "legacy_hang", "modern_create_issue", "modern_echo", "modern_fail", "modern_hang"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("tools %v, want %v", got, want)
+	}
+
+	backends, err := h.gateway.ListBackends(context.Background(), &aggregatorv1.ListBackendsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eras := map[string]string{}
+	for _, b := range backends.GetBackends() {
+		eras[b.GetName()] = b.GetProtocolVersion()
+		if b.GetHealth() != aggregatorv1.BackendHealth_BACKEND_HEALTH_HEALTHY || b.GetToolCount() != 4 || b.GetPromptCount() != 1 ||
+			b.GetResourceCount() != 1 || b.GetResourceTemplateCount() != 1 || b.GetLastCheck() == nil {
+			t.Errorf("backend %s: %v", b.GetName(), b)
+		}
+	}
+	if eras["modern"] != "2026-07-28" || eras["legacy"] != "2025-11-25" {
+		t.Fatalf("negotiated versions %v", eras)
+	}
+	if names := []string{backends.GetBackends()[0].GetName(), backends.GetBackends()[1].GetName()}; !slices.Equal(names, []string{"legacy", "modern"}) {
+		t.Fatalf("backends not in name order: %v", names)
+	}
+}
+
+func TestCallToolRoutesToOwnerUnderOriginalName(t *testing.T) {
+	h, modern, legacy := twoEras(t)
+	ctx := context.Background()
+	for _, c := range []struct{ name, want string }{
+		{"modern_create_issue", `modern/create_issue {"title":"x"}`},
+		{"legacy_create_issue", `legacy/create_issue {"title":"x"}`},
+	} {
+		resp, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: c.name, ArgumentsJson: `{"title":"x"}`})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := resultText(t, resp.GetResultJson()); got != c.want || resp.GetIsError() || resp.GetResultType() != "complete" {
+			t.Fatalf("%s: %q (is_error %v, type %q), want %q", c.name, got, resp.GetIsError(), resp.GetResultType(), c.want)
+		}
+	}
+
+	// Headers reach only the backend they are configured for.
+	if keys := modern.headerValues("X-Api-Key"); len(keys) == 0 || slices.ContainsFunc(keys, func(v string) bool { return v != "secret-123" }) {
+		t.Fatalf("modern backend saw X-Api-Key %v", keys)
+	}
+	if keys := legacy.headerValues("X-Api-Key"); len(keys) != 0 {
+		t.Fatalf("legacy backend received another backend's credential: %v", keys)
+	}
+}
+
+func TestCallsReuseOneConnectionPool(t *testing.T) {
+	h, modern, legacy := twoEras(t)
+	before := modern.connections() + legacy.connections()
+	for i := range 200 {
+		name := "modern_echo"
+		if i%2 == 1 {
+			name = "legacy_echo"
+		}
+		if _, err := h.gateway.CallTool(context.Background(), &aggregatorv1.CallToolRequest{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Sequential calls ride the pooled keep-alive connections: no new
+	// connection (let alone session) per call.
+	if added := modern.connections() + legacy.connections() - before; added > 2 {
+		t.Fatalf("200 sequential calls opened %d new TCP connections", added)
+	}
+}
+
+func TestToolFailureIsAResultNotAnError(t *testing.T) {
+	h, _, _ := twoEras(t)
+	for _, name := range []string{"modern_fail", "legacy_fail"} {
+		resp, err := h.gateway.CallTool(context.Background(), &aggregatorv1.CallToolRequest{Name: name})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !resp.GetIsError() || !strings.Contains(resp.GetResultJson(), `"isError":true`) || !strings.Contains(resultText(t, resp.GetResultJson()), "tool failed") {
+			t.Fatalf("%s: %+v", name, resp)
+		}
+	}
+}
+
+func TestBackendTimeoutIsDeadlineExceededWithinTimeout(t *testing.T) {
+	h, _, _ := twoEras(t)
+	start := time.Now()
+	_, err := h.gateway.CallTool(context.Background(), &aggregatorv1.CallToolRequest{Name: "modern_hang"})
+	took := time.Since(start)
+	wantStatus(t, err, codes.DeadlineExceeded, commonv1.ErrorReason_ERROR_REASON_BACKEND_TIMEOUT)
+	if took < time.Second || took > 2500*time.Millisecond {
+		t.Fatalf("timed out after %s, configured 1s", took)
+	}
+	// The backend stays usable after a timed-out call.
+	if _, err := h.gateway.CallTool(context.Background(), &aggregatorv1.CallToolRequest{Name: "modern_echo"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestUnknownNamesAreNotFound(t *testing.T) {
+	h, _, _ := twoEras(t)
+	ctx := context.Background()
+	_, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Name: "echo"})
+	wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	_, err = h.gateway.GetPrompt(ctx, &aggregatorv1.GetPromptRequest{Name: "nope"})
+	wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	_, err = h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Uri: "mem://nobody/readme"})
+	wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	_, err = h.gateway.Complete(ctx, &aggregatorv1.CompleteRequest{ParamsJson: `{"ref":{"type":"ref/prompt","name":"nope"},"argument":{"name":"who","value":"a"}}`})
+	wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	_, err = h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Name: "modern_echo", ArgumentsJson: `[1,2]`})
+	wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+	_, err = h.anon.ListTools(ctx, &aggregatorv1.ListToolsRequest{})
+	wantStatus(t, err, codes.Unauthenticated, commonv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED)
+}
+
+func TestResourcesTemplatesPromptsAndCompletionRoute(t *testing.T) {
+	h, _, _ := twoEras(t)
+	ctx := context.Background()
+	for _, era := range []string{"modern", "legacy"} {
+		res, err := h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Uri: "mem://" + era + "/readme"})
+		if err != nil || res.GetBackend() != era || !strings.Contains(res.GetResultJson(), era+" readme") {
+			t.Fatalf("read %s readme: %v %v", era, res, err)
+		}
+		res, err = h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Uri: "mem://" + era + "/items/42"})
+		if err != nil || res.GetBackend() != era || !strings.Contains(res.GetResultJson(), era+" item mem://"+era+"/items/42") {
+			t.Fatalf("read through %s template: %v %v", era, res, err)
+		}
+		p, err := h.gateway.GetPrompt(ctx, &aggregatorv1.GetPromptRequest{Name: era + "_greet", Arguments: map[string]string{"who": "bob"}})
+		if err != nil || p.GetBackend() != era || !strings.Contains(p.GetResultJson(), era+" greets bob") {
+			t.Fatalf("prompt %s_greet: %v %v", era, p, err)
+		}
+		c, err := h.gateway.Complete(ctx, &aggregatorv1.CompleteRequest{ParamsJson: `{"ref":{"type":"ref/prompt","name":"` + era + `_greet"},"argument":{"name":"who","value":"b"}}`})
+		if err != nil || !strings.Contains(c.GetResultJson(), era+":greet:b") {
+			t.Fatalf("complete %s_greet: %v %v", era, c, err)
+		}
+		c, err = h.gateway.Complete(ctx, &aggregatorv1.CompleteRequest{ParamsJson: `{"ref":{"type":"ref/resource","uri":"mem://` + era + `/items/{id}"},"argument":{"name":"id","value":"4"}}`})
+		if err != nil || !strings.Contains(c.GetResultJson(), era+":mem://"+era+"/items/{id}:4") {
+			t.Fatalf("complete %s template: %v %v", era, c, err)
+		}
+	}
+}
+
+func TestTraceContextReachesBackend(t *testing.T) {
+	h, modern, legacy := twoEras(t)
+	traceID, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	spanID, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	ctx := trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: traceID, SpanID: spanID, TraceFlags: trace.FlagsSampled, Remote: true,
+	}))
+	for _, name := range []string{"modern_echo", "legacy_echo"} {
+		if _, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, b := range []*testBackend{modern, legacy} {
+		if !slices.ContainsFunc(b.headerValues("Traceparent"), func(v string) bool {
+			return strings.Contains(v, hex.EncodeToString(traceID[:]))
+		}) {
+			t.Fatalf("%s backend never saw trace %s; traceparents: %v", b.name, traceID, b.headerValues("Traceparent"))
+		}
+	}
+}
