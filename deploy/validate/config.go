@@ -1,0 +1,475 @@
+package validate
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+)
+
+// switchboardServices are the components that read switchboard.yaml.
+var switchboardServices = []string{"gateway", "aggregator", "indexer"}
+
+// mountedFile finds what a container sees at file: the ConfigMap or Secret
+// volume mounted above it and the key that backs it.
+func mountedFile(d *appsv1.Deployment, c corev1.Container, file string) (vol corev1.Volume, key string, ok bool) {
+	for _, m := range c.VolumeMounts {
+		rel, found := strings.CutPrefix(file, strings.TrimSuffix(m.MountPath, "/")+"/")
+		if !found || strings.Contains(rel, "/") {
+			continue
+		}
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.Name != m.Name {
+				continue
+			}
+			var items []corev1.KeyToPath
+			switch {
+			case v.ConfigMap != nil:
+				items = v.ConfigMap.Items
+			case v.Secret != nil:
+				items = v.Secret.Items
+			default:
+				return v, "", false
+			}
+			if len(items) == 0 {
+				return v, rel, true
+			}
+			for _, it := range items {
+				if it.Path == rel {
+					return v, it.Key, true
+				}
+			}
+			return v, "", false
+		}
+	}
+	return corev1.Volume{}, "", false
+}
+
+// envLookup resolves ${NAME} as the container would see it. A value from a
+// Secret is unknown here, so it stands in as a non-empty placeholder: the
+// check is that the reference is wired, not what the secret holds.
+func envLookup(c corev1.Container) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		for _, e := range c.Env {
+			if e.Name != name {
+				continue
+			}
+			switch {
+			case e.ValueFrom == nil:
+				return e.Value, true
+			case e.ValueFrom.SecretKeyRef != nil:
+				return "secret:" + e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key, true
+			case e.ValueFrom.ConfigMapKeyRef != nil:
+				return "configmap:" + e.ValueFrom.ConfigMapKeyRef.Name + "/" + e.ValueFrom.ConfigMapKeyRef.Key, true
+			default:
+				return "1", true
+			}
+		}
+		return "", false
+	}
+}
+
+func configArg(args []string) string {
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, "--config="); ok {
+			return v
+		}
+		if a == "--config" && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+func hostPort(addr string) (string, int32, error) {
+	h, ps, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	n, err := strconv.ParseInt(ps, 10, 32)
+	if err != nil {
+		return "", 0, fmt.Errorf("port %q: %w", ps, err)
+	}
+	return h, int32(n), nil
+}
+
+// resolve follows host:port through a Service of the render to the pods
+// behind it, and returns them with the container port the traffic reaches.
+func (r *Render) resolve(addr string) (podGroup, int32, error) {
+	host, port, err := hostPort(addr)
+	if err != nil {
+		return podGroup{}, 0, err
+	}
+	svc := r.service(host)
+	if svc == nil {
+		return podGroup{}, 0, fmt.Errorf("no Service %q in the render", host)
+	}
+	var target *intstr.IntOrString
+	for _, sp := range svc.Spec.Ports {
+		if sp.Port == port {
+			target = &sp.TargetPort
+		}
+	}
+	if target == nil {
+		return podGroup{}, 0, fmt.Errorf("Service %s has no port %d", host, port)
+	}
+	for _, g := range r.podGroups() {
+		if g.deployment == nil || len(svc.Spec.Selector) == 0 || !labelsMatch(svc.Spec.Selector, g.labels) {
+			continue
+		}
+		n, ok := g.portNumber(*target)
+		if !ok {
+			return podGroup{}, 0, fmt.Errorf("Service %s port %d targets %s, which %s lacks", host, port, target.String(), g.name)
+		}
+		return g, n, nil
+	}
+	return podGroup{}, 0, fmt.Errorf("Service %s selects no Deployment", host)
+}
+
+func labelsMatch(sel map[string]string, set map[string]string) bool {
+	for k, v := range sel {
+		if set[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// expectEndpoint checks that addr reaches the wanted component on the
+// container port the component listens on.
+func (p *problems) expectEndpoint(r *Render, who, key, addr, want string, wantPort int32) {
+	g, port, err := r.resolve(addr)
+	if err != nil {
+		p.addf("%s: %s %q: %v", who, key, addr, err)
+		return
+	}
+	if got := component(g.deployment); got != want {
+		p.addf("%s: %s %q reaches %s, not the %s", who, key, addr, got, want)
+	}
+	if wantPort != 0 && port != wantPort {
+		p.addf("%s: %s %q reaches container port %d, but the %s listens on %d", who, key, addr, port, want, wantPort)
+	}
+}
+
+func (p *problems) expectListen(who, key, addr string, c corev1.Container, portName string) int32 {
+	_, port, err := hostPort(addr)
+	if err != nil {
+		p.addf("%s: %s %q: %v", who, key, addr, err)
+		return 0
+	}
+	for _, cp := range c.Ports {
+		if cp.Name == portName {
+			if cp.ContainerPort != port {
+				p.addf("%s: %s is %q but container port %s is %d", who, key, addr, portName, cp.ContainerPort)
+			}
+			return port
+		}
+	}
+	p.addf("%s: %s is %q but the container has no port named %s", who, key, addr, portName)
+	return port
+}
+
+func (p *problems) expectSet(who, key, value string) {
+	if value == "" {
+		p.addf("%s: %s is empty: the pod lacks the secret it references", who, key)
+	}
+}
+
+// checkSwitchboardConfig parses the configuration file each Switchboard
+// service mounts, with the environment its pod provides, using
+// services/config itself, and checks it against the manifests.
+func checkSwitchboardConfig(p *problems, r *Render) {
+	type loaded struct {
+		d   *appsv1.Deployment
+		c   corev1.Container
+		cfg *config.Config
+	}
+	byComponent := map[string]loaded{}
+	configMaps := map[string]bool{}
+	for _, d := range r.Deployments {
+		comp := component(d)
+		if !slices.Contains(switchboardServices, comp) {
+			continue
+		}
+		who := "Deployment " + d.Name
+		if len(d.Spec.Template.Spec.Containers) != 1 {
+			p.addf("%s: expected one container", who)
+			continue
+		}
+		c := d.Spec.Template.Spec.Containers[0]
+		file := configArg(c.Args)
+		if file == "" {
+			p.addf("%s: no --config argument", who)
+			continue
+		}
+		vol, key, ok := mountedFile(d, c, file)
+		if !ok || vol.ConfigMap == nil {
+			p.addf("%s: --config %s is not a file of a mounted ConfigMap", who, file)
+			continue
+		}
+		cm := r.configMap(vol.ConfigMap.Name)
+		if cm == nil {
+			continue // reported by checkDeployment
+		}
+		raw, ok := cm.Data[key]
+		if !ok {
+			p.addf("%s: ConfigMap %s has no key %s", who, cm.Name, key)
+			continue
+		}
+		configMaps[cm.Name] = true
+		cfg, err := config.Parse([]byte(raw), envLookup(c))
+		if err != nil {
+			p.addf("%s: %s of ConfigMap %s: %v", who, key, cm.Name, err)
+			continue
+		}
+		byComponent[comp] = loaded{d: d, c: c, cfg: cfg}
+
+		tls := cfg.ServiceAuth.TLS
+		for k, f := range map[string]string{"certFile": tls.CertFile, "keyFile": tls.KeyFile, "caFile": tls.CAFile, "clientCAFile": tls.ClientCAFile} {
+			if f == "" {
+				continue
+			}
+			v, key, ok := mountedFile(d, c, f)
+			if !ok {
+				p.addf("%s: serviceAuth.tls.%s %s is not a file of a mounted volume", who, k, f)
+				continue
+			}
+			if v.Secret != nil && !slices.Contains(r.availableSecrets()[v.Secret.SecretName], key) {
+				p.addf("%s: serviceAuth.tls.%s %s: Secret %s has no key %s", who, k, f, v.Secret.SecretName, key)
+			}
+		}
+		if tls.Enabled() && (tls.CertFile == "" || tls.KeyFile == "" || tls.CAFile == "") {
+			p.addf("%s: serviceAuth.tls needs certFile, keyFile and caFile together", who)
+		}
+		if cfg.Telemetry.OTLPEndpoint != "" {
+			p.expectEndpoint(r, who, "telemetry.otlpEndpoint", cfg.Telemetry.OTLPEndpoint, "otel-collector", otlpGRPCPort(r))
+		}
+	}
+	if len(configMaps) > 1 {
+		p.addf("the services mount different configuration ConfigMaps %v: a deployment has one file", keys(configMaps))
+	}
+	for _, comp := range switchboardServices {
+		if _, ok := byComponent[comp]; !ok {
+			p.addf("no loadable configuration for the %s", comp)
+		}
+	}
+	if len(byComponent) != len(switchboardServices) {
+		return
+	}
+	gw, agg, idx := byComponent["gateway"], byComponent["aggregator"], byComponent["indexer"]
+
+	// Each service's own listen addresses match its container ports.
+	p.expectListen("Deployment "+gw.d.Name, "gateway.listen", gw.cfg.Gateway.Listen, gw.c, "http")
+	aggPort := p.expectListen("Deployment "+agg.d.Name, "aggregator.listen", agg.cfg.Aggregator.Listen, agg.c, "grpc")
+	p.expectListen("Deployment "+agg.d.Name, "aggregator.httpListen", agg.cfg.Aggregator.HTTPListen, agg.c, "http")
+	idxPort := p.expectListen("Deployment "+idx.d.Name, "indexer.listen", idx.cfg.Indexer.Listen, idx.c, "grpc")
+	p.expectListen("Deployment "+idx.d.Name, "indexer.httpListen", idx.cfg.Indexer.HTTPListen, idx.c, "http")
+
+	// Each service reaches the others through their Services.
+	gwWho := "Deployment " + gw.d.Name
+	p.expectEndpoint(r, gwWho, "gateway.aggregator.address", gw.cfg.Gateway.Aggregator.Address, "aggregator", aggPort)
+	p.expectEndpoint(r, gwWho, "gateway.indexer.address", gw.cfg.Gateway.Indexer.Address, "indexer", idxPort)
+	idxWho := "Deployment " + idx.d.Name
+	p.expectEndpoint(r, idxWho, "indexer.aggregator.address", idx.cfg.Indexer.Aggregator.Address, "aggregator", aggPort)
+
+	// Each pod receives the secrets its own service uses.
+	p.expectSet(gwWho, "gateway.aggregator.token", gw.cfg.Gateway.Aggregator.Token)
+	p.expectSet(gwWho, "gateway.indexer.token", gw.cfg.Gateway.Indexer.Token)
+	if gw.cfg.Gateway.Auth.Mode == "apiKeys" {
+		for i, k := range gw.cfg.Gateway.Auth.APIKeys {
+			p.expectSet(gwWho, fmt.Sprintf("gateway.auth.apiKeys[%d].key", i), k.Key)
+		}
+	}
+	if maxReplicas(r, gw.d.Name) > 1 {
+		// Without a shared key each replica seals Legacy sessions with its
+		// own random key and the others reject them.
+		p.expectSet(gwWho, "gateway.sessions.key (shared by all replicas)", gw.cfg.Gateway.Sessions.Key)
+	}
+	p.expectSet(idxWho, "indexer.database", idx.cfg.Indexer.Database)
+	p.expectSet(idxWho, "indexer.aggregator.token", idx.cfg.Indexer.Aggregator.Token)
+	for _, server := range []loaded{agg, idx} {
+		for i, cred := range server.cfg.ServiceAuth.Credentials {
+			p.expectSet("Deployment "+server.d.Name, fmt.Sprintf("serviceAuth.credentials[%d] (%s).token", i, cred.Name), cred.Token)
+		}
+	}
+	// The tokens the clients present are among those the servers accept.
+	for _, t := range []struct{ who, key, token string }{
+		{gwWho, "gateway.aggregator.token", gw.cfg.Gateway.Aggregator.Token},
+		{idxWho, "indexer.aggregator.token", idx.cfg.Indexer.Aggregator.Token},
+	} {
+		if !slices.ContainsFunc(agg.cfg.ServiceAuth.Credentials, func(c config.ServiceCredential) bool { return c.Token == t.token && c.AssertPrincipals }) {
+			p.addf("%s: %s is not a principal-asserting credential of the aggregator", t.who, t.key)
+		}
+	}
+	if !slices.ContainsFunc(idx.cfg.ServiceAuth.Credentials, func(c config.ServiceCredential) bool {
+		return c.Token == gw.cfg.Gateway.Indexer.Token && c.AssertPrincipals
+	}) {
+		p.addf("%s: gateway.indexer.token is not a principal-asserting credential of the indexer", gwWho)
+	}
+	// Backends inside the cluster are named by their Service.
+	for _, b := range agg.cfg.Aggregator.Backends {
+		host := hostOfURL(b.URL)
+		if host == "" {
+			p.addf("Deployment %s: backend %s has no host in %q", agg.d.Name, b.Name, b.URL)
+			continue
+		}
+		if !strings.Contains(host, ".") {
+			if _, _, err := r.resolve(host); err != nil {
+				p.addf("Deployment %s: backend %s %q: %v", agg.d.Name, b.Name, b.URL, err)
+			}
+		}
+	}
+}
+
+func hostOfURL(u string) string {
+	rest, ok := strings.CutPrefix(u, "http://")
+	if !ok {
+		rest, ok = strings.CutPrefix(u, "https://")
+	}
+	if !ok {
+		return ""
+	}
+	host, _, _ := strings.Cut(rest, "/")
+	if !strings.Contains(host, ":") {
+		if strings.HasPrefix(u, "https://") {
+			return host + ":443"
+		}
+		return host + ":80"
+	}
+	return host
+}
+
+func maxReplicas(r *Render, deployment string) int32 {
+	for _, h := range r.HPAs {
+		if h.Spec.ScaleTargetRef.Name == deployment {
+			return h.Spec.MaxReplicas
+		}
+	}
+	if d := r.deployment(deployment); d != nil && d.Spec.Replicas != nil {
+		return *d.Spec.Replicas
+	}
+	return 1
+}
+
+func keys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// otelConfig is the part of an OpenTelemetry Collector configuration the
+// check follows: which components exist and which pipelines use them.
+type otelConfig struct {
+	Extensions map[string]map[string]any `json:"extensions"`
+	Receivers  map[string]struct {
+		Protocols map[string]struct {
+			Endpoint string `json:"endpoint"`
+		} `json:"protocols"`
+	} `json:"receivers"`
+	Processors map[string]any `json:"processors"`
+	Exporters  map[string]any `json:"exporters"`
+	Service    struct {
+		Extensions []string `json:"extensions"`
+		Pipelines  map[string]struct {
+			Receivers  []string `json:"receivers"`
+			Processors []string `json:"processors"`
+			Exporters  []string `json:"exporters"`
+		} `json:"pipelines"`
+	} `json:"service"`
+}
+
+func otlpGRPCPort(r *Render) int32 {
+	for _, d := range r.Deployments {
+		if component(d) != "otel-collector" {
+			continue
+		}
+		for _, c := range d.Spec.Template.Spec.Containers {
+			for _, cp := range c.Ports {
+				if cp.Name == "otlp-grpc" {
+					return cp.ContainerPort
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// checkCollectorConfig checks that the collector's pipelines use only
+// components its configuration defines and that it listens on its
+// container ports.
+func checkCollectorConfig(p *problems, r *Render) {
+	found := false
+	for _, d := range r.Deployments {
+		if component(d) != "otel-collector" {
+			continue
+		}
+		found = true
+		who := "Deployment " + d.Name
+		c := d.Spec.Template.Spec.Containers[0]
+		file := configArg(c.Args)
+		vol, key, ok := mountedFile(d, c, file)
+		if !ok || vol.ConfigMap == nil {
+			p.addf("%s: --config %q is not a file of a mounted ConfigMap", who, file)
+			continue
+		}
+		cm := r.configMap(vol.ConfigMap.Name)
+		if cm == nil {
+			continue
+		}
+		var oc otelConfig
+		if err := yaml.UnmarshalStrict([]byte(cm.Data[key]), &oc); err != nil {
+			p.addf("%s: collector configuration: %v", who, err)
+			continue
+		}
+		if len(oc.Service.Pipelines["traces"].Receivers) == 0 || len(oc.Service.Pipelines["traces"].Exporters) == 0 {
+			p.addf("%s: the collector has no traces pipeline with a receiver and an exporter", who)
+		}
+		for name, pl := range oc.Service.Pipelines {
+			for _, ref := range pl.Receivers {
+				if _, ok := oc.Receivers[ref]; !ok {
+					p.addf("%s: pipeline %s uses undefined receiver %s", who, name, ref)
+				}
+			}
+			for _, ref := range pl.Processors {
+				if _, ok := oc.Processors[ref]; !ok {
+					p.addf("%s: pipeline %s uses undefined processor %s", who, name, ref)
+				}
+			}
+			for _, ref := range pl.Exporters {
+				if _, ok := oc.Exporters[ref]; !ok {
+					p.addf("%s: pipeline %s uses undefined exporter %s", who, name, ref)
+				}
+			}
+		}
+		for _, ref := range oc.Service.Extensions {
+			if _, ok := oc.Extensions[ref]; !ok {
+				p.addf("%s: service uses undefined extension %s", who, ref)
+			}
+		}
+		listens := map[string]string{"otlp-grpc": "", "otlp-http": "", "health": ""}
+		if otlp, ok := oc.Receivers["otlp"]; ok {
+			listens["otlp-grpc"] = otlp.Protocols["grpc"].Endpoint
+			listens["otlp-http"] = otlp.Protocols["http"].Endpoint
+		}
+		if hc, ok := oc.Extensions["health_check"]; ok {
+			listens["health"], _ = hc["endpoint"].(string)
+		}
+		for portName, addr := range listens {
+			p.expectListen(who, "collector endpoint for "+portName, addr, c, portName)
+		}
+	}
+	if !found {
+		p.addf("no OpenTelemetry Collector Deployment in the render")
+	}
+}

@@ -1,0 +1,413 @@
+package validate
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	repoRoot  = "../.."
+	k8sDir    = "../k8s"
+)
+
+// kustomizeBinary is the pinned kustomize (run.sh sets KUSTOMIZE).
+func kustomizeBinary() string {
+	if k := os.Getenv("KUSTOMIZE"); k != "" {
+		return k
+	}
+	return "kustomize"
+}
+
+func overlayDirs(t *testing.T) []string {
+	t.Helper()
+	dirs, err := filepath.Glob(filepath.Join(k8sDir, "overlays", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range dirs {
+		names = append(names, filepath.Base(d))
+	}
+	for _, want := range []string{"development", "production"} {
+		if !slices.Contains(names, want) {
+			t.Fatalf("overlay %s missing (found %v)", want, names)
+		}
+	}
+	return names
+}
+
+// build renders an overlay with kustomize.
+func build(t *testing.T, overlay string) []byte {
+	t.Helper()
+	cmd := exec.Command(kustomizeBinary(), "build", filepath.Join(k8sDir, "overlays", overlay))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v\n%s", overlay, err, stderr.String())
+	}
+	return out
+}
+
+func decodeClean(t *testing.T, name string, stream []byte) *Render {
+	t.Helper()
+	r, errs := Decode(name, stream)
+	for _, err := range errs {
+		t.Errorf("%s: %v", name, err)
+	}
+	if len(errs) > 0 {
+		t.FailNow()
+	}
+	return r
+}
+
+// TestOverlays renders every overlay and requires it to decode strictly and
+// pass every cross-check.
+func TestOverlays(t *testing.T) {
+	for _, overlay := range overlayDirs(t) {
+		t.Run(overlay, func(t *testing.T) {
+			r := decodeClean(t, overlay, build(t, overlay))
+			for _, err := range Check(r) {
+				t.Error(err)
+			}
+			// Every Switchboard service is complete.
+			for _, comp := range switchboardServices {
+				name := "switchboard-" + comp
+				if r.deployment(name) == nil || r.service(name) == nil {
+					t.Errorf("%s: Deployment and Service missing", name)
+				}
+				if !hasNamed(r.PDBs, name) {
+					t.Errorf("%s: PodDisruptionBudget missing", name)
+				}
+				if !hasNamed(r.HPAs, name) {
+					t.Errorf("%s: HorizontalPodAutoscaler missing", name)
+				}
+				if !hasNamed(r.NetworkPolicies, name) {
+					t.Errorf("%s: NetworkPolicy missing", name)
+				}
+			}
+			for _, d := range r.Deployments {
+				if d.Namespace == "" {
+					t.Errorf("Deployment %s has no namespace: the overlay must set one", d.Name)
+				}
+			}
+			// Images are built by a stage of the Dockerfile.
+			for _, d := range r.Deployments {
+				for _, c := range d.Spec.Template.Spec.Containers {
+					repo, _, _ := strings.Cut(c.Image, ":")
+					name, ok := strings.CutPrefix(repo, "ghcr.io/switchboard-mcp/switchboard-")
+					if ok && ImageTargets[name] == "" {
+						t.Errorf("%s: image %s has no Dockerfile target %q", d.Name, c.Image, name)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestProductionShape pins what the production overlay promises:
+// PostgreSQL from CloudNativePG, mTLS from cert-manager with readiness
+// probed over HTTP, and at least two replicas of each service.
+func TestProductionShape(t *testing.T) {
+	r := decodeClean(t, "production", build(t, "production"))
+	if len(r.Clusters) != 1 || r.Clusters[0].Spec.Instances < 2 {
+		t.Errorf("want one CloudNativePG Cluster with replicas, got %d", len(r.Clusters))
+	}
+	idx := r.deployment("switchboard-indexer").Spec.Template.Spec.Containers[0]
+	if v := envLookupValue(idx, "SWITCHBOARD_DATABASE_URL"); v != "secret:switchboard-postgres-app/uri" {
+		t.Errorf("indexer database URL comes from %q, want the operator's app Secret", v)
+	}
+	for _, comp := range switchboardServices {
+		c := r.deployment("switchboard-" + comp).Spec.Template.Spec.Containers[0]
+		if envLookupValue(c, "SWITCHBOARD_TLS_CERT_FILE") == "" {
+			t.Errorf("%s: no mTLS certificate configured", comp)
+		}
+		if comp != "gateway" && (c.ReadinessProbe.GRPC != nil || c.ReadinessProbe.HTTPGet == nil) {
+			t.Errorf("%s: with TLS on the gRPC port the readiness probe must use HTTP", comp)
+		}
+		for _, h := range r.HPAs {
+			if h.Spec.ScaleTargetRef.Name == "switchboard-"+comp && *h.Spec.MinReplicas < 2 {
+				t.Errorf("%s: production minReplicas %d < 2", comp, *h.Spec.MinReplicas)
+			}
+		}
+	}
+	var cns []string
+	for _, c := range r.Certificates {
+		cns = append(cns, c.Spec.CommonName)
+	}
+	for _, want := range []string{"switchboard-gateway", "switchboard-aggregator", "switchboard-indexer", "switchboard-internal-client"} {
+		if !slices.Contains(cns, want) {
+			t.Errorf("no Certificate with common name %s (have %v)", want, cns)
+		}
+	}
+}
+
+func hasNamed[T interface{ GetName() string }](objs []T, name string) bool {
+	return slices.ContainsFunc(objs, func(o T) bool { return o.GetName() == name })
+}
+
+func envLookupValue(c corev1.Container, name string) string {
+	v, _ := envLookup(c)(name)
+	return v
+}
+
+// TestComponentsUsed makes sure every component is rendered (and so
+// validated) by at least one overlay.
+func TestComponentsUsed(t *testing.T) {
+	comps, err := filepath.Glob(filepath.Join(k8sDir, "components", "*"))
+	if err != nil || len(comps) == 0 {
+		t.Fatalf("no components: %v", err)
+	}
+	used := map[string]bool{}
+	for _, overlay := range overlayDirs(t) {
+		raw, err := os.ReadFile(filepath.Join(k8sDir, "overlays", overlay, "kustomization.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var k struct {
+			Components []string `json:"components"`
+		}
+		if err := yaml.Unmarshal(raw, &k); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range k.Components {
+			used[filepath.Base(c)] = true
+		}
+	}
+	for _, c := range comps {
+		if !used[filepath.Base(c)] {
+			t.Errorf("component %s is used by no overlay, so nothing validates it", filepath.Base(c))
+		}
+	}
+}
+
+// TestDeployerSecretsDocumented: every Secret the deployer must create is
+// explained, with its keys, in deploy/README.md.
+func TestDeployerSecretsDocumented(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, keys := range DeployerSecrets {
+		if !strings.Contains(string(readme), name) {
+			t.Errorf("deploy/README.md does not mention Secret %s", name)
+		}
+		for _, k := range keys {
+			if !strings.Contains(string(readme), "--from-literal="+k+"=") && !strings.Contains(string(readme), "`"+k+"`") {
+				t.Errorf("deploy/README.md does not show key %s of Secret %s", k, name)
+			}
+		}
+	}
+}
+
+func TestDockerfile(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range CheckDockerfile(string(raw), repoRoot) {
+		t.Error(err)
+	}
+	ignore, err := os.ReadFile(filepath.Join(repoRoot, ".dockerignore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(ignore), "\n")
+	for _, want := range []string{".git", "bin", ".bin"} {
+		if !slices.Contains(lines, want) {
+			t.Errorf(".dockerignore does not exclude %s", want)
+		}
+	}
+}
+
+// The remaining tests prove the checks above can fail: each feeds a
+// deliberately broken variant and expects the matching complaint.
+
+func TestDockerfileCheckCatchesMistakes(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := string(raw)
+	cases := []struct{ name, from, to, want string }{
+		{"root user", "USER 65532:65532", "USER root", "numeric non-root UID"},
+		{"uid 0", "USER 65532:65532", "USER 0", "numeric non-root UID"},
+		{"no user", "USER 65532:65532", "", "numeric non-root UID"},
+		{"cgo", "ENV CGO_ENABLED=0 ", "ENV CGO_ENABLED=1 ", "CGO_ENABLED=0"},
+		{"no trimpath", "go build -trimpath", "go build", "-trimpath"},
+		{"fat base", "FROM gcr.io/distroless/static-debian12:nonroot AS runtime", "FROM debian:12 AS runtime", "not distroless"},
+		{"no source label", "org.opencontainers.image.source=", "org.opencontainers.image.sauce=", "org.opencontainers.image.source missing"},
+		{"binary not built", "./indexer/cmd/switchboard-indexer \\", "\\", "does not build switchboard-indexer"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if !strings.Contains(good, tc.from) {
+				t.Fatalf("the Dockerfile no longer contains %q: update this case", tc.from)
+			}
+			errs := CheckDockerfile(strings.Replace(good, tc.from, tc.to, 1), repoRoot)
+			expectProblem(t, errs, tc.want)
+		})
+	}
+}
+
+func expectProblem(t *testing.T, errs []error, want string) {
+	t.Helper()
+	for _, err := range errs {
+		if strings.Contains(err.Error(), want) {
+			return
+		}
+	}
+	t.Errorf("no problem mentioning %q; got %v", want, errs)
+}
+
+func TestDecodeCatchesMistakes(t *testing.T) {
+	dev, prod := string(build(t, "development")), string(build(t, "production"))
+	cases := []struct{ name, stream, from, to, want string }{
+		{"wrong type", dev, "containerPort: 8080", "containerPort: eighty", "cannot unmarshal"},
+		{"unknown field", dev, "readOnlyRootFilesystem: true", "readOnlyRootFilesystm: true", `unknown field "spec.template.spec.containers[0].securityContext.readOnlyRootFilesystm"`},
+		{"misplaced field", dev, "  maxUnavailable: 1\n  selector:", "  maxUnavailable: 1\n  replicas: 1\n  selector:", `unknown field "spec.replicas"`},
+		{"CRD wrong type", prod, "instances: 3", "instances: three", "cannot unmarshal string"},
+		{"CRD unknown field", prod, "  renewBefore: 720h\n  secretName: switchboard-gateway-tls", "  renewBefore: 720h\n  secretNam: switchboard-gateway-tls", `Certificate: strict decoding error: json: unknown field "secretNam"`},
+		{"unexpected kind", dev, "kind: PodDisruptionBudget", "kind: PodDisruptionBudgets", "no kind"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if !strings.Contains(tc.stream, tc.from) {
+				t.Fatalf("render no longer contains %q: update this case", tc.from)
+			}
+			_, errs := Decode(tc.name, []byte(strings.Replace(tc.stream, tc.from, tc.to, 1)))
+			expectProblem(t, errs, tc.want)
+		})
+	}
+}
+
+func TestCheckCatchesMistakes(t *testing.T) {
+	dev := build(t, "development")
+	container := func(r *Render, name string) *corev1.Container {
+		return &r.deployment(name).Spec.Template.Spec.Containers[0]
+	}
+	setEnvSecret := func(c *corev1.Container, env, secret string) {
+		for i := range c.Env {
+			if c.Env[i].Name == env {
+				c.Env[i].ValueFrom.SecretKeyRef.Name = secret
+			}
+		}
+	}
+	editConfig := func(r *Render, from, to string) {
+		for _, cm := range r.ConfigMaps {
+			if v, ok := cm.Data["switchboard.yaml"]; ok {
+				if !strings.Contains(v, from) {
+					t.Fatalf("config lacks %q", from)
+				}
+				cm.Data["switchboard.yaml"] = strings.Replace(v, from, to, 1)
+			}
+		}
+	}
+	cases := []struct {
+		name   string
+		mutate func(r *Render)
+		want   string
+	}{
+		{"service selects nothing", func(r *Render) {
+			r.service("switchboard-gateway").Spec.Selector["app.kubernetes.io/component"] = "gatewy"
+		}, "Service switchboard-gateway selects no pod"},
+		{"service target port missing", func(r *Render) {
+			container(r, "switchboard-aggregator").Ports[0].Name = "grpcx"
+		}, "targets grpc, which Deployment switchboard-aggregator does not expose"},
+		{"unknown secret", func(r *Render) {
+			setEnvSecret(container(r, "switchboard-indexer"), "SWITCHBOARD_DATABASE_URL", "switchboard-db")
+		}, "reads Secret switchboard-db"},
+		{"probe on a closed port", func(r *Render) {
+			container(r, "switchboard-aggregator").ReadinessProbe.GRPC.Port = 50099
+		}, "gRPC port 50099 is not a container port"},
+		{"listen port differs from container port", func(r *Render) {
+			editConfig(r, "listen: 0.0.0.0:8080", "listen: 0.0.0.0:8081")
+		}, "gateway.listen is \"0.0.0.0:8081\" but container port http is 8080"},
+		{"config typo", func(r *Render) {
+			editConfig(r, "otlpEndpoint:", "otlpEndpont:")
+		}, "field otlpEndpont not found"},
+		{"endpoint to the wrong service", func(r *Render) {
+			editConfig(r, "address: switchboard-indexer:50052", "address: switchboard-aggregator:50051")
+		}, "reaches aggregator, not the indexer"},
+		{"network policy peer matches nothing", func(r *Render) {
+			for _, np := range r.NetworkPolicies {
+				if np.Name == "switchboard-aggregator" {
+					np.Spec.Ingress[0].From[0].PodSelector.MatchLabels["app.kubernetes.io/component"] = "gw"
+				}
+			}
+		}, "NetworkPolicy switchboard-aggregator ingress[0].from[0] selects no pod"},
+		{"network policy on a missing port", func(r *Render) {
+			for _, np := range r.NetworkPolicies {
+				if np.Name == "switchboard-indexer" {
+					np.Spec.Ingress[0].Ports[0].Port.StrVal = "grpcs"
+				}
+			}
+		}, "allows port grpcs"},
+		{"root pod", func(r *Render) {
+			f := false
+			r.deployment("switchboard-gateway").Spec.Template.Spec.SecurityContext.RunAsNonRoot = &f
+		}, "runAsNonRoot must be true"},
+		{"inline secret", func(r *Render) {
+			r.Secrets = append(r.Secrets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "oops"}})
+		}, "Secret oops is written into the manifests"},
+		{"shared session key missing", func(r *Render) {
+			c := container(r, "switchboard-gateway")
+			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "SWITCHBOARD_SESSION_KEY" })
+		}, "gateway.sessions.key"},
+		{"server lacks a caller's token", func(r *Render) {
+			c := container(r, "switchboard-aggregator")
+			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "SWITCHBOARD_INDEXER_TOKEN" })
+		}, "indexer.aggregator.token is not a principal-asserting credential of the aggregator"},
+		{"missing config map", func(r *Render) {
+			vols := r.deployment("switchboard-indexer").Spec.Template.Spec.Volumes
+			for i := range vols {
+				if vols[i].ConfigMap != nil {
+					vols[i].ConfigMap.Name = "switchboard-conf"
+				}
+			}
+		}, "mounts ConfigMap switchboard-conf, which is not in the render"},
+		{"HPA target missing", func(r *Render) {
+			r.HPAs[0].Spec.ScaleTargetRef.Name = "nothing"
+		}, "which is not a Deployment of the render"},
+		{"replicas next to an HPA", func(r *Render) {
+			n := int32(3)
+			r.deployment("switchboard-gateway").Spec.Replicas = &n
+		}, "sets replicas although HorizontalPodAutoscaler"},
+		{"collector exporter undefined", func(r *Render) {
+			for _, cm := range r.ConfigMaps {
+				if v, ok := cm.Data["config.yaml"]; ok {
+					cm.Data["config.yaml"] = strings.Replace(v, "exporters: [debug]", "exporters: [otlp]", 1)
+				}
+			}
+		}, "uses undefined exporter otlp"},
+		{"missing resource limits", func(r *Render) {
+			delete(container(r, "switchboard-indexer").Resources.Limits, corev1.ResourceMemory)
+		}, "no memory limit"},
+		{"writable root filesystem", func(r *Render) {
+			f := false
+			container(r, "switchboard-gateway").SecurityContext.ReadOnlyRootFilesystem = &f
+		}, "readOnlyRootFilesystem must be true"},
+		{"untagged image", func(r *Render) {
+			container(r, "switchboard-gateway").Image = "ghcr.io/switchboard-mcp/switchboard-gateway"
+		}, "must carry a release tag"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := decodeClean(t, "development", dev)
+			if errs := Check(r); len(errs) != 0 {
+				t.Fatalf("unmodified render has problems: %v", errs)
+			}
+			tc.mutate(r)
+			expectProblem(t, Check(r), tc.want)
+		})
+	}
+}
+
