@@ -14,8 +14,8 @@ import (
 )
 
 const (
-	repoRoot  = "../.."
-	k8sDir    = "../k8s"
+	repoRoot = "../.."
+	k8sDir   = "../k8s"
 )
 
 // kustomizeBinary is the pinned kustomize (run.sh sets KUSTOMIZE).
@@ -410,4 +410,3 @@ func TestCheckCatchesMistakes(t *testing.T) {
 		})
 	}
 }
-
