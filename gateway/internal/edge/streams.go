@@ -89,6 +89,9 @@ func (g *Gateway) streamCatalog(w http.ResponseWriter, r *http.Request, rec *req
 		g.respond(w, c, rec, nil, rerr)
 		return
 	}
+	rec.outcome = "ok"
+	g.metrics.streams.WithLabelValues(metricKind).Inc()
+	defer g.metrics.streams.WithLabelValues(metricKind).Dec()
 	rc := http.NewResponseController(w)
 	startSSE(w)
 	if _, err := w.Write(preamble); err != nil {
@@ -97,9 +100,6 @@ func (g *Gateway) streamCatalog(w http.ResponseWriter, r *http.Request, rec *req
 	if rc.Flush() != nil {
 		return
 	}
-	rec.outcome = "ok"
-	g.metrics.streams.WithLabelValues(metricKind).Inc()
-	defer g.metrics.streams.WithLabelValues(metricKind).Dec()
 
 	events := make(chan *aggregatorv1.WatchCatalogResponse)
 	go func() {

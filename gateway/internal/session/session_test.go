@@ -34,7 +34,10 @@ func TestSealOpen(t *testing.T) {
 	}
 	rejected := map[string]func() error{
 		"other principal": func() error { _, err := s.Open(id, &commonv1.Principal{Subject: "bob"}); return err },
-		"other groups":    func() error { _, err := s.Open(id, &commonv1.Principal{Subject: "alice", Groups: []string{"a"}}); return err },
+		"other groups": func() error {
+			_, err := s.Open(id, &commonv1.Principal{Subject: "alice", Groups: []string{"a"}})
+			return err
+		},
 		"other key": func() error {
 			k, _ := NewSealer("", time.Hour)
 			_, err := k.Open(id, alice)

@@ -1,0 +1,109 @@
+package edge
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// TestRequestSpanAndMetrics checks that one server span covers an MCP
+// request, continues the caller's traceparent, carries the MCP attributes,
+// parents the gRPC client span, and that the request is counted.
+func TestRequestSpanAndMetrics(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	provider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	prevProvider, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
+	otel.SetTracerProvider(provider)
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	t.Cleanup(func() { otel.SetTracerProvider(prevProvider); otel.SetTextMapPropagator(prevProp) })
+
+	b := startBackends(t)
+	_, srv := startGateway(t, b, testGatewayConfig(b))
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	h := modernHeaders("tools/call", "Mcp-Name", "beta_add", "Traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
+	resp := send(t, http.MethodPost, srv.URL+"/mcp", h, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{`+modernMeta+`,"name":"beta_add","arguments":{"a":1,"b":2}}}`)
+	if resp.status != 200 {
+		t.Fatalf("call: %d %s", resp.status, resp.body)
+	}
+	_ = provider.ForceFlush(context.Background())
+
+	var server, client sdktrace.ReadOnlySpan
+	for _, s := range spans.Ended() {
+		if s.SpanContext().TraceID().String() != traceID {
+			continue
+		}
+		switch s.SpanKind() {
+		case trace.SpanKindServer:
+			if s.Name() == "tools/call" {
+				server = s
+			}
+		case trace.SpanKindClient:
+			if strings.HasSuffix(s.Name(), "/CallTool") {
+				client = s
+			}
+		}
+	}
+	if server == nil || client == nil {
+		t.Fatalf("missing spans in trace %s (server %v, client %v)", traceID, server != nil, client != nil)
+	}
+	attrs := map[attribute.Key]string{}
+	for _, kv := range server.Attributes() {
+		attrs[kv.Key] = kv.Value.Emit()
+	}
+	if attrs["mcp.method.name"] != "tools/call" || attrs["gen_ai.tool.name"] != "beta_add" || attrs["mcp.protocol.version"] != versionModern {
+		t.Fatalf("server span attributes = %v", attrs)
+	}
+	if client.Parent().SpanID() != server.SpanContext().SpanID() {
+		t.Fatal("the gRPC client span is not a child of the MCP request span")
+	}
+
+	metrics := send(t, http.MethodGet, srv.URL+"/metrics", nil, "")
+	if !strings.Contains(string(metrics.body), `switchboard_gateway_mcp_requests_total{era="modern",method="tools/call",outcome="ok"} 1`) ||
+		!strings.Contains(string(metrics.body), "switchboard_gateway_mcp_request_duration_seconds_bucket") {
+		t.Fatalf("metrics:\n%s", metrics.body)
+	}
+}
+
+// TestHealthEndpoints: /healthz is always ok, /readyz follows the
+// aggregator, and the open streams gauge counts a listen.
+func TestHealthEndpoints(t *testing.T) {
+	b := startBackends(t)
+	_, srv := startGateway(t, b, testGatewayConfig(b))
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if resp := send(t, http.MethodGet, srv.URL+path, nil, ""); resp.status != 200 {
+			t.Fatalf("%s: %d", path, resp.status)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, lines := openStream(t, ctx, srv.URL+"/mcp", modernHeaders("subscriptions/listen"),
+		`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{`+modernMeta+`,"notifications":{"toolsListChanged":true}}}`)
+	nextData(t, lines)
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `switchboard_gateway_open_streams{kind="listen"} 1`) {
+		t.Fatalf("open streams gauge missing:\n%s", body)
+	}
+
+	// An aggregator that is not serving makes the gateway not ready.
+	down := testGatewayConfig(b)
+	down.Aggregator.Address = "127.0.0.1:1"
+	_, srvDown := startGateway(t, b, down)
+	if resp := send(t, http.MethodGet, srvDown.URL+"/readyz", nil, ""); resp.status != http.StatusServiceUnavailable {
+		t.Fatalf("readyz with the aggregator down: %d", resp.status)
+	}
+}
