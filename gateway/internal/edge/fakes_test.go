@@ -60,6 +60,7 @@ type fakeAggregator struct {
 	slowStarted   chan struct{}
 	slowCancelled chan struct{}
 	calls         atomic.Int64
+	listings      atomic.Int64
 }
 
 func newFakeAggregator() *fakeAggregator {
@@ -107,6 +108,7 @@ func pageOf[T any](kind string, items []T, cursor string, size int) ([]T, string
 }
 
 func (f *fakeAggregator) ListTools(ctx context.Context, req *aggregatorv1.ListToolsRequest) (*aggregatorv1.ListToolsResponse, error) {
+	f.listings.Add(1)
 	page, next, err := pageOf("tools", f.view(ctx), req.GetCursor(), f.pageSize)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 )
 
@@ -26,7 +27,13 @@ type headerSpecs struct {
 	mu      sync.Mutex
 	version uint64
 	tools   map[string]headerSpec
+	// misses remembers (principal, tool) pairs a listing did not contain,
+	// so repeated calls of unknown tools cost no repeated listings.
+	misses map[string]time.Time
 }
+
+// maxMisses bounds the miss table; it is simply emptied when full.
+const maxMisses = 10000
 
 type headerSpec struct {
 	// params maps a canonical header name suffix to the argument it mirrors.
@@ -35,7 +42,7 @@ type headerSpec struct {
 }
 
 func newHeaderSpecs(agg aggregatorv1.AggregatorServiceClient, ttl time.Duration) *headerSpecs {
-	return &headerSpecs{agg: agg, ttl: ttl, tools: map[string]headerSpec{}}
+	return &headerSpecs{agg: agg, ttl: ttl, tools: map[string]headerSpec{}, misses: map[string]time.Time{}}
 }
 
 // learn records the tools of one listing page.
@@ -46,6 +53,7 @@ func (h *headerSpecs) learn(tools []*aggregatorv1.Tool, version uint64) {
 	if version > h.version {
 		h.version = version
 		clear(h.tools)
+		clear(h.misses)
 	}
 	for _, t := range tools {
 		h.tools[t.GetName()] = headerSpec{params: headerParams(t.GetInputSchemaJson()), learned: now}
@@ -56,11 +64,16 @@ func (h *headerSpecs) learn(tools []*aggregatorv1.Tool, version uint64) {
 // table has no fresh entry. A tool not in the principal's view is not found:
 // the call will fail as unknown anyway.
 func (h *headerSpecs) lookup(ctx context.Context, c *call, tool string) (headerSpec, bool, error) {
+	missKey := session.PrincipalDigest(c.principal) + "\x00" + tool
 	h.mu.Lock()
 	spec, ok := h.tools[tool]
+	missed, isMiss := h.misses[missKey]
 	h.mu.Unlock()
 	if ok && time.Since(spec.learned) < h.ttl {
 		return spec, true, nil
+	}
+	if isMiss && time.Since(missed) < h.ttl {
+		return headerSpec{}, false, nil
 	}
 	cursor := ""
 	for {
@@ -75,6 +88,12 @@ func (h *headerSpecs) lookup(ctx context.Context, c *call, tool string) (headerS
 			}
 		}
 		if resp.GetNextCursor() == "" {
+			h.mu.Lock()
+			if len(h.misses) >= maxMisses {
+				clear(h.misses)
+			}
+			h.misses[missKey] = time.Now()
+			h.mu.Unlock()
 			return headerSpec{}, false, nil
 		}
 		cursor = resp.GetNextCursor()
