@@ -1,13 +1,22 @@
 package config
 
-// Gateway configures the MCP edge.
+// Gateway configures the MCP edge (switchboard-gateway). Unset values take
+// the defaults named below, applied by the gateway.
 type Gateway struct {
-	// Listen is the HTTP address; MCP is served at /mcp.
+	// Listen is the HTTP address (default 127.0.0.1:8080). MCP is served at
+	// /mcp, with /mcp/raw and /mcp/optimized beside it; /healthz, /readyz,
+	// /metrics and /.well-known/oauth-protected-resource on the same port.
+	// On a loopback address the Host header must be a loopback name (DNS
+	// rebinding protection) unless http.allowedHosts says otherwise.
 	Listen string `yaml:"listen"`
-	// PublicURL is the externally visible base URL (for OAuth metadata and
-	// logs); defaults to http://<listen>.
-	PublicURL  string        `yaml:"publicURL"`
-	Aggregator Endpoint      `yaml:"aggregator"`
+	// PublicURL is the externally visible base URL, used in RFC 9728
+	// metadata and in WWW-Authenticate; defaults to http://<listen>.
+	PublicURL string `yaml:"publicURL"`
+	// Aggregator is the AggregatorService endpoint (required).
+	Aggregator Endpoint `yaml:"aggregator"`
+	// Indexer is the IndexerService endpoint. It serves find_tool and
+	// records Legacy session deletions for every replica. Empty: find_tool
+	// answers with an error result and deletions stay local to a replica.
 	Indexer    Endpoint      `yaml:"indexer"`
 	Auth       GatewayAuth   `yaml:"auth"`
 	Optimizer  Optimizer     `yaml:"optimizer"`
@@ -20,68 +29,97 @@ type Gateway struct {
 
 // GatewayAuth selects how MCP callers authenticate.
 type GatewayAuth struct {
-	// Mode is anonymous, apiKeys or oidc.
-	Mode    string   `yaml:"mode"`
+	// Mode is anonymous (the default: every caller is the anonymous
+	// principal), apiKeys or oidc. A failed authentication gets HTTP 401
+	// with WWW-Authenticate pointing at the RFC 9728 metadata.
+	Mode string `yaml:"mode"`
+	// APIKeys are the accepted keys in apiKeys mode, sent as
+	// "Authorization: Bearer <key>".
 	APIKeys []APIKey `yaml:"apiKeys"`
 	OIDC    OIDC     `yaml:"oidc"`
 }
 
 // APIKey maps a bearer key to an identity.
 type APIKey struct {
+	// Key is the secret; use ${ENV} so it stays out of the file.
 	Key     string   `yaml:"key"`
 	Subject string   `yaml:"subject"`
 	Groups  []string `yaml:"groups"`
 }
 
-// OIDC configures JWT bearer validation.
+// OIDC configures JWT bearer validation (asymmetric signatures only). Keys
+// are fetched from JWKSURL, cached, and refetched when a token names an
+// unknown key id (rotation) or the cache is ten minutes old.
 type OIDC struct {
-	Issuer   string `yaml:"issuer"`
+	// Issuer must equal the token's iss claim.
+	Issuer string `yaml:"issuer"`
+	// Audience must be among the token's aud claim.
 	Audience string `yaml:"audience"`
 	JWKSURL  string `yaml:"jwksURL"`
-	// GroupsClaim names the claim holding the user's groups ("groups").
+	// GroupsClaim names the claim holding the user's groups ("groups"); an
+	// array of strings or a single string.
 	GroupsClaim string `yaml:"groupsClaim"`
 }
 
 // Optimizer configures find_tool/call_tool mode.
 type Optimizer struct {
-	// Enabled serves the optimizer view at /mcp; the raw view then moves to
-	// /mcp/raw. Both views are always available at their own paths.
+	// Enabled serves the optimizer view at /mcp; the raw view then stays at
+	// /mcp/raw. /mcp/optimized always serves the optimizer view.
 	Enabled bool `yaml:"enabled"`
-	// Limit is the default number of find_tool hits.
+	// Limit is the number of find_tool hits asked of the indexer (default 8,
+	// the indexer caps it at 50).
 	Limit int `yaml:"limit"`
 }
 
-// Sessions configures Legacy (2025-11-25) sessions.
+// Sessions configures Legacy (2025-11-25) sessions. A session id is sealed
+// (AES-256-GCM) and carries the session itself, so any replica serves it.
 type Sessions struct {
-	// Key seals session ids (32 bytes, base64). Every gateway replica must
-	// share it. Empty generates a random key at start (one replica only).
+	// Key seals session ids: 32 bytes, base64 (use ${ENV}). Every gateway
+	// replica must share it. Empty generates a random key at start, so
+	// sessions then work on one replica only and end at restart.
 	Key string `yaml:"key"`
-	// TTL bounds a session's idle life.
+	// TTL is a session's lifetime from initialize (default 24h); the
+	// client then initializes again.
 	TTL Duration `yaml:"ttl"`
 }
 
 // GatewayHTTP holds edge protections.
 type GatewayHTTP struct {
-	MaxBodyBytes   int64    `yaml:"maxBodyBytes"`
+	// MaxBodyBytes limits a request body (default 4 MiB); larger gets 413.
+	MaxBodyBytes int64 `yaml:"maxBodyBytes"`
+	// AllowedOrigins lists browser origins allowed besides the gateway's own
+	// ("*" allows all). A request with any other Origin gets 403.
 	AllowedOrigins []string `yaml:"allowedOrigins"`
-	AllowedHosts   []string `yaml:"allowedHosts"`
-	// KeepAlive is the interval of SSE keep-alive comments.
+	// AllowedHosts, when set, is the list of accepted Host header values
+	// (names or name:port); any other gets 403.
+	AllowedHosts []string `yaml:"allowedHosts"`
+	// KeepAlive is the interval of SSE keep-alive comments on listen and GET
+	// streams (default 15s).
 	KeepAlive Duration `yaml:"keepAlive"`
 }
 
-// CachePolicy sets the ttlMs the gateway advertises on cacheable results.
+// CachePolicy sets the ttlMs the gateway advertises on cacheable results
+// (server/discover, the lists, resources/read). Their cacheScope is always
+// "private": every view is filtered per principal.
 type CachePolicy struct {
+	// TTL is the advertised freshness (default 60s; "0s" is not possible,
+	// use a small value such as 1ms to make results immediately stale).
 	TTL Duration `yaml:"ttl"`
 }
 
-// ServerInfo is what the gateway calls itself.
+// ServerInfo is what the gateway calls itself in serverInfo.
 type ServerInfo struct {
-	Name         string `yaml:"name"`
-	Version      string `yaml:"version"`
+	// Name defaults to "switchboard".
+	Name string `yaml:"name"`
+	// Version defaults to "dev".
+	Version string `yaml:"version"`
+	// Instructions are sent to clients when the aggregator has none.
 	Instructions string `yaml:"instructions"`
 }
 
 // GatewayTiming bounds calls to the services.
 type GatewayTiming struct {
+	// Request bounds one MCP request's calls to the services (default 2m).
+	// Streams are not bounded.
 	Request Duration `yaml:"request"`
 }
