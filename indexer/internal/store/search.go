@@ -17,8 +17,10 @@ type Ranking struct {
 	Normalization int
 	// KeywordBoost multiplies the weight of caller-supplied keywords.
 	KeywordBoost float64
-	// SynonymBoost is the weight of a word added by synonym expansion.
+	// SynonymBoost is the weight of a word added by synonym expansion;
+	// RelatedBoost that of a word from the same topic.
 	SynonymBoost float64
+	RelatedBoost float64
 	// PrefixWeight is the weight of a prefix match ("weather" in
 	// "weatherforecast") relative to an exact lexeme match.
 	PrefixWeight float64
@@ -35,6 +37,7 @@ var DefaultRanking = Ranking{
 	Normalization:    1,
 	KeywordBoost:     2,
 	SynonymBoost:     0.4,
+	RelatedBoost:     0.3,
 	PrefixWeight:     0.3,
 	TrigramWeight:    0.5,
 	TrigramThreshold: 0.5,
@@ -58,7 +61,7 @@ type Hit struct {
 const (
 	// MaxQueryBytes bounds the query text plus keywords.
 	MaxQueryBytes = 4096
-	maxTerms      = 64
+	maxTerms      = 128
 )
 
 // queryTerms turns the query and keywords into weighted words: query words
@@ -76,19 +79,34 @@ func (r Ranking) queryTerms(q Query) (terms []string, boosts []float64, key stri
 			weight[w] = b
 		}
 	}
+	type source struct {
+		word  string
+		boost float64
+	}
+	var direct []source
 	var keyParts []string
-	addText := func(text string, b float64) {
+	for i, text := range append([]string{q.Text}, q.Keywords...) {
+		b := 1.0
+		if i > 0 {
+			b = r.KeywordBoost
+		}
 		for _, w := range splitWords(text) {
 			keyParts = append(keyParts, w)
-			add(w, b)
-			for _, syn := range synonyms[w] {
-				add(syn, b*r.SynonymBoost)
-			}
+			direct = append(direct, source{w, b})
 		}
 	}
-	addText(q.Text, 1)
-	for _, k := range q.Keywords {
-		addText(k, r.KeywordBoost)
+	// The caller's own words first, so the cap below only ever drops
+	// expansions.
+	for _, d := range direct {
+		add(d.word, d.boost)
+	}
+	for _, d := range direct {
+		for _, syn := range synonyms[d.word] {
+			add(syn, d.boost*r.SynonymBoost)
+		}
+		for _, rel := range related[d.word] {
+			add(rel, d.boost*r.RelatedBoost)
+		}
 	}
 	if len(order) > maxTerms {
 		order = order[:maxTerms]
@@ -108,39 +126,47 @@ func (r Ranking) queryTerms(q Query) (terms []string, boosts []float64, key stri
 // similarity between the tool name and the query catches identifier-like
 // and misspelled queries. The query text arrives only as parameters.
 const searchSQL = `
-WITH terms AS (
+WITH terms AS MATERIALIZED (
 	SELECT lex, max(t.boost) AS boost
 	FROM unnest($2::text[], $3::float8[]) AS t(term, boost)
 	CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector('switchboard_en', t.term))) AS lex
 	GROUP BY lex
 ),
-weighted AS (
+weighted AS MATERIALIZED (
 	SELECT t.boost,
 	       ln(1 + (sc.tool_count - coalesce(l.ndoc, 0) + 0.5) / (coalesce(l.ndoc, 0) + 0.5)) AS idf,
 	       quote_literal(t.lex)::tsquery AS exact,
-	       CASE WHEN length(t.lex) >= 3 THEN (quote_literal(t.lex) || ':*')::tsquery
-	            ELSE quote_literal(t.lex)::tsquery END AS prefix
+	       (quote_literal(t.lex) || CASE WHEN length(t.lex) >= 3 THEN ':*' ELSE '' END)::tsquery AS prefix
 	FROM terms t
 	JOIN scopes sc ON sc.id = $1
 	LEFT JOIN scope_lexemes l ON l.scope_id = sc.id AND l.lexeme = t.lex
 ),
-docs AS (
-	SELECT d.id, d.name, d.description, d.input_schema_json, d.tsv,
-	       CASE WHEN $4 = '' THEN 0
-	            ELSE greatest(word_similarity(d.name_key, $4), word_similarity($4, d.name_key)) END AS trgm
-	FROM scope_tools st JOIN tool_documents d ON d.id = st.doc_id
-	WHERE st.scope_id = $1
+any_term AS MATERIALIZED (
+	SELECT string_agg(quote_literal(lex) || CASE WHEN length(lex) >= 3 THEN ':*' ELSE '' END, ' | ')::tsquery AS q
+	FROM terms
+),
+candidates AS MATERIALIZED (
+	SELECT d.id, d.tsv, d.trgm
+	FROM (
+		SELECT d.id, d.tsv,
+		       CASE WHEN $4 = '' THEN 0
+		            ELSE greatest(word_similarity(d.name_key, $4), word_similarity($4, d.name_key)) END AS trgm
+		FROM scope_tools st JOIN tool_documents d ON d.id = st.doc_id
+		WHERE st.scope_id = $1
+	) d, any_term a
+	WHERE (a.q IS NOT NULL AND d.tsv @@ a.q) OR d.trgm >= $8
 ),
 lexical AS (
-	SELECT dd.id,
-	       sum(w.boost * w.idf * (ts_rank($6::float4[], dd.tsv, w.exact, $10) + $9 * ts_rank($6::float4[], dd.tsv, w.prefix, $10))) AS score
-	FROM docs dd JOIN weighted w ON dd.tsv @@ w.prefix
-	GROUP BY dd.id
+	SELECT c.id,
+	       sum(w.boost * w.idf * (ts_rank($6::float4[], c.tsv, w.exact, $10) + $9 * ts_rank($6::float4[], c.tsv, w.prefix, $10))) AS score
+	FROM candidates c JOIN weighted w ON c.tsv @@ w.prefix
+	GROUP BY c.id
 )
 SELECT d.name, d.description, d.input_schema_json,
-       coalesce(l.score, 0) + CASE WHEN d.trgm >= $8 THEN $7 * d.trgm ELSE 0 END AS score
-FROM docs d LEFT JOIN lexical l ON l.id = d.id
-WHERE l.id IS NOT NULL OR d.trgm >= $8
+       coalesce(l.score, 0) + CASE WHEN c.trgm >= $8 THEN $7 * c.trgm ELSE 0 END AS score
+FROM candidates c
+JOIN tool_documents d ON d.id = c.id
+LEFT JOIN lexical l ON l.id = c.id
 ORDER BY score DESC, d.name
 LIMIT $5`
 
