@@ -1,0 +1,361 @@
+// Package grpcapi runs the examples of docs/grpc-api.md against a real
+// aggregator, indexer (over a throwaway PostgreSQL) and demo MCP backend:
+// the Go client in ./example and every grpcurl command of the document.
+package grpcapi
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/devstack"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/pgcluster"
+	"github.com/switchboard-mcp/switchboard/test/grpcapi/example"
+)
+
+const (
+	repoRoot = "../.."
+	docPath  = repoRoot + "/docs/grpc-api.md"
+	// The internal client's credential in the test configuration, as the
+	// document describes it.
+	reportingToken   = "reporting-token-for-the-grpcapi-test"
+	reportingSubject = "reporting"
+	indexerToken     = "indexer-token-for-the-grpcapi-test"
+	startDeadline    = 90 * time.Second
+)
+
+// stack is the running system under test.
+type stack struct {
+	aggregator, indexer string // host:port
+}
+
+var binaries = []struct{ name, pkg string }{
+	{"switchboard-aggregator", "github.com/switchboard-mcp/switchboard/aggregator/cmd/switchboard-aggregator"},
+	{"switchboard-indexer", "github.com/switchboard-mcp/switchboard/indexer/cmd/switchboard-indexer"},
+	{"switchboard-demo-backend", "github.com/switchboard-mcp/switchboard/services/cmd/switchboard-demo-backend"},
+}
+
+// binDir returns $SWITCHBOARD_BIN (make test sets it to bin/) or builds the
+// binaries into a temporary directory.
+func binDir(t *testing.T) string {
+	t.Helper()
+	if dir := os.Getenv("SWITCHBOARD_BIN"); dir != "" {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return abs
+	}
+	dir := t.TempDir()
+	args := []string{"build", "-o", dir + "/"}
+	for _, b := range binaries {
+		args = append(args, b.pkg)
+	}
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// grpcurlBinary returns $GRPCURL or builds the pinned grpcurl from
+// tools/grpcurl.
+func grpcurlBinary(t *testing.T) string {
+	t.Helper()
+	if g := os.Getenv("GRPCURL"); g != "" {
+		return g
+	}
+	out := filepath.Join(t.TempDir(), "grpcurl")
+	cmd := exec.Command("go", "build", "-o", out, "github.com/fullstorydev/grpcurl/cmd/grpcurl")
+	cmd.Dir = filepath.Join(repoRoot, "tools", "grpcurl")
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build grpcurl: %v\n%s", err, b)
+	}
+	return out
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startStack starts PostgreSQL, a demo backend, the aggregator and the
+// indexer, and waits until each serves. Everything stops when t ends.
+func startStack(t *testing.T) stack {
+	t.Helper()
+	bin := binDir(t)
+	ctx, cancel := context.WithTimeout(context.Background(), startDeadline)
+	defer cancel()
+
+	pg, err := pgcluster.Start(ctx, pgcluster.Options{})
+	if err != nil {
+		t.Fatalf("start PostgreSQL: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := pg.Stop(); err != nil {
+			t.Errorf("stop PostgreSQL: %v", err)
+		}
+	})
+	if err := pg.CreateDatabase(ctx, "switchboard"); err != nil {
+		t.Fatal(err)
+	}
+
+	backendAddr, aggAddr, idxAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	cfg := fmt.Sprintf(`
+serviceAuth:
+  credentials:
+    - name: indexer
+      token: ${GRPCAPI_INDEXER_TOKEN}
+      assertPrincipals: true
+    - name: reporting
+      token: ${REPORTING_TOKEN}
+      subject: %s
+      groups: [analysts]
+logging:
+  level: debug
+  format: text
+aggregator:
+  listen: %s
+  backends:
+    - name: demo
+      url: http://%s/mcp
+indexer:
+  listen: %s
+  database: %q
+  aggregator:
+    address: %s
+    token: ${GRPCAPI_INDEXER_TOKEN}
+`, reportingSubject, aggAddr, backendAddr, idxAddr, pg.URL("switchboard"), aggAddr)
+	cfgPath := filepath.Join(t.TempDir(), "switchboard.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"GRPCAPI_INDEXER_TOKEN=" + indexerToken, "REPORTING_TOKEN=" + reportingToken}
+
+	var logs bytes.Buffer
+	out := &devstack.SyncWriter{W: &logs}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("process output:\n%s", logs.String())
+		}
+	})
+	start := func(name string, probe devstack.Probe, args ...string) {
+		t.Helper()
+		p, err := devstack.StartProcess(devstack.ProcessSpec{Name: name, Path: filepath.Join(bin, "switchboard-"+name), Args: args, Env: env, Output: out})
+		if err != nil {
+			t.Fatalf("start %s: %v", name, err)
+		}
+		t.Cleanup(func() {
+			if err := p.Stop(10 * time.Second); err != nil {
+				t.Logf("stop %s: %v", name, err)
+			}
+		})
+		if err := devstack.WaitReady(ctx, p, probe); err != nil {
+			t.Fatalf("%s not ready: %v", name, err)
+		}
+	}
+	start("demo-backend", devstack.HTTPOK("http://"+backendAddr+"/healthz"), "--listen", backendAddr, "--name", "demo")
+	start("aggregator", devstack.GRPCServing(aggAddr, config.TLS{}), "--config", cfgPath)
+	start("indexer", devstack.GRPCServing(idxAddr, config.TLS{}), "--config", cfgPath)
+	return stack{aggregator: aggAddr, indexer: idxAddr}
+}
+
+func TestGRPCAPI(t *testing.T) {
+	s := startStack(t)
+	t.Run("go example", func(t *testing.T) { testGoExample(t, s) })
+	t.Run("grpcurl examples", func(t *testing.T) { testGrpcurlExamples(t, s) })
+}
+
+func testGoExample(t *testing.T, s stack) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	aggConn, err := example.Dial(s.aggregator, reportingToken, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer aggConn.Close()
+	agg := aggregatorv1.NewAggregatorServiceClient(aggConn)
+
+	tools, err := example.ListAllTools(ctx, agg)
+	if err != nil {
+		t.Fatalf("ListAllTools: %v", err)
+	}
+	var names []string
+	for _, tool := range tools {
+		names = append(names, tool.GetName())
+		if tool.GetBackend() != "demo" {
+			t.Errorf("tool %s comes from backend %q, want demo", tool.GetName(), tool.GetBackend())
+		}
+	}
+	for _, want := range []string{"demo_add", "demo_echo", "demo_fail"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("ListAllTools: %s missing from %v", want, names)
+		}
+	}
+
+	res, err := example.CallTool(ctx, agg, "demo_add", `{"a": 2, "b": 3}`)
+	if err != nil {
+		t.Fatalf("CallTool demo_add: %v", err)
+	}
+	if res.GetIsError() || !strings.Contains(res.GetResultJson(), `"sum":5`) || res.GetBackend() != "demo" {
+		t.Errorf("CallTool demo_add = %v", res)
+	}
+	res, err = example.CallTool(ctx, agg, "demo_fail", `{}`)
+	if err != nil {
+		t.Fatalf("CallTool demo_fail: a failing tool must be a result, got error %v", err)
+	}
+	if !res.GetIsError() {
+		t.Errorf("CallTool demo_fail: isError not set: %v", res)
+	}
+	_, err = example.CallTool(ctx, agg, "demo_missing", `{}`)
+	if status.Code(err) != codes.NotFound || example.Reason(err) != "ERROR_REASON_NOT_FOUND" {
+		t.Errorf("CallTool of a missing tool: %v (reason %q), want NotFound with ERROR_REASON_NOT_FOUND", err, example.Reason(err))
+	}
+
+	// A bound credential may name itself, but nobody else.
+	_, err = agg.ListTools(ctx, &aggregatorv1.ListToolsRequest{Principal: &commonv1.Principal{Subject: reportingSubject, Groups: []string{"analysts"}}})
+	if err != nil {
+		t.Errorf("naming its own identity: %v", err)
+	}
+	_, err = agg.ListTools(ctx, &aggregatorv1.ListToolsRequest{Principal: &commonv1.Principal{Subject: "alice"}})
+	if status.Code(err) != codes.PermissionDenied || example.Reason(err) != "ERROR_REASON_PRINCIPAL_NOT_ALLOWED" {
+		t.Errorf("naming another principal: %v (reason %q), want PermissionDenied with ERROR_REASON_PRINCIPAL_NOT_ALLOWED", err, example.Reason(err))
+	}
+
+	// No credential, or a wrong one, is refused before anything runs.
+	for _, token := range []string{"", "not-a-configured-token"} {
+		aggConn, err := example.Dial(s.aggregator, token, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = aggregatorv1.NewAggregatorServiceClient(aggConn).ListTools(ctx, &aggregatorv1.ListToolsRequest{})
+		if status.Code(err) != codes.Unauthenticated || example.Reason(err) != "ERROR_REASON_UNAUTHENTICATED" {
+			t.Errorf("aggregator, token %q: %v, want Unauthenticated with ERROR_REASON_UNAUTHENTICATED", token, err)
+		}
+		aggConn.Close()
+		idxConn, err := example.Dial(s.indexer, token, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = indexerv1.NewIndexerServiceClient(idxConn).Search(ctx, &indexerv1.SearchRequest{Query: "add"})
+		if status.Code(err) != codes.Unauthenticated || example.Reason(err) != "ERROR_REASON_UNAUTHENTICATED" {
+			t.Errorf("indexer, token %q: %v, want Unauthenticated with ERROR_REASON_UNAUTHENTICATED", token, err)
+		}
+		idxConn.Close()
+	}
+
+	idxConn, err := example.Dial(s.indexer, reportingToken, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idxConn.Close()
+	hits, err := example.SearchTools(ctx, indexerv1.NewIndexerServiceClient(idxConn), "add two numbers", 3)
+	if err != nil {
+		t.Fatalf("SearchTools: %v", err)
+	}
+	if len(hits) == 0 || hits[0].GetName() != "demo_add" {
+		t.Errorf("SearchTools(add two numbers) = %v, want demo_add first", hits)
+	}
+}
+
+// A documented command: a shell block of the document and what its output
+// must contain (or, for a refused call, its error).
+type docCommand struct {
+	script    string
+	expect    string
+	wantError bool
+}
+
+var shellBlock = regexp.MustCompile("(?s)```sh\n(.*?)```\n+(<!-- (expect|expect-error): (.*?) -->)?")
+
+// docCommands extracts every grpcurl block of the document. Each must be
+// followed by an expectation comment, so no example goes untested.
+func docCommands(t *testing.T) []docCommand {
+	t.Helper()
+	raw, err := os.ReadFile(docPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmds []docCommand
+	for _, m := range shellBlock.FindAllStringSubmatch(string(raw), -1) {
+		if !strings.Contains(m[1], "grpcurl ") {
+			continue
+		}
+		if m[2] == "" {
+			t.Errorf("grpcurl block without an <!-- expect: ... --> comment:\n%s", m[1])
+			continue
+		}
+		cmds = append(cmds, docCommand{script: m[1], expect: m[4], wantError: m[3] == "expect-error"})
+	}
+	if len(cmds) < 5 {
+		t.Fatalf("found %d grpcurl examples in %s, expected more", len(cmds), docPath)
+	}
+	return cmds
+}
+
+func testGrpcurlExamples(t *testing.T, s stack) {
+	grpcurl := grpcurlBinary(t)
+	for i, c := range docCommands(t) {
+		// Name each run after the method or verb it exercises.
+		fields := strings.Fields(c.script)
+		t.Run(fmt.Sprintf("%d_%s", i, filepath.Base(fields[len(fields)-1])), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", c.script)
+			cmd.Env = append(os.Environ(),
+				"PATH="+filepath.Dir(grpcurl)+string(os.PathListSeparator)+os.Getenv("PATH"),
+				"AGGREGATOR="+s.aggregator,
+				"INDEXER="+s.indexer,
+				"TOKEN="+reportingToken,
+			)
+			out, err := cmd.CombinedOutput()
+			if c.wantError && err == nil {
+				t.Errorf("%s\nsucceeded, want a refusal; output:\n%s", c.script, out)
+			}
+			if !c.wantError && err != nil {
+				t.Errorf("%s\nfailed: %v; output:\n%s", c.script, err, out)
+			}
+			if !strings.Contains(string(out), c.expect) {
+				t.Errorf("%s\noutput lacks %q:\n%s", c.script, c.expect, out)
+			}
+		})
+	}
+}
+
+// TestDocQuotesExample keeps the Go example of the document identical to
+// the code this test runs.
+func TestDocQuotesExample(t *testing.T) {
+	doc, err := os.ReadFile(docPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("example/example.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "```go\n"+string(src)+"```") {
+		t.Errorf("%s does not quote example/example.go verbatim in a go block: copy the file into the document", docPath)
+	}
+}
