@@ -1,0 +1,73 @@
+// Helpers for run.sh that need a YAML parser or JSON, run with the pinned
+// Node from .cache/conformance (whose node_modules provide "yaml").
+//
+//   node report.cjs baseline <expected-failures.yml> <revision> <out.yml>
+//     Writes the revision's section of the expected-failures file as a
+//     baseline the suite accepts ({server: [...]}). A section per revision is
+//     needed because a stale entry fails a run: a scenario that fails in one
+//     era and passes in the other may be listed for that era only.
+//
+//   node report.cjs summary <requirements.yml> <results-dir> <revision> <baseline.yml>
+//     Prints how the revision's required server scenarios fared, from the
+//     checks.json files the suite wrote. A scenario fails when any check is
+//     FAILURE or WARNING, which is how the suite judges a baseline.
+"use strict";
+const fs = require("fs");
+const path = require("path");
+const YAML = require("yaml");
+
+function baseline(file, revision, out) {
+  const doc = YAML.parse(fs.readFileSync(file, "utf8")) ?? {};
+  const section = doc[revision] ?? {};
+  const server = section.server ?? [];
+  if (!Array.isArray(server)) throw new Error(`${file}: ${revision}.server must be a list`);
+  fs.writeFileSync(out, YAML.stringify({ server }));
+}
+
+function summary(requirementsFile, resultsDir, revision, baselineFile) {
+  const required = YAML.parse(fs.readFileSync(requirementsFile, "utf8")).server ?? [];
+  // Baseline entries are "scenario" (every check may fail) or
+  // "scenario:check-id" (that check may fail).
+  const entries = (YAML.parse(fs.readFileSync(baselineFile, "utf8"))?.server ?? []).map(String);
+  const isExpected = (scenario, checkId) => entries.includes(scenario) || entries.includes(`${scenario}:${checkId}`);
+  const dirs = fs.existsSync(resultsDir) ? fs.readdirSync(resultsDir) : [];
+  const counts = { passed: 0, expected: 0, unexpected: 0, missing: 0 };
+  const lines = [];
+  for (const scenario of required) {
+    const prefix = `server-${scenario.replaceAll("/", "-")}-`;
+    const dir = dirs.filter((d) => d.startsWith(prefix) && /^\d{4}-\d\d-\d\dT/.test(d.slice(prefix.length))).sort().pop();
+    const file = dir && path.join(resultsDir, dir, "checks.json");
+    if (!file || !fs.existsSync(file)) {
+      counts.missing++;
+      lines.push(`  ? ${scenario}: no results`);
+      continue;
+    }
+    const bad = JSON.parse(fs.readFileSync(file, "utf8")).filter((c) => c.status === "FAILURE" || c.status === "WARNING");
+    if (bad.length === 0) {
+      counts.passed++;
+      continue;
+    }
+    const known = bad.every((c) => isExpected(scenario, c.id));
+    counts[known ? "expected" : "unexpected"]++;
+    lines.push(`  ${known ? "~" : "✗"} ${scenario}: ${bad.map((c) => c.id).join(", ")}${known ? " (expected)" : ""}`);
+  }
+  console.log(
+    `${revision}: ${required.length} required server scenarios: ${counts.passed} passed, ` +
+      `${counts.expected} failed as expected, ${counts.unexpected} failed unexpectedly` +
+      (counts.missing ? `, ${counts.missing} produced no results` : ""),
+  );
+  for (const l of lines) console.log(l);
+  // No results for a required scenario means the run did not happen as
+  // intended; never let that pass as success.
+  return counts.missing > 0 ? 1 : 0;
+}
+
+const [cmd, ...args] = process.argv.slice(2);
+try {
+  if (cmd === "baseline" && args.length === 3) baseline(...args);
+  else if (cmd === "summary" && args.length === 4) process.exitCode = summary(...args);
+  else throw new Error("usage: report.cjs baseline FILE REVISION OUT | summary REQUIREMENTS RESULTS REVISION BASELINE");
+} catch (err) {
+  console.error(`report.cjs: ${err.message}`);
+  process.exitCode = 2;
+}
