@@ -99,8 +99,8 @@ type Engine struct {
 	byName   map[string]*backend.Client
 	trigger  chan struct{}
 
-	// lists holds each backend's last successful listing; only rebuild
-	// touches it, rebuild runs on one goroutine at a time.
+	// lists holds each backend's last successful listing; only Refresh
+	// touches it, under rebuildMu.
 	rebuildMu sync.Mutex
 	lists     map[string]*backend.Lists
 	version   uint64
@@ -153,9 +153,10 @@ func New(opts Options) (*Engine, error) {
 }
 
 // Start builds the first snapshot. Under the manual strategy an
-// unresolved name conflict is an error that names every conflict.
+// unresolved name conflict is an error that names every conflict; the
+// engine is then closed.
 func (e *Engine) Start(ctx context.Context) error {
-	snap := e.rebuild(ctx)
+	snap := e.Refresh(ctx)
 	e.ready.Store(true)
 	if e.opts.Naming.Strategy() == catalog.StrategyManual {
 		var unresolved []string
@@ -165,6 +166,7 @@ func (e *Engine) Start(ctx context.Context) error {
 			}
 		}
 		if len(unresolved) > 0 {
+			e.closeBackends()
 			return fmt.Errorf("unresolved tool name conflicts (add overrides): %s", strings.Join(unresolved, "; "))
 		}
 	}
@@ -181,6 +183,10 @@ func (e *Engine) Run(ctx context.Context) {
 	wg.Go(func() { e.refreshLoop(ctx) })
 	wg.Go(func() { e.healthLoop(ctx) })
 	wg.Wait()
+	e.closeBackends()
+}
+
+func (e *Engine) closeBackends() {
 	for _, b := range e.backends {
 		b.Close()
 	}
@@ -205,7 +211,7 @@ func (e *Engine) refreshLoop(ctx context.Context) {
 		case <-ttl.C:
 		case <-e.trigger:
 		}
-		e.rebuild(ctx)
+		e.Refresh(ctx)
 	}
 }
 
@@ -245,11 +251,12 @@ func (e *Engine) fanOut(ctx context.Context, f func(*backend.Client)) {
 	wg.Wait()
 }
 
-// rebuild lists every backend that is not unhealthy, builds a snapshot
-// from the latest lists, and publishes it if its content changed. A
+// Refresh lists every backend that is not unhealthy, builds a snapshot
+// from the latest lists, and publishes it if its content changed; it
+// returns the current snapshot. A
 // backend that fails to list keeps its previous lists until its failures
 // make it unhealthy, which hides its items.
-func (e *Engine) rebuild(ctx context.Context) *catalog.Snapshot {
+func (e *Engine) Refresh(ctx context.Context) *catalog.Snapshot {
 	e.rebuildMu.Lock()
 	defer e.rebuildMu.Unlock()
 	start := time.Now()

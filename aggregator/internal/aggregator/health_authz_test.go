@@ -1,0 +1,180 @@
+package aggregator_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+)
+
+func backendHealth(t *testing.T, h *harness, name string) *aggregatorv1.Backend {
+	t.Helper()
+	resp, err := h.gateway.ListBackends(context.Background(), &aggregatorv1.ListBackendsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range resp.GetBackends() {
+		if b.GetName() == name {
+			return b
+		}
+	}
+	t.Fatalf("backend %s not listed", name)
+	return nil
+}
+
+func TestUnhealthyBackendDropsOutFailsFastAndRecovers(t *testing.T) {
+	steady := newTestBackend(t, "steady", backendOptions{tools: []string{"ping"}})
+	// Auto protocol against a Legacy-only server: Modern first, then the
+	// SDK's fallback.
+	flaky := newTestBackend(t, "flaky", backendOptions{stateful: true, tools: []string{"ping"}})
+	t.Setenv("TEST_FLAKY_TOKEN", "hunter2-flaky-secret")
+	h := startAggregator(t, parseConfig(t, `
+aggregator:
+  catalogTTL: 1h
+  health: {interval: 50ms, timeout: 500ms, unhealthyThreshold: 2}
+  backends:
+    - {name: steady, url: `+steady.url()+`}
+    - name: flaky
+      url: `+flaky.url()+`
+      headers: {Authorization: "Bearer ${TEST_FLAKY_TOKEN}"}
+`))
+	all := []string{"flaky_fail", "flaky_hang", "flaky_ping", "steady_fail", "steady_hang", "steady_ping"}
+	if got := listToolNames(t, h.gateway, nil, 0); !slices.Equal(got, all) {
+		t.Fatalf("tools %v", got)
+	}
+	if v := backendHealth(t, h, "flaky").GetProtocolVersion(); v != "2025-11-25" {
+		t.Fatalf("auto against a Legacy-only backend negotiated %q", v)
+	}
+
+	flaky.down.Store(true)
+	eventually(t, 3*time.Second, "flaky unhealthy", func() bool {
+		return backendHealth(t, h, "flaky").GetHealth() == aggregatorv1.BackendHealth_BACKEND_HEALTH_UNHEALTHY
+	})
+	eventually(t, 2*time.Second, "flaky tools hidden", func() bool {
+		return slices.Equal(listToolNames(t, h.gateway, nil, 0), []string{"steady_fail", "steady_hang", "steady_ping"})
+	})
+	b := backendHealth(t, h, "flaky")
+	if b.GetLastError() == "" || strings.Contains(b.GetLastError(), "hunter2") || b.GetLastCheck() == nil {
+		t.Fatalf("unhealthy backend report: %v", b)
+	}
+	start := time.Now()
+	_, err := h.gateway.CallTool(context.Background(), &aggregatorv1.CallToolRequest{Name: "flaky_ping"})
+	wantStatus(t, err, codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_BACKEND_UNAVAILABLE)
+	if took := time.Since(start); took > 200*time.Millisecond {
+		t.Fatalf("call to an unhealthy backend took %s; it should fail fast", took)
+	}
+	if _, err := h.gateway.CallTool(context.Background(), &aggregatorv1.CallToolRequest{Name: "steady_ping"}); err != nil {
+		t.Fatalf("healthy backend affected: %v", err)
+	}
+
+	flaky.down.Store(false)
+	eventually(t, 3*time.Second, "flaky recovered and listed", func() bool {
+		return slices.Equal(listToolNames(t, h.gateway, nil, 0), all)
+	})
+	if b := backendHealth(t, h, "flaky"); b.GetHealth() != aggregatorv1.BackendHealth_BACKEND_HEALTH_HEALTHY || b.GetLastError() != "" {
+		t.Fatalf("recovered backend report: %v", b)
+	}
+	if _, err := h.gateway.CallTool(context.Background(), &aggregatorv1.CallToolRequest{Name: "flaky_ping"}); err != nil {
+		t.Fatalf("call after recovery: %v", err)
+	}
+	// Probes never carry a user credential: every request the backend saw
+	// had only its configured header.
+	for _, v := range flaky.headerValues("Authorization") {
+		if v != "Bearer hunter2-flaky-secret" {
+			t.Fatalf("backend saw Authorization %q", v)
+		}
+	}
+}
+
+const matrixPolicy = `
+// eng sees every tool of backend "eng".
+permit (principal in Group::"eng", action == Action::"call_tool", resource in Backend::"eng");
+// sales may call one tool of "crm" only.
+permit (principal in Group::"sales", action == Action::"call_tool", resource == Tool::"crm_lookup");
+// Nobody calls the hanging tools.
+forbid (principal, action == Action::"call_tool", resource == Tool::"eng_hang");
+// Everyone reads everything.
+permit (principal, action == Action::"read_resource", resource);
+`
+
+func TestCedarMatrix(t *testing.T) {
+	eng := newTestBackend(t, "eng", backendOptions{tools: []string{"build", "deploy"}})
+	crm := newTestBackend(t, "crm", backendOptions{stateful: true, tools: []string{"lookup", "update"}})
+	h := startAggregator(t, parseConfig(t, `
+aggregator:
+  authz: {policyFile: `+writeFile(t, "policy.cedar", matrixPolicy)+`}
+  backends:
+    - {name: eng, url: `+eng.url()+`}
+    - {name: crm, url: `+crm.url()+`, protocol: "2025-11-25"}
+`))
+	ctx := context.Background()
+	alice, bob, carol := principal("alice", "eng"), principal("bob", "sales"), principal("carol", "eng")
+	views := map[string]struct {
+		p    *commonv1.Principal
+		want []string
+	}{
+		"alice":  {alice, []string{"eng_build", "eng_deploy", "eng_fail"}},
+		"bob":    {bob, []string{"crm_lookup"}},
+		"nobody": {principal("mallory"), nil},
+	}
+	for who, v := range views {
+		if got := listToolNames(t, h.gateway, v.p, 0); !slices.Equal(got, v.want) {
+			t.Errorf("%s lists %v, want %v", who, got, v.want)
+		}
+		d, err := h.gateway.Discover(ctx, &aggregatorv1.DiscoverRequest{Principal: v.p})
+		if err != nil || int(d.GetToolCount()) != len(v.want) {
+			t.Errorf("%s discovers %v (%v), want %d tools", who, d, err, len(v.want))
+		}
+		for _, name := range []string{"eng_build", "crm_lookup", "crm_update", "eng_hang"} {
+			_, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: v.p, Name: name})
+			if slices.Contains(v.want, name) != (err == nil) {
+				t.Errorf("%s calling %s: %v", who, name, err)
+			}
+		}
+	}
+
+	// Denied looks exactly like missing.
+	_, denied := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: bob, Name: "crm_update"})
+	_, missing := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: bob, Name: "crm_no_such_tool"})
+	wantStatus(t, denied, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	if ds, ms := status.Convert(denied), status.Convert(missing); ds.Code() != ms.Code() || ds.Message() != ms.Message() || len(ds.Details()) != len(ms.Details()) {
+		t.Fatalf("denied %v differs from missing %v", ds, ms)
+	}
+
+	// Equal views share a digest; different views do not.
+	digest := func(p *commonv1.Principal) string {
+		d, err := h.gateway.Discover(ctx, &aggregatorv1.DiscoverRequest{Principal: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.GetToolsDigest()
+	}
+	if digest(alice) != digest(carol) || digest(alice) == digest(bob) {
+		t.Fatal("tools_digest does not track the tool view")
+	}
+
+	// An internal client acts as its own identity and may not assert another.
+	_, err := h.internal.ListTools(ctx, &aggregatorv1.ListToolsRequest{Principal: alice})
+	wantStatus(t, err, codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_NOT_ALLOWED)
+	if got := listToolNames(t, h.internal, nil, 0); len(got) != 0 {
+		t.Fatalf("internal client (group ops) lists %v", got)
+	}
+	stream, err := h.internal.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{AllChanges: true})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	wantStatus(t, err, codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_NOT_ALLOWED)
+
+	// ListBackends with a principal lists only what it can see.
+	resp, err := h.gateway.ListBackends(ctx, &aggregatorv1.ListBackendsRequest{Principal: bob})
+	if err != nil || len(resp.GetBackends()) != 1 || resp.GetBackends()[0].GetName() != "crm" {
+		t.Fatalf("bob's backends: %v %v", resp, err)
+	}
+}
