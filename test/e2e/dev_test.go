@@ -1,0 +1,233 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/services/devstack"
+	"github.com/switchboard-mcp/switchboard/test/harness"
+)
+
+// devStartTimeout covers initdb, the migrations and four services starting
+// on a busy two-core machine.
+const devStartTimeout = 3 * time.Minute
+
+// TestDevRunner runs switchboard-dev with a copy of the example
+// configuration (on free ports): it prints one ready line with the MCP URL,
+// the URL serves both demo backends, and SIGTERM leaves no process and no
+// file behind.
+func TestDevRunner(t *testing.T) {
+	bin := harness.BinDir(t)
+	configPath, gatewayAddr := copyExample(t)
+
+	// The runner's temporary files (derived config, PostgreSQL data) go
+	// here, so the test can check that none is left. PostgreSQL runs as
+	// the postgres user when the test runs as root: it must be able to
+	// traverse this directory.
+	tmp, err := os.MkdirTemp("", "switchboard-dev-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	logPath := filepath.Join(t.TempDir(), "switchboard-dev.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	t.Cleanup(func() {
+		if t.Failed() {
+			log, _ := os.ReadFile(logPath)
+			t.Logf("---- switchboard-dev stderr ----\n%s", log)
+		}
+	})
+	cmd := exec.Command(filepath.Join(bin, "switchboard-dev"), "--config", configPath)
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	cmd.Stderr = logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	lines := make(chan string, 8)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-exited
+		}
+	})
+
+	var ready string
+	select {
+	case ready = <-lines:
+	case <-time.After(devStartTimeout):
+		t.Fatalf("no ready line within %s", devStartTimeout)
+	}
+	wantURL := "http://" + gatewayAddr + "/mcp"
+	if ready != "ready "+wantURL {
+		t.Fatalf("first stdout line = %q, want %q", ready, "ready "+wantURL)
+	}
+
+	for _, pin := range []string{harness.Modern, harness.Legacy} {
+		cs := harness.Connect(t, wantURL, pin)
+		names := strings.Join(harness.ToolNames(t, cs), ",")
+		for _, want := range []string{"weather_forecast", "notes_create_note"} {
+			if !strings.Contains(names, want) {
+				t.Fatalf("version %q: tools %s lack %s", pin, names, want)
+			}
+		}
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "weather_forecast", Arguments: map[string]any{"city": "Oslo"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if answer := structured(t, res); answer["backend"] != "weather" {
+			t.Fatalf("weather_forecast answered by %v", answer["backend"])
+		}
+		cs.Close()
+	}
+
+	family := descendants(cmd.Process.Pid)
+	// Two backends, aggregator, indexer, gateway and the postmaster.
+	if len(family) < 6 {
+		t.Fatalf("switchboard-dev has %d descendant processes, want at least 6", len(family))
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("switchboard-dev exited with %v after SIGTERM", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("switchboard-dev did not exit within a minute of SIGTERM")
+	}
+	for line := range lines {
+		t.Errorf("more output on stdout after the ready line: %q", line)
+	}
+
+	// Orphans would be reparented and reaped by init; allow that a moment.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	err = devstack.WaitReady(ctx, nil, func(context.Context) error {
+		for _, pid := range family {
+			if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+				return fmt.Errorf("process %d is still alive", pid)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("processes left behind: %v", err)
+	}
+	left, err := os.ReadDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range left {
+		t.Errorf("left behind in the temporary directory: %s", e.Name())
+	}
+}
+
+// copyExample copies deploy/examples into a temporary directory with every
+// loopback address replaced by a free one, and returns the copy of
+// switchboard-dev.yaml and the gateway's new address.
+func copyExample(t *testing.T) (configPath, gatewayAddr string) {
+	t.Helper()
+	src := filepath.Join(harness.RepoRoot(t), "deploy", "examples")
+	dst := t.TempDir()
+	addrs := map[string]string{}
+	loopback := regexp.MustCompile(`127\.0\.0\.1:\d+`)
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		out := loopback.ReplaceAllStringFunc(string(raw), func(a string) string {
+			if addrs[a] == "" {
+				addrs[a] = harness.FreeAddr(t)
+			}
+			return addrs[a]
+		})
+		return os.WriteFile(filepath.Join(dst, rel), []byte(out), 0o600)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gatewayAddr = addrs["127.0.0.1:8080"]
+	if gatewayAddr == "" {
+		t.Fatal("the example configuration no longer puts the gateway on 127.0.0.1:8080")
+	}
+	return filepath.Join(dst, "switchboard-dev.yaml"), gatewayAddr
+}
+
+// descendants returns the process ids of every descendant of pid.
+func descendants(pid int) []int {
+	parent := map[int]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // exited meanwhile
+		}
+		// The command name may contain spaces and parentheses: the fields
+		// after the last ")" are state, ppid, ...
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) > 1 {
+			parent[p], _ = strconv.Atoi(fields[1])
+		}
+	}
+	var out []int
+	frontier := []int{pid}
+	for len(frontier) > 0 {
+		next := frontier[0]
+		frontier = frontier[1:]
+		for p, pp := range parent {
+			if pp == next {
+				out = append(out, p)
+				frontier = append(frontier, p)
+			}
+		}
+	}
+	return out
+}
