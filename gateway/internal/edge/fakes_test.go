@@ -148,8 +148,11 @@ func (f *fakeAggregator) ListPrompts(_ context.Context, req *aggregatorv1.ListPr
 	return &aggregatorv1.ListPromptsResponse{Prompts: page, NextCursor: next}, nil
 }
 
+// textResult is a tool result as a Modern backend sends it, with its own
+// serverInfo in _meta.
 func textResult(text string) string {
-	b, _ := json.Marshal(map[string]any{"content": []map[string]string{{"type": "text", "text": text}}})
+	b, _ := json.Marshal(map[string]any{"content": []map[string]string{{"type": "text", "text": text}},
+		"_meta": map[string]any{metaServerInfo: map[string]string{"name": "backend", "version": "1"}, "trace": "kept"}})
 	return string(b)
 }
 

@@ -178,6 +178,12 @@ func TestLegacyWire(t *testing.T) {
 			}
 		})
 	}
+	// Results keep the backend's _meta except its serverInfo, which would
+	// name the backend instead of this server.
+	resp := send(t, http.MethodPost, url, legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":20,"method":"tools/call","params":{"name":"alpha_echo"}}`)
+	if _, res, _ := resp.rpc(t); string(res["_meta"]) != `{"trace":"kept"}` || res["resultType"] != nil {
+		t.Fatalf("Legacy tools/call result: %s", resp.body)
+	}
 	if resp := send(t, http.MethodDelete, url, legacyHeaders("alice-key", "s1.nonsense"), ""); resp.status != http.StatusNotFound {
 		t.Fatalf("DELETE unknown session: %d", resp.status)
 	}

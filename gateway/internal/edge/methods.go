@@ -95,21 +95,30 @@ func (g *Gateway) discover(ctx context.Context, c *call) (json.RawMessage, *rpcE
 // cacheScope (every list is filtered per principal); under Legacy it drops
 // those Modern-only members a Modern backend may have sent.
 func (g *Gateway) shape(c *call, res object, cacheable bool) json.RawMessage {
-	if c.era == eraLegacy {
-		delete(res, "resultType")
-		delete(res, "ttlMs")
-		delete(res, "cacheScope")
-		return res.encode()
-	}
-	if _, ok := res["resultType"]; !ok {
-		res.set("resultType", "complete")
-	}
 	meta := object{}
 	if raw, ok := res["_meta"]; ok {
 		_ = json.Unmarshal(raw, &meta)
 		if meta == nil {
 			meta = object{}
 		}
+	}
+	if c.era == eraLegacy {
+		delete(res, "resultType")
+		delete(res, "ttlMs")
+		delete(res, "cacheScope")
+		// A Modern backend's serverInfo names the backend, not this server.
+		if _, ok := meta[metaServerInfo]; ok {
+			delete(meta, metaServerInfo)
+			if len(meta) == 0 {
+				delete(res, "_meta")
+			} else {
+				res.set("_meta", meta)
+			}
+		}
+		return res.encode()
+	}
+	if _, ok := res["resultType"]; !ok {
+		res.set("resultType", "complete")
 	}
 	meta[metaServerInfo] = g.serverInfo
 	res.set("_meta", meta)

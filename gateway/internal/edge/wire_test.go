@@ -191,7 +191,8 @@ func TestModernResults(t *testing.T) {
 	}
 	resp = send(t, http.MethodPost, url, modernHeaders("tools/call", "Mcp-Name", "beta_add"), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{`+modernMeta+`,"name":"beta_add","arguments":{"a":1,"b":1}}}`)
 	_, res, _ = resp.rpc(t)
-	if res["cacheScope"] != nil || res["ttlMs"] != nil || string(res["resultType"]) != `"complete"` {
+	if res["cacheScope"] != nil || res["ttlMs"] != nil || string(res["resultType"]) != `"complete"` ||
+		!strings.Contains(string(res["_meta"]), `"trace":"kept"`) || !strings.Contains(string(res["_meta"]), "switchboard-test") {
 		t.Fatalf("call = %s", resp.body)
 	}
 
