@@ -177,6 +177,20 @@ func (p *problems) expectListen(who, key, addr string, c corev1.Container, portN
 	return port
 }
 
+// expectOptionalListen is expectListen for an address that may be unset,
+// in which case the container must not declare the port either.
+func (p *problems) expectOptionalListen(who, key, addr string, c corev1.Container, portName string) {
+	if addr != "" {
+		p.expectListen(who, key, addr, c, portName)
+		return
+	}
+	for _, cp := range c.Ports {
+		if cp.Name == portName {
+			p.addf("%s: container port %s is declared but %s is empty, so nothing listens on it", who, portName, key)
+		}
+	}
+}
+
 func (p *problems) expectSet(who, key, value string) {
 	if value == "" {
 		p.addf("%s: %s is empty: the pod lacks the secret it references", who, key)
@@ -269,9 +283,9 @@ func checkSwitchboardConfig(p *problems, r *Render) {
 	// Each service's own listen addresses match its container ports.
 	p.expectListen("Deployment "+gw.d.Name, "gateway.listen", gw.cfg.Gateway.Listen, gw.c, "http")
 	aggPort := p.expectListen("Deployment "+agg.d.Name, "aggregator.listen", agg.cfg.Aggregator.Listen, agg.c, "grpc")
-	p.expectListen("Deployment "+agg.d.Name, "aggregator.httpListen", agg.cfg.Aggregator.HTTPListen, agg.c, "http")
+	p.expectOptionalListen("Deployment "+agg.d.Name, "aggregator.httpListen", agg.cfg.Aggregator.HTTPListen, agg.c, "http")
 	idxPort := p.expectListen("Deployment "+idx.d.Name, "indexer.listen", idx.cfg.Indexer.Listen, idx.c, "grpc")
-	p.expectListen("Deployment "+idx.d.Name, "indexer.httpListen", idx.cfg.Indexer.HTTPListen, idx.c, "http")
+	p.expectOptionalListen("Deployment "+idx.d.Name, "indexer.httpListen", idx.cfg.Indexer.HTTPListen, idx.c, "http")
 
 	// Each service reaches the others through their Services.
 	gwWho := "Deployment " + gw.d.Name

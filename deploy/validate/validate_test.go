@@ -130,8 +130,10 @@ func TestProductionShape(t *testing.T) {
 		if envLookupValue(c, "SWITCHBOARD_TLS_CERT_FILE") == "" {
 			t.Errorf("%s: no mTLS certificate configured", comp)
 		}
-		if comp != "gateway" && (c.ReadinessProbe.GRPC != nil || c.ReadinessProbe.HTTPGet == nil) {
-			t.Errorf("%s: with TLS on the gRPC port the readiness probe must use HTTP", comp)
+		for kind, pr := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "startup": c.StartupProbe, "liveness": c.LivenessProbe} {
+			if pr != nil && pr.GRPC != nil {
+				t.Errorf("%s: %s probe uses the kubelet's gRPC probe, which cannot speak TLS", comp, kind)
+			}
 		}
 		for _, h := range r.HPAs {
 			if h.Spec.ScaleTargetRef.Name == "switchboard-"+comp && *h.Spec.MinReplicas < 2 {
