@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"context"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -22,11 +25,13 @@ tools:
   - {name: add, description: Add a and b., behaviour: add}
 `
 
-// TestBothEras lists and calls through the gateway in front of two demo
-// backends, with a default (Modern) client and one pinned to Legacy: both
-// see every tool under its prefixed name, and each call is answered by the
-// backend that owns the tool.
-func TestBothEras(t *testing.T) {
+// TestThroughGateway runs one cluster (two demo backends, aggregator,
+// indexer on PostgreSQL, gateway) and speaks to it with a default (Modern)
+// go-sdk client and one pinned to Legacy: both see every tool under its
+// prefixed name and each call is answered by the backend that owns the
+// tool; the optimizer view finds and calls tools; a tool added to a running
+// backend is announced and callable.
+func TestThroughGateway(t *testing.T) {
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{
 		{Name: "alpha", Spec: alphaSpec},
 		{Name: "beta", Spec: betaSpec},
@@ -67,6 +72,83 @@ func TestBothEras(t *testing.T) {
 				t.Fatalf("beta_add = %v", answer)
 			}
 		})
+	}
+	for _, era := range []struct{ name, pin string }{{"optimizer-modern", harness.Modern}, {"optimizer-legacy", harness.Legacy}} {
+		t.Run(era.name, func(t *testing.T) { testOptimizer(t, strings.TrimSuffix(c.MCPURL, "/mcp")+"/mcp/optimized", era.pin) })
+	}
+	t.Run("list_changed", func(t *testing.T) { testListChanged(t, c) })
+}
+
+// testOptimizer uses find_tool and call_tool: the search runs through the
+// indexer over PostgreSQL, the call reaches the owning backend.
+func testOptimizer(t *testing.T, url, pin string) {
+	cs := harness.Connect(t, url, pin)
+	got := harness.ToolNames(t, cs)
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"call_tool", "find_tool"}) {
+		t.Fatalf("optimizer tools = %v, want [call_tool find_tool]", got)
+	}
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "find_tool",
+		Arguments: map[string]any{"tool_description": "add two numbers", "tool_keywords": []string{"add"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError {
+		t.Fatalf("find_tool failed: %v", res.Content)
+	}
+	found, _ := res.StructuredContent.(map[string]any)
+	hits, _ := found["tools"].([]any)
+	if len(hits) == 0 || hits[0].(map[string]any)["name"] != "beta_add" {
+		t.Fatalf("find_tool(add two numbers) = %v, want beta_add first", found)
+	}
+	res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "call_tool",
+		Arguments: map[string]any{"tool_name": "beta_add", "parameters": map[string]any{"a": 1, "b": 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if answer := structured(t, res); answer["sum"] != 3.0 || answer["backend"] != "beta" {
+		t.Fatalf("call_tool beta_add = %v", answer)
+	}
+}
+
+// testListChanged adds a tool to a running backend: clients of both eras
+// are notified and then list and call it, without any restart.
+func testListChanged(t *testing.T, c *harness.Cluster) {
+	notified := map[string]chan struct{}{}
+	sessions := map[string]*mcp.ClientSession{}
+	for era, pin := range map[string]string{"modern": harness.Modern, "legacy": harness.Legacy} {
+		ch := make(chan struct{}, 16)
+		notified[era] = ch
+		sessions[era] = harness.ConnectWith(t, c.MCPURL, pin, &mcp.ClientOptions{
+			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { ch <- struct{}{} },
+		})
+	}
+	adminURL := strings.TrimSuffix(c.BackendURLs["alpha"], "/mcp") + "/admin/tools"
+	resp, err := http.Post(adminURL, "application/json",
+		strings.NewReader(`{"name":"late","description":"Added while running.","behaviour":"text","text":"late on {backend}"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST %s: %s", adminURL, resp.Status)
+	}
+	for era, cs := range sessions {
+		select {
+		case <-notified[era]:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: no notifications/tools/list_changed within 30s of adding a tool", era)
+		}
+		if names := harness.ToolNames(t, cs); !slices.Contains(names, "alpha_late") {
+			t.Fatalf("%s: tools after the change = %v, want alpha_late among them", era, names)
+		}
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "alpha_late"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if answer := structured(t, res); answer["text"] != "late on alpha" {
+			t.Fatalf("%s: alpha_late = %v", era, answer)
+		}
 	}
 }
 
