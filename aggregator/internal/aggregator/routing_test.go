@@ -128,8 +128,11 @@ func TestCallsReuseOneConnectionPool(t *testing.T) {
 		}
 	}
 	// Sequential calls ride the pooled keep-alive connections: no new
-	// connection (let alone session) per call.
-	if added := modern.connections() + legacy.connections() - before; added > 2 {
+	// connection (let alone session) per call. A call can start while the
+	// previous response's last bytes are still in flight and take a second
+	// pooled connection, so a few new connections are normal; losing
+	// connections to cancelled bodies costs ~15% of calls a new one.
+	if added := modern.connections() + legacy.connections() - before; added > 10 {
 		t.Fatalf("200 sequential calls opened %d new TCP connections", added)
 	}
 }
