@@ -86,11 +86,19 @@ lint: buf-lint vet ## every static check
 # ---- tests -------------------------------------------------------------------
 
 .PHONY: test
-test: lint generate-check build test-go ## every test: static checks, unit, PostgreSQL, end to end
+test: lint generate-check build test-go test-conformance test-deploy ## every test: static checks, unit, PostgreSQL, end to end, conformance, manifests
 
 .PHONY: test-go
-test-go: ## Go tests of every module (unit, PostgreSQL, end to end)
+test-go: build ## Go tests of every module (unit, PostgreSQL, end to end)
 	SWITCHBOARD_BIN=$(BIN) $(GO_TEST) -timeout 15m work
+
+.PHONY: test-conformance
+test-conformance: build ## the official MCP conformance suite through the gateway, both revisions
+	SWITCHBOARD_BIN=$(BIN) test/conformance/run.sh
+
+.PHONY: test-deploy
+test-deploy: ## render every kustomize overlay and validate it offline against the Kubernetes API types
+	deploy/validate/run.sh
 
 .PHONY: clean
 clean: ## remove build outputs
