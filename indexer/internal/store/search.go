@@ -146,9 +146,9 @@ any_term AS MATERIALIZED (
 	FROM terms
 ),
 candidates AS MATERIALIZED (
-	SELECT d.id, d.tsv, d.trgm
+	SELECT d.id, d.name, d.description, d.input_schema_json, d.tsv, d.trgm
 	FROM (
-		SELECT d.id, d.tsv,
+		SELECT d.id, d.name, d.description, d.input_schema_json, d.tsv,
 		       CASE WHEN $4 = '' THEN 0
 		            ELSE greatest(word_similarity(d.name_key, $4), word_similarity($4, d.name_key)) END AS trgm
 		FROM scope_tools st JOIN tool_documents d ON d.id = st.doc_id
@@ -162,12 +162,11 @@ lexical AS (
 	FROM candidates c JOIN weighted w ON c.tsv @@ w.prefix
 	GROUP BY c.id
 )
-SELECT d.name, d.description, d.input_schema_json,
+SELECT c.name, c.description, c.input_schema_json,
        coalesce(l.score, 0) + CASE WHEN c.trgm >= $8 THEN $7 * c.trgm ELSE 0 END AS score
 FROM candidates c
-JOIN tool_documents d ON d.id = c.id
 LEFT JOIN lexical l ON l.id = c.id
-ORDER BY score DESC, d.name
+ORDER BY score DESC, c.name
 LIMIT $5`
 
 // Search ranks the tools of scope against q with the ranking r.
@@ -206,3 +205,7 @@ func (s *Store) Search(ctx context.Context, scope Scope, q Query, r Ranking) ([]
 	}
 	return hits, nil
 }
+
+// SearchSQLForExplain exposes the search statement to plan tests and
+// benchmarks.
+func SearchSQLForExplain() string { return searchSQL }

@@ -198,8 +198,8 @@ func (s *Store) buildScope(ctx context.Context, digest string, catalogVersion ui
 	}
 	if _, err := tx.Exec(ctx, `
 		INSERT INTO scope_tools (scope_id, doc_id)
-		SELECT $1, id FROM tool_documents WHERE content_hash = ANY($2::bytea[])
-		ON CONFLICT DO NOTHING`, sc.ID, hashes); err != nil {
+		SELECT DISTINCT $1::bigint, d.id FROM unnest($2::bytea[]) AS h(content_hash)
+		JOIN tool_documents d ON d.content_hash = h.content_hash`, sc.ID, hashes); err != nil {
 		return Scope{}, false, fmt.Errorf("store scope members: %w", err)
 	}
 	// ts_stat takes the text of a query; the scope id is an integer this

@@ -268,3 +268,43 @@ func TestSessions(t *testing.T) {
 		t.Fatalf("revoked_sessions rows after purge: %d (%v), want 1", rows, err)
 	}
 }
+
+// A scoped search reaches the scope's rows through the membership primary
+// key and never scans the memberships or documents of other scopes.
+func TestSearchPlanIsScoped(t *testing.T) {
+	st := env.OpenStore(t)
+	ctx := t.Context()
+	all := storetest.SyntheticTools(4000, 7)
+	var target store.Scope
+	for i := range 40 {
+		sc, _, err := st.BuildScope(ctx, fmt.Sprintf("scope-%d", i), 1, all[i*100:(i+1)*100])
+		if err != nil {
+			t.Fatal(err)
+		}
+		target = sc
+	}
+	if _, err := st.Pool().Exec(ctx, `ANALYZE`); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := st.Pool().Query(ctx, `EXPLAIN (COSTS OFF) `+store.SearchSQLForExplain(),
+		target.ID, []string{"list", "open", "issue"}, []float64{1, 1, 1}, "listopenissue", 8,
+		[]float32{0, 0.2, 0.5, 1}, 0.5, 0.5, 0.3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan strings.Builder
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan.WriteString(line + "\n")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	p := plan.String()
+	if !strings.Contains(p, "scope_tools_pkey") || strings.Contains(p, "Seq Scan on scope_tools") || strings.Contains(p, "Seq Scan on tool_documents") {
+		t.Fatalf("search plan is not scoped:\n%s", p)
+	}
+}
