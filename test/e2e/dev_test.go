@@ -27,9 +27,76 @@ const devStartTimeout = 3 * time.Minute
 
 // TestDevRunner runs switchboard-dev with a copy of the example
 // configuration (on free ports): it prints one ready line with the MCP URL,
-// the URL serves both demo backends, and SIGTERM leaves no process and no
-// file behind.
+// the URL serves both demo backends in both eras, and SIGTERM leaves no
+// process and no file behind.
 func TestDevRunner(t *testing.T) {
+	dev := startDev(t)
+	for _, pin := range []string{harness.Modern, harness.Legacy} {
+		cs := harness.Connect(t, dev.url, pin)
+		names := strings.Join(harness.ToolNames(t, cs), ",")
+		for _, want := range []string{"weather_forecast", "notes_create_note"} {
+			if !strings.Contains(names, want) {
+				t.Fatalf("version %q: tools %s lack %s", pin, names, want)
+			}
+		}
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "weather_forecast", Arguments: map[string]any{"city": "Oslo"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if answer := structured(t, res); answer["backend"] != "weather" {
+			t.Fatalf("weather_forecast answered by %v", answer["backend"])
+		}
+		cs.Close()
+	}
+
+	family := dev.family(t)
+	if err := dev.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.wait(t); err != nil {
+		t.Fatalf("switchboard-dev exited with %v after SIGTERM", err)
+	}
+	dev.assertNothingLeft(t, family)
+}
+
+// TestDevRunnerStopsWhenAChildDies kills the aggregator under
+// switchboard-dev: the runner stops everything else, exits with an error
+// and leaves nothing behind.
+func TestDevRunnerStopsWhenAChildDies(t *testing.T) {
+	dev := startDev(t)
+	family := dev.family(t)
+	victim := 0
+	for _, pid := range family {
+		cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if strings.Contains(string(cmdline), devstack.AggregatorBin) {
+			victim = pid
+		}
+	}
+	if victim == 0 {
+		t.Fatal("no aggregator among the runner's processes")
+	}
+	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.wait(t); err == nil {
+		t.Fatal("switchboard-dev exited 0 after its aggregator was killed")
+	}
+	dev.assertNothingLeft(t, family)
+}
+
+// devRun is a running switchboard-dev.
+type devRun struct {
+	cmd    *exec.Cmd
+	url    string
+	tmp    string
+	lines  chan string
+	exited chan error
+}
+
+// startDev starts switchboard-dev on a copy of the example configuration
+// and waits for its ready line, which must name the gateway's MCP URL.
+func startDev(t *testing.T) *devRun {
+	t.Helper()
 	bin := harness.BinDir(t)
 	configPath, gatewayAddr := copyExample(t)
 
@@ -51,8 +118,8 @@ func TestDevRunner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer logFile.Close()
 	t.Cleanup(func() {
+		logFile.Close()
 		if t.Failed() {
 			log, _ := os.ReadFile(logPath)
 			t.Logf("---- switchboard-dev stderr ----\n%s", log)
@@ -69,76 +136,67 @@ func TestDevRunner(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	lines := make(chan string, 8)
+	d := &devRun{cmd: cmd, url: "http://" + gatewayAddr + "/mcp", tmp: tmp, lines: make(chan string, 8), exited: make(chan error, 1)}
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			lines <- sc.Text()
+			d.lines <- sc.Text()
 		}
-		close(lines)
-		exited <- cmd.Wait()
+		close(d.lines)
+		d.exited <- cmd.Wait()
 	}()
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			<-exited
-		}
+		// Kill a runner the test did not stop; after a normal exit this
+		// fails harmlessly, as the process is gone.
+		_ = cmd.Process.Kill()
 	})
 
-	var ready string
 	select {
-	case ready = <-lines:
+	case ready := <-d.lines:
+		if ready != "ready "+d.url {
+			t.Fatalf("first stdout line = %q, want %q", ready, "ready "+d.url)
+		}
 	case <-time.After(devStartTimeout):
 		t.Fatalf("no ready line within %s", devStartTimeout)
 	}
-	wantURL := "http://" + gatewayAddr + "/mcp"
-	if ready != "ready "+wantURL {
-		t.Fatalf("first stdout line = %q, want %q", ready, "ready "+wantURL)
-	}
+	return d
+}
 
-	for _, pin := range []string{harness.Modern, harness.Legacy} {
-		cs := harness.Connect(t, wantURL, pin)
-		names := strings.Join(harness.ToolNames(t, cs), ",")
-		for _, want := range []string{"weather_forecast", "notes_create_note"} {
-			if !strings.Contains(names, want) {
-				t.Fatalf("version %q: tools %s lack %s", pin, names, want)
-			}
-		}
-		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "weather_forecast", Arguments: map[string]any{"city": "Oslo"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if answer := structured(t, res); answer["backend"] != "weather" {
-			t.Fatalf("weather_forecast answered by %v", answer["backend"])
-		}
-		cs.Close()
+// family returns the runner's descendants: at least the two demo
+// backends, the aggregator, the indexer, the gateway and the postmaster.
+func (d *devRun) family(t *testing.T) []int {
+	t.Helper()
+	pids := descendants(d.cmd.Process.Pid)
+	if len(pids) < 6 {
+		t.Fatalf("switchboard-dev has %d descendant processes, want at least 6", len(pids))
 	}
+	return pids
+}
 
-	family := descendants(cmd.Process.Pid)
-	// Two backends, aggregator, indexer, gateway and the postmaster.
-	if len(family) < 6 {
-		t.Fatalf("switchboard-dev has %d descendant processes, want at least 6", len(family))
-	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+// wait waits for the runner to exit and returns its exit error; stdout
+// must hold nothing after the ready line.
+func (d *devRun) wait(t *testing.T) error {
+	t.Helper()
+	var err error
 	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("switchboard-dev exited with %v after SIGTERM", err)
-		}
+	case err = <-d.exited:
 	case <-time.After(time.Minute):
-		t.Fatal("switchboard-dev did not exit within a minute of SIGTERM")
+		t.Fatal("switchboard-dev did not exit within a minute")
 	}
-	for line := range lines {
+	for line := range d.lines {
 		t.Errorf("more output on stdout after the ready line: %q", line)
 	}
+	return err
+}
 
+// assertNothingLeft checks that every process of family is gone and the
+// runner's temporary directory is empty.
+func (d *devRun) assertNothingLeft(t *testing.T, family []int) {
+	t.Helper()
 	// Orphans would be reparented and reaped by init; allow that a moment.
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	err = devstack.WaitReady(ctx, nil, func(context.Context) error {
+	err := devstack.WaitReady(ctx, nil, func(context.Context) error {
 		for _, pid := range family {
 			if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
 				return fmt.Errorf("process %d is still alive", pid)
@@ -149,7 +207,7 @@ func TestDevRunner(t *testing.T) {
 	if err != nil {
 		t.Fatalf("processes left behind: %v", err)
 	}
-	left, err := os.ReadDir(tmp)
+	left, err := os.ReadDir(d.tmp)
 	if err != nil {
 		t.Fatal(err)
 	}
