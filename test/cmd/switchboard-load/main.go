@@ -1,0 +1,240 @@
+// Command switchboard-load measures a real Switchboard cluster: it starts
+// demo backends, the aggregator, the indexer (over a throwaway PostgreSQL)
+// and the gateway as separate processes on loopback ports, drives them
+// with go-sdk clients in both protocol eras, runs the same workloads
+// directly against a demo backend for comparison, and writes Markdown.
+//
+//	switchboard-load bench [--bin bin] [--out docs/load-results.md]
+//	switchboard-load soak --duration 5m --rate 50 [--bin bin] [--out docs/load-results.md]
+//
+// bench runs W1 (tools/call throughput and latency), W2 (tools/list walks,
+// cold and warm, at 1,000 and 10,000 tools), W3 (connect cost) and W4
+// (resident memory). soak runs mixed traffic at a fixed rate and reports
+// whether memory or goroutines grow. Both stop by themselves; Ctrl-C stops
+// them early and cleanly.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/test/load"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "switchboard-load:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage:
+  switchboard-load bench [flags]   W1-W4 through Switchboard and direct; writes Markdown
+  switchboard-load soak [flags]    mixed traffic at a fixed rate; reports growth
+run "switchboard-load <command> -h" for the flags`
+
+func run(args []string) error {
+	if len(args) == 0 {
+		return errors.New(usage)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	switch args[0] {
+	case "bench":
+		return bench(ctx, args[1:])
+	case "soak":
+		return soak(ctx, args[1:])
+	case "-h", "--help", "help":
+		fmt.Println(usage)
+		return nil
+	}
+	return fmt.Errorf("unknown command %q\n%s", args[0], usage)
+}
+
+// common are the flags both commands take.
+type common struct {
+	bin, out, logs string
+}
+
+func (c *common) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.bin, "bin", "bin", "directory holding the binaries built by make build")
+	fs.StringVar(&c.out, "out", "docs/load-results.md", "Markdown results file; this command rewrites its own section")
+	fs.StringVar(&c.logs, "logs", "", "write the services' output to this file (default: shown only when a run fails)")
+}
+
+// env starts the shared environment. The services' output goes to the
+// logs file or to a bounded buffer printed when the run fails.
+func (c *common) env(ctx context.Context) (*load.Env, func(failed bool), error) {
+	var logs io.Writer
+	var tail *tailBuffer
+	var file *os.File
+	if c.logs != "" {
+		f, err := os.Create(c.logs)
+		if err != nil {
+			return nil, nil, err
+		}
+		logs, file = f, f
+	} else {
+		tail = &tailBuffer{max: 200}
+		logs = tail
+	}
+	env, err := load.NewEnv(ctx, c.bin, logs)
+	if err != nil {
+		if file != nil {
+			file.Close()
+		}
+		return nil, nil, err
+	}
+	return env, func(failed bool) {
+		if err := env.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "switchboard-load: cleanup:", err)
+		}
+		if file != nil {
+			file.Close()
+		}
+		if failed && tail != nil {
+			fmt.Fprintln(os.Stderr, "last lines of the services' output:")
+			tail.WriteTo(os.Stderr)
+		}
+	}, nil
+}
+
+func bench(ctx context.Context, args []string) (err error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	var c common
+	c.register(fs)
+	callDuration := fs.Duration("call-duration", 10*time.Second, "length of each W1 run")
+	concurrency := fs.String("concurrency", "1,4,16", "W1 numbers of concurrent clients, ascending; the last is W4's load")
+	maxCalls := fs.Int("max-calls", 2_000_000, "upper bound on the calls of one W1 run")
+	walks := fs.Int("walks", 5, "W2 warm walks per side, size and era")
+	connects := fs.Int("connects", 20, "W3 connects per side, size and era")
+	small := fs.Bool("small", false, "skip the 10,000-tool catalog (smoke runs)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	levels, err := parseLevels(*concurrency)
+	if err != nil {
+		return err
+	}
+	if *callDuration <= 0 || *callDuration > 10*time.Minute || *walks < 1 || *connects < 1 || *maxCalls < 1 {
+		return errors.New("--call-duration must be in (0, 10m]; --walks, --connects and --max-calls at least 1")
+	}
+	catalogs := load.DefaultCatalogs
+	if *small {
+		catalogs = catalogs[:1]
+	}
+	opts := load.BenchOptions{
+		CallDuration: *callDuration, Concurrency: levels, MaxCallsPerRun: *maxCalls,
+		Walks: *walks, Connects: *connects, Catalogs: catalogs, Progress: os.Stderr,
+	}
+	env, done, err := c.env(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { done(err != nil) }()
+	res, err := load.RunBench(ctx, env, opts)
+	if err != nil {
+		return err
+	}
+	md := load.BenchMarkdown(res)
+	fmt.Println(md)
+	if err := load.WriteSection(c.out, load.SectionBench, md); err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "wrote", c.out)
+	return nil
+}
+
+func soak(ctx context.Context, args []string) (err error) {
+	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
+	var c common
+	c.register(fs)
+	duration := fs.Duration("duration", 5*time.Minute, "how long to run the traffic")
+	rate := fs.Float64("rate", 50, "operations per second")
+	interval := fs.Duration("sample-every", 5*time.Second, "how often RSS and goroutines are sampled")
+	relTol := fs.Float64("tolerance", 0.10, "growth of the last fifth's mean over the first's that counts, as a fraction")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *duration <= 0 || *duration > 24*time.Hour || *rate <= 0 || *rate > 10000 || *interval <= 0 {
+		return errors.New("--duration must be in (0, 24h], --rate in (0, 10000], --sample-every positive")
+	}
+	env, done, err := c.env(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { done(err != nil) }()
+	res, err := load.RunSoak(ctx, env, load.SoakOptions{
+		Duration: *duration, Rate: *rate, SampleEvery: *interval, RelTolerance: *relTol, Progress: os.Stderr,
+	})
+	if err != nil {
+		return err
+	}
+	md := load.SoakMarkdown(res)
+	fmt.Println(md)
+	if err := load.WriteSection(c.out, load.SectionSoak, md); err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "wrote", c.out)
+	if res.Grows() {
+		return errors.New("resident memory or goroutines grew during the soak (see the table)")
+	}
+	return nil
+}
+
+func parseLevels(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 1024 || (len(out) > 0 && n <= out[len(out)-1]) {
+			return nil, fmt.Errorf("--concurrency: want ascending numbers in [1, 1024], got %q", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// tailBuffer keeps the last max lines written to it.
+type tailBuffer struct {
+	mu      sync.Mutex
+	max     int
+	lines   []string
+	partial string
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	text := t.partial + string(p)
+	parts := strings.Split(text, "\n")
+	t.partial = parts[len(parts)-1]
+	t.lines = append(t.lines, parts[:len(parts)-1]...)
+	if over := len(t.lines) - t.max; over > 0 {
+		t.lines = append(t.lines[:0], t.lines[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) WriteTo(w io.Writer) (int64, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var n int64
+	for _, l := range t.lines {
+		k, err := fmt.Fprintln(w, l)
+		n += int64(k)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}

@@ -1,0 +1,120 @@
+package load
+
+import (
+	"bufio"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPercentileNearestRank(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 100; i++ {
+		d = append(d, time.Duration(i)*time.Millisecond)
+	}
+	for _, tc := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 50 * time.Millisecond}, {0.9, 90 * time.Millisecond}, {0.99, 99 * time.Millisecond}, {1, 100 * time.Millisecond}, {0, time.Millisecond}} {
+		if got := Percentile(d, tc.q); got != tc.want {
+			t.Errorf("Percentile(%v) = %v, want %v", tc.q, got, tc.want)
+		}
+	}
+	if got := Percentile(nil, 0.5); got != 0 {
+		t.Errorf("Percentile of nothing = %v, want 0", got)
+	}
+	if got := Median([]time.Duration{3, 1, 2}); got != 2 {
+		t.Errorf("Median = %v, want 2", got)
+	}
+}
+
+func TestAnalyseTrend(t *testing.T) {
+	series := func(f func(i int) float64) ([]float64, []float64) {
+		var ts, vs []float64
+		for i := range 60 {
+			ts = append(ts, float64(i*5))
+			vs = append(vs, f(i))
+		}
+		return ts, vs
+	}
+	for _, tc := range []struct {
+		name  string
+		f     func(i int) float64
+		grows bool
+	}{
+		{"flat", func(int) float64 { return 40 }, false},
+		{"noise", func(i int) float64 { return 40 + float64(i%3) }, false},
+		{"leak", func(i int) float64 { return 40 + float64(i) }, true},
+		{"small drift within tolerance", func(i int) float64 { return 40 + float64(i)/30 }, false},
+		{"spike then back", func(i int) float64 {
+			if i == 30 {
+				return 400
+			}
+			return 40
+		}, false},
+		{"shrinks", func(i int) float64 { return 100 - float64(i) }, false},
+	} {
+		ts, vs := series(tc.f)
+		if got := AnalyseTrend(ts, vs, 0.10, 4); got.Grows != tc.grows {
+			t.Errorf("%s: Grows = %v, want %v (%+v)", tc.name, got.Grows, tc.grows, got)
+		}
+	}
+	if got := AnalyseTrend([]float64{1, 2}, []float64{1, 2}, 0.1, 0); got.Grows {
+		t.Error("two samples must not count as growth")
+	}
+}
+
+func TestReplaceSection(t *testing.T) {
+	doc := ReplaceSection(resultsTitle, SectionBench, "bench one")
+	doc = ReplaceSection(doc, SectionSoak, "soak one")
+	doc = ReplaceSection(doc, SectionBench, "bench two\n")
+	if strings.Contains(doc, "bench one") || !strings.Contains(doc, "bench two") || !strings.Contains(doc, "soak one") {
+		t.Fatalf("sections not replaced in place:\n%s", doc)
+	}
+	if strings.Index(doc, "bench two") > strings.Index(doc, "soak one") {
+		t.Errorf("bench section moved after the soak section:\n%s", doc)
+	}
+	if !strings.HasPrefix(doc, "# Switchboard load results") {
+		t.Errorf("title lost:\n%s", doc)
+	}
+}
+
+func TestMetricValue(t *testing.T) {
+	text := `# HELP go_goroutines Number of goroutines that currently exist.
+# TYPE go_goroutines gauge
+go_goroutines_total_fake 3
+go_goroutines 42
+go_threads 9
+`
+	v, err := metricValue(bufio.NewScanner(strings.NewReader(text)), "go_goroutines")
+	if err != nil || v != 42 {
+		t.Fatalf("metricValue = %v, %v; want 42", v, err)
+	}
+	if _, err := metricValue(bufio.NewScanner(strings.NewReader("go_threads 9\n")), "go_goroutines"); err == nil {
+		t.Error("a missing metric must be an error")
+	}
+}
+
+func TestProcOfSelf(t *testing.T) {
+	rss, err := RSS(os.Getpid())
+	if err != nil || rss <= 0 {
+		t.Fatalf("RSS(self) = %d, %v", rss, err)
+	}
+	// Burn a little CPU so the counter has something to show.
+	deadline := time.Now().Add(30 * time.Millisecond)
+	for x := 0; time.Now().Before(deadline); x++ {
+		_ = x * x
+	}
+	if _, err := CPUTime(os.Getpid()); err != nil {
+		t.Fatalf("CPUTime(self): %v", err)
+	}
+}
+
+func TestThousands(t *testing.T) {
+	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 10000: "10,000", 1234567: "1,234,567"} {
+		if got := thousands(n); got != want {
+			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
