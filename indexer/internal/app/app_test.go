@@ -71,13 +71,16 @@ func (b *logBuffer) count(s string) int {
 
 type harness struct {
 	addr   string
+	// The aggregator runs under its own context so a test can restart it.
+	aggAddr string
+	aggStop func()
 	agg    *testagg.Server
 	client indexerv1.IndexerServiceClient
 	health healthpb.HealthClient
 	logs   *logBuffer
 }
 
-func listen(t *testing.T) net.Listener {
+func listen(t testing.TB) net.Listener {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -88,13 +91,13 @@ func listen(t *testing.T) net.Listener {
 
 // start runs the fake aggregator and the indexer (through app.Run, as the
 // binary does) against databaseURL.
-func start(t *testing.T, databaseURL string) *harness {
+func start(t testing.TB, databaseURL string) *harness {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &harness{agg: testagg.New(), logs: &logBuffer{}}
 	aggLis, idxLis := listen(t), listen(t)
+	h.serveAggregator(aggLis)
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = h.agg.Serve(ctx, aggLis) })
 	cfg := &config.Config{
 		ServiceAuth: config.ServiceAuth{Credentials: []config.ServiceCredential{{Name: "gateway", Token: gatewayToken, AssertPrincipals: true}}},
 		Indexer: config.Indexer{
@@ -116,6 +119,7 @@ func start(t *testing.T, databaseURL string) *harness {
 		_ = conn.Close()
 		cancel()
 		wg.Wait()
+		h.stopAggregator()
 		if err := <-runErr; err != nil {
 			t.Errorf("app.Run: %v", err)
 		}
@@ -129,8 +133,18 @@ func start(t *testing.T, databaseURL string) *harness {
 	return h
 }
 
+func (h *harness) serveAggregator(lis net.Listener) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = h.agg.Serve(ctx, lis); close(done) }()
+	h.aggAddr = lis.Addr().String()
+	h.aggStop = func() { cancel(); <-done }
+}
+
+func (h *harness) stopAggregator() { h.aggStop() }
+
 // eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -143,7 +157,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func (h *harness) serving(t *testing.T) healthpb.HealthCheckResponse_ServingStatus {
+func (h *harness) serving(t testing.TB) healthpb.HealthCheckResponse_ServingStatus {
 	resp, err := h.health.Check(t.Context(), &healthpb.HealthCheckRequest{})
 	if err != nil {
 		return healthpb.HealthCheckResponse_UNKNOWN
@@ -151,7 +165,7 @@ func (h *harness) serving(t *testing.T) healthpb.HealthCheckResponse_ServingStat
 	return resp.GetStatus()
 }
 
-func (h *harness) waitServing(t *testing.T) {
+func (h *harness) waitServing(t testing.TB) {
 	t.Helper()
 	eventually(t, "health SERVING", func() bool { return h.serving(t) == healthpb.HealthCheckResponse_SERVING })
 }
@@ -396,4 +410,36 @@ func TestRequestValidationLimitsAndSessions(t *testing.T) {
 	wantReason(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
 	_, err = h.client.RevokeSession(t.Context(), &indexerv1.RevokeSessionRequest{SessionDigest: digest})
 	wantReason(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+}
+
+// The catalog watch reconnects after the aggregator restarts and keeps
+// invalidating scopes from the new stream.
+func TestWatchReconnectsAfterAggregatorRestart(t *testing.T) {
+	h := start(t, env.NewDatabase(t))
+	h.agg.SetTools(tools("alpha_sales", "beta_sales", "gamma_sales"))
+	h.agg.SetView("alice", []string{"alpha_sales", "beta_sales"})
+	h.waitServing(t)
+	view := func() []string {
+		resp, err := h.search(t, "alice", "sales report", 50)
+		if err != nil {
+			return nil
+		}
+		return hitNames(resp)
+	}
+	if got := view(); !slices.Equal(got, []string{"alpha_sales", "beta_sales"}) {
+		t.Fatalf("initial view %v", got)
+	}
+
+	h.stopAggregator()
+	eventually(t, "the watch to notice the restart", func() bool { return h.logs.count("catalog watch interrupted") > 0 })
+	lis, err := net.Listen("tcp", h.aggAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.serveAggregator(lis)
+	// Cache alice's view again, then change it: only an event on the new
+	// stream can invalidate it now (the scope TTL is an hour).
+	eventually(t, "search after the restart", func() bool { return slices.Equal(view(), []string{"alpha_sales", "beta_sales"}) })
+	h.agg.SetView("alice", []string{"alpha_sales", "gamma_sales"})
+	eventually(t, "alice's new view", func() bool { return slices.Equal(view(), []string{"alpha_sales", "gamma_sales"}) })
 }
