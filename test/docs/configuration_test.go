@@ -1,0 +1,68 @@
+// Package docs checks that the reference documentation keeps up with the
+// code.
+package docs
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/test/harness"
+)
+
+// TestEveryConfigKeyIsDocumented walks the configuration types and wants
+// every key in docs/configuration.md, written as `path` relative to its
+// section (`auth.apiKeys[].key` under gateway), possibly after a prefix
+// (`dev.binDir`).
+func TestEveryConfigKeyIsDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(harness.RepoRoot(t), "docs", "configuration.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(doc)
+	top := reflect.TypeFor[config.Config]()
+	for i := range top.NumField() {
+		section := top.Field(i)
+		name := yamlName(section)
+		if !strings.Contains(text, "`"+name+"`") {
+			t.Errorf("section %s is not documented", name)
+		}
+		for _, key := range leafKeys(section.Type, "") {
+			if !strings.Contains(text, "`"+key+"`") && !strings.Contains(text, "."+key+"`") {
+				t.Errorf("%s.%s is not documented", name, key)
+			}
+		}
+	}
+}
+
+// leafKeys returns the dotted paths of every non-struct field under t;
+// list elements are written name[].
+func leafKeys(t reflect.Type, prefix string) []string {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var keys []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		path := prefix + yamlName(f)
+		ft := f.Type
+		if ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct {
+			keys = append(keys, leafKeys(ft.Elem(), path+"[].")...)
+			continue
+		}
+		if ft.Kind() == reflect.Struct {
+			keys = append(keys, leafKeys(ft, path+".")...)
+			continue
+		}
+		keys = append(keys, path)
+	}
+	return keys
+}
+
+func yamlName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	return name
+}
