@@ -70,14 +70,14 @@ func (b *logBuffer) count(s string) int {
 }
 
 type harness struct {
-	addr   string
+	addr string
 	// The aggregator runs under its own context so a test can restart it.
 	aggAddr string
 	aggStop func()
-	agg    *testagg.Server
-	client indexerv1.IndexerServiceClient
-	health healthpb.HealthClient
-	logs   *logBuffer
+	agg     *testagg.Server
+	client  indexerv1.IndexerServiceClient
+	health  healthpb.HealthClient
+	logs    *logBuffer
 }
 
 func listen(t testing.TB) net.Listener {
