@@ -2,8 +2,10 @@ package edge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
+	"strconv"
 
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
@@ -32,6 +34,11 @@ func statusToMCP(st *status.Status, e era, method string) (mcpErr *rpcError, int
 			return newError(codeInvalidParams, "resource not found"), false
 		}
 		return newError(codeInvalidParams, st.Message()), false
+	case codes.Unknown:
+		if reason, meta := apierr.Info(st.Err()); reason == commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR {
+			return backendError(meta, e), false
+		}
+		return newError(codeInternalError, "internal error"), true
 	case codes.Unimplemented:
 		return newError(codeMethodNotFound, "method not found: "+method), false
 	case codes.Canceled:
@@ -54,6 +61,41 @@ func statusToMCP(st *status.Status, e era, method string) (mcpErr *rpcError, int
 	}
 }
 
+// backendError re-emits a backend's own JSON-RPC error, which the
+// aggregator passes in the status metadata (mcp_code, mcp_message and, when
+// the error had data, mcp_data as JSON). Only codes that describe the
+// client's request are kept; codes about the aggregator's own exchange with
+// the backend (parse errors, header or version problems on that hop) become
+// internal errors, since the client did nothing wrong.
+func backendError(meta map[string]string, e era) *rpcError {
+	code, err := strconv.Atoi(meta["mcp_code"])
+	msg := meta["mcp_message"]
+	if err != nil || msg == "" {
+		return newError(codeInternalError, "the server behind this request failed")
+	}
+	var out *rpcError
+	switch {
+	case code == codeInvalidParams || code == codeMethodNotFound:
+		out = newError(code, msg)
+	case code == codeResourceNotFound && e == eraLegacy:
+		out = newError(codeResourceNotFound, msg)
+	case code == codeResourceNotFound:
+		out = newError(codeInvalidParams, msg)
+	case code == codeMissingCapability && e == eraModern:
+		out = newError(code, msg)
+	case code == codeParseError, code == codeInvalidRequest, code == codeHeaderMismatch, code == codeUnsupportedVer:
+		return newError(codeInternalError, "the server behind this request failed")
+	default:
+		// Internal errors and implementation-defined codes: keep the
+		// backend's message under a code the spec defines.
+		out = newError(codeInternalError, msg)
+	}
+	if data := meta["mcp_data"]; data != "" && json.Valid([]byte(data)) {
+		out.Data = json.RawMessage(data)
+	}
+	return out
+}
+
 // grpcError maps err of a service call to MCP, logging internal detail with
 // the trace id (which the client also gets, to quote in a report).
 func grpcError(ctx context.Context, log *slog.Logger, err error, e era, method string) *rpcError {
@@ -67,12 +109,12 @@ func grpcError(ctx context.Context, log *slog.Logger, err error, e era, method s
 	}
 	mcpErr, internal := statusToMCP(st, e, method)
 	if internal {
-		traceID := trace.SpanContextFromContext(ctx).TraceID()
-		log.ErrorContext(ctx, "service call failed", "method", method, "code", st.Code().String(),
-			"reason", apierr.Reason(err).String(), "detail", st.Message(), "trace_id", traceID.String())
-		if traceID.IsValid() {
+		attrs := []any{"method", method, "code", st.Code().String(), "reason", apierr.Reason(err).String(), "detail", st.Message()}
+		if traceID := trace.SpanContextFromContext(ctx).TraceID(); traceID.IsValid() {
+			attrs = append(attrs, "trace_id", traceID.String())
 			mcpErr.Data = map[string]string{"traceId": traceID.String()}
 		}
+		log.ErrorContext(ctx, "service call failed", attrs...)
 	}
 	return mcpErr
 }

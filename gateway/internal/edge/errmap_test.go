@@ -3,6 +3,7 @@ package edge
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -87,5 +88,42 @@ func TestGRPCErrorLogsDetail(t *testing.T) {
 	}
 	if !strings.Contains(logged.String(), "10.1.2.3") || !strings.Contains(logged.String(), "BACKEND_UNAVAILABLE") {
 		t.Fatalf("log lacks detail: %s", logged.String())
+	}
+}
+
+// TestBackendErrorPassThrough: a backend's own JSON-RPC error, passed by
+// the aggregator in the status metadata, reaches the client when it
+// describes the client's request, per era.
+func TestBackendErrorPassThrough(t *testing.T) {
+	backendStatus := func(code, data string) *status.Status {
+		meta := []string{"mcp_code", code, "mcp_message", "backend says no"}
+		if data != "" {
+			meta = append(meta, "mcp_data", data)
+		}
+		st, _ := status.FromError(apierr.New(codes.Unknown, commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR, "backend error: backend says no", meta...))
+		return st
+	}
+	cases := []struct {
+		code, data string
+		era        era
+		want       int
+		wantData   string
+	}{
+		{"-32021", `{"requiredCapabilities":{"sampling":{}}}`, eraModern, codeMissingCapability, `{"requiredCapabilities":{"sampling":{}}}`},
+		{"-32021", "", eraLegacy, codeInternalError, ""},
+		{"-32602", "", eraModern, codeInvalidParams, ""},
+		{"-32002", `{"uri":"x"}`, eraLegacy, codeResourceNotFound, `{"uri":"x"}`},
+		{"-32002", "", eraModern, codeInvalidParams, ""},
+		{"-32601", "", eraModern, codeMethodNotFound, ""},
+		{"-32022", "", eraModern, codeInternalError, ""},
+		{"-32000", "", eraModern, codeInternalError, ""},
+		{"junk", "", eraModern, codeInternalError, ""},
+	}
+	for _, tc := range cases {
+		got, internal := statusToMCP(backendStatus(tc.code, tc.data), tc.era, "tools/call")
+		data, _ := json.Marshal(got.Data)
+		if got.Code != tc.want || internal || (tc.wantData != "" && string(data) != tc.wantData) {
+			t.Errorf("%s/%s: got %d %s (internal %v), want %d %s", tc.code, tc.era, got.Code, data, internal, tc.want, tc.wantData)
+		}
 	}
 }

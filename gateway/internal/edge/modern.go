@@ -66,15 +66,17 @@ func (g *Gateway) validateModern(c *call) *rpcError {
 	if version == "" {
 		return newError(codeInvalidParams, `invalid params: missing or invalid _meta "`+metaProtocolVersion+`"`)
 	}
+	// A header that disagrees with the body is a HeaderMismatch even when
+	// the version itself is unsupported: the request is malformed first.
+	if rerr := checkHeader(c.r, "Mcp-Protocol-Version", version); rerr != nil {
+		return rerr
+	}
 	if version != versionModern {
 		return unsupportedVersion(version)
 	}
 	c.version = version
 	if err := json.Unmarshal(meta[metaClientCapabilities], &c.clientCaps); err != nil || c.clientCaps == nil {
 		return newError(codeInvalidParams, `invalid params: missing or invalid _meta "`+metaClientCapabilities+`"`)
-	}
-	if rerr := checkHeader(c.r, "Mcp-Protocol-Version", version); rerr != nil {
-		return rerr
 	}
 	if rerr := checkHeader(c.r, "Mcp-Method", c.method); rerr != nil {
 		return rerr
@@ -116,21 +118,16 @@ func checkHeader(r *http.Request, header, want string) *rpcError {
 }
 
 // decodeHeaderValue undoes the =?base64?…?= form clients use for values
-// that are not plain visible ASCII.
+// that are not plain visible ASCII. Only a complete sentinel is decoded
+// (anything else is a literal value), and its payload must be padded
+// standard base64 of valid UTF-8.
 func decodeHeaderValue(v string) (string, bool) {
-	inner, ok := strings.CutPrefix(v, "=?base64?")
-	if !ok {
+	if len(v) < len("=?base64??=") || !strings.HasPrefix(v, "=?base64?") || !strings.HasSuffix(v, "?=") {
 		return v, true
 	}
-	inner, ok = strings.CutSuffix(inner, "?=")
-	if !ok {
-		return "", false
-	}
-	b, err := base64.StdEncoding.DecodeString(inner)
+	b, err := base64.StdEncoding.Strict().DecodeString(v[len("=?base64?") : len(v)-len("?=")])
 	if err != nil {
-		if b, err = base64.RawStdEncoding.DecodeString(inner); err != nil {
-			return "", false
-		}
+		return "", false
 	}
 	return string(b), true
 }

@@ -73,16 +73,30 @@ func parseMessage(body []byte) (*message, json.RawMessage, *rpcError) {
 	if len(trimmed) > 0 && trimmed[0] == '[' {
 		return nil, nil, newError(codeInvalidRequest, "batch requests are not supported")
 	}
-	var raw struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Method  *string         `json:"method"`
-		Params  json.RawMessage `json:"params"`
-		Result  json.RawMessage `json:"result"`
-		Error   json.RawMessage `json:"error"`
-	}
-	if err := json.Unmarshal(body, &raw); err != nil {
+	// Decode into a map, not a struct: JSON-RPC member names are
+	// case-sensitive, and encoding/json matches struct fields without case.
+	var members object
+	if err := json.Unmarshal(body, &members); err != nil || members == nil {
 		return nil, nil, newError(codeParseError, "parse error: body is not a JSON-RPC object")
+	}
+	var raw struct {
+		JSONRPC string
+		ID      json.RawMessage
+		Method  *string
+		Params  json.RawMessage
+		Result  json.RawMessage
+		Error   json.RawMessage
+	}
+	raw.ID, raw.Params, raw.Result, raw.Error = members["id"], members["params"], members["result"], members["error"]
+	if v, ok := members["jsonrpc"]; ok && json.Unmarshal(v, &raw.JSONRPC) != nil {
+		raw.JSONRPC = ""
+	}
+	if v, ok := members["method"]; ok {
+		var m string
+		if json.Unmarshal(v, &m) != nil {
+			return nil, validID(raw.ID), newError(codeInvalidRequest, `invalid request: "method" must be a string`)
+		}
+		raw.Method = &m
 	}
 	id := validID(raw.ID)
 	if raw.JSONRPC != "2.0" {
