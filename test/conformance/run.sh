@@ -195,6 +195,13 @@ for rev in "${REVISIONS[@]}"; do
 		((rc != 0)) || rc=1
 	fi
 	summaries+=("$summary")
+	# A stack that died mid-run shows up as connection failures; say so.
+	for pid in "${pids[@]}"; do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			log "a process under test (pid $pid) exited during the run; see results/conformance/logs/"
+			((rc != 0)) || rc=1
+		fi
+	done
 	if ((rc != 0)); then
 		log "requirement set $rev: FAILED (suite exit status $rc; see results/conformance/$rev.log)"
 		failed=1
