@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,6 +52,22 @@ var binaries = []struct{ name, pkg string }{
 	{"switchboard-demo-backend", "github.com/switchboard-mcp/switchboard/services/cmd/switchboard-demo-backend"},
 }
 
+// built holds the binaries go-built once for all tests of the package
+// when SWITCHBOARD_BIN is unset.
+var built struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
 // binDir returns $SWITCHBOARD_BIN (make test sets it to bin/) or builds the
 // binaries into a temporary directory.
 func binDir(t *testing.T) string {
@@ -62,15 +79,22 @@ func binDir(t *testing.T) string {
 		}
 		return abs
 	}
-	dir := t.TempDir()
-	args := []string{"build", "-o", dir + "/"}
-	for _, b := range binaries {
-		args = append(args, b.pkg)
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "grpcapi-bin-"); built.err != nil {
+			return
+		}
+		args := []string{"build", "-o", built.dir + "/"}
+		for _, b := range binaries {
+			args = append(args, b.pkg)
+		}
+		if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return dir
+	return built.dir
 }
 
 // grpcurlBinary returns $GRPCURL or builds the pinned grpcurl from
@@ -153,32 +177,53 @@ indexer:
 	}
 	env := []string{"GRPCAPI_INDEXER_TOKEN=" + indexerToken, "REPORTING_TOKEN=" + reportingToken}
 
-	var logs bytes.Buffer
-	out := &devstack.SyncWriter{W: &logs}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("process output:\n%s", logs.String())
-		}
-	})
+	procs := newProcesses(t, bin, env)
 	start := func(name string, probe devstack.Probe, args ...string) {
 		t.Helper()
-		p, err := devstack.StartProcess(devstack.ProcessSpec{Name: name, Path: filepath.Join(bin, "switchboard-"+name), Args: args, Env: env, Output: out})
-		if err != nil {
-			t.Fatalf("start %s: %v", name, err)
-		}
-		t.Cleanup(func() {
-			if err := p.Stop(10 * time.Second); err != nil {
-				t.Logf("stop %s: %v", name, err)
-			}
-		})
-		if err := devstack.WaitReady(ctx, p, probe); err != nil {
-			t.Fatalf("%s not ready: %v", name, err)
-		}
+		procs.start(ctx, name, probe, args...)
 	}
 	start("demo-backend", devstack.HTTPOK("http://"+backendAddr+"/healthz"), "--listen", backendAddr, "--name", "demo")
 	start("aggregator", devstack.GRPCServing(aggAddr, config.TLS{}), "--config", cfgPath)
 	start("indexer", devstack.GRPCServing(idxAddr, config.TLS{}), "--config", cfgPath)
 	return stack{aggregator: aggAddr, indexer: idxAddr}
+}
+
+// processes starts Switchboard binaries for one test, stops them when it
+// ends, and shows their output if it failed.
+type processes struct {
+	t   *testing.T
+	bin string
+	env []string
+	out *devstack.SyncWriter
+}
+
+func newProcesses(t *testing.T, bin string, env []string) *processes {
+	var logs bytes.Buffer
+	p := &processes{t: t, bin: bin, env: env, out: &devstack.SyncWriter{W: &logs}}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("process output:\n%s", logs.String())
+		}
+	})
+	return p
+}
+
+// start runs switchboard-<name> and waits until probe passes.
+func (ps *processes) start(ctx context.Context, name string, probe devstack.Probe, args ...string) {
+	t := ps.t
+	t.Helper()
+	p, err := devstack.StartProcess(devstack.ProcessSpec{Name: name, Path: filepath.Join(ps.bin, "switchboard-"+name), Args: args, Env: ps.env, Output: ps.out})
+	if err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if err := p.Stop(10 * time.Second); err != nil {
+			t.Logf("stop %s: %v", name, err)
+		}
+	})
+	if err := devstack.WaitReady(ctx, p, probe); err != nil {
+		t.Fatalf("%s not ready: %v", name, err)
+	}
 }
 
 func TestGRPCAPI(t *testing.T) {

@@ -1,0 +1,219 @@
+package grpcapi
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/devstack"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/test/grpcapi/example"
+)
+
+// testCA issues certificates the way the cert-manager component does: one
+// CA, and leaf certificates whose common name is a serviceAuth commonName.
+type testCA struct {
+	dir    string
+	cert   *x509.Certificate
+	key    *ecdsa.PrivateKey
+	caFile string
+}
+
+func newTestCA(t *testing.T, dir, name string) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := &testCA{dir: dir, cert: cert, key: key, caFile: filepath.Join(dir, name+".crt")}
+	writePEM(t, ca.caFile, "CERTIFICATE", der)
+	return ca
+}
+
+// issue writes a leaf certificate and key for commonName; server
+// certificates are valid for 127.0.0.1.
+func (ca *testCA) issue(t *testing.T, commonName string, usage x509.ExtKeyUsage) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: commonName},
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+	}
+	if usage == x509.ExtKeyUsageServerAuth {
+		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Named by issuer too: two CAs may issue the same common name.
+	base := filepath.Join(ca.dir, ca.cert.Subject.CommonName+"-"+commonName)
+	certFile, keyFile = base+".crt", base+".key"
+	writePEM(t, certFile, "CERTIFICATE", der)
+	writePEM(t, keyFile, "EC PRIVATE KEY", keyDER)
+	return certFile, keyFile
+}
+
+func writePEM(t *testing.T, path, kind string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMTLS runs the document's mTLS path: an aggregator serving TLS that
+// authenticates an internal client by the common name of its certificate,
+// as the cert-manager component of the production overlay configures it.
+func TestMTLS(t *testing.T) {
+	bin := binDir(t)
+	dir := t.TempDir()
+	ca := newTestCA(t, dir, "switchboard-ca")
+	serverCert, serverKey := ca.issue(t, "switchboard-aggregator", x509.ExtKeyUsageServerAuth)
+	clientCert, clientKey := ca.issue(t, "reporting.internal", x509.ExtKeyUsageClientAuth)
+	strangerCert, strangerKey := ca.issue(t, "stranger.internal", x509.ExtKeyUsageClientAuth)
+	otherCA := newTestCA(t, dir, "other-ca")
+	forgedCert, forgedKey := otherCA.issue(t, "reporting.internal", x509.ExtKeyUsageClientAuth)
+
+	backendAddr, aggAddr := freeAddr(t), freeAddr(t)
+	cfg := fmt.Sprintf(`
+serviceAuth:
+  credentials:
+    - name: reporting
+      commonName: reporting.internal
+      subject: %s
+      groups: [analysts]
+  tls:
+    certFile: %s
+    keyFile: %s
+    caFile: %s
+    clientCAFile: %s
+logging:
+  level: debug
+  format: text
+aggregator:
+  listen: %s
+  backends:
+    - name: demo
+      url: http://%s/mcp
+`, reportingSubject, serverCert, serverKey, ca.caFile, ca.caFile, aggAddr, backendAddr)
+	cfgPath := filepath.Join(dir, "switchboard.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startDeadline)
+	defer cancel()
+	procs := newProcesses(t, bin, nil)
+	procs.start(ctx, "demo-backend", devstack.HTTPOK("http://"+backendAddr+"/healthz"), "--listen", backendAddr, "--name", "demo")
+	// Health over TLS needs no client certificate.
+	procs.start(ctx, "aggregator", devstack.GRPCServing(aggAddr, config.TLS{CAFile: ca.caFile}), "--config", cfgPath)
+
+	tlsConfig, err := example.MTLSConfig(clientCert, clientKey, ca.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := example.Dial(aggAddr, "", tlsConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	agg := aggregatorv1.NewAggregatorServiceClient(conn)
+	tools, err := example.ListAllTools(ctx, agg)
+	if err != nil {
+		t.Fatalf("ListAllTools with a client certificate: %v", err)
+	}
+	if !slices.ContainsFunc(tools, func(tool *aggregatorv1.Tool) bool { return tool.GetName() == "demo_echo" }) {
+		t.Errorf("ListAllTools with a client certificate: demo_echo missing from %v", tools)
+	}
+	_, err = agg.ListTools(ctx, &aggregatorv1.ListToolsRequest{Principal: &commonv1.Principal{Subject: "alice"}})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Errorf("certificate-bound caller naming another principal: %v, want PermissionDenied", err)
+	}
+
+	refused := []struct {
+		name string
+		tls  func() *tls.Config
+		want []codes.Code
+	}{
+		{"TLS without a client certificate or token", func() *tls.Config {
+			roots := x509.NewCertPool()
+			roots.AddCert(ca.cert)
+			return &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+		}, []codes.Code{codes.Unauthenticated}},
+		{"certificate of an unknown common name", func() *tls.Config {
+			c, err := example.MTLSConfig(strangerCert, strangerKey, ca.caFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}, []codes.Code{codes.Unauthenticated}},
+		// Go's TLS client withholds a certificate that the server's
+		// acceptable CAs did not issue (the call is then unauthenticated);
+		// a client that sends it anyway fails the handshake.
+		{"certificate from another CA", func() *tls.Config {
+			c, err := example.MTLSConfig(forgedCert, forgedKey, ca.caFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}, []codes.Code{codes.Unauthenticated, codes.Unavailable}},
+		{"plaintext", func() *tls.Config { return nil }, []codes.Code{codes.Unavailable}},
+	}
+	for _, tc := range refused {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := example.Dial(aggAddr, "", tc.tls())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			_, err = aggregatorv1.NewAggregatorServiceClient(conn).ListTools(callCtx, &aggregatorv1.ListToolsRequest{})
+			if !slices.Contains(tc.want, status.Code(err)) {
+				t.Errorf("ListTools: %v, want one of %v", err, tc.want)
+			}
+		})
+	}
+}
