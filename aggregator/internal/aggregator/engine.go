@@ -139,10 +139,14 @@ func New(opts Options) (*Engine, error) {
 		b.SetHealthPolicy(backend.HealthPolicy{
 			DegradedAfter:  opts.Health.DegradedThreshold,
 			UnhealthyAfter: opts.Health.UnhealthyThreshold,
-		}, func(s backend.State) {
-			e.log.Info("backend health changed", "backend", c.Name, "state", s.String())
-			opts.Metrics.backendState(c.Name, s)
-			e.Trigger()
+		}, func(prev, now backend.State) {
+			e.log.Info("backend health changed", "backend", c.Name, "from", prev.String(), "to", now.String())
+			opts.Metrics.backendState(c.Name, now)
+			// Only unhealthy hides items: other changes leave the catalog
+			// as it is.
+			if (prev == backend.Unhealthy) != (now == backend.Unhealthy) {
+				e.Trigger()
+			}
 		})
 		e.backends = append(e.backends, b)
 		e.byName[c.Name] = b

@@ -70,7 +70,7 @@ type backendOptions struct {
 	pageSize int
 }
 
-func newTestBackend(t *testing.T, name string, o backendOptions) *testBackend {
+func newTestBackend(t testing.TB, name string, o backendOptions) *testBackend {
 	t.Helper()
 	b := &testBackend{name: name, release: make(chan struct{})}
 	b.server = mcp.NewServer(&mcp.Implementation{Name: name, Version: "1"}, &mcp.ServerOptions{
@@ -159,7 +159,7 @@ type harness struct {
 	anon     aggregatorv1.AggregatorServiceClient // no credentials
 }
 
-func startAggregator(t *testing.T, cfg config.Aggregator) *harness {
+func startAggregator(t testing.TB, cfg config.Aggregator) *harness {
 	t.Helper()
 	h, err := tryStartAggregator(t, cfg)
 	if err != nil {
@@ -168,7 +168,7 @@ func startAggregator(t *testing.T, cfg config.Aggregator) *harness {
 	return h
 }
 
-func tryStartAggregator(t *testing.T, cfg config.Aggregator) (*harness, error) {
+func tryStartAggregator(t testing.TB, cfg config.Aggregator) (*harness, error) {
 	t.Helper()
 	opts, err := aggregator.OptionsFromConfig(cfg)
 	if err != nil {
@@ -278,7 +278,7 @@ func resultText(t *testing.T, resultJSON string) string {
 	return res.Content[0].Text
 }
 
-func writeFile(t *testing.T, name, content string) string {
+func writeFile(t testing.TB, name, content string) string {
 	t.Helper()
 	path := t.TempDir() + "/" + name
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {

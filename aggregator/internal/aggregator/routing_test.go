@@ -53,7 +53,7 @@ aggregator:
 	return startAggregator(t, cfg), modern, legacy
 }
 
-func parseConfig(t *testing.T, yaml string) config.Aggregator {
+func parseConfig(t testing.TB, yaml string) config.Aggregator {
 	t.Helper()
 	c, err := config.Load(writeFile(t, "switchboard.yaml", yaml))
 	if err != nil {

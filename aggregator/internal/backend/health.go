@@ -46,7 +46,7 @@ type healthTracker struct {
 	status   Status
 	failures int
 	// onChange is called, outside the lock, when State changes.
-	onChange func(State)
+	onChange func(prev, now State)
 }
 
 func newHealthTracker() healthTracker {
@@ -94,13 +94,13 @@ func (h *healthTracker) notify(prev State) {
 	now, cb := h.status.State, h.onChange
 	h.mu.Unlock()
 	if now != prev && cb != nil {
-		cb(now)
+		cb(prev, now)
 	}
 }
 
 // SetHealthPolicy sets how probe outcomes become states, and a callback for
 // state changes. Call it before the first probe.
-func (c *Client) SetHealthPolicy(p HealthPolicy, onChange func(State)) {
+func (c *Client) SetHealthPolicy(p HealthPolicy, onChange func(prev, now State)) {
 	c.health.mu.Lock()
 	c.health.policy = p
 	c.health.onChange = onChange
