@@ -4,17 +4,14 @@
 package grpcapi
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,23 +19,19 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
-	"github.com/switchboard-mcp/switchboard/services/devstack"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
-	"github.com/switchboard-mcp/switchboard/services/pgcluster"
 	"github.com/switchboard-mcp/switchboard/test/grpcapi/example"
+	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
 const (
-	repoRoot = "../.."
-	docPath  = repoRoot + "/docs/grpc-api.md"
+	docPath = "../../docs/grpc-api.md"
 	// The internal client's credential in the test configuration, as the
 	// document describes it.
 	reportingToken   = "reporting-token-for-the-grpcapi-test"
 	reportingSubject = "reporting"
-	indexerToken     = "indexer-token-for-the-grpcapi-test"
-	startDeadline    = 90 * time.Second
 )
 
 // stack is the running system under test.
@@ -46,56 +39,7 @@ type stack struct {
 	aggregator, indexer string // host:port
 }
 
-var binaries = []struct{ name, pkg string }{
-	{"switchboard-aggregator", "github.com/switchboard-mcp/switchboard/aggregator/cmd/switchboard-aggregator"},
-	{"switchboard-indexer", "github.com/switchboard-mcp/switchboard/indexer/cmd/switchboard-indexer"},
-	{"switchboard-demo-backend", "github.com/switchboard-mcp/switchboard/services/cmd/switchboard-demo-backend"},
-}
-
-// built holds the binaries go-built once for all tests of the package
-// when SWITCHBOARD_BIN is unset.
-var built struct {
-	once sync.Once
-	dir  string
-	err  error
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
-	}
-	os.Exit(code)
-}
-
-// binDir returns $SWITCHBOARD_BIN (make test sets it to bin/) or builds the
-// binaries into a temporary directory.
-func binDir(t *testing.T) string {
-	t.Helper()
-	if dir := os.Getenv("SWITCHBOARD_BIN"); dir != "" {
-		abs, err := filepath.Abs(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return abs
-	}
-	built.once.Do(func() {
-		if built.dir, built.err = os.MkdirTemp("", "grpcapi-bin-"); built.err != nil {
-			return
-		}
-		args := []string{"build", "-o", built.dir + "/"}
-		for _, b := range binaries {
-			args = append(args, b.pkg)
-		}
-		if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if built.err != nil {
-		t.Fatal(built.err)
-	}
-	return built.dir
-}
+func TestMain(m *testing.M) { harness.Main(m) }
 
 // grpcurlBinary returns $GRPCURL or builds the pinned grpcurl from
 // tools/grpcurl.
@@ -106,7 +50,7 @@ func grpcurlBinary(t *testing.T) string {
 	}
 	out := filepath.Join(t.TempDir(), "grpcurl")
 	cmd := exec.Command("go", "build", "-o", out, "github.com/fullstorydev/grpcurl/cmd/grpcurl")
-	cmd.Dir = filepath.Join(repoRoot, "tools", "grpcurl")
+	cmd.Dir = filepath.Join(harness.RepoRoot(t), "tools", "grpcurl")
 	cmd.Env = append(os.Environ(), "GOWORK=off")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build grpcurl: %v\n%s", err, b)
@@ -114,116 +58,20 @@ func grpcurlBinary(t *testing.T) string {
 	return out
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// startStack starts PostgreSQL, a demo backend, the aggregator and the
-// indexer, and waits until each serves. Everything stops when t ends.
+// startStack starts a whole Switchboard (PostgreSQL, a demo backend named
+// demo, aggregator, indexer, gateway) whose configuration also holds the
+// internal client's credential the document describes.
 func startStack(t *testing.T) stack {
 	t.Helper()
-	bin := binDir(t)
-	ctx, cancel := context.WithTimeout(context.Background(), startDeadline)
-	defer cancel()
-
-	pg, err := pgcluster.Start(ctx, pgcluster.Options{})
-	if err != nil {
-		t.Fatalf("start PostgreSQL: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := pg.Stop(); err != nil {
-			t.Errorf("stop PostgreSQL: %v", err)
-		}
+	c := harness.Start(t, harness.Options{
+		Backends: []harness.Backend{{Name: "demo"}},
+		Configure: func(cfg *config.Config) {
+			cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials, config.ServiceCredential{
+				Name: "reporting", Token: reportingToken, Subject: reportingSubject, Groups: []string{"analysts"},
+			})
+		},
 	})
-	if err := pg.CreateDatabase(ctx, "switchboard"); err != nil {
-		t.Fatal(err)
-	}
-
-	backendAddr, aggAddr, idxAddr := freeAddr(t), freeAddr(t), freeAddr(t)
-	cfg := fmt.Sprintf(`
-serviceAuth:
-  credentials:
-    - name: indexer
-      token: ${GRPCAPI_INDEXER_TOKEN}
-      assertPrincipals: true
-    - name: reporting
-      token: ${REPORTING_TOKEN}
-      subject: %s
-      groups: [analysts]
-logging:
-  level: debug
-  format: text
-aggregator:
-  listen: %s
-  backends:
-    - name: demo
-      url: http://%s/mcp
-indexer:
-  listen: %s
-  database: %q
-  aggregator:
-    address: %s
-    token: ${GRPCAPI_INDEXER_TOKEN}
-`, reportingSubject, aggAddr, backendAddr, idxAddr, pg.URL("switchboard"), aggAddr)
-	cfgPath := filepath.Join(t.TempDir(), "switchboard.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"GRPCAPI_INDEXER_TOKEN=" + indexerToken, "REPORTING_TOKEN=" + reportingToken}
-
-	procs := newProcesses(t, bin, env)
-	start := func(name string, probe devstack.Probe, args ...string) {
-		t.Helper()
-		procs.start(ctx, name, probe, args...)
-	}
-	start("demo-backend", devstack.HTTPOK("http://"+backendAddr+"/healthz"), "--listen", backendAddr, "--name", "demo")
-	start("aggregator", devstack.GRPCServing(aggAddr, config.TLS{}), "--config", cfgPath)
-	start("indexer", devstack.GRPCServing(idxAddr, config.TLS{}), "--config", cfgPath)
-	return stack{aggregator: aggAddr, indexer: idxAddr}
-}
-
-// processes starts Switchboard binaries for one test, stops them when it
-// ends, and shows their output if it failed.
-type processes struct {
-	t   *testing.T
-	bin string
-	env []string
-	out *devstack.SyncWriter
-}
-
-func newProcesses(t *testing.T, bin string, env []string) *processes {
-	var logs bytes.Buffer
-	p := &processes{t: t, bin: bin, env: env, out: &devstack.SyncWriter{W: &logs}}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("process output:\n%s", logs.String())
-		}
-	})
-	return p
-}
-
-// start runs switchboard-<name> and waits until probe passes.
-func (ps *processes) start(ctx context.Context, name string, probe devstack.Probe, args ...string) {
-	t := ps.t
-	t.Helper()
-	p, err := devstack.StartProcess(devstack.ProcessSpec{Name: name, Path: filepath.Join(ps.bin, "switchboard-"+name), Args: args, Env: ps.env, Output: ps.out})
-	if err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		if err := p.Stop(10 * time.Second); err != nil {
-			t.Logf("stop %s: %v", name, err)
-		}
-	})
-	if err := devstack.WaitReady(ctx, p, probe); err != nil {
-		t.Fatalf("%s not ready: %v", name, err)
-	}
+	return stack{aggregator: c.Config.Aggregator.Listen, indexer: c.Config.Indexer.Listen}
 }
 
 func TestGRPCAPI(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -26,6 +25,7 @@ import (
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	"github.com/switchboard-mcp/switchboard/test/grpcapi/example"
+	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
 // testCA issues certificates the way the cert-manager component does: one
@@ -108,7 +108,6 @@ func writePEM(t *testing.T, path, kind string, der []byte) {
 // authenticates an internal client by the common name of its certificate,
 // as the cert-manager component of the production overlay configures it.
 func TestMTLS(t *testing.T) {
-	bin := binDir(t)
 	dir := t.TempDir()
 	ca := newTestCA(t, dir, "switchboard-ca")
 	serverCert, serverKey := ca.issue(t, "switchboard-aggregator", x509.ExtKeyUsageServerAuth)
@@ -117,38 +116,25 @@ func TestMTLS(t *testing.T) {
 	otherCA := newTestCA(t, dir, "other-ca")
 	forgedCert, forgedKey := otherCA.issue(t, "reporting.internal", x509.ExtKeyUsageClientAuth)
 
-	backendAddr, aggAddr := freeAddr(t), freeAddr(t)
-	cfg := fmt.Sprintf(`
-serviceAuth:
-  credentials:
-    - name: reporting
-      commonName: reporting.internal
-      subject: %s
-      groups: [analysts]
-  tls:
-    certFile: %s
-    keyFile: %s
-    caFile: %s
-    clientCAFile: %s
-logging:
-  level: debug
-  format: text
-aggregator:
-  listen: %s
-  backends:
-    - name: demo
-      url: http://%s/mcp
-`, reportingSubject, serverCert, serverKey, ca.caFile, ca.caFile, aggAddr, backendAddr)
-	cfgPath := filepath.Join(dir, "switchboard.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
+	backendAddr, aggAddr := harness.FreeAddr(t), harness.FreeAddr(t)
+	harness.StartProc(t, "backend:demo", devstack.DemoBackendBin, []string{"--listen", backendAddr, "--name", "demo"}, nil,
+		devstack.HTTPOK("http://"+backendAddr+"/healthz"))
+	cfg := &config.Config{
+		ServiceAuth: config.ServiceAuth{
+			Credentials: []config.ServiceCredential{
+				{Name: "reporting", CommonName: "reporting.internal", Subject: reportingSubject, Groups: []string{"analysts"}},
+			},
+			TLS: config.TLS{CertFile: serverCert, KeyFile: serverKey, CAFile: ca.caFile, ClientCAFile: ca.caFile},
+		},
+		Logging: config.Logging{Level: "debug", Format: "text"},
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), startDeadline)
-	defer cancel()
-	procs := newProcesses(t, bin, nil)
-	procs.start(ctx, "demo-backend", devstack.HTTPOK("http://"+backendAddr+"/healthz"), "--listen", backendAddr, "--name", "demo")
+	cfg.Aggregator.Listen = aggAddr
+	cfg.Aggregator.Backends = []config.Backend{{Name: "demo", URL: "http://" + backendAddr + "/mcp"}}
 	// Health over TLS needs no client certificate.
-	procs.start(ctx, "aggregator", devstack.GRPCServing(aggAddr, config.TLS{CAFile: ca.caFile}), "--config", cfgPath)
+	harness.StartProc(t, "aggregator", devstack.AggregatorBin, []string{"--config", harness.WriteConfig(t, dir, cfg)}, nil,
+		devstack.GRPCServing(aggAddr, config.TLS{CAFile: ca.caFile}))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 
 	tlsConfig, err := example.MTLSConfig(clientCert, clientKey, ca.caFile)
 	if err != nil {
