@@ -6,6 +6,8 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -52,9 +54,13 @@ func run(ctx context.Context, env lifecycle.Env) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	if cfg.HTTPListen != "" {
-		hs := &http.Server{Addr: cfg.HTTPListen, Handler: opsHandler(engine, reg), ReadHeaderTimeout: 10 * time.Second}
+		lis, err := net.Listen("tcp", cfg.HTTPListen)
+		if err != nil {
+			return fmt.Errorf("listen %s: %w", cfg.HTTPListen, err)
+		}
+		hs := &http.Server{Handler: opsHandler(engine, reg), ReadHeaderTimeout: 10 * time.Second}
 		wg.Go(func() {
-			if err := hs.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := hs.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				env.Log.Error("http server failed", "err", err)
 			}
 		})

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/lifecycle"
+	"github.com/switchboard-mcp/switchboard/services/rpc"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// TestRunServesAndShutsDown runs the service as main does: gRPC with health,
+// the HTTP probes and metrics, and a graceful stop when the context ends.
+func TestRunServesAndShutsDown(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "demo", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "hello", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hi"}}}, nil
+	})
+	backend := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	defer backend.Close()
+
+	grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
+	cfg, err := config.Parse([]byte(`
+serviceAuth:
+  credentials:
+    - {name: gateway, token: tok, assertPrincipals: true}
+aggregator:
+  listen: `+grpcAddr+`
+  httpListen: `+httpAddr+`
+  backends:
+    - {name: demo, url: `+backend.URL+`}
+`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, lifecycle.Env{Config: cfg, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}) }()
+
+	conn, err := rpc.Dial(config.Endpoint{Address: grpcAddr, Token: "tok"}, config.TLS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		resp, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: aggregatorv1.AggregatorService_ServiceDesc.ServiceName})
+		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not serving within 10s: %v %v", resp, err)
+		}
+		<-tick.C
+	}
+	tools, err := aggregatorv1.NewAggregatorServiceClient(conn).ListTools(context.Background(), &aggregatorv1.ListToolsRequest{})
+	if err != nil || len(tools.GetTools()) != 1 || tools.GetTools()[0].GetName() != "demo_hello" {
+		t.Fatalf("ListTools: %v %v", tools, err)
+	}
+	for path, want := range map[string]string{"/healthz": "ok", "/readyz": "ready", "/metrics": "switchboard_aggregator_catalog_version 1"} {
+		resp, err := http.Get("http://" + httpAddr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Fatalf("GET %s: %d, body lacks %q", path, resp.StatusCode, want)
+		}
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run returned %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("run did not stop within 15s of cancellation")
+	}
+}
+
+func TestRunRejectsBadConfig(t *testing.T) {
+	for name, yaml := range map[string]string{
+		"no listen":      "aggregator: {}",
+		"bad strategy":   "aggregator: {listen: '127.0.0.1:0', conflictResolution: {strategy: alphabetical}}",
+		"bad policy":     "aggregator: {listen: '127.0.0.1:0', authz: {policyFile: /nonexistent/policy.cedar}}",
+		"bad protocol":   "aggregator: {listen: '127.0.0.1:0', backends: [{name: a, url: 'http://127.0.0.1:1', protocol: '2024-01-01'}]}",
+		"relative url":   "aggregator: {listen: '127.0.0.1:0', backends: [{name: a, url: '/mcp'}]}",
+		"duplicate name": "aggregator: {listen: '127.0.0.1:0', backends: [{name: a, url: 'http://127.0.0.1:1'}, {name: a, url: 'http://127.0.0.1:2'}]}",
+	} {
+		cfg, err := config.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := run(context.Background(), lifecycle.Env{Config: cfg, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}); err == nil {
+			t.Errorf("%s: run accepted it", name)
+		}
+	}
+}
