@@ -56,7 +56,9 @@ aggregator:
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, lifecycle.Env{Config: cfg, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}) }()
+	go func() {
+		done <- run(ctx, lifecycle.Env{Config: cfg, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	}()
 
 	conn, err := rpc.Dial(config.Endpoint{Address: grpcAddr, Token: "tok"}, config.TLS{})
 	if err != nil {
