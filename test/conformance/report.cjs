@@ -24,8 +24,20 @@ function baseline(file, revision, out) {
   fs.writeFileSync(out, YAML.stringify({ server }));
 }
 
+// latestChecks returns the checks of a scenario's latest result directory,
+// or undefined when the scenario left none.
+function latestChecks(resultsDir, dirs, scenario) {
+  const prefix = `server-${scenario.replaceAll("/", "-")}-`;
+  const dir = dirs.filter((d) => d.startsWith(prefix) && /^\d{4}-\d\d-\d\dT/.test(d.slice(prefix.length))).sort().pop();
+  const file = dir && path.join(resultsDir, dir, "checks.json");
+  return file && fs.existsSync(file) ? JSON.parse(fs.readFileSync(file, "utf8")) : undefined;
+}
+
+const failing = (c) => c.status === "FAILURE" || c.status === "WARNING";
+
 function summary(requirementsFile, resultsDir, revision, baselineFile) {
-  const required = YAML.parse(fs.readFileSync(requirementsFile, "utf8")).server ?? [];
+  const requirements = YAML.parse(fs.readFileSync(requirementsFile, "utf8"));
+  const required = requirements.server ?? [];
   // Baseline entries are "scenario" (every check may fail) or
   // "scenario:check-id" (that check may fail).
   const entries = (YAML.parse(fs.readFileSync(baselineFile, "utf8"))?.server ?? []).map(String);
@@ -34,15 +46,13 @@ function summary(requirementsFile, resultsDir, revision, baselineFile) {
   const counts = { passed: 0, expected: 0, unexpected: 0, missing: 0 };
   const lines = [];
   for (const scenario of required) {
-    const prefix = `server-${scenario.replaceAll("/", "-")}-`;
-    const dir = dirs.filter((d) => d.startsWith(prefix) && /^\d{4}-\d\d-\d\dT/.test(d.slice(prefix.length))).sort().pop();
-    const file = dir && path.join(resultsDir, dir, "checks.json");
-    if (!file || !fs.existsSync(file)) {
+    const checks = latestChecks(resultsDir, dirs, scenario);
+    if (!checks) {
       counts.missing++;
       lines.push(`  ? ${scenario}: no results`);
       continue;
     }
-    const bad = JSON.parse(fs.readFileSync(file, "utf8")).filter((c) => c.status === "FAILURE" || c.status === "WARNING");
+    const bad = checks.filter(failing);
     if (bad.length === 0) {
       counts.passed++;
       continue;
@@ -57,6 +67,18 @@ function summary(requirementsFile, resultsDir, revision, baselineFile) {
       (counts.missing ? `, ${counts.missing} produced no results` : ""),
   );
   for (const l of lines) console.log(l);
+  // Not-scored scenarios (extensions, pending) never fail a run; they are
+  // listed so that a regression in them is still visible.
+  const notScored = (requirements.not_scored ?? []).filter(
+    (e, i, all) => e.leg === "server" && all.findIndex((o) => o.leg === "server" && o.scenario === e.scenario) === i,
+  );
+  const notScoredFailing = notScored.filter((e) => (latestChecks(resultsDir, dirs, e.scenario) ?? [{ status: "FAILURE" }]).some(failing));
+  if (notScored.length > 0) {
+    console.log(
+      `  not scored: ${notScored.length - notScoredFailing.length} of ${notScored.length} pass` +
+        (notScoredFailing.length ? `; failing: ${notScoredFailing.map((e) => `${e.scenario} (${e.reason})`).join(", ")}` : ""),
+    );
+  }
   // No results for a required scenario means the run did not happen as
   // intended; never let that pass as success.
   return counts.missing > 0 ? 1 : 0;
