@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Validates the deployment offline: installs the pinned kustomize if needed,
-# then runs the Go test that renders every overlay, decodes every object
-# strictly and cross-checks them, and checks the Dockerfile.
+# Validates the deployment offline: installs the pinned kustomize
+# (tools/kustomize) unless KUSTOMIZE names one, then runs the Go test that
+# renders every overlay, decodes every object strictly, cross-checks them,
+# and checks the Dockerfile and the operations guide.
 # Usage: deploy/validate/run.sh [go test flags]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-bin="$root/.bin"
-if [ ! -x "$bin/kustomize" ] || [ "$root/tools/kustomize/go.mod" -nt "$bin/kustomize" ]; then
-	(cd "$root/tools/kustomize" && GOWORK=off GOBIN="$bin" go install tool)
+if [ -z "${KUSTOMIZE:-}" ]; then
+	KUSTOMIZE="$root/.bin/kustomize"
+	if [ ! -x "$KUSTOMIZE" ] || [ "$root/tools/kustomize/go.mod" -nt "$KUSTOMIZE" ]; then
+		(cd "$root/tools/kustomize" && GOWORK=off GOBIN="$root/.bin" go install tool)
+	fi
 fi
+export KUSTOMIZE
 cd "$root/deploy/validate"
-KUSTOMIZE="$bin/kustomize" GOWORK=off exec go test -count=1 "$@" ./...
+GOWORK=off exec go test -count=1 "$@" ./...

@@ -397,6 +397,9 @@ func TestCheckCatchesMistakes(t *testing.T) {
 			f := false
 			container(r, "switchboard-gateway").SecurityContext.ReadOnlyRootFilesystem = &f
 		}, "readOnlyRootFilesystem must be true"},
+		{"port declared but nothing listens", func(r *Render) {
+			editConfig(r, "httpListen: 0.0.0.0:9090", "httpListen: \"\"")
+		}, "container port http is declared but aggregator.httpListen is empty"},
 		{"untagged image", func(r *Render) {
 			container(r, "switchboard-gateway").Image = "ghcr.io/switchboard-mcp/switchboard-gateway"
 		}, "must carry a release tag"},
