@@ -163,6 +163,15 @@ func (g *Gateway) serveLegacyGET(w http.ResponseWriter, r *http.Request, v view,
 		http.Error(w, "session not found", http.StatusNotFound)
 		return
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watch, err := g.openWatch(ctx, principal)
+	if err != nil {
+		rerr := grpcError(ctx, g.log, err, eraLegacy, "GET")
+		rec.outcome = "error"
+		http.Error(w, "Service Unavailable: "+rerr.Message, http.StatusServiceUnavailable)
+		return
+	}
 	kinds := listKinds{tools: v == viewRaw, resources: true, prompts: true}
-	g.streamCatalog(w, r, rec, principal, kinds, "legacy_get", []byte(": ok\n\n"), nil)
+	g.pumpCatalog(ctx, w, rec, watch, kinds, "legacy_get", []byte(": ok\n\n"), nil)
 }

@@ -60,35 +60,37 @@ func (g *Gateway) serveListen(w http.ResponseWriter, c *call, rec *requestRecord
 		rec.outcome = "ok"
 		return
 	}
-	g.streamCatalog(w, c.r, rec, c.principal, kinds, "listen", ack, c.id)
-}
-
-// streamCatalog opens a WatchCatalog stream for principal and turns its
-// events into list_changed notifications on an SSE response, with
-// keep-alive comments, until the client goes away or the aggregator ends the
-// watch (the client then reconnects). subscriptionID, when set, tags every
-// notification (Modern listen).
-func (g *Gateway) streamCatalog(w http.ResponseWriter, r *http.Request, rec *requestRecord, principal *commonv1.Principal,
-	kinds listKinds, metricKind string, preamble []byte, subscriptionID json.RawMessage) {
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := context.WithCancel(c.r.Context())
 	defer cancel()
-	watch, err := g.agg.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{Principal: principal})
-	if err == nil {
-		// The first event only confirms the subscription (current
-		// version); after it no change can be missed.
-		_, err = watch.Recv()
-	}
+	watch, err := g.openWatch(ctx, c.principal)
 	if err != nil {
-		rerr := grpcError(ctx, g.log, err, rec.era, rec.method)
-		if rec.method == "GET" {
-			rec.outcome = "error"
-			http.Error(w, "Service Unavailable: "+rerr.Message, http.StatusServiceUnavailable)
-			return
-		}
-		c := &call{era: rec.era, id: subscriptionID}
-		g.respond(w, c, rec, nil, rerr)
+		g.respond(w, c, rec, nil, grpcError(ctx, g.log, err, c.era, c.method))
 		return
 	}
+	g.pumpCatalog(ctx, w, rec, watch, kinds, "listen", ack, c.id)
+}
+
+// openWatch opens a WatchCatalog stream for principal and reads its first
+// event, which only confirms the subscription (the current version): after
+// it no change can be missed. Cancelling ctx ends the watch.
+func (g *Gateway) openWatch(ctx context.Context, principal *commonv1.Principal) (aggregatorv1.AggregatorService_WatchCatalogClient, error) {
+	watch, err := g.agg.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{Principal: principal})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := watch.Recv(); err != nil {
+		return nil, err
+	}
+	return watch, nil
+}
+
+// pumpCatalog turns the events of watch into list_changed notifications on
+// an SSE response, after preamble, with keep-alive comments, until the
+// client goes away, the gateway shuts down, or the aggregator ends the watch
+// (the client then reconnects). subscriptionID, when set, tags every
+// notification (Modern listen).
+func (g *Gateway) pumpCatalog(ctx context.Context, w http.ResponseWriter, rec *requestRecord,
+	watch aggregatorv1.AggregatorService_WatchCatalogClient, kinds listKinds, metricKind string, preamble []byte, subscriptionID json.RawMessage) {
 	rec.outcome = "ok"
 	g.metrics.streams.WithLabelValues(metricKind).Inc()
 	defer g.metrics.streams.WithLabelValues(metricKind).Dec()

@@ -131,3 +131,27 @@ func TestClientCloseCancelsBackendCall(t *testing.T) {
 	}
 	<-done
 }
+
+// TestStreamsWithoutAggregator: when the catalog cannot be watched, a listen
+// gets a JSON-RPC error with its id and the Legacy GET a 503, never a stream
+// that silently delivers nothing.
+func TestStreamsWithoutAggregator(t *testing.T) {
+	b := startBackends(t)
+	_, up := startGateway(t, b, testGatewayConfig(b))
+	id := initializeOn(t, up.URL+"/mcp", "alice-key")
+	cfg := testGatewayConfig(b)
+	cfg.Aggregator.Address = "127.0.0.1:1"
+	_, down := startGateway(t, b, cfg)
+
+	resp := send(t, http.MethodPost, down.URL+"/mcp", modernHeaders("subscriptions/listen"),
+		`{"jsonrpc":"2.0","id":"l","method":"subscriptions/listen","params":{`+modernMeta+`,"notifications":{"toolsListChanged":true}}}`)
+	gotID, _, rerr := resp.rpc(t)
+	if resp.status != 200 || string(gotID) != `"l"` || rerr == nil || rerr.Code != codeInternalError {
+		t.Fatalf("listen without aggregator: %d %s", resp.status, resp.body)
+	}
+	h := legacyHeaders("alice-key", id)
+	h["Accept"] = "text/event-stream"
+	if resp := send(t, http.MethodGet, down.URL+"/mcp", h, ""); resp.status != http.StatusServiceUnavailable {
+		t.Fatalf("GET without aggregator: %d %s", resp.status, resp.body)
+	}
+}
