@@ -51,16 +51,18 @@ die() {
 # ---- processes and cleanup ----------------------------------------------------
 
 pids=()
+graces=()
 work=""
 
-# stop_process sends SIGTERM, waits up to 15 s for the process to exit (it
-# stops its own children), then kills it.
+# stop_process sends SIGTERM and waits for the process to exit, killing it
+# after grace seconds. switchboard-dev stops its children in order on
+# SIGTERM (each with its own grace), and they die with it if it is killed.
 stop_process() {
-	local pid=$1 deadline=$((SECONDS + 15))
+	local pid=$1 grace=$2 deadline=$((SECONDS + $2))
 	kill -TERM "$pid" 2>/dev/null || return 0
 	while kill -0 "$pid" 2>/dev/null; do
 		if ((SECONDS >= deadline)); then
-			log "process $pid did not stop within 15s; killing it"
+			log "process $pid did not stop within ${grace}s; killing it"
 			kill -KILL "$pid" 2>/dev/null || true
 			break
 		fi
@@ -75,7 +77,7 @@ cleanup() {
 	local i
 	# Reverse order: the stack before the fixture it fronts.
 	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
-		stop_process "${pids[i]}"
+		stop_process "${pids[i]}" "${graces[i]}"
 	done
 	[[ -n $work ]] && rm -rf "$work"
 	exit "$status"
@@ -146,7 +148,7 @@ log "building the fixture"
 (cd "$root/test" && go build -o "$work/" ./conformance/fixture ./conformance/freeport)
 
 "$work/fixture" --listen 127.0.0.1:0 >"$work/fixture.out" 2>"$results/logs/fixture.log" &
-pids+=($!)
+pids+=($!) graces+=(10)
 fixture_url=$(wait_ready fixture "${pids[-1]}" "$work/fixture.out" "$results/logs/fixture.log" 30)
 log "fixture ready at $fixture_url"
 
@@ -164,7 +166,7 @@ else
 	log "starting the Switchboard stack (gateway on 127.0.0.1:$CONFORMANCE_GATEWAY_PORT)"
 	"$bin_dir/switchboard-dev" --config "$here/switchboard.yaml" --bin-dir "$bin_dir" \
 		>"$work/stack.out" 2>"$results/logs/stack.log" &
-	pids+=($!)
+	pids+=($!) graces+=(60)
 	url=$(wait_ready switchboard-dev "${pids[-1]}" "$work/stack.out" "$results/logs/stack.log" "$start_timeout")
 	log "gateway ready at $url"
 fi
