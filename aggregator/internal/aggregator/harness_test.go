@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -56,7 +57,9 @@ type testBackend struct {
 	// proxy would.
 	down atomic.Bool
 	// release unblocks tools that wait forever.
-	release chan struct{}
+	release  chan struct{}
+	stateful bool
+	handler  atomic.Pointer[mcp.StreamableHTTPHandler]
 
 	mu       sync.Mutex
 	requests []*http.Request // headers of every request seen
@@ -96,10 +99,8 @@ func newTestBackend(t testing.TB, name string, o backendOptions) *testBackend {
 	if o.extra != nil {
 		o.extra(b)
 	}
-	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.server }, &mcp.StreamableHTTPOptions{
-		Stateless: !o.stateful,
-		Logger:    quietLog,
-	})
+	b.stateful = o.stateful
+	b.restart()
 	b.http = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b.mu.Lock()
 		b.requests = append(b.requests, r.Clone(context.Background()))
@@ -108,7 +109,7 @@ func newTestBackend(t testing.TB, name string, o backendOptions) *testBackend {
 			http.Error(w, "backend down", http.StatusServiceUnavailable)
 			return
 		}
-		handler.ServeHTTP(w, r)
+		b.handler.Load().ServeHTTP(w, r)
 	}))
 	b.http.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
@@ -124,6 +125,24 @@ func newTestBackend(t testing.TB, name string, o backendOptions) *testBackend {
 }
 
 func (b *testBackend) url() string { return b.http.URL }
+
+// restart replaces the HTTP handler, as a restarted backend process would:
+// Legacy sessions opened before are unknown afterwards.
+func (b *testBackend) restart() {
+	b.handler.Store(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.server }, &mcp.StreamableHTTPOptions{
+		Stateless: !b.stateful,
+		Logger:    quietLog,
+	}))
+}
+
+// withWhoami adds a tool that fails with a protocol error quoting the
+// caller's credential, as careless servers do: the aggregator must keep it
+// out of what it reports and logs.
+func withWhoami(b *testBackend) {
+	b.server.AddTool(&mcp.Tool{Name: "whoami", InputSchema: map[string]any{"type": "object"}}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return nil, fmt.Errorf("credential %q not accepted", req.Extra.Header.Get("Authorization"))
+	})
+}
 
 func (b *testBackend) addEchoTool(tool string) {
 	b.server.AddTool(&mcp.Tool{Name: tool, Description: "echo from " + b.name, InputSchema: map[string]any{"type": "object"}},
@@ -169,12 +188,16 @@ func startAggregator(t testing.TB, cfg config.Aggregator) *harness {
 }
 
 func tryStartAggregator(t testing.TB, cfg config.Aggregator) (*harness, error) {
+	return startAggregatorLogging(t, cfg, quietLog)
+}
+
+func startAggregatorLogging(t testing.TB, cfg config.Aggregator, log *slog.Logger) (*harness, error) {
 	t.Helper()
 	opts, err := aggregator.OptionsFromConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	opts.Log = quietLog
+	opts.Log = log
 	e, err := aggregator.New(opts)
 	if err != nil {
 		return nil, err
@@ -188,7 +211,7 @@ func tryStartAggregator(t testing.TB, cfg config.Aggregator) (*harness, error) {
 		{Name: "gateway", Token: gatewayToken, AssertPrincipals: true},
 		{Name: "internal", Token: internalToken, Subject: "svc-reporter", Groups: []string{"ops"}},
 	})
-	srv, err := rpc.NewServer(auth, config.TLS{}, quietLog)
+	srv, err := rpc.NewServer(auth, config.TLS{}, log)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -276,6 +299,24 @@ func resultText(t *testing.T, resultJSON string) string {
 		t.Fatalf("result %s: %v", resultJSON, err)
 	}
 	return res.Content[0].Text
+}
+
+// syncBuffer collects log output from many goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
 }
 
 func writeFile(t testing.TB, name, content string) string {

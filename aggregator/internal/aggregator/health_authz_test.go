@@ -2,6 +2,7 @@ package aggregator_test
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/switchboard-mcp/switchboard/services/apierr"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 )
@@ -33,9 +35,10 @@ func TestUnhealthyBackendDropsOutFailsFastAndRecovers(t *testing.T) {
 	steady := newTestBackend(t, "steady", backendOptions{tools: []string{"ping"}})
 	// Auto protocol against a Legacy-only server: Modern first, then the
 	// SDK's fallback.
-	flaky := newTestBackend(t, "flaky", backendOptions{stateful: true, tools: []string{"ping"}})
+	flaky := newTestBackend(t, "flaky", backendOptions{stateful: true, tools: []string{"ping"}, extra: withWhoami})
 	t.Setenv("TEST_FLAKY_TOKEN", "hunter2-flaky-secret")
-	h := startAggregator(t, parseConfig(t, `
+	logs := &syncBuffer{}
+	h, err := startAggregatorLogging(t, parseConfig(t, `
 aggregator:
   catalogTTL: 1h
   health: {interval: 50ms, timeout: 500ms, unhealthyThreshold: 2}
@@ -44,13 +47,25 @@ aggregator:
     - name: flaky
       url: `+flaky.url()+`
       headers: {Authorization: "Bearer ${TEST_FLAKY_TOKEN}"}
-`))
-	all := []string{"flaky_fail", "flaky_hang", "flaky_ping", "steady_fail", "steady_hang", "steady_ping"}
+`), slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := []string{"flaky_fail", "flaky_hang", "flaky_ping", "flaky_whoami", "steady_fail", "steady_hang", "steady_ping"}
 	if got := listToolNames(t, h.gateway, nil, 0); !slices.Equal(got, all) {
 		t.Fatalf("tools %v", got)
 	}
 	if v := backendHealth(t, h, "flaky").GetProtocolVersion(); v != "2025-11-25" {
 		t.Fatalf("auto against a Legacy-only backend negotiated %q", v)
+	}
+
+	// A backend's protocol error comes back as BACKEND_ERROR with its code,
+	// and with the backend's secrets cut out.
+	_, err = h.gateway.CallTool(context.Background(), &aggregatorv1.CallToolRequest{Name: "flaky_whoami"})
+	wantStatus(t, err, codes.Unknown, commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR)
+	if _, meta := apierr.Info(err); strings.Contains(err.Error(), "hunter2") || strings.Contains(meta["mcp_message"], "hunter2") ||
+		!strings.Contains(err.Error(), "[redacted]") || meta["mcp_code"] == "" {
+		t.Fatalf("backend error %v (metadata %v)", err, meta)
 	}
 
 	flaky.down.Store(true)
@@ -65,7 +80,7 @@ aggregator:
 		t.Fatalf("unhealthy backend report: %v", b)
 	}
 	start := time.Now()
-	_, err := h.gateway.CallTool(context.Background(), &aggregatorv1.CallToolRequest{Name: "flaky_ping"})
+	_, err = h.gateway.CallTool(context.Background(), &aggregatorv1.CallToolRequest{Name: "flaky_ping"})
 	wantStatus(t, err, codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_BACKEND_UNAVAILABLE)
 	if took := time.Since(start); took > 200*time.Millisecond {
 		t.Fatalf("call to an unhealthy backend took %s; it should fail fast", took)
@@ -83,6 +98,9 @@ aggregator:
 	}
 	if _, err := h.gateway.CallTool(context.Background(), &aggregatorv1.CallToolRequest{Name: "flaky_ping"}); err != nil {
 		t.Fatalf("call after recovery: %v", err)
+	}
+	if out := logs.String(); strings.Contains(out, "hunter2") || !strings.Contains(out, "flaky") {
+		t.Fatalf("logs leak the backend secret or say nothing about the backend:\n%s", out)
 	}
 	// Probes never carry a user credential: every request the backend saw
 	// had only its configured header.
@@ -176,5 +194,56 @@ aggregator:
 	resp, err := h.gateway.ListBackends(ctx, &aggregatorv1.ListBackendsRequest{Principal: bob})
 	if err != nil || len(resp.GetBackends()) != 1 || resp.GetBackends()[0].GetName() != "crm" {
 		t.Fatalf("bob's backends: %v %v", resp, err)
+	}
+}
+
+func TestDegradedBackendStaysListed(t *testing.T) {
+	slow := newTestBackend(t, "slow", backendOptions{tools: []string{"ping"}})
+	// Any answer is slower than a nanosecond.
+	h := startAggregator(t, parseConfig(t, `
+aggregator:
+  health: {interval: 20ms, degradedThreshold: 1ns}
+  backends:
+    - {name: slow, url: `+slow.url()+`}
+`))
+	eventually(t, 2*time.Second, "slow degraded", func() bool {
+		return backendHealth(t, h, "slow").GetHealth() == aggregatorv1.BackendHealth_BACKEND_HEALTH_DEGRADED
+	})
+	if got := listToolNames(t, h.gateway, nil, 0); !slices.Contains(got, "slow_ping") {
+		t.Fatalf("degraded backend's tools dropped: %v", got)
+	}
+	if _, err := h.gateway.CallTool(context.Background(), &aggregatorv1.CallToolRequest{Name: "slow_ping"}); err != nil {
+		t.Fatalf("calling a degraded backend: %v", err)
+	}
+}
+
+func TestLegacySessionLostOnRestartIsReopened(t *testing.T) {
+	legacy := newTestBackend(t, "legacy", backendOptions{stateful: true, tools: []string{"ping"}})
+	h := startAggregator(t, parseConfig(t, `
+aggregator:
+  catalogTTL: 1h
+  backends:
+    - {name: legacy, url: `+legacy.url()+`, protocol: "2025-11-25"}
+`))
+	call := func() error {
+		_, err := h.gateway.CallTool(context.Background(), &aggregatorv1.CallToolRequest{Name: "legacy_ping"})
+		return err
+	}
+	if err := call(); err != nil {
+		t.Fatal(err)
+	}
+	sessions := len(legacy.headerValues("Mcp-Session-Id"))
+	legacy.restart()
+	// The old session is unknown to the restarted backend (404); the call is
+	// not lost: the aggregator opens a new session and sends it again.
+	if err := call(); err != nil {
+		t.Fatalf("first call after the backend restarted: %v", err)
+	}
+	ids := legacy.headerValues("Mcp-Session-Id")
+	if len(ids) <= sessions || ids[len(ids)-1] == ids[sessions-1] {
+		t.Fatalf("no new session after restart: %v", ids)
+	}
+	if err := call(); err != nil {
+		t.Fatal(err)
 	}
 }
