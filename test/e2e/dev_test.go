@@ -27,14 +27,14 @@ const devStartTimeout = 3 * time.Minute
 
 // TestDevRunner runs switchboard-dev with a copy of the example
 // configuration (on free ports): it prints one ready line with the MCP URL,
-// the URL serves both demo backends in both eras, and SIGTERM leaves no
+// the URL serves every demo backend (one of them Legacy-only) in both eras, and SIGTERM leaves no
 // process and no file behind.
 func TestDevRunner(t *testing.T) {
 	dev := startDev(t)
 	for _, pin := range []string{harness.Modern, harness.Legacy} {
 		cs := harness.Connect(t, dev.url, pin)
 		names := strings.Join(harness.ToolNames(t, cs), ",")
-		for _, want := range []string{"weather_forecast", "notes_create_note"} {
+		for _, want := range []string{"weather_forecast", "notes_create_note", "toolbox_echo"} {
 			if !strings.Contains(names, want) {
 				t.Fatalf("version %q: tools %s lack %s", pin, names, want)
 			}
@@ -45,6 +45,14 @@ func TestDevRunner(t *testing.T) {
 		}
 		if answer := structured(t, res); answer["backend"] != "weather" {
 			t.Fatalf("weather_forecast answered by %v", answer["backend"])
+		}
+		// toolbox serves Legacy sessions only: the aggregator fell back.
+		res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "toolbox_echo"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if answer := structured(t, res); answer["backend"] != "toolbox" {
+			t.Fatalf("toolbox_echo answered by %v", answer["backend"])
 		}
 		cs.Close()
 	}
@@ -162,13 +170,13 @@ func startDev(t *testing.T) *devRun {
 	return d
 }
 
-// family returns the runner's descendants: at least the two demo
+// family returns the runner's descendants: at least the three demo
 // backends, the aggregator, the indexer, the gateway and the postmaster.
 func (d *devRun) family(t *testing.T) []int {
 	t.Helper()
 	pids := descendants(d.cmd.Process.Pid)
-	if len(pids) < 6 {
-		t.Fatalf("switchboard-dev has %d descendant processes, want at least 6", len(pids))
+	if len(pids) < 7 {
+		t.Fatalf("switchboard-dev has %d descendant processes, want at least 7", len(pids))
 	}
 	return pids
 }

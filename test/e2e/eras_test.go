@@ -25,8 +25,13 @@ tools:
   - {name: add, description: Add a and b., behaviour: add}
 `
 
-// TestThroughGateway runs one cluster (two demo backends, aggregator,
-// indexer on PostgreSQL, gateway) and speaks to it with a default (Modern)
+const gammaSpec = `
+tools:
+  - {name: echo, description: Echo the arguments., behaviour: echo}
+`
+
+// TestThroughGateway runs one cluster (three demo backends, one of them
+// Legacy-only, aggregator, indexer on PostgreSQL, gateway) and speaks to it with a default (Modern)
 // go-sdk client and one pinned to Legacy: both see every tool under its
 // prefixed name and each call is answered by the backend that owns the
 // tool; the optimizer view finds and calls tools; a tool added to a running
@@ -35,6 +40,9 @@ func TestThroughGateway(t *testing.T) {
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{
 		{Name: "alpha", Spec: alphaSpec},
 		{Name: "beta", Spec: betaSpec},
+		// Legacy sessions only: the aggregator must fall back to
+		// 2025-11-25 for it, invisibly to clients of either era.
+		{Name: "gamma", Spec: gammaSpec, Stateful: true},
 	}})
 	for _, era := range []struct{ name, pin, negotiated string }{
 		{"modern", harness.Modern, "2026-07-28"},
@@ -45,11 +53,11 @@ func TestThroughGateway(t *testing.T) {
 			if got := cs.InitializeResult().ProtocolVersion; got != era.negotiated {
 				t.Fatalf("negotiated %q, want %q", got, era.negotiated)
 			}
-			want := []string{"alpha_echo", "alpha_hello", "beta_add", "beta_echo"}
+			want := []string{"alpha_echo", "alpha_hello", "beta_add", "beta_echo", "gamma_echo"}
 			if got := harness.ToolNames(t, cs); !slices.Equal(got, want) {
 				t.Fatalf("tools = %v, want %v", got, want)
 			}
-			for _, backend := range []string{"alpha", "beta"} {
+			for _, backend := range []string{"alpha", "beta", "gamma"} {
 				res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{
 					Name: backend + "_echo", Arguments: map[string]any{"era": era.name},
 				})
