@@ -14,6 +14,8 @@ type BenchOptions struct {
 	CallDuration   time.Duration
 	Concurrency    []int
 	MaxCallsPerRun int
+	// Runs repeats every W1 configuration; figures are medians.
+	Runs int
 	// Walks is the number of warm tools/list walks (W2) and Connects the
 	// number of connects (W3) per side, era and catalog size.
 	Walks    int
@@ -133,40 +135,67 @@ func RunBench(ctx context.Context, env *Env, opts BenchOptions) (*BenchResults, 
 	return res, nil
 }
 
-// runCallsAndMemory runs W1 on c, direct then through Switchboard for each
-// era and concurrency, and samples W4 around it.
+// runCallsAndMemory runs W1 on c, opts.Runs times over: for each era and
+// concurrency, directly and then through Switchboard. It samples W4 around
+// the runs at the highest concurrency.
 func runCallsAndMemory(ctx context.Context, c *Cluster, opts BenchOptions, progress func(string, ...any)) ([]CallPair, []MemoryRow, error) {
 	names := []string{"gateway", "aggregator", "indexer", "backend"}
 	idle := rssByProcess(c.Procs, names...)
 	peaks := map[string]map[string]int64{}
 	sb, direct := SwitchboardTarget(c), DirectTarget(c)
 	topConcurrency := opts.Concurrency[len(opts.Concurrency)-1]
+	type key struct {
+		era string
+		n   int
+	}
+	sbRuns, directRuns, loads := map[key][]CallRun{}, map[key][]CallRun{}, map[key]string{}
+	runs := max(opts.Runs, 1)
+	for rep := range runs {
+		for _, e := range Eras {
+			for _, n := range opts.Concurrency {
+				k := key{e.Name, n}
+				if rep == 0 {
+					loads[k] = LoadAverage()
+				}
+				d, err := RunCalls(ctx, direct, e, n, opts.CallDuration, opts.MaxCallsPerRun)
+				if err != nil {
+					return nil, nil, fmt.Errorf("W1 direct %s c=%d: %w", e.Name, n, err)
+				}
+				var sampler *RSSSampler
+				if n == topConcurrency {
+					sampler = SampleRSS(c.Procs, 250*time.Millisecond)
+				}
+				s, err := RunCalls(ctx, sb, e, n, opts.CallDuration, opts.MaxCallsPerRun)
+				if sampler != nil {
+					peak := groupRSS(sampler.Stop(), names)
+					if peaks[e.Name] == nil {
+						peaks[e.Name] = map[string]int64{}
+					}
+					for name, v := range peak {
+						peaks[e.Name][name] = max(peaks[e.Name][name], v)
+					}
+				}
+				if err != nil {
+					return nil, nil, fmt.Errorf("W1 through Switchboard %s c=%d: %w", e.Name, n, err)
+				}
+				if dead := c.Exited(); dead != "" {
+					return nil, nil, fmt.Errorf("%s exited during W1", dead)
+				}
+				progress("W1 run %d/%d %s c=%d: %.0f calls/s p50 %s (direct %.0f calls/s p50 %s), errors %d/%d",
+					rep+1, runs, e.Name, n, s.Rate(), ms(s.P50), d.Rate(), ms(d.P50), s.Errors, d.Errors)
+				sbRuns[k] = append(sbRuns[k], s)
+				directRuns[k] = append(directRuns[k], d)
+			}
+		}
+	}
 	var pairs []CallPair
 	for _, e := range Eras {
 		for _, n := range opts.Concurrency {
-			pair := CallPair{Era: e.Name, Concurrency: n, LoadAvg: LoadAverage()}
-			var err error
-			if pair.Direct, err = RunCalls(ctx, direct, e, n, opts.CallDuration, opts.MaxCallsPerRun); err != nil {
-				return nil, nil, fmt.Errorf("W1 direct %s c=%d: %w", e.Name, n, err)
-			}
-			var sampler *RSSSampler
-			if n == topConcurrency {
-				sampler = SampleRSS(c.Procs, 250*time.Millisecond)
-			}
-			pair.Switchboard, err = RunCalls(ctx, sb, e, n, opts.CallDuration, opts.MaxCallsPerRun)
-			if sampler != nil {
-				peaks[e.Name] = groupRSS(sampler.Stop(), names)
-			}
-			if err != nil {
-				return nil, nil, fmt.Errorf("W1 through Switchboard %s c=%d: %w", e.Name, n, err)
-			}
-			if dead := c.Exited(); dead != "" {
-				return nil, nil, fmt.Errorf("%s exited during W1", dead)
-			}
-			progress("W1 %s c=%d: %.0f calls/s p50 %s (direct %.0f calls/s p50 %s), errors %d/%d",
-				e.Name, n, pair.Switchboard.Rate(), ms(pair.Switchboard.P50), pair.Direct.Rate(), ms(pair.Direct.P50),
-				pair.Switchboard.Errors, pair.Direct.Errors)
-			pairs = append(pairs, pair)
+			k := key{e.Name, n}
+			pairs = append(pairs, CallPair{
+				Era: e.Name, Concurrency: n, LoadAvg: loads[k],
+				Switchboard: CombineRuns(sbRuns[k]), Direct: CombineRuns(directRuns[k]),
+			})
 		}
 	}
 	after := rssByProcess(c.Procs, names...)

@@ -118,3 +118,21 @@ func TestThousands(t *testing.T) {
 		}
 	}
 }
+
+func TestCombineRunsTakesMedians(t *testing.T) {
+	runs := []CallRun{
+		{CallsPerSec: 100, Calls: 1000, P50: 3, P90: 9, P99: 30, CPU: map[string]time.Duration{"gateway": time.Second}},
+		{CallsPerSec: 300, Calls: 3000, P50: 1, P90: 7, P99: 10, Errors: 1, FirstError: "boom", CPU: map[string]time.Duration{"gateway": time.Second}},
+		{CallsPerSec: 200, Calls: 2000, P50: 2, P90: 8, P99: 20, CPU: map[string]time.Duration{"gateway": time.Second}},
+	}
+	got := CombineRuns(runs)
+	if got.Rate() != 200 || got.P50 != 2 || got.P90 != 8 || got.P99 != 20 {
+		t.Errorf("medians: got rate %v p50 %v p90 %v p99 %v", got.Rate(), got.P50, got.P90, got.P99)
+	}
+	if got.Calls != 6000 || got.Errors != 1 || got.FirstError != "boom" {
+		t.Errorf("sums: got %d calls, %d errors, first %q", got.Calls, got.Errors, got.FirstError)
+	}
+	if per := got.CPUPerCall("gateway"); per != 500*time.Microsecond {
+		t.Errorf("CPU per call = %v, want 500µs", per)
+	}
+}

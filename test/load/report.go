@@ -73,8 +73,11 @@ func msf(d time.Duration) string {
 
 // ratio formats a / b as "2.14×", or "–" when b is zero.
 func ratio(a, b float64) string {
-	if b == 0 {
+	switch {
+	case b == 0:
 		return "–"
+	case a/b < 0.01:
+		return "<0.01×"
 	}
 	return fmt.Sprintf("%.2f×", a/b)
 }
@@ -119,26 +122,26 @@ func BenchMarkdown(r *BenchResults) string {
 	o := r.Options
 	b.WriteString("## Benchmarks (`make bench`)\n\n")
 	b.WriteString(MachineMarkdown(r.Machine))
-	fmt.Fprintf(&b, "- Run took %s. W1: %s per run, W2: median of %d warm walks, W3: median of %d connects.\n\n",
-		r.Took.Round(time.Second), o.CallDuration, o.Walks, o.Connects)
+	fmt.Fprintf(&b, "- Run took %s. W1: %s per run, median of %d runs; W2: median of %d warm walks; W3: median of %d connects.\n\n",
+		r.Took.Round(time.Second), o.CallDuration, max(o.Runs, 1), o.Walks, o.Connects)
 	b.WriteString("Every cell is **through Switchboard / direct (ratio)**. \"Direct\" is the same go-sdk client doing the same thing against one demo backend without Switchboard. " +
 		"Modern is go-sdk's default Connect (server/discover, 2026-07-28); Legacy pins `ProtocolVersion: \"2025-11-25\"` (initialize, session). " +
 		"The harness checks the negotiated version, every tool result and every listed count.\n\n")
 	b.WriteString("Reproduce: `make bench` (builds, then runs `switchboard-load bench --bin bin --out docs/load-results.md`). " +
-		"`switchboard-load bench --call-duration 1s --walks 2 --connects 5 --small` is a one-minute smoke run.\n\n")
+		"`switchboard-load bench --call-duration 1s --runs 1 --walks 2 --connects 5 --small` is a one-minute smoke run.\n\n")
 
 	b.WriteString("### W1: tools/call of an echo tool, 5 backends × 200 tools\n\n")
-	fmt.Fprintf(&b, "Each client has its own session and calls back to back for %s; through Switchboard the calls rotate over all 1,000 tools of the 5 backends, directly over the 200 tools of the first backend. "+
-		"Latency in ms. CPU per call is the CPU time the processes used during the run divided by the calls completed.\n\n", o.CallDuration)
-	b.WriteString("| Era | Clients | calls/s | p50 | p90 | p99 | errors | gateway + aggregator CPU/call | backend CPU/call | load avg |\n")
+	fmt.Fprintf(&b, "Each client has its own session and calls back to back for %s (load avg: at the first run of the row); through Switchboard the calls rotate over all 1,000 tools of the 5 backends, directly over the 200 tools of the first backend. "+
+		"Latency in ms. CPU per call is the CPU time (utime + stime) the processes used during the run divided by the calls completed; the backend figure through Switchboard is summed over the 5 backends.\n\n", o.CallDuration)
+	b.WriteString("| Era | Clients | calls/s | p50 | p90 | p99 | errors | CPU/call: gateway, aggregator | CPU/call: backend | load avg |\n")
 	b.WriteString("|---|---:|---|---|---|---|---|---:|---|---|\n")
 	for _, p := range r.Calls {
 		s, d := p.Switchboard, p.Direct
-		fmt.Fprintf(&b, "| %s | %d | %.0f / %.0f (%s) | %s | %s | %s | %d / %d | %s ms | %s / %s ms | %s |\n",
+		fmt.Fprintf(&b, "| %s | %d | %.0f / %.0f (%s) | %s | %s | %s | %d / %d | %s, %s ms | %s / %s ms | %s |\n",
 			p.Era, p.Concurrency, s.Rate(), d.Rate(), ratio(s.Rate(), d.Rate()),
 			pairMs(s.P50, d.P50), pairMs(s.P90, d.P90), pairMs(s.P99, d.P99),
 			s.Errors, d.Errors,
-			msf(s.CPUPerCall("gateway", "aggregator")),
+			msf(s.CPUPerCall("gateway")), msf(s.CPUPerCall("aggregator")),
 			msf(s.CPUPerCall("backend")), msf(d.CPUPerCall("backend")),
 			p.LoadAvg)
 	}

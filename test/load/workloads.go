@@ -51,6 +51,9 @@ func DirectTarget(c *Cluster) Target {
 
 // CallRun is the outcome of one closed-loop tools/call run.
 type CallRun struct {
+	// CallsPerSec is completed calls per second (the median over
+	// repetitions once combined).
+	CallsPerSec   float64
 	Calls, Errors int
 	FirstError    string
 	Elapsed       time.Duration
@@ -60,11 +63,49 @@ type CallRun struct {
 }
 
 // Rate is completed calls per second.
-func (r CallRun) Rate() float64 {
-	if r.Elapsed <= 0 {
-		return 0
+func (r CallRun) Rate() float64 { return r.CallsPerSec }
+
+// CombineRuns merges repetitions of one configuration: the median of the
+// rates and of each percentile, and sums of calls, errors and CPU time (so
+// CPU per call is the overall ratio).
+func CombineRuns(runs []CallRun) CallRun {
+	if len(runs) == 1 {
+		return runs[0]
 	}
-	return float64(r.Calls) / r.Elapsed.Seconds()
+	out := CallRun{CPU: map[string]time.Duration{}}
+	var rates []float64
+	var p50, p90, p99 []time.Duration
+	for _, r := range runs {
+		rates = append(rates, r.CallsPerSec)
+		p50, p90, p99 = append(p50, r.P50), append(p90, r.P90), append(p99, r.P99)
+		out.Calls += r.Calls
+		out.Errors += r.Errors
+		out.Elapsed += r.Elapsed
+		if out.FirstError == "" {
+			out.FirstError = r.FirstError
+		}
+		for role, v := range r.CPU {
+			out.CPU[role] += v
+		}
+	}
+	slices.Sort(rates)
+	out.CallsPerSec = rates[(len(rates)-1)/2]
+	if len(rates)%2 == 0 {
+		out.CallsPerSec = (rates[len(rates)/2-1] + rates[len(rates)/2]) / 2
+	}
+	out.P50, out.P90, out.P99 = medianMean(p50), medianMean(p90), medianMean(p99)
+	return out
+}
+
+// medianMean is the median, averaging the two middle values of an even
+// count.
+func medianMean(d []time.Duration) time.Duration {
+	slices.Sort(d)
+	n := len(d)
+	if n%2 == 1 {
+		return d[n/2]
+	}
+	return (d[n/2-1] + d[n/2]) / 2
 }
 
 // CPUPerCall is the CPU time of role per completed call.
@@ -151,6 +192,9 @@ func RunCalls(ctx context.Context, t Target, e Era, concurrency int, d time.Dura
 		P90:     Percentile(all, 0.90),
 		P99:     Percentile(all, 0.99),
 		CPU:     map[string]time.Duration{},
+	}
+	if elapsed > 0 {
+		run.CallsPerSec = float64(run.Calls) / elapsed.Seconds()
 	}
 	if p := firstErr.Load(); p != nil {
 		run.FirstError = *p

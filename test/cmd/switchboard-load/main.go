@@ -116,6 +116,7 @@ func bench(ctx context.Context, args []string) (err error) {
 	callDuration := fs.Duration("call-duration", 10*time.Second, "length of each W1 run")
 	concurrency := fs.String("concurrency", "1,4,16", "W1 numbers of concurrent clients, ascending; the last is W4's load")
 	maxCalls := fs.Int("max-calls", 2_000_000, "upper bound on the calls of one W1 run")
+	runs := fs.Int("runs", 3, "W1 repetitions; the figures are medians")
 	walks := fs.Int("walks", 5, "W2 warm walks per side, size and era")
 	connects := fs.Int("connects", 20, "W3 connects per side, size and era")
 	small := fs.Bool("small", false, "skip the 10,000-tool catalog (smoke runs)")
@@ -126,15 +127,15 @@ func bench(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	if *callDuration <= 0 || *callDuration > 10*time.Minute || *walks < 1 || *connects < 1 || *maxCalls < 1 {
-		return errors.New("--call-duration must be in (0, 10m]; --walks, --connects and --max-calls at least 1")
+	if *callDuration <= 0 || *callDuration > 10*time.Minute || *walks < 1 || *connects < 1 || *maxCalls < 1 || *runs < 1 || *runs > 20 {
+		return errors.New("--call-duration must be in (0, 10m]; --walks, --connects and --max-calls at least 1; --runs in [1, 20]")
 	}
 	catalogs := load.DefaultCatalogs
 	if *small {
 		catalogs = catalogs[:1]
 	}
 	opts := load.BenchOptions{
-		CallDuration: *callDuration, Concurrency: levels, MaxCallsPerRun: *maxCalls,
+		CallDuration: *callDuration, Concurrency: levels, MaxCallsPerRun: *maxCalls, Runs: *runs,
 		Walks: *walks, Connects: *connects, Catalogs: catalogs, Progress: os.Stderr,
 	}
 	env, done, err := c.env(ctx)
