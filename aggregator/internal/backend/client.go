@@ -109,8 +109,12 @@ type Client struct {
 var Implementation = &mcp.Implementation{Name: "switchboard-aggregator", Version: "1"}
 
 // New builds a client. onListChanged is called (from an SDK goroutine) when
-// the backend announces that one of its lists changed.
+// the backend announces that one of its lists changed; log may be nil (the
+// default logger).
 func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Client {
+	if log == nil {
+		log = slog.Default()
+	}
 	if cfg.Protocol == "" {
 		cfg.Protocol = ProtocolAuto
 	}

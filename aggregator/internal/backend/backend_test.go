@@ -1,0 +1,118 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// pager serves pages from a cursor → (items, next) table.
+func pager(pages map[string]struct {
+	items []int
+	next  string
+}) func(context.Context, string) ([]int, string, error) {
+	return func(_ context.Context, cur string) ([]int, string, error) {
+		p, ok := pages[cur]
+		if !ok {
+			return nil, "", fmt.Errorf("unknown cursor %q", cur)
+		}
+		return p.items, p.next, nil
+	}
+}
+
+type page = struct {
+	items []int
+	next  string
+}
+
+func TestCollectFollowsCursorsToTheEnd(t *testing.T) {
+	got, err := collect(context.Background(), "tools", pager(map[string]page{
+		"":   {[]int{1, 2}, "c1"},
+		"c1": {nil, "c2"}, // an empty page in the middle is not the end
+		"c2": {[]int{3}, ""},
+	}))
+	if err != nil || !slices.Equal(got, []int{1, 2, 3}) {
+		t.Fatalf("collect = %v, %v", got, err)
+	}
+}
+
+func TestCollectRefusesCursorCycles(t *testing.T) {
+	_, err := collect(context.Background(), "tools", pager(map[string]page{
+		"":  {[]int{1}, "a"},
+		"a": {[]int{2}, "b"},
+		"b": {[]int{3}, "a"},
+	}))
+	if !errors.Is(err, errCursorLoop) {
+		t.Fatalf("err = %v, want a cursor loop", err)
+	}
+}
+
+func TestCollectCapsPages(t *testing.T) {
+	calls := 0
+	_, err := collect(context.Background(), "tools", func(_ context.Context, cur string) ([]int, string, error) {
+		calls++
+		return []int{calls}, fmt.Sprint("page-", calls), nil // never ends, never repeats
+	})
+	if !errors.Is(err, errCursorLoop) || calls != MaxListPages {
+		t.Fatalf("err = %v after %d pages, want a loop error after %d", err, calls, MaxListPages)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	good := Config{Name: "a", URL: "https://mcp.example.com/mcp", Protocol: ProtocolLegacy, Headers: map[string]string{"X-Key": "v"}}
+	if err := good.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]Config{
+		"no name":      {URL: "http://x"},
+		"relative url": {Name: "a", URL: "/mcp"},
+		"ftp url":      {Name: "a", URL: "ftp://x/mcp"},
+		"bad protocol": {Name: "a", URL: "http://x", Protocol: "2024-11-05"},
+		"bad header":   {Name: "a", URL: "http://x", Headers: map[string]string{"X Key": "v"}},
+	} {
+		if c.Validate() == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestHealthStates(t *testing.T) {
+	var changes []string
+	c := New(Config{Name: "a", URL: "http://127.0.0.1:1"}, nil, nil)
+	c.SetHealthPolicy(HealthPolicy{DegradedAfter: time.Second, UnhealthyAfter: 2}, func(prev, now State) {
+		changes = append(changes, prev.String()+">"+now.String())
+	})
+	c.health.success(time.Millisecond, nil)
+	c.health.success(2*time.Second, nil)
+	c.health.failure("boom")
+	if s := c.Status(); s.State != Degraded || s.LastError != "boom" {
+		t.Fatalf("after one failure: %+v", s)
+	}
+	c.health.failure("boom again")
+	c.health.success(time.Millisecond, &Lists{ProtocolVersion: ProtocolModern})
+	want := []string{"unknown>healthy", "healthy>degraded", "degraded>unhealthy", "unhealthy>healthy"}
+	if !slices.Equal(changes, want) {
+		t.Fatalf("transitions %v, want %v", changes, want)
+	}
+	if s := c.Status(); s.LastError != "" || s.ProtocolVersion != ProtocolModern || s.LastCheck.IsZero() {
+		t.Fatalf("after recovery: %+v", s)
+	}
+}
+
+func TestUnreachableBackendIsUnavailableAndRedacted(t *testing.T) {
+	c := New(Config{Name: "a", URL: "http://user:pa55word@127.0.0.1:1/mcp?token=s3cret", Timeout: 2 * time.Second}, nil, nil)
+	defer c.Close()
+	_, err := c.ListAll(context.Background())
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("err = %v, want ErrUnavailable", err)
+	}
+	for _, secret := range []string{"pa55word", "s3cret"} {
+		if msg := err.Error() + c.Status().LastError; strings.Contains(msg, secret) {
+			t.Fatalf("error leaks %q: %s", secret, msg)
+		}
+	}
+}
