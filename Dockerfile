@@ -11,6 +11,9 @@
 # Pass --build-arg VERSION=... REVISION=$(git rev-parse HEAD) CREATED=$(date -u +%FT%TZ)
 # so the binaries and the labels say what they are (deploy/README.md).
 
+# The Go toolchain the project is verified with. Release builds should pass
+# the newest patch release (--build-arg GO_VERSION=...): standard library
+# security fixes arrive in patch releases.
 ARG GO_VERSION=1.26.8
 
 FROM --platform=$BUILDPLATFORM golang:${GO_VERSION}-bookworm AS build
