@@ -1,7 +1,9 @@
 package demobackend
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"fmt"
 	"net/http"
 
@@ -127,4 +129,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	// An encoding error means the client went away; there is no one left
 	// to tell.
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// readBody reads at most limit bytes of r's body and puts them back, so the
+// MCP handler can read the body again after the router peeked at it.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return body, err
 }

@@ -20,9 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -302,12 +300,3 @@ func (h quietHandler) WithAttrs(a []slog.Attr) slog.Handler {
 
 // WithGroup keeps the filter on derived handlers.
 func (h quietHandler) WithGroup(n string) slog.Handler { return quietHandler{h.Handler.WithGroup(n)} }
-
-// readBody reads at most limit bytes of r's body and puts them back, so the
-// MCP handler can read the body again after the router peeked at it.
-func readBody(r *http.Request, limit int64) ([]byte, error) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-	r.Body.Close()
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	return body, err
-}
