@@ -173,6 +173,10 @@ func (f *fakeAggregator) CallTool(ctx context.Context, req *aggregatorv1.CallToo
 			return &aggregatorv1.CallToolResponse{ResultType: "input_required",
 				ResultJson: `{"content":null,"resultType":"input_required","requestState":"st-1","inputRequests":{"ok":{"method":"elicitation/create","params":{"mode":"form","message":"sure?","requestedSchema":{"type":"object","properties":{}}}}}}`}, nil
 		}
+		if req.GetRequestState() != "st-1" {
+			// Only the state the backend issued is acceptable.
+			return nil, apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "foreign request state")
+		}
 		return &aggregatorv1.CallToolResponse{ResultType: "complete", ResultJson: textResult("answered " + req.GetInputResponsesJson())}, nil
 	case "beta_add":
 		var args struct{ A, B int }

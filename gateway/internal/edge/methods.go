@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 
@@ -248,16 +249,25 @@ func (g *Gateway) listPrompts(ctx context.Context, c *call) (json.RawMessage, *r
 	return g.page(c, "prompts", items, resp.GetNextCursor()), nil
 }
 
+// requestStateTTL bounds how long a client may take to answer an
+// input_required result.
+const requestStateTTL = 10 * time.Minute
+
 // roundTrip holds the members shared by tools/call, resources/read and
 // prompts/get: the multi-round-trip retry fields and the progress token.
 type roundTrip struct {
+	// binding names the request ("tools/call\x00<tool>"): a sealed request
+	// state is only valid for the request that produced it.
+	binding        string
 	inputResponses string
-	requestState   string
-	context        *aggregatorv1.RequestContext
+	// requestState is the backend's own state, unsealed.
+	requestState string
+	context      *aggregatorv1.RequestContext
 }
 
-func roundTripParams(params object) (roundTrip, *rpcError) {
-	var rt roundTrip
+func (g *Gateway) roundTripParams(c *call, method, target string) (roundTrip, *rpcError) {
+	params := c.params
+	rt := roundTrip{binding: method + "\x00" + target}
 	if raw, ok := params["inputResponses"]; ok && string(raw) != "null" {
 		var o object
 		if json.Unmarshal(raw, &o) != nil {
@@ -266,9 +276,15 @@ func roundTripParams(params object) (roundTrip, *rpcError) {
 		rt.inputResponses = string(raw)
 	}
 	if raw, ok := params["requestState"]; ok && string(raw) != "null" {
-		if json.Unmarshal(raw, &rt.requestState) != nil {
+		var sealed string
+		if json.Unmarshal(raw, &sealed) != nil {
 			return rt, newError(codeInvalidParams, "invalid params: requestState must be a string")
 		}
+		state, err := g.sealer.OpenState(c.principal, rt.binding, sealed)
+		if err != nil {
+			return rt, newError(codeInvalidParams, "invalid params: requestState is invalid or expired; retry the request without it")
+		}
+		rt.requestState = state
 	}
 	if meta, ok := metaObject(params); ok {
 		if tok, ok := meta["progressToken"]; ok {
@@ -299,7 +315,7 @@ func (g *Gateway) callTool(ctx context.Context, c *call) (json.RawMessage, *rpcE
 		return nil, rerr
 	}
 	spanFrom(ctx).SetAttributes(attribute.String("gen_ai.tool.name", name))
-	rt, rerr := roundTripParams(c.params)
+	rt, rerr := g.roundTripParams(c, "tools/call", name)
 	if rerr != nil {
 		return nil, rerr
 	}
@@ -321,7 +337,7 @@ func (g *Gateway) callAggregatorTool(ctx context.Context, c *call, name string, 
 	if err != nil {
 		return nil, grpcError(ctx, g.log, err, c.era, c.method)
 	}
-	return g.backendResult(ctx, c, resp.GetResultJson(), resp.GetResultType(), false)
+	return g.backendResult(ctx, c, rt, resp.GetResultJson(), resp.GetResultType(), false)
 }
 
 func (g *Gateway) readResource(ctx context.Context, c *call) (json.RawMessage, *rpcError) {
@@ -329,7 +345,7 @@ func (g *Gateway) readResource(ctx context.Context, c *call) (json.RawMessage, *
 	if !ok || uri == "" {
 		return nil, newError(codeInvalidParams, "invalid params: uri is required")
 	}
-	rt, rerr := roundTripParams(c.params)
+	rt, rerr := g.roundTripParams(c, "resources/read", uri)
 	if rerr != nil {
 		return nil, rerr
 	}
@@ -344,7 +360,7 @@ func (g *Gateway) readResource(ctx context.Context, c *call) (json.RawMessage, *
 		}
 		return nil, rerr
 	}
-	return g.backendResult(ctx, c, resp.GetResultJson(), resp.GetResultType(), true)
+	return g.backendResult(ctx, c, rt, resp.GetResultJson(), resp.GetResultType(), true)
 }
 
 func (g *Gateway) getPrompt(ctx context.Context, c *call) (json.RawMessage, *rpcError) {
@@ -358,7 +374,7 @@ func (g *Gateway) getPrompt(ctx context.Context, c *call) (json.RawMessage, *rpc
 			return nil, newError(codeInvalidParams, "invalid params: prompt arguments must map names to strings")
 		}
 	}
-	rt, rerr := roundTripParams(c.params)
+	rt, rerr := g.roundTripParams(c, "prompts/get", name)
 	if rerr != nil {
 		return nil, rerr
 	}
@@ -369,7 +385,7 @@ func (g *Gateway) getPrompt(ctx context.Context, c *call) (json.RawMessage, *rpc
 	if err != nil {
 		return nil, grpcError(ctx, g.log, err, c.era, c.method)
 	}
-	return g.backendResult(ctx, c, resp.GetResultJson(), resp.GetResultType(), false)
+	return g.backendResult(ctx, c, rt, resp.GetResultJson(), resp.GetResultType(), false)
 }
 
 func (g *Gateway) complete(ctx context.Context, c *call) (json.RawMessage, *rpcError) {
@@ -398,8 +414,9 @@ func (g *Gateway) complete(ctx context.Context, c *call) (json.RawMessage, *rpcE
 
 // backendResult passes a backend's result through. An input_required
 // (multi-round-trip) result is only for Modern clients that declared what
-// it asks of them.
-func (g *Gateway) backendResult(ctx context.Context, c *call, resultJSON, resultType string, cacheable bool) (json.RawMessage, *rpcError) {
+// it asks of them, and its requestState is sealed for this principal and
+// request (see session.Sealer.SealState).
+func (g *Gateway) backendResult(ctx context.Context, c *call, rt roundTrip, resultJSON, resultType string, cacheable bool) (json.RawMessage, *rpcError) {
 	res, err := decodeObject(resultJSON)
 	if err != nil {
 		return nil, grpcError(ctx, g.log, err, c.era, c.method)
@@ -416,6 +433,17 @@ func (g *Gateway) backendResult(ctx context.Context, c *call, resultJSON, result
 		}
 		if string(res["content"]) == "null" {
 			delete(res, "content")
+		}
+		if raw, ok := res["requestState"]; ok {
+			var state string
+			if json.Unmarshal(raw, &state) != nil {
+				return nil, newError(codeInternalError, "internal error: malformed request state from the server")
+			}
+			sealed, err := g.sealer.SealState(c.principal, rt.binding, state, requestStateTTL)
+			if err != nil {
+				return nil, grpcError(ctx, g.log, err, c.era, c.method)
+			}
+			res.set("requestState", sealed)
 		}
 		res.set("resultType", "input_required")
 		return g.shape(c, res, false), nil

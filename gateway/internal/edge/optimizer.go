@@ -130,7 +130,9 @@ func (g *Gateway) callThrough(ctx context.Context, c *call, args object) (json.R
 		return g.toolError(c, "call_tool needs tool_name: the name of a tool returned by find_tool"), nil
 	}
 	spanFrom(ctx).SetAttributes(attribute.String("gen_ai.tool.name", name))
-	rt, rerr := roundTripParams(c.params)
+	// A retry's state is bound to the tool call_tool called, so it cannot
+	// be carried over to another tool.
+	rt, rerr := g.roundTripParams(c, "tools/call", name)
 	if rerr != nil {
 		return nil, rerr
 	}

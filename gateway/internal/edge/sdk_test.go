@@ -203,3 +203,24 @@ func TestSDKListChanged(t *testing.T) {
 		})
 	}
 }
+
+// TestSDKMultiRoundTrip: a go-sdk Modern client answers an input_required
+// result through its elicitation handler and retries with the sealed
+// request state, which the gateway unseals for the backend.
+func TestSDKMultiRoundTrip(t *testing.T) {
+	b := startBackends(t)
+	_, srv := startGateway(t, b, testGatewayConfig(b))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	asked := 0
+	cs := connect(t, ctx, srv.URL+"/mcp", "alice-key", "", &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked++
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{}}, nil
+		},
+	})
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "alpha_ask"})
+	if err != nil || asked != 1 || !strings.HasPrefix(toolText(t, res), `answered {"ok":{"action":"accept"`) {
+		t.Fatalf("alpha_ask: %+v %v (asked %d)", res, err, asked)
+	}
+}

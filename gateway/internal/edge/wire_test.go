@@ -205,8 +205,28 @@ func TestModernResults(t *testing.T) {
 	withElicitation := strings.Replace(modernMeta, `clientCapabilities":{}`, `clientCapabilities":{"elicitation":{"form":{}}}`, 1)
 	resp = send(t, http.MethodPost, url, modernHeaders("tools/call", "Mcp-Name", "alpha_ask"), `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{`+withElicitation+`,"name":"alpha_ask"}}`)
 	_, res, _ = resp.rpc(t)
-	if string(res["resultType"]) != `"input_required"` || string(res["requestState"]) != `"st-1"` || res["content"] != nil {
+	if string(res["resultType"]) != `"input_required"` || !strings.HasPrefix(string(res["requestState"]), `"r1.`) || res["content"] != nil {
 		t.Fatalf("input_required = %s", resp.body)
+	}
+	// The backend's state is sealed for alice and this tool: echoed by
+	// alice it reaches the backend unsealed; forged, moved to another tool
+	// or replayed by bob it is refused.
+	sealed := string(res["requestState"])
+	retry := func(key, tool, state string) wireResponse {
+		return send(t, http.MethodPost, url, modernHeaders("tools/call", "Mcp-Name", tool, "Authorization", "Bearer "+key),
+			`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{`+withElicitation+`,"name":"`+tool+`","inputResponses":{"ok":{"action":"accept","content":{}}},"requestState":`+state+`}}`)
+	}
+	if resp := retry("alice-key", "alpha_ask", sealed); resp.status != 200 || !strings.Contains(string(resp.body), "answered") {
+		t.Fatalf("retry with the sealed state: %d %s", resp.status, resp.body)
+	}
+	for name, r := range map[string]wireResponse{
+		"forged":       retry("alice-key", "alpha_ask", `"st-1"`),
+		"other tool":   retry("alice-key", "alpha_echo", sealed),
+		"other caller": retry("bob-key", "alpha_ask", sealed),
+	} {
+		if _, _, rerr := r.rpc(t); r.status != 400 || rerr == nil || rerr.Code != codeInvalidParams || !strings.Contains(rerr.Message, "requestState") {
+			t.Errorf("%s state: %d %s", name, r.status, r.body)
+		}
 	}
 
 	// Notifications: 202 with no body; without Mcp-Method, 400 -32020.
