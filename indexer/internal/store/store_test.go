@@ -308,3 +308,17 @@ func TestSearchPlanIsScoped(t *testing.T) {
 		t.Fatalf("search plan is not scoped:\n%s", p)
 	}
 }
+
+// A principal that may call nothing has an empty scope, which searches
+// return nothing from (and is not mistaken for a vanished scope).
+func TestEmptyScope(t *testing.T) {
+	st := env.OpenStore(t)
+	sc, built, err := st.BuildScope(t.Context(), "empty", 1, nil)
+	if err != nil || !built || sc.ToolCount != 0 || sc.BaselineTokens != 0 {
+		t.Fatalf("empty scope: %+v built=%v err=%v", sc, built, err)
+	}
+	hits, err := st.Search(t.Context(), sc, store.Query{Text: "weather", Limit: 8}, store.DefaultRanking)
+	if err != nil || len(hits) != 0 {
+		t.Fatalf("search of an empty scope: %v, %v", hits, err)
+	}
+}
