@@ -17,12 +17,20 @@ const alphaSpec = `
 tools:
   - {name: echo, description: Echo the arguments., behaviour: echo}
   - {name: hello, description: Say hello., behaviour: text, text: "hello from {backend}"}
+resources:
+  - {uri: "alpha://readme", name: readme, mimeType: text/plain, text: "readme of {backend}"}
 `
 
 const betaSpec = `
 tools:
   - {name: echo, description: Echo the arguments., behaviour: echo}
   - {name: add, description: Add a and b., behaviour: add}
+resourceTemplates:
+  - {uriTemplate: "beta://items/{id}", name: item, text: "{uri} from {backend}"}
+prompts:
+  - name: greet
+    text: "Greet {who} from {backend}"
+    arguments: [{name: who, required: true, values: [alice, albert, bob]}]
 `
 
 const gammaSpec = `
@@ -33,8 +41,8 @@ tools:
 // TestThroughGateway runs one cluster (three demo backends, one of them
 // Legacy-only, aggregator, indexer on PostgreSQL, gateway) and speaks to it with a default (Modern)
 // go-sdk client and one pinned to Legacy: both see every tool under its
-// prefixed name and each call is answered by the backend that owns the
-// tool; the optimizer view finds and calls tools; a tool added to a running
+// prefixed name and each call, read, prompt and completion is answered by
+// the backend that owns it; the optimizer view finds and calls tools; a tool added to a running
 // backend is announced and callable.
 func TestThroughGateway(t *testing.T) {
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{
@@ -79,12 +87,57 @@ func TestThroughGateway(t *testing.T) {
 			if answer := structured(t, res); answer["sum"] != 42.0 || answer["backend"] != "beta" {
 				t.Fatalf("beta_add = %v", answer)
 			}
+			testResourcesAndPrompts(t, cs)
 		})
 	}
 	for _, era := range []struct{ name, pin string }{{"optimizer-modern", harness.Modern}, {"optimizer-legacy", harness.Legacy}} {
 		t.Run(era.name, func(t *testing.T) { testOptimizer(t, strings.TrimSuffix(c.MCPURL, "/mcp")+"/mcp/optimized", era.pin) })
 	}
 	t.Run("list_changed", func(t *testing.T) { testListChanged(t, c) })
+}
+
+// testResourcesAndPrompts reads a resource and a templated resource, gets
+// a prompt and completes its argument, each routed to its own backend.
+func testResourcesAndPrompts(t *testing.T, cs *mcp.ClientSession) {
+	var uris []string
+	for r, err := range cs.Resources(t.Context(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		uris = append(uris, r.URI)
+	}
+	if !slices.Equal(uris, []string{"alpha://readme"}) {
+		t.Fatalf("resources = %v, want [alpha://readme]", uris)
+	}
+	for uri, want := range map[string]string{
+		"alpha://readme":  "readme of alpha",
+		"beta://items/42": "beta://items/42 from beta",
+	} {
+		read, err := cs.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: uri})
+		if err != nil {
+			t.Fatalf("read %s: %v", uri, err)
+		}
+		if len(read.Contents) != 1 || read.Contents[0].Text != want {
+			t.Fatalf("read %s = %+v, want text %q", uri, read.Contents, want)
+		}
+	}
+	prompt, err := cs.GetPrompt(t.Context(), &mcp.GetPromptParams{Name: "beta_greet", Arguments: map[string]string{"who": "bob"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text, ok := prompt.Messages[0].Content.(*mcp.TextContent); !ok || text.Text != "Greet bob from beta" {
+		t.Fatalf("prompt beta_greet = %+v", prompt.Messages[0].Content)
+	}
+	comp, err := cs.Complete(t.Context(), &mcp.CompleteParams{
+		Ref:      &mcp.CompleteReference{Type: "ref/prompt", Name: "beta_greet"},
+		Argument: mcp.CompleteParamsArgument{Name: "who", Value: "al"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := comp.Completion.Values; !slices.Equal(got, []string{"alice", "albert"}) {
+		t.Fatalf("completion of beta_greet who=al = %v, want [alice albert]", got)
+	}
 }
 
 // testOptimizer uses find_tool and call_tool: the search runs through the
