@@ -39,11 +39,12 @@ tools:
 `
 
 // TestThroughGateway runs one cluster (three demo backends, one of them
-// Legacy-only, aggregator, indexer on PostgreSQL, gateway) and speaks to it with a default (Modern)
-// go-sdk client and one pinned to Legacy: both see every tool under its
-// prefixed name and each call, read, prompt and completion is answered by
-// the backend that owns it; the optimizer view finds and calls tools; a tool added to a running
-// backend is announced and callable.
+// Legacy-only, aggregator, indexer on PostgreSQL, gateway) and speaks to it
+// with a default (Modern) go-sdk client and one pinned to Legacy: both see
+// every tool under its prefixed name, and each call, read, prompt and
+// completion is answered by the backend that owns it. The optimizer view
+// finds and calls tools, and a tool added to a running backend is
+// announced and callable.
 func TestThroughGateway(t *testing.T) {
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{
 		{Name: "alpha", Spec: alphaSpec},
