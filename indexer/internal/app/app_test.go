@@ -432,6 +432,10 @@ func TestWatchReconnectsAfterAggregatorRestart(t *testing.T) {
 
 	h.stopAggregator()
 	eventually(t, "the watch to notice the restart", func() bool { return h.logs.count("catalog watch interrupted") > 0 })
+	// Without the aggregator no view can be resolved: a clear, retryable
+	// error, not an empty answer.
+	_, err := h.search(t, "newcomer", "sales report", 0)
+	wantReason(t, err, codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_NOT_READY)
 	lis, err := net.Listen("tcp", h.aggAddr)
 	if err != nil {
 		t.Fatal(err)
