@@ -142,9 +142,10 @@ func New(opts Options) (*Engine, error) {
 		}, func(prev, now backend.State) {
 			e.log.Info("backend health changed", "backend", c.Name, "from", prev.String(), "to", now.String())
 			opts.Metrics.backendState(c.Name, now)
-			// Only unhealthy hides items: other changes leave the catalog
-			// as it is.
-			if (prev == backend.Unhealthy) != (now == backend.Unhealthy) {
+			// A backend coming up may bring items, one going unhealthy
+			// hides them; moving between healthy and degraded changes
+			// nothing in the catalog.
+			if !(up(prev) && up(now)) {
 				e.Trigger()
 			}
 		})
@@ -155,6 +156,8 @@ func New(opts Options) (*Engine, error) {
 	e.current.Store(&published{snap: empty, superseded: make(chan struct{})})
 	return e, nil
 }
+
+func up(s backend.State) bool { return s == backend.Healthy || s == backend.Degraded }
 
 // Start builds the first snapshot. Under the manual strategy an
 // unresolved name conflict is an error that names every conflict; the
@@ -324,13 +327,18 @@ func (e *Engine) View(snap *catalog.Snapshot, p *commonv1.Principal) *catalog.Vi
 	slices.Sort(groups)
 	groups = slices.Compact(groups)
 	ap := authz.Principal{Subject: p.GetSubject(), Groups: groups}
-	key := ap.Subject + "\x00" + strings.Join(groups, "\x00")
+	// Principal keys start with "user:" so no principal can ever be handed
+	// the unfiltered view cached under fullViewKey.
+	key := "user:" + ap.Subject + "\x00" + strings.Join(groups, "\x00")
 	return snap.View(key, func(k catalog.Kind, key, backend string) bool { return e.allowed(ap, k, key, backend) })
 }
 
+// fullViewKey caches the unfiltered view.
+const fullViewKey = "all"
+
 // FullView is the unfiltered view (for trusted watchers of all changes).
 func (e *Engine) FullView(snap *catalog.Snapshot) *catalog.View {
-	return snap.View("\x00all", nil)
+	return snap.View(fullViewKey, nil)
 }
 
 // allowed is the one authorization decision behind lists, Discover and

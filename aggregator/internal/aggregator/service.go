@@ -414,12 +414,13 @@ var apiHealth = map[backend.State]aggregatorv1.BackendHealth{
 	backend.Unhealthy: aggregatorv1.BackendHealth_BACKEND_HEALTH_UNHEALTHY,
 }
 
-// ListBackends reports every backend in name order; with a principal in
-// the request, only those the principal sees something of.
+// ListBackends reports every backend in name order. With a principal in
+// the request, or for a caller that may not assert principals, only the
+// backends the principal sees something of are listed.
 func (s *Service) ListBackends(ctx context.Context, req *aggregatorv1.ListBackendsRequest) (*aggregatorv1.ListBackendsResponse, error) {
 	snap, _ := s.e.Snapshot()
 	var visible map[string]bool
-	if req.GetPrincipal() != nil {
+	if c, _ := svcauth.CallerFrom(ctx); req.GetPrincipal() != nil || !c.AssertPrincipals {
 		visible = visibleBackends(s.e.View(snap, svcauth.PrincipalFrom(ctx)))
 	}
 	out := &aggregatorv1.ListBackendsResponse{CatalogVersion: snap.Version}

@@ -99,8 +99,8 @@ type Client struct {
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
-	// connecting serialises (re)connects so concurrent callers share one.
-	connecting chan struct{}
+	// connecting is the (re)connect in progress, if any.
+	connecting *connectAttempt
 
 	health healthTracker
 }
@@ -292,52 +292,60 @@ func (c *Client) connect(ctx context.Context, client *mcp.Client, standaloneSSE 
 	return s, nil
 }
 
+// connectAttempt is one (re)connect in progress; callers that arrive
+// meanwhile wait for it and share its outcome instead of dialing again.
+type connectAttempt struct {
+	done    chan struct{}
+	session *mcp.ClientSession
+	err     error
+}
+
 // current returns the live session, connecting if there is none.
 func (c *Client) current(ctx context.Context) (*mcp.ClientSession, error) {
-	for {
-		c.mu.Lock()
-		if c.session != nil {
-			s := c.session
-			c.mu.Unlock()
-			return s, nil
-		}
-		if wait := c.connecting; wait != nil {
-			c.mu.Unlock()
-			select {
-			case <-wait:
-				continue
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		}
-		done := make(chan struct{})
-		c.connecting = done
+	c.mu.Lock()
+	if c.session != nil {
+		s := c.session
 		c.mu.Unlock()
-
-		// The session outlives this request: connect under a context that is
-		// not cancelled with it, bounded by the backend timeout.
-		limit := c.cfg.Timeout
-		if d, ok := ctx.Deadline(); ok {
-			limit = min(limit, time.Until(d))
-		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
-		s, err := c.connect(cctx, c.mcp, true)
-		cancel()
-
-		c.mu.Lock()
-		c.connecting = nil
-		if err == nil {
-			c.session = s
-			c.health.setProtocol(s.InitializeResult().ProtocolVersion)
-		}
-		c.mu.Unlock()
-		close(done)
-		if err != nil {
-			return nil, err
-		}
-		c.log.Info("backend session opened", "protocol", s.InitializeResult().ProtocolVersion)
 		return s, nil
 	}
+	if a := c.connecting; a != nil {
+		c.mu.Unlock()
+		select {
+		case <-a.done:
+			return a.session, a.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	a := &connectAttempt{done: make(chan struct{})}
+	c.connecting = a
+	c.mu.Unlock()
+
+	// The session outlives this request: connect under a context that is
+	// not cancelled with it, bounded by the backend timeout (or the
+	// request's deadline, if sooner).
+	limit := c.cfg.Timeout
+	if d, ok := ctx.Deadline(); ok {
+		limit = min(limit, time.Until(d))
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
+	a.session, a.err = c.connect(cctx, c.mcp, true)
+	cancel()
+
+	c.mu.Lock()
+	c.connecting = nil
+	if a.err == nil {
+		c.session = a.session
+	}
+	c.mu.Unlock()
+	close(a.done)
+	if a.err != nil {
+		return nil, a.err
+	}
+	v := a.session.InitializeResult().ProtocolVersion
+	c.health.setProtocol(v)
+	c.log.Info("backend session opened", "protocol", v)
+	return a.session, nil
 }
 
 // drop forgets a broken session so the next request re-connects.

@@ -35,21 +35,32 @@ func encodeCursor(c cursor) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// fitKey shortens c's key, at a rune boundary, until the encoded cursor
-// fits MaxCursorLen.
+// fitKey returns the longest prefix of c's key, cut at a rune boundary so
+// it survives JSON, with which the encoded cursor fits MaxCursorLen. The
+// encoded length grows with the prefix, so a binary search over rune
+// boundaries finds it.
 func fitKey(c cursor) string {
-	for len(encodeCursor(c)) > MaxCursorLen && len(c.LastKey) > 1 {
-		over := len(encodeCursor(c)) - MaxCursorLen
-		// Four base64 characters carry three bytes; JSON escaping can only
-		// make a key byte longer, so cutting over*3/4 bytes (at least one)
-		// never cuts more than needed by much.
-		cut := max(len(c.LastKey)-max(over*3/4, 1), 1)
-		for cut > 1 && !utf8.RuneStart(c.LastKey[cut]) {
-			cut--
-		}
-		c.LastKey = c.LastKey[:cut]
+	key := c.LastKey
+	if len(encodeCursor(c)) <= MaxCursorLen {
+		return key
 	}
-	return c.LastKey
+	var cuts []int // byte offsets that end a rune, shortest first
+	for i := range key {
+		if i > 0 {
+			cuts = append(cuts, i)
+		}
+	}
+	tooLong := sort.Search(len(cuts), func(i int) bool {
+		c.LastKey = key[:cuts[i]]
+		return len(encodeCursor(c)) > MaxCursorLen
+	})
+	if tooLong == 0 {
+		// Even one rune is too long (impossible for the kinds and counts
+		// that exist); the first rune still positions correctly.
+		_, size := utf8.DecodeRuneInString(key)
+		return key[:size]
+	}
+	return key[:cuts[tooLong-1]]
 }
 
 func decodeCursor(s string, kind Kind) (cursor, error) {
