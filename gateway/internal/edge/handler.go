@@ -111,6 +111,7 @@ type Gateway struct {
 	sealer      *session.Sealer
 	revocations *session.Revocations
 	headerSpecs *headerSpecs
+	pending     *pendingReplies
 	loopback    bool
 	serverInfo  json.RawMessage
 	resourceURL string
@@ -172,6 +173,7 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 		sealer:         sealer,
 		revocations:    session.NewRevocations(deps.Indexer, log),
 		headerSpecs:    newHeaderSpecs(deps.Aggregator, headerSpecTTL),
+		pending:        newPendingReplies(),
 		loopback:       deps.LoopbackOnly,
 		serverInfo:     info,
 		resourceURL:    strings.TrimSuffix(cfg.PublicURL, "/") + "/mcp",
@@ -272,6 +274,12 @@ type call struct {
 	clientCaps object
 	version    string
 	r          *http.Request
+	w          http.ResponseWriter
+	// sessionKey is the digest of the Legacy session id (empty for Modern).
+	sessionKey string
+	// streaming is set once the response became an SSE stream (to carry
+	// requests to a Legacy client); the final response then goes on it.
+	streaming bool
 }
 
 func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, v view, principal *commonv1.Principal) {
@@ -316,7 +324,7 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, v view, prin
 			return
 		}
 	}
-	c := &call{view: v, principal: principal, id: msg.ID, method: msg.Method, params: params, r: r}
+	c := &call{view: v, principal: principal, id: msg.ID, method: msg.Method, params: params, r: r, w: w}
 
 	_, hasMetaVersion := metaString(params, metaProtocolVersion)
 	headerVersion := r.Header.Get("Mcp-Protocol-Version")
@@ -347,6 +355,15 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, v view, prin
 
 // respond writes a method's outcome in the request's era.
 func (g *Gateway) respond(w http.ResponseWriter, c *call, rec *requestRecord, result json.RawMessage, rerr *rpcError) {
+	if c.streaming {
+		rec.outcome = "ok"
+		if rerr != nil {
+			rec.outcome = "error"
+		}
+		_, _ = w.Write(sseEvent(encodeResponse(c.id, result, rerr)))
+		_ = http.NewResponseController(w).Flush()
+		return
+	}
 	if rerr != nil {
 		rec.outcome = "error"
 		status := http.StatusOK

@@ -39,10 +39,18 @@ func (g *Gateway) serveLegacyPOST(w http.ResponseWriter, c *call, msg *message, 
 		return
 	}
 	c.version = claims.ProtocolVersion
+	c.sessionKey = session.IDDigest(sessionID)
 	span.SetAttributes(attribute.String("mcp.protocol.version", c.version))
-	if msg.isNotification() || msg.IsResponse {
-		// initialized, cancelled, roots/list_changed, and answers to server
-		// requests (the gateway sends none) need no action.
+	if msg.IsResponse {
+		// The client's answer to an input request this replica sent on a
+		// response stream; answers for another replica are dropped.
+		g.pending.deliver(c.sessionKey, msg.ID, msg.Reply)
+		rec.outcome = "ok"
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if msg.isNotification() {
+		// initialized, cancelled and roots/list_changed need no action.
 		rec.outcome = "ok"
 		w.WriteHeader(http.StatusAccepted)
 		return

@@ -330,14 +330,13 @@ func (g *Gateway) callTool(ctx context.Context, c *call) (json.RawMessage, *rpcE
 // callAggregatorTool calls a tool as the request's principal; it serves
 // tools/call and the optimizer's call_tool.
 func (g *Gateway) callAggregatorTool(ctx context.Context, c *call, name string, args object, rt roundTrip) (json.RawMessage, *rpcError) {
-	resp, err := g.agg.CallTool(ctx, &aggregatorv1.CallToolRequest{
-		Principal: c.principal, Name: name, ArgumentsJson: string(args.encode()), Context: rt.context,
-		InputResponsesJson: rt.inputResponses, RequestState: rt.requestState,
+	return g.roundTrips(ctx, c, rt, false, func(ctx context.Context, rt roundTrip) (string, string, error) {
+		resp, err := g.agg.CallTool(ctx, &aggregatorv1.CallToolRequest{
+			Principal: c.principal, Name: name, ArgumentsJson: string(args.encode()), Context: rt.context,
+			InputResponsesJson: rt.inputResponses, RequestState: rt.requestState,
+		})
+		return resp.GetResultJson(), resp.GetResultType(), err
 	})
-	if err != nil {
-		return nil, grpcError(ctx, g.log, err, c.era, c.method)
-	}
-	return g.backendResult(ctx, c, rt, resp.GetResultJson(), resp.GetResultType(), false)
 }
 
 func (g *Gateway) readResource(ctx context.Context, c *call) (json.RawMessage, *rpcError) {
@@ -349,18 +348,17 @@ func (g *Gateway) readResource(ctx context.Context, c *call) (json.RawMessage, *
 	if rerr != nil {
 		return nil, rerr
 	}
-	resp, err := g.agg.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{
-		Principal: c.principal, Uri: uri, Context: rt.context,
-		InputResponsesJson: rt.inputResponses, RequestState: rt.requestState,
+	result, rerr := g.roundTrips(ctx, c, rt, true, func(ctx context.Context, rt roundTrip) (string, string, error) {
+		resp, err := g.agg.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{
+			Principal: c.principal, Uri: uri, Context: rt.context,
+			InputResponsesJson: rt.inputResponses, RequestState: rt.requestState,
+		})
+		return resp.GetResultJson(), resp.GetResultType(), err
 	})
-	if err != nil {
-		rerr := grpcError(ctx, g.log, err, c.era, c.method)
-		if rerr.Code == codeInvalidParams || rerr.Code == codeResourceNotFound {
-			rerr.Data = map[string]string{"uri": uri}
-		}
-		return nil, rerr
+	if rerr != nil && (rerr.Code == codeInvalidParams || rerr.Code == codeResourceNotFound) && rerr.Data == nil {
+		rerr.Data = map[string]string{"uri": uri}
 	}
-	return g.backendResult(ctx, c, rt, resp.GetResultJson(), resp.GetResultType(), true)
+	return result, rerr
 }
 
 func (g *Gateway) getPrompt(ctx context.Context, c *call) (json.RawMessage, *rpcError) {
@@ -378,14 +376,13 @@ func (g *Gateway) getPrompt(ctx context.Context, c *call) (json.RawMessage, *rpc
 	if rerr != nil {
 		return nil, rerr
 	}
-	resp, err := g.agg.GetPrompt(ctx, &aggregatorv1.GetPromptRequest{
-		Principal: c.principal, Name: name, Arguments: args, Context: rt.context,
-		InputResponsesJson: rt.inputResponses, RequestState: rt.requestState,
+	return g.roundTrips(ctx, c, rt, false, func(ctx context.Context, rt roundTrip) (string, string, error) {
+		resp, err := g.agg.GetPrompt(ctx, &aggregatorv1.GetPromptRequest{
+			Principal: c.principal, Name: name, Arguments: args, Context: rt.context,
+			InputResponsesJson: rt.inputResponses, RequestState: rt.requestState,
+		})
+		return resp.GetResultJson(), resp.GetResultType(), err
 	})
-	if err != nil {
-		return nil, grpcError(ctx, g.log, err, c.era, c.method)
-	}
-	return g.backendResult(ctx, c, rt, resp.GetResultJson(), resp.GetResultType(), false)
 }
 
 func (g *Gateway) complete(ctx context.Context, c *call) (json.RawMessage, *rpcError) {
@@ -426,7 +423,8 @@ func (g *Gateway) backendResult(ctx context.Context, c *call, rt roundTrip, resu
 	}
 	if resultType == "input_required" {
 		if c.era == eraLegacy {
-			return nil, newError(codeInternalError, "this request needs input from the client, which requires MCP 2026-07-28")
+			// roundTrips gave up after maxInputRounds.
+			return nil, newError(codeInternalError, "the server kept asking the client for input; giving up")
 		}
 		if rerr := checkInputCapabilities(res, c.clientCaps); rerr != nil {
 			return nil, rerr

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -204,23 +205,29 @@ func TestSDKListChanged(t *testing.T) {
 	}
 }
 
-// TestSDKMultiRoundTrip: a go-sdk Modern client answers an input_required
-// result through its elicitation handler and retries with the sealed
-// request state, which the gateway unseals for the backend.
+// TestSDKMultiRoundTrip: a backend asks for client input. A Modern client
+// answers the input_required result through its elicitation handler and
+// retries with the sealed request state; a Legacy client gets a real
+// elicitation/create request on its response stream and the gateway
+// retries for it. Either way the backend sees its own state and the answer.
 func TestSDKMultiRoundTrip(t *testing.T) {
 	b := startBackends(t)
 	_, srv := startGateway(t, b, testGatewayConfig(b))
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	asked := 0
-	cs := connect(t, ctx, srv.URL+"/mcp", "alice-key", "", &mcp.ClientOptions{
-		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			asked++
-			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{}}, nil
-		},
-	})
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "alpha_ask"})
-	if err != nil || asked != 1 || !strings.HasPrefix(toolText(t, res), `answered {"ok":{"action":"accept"`) {
-		t.Fatalf("alpha_ask: %+v %v (asked %d)", res, err, asked)
+	for _, era := range eras {
+		t.Run(era.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			var asked atomic.Int64
+			cs := connect(t, ctx, srv.URL+"/mcp", "alice-key", era.version, &mcp.ClientOptions{
+				ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					asked.Add(1)
+					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{}}, nil
+				},
+			})
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "alpha_ask"})
+			if err != nil || asked.Load() != 1 || !strings.HasPrefix(toolText(t, res), `answered {"ok":{"action":"accept"`) {
+				t.Fatalf("alpha_ask: %+v %v (asked %d)", res, err, asked.Load())
+			}
+		})
 	}
 }

@@ -60,8 +60,10 @@ type message struct {
 	ID     json.RawMessage
 	Method string
 	Params json.RawMessage
-	// IsResponse marks a client's JSON-RPC response (Legacy only).
+	// IsResponse marks a client's JSON-RPC response (Legacy only); Reply
+	// then holds its result or error member as {"result":…} or {"error":…}.
 	IsResponse bool
+	Reply      object
 }
 
 func (m *message) isNotification() bool { return m.ID == nil && !m.IsResponse }
@@ -107,7 +109,13 @@ func parseMessage(body []byte) (*message, json.RawMessage, *rpcError) {
 	}
 	if raw.Method == nil {
 		if id != nil && (raw.Result != nil || raw.Error != nil) {
-			return &message{ID: id, IsResponse: true}, id, nil
+			reply := object{}
+			if raw.Error != nil {
+				reply["error"] = raw.Error
+			} else {
+				reply["result"] = raw.Result
+			}
+			return &message{ID: id, IsResponse: true, Reply: reply}, id, nil
 		}
 		return nil, id, newError(codeInvalidRequest, `invalid request: "method" is required`)
 	}
