@@ -93,22 +93,38 @@ func listen(t testing.TB) net.Listener {
 // binary does) against databaseURL.
 func start(t testing.TB, databaseURL string) *harness {
 	t.Helper()
+	h := &harness{agg: testagg.New()}
+	h.serveAggregator(listen(t))
+	t.Cleanup(h.stopAggregator)
+	h.startIndexer(t, databaseURL)
+	return h
+}
+
+// replica starts another indexer on the same database and aggregator.
+func (h *harness) replica(t testing.TB, databaseURL string) *harness {
+	t.Helper()
+	r := &harness{agg: h.agg, aggAddr: h.aggAddr}
+	r.startIndexer(t, databaseURL)
+	return r
+}
+
+// startIndexer runs the indexer through app.Run, as the binary does.
+func (h *harness) startIndexer(t testing.TB, databaseURL string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &harness{agg: testagg.New(), logs: &logBuffer{}}
-	aggLis, idxLis := listen(t), listen(t)
-	h.serveAggregator(aggLis)
-	var wg sync.WaitGroup
+	h.logs = &logBuffer{}
+	idxLis := listen(t)
 	cfg := &config.Config{
 		ServiceAuth: config.ServiceAuth{Credentials: []config.ServiceCredential{{Name: "gateway", Token: gatewayToken, AssertPrincipals: true}}},
 		Indexer: config.Indexer{
 			Database:   databaseURL,
-			Aggregator: config.Endpoint{Address: aggLis.Addr().String(), Token: testagg.Token},
+			Aggregator: config.Endpoint{Address: h.aggAddr, Token: testagg.Token},
 			ScopeTTL:   config.Duration(time.Hour), // invalidation must come from the watch
 		},
 	}
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	runErr := make(chan error, 1)
-	wg.Go(func() { runErr <- app.Run(ctx, cfg, log, idxLis) })
+	go func() { runErr <- app.Run(ctx, cfg, log, idxLis) }()
 	conn, err := grpc.NewClient(idxLis.Addr().String(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithPerRPCCredentials(svcauth.TokenCredentials{Token: gatewayToken}))
@@ -118,8 +134,6 @@ func start(t testing.TB, databaseURL string) *harness {
 	t.Cleanup(func() {
 		_ = conn.Close()
 		cancel()
-		wg.Wait()
-		h.stopAggregator()
 		if err := <-runErr; err != nil {
 			t.Errorf("app.Run: %v", err)
 		}
@@ -130,7 +144,6 @@ func start(t testing.TB, databaseURL string) *harness {
 	h.addr = idxLis.Addr().String()
 	h.client = indexerv1.NewIndexerServiceClient(conn)
 	h.health = healthpb.NewHealthClient(conn)
-	return h
 }
 
 func (h *harness) serveAggregator(lis net.Listener) {
@@ -138,9 +151,11 @@ func (h *harness) serveAggregator(lis net.Listener) {
 	done := make(chan struct{})
 	go func() { _ = h.agg.Serve(ctx, lis); close(done) }()
 	h.aggAddr = lis.Addr().String()
-	h.aggStop = func() { cancel(); <-done }
+	h.aggStop = sync.OnceFunc(func() { cancel(); <-done })
 }
 
+// stopAggregator stops the running aggregator server (the latest one, after
+// a restart).
 func (h *harness) stopAggregator() { h.aggStop() }
 
 // eventually polls cond until it holds or the deadline passes.
@@ -446,4 +461,41 @@ func TestWatchReconnectsAfterAggregatorRestart(t *testing.T) {
 	eventually(t, "search after the restart", func() bool { return slices.Equal(view(), []string{"alpha_sales", "beta_sales"}) })
 	h.agg.SetView("alice", []string{"alpha_sales", "gamma_sales"})
 	eventually(t, "alice's new view", func() bool { return slices.Equal(view(), []string{"alpha_sales", "gamma_sales"}) })
+}
+
+// Replicas sharing one database build a view's scope once between them:
+// the store's advisory lock makes the later builder find it built.
+func TestReplicasBuildOnce(t *testing.T) {
+	db := env.NewDatabase(t)
+	a := start(t, db)
+	b := a.replica(t, db)
+	a.agg.SetTools(tools("sales_summary", "cost_breakdown", "revenue_forecast"))
+	a.waitServing(t)
+	b.waitServing(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for i := range 20 {
+		h := []*harness{a, b}[i%2]
+		wg.Go(func() {
+			resp, err := h.search(t, "carol", "sales summary", 0)
+			if err == nil && resp.GetScopeSize() != 3 {
+				err = fmt.Errorf("scope size %d", resp.GetScopeSize())
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	stats, err := b.client.Stats(t.Context(), &indexerv1.StatsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.GetScopeBuilds() != 1 || stats.GetScopes() != 1 {
+		t.Fatalf("stats %v: want 1 build and 1 scope across both replicas", stats)
+	}
 }
