@@ -190,6 +190,22 @@ aggregator:
 	}
 	wantStatus(t, err, codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_NOT_ALLOWED)
 
+	// The trusted all-changes view never leaks to a principal, whatever
+	// its name.
+	all, err := h.gateway.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{AllChanges: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first, err := all.Recv(); err != nil || first.GetToolsDigest() == digest(alice) {
+		t.Fatalf("all-changes watch: %v %v", first, err)
+	}
+	if got := listToolNames(t, h.gateway, principal("", "all"), 0); len(got) != 0 {
+		t.Fatalf("principal {\"\", [all]} lists %v", got)
+	}
+	if resp, err := h.internal.ListBackends(ctx, &aggregatorv1.ListBackendsRequest{}); err != nil || len(resp.GetBackends()) != 0 {
+		t.Fatalf("untrusted caller sees backends it has nothing of: %v %v", resp, err)
+	}
+
 	// ListBackends with a principal lists only what it can see.
 	resp, err := h.gateway.ListBackends(ctx, &aggregatorv1.ListBackendsRequest{Principal: bob})
 	if err != nil || len(resp.GetBackends()) != 1 || resp.GetBackends()[0].GetName() != "crm" {
