@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 )
 
 // MCPPath is where the backend serves MCP.
@@ -63,7 +64,10 @@ func (b *Backend) Handler() http.Handler {
 		b.log.Info("tool removed", "tool", name)
 		w.WriteHeader(http.StatusNoContent)
 	})
-	return mux
+	// Join the caller's W3C trace (the aggregator forwards it), so a
+	// backend call shows up in the request's trace when spans are exported.
+	return otelhttp.NewHandler(mux, "switchboard-demo-backend", otelhttp.WithSpanNameFormatter(
+		func(_ string, r *http.Request) string { return "demo backend " + r.Method + " " + r.URL.Path }))
 }
 
 // mcpHandler routes each request to the stateless handler (Modern) or the

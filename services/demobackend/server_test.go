@@ -12,6 +12,10 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 const testSpec = `
@@ -283,5 +287,37 @@ func TestToolSources(t *testing.T) {
 	syn := SyntheticTools(1200)
 	if len(syn) != 1200 || syn[0].Name != "tool_0000" || syn[1199].Name != "tool_1199" {
 		t.Fatalf("SyntheticTools: %d tools, first %q", len(syn), syn[0].Name)
+	}
+}
+
+// TestJoinsCallersTrace sends a traceparent with a call: the backend's span
+// must belong to that trace, so a request through Switchboard is one trace.
+func TestJoinsCallersTrace(t *testing.T) {
+	recorder := tracetest.NewSpanRecorder()
+	provider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
+	defer provider.Shutdown(context.Background())
+	prevProvider, prevPropagator := otel.GetTracerProvider(), otel.GetTextMapPropagator()
+	otel.SetTracerProvider(provider)
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	t.Cleanup(func() { otel.SetTracerProvider(prevProvider); otel.SetTextMapPropagator(prevPropagator) })
+
+	_, srv := startBackend(t, false)
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/healthz", nil)
+	req.Header.Set("traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	spans := recorder.Ended()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans recorded, want 1", len(spans))
+	}
+	if got := spans[0].SpanContext().TraceID().String(); got != traceID {
+		t.Fatalf("span in trace %s, want the caller's %s", got, traceID)
+	}
+	if spans[0].Name() != "demo backend GET /healthz" {
+		t.Fatalf("span name %q", spans[0].Name())
 	}
 }

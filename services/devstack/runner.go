@@ -152,6 +152,12 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 		if b.Stateful {
 			args = append(args, "--stateful")
 		}
+		if tel := cfg.Telemetry; tel.OTLPEndpoint != "" {
+			args = append(args, "--otlp-endpoint", tel.OTLPEndpoint)
+			if tel.OTLPInsecure {
+				args = append(args, "--otlp-insecure")
+			}
+		}
 		if err := start("backend:"+b.Name, DemoBackendBin, args, HTTPOK("http://"+DialAddress(b.Listen)+"/healthz")); err != nil {
 			return err
 		}

@@ -24,7 +24,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/switchboard-mcp/switchboard/services/config"
 	"github.com/switchboard-mcp/switchboard/services/demobackend"
+	"github.com/switchboard-mcp/switchboard/services/lifecycle"
+	"github.com/switchboard-mcp/switchboard/services/telemetry"
 )
 
 // shutdownGrace is how long open streams get to finish on SIGTERM.
@@ -45,6 +48,8 @@ func run() error {
 	synthetic := fs.Int("synthetic", 0, "also serve N generated echo tools tool_0000...")
 	toolsJSON := fs.String("tools-json", "", `also serve one echo tool per entry of a JSON object {"name": "description"}`)
 	stateful := fs.Bool("stateful", false, "serve Legacy (2025-11-25) sessions only, refusing Modern requests")
+	otlpEndpoint := fs.String("otlp-endpoint", "", "export spans to this OTLP/gRPC collector (host:port)")
+	otlpInsecure := fs.Bool("otlp-insecure", false, "send OTLP without TLS (a local collector)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
@@ -85,6 +90,18 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	shutdownTracing, err := telemetry.Setup(ctx, config.Telemetry{OTLPEndpoint: *otlpEndpoint, OTLPInsecure: *otlpInsecure},
+		"switchboard-demo-backend", lifecycle.Version)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		flushCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		defer cancel()
+		if err := shutdownTracing(flushCtx); err != nil {
+			log.Warn("telemetry flush failed", "err", err)
+		}
+	}()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(lis) }()
 	log.Info("serving", "url", "http://"+lis.Addr().String()+demobackend.MCPPath,
