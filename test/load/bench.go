@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime"
 	"time"
 )
 
@@ -124,10 +125,10 @@ func RunBench(ctx context.Context, env *Env, opts BenchOptions) (*BenchResults, 
 			if stopErr != nil {
 				return nil, fmt.Errorf("stop the W2 cluster: %w", stopErr)
 			}
-			progress("  cold walk %s (direct %s), warm %s (direct %s), connect %s (direct %s)",
+			progress("  cold walk %s (direct %s), warm %s (direct %s), connect %s (direct %s); load client goroutines %d",
 				ms(pair.Switchboard.ColdWalk.Took), ms(pair.Direct.ColdWalk.Took),
 				ms(pair.Switchboard.WarmWalk()), ms(pair.Direct.WarmWalk()),
-				ms(pair.Switchboard.ConnectMedian()), ms(pair.Direct.ConnectMedian()))
+				ms(pair.Switchboard.ConnectMedian()), ms(pair.Direct.ConnectMedian()), runtime.NumGoroutine())
 			res.Catalogs = append(res.Catalogs, pair)
 		}
 	}
