@@ -338,6 +338,11 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, v view, prin
 		c.era = eraLegacy
 		rec.era = c.era
 		g.serveLegacyPOST(w, c, msg, sessionID, rec, span)
+	case msg.Method == "ping" && !msg.isNotification():
+		// Legacy clients may ping before initialize, so without a session.
+		rec.era = eraLegacy
+		rec.outcome = "ok"
+		writeJSON(w, http.StatusOK, msg.ID, json.RawMessage(`{}`), nil)
 	case headerVersion != "" && !olderLegacyVersions[headerVersion]:
 		rec.outcome = "rejected"
 		writeJSON(w, http.StatusBadRequest, msg.ID, nil, unsupportedVersion(headerVersion))

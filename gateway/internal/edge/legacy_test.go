@@ -150,6 +150,7 @@ func TestLegacyWire(t *testing.T) {
 		{"bad cursor", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":6,"method":"prompts/list","params":{"cursor":"tools:1"}}`, 200, codeInvalidParams},
 		{"input required", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"alpha_ask"}}`, 200, codeInternalError},
 		{"client response", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":8,"result":{}}`, 202, 0},
+		{"ping before initialize", legacyHeaders("alice-key", ""), `{"jsonrpc":"2.0","id":13,"method":"ping"}`, 200, 0},
 		{"no session", legacyHeaders("alice-key", ""), `{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{}}`, 400, codeInvalidParams},
 		{"unknown session", legacyHeaders("alice-key", "s1.nonsense"), `{"jsonrpc":"2.0","id":10,"method":"tools/list","params":{}}`, 404, codeInvalidRequest},
 		{"version differs from session", func() map[string]string {
