@@ -439,7 +439,7 @@ func SoakMarkdown(r *SoakResults) string {
 		}
 		fmt.Fprintf(&b, "| %s (%s) | %.1f | %.1f | %s | %+.1f | %.1f | %s |\n", s.Name, s.Unit, t.FirstMean, t.LastMean, change, t.SlopePerMinute, s.After, v)
 	}
-	b.WriteString("\n| Operation | completed | errors | first error |\n|---|---:|---:|---|\n")
+	b.WriteString("\nOperations, warm-up included:\n\n| Operation | completed | errors | first error |\n|---|---:|---:|---|\n")
 	for _, op := range r.Ops {
 		fmt.Fprintf(&b, "| %s | %d | %d | %s |\n", op.Kind, op.Done, op.Errors, oneLine(op.FirstError))
 	}
