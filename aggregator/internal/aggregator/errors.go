@@ -58,8 +58,11 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 	case errors.As(err, &perr):
 		// The backend's own JSON-RPC error is what an MCP client would have
 		// seen from it; the gateway may re-emit it from the metadata.
-		return apierr.New(codes.Unknown, commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR, "backend error: "+perr.Message,
-			"mcp_code", strconv.FormatInt(perr.Code, 10), "mcp_message", perr.Message)
+		meta := []string{"mcp_code", strconv.FormatInt(perr.Code, 10), "mcp_message", perr.Message}
+		if perr.Data != "" {
+			meta = append(meta, "mcp_data", perr.Data)
+		}
+		return apierr.New(codes.Unknown, commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR, "backend error: "+perr.Message, meta...)
 	case errors.Is(err, context.Canceled):
 		return apierr.New(codes.Canceled, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "request cancelled")
 	case errors.Is(err, context.DeadlineExceeded):

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 
+	"github.com/switchboard-mcp/switchboard/services/apierr"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
@@ -23,6 +24,9 @@ func withContent(b *testBackend) {
 		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: b.name + " readme"}}}, nil
 	})
 	b.server.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "mem://" + b.name + "/items/{id}", Name: "item"}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		if strings.HasSuffix(req.Params.URI, "/missing") {
+			return nil, mcp.ResourceNotFoundError(req.Params.URI)
+		}
 		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: b.name + " item " + req.Params.URI}}}, nil
 	})
 	b.server.AddPrompt(&mcp.Prompt{Name: "greet", Arguments: []*mcp.PromptArgument{{Name: "who"}}}, func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
@@ -193,6 +197,13 @@ func TestResourcesTemplatesPromptsAndCompletionRoute(t *testing.T) {
 		res, err = h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Uri: "mem://" + era + "/items/42"})
 		if err != nil || res.GetBackend() != era || !strings.Contains(res.GetResultJson(), era+" item mem://"+era+"/items/42") {
 			t.Fatalf("read through %s template: %v %v", era, res, err)
+		}
+		// The backend's own "resource not found" comes back with its code
+		// and data, for the gateway to re-emit in the client's era.
+		_, err = h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Uri: "mem://" + era + "/items/missing"})
+		wantStatus(t, err, codes.Unknown, commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR)
+		if _, meta := apierr.Info(err); meta["mcp_code"] == "" || !strings.Contains(meta["mcp_data"], "items/missing") {
+			t.Fatalf("backend not-found metadata %v", meta)
 		}
 		p, err := h.gateway.GetPrompt(ctx, &aggregatorv1.GetPromptRequest{Name: era + "_greet", Arguments: map[string]string{"who": "bob"}})
 		if err != nil || p.GetBackend() != era || !strings.Contains(p.GetResultJson(), era+" greets bob") {

@@ -79,6 +79,8 @@ var (
 type ProtocolError struct {
 	Code    int64
 	Message string
+	// Data is the error's data as JSON text; empty if none.
+	Data string
 }
 
 func (e *ProtocolError) Error() string {
@@ -453,7 +455,7 @@ func (c *Client) classify(ctx context.Context, err error) error {
 	}
 	var wire *jsonrpc.Error
 	if errors.As(err, &wire) && !errors.Is(err, mcp.ErrConnectionClosed) && !errors.Is(err, mcp.ErrSessionMissing) && wire.Code != rejectedCode {
-		return &ProtocolError{Code: wire.Code, Message: c.Redact(wire.Message)}
+		return &ProtocolError{Code: wire.Code, Message: c.Redact(wire.Message), Data: c.Redact(string(wire.Data))}
 	}
 	return fmt.Errorf("%w: %s", ErrUnavailable, c.Redact(err.Error()))
 }
