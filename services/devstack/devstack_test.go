@@ -3,6 +3,7 @@ package devstack
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -185,5 +187,59 @@ func TestRunRejectsBadSetups(t *testing.T) {
 				t.Fatalf("Run = %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestRunStopsWhenCancelledDuringStart cancels Run while its first child
+// is starting: Run returns without an error and the child is stopped.
+func TestRunStopsWhenCancelledDuringStart(t *testing.T) {
+	dir := t.TempDir()
+	// Stand-ins that start and never become ready.
+	for _, bin := range []string{AggregatorBin, IndexerBin, GatewayBin, DemoBackendBin} {
+		script := "#!/bin/sh\necho started $$\nexec sleep 600\n"
+		if err := os.WriteFile(filepath.Join(dir, bin), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfgPath := filepath.Join(dir, "switchboard.yaml")
+	cfg := "gateway: {listen: '127.0.0.1:1'}\naggregator: {listen: '127.0.0.1:2'}\n" +
+		"indexer: {listen: '127.0.0.1:3', database: 'postgres://unused'}\n" +
+		"dev: {backends: [{name: a, listen: '127.0.0.1:4'}]}\n"
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	out := &lockedBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, RunOptions{ConfigPath: cfgPath, BinDir: dir, Ready: io.Discard, Output: out, Log: slog.New(slog.DiscardHandler)})
+	}()
+	started := func() bool { return strings.Contains(out.String(), "backend:a | started") }
+	waitCtx, waitCancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer waitCancel()
+	if err := WaitReady(waitCtx, nil, func(context.Context) error {
+		if !started() {
+			return io.EOF
+		}
+		return nil
+	}); err != nil {
+		t.Fatal("the stand-in backend never started")
+	}
+	var pid int
+	if _, err := fmt.Sscanf(out.String(), "backend:a | started %d", &pid); err != nil {
+		t.Fatalf("no pid in %q: %v", out.String(), err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run cancelled during start = %v, want nil", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after cancellation")
+	}
+	if err := syscall.Kill(pid, 0); err == nil {
+		t.Fatalf("the stand-in backend %d is still running", pid)
 	}
 }

@@ -89,6 +89,14 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 	grace := cfg.Dev.StopGrace.Or(10 * time.Second)
 
 	s := &stack{log: log, grace: grace, output: &SyncWriter{W: opts.Output}}
+	// A signal while starting is a request to stop, not a failure.
+	startErr := func(err error) error {
+		if ctx.Err() != nil {
+			log.Info("stopping before everything was ready")
+			return nil
+		}
+		return err
+	}
 	defer func() {
 		if stopErr := s.stop(); stopErr != nil && err == nil {
 			err = stopErr
@@ -111,7 +119,7 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 			return err
 		}
 		if err := s.pg.CreateDatabase(ctx, devDatabase); err != nil {
-			return err
+			return startErr(err)
 		}
 		derived, err := withDatabase(raw, s.pg.URL(devDatabase))
 		if err != nil {
@@ -159,7 +167,7 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 			}
 		}
 		if err := start("backend:"+b.Name, DemoBackendBin, args, HTTPOK("http://"+DialAddress(b.Listen)+"/healthz")); err != nil {
-			return err
+			return startErr(err)
 		}
 	}
 	tls := cfg.ServiceAuth.TLS
@@ -173,7 +181,7 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 	}
 	for _, svc := range services {
 		if err := start(svc.name, svc.bin, []string{"--config", childConfig}, svc.probe); err != nil {
-			return err
+			return startErr(err)
 		}
 	}
 
