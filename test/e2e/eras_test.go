@@ -43,8 +43,8 @@ tools:
 // with a default (Modern) go-sdk client and one pinned to Legacy: both see
 // every tool under its prefixed name, and each call, read, prompt and
 // completion is answered by the backend that owns it. The optimizer view
-// finds and calls tools, and a tool added to a running backend is
-// announced and callable.
+// finds and calls tools, the README's try-it request works, and a tool
+// added to a running backend is announced and callable.
 func TestThroughGateway(t *testing.T) {
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{
 		{Name: "alpha", Spec: alphaSpec},
@@ -94,6 +94,7 @@ func TestThroughGateway(t *testing.T) {
 	for _, era := range []struct{ name, pin string }{{"optimizer-modern", harness.Modern}, {"optimizer-legacy", harness.Legacy}} {
 		t.Run(era.name, func(t *testing.T) { testOptimizer(t, strings.TrimSuffix(c.MCPURL, "/mcp")+"/mcp/optimized", era.pin) })
 	}
+	t.Run("readme", func(t *testing.T) { testReadmeCurl(t, c.MCPURL) })
 	t.Run("list_changed", func(t *testing.T) { testListChanged(t, c) })
 }
 
