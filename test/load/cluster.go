@@ -113,9 +113,11 @@ type Cluster struct {
 	// the topology asks for one, else the first backend's behind
 	// Switchboard.
 	DirectURL string
-	// GatewayMetrics and AggregatorMetrics are Prometheus endpoints.
+	// GatewayMetrics, AggregatorMetrics and IndexerMetrics are Prometheus
+	// endpoints.
 	GatewayMetrics    string
 	AggregatorMetrics string
+	IndexerMetrics    string
 	Procs             []*Proc
 	// Started is when the gateway became ready.
 	Started time.Time
@@ -193,6 +195,7 @@ aggregator:
 {{- end}}
 indexer:
   listen: {{.Indexer}}
+  httpListen: {{.IndexerHTTP}}
   database: "{{.Database}}"
   aggregator:
     address: {{.Aggregator}}
@@ -209,17 +212,21 @@ func (e *Env) Start(ctx context.Context, t Topology) (c *Cluster, err error) {
 	n := e.n
 	e.mu.Unlock()
 
-	ports, err := freePorts(5 + t.Backends)
+	// Ports: gateway, aggregator gRPC and HTTP, indexer gRPC and HTTP,
+	// direct backend, then the backends.
+	const firstBackendPort = 6
+	ports, err := freePorts(firstBackendPort + t.Backends)
 	if err != nil {
 		return nil, err
 	}
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
 	data := struct {
-		Gateway, Aggregator, AggregatorHTTP, Indexer, Database string
-		Backends                                               []backendAddr
-	}{Gateway: addr(0), Aggregator: addr(1), AggregatorHTTP: addr(2), Indexer: addr(3)}
+		Gateway, Aggregator, AggregatorHTTP, Indexer, IndexerHTTP, Database string
+		Backends                                                            []backendAddr
+	}{Gateway: addr(0), Aggregator: addr(1), AggregatorHTTP: addr(2), Indexer: addr(3), IndexerHTTP: addr(4)}
+	directListen := addr(5)
 	for i := range t.Backends {
-		data.Backends = append(data.Backends, backendAddr{Name: fmt.Sprintf("b%02d", i), Listen: addr(5 + i)})
+		data.Backends = append(data.Backends, backendAddr{Name: fmt.Sprintf("b%02d", i), Listen: addr(firstBackendPort + i)})
 	}
 	db := fmt.Sprintf("load%d", n)
 	if err := e.pg.CreateDatabase(ctx, db); err != nil {
@@ -249,6 +256,7 @@ func (e *Env) Start(ctx context.Context, t Topology) (c *Cluster, err error) {
 		OptimizedURL:      "http://" + data.Gateway + "/mcp/optimized",
 		GatewayMetrics:    "http://" + data.Gateway + "/metrics",
 		AggregatorMetrics: "http://" + data.AggregatorHTTP + "/metrics",
+		IndexerMetrics:    "http://" + data.IndexerHTTP + "/metrics",
 	}
 	defer func() {
 		if err != nil {
@@ -272,9 +280,9 @@ func (e *Env) Start(ctx context.Context, t Topology) (c *Cluster, err error) {
 		return []string{"--listen", listen, "--name", name, "--synthetic", strconv.Itoa(tools)}
 	}
 	if t.DirectTools > 0 {
-		c.DirectURL = "http://" + addr(4) + "/mcp"
-		if err := start("direct", "direct", devstack.DemoBackendBin, backendArgs("direct", addr(4), t.DirectTools),
-			devstack.HTTPOK("http://"+addr(4)+"/healthz")); err != nil {
+		c.DirectURL = "http://" + directListen + "/mcp"
+		if err := start("direct", "direct", devstack.DemoBackendBin, backendArgs("direct", directListen, t.DirectTools),
+			devstack.HTTPOK("http://"+directListen+"/healthz")); err != nil {
 			return nil, err
 		}
 	} else {

@@ -110,8 +110,8 @@ func (c *soakClients) close() {
 }
 
 // RunSoak starts the W1 cluster and runs mixed traffic at a fixed rate,
-// sampling the RSS of the services and the goroutines of the gateway and
-// aggregator.
+// sampling the RSS of the services and the goroutines of those that serve
+// Prometheus metrics.
 func RunSoak(ctx context.Context, env *Env, opts SoakOptions) (*SoakResults, error) {
 	res := &SoakResults{Machine: DescribeMachine(), Options: opts}
 	res.Warmup = min(opts.Duration/10, 30*time.Second)
@@ -170,7 +170,9 @@ func RunSoak(ctx context.Context, env *Env, opts SoakOptions) (*SoakResults, err
 		}
 	}
 
-	series := newSoakSeries(c)
+	series := newSoakSeries(ctx, c, func(name string, err error) {
+		progress("soak: no goroutine count for %s (%v)", name, err)
+	})
 	res.Series = series.all
 
 	traffic, stopTraffic := context.WithCancel(ctx)
@@ -333,7 +335,10 @@ type soakSeries struct {
 	all        []*Series
 }
 
-func newSoakSeries(c *Cluster) *soakSeries {
+// newSoakSeries samples the RSS of the gateway, aggregator and indexer and
+// the goroutines of each of them whose metrics endpoint answers now;
+// missing reports an endpoint that does not.
+func newSoakSeries(ctx context.Context, c *Cluster, missing func(name string, err error)) *soakSeries {
 	s := &soakSeries{c: c, rss: map[*Proc]*Series{}, goroutines: map[string]*Series{}}
 	for _, role := range []string{"gateway", "aggregator", "indexer"} {
 		for _, p := range c.Services(role) {
@@ -342,7 +347,11 @@ func newSoakSeries(c *Cluster) *soakSeries {
 			s.all = append(s.all, ser)
 		}
 	}
-	for _, m := range []struct{ name, url string }{{"gateway", c.GatewayMetrics}, {"aggregator", c.AggregatorMetrics}} {
+	for _, m := range []struct{ name, url string }{{"gateway", c.GatewayMetrics}, {"aggregator", c.AggregatorMetrics}, {"indexer", c.IndexerMetrics}} {
+		if _, err := Goroutines(ctx, m.url); err != nil {
+			missing(m.name, err)
+			continue
+		}
 		ser := &Series{Name: m.name + " goroutines", Unit: "goroutines"}
 		s.goroutines[m.url] = ser
 		s.all = append(s.all, ser)
