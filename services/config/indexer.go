@@ -17,8 +17,8 @@ type Indexer struct {
 	// (default 8); MaxLimit caps what a search may ask for (default 50).
 	DefaultLimit int `yaml:"defaultLimit"`
 	MaxLimit     int `yaml:"maxLimit"`
-	// HTTPListen is reserved for HTTP probes and metrics; the indexer
-	// reports health over gRPC health checking.
+	// HTTPListen serves /healthz, /readyz (200 once the schema is
+	// migrated) and Prometheus /metrics; empty disables.
 	HTTPListen string `yaml:"httpListen"`
 	// GCInterval is how often unused scopes and unreferenced documents are
 	// collected (default 10m); ScopeRetention is how long an unused scope

@@ -260,7 +260,7 @@ func startInProcess(ctx context.Context, dbURL string, tools map[string]string) 
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	go func() {
-		if err := app.Run(ctx, cfg, log, idxLis); err != nil {
+		if err := app.Run(ctx, cfg, log, app.Listeners{GRPC: idxLis}); err != nil {
 			fmt.Fprintln(os.Stderr, "indexer:", err)
 		}
 		close(idxDone)

@@ -1,5 +1,5 @@
-// Package app wires the indexer: the store, the scope resolver and the gRPC
-// server. Health reports SERVING only once the schema migrations have been
+// Package app wires the indexer: the store, the scope resolver, the gRPC
+// server and the HTTP probes and metrics. Health reports SERVING only once the schema migrations have been
 // applied; until then (the database may be unreachable at start) it keeps
 // retrying with backoff while NOT_SERVING.
 package app
@@ -10,7 +10,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
@@ -33,9 +38,15 @@ const (
 	shutdownGrace         = 10 * time.Second
 )
 
-// Run serves the indexer on lis (or on the configured address when lis is
-// nil) until ctx ends.
-func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, lis net.Listener) error {
+// Listeners are pre-opened listeners for tests; a nil one means the
+// configured address (indexer.listen, indexer.httpListen).
+type Listeners struct {
+	GRPC, HTTP net.Listener
+}
+
+// Run serves the indexer until ctx ends: gRPC, and /healthz, /readyz and
+// Prometheus /metrics on HTTP when indexer.httpListen is set.
+func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Listeners) error {
 	ic := cfg.Indexer
 	if ic.Database == "" {
 		return errors.New("indexer.database is required (a PostgreSQL URL)")
@@ -51,6 +62,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, lis net.List
 		limits.Default = DefaultLimit
 	}
 	limits.Default = min(limits.Default, limits.Max)
+	lis, httpLis := listeners.GRPC, listeners.HTTP
 	if lis == nil {
 		if ic.Listen == "" {
 			return errors.New("indexer.listen is required")
@@ -58,6 +70,12 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, lis net.List
 		var err error
 		if lis, err = net.Listen("tcp", ic.Listen); err != nil {
 			return fmt.Errorf("listen %s: %w", ic.Listen, err)
+		}
+	}
+	if httpLis == nil && ic.HTTPListen != "" {
+		var err error
+		if httpLis, err = net.Listen("tcp", ic.HTTPListen); err != nil {
+			return fmt.Errorf("listen %s: %w", ic.HTTPListen, err)
 		}
 	}
 
@@ -77,11 +95,19 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, lis net.List
 	if err != nil {
 		return err
 	}
-	api := server.New(st, resolver, store.DefaultRanking, limits, log)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	api := server.New(st, resolver, store.DefaultRanking, limits, log, server.NewMetrics(reg))
 	indexerv1.RegisterIndexerServiceServer(srv.Server, api)
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.ServeListener(ctx, lis, shutdownGrace) }()
+	if httpLis != nil {
+		ops := &http.Server{Handler: opsHandler(api, reg), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = ops.Serve(httpLis) }()
+		defer ops.Close()
+		log.InfoContext(ctx, "http serving", "addr", httpLis.Addr().String())
+	}
 
 	if err := migrateWithRetry(ctx, st, log); err != nil {
 		<-serveErr
@@ -94,6 +120,24 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, lis net.List
 	go resolver.Watch(ctx)
 	go collectGarbage(ctx, st, ic.GCInterval.Or(DefaultGCInterval), ic.ScopeRetention.Or(DefaultScopeRetention), log)
 	return <-serveErr
+}
+
+// opsHandler serves liveness, readiness (the schema is migrated) and
+// metrics.
+func opsHandler(api *server.Server, reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !api.Ready() {
+			http.Error(w, "database schema not migrated yet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return mux
 }
 
 // migrateWithRetry applies migrations, retrying with capped exponential

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -70,7 +72,8 @@ func (b *logBuffer) count(s string) int {
 }
 
 type harness struct {
-	addr string
+	addr     string
+	httpAddr string
 	// The aggregator runs under its own context so a test can restart it.
 	aggAddr string
 	aggStop func()
@@ -113,7 +116,8 @@ func (h *harness) startIndexer(t testing.TB, databaseURL string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	h.logs = &logBuffer{}
-	idxLis := listen(t)
+	idxLis, httpLis := listen(t), listen(t)
+	h.httpAddr = httpLis.Addr().String()
 	cfg := &config.Config{
 		ServiceAuth: config.ServiceAuth{Credentials: []config.ServiceCredential{{Name: "gateway", Token: gatewayToken, AssertPrincipals: true}}},
 		Indexer: config.Indexer{
@@ -124,7 +128,7 @@ func (h *harness) startIndexer(t testing.TB, databaseURL string) {
 	}
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	runErr := make(chan error, 1)
-	go func() { runErr <- app.Run(ctx, cfg, log, idxLis) }()
+	go func() { runErr <- app.Run(ctx, cfg, log, app.Listeners{GRPC: idxLis, HTTP: httpLis}) }()
 	conn, err := grpc.NewClient(idxLis.Addr().String(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithPerRPCCredentials(svcauth.TokenCredentials{Token: gatewayToken}))
@@ -157,6 +161,21 @@ func (h *harness) serveAggregator(lis net.Listener) {
 // stopAggregator stops the running aggregator server (the latest one, after
 // a restart).
 func (h *harness) stopAggregator() { h.aggStop() }
+
+// get fetches path from the indexer's HTTP port.
+func (h *harness) get(t testing.TB, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + h.httpAddr + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	return resp.StatusCode, string(body)
+}
 
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t testing.TB, what string, cond func() bool) {
@@ -246,6 +265,12 @@ func TestHealthFollowsMigrationsAndRecoversFromOutage(t *testing.T) {
 	}
 	_, err = h.search(t, "alice", "sales report", 0)
 	wantReason(t, err, codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_NOT_READY)
+	if code, _ := h.get(t, "/readyz"); code != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz before migrations: %d", code)
+	}
+	if code, body := h.get(t, "/healthz"); code != http.StatusOK || body != "ok\n" {
+		t.Fatalf("/healthz: %d %q", code, body)
+	}
 
 	if err := cluster.StartServer(ctx); err != nil {
 		t.Fatal(err)
@@ -257,6 +282,16 @@ func TestHealthFollowsMigrationsAndRecoversFromOutage(t *testing.T) {
 	resp, err := h.search(t, "alice", "sales summary report", 0)
 	if err != nil || len(resp.GetHits()) == 0 || resp.GetHits()[0].GetName() != "sales_summary" {
 		t.Fatalf("search after migrations: %v, %v", resp, err)
+	}
+	if code, _ := h.get(t, "/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz after migrations: %d", code)
+	}
+	_, metrics := h.get(t, "/metrics")
+	for _, want := range []string{"switchboard_indexer_ready 1", `switchboard_indexer_search_seconds_count{outcome="ok"} 1`,
+		`switchboard_indexer_search_seconds_count{outcome="Unavailable"} 1`, "switchboard_indexer_scope_builds_total 1"} {
+		if !strings.Contains(metrics, want) {
+			t.Fatalf("/metrics lacks %q:\n%s", want, metrics)
+		}
 	}
 
 	if err := cluster.StopServer(ctx); err != nil {

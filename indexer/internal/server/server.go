@@ -8,6 +8,9 @@ import (
 	"log/slog"
 	"strings"
 	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/status"
 
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
@@ -29,21 +32,36 @@ type Server struct {
 	ranking  store.Ranking
 	limits   Limits
 	log      *slog.Logger
+	metrics  *Metrics
 	ready    atomic.Bool
 }
 
-// New returns a server; it answers NOT_READY until SetReady.
-func New(st *store.Store, resolver *scope.Resolver, ranking store.Ranking, limits Limits, log *slog.Logger) *Server {
-	return &Server{store: st, resolver: resolver, ranking: ranking, limits: limits, log: log}
+// New returns a server; it answers NOT_READY until SetReady. metrics may be
+// nil.
+func New(st *store.Store, resolver *scope.Resolver, ranking store.Ranking, limits Limits, log *slog.Logger, metrics *Metrics) *Server {
+	return &Server{store: st, resolver: resolver, ranking: ranking, limits: limits, log: log, metrics: metrics}
 }
 
 // SetReady lets requests through once the schema is migrated.
-func (s *Server) SetReady() { s.ready.Store(true) }
+func (s *Server) SetReady() {
+	s.ready.Store(true)
+	s.metrics.setReady()
+}
+
+// Ready reports whether SetReady was called.
+func (s *Server) Ready() bool { return s.ready.Load() }
 
 // Search ranks the calling principal's tools.
 func (s *Server) Search(ctx context.Context, req *indexerv1.SearchRequest) (*indexerv1.SearchResponse, error) {
+	start := time.Now()
 	resp, err := s.search(ctx, req)
-	return resp, s.toStatus(ctx, "Search", err)
+	err = s.toStatus(ctx, "Search", err)
+	outcome := "ok"
+	if err != nil {
+		outcome = status.Code(err).String()
+	}
+	s.metrics.searched(outcome, time.Since(start))
+	return resp, err
 }
 
 func (s *Server) search(ctx context.Context, req *indexerv1.SearchRequest) (*indexerv1.SearchResponse, error) {
@@ -67,9 +85,12 @@ func (s *Server) search(ctx context.Context, req *indexerv1.SearchRequest) (*ind
 	// A scope can vanish between lookup and search (collected by another
 	// replica); forget it and rebuild once.
 	for attempt := 0; ; attempt++ {
-		sc, _, err := s.resolver.Resolve(ctx, p)
+		sc, built, err := s.resolver.Resolve(ctx, p)
 		if err != nil {
 			return nil, err
+		}
+		if built {
+			s.metrics.scopeBuilt()
 		}
 		hits, err := s.store.Search(ctx, sc, q, s.ranking)
 		if errors.Is(err, store.ErrScopeNotFound) && attempt == 0 {
@@ -110,6 +131,9 @@ func (s *Server) RefreshScope(ctx context.Context, _ *indexerv1.RefreshScopeRequ
 	sc, built, err := s.resolver.Resolve(ctx, svcauth.PrincipalFrom(ctx))
 	if err != nil {
 		return nil, s.toStatus(ctx, "RefreshScope", err)
+	}
+	if built {
+		s.metrics.scopeBuilt()
 	}
 	return &indexerv1.RefreshScopeResponse{ToolsDigest: sc.Digest, ScopeSize: uint32(sc.ToolCount), Built: built}, nil
 }
