@@ -214,7 +214,7 @@ suite_version=$("$node" -p 'require(process.argv[1]).version' "$suite/package.js
 printf '\n== MCP conformance, %s, @modelcontextprotocol/conformance@%s ==\n' "$mode" "$suite_version"
 printf '%s\n' "${summaries[@]}"
 if ((failed)); then
-	printf 'FAILED: unexpected failures or stale expected-failures entries (results/conformance/)\n'
+	printf 'FAILED: see the messages above and results/conformance/\n'
 	exit 1
 fi
 printf 'PASSED\n'
