@@ -1,0 +1,317 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
+	"github.com/switchboard-mcp/switchboard/services/config"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/rpc"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
+)
+
+// specErrorCodes are the JSON-RPC error codes MCP lets a server emit:
+// the JSON-RPC standard ones, the three 2026-07-28 defines in its reserved
+// range, and the 2025-11-25 resource-not-found.
+var specErrorCodes = map[int]bool{
+	codeParseError: true, codeInvalidRequest: true, codeMethodNotFound: true, codeInvalidParams: true,
+	codeInternalError: true, codeHeaderMismatch: true, codeMissingCapability: true, codeUnsupportedVer: true,
+	codeResourceNotFound: true,
+}
+
+// jsonRPCSeeds are request bodies for both fuzz targets below: valid
+// messages of both eras, and malformed ones of every kind the hostile
+// input test sends over the wire.
+var jsonRPCSeeds = []string{
+	`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + modernMeta + `}}`,
+	`{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{` + modernMeta + `,"name":"alpha_echo","arguments":{"text":"hi"}}}`,
+	`{"jsonrpc":"2.0","id":2,"method":"server/discover","params":{` + modernMeta + `}}`,
+	`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`,
+	`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}`,
+	`{"jsonrpc":"2.0","id":3,"result":{}}`,
+	`{"jsonrpc":"2.0","id":3,"error":{"code":1,"message":"x"}}`,
+	`{"jsonrpc":"2.0","id":1,"method":"ping"}`,
+	``, `{`, `}`, `null`, `true`, `"x"`, `1`, `[]`, `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, ` [1]`,
+	`{"jsonrpc":"1.0","id":1,"method":"tools/list"}`,
+	`{"id":1,"method":"tools/list"}`,
+	`{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}`,
+	`{"jsonrpc":"2.0","id":[1],"method":"tools/list"}`,
+	`{"jsonrpc":"2.0","id":null,"method":"tools/list"}`,
+	`{"jsonrpc":"2.0","id":true,"method":"tools/list"}`,
+	`{"jsonrpc":"2.0","id":1,"method":7}`,
+	`{"jsonrpc":"2.0","id":1,"method":""}`,
+	`{"jsonrpc":"2.0","id":1,"method":null}`,
+	`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":[1,2]}`,
+	`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":"x"}`,
+	`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":[]}}`,
+	`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":7}}}`,
+	`{"jsonrpc":"2.0","id":1,"METHOD":"tools/list"}`,
+	`{"JSONRPC":"2.0","id":1,"method":"tools/list"}`,
+	`{"jsonrpc":"2.0","Id":1,"method":"tools/list"}`,
+	`{"jsonrpc":"2.0","id":1,"method":"tools/list"} trailing`,
+	`{"jsonrpc":"2.0","id":1,"method":"tools/list"}{"jsonrpc":"2.0"}`,
+	"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/\xff\"}",
+	"\xef\xbb\xbf{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}",
+	`{"jsonrpc":"2.0","id":1e400,"method":"ping"}`,
+	`{"jsonrpc":"2.0","id":-0.5,"method":"ping"}`,
+	strings.Repeat(`{"a":`, 200) + `1` + strings.Repeat(`}`, 200),
+	`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":` + strings.Repeat(`{"a":`, 100) + `1` + strings.Repeat(`}`, 100) + `}`,
+}
+
+// strictMessage decodes body the way JSON-RPC 2.0 defines it: member names
+// are case-sensitive, and the text is exactly one JSON object.
+func strictMessage(body []byte) (map[string]json.RawMessage, bool) {
+	if !json.Valid(body) {
+		return nil, false
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil || m == nil {
+		return nil, false
+	}
+	return m, true
+}
+
+// FuzzParseMessage checks JSON-RPC decoding: it never panics, every
+// failure is a standard JSON-RPC error, and anything it accepts really is
+// one JSON-RPC 2.0 request, notification or response, with the members
+// spelled exactly as the specification spells them.
+func FuzzParseMessage(f *testing.F) {
+	for _, s := range jsonRPCSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		msg, id, rerr := parseMessage(body)
+		if rerr != nil {
+			if rerr.Code != codeParseError && rerr.Code != codeInvalidRequest && rerr.Code != codeInvalidParams {
+				t.Fatalf("parseMessage(%q) failed with %d, not a JSON-RPC request error", body, rerr.Code)
+			}
+			if !json.Valid(body) && rerr.Code != codeParseError && !bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("[")) {
+				t.Fatalf("parseMessage(%q): invalid JSON answered %d, want %d", body, rerr.Code, codeParseError)
+			}
+			if id != nil && validID(id) == nil {
+				t.Fatalf("parseMessage(%q) echoes id %s, which is not a string or number", body, id)
+			}
+			return
+		}
+		m, ok := strictMessage(body)
+		if !ok {
+			t.Fatalf("parseMessage accepted %q, which is not one JSON object", body)
+		}
+		if string(m["jsonrpc"]) != `"2.0"` {
+			t.Fatalf("parseMessage accepted %q without \"jsonrpc\":\"2.0\"", body)
+		}
+		if !bytes.Equal(msg.ID, m["id"]) || !bytes.Equal(id, msg.ID) {
+			t.Fatalf("parseMessage(%q): id %s / %s, the body has %s", body, msg.ID, id, m["id"])
+		}
+		if msg.ID != nil && validID(msg.ID) == nil {
+			t.Fatalf("parseMessage(%q) accepted id %s", body, msg.ID)
+		}
+		if msg.IsResponse {
+			_, hasResult := m["result"]
+			_, hasError := m["error"]
+			if _, hasMethod := m["method"]; hasMethod || msg.ID == nil || !(hasResult || hasError) {
+				t.Fatalf("parseMessage(%q) took a non-response for a response", body)
+			}
+			return
+		}
+		var method string
+		if json.Unmarshal(m["method"], &method) != nil || method == "" || method != msg.Method {
+			t.Fatalf("parseMessage(%q) read method %q, the body has %s", body, msg.Method, m["method"])
+		}
+		if p, has := m["params"]; has && string(p) != "null" {
+			var o map[string]json.RawMessage
+			if json.Unmarshal(p, &o) != nil || o == nil {
+				t.Fatalf("parseMessage(%q) accepted params %s, not an object", body, p)
+			}
+		}
+	})
+}
+
+// FuzzClassifyRequest sends arbitrary bodies with arbitrary era markers
+// (protocol version header, Mcp-Method, session id, media types) through
+// the whole /mcp POST path of a gateway over fake services. Whatever the
+// era decision, the answer is never a 5xx, every error is a JSON-RPC error
+// with a spec code at the status the spec ties to it, and a body that is
+// not a valid JSON-RPC message never gets a success.
+func FuzzClassifyRequest(f *testing.F) {
+	handler := fuzzGateway(f)
+
+	// A real Legacy session of alice, so fuzzed session traffic reaches
+	// the Legacy dispatch too.
+	init := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(jsonRPCSeeds[4]))
+	init.Header.Set("Authorization", "Bearer alice-key")
+	init.Header.Set("Content-Type", "application/json")
+	init.Header.Set("Accept", "application/json, text/event-stream")
+	rec := httptest.NewRecorder()
+	handler.ServeHTTP(rec, init)
+	session := rec.Header().Get("Mcp-Session-Id")
+	if rec.Code != http.StatusOK || session == "" {
+		f.Fatalf("initialize: %d %q", rec.Code, rec.Body.String())
+	}
+
+	for i, s := range jsonRPCSeeds {
+		f.Add([]byte(s), "2026-07-28", "tools/list", uint8(i))
+		f.Add([]byte(s), "", "", uint8(i*7))
+	}
+	f.Add([]byte(jsonRPCSeeds[1]), "2026-07-28", "tools/call", uint8(0))
+	f.Add([]byte(jsonRPCSeeds[0]), "2099-01-01", "tools/list", uint8(0))
+	f.Add([]byte(jsonRPCSeeds[0]), "1900-01-01", "tools/list", uint8(0))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`), "2025-11-25", "", uint8(1))
+
+	contentTypes := []string{"application/json", "application/json; charset=utf-8", "text/plain", ""}
+	accepts := []string{"application/json, text/event-stream", "application/json", "*/*", ""}
+	f.Fuzz(func(t *testing.T, body []byte, version, mcpMethod string, knobs uint8) {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(body))
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		defer cancel()
+		r = r.WithContext(ctx)
+		r.Header.Set("Authorization", "Bearer alice-key")
+		r.Header["Content-Type"] = []string{contentTypes[knobs&3]}
+		r.Header["Accept"] = []string{accepts[(knobs>>2)&3]}
+		if version != "" {
+			r.Header["Mcp-Protocol-Version"] = []string{version}
+		}
+		if mcpMethod != "" {
+			r.Header["Mcp-Method"] = []string{mcpMethod}
+		}
+		switch (knobs >> 4) & 3 {
+		case 1:
+			r.Header.Set("Mcp-Session-Id", session)
+		case 2:
+			r.Header.Set("Mcp-Session-Id", "forged-"+session[:8])
+		}
+		w := httptest.NewRecorder()
+		handler.ServeHTTP(w, r)
+
+		status := w.Code
+		if status >= 500 {
+			t.Fatalf("status %d for %q: %s", status, body, w.Body.String())
+		}
+		_, _, parseErr := parseMessage(body)
+		switch status {
+		case http.StatusAccepted:
+			if parseErr != nil {
+				t.Fatalf("malformed body %q accepted with 202", body)
+			}
+			return
+		case http.StatusOK, http.StatusBadRequest, http.StatusNotFound, http.StatusUnsupportedMediaType:
+		default:
+			t.Fatalf("status %d for %q: %s", status, body, w.Body.String())
+		}
+		if ct := w.Header().Get("Content-Type"); strings.HasPrefix(ct, "text/event-stream") {
+			// A stream (subscriptions/listen) only answers a valid request.
+			if parseErr != nil || status != http.StatusOK {
+				t.Fatalf("stream opened with %d for %q", status, body)
+			}
+			return
+		}
+		var env struct {
+			JSONRPC string          `json:"jsonrpc"`
+			Result  json.RawMessage `json:"result"`
+			Error   *rpcError       `json:"error"`
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &env); err != nil || env.JSONRPC != "2.0" || (env.Result == nil) == (env.Error == nil) {
+			t.Fatalf("status %d with a body that is not one JSON-RPC response: %q (request %q)", status, w.Body.String(), body)
+		}
+		if env.Error == nil {
+			if status != http.StatusOK {
+				t.Fatalf("a result with status %d", status)
+			}
+			if parseErr != nil {
+				t.Fatalf("malformed body %q (%v) got a result: %s", body, parseErr, w.Body.String())
+			}
+			return
+		}
+		if !specErrorCodes[env.Error.Code] {
+			t.Fatalf("error code %d is not one MCP defines (request %q)", env.Error.Code, body)
+		}
+		if parseErr != nil && status != http.StatusBadRequest {
+			t.Fatalf("malformed body %q answered %d, want 400", body, status)
+		}
+		if status == http.StatusNotFound && env.Error.Code != codeMethodNotFound && (knobs>>4)&3 == 0 {
+			// Without a session id a 404 can only mean an unknown method.
+			t.Fatalf("404 with code %d for %q", env.Error.Code, body)
+		}
+	})
+}
+
+// fuzzGateway is startBackends plus startGateway for any testing.TB (those
+// take *testing.T), serving the handler in process: the fake aggregator
+// and indexer over real gRPC, the gateway with the usual test config.
+func fuzzGateway(tb testing.TB) http.Handler {
+	tb.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	authn := svcauth.NewAuthenticator([]config.ServiceCredential{{Name: "gateway", Token: serviceToken, AssertPrincipals: true}})
+	b := &backends{agg: newFakeAggregator(), idx: &fakeIndexer{revoked: map[string]bool{}}}
+	// beta_slow reports on channels nobody reads here; drain them so
+	// fuzzed calls of it never block the fake aggregator.
+	stop := make(chan struct{})
+	tb.Cleanup(func() { close(stop) })
+	go func() {
+		for {
+			select {
+			case <-b.agg.slowStarted:
+			case <-b.agg.slowCancelled:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	serve := func(register func(*rpc.Server)) string {
+		srv, err := rpc.NewServer(authn, config.TLS{}, log)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		register(srv)
+		srv.SetServing()
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { _ = srv.ServeListener(ctx, lis, time.Second); close(done) }()
+		tb.Cleanup(func() { cancel(); <-done })
+		return lis.Addr().String()
+	}
+	b.aggAddr = serve(func(s *rpc.Server) { aggregatorv1.RegisterAggregatorServiceServer(s, b.agg) })
+	b.idxAddr = serve(func(s *rpc.Server) { indexerv1.RegisterIndexerServiceServer(s, b.idx) })
+
+	cfg := testGatewayConfig(b)
+	cfg.Timeouts.Request = config.Duration(500 * time.Millisecond)
+	aggConn, err := rpc.Dial(cfg.Aggregator, config.TLS{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { aggConn.Close() })
+	idxConn, err := rpc.Dial(cfg.Indexer, config.TLS{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { idxConn.Close() })
+	deps := Deps{
+		Aggregator: aggregatorv1.NewAggregatorServiceClient(aggConn),
+		Indexer:    indexerv1.NewIndexerServiceClient(idxConn),
+		Log:        log,
+	}
+	if deps.Auth, err = auth.New(cfg.Auth, nil); err != nil {
+		tb.Fatal(err)
+	}
+	gw, err := New(cfg, deps)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(gw.Close)
+	return gw.Handler()
+}
