@@ -10,7 +10,8 @@ type Gateway struct {
 	// rebinding protection) unless http.allowedHosts says otherwise.
 	Listen string `yaml:"listen"`
 	// PublicURL is the externally visible base URL, used in RFC 9728
-	// metadata and in WWW-Authenticate; defaults to http://<listen>.
+	// metadata and in WWW-Authenticate. Unset, the scheme and Host of each
+	// request are used; set it behind a proxy or load balancer.
 	PublicURL string `yaml:"publicURL"`
 	// Aggregator is the AggregatorService endpoint (required).
 	Aggregator Endpoint `yaml:"aggregator"`

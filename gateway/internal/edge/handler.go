@@ -114,7 +114,6 @@ type Gateway struct {
 	pending     *pendingReplies
 	loopback    bool
 	serverInfo  json.RawMessage
-	resourceURL string
 
 	maxBody        int64
 	keepAlive      time.Duration
@@ -159,9 +158,6 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 	if limit <= 0 {
 		limit = defaultSearchLimit
 	}
-	if cfg.PublicURL == "" {
-		cfg.PublicURL = "http://" + cfg.Listen
-	}
 	g := &Gateway{
 		cfg:            cfg,
 		agg:            deps.Aggregator,
@@ -176,7 +172,6 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 		pending:        newPendingReplies(),
 		loopback:       deps.LoopbackOnly,
 		serverInfo:     info,
-		resourceURL:    strings.TrimSuffix(cfg.PublicURL, "/") + "/mcp",
 		maxBody:        cfg.HTTP.MaxBodyBytes,
 		keepAlive:      cfg.HTTP.KeepAlive.Or(defaultKeepAlive),
 		cacheTTLms:     cfg.Cache.TTL.Or(defaultCacheTTL).Milliseconds(),
@@ -236,7 +231,7 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, v view) {
 	}
 	principal, err := g.auth.Authenticate(r)
 	if err != nil {
-		g.unauthorized(w, err)
+		g.unauthorized(w, r, err)
 		return
 	}
 	switch r.Method {
@@ -495,21 +490,31 @@ func (g *Gateway) originAllowed(r *http.Request) bool {
 	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
 }
 
-func (g *Gateway) unauthorized(w http.ResponseWriter, err error) {
-	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token", resource_metadata="`+g.metadataURL()+`"`)
+func (g *Gateway) unauthorized(w http.ResponseWriter, r *http.Request, err error) {
+	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token", resource_metadata="`+g.publicBase(r)+`/.well-known/oauth-protected-resource"`)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusUnauthorized)
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": "invalid_token", "error_description": err.Error()})
 }
 
-func (g *Gateway) metadataURL() string {
-	return strings.TrimSuffix(g.cfg.PublicURL, "/") + "/.well-known/oauth-protected-resource"
+// publicBase is the base URL clients reach the gateway at: gateway.publicURL
+// when configured (behind a proxy or load balancer), else the scheme and
+// Host of the request itself.
+func (g *Gateway) publicBase(r *http.Request) string {
+	if g.cfg.PublicURL != "" {
+		return strings.TrimSuffix(g.cfg.PublicURL, "/")
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
 }
 
 // serveResourceMetadata serves RFC 9728 protected-resource metadata.
-func (g *Gateway) serveResourceMetadata(w http.ResponseWriter, _ *http.Request) {
+func (g *Gateway) serveResourceMetadata(w http.ResponseWriter, r *http.Request) {
 	meta := map[string]any{
-		"resource":                 g.resourceURL,
+		"resource":                 g.publicBase(r) + "/mcp",
 		"bearer_methods_supported": []string{"header"},
 		"resource_name":            "Switchboard MCP gateway",
 	}

@@ -2,9 +2,13 @@ package edge
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
 )
 
 // TestEdgeProtections checks authentication failures, RFC 9728 metadata,
@@ -72,6 +76,36 @@ func TestLoopbackHostCheck(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != want {
 			t.Errorf("Host %s: %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+}
+
+// TestOIDCModeWiring: in oidc mode the metadata names the issuer as the
+// authorization server, and requests without a valid JWT get 401 with the
+// metadata pointer (token validation itself is tested in package auth).
+func TestOIDCModeWiring(t *testing.T) {
+	jwks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, `{"keys":[]}`)
+	}))
+	defer jwks.Close()
+	b := startBackends(t)
+	cfg := testGatewayConfig(b)
+	cfg.Auth = config.GatewayAuth{Mode: "oidc", OIDC: config.OIDC{Issuer: "https://issuer.example", Audience: "switchboard", JWKSURL: jwks.URL}}
+	_, srv := startGateway(t, b, cfg)
+
+	resp := send(t, http.MethodGet, srv.URL+"/.well-known/oauth-protected-resource", nil, "")
+	var meta struct {
+		Resource             string   `json:"resource"`
+		AuthorizationServers []string `json:"authorization_servers"`
+	}
+	if json.Unmarshal(resp.body, &meta) != nil || meta.Resource != srv.URL+"/mcp" || len(meta.AuthorizationServers) != 1 || meta.AuthorizationServers[0] != "https://issuer.example" {
+		t.Fatalf("metadata: %s", resp.body)
+	}
+	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + modernMeta + `}}`
+	for _, authorization := range []string{"", "Bearer not.a.jwt", "Bearer alice-key"} {
+		resp := send(t, http.MethodPost, srv.URL+"/mcp", modernHeaders("tools/list", "Authorization", authorization), list)
+		if resp.status != http.StatusUnauthorized || !strings.Contains(resp.header.Get("WWW-Authenticate"), "resource_metadata=") {
+			t.Fatalf("Authorization %q: %d %q", authorization, resp.status, resp.header.Get("WWW-Authenticate"))
 		}
 	}
 }
