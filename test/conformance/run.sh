@@ -140,6 +140,12 @@ suite="$cache/node_modules/@modelcontextprotocol/conformance"
 
 # ---- the system under test ------------------------------------------------------
 
+if [[ $mode == gateway ]]; then
+	for b in switchboard-dev switchboard-gateway switchboard-aggregator switchboard-indexer switchboard-demo-backend; do
+		[[ -x $bin_dir/$b ]] || die "$bin_dir/$b is missing: run make build first"
+	done
+fi
+
 rm -rf "$results"
 mkdir -p "$results/logs"
 work=$(mktemp -d)
@@ -155,9 +161,6 @@ log "fixture ready at $fixture_url"
 if [[ $mode == direct ]]; then
 	url=$fixture_url
 else
-	for b in switchboard-dev switchboard-gateway switchboard-aggregator switchboard-indexer; do
-		[[ -x $bin_dir/$b ]] || die "$bin_dir/$b is missing: run make build first"
-	done
 	mapfile -t ports < <("$work/freeport" 3)
 	export CONFORMANCE_GATEWAY_PORT=${ports[0]}
 	export CONFORMANCE_AGGREGATOR_PORT=${ports[1]}
