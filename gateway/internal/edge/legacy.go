@@ -85,17 +85,12 @@ func (g *Gateway) initialize(w http.ResponseWriter, c *call, rec *requestRecord,
 	// Only 2025-11-25 is served under Legacy: echo it, or offer it.
 	c.version = versionLegacy
 	span.SetAttributes(attribute.String("mcp.protocol.version", c.version))
-	clientCaps := json.RawMessage(`{}`)
-	if raw, ok := c.params["capabilities"]; ok {
-		var o object
-		if json.Unmarshal(raw, &o) != nil {
-			g.respond(w, c, rec, nil, newError(codeInvalidParams, "invalid params: capabilities must be an object"))
-			return
-		}
-		if o != nil {
-			clientCaps = raw
-		}
+	declared := object{}
+	if raw, ok := c.params["capabilities"]; ok && json.Unmarshal(raw, &declared) != nil {
+		g.respond(w, c, rec, nil, newError(codeInvalidParams, "invalid params: capabilities must be an object"))
+		return
 	}
+	clientCaps := sessionCapabilities(declared)
 	ctx, cancel := context.WithTimeout(c.r.Context(), g.requestTimeout)
 	defer cancel()
 	caps, instructions, rerr := g.capabilities(ctx, c)
@@ -182,4 +177,27 @@ func (g *Gateway) serveLegacyGET(w http.ResponseWriter, r *http.Request, v view,
 	}
 	kinds := listKinds{tools: v == viewRaw, resources: true, prompts: true}
 	g.pumpCatalog(ctx, w, rec, watch, kinds, "legacy_get", []byte(": ok\n\n"), nil)
+}
+
+// maxSessionCapabilities bounds the capabilities sealed into a session id,
+// which travels in a header on every request.
+const maxSessionCapabilities = 1024
+
+// sessionCapabilities keeps what the gateway consults of a Legacy client's
+// capabilities: the ones input requests need. Oversized values shrink to
+// their bare declaration.
+func sessionCapabilities(declared object) json.RawMessage {
+	kept := object{}
+	for _, name := range inputCapability {
+		if v, ok := declared[name]; ok {
+			kept[name] = v
+		}
+	}
+	if out := kept.encode(); len(out) <= maxSessionCapabilities {
+		return out
+	}
+	for name := range kept {
+		kept[name] = json.RawMessage(`{}`)
+	}
+	return kept.encode()
 }

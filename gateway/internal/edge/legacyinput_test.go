@@ -2,6 +2,7 @@ package edge
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -28,5 +29,19 @@ func TestPendingRepliesAreSessionScoped(t *testing.T) {
 	p.deliver("session-a", id, reply)
 	if len(p.waiters) != 0 {
 		t.Fatalf("%d waiters left", len(p.waiters))
+	}
+}
+
+// TestSessionCapabilitiesAreBounded: only the capabilities input requests
+// need are sealed into a session id, and oversized ones shrink.
+func TestSessionCapabilitiesAreBounded(t *testing.T) {
+	got := sessionCapabilities(object{"elicitation": json.RawMessage(`{"form":{}}`), "experimental": json.RawMessage(`{"x":1}`)})
+	if string(got) != `{"elicitation":{"form":{}}}` {
+		t.Fatalf("kept %s", got)
+	}
+	huge := json.RawMessage(`{"pad":"` + strings.Repeat("x", 5000) + `"}`)
+	got = sessionCapabilities(object{"sampling": huge, "roots": json.RawMessage(`{"listChanged":true}`)})
+	if string(got) != `{"roots":{},"sampling":{}}` {
+		t.Fatalf("oversized kept %s", got)
 	}
 }
