@@ -28,6 +28,7 @@ const maxAdminBody = 1 << 20
 //	POST /admin/tools     add or replace a tool (a ToolSpec as JSON)
 //	DELETE /admin/tools/N remove tool N
 //	GET /admin/tools      the tool names, as a JSON array
+//	POST /admin/resources/updated  {"uri": U}: tell U's subscribers it changed
 //
 // The admin endpoints are unauthenticated: they exist so tests can change
 // the catalog of a running backend. Bind the backend to loopback.
@@ -62,6 +63,22 @@ func (b *Backend) Handler() http.Handler {
 			return
 		}
 		b.log.Info("tool removed", "tool", name)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("POST /admin/resources/updated", func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			URI string `json:"uri"`
+		}
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAdminBody))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&body); err != nil || body.URI == "" {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": `body must be {"uri": "<resource URI>"}`})
+			return
+		}
+		if err := b.server.ResourceUpdated(r.Context(), &mcp.ResourceUpdatedNotificationParams{URI: body.URI}); err != nil {
+			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+			return
+		}
 		w.WriteHeader(http.StatusNoContent)
 	})
 	// Join the caller's W3C trace (the aggregator forwards it), so a

@@ -77,9 +77,13 @@ func New(spec Spec, opts Options) (*Backend, error) {
 		// through /admin is delivered as list_changed.
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:     &mcp.ToolCapabilities{ListChanged: true},
-			Resources: &mcp.ResourceCapabilities{ListChanged: true},
+			Resources: &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
 			Prompts:   &mcp.PromptCapabilities{ListChanged: true},
 		},
+		// Any URI may be subscribed to; POST /admin/resources/updated
+		// announces a change to its subscribers.
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
 		// The SDK warns about every list_changed it cannot push to a
 		// short-lived stateless session; that is expected here.
 		Logger: slog.New(quietHandler{log.Handler()}),

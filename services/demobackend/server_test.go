@@ -321,3 +321,58 @@ func TestJoinsCallersTrace(t *testing.T) {
 		t.Fatalf("span name %q", spans[0].Name())
 	}
 }
+
+// TestResourceUpdatedReachesSubscribers subscribes in both eras and
+// announces a change through /admin: both subscribers are told.
+func TestResourceUpdatedReachesSubscribers(t *testing.T) {
+	_, srv := startBackend(t, false)
+	updated := map[string]chan string{}
+	for era, pin := range map[string]string{"modern": "", "legacy": "2025-11-25"} {
+		ch := make(chan string, 64)
+		updated[era] = ch
+		cs := connect(t, srv.URL, pin, &mcp.ClientOptions{
+			ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) { ch <- req.Params.URI },
+		})
+		if err := cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: "demo://readme"}); err != nil {
+			t.Fatalf("%s subscribe: %v", era, err)
+		}
+	}
+	announce := func() {
+		resp, err := http.Post(srv.URL+"/admin/resources/updated", "application/json", strings.NewReader(`{"uri":"demo://readme"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("POST /admin/resources/updated: %s", resp.Status)
+		}
+	}
+	// A Modern subscription is a listen stream that may still be opening:
+	// announce until each subscriber has heard of it.
+	deadline := time.After(10 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for era, ch := range updated {
+		for got := false; !got; {
+			announce()
+			select {
+			case uri := <-ch:
+				if uri != "demo://readme" {
+					t.Fatalf("%s: updated %q", era, uri)
+				}
+				got = true
+			case <-tick.C:
+			case <-deadline:
+				t.Fatalf("%s subscriber never heard of the update", era)
+			}
+		}
+	}
+	resp, err := http.Post(srv.URL+"/admin/resources/updated", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("an update without a URI got %s", resp.Status)
+	}
+}
