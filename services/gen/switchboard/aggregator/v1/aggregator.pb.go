@@ -1222,8 +1222,16 @@ type RequestContext struct {
 	// The client's progress token as JSON (a string or a number); empty if
 	// none.
 	ProgressTokenJson string `protobuf:"bytes,1,opt,name=progress_token_json,json=progressTokenJson,proto3" json:"progress_token_json,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The client's declared capabilities (an MCP ClientCapabilities object as
+	// JSON text; empty means none declared). The aggregator declares them to
+	// the backend, so a backend never asks the client for input it cannot
+	// give (elicitation, sampling, roots).
+	ClientCapabilitiesJson string `protobuf:"bytes,3,opt,name=client_capabilities_json,json=clientCapabilitiesJson,proto3" json:"client_capabilities_json,omitempty"`
+	// The lowest log level the client wants notifications/message for
+	// ("debug" ... "emergency"); empty means no log notifications.
+	LogLevel      string `protobuf:"bytes,4,opt,name=log_level,json=logLevel,proto3" json:"log_level,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RequestContext) Reset() {
@@ -1259,6 +1267,20 @@ func (*RequestContext) Descriptor() ([]byte, []int) {
 func (x *RequestContext) GetProgressTokenJson() string {
 	if x != nil {
 		return x.ProgressTokenJson
+	}
+	return ""
+}
+
+func (x *RequestContext) GetClientCapabilitiesJson() string {
+	if x != nil {
+		return x.ClientCapabilitiesJson
+	}
+	return ""
+}
+
+func (x *RequestContext) GetLogLevel() string {
+	if x != nil {
+		return x.LogLevel
 	}
 	return ""
 }
@@ -1352,6 +1374,203 @@ func (x *CallToolRequest) GetRequestState() string {
 	return ""
 }
 
+// CallToolStreamRequest is a CallToolRequest whose notifications are
+// streamed back.
+type CallToolStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Call  *CallToolRequest       `protobuf:"bytes,1,opt,name=call,proto3" json:"call,omitempty"`
+	// Principal of the call; same as call.principal (services resolve the
+	// principal from this top-level field).
+	Principal     *v1.Principal `protobuf:"bytes,2,opt,name=principal,proto3" json:"principal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallToolStreamRequest) Reset() {
+	*x = CallToolStreamRequest{}
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallToolStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallToolStreamRequest) ProtoMessage() {}
+
+func (x *CallToolStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallToolStreamRequest.ProtoReflect.Descriptor instead.
+func (*CallToolStreamRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *CallToolStreamRequest) GetCall() *CallToolRequest {
+	if x != nil {
+		return x.Call
+	}
+	return nil
+}
+
+func (x *CallToolStreamRequest) GetPrincipal() *v1.Principal {
+	if x != nil {
+		return x.Principal
+	}
+	return nil
+}
+
+// CallToolStreamResponse is one event of a streamed tool call.
+type CallToolStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*CallToolStreamResponse_Notification
+	//	*CallToolStreamResponse_Result
+	Event         isCallToolStreamResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallToolStreamResponse) Reset() {
+	*x = CallToolStreamResponse{}
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallToolStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallToolStreamResponse) ProtoMessage() {}
+
+func (x *CallToolStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallToolStreamResponse.ProtoReflect.Descriptor instead.
+func (*CallToolStreamResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *CallToolStreamResponse) GetEvent() isCallToolStreamResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *CallToolStreamResponse) GetNotification() *Notification {
+	if x != nil {
+		if x, ok := x.Event.(*CallToolStreamResponse_Notification); ok {
+			return x.Notification
+		}
+	}
+	return nil
+}
+
+func (x *CallToolStreamResponse) GetResult() *CallToolResponse {
+	if x != nil {
+		if x, ok := x.Event.(*CallToolStreamResponse_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+type isCallToolStreamResponse_Event interface {
+	isCallToolStreamResponse_Event()
+}
+
+type CallToolStreamResponse_Notification struct {
+	// A notification the backend sent for this call.
+	Notification *Notification `protobuf:"bytes,1,opt,name=notification,proto3,oneof"`
+}
+
+type CallToolStreamResponse_Result struct {
+	// The final result; always the last event.
+	Result *CallToolResponse `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
+}
+
+func (*CallToolStreamResponse_Notification) isCallToolStreamResponse_Event() {}
+
+func (*CallToolStreamResponse_Result) isCallToolStreamResponse_Event() {}
+
+// Notification is an MCP notification related to one request.
+type Notification struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The MCP method, e.g. "notifications/progress" or
+	// "notifications/message".
+	Method string `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
+	// The notification's params as JSON text, without _meta.
+	ParamsJson    string `protobuf:"bytes,2,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Notification) Reset() {
+	*x = Notification{}
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Notification) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Notification) ProtoMessage() {}
+
+func (x *Notification) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Notification.ProtoReflect.Descriptor instead.
+func (*Notification) Descriptor() ([]byte, []int) {
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *Notification) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *Notification) GetParamsJson() string {
+	if x != nil {
+		return x.ParamsJson
+	}
+	return ""
+}
+
 // CallToolResponse is the backend's result.
 type CallToolResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1368,7 +1587,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[16]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1599,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[16]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1612,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{16}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CallToolResponse) GetResultJson() string {
@@ -1438,7 +1657,7 @@ type ReadResourceRequest struct {
 
 func (x *ReadResourceRequest) Reset() {
 	*x = ReadResourceRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[17]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1669,7 @@ func (x *ReadResourceRequest) String() string {
 func (*ReadResourceRequest) ProtoMessage() {}
 
 func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[17]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1682,7 @@ func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResourceRequest.ProtoReflect.Descriptor instead.
 func (*ReadResourceRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{17}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReadResourceRequest) GetPrincipal() *v1.Principal {
@@ -1514,7 +1733,7 @@ type ReadResourceResponse struct {
 
 func (x *ReadResourceResponse) Reset() {
 	*x = ReadResourceResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[18]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1526,7 +1745,7 @@ func (x *ReadResourceResponse) String() string {
 func (*ReadResourceResponse) ProtoMessage() {}
 
 func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[18]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1539,7 +1758,7 @@ func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResourceResponse.ProtoReflect.Descriptor instead.
 func (*ReadResourceResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{18}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReadResourceResponse) GetResultJson() string {
@@ -1579,7 +1798,7 @@ type GetPromptRequest struct {
 
 func (x *GetPromptRequest) Reset() {
 	*x = GetPromptRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[19]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1591,7 +1810,7 @@ func (x *GetPromptRequest) String() string {
 func (*GetPromptRequest) ProtoMessage() {}
 
 func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[19]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1604,7 +1823,7 @@ func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptRequest.ProtoReflect.Descriptor instead.
 func (*GetPromptRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{19}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetPromptRequest) GetPrincipal() *v1.Principal {
@@ -1662,7 +1881,7 @@ type GetPromptResponse struct {
 
 func (x *GetPromptResponse) Reset() {
 	*x = GetPromptResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[20]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1674,7 +1893,7 @@ func (x *GetPromptResponse) String() string {
 func (*GetPromptResponse) ProtoMessage() {}
 
 func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[20]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1687,7 +1906,7 @@ func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptResponse.ProtoReflect.Descriptor instead.
 func (*GetPromptResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{20}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetPromptResponse) GetResultJson() string {
@@ -1724,7 +1943,7 @@ type CompleteRequest struct {
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[21]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1736,7 +1955,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[21]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1749,7 +1968,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{21}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CompleteRequest) GetPrincipal() *v1.Principal {
@@ -1777,7 +1996,7 @@ type CompleteResponse struct {
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[22]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1789,7 +2008,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[22]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1802,7 +2021,7 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{22}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CompleteResponse) GetResultJson() string {
@@ -1826,7 +2045,7 @@ type WatchCatalogRequest struct {
 
 func (x *WatchCatalogRequest) Reset() {
 	*x = WatchCatalogRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[23]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1838,7 +2057,7 @@ func (x *WatchCatalogRequest) String() string {
 func (*WatchCatalogRequest) ProtoMessage() {}
 
 func (x *WatchCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[23]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1851,7 +2070,7 @@ func (x *WatchCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCatalogRequest.ProtoReflect.Descriptor instead.
 func (*WatchCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{23}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WatchCatalogRequest) GetPrincipal() *v1.Principal {
@@ -1886,7 +2105,7 @@ type WatchCatalogResponse struct {
 
 func (x *WatchCatalogResponse) Reset() {
 	*x = WatchCatalogResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[24]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1898,7 +2117,7 @@ func (x *WatchCatalogResponse) String() string {
 func (*WatchCatalogResponse) ProtoMessage() {}
 
 func (x *WatchCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[24]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1911,7 +2130,7 @@ func (x *WatchCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCatalogResponse.ProtoReflect.Descriptor instead.
 func (*WatchCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{24}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WatchCatalogResponse) GetCatalogVersion() uint64 {
@@ -1953,7 +2172,7 @@ type ListBackendsRequest struct {
 
 func (x *ListBackendsRequest) Reset() {
 	*x = ListBackendsRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[25]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1965,7 +2184,7 @@ func (x *ListBackendsRequest) String() string {
 func (*ListBackendsRequest) ProtoMessage() {}
 
 func (x *ListBackendsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[25]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1978,7 +2197,7 @@ func (x *ListBackendsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackendsRequest.ProtoReflect.Descriptor instead.
 func (*ListBackendsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{25}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListBackendsRequest) GetPrincipal() *v1.Principal {
@@ -2010,7 +2229,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[26]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2022,7 +2241,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[26]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2035,7 +2254,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{26}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Backend) GetName() string {
@@ -2119,7 +2338,7 @@ type ListBackendsResponse struct {
 
 func (x *ListBackendsResponse) Reset() {
 	*x = ListBackendsResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[27]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2131,7 +2350,7 @@ func (x *ListBackendsResponse) String() string {
 func (*ListBackendsResponse) ProtoMessage() {}
 
 func (x *ListBackendsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[27]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2144,7 +2363,7 @@ func (x *ListBackendsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackendsResponse.ProtoReflect.Descriptor instead.
 func (*ListBackendsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{27}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListBackendsResponse) GetBackends() []*Backend {
@@ -2247,16 +2466,29 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\aprompts\x18\x01 \x03(\v2!.switchboard.aggregator.v1.PromptR\aprompts\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\tR\n" +
 	"nextCursor\x12'\n" +
-	"\x0fcatalog_version\x18\x03 \x01(\x04R\x0ecatalogVersion\"F\n" +
+	"\x0fcatalog_version\x18\x03 \x01(\x04R\x0ecatalogVersion\"\x9d\x01\n" +
 	"\x0eRequestContext\x12.\n" +
-	"\x13progress_token_json\x18\x01 \x01(\tR\x11progressTokenJsonJ\x04\b\x02\x10\x03\"\xa8\x02\n" +
+	"\x13progress_token_json\x18\x01 \x01(\tR\x11progressTokenJson\x128\n" +
+	"\x18client_capabilities_json\x18\x03 \x01(\tR\x16clientCapabilitiesJson\x12\x1b\n" +
+	"\tlog_level\x18\x04 \x01(\tR\blogLevelJ\x04\b\x02\x10\x03\"\xa8\x02\n" +
 	"\x0fCallToolRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12%\n" +
 	"\x0earguments_json\x18\x03 \x01(\tR\rargumentsJson\x12C\n" +
 	"\acontext\x18\x04 \x01(\v2).switchboard.aggregator.v1.RequestContextR\acontext\x120\n" +
 	"\x14input_responses_json\x18\x05 \x01(\tR\x12inputResponsesJson\x12#\n" +
-	"\rrequest_state\x18\x06 \x01(\tR\frequestState\"\x89\x01\n" +
+	"\rrequest_state\x18\x06 \x01(\tR\frequestState\"\x97\x01\n" +
+	"\x15CallToolStreamRequest\x12>\n" +
+	"\x04call\x18\x01 \x01(\v2*.switchboard.aggregator.v1.CallToolRequestR\x04call\x12>\n" +
+	"\tprincipal\x18\x02 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\"\xb7\x01\n" +
+	"\x16CallToolStreamResponse\x12M\n" +
+	"\fnotification\x18\x01 \x01(\v2'.switchboard.aggregator.v1.NotificationH\x00R\fnotification\x12E\n" +
+	"\x06result\x18\x02 \x01(\v2+.switchboard.aggregator.v1.CallToolResponseH\x00R\x06resultB\a\n" +
+	"\x05event\"G\n" +
+	"\fNotification\x12\x16\n" +
+	"\x06method\x18\x01 \x01(\tR\x06method\x12\x1f\n" +
+	"\vparams_json\x18\x02 \x01(\tR\n" +
+	"paramsJson\"\x89\x01\n" +
 	"\x10CallToolResponse\x12\x1f\n" +
 	"\vresult_json\x18\x01 \x01(\tR\n" +
 	"resultJson\x12\x19\n" +
@@ -2339,14 +2571,16 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\x16BACKEND_HEALTH_UNKNOWN\x10\x01\x12\x1a\n" +
 	"\x16BACKEND_HEALTH_HEALTHY\x10\x02\x12\x1b\n" +
 	"\x17BACKEND_HEALTH_DEGRADED\x10\x03\x12\x1c\n" +
-	"\x18BACKEND_HEALTH_UNHEALTHY\x10\x042\xd6\t\n" +
+	"\x18BACKEND_HEALTH_UNHEALTHY\x10\x042\xcf\n" +
+	"\n" +
 	"\x11AggregatorService\x12c\n" +
 	"\bDiscover\x12*.switchboard.aggregator.v1.DiscoverRequest\x1a+.switchboard.aggregator.v1.DiscoverResponse\x12f\n" +
 	"\tListTools\x12+.switchboard.aggregator.v1.ListToolsRequest\x1a,.switchboard.aggregator.v1.ListToolsResponse\x12r\n" +
 	"\rListResources\x12/.switchboard.aggregator.v1.ListResourcesRequest\x1a0.switchboard.aggregator.v1.ListResourcesResponse\x12\x8a\x01\n" +
 	"\x15ListResourceTemplates\x127.switchboard.aggregator.v1.ListResourceTemplatesRequest\x1a8.switchboard.aggregator.v1.ListResourceTemplatesResponse\x12l\n" +
 	"\vListPrompts\x12-.switchboard.aggregator.v1.ListPromptsRequest\x1a..switchboard.aggregator.v1.ListPromptsResponse\x12c\n" +
-	"\bCallTool\x12*.switchboard.aggregator.v1.CallToolRequest\x1a+.switchboard.aggregator.v1.CallToolResponse\x12o\n" +
+	"\bCallTool\x12*.switchboard.aggregator.v1.CallToolRequest\x1a+.switchboard.aggregator.v1.CallToolResponse\x12w\n" +
+	"\x0eCallToolStream\x120.switchboard.aggregator.v1.CallToolStreamRequest\x1a1.switchboard.aggregator.v1.CallToolStreamResponse0\x01\x12o\n" +
 	"\fReadResource\x12..switchboard.aggregator.v1.ReadResourceRequest\x1a/.switchboard.aggregator.v1.ReadResourceResponse\x12f\n" +
 	"\tGetPrompt\x12+.switchboard.aggregator.v1.GetPromptRequest\x1a,.switchboard.aggregator.v1.GetPromptResponse\x12c\n" +
 	"\bComplete\x12*.switchboard.aggregator.v1.CompleteRequest\x1a+.switchboard.aggregator.v1.CompleteResponse\x12q\n" +
@@ -2366,7 +2600,7 @@ func file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP() []byte {
 }
 
 var file_switchboard_aggregator_v1_aggregator_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_switchboard_aggregator_v1_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_switchboard_aggregator_v1_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_switchboard_aggregator_v1_aggregator_proto_goTypes = []any{
 	(CatalogKind)(0),                      // 0: switchboard.aggregator.v1.CatalogKind
 	(BackendHealth)(0),                    // 1: switchboard.aggregator.v1.BackendHealth
@@ -2386,73 +2620,82 @@ var file_switchboard_aggregator_v1_aggregator_proto_goTypes = []any{
 	(*ListPromptsResponse)(nil),           // 15: switchboard.aggregator.v1.ListPromptsResponse
 	(*RequestContext)(nil),                // 16: switchboard.aggregator.v1.RequestContext
 	(*CallToolRequest)(nil),               // 17: switchboard.aggregator.v1.CallToolRequest
-	(*CallToolResponse)(nil),              // 18: switchboard.aggregator.v1.CallToolResponse
-	(*ReadResourceRequest)(nil),           // 19: switchboard.aggregator.v1.ReadResourceRequest
-	(*ReadResourceResponse)(nil),          // 20: switchboard.aggregator.v1.ReadResourceResponse
-	(*GetPromptRequest)(nil),              // 21: switchboard.aggregator.v1.GetPromptRequest
-	(*GetPromptResponse)(nil),             // 22: switchboard.aggregator.v1.GetPromptResponse
-	(*CompleteRequest)(nil),               // 23: switchboard.aggregator.v1.CompleteRequest
-	(*CompleteResponse)(nil),              // 24: switchboard.aggregator.v1.CompleteResponse
-	(*WatchCatalogRequest)(nil),           // 25: switchboard.aggregator.v1.WatchCatalogRequest
-	(*WatchCatalogResponse)(nil),          // 26: switchboard.aggregator.v1.WatchCatalogResponse
-	(*ListBackendsRequest)(nil),           // 27: switchboard.aggregator.v1.ListBackendsRequest
-	(*Backend)(nil),                       // 28: switchboard.aggregator.v1.Backend
-	(*ListBackendsResponse)(nil),          // 29: switchboard.aggregator.v1.ListBackendsResponse
-	nil,                                   // 30: switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
-	(*v1.Principal)(nil),                  // 31: switchboard.common.v1.Principal
-	(*timestamppb.Timestamp)(nil),         // 32: google.protobuf.Timestamp
+	(*CallToolStreamRequest)(nil),         // 18: switchboard.aggregator.v1.CallToolStreamRequest
+	(*CallToolStreamResponse)(nil),        // 19: switchboard.aggregator.v1.CallToolStreamResponse
+	(*Notification)(nil),                  // 20: switchboard.aggregator.v1.Notification
+	(*CallToolResponse)(nil),              // 21: switchboard.aggregator.v1.CallToolResponse
+	(*ReadResourceRequest)(nil),           // 22: switchboard.aggregator.v1.ReadResourceRequest
+	(*ReadResourceResponse)(nil),          // 23: switchboard.aggregator.v1.ReadResourceResponse
+	(*GetPromptRequest)(nil),              // 24: switchboard.aggregator.v1.GetPromptRequest
+	(*GetPromptResponse)(nil),             // 25: switchboard.aggregator.v1.GetPromptResponse
+	(*CompleteRequest)(nil),               // 26: switchboard.aggregator.v1.CompleteRequest
+	(*CompleteResponse)(nil),              // 27: switchboard.aggregator.v1.CompleteResponse
+	(*WatchCatalogRequest)(nil),           // 28: switchboard.aggregator.v1.WatchCatalogRequest
+	(*WatchCatalogResponse)(nil),          // 29: switchboard.aggregator.v1.WatchCatalogResponse
+	(*ListBackendsRequest)(nil),           // 30: switchboard.aggregator.v1.ListBackendsRequest
+	(*Backend)(nil),                       // 31: switchboard.aggregator.v1.Backend
+	(*ListBackendsResponse)(nil),          // 32: switchboard.aggregator.v1.ListBackendsResponse
+	nil,                                   // 33: switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
+	(*v1.Principal)(nil),                  // 34: switchboard.common.v1.Principal
+	(*timestamppb.Timestamp)(nil),         // 35: google.protobuf.Timestamp
 }
 var file_switchboard_aggregator_v1_aggregator_proto_depIdxs = []int32{
-	31, // 0: switchboard.aggregator.v1.DiscoverRequest.principal:type_name -> switchboard.common.v1.Principal
-	31, // 1: switchboard.aggregator.v1.ListToolsRequest.principal:type_name -> switchboard.common.v1.Principal
-	31, // 2: switchboard.aggregator.v1.ListResourcesRequest.principal:type_name -> switchboard.common.v1.Principal
-	31, // 3: switchboard.aggregator.v1.ListResourceTemplatesRequest.principal:type_name -> switchboard.common.v1.Principal
-	31, // 4: switchboard.aggregator.v1.ListPromptsRequest.principal:type_name -> switchboard.common.v1.Principal
+	34, // 0: switchboard.aggregator.v1.DiscoverRequest.principal:type_name -> switchboard.common.v1.Principal
+	34, // 1: switchboard.aggregator.v1.ListToolsRequest.principal:type_name -> switchboard.common.v1.Principal
+	34, // 2: switchboard.aggregator.v1.ListResourcesRequest.principal:type_name -> switchboard.common.v1.Principal
+	34, // 3: switchboard.aggregator.v1.ListResourceTemplatesRequest.principal:type_name -> switchboard.common.v1.Principal
+	34, // 4: switchboard.aggregator.v1.ListPromptsRequest.principal:type_name -> switchboard.common.v1.Principal
 	8,  // 5: switchboard.aggregator.v1.ListToolsResponse.tools:type_name -> switchboard.aggregator.v1.Tool
 	10, // 6: switchboard.aggregator.v1.ListResourcesResponse.resources:type_name -> switchboard.aggregator.v1.Resource
 	12, // 7: switchboard.aggregator.v1.ListResourceTemplatesResponse.resource_templates:type_name -> switchboard.aggregator.v1.ResourceTemplate
 	14, // 8: switchboard.aggregator.v1.ListPromptsResponse.prompts:type_name -> switchboard.aggregator.v1.Prompt
-	31, // 9: switchboard.aggregator.v1.CallToolRequest.principal:type_name -> switchboard.common.v1.Principal
+	34, // 9: switchboard.aggregator.v1.CallToolRequest.principal:type_name -> switchboard.common.v1.Principal
 	16, // 10: switchboard.aggregator.v1.CallToolRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	31, // 11: switchboard.aggregator.v1.ReadResourceRequest.principal:type_name -> switchboard.common.v1.Principal
-	16, // 12: switchboard.aggregator.v1.ReadResourceRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	31, // 13: switchboard.aggregator.v1.GetPromptRequest.principal:type_name -> switchboard.common.v1.Principal
-	30, // 14: switchboard.aggregator.v1.GetPromptRequest.arguments:type_name -> switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
-	16, // 15: switchboard.aggregator.v1.GetPromptRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	31, // 16: switchboard.aggregator.v1.CompleteRequest.principal:type_name -> switchboard.common.v1.Principal
-	31, // 17: switchboard.aggregator.v1.WatchCatalogRequest.principal:type_name -> switchboard.common.v1.Principal
-	0,  // 18: switchboard.aggregator.v1.WatchCatalogResponse.changed:type_name -> switchboard.aggregator.v1.CatalogKind
-	31, // 19: switchboard.aggregator.v1.ListBackendsRequest.principal:type_name -> switchboard.common.v1.Principal
-	1,  // 20: switchboard.aggregator.v1.Backend.health:type_name -> switchboard.aggregator.v1.BackendHealth
-	32, // 21: switchboard.aggregator.v1.Backend.last_check:type_name -> google.protobuf.Timestamp
-	28, // 22: switchboard.aggregator.v1.ListBackendsResponse.backends:type_name -> switchboard.aggregator.v1.Backend
-	2,  // 23: switchboard.aggregator.v1.AggregatorService.Discover:input_type -> switchboard.aggregator.v1.DiscoverRequest
-	4,  // 24: switchboard.aggregator.v1.AggregatorService.ListTools:input_type -> switchboard.aggregator.v1.ListToolsRequest
-	5,  // 25: switchboard.aggregator.v1.AggregatorService.ListResources:input_type -> switchboard.aggregator.v1.ListResourcesRequest
-	6,  // 26: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:input_type -> switchboard.aggregator.v1.ListResourceTemplatesRequest
-	7,  // 27: switchboard.aggregator.v1.AggregatorService.ListPrompts:input_type -> switchboard.aggregator.v1.ListPromptsRequest
-	17, // 28: switchboard.aggregator.v1.AggregatorService.CallTool:input_type -> switchboard.aggregator.v1.CallToolRequest
-	19, // 29: switchboard.aggregator.v1.AggregatorService.ReadResource:input_type -> switchboard.aggregator.v1.ReadResourceRequest
-	21, // 30: switchboard.aggregator.v1.AggregatorService.GetPrompt:input_type -> switchboard.aggregator.v1.GetPromptRequest
-	23, // 31: switchboard.aggregator.v1.AggregatorService.Complete:input_type -> switchboard.aggregator.v1.CompleteRequest
-	25, // 32: switchboard.aggregator.v1.AggregatorService.WatchCatalog:input_type -> switchboard.aggregator.v1.WatchCatalogRequest
-	27, // 33: switchboard.aggregator.v1.AggregatorService.ListBackends:input_type -> switchboard.aggregator.v1.ListBackendsRequest
-	3,  // 34: switchboard.aggregator.v1.AggregatorService.Discover:output_type -> switchboard.aggregator.v1.DiscoverResponse
-	9,  // 35: switchboard.aggregator.v1.AggregatorService.ListTools:output_type -> switchboard.aggregator.v1.ListToolsResponse
-	11, // 36: switchboard.aggregator.v1.AggregatorService.ListResources:output_type -> switchboard.aggregator.v1.ListResourcesResponse
-	13, // 37: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:output_type -> switchboard.aggregator.v1.ListResourceTemplatesResponse
-	15, // 38: switchboard.aggregator.v1.AggregatorService.ListPrompts:output_type -> switchboard.aggregator.v1.ListPromptsResponse
-	18, // 39: switchboard.aggregator.v1.AggregatorService.CallTool:output_type -> switchboard.aggregator.v1.CallToolResponse
-	20, // 40: switchboard.aggregator.v1.AggregatorService.ReadResource:output_type -> switchboard.aggregator.v1.ReadResourceResponse
-	22, // 41: switchboard.aggregator.v1.AggregatorService.GetPrompt:output_type -> switchboard.aggregator.v1.GetPromptResponse
-	24, // 42: switchboard.aggregator.v1.AggregatorService.Complete:output_type -> switchboard.aggregator.v1.CompleteResponse
-	26, // 43: switchboard.aggregator.v1.AggregatorService.WatchCatalog:output_type -> switchboard.aggregator.v1.WatchCatalogResponse
-	29, // 44: switchboard.aggregator.v1.AggregatorService.ListBackends:output_type -> switchboard.aggregator.v1.ListBackendsResponse
-	34, // [34:45] is the sub-list for method output_type
-	23, // [23:34] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	17, // 11: switchboard.aggregator.v1.CallToolStreamRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
+	34, // 12: switchboard.aggregator.v1.CallToolStreamRequest.principal:type_name -> switchboard.common.v1.Principal
+	20, // 13: switchboard.aggregator.v1.CallToolStreamResponse.notification:type_name -> switchboard.aggregator.v1.Notification
+	21, // 14: switchboard.aggregator.v1.CallToolStreamResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
+	34, // 15: switchboard.aggregator.v1.ReadResourceRequest.principal:type_name -> switchboard.common.v1.Principal
+	16, // 16: switchboard.aggregator.v1.ReadResourceRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
+	34, // 17: switchboard.aggregator.v1.GetPromptRequest.principal:type_name -> switchboard.common.v1.Principal
+	33, // 18: switchboard.aggregator.v1.GetPromptRequest.arguments:type_name -> switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
+	16, // 19: switchboard.aggregator.v1.GetPromptRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
+	34, // 20: switchboard.aggregator.v1.CompleteRequest.principal:type_name -> switchboard.common.v1.Principal
+	34, // 21: switchboard.aggregator.v1.WatchCatalogRequest.principal:type_name -> switchboard.common.v1.Principal
+	0,  // 22: switchboard.aggregator.v1.WatchCatalogResponse.changed:type_name -> switchboard.aggregator.v1.CatalogKind
+	34, // 23: switchboard.aggregator.v1.ListBackendsRequest.principal:type_name -> switchboard.common.v1.Principal
+	1,  // 24: switchboard.aggregator.v1.Backend.health:type_name -> switchboard.aggregator.v1.BackendHealth
+	35, // 25: switchboard.aggregator.v1.Backend.last_check:type_name -> google.protobuf.Timestamp
+	31, // 26: switchboard.aggregator.v1.ListBackendsResponse.backends:type_name -> switchboard.aggregator.v1.Backend
+	2,  // 27: switchboard.aggregator.v1.AggregatorService.Discover:input_type -> switchboard.aggregator.v1.DiscoverRequest
+	4,  // 28: switchboard.aggregator.v1.AggregatorService.ListTools:input_type -> switchboard.aggregator.v1.ListToolsRequest
+	5,  // 29: switchboard.aggregator.v1.AggregatorService.ListResources:input_type -> switchboard.aggregator.v1.ListResourcesRequest
+	6,  // 30: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:input_type -> switchboard.aggregator.v1.ListResourceTemplatesRequest
+	7,  // 31: switchboard.aggregator.v1.AggregatorService.ListPrompts:input_type -> switchboard.aggregator.v1.ListPromptsRequest
+	17, // 32: switchboard.aggregator.v1.AggregatorService.CallTool:input_type -> switchboard.aggregator.v1.CallToolRequest
+	18, // 33: switchboard.aggregator.v1.AggregatorService.CallToolStream:input_type -> switchboard.aggregator.v1.CallToolStreamRequest
+	22, // 34: switchboard.aggregator.v1.AggregatorService.ReadResource:input_type -> switchboard.aggregator.v1.ReadResourceRequest
+	24, // 35: switchboard.aggregator.v1.AggregatorService.GetPrompt:input_type -> switchboard.aggregator.v1.GetPromptRequest
+	26, // 36: switchboard.aggregator.v1.AggregatorService.Complete:input_type -> switchboard.aggregator.v1.CompleteRequest
+	28, // 37: switchboard.aggregator.v1.AggregatorService.WatchCatalog:input_type -> switchboard.aggregator.v1.WatchCatalogRequest
+	30, // 38: switchboard.aggregator.v1.AggregatorService.ListBackends:input_type -> switchboard.aggregator.v1.ListBackendsRequest
+	3,  // 39: switchboard.aggregator.v1.AggregatorService.Discover:output_type -> switchboard.aggregator.v1.DiscoverResponse
+	9,  // 40: switchboard.aggregator.v1.AggregatorService.ListTools:output_type -> switchboard.aggregator.v1.ListToolsResponse
+	11, // 41: switchboard.aggregator.v1.AggregatorService.ListResources:output_type -> switchboard.aggregator.v1.ListResourcesResponse
+	13, // 42: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:output_type -> switchboard.aggregator.v1.ListResourceTemplatesResponse
+	15, // 43: switchboard.aggregator.v1.AggregatorService.ListPrompts:output_type -> switchboard.aggregator.v1.ListPromptsResponse
+	21, // 44: switchboard.aggregator.v1.AggregatorService.CallTool:output_type -> switchboard.aggregator.v1.CallToolResponse
+	19, // 45: switchboard.aggregator.v1.AggregatorService.CallToolStream:output_type -> switchboard.aggregator.v1.CallToolStreamResponse
+	23, // 46: switchboard.aggregator.v1.AggregatorService.ReadResource:output_type -> switchboard.aggregator.v1.ReadResourceResponse
+	25, // 47: switchboard.aggregator.v1.AggregatorService.GetPrompt:output_type -> switchboard.aggregator.v1.GetPromptResponse
+	27, // 48: switchboard.aggregator.v1.AggregatorService.Complete:output_type -> switchboard.aggregator.v1.CompleteResponse
+	29, // 49: switchboard.aggregator.v1.AggregatorService.WatchCatalog:output_type -> switchboard.aggregator.v1.WatchCatalogResponse
+	32, // 50: switchboard.aggregator.v1.AggregatorService.ListBackends:output_type -> switchboard.aggregator.v1.ListBackendsResponse
+	39, // [39:51] is the sub-list for method output_type
+	27, // [27:39] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_aggregator_v1_aggregator_proto_init() }
@@ -2460,13 +2703,17 @@ func file_switchboard_aggregator_v1_aggregator_proto_init() {
 	if File_switchboard_aggregator_v1_aggregator_proto != nil {
 		return
 	}
+	file_switchboard_aggregator_v1_aggregator_proto_msgTypes[17].OneofWrappers = []any{
+		(*CallToolStreamResponse_Notification)(nil),
+		(*CallToolStreamResponse_Result)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_aggregator_v1_aggregator_proto_rawDesc), len(file_switchboard_aggregator_v1_aggregator_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   29,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

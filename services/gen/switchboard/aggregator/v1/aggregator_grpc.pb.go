@@ -39,6 +39,7 @@ const (
 	AggregatorService_ListResourceTemplates_FullMethodName = "/switchboard.aggregator.v1.AggregatorService/ListResourceTemplates"
 	AggregatorService_ListPrompts_FullMethodName           = "/switchboard.aggregator.v1.AggregatorService/ListPrompts"
 	AggregatorService_CallTool_FullMethodName              = "/switchboard.aggregator.v1.AggregatorService/CallTool"
+	AggregatorService_CallToolStream_FullMethodName        = "/switchboard.aggregator.v1.AggregatorService/CallToolStream"
 	AggregatorService_ReadResource_FullMethodName          = "/switchboard.aggregator.v1.AggregatorService/ReadResource"
 	AggregatorService_GetPrompt_FullMethodName             = "/switchboard.aggregator.v1.AggregatorService/GetPrompt"
 	AggregatorService_Complete_FullMethodName              = "/switchboard.aggregator.v1.AggregatorService/Complete"
@@ -72,6 +73,12 @@ type AggregatorServiceClient interface {
 	// set; a tool the principal may not call is NOT_FOUND, exactly like a tool
 	// that does not exist.
 	CallTool(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (*CallToolResponse, error)
+	// CallToolStream is CallTool for callers that relay notifications the
+	// backend sends while the tool runs: progress (when the request context
+	// carries a progress token) and log messages (when it carries a log
+	// level). It streams those notifications in order and ends with exactly
+	// one result event. Errors are the same as CallTool's.
+	CallToolStream(ctx context.Context, in *CallToolStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CallToolStreamResponse], error)
 	// ReadResource reads a resource by URI from its owning backend. URIs that
 	// match no resource are matched against resource templates (RFC 6570).
 	ReadResource(ctx context.Context, in *ReadResourceRequest, opts ...grpc.CallOption) (*ReadResourceResponse, error)
@@ -157,6 +164,25 @@ func (c *aggregatorServiceClient) CallTool(ctx context.Context, in *CallToolRequ
 	return out, nil
 }
 
+func (c *aggregatorServiceClient) CallToolStream(ctx context.Context, in *CallToolStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CallToolStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AggregatorService_ServiceDesc.Streams[0], AggregatorService_CallToolStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CallToolStreamRequest, CallToolStreamResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AggregatorService_CallToolStreamClient = grpc.ServerStreamingClient[CallToolStreamResponse]
+
 func (c *aggregatorServiceClient) ReadResource(ctx context.Context, in *ReadResourceRequest, opts ...grpc.CallOption) (*ReadResourceResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ReadResourceResponse)
@@ -189,7 +215,7 @@ func (c *aggregatorServiceClient) Complete(ctx context.Context, in *CompleteRequ
 
 func (c *aggregatorServiceClient) WatchCatalog(ctx context.Context, in *WatchCatalogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchCatalogResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &AggregatorService_ServiceDesc.Streams[0], AggregatorService_WatchCatalog_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &AggregatorService_ServiceDesc.Streams[1], AggregatorService_WatchCatalog_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -242,6 +268,12 @@ type AggregatorServiceServer interface {
 	// set; a tool the principal may not call is NOT_FOUND, exactly like a tool
 	// that does not exist.
 	CallTool(context.Context, *CallToolRequest) (*CallToolResponse, error)
+	// CallToolStream is CallTool for callers that relay notifications the
+	// backend sends while the tool runs: progress (when the request context
+	// carries a progress token) and log messages (when it carries a log
+	// level). It streams those notifications in order and ends with exactly
+	// one result event. Errors are the same as CallTool's.
+	CallToolStream(*CallToolStreamRequest, grpc.ServerStreamingServer[CallToolStreamResponse]) error
 	// ReadResource reads a resource by URI from its owning backend. URIs that
 	// match no resource are matched against resource templates (RFC 6570).
 	ReadResource(context.Context, *ReadResourceRequest) (*ReadResourceResponse, error)
@@ -284,6 +316,9 @@ func (UnimplementedAggregatorServiceServer) ListPrompts(context.Context, *ListPr
 }
 func (UnimplementedAggregatorServiceServer) CallTool(context.Context, *CallToolRequest) (*CallToolResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CallTool not implemented")
+}
+func (UnimplementedAggregatorServiceServer) CallToolStream(*CallToolStreamRequest, grpc.ServerStreamingServer[CallToolStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method CallToolStream not implemented")
 }
 func (UnimplementedAggregatorServiceServer) ReadResource(context.Context, *ReadResourceRequest) (*ReadResourceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReadResource not implemented")
@@ -429,6 +464,17 @@ func _AggregatorService_CallTool_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AggregatorService_CallToolStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(CallToolStreamRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AggregatorServiceServer).CallToolStream(m, &grpc.GenericServerStream[CallToolStreamRequest, CallToolStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AggregatorService_CallToolStreamServer = grpc.ServerStreamingServer[CallToolStreamResponse]
+
 func _AggregatorService_ReadResource_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ReadResourceRequest)
 	if err := dec(in); err != nil {
@@ -561,6 +607,11 @@ var AggregatorService_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "CallToolStream",
+			Handler:       _AggregatorService_CallToolStream_Handler,
+			ServerStreams: true,
+		},
 		{
 			StreamName:    "WatchCatalog",
 			Handler:       _AggregatorService_WatchCatalog_Handler,
