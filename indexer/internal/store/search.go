@@ -62,6 +62,9 @@ const (
 	// MaxQueryBytes bounds the query text plus keywords.
 	MaxQueryBytes = 4096
 	maxTerms      = 128
+	// maxTrigramWords is the longest query (in words) compared by trigram
+	// similarity with tool names.
+	maxTrigramWords = 4
 )
 
 // queryTerms turns the query and keywords into weighted words: query words
@@ -114,6 +117,12 @@ func (r Ranking) queryTerms(q Query) (terms []string, boosts []float64, key stri
 	for _, w := range order {
 		terms = append(terms, w)
 		boosts = append(boosts, weight[w])
+	}
+	// Trigram similarity is for identifier-like queries ("get_wether",
+	// "githubCreateIssue"): a few words at most. On a sentence it finds
+	// nothing words do not, and it is the costliest part of a search.
+	if len(keyParts) > maxTrigramWords {
+		return terms, boosts, ""
 	}
 	return terms, boosts, strings.Join(keyParts, "")
 }
