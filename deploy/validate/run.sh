@@ -24,3 +24,6 @@ cp go.mod go.sum "$modcopy/"
 export GOWORK=off GOFLAGS="-modfile=$modcopy/go.mod"
 go mod tidy
 go test -count=1 "$@" ./...
+# The local trace viewer has its own (dependency-free) module.
+cd "$root/deploy/local-tracing/tracetree"
+GOFLAGS= go test -count=1 ./...
