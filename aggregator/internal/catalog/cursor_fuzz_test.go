@@ -61,9 +61,14 @@ func FuzzCursorDecode(f *testing.F) {
 				}
 			}
 		}
-		again, err := decodeCursor(encodeCursor(c), kind)
-		if err != nil || again != c {
-			t.Fatalf("re-encoded %+v decodes to %+v, %v", c, again, err)
+		// Re-encoding may grow past the limit (invalid UTF-8 in the key
+		// comes back as U+FFFD, three bytes); the server never re-encodes a
+		// client's cursor, so only a re-encoding that fits must round-trip.
+		if enc := encodeCursor(c); len(enc) <= MaxCursorLen {
+			again, err := decodeCursor(enc, kind)
+			if err != nil || again != c {
+				t.Fatalf("re-encoded %+v decodes to %+v, %v", c, again, err)
+			}
 		}
 	})
 }
