@@ -53,7 +53,11 @@ func TestQueryTerms(t *testing.T) {
 	if weight["search"] != r.SynonymBoost || weight["fetch"] != r.KeywordBoost*r.SynonymBoost {
 		t.Errorf("synonym weights %v", weight)
 	}
-	if key != "findtheweathergetforecast" {
+	// Five words: a sentence, not an identifier, so no trigram key.
+	if key != "" {
+		t.Errorf("key %q for a five-word query", key)
+	}
+	if _, _, key := r.queryTerms(Query{Text: "get_Wether", Keywords: []string{"forcast"}}); key != "getwetherforcast" {
 		t.Errorf("key %q", key)
 	}
 	var words []string
