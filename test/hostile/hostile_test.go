@@ -72,6 +72,10 @@ func TestHostileInput(t *testing.T) {
 		if result, rerr, ok := r.rpc(); r.status != http.StatusOK || !ok || rerr != nil || result["content"] == nil {
 			t.Errorf("valid Modern tools/call after the table: %d %s", r.status, r.body)
 		}
+		// The search tables survived the SQL cases.
+		if resp := c.do(t, findTool("weather forecast for a city", "")); resp.status != http.StatusOK || !strings.Contains(string(resp.body), "weather_forecast") {
+			t.Errorf("find_tool after the table: %d %.300s", resp.status, resp.body)
+		}
 		r = c.do(t, request{header: legacyHeaders(bobKey, fx.bobSession), body: legacyBody("tools/list", "")})
 		if result, rerr, ok := r.rpc(); r.status != http.StatusOK || !ok || rerr != nil || len(toolNames(t, result)) == 0 {
 			t.Errorf("bob's Legacy session after the table: %d %s", r.status, r.body)
@@ -340,6 +344,7 @@ func hostileCases(fx *fixtures) []hostileCase {
 		{name: "find_tool: dollar quoting", req: findTool(`$$ forecast $$; SELECT pg_sleep(30); $$`, `$1`), status: 200, code: success, check: searchWorked},
 		{name: "find_tool: tsquery operators", req: findTool(`forecast & !weather | (city <-> :*)`, `'a':*`), status: 200, code: success, check: searchWorked},
 		{name: "find_tool: NUL and control characters", req: findTool("forecast\x00\x01\x1b[31m", "\x00"), status: 200, code: success, check: searchWorked},
+		{name: "find_tool in a Legacy session: quote and DROP TABLE", req: post("/mcp/optimized", legacyHeaders(aliceKey, fx.aliceSession), legacyBody("tools/call", `{"name":"find_tool","arguments":{"tool_description":"forecast'); DROP TABLE scopes CASCADE; --"}}`)), status: 200, code: success, check: searchWorked},
 		{name: "find_tool: very long query", req: findTool(strings.Repeat("forecast weather ", 4000), ""), status: 200, code: success, check: onlyAliceTools},
 
 		// ---- unknown and removed methods ----
