@@ -263,3 +263,23 @@ aggregator:
 		t.Fatal(err)
 	}
 }
+
+func TestCutConnectionsDoNotBreakSessions(t *testing.T) {
+	h, modern, legacy := twoEras(t)
+	for _, b := range []*testBackend{modern, legacy} {
+		// Every TCP connection to the backend dies, including the pooled
+		// keep-alive ones, the Legacy GET stream and the Modern listen
+		// stream, as when a proxy between them restarts. The first call
+		// meets a dead pooled connection and must be re-sent, not failed.
+		b.http.CloseClientConnections()
+		resp, err := h.gateway.CallTool(context.Background(), &aggregatorv1.CallToolRequest{Name: b.name + "_echo"})
+		if err != nil || resp.GetIsError() {
+			t.Fatalf("%s: first call after the cut: %v %v", b.name, resp, err)
+		}
+	}
+	// The sessions survived: no new Legacy session was opened.
+	ids := legacy.headerValues("Mcp-Session-Id")
+	if len(ids) == 0 || ids[0] != ids[len(ids)-1] {
+		t.Fatalf("Legacy session changed after the cut: first %q, last %q", ids[0], ids[len(ids)-1])
+	}
+}

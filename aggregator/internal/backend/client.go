@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"sync"
@@ -228,7 +229,7 @@ func (d detacher) RoundTrip(r *http.Request) (*http.Response, error) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	// Until the headers arrive, the caller's cancellation aborts at once.
 	stop := context.AfterFunc(parent, cancel)
-	resp, err := d.next.RoundTrip(r.WithContext(ctx))
+	resp, err := d.send(ctx, r)
 	stop()
 	if err != nil {
 		cancel()
@@ -250,6 +251,34 @@ func (d detacher) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
+// send sends r once more on a fresh connection when a pooled keep-alive
+// connection turns out to be dead (the backend or a proxy closed it) before
+// the request was completely written. A request that was not completely
+// written cannot have been processed, so this is safe for tool calls too;
+// the transport itself retries only idempotent methods, and every MCP
+// request is a POST.
+func (d detacher) send(ctx context.Context, r *http.Request) (*http.Response, error) {
+	for attempt := 0; ; attempt++ {
+		var reused, written bool
+		trace := &httptrace.ClientTrace{
+			GotConn:      func(i httptrace.GotConnInfo) { reused = i.Reused },
+			WroteRequest: func(i httptrace.WroteRequestInfo) { written = i.Err == nil },
+		}
+		req := r.WithContext(httptrace.WithClientTrace(ctx, trace))
+		if attempt > 0 {
+			body, err := r.GetBody()
+			if err != nil {
+				return nil, err
+			}
+			req.Body = body
+		}
+		resp, err := d.next.RoundTrip(req)
+		if err == nil || attempt > 0 || !reused || written || r.GetBody == nil || ctx.Err() != nil {
+			return resp, err
+		}
+	}
+}
+
 type watchedBody struct {
 	io.ReadCloser
 	once   sync.Once
@@ -266,9 +295,9 @@ func (c *Client) transport(standaloneSSE bool) *mcp.StreamableClientTransport {
 	return &mcp.StreamableClientTransport{
 		Endpoint:   c.cfg.URL,
 		HTTPClient: c.http,
-		// The aggregator re-connects itself; SDK retries would only hide a
-		// dead backend behind long back-offs.
-		MaxRetries:           -1,
+		// The SDK's default retries re-open an interrupted event stream (a
+		// Legacy GET stream cut by a proxy's idle timeout) instead of
+		// failing the session.
 		DisableStandaloneSSE: !standaloneSSE,
 	}
 }
@@ -347,7 +376,25 @@ func (c *Client) current(ctx context.Context) (*mcp.ClientSession, error) {
 	v := a.session.InitializeResult().ProtocolVersion
 	c.health.setProtocol(v)
 	c.log.Info("backend session opened", "protocol", v)
+	go c.watch(a.session)
 	return a.session, nil
+}
+
+// watch forgets a session as soon as its connection ends (the backend
+// closed it, or its event stream could not be re-opened), so the next
+// request opens a new one instead of failing on the dead one.
+func (c *Client) watch(s *mcp.ClientSession) {
+	err := s.Wait()
+	c.mu.Lock()
+	current := c.session == s
+	if current {
+		c.session = nil
+	}
+	c.mu.Unlock()
+	if current {
+		c.log.Info("backend session ended", "err", c.Redact(fmt.Sprint(err)))
+		_ = s.Close()
+	}
 }
 
 // drop forgets a broken session so the next request re-connects.
