@@ -240,3 +240,43 @@ func TestTraceContextReachesBackend(t *testing.T) {
 		}
 	}
 }
+
+// TestInputRequiredRoundTrip passes a Modern backend's multi-round-trip
+// request through untouched, and the client's answers back.
+func TestInputRequiredRoundTrip(t *testing.T) {
+	asker := newTestBackend(t, "asker", backendOptions{extra: func(b *testBackend) {
+		b.server.AddTool(&mcp.Tool{Name: "confirm", InputSchema: map[string]any{"type": "object"}}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			answer, ok := req.Params.InputResponses["ok"].(*mcp.ElicitResult)
+			if !ok {
+				return &mcp.CallToolResult{
+					InputRequests: mcp.InputRequestMap{"ok": &mcp.ElicitParams{Message: "Proceed?", RequestedSchema: map[string]any{"type": "object"}}},
+					RequestState:  "state-1",
+				}, nil
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "answer " + answer.Action + " with " + req.Params.RequestState}}}, nil
+		})
+	}})
+	h := startAggregator(t, parseConfig(t, "aggregator:\n  backends:\n    - {name: asker, url: "+asker.url()+"}\n"))
+	ctx := context.Background()
+	first, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Name: "asker_confirm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.GetResultType() != "input_required" || !strings.Contains(first.GetResultJson(), `"requestState":"state-1"`) ||
+		!strings.Contains(first.GetResultJson(), `"elicitation/create"`) {
+		t.Fatalf("first round: %v", first)
+	}
+	second, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{
+		Name:               "asker_confirm",
+		InputResponsesJson: `{"ok":{"action":"accept","content":{}}}`,
+		RequestState:       "state-1",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.GetResultType() != "complete" || resultText(t, second.GetResultJson()) != "answer accept with state-1" {
+		t.Fatalf("second round: %v", second)
+	}
+	_, err = h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Name: "asker_confirm", InputResponsesJson: `[1]`})
+	wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+}
