@@ -243,7 +243,8 @@ func FuzzSearchQuery(f *testing.F) {
 	}
 
 	f.Fuzz(func(t *testing.T, text, keywords string, limit int) {
-		q := Query{Text: text + " " + marker, Limit: limit}
+		// The marker goes first: terms past maxTerms are dropped, the first never.
+		q := Query{Text: marker + " " + text, Limit: limit}
 		if keywords != "" {
 			q.Keywords = strings.Split(keywords, "\n")
 		}
