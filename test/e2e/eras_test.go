@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-mcp/switchboard/services/demobackend"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -174,8 +174,9 @@ func testOptimizer(t *testing.T, url, pin string) {
 	}
 }
 
-// testListChanged adds a tool to a running backend: clients of both eras
-// are notified and then list and call it, without any restart.
+// testListChanged adds a tool to a running backend and removes it again:
+// clients of both eras are notified each time, and list and call the new
+// tool, without any restart.
 func testListChanged(t *testing.T, c *harness.Cluster) {
 	notified := map[string]chan struct{}{}
 	sessions := map[string]*mcp.ClientSession{}
@@ -186,25 +187,26 @@ func testListChanged(t *testing.T, c *harness.Cluster) {
 			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { ch <- struct{}{} },
 		})
 	}
-	adminURL := strings.TrimSuffix(c.BackendURLs["alpha"], "/mcp") + "/admin/tools"
-	resp, err := http.Post(adminURL, "application/json",
-		strings.NewReader(`{"name":"late","description":"Added while running.","behaviour":"text","text":"late on {backend}"}`))
-	if err != nil {
-		t.Fatal(err)
+	// awaitListing waits for notifications until the listing satisfies ok:
+	// one change may be announced more than once.
+	awaitListing := func(era, what string, ok func([]string) bool) {
+		deadline := time.After(30 * time.Second)
+		for {
+			select {
+			case <-notified[era]:
+			case <-deadline:
+				t.Fatalf("%s: no notifications/tools/list_changed leading to a listing %s within 30s", era, what)
+			}
+			if ok(harness.ToolNames(t, sessions[era])) {
+				return
+			}
+		}
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("POST %s: %s", adminURL, resp.Status)
-	}
+
+	c.AddTool(t, "alpha", demobackend.ToolSpec{Name: "late", Description: "Added while running.",
+		Behaviour: demobackend.BehaviourText, Text: "late on {backend}"})
 	for era, cs := range sessions {
-		select {
-		case <-notified[era]:
-		case <-time.After(30 * time.Second):
-			t.Fatalf("%s: no notifications/tools/list_changed within 30s of adding a tool", era)
-		}
-		if names := harness.ToolNames(t, cs); !slices.Contains(names, "alpha_late") {
-			t.Fatalf("%s: tools after the change = %v, want alpha_late among them", era, names)
-		}
+		awaitListing(era, "with alpha_late", func(names []string) bool { return slices.Contains(names, "alpha_late") })
 		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "alpha_late"})
 		if err != nil {
 			t.Fatal(err)
@@ -212,6 +214,11 @@ func testListChanged(t *testing.T, c *harness.Cluster) {
 		if answer := structured(t, res); answer["text"] != "late on alpha" {
 			t.Fatalf("%s: alpha_late = %v", era, answer)
 		}
+	}
+
+	c.RemoveTool(t, "alpha", "late")
+	for era := range sessions {
+		awaitListing(era, "without alpha_late", func(names []string) bool { return !slices.Contains(names, "alpha_late") })
 	}
 }
 

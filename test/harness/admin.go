@@ -1,0 +1,52 @@
+package harness
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-mcp/switchboard/services/demobackend"
+)
+
+// AddTool adds (or replaces) a tool on a running demo backend of the
+// cluster through its /admin API; its clients get list_changed.
+func (c *Cluster) AddTool(t testing.TB, backend string, tool demobackend.ToolSpec) {
+	t.Helper()
+	body, err := json.Marshal(tool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.admin(t, backend, http.MethodPost, "/admin/tools", body, http.StatusCreated)
+}
+
+// RemoveTool removes a tool from a running demo backend of the cluster.
+func (c *Cluster) RemoveTool(t testing.TB, backend, tool string) {
+	t.Helper()
+	c.admin(t, backend, http.MethodDelete, "/admin/tools/"+tool, nil, http.StatusNoContent)
+}
+
+func (c *Cluster) admin(t testing.TB, backend, method, path string, body []byte, want int) {
+	t.Helper()
+	mcpURL, ok := c.BackendURLs[backend]
+	if !ok {
+		t.Fatalf("no backend %q in the cluster", backend)
+	}
+	url := strings.TrimSuffix(mcpURL, demobackend.MCPPath) + path
+	req, err := http.NewRequestWithContext(t.Context(), method, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != want {
+		msg, _ := io.ReadAll(resp.Body)
+		t.Fatalf("%s %s: %s %s", method, url, resp.Status, msg)
+	}
+}
