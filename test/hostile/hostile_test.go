@@ -294,7 +294,12 @@ func hostileCases(fx *fixtures) []hostileCase {
 		{name: "oversized tool arguments", req: modernCall(aliceKey, `{"city":"`+huge+`"}`), status: 413, code: bare},
 		{name: "large tool arguments within the limit", req: modernCall(aliceKey, `{"city":"`+strings.Repeat("Oslo ", maxBody/8)+`"}`), status: 200, code: success},
 		{name: "nesting beyond the parser's depth", req: post("/mcp", alice("tools/call", "Mcp-Name", "weather_forecast"), modernBody("tools/call", `"name":"weather_forecast","arguments":{"city":`+deep(20000)+`}`)), status: 400, code: -32700},
-		{name: "nesting within the parser's depth", req: post("/mcp", alice("tools/call", "Mcp-Name", "weather_forecast"), modernBody("tools/call", `"name":"weather_forecast","arguments":{"city":"Oslo","extra":`+deep(5000)+`}`)), status: 200, code: success},
+		{name: "nesting backends accept", req: post("/mcp", alice("tools/call", "Mcp-Name", "weather_forecast"), modernBody("tools/call", `"name":"weather_forecast","arguments":{"city":"Oslo","extra":`+deep(500)+`}`)), status: 200, code: success},
+		// go-sdk servers refuse JSON nested deeper than 1000 levels, so
+		// such a request can never be served: it is malformed for this
+		// system and must be refused at the edge, not forwarded and
+		// reported as an unavailable backend.
+		{name: "nesting deeper than backends accept", req: post("/mcp", alice("tools/call", "Mcp-Name", "weather_forecast"), modernBody("tools/call", `"name":"weather_forecast","arguments":{"city":"Oslo","extra":`+deep(5000)+`}`)), status: 400, code: -32700},
 		{name: "deep nesting in _meta", req: post("/mcp", alice(tl), []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"x":`+deep(20000)+`}}}`)), status: 400, code: -32700},
 
 		// ---- header injection and header rules ----
