@@ -55,6 +55,29 @@ func TestToolAddedToRunningBackendListedWithin2s(t *testing.T) {
 	}
 }
 
+func TestHangingBackendDoesNotDelayAnotherBackendsChange(t *testing.T) {
+	stuck := newTestBackend(t, "stuck", backendOptions{tools: []string{"ping"}})
+	lively := newTestBackend(t, "lively", backendOptions{tools: []string{"ping"}})
+	h := startAggregator(t, parseConfig(t, `
+aggregator:
+  catalogTTL: 1h
+  backends:
+    - {name: stuck, url: `+stuck.url()+`, timeout: 30s}
+    - {name: lively, url: `+lively.url()+`}
+`))
+	// A full refresh starts and stuck's listing hangs for its 30s timeout.
+	stuck.hangLists.Store(true)
+	h.engine.Trigger()
+	lively.addEchoTool("added")
+	eventually(t, 2*time.Second, "lively_added listed while stuck hangs", func() bool {
+		return slices.Contains(listToolNames(t, h.gateway, nil, 0), "lively_added")
+	})
+	// stuck keeps its last lists meanwhile.
+	if !slices.Contains(listToolNames(t, h.gateway, nil, 0), "stuck_ping") {
+		t.Fatal("stuck backend's tools vanished while its listing hangs")
+	}
+}
+
 func TestVersionChangesOnlyWithContent(t *testing.T) {
 	h, _, _ := twoEras(t)
 	d1, err := h.gateway.Discover(context.Background(), &aggregatorv1.DiscoverRequest{})

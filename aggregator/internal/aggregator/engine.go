@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -97,12 +98,22 @@ type Engine struct {
 	log      *slog.Logger
 	backends []*backend.Client // in name order
 	byName   map[string]*backend.Client
-	trigger  chan struct{}
 
-	// lists holds each backend's last successful listing; only Refresh
-	// touches it, under rebuildMu.
+	// listReq holds, per backend, a pending request to list it again; each
+	// backend is listed by its own goroutine, so a slow or hanging backend
+	// never delays another backend's change.
+	listReq map[string]chan struct{}
+	// listSlots bounds concurrent listings (FanOut).
+	listSlots chan struct{}
+	// rebuildReq holds a pending request to rebuild the snapshot.
+	rebuildReq chan struct{}
+
+	listsMu sync.Mutex
+	// lists holds each backend's last successful listing.
+	lists map[string]*backend.Lists
+
+	// rebuildMu serialises builds; version is guarded by it.
 	rebuildMu sync.Mutex
-	lists     map[string]*backend.Lists
 	version   uint64
 
 	current atomic.Pointer[published]
@@ -117,11 +128,13 @@ func New(opts Options) (*Engine, error) {
 		return nil, errors.New("no naming configured")
 	}
 	e := &Engine{
-		opts:    opts,
-		log:     opts.Log,
-		byName:  map[string]*backend.Client{},
-		trigger: make(chan struct{}, 1),
-		lists:   map[string]*backend.Lists{},
+		opts:       opts,
+		log:        opts.Log,
+		byName:     map[string]*backend.Client{},
+		listReq:    map[string]chan struct{}{},
+		listSlots:  make(chan struct{}, opts.FanOut),
+		rebuildReq: make(chan struct{}, 1),
+		lists:      map[string]*backend.Lists{},
 	}
 	cfgs := slices.Clone(opts.Backends)
 	slices.SortFunc(cfgs, func(a, b backend.Config) int { return strings.Compare(a.Name, b.Name) })
@@ -134,7 +147,7 @@ func New(opts Options) (*Engine, error) {
 		}
 		b := backend.New(c, func(name string) {
 			e.log.Debug("backend list changed", "backend", name)
-			e.Trigger()
+			e.requestList(name)
 		}, e.log)
 		b.SetHealthPolicy(backend.HealthPolicy{
 			DegradedAfter:  opts.Health.DegradedThreshold,
@@ -146,11 +159,12 @@ func New(opts Options) (*Engine, error) {
 			// hides them; moving between healthy and degraded changes
 			// nothing in the catalog.
 			if !(up(prev) && up(now)) {
-				e.Trigger()
+				e.requestList(c.Name)
 			}
 		})
 		e.backends = append(e.backends, b)
 		e.byName[c.Name] = b
+		e.listReq[c.Name] = make(chan struct{}, 1)
 	}
 	empty := catalog.Build(opts.Naming, nil, nil, e.log)
 	e.current.Store(&published{snap: empty, superseded: make(chan struct{})})
@@ -187,7 +201,10 @@ func (e *Engine) Ready() bool { return e.ready.Load() }
 // closes the backend sessions.
 func (e *Engine) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Go(func() { e.refreshLoop(ctx) })
+	for _, b := range e.backends {
+		wg.Go(func() { e.lister(ctx, b) })
+	}
+	wg.Go(func() { e.rebuildLoop(ctx) })
 	wg.Go(func() { e.healthLoop(ctx) })
 	wg.Wait()
 	e.closeBackends()
@@ -199,16 +216,47 @@ func (e *Engine) closeBackends() {
 	}
 }
 
-// Trigger asks for a catalog rebuild soon. Triggers that arrive during a
-// rebuild coalesce into one more rebuild.
+// Trigger asks for every backend to be listed again and the snapshot
+// rebuilt, soon.
 func (e *Engine) Trigger() {
+	for _, b := range e.backends {
+		e.requestList(b.Name())
+	}
+}
+
+// requestList asks for one backend to be listed again (it announced a
+// change, or its health changed) and the snapshot rebuilt. Requests that
+// arrive while it is being listed coalesce into one more listing.
+func (e *Engine) requestList(name string) {
 	select {
-	case e.trigger <- struct{}{}:
+	case e.listReq[name] <- struct{}{}:
 	default:
 	}
 }
 
-func (e *Engine) refreshLoop(ctx context.Context) {
+func (e *Engine) requestRebuild() {
+	select {
+	case e.rebuildReq <- struct{}{}:
+	default:
+	}
+}
+
+// lister lists one backend whenever asked, then asks for a rebuild.
+func (e *Engine) lister(ctx context.Context, b *backend.Client) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.listReq[b.Name()]:
+		}
+		e.list(ctx, b)
+		e.requestRebuild()
+	}
+}
+
+// rebuildLoop rebuilds the snapshot when a listing asks for it, and asks
+// for every backend to be listed once per catalog TTL.
+func (e *Engine) rebuildLoop(ctx context.Context) {
 	ttl := time.NewTicker(e.opts.CatalogTTL)
 	defer ttl.Stop()
 	for {
@@ -216,10 +264,36 @@ func (e *Engine) refreshLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-ttl.C:
-		case <-e.trigger:
+			e.Trigger()
+		case <-e.rebuildReq:
+			e.build()
 		}
-		e.Refresh(ctx)
 	}
+}
+
+// list lists a backend that is not unhealthy, within the fan-out bound,
+// and keeps the result. A backend that fails to list keeps its previous
+// lists until its failures make it unhealthy, which hides its items.
+func (e *Engine) list(ctx context.Context, b *backend.Client) {
+	if b.Status().State == backend.Unhealthy {
+		return
+	}
+	select {
+	case e.listSlots <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	l, err := b.ListAll(ctx)
+	<-e.listSlots
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn("backend listing failed; backend skipped", "backend", b.Name(), "err", err)
+		}
+		return
+	}
+	e.listsMu.Lock()
+	e.lists[b.Name()] = l
+	e.listsMu.Unlock()
 }
 
 func (e *Engine) healthLoop(ctx context.Context) {
@@ -258,42 +332,33 @@ func (e *Engine) fanOut(ctx context.Context, f func(*backend.Client)) {
 	wg.Wait()
 }
 
-// Refresh lists every backend that is not unhealthy, builds a snapshot
-// from the latest lists, and publishes it if its content changed; it
-// returns the current snapshot. A
-// backend that fails to list keeps its previous lists until its failures
-// make it unhealthy, which hides its items.
+// Refresh lists every backend now, in parallel within the fan-out bound,
+// and rebuilds the snapshot; it returns the current snapshot.
 func (e *Engine) Refresh(ctx context.Context) *catalog.Snapshot {
+	var wg sync.WaitGroup
+	for _, b := range e.backends {
+		wg.Go(func() { e.list(ctx, b) })
+	}
+	wg.Wait()
+	return e.build()
+}
+
+// build makes a snapshot from the latest lists and health, and publishes
+// it if its content changed; it returns the current snapshot.
+func (e *Engine) build() *catalog.Snapshot {
 	e.rebuildMu.Lock()
 	defer e.rebuildMu.Unlock()
 	start := time.Now()
-	var mu sync.Mutex
-	fresh := map[string]*backend.Lists{}
-	e.fanOut(ctx, func(b *backend.Client) {
-		if b.Status().State == backend.Unhealthy {
-			return
-		}
-		l, err := b.ListAll(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				e.log.Warn("backend listing failed; backend skipped", "backend", b.Name(), "err", err)
-			}
-			return
-		}
-		mu.Lock()
-		fresh[b.Name()] = l
-		mu.Unlock()
-	})
-	for name, l := range fresh {
-		e.lists[name] = l
-	}
+	e.listsMu.Lock()
+	lists := maps.Clone(e.lists)
+	e.listsMu.Unlock()
 	down := map[string]bool{}
 	for _, b := range e.backends {
 		if b.Status().State == backend.Unhealthy {
 			down[b.Name()] = true
 		}
 	}
-	snap := catalog.Build(e.opts.Naming, e.lists, down, e.log)
+	snap := catalog.Build(e.opts.Naming, lists, down, e.log)
 	for _, c := range snap.Conflicts {
 		e.log.Warn("name conflict", "conflict", c.String())
 	}

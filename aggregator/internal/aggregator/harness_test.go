@@ -56,6 +56,8 @@ type testBackend struct {
 	// down makes the HTTP handler answer 503, as a crashed backend behind a
 	// proxy would.
 	down atomic.Bool
+	// hangLists makes tools/list wait until release, as a stuck backend's.
+	hangLists atomic.Bool
 	// release unblocks tools that wait forever.
 	release  chan struct{}
 	stateful bool
@@ -99,6 +101,17 @@ func newTestBackend(t testing.TB, name string, o backendOptions) *testBackend {
 	if o.extra != nil {
 		o.extra(b)
 	}
+	b.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/list" && b.hangLists.Load() {
+				select {
+				case <-ctx.Done():
+				case <-b.release:
+				}
+			}
+			return next(ctx, method, req)
+		}
+	})
 	b.stateful = o.stateful
 	b.restart()
 	b.http = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -29,7 +29,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "switchboard_aggregator_catalog_items", Help: "Items in the published catalog snapshot, by kind.",
 		}, []string{"kind"}),
 		buildSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "switchboard_aggregator_catalog_build_seconds", Help: "Time to list every backend and build a changed snapshot.",
+			Name: "switchboard_aggregator_catalog_build_seconds", Help: "Time to build a snapshot that changed, from the latest lists.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
 		}),
 		backendHealth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
