@@ -178,6 +178,9 @@ func Check(r *Render) []error {
 	for _, np := range r.NetworkPolicies {
 		checkNetworkPolicy(&p, np, groups)
 	}
+	for _, ing := range r.Ingresses {
+		checkIngress(&p, r, ing)
+	}
 	checkCRDs(&p, r)
 	checkSwitchboardConfig(&p, r)
 	checkCollectorConfig(&p, r)
@@ -477,6 +480,48 @@ func checkCRDs(p *problems, r *Render) {
 			if k.RotationPolicy != "" && !rotationPolices[k.RotationPolicy] {
 				p.addf("%s: unknown rotationPolicy %q", name, k.RotationPolicy)
 			}
+		}
+	}
+}
+
+// checkIngress requires every backend of an Ingress to be a Service port of
+// the render, and only the gateway to be exposed.
+func checkIngress(p *problems, r *Render, ing *networkingv1.Ingress) {
+	name := "Ingress " + ing.Name
+	var backends []*networkingv1.IngressServiceBackend
+	if b := ing.Spec.DefaultBackend; b != nil && b.Service != nil {
+		backends = append(backends, b.Service)
+	}
+	for _, rule := range ing.Spec.Rules {
+		if rule.HTTP == nil {
+			continue
+		}
+		for _, path := range rule.HTTP.Paths {
+			if path.Backend.Service == nil {
+				p.addf("%s: path %s has no Service backend", name, path.Path)
+				continue
+			}
+			backends = append(backends, path.Backend.Service)
+		}
+	}
+	if len(backends) == 0 {
+		p.addf("%s routes to nothing", name)
+	}
+	for _, b := range backends {
+		svc := r.service(b.Name)
+		if svc == nil {
+			p.addf("%s: backend Service %s is not in the render", name, b.Name)
+			continue
+		}
+		if svc.Spec.Selector["app.kubernetes.io/component"] != "gateway" {
+			p.addf("%s: exposes Service %s; only the gateway may be reachable from outside", name, b.Name)
+		}
+		found := false
+		for _, sp := range svc.Spec.Ports {
+			found = found || (b.Port.Name != "" && sp.Name == b.Port.Name) || (b.Port.Number != 0 && sp.Port == b.Port.Number)
+		}
+		if !found {
+			p.addf("%s: Service %s has no port %q/%d", name, b.Name, b.Port.Name, b.Port.Number)
 		}
 	}
 }

@@ -39,6 +39,7 @@ type Render struct {
 	PDBs            []*policyv1.PodDisruptionBudget
 	HPAs            []*autoscalingv2.HorizontalPodAutoscaler
 	NetworkPolicies []*networkingv1.NetworkPolicy
+	Ingresses       []*networkingv1.Ingress
 
 	Clusters     []*CNPGCluster
 	Issuers      []*Issuer
@@ -144,6 +145,8 @@ func (r *Render) add(doc []byte) error {
 		r.HPAs = append(r.HPAs, o)
 	case *networkingv1.NetworkPolicy:
 		r.NetworkPolicies = append(r.NetworkPolicies, o)
+	case *networkingv1.Ingress:
+		r.Ingresses = append(r.Ingresses, o)
 	default:
 		return fmt.Errorf("unexpected kind %s: add it to the validator deliberately", id)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -140,6 +141,9 @@ func TestProductionShape(t *testing.T) {
 				t.Errorf("%s: production minReplicas %d < 2", comp, *h.Spec.MinReplicas)
 			}
 		}
+	}
+	if len(r.Ingresses) != 1 {
+		t.Errorf("want the gateway Ingress in production, got %d Ingresses", len(r.Ingresses))
 	}
 	var cns []string
 	for _, c := range r.Certificates {
@@ -400,6 +404,18 @@ func TestCheckCatchesMistakes(t *testing.T) {
 		{"port declared but nothing listens", func(r *Render) {
 			editConfig(r, "httpListen: 0.0.0.0:9090", "httpListen: \"\"")
 		}, "container port http is declared but aggregator.httpListen is empty"},
+		{"ingress to a missing port", func(r *Render) {
+			ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: "extra"}}
+			ing.Spec.DefaultBackend = &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
+				Name: "switchboard-gateway", Port: networkingv1.ServiceBackendPort{Name: "https"}}}
+			r.Ingresses = append(r.Ingresses, ing)
+		}, "Ingress extra: Service switchboard-gateway has no port \"https\""},
+		{"ingress exposing the aggregator", func(r *Render) {
+			ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: "leak"}}
+			ing.Spec.DefaultBackend = &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
+				Name: "switchboard-aggregator", Port: networkingv1.ServiceBackendPort{Name: "grpc"}}}
+			r.Ingresses = append(r.Ingresses, ing)
+		}, "only the gateway may be reachable from outside"},
 		{"untagged image", func(r *Render) {
 			container(r, "switchboard-gateway").Image = "ghcr.io/switchboard-mcp/switchboard-gateway"
 		}, "must carry a release tag"},
