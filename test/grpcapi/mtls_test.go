@@ -24,6 +24,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/devstack"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/test/grpcapi/example"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
@@ -63,7 +64,7 @@ func newTestCA(t *testing.T, dir, name string) *testCA {
 
 // issue writes a leaf certificate and key for commonName; server
 // certificates are valid for 127.0.0.1.
-func (ca *testCA) issue(t *testing.T, commonName string, usage x509.ExtKeyUsage) (certFile, keyFile string) {
+func (ca *testCA) issue(t *testing.T, commonName string, usages ...x509.ExtKeyUsage) (certFile, keyFile string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -76,9 +77,9 @@ func (ca *testCA) issue(t *testing.T, commonName string, usage x509.ExtKeyUsage)
 	tmpl := &x509.Certificate{
 		SerialNumber: serial, Subject: pkix.Name{CommonName: commonName},
 		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: usages,
 	}
-	if usage == x509.ExtKeyUsageServerAuth {
+	if slices.Contains(usages, x509.ExtKeyUsageServerAuth) {
 		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
@@ -201,5 +202,60 @@ func TestMTLS(t *testing.T) {
 				t.Errorf("ListTools: %v, want one of %v", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestMTLSWholeStack runs the production overlay's topology on one machine:
+// every service serves gRPC over TLS and authenticates the others by
+// certificate alone (no tokens): the gateway and the indexer reach the
+// aggregator, and the gateway the indexer. In Kubernetes each pod mounts
+// its own certificate at the same path; here one certificate with both
+// usages stands in for all of them.
+func TestMTLSWholeStack(t *testing.T) {
+	dir := t.TempDir()
+	ca := newTestCA(t, dir, "switchboard-ca")
+	cert, key := ca.issue(t, "switchboard-service", x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+	tlsFiles := config.TLS{CertFile: cert, KeyFile: key, CAFile: ca.caFile, ClientCAFile: ca.caFile}
+	c := harness.Start(t, harness.Options{
+		Backends: []harness.Backend{{Name: "demo"}},
+		Configure: func(cfg *config.Config) {
+			cfg.ServiceAuth.TLS = tlsFiles
+			cfg.ServiceAuth.Credentials = []config.ServiceCredential{
+				{Name: "switchboard-service", CommonName: "switchboard-service", AssertPrincipals: true},
+			}
+			cfg.Gateway.Aggregator.Token = ""
+			cfg.Gateway.Indexer.Token = ""
+			cfg.Indexer.Aggregator.Token = ""
+		},
+	})
+
+	// The gateway reached the aggregator over mTLS: an MCP client sees the
+	// backend's tools.
+	names := harness.ToolNames(t, harness.Connect(t, c.MCPURL, harness.Modern))
+	if !slices.Contains(names, "demo_echo") {
+		t.Errorf("tools through the gateway: demo_echo missing from %v", names)
+	}
+
+	// The indexer reached the aggregator over mTLS to build the scope of
+	// the principal it searches for.
+	tlsConfig, err := example.MTLSConfig(cert, key, ca.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := example.Dial(c.Config.Indexer.Listen, "", tlsConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	resp, err := indexerv1.NewIndexerServiceClient(conn).Search(ctx, &indexerv1.SearchRequest{
+		Principal: &commonv1.Principal{Subject: "alice"}, Query: "add two numbers", Limit: 3,
+	})
+	if err != nil {
+		t.Fatalf("Search over mTLS: %v", err)
+	}
+	if len(resp.GetHits()) == 0 || resp.GetHits()[0].GetName() != "demo_add" {
+		t.Errorf("Search over mTLS = %v, want demo_add first", resp.GetHits())
 	}
 }
