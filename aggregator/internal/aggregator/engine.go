@@ -152,13 +152,15 @@ func New(opts Options) (*Engine, error) {
 		b.SetHealthPolicy(backend.HealthPolicy{
 			DegradedAfter:  opts.Health.DegradedThreshold,
 			UnhealthyAfter: opts.Health.UnhealthyThreshold,
-		}, func(prev, now backend.State) {
+		}, func(prev, now backend.State, listed bool) {
 			e.log.Info("backend health changed", "backend", c.Name, "from", prev.String(), "to", now.String())
 			opts.Metrics.backendState(c.Name, now)
-			// A backend coming up may bring items, one going unhealthy
-			// hides them; moving between healthy and degraded changes
-			// nothing in the catalog.
-			if !(up(prev) && up(now)) {
+			// A backend that a probe found up again may bring items, one
+			// going unhealthy hides them (its "listing" is skipped, the
+			// rebuild hides it). Moving between healthy and degraded
+			// changes nothing, and a listing that found the backend up is
+			// followed by a rebuild anyway.
+			if !(up(prev) && up(now)) && !listed {
 				e.requestList(c.Name)
 			}
 		})

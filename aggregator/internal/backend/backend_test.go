@@ -83,7 +83,7 @@ func TestConfigValidate(t *testing.T) {
 func TestHealthStates(t *testing.T) {
 	var changes []string
 	c := New(Config{Name: "a", URL: "http://127.0.0.1:1"}, nil, nil)
-	c.SetHealthPolicy(HealthPolicy{DegradedAfter: time.Second, UnhealthyAfter: 2}, func(prev, now State) {
+	c.SetHealthPolicy(HealthPolicy{DegradedAfter: time.Second, UnhealthyAfter: 2}, func(prev, now State, _ bool) {
 		changes = append(changes, prev.String()+">"+now.String())
 	})
 	c.health.success(time.Millisecond, nil)

@@ -45,8 +45,9 @@ type healthTracker struct {
 	policy   HealthPolicy
 	status   Status
 	failures int
-	// onChange is called, outside the lock, when State changes.
-	onChange func(prev, now State)
+	// onChange is called, outside the lock, when State changes; listed
+	// says the change came from a successful listing.
+	onChange func(prev, now State, listed bool)
 }
 
 func newHealthTracker() healthTracker {
@@ -74,7 +75,7 @@ func (h *healthTracker) success(latency time.Duration, lists *Lists) {
 		h.status.ResourceTemplates, h.status.Prompts = len(lists.ResourceTemplates), len(lists.Prompts)
 		h.status.ProtocolVersion = lists.ProtocolVersion
 	}
-	h.notify(prev)
+	h.notify(prev, lists != nil)
 }
 
 func (h *healthTracker) failure(msg string) {
@@ -86,21 +87,21 @@ func (h *healthTracker) failure(msg string) {
 	if h.failures >= max(h.policy.UnhealthyAfter, 1) {
 		h.status.State = Unhealthy
 	}
-	h.notify(prev)
+	h.notify(prev, false)
 }
 
 // notify releases the lock and reports a state change.
-func (h *healthTracker) notify(prev State) {
+func (h *healthTracker) notify(prev State, listed bool) {
 	now, cb := h.status.State, h.onChange
 	h.mu.Unlock()
 	if now != prev && cb != nil {
-		cb(prev, now)
+		cb(prev, now, listed)
 	}
 }
 
 // SetHealthPolicy sets how probe outcomes become states, and a callback for
 // state changes. Call it before the first probe.
-func (c *Client) SetHealthPolicy(p HealthPolicy, onChange func(prev, now State)) {
+func (c *Client) SetHealthPolicy(p HealthPolicy, onChange func(prev, now State, listed bool)) {
 	c.health.mu.Lock()
 	c.health.policy = p
 	c.health.onChange = onChange
