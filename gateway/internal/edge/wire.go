@@ -3,8 +3,10 @@ package edge
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 )
 
 // JSON-RPC and MCP error codes the gateway emits. Only codes the spec
@@ -70,16 +72,63 @@ func (m *message) isNotification() bool { return m.ID == nil && !m.IsResponse }
 
 // parseMessage decodes one JSON-RPC message. On failure it still returns
 // whatever id it could read, so the error keeps it.
+// maxNestingDepth bounds how deeply a request may nest arrays and objects.
+// Backends built on go-sdk refuse more than 1000 levels, and a request
+// nests its arguments a few levels below the top; answering here keeps a
+// client's malformed input from looking like a backend failure.
+const maxNestingDepth = 512
+
+// nestingExceeds reports whether the JSON text in body (already known to be
+// valid) nests arrays and objects deeper than limit.
+func nestingExceeds(body []byte, limit int) bool {
+	depth, inString, escaped := 0, false, false
+	for _, c := range body {
+		switch {
+		case inString:
+			if escaped {
+				escaped = false
+			} else if c == '\\' {
+				escaped = true
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+			if depth > limit {
+				return true
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return false
+}
+
 func parseMessage(body []byte) (*message, json.RawMessage, *rpcError) {
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	if len(trimmed) > 0 && trimmed[0] == '[' {
 		return nil, nil, newError(codeInvalidRequest, "batch requests are not supported")
 	}
+	// JSON text is UTF-8 (RFC 8259 §8.1). encoding/json would silently
+	// replace bad bytes, and protobuf refuses them later as an internal
+	// error; reject them here as the client's mistake they are.
+	if !utf8.Valid(body) {
+		return nil, nil, newError(codeParseError, "parse error: body is not valid UTF-8")
+	}
+	if !json.Valid(body) {
+		return nil, nil, newError(codeParseError, "parse error: body is not valid JSON")
+	}
+	if nestingExceeds(body, maxNestingDepth) {
+		return nil, nil, newError(codeParseError, fmt.Sprintf("parse error: JSON nested deeper than %d levels", maxNestingDepth))
+	}
 	// Decode into a map, not a struct: JSON-RPC member names are
 	// case-sensitive, and encoding/json matches struct fields without case.
 	var members object
 	if err := json.Unmarshal(body, &members); err != nil || members == nil {
-		return nil, nil, newError(codeParseError, "parse error: body is not a JSON-RPC object")
+		// Valid JSON that is not an object (null, a number, a string).
+		return nil, nil, newError(codeInvalidRequest, "invalid request: body is not a JSON-RPC request object")
 	}
 	var raw struct {
 		JSONRPC string

@@ -124,6 +124,11 @@ func TestModernWire(t *testing.T) {
 		{"wrong content type", modernHeaders("tools/list", "Content-Type", "text/plain"), `{"jsonrpc":"2.0","id":32,"method":"tools/list","params":{` + modernMeta + `}}`, 415, codeInvalidRequest, "32", ""},
 		{"Accept without SSE", modernHeaders("tools/list", "Accept", "application/json"), `{"jsonrpc":"2.0","id":33,"method":"tools/list","params":{` + modernMeta + `}}`, 400, codeInvalidRequest, "33", "Accept"},
 		{"session id ignored", modernHeaders("tools/list", "Mcp-Session-Id", "whatever"), `{"jsonrpc":"2.0","id":34,"method":"tools/list","params":{` + modernMeta + `}}`, 200, 0, "34", ""},
+		{"JSON null body", modernHeaders("tools/list"), `null`, 400, codeInvalidRequest, "null", "request object"},
+		{"JSON number body", modernHeaders("tools/list"), `42`, 400, codeInvalidRequest, "null", "request object"},
+		{"invalid UTF-8 in an argument", modernHeaders("tools/call", "Mcp-Name", "beta_add"), "{\"jsonrpc\":\"2.0\",\"id\":44,\"method\":\"tools/call\",\"params\":{" + modernMeta + ",\"name\":\"beta_add\",\"arguments\":{\"a\":\"Os\xc0\xaflo\"}}}", 400, codeParseError, "null", "UTF-8"},
+		{"nesting deeper than backends accept", modernHeaders("tools/call", "Mcp-Name", "beta_add"), `{"jsonrpc":"2.0","id":45,"method":"tools/call","params":{` + modernMeta + `,"name":"beta_add","arguments":{"a":` + strings.Repeat("[", 600) + strings.Repeat("]", 600) + `}}}`, 400, codeParseError, "null", "nested"},
+		{"brackets inside strings do not nest", modernHeaders("tools/call", "Mcp-Name", "beta_add"), `{"jsonrpc":"2.0","id":46,"method":"tools/call","params":{` + modernMeta + `,"name":"beta_add","arguments":{"a":1,"b":2,"note":"` + strings.Repeat("[{", 600) + `\""}}}`, 200, 0, "46", ""},
 		{"no era markers", modernHeaders("tools/list", "Mcp-Protocol-Version", ""), `{"jsonrpc":"2.0","id":35,"method":"tools/list","params":{}}`, 400, codeInvalidParams, "35", ""},
 	}
 	for _, tc := range cases {
