@@ -86,7 +86,7 @@ lint: buf-lint vet ## every static check
 # ---- tests -------------------------------------------------------------------
 
 .PHONY: test
-test: lint generate-check build test-go test-conformance test-deploy ## every test: static checks, unit, PostgreSQL, end to end, conformance, manifests
+test: lint generate-check build test-go test-conformance test-deploy fuzz-short ## every test: static checks, unit, PostgreSQL, end to end, conformance, manifests, fuzzing
 
 .PHONY: test-go
 test-go: build ## Go tests of every module (unit, PostgreSQL, end to end)
@@ -99,6 +99,26 @@ test-conformance: build ## the official MCP conformance suite through the gatewa
 .PHONY: test-deploy
 test-deploy: ## render every kustomize overlay and validate it offline against the Kubernetes API types
 	deploy/validate/run.sh
+
+# Fuzz targets as package:Target; go test -fuzz takes one target of one
+# package at a time. Their seed corpora also run as plain tests in test-go.
+FUZZ_TARGETS := \
+	./aggregator/internal/catalog:FuzzCursorDecode \
+	./aggregator/internal/catalog:FuzzCursorRoundTrip \
+	./gateway/internal/edge:FuzzHeaderValue \
+	./gateway/internal/edge:FuzzParseMessage \
+	./gateway/internal/edge:FuzzClassifyRequest \
+	./indexer/internal/store:FuzzSearchQuery
+# -fuzztime includes the fuzzer's start-up coverage pass, several seconds
+# on a loaded 2-core machine.
+FUZZTIME     ?= 15s
+
+.PHONY: fuzz-short
+fuzz-short: ## run each fuzz target briefly (CI)
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t%%:*} $${t##*:} for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t##*:}\$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
+	done
 
 .PHONY: clean
 clean: ## remove build outputs
