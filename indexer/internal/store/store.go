@@ -72,6 +72,14 @@ type Tool struct {
 	DefinitionJSON string
 }
 
+// sanitized drops NUL characters, which are valid UTF-8 (and so may come
+// from any backend) but which PostgreSQL text cannot hold; one such tool
+// must not fail the build of a whole scope.
+func (t Tool) sanitized() Tool {
+	clean := func(s string) string { return strings.ReplaceAll(s, "\x00", "") }
+	return Tool{Name: clean(t.Name), Description: clean(t.Description), InputSchemaJSON: clean(t.InputSchemaJSON), DefinitionJSON: t.DefinitionJSON}
+}
+
 // Scope describes a built scope.
 type Scope struct {
 	ID             int64
@@ -167,6 +175,7 @@ func (s *Store) buildScope(ctx context.Context, digest string, catalogVersion ui
 	sizes := make([]int32, n)
 	var totalBytes int64
 	for i, t := range tools {
+		t = t.sanitized()
 		schema := t.InputSchemaJSON
 		if schema == "" {
 			schema = `{"type":"object"}`

@@ -322,3 +322,35 @@ func TestEmptyScope(t *testing.T) {
 		t.Fatalf("search of an empty scope: %v, %v", hits, err)
 	}
 }
+
+// Whatever a backend advertises, one tool cannot fail the build of a
+// scope: NUL characters (which PostgreSQL text cannot hold) are dropped and
+// only the first 64 KiB of a description is indexed.
+func TestHostileToolDefinitions(t *testing.T) {
+	st := env.OpenStore(t)
+	// 200,000 distinct words: their tsvector alone would exceed
+	// PostgreSQL's 1 MB limit.
+	var b strings.Builder
+	b.WriteString("Convert temperatures between units.")
+	for i := range 200_000 {
+		b.WriteString(" w")
+		for n := i; n > 0; n /= 26 {
+			b.WriteByte(byte('a' + n%26))
+		}
+	}
+	huge := b.String()
+	tools := append(slices.Clone(weatherTools),
+		store.Tool{Name: "nul\x00tool", Description: "Strips \x00 characters from text.", InputSchemaJSON: `{"type":"object","properties":{"a\u0000b":{}}}`},
+		store.Tool{Name: "temperature_convert", Description: huge, InputSchemaJSON: `not json at all`},
+	)
+	sc, _, err := st.BuildScope(t.Context(), "hostile", 1, tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := search(t, st, sc, "convert temperatures"); len(got) == 0 || got[0] != "temperature_convert" {
+		t.Fatalf("huge description: %v", got)
+	}
+	if got := search(t, st, sc, "strips characters"); len(got) == 0 || got[0] != "nultool" {
+		t.Fatalf("NUL tool: %v", got)
+	}
+}
