@@ -228,8 +228,15 @@ func (s *Store) buildScope(ctx context.Context, digest string, catalogVersion ui
 	return sc, true, nil
 }
 
-// nameKey is the name lower-cased with every separator removed.
-func nameKey(name string) string { return strings.Join(splitWords(name), "") }
+// nameKey is the name lower-cased with every separator removed, cut to
+// maxNameKeyRunes: trigram similarity costs time in proportion to it, and
+// no real tool name is longer.
+func nameKey(name string) string {
+	key := []rune(strings.Join(splitWords(name), ""))
+	return string(key[:min(len(key), maxNameKeyRunes)])
+}
+
+const maxNameKeyRunes = 256
 
 // definitionBytes is the size of the tool as a tools/list entry.
 func definitionBytes(t Tool, schema string) int {

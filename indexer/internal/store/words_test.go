@@ -69,3 +69,12 @@ func TestQueryTerms(t *testing.T) {
 		t.Errorf("%d terms, cap is %d", len(terms), maxTerms)
 	}
 }
+
+func TestNameKey(t *testing.T) {
+	if got := nameKey("github.Create_issue"); got != "githubcreateissue" {
+		t.Errorf("nameKey = %q", got)
+	}
+	if got := []rune(nameKey(strings.Repeat("é", 1000))); len(got) != maxNameKeyRunes {
+		t.Errorf("nameKey of a 1000-rune name has %d runes", len(got))
+	}
+}
