@@ -141,19 +141,58 @@ func Load(path string) (*Config, error) {
 // Parse expands ${VAR} references with lookup and decodes the YAML
 // strictly: unknown keys are errors, so a typo never silently disables a
 // setting.
+//
+// References are expanded in scalar values only, after the YAML is parsed:
+// a reference in a comment is never expanded (so a commented-out secret
+// cannot stop a service), and a secret containing YAML syntax ("#", ": ")
+// stays one value instead of changing the document's structure.
 func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
-	expanded, err := Expand(string(raw), lookup)
-	if err != nil {
-		return nil, err
+	var doc yaml.Node
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("parse config: %w", err)
 	}
 	var c Config
-	dec := yaml.NewDecoder(bytes.NewReader([]byte(expanded)))
+	if doc.Kind == 0 {
+		return &c, nil // an empty file is an empty configuration
+	}
+	var missing []string
+	expandScalars(&doc, func(v string) string {
+		out, err := Expand(v, lookup)
+		if err != nil {
+			missing = append(missing, err.Error())
+			return v
+		}
+		return out
+	})
+	if len(missing) > 0 {
+		return nil, errors.New(strings.Join(missing, "; "))
+	}
+	// Re-encode and decode strictly: yaml.Node.Decode has no strict mode.
+	expanded, err := yaml.Marshal(&doc)
+	if err != nil {
+		return nil, fmt.Errorf("parse config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(expanded))
 	dec.KnownFields(true)
-	// An empty file decodes as io.EOF: that is an empty configuration.
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("parse config: %w", err)
 	}
 	return &c, nil
+}
+
+// expandScalars applies expand to every scalar value under n. A value that
+// changes loses its resolved tag, so "${PORT}" (a string as written) can
+// become an integer once expanded; it is re-resolved when re-encoded.
+func expandScalars(n *yaml.Node, expand func(string) string) {
+	if n.Kind == yaml.ScalarNode {
+		if v := expand(n.Value); v != n.Value {
+			n.Value, n.Tag, n.Style = v, "", 0
+		}
+		return
+	}
+	for _, child := range n.Content {
+		expandScalars(child, expand)
+	}
 }
 
 var refPattern = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)

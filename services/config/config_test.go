@@ -63,6 +63,28 @@ aggregator:
 		t.Fatalf("unset field = %v", got)
 	}
 
+	// References in comments are not expanded, and a secret with YAML
+	// syntax in it stays one value.
+	c, err = Parse([]byte(`
+# token: ${NOT_SET_ANYWHERE}
+aggregator:
+  pageSize: ${PAGE}
+  backends:
+    - name: a
+      url: http://x
+      headers:
+        Authorization: "Bearer ${TOK}"
+`), env(map[string]string{"PAGE": "50", "TOK": "a #b: c"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Aggregator.PageSize != 50 || c.Aggregator.Backends[0].Headers["Authorization"] != "Bearer a #b: c" {
+		t.Fatalf("expansion: pageSize=%d header=%q", c.Aggregator.PageSize, c.Aggregator.Backends[0].Headers["Authorization"])
+	}
+	if _, err := Parse([]byte("gateway:\n  listen: ${NOPE}\n"), env(nil)); err == nil || !strings.Contains(err.Error(), "NOPE") {
+		t.Fatalf("unset reference accepted: %v", err)
+	}
+
 	// A typo must fail loudly rather than silently leave a setting unset.
 	if _, err := Parse([]byte("gateway:\n  lisen: x\n"), env(nil)); err == nil || !strings.Contains(err.Error(), "lisen") {
 		t.Fatalf("unknown key accepted: %v", err)
