@@ -85,6 +85,14 @@ aggregator:
 		t.Fatalf("unset reference accepted: %v", err)
 	}
 
+	// A secret that looks like a number or a boolean stays the exact text.
+	for _, secret := range []string{"0123", "true", "1e3"} {
+		c, err := Parse([]byte("serviceAuth:\n  credentials:\n    - name: g\n      token: ${T}\n"), env(map[string]string{"T": secret}))
+		if err != nil || c.ServiceAuth.Credentials[0].Token != secret {
+			t.Fatalf("secret %q decoded as %q (%v)", secret, c.ServiceAuth.Credentials[0].Token, err)
+		}
+	}
+
 	// A typo must fail loudly rather than silently leave a setting unset.
 	if _, err := Parse([]byte("gateway:\n  lisen: x\n"), env(nil)); err == nil || !strings.Contains(err.Error(), "lisen") {
 		t.Fatalf("unknown key accepted: %v", err)
