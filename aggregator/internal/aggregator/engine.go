@@ -112,9 +112,10 @@ type Engine struct {
 	// lists holds each backend's last successful listing.
 	lists map[string]*backend.Lists
 
-	// rebuildMu serialises builds; version is guarded by it.
+	// rebuildMu serialises builds; version and builder are guarded by it.
 	rebuildMu sync.Mutex
 	version   uint64
+	builder   *catalog.Builder
 
 	current atomic.Pointer[published]
 	ready   atomic.Bool
@@ -134,6 +135,7 @@ func New(opts Options) (*Engine, error) {
 		listReq:    map[string]chan struct{}{},
 		listSlots:  make(chan struct{}, opts.FanOut),
 		rebuildReq: make(chan struct{}, 1),
+		builder:    catalog.NewBuilder(opts.Naming, opts.Log),
 		lists:      map[string]*backend.Lists{},
 	}
 	cfgs := slices.Clone(opts.Backends)
@@ -360,7 +362,7 @@ func (e *Engine) build() *catalog.Snapshot {
 			down[b.Name()] = true
 		}
 	}
-	snap := catalog.Build(e.opts.Naming, lists, down, e.log)
+	snap := e.builder.Build(lists, down)
 	for _, c := range snap.Conflicts {
 		e.log.Warn("name conflict", "conflict", c.String())
 	}

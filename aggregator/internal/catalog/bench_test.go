@@ -37,6 +37,21 @@ func BenchmarkBuild20x500(b *testing.B) {
 	}
 }
 
+// BenchmarkRebuildOneChanged20x500 rebuilds the 20x500 snapshot after one
+// backend was listed again: only its 500 tools are converted, the other
+// 9,500 items are reused.
+func BenchmarkRebuildOneChanged20x500(b *testing.B) {
+	bd := NewBuilder(mustNaming(b, config.ConflictResolution{}), quiet)
+	lists := benchLists(20, 500)
+	bd.Build(lists, nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		relisted := *lists["backend-07"]
+		lists["backend-07"] = &relisted
+		bd.Build(lists, nil)
+	}
+}
+
 // BenchmarkPage10k selects one 1000-item page in the middle of 10,000
 // tools from a cursor.
 func BenchmarkPage10k(b *testing.B) {

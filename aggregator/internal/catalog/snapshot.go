@@ -134,6 +134,56 @@ func (s *Snapshot) MatchTemplates(uri string, yield func(*Item[*aggregatorv1.Res
 // Build makes a snapshot from each backend's lists. The result depends only
 // on naming, the lists and down, never on the order lists were gathered in.
 func Build(naming *Naming, lists map[string]*backend.Lists, down map[string]bool, log *slog.Logger) *Snapshot {
+	return NewBuilder(naming, log).Build(lists, down)
+}
+
+// Builder builds snapshots one after another, reusing the API messages and
+// digests of the items of every backend whose lists are the same (the same
+// *backend.Lists) as in the previous build, so a change of one backend
+// costs the conversion of that backend's items only. A Builder is not safe
+// for concurrent use.
+type Builder struct {
+	naming *Naming
+	log    *slog.Logger
+	// seen is the lists each backend's cached items were made from.
+	seen      map[string]*backend.Lists
+	tools     itemCache[*aggregatorv1.Tool]
+	prompts   itemCache[*aggregatorv1.Prompt]
+	resources itemCache[*aggregatorv1.Resource]
+	templates itemCache[*aggregatorv1.ResourceTemplate]
+}
+
+// itemCache holds built items by backend and advertised key.
+type itemCache[M any] map[string]map[string]Item[M]
+
+// NewBuilder returns a Builder with an empty cache.
+func NewBuilder(naming *Naming, log *slog.Logger) *Builder {
+	return &Builder{naming: naming, log: log, seen: map[string]*backend.Lists{},
+		tools: itemCache[*aggregatorv1.Tool]{}, prompts: itemCache[*aggregatorv1.Prompt]{},
+		resources: itemCache[*aggregatorv1.Resource]{}, templates: itemCache[*aggregatorv1.ResourceTemplate]{}}
+}
+
+// forget drops the cached items of backends whose lists changed or that
+// are gone.
+func (bd *Builder) forget(lists map[string]*backend.Lists) {
+	for b, l := range bd.seen {
+		if lists[b] != l {
+			delete(bd.seen, b)
+			delete(bd.tools, b)
+			delete(bd.prompts, b)
+			delete(bd.resources, b)
+			delete(bd.templates, b)
+		}
+	}
+	for b, l := range lists {
+		bd.seen[b] = l
+	}
+}
+
+// Build makes a snapshot; see the package function Build.
+func (bd *Builder) Build(lists map[string]*backend.Lists, down map[string]bool) *Snapshot {
+	naming, log := bd.naming, bd.log
+	bd.forget(lists)
 	s := &Snapshot{Down: map[string]bool{}, Capabilities: map[string]*mcp.ServerCapabilities{}}
 	names := sortedNames(lists)
 	for _, b := range names {
@@ -144,13 +194,13 @@ func Build(naming *Naming, lists map[string]*backend.Lists, down map[string]bool
 	}
 
 	s.Tools = build(naming, KindTools, names, func(b string) []*mcp.Tool { return lists[b].Tools },
-		func(t *mcp.Tool) string { return t.Name }, naming.ToolName, toolItem, &s.Conflicts)
+		func(t *mcp.Tool) string { return t.Name }, naming.ToolName, toolItem, bd.tools, &s.Conflicts)
 	s.Prompts = build(naming, KindPrompts, names, func(b string) []*mcp.Prompt { return lists[b].Prompts },
-		func(p *mcp.Prompt) string { return p.Name }, naming.PromptName, promptItem, &s.Conflicts)
+		func(p *mcp.Prompt) string { return p.Name }, naming.PromptName, promptItem, bd.prompts, &s.Conflicts)
 	s.Resources = build(naming, KindResources, names, func(b string) []*mcp.Resource { return lists[b].Resources },
-		func(r *mcp.Resource) string { return r.URI }, keep, resourceItem, &s.Conflicts)
+		func(r *mcp.Resource) string { return r.URI }, keep, resourceItem, bd.resources, &s.Conflicts)
 	s.Templates = build(naming, KindResourceTemplates, names, func(b string) []*mcp.ResourceTemplate { return lists[b].ResourceTemplates },
-		func(t *mcp.ResourceTemplate) string { return t.URITemplate }, keep, templateItem, &s.Conflicts)
+		func(t *mcp.ResourceTemplate) string { return t.URITemplate }, keep, templateItem, bd.templates, &s.Conflicts)
 
 	s.templateRE = make([]*regexp.Regexp, len(s.Templates))
 	for i, t := range s.Templates {
@@ -181,7 +231,7 @@ func keep(_, key string) string { return key }
 
 // build names one kind's items, resolves conflicts and sorts by key.
 func build[T any, M any](naming *Naming, kind Kind, backends []string, items func(string) []*T, key func(*T) string,
-	name func(backend, original string) string, toMsg func(*T, string, string) (M, []byte), conflicts *[]Conflict,
+	name func(backend, original string) string, toMsg func(*T, string, string) (M, []byte), cache itemCache[M], conflicts *[]Conflict,
 ) []Item[M] {
 	type candidate struct {
 		backend string
@@ -215,15 +265,14 @@ func build[T any, M any](naming *Naming, kind Kind, backends []string, items fun
 			continue
 		}
 		cand := cands[cl[w].index]
-		msg, def := toMsg(cand.item, adv, cand.backend)
-		it := Item[M]{Key: adv, Backend: cand.backend, Original: key(cand.item), Msg: msg}
-		h := sha256.New()
-		for _, part := range []string{adv, cand.backend, it.Original} {
-			h.Write([]byte(part))
-			h.Write([]byte{0})
+		it, ok := cache[cand.backend][adv]
+		if !ok {
+			it = newItem(cand.item, adv, cand.backend, key, toMsg)
+			if cache[cand.backend] == nil {
+				cache[cand.backend] = map[string]Item[M]{}
+			}
+			cache[cand.backend][adv] = it
 		}
-		h.Write(def)
-		copy(it.digest[:], h.Sum(nil))
 		out = append(out, it)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
@@ -235,6 +284,20 @@ func build[T any, M any](naming *Naming, kind Kind, backends []string, items fun
 		return a.Name < b.Name
 	})
 	return out
+}
+
+// newItem converts one backend item to its API message and digest.
+func newItem[T any, M any](t *T, adv, backend string, key func(*T) string, toMsg func(*T, string, string) (M, []byte)) Item[M] {
+	msg, def := toMsg(t, adv, backend)
+	it := Item[M]{Key: adv, Backend: backend, Original: key(t), Msg: msg}
+	h := sha256.New()
+	for _, part := range []string{adv, backend, it.Original} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	h.Write(def)
+	copy(it.digest[:], h.Sum(nil))
+	return it
 }
 
 func index[M any](items []Item[M]) map[string]int {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -246,5 +247,44 @@ func TestTemplateMatchingRFC6570(t *testing.T) {
 		if got := match(uri); got != want {
 			t.Errorf("%s matched %q, want %q", uri, got, want)
 		}
+	}
+}
+
+func TestBuilderReusesItemsOfUnchangedBackends(t *testing.T) {
+	bd := NewBuilder(mustNaming(t, config.ConflictResolution{}), quiet)
+	lists := fixture()
+	first := bd.Build(lists, nil)
+	again := bd.Build(lists, nil)
+	if !again.SameContent(first) || again.Tools[0].Msg != first.Tools[0].Msg {
+		t.Fatal("an unchanged build did not reuse its items")
+	}
+
+	changed := maps.Clone(lists)
+	relisted := *lists["backend-03"]
+	relisted.Tools = slices.Clone(relisted.Tools)
+	tool := *relisted.Tools[0]
+	tool.Description = "changed"
+	relisted.Tools[0] = &tool
+	changed["backend-03"] = &relisted
+	next := bd.Build(changed, nil)
+	if next.SameContent(first) {
+		t.Fatal("a changed description kept the digest")
+	}
+	fresh := Build(mustNaming(t, config.ConflictResolution{}), changed, nil, quiet)
+	if !next.SameContent(fresh) || !slices.Equal(toolNames(next), toolNames(fresh)) {
+		t.Fatal("an incremental build differs from a build from scratch")
+	}
+	for i, it := range next.Tools {
+		if it.Backend == "backend-05" && it.Msg != first.Tools[i].Msg {
+			t.Fatalf("unchanged backend-05's %s was converted again", it.Key)
+		}
+		if it.Key == "backend-03_"+tool.Name && !strings.Contains(it.Msg.GetDefinitionJson(), "changed") {
+			t.Fatalf("changed tool served stale: %s", it.Msg.GetDefinitionJson())
+		}
+	}
+	// A backend that leaves takes its items with it.
+	delete(changed, "backend-03")
+	if gone := bd.Build(changed, nil); slices.ContainsFunc(gone.Tools, func(it Item[*aggregatorv1.Tool]) bool { return it.Backend == "backend-03" }) {
+		t.Fatal("a removed backend's tools remain")
 	}
 }
