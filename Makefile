@@ -49,11 +49,19 @@ $(TOOLS_BIN)/protoc-gen-go $(TOOLS_BIN)/protoc-gen-go-grpc &: tools/protoc/go.mo
 	cd tools/protoc && GOWORK=off GOBIN=$(TOOLS_BIN) $(GO) install tool
 	@touch $(TOOLS_BIN)/protoc-gen-go $(TOOLS_BIN)/protoc-gen-go-grpc
 
+$(TOOLS_BIN)/kustomize: tools/kustomize/go.mod tools/kustomize/go.sum
+	cd tools/kustomize && GOWORK=off GOBIN=$(TOOLS_BIN) $(GO) install tool
+	@touch $@
+
+$(TOOLS_BIN)/grpcurl: tools/grpcurl/go.mod tools/grpcurl/go.sum
+	cd tools/grpcurl && GOWORK=off GOBIN=$(TOOLS_BIN) $(GO) install tool
+	@touch $@
+
 .PHONY: tools
-tools: $(TOOLS_BIN)/buf $(TOOLS_BIN)/protoc-gen-go $(TOOLS_BIN)/protoc-gen-go-grpc ## install pinned buf and protoc plugins
+tools: $(TOOLS_BIN)/buf $(TOOLS_BIN)/protoc-gen-go $(TOOLS_BIN)/protoc-gen-go-grpc $(TOOLS_BIN)/kustomize $(TOOLS_BIN)/grpcurl ## install pinned Go tools
 
 .PHONY: generate
-generate: tools ## regenerate protobuf Go code (offline, local plugins)
+generate: $(TOOLS_BIN)/buf $(TOOLS_BIN)/protoc-gen-go $(TOOLS_BIN)/protoc-gen-go-grpc ## regenerate protobuf Go code (offline, local plugins)
 	rm -rf services/gen
 	buf generate
 
@@ -65,11 +73,11 @@ generate-check: generate ## fail if the committed generated code is stale
 	fi
 
 .PHONY: buf-lint
-buf-lint: tools ## lint the protobuf API
+buf-lint: $(TOOLS_BIN)/buf ## lint the protobuf API
 	buf lint
 
 .PHONY: buf-breaking
-buf-breaking: tools ## check the API against the last release's image
+buf-breaking: $(TOOLS_BIN)/buf ## check the API against the last release's image
 	buf breaking --against proto/baseline.binpb
 
 # ---- checks ------------------------------------------------------------------
@@ -79,6 +87,8 @@ vet: ## go vet and gofmt over every module
 	$(GO) vet work
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
 	@for m in $(MODULES); do (cd $$m && $(GO) mod tidy -diff >/dev/null) || { echo "go.mod of $$m is not tidy"; exit 1; }; done
+	@out=$$(gofmt -l deploy/validate deploy/local-tracing/tracetree); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
+	cd deploy/validate && GOWORK=off $(GO) vet ./...
 
 .PHONY: lint
 lint: buf-lint vet ## every static check
@@ -89,16 +99,20 @@ lint: buf-lint vet ## every static check
 test: lint generate-check build test-go test-conformance test-deploy fuzz-short ## every test: static checks, unit, PostgreSQL, end to end, conformance, manifests, fuzzing
 
 .PHONY: test-go
-test-go: build ## Go tests of every module (unit, PostgreSQL, end to end)
-	SWITCHBOARD_BIN=$(BIN) $(GO_TEST) -timeout 15m work
+test-go: build $(TOOLS_BIN)/grpcurl ## Go tests of every module (unit, PostgreSQL, end to end)
+	SWITCHBOARD_BIN=$(BIN) GRPCURL=$(TOOLS_BIN)/grpcurl $(GO_TEST) -timeout 15m work
 
 .PHONY: test-conformance
 test-conformance: build ## the official MCP conformance suite through the gateway, both revisions
 	SWITCHBOARD_BIN=$(BIN) test/conformance/run.sh
 
 .PHONY: test-deploy
-test-deploy: ## render every kustomize overlay and validate it offline against the Kubernetes API types
-	deploy/validate/run.sh
+test-deploy: $(TOOLS_BIN)/kustomize ## render every kustomize overlay and validate it offline against the Kubernetes API types
+	KUSTOMIZE=$(TOOLS_BIN)/kustomize deploy/validate/run.sh
+
+.PHONY: check-collector-config
+check-collector-config: ## validate the OTel Collector configs with the collector itself (builds it once)
+	deploy/local-tracing/validate-collector-configs.sh
 
 # Fuzz targets as package:Target; go test -fuzz takes one target of one
 # package at a time. Their seed corpora also run as plain tests in test-go.
