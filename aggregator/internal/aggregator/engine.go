@@ -32,16 +32,20 @@ type Options struct {
 	// PageSize is the default page size (1000); MaxPageSize clamps requested
 	// sizes (default: the larger of PageSize and 1000).
 	PageSize, MaxPageSize int
-	// CatalogTTL is how often the catalog is rebuilt without a trigger (30s).
+	// CatalogTTL is how often every backend is listed again without being
+	// asked (30s).
 	CatalogTTL time.Duration
-	// FanOut bounds concurrent backend requests (10).
+	// FanOut bounds concurrent backend listings, and concurrent probes
+	// (10).
 	FanOut int
 	// Health configures probes.
 	Health HealthOptions
 	// Instructions are passed to MCP clients through Discover.
 	Instructions string
-	Log          *slog.Logger
-	Metrics      *Metrics
+	// Log receives the engine's logs (default slog.Default()).
+	Log *slog.Logger
+	// Metrics records Prometheus metrics; nil records nothing.
+	Metrics *Metrics
 }
 
 // HealthOptions configure backend probes.

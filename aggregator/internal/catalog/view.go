@@ -88,19 +88,3 @@ func (s *Snapshot) newView(allow Decider) *View {
 	}
 	return v
 }
-
-// Visible reports whether the item of kind k at snapshot position i is in
-// the view.
-func (v *View) Visible(k Kind, i int) bool {
-	items := v.items[k]
-	lo, hi := 0, len(items)
-	for lo < hi {
-		m := (lo + hi) / 2
-		if int(items[m]) < i {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return lo < len(items) && int(items[lo]) == i
-}
