@@ -168,11 +168,17 @@ func (s *Store) buildScope(ctx context.Context, digest string, catalogVersion ui
 		return Scope{}, false, fmt.Errorf("check scope: %w", err)
 	}
 
-	n := len(tools)
-	hashes := make([][]byte, n)
-	names, descs, schemas := make([]string, n), make([]string, n), make([]string, n)
-	words, keys, params := make([]string, n), make([]string, n), make([]string, n)
-	sizes := make([]int32, n)
+	// The tools go in through COPY into a transaction-local staging table:
+	// for thousands of tools it is several times faster than binding them
+	// as arrays.
+	if _, err := tx.Exec(ctx, `
+		CREATE TEMP TABLE staged_tools (
+			content_hash bytea, name text, description text, input_schema_json text,
+			name_words text, name_key text, param_text text, json_bytes integer
+		) ON COMMIT DROP`); err != nil {
+		return Scope{}, false, fmt.Errorf("stage tools: %w", err)
+	}
+	rows := make([][]any, len(tools))
 	var totalBytes int64
 	for i, t := range tools {
 		t = t.sanitized()
@@ -185,30 +191,32 @@ func (s *Store) buildScope(ctx context.Context, digest string, catalogVersion ui
 			h.Write([]byte(part))
 			h.Write([]byte{0})
 		}
-		hashes[i] = h.Sum(nil)
-		names[i], descs[i], schemas[i] = t.Name, t.Description, schema
-		words[i], keys[i], params[i] = nameWords(t.Name), nameKey(t.Name), paramText(schema)
-		sizes[i] = int32(definitionBytes(t, schema))
-		totalBytes += int64(sizes[i])
+		size := definitionBytes(t, schema)
+		totalBytes += int64(size)
+		rows[i] = []any{h.Sum(nil), t.Name, t.Description, schema, nameWords(t.Name), nameKey(t.Name), paramText(schema), int32(size)}
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"staged_tools"},
+		[]string{"content_hash", "name", "description", "input_schema_json", "name_words", "name_key", "param_text", "json_bytes"},
+		pgx.CopyFromRows(rows)); err != nil {
+		return Scope{}, false, fmt.Errorf("stage tools: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `
 		INSERT INTO tool_documents (content_hash, name, description, input_schema_json, name_words, name_key, param_text, json_bytes)
-		SELECT * FROM unnest($1::bytea[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[])
-		ON CONFLICT (content_hash) DO NOTHING`,
-		hashes, names, descs, schemas, words, keys, params, sizes); err != nil {
+		SELECT DISTINCT ON (content_hash) * FROM staged_tools
+		ON CONFLICT (content_hash) DO NOTHING`); err != nil {
 		return Scope{}, false, fmt.Errorf("store documents: %w", err)
 	}
-	sc.CatalogVersion, sc.ToolCount, sc.BaselineTokens = catalogVersion, n, totalBytes/4
+	sc.CatalogVersion, sc.ToolCount, sc.BaselineTokens = catalogVersion, len(tools), totalBytes/4
 	if err := tx.QueryRow(ctx, `
 		INSERT INTO scopes (tools_digest, catalog_version, tool_count, baseline_tokens)
 		VALUES ($1, $2, $3, $4) RETURNING id`,
-		digest, int64(catalogVersion), n, sc.BaselineTokens).Scan(&sc.ID); err != nil {
+		digest, int64(catalogVersion), len(tools), sc.BaselineTokens).Scan(&sc.ID); err != nil {
 		return Scope{}, false, fmt.Errorf("store scope: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `
 		INSERT INTO scope_tools (scope_id, doc_id)
-		SELECT DISTINCT $1::bigint, d.id FROM unnest($2::bytea[]) AS h(content_hash)
-		JOIN tool_documents d ON d.content_hash = h.content_hash`, sc.ID, hashes); err != nil {
+		SELECT DISTINCT $1::bigint, d.id FROM staged_tools s
+		JOIN tool_documents d ON d.content_hash = s.content_hash`, sc.ID); err != nil {
 		return Scope{}, false, fmt.Errorf("store scope members: %w", err)
 	}
 	// ts_stat takes the text of a query; the scope id is an integer this
