@@ -37,7 +37,7 @@ build: ## build every binary into bin/
 
 .PHONY: run
 run: build ## run the whole system locally (PostgreSQL, services, demo backends)
-	$(BIN)/switchboard-dev --config $(DEV_CONFIG)
+	@$(BIN)/switchboard-dev --config $(DEV_CONFIG)
 
 # ---- code generation -------------------------------------------------------
 
@@ -101,6 +101,10 @@ test: lint generate-check build test-go test-conformance test-deploy fuzz-short 
 .PHONY: test-go
 test-go: build $(TOOLS_BIN)/grpcurl ## Go tests of every module (unit, PostgreSQL, end to end)
 	SWITCHBOARD_BIN=$(BIN) GRPCURL=$(TOOLS_BIN)/grpcurl $(GO_TEST) -timeout 15m work
+
+.PHONY: test-e2e
+test-e2e: build ## end-to-end tests only
+	cd test && SWITCHBOARD_BIN=$(BIN) $(GO_TEST) -timeout 10m ./e2e/...
 
 .PHONY: test-conformance
 test-conformance: build ## the official MCP conformance suite through the gateway, both revisions
