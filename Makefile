@@ -22,7 +22,8 @@ COMMANDS := \
 	aggregator/cmd/switchboard-aggregator \
 	indexer/cmd/switchboard-indexer \
 	services/cmd/switchboard-demo-backend \
-	services/cmd/switchboard-dev
+	services/cmd/switchboard-dev \
+	indexer/cmd/switchboard-bench-search
 
 .PHONY: help
 help: ## list targets
@@ -137,6 +138,22 @@ fuzz-short: ## run each fuzz target briefly (CI)
 		echo "fuzz $${t%%:*} $${t##*:} for $(FUZZTIME)"; \
 		$(GO) test -run '^$$' -fuzz "^$${t##*:}\$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
 	done
+
+# ---- benchmarks (not part of make test) -----------------------------------
+
+SHARED := $(ROOT)/../shared
+
+.PHONY: bench-search
+bench-search: build ## search quality on the MetaTool dev split: demo backend -> aggregator -> indexer processes
+	$(BIN)/switchboard-bench-search --bin $(BIN) --parallel 2 \
+		--tools $(SHARED)/tooldata/metatool-dev/tools.json \
+		--queries $(SHARED)/tooldata/metatool-dev/queries.jsonl
+
+.PHONY: bench-indexer
+bench-indexer: ## indexer cost benchmarks (scope build, search at 100k documents, first search)
+	cd indexer && $(GO) test -run '^$$' -bench BuildScope10k -benchtime 5x ./internal/store
+	cd indexer && $(GO) test -run '^$$' -bench Search100k -benchtime 2000x ./internal/store
+	cd indexer && $(GO) test -run '^$$' -bench FirstSearch -benchtime 20x ./internal/app
 
 .PHONY: clean
 clean: ## remove build outputs

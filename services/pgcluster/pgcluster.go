@@ -195,6 +195,9 @@ func (c *Cluster) StartServer(ctx context.Context) error {
 	// *thread* exits, so the process is started and waited on by one locked
 	// goroutine whose thread lives exactly as long as the child.
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGQUIT
+	// Its own process group: a Ctrl-C at the terminal must reach the owner,
+	// which stops PostgreSQL last, not PostgreSQL while its clients run.
+	cmd.SysProcAttr.Setpgid = true
 	started := make(chan error, 1)
 	exited := make(chan struct{})
 	go func() {
