@@ -32,7 +32,7 @@ tools:
 const backendTimeout = 20 * time.Second
 
 // failFast is how quickly a call to a dead backend must come back.
-const failFast = 3 * time.Second
+const failFast = 5 * time.Second
 
 // pollDeadline bounds every wait for recovery; the machine is shared and
 // slow, and a probe interval or a reconnect back-off is part of it.

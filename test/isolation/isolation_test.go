@@ -97,12 +97,14 @@ func TestIdentityIsolation(t *testing.T) {
 		ok := t.Run(fmt.Sprintf("case%d", i), func(t *testing.T) {
 			t.Logf("policy:\n%s", tc.policy)
 			waitForView(t, c.MCPURL, optimizedURL, w, o)
+			probeCursor, probeLast := firstPage(t, c.MCPURL, probe)
 			for _, p := range tc.principals {
 				view := o.view(w, p)
 				t.Logf("%s %v may call %v", p.subject, p.groups, view)
 				for _, era := range eras {
 					raw := connect(t, c.MCPURL, era.pin, p)
 					checkList(t, raw, p, era.name, view)
+					checkReplayedCursor(t, raw, p, era.name, view, probeCursor, probeLast)
 					checkCalls(t, raw, w, o, p, era.name+" raw", directCall)
 					opt := connect(t, optimizedURL, era.pin, p)
 					checkSearch(t, opt, w, o, p, era.name)
@@ -353,4 +355,44 @@ func toolText(res *mcp.CallToolResult) string {
 		}
 	}
 	return strings.Join(text, " ")
+}
+
+// firstPage returns the cursor after p's first page and that page's last
+// name ("" when the view fits on one page).
+func firstPage(t *testing.T, url string, p principal) (cursor, last string) {
+	t.Helper()
+	res, err := connect(t, url, harness.Modern, p).ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatalf("%s: first page: %v", p.subject, err)
+	}
+	if res.NextCursor == "" || len(res.Tools) == 0 {
+		return "", ""
+	}
+	return res.NextCursor, res.Tools[len(res.Tools)-1].Name
+}
+
+// checkReplayedCursor presents another principal's cursor: it is refused
+// as invalid params, or it pages through this principal's own view only,
+// after the cursor's key.
+func checkReplayedCursor(t *testing.T, cs *mcp.ClientSession, p principal, era string, view []string, cursor, last string) {
+	t.Helper()
+	if cursor == "" {
+		return
+	}
+	res, err := cs.ListTools(t.Context(), &mcp.ListToolsParams{Cursor: cursor})
+	if err != nil {
+		var we *jsonrpc.Error
+		if !errors.As(err, &we) || we.Code != jsonrpc.CodeInvalidParams {
+			t.Errorf("%s %s: a replayed cursor: %v, want a page or invalid params", era, p.subject, err)
+		}
+		return
+	}
+	for _, tool := range res.Tools {
+		if !slices.Contains(view, tool.Name) {
+			t.Errorf("LEAK: %s %s: a replayed cursor lists %s, which the policy denies", era, p.subject, tool.Name)
+		}
+		if tool.Name <= last {
+			t.Errorf("%s %s: a replayed cursor after %s lists %s", era, p.subject, last, tool.Name)
+		}
+	}
 }
