@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
 // loadCaller calls one backend's echo tool in one era, paced, until
@@ -69,8 +71,23 @@ func (l *loadCaller) snapshot() []outcome {
 // one's fail fast with a message that says the backend is unavailable;
 // listings drop its tools once the health probes mark it unhealthy; after
 // a restart on the same port it is listed and callable again by itself.
+//
+// The victim serves both eras in one run and Legacy sessions only in the
+// other: then the aggregator's session with it dies with it and must be
+// initialized anew after the restart.
 func TestBackendKilledUnderLoad(t *testing.T) {
-	c := startCluster(t, false, "victim", "survivor")
+	for _, stateful := range []bool{false, true} {
+		name := "modern-backend"
+		if stateful {
+			name = "legacy-only-backend"
+		}
+		t.Run(name, func(t *testing.T) { testBackendKilledUnderLoad(t, stateful) })
+	}
+}
+
+func testBackendKilledUnderLoad(t *testing.T, stateful bool) {
+	c := startClusterWith(t, false, harness.Backend{Name: "victim", Spec: backendSpec, Stateful: stateful},
+		harness.Backend{Name: "survivor", Spec: backendSpec})
 	victim := c.Backends["victim"]
 	rt := &recordingTransport{}
 	sessions := map[string]*mcp.ClientSession{}
@@ -108,9 +125,33 @@ func TestBackendKilledUnderLoad(t *testing.T) {
 		return nil
 	})
 
+	// A call that sleeps far longer than the test is in flight at the
+	// victim when it dies: it too must fail at once, not at the timeout.
+	inflight := make(chan outcome, len(eras))
+	for _, era := range eras {
+		go func() {
+			inflight <- call(t.Context(), sessions[era.name], "victim_sleep", map[string]any{"duration": "5m"}, backendTimeout+10*time.Second)
+		}()
+	}
+	// Each session's echo to the victim is answered after the sleeps were
+	// sent, so the sleeps are (all but certainly) at the backend.
+	for _, era := range eras {
+		if o := call(t.Context(), sessions[era.name], "victim_echo", nil, failFast); !o.ok {
+			t.Fatalf("%s: echo before the fault: %s", era.name, o.message)
+		}
+	}
+
 	victim.Kill()
 	killedAt := time.Now()
 	t.Logf("killed the victim backend")
+	for range eras {
+		o := <-inflight
+		if o.ok || o.at.Sub(killedAt) > failFast || !strings.Contains(strings.ToLower(o.message), "unavailable") {
+			t.Errorf("a call in flight at the killed backend: ok=%v, %v after the kill: %q; want a clear 'unavailable' error within %v", o.ok, o.at.Sub(killedAt), o.message, failFast)
+		} else {
+			t.Logf("a call in flight at the killed backend failed %v after the kill: %s", o.at.Sub(killedAt).Round(time.Millisecond), o.message)
+		}
+	}
 
 	// Calls to the dead backend fail fast and say why, in both eras.
 	for _, era := range eras {

@@ -49,6 +49,11 @@ func startCluster(t *testing.T, withIndexer bool, backends ...string) *harness.C
 	for _, name := range backends {
 		bs = append(bs, harness.Backend{Name: name, Spec: backendSpec})
 	}
+	return startClusterWith(t, withIndexer, bs...)
+}
+
+func startClusterWith(t *testing.T, withIndexer bool, bs ...harness.Backend) *harness.Cluster {
+	t.Helper()
 	return harness.Start(t, harness.Options{Backends: bs, NoIndexer: !withIndexer, Configure: func(cfg *config.Config) {
 		cfg.Logging.Level = "info"
 		cfg.Aggregator.Health = config.HealthCheck{

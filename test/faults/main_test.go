@@ -1,9 +1,11 @@
 // Package faults injects faults into a running Switchboard (separate
 // processes, real PostgreSQL, go-sdk clients in both eras) and checks that
 // each part fails cleanly and recovers by itself: a backend killed under
-// load, the aggregator killed with calls in flight, PostgreSQL stopped
-// under the optimizer, and one of two gateways killed under a Legacy
-// session.
+// load (one serving both eras, one Legacy only), the aggregator killed with
+// calls in flight, the indexer killed and PostgreSQL stopped under the
+// optimizer, and one of two gateways killed under a Legacy session. After
+// each, every process not deliberately killed is still running and no log
+// holds a panic.
 package faults
 
 import (

@@ -268,3 +268,52 @@ func findsTool(t *testing.T, cs *mcp.ClientSession, want string) error {
 	}
 	return fmt.Errorf("find_tool did not find %s: %s", want, raw)
 }
+
+// TestIndexerKilled kills the indexer: find_tool answers with a clean
+// isError result while lists, calls, call_tool and Legacy sessions (old
+// and new; the indexer also records session revocations) keep working.
+// Restarted on the same port, it serves find_tool again without a gateway
+// restart.
+func TestIndexerKilled(t *testing.T) {
+	c := startCluster(t, true, "alpha")
+	rt := &recordingTransport{}
+	optimizedURL := strings.TrimSuffix(c.MCPURL, "/mcp") + "/mcp/optimized"
+	raw := map[string]*mcp.ClientSession{}
+	optimized := map[string]*mcp.ClientSession{}
+	for _, era := range eras {
+		raw[era.name] = connect(t, c.MCPURL, era.pin, rt)
+		optimized[era.name] = connect(t, optimizedURL, era.pin, rt)
+		eventually(t, era.name+": find_tool finds alpha_echo before the fault", pollDeadline, func() error { return findsTool(t, optimized[era.name], "alpha_echo") })
+	}
+
+	c.Indexer.Kill()
+	for _, era := range eras {
+		start := time.Now()
+		res, err := findTool(t.Context(), optimized[era.name], "echo the arguments back")
+		switch elapsed := time.Since(start); {
+		case err != nil:
+			t.Errorf("%s: find_tool with the indexer down: an MCP error %v; want an isError result", era.name, err)
+		case !res.IsError || !strings.Contains(resultText(res), "search"):
+			t.Errorf("%s: find_tool with the indexer down: isError=%v %q; want an error result saying search failed", era.name, res.IsError, resultText(res))
+		case elapsed > cleanFailure:
+			t.Errorf("%s: find_tool took %v to fail", era.name, elapsed)
+		}
+		checkServing(t, era.name+" raw, indexer down", raw[era.name])
+		res, err = optimized[era.name].CallTool(t.Context(), &mcp.CallToolParams{Name: "call_tool",
+			Arguments: map[string]any{"tool_name": "alpha_echo", "parameters": map[string]any{}}})
+		if err != nil || res.IsError || echoedBy(res) != "alpha" {
+			t.Errorf("%s: call_tool with the indexer down: %v %+v", era.name, err, res)
+		}
+	}
+	checkServing(t, "new legacy session, indexer down", connect(t, c.MCPURL, harness.Legacy, rt))
+
+	c.Indexer.Restart()
+	for _, era := range eras {
+		back := eventually(t, era.name+": find_tool recovers", pollDeadline, func() error { return findsTool(t, optimized[era.name], "alpha_echo") })
+		t.Logf("%s: find_tool recovered %v after the indexer's restart", era.name, back.Round(time.Millisecond))
+	}
+	if errs := rt.serverErrors(); len(errs) > 0 {
+		t.Errorf("the gateway answered with 5xx: %v", errs)
+	}
+	checkNoCrash(t, procs(c), nil)
+}
