@@ -52,6 +52,11 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 	case errors.Is(err, backend.ErrUnavailable):
 		log.WarnContext(ctx, "backend unreachable", "method", method, "err", err)
 		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_BACKEND_UNAVAILABLE, "backend unavailable")
+	case errors.Is(err, backend.ErrMalformedRequest):
+		// The caller's request, not the backend, is at fault: no health is
+		// lost, and the backend's own words stay in the log.
+		log.InfoContext(ctx, "backend rejected a request as malformed", "method", method, "err", err)
+		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "the backend rejected the request as malformed")
 	case errors.Is(err, backend.ErrTimeout):
 		log.WarnContext(ctx, "backend timed out", "method", method, "err", err)
 		return apierr.New(codes.DeadlineExceeded, commonv1.ErrorReason_ERROR_REASON_BACKEND_TIMEOUT, "backend did not answer in time")

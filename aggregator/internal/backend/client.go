@@ -8,7 +8,9 @@
 package backend
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -74,6 +76,10 @@ var (
 	ErrTimeout = errors.New("backend timed out")
 	// ErrUnavailable: the backend could not be reached or its session broke.
 	ErrUnavailable = errors.New("backend unavailable")
+	// ErrMalformedRequest: the backend refused a call as malformed (HTTP 400
+	// without a JSON-RPC error), for example arguments nested deeper than
+	// its JSON decoder accepts. The caller sent it; the backend is fine.
+	ErrMalformedRequest = errors.New("backend rejected the request as malformed")
 )
 
 // ProtocolError is a JSON-RPC error the backend answered with.
@@ -131,7 +137,7 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 	base.MaxIdleConnsPerHost = 64
 	base.IdleConnTimeout = 90 * time.Second
 	base.DialContext = (&net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}).DialContext
-	var rt http.RoundTripper = detacher{next: base}
+	var rt http.RoundTripper = rejections{next: detacher{next: base}}
 	if len(cfg.Headers) > 0 {
 		rt = headerInjector{headers: cfg.Headers, next: rt}
 	}
@@ -277,6 +283,62 @@ func (d detacher) send(ctx context.Context, r *http.Request) (*http.Response, er
 			return resp, err
 		}
 	}
+}
+
+// rejections turns a backend's plain HTTP 400 to a call into
+// ErrMalformedRequest. The SDK would report it as a bare "Bad Request" and
+// break the whole session (every caller's) over one caller's request; an
+// error from the round trip instead fails only that call and leaves the
+// session open. Handshakes and JSON-RPC error bodies are left to the SDK:
+// a 400 to server/discover is how a Legacy backend says it is not Modern,
+// and a JSON-RPC error is the backend's own answer.
+type rejections struct{ next http.RoundTripper }
+
+// callMethods are the requests whose 400 is the caller's fault.
+var callMethods = map[string]bool{"tools/call": true, "resources/read": true, "prompts/get": true, "completion/complete": true}
+
+// maxRejectionText bounds how much of a rejection's body is kept for the log.
+const maxRejectionText = 512
+
+func (t rejections) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	if err != nil || resp.StatusCode != http.StatusBadRequest || r.GetBody == nil {
+		return resp, err
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	var answer struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &answer) == nil && len(answer.Error) > 0 {
+		return resp, nil
+	}
+	if !callMethods[requestMethod(r)] {
+		return resp, nil
+	}
+	text := strings.TrimSpace(string(body))
+	if len(text) > maxRejectionText {
+		text = text[:maxRejectionText]
+	}
+	return nil, fmt.Errorf("%w: %s", ErrMalformedRequest, text)
+}
+
+// requestMethod is the JSON-RPC method of a request, or "".
+func requestMethod(r *http.Request) string {
+	if m := r.Header.Get("Mcp-Method"); m != "" {
+		return m
+	}
+	rc, err := r.GetBody()
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	var msg struct {
+		Method string `json:"method"`
+	}
+	_ = json.NewDecoder(rc).Decode(&msg)
+	return msg.Method
 }
 
 type watchedBody struct {
@@ -491,11 +553,15 @@ func bounded[T any](ctx context.Context, c *Client, f func(context.Context) (T, 
 	return res, err
 }
 
-// classify maps an SDK error to the caller's own context error, ErrTimeout,
-// *ProtocolError or ErrUnavailable, with secrets removed.
+// classify maps an SDK error to the caller's own context error,
+// ErrMalformedRequest, ErrTimeout, *ProtocolError or ErrUnavailable, with
+// secrets removed.
 func (c *Client) classify(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if errors.Is(err, ErrMalformedRequest) {
+		return fmt.Errorf("%w (%s)", ErrMalformedRequest, c.Redact(err.Error()))
 	}
 	if errors.Is(err, errBudget) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%w after %s", ErrTimeout, c.cfg.Timeout)
