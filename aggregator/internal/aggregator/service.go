@@ -193,6 +193,19 @@ func (s *Service) CallTool(ctx context.Context, req *aggregatorv1.CallToolReques
 }
 
 func (s *Service) callTool(ctx context.Context, req *aggregatorv1.CallToolRequest) (*aggregatorv1.CallToolResponse, error) {
+	b, params, err := s.toolCall(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	res, err := timed(s, b, "tools/call", func() (*mcp.CallToolResult, error) { return b.CallTool(ctx, params) })
+	if err != nil {
+		return nil, err
+	}
+	return callToolResponse(b, res)
+}
+
+// toolCall resolves a call's backend and builds its backend params.
+func (s *Service) toolCall(ctx context.Context, req *aggregatorv1.CallToolRequest) (*backend.Client, *mcp.CallToolParams, error) {
 	snap, _ := s.e.Snapshot()
 	it, found := snap.Tool(req.GetName())
 	var bname string
@@ -201,28 +214,95 @@ func (s *Service) callTool(ctx context.Context, req *aggregatorv1.CallToolReques
 	}
 	b, err := s.owner(ctx, snap, catalog.KindTools, req.GetName(), bname, found)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	params := &mcp.CallToolParams{Name: it.Original, RequestState: req.GetRequestState()}
 	if raw := req.GetArgumentsJson(); raw != "" {
 		var args map[string]json.RawMessage
 		if err := json.Unmarshal([]byte(raw), &args); err != nil || args == nil {
-			return nil, invalidArgument("arguments_json must be a JSON object")
+			return nil, nil, invalidArgument("arguments_json must be a JSON object")
 		}
 		params.Arguments = json.RawMessage(raw)
 	}
 	if params.InputResponses, err = inputResponses(req.GetInputResponsesJson()); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	res, err := timed(s, b, "tools/call", func() (*mcp.CallToolResult, error) { return b.CallTool(ctx, params) })
-	if err != nil {
-		return nil, err
-	}
+	return b, params, nil
+}
+
+func callToolResponse(b *backend.Client, res *mcp.CallToolResult) (*aggregatorv1.CallToolResponse, error) {
 	text, err := resultJSON(res)
 	if err != nil {
 		return nil, err
 	}
 	return &aggregatorv1.CallToolResponse{ResultJson: text, IsError: res.IsError, ResultType: resultType(res.NeedsInput()), Backend: b.Name()}, nil
+}
+
+// CallToolStream calls a tool like CallTool and streams the progress and
+// log notifications the backend sends for that call before the result.
+func (s *Service) CallToolStream(req *aggregatorv1.CallToolStreamRequest, stream grpc.ServerStreamingServer[aggregatorv1.CallToolStreamResponse]) error {
+	ctx := stream.Context()
+	resp, err := s.callToolStream(ctx, req.GetCall(), stream)
+	if err != nil {
+		return s.fail(ctx, "CallToolStream", err)
+	}
+	return stream.Send(&aggregatorv1.CallToolStreamResponse{Event: &aggregatorv1.CallToolStreamResponse_Result{Result: resp}})
+}
+
+func (s *Service) callToolStream(ctx context.Context, req *aggregatorv1.CallToolRequest, stream grpc.ServerStreamingServer[aggregatorv1.CallToolStreamResponse]) (*aggregatorv1.CallToolResponse, error) {
+	rc := req.GetContext()
+	token := rc.GetProgressTokenJson()
+	if token != "" && !json.Valid([]byte(token)) {
+		return nil, invalidArgument("progress_token_json is not JSON")
+	}
+	level := mcp.LoggingLevel(rc.GetLogLevel())
+	if level != "" && !backend.ValidLevel(level) {
+		return nil, invalidArgument("log_level is not an MCP log level")
+	}
+	b, params, err := s.toolCall(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	var sendErr error
+	emit := func(method string, p any) {
+		text, err := notificationParams(p, token)
+		if err != nil || sendErr != nil {
+			return
+		}
+		sendErr = stream.Send(&aggregatorv1.CallToolStreamResponse{Event: &aggregatorv1.CallToolStreamResponse_Notification{
+			Notification: &aggregatorv1.Notification{Method: method, ParamsJson: text},
+		}})
+	}
+	res, err := timed(s, b, "tools/call", func() (*mcp.CallToolResult, error) {
+		return b.CallToolStreamed(ctx, params, token != "", level, emit)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if sendErr != nil {
+		return nil, sendErr
+	}
+	return callToolResponse(b, res)
+}
+
+// notificationParams encodes a backend notification's params for the
+// caller: without the backend's _meta, and with the caller's own progress
+// token in place of the one the aggregator sent.
+func notificationParams(p any, token string) (string, error) {
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return "", err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return "", err
+	}
+	delete(fields, "_meta")
+	if _, ok := fields["progressToken"]; ok {
+		fields["progressToken"] = json.RawMessage(token)
+	}
+	out, err := json.Marshal(fields)
+	return string(out), err
 }
 
 // ReadResource reads a resource from its owning backend: an exact URI

@@ -1,0 +1,132 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Notification methods a streamed call relays.
+const (
+	MethodProgress = "notifications/progress"
+	MethodLog      = "notifications/message"
+)
+
+// streamProgressToken is the progress token a streamed call sends to the
+// backend. The session belongs to that one call, so one fixed token can
+// never collide with another caller's; the caller's own token (of any JSON
+// type) is put back by whoever relays the notification.
+const streamProgressToken = "switchboard-call"
+
+// CallToolStreamed calls a tool on a backend session of its own, opened
+// for this call and closed after it, and hands every progress and log
+// notification the backend sends meanwhile to emit, in the order the
+// backend sent them, before returning the result.
+//
+// The long-lived session is shared by every caller, and the SDK does not
+// say which request a notifications/message belongs to; a session of its
+// own is the only exact way to route log messages, and to set a Legacy
+// backend's log level (logging/setLevel is per session) without changing
+// it for everyone else. The price is a handshake per streamed call
+// (server/discover for Modern backends, initialize for Legacy ones), paid
+// only by calls that asked for progress or log messages.
+//
+// progress asks for notifications/progress; logLevel, if not empty, asks
+// for notifications/message at that level or above. emit is never called
+// after CallToolStreamed returns.
+func (c *Client) CallToolStreamed(ctx context.Context, params *mcp.CallToolParams, progress bool, logLevel mcp.LoggingLevel, emit func(method string, params any)) (*mcp.CallToolResult, error) {
+	var mu sync.Mutex
+	done := false
+	relay := func(method string, p any) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			emit(method, p)
+		}
+	}
+	opts := &mcp.ClientOptions{
+		Logger:         c.log,
+		Capabilities:   &mcp.ClientCapabilities{},
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+	}
+	if progress {
+		opts.ProgressNotificationHandler = func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			if r.Params != nil && r.Params.ProgressToken == streamProgressToken {
+				relay(MethodProgress, r.Params)
+			}
+		}
+	}
+	if logLevel != "" {
+		opts.LoggingMessageHandler = func(_ context.Context, r *mcp.LoggingMessageRequest) {
+			if r.Params != nil && LevelAtLeast(r.Params.Level, logLevel) {
+				relay(MethodLog, r.Params)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, c.cfg.Timeout, errBudget)
+	defer cancel()
+	res, err := c.callOnOwnSession(ctx, mcp.NewClient(Implementation, opts), params, progress, logLevel)
+	mu.Lock()
+	done = true
+	mu.Unlock()
+	if err != nil {
+		if errors.Is(context.Cause(ctx), errBudget) {
+			err = fmt.Errorf("%w: %w", errBudget, err)
+		}
+		return nil, c.classify(ctx, err)
+	}
+	return res, nil
+}
+
+func (c *Client) callOnOwnSession(ctx context.Context, client *mcp.Client, params *mcp.CallToolParams, progress bool, logLevel mcp.LoggingLevel) (*mcp.CallToolResult, error) {
+	s, err := c.connect(ctx, client, false)
+	if err != nil {
+		return nil, err
+	}
+	modern := s.InitializeResult().ProtocolVersion >= ProtocolModern
+	p := *params
+	p.Meta = mcp.Meta{}
+	for k, v := range params.Meta {
+		p.Meta[k] = v
+	}
+	if progress {
+		p.Meta["progressToken"] = streamProgressToken
+	}
+	if logLevel != "" {
+		if modern {
+			p.Meta[mcp.MetaKeyLogLevel] = logLevel
+		} else if caps := s.InitializeResult().Capabilities; caps != nil && caps.Logging != nil {
+			if err := s.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: logLevel}); err != nil {
+				_ = s.Close()
+				return nil, err
+			}
+		}
+	}
+	res, err := s.CallTool(ctx, &p)
+	// Close returns once the session's queued notifications were handled,
+	// so every notification sent before the result has been relayed.
+	_ = s.Close()
+	return res, err
+}
+
+// logLevels are MCP's log levels, lowest first (RFC 5424 severities).
+var logLevels = map[mcp.LoggingLevel]int{
+	"debug": 0, "info": 1, "notice": 2, "warning": 3, "error": 4, "critical": 5, "alert": 6, "emergency": 7,
+}
+
+// ValidLevel reports whether l is one of MCP's log levels.
+func ValidLevel(l mcp.LoggingLevel) bool {
+	_, ok := logLevels[l]
+	return ok
+}
+
+// LevelAtLeast reports whether a message at level l passes a min filter.
+// Unknown levels pass, so a backend's message is not lost to a typo.
+func LevelAtLeast(l, min mcp.LoggingLevel) bool {
+	a, okA := logLevels[l]
+	b, okB := logLevels[min]
+	return !okA || !okB || a >= b
+}
