@@ -317,3 +317,62 @@ func TestIndexerKilled(t *testing.T) {
 	}
 	checkNoCrash(t, procs(c), nil)
 }
+
+// longOutage is how long the aggregator stays down in
+// TestAggregatorLongOutage: long enough for a client's reconnect back-off
+// to have grown well past the recovery bound.
+const longOutage = 30 * time.Second
+
+// recoveryBound is how soon after a restarted service is ready again the
+// services that use it must serve through it again.
+const recoveryBound = 5 * time.Second
+
+// TestAggregatorLongOutage keeps the aggregator down for a while, with
+// clients calling all along (each call fails cleanly). Once it is back,
+// the gateway and the indexer (behind find_tool) must use it again within
+// a few seconds, not after whatever their reconnect back-off has grown to.
+func TestAggregatorLongOutage(t *testing.T) {
+	c := startCluster(t, true, "alpha")
+	rt := &recordingTransport{}
+	cs := connect(t, c.MCPURL, harness.Legacy, rt)
+	optimized := connect(t, strings.TrimSuffix(c.MCPURL, "/mcp")+"/mcp/optimized", harness.Modern, rt)
+	eventually(t, "find_tool finds alpha_echo before the fault", pollDeadline, func() error { return findsTool(t, optimized, "alpha_echo") })
+
+	c.Aggregator.Kill()
+	down := time.Now()
+	tick := time.NewTicker(time.Second)
+	for time.Since(down) < longOutage {
+		if o := call(t.Context(), cs, "alpha_echo", nil, cleanFailure); o.ok || o.elapsed > cleanFailure || strings.HasPrefix(o.message, "isError") {
+			t.Errorf("a call with the aggregator down: ok=%v after %v: %q; want an MCP error within %v", o.ok, o.elapsed, o.message, cleanFailure)
+		}
+		if res, err := findTool(t.Context(), optimized, "echo"); err != nil || !res.IsError {
+			t.Errorf("find_tool with the aggregator down: %v %+v; want an isError result", err, res)
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		case <-tick.C:
+		}
+	}
+	tick.Stop()
+
+	c.Aggregator.Restart()
+	back := eventually(t, "the gateway calls through the restarted aggregator", pollDeadline, func() error {
+		if o := call(t.Context(), cs, "alpha_echo", nil, cleanFailure); !o.ok {
+			return fmt.Errorf("%s", o.message)
+		}
+		return nil
+	})
+	searchBack := eventually(t, "find_tool works through the restarted aggregator", pollDeadline, func() error { return findsTool(t, optimized, "alpha_echo") })
+	t.Logf("after a %v outage: calls again %v, find_tool %v after the aggregator was ready", longOutage, back.Round(time.Millisecond), (back + searchBack).Round(time.Millisecond))
+	if back > recoveryBound {
+		t.Errorf("the gateway took %v after the aggregator was ready again to call through it (bound %v): its gRPC reconnect back-off is too long", back.Round(time.Millisecond), recoveryBound)
+	}
+	if back+searchBack > recoveryBound {
+		t.Errorf("find_tool took %v after the aggregator was ready again to work (bound %v): the indexer's gRPC reconnect back-off is too long", (back + searchBack).Round(time.Millisecond), recoveryBound)
+	}
+	if errs := rt.serverErrors(); len(errs) > 0 {
+		t.Errorf("the gateway answered with 5xx: %v", errs)
+	}
+	checkNoCrash(t, procs(c), nil)
+}
