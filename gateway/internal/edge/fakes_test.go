@@ -61,6 +61,8 @@ type fakeAggregator struct {
 	slowCancelled chan struct{}
 	calls         atomic.Int64
 	listings      atomic.Int64
+	// streamed are the request contexts of CallToolStream calls.
+	streamed []*aggregatorv1.RequestContext
 }
 
 func newFakeAggregator() *fakeAggregator {

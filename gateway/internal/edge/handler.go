@@ -112,6 +112,7 @@ type Gateway struct {
 	revocations *session.Revocations
 	headerSpecs *headerSpecs
 	pending     *pendingReplies
+	logLevels   *sessionLogLevels
 	loopback    bool
 	serverInfo  json.RawMessage
 
@@ -170,6 +171,7 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 		revocations:    session.NewRevocations(deps.Indexer, log),
 		headerSpecs:    newHeaderSpecs(deps.Aggregator, headerSpecTTL),
 		pending:        newPendingReplies(),
+		logLevels:      newSessionLogLevels(),
 		loopback:       deps.LoopbackOnly,
 		serverInfo:     info,
 		maxBody:        cfg.HTTP.MaxBodyBytes,

@@ -60,12 +60,14 @@ func (g *Gateway) serveLegacyPOST(w http.ResponseWriter, c *call, msg *message, 
 	case c.method == "ping":
 		g.respond(w, c, rec, json.RawMessage(`{}`), nil)
 	case c.method == "logging/setLevel":
-		// Backends' log messages are not forwarded, so every level is
-		// accepted and nothing is sent.
-		if level, ok := stringParam(c.params, "level"); !ok || level == "" {
-			g.respond(w, c, rec, nil, newError(codeInvalidParams, "invalid params: level is required"))
+		// The level applies to this session's later tool calls, whose
+		// backends' log messages are relayed on their response streams.
+		level, ok := stringParam(c.params, "level")
+		if !ok || !logLevels[level] {
+			g.respond(w, c, rec, nil, newError(codeInvalidParams, "invalid params: level must be an MCP log level"))
 			return
 		}
+		g.logLevels.set(c.sessionKey, level, claims.Expiry())
 		g.respond(w, c, rec, json.RawMessage(`{}`), nil)
 	case legacyShared[c.method]:
 		result, rerr := g.dispatch(c)

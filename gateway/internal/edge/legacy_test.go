@@ -135,6 +135,10 @@ func TestLegacyWire(t *testing.T) {
 	_, gw := startGateway(t, b, testGatewayConfig(b))
 	url := gw.URL + "/mcp"
 	id := initializeOn(t, url, "alice-key")
+	// A session with a log level streams its calls (see
+	// TestCallNotificationsReachSDKClients); the plain-JSON cases below use
+	// one without.
+	leveled := initializeOn(t, url, "alice-key")
 	cases := []struct {
 		name   string
 		header map[string]string
@@ -143,8 +147,8 @@ func TestLegacyWire(t *testing.T) {
 		code   int
 	}{
 		{"ping", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":1,"method":"ping"}`, 200, 0},
-		{"setLevel", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"debug"}}`, 200, 0},
-		{"setLevel without level", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{}}`, 200, codeInvalidParams},
+		{"setLevel", legacyHeaders("alice-key", leveled), `{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"debug"}}`, 200, 0},
+		{"setLevel without level", legacyHeaders("alice-key", leveled), `{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{}}`, 200, codeInvalidParams},
 		{"unknown method", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":4,"method":"server/discover","params":{}}`, 200, codeMethodNotFound},
 		{"missing resource", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":5,"method":"resources/read","params":{"uri":"file:///x"}}`, 200, codeResourceNotFound},
 		{"bad cursor", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":6,"method":"prompts/list","params":{"cursor":"tools:1"}}`, 200, codeInvalidParams},

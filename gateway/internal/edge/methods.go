@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"google.golang.org/grpc"
 
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 )
@@ -286,10 +287,27 @@ func (g *Gateway) roundTripParams(c *call, method, target string) (roundTrip, *r
 		}
 		rt.requestState = state
 	}
-	if meta, ok := metaObject(params); ok {
-		if tok, ok := meta["progressToken"]; ok {
-			rt.context = &aggregatorv1.RequestContext{ProgressTokenJson: string(tok)}
+	rt.context = &aggregatorv1.RequestContext{}
+	if len(c.clientCaps) > 0 {
+		rt.context.ClientCapabilitiesJson = string(c.clientCaps.encode())
+	}
+	meta, _ := metaObject(params)
+	if tok, ok := meta["progressToken"]; ok && string(tok) != "null" {
+		rt.context.ProgressTokenJson = string(tok)
+	}
+	switch c.era {
+	case eraModern:
+		// Without a log level in _meta a Modern server must not send
+		// notifications/message.
+		if raw, ok := meta[metaLogLevel]; ok {
+			var level string
+			if json.Unmarshal(raw, &level) != nil || !logLevels[level] {
+				return rt, newError(codeInvalidParams, `invalid params: _meta "`+metaLogLevel+`" must be an MCP log level`)
+			}
+			rt.context.LogLevel = level
 		}
+	case eraLegacy:
+		rt.context.LogLevel = g.logLevels.get(c.sessionKey)
 	}
 	return rt, nil
 }
@@ -331,10 +349,17 @@ func (g *Gateway) callTool(ctx context.Context, c *call) (json.RawMessage, *rpcE
 // tools/call and the optimizer's call_tool.
 func (g *Gateway) callAggregatorTool(ctx context.Context, c *call, name string, args object, rt roundTrip) (json.RawMessage, *rpcError) {
 	return g.roundTrips(ctx, c, rt, false, func(ctx context.Context, rt roundTrip) (string, string, error) {
-		resp, err := g.agg.CallTool(ctx, &aggregatorv1.CallToolRequest{
+		req := &aggregatorv1.CallToolRequest{
 			Principal: c.principal, Name: name, ArgumentsJson: string(args.encode()), Context: rt.context,
 			InputResponsesJson: rt.inputResponses, RequestState: rt.requestState,
-		})
+		}
+		call := g.agg.CallTool
+		if wantsNotifications(rt.context) {
+			call = func(ctx context.Context, req *aggregatorv1.CallToolRequest, _ ...grpc.CallOption) (*aggregatorv1.CallToolResponse, error) {
+				return g.callToolStreaming(ctx, c, req)
+			}
+		}
+		resp, err := call(ctx, req)
 		return resp.GetResultJson(), resp.GetResultType(), err
 	})
 }

@@ -29,6 +29,7 @@ const (
 	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
 	metaServerInfo         = "io.modelcontextprotocol/serverInfo"
 	metaSubscriptionID     = "io.modelcontextprotocol/subscriptionId"
+	metaLogLevel           = "io.modelcontextprotocol/logLevel"
 )
 
 // rpcError is a JSON-RPC error on its way to the client.
