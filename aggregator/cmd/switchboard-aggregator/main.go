@@ -8,17 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/aggregator"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/lifecycle"
+	"github.com/switchboard-mcp/switchboard/services/opshttp"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
@@ -58,18 +57,13 @@ func run(ctx context.Context, env lifecycle.Env) error {
 		if err != nil {
 			return fmt.Errorf("listen %s: %w", cfg.HTTPListen, err)
 		}
-		hs := &http.Server{Handler: opsHandler(engine, reg), ReadHeaderTimeout: 10 * time.Second}
-		wg.Go(func() {
-			if err := hs.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				env.Log.Error("http server failed", "err", err)
+		ready := func() error {
+			if !engine.Ready() {
+				return errors.New("catalog not built yet")
 			}
-		})
-		wg.Go(func() {
-			<-ctx.Done()
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = hs.Shutdown(sctx)
-		})
+			return nil
+		}
+		wg.Go(func() { opshttp.Serve(ctx, lis, opshttp.Handler(ready, reg), env.Log) })
 	}
 
 	// The first build decides readiness; under the manual strategy an
@@ -80,21 +74,4 @@ func run(ctx context.Context, env lifecycle.Env) error {
 	srv.SetServing(aggregatorv1.AggregatorService_ServiceDesc.ServiceName)
 	wg.Go(func() { engine.Run(ctx) })
 	return srv.Serve(ctx, cfg.Listen, cfg.ShutdownGrace.Or(10*time.Second))
-}
-
-// opsHandler serves liveness, readiness and metrics.
-func opsHandler(e *aggregator.Engine, reg *prometheus.Registry) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !e.Ready() {
-			http.Error(w, "catalog not built yet", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ready\n"))
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	return mux
 }

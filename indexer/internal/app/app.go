@@ -10,16 +10,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/opshttp"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 
@@ -103,10 +102,16 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.ServeListener(ctx, lis, shutdownGrace) }()
 	if httpLis != nil {
-		ops := &http.Server{Handler: opsHandler(api, reg), ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = ops.Serve(httpLis) }()
-		defer ops.Close()
-		log.InfoContext(ctx, "http serving", "addr", httpLis.Addr().String())
+		ready := func() error {
+			if !api.Ready() {
+				return errors.New("database schema not migrated yet")
+			}
+			return nil
+		}
+		opsCtx, stopOps := context.WithCancel(ctx)
+		opsDone := make(chan struct{})
+		go func() { opshttp.Serve(opsCtx, httpLis, opshttp.Handler(ready, reg), log); close(opsDone) }()
+		defer func() { stopOps(); <-opsDone }()
 	}
 
 	if err := migrateWithRetry(ctx, st, log); err != nil {
@@ -120,24 +125,6 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 	go resolver.Watch(ctx)
 	go collectGarbage(ctx, st, ic.GCInterval.Or(DefaultGCInterval), ic.ScopeRetention.Or(DefaultScopeRetention), log)
 	return <-serveErr
-}
-
-// opsHandler serves liveness, readiness (the schema is migrated) and
-// metrics.
-func opsHandler(api *server.Server, reg *prometheus.Registry) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !api.Ready() {
-			http.Error(w, "database schema not migrated yet", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ready\n"))
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	return mux
 }
 
 // migrateWithRetry applies migrations, retrying with capped exponential
