@@ -167,6 +167,25 @@ func resultType(needsInput bool) string {
 	return "complete"
 }
 
+// clientCapabilities declares the client's capabilities on a backend
+// request, so that a Modern backend asks only for input the client can
+// give (per-request _meta, which the SDK leaves in place of its own). The
+// backend session is shared by every caller, so a Legacy backend still sees
+// the capabilities the aggregator declared at initialize (none): it cannot
+// send a caller a request the caller did not declare, because it can send
+// none at all.
+func clientCapabilities(rc *aggregatorv1.RequestContext) (mcp.Meta, error) {
+	raw := rc.GetClientCapabilitiesJson()
+	if raw == "" {
+		return nil, nil
+	}
+	var caps map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(raw), &caps); err != nil || caps == nil {
+		return nil, invalidArgument("client_capabilities_json must be a JSON object")
+	}
+	return mcp.Meta{mcp.MetaKeyClientCapabilities: json.RawMessage(raw)}, nil
+}
+
 func inputResponses(raw string) (mcp.InputResponseMap, error) {
 	if raw == "" {
 		return nil, nil
@@ -217,6 +236,9 @@ func (s *Service) toolCall(ctx context.Context, req *aggregatorv1.CallToolReques
 		return nil, nil, err
 	}
 	params := &mcp.CallToolParams{Name: it.Original, RequestState: req.GetRequestState()}
+	if params.Meta, err = clientCapabilities(req.GetContext()); err != nil {
+		return nil, nil, err
+	}
 	if raw := req.GetArgumentsJson(); raw != "" {
 		var args map[string]json.RawMessage
 		if err := json.Unmarshal([]byte(raw), &args); err != nil || args == nil {
@@ -334,6 +356,9 @@ func (s *Service) readResource(ctx context.Context, req *aggregatorv1.ReadResour
 		return nil, err
 	}
 	params := &mcp.ReadResourceParams{URI: uri, RequestState: req.GetRequestState()}
+	if params.Meta, err = clientCapabilities(req.GetContext()); err != nil {
+		return nil, err
+	}
 	if params.InputResponses, err = inputResponses(req.GetInputResponsesJson()); err != nil {
 		return nil, err
 	}
@@ -366,6 +391,9 @@ func (s *Service) getPrompt(ctx context.Context, req *aggregatorv1.GetPromptRequ
 		return nil, err
 	}
 	params := &mcp.GetPromptParams{Name: it.Original, Arguments: req.GetArguments(), RequestState: req.GetRequestState()}
+	if params.Meta, err = clientCapabilities(req.GetContext()); err != nil {
+		return nil, err
+	}
 	if params.InputResponses, err = inputResponses(req.GetInputResponsesJson()); err != nil {
 		return nil, err
 	}
