@@ -38,6 +38,11 @@ type Backend struct {
 	Headers map[string]string `yaml:"headers"`
 	// Timeout bounds every request to the backend (default 30s).
 	Timeout Duration `yaml:"timeout"`
+	// InputWait bounds how long a call held open for the client's input
+	// (a Legacy backend's elicitation or sampling request, answered by the
+	// client's retry) waits for that retry before it is cancelled
+	// (default 60s).
+	InputWait Duration `yaml:"inputWait"`
 }
 
 // ConflictResolution configures advertised names.

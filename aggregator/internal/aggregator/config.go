@@ -38,11 +38,12 @@ func OptionsFromConfig(c config.Aggregator) (Options, error) {
 	}
 	for _, b := range c.Backends {
 		opts.Backends = append(opts.Backends, backend.Config{
-			Name:     b.Name,
-			URL:      b.URL,
-			Protocol: b.Protocol,
-			Headers:  b.Headers,
-			Timeout:  time.Duration(b.Timeout),
+			Name:      b.Name,
+			URL:       b.URL,
+			Protocol:  b.Protocol,
+			Headers:   b.Headers,
+			Timeout:   time.Duration(b.Timeout),
+			InputWait: time.Duration(b.InputWait),
 		})
 	}
 	return opts, nil

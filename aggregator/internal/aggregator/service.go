@@ -3,8 +3,10 @@ package aggregator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -216,11 +218,43 @@ func (s *Service) callTool(ctx context.Context, req *aggregatorv1.CallToolReques
 	if err != nil {
 		return nil, err
 	}
-	res, err := timed(s, b, "tools/call", func() (*mcp.CallToolResult, error) { return b.CallTool(ctx, params) })
+	call := func() (*mcp.CallToolResult, error) { return b.CallTool(ctx, params) }
+	owner := svcauth.PrincipalFrom(ctx).GetSubject() + "\x00" + req.GetName()
+	if state := req.GetRequestState(); strings.HasPrefix(state, backend.HeldStatePrefix) {
+		var responses map[string]json.RawMessage
+		if raw := req.GetInputResponsesJson(); raw != "" {
+			if err := json.Unmarshal([]byte(raw), &responses); err != nil {
+				return nil, invalidArgument("input_responses_json is not a valid map of input responses")
+			}
+		}
+		call = func() (*mcp.CallToolResult, error) { return b.ResumeHeld(ctx, state, owner, responses) }
+	} else if caps := askableCapabilities(req.GetContext()); caps != nil && b.IsLegacy() {
+		// A Legacy backend asks for input mid-call; the call is held open
+		// across the client's retry (see backend.CallToolAsking).
+		call = func() (*mcp.CallToolResult, error) { return b.CallToolAsking(ctx, params, caps, owner) }
+	}
+	res, err := timed(s, b, "tools/call", call)
+	if errors.Is(err, backend.ErrHeldCallGone) {
+		return nil, invalidArgument("requestState names a call that is no longer held: it ended, its input did not come in time, or the retry reached another aggregator replica; call again without requestState")
+	}
 	if err != nil {
 		return nil, err
 	}
 	return callToolResponse(b, res)
+}
+
+// askableCapabilities are the client's capabilities when they let a
+// backend ask it for input (elicitation or sampling), else nil.
+func askableCapabilities(rc *aggregatorv1.RequestContext) *mcp.ClientCapabilities {
+	raw := rc.GetClientCapabilitiesJson()
+	if raw == "" {
+		return nil
+	}
+	var caps mcp.ClientCapabilities
+	if json.Unmarshal([]byte(raw), &caps) != nil || (caps.Elicitation == nil && caps.Sampling == nil) {
+		return nil
+	}
+	return &caps
 }
 
 // toolCall resolves a call's backend and builds its backend params.
@@ -257,7 +291,10 @@ func callToolResponse(b *backend.Client, res *mcp.CallToolResult) (*aggregatorv1
 	if err != nil {
 		return nil, err
 	}
-	return &aggregatorv1.CallToolResponse{ResultJson: text, IsError: res.IsError, ResultType: resultType(res.NeedsInput()), Backend: b.Name()}, nil
+	// A held call's input_required result is made here, not decoded from a
+	// backend's answer, so its input requests say what it is.
+	needsInput := res.NeedsInput() || len(res.InputRequests) > 0
+	return &aggregatorv1.CallToolResponse{ResultJson: text, IsError: res.IsError, ResultType: resultType(needsInput), Backend: b.Name()}, nil
 }
 
 // CallToolStream calls a tool like CallTool and streams the progress and

@@ -46,6 +46,9 @@ type Config struct {
 	Headers map[string]string
 	// Timeout bounds every request to the backend.
 	Timeout time.Duration
+	// InputWait bounds how long a held call waits for the client's input
+	// (see CallToolAsking).
+	InputWait time.Duration
 }
 
 // Validate checks a configuration before any connection is attempted.
@@ -112,6 +115,9 @@ type Client struct {
 	connecting *connectAttempt
 
 	health healthTracker
+
+	heldMu sync.Mutex
+	held   map[string]*heldCall // by id
 }
 
 // Implementation is how the aggregator introduces itself to backends.
@@ -129,6 +135,9 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.InputWait <= 0 {
+		cfg.InputWait = 60 * time.Second
 	}
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	// Many concurrent calls to the same backend share a pool of keep-alive
@@ -170,6 +179,7 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 		redactor: strings.NewReplacer(pairs...),
 		http:     &http.Client{Transport: rt},
 		health:   newHealthTracker(),
+		held:     map[string]*heldCall{},
 	}
 	notify := func() {
 		if onListChanged != nil {

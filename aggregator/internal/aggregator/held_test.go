@@ -1,0 +1,124 @@
+package aggregator_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/codes"
+
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+)
+
+// withLegacyConfirm adds a tool that asks for a confirmation with a real
+// server-to-client elicitation/create, as Legacy servers do, and reports
+// on cancelled when its call was cancelled while waiting.
+func withLegacyConfirm(cancelled chan<- struct{}) func(*testBackend) {
+	return func(b *testBackend) {
+		b.server.AddTool(&mcp.Tool{Name: "confirm", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Delete everything?", RequestedSchema: map[string]any{
+				"type": "object", "properties": map[string]any{"sure": map[string]any{"type": "boolean"}},
+			}})
+			if err != nil {
+				if ctx.Err() != nil {
+					cancelled <- struct{}{}
+				}
+				return nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "answer " + res.Action + " " + jsonText(res.Content)}}}, nil
+		})
+	}
+}
+
+func jsonText(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// A Modern caller reaches a Legacy backend that asks for input mid-call:
+// the call comes back input_required, the retry answers the held backend
+// request and completes the same call; a retry that never comes cancels
+// the backend call after inputWait, and its state is then refused.
+func TestLegacyBackendInputHeldAcrossRetry(t *testing.T) {
+	cancelled := make(chan struct{}, 4)
+	legacy := newTestBackend(t, "legacy", backendOptions{stateful: true, extra: withLegacyConfirm(cancelled)})
+	h := startAggregator(t, parseConfig(t, `
+aggregator:
+  catalogTTL: 1h
+  backends:
+    - name: legacy
+      url: `+legacy.url()+`
+      protocol: "2025-11-25"
+      timeout: 5s
+      inputWait: 300ms
+`))
+	ctx := context.Background()
+	caps := &aggregatorv1.RequestContext{ClientCapabilitiesJson: `{"elicitation":{}}`}
+	ask := func() (string, string) {
+		t.Helper()
+		resp, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "legacy_confirm", Context: caps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res struct {
+			InputRequests map[string]struct {
+				Method string `json:"method"`
+				Params struct {
+					Message string `json:"message"`
+				} `json:"params"`
+			} `json:"inputRequests"`
+			RequestState string `json:"requestState"`
+		}
+		if err := json.Unmarshal([]byte(resp.GetResultJson()), &res); err != nil || resp.GetResultType() != "input_required" || len(res.InputRequests) != 1 || res.RequestState == "" {
+			t.Fatalf("first call: %s %s (%v)", resp.GetResultType(), resp.GetResultJson(), err)
+		}
+		for key, r := range res.InputRequests {
+			if r.Method != "elicitation/create" || r.Params.Message != "Delete everything?" {
+				t.Fatalf("input request %s: %+v", key, r)
+			}
+			return key, res.RequestState
+		}
+		panic("unreachable")
+	}
+	retry := func(p *commonv1.Principal, key, state string) (*aggregatorv1.CallToolResponse, error) {
+		return h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: p, Name: "legacy_confirm", Context: caps, RequestState: state,
+			InputResponsesJson: `{"` + key + `":{"action":"accept","content":{"sure":true}}}`})
+	}
+
+	key, state := ask()
+	// Another caller cannot answer it.
+	_, err := retry(principal("mallory"), key, state)
+	wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+	resp, err := retry(principal("alice"), key, state)
+	if err != nil || resp.GetResultType() != "complete" || resultText(t, resp.GetResultJson()) != `answer accept {"sure":true}` {
+		t.Fatalf("retry: %v %v", resp, err)
+	}
+	// The state is spent.
+	_, err = retry(principal("alice"), key, state)
+	wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+
+	// Never retried: the backend call is cancelled after inputWait, and a
+	// late retry is refused.
+	key, state = ask()
+	select {
+	case <-cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the held backend call was not cancelled after inputWait")
+	}
+	_, err = retry(principal("alice"), key, state)
+	wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+	if !strings.Contains(err.Error(), "no longer held") {
+		t.Fatalf("late retry: %v", err)
+	}
+
+	// A caller that cannot answer elicitation gets the backend's own
+	// failure, not a held call.
+	resp, err = h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "legacy_confirm"})
+	if err == nil && resp.GetResultType() == "input_required" {
+		t.Fatalf("input_required for a caller without elicitation: %s", resp.GetResultJson())
+	}
+}

@@ -1,0 +1,208 @@
+package backend
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// A Legacy backend asks for the client's input (elicitation/create,
+// sampling/createMessage) with server-to-client requests in the middle of
+// a call. A Modern client can only be asked through an input_required
+// result and answers with a retry. CallToolAsking bridges the two: it runs
+// the call on a backend session of its own that declares the client's
+// capabilities, and when the backend asks, it holds the backend call open
+// and returns input_required with a requestState naming the held call.
+// ResumeHeld hands the retry's answer to the waiting backend request and
+// carries on with the same call.
+//
+// Held calls live in this process: the retry must reach the same
+// aggregator replica. A held call whose retry does not come within
+// Config.InputWait is cancelled at the backend and forgotten; a retry after
+// that gets ErrHeldCallGone.
+
+// HeldStatePrefix starts the requestState of a held call.
+const HeldStatePrefix = "switchboard-held:"
+
+// ErrHeldCallGone: the requestState names a held call that has ended, was
+// never here, or belongs to another caller.
+var ErrHeldCallGone = errors.New("the held call is gone")
+
+// heldCall is a backend call waiting for, or working on, the client's input.
+type heldCall struct {
+	id    string
+	owner string
+	// asks carries the backend's requests for input, done the call's end.
+	asks   chan *inputAsk
+	done   chan heldOutcome
+	cancel context.CancelFunc
+	// pending is the question the client was asked and key its inputRequests key.
+	pending *inputAsk
+	key     string
+	round   int
+	timer   *time.Timer
+}
+
+type inputAsk struct {
+	method string
+	params mcp.InputRequest
+	answer chan json.RawMessage // nil: no answer
+}
+
+type heldOutcome struct {
+	res *mcp.CallToolResult
+	err error
+}
+
+// ask is called by the SDK's handlers on the held call's session: it hands
+// the question to whoever awaits the call and waits for the answer.
+func (h *heldCall) ask(ctx context.Context, method string, params mcp.InputRequest) (json.RawMessage, error) {
+	q := &inputAsk{method: method, params: params, answer: make(chan json.RawMessage, 1)}
+	select {
+	case h.asks <- q:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case raw := <-q.answer:
+		if raw == nil {
+			return nil, fmt.Errorf("the client gave no answer to %s", method)
+		}
+		return raw, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func answer[T any](raw json.RawMessage, err error) (*T, error) {
+	if err != nil {
+		return nil, err
+	}
+	v := new(T)
+	if err := json.Unmarshal(raw, v); err != nil {
+		return nil, fmt.Errorf("malformed input response: %w", err)
+	}
+	return v, nil
+}
+
+// CallToolAsking calls a tool so that the backend may ask the client for
+// input, which only clients declaring caps can give. owner binds the held
+// call to its caller: ResumeHeld accepts only the same owner.
+func (c *Client) CallToolAsking(ctx context.Context, params *mcp.CallToolParams, caps *mcp.ClientCapabilities, owner string) (*mcp.CallToolResult, error) {
+	id := make([]byte, 16)
+	_, _ = rand.Read(id)
+	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	h := &heldCall{id: hex.EncodeToString(id), owner: owner, asks: make(chan *inputAsk), done: make(chan heldOutcome, 1), cancel: cancel}
+	opts := &mcp.ClientOptions{
+		Logger:         c.log,
+		Capabilities:   caps,
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+	}
+	if caps.Elicitation != nil {
+		opts.ElicitationHandler = func(ctx context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return answer[mcp.ElicitResult](h.ask(ctx, "elicitation/create", r.Params))
+		}
+	}
+	if caps.Sampling != nil {
+		opts.CreateMessageHandler = func(ctx context.Context, r *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return answer[mcp.CreateMessageResult](h.ask(ctx, "sampling/createMessage", r.Params))
+		}
+	}
+	client := mcp.NewClient(Implementation, opts)
+	go func() {
+		defer cancel()
+		s, err := c.connect(bctx, client, false)
+		if err != nil {
+			h.done <- heldOutcome{err: err}
+			return
+		}
+		res, err := s.CallTool(bctx, params)
+		_ = s.Close()
+		h.done <- heldOutcome{res: res, err: err}
+	}()
+	return c.await(ctx, h)
+}
+
+// ResumeHeld answers the held call named by state with the client's input
+// responses (keyed as its inputRequests were) and carries the call on.
+func (c *Client) ResumeHeld(ctx context.Context, state, owner string, responses map[string]json.RawMessage) (*mcp.CallToolResult, error) {
+	id := strings.TrimPrefix(state, HeldStatePrefix)
+	c.heldMu.Lock()
+	h := c.held[id]
+	if h != nil && h.owner == owner {
+		delete(c.held, id)
+		h.timer.Stop()
+	} else {
+		h = nil
+	}
+	c.heldMu.Unlock()
+	if h == nil {
+		return nil, ErrHeldCallGone
+	}
+	h.pending.answer <- responses[h.key]
+	return c.await(ctx, h)
+}
+
+// await waits, within the caller's request, for the held call to end or to
+// ask for input. A question is returned as input_required and the call is
+// held for InputWait; a caller that goes away cancels the backend call.
+func (c *Client) await(ctx context.Context, h *heldCall) (*mcp.CallToolResult, error) {
+	wait, cancel := context.WithTimeoutCause(ctx, c.cfg.Timeout, errBudget)
+	defer cancel()
+	select {
+	case o := <-h.done:
+		if o.err != nil {
+			return nil, c.classify(wait, o.err)
+		}
+		return o.res, nil
+	case q := <-h.asks:
+		h.round++
+		h.pending, h.key = q, fmt.Sprintf("input-%d", h.round)
+		c.heldMu.Lock()
+		c.held[h.id] = h
+		h.timer = time.AfterFunc(c.cfg.InputWait, func() { c.expire(h.id) })
+		c.heldMu.Unlock()
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{h.key: q.params}, RequestState: HeldStatePrefix + h.id}, nil
+	case <-wait.Done():
+		h.cancel()
+		err := wait.Err()
+		if errors.Is(context.Cause(wait), errBudget) {
+			err = fmt.Errorf("%w: %w", errBudget, err)
+		}
+		return nil, c.classify(wait, err)
+	}
+}
+
+// expire cancels a held call whose retry did not come in time.
+func (c *Client) expire(id string) {
+	c.heldMu.Lock()
+	h := c.held[id]
+	delete(c.held, id)
+	c.heldMu.Unlock()
+	if h != nil {
+		c.log.Info("held call cancelled: the client's input did not come in time", "wait", c.cfg.InputWait)
+		h.cancel()
+	}
+}
+
+// HeldCalls is how many calls wait for the client's input.
+func (c *Client) HeldCalls() int {
+	c.heldMu.Lock()
+	defer c.heldMu.Unlock()
+	return len(c.held)
+}
+
+// IsLegacy reports whether the current session to the backend speaks a
+// Legacy protocol (nil session: unknown, false).
+func (c *Client) IsLegacy() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.session != nil && c.session.InitializeResult().ProtocolVersion < ProtocolModern
+}
