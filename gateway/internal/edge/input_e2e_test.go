@@ -1,0 +1,155 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/rpc"
+)
+
+// startLegacyConfirmBackend serves a Legacy-only (stateful) go-sdk backend
+// whose confirm tool asks for a confirmation with a real
+// elicitation/create; cancelled hears of a call cancelled while it waited.
+func startLegacyConfirmBackend(t *testing.T) (string, chan struct{}) {
+	cancelled := make(chan struct{}, 4)
+	server := mcp.NewServer(&mcp.Implementation{Name: "legacy", Version: "1"}, nil)
+	server.AddTool(&mcp.Tool{Name: "confirm", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Really?", RequestedSchema: map[string]any{"type": "object"}})
+		if err != nil {
+			if ctx.Err() != nil {
+				cancelled <- struct{}{}
+			}
+			return nil, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "confirmed: " + res.Action}}}, nil
+	})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	t.Cleanup(srv.Close)
+	return srv.URL, cancelled
+}
+
+// startAggregatorProcess builds and runs the real aggregator binary with
+// one backend and returns its gRPC address.
+func startAggregatorProcess(t *testing.T, backendURL string) string {
+	t.Helper()
+	dir := t.TempDir()
+	build := exec.Command("go", "build", "-o", dir, "github.com/switchboard-mcp/switchboard/aggregator/cmd/switchboard-aggregator")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build aggregator: %v\n%s", err, out)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	cfgPath := filepath.Join(dir, "switchboard.yaml")
+	yaml := `
+serviceAuth:
+  credentials:
+    - name: gateway
+      token: ` + serviceToken + `
+      assertPrincipals: true
+aggregator:
+  listen: ` + addr + `
+  catalogTTL: 1h
+  backends:
+    - name: legacy
+      url: ` + backendURL + `
+      protocol: "2025-11-25"
+      timeout: 10s
+      inputWait: 500ms
+`
+	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, filepath.Join(dir, "switchboard-aggregator"), "--config", cfgPath)
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	conn, err := rpc.Dial(config.Endpoint{Address: addr, Token: serviceToken}, config.TLS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := aggregatorv1.NewAggregatorServiceClient(conn)
+	eventually(t, "the aggregator serves the backend's tools", func() bool {
+		resp, err := client.ListTools(context.Background(), &aggregatorv1.ListToolsRequest{Principal: nil})
+		return err == nil && len(resp.GetTools()) > 0
+	})
+	return addr
+}
+
+// Issue 6 item 4: real go-sdk clients through the gateway and a real
+// aggregator process reach a Legacy-only backend tool that asks for a
+// confirmation by elicitation. A Modern client gets input_required and its
+// retry completes the held backend call; a Legacy client is asked on its
+// response stream; a retry that comes after inputWait is refused and the
+// backend call was cancelled.
+func TestLegacyBackendElicitationThroughGateway(t *testing.T) {
+	backendURL, cancelled := startLegacyConfirmBackend(t)
+	b := startBackends(t)
+	cfg := testGatewayConfig(b)
+	cfg.Aggregator.Address = startAggregatorProcess(t, backendURL)
+	_, srv := startGateway(t, b, cfg)
+	ctx := context.Background()
+
+	elicitations := make(chan string, 8)
+	accept := &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		elicitations <- r.Params.Message
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{}}, nil
+	}}
+	for _, era := range eras {
+		t.Run(era.name, func(t *testing.T) {
+			cs := connect(t, ctx, srv.URL+"/mcp", "alice-key", era.version, accept)
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "legacy_confirm", Arguments: map[string]any{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := toolText(t, res); got != "confirmed: accept" {
+				t.Fatalf("result %q", got)
+			}
+			if got := <-elicitations; got != "Really?" {
+				t.Fatalf("elicitation %q", got)
+			}
+		})
+	}
+
+	t.Run("retry after inputWait", func(t *testing.T) {
+		late := &mcp.ClientOptions{ElicitationHandler: func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			// Answer only once the held backend call was given up.
+			select {
+			case <-cancelled:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{}}, nil
+		}}
+		cs := connect(t, ctx, srv.URL+"/mcp", "alice-key", "", late)
+		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, err := cs.CallTool(callCtx, &mcp.CallToolParams{Name: "legacy_confirm", Arguments: map[string]any{}})
+		var wire *jsonrpc.Error
+		if !errors.As(err, &wire) || wire.Code != codeInvalidParams || !strings.Contains(wire.Message, "no longer held") {
+			t.Fatalf("late retry: %v", err)
+		}
+	})
+}
