@@ -43,8 +43,8 @@ func startLegacyConfirmBackend(t *testing.T) (string, chan struct{}) {
 }
 
 // startAggregatorProcess builds and runs the real aggregator binary with
-// one backend and returns its gRPC address.
-func startAggregatorProcess(t *testing.T, backendURL string) string {
+// the given backends (YAML list items) and returns its gRPC address.
+func startAggregatorProcess(t *testing.T, backends string) string {
 	t.Helper()
 	dir := t.TempDir()
 	build := exec.Command("go", "build", "-o", dir, "github.com/switchboard-mcp/switchboard/aggregator/cmd/switchboard-aggregator")
@@ -68,12 +68,7 @@ aggregator:
   listen: ` + addr + `
   catalogTTL: 1h
   backends:
-    - name: legacy
-      url: ` + backendURL + `
-      protocol: "2025-11-25"
-      timeout: 10s
-      inputWait: 500ms
-`
+` + backends
 	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +103,13 @@ func TestLegacyBackendElicitationThroughGateway(t *testing.T) {
 	backendURL, cancelled := startLegacyConfirmBackend(t)
 	b := startBackends(t)
 	cfg := testGatewayConfig(b)
-	cfg.Aggregator.Address = startAggregatorProcess(t, backendURL)
+	cfg.Aggregator.Address = startAggregatorProcess(t, `
+    - name: legacy
+      url: `+backendURL+`
+      protocol: "2025-11-25"
+      timeout: 10s
+      inputWait: 500ms
+`)
 	_, srv := startGateway(t, b, cfg)
 	ctx := context.Background()
 

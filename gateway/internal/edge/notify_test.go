@@ -3,8 +3,11 @@ package edge
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -155,4 +158,93 @@ func TestCallNotificationsReachSDKClients(t *testing.T) {
 			t.Fatal("logging/setLevel accepted an unknown level")
 		}
 	})
+}
+
+// startReportBackend serves a go-sdk backend (Legacy-only when stateful)
+// whose report tool sends two progress notifications and logs at debug and
+// warning, all tagged with its "who" argument.
+func startReportBackend(t *testing.T, stateful bool) string {
+	server := mcp.NewServer(&mcp.Implementation{Name: "reporter", Version: "1"}, nil)
+	type args struct {
+		Who string `json:"who"`
+	}
+	mcp.AddTool(server, &mcp.Tool{Name: "report"}, func(ctx context.Context, req *mcp.CallToolRequest, in args) (*mcp.CallToolResult, any, error) {
+		if tok := req.Params.GetProgressToken(); tok != nil {
+			for i := 1; i <= 2; i++ {
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 2, Message: in.Who})
+			}
+		}
+		_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "debug", Data: in.Who})
+		_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Data: in.Who})
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done " + in.Who}}}, nil, nil
+	})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: !stateful}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// Real go-sdk clients of both eras, through the gateway and a real
+// aggregator process, each receive exactly their own call's progress and
+// log notifications from Modern and Legacy backends, while other clients
+// call the same tools at the same time.
+func TestCallNotificationsEndToEnd(t *testing.T) {
+	b := startBackends(t)
+	cfg := testGatewayConfig(b)
+	cfg.Aggregator.Address = startAggregatorProcess(t, `
+    - name: modern
+      url: `+startReportBackend(t, false)+`
+      timeout: 10s
+    - name: legacy
+      url: `+startReportBackend(t, true)+`
+      protocol: "2025-11-25"
+      timeout: 10s
+`)
+	_, srv := startGateway(t, b, cfg)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for _, era := range eras {
+		for _, tool := range []string{"modern_report", "legacy_report"} {
+			for i := range 3 {
+				wg.Go(func() {
+					who := fmt.Sprintf("%s-%s-%d", era.name, tool, i)
+					n := &notes{}
+					cs := connect(t, ctx, srv.URL+"/mcp", "alice-key", era.version, n.options())
+					params := &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"who": who}}
+					params.SetProgressToken(who)
+					if era.version == "" {
+						params.Meta[metaLogLevel] = "info"
+					} else if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+						t.Error(err)
+						return
+					}
+					res, err := cs.CallTool(ctx, params)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if got := toolText(t, res); got != "done "+who {
+						t.Errorf("result %q", got)
+					}
+					want := []string{"progress " + who + " 1/2", "progress " + who + " 2/2", "log warning " + who}
+					// The SDK client may run its handlers after CallTool
+					// returned; poll (from this goroutine, so no t.Fatal).
+					tick := time.NewTicker(5 * time.Millisecond)
+					defer tick.Stop()
+					deadline := time.After(10 * time.Second)
+				wait:
+					for len(n.list()) < len(want) {
+						select {
+						case <-tick.C:
+						case <-deadline:
+							break wait
+						}
+					}
+					if got := n.list(); fmt.Sprint(got) != fmt.Sprint(want) {
+						t.Errorf("%s: notifications %q, want %q", who, got, want)
+					}
+				})
+			}
+		}
+	}
+	wg.Wait()
 }
