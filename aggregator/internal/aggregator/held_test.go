@@ -122,3 +122,32 @@ aggregator:
 		t.Fatalf("input_required for a caller without elicitation: %s", resp.GetResultJson())
 	}
 }
+
+// A streamed call that may be held (a Legacy backend, a caller that can
+// answer elicitation) is held like a plain one, and its retry, streamed
+// too, completes it.
+func TestStreamedCallToLegacyBackendIsHeld(t *testing.T) {
+	legacy := newTestBackend(t, "legacy", backendOptions{stateful: true, extra: withLegacyConfirm(make(chan struct{}, 4))})
+	h := startAggregator(t, parseConfig(t, `
+aggregator:
+  catalogTTL: 1h
+  backends:
+    - name: legacy
+      url: `+legacy.url()+`
+      protocol: "2025-11-25"
+      timeout: 5s
+`))
+	rc := &aggregatorv1.RequestContext{ClientCapabilitiesJson: `{"elicitation":{}}`, ProgressTokenJson: `1`}
+	_, first := streamCall(t, h.gateway, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "legacy_confirm", Context: rc})
+	var res struct {
+		RequestState string `json:"requestState"`
+	}
+	if err := json.Unmarshal([]byte(first.GetResultJson()), &res); err != nil || first.GetResultType() != "input_required" {
+		t.Fatalf("first: %s %s", first.GetResultType(), first.GetResultJson())
+	}
+	_, second := streamCall(t, h.gateway, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "legacy_confirm", Context: rc,
+		RequestState: res.RequestState, InputResponsesJson: `{"input-1":{"action":"decline"}}`})
+	if second.GetResultType() != "complete" || resultText(t, second.GetResultJson()) != "answer decline null" {
+		t.Fatalf("retry: %s %s", second.GetResultType(), second.GetResultJson())
+	}
+}

@@ -322,6 +322,11 @@ func (s *Service) callToolStream(ctx context.Context, req *aggregatorv1.CallTool
 	if err != nil {
 		return nil, err
 	}
+	if strings.HasPrefix(req.GetRequestState(), backend.HeldStatePrefix) || (askableCapabilities(rc) != nil && b.IsLegacy()) {
+		// A call that may be held for the client's input runs as a plain
+		// call; it relays no notifications.
+		return s.callTool(ctx, req)
+	}
 	var sendErr error
 	emit := func(method string, p any) {
 		text, err := notificationParams(p, token)
