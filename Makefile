@@ -23,7 +23,8 @@ COMMANDS := \
 	indexer/cmd/switchboard-indexer \
 	services/cmd/switchboard-demo-backend \
 	services/cmd/switchboard-dev \
-	indexer/cmd/switchboard-bench-search
+	indexer/cmd/switchboard-bench-search \
+	test/cmd/switchboard-load
 
 .PHONY: help
 help: ## list targets
@@ -142,6 +143,14 @@ fuzz-short: ## run each fuzz target briefly (CI)
 # ---- benchmarks (not part of make test) -----------------------------------
 
 SHARED := $(ROOT)/../shared
+
+.PHONY: bench
+bench: build ## load harness W1-W4 through Switchboard and direct; rewrites docs/load-results.md (about 8 minutes)
+	$(BIN)/switchboard-load bench --bin $(BIN) --out docs/load-results.md
+
+.PHONY: soak
+soak: build ## 5 minutes of mixed traffic at a fixed rate; reports whether memory or goroutines grow
+	$(BIN)/switchboard-load soak --bin $(BIN) --duration 5m --rate 50 --out docs/load-results.md
 
 .PHONY: bench-search
 bench-search: build ## search quality on the MetaTool dev split: demo backend -> aggregator -> indexer processes
