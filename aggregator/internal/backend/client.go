@@ -479,8 +479,15 @@ func (c *Client) drop(s *mcp.ClientSession) {
 	go func() { _ = s.Close() }()
 }
 
-// Close ends the session.
+// Close ends the session and cancels every held call.
 func (c *Client) Close() {
+	c.heldMu.Lock()
+	for id, h := range c.held {
+		h.timer.Stop()
+		h.cancel()
+		delete(c.held, id)
+	}
+	c.heldMu.Unlock()
 	c.mu.Lock()
 	s := c.session
 	c.session = nil
