@@ -57,6 +57,9 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 		// lost, and the backend's own words stay in the log.
 		log.InfoContext(ctx, "backend rejected a request as malformed", "method", method, "err", err)
 		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "the backend rejected the request as malformed")
+	case errors.Is(err, backend.ErrTooManyHeld):
+		log.WarnContext(ctx, "call refused: too many calls wait for client input", "method", method)
+		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "too many calls wait for client input; try again later")
 	case errors.Is(err, backend.ErrTimeout):
 		log.WarnContext(ctx, "backend timed out", "method", method, "err", err)
 		return apierr.New(codes.DeadlineExceeded, commonv1.ErrorReason_ERROR_REASON_BACKEND_TIMEOUT, "backend did not answer in time")

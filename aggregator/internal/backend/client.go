@@ -116,8 +116,9 @@ type Client struct {
 
 	health healthTracker
 
-	heldMu sync.Mutex
-	held   map[string]*heldCall // by id
+	heldMu  sync.Mutex
+	held    map[string]*heldCall // by id
+	maxHeld int
 }
 
 // Implementation is how the aggregator introduces itself to backends.
@@ -180,6 +181,7 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 		http:     &http.Client{Transport: rt},
 		health:   newHealthTracker(),
 		held:     map[string]*heldCall{},
+		maxHeld:  maxHeldCalls,
 	}
 	notify := func() {
 		if onListChanged != nil {

@@ -35,6 +35,14 @@ const HeldStatePrefix = "switchboard-held:"
 // never here, or belongs to another caller.
 var ErrHeldCallGone = errors.New("the held call is gone")
 
+// ErrTooManyHeld: maxHeldCalls calls of this backend already wait for
+// their clients' input; the new one was cancelled instead of held.
+var ErrTooManyHeld = errors.New("too many calls wait for client input")
+
+// maxHeldCalls bounds the held calls per backend (Client.maxHeld): each
+// holds a backend session and a goroutine for up to InputWait.
+const maxHeldCalls = 1024
+
 // heldCall is a backend call waiting for, or working on, the client's input.
 type heldCall struct {
 	id    string
@@ -166,6 +174,11 @@ func (c *Client) await(ctx context.Context, h *heldCall) (*mcp.CallToolResult, e
 		h.round++
 		h.pending, h.key = q, fmt.Sprintf("input-%d", h.round)
 		c.heldMu.Lock()
+		if len(c.held) >= c.maxHeld {
+			c.heldMu.Unlock()
+			h.cancel()
+			return nil, ErrTooManyHeld
+		}
 		c.held[h.id] = h
 		h.timer = time.AfterFunc(c.cfg.InputWait, func() { c.expire(h.id) })
 		c.heldMu.Unlock()

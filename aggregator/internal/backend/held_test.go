@@ -1,0 +1,58 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Held calls are bounded per backend: past the bound a call that asks for
+// input is cancelled and refused instead of held.
+func TestHeldCallsAreBounded(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "legacy", Version: "1"}, nil)
+	cancelled := make(chan struct{}, 2)
+	server.AddTool(&mcp.Tool{Name: "confirm", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		_, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "sure?", RequestedSchema: map[string]any{"type": "object"}})
+		if ctx.Err() != nil {
+			cancelled <- struct{}{}
+		}
+		return nil, err
+	})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	defer srv.Close()
+	c := New(Config{Name: "legacy", URL: srv.URL, Protocol: ProtocolLegacy}, nil, nil)
+	defer c.Close()
+	c.maxHeld = 1
+	caps := &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}
+	ctx := context.Background()
+	res, err := c.CallToolAsking(ctx, &mcp.CallToolParams{Name: "confirm"}, caps, "alice")
+	if err != nil || len(res.InputRequests) != 1 || c.HeldCalls() != 1 {
+		t.Fatalf("first call: %v %v, %d held", res, err, c.HeldCalls())
+	}
+	if _, err := c.CallToolAsking(ctx, &mcp.CallToolParams{Name: "confirm"}, caps, "alice"); !errors.Is(err, ErrTooManyHeld) {
+		t.Fatalf("second call: %v", err)
+	}
+	waitCancelled(t, cancelled, "the refused call")
+	if c.HeldCalls() != 1 {
+		t.Fatalf("%d held", c.HeldCalls())
+	}
+	c.Close()
+	waitCancelled(t, cancelled, "the held call, at Close")
+	if c.HeldCalls() != 0 {
+		t.Fatalf("%d held after Close", c.HeldCalls())
+	}
+}
+
+func waitCancelled(t *testing.T, cancelled <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s was not cancelled at the backend", what)
+	}
+}
