@@ -205,8 +205,8 @@ func (c *Client) expire(id string) {
 	}
 }
 
-// HeldCalls is how many calls wait for the client's input.
-func (c *Client) HeldCalls() int {
+// heldCalls is how many calls wait for the client's input.
+func (c *Client) heldCalls() int {
 	c.heldMu.Lock()
 	defer c.heldMu.Unlock()
 	return len(c.held)

@@ -31,20 +31,20 @@ func TestHeldCallsAreBounded(t *testing.T) {
 	caps := &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}
 	ctx := context.Background()
 	res, err := c.CallToolAsking(ctx, &mcp.CallToolParams{Name: "confirm"}, caps, "alice")
-	if err != nil || len(res.InputRequests) != 1 || c.HeldCalls() != 1 {
-		t.Fatalf("first call: %v %v, %d held", res, err, c.HeldCalls())
+	if err != nil || len(res.InputRequests) != 1 || c.heldCalls() != 1 {
+		t.Fatalf("first call: %v %v, %d held", res, err, c.heldCalls())
 	}
 	if _, err := c.CallToolAsking(ctx, &mcp.CallToolParams{Name: "confirm"}, caps, "alice"); !errors.Is(err, ErrTooManyHeld) {
 		t.Fatalf("second call: %v", err)
 	}
 	waitCancelled(t, cancelled, "the refused call")
-	if c.HeldCalls() != 1 {
-		t.Fatalf("%d held", c.HeldCalls())
+	if c.heldCalls() != 1 {
+		t.Fatalf("%d held", c.heldCalls())
 	}
 	c.Close()
 	waitCancelled(t, cancelled, "the held call, at Close")
-	if c.HeldCalls() != 0 {
-		t.Fatalf("%d held after Close", c.HeldCalls())
+	if c.heldCalls() != 0 {
+		t.Fatalf("%d held after Close", c.heldCalls())
 	}
 }
 
