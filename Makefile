@@ -78,6 +78,8 @@ generate-check: generate ## fail if the committed generated code is stale
 buf-lint: $(TOOLS_BIN)/buf ## lint the protobuf API
 	buf lint
 
+# proto/baseline.binpb is the API image of the last release (`buf build -o
+# proto/baseline.binpb` when cutting one); nothing may break it.
 .PHONY: buf-breaking
 buf-breaking: $(TOOLS_BIN)/buf ## check the API against the last release's image
 	buf breaking --against proto/baseline.binpb
@@ -93,7 +95,7 @@ vet: ## go vet and gofmt over every module
 	cd deploy/validate && GOWORK=off $(GO) vet ./...
 
 .PHONY: lint
-lint: buf-lint vet ## every static check
+lint: buf-lint buf-breaking vet ## every static check
 
 # ---- tests -------------------------------------------------------------------
 
