@@ -123,6 +123,8 @@ type Engine struct {
 
 	current atomic.Pointer[published]
 	ready   atomic.Bool
+
+	updates updateHub
 }
 
 // New validates the options and builds the backend clients. It does not
@@ -141,6 +143,7 @@ func New(opts Options) (*Engine, error) {
 		rebuildReq: make(chan struct{}, 1),
 		builder:    catalog.NewBuilder(opts.Naming, opts.Log),
 		lists:      map[string]*backend.Lists{},
+		updates:    updateHub{watchers: map[resourceKey]map[chan<- string]struct{}{}},
 	}
 	cfgs := slices.Clone(opts.Backends)
 	slices.SortFunc(cfgs, func(a, b backend.Config) int { return strings.Compare(a.Name, b.Name) })
@@ -155,6 +158,7 @@ func New(opts Options) (*Engine, error) {
 			e.log.Debug("backend list changed", "backend", name)
 			e.requestList(name)
 		}, e.log)
+		b.OnResourceUpdated(func(uri string) { e.resourceUpdated(c.Name, uri) })
 		b.SetHealthPolicy(backend.HealthPolicy{
 			DegradedAfter:  opts.Health.DegradedThreshold,
 			UnhealthyAfter: opts.Health.UnhealthyThreshold,

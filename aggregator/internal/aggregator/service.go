@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -369,8 +370,24 @@ func notificationParams(p any, token string) (string, error) {
 	return string(out), err
 }
 
-// ReadResource reads a resource from its owning backend: an exact URI
-// first, then the first template (in sorted order) that matches.
+// resourceOwner routes a URI as ReadResource does: an exact URI first, then
+// the first template (in sorted order) that matches. The caller's access is
+// decided on the concrete URI, whichever way it was routed.
+func (s *Service) resourceOwner(ctx context.Context, snap *catalog.Snapshot, uri string) (*backend.Client, error) {
+	var bname string
+	found := false
+	if r, ok := snap.Resource(uri); ok {
+		bname, found = r.Backend, true
+	} else {
+		snap.MatchTemplates(uri, func(t *catalog.Item[*aggregatorv1.ResourceTemplate]) bool {
+			bname, found = t.Backend, true
+			return false
+		})
+	}
+	return s.owner(ctx, snap, catalog.KindResources, uri, bname, found)
+}
+
+// ReadResource reads a resource from its owning backend.
 func (s *Service) ReadResource(ctx context.Context, req *aggregatorv1.ReadResourceRequest) (*aggregatorv1.ReadResourceResponse, error) {
 	resp, err := s.readResource(ctx, req)
 	return resp, s.fail(ctx, "ReadResource", err)
@@ -382,18 +399,7 @@ func (s *Service) readResource(ctx context.Context, req *aggregatorv1.ReadResour
 		return nil, invalidArgument("uri is required")
 	}
 	snap, _ := s.e.Snapshot()
-	var bname string
-	found := false
-	if r, ok := snap.Resource(uri); ok {
-		bname, found = r.Backend, true
-	} else {
-		snap.MatchTemplates(uri, func(t *catalog.Item[*aggregatorv1.ResourceTemplate]) bool {
-			bname, found = t.Backend, true
-			return false
-		})
-	}
-	// A read is decided on the concrete URI, whichever way it was routed.
-	b, err := s.owner(ctx, snap, catalog.KindResources, uri, bname, found)
+	b, err := s.resourceOwner(ctx, snap, uri)
 	if err != nil {
 		return nil, err
 	}
@@ -523,13 +529,31 @@ func (s *Service) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grp
 	}
 	snap, superseded := s.e.Snapshot()
 	view := viewOf(snap)
-	if err := stream.Send(&aggregatorv1.WatchCatalogResponse{CatalogVersion: snap.Version, ToolsDigest: view.Digest(catalog.KindTools)}); err != nil {
+	updated := make(chan string, updateBuffer)
+	subscribed := s.subscribeResources(ctx, snap, req.GetResourceUris(), updated)
+	defer func() {
+		for _, unsubscribe := range subscribed {
+			unsubscribe()
+		}
+	}()
+	first := &aggregatorv1.WatchCatalogResponse{CatalogVersion: snap.Version, ToolsDigest: view.Digest(catalog.KindTools)}
+	for _, uri := range req.GetResourceUris() {
+		if _, ok := subscribed[uri]; ok && !slices.Contains(first.SubscribedResourceUris, uri) {
+			first.SubscribedResourceUris = append(first.SubscribedResourceUris, uri)
+		}
+	}
+	if err := stream.Send(first); err != nil {
 		return err
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case uri := <-updated:
+			if err := stream.Send(&aggregatorv1.WatchCatalogResponse{CatalogVersion: snap.Version, UpdatedResourceUris: []string{uri}}); err != nil {
+				return err
+			}
+			continue
 		case <-superseded:
 		}
 		snap, superseded = s.e.Snapshot()
@@ -548,6 +572,33 @@ func (s *Service) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grp
 			return err
 		}
 	}
+}
+
+// maxWatchedResources bounds the resource URIs one watch may subscribe to.
+const maxWatchedResources = 256
+
+// subscribeResources subscribes ch to every URI of uris that the caller may
+// read and whose owner advertises resources.subscribe; the others are left
+// out silently, so a denied URI cannot be told from an unknown one. It
+// returns the unsubscribe function of each subscribed URI.
+func (s *Service) subscribeResources(ctx context.Context, snap *catalog.Snapshot, uris []string, ch chan<- string) map[string]func() {
+	subscribed := map[string]func(){}
+	for _, uri := range uris {
+		if _, dup := subscribed[uri]; dup || uri == "" || len(subscribed) == maxWatchedResources {
+			continue
+		}
+		b, err := s.resourceOwner(ctx, snap, uri)
+		if err != nil || !subscribes(snap.Capabilities[b.Name()]) {
+			continue
+		}
+		unsubscribe, err := s.e.subscribe(ctx, b, uri, ch)
+		if err != nil {
+			s.log.Warn("backend subscribe failed", "backend", b.Name(), "err", b.Redact(err.Error()))
+			continue
+		}
+		subscribed[uri] = unsubscribe
+	}
+	return subscribed
 }
 
 var apiKind = map[catalog.Kind]aggregatorv1.CatalogKind{

@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -119,6 +120,12 @@ type Client struct {
 	heldMu  sync.Mutex
 	held    map[string]*heldCall // by id
 	maxHeld int
+
+	onUpdated atomic.Pointer[func(uri string)]
+	// subMu serialises subscription changes, so the backend sees one
+	// subscribe per URI and the unsubscribe only after the last watcher.
+	subMu sync.Mutex
+	subs  map[string]int // watchers per subscribed URI
 }
 
 // Implementation is how the aggregator introduces itself to backends.
@@ -182,6 +189,7 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 		health:   newHealthTracker(),
 		held:     map[string]*heldCall{},
 		maxHeld:  maxHeldCalls,
+		subs:     map[string]int{},
 	}
 	notify := func() {
 		if onListChanged != nil {
@@ -196,6 +204,7 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { notify() },
 		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { notify() },
 		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { notify() },
+		ResourceUpdatedHandler:     c.resourceUpdated,
 	})
 	c.probe = mcp.NewClient(Implementation, &mcp.ClientOptions{
 		Logger:         c.log,
@@ -451,6 +460,7 @@ func (c *Client) current(ctx context.Context) (*mcp.ClientSession, error) {
 	c.health.setProtocol(v)
 	c.log.Info("backend session opened", "protocol", v)
 	go c.watch(a.session)
+	go c.resubscribe(a.session)
 	return a.session, nil
 }
 

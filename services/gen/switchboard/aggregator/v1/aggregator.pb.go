@@ -2038,7 +2038,14 @@ type WatchCatalogRequest struct {
 	// When set (trusted service callers only), events are sent for every
 	// catalog change regardless of any one principal's view. The indexer uses
 	// this to invalidate its scopes.
-	AllChanges    bool `protobuf:"varint,2,opt,name=all_changes,json=allChanges,proto3" json:"all_changes,omitempty"`
+	AllChanges bool `protobuf:"varint,2,opt,name=all_changes,json=allChanges,proto3" json:"all_changes,omitempty"`
+	// Resource URIs the watcher wants notifications/resources/updated for.
+	// Each is decided like ReadResource for the principal; only those that
+	// are readable and owned by a backend advertising resources.subscribe
+	// are subscribed (see WatchCatalogResponse.subscribed_resource_uris). The
+	// subscription lives as long as this stream, in the aggregator replica
+	// serving it.
+	ResourceUris  []string `protobuf:"bytes,3,rep,name=resource_uris,json=resourceUris,proto3" json:"resource_uris,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2087,6 +2094,13 @@ func (x *WatchCatalogRequest) GetAllChanges() bool {
 	return false
 }
 
+func (x *WatchCatalogRequest) GetResourceUris() []string {
+	if x != nil {
+		return x.ResourceUris
+	}
+	return nil
+}
+
 // WatchCatalogResponse is one catalog event: the view changed.
 type WatchCatalogResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2099,8 +2113,13 @@ type WatchCatalogResponse struct {
 	ToolsDigest string `protobuf:"bytes,3,opt,name=tools_digest,json=toolsDigest,proto3" json:"tools_digest,omitempty"`
 	// URIs of subscribed resources the backend reported as updated.
 	UpdatedResourceUris []string `protobuf:"bytes,4,rep,name=updated_resource_uris,json=updatedResourceUris,proto3" json:"updated_resource_uris,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// On the initial event only: the requested resource_uris whose updates
+	// this stream delivers. A URI that is unknown, not readable by the
+	// principal, or owned by a backend without resources.subscribe is left
+	// out, all alike.
+	SubscribedResourceUris []string `protobuf:"bytes,5,rep,name=subscribed_resource_uris,json=subscribedResourceUris,proto3" json:"subscribed_resource_uris,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *WatchCatalogResponse) Reset() {
@@ -2157,6 +2176,13 @@ func (x *WatchCatalogResponse) GetToolsDigest() string {
 func (x *WatchCatalogResponse) GetUpdatedResourceUris() []string {
 	if x != nil {
 		return x.UpdatedResourceUris
+	}
+	return nil
+}
+
+func (x *WatchCatalogResponse) GetSubscribedResourceUris() []string {
+	if x != nil {
+		return x.SubscribedResourceUris
 	}
 	return nil
 }
@@ -2530,16 +2556,18 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"paramsJson\"3\n" +
 	"\x10CompleteResponse\x12\x1f\n" +
 	"\vresult_json\x18\x01 \x01(\tR\n" +
-	"resultJson\"v\n" +
+	"resultJson\"\x9b\x01\n" +
 	"\x13WatchCatalogRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x1f\n" +
 	"\vall_changes\x18\x02 \x01(\bR\n" +
-	"allChanges\"\xd8\x01\n" +
+	"allChanges\x12#\n" +
+	"\rresource_uris\x18\x03 \x03(\tR\fresourceUris\"\x92\x02\n" +
 	"\x14WatchCatalogResponse\x12'\n" +
 	"\x0fcatalog_version\x18\x01 \x01(\x04R\x0ecatalogVersion\x12@\n" +
 	"\achanged\x18\x02 \x03(\x0e2&.switchboard.aggregator.v1.CatalogKindR\achanged\x12!\n" +
 	"\ftools_digest\x18\x03 \x01(\tR\vtoolsDigest\x122\n" +
-	"\x15updated_resource_uris\x18\x04 \x03(\tR\x13updatedResourceUris\"U\n" +
+	"\x15updated_resource_uris\x18\x04 \x03(\tR\x13updatedResourceUris\x128\n" +
+	"\x18subscribed_resource_uris\x18\x05 \x03(\tR\x16subscribedResourceUris\"U\n" +
 	"\x13ListBackendsRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\"\x97\x03\n" +
 	"\aBackend\x12\x12\n" +

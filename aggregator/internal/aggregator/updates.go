@@ -1,0 +1,60 @@
+package aggregator
+
+import (
+	"context"
+	"sync"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+)
+
+// resourceKey names a subscribed resource at its owning backend.
+type resourceKey struct{ backend, uri string }
+
+// updateHub routes a backend's notifications/resources/updated to the
+// watchers that subscribed to that URI, and only to them.
+type updateHub struct {
+	mu       sync.Mutex
+	watchers map[resourceKey]map[chan<- string]struct{}
+}
+
+// updateBuffer is how many updates a watcher may fall behind; past it
+// further updates for that watcher are dropped (an update says only "read
+// it again", so a burst loses nothing a later one does not repeat).
+const updateBuffer = 64
+
+// subscribe subscribes at the backend (reference counted there) and routes
+// its updates of uri to ch until the returned function is called.
+func (e *Engine) subscribe(ctx context.Context, b *backend.Client, uri string, ch chan<- string) (func(), error) {
+	if err := b.Subscribe(ctx, uri); err != nil {
+		return nil, err
+	}
+	k := resourceKey{b.Name(), uri}
+	e.updates.mu.Lock()
+	if e.updates.watchers[k] == nil {
+		e.updates.watchers[k] = map[chan<- string]struct{}{}
+	}
+	e.updates.watchers[k][ch] = struct{}{}
+	e.updates.mu.Unlock()
+	return func() {
+		e.updates.mu.Lock()
+		delete(e.updates.watchers[k], ch)
+		if len(e.updates.watchers[k]) == 0 {
+			delete(e.updates.watchers, k)
+		}
+		e.updates.mu.Unlock()
+		b.Unsubscribe(ctx, uri)
+	}, nil
+}
+
+// resourceUpdated is called by backend name's client for each update.
+func (e *Engine) resourceUpdated(name, uri string) {
+	e.updates.mu.Lock()
+	defer e.updates.mu.Unlock()
+	for ch := range e.updates.watchers[resourceKey{name, uri}] {
+		select {
+		case ch <- uri:
+		default:
+			e.log.Debug("resource update dropped for a slow watcher", "backend", name)
+		}
+	}
+}

@@ -1,0 +1,187 @@
+package aggregator_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+)
+
+// subscribeBackend is a real go-sdk Legacy server advertising
+// resources.subscribe, counting the subscribe and unsubscribe requests it
+// receives per URI.
+type subscribeBackend struct {
+	server *mcp.Server
+	url    string
+
+	mu           sync.Mutex
+	subscribes   map[string]int
+	unsubscribes map[string]int
+}
+
+func newSubscribeBackend(t *testing.T, uris ...string) *subscribeBackend {
+	t.Helper()
+	b := &subscribeBackend{subscribes: map[string]int{}, unsubscribes: map[string]int{}}
+	count := func(m map[string]int, uri string) {
+		b.mu.Lock()
+		m[uri]++
+		b.mu.Unlock()
+	}
+	b.server = mcp.NewServer(&mcp.Implementation{Name: "subs", Version: "1"}, &mcp.ServerOptions{
+		Logger: quietLog,
+		SubscribeHandler: func(_ context.Context, req *mcp.SubscribeRequest) error {
+			count(b.subscribes, req.Params.URI)
+			return nil
+		},
+		UnsubscribeHandler: func(_ context.Context, req *mcp.UnsubscribeRequest) error {
+			count(b.unsubscribes, req.Params.URI)
+			return nil
+		},
+	})
+	for _, uri := range uris {
+		b.server.AddResource(&mcp.Resource{URI: uri, Name: uri}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, Text: "x"}}}, nil
+		})
+	}
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.server }, &mcp.StreamableHTTPOptions{Logger: quietLog}))
+	t.Cleanup(srv.Close)
+	b.url = srv.URL
+	return b
+}
+
+func (b *subscribeBackend) counts(uri string) (subscribes, unsubscribes int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.subscribes[uri], b.unsubscribes[uri]
+}
+
+const subscribePolicy = `
+permit (principal, action == Action::"read_resource", resource);
+forbid (principal, action == Action::"read_resource", resource == Resource::"sub://secret");
+`
+
+type watch struct {
+	first  *aggregatorv1.WatchCatalogResponse
+	events chan *aggregatorv1.WatchCatalogResponse
+	cancel context.CancelFunc
+}
+
+func startWatch(t *testing.T, c aggregatorv1.AggregatorServiceClient, uris ...string) *watch {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	stream, err := c.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{Principal: principal("alice"), ResourceUris: uris})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &watch{first: first, events: make(chan *aggregatorv1.WatchCatalogResponse, 16), cancel: cancel}
+	go func() {
+		for {
+			ev, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			w.events <- ev
+		}
+	}()
+	return w
+}
+
+// nextUpdate returns the next resource update of w, ignoring catalog events.
+func (w *watch) nextUpdate(t *testing.T) string {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case ev := <-w.events:
+			if u := ev.GetUpdatedResourceUris(); len(u) > 0 {
+				return u[0]
+			}
+		case <-deadline:
+			t.Fatal("no resource update within 10s")
+		}
+	}
+}
+
+// Updates reach only the watchers that asked for the URI; the backend sees
+// one subscription per URI however many watchers share it, and the
+// unsubscribe when the last one leaves; a denied URI is refused exactly
+// like an unknown one, and so is a URI whose backend cannot subscribe.
+func TestWatchCatalogRelaysSubscribedResourceUpdates(t *testing.T) {
+	subs := newSubscribeBackend(t, "sub://a", "sub://b", "sub://secret")
+	plain := newTestBackend(t, "plain", backendOptions{extra: func(b *testBackend) {
+		b.server.AddResource(&mcp.Resource{URI: "plain://r", Name: "r"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "plain://r", Text: "x"}}}, nil
+		})
+	}})
+	h := startAggregator(t, parseConfig(t, `
+aggregator:
+  authz: {policyFile: `+writeFile(t, "policy.cedar", subscribePolicy)+`}
+  backends:
+    - {name: subs, url: `+subs.url+`, protocol: "2025-11-25"}
+    - {name: plain, url: `+plain.url()+`}
+`))
+	eventually(t, 10*time.Second, "resources listed", func() bool {
+		r, err := h.gateway.ListResources(context.Background(), &aggregatorv1.ListResourcesRequest{Principal: principal("alice")})
+		return err == nil && len(r.GetResources()) == 3
+	})
+
+	w1 := startWatch(t, h.gateway, "sub://a", "sub://secret", "sub://missing", "plain://r", "sub://a")
+	if got := w1.first.GetSubscribedResourceUris(); !slices.Equal(got, []string{"sub://a"}) {
+		t.Fatalf("first watch subscribed %v, want only sub://a", got)
+	}
+	w2 := startWatch(t, h.gateway, "sub://a", "sub://b")
+	if got := w2.first.GetSubscribedResourceUris(); !slices.Equal(got, []string{"sub://a", "sub://b"}) {
+		t.Fatalf("second watch subscribed %v", got)
+	}
+	if s, _ := subs.counts("sub://a"); s != 1 {
+		t.Fatalf("backend saw %d subscribes of sub://a, want 1", s)
+	}
+	if s, _ := subs.counts("sub://secret"); s != 0 {
+		t.Fatal("a denied URI was subscribed at the backend")
+	}
+
+	ctx := context.Background()
+	if err := subs.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "sub://b"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := subs.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "sub://a"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := w2.nextUpdate(t); got != "sub://b" {
+		t.Fatalf("second watch got %q first, want sub://b", got)
+	}
+	if got := w2.nextUpdate(t); got != "sub://a" {
+		t.Fatalf("second watch got %q, want sub://a", got)
+	}
+	// Updates are relayed in order: had sub://b reached w1, it would come
+	// before sub://a.
+	if got := w1.nextUpdate(t); got != "sub://a" {
+		t.Fatalf("first watch got %q, want only sub://a", got)
+	}
+
+	w2.cancel()
+	eventually(t, 10*time.Second, "sub://b unsubscribed", func() bool {
+		_, u := subs.counts("sub://b")
+		return u == 1
+	})
+	if _, u := subs.counts("sub://a"); u != 0 {
+		t.Fatal("sub://a unsubscribed while a watcher still holds it")
+	}
+	w1.cancel()
+	eventually(t, 10*time.Second, "sub://a unsubscribed", func() bool {
+		_, u := subs.counts("sub://a")
+		return u == 1
+	})
+}

@@ -1,0 +1,83 @@
+package backend
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// OnResourceUpdated sets f to receive every notifications/resources/updated
+// the backend sends. Call it before the first request.
+func (c *Client) OnResourceUpdated(f func(uri string)) { c.onUpdated.Store(&f) }
+
+func (c *Client) resourceUpdated(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+	if f := c.onUpdated.Load(); f != nil && req.Params != nil && req.Params.URI != "" {
+		(*f)(req.Params.URI)
+	}
+}
+
+// Subscribe asks the backend for updates of uri. Subscriptions are
+// reference counted: only the first one for a URI reaches the backend, and
+// they are renewed on every new session.
+func (c *Client) Subscribe(ctx context.Context, uri string) error {
+	c.subMu.Lock()
+	defer c.subMu.Unlock()
+	if c.subs[uri] > 0 {
+		c.subs[uri]++
+		return nil
+	}
+	_, err := do(ctx, c, retryIdempotent, c.cfg.Timeout, func(ctx context.Context, s *mcp.ClientSession) (struct{}, error) {
+		return struct{}{}, s.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
+	})
+	if err != nil {
+		return err
+	}
+	c.subs[uri] = 1
+	return nil
+}
+
+// Unsubscribe drops one reference to uri; the last one unsubscribes at the
+// backend.
+func (c *Client) Unsubscribe(ctx context.Context, uri string) {
+	c.subMu.Lock()
+	defer c.subMu.Unlock()
+	if c.subs[uri] > 1 {
+		c.subs[uri]--
+		return
+	}
+	delete(c.subs, uri)
+	c.mu.Lock()
+	s := c.session
+	c.mu.Unlock()
+	if s == nil {
+		return // a new session will not renew it
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.Timeout)
+	defer cancel()
+	if err := s.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
+		c.log.Warn("backend unsubscribe failed", "err", c.Redact(err.Error()))
+	}
+}
+
+// Subscriptions reports how many watchers hold a subscription to uri.
+func (c *Client) Subscriptions(uri string) int {
+	c.subMu.Lock()
+	defer c.subMu.Unlock()
+	return c.subs[uri]
+}
+
+// resubscribe renews every subscription on a new session: the backend
+// forgot those of the session that ended.
+func (c *Client) resubscribe(s *mcp.ClientSession) {
+	c.subMu.Lock()
+	defer c.subMu.Unlock()
+	for uri := range c.subs {
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
+		err := s.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
+		cancel()
+		if err != nil {
+			c.log.Warn("backend resubscribe failed", "err", c.Redact(fmt.Sprint(err)))
+		}
+	}
+}
