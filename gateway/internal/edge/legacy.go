@@ -170,7 +170,7 @@ func (g *Gateway) serveLegacyGET(w http.ResponseWriter, r *http.Request, v view,
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	watch, err := g.openWatch(ctx, principal)
+	watch, _, err := g.openWatch(ctx, principal, nil)
 	if err != nil {
 		rerr := grpcError(ctx, g.log, err, eraLegacy, "GET")
 		rec.outcome = "error"

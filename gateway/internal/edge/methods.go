@@ -63,7 +63,13 @@ func (g *Gateway) capabilities(ctx context.Context, c *call) (object, string, *r
 		caps.set("tools", listChanged)
 	}
 	if d.GetResourceCount()+d.GetResourceTemplateCount() > 0 {
-		caps.set("resources", listChanged)
+		resources := map[string]bool{"listChanged": true}
+		// Updates are delivered (on a listen stream) only where some
+		// backend of the principal's view supports subscribe.
+		if d.GetResourcesSubscribe() && c.era == eraModern {
+			resources["subscribe"] = true
+		}
+		caps.set("resources", resources)
 	}
 	if d.GetPromptCount() > 0 {
 		caps.set("prompts", listChanged)

@@ -10,12 +10,16 @@ import (
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 )
 
-// listKinds says which list_changed notifications a stream delivers.
+// listKinds says which notifications a stream delivers: list_changed of
+// each kind, and resources/updated for the URIs the watch subscribed.
 type listKinds struct {
 	tools, resources, prompts bool
+	resourceUpdates           bool
 }
 
-func (k listKinds) empty() bool { return !k.tools && !k.resources && !k.prompts }
+func (k listKinds) empty() bool {
+	return !k.tools && !k.resources && !k.prompts && !k.resourceUpdates
+}
 
 // subscriptionFilter is the notifications member of subscriptions/listen.
 type subscriptionFilter struct {
@@ -25,15 +29,19 @@ type subscriptionFilter struct {
 	ResourceSubscriptions []string `json:"resourceSubscriptions,omitempty"`
 }
 
+// maxResourceSubscriptions bounds the URIs one stream subscribes to (the
+// aggregator applies the same bound).
+const maxResourceSubscriptions = 256
+
 // serveListen serves a Modern subscriptions/listen: it acknowledges exactly
-// what this gateway delivers (list_changed of each kind; never
-// resourceSubscriptions, because resource updates are not routed per
-// subscriber) and then streams those notifications until the client closes
-// the stream.
+// what this gateway delivers (list_changed of each kind, and of the
+// resourceSubscriptions only the URIs the aggregator subscribed: readable
+// by the caller and owned by a backend that supports subscribe) and then
+// streams those notifications until the client closes the stream.
 func (g *Gateway) serveListen(w http.ResponseWriter, c *call, rec *requestRecord) {
 	raw, ok := c.params["notifications"]
 	var filter subscriptionFilter
-	if !ok || json.Unmarshal(raw, &filter) != nil {
+	if !ok || json.Unmarshal(raw, &filter) != nil || len(filter.ResourceSubscriptions) > maxResourceSubscriptions {
 		g.respond(w, c, rec, nil, newError(codeInvalidParams, "invalid params: missing or invalid 'notifications' field"))
 		return
 	}
@@ -42,13 +50,29 @@ func (g *Gateway) serveListen(w http.ResponseWriter, c *call, rec *requestRecord
 		PromptsListChanged:   filter.PromptsListChanged,
 		ResourcesListChanged: filter.ResourcesListChanged,
 	}
+	kinds := listKinds{tools: agreed.ToolsListChanged, resources: agreed.ResourcesListChanged, prompts: agreed.PromptsListChanged}
+	ctx, cancel := context.WithCancel(c.r.Context())
+	defer cancel()
+	var watch aggregatorv1.AggregatorService_WatchCatalogClient
+	if !kinds.empty() || len(filter.ResourceSubscriptions) > 0 {
+		var (
+			subscribed []string
+			err        error
+		)
+		watch, subscribed, err = g.openWatch(ctx, c.principal, filter.ResourceSubscriptions)
+		if err != nil {
+			g.respond(w, c, rec, nil, grpcError(ctx, g.log, err, c.era, c.method))
+			return
+		}
+		agreed.ResourceSubscriptions = subscribed
+		kinds.resourceUpdates = len(subscribed) > 0
+	}
 	meta := object{}
 	meta[metaSubscriptionID] = c.id
 	ackParams := object{}
 	ackParams.set("_meta", meta)
 	ackParams.set("notifications", agreed)
 	ack := sseEvent(notification("notifications/subscriptions/acknowledged", ackParams))
-	kinds := listKinds{tools: agreed.ToolsListChanged, resources: agreed.ResourcesListChanged, prompts: agreed.PromptsListChanged}
 	if kinds.empty() {
 		// Nothing to deliver: acknowledge and end gracefully at once.
 		res := object{}
@@ -60,28 +84,23 @@ func (g *Gateway) serveListen(w http.ResponseWriter, c *call, rec *requestRecord
 		rec.outcome = "ok"
 		return
 	}
-	ctx, cancel := context.WithCancel(c.r.Context())
-	defer cancel()
-	watch, err := g.openWatch(ctx, c.principal)
-	if err != nil {
-		g.respond(w, c, rec, nil, grpcError(ctx, g.log, err, c.era, c.method))
-		return
-	}
 	g.pumpCatalog(ctx, w, rec, watch, kinds, "listen", ack, c.id)
 }
 
-// openWatch opens a WatchCatalog stream for principal and reads its first
-// event, which only confirms the subscription (the current version): after
-// it no change can be missed. Cancelling ctx ends the watch.
-func (g *Gateway) openWatch(ctx context.Context, principal *commonv1.Principal) (aggregatorv1.AggregatorService_WatchCatalogClient, error) {
-	watch, err := g.agg.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{Principal: principal})
+// openWatch opens a WatchCatalog stream for principal, subscribed to
+// resourceURIs, and reads its first event, which confirms the subscription
+// (the current version, and which of resourceURIs it delivers updates
+// for): after it no change can be missed. Cancelling ctx ends the watch.
+func (g *Gateway) openWatch(ctx context.Context, principal *commonv1.Principal, resourceURIs []string) (aggregatorv1.AggregatorService_WatchCatalogClient, []string, error) {
+	watch, err := g.agg.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{Principal: principal, ResourceUris: resourceURIs})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if _, err := watch.Recv(); err != nil {
-		return nil, err
+	first, err := watch.Recv()
+	if err != nil {
+		return nil, nil, err
 	}
-	return watch, nil
+	return watch, first.GetSubscribedResourceUris(), nil
 }
 
 // pumpCatalog turns the events of watch into list_changed notifications on
@@ -134,14 +153,24 @@ func (g *Gateway) pumpCatalog(ctx context.Context, w http.ResponseWriter, rec *r
 			if !ok {
 				return
 			}
-			for _, method := range changedNotifications(ev, kinds) {
+			tagged := func() object {
 				params := object{}
 				if subscriptionID != nil {
 					meta := object{}
 					meta[metaSubscriptionID] = subscriptionID
 					params.set("_meta", meta)
 				}
-				out = append(out, sseEvent(notification(method, params))...)
+				return params
+			}
+			for _, method := range changedNotifications(ev, kinds) {
+				out = append(out, sseEvent(notification(method, tagged()))...)
+			}
+			if kinds.resourceUpdates {
+				for _, uri := range ev.GetUpdatedResourceUris() {
+					params := tagged()
+					params.set("uri", uri)
+					out = append(out, sseEvent(notification("notifications/resources/updated", params))...)
+				}
 			}
 		case <-keepAlive.C:
 			out = []byte(": keep-alive\n\n")

@@ -1,0 +1,104 @@
+package edge
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// startSubscribeBackend serves a go-sdk Legacy backend that supports
+// resources/subscribe, with the resources sub://a and sub://b and a tool.
+func startSubscribeBackend(t *testing.T) (*mcp.Server, string) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "subs", Version: "1"}, &mcp.ServerOptions{
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	// The aggregator process is ready once it serves a tool.
+	server.AddTool(&mcp.Tool{Name: "noop", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	})
+	for _, uri := range []string{"sub://a", "sub://b"} {
+		server.AddResource(&mcp.Resource{URI: uri, Name: uri}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, Text: "x"}}}, nil
+		})
+	}
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	t.Cleanup(srv.Close)
+	return server, srv.URL
+}
+
+type updates struct {
+	mu   sync.Mutex
+	uris []string
+}
+
+func (u *updates) options() *mcp.ClientOptions {
+	return &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+		u.mu.Lock()
+		u.uris = append(u.uris, req.Params.URI)
+		u.mu.Unlock()
+	}}
+}
+
+func (u *updates) list() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Clone(u.uris)
+}
+
+// Real go-sdk clients, through the gateway and a real aggregator process,
+// subscribe to one of a backend's resources and hear of its updates, and
+// not of the other resource's.
+func TestResourceSubscriptionsEndToEnd(t *testing.T) {
+	server, url := startSubscribeBackend(t)
+	b := startBackends(t)
+	cfg := testGatewayConfig(b)
+	cfg.Aggregator.Address = startAggregatorProcess(t, `
+    - name: subs
+      url: `+url+`
+      protocol: "2025-11-25"
+      timeout: 10s
+`)
+	_, srv := startGateway(t, b, cfg)
+	for _, era := range subscribingEras {
+		t.Run(era.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			u := &updates{}
+			cs := connect(t, ctx, srv.URL+"/mcp", "alice-key", era.version, u.options())
+			// The aggregator lists its backend in the background: wait
+			// until the resources are there.
+			eventually(t, "resources listed", func() bool {
+				res, err := cs.ListResources(ctx, nil)
+				return err == nil && len(res.Resources) == 2
+			})
+			if caps := cs.InitializeResult().Capabilities; caps.Resources == nil || !caps.Resources.Subscribe {
+				t.Fatalf("resources capability %+v, want subscribe", caps.Resources)
+			}
+			if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "sub://a"}); err != nil {
+				t.Fatal(err)
+			}
+			// The subscription may still be opening: announce until the
+			// client hears of it. sub://b goes first each time, so had it
+			// been delivered it would be in the list.
+			eventually(t, "update of sub://a delivered", func() bool {
+				_ = server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "sub://b"})
+				_ = server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "sub://a"})
+				return len(u.list()) > 0
+			})
+			for _, uri := range u.list() {
+				if uri != "sub://a" {
+					t.Fatalf("client heard of %q, subscribed only to sub://a", uri)
+				}
+			}
+		})
+	}
+}
+
+var subscribingEras = eras[:1]
