@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -37,19 +36,7 @@ import (
 
 var env *storetest.Env
 
-func TestMain(m *testing.M) {
-	var err error
-	env, err = storetest.Setup(context.Background(), pgcluster.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "PostgreSQL for tests:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { storetest.Main(m, &env) }
 
 const gatewayToken = "gateway-test-token"
 

@@ -1,16 +1,12 @@
 package store_test
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/switchboard-mcp/switchboard/services/pgcluster"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/storetest"
@@ -18,19 +14,7 @@ import (
 
 var env *storetest.Env
 
-func TestMain(m *testing.M) {
-	var err error
-	env, err = storetest.Setup(context.Background(), pgcluster.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "PostgreSQL for tests:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { storetest.Main(m, &env) }
 
 var weatherTools = []store.Tool{
 	{Name: "weather_get_forecast", Description: "Get the weather forecast for a city.", InputSchemaJSON: `{"type":"object","properties":{"city":{"type":"string","description":"City name"}}}`},

@@ -6,6 +6,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"testing"
 
@@ -46,6 +47,23 @@ func Setup(ctx context.Context, opts pgcluster.Options) (*Env, error) {
 		return nil, fmt.Errorf("migrate template: %w", err)
 	}
 	return &Env{Cluster: c}, nil
+}
+
+// Main is a test package's TestMain: it sets *env to a fresh cluster, runs
+// the tests and removes the cluster. A cluster that cannot start fails the
+// package (exit 1): tests that need PostgreSQL never skip.
+func Main(m *testing.M, env **Env) {
+	e, err := Setup(context.Background(), pgcluster.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "PostgreSQL for tests:", err)
+		os.Exit(1)
+	}
+	*env = e
+	code := m.Run()
+	if err := e.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	os.Exit(code)
 }
 
 // Stop removes the cluster.
