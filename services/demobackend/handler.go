@@ -1,22 +1,18 @@
 package demobackend
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+
+	"github.com/switchboard-mcp/switchboard/services/dualera"
 )
 
 // MCPPath is where the backend serves MCP.
 const MCPPath = "/mcp"
-
-// modernVersion is the first protocol revision of the stateless era; the
-// SDK too compares versions as strings against it.
-const modernVersion = "2026-07-28"
 
 // maxAdminBody bounds a POST /admin/tools body.
 const maxAdminBody = 1 << 20
@@ -87,61 +83,15 @@ func (b *Backend) Handler() http.Handler {
 		func(_ string, r *http.Request) string { return "demo backend " + r.Method + " " + r.URL.Path }))
 }
 
-// mcpHandler routes each request to the stateless handler (Modern) or the
-// stateful one (Legacy sessions: initialize, session traffic, GET, DELETE).
-// Both serve the same *mcp.Server, so catalog changes reach both.
+// mcpHandler serves both eras over the one server (dualera), so catalog
+// changes reach both; with --stateful, Legacy sessions only.
 func (b *Backend) mcpHandler() http.Handler {
-	getServer := func(*http.Request) *mcp.Server { return b.server }
-	stateful := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{})
 	if b.statefulOnly {
-		return stateful
+		return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.server }, &mcp.StreamableHTTPOptions{})
 	}
-	stateless := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
-		Stateless: true,
-		// A Modern client that closes its response stream cancels the call
-		// (the spec's MUST); the sleep behaviour relies on it.
-		PropagateRequestCancellation: true,
-	})
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		modern, err := isModern(r)
-		if err != nil {
-			http.Error(w, "cannot read request body", http.StatusBadRequest)
-			return
-		}
-		if modern {
-			stateless.ServeHTTP(w, r)
-			return
-		}
-		stateful.ServeHTTP(w, r)
-	})
-}
-
-// isModern reports whether r is a Modern request: a POST outside a Legacy
-// session whose header or body _meta declares a version of the stateless
-// era. Looking at the body too means a Modern request with a missing
-// header still reaches the stateless handler, which answers it with the
-// spec's -32020 instead of the stateful handler's -32022.
-func isModern(r *http.Request) (bool, error) {
-	if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" {
-		return false, nil
-	}
-	if r.Header.Get("Mcp-Protocol-Version") >= modernVersion {
-		return true, nil
-	}
-	body, err := readBody(r, mcp.DefaultMaxRequestBodyBytes)
-	if err != nil {
-		return false, err
-	}
-	var msg struct {
-		Params struct {
-			Meta map[string]any `json:"_meta"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(body, &msg) != nil {
-		return false, nil // not ours to judge: the handler reports bad JSON
-	}
-	v, _ := msg.Params.Meta[mcp.MetaKeyProtocolVersion].(string)
-	return v >= modernVersion, nil
+	// A Modern client that closes its response stream cancels the call (the
+	// spec's MUST); the sleep behaviour relies on it.
+	return dualera.New(b.server, &mcp.StreamableHTTPOptions{PropagateRequestCancellation: true}, nil)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -150,13 +100,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	// An encoding error means the client went away; there is no one left
 	// to tell.
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-// readBody reads at most limit bytes of r's body and puts them back, so the
-// MCP handler can read the body again after the router peeked at it.
-func readBody(r *http.Request, limit int64) ([]byte, error) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-	r.Body.Close()
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	return body, err
 }
