@@ -113,8 +113,10 @@ type Gateway struct {
 	headerSpecs *headerSpecs
 	pending     *pendingReplies
 	logLevels   *sessionLogLevels
-	loopback    bool
-	serverInfo  json.RawMessage
+	// sessionResources are the Legacy sessions' resource subscriptions.
+	sessionResources *sessionResources
+	loopback         bool
+	serverInfo       json.RawMessage
 
 	maxBody        int64
 	keepAlive      time.Duration
@@ -160,26 +162,27 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 		limit = defaultSearchLimit
 	}
 	g := &Gateway{
-		cfg:            cfg,
-		agg:            deps.Aggregator,
-		aggHealth:      deps.AggregatorHealth,
-		idx:            deps.Indexer,
-		auth:           deps.Auth,
-		log:            log,
-		metrics:        metrics,
-		sealer:         sealer,
-		revocations:    session.NewRevocations(deps.Indexer, log),
-		headerSpecs:    newHeaderSpecs(deps.Aggregator, headerSpecTTL),
-		pending:        newPendingReplies(),
-		logLevels:      newSessionLogLevels(),
-		loopback:       deps.LoopbackOnly,
-		serverInfo:     info,
-		maxBody:        cfg.HTTP.MaxBodyBytes,
-		keepAlive:      cfg.HTTP.KeepAlive.Or(defaultKeepAlive),
-		cacheTTLms:     cfg.Cache.TTL.Or(defaultCacheTTL).Milliseconds(),
-		requestTimeout: cfg.Timeouts.Request.Or(defaultRequestTimeout),
-		searchLimit:    uint32(limit),
-		closing:        make(chan struct{}),
+		cfg:              cfg,
+		agg:              deps.Aggregator,
+		aggHealth:        deps.AggregatorHealth,
+		idx:              deps.Indexer,
+		auth:             deps.Auth,
+		log:              log,
+		metrics:          metrics,
+		sealer:           sealer,
+		revocations:      session.NewRevocations(deps.Indexer, log),
+		headerSpecs:      newHeaderSpecs(deps.Aggregator, headerSpecTTL),
+		pending:          newPendingReplies(),
+		logLevels:        newSessionLogLevels(),
+		sessionResources: newSessionResources(),
+		loopback:         deps.LoopbackOnly,
+		serverInfo:       info,
+		maxBody:          cfg.HTTP.MaxBodyBytes,
+		keepAlive:        cfg.HTTP.KeepAlive.Or(defaultKeepAlive),
+		cacheTTLms:       cfg.Cache.TTL.Or(defaultCacheTTL).Milliseconds(),
+		requestTimeout:   cfg.Timeouts.Request.Or(defaultRequestTimeout),
+		searchLimit:      uint32(limit),
+		closing:          make(chan struct{}),
 	}
 	if g.maxBody <= 0 {
 		g.maxBody = defaultMaxBody

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 )
 
@@ -68,6 +69,23 @@ func (g *Gateway) serveLegacyPOST(w http.ResponseWriter, c *call, msg *message, 
 			return
 		}
 		g.logLevels.set(c.sessionKey, level, claims.Expiry())
+		g.respond(w, c, rec, json.RawMessage(`{}`), nil)
+	case c.method == "resources/subscribe" || c.method == "resources/unsubscribe":
+		// Updates of the URI reach this session's GET stream (see
+		// sessionResources) if the caller may read it and its backend
+		// supports subscribe; any other URI is accepted and never updated,
+		// so a denied URI looks like an unknown one.
+		uri, ok := stringParam(c.params, "uri")
+		if !ok || uri == "" {
+			g.respond(w, c, rec, nil, newError(codeInvalidParams, "invalid params: uri is required"))
+			return
+		}
+		if c.method == "resources/unsubscribe" {
+			g.sessionResources.unsubscribe(c.sessionKey, uri, claims.Expiry())
+		} else if !g.sessionResources.subscribe(c.sessionKey, uri, claims.Expiry()) {
+			g.respond(w, c, rec, nil, newError(codeInvalidParams, "invalid params: too many resource subscriptions"))
+			return
+		}
 		g.respond(w, c, rec, json.RawMessage(`{}`), nil)
 	case legacyShared[c.method]:
 		result, rerr := g.dispatch(c)
@@ -153,7 +171,8 @@ func (g *Gateway) serveLegacyDELETE(w http.ResponseWriter, r *http.Request, prin
 }
 
 // serveLegacyGET opens the session's stream of server notifications: the
-// list_changed notifications of this principal's view.
+// list_changed notifications of this principal's view, and the updates of
+// the resources the session subscribed to on this replica.
 func (g *Gateway) serveLegacyGET(w http.ResponseWriter, r *http.Request, v view, principal *commonv1.Principal) {
 	ctx, span, rec := g.startRequest(r)
 	defer g.finishRequest(span, rec)
@@ -164,22 +183,56 @@ func (g *Gateway) serveLegacyGET(w http.ResponseWriter, r *http.Request, v view,
 		http.Error(w, "Not Acceptable: the GET stream is text/event-stream", http.StatusNotAcceptable)
 		return
 	}
-	if _, ok := g.openSession(ctx, r.Header.Get("Mcp-Session-Id"), principal); !ok {
+	id := r.Header.Get("Mcp-Session-Id")
+	claims, ok := g.openSession(ctx, id, principal)
+	if !ok {
 		http.Error(w, "session not found", http.StatusNotFound)
 		return
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	watch, _, err := g.openWatch(ctx, principal, nil)
-	if err != nil {
-		rerr := grpcError(ctx, g.log, err, eraLegacy, "GET")
-		rec.outcome = "error"
-		http.Error(w, "Service Unavailable: "+rerr.Message, http.StatusServiceUnavailable)
-		return
-	}
+	digest := session.IDDigest(id)
 	kinds := listKinds{tools: v == viewRaw, resources: true, prompts: true}
-	g.pumpCatalog(ctx, w, rec, watch, kinds, "legacy_get", []byte(": ok\n\n"), nil)
+	preamble := []byte(": ok\n\n")
+	started := false
+	var version uint64
+	// Each change of the session's subscriptions reopens the watch with the
+	// new set; the stream itself stays open.
+	for {
+		uris, changed := g.sessionResources.get(digest, claims.Expiry())
+		wctx, cancel := context.WithCancel(ctx)
+		watch, first, err := g.openWatch(wctx, principal, uris)
+		if err != nil {
+			cancel()
+			if !started {
+				rerr := grpcError(ctx, g.log, err, eraLegacy, "GET")
+				rec.outcome = "error"
+				http.Error(w, "Service Unavailable: "+rerr.Message, http.StatusServiceUnavailable)
+			}
+			return
+		}
+		if started && first.GetCatalogVersion() != version {
+			// The catalog changed while the watch was reopened: say so,
+			// in case the change was one this view sees.
+			preamble = nil
+			for _, method := range changedNotifications(allKinds, kinds) {
+				preamble = append(preamble, sseEvent(notification(method, object{}))...)
+			}
+		}
+		k := kinds
+		k.resourceUpdates = len(first.GetSubscribedResourceUris()) > 0
+		var reopen bool
+		reopen, version = g.pumpCatalog(wctx, w, rec, watch, k, "legacy_get", pumpStart{preamble: preamble, started: started, restart: changed, version: first.GetCatalogVersion()}, nil)
+		cancel()
+		if !reopen {
+			return
+		}
+		started, preamble = true, nil
+	}
 }
+
+// allKinds is an event in which every kind changed.
+var allKinds = &aggregatorv1.WatchCatalogResponse{Changed: []aggregatorv1.CatalogKind{
+	aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS, aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCES, aggregatorv1.CatalogKind_CATALOG_KIND_PROMPTS,
+}}
 
 // maxSessionCapabilities bounds the capabilities sealed into a session id,
 // which travels in a header on every request.

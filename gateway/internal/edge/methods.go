@@ -64,9 +64,9 @@ func (g *Gateway) capabilities(ctx context.Context, c *call) (object, string, *r
 	}
 	if d.GetResourceCount()+d.GetResourceTemplateCount() > 0 {
 		resources := map[string]bool{"listChanged": true}
-		// Updates are delivered (on a listen stream) only where some
-		// backend of the principal's view supports subscribe.
-		if d.GetResourcesSubscribe() && c.era == eraModern {
+		// Updates are delivered (on a listen or GET stream) only where
+		// some backend of the principal's view supports subscribe.
+		if d.GetResourcesSubscribe() {
 			resources["subscribe"] = true
 		}
 		caps.set("resources", resources)

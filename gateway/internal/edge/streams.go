@@ -56,16 +56,16 @@ func (g *Gateway) serveListen(w http.ResponseWriter, c *call, rec *requestRecord
 	var watch aggregatorv1.AggregatorService_WatchCatalogClient
 	if !kinds.empty() || len(filter.ResourceSubscriptions) > 0 {
 		var (
-			subscribed []string
-			err        error
+			first *aggregatorv1.WatchCatalogResponse
+			err   error
 		)
-		watch, subscribed, err = g.openWatch(ctx, c.principal, filter.ResourceSubscriptions)
+		watch, first, err = g.openWatch(ctx, c.principal, filter.ResourceSubscriptions)
 		if err != nil {
 			g.respond(w, c, rec, nil, grpcError(ctx, g.log, err, c.era, c.method))
 			return
 		}
-		agreed.ResourceSubscriptions = subscribed
-		kinds.resourceUpdates = len(subscribed) > 0
+		agreed.ResourceSubscriptions = first.GetSubscribedResourceUris()
+		kinds.resourceUpdates = len(agreed.ResourceSubscriptions) > 0
 	}
 	meta := object{}
 	meta[metaSubscriptionID] = c.id
@@ -84,14 +84,14 @@ func (g *Gateway) serveListen(w http.ResponseWriter, c *call, rec *requestRecord
 		rec.outcome = "ok"
 		return
 	}
-	g.pumpCatalog(ctx, w, rec, watch, kinds, "listen", ack, c.id)
+	g.pumpCatalog(ctx, w, rec, watch, kinds, "listen", pumpStart{preamble: ack}, c.id)
 }
 
 // openWatch opens a WatchCatalog stream for principal, subscribed to
 // resourceURIs, and reads its first event, which confirms the subscription
 // (the current version, and which of resourceURIs it delivers updates
 // for): after it no change can be missed. Cancelling ctx ends the watch.
-func (g *Gateway) openWatch(ctx context.Context, principal *commonv1.Principal, resourceURIs []string) (aggregatorv1.AggregatorService_WatchCatalogClient, []string, error) {
+func (g *Gateway) openWatch(ctx context.Context, principal *commonv1.Principal, resourceURIs []string) (aggregatorv1.AggregatorService_WatchCatalogClient, *aggregatorv1.WatchCatalogResponse, error) {
 	watch, err := g.agg.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{Principal: principal, ResourceUris: resourceURIs})
 	if err != nil {
 		return nil, nil, err
@@ -100,26 +100,43 @@ func (g *Gateway) openWatch(ctx context.Context, principal *commonv1.Principal, 
 	if err != nil {
 		return nil, nil, err
 	}
-	return watch, first.GetSubscribedResourceUris(), nil
+	return watch, first, nil
 }
 
-// pumpCatalog turns the events of watch into list_changed notifications on
-// an SSE response, after preamble, with keep-alive comments, until the
-// client goes away, the gateway shuts down, or the aggregator ends the watch
-// (the client then reconnects). subscriptionID, when set, tags every
-// notification (Modern listen).
+// pumpStart says how a pumpCatalog begins and when it stops early.
+type pumpStart struct {
+	// preamble is written first (after the SSE headers unless started).
+	preamble []byte
+	// started: the SSE response is already under way (a reopened watch).
+	started bool
+	// restart, when closed, stops the pump so the caller can reopen the
+	// watch.
+	restart <-chan struct{}
+	// version is the catalog version the watch started at.
+	version uint64
+}
+
+// pumpCatalog turns the events of watch into notifications on an SSE
+// response, with keep-alive comments, until the client goes away, the
+// gateway shuts down, the aggregator ends the watch (the client then
+// reconnects) or start.restart is closed. subscriptionID, when set, tags
+// every notification (Modern listen). It reports whether it stopped for a
+// restart, and the last catalog version seen.
 func (g *Gateway) pumpCatalog(ctx context.Context, w http.ResponseWriter, rec *requestRecord,
-	watch aggregatorv1.AggregatorService_WatchCatalogClient, kinds listKinds, metricKind string, preamble []byte, subscriptionID json.RawMessage) {
+	watch aggregatorv1.AggregatorService_WatchCatalogClient, kinds listKinds, metricKind string, start pumpStart, subscriptionID json.RawMessage) (bool, uint64) {
 	rec.outcome = "ok"
 	g.metrics.streams.WithLabelValues(metricKind).Inc()
 	defer g.metrics.streams.WithLabelValues(metricKind).Dec()
+	version := start.version
 	rc := http.NewResponseController(w)
-	startSSE(w)
-	if _, err := w.Write(preamble); err != nil {
-		return
+	if !start.started {
+		startSSE(w)
+	}
+	if _, err := w.Write(start.preamble); err != nil {
+		return false, version
 	}
 	if rc.Flush() != nil {
-		return
+		return false, version
 	}
 
 	events := make(chan *aggregatorv1.WatchCatalogResponse)
@@ -146,13 +163,16 @@ func (g *Gateway) pumpCatalog(ctx context.Context, w http.ResponseWriter, rec *r
 		var out []byte
 		select {
 		case <-ctx.Done():
-			return
+			return false, version
 		case <-g.closing:
-			return
+			return false, version
+		case <-start.restart:
+			return true, version
 		case ev, ok := <-events:
 			if !ok {
-				return
+				return false, version
 			}
+			version = ev.GetCatalogVersion()
 			tagged := func() object {
 				params := object{}
 				if subscriptionID != nil {
@@ -179,10 +199,10 @@ func (g *Gateway) pumpCatalog(ctx context.Context, w http.ResponseWriter, rec *r
 			continue
 		}
 		if _, err := w.Write(out); err != nil {
-			return
+			return false, version
 		}
 		if rc.Flush() != nil {
-			return
+			return false, version
 		}
 	}
 }

@@ -52,9 +52,10 @@ func (u *updates) list() []string {
 	return slices.Clone(u.uris)
 }
 
-// Real go-sdk clients, through the gateway and a real aggregator process,
-// subscribe to one of a backend's resources and hear of its updates, and
-// not of the other resource's.
+// Real go-sdk clients of both eras, through the gateway and a real
+// aggregator process, subscribe to one of a backend's resources and hear of
+// its updates (Modern on a listen stream, Legacy on the session's GET
+// stream), and not of the other resource's.
 func TestResourceSubscriptionsEndToEnd(t *testing.T) {
 	server, url := startSubscribeBackend(t)
 	b := startBackends(t)
@@ -66,7 +67,7 @@ func TestResourceSubscriptionsEndToEnd(t *testing.T) {
       timeout: 10s
 `)
 	_, srv := startGateway(t, b, cfg)
-	for _, era := range subscribingEras {
+	for _, era := range eras {
 		t.Run(era.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
@@ -100,5 +101,3 @@ func TestResourceSubscriptionsEndToEnd(t *testing.T) {
 		})
 	}
 }
-
-var subscribingEras = eras[:1]
