@@ -1,10 +1,12 @@
 package edge
 
 import (
+	"bufio"
 	"context"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -67,6 +69,35 @@ func TestResourceSubscriptionsEndToEnd(t *testing.T) {
       timeout: 10s
 `)
 	_, srv := startGateway(t, b, cfg)
+	t.Run("wire", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		// Until the aggregator has listed the backend no URI is known;
+		// then the ack names exactly the one that is delivered.
+		var lines *bufio.Scanner
+		eventually(t, "sub://a acknowledged", func() bool {
+			streamCtx, closeStream := context.WithCancel(ctx)
+			t.Cleanup(closeStream)
+			_, l := openStream(t, streamCtx, srv.URL+"/mcp", modernHeaders("subscriptions/listen"),
+				`{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{`+modernMeta+`,"notifications":{"resourceSubscriptions":["sub://a","sub://missing"]}}}`)
+			ack := nextData(t, l)
+			if ack == `{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":7},"notifications":{"resourceSubscriptions":["sub://a"]}}}` {
+				lines = l
+				return true
+			}
+			return false
+		})
+		if err := server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "sub://a"}); err != nil {
+			t.Fatal(err)
+		}
+		d := nextData(t, lines)
+		for strings.HasPrefix(d, ":") {
+			d = nextData(t, lines)
+		}
+		if want := `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":7},"uri":"sub://a"}}`; d != want {
+			t.Fatalf("update = %s, want %s", d, want)
+		}
+	})
 	for _, era := range eras {
 		t.Run(era.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
