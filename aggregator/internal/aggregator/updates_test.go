@@ -14,8 +14,8 @@ import (
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 )
 
-// subscribeBackend is a real go-sdk Legacy server advertising
-// resources.subscribe, counting the subscribe and unsubscribe requests it
+// subscribeBackend is a real go-sdk server advertising
+// resources.subscribe (Legacy with sessions, or stateless Modern), counting the subscribe and unsubscribe requests it
 // receives per URI.
 type subscribeBackend struct {
 	server *mcp.Server
@@ -26,7 +26,7 @@ type subscribeBackend struct {
 	unsubscribes map[string]int
 }
 
-func newSubscribeBackend(t *testing.T, uris ...string) *subscribeBackend {
+func newSubscribeBackend(t *testing.T, stateless bool, uris ...string) *subscribeBackend {
 	t.Helper()
 	b := &subscribeBackend{subscribes: map[string]int{}, unsubscribes: map[string]int{}}
 	count := func(m map[string]int, uri string) {
@@ -50,7 +50,7 @@ func newSubscribeBackend(t *testing.T, uris ...string) *subscribeBackend {
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, Text: "x"}}}, nil
 		})
 	}
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.server }, &mcp.StreamableHTTPOptions{Logger: quietLog}))
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.server }, &mcp.StreamableHTTPOptions{Stateless: stateless, Logger: quietLog}))
 	t.Cleanup(srv.Close)
 	b.url = srv.URL
 	return b
@@ -119,7 +119,7 @@ func (w *watch) nextUpdate(t *testing.T) string {
 // unsubscribe when the last one leaves; a denied URI is refused exactly
 // like an unknown one, and so is a URI whose backend cannot subscribe.
 func TestWatchCatalogRelaysSubscribedResourceUpdates(t *testing.T) {
-	subs := newSubscribeBackend(t, "sub://a", "sub://b", "sub://secret")
+	subs := newSubscribeBackend(t, false, "sub://a", "sub://b", "sub://secret")
 	plain := newTestBackend(t, "plain", backendOptions{extra: func(b *testBackend) {
 		b.server.AddResource(&mcp.Resource{URI: "plain://r", Name: "r"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "plain://r", Text: "x"}}}, nil
@@ -183,5 +183,35 @@ aggregator:
 	eventually(t, 10*time.Second, "sub://a unsubscribed", func() bool {
 		_, u := subs.counts("sub://a")
 		return u == 1
+	})
+}
+
+// A Modern backend's updates, which reach the aggregator on the listen
+// stream the SDK opens for the subscription, are relayed too.
+func TestWatchCatalogRelaysModernBackendUpdates(t *testing.T) {
+	modern := newSubscribeBackend(t, true, "sub://m")
+	h := startAggregator(t, parseConfig(t, `
+aggregator:
+  backends:
+    - {name: modern, url: `+modern.url+`, protocol: "2026-07-28"}
+`))
+	eventually(t, 10*time.Second, "resources listed", func() bool {
+		r, err := h.gateway.ListResources(context.Background(), &aggregatorv1.ListResourcesRequest{Principal: principal("alice")})
+		return err == nil && len(r.GetResources()) == 1
+	})
+	w := startWatch(t, h.gateway, "sub://m")
+	if got := w.first.GetSubscribedResourceUris(); !slices.Equal(got, []string{"sub://m"}) {
+		t.Fatalf("subscribed %v", got)
+	}
+	// The backend's listen stream may still be opening: announce until the
+	// watcher hears of it.
+	eventually(t, 10*time.Second, "update relayed", func() bool {
+		_ = modern.server.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: "sub://m"})
+		select {
+		case ev := <-w.events:
+			return slices.Equal(ev.GetUpdatedResourceUris(), []string{"sub://m"})
+		default:
+			return false
+		}
 	})
 }
