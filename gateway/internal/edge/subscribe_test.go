@@ -16,10 +16,29 @@ import (
 
 // startSubscribeBackend serves a go-sdk Legacy backend that supports
 // resources/subscribe, with the resources sub://a and sub://b and a tool.
-func startSubscribeBackend(t *testing.T) (*mcp.Server, string) {
-	server := mcp.NewServer(&mcp.Implementation{Name: "subs", Version: "1"}, &mcp.ServerOptions{
-		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
-		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+// active reports how many subscriptions to a URI the backend holds.
+func startSubscribeBackend(t *testing.T) (server *mcp.Server, url string, active func(uri string) int) {
+	var mu sync.Mutex
+	held := map[string]int{}
+	count := func(uri string, delta int) {
+		mu.Lock()
+		held[uri] += delta
+		mu.Unlock()
+	}
+	active = func(uri string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return held[uri]
+	}
+	server = mcp.NewServer(&mcp.Implementation{Name: "subs", Version: "1"}, &mcp.ServerOptions{
+		SubscribeHandler: func(_ context.Context, req *mcp.SubscribeRequest) error {
+			count(req.Params.URI, 1)
+			return nil
+		},
+		UnsubscribeHandler: func(_ context.Context, req *mcp.UnsubscribeRequest) error {
+			count(req.Params.URI, -1)
+			return nil
+		},
 	})
 	// The aggregator process is ready once it serves a tool.
 	server.AddTool(&mcp.Tool{Name: "noop", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -32,7 +51,7 @@ func startSubscribeBackend(t *testing.T) (*mcp.Server, string) {
 	}
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
 	t.Cleanup(srv.Close)
-	return server, srv.URL
+	return server, srv.URL, active
 }
 
 type updates struct {
@@ -57,9 +76,10 @@ func (u *updates) list() []string {
 // Real go-sdk clients of both eras, through the gateway and a real
 // aggregator process, subscribe to one of a backend's resources and hear of
 // its updates (Modern on a listen stream, Legacy on the session's GET
-// stream), and not of the other resource's.
+// stream), and not of the other resource's; unsubscribing ends the
+// backend's subscription.
 func TestResourceSubscriptionsEndToEnd(t *testing.T) {
-	server, url := startSubscribeBackend(t)
+	server, url, active := startSubscribeBackend(t)
 	b := startBackends(t)
 	cfg := testGatewayConfig(b)
 	cfg.Aggregator.Address = startAggregatorProcess(t, `
@@ -129,6 +149,12 @@ func TestResourceSubscriptionsEndToEnd(t *testing.T) {
 					t.Fatalf("client heard of %q, subscribed only to sub://a", uri)
 				}
 			}
+			// Unsubscribing ends the aggregator's subscription at the
+			// backend (once earlier subtests' streams have closed too).
+			if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "sub://a"}); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "backend subscription to sub://a ended", func() bool { return active("sub://a") == 0 })
 		})
 	}
 }
