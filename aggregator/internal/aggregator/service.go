@@ -557,6 +557,14 @@ func (s *Service) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grp
 		case <-superseded:
 		}
 		snap, superseded = s.e.Snapshot()
+		// A URI the caller may no longer read, or that is gone, stops
+		// being delivered. A backend that is down keeps its subscriptions.
+		for uri, unsubscribe := range subscribed {
+			if _, err := s.resourceOwner(ctx, snap, uri); errors.Is(err, errNotFound) {
+				unsubscribe()
+				delete(subscribed, uri)
+			}
+		}
 		next := viewOf(snap)
 		ev := &aggregatorv1.WatchCatalogResponse{CatalogVersion: snap.Version, ToolsDigest: next.Digest(catalog.KindTools)}
 		for _, k := range catalog.Kinds {

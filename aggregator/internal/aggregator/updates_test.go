@@ -171,10 +171,17 @@ aggregator:
 		t.Fatalf("first watch got %q, want only sub://a", got)
 	}
 
-	w2.cancel()
-	eventually(t, 10*time.Second, "sub://b unsubscribed", func() bool {
+	// A resource that goes away is unsubscribed though its watcher stays.
+	subs.server.RemoveResources("sub://b")
+	eventually(t, 10*time.Second, "removed sub://b unsubscribed", func() bool {
 		_, u := subs.counts("sub://b")
 		return u == 1
+	})
+	w2.cancel()
+	// w2's end leaves w1's sub://a subscribed: the watch's end has been
+	// handled once the aggregator holds one reference to it.
+	eventually(t, 10*time.Second, "w2's reference to sub://a released", func() bool {
+		return h.engine.Backends()[1].Subscriptions("sub://a") == 1
 	})
 	if _, u := subs.counts("sub://a"); u != 0 {
 		t.Fatal("sub://a unsubscribed while a watcher still holds it")

@@ -2042,9 +2042,10 @@ type WatchCatalogRequest struct {
 	// Resource URIs the watcher wants notifications/resources/updated for.
 	// Each is decided like ReadResource for the principal; only those that
 	// are readable and owned by a backend advertising resources.subscribe
-	// are subscribed (see WatchCatalogResponse.subscribed_resource_uris). The
+	// are subscribed (see WatchCatalogResponse.subscribed_resource_uris). A
 	// subscription lives as long as this stream, in the aggregator replica
-	// serving it.
+	// serving it, or until its URI is gone from the principal's view. The
+	// backend sees one subscription per URI, whatever the number of watchers.
 	ResourceUris  []string `protobuf:"bytes,3,rep,name=resource_uris,json=resourceUris,proto3" json:"resource_uris,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
