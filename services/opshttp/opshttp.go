@@ -6,7 +6,6 @@ package opshttp
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/switchboard-mcp/switchboard/services/lifecycle"
 )
 
 // Handler serves the three endpoints. ready returns nil when the service can
@@ -38,18 +39,9 @@ func Handler(ready func() error, reg *prometheus.Registry) http.Handler {
 // Serve serves h on lis until ctx is done, then shuts down, giving open
 // requests (a scrape in progress) a few seconds to finish.
 func Serve(ctx context.Context, lis net.Listener, h http.Handler, log *slog.Logger) {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("http server failed", "err", err)
-		}
-	}()
 	log.Info("http serving", "addr", lis.Addr().String())
-	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(sctx)
-	<-done
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	if err := lifecycle.ServeHTTP(ctx, srv, lis, 5*time.Second); err != nil {
+		log.Error("http server failed", "err", err)
+	}
 }

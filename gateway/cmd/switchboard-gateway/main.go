@@ -7,7 +7,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -81,21 +80,9 @@ func run(ctx context.Context, env lifecycle.Env) error {
 		IdleTimeout: 2 * time.Minute,
 	}
 	srv.RegisterOnShutdown(gw.Close)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(lis) }()
 	env.Log.Info("gateway serving", "addr", lis.Addr().String(), "mcp", "http://"+lis.Addr().String()+"/mcp",
 		"auth", cfg.Auth.Mode, "optimizer", cfg.Optimizer.Enabled)
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return nil
+	return lifecycle.ServeHTTP(ctx, srv, lis, shutdownGrace)
 }
 
 // isLoopback reports whether addr binds only a loopback interface, which

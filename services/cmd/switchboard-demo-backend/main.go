@@ -102,22 +102,12 @@ func run() error {
 			log.Warn("telemetry flush failed", "err", err)
 		}
 	}()
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(lis) }()
 	log.Info("serving", "url", "http://"+lis.Addr().String()+demobackend.MCPPath,
 		"tools", len(spec.Tools), "stateful", *stateful)
-
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer cancel()
 	// Legacy GET streams never end by themselves: after the grace period
 	// they are cut.
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		srv.Close()
+	if err := lifecycle.ServeHTTP(ctx, srv, lis, shutdownGrace); err != nil {
+		return err
 	}
 	log.Info("stopped")
 	return nil
