@@ -15,10 +15,9 @@ import (
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-)
 
-// modernVersion is the first revision of the stateless wire.
-const modernVersion = "2026-07-28"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+)
 
 // maxPeekBytes bounds how much of a request body the router buffers to
 // classify it; the handlers enforce their own limits afterwards.
@@ -58,39 +57,41 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt.Legacy.ServeHTTP(w, r)
 }
 
-// IsModern decides the era of a request. Only a POST without a Legacy
-// session can be Modern. An MCP-Protocol-Version header naming a Modern
-// revision decides; otherwise the body's _meta does, so that a Modern
-// request with a missing or unknown header version still reaches the
-// stateless handler, which answers with the Modern error (-32020 or -32022)
-// instead of a Legacy "session required". The body is left for the handler
-// exactly as the client sent it.
+// IsModern decides the era of a request with mcpspec.Classify, the rule the
+// gateway uses too; requests with no era marker go to the Legacy handler,
+// which answers them as a 2025-11-25 server would. The body is peeked at
+// only when the headers cannot decide, and is left for the handler exactly
+// as the client sent it, so the chosen handler reports malformed or
+// oversized bodies itself.
 func IsModern(r *http.Request) bool {
-	if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" {
-		return false
+	sig := mcpspec.Signals{HTTPMethod: r.Method, HeaderVersion: r.Header.Get("Mcp-Protocol-Version"), SessionID: r.Header.Get("Mcp-Session-Id")}
+	if r.Method == http.MethodPost {
+		sig.Method, sig.HasMetaVersion = peek(r)
 	}
-	if r.Header.Get("Mcp-Protocol-Version") >= modernVersion {
-		return true
-	}
+	return mcpspec.Classify(sig) == mcpspec.EraModern
+}
+
+// peek reads the JSON-RPC method and whether params._meta names a
+// protocol version, restoring the body.
+func peek(r *http.Request) (method string, hasMetaVersion bool) {
 	original := r.Body
 	body, err := io.ReadAll(io.LimitReader(original, maxPeekBytes+1))
-	// Hand on what was read followed by the unread rest, so the chosen
-	// handler reports malformed or oversized bodies itself.
 	r.Body = struct {
 		io.Reader
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(body), original), original}
 	if err != nil || len(body) > maxPeekBytes {
-		return false
+		return "", false
 	}
 	var msg struct {
+		Method string `json:"method"`
 		Params struct {
 			Meta map[string]json.RawMessage `json:"_meta"`
 		} `json:"params"`
 	}
 	if json.Unmarshal(body, &msg) != nil {
-		return false
+		return "", false
 	}
-	_, ok := msg.Params.Meta[mcp.MetaKeyProtocolVersion]
-	return ok
+	_, ok := msg.Params.Meta[mcpspec.MetaProtocolVersion]
+	return msg.Method, ok
 }

@@ -1,0 +1,167 @@
+// Package mcpspec holds the facts of the MCP specification that more than
+// one part of Switchboard needs, written down once: the protocol revisions
+// served, the method set of each era, and the rule that tells the eras
+// apart on one Streamable HTTP endpoint. It is pure: no I/O, no state.
+package mcpspec
+
+// Protocol revisions.
+const (
+	// Modern is the stateless revision: every request carries its version
+	// and the client's capabilities in params._meta.
+	Modern = "2026-07-28"
+	// Legacy is the session revision: initialize, then Mcp-Session-Id.
+	Legacy = "2025-11-25"
+)
+
+// SupportedVersions are the revisions served, newest first, as reported in
+// server/discover and in UnsupportedProtocolVersion errors.
+var SupportedVersions = []string{Modern, Legacy}
+
+// olderLegacy are revisions a Legacy client may still announce in
+// MCP-Protocol-Version; a session pins Legacy regardless.
+var olderLegacy = map[string]bool{Legacy: true, "2025-06-18": true, "2025-03-26": true, "2024-11-05": true}
+
+// IsLegacyVersion reports whether v names a session-era revision.
+func IsLegacyVersion(v string) bool { return olderLegacy[v] }
+
+// _meta keys of the Modern revision.
+const (
+	MetaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	MetaServerInfo         = "io.modelcontextprotocol/serverInfo"
+	MetaSubscriptionID     = "io.modelcontextprotocol/subscriptionId"
+	MetaLogLevel           = "io.modelcontextprotocol/logLevel"
+)
+
+// Era is the protocol generation a request is served under.
+type Era int
+
+const (
+	// EraUnknown: the request carries no marker of either era (a ping or a
+	// notification without a session, a GET without a session, a request
+	// whose only marker is an unknown header version).
+	EraUnknown Era = iota
+	EraModern
+	EraLegacy
+)
+
+func (e Era) String() string {
+	switch e {
+	case EraModern:
+		return "modern"
+	case EraLegacy:
+		return "legacy"
+	}
+	return "unknown"
+}
+
+// Signals are what the era of one HTTP request is decided from.
+type Signals struct {
+	// HTTPMethod is the request's HTTP method.
+	HTTPMethod string
+	// HeaderVersion is the MCP-Protocol-Version header ("" if absent).
+	HeaderVersion string
+	// SessionID is the Mcp-Session-Id header ("" if absent).
+	SessionID string
+	// Method is the JSON-RPC method of a POST body ("" for a response).
+	Method string
+	// HasMetaVersion: the body's params._meta has a protocolVersion member
+	// (of any type: a non-string one is still a Modern request, an invalid
+	// one).
+	HasMetaVersion bool
+}
+
+// Classify is the one rule that tells the eras apart, in this order:
+//
+//  1. Only a POST can be Modern; GET and DELETE belong to a Legacy session.
+//  2. A body with Modern _meta is Modern (the spec: "a request with Modern
+//     _meta is served statelessly"), whatever its headers say, so that its
+//     header problems are answered with Modern errors.
+//  3. initialize, or any request in a session, is Legacy.
+//  4. An MCP-Protocol-Version header naming a Modern revision is Modern
+//     (its missing _meta is then a Modern error).
+//  5. Anything else carries no era marker.
+func Classify(s Signals) Era {
+	if s.HTTPMethod != "POST" {
+		if s.SessionID != "" {
+			return EraLegacy
+		}
+		return EraUnknown
+	}
+	switch {
+	case s.HasMetaVersion:
+		return EraModern
+	case s.Method == "initialize" || s.SessionID != "":
+		return EraLegacy
+	case s.HeaderVersion >= Modern:
+		return EraModern
+	}
+	return EraUnknown
+}
+
+// Method describes one client request method.
+type Method struct {
+	// Modern and Legacy say which eras define the method.
+	Modern, Legacy bool
+	// Target names the params member that Mcp-Name mirrors in the Modern
+	// era ("name" or "uri"), empty when there is none.
+	Target string
+	// Streams: the response is a long-lived notification stream.
+	Streams bool
+}
+
+// Methods is the client request method set of both eras. Everything else,
+// including the methods Modern removed, is "method not found".
+var Methods = map[string]Method{
+	"server/discover":          {Modern: true},
+	"subscriptions/listen":     {Modern: true, Streams: true},
+	"initialize":               {Legacy: true},
+	"ping":                     {Legacy: true},
+	"logging/setLevel":         {Legacy: true},
+	"resources/subscribe":      {Legacy: true},
+	"resources/unsubscribe":    {Legacy: true},
+	"tools/list":               {Modern: true, Legacy: true},
+	"tools/call":               {Modern: true, Legacy: true, Target: "name"},
+	"resources/list":           {Modern: true, Legacy: true},
+	"resources/templates/list": {Modern: true, Legacy: true},
+	"resources/read":           {Modern: true, Legacy: true, Target: "uri"},
+	"prompts/list":             {Modern: true, Legacy: true},
+	"prompts/get":              {Modern: true, Legacy: true, Target: "name"},
+	"completion/complete":      {Modern: true, Legacy: true},
+}
+
+// Defined reports whether era defines method.
+func Defined(era Era, method string) bool {
+	m, ok := Methods[method]
+	switch {
+	case !ok:
+		return false
+	case era == EraModern:
+		return m.Modern
+	case era == EraLegacy:
+		return m.Legacy
+	}
+	return false
+}
+
+// InputCapability names the client capability each kind of server-to-client
+// input request needs (elicitation, sampling, roots). A request that needs
+// an undeclared one must not be sent.
+var InputCapability = map[string]string{
+	"elicitation/create":     "elicitation",
+	"sampling/createMessage": "sampling",
+	"roots/list":             "roots",
+}
+
+// LogLevels are MCP's log levels (RFC 5424 severities), lowest first.
+var LogLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// IsLogLevel reports whether l is one of LogLevels.
+func IsLogLevel(l string) bool {
+	for _, v := range LogLevels {
+		if v == l {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,54 @@
+package mcpspec_test
+
+import (
+	"testing"
+
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+)
+
+func TestClassify(t *testing.T) {
+	cases := []struct {
+		name string
+		sig  mcpspec.Signals
+		want mcpspec.Era
+	}{
+		{"GET in a session", mcpspec.Signals{HTTPMethod: "GET", SessionID: "s"}, mcpspec.EraLegacy},
+		{"GET without a session", mcpspec.Signals{HTTPMethod: "GET"}, mcpspec.EraUnknown},
+		{"DELETE in a session", mcpspec.Signals{HTTPMethod: "DELETE", SessionID: "s"}, mcpspec.EraLegacy},
+		{"Modern _meta", mcpspec.Signals{HTTPMethod: "POST", Method: "tools/list", HasMetaVersion: true}, mcpspec.EraModern},
+		{"Modern _meta wins over a session", mcpspec.Signals{HTTPMethod: "POST", Method: "tools/list", SessionID: "s", HasMetaVersion: true}, mcpspec.EraModern},
+		{"Modern _meta wins over initialize", mcpspec.Signals{HTTPMethod: "POST", Method: "initialize", HasMetaVersion: true}, mcpspec.EraModern},
+		{"initialize", mcpspec.Signals{HTTPMethod: "POST", Method: "initialize"}, mcpspec.EraLegacy},
+		{"initialize under a Modern header", mcpspec.Signals{HTTPMethod: "POST", Method: "initialize", HeaderVersion: mcpspec.Modern}, mcpspec.EraLegacy},
+		{"session under a Modern header", mcpspec.Signals{HTTPMethod: "POST", Method: "tools/list", SessionID: "s", HeaderVersion: mcpspec.Modern}, mcpspec.EraLegacy},
+		{"Modern header without _meta", mcpspec.Signals{HTTPMethod: "POST", Method: "tools/list", HeaderVersion: mcpspec.Modern}, mcpspec.EraModern},
+		{"a later revision's header", mcpspec.Signals{HTTPMethod: "POST", Method: "tools/list", HeaderVersion: "2027-01-01"}, mcpspec.EraModern},
+		{"Legacy header, no session", mcpspec.Signals{HTTPMethod: "POST", Method: "tools/list", HeaderVersion: mcpspec.Legacy}, mcpspec.EraUnknown},
+		{"ping without a session", mcpspec.Signals{HTTPMethod: "POST", Method: "ping"}, mcpspec.EraUnknown},
+		{"unknown header version", mcpspec.Signals{HTTPMethod: "POST", Method: "tools/list", HeaderVersion: "1900-01-01"}, mcpspec.EraUnknown},
+	}
+	for _, tc := range cases {
+		if got := mcpspec.Classify(tc.sig); got != tc.want {
+			t.Errorf("%s: Classify = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestMethodSet(t *testing.T) {
+	for _, m := range []string{"initialize", "ping", "logging/setLevel", "resources/subscribe"} {
+		if mcpspec.Defined(mcpspec.EraModern, m) || !mcpspec.Defined(mcpspec.EraLegacy, m) {
+			t.Errorf("%s must be Legacy only", m)
+		}
+	}
+	for _, m := range []string{"server/discover", "subscriptions/listen"} {
+		if !mcpspec.Defined(mcpspec.EraModern, m) || mcpspec.Defined(mcpspec.EraLegacy, m) {
+			t.Errorf("%s must be Modern only", m)
+		}
+	}
+	if mcpspec.Defined(mcpspec.EraModern, "tools/unknown") || mcpspec.Defined(mcpspec.EraUnknown, "tools/list") {
+		t.Error("unknown method or era must not be defined")
+	}
+	if mcpspec.Methods["resources/read"].Target != "uri" || mcpspec.Methods["tools/call"].Target != "name" {
+		t.Error("Mcp-Name targets")
+	}
+}
