@@ -128,6 +128,7 @@ FUZZ_TARGETS := \
 	./aggregator/internal/catalog:FuzzCursorDecode \
 	./aggregator/internal/catalog:FuzzCursorRoundTrip \
 	./gateway/internal/edge:FuzzHeaderValue \
+	./gateway/internal/wire:FuzzShape \
 	./gateway/internal/edge:FuzzParseMessage \
 	./gateway/internal/edge:FuzzClassifyRequest \
 	./indexer/internal/store:FuzzSearchQuery

@@ -1,5 +1,11 @@
 package config
 
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
 // Gateway configures the MCP edge (switchboard-gateway). Unset values take
 // the defaults named below, applied by the gateway.
 type Gateway struct {
@@ -123,4 +129,53 @@ type GatewayTiming struct {
 	// Request bounds one MCP request's calls to the services (default 2m).
 	// Streams are not bounded.
 	Request Duration `yaml:"request"`
+}
+
+// Gateway defaults, applied by WithDefaults.
+const (
+	DefaultGatewayListen  = "127.0.0.1:8080"
+	DefaultMaxBodyBytes   = 4 << 20
+	DefaultKeepAlive      = 15 * time.Second
+	DefaultCacheTTL       = 60 * time.Second
+	DefaultSessionTTL     = 24 * time.Hour
+	DefaultRequestTimeout = 2 * time.Minute
+	DefaultSearchLimit    = 8
+)
+
+// WithDefaults returns g with every unset value at its default: the one
+// place the gateway's defaults live.
+func (g Gateway) WithDefaults() Gateway {
+	if g.Listen == "" {
+		g.Listen = DefaultGatewayListen
+	}
+	if g.HTTP.MaxBodyBytes <= 0 {
+		g.HTTP.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	g.HTTP.KeepAlive = Duration(g.HTTP.KeepAlive.Or(DefaultKeepAlive))
+	g.Cache.TTL = Duration(g.Cache.TTL.Or(DefaultCacheTTL))
+	g.Sessions.TTL = Duration(g.Sessions.TTL.Or(DefaultSessionTTL))
+	g.Timeouts.Request = Duration(g.Timeouts.Request.Or(DefaultRequestTimeout))
+	if g.Optimizer.Limit <= 0 {
+		g.Optimizer.Limit = DefaultSearchLimit
+	}
+	if g.ServerInfo.Name == "" {
+		g.ServerInfo.Name = "switchboard"
+	}
+	if g.ServerInfo.Version == "" {
+		g.ServerInfo.Version = "dev"
+	}
+	return g
+}
+
+// Validate checks what WithDefaults cannot fill in.
+func (g Gateway) Validate() error {
+	if g.Aggregator.Address == "" {
+		return errors.New("gateway.aggregator.address is required")
+	}
+	switch g.Auth.Mode {
+	case "", "anonymous", "apiKeys", "oidc":
+	default:
+		return fmt.Errorf("gateway.auth.mode %q: want anonymous, apiKeys or oidc", g.Auth.Mode)
+	}
+	return nil
 }

@@ -33,9 +33,9 @@ func main() {
 }
 
 func run(ctx context.Context, env lifecycle.Env) error {
-	cfg := env.Config.Gateway
-	if cfg.Listen == "" {
-		cfg.Listen = "127.0.0.1:8080"
+	cfg := env.Config.Gateway.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return err
 	}
 	aggConn, err := rpc.Dial(cfg.Aggregator, env.Config.ServiceAuth.TLS)
 	if err != nil {

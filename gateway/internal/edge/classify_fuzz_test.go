@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
+	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
@@ -25,9 +26,9 @@ import (
 // the JSON-RPC standard ones, the three 2026-07-28 defines in its reserved
 // range, and the 2025-11-25 resource-not-found.
 var specErrorCodes = map[int]bool{
-	codeParseError: true, codeInvalidRequest: true, codeMethodNotFound: true, codeInvalidParams: true,
-	codeInternalError: true, codeHeaderMismatch: true, codeMissingCapability: true, codeUnsupportedVer: true,
-	codeResourceNotFound: true,
+	wire.CodeParseError: true, wire.CodeInvalidRequest: true, wire.CodeMethodNotFound: true, wire.CodeInvalidParams: true,
+	wire.CodeInternalError: true, wire.CodeHeaderMismatch: true, wire.CodeMissingCapability: true, wire.CodeUnsupportedVer: true,
+	wire.CodeResourceNotFound: true,
 }
 
 // jsonRPCSeeds are request bodies for both fuzz targets below: valid
@@ -91,16 +92,16 @@ func FuzzParseMessage(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		msg, id, rerr := parseMessage(body)
+		msg, id, rerr := wire.Parse(body)
 		if rerr != nil {
-			if rerr.Code != codeParseError && rerr.Code != codeInvalidRequest && rerr.Code != codeInvalidParams {
-				t.Fatalf("parseMessage(%q) failed with %d, not a JSON-RPC request error", body, rerr.Code)
+			if rerr.Code != wire.CodeParseError && rerr.Code != wire.CodeInvalidRequest && rerr.Code != wire.CodeInvalidParams {
+				t.Fatalf("wire.Parse(%q) failed with %d, not a JSON-RPC request error", body, rerr.Code)
 			}
-			if !json.Valid(body) && rerr.Code != codeParseError && !bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("[")) {
-				t.Fatalf("parseMessage(%q): invalid JSON answered %d, want %d", body, rerr.Code, codeParseError)
+			if !json.Valid(body) && rerr.Code != wire.CodeParseError && !bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("[")) {
+				t.Fatalf("wire.Parse(%q): invalid JSON answered %d, want %d", body, rerr.Code, wire.CodeParseError)
 			}
 			if id != nil && validID(id) == nil {
-				t.Fatalf("parseMessage(%q) echoes id %s, which is not a string or number", body, id)
+				t.Fatalf("wire.Parse(%q) echoes id %s, which is not a string or number", body, id)
 			}
 			return
 		}
@@ -112,27 +113,27 @@ func FuzzParseMessage(f *testing.F) {
 			t.Fatalf("parseMessage accepted %q without \"jsonrpc\":\"2.0\"", body)
 		}
 		if !bytes.Equal(msg.ID, m["id"]) || !bytes.Equal(id, msg.ID) {
-			t.Fatalf("parseMessage(%q): id %s / %s, the body has %s", body, msg.ID, id, m["id"])
+			t.Fatalf("wire.Parse(%q): id %s / %s, the body has %s", body, msg.ID, id, m["id"])
 		}
 		if msg.ID != nil && validID(msg.ID) == nil {
-			t.Fatalf("parseMessage(%q) accepted id %s", body, msg.ID)
+			t.Fatalf("wire.Parse(%q) accepted id %s", body, msg.ID)
 		}
 		if msg.IsResponse {
 			_, hasResult := m["result"]
 			_, hasError := m["error"]
 			if _, hasMethod := m["method"]; hasMethod || msg.ID == nil || !(hasResult || hasError) {
-				t.Fatalf("parseMessage(%q) took a non-response for a response", body)
+				t.Fatalf("wire.Parse(%q) took a non-response for a response", body)
 			}
 			return
 		}
 		var method string
 		if json.Unmarshal(m["method"], &method) != nil || method == "" || method != msg.Method {
-			t.Fatalf("parseMessage(%q) read method %q, the body has %s", body, msg.Method, m["method"])
+			t.Fatalf("wire.Parse(%q) read method %q, the body has %s", body, msg.Method, m["method"])
 		}
 		if p, has := m["params"]; has && string(p) != "null" {
 			var o map[string]json.RawMessage
 			if json.Unmarshal(p, &o) != nil || o == nil {
-				t.Fatalf("parseMessage(%q) accepted params %s, not an object", body, p)
+				t.Fatalf("wire.Parse(%q) accepted params %s, not an object", body, p)
 			}
 		}
 	})
@@ -198,7 +199,7 @@ func FuzzClassifyRequest(f *testing.F) {
 		if status >= 500 {
 			t.Fatalf("status %d for %q: %s", status, body, w.Body.String())
 		}
-		_, _, parseErr := parseMessage(body)
+		_, _, parseErr := wire.Parse(body)
 		switch status {
 		case http.StatusAccepted:
 			if parseErr != nil {
@@ -219,7 +220,7 @@ func FuzzClassifyRequest(f *testing.F) {
 		var env struct {
 			JSONRPC string          `json:"jsonrpc"`
 			Result  json.RawMessage `json:"result"`
-			Error   *rpcError       `json:"error"`
+			Error   *wire.Error     `json:"error"`
 		}
 		if err := json.Unmarshal(w.Body.Bytes(), &env); err != nil || env.JSONRPC != "2.0" || (env.Result == nil) == (env.Error == nil) {
 			t.Fatalf("status %d with a body that is not one JSON-RPC response: %q (request %q)", status, w.Body.String(), body)
@@ -239,7 +240,7 @@ func FuzzClassifyRequest(f *testing.F) {
 		if parseErr != nil && status != http.StatusBadRequest {
 			t.Fatalf("malformed body %q answered %d, want 400", body, status)
 		}
-		if status == http.StatusNotFound && env.Error.Code != codeMethodNotFound && (knobs>>4)&3 == 0 {
+		if status == http.StatusNotFound && env.Error.Code != wire.CodeMethodNotFound && (knobs>>4)&3 == 0 {
 			// Without a session id a 404 can only mean an unknown method.
 			t.Fatalf("404 with code %d for %q", env.Error.Code, body)
 		}
@@ -314,4 +315,17 @@ func fuzzGateway(tb testing.TB) http.Handler {
 	}
 	tb.Cleanup(gw.Close)
 	return gw.Handler()
+}
+
+// validID returns id if it is a JSON string or number (JSON-RPC's rule for
+// ids), else nil.
+func validID(id json.RawMessage) json.RawMessage {
+	if len(id) == 0 {
+		return nil
+	}
+	switch c := id[0]; {
+	case c == '"', c == '-', c >= '0' && c <= '9':
+		return id
+	}
+	return nil
 }

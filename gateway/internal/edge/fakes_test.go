@@ -25,6 +25,7 @@ import (
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
@@ -154,7 +155,7 @@ func (f *fakeAggregator) ListPrompts(_ context.Context, req *aggregatorv1.ListPr
 // serverInfo in _meta.
 func textResult(text string) string {
 	b, _ := json.Marshal(map[string]any{"content": []map[string]string{{"type": "text", "text": text}},
-		"_meta": map[string]any{metaServerInfo: map[string]string{"name": "backend", "version": "1"}, "trace": "kept"}})
+		"_meta": map[string]any{mcpspec.MetaServerInfo: map[string]string{"name": "backend", "version": "1"}, "trace": "kept"}})
 	return string(b)
 }
 

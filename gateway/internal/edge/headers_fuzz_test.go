@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 )
 
 // encodeHeaderValueForTest is the client side of the Mcp-Name and
@@ -47,7 +49,7 @@ func FuzzHeaderValue(f *testing.F) {
 		// Arbitrary raw header values: decode must not panic, must take
 		// anything without the sentinel prefix literally, and may only
 		// turn a complete sentinel into its base64 payload.
-		got, ok := decodeHeaderValue(value)
+		got, ok := wire.DecodeHeaderValue(value)
 		switch {
 		case !strings.HasPrefix(value, "=?base64?"):
 			if !ok || got != value {
@@ -72,22 +74,22 @@ func FuzzHeaderValue(f *testing.F) {
 			encodeHeaderValueForTest(value),
 			"=?base64?" + base64.StdEncoding.EncodeToString([]byte(value)) + "?=",
 		} {
-			if dec, ok := decodeHeaderValue(enc); !ok || dec != value {
+			if dec, ok := wire.DecodeHeaderValue(enc); !ok || dec != value {
 				t.Fatalf("decode(%s) = %s, %v; want %s", short(enc), short(dec), ok, short(value))
 			}
 			r := httptest.NewRequest("POST", "/mcp", nil)
 			r.Header["Mcp-Name"] = []string{enc}
-			if rerr := checkHeader(r, "Mcp-Name", value); rerr != nil {
+			if rerr := wire.CheckHeader(r.Header, "Mcp-Name", value); rerr != nil {
 				t.Fatalf("Mcp-Name %s for body name %s: %v", short(enc), short(value), rerr)
 			}
 			if other != value {
-				if rerr := checkHeader(r, "Mcp-Name", other); rerr == nil || rerr.Code != codeHeaderMismatch {
+				if rerr := wire.CheckHeader(r.Header, "Mcp-Name", other); rerr == nil || rerr.Code != wire.CodeHeaderMismatch {
 					t.Fatalf("Mcp-Name %s accepted for body name %s: %v", short(enc), short(other), rerr)
 				}
 			}
 			// A repeated header is ambiguous, so it is a mismatch too.
 			r.Header["Mcp-Name"] = []string{enc, enc}
-			if rerr := checkHeader(r, "Mcp-Name", value); rerr == nil || rerr.Code != codeHeaderMismatch {
+			if rerr := wire.CheckHeader(r.Header, "Mcp-Name", value); rerr == nil || rerr.Code != wire.CodeHeaderMismatch {
 				t.Fatalf("repeated Mcp-Name accepted: %v", rerr)
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
@@ -148,8 +149,8 @@ func TestLegacyBackendElicitationThroughGateway(t *testing.T) {
 		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		_, err := cs.CallTool(callCtx, &mcp.CallToolParams{Name: "legacy_confirm", Arguments: map[string]any{}})
-		var wire *jsonrpc.Error
-		if !errors.As(err, &wire) || wire.Code != codeInvalidParams || !strings.Contains(wire.Message, "no longer held") {
+		var rpcErr *jsonrpc.Error
+		if !errors.As(err, &rpcErr) || rpcErr.Code != wire.CodeInvalidParams || !strings.Contains(rpcErr.Message, "no longer held") {
 			t.Fatalf("late retry: %v", err)
 		}
 	})

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 )
 
 // backendState is the request state the Modern backend below mints; the
@@ -110,7 +112,7 @@ func TestModernBackendElicitationThroughGateway(t *testing.T) {
 					`"inputResponses":{"ok":{"action":"accept","content":{}}},"requestState":`+string(mustJSON(t, s))+`}}`)
 		}
 		resp := retry(tampered)
-		if _, _, rerr := resp.rpc(t); resp.status != http.StatusBadRequest || rerr == nil || rerr.Code != codeInvalidParams {
+		if _, _, rerr := resp.rpc(t); resp.status != http.StatusBadRequest || rerr == nil || rerr.Code != wire.CodeInvalidParams {
 			t.Fatalf("tampered retry: %d %s", resp.status, resp.body)
 		}
 		if retries.Load() != before {

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
 
 func legacyHeaders(key, sessionID string) map[string]string {
@@ -20,7 +23,7 @@ func legacyHeaders(key, sessionID string) map[string]string {
 	}
 	if sessionID != "" {
 		h["Mcp-Session-Id"] = sessionID
-		h["Mcp-Protocol-Version"] = versionLegacy
+		h["Mcp-Protocol-Version"] = mcpspec.Legacy
 	}
 	return h
 }
@@ -148,25 +151,25 @@ func TestLegacyWire(t *testing.T) {
 	}{
 		{"ping", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":1,"method":"ping"}`, 200, 0},
 		{"setLevel", legacyHeaders("alice-key", leveled), `{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"debug"}}`, 200, 0},
-		{"setLevel without level", legacyHeaders("alice-key", leveled), `{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{}}`, 200, codeInvalidParams},
-		{"unknown method", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":4,"method":"server/discover","params":{}}`, 200, codeMethodNotFound},
-		{"missing resource", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":5,"method":"resources/read","params":{"uri":"file:///x"}}`, 200, codeResourceNotFound},
-		{"bad cursor", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":6,"method":"prompts/list","params":{"cursor":"tools:1"}}`, 200, codeInvalidParams},
-		{"input required", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"alpha_ask"}}`, 200, codeInternalError},
+		{"setLevel without level", legacyHeaders("alice-key", leveled), `{"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{}}`, 200, wire.CodeInvalidParams},
+		{"unknown method", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":4,"method":"server/discover","params":{}}`, 200, wire.CodeMethodNotFound},
+		{"missing resource", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":5,"method":"resources/read","params":{"uri":"file:///x"}}`, 200, wire.CodeResourceNotFound},
+		{"bad cursor", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":6,"method":"prompts/list","params":{"cursor":"tools:1"}}`, 200, wire.CodeInvalidParams},
+		{"input required", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"alpha_ask"}}`, 200, wire.CodeInternalError},
 		{"client response", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":8,"result":{}}`, 202, 0},
 		{"ping before initialize", legacyHeaders("alice-key", ""), `{"jsonrpc":"2.0","id":13,"method":"ping"}`, 200, 0},
-		{"no session", legacyHeaders("alice-key", ""), `{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{}}`, 400, codeInvalidParams},
-		{"unknown session", legacyHeaders("alice-key", "s1.nonsense"), `{"jsonrpc":"2.0","id":10,"method":"tools/list","params":{}}`, 404, codeInvalidRequest},
+		{"no session", legacyHeaders("alice-key", ""), `{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{}}`, 400, wire.CodeInvalidParams},
+		{"unknown session", legacyHeaders("alice-key", "s1.nonsense"), `{"jsonrpc":"2.0","id":10,"method":"tools/list","params":{}}`, 404, wire.CodeInvalidRequest},
 		{"version differs from session", func() map[string]string {
 			h := legacyHeaders("alice-key", id)
 			h["Mcp-Protocol-Version"] = "2025-06-18"
 			return h
-		}(), `{"jsonrpc":"2.0","id":11,"method":"tools/list","params":{}}`, 400, codeInvalidRequest},
+		}(), `{"jsonrpc":"2.0","id":11,"method":"tools/list","params":{}}`, 400, wire.CodeInvalidRequest},
 		{"unsupported version header", func() map[string]string {
 			h := legacyHeaders("alice-key", "")
 			h["Mcp-Protocol-Version"] = "1900-01-01"
 			return h
-		}(), `{"jsonrpc":"2.0","id":12,"method":"tools/list","params":{}}`, 400, codeUnsupportedVer},
+		}(), `{"jsonrpc":"2.0","id":12,"method":"tools/list","params":{}}`, 400, wire.CodeUnsupportedVer},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -213,7 +216,7 @@ func TestLegacySDKOnSecondReplica(t *testing.T) {
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "rr", Version: "1"}, nil)
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: one.URL + "/mcp", HTTPClient: &http.Client{Transport: roundRobin},
-		MaxRetries: -1, DisableStandaloneSSE: true}, &mcp.ClientSessionOptions{ProtocolVersion: versionLegacy})
+		MaxRetries: -1, DisableStandaloneSSE: true}, &mcp.ClientSessionOptions{ProtocolVersion: mcpspec.Legacy})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
 
 // CallToolStream of the fake aggregator: for what the request context asks,
@@ -101,7 +102,7 @@ func TestCallNotificationsReachSDKClients(t *testing.T) {
 		cs := connect(t, ctx, srv.URL+"/mcp", "alice-key", "", n.options())
 		params := &mcp.CallToolParams{Name: "alpha_echo", Arguments: map[string]any{"text": "hi"}}
 		params.SetProgressToken("p-modern")
-		params.Meta[metaLogLevel] = "info"
+		params.Meta[mcpspec.MetaLogLevel] = "info"
 		res, err := cs.CallTool(ctx, params)
 		if err != nil || res.IsError {
 			t.Fatalf("call: %v %v", res, err)
@@ -138,7 +139,7 @@ func TestCallNotificationsReachSDKClients(t *testing.T) {
 
 	t.Run("legacy", func(t *testing.T) {
 		n := &notes{}
-		cs := connect(t, ctx, srv.URL+"/mcp", "alice-key", versionLegacy, n.options())
+		cs := connect(t, ctx, srv.URL+"/mcp", "alice-key", mcpspec.Legacy, n.options())
 		params := &mcp.CallToolParams{Name: "alpha_echo", Arguments: map[string]any{"text": "hi"}}
 		params.SetProgressToken("p-legacy")
 		if _, err := cs.CallTool(ctx, params); err != nil {
@@ -212,7 +213,7 @@ func TestCallNotificationsEndToEnd(t *testing.T) {
 					params := &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"who": who}}
 					params.SetProgressToken(who)
 					if era.version == "" {
-						params.Meta[metaLogLevel] = "info"
+						params.Meta[mcpspec.MetaLogLevel] = "info"
 					} else if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
 						t.Error(err)
 						return

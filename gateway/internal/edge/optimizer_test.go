@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/gateway/internal/methods"
 )
 
 // TestOptimizerView drives the optimizer view with go-sdk clients of both
@@ -50,12 +52,12 @@ func TestOptimizerView(t *testing.T) {
 			if err != nil || found.IsError {
 				t.Fatalf("find_tool: %+v %v", found, err)
 			}
-			var structured findResult
+			var structured methods.FindResult
 			raw, _ := json.Marshal(found.StructuredContent)
 			if err := json.Unmarshal(raw, &structured); err != nil {
 				t.Fatal(err)
 			}
-			var text findResult
+			var text methods.FindResult
 			if err := json.Unmarshal([]byte(toolText(t, found)), &text); err != nil {
 				t.Fatalf("text is not the result JSON: %v", err)
 			}

@@ -13,7 +13,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
 
 // bearer adds an Authorization header to every request.
@@ -68,8 +70,8 @@ var eras = []struct {
 	negotiated string
 	notFound   int64 // code for a missing resource
 }{
-	{"modern", "", versionModern, codeInvalidParams},
-	{"legacy", versionLegacy, versionLegacy, codeResourceNotFound},
+	{"modern", "", mcpspec.Modern, wire.CodeInvalidParams},
+	{"legacy", mcpspec.Legacy, mcpspec.Legacy, wire.CodeResourceNotFound},
 }
 
 // TestSDKClientsBothEras drives the gateway with real go-sdk clients of
@@ -124,8 +126,8 @@ func TestSDKClientsBothEras(t *testing.T) {
 			// Denied looks exactly like missing.
 			_, errDenied := cs.CallTool(ctx, &mcp.CallToolParams{Name: "admin_reset"})
 			_, errMissing := cs.CallTool(ctx, &mcp.CallToolParams{Name: "nope"})
-			assertRPCCode(t, errDenied, codeInvalidParams)
-			assertRPCCode(t, errMissing, codeInvalidParams)
+			assertRPCCode(t, errDenied, wire.CodeInvalidParams)
+			assertRPCCode(t, errMissing, wire.CodeInvalidParams)
 
 			var uris []string
 			for r, err := range cs.Resources(ctx, nil) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 )
 
@@ -93,7 +94,7 @@ func TestListenWire(t *testing.T) {
 	if ack := nextData(t, lines); !strings.Contains(ack, `"params":{"_meta":{"io.modelcontextprotocol/subscriptionId":7},"notifications":{}}`) {
 		t.Fatalf("empty ack = %s", ack)
 	}
-	if end := nextData(t, lines); !strings.Contains(end, `"id":7,"result":{"_meta":{"io.modelcontextprotocol/serverInfo"`) || !strings.Contains(end, `"io.modelcontextprotocol/subscriptionId":7`) || !strings.Contains(end, `"resultType":"complete"`) {
+	if end := nextData(t, lines); !strings.Contains(end, `"id":7,"result":{"_meta":{`) || !strings.Contains(end, `"io.modelcontextprotocol/serverInfo":{"name":"switchboard-test"`) || !strings.Contains(end, `"io.modelcontextprotocol/subscriptionId":7`) || !strings.Contains(end, `"resultType":"complete"`) {
 		t.Fatalf("graceful end = %s", end)
 	}
 }
@@ -146,7 +147,7 @@ func TestStreamsWithoutAggregator(t *testing.T) {
 	resp := send(t, http.MethodPost, down.URL+"/mcp", modernHeaders("subscriptions/listen"),
 		`{"jsonrpc":"2.0","id":"l","method":"subscriptions/listen","params":{`+modernMeta+`,"notifications":{"toolsListChanged":true}}}`)
 	gotID, _, rerr := resp.rpc(t)
-	if resp.status != 200 || string(gotID) != `"l"` || rerr == nil || rerr.Code != codeInternalError {
+	if resp.status != 200 || string(gotID) != `"l"` || rerr == nil || rerr.Code != wire.CodeInternalError {
 		t.Fatalf("listen without aggregator: %d %s", resp.status, resp.body)
 	}
 	h := legacyHeaders("alice-key", id)

@@ -12,6 +12,9 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
 
 // Metrics are the gateway's Prometheus metrics.
@@ -53,22 +56,41 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
 }
 
-// knownMethods bounds the method label, so arbitrary client method names
-// cannot blow up metric cardinality.
-var knownMethods = map[string]bool{
-	"initialize": true, "ping": true, "logging/setLevel": true, "server/discover": true,
-	"subscriptions/listen": true, "tools/list": true, "tools/call": true, "resources/list": true,
-	"resources/templates/list": true, "resources/read": true, "prompts/list": true, "prompts/get": true,
-	"completion/complete": true, "notifications/initialized": true, "notifications/cancelled": true,
-	"GET": true, "DELETE": true,
+// methodLabel bounds the method label to the methods MCP defines, the
+// client notifications and the session's GET and DELETE, so arbitrary
+// client method names cannot blow up metric cardinality.
+func methodLabel(method string) string {
+	if _, ok := mcpspec.Methods[method]; ok {
+		return method
+	}
+	switch method {
+	case "notifications/initialized", "notifications/cancelled", "GET", "DELETE":
+		return method
+	}
+	return "other"
+}
+
+// openStream counts an open notification stream of kind until done.
+func (m *Metrics) openStream(kind string) (done func()) {
+	g := m.streams.WithLabelValues(kind)
+	g.Inc()
+	return g.Dec
 }
 
 // requestRecord collects what a request's span and metrics report.
 type requestRecord struct {
 	start   time.Time
 	method  string
-	era     era
+	era     mcpspec.Era
 	outcome string
+}
+
+// done records a method's outcome.
+func (rec *requestRecord) done(rerr *wire.Error) {
+	rec.outcome = "ok"
+	if rerr != nil {
+		rec.outcome = "error"
+	}
 }
 
 func (rec *requestRecord) setMethod(span trace.Span, method string) {
@@ -89,15 +111,17 @@ func (g *Gateway) startRequest(r *http.Request) (context.Context, trace.Span, *r
 }
 
 func (g *Gateway) finishRequest(span trace.Span, rec *requestRecord) {
-	method := rec.method
-	if !knownMethods[method] {
-		method = "other"
+	method := methodLabel(rec.method)
+	era := rec.era.String()
+	if rec.era == mcpspec.EraUnknown {
+		// Requests without era markers are answered as Legacy ones.
+		era = mcpspec.EraLegacy.String()
 	}
 	span.SetAttributes(attribute.String("mcp.outcome", rec.outcome))
 	if rec.outcome != "ok" {
 		span.SetStatus(codes.Error, rec.outcome)
 	}
 	span.End()
-	g.metrics.requests.WithLabelValues(method, rec.era.String(), rec.outcome).Inc()
-	g.metrics.latency.WithLabelValues(method, rec.era.String()).Observe(time.Since(rec.start).Seconds())
+	g.metrics.requests.WithLabelValues(method, era, rec.outcome).Inc()
+	g.metrics.latency.WithLabelValues(method, era).Observe(time.Since(rec.start).Seconds())
 }

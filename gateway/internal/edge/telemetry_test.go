@@ -14,6 +14,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
 
 // TestRequestSpanAndMetrics checks that one server span covers an MCP
@@ -60,7 +62,7 @@ func TestRequestSpanAndMetrics(t *testing.T) {
 	for _, kv := range server.Attributes() {
 		attrs[kv.Key] = kv.Value.Emit()
 	}
-	if attrs["mcp.method.name"] != "tools/call" || attrs["gen_ai.tool.name"] != "beta_add" || attrs["mcp.protocol.version"] != versionModern {
+	if attrs["mcp.method.name"] != "tools/call" || attrs["gen_ai.tool.name"] != "beta_add" || attrs["mcp.protocol.version"] != mcpspec.Modern {
 		t.Fatalf("server span attributes = %v", attrs)
 	}
 	if client.Parent().SpanID() != server.SpanContext().SpanID() {

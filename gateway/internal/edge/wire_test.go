@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
 
 // modernMeta is a valid Modern _meta.
@@ -19,12 +22,12 @@ type wireResponse struct {
 }
 
 // rpcBody decodes a JSON-RPC response body.
-func (w wireResponse) rpc(t *testing.T) (id json.RawMessage, result map[string]json.RawMessage, rerr *rpcError) {
+func (w wireResponse) rpc(t *testing.T) (id json.RawMessage, result map[string]json.RawMessage, rerr *wire.Error) {
 	t.Helper()
 	var env struct {
 		ID     json.RawMessage            `json:"id"`
 		Result map[string]json.RawMessage `json:"result"`
-		Error  *rpcError                  `json:"error"`
+		Error  *wire.Error                `json:"error"`
 	}
 	if err := json.Unmarshal(w.body, &env); err != nil {
 		t.Fatalf("body is not JSON-RPC (%d): %q", w.status, w.body)
@@ -85,51 +88,51 @@ func TestModernWire(t *testing.T) {
 		inError string // substring of the error message
 	}{
 		{"discover", modernHeaders("server/discover"), `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{` + modernMeta + `}}`, 200, 0, "1", ""},
-		{"missing _meta", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":"a","method":"tools/list","params":{}}`, 400, codeInvalidParams, `"a"`, "_meta"},
-		{"missing clientCapabilities", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, 400, codeInvalidParams, "2", "clientCapabilities"},
-		{"no version header", modernHeaders("tools/list", "Mcp-Protocol-Version", ""), `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{` + modernMeta + `}}`, 400, codeHeaderMismatch, "3", "Mcp-Protocol-Version"},
-		{"version header differs", modernHeaders("tools/list", "Mcp-Protocol-Version", "2025-11-25"), `{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{` + modernMeta + `}}`, 400, codeHeaderMismatch, "4", ""},
-		{"future version", modernHeaders("tools/list", "Mcp-Protocol-Version", "2099-01-01"), `{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}`, 400, codeUnsupportedVer, "5", ""},
-		{"ancient version", modernHeaders("tools/list", "Mcp-Protocol-Version", "1900-01-01"), `{"jsonrpc":"2.0","id":6,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"1900-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}`, 400, codeUnsupportedVer, "6", ""},
-		{"missing Mcp-Method", modernHeaders("tools/list", "Mcp-Method", ""), `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{` + modernMeta + `}}`, 400, codeHeaderMismatch, "7", "Mcp-Method"},
-		{"wrong Mcp-Method", modernHeaders("prompts/list"), `{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{` + modernMeta + `}}`, 400, codeHeaderMismatch, "8", ""},
-		{"missing Mcp-Name", modernHeaders("tools/call"), `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{` + modernMeta + `,"name":"beta_add","arguments":{"a":1,"b":2}}}`, 400, codeHeaderMismatch, "9", "Mcp-Name"},
+		{"missing _meta", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":"a","method":"tools/list","params":{}}`, 400, wire.CodeInvalidParams, `"a"`, "_meta"},
+		{"missing clientCapabilities", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`, 400, wire.CodeInvalidParams, "2", "clientCapabilities"},
+		{"no version header", modernHeaders("tools/list", "Mcp-Protocol-Version", ""), `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{` + modernMeta + `}}`, 400, wire.CodeHeaderMismatch, "3", "Mcp-Protocol-Version"},
+		{"version header differs", modernHeaders("tools/list", "Mcp-Protocol-Version", "2025-11-25"), `{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{` + modernMeta + `}}`, 400, wire.CodeHeaderMismatch, "4", ""},
+		{"future version", modernHeaders("tools/list", "Mcp-Protocol-Version", "2099-01-01"), `{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}`, 400, wire.CodeUnsupportedVer, "5", ""},
+		{"ancient version", modernHeaders("tools/list", "Mcp-Protocol-Version", "1900-01-01"), `{"jsonrpc":"2.0","id":6,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"1900-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}`, 400, wire.CodeUnsupportedVer, "6", ""},
+		{"missing Mcp-Method", modernHeaders("tools/list", "Mcp-Method", ""), `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{` + modernMeta + `}}`, 400, wire.CodeHeaderMismatch, "7", "Mcp-Method"},
+		{"wrong Mcp-Method", modernHeaders("prompts/list"), `{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{` + modernMeta + `}}`, 400, wire.CodeHeaderMismatch, "8", ""},
+		{"missing Mcp-Name", modernHeaders("tools/call"), `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{` + modernMeta + `,"name":"beta_add","arguments":{"a":1,"b":2}}}`, 400, wire.CodeHeaderMismatch, "9", "Mcp-Name"},
 		{"base64 Mcp-Name", modernHeaders("tools/call", "Mcp-Name", "=?base64?YmV0YV9hZGQ=?="), `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{` + modernMeta + `,"name":"beta_add","arguments":{"a":1,"b":2}}}`, 200, 0, "10", ""},
-		{"wrong Mcp-Name on read", modernHeaders("resources/read", "Mcp-Name", "file:///b.txt"), `{"jsonrpc":"2.0","id":11,"method":"resources/read","params":{` + modernMeta + `,"uri":"file:///a.txt"}}`, 400, codeHeaderMismatch, "11", ""},
-		{"missing Mcp-Param", modernHeaders("tools/call", "Mcp-Name", "alpha_region"), `{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{` + modernMeta + `,"name":"alpha_region","arguments":{"region":"eu"}}}`, 400, codeHeaderMismatch, "12", "Mcp-Param-Region"},
-		{"wrong Mcp-Param", modernHeaders("tools/call", "Mcp-Name", "alpha_region", "Mcp-Param-Region", "us"), `{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{` + modernMeta + `,"name":"alpha_region","arguments":{"region":"eu"}}}`, 400, codeHeaderMismatch, "13", ""},
-		{"Mcp-Param for absent argument", modernHeaders("tools/call", "Mcp-Name", "alpha_region", "Mcp-Param-Region", "eu", "Mcp-Param-Count", "2"), `{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{` + modernMeta + `,"name":"alpha_region","arguments":{"region":"eu"}}}`, 400, codeHeaderMismatch, "14", ""},
+		{"wrong Mcp-Name on read", modernHeaders("resources/read", "Mcp-Name", "file:///b.txt"), `{"jsonrpc":"2.0","id":11,"method":"resources/read","params":{` + modernMeta + `,"uri":"file:///a.txt"}}`, 400, wire.CodeHeaderMismatch, "11", ""},
+		{"missing Mcp-Param", modernHeaders("tools/call", "Mcp-Name", "alpha_region"), `{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{` + modernMeta + `,"name":"alpha_region","arguments":{"region":"eu"}}}`, 400, wire.CodeHeaderMismatch, "12", "Mcp-Param-Region"},
+		{"wrong Mcp-Param", modernHeaders("tools/call", "Mcp-Name", "alpha_region", "Mcp-Param-Region", "us"), `{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{` + modernMeta + `,"name":"alpha_region","arguments":{"region":"eu"}}}`, 400, wire.CodeHeaderMismatch, "13", ""},
+		{"Mcp-Param for absent argument", modernHeaders("tools/call", "Mcp-Name", "alpha_region", "Mcp-Param-Region", "eu", "Mcp-Param-Count", "2"), `{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{` + modernMeta + `,"name":"alpha_region","arguments":{"region":"eu"}}}`, 400, wire.CodeHeaderMismatch, "14", ""},
 		{"base64 Mcp-Param and integer", modernHeaders("tools/call", "Mcp-Name", "alpha_region", "Mcp-Param-Region", "=?base64?WsO8cmljaA==?=", "Mcp-Param-Count", "2"), `{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{` + modernMeta + `,"name":"alpha_region","arguments":{"region":"Zürich","count":2}}}`, 200, 0, "15", ""},
-		{"unpadded base64 Mcp-Param", modernHeaders("tools/call", "Mcp-Name", "alpha_region", "Mcp-Param-Region", "=?base64?SGVsbG8?="), `{"jsonrpc":"2.0","id":40,"method":"tools/call","params":{` + modernMeta + `,"name":"alpha_region","arguments":{"region":"Hello"}}}`, 400, codeHeaderMismatch, "40", ""},
+		{"unpadded base64 Mcp-Param", modernHeaders("tools/call", "Mcp-Name", "alpha_region", "Mcp-Param-Region", "=?base64?SGVsbG8?="), `{"jsonrpc":"2.0","id":40,"method":"tools/call","params":{` + modernMeta + `,"name":"alpha_region","arguments":{"region":"Hello"}}}`, 400, wire.CodeHeaderMismatch, "40", ""},
 		{"unterminated sentinel is literal", modernHeaders("tools/call", "Mcp-Name", "alpha_region", "Mcp-Param-Region", "=?base64?SGVsbG8="), `{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{` + modernMeta + `,"name":"alpha_region","arguments":{"region":"=?base64?SGVsbG8="}}}`, 200, 0, "41", ""},
-		{"header mismatch before unsupported version", modernHeaders("server/discover"), `{"jsonrpc":"2.0","id":42,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"v999.0.0","io.modelcontextprotocol/clientCapabilities":{}}}}`, 400, codeHeaderMismatch, "42", ""},
-		{"member names are case-sensitive", modernHeaders("tools/list"), `{"JSONRPC":"2.0","id":43,"method":"tools/list","params":{` + modernMeta + `}}`, 400, codeInvalidRequest, "43", ""},
-		{"removed ping", modernHeaders("ping"), `{"jsonrpc":"2.0","id":16,"method":"ping","params":{` + modernMeta + `}}`, 404, codeMethodNotFound, "16", ""},
-		{"removed initialize", modernHeaders("initialize"), `{"jsonrpc":"2.0","id":17,"method":"initialize","params":{` + modernMeta + `}}`, 404, codeMethodNotFound, "17", ""},
-		{"removed setLevel", modernHeaders("logging/setLevel"), `{"jsonrpc":"2.0","id":18,"method":"logging/setLevel","params":{` + modernMeta + `,"level":"info"}}`, 404, codeMethodNotFound, "18", ""},
-		{"removed subscribe", modernHeaders("resources/subscribe"), `{"jsonrpc":"2.0","id":19,"method":"resources/subscribe","params":{` + modernMeta + `,"uri":"file:///a.txt"}}`, 404, codeMethodNotFound, "19", ""},
-		{"unknown method", modernHeaders("foo/bar"), `{"jsonrpc":"2.0","id":20,"method":"foo/bar","params":{` + modernMeta + `}}`, 404, codeMethodNotFound, "20", ""},
-		{"unknown tool", modernHeaders("tools/call", "Mcp-Name", "nope"), `{"jsonrpc":"2.0","id":21,"method":"tools/call","params":{` + modernMeta + `,"name":"nope"}}`, 400, codeInvalidParams, "21", "nope"},
-		{"missing resource", modernHeaders("resources/read", "Mcp-Name", "file:///x"), `{"jsonrpc":"2.0","id":22,"method":"resources/read","params":{` + modernMeta + `,"uri":"file:///x"}}`, 400, codeInvalidParams, "22", "not found"},
-		{"bad cursor", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":23,"method":"tools/list","params":{` + modernMeta + `,"cursor":"prompts:1"}}`, 400, codeInvalidParams, "23", ""},
-		{"non-string cursor", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":24,"method":"tools/list","params":{` + modernMeta + `,"cursor":7}}`, 400, codeInvalidParams, "24", "cursor"},
+		{"header mismatch before unsupported version", modernHeaders("server/discover"), `{"jsonrpc":"2.0","id":42,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"v999.0.0","io.modelcontextprotocol/clientCapabilities":{}}}}`, 400, wire.CodeHeaderMismatch, "42", ""},
+		{"member names are case-sensitive", modernHeaders("tools/list"), `{"JSONRPC":"2.0","id":43,"method":"tools/list","params":{` + modernMeta + `}}`, 400, wire.CodeInvalidRequest, "43", ""},
+		{"removed ping", modernHeaders("ping"), `{"jsonrpc":"2.0","id":16,"method":"ping","params":{` + modernMeta + `}}`, 404, wire.CodeMethodNotFound, "16", ""},
+		{"removed initialize", modernHeaders("initialize"), `{"jsonrpc":"2.0","id":17,"method":"initialize","params":{` + modernMeta + `}}`, 404, wire.CodeMethodNotFound, "17", ""},
+		{"removed setLevel", modernHeaders("logging/setLevel"), `{"jsonrpc":"2.0","id":18,"method":"logging/setLevel","params":{` + modernMeta + `,"level":"info"}}`, 404, wire.CodeMethodNotFound, "18", ""},
+		{"removed subscribe", modernHeaders("resources/subscribe"), `{"jsonrpc":"2.0","id":19,"method":"resources/subscribe","params":{` + modernMeta + `,"uri":"file:///a.txt"}}`, 404, wire.CodeMethodNotFound, "19", ""},
+		{"unknown method", modernHeaders("foo/bar"), `{"jsonrpc":"2.0","id":20,"method":"foo/bar","params":{` + modernMeta + `}}`, 404, wire.CodeMethodNotFound, "20", ""},
+		{"unknown tool", modernHeaders("tools/call", "Mcp-Name", "nope"), `{"jsonrpc":"2.0","id":21,"method":"tools/call","params":{` + modernMeta + `,"name":"nope"}}`, 400, wire.CodeInvalidParams, "21", "nope"},
+		{"missing resource", modernHeaders("resources/read", "Mcp-Name", "file:///x"), `{"jsonrpc":"2.0","id":22,"method":"resources/read","params":{` + modernMeta + `,"uri":"file:///x"}}`, 400, wire.CodeInvalidParams, "22", "not found"},
+		{"bad cursor", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":23,"method":"tools/list","params":{` + modernMeta + `,"cursor":"prompts:1"}}`, 400, wire.CodeInvalidParams, "23", ""},
+		{"non-string cursor", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":24,"method":"tools/list","params":{` + modernMeta + `,"cursor":7}}`, 400, wire.CodeInvalidParams, "24", "cursor"},
 		{"empty cursor", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":25,"method":"tools/list","params":{` + modernMeta + `,"cursor":""}}`, 200, 0, "25", ""},
 		{"null cursor", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":26,"method":"tools/list","params":{` + modernMeta + `,"cursor":null}}`, 200, 0, "26", ""},
-		{"undeclared elicitation", modernHeaders("tools/call", "Mcp-Name", "alpha_ask"), `{"jsonrpc":"2.0","id":27,"method":"tools/call","params":{` + modernMeta + `,"name":"alpha_ask"}}`, 400, codeMissingCapability, "27", ""},
-		{"listen without notifications", modernHeaders("subscriptions/listen"), `{"jsonrpc":"2.0","id":28,"method":"subscriptions/listen","params":{` + modernMeta + `}}`, 400, codeInvalidParams, "28", "notifications"},
-		{"parse error", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":29,`, 400, codeParseError, "null", ""},
-		{"batch", modernHeaders("tools/list"), `[{"jsonrpc":"2.0","id":30,"method":"tools/list","params":{` + modernMeta + `}}]`, 400, codeInvalidRequest, "null", "batch"},
-		{"wrong jsonrpc", modernHeaders("tools/list"), `{"jsonrpc":"1.0","id":31,"method":"tools/list"}`, 400, codeInvalidRequest, "31", ""},
-		{"object id", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":{},"method":"tools/list"}`, 400, codeInvalidRequest, "null", ""},
-		{"wrong content type", modernHeaders("tools/list", "Content-Type", "text/plain"), `{"jsonrpc":"2.0","id":32,"method":"tools/list","params":{` + modernMeta + `}}`, 415, codeInvalidRequest, "32", ""},
-		{"Accept without SSE", modernHeaders("tools/list", "Accept", "application/json"), `{"jsonrpc":"2.0","id":33,"method":"tools/list","params":{` + modernMeta + `}}`, 400, codeInvalidRequest, "33", "Accept"},
+		{"undeclared elicitation", modernHeaders("tools/call", "Mcp-Name", "alpha_ask"), `{"jsonrpc":"2.0","id":27,"method":"tools/call","params":{` + modernMeta + `,"name":"alpha_ask"}}`, 400, wire.CodeMissingCapability, "27", ""},
+		{"listen without notifications", modernHeaders("subscriptions/listen"), `{"jsonrpc":"2.0","id":28,"method":"subscriptions/listen","params":{` + modernMeta + `}}`, 400, wire.CodeInvalidParams, "28", "notifications"},
+		{"parse error", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":29,`, 400, wire.CodeParseError, "null", ""},
+		{"batch", modernHeaders("tools/list"), `[{"jsonrpc":"2.0","id":30,"method":"tools/list","params":{` + modernMeta + `}}]`, 400, wire.CodeInvalidRequest, "null", "batch"},
+		{"wrong jsonrpc", modernHeaders("tools/list"), `{"jsonrpc":"1.0","id":31,"method":"tools/list"}`, 400, wire.CodeInvalidRequest, "31", ""},
+		{"object id", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":{},"method":"tools/list"}`, 400, wire.CodeInvalidRequest, "null", ""},
+		{"wrong content type", modernHeaders("tools/list", "Content-Type", "text/plain"), `{"jsonrpc":"2.0","id":32,"method":"tools/list","params":{` + modernMeta + `}}`, 415, wire.CodeInvalidRequest, "32", ""},
+		{"Accept without SSE", modernHeaders("tools/list", "Accept", "application/json"), `{"jsonrpc":"2.0","id":33,"method":"tools/list","params":{` + modernMeta + `}}`, 400, wire.CodeInvalidRequest, "33", "Accept"},
 		{"session id ignored", modernHeaders("tools/list", "Mcp-Session-Id", "whatever"), `{"jsonrpc":"2.0","id":34,"method":"tools/list","params":{` + modernMeta + `}}`, 200, 0, "34", ""},
-		{"JSON null body", modernHeaders("tools/list"), `null`, 400, codeInvalidRequest, "null", "request object"},
-		{"JSON number body", modernHeaders("tools/list"), `42`, 400, codeInvalidRequest, "null", "request object"},
-		{"invalid UTF-8 in an argument", modernHeaders("tools/call", "Mcp-Name", "beta_add"), "{\"jsonrpc\":\"2.0\",\"id\":44,\"method\":\"tools/call\",\"params\":{" + modernMeta + ",\"name\":\"beta_add\",\"arguments\":{\"a\":\"Os\xc0\xaflo\"}}}", 400, codeParseError, "null", "UTF-8"},
-		{"nesting deeper than backends accept", modernHeaders("tools/call", "Mcp-Name", "beta_add"), `{"jsonrpc":"2.0","id":45,"method":"tools/call","params":{` + modernMeta + `,"name":"beta_add","arguments":{"a":` + strings.Repeat("[", 600) + strings.Repeat("]", 600) + `}}}`, 400, codeParseError, "null", "nested"},
+		{"JSON null body", modernHeaders("tools/list"), `null`, 400, wire.CodeInvalidRequest, "null", "request object"},
+		{"JSON number body", modernHeaders("tools/list"), `42`, 400, wire.CodeInvalidRequest, "null", "request object"},
+		{"invalid UTF-8 in an argument", modernHeaders("tools/call", "Mcp-Name", "beta_add"), "{\"jsonrpc\":\"2.0\",\"id\":44,\"method\":\"tools/call\",\"params\":{" + modernMeta + ",\"name\":\"beta_add\",\"arguments\":{\"a\":\"Os\xc0\xaflo\"}}}", 400, wire.CodeParseError, "null", "UTF-8"},
+		{"nesting deeper than backends accept", modernHeaders("tools/call", "Mcp-Name", "beta_add"), `{"jsonrpc":"2.0","id":45,"method":"tools/call","params":{` + modernMeta + `,"name":"beta_add","arguments":{"a":` + strings.Repeat("[", 600) + strings.Repeat("]", 600) + `}}}`, 400, wire.CodeParseError, "null", "nested"},
 		{"brackets inside strings do not nest", modernHeaders("tools/call", "Mcp-Name", "beta_add"), `{"jsonrpc":"2.0","id":46,"method":"tools/call","params":{` + modernMeta + `,"name":"beta_add","arguments":{"a":1,"b":2,"note":"` + strings.Repeat("[{", 600) + `\""}}}`, 200, 0, "46", ""},
-		{"no era markers", modernHeaders("tools/list", "Mcp-Protocol-Version", ""), `{"jsonrpc":"2.0","id":35,"method":"tools/list","params":{}}`, 400, codeInvalidParams, "35", ""},
+		{"no era markers", modernHeaders("tools/list", "Mcp-Protocol-Version", ""), `{"jsonrpc":"2.0","id":35,"method":"tools/list","params":{}}`, 400, wire.CodeInvalidParams, "35", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -149,7 +152,7 @@ func TestModernWire(t *testing.T) {
 					t.Fatalf("resultType = %s", result["resultType"])
 				}
 				var meta map[string]json.RawMessage
-				if json.Unmarshal(result["_meta"], &meta) != nil || !bytes.Contains(meta[metaServerInfo], []byte("switchboard-test")) {
+				if json.Unmarshal(result["_meta"], &meta) != nil || !bytes.Contains(meta[mcpspec.MetaServerInfo], []byte("switchboard-test")) {
 					t.Fatalf("missing serverInfo in %s", resp.body)
 				}
 				return
@@ -157,13 +160,13 @@ func TestModernWire(t *testing.T) {
 			if rerr == nil || rerr.Code != tc.code || !strings.Contains(rerr.Message, tc.inError) {
 				t.Fatalf("error = %+v, want code %d containing %q", rerr, tc.code, tc.inError)
 			}
-			if tc.code == codeUnsupportedVer {
+			if tc.code == wire.CodeUnsupportedVer {
 				data, _ := json.Marshal(rerr.Data)
 				if !bytes.Contains(data, []byte(`"supported":["2026-07-28","2025-11-25"]`)) || !bytes.Contains(data, []byte(`"requested"`)) {
 					t.Fatalf("-32022 data = %s", data)
 				}
 			}
-			if tc.code == codeMissingCapability && !strings.Contains(string(resp.body), `"requiredCapabilities":{"elicitation":{}}`) {
+			if tc.code == wire.CodeMissingCapability && !strings.Contains(string(resp.body), `"requiredCapabilities":{"elicitation":{}}`) {
 				t.Fatalf("-32021 data: %s", resp.body)
 			}
 		})
@@ -229,7 +232,7 @@ func TestModernResults(t *testing.T) {
 		"other tool":   retry("alice-key", "alpha_echo", sealed),
 		"other caller": retry("bob-key", "alpha_ask", sealed),
 	} {
-		if _, _, rerr := r.rpc(t); r.status != 400 || rerr == nil || rerr.Code != codeInvalidParams || !strings.Contains(rerr.Message, "requestState") {
+		if _, _, rerr := r.rpc(t); r.status != 400 || rerr == nil || rerr.Code != wire.CodeInvalidParams || !strings.Contains(rerr.Message, "requestState") {
 			t.Errorf("%s state: %d %s", name, r.status, r.body)
 		}
 	}
@@ -240,7 +243,7 @@ func TestModernResults(t *testing.T) {
 		t.Fatalf("notification: %d %q", resp.status, resp.body)
 	}
 	resp = send(t, http.MethodPost, url, modernHeaders("x", "Mcp-Method", ""), `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{}}`)
-	if _, _, rerr := resp.rpc(t); resp.status != 400 || rerr == nil || rerr.Code != codeHeaderMismatch {
+	if _, _, rerr := resp.rpc(t); resp.status != 400 || rerr == nil || rerr.Code != wire.CodeHeaderMismatch {
 		t.Fatalf("notification without Mcp-Method: %d %s", resp.status, resp.body)
 	}
 

@@ -1,4 +1,4 @@
-package edge
+package methods
 
 import (
 	"context"
@@ -6,7 +6,10 @@ import (
 	"math"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/switchboard-mcp/switchboard/gateway/internal/mcperr"
+	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 )
 
@@ -24,78 +27,85 @@ var optimizerTools = []json.RawMessage{
 	json.RawMessage(`{"name":"call_tool","title":"Call a tool","description":"Call a tool found with find_tool, by its exact name, with arguments matching its input schema.","inputSchema":{"type":"object","properties":{"tool_name":{"type":"string","description":"The tool's name as returned by find_tool."},"parameters":{"type":"object","description":"The tool's arguments."}},"required":["tool_name"]}}`),
 }
 
-func (g *Gateway) listOptimizerTools(c *call) (json.RawMessage, *rpcError) {
-	cursor, rerr := cursorParam(c.params)
+func (s *Server) listOptimizerTools(req *Request) (json.RawMessage, *wire.Error) {
+	cursor, rerr := req.Params.Cursor()
 	if rerr != nil {
 		return nil, rerr
 	}
 	if cursor != "" {
 		// The list has one page, so no cursor can be valid.
-		return nil, newError(codeInvalidParams, "invalid params: invalid cursor")
+		return nil, wire.InvalidParams("invalid cursor")
 	}
-	return g.page(c, "tools", optimizerTools, ""), nil
+	return s.page(req, "tools", optimizerTools, "")
 }
 
-func (g *Gateway) callOptimizerTool(ctx context.Context, c *call) (json.RawMessage, *rpcError) {
-	name, args, rerr := toolCallParams(c.params)
+func (s *Server) callOptimizerTool(ctx context.Context, req *Request, resp Responder) (json.RawMessage, *wire.Error) {
+	name, raw, rerr := toolCallParams(req.Params)
 	if rerr != nil {
 		return nil, rerr
 	}
-	spanFrom(ctx).SetAttributes(attribute.String("gen_ai.tool.name", name))
+	trace.SpanFromContext(ctx).SetAttributes(attribute.String("gen_ai.tool.name", name))
+	args := wire.Object{}
+	if raw != nil {
+		_ = json.Unmarshal(raw, &args)
+	}
 	switch name {
 	case findToolName:
-		return g.findTool(ctx, c, args)
+		return s.findTool(ctx, req, raw)
 	case callToolName:
-		return g.callThrough(ctx, c, args)
+		return s.callThrough(ctx, req, resp, args)
 	}
-	return nil, newError(codeInvalidParams, "unknown tool: "+name)
+	return nil, wire.InvalidParams("unknown tool: " + name)
 }
 
 // toolError is a tool result with isError set: a failure the model should
 // read, not a protocol error.
-func (g *Gateway) toolError(c *call, text string) json.RawMessage {
-	res := object{}
-	res.set("content", []map[string]string{{"type": "text", "text": text}})
-	res.set("isError", true)
-	return g.shape(c, res, false)
+func (s *Server) toolError(req *Request, text string) (json.RawMessage, *wire.Error) {
+	res := wire.Object{}
+	res.Set("content", []map[string]string{{"type": "text", "text": text}})
+	res.Set("isError", true)
+	return s.shape(req, res.Encode(), false)
 }
 
-type foundTool struct {
+// FoundTool is one find_tool hit.
+type FoundTool struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	InputSchema json.RawMessage `json:"inputSchema"`
 }
 
-type findResult struct {
-	Tools          []foundTool `json:"tools"`
+// FindResult is find_tool's result, as structuredContent and as the text
+// of its one content block.
+type FindResult struct {
+	Tools          []FoundTool `json:"tools"`
 	BaselineTokens uint64      `json:"baseline_tokens"`
 	ReturnedTokens uint64      `json:"returned_tokens"`
 	SavingsPercent float64     `json:"savings_percent"`
 }
 
-func (g *Gateway) findTool(ctx context.Context, c *call, args object) (json.RawMessage, *rpcError) {
+func (s *Server) findTool(ctx context.Context, req *Request, args json.RawMessage) (json.RawMessage, *wire.Error) {
 	var in struct {
 		Description *string  `json:"tool_description"`
 		Keywords    []string `json:"tool_keywords"`
 	}
-	if json.Unmarshal(args.encode(), &in) != nil || in.Description == nil || *in.Description == "" {
-		return g.toolError(c, "find_tool needs tool_description (a non-empty string) and optionally tool_keywords (an array of strings)"), nil
+	if json.Unmarshal(args, &in) != nil || in.Description == nil || *in.Description == "" {
+		return s.toolError(req, "find_tool needs tool_description (a non-empty string) and optionally tool_keywords (an array of strings)")
 	}
-	if g.idx == nil {
-		return g.toolError(c, "tool search is not available on this gateway; call_tool still works with a known tool name"), nil
+	if s.idx == nil {
+		return s.toolError(req, "tool search is not available on this gateway; call_tool still works with a known tool name")
 	}
-	resp, err := g.idx.Search(ctx, &indexerv1.SearchRequest{Principal: c.principal, Query: *in.Description, Keywords: in.Keywords, Limit: g.searchLimit})
+	resp, err := s.idx.Search(ctx, &indexerv1.SearchRequest{Principal: req.Principal, Query: *in.Description, Keywords: in.Keywords, Limit: s.cfg.SearchLimit})
 	if err != nil {
-		rerr := grpcError(ctx, g.log, err, c.era, c.method)
-		return g.toolError(c, "tool search failed: "+rerr.Message+". Other tools keep working; retry find_tool later."), nil
+		rerr := mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
+		return s.toolError(req, "tool search failed: "+rerr.Message+". Other tools keep working; retry find_tool later.")
 	}
-	out := findResult{Tools: make([]foundTool, 0, len(resp.GetHits())), BaselineTokens: resp.GetBaselineTokens()}
+	out := FindResult{Tools: make([]FoundTool, 0, len(resp.GetHits())), BaselineTokens: resp.GetBaselineTokens()}
 	for _, h := range resp.GetHits() {
 		schema := json.RawMessage(`{"type":"object"}`)
 		if json.Valid([]byte(h.GetInputSchemaJson())) && h.GetInputSchemaJson() != "" {
 			schema = json.RawMessage(h.GetInputSchemaJson())
 		}
-		out.Tools = append(out.Tools, foundTool{Name: h.GetName(), Description: h.GetDescription(), InputSchema: schema})
+		out.Tools = append(out.Tools, FoundTool{Name: h.GetName(), Description: h.GetDescription(), InputSchema: schema})
 	}
 	toolsJSON, _ := json.Marshal(out.Tools)
 	// Same estimate as the indexer's baseline: JSON bytes / 4.
@@ -105,41 +115,41 @@ func (g *Gateway) findTool(ctx context.Context, c *call, args object) (json.RawM
 		out.SavingsPercent = math.Round(saved*10) / 10
 	}
 	text, _ := json.Marshal(out)
-	res := object{}
-	res.set("content", []map[string]string{{"type": "text", "text": string(text)}})
+	res := wire.Object{}
+	res.Set("content", []map[string]string{{"type": "text", "text": string(text)}})
 	res["structuredContent"] = text
-	return g.shape(c, res, false), nil
+	return s.shape(req, res.Encode(), false)
 }
 
 // callThrough serves call_tool. tool_name is also accepted inside
 // parameters, where models sometimes put it.
-func (g *Gateway) callThrough(ctx context.Context, c *call, args object) (json.RawMessage, *rpcError) {
-	params := object{}
+func (s *Server) callThrough(ctx context.Context, req *Request, resp Responder, args wire.Object) (json.RawMessage, *wire.Error) {
+	params := wire.Object{}
 	if raw, ok := args["parameters"]; ok && string(raw) != "null" {
 		if json.Unmarshal(raw, &params) != nil || params == nil {
-			return g.toolError(c, "call_tool: parameters must be an object"), nil
+			return s.toolError(req, "call_tool: parameters must be an object")
 		}
 	}
-	name, ok := stringParam(args, "tool_name")
+	name, ok := args.String("tool_name")
 	if !ok || name == "" {
-		if name, ok = stringParam(params, "tool_name"); ok {
+		if name, ok = params.String("tool_name"); ok {
 			delete(params, "tool_name")
 		}
 	}
 	if name == "" {
-		return g.toolError(c, "call_tool needs tool_name: the name of a tool returned by find_tool"), nil
+		return s.toolError(req, "call_tool needs tool_name: the name of a tool returned by find_tool")
 	}
-	spanFrom(ctx).SetAttributes(attribute.String("gen_ai.tool.name", name))
+	trace.SpanFromContext(ctx).SetAttributes(attribute.String("gen_ai.tool.name", name))
 	// A retry's state is bound to the tool call_tool called, so it cannot
 	// be carried over to another tool.
-	rt, rerr := g.roundTripParams(c, "tools/call", name)
+	rt, rerr := s.roundTripParams(req, "tools/call", name)
 	if rerr != nil {
 		return nil, rerr
 	}
-	result, rerr := g.callAggregatorTool(ctx, c, name, params, rt)
-	if rerr != nil && rerr.Code == codeInvalidParams {
+	result, rerr := s.callAggregatorTool(ctx, req, resp, name, params.Encode(), rt)
+	if rerr != nil && rerr.Code == wire.CodeInvalidParams {
 		// Unknown and forbidden tools look alike here too.
-		return g.toolError(c, "call_tool: "+rerr.Message+"; use find_tool to look up available tools"), nil
+		return s.toolError(req, "call_tool: "+rerr.Message+"; use find_tool to look up available tools")
 	}
 	return result, rerr
 }

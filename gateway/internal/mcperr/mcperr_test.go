@@ -1,4 +1,4 @@
-package edge
+package mcperr
 
 import (
 	"bytes"
@@ -12,8 +12,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	"github.com/switchboard-mcp/switchboard/services/apierr"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
 
 // TestStatusToMCP covers every gRPC code: the MCP code, the Modern HTTP
@@ -23,43 +25,43 @@ func TestStatusToMCP(t *testing.T) {
 	cases := []struct {
 		code       codes.Code
 		method     string
-		era        era
+		era        mcpspec.Era
 		mcpCode    int
 		httpStatus int
 		passMsg    bool // the service message reaches the client
 		internal   bool
 	}{
-		{codes.Canceled, "tools/call", eraModern, codeInternalError, 200, false, false},
-		{codes.Unknown, "tools/call", eraModern, codeInternalError, 200, false, true},
-		{codes.InvalidArgument, "tools/list", eraModern, codeInvalidParams, 400, true, false},
-		{codes.InvalidArgument, "tools/list", eraLegacy, codeInvalidParams, 200, true, false},
-		{codes.DeadlineExceeded, "tools/call", eraModern, codeInternalError, 200, false, true},
-		{codes.NotFound, "tools/call", eraModern, codeInvalidParams, 400, true, false},
-		{codes.NotFound, "resources/read", eraModern, codeInvalidParams, 400, false, false},
-		{codes.NotFound, "resources/read", eraLegacy, codeResourceNotFound, 200, false, false},
-		{codes.AlreadyExists, "tools/call", eraModern, codeInternalError, 200, false, true},
-		{codes.PermissionDenied, "tools/call", eraModern, codeInternalError, 200, false, true},
-		{codes.ResourceExhausted, "tools/call", eraModern, codeInternalError, 200, false, true},
-		{codes.FailedPrecondition, "tools/call", eraModern, codeInternalError, 200, false, true},
-		{codes.Aborted, "tools/call", eraModern, codeInternalError, 200, false, true},
-		{codes.OutOfRange, "tools/list", eraModern, codeInvalidParams, 400, true, false},
-		{codes.Unimplemented, "completion/complete", eraModern, codeMethodNotFound, 404, false, false},
-		{codes.Internal, "tools/call", eraModern, codeInternalError, 200, false, true},
-		{codes.Unavailable, "tools/call", eraModern, codeInternalError, 200, false, true},
-		{codes.DataLoss, "tools/call", eraModern, codeInternalError, 200, false, true},
-		{codes.Unauthenticated, "tools/call", eraModern, codeInternalError, 200, false, true},
+		{codes.Canceled, "tools/call", mcpspec.EraModern, wire.CodeInternalError, 200, false, false},
+		{codes.Unknown, "tools/call", mcpspec.EraModern, wire.CodeInternalError, 200, false, true},
+		{codes.InvalidArgument, "tools/list", mcpspec.EraModern, wire.CodeInvalidParams, 400, true, false},
+		{codes.InvalidArgument, "tools/list", mcpspec.EraLegacy, wire.CodeInvalidParams, 200, true, false},
+		{codes.DeadlineExceeded, "tools/call", mcpspec.EraModern, wire.CodeInternalError, 200, false, true},
+		{codes.NotFound, "tools/call", mcpspec.EraModern, wire.CodeInvalidParams, 400, true, false},
+		{codes.NotFound, "resources/read", mcpspec.EraModern, wire.CodeInvalidParams, 400, false, false},
+		{codes.NotFound, "resources/read", mcpspec.EraLegacy, wire.CodeResourceNotFound, 200, false, false},
+		{codes.AlreadyExists, "tools/call", mcpspec.EraModern, wire.CodeInternalError, 200, false, true},
+		{codes.PermissionDenied, "tools/call", mcpspec.EraModern, wire.CodeInternalError, 200, false, true},
+		{codes.ResourceExhausted, "tools/call", mcpspec.EraModern, wire.CodeInternalError, 200, false, true},
+		{codes.FailedPrecondition, "tools/call", mcpspec.EraModern, wire.CodeInternalError, 200, false, true},
+		{codes.Aborted, "tools/call", mcpspec.EraModern, wire.CodeInternalError, 200, false, true},
+		{codes.OutOfRange, "tools/list", mcpspec.EraModern, wire.CodeInvalidParams, 400, true, false},
+		{codes.Unimplemented, "completion/complete", mcpspec.EraModern, wire.CodeMethodNotFound, 404, false, false},
+		{codes.Internal, "tools/call", mcpspec.EraModern, wire.CodeInternalError, 200, false, true},
+		{codes.Unavailable, "tools/call", mcpspec.EraModern, wire.CodeInternalError, 200, false, true},
+		{codes.DataLoss, "tools/call", mcpspec.EraModern, wire.CodeInternalError, 200, false, true},
+		{codes.Unauthenticated, "tools/call", mcpspec.EraModern, wire.CodeInternalError, 200, false, true},
 	}
 	seen := map[codes.Code]bool{}
 	for _, tc := range cases {
 		seen[tc.code] = true
 		t.Run(tc.code.String()+"/"+tc.method+"/"+tc.era.String(), func(t *testing.T) {
-			got, internal := statusToMCP(status.New(tc.code, secret), tc.era, tc.method)
+			got, internal := FromStatus(status.New(tc.code, secret), tc.era, tc.method)
 			if got.Code != tc.mcpCode || internal != tc.internal {
 				t.Fatalf("got %d internal=%v, want %d internal=%v", got.Code, internal, tc.mcpCode, tc.internal)
 			}
 			status := http.StatusOK // Legacy errors always travel in a 200
-			if tc.era == eraModern {
-				status = got.modernStatus()
+			if tc.era == mcpspec.EraModern {
+				status = got.ModernStatus()
 			}
 			if status != tc.httpStatus {
 				t.Fatalf("HTTP %d, want %d", status, tc.httpStatus)
@@ -82,7 +84,7 @@ func TestGRPCErrorLogsDetail(t *testing.T) {
 	var logged bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logged, nil))
 	err := apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_BACKEND_UNAVAILABLE, "backend weather at 10.1.2.3 refused")
-	got := grpcError(context.Background(), log, err, eraModern, "tools/call")
+	got := FromError(context.Background(), log, err, mcpspec.EraModern, "tools/call")
 	if strings.Contains(got.Message, "10.1.2.3") || !strings.Contains(got.Message, "unavailable") {
 		t.Fatalf("client message %q", got.Message)
 	}
@@ -105,22 +107,22 @@ func TestBackendErrorPassThrough(t *testing.T) {
 	}
 	cases := []struct {
 		code, data string
-		era        era
+		era        mcpspec.Era
 		want       int
 		wantData   string
 	}{
-		{"-32021", `{"requiredCapabilities":{"sampling":{}}}`, eraModern, codeMissingCapability, `{"requiredCapabilities":{"sampling":{}}}`},
-		{"-32021", "", eraLegacy, codeInternalError, ""},
-		{"-32602", "", eraModern, codeInvalidParams, ""},
-		{"-32002", `{"uri":"x"}`, eraLegacy, codeResourceNotFound, `{"uri":"x"}`},
-		{"-32002", "", eraModern, codeInvalidParams, ""},
-		{"-32601", "", eraModern, codeMethodNotFound, ""},
-		{"-32022", "", eraModern, codeInternalError, ""},
-		{"-32000", "", eraModern, codeInternalError, ""},
-		{"junk", "", eraModern, codeInternalError, ""},
+		{"-32021", `{"requiredCapabilities":{"sampling":{}}}`, mcpspec.EraModern, wire.CodeMissingCapability, `{"requiredCapabilities":{"sampling":{}}}`},
+		{"-32021", "", mcpspec.EraLegacy, wire.CodeInternalError, ""},
+		{"-32602", "", mcpspec.EraModern, wire.CodeInvalidParams, ""},
+		{"-32002", `{"uri":"x"}`, mcpspec.EraLegacy, wire.CodeResourceNotFound, `{"uri":"x"}`},
+		{"-32002", "", mcpspec.EraModern, wire.CodeInvalidParams, ""},
+		{"-32601", "", mcpspec.EraModern, wire.CodeMethodNotFound, ""},
+		{"-32022", "", mcpspec.EraModern, wire.CodeInternalError, ""},
+		{"-32000", "", mcpspec.EraModern, wire.CodeInternalError, ""},
+		{"junk", "", mcpspec.EraModern, wire.CodeInternalError, ""},
 	}
 	for _, tc := range cases {
-		got, internal := statusToMCP(backendStatus(tc.code, tc.data), tc.era, "tools/call")
+		got, internal := FromStatus(backendStatus(tc.code, tc.data), tc.era, "tools/call")
 		data, _ := json.Marshal(got.Data)
 		if got.Code != tc.want || internal || (tc.wantData != "" && string(data) != tc.wantData) {
 			t.Errorf("%s/%s: got %d %s (internal %v), want %d %s", tc.code, tc.era, got.Code, data, internal, tc.want, tc.wantData)

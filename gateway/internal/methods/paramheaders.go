@@ -1,4 +1,4 @@
-package edge
+package methods
 
 import (
 	"bytes"
@@ -9,7 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/switchboard-mcp/switchboard/gateway/internal/mcperr"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
+	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 )
 
@@ -20,6 +22,10 @@ import (
 // everyone. It is filled from tool listings and refreshed when it is older
 // than ttl or a listing shows a newer catalog version, so a tools/call
 // normally costs a map lookup, not an extra RPC.
+// headerSpecTTL bounds how long a tool's x-mcp-header declarations are
+// trusted without re-reading them from the aggregator.
+const headerSpecTTL = 30 * time.Second
+
 type headerSpecs struct {
 	agg aggregatorv1.AggregatorServiceClient
 	ttl time.Duration
@@ -63,8 +69,8 @@ func (h *headerSpecs) learn(tools []*aggregatorv1.Tool, version uint64) {
 // lookup returns the spec of tool, listing the principal's tools when the
 // table has no fresh entry. A tool not in the principal's view is not found:
 // the call will fail as unknown anyway.
-func (h *headerSpecs) lookup(ctx context.Context, c *call, tool string) (headerSpec, bool, error) {
-	missKey := session.PrincipalDigest(c.principal) + "\x00" + tool
+func (h *headerSpecs) lookup(ctx context.Context, req *Request, tool string) (headerSpec, bool, error) {
+	missKey := session.PrincipalDigest(req.Principal) + "\x00" + tool
 	h.mu.Lock()
 	spec, ok := h.tools[tool]
 	missed, isMiss := h.misses[missKey]
@@ -77,7 +83,7 @@ func (h *headerSpecs) lookup(ctx context.Context, c *call, tool string) (headerS
 	}
 	cursor := ""
 	for {
-		resp, err := h.agg.ListTools(ctx, &aggregatorv1.ListToolsRequest{Principal: c.principal, Cursor: cursor})
+		resp, err := h.agg.ListTools(ctx, &aggregatorv1.ListToolsRequest{Principal: req.Principal, Cursor: cursor})
 		if err != nil {
 			return headerSpec{}, false, err
 		}
@@ -126,19 +132,23 @@ func headerParams(schemaJSON string) map[string]string {
 // checkParamHeaders validates Mcp-Param-* headers against the arguments of
 // a Modern tools/call: each annotated argument with a value must be
 // mirrored exactly, and an absent one must not be.
-func (g *Gateway) checkParamHeaders(ctx context.Context, c *call, tool string, args object) *rpcError {
-	spec, found, err := g.headerSpecs.lookup(ctx, c, tool)
+func (s *Server) checkParamHeaders(ctx context.Context, req *Request, tool string, rawArgs json.RawMessage) *wire.Error {
+	spec, found, err := s.specs.lookup(ctx, req, tool)
 	if err != nil {
-		return grpcError(ctx, g.log, err, c.era, c.method)
+		return mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
 	}
-	if !found {
+	if !found || len(spec.params) == 0 {
 		return nil
+	}
+	args := wire.Object{}
+	if len(rawArgs) > 0 && json.Unmarshal(rawArgs, &args) != nil {
+		return wire.InvalidParams("arguments must be an object")
 	}
 	for header, prop := range spec.params {
 		raw, present := args[prop]
 		if !present || string(raw) == "null" {
-			if len(c.r.Header.Values(header)) > 0 {
-				return newError(codeHeaderMismatch, "header mismatch: "+header+" sent for an absent argument")
+			if len(req.Header.Values(header)) > 0 {
+				return wire.NewError(wire.CodeHeaderMismatch, "header mismatch: "+header+" sent for an absent argument")
 			}
 			continue
 		}
@@ -147,7 +157,7 @@ func (g *Gateway) checkParamHeaders(ctx context.Context, c *call, tool string, a
 			// Not a primitive: clients drop such tools, nothing to mirror.
 			continue
 		}
-		if rerr := checkHeader(c.r, header, want); rerr != nil {
+		if rerr := wire.CheckHeader(req.Header, header, want); rerr != nil {
 			return rerr
 		}
 	}

@@ -1,0 +1,157 @@
+// Package edge is the gateway's HTTP handler, and only that: it applies the
+// edge protections (Host, Origin, body size), authenticates the caller into
+// a principal, reads the JSON-RPC message (package wire), decides its era
+// (mcpspec.Classify), opens the Legacy session, hands the request to
+// package methods and writes what comes back in the era's transport shape.
+// It holds no catalog and no business rules.
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
+	"github.com/switchboard-mcp/switchboard/gateway/internal/methods"
+	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
+	"github.com/switchboard-mcp/switchboard/services/config"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+)
+
+// Deps are the gateway's collaborators.
+type Deps struct {
+	Aggregator aggregatorv1.AggregatorServiceClient
+	// AggregatorHealth answers /readyz.
+	AggregatorHealth healthpb.HealthClient
+	// Indexer serves find_tool and session revocations; nil disables both
+	// (find_tool then answers with an error result, revocation stays local).
+	Indexer indexerv1.IndexerServiceClient
+	Auth    auth.Authenticator
+	Log     *slog.Logger
+	Metrics *Metrics
+	// LoopbackOnly reports that the listener is bound to a loopback address,
+	// which turns on the DNS-rebinding Host check.
+	LoopbackOnly bool
+}
+
+// Gateway is the MCP edge.
+type Gateway struct {
+	cfg         config.Gateway
+	methods     *methods.Server
+	aggHealth   healthpb.HealthClient
+	auth        auth.Authenticator
+	log         *slog.Logger
+	metrics     *Metrics
+	sealer      *session.Sealer
+	revocations *session.Revocations
+	local       *session.Local
+	loopback    bool
+	// closing ends every notification stream at shutdown (see Close).
+	closing   chan struct{}
+	closeOnce sync.Once
+}
+
+// New builds the gateway from its configuration section.
+func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
+	if deps.Aggregator == nil || deps.Auth == nil {
+		return nil, errors.New("edge: aggregator client and authenticator are required")
+	}
+	cfg = cfg.WithDefaults()
+	log := deps.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	sealer, err := session.NewSealer(cfg.Sessions.Key, time.Duration(cfg.Sessions.TTL))
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Sessions.Key == "" {
+		log.Warn("gateway.sessions.key is empty: using a random key, so Legacy sessions work on this replica only and end at restart")
+	}
+	info, _ := json.Marshal(map[string]string{"name": cfg.ServerInfo.Name, "version": cfg.ServerInfo.Version})
+	metrics := deps.Metrics
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	g := &Gateway{
+		cfg:         cfg,
+		aggHealth:   deps.AggregatorHealth,
+		auth:        deps.Auth,
+		log:         log,
+		metrics:     metrics,
+		sealer:      sealer,
+		revocations: session.NewRevocations(deps.Indexer, log),
+		local:       session.NewLocal(),
+		loopback:    deps.LoopbackOnly,
+		closing:     make(chan struct{}),
+	}
+	g.methods = methods.New(methods.Config{
+		ServerInfo:     info,
+		Instructions:   cfg.ServerInfo.Instructions,
+		CacheTTL:       time.Duration(cfg.Cache.TTL),
+		RequestTimeout: time.Duration(cfg.Timeouts.Request),
+		KeepAlive:      time.Duration(cfg.HTTP.KeepAlive),
+		SearchLimit:    uint32(cfg.Optimizer.Limit),
+	}, methods.Deps{
+		Aggregator: deps.Aggregator, Indexer: deps.Indexer, Sealer: sealer, Local: g.local, Log: log,
+		Streams: metrics.openStream, Closing: g.closing,
+	})
+	return g, nil
+}
+
+// Close ends every open notification stream, so that an HTTP server's
+// graceful shutdown is not held up by them; clients reconnect elsewhere.
+// Register it with http.Server.RegisterOnShutdown.
+func (g *Gateway) Close() { g.closeOnce.Do(func() { close(g.closing) }) }
+
+// Handler serves MCP and the operational endpoints:
+//
+//	/mcp             the raw view, or the optimizer view when gateway.optimizer.enabled
+//	/mcp/raw         the raw view (aggregated tools), always
+//	/mcp/optimized   the optimizer view (find_tool, call_tool), always
+//	/.well-known/oauth-protected-resource   RFC 9728 metadata
+//	/healthz, /readyz, /metrics
+func (g *Gateway) Handler() http.Handler {
+	mux := http.NewServeMux()
+	main := methods.ViewRaw
+	if g.cfg.Optimizer.Enabled {
+		main = methods.ViewOptimized
+	}
+	mux.Handle("/mcp", g.mcpHandler(main))
+	mux.Handle("/mcp/raw", g.mcpHandler(methods.ViewRaw))
+	mux.Handle("/mcp/optimized", g.mcpHandler(methods.ViewOptimized))
+	mux.HandleFunc("/.well-known/oauth-protected-resource", g.serveResourceMetadata)
+	mux.HandleFunc("/.well-known/oauth-protected-resource/", g.serveResourceMetadata)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/readyz", g.serveReady)
+	mux.Handle("/metrics", g.metrics.Handler())
+	return mux
+}
+
+func (g *Gateway) mcpHandler(v methods.View) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.serveMCP(w, r, v) })
+}
+
+// serveReady reports ready when the aggregator answers its health check.
+func (g *Gateway) serveReady(w http.ResponseWriter, r *http.Request) {
+	if g.aggHealth == nil {
+		_, _ = io.WriteString(w, "ok\n")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	resp, err := g.aggHealth.Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		http.Error(w, "aggregator not ready", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = io.WriteString(w, "ok\n")
+}

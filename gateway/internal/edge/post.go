@@ -1,0 +1,203 @@
+package edge
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/switchboard-mcp/switchboard/gateway/internal/methods"
+	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
+	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+)
+
+// serveMCP applies the edge protections, authenticates, and routes by HTTP
+// method.
+func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, v methods.View) {
+	if !g.hostAllowed(r) {
+		http.Error(w, "Forbidden: Host not allowed", http.StatusForbidden)
+		return
+	}
+	if !g.originAllowed(r) {
+		http.Error(w, "Forbidden: Origin not allowed", http.StatusForbidden)
+		return
+	}
+	principal, err := g.auth.Authenticate(r)
+	if err != nil {
+		g.unauthorized(w, r, err)
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		g.servePOST(w, r, v, principal)
+	case http.MethodGet, http.MethodDelete:
+		if mcpspec.Classify(mcpspec.Signals{HTTPMethod: r.Method, SessionID: r.Header.Get("Mcp-Session-Id")}) != mcpspec.EraLegacy {
+			// Modern has no GET stream and no DELETE; only a Legacy
+			// session has them.
+			w.Header().Set("Allow", "POST")
+			http.Error(w, "Method Not Allowed: GET and DELETE need a Legacy (2025-11-25) Mcp-Session-Id", http.StatusMethodNotAllowed)
+			return
+		}
+		if r.Method == http.MethodGet {
+			g.serveSessionStream(w, r, v, principal)
+		} else {
+			g.serveSessionDelete(w, r, principal)
+		}
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+	}
+}
+
+// servePOST reads one JSON-RPC message and serves it in its era.
+func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, v methods.View, principal *commonv1.Principal) {
+	ctx, span, rec := g.startRequest(r)
+	defer g.finishRequest(span, rec)
+	r = r.WithContext(ctx)
+
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.cfg.HTTP.MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, nil, nil, wire.NewError(wire.CodeInvalidRequest, "request body too large"))
+			return
+		}
+		writeJSON(w, http.StatusBadRequest, nil, nil, wire.NewError(wire.CodeParseError, "cannot read request body"))
+		return
+	}
+	msg, id, rerr := wire.Parse(body)
+	if rerr != nil {
+		writeJSON(w, http.StatusBadRequest, id, nil, rerr)
+		return
+	}
+	rec.setMethod(span, msg.Method)
+	if !wire.IsJSONContentType(r.Header) {
+		writeJSON(w, http.StatusUnsupportedMediaType, id, nil, wire.NewError(wire.CodeInvalidRequest, "Content-Type must be application/json"))
+		return
+	}
+	if !wire.AcceptsBoth(r.Header) {
+		writeJSON(w, http.StatusBadRequest, id, nil, wire.NewError(wire.CodeInvalidRequest, "Accept must list application/json and text/event-stream"))
+		return
+	}
+	req := &methods.Request{View: v, Principal: principal, ID: msg.ID, Method: msg.Method, Params: msg.Params, Header: r.Header}
+	req.Meta, _ = wire.Meta(msg.Params)
+	headerVersion := r.Header.Get("Mcp-Protocol-Version")
+	sessionID := r.Header.Get("Mcp-Session-Id")
+	req.Era = mcpspec.Classify(mcpspec.Signals{HTTPMethod: r.Method, HeaderVersion: headerVersion, SessionID: sessionID,
+		Method: msg.Method, HasMetaVersion: wire.HasMetaVersion(msg.Params)})
+	rec.era = req.Era
+	switch {
+	case req.Era == mcpspec.EraModern:
+		g.serveModern(w, r, req, msg, rec, span)
+	case req.Era == mcpspec.EraLegacy:
+		g.serveLegacy(w, r, req, msg, sessionID, rec, span)
+	case msg.Method == "ping" && !msg.IsNotification():
+		// Legacy clients may ping before initialize, so without a session.
+		rec.era, rec.outcome = mcpspec.EraLegacy, "ok"
+		writeJSON(w, http.StatusOK, msg.ID, []byte(`{}`), nil)
+	case headerVersion != "" && !mcpspec.IsLegacyVersion(headerVersion):
+		writeJSON(w, http.StatusBadRequest, msg.ID, nil, wire.UnsupportedVersion(headerVersion))
+	case msg.IsNotification() || msg.IsResponse:
+		// A notification with no era markers (a Legacy client that lost
+		// its session, or an SDK's stray cancellation): nothing to do.
+		rec.outcome = "ok"
+		w.WriteHeader(http.StatusAccepted)
+	default:
+		writeJSON(w, http.StatusBadRequest, msg.ID, nil, wire.InvalidParams(
+			`missing _meta "`+mcpspec.MetaProtocolVersion+`" (MCP 2026-07-28), or Mcp-Session-Id (MCP 2025-11-25: send initialize first)`))
+	}
+}
+
+// serveModern validates a Modern request against every wire rule, then
+// serves it.
+func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, req *methods.Request, msg *wire.Message, rec *requestRecord, span trace.Span) {
+	if msg.IsResponse {
+		// Modern has no server-to-client requests, so there is nothing a
+		// client may answer.
+		writeJSON(w, http.StatusBadRequest, nil, nil, wire.NewError(wire.CodeInvalidRequest, "invalid request: MCP 2026-07-28 clients must not send responses"))
+		return
+	}
+	if msg.IsNotification() {
+		if rerr := wire.CheckHeader(r.Header, "Mcp-Method", msg.Method); rerr != nil {
+			writeJSON(w, http.StatusBadRequest, nil, nil, rerr)
+			return
+		}
+		// The only client notification 2026-07-28 knows is
+		// notifications/cancelled, which is meaningful on stdio only:
+		// over HTTP, closing the response stream cancels.
+		rec.outcome = "ok"
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	resp := newResponse(w)
+	modern, rerr := wire.CheckModern(r.Header, msg.Method, msg.Params)
+	if rerr != nil {
+		rec.outcome = "error"
+		resp.finish(req.ID, nil, rerr, true)
+		return
+	}
+	req.Version, req.Meta, req.ClientCaps = modern.Version, modern.Meta, modern.ClientCaps
+	span.SetAttributes(attribute.String("mcp.protocol.version", req.Version))
+	g.serve(r, req, resp, rec)
+}
+
+// serveLegacy serves initialize and every request of an existing session.
+// Legacy errors travel as JSON-RPC errors in HTTP 200; only session and
+// transport problems get HTTP error statuses.
+func (g *Gateway) serveLegacy(w http.ResponseWriter, r *http.Request, req *methods.Request, msg *wire.Message, sessionID string, rec *requestRecord, span trace.Span) {
+	resp := newResponse(w)
+	if msg.Method == "initialize" && !msg.IsNotification() {
+		span.SetAttributes(attribute.String("mcp.protocol.version", mcpspec.Legacy))
+		result, id, rerr := g.methods.Initialize(r.Context(), req)
+		if id != "" {
+			w.Header().Set("Mcp-Session-Id", id)
+		}
+		rec.done(rerr)
+		resp.finish(req.ID, result, rerr, false)
+		return
+	}
+	claims, ok := g.openSession(r, sessionID, req.Principal)
+	if !ok {
+		writeJSON(w, http.StatusNotFound, msg.ID, nil, wire.NewError(wire.CodeInvalidRequest, "session not found: initialize a new session"))
+		return
+	}
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && v != claims.ProtocolVersion {
+		writeJSON(w, http.StatusBadRequest, msg.ID, nil, wire.NewError(wire.CodeInvalidRequest, "MCP-Protocol-Version does not match the session's version "+claims.ProtocolVersion))
+		return
+	}
+	req.Version = claims.ProtocolVersion
+	req.Session, req.SessionExpiry = session.IDDigest(sessionID), claims.Expiry()
+	span.SetAttributes(attribute.String("mcp.protocol.version", req.Version))
+	if msg.IsResponse {
+		// The client's answer to an input request this replica sent on a
+		// response stream; answers for another replica are dropped.
+		g.local.DeliverReply(req.Session, msg.ID, msg.Reply.Encode())
+		rec.outcome = "ok"
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if msg.IsNotification() {
+		// initialized, cancelled and roots/list_changed need no action.
+		rec.outcome = "ok"
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	_ = json.Unmarshal(claims.ClientCapabilities, &req.ClientCaps)
+	g.serve(r, req, resp, rec)
+}
+
+// serve runs a validated request's method and writes its outcome.
+func (g *Gateway) serve(r *http.Request, req *methods.Request, resp *response, rec *requestRecord) {
+	result, rerr := g.methods.Serve(r.Context(), req, resp)
+	rec.done(rerr)
+	if result == nil && rerr == nil {
+		// A stream that ended without a final response.
+		return
+	}
+	resp.finish(req.ID, result, rerr, req.Era == mcpspec.EraModern)
+}

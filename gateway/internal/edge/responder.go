@@ -1,0 +1,77 @@
+package edge
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
+)
+
+// response writes one MCP response: plain JSON, or an SSE stream once a
+// method sends something before its result (notifications, input
+// requests, a listen's events). It is the methods' Responder.
+type response struct {
+	w         http.ResponseWriter
+	rc        *http.ResponseController
+	streaming bool
+}
+
+func newResponse(w http.ResponseWriter) *response {
+	return &response{w: w, rc: http.NewResponseController(w)}
+}
+
+func (r *response) startSSE() {
+	if r.streaming {
+		return
+	}
+	r.streaming = true
+	h := r.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache, no-transform")
+	// Proxies such as nginx must not buffer a notification stream.
+	h.Set("X-Accel-Buffering", "no")
+	r.w.WriteHeader(http.StatusOK)
+}
+
+func (r *response) flushed(b []byte) error {
+	if _, err := r.w.Write(b); err != nil {
+		return err
+	}
+	return r.rc.Flush()
+}
+
+// Send implements methods.Responder.
+func (r *response) Send(msg []byte) error {
+	r.startSSE()
+	return r.flushed(wire.SSEEvent(msg))
+}
+
+// Comment implements methods.Responder.
+func (r *response) Comment(text string) error {
+	r.startSSE()
+	return r.flushed(wire.SSEComment(text))
+}
+
+// finish writes the final response. On a stream it is the last event;
+// otherwise it is JSON with the status the era gives an error (Legacy
+// errors always travel in a 200).
+func (r *response) finish(id json.RawMessage, result json.RawMessage, rerr *wire.Error, modern bool) {
+	if r.streaming {
+		_ = r.flushed(wire.SSEEvent(wire.Response(id, result, rerr)))
+		return
+	}
+	status := http.StatusOK
+	if rerr != nil && modern {
+		status = rerr.ModernStatus()
+	}
+	writeJSON(r.w, status, id, result, rerr)
+}
+
+// writeJSON writes one JSON-RPC response as application/json.
+func writeJSON(w http.ResponseWriter, status int, id json.RawMessage, result json.RawMessage, rerr *wire.Error) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-cache, no-transform")
+	w.WriteHeader(status)
+	_, _ = w.Write(wire.Response(id, result, rerr))
+}

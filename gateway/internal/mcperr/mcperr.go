@@ -1,0 +1,142 @@
+// Package mcperr is the one place where a gRPC status from the aggregator
+// or the indexer becomes an MCP error. Only the messages of INVALID_ARGUMENT
+// and NOT_FOUND reach the client: services promise those are client-safe.
+// A backend's own JSON-RPC error arrives as a typed detail and is re-emitted
+// when it describes the client's request. Every other status gets a fixed
+// message, and its detail goes to the log with the trace id.
+package mcperr
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strconv"
+
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
+	"github.com/switchboard-mcp/switchboard/services/apierr"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+)
+
+// FromStatus translates st for a request of method in era; internal
+// reports whether the status is worth logging with its detail.
+func FromStatus(st *status.Status, era mcpspec.Era, method string) (mcpErr *wire.Error, internal bool) {
+	switch st.Code() {
+	case codes.InvalidArgument, codes.OutOfRange:
+		return wire.InvalidParams(st.Message()), false
+	case codes.NotFound:
+		if method == "resources/read" {
+			// 2026-07-28 requires -32602 for a missing resource; 2025-11-25
+			// defines -32002.
+			if era == mcpspec.EraLegacy {
+				return wire.NewError(wire.CodeResourceNotFound, "resource not found"), false
+			}
+			return wire.NewError(wire.CodeInvalidParams, "resource not found"), false
+		}
+		return wire.NewError(wire.CodeInvalidParams, st.Message()), false
+	case codes.Unknown:
+		if be, ok := backendError(st.Err()); ok {
+			return be.translate(era), false
+		}
+		return wire.NewError(wire.CodeInternalError, "internal error"), true
+	case codes.Unimplemented:
+		return wire.MethodNotFound(method), false
+	case codes.Canceled:
+		return wire.NewError(wire.CodeInternalError, "request cancelled"), false
+	case codes.DeadlineExceeded:
+		return wire.NewError(wire.CodeInternalError, "the request timed out"), true
+	case codes.Unavailable, codes.ResourceExhausted, codes.Aborted:
+		if apierr.Reason(st.Err()) == commonv1.ErrorReason_ERROR_REASON_BACKEND_UNAVAILABLE {
+			return wire.NewError(wire.CodeInternalError, "the server behind this request is unavailable; retry later"), true
+		}
+		return wire.NewError(wire.CodeInternalError, "service temporarily unavailable; retry later"), true
+	case codes.FailedPrecondition, codes.AlreadyExists:
+		return wire.NewError(wire.CodeInternalError, "the request cannot be served in the current state"), true
+	case codes.Unauthenticated, codes.PermissionDenied:
+		// The gateway's own service credential was refused: a deployment
+		// error, never the MCP caller's fault or business.
+		return wire.NewError(wire.CodeInternalError, "internal error"), true
+	default: // Internal, DataLoss, OK (never passed here)
+		return wire.NewError(wire.CodeInternalError, "internal error"), true
+	}
+}
+
+// FromError maps err of a service call to MCP, logging internal detail with
+// the trace id (which the client also gets, to quote in a report).
+func FromError(ctx context.Context, log *slog.Logger, err error, era mcpspec.Era, method string) *wire.Error {
+	st, ok := status.FromError(err)
+	if !ok {
+		if errors.Is(err, context.Canceled) {
+			st = status.New(codes.Canceled, err.Error())
+		} else {
+			st = status.New(codes.Unknown, err.Error())
+		}
+	}
+	mcpErr, internal := FromStatus(st, era, method)
+	if internal {
+		attrs := []any{"method", method, "code", st.Code().String(), "reason", apierr.Reason(err).String(), "detail", st.Message()}
+		if traceID := trace.SpanContextFromContext(ctx).TraceID(); traceID.IsValid() {
+			attrs = append(attrs, "trace_id", traceID.String())
+			mcpErr.Data = map[string]string{"traceId": traceID.String()}
+		}
+		log.ErrorContext(ctx, "service call failed", attrs...)
+	}
+	return mcpErr
+}
+
+// backend is a backend's own JSON-RPC error as the aggregator passed it.
+type backend struct {
+	code     int64
+	message  string
+	dataJSON string
+}
+
+// translate re-emits a backend's error. Only codes that describe the
+// client's request are kept; codes about the aggregator's own exchange with
+// the backend (parse errors, header or version problems on that hop) become
+// internal errors, since the client did nothing wrong.
+func (b backend) translate(era mcpspec.Era) *wire.Error {
+	if b.message == "" {
+		return wire.NewError(wire.CodeInternalError, "the server behind this request failed")
+	}
+	code, msg := int(b.code), b.message
+	var out *wire.Error
+	switch {
+	case code == wire.CodeInvalidParams || code == wire.CodeMethodNotFound:
+		out = wire.NewError(code, msg)
+	case code == wire.CodeResourceNotFound && era == mcpspec.EraLegacy:
+		out = wire.NewError(wire.CodeResourceNotFound, msg)
+	case code == wire.CodeResourceNotFound:
+		out = wire.NewError(wire.CodeInvalidParams, msg)
+	case code == wire.CodeMissingCapability && era == mcpspec.EraModern:
+		out = wire.NewError(code, msg)
+	case code == wire.CodeParseError, code == wire.CodeInvalidRequest, code == wire.CodeHeaderMismatch, code == wire.CodeUnsupportedVer:
+		return wire.NewError(wire.CodeInternalError, "the server behind this request failed")
+	default:
+		// Internal errors and implementation-defined codes: keep the
+		// backend's message under a code the spec defines.
+		out = wire.NewError(wire.CodeInternalError, msg)
+	}
+	if b.dataJSON != "" && json.Valid([]byte(b.dataJSON)) {
+		out.Data = json.RawMessage(b.dataJSON)
+	}
+	return out
+}
+
+// backendError reads a backend's error from a status.
+func backendError(err error) (backend, bool) {
+	reason, meta := apierr.Info(err)
+	if reason != commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR {
+		return backend{}, false
+	}
+	code, perr := strconv.ParseInt(meta["mcp_code"], 10, 64)
+	if perr != nil {
+		return backend{}, true
+	}
+	return backend{code: code, message: meta["mcp_message"], dataJSON: meta["mcp_data"]}, true
+}

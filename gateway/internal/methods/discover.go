@@ -1,0 +1,121 @@
+package methods
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/switchboard-mcp/switchboard/gateway/internal/mcperr"
+	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+)
+
+// capabilities describes what this principal can use: a kind is present
+// only when the principal's view has some of it, and listChanged is set
+// because the listen and GET streams deliver those notifications.
+func (s *Server) capabilities(ctx context.Context, req *Request) (wire.Object, string, *wire.Error) {
+	d, err := s.agg.Discover(ctx, &aggregatorv1.DiscoverRequest{Principal: req.Principal})
+	if err != nil {
+		return nil, "", mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
+	}
+	listChanged := map[string]bool{"listChanged": true}
+	caps := wire.Object{}
+	switch {
+	case req.View == ViewOptimized:
+		// find_tool and call_tool never change.
+		caps.Set("tools", struct{}{})
+	case d.GetToolCount() > 0:
+		caps.Set("tools", listChanged)
+	}
+	if d.GetResourceCount()+d.GetResourceTemplateCount() > 0 {
+		resources := map[string]bool{"listChanged": true}
+		// Updates are delivered (on a listen or GET stream) only where
+		// some backend of the principal's view supports subscribe.
+		if d.GetResourcesSubscribe() {
+			resources["subscribe"] = true
+		}
+		caps.Set("resources", resources)
+	}
+	if d.GetPromptCount() > 0 {
+		caps.Set("prompts", listChanged)
+	}
+	if d.GetCompletions() {
+		caps.Set("completions", struct{}{})
+	}
+	instructions := d.GetInstructions()
+	if instructions == "" {
+		instructions = s.cfg.Instructions
+	}
+	return caps, instructions, nil
+}
+
+func (s *Server) discover(ctx context.Context, req *Request, _ Responder) (json.RawMessage, *wire.Error) {
+	caps, instructions, rerr := s.capabilities(ctx, req)
+	if rerr != nil {
+		return nil, rerr
+	}
+	res := wire.Object{}
+	res.Set("supportedVersions", mcpspec.SupportedVersions)
+	res.Set("capabilities", caps)
+	if instructions != "" {
+		res.Set("instructions", instructions)
+	}
+	return s.shape(req, res.Encode(), true)
+}
+
+// maxSessionCapabilities bounds the capabilities sealed into a session id,
+// which travels in a header on every request.
+const maxSessionCapabilities = 1024
+
+// sessionCapabilities keeps what the gateway consults of a Legacy client's
+// capabilities: the ones input requests need. Oversized values shrink to
+// their bare declaration.
+func sessionCapabilities(declared wire.Object) json.RawMessage {
+	kept := wire.Object{}
+	for _, name := range mcpspec.InputCapability {
+		if v, ok := declared[name]; ok {
+			kept[name] = v
+		}
+	}
+	if out := kept.Encode(); len(out) <= maxSessionCapabilities {
+		return out
+	}
+	for name := range kept {
+		kept[name] = json.RawMessage(`{}`)
+	}
+	return kept.Encode()
+}
+
+// Initialize negotiates the Legacy version and mints a sealed session id
+// for the principal; only 2025-11-25 is served under Legacy, so it is
+// echoed or offered.
+func (s *Server) Initialize(ctx context.Context, req *Request) (result json.RawMessage, sessionID string, rerr *wire.Error) {
+	requested, ok := req.Params.String("protocolVersion")
+	if !ok || requested == "" {
+		return nil, "", wire.InvalidParams("protocolVersion is required")
+	}
+	declared := wire.Object{}
+	if raw, ok := req.Params["capabilities"]; ok && json.Unmarshal(raw, &declared) != nil {
+		return nil, "", wire.InvalidParams("capabilities must be an object")
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	caps, instructions, rerr := s.capabilities(ctx, req)
+	if rerr != nil {
+		return nil, "", rerr
+	}
+	caps.Set("logging", struct{}{})
+	id, _, err := s.sealer.Mint(req.Principal, mcpspec.Legacy, sessionCapabilities(declared))
+	if err != nil {
+		s.log.ErrorContext(ctx, "mint session", "err", err)
+		return nil, "", wire.NewError(wire.CodeInternalError, "internal error")
+	}
+	res := wire.Object{}
+	res.Set("protocolVersion", mcpspec.Legacy)
+	res.Set("capabilities", caps)
+	res["serverInfo"] = s.cfg.ServerInfo
+	if instructions != "" {
+		res.Set("instructions", instructions)
+	}
+	return res.Encode(), id, nil
+}

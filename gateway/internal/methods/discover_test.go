@@ -1,0 +1,42 @@
+package methods
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+)
+
+// TestSessionCapabilitiesAreBounded: only the capabilities input requests
+// need are sealed into a session id, and oversized ones shrink.
+func TestSessionCapabilitiesAreBounded(t *testing.T) {
+	got := sessionCapabilities(wire.Object{"elicitation": json.RawMessage(`{"form":{}}`), "experimental": json.RawMessage(`{"x":1}`)})
+	if string(got) != `{"elicitation":{"form":{}}}` {
+		t.Fatalf("kept %s", got)
+	}
+	huge := json.RawMessage(`{"pad":"` + strings.Repeat("x", 5000) + `"}`)
+	got = sessionCapabilities(wire.Object{"sampling": huge, "roots": json.RawMessage(`{"listChanged":true}`)})
+	if string(got) != `{"roots":{},"sampling":{}}` {
+		t.Fatalf("oversized kept %s", got)
+	}
+}
+
+// TestEveryMethodHasAHandler: the method set is declared once (mcpspec);
+// every method but initialize, which mints the session, has a handler
+// here, and there is no handler for a method the spec does not define.
+func TestEveryMethodHasAHandler(t *testing.T) {
+	for m := range mcpspecMethods() {
+		if _, ok := handlers[m]; !ok && m != "initialize" {
+			t.Errorf("no handler for %s", m)
+		}
+	}
+	for m := range handlers {
+		if _, ok := mcpspecMethods()[m]; !ok {
+			t.Errorf("handler for %s, which mcpspec does not define", m)
+		}
+	}
+}
+
+func mcpspecMethods() map[string]mcpspec.Method { return mcpspec.Methods }

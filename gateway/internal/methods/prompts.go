@@ -1,0 +1,56 @@
+package methods
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/switchboard-mcp/switchboard/gateway/internal/mcperr"
+	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+)
+
+func (s *Server) getPrompt(ctx context.Context, req *Request, resp Responder) (json.RawMessage, *wire.Error) {
+	name, ok := req.Params.String("name")
+	if !ok || name == "" {
+		return nil, wire.InvalidParams("name is required")
+	}
+	var args map[string]string
+	if raw, ok := req.Params["arguments"]; ok && string(raw) != "null" {
+		if json.Unmarshal(raw, &args) != nil {
+			return nil, wire.InvalidParams("prompt arguments must map names to strings")
+		}
+	}
+	rt, rerr := s.roundTripParams(req, "prompts/get", name)
+	if rerr != nil {
+		return nil, rerr
+	}
+	return s.roundTrips(ctx, req, resp, rt, false, func(ctx context.Context, rt roundTrip) (string, string, error) {
+		out, err := s.agg.GetPrompt(ctx, &aggregatorv1.GetPromptRequest{
+			Principal: req.Principal, Name: name, Arguments: args, Context: rt.context,
+			InputResponsesJson: rt.inputResponses, RequestState: rt.requestState,
+		})
+		return out.GetResultJson(), out.GetResultType(), err
+	})
+}
+
+// complete serves completion/complete: the params, less _meta, go to the
+// aggregator, which routes them by their ref.
+func (s *Server) complete(ctx context.Context, req *Request, _ Responder) (json.RawMessage, *wire.Error) {
+	if _, ok := req.Params["ref"]; !ok {
+		return nil, wire.InvalidParams("ref is required")
+	}
+	if _, ok := req.Params["argument"]; !ok {
+		return nil, wire.InvalidParams("argument is required")
+	}
+	params := wire.Object{}
+	for k, v := range req.Params {
+		if k != "_meta" {
+			params[k] = v
+		}
+	}
+	out, err := s.agg.Complete(ctx, &aggregatorv1.CompleteRequest{Principal: req.Principal, ParamsJson: string(params.Encode())})
+	if err != nil {
+		return nil, mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
+	}
+	return s.shape(req, []byte(out.GetResultJson()), false)
+}

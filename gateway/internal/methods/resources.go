@@ -1,0 +1,31 @@
+package methods
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+)
+
+func (s *Server) readResource(ctx context.Context, req *Request, resp Responder) (json.RawMessage, *wire.Error) {
+	uri, ok := req.Params.String("uri")
+	if !ok || uri == "" {
+		return nil, wire.InvalidParams("uri is required")
+	}
+	rt, rerr := s.roundTripParams(req, "resources/read", uri)
+	if rerr != nil {
+		return nil, rerr
+	}
+	result, rerr := s.roundTrips(ctx, req, resp, rt, true, func(ctx context.Context, rt roundTrip) (string, string, error) {
+		out, err := s.agg.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{
+			Principal: req.Principal, Uri: uri, Context: rt.context,
+			InputResponsesJson: rt.inputResponses, RequestState: rt.requestState,
+		})
+		return out.GetResultJson(), out.GetResultType(), err
+	})
+	if rerr != nil && (rerr.Code == wire.CodeInvalidParams || rerr.Code == wire.CodeResourceNotFound) && rerr.Data == nil {
+		rerr.Data = map[string]string{"uri": uri}
+	}
+	return result, rerr
+}

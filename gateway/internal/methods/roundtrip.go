@@ -1,0 +1,253 @@
+package methods
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/gateway/internal/mcperr"
+	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+)
+
+// Multi-round-trip requests. A Modern backend asks for client input
+// (elicitation, sampling, roots) by returning an input_required result.
+// Modern clients get that result with its requestState sealed for their
+// principal and request, and retry with their answers. Legacy clients
+// cannot read it, but they can answer server-to-client requests sent on
+// their POST's response stream: the gateway sends the input requests
+// there, waits for the answers (separate POSTs of JSON-RPC responses,
+// routed by session.Local) and retries the call with them. Those answers
+// must reach the replica that holds the stream.
+
+// requestStateTTL bounds how long a client may take to answer an
+// input_required result.
+const requestStateTTL = 10 * time.Minute
+
+// maxInputRounds bounds how often one Legacy request may ask its client for
+// input.
+const maxInputRounds = 10
+
+// roundTrip holds the members shared by tools/call, resources/read and
+// prompts/get: the multi-round-trip retry fields and the request context
+// forwarded to the backend.
+type roundTrip struct {
+	// binding names the request ("tools/call\x00<tool>"): a sealed request
+	// state is only valid for the request that produced it.
+	binding        string
+	inputResponses string
+	// requestState is the backend's own state, unsealed.
+	requestState string
+	context      *aggregatorv1.RequestContext
+}
+
+// retry reports whether this attempt answers an earlier input_required.
+func (rt roundTrip) retry() bool { return rt.inputResponses != "" || rt.requestState != "" }
+
+func (s *Server) roundTripParams(req *Request, method, target string) (roundTrip, *wire.Error) {
+	params := req.Params
+	rt := roundTrip{binding: method + "\x00" + target}
+	if raw, ok := params["inputResponses"]; ok && string(raw) != "null" {
+		if !wire.IsObjectText(raw) {
+			return rt, wire.InvalidParams("inputResponses must be an object")
+		}
+		rt.inputResponses = string(raw)
+	}
+	if raw, ok := params["requestState"]; ok && string(raw) != "null" {
+		var sealed string
+		if json.Unmarshal(raw, &sealed) != nil {
+			return rt, wire.InvalidParams("requestState must be a string")
+		}
+		state, err := s.sealer.OpenState(req.Principal, rt.binding, sealed)
+		if err != nil {
+			return rt, wire.InvalidParams("requestState is invalid or expired; retry the request without it")
+		}
+		rt.requestState = state
+	}
+	rt.context = &aggregatorv1.RequestContext{}
+	if len(req.ClientCaps) > 0 {
+		rt.context.ClientCapabilitiesJson = string(req.ClientCaps.Encode())
+	}
+	if tok, ok := req.Meta["progressToken"]; ok && string(tok) != "null" {
+		rt.context.ProgressTokenJson = string(tok)
+	}
+	switch req.Era {
+	case mcpspec.EraModern:
+		// Without a log level in _meta a Modern server must not send
+		// notifications/message.
+		if raw, ok := req.Meta[mcpspec.MetaLogLevel]; ok {
+			var level string
+			if json.Unmarshal(raw, &level) != nil || !mcpspec.IsLogLevel(level) {
+				return rt, wire.InvalidParams(`_meta "` + mcpspec.MetaLogLevel + `" must be an MCP log level`)
+			}
+			rt.context.LogLevel = level
+		}
+	case mcpspec.EraLegacy:
+		rt.context.LogLevel = s.local.LogLevel(req.Session)
+	}
+	return rt, nil
+}
+
+// backendOp performs one attempt of tools/call, resources/read or
+// prompts/get with the given round-trip state.
+type backendOp func(ctx context.Context, rt roundTrip) (resultJSON, resultType string, err error)
+
+// roundTrips runs op and, for Legacy sessions, answers input_required
+// results by asking the client, then shapes the final result.
+func (s *Server) roundTrips(ctx context.Context, req *Request, resp Responder, rt roundTrip, cacheable bool, op backendOp) (json.RawMessage, *wire.Error) {
+	for round := 0; ; round++ {
+		resultJSON, resultType, err := op(ctx, rt)
+		if err != nil {
+			return nil, mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
+		}
+		result := []byte(resultJSON)
+		if resultType == "" {
+			if raw, ok := wire.Member(result, "resultType"); ok {
+				_ = json.Unmarshal(raw, &resultType)
+			}
+		}
+		if resultType != "input_required" {
+			// A retry's result answers one client's input: never cacheable.
+			return s.shape(req, result, cacheable && !rt.retry())
+		}
+		if req.Era != mcpspec.EraLegacy {
+			return s.inputRequired(req, rt, result)
+		}
+		if round == maxInputRounds {
+			return nil, wire.NewError(wire.CodeInternalError, "the server kept asking the client for input; giving up")
+		}
+		answers, rerr := s.askLegacyClient(ctx, req, resp, result)
+		if rerr != nil {
+			return nil, rerr
+		}
+		rt.inputResponses = answers
+		rt.requestState = ""
+		if raw, ok := wire.Member(result, "requestState"); ok {
+			_ = json.Unmarshal(raw, &rt.requestState)
+		}
+	}
+}
+
+// inputRequests reads the inputRequests member of an input_required result
+// and checks that every one is a kind of request the spec defines.
+func inputRequests(result []byte) (map[string]inputRequest, *wire.Error) {
+	var requests map[string]inputRequest
+	if raw, ok := wire.Member(result, "inputRequests"); ok && json.Unmarshal(raw, &requests) != nil {
+		return nil, wire.NewError(wire.CodeInternalError, "internal error: malformed input requests from the server")
+	}
+	for _, r := range requests {
+		if _, known := mcpspec.InputCapability[r.Method]; !known {
+			return nil, wire.NewError(wire.CodeInternalError, "internal error: unsupported input request from the server")
+		}
+	}
+	return requests, nil
+}
+
+type inputRequest struct {
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+// missingCapabilities names the client capabilities requests need that
+// caps does not declare.
+func missingCapabilities(requests map[string]inputRequest, caps wire.Object) map[string]struct{} {
+	missing := map[string]struct{}{}
+	for _, r := range requests {
+		capName := mcpspec.InputCapability[r.Method]
+		if _, declared := caps[capName]; !declared {
+			missing[capName] = struct{}{}
+		}
+	}
+	return missing
+}
+
+// inputRequired passes an input_required result to a Modern client that
+// declared what it asks for (-32021 otherwise), its requestState sealed
+// for this principal and request (see session.Sealer.SealState).
+func (s *Server) inputRequired(req *Request, rt roundTrip, result []byte) (json.RawMessage, *wire.Error) {
+	requests, rerr := inputRequests(result)
+	if rerr != nil {
+		return nil, rerr
+	}
+	if missing := missingCapabilities(requests, req.ClientCaps); len(missing) > 0 {
+		e := wire.NewError(wire.CodeMissingCapability, "missing required client capability")
+		e.Data = map[string]any{"requiredCapabilities": missing}
+		return nil, e
+	}
+	shaping := s.shaping(req, false)
+	shaping.ResultType = "input_required"
+	if raw, ok := wire.Member(result, "content"); ok && string(raw) == "null" {
+		shaping.Drop = []string{"content"}
+	}
+	if raw, ok := wire.Member(result, "requestState"); ok {
+		var state string
+		if json.Unmarshal(raw, &state) != nil {
+			return nil, wire.NewError(wire.CodeInternalError, "internal error: malformed request state from the server")
+		}
+		sealed, err := s.sealer.SealState(req.Principal, rt.binding, state, requestStateTTL)
+		if err != nil {
+			return nil, wire.NewError(wire.CodeInternalError, "internal error")
+		}
+		b, _ := json.Marshal(sealed)
+		shaping.Set = map[string]json.RawMessage{"requestState": b}
+	}
+	out, err := wire.Shape(result, shaping)
+	if err != nil {
+		return nil, wire.NewError(wire.CodeInternalError, "internal error: malformed result from the server")
+	}
+	return out, nil
+}
+
+// askLegacyClient sends the input requests of result to the Legacy client
+// on the response stream and collects its answers, keyed as the backend
+// asked.
+func (s *Server) askLegacyClient(ctx context.Context, req *Request, resp Responder, result []byte) (string, *wire.Error) {
+	requests, rerr := inputRequests(result)
+	if rerr != nil {
+		return "", rerr
+	}
+	if len(requests) == 0 {
+		// Load shedding: only requestState, retry with it.
+		return "", nil
+	}
+	for capName := range missingCapabilities(requests, req.ClientCaps) {
+		return "", wire.NewError(wire.CodeInternalError, "this request needs the client capability "+capName+", which the session did not declare")
+	}
+	waits := map[string]<-chan json.RawMessage{}
+	for key, r := range requests {
+		id := newRequestID()
+		reply, forget := s.local.AwaitReply(req.Session, id)
+		defer forget()
+		waits[key] = reply
+		if resp.Send(wire.Request(id, r.Method, r.Params)) != nil {
+			return "", wire.NewError(wire.CodeInternalError, "request cancelled")
+		}
+	}
+	answers := wire.Object{}
+	for key, ch := range waits {
+		select {
+		case raw := <-ch:
+			var reply wire.Object
+			_ = json.Unmarshal(raw, &reply)
+			result, ok := reply["result"]
+			if !ok {
+				return "", wire.NewError(wire.CodeInternalError, "the client did not fulfil the server's "+requests[key].Method+" request")
+			}
+			answers[key] = result
+		case <-ctx.Done():
+			return "", wire.NewError(wire.CodeInternalError, "no answer from the client to the server's "+requests[key].Method+" request")
+		}
+	}
+	return string(answers.Encode()), nil
+}
+
+// newRequestID makes a server-to-client request id no client can predict.
+func newRequestID() json.RawMessage {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	id, _ := json.Marshal("sb-" + hex.EncodeToString(b))
+	return id
+}

@@ -1,0 +1,166 @@
+// Package methods serves the MCP methods, one file per family: discover
+// and initialize, the lists, tools, resources, prompts and completion, the
+// notification streams, the optimizer's meta-tools and the Legacy session
+// methods. A handler gets the parsed request and a Responder and returns a
+// result or an error; it never sees the HTTP response, so transport rules
+// (status codes, SSE framing, headers) stay in the edge.
+package methods
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
+	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+)
+
+// View selects the tool surface: the aggregated tools, or the optimizer's
+// find_tool and call_tool.
+type View int
+
+const (
+	ViewRaw View = iota
+	ViewOptimized
+)
+
+// Request is one MCP request, parsed and validated for its era.
+type Request struct {
+	Era       mcpspec.Era
+	View      View
+	Principal *commonv1.Principal
+	ID        json.RawMessage
+	Method    string
+	Params    wire.Object
+	// Meta is params._meta (nil when absent).
+	Meta wire.Object
+	// ClientCaps are the client's declared capabilities: per request under
+	// Modern, from the sealed session under Legacy.
+	ClientCaps wire.Object
+	Version    string
+	// Header is the HTTP request's header (Mcp-Param-* under Modern).
+	Header http.Header
+	// Session is the digest of the Legacy session id and SessionExpiry its
+	// end; empty for Modern.
+	Session       string
+	SessionExpiry time.Time
+}
+
+// Responder carries what a method sends before its result: notifications
+// and input requests on the request's response stream. The first call
+// turns the response into an SSE stream; the result then goes on it too.
+type Responder interface {
+	// Send writes one JSON-RPC message (a notification or a
+	// server-to-client request) and flushes it.
+	Send(msg []byte) error
+	// Comment writes an SSE comment (a keep-alive) and flushes it.
+	Comment(text string) error
+}
+
+// Config are the settings of the methods, defaults applied.
+type Config struct {
+	ServerInfo json.RawMessage
+	// Instructions are the gateway's own, used when the aggregator has
+	// none.
+	Instructions   string
+	CacheTTL       time.Duration
+	RequestTimeout time.Duration
+	KeepAlive      time.Duration
+	SearchLimit    uint32
+}
+
+// Server serves the methods by calling the aggregator and the indexer.
+type Server struct {
+	cfg     Config
+	agg     aggregatorv1.AggregatorServiceClient
+	idx     indexerv1.IndexerServiceClient // nil: find_tool unavailable
+	sealer  *session.Sealer
+	local   *session.Local
+	log     *slog.Logger
+	specs   *headerSpecs
+	streams func(kind string) (done func())
+	closing <-chan struct{}
+}
+
+// Deps are the Server's collaborators.
+type Deps struct {
+	Aggregator aggregatorv1.AggregatorServiceClient
+	Indexer    indexerv1.IndexerServiceClient
+	Sealer     *session.Sealer
+	Local      *session.Local
+	Log        *slog.Logger
+	// Streams counts an open notification stream of kind until done.
+	Streams func(kind string) (done func())
+	// Closing is closed at shutdown and ends every notification stream.
+	Closing <-chan struct{}
+}
+
+// New returns a Server.
+func New(cfg Config, d Deps) *Server {
+	if d.Streams == nil {
+		d.Streams = func(string) func() { return func() {} }
+	}
+	return &Server{cfg: cfg, agg: d.Aggregator, idx: d.Indexer, sealer: d.Sealer, local: d.Local, log: d.Log,
+		specs: newHeaderSpecs(d.Aggregator, headerSpecTTL), streams: d.Streams, closing: d.Closing}
+}
+
+type handler func(s *Server, ctx context.Context, req *Request, resp Responder) (json.RawMessage, *wire.Error)
+
+// handlers serve every method of mcpspec.Methods but initialize (which
+// mints the session, see Initialize); which era may call which is decided
+// by mcpspec before a handler runs.
+var handlers = map[string]handler{
+	"server/discover":          (*Server).discover,
+	"subscriptions/listen":     (*Server).listen,
+	"ping":                     (*Server).ping,
+	"logging/setLevel":         (*Server).setLogLevel,
+	"resources/subscribe":      (*Server).subscribe,
+	"resources/unsubscribe":    (*Server).unsubscribe,
+	"tools/list":               (*Server).listTools,
+	"tools/call":               (*Server).callTool,
+	"resources/list":           listOf(resourcesList),
+	"resources/templates/list": listOf(templatesList),
+	"resources/read":           (*Server).readResource,
+	"prompts/list":             listOf(promptsList),
+	"prompts/get":              (*Server).getPrompt,
+	"completion/complete":      (*Server).complete,
+}
+
+// Serve runs the handler of req.Method, which the caller checked the era
+// defines. A handler returns (nil, nil) only for a stream that ended
+// without a final response.
+func (s *Server) Serve(ctx context.Context, req *Request, resp Responder) (json.RawMessage, *wire.Error) {
+	h, ok := handlers[req.Method]
+	if !ok || !mcpspec.Defined(req.Era, req.Method) {
+		return nil, wire.MethodNotFound(req.Method)
+	}
+	if !mcpspec.Methods[req.Method].Streams {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.RequestTimeout)
+		defer cancel()
+	}
+	return h(s, ctx, req, resp)
+}
+
+// shape adds what the era requires to a result (see wire.Shape).
+func (s *Server) shape(req *Request, result []byte, cacheable bool) (json.RawMessage, *wire.Error) {
+	out, err := wire.Shape(result, s.shaping(req, cacheable))
+	if err != nil {
+		return nil, wire.NewError(wire.CodeInternalError, "internal error: malformed result from the server")
+	}
+	return out, nil
+}
+
+func (s *Server) shaping(req *Request, cacheable bool) wire.Shaping {
+	return wire.Shaping{Era: req.Era, ServerInfo: s.cfg.ServerInfo, Cacheable: cacheable, TTLms: s.cfg.CacheTTL.Milliseconds()}
+}
+
+func (s *Server) ping(context.Context, *Request, Responder) (json.RawMessage, *wire.Error) {
+	return json.RawMessage(`{}`), nil
+}

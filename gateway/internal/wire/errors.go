@@ -1,0 +1,71 @@
+// Package wire is the gateway's MCP wire format, pure: JSON-RPC framing,
+// the error codes, the Modern request rules (_meta, mirrored headers), the
+// SSE framing and the shaping of results for each era. Nothing here does
+// I/O or talks to another service; the era rule itself lives in
+// services/mcpspec, shared with the demo backend.
+package wire
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+)
+
+// JSON-RPC and MCP error codes the gateway emits: only codes the spec
+// defines.
+const (
+	CodeParseError        = -32700
+	CodeInvalidRequest    = -32600
+	CodeMethodNotFound    = -32601
+	CodeInvalidParams     = -32602
+	CodeInternalError     = -32603
+	CodeResourceNotFound  = -32002 // Legacy (2025-11-25) only
+	CodeHeaderMismatch    = -32020
+	CodeMissingCapability = -32021
+	CodeUnsupportedVer    = -32022
+)
+
+// Error is a JSON-RPC error on its way to the client.
+type Error struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Data    any    `json:"data,omitempty"`
+}
+
+func (e *Error) Error() string { return strconv.Itoa(e.Code) + " " + e.Message }
+
+// NewError returns an error without data.
+func NewError(code int, msg string) *Error { return &Error{Code: code, Message: msg} }
+
+// InvalidParams is the common -32602 with an "invalid params: " prefix.
+func InvalidParams(detail string) *Error {
+	return NewError(CodeInvalidParams, "invalid params: "+detail)
+}
+
+// ModernStatus is the HTTP status of a Modern error response: the spec
+// fixes 404 for an unknown method and 400 for malformed requests; other
+// errors travel as JSON-RPC errors in a 200 response, as go-sdk servers
+// send them, so that clients see the message instead of a bare HTTP
+// failure. Legacy errors are always 200.
+func (e *Error) ModernStatus() int {
+	switch e.Code {
+	case CodeMethodNotFound:
+		return http.StatusNotFound
+	case CodeParseError, CodeInvalidRequest, CodeInvalidParams, CodeHeaderMismatch, CodeMissingCapability, CodeUnsupportedVer:
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
+}
+
+// UnsupportedVersion is -32022 with the versions served.
+func UnsupportedVersion(requested string) *Error {
+	e := NewError(CodeUnsupportedVer, "unsupported protocol version: "+requested)
+	e.Data = map[string]any{"supported": mcpspec.SupportedVersions, "requested": requested}
+	return e
+}
+
+// MethodNotFound is -32601 for method.
+func MethodNotFound(method string) *Error {
+	return NewError(CodeMethodNotFound, "method not found: "+method)
+}

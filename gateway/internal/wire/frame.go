@@ -1,0 +1,68 @@
+package wire
+
+import "encoding/json"
+
+type responseEnvelope struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
+}
+
+// Response renders a JSON-RPC response; a nil id becomes null. A result is
+// spliced in as it is, so a large result costs one copy, not an encode: it
+// is the gateway's own JSON or a backend's result, which the aggregator
+// checked to be valid JSON and Shape rebuilt member by member.
+func Response(id json.RawMessage, result json.RawMessage, rerr *Error) []byte {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	if rerr == nil && len(result) > 0 {
+		out := make([]byte, 0, len(result)+len(id)+36)
+		out = append(out, `{"jsonrpc":"2.0","id":`...)
+		out = append(out, id...)
+		out = append(out, `,"result":`...)
+		out = append(out, result...)
+		return append(out, '}')
+	}
+	if rerr == nil {
+		rerr = NewError(CodeInternalError, "internal error: unencodable result")
+	}
+	b, err := json.Marshal(responseEnvelope{JSONRPC: "2.0", ID: id, Error: rerr})
+	if err != nil {
+		b, _ = json.Marshal(responseEnvelope{JSONRPC: "2.0", ID: id, Error: NewError(CodeInternalError, "internal error")})
+	}
+	return b
+}
+
+// Notification renders a JSON-RPC notification.
+func Notification(method string, params any) []byte {
+	b, _ := json.Marshal(struct {
+		JSONRPC string `json:"jsonrpc"`
+		Method  string `json:"method"`
+		Params  any    `json:"params"`
+	}{"2.0", method, params})
+	return b
+}
+
+// Request renders a server-to-client JSON-RPC request.
+func Request(id json.RawMessage, method string, params json.RawMessage) []byte {
+	b, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  string          `json:"method"`
+		Params  json.RawMessage `json:"params,omitempty"`
+	}{"2.0", id, method, params})
+	return b
+}
+
+// SSEEvent frames one JSON-RPC message as a server-sent event.
+func SSEEvent(data []byte) []byte {
+	out := make([]byte, 0, len(data)+24)
+	out = append(out, "event: message\ndata: "...)
+	out = append(out, data...)
+	return append(out, "\n\n"...)
+}
+
+// SSEComment is an SSE comment line: a keep-alive, or a stream's preamble.
+func SSEComment(text string) []byte { return []byte(": " + text + "\n\n") }

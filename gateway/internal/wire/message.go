@@ -1,0 +1,138 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"unicode/utf8"
+)
+
+// Message is one incoming JSON-RPC message.
+type Message struct {
+	// ID is the raw id; nil for a notification.
+	ID     json.RawMessage
+	Method string
+	// Params are the request's params members; empty, never nil, when the
+	// request had none.
+	Params Object
+	// IsResponse marks a client's JSON-RPC response (Legacy only); Reply
+	// then holds its result or error member as {"result":…} or {"error":…}.
+	IsResponse bool
+	Reply      Object
+}
+
+// IsNotification reports a message without id that is not a response.
+func (m *Message) IsNotification() bool { return m.ID == nil && !m.IsResponse }
+
+// MaxNestingDepth bounds how deeply a request may nest arrays and objects.
+// Backends built on go-sdk refuse more than 1000 levels, and a request
+// nests its arguments a few levels below the top; answering here keeps a
+// client's malformed input from looking like a backend failure.
+const MaxNestingDepth = 512
+
+// nestingExceeds reports whether the JSON text in body (already known to be
+// valid) nests arrays and objects deeper than limit.
+func nestingExceeds(body []byte, limit int) bool {
+	depth, inString, escaped := 0, false, false
+	for _, c := range body {
+		switch {
+		case inString:
+			if escaped {
+				escaped = false
+			} else if c == '\\' {
+				escaped = true
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+			if depth > limit {
+				return true
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return false
+}
+
+// Parse decodes one JSON-RPC message. On failure it still returns whatever
+// id it could read, so the error response keeps it.
+func Parse(body []byte) (*Message, json.RawMessage, *Error) {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		return nil, nil, NewError(CodeInvalidRequest, "batch requests are not supported")
+	}
+	// JSON text is UTF-8 (RFC 8259 §8.1). encoding/json would silently
+	// replace bad bytes, and protobuf refuses them later as an internal
+	// error; reject them here as the client's mistake they are.
+	if !utf8.Valid(body) {
+		return nil, nil, NewError(CodeParseError, "parse error: body is not valid UTF-8")
+	}
+	if !json.Valid(body) {
+		return nil, nil, NewError(CodeParseError, "parse error: body is not valid JSON")
+	}
+	if nestingExceeds(body, MaxNestingDepth) {
+		return nil, nil, NewError(CodeParseError, fmt.Sprintf("parse error: JSON nested deeper than %d levels", MaxNestingDepth))
+	}
+	// Decode into a map, not a struct: JSON-RPC member names are
+	// case-sensitive, and encoding/json matches struct fields without case.
+	var members Object
+	if err := json.Unmarshal(body, &members); err != nil || members == nil {
+		// Valid JSON that is not an object (null, a number, a string).
+		return nil, nil, NewError(CodeInvalidRequest, "invalid request: body is not a JSON-RPC request object")
+	}
+	rawID, params, result, rpcErr := members["id"], members["params"], members["result"], members["error"]
+	jsonrpc, _ := members.String("jsonrpc")
+	var method *string
+	if v, ok := members["method"]; ok {
+		var m string
+		if json.Unmarshal(v, &m) != nil {
+			return nil, validID(rawID), NewError(CodeInvalidRequest, `invalid request: "method" must be a string`)
+		}
+		method = &m
+	}
+	id := validID(rawID)
+	if jsonrpc != "2.0" {
+		return nil, id, NewError(CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`)
+	}
+	if rawID != nil && id == nil {
+		return nil, nil, NewError(CodeInvalidRequest, "invalid request: id must be a string or a number")
+	}
+	if method == nil {
+		if id != nil && (result != nil || rpcErr != nil) {
+			reply := Object{}
+			if rpcErr != nil {
+				reply["error"] = rpcErr
+			} else {
+				reply["result"] = result
+			}
+			return &Message{ID: id, IsResponse: true, Reply: reply, Params: Object{}}, id, nil
+		}
+		return nil, id, NewError(CodeInvalidRequest, `invalid request: "method" is required`)
+	}
+	if *method == "" {
+		return nil, id, NewError(CodeInvalidRequest, `invalid request: "method" must not be empty`)
+	}
+	msg := &Message{ID: id, Method: *method, Params: Object{}}
+	if len(params) > 0 && !bytes.Equal(params, []byte("null")) {
+		if !IsObjectText(params) || json.Unmarshal(params, &msg.Params) != nil {
+			return nil, id, InvalidParams("params must be an object")
+		}
+	}
+	return msg, id, nil
+}
+
+// validID returns id if it is a JSON string or number, else nil.
+func validID(id json.RawMessage) json.RawMessage {
+	if len(id) == 0 {
+		return nil
+	}
+	switch c := id[0]; {
+	case c == '"', c == '-', c >= '0' && c <= '9':
+		return id
+	}
+	return nil
+}

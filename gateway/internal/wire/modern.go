@@ -1,0 +1,109 @@
+package wire
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+)
+
+// Meta reads params._meta: ok is false when it is absent or not an object.
+func Meta(params Object) (Object, bool) { return params.Object("_meta") }
+
+// HasMetaVersion reports whether params._meta has a protocolVersion member
+// of any type: the marker of a Modern request (mcpspec.Classify).
+func HasMetaVersion(params Object) bool {
+	meta, ok := Meta(params)
+	if !ok {
+		return false
+	}
+	_, ok = meta[mcpspec.MetaProtocolVersion]
+	return ok
+}
+
+// ModernRequest is what the per-request _meta of a valid Modern request
+// declares.
+type ModernRequest struct {
+	Version    string
+	Meta       Object
+	ClientCaps Object
+}
+
+// CheckModern applies every Modern wire rule to a request, in the order
+// the spec's error codes imply: _meta (-32602), the version header against
+// the body (-32020) before the version itself (-32022), the client's
+// capabilities (-32602), Mcp-Method (-32020), the method set (-32601), and
+// Mcp-Name against the request's target (-32020).
+func CheckModern(h http.Header, method string, params Object) (ModernRequest, *Error) {
+	var req ModernRequest
+	meta, ok := Meta(params)
+	if !ok {
+		return req, InvalidParams("params._meta must be an object")
+	}
+	version, _ := meta.String(mcpspec.MetaProtocolVersion)
+	if version == "" {
+		return req, InvalidParams(`missing or invalid _meta "` + mcpspec.MetaProtocolVersion + `"`)
+	}
+	// A header that disagrees with the body is a HeaderMismatch even when
+	// the version itself is unsupported: the request is malformed first.
+	if rerr := CheckHeader(h, "Mcp-Protocol-Version", version); rerr != nil {
+		return req, rerr
+	}
+	if version != mcpspec.Modern {
+		return req, UnsupportedVersion(version)
+	}
+	var caps Object
+	if err := json.Unmarshal(meta[mcpspec.MetaClientCapabilities], &caps); err != nil || caps == nil {
+		return req, InvalidParams(`missing or invalid _meta "` + mcpspec.MetaClientCapabilities + `"`)
+	}
+	if rerr := CheckHeader(h, "Mcp-Method", method); rerr != nil {
+		return req, rerr
+	}
+	if !mcpspec.Defined(mcpspec.EraModern, method) {
+		return req, MethodNotFound(method)
+	}
+	if target := mcpspec.Methods[method].Target; target != "" {
+		if value, ok := params.String(target); ok {
+			if rerr := CheckHeader(h, "Mcp-Name", value); rerr != nil {
+				return req, rerr
+			}
+		}
+	}
+	return ModernRequest{Version: version, Meta: meta, ClientCaps: caps}, nil
+}
+
+// ParamHeaders returns the Mcp-Param-* headers of a request, keyed by the
+// lower-cased name after the prefix, values as sent (the aggregator checks
+// them against the tool's x-mcp-header arguments after authorization). A
+// repeated header keeps its values joined by NUL, which never matches.
+func ParamHeaders(h http.Header) map[string]string {
+	var out map[string]string
+	for name, values := range h {
+		if len(name) <= len("Mcp-Param-") || !equalFoldASCII(name[:len("Mcp-Param-")], "Mcp-Param-") {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		v := values[0]
+		for _, more := range values[1:] {
+			v += "\x00" + more
+		}
+		out[toLowerASCII(name[len("Mcp-Param-"):])] = v
+	}
+	return out
+}
+
+func equalFoldASCII(a, b string) bool {
+	return len(a) == len(b) && toLowerASCII(a) == toLowerASCII(b)
+}
+
+func toLowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}

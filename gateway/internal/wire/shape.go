@@ -1,0 +1,210 @@
+package wire
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+)
+
+// Shaping is what an era requires of a result on its way to the client.
+type Shaping struct {
+	Era mcpspec.Era
+	// ServerInfo is the gateway's own serverInfo, set in a Modern result's
+	// _meta (a Modern backend's serverInfo names the backend, not this
+	// server).
+	ServerInfo json.RawMessage
+	// Cacheable results get ttlMs and a private cacheScope under Modern
+	// (every result is filtered per principal); TTLms is the gateway's own
+	// TTL, lowered to the result's own ttlMs when that is smaller.
+	Cacheable bool
+	TTLms     int64
+	// ResultType, when set, replaces the result's own resultType (Modern).
+	ResultType string
+	// Set are members added or replaced (a sealed requestState); Drop are
+	// members removed.
+	Set  map[string]json.RawMessage
+	Drop []string
+}
+
+// Shape reshapes the text of a result object by splicing: the members the
+// era does not allow are dropped, the ones it requires are added, and every
+// other member, known to go-sdk or not, is copied byte for byte. Under
+// Modern the result gets resultType ("complete" unless it has one),
+// serverInfo in _meta and, when cacheable, ttlMs and cacheScope; under
+// Legacy it loses those Modern-only members.
+func Shape(result []byte, s Shaping) ([]byte, error) {
+	ms, err := members(result)
+	if err != nil {
+		return nil, err
+	}
+	modern := s.Era == mcpspec.EraModern
+	out := make([]byte, 0, len(result)+160)
+	out = append(out, '{')
+	// Keys are copied as written; the gateway's own keys are plain ASCII,
+	// for which Go's quoting is JSON's.
+	addRaw := func(rawKey, value []byte) {
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, rawKey...)
+		out = append(out, ':')
+		out = append(out, value...)
+	}
+	add := func(key string, value []byte) { addRaw(strconv.AppendQuote(nil, key), value) }
+	resultType := s.ResultType
+	ttl := s.TTLms
+	var meta []byte
+	for _, m := range ms {
+		if _, replaced := s.Set[m.key]; replaced || contains(s.Drop, m.key) {
+			continue
+		}
+		switch m.key {
+		case "resultType":
+			if resultType == "" {
+				resultType, _ = unquote(m.value)
+			}
+			continue
+		case "ttlMs":
+			if n, err := strconv.ParseInt(string(m.value), 10, 64); err == nil && n >= 0 && n < ttl {
+				ttl = n
+			}
+			continue
+		case "cacheScope":
+			continue
+		case "_meta":
+			meta = m.value
+			continue
+		}
+		addRaw(m.rawKey, m.value)
+	}
+	for k, v := range s.Set {
+		add(k, v)
+	}
+	if meta, err = shapeMeta(meta, modern, s.ServerInfo); err != nil {
+		return nil, err
+	}
+	if meta != nil {
+		add("_meta", meta)
+	}
+	if !modern {
+		return append(out, '}'), nil
+	}
+	if resultType == "" {
+		resultType = "complete"
+	}
+	add("resultType", strconv.AppendQuote(nil, resultType))
+	if s.Cacheable {
+		add("ttlMs", strconv.AppendInt(nil, ttl, 10))
+		add("cacheScope", []byte(`"private"`))
+	}
+	return append(out, '}'), nil
+}
+
+// shapeMeta rebuilds a result's _meta: serverInfo is the gateway's under
+// Modern and absent under Legacy; every other key is kept. It returns nil
+// when nothing is left.
+func shapeMeta(meta []byte, modern bool, serverInfo json.RawMessage) ([]byte, error) {
+	var ms []member
+	if meta != nil && string(meta) != "null" {
+		var err error
+		if ms, err = members(meta); err != nil {
+			return nil, err
+		}
+	}
+	out := []byte{'{'}
+	for _, m := range ms {
+		if m.key == mcpspec.MetaServerInfo {
+			continue
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, m.rawKey...)
+		out = append(out, ':')
+		out = append(out, m.value...)
+	}
+	if modern && serverInfo != nil {
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = strconv.AppendQuote(out, mcpspec.MetaServerInfo)
+		out = append(out, ':')
+		out = append(out, serverInfo...)
+	}
+	if len(out) == 1 {
+		return nil, nil
+	}
+	return append(out, '}'), nil
+}
+
+// Member returns the raw value of one member of a result object, without
+// decoding the rest.
+func Member(result []byte, key string) (json.RawMessage, bool) {
+	ms, err := members(result)
+	if err != nil {
+		return nil, false
+	}
+	for _, m := range ms {
+		if m.key == key {
+			return m.value, true
+		}
+	}
+	return nil, false
+}
+
+func unquote(raw []byte) (string, bool) {
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Page renders one page of a list result in the era's shape without a
+// second pass: the items (definitions the aggregator rendered) are joined
+// as they are, and the last page has no nextCursor member.
+func Page(member string, items []json.RawMessage, next string, s Shaping) []byte {
+	size := 64 + len(s.ServerInfo) + len(next)
+	for _, it := range items {
+		size += len(it) + 1
+	}
+	out := make([]byte, 0, size)
+	out = append(out, '{')
+	out = strconv.AppendQuote(out, member)
+	out = append(out, ":["...)
+	for i, it := range items {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, it...)
+	}
+	out = append(out, ']')
+	if next != "" {
+		out = append(out, `,"nextCursor":`...)
+		b, _ := json.Marshal(next)
+		out = append(out, b...)
+	}
+	if s.Era == mcpspec.EraModern {
+		out = append(out, `,"resultType":"complete","_meta":{`...)
+		out = strconv.AppendQuote(out, mcpspec.MetaServerInfo)
+		out = append(out, ':')
+		out = append(out, s.ServerInfo...)
+		out = append(out, '}')
+		if s.Cacheable {
+			out = append(out, `,"ttlMs":`...)
+			out = strconv.AppendInt(out, s.TTLms, 10)
+			out = append(out, `,"cacheScope":"private"`...)
+		}
+	}
+	return append(out, '}')
+}
