@@ -25,7 +25,7 @@ func BenchMarkdown(r *BenchResults) string {
 		"The harness checks the negotiated version, every tool result, every find_tool answer and every listed count. " +
 		"CPU per call is the CPU time (utime + stime, from /proc) a process used during a run divided by the calls completed.\n\n")
 	b.WriteString("Reproduce: `make bench` (builds, then runs `switchboard-load bench --bin bin --out docs/load-results.md`). " +
-		"`switchboard-load bench --call-duration 1s --runs 1 --walks 2 --connects 5 --small` is a smoke run of a few minutes.\n\n")
+		"`switchboard-load bench --call-duration 1s --runs 1 --walks 1 --connects 1 --find-duration 1s --small` is a smoke run of under a minute.\n\n")
 
 	writeTargets(&b, r)
 	for _, t := range r.Calls {

@@ -213,8 +213,8 @@ func (e *Env) Start(ctx context.Context, t Topology) (c *Cluster, err error) {
 	e.mu.Lock()
 	e.n++
 	n := e.n
-	profiling := e.Profiling
 	e.mu.Unlock()
+	profiling := e.Profiling
 
 	ports, err := freePorts(firstBackendPort + t.Backends)
 	if err != nil {
