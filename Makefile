@@ -148,8 +148,17 @@ fuzz-short: ## run each fuzz target briefly (CI)
 SHARED := $(ROOT)/../shared
 
 .PHONY: bench
-bench: build ## load harness W1-W4 through Switchboard and direct; rewrites docs/load-results.md (about 8 minutes)
+bench: build ## load harness: W1 direct / plain proxy / Switchboard at 1,000 and 10,000 tools, find_tool, W2-W4; rewrites docs/load-results.md (about 10 minutes)
 	$(BIN)/switchboard-load bench --bin $(BIN) --out docs/load-results.md
+
+# Where bench-profile writes its profiles and its report (results/ is not
+# committed).
+PROFILE_DIR ?= results/profiles
+
+.PHONY: bench-profile
+bench-profile: build ## a short bench that also takes CPU and allocation profiles of the services into $(PROFILE_DIR) (see docs/profiling.md; about 2 minutes)
+	$(BIN)/switchboard-load bench --bin $(BIN) --small --call-duration 5s --runs 1 --walks 1 --connects 1 \
+		--profile $(PROFILE_DIR) --out $(PROFILE_DIR)/bench.md
 
 .PHONY: soak
 soak: build ## 5 minutes of mixed traffic at a fixed rate; reports whether memory or goroutines grow

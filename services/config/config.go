@@ -29,6 +29,7 @@ type Config struct {
 	ServiceAuth ServiceAuth `yaml:"serviceAuth"`
 	Telemetry   Telemetry   `yaml:"telemetry"`
 	Logging     Logging     `yaml:"logging"`
+	Ops         Ops         `yaml:"ops"`
 	Gateway     Gateway     `yaml:"gateway"`
 	Aggregator  Aggregator  `yaml:"aggregator"`
 	Indexer     Indexer     `yaml:"indexer"`
@@ -92,6 +93,17 @@ type Telemetry struct {
 type Logging struct {
 	Level  string `yaml:"level"`  // debug, info, warn, error
 	Format string `yaml:"format"` // json or text
+}
+
+// Ops configures what every service serves on its ops port
+// (gateway.opsListen, aggregator.httpListen, indexer.httpListen) besides
+// /healthz, /readyz and /metrics.
+type Ops struct {
+	// Pprof serves Go's runtime profiles (net/http/pprof) under
+	// /debug/pprof/ on the ops port. Off by default: a profile shows what
+	// the process is doing, and recording one costs CPU. Never served on
+	// the MCP or gRPC ports.
+	Pprof bool `yaml:"pprof"`
 }
 
 // Endpoint is how a service reaches another service over gRPC.

@@ -104,3 +104,25 @@ aggregator:
 		t.Fatalf("empty file: %v", err)
 	}
 }
+
+// The profiles are off unless ops.pprof says otherwise, and the gateway's
+// ops port is off unless gateway.opsListen names one.
+func TestOpsSettings(t *testing.T) {
+	c, err := Parse([]byte("gateway:\n  listen: 127.0.0.1:8080\n"), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Ops.Pprof || c.Gateway.OpsListen != "" {
+		t.Errorf("defaults: ops.pprof %v, gateway.opsListen %q; want false and empty", c.Ops.Pprof, c.Gateway.OpsListen)
+	}
+	c, err = Parse([]byte("ops:\n  pprof: true\ngateway:\n  opsListen: 127.0.0.1:9090\n"), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Ops.Pprof || c.Gateway.OpsListen != "127.0.0.1:9090" {
+		t.Errorf("ops.pprof %v, gateway.opsListen %q", c.Ops.Pprof, c.Gateway.OpsListen)
+	}
+	if _, err := Parse([]byte("ops:\n  profiles: true\n"), env(nil)); err == nil {
+		t.Error("an unknown key under ops must be an error")
+	}
+}

@@ -15,6 +15,11 @@ type Gateway struct {
 	// On a loopback address the Host header must be a loopback name (DNS
 	// rebinding protection) unless http.allowedHosts says otherwise.
 	Listen string `yaml:"listen"`
+	// OpsListen, when set, serves /healthz, /readyz, /metrics and (with
+	// ops.pprof) /debug/pprof/ on a port of their own, apart from MCP
+	// traffic; empty disables. The MCP port keeps its own /healthz,
+	// /readyz and /metrics either way, but never the profiles.
+	OpsListen string `yaml:"opsListen"`
 	// PublicURL is the externally visible base URL, used in RFC 9728
 	// metadata and in WWW-Authenticate. Unset, the scheme and Host of each
 	// request are used; set it behind a proxy or load balancer.

@@ -1,26 +1,51 @@
-// Package opshttp serves the operational HTTP endpoints of the gRPC
-// services: /healthz (the process is up), /readyz (it can serve traffic) and
-// Prometheus /metrics. Kubernetes probes and scrapers use these where the
-// gRPC health protocol is not an option (for example under mTLS).
+// Package opshttp serves the operational HTTP endpoints of the services on
+// their ops port: /healthz (the process is up), /readyz (it can serve
+// traffic), Prometheus /metrics and, when the deployment turns it on
+// (ops.pprof), the runtime profiles under /debug/pprof/. Kubernetes probes
+// and scrapers use these where the gRPC health protocol is not an option
+// (for example under mTLS).
+//
+// The profiles are never served on a port that carries MCP or gRPC
+// traffic: only the ops port, which the network policies keep away from
+// clients, and only when asked for, because a profile shows what the
+// process is doing and a CPU profile costs CPU while it runs.
 package opshttp
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/switchboard-mcp/switchboard/services/lifecycle"
 )
 
-// Handler serves the three endpoints. ready returns nil when the service can
+// Option changes what Handler serves.
+type Option func(*options)
+
+type options struct {
+	pprof bool
+}
+
+// Pprof serves net/http/pprof under /debug/pprof/ when enabled is true
+// (the deployment's ops.pprof). Without it those paths answer 404.
+func Pprof(enabled bool) Option { return func(o *options) { o.pprof = enabled } }
+
+// Handler serves the endpoints. ready returns nil when the service can
 // serve, or an error whose text explains why not (it is shown to the
 // prober, so it must not carry secrets).
-func Handler(ready func() error, reg *prometheus.Registry) http.Handler {
+func Handler(ready func() error, reg *prometheus.Registry, opts ...Option) http.Handler {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
@@ -33,15 +58,51 @@ func Handler(ready func() error, reg *prometheus.Registry) http.Handler {
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if o.pprof {
+		// Registered by hand on this mux: the package's init also adds them
+		// to http.DefaultServeMux, which no Switchboard server serves.
+		// Index serves every named profile (/debug/pprof/heap, allocs,
+		// goroutine, ...), with ?seconds=N for a delta over N seconds.
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
+
+// readyTimeout bounds the health check a readiness probe makes.
+const readyTimeout = 2 * time.Second
+
+// GRPCServing is a readiness function for a service that can serve only
+// while a gRPC dependency does: ready when its health service reports
+// SERVING. what names the dependency in the prober's error.
+func GRPCServing(health healthpb.HealthClient, what string) func() error {
+	return func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+		defer cancel()
+		resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			return errors.New(what + " not ready")
+		}
+		return nil
+	}
+}
+
+// shutdownGrace is how long open requests get at shutdown. A CPU profile
+// or trace in progress is cut after it; it is a diagnostic, not traffic.
+const shutdownGrace = 5 * time.Second
 
 // Serve serves h on lis until ctx is done, then shuts down, giving open
 // requests (a scrape in progress) a few seconds to finish.
 func Serve(ctx context.Context, lis net.Listener, h http.Handler, log *slog.Logger) {
 	log.Info("http serving", "addr", lis.Addr().String())
+	// No WriteTimeout: a CPU profile or trace answers after the seconds
+	// it was asked to record.
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	if err := lifecycle.ServeHTTP(ctx, srv, lis, 5*time.Second); err != nil {
+	if err := lifecycle.ServeHTTP(ctx, srv, lis, shutdownGrace); err != nil {
 		log.Error("http server failed", "err", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"time"
 )
@@ -17,12 +18,32 @@ type BenchOptions struct {
 	MaxCallsPerRun int
 	// Runs repeats every W1 configuration; figures are medians.
 	Runs int
+	// Large, when it has backends, is a second W1 cluster with a larger
+	// catalog (W1 at LargeConcurrency, and find_tool), to show whether a
+	// call's cost depends on the catalog's size.
+	Large            Topology
+	LargeConcurrency []int
+	// Principals is the number of API keys of the W1 clusters' gateways;
+	// W1 uses the first, find_tool as many as a spec asks.
+	Principals int
+	// Find are the find_tool configurations run on each W1 cluster, once
+	// each for FindDuration.
+	Find         []FindSpec
+	FindDuration time.Duration
 	// Walks is the number of warm tools/list walks (W2) and Connects the
 	// number of connects (W3) per side, era and catalog size.
 	Walks    int
 	Connects int
 	// Catalogs are the W2/W3 catalog layouts.
 	Catalogs []Topology
+	// ProfileDir, when set, turns on the services' profiles and writes a
+	// CPU and an allocation profile of the gateway and the aggregator
+	// during an extra W1 Modern run at the highest concurrency over the
+	// first W1 cluster, and of the gateway, the indexer and the aggregator
+	// during an extra find_tool run, each ProfileSeconds long. Those runs
+	// are not part of the figures: a profiler costs CPU.
+	ProfileDir     string
+	ProfileSeconds int
 	// Progress receives one line per step.
 	Progress io.Writer
 }
@@ -31,6 +52,9 @@ type BenchOptions struct {
 // also the direct target.
 var W1Topology = Topology{Backends: 5, ToolsPerBackend: 200}
 
+// LargeTopology is the 10,000-tool W1 cluster: 20 backends of 500 tools.
+var LargeTopology = Topology{Backends: 20, ToolsPerBackend: 500}
+
 // DefaultCatalogs are the W2/W3 sizes: 1,000 tools as 5 × 200 and 10,000
 // tools as 20 × 500, each against one backend serving as many tools.
 var DefaultCatalogs = []Topology{
@@ -38,13 +62,28 @@ var DefaultCatalogs = []Topology{
 	{Backends: 20, ToolsPerBackend: 500, DirectTools: 10000},
 }
 
-// CallPair is one W1 configuration on both sides.
-type CallPair struct {
-	Era         string
-	Concurrency int
-	Switchboard CallRun
-	Direct      CallRun
-	LoadAvg     string
+// CallRow is one W1 configuration on the three sides.
+type CallRow struct {
+	Era                        string
+	Concurrency                int
+	Switchboard, Proxy, Direct CallRun
+	LoadAvg                    string
+}
+
+// CallTable is W1 over one catalog.
+type CallTable struct {
+	Topology Topology
+	Rows     []CallRow
+}
+
+// Row is the row for era and n, if measured.
+func (t CallTable) Row(era string, n int) (CallRow, bool) {
+	for _, r := range t.Rows {
+		if r.Era == era && r.Concurrency == n {
+			return r, true
+		}
+	}
+	return CallRow{}, false
 }
 
 // MemoryRow is the RSS of one process (or the largest of a group) at the
@@ -73,35 +112,54 @@ type CatalogPair struct {
 type BenchResults struct {
 	Machine  Machine
 	Options  BenchOptions
-	Calls    []CallPair
+	Calls    []CallTable
 	Memory   []MemoryRow
+	Finds    []FindRun
 	Catalogs []CatalogPair
+	Profiles []ProfileFile
 	Took     time.Duration
 }
 
-// RunBench runs W1 and W4 on one cluster, then W2 and W3 on a fresh
-// cluster per catalog size and era.
+// RunBench runs W1, W4 and find_tool on one cluster per W1 catalog, then
+// W2 and W3 on a fresh cluster per catalog size and era.
 func RunBench(ctx context.Context, env *Env, opts BenchOptions) (*BenchResults, error) {
 	res := &BenchResults{Machine: DescribeMachine(), Options: opts}
 	began := time.Now()
 	progress := func(format string, args ...any) {
 		fmt.Fprintf(opts.Progress, "%s  "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)
 	}
-
-	progress("W1/W4: starting %d backends × %d tools", W1Topology.Backends, W1Topology.ToolsPerBackend)
-	c, err := env.Start(ctx, W1Topology)
-	if err != nil {
-		return nil, err
+	if opts.ProfileDir != "" {
+		if err := os.MkdirAll(opts.ProfileDir, 0o755); err != nil {
+			return nil, err
+		}
+		env.Profiling = true
 	}
-	calls, memory, err := runCallsAndMemory(ctx, c, opts, progress)
-	stopErr := c.Stop()
-	if err != nil {
-		return nil, err
+	type w1Cluster struct {
+		topology    Topology
+		concurrency []int
+		first       bool
 	}
-	if stopErr != nil {
-		return nil, fmt.Errorf("stop the W1 cluster: %w", stopErr)
+	w1 := []w1Cluster{{W1Topology, opts.Concurrency, true}}
+	if opts.Large.Backends > 0 {
+		w1 = append(w1, w1Cluster{opts.Large, opts.LargeConcurrency, false})
 	}
-	res.Calls, res.Memory = calls, memory
+	for _, w := range w1 {
+		t := w.topology
+		t.Principals, t.Proxy = opts.Principals, true
+		progress("W1: starting %d backends × %d tools, the reference proxy, %d principals", t.Backends, t.ToolsPerBackend, t.Principals)
+		c, err := env.Start(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		err = runW1Cluster(ctx, c, opts, w.concurrency, w.first, res, progress)
+		stopErr := c.Stop()
+		if err != nil {
+			return nil, fmt.Errorf("W1 cluster of %d tools: %w", t.Tools(), err)
+		}
+		if stopErr != nil {
+			return nil, fmt.Errorf("stop the W1 cluster: %w", stopErr)
+		}
+	}
 
 	for _, t := range opts.Catalogs {
 		for _, e := range Eras {
@@ -136,79 +194,159 @@ func RunBench(ctx context.Context, env *Env, opts BenchOptions) (*BenchResults, 
 	return res, nil
 }
 
+// runW1Cluster measures W1 (and W4 when first), find_tool and, on the
+// first cluster when asked, the profiles, adding them to res.
+func runW1Cluster(ctx context.Context, c *Cluster, opts BenchOptions, concurrency []int, first bool, res *BenchResults, progress func(string, ...any)) error {
+	table, memory, err := runCallsAndMemory(ctx, c, opts, concurrency, progress)
+	if err != nil {
+		return err
+	}
+	res.Calls = append(res.Calls, table)
+	if first {
+		res.Memory = memory
+	}
+	for _, spec := range opts.Find {
+		load := LoadAverage()
+		run, err := RunFinds(ctx, c, spec, opts.FindDuration, opts.MaxCallsPerRun)
+		if err != nil {
+			return fmt.Errorf("find_tool c=%d, %d principals: %w", spec.Concurrency, spec.Principals, err)
+		}
+		if dead := c.Exited(); dead != "" {
+			return fmt.Errorf("%s exited during find_tool", dead)
+		}
+		progress("find_tool %d tools c=%d, %d principals: %.0f queries/s p50 %s p99 %s, CPU/query %s, errors %d",
+			c.Topology.Tools(), spec.Concurrency, spec.Principals, run.Rate(), ms(run.P50), ms(run.P99), ms(run.CPUPerCall(findRoles...)), run.Errors)
+		res.Finds = append(res.Finds, FindRun{Topology: c.Topology, Spec: spec, Run: run, LoadAvg: load})
+	}
+	if first && opts.ProfileDir != "" {
+		files, err := runProfiles(ctx, c, opts, concurrency[len(concurrency)-1], progress)
+		if err != nil {
+			return err
+		}
+		res.Profiles = append(res.Profiles, files...)
+	}
+	return nil
+}
+
+// runProfiles profiles the services during one extra W1 Modern run at n
+// clients and one extra find_tool run.
+func runProfiles(ctx context.Context, c *Cluster, opts BenchOptions, n int, progress func(string, ...any)) ([]ProfileFile, error) {
+	seconds := max(opts.ProfileSeconds, 1)
+	// The run outlasts the profiles, which start with its clock.
+	d := time.Duration(seconds)*time.Second + 2*time.Second
+	var files []ProfileFile
+	label := fmt.Sprintf("w1-modern-c%d", n)
+	var capture *profileCapture
+	run, err := runCalls(ctx, SwitchboardTarget(c), Modern, n, d, opts.MaxCallsPerRun, func() {
+		capture = startProfiles(ctx, opts.ProfileDir, label, c.Ops, []string{"gateway", "aggregator"}, seconds)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("profiled W1 run: %w", err)
+	}
+	got, err := capture.wait()
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, got...)
+	progress("profiled %s over %d tools: %.0f calls/s, errors %d; %d profiles of %ds in %s", label, c.Topology.Tools(), run.Rate(), run.Errors, len(got), seconds, opts.ProfileDir)
+	if len(opts.Find) == 0 {
+		return files, nil
+	}
+	spec := FindSpec{Concurrency: opts.Find[len(opts.Find)-1].Concurrency, Principals: 1}
+	label = fmt.Sprintf("find-c%d", spec.Concurrency)
+	run, err = runFinds(ctx, c, spec, d, opts.MaxCallsPerRun, func() {
+		capture = startProfiles(ctx, opts.ProfileDir, label, c.Ops, []string{"gateway", "indexer", "aggregator"}, seconds)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("profiled find_tool run: %w", err)
+	}
+	if got, err = capture.wait(); err != nil {
+		return nil, err
+	}
+	progress("profiled %s over %d tools: %.0f queries/s, errors %d; %d profiles", label, c.Topology.Tools(), run.Rate(), run.Errors, len(got))
+	return append(files, got...), nil
+}
+
+// memoryRoles are the processes W4 reports.
+var memoryRoles = []string{"gateway", "aggregator", "indexer", "backend", "proxy"}
+
 // runCallsAndMemory runs W1 on c, opts.Runs times over: for each era and
-// concurrency, directly and then through Switchboard. It samples W4 around
-// the runs at the highest concurrency.
-func runCallsAndMemory(ctx context.Context, c *Cluster, opts BenchOptions, progress func(string, ...any)) ([]CallPair, []MemoryRow, error) {
-	names := []string{"gateway", "aggregator", "indexer", "backend"}
-	idle := rssByProcess(c.Procs, names...)
+// concurrency, directly, through the reference proxy and through
+// Switchboard, one after the other so a change in the machine's load hits
+// the three alike. It samples W4 around the runs at the highest
+// concurrency.
+func runCallsAndMemory(ctx context.Context, c *Cluster, opts BenchOptions, concurrency []int, progress func(string, ...any)) (CallTable, []MemoryRow, error) {
+	idle := rssByProcess(c.Procs, memoryRoles...)
 	peaks := map[string]map[string]int64{}
-	sb, direct := SwitchboardTarget(c), DirectTarget(c)
-	topConcurrency := opts.Concurrency[len(opts.Concurrency)-1]
+	targets := []Target{DirectTarget(c), ProxyTarget(c), SwitchboardTarget(c)}
+	topConcurrency := concurrency[len(concurrency)-1]
 	type key struct {
 		era string
 		n   int
 	}
-	sbRuns, directRuns, loads := map[key][]CallRun{}, map[key][]CallRun{}, map[key]string{}
-	runs := max(opts.Runs, 1)
-	for rep := range runs {
+	runs := map[key][][]CallRun{}
+	loads := map[key]string{}
+	reps := max(opts.Runs, 1)
+	for rep := range reps {
 		for _, e := range Eras {
-			for _, n := range opts.Concurrency {
+			for _, n := range concurrency {
 				k := key{e.Name, n}
 				if rep == 0 {
 					loads[k] = LoadAverage()
+					runs[k] = make([][]CallRun, len(targets))
 				}
-				d, err := RunCalls(ctx, direct, e, n, opts.CallDuration, opts.MaxCallsPerRun)
-				if err != nil {
-					return nil, nil, fmt.Errorf("W1 direct %s c=%d: %w", e.Name, n, err)
-				}
-				var sampler *RSSSampler
-				if n == topConcurrency {
-					sampler = SampleRSS(c.Procs, 250*time.Millisecond)
-				}
-				s, err := RunCalls(ctx, sb, e, n, opts.CallDuration, opts.MaxCallsPerRun)
-				if sampler != nil {
-					peak := groupRSS(sampler.Stop(), names)
-					if peaks[e.Name] == nil {
-						peaks[e.Name] = map[string]int64{}
+				var got []CallRun
+				for i, t := range targets {
+					// Each process's peak is under its own load: the services'
+					// during the Switchboard run, the proxy's during its own.
+					var sampler *RSSSampler
+					if n == topConcurrency {
+						sampler = SampleRSS(c.Procs, 250*time.Millisecond)
 					}
-					for name, v := range peak {
-						peaks[e.Name][name] = max(peaks[e.Name][name], v)
+					r, err := RunCalls(ctx, t, e, n, opts.CallDuration, opts.MaxCallsPerRun)
+					if sampler != nil {
+						if peaks[e.Name] == nil {
+							peaks[e.Name] = map[string]int64{}
+						}
+						for name, v := range groupRSS(sampler.Stop(), memoryRoles) {
+							peaks[e.Name][name] = max(peaks[e.Name][name], v)
+						}
 					}
+					if err != nil {
+						return CallTable{}, nil, fmt.Errorf("W1 %s %s c=%d: %w", t.Name, e.Name, n, err)
+					}
+					if dead := c.Exited(); dead != "" {
+						return CallTable{}, nil, fmt.Errorf("%s exited during W1", dead)
+					}
+					runs[k][i] = append(runs[k][i], r)
+					got = append(got, r)
 				}
-				if err != nil {
-					return nil, nil, fmt.Errorf("W1 through Switchboard %s c=%d: %w", e.Name, n, err)
-				}
-				if dead := c.Exited(); dead != "" {
-					return nil, nil, fmt.Errorf("%s exited during W1", dead)
-				}
-				progress("W1 run %d/%d %s c=%d: %.0f calls/s p50 %s (direct %.0f calls/s p50 %s), errors %d/%d",
-					rep+1, runs, e.Name, n, s.Rate(), ms(s.P50), d.Rate(), ms(d.P50), s.Errors, d.Errors)
-				sbRuns[k] = append(sbRuns[k], s)
-				directRuns[k] = append(directRuns[k], d)
+				d, p, s := got[0], got[1], got[2]
+				progress("W1 %d tools, run %d/%d %s c=%d: calls/s direct %.0f, proxy %.0f, Switchboard %.0f; p50 %s / %s / %s; errors %d/%d/%d",
+					c.Topology.Tools(), rep+1, reps, e.Name, n, d.Rate(), p.Rate(), s.Rate(), ms(d.P50), ms(p.P50), ms(s.P50), d.Errors, p.Errors, s.Errors)
 			}
 		}
 	}
-	var pairs []CallPair
+	table := CallTable{Topology: c.Topology}
 	for _, e := range Eras {
-		for _, n := range opts.Concurrency {
+		for _, n := range concurrency {
 			k := key{e.Name, n}
-			pairs = append(pairs, CallPair{
+			table.Rows = append(table.Rows, CallRow{
 				Era: e.Name, Concurrency: n, LoadAvg: loads[k],
-				Switchboard: CombineRuns(sbRuns[k]), Direct: CombineRuns(directRuns[k]),
+				Direct: CombineRuns(runs[k][0]), Proxy: CombineRuns(runs[k][1]), Switchboard: CombineRuns(runs[k][2]),
 			})
 		}
 	}
-	after := rssByProcess(c.Procs, names...)
+	after := rssByProcess(c.Procs, memoryRoles...)
 	var rows []MemoryRow
-	for _, name := range names {
+	for _, name := range memoryRoles {
 		row := MemoryRow{Process: name, Idle: idle[name], After: after[name], Peak: map[string]int64{}}
 		for era, p := range peaks {
 			row.Peak[era] = p[name]
 		}
 		rows = append(rows, row)
 	}
-	return pairs, rows, nil
+	return table, rows, nil
 }
 
 // rssByProcess samples the RSS of procs now, keyed by role; a role with

@@ -2,6 +2,7 @@ package load
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -45,13 +46,21 @@ var sharedTransport = &http.Transport{
 	DisableCompression:  true,
 }
 
-// byteCounter counts the response body bytes of the requests it carries.
+// byteCounter counts the response body bytes of the requests it carries,
+// and adds the session's bearer key to each when it has one.
 type byteCounter struct {
 	next  http.RoundTripper
 	bytes atomic.Int64
+	// authorization is the Authorization header value, or "".
+	authorization string
 }
 
 func (b *byteCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	if b.authorization != "" {
+		// A RoundTripper must not change the caller's request.
+		req = req.Clone(req.Context())
+		req.Header.Set("Authorization", b.authorization)
+	}
 	resp, err := b.next.RoundTrip(req)
 	if err == nil && resp.Body != nil {
 		resp.Body = &countingBody{ReadCloser: resp.Body, n: &b.bytes}
@@ -82,7 +91,16 @@ func (s *Session) BytesReceived() int64 { return s.counter.bytes.Load() }
 // Connect opens a session with url in era e and checks the negotiated
 // version. It returns how long Connect took.
 func Connect(ctx context.Context, url string, e Era) (*Session, time.Duration, error) {
+	return ConnectWith(ctx, url, e, "")
+}
+
+// ConnectWith is Connect presenting key as a bearer token on every
+// request of the session ("" presents none).
+func ConnectWith(ctx context.Context, url string, e Era, key string) (*Session, time.Duration, error) {
 	counter := &byteCounter{next: sharedTransport}
+	if key != "" {
+		counter.authorization = "Bearer " + key
+	}
 	transport := &mcp.StreamableClientTransport{
 		Endpoint:   url,
 		HTTPClient: &http.Client{Transport: counter},
@@ -150,6 +168,34 @@ func FindTool(ctx context.Context, s *Session, query string) error {
 		return fmt.Errorf("find_tool answered isError: %v", contentText(res))
 	}
 	return nil
+}
+
+// FindToolHits calls find_tool and returns how many tools it found.
+func FindToolHits(ctx context.Context, s *Session, query string) (int, error) {
+	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "find_tool", Arguments: map[string]any{"tool_description": query}})
+	if err != nil {
+		return 0, err
+	}
+	if res.IsError {
+		return 0, fmt.Errorf("find_tool answered isError: %v", contentText(res))
+	}
+	// The hits are in structuredContent, and the same JSON in the text
+	// content for clients that read only text.
+	raw := []byte(contentText(res))
+	if res.StructuredContent != nil {
+		if raw, err = json.Marshal(res.StructuredContent); err != nil {
+			return 0, err
+		}
+	}
+	var found struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(raw, &found); err != nil {
+		return 0, fmt.Errorf("find_tool result: %w", err)
+	}
+	return len(found.Tools), nil
 }
 
 func contentText(res *mcp.CallToolResult) string {

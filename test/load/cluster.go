@@ -7,10 +7,7 @@
 package load
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -19,9 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
-	"text/template"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
@@ -45,6 +40,13 @@ type Topology struct {
 	// Switchboard with that many tools, the "direct" side of a comparison.
 	// Zero makes the first backend behind Switchboard the direct target.
 	DirectTools int
+	// Principals, when positive, runs the gateway in apiKeys mode with
+	// that many keys, each its own principal (Cluster.Keys); zero runs it
+	// anonymous.
+	Principals int
+	// Proxy starts the reference proxy (httputil.ReverseProxy, a process
+	// of its own) in front of the direct backend: the floor of one hop.
+	Proxy bool
 }
 
 // Tools is the number of tools the gateway lists.
@@ -57,11 +59,22 @@ type Env struct {
 	BinDir string
 	// Logs receives every child's output, prefixed with its name.
 	Logs io.Writer
+	// Profiling serves the runtime profiles on every service's ops port
+	// (ops.pprof, and gateway.opsListen for the gateway) in the clusters
+	// started after it is set. Off, the generated configuration carries
+	// neither key, so it also suits binaries that predate them.
+	Profiling bool
 
 	dir string
 	pg  *pgcluster.Cluster
-	mu  sync.Mutex
-	n   int
+	// postgres is the PostgreSQL server the indexers use, whose CPU time
+	// find_tool's figures include.
+	postgres *PostgresServer
+	// self is the harness's own executable, which runs the reference
+	// proxy when started with ProxyCommand.
+	self string
+	mu   sync.Mutex
+	n    int
 }
 
 // NewEnv starts PostgreSQL and makes the private directory.
@@ -70,6 +83,10 @@ func NewEnv(ctx context.Context, binDir string, logs io.Writer) (*Env, error) {
 		if _, err := os.Stat(filepath.Join(binDir, bin)); err != nil {
 			return nil, fmt.Errorf("%s not found in %s (run make build)", bin, binDir)
 		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("the harness's own executable (it runs the reference proxy): %w", err)
 	}
 	dir, err := os.MkdirTemp("", "switchboard-load-")
 	if err != nil {
@@ -81,7 +98,13 @@ func NewEnv(ctx context.Context, binDir string, logs io.Writer) (*Env, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	return &Env{BinDir: binDir, Logs: &devstack.SyncWriter{W: logs}, dir: dir, pg: pg}, nil
+	postgres, err := FindPostgresServer(selfPid)
+	if err != nil {
+		pg.Stop()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return &Env{BinDir: binDir, Logs: &devstack.SyncWriter{W: logs}, dir: dir, pg: pg, postgres: postgres, self: self}, nil
 }
 
 // Close stops PostgreSQL and removes the private directory.
@@ -91,10 +114,11 @@ func (e *Env) Close() error {
 
 // Proc is one running service process of a cluster.
 type Proc struct {
-	// Name is "gateway", "aggregator", "indexer", "b00", ... or "direct".
+	// Name is "gateway", "aggregator", "indexer", "b00", ..., "direct" or
+	// "proxy".
 	Name string
 	// Role groups processes in reports: gateway, aggregator, indexer,
-	// backend, direct.
+	// backend, direct, proxy.
 	Role string
 	p    *devstack.Process
 }
@@ -113,12 +137,23 @@ type Cluster struct {
 	// the topology asks for one, else the first backend's behind
 	// Switchboard.
 	DirectURL string
+	// ProxyURL is the MCP endpoint through the reference proxy, in front
+	// of the direct backend; empty unless the topology asks for it.
+	ProxyURL string
+	// Keys are the gateway's API keys, one per principal; empty when the
+	// gateway runs anonymous.
+	Keys []string
 	// GatewayMetrics, AggregatorMetrics and IndexerMetrics are Prometheus
 	// endpoints.
 	GatewayMetrics    string
 	AggregatorMetrics string
 	IndexerMetrics    string
-	Procs             []*Proc
+	// Ops are the base URLs of the services' ops ports by role (gateway,
+	// aggregator, indexer); the gateway has one only when the Env is
+	// profiling.
+	Ops      map[string]string
+	Postgres *PostgresServer
+	Procs    []*Proc
 	// Started is when the gateway became ready.
 	Started time.Time
 }
@@ -157,106 +192,79 @@ func (c *Cluster) Exited() string {
 	return ""
 }
 
-// configTemplate is the deployment's one configuration file. Tokens stay
-// ${VAR} references, filled from the children's environment.
-var configTemplate = template.Must(template.New("config").Parse(`serviceAuth:
-  credentials:
-    - name: gateway
-      token: ${SWITCHBOARD_GATEWAY_TOKEN}
-      assertPrincipals: true
-    - name: indexer
-      token: ${SWITCHBOARD_INDEXER_TOKEN}
-      assertPrincipals: true
-logging:
-  level: warn
-  format: text
-gateway:
-  listen: {{.Gateway}}
-  auth:
-    mode: anonymous
-  sessions:
-    key: ${SWITCHBOARD_SESSION_KEY}
-  aggregator:
-    address: {{.Aggregator}}
-    token: ${SWITCHBOARD_GATEWAY_TOKEN}
-  indexer:
-    address: {{.Indexer}}
-    token: ${SWITCHBOARD_GATEWAY_TOKEN}
-aggregator:
-  listen: {{.Aggregator}}
-  httpListen: {{.AggregatorHTTP}}
-  conflictResolution:
-    strategy: prefix
-    prefixFormat: "{backend}_"
-  backends:
-{{- range .Backends}}
-    - name: {{.Name}}
-      url: http://{{.Listen}}/mcp
-{{- end}}
-indexer:
-  listen: {{.Indexer}}
-  httpListen: {{.IndexerHTTP}}
-  database: "{{.Database}}"
-  aggregator:
-    address: {{.Aggregator}}
-    token: ${SWITCHBOARD_INDEXER_TOKEN}
-`))
-
-type backendAddr struct{ Name, Listen string }
+// Ports of a cluster, by index into freePorts' answer; the backends
+// follow.
+const (
+	portGateway = iota
+	portGatewayOps
+	portAggregator
+	portAggregatorHTTP
+	portIndexer
+	portIndexerHTTP
+	portDirect
+	portProxy
+	firstBackendPort
+)
 
 // Start starts a cluster of topology t: backends, aggregator, indexer (on a
-// fresh database), gateway, and the direct backend when t asks for one.
+// fresh database), gateway, and the direct backend and the reference proxy
+// when t asks for them.
 func (e *Env) Start(ctx context.Context, t Topology) (c *Cluster, err error) {
 	e.mu.Lock()
 	e.n++
 	n := e.n
 	e.mu.Unlock()
+	profiling := e.Profiling
 
-	// Ports: gateway, aggregator gRPC and HTTP, indexer gRPC and HTTP,
-	// direct backend, then the backends.
-	const firstBackendPort = 6
 	ports, err := freePorts(firstBackendPort + t.Backends)
 	if err != nil {
 		return nil, err
 	}
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
-	data := struct {
-		Gateway, Aggregator, AggregatorHTTP, Indexer, IndexerHTTP, Database string
-		Backends                                                            []backendAddr
-	}{Gateway: addr(0), Aggregator: addr(1), AggregatorHTTP: addr(2), Indexer: addr(3), IndexerHTTP: addr(4)}
-	directListen := addr(5)
+	data := configData{
+		Gateway: addr(portGateway), Aggregator: addr(portAggregator), AggregatorHTTP: addr(portAggregatorHTTP),
+		Indexer: addr(portIndexer), IndexerHTTP: addr(portIndexerHTTP), Pprof: profiling,
+	}
+	if profiling {
+		data.GatewayOps = addr(portGatewayOps)
+	}
 	for i := range t.Backends {
 		data.Backends = append(data.Backends, backendAddr{Name: fmt.Sprintf("b%02d", i), Listen: addr(firstBackendPort + i)})
+	}
+	if data.Keys, err = newKeys(t.Principals); err != nil {
+		return nil, err
 	}
 	db := fmt.Sprintf("load%d", n)
 	if err := e.pg.CreateDatabase(ctx, db); err != nil {
 		return nil, err
 	}
 	data.Database = e.pg.URL(db)
-	var cfg bytes.Buffer
-	if err := configTemplate.Execute(&cfg, data); err != nil {
-		return nil, err
-	}
-	cfgPath := filepath.Join(e.dir, fmt.Sprintf("cluster%d.yaml", n))
-	if err := os.WriteFile(cfgPath, cfg.Bytes(), 0o600); err != nil {
-		return nil, err
-	}
 	env, err := secretEnv()
 	if err != nil {
 		return nil, err
 	}
-	// The configuration must parse the way the services will parse it.
-	if _, err := config.Parse(cfg.Bytes(), func(k string) (string, bool) { return lookupEnv(env, k) }); err != nil {
-		return nil, fmt.Errorf("generated configuration: %w", err)
+	cfg, err := renderConfig(data, env)
+	if err != nil {
+		return nil, err
+	}
+	cfgPath := filepath.Join(e.dir, fmt.Sprintf("cluster%d.yaml", n))
+	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
+		return nil, err
 	}
 
 	c = &Cluster{
 		Topology:          t,
 		GatewayURL:        "http://" + data.Gateway + "/mcp",
 		OptimizedURL:      "http://" + data.Gateway + "/mcp/optimized",
+		Keys:              data.Keys,
 		GatewayMetrics:    "http://" + data.Gateway + "/metrics",
 		AggregatorMetrics: "http://" + data.AggregatorHTTP + "/metrics",
 		IndexerMetrics:    "http://" + data.IndexerHTTP + "/metrics",
+		Ops:               map[string]string{"aggregator": "http://" + data.AggregatorHTTP, "indexer": "http://" + data.IndexerHTTP},
+		Postgres:          e.postgres,
+	}
+	if data.GatewayOps != "" {
+		c.Ops["gateway"] = "http://" + data.GatewayOps
 	}
 	defer func() {
 		if err != nil {
@@ -264,9 +272,9 @@ func (e *Env) Start(ctx context.Context, t Topology) (c *Cluster, err error) {
 			c = nil
 		}
 	}()
-	start := func(name, role, bin string, args []string, probe devstack.Probe) error {
+	start := func(name, role, path string, args []string, probe devstack.Probe) error {
 		p, err := devstack.StartProcess(devstack.ProcessSpec{
-			Name: name, Path: filepath.Join(e.BinDir, bin), Args: args, Env: env, Output: e.Logs,
+			Name: name, Path: path, Args: args, Env: env, Output: e.Logs,
 		})
 		if err != nil {
 			return err
@@ -276,22 +284,43 @@ func (e *Env) Start(ctx context.Context, t Topology) (c *Cluster, err error) {
 		defer cancel()
 		return devstack.WaitReady(readyCtx, p, probe)
 	}
+	bin := func(name string) string { return filepath.Join(e.BinDir, name) }
 	backendArgs := func(name, listen string, tools int) []string {
 		return []string{"--listen", listen, "--name", name, "--synthetic", strconv.Itoa(tools)}
 	}
+	directBase := "http://" + data.Backends[0].Listen
 	if t.DirectTools > 0 {
-		c.DirectURL = "http://" + directListen + "/mcp"
-		if err := start("direct", "direct", devstack.DemoBackendBin, backendArgs("direct", directListen, t.DirectTools),
-			devstack.HTTPOK("http://"+directListen+"/healthz")); err != nil {
+		directBase = "http://" + addr(portDirect)
+		if err := start("direct", "direct", bin(devstack.DemoBackendBin), backendArgs("direct", addr(portDirect), t.DirectTools),
+			devstack.HTTPOK(directBase+"/healthz")); err != nil {
 			return nil, err
 		}
-	} else {
-		c.DirectURL = "http://" + data.Backends[0].Listen + "/mcp"
 	}
+	c.DirectURL = directBase + "/mcp"
 	for _, b := range data.Backends {
-		if err := start(b.Name, "backend", devstack.DemoBackendBin, backendArgs(b.Name, b.Listen, t.ToolsPerBackend),
+		if err := start(b.Name, "backend", bin(devstack.DemoBackendBin), backendArgs(b.Name, b.Listen, t.ToolsPerBackend),
 			devstack.HTTPOK("http://"+b.Listen+"/healthz")); err != nil {
 			return nil, err
+		}
+	}
+	if t.Proxy {
+		// Ready once a request passes through it to the backend.
+		proxyBase := "http://" + addr(portProxy)
+		if err := start("proxy", "proxy", e.self, []string{ProxyCommand, "--listen", addr(portProxy), "--target", directBase},
+			devstack.HTTPOK(proxyBase+"/healthz")); err != nil {
+			return nil, err
+		}
+		c.ProxyURL = proxyBase + "/mcp"
+	}
+	gatewayProbe := devstack.HTTPOK("http://" + data.Gateway + "/readyz")
+	if data.GatewayOps != "" {
+		// Both ports must answer before the cluster counts as started.
+		mcpReady, opsReady := gatewayProbe, devstack.HTTPOK(c.Ops["gateway"]+"/readyz")
+		gatewayProbe = func(ctx context.Context) error {
+			if err := mcpReady(ctx); err != nil {
+				return err
+			}
+			return opsReady(ctx)
 		}
 	}
 	services := []struct {
@@ -300,38 +329,15 @@ func (e *Env) Start(ctx context.Context, t Topology) (c *Cluster, err error) {
 	}{
 		{"aggregator", devstack.AggregatorBin, devstack.GRPCServing(data.Aggregator, config.TLS{})},
 		{"indexer", devstack.IndexerBin, devstack.GRPCServing(data.Indexer, config.TLS{})},
-		{"gateway", devstack.GatewayBin, devstack.HTTPOK("http://" + data.Gateway + "/readyz")},
+		{"gateway", devstack.GatewayBin, gatewayProbe},
 	}
 	for _, s := range services {
-		if err := start(s.name, s.name, s.bin, []string{"--config", cfgPath}, s.probe); err != nil {
+		if err := start(s.name, s.name, bin(s.bin), []string{"--config", cfgPath}, s.probe); err != nil {
 			return nil, err
 		}
 	}
 	c.Started = time.Now()
 	return c, nil
-}
-
-// secretEnv makes fresh random service tokens and a session sealing key for
-// one cluster; they reach the children through their environment only.
-func secretEnv() ([]string, error) {
-	var env []string
-	for _, name := range []string{"SWITCHBOARD_GATEWAY_TOKEN", "SWITCHBOARD_INDEXER_TOKEN", "SWITCHBOARD_SESSION_KEY"} {
-		secret := make([]byte, 32)
-		if _, err := rand.Read(secret); err != nil {
-			return nil, err
-		}
-		env = append(env, name+"="+base64.StdEncoding.EncodeToString(secret))
-	}
-	return env, nil
-}
-
-func lookupEnv(env []string, key string) (string, bool) {
-	for _, kv := range env {
-		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
-			return v, true
-		}
-	}
-	return "", false
 }
 
 // freePorts reserves n distinct loopback ports by listening on port 0, then

@@ -2,14 +2,30 @@ package load
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
-func TestMain(m *testing.M) { harness.Main(m) }
+// TestMain also lets the test binary stand in for switchboard-load as the
+// reference proxy: Env starts its own executable with ProxyCommand.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == ProxyCommand {
+		if err := RunProxy(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "proxy:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	harness.Main(m)
+}
 
 // TestWorkloadsAgainstRealCluster runs every workload briefly against a
 // small real cluster, so a change in the services or the SDK that breaks
@@ -27,13 +43,22 @@ func TestWorkloadsAgainstRealCluster(t *testing.T) {
 	}
 	defer env.Close()
 
-	c, err := env.Start(ctx, Topology{Backends: 2, ToolsPerBackend: 10, DirectTools: 20})
+	env.Profiling = true
+	c, err := env.Start(ctx, Topology{Backends: 2, ToolsPerBackend: 10, DirectTools: 20, Principals: 3, Proxy: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Stop()
+	if len(c.Keys) != 3 || c.ProxyURL == "" || len(c.Services("proxy")) != 1 {
+		t.Fatalf("cluster: %d keys, proxy %q, %d proxy processes", len(c.Keys), c.ProxyURL, len(c.Services("proxy")))
+	}
+	// The gateway runs apiKeys: a session without a key is refused.
+	if s, _, err := Connect(ctx, c.GatewayURL, Modern); err == nil {
+		s.Close()
+		t.Fatal("the gateway accepted a session without an API key")
+	}
 	for _, e := range Eras {
-		for _, target := range []Target{SwitchboardTarget(c), DirectTarget(c)} {
+		for _, target := range []Target{SwitchboardTarget(c), ProxyTarget(c), DirectTarget(c)} {
 			run, err := RunCalls(ctx, target, e, 2, 300*time.Millisecond, 200)
 			if err != nil {
 				t.Fatalf("%s %s: %v", e.Name, target.Name, err)
@@ -43,6 +68,11 @@ func TestWorkloadsAgainstRealCluster(t *testing.T) {
 			}
 			if run.P50 <= 0 || run.P99 < run.P50 {
 				t.Errorf("%s %s: p50 %v p99 %v", e.Name, target.Name, run.P50, run.P99)
+			}
+			for _, role := range map[string][]string{"switchboard": {"gateway", "aggregator", "backend"}, "proxy": {"proxy", "direct"}, "direct": {"direct"}}[target.Name] {
+				if _, ok := run.CPU[role]; !ok {
+					t.Errorf("%s %s: no CPU figure for %s (%v)", e.Name, target.Name, role, run.CPU)
+				}
 			}
 		}
 		sb, direct, err := RunCatalog(ctx, c, e, 1, 2)
@@ -55,6 +85,66 @@ func TestWorkloadsAgainstRealCluster(t *testing.T) {
 			}
 		}
 	}
+	// The proxy is a process of its own, and it did the work.
+	if cpu, err := CPUTime(c.Services("proxy")[0].Pid()); err != nil || cpu <= 0 {
+		t.Errorf("proxy CPU time %v, %v", cpu, err)
+	}
+
+	for _, spec := range []FindSpec{{Concurrency: 1, Principals: 1}, {Concurrency: 2, Principals: 3}} {
+		run, err := RunFinds(ctx, c, spec, 500*time.Millisecond, 100)
+		if err != nil {
+			t.Fatalf("find_tool %+v: %v", spec, err)
+		}
+		if run.Calls == 0 || run.Errors != 0 || run.Calls > 100 || run.P50 <= 0 {
+			t.Errorf("find_tool %+v: %d queries, %d errors (%s), p50 %v", spec, run.Calls, run.Errors, run.FirstError, run.P50)
+		}
+		for _, role := range findRoles {
+			if _, ok := run.CPU[role]; !ok {
+				t.Errorf("find_tool %+v: no CPU figure for %s (%v)", spec, role, run.CPU)
+			}
+		}
+	}
+	if _, err := RunFinds(ctx, c, FindSpec{Concurrency: 1, Principals: 4}, time.Second, 1); err == nil {
+		t.Error("find_tool over more principals than the cluster has keys must be refused")
+	}
+	if cpu, err := c.Postgres.CPUTime(); err != nil || cpu <= 0 {
+		t.Errorf("PostgreSQL CPU time %v, %v", cpu, err)
+	}
+
+	// Profiles: on every ops port, never on the gateway's MCP port.
+	for _, role := range []string{"gateway", "aggregator", "indexer"} {
+		if code := httpStatus(t, c.Ops[role]+"/debug/pprof/"); code != http.StatusOK {
+			t.Errorf("%s ops /debug/pprof/ = %d, want 200 with profiling on", role, code)
+		}
+	}
+	if code := httpStatus(t, strings.TrimSuffix(c.GatewayURL, "/mcp")+"/debug/pprof/"); code != http.StatusNotFound {
+		t.Errorf("the gateway's MCP port serves /debug/pprof/: %d, want 404", code)
+	}
+	dir := t.TempDir()
+	files, err := runProfiles(ctx, c, BenchOptions{ProfileDir: dir, ProfileSeconds: 1, MaxCallsPerRun: 100000, Find: []FindSpec{{Concurrency: 2, Principals: 1}}}, 2, func(string, ...any) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for _, name := range []string{"w1-modern-c2-gateway", "w1-modern-c2-aggregator", "find-c2-gateway", "find-c2-indexer", "find-c2-aggregator"} {
+		for _, kind := range []string{"cpu", "allocs"} {
+			want[filepath.Join(dir, name+"-"+kind+".pprof")] = true
+		}
+	}
+	for _, f := range files {
+		if !want[f.Path] {
+			t.Errorf("unexpected profile %s", f.Path)
+		}
+		delete(want, f.Path)
+		raw, err := os.ReadFile(f.Path)
+		if err != nil || len(raw) < 2 || raw[0] != 0x1f || raw[1] != 0x8b {
+			t.Errorf("%s: %d bytes, %v; want a gzipped profile", f.Path, len(raw), err)
+		}
+	}
+	for path := range want {
+		t.Errorf("profile %s not written", path)
+	}
+
 	for _, p := range c.Procs {
 		if rss, err := RSS(p.Pid()); err != nil || rss <= 0 {
 			t.Errorf("RSS of %s: %d, %v", p.Name, rss, err)
@@ -63,6 +153,36 @@ func TestWorkloadsAgainstRealCluster(t *testing.T) {
 	if g, err := Goroutines(ctx, c.GatewayMetrics); err != nil || g <= 0 {
 		t.Errorf("gateway goroutines: %v, %v", g, err)
 	}
+
+	// Without profiling, the configuration asks for none: the ops ports
+	// answer 404 and the gateway has none.
+	env.Profiling = false
+	plain, err := env.Start(ctx, Topology{Backends: 1, ToolsPerBackend: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Stop()
+	if _, ok := plain.Ops["gateway"]; ok || plain.ProxyURL != "" || len(plain.Keys) != 0 {
+		t.Errorf("plain cluster: ops %v, proxy %q, %d keys", plain.Ops, plain.ProxyURL, len(plain.Keys))
+	}
+	for _, role := range []string{"aggregator", "indexer"} {
+		if code := httpStatus(t, plain.Ops[role]+"/debug/pprof/"); code != http.StatusNotFound {
+			t.Errorf("%s /debug/pprof/ = %d with profiling off, want 404", role, code)
+		}
+		if code := httpStatus(t, plain.Ops[role]+"/healthz"); code != http.StatusOK {
+			t.Errorf("%s /healthz = %d", role, code)
+		}
+	}
+}
+
+func httpStatus(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // TestSoakPlumbing runs a very short soak: every operation kind must

@@ -136,3 +136,75 @@ func TestCombineRunsTakesMedians(t *testing.T) {
 		t.Errorf("CPU per call = %v, want 500µs", per)
 	}
 }
+
+func TestParseStat(t *testing.T) {
+	// A command name may hold spaces and parentheses; the fields after the
+	// last ")" are what count.
+	line := "4242 (post gres) (x)) S 17 4242 4242 0 -1 4194560 900 0 0 0 250 75 12 8 20 0 1 0 100 1000 200"
+	st, err := parseStat(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Comm != "post gres) (x)" || st.PPid != 17 || st.CPU != 3250*time.Millisecond || st.Children != 200*time.Millisecond {
+		t.Errorf("parseStat = %+v", st)
+	}
+	for _, bad := range []string{"", "4242 postgres S 1", "4242 (postgres) S 1 2 3", "4242 (p) S x 0 0 0 0 0 0 0 0 0 1 1 1 1"} {
+		if _, err := parseStat(bad); err == nil {
+			t.Errorf("parseStat(%q) accepted", bad)
+		}
+	}
+}
+
+// The PostgreSQL server is found among the children of its parent only.
+func TestFindPostgresServerNeedsOneChild(t *testing.T) {
+	// This test process starts no postgres.
+	if pg, err := FindPostgresServer(os.Getpid()); err == nil {
+		t.Errorf("found a postgres child %d of a test that started none", pg.Pid)
+	}
+}
+
+func TestBenchMarkdownSummary(t *testing.T) {
+	run := func(rate float64, p50 time.Duration, cpu map[string]time.Duration) CallRun {
+		return CallRun{CallsPerSec: rate, Calls: 1000, P50: p50, P90: 2 * p50, P99: 3 * p50, CPU: cpu}
+	}
+	ms := time.Millisecond
+	table := func(tools int, sbCPU time.Duration) CallTable {
+		t := CallTable{Topology: Topology{Backends: tools / 200, ToolsPerBackend: 200}}
+		for _, era := range []string{"Modern", "Legacy"} {
+			for _, n := range []int{1, 16} {
+				t.Rows = append(t.Rows, CallRow{
+					Era: era, Concurrency: n,
+					Direct:      run(1000, ms, map[string]time.Duration{"backend": 500 * ms}),
+					Proxy:       run(800, 1300*time.Microsecond, map[string]time.Duration{"proxy": 300 * ms, "backend": 500 * ms}),
+					Switchboard: run(500, 2*ms, map[string]time.Duration{"gateway": sbCPU / 2, "aggregator": sbCPU / 2, "backend": 500 * ms}),
+				})
+			}
+		}
+		return t
+	}
+	finds := []FindRun{
+		{Topology: Topology{Backends: 5, ToolsPerBackend: 200}, Spec: FindSpec{Concurrency: 1, Principals: 1},
+			Run: run(200, 4*ms, map[string]time.Duration{"gateway": 100 * ms, "indexer": 300 * ms, "aggregator": 50 * ms, "postgres": 550 * ms})},
+	}
+	res := &BenchResults{
+		Options: BenchOptions{Concurrency: []int{1, 16}, Runs: 1, CallDuration: time.Second, Find: []FindSpec{{Concurrency: 1, Principals: 1}}},
+		Calls:   []CallTable{table(1000, 1200*ms), table(2000, 1320*ms)},
+		Finds:   finds,
+	}
+	md := BenchMarkdown(res)
+	for _, want := range []string{
+		// 1.2 ms ÷ 0.3 ms, then 1.32 ÷ 0.3 and the larger catalog's over the smaller's.
+		"| Modern c=16: gateway + aggregator CPU per call ÷ the proxy's | 1.20 ÷ 0.30 ms = **4.00×** | 1.32 ÷ 0.30 ms = **4.40×** | 1.10× | ≤ 1.5× |",
+		"| Modern c=16: calls/s ÷ direct | **0.50×**, proxy 0.80× |",
+		"| Modern c=1: p50 added over direct | **+1.00 ms**, proxy +0.30 ms |",
+		"| find_tool c=1, 1 principal(s): p50 (p99) | **4.00 ms** (12.0) | – |",
+		// 100 + 300 + 50 + 550 ms over 1,000 queries.
+		"| find_tool c=1, 1 principal(s): CPU per query, gateway + indexer + aggregator + PostgreSQL | 1.00 ms |",
+		"| Modern | 16 | 1000 / 800 (0.80×) / 500 (0.50×) | 1.00 / 1.30 / 2.00 |",
+		"| Modern | 16 | 0.30 | 1.20 (0.60, 0.60) | 4.00× | 0.50 / 0.50 / 0.50 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+}

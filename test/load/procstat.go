@@ -3,6 +3,7 @@ package load
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -43,30 +44,58 @@ func RSS(pid int) (int64, error) {
 	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
 }
 
-// CPUTime returns the user plus system CPU time process pid has used.
-func CPUTime(pid int) (time.Duration, error) {
+// procStat is what the harness reads from /proc/PID/stat.
+type procStat struct {
+	Comm string
+	PPid int
+	// CPU is utime + stime; Children is cutime + cstime, the CPU time of
+	// the children the process has waited for.
+	CPU, Children time.Duration
+}
+
+// readStat parses /proc/PID/stat.
+func readStat(pid int) (procStat, error) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return procStat{}, err
 	}
-	// The command name (field 2) may hold spaces; the fields after its
-	// closing parenthesis are plain.
-	s := string(raw)
-	end := strings.LastIndexByte(s, ')')
-	if end < 0 {
-		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	return parseStat(string(raw))
+}
+
+// parseStat parses the text of a /proc/PID/stat file.
+func parseStat(s string) (procStat, error) {
+	// The command name (field 2) is in parentheses and may hold spaces
+	// and parentheses; the fields after its last closing parenthesis are
+	// plain.
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open {
+		return procStat{}, errors.New("malformed stat: no command name")
 	}
 	fields := strings.Fields(s[end+1:])
-	// fields[0] is field 3 (state); utime and stime are fields 14 and 15.
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+	// fields[0] is field 3 (state), fields[1] field 4 (ppid); utime,
+	// stime, cutime and cstime are fields 14 to 17.
+	if len(fields) < 15 {
+		return procStat{}, errors.New("malformed stat: too few fields")
 	}
-	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
-	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	var n [5]int64
+	for i, f := range []int{1, 11, 12, 13, 14} {
+		v, err := strconv.ParseInt(fields[f], 10, 64)
+		if err != nil || v < 0 {
+			return procStat{}, fmt.Errorf("malformed stat: field %d is %q", f+3, fields[f])
+		}
+		n[i] = v
 	}
-	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+	tick := func(v int64) time.Duration { return time.Duration(v) * time.Second / clockTicks }
+	return procStat{Comm: s[open+1 : end], PPid: int(n[0]), CPU: tick(n[1] + n[2]), Children: tick(n[3] + n[4])}, nil
+}
+
+// CPUTime returns the user plus system CPU time process pid has used.
+func CPUTime(pid int) (time.Duration, error) {
+	st, err := readStat(pid)
+	if err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return st.CPU, nil
 }
 
 // Goroutines scrapes go_goroutines from a Prometheus text endpoint.

@@ -130,13 +130,13 @@ func RunSoak(ctx context.Context, env *Env, opts SoakOptions) (*SoakResults, err
 	defer clients.close()
 	for _, e := range Eras {
 		for range 4 {
-			s, _, err := connectOnce(ctx, c.GatewayURL, e)
+			s, _, err := connectOnce(ctx, c.GatewayURL, e, c.firstKey())
 			if err != nil {
 				return nil, err
 			}
 			clients.raw[e.Name] = append(clients.raw[e.Name], s)
 		}
-		s, _, err := connectOnce(ctx, c.OptimizedURL, e)
+		s, _, err := connectOnce(ctx, c.OptimizedURL, e, c.firstKey())
 		if err != nil {
 			progress("soak: no optimizer view (%v); find_tool and call_tool are replaced by tools/call", err)
 			continue
@@ -310,7 +310,7 @@ func soakOp(ctx context.Context, c *Cluster, clients *soakClients, optimizer boo
 		}
 		return kind, err
 	case opConnect:
-		s, _, err := Connect(ctx, c.GatewayURL, era)
+		s, _, err := ConnectWith(ctx, c.GatewayURL, era, c.firstKey())
 		if err != nil {
 			return kind, err
 		}

@@ -63,7 +63,8 @@ func run(ctx context.Context, env lifecycle.Env) error {
 			}
 			return nil
 		}
-		wg.Go(func() { opshttp.Serve(ctx, lis, opshttp.Handler(ready, reg), env.Log) })
+		ops := opshttp.Handler(ready, reg, opshttp.Pprof(env.Config.Ops.Pprof))
+		wg.Go(func() { opshttp.Serve(ctx, lis, ops, env.Log) })
 	}
 
 	// The first build decides readiness; under the manual strategy an

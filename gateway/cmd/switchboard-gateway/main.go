@@ -21,6 +21,7 @@ import (
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/lifecycle"
+	"github.com/switchboard-mcp/switchboard/services/opshttp"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
 )
 
@@ -80,6 +81,17 @@ func run(ctx context.Context, env lifecycle.Env) error {
 		IdleTimeout: 2 * time.Minute,
 	}
 	srv.RegisterOnShutdown(gw.Close)
+	if cfg.OpsListen != "" {
+		opsLis, err := net.Listen("tcp", cfg.OpsListen)
+		if err != nil {
+			return fmt.Errorf("listen %s: %w", cfg.OpsListen, err)
+		}
+		ops := opshttp.Handler(opshttp.GRPCServing(deps.AggregatorHealth, "aggregator"), reg, opshttp.Pprof(env.Config.Ops.Pprof))
+		opsCtx, stopOps := context.WithCancel(ctx)
+		opsDone := make(chan struct{})
+		go func() { opshttp.Serve(opsCtx, opsLis, ops, env.Log); close(opsDone) }()
+		defer func() { stopOps(); <-opsDone }()
+	}
 	env.Log.Info("gateway serving", "addr", lis.Addr().String(), "mcp", "http://"+lis.Addr().String()+"/mcp",
 		"auth", cfg.Auth.Mode, "optimizer", cfg.Optimizer.Enabled)
 	return lifecycle.ServeHTTP(ctx, srv, lis, shutdownGrace)

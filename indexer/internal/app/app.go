@@ -110,7 +110,8 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 		}
 		opsCtx, stopOps := context.WithCancel(ctx)
 		opsDone := make(chan struct{})
-		go func() { opshttp.Serve(opsCtx, httpLis, opshttp.Handler(ready, reg), log); close(opsDone) }()
+		ops := opshttp.Handler(ready, reg, opshttp.Pprof(cfg.Ops.Pprof))
+		go func() { opshttp.Serve(opsCtx, httpLis, ops, log); close(opsDone) }()
 		defer func() { stopOps(); <-opsDone }()
 	}
 

@@ -4,14 +4,19 @@
 // with go-sdk clients in both protocol eras, runs the same workloads
 // directly against a demo backend for comparison, and writes Markdown.
 //
-//	switchboard-load bench [--bin bin] [--out docs/load-results.md]
+//	switchboard-load bench [--bin bin] [--out docs/load-results.md] [--profile DIR]
 //	switchboard-load soak --duration 5m --rate 50 [--bin bin] [--out docs/load-results.md]
 //
-// bench runs W1 (tools/call throughput and latency), W2 (tools/list walks,
-// cold and warm, at 1,000 and 10,000 tools), W3 (connect cost) and W4
-// (resident memory). soak runs mixed traffic at a fixed rate and reports
-// whether memory or goroutines grow. Both stop by themselves; Ctrl-C stops
-// them early and cleanly.
+// bench runs W1 (tools/call throughput and latency at 1,000 and 10,000
+// tools, directly, through a plain reverse proxy and through Switchboard),
+// find_tool through the stack, W2 (tools/list walks, cold and warm), W3
+// (connect cost) and W4 (resident memory); with --profile it also writes
+// CPU and allocation profiles of the services. soak runs mixed traffic at a
+// fixed rate and reports whether memory or goroutines grow. Both stop by
+// themselves; Ctrl-C stops them early and cleanly.
+//
+// "switchboard-load proxy" is the reference proxy bench starts as a
+// process of its own; it is not meant to be run by hand.
 package main
 
 import (
@@ -39,7 +44,7 @@ func main() {
 }
 
 const usage = `usage:
-  switchboard-load bench [flags]   W1-W4 through Switchboard and direct; writes Markdown
+  switchboard-load bench [flags]   W1-W4 and find_tool, through Switchboard, a plain proxy and direct; writes Markdown
   switchboard-load soak [flags]    mixed traffic at a fixed rate; reports growth
 run "switchboard-load <command> -h" for the flags`
 
@@ -54,6 +59,8 @@ func run(args []string) error {
 		return bench(ctx, args[1:])
 	case "soak":
 		return soak(ctx, args[1:])
+	case load.ProxyCommand:
+		return load.RunProxy(args[1:])
 	case "-h", "--help", "help":
 		fmt.Println(usage)
 		return nil
@@ -113,30 +120,64 @@ func bench(ctx context.Context, args []string) (err error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var c common
 	c.register(fs)
-	callDuration := fs.Duration("call-duration", 10*time.Second, "length of each W1 run")
+	callDuration := fs.Duration("call-duration", 5*time.Second, "length of each W1 run")
 	concurrency := fs.String("concurrency", "1,4,16", "W1 numbers of concurrent clients, ascending; the last is W4's load")
-	maxCalls := fs.Int("max-calls", 2_000_000, "upper bound on the calls of one W1 run")
+	large := fs.String("large-catalog", "20x500", "the second W1 catalog, BACKENDSxTOOLS")
+	largeConcurrency := fs.String("large-concurrency", "1,16", "W1 numbers of concurrent clients over the second catalog")
+	maxCalls := fs.Int("max-calls", 2_000_000, "upper bound on the calls of one W1 or find_tool run")
 	runs := fs.Int("runs", 3, "W1 repetitions; the figures are medians")
+	principals := fs.Int("principals", 100, "API keys of the W1 clusters' gateway; find_tool runs once at 1 client over all of them")
+	findConcurrency := fs.String("find-concurrency", "1,4", "find_tool numbers of concurrent clients, one principal")
+	findDuration := fs.Duration("find-duration", 5*time.Second, "length of each find_tool run")
 	walks := fs.Int("walks", 5, "W2 warm walks per side, size and era")
 	connects := fs.Int("connects", 20, "W3 connects per side, size and era")
-	small := fs.Bool("small", false, "skip the 10,000-tool catalog (smoke runs)")
+	small := fs.Bool("small", false, "skip the second W1 catalog and the 10,000-tool W2/W3 catalog (smoke runs)")
+	profile := fs.String("profile", "", "turn on the services' profiles and write CPU and allocation profiles into this directory")
+	profileSeconds := fs.Int("profile-seconds", 10, "length of each profile")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	levels, err := parseLevels(*concurrency)
+	levels, err := parseLevels("--concurrency", *concurrency)
 	if err != nil {
 		return err
 	}
-	if *callDuration <= 0 || *callDuration > 10*time.Minute || *walks < 1 || *connects < 1 || *maxCalls < 1 || *runs < 1 || *runs > 20 {
-		return errors.New("--call-duration must be in (0, 10m]; --walks, --connects and --max-calls at least 1; --runs in [1, 20]")
+	largeLevels, err := parseLevels("--large-concurrency", *largeConcurrency)
+	if err != nil {
+		return err
+	}
+	findLevels, err := parseLevels("--find-concurrency", *findConcurrency)
+	if err != nil {
+		return err
+	}
+	largeTopology, err := parseTopology(*large)
+	if err != nil {
+		return err
+	}
+	if *callDuration <= 0 || *callDuration > 10*time.Minute || *findDuration <= 0 || *findDuration > 10*time.Minute ||
+		*walks < 1 || *connects < 1 || *maxCalls < 1 || *runs < 1 || *runs > 20 {
+		return errors.New("--call-duration and --find-duration must be in (0, 10m]; --walks, --connects and --max-calls at least 1; --runs in [1, 20]")
+	}
+	if *principals < 1 || *principals > 10000 || *profileSeconds < 1 || *profileSeconds > 300 {
+		return errors.New("--principals must be in [1, 10000], --profile-seconds in [1, 300]")
 	}
 	catalogs := load.DefaultCatalogs
 	if *small {
 		catalogs = catalogs[:1]
+		largeTopology = load.Topology{}
+	}
+	var finds []load.FindSpec
+	for i, n := range findLevels {
+		finds = append(finds, load.FindSpec{Concurrency: n, Principals: 1})
+		if i == 0 && *principals > 1 {
+			finds = append(finds, load.FindSpec{Concurrency: n, Principals: *principals})
+		}
 	}
 	opts := load.BenchOptions{
 		CallDuration: *callDuration, Concurrency: levels, MaxCallsPerRun: *maxCalls, Runs: *runs,
-		Walks: *walks, Connects: *connects, Catalogs: catalogs, Progress: os.Stderr,
+		Large: largeTopology, LargeConcurrency: largeLevels, Principals: *principals,
+		Find: finds, FindDuration: *findDuration,
+		Walks: *walks, Connects: *connects, Catalogs: catalogs,
+		ProfileDir: *profile, ProfileSeconds: *profileSeconds, Progress: os.Stderr,
 	}
 	env, done, err := c.env(ctx)
 	if err != nil {
@@ -193,16 +234,27 @@ func soak(ctx context.Context, args []string) (err error) {
 	return nil
 }
 
-func parseLevels(s string) ([]int, error) {
+func parseLevels(flag, s string) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 || n > 1024 || (len(out) > 0 && n <= out[len(out)-1]) {
-			return nil, fmt.Errorf("--concurrency: want ascending numbers in [1, 1024], got %q", s)
+			return nil, fmt.Errorf("%s: want ascending numbers in [1, 1024], got %q", flag, s)
 		}
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// parseTopology reads "BACKENDSxTOOLS", e.g. "20x500".
+func parseTopology(s string) (load.Topology, error) {
+	b, t, ok := strings.Cut(s, "x")
+	backends, err1 := strconv.Atoi(b)
+	tools, err2 := strconv.Atoi(t)
+	if !ok || err1 != nil || err2 != nil || backends < 1 || backends > 100 || tools < 1 || tools > 10000 {
+		return load.Topology{}, fmt.Errorf("--large-catalog: want BACKENDSxTOOLS with 1-100 backends of 1-10000 tools, got %q", s)
+	}
+	return load.Topology{Backends: backends, ToolsPerBackend: tools}, nil
 }
 
 // tailBuffer keeps the last max lines written to it.
