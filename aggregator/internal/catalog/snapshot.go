@@ -38,6 +38,11 @@ func (k Kind) String() string {
 	return [...]string{"tools", "resources", "resourceTemplates", "prompts"}[k]
 }
 
+// API is the kind as the API's RPC and message names spell it.
+func (k Kind) API() string {
+	return [...]string{"Tools", "Resources", "ResourceTemplates", "Prompts"}[k]
+}
+
 // Item is one catalog entry of any kind.
 type Item[M any] struct {
 	// Key is the sort and lookup key: the advertised name of a tool or
@@ -77,6 +82,7 @@ type Snapshot struct {
 	promptIdx  map[string]int
 	digest     [sha256.Size]byte
 	views      viewCache
+	decisions  decisionCache
 }
 
 // Digest identifies the snapshot's content.

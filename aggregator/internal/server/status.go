@@ -1,4 +1,4 @@
-package aggregator
+package server
 
 import (
 	"context"
@@ -10,20 +10,13 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
 	"github.com/switchboard-mcp/switchboard/services/apierr"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 )
 
-// Errors of the aggregator core; toStatus turns them into gRPC statuses.
-var (
-	// errNotFound: no such item in the principal's view. Denied items get it
-	// too, so callers cannot tell them from missing ones.
-	errNotFound = errors.New("not found")
-	// errBackendDown: the owning backend is unhealthy; nothing was sent.
-	errBackendDown = errors.New("backend unavailable")
-	// errAllChangesDenied: all_changes asked by an untrusted caller.
-	errAllChangesDenied = errors.New("all_changes requires a trusted service caller")
-)
+// errAllChangesDenied: all_changes asked by an untrusted caller.
+var errAllChangesDenied = errors.New("all_changes requires a trusted service caller")
 
 // invalidArgument is a malformed request field; its text is client-safe.
 type invalidArgument string
@@ -43,11 +36,11 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_CURSOR, "invalid cursor")
 	case errors.As(err, &inv):
 		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, inv.Error())
-	case errors.Is(err, errNotFound):
+	case errors.Is(err, engine.ErrNotFound):
 		return apierr.New(codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND, "not found")
 	case errors.Is(err, errAllChangesDenied):
 		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_NOT_ALLOWED, errAllChangesDenied.Error())
-	case errors.Is(err, errBackendDown):
+	case errors.Is(err, engine.ErrBackendDown):
 		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_BACKEND_UNAVAILABLE, "backend unavailable")
 	case errors.Is(err, backend.ErrUnavailable):
 		log.WarnContext(ctx, "backend unreachable", "method", method, "err", err)
