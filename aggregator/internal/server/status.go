@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strconv"
 
 	"google.golang.org/grpc/codes"
 
@@ -12,6 +11,8 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
 	"github.com/switchboard-mcp/switchboard/services/apierr"
+	"github.com/switchboard-mcp/switchboard/services/backenderr"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 )
 
@@ -58,12 +59,8 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 		return apierr.New(codes.DeadlineExceeded, commonv1.ErrorReason_ERROR_REASON_BACKEND_TIMEOUT, "backend did not answer in time")
 	case errors.As(err, &perr):
 		// The backend's own JSON-RPC error is what an MCP client would have
-		// seen from it; the gateway may re-emit it from the metadata.
-		meta := []string{"mcp_code", strconv.FormatInt(perr.Code, 10), "mcp_message", perr.Message}
-		if perr.Data != "" {
-			meta = append(meta, "mcp_data", perr.Data)
-		}
-		return apierr.New(codes.Unknown, commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR, "backend error: "+perr.Message, meta...)
+		// seen from it; the gateway may re-emit it from the detail.
+		return backenderr.New("backend error: "+perr.Message, &aggregatorv1.BackendError{Code: perr.Code, Message: perr.Message, DataJson: perr.Data})
 	case errors.Is(err, context.Canceled):
 		return apierr.New(codes.Canceled, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "request cancelled")
 	case errors.Is(err, context.DeadlineExceeded):

@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"strconv"
 
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mcp/switchboard/services/apierr"
+	"github.com/switchboard-mcp/switchboard/services/backenderr"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 )
 
@@ -35,8 +36,8 @@ func statusToMCP(st *status.Status, e era, method string) (mcpErr *rpcError, int
 		}
 		return newError(codeInvalidParams, st.Message()), false
 	case codes.Unknown:
-		if reason, meta := apierr.Info(st.Err()); reason == commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR {
-			return backendError(meta, e), false
+		if be, ok := backenderr.From(st.Err()); ok {
+			return backendError(be, e), false
 		}
 		return newError(codeInternalError, "internal error"), true
 	case codes.Unimplemented:
@@ -62,15 +63,13 @@ func statusToMCP(st *status.Status, e era, method string) (mcpErr *rpcError, int
 }
 
 // backendError re-emits a backend's own JSON-RPC error, which the
-// aggregator passes in the status metadata (mcp_code, mcp_message and, when
-// the error had data, mcp_data as JSON). Only codes that describe the
+// aggregator passes as a BackendError status detail. Only codes that describe the
 // client's request are kept; codes about the aggregator's own exchange with
 // the backend (parse errors, header or version problems on that hop) become
 // internal errors, since the client did nothing wrong.
-func backendError(meta map[string]string, e era) *rpcError {
-	code, err := strconv.Atoi(meta["mcp_code"])
-	msg := meta["mcp_message"]
-	if err != nil || msg == "" {
+func backendError(be *aggregatorv1.BackendError, e era) *rpcError {
+	code, msg := int(be.GetCode()), be.GetMessage()
+	if msg == "" {
 		return newError(codeInternalError, "the server behind this request failed")
 	}
 	var out *rpcError
@@ -90,7 +89,7 @@ func backendError(meta map[string]string, e era) *rpcError {
 		// backend's message under a code the spec defines.
 		out = newError(codeInternalError, msg)
 	}
-	if data := meta["mcp_data"]; data != "" && json.Valid([]byte(data)) {
+	if data := be.GetDataJson(); data != "" && json.Valid([]byte(data)) {
 		out.Data = json.RawMessage(data)
 	}
 	return out

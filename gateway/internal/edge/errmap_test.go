@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,6 +14,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mcp/switchboard/services/apierr"
+	"github.com/switchboard-mcp/switchboard/services/backenderr"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 )
 
@@ -92,15 +95,16 @@ func TestGRPCErrorLogsDetail(t *testing.T) {
 }
 
 // TestBackendErrorPassThrough: a backend's own JSON-RPC error, passed by
-// the aggregator in the status metadata, reaches the client when it
+// the aggregator as a BackendError status detail, reaches the client when it
 // describes the client's request, per era.
 func TestBackendErrorPassThrough(t *testing.T) {
 	backendStatus := func(code, data string) *status.Status {
-		meta := []string{"mcp_code", code, "mcp_message", "backend says no"}
-		if data != "" {
-			meta = append(meta, "mcp_data", data)
+		msg := "backend says no"
+		n, err := strconv.ParseInt(code, 10, 64)
+		if err != nil {
+			msg = "" // a detail without a message is malformed
 		}
-		st, _ := status.FromError(apierr.New(codes.Unknown, commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR, "backend error: backend says no", meta...))
+		st, _ := status.FromError(backenderr.New("backend error: backend says no", &aggregatorv1.BackendError{Code: n, Message: msg, DataJson: data}))
 		return st
 	}
 	cases := []struct {
