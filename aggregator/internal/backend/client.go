@@ -32,7 +32,11 @@ type Client struct {
 	log      *slog.Logger
 	redactor *strings.Replacer
 	http     *http.Client
-	mcp      *mcp.Client
+	// raw sends the raw path's calls (raw.go) over the same connection
+	// pool; ids numbers their requests.
+	raw *http.Client
+	ids atomic.Uint64
+	mcp *mcp.Client
 	// probe connects without list_changed handlers, so a Modern health probe
 	// is a bare server/discover that opens no subscription.
 	probe *mcp.Client
@@ -79,9 +83,11 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 	}
 	// otelhttp injects the W3C trace context of the request's context, so
 	// the backend call joins the caller's trace.
-	rt = otelhttp.NewTransport(rt, otelhttp.WithSpanNameFormatter(func(string, *http.Request) string {
-		return "mcp backend " + cfg.Name
-	}))
+	spanName := otelhttp.WithSpanNameFormatter(func(string, *http.Request) string { return "mcp backend " + cfg.Name })
+	rt = otelhttp.NewTransport(rt, spanName)
+	// The raw path sets the configured headers itself and reads its
+	// responses to the end.
+	raw := otelhttp.NewTransport(resender{next: base}, spanName)
 
 	// Header values, and any password or query in the URL, are secrets:
 	// they are cut out of every error message before it is logged or
@@ -105,6 +111,7 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 		log:      log.With("backend", cfg.Name),
 		redactor: strings.NewReplacer(pairs...),
 		http:     &http.Client{Transport: rt},
+		raw:      &http.Client{Transport: raw},
 		health:   newHealthTracker(),
 		held:     map[string]*heldCall{},
 		maxHeld:  maxHeldCalls,

@@ -75,6 +75,20 @@ func (d detacher) RoundTrip(r *http.Request) (*http.Response, error) {
 // the transport itself retries only idempotent methods, and every MCP
 // request is a POST.
 func (d detacher) send(ctx context.Context, r *http.Request) (*http.Response, error) {
+	return resend(d.next, ctx, r)
+}
+
+// resender is the raw path's transport: it sends a request once more on a
+// fresh connection when a pooled one turns out dead, as detacher does; the
+// raw path reads its responses to the end itself, so nothing needs
+// detaching.
+type resender struct{ next http.RoundTripper }
+
+func (t resender) RoundTrip(r *http.Request) (*http.Response, error) {
+	return resend(t.next, r.Context(), r)
+}
+
+func resend(next http.RoundTripper, ctx context.Context, r *http.Request) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
 		var reused, written bool
 		trace := &httptrace.ClientTrace{
@@ -89,7 +103,7 @@ func (d detacher) send(ctx context.Context, r *http.Request) (*http.Response, er
 			}
 			req.Body = body
 		}
-		resp, err := d.next.RoundTrip(req)
+		resp, err := next.RoundTrip(req)
 		if err == nil || attempt > 0 || !reused || written || r.GetBody == nil || ctx.Err() != nil {
 			return resp, err
 		}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
@@ -13,7 +11,8 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
-// GetPrompt renders a prompt on its owning backend.
+// GetPrompt renders a prompt on its owning backend, passed through raw
+// like tools/call.
 func (s *Server) GetPrompt(ctx context.Context, req *aggregatorv1.GetPromptRequest) (*aggregatorv1.GetPromptResponse, error) {
 	resp, err := s.getPrompt(ctx, req)
 	return resp, s.fail(ctx, "GetPrompt", err)
@@ -30,59 +29,71 @@ func (s *Server) getPrompt(ctx context.Context, req *aggregatorv1.GetPromptReque
 	if err != nil {
 		return nil, err
 	}
-	params := &mcp.GetPromptParams{Name: it.Original, Arguments: req.GetArguments(), RequestState: req.GetRequestState()}
-	if params.Meta, err = clientCapabilities(req.GetContext()); err != nil {
-		return nil, err
-	}
-	if params.InputResponses, err = inputResponses(req.GetInputResponsesJson()); err != nil {
-		return nil, err
-	}
-	res, err := timed(s, b, "prompts/get", func() (*mcp.GetPromptResult, error) { return b.GetPrompt(ctx, params) })
+	caps, err := capabilities(req.GetContext())
 	if err != nil {
 		return nil, err
 	}
-	text, err := resultJSON(res)
+	var p backend.ParamsBuilder
+	p.String("name", it.Original)
+	if args := req.GetArguments(); len(args) > 0 {
+		raw, err := json.Marshal(args)
+		if err != nil {
+			return nil, err
+		}
+		p.Raw("arguments", raw)
+	}
+	if err := mrtrParams(&p, req.GetInputResponsesJson(), req.GetRequestState()); err != nil {
+		return nil, err
+	}
+	call := &backend.Call{Method: "prompts/get", Name: it.Original, Params: p.Bytes(), ClientCapabilities: caps}
+	res, err := timed(s, b, "prompts/get", func() (*backend.Result, error) { return b.Call(ctx, call) })
 	if err != nil {
 		return nil, err
 	}
-	return &aggregatorv1.GetPromptResponse{ResultJson: text, ResultType: resultType(res.NeedsInput()), Backend: b.Name()}, nil
+	return &aggregatorv1.GetPromptResponse{ResultJson: res.JSON, ResultType: resultType(res.ResultType), Backend: b.Name()}, nil
 }
 
 // Complete routes a completion request by its reference: a prompt by
-// advertised name, or a resource template (or resource) by URI.
+// advertised name, or a resource template (or resource) by URI. The
+// params reach the backend as the client sent them, except for a prompt
+// reference's name, which becomes the backend's own.
 func (s *Server) Complete(ctx context.Context, req *aggregatorv1.CompleteRequest) (*aggregatorv1.CompleteResponse, error) {
 	resp, err := s.complete(ctx, req)
 	return resp, s.fail(ctx, "Complete", err)
 }
 
 func (s *Server) complete(ctx context.Context, req *aggregatorv1.CompleteRequest) (*aggregatorv1.CompleteResponse, error) {
-	var params mcp.CompleteParams
-	if err := json.Unmarshal([]byte(req.GetParamsJson()), &params); err != nil || params.Ref == nil {
+	var params map[string]json.RawMessage
+	var ref struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+		URI  string `json:"uri"`
+	}
+	if err := json.Unmarshal([]byte(req.GetParamsJson()), &params); err != nil || params == nil || json.Unmarshal(params["ref"], &ref) != nil {
 		return nil, invalidArgument("params_json must be completion params with a ref")
 	}
-	params.Meta = nil
+	delete(params, "_meta")
 	snap, _ := s.e.Snapshot()
+	principal := svcauth.PrincipalFrom(ctx)
 	var (
 		b   *backend.Client
 		err error
 	)
-	switch params.Ref.Type {
+	switch ref.Type {
 	case "ref/prompt":
-		name := params.Ref.Name
-		it, found := snap.Prompt(name)
+		it, found := snap.Prompt(ref.Name)
 		var bname string
 		if found {
 			bname = it.Backend
 		}
-		if b, err = s.e.Owner(snap, svcauth.PrincipalFrom(ctx), catalog.KindPrompts, name, bname, found); err == nil {
-			params.Ref.Name = it.Original
+		if b, err = s.e.Owner(snap, principal, catalog.KindPrompts, ref.Name, bname, found); err == nil {
+			params["ref"], err = renamedRef(params["ref"], it.Original)
 		}
 	case "ref/resource":
-		uri := params.Ref.URI
-		if t, ok := snap.Template(uri); ok {
-			b, err = s.e.Owner(snap, svcauth.PrincipalFrom(ctx), catalog.KindResourceTemplates, uri, t.Backend, true)
-		} else if r, ok := snap.Resource(uri); ok {
-			b, err = s.e.Owner(snap, svcauth.PrincipalFrom(ctx), catalog.KindResources, uri, r.Backend, true)
+		if t, ok := snap.Template(ref.URI); ok {
+			b, err = s.e.Owner(snap, principal, catalog.KindResourceTemplates, ref.URI, t.Backend, true)
+		} else if r, ok := snap.Resource(ref.URI); ok {
+			b, err = s.e.Owner(snap, principal, catalog.KindResources, ref.URI, r.Backend, true)
 		} else {
 			err = engine.ErrNotFound
 		}
@@ -92,13 +103,25 @@ func (s *Server) complete(ctx context.Context, req *aggregatorv1.CompleteRequest
 	if err != nil {
 		return nil, err
 	}
-	res, err := timed(s, b, "completion/complete", func() (*mcp.CompleteResult, error) { return b.Complete(ctx, &params) })
+	raw, err := json.Marshal(params)
 	if err != nil {
 		return nil, err
 	}
-	text, err := resultJSON(res)
+	call := &backend.Call{Method: "completion/complete", Params: raw}
+	res, err := timed(s, b, "completion/complete", func() (*backend.Result, error) { return b.Call(ctx, call) })
 	if err != nil {
 		return nil, err
 	}
-	return &aggregatorv1.CompleteResponse{ResultJson: text}, nil
+	return &aggregatorv1.CompleteResponse{ResultJson: res.JSON}, nil
+}
+
+// renamedRef is a prompt reference with its name replaced, other members
+// kept.
+func renamedRef(raw json.RawMessage, name string) (json.RawMessage, error) {
+	var ref map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &ref); err != nil {
+		return nil, invalidArgument("params_json must be completion params with a ref")
+	}
+	ref["name"], _ = json.Marshal(name)
+	return json.Marshal(ref)
 }

@@ -3,13 +3,13 @@ package server
 import (
 	"context"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
-// ReadResource reads a resource from its owning backend.
+// ReadResource reads a resource from its owning backend, passed through
+// raw like tools/call.
 func (s *Server) ReadResource(ctx context.Context, req *aggregatorv1.ReadResourceRequest) (*aggregatorv1.ReadResourceResponse, error) {
 	resp, err := s.readResource(ctx, req)
 	return resp, s.fail(ctx, "ReadResource", err)
@@ -25,20 +25,19 @@ func (s *Server) readResource(ctx context.Context, req *aggregatorv1.ReadResourc
 	if err != nil {
 		return nil, err
 	}
-	params := &mcp.ReadResourceParams{URI: uri, RequestState: req.GetRequestState()}
-	if params.Meta, err = clientCapabilities(req.GetContext()); err != nil {
-		return nil, err
-	}
-	if params.InputResponses, err = inputResponses(req.GetInputResponsesJson()); err != nil {
-		return nil, err
-	}
-	res, err := timed(s, b, "resources/read", func() (*mcp.ReadResourceResult, error) { return b.ReadResource(ctx, params) })
+	caps, err := capabilities(req.GetContext())
 	if err != nil {
 		return nil, err
 	}
-	text, err := resultJSON(res)
+	var p backend.ParamsBuilder
+	p.String("uri", uri)
+	if err := mrtrParams(&p, req.GetInputResponsesJson(), req.GetRequestState()); err != nil {
+		return nil, err
+	}
+	call := &backend.Call{Method: "resources/read", Name: uri, Params: p.Bytes(), ClientCapabilities: caps}
+	res, err := timed(s, b, "resources/read", func() (*backend.Result, error) { return b.Call(ctx, call) })
 	if err != nil {
 		return nil, err
 	}
-	return &aggregatorv1.ReadResourceResponse{ResultJson: text, ResultType: resultType(res.NeedsInput()), Backend: b.Name()}, nil
+	return &aggregatorv1.ReadResourceResponse{ResultJson: res.JSON, ResultType: resultType(res.ResultType), Backend: b.Name()}, nil
 }

@@ -1301,20 +1301,24 @@ type CallToolRequest struct {
 	// The Mcp-Param-* headers of a Modern tools/call exactly as the client
 	// sent them: the key is the header name without the "Mcp-Param-" prefix,
 	// lower-cased; the value is as sent (still in its =?base64?...?= form if
-	// the client encoded it). Set only for Modern requests; empty for Legacy
-	// ones, which have no such headers. After the authorization decision (a
-	// tool the principal may not call is NOT_FOUND before any header is
-	// looked at), the aggregator checks them against the tool's inputSchema
+	// the client encoded it). Only for Modern requests (see
+	// check_param_headers); Legacy requests have no such headers. After the
+	// authorization decision (a tool the principal may not call is NOT_FOUND
+	// before any header is looked at), the aggregator checks them against the tool's inputSchema
 	// x-mcp-header annotations with the rules of the MCP 2026-07-28
 	// Streamable HTTP binding: every annotated argument that is present and
 	// not null must be mirrored by its header with an equal value, an absent
 	// or null one must not be. A mismatch is INVALID_ARGUMENT with reason
 	// ERROR_REASON_HEADER_MISMATCH and the offending header's full name
 	// ("Mcp-Param-<Name>") in the ErrorInfo metadata key "header". At most
-	// 64 entries.
-	ParamHeaders  map[string]string `protobuf:"bytes,7,rep,name=param_headers,json=paramHeaders,proto3" json:"param_headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// 64 entries. Checked only when check_param_headers is set.
+	ParamHeaders map[string]string `protobuf:"bytes,7,rep,name=param_headers,json=paramHeaders,proto3" json:"param_headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Set for a Modern request: param_headers holds every Mcp-Param-* header
+	// the client sent (possibly none) and is to be checked. Unset for Legacy
+	// requests and internal callers, whose calls carry no such headers.
+	CheckParamHeaders bool `protobuf:"varint,8,opt,name=check_param_headers,json=checkParamHeaders,proto3" json:"check_param_headers,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *CallToolRequest) Reset() {
@@ -1394,6 +1398,13 @@ func (x *CallToolRequest) GetParamHeaders() map[string]string {
 		return x.ParamHeaders
 	}
 	return nil
+}
+
+func (x *CallToolRequest) GetCheckParamHeaders() bool {
+	if x != nil {
+		return x.CheckParamHeaders
+	}
+	return false
 }
 
 // CallToolStreamRequest is a CallToolRequest whose notifications are
@@ -2589,7 +2600,7 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\x0eRequestContext\x12.\n" +
 	"\x13progress_token_json\x18\x01 \x01(\tR\x11progressTokenJson\x128\n" +
 	"\x18client_capabilities_json\x18\x03 \x01(\tR\x16clientCapabilitiesJson\x12\x1b\n" +
-	"\tlog_level\x18\x04 \x01(\tR\blogLevelJ\x04\b\x02\x10\x03\"\xcc\x03\n" +
+	"\tlog_level\x18\x04 \x01(\tR\blogLevelJ\x04\b\x02\x10\x03\"\xfc\x03\n" +
 	"\x0fCallToolRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12%\n" +
@@ -2597,7 +2608,8 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\acontext\x18\x04 \x01(\v2).switchboard.aggregator.v1.RequestContextR\acontext\x120\n" +
 	"\x14input_responses_json\x18\x05 \x01(\tR\x12inputResponsesJson\x12#\n" +
 	"\rrequest_state\x18\x06 \x01(\tR\frequestState\x12a\n" +
-	"\rparam_headers\x18\a \x03(\v2<.switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntryR\fparamHeaders\x1a?\n" +
+	"\rparam_headers\x18\a \x03(\v2<.switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntryR\fparamHeaders\x12.\n" +
+	"\x13check_param_headers\x18\b \x01(\bR\x11checkParamHeaders\x1a?\n" +
 	"\x11ParamHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x97\x01\n" +
