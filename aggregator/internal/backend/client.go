@@ -34,9 +34,10 @@ type Client struct {
 	http     *http.Client
 	// raw sends the raw path's calls (raw.go) over the same connection
 	// pool; ids numbers their requests.
-	raw *http.Client
-	ids atomic.Uint64
-	mcp *mcp.Client
+	raw      http.RoundTripper
+	ids      atomic.Uint64
+	spanName string
+	mcp      *mcp.Client
 	// probe connects without list_changed handlers, so a Modern health probe
 	// is a bare server/discover that opens no subscription.
 	probe *mcp.Client
@@ -85,9 +86,10 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 	// the backend call joins the caller's trace.
 	spanName := otelhttp.WithSpanNameFormatter(func(string, *http.Request) string { return "mcp backend " + cfg.Name })
 	rt = otelhttp.NewTransport(rt, spanName)
-	// The raw path sets the configured headers itself and reads its
-	// responses to the end.
-	raw := otelhttp.NewTransport(resender{next: base}, spanName)
+	// The raw path sets the configured headers itself, reads its responses
+	// to the end and joins the caller's trace itself (raw.go): otelhttp's
+	// per-request metric bookkeeping cost more than the rest of the hop.
+	raw := resender{next: base}
 
 	// Header values, and any password or query in the URL, are secrets:
 	// they are cut out of every error message before it is logged or
@@ -111,7 +113,8 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 		log:      log.With("backend", cfg.Name),
 		redactor: strings.NewReplacer(pairs...),
 		http:     &http.Client{Transport: rt},
-		raw:      &http.Client{Transport: raw},
+		raw:      raw,
+		spanName: "mcp backend " + cfg.Name,
 		health:   newHealthTracker(),
 		held:     map[string]*heldCall{},
 		maxHeld:  maxHeldCalls,

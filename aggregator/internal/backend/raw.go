@@ -16,6 +16,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/paramheader"
 )
@@ -151,6 +156,8 @@ func (c *Client) exchange(ctx context.Context, s *mcp.ClientSession, call *Call)
 	buf := bufPool.Get().(*bytes.Buffer)
 	buf.Reset()
 	writeRequest(buf, id, call, modern, version)
+	ctx, span := tracer.Start(ctx, c.spanName, spanKindClient)
+	defer span.End()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.URL, bytes.NewReader(buf.Bytes()))
 	if err != nil {
 		return nil, err
@@ -174,11 +181,17 @@ func (c *Client) exchange(ctx context.Context, s *mcp.ClientSession, call *Call)
 	} else if sessionID = s.ID(); sessionID != "" {
 		h["Mcp-Session-Id"] = []string{sessionID}
 	}
-	resp, err := c.raw.Do(req)
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(h))
+	resp, err := c.raw.RoundTrip(req)
 	if err != nil {
+		span.SetStatus(codes.Error, "no response")
 		return nil, err
 	}
+	span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
 	res, err := c.readAnswer(ctx, resp, id, call, modern, s)
+	if err != nil {
+		span.SetStatus(codes.Error, "call failed")
+	}
 	if resp.StatusCode/100 == 2 {
 		// The request was consumed whole before the backend answered 2xx;
 		// only then may its buffer be used again.
@@ -190,6 +203,13 @@ func (c *Client) exchange(ctx context.Context, s *mcp.ClientSession, call *Call)
 	}
 	return res, err
 }
+
+// tracer makes the span of each raw backend request; its W3C context goes
+// to the backend with the request, so the backend joins the caller's trace.
+var (
+	tracer         = otel.Tracer("github.com/switchboard-mcp/switchboard/aggregator/internal/backend")
+	spanKindClient = trace.WithSpanKind(trace.SpanKindClient)
+)
 
 var (
 	jsonContentType = []string{"application/json"}
@@ -441,7 +461,7 @@ func (c *Client) refuseRequest(ctx context.Context, s *mcp.ClientSession, m mess
 	for k, v := range c.cfg.Headers {
 		req.Header.Set(k, v)
 	}
-	resp, err := c.raw.Do(req)
+	resp, err := c.raw.RoundTrip(req)
 	if err != nil {
 		c.log.Warn("could not refuse a backend's request", "method", string(m.method), "err", c.Redact(err.Error()))
 		return

@@ -93,34 +93,81 @@ func selfCPU() time.Duration {
 
 // BenchmarkCallTool drives CallTool over real gRPC (loopback, service
 // token auth) through the aggregator to a real demo backend process over
-// HTTP, per era the aggregator speaks to the backend. It reports, beside
-// ns/op and allocs/op, the CPU this process spent per call (aggregator and
-// the benchmark's own gRPC client) and the backend process's CPU per call.
-// Profile with -cpuprofile; the backend's work is not in it.
+// HTTP, per era the aggregator speaks to the backend, one call at a time
+// (c=1) and 16 at once (c=16). It reports, beside ns/op and allocs/op, the
+// CPU this process spent per call (the aggregator and the benchmark's own
+// gRPC client: see BenchmarkGRPCFloor for the latter's share) and the
+// backend process's CPU per call. Profile with -cpuprofile; the backend's
+// work is not in it.
 func BenchmarkCallTool(b *testing.B) {
 	backend := startDemoBackend(b, 200)
 	for _, era := range []string{"2026-07-28", "2025-11-25"} {
-		b.Run("era="+era, func(b *testing.B) {
-			name := "demo" + strings.ReplaceAll(era, "-", "")
-			cfg := parseConfig(b, "aggregator:\n  catalogTTL: 1h\n  backends:\n    - {name: "+name+", url: "+backend.url+", protocol: \""+era+"\"}\n")
-			h := startAggregator(b, cfg)
-			req := &aggregatorv1.CallToolRequest{Principal: principal("alice", "eng"), Name: name + "_tool_0042", ArgumentsJson: `{"message":"hello","n":42}`}
-			ctx := context.Background()
-			if resp, err := h.gateway.CallTool(ctx, req); err != nil || !strings.Contains(resp.GetResultJson(), "hello") {
-				b.Fatalf("first call: %v %v", resp, err)
+		name := "demo" + strings.ReplaceAll(era, "-", "")
+		cfg := parseConfig(b, "aggregator:\n  catalogTTL: 1h\n  backends:\n    - {name: "+name+", url: "+backend.url+", protocol: \""+era+"\"}\n")
+		h := startAggregator(b, cfg)
+		req := &aggregatorv1.CallToolRequest{Principal: principal("alice", "eng"), Name: name + "_tool_0042", ArgumentsJson: `{"message":"hello","n":42}`}
+		ctx := context.Background()
+		if resp, err := h.gateway.CallTool(ctx, req); err != nil || !strings.Contains(resp.GetResultJson(), "hello") {
+			b.Fatalf("first call: %v %v", resp, err)
+		}
+		for _, c := range []int{1, 16} {
+			b.Run(fmt.Sprintf("era=%s/c=%d", era, c), func(b *testing.B) {
+				measureCPU(b, backend, c, func() error {
+					_, err := h.gateway.CallTool(ctx, req)
+					return err
+				})
+			})
+		}
+	}
+}
+
+// BenchmarkGRPCFloor is the benchmark's gRPC part of BenchmarkCallTool
+// alone: the same client, credentials and server, calling ListBackends of
+// an aggregator without backends, which does next to nothing.
+func BenchmarkGRPCFloor(b *testing.B) {
+	h := startAggregator(b, parseConfig(b, "aggregator:\n  catalogTTL: 1h\n"))
+	req := &aggregatorv1.ListBackendsRequest{Principal: principal("alice", "eng")}
+	for _, c := range []int{1, 16} {
+		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
+			measureCPU(b, nil, c, func() error {
+				_, err := h.gateway.ListBackends(context.Background(), req)
+				return err
+			})
+		})
+	}
+}
+
+// measureCPU runs call b.N times from c goroutines and reports CPU per
+// call of this process and of the backend process (if any).
+func measureCPU(b *testing.B, backend *demoBackendProcess, c int, call func() error) {
+	b.ReportAllocs()
+	var backendStart time.Duration
+	if backend != nil {
+		backendStart = backend.cpuTime(b)
+	}
+	selfStart := selfCPU()
+	b.ResetTimer()
+	if c == 1 {
+		for b.Loop() {
+			if err := call(); err != nil {
+				b.Fatal(err)
 			}
-			b.ReportAllocs()
-			selfStart, backendStart := selfCPU(), backend.cpuTime(b)
-			b.ResetTimer()
-			for b.Loop() {
-				if _, err := h.gateway.CallTool(ctx, req); err != nil {
-					b.Fatal(err)
+		}
+	} else {
+		b.SetParallelism((c + 1) / 2)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := call(); err != nil {
+					b.Error(err)
+					return
 				}
 			}
-			b.StopTimer()
-			n := float64(b.N)
-			b.ReportMetric(float64((selfCPU()-selfStart).Microseconds())/n, "cpu-us/op")
-			b.ReportMetric(float64((backend.cpuTime(b)-backendStart).Microseconds())/n, "backend-cpu-us/op")
 		})
+	}
+	b.StopTimer()
+	n := float64(b.N)
+	b.ReportMetric(float64((selfCPU()-selfStart).Microseconds())/n, "cpu-us/op")
+	if backend != nil {
+		b.ReportMetric(float64((backend.cpuTime(b)-backendStart).Microseconds())/n, "backend-cpu-us/op")
 	}
 }
