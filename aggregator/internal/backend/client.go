@@ -360,8 +360,9 @@ func bounded[T any](ctx context.Context, c *Client, f func(context.Context) (T, 
 	return res, err
 }
 
-// classify maps an SDK error to the caller's own context error,
-// ErrMalformedRequest, ErrTimeout, *ProtocolError or ErrUnavailable, with
+// classify maps an SDK or raw-path error to the caller's own context
+// error, ErrMalformedRequest, ErrProtocolViolation, ErrTimeout,
+// *ProtocolError or ErrUnavailable, with
 // secrets removed.
 func (c *Client) classify(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
@@ -369,6 +370,10 @@ func (c *Client) classify(ctx context.Context, err error) error {
 	}
 	if errors.Is(err, ErrMalformedRequest) {
 		return fmt.Errorf("%w (%s)", ErrMalformedRequest, c.Redact(err.Error()))
+	}
+	if errors.Is(err, ErrProtocolViolation) {
+		// One bad answer; the session stays.
+		return fmt.Errorf("%w (%s)", ErrProtocolViolation, c.Redact(err.Error()))
 	}
 	if errors.Is(err, errBudget) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%w after %s", ErrTimeout, c.cfg.Timeout)

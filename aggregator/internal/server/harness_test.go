@@ -63,6 +63,8 @@ type testBackend struct {
 	release  chan struct{}
 	stateful bool
 	handler  atomic.Pointer[mcp.StreamableHTTPHandler]
+	// wrap, if set, wraps every response writer (to alter the wire).
+	wrap atomic.Pointer[func(http.ResponseWriter) http.ResponseWriter]
 
 	mu       sync.Mutex
 	requests []*http.Request // headers of every request seen
@@ -122,6 +124,9 @@ func newTestBackend(t testing.TB, name string, o backendOptions) *testBackend {
 		if b.down.Load() {
 			http.Error(w, "backend down", http.StatusServiceUnavailable)
 			return
+		}
+		if wrap := b.wrap.Load(); wrap != nil {
+			w = (*wrap)(w)
 		}
 		b.handler.Load().ServeHTTP(w, r)
 	}))

@@ -10,6 +10,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/paramheader"
 	"github.com/switchboard-mcp/switchboard/services/apierr"
 	"github.com/switchboard-mcp/switchboard/services/backenderr"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
@@ -30,11 +31,16 @@ func (e invalidArgument) Error() string { return string(e) }
 func toStatus(ctx context.Context, log *slog.Logger, method string, err error) error {
 	var inv invalidArgument
 	var perr *backend.ProtocolError
+	var mismatch *paramheader.MismatchError
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, catalog.ErrInvalidCursor):
 		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_CURSOR, "invalid cursor")
+	case errors.As(err, &mismatch):
+		// The client's own header: its text is client-safe, and the gateway
+		// answers it with -32020.
+		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_HEADER_MISMATCH, mismatch.Error(), "header", mismatch.Header)
 	case errors.As(err, &inv):
 		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, inv.Error())
 	case errors.Is(err, engine.ErrNotFound):
@@ -54,6 +60,9 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 	case errors.Is(err, backend.ErrTooManyHeld):
 		log.WarnContext(ctx, "call refused: too many calls wait for client input", "method", method)
 		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "too many calls wait for client input; try again later")
+	case errors.Is(err, backend.ErrProtocolViolation):
+		log.WarnContext(ctx, "backend broke the protocol", "method", method, "err", err)
+		return apierr.New(codes.Internal, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "the backend answered outside the protocol")
 	case errors.Is(err, backend.ErrTimeout):
 		log.WarnContext(ctx, "backend timed out", "method", method, "err", err)
 		return apierr.New(codes.DeadlineExceeded, commonv1.ErrorReason_ERROR_REASON_BACKEND_TIMEOUT, "backend did not answer in time")
