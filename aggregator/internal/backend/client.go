@@ -8,16 +8,12 @@
 package backend
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"sync"
@@ -29,75 +25,6 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 )
 
-// Protocol versions a backend may be pinned to.
-const (
-	ProtocolAuto   = "auto"
-	ProtocolModern = "2026-07-28"
-	ProtocolLegacy = "2025-11-25"
-)
-
-// Config describes one backend.
-type Config struct {
-	Name string
-	URL  string
-	// Protocol is ProtocolAuto, ProtocolModern or ProtocolLegacy.
-	Protocol string
-	// Headers are added to every request. Their values are secrets: they
-	// never appear in logs or errors.
-	Headers map[string]string
-	// Timeout bounds every request to the backend.
-	Timeout time.Duration
-	// InputWait bounds how long a held call waits for the client's input
-	// (see CallToolAsking).
-	InputWait time.Duration
-}
-
-// Validate checks a configuration before any connection is attempted.
-func (c Config) Validate() error {
-	if c.Name == "" {
-		return errors.New("backend without a name")
-	}
-	u, err := url.Parse(c.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("backend %q: url must be an absolute http(s) URL", c.Name)
-	}
-	switch c.Protocol {
-	case "", ProtocolAuto, ProtocolModern, ProtocolLegacy:
-	default:
-		return fmt.Errorf("backend %q: protocol %q is not auto, %s or %s", c.Name, c.Protocol, ProtocolModern, ProtocolLegacy)
-	}
-	for k := range c.Headers {
-		if k == "" || strings.ContainsAny(k, " :\r\n") {
-			return fmt.Errorf("backend %q: invalid header name %q", c.Name, k)
-		}
-	}
-	return nil
-}
-
-// Errors a backend operation fails with. Callers branch with errors.Is.
-var (
-	// ErrTimeout: the backend did not answer within its timeout.
-	ErrTimeout = errors.New("backend timed out")
-	// ErrUnavailable: the backend could not be reached or its session broke.
-	ErrUnavailable = errors.New("backend unavailable")
-	// ErrMalformedRequest: the backend refused a call as malformed (HTTP 400
-	// without a JSON-RPC error), for example arguments nested deeper than
-	// its JSON decoder accepts. The caller sent it; the backend is fine.
-	ErrMalformedRequest = errors.New("backend rejected the request as malformed")
-)
-
-// ProtocolError is a JSON-RPC error the backend answered with.
-type ProtocolError struct {
-	Code    int64
-	Message string
-	// Data is the error's data as JSON text; empty if none.
-	Data string
-}
-
-func (e *ProtocolError) Error() string {
-	return fmt.Sprintf("backend error %d: %s", e.Code, e.Message)
-}
-
 // Client is the aggregator's connection to one backend. It is safe for
 // concurrent use.
 type Client struct {
@@ -105,6 +32,11 @@ type Client struct {
 	log      *slog.Logger
 	redactor *strings.Replacer
 	http     *http.Client
+	// raw sends the raw path's calls (raw.go) over the same connection
+	// pool; ids numbers their requests.
+	raw      http.RoundTripper
+	ids      atomic.Uint64
+	spanName string
 	mcp      *mcp.Client
 	// probe connects without list_changed handlers, so a Modern health probe
 	// is a bare server/discover that opens no subscription.
@@ -138,15 +70,7 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 	if log == nil {
 		log = slog.Default()
 	}
-	if cfg.Protocol == "" {
-		cfg.Protocol = ProtocolAuto
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 30 * time.Second
-	}
-	if cfg.InputWait <= 0 {
-		cfg.InputWait = 60 * time.Second
-	}
+	cfg = cfg.WithDefaults()
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	// Many concurrent calls to the same backend share a pool of keep-alive
 	// connections instead of dialing per call.
@@ -160,9 +84,12 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 	}
 	// otelhttp injects the W3C trace context of the request's context, so
 	// the backend call joins the caller's trace.
-	rt = otelhttp.NewTransport(rt, otelhttp.WithSpanNameFormatter(func(string, *http.Request) string {
-		return "mcp backend " + cfg.Name
-	}))
+	spanName := otelhttp.WithSpanNameFormatter(func(string, *http.Request) string { return "mcp backend " + cfg.Name })
+	rt = otelhttp.NewTransport(rt, spanName)
+	// The raw path sets the configured headers itself, reads its responses
+	// to the end and joins the caller's trace itself (raw.go): otelhttp's
+	// per-request metric bookkeeping cost more than the rest of the hop.
+	raw := resender{next: base}
 
 	// Header values, and any password or query in the URL, are secrets:
 	// they are cut out of every error message before it is logged or
@@ -186,6 +113,8 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 		log:      log.With("backend", cfg.Name),
 		redactor: strings.NewReplacer(pairs...),
 		http:     &http.Client{Transport: rt},
+		raw:      raw,
+		spanName: "mcp backend " + cfg.Name,
 		health:   newHealthTracker(),
 		held:     map[string]*heldCall{},
 		maxHeld:  maxHeldCalls,
@@ -222,157 +151,6 @@ func (c *Client) URL() string { return c.cfg.URL }
 
 // Timeout is the backend's per-request timeout.
 func (c *Client) Timeout() time.Duration { return c.cfg.Timeout }
-
-// headerInjector adds the configured headers to every request.
-type headerInjector struct {
-	headers map[string]string
-	next    http.RoundTripper
-}
-
-func (h headerInjector) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	for k, v := range h.headers {
-		r.Header.Set(k, v)
-	}
-	return h.next.RoundTrip(r)
-}
-
-// detacher keeps connections reusable. The SDK hands a call its result as
-// soon as the response message arrives and drains the rest of the event
-// stream in the background; the caller's context usually ends (the gRPC
-// call returns) before those last bytes are read, and a request whose
-// context ends mid-body loses its connection. So once the response headers
-// are in, the request no longer dies with the caller's context: after the
-// caller is gone the body gets a short grace to finish before it is cut.
-type detacher struct{ next http.RoundTripper }
-
-// drainGrace is how long a response may keep streaming after its caller
-// gave up; a normal response's tail arrives within microseconds, a hung
-// stream is cut after this.
-const drainGrace = 250 * time.Millisecond
-
-func (d detacher) RoundTrip(r *http.Request) (*http.Response, error) {
-	parent := r.Context()
-	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
-	// Until the headers arrive, the caller's cancellation aborts at once.
-	stop := context.AfterFunc(parent, cancel)
-	resp, err := d.send(ctx, r)
-	stop()
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	body := &watchedBody{ReadCloser: resp.Body, closed: make(chan struct{})}
-	resp.Body = body
-	go func() {
-		defer cancel()
-		select {
-		case <-body.closed:
-		case <-parent.Done():
-			select {
-			case <-body.closed:
-			case <-time.After(drainGrace):
-			}
-		}
-	}()
-	return resp, nil
-}
-
-// send sends r once more on a fresh connection when a pooled keep-alive
-// connection turns out to be dead (the backend or a proxy closed it) before
-// the request was completely written. A request that was not completely
-// written cannot have been processed, so this is safe for tool calls too;
-// the transport itself retries only idempotent methods, and every MCP
-// request is a POST.
-func (d detacher) send(ctx context.Context, r *http.Request) (*http.Response, error) {
-	for attempt := 0; ; attempt++ {
-		var reused, written bool
-		trace := &httptrace.ClientTrace{
-			GotConn:      func(i httptrace.GotConnInfo) { reused = i.Reused },
-			WroteRequest: func(i httptrace.WroteRequestInfo) { written = i.Err == nil },
-		}
-		req := r.WithContext(httptrace.WithClientTrace(ctx, trace))
-		if attempt > 0 {
-			body, err := r.GetBody()
-			if err != nil {
-				return nil, err
-			}
-			req.Body = body
-		}
-		resp, err := d.next.RoundTrip(req)
-		if err == nil || attempt > 0 || !reused || written || r.GetBody == nil || ctx.Err() != nil {
-			return resp, err
-		}
-	}
-}
-
-// rejections turns a backend's plain HTTP 400 to a call into
-// ErrMalformedRequest. The SDK would report it as a bare "Bad Request" and
-// break the whole session (every caller's) over one caller's request; an
-// error from the round trip instead fails only that call and leaves the
-// session open. Handshakes and JSON-RPC error bodies are left to the SDK:
-// a 400 to server/discover is how a Legacy backend says it is not Modern,
-// and a JSON-RPC error is the backend's own answer.
-type rejections struct{ next http.RoundTripper }
-
-// callMethods are the requests whose 400 is the caller's fault.
-var callMethods = map[string]bool{"tools/call": true, "resources/read": true, "prompts/get": true, "completion/complete": true}
-
-// maxRejectionText bounds how much of a rejection's body is kept for the log.
-const maxRejectionText = 512
-
-func (t rejections) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := t.next.RoundTrip(r)
-	if err != nil || resp.StatusCode != http.StatusBadRequest || r.GetBody == nil {
-		return resp, err
-	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	_ = resp.Body.Close()
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	var answer struct {
-		Error json.RawMessage `json:"error"`
-	}
-	if json.Unmarshal(body, &answer) == nil && len(answer.Error) > 0 {
-		return resp, nil
-	}
-	if !callMethods[requestMethod(r)] {
-		return resp, nil
-	}
-	text := strings.TrimSpace(string(body))
-	if len(text) > maxRejectionText {
-		text = text[:maxRejectionText]
-	}
-	return nil, fmt.Errorf("%w: %s", ErrMalformedRequest, text)
-}
-
-// requestMethod is the JSON-RPC method of a request, or "".
-func requestMethod(r *http.Request) string {
-	if m := r.Header.Get("Mcp-Method"); m != "" {
-		return m
-	}
-	rc, err := r.GetBody()
-	if err != nil {
-		return ""
-	}
-	defer rc.Close()
-	var msg struct {
-		Method string `json:"method"`
-	}
-	_ = json.NewDecoder(rc).Decode(&msg)
-	return msg.Method
-}
-
-type watchedBody struct {
-	io.ReadCloser
-	once   sync.Once
-	closed chan struct{}
-}
-
-func (b *watchedBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.once.Do(func() { close(b.closed) })
-	return err
-}
 
 func (c *Client) transport(standaloneSSE bool) *mcp.StreamableClientTransport {
 	return &mcp.StreamableClientTransport{
@@ -582,8 +360,9 @@ func bounded[T any](ctx context.Context, c *Client, f func(context.Context) (T, 
 	return res, err
 }
 
-// classify maps an SDK error to the caller's own context error,
-// ErrMalformedRequest, ErrTimeout, *ProtocolError or ErrUnavailable, with
+// classify maps an SDK or raw-path error to the caller's own context
+// error, ErrMalformedRequest, ErrProtocolViolation, ErrTimeout,
+// *ProtocolError or ErrUnavailable, with
 // secrets removed.
 func (c *Client) classify(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
@@ -591,6 +370,10 @@ func (c *Client) classify(ctx context.Context, err error) error {
 	}
 	if errors.Is(err, ErrMalformedRequest) {
 		return fmt.Errorf("%w (%s)", ErrMalformedRequest, c.Redact(err.Error()))
+	}
+	if errors.Is(err, ErrProtocolViolation) {
+		// One bad answer; the session stays.
+		return fmt.Errorf("%w (%s)", ErrProtocolViolation, c.Redact(err.Error()))
 	}
 	if errors.Is(err, errBudget) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%w after %s", ErrTimeout, c.cfg.Timeout)

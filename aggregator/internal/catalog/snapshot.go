@@ -16,6 +16,7 @@ import (
 	"github.com/yosida95/uritemplate/v3"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/paramheader"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 )
 
@@ -38,6 +39,11 @@ func (k Kind) String() string {
 	return [...]string{"tools", "resources", "resourceTemplates", "prompts"}[k]
 }
 
+// API is the kind as the API's RPC and message names spell it.
+func (k Kind) API() string {
+	return [...]string{"Tools", "Resources", "ResourceTemplates", "Prompts"}[k]
+}
+
 // Item is one catalog entry of any kind.
 type Item[M any] struct {
 	// Key is the sort and lookup key: the advertised name of a tool or
@@ -48,8 +54,12 @@ type Item[M any] struct {
 	Original string
 	// Msg is the prebuilt API message; it is shared and must not be
 	// modified.
-	Msg    M
-	digest [sha256.Size]byte
+	Msg M
+	// ParamHeaders are a tool's x-mcp-header bindings, extracted from its
+	// inputSchema once when the item is built, so checking and computing a
+	// call's Mcp-Param-* headers is a walk over these only (tools only).
+	ParamHeaders []paramheader.Binding
+	digest       [sha256.Size]byte
 }
 
 // Snapshot is one immutable catalog. It holds the items of every backend
@@ -77,6 +87,7 @@ type Snapshot struct {
 	promptIdx  map[string]int
 	digest     [sha256.Size]byte
 	views      viewCache
+	decisions  decisionCache
 }
 
 // Digest identifies the snapshot's content.
@@ -290,6 +301,9 @@ func build[T any, M any](naming *Naming, kind Kind, backends []string, items fun
 func newItem[T any, M any](t *T, adv, backend string, key func(*T) string, toMsg func(*T, string, string) (M, []byte)) Item[M] {
 	msg, def := toMsg(t, adv, backend)
 	it := Item[M]{Key: adv, Backend: backend, Original: key(t), Msg: msg}
+	if tool, ok := any(msg).(*aggregatorv1.Tool); ok {
+		it.ParamHeaders = paramheader.Extract([]byte(tool.GetInputSchemaJson()))
+	}
 	h := sha256.New()
 	for _, part := range []string{adv, backend, it.Original} {
 		h.Write([]byte(part))

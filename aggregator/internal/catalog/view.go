@@ -88,3 +88,33 @@ func (s *Snapshot) newView(allow Decider) *View {
 	}
 	return v
 }
+
+// decisionCache holds single authorization decisions of one snapshot, for
+// calls by principals whose whole view was never computed.
+type decisionCache struct {
+	mu sync.RWMutex
+	m  map[string]bool
+}
+
+// maxCachedDecisions bounds the decision cache; it starts over when full.
+const maxCachedDecisions = 100000
+
+// Decide returns the cached decision named key, computing it with decide
+// on first use. A snapshot and the policy are immutable, so a decision
+// holds for the snapshot's life.
+func (s *Snapshot) Decide(key string, decide func() bool) bool {
+	s.decisions.mu.RLock()
+	d, ok := s.decisions.m[key]
+	s.decisions.mu.RUnlock()
+	if ok {
+		return d
+	}
+	d = decide()
+	s.decisions.mu.Lock()
+	if s.decisions.m == nil || len(s.decisions.m) >= maxCachedDecisions {
+		s.decisions.m = map[string]bool{}
+	}
+	s.decisions.m[key] = d
+	s.decisions.mu.Unlock()
+	return d
+}

@@ -20,6 +20,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
+	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	"github.com/switchboard-mcp/switchboard/services/apierr"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
@@ -164,6 +165,11 @@ func (f *fakeAggregator) CallTool(ctx context.Context, req *aggregatorv1.CallToo
 	p := svcauth.PrincipalFrom(ctx)
 	if !visible(p, req.GetName()) || !slices.ContainsFunc(testTools, func(t *aggregatorv1.Tool) bool { return t.Name == req.GetName() }) {
 		return nil, apierr.New(codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND, fmt.Sprintf("unknown tool %q", req.GetName()))
+	}
+	if req.GetCheckParamHeaders() {
+		if err := checkRegionHeaders(req); err != nil {
+			return nil, err
+		}
 	}
 	switch req.GetName() {
 	case "beta_slow":
@@ -397,4 +403,28 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		case <-tick.C:
 		}
 	}
+}
+
+// checkRegionHeaders plays the aggregator's part of the Mcp-Param-*
+// contract for alpha_region (region and count mirror Region and Count):
+// the rule itself is tested in the aggregator; here it shows that the
+// gateway forwards the headers as sent and maps the refusal to -32020.
+func checkRegionHeaders(req *aggregatorv1.CallToolRequest) error {
+	if req.GetName() != "alpha_region" {
+		return nil
+	}
+	var args map[string]any
+	_ = json.Unmarshal([]byte(req.GetArgumentsJson()), &args)
+	for arg, header := range map[string]string{"region": "region", "count": "count"} {
+		sent, has := req.GetParamHeaders()[header]
+		v, present := args[arg]
+		want := fmt.Sprint(v)
+		if decoded, ok := wire.DecodeHeaderValue(sent); has && (!ok || !present || decoded != want) {
+			return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_HEADER_MISMATCH, "Mcp-Param-"+header+" does not match the argument", "header", "Mcp-Param-"+header)
+		}
+		if !has && present {
+			return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_HEADER_MISMATCH, "missing Mcp-Param-Region header", "header", "Mcp-Param-"+header)
+		}
+	}
+	return nil
 }

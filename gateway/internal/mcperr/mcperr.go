@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"strconv"
 
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	"github.com/switchboard-mcp/switchboard/services/apierr"
+	"github.com/switchboard-mcp/switchboard/services/backenderr"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
@@ -28,6 +28,9 @@ import (
 func FromStatus(st *status.Status, era mcpspec.Era, method string) (mcpErr *wire.Error, internal bool) {
 	switch st.Code() {
 	case codes.InvalidArgument, codes.OutOfRange:
+		if apierr.Reason(st.Err()) == commonv1.ErrorReason_ERROR_REASON_HEADER_MISMATCH {
+			return wire.NewError(wire.CodeHeaderMismatch, "header mismatch: "+st.Message()), false
+		}
 		return wire.InvalidParams(st.Message()), false
 	case codes.NotFound:
 		if method == "resources/read" {
@@ -128,15 +131,12 @@ func (b backend) translate(era mcpspec.Era) *wire.Error {
 	return out
 }
 
-// backendError reads a backend's error from a status.
+// backendError reads a backend's error from the typed detail the
+// aggregator attaches (services/backenderr).
 func backendError(err error) (backend, bool) {
-	reason, meta := apierr.Info(err)
-	if reason != commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR {
+	be, ok := backenderr.From(err)
+	if !ok {
 		return backend{}, false
 	}
-	code, perr := strconv.ParseInt(meta["mcp_code"], 10, 64)
-	if perr != nil {
-		return backend{}, true
-	}
-	return backend{code: code, message: meta["mcp_message"], dataJSON: meta["mcp_data"]}, true
+	return backend{code: be.GetCode(), message: be.GetMessage(), dataJSON: be.GetDataJson()}, true
 }

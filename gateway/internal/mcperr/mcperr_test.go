@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -14,6 +15,8 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	"github.com/switchboard-mcp/switchboard/services/apierr"
+	"github.com/switchboard-mcp/switchboard/services/backenderr"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
@@ -94,15 +97,16 @@ func TestGRPCErrorLogsDetail(t *testing.T) {
 }
 
 // TestBackendErrorPassThrough: a backend's own JSON-RPC error, passed by
-// the aggregator in the status metadata, reaches the client when it
+// the aggregator as a BackendError status detail, reaches the client when it
 // describes the client's request, per era.
 func TestBackendErrorPassThrough(t *testing.T) {
 	backendStatus := func(code, data string) *status.Status {
-		meta := []string{"mcp_code", code, "mcp_message", "backend says no"}
-		if data != "" {
-			meta = append(meta, "mcp_data", data)
+		msg := "backend says no"
+		n, err := strconv.ParseInt(code, 10, 64)
+		if err != nil {
+			msg = "" // a detail without a message is malformed
 		}
-		st, _ := status.FromError(apierr.New(codes.Unknown, commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR, "backend error: backend says no", meta...))
+		st, _ := status.FromError(backenderr.New("backend error: backend says no", &aggregatorv1.BackendError{Code: n, Message: msg, DataJson: data}))
 		return st
 	}
 	cases := []struct {
@@ -127,5 +131,19 @@ func TestBackendErrorPassThrough(t *testing.T) {
 		if got.Code != tc.want || internal || (tc.wantData != "" && string(data) != tc.wantData) {
 			t.Errorf("%s/%s: got %d %s (internal %v), want %d %s", tc.code, tc.era, got.Code, data, internal, tc.want, tc.wantData)
 		}
+	}
+}
+
+// TestHeaderMismatchReason: the aggregator's header check becomes -32020
+// (HTTP 400 under Modern), other invalid arguments -32602.
+func TestHeaderMismatchReason(t *testing.T) {
+	st, _ := status.FromError(apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_HEADER_MISMATCH, "Mcp-Param-Region does not match the argument", "header", "Mcp-Param-Region"))
+	got, internal := FromStatus(st, mcpspec.EraModern, "tools/call")
+	if got.Code != wire.CodeHeaderMismatch || got.ModernStatus() != 400 || internal {
+		t.Fatalf("header mismatch: %+v internal=%v", got, internal)
+	}
+	st, _ = status.FromError(apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "bad"))
+	if got, _ := FromStatus(st, mcpspec.EraModern, "tools/call"); got.Code != wire.CodeInvalidParams {
+		t.Fatalf("invalid argument: %+v", got)
 	}
 }

@@ -27,9 +27,6 @@ var toolsList = listKind[*aggregatorv1.Tool]{
 	member: "tools",
 	page: func(s *Server, ctx context.Context, req *Request, cursor string) ([]*aggregatorv1.Tool, string, error) {
 		resp, err := s.agg.ListTools(ctx, &aggregatorv1.ListToolsRequest{Principal: req.Principal, Cursor: cursor})
-		if err == nil {
-			s.specs.learn(resp.GetTools(), resp.GetCatalogVersion())
-		}
 		return resp.GetTools(), resp.GetNextCursor(), err
 	},
 	definition: (*aggregatorv1.Tool).GetDefinitionJson,

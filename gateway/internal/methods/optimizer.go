@@ -146,7 +146,7 @@ func (s *Server) callThrough(ctx context.Context, req *Request, resp Responder, 
 	if rerr != nil {
 		return nil, rerr
 	}
-	result, rerr := s.callAggregatorTool(ctx, req, resp, name, params.Encode(), rt)
+	result, rerr := s.callAggregatorTool(ctx, req, resp, name, params.Encode(), nil, rt)
 	if rerr != nil && rerr.Code == wire.CodeInvalidParams {
 		// Unknown and forbidden tools look alike here too.
 		return s.toolError(req, "call_tool: "+rerr.Message+"; use find_tool to look up available tools")

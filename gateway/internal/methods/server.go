@@ -83,7 +83,6 @@ type Server struct {
 	sealer  *session.Sealer
 	local   *session.Local
 	log     *slog.Logger
-	specs   *headerSpecs
 	streams func(kind string) (done func())
 	closing <-chan struct{}
 }
@@ -107,7 +106,7 @@ func New(cfg Config, d Deps) *Server {
 		d.Streams = func(string) func() { return func() {} }
 	}
 	return &Server{cfg: cfg, agg: d.Aggregator, idx: d.Indexer, sealer: d.Sealer, local: d.Local, log: d.Log,
-		specs: newHeaderSpecs(d.Aggregator, headerSpecTTL), streams: d.Streams, closing: d.Closing}
+		streams: d.Streams, closing: d.Closing}
 }
 
 type handler func(s *Server, ctx context.Context, req *Request, resp Responder) (json.RawMessage, *wire.Error)

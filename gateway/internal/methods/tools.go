@@ -42,22 +42,29 @@ func (s *Server) callTool(ctx context.Context, req *Request, resp Responder) (js
 	if rerr != nil {
 		return nil, rerr
 	}
+	var headers map[string]string
 	if req.Era == mcpspec.EraModern {
-		if rerr := s.checkParamHeaders(ctx, req, name, args); rerr != nil {
+		// The aggregator checks them against the tool's x-mcp-header
+		// arguments after authorization, so a tool the caller may not call
+		// answers like a missing one whatever headers it carries.
+		if headers, rerr = wire.ParamHeaders(req.Header); rerr != nil {
 			return nil, rerr
 		}
 	}
-	return s.callAggregatorTool(ctx, req, resp, name, args, rt)
+	return s.callAggregatorTool(ctx, req, resp, name, args, headers, rt)
 }
 
 // callAggregatorTool calls a tool as the request's principal, with its
 // arguments as the client sent them; it serves tools/call and the
 // optimizer's call_tool.
-func (s *Server) callAggregatorTool(ctx context.Context, req *Request, resp Responder, name string, args json.RawMessage, rt roundTrip) (json.RawMessage, *wire.Error) {
+// paramHeaders are the Modern request's Mcp-Param-* headers (nil for
+// Legacy and for call_tool, whose client mirrors nothing).
+func (s *Server) callAggregatorTool(ctx context.Context, req *Request, resp Responder, name string, args json.RawMessage, paramHeaders map[string]string, rt roundTrip) (json.RawMessage, *wire.Error) {
 	return s.roundTrips(ctx, req, resp, rt, false, func(ctx context.Context, rt roundTrip) (string, string, error) {
 		call := &aggregatorv1.CallToolRequest{
 			Principal: req.Principal, Name: name, ArgumentsJson: string(args), Context: rt.context,
 			InputResponsesJson: rt.inputResponses, RequestState: rt.requestState,
+			ParamHeaders: paramHeaders, CheckParamHeaders: paramHeaders != nil,
 		}
 		invoke := s.agg.CallTool
 		if wantsNotifications(rt.context) {

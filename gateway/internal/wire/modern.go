@@ -72,18 +72,23 @@ func CheckModern(h http.Header, method string, params Object) (ModernRequest, *E
 	return ModernRequest{Version: version, Meta: meta, ClientCaps: caps}, nil
 }
 
+// MaxParamHeaders bounds the Mcp-Param-* headers of one request (the
+// aggregator's bound too).
+const MaxParamHeaders = 64
+
 // ParamHeaders returns the Mcp-Param-* headers of a request, keyed by the
 // lower-cased name after the prefix, values as sent (the aggregator checks
-// them against the tool's x-mcp-header arguments after authorization). A
-// repeated header keeps its values joined by NUL, which never matches.
-func ParamHeaders(h http.Header) map[string]string {
-	var out map[string]string
+// them against the tool's x-mcp-header arguments after authorization); the
+// map is empty, not nil, when there are none. A repeated header keeps its
+// values joined by NUL, which never matches a value.
+func ParamHeaders(h http.Header) (map[string]string, *Error) {
+	out := map[string]string{}
 	for name, values := range h {
 		if len(name) <= len("Mcp-Param-") || !equalFoldASCII(name[:len("Mcp-Param-")], "Mcp-Param-") {
 			continue
 		}
-		if out == nil {
-			out = map[string]string{}
+		if len(out) == MaxParamHeaders {
+			return nil, NewError(CodeHeaderMismatch, "header mismatch: too many Mcp-Param-* headers")
 		}
 		v := values[0]
 		for _, more := range values[1:] {
@@ -91,7 +96,7 @@ func ParamHeaders(h http.Header) map[string]string {
 		}
 		out[toLowerASCII(name[len("Mcp-Param-"):])] = v
 	}
-	return out
+	return out, nil
 }
 
 func equalFoldASCII(a, b string) bool {

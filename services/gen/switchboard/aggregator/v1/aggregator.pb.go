@@ -1298,8 +1298,27 @@ type CallToolRequest struct {
 	// request state to echo. Both empty on a first call.
 	InputResponsesJson string `protobuf:"bytes,5,opt,name=input_responses_json,json=inputResponsesJson,proto3" json:"input_responses_json,omitempty"`
 	RequestState       string `protobuf:"bytes,6,opt,name=request_state,json=requestState,proto3" json:"request_state,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The Mcp-Param-* headers of a Modern tools/call exactly as the client
+	// sent them: the key is the header name without the "Mcp-Param-" prefix,
+	// lower-cased; the value is as sent (still in its =?base64?...?= form if
+	// the client encoded it). Only for Modern requests (see
+	// check_param_headers); Legacy requests have no such headers. After the
+	// authorization decision (a tool the principal may not call is NOT_FOUND
+	// before any header is looked at), the aggregator checks them against the tool's inputSchema
+	// x-mcp-header annotations with the rules of the MCP 2026-07-28
+	// Streamable HTTP binding: every annotated argument that is present and
+	// not null must be mirrored by its header with an equal value, an absent
+	// or null one must not be. A mismatch is INVALID_ARGUMENT with reason
+	// ERROR_REASON_HEADER_MISMATCH and the offending header's full name
+	// ("Mcp-Param-<Name>") in the ErrorInfo metadata key "header". At most
+	// 64 entries. Checked only when check_param_headers is set.
+	ParamHeaders map[string]string `protobuf:"bytes,7,rep,name=param_headers,json=paramHeaders,proto3" json:"param_headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Set for a Modern request: param_headers holds every Mcp-Param-* header
+	// the client sent (possibly none) and is to be checked. Unset for Legacy
+	// requests and internal callers, whose calls carry no such headers.
+	CheckParamHeaders bool `protobuf:"varint,8,opt,name=check_param_headers,json=checkParamHeaders,proto3" json:"check_param_headers,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *CallToolRequest) Reset() {
@@ -1372,6 +1391,20 @@ func (x *CallToolRequest) GetRequestState() string {
 		return x.RequestState
 	}
 	return ""
+}
+
+func (x *CallToolRequest) GetParamHeaders() map[string]string {
+	if x != nil {
+		return x.ParamHeaders
+	}
+	return nil
+}
+
+func (x *CallToolRequest) GetCheckParamHeaders() bool {
+	if x != nil {
+		return x.CheckParamHeaders
+	}
+	return false
 }
 
 // CallToolStreamRequest is a CallToolRequest whose notifications are
@@ -2188,6 +2221,76 @@ func (x *WatchCatalogResponse) GetSubscribedResourceUris() []string {
 	return nil
 }
 
+// BackendError is a backend's own JSON-RPC error, returned for a routed
+// request (CallTool, CallToolStream, ReadResource, GetPrompt, Complete) as
+// a detail of a gRPC status with code UNKNOWN and reason
+// ERROR_REASON_BACKEND_ERROR (next to the google.rpc.ErrorInfo detail). It
+// is what an MCP client talking to the backend directly would have seen;
+// secrets the aggregator sends to the backend (configured header values)
+// are removed from message and data.
+type BackendError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The JSON-RPC error code, e.g. -32602.
+	Code int64 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	// The JSON-RPC error message.
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// The JSON-RPC error's data as JSON text; empty when the error had none.
+	DataJson      string `protobuf:"bytes,3,opt,name=data_json,json=dataJson,proto3" json:"data_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackendError) Reset() {
+	*x = BackendError{}
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackendError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackendError) ProtoMessage() {}
+
+func (x *BackendError) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackendError.ProtoReflect.Descriptor instead.
+func (*BackendError) Descriptor() ([]byte, []int) {
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *BackendError) GetCode() int64 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *BackendError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *BackendError) GetDataJson() string {
+	if x != nil {
+		return x.DataJson
+	}
+	return ""
+}
+
 // ListBackendsRequest lists configured backends.
 type ListBackendsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2199,7 +2302,7 @@ type ListBackendsRequest struct {
 
 func (x *ListBackendsRequest) Reset() {
 	*x = ListBackendsRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[28]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2211,7 +2314,7 @@ func (x *ListBackendsRequest) String() string {
 func (*ListBackendsRequest) ProtoMessage() {}
 
 func (x *ListBackendsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[28]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2224,7 +2327,7 @@ func (x *ListBackendsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackendsRequest.ProtoReflect.Descriptor instead.
 func (*ListBackendsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{28}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListBackendsRequest) GetPrincipal() *v1.Principal {
@@ -2256,7 +2359,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[29]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +2371,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[29]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +2384,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{29}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Backend) GetName() string {
@@ -2365,7 +2468,7 @@ type ListBackendsResponse struct {
 
 func (x *ListBackendsResponse) Reset() {
 	*x = ListBackendsResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[30]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2377,7 +2480,7 @@ func (x *ListBackendsResponse) String() string {
 func (*ListBackendsResponse) ProtoMessage() {}
 
 func (x *ListBackendsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[30]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2390,7 +2493,7 @@ func (x *ListBackendsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackendsResponse.ProtoReflect.Descriptor instead.
 func (*ListBackendsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{30}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListBackendsResponse) GetBackends() []*Backend {
@@ -2497,14 +2600,19 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\x0eRequestContext\x12.\n" +
 	"\x13progress_token_json\x18\x01 \x01(\tR\x11progressTokenJson\x128\n" +
 	"\x18client_capabilities_json\x18\x03 \x01(\tR\x16clientCapabilitiesJson\x12\x1b\n" +
-	"\tlog_level\x18\x04 \x01(\tR\blogLevelJ\x04\b\x02\x10\x03\"\xa8\x02\n" +
+	"\tlog_level\x18\x04 \x01(\tR\blogLevelJ\x04\b\x02\x10\x03\"\xfc\x03\n" +
 	"\x0fCallToolRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12%\n" +
 	"\x0earguments_json\x18\x03 \x01(\tR\rargumentsJson\x12C\n" +
 	"\acontext\x18\x04 \x01(\v2).switchboard.aggregator.v1.RequestContextR\acontext\x120\n" +
 	"\x14input_responses_json\x18\x05 \x01(\tR\x12inputResponsesJson\x12#\n" +
-	"\rrequest_state\x18\x06 \x01(\tR\frequestState\"\x97\x01\n" +
+	"\rrequest_state\x18\x06 \x01(\tR\frequestState\x12a\n" +
+	"\rparam_headers\x18\a \x03(\v2<.switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntryR\fparamHeaders\x12.\n" +
+	"\x13check_param_headers\x18\b \x01(\bR\x11checkParamHeaders\x1a?\n" +
+	"\x11ParamHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x97\x01\n" +
 	"\x15CallToolStreamRequest\x12>\n" +
 	"\x04call\x18\x01 \x01(\v2*.switchboard.aggregator.v1.CallToolRequestR\x04call\x12>\n" +
 	"\tprincipal\x18\x02 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\"\xb7\x01\n" +
@@ -2568,7 +2676,11 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\achanged\x18\x02 \x03(\x0e2&.switchboard.aggregator.v1.CatalogKindR\achanged\x12!\n" +
 	"\ftools_digest\x18\x03 \x01(\tR\vtoolsDigest\x122\n" +
 	"\x15updated_resource_uris\x18\x04 \x03(\tR\x13updatedResourceUris\x128\n" +
-	"\x18subscribed_resource_uris\x18\x05 \x03(\tR\x16subscribedResourceUris\"U\n" +
+	"\x18subscribed_resource_uris\x18\x05 \x03(\tR\x16subscribedResourceUris\"Y\n" +
+	"\fBackendError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x03R\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1b\n" +
+	"\tdata_json\x18\x03 \x01(\tR\bdataJson\"U\n" +
 	"\x13ListBackendsRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\"\x97\x03\n" +
 	"\aBackend\x12\x12\n" +
@@ -2629,7 +2741,7 @@ func file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP() []byte {
 }
 
 var file_switchboard_aggregator_v1_aggregator_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_switchboard_aggregator_v1_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_switchboard_aggregator_v1_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_switchboard_aggregator_v1_aggregator_proto_goTypes = []any{
 	(CatalogKind)(0),                      // 0: switchboard.aggregator.v1.CatalogKind
 	(BackendHealth)(0),                    // 1: switchboard.aggregator.v1.BackendHealth
@@ -2661,70 +2773,73 @@ var file_switchboard_aggregator_v1_aggregator_proto_goTypes = []any{
 	(*CompleteResponse)(nil),              // 27: switchboard.aggregator.v1.CompleteResponse
 	(*WatchCatalogRequest)(nil),           // 28: switchboard.aggregator.v1.WatchCatalogRequest
 	(*WatchCatalogResponse)(nil),          // 29: switchboard.aggregator.v1.WatchCatalogResponse
-	(*ListBackendsRequest)(nil),           // 30: switchboard.aggregator.v1.ListBackendsRequest
-	(*Backend)(nil),                       // 31: switchboard.aggregator.v1.Backend
-	(*ListBackendsResponse)(nil),          // 32: switchboard.aggregator.v1.ListBackendsResponse
-	nil,                                   // 33: switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
-	(*v1.Principal)(nil),                  // 34: switchboard.common.v1.Principal
-	(*timestamppb.Timestamp)(nil),         // 35: google.protobuf.Timestamp
+	(*BackendError)(nil),                  // 30: switchboard.aggregator.v1.BackendError
+	(*ListBackendsRequest)(nil),           // 31: switchboard.aggregator.v1.ListBackendsRequest
+	(*Backend)(nil),                       // 32: switchboard.aggregator.v1.Backend
+	(*ListBackendsResponse)(nil),          // 33: switchboard.aggregator.v1.ListBackendsResponse
+	nil,                                   // 34: switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntry
+	nil,                                   // 35: switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
+	(*v1.Principal)(nil),                  // 36: switchboard.common.v1.Principal
+	(*timestamppb.Timestamp)(nil),         // 37: google.protobuf.Timestamp
 }
 var file_switchboard_aggregator_v1_aggregator_proto_depIdxs = []int32{
-	34, // 0: switchboard.aggregator.v1.DiscoverRequest.principal:type_name -> switchboard.common.v1.Principal
-	34, // 1: switchboard.aggregator.v1.ListToolsRequest.principal:type_name -> switchboard.common.v1.Principal
-	34, // 2: switchboard.aggregator.v1.ListResourcesRequest.principal:type_name -> switchboard.common.v1.Principal
-	34, // 3: switchboard.aggregator.v1.ListResourceTemplatesRequest.principal:type_name -> switchboard.common.v1.Principal
-	34, // 4: switchboard.aggregator.v1.ListPromptsRequest.principal:type_name -> switchboard.common.v1.Principal
+	36, // 0: switchboard.aggregator.v1.DiscoverRequest.principal:type_name -> switchboard.common.v1.Principal
+	36, // 1: switchboard.aggregator.v1.ListToolsRequest.principal:type_name -> switchboard.common.v1.Principal
+	36, // 2: switchboard.aggregator.v1.ListResourcesRequest.principal:type_name -> switchboard.common.v1.Principal
+	36, // 3: switchboard.aggregator.v1.ListResourceTemplatesRequest.principal:type_name -> switchboard.common.v1.Principal
+	36, // 4: switchboard.aggregator.v1.ListPromptsRequest.principal:type_name -> switchboard.common.v1.Principal
 	8,  // 5: switchboard.aggregator.v1.ListToolsResponse.tools:type_name -> switchboard.aggregator.v1.Tool
 	10, // 6: switchboard.aggregator.v1.ListResourcesResponse.resources:type_name -> switchboard.aggregator.v1.Resource
 	12, // 7: switchboard.aggregator.v1.ListResourceTemplatesResponse.resource_templates:type_name -> switchboard.aggregator.v1.ResourceTemplate
 	14, // 8: switchboard.aggregator.v1.ListPromptsResponse.prompts:type_name -> switchboard.aggregator.v1.Prompt
-	34, // 9: switchboard.aggregator.v1.CallToolRequest.principal:type_name -> switchboard.common.v1.Principal
+	36, // 9: switchboard.aggregator.v1.CallToolRequest.principal:type_name -> switchboard.common.v1.Principal
 	16, // 10: switchboard.aggregator.v1.CallToolRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	17, // 11: switchboard.aggregator.v1.CallToolStreamRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
-	34, // 12: switchboard.aggregator.v1.CallToolStreamRequest.principal:type_name -> switchboard.common.v1.Principal
-	20, // 13: switchboard.aggregator.v1.CallToolStreamResponse.notification:type_name -> switchboard.aggregator.v1.Notification
-	21, // 14: switchboard.aggregator.v1.CallToolStreamResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
-	34, // 15: switchboard.aggregator.v1.ReadResourceRequest.principal:type_name -> switchboard.common.v1.Principal
-	16, // 16: switchboard.aggregator.v1.ReadResourceRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	34, // 17: switchboard.aggregator.v1.GetPromptRequest.principal:type_name -> switchboard.common.v1.Principal
-	33, // 18: switchboard.aggregator.v1.GetPromptRequest.arguments:type_name -> switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
-	16, // 19: switchboard.aggregator.v1.GetPromptRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	34, // 20: switchboard.aggregator.v1.CompleteRequest.principal:type_name -> switchboard.common.v1.Principal
-	34, // 21: switchboard.aggregator.v1.WatchCatalogRequest.principal:type_name -> switchboard.common.v1.Principal
-	0,  // 22: switchboard.aggregator.v1.WatchCatalogResponse.changed:type_name -> switchboard.aggregator.v1.CatalogKind
-	34, // 23: switchboard.aggregator.v1.ListBackendsRequest.principal:type_name -> switchboard.common.v1.Principal
-	1,  // 24: switchboard.aggregator.v1.Backend.health:type_name -> switchboard.aggregator.v1.BackendHealth
-	35, // 25: switchboard.aggregator.v1.Backend.last_check:type_name -> google.protobuf.Timestamp
-	31, // 26: switchboard.aggregator.v1.ListBackendsResponse.backends:type_name -> switchboard.aggregator.v1.Backend
-	2,  // 27: switchboard.aggregator.v1.AggregatorService.Discover:input_type -> switchboard.aggregator.v1.DiscoverRequest
-	4,  // 28: switchboard.aggregator.v1.AggregatorService.ListTools:input_type -> switchboard.aggregator.v1.ListToolsRequest
-	5,  // 29: switchboard.aggregator.v1.AggregatorService.ListResources:input_type -> switchboard.aggregator.v1.ListResourcesRequest
-	6,  // 30: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:input_type -> switchboard.aggregator.v1.ListResourceTemplatesRequest
-	7,  // 31: switchboard.aggregator.v1.AggregatorService.ListPrompts:input_type -> switchboard.aggregator.v1.ListPromptsRequest
-	17, // 32: switchboard.aggregator.v1.AggregatorService.CallTool:input_type -> switchboard.aggregator.v1.CallToolRequest
-	18, // 33: switchboard.aggregator.v1.AggregatorService.CallToolStream:input_type -> switchboard.aggregator.v1.CallToolStreamRequest
-	22, // 34: switchboard.aggregator.v1.AggregatorService.ReadResource:input_type -> switchboard.aggregator.v1.ReadResourceRequest
-	24, // 35: switchboard.aggregator.v1.AggregatorService.GetPrompt:input_type -> switchboard.aggregator.v1.GetPromptRequest
-	26, // 36: switchboard.aggregator.v1.AggregatorService.Complete:input_type -> switchboard.aggregator.v1.CompleteRequest
-	28, // 37: switchboard.aggregator.v1.AggregatorService.WatchCatalog:input_type -> switchboard.aggregator.v1.WatchCatalogRequest
-	30, // 38: switchboard.aggregator.v1.AggregatorService.ListBackends:input_type -> switchboard.aggregator.v1.ListBackendsRequest
-	3,  // 39: switchboard.aggregator.v1.AggregatorService.Discover:output_type -> switchboard.aggregator.v1.DiscoverResponse
-	9,  // 40: switchboard.aggregator.v1.AggregatorService.ListTools:output_type -> switchboard.aggregator.v1.ListToolsResponse
-	11, // 41: switchboard.aggregator.v1.AggregatorService.ListResources:output_type -> switchboard.aggregator.v1.ListResourcesResponse
-	13, // 42: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:output_type -> switchboard.aggregator.v1.ListResourceTemplatesResponse
-	15, // 43: switchboard.aggregator.v1.AggregatorService.ListPrompts:output_type -> switchboard.aggregator.v1.ListPromptsResponse
-	21, // 44: switchboard.aggregator.v1.AggregatorService.CallTool:output_type -> switchboard.aggregator.v1.CallToolResponse
-	19, // 45: switchboard.aggregator.v1.AggregatorService.CallToolStream:output_type -> switchboard.aggregator.v1.CallToolStreamResponse
-	23, // 46: switchboard.aggregator.v1.AggregatorService.ReadResource:output_type -> switchboard.aggregator.v1.ReadResourceResponse
-	25, // 47: switchboard.aggregator.v1.AggregatorService.GetPrompt:output_type -> switchboard.aggregator.v1.GetPromptResponse
-	27, // 48: switchboard.aggregator.v1.AggregatorService.Complete:output_type -> switchboard.aggregator.v1.CompleteResponse
-	29, // 49: switchboard.aggregator.v1.AggregatorService.WatchCatalog:output_type -> switchboard.aggregator.v1.WatchCatalogResponse
-	32, // 50: switchboard.aggregator.v1.AggregatorService.ListBackends:output_type -> switchboard.aggregator.v1.ListBackendsResponse
-	39, // [39:51] is the sub-list for method output_type
-	27, // [27:39] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	34, // 11: switchboard.aggregator.v1.CallToolRequest.param_headers:type_name -> switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntry
+	17, // 12: switchboard.aggregator.v1.CallToolStreamRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
+	36, // 13: switchboard.aggregator.v1.CallToolStreamRequest.principal:type_name -> switchboard.common.v1.Principal
+	20, // 14: switchboard.aggregator.v1.CallToolStreamResponse.notification:type_name -> switchboard.aggregator.v1.Notification
+	21, // 15: switchboard.aggregator.v1.CallToolStreamResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
+	36, // 16: switchboard.aggregator.v1.ReadResourceRequest.principal:type_name -> switchboard.common.v1.Principal
+	16, // 17: switchboard.aggregator.v1.ReadResourceRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
+	36, // 18: switchboard.aggregator.v1.GetPromptRequest.principal:type_name -> switchboard.common.v1.Principal
+	35, // 19: switchboard.aggregator.v1.GetPromptRequest.arguments:type_name -> switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
+	16, // 20: switchboard.aggregator.v1.GetPromptRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
+	36, // 21: switchboard.aggregator.v1.CompleteRequest.principal:type_name -> switchboard.common.v1.Principal
+	36, // 22: switchboard.aggregator.v1.WatchCatalogRequest.principal:type_name -> switchboard.common.v1.Principal
+	0,  // 23: switchboard.aggregator.v1.WatchCatalogResponse.changed:type_name -> switchboard.aggregator.v1.CatalogKind
+	36, // 24: switchboard.aggregator.v1.ListBackendsRequest.principal:type_name -> switchboard.common.v1.Principal
+	1,  // 25: switchboard.aggregator.v1.Backend.health:type_name -> switchboard.aggregator.v1.BackendHealth
+	37, // 26: switchboard.aggregator.v1.Backend.last_check:type_name -> google.protobuf.Timestamp
+	32, // 27: switchboard.aggregator.v1.ListBackendsResponse.backends:type_name -> switchboard.aggregator.v1.Backend
+	2,  // 28: switchboard.aggregator.v1.AggregatorService.Discover:input_type -> switchboard.aggregator.v1.DiscoverRequest
+	4,  // 29: switchboard.aggregator.v1.AggregatorService.ListTools:input_type -> switchboard.aggregator.v1.ListToolsRequest
+	5,  // 30: switchboard.aggregator.v1.AggregatorService.ListResources:input_type -> switchboard.aggregator.v1.ListResourcesRequest
+	6,  // 31: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:input_type -> switchboard.aggregator.v1.ListResourceTemplatesRequest
+	7,  // 32: switchboard.aggregator.v1.AggregatorService.ListPrompts:input_type -> switchboard.aggregator.v1.ListPromptsRequest
+	17, // 33: switchboard.aggregator.v1.AggregatorService.CallTool:input_type -> switchboard.aggregator.v1.CallToolRequest
+	18, // 34: switchboard.aggregator.v1.AggregatorService.CallToolStream:input_type -> switchboard.aggregator.v1.CallToolStreamRequest
+	22, // 35: switchboard.aggregator.v1.AggregatorService.ReadResource:input_type -> switchboard.aggregator.v1.ReadResourceRequest
+	24, // 36: switchboard.aggregator.v1.AggregatorService.GetPrompt:input_type -> switchboard.aggregator.v1.GetPromptRequest
+	26, // 37: switchboard.aggregator.v1.AggregatorService.Complete:input_type -> switchboard.aggregator.v1.CompleteRequest
+	28, // 38: switchboard.aggregator.v1.AggregatorService.WatchCatalog:input_type -> switchboard.aggregator.v1.WatchCatalogRequest
+	31, // 39: switchboard.aggregator.v1.AggregatorService.ListBackends:input_type -> switchboard.aggregator.v1.ListBackendsRequest
+	3,  // 40: switchboard.aggregator.v1.AggregatorService.Discover:output_type -> switchboard.aggregator.v1.DiscoverResponse
+	9,  // 41: switchboard.aggregator.v1.AggregatorService.ListTools:output_type -> switchboard.aggregator.v1.ListToolsResponse
+	11, // 42: switchboard.aggregator.v1.AggregatorService.ListResources:output_type -> switchboard.aggregator.v1.ListResourcesResponse
+	13, // 43: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:output_type -> switchboard.aggregator.v1.ListResourceTemplatesResponse
+	15, // 44: switchboard.aggregator.v1.AggregatorService.ListPrompts:output_type -> switchboard.aggregator.v1.ListPromptsResponse
+	21, // 45: switchboard.aggregator.v1.AggregatorService.CallTool:output_type -> switchboard.aggregator.v1.CallToolResponse
+	19, // 46: switchboard.aggregator.v1.AggregatorService.CallToolStream:output_type -> switchboard.aggregator.v1.CallToolStreamResponse
+	23, // 47: switchboard.aggregator.v1.AggregatorService.ReadResource:output_type -> switchboard.aggregator.v1.ReadResourceResponse
+	25, // 48: switchboard.aggregator.v1.AggregatorService.GetPrompt:output_type -> switchboard.aggregator.v1.GetPromptResponse
+	27, // 49: switchboard.aggregator.v1.AggregatorService.Complete:output_type -> switchboard.aggregator.v1.CompleteResponse
+	29, // 50: switchboard.aggregator.v1.AggregatorService.WatchCatalog:output_type -> switchboard.aggregator.v1.WatchCatalogResponse
+	33, // 51: switchboard.aggregator.v1.AggregatorService.ListBackends:output_type -> switchboard.aggregator.v1.ListBackendsResponse
+	40, // [40:52] is the sub-list for method output_type
+	28, // [28:40] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_aggregator_v1_aggregator_proto_init() }
@@ -2742,7 +2857,7 @@ func file_switchboard_aggregator_v1_aggregator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_aggregator_v1_aggregator_proto_rawDesc), len(file_switchboard_aggregator_v1_aggregator_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   32,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

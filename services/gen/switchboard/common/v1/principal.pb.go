@@ -56,6 +56,10 @@ const (
 	ErrorReason_ERROR_REASON_INDEX_UNAVAILABLE ErrorReason = 9
 	// The service is starting or shutting down.
 	ErrorReason_ERROR_REASON_NOT_READY ErrorReason = 10
+	// An Mcp-Param-* header of a tools/call does not mirror the argument its
+	// tool's x-mcp-header annotation names (missing, mismatched, or sent for
+	// an absent argument). ErrorInfo metadata "header" names the header.
+	ErrorReason_ERROR_REASON_HEADER_MISMATCH ErrorReason = 11
 )
 
 // Enum value maps for ErrorReason.
@@ -72,6 +76,7 @@ var (
 		8:  "ERROR_REASON_BACKEND_ERROR",
 		9:  "ERROR_REASON_INDEX_UNAVAILABLE",
 		10: "ERROR_REASON_NOT_READY",
+		11: "ERROR_REASON_HEADER_MISMATCH",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":           0,
@@ -85,6 +90,7 @@ var (
 		"ERROR_REASON_BACKEND_ERROR":         8,
 		"ERROR_REASON_INDEX_UNAVAILABLE":     9,
 		"ERROR_REASON_NOT_READY":             10,
+		"ERROR_REASON_HEADER_MISMATCH":       11,
 	}
 )
 
@@ -184,7 +190,7 @@ const file_switchboard_common_v1_principal_proto_rawDesc = "" +
 	"%switchboard/common/v1/principal.proto\x12\x15switchboard.common.v1\"=\n" +
 	"\tPrincipal\x12\x18\n" +
 	"\asubject\x18\x01 \x01(\tR\asubject\x12\x16\n" +
-	"\x06groups\x18\x02 \x03(\tR\x06groups*\xfd\x02\n" +
+	"\x06groups\x18\x02 \x03(\tR\x06groups*\x9f\x03\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cERROR_REASON_UNAUTHENTICATED\x10\x01\x12&\n" +
@@ -197,7 +203,8 @@ const file_switchboard_common_v1_principal_proto_rawDesc = "" +
 	"\x1aERROR_REASON_BACKEND_ERROR\x10\b\x12\"\n" +
 	"\x1eERROR_REASON_INDEX_UNAVAILABLE\x10\t\x12\x1a\n" +
 	"\x16ERROR_REASON_NOT_READY\x10\n" +
-	"BTZRgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1;commonv1b\x06proto3"
+	"\x12 \n" +
+	"\x1cERROR_REASON_HEADER_MISMATCH\x10\vBTZRgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1;commonv1b\x06proto3"
 
 var (
 	file_switchboard_common_v1_principal_proto_rawDescOnce sync.Once

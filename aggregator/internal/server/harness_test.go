@@ -1,4 +1,4 @@
-package aggregator_test
+package server_test
 
 import (
 	"context"
@@ -20,7 +20,8 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 
-	"github.com/switchboard-mcp/switchboard/aggregator/internal/aggregator"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/server"
 	"github.com/switchboard-mcp/switchboard/services/apierr"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
@@ -62,6 +63,8 @@ type testBackend struct {
 	release  chan struct{}
 	stateful bool
 	handler  atomic.Pointer[mcp.StreamableHTTPHandler]
+	// wrap, if set, wraps every response writer (to alter the wire).
+	wrap atomic.Pointer[func(http.ResponseWriter) http.ResponseWriter]
 
 	mu       sync.Mutex
 	requests []*http.Request // headers of every request seen
@@ -121,6 +124,9 @@ func newTestBackend(t testing.TB, name string, o backendOptions) *testBackend {
 		if b.down.Load() {
 			http.Error(w, "backend down", http.StatusServiceUnavailable)
 			return
+		}
+		if wrap := b.wrap.Load(); wrap != nil {
+			w = (*wrap)(w)
 		}
 		b.handler.Load().ServeHTTP(w, r)
 	}))
@@ -185,7 +191,7 @@ func (b *testBackend) connections() int {
 
 // harness is an aggregator served over real gRPC with service-token auth.
 type harness struct {
-	engine   *aggregator.Engine
+	engine   *engine.Engine
 	gateway  aggregatorv1.AggregatorServiceClient // trusted: asserts principals
 	internal aggregatorv1.AggregatorServiceClient // untrusted: acts as itself
 	anon     aggregatorv1.AggregatorServiceClient // no credentials
@@ -206,12 +212,12 @@ func tryStartAggregator(t testing.TB, cfg config.Aggregator) (*harness, error) {
 
 func startAggregatorLogging(t testing.TB, cfg config.Aggregator, log *slog.Logger) (*harness, error) {
 	t.Helper()
-	opts, err := aggregator.OptionsFromConfig(cfg)
+	opts, err := engine.OptionsFromConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
 	opts.Log = log
-	e, err := aggregator.New(opts)
+	e, err := engine.New(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +235,7 @@ func startAggregatorLogging(t testing.TB, cfg config.Aggregator, log *slog.Logge
 		cancel()
 		return nil, err
 	}
-	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, aggregator.NewService(e))
+	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, server.New(e))
 	srv.SetServing()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -1,29 +1,24 @@
-package aggregator
+package server
 
 import (
 	"context"
 	"errors"
 	"log/slog"
-	"strconv"
 
 	"google.golang.org/grpc/codes"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/paramheader"
 	"github.com/switchboard-mcp/switchboard/services/apierr"
+	"github.com/switchboard-mcp/switchboard/services/backenderr"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 )
 
-// Errors of the aggregator core; toStatus turns them into gRPC statuses.
-var (
-	// errNotFound: no such item in the principal's view. Denied items get it
-	// too, so callers cannot tell them from missing ones.
-	errNotFound = errors.New("not found")
-	// errBackendDown: the owning backend is unhealthy; nothing was sent.
-	errBackendDown = errors.New("backend unavailable")
-	// errAllChangesDenied: all_changes asked by an untrusted caller.
-	errAllChangesDenied = errors.New("all_changes requires a trusted service caller")
-)
+// errAllChangesDenied: all_changes asked by an untrusted caller.
+var errAllChangesDenied = errors.New("all_changes requires a trusted service caller")
 
 // invalidArgument is a malformed request field; its text is client-safe.
 type invalidArgument string
@@ -36,18 +31,23 @@ func (e invalidArgument) Error() string { return string(e) }
 func toStatus(ctx context.Context, log *slog.Logger, method string, err error) error {
 	var inv invalidArgument
 	var perr *backend.ProtocolError
+	var mismatch *paramheader.MismatchError
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, catalog.ErrInvalidCursor):
 		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_CURSOR, "invalid cursor")
+	case errors.As(err, &mismatch):
+		// The client's own header: its text is client-safe, and the gateway
+		// answers it with -32020.
+		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_HEADER_MISMATCH, mismatch.Error(), "header", mismatch.Header)
 	case errors.As(err, &inv):
 		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, inv.Error())
-	case errors.Is(err, errNotFound):
+	case errors.Is(err, engine.ErrNotFound):
 		return apierr.New(codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND, "not found")
 	case errors.Is(err, errAllChangesDenied):
 		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_NOT_ALLOWED, errAllChangesDenied.Error())
-	case errors.Is(err, errBackendDown):
+	case errors.Is(err, engine.ErrBackendDown):
 		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_BACKEND_UNAVAILABLE, "backend unavailable")
 	case errors.Is(err, backend.ErrUnavailable):
 		log.WarnContext(ctx, "backend unreachable", "method", method, "err", err)
@@ -60,17 +60,16 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 	case errors.Is(err, backend.ErrTooManyHeld):
 		log.WarnContext(ctx, "call refused: too many calls wait for client input", "method", method)
 		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "too many calls wait for client input; try again later")
+	case errors.Is(err, backend.ErrProtocolViolation):
+		log.WarnContext(ctx, "backend broke the protocol", "method", method, "err", err)
+		return apierr.New(codes.Internal, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "the backend answered outside the protocol")
 	case errors.Is(err, backend.ErrTimeout):
 		log.WarnContext(ctx, "backend timed out", "method", method, "err", err)
 		return apierr.New(codes.DeadlineExceeded, commonv1.ErrorReason_ERROR_REASON_BACKEND_TIMEOUT, "backend did not answer in time")
 	case errors.As(err, &perr):
 		// The backend's own JSON-RPC error is what an MCP client would have
-		// seen from it; the gateway may re-emit it from the metadata.
-		meta := []string{"mcp_code", strconv.FormatInt(perr.Code, 10), "mcp_message", perr.Message}
-		if perr.Data != "" {
-			meta = append(meta, "mcp_data", perr.Data)
-		}
-		return apierr.New(codes.Unknown, commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR, "backend error: "+perr.Message, meta...)
+		// seen from it; the gateway may re-emit it from the detail.
+		return backenderr.New("backend error: "+perr.Message, &aggregatorv1.BackendError{Code: perr.Code, Message: perr.Message, DataJson: perr.Data})
 	case errors.Is(err, context.Canceled):
 		return apierr.New(codes.Canceled, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "request cancelled")
 	case errors.Is(err, context.DeadlineExceeded):

@@ -1,4 +1,4 @@
-package aggregator
+package engine
 
 import (
 	"time"
@@ -68,7 +68,7 @@ func (m *Metrics) backendState(name string, s backend.State) {
 	}
 }
 
-func (m *Metrics) backendRequest(name, method string, err error, took time.Duration) {
+func (m *Metrics) BackendRequest(name, method string, err error, took time.Duration) {
 	if m == nil {
 		return
 	}

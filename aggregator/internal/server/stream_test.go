@@ -1,4 +1,4 @@
-package aggregator_test
+package server_test
 
 import (
 	"context"

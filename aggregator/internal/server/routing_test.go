@@ -1,4 +1,4 @@
-package aggregator_test
+package server_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 
-	"github.com/switchboard-mcp/switchboard/services/apierr"
+	"github.com/switchboard-mcp/switchboard/services/backenderr"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
@@ -202,8 +202,8 @@ func TestResourcesTemplatesPromptsAndCompletionRoute(t *testing.T) {
 		// and data, for the gateway to re-emit in the client's era.
 		_, err = h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Uri: "mem://" + era + "/items/missing"})
 		wantStatus(t, err, codes.Unknown, commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR)
-		if _, meta := apierr.Info(err); meta["mcp_code"] == "" || !strings.Contains(meta["mcp_data"], "items/missing") {
-			t.Fatalf("backend not-found metadata %v", meta)
+		if be, ok := backenderr.From(err); !ok || be.GetCode() != -32602 || !strings.Contains(be.GetDataJson(), "items/missing") {
+			t.Fatalf("backend not-found detail %v", be)
 		}
 		p, err := h.gateway.GetPrompt(ctx, &aggregatorv1.GetPromptRequest{Name: era + "_greet", Arguments: map[string]string{"who": "bob"}})
 		if err != nil || p.GetBackend() != era || !strings.Contains(p.GetResultJson(), era+" greets bob") {

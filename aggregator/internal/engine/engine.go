@@ -1,13 +1,13 @@
-// Package aggregator runs the aggregator: it keeps the backend clients,
-// rebuilds the catalog snapshot on a TTL, on backend list_changed and on
-// health changes, probes backend health, filters snapshots per principal
-// with Cedar, routes calls to the owning backend, and serves all of it as
-// the AggregatorService gRPC API.
-package aggregator
+// Package engine is the aggregator's core, independent of gRPC: it keeps
+// the backend clients, rebuilds the catalog snapshot on a TTL, on backend
+// list_changed and on health changes, probes backend health, filters
+// snapshots per principal with Cedar and resolves the backend that owns an
+// item a principal may use. internal/server serves it as the
+// AggregatorService gRPC API.
+package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -17,77 +17,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/switchboard-mcp/switchboard/aggregator/internal/authz"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
-	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 )
-
-// Options configure an Engine. Zero values get the documented defaults.
-type Options struct {
-	Backends []backend.Config
-	Naming   *catalog.Naming
-	// Authz decides access; nil allows everything.
-	Authz *authz.Authorizer
-	// PageSize is the default page size (1000); MaxPageSize clamps requested
-	// sizes (default: the larger of PageSize and 1000).
-	PageSize, MaxPageSize int
-	// CatalogTTL is how often every backend is listed again without being
-	// asked (30s).
-	CatalogTTL time.Duration
-	// FanOut bounds concurrent backend listings, and concurrent probes
-	// (10).
-	FanOut int
-	// Health configures probes.
-	Health HealthOptions
-	// Instructions are passed to MCP clients through Discover.
-	Instructions string
-	// Log receives the engine's logs (default slog.Default()).
-	Log *slog.Logger
-	// Metrics records Prometheus metrics; nil records nothing.
-	Metrics *Metrics
-}
-
-// HealthOptions configure backend probes.
-type HealthOptions struct {
-	// Interval between probes (10s); Timeout of one probe (5s).
-	Interval, Timeout time.Duration
-	// DegradedThreshold: a slower answer is degraded (2s).
-	DegradedThreshold time.Duration
-	// UnhealthyThreshold consecutive failures make a backend unhealthy (3).
-	UnhealthyThreshold int
-}
-
-func (o *Options) applyDefaults() {
-	if o.PageSize <= 0 {
-		o.PageSize = 1000
-	}
-	if o.MaxPageSize <= 0 {
-		o.MaxPageSize = max(o.PageSize, 1000)
-	}
-	o.PageSize = min(o.PageSize, o.MaxPageSize)
-	if o.CatalogTTL <= 0 {
-		o.CatalogTTL = 30 * time.Second
-	}
-	if o.FanOut <= 0 {
-		o.FanOut = 10
-	}
-	if o.Health.Interval <= 0 {
-		o.Health.Interval = 10 * time.Second
-	}
-	if o.Health.Timeout <= 0 {
-		o.Health.Timeout = 5 * time.Second
-	}
-	if o.Health.DegradedThreshold <= 0 {
-		o.Health.DegradedThreshold = 2 * time.Second
-	}
-	if o.Health.UnhealthyThreshold <= 0 {
-		o.Health.UnhealthyThreshold = 3
-	}
-	if o.Log == nil {
-		o.Log = slog.Default()
-	}
-}
 
 // published is one snapshot as served; superseded is closed when a newer
 // snapshot replaces it, which wakes every watcher.
@@ -131,8 +63,8 @@ type Engine struct {
 // contact any backend.
 func New(opts Options) (*Engine, error) {
 	opts.applyDefaults()
-	if opts.Naming == nil {
-		return nil, errors.New("no naming configured")
+	if err := opts.Validate(); err != nil {
+		return nil, err
 	}
 	e := &Engine{
 		opts:       opts,
@@ -148,12 +80,6 @@ func New(opts Options) (*Engine, error) {
 	cfgs := slices.Clone(opts.Backends)
 	slices.SortFunc(cfgs, func(a, b backend.Config) int { return strings.Compare(a.Name, b.Name) })
 	for _, c := range cfgs {
-		if err := c.Validate(); err != nil {
-			return nil, err
-		}
-		if _, dup := e.byName[c.Name]; dup {
-			return nil, fmt.Errorf("backend %q is configured twice", c.Name)
-		}
 		b := backend.New(c, func(name string) {
 			e.log.Debug("backend list changed", "backend", name)
 			e.requestList(name)
@@ -395,48 +321,11 @@ func (e *Engine) Snapshot() (*catalog.Snapshot, <-chan struct{}) {
 	return p.snap, p.superseded
 }
 
-// View returns p's view of snap.
-func (e *Engine) View(snap *catalog.Snapshot, p *commonv1.Principal) *catalog.View {
-	if e.opts.Authz == nil {
-		return snap.View("", nil)
-	}
-	groups := slices.Clone(p.GetGroups())
-	slices.Sort(groups)
-	groups = slices.Compact(groups)
-	ap := authz.Principal{Subject: p.GetSubject(), Groups: groups}
-	// Principal keys start with "user:" so no principal can ever be handed
-	// the unfiltered view cached under fullViewKey.
-	key := "user:" + ap.Subject + "\x00" + strings.Join(groups, "\x00")
-	return snap.View(key, func(k catalog.Kind, key, backend string) bool { return e.allowed(ap, k, key, backend) })
-}
-
-// fullViewKey caches the unfiltered view.
-const fullViewKey = "all"
-
-// FullView is the unfiltered view (for trusted watchers of all changes).
-func (e *Engine) FullView(snap *catalog.Snapshot) *catalog.View {
-	return snap.View(fullViewKey, nil)
-}
-
-// allowed is the one authorization decision behind lists, Discover and
-// calls.
-func (e *Engine) allowed(p authz.Principal, k catalog.Kind, key, backend string) bool {
-	switch k {
-	case catalog.KindTools:
-		return e.opts.Authz.Allowed(p, authz.ActionCallTool, authz.TypeTool, key, backend)
-	case catalog.KindPrompts:
-		return e.opts.Authz.Allowed(p, authz.ActionGetPrompt, authz.TypePrompt, key, backend)
-	default:
-		return e.opts.Authz.Allowed(p, authz.ActionReadResource, authz.TypeResource, key, backend)
-	}
-}
-
-func (e *Engine) principalAllowed(p *commonv1.Principal, k catalog.Kind, key, backend string) bool {
-	if e.opts.Authz == nil {
-		return true
-	}
-	return e.allowed(authz.Principal{Subject: p.GetSubject(), Groups: p.GetGroups()}, k, key, backend)
-}
-
 // Backends returns the backend clients in name order.
 func (e *Engine) Backends() []*backend.Client { return e.backends }
+
+// Options returns the engine's options, defaults applied.
+func (e *Engine) Options() *Options { return &e.opts }
+
+// Log is the engine's logger.
+func (e *Engine) Log() *slog.Logger { return e.log }

@@ -1,4 +1,4 @@
-package main
+package app_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/app"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/lifecycle"
@@ -57,7 +58,7 @@ aggregator:
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, lifecycle.Env{Config: cfg, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		done <- app.Run(ctx, lifecycle.Env{Config: cfg, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	}()
 
 	conn, err := rpc.Dial(config.Endpoint{Address: grpcAddr, Token: "tok"}, config.TLS{})
@@ -118,7 +119,7 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if err := run(context.Background(), lifecycle.Env{Config: cfg, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}); err == nil {
+		if err := app.Run(context.Background(), lifecycle.Env{Config: cfg, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}); err == nil {
 			t.Errorf("%s: run accepted it", name)
 		}
 	}

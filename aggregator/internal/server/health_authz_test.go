@@ -1,4 +1,4 @@
-package aggregator_test
+package server_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/switchboard-mcp/switchboard/services/apierr"
+	"github.com/switchboard-mcp/switchboard/services/backenderr"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 )
@@ -59,13 +59,14 @@ aggregator:
 		t.Fatalf("auto against a Legacy-only backend negotiated %q", v)
 	}
 
-	// A backend's protocol error comes back as BACKEND_ERROR with its code,
+	// A backend's protocol error comes back as BACKEND_ERROR with its detail
+	// (go-sdk answers a handler's plain Go error with code 0),
 	// and with the backend's secrets cut out.
 	_, err = h.gateway.CallTool(context.Background(), &aggregatorv1.CallToolRequest{Name: "flaky_whoami"})
 	wantStatus(t, err, codes.Unknown, commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR)
-	if _, meta := apierr.Info(err); strings.Contains(err.Error(), "hunter2") || strings.Contains(meta["mcp_message"], "hunter2") ||
-		!strings.Contains(err.Error(), "[redacted]") || meta["mcp_code"] == "" {
-		t.Fatalf("backend error %v (metadata %v)", err, meta)
+	if be, ok := backenderr.From(err); !ok || strings.Contains(err.Error(), "hunter2") || strings.Contains(be.GetMessage(), "hunter2") ||
+		!strings.Contains(err.Error(), "[redacted]") || !strings.Contains(be.GetMessage(), "[redacted]") {
+		t.Fatalf("backend error %v (detail %v)", err, be)
 	}
 
 	flaky.down.Store(true)

@@ -1,4 +1,4 @@
-package aggregator_test
+package server_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/switchboard-mcp/switchboard/aggregator/internal/aggregator"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/server"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
@@ -50,7 +50,7 @@ func BenchmarkListToolsPage10k(b *testing.B) {
 				}
 			})
 			// The handler alone, without gRPC transport and marshalling.
-			svc := aggregator.NewService(h.engine)
+			svc := server.New(h.engine)
 			ctx := svcauth.WithPrincipal(context.Background(), req.GetPrincipal())
 			b.Run("handler", func(b *testing.B) {
 				b.ReportAllocs()

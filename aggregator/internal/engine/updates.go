@@ -1,4 +1,4 @@
-package aggregator
+package engine
 
 import (
 	"context"
@@ -17,14 +17,14 @@ type updateHub struct {
 	watchers map[resourceKey]map[chan<- string]struct{}
 }
 
-// updateBuffer is how many updates a watcher may fall behind; past it
+// UpdateBuffer is how many updates a watcher may fall behind; past it
 // further updates for that watcher are dropped (an update says only "read
 // it again", so a burst loses nothing a later one does not repeat).
-const updateBuffer = 64
+const UpdateBuffer = 64
 
-// subscribe subscribes at the backend (reference counted there) and routes
+// Subscribe subscribes at the backend (reference counted there) and routes
 // its updates of uri to ch until the returned function is called.
-func (e *Engine) subscribe(ctx context.Context, b *backend.Client, uri string, ch chan<- string) (func(), error) {
+func (e *Engine) Subscribe(ctx context.Context, b *backend.Client, uri string, ch chan<- string) (func(), error) {
 	if err := b.Subscribe(ctx, uri); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,75 @@
+// Package app wires the aggregator together: configuration to engine
+// options, the engine, the gRPC server with its auth, and the ops HTTP
+// endpoints, and runs them until the context ends.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/server"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/lifecycle"
+	"github.com/switchboard-mcp/switchboard/services/opshttp"
+	"github.com/switchboard-mcp/switchboard/services/rpc"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
+)
+
+// Run serves the aggregator described by env until ctx ends. A bad
+// configuration is an error before anything listens.
+func Run(ctx context.Context, env lifecycle.Env) error {
+	cfg := env.Config.Aggregator
+	if cfg.Listen == "" {
+		return errors.New("aggregator.listen is required")
+	}
+	opts, err := engine.OptionsFromConfig(cfg)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	opts.Log = env.Log
+	opts.Metrics = engine.NewMetrics(reg)
+	e, err := engine.New(opts)
+	if err != nil {
+		return err
+	}
+
+	srv, err := rpc.NewServer(svcauth.NewAuthenticator(env.Config.ServiceAuth.Credentials), env.Config.ServiceAuth.TLS, env.Log)
+	if err != nil {
+		return err
+	}
+	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, server.New(e))
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if cfg.HTTPListen != "" {
+		lis, err := net.Listen("tcp", cfg.HTTPListen)
+		if err != nil {
+			return fmt.Errorf("listen %s: %w", cfg.HTTPListen, err)
+		}
+		ready := func() error {
+			if !e.Ready() {
+				return errors.New("catalog not built yet")
+			}
+			return nil
+		}
+		wg.Go(func() { opshttp.Serve(ctx, lis, opshttp.Handler(ready, reg, opshttp.Pprof(env.Config.Ops.Pprof)), env.Log) })
+	}
+
+	// The first build decides readiness; under the manual strategy an
+	// unresolved conflict stops the process here.
+	if err := e.Start(ctx); err != nil {
+		return err
+	}
+	srv.SetServing(aggregatorv1.AggregatorService_ServiceDesc.ServiceName)
+	wg.Go(func() { e.Run(ctx) })
+	return srv.Serve(ctx, cfg.Listen, cfg.ShutdownGrace.Or(engine.DefaultShutdownGrace))
+}

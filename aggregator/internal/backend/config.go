@@ -1,0 +1,93 @@
+package backend
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Protocol versions a backend may be pinned to.
+const (
+	ProtocolAuto   = "auto"
+	ProtocolModern = "2026-07-28"
+	ProtocolLegacy = "2025-11-25"
+)
+
+// Config describes one backend.
+type Config struct {
+	Name string
+	URL  string
+	// Protocol is ProtocolAuto, ProtocolModern or ProtocolLegacy.
+	Protocol string
+	// Headers are added to every request. Their values are secrets: they
+	// never appear in logs or errors.
+	Headers map[string]string
+	// Timeout bounds every request to the backend.
+	Timeout time.Duration
+	// InputWait bounds how long a held call waits for the client's input
+	// (see CallToolAsking).
+	InputWait time.Duration
+}
+
+// WithDefaults fills what is unset: protocol auto, a 30 s timeout, a 60 s
+// input wait.
+func (c Config) WithDefaults() Config {
+	if c.Protocol == "" {
+		c.Protocol = ProtocolAuto
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 30 * time.Second
+	}
+	if c.InputWait <= 0 {
+		c.InputWait = 60 * time.Second
+	}
+	return c
+}
+
+// Validate checks a configuration before any connection is attempted.
+func (c Config) Validate() error {
+	if c.Name == "" {
+		return errors.New("backend without a name")
+	}
+	u, err := url.Parse(c.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("backend %q: url must be an absolute http(s) URL", c.Name)
+	}
+	switch c.Protocol {
+	case "", ProtocolAuto, ProtocolModern, ProtocolLegacy:
+	default:
+		return fmt.Errorf("backend %q: protocol %q is not auto, %s or %s", c.Name, c.Protocol, ProtocolModern, ProtocolLegacy)
+	}
+	for k := range c.Headers {
+		if k == "" || strings.ContainsAny(k, " :\r\n") {
+			return fmt.Errorf("backend %q: invalid header name %q", c.Name, k)
+		}
+	}
+	return nil
+}
+
+// Errors a backend operation fails with. Callers branch with errors.Is.
+var (
+	// ErrTimeout: the backend did not answer within its timeout.
+	ErrTimeout = errors.New("backend timed out")
+	// ErrUnavailable: the backend could not be reached or its session broke.
+	ErrUnavailable = errors.New("backend unavailable")
+	// ErrMalformedRequest: the backend refused a call as malformed (HTTP 400
+	// without a JSON-RPC error), for example arguments nested deeper than
+	// its JSON decoder accepts. The caller sent it; the backend is fine.
+	ErrMalformedRequest = errors.New("backend rejected the request as malformed")
+)
+
+// ProtocolError is a JSON-RPC error the backend answered with.
+type ProtocolError struct {
+	Code    int64
+	Message string
+	// Data is the error's data as JSON text; empty if none.
+	Data string
+}
+
+func (e *ProtocolError) Error() string {
+	return fmt.Sprintf("backend error %d: %s", e.Code, e.Message)
+}

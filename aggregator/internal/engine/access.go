@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/authz"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+)
+
+// Errors of routing; internal/server turns them into statuses.
+var (
+	// ErrNotFound: no such item in the principal's view. Denied items get
+	// it too, so callers cannot tell them from missing ones.
+	ErrNotFound = errors.New("not found")
+	// ErrBackendDown: the owning backend is unhealthy; nothing was sent.
+	ErrBackendDown = errors.New("backend unavailable")
+)
+
+// View returns p's view of snap.
+func (e *Engine) View(snap *catalog.Snapshot, p *commonv1.Principal) *catalog.View {
+	if e.opts.Authz == nil {
+		return snap.View("", nil)
+	}
+	groups := slices.Clone(p.GetGroups())
+	slices.Sort(groups)
+	groups = slices.Compact(groups)
+	ap := authz.Principal{Subject: p.GetSubject(), Groups: groups}
+	// Principal keys start with "user:" so no principal can ever be handed
+	// the unfiltered view cached under fullViewKey.
+	key := "user:" + ap.Subject + "\x00" + strings.Join(groups, "\x00")
+	return snap.View(key, func(k catalog.Kind, key, backend string) bool { return e.allowed(ap, k, key, backend) })
+}
+
+// fullViewKey caches the unfiltered view.
+const fullViewKey = "all"
+
+// FullView is the unfiltered view (for trusted watchers of all changes).
+func (e *Engine) FullView(snap *catalog.Snapshot) *catalog.View {
+	return snap.View(fullViewKey, nil)
+}
+
+// allowed is the one authorization decision behind lists, Discover and
+// calls.
+func (e *Engine) allowed(p authz.Principal, k catalog.Kind, key, backend string) bool {
+	switch k {
+	case catalog.KindTools:
+		return e.opts.Authz.Allowed(p, authz.ActionCallTool, authz.TypeTool, key, backend)
+	case catalog.KindPrompts:
+		return e.opts.Authz.Allowed(p, authz.ActionGetPrompt, authz.TypePrompt, key, backend)
+	default:
+		return e.opts.Authz.Allowed(p, authz.ActionReadResource, authz.TypeResource, key, backend)
+	}
+}
+
+// mayUse decides one item for a call. The decision is cached in the
+// snapshot per (principal, kind, key): a snapshot is immutable and so is
+// the policy, so a repeated call of the same tool by the same principal
+// costs a map lookup instead of a Cedar evaluation.
+func (e *Engine) mayUse(snap *catalog.Snapshot, p *commonv1.Principal, k catalog.Kind, key, backend string) bool {
+	if e.opts.Authz == nil {
+		return true
+	}
+	return snap.Decide(decisionKey(p, k, key), func() bool {
+		return e.allowed(authz.Principal{Subject: p.GetSubject(), Groups: p.GetGroups()}, k, key, backend)
+	})
+}
+
+// decisionKey names one decision: the principal's subject and groups (in
+// the order given: another order is only another cache entry), the kind
+// and the key. Lengths are prefixed, so no two decisions share a key.
+func decisionKey(p *commonv1.Principal, k catalog.Kind, key string) string {
+	var b strings.Builder
+	n := len(p.GetSubject()) + len(key) + 8
+	for _, g := range p.GetGroups() {
+		n += len(g) + 4
+	}
+	b.Grow(n)
+	writeField := func(s string) {
+		b.WriteString(strconv.Itoa(len(s)))
+		b.WriteByte(':')
+		b.WriteString(s)
+	}
+	b.WriteByte(byte('0' + k))
+	writeField(key)
+	writeField(p.GetSubject())
+	for _, g := range p.GetGroups() {
+		writeField(g)
+	}
+	return b.String()
+}
+
+// Owner checks that principal p may use the item of kind k with key, found
+// in snap and owned by backendName, and returns that backend, failing fast
+// when it is down. Denied and missing are the same ErrNotFound.
+func (e *Engine) Owner(snap *catalog.Snapshot, p *commonv1.Principal, k catalog.Kind, key, backendName string, found bool) (*backend.Client, error) {
+	if !found || !e.mayUse(snap, p, k, key, backendName) {
+		return nil, ErrNotFound
+	}
+	b := e.byName[backendName]
+	if b == nil {
+		return nil, ErrNotFound
+	}
+	if snap.Down[backendName] || b.Status().State == backend.Unhealthy {
+		return nil, ErrBackendDown
+	}
+	return b, nil
+}
+
+// ResourceOwner routes a URI as ReadResource does: an exact URI first,
+// then the first template (in sorted order) that matches. The principal's
+// access is decided on the concrete URI, whichever way it was routed.
+func (e *Engine) ResourceOwner(snap *catalog.Snapshot, p *commonv1.Principal, uri string) (*backend.Client, error) {
+	var bname string
+	found := false
+	if r, ok := snap.Resource(uri); ok {
+		bname, found = r.Backend, true
+	} else {
+		snap.MatchTemplates(uri, func(t *catalog.Item[*aggregatorv1.ResourceTemplate]) bool {
+			bname, found = t.Backend, true
+			return false
+		})
+	}
+	return e.Owner(snap, p, catalog.KindResources, uri, bname, found)
+}

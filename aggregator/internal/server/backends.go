@@ -1,0 +1,85 @@
+package server
+
+import (
+	"context"
+	"net/url"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
+)
+
+var apiHealth = map[backend.State]aggregatorv1.BackendHealth{
+	backend.Unknown:   aggregatorv1.BackendHealth_BACKEND_HEALTH_UNKNOWN,
+	backend.Healthy:   aggregatorv1.BackendHealth_BACKEND_HEALTH_HEALTHY,
+	backend.Degraded:  aggregatorv1.BackendHealth_BACKEND_HEALTH_DEGRADED,
+	backend.Unhealthy: aggregatorv1.BackendHealth_BACKEND_HEALTH_UNHEALTHY,
+}
+
+// ListBackends reports every backend in name order. With a principal in
+// the request, or for a caller that may not assert principals, only the
+// backends the principal sees something of are listed.
+func (s *Server) ListBackends(ctx context.Context, req *aggregatorv1.ListBackendsRequest) (*aggregatorv1.ListBackendsResponse, error) {
+	snap, _ := s.e.Snapshot()
+	var visible map[string]bool
+	if c, _ := svcauth.CallerFrom(ctx); req.GetPrincipal() != nil || !c.AssertPrincipals {
+		visible = visibleBackends(s.e.View(snap, svcauth.PrincipalFrom(ctx)))
+	}
+	out := &aggregatorv1.ListBackendsResponse{CatalogVersion: snap.Version}
+	for _, b := range s.e.Backends() {
+		if visible != nil && !visible[b.Name()] {
+			continue
+		}
+		st := b.Status()
+		msg := &aggregatorv1.Backend{
+			Name:                  b.Name(),
+			Url:                   redactURL(b.URL()),
+			Health:                apiHealth[st.State],
+			ProtocolVersion:       st.ProtocolVersion,
+			ToolCount:             uint32(st.Tools),
+			ResourceCount:         uint32(st.Resources),
+			ResourceTemplateCount: uint32(st.ResourceTemplates),
+			PromptCount:           uint32(st.Prompts),
+			LastError:             st.LastError,
+		}
+		if !st.LastCheck.IsZero() {
+			msg.LastCheck = timestamppb.New(st.LastCheck)
+		}
+		out.Backends = append(out.Backends, msg)
+	}
+	return out, nil
+}
+
+func visibleBackends(v *catalog.View) map[string]bool {
+	m := map[string]bool{}
+	snap := v.Snapshot
+	for _, i := range v.Items(catalog.KindTools) {
+		m[snap.Tools[i].Backend] = true
+	}
+	for _, i := range v.Items(catalog.KindResources) {
+		m[snap.Resources[i].Backend] = true
+	}
+	for _, i := range v.Items(catalog.KindResourceTemplates) {
+		m[snap.Templates[i].Backend] = true
+	}
+	for _, i := range v.Items(catalog.KindPrompts) {
+		m[snap.Prompts[i].Backend] = true
+	}
+	return m
+}
+
+// redactURL hides credentials a backend URL may carry (user info, query).
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	u.User = nil
+	if u.RawQuery != "" {
+		u.RawQuery = "redacted"
+	}
+	return u.String()
+}

@@ -1,0 +1,250 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/paramheader"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
+)
+
+// A tools/call is routed in this order: find the tool in the snapshot,
+// decide access (denied is NOT_FOUND, exactly like missing), check the
+// Modern client's Mcp-Param-* headers, then pass the call through raw
+// (backend.Client.Call): the client's arguments bytes go to the backend
+// untouched and the backend's result bytes come back untouched. Only a
+// call a Legacy backend may hold for the client's input (elicitation,
+// sampling) goes through go-sdk, in held.go.
+
+// maxParamHeaders bounds CallToolRequest.param_headers.
+const maxParamHeaders = 64
+
+// CallTool calls a tool on its owning backend under its original name.
+func (s *Server) CallTool(ctx context.Context, req *aggregatorv1.CallToolRequest) (*aggregatorv1.CallToolResponse, error) {
+	resp, err := s.callTool(ctx, req, nil)
+	return resp, s.fail(ctx, "CallTool", err)
+}
+
+// toolCall is a resolved, checked call.
+type toolCall struct {
+	b    *backend.Client
+	tool *catalog.Item[*aggregatorv1.Tool]
+	call backend.Call
+}
+
+// resolveToolCall finds and authorizes the tool, checks the request and
+// builds the backend call.
+func (s *Server) resolveToolCall(ctx context.Context, req *aggregatorv1.CallToolRequest) (*toolCall, error) {
+	snap, _ := s.e.Snapshot()
+	it, found := snap.Tool(req.GetName())
+	var bname string
+	if found {
+		bname = it.Backend
+	}
+	b, err := s.e.Owner(snap, svcauth.PrincipalFrom(ctx), catalog.KindTools, req.GetName(), bname, found)
+	if err != nil {
+		return nil, err
+	}
+	args := []byte(req.GetArgumentsJson())
+	if len(args) > 0 && !isObject(args) {
+		return nil, invalidArgument("arguments_json must be a JSON object")
+	}
+	if req.GetCheckParamHeaders() {
+		if len(req.GetParamHeaders()) > maxParamHeaders {
+			return nil, invalidArgument("too many param_headers")
+		}
+		if err := paramheader.Check(it.ParamHeaders, args, req.GetParamHeaders()); err != nil {
+			return nil, err
+		}
+	}
+	caps, err := capabilities(req.GetContext())
+	if err != nil {
+		return nil, err
+	}
+	var p backend.ParamsBuilder
+	p.String("name", it.Original)
+	if len(args) > 0 {
+		p.Raw("arguments", args)
+	}
+	if err := mrtrParams(&p, req.GetInputResponsesJson(), req.GetRequestState()); err != nil {
+		return nil, err
+	}
+	tc := &toolCall{b: b, tool: it, call: backend.Call{Method: "tools/call", Name: it.Original, Params: p.Bytes(), ClientCapabilities: caps}}
+	if len(it.ParamHeaders) > 0 {
+		tc.call.ParamHeaders = paramheader.Headers(it.ParamHeaders, args)
+	}
+	return tc, nil
+}
+
+// callTool runs a resolved call; notify, if not nil, receives the
+// notifications a streamed call relays.
+func (s *Server) callTool(ctx context.Context, req *aggregatorv1.CallToolRequest, stream *notifier) (*aggregatorv1.CallToolResponse, error) {
+	tc, err := s.resolveToolCall(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	b := tc.b
+	if held := s.heldCall(ctx, req, tc); held != nil {
+		// Held calls relay no notifications.
+		return held()
+	}
+	if stream != nil {
+		tc.call.Progress, tc.call.LogLevel, tc.call.Notify = stream.progress, stream.level, stream.emit
+		if stream.level != "" && !b.SpeaksModern() {
+			// A Legacy backend's log level is per session: the call gets
+			// a session of its own.
+			return s.callOnOwnSession(ctx, req, tc, stream)
+		}
+	}
+	res, err := timed(s, b, "tools/call", func() (*backend.Result, error) { return b.Call(ctx, &tc.call) })
+	if err != nil {
+		return nil, err
+	}
+	if stream != nil && stream.err != nil {
+		return nil, stream.err
+	}
+	return &aggregatorv1.CallToolResponse{ResultJson: res.JSON, IsError: res.IsError, ResultType: resultType(res.ResultType), Backend: b.Name()}, nil
+}
+
+// heldCall returns the go-sdk call for a request that resumes a held call
+// or that a Legacy backend may hold for the client's input, else nil.
+func (s *Server) heldCall(ctx context.Context, req *aggregatorv1.CallToolRequest, tc *toolCall) func() (*aggregatorv1.CallToolResponse, error) {
+	b := tc.b
+	owner := svcauth.PrincipalFrom(ctx).GetSubject() + "\x00" + req.GetName()
+	if state := req.GetRequestState(); strings.HasPrefix(state, backend.HeldStatePrefix) {
+		return func() (*aggregatorv1.CallToolResponse, error) {
+			var responses map[string]json.RawMessage
+			if raw := req.GetInputResponsesJson(); raw != "" {
+				if err := json.Unmarshal([]byte(raw), &responses); err != nil {
+					return nil, invalidArgument("input_responses_json is not a valid map of input responses")
+				}
+			}
+			res, err := timed(s, b, "tools/call", func() (*mcp.CallToolResult, error) { return b.ResumeHeld(ctx, state, owner, responses) })
+			return heldResponse(b, res, err)
+		}
+	}
+	if !b.IsLegacy() {
+		return nil
+	}
+	caps := askableCapabilities(req.GetContext())
+	if caps == nil {
+		return nil
+	}
+	// A Legacy backend asks for input mid-call; the call is held open
+	// across the client's retry (see backend.CallToolAsking).
+	return func() (*aggregatorv1.CallToolResponse, error) {
+		params, err := sdkParams(tc, req)
+		if err != nil {
+			return nil, err
+		}
+		res, err := timed(s, b, "tools/call", func() (*mcp.CallToolResult, error) { return b.CallToolAsking(ctx, params, caps, owner) })
+		return heldResponse(b, res, err)
+	}
+}
+
+// heldResponse encodes a go-sdk result of the held path; a held call's
+// input_required result is made by the aggregator, so its input requests
+// say what it is.
+func heldResponse(b *backend.Client, res *mcp.CallToolResult, err error) (*aggregatorv1.CallToolResponse, error) {
+	if errors.Is(err, backend.ErrHeldCallGone) {
+		return nil, invalidArgument("requestState names a call that is no longer held: it ended, its input did not come in time, or the retry reached another aggregator replica; call again without requestState")
+	}
+	if err != nil {
+		return nil, err
+	}
+	text, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	rt := "complete"
+	if res.NeedsInput() || len(res.InputRequests) > 0 {
+		rt = "input_required"
+	}
+	return &aggregatorv1.CallToolResponse{ResultJson: string(text), IsError: res.IsError, ResultType: rt, Backend: b.Name()}, nil
+}
+
+// sdkParams are the go-sdk params of a call that takes the go-sdk path.
+func sdkParams(tc *toolCall, req *aggregatorv1.CallToolRequest) (*mcp.CallToolParams, error) {
+	params := &mcp.CallToolParams{Name: tc.tool.Original, RequestState: req.GetRequestState()}
+	if raw := req.GetArgumentsJson(); raw != "" {
+		params.Arguments = json.RawMessage(raw)
+	}
+	if raw := req.GetInputResponsesJson(); raw != "" {
+		if err := json.Unmarshal([]byte(raw), &params.InputResponses); err != nil {
+			return nil, invalidArgument("input_responses_json is not a valid map of input responses")
+		}
+	}
+	if caps := req.GetContext().GetClientCapabilitiesJson(); caps != "" {
+		params.Meta = mcp.Meta{mcp.MetaKeyClientCapabilities: json.RawMessage(caps)}
+	}
+	return params, nil
+}
+
+// askableCapabilities are the client's capabilities when they let a
+// backend ask it for input (elicitation or sampling), else nil.
+func askableCapabilities(rc *aggregatorv1.RequestContext) *mcp.ClientCapabilities {
+	raw := rc.GetClientCapabilitiesJson()
+	if raw == "" || (!strings.Contains(raw, "elicitation") && !strings.Contains(raw, "sampling")) {
+		return nil
+	}
+	var caps mcp.ClientCapabilities
+	if json.Unmarshal([]byte(raw), &caps) != nil || (caps.Elicitation == nil && caps.Sampling == nil) {
+		return nil
+	}
+	return &caps
+}
+
+// capabilities are the client's declared capabilities, which a Modern
+// backend gets in _meta so that it asks only for input the client can
+// give. A Legacy backend's shared session declared none at initialize, so
+// it cannot send any caller a request the caller did not declare.
+func capabilities(rc *aggregatorv1.RequestContext) ([]byte, error) {
+	raw := rc.GetClientCapabilitiesJson()
+	if raw == "" {
+		return nil, nil
+	}
+	if !isObject([]byte(raw)) {
+		return nil, invalidArgument("client_capabilities_json must be a JSON object")
+	}
+	return []byte(raw), nil
+}
+
+// mrtrParams adds a multi-round-trip retry's inputResponses and
+// requestState, if any.
+func mrtrParams(p *backend.ParamsBuilder, responses, state string) error {
+	if responses != "" {
+		if !isObject([]byte(responses)) {
+			return invalidArgument("input_responses_json is not a valid map of input responses")
+		}
+		p.Raw("inputResponses", []byte(responses))
+	}
+	if state != "" {
+		p.String("requestState", state)
+	}
+	return nil
+}
+
+// isObject reports whether b is one valid JSON object.
+func isObject(b []byte) bool {
+	i := 0
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i < len(b) && b[i] == '{' && json.Valid(b)
+}
+
+// resultType is the API's result type of a backend result's resultType:
+// absent (a Legacy backend) or anything else means complete.
+func resultType(rt string) string {
+	if rt == "input_required" {
+		return rt
+	}
+	return "complete"
+}

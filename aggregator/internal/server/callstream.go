@@ -1,0 +1,103 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+)
+
+// CallToolStream calls a tool like CallTool and streams the progress and
+// log notifications the backend sends for that call before the result.
+func (s *Server) CallToolStream(req *aggregatorv1.CallToolStreamRequest, stream grpc.ServerStreamingServer[aggregatorv1.CallToolStreamResponse]) error {
+	ctx := stream.Context()
+	resp, err := s.callToolStream(ctx, req.GetCall(), stream)
+	if err != nil {
+		return s.fail(ctx, "CallToolStream", err)
+	}
+	return stream.Send(&aggregatorv1.CallToolStreamResponse{Event: &aggregatorv1.CallToolStreamResponse_Result{Result: resp}})
+}
+
+// notifier relays a streamed call's notifications to its gRPC stream.
+type notifier struct {
+	progress bool
+	level    mcp.LoggingLevel
+	// token is the caller's progress token (JSON), put back in place of
+	// the one the aggregator sent to the backend.
+	token  string
+	stream grpc.ServerStreamingServer[aggregatorv1.CallToolStreamResponse]
+	// err is the first failure to send; the call then fails with it.
+	err error
+}
+
+func (n *notifier) emit(method string, params []byte) {
+	if n.err != nil {
+		return
+	}
+	text, err := notificationParams(params, n.token)
+	if err != nil {
+		return
+	}
+	n.err = n.stream.Send(&aggregatorv1.CallToolStreamResponse{Event: &aggregatorv1.CallToolStreamResponse_Notification{
+		Notification: &aggregatorv1.Notification{Method: method, ParamsJson: text},
+	}})
+}
+
+func (s *Server) callToolStream(ctx context.Context, req *aggregatorv1.CallToolRequest, stream grpc.ServerStreamingServer[aggregatorv1.CallToolStreamResponse]) (*aggregatorv1.CallToolResponse, error) {
+	rc := req.GetContext()
+	token := rc.GetProgressTokenJson()
+	if token != "" && !json.Valid([]byte(token)) {
+		return nil, invalidArgument("progress_token_json is not JSON")
+	}
+	level := mcp.LoggingLevel(rc.GetLogLevel())
+	if level != "" && !backend.ValidLevel(level) {
+		return nil, invalidArgument("log_level is not an MCP log level")
+	}
+	return s.callTool(ctx, req, &notifier{progress: token != "", level: level, token: token, stream: stream})
+}
+
+// callOnOwnSession runs a streamed call that wants a Legacy backend's log
+// messages on a go-sdk session of its own (backend.CallToolStreamed).
+func (s *Server) callOnOwnSession(ctx context.Context, req *aggregatorv1.CallToolRequest, tc *toolCall, n *notifier) (*aggregatorv1.CallToolResponse, error) {
+	params, err := sdkParams(tc, req)
+	if err != nil {
+		return nil, err
+	}
+	b := tc.b
+	emit := func(method string, p any) {
+		raw, err := json.Marshal(p)
+		if err == nil {
+			n.emit(method, raw)
+		}
+	}
+	res, err := timed(s, b, "tools/call", func() (*mcp.CallToolResult, error) {
+		return b.CallToolStreamed(ctx, params, n.progress, n.level, emit)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if n.err != nil {
+		return nil, n.err
+	}
+	return heldResponse(b, res, nil)
+}
+
+// notificationParams encodes a backend notification's params for the
+// caller: without the backend's _meta, and with the caller's own progress
+// token in place of the one the aggregator sent.
+func notificationParams(raw []byte, token string) (string, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return "", err
+	}
+	delete(fields, "_meta")
+	if _, ok := fields["progressToken"]; ok {
+		fields["progressToken"] = json.RawMessage(token)
+	}
+	out, err := json.Marshal(fields)
+	return string(out), err
+}

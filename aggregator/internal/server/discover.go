@@ -1,0 +1,45 @@
+package server
+
+import (
+	"context"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
+)
+
+// Discover summarises the principal's view.
+func (s *Server) Discover(ctx context.Context, _ *aggregatorv1.DiscoverRequest) (*aggregatorv1.DiscoverResponse, error) {
+	snap, _ := s.e.Snapshot()
+	v := s.e.View(snap, svcauth.PrincipalFrom(ctx))
+	resp := &aggregatorv1.DiscoverResponse{
+		CatalogVersion:        snap.Version,
+		ToolCount:             uint32(v.Len(catalog.KindTools)),
+		ResourceCount:         uint32(v.Len(catalog.KindResources)),
+		ResourceTemplateCount: uint32(v.Len(catalog.KindResourceTemplates)),
+		PromptCount:           uint32(v.Len(catalog.KindPrompts)),
+		ToolsDigest:           v.Digest(catalog.KindTools),
+		Instructions:          s.e.Options().Instructions,
+	}
+	// Capabilities count only for backends the principal sees something of.
+	for _, i := range v.Items(catalog.KindResources) {
+		resp.ResourcesSubscribe = resp.ResourcesSubscribe || subscribes(snap.Capabilities[snap.Resources[i].Backend])
+	}
+	for _, i := range v.Items(catalog.KindResourceTemplates) {
+		b := snap.Templates[i].Backend
+		resp.ResourcesSubscribe = resp.ResourcesSubscribe || subscribes(snap.Capabilities[b])
+		resp.Completions = resp.Completions || completes(snap.Capabilities[b])
+	}
+	for _, i := range v.Items(catalog.KindPrompts) {
+		resp.Completions = resp.Completions || completes(snap.Capabilities[snap.Prompts[i].Backend])
+	}
+	return resp, nil
+}
+
+func subscribes(c *mcp.ServerCapabilities) bool {
+	return c != nil && c.Resources != nil && c.Resources.Subscribe
+}
+
+func completes(c *mcp.ServerCapabilities) bool { return c != nil && c.Completions != nil }

@@ -1,0 +1,43 @@
+package server
+
+import (
+	"context"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
+)
+
+// ReadResource reads a resource from its owning backend, passed through
+// raw like tools/call.
+func (s *Server) ReadResource(ctx context.Context, req *aggregatorv1.ReadResourceRequest) (*aggregatorv1.ReadResourceResponse, error) {
+	resp, err := s.readResource(ctx, req)
+	return resp, s.fail(ctx, "ReadResource", err)
+}
+
+func (s *Server) readResource(ctx context.Context, req *aggregatorv1.ReadResourceRequest) (*aggregatorv1.ReadResourceResponse, error) {
+	uri := req.GetUri()
+	if uri == "" {
+		return nil, invalidArgument("uri is required")
+	}
+	snap, _ := s.e.Snapshot()
+	b, err := s.e.ResourceOwner(snap, svcauth.PrincipalFrom(ctx), uri)
+	if err != nil {
+		return nil, err
+	}
+	caps, err := capabilities(req.GetContext())
+	if err != nil {
+		return nil, err
+	}
+	var p backend.ParamsBuilder
+	p.String("uri", uri)
+	if err := mrtrParams(&p, req.GetInputResponsesJson(), req.GetRequestState()); err != nil {
+		return nil, err
+	}
+	call := &backend.Call{Method: "resources/read", Name: uri, Params: p.Bytes(), ClientCapabilities: caps}
+	res, err := timed(s, b, "resources/read", func() (*backend.Result, error) { return b.Call(ctx, call) })
+	if err != nil {
+		return nil, err
+	}
+	return &aggregatorv1.ReadResourceResponse{ResultJson: res.JSON, ResultType: resultType(res.ResultType), Backend: b.Name()}, nil
+}

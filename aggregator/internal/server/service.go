@@ -1,0 +1,43 @@
+// Package server serves the engine as the AggregatorService gRPC API, one
+// file per RPC family: discover.go, list.go, call.go (tools/call, plain and
+// streamed), resources.go, prompts.go (prompts/get and
+// completion/complete), watch.go and backends.go. status.go is the one
+// place where errors become gRPC statuses.
+//
+// Every handler acts for svcauth.PrincipalFrom(ctx), which the auth
+// interceptor has resolved from the caller's credential.
+package server
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+)
+
+// Server implements aggregatorv1.AggregatorServiceServer on an Engine.
+type Server struct {
+	aggregatorv1.UnimplementedAggregatorServiceServer
+	e   *engine.Engine
+	log *slog.Logger
+}
+
+// New serves e.
+func New(e *engine.Engine) *Server { return &Server{e: e, log: e.Log()} }
+
+var _ aggregatorv1.AggregatorServiceServer = (*Server)(nil)
+
+func (s *Server) fail(ctx context.Context, method string, err error) error {
+	return toStatus(ctx, s.log, method, err)
+}
+
+// timed runs a backend request and records its metric.
+func timed[T any](s *Server, b *backend.Client, method string, f func() (T, error)) (T, error) {
+	start := time.Now()
+	res, err := f()
+	s.e.Options().Metrics.BackendRequest(b.Name(), method, err, time.Since(start))
+	return res, err
+}
