@@ -130,34 +130,8 @@ func collect[T any](ctx context.Context, kind string, page func(context.Context,
 	}
 }
 
-// CallTool calls a tool by its original name. A tool that fails is a
-// result with IsError, not an error.
-func (c *Client) CallTool(ctx context.Context, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	return do(ctx, c, retryUnsent, c.cfg.Timeout, func(ctx context.Context, s *mcp.ClientSession) (*mcp.CallToolResult, error) {
-		return s.CallTool(ctx, params)
-	})
-}
-
-// ReadResource reads a resource by URI.
-func (c *Client) ReadResource(ctx context.Context, params *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
-	return do(ctx, c, retryIdempotent, c.cfg.Timeout, func(ctx context.Context, s *mcp.ClientSession) (*mcp.ReadResourceResult, error) {
-		return s.ReadResource(ctx, params)
-	})
-}
-
-// GetPrompt renders a prompt by its original name.
-func (c *Client) GetPrompt(ctx context.Context, params *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
-	return do(ctx, c, retryIdempotent, c.cfg.Timeout, func(ctx context.Context, s *mcp.ClientSession) (*mcp.GetPromptResult, error) {
-		return s.GetPrompt(ctx, params)
-	})
-}
-
-// Complete asks for argument completions.
-func (c *Client) Complete(ctx context.Context, params *mcp.CompleteParams) (*mcp.CompleteResult, error) {
-	return do(ctx, c, retryIdempotent, c.cfg.Timeout, func(ctx context.Context, s *mcp.ClientSession) (*mcp.CompleteResult, error) {
-		return s.Complete(ctx, params)
-	})
-}
+// Request/response calls (tools/call, resources/read, prompts/get,
+// completion/complete) take the raw path: see Call in raw.go.
 
 // Probe checks that the backend answers, without user credentials, within
 // timeout. A Legacy session is pinged; a Modern backend cannot be pinged,
