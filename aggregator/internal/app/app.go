@@ -61,7 +61,9 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 			}
 			return nil
 		}
-		wg.Go(func() { opshttp.Serve(ctx, lis, opshttp.Handler(ready, reg, opshttp.Pprof(env.Config.Ops.Pprof)), env.Log) })
+		wg.Go(func() {
+			opshttp.Serve(ctx, lis, opshttp.Handler(ready, reg, opshttp.Pprof(env.Config.Ops.Pprof)), env.Log)
+		})
 	}
 
 	// The first build decides readiness; under the manual strategy an
