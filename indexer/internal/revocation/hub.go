@@ -95,6 +95,7 @@ func (h *Hub) requestResync() {
 func (h *Hub) resyncLoop(ctx context.Context) {
 	tick := time.NewTicker(h.resync)
 	defer tick.Stop()
+	failing := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -102,8 +103,18 @@ func (h *Hub) resyncLoop(ctx context.Context) {
 		case <-tick.C:
 		case <-h.resyncNow:
 		}
-		if err := h.Resync(ctx); err != nil && ctx.Err() == nil {
-			h.log.WarnContext(ctx, "reading revocations failed; retrying", "error", err)
+		err := h.Resync(ctx)
+		switch {
+		case err == nil:
+			failing = false
+		case ctx.Err() != nil:
+			return
+		default:
+			// Warn once per outage; retry every second meanwhile.
+			if !failing {
+				h.log.WarnContext(ctx, "reading revocations failed; retrying", "error", err)
+			}
+			failing = true
 			time.AfterFunc(time.Second, h.requestResync)
 		}
 	}

@@ -71,8 +71,9 @@ const (
 // (related words at RelatedBoost) times their source; at most MaxTerms,
 // the caller's own words first. An implementation then reduces them to
 // its lexemes (stemming, stop words). key is the query folded to one
-// identifier-like token for trigram similarity with tool names (NameKey),
-// empty for queries longer than MaxTrigramWords words.
+// identifier-like token for trigram similarity with tool names (like
+// NameKey, at most MaxNameKeyRunes), empty for queries longer than
+// MaxTrigramWords words.
 func (r Ranking) Terms(q Query) (terms []string, boosts []float64, key string) {
 	weight := map[string]float64{}
 	var order []string
@@ -126,5 +127,11 @@ func (r Ranking) Terms(q Query) (terms []string, boosts []float64, key string) {
 	if len(keyParts) > MaxTrigramWords {
 		return terms, boosts, ""
 	}
-	return terms, boosts, strings.Join(keyParts, "")
+	// Cut like a name key: similarity costs time in proportion to both,
+	// and no tool name is longer.
+	key = strings.Join(keyParts, "")
+	if runes := []rune(key); len(runes) > MaxNameKeyRunes {
+		key = string(runes[:MaxNameKeyRunes])
+	}
+	return terms, boosts, key
 }

@@ -60,6 +60,10 @@ func TestQueryTerms(t *testing.T) {
 	if _, _, key := r.Terms(Query{Text: "get_Wether", Keywords: []string{"forcast"}}); key != "getwetherforcast" {
 		t.Errorf("key %q", key)
 	}
+	// A long identifier is cut like a name key.
+	if _, _, key := r.Terms(Query{Text: strings.Repeat("é", 3000)}); len([]rune(key)) != MaxNameKeyRunes {
+		t.Errorf("key of a 3000-rune word has %d runes", len([]rune(key)))
+	}
 	var words []string
 	for i := range 200 {
 		words = append(words, "w"+string(rune('a'+i%26))+string(rune('a'+i/26)))

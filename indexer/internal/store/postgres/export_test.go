@@ -25,3 +25,24 @@ func (s *Store) CachedScopes() int {
 	defer s.cache.mu.Unlock()
 	return s.cache.lru.Len()
 }
+
+// ParseTSVector is parseTSVector, as lexemes with the weight classes of
+// their positions, and cnt_length.
+func ParseTSVector(text string) (map[string][]uint8, int, error) {
+	a, err := parseTSVector(text)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := map[string][]uint8{}
+	for i, lex := range a.lexemes {
+		out[lex] = a.entryWeights(i)
+	}
+	return out, a.length, nil
+}
+
+// WordSimilarity is pg_trgm's word_similarity(a, b) as a search computes
+// it.
+func WordSimilarity(a, b string) float32 {
+	var scratch simScratch
+	return wordSimilarity(newTrigramText(a), newTrigramText(b), &scratch)
+}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/singleflight"
@@ -164,6 +165,10 @@ func (c *scopeCache) add(ix *scopeIndex) *scopeIndex {
 	return ix
 }
 
+// scopeReadTimeout bounds reading one scope (10,000 tools take well under
+// a second).
+const scopeReadTimeout = time.Minute
+
 // scopeIndex returns the scope ready to search, reading it from the
 // database on first use. Concurrent first searches of one scope read it
 // once.
@@ -177,7 +182,9 @@ func (s *Store) scopeIndex(ctx context.Context, id int64) (*scopeIndex, error) {
 		}
 		// The read serves every search waiting on it: one caller going
 		// away must not abort it.
-		ix, err := s.loadScope(context.WithoutCancel(ctx), id)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scopeReadTimeout)
+		defer cancel()
+		ix, err := s.loadScope(ctx, id)
 		if err != nil {
 			return nil, err
 		}
