@@ -680,7 +680,7 @@ type WatchRevocationsResponse struct {
 	// Revocations, at most 1,000 per message.
 	Revocations []*SessionRevocation `protobuf:"bytes,1,rep,name=revocations,proto3" json:"revocations,omitempty"`
 	// Set on the last message of the initial snapshot: the subscriber then
-	// holds every revocation recorded before the stream opened.
+	// holds every revocation the replica held when the stream opened.
 	SnapshotComplete bool `protobuf:"varint,2,opt,name=snapshot_complete,json=snapshotComplete,proto3" json:"snapshot_complete,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache

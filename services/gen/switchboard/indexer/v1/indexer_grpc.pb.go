@@ -57,13 +57,14 @@ type IndexerServiceClient interface {
 	CheckSession(ctx context.Context, in *CheckSessionRequest, opts ...grpc.CallOption) (*CheckSessionResponse, error)
 	// WatchRevocations streams the revoked sessions to a gateway, so that it
 	// can check a session without a round trip: first every revocation that
-	// has not expired, in one or more messages of which the last has
-	// snapshot_complete set (a single empty message when there are none),
-	// then, without a gap, each revocation as it is recorded on any indexer
-	// replica (or extended to a later expiry), usually within milliseconds:
-	// replicas hear of each other's revocations from PostgreSQL
-	// (LISTEN/NOTIFY) and read the whole set again periodically as a safety
-	// net. The stream ends only when the indexer shuts down, or with
+	// has not expired that this replica holds, in one or more messages of
+	// which the last has snapshot_complete set (a single empty message when
+	// there are none), then, without a gap, each revocation as this replica
+	// hears of it: recorded through it, or on any other replica (or extended
+	// to a later expiry) and heard from PostgreSQL (LISTEN/NOTIFY) usually
+	// within milliseconds, or at the latest at the periodic re-read of the
+	// whole set (30s). A revocation recorded elsewhere just before the
+	// stream opened may so come right after the snapshot rather than in it. The stream ends only when the indexer shuts down, or with
 	// UNAVAILABLE when it cannot keep the subscriber current (its database
 	// has not been read yet, or the subscriber fell too far behind); the
 	// subscriber then reconnects and starts from a new snapshot, which it
@@ -175,13 +176,14 @@ type IndexerServiceServer interface {
 	CheckSession(context.Context, *CheckSessionRequest) (*CheckSessionResponse, error)
 	// WatchRevocations streams the revoked sessions to a gateway, so that it
 	// can check a session without a round trip: first every revocation that
-	// has not expired, in one or more messages of which the last has
-	// snapshot_complete set (a single empty message when there are none),
-	// then, without a gap, each revocation as it is recorded on any indexer
-	// replica (or extended to a later expiry), usually within milliseconds:
-	// replicas hear of each other's revocations from PostgreSQL
-	// (LISTEN/NOTIFY) and read the whole set again periodically as a safety
-	// net. The stream ends only when the indexer shuts down, or with
+	// has not expired that this replica holds, in one or more messages of
+	// which the last has snapshot_complete set (a single empty message when
+	// there are none), then, without a gap, each revocation as this replica
+	// hears of it: recorded through it, or on any other replica (or extended
+	// to a later expiry) and heard from PostgreSQL (LISTEN/NOTIFY) usually
+	// within milliseconds, or at the latest at the periodic re-read of the
+	// whole set (30s). A revocation recorded elsewhere just before the
+	// stream opened may so come right after the snapshot rather than in it. The stream ends only when the indexer shuts down, or with
 	// UNAVAILABLE when it cannot keep the subscriber current (its database
 	// has not been read yet, or the subscriber fell too far behind); the
 	// subscriber then reconnects and starts from a new snapshot, which it
