@@ -131,7 +131,7 @@ FUZZ_TARGETS := \
 	./gateway/internal/wire:FuzzShape \
 	./gateway/internal/edge:FuzzParseMessage \
 	./gateway/internal/edge:FuzzClassifyRequest \
-	./indexer/internal/store:FuzzSearchQuery
+	./indexer/internal/store/postgres:FuzzSearchQuery
 # -fuzztime includes the fuzzer's start-up coverage pass, several seconds
 # on a loaded 2-core machine.
 FUZZTIME     ?= 15s
@@ -171,10 +171,11 @@ bench-search: build ## search quality on the MetaTool dev split: demo backend ->
 		--queries $(SHARED)/tooldata/metatool-dev/queries.jsonl
 
 .PHONY: bench-indexer
-bench-indexer: ## indexer cost benchmarks (scope build, search at 100k documents, first search)
-	cd indexer && $(GO) test -run '^$$' -bench BuildScope10k -benchtime 5x ./internal/store
-	cd indexer && $(GO) test -run '^$$' -bench Search100k -benchtime 2000x ./internal/store
+bench-indexer: ## indexer cost benchmarks (scope build, search at 100k documents, first search, Search RPC at 1k/10k tools)
+	cd indexer && $(GO) test -run '^$$' -bench BuildScope10k -benchtime 5x ./internal/store/postgres
+	cd indexer && $(GO) test -run '^$$' -bench Search100k -benchtime 2000x ./internal/store/postgres
 	cd indexer && $(GO) test -run '^$$' -bench FirstSearch -benchtime 20x ./internal/app
+	cd indexer && $(GO) test -run '^$$' -bench SearchRPC -benchtime 400x ./internal/app
 
 .PHONY: clean
 clean: ## remove build outputs

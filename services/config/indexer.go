@@ -1,5 +1,10 @@
 package config
 
+import (
+	"errors"
+	"time"
+)
+
 // Indexer configures the search service.
 type Indexer struct {
 	// Listen is the gRPC address (host:port).
@@ -14,15 +19,62 @@ type Indexer struct {
 	// invalidate scopes sooner.
 	ScopeTTL Duration `yaml:"scopeTTL"`
 	// DefaultLimit is the number of hits when a search names none
-	// (default 8); MaxLimit caps what a search may ask for (default 50).
+	// (default 8); MaxLimit caps what a search may ask for (default and
+	// at most 50).
 	DefaultLimit int `yaml:"defaultLimit"`
 	MaxLimit     int `yaml:"maxLimit"`
 	// HTTPListen serves /healthz, /readyz (200 once the schema is
 	// migrated) and Prometheus /metrics; empty disables.
 	HTTPListen string `yaml:"httpListen"`
-	// GCInterval is how often unused scopes and unreferenced documents are
-	// collected (default 10m); ScopeRetention is how long an unused scope
-	// is kept (default 24h).
+	// GCInterval is how often unused scopes, unreferenced documents and
+	// expired revocations are collected (default 10m); ScopeRetention is
+	// how long an unused scope is kept (default 24h).
 	GCInterval     Duration `yaml:"gcInterval"`
 	ScopeRetention Duration `yaml:"scopeRetention"`
+	// MaxRevocationTTL is the furthest expiry a session revocation may
+	// have (default 24h); gateway.sessions.ttl must not exceed it.
+	MaxRevocationTTL Duration `yaml:"maxRevocationTTL"`
+}
+
+// Defaults of the indexer section.
+const (
+	DefaultIndexerScopeTTL         = 30 * time.Second
+	DefaultIndexerLimit            = 8
+	MaxIndexerLimit                = 50
+	DefaultIndexerGCInterval       = 10 * time.Minute
+	DefaultIndexerScopeRetention   = 24 * time.Hour
+	DefaultIndexerMaxRevocationTTL = 24 * time.Hour
+)
+
+// WithDefaults returns the section with every unset value at its default.
+// Limits out of range are brought into it: maxLimit to at most 50, and
+// defaultLimit to at most maxLimit.
+func (c Indexer) WithDefaults() Indexer {
+	c.ScopeTTL = Duration(c.ScopeTTL.Or(DefaultIndexerScopeTTL))
+	c.GCInterval = Duration(c.GCInterval.Or(DefaultIndexerGCInterval))
+	c.ScopeRetention = Duration(c.ScopeRetention.Or(DefaultIndexerScopeRetention))
+	c.MaxRevocationTTL = Duration(c.MaxRevocationTTL.Or(DefaultIndexerMaxRevocationTTL))
+	if c.MaxLimit <= 0 || c.MaxLimit > MaxIndexerLimit {
+		c.MaxLimit = MaxIndexerLimit
+	}
+	if c.DefaultLimit <= 0 {
+		c.DefaultLimit = DefaultIndexerLimit
+	}
+	c.DefaultLimit = min(c.DefaultLimit, c.MaxLimit)
+	return c
+}
+
+// Validate reports what the indexer cannot run without.
+func (c Indexer) Validate() error {
+	var errs []error
+	if c.Listen == "" {
+		errs = append(errs, errors.New("indexer.listen is required"))
+	}
+	if c.Database == "" {
+		errs = append(errs, errors.New("indexer.database is required (a PostgreSQL URL)"))
+	}
+	if c.Aggregator.Address == "" {
+		errs = append(errs, errors.New("indexer.aggregator.address is required"))
+	}
+	return errors.Join(errs...)
 }

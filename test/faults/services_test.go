@@ -110,8 +110,10 @@ func TestAggregatorKilledAndRestarted(t *testing.T) {
 	checkNoCrash(t, procs(c), nil)
 }
 
-// TestPostgresStopped stops PostgreSQL: find_tool answers with an isError
-// result that says search failed, while lists, calls, call_tool and Legacy
+// TestPostgresStopped stops PostgreSQL: a find_tool the indexer can answer
+// from memory (a scope it has read, words it has stemmed) still succeeds,
+// one that needs the database (new words) answers with an isError result
+// that says search failed, while lists, calls, call_tool and Legacy
 // sessions (old and new) keep working. With PostgreSQL back, find_tool
 // recovers without any restart.
 func TestPostgresStopped(t *testing.T) {
@@ -136,8 +138,11 @@ func TestPostgresStopped(t *testing.T) {
 	t.Logf("PostgreSQL stopped")
 
 	for _, era := range eras {
+		if err := findsTool(t, optimized[era.name], "alpha_echo"); err != nil {
+			t.Errorf("%s: find_tool answered before, from the indexer's memory, with PostgreSQL down: %v", era.name, err)
+		}
 		start := time.Now()
-		res, err := findTool(t.Context(), optimized[era.name], "echo the arguments back")
+		res, err := findTool(t.Context(), optimized[era.name], "replay the payload verbatim "+era.name)
 		elapsed := time.Since(start)
 		switch {
 		case err != nil:

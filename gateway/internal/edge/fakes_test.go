@@ -18,6 +18,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
@@ -265,6 +266,7 @@ type fakeIndexer struct {
 	indexerv1.UnimplementedIndexerServiceServer
 	mu       sync.Mutex
 	revoked  map[string]bool
+	watchers map[chan string]struct{}
 	down     atomic.Bool
 	searches atomic.Int64
 }
@@ -288,7 +290,45 @@ func (x *fakeIndexer) RevokeSession(_ context.Context, req *indexerv1.RevokeSess
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.revoked[req.GetSessionDigest()] = true
+	for w := range x.watchers {
+		w <- req.GetSessionDigest()
+	}
 	return &indexerv1.RevokeSessionResponse{}, nil
+}
+
+// WatchRevocations sends the revocations so far, then each new one, as the
+// indexer does for every gateway replica.
+func (x *fakeIndexer) WatchRevocations(_ *indexerv1.WatchRevocationsRequest, stream indexerv1.IndexerService_WatchRevocationsServer) error {
+	expiry := timestamppb.New(time.Now().Add(time.Hour))
+	ch := make(chan string, 64)
+	x.mu.Lock()
+	snapshot := &indexerv1.WatchRevocationsResponse{SnapshotComplete: true}
+	for d := range x.revoked {
+		snapshot.Revocations = append(snapshot.Revocations, &indexerv1.SessionRevocation{SessionDigest: d, ExpiresAt: expiry})
+	}
+	if x.watchers == nil {
+		x.watchers = map[chan string]struct{}{}
+	}
+	x.watchers[ch] = struct{}{}
+	x.mu.Unlock()
+	defer func() {
+		x.mu.Lock()
+		delete(x.watchers, ch)
+		x.mu.Unlock()
+	}()
+	if err := stream.Send(snapshot); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case d := <-ch:
+			if err := stream.Send(&indexerv1.WatchRevocationsResponse{Revocations: []*indexerv1.SessionRevocation{{SessionDigest: d, ExpiresAt: expiry}}}); err != nil {
+				return err
+			}
+		}
+	}
 }
 
 func (x *fakeIndexer) CheckSession(_ context.Context, req *indexerv1.CheckSessionRequest) (*indexerv1.CheckSessionResponse, error) {

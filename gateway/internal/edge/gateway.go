@@ -93,6 +93,9 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 		loopback:    deps.LoopbackOnly,
 		closing:     make(chan struct{}),
 	}
+	if err := g.revocations.RegisterMetrics(metrics.registry); err != nil {
+		return nil, err
+	}
 	g.methods = methods.New(methods.Config{
 		ServerInfo:     info,
 		Instructions:   cfg.ServerInfo.Instructions,
@@ -110,7 +113,12 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 // Close ends every open notification stream, so that an HTTP server's
 // graceful shutdown is not held up by them; clients reconnect elsewhere.
 // Register it with http.Server.RegisterOnShutdown.
-func (g *Gateway) Close() { g.closeOnce.Do(func() { close(g.closing) }) }
+func (g *Gateway) Close() {
+	g.closeOnce.Do(func() {
+		close(g.closing)
+		g.revocations.Close()
+	})
+}
 
 // Handler serves MCP and the operational endpoints:
 //

@@ -98,11 +98,18 @@ func TestLegacySessionAcrossReplicas(t *testing.T) {
 	if del.status != http.StatusNoContent {
 		t.Fatalf("DELETE: %d %s", del.status, del.body)
 	}
-	for _, url := range []string{one.URL, two.URL} {
-		resp = send(t, http.MethodPost, url+"/mcp", legacyHeaders("alice-key", id), list)
-		if resp.status != http.StatusNotFound {
-			t.Fatalf("after DELETE on %s: %d %s", url, resp.status, resp.body)
-		}
+	// The replica that served the DELETE refuses the id at once; the other
+	// hears of it through the indexer's revocation stream, ahead of any
+	// request, so it never asks per request.
+	resp = send(t, http.MethodPost, one.URL+"/mcp", legacyHeaders("alice-key", id), list)
+	if resp.status != http.StatusNotFound {
+		t.Fatalf("after DELETE on the same replica: %d %s", resp.status, resp.body)
+	}
+	eventually(t, "the other replica to refuse the deleted session", func() bool {
+		resp = send(t, http.MethodPost, two.URL+"/mcp", legacyHeaders("alice-key", id), list)
+		return resp.status == http.StatusNotFound
+	})
+	{
 		_, _, rerr := resp.rpc(t)
 		if rerr == nil {
 			t.Fatalf("404 without JSON-RPC error: %s", resp.body)

@@ -1,7 +1,8 @@
-// Package app wires the indexer: the store, the scope resolver, the gRPC
-// server and the HTTP probes and metrics. Health reports SERVING only once the schema migrations have been
-// applied; until then (the database may be unreachable at start) it keeps
-// retrying with backoff while NOT_SERVING.
+// Package app wires the indexer: the store, the scope resolver, the
+// revocation hub, the gRPC server and the HTTP probes and metrics. Health
+// reports SERVING only once the schema migrations have been applied; until
+// then (the database may be unreachable at start) it keeps retrying with
+// backoff while NOT_SERVING.
 package app
 
 import (
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,19 +24,18 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/rpc"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 
+	"github.com/switchboard-mcp/switchboard/indexer/internal/revocation"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/scope"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/server"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store/postgres"
 )
 
-// Defaults of the indexer section.
 const (
-	DefaultScopeTTL       = 30 * time.Second
-	DefaultLimit          = 8
-	MaxLimit              = 50
-	DefaultGCInterval     = 10 * time.Minute
-	DefaultScopeRetention = 24 * time.Hour
-	shutdownGrace         = 10 * time.Second
+	shutdownGrace = 10 * time.Second
+	// revocationResync is how often every revocation is read again, in
+	// case a notification was missed.
+	revocationResync = 30 * time.Second
 )
 
 // Listeners are pre-opened listeners for tests; a nil one means the
@@ -46,26 +47,15 @@ type Listeners struct {
 // Run serves the indexer until ctx ends: gRPC, and /healthz, /readyz and
 // Prometheus /metrics on HTTP when indexer.httpListen is set.
 func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Listeners) error {
-	ic := cfg.Indexer
-	if ic.Database == "" {
-		return errors.New("indexer.database is required (a PostgreSQL URL)")
+	ic := cfg.Indexer.WithDefaults()
+	if listeners.GRPC != nil {
+		ic.Listen = listeners.GRPC.Addr().String()
 	}
-	if ic.Aggregator.Address == "" {
-		return errors.New("indexer.aggregator.address is required")
+	if err := ic.Validate(); err != nil {
+		return err
 	}
-	limits := server.Limits{Default: ic.DefaultLimit, Max: ic.MaxLimit}
-	if limits.Max <= 0 || limits.Max > MaxLimit {
-		limits.Max = MaxLimit
-	}
-	if limits.Default <= 0 {
-		limits.Default = DefaultLimit
-	}
-	limits.Default = min(limits.Default, limits.Max)
 	lis, httpLis := listeners.GRPC, listeners.HTTP
 	if lis == nil {
-		if ic.Listen == "" {
-			return errors.New("indexer.listen is required")
-		}
 		var err error
 		if lis, err = net.Listen("tcp", ic.Listen); err != nil {
 			return fmt.Errorf("listen %s: %w", ic.Listen, err)
@@ -78,7 +68,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 		}
 	}
 
-	st, err := store.Open(ctx, ic.Database)
+	st, err := postgres.Open(ctx, ic.Database, postgres.Options{})
 	if err != nil {
 		return err
 	}
@@ -88,7 +78,8 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 		return fmt.Errorf("aggregator client: %w", err)
 	}
 	defer conn.Close()
-	resolver := scope.New(aggregatorv1.NewAggregatorServiceClient(conn), st, ic.ScopeTTL.Or(DefaultScopeTTL), log)
+	resolver := scope.New(aggregatorv1.NewAggregatorServiceClient(conn), st, time.Duration(ic.ScopeTTL), log)
+	hub := revocation.New(st, revocationResync, log)
 
 	srv, err := rpc.NewServer(svcauth.NewAuthenticator(cfg.ServiceAuth.Credentials), cfg.ServiceAuth.TLS, log)
 	if err != nil {
@@ -96,7 +87,12 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	api := server.New(st, resolver, store.DefaultRanking, limits, log, server.NewMetrics(reg))
+	api := server.New(server.Deps{
+		Store: st, Resolver: resolver, Revocations: hub, Ranking: store.DefaultRanking,
+		Limits:           server.Limits{Default: ic.DefaultLimit, Max: ic.MaxLimit},
+		MaxRevocationTTL: time.Duration(ic.MaxRevocationTTL),
+		Stopping:         ctx.Done(), Log: log, Metrics: server.NewMetrics(reg),
+	})
 	indexerv1.RegisterIndexerServiceServer(srv.Server, api)
 
 	serveErr := make(chan error, 1)
@@ -115,7 +111,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 		defer func() { stopOps(); <-opsDone }()
 	}
 
-	if err := migrateWithRetry(ctx, st, log); err != nil {
+	if err := store.MigrateWithRetry(ctx, st, log); err != nil {
 		<-serveErr
 		return err
 	}
@@ -123,55 +119,13 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 	srv.SetServing(indexerv1.IndexerService_ServiceDesc.ServiceName)
 	log.InfoContext(ctx, "indexer ready")
 
-	go resolver.Watch(ctx)
-	go collectGarbage(ctx, st, ic.GCInterval.Or(DefaultGCInterval), ic.ScopeRetention.Or(DefaultScopeRetention), log)
+	// The background work ends with ctx, before the store closes.
+	var background sync.WaitGroup
+	defer background.Wait()
+	background.Go(func() { resolver.Watch(ctx) })
+	background.Go(func() { hub.Run(ctx) })
+	background.Go(func() {
+		store.CollectGarbageEvery(ctx, st, time.Duration(ic.GCInterval), time.Duration(ic.ScopeRetention), log)
+	})
 	return <-serveErr
-}
-
-// migrateWithRetry applies migrations, retrying with capped exponential
-// backoff while the database is unreachable. Other failures (a broken
-// migration) are fatal: retrying would not fix them.
-func migrateWithRetry(ctx context.Context, st *store.Store, log *slog.Logger) error {
-	backoff := 200 * time.Millisecond
-	for {
-		n, err := st.Migrate(ctx)
-		if err == nil {
-			log.InfoContext(ctx, "schema migrated", "applied", n)
-			return nil
-		}
-		var unavailable *store.UnavailableError
-		if !errors.As(err, &unavailable) {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("migrate: %w", err)
-		}
-		log.WarnContext(ctx, "database unreachable; retrying migrations", "error", err, "backoff", backoff)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 5*time.Second)
-	}
-}
-
-func collectGarbage(ctx context.Context, st *store.Store, every, retention time.Duration, log *slog.Logger) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		scopes, docs, err := st.CollectGarbage(ctx, retention)
-		if err != nil {
-			log.WarnContext(ctx, "garbage collection failed", "error", err)
-			continue
-		}
-		if scopes+docs > 0 {
-			log.InfoContext(ctx, "garbage collected", "scopes", scopes, "documents", docs)
-		}
-	}
 }

@@ -30,13 +30,13 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/app"
-	"github.com/switchboard-mcp/switchboard/indexer/internal/storetest"
+	"github.com/switchboard-mcp/switchboard/indexer/internal/storetest/pgtest"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/testagg"
 )
 
-var env *storetest.Env
+var env *pgtest.Env
 
-func TestMain(m *testing.M) { storetest.Main(m, &env) }
+func TestMain(m *testing.M) { pgtest.Main(m, &env) }
 
 const gatewayToken = "gateway-test-token"
 
@@ -284,18 +284,28 @@ func TestHealthFollowsMigrationsAndRecoversFromOutage(t *testing.T) {
 	if err := cluster.StopServer(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, err = h.search(t, "alice", "sales summary report", 0)
+	// What the indexer holds already (alice's scope, these words) it
+	// still answers from memory.
+	resp, err = h.search(t, "alice", "sales summary report", 0)
+	if err != nil || len(resp.GetHits()) == 0 || resp.GetHits()[0].GetName() != "sales_summary" {
+		t.Fatalf("search held in memory, database down: %v, %v", resp, err)
+	}
+	// Words it has not seen need the database to be stemmed, and a new
+	// principal's view needs it to find or build its scope.
+	_, err = h.search(t, "alice", "quarterly cost breakdown", 0)
 	wantReason(t, err, codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_INDEX_UNAVAILABLE)
 	if !strings.Contains(status.Convert(err).Message(), "database") {
 		t.Fatalf("message does not say what is wrong: %q", status.Convert(err).Message())
 	}
+	_, err = h.search(t, "bob", "sales summary report", 0)
+	wantReason(t, err, codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_INDEX_UNAVAILABLE)
 
 	if err := cluster.StartServer(ctx); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "search to recover", func() bool {
-		resp, err := h.search(t, "alice", "sales summary report", 0)
-		return err == nil && len(resp.GetHits()) > 0
+		resp, err := h.search(t, "alice", "quarterly cost breakdown", 0)
+		return err == nil && len(resp.GetHits()) > 0 && resp.GetHits()[0].GetName() == "cost_breakdown"
 	})
 }
 

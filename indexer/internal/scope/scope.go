@@ -50,7 +50,7 @@ const (
 // Resolver resolves principals to scopes.
 type Resolver struct {
 	agg   aggregatorv1.AggregatorServiceClient
-	store *store.Store
+	store store.Index
 	ttl   time.Duration
 	log   *slog.Logger
 
@@ -72,7 +72,7 @@ type entry struct {
 
 // New returns a resolver. ttl bounds how long a principal's scope is used
 // without asking the aggregator again.
-func New(agg aggregatorv1.AggregatorServiceClient, st *store.Store, ttl time.Duration, log *slog.Logger) *Resolver {
+func New(agg aggregatorv1.AggregatorServiceClient, st store.Index, ttl time.Duration, log *slog.Logger) *Resolver {
 	return &Resolver{agg: agg, store: st, ttl: ttl, log: log, cache: map[string]entry{}}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/apierr"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 
+	"github.com/switchboard-mcp/switchboard/indexer/internal/revocation"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/scope"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
 )
@@ -41,18 +42,22 @@ func (s *Server) toStatus(ctx context.Context, method string, err error) error {
 		return status.Error(codes.DeadlineExceeded, "deadline exceeded")
 	case errors.Is(err, errNotReady):
 		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_NOT_READY, "indexer is starting: its database schema is not ready yet")
+	case errors.Is(err, revocation.ErrNotSynced):
+		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_NOT_READY, "indexer is starting: it has not read the session revocations yet; retry later")
+	case errors.Is(err, errFellBehind):
+		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "revocation stream fell behind; reconnect for a new snapshot")
 	case errors.As(err, &unavailable):
-		s.log.WarnContext(ctx, "search index database unavailable", "method", method, "error", err)
+		s.Log.WarnContext(ctx, "search index database unavailable", "method", method, "error", err)
 		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_INDEX_UNAVAILABLE, "search index unavailable: its database cannot be reached; retry later")
 	case errors.As(err, &aggErr):
 		code := status.Code(aggErr.Err)
-		s.log.WarnContext(ctx, "aggregator call failed", "method", method, "error", err)
+		s.Log.WarnContext(ctx, "aggregator call failed", "method", method, "error", err)
 		if code == codes.Unavailable || code == codes.DeadlineExceeded {
 			return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_NOT_READY, "search index cannot reach the aggregator; retry later")
 		}
 		return apierr.New(codes.Internal, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "search index could not read the tool catalog")
 	default:
-		s.log.ErrorContext(ctx, "indexer request failed", "method", method, "error", err)
+		s.Log.ErrorContext(ctx, "indexer request failed", "method", method, "error", err)
 		return apierr.New(codes.Internal, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "internal error")
 	}
 }

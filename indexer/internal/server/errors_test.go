@@ -14,13 +14,14 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/apierr"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 
+	"github.com/switchboard-mcp/switchboard/indexer/internal/revocation"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/scope"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
 )
 
 func TestToStatus(t *testing.T) {
 	var logs strings.Builder
-	s := &Server{log: slog.New(slog.NewTextHandler(&logs, nil))}
+	s := &Server{Deps: Deps{Log: slog.New(slog.NewTextHandler(&logs, nil))}}
 	const detail = "dial tcp 10.0.0.7:5432: connection refused"
 	cases := []struct {
 		err    error
@@ -29,6 +30,8 @@ func TestToStatus(t *testing.T) {
 	}{
 		{invalidArgument("query is required"), codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT},
 		{errNotReady, codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_NOT_READY},
+		{revocation.ErrNotSynced, codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_NOT_READY},
+		{errFellBehind, codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED},
 		{fmt.Errorf("search: %w", &store.UnavailableError{Err: errors.New(detail)}), codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_INDEX_UNAVAILABLE},
 		{&scope.AggregatorError{Op: "discover", Err: status.Error(codes.Unavailable, detail)}, codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_NOT_READY},
 		{&scope.AggregatorError{Op: "list tools", Err: status.Error(codes.PermissionDenied, detail)}, codes.Internal, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED},

@@ -7,11 +7,11 @@ import (
 	"unicode"
 )
 
-// splitWords breaks an identifier or a phrase into lower-case words: at
+// SplitWords breaks an identifier or a phrase into lower-case words: at
 // non-alphanumerics (snake_case, dots, dashes, slashes, spaces), at
 // camelCase humps ("getHTTPResponse" → get, http, response) and between
 // letters and digits.
-func splitWords(s string) []string {
+func SplitWords(s string) []string {
 	var words []string
 	var cur []rune
 	flush := func() {
@@ -44,11 +44,11 @@ func splitWords(s string) []string {
 	return words
 }
 
-// nameWords is the text indexed for a tool name: its words, plus the
+// NameWords is the text indexed for a tool name: its words, plus the
 // whole name folded to one token when it has several, so that a query
 // naming the tool exactly ("getweather") matches too.
-func nameWords(name string) string {
-	words := splitWords(name)
+func NameWords(name string) string {
+	words := SplitWords(name)
 	text := strings.Join(words, " ")
 	if len(words) > 1 {
 		text += " " + strings.Join(words, "")
@@ -56,11 +56,11 @@ func nameWords(name string) string {
 	return text
 }
 
-// paramText extracts parameter names (split into words) and descriptions
+// ParamText extracts parameter names (split into words) and descriptions
 // from a JSON Schema, walking nested objects and arrays a few levels deep.
 // A schema that does not parse contributes nothing: it is the backend's
 // schema, indexed on a best-effort basis.
-func paramText(schemaJSON string) string {
+func ParamText(schemaJSON string) string {
 	var schema map[string]any
 	if json.Unmarshal([]byte(schemaJSON), &schema) != nil {
 		return ""
@@ -81,7 +81,7 @@ func collectParams(schema map[string]any, depth int, parts *[]string) {
 	}
 	sort.Strings(names) // deterministic text for equal schemas
 	for _, name := range names {
-		*parts = append(*parts, strings.Join(splitWords(name), " "))
+		*parts = append(*parts, strings.Join(SplitWords(name), " "))
 		prop, _ := props[name].(map[string]any)
 		if desc, ok := prop["description"].(string); ok {
 			*parts = append(*parts, desc)

@@ -19,28 +19,28 @@ func TestSplitWords(t *testing.T) {
 		"fetchURLContentFast": {"fetch", "url", "content", "fast"},
 	}
 	for in, want := range cases {
-		if got := splitWords(in); !slices.Equal(got, want) {
-			t.Errorf("splitWords(%q) = %q, want %q", in, got, want)
+		if got := SplitWords(in); !slices.Equal(got, want) {
+			t.Errorf("SplitWords(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
 
 func TestParamText(t *testing.T) {
-	got := paramText(`{"type":"object","properties":{"zipCode":{"type":"string","description":"US ZIP code"},
+	got := ParamText(`{"type":"object","properties":{"zipCode":{"type":"string","description":"US ZIP code"},
 		"options":{"type":"object","properties":{"units_system":{"description":"metric or imperial"}}}}}`)
 	for _, want := range []string{"zip code", "US ZIP code", "units system", "metric or imperial", "options"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("paramText missing %q: %q", want, got)
 		}
 	}
-	if got := paramText(`not json`); got != "" {
-		t.Errorf("paramText(invalid) = %q, want empty", got)
+	if got := ParamText(`not json`); got != "" {
+		t.Errorf("ParamText(invalid) = %q, want empty", got)
 	}
 }
 
 func TestQueryTerms(t *testing.T) {
 	r := DefaultRanking
-	terms, boosts, key := r.queryTerms(Query{Text: "Find the weather", Keywords: []string{"get_forecast"}})
+	terms, boosts, key := r.Terms(Query{Text: "Find the weather", Keywords: []string{"get_forecast"}})
 	weight := map[string]float64{}
 	for i, term := range terms {
 		weight[term] = boosts[i]
@@ -57,24 +57,28 @@ func TestQueryTerms(t *testing.T) {
 	if key != "" {
 		t.Errorf("key %q for a five-word query", key)
 	}
-	if _, _, key := r.queryTerms(Query{Text: "get_Wether", Keywords: []string{"forcast"}}); key != "getwetherforcast" {
+	if _, _, key := r.Terms(Query{Text: "get_Wether", Keywords: []string{"forcast"}}); key != "getwetherforcast" {
 		t.Errorf("key %q", key)
+	}
+	// A long identifier is cut like a name key.
+	if _, _, key := r.Terms(Query{Text: strings.Repeat("é", 3000)}); len([]rune(key)) != MaxNameKeyRunes {
+		t.Errorf("key of a 3000-rune word has %d runes", len([]rune(key)))
 	}
 	var words []string
 	for i := range 200 {
 		words = append(words, "w"+string(rune('a'+i%26))+string(rune('a'+i/26)))
 	}
 	long := strings.Join(words, " ")
-	if terms, _, _ := r.queryTerms(Query{Text: long}); len(terms) > maxTerms {
-		t.Errorf("%d terms, cap is %d", len(terms), maxTerms)
+	if terms, _, _ := r.Terms(Query{Text: long}); len(terms) > MaxTerms {
+		t.Errorf("%d terms, cap is %d", len(terms), MaxTerms)
 	}
 }
 
 func TestNameKey(t *testing.T) {
-	if got := nameKey("github.Create_issue"); got != "githubcreateissue" {
-		t.Errorf("nameKey = %q", got)
+	if got := NameKey("github.Create_issue"); got != "githubcreateissue" {
+		t.Errorf("NameKey = %q", got)
 	}
-	if got := []rune(nameKey(strings.Repeat("é", 1000))); len(got) != maxNameKeyRunes {
-		t.Errorf("nameKey of a 1000-rune name has %d runes", len(got))
+	if got := []rune(NameKey(strings.Repeat("é", 1000))); len(got) != MaxNameKeyRunes {
+		t.Errorf("NameKey of a 1000-rune name has %d runes", len(got))
 	}
 }

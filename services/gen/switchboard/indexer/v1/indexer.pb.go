@@ -453,8 +453,13 @@ type RevokeSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// SHA-256 of the session id, hex. The id itself never leaves the gateway.
 	SessionDigest string `protobuf:"bytes,1,opt,name=session_digest,json=sessionDigest,proto3" json:"session_digest,omitempty"`
-	// When the session would have expired anyway; the record can be dropped
-	// after that.
+	// When the session would have expired anyway; the record is dropped
+	// after that. Required, and at most indexer.maxRevocationTTL (default
+	// 24h, which gateway.sessions.ttl must not exceed) plus five minutes of
+	// clock skew ahead of the indexer's clock: a revocation cannot outlive
+	// the sessions it is for, which bounds what the indexer and every
+	// gateway hold. A later request for the same session keeps the later
+	// expiry.
 	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -631,6 +636,155 @@ func (x *CheckSessionResponse) GetRevoked() bool {
 	return false
 }
 
+// WatchRevocationsRequest opens the stream. It carries no principal: the
+// revocations of every principal's sessions go to every gateway.
+type WatchRevocationsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRevocationsRequest) Reset() {
+	*x = WatchRevocationsRequest{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRevocationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRevocationsRequest) ProtoMessage() {}
+
+func (x *WatchRevocationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRevocationsRequest.ProtoReflect.Descriptor instead.
+func (*WatchRevocationsRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{11}
+}
+
+// WatchRevocationsResponse carries revocations.
+type WatchRevocationsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Revocations, at most 1,000 per message.
+	Revocations []*SessionRevocation `protobuf:"bytes,1,rep,name=revocations,proto3" json:"revocations,omitempty"`
+	// Set on the last message of the initial snapshot: the subscriber then
+	// holds every revocation the replica held when the stream opened.
+	SnapshotComplete bool `protobuf:"varint,2,opt,name=snapshot_complete,json=snapshotComplete,proto3" json:"snapshot_complete,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *WatchRevocationsResponse) Reset() {
+	*x = WatchRevocationsResponse{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRevocationsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRevocationsResponse) ProtoMessage() {}
+
+func (x *WatchRevocationsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRevocationsResponse.ProtoReflect.Descriptor instead.
+func (*WatchRevocationsResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *WatchRevocationsResponse) GetRevocations() []*SessionRevocation {
+	if x != nil {
+		return x.Revocations
+	}
+	return nil
+}
+
+func (x *WatchRevocationsResponse) GetSnapshotComplete() bool {
+	if x != nil {
+		return x.SnapshotComplete
+	}
+	return false
+}
+
+// SessionRevocation is one revoked session.
+type SessionRevocation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// SHA-256 of the session id, hex.
+	SessionDigest string `protobuf:"bytes,1,opt,name=session_digest,json=sessionDigest,proto3" json:"session_digest,omitempty"`
+	// When the session expires anyway; the revocation can be forgotten then.
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionRevocation) Reset() {
+	*x = SessionRevocation{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionRevocation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionRevocation) ProtoMessage() {}
+
+func (x *SessionRevocation) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionRevocation.ProtoReflect.Descriptor instead.
+func (*SessionRevocation) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SessionRevocation) GetSessionDigest() string {
+	if x != nil {
+		return x.SessionDigest
+	}
+	return ""
+}
+
+func (x *SessionRevocation) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
 var File_switchboard_indexer_v1_indexer_proto protoreflect.FileDescriptor
 
 const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
@@ -672,13 +826,22 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\x13CheckSessionRequest\x12%\n" +
 	"\x0esession_digest\x18\x01 \x01(\tR\rsessionDigest\"0\n" +
 	"\x14CheckSessionResponse\x12\x18\n" +
-	"\arevoked\x18\x01 \x01(\bR\arevoked2\x83\x04\n" +
+	"\arevoked\x18\x01 \x01(\bR\arevoked\"\x19\n" +
+	"\x17WatchRevocationsRequest\"\x94\x01\n" +
+	"\x18WatchRevocationsResponse\x12K\n" +
+	"\vrevocations\x18\x01 \x03(\v2).switchboard.indexer.v1.SessionRevocationR\vrevocations\x12+\n" +
+	"\x11snapshot_complete\x18\x02 \x01(\bR\x10snapshotComplete\"u\n" +
+	"\x11SessionRevocation\x12%\n" +
+	"\x0esession_digest\x18\x01 \x01(\tR\rsessionDigest\x129\n" +
+	"\n" +
+	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt2\xfc\x04\n" +
 	"\x0eIndexerService\x12W\n" +
 	"\x06Search\x12%.switchboard.indexer.v1.SearchRequest\x1a&.switchboard.indexer.v1.SearchResponse\x12i\n" +
 	"\fRefreshScope\x12+.switchboard.indexer.v1.RefreshScopeRequest\x1a,.switchboard.indexer.v1.RefreshScopeResponse\x12T\n" +
 	"\x05Stats\x12$.switchboard.indexer.v1.StatsRequest\x1a%.switchboard.indexer.v1.StatsResponse\x12l\n" +
 	"\rRevokeSession\x12,.switchboard.indexer.v1.RevokeSessionRequest\x1a-.switchboard.indexer.v1.RevokeSessionResponse\x12i\n" +
-	"\fCheckSession\x12+.switchboard.indexer.v1.CheckSessionRequest\x1a,.switchboard.indexer.v1.CheckSessionResponseBVZTgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1;indexerv1b\x06proto3"
+	"\fCheckSession\x12+.switchboard.indexer.v1.CheckSessionRequest\x1a,.switchboard.indexer.v1.CheckSessionResponse\x12w\n" +
+	"\x10WatchRevocations\x12/.switchboard.indexer.v1.WatchRevocationsRequest\x1a0.switchboard.indexer.v1.WatchRevocationsResponse0\x01BVZTgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1;indexerv1b\x06proto3"
 
 var (
 	file_switchboard_indexer_v1_indexer_proto_rawDescOnce sync.Once
@@ -692,42 +855,49 @@ func file_switchboard_indexer_v1_indexer_proto_rawDescGZIP() []byte {
 	return file_switchboard_indexer_v1_indexer_proto_rawDescData
 }
 
-var file_switchboard_indexer_v1_indexer_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_switchboard_indexer_v1_indexer_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_switchboard_indexer_v1_indexer_proto_goTypes = []any{
-	(*SearchRequest)(nil),         // 0: switchboard.indexer.v1.SearchRequest
-	(*SearchHit)(nil),             // 1: switchboard.indexer.v1.SearchHit
-	(*SearchResponse)(nil),        // 2: switchboard.indexer.v1.SearchResponse
-	(*RefreshScopeRequest)(nil),   // 3: switchboard.indexer.v1.RefreshScopeRequest
-	(*RefreshScopeResponse)(nil),  // 4: switchboard.indexer.v1.RefreshScopeResponse
-	(*StatsRequest)(nil),          // 5: switchboard.indexer.v1.StatsRequest
-	(*StatsResponse)(nil),         // 6: switchboard.indexer.v1.StatsResponse
-	(*RevokeSessionRequest)(nil),  // 7: switchboard.indexer.v1.RevokeSessionRequest
-	(*RevokeSessionResponse)(nil), // 8: switchboard.indexer.v1.RevokeSessionResponse
-	(*CheckSessionRequest)(nil),   // 9: switchboard.indexer.v1.CheckSessionRequest
-	(*CheckSessionResponse)(nil),  // 10: switchboard.indexer.v1.CheckSessionResponse
-	(*v1.Principal)(nil),          // 11: switchboard.common.v1.Principal
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*SearchRequest)(nil),            // 0: switchboard.indexer.v1.SearchRequest
+	(*SearchHit)(nil),                // 1: switchboard.indexer.v1.SearchHit
+	(*SearchResponse)(nil),           // 2: switchboard.indexer.v1.SearchResponse
+	(*RefreshScopeRequest)(nil),      // 3: switchboard.indexer.v1.RefreshScopeRequest
+	(*RefreshScopeResponse)(nil),     // 4: switchboard.indexer.v1.RefreshScopeResponse
+	(*StatsRequest)(nil),             // 5: switchboard.indexer.v1.StatsRequest
+	(*StatsResponse)(nil),            // 6: switchboard.indexer.v1.StatsResponse
+	(*RevokeSessionRequest)(nil),     // 7: switchboard.indexer.v1.RevokeSessionRequest
+	(*RevokeSessionResponse)(nil),    // 8: switchboard.indexer.v1.RevokeSessionResponse
+	(*CheckSessionRequest)(nil),      // 9: switchboard.indexer.v1.CheckSessionRequest
+	(*CheckSessionResponse)(nil),     // 10: switchboard.indexer.v1.CheckSessionResponse
+	(*WatchRevocationsRequest)(nil),  // 11: switchboard.indexer.v1.WatchRevocationsRequest
+	(*WatchRevocationsResponse)(nil), // 12: switchboard.indexer.v1.WatchRevocationsResponse
+	(*SessionRevocation)(nil),        // 13: switchboard.indexer.v1.SessionRevocation
+	(*v1.Principal)(nil),             // 14: switchboard.common.v1.Principal
+	(*timestamppb.Timestamp)(nil),    // 15: google.protobuf.Timestamp
 }
 var file_switchboard_indexer_v1_indexer_proto_depIdxs = []int32{
-	11, // 0: switchboard.indexer.v1.SearchRequest.principal:type_name -> switchboard.common.v1.Principal
+	14, // 0: switchboard.indexer.v1.SearchRequest.principal:type_name -> switchboard.common.v1.Principal
 	1,  // 1: switchboard.indexer.v1.SearchResponse.hits:type_name -> switchboard.indexer.v1.SearchHit
-	11, // 2: switchboard.indexer.v1.RefreshScopeRequest.principal:type_name -> switchboard.common.v1.Principal
-	12, // 3: switchboard.indexer.v1.RevokeSessionRequest.expires_at:type_name -> google.protobuf.Timestamp
-	0,  // 4: switchboard.indexer.v1.IndexerService.Search:input_type -> switchboard.indexer.v1.SearchRequest
-	3,  // 5: switchboard.indexer.v1.IndexerService.RefreshScope:input_type -> switchboard.indexer.v1.RefreshScopeRequest
-	5,  // 6: switchboard.indexer.v1.IndexerService.Stats:input_type -> switchboard.indexer.v1.StatsRequest
-	7,  // 7: switchboard.indexer.v1.IndexerService.RevokeSession:input_type -> switchboard.indexer.v1.RevokeSessionRequest
-	9,  // 8: switchboard.indexer.v1.IndexerService.CheckSession:input_type -> switchboard.indexer.v1.CheckSessionRequest
-	2,  // 9: switchboard.indexer.v1.IndexerService.Search:output_type -> switchboard.indexer.v1.SearchResponse
-	4,  // 10: switchboard.indexer.v1.IndexerService.RefreshScope:output_type -> switchboard.indexer.v1.RefreshScopeResponse
-	6,  // 11: switchboard.indexer.v1.IndexerService.Stats:output_type -> switchboard.indexer.v1.StatsResponse
-	8,  // 12: switchboard.indexer.v1.IndexerService.RevokeSession:output_type -> switchboard.indexer.v1.RevokeSessionResponse
-	10, // 13: switchboard.indexer.v1.IndexerService.CheckSession:output_type -> switchboard.indexer.v1.CheckSessionResponse
-	9,  // [9:14] is the sub-list for method output_type
-	4,  // [4:9] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	14, // 2: switchboard.indexer.v1.RefreshScopeRequest.principal:type_name -> switchboard.common.v1.Principal
+	15, // 3: switchboard.indexer.v1.RevokeSessionRequest.expires_at:type_name -> google.protobuf.Timestamp
+	13, // 4: switchboard.indexer.v1.WatchRevocationsResponse.revocations:type_name -> switchboard.indexer.v1.SessionRevocation
+	15, // 5: switchboard.indexer.v1.SessionRevocation.expires_at:type_name -> google.protobuf.Timestamp
+	0,  // 6: switchboard.indexer.v1.IndexerService.Search:input_type -> switchboard.indexer.v1.SearchRequest
+	3,  // 7: switchboard.indexer.v1.IndexerService.RefreshScope:input_type -> switchboard.indexer.v1.RefreshScopeRequest
+	5,  // 8: switchboard.indexer.v1.IndexerService.Stats:input_type -> switchboard.indexer.v1.StatsRequest
+	7,  // 9: switchboard.indexer.v1.IndexerService.RevokeSession:input_type -> switchboard.indexer.v1.RevokeSessionRequest
+	9,  // 10: switchboard.indexer.v1.IndexerService.CheckSession:input_type -> switchboard.indexer.v1.CheckSessionRequest
+	11, // 11: switchboard.indexer.v1.IndexerService.WatchRevocations:input_type -> switchboard.indexer.v1.WatchRevocationsRequest
+	2,  // 12: switchboard.indexer.v1.IndexerService.Search:output_type -> switchboard.indexer.v1.SearchResponse
+	4,  // 13: switchboard.indexer.v1.IndexerService.RefreshScope:output_type -> switchboard.indexer.v1.RefreshScopeResponse
+	6,  // 14: switchboard.indexer.v1.IndexerService.Stats:output_type -> switchboard.indexer.v1.StatsResponse
+	8,  // 15: switchboard.indexer.v1.IndexerService.RevokeSession:output_type -> switchboard.indexer.v1.RevokeSessionResponse
+	10, // 16: switchboard.indexer.v1.IndexerService.CheckSession:output_type -> switchboard.indexer.v1.CheckSessionResponse
+	12, // 17: switchboard.indexer.v1.IndexerService.WatchRevocations:output_type -> switchboard.indexer.v1.WatchRevocationsResponse
+	12, // [12:18] is the sub-list for method output_type
+	6,  // [6:12] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_indexer_v1_indexer_proto_init() }
@@ -741,7 +911,7 @@ func file_switchboard_indexer_v1_indexer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_indexer_v1_indexer_proto_rawDesc), len(file_switchboard_indexer_v1_indexer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,11 +23,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	IndexerService_Search_FullMethodName        = "/switchboard.indexer.v1.IndexerService/Search"
-	IndexerService_RefreshScope_FullMethodName  = "/switchboard.indexer.v1.IndexerService/RefreshScope"
-	IndexerService_Stats_FullMethodName         = "/switchboard.indexer.v1.IndexerService/Stats"
-	IndexerService_RevokeSession_FullMethodName = "/switchboard.indexer.v1.IndexerService/RevokeSession"
-	IndexerService_CheckSession_FullMethodName  = "/switchboard.indexer.v1.IndexerService/CheckSession"
+	IndexerService_Search_FullMethodName           = "/switchboard.indexer.v1.IndexerService/Search"
+	IndexerService_RefreshScope_FullMethodName     = "/switchboard.indexer.v1.IndexerService/RefreshScope"
+	IndexerService_Stats_FullMethodName            = "/switchboard.indexer.v1.IndexerService/Stats"
+	IndexerService_RevokeSession_FullMethodName    = "/switchboard.indexer.v1.IndexerService/RevokeSession"
+	IndexerService_CheckSession_FullMethodName     = "/switchboard.indexer.v1.IndexerService/CheckSession"
+	IndexerService_WatchRevocations_FullMethodName = "/switchboard.indexer.v1.IndexerService/WatchRevocations"
 )
 
 // IndexerServiceClient is the client API for IndexerService service.
@@ -50,8 +51,26 @@ type IndexerServiceClient interface {
 	// so deleting one must be recorded where every replica can see it; the
 	// indexer's database is the one shared durable store in the system.
 	RevokeSession(ctx context.Context, in *RevokeSessionRequest, opts ...grpc.CallOption) (*RevokeSessionResponse, error)
-	// CheckSession reports whether a session was revoked.
+	// CheckSession reports whether a session was revoked. Gateways do not
+	// ask it per request: they hold every revocation, kept current by
+	// WatchRevocations.
 	CheckSession(ctx context.Context, in *CheckSessionRequest, opts ...grpc.CallOption) (*CheckSessionResponse, error)
+	// WatchRevocations streams the revoked sessions to a gateway, so that it
+	// can check a session without a round trip: first every revocation that
+	// has not expired that this replica holds, in one or more messages of
+	// which the last has snapshot_complete set (a single empty message when
+	// there are none), then, without a gap, each revocation as this replica
+	// hears of it: recorded through it, or on any other replica (or extended
+	// to a later expiry) and heard from PostgreSQL (LISTEN/NOTIFY) usually
+	// within milliseconds, or at the latest at the periodic re-read of the
+	// whole set (30s). A revocation recorded elsewhere just before the
+	// stream opened may so come right after the snapshot rather than in it. The stream ends only when the indexer shuts down, or with
+	// UNAVAILABLE when it cannot keep the subscriber current (its database
+	// has not been read yet, or the subscriber fell too far behind); the
+	// subscriber then reconnects and starts from a new snapshot, which it
+	// merges with what it holds (a revocation is never withdrawn; it only
+	// expires).
+	WatchRevocations(ctx context.Context, in *WatchRevocationsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRevocationsResponse], error)
 }
 
 type indexerServiceClient struct {
@@ -112,6 +131,25 @@ func (c *indexerServiceClient) CheckSession(ctx context.Context, in *CheckSessio
 	return out, nil
 }
 
+func (c *indexerServiceClient) WatchRevocations(ctx context.Context, in *WatchRevocationsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRevocationsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &IndexerService_ServiceDesc.Streams[0], IndexerService_WatchRevocations_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRevocationsRequest, WatchRevocationsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type IndexerService_WatchRevocationsClient = grpc.ServerStreamingClient[WatchRevocationsResponse]
+
 // IndexerServiceServer is the server API for IndexerService service.
 // All implementations must embed UnimplementedIndexerServiceServer
 // for forward compatibility.
@@ -132,8 +170,26 @@ type IndexerServiceServer interface {
 	// so deleting one must be recorded where every replica can see it; the
 	// indexer's database is the one shared durable store in the system.
 	RevokeSession(context.Context, *RevokeSessionRequest) (*RevokeSessionResponse, error)
-	// CheckSession reports whether a session was revoked.
+	// CheckSession reports whether a session was revoked. Gateways do not
+	// ask it per request: they hold every revocation, kept current by
+	// WatchRevocations.
 	CheckSession(context.Context, *CheckSessionRequest) (*CheckSessionResponse, error)
+	// WatchRevocations streams the revoked sessions to a gateway, so that it
+	// can check a session without a round trip: first every revocation that
+	// has not expired that this replica holds, in one or more messages of
+	// which the last has snapshot_complete set (a single empty message when
+	// there are none), then, without a gap, each revocation as this replica
+	// hears of it: recorded through it, or on any other replica (or extended
+	// to a later expiry) and heard from PostgreSQL (LISTEN/NOTIFY) usually
+	// within milliseconds, or at the latest at the periodic re-read of the
+	// whole set (30s). A revocation recorded elsewhere just before the
+	// stream opened may so come right after the snapshot rather than in it. The stream ends only when the indexer shuts down, or with
+	// UNAVAILABLE when it cannot keep the subscriber current (its database
+	// has not been read yet, or the subscriber fell too far behind); the
+	// subscriber then reconnects and starts from a new snapshot, which it
+	// merges with what it holds (a revocation is never withdrawn; it only
+	// expires).
+	WatchRevocations(*WatchRevocationsRequest, grpc.ServerStreamingServer[WatchRevocationsResponse]) error
 	mustEmbedUnimplementedIndexerServiceServer()
 }
 
@@ -158,6 +214,9 @@ func (UnimplementedIndexerServiceServer) RevokeSession(context.Context, *RevokeS
 }
 func (UnimplementedIndexerServiceServer) CheckSession(context.Context, *CheckSessionRequest) (*CheckSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CheckSession not implemented")
+}
+func (UnimplementedIndexerServiceServer) WatchRevocations(*WatchRevocationsRequest, grpc.ServerStreamingServer[WatchRevocationsResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchRevocations not implemented")
 }
 func (UnimplementedIndexerServiceServer) mustEmbedUnimplementedIndexerServiceServer() {}
 func (UnimplementedIndexerServiceServer) testEmbeddedByValue()                        {}
@@ -270,6 +329,17 @@ func _IndexerService_CheckSession_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _IndexerService_WatchRevocations_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRevocationsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(IndexerServiceServer).WatchRevocations(m, &grpc.GenericServerStream[WatchRevocationsRequest, WatchRevocationsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type IndexerService_WatchRevocationsServer = grpc.ServerStreamingServer[WatchRevocationsResponse]
+
 // IndexerService_ServiceDesc is the grpc.ServiceDesc for IndexerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -298,6 +368,12 @@ var IndexerService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _IndexerService_CheckSession_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchRevocations",
+			Handler:       _IndexerService_WatchRevocations_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "switchboard/indexer/v1/indexer.proto",
 }

@@ -1,7 +1,7 @@
-// Package storetest gives tests a real PostgreSQL: one throwaway cluster
-// per test binary, a template database migrated once, and a fresh database
+// Package pgtest gives tests a real PostgreSQL: one throwaway cluster per
+// test binary, a template database migrated once, and a fresh database
 // cloned from the template for each test.
-package storetest
+package pgtest
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/services/pgcluster"
 
-	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store/postgres"
 )
 
 const templateName = "indexer_template"
@@ -36,7 +36,7 @@ func Setup(ctx context.Context, opts pgcluster.Options) (*Env, error) {
 		_ = c.Stop()
 		return nil, err
 	}
-	st, err := store.Open(ctx, c.URL(templateName))
+	st, err := postgres.Open(ctx, c.URL(templateName), postgres.Options{})
 	if err == nil {
 		_, err = st.Migrate(ctx)
 		// The template must have no connections left when it is cloned.
@@ -86,9 +86,15 @@ func (e *Env) NewDatabase(t testing.TB) string {
 }
 
 // OpenStore opens a store on a fresh database, closed at cleanup.
-func (e *Env) OpenStore(t testing.TB) *store.Store {
+func (e *Env) OpenStore(t testing.TB) *postgres.Store {
 	t.Helper()
-	st, err := store.Open(t.Context(), e.NewDatabase(t))
+	return e.Open(t, e.NewDatabase(t))
+}
+
+// Open opens a store on the database at url, closed at cleanup.
+func (e *Env) Open(t testing.TB, url string) *postgres.Store {
+	t.Helper()
+	st, err := postgres.Open(t.Context(), url, postgres.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

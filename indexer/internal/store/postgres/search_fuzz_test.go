@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
 )
 
 // wireRecorder is a stand-in PostgreSQL server that speaks just enough of
@@ -32,25 +34,19 @@ type wireRecorder struct {
 
 // PostgreSQL type OIDs of the parameters of the statements Search sends.
 const (
-	oidBool      = 16
-	oidInt8      = 20
-	oidInt4      = 23
-	oidText      = 25
-	oidFloat8    = 701
-	oidFloat4Arr = 1021
-	oidTextArr   = 1009
-	oidFloat8Arr = 1022
+	oidBool    = 16
+	oidInt8    = 20
+	oidTextArr = 1009
 )
 
 var placeholder = regexp.MustCompile(`\$(\d+)`)
 
 // parameterTypes declares, for a statement, the types PostgreSQL would
-// infer for its parameters: the search statement's are fixed by its casts
-// and uses; anything else gets int8, which is what Search binds besides
-// the search statement (a scope id).
+// infer for its parameters: the stem statement takes the query's words as
+// text[]; anything else gets int8.
 func parameterTypes(sql string) []uint32 {
-	if sql == searchSQL {
-		return []uint32{oidInt8, oidTextArr, oidFloat8Arr, oidText, oidInt8, oidFloat4Arr, oidFloat8, oidFloat8, oidFloat8, oidInt4}
+	if sql == stemSQL {
+		return []uint32{oidTextArr}
 	}
 	n := 0
 	for _, m := range placeholder.FindAllStringSubmatch(sql, -1) {
@@ -69,13 +65,8 @@ func parameterTypes(sql string) []uint32 {
 
 // resultColumns describes the rows a statement returns.
 func resultColumns(sql string) []pgproto3.FieldDescription {
-	if sql == searchSQL {
-		return []pgproto3.FieldDescription{
-			{Name: []byte("name"), DataTypeOID: oidText, DataTypeSize: -1, TypeModifier: -1},
-			{Name: []byte("description"), DataTypeOID: oidText, DataTypeSize: -1, TypeModifier: -1},
-			{Name: []byte("input_schema_json"), DataTypeOID: oidText, DataTypeSize: -1, TypeModifier: -1},
-			{Name: []byte("score"), DataTypeOID: oidFloat8, DataTypeSize: 8, TypeModifier: -1},
-		}
+	if sql == stemSQL {
+		return []pgproto3.FieldDescription{{Name: []byte("lexemes"), DataTypeOID: oidTextArr, DataTypeSize: -1, TypeModifier: -1}}
 	}
 	return []pgproto3.FieldDescription{{Name: []byte("exists"), DataTypeOID: oidBool, DataTypeSize: 1, TypeModifier: -1}}
 }
@@ -205,22 +196,31 @@ const marker = "qzxjvmarker"
 // search never panics, that the terms are well formed, that every
 // statement sent is one of the statements a fixed query sends (so the SQL
 // text does not depend on the input), that the query's words never appear
-// in any statement, and that they do arrive as bound parameters.
+// in any statement, and that they do arrive as bound parameters. The
+// scope is already held, and the stem cache is emptied before each
+// search, so that every search asks PostgreSQL to stem its words.
 func FuzzSearchQuery(f *testing.F) {
 	rec := startWireRecorder(f)
 	ctx := context.Background()
-	s, err := Open(ctx, rec.url())
+	s, err := Open(ctx, rec.url(), Options{})
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Cleanup(s.Close)
+	scope := store.Scope{ID: 42}
+	s.cache.add(newScopeIndex(scope.ID, 0, nil, map[string]int{}))
+	forget := func() {
+		s.stems.mu.Lock()
+		clear(s.stems.stems)
+		s.stems.bytes = 0
+		s.stems.mu.Unlock()
+	}
 
 	// The statements of a plain search are the reference.
-	scope := Scope{ID: 42}
-	_, _ = s.Search(ctx, scope, Query{Text: "weather forecast " + marker, Limit: 5}, DefaultRanking)
+	_, _ = s.Search(ctx, scope, store.Query{Text: "weather forecast " + marker, Limit: 5}, store.DefaultRanking)
 	reference, _ := rec.take()
-	if !slices.Contains(reference, searchSQL) {
-		f.Fatalf("a plain search sent %q, not the search statement", reference)
+	if !slices.Contains(reference, stemSQL) {
+		f.Fatalf("a plain search sent %q, not the stem statement", reference)
 	}
 
 	for _, seed := range []struct {
@@ -244,12 +244,12 @@ func FuzzSearchQuery(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, text, keywords string, limit int) {
 		// The marker goes first: terms past maxTerms are dropped, the first never.
-		q := Query{Text: marker + " " + text, Limit: limit}
+		q := store.Query{Text: marker + " " + text, Limit: max(limit, 1)}
 		if keywords != "" {
 			q.Keywords = strings.Split(keywords, "\n")
 		}
-		terms, boosts, key := DefaultRanking.queryTerms(q)
-		if len(terms) != len(boosts) || len(terms) > maxTerms || len(terms) == 0 {
+		terms, boosts, key := store.DefaultRanking.Terms(q)
+		if len(terms) != len(boosts) || len(terms) > store.MaxTerms || len(terms) == 0 {
 			t.Fatalf("%d terms, %d boosts", len(terms), len(boosts))
 		}
 		for i, term := range terms {
@@ -262,17 +262,18 @@ func FuzzSearchQuery(f *testing.F) {
 		}
 		// The trigram key folds short (identifier-like) queries and is
 		// empty for longer ones.
-		words := len(splitWords(q.Text))
+		words := len(store.SplitWords(q.Text))
 		for _, k := range q.Keywords {
-			words += len(splitWords(k))
+			words += len(store.SplitWords(k))
 		}
-		if words <= maxTrigramWords && !strings.Contains(key, marker) || words > maxTrigramWords && key != "" {
+		if words <= store.MaxTrigramWords && !strings.Contains(key, marker) || words > store.MaxTrigramWords && key != "" {
 			t.Fatalf("trigram key %q for a query of %d words", key, words)
 		}
 
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		_, _ = s.Search(sctx, scope, q, DefaultRanking)
+		forget()
+		_, _ = s.Search(sctx, scope, q, store.DefaultRanking)
 		statements, binds := rec.take()
 		for _, sql := range statements {
 			if !slices.Contains(reference, sql) {

@@ -1,0 +1,338 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/pgcluster"
+	"github.com/switchboard-mcp/switchboard/services/rpc"
+)
+
+// gatewayToken is the gateway's service credential at the indexer.
+const gatewayToken = "revocations-test-gateway-token"
+
+var (
+	buildOnce   sync.Once
+	indexerPath string
+	buildErr    error
+)
+
+// indexerBinary is switchboard-indexer from $SWITCHBOARD_BIN (make build
+// fills bin/), or built once per test binary from this workspace.
+func indexerBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		if dir := os.Getenv("SWITCHBOARD_BIN"); dir != "" {
+			indexerPath = filepath.Join(dir, "switchboard-indexer")
+			if _, buildErr = os.Stat(indexerPath); buildErr != nil {
+				buildErr = fmt.Errorf("SWITCHBOARD_BIN=%s lacks switchboard-indexer (run make build): %w", dir, buildErr)
+			}
+			return
+		}
+		root, err := os.Getwd()
+		for err == nil {
+			if _, statErr := os.Stat(filepath.Join(root, "go.work")); statErr == nil {
+				break
+			}
+			if parent := filepath.Dir(root); parent != root {
+				root = parent
+				continue
+			}
+			err = fmt.Errorf("no go.work above the test's directory: set SWITCHBOARD_BIN")
+		}
+		if err != nil {
+			buildErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "switchboard-session-test-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		indexerPath = filepath.Join(dir, "switchboard-indexer")
+		cmd := exec.Command("go", "build", "-o", indexerPath, "./indexer/cmd/switchboard-indexer")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build switchboard-indexer: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return indexerPath
+}
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// indexerProcess is one switchboard-indexer serving on addr.
+type indexerProcess struct {
+	addr string
+	cmd  *exec.Cmd
+	logs *syncBuffer
+	done chan struct{}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	return lis.Addr().String()
+}
+
+// startIndexer runs an indexer on addr over the database, and waits until
+// its gRPC health is SERVING (its migrations are applied).
+func startIndexer(t *testing.T, addr, databaseURL string) *indexerProcess {
+	t.Helper()
+	cfg := fmt.Sprintf(`serviceAuth:
+  credentials:
+    - {name: gateway, token: %q, assertPrincipals: true}
+logging: {level: info}
+indexer:
+  listen: %q
+  database: %q
+  # No aggregator runs: revocations do not need one.
+  aggregator: {address: "127.0.0.1:1", token: unused}
+`, gatewayToken, addr, databaseURL)
+	path := filepath.Join(t.TempDir(), "switchboard.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := &indexerProcess{addr: addr, logs: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(indexerBinary(t), "--config", path)
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.stop()
+		if t.Failed() {
+			t.Logf("indexer %s log:\n%s", addr, p.logs.String())
+		}
+	})
+	conn, err := rpc.Dial(config.Endpoint{Address: addr}, config.TLS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	health := healthpb.NewHealthClient(conn)
+	eventually(t, "indexer "+addr+" to serve", func() bool {
+		resp, err := health.Check(t.Context(), &healthpb.HealthCheckRequest{Service: "switchboard.indexer.v1.IndexerService"})
+		return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
+	})
+	return p
+}
+
+// stop ends the process (SIGTERM, as an orchestrator would) and waits.
+func (p *indexerProcess) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func indexerClient(t *testing.T, addr string) indexerv1.IndexerServiceClient {
+	t.Helper()
+	conn, err := rpc.Dial(config.Endpoint{Address: addr, Token: gatewayToken}, config.TLS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return indexerv1.NewIndexerServiceClient(conn)
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+// A session deleted on one gateway reaches another through two indexer
+// processes sharing one PostgreSQL, ahead of any request for it; a gateway
+// that connects later gets it in its snapshot; and with every indexer
+// stopped, each gateway still answers from what it holds.
+func TestRevocationsReachEveryGateway(t *testing.T) {
+	ctx := t.Context()
+	cluster, err := pgcluster.Start(ctx, pgcluster.Options{TCP: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.Stop() })
+	if err := cluster.CreateDatabase(ctx, "revocations"); err != nil {
+		t.Fatal(err)
+	}
+	db := cluster.URL("revocations")
+	x := startIndexer(t, freeAddr(t), db)
+	y := startIndexer(t, freeAddr(t), db)
+
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	one := NewRevocations(indexerClient(t, x.addr), log)
+	t.Cleanup(one.Close)
+	two := NewRevocations(indexerClient(t, y.addr), log)
+	t.Cleanup(two.Close)
+	reg := prometheus.NewRegistry()
+	if err := two.RegisterMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "both gateways to watch", func() bool { return one.Watching() && two.Watching() })
+	if gauge(t, reg, "switchboard_gateway_revocation_watch_up") != 1 {
+		t.Fatal("watch-up metric is not 1 while watching")
+	}
+
+	// Revoked never calls out: with a cancelled context any call would
+	// fail, yet the answers below come from what the watch delivered.
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	deleted := IDDigest("s1.deleted-on-gateway-one")
+	expiry := time.Now().Add(time.Hour)
+	if two.Revoked(canceled, deleted, expiry) {
+		t.Fatal("revoked before it was deleted")
+	}
+	if err := one.Revoke(ctx, deleted, expiry); err != nil {
+		t.Fatal(err)
+	}
+	if !one.Revoked(canceled, deleted, expiry) {
+		t.Fatal("the deleting gateway does not hold its own revocation")
+	}
+	// Gateway two learns of it ahead of any request for that session.
+	eventually(t, "the deletion to reach gateway two", func() bool { return two.Len() == 1 })
+	if !two.Revoked(canceled, deleted, expiry) {
+		t.Fatal("gateway two holds a revocation, but not this one")
+	}
+	if gauge(t, reg, "switchboard_gateway_revocations") != 1 {
+		t.Fatal("revocation count metric")
+	}
+
+	// A gateway that starts later gets it with its snapshot.
+	three := NewRevocations(indexerClient(t, y.addr), log)
+	t.Cleanup(three.Close)
+	eventually(t, "gateway three to watch", three.Watching)
+	if !three.Revoked(canceled, deleted, expiry) {
+		t.Fatal("the snapshot lacks an earlier revocation")
+	}
+
+	// Every indexer gone: the watches go down, and the gateways answer at
+	// once from what they hold, which now includes deletions made on
+	// other replicas.
+	x.stop()
+	y.stop()
+	eventually(t, "the watches to notice", func() bool { return !one.Watching() && !two.Watching() && !three.Watching() })
+	if gauge(t, reg, "switchboard_gateway_revocation_watch_up") != 0 {
+		t.Fatal("watch-up metric is not 0 while down")
+	}
+	if !strings.Contains(logs.String(), "fail open") {
+		t.Fatalf("the outage is not logged:\n%s", logs.String())
+	}
+	if !two.Revoked(canceled, deleted, expiry) || !three.Revoked(canceled, deleted, expiry) {
+		t.Fatal("a gateway forgot a deletion while the indexers are down")
+	}
+	if two.Revoked(canceled, IDDigest("s1.live"), expiry) {
+		t.Fatal("a live session reads as revoked")
+	}
+	// Deleting while the indexer is down still takes effect on this
+	// replica, and the caller hears that the shared record failed.
+	later := IDDigest("s1.deleted-while-down")
+	if err := two.Revoke(ctx, later, expiry); err == nil {
+		t.Fatal("Revoke reports success with no indexer to record it")
+	}
+	if !two.Revoked(ctx, later, expiry) {
+		t.Fatal("a deletion during the outage is not held locally")
+	}
+
+	// An indexer back on the same address: the watch reconnects by itself.
+	startIndexer(t, y.addr, db)
+	eventually(t, "gateway two to watch again", two.Watching)
+	if !two.Revoked(ctx, deleted, expiry) {
+		t.Fatal("lost a revocation across the reconnect")
+	}
+}
+
+// Expired revocations are dropped, so the map holds live deleted sessions
+// only; the later of two expiries is kept.
+func TestRevocationsExpire(t *testing.T) {
+	r := NewRevocations(nil, slog.New(slog.DiscardHandler))
+	defer r.Close()
+	now := time.Now()
+	r.now = func() time.Time { return now }
+	if err := r.Revoke(t.Context(), "a", now.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Revoke(t.Context(), "a", now.Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Revoke(t.Context(), "b", now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Revoked(t.Context(), "a", now) || r.Len() != 2 || r.Watching() {
+		t.Fatalf("len %d, watching %v", r.Len(), r.Watching())
+	}
+	now = now.Add(2 * time.Minute)
+	if err := r.Revoke(t.Context(), "c", now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if r.Revoked(t.Context(), "a", now) || !r.Revoked(t.Context(), "b", now) || r.Len() != 2 {
+		t.Fatalf("after expiry: a %v, b %v, len %d", r.Revoked(t.Context(), "a", now), r.Revoked(t.Context(), "b", now), r.Len())
+	}
+}

@@ -1,0 +1,174 @@
+package app_test
+
+import (
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+)
+
+// watcher collects what one WatchRevocations stream delivers.
+type watcher struct {
+	msgs chan *indexerv1.WatchRevocationsResponse
+	errs chan error
+}
+
+func (h *harness) watch(t *testing.T) *watcher {
+	t.Helper()
+	stream, err := h.client.WatchRevocations(t.Context(), &indexerv1.WatchRevocationsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &watcher{msgs: make(chan *indexerv1.WatchRevocationsResponse, 100), errs: make(chan error, 1)}
+	go func() {
+		for {
+			msg, err := stream.Recv()
+			if err != nil {
+				w.errs <- err
+				return
+			}
+			w.msgs <- msg
+		}
+	}()
+	return w
+}
+
+// next returns the next message, failing the test if none comes in time.
+func (w *watcher) next(t *testing.T, what string) *indexerv1.WatchRevocationsResponse {
+	t.Helper()
+	select {
+	case msg := <-w.msgs:
+		return msg
+	case err := <-w.errs:
+		t.Fatalf("%s: stream ended: %v", what, err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+	return nil
+}
+
+// snapshot reads the initial snapshot.
+func (w *watcher) snapshot(t *testing.T) map[string]time.Time {
+	t.Helper()
+	got := map[string]time.Time{}
+	for {
+		msg := w.next(t, "the snapshot")
+		for _, r := range msg.GetRevocations() {
+			got[r.GetSessionDigest()] = r.GetExpiresAt().AsTime()
+		}
+		if msg.GetSnapshotComplete() {
+			return got
+		}
+	}
+}
+
+func (h *harness) revoke(t *testing.T, digest string, at time.Time) error {
+	_, err := h.client.RevokeSession(t.Context(), &indexerv1.RevokeSessionRequest{SessionDigest: digest, ExpiresAt: timestamppb.New(at)})
+	return err
+}
+
+// A revocation recorded through one replica reaches the WatchRevocations
+// streams of every replica; a stream opened later gets it in its
+// snapshot.
+func TestRevocationsReachEveryReplica(t *testing.T) {
+	db := env.NewDatabase(t)
+	a := start(t, db)
+	b := a.replica(t, db)
+	a.waitServing(t)
+	b.waitServing(t)
+	before := strings.Repeat("0a", 32)
+	at := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	if err := a.revoke(t, before, at); err != nil {
+		t.Fatal(err)
+	}
+	// The hub of b reads the revocations when its listen starts; until
+	// then its stream answers NOT_READY, and the client retries.
+	var wb *watcher
+	var first *indexerv1.WatchRevocationsResponse
+	eventually(t, "b's stream to open", func() bool {
+		wb = b.watch(t)
+		select {
+		case err := <-wb.errs:
+			wantReason(t, err, codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_NOT_READY)
+			return false
+		case first = <-wb.msgs:
+			return true
+		case <-time.After(30 * time.Second):
+			t.Fatal("no answer on b's stream")
+		}
+		return false
+	})
+	// b hears of the revocation recorded through a either before its
+	// stream opened (then it is in the snapshot) or just after (then it
+	// follows the snapshot).
+	heard := map[string]time.Time{}
+	for _, r := range first.GetRevocations() {
+		heard[r.GetSessionDigest()] = r.GetExpiresAt().AsTime()
+	}
+	if !first.GetSnapshotComplete() {
+		maps.Copy(heard, wb.snapshot(t))
+	}
+	for !heard[before].Equal(at) {
+		for _, r := range wb.next(t, "the earlier revocation on b's stream").GetRevocations() {
+			heard[r.GetSessionDigest()] = r.GetExpiresAt().AsTime()
+		}
+	}
+	if len(heard) != 1 {
+		t.Fatalf("b's stream delivered %v, want %s… until %v only", heard, before[:4], at)
+	}
+	wa := a.watch(t)
+	if got := wa.snapshot(t); len(got) != 1 || !got[before].Equal(at) {
+		t.Fatalf("a's snapshot %v", got)
+	}
+
+	after := strings.Repeat("0b", 32)
+	if err := a.revoke(t, after, at); err != nil {
+		t.Fatal(err)
+	}
+	for name, w := range map[string]*watcher{"a": wa, "b": wb} {
+		msg := w.next(t, name+"'s stream to deliver the new revocation")
+		if len(msg.GetRevocations()) != 1 || msg.GetRevocations()[0].GetSessionDigest() != after || !msg.GetRevocations()[0].GetExpiresAt().AsTime().Equal(at) || msg.GetSnapshotComplete() {
+			t.Fatalf("%s's stream delivered %v", name, msg)
+		}
+	}
+	// Through b this time, extending the first one: both hear the later
+	// expiry.
+	if err := b.revoke(t, before, at.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	for name, w := range map[string]*watcher{"a": wa, "b": wb} {
+		msg := w.next(t, name+"'s stream to deliver the extension")
+		if len(msg.GetRevocations()) != 1 || !msg.GetRevocations()[0].GetExpiresAt().AsTime().Equal(at.Add(time.Hour)) {
+			t.Fatalf("%s's stream delivered %v", name, msg)
+		}
+	}
+	// CheckSession, kept for older gateways, agrees.
+	resp, err := b.client.CheckSession(t.Context(), &indexerv1.CheckSessionRequest{SessionDigest: after})
+	if err != nil || !resp.GetRevoked() {
+		t.Fatalf("CheckSession: %v, %v", resp, err)
+	}
+}
+
+// A revocation may not outlive the longest session (24h by default, with
+// a few minutes for clock skew).
+func TestRevocationExpiryIsBounded(t *testing.T) {
+	h := start(t, env.NewDatabase(t))
+	h.waitServing(t)
+	digest := strings.Repeat("0c", 32)
+	if err := h.revoke(t, digest, time.Now().Add(24*time.Hour)); err != nil {
+		t.Fatalf("a full session TTL ahead: %v", err)
+	}
+	err := h.revoke(t, digest, time.Now().Add(25*time.Hour))
+	wantReason(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+	if !strings.Contains(err.Error(), "maxRevocationTTL") {
+		t.Fatalf("the error does not name the setting: %v", err)
+	}
+	_, err = h.client.RevokeSession(t.Context(), &indexerv1.RevokeSessionRequest{SessionDigest: digest, ExpiresAt: &timestamppb.Timestamp{Seconds: 1, Nanos: -5}})
+	wantReason(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+}

@@ -1,0 +1,87 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/status"
+
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
+
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+)
+
+// Search ranks the calling principal's tools.
+func (s *Server) Search(ctx context.Context, req *indexerv1.SearchRequest) (*indexerv1.SearchResponse, error) {
+	start := time.Now()
+	resp, err := s.search(ctx, req)
+	err = s.toStatus(ctx, "Search", err)
+	outcome := "ok"
+	if err != nil {
+		outcome = status.Code(err).String()
+	}
+	s.Metrics.searched(outcome, time.Since(start))
+	return resp, err
+}
+
+func (s *Server) search(ctx context.Context, req *indexerv1.SearchRequest) (*indexerv1.SearchResponse, error) {
+	if err := s.checkReady(); err != nil {
+		return nil, err
+	}
+	q := store.Query{Text: req.GetQuery(), Keywords: req.GetKeywords(), Limit: s.limit(req.GetLimit())}
+	size := len(q.Text)
+	for _, k := range q.Keywords {
+		size += len(k)
+	}
+	switch {
+	case strings.TrimSpace(q.Text) == "" && len(q.Keywords) == 0:
+		return nil, invalidArgument("query is required")
+	case size > store.MaxQueryBytes:
+		return nil, invalidArgument("query and keywords are too long (at most 4096 bytes)")
+	case len(req.GetKeywords()) > store.MaxKeywords:
+		return nil, invalidArgument("too many keywords (at most 32)")
+	}
+	p := svcauth.PrincipalFrom(ctx)
+	// A scope can vanish between lookup and search (collected by another
+	// replica); forget it and rebuild once.
+	for attempt := 0; ; attempt++ {
+		sc, built, err := s.Resolver.Resolve(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		if built {
+			s.Metrics.scopeBuilt()
+		}
+		hits, err := s.Store.Search(ctx, sc, q, s.Ranking)
+		if errors.Is(err, store.ErrScopeNotFound) && attempt == 0 {
+			s.Resolver.Forget(p)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		resp := &indexerv1.SearchResponse{
+			ScopeSize:      uint32(sc.ToolCount),
+			BaselineTokens: uint64(sc.BaselineTokens),
+			CatalogVersion: sc.CatalogVersion,
+			Hits:           make([]*indexerv1.SearchHit, 0, len(hits)),
+		}
+		for _, h := range hits {
+			resp.Hits = append(resp.Hits, &indexerv1.SearchHit{
+				Name: h.Name, Description: h.Description, InputSchemaJson: h.InputSchemaJSON, Score: h.Score,
+			})
+		}
+		return resp, nil
+	}
+}
+
+// limit applies the default to 0 and the maximum to anything larger.
+func (s *Server) limit(requested uint32) int {
+	if requested == 0 {
+		return s.Limits.Default
+	}
+	return min(int(requested), s.Limits.Max)
+}

@@ -1,0 +1,150 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+)
+
+// clockSkew is how far a gateway's clock may run ahead of the indexer's
+// before a revocation expiring at the end of a full session TTL is
+// refused.
+const clockSkew = 5 * time.Minute
+
+// revocationsPerMessage bounds one WatchRevocations message (each
+// revocation is about 80 bytes).
+const revocationsPerMessage = 1000
+
+// errFellBehind ends a WatchRevocations stream whose subscriber did not
+// keep up.
+var errFellBehind = errors.New("revocation subscriber fell behind")
+
+// RevokeSession records a deleted gateway session, and passes it to this
+// replica's WatchRevocations streams at once (the other replicas hear of
+// it from the database).
+func (s *Server) RevokeSession(ctx context.Context, req *indexerv1.RevokeSessionRequest) (*indexerv1.RevokeSessionResponse, error) {
+	err := s.checkReady()
+	if err == nil {
+		err = validDigest(req.GetSessionDigest())
+	}
+	if err == nil {
+		err = s.validExpiry(req.GetExpiresAt())
+	}
+	rev := store.Revocation{Digest: req.GetSessionDigest(), ExpiresAt: req.GetExpiresAt().AsTime()}
+	if err == nil {
+		err = s.Store.RevokeSession(ctx, rev.Digest, rev.ExpiresAt)
+	}
+	if err != nil {
+		return nil, s.toStatus(ctx, "RevokeSession", err)
+	}
+	s.Revocations.Add(rev)
+	return &indexerv1.RevokeSessionResponse{}, nil
+}
+
+// validExpiry bounds a revocation's life by the longest session's.
+func (s *Server) validExpiry(at *timestamppb.Timestamp) error {
+	if at == nil {
+		return invalidArgument("expires_at is required")
+	}
+	if err := at.CheckValid(); err != nil {
+		return invalidArgument("expires_at is not a valid timestamp")
+	}
+	if at.AsTime().After(s.now().Add(s.MaxRevocationTTL + clockSkew)) {
+		return invalidArgument("expires_at is further ahead than the longest session lives (indexer.maxRevocationTTL, " + s.MaxRevocationTTL.String() + ")")
+	}
+	return nil
+}
+
+// CheckSession reports whether a session was revoked.
+func (s *Server) CheckSession(ctx context.Context, req *indexerv1.CheckSessionRequest) (*indexerv1.CheckSessionResponse, error) {
+	err := s.checkReady()
+	if err == nil {
+		err = validDigest(req.GetSessionDigest())
+	}
+	var revoked bool
+	if err == nil {
+		revoked, err = s.Store.SessionRevoked(ctx, req.GetSessionDigest())
+	}
+	if err != nil {
+		return nil, s.toStatus(ctx, "CheckSession", err)
+	}
+	return &indexerv1.CheckSessionResponse{Revoked: revoked}, nil
+}
+
+// WatchRevocations streams every live revocation, then each new one.
+func (s *Server) WatchRevocations(_ *indexerv1.WatchRevocationsRequest, stream indexerv1.IndexerService_WatchRevocationsServer) error {
+	ctx := stream.Context()
+	if err := s.checkReady(); err != nil {
+		return s.toStatus(ctx, "WatchRevocations", err)
+	}
+	snapshot, updates, cancel, err := s.Revocations.Subscribe()
+	if err != nil {
+		return s.toStatus(ctx, "WatchRevocations", err)
+	}
+	defer cancel()
+	for first := true; first || len(snapshot) > 0; first = false {
+		n := min(len(snapshot), revocationsPerMessage)
+		msg := &indexerv1.WatchRevocationsResponse{Revocations: revocationsProto(snapshot[:n]), SnapshotComplete: n == len(snapshot)}
+		snapshot = snapshot[n:]
+		if err := stream.Send(msg); err != nil {
+			return err
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.Stopping:
+			// Shutting down: end the stream so the graceful stop is not
+			// held up; the gateway reconnects to another replica.
+			return nil
+		case r, ok := <-updates:
+			if !ok {
+				return s.toStatus(ctx, "WatchRevocations", errFellBehind)
+			}
+			batch := []store.Revocation{r}
+		drain:
+			for len(batch) < revocationsPerMessage {
+				select {
+				case r, ok := <-updates:
+					if !ok {
+						break drain
+					}
+					batch = append(batch, r)
+				default:
+					break drain
+				}
+			}
+			if err := stream.Send(&indexerv1.WatchRevocationsResponse{Revocations: revocationsProto(batch)}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func revocationsProto(revs []store.Revocation) []*indexerv1.SessionRevocation {
+	out := make([]*indexerv1.SessionRevocation, len(revs))
+	for i, r := range revs {
+		out[i] = &indexerv1.SessionRevocation{SessionDigest: r.Digest, ExpiresAt: timestamppb.New(r.ExpiresAt)}
+	}
+	return out
+}
+
+// validDigest accepts a hex SHA-256.
+func validDigest(d string) error {
+	if len(d) != 64 {
+		return invalidArgument("session_digest must be a hex SHA-256 (64 characters)")
+	}
+	for _, c := range d {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return invalidArgument("session_digest must be a hex SHA-256 (64 characters)")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,168 @@
+// Package postgres is the indexer's store on PostgreSQL.
+//
+// Documents live in tool_documents, content-addressed, with a weighted
+// tsvector PostgreSQL derives from the name words, the description and the
+// parameter text. A scope is a row of scopes with its members in
+// scope_tools (primary key (scope_id, doc_id)) and the document frequency
+// of each of its lexemes in scope_lexemes. Revoked sessions live in
+// revoked_sessions; a trigger announces each one on a notification
+// channel, which ListenRevocations follows.
+//
+// A search is ranked in this process (see search.go): a scope never
+// changes once built, so its documents, with the lexemes and weights
+// PostgreSQL analysed them into, are read once and kept; PostgreSQL then
+// only stems the words of a query, and a search costs the same whatever
+// the index holds.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+)
+
+// Store is the PostgreSQL store.
+type Store struct {
+	pool  *pgxpool.Pool
+	cache *scopeCache
+	stems *stemCache
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Options tune a store.
+type Options struct {
+	// CachedDocuments bounds the documents of the scopes kept in memory
+	// for searching (DefaultCachedDocuments when 0). The scope being
+	// searched is kept whatever its size.
+	CachedDocuments int
+}
+
+// DefaultCachedDocuments is the default bound of Options.CachedDocuments.
+const DefaultCachedDocuments = 100_000
+
+// Open connects a pool to url with SQL tracing. It does not wait for the
+// database: connections are made on first use.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database URL: %w", err)
+	}
+	cfg.ConnConfig.Tracer = tracer{}
+	// Fail fast when the database is down, so a search answers
+	// UNAVAILABLE promptly instead of hanging for the client's deadline.
+	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create pool: %w", err)
+	}
+	if opts.CachedDocuments <= 0 {
+		opts.CachedDocuments = DefaultCachedDocuments
+	}
+	return &Store{pool: pool, cache: newScopeCache(opts.CachedDocuments), stems: newStemCache(stemCacheBytes)}, nil
+}
+
+// Close closes the pool.
+func (s *Store) Close() { s.pool.Close() }
+
+// Pool exposes the pool to tests and benchmarks in this module.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// classify marks connection-level failures as store.UnavailableError.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// Class 08 is connection exception; 57P0x is the server shutting
+		// down or unable to accept connections.
+		if strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P") {
+			return &store.UnavailableError{Err: err}
+		}
+		return err
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) || pgconn.SafeToRetry(err) || isNetError(err) {
+		return &store.UnavailableError{Err: err}
+	}
+	return err
+}
+
+// Advisory lock keys. Builds hold gcLockKey shared and GC holds it
+// exclusively, so a collection never deletes a document between a build's
+// upsert and its membership insert.
+const (
+	migrateLockKey int64 = 0x5377_6964_7831 // "Swidx1"
+	gcLockKey      int64 = 0x5377_6964_7832
+)
+
+// LookupScope returns the scope for digest and records that it is in use,
+// or store.ErrScopeNotFound.
+func (s *Store) LookupScope(ctx context.Context, digest string) (store.Scope, error) {
+	sc := store.Scope{Digest: digest}
+	// The touch is throttled so that frequent lookups do not write on every
+	// call; garbage collection only needs minute resolution.
+	err := s.pool.QueryRow(ctx, `
+		WITH touched AS (
+			UPDATE scopes SET last_used_at = now()
+			WHERE tools_digest = $1 AND last_used_at < now() - interval '1 minute'
+		)
+		SELECT id, catalog_version, tool_count, baseline_tokens FROM scopes WHERE tools_digest = $1`,
+		digest).Scan(&sc.ID, &sc.CatalogVersion, &sc.ToolCount, &sc.BaselineTokens)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Scope{}, store.ErrScopeNotFound
+	}
+	if err != nil {
+		return store.Scope{}, classify(fmt.Errorf("look up scope: %w", err))
+	}
+	return sc, nil
+}
+
+// CollectGarbage deletes scopes unused for longer than retention, then
+// documents no scope references, then expired revocations.
+func (s *Store) CollectGarbage(ctx context.Context, retention time.Duration) (store.Collected, error) {
+	var c store.Collected
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return c, classify(fmt.Errorf("begin: %w", err))
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, gcLockKey); err != nil {
+		return c, classify(fmt.Errorf("lock: %w", err))
+	}
+	tag, err := tx.Exec(ctx, `DELETE FROM scopes WHERE last_used_at < now() - make_interval(secs => $1)`, retention.Seconds())
+	if err != nil {
+		return c, classify(fmt.Errorf("delete scopes: %w", err))
+	}
+	c.Scopes = tag.RowsAffected()
+	tag, err = tx.Exec(ctx, `DELETE FROM tool_documents d WHERE NOT EXISTS (SELECT 1 FROM scope_tools st WHERE st.doc_id = d.id)`)
+	if err != nil {
+		return c, classify(fmt.Errorf("delete documents: %w", err))
+	}
+	c.Documents = tag.RowsAffected()
+	tag, err = tx.Exec(ctx, `DELETE FROM revoked_sessions WHERE expires_at < now()`)
+	if err != nil {
+		return c, classify(fmt.Errorf("purge sessions: %w", err))
+	}
+	c.Revocations = tag.RowsAffected()
+	return c, classify(tx.Commit(ctx))
+}
+
+// Stats counts documents, scopes and builds.
+func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
+	var st store.Stats
+	err := s.pool.QueryRow(ctx, `
+		SELECT (SELECT count(*) FROM tool_documents), (SELECT count(*) FROM scopes),
+		       (SELECT value FROM index_counters WHERE name = 'scope_builds')`).
+		Scan(&st.Documents, &st.Scopes, &st.ScopeBuilds)
+	return st, classify(err)
+}

@@ -1,0 +1,164 @@
+package postgres_test
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store/postgres"
+	"github.com/switchboard-mcp/switchboard/indexer/internal/storetest"
+)
+
+func TestMigrateIsConcurrencySafe(t *testing.T) {
+	url := env.NewDatabase(t) // already migrated from the template
+	var wg sync.WaitGroup
+	applied := make([]int, 4)
+	errs := make([]error, 4)
+	for i := range 4 {
+		wg.Go(func() {
+			st, err := postgres.Open(t.Context(), url, postgres.Options{})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer st.Close()
+			applied[i], errs[i] = st.Migrate(t.Context())
+		})
+	}
+	wg.Wait()
+	for i := range 4 {
+		if errs[i] != nil || applied[i] != 0 {
+			t.Fatalf("replica %d: applied %d, err %v", i, applied[i], errs[i])
+		}
+	}
+
+	// A fresh database: concurrent replicas apply each migration once.
+	if err := env.Cluster.CreateDatabase(t.Context(), "fresh"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		wg.Go(func() {
+			st, err := postgres.Open(t.Context(), env.Cluster.URL("fresh"), postgres.Options{})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer st.Close()
+			applied[i], errs[i] = st.Migrate(t.Context())
+		})
+	}
+	wg.Wait()
+	total := 0
+	for i := range 4 {
+		if errs[i] != nil {
+			t.Fatalf("replica %d: %v", i, errs[i])
+		}
+		total += applied[i]
+	}
+	st := env.Open(t, env.Cluster.URL("fresh"))
+	var recorded int
+	if err := st.Pool().QueryRow(t.Context(), `SELECT count(*) FROM schema_migrations`).Scan(&recorded); err != nil {
+		t.Fatal(err)
+	}
+	if total != recorded || recorded == 0 {
+		t.Fatalf("applied %d in total, %d recorded", total, recorded)
+	}
+}
+
+// Reading a scope to search it reaches the scope's rows through the
+// membership and document primary keys and never scans the memberships or
+// documents of other scopes.
+func TestScopeReadIsScoped(t *testing.T) {
+	st := env.OpenStore(t)
+	ctx := t.Context()
+	all := storetest.SyntheticTools(4000, 7)
+	var target store.Scope
+	for i := range 40 {
+		sc, _, err := st.BuildScope(ctx, fmt.Sprintf("scope-%d", i), 1, all[i*100:(i+1)*100])
+		if err != nil {
+			t.Fatal(err)
+		}
+		target = sc
+	}
+	if _, err := st.Pool().Exec(ctx, `ANALYZE`); err != nil {
+		t.Fatal(err)
+	}
+	var members []int64
+	if err := st.Pool().QueryRow(ctx, `SELECT array_agg(doc_id) FROM scope_tools WHERE scope_id = $1`, target.ID).Scan(&members); err != nil {
+		t.Fatal(err)
+	}
+	for sql, args := range postgres.ScopeReadSQL(target.ID, members) {
+		rows, err := st.Pool().Query(ctx, `EXPLAIN (COSTS OFF) `+sql, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan strings.Builder
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan.WriteString(line + "\n")
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		p := plan.String()
+		for _, table := range []string{"scope_tools", "tool_documents", "scope_lexemes"} {
+			if strings.Contains(p, "Seq Scan on "+table) {
+				t.Fatalf("reading a scope scans %s:\n%s\n%s", table, sql, p)
+			}
+			if strings.Contains(sql, "FROM "+table) && !strings.Contains(p, table+"_pkey") {
+				t.Fatalf("reading a scope does not reach %s by its primary key:\n%s\n%s", table, sql, p)
+			}
+		}
+	}
+}
+
+// The scopes kept for searching hold at most the configured number of
+// documents (beyond the one being searched), and an evicted scope is read
+// again when searched.
+func TestScopeCacheIsBounded(t *testing.T) {
+	url := env.NewDatabase(t)
+	st, err := postgres.Open(t.Context(), url, postgres.Options{CachedDocuments: 250})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	all := storetest.SyntheticTools(1000, 9)
+	var scopes []store.Scope
+	for i := range 10 {
+		sc, _, err := st.BuildScope(t.Context(), fmt.Sprintf("scope-%d", i), 1, all[i*100:(i+1)*100])
+		if err != nil {
+			t.Fatal(err)
+		}
+		scopes = append(scopes, sc)
+	}
+	for round := range 2 {
+		for _, sc := range scopes {
+			hits, err := st.Search(t.Context(), sc, store.Query{Text: "list the open issues", Limit: 8}, store.DefaultRanking)
+			if err != nil || len(hits) == 0 {
+				t.Fatalf("round %d, scope %d: %v, %v", round, sc.ID, hits, err)
+			}
+			if n := st.CachedDocuments(); n > 250 {
+				t.Fatalf("%d documents cached, bound 250", n)
+			}
+		}
+	}
+	if n := st.CachedScopes(); n != 2 {
+		t.Fatalf("%d scopes cached, want the 2 that fit", n)
+	}
+	// One scope larger than the bound is still searched from memory.
+	big, _, err := st.BuildScope(t.Context(), "big", 1, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hits, err := st.Search(t.Context(), big, store.Query{Text: "list the open issues", Limit: 8}, store.DefaultRanking); err != nil || len(hits) != 8 {
+		t.Fatalf("big scope: %v, %v", hits, err)
+	}
+	if n := st.CachedScopes(); n != 1 || st.CachedDocuments() != 1000 {
+		t.Fatalf("after the big scope: %d scopes, %d documents cached", n, st.CachedDocuments())
+	}
+}

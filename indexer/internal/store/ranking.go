@@ -1,0 +1,137 @@
+package store
+
+import "strings"
+
+// Ranking holds the tunable weights of the ranking function. The defaults
+// were chosen on the MetaTool development split as a whole (never per
+// query); see docs/benchmarks-indexer.md.
+type Ranking struct {
+	// FieldWeights are ts_rank's weights for D, C, B, A: unused, parameter
+	// text, description, name.
+	FieldWeights [4]float32
+	// Normalization is ts_rank's document-length normalization flags.
+	Normalization int
+	// KeywordBoost multiplies the weight of caller-supplied keywords.
+	KeywordBoost float64
+	// SynonymBoost is the weight of a word added by synonym expansion;
+	// RelatedBoost that of a word from the same topic.
+	SynonymBoost float64
+	RelatedBoost float64
+	// PrefixWeight is the weight of a prefix match ("weather" in
+	// "weatherforecast") relative to an exact lexeme match.
+	PrefixWeight float64
+	// TrigramWeight scales trigram similarity between the query and the
+	// tool name; TrigramThreshold is the similarity below which it counts
+	// for nothing.
+	TrigramWeight    float64
+	TrigramThreshold float64
+}
+
+// DefaultRanking is the ranking the indexer serves with.
+var DefaultRanking = Ranking{
+	FieldWeights:     [4]float32{0, 0.2, 0.5, 1.0},
+	Normalization:    1,
+	KeywordBoost:     2,
+	SynonymBoost:     0.4,
+	RelatedBoost:     0.3,
+	PrefixWeight:     0.3,
+	TrigramWeight:    0.5,
+	TrigramThreshold: 0.5,
+}
+
+// Query is one search.
+type Query struct {
+	Text     string
+	Keywords []string
+	Limit    int
+}
+
+// Hit is one ranked tool.
+type Hit struct {
+	Name            string
+	Description     string
+	InputSchemaJSON string
+	Score           float64
+}
+
+const (
+	// MaxQueryBytes bounds the query text plus keywords.
+	MaxQueryBytes = 4096
+	// MaxKeywords bounds the number of keywords of a query.
+	MaxKeywords = 32
+	// MaxTerms bounds the weighted words a query becomes.
+	MaxTerms = 128
+	// MaxTrigramWords is the longest query (in words) compared by trigram
+	// similarity with tool names.
+	MaxTrigramWords = 4
+)
+
+// Terms turns the query and keywords into weighted words: query words at
+// weight 1, keywords at KeywordBoost, synonyms of either at SynonymBoost
+// (related words at RelatedBoost) times their source; at most MaxTerms,
+// the caller's own words first. An implementation then reduces them to
+// its lexemes (stemming, stop words). key is the query folded to one
+// identifier-like token for trigram similarity with tool names (like
+// NameKey, at most MaxNameKeyRunes), empty for queries longer than
+// MaxTrigramWords words.
+func (r Ranking) Terms(q Query) (terms []string, boosts []float64, key string) {
+	weight := map[string]float64{}
+	var order []string
+	add := func(w string, b float64) {
+		if old, ok := weight[w]; !ok {
+			order = append(order, w)
+			weight[w] = b
+		} else if b > old {
+			weight[w] = b
+		}
+	}
+	type source struct {
+		word  string
+		boost float64
+	}
+	var direct []source
+	var keyParts []string
+	for i, text := range append([]string{q.Text}, q.Keywords...) {
+		b := 1.0
+		if i > 0 {
+			b = r.KeywordBoost
+		}
+		for _, w := range SplitWords(text) {
+			keyParts = append(keyParts, w)
+			direct = append(direct, source{w, b})
+		}
+	}
+	// The caller's own words first, so the cap below only ever drops
+	// expansions.
+	for _, d := range direct {
+		add(d.word, d.boost)
+	}
+	for _, d := range direct {
+		for _, syn := range synonyms[d.word] {
+			add(syn, d.boost*r.SynonymBoost)
+		}
+		for _, rel := range related[d.word] {
+			add(rel, d.boost*r.RelatedBoost)
+		}
+	}
+	if len(order) > MaxTerms {
+		order = order[:MaxTerms]
+	}
+	for _, w := range order {
+		terms = append(terms, w)
+		boosts = append(boosts, weight[w])
+	}
+	// Trigram similarity is for identifier-like queries ("get_wether",
+	// "githubCreateIssue"): a few words at most. On a sentence it finds
+	// nothing words do not, and it is the costliest part of a search.
+	if len(keyParts) > MaxTrigramWords {
+		return terms, boosts, ""
+	}
+	// Cut like a name key: similarity costs time in proportion to both,
+	// and no tool name is longer.
+	key = strings.Join(keyParts, "")
+	if runes := []rune(key); len(runes) > MaxNameKeyRunes {
+		key = string(runes[:MaxNameKeyRunes])
+	}
+	return terms, boosts, key
+}

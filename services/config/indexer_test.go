@@ -1,0 +1,41 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestIndexerDefaults(t *testing.T) {
+	got := Indexer{}.WithDefaults()
+	if time.Duration(got.ScopeTTL) != 30*time.Second || got.DefaultLimit != 8 || got.MaxLimit != 50 ||
+		time.Duration(got.GCInterval) != 10*time.Minute || time.Duration(got.ScopeRetention) != 24*time.Hour ||
+		time.Duration(got.MaxRevocationTTL) != 24*time.Hour {
+		t.Fatalf("defaults %+v", got)
+	}
+	for _, c := range []struct{ def, max, wantDef, wantMax int }{
+		{0, 0, 8, 50}, {20, 0, 20, 50}, {20, 10, 10, 10}, {0, 500, 8, 50}, {-3, -1, 8, 50}, {5, 5, 5, 5},
+	} {
+		got := Indexer{DefaultLimit: c.def, MaxLimit: c.max}.WithDefaults()
+		if got.DefaultLimit != c.wantDef || got.MaxLimit != c.wantMax {
+			t.Errorf("limits %d/%d became %d/%d, want %d/%d", c.def, c.max, got.DefaultLimit, got.MaxLimit, c.wantDef, c.wantMax)
+		}
+	}
+	set := Indexer{ScopeTTL: Duration(time.Minute), MaxRevocationTTL: Duration(time.Hour)}.WithDefaults()
+	if time.Duration(set.ScopeTTL) != time.Minute || time.Duration(set.MaxRevocationTTL) != time.Hour {
+		t.Fatalf("set values overridden: %+v", set)
+	}
+}
+
+func TestIndexerValidate(t *testing.T) {
+	err := Indexer{}.Validate()
+	for _, want := range []string{"indexer.listen", "indexer.database", "indexer.aggregator.address"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("empty section: %v, want it to name %s", err, want)
+		}
+	}
+	ok := Indexer{Listen: ":0", Database: "postgres://x", Aggregator: Endpoint{Address: "agg:1"}}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
