@@ -58,6 +58,8 @@ type Client struct {
 	// subscribe per URI and the unsubscribe only after the last watcher.
 	subMu sync.Mutex
 	subs  map[string]int // watchers per subscribed URI
+	// plain is the Legacy session of plain calls (plaincalls.go), under mu.
+	plain plainCalls
 }
 
 // Implementation is how the aggregator introduces itself to backends.
@@ -285,6 +287,7 @@ func (c *Client) Close() {
 	if s != nil {
 		_ = s.Close()
 	}
+	c.closePlain()
 	c.http.CloseIdleConnections()
 }
 

@@ -122,6 +122,9 @@ const maxMessageBytes = 32 << 20
 // Call sends c on the raw path. Arguments and results are not decoded:
 // the result's bytes are the backend's.
 func (c *Client) Call(ctx context.Context, call *Call) (*Result, error) {
+	if res, handled, err := c.callPlain(ctx, call); handled {
+		return res, err
+	}
 	policy := retryIdempotent
 	if call.Method == "tools/call" {
 		policy = retryUnsent

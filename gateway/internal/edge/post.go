@@ -89,7 +89,7 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, v methods.Vi
 	headerVersion := r.Header.Get("Mcp-Protocol-Version")
 	sessionID := r.Header.Get("Mcp-Session-Id")
 	req.Era = mcpspec.Classify(mcpspec.Signals{HTTPMethod: r.Method, HeaderVersion: headerVersion, SessionID: sessionID,
-		Method: msg.Method, HasMetaVersion: wire.HasMetaVersion(msg.Params)})
+		Method: msg.Method, HasMetaVersion: wire.HasMetaVersion(req.Meta)})
 	rec.era = req.Era
 	switch {
 	case req.Era == mcpspec.EraModern:
@@ -135,13 +135,13 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, req *metho
 		return
 	}
 	resp := newResponse(w)
-	modern, rerr := wire.CheckModern(r.Header, msg.Method, msg.Params)
+	modern, rerr := wire.CheckModern(r.Header, msg.Method, msg.Params, req.Meta)
 	if rerr != nil {
 		rec.outcome = "error"
 		resp.finish(req.ID, nil, rerr, true)
 		return
 	}
-	req.Version, req.Meta, req.ClientCaps = modern.Version, modern.Meta, modern.ClientCaps
+	req.Version, req.ClientCaps, req.ClientCapsJSON = modern.Version, modern.ClientCaps, modern.ClientCapsJSON
 	span.SetAttributes(attribute.String("mcp.protocol.version", req.Version))
 	g.serve(r, req, resp, rec)
 }
@@ -187,6 +187,7 @@ func (g *Gateway) serveLegacy(w http.ResponseWriter, r *http.Request, req *metho
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
+	req.ClientCapsJSON = claims.ClientCapabilities
 	_ = json.Unmarshal(claims.ClientCapabilities, &req.ClientCaps)
 	g.serve(r, req, resp, rec)
 }

@@ -69,7 +69,10 @@ func (s *Server) roundTripParams(req *Request, method, target string) (roundTrip
 	}
 	rt.context = &aggregatorv1.RequestContext{}
 	if len(req.ClientCaps) > 0 {
-		rt.context.ClientCapabilitiesJson = string(req.ClientCaps.Encode())
+		rt.context.ClientCapabilitiesJson = string(req.ClientCapsJSON)
+		if len(req.ClientCapsJSON) == 0 {
+			rt.context.ClientCapabilitiesJson = string(req.ClientCaps.Encode())
+		}
 	}
 	if tok, ok := req.Meta["progressToken"]; ok && string(tok) != "null" {
 		rt.context.ProgressTokenJson = string(tok)

@@ -43,7 +43,10 @@ type Request struct {
 	// ClientCaps are the client's declared capabilities: per request under
 	// Modern, from the sealed session under Legacy.
 	ClientCaps wire.Object
-	Version    string
+	// ClientCapsJSON is the same object as the client sent it, forwarded
+	// to the aggregator without a second encoding.
+	ClientCapsJSON json.RawMessage
+	Version        string
 	// Header is the HTTP request's header (Mcp-Param-* under Modern).
 	Header http.Header
 	// Session is the digest of the Legacy session id and SessionExpiry its

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"unicode/utf8"
 )
@@ -71,16 +72,20 @@ func Parse(body []byte) (*Message, json.RawMessage, *Error) {
 	if !utf8.Valid(body) {
 		return nil, nil, NewError(CodeParseError, "parse error: body is not valid UTF-8")
 	}
-	if !json.Valid(body) {
-		return nil, nil, NewError(CodeParseError, "parse error: body is not valid JSON")
-	}
 	if nestingExceeds(body, MaxNestingDepth) {
 		return nil, nil, NewError(CodeParseError, fmt.Sprintf("parse error: JSON nested deeper than %d levels", MaxNestingDepth))
 	}
 	// Decode into a map, not a struct: JSON-RPC member names are
 	// case-sensitive, and encoding/json matches struct fields without case.
+	// Unmarshal checks the whole text first, so invalid JSON is a syntax
+	// error and valid JSON that is not an object a type error (or nil).
 	var members Object
-	if err := json.Unmarshal(body, &members); err != nil || members == nil {
+	err := json.Unmarshal(body, &members)
+	var syntax *json.SyntaxError
+	if errors.As(err, &syntax) {
+		return nil, nil, NewError(CodeParseError, "parse error: body is not valid JSON")
+	}
+	if err != nil || members == nil {
 		// Valid JSON that is not an object (null, a number, a string).
 		return nil, nil, NewError(CodeInvalidRequest, "invalid request: body is not a JSON-RPC request object")
 	}

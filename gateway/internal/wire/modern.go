@@ -10,14 +10,11 @@ import (
 // Meta reads params._meta: ok is false when it is absent or not an object.
 func Meta(params Object) (Object, bool) { return params.Object("_meta") }
 
-// HasMetaVersion reports whether params._meta has a protocolVersion member
-// of any type: the marker of a Modern request (mcpspec.Classify).
-func HasMetaVersion(params Object) bool {
-	meta, ok := Meta(params)
-	if !ok {
-		return false
-	}
-	_, ok = meta[mcpspec.MetaProtocolVersion]
+// HasMetaVersion reports whether a request's _meta (nil when absent) has a
+// protocolVersion member of any type: the marker of a Modern request
+// (mcpspec.Classify).
+func HasMetaVersion(meta Object) bool {
+	_, ok := meta[mcpspec.MetaProtocolVersion]
 	return ok
 }
 
@@ -25,19 +22,20 @@ func HasMetaVersion(params Object) bool {
 // declares.
 type ModernRequest struct {
 	Version    string
-	Meta       Object
 	ClientCaps Object
+	// ClientCapsJSON is the capabilities object as the client sent it.
+	ClientCapsJSON json.RawMessage
 }
 
 // CheckModern applies every Modern wire rule to a request, in the order
 // the spec's error codes imply: _meta (-32602), the version header against
 // the body (-32020) before the version itself (-32022), the client's
 // capabilities (-32602), Mcp-Method (-32020), the method set (-32601), and
-// Mcp-Name against the request's target (-32020).
-func CheckModern(h http.Header, method string, params Object) (ModernRequest, *Error) {
+// Mcp-Name against the request's target (-32020). meta is params._meta
+// as Meta read it (nil when it is absent or not an object).
+func CheckModern(h http.Header, method string, params, meta Object) (ModernRequest, *Error) {
 	var req ModernRequest
-	meta, ok := Meta(params)
-	if !ok {
+	if meta == nil {
 		return req, InvalidParams("params._meta must be an object")
 	}
 	version, _ := meta.String(mcpspec.MetaProtocolVersion)
@@ -53,7 +51,8 @@ func CheckModern(h http.Header, method string, params Object) (ModernRequest, *E
 		return req, UnsupportedVersion(version)
 	}
 	var caps Object
-	if err := json.Unmarshal(meta[mcpspec.MetaClientCapabilities], &caps); err != nil || caps == nil {
+	capsJSON := meta[mcpspec.MetaClientCapabilities]
+	if err := json.Unmarshal(capsJSON, &caps); err != nil || caps == nil {
 		return req, InvalidParams(`missing or invalid _meta "` + mcpspec.MetaClientCapabilities + `"`)
 	}
 	if rerr := CheckHeader(h, "Mcp-Method", method); rerr != nil {
@@ -69,7 +68,7 @@ func CheckModern(h http.Header, method string, params Object) (ModernRequest, *E
 			}
 		}
 	}
-	return ModernRequest{Version: version, Meta: meta, ClientCaps: caps}, nil
+	return ModernRequest{Version: version, ClientCaps: caps, ClientCapsJSON: capsJSON}, nil
 }
 
 // MaxParamHeaders bounds the Mcp-Param-* headers of one request (the

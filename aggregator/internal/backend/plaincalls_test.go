@@ -1,0 +1,140 @@
+package backend
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/services/dualera"
+)
+
+// eraRecorder is a real go-sdk server served in both eras (dualera) that
+// records the era each tools/call arrives in; modernOnly refuses Legacy.
+type eraRecorder struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (rec *eraRecorder) eras() []string {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return slices.Clone(rec.calls)
+}
+
+func startDualEra(t *testing.T, rec *eraRecorder, modernOnly bool) string {
+	t.Helper()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "dual", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest, map[string]any) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
+	})
+	router := dualera.New(srv, nil, nil)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			legacy := r.Header.Get("Mcp-Session-Id") != ""
+			if modernOnly && (legacy || bytes.Contains(body, []byte(`"method":"initialize"`))) {
+				http.Error(w, "this server speaks 2026-07-28 only", http.StatusBadRequest)
+				return
+			}
+			if bytes.Contains(body, []byte(`"method":"tools/call"`)) {
+				rec.mu.Lock()
+				rec.calls = append(rec.calls, map[bool]string{true: "legacy", false: "modern"}[legacy])
+				rec.mu.Unlock()
+			}
+		}
+		router.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+func echoCall(caps string) *Call {
+	var p ParamsBuilder
+	p.String("name", "echo")
+	p.Raw("arguments", []byte(`{}`))
+	return &Call{Method: "tools/call", Name: "echo", Params: p.Bytes(), ClientCapabilities: []byte(caps)}
+}
+
+// TestPlainCallsUseALegacySession: a dual-era backend's plain calls move to
+// a Legacy session once it is open; a call whose client could be asked for
+// input stays Modern.
+func TestPlainCallsUseALegacySession(t *testing.T) {
+	rec := &eraRecorder{}
+	c := New(Config{Name: "dual", URL: startDualEra(t, rec, false)}, nil, nil)
+	t.Cleanup(c.Close)
+	ctx := context.Background()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := c.Call(ctx, echoCall(`{}`))
+		if err != nil || res.IsError {
+			t.Fatalf("call: %v %+v", err, res)
+		}
+		if e := rec.eras(); e[len(e)-1] == "legacy" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("plain calls never moved to a Legacy session: %v", rec.eras())
+		}
+	}
+	if e := rec.eras(); e[0] != "modern" {
+		t.Fatalf("the first call, before the Legacy session opened, went %s", e[0])
+	}
+	if _, err := c.Call(ctx, echoCall(`{"elicitation":{}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if e := rec.eras(); e[len(e)-1] != "modern" {
+		t.Fatalf("a call whose client declared elicitation went %s", e[len(e)-1])
+	}
+	// A lost Legacy session costs nothing: the call goes the usual way and
+	// a new session is opened.
+	c.mu.Lock()
+	s := c.plain.session
+	c.mu.Unlock()
+	_ = s.Close()
+	if res, err := c.Call(ctx, echoCall(`{}`)); err != nil || res.IsError {
+		t.Fatalf("call after the Legacy session ended: %v %+v", err, res)
+	}
+}
+
+// TestModernOnlyBackendKeepsModernCalls: a backend that refuses Legacy gets
+// every call Modern, and the refusal is not retried for every call.
+func TestModernOnlyBackendKeepsModernCalls(t *testing.T) {
+	rec := &eraRecorder{}
+	c := New(Config{Name: "modern", URL: startDualEra(t, rec, true)}, nil, nil)
+	t.Cleanup(c.Close)
+	for range 20 {
+		if res, err := c.Call(context.Background(), echoCall(`{}`)); err != nil || res.IsError {
+			t.Fatalf("call: %v %+v", err, res)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c.mu.Lock()
+		refused := !c.plain.connecting && !c.plain.retryAt.IsZero()
+		c.mu.Unlock()
+		if refused {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the Legacy connect never ended")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if res, err := c.Call(context.Background(), echoCall(`{}`)); err != nil || res.IsError {
+		t.Fatalf("call: %v %+v", err, res)
+	}
+	for _, e := range rec.eras() {
+		if e != "modern" {
+			t.Fatalf("a call went %s to a Modern-only backend", e)
+		}
+	}
+}
