@@ -14,9 +14,10 @@ import (
 // A backend configured as protocol auto is reached Modern first, and its
 // main session (listings, list_changed, subscriptions, probes) stays Modern.
 // But a call that carries no per-request state beyond its arguments and a
-// progress token — the client declared no capability the backend could ask
-// input of (elicitation, sampling, roots) and wants no log messages — means
-// the same in a shared Legacy session, and a go-sdk backend spends about
+// progress token — the client declared neither elicitation nor sampling
+// and wants no log messages — means the same in a shared Legacy session
+// (as every call to a Legacy-only backend does), and a go-sdk backend
+// spends about
 // half the CPU on it (250–430 µs against 550–700 µs for a stateless Modern
 // request: no per-request session set-up). Such calls go on a second,
 // Legacy session of the backend's, opened in the background; a call that
@@ -24,6 +25,12 @@ import (
 // until that session is open keep the Modern path. The session declares no
 // client capabilities, so a backend never asks it for input; one it asks
 // anyway is refused (refuseRequest).
+//
+// roots does not keep a call Modern: go-sdk clients declare it by default,
+// so counting it would leave almost no plain calls. A dual-era backend's
+// tool then sees a client without roots, exactly as a Legacy-only
+// backend's tools do on the aggregator's shared session; a backend whose
+// tools need the caller's roots is pinned to 2026-07-28.
 type plainCalls struct {
 	session    *mcp.ClientSession
 	connecting bool
@@ -37,13 +44,13 @@ const plainRetry = 5 * time.Minute
 
 // isPlain reports whether call means the same in a shared Legacy session.
 // The capability test is textual and errs towards Modern: a member named
-// like an input capability anywhere in the object keeps the call Modern.
+// elicitation or sampling anywhere in the object keeps the call Modern.
 func isPlain(call *Call) bool {
 	if call.LogLevel != "" {
 		return false
 	}
 	caps := call.ClientCapabilities
-	return !bytes.Contains(caps, []byte(`"elicitation"`)) && !bytes.Contains(caps, []byte(`"sampling"`)) && !bytes.Contains(caps, []byte(`"roots"`))
+	return !bytes.Contains(caps, []byte(`"elicitation"`)) && !bytes.Contains(caps, []byte(`"sampling"`))
 }
 
 // plainSession returns the Legacy session for plain calls, or nil while

@@ -74,7 +74,8 @@ func TestPlainCallsUseALegacySession(t *testing.T) {
 	ctx := context.Background()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		res, err := c.Call(ctx, echoCall(`{}`))
+		// go-sdk clients declare roots by default: still a plain call.
+		res, err := c.Call(ctx, echoCall(`{"roots":{"listChanged":true}}`))
 		if err != nil || res.IsError {
 			t.Fatalf("call: %v %+v", err, res)
 		}
@@ -88,11 +89,20 @@ func TestPlainCallsUseALegacySession(t *testing.T) {
 	if e := rec.eras(); e[0] != "modern" {
 		t.Fatalf("the first call, before the Legacy session opened, went %s", e[0])
 	}
-	if _, err := c.Call(ctx, echoCall(`{"elicitation":{}}`)); err != nil {
+	for _, caps := range []string{`{"elicitation":{}}`, `{"sampling":{},"roots":{}}`} {
+		if _, err := c.Call(ctx, echoCall(caps)); err != nil {
+			t.Fatal(err)
+		}
+		if e := rec.eras(); e[len(e)-1] != "modern" {
+			t.Fatalf("a call whose client declared %s went %s", caps, e[len(e)-1])
+		}
+	}
+	log := &Call{Method: "tools/call", Name: "echo", Params: echoCall(`{}`).Params, LogLevel: "info"}
+	if _, err := c.Call(ctx, log); err != nil {
 		t.Fatal(err)
 	}
 	if e := rec.eras(); e[len(e)-1] != "modern" {
-		t.Fatalf("a call whose client declared elicitation went %s", e[len(e)-1])
+		t.Fatalf("a call with a log level went %s", e[len(e)-1])
 	}
 	// A lost Legacy session costs nothing: the call goes the usual way and
 	// a new session is opened.
