@@ -129,6 +129,7 @@ FUZZ_TARGETS := \
 	./aggregator/internal/catalog:FuzzCursorRoundTrip \
 	./gateway/internal/edge:FuzzHeaderValue \
 	./gateway/internal/wire:FuzzShape \
+	./gateway/internal/wire:FuzzParseObject \
 	./gateway/internal/edge:FuzzParseMessage \
 	./gateway/internal/edge:FuzzClassifyRequest \
 	./indexer/internal/store/postgres:FuzzSearchQuery

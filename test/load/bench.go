@@ -218,7 +218,7 @@ func runW1Cluster(ctx context.Context, c *Cluster, opts BenchOptions, concurrenc
 			c.Topology.Tools(), spec.Concurrency, spec.Principals, run.Rate(), ms(run.P50), ms(run.P99), ms(run.CPUPerCall(findRoles...)), run.Errors)
 		res.Finds = append(res.Finds, FindRun{Topology: c.Topology, Spec: spec, Run: run, LoadAvg: load})
 	}
-	if first && opts.ProfileDir != "" {
+	if opts.ProfileDir != "" {
 		files, err := runProfiles(ctx, c, opts, concurrency[len(concurrency)-1], progress)
 		if err != nil {
 			return err
@@ -229,13 +229,13 @@ func runW1Cluster(ctx context.Context, c *Cluster, opts BenchOptions, concurrenc
 }
 
 // runProfiles profiles the services during one extra W1 Modern run at n
-// clients and one extra find_tool run.
+// clients and one extra find_tool run, over each W1 catalog.
 func runProfiles(ctx context.Context, c *Cluster, opts BenchOptions, n int, progress func(string, ...any)) ([]ProfileFile, error) {
 	seconds := max(opts.ProfileSeconds, 1)
 	// The run outlasts the profiles, which start with its clock.
 	d := time.Duration(seconds)*time.Second + 2*time.Second
 	var files []ProfileFile
-	label := fmt.Sprintf("w1-modern-c%d", n)
+	label := fmt.Sprintf("w1-modern-c%d-%dtools", n, c.Topology.Tools())
 	var capture *profileCapture
 	run, err := runCalls(ctx, SwitchboardTarget(c), Modern, n, d, opts.MaxCallsPerRun, func() {
 		capture = startProfiles(ctx, opts.ProfileDir, label, c.Ops, []string{"gateway", "aggregator"}, seconds)
@@ -253,7 +253,7 @@ func runProfiles(ctx context.Context, c *Cluster, opts BenchOptions, n int, prog
 		return files, nil
 	}
 	spec := FindSpec{Concurrency: opts.Find[len(opts.Find)-1].Concurrency, Principals: 1}
-	label = fmt.Sprintf("find-c%d", spec.Concurrency)
+	label = fmt.Sprintf("find-c%d-%dtools", spec.Concurrency, c.Topology.Tools())
 	run, err = runFinds(ctx, c, spec, d, opts.MaxCallsPerRun, func() {
 		capture = startProfiles(ctx, opts.ProfileDir, label, c.Ops, []string{"gateway", "indexer", "aggregator"}, seconds)
 	})

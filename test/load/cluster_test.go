@@ -126,7 +126,8 @@ func TestWorkloadsAgainstRealCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]bool{}
-	for _, name := range []string{"w1-modern-c2-gateway", "w1-modern-c2-aggregator", "find-c2-gateway", "find-c2-indexer", "find-c2-aggregator"} {
+	tools := fmt.Sprintf("-%dtools-", c.Topology.Tools())
+	for _, name := range []string{"w1-modern-c2" + tools + "gateway", "w1-modern-c2" + tools + "aggregator", "find-c2" + tools + "gateway", "find-c2" + tools + "indexer", "find-c2" + tools + "aggregator"} {
 		for _, kind := range []string{"cpu", "allocs"} {
 			want[filepath.Join(dir, name+"-"+kind+".pprof")] = true
 		}

@@ -3,7 +3,6 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"unicode/utf8"
 )
@@ -75,17 +74,14 @@ func Parse(body []byte) (*Message, json.RawMessage, *Error) {
 	if nestingExceeds(body, MaxNestingDepth) {
 		return nil, nil, NewError(CodeParseError, fmt.Sprintf("parse error: JSON nested deeper than %d levels", MaxNestingDepth))
 	}
-	// Decode into a map, not a struct: JSON-RPC member names are
-	// case-sensitive, and encoding/json matches struct fields without case.
-	// Unmarshal checks the whole text first, so invalid JSON is a syntax
-	// error and valid JSON that is not an object a type error (or nil).
-	var members Object
-	err := json.Unmarshal(body, &members)
-	var syntax *json.SyntaxError
-	if errors.As(err, &syntax) {
+	if !json.Valid(body) {
 		return nil, nil, NewError(CodeParseError, "parse error: body is not valid JSON")
 	}
-	if err != nil || members == nil {
+	// Split into members, not decode into a struct: JSON-RPC member names
+	// are case-sensitive, and encoding/json matches struct fields without
+	// case. Values stay subslices of the body.
+	members, err := parseObject(body)
+	if err != nil {
 		// Valid JSON that is not an object (null, a number, a string).
 		return nil, nil, NewError(CodeInvalidRequest, "invalid request: body is not a JSON-RPC request object")
 	}
@@ -123,9 +119,11 @@ func Parse(body []byte) (*Message, json.RawMessage, *Error) {
 	}
 	msg := &Message{ID: id, Method: *method, Params: Object{}}
 	if len(params) > 0 && !bytes.Equal(params, []byte("null")) {
-		if !IsObjectText(params) || json.Unmarshal(params, &msg.Params) != nil {
+		p, err := parseObject(params)
+		if err != nil {
 			return nil, id, InvalidParams("params must be an object")
 		}
+		msg.Params = p
 	}
 	return msg, id, nil
 }

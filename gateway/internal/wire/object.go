@@ -28,6 +28,9 @@ func (o Object) String(key string) (string, bool) {
 	if !ok {
 		return "", false
 	}
+	if s, plain := plainString(raw); plain {
+		return s, true
+	}
 	var s string
 	if json.Unmarshal(raw, &s) != nil {
 		return "", false
@@ -45,14 +48,33 @@ func (o Object) Present(key string) bool {
 // not an object.
 func (o Object) Object(key string) (Object, bool) {
 	raw, ok := o[key]
-	if !ok {
+	if !ok || !IsObjectText(raw) {
 		return nil, false
+	}
+	// Members of a parsed message are valid JSON, so the object can be
+	// split without decoding; anything else is decoded.
+	if out, err := parseObject(raw); err == nil {
+		return out, true
 	}
 	var out Object
 	if json.Unmarshal(raw, &out) != nil || out == nil {
 		return nil, false
 	}
 	return out, true
+}
+
+// plainString returns the contents of a JSON string without escapes, which
+// need no decoding (ok false for anything else).
+func plainString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	for _, c := range raw[1 : len(raw)-1] {
+		if c == '\\' || c == '"' || c < 0x20 {
+			return "", false
+		}
+	}
+	return string(raw[1 : len(raw)-1]), true
 }
 
 // Cursor reads params.cursor: absent, null and "" all mean the first page;

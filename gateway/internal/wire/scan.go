@@ -147,3 +147,18 @@ func skipValue(b []byte, i int) int {
 	}
 	return j
 }
+
+// parseObject splits the text of a JSON object, already known to be valid
+// JSON, into an Object whose values are subslices of b: one pass, no copies.
+// As with encoding/json, a repeated key keeps its last value.
+func parseObject(b []byte) (Object, error) {
+	ms, err := members(b)
+	if err != nil {
+		return nil, err
+	}
+	o := make(Object, len(ms))
+	for _, m := range ms {
+		o[m.key] = m.value
+	}
+	return o, nil
+}
