@@ -17,6 +17,29 @@ import (
 type watcher struct {
 	msgs chan *indexerv1.WatchRevocationsResponse
 	errs chan error
+	// first is a message already read (readyWatch), returned by next first.
+	first *indexerv1.WatchRevocationsResponse
+}
+
+// readyWatch opens a stream once the replica has read the revocations: until
+// then a stream ends at once with NOT_READY, and a client opens it again.
+func (h *harness) readyWatch(t *testing.T, what string) *watcher {
+	t.Helper()
+	var w *watcher
+	eventually(t, what+" to open", func() bool {
+		w = h.watch(t)
+		select {
+		case err := <-w.errs:
+			wantReason(t, err, codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_NOT_READY)
+			return false
+		case w.first = <-w.msgs:
+			return true
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no answer on %s", what)
+		}
+		return false
+	})
+	return w
 }
 
 func (h *harness) watch(t *testing.T) *watcher {
@@ -42,6 +65,10 @@ func (h *harness) watch(t *testing.T) *watcher {
 // next returns the next message, failing the test if none comes in time.
 func (w *watcher) next(t *testing.T, what string) *indexerv1.WatchRevocationsResponse {
 	t.Helper()
+	if msg := w.first; msg != nil {
+		w.first = nil
+		return msg
+	}
 	select {
 	case msg := <-w.msgs:
 		return msg
@@ -122,7 +149,7 @@ func TestRevocationsReachEveryReplica(t *testing.T) {
 	if len(heard) != 1 {
 		t.Fatalf("b's stream delivered %v, want %s… until %v only", heard, before[:4], at)
 	}
-	wa := a.watch(t)
+	wa := a.readyWatch(t, "a's stream")
 	if got := wa.snapshot(t); len(got) != 1 || !got[before].Equal(at) {
 		t.Fatalf("a's snapshot %v", got)
 	}
