@@ -129,7 +129,7 @@ FUZZ_TARGETS := \
 	./aggregator/internal/catalog:FuzzCursorRoundTrip \
 	./gateway/internal/edge:FuzzHeaderValue \
 	./gateway/internal/wire:FuzzShape \
-	./gateway/internal/wire:FuzzParseObject \
+	./services/rawjson:FuzzObject \
 	./gateway/internal/edge:FuzzParseMessage \
 	./gateway/internal/edge:FuzzClassifyRequest \
 	./indexer/internal/store/postgres:FuzzSearchQuery

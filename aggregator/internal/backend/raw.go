@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/paramheader"
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
 )
 
 // The raw path sends request/response calls (tools/call, resources/read,
@@ -425,15 +426,7 @@ func (c *Client) relay(m message, id string, call *Call) {
 	}
 	switch {
 	case call.Progress && m.methodIs(MethodProgress):
-		var token []byte
-		eachMember(m.params, func(key, value []byte) bool {
-			if string(key) == "progressToken" {
-				token = value
-				return false
-			}
-			return true
-		})
-		if token != nil && idIs(token, id) {
+		if token, ok := rawjson.Get(m.params, "progressToken"); ok && idIs(token, id) {
 			call.Notify(MethodProgress, m.params)
 		}
 	case call.LogLevel != "" && m.methodIs(MethodLog):

@@ -1,10 +1,11 @@
 package backend
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"unicode/utf8"
+
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
 )
 
 // The raw path reads JSON-RPC messages without decoding them into Go
@@ -68,148 +69,27 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && isSpace(b[i]) {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index just past the JSON string starting at b[i]
-// (which is '"'), or -1.
-func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return -1
-}
-
-// skipValue returns the index just past the JSON value starting at b[i]
-// (no leading space), or -1. It checks only the nesting of brackets and
-// strings, not the grammar.
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return -1
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(b); i++ {
-			switch b[i] {
-			case '"':
-				end := skipString(b, i)
-				if end < 0 {
-					return -1
-				}
-				i = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return -1
-	default:
-		j := i
-		for j < len(b) && !isSpace(b[j]) && b[j] != ',' && b[j] != '}' && b[j] != ']' {
-			j++
-		}
-		if j == i {
-			return -1
-		}
-		return j
-	}
-}
-
-// eachMember calls f with the raw key (without quotes, still escaped) and
-// the raw value of every member of the JSON object b, in order, until f
-// returns false. It reports false when b is not an object.
-func eachMember(b []byte, f func(key, value []byte) bool) bool {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return false
-	}
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return skipSpace(b, i+1) == len(b)
-	}
-	for i < len(b) {
-		if b[i] != '"' {
-			return false
-		}
-		end := skipString(b, i)
-		if end < 0 {
-			return false
-		}
-		key := b[i+1 : end-1]
-		i = skipSpace(b, end)
-		if i >= len(b) || b[i] != ':' {
-			return false
-		}
-		i = skipSpace(b, i+1)
-		vend := skipValue(b, i)
-		if vend < 0 {
-			return false
-		}
-		if !f(key, b[i:vend]) {
-			return true
-		}
-		i = skipSpace(b, vend)
-		if i >= len(b) {
-			return false
-		}
-		if b[i] == '}' {
-			return skipSpace(b, i+1) == len(b)
-		}
-		if b[i] != ',' {
-			return false
-		}
-		i = skipSpace(b, i+1)
-	}
-	return false
-}
-
 // message is the parts of a JSON-RPC message the raw path reads; each is
 // the raw JSON of that member, nil when absent.
 type message struct {
 	id, method, params, result, err []byte
 }
 
-// parseMessage splits a JSON-RPC message into its members. Keys with
-// escapes are unescaped first (no real peer sends them).
+// parseMessage splits a JSON-RPC message into its members.
 func parseMessage(b []byte) (message, error) {
 	var m message
-	ok := eachMember(b, func(key, value []byte) bool {
-		if bytes.IndexByte(key, '\\') >= 0 {
-			var k string
-			if json.Unmarshal(append(append([]byte{'"'}, key...), '"'), &k) != nil {
-				return true
-			}
-			key = []byte(k)
-		}
-		switch string(key) {
+	ok := rawjson.Each(b, func(mem rawjson.Member) bool {
+		switch string(mem.Name) {
 		case "id":
-			m.id = value
+			m.id = mem.Value
 		case "method":
-			m.method = value
+			m.method = mem.Value
 		case "params":
-			m.params = value
+			m.params = mem.Value
 		case "result":
-			m.result = value
+			m.result = mem.Value
 		case "error":
-			m.err = value
+			m.err = mem.Value
 		}
 		return true
 	})
@@ -233,12 +113,12 @@ func (m message) methodIs(name string) bool {
 // resultFacts reads the two members of a result the API mirrors: isError
 // and resultType ("" when absent).
 func resultFacts(result []byte) (isError bool, resultType string) {
-	eachMember(result, func(key, value []byte) bool {
-		switch string(key) {
+	rawjson.Each(result, func(m rawjson.Member) bool {
+		switch string(m.Name) {
 		case "isError":
-			isError = string(value) == "true"
+			isError = string(m.Value) == "true"
 		case "resultType":
-			_ = json.Unmarshal(value, &resultType)
+			_ = json.Unmarshal(m.Value, &resultType)
 		}
 		return true
 	})

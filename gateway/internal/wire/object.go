@@ -1,6 +1,10 @@
 package wire
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
+)
 
 // Object is a JSON object whose values stay raw, so members the gateway
 // does not model pass through untouched.
@@ -104,4 +108,11 @@ func IsObjectText(raw []byte) bool {
 		return false
 	}
 	return false
+}
+
+// parseObject splits the text of an object, already known to be valid
+// JSON, into an Object whose values are subslices of b.
+func parseObject(b []byte) (Object, error) {
+	o, err := rawjson.Object(b)
+	return Object(o), err
 }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
 )
 
 // Shaping is what an era requires of a result on its way to the client.
@@ -34,7 +35,7 @@ type Shaping struct {
 // serverInfo in _meta and, when cacheable, ttlMs and cacheScope; under
 // Legacy it loses those Modern-only members.
 func Shape(result []byte, s Shaping) ([]byte, error) {
-	ms, err := members(result)
+	ms, err := rawjson.Members(result)
 	if err != nil {
 		return nil, err
 	}
@@ -56,27 +57,28 @@ func Shape(result []byte, s Shaping) ([]byte, error) {
 	ttl := s.TTLms
 	var meta []byte
 	for _, m := range ms {
-		if _, replaced := s.Set[m.key]; replaced || contains(s.Drop, m.key) {
+		name := string(m.Name)
+		if _, replaced := s.Set[name]; replaced || contains(s.Drop, name) {
 			continue
 		}
-		switch m.key {
+		switch name {
 		case "resultType":
 			if resultType == "" {
-				resultType, _ = unquote(m.value)
+				resultType, _ = unquote(m.Value)
 			}
 			continue
 		case "ttlMs":
-			if n, err := strconv.ParseInt(string(m.value), 10, 64); err == nil && n >= 0 && n < ttl {
+			if n, err := strconv.ParseInt(string(m.Value), 10, 64); err == nil && n >= 0 && n < ttl {
 				ttl = n
 			}
 			continue
 		case "cacheScope":
 			continue
 		case "_meta":
-			meta = m.value
+			meta = m.Value
 			continue
 		}
-		addRaw(m.rawKey, m.value)
+		addRaw(m.RawName, m.Value)
 	}
 	for k, v := range s.Set {
 		add(k, v)
@@ -105,24 +107,24 @@ func Shape(result []byte, s Shaping) ([]byte, error) {
 // Modern and absent under Legacy; every other key is kept. It returns nil
 // when nothing is left.
 func shapeMeta(meta []byte, modern bool, serverInfo json.RawMessage) ([]byte, error) {
-	var ms []member
+	var ms []rawjson.Member
 	if meta != nil && string(meta) != "null" {
 		var err error
-		if ms, err = members(meta); err != nil {
+		if ms, err = rawjson.Members(meta); err != nil {
 			return nil, err
 		}
 	}
 	out := []byte{'{'}
 	for _, m := range ms {
-		if m.key == mcpspec.MetaServerInfo {
+		if string(m.Name) == mcpspec.MetaServerInfo {
 			continue
 		}
 		if len(out) > 1 {
 			out = append(out, ',')
 		}
-		out = append(out, m.rawKey...)
+		out = append(out, m.RawName...)
 		out = append(out, ':')
-		out = append(out, m.value...)
+		out = append(out, m.Value...)
 	}
 	if modern && serverInfo != nil {
 		if len(out) > 1 {
@@ -141,16 +143,7 @@ func shapeMeta(meta []byte, modern bool, serverInfo json.RawMessage) ([]byte, er
 // Member returns the raw value of one member of a result object, without
 // decoding the rest.
 func Member(result []byte, key string) (json.RawMessage, bool) {
-	ms, err := members(result)
-	if err != nil {
-		return nil, false
-	}
-	for _, m := range ms {
-		if m.key == key {
-			return m.value, true
-		}
-	}
-	return nil, false
+	return rawjson.Get(result, key)
 }
 
 func unquote(raw []byte) (string, bool) {

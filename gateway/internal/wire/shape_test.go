@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
@@ -130,36 +129,6 @@ func FuzzShape(f *testing.F) {
 			var m map[string]json.RawMessage
 			if json.Unmarshal(out, &m) != nil {
 				t.Fatalf("Shape(%q) = %q, not a JSON object", in, out)
-			}
-		}
-	})
-}
-
-// FuzzParseObject: on any valid JSON text in valid UTF-8 (Parse refuses
-// other bodies first), the one-pass member split agrees
-// with encoding/json: the same keys (last one wins) with the same values.
-func FuzzParseObject(f *testing.F) {
-	for _, s := range []string{`{}`, `{"a":1,"a":2}`, `{"\u0041":"x","b":[1,{"c":"}"}],"d":null}`, `{"é":{"x":true}, "y" : -1.5e3 }`, `[]`, `"s"`, `{"a":"\""}`} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, in string) {
-		if !json.Valid([]byte(in)) || !utf8.ValidString(in) {
-			return
-		}
-		got, err := parseObject([]byte(in))
-		var want map[string]json.RawMessage
-		if json.Unmarshal([]byte(in), &want) != nil || want == nil {
-			if err == nil {
-				t.Fatalf("parseObject(%q) accepted what is not an object", in)
-			}
-			return
-		}
-		if err != nil || len(got) != len(want) {
-			t.Fatalf("parseObject(%q) = %v, %v; want %d members", in, got, err, len(want))
-		}
-		for k, v := range want {
-			if string(got[k]) != string(v) {
-				t.Fatalf("parseObject(%q)[%q] = %s, want %s", in, k, got[k], v)
 			}
 		}
 	})
