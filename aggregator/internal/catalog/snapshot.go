@@ -93,6 +93,15 @@ type Snapshot struct {
 // Digest identifies the snapshot's content.
 func (s *Snapshot) Digest() string { return hex.EncodeToString(s.digest[:]) }
 
+// Owner is the name of the item's backend; "" for no item, so that a
+// lookup's result can be handed to an access check as it is.
+func (it *Item[M]) Owner() string {
+	if it == nil {
+		return ""
+	}
+	return it.Backend
+}
+
 // SameContent reports whether two snapshots hold the same catalog.
 func (s *Snapshot) SameContent(o *Snapshot) bool { return o != nil && s.digest == o.digest }
 

@@ -95,11 +95,12 @@ func decisionKey(p *commonv1.Principal, k catalog.Kind, key string) string {
 	return b.String()
 }
 
-// Owner checks that principal p may use the item of kind k with key, found
-// in snap and owned by backendName, and returns that backend, failing fast
-// when it is down. Denied and missing are the same ErrNotFound.
-func (e *Engine) Owner(snap *catalog.Snapshot, p *commonv1.Principal, k catalog.Kind, key, backendName string, found bool) (*backend.Client, error) {
-	if !found || !e.mayUse(snap, p, k, key, backendName) {
+// Owner checks that principal p may use the item of kind k with key, owned
+// in snap by backendName ("" when snap has no such item), and returns that
+// backend, failing fast when it is down. Denied and missing are the same
+// ErrNotFound.
+func (e *Engine) Owner(snap *catalog.Snapshot, p *commonv1.Principal, k catalog.Kind, key, backendName string) (*backend.Client, error) {
+	if backendName == "" || !e.mayUse(snap, p, k, key, backendName) {
 		return nil, ErrNotFound
 	}
 	b := e.byName[backendName]
@@ -117,14 +118,13 @@ func (e *Engine) Owner(snap *catalog.Snapshot, p *commonv1.Principal, k catalog.
 // access is decided on the concrete URI, whichever way it was routed.
 func (e *Engine) ResourceOwner(snap *catalog.Snapshot, p *commonv1.Principal, uri string) (*backend.Client, error) {
 	var bname string
-	found := false
 	if r, ok := snap.Resource(uri); ok {
-		bname, found = r.Backend, true
+		bname = r.Backend
 	} else {
 		snap.MatchTemplates(uri, func(t *catalog.Item[*aggregatorv1.ResourceTemplate]) bool {
-			bname, found = t.Backend, true
+			bname = t.Backend
 			return false
 		})
 	}
-	return e.Owner(snap, p, catalog.KindResources, uri, bname, found)
+	return e.Owner(snap, p, catalog.KindResources, uri, bname)
 }

@@ -43,12 +43,8 @@ type toolCall struct {
 // builds the backend call.
 func (s *Server) resolveToolCall(ctx context.Context, req *aggregatorv1.CallToolRequest) (*toolCall, error) {
 	snap, _ := s.e.Snapshot()
-	it, found := snap.Tool(req.GetName())
-	var bname string
-	if found {
-		bname = it.Backend
-	}
-	b, err := s.e.Owner(snap, svcauth.PrincipalFrom(ctx), catalog.KindTools, req.GetName(), bname, found)
+	it, _ := snap.Tool(req.GetName())
+	b, err := s.e.Owner(snap, svcauth.PrincipalFrom(ctx), catalog.KindTools, req.GetName(), it.Owner())
 	if err != nil {
 		return nil, err
 	}

@@ -20,12 +20,8 @@ func (s *Server) GetPrompt(ctx context.Context, req *aggregatorv1.GetPromptReque
 
 func (s *Server) getPrompt(ctx context.Context, req *aggregatorv1.GetPromptRequest) (*aggregatorv1.GetPromptResponse, error) {
 	snap, _ := s.e.Snapshot()
-	it, found := snap.Prompt(req.GetName())
-	var bname string
-	if found {
-		bname = it.Backend
-	}
-	b, err := s.e.Owner(snap, svcauth.PrincipalFrom(ctx), catalog.KindPrompts, req.GetName(), bname, found)
+	it, _ := snap.Prompt(req.GetName())
+	b, err := s.e.Owner(snap, svcauth.PrincipalFrom(ctx), catalog.KindPrompts, req.GetName(), it.Owner())
 	if err != nil {
 		return nil, err
 	}
@@ -81,19 +77,15 @@ func (s *Server) complete(ctx context.Context, req *aggregatorv1.CompleteRequest
 	)
 	switch ref.Type {
 	case "ref/prompt":
-		it, found := snap.Prompt(ref.Name)
-		var bname string
-		if found {
-			bname = it.Backend
-		}
-		if b, err = s.e.Owner(snap, principal, catalog.KindPrompts, ref.Name, bname, found); err == nil {
+		it, _ := snap.Prompt(ref.Name)
+		if b, err = s.e.Owner(snap, principal, catalog.KindPrompts, ref.Name, it.Owner()); err == nil {
 			params["ref"], err = renamedRef(params["ref"], it.Original)
 		}
 	case "ref/resource":
 		if t, ok := snap.Template(ref.URI); ok {
-			b, err = s.e.Owner(snap, principal, catalog.KindResourceTemplates, ref.URI, t.Backend, true)
+			b, err = s.e.Owner(snap, principal, catalog.KindResourceTemplates, ref.URI, t.Backend)
 		} else if r, ok := snap.Resource(ref.URI); ok {
-			b, err = s.e.Owner(snap, principal, catalog.KindResources, ref.URI, r.Backend, true)
+			b, err = s.e.Owner(snap, principal, catalog.KindResources, ref.URI, r.Backend)
 		} else {
 			err = engine.ErrNotFound
 		}
