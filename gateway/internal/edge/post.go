@@ -1,7 +1,6 @@
 package edge
 
 import (
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -141,7 +140,7 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, req *metho
 		resp.finish(req.ID, nil, rerr, true)
 		return
 	}
-	req.Version, req.ClientCaps, req.ClientCapsJSON = modern.Version, modern.ClientCaps, modern.ClientCapsJSON
+	req.Version, req.ClientCaps = modern.Version, modern.ClientCaps
 	span.SetAttributes(attribute.String("mcp.protocol.version", req.Version))
 	g.serve(r, req, resp, rec)
 }
@@ -187,8 +186,7 @@ func (g *Gateway) serveLegacy(w http.ResponseWriter, r *http.Request, req *metho
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	req.ClientCapsJSON = claims.ClientCapabilities
-	_ = json.Unmarshal(claims.ClientCapabilities, &req.ClientCaps)
+	req.ClientCaps = claims.ClientCapabilities
 	g.serve(r, req, resp, rec)
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
 )
 
 // Multi-round-trip requests. A Modern backend asks for client input
@@ -68,12 +69,7 @@ func (s *Server) roundTripParams(req *Request, method, target string) (roundTrip
 		rt.requestState = state
 	}
 	rt.context = &aggregatorv1.RequestContext{}
-	if len(req.ClientCaps) > 0 {
-		rt.context.ClientCapabilitiesJson = string(req.ClientCapsJSON)
-		if len(req.ClientCapsJSON) == 0 {
-			rt.context.ClientCapabilitiesJson = string(req.ClientCaps.Encode())
-		}
-	}
+	rt.context.ClientCapabilitiesJson = string(req.ClientCaps)
 	if tok, ok := req.Meta["progressToken"]; ok && string(tok) != "null" {
 		rt.context.ProgressTokenJson = string(tok)
 	}
@@ -156,7 +152,8 @@ type inputRequest struct {
 
 // missingCapabilities names the client capabilities requests need that
 // caps does not declare.
-func missingCapabilities(requests map[string]inputRequest, caps wire.Object) map[string]struct{} {
+func missingCapabilities(requests map[string]inputRequest, declared json.RawMessage) map[string]struct{} {
+	caps, _ := rawjson.Object(declared)
 	missing := map[string]struct{}{}
 	for _, r := range requests {
 		capName := mcpspec.InputCapability[r.Method]

@@ -40,13 +40,10 @@ type Request struct {
 	Params    wire.Object
 	// Meta is params._meta (nil when absent).
 	Meta wire.Object
-	// ClientCaps are the client's declared capabilities: per request under
-	// Modern, from the sealed session under Legacy.
-	ClientCaps wire.Object
-	// ClientCapsJSON is the same object as the client sent it, forwarded
-	// to the aggregator without a second encoding.
-	ClientCapsJSON json.RawMessage
-	Version        string
+	// ClientCaps are the client's declared capabilities as it sent them:
+	// per request under Modern, from the sealed session under Legacy.
+	ClientCaps json.RawMessage
+	Version    string
 	// Header is the HTTP request's header (Mcp-Param-* under Modern).
 	Header http.Header
 	// Session is the digest of the Legacy session id and SessionExpiry its

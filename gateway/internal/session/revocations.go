@@ -76,8 +76,8 @@ func (r *Revocations) Close() {
 
 // Revoked reports whether the session with id digest was deleted on any
 // replica, as far as this replica has heard; it never waits on the
-// network. The context and expiry are not needed for the answer.
-func (r *Revocations) Revoked(_ context.Context, digest string, _ time.Time) bool {
+// network: it is a lookup in what the watch delivered.
+func (r *Revocations) Revoked(digest string) bool {
 	r.mu.RLock()
 	_, known := r.revoked[digest]
 	r.mu.RUnlock()

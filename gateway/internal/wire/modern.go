@@ -21,10 +21,9 @@ func HasMetaVersion(meta Object) bool {
 // ModernRequest is what the per-request _meta of a valid Modern request
 // declares.
 type ModernRequest struct {
-	Version    string
-	ClientCaps Object
-	// ClientCapsJSON is the capabilities object as the client sent it.
-	ClientCapsJSON json.RawMessage
+	Version string
+	// ClientCaps is the capabilities object as the client sent it.
+	ClientCaps json.RawMessage
 }
 
 // CheckModern applies every Modern wire rule to a request, in the order
@@ -50,9 +49,8 @@ func CheckModern(h http.Header, method string, params, meta Object) (ModernReque
 	if version != mcpspec.Modern {
 		return req, UnsupportedVersion(version)
 	}
-	var caps Object
-	capsJSON := meta[mcpspec.MetaClientCapabilities]
-	if err := json.Unmarshal(capsJSON, &caps); err != nil || caps == nil {
+	caps := meta[mcpspec.MetaClientCapabilities]
+	if !IsObjectText(caps) {
 		return req, InvalidParams(`missing or invalid _meta "` + mcpspec.MetaClientCapabilities + `"`)
 	}
 	if rerr := CheckHeader(h, "Mcp-Method", method); rerr != nil {
@@ -68,7 +66,7 @@ func CheckModern(h http.Header, method string, params, meta Object) (ModernReque
 			}
 		}
 	}
-	return ModernRequest{Version: version, ClientCaps: caps, ClientCapsJSON: capsJSON}, nil
+	return ModernRequest{Version: version, ClientCaps: caps}, nil
 }
 
 // MaxParamHeaders bounds the Mcp-Param-* headers of one request (the

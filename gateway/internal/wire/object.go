@@ -42,29 +42,16 @@ func (o Object) String(key string) (string, bool) {
 	return s, true
 }
 
-// Present reports whether key is a member with a value other than null.
-func (o Object) Present(key string) bool {
-	raw, ok := o[key]
-	return ok && string(raw) != "null"
-}
-
-// Object reads an object member; ok is false when it is absent, null or
-// not an object.
+// Object reads an object member of an Object that Parse produced (whose
+// values are valid JSON); ok is false when it is absent, null or not an
+// object.
 func (o Object) Object(key string) (Object, bool) {
 	raw, ok := o[key]
 	if !ok || !IsObjectText(raw) {
 		return nil, false
 	}
-	// Members of a parsed message are valid JSON, so the object can be
-	// split without decoding; anything else is decoded.
-	if out, err := parseObject(raw); err == nil {
-		return out, true
-	}
-	var out Object
-	if json.Unmarshal(raw, &out) != nil || out == nil {
-		return nil, false
-	}
-	return out, true
+	out, err := parseObject(raw)
+	return out, err == nil
 }
 
 // plainString returns the contents of a JSON string without escapes, which
