@@ -2,6 +2,7 @@ package session
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -10,14 +11,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/devstack"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/pgcluster"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
@@ -77,7 +77,7 @@ func indexerBinary(t *testing.T) string {
 	return indexerPath
 }
 
-// syncBuffer is a log sink safe for concurrent writes.
+// syncBuffer is a log sink safe for concurrent writes and reads.
 type syncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
@@ -98,9 +98,7 @@ func (b *syncBuffer) String() string {
 // indexerProcess is one switchboard-indexer serving on addr.
 type indexerProcess struct {
 	addr string
-	cmd  *exec.Cmd
-	logs *syncBuffer
-	done chan struct{}
+	proc *devstack.Process
 }
 
 func freeAddr(t *testing.T) string {
@@ -131,42 +129,29 @@ indexer:
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := &indexerProcess{addr: addr, logs: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(indexerBinary(t), "--config", path)
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		p.stop()
-		if t.Failed() {
-			t.Logf("indexer %s log:\n%s", addr, p.logs.String())
-		}
-	})
-	conn, err := rpc.Dial(config.Endpoint{Address: addr}, config.TLS{})
+	logs := &syncBuffer{}
+	proc, err := devstack.StartProcess(devstack.ProcessSpec{Name: "indexer " + addr, Path: indexerBinary(t),
+		Args: []string{"--config", path}, Output: logs})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	health := healthpb.NewHealthClient(conn)
-	eventually(t, "indexer "+addr+" to serve", func() bool {
-		resp, err := health.Check(t.Context(), &healthpb.HealthCheckRequest{Service: "switchboard.indexer.v1.IndexerService"})
-		return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
+	p := &indexerProcess{addr: addr, proc: proc}
+	t.Cleanup(func() {
+		p.stop()
+		if t.Failed() {
+			t.Logf("indexer %s log:\n%s", addr, logs.String())
+		}
 	})
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := devstack.WaitReady(ctx, proc, devstack.GRPCServing(addr, config.TLS{})); err != nil {
+		t.Fatal(err)
+	}
 	return p
 }
 
 // stop ends the process (SIGTERM, as an orchestrator would) and waits.
-func (p *indexerProcess) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(15 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
+func (p *indexerProcess) stop() { _ = p.proc.Stop(15 * time.Second) }
 
 func indexerClient(t *testing.T, addr string) indexerv1.IndexerServiceClient {
 	t.Helper()
