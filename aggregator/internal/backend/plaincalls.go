@@ -119,12 +119,7 @@ func (c *Client) callPlain(ctx context.Context, call *Call) (res *Result, handle
 	if s == nil {
 		return nil, false, nil
 	}
-	opCtx, cancel := context.WithTimeoutCause(ctx, c.cfg.Timeout, errBudget)
-	defer cancel()
-	res, err = c.exchange(opCtx, s, call)
-	if err != nil && errors.Is(context.Cause(opCtx), errBudget) {
-		err = errors.Join(errBudget, err)
-	}
+	res, err = bounded(ctx, c, func(ctx context.Context) (*Result, error) { return c.exchange(ctx, s, call) })
 	if errors.Is(err, mcp.ErrSessionMissing) {
 		// The call did not run: send it the usual way.
 		c.dropPlain(s)
