@@ -183,3 +183,10 @@ func SkipValue(b []byte, i int) int {
 	}
 	return j
 }
+
+// StartsObject reports whether the first value in b is an object: for text
+// already known to be valid JSON, whether it is one.
+func StartsObject(b []byte) bool {
+	i := skipSpace(b, 0)
+	return i < len(b) && b[i] == '{'
+}

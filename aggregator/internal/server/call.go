@@ -12,6 +12,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/paramheader"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
@@ -228,13 +229,7 @@ func mrtrParams(p *backend.ParamsBuilder, responses, state string) error {
 }
 
 // isObject reports whether b is one valid JSON object.
-func isObject(b []byte) bool {
-	i := 0
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i < len(b) && b[i] == '{' && json.Valid(b)
-}
+func isObject(b []byte) bool { return rawjson.StartsObject(b) && json.Valid(b) }
 
 // resultType is the API's result type of a backend result's resultType:
 // absent (a Legacy backend) or anything else means complete.

@@ -84,18 +84,7 @@ func (o Object) Cursor() (string, *Error) {
 
 // IsObjectText reports whether raw JSON text (already known to be valid)
 // is an object.
-func IsObjectText(raw []byte) bool {
-	for _, c := range raw {
-		switch c {
-		case ' ', '\t', '\r', '\n':
-			continue
-		case '{':
-			return true
-		}
-		return false
-	}
-	return false
-}
+func IsObjectText(raw []byte) bool { return rawjson.StartsObject(raw) }
 
 // parseObject splits the text of an object, already known to be valid
 // JSON, into an Object whose values are subslices of b.
