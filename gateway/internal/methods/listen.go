@@ -67,16 +67,21 @@ func (s *Server) listen(ctx context.Context, req *Request, resp Responder) (json
 	}
 	meta := wire.Object{mcpspec.MetaSubscriptionID: req.ID}
 	ack := wire.Notification("notifications/subscriptions/acknowledged", map[string]any{"_meta": meta, "notifications": agreed})
-	if resp.Send(ack) != nil {
-		return nil, nil
-	}
 	if kinds.empty() {
-		// Nothing to deliver: end gracefully at once.
+		// Nothing to deliver: acknowledge and end gracefully at once.
+		if resp.Send(ack) != nil {
+			return nil, nil
+		}
 		res := wire.Object{}
 		res.Set("_meta", meta)
 		return s.shape(req, res.Encode(), false)
 	}
-	s.pump(ctx, resp, watch, kinds, "listen", nil, req.ID)
+	// The stream counts as open from its first byte on.
+	defer s.streams("listen")()
+	if resp.Send(ack) != nil {
+		return nil, nil
+	}
+	s.pump(ctx, resp, watch, kinds, nil, req.ID)
 	return nil, nil
 }
 
@@ -101,11 +106,15 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 			}
 			return nil
 		}
-		if preamble && resp.Comment("ok") != nil {
-			cancel()
-			return nil
+		if preamble {
+			// The stream counts as open from its first byte on.
+			defer s.streams("legacy_get")()
+			if resp.Comment("ok") != nil {
+				cancel()
+				return nil
+			}
+			preamble = false
 		}
-		preamble = false
 		if started && first.GetCatalogVersion() != version {
 			// The catalog changed while the watch was reopened: say so, in
 			// case the change was one this view sees.
@@ -116,7 +125,7 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 		k := kinds
 		k.resourceUpdates = len(first.GetSubscribedResourceUris()) > 0
 		var reopen bool
-		reopen, version = s.pump(wctx, resp, watch, k, "legacy_get", changed, nil)
+		reopen, version = s.pump(wctx, resp, watch, k, changed, nil)
 		cancel()
 		if !reopen {
 			return nil
@@ -152,8 +161,7 @@ func (s *Server) openWatch(ctx context.Context, principal *commonv1.Principal, r
 // listen). It reports whether it stopped for a restart, and the last
 // catalog version seen.
 func (s *Server) pump(ctx context.Context, resp Responder, watch aggregatorv1.AggregatorService_WatchCatalogClient,
-	kinds listKinds, streamKind string, restart <-chan struct{}, subscriptionID json.RawMessage) (bool, uint64) {
-	defer s.streams(streamKind)()
+	kinds listKinds, restart <-chan struct{}, subscriptionID json.RawMessage) (bool, uint64) {
 	var version uint64
 	events := make(chan *aggregatorv1.WatchCatalogResponse)
 	go func() {
