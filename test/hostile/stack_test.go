@@ -84,6 +84,18 @@ tools:
     description: What this backend is.
     behaviour: text
     text: "notes"
+  - name: secret_report
+    description: A report whose region and owner are mirrored into headers.
+    behaviour: echo
+    inputSchema:
+      type: object
+      properties:
+        region: {type: string, x-mcp-header: Region}
+        filter:
+          type: object
+          properties:
+            owner: {type: string, x-mcp-header: Owner}
+      required: [region]
 `
 
 const configTemplate = `
@@ -115,6 +127,7 @@ gateway:
     token: ${SWITCHBOARD_GATEWAY_TOKEN}
 aggregator:
   listen: 127.0.0.1:{{aggregator}}
+  httpListen: 127.0.0.1:{{aggregatorops}}
   pageSize: 2
   conflictResolution:
     strategy: prefix
@@ -147,6 +160,8 @@ type stack struct {
 	exited  chan struct{}
 	log     *syncBuffer
 	healthz map[string]string // process name → its HTTP health URL
+	// aggregatorOps is the aggregator's ops endpoint, http://host:port.
+	aggregatorOps string
 }
 
 type syncBuffer struct {
@@ -207,7 +222,7 @@ func startStack(t *testing.T) *stack {
 	bins := binDir(t)
 	dir := t.TempDir()
 	ports := map[string]string{}
-	for _, name := range []string{"gateway", "aggregator", "indexer", "weather", "notes"} {
+	for _, name := range []string{"gateway", "aggregator", "aggregatorops", "indexer", "weather", "notes"} {
 		ports[name] = freePort(t)
 	}
 	cfg := configTemplate
@@ -225,7 +240,7 @@ func startStack(t *testing.T) *stack {
 		}
 	}
 
-	s := &stack{exited: make(chan struct{}), log: &syncBuffer{}, healthz: map[string]string{
+	s := &stack{exited: make(chan struct{}), log: &syncBuffer{}, aggregatorOps: "http://127.0.0.1:" + ports["aggregatorops"], healthz: map[string]string{
 		"backend:weather": "http://127.0.0.1:" + ports["weather"] + "/healthz",
 		"backend:notes":   "http://127.0.0.1:" + ports["notes"] + "/healthz",
 		"gateway":         "http://127.0.0.1:" + ports["gateway"] + "/healthz",

@@ -42,7 +42,7 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 		return err
 	}
 
-	srv, err := rpc.NewServer(svcauth.NewAuthenticator(env.Config.ServiceAuth.Credentials), env.Config.ServiceAuth.TLS, env.Log)
+	srv, err := rpc.NewServer(svcauth.NewAuthenticator(env.Config.ServiceAuth.Credentials), env.Config.ServiceAuth.TLS, env.Log, rpc.ServerMetrics(reg)...)
 	if err != nil {
 		return err
 	}

@@ -81,12 +81,12 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 	resolver := scope.New(aggregatorv1.NewAggregatorServiceClient(conn), st, time.Duration(ic.ScopeTTL), log)
 	hub := revocation.New(st, revocationResync, log)
 
-	srv, err := rpc.NewServer(svcauth.NewAuthenticator(cfg.ServiceAuth.Credentials), cfg.ServiceAuth.TLS, log)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, err := rpc.NewServer(svcauth.NewAuthenticator(cfg.ServiceAuth.Credentials), cfg.ServiceAuth.TLS, log, rpc.ServerMetrics(reg)...)
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	api := server.New(server.Deps{
 		Store: st, Resolver: resolver, Revocations: hub, Ranking: store.DefaultRanking,
 		Limits:           server.Limits{Default: ic.DefaultLimit, Max: ic.MaxLimit},
