@@ -17,12 +17,13 @@ import (
 // a tools/call never makes the gateway list the catalog. The labels are
 // bounded: gRPC calls interceptors only for registered methods, codes are
 // a fixed set and callers are the configured credentials' names ("" for
-// an unauthenticated health check). Pass the options after the
+// an exempt health check or reflection call). Calls the authentication
+// interceptor refuses are not counted. Pass the options after the
 // authentication interceptors, as NewServer's extra options are.
 func ServerMetrics(reg prometheus.Registerer) []grpc.ServerOption {
 	handled := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "switchboard_grpc_server_handled_total",
-		Help: "gRPC requests this service handled, by full method name and status code.",
+		Help: "Authenticated gRPC requests this service handled, by full method name, status code and calling service.",
 	}, []string{"method", "code", "caller"})
 	reg.MustRegister(handled)
 	count := func(ctx context.Context, method string, err error) {
