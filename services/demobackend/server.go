@@ -50,6 +50,9 @@ type Options struct {
 type Backend struct {
 	name         string
 	statefulOnly bool
+	// extensions are the spec's Extensions as "name":value JSON members,
+	// sorted by name; empty when there are none.
+	extensions [][2][]byte
 	server       *mcp.Server
 	log          *slog.Logger
 
@@ -70,6 +73,10 @@ func New(spec Spec, opts Options) (*Backend, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	b := &Backend{name: opts.Name, statefulOnly: opts.StatefulOnly, log: log, tools: map[string]bool{}}
+	var err error
+	if b.extensions, err = encodeExtensions(spec.Extensions); err != nil {
+		return nil, fmt.Errorf("demo backend %s: %w", opts.Name, err)
+	}
 	b.server = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: "demo"}, &mcp.ServerOptions{
 		Instructions:      spec.Instructions,
 		CompletionHandler: b.completer(spec.Prompts),

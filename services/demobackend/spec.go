@@ -39,6 +39,11 @@ type Spec struct {
 	Resources         []ResourceSpec `yaml:"resources" json:"resources,omitempty"`
 	ResourceTemplates []TemplateSpec `yaml:"resourceTemplates" json:"resourceTemplates,omitempty"`
 	Prompts           []PromptSpec   `yaml:"prompts" json:"prompts,omitempty"`
+	// Extensions are members the backend adds to every item it lists
+	// (tools, resources, resource templates, prompts) and to every tool
+	// result, beyond what go-sdk models: a stand-in for vendor fields and
+	// newer revisions' members, to show they pass through a gateway.
+	Extensions map[string]any `yaml:"extensions" json:"extensions,omitempty"`
 }
 
 // ToolSpec is one tool. Text may use the placeholders {backend} and {tool}.

@@ -1,12 +1,18 @@
 package backend
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdkjson "github.com/segmentio/encoding/json"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/paramheader"
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
 )
 
 // MaxListPages caps how many pages of one list a backend may return. A
@@ -19,10 +25,21 @@ type Lists struct {
 	Resources         []*mcp.Resource
 	ResourceTemplates []*mcp.ResourceTemplate
 	Prompts           []*mcp.Prompt
+	// Definitions are the items exactly as the backend listed them.
+	Definitions Definitions
 	// Capabilities the backend announced when the lists were taken.
 	Capabilities *mcp.ServerCapabilities
 	// ProtocolVersion negotiated with the backend.
 	ProtocolVersion string
+}
+
+// Definitions holds each listed item's JSON object as the backend wrote
+// it, index for index with the typed lists of Lists, so that the catalog
+// advertises fields go-sdk does not model (vendor extensions, newer
+// revisions' members) intact. A nil slice means the lists were made in
+// code, not listed (tests); the catalog encodes the typed items then.
+type Definitions struct {
+	Tools, Resources, ResourceTemplates, Prompts [][]byte
 }
 
 // ListAll fetches every list the backend announces, following each list's
@@ -40,6 +57,10 @@ func (c *Client) ListAll(ctx context.Context) (*Lists, error) {
 	return lists, nil
 }
 
+// listAll lists on the raw path (raw.go), as calls go: the aggregator
+// writes each */list request itself in session s's era and keeps every
+// item's bytes, decoding a typed copy of the members it reads. go-sdk's
+// session still does the handshake and list_changed.
 func (c *Client) listAll(ctx context.Context, s *mcp.ClientSession) (*Lists, error) {
 	init := s.InitializeResult()
 	caps := init.Capabilities
@@ -49,56 +70,121 @@ func (c *Client) listAll(ctx context.Context, s *mcp.ClientSession) (*Lists, err
 	out := &Lists{Capabilities: caps, ProtocolVersion: init.ProtocolVersion}
 	var err error
 	if caps.Tools != nil {
-		if out.Tools, err = collect(ctx, "tools", func(ctx context.Context, cur string) ([]*mcp.Tool, string, error) {
-			r, err := bounded(ctx, c, func(ctx context.Context) (*mcp.ListToolsResult, error) {
-				return s.ListTools(ctx, &mcp.ListToolsParams{Cursor: cur})
-			})
-			if err != nil {
-				return nil, "", err
-			}
-			return r.Tools, r.NextCursor, nil
-		}); err != nil {
+		if out.Tools, out.Definitions.Tools, err = listKind[mcp.Tool](ctx, c, s, "tools/list", "tools"); err != nil {
 			return nil, err
 		}
+		out.Tools, out.Definitions.Tools = c.validTools(out.Tools, out.Definitions.Tools)
 	}
 	if caps.Resources != nil {
-		if out.Resources, err = collect(ctx, "resources", func(ctx context.Context, cur string) ([]*mcp.Resource, string, error) {
-			r, err := bounded(ctx, c, func(ctx context.Context) (*mcp.ListResourcesResult, error) {
-				return s.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cur})
-			})
-			if err != nil {
-				return nil, "", err
-			}
-			return r.Resources, r.NextCursor, nil
-		}); err != nil {
+		if out.Resources, out.Definitions.Resources, err = listKind[mcp.Resource](ctx, c, s, "resources/list", "resources"); err != nil {
 			return nil, err
 		}
-		if out.ResourceTemplates, err = collect(ctx, "resource templates", func(ctx context.Context, cur string) ([]*mcp.ResourceTemplate, string, error) {
-			r, err := bounded(ctx, c, func(ctx context.Context) (*mcp.ListResourceTemplatesResult, error) {
-				return s.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: cur})
-			})
-			if err != nil {
-				return nil, "", err
-			}
-			return r.ResourceTemplates, r.NextCursor, nil
-		}); err != nil {
+		if out.ResourceTemplates, out.Definitions.ResourceTemplates, err = listKind[mcp.ResourceTemplate](ctx, c, s, "resources/templates/list", "resourceTemplates"); err != nil {
 			return nil, err
 		}
 	}
 	if caps.Prompts != nil {
-		if out.Prompts, err = collect(ctx, "prompts", func(ctx context.Context, cur string) ([]*mcp.Prompt, string, error) {
-			r, err := bounded(ctx, c, func(ctx context.Context) (*mcp.ListPromptsResult, error) {
-				return s.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: cur})
-			})
-			if err != nil {
-				return nil, "", err
-			}
-			return r.Prompts, r.NextCursor, nil
-		}); err != nil {
+		if out.Prompts, out.Definitions.Prompts, err = listKind[mcp.Prompt](ctx, c, s, "prompts/list", "prompts"); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// listed is one listed item: its typed copy and its bytes.
+type listed[T any] struct {
+	item *T
+	raw  []byte
+}
+
+// listKind follows one list's cursors to the end. Every item must decode
+// into its go-sdk type, as go-sdk's client requires; null items are
+// skipped, as go-sdk skips them.
+func listKind[T any](ctx context.Context, c *Client, s *mcp.ClientSession, method, member string) ([]*T, [][]byte, error) {
+	all, err := collect(ctx, member, func(ctx context.Context, cur string) ([]listed[T], string, error) {
+		var p ParamsBuilder
+		if cur != "" {
+			p.String("cursor", cur)
+		}
+		res, err := bounded(ctx, c, func(ctx context.Context) (*Result, error) {
+			return c.exchange(ctx, s, &Call{Method: method, Params: p.Bytes()})
+		})
+		if err != nil {
+			return nil, "", err
+		}
+		return decodePage[T](method, member, []byte(res.JSON))
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	items, raws := make([]*T, len(all)), make([][]byte, len(all))
+	for i, l := range all {
+		items[i], raws[i] = l.item, l.raw
+	}
+	return items, raws, nil
+}
+
+// decodePage reads one */list result: its items (under member) and its
+// nextCursor.
+func decodePage[T any](method, member string, result []byte) ([]listed[T], string, error) {
+	fields, err := rawjson.Object(result)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %s result is not an object", ErrProtocolViolation, method)
+	}
+	var next string
+	if v, ok := fields["nextCursor"]; ok && string(v) != "null" {
+		if err := json.Unmarshal(v, &next); err != nil {
+			return nil, "", fmt.Errorf("%w: %s nextCursor is not a string", ErrProtocolViolation, method)
+		}
+	}
+	var out []listed[T]
+	arr, ok := fields[member]
+	if !ok || string(arr) == "null" {
+		return nil, next, nil
+	}
+	var decodeErr error
+	if !rawjson.Elements(arr, func(v []byte) bool {
+		if string(v) == "null" {
+			return true
+		}
+		item := new(T)
+		if err := decodeAsSDK(v, item); err != nil {
+			decodeErr = fmt.Errorf("%w: %s: an item of %s does not decode: %v", ErrProtocolViolation, method, member, err)
+			return false
+		}
+		out = append(out, listed[T]{item: item, raw: v})
+		return true
+	}) {
+		return nil, "", fmt.Errorf("%w: %s %s is not an array", ErrProtocolViolation, method, member)
+	}
+	if decodeErr != nil {
+		return nil, "", decodeErr
+	}
+	return out, next, nil
+}
+
+// decodeAsSDK decodes an item as go-sdk's client does: member names match
+// case-sensitively, so a "Name" is not a "name".
+func decodeAsSDK(data []byte, v any) error {
+	dec := sdkjson.NewDecoder(bytes.NewReader(data))
+	dec.DontMatchCaseInsensitiveStructFields()
+	return dec.Decode(v)
+}
+
+// validTools drops the tools go-sdk v1.8.0's client drops from a listing:
+// those whose x-mcp-header annotations break the 2026-07-28 rules (a
+// client could never call them correctly).
+func (c *Client) validTools(tools []*mcp.Tool, raws [][]byte) ([]*mcp.Tool, [][]byte) {
+	keptTools, keptRaws := tools[:0], raws[:0]
+	for i, t := range tools {
+		schema, _ := rawjson.Get(raws[i], "inputSchema")
+		if err := paramheader.Validate(schema); err != nil {
+			c.log.Warn("excluding a tool whose x-mcp-header annotations are invalid", "backend", c.cfg.Name, "tool", t.Name, "error", err)
+			continue
+		}
+		keptTools, keptRaws = append(keptTools, t), append(keptRaws, raws[i])
+	}
+	return keptTools, keptRaws
 }
 
 // errCursorLoop is a backend paging error: its cursors repeat or never end.

@@ -18,6 +18,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/paramheader"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
 )
 
 // Kind is one kind of catalog item.
@@ -213,13 +214,17 @@ func (bd *Builder) Build(lists map[string]*backend.Lists, down map[string]bool) 
 		s.Capabilities[b] = lists[b].Capabilities
 	}
 
-	s.Tools = build(naming, KindTools, names, func(b string) []*mcp.Tool { return lists[b].Tools },
+	s.Tools = build(naming, KindTools, names, func(b string) ([]*mcp.Tool, [][]byte) { return lists[b].Tools, lists[b].Definitions.Tools },
 		func(t *mcp.Tool) string { return t.Name }, naming.ToolName, toolItem, bd.tools, &s.Conflicts)
-	s.Prompts = build(naming, KindPrompts, names, func(b string) []*mcp.Prompt { return lists[b].Prompts },
+	s.Prompts = build(naming, KindPrompts, names, func(b string) ([]*mcp.Prompt, [][]byte) { return lists[b].Prompts, lists[b].Definitions.Prompts },
 		func(p *mcp.Prompt) string { return p.Name }, naming.PromptName, promptItem, bd.prompts, &s.Conflicts)
-	s.Resources = build(naming, KindResources, names, func(b string) []*mcp.Resource { return lists[b].Resources },
+	s.Resources = build(naming, KindResources, names, func(b string) ([]*mcp.Resource, [][]byte) {
+		return lists[b].Resources, lists[b].Definitions.Resources
+	},
 		func(r *mcp.Resource) string { return r.URI }, keep, resourceItem, bd.resources, &s.Conflicts)
-	s.Templates = build(naming, KindResourceTemplates, names, func(b string) []*mcp.ResourceTemplate { return lists[b].ResourceTemplates },
+	s.Templates = build(naming, KindResourceTemplates, names, func(b string) ([]*mcp.ResourceTemplate, [][]byte) {
+		return lists[b].ResourceTemplates, lists[b].Definitions.ResourceTemplates
+	},
 		func(t *mcp.ResourceTemplate) string { return t.URITemplate }, keep, templateItem, bd.templates, &s.Conflicts)
 
 	s.templateRE = make([]*regexp.Regexp, len(s.Templates))
@@ -250,20 +255,26 @@ func (bd *Builder) Build(lists map[string]*backend.Lists, down map[string]bool) 
 func keep(_, key string) string { return key }
 
 // build names one kind's items, resolves conflicts and sorts by key.
-func build[T any, M any](naming *Naming, kind Kind, backends []string, items func(string) []*T, key func(*T) string,
-	name func(backend, original string) string, toMsg func(*T, string, string) (M, []byte), cache itemCache[M], conflicts *[]Conflict,
+func build[T any, M any](naming *Naming, kind Kind, backends []string, items func(string) ([]*T, [][]byte), key func(*T) string,
+	name func(backend, original string) string, toMsg func(t *T, raw []byte, name, backend string) (M, []byte), cache itemCache[M], conflicts *[]Conflict,
 ) []Item[M] {
 	type candidate struct {
 		backend string
 		item    *T
+		raw     []byte // as listed; nil when the lists were made in code
 	}
 	claims := map[string][]claim{}
 	var cands []candidate
 	for _, b := range backends {
 		seen := map[string]bool{}
-		for _, it := range items(b) {
+		typed, raws := items(b)
+		for i, it := range typed {
 			if it == nil {
 				continue
+			}
+			var raw []byte
+			if i < len(raws) {
+				raw = raws[i]
 			}
 			adv := name(b, key(it))
 			// A backend that lists one key twice keeps its first entry.
@@ -272,7 +283,7 @@ func build[T any, M any](naming *Naming, kind Kind, backends []string, items fun
 			}
 			seen[adv] = true
 			claims[adv] = append(claims[adv], claim{backend: b, index: len(cands)})
-			cands = append(cands, candidate{backend: b, item: it})
+			cands = append(cands, candidate{backend: b, item: it, raw: raw})
 		}
 	}
 	out := make([]Item[M], 0, len(claims))
@@ -287,7 +298,7 @@ func build[T any, M any](naming *Naming, kind Kind, backends []string, items fun
 		cand := cands[cl[w].index]
 		it, ok := cache[cand.backend][adv]
 		if !ok {
-			it = newItem(cand.item, adv, cand.backend, key, toMsg)
+			it = newItem(cand.item, cand.raw, adv, cand.backend, key, toMsg)
 			if cache[cand.backend] == nil {
 				cache[cand.backend] = map[string]Item[M]{}
 			}
@@ -307,8 +318,8 @@ func build[T any, M any](naming *Naming, kind Kind, backends []string, items fun
 }
 
 // newItem converts one backend item to its API message and digest.
-func newItem[T any, M any](t *T, adv, backend string, key func(*T) string, toMsg func(*T, string, string) (M, []byte)) Item[M] {
-	msg, def := toMsg(t, adv, backend)
+func newItem[T any, M any](t *T, raw []byte, adv, backend string, key func(*T) string, toMsg func(*T, []byte, string, string) (M, []byte)) Item[M] {
+	msg, def := toMsg(t, raw, adv, backend)
 	it := Item[M]{Key: adv, Backend: backend, Original: key(t), Msg: msg}
 	if tool, ok := any(msg).(*aggregatorv1.Tool); ok {
 		it.ParamHeaders = paramheader.Extract([]byte(tool.GetInputSchemaJson()))
@@ -383,39 +394,77 @@ func jsonText(v any) string {
 	return string(b)
 }
 
-func toolItem(t *mcp.Tool, name, b string) (*aggregatorv1.Tool, []byte) {
-	adv := *t
-	adv.Name = name
-	def, _ := json.Marshal(&adv)
+// The item functions make an item's API message and its definition: the
+// item as listed (raw, byte for byte, so fields go-sdk does not model reach
+// clients), with its name member rewritten to the advertised name where
+// the catalog renames; the typed item encoded when raw is nil (lists made
+// in code). Schemas and annotations are also passed as listed.
+
+func toolItem(t *mcp.Tool, raw []byte, name, b string) (*aggregatorv1.Tool, []byte) {
+	def := definition(raw, t, name, func(adv *mcp.Tool) { adv.Name = name })
 	msg := &aggregatorv1.Tool{
 		Name:             name,
 		Title:            t.Title,
 		Description:      t.Description,
-		InputSchemaJson:  jsonText(t.InputSchema),
-		OutputSchemaJson: jsonText(t.OutputSchema),
+		InputSchemaJson:  member(raw, "inputSchema", t.InputSchema),
+		OutputSchemaJson: member(raw, "outputSchema", t.OutputSchema),
 		Backend:          b,
 		OriginalName:     t.Name,
 		DefinitionJson:   string(def),
 	}
 	if t.Annotations != nil {
-		msg.AnnotationsJson = jsonText(t.Annotations)
+		msg.AnnotationsJson = member(raw, "annotations", t.Annotations)
 	}
 	return msg, def
 }
 
-func promptItem(p *mcp.Prompt, name, b string) (*aggregatorv1.Prompt, []byte) {
-	adv := *p
-	adv.Name = name
-	def, _ := json.Marshal(&adv)
+func promptItem(p *mcp.Prompt, raw []byte, name, b string) (*aggregatorv1.Prompt, []byte) {
+	def := definition(raw, p, name, func(adv *mcp.Prompt) { adv.Name = name })
 	return &aggregatorv1.Prompt{Name: name, Title: p.Title, Description: p.Description, Backend: b, OriginalName: p.Name, DefinitionJson: string(def)}, def
 }
 
-func resourceItem(r *mcp.Resource, _, b string) (*aggregatorv1.Resource, []byte) {
-	def, _ := json.Marshal(r)
+func resourceItem(r *mcp.Resource, raw []byte, _, b string) (*aggregatorv1.Resource, []byte) {
+	def := definition(raw, r, "", nil)
 	return &aggregatorv1.Resource{Uri: r.URI, Name: r.Name, Title: r.Title, Description: r.Description, MimeType: r.MIMEType, Backend: b, DefinitionJson: string(def)}, def
 }
 
-func templateItem(t *mcp.ResourceTemplate, _, b string) (*aggregatorv1.ResourceTemplate, []byte) {
-	def, _ := json.Marshal(t)
+func templateItem(t *mcp.ResourceTemplate, raw []byte, _, b string) (*aggregatorv1.ResourceTemplate, []byte) {
+	def := definition(raw, t, "", nil)
 	return &aggregatorv1.ResourceTemplate{UriTemplate: t.URITemplate, Name: t.Name, Title: t.Title, Description: t.Description, MimeType: t.MIMEType, Backend: b, DefinitionJson: string(def)}, def
+}
+
+// definition is the advertised definition of an item: raw with its name
+// member set to name (rename not nil), or raw as it is; the typed item
+// (renamed by rename) encoded when raw is nil.
+func definition[T any](raw []byte, typed *T, name string, rename func(*T)) []byte {
+	if raw != nil {
+		if rename == nil {
+			return raw
+		}
+		if def, err := rawjson.WithMember(raw, "name", jsonString(name)); err == nil {
+			return def
+		}
+	}
+	adv := *typed
+	if rename != nil {
+		rename(&adv)
+	}
+	def, _ := json.Marshal(&adv)
+	return def
+}
+
+// member is the text of raw's member name as listed, or typed encoded when
+// raw is nil or lacks it.
+func member(raw []byte, name string, typed any) string {
+	if raw != nil {
+		if v, ok := rawjson.Get(raw, name); ok && string(v) != "null" {
+			return string(v)
+		}
+	}
+	return jsonText(typed)
+}
+
+func jsonString(s string) []byte {
+	b, _ := json.Marshal(s)
+	return b
 }

@@ -17,6 +17,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	sdkjson "github.com/segmentio/encoding/json"
 )
 
 // Prefix starts every parameter header.
@@ -37,10 +39,25 @@ type Binding struct {
 // FullName is the header's name as sent: Prefix + Header.
 func (b Binding) FullName() string { return Prefix + b.Header }
 
-// schemaProperty is what the rules read of a schema property.
+// schemaProperty is what the rules read of a schema property: the members
+// go-sdk v1.8.0 reads, decoded as it decodes them (case-sensitive names; a
+// schema whose "type" is not a string has no bindings at all).
 type schemaProperty struct {
+	Type       string                    `json:"type"`
 	XMCPHeader json.RawMessage           `json:"x-mcp-header"`
 	Properties map[string]schemaProperty `json:"properties"`
+}
+
+// properties decodes the top-level properties of an inputSchema as go-sdk
+// does; ok is false when it does not decode.
+func properties(inputSchema []byte) (map[string]schemaProperty, bool) {
+	var root schemaProperty
+	dec := sdkjson.NewDecoder(bytes.NewReader(inputSchema))
+	dec.DontMatchCaseInsensitiveStructFields()
+	if dec.Decode(&root) != nil {
+		return nil, false
+	}
+	return root.Properties, true
 }
 
 // Extract returns the bindings of an inputSchema (JSON text), or nil when
@@ -51,11 +68,76 @@ func Extract(inputSchema []byte) []Binding {
 	if len(inputSchema) == 0 || !bytes.Contains(inputSchema, []byte("x-mcp-header")) {
 		return nil
 	}
-	var root schemaProperty
-	if json.Unmarshal(inputSchema, &root) != nil {
+	props, ok := properties(inputSchema)
+	if !ok {
 		return nil
 	}
-	return collect(root.Properties, nil, nil)
+	return collect(props, nil, nil)
+}
+
+// Validate applies go-sdk v1.8.0's client rule for listed tools: every
+// x-mcp-header annotation, at any depth, is on a string, integer or
+// boolean property, is a non-empty HTTP token, and is unique ignoring
+// case. go-sdk drops a tool that breaks it from tools/list, and so does
+// the aggregator. A schema that does not decode binds nothing and passes,
+// as in go-sdk.
+func Validate(inputSchema []byte) error {
+	if len(inputSchema) == 0 || !bytes.Contains(inputSchema, []byte("x-mcp-header")) {
+		return nil
+	}
+	props, ok := properties(inputSchema)
+	if !ok {
+		return nil
+	}
+	return validate(props, "", map[string]bool{})
+}
+
+func validate(props map[string]schemaProperty, prefix string, seen map[string]bool) error {
+	names := make([]string, 0, len(props))
+	for n := range props {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		prop, path := props[name], name
+		if prefix != "" {
+			path = prefix + "." + name
+		}
+		if prop.XMCPHeader != nil {
+			if prop.Type != "string" && prop.Type != "integer" && prop.Type != "boolean" {
+				return fmt.Errorf("property %q: x-mcp-header on a %q property (only string, integer and boolean)", path, prop.Type)
+			}
+			var header string
+			if json.Unmarshal(prop.XMCPHeader, &header) != nil || header == "" {
+				return fmt.Errorf("property %q: x-mcp-header is not a non-empty string", path)
+			}
+			if !isToken(header) {
+				return fmt.Errorf("property %q: x-mcp-header %q is not an HTTP token", path, header)
+			}
+			lower := strings.ToLower(header)
+			if seen[lower] {
+				return fmt.Errorf("property %q: x-mcp-header %q repeats (ignoring case)", path, header)
+			}
+			seen[lower] = true
+		}
+		if len(prop.Properties) > 0 {
+			if err := validate(prop.Properties, path, seen); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// isToken reports whether s is an RFC 9110 token (1*tchar).
+func isToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return s != ""
 }
 
 func collect(props map[string]schemaProperty, prefix []string, out []Binding) []Binding {
