@@ -53,8 +53,8 @@ type Backend struct {
 	// extensions are the spec's Extensions as "name":value JSON members,
 	// sorted by name; empty when there are none.
 	extensions [][2][]byte
-	server       *mcp.Server
-	log          *slog.Logger
+	server     *mcp.Server
+	log        *slog.Logger
 
 	mu    sync.Mutex
 	tools map[string]bool
