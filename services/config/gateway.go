@@ -22,7 +22,9 @@ type Gateway struct {
 	OpsListen string `yaml:"opsListen"`
 	// PublicURL is the externally visible base URL, used in RFC 9728
 	// metadata and in WWW-Authenticate. Unset, the scheme and Host of each
-	// request are used; set it behind a proxy or load balancer.
+	// request are used; set it behind a proxy or load balancer. Set, its
+	// host is an accepted Host (besides http.allowedHosts, and then only
+	// those) and its origin an accepted browser Origin.
 	PublicURL string `yaml:"publicURL"`
 	// Aggregator is the AggregatorService endpoint (required).
 	Aggregator Endpoint `yaml:"aggregator"`
@@ -99,11 +101,17 @@ type Sessions struct {
 type GatewayHTTP struct {
 	// MaxBodyBytes limits a request body (default 4 MiB); larger gets 413.
 	MaxBodyBytes int64 `yaml:"maxBodyBytes"`
-	// AllowedOrigins lists browser origins allowed besides the gateway's own
-	// ("*" allows all). A request with any other Origin gets 403.
+	// AllowedOrigins lists the browser origins (scheme://host[:port])
+	// allowed besides the origin of PublicURL ("*" allows all). A request
+	// with any other Origin, the gateway's own address included, gets 403
+	// before authentication (DNS rebinding); requests without Origin (not
+	// from a browser) are not affected.
 	AllowedOrigins []string `yaml:"allowedOrigins"`
-	// AllowedHosts, when set, is the list of accepted Host header values
-	// (names or name:port); any other gets 403.
+	// AllowedHosts is the list of accepted Host header values (a name
+	// accepts any port, name:port that port only), besides the host of
+	// PublicURL. When either is set, any other Host gets 403; when neither
+	// is, a loopback bind accepts loopback names only and any other bind
+	// any Host.
 	AllowedHosts []string `yaml:"allowedHosts"`
 	// KeepAlive is the interval of SSE keep-alive comments on listen and GET
 	// streams (default 15s).
@@ -182,5 +190,5 @@ func (g Gateway) Validate() error {
 	default:
 		return fmt.Errorf("gateway.auth.mode %q: want anonymous, apiKeys or oidc", g.Auth.Mode)
 	}
-	return nil
+	return g.validateEdge()
 }
