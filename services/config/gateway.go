@@ -63,7 +63,8 @@ type APIKey struct {
 
 // OIDC configures JWT bearer validation (asymmetric signatures only). Keys
 // are fetched from JWKSURL, cached, and refetched when a token names an
-// unknown key id (rotation) or the cache is ten minutes old.
+// unknown key id (rotation) or the cache is JWKSRefresh.MaxAge old; see
+// JWKSRefresh for how often.
 type OIDC struct {
 	// Issuer must equal the token's iss claim.
 	Issuer string `yaml:"issuer"`
@@ -72,7 +73,41 @@ type OIDC struct {
 	JWKSURL  string `yaml:"jwksURL"`
 	// GroupsClaim names the claim holding the user's groups ("groups"); an
 	// array of strings or a single string.
-	GroupsClaim string `yaml:"groupsClaim"`
+	GroupsClaim string      `yaml:"groupsClaim"`
+	JWKSRefresh JWKSRefresh `yaml:"jwksRefresh"`
+}
+
+// JWKSRefresh bounds how the gateway refreshes the issuer's signing keys.
+// One fetch runs at a time and no request waits on it while holding a
+// lock others need: a token whose key is already held is verified at once
+// even while the issuer hangs; only a token naming a key id the gateway
+// does not hold waits, for the fetch under way, or is refused when no
+// fetch may start yet.
+type JWKSRefresh struct {
+	// MinInterval is the least time between the start of two fetches,
+	// whatever asks for them, so tokens naming unknown key ids cannot make
+	// the gateway fetch in a loop (default 10s).
+	MinInterval Duration `yaml:"minInterval"`
+	// MaxBackoff caps the wait after failed fetches, which doubles from
+	// MinInterval with each consecutive failure (default 2m).
+	MaxBackoff Duration `yaml:"maxBackoff"`
+	// MaxAge is the age at which held keys are refreshed in the
+	// background; they stay in use meanwhile, and for as long as the
+	// issuer cannot be reached (default 10m).
+	MaxAge Duration `yaml:"maxAge"`
+	// Timeout bounds one fetch (default 10s).
+	Timeout Duration `yaml:"timeout"`
+}
+
+// WithDefaults returns o with every unset JWKS refresh bound at its
+// default.
+func (o OIDC) WithDefaults() OIDC {
+	r := &o.JWKSRefresh
+	r.MinInterval = Duration(r.MinInterval.Or(DefaultJWKSMinInterval))
+	r.MaxBackoff = Duration(max(r.MaxBackoff.Or(DefaultJWKSMaxBackoff), time.Duration(r.MinInterval)))
+	r.MaxAge = Duration(r.MaxAge.Or(DefaultJWKSMaxAge))
+	r.Timeout = Duration(r.Timeout.Or(DefaultJWKSTimeout))
+	return o
 }
 
 // Optimizer configures find_tool/call_tool mode.
@@ -153,6 +188,11 @@ const (
 	DefaultSessionTTL     = 24 * time.Hour
 	DefaultRequestTimeout = 2 * time.Minute
 	DefaultSearchLimit    = 8
+
+	DefaultJWKSMinInterval = 10 * time.Second
+	DefaultJWKSMaxBackoff  = 2 * time.Minute
+	DefaultJWKSMaxAge      = 10 * time.Minute
+	DefaultJWKSTimeout     = 10 * time.Second
 )
 
 // WithDefaults returns g with every unset value at its default: the one
@@ -168,6 +208,7 @@ func (g Gateway) WithDefaults() Gateway {
 	g.Cache.TTL = Duration(g.Cache.TTL.Or(DefaultCacheTTL))
 	g.Sessions.TTL = Duration(g.Sessions.TTL.Or(DefaultSessionTTL))
 	g.Timeouts.Request = Duration(g.Timeouts.Request.Or(DefaultRequestTimeout))
+	g.Auth.OIDC = g.Auth.OIDC.WithDefaults()
 	if g.Optimizer.Limit <= 0 {
 		g.Optimizer.Limit = DefaultSearchLimit
 	}
