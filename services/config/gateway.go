@@ -151,6 +151,15 @@ type GatewayHTTP struct {
 	// KeepAlive is the interval of SSE keep-alive comments on listen and GET
 	// streams (default 15s).
 	KeepAlive Duration `yaml:"keepAlive"`
+	// TrustClientTraceparent continues a client's W3C traceparent (and its
+	// tracestate): the gateway's span is its child, so the client's trace
+	// id reaches the services and the backends and its sampled flag decides
+	// sampling. Off (the default), a client cannot force or suppress
+	// sampling: every request starts a trace of the gateway's own, sampled
+	// by telemetry.sampleRatio, with a link to the client's span context.
+	// Turn it on only when whatever sends the traceparent is trusted (a
+	// proxy that starts traces). Client baggage is never taken either way.
+	TrustClientTraceparent bool `yaml:"trustClientTraceparent"`
 }
 
 // CachePolicy sets the ttlMs the gateway advertises on cacheable results
