@@ -22,7 +22,9 @@ type Gateway struct {
 	OpsListen string `yaml:"opsListen"`
 	// PublicURL is the externally visible base URL, used in RFC 9728
 	// metadata and in WWW-Authenticate. Unset, the scheme and Host of each
-	// request are used; set it behind a proxy or load balancer.
+	// request are used; set it behind a proxy or load balancer. Set, its
+	// host is an accepted Host (besides http.allowedHosts, and then only
+	// those) and its origin an accepted browser Origin.
 	PublicURL string `yaml:"publicURL"`
 	// Aggregator is the AggregatorService endpoint (required).
 	Aggregator Endpoint `yaml:"aggregator"`
@@ -61,7 +63,8 @@ type APIKey struct {
 
 // OIDC configures JWT bearer validation (asymmetric signatures only). Keys
 // are fetched from JWKSURL, cached, and refetched when a token names an
-// unknown key id (rotation) or the cache is ten minutes old.
+// unknown key id (rotation) or the cache is JWKSRefresh.MaxAge old; see
+// JWKSRefresh for how often.
 type OIDC struct {
 	// Issuer must equal the token's iss claim.
 	Issuer string `yaml:"issuer"`
@@ -70,7 +73,41 @@ type OIDC struct {
 	JWKSURL  string `yaml:"jwksURL"`
 	// GroupsClaim names the claim holding the user's groups ("groups"); an
 	// array of strings or a single string.
-	GroupsClaim string `yaml:"groupsClaim"`
+	GroupsClaim string      `yaml:"groupsClaim"`
+	JWKSRefresh JWKSRefresh `yaml:"jwksRefresh"`
+}
+
+// JWKSRefresh bounds how the gateway refreshes the issuer's signing keys.
+// One fetch runs at a time and no request waits on it while holding a
+// lock others need: a token whose key is already held is verified at once
+// even while the issuer hangs; only a token naming a key id the gateway
+// does not hold waits, for the fetch under way, or is refused when no
+// fetch may start yet.
+type JWKSRefresh struct {
+	// MinInterval is the least time between the start of two fetches,
+	// whatever asks for them, so tokens naming unknown key ids cannot make
+	// the gateway fetch in a loop (default 10s).
+	MinInterval Duration `yaml:"minInterval"`
+	// MaxBackoff caps the wait after failed fetches, which doubles from
+	// MinInterval with each consecutive failure (default 2m).
+	MaxBackoff Duration `yaml:"maxBackoff"`
+	// MaxAge is the age at which held keys are refreshed in the
+	// background; they stay in use meanwhile, and for as long as the
+	// issuer cannot be reached (default 10m).
+	MaxAge Duration `yaml:"maxAge"`
+	// Timeout bounds one fetch (default 10s).
+	Timeout Duration `yaml:"timeout"`
+}
+
+// WithDefaults returns o with every unset JWKS refresh bound at its
+// default.
+func (o OIDC) WithDefaults() OIDC {
+	r := &o.JWKSRefresh
+	r.MinInterval = Duration(r.MinInterval.Or(DefaultJWKSMinInterval))
+	r.MaxBackoff = Duration(max(r.MaxBackoff.Or(DefaultJWKSMaxBackoff), time.Duration(r.MinInterval)))
+	r.MaxAge = Duration(r.MaxAge.Or(DefaultJWKSMaxAge))
+	r.Timeout = Duration(r.Timeout.Or(DefaultJWKSTimeout))
+	return o
 }
 
 // Optimizer configures find_tool/call_tool mode.
@@ -99,15 +136,30 @@ type Sessions struct {
 type GatewayHTTP struct {
 	// MaxBodyBytes limits a request body (default 4 MiB); larger gets 413.
 	MaxBodyBytes int64 `yaml:"maxBodyBytes"`
-	// AllowedOrigins lists browser origins allowed besides the gateway's own
-	// ("*" allows all). A request with any other Origin gets 403.
+	// AllowedOrigins lists the browser origins (scheme://host[:port])
+	// allowed besides the origin of PublicURL ("*" allows all). A request
+	// with any other Origin, the gateway's own address included, gets 403
+	// before authentication (DNS rebinding); requests without Origin (not
+	// from a browser) are not affected.
 	AllowedOrigins []string `yaml:"allowedOrigins"`
-	// AllowedHosts, when set, is the list of accepted Host header values
-	// (names or name:port); any other gets 403.
+	// AllowedHosts is the list of accepted Host header values (a name
+	// accepts any port, name:port that port only), besides the host of
+	// PublicURL. When either is set, any other Host gets 403; when neither
+	// is, a loopback bind accepts loopback names only and any other bind
+	// any Host.
 	AllowedHosts []string `yaml:"allowedHosts"`
 	// KeepAlive is the interval of SSE keep-alive comments on listen and GET
 	// streams (default 15s).
 	KeepAlive Duration `yaml:"keepAlive"`
+	// TrustClientTraceparent continues a client's W3C traceparent (and its
+	// tracestate): the gateway's span is its child, so the client's trace
+	// id reaches the services and the backends and its sampled flag decides
+	// sampling. Off (the default), a client cannot force or suppress
+	// sampling: every request starts a trace of the gateway's own, sampled
+	// by telemetry.sampleRatio, with a link to the client's span context.
+	// Turn it on only when whatever sends the traceparent is trusted (a
+	// proxy that starts traces). Client baggage is never taken either way.
+	TrustClientTraceparent bool `yaml:"trustClientTraceparent"`
 }
 
 // CachePolicy sets the ttlMs the gateway advertises on cacheable results
@@ -145,6 +197,11 @@ const (
 	DefaultSessionTTL     = 24 * time.Hour
 	DefaultRequestTimeout = 2 * time.Minute
 	DefaultSearchLimit    = 8
+
+	DefaultJWKSMinInterval = 10 * time.Second
+	DefaultJWKSMaxBackoff  = 2 * time.Minute
+	DefaultJWKSMaxAge      = 10 * time.Minute
+	DefaultJWKSTimeout     = 10 * time.Second
 )
 
 // WithDefaults returns g with every unset value at its default: the one
@@ -160,6 +217,7 @@ func (g Gateway) WithDefaults() Gateway {
 	g.Cache.TTL = Duration(g.Cache.TTL.Or(DefaultCacheTTL))
 	g.Sessions.TTL = Duration(g.Sessions.TTL.Or(DefaultSessionTTL))
 	g.Timeouts.Request = Duration(g.Timeouts.Request.Or(DefaultRequestTimeout))
+	g.Auth.OIDC = g.Auth.OIDC.WithDefaults()
 	if g.Optimizer.Limit <= 0 {
 		g.Optimizer.Limit = DefaultSearchLimit
 	}
@@ -182,5 +240,5 @@ func (g Gateway) Validate() error {
 	default:
 		return fmt.Errorf("gateway.auth.mode %q: want anonymous, apiKeys or oidc", g.Auth.Mode)
 	}
-	return nil
+	return g.validateEdge()
 }

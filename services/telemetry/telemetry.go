@@ -1,10 +1,14 @@
 // Package telemetry sets up OpenTelemetry tracing for a Switchboard process.
 //
-// W3C trace context and baggage propagation are always installed, so a trace
-// that enters through the gateway continues through every service even when
-// this process records nothing. Spans are exported only when an OTLP endpoint
-// is configured; otherwise the global provider stays a no-op and tracing
-// costs next to nothing.
+// W3C trace context propagation is always installed, so a trace that enters
+// through the gateway continues through every service even when this process
+// records nothing. Baggage is not propagated by any hop: Switchboard uses
+// none, and what a caller puts in it would otherwise reach every service and
+// every backend (the gateway never takes it from MCP clients either, and
+// takes their traceparent only when configured to; see
+// gateway.http.trustClientTraceparent). Spans are exported only when an OTLP
+// endpoint is configured; otherwise the global provider stays a no-op and
+// tracing costs next to nothing.
 package telemetry
 
 import (
@@ -25,7 +29,7 @@ import (
 // Setup installs propagation and, when configured, an OTLP exporter. The
 // returned function flushes and stops the exporter; call it on shutdown.
 func Setup(ctx context.Context, cfg config.Telemetry, serviceName, version string) (func(context.Context) error, error) {
-	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	otel.SetTextMapPropagator(propagation.TraceContext{})
 	if cfg.OTLPEndpoint == "" {
 		return func(context.Context) error { return nil }, nil
 	}

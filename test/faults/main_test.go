@@ -3,7 +3,8 @@
 // each part fails cleanly and recovers by itself: a backend killed under
 // load (one serving both eras, one Legacy only), the aggregator killed with
 // calls in flight, the indexer killed and PostgreSQL stopped under the
-// optimizer, and one of two gateways killed under a Legacy session. After
+// optimizer, one of two gateways killed under a Legacy session, and the
+// OIDC issuer hanging and failing under an oidc gateway. After
 // each, every process not deliberately killed is still running and no log
 // holds a panic.
 package faults

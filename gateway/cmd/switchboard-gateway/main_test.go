@@ -85,7 +85,7 @@ gateway:
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(resp.Header.Get("WWW-Authenticate"), `resource_metadata="http://`+addr+`/.well-known/oauth-protected-resource"`) {
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(resp.Header.Get("WWW-Authenticate"), `resource_metadata="http://`+addr+`/.well-known/oauth-protected-resource/mcp"`) {
 		t.Fatalf("unauthenticated: %d %q %s", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body)
 	}
 

@@ -111,11 +111,11 @@ func (is *issuer) token(t *testing.T, kid string, claims jwt.Claims, extra map[s
 
 func TestOIDC(t *testing.T) {
 	is := newIssuer(t)
-	o, err := NewOIDC(config.OIDC{Issuer: "https://issuer.test", Audience: "switchboard", JWKSURL: is.srv.URL}, nil)
+	o, err := NewOIDC(config.OIDC{Issuer: "https://issuer.test", Audience: "switchboard", JWKSURL: is.srv.URL,
+		JWKSRefresh: config.JWKSRefresh{MinInterval: config.Duration(time.Nanosecond)}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.minRefetch = 0
 	now := time.Now()
 	good := jwt.Claims{Issuer: "https://issuer.test", Audience: jwt.Audience{"switchboard"}, Subject: "carol",
 		Expiry: jwt.NewNumericDate(now.Add(time.Hour)), IssuedAt: jwt.NewNumericDate(now)}

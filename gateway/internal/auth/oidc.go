@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
@@ -25,26 +27,43 @@ var acceptedAlgorithms = []jose.SignatureAlgorithm{
 	jose.ES256, jose.ES384, jose.ES512, jose.EdDSA,
 }
 
-const (
-	// clockLeeway tolerates small clock differences with the issuer.
-	clockLeeway = 30 * time.Second
-	// jwksMaxAge refreshes keys periodically even without an unknown kid.
-	jwksMaxAge = 10 * time.Minute
-	// jwksMinRefetch bounds refetches triggered by unknown kids, so a flood
-	// of forged kids cannot turn the gateway against the issuer.
-	jwksMinRefetch = 2 * time.Second
-)
+// clockLeeway tolerates small clock differences with the issuer.
+const clockLeeway = 30 * time.Second
+
+// maxJWKSBytes bounds the JWKS document read from the issuer.
+const maxJWKSBytes = 1 << 20
 
 // OIDC validates JWT bearer tokens against an issuer's JWKS.
+//
+// The keys are held in an atomic pointer: verifying a token whose key is
+// held takes no lock and never waits on the issuer. Fetches run one at a
+// time in a goroutine of their own (the refresh state's lock is held only
+// to start or finish one), at most one per MinInterval, and after a
+// failure only once the back-off has passed; see config.JWKSRefresh.
 type OIDC struct {
 	cfg         config.OIDC
 	client      *http.Client
-	minRefetch  time.Duration
 	groupsClaim string
+	now         func() time.Time
 
-	mu        sync.Mutex
-	keys      jose.JSONWebKeySet
+	keys atomic.Pointer[keySet]
+
+	mu       sync.Mutex // guards the refresh state below, never held during a fetch
+	inflight *refresh   // the fetch under way, nil when none
+	next     time.Time  // no fetch starts before this
+	failures int        // consecutive failed fetches
+}
+
+// keySet is one fetched JWKS.
+type keySet struct {
+	set       jose.JSONWebKeySet
 	fetchedAt time.Time
+}
+
+// refresh is one fetch; done is closed when it ended, with err set.
+type refresh struct {
+	done chan struct{}
+	err  error
 }
 
 // NewOIDC builds an OIDC authenticator. Keys are fetched on first use.
@@ -52,14 +71,15 @@ func NewOIDC(cfg config.OIDC, client *http.Client) (*OIDC, error) {
 	if cfg.Issuer == "" || cfg.Audience == "" || cfg.JWKSURL == "" {
 		return nil, errors.New("gateway.auth.oidc: issuer, audience and jwksURL are required")
 	}
+	cfg = cfg.WithDefaults()
 	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
+		client = &http.Client{}
 	}
 	groups := cfg.GroupsClaim
 	if groups == "" {
 		groups = "groups"
 	}
-	return &OIDC{cfg: cfg, client: client, minRefetch: jwksMinRefetch, groupsClaim: groups}, nil
+	return &OIDC{cfg: cfg, client: client, groupsClaim: groups, now: time.Now}, nil
 }
 
 // Authenticate implements Authenticator.
@@ -81,39 +101,107 @@ func (o *OIDC) Authenticate(r *http.Request) (*commonv1.Principal, error) {
 	if err := tok.Claims(key, &std, &extra); err != nil {
 		return nil, ErrUnauthenticated
 	}
-	expected := jwt.Expected{Issuer: o.cfg.Issuer, AnyAudience: jwt.Audience{o.cfg.Audience}, Time: time.Now()}
+	expected := jwt.Expected{Issuer: o.cfg.Issuer, AnyAudience: jwt.Audience{o.cfg.Audience}, Time: o.now()}
 	if err := std.ValidateWithLeeway(expected, clockLeeway); err != nil || std.Subject == "" || std.Expiry == nil {
 		return nil, ErrUnauthenticated
 	}
 	return &commonv1.Principal{Subject: std.Subject, Groups: stringList(extra[o.groupsClaim])}, nil
 }
 
-// key returns the verification key for kid, refetching the JWKS when the kid
-// is unknown (key rotation) or the cached set is old.
+// errKeysUnavailable answers a token whose key could not be looked up
+// because the issuer could not be reached.
+var errKeysUnavailable = fmt.Errorf("%w (signing keys unavailable)", ErrUnauthenticated)
+
+// key returns the verification key for kid. A held key is returned at
+// once (an old set is refreshed in the background meanwhile). An unknown
+// kid (a rotation, or a forged id) waits for a fetch when one is under
+// way or may start, and is refused otherwise.
 func (o *OIDC) key(ctx context.Context, kid string) (*jose.JSONWebKey, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if k := o.lookup(kid); k != nil && time.Since(o.fetchedAt) < jwksMaxAge {
-		return k, nil
-	}
-	if o.fetchedAt.IsZero() || time.Since(o.fetchedAt) >= o.minRefetch {
-		if err := o.fetch(ctx); err != nil {
-			// Keep serving with the keys we have; the issuer may be briefly down.
-			if k := o.lookup(kid); k != nil {
-				return k, nil
+	if ks := o.keys.Load(); ks != nil {
+		if k := ks.lookup(kid); k != nil {
+			if o.now().Sub(ks.fetchedAt) >= time.Duration(o.cfg.JWKSRefresh.MaxAge) {
+				o.startRefresh()
 			}
-			return nil, fmt.Errorf("%w (signing keys unavailable)", ErrUnauthenticated)
+			return k, nil
 		}
 	}
-	if k := o.lookup(kid); k != nil {
-		return k, nil
+	r := o.startRefresh()
+	if r == nil {
+		if o.keys.Load() == nil {
+			return nil, errKeysUnavailable
+		}
+		return nil, ErrUnauthenticated
+	}
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return nil, ErrUnauthenticated
+	}
+	if ks := o.keys.Load(); ks != nil {
+		if k := ks.lookup(kid); k != nil {
+			return k, nil
+		}
+	}
+	if r.err != nil {
+		return nil, errKeysUnavailable
 	}
 	return nil, ErrUnauthenticated
 }
 
-func (o *OIDC) lookup(kid string) *jose.JSONWebKey {
-	for i := range o.keys.Keys {
-		k := &o.keys.Keys[i]
+// startRefresh returns the fetch under way, or starts one when the
+// interval and the back-off allow it; nil when neither.
+func (o *OIDC) startRefresh() *refresh {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.inflight != nil {
+		return o.inflight
+	}
+	if o.now().Before(o.next) {
+		return nil
+	}
+	r := &refresh{done: make(chan struct{})}
+	o.inflight = r
+	go o.run(r)
+	return r
+}
+
+// run fetches the JWKS and records the outcome: new keys and the next
+// allowed fetch one interval away, or, after a failure, the keys kept and
+// the next fetch backed off.
+func (o *OIDC) run(r *refresh) {
+	set, err := o.fetch()
+	o.mu.Lock()
+	now := o.now()
+	if err == nil {
+		o.keys.Store(&keySet{set: set, fetchedAt: now})
+		o.failures = 0
+		o.next = now.Add(time.Duration(o.cfg.JWKSRefresh.MinInterval))
+	} else {
+		o.failures++
+		wait := o.backoff(o.failures)
+		o.next = now.Add(wait)
+		slog.Warn("gateway.auth.oidc: fetching the signing keys failed; tokens with keys already held are still verified",
+			"jwksURL", o.cfg.JWKSURL, "err", err, "failures", o.failures, "retry_after", wait)
+	}
+	r.err = err
+	o.inflight = nil
+	o.mu.Unlock()
+	close(r.done)
+}
+
+// backoff is the wait after the n-th consecutive failure: MinInterval,
+// doubled with each further failure, at most MaxBackoff.
+func (o *OIDC) backoff(n int) time.Duration {
+	wait, limit := time.Duration(o.cfg.JWKSRefresh.MinInterval), time.Duration(o.cfg.JWKSRefresh.MaxBackoff)
+	for i := 1; i < n && wait < limit; i++ {
+		wait *= 2
+	}
+	return min(wait, limit)
+}
+
+func (ks *keySet) lookup(kid string) *jose.JSONWebKey {
+	for i := range ks.set.Keys {
+		k := &ks.set.Keys[i]
 		if k.Use != "" && k.Use != "sig" {
 			continue
 		}
@@ -124,28 +212,29 @@ func (o *OIDC) lookup(kid string) *jose.JSONWebKey {
 	return nil
 }
 
-func (o *OIDC) fetch(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+// fetch reads the JWKS, bounded by the refresh timeout and not by any
+// request: the requests waiting for it may go away, the fetch serves the
+// next ones.
+func (o *OIDC) fetch() (jose.JSONWebKeySet, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(o.cfg.JWKSRefresh.Timeout))
 	defer cancel()
+	var set jose.JSONWebKeySet
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.cfg.JWKSURL, nil)
 	if err != nil {
-		return err
+		return set, err
 	}
 	resp, err := o.client.Do(req)
 	if err != nil {
-		return err
+		return set, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("jwks: HTTP %d", resp.StatusCode)
+		return set, fmt.Errorf("jwks: HTTP %d", resp.StatusCode)
 	}
-	var set jose.JSONWebKeySet
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&set); err != nil {
-		return fmt.Errorf("jwks: %w", err)
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxJWKSBytes)).Decode(&set); err != nil {
+		return set, fmt.Errorf("jwks: %w", err)
 	}
-	o.keys = set
-	o.fetchedAt = time.Now()
-	return nil
+	return set, nil
 }
 
 // stringList reads a groups claim: an array of strings or one string.

@@ -54,6 +54,7 @@ type Gateway struct {
 	revocations *session.Revocations
 	local       *session.Local
 	loopback    bool
+	rules       edgeRules
 	// closing ends every notification stream at shutdown (see Close).
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -91,6 +92,7 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 		revocations: session.NewRevocations(deps.Indexer, log),
 		local:       session.NewLocal(),
 		loopback:    deps.LoopbackOnly,
+		rules:       newEdgeRules(cfg),
 		closing:     make(chan struct{}),
 	}
 	if err := g.revocations.RegisterMetrics(metrics.registry); err != nil {
@@ -125,7 +127,7 @@ func (g *Gateway) Close() {
 //	/mcp             the raw view, or the optimizer view when gateway.optimizer.enabled
 //	/mcp/raw         the raw view (aggregated tools), always
 //	/mcp/optimized   the optimizer view (find_tool, call_tool), always
-//	/.well-known/oauth-protected-resource   RFC 9728 metadata
+//	/.well-known/oauth-protected-resource[/mcp[/raw|/optimized]]   RFC 9728 metadata
 //	/healthz, /readyz, /metrics
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -133,19 +135,19 @@ func (g *Gateway) Handler() http.Handler {
 	if g.cfg.Optimizer.Enabled {
 		main = methods.ViewOptimized
 	}
-	mux.Handle("/mcp", g.mcpHandler(main))
-	mux.Handle("/mcp/raw", g.mcpHandler(methods.ViewRaw))
-	mux.Handle("/mcp/optimized", g.mcpHandler(methods.ViewOptimized))
-	mux.HandleFunc("/.well-known/oauth-protected-resource", g.serveResourceMetadata)
-	mux.HandleFunc("/.well-known/oauth-protected-resource/", g.serveResourceMetadata)
+	mux.Handle(pathMCP, g.mcpHandler(pathMCP, main))
+	mux.Handle(pathMCPRaw, g.mcpHandler(pathMCPRaw, methods.ViewRaw))
+	mux.Handle(pathMCPOptimized, g.mcpHandler(pathMCPOptimized, methods.ViewOptimized))
+	mux.HandleFunc(wellKnownPRM, g.serveResourceMetadata)
+	mux.HandleFunc(wellKnownPRM+"/", g.serveResourceMetadata)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("/readyz", g.serveReady)
 	mux.Handle("/metrics", g.metrics.Handler())
 	return mux
 }
 
-func (g *Gateway) mcpHandler(v methods.View) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.serveMCP(w, r, v) })
+func (g *Gateway) mcpHandler(path string, v methods.View) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.serveMCP(w, r, path, v) })
 }
 
 // serveReady reports ready when the aggregator answers its health check.

@@ -6,19 +6,82 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
 )
 
-// hostAllowed guards against DNS rebinding: with configured allowed hosts
-// the Host must be one of them; on a loopback bind it must be a loopback
-// name.
+// The MCP endpoints. Each is a protected resource of its own (RFC 9728):
+// its resource identifier is the public base URL followed by its path.
+const (
+	pathMCP          = "/mcp"
+	pathMCPRaw       = "/mcp/raw"
+	pathMCPOptimized = "/mcp/optimized"
+	// wellKnownPRM is the RFC 9728 well-known path; a resource's metadata
+	// is served at it followed by the resource's path (§3.1).
+	wellKnownPRM = "/.well-known/oauth-protected-resource"
+)
+
+var mcpPaths = []string{pathMCP, pathMCPRaw, pathMCPOptimized}
+
+// CORS answers. Credentials are bearer tokens in Authorization, never
+// cookies, so Access-Control-Allow-Credentials is not sent.
+const (
+	corsMethods = "GET, POST, DELETE"
+	// corsHeaders are the request headers an MCP client sends (both eras)
+	// and the gateway reads; Mcp-Param-* headers are added per preflight
+	// as asked for, since their names are the tools'.
+	corsHeaders = "Authorization, Content-Type, Mcp-Session-Id, MCP-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID, traceparent, tracestate"
+	// corsExposed are the response headers a browser client must read:
+	// the Legacy session id and the authentication challenge.
+	corsExposed = "Mcp-Session-Id, WWW-Authenticate"
+	// corsMaxAge lets a browser reuse a preflight answer (seconds).
+	corsMaxAge = "600"
+	// maxPreflightParams bounds the Mcp-Param-* names one preflight answer
+	// repeats back (the aggregator accepts at most 64 per call).
+	maxPreflightParams = 64
+)
+
+// edgeRules are the Host and Origin rules, computed once from the
+// configuration (see config.GatewayHTTP).
+type edgeRules struct {
+	// hosts are the accepted Host values: http.allowedHosts and the host
+	// of publicURL. Empty: the bind address decides.
+	hosts []string
+	// origins are the accepted browser origins in canonical form:
+	// http.allowedOrigins and the origin of publicURL.
+	origins   map[string]bool
+	anyOrigin bool
+}
+
+func newEdgeRules(cfg config.Gateway) edgeRules {
+	rules := edgeRules{hosts: append([]string(nil), cfg.HTTP.AllowedHosts...), origins: map[string]bool{}}
+	for _, o := range cfg.HTTP.AllowedOrigins {
+		if o == "*" {
+			rules.anyOrigin = true
+		} else if canon, err := config.ParseOrigin(o); err == nil {
+			rules.origins[canon] = true
+		}
+	}
+	if u, err := url.Parse(cfg.PublicURL); err == nil && cfg.PublicURL != "" {
+		rules.hosts = append(rules.hosts, u.Hostname())
+		if canon, err := config.ParseOrigin(u.Scheme + "://" + u.Host); err == nil {
+			rules.origins[canon] = true
+		}
+	}
+	return rules
+}
+
+// hostAllowed guards against DNS rebinding by name: with accepted hosts
+// configured the Host must be one of them; otherwise, on a loopback bind,
+// it must be a loopback name.
 func (g *Gateway) hostAllowed(r *http.Request) bool {
 	host := r.Host
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
 	host = strings.Trim(host, "[]")
-	if len(g.cfg.HTTP.AllowedHosts) > 0 {
-		for _, a := range g.cfg.HTTP.AllowedHosts {
+	if len(g.rules.hosts) > 0 {
+		for _, a := range g.rules.hosts {
 			if strings.EqualFold(a, host) || strings.EqualFold(a, r.Host) {
 				return true
 			}
@@ -35,25 +98,94 @@ func (g *Gateway) hostAllowed(r *http.Request) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// originAllowed validates a browser's Origin: allowed when listed, or when it
-// names the host the request was sent to. Requests without Origin (non-browser
-// clients) pass.
+// originAllowed validates a browser's Origin: it must be one configured,
+// exactly. It is never inferred from the Host: a page that rebinds its own
+// name to the gateway's address sends a Host and an Origin that agree.
+// Requests without Origin (non-browser clients) pass; an empty, repeated
+// or opaque ("null") Origin does not.
 func (g *Gateway) originAllowed(r *http.Request) bool {
-	origin := r.Header.Get("Origin")
-	if origin == "" {
+	values, sent := r.Header["Origin"]
+	if !sent {
 		return true
 	}
-	for _, a := range g.cfg.HTTP.AllowedOrigins {
-		if a == "*" || strings.EqualFold(a, origin) {
-			return true
-		}
+	if len(values) != 1 {
+		return false
 	}
-	u, err := url.Parse(origin)
-	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
+	if g.rules.anyOrigin {
+		return true
+	}
+	canon, err := config.ParseOrigin(values[0])
+	return err == nil && g.rules.origins[canon]
 }
 
-func (g *Gateway) unauthorized(w http.ResponseWriter, r *http.Request, err error) {
-	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token", resource_metadata="`+g.publicBase(r)+`/.well-known/oauth-protected-resource"`)
+// guard applies the Host and Origin rules before anything else (before
+// authentication), answers CORS preflights and adds the CORS headers of
+// an allowed browser origin. It reports whether the request goes on.
+func (g *Gateway) guard(w http.ResponseWriter, r *http.Request, methods string) bool {
+	h := w.Header()
+	h.Add("Vary", "Origin")
+	if !g.hostAllowed(r) {
+		http.Error(w, "Forbidden: Host not allowed", http.StatusForbidden)
+		return false
+	}
+	if !g.originAllowed(r) {
+		http.Error(w, "Forbidden: Origin not allowed", http.StatusForbidden)
+		return false
+	}
+	origin := r.Header.Get("Origin")
+	if origin != "" {
+		h.Set("Access-Control-Allow-Origin", origin)
+		h.Set("Access-Control-Expose-Headers", corsExposed)
+	}
+	if r.Method != http.MethodOptions {
+		return true
+	}
+	h.Set("Allow", methods+", OPTIONS")
+	if origin != "" && r.Header.Get("Access-Control-Request-Method") != "" {
+		h.Add("Vary", "Access-Control-Request-Method, Access-Control-Request-Headers")
+		h.Set("Access-Control-Allow-Methods", methods)
+		h.Set("Access-Control-Allow-Headers", corsHeaders+preflightParams(r.Header.Values("Access-Control-Request-Headers")))
+		h.Set("Access-Control-Max-Age", corsMaxAge)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return false
+}
+
+// preflightParams returns ", Mcp-Param-X" for every Mcp-Param-* header a
+// preflight asks for (well-formed names, at most maxPreflightParams).
+func preflightParams(requested []string) string {
+	var b strings.Builder
+	n := 0
+	for _, v := range requested {
+		for name := range strings.SplitSeq(v, ",") {
+			name = strings.TrimSpace(name)
+			if n == maxPreflightParams || len(name) <= len("mcp-param-") || !strings.EqualFold(name[:len("mcp-param-")], "mcp-param-") || !isToken(name) {
+				continue
+			}
+			b.WriteString(", ")
+			b.WriteString(name)
+			n++
+		}
+	}
+	return b.String()
+}
+
+// isToken reports whether s is an RFC 9110 token (a header field name).
+func isToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
+			continue
+		}
+		return false
+	}
+	return s != ""
+}
+
+// unauthorized answers a failed authentication with the challenge that
+// points at the metadata of the endpoint the client used (RFC 9728 §5.1).
+func (g *Gateway) unauthorized(w http.ResponseWriter, r *http.Request, path string, err error) {
+	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token", resource_metadata="`+g.metadataURL(r, path)+`"`)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusUnauthorized)
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": "invalid_token", "error_description": err.Error()})
@@ -73,10 +205,60 @@ func (g *Gateway) publicBase(r *http.Request) string {
 	return scheme + "://" + r.Host
 }
 
-// serveResourceMetadata serves RFC 9728 protected-resource metadata.
+// splitBase splits the public base URL into its origin and its path
+// ("" or "/prefix").
+func (g *Gateway) splitBase(r *http.Request) (origin, path string) {
+	base := g.publicBase(r)
+	u, err := url.Parse(base)
+	if err != nil {
+		return base, ""
+	}
+	return u.Scheme + "://" + u.Host, strings.TrimSuffix(u.Path, "/")
+}
+
+// metadataURL is where the RFC 9728 metadata of the endpoint at path is:
+// the well-known path inserted between the resource identifier's host and
+// its path (§3.1).
+func (g *Gateway) metadataURL(r *http.Request, path string) string {
+	origin, prefix := g.splitBase(r)
+	return origin + wellKnownPRM + prefix + path
+}
+
+// serveResourceMetadata serves RFC 9728 protected-resource metadata: at
+// the well-known path followed by an endpoint's path, that endpoint's;
+// at the well-known path itself, the metadata of the resource identifier
+// without a path, the public origin (what a client that falls back to the
+// root expects, §3.3). Any other path is 404.
 func (g *Gateway) serveResourceMetadata(w http.ResponseWriter, r *http.Request) {
+	if !g.guard(w, r, "GET") {
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, OPTIONS")
+		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	origin, prefix := g.splitBase(r)
+	suffix := strings.TrimPrefix(r.URL.Path, wellKnownPRM)
+	var resource string
+	switch {
+	case suffix == "" || suffix == "/":
+		resource = origin
+	default:
+		for _, p := range mcpPaths {
+			// A proxy may pass the well-known path on with or without
+			// the public URL's path prefix in it.
+			if suffix == prefix+p || suffix == p {
+				resource = origin + prefix + p
+			}
+		}
+	}
+	if resource == "" {
+		http.NotFound(w, r)
+		return
+	}
 	meta := map[string]any{
-		"resource":                 g.publicBase(r) + "/mcp",
+		"resource":                 resource,
 		"bearer_methods_supported": []string{"header"},
 		"resource_name":            "Switchboard MCP gateway",
 	}

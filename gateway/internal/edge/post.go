@@ -15,20 +15,18 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
 
-// serveMCP applies the edge protections, authenticates, and routes by HTTP
-// method.
-func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, v methods.View) {
-	if !g.hostAllowed(r) {
-		http.Error(w, "Forbidden: Host not allowed", http.StatusForbidden)
-		return
-	}
-	if !g.originAllowed(r) {
-		http.Error(w, "Forbidden: Origin not allowed", http.StatusForbidden)
+// serveMCP applies the edge protections (Host, Origin, CORS preflight:
+// before authentication, so that neither a rebound page nor a browser's
+// preflight, which carries no credential, meets an authentication
+// answer), authenticates, and routes by HTTP method. path is the
+// endpoint's, for the authentication challenge.
+func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, path string, v methods.View) {
+	if !g.guard(w, r, corsMethods) {
 		return
 	}
 	principal, err := g.auth.Authenticate(r)
 	if err != nil {
-		g.unauthorized(w, r, err)
+		g.unauthorized(w, r, path, err)
 		return
 	}
 	switch r.Method {
@@ -48,7 +46,7 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, v methods.Vie
 			g.serveSessionDelete(w, r, principal)
 		}
 	default:
-		w.Header().Set("Allow", "GET, POST, DELETE")
+		w.Header().Set("Allow", "GET, POST, DELETE, OPTIONS")
 		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
 	}
 }

@@ -19,6 +19,9 @@ func TestEdgeProtections(t *testing.T) {
 	cfg.PublicURL = "https://mcp.example.com"
 	cfg.HTTP.MaxBodyBytes = 512
 	cfg.HTTP.AllowedOrigins = []string{"https://app.example.com"}
+	// With publicURL set the Host must be its host or listed; the test
+	// server is at 127.0.0.1.
+	cfg.HTTP.AllowedHosts = []string{"127.0.0.1"}
 	_, srv := startGateway(t, b, cfg)
 	url := srv.URL + "/mcp"
 	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + modernMeta + `}}`
@@ -26,14 +29,16 @@ func TestEdgeProtections(t *testing.T) {
 	for _, authorization := range []string{"", "Bearer wrong-key"} {
 		resp := send(t, http.MethodPost, url, modernHeaders("tools/list", "Authorization", authorization), list)
 		if resp.status != http.StatusUnauthorized ||
-			resp.header.Get("WWW-Authenticate") != `Bearer error="invalid_token", resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource"` {
+			resp.header.Get("WWW-Authenticate") != `Bearer error="invalid_token", resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp"` {
 			t.Fatalf("Authorization %q: %d %q", authorization, resp.status, resp.header.Get("WWW-Authenticate"))
 		}
 	}
-	resp := send(t, http.MethodGet, srv.URL+"/.well-known/oauth-protected-resource", nil, "")
-	var meta map[string]any
-	if json.Unmarshal(resp.body, &meta) != nil || meta["resource"] != "https://mcp.example.com/mcp" {
-		t.Fatalf("metadata: %s", resp.body)
+	for path, resource := range map[string]string{"": "https://mcp.example.com", "/mcp": "https://mcp.example.com/mcp", "/mcp/raw": "https://mcp.example.com/mcp/raw"} {
+		resp := send(t, http.MethodGet, srv.URL+"/.well-known/oauth-protected-resource"+path, nil, "")
+		var meta map[string]any
+		if json.Unmarshal(resp.body, &meta) != nil || meta["resource"] != resource {
+			t.Fatalf("metadata at %q: %s", path, resp.body)
+		}
 	}
 
 	cases := []struct {
@@ -43,7 +48,9 @@ func TestEdgeProtections(t *testing.T) {
 	}{
 		{"foreign origin", []string{"Origin", "https://evil.example"}, http.StatusForbidden},
 		{"allowed origin", []string{"Origin", "https://app.example.com"}, http.StatusOK},
-		{"same origin", []string{"Origin", srv.URL}, http.StatusOK},
+		{"public origin", []string{"Origin", "https://mcp.example.com"}, http.StatusOK},
+		{"the server's own address, not listed", []string{"Origin", srv.URL}, http.StatusForbidden},
+		{"foreign origin without a credential", []string{"Origin", "https://evil.example", "Authorization", ""}, http.StatusForbidden},
 	}
 	for _, tc := range cases {
 		if resp := send(t, http.MethodPost, url, modernHeaders("tools/list", tc.header...), list); resp.status != tc.status {
@@ -94,11 +101,13 @@ func TestOIDCModeWiring(t *testing.T) {
 	_, srv := startGateway(t, b, cfg)
 
 	resp := send(t, http.MethodGet, srv.URL+"/.well-known/oauth-protected-resource", nil, "")
+	// The root document describes the resource without a path (RFC 9728
+	// §3.3); each endpoint's is at the well-known path followed by its own.
 	var meta struct {
 		Resource             string   `json:"resource"`
 		AuthorizationServers []string `json:"authorization_servers"`
 	}
-	if json.Unmarshal(resp.body, &meta) != nil || meta.Resource != srv.URL+"/mcp" || len(meta.AuthorizationServers) != 1 || meta.AuthorizationServers[0] != "https://issuer.example" {
+	if json.Unmarshal(resp.body, &meta) != nil || meta.Resource != srv.URL || len(meta.AuthorizationServers) != 1 || meta.AuthorizationServers[0] != "https://issuer.example" {
 		t.Fatalf("metadata: %s", resp.body)
 	}
 	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + modernMeta + `}}`
@@ -106,6 +115,25 @@ func TestOIDCModeWiring(t *testing.T) {
 		resp := send(t, http.MethodPost, srv.URL+"/mcp", modernHeaders("tools/list", "Authorization", authorization), list)
 		if resp.status != http.StatusUnauthorized || !strings.Contains(resp.header.Get("WWW-Authenticate"), "resource_metadata=") {
 			t.Fatalf("Authorization %q: %d %q", authorization, resp.status, resp.header.Get("WWW-Authenticate"))
+		}
+	}
+}
+
+// TestPreflightParams: a preflight's Mcp-Param-* names are repeated back
+// when well-formed, at most maxPreflightParams of them; other names are not.
+func TestPreflightParams(t *testing.T) {
+	var asked []string
+	for i := range 100 {
+		asked = append(asked, "mcp-param-p"+strings.Repeat("x", i))
+	}
+	got := preflightParams([]string{"content-type, mcp-param-, mcp-param-ok", "Mcp-Param-Bad Name, x-other", strings.Join(asked, ",")})
+	names := strings.Split(strings.TrimPrefix(got, ", "), ", ")
+	if len(names) != maxPreflightParams || names[0] != "mcp-param-ok" {
+		t.Fatalf("%d names, first %q: %q", len(names), names[0], got)
+	}
+	for _, n := range names {
+		if !strings.HasPrefix(n, "mcp-param-") || strings.Contains(n, " ") {
+			t.Errorf("repeated %q", n)
 		}
 	}
 }

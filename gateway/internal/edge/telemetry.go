@@ -101,12 +101,28 @@ func (rec *requestRecord) setMethod(span trace.Span, method string) {
 
 var tracer = otel.Tracer("github.com/switchboard-mcp/switchboard/gateway")
 
-// startRequest opens the server span of one MCP request, continuing an
-// incoming W3C traceparent.
+// clientPropagator reads the trace context MCP clients send: W3C
+// traceparent and tracestate, never baggage, which would otherwise travel
+// on to the services and every backend.
+var clientPropagator = propagation.TraceContext{}
+
+// startRequest opens the server span of one MCP request. A client's W3C
+// traceparent is its parent only with gateway.http.trustClientTraceparent;
+// otherwise the span starts a trace of its own (so the client can neither
+// force nor suppress sampling, nor choose the trace id the sampler sees),
+// linked to the client's span context for correlation.
 func (g *Gateway) startRequest(r *http.Request) (context.Context, trace.Span, *requestRecord) {
-	ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	ctx, span := tracer.Start(ctx, "mcp "+r.Method, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
+	ctx := r.Context()
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path))}
+	if client := trace.SpanContextFromContext(clientPropagator.Extract(context.Background(), propagation.HeaderCarrier(r.Header))); client.IsValid() {
+		if g.cfg.HTTP.TrustClientTraceparent {
+			ctx = trace.ContextWithRemoteSpanContext(ctx, client)
+		} else {
+			opts = append(opts, trace.WithNewRoot(), trace.WithLinks(trace.Link{SpanContext: client}))
+		}
+	}
+	ctx, span := tracer.Start(ctx, "mcp "+r.Method, opts...)
 	return ctx, span, &requestRecord{start: time.Now(), outcome: "rejected"}
 }
 

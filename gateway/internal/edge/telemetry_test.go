@@ -19,18 +19,22 @@ import (
 )
 
 // TestRequestSpanAndMetrics checks that one server span covers an MCP
-// request, continues the caller's traceparent, carries the MCP attributes,
-// parents the gRPC client span, and that the request is counted.
+// request, continues the caller's traceparent (when trusted to), carries
+// the MCP attributes, parents the gRPC client span, and that the request
+// is counted.
 func TestRequestSpanAndMetrics(t *testing.T) {
 	spans := tracetest.NewSpanRecorder()
 	provider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	prevProvider, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
+	prevProvider, prevProp, prevTracer := otel.GetTracerProvider(), otel.GetTextMapPropagator(), tracer
 	otel.SetTracerProvider(provider)
+	tracer = provider.Tracer("github.com/switchboard-mcp/switchboard/gateway")
 	otel.SetTextMapPropagator(propagation.TraceContext{})
-	t.Cleanup(func() { otel.SetTracerProvider(prevProvider); otel.SetTextMapPropagator(prevProp) })
+	t.Cleanup(func() { otel.SetTracerProvider(prevProvider); otel.SetTextMapPropagator(prevProp); tracer = prevTracer })
 
 	b := startBackends(t)
-	_, srv := startGateway(t, b, testGatewayConfig(b))
+	cfg := testGatewayConfig(b)
+	cfg.HTTP.TrustClientTraceparent = true
+	_, srv := startGateway(t, b, cfg)
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	h := modernHeaders("tools/call", "Mcp-Name", "beta_add", "Traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
 	resp := send(t, http.MethodPost, srv.URL+"/mcp", h, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{`+modernMeta+`,"name":"beta_add","arguments":{"a":1,"b":2}}}`)
@@ -73,6 +77,60 @@ func TestRequestSpanAndMetrics(t *testing.T) {
 	if !strings.Contains(string(metrics.body), `switchboard_gateway_mcp_requests_total{era="modern",method="tools/call",outcome="ok"} 1`) ||
 		!strings.Contains(string(metrics.body), "switchboard_gateway_mcp_request_duration_seconds_bucket") {
 		t.Fatalf("metrics:\n%s", metrics.body)
+	}
+}
+
+// TestUntrustedTraceparent: by default a client's traceparent is not the
+// parent of the request's span: the span starts a trace of its own,
+// sampled by the gateway's sampler whatever the client's sampled flag,
+// and links to the client's span context.
+func TestUntrustedTraceparent(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	prevProvider, prevProp, prevTracer := otel.GetTracerProvider(), otel.GetTextMapPropagator(), tracer
+	t.Cleanup(func() { otel.SetTracerProvider(prevProvider); otel.SetTextMapPropagator(prevProp); tracer = prevTracer })
+	// The package's tracer was bound to the first provider ever set;
+	// point it at this test's.
+	use := func(p *sdktrace.TracerProvider) {
+		otel.SetTracerProvider(p)
+		tracer = p.Tracer("github.com/switchboard-mcp/switchboard/gateway")
+	}
+	provider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans), sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())))
+	use(provider)
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+
+	b := startBackends(t)
+	_, srv := startGateway(t, b, testGatewayConfig(b))
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	h := modernHeaders("tools/list", "Traceparent", "00-"+traceID+"-00f067aa0ba902b7-01", "Baggage", "k=v")
+	if resp := send(t, http.MethodPost, srv.URL+"/mcp", h, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{`+modernMeta+`}}`); resp.status != 200 {
+		t.Fatalf("list: %d %s", resp.status, resp.body)
+	}
+	_ = provider.ForceFlush(context.Background())
+	if n := len(spans.Ended()); n != 0 {
+		t.Fatalf("%d spans recorded: the client's sampled flag forced sampling", n)
+	}
+
+	// Sampled by the gateway: the span is a root, linked to the client's.
+	provider = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	use(provider)
+	if resp := send(t, http.MethodPost, srv.URL+"/mcp", h, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{`+modernMeta+`}}`); resp.status != 200 {
+		t.Fatalf("list: %d %s", resp.status, resp.body)
+	}
+	_ = provider.ForceFlush(context.Background())
+	var server sdktrace.ReadOnlySpan
+	for _, s := range spans.Ended() {
+		if s.SpanKind() == trace.SpanKindServer && s.Name() == "tools/list" {
+			server = s
+		}
+	}
+	if server == nil {
+		t.Fatal("no server span")
+	}
+	if server.SpanContext().TraceID().String() == traceID || server.Parent().IsValid() {
+		t.Errorf("the span continues the client's trace (trace %s, parent %v)", server.SpanContext().TraceID(), server.Parent())
+	}
+	if links := server.Links(); len(links) != 1 || links[0].SpanContext.TraceID().String() != traceID {
+		t.Errorf("links %v, want one to the client's span context", links)
 	}
 }
 
