@@ -99,10 +99,13 @@ func (g *Gateway) hostAllowed(r *http.Request) bool {
 }
 
 // originAllowed validates a browser's Origin: it must be one configured,
-// exactly. It is never inferred from the Host: a page that rebinds its own
-// name to the gateway's address sends a Host and an Origin that agree.
-// Requests without Origin (non-browser clients) pass; an empty, repeated
-// or opaque ("null") Origin does not.
+// exactly, or, when none is configured (a local gateway), the gateway's
+// own origin reached by a loopback address. It
+// is never inferred from any other Host: a page that rebinds its own name
+// to the gateway's address sends a Host and an Origin that agree, but
+// that Host is the attacker's name, never a loopback one (a browser sets
+// Host from the URL it loads). Requests without Origin (non-browser
+// clients) pass; an empty, repeated or opaque ("null") Origin does not.
 func (g *Gateway) originAllowed(r *http.Request) bool {
 	values, sent := r.Header["Origin"]
 	if !sent {
@@ -115,7 +118,35 @@ func (g *Gateway) originAllowed(r *http.Request) bool {
 		return true
 	}
 	canon, err := config.ParseOrigin(values[0])
-	return err == nil && g.rules.origins[canon]
+	if err != nil {
+		return false
+	}
+	if len(g.rules.origins) > 0 {
+		return g.rules.origins[canon]
+	}
+	return sameLoopbackOrigin(r, canon)
+}
+
+// sameLoopbackOrigin reports whether origin (canonical) is the origin of
+// the request's own Host and that Host is a loopback name or address: a
+// page the gateway's own loopback address served (a local console or
+// inspector on the same port), which DNS rebinding cannot produce.
+func sameLoopbackOrigin(r *http.Request, origin string) bool {
+	host, _, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host = r.Host
+	}
+	host = strings.Trim(host, "[]")
+	ip := net.ParseIP(host)
+	if !strings.EqualFold(host, "localhost") && (ip == nil || !ip.IsLoopback()) {
+		return false
+	}
+	own, err := config.ParseOrigin("http://" + r.Host)
+	if err == nil && own == origin {
+		return true
+	}
+	own, err = config.ParseOrigin("https://" + r.Host)
+	return err == nil && own == origin
 }
 
 // guard applies the Host and Origin rules before anything else (before

@@ -137,3 +137,41 @@ func TestPreflightParams(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnLoopbackOrigin: a gateway with no origins configured accepts a
+// browser page of its own loopback origin (what the conformance suite's
+// valid-localhost case sends), and nothing else: not another port, and
+// not a rebound name whose Host and Origin agree.
+func TestOwnLoopbackOrigin(t *testing.T) {
+	b := startBackends(t)
+	_, srv := startGateway(t, b, testGatewayConfig(b))
+	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + modernMeta + `}}`
+	host := strings.TrimPrefix(srv.URL, "http://")
+	_, port, _ := strings.Cut(host, ":")
+	cases := []struct {
+		name, host, origin string
+		want               int
+	}{
+		{"own loopback origin", host, srv.URL, http.StatusOK},
+		{"own origin as localhost", "localhost:" + port, "http://localhost:" + port, http.StatusOK},
+		{"another loopback port", host, "http://127.0.0.1:1", http.StatusForbidden},
+		{"loopback origin, other host", "localhost:" + port, srv.URL, http.StatusForbidden},
+		{"rebound name agreeing with its Host", "attacker.example:" + port, "http://attacker.example:" + port, http.StatusForbidden},
+	}
+	for _, tc := range cases {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(list))
+		for k, v := range modernHeaders("tools/list") {
+			req.Header.Set(k, v)
+		}
+		req.Host = tc.host
+		req.Header.Set("Origin", tc.origin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, resp.StatusCode, tc.want)
+		}
+	}
+}
