@@ -37,6 +37,7 @@ type Gateway struct {
 	Cache      CachePolicy   `yaml:"cache"`
 	ServerInfo ServerInfo    `yaml:"serverInfo"`
 	Timeouts   GatewayTiming `yaml:"timeouts"`
+	Streams    StreamLimits  `yaml:"streams"`
 }
 
 // GatewayAuth selects how MCP callers authenticate.
@@ -136,6 +137,19 @@ type GatewayTiming struct {
 	Request Duration `yaml:"request"`
 }
 
+// StreamLimits bound the long-lived notification streams (Modern
+// subscriptions/listen and the Legacy GET stream) a replica holds open:
+// each holds an aggregator watch. A stream past a limit is refused with
+// HTTP 429 (a listen with a JSON-RPC error in the body).
+type StreamLimits struct {
+	// MaxPerPrincipal bounds one principal's open streams (default 32). In
+	// anonymous mode every client is the same principal: raise it to
+	// MaxOpen there.
+	MaxPerPrincipal int `yaml:"maxPerPrincipal"`
+	// MaxOpen bounds the open streams of the replica (default 4096).
+	MaxOpen int `yaml:"maxOpen"`
+}
+
 // Gateway defaults, applied by WithDefaults.
 const (
 	DefaultGatewayListen  = "127.0.0.1:8080"
@@ -145,6 +159,10 @@ const (
 	DefaultSessionTTL     = 24 * time.Hour
 	DefaultRequestTimeout = 2 * time.Minute
 	DefaultSearchLimit    = 8
+	// DefaultStreamsPerPrincipal and DefaultMaxStreams bound the open
+	// notification streams of a replica.
+	DefaultStreamsPerPrincipal = 32
+	DefaultMaxStreams          = 4096
 )
 
 // WithDefaults returns g with every unset value at its default: the one
@@ -162,6 +180,12 @@ func (g Gateway) WithDefaults() Gateway {
 	g.Timeouts.Request = Duration(g.Timeouts.Request.Or(DefaultRequestTimeout))
 	if g.Optimizer.Limit <= 0 {
 		g.Optimizer.Limit = DefaultSearchLimit
+	}
+	if g.Streams.MaxPerPrincipal <= 0 {
+		g.Streams.MaxPerPrincipal = DefaultStreamsPerPrincipal
+	}
+	if g.Streams.MaxOpen <= 0 {
+		g.Streams.MaxOpen = DefaultMaxStreams
 	}
 	if g.ServerInfo.Name == "" {
 		g.ServerInfo.Name = "switchboard"
@@ -181,6 +205,9 @@ func (g Gateway) Validate() error {
 	case "", "anonymous", "apiKeys", "oidc":
 	default:
 		return fmt.Errorf("gateway.auth.mode %q: want anonymous, apiKeys or oidc", g.Auth.Mode)
+	}
+	if g.Streams.MaxPerPrincipal < 0 || g.Streams.MaxOpen < 0 {
+		return errors.New("gateway.streams: limits must not be negative (0 takes the default)")
 	}
 	return nil
 }

@@ -57,6 +57,11 @@ func (s *Server) listen(ctx context.Context, req *Request, resp Responder) (json
 	}
 	var w *catalogWatch
 	if !kinds.empty() || len(filter.ResourceSubscriptions) > 0 {
+		release, rerr := s.limits.acquire(req.Principal)
+		if rerr != nil {
+			return nil, rerr
+		}
+		defer release()
 		var err error
 		if w, err = s.openWatch(ctx, req.Principal, filter.ResourceSubscriptions); err != nil {
 			return nil, mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
@@ -102,6 +107,11 @@ func (s *Server) listen(ctx context.Context, req *Request, resp Responder) (json
 // before anything was sent.
 func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder) *wire.Error {
 	kinds := listKinds{tools: req.View == ViewRaw, resources: true, prompts: true}
+	release, rerr := s.limits.acquire(req.Principal)
+	if rerr != nil {
+		return rerr
+	}
+	defer release()
 	uris, changed := s.local.Subscriptions(req.Session, req.SessionExpiry)
 	w, err := s.openWatch(ctx, req.Principal, uris)
 	if err != nil {

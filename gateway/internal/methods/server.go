@@ -73,6 +73,9 @@ type Config struct {
 	RequestTimeout time.Duration
 	KeepAlive      time.Duration
 	SearchLimit    uint32
+	// StreamsPerPrincipal and MaxStreams bound the open listen and GET
+	// streams (see streamLimits).
+	StreamsPerPrincipal, MaxStreams int
 }
 
 // Server serves the methods by calling the aggregator and the indexer.
@@ -84,6 +87,7 @@ type Server struct {
 	local   *session.Local
 	log     *slog.Logger
 	streams func(kind string) (done func())
+	limits  *streamLimits
 	closing <-chan struct{}
 }
 
@@ -106,7 +110,7 @@ func New(cfg Config, d Deps) *Server {
 		d.Streams = func(string) func() { return func() {} }
 	}
 	return &Server{cfg: cfg, agg: d.Aggregator, idx: d.Indexer, sealer: d.Sealer, local: d.Local, log: d.Log,
-		streams: d.Streams, closing: d.Closing}
+		streams: d.Streams, limits: newStreamLimits(cfg.StreamsPerPrincipal, cfg.MaxStreams), closing: d.Closing}
 }
 
 type handler func(s *Server, ctx context.Context, req *Request, resp Responder) (json.RawMessage, *wire.Error)
