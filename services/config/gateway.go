@@ -113,7 +113,9 @@ type GatewayHTTP struct {
 
 // CachePolicy sets the ttlMs the gateway advertises on cacheable results
 // (server/discover, the lists, resources/read). Their cacheScope is always
-// "private": every view is filtered per principal.
+// "private": every view is filtered per principal. A resources/read result
+// is the backend's: it gets the smaller of this TTL and the backend's
+// ttlMs (absent or negative counts as 0), and an input retry's result 0.
 type CachePolicy struct {
 	// TTL is the advertised freshness (default 60s; "0s" is not possible,
 	// use a small value such as 1ms to make results immediately stale).

@@ -109,8 +109,7 @@ func (s *Server) roundTrips(ctx context.Context, req *Request, resp Responder, r
 			}
 		}
 		if resultType != "input_required" {
-			// A retry's result answers one client's input: never cacheable.
-			return s.shape(req, result, cacheable && !rt.retry())
+			return s.shapeBackendResult(req, result, cacheable, rt.retry())
 		}
 		if req.Era != mcpspec.EraLegacy {
 			return s.inputRequired(req, rt, result)
@@ -128,6 +127,24 @@ func (s *Server) roundTrips(ctx context.Context, req *Request, resp Responder, r
 			_ = json.Unmarshal(raw, &rt.requestState)
 		}
 	}
+}
+
+// shapeBackendResult shapes a backend's complete result. A cacheable one
+// (resources/read) carries the backend's cache hints lowered to the
+// gateway's; a retry's result answers one client's input and is
+// immediately stale (ttlMs 0: the spec wants both hints on every complete
+// read result, and no retry cached).
+func (s *Server) shapeBackendResult(req *Request, result []byte, cacheable, retry bool) (json.RawMessage, *wire.Error) {
+	shaping := s.shaping(req, cacheable)
+	shaping.FromBackend = true
+	if retry {
+		shaping.TTLms = 0
+	}
+	out, err := wire.Shape(result, shaping)
+	if err != nil {
+		return nil, wire.NewError(wire.CodeInternalError, "internal error: malformed result from the server")
+	}
+	return out, nil
 }
 
 // inputRequests reads the inputRequests member of an input_required result
