@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -86,5 +87,32 @@ func quoted(s string) string {
 }
 
 // accepted is the inputResponses of a retry that confirms the confirm
-// behaviour's elicitation.
-const accepted = `"inputResponses":{"confirm":{"action":"accept","content":{"ok":true}}}`
+// behaviour's elicitation, asked under key.
+func accepted(key string) string {
+	return `"inputResponses":{` + quoted(key) + `:{"action":"accept","content":{"ok":true}}}`
+}
+
+// inputRequired reads an input_required result: its requestState and the
+// key of its one input request.
+func inputRequired(t *testing.T, what string, r rpcReply) (state, key string) {
+	t.Helper()
+	var requests map[string]json.RawMessage
+	if r.Error != nil || r.member("resultType") != `"input_required"` ||
+		json.Unmarshal(r.Result["requestState"], &state) != nil || state == "" ||
+		json.Unmarshal(r.Result["inputRequests"], &requests) != nil || len(requests) != 1 {
+		t.Fatalf("%s: %s, want input_required with a requestState and one input request", what, r)
+	}
+	for k := range requests {
+		key = k
+	}
+	return state, key
+}
+
+// String describes the reply for failure messages.
+func (r rpcReply) String() string {
+	if r.Error != nil {
+		return fmt.Sprintf("HTTP %d, error %d %q", r.status, r.Error.Code, r.Error.Message)
+	}
+	b, _ := json.Marshal(r.Result)
+	return fmt.Sprintf("HTTP %d, result %.400s", r.status, b)
+}
