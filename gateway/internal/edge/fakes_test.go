@@ -302,6 +302,22 @@ type fakeIndexer struct {
 	watchers map[chan string]struct{}
 	down     atomic.Bool
 	searches atomic.Int64
+	// consumed are the request state digests used up.
+	consumed map[string]bool
+}
+
+func (x *fakeIndexer) ConsumeRequestState(_ context.Context, req *indexerv1.ConsumeRequestStateRequest) (*indexerv1.ConsumeRequestStateResponse, error) {
+	if x.down.Load() {
+		return nil, status.Error(codes.Unavailable, "indexer down")
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.consumed == nil {
+		x.consumed = map[string]bool{}
+	}
+	first := !x.consumed[req.GetStateDigest()]
+	x.consumed[req.GetStateDigest()] = true
+	return &indexerv1.ConsumeRequestStateResponse{FirstUse: first}, nil
 }
 
 func (x *fakeIndexer) Search(ctx context.Context, req *indexerv1.SearchRequest) (*indexerv1.SearchResponse, error) {

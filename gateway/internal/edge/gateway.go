@@ -106,7 +106,7 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 		StreamsPerPrincipal: cfg.Streams.MaxPerPrincipal,
 		MaxStreams:          cfg.Streams.MaxOpen,
 	}, methods.Deps{
-		Aggregator: deps.Aggregator, Indexer: deps.Indexer, Sealer: sealer, Local: g.local, Log: log,
+		Aggregator: deps.Aggregator, Indexer: deps.Indexer, Sealer: sealer, StateUses: session.NewStateUses(deps.Indexer), Local: g.local, Log: log,
 		Streams: metrics.openStream, Closing: g.closing,
 	})
 	return g, nil
