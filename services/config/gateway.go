@@ -27,8 +27,9 @@ type Gateway struct {
 	// Aggregator is the AggregatorService endpoint (required).
 	Aggregator Endpoint `yaml:"aggregator"`
 	// Indexer is the IndexerService endpoint. It serves find_tool and
-	// records Legacy session deletions for every replica. Empty: find_tool
-	// answers with an error result and deletions stay local to a replica.
+	// records Legacy session deletions and the request states used up, for
+	// every replica. Empty: find_tool answers with an error result, and
+	// deletions and used request states stay local to a replica.
 	Indexer    Endpoint      `yaml:"indexer"`
 	Auth       GatewayAuth   `yaml:"auth"`
 	Optimizer  Optimizer     `yaml:"optimizer"`
