@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/switchboard-mcp/switchboard/test/harness"
@@ -43,7 +44,8 @@ func (m mrtrCase) retry(t *testing.T, url, params, state, key string) rpcReply {
 // accepted once, with the arguments of the call that produced it, at
 // either replica: a replay (at the same or the other replica) and a retry
 // with other arguments get -32602, and the backend never sees them (its
-// own call counts say so).
+// own call counts say so). With the indexer, which keeps the record,
+// stopped, a retry is refused with -32603 and succeeds once it is back.
 func TestRequestStateOnceAcrossReplicas(t *testing.T) {
 	c := startClusterWith(t, true,
 		harness.Backend{Name: "alpha", Spec: confirmSpec},
@@ -97,5 +99,23 @@ func TestRequestStateOnceAcrossReplicas(t *testing.T) {
 		})
 	}
 	t.Logf("requests that reached the backends: alpha %v, legacy %v", c.Calls(t, "alpha"), c.Calls(t, "legacy"))
+
+	// The record of used states is the indexer's: while it is down a retry
+	// is refused (-32603) without reaching the backend or using the state
+	// up, and the same retry succeeds once it is back.
+	pay := mrtrCase{"tools/call", "alpha_pay", `"name":"alpha_pay","arguments":{"amount":5}`}
+	state, key := pay.first(t, one)
+	n := c.Calls(t, "alpha")["tools/call pay"]
+	c.Indexer.Stop()
+	if r := pay.retry(t, two, pay.params, state, key); r.Error == nil || r.Error.Code != -32603 || c.Calls(t, "alpha")["tools/call pay"] != n {
+		t.Errorf("a retry with the indexer down: %s, backend requests %d -> %d; want -32603, none", r, n, c.Calls(t, "alpha")["tools/call pay"])
+	}
+	c.Indexer.Restart()
+	eventually(t, "the retry succeeds once the indexer is back", pollDeadline, func() error {
+		if r := pay.retry(t, two, pay.params, state, key); r.Error != nil || r.member("resultType") != `"complete"` {
+			return fmt.Errorf("%s", r)
+		}
+		return nil
+	})
 	checkNoCrash(t, procs(c), nil)
 }
