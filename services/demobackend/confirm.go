@@ -18,7 +18,7 @@ import (
 // accepts a replayed retry as often as it comes: what stops a replay is
 // the gateway in front of it.
 
-// confirmStatePrefix starts every requestState the backend issues.
+// confirmStatePrefix starts every requestState the backend hands out.
 const confirmStatePrefix = "demo-confirm:"
 
 // confirmRequest is what a confirm call still needs.

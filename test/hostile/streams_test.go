@@ -114,12 +114,12 @@ func (c *client) assertRefused(t *testing.T, what string, r request, wantID stri
 	if wantID == "" {
 		return
 	}
-	var env struct {
+	var reply struct {
 		ID    json.RawMessage `json:"id"`
 		Error *rpcError       `json:"error"`
 	}
-	if json.Unmarshal([]byte(s.body), &env) != nil || env.Error == nil || string(env.ID) != wantID || !specCodes[env.Error.Code] ||
-		!strings.Contains(env.Error.Message, "streams") {
+	if json.Unmarshal([]byte(s.body), &reply) != nil || reply.Error == nil || string(reply.ID) != wantID || !specCodes[reply.Error.Code] ||
+		!strings.Contains(reply.Error.Message, "streams") {
 		t.Fatalf("%s: body %q, want a JSON-RPC error for id %s that says why", what, s.body, wantID)
 	}
 }
