@@ -29,8 +29,9 @@ type Gateway struct {
 	// Aggregator is the AggregatorService endpoint (required).
 	Aggregator Endpoint `yaml:"aggregator"`
 	// Indexer is the IndexerService endpoint. It serves find_tool and
-	// records Legacy session deletions for every replica. Empty: find_tool
-	// answers with an error result and deletions stay local to a replica.
+	// records Legacy session deletions and the request states used up, for
+	// every replica. Empty: find_tool answers with an error result, and
+	// deletions and used request states stay local to a replica.
 	Indexer    Endpoint      `yaml:"indexer"`
 	Auth       GatewayAuth   `yaml:"auth"`
 	Optimizer  Optimizer     `yaml:"optimizer"`
@@ -39,6 +40,7 @@ type Gateway struct {
 	Cache      CachePolicy   `yaml:"cache"`
 	ServerInfo ServerInfo    `yaml:"serverInfo"`
 	Timeouts   GatewayTiming `yaml:"timeouts"`
+	Streams    StreamLimits  `yaml:"streams"`
 }
 
 // GatewayAuth selects how MCP callers authenticate.
@@ -164,7 +166,9 @@ type GatewayHTTP struct {
 
 // CachePolicy sets the ttlMs the gateway advertises on cacheable results
 // (server/discover, the lists, resources/read). Their cacheScope is always
-// "private": every view is filtered per principal.
+// "private": every view is filtered per principal. A resources/read result
+// is the backend's: it gets the smaller of this TTL and the backend's
+// ttlMs (absent or negative counts as 0), and an input retry's result 0.
 type CachePolicy struct {
 	// TTL is the advertised freshness (default 60s; "0s" is not possible,
 	// use a small value such as 1ms to make results immediately stale).
@@ -188,6 +192,19 @@ type GatewayTiming struct {
 	Request Duration `yaml:"request"`
 }
 
+// StreamLimits bound the long-lived notification streams (Modern
+// subscriptions/listen and the Legacy GET stream) a replica holds open:
+// each holds an aggregator watch. A stream past a limit is refused with
+// HTTP 429 (a listen with a JSON-RPC error in the body).
+type StreamLimits struct {
+	// MaxPerPrincipal bounds one principal's open streams (default 32). In
+	// anonymous mode every client is the same principal: raise it to
+	// MaxOpen there.
+	MaxPerPrincipal int `yaml:"maxPerPrincipal"`
+	// MaxOpen bounds the open streams of the replica (default 4096).
+	MaxOpen int `yaml:"maxOpen"`
+}
+
 // Gateway defaults, applied by WithDefaults.
 const (
 	DefaultGatewayListen  = "127.0.0.1:8080"
@@ -202,6 +219,10 @@ const (
 	DefaultJWKSMaxBackoff  = 2 * time.Minute
 	DefaultJWKSMaxAge      = 10 * time.Minute
 	DefaultJWKSTimeout     = 10 * time.Second
+	// DefaultStreamsPerPrincipal and DefaultMaxStreams bound the open
+	// notification streams of a replica.
+	DefaultStreamsPerPrincipal = 32
+	DefaultMaxStreams          = 4096
 )
 
 // WithDefaults returns g with every unset value at its default: the one
@@ -221,6 +242,12 @@ func (g Gateway) WithDefaults() Gateway {
 	if g.Optimizer.Limit <= 0 {
 		g.Optimizer.Limit = DefaultSearchLimit
 	}
+	if g.Streams.MaxPerPrincipal <= 0 {
+		g.Streams.MaxPerPrincipal = DefaultStreamsPerPrincipal
+	}
+	if g.Streams.MaxOpen <= 0 {
+		g.Streams.MaxOpen = DefaultMaxStreams
+	}
 	if g.ServerInfo.Name == "" {
 		g.ServerInfo.Name = "switchboard"
 	}
@@ -239,6 +266,9 @@ func (g Gateway) Validate() error {
 	case "", "anonymous", "apiKeys", "oidc":
 	default:
 		return fmt.Errorf("gateway.auth.mode %q: want anonymous, apiKeys or oidc", g.Auth.Mode)
+	}
+	if g.Streams.MaxPerPrincipal < 0 || g.Streams.MaxOpen < 0 {
+		return errors.New("gateway.streams: limits must not be negative (0 takes the default)")
 	}
 	return g.validateEdge()
 }

@@ -25,6 +25,7 @@ const maxAdminBody = 1 << 20
 //	DELETE /admin/tools/N remove tool N
 //	GET /admin/tools      the tool names, as a JSON array
 //	POST /admin/resources/updated  {"uri": U}: tell U's subscribers it changed
+//	GET /admin/calls      requests that reached each handler (see Calls)
 //
 // The admin endpoints are unauthenticated: they exist so tests can change
 // the catalog of a running backend. Bind the backend to loopback.
@@ -36,6 +37,9 @@ func (b *Backend) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /admin/tools", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, b.ToolNames())
+	})
+	mux.HandleFunc("GET /admin/calls", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, b.Calls())
 	})
 	mux.HandleFunc("POST /admin/tools", func(w http.ResponseWriter, r *http.Request) {
 		var t ToolSpec

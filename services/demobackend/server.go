@@ -58,6 +58,9 @@ type Backend struct {
 
 	mu    sync.Mutex
 	tools map[string]bool
+	// calls counts the requests that reached a tool or resource handler,
+	// by "<method> <name or uri>" (see Calls).
+	calls map[string]int
 }
 
 // New builds a backend serving spec.
@@ -72,14 +75,21 @@ func New(spec Spec, opts Options) (*Backend, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	b := &Backend{name: opts.Name, statefulOnly: opts.StatefulOnly, log: log, tools: map[string]bool{}}
+	b := &Backend{name: opts.Name, statefulOnly: opts.StatefulOnly, log: log, tools: map[string]bool{}, calls: map[string]int{}}
 	var err error
 	if b.extensions, err = encodeExtensions(spec.Extensions); err != nil {
 		return nil, fmt.Errorf("demo backend %s: %w", opts.Name, err)
 	}
+	var setCacheable func(context.Context, mcp.Request, *mcp.Cacheable)
+	if c := spec.Cache; c != nil {
+		setCacheable = func(_ context.Context, _ mcp.Request, hints *mcp.Cacheable) {
+			hints.TTLMs, hints.CacheScope = c.TTLMs, c.Scope
+		}
+	}
 	b.server = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: "demo"}, &mcp.ServerOptions{
 		Instructions:      spec.Instructions,
 		CompletionHandler: b.completer(spec.Prompts),
+		SetCacheable:      setCacheable,
 		// Announce every kind even when empty, so a kind added later
 		// through /admin is delivered as list_changed.
 		Capabilities: &mcp.ServerCapabilities{
@@ -162,6 +172,7 @@ func (b *Backend) addTool(t ToolSpec) {
 // of its structured content, which always names the backend and the tool.
 func (b *Backend) toolHandler(t ToolSpec) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		b.count("tools/call " + t.Name)
 		answer := map[string]any{"backend": b.name, "tool": t.Name}
 		var args map[string]any
 		if raw := req.Params.Arguments; len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
@@ -170,6 +181,12 @@ func (b *Backend) toolHandler(t ToolSpec) mcp.ToolHandler {
 			}
 		}
 		switch t.behaviour() {
+		case BehaviourConfirm:
+			if res := b.confirmation(t.Name, req.Params.InputResponses, req.Params.RequestState); res != nil {
+				return &mcp.CallToolResult{InputRequests: res.requests, RequestState: res.state}, nil
+			}
+			answer["confirmed"] = true
+			fallthrough
 		case BehaviourEcho:
 			if args == nil {
 				args = map[string]any{}
@@ -224,6 +241,12 @@ func (b *Backend) addResource(r ResourceSpec) {
 	b.server.AddResource(&mcp.Resource{
 		URI: r.URI, Name: r.Name, Description: r.Description, MIMEType: r.MIMEType,
 	}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		b.count("resources/read " + r.URI)
+		if r.Confirm {
+			if res := b.confirmation(r.URI, req.Params.InputResponses, req.Params.RequestState); res != nil {
+				return &mcp.ReadResourceResult{InputRequests: res.requests, RequestState: res.state}, nil
+			}
+		}
 		return b.contents(req.Params.URI, r.MIMEType, r.Text), nil
 	})
 }

@@ -26,9 +26,13 @@ const (
 	// BehaviourSleep waits for the duration argument (a Go duration such as
 	// "500ms"), or until the call is cancelled.
 	BehaviourSleep = "sleep"
+	// BehaviourConfirm asks the client to confirm first (an input_required
+	// result with an elicitation and a requestState, see confirm.go), then
+	// answers like echo with "confirmed": true.
+	BehaviourConfirm = "confirm"
 )
 
-var behaviours = []string{BehaviourEcho, BehaviourText, BehaviourAdd, BehaviourError, BehaviourSleep}
+var behaviours = []string{BehaviourEcho, BehaviourText, BehaviourAdd, BehaviourError, BehaviourSleep, BehaviourConfirm}
 
 // Spec is what a demo backend serves. It is read from YAML (--config) and
 // the tool entries are also the body of POST /admin/tools (JSON).
@@ -44,6 +48,18 @@ type Spec struct {
 	// result, beyond what go-sdk models: a stand-in for vendor fields and
 	// newer revisions' members, to show they pass through a gateway.
 	Extensions map[string]any `yaml:"extensions" json:"extensions,omitempty"`
+	// Cache, when set, gives every cacheable result (server/discover, the
+	// lists, resources/read) these cache hints instead of go-sdk's
+	// defaults (ttlMs 0, cacheScope "public").
+	Cache *CacheSpec `yaml:"cache" json:"cache,omitempty"`
+}
+
+// CacheSpec are the cache hints of a backend's cacheable results. Any
+// value is sent as it is, negative ttlMs and unknown scopes included, so
+// tests can see what a client makes of them.
+type CacheSpec struct {
+	TTLMs int    `yaml:"ttlMs" json:"ttlMs"`
+	Scope string `yaml:"scope" json:"scope,omitempty"`
 }
 
 // ToolSpec is one tool. Text may use the placeholders {backend} and {tool}.
@@ -66,6 +82,9 @@ type ResourceSpec struct {
 	Description string `yaml:"description" json:"description,omitempty"`
 	MIMEType    string `yaml:"mimeType" json:"mimeType,omitempty"`
 	Text        string `yaml:"text" json:"text"`
+	// Confirm makes a read ask the client to confirm first, as the confirm
+	// tool behaviour does.
+	Confirm bool `yaml:"confirm" json:"confirm,omitempty"`
 }
 
 // TemplateSpec is one resource template (RFC 6570). Text may use

@@ -28,7 +28,18 @@ func (c *Cluster) RemoveTool(t testing.TB, backend, tool string) {
 	c.admin(t, backend, http.MethodDelete, "/admin/tools/"+tool, nil, http.StatusNoContent)
 }
 
-func (c *Cluster) admin(t testing.TB, backend, method, path string, body []byte, want int) {
+// Calls returns how many requests reached each handler of a running demo
+// backend of the cluster, by "tools/call <tool>" and "resources/read <uri>".
+func (c *Cluster) Calls(t testing.TB, backend string) map[string]int {
+	t.Helper()
+	var calls map[string]int
+	if err := json.Unmarshal(c.admin(t, backend, http.MethodGet, "/admin/calls", nil, http.StatusOK), &calls); err != nil {
+		t.Fatalf("GET /admin/calls of %s: %v", backend, err)
+	}
+	return calls
+}
+
+func (c *Cluster) admin(t testing.TB, backend, method, path string, body []byte, want int) []byte {
 	t.Helper()
 	mcpURL, ok := c.BackendURLs[backend]
 	if !ok {
@@ -45,8 +56,9 @@ func (c *Cluster) admin(t testing.TB, backend, method, path string, body []byte,
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != want {
-		msg, _ := io.ReadAll(resp.Body)
-		t.Fatalf("%s %s: %s %s", method, url, resp.Status, msg)
+	msg, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != want {
+		t.Fatalf("%s %s: %s %s %v", method, url, resp.Status, msg, err)
 	}
+	return msg
 }

@@ -119,6 +119,7 @@ gateway:
       - {key: ` + bobKey + `, subject: bob, groups: [admins]}
   http:
     maxBodyBytes: ` + "262144" + `
+  streams: {maxPerPrincipal: 4, maxOpen: 6}
   aggregator:
     address: 127.0.0.1:{{aggregator}}
     token: ${SWITCHBOARD_GATEWAY_TOKEN}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,7 +29,10 @@ import (
 // Config.InputWait is cancelled at the backend and forgotten; a retry after
 // that gets ErrHeldCallGone.
 
-// HeldStatePrefix starts the requestState of a held call.
+// HeldStatePrefix starts the requestState of a held call, which names the
+// call and the round of input it answers ("switchboard-held:<id>.<round>"):
+// a state answers its own round once, never a later question of the same
+// call.
 const HeldStatePrefix = "switchboard-held:"
 
 // ErrHeldCallGone: the requestState names a held call that has ended, was
@@ -141,10 +145,10 @@ func (c *Client) CallToolAsking(ctx context.Context, params *mcp.CallToolParams,
 // ResumeHeld answers the held call named by state with the client's input
 // responses (keyed as its inputRequests were) and carries the call on.
 func (c *Client) ResumeHeld(ctx context.Context, state, owner string, responses map[string]json.RawMessage) (*mcp.CallToolResult, error) {
-	id := strings.TrimPrefix(state, HeldStatePrefix)
+	id, round, _ := strings.Cut(strings.TrimPrefix(state, HeldStatePrefix), ".")
 	c.heldMu.Lock()
 	h := c.held[id]
-	if h != nil && h.owner == owner {
+	if h != nil && h.owner == owner && round == strconv.Itoa(h.round) {
 		delete(c.held, id)
 		h.timer.Stop()
 	} else {
@@ -182,7 +186,7 @@ func (c *Client) await(ctx context.Context, h *heldCall) (*mcp.CallToolResult, e
 		c.held[h.id] = h
 		h.timer = time.AfterFunc(c.cfg.InputWait, func() { c.expire(h.id) })
 		c.heldMu.Unlock()
-		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{h.key: q.params}, RequestState: HeldStatePrefix + h.id}, nil
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{h.key: q.params}, RequestState: HeldStatePrefix + h.id + "." + strconv.Itoa(h.round)}, nil
 	case <-wait.Done():
 		h.cancel()
 		err := wait.Err()

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -54,5 +55,53 @@ func waitCancelled(t *testing.T, cancelled <-chan struct{}, what string) {
 	case <-cancelled:
 	case <-time.After(5 * time.Second):
 		t.Fatalf("%s was not cancelled at the backend", what)
+	}
+}
+
+// A held call's requestState answers its own round once: replayed after
+// the call asked again, it does not answer the new question.
+func TestHeldStateAnswersItsRoundOnce(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "legacy", Version: "1"}, nil)
+	server.AddTool(&mcp.Tool{Name: "twice", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		for range 2 {
+			if _, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "sure?", RequestedSchema: map[string]any{"type": "object"}}); err != nil {
+				return nil, err
+			}
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
+	})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	defer srv.Close()
+	c := New(Config{Name: "legacy", URL: srv.URL, Protocol: ProtocolLegacy}, nil, nil)
+	defer c.Close()
+	caps := &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}
+	ctx := context.Background()
+	answer := func(res *mcp.CallToolResult) map[string]json.RawMessage {
+		out := map[string]json.RawMessage{}
+		for key := range res.InputRequests {
+			out[key] = json.RawMessage(`{"action":"accept","content":{}}`)
+		}
+		return out
+	}
+	first, err := c.CallToolAsking(ctx, &mcp.CallToolParams{Name: "twice"}, caps, "alice")
+	if err != nil || len(first.InputRequests) != 1 {
+		t.Fatalf("first round: %v %v", first, err)
+	}
+	second, err := c.ResumeHeld(ctx, first.RequestState, "alice", answer(first))
+	if err != nil || len(second.InputRequests) != 1 || second.RequestState == first.RequestState {
+		t.Fatalf("second round: %+v %v", second, err)
+	}
+	if _, err := c.ResumeHeld(ctx, first.RequestState, "alice", answer(first)); !errors.Is(err, ErrHeldCallGone) {
+		t.Fatalf("the first round's state replayed for the second question: %v", err)
+	}
+	if _, err := c.ResumeHeld(ctx, second.RequestState, "bob", answer(second)); !errors.Is(err, ErrHeldCallGone) {
+		t.Fatalf("another caller's retry: %v", err)
+	}
+	done, err := c.ResumeHeld(ctx, second.RequestState, "alice", answer(second))
+	if err != nil || len(done.Content) != 1 {
+		t.Fatalf("last round: %+v %v", done, err)
+	}
+	if _, err := c.ResumeHeld(ctx, second.RequestState, "alice", answer(second)); !errors.Is(err, ErrHeldCallGone) {
+		t.Fatalf("a replay after the call ended: %v", err)
 	}
 }

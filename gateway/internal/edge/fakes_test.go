@@ -18,6 +18,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
@@ -59,6 +60,8 @@ type fakeAggregator struct {
 
 	mu       sync.Mutex
 	watchers map[chan *aggregatorv1.WatchCatalogResponse]bool
+	// subscribable are the resource URIs a watch subscribes to.
+	subscribable map[string]bool
 	// slowCancelled is closed when a beta_slow call sees its context end.
 	slowStarted   chan struct{}
 	slowCancelled chan struct{}
@@ -222,16 +225,23 @@ func (f *fakeAggregator) Complete(_ context.Context, req *aggregatorv1.CompleteR
 }
 
 func (f *fakeAggregator) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream aggregatorv1.AggregatorService_WatchCatalogServer) error {
+	// A nil event on ch ends the watch, as an aggregator restart would.
 	ch := make(chan *aggregatorv1.WatchCatalogResponse, 8)
+	first := &aggregatorv1.WatchCatalogResponse{CatalogVersion: 1}
 	f.mu.Lock()
 	f.watchers[ch] = true
+	for _, uri := range req.GetResourceUris() {
+		if f.subscribable[uri] {
+			first.SubscribedResourceUris = append(first.SubscribedResourceUris, uri)
+		}
+	}
 	f.mu.Unlock()
 	defer func() {
 		f.mu.Lock()
 		delete(f.watchers, ch)
 		f.mu.Unlock()
 	}()
-	if err := stream.Send(&aggregatorv1.WatchCatalogResponse{CatalogVersion: 1}); err != nil {
+	if err := stream.Send(first); err != nil {
 		return err
 	}
 	for {
@@ -239,10 +249,33 @@ func (f *fakeAggregator) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, str
 		case <-stream.Context().Done():
 			return nil
 		case ev := <-ch:
+			if ev == nil {
+				return status.Error(codes.Unavailable, "the aggregator is shutting down")
+			}
 			if err := stream.Send(ev); err != nil {
 				return err
 			}
 		}
+	}
+}
+
+// endWatches ends every open WatchCatalog stream.
+func (f *fakeAggregator) endWatches() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for ch := range f.watchers {
+		ch <- nil
+		delete(f.watchers, ch)
+	}
+}
+
+// setSubscribable sets the resource URIs later watches subscribe to.
+func (f *fakeAggregator) setSubscribable(uris ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.subscribable = map[string]bool{}
+	for _, u := range uris {
+		f.subscribable[u] = true
 	}
 }
 
@@ -269,6 +302,22 @@ type fakeIndexer struct {
 	watchers map[chan string]struct{}
 	down     atomic.Bool
 	searches atomic.Int64
+	// consumed are the request state digests used up.
+	consumed map[string]bool
+}
+
+func (x *fakeIndexer) ConsumeRequestState(_ context.Context, req *indexerv1.ConsumeRequestStateRequest) (*indexerv1.ConsumeRequestStateResponse, error) {
+	if x.down.Load() {
+		return nil, status.Error(codes.Unavailable, "indexer down")
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.consumed == nil {
+		x.consumed = map[string]bool{}
+	}
+	first := !x.consumed[req.GetStateDigest()]
+	x.consumed[req.GetStateDigest()] = true
+	return &indexerv1.ConsumeRequestStateResponse{FirstUse: first}, nil
 }
 
 func (x *fakeIndexer) Search(ctx context.Context, req *indexerv1.SearchRequest) (*indexerv1.SearchResponse, error) {

@@ -99,14 +99,16 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 		return nil, err
 	}
 	g.methods = methods.New(methods.Config{
-		ServerInfo:     info,
-		Instructions:   cfg.ServerInfo.Instructions,
-		CacheTTL:       time.Duration(cfg.Cache.TTL),
-		RequestTimeout: time.Duration(cfg.Timeouts.Request),
-		KeepAlive:      time.Duration(cfg.HTTP.KeepAlive),
-		SearchLimit:    uint32(cfg.Optimizer.Limit),
+		ServerInfo:          info,
+		Instructions:        cfg.ServerInfo.Instructions,
+		CacheTTL:            time.Duration(cfg.Cache.TTL),
+		RequestTimeout:      time.Duration(cfg.Timeouts.Request),
+		KeepAlive:           time.Duration(cfg.HTTP.KeepAlive),
+		SearchLimit:         uint32(cfg.Optimizer.Limit),
+		StreamsPerPrincipal: cfg.Streams.MaxPerPrincipal,
+		MaxStreams:          cfg.Streams.MaxOpen,
 	}, methods.Deps{
-		Aggregator: deps.Aggregator, Indexer: deps.Indexer, Sealer: sealer, Local: g.local, Log: log,
+		Aggregator: deps.Aggregator, Indexer: deps.Indexer, Sealer: sealer, StateUses: session.NewStateUses(deps.Indexer), Local: g.local, Log: log,
 		Streams: metrics.openStream, Closing: g.closing,
 	})
 	return g, nil

@@ -123,6 +123,45 @@ func TestModernBackendElicitationThroughGateway(t *testing.T) {
 		if _, result, rerr := resp.rpc(t); resp.status != http.StatusOK || rerr != nil || !strings.Contains(string(result["content"]), "confirmed: accept with "+backendState) {
 			t.Fatalf("genuine retry: %d %s", resp.status, resp.body)
 		}
+		// Once: a replay is refused and never reaches the backend.
+		used := retries.Load()
+		resp = retry(state)
+		if _, _, rerr := resp.rpc(t); resp.status != http.StatusBadRequest || rerr == nil || rerr.Code != wire.CodeInvalidParams || retries.Load() != used {
+			t.Fatalf("replayed retry: %d %s, backend retries %d -> %d", resp.status, resp.body, used, retries.Load())
+		}
+	})
+
+	t.Run("state bound to the arguments, and to one use", func(t *testing.T) {
+		meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}}`
+		headers := modernHeaders("tools/call", "Mcp-Name", "modern_confirm")
+		call := func(args, extra string) wireResponse {
+			return send(t, http.MethodPost, srv.URL+"/mcp", headers,
+				`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{`+meta+`,"name":"modern_confirm","arguments":`+args+extra+`}}`)
+		}
+		_, result, rerr := call(`{"amount":3,"to":"bob"}`, "").rpc(t)
+		var state string
+		if rerr != nil || json.Unmarshal(result["requestState"], &state) != nil {
+			t.Fatalf("first round: %v %v", rerr, result)
+		}
+		answer := `,"inputResponses":{"ok":{"action":"accept","content":{}}},"requestState":` + string(mustJSON(t, state))
+		before := retries.Load()
+		resp := call(`{"amount":300,"to":"bob"}`, answer)
+		if _, _, rerr := resp.rpc(t); resp.status != http.StatusBadRequest || rerr == nil || rerr.Code != wire.CodeInvalidParams || retries.Load() != before {
+			t.Fatalf("retry with other arguments: %d %s", resp.status, resp.body)
+		}
+		// With the record unreachable the retry is refused for now, and
+		// the state is not used up.
+		b.idx.down.Store(true)
+		resp = call(`{"amount":3,"to":"bob"}`, answer)
+		b.idx.down.Store(false)
+		if _, _, rerr := resp.rpc(t); rerr == nil || rerr.Code != wire.CodeInternalError || retries.Load() != before {
+			t.Fatalf("retry with the indexer down: %d %s", resp.status, resp.body)
+		}
+		// The same arguments, encoded otherwise, are the same request.
+		resp = call(`{ "to": "bob", "amount": 3 }`, answer)
+		if _, _, rerr := resp.rpc(t); resp.status != http.StatusOK || rerr != nil || retries.Load() != before+1 {
+			t.Fatalf("retry with the arguments reordered: %d %s", resp.status, resp.body)
+		}
 	})
 }
 

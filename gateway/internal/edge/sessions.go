@@ -66,7 +66,11 @@ func (g *Gateway) serveSessionStream(w http.ResponseWriter, r *http.Request, v m
 		Session: session.IDDigest(id), SessionExpiry: claims.Expiry(), Version: claims.ProtocolVersion}
 	if rerr := g.methods.SessionStream(ctx, req, newResponse(w)); rerr != nil {
 		rec.outcome = "error"
-		http.Error(w, "Service Unavailable: "+rerr.Message, http.StatusServiceUnavailable)
+		status := http.StatusServiceUnavailable
+		if rerr.HTTPStatus != 0 {
+			status = rerr.HTTPStatus
+		}
+		http.Error(w, http.StatusText(status)+": "+rerr.Message, status)
 		return
 	}
 	rec.outcome = "ok"

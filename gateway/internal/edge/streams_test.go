@@ -156,3 +156,81 @@ func TestStreamsWithoutAggregator(t *testing.T) {
 		t.Fatalf("GET without aggregator: %d %s", resp.status, resp.body)
 	}
 }
+
+// nextEvent returns the next SSE data line, skipping keep-alive comments.
+func nextEvent(t *testing.T, lines *bufio.Scanner) string {
+	t.Helper()
+	for {
+		if d := nextData(t, lines); !strings.HasPrefix(d, ":") {
+			return d
+		}
+	}
+}
+
+// TestStreamsOutliveTheWatch: when the aggregator ends the catalog watch
+// under a listen and a GET stream (as a restart does), both stay open, get
+// list_changed once the watch is reopened (changes meanwhile were not
+// seen), and carry the changes after it. A listen whose acknowledged
+// resource subscription cannot be restored ends with its final result.
+func TestStreamsOutliveTheWatch(t *testing.T) {
+	b := startBackends(t)
+	_, srv := startGateway(t, b, testGatewayConfig(b))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, listen := openStream(t, ctx, srv.URL+"/mcp", modernHeaders("subscriptions/listen"),
+		`{"jsonrpc":"2.0","id":3,"method":"subscriptions/listen","params":{`+modernMeta+`,"notifications":{"toolsListChanged":true}}}`)
+	if ack := nextEvent(t, listen); !strings.Contains(ack, "acknowledged") {
+		t.Fatalf("ack = %s", ack)
+	}
+	h := legacyHeaders("alice-key", initializeOn(t, srv.URL+"/mcp", "alice-key"))
+	h["Accept"] = "text/event-stream"
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/mcp", nil)
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	get := bufio.NewScanner(resp.Body)
+	if d := nextData(t, get); d != ": ok" {
+		t.Fatalf("GET preamble %q", d)
+	}
+	eventually(t, "both watches open", func() bool { return b.agg.watcherCount() == 2 })
+
+	b.agg.endWatches()
+	tools := `"method":"notifications/tools/list_changed"`
+	if d := nextEvent(t, listen); !strings.Contains(d, tools) || !strings.Contains(d, `"io.modelcontextprotocol/subscriptionId":3`) {
+		t.Fatalf("listen after the watch was reopened: %s", d)
+	}
+	seen := map[string]bool{}
+	for len(seen) < 3 {
+		seen[nextEvent(t, get)] = true
+	}
+	for _, kind := range []string{"tools", "resources", "prompts"} {
+		if !seen[`{"jsonrpc":"2.0","method":"notifications/`+kind+`/list_changed","params":{}}`] {
+			t.Fatalf("GET after the watch was reopened: %v, want list_changed of %s", seen, kind)
+		}
+	}
+	eventually(t, "both watches reopened", func() bool { return b.agg.watcherCount() == 2 })
+	b.agg.notify(aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS)
+	if d := nextEvent(t, listen); !strings.Contains(d, tools) {
+		t.Fatalf("listen after a change on the reopened watch: %s", d)
+	}
+	if d := nextEvent(t, get); !strings.Contains(d, tools) {
+		t.Fatalf("GET after a change on the reopened watch: %s", d)
+	}
+
+	b.agg.setSubscribable("file:///a.txt")
+	_, sub := openStream(t, ctx, srv.URL+"/mcp", modernHeaders("subscriptions/listen"),
+		`{"jsonrpc":"2.0","id":4,"method":"subscriptions/listen","params":{`+modernMeta+`,"notifications":{"resourceSubscriptions":["file:///a.txt"]}}}`)
+	if ack := nextEvent(t, sub); !strings.Contains(ack, `"resourceSubscriptions":["file:///a.txt"]`) {
+		t.Fatalf("ack = %s", ack)
+	}
+	b.agg.setSubscribable()
+	b.agg.endWatches()
+	if end := nextEvent(t, sub); !strings.Contains(end, `"id":4,"result":{`) || !strings.Contains(end, `"io.modelcontextprotocol/subscriptionId":4`) {
+		t.Fatalf("a listen whose subscription cannot be restored: %s, want its final result", end)
+	}
+}

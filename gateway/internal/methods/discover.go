@@ -10,9 +10,15 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
 
-// capabilities describes what this principal can use: a kind is present
-// only when the principal's view has some of it, and listChanged is set
-// because the listen and GET streams deliver those notifications.
+// capabilities describes what this principal can use. The list kinds
+// follow what the gateway serves, not what the principal's view holds at
+// this moment: tools, resources and prompts are always announced, with
+// listChanged because the listen and GET streams deliver those
+// notifications, so a client that connected while a backend was down (an
+// empty view) still listens and learns of its items when it is back.
+// subscribe and completions describe the backends behind the view, so
+// they follow the view: some backend the principal sees something of
+// supports them.
 func (s *Server) capabilities(ctx context.Context, req *Request) (wire.Object, string, *wire.Error) {
 	d, err := s.agg.Discover(ctx, &aggregatorv1.DiscoverRequest{Principal: req.Principal})
 	if err != nil {
@@ -20,25 +26,20 @@ func (s *Server) capabilities(ctx context.Context, req *Request) (wire.Object, s
 	}
 	listChanged := map[string]bool{"listChanged": true}
 	caps := wire.Object{}
-	switch {
-	case req.View == ViewOptimized:
+	if req.View == ViewOptimized {
 		// find_tool and call_tool never change.
 		caps.Set("tools", struct{}{})
-	case d.GetToolCount() > 0:
+	} else {
 		caps.Set("tools", listChanged)
 	}
-	if d.GetResourceCount()+d.GetResourceTemplateCount() > 0 {
-		resources := map[string]bool{"listChanged": true}
-		// Updates are delivered (on a listen or GET stream) only where
-		// some backend of the principal's view supports subscribe.
-		if d.GetResourcesSubscribe() {
-			resources["subscribe"] = true
-		}
-		caps.Set("resources", resources)
+	resources := map[string]bool{"listChanged": true}
+	// Updates are delivered (on a listen or GET stream) only where some
+	// backend of the principal's view supports subscribe.
+	if d.GetResourcesSubscribe() {
+		resources["subscribe"] = true
 	}
-	if d.GetPromptCount() > 0 {
-		caps.Set("prompts", listChanged)
-	}
+	caps.Set("resources", resources)
+	caps.Set("prompts", listChanged)
 	if d.GetCompletions() {
 		caps.Set("completions", struct{}{})
 	}

@@ -3,13 +3,10 @@ package methods
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/mcperr"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
-	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
-	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
 
@@ -52,37 +49,56 @@ func (s *Server) listen(ctx context.Context, req *Request, resp Responder) (json
 		ResourcesListChanged: filter.ResourcesListChanged,
 	}
 	kinds := listKinds{tools: agreed.ToolsListChanged, resources: agreed.ResourcesListChanged, prompts: agreed.PromptsListChanged}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var watch aggregatorv1.AggregatorService_WatchCatalogClient
+	meta := wire.Object{mcpspec.MetaSubscriptionID: req.ID}
+	end := func() (json.RawMessage, *wire.Error) {
+		res := wire.Object{}
+		res.Set("_meta", meta)
+		return s.shape(req, res.Encode(), false)
+	}
+	var w *catalogWatch
 	if !kinds.empty() || len(filter.ResourceSubscriptions) > 0 {
-		var first *aggregatorv1.WatchCatalogResponse
+		release, rerr := s.limits.acquire(req.Principal)
+		if rerr != nil {
+			return nil, rerr
+		}
+		defer release()
 		var err error
-		watch, first, err = s.openWatch(ctx, req.Principal, filter.ResourceSubscriptions)
-		if err != nil {
+		if w, err = s.openWatch(ctx, req.Principal, filter.ResourceSubscriptions); err != nil {
 			return nil, mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
 		}
-		agreed.ResourceSubscriptions = first.GetSubscribedResourceUris()
+		// w changes when the watch is reopened.
+		defer func() { w.close() }()
+		agreed.ResourceSubscriptions = w.first.GetSubscribedResourceUris()
 		kinds.resourceUpdates = len(agreed.ResourceSubscriptions) > 0
 	}
-	meta := wire.Object{mcpspec.MetaSubscriptionID: req.ID}
 	ack := wire.Notification("notifications/subscriptions/acknowledged", map[string]any{"_meta": meta, "notifications": agreed})
 	if kinds.empty() {
 		// Nothing to deliver: acknowledge and end gracefully at once.
 		if resp.Send(ack) != nil {
 			return nil, nil
 		}
-		res := wire.Object{}
-		res.Set("_meta", meta)
-		return s.shape(req, res.Encode(), false)
+		return end()
 	}
 	// The stream counts as open from its first byte on.
 	defer s.streams("listen")()
 	if resp.Send(ack) != nil {
 		return nil, nil
 	}
-	s.pump(ctx, resp, watch, kinds, nil, req.ID)
-	return nil, nil
+	for {
+		if stop, _ := s.pump(ctx, resp, w, kinds, nil, req.ID); stop != stopWatchEnded {
+			return nil, nil
+		}
+		w.close()
+		if w = s.reopenWatch(ctx, resp, req.Principal, agreed.ResourceSubscriptions); w == nil {
+			return nil, nil
+		}
+		if len(w.first.GetSubscribedResourceUris()) < len(agreed.ResourceSubscriptions) {
+			return end()
+		}
+		if !s.sendChanged(resp, allKinds, kinds, req.ID) {
+			return nil, nil
+		}
+	}
 }
 
 // SessionStream serves a Legacy session's GET stream: the list_changed
@@ -91,163 +107,47 @@ func (s *Server) listen(ctx context.Context, req *Request, resp Responder) (json
 // before anything was sent.
 func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder) *wire.Error {
 	kinds := listKinds{tools: req.View == ViewRaw, resources: true, prompts: true}
-	preamble := true
-	var version uint64
-	// Each change of the session's subscriptions reopens the watch with the
-	// new set; the stream itself stays open.
-	for started := false; ; started = true {
-		uris, changed := s.local.Subscriptions(req.Session, req.SessionExpiry)
-		wctx, cancel := context.WithCancel(ctx)
-		watch, first, err := s.openWatch(wctx, req.Principal, uris)
-		if err != nil {
-			cancel()
-			if !started {
-				return mcperr.FromError(ctx, s.log, err, mcpspec.EraLegacy, "GET")
-			}
-			return nil
-		}
-		if preamble {
-			// The stream counts as open from its first byte on.
-			defer s.streams("legacy_get")()
-			if resp.Comment("ok") != nil {
-				cancel()
-				return nil
-			}
-			preamble = false
-		}
-		if started && first.GetCatalogVersion() != version {
-			// The catalog changed while the watch was reopened: say so, in
-			// case the change was one this view sees.
-			for _, method := range changedNotifications(allKinds, kinds) {
-				_ = resp.Send(wire.Notification(method, wire.Object{}))
-			}
-		}
-		k := kinds
-		k.resourceUpdates = len(first.GetSubscribedResourceUris()) > 0
-		var reopen bool
-		reopen, version = s.pump(wctx, resp, watch, k, changed, nil)
-		cancel()
-		if !reopen {
-			return nil
-		}
+	release, rerr := s.limits.acquire(req.Principal)
+	if rerr != nil {
+		return rerr
 	}
-}
-
-// allKinds is an event in which every kind changed.
-var allKinds = &aggregatorv1.WatchCatalogResponse{Changed: []aggregatorv1.CatalogKind{
-	aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS, aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCES, aggregatorv1.CatalogKind_CATALOG_KIND_PROMPTS,
-}}
-
-// openWatch opens a WatchCatalog stream for principal, subscribed to
-// resourceURIs, and reads its first event, which confirms the subscription
-// (the current version, and which of resourceURIs it delivers updates
-// for): after it no change can be missed. Cancelling ctx ends the watch.
-func (s *Server) openWatch(ctx context.Context, principal *commonv1.Principal, resourceURIs []string) (aggregatorv1.AggregatorService_WatchCatalogClient, *aggregatorv1.WatchCatalogResponse, error) {
-	watch, err := s.agg.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{Principal: principal, ResourceUris: resourceURIs})
+	defer release()
+	uris, changed := s.local.Subscriptions(req.Session, req.SessionExpiry)
+	w, err := s.openWatch(ctx, req.Principal, uris)
 	if err != nil {
-		return nil, nil, err
+		return mcperr.FromError(ctx, s.log, err, mcpspec.EraLegacy, "GET")
 	}
-	first, err := watch.Recv()
-	if err != nil {
-		return nil, nil, err
+	defer func() { w.close() }()
+	// The stream counts as open from its first byte on.
+	defer s.streams("legacy_get")()
+	if resp.Comment("ok") != nil {
+		return nil
 	}
-	return watch, first, nil
-}
-
-// pump turns the events of watch into notifications, with keep-alive
-// comments, until the client goes away, the gateway shuts down, the
-// aggregator ends the watch (the client then reconnects) or restart is
-// closed. subscriptionID, when set, tags every notification (Modern
-// listen). It reports whether it stopped for a restart, and the last
-// catalog version seen.
-func (s *Server) pump(ctx context.Context, resp Responder, watch aggregatorv1.AggregatorService_WatchCatalogClient,
-	kinds listKinds, restart <-chan struct{}, subscriptionID json.RawMessage) (bool, uint64) {
-	var version uint64
-	events := make(chan *aggregatorv1.WatchCatalogResponse)
-	go func() {
-		defer close(events)
-		for {
-			ev, err := watch.Recv()
-			if err != nil {
-				if ctx.Err() == nil {
-					s.log.InfoContext(ctx, "catalog watch ended; closing the notification stream", "err", err)
-				}
-				return
-			}
-			select {
-			case events <- ev:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	params := func() wire.Object {
-		p := wire.Object{}
-		if subscriptionID != nil {
-			p.Set("_meta", wire.Object{mcpspec.MetaSubscriptionID: subscriptionID})
-		}
-		return p
-	}
-	keepAlive := time.NewTicker(s.cfg.KeepAlive)
-	defer keepAlive.Stop()
 	for {
-		select {
-		case <-ctx.Done():
-			return false, version
-		case <-s.closing:
-			return false, version
-		case <-restart:
-			return true, version
-		case ev, ok := <-events:
-			if !ok {
-				return false, version
+		k := kinds
+		k.resourceUpdates = len(w.first.GetSubscribedResourceUris()) > 0
+		stop, version := s.pump(ctx, resp, w, k, changed, nil)
+		w.close()
+		// Each change of the session's subscriptions reopens the watch
+		// with the new set; the stream itself stays open.
+		uris, changed = s.local.Subscriptions(req.Session, req.SessionExpiry)
+		switch stop {
+		case stopSubscriptionsChanged:
+			if w, err = s.openWatch(ctx, req.Principal, uris); err != nil {
+				w = s.reopenWatch(ctx, resp, req.Principal, uris)
+			} else if w.first.GetCatalogVersion() == version {
+				continue
 			}
-			version = ev.GetCatalogVersion()
-			for _, method := range changedNotifications(ev, kinds) {
-				if resp.Send(wire.Notification(method, params())) != nil {
-					return false, version
-				}
-			}
-			if kinds.resourceUpdates {
-				for _, uri := range ev.GetUpdatedResourceUris() {
-					p := params()
-					p.Set("uri", uri)
-					if resp.Send(wire.Notification("notifications/resources/updated", p)) != nil {
-						return false, version
-					}
-				}
-			}
-		case <-keepAlive.C:
-			if resp.Comment("keep-alive") != nil {
-				return false, version
-			}
+		case stopWatchEnded:
+			w = s.reopenWatch(ctx, resp, req.Principal, uris)
+		default:
+			return nil
+		}
+		// The catalog changed while the watch was reopened (or may have:
+		// a watch that broke saw nothing meanwhile): say so, in case the
+		// change was one this view sees.
+		if w == nil || !s.sendChanged(resp, allKinds, kinds, nil) {
+			return nil
 		}
 	}
-}
-
-// changedNotifications lists the list_changed methods an event triggers,
-// once each, limited to kinds.
-func changedNotifications(ev *aggregatorv1.WatchCatalogResponse, kinds listKinds) []string {
-	var tools, resources, prompts bool
-	for _, k := range ev.GetChanged() {
-		switch k {
-		case aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS:
-			tools = kinds.tools
-		case aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCES, aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCE_TEMPLATES:
-			resources = kinds.resources
-		case aggregatorv1.CatalogKind_CATALOG_KIND_PROMPTS:
-			prompts = kinds.prompts
-		}
-	}
-	var out []string
-	if tools {
-		out = append(out, "notifications/tools/list_changed")
-	}
-	if resources {
-		out = append(out, "notifications/resources/list_changed")
-	}
-	if prompts {
-		out = append(out, "notifications/prompts/list_changed")
-	}
-	return out
 }

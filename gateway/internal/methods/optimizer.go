@@ -140,13 +140,14 @@ func (s *Server) callThrough(ctx context.Context, req *Request, resp Responder, 
 		return s.toolError(req, "call_tool needs tool_name: the name of a tool returned by find_tool")
 	}
 	trace.SpanFromContext(ctx).SetAttributes(attribute.String("gen_ai.tool.name", name))
-	// A retry's state is bound to the tool call_tool called, so it cannot
-	// be carried over to another tool.
-	rt, rerr := s.roundTripParams(req, "tools/call", name)
+	// A retry's state is bound to the tool call_tool called and its
+	// parameters, so it cannot be carried over to another call.
+	arguments := params.Encode()
+	rt, rerr := s.roundTripParams(ctx, req, "tools/call", name, arguments)
 	if rerr != nil {
 		return nil, rerr
 	}
-	result, rerr := s.callAggregatorTool(ctx, req, resp, name, params.Encode(), nil, rt)
+	result, rerr := s.callAggregatorTool(ctx, req, resp, name, arguments, nil, rt)
 	if rerr != nil && rerr.Code == wire.CodeInvalidParams {
 		// Unknown and forbidden tools look alike here too.
 		return s.toolError(req, "call_tool: "+rerr.Message+"; use find_tool to look up available tools")

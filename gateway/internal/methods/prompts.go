@@ -15,12 +15,13 @@ func (s *Server) getPrompt(ctx context.Context, req *Request, resp Responder) (j
 		return nil, wire.InvalidParams("name is required")
 	}
 	var args map[string]string
-	if raw, ok := req.Params["arguments"]; ok && string(raw) != "null" {
+	raw, ok := req.Params["arguments"]
+	if ok && string(raw) != "null" {
 		if json.Unmarshal(raw, &args) != nil {
 			return nil, wire.InvalidParams("prompt arguments must map names to strings")
 		}
 	}
-	rt, rerr := s.roundTripParams(req, "prompts/get", name)
+	rt, rerr := s.roundTripParams(ctx, req, "prompts/get", name, raw)
 	if rerr != nil {
 		return nil, rerr
 	}

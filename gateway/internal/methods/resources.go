@@ -13,7 +13,7 @@ func (s *Server) readResource(ctx context.Context, req *Request, resp Responder)
 	if !ok || uri == "" {
 		return nil, wire.InvalidParams("uri is required")
 	}
-	rt, rerr := s.roundTripParams(req, "resources/read", uri)
+	rt, rerr := s.roundTripParams(ctx, req, "resources/read", uri, nil)
 	if rerr != nil {
 		return nil, rerr
 	}

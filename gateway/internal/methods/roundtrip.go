@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/mcperr"
+	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
@@ -36,21 +38,32 @@ const maxInputRounds = 10
 // prompts/get: the multi-round-trip retry fields and the request context
 // forwarded to the backend.
 type roundTrip struct {
-	// binding names the request ("tools/call\x00<tool>"): a sealed request
-	// state is only valid for the request that produced it.
-	binding        string
+	// method, target and arguments name the request: a sealed request
+	// state is only valid for the request that produced it (see binding).
+	method, target string
+	arguments      json.RawMessage
 	inputResponses string
 	// requestState is the backend's own state, unsealed.
 	requestState string
 	context      *aggregatorv1.RequestContext
 }
 
+// binding is the request's session.RequestBinding. It is computed only
+// when a state is sealed or opened, never for a plain call.
+func (rt roundTrip) binding() string {
+	return session.RequestBinding(rt.method, rt.target, rt.arguments)
+}
+
 // retry reports whether this attempt answers an earlier input_required.
 func (rt roundTrip) retry() bool { return rt.inputResponses != "" || rt.requestState != "" }
 
-func (s *Server) roundTripParams(req *Request, method, target string) (roundTrip, *wire.Error) {
+// roundTripParams reads the retry fields and the request context of a
+// call of method on target with arguments (as the client sent them). A
+// retry's sealed requestState must belong to this principal and to this
+// very request, and is used up here, before the backend sees the retry.
+func (s *Server) roundTripParams(ctx context.Context, req *Request, method, target string, arguments json.RawMessage) (roundTrip, *wire.Error) {
 	params := req.Params
-	rt := roundTrip{binding: method + "\x00" + target}
+	rt := roundTrip{method: method, target: target, arguments: arguments}
 	if raw, ok := params["inputResponses"]; ok && string(raw) != "null" {
 		if !wire.IsObjectText(raw) {
 			return rt, wire.InvalidParams("inputResponses must be an object")
@@ -62,11 +75,20 @@ func (s *Server) roundTripParams(req *Request, method, target string) (roundTrip
 		if json.Unmarshal(raw, &sealed) != nil {
 			return rt, wire.InvalidParams("requestState must be a string")
 		}
-		state, err := s.sealer.OpenState(req.Principal, rt.binding, sealed)
-		if err != nil {
-			return rt, wire.InvalidParams("requestState is invalid or expired; retry the request without it")
+		opened, err := s.sealer.OpenState(req.Principal, rt.binding(), sealed)
+		if err == nil {
+			err = s.uses.Consume(ctx, opened.ID, opened.ExpiresAt)
 		}
-		rt.requestState = state
+		switch {
+		case errors.Is(err, session.ErrUnrecorded):
+			s.log.WarnContext(ctx, "a retry's requestState could not be recorded as used; the retry is refused for now", "err", err)
+			return rt, wire.NewError(wire.CodeInternalError, "the requestState cannot be checked right now; retry later")
+		case err != nil:
+			// Forged, another principal's, another request's, expired or
+			// used before: the client starts over.
+			return rt, wire.InvalidParams("requestState is invalid, expired or already used; call again without it")
+		}
+		rt.requestState = opened.State
 	}
 	rt.context = &aggregatorv1.RequestContext{}
 	rt.context.ClientCapabilitiesJson = string(req.ClientCaps)
@@ -109,8 +131,7 @@ func (s *Server) roundTrips(ctx context.Context, req *Request, resp Responder, r
 			}
 		}
 		if resultType != "input_required" {
-			// A retry's result answers one client's input: never cacheable.
-			return s.shape(req, result, cacheable && !rt.retry())
+			return s.shapeBackendResult(req, result, cacheable, rt.retry())
 		}
 		if req.Era != mcpspec.EraLegacy {
 			return s.inputRequired(req, rt, result)
@@ -128,6 +149,24 @@ func (s *Server) roundTrips(ctx context.Context, req *Request, resp Responder, r
 			_ = json.Unmarshal(raw, &rt.requestState)
 		}
 	}
+}
+
+// shapeBackendResult shapes a backend's complete result. A cacheable one
+// (resources/read) carries the backend's cache hints lowered to the
+// gateway's; a retry's result answers one client's input and is
+// immediately stale (ttlMs 0: the spec wants both hints on every complete
+// read result, and no retry cached).
+func (s *Server) shapeBackendResult(req *Request, result []byte, cacheable, retry bool) (json.RawMessage, *wire.Error) {
+	shaping := s.shaping(req, cacheable)
+	shaping.FromBackend = true
+	if retry {
+		shaping.TTLms = 0
+	}
+	out, err := wire.Shape(result, shaping)
+	if err != nil {
+		return nil, wire.NewError(wire.CodeInternalError, "internal error: malformed result from the server")
+	}
+	return out, nil
 }
 
 // inputRequests reads the inputRequests member of an input_required result
@@ -187,7 +226,7 @@ func (s *Server) inputRequired(req *Request, rt roundTrip, result []byte) (json.
 		if json.Unmarshal(raw, &state) != nil {
 			return nil, wire.NewError(wire.CodeInternalError, "internal error: malformed request state from the server")
 		}
-		sealed, err := s.sealer.SealState(req.Principal, rt.binding, state, requestStateTTL)
+		sealed, err := s.sealer.SealState(req.Principal, rt.binding(), state, requestStateTTL)
 		if err != nil {
 			return nil, wire.NewError(wire.CodeInternalError, "internal error")
 		}

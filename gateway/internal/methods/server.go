@@ -73,6 +73,9 @@ type Config struct {
 	RequestTimeout time.Duration
 	KeepAlive      time.Duration
 	SearchLimit    uint32
+	// StreamsPerPrincipal and MaxStreams bound the open listen and GET
+	// streams (see streamLimits).
+	StreamsPerPrincipal, MaxStreams int
 }
 
 // Server serves the methods by calling the aggregator and the indexer.
@@ -81,9 +84,11 @@ type Server struct {
 	agg     aggregatorv1.AggregatorServiceClient
 	idx     indexerv1.IndexerServiceClient // nil: find_tool unavailable
 	sealer  *session.Sealer
+	uses    *session.StateUses
 	local   *session.Local
 	log     *slog.Logger
 	streams func(kind string) (done func())
+	limits  *streamLimits
 	closing <-chan struct{}
 }
 
@@ -92,8 +97,10 @@ type Deps struct {
 	Aggregator aggregatorv1.AggregatorServiceClient
 	Indexer    indexerv1.IndexerServiceClient
 	Sealer     *session.Sealer
-	Local      *session.Local
-	Log        *slog.Logger
+	// StateUses makes each sealed request state good for one retry.
+	StateUses *session.StateUses
+	Local     *session.Local
+	Log       *slog.Logger
 	// Streams counts an open notification stream of kind until done.
 	Streams func(kind string) (done func())
 	// Closing is closed at shutdown and ends every notification stream.
@@ -105,8 +112,8 @@ func New(cfg Config, d Deps) *Server {
 	if d.Streams == nil {
 		d.Streams = func(string) func() { return func() {} }
 	}
-	return &Server{cfg: cfg, agg: d.Aggregator, idx: d.Indexer, sealer: d.Sealer, local: d.Local, log: d.Log,
-		streams: d.Streams, closing: d.Closing}
+	return &Server{cfg: cfg, agg: d.Aggregator, idx: d.Indexer, sealer: d.Sealer, uses: d.StateUses, local: d.Local, log: d.Log,
+		streams: d.Streams, limits: newStreamLimits(cfg.StreamsPerPrincipal, cfg.MaxStreams), closing: d.Closing}
 }
 
 type handler func(s *Server, ctx context.Context, req *Request, resp Responder) (json.RawMessage, *wire.Error)

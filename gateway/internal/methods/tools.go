@@ -38,7 +38,7 @@ func (s *Server) callTool(ctx context.Context, req *Request, resp Responder) (js
 		return nil, rerr
 	}
 	trace.SpanFromContext(ctx).SetAttributes(attribute.String("gen_ai.tool.name", name))
-	rt, rerr := s.roundTripParams(req, "tools/call", name)
+	rt, rerr := s.roundTripParams(ctx, req, "tools/call", name, args)
 	if rerr != nil {
 		return nil, rerr
 	}

@@ -74,35 +74,3 @@ func TestPrincipalDigestDistinguishes(t *testing.T) {
 		t.Fatal("distinct principals share a digest")
 	}
 }
-
-func TestSealState(t *testing.T) {
-	alice := &commonv1.Principal{Subject: "alice"}
-	s, _ := NewSealer(key, time.Hour)
-	sealed, err := s.SealState(alice, "tools/call\x00ask", "backend-state", time.Minute)
-	if err != nil || strings.Contains(sealed, "backend-state") {
-		t.Fatalf("sealed %q, %v", sealed, err)
-	}
-	other, _ := NewSealer(key, time.Hour)
-	if got, err := other.OpenState(alice, "tools/call\x00ask", sealed); err != nil || got != "backend-state" {
-		t.Fatalf("open on another replica: %q %v", got, err)
-	}
-	later, _ := NewSealer(key, time.Hour)
-	later.now = func() time.Time { return time.Now().Add(2 * time.Minute) }
-	sessionID, _, _ := s.Mint(alice, "2025-11-25", nil)
-	for name, open := range map[string]func() (string, error){
-		"other principal": func() (string, error) {
-			return s.OpenState(&commonv1.Principal{Subject: "bob"}, "tools/call\x00ask", sealed)
-		},
-		"other tool":        func() (string, error) { return s.OpenState(alice, "tools/call\x00other", sealed) },
-		"expired":           func() (string, error) { return later.OpenState(alice, "tools/call\x00ask", sealed) },
-		"tampered":          func() (string, error) { return s.OpenState(alice, "tools/call\x00ask", sealed[:len(sealed)-3]+"AAA") },
-		"raw backend state": func() (string, error) { return s.OpenState(alice, "tools/call\x00ask", "backend-state") },
-		"a session id": func() (string, error) {
-			return s.OpenState(alice, "tools/call\x00ask", "r1."+strings.TrimPrefix(sessionID, "s1."))
-		},
-	} {
-		if _, err := open(); !errors.Is(err, ErrInvalid) {
-			t.Errorf("%s: got %v, want ErrInvalid", name, err)
-		}
-	}
-}

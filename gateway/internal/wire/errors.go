@@ -31,6 +31,9 @@ type Error struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
 	Data    any    `json:"data,omitempty"`
+	// HTTPStatus, when set, is the HTTP status of the answer in place of
+	// the code's (429 for a stream past its limit).
+	HTTPStatus int `json:"-"`
 }
 
 func (e *Error) Error() string { return strconv.Itoa(e.Code) + " " + e.Message }
@@ -49,6 +52,9 @@ func InvalidParams(detail string) *Error {
 // send them, so that clients see the message instead of a bare HTTP
 // failure. Legacy errors are always 200.
 func (e *Error) ModernStatus() int {
+	if e.HTTPStatus != 0 {
+		return e.HTTPStatus
+	}
 	switch e.Code {
 	case CodeMethodNotFound:
 		return http.StatusNotFound

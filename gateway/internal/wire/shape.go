@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/json"
+	"math"
 	"strconv"
 
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
@@ -16,10 +17,15 @@ type Shaping struct {
 	// server).
 	ServerInfo json.RawMessage
 	// Cacheable results get ttlMs and a private cacheScope under Modern
-	// (every result is filtered per principal); TTLms is the gateway's own
-	// TTL, lowered to the result's own ttlMs when that is smaller.
+	// (every result is filtered per principal, so a backend's "public"
+	// does not hold for it); TTLms is the ttlMs advertised.
 	Cacheable bool
 	TTLms     int64
+	// The result's own ttlMs lowers TTLms; a negative one, or one that is
+	// not a number, counts as 0, as the spec has clients assume. So does
+	// an absent one when FromBackend says the result is a backend's own
+	// (resources/read), which an old backend may send without hints.
+	FromBackend bool
 	// ResultType, when set, replaces the result's own resultType (Modern).
 	ResultType string
 	// Set are members added or replaced (a sealed requestState); Drop are
@@ -55,6 +61,10 @@ func Shape(result []byte, s Shaping) ([]byte, error) {
 	add := func(key string, value []byte) { addRaw(strconv.AppendQuote(nil, key), value) }
 	resultType := s.ResultType
 	ttl := s.TTLms
+	if s.FromBackend {
+		// Until the result's own ttlMs says otherwise.
+		ttl = 0
+	}
 	var meta []byte
 	for _, m := range ms {
 		name := string(m.Name)
@@ -68,9 +78,7 @@ func Shape(result []byte, s Shaping) ([]byte, error) {
 			}
 			continue
 		case "ttlMs":
-			if n, err := strconv.ParseInt(string(m.Value), 10, 64); err == nil && n >= 0 && n < ttl {
-				ttl = n
-			}
+			ttl = min(s.TTLms, backendTTL(m.Value))
 			continue
 		case "cacheScope":
 			continue
@@ -101,6 +109,19 @@ func Shape(result []byte, s Shaping) ([]byte, error) {
 		add("cacheScope", []byte(`"private"`))
 	}
 	return append(out, '}'), nil
+}
+
+// backendTTL reads a backend's ttlMs: a non-negative integer, or 0 for
+// anything else (a negative value, a fraction rounds down, text).
+func backendTTL(raw []byte) int64 {
+	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+		return max(n, 0)
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil || !(f >= 1) {
+		return 0
+	}
+	return int64(min(f, math.MaxInt64/2))
 }
 
 // shapeMeta rebuilds a result's _meta: serverInfo is the gateway's under

@@ -55,9 +55,18 @@ func TestShapeModernAndLegacy(t *testing.T) {
 	if m["ttlMs"] != 5000.0 || m["cacheScope"] != "private" || meta["trace"] != "t1" || meta[mcpspec.MetaServerInfo].(map[string]any)["name"] != "sb" {
 		t.Errorf("modern: %s", out)
 	}
-	zero, _ := Shape([]byte(`{"ttlMs":0}`), Shaping{Era: mcpspec.EraModern, ServerInfo: info, Cacheable: true, TTLms: 60000})
-	if decode(t, zero)["ttlMs"] != 0.0 {
-		t.Errorf("a backend's ttlMs 0 must stay 0: %s", zero)
+	for in, want := range map[string]float64{
+		`{"ttlMs":0}`: 0, `{"ttlMs":-5}`: 0, `{"ttlMs":"5000"}`: 0, `{"ttlMs":null}`: 0, `{"ttlMs":1e3}`: 1000,
+		`{"ttlMs":2.9}`: 2, `{"ttlMs":1e300}`: 60000, `{"ttlMs":90000}`: 60000, `{"contents":[]}`: 0,
+	} {
+		out, err := Shape([]byte(in), Shaping{Era: mcpspec.EraModern, ServerInfo: info, Cacheable: true, TTLms: 60000, FromBackend: true})
+		if err != nil || decode(t, out)["ttlMs"] != want {
+			t.Errorf("a backend's %s: %s %v, want ttlMs %v", in, out, err, want)
+		}
+	}
+	// The gateway's own result (no ttlMs) gets the gateway's TTL.
+	if own, _ := Shape([]byte(`{"capabilities":{}}`), Shaping{Era: mcpspec.EraModern, Cacheable: true, TTLms: 60000}); decode(t, own)["ttlMs"] != 60000.0 {
+		t.Errorf("the gateway's own result: %s", own)
 	}
 	out, err = Shape([]byte(backend), Shaping{Era: mcpspec.EraLegacy, ServerInfo: info, Cacheable: true, TTLms: 60000})
 	if err != nil {

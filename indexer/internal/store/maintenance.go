@@ -52,8 +52,9 @@ func CollectGarbageEvery(ctx context.Context, ix Index, every, retention time.Du
 			log.WarnContext(ctx, "garbage collection failed", "error", err)
 			continue
 		}
-		if c.Scopes+c.Documents+c.Revocations > 0 {
-			log.InfoContext(ctx, "garbage collected", "scopes", c.Scopes, "documents", c.Documents, "revocations", c.Revocations)
+		if c.Scopes+c.Documents+c.Revocations+c.RequestStates > 0 {
+			log.InfoContext(ctx, "garbage collected", "scopes", c.Scopes, "documents", c.Documents, "revocations", c.Revocations,
+				"request_states", c.RequestStates)
 		}
 	}
 }

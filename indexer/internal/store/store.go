@@ -8,8 +8,9 @@
 // changes gets a new digest and so a new scope. Searches rank the documents
 // of one scope only.
 //
-// The index also keeps the revoked Legacy gateway sessions, because it is
-// the one durable store every replica of every service shares.
+// The index also keeps the revoked Legacy gateway sessions and the request
+// states gateways accepted, because it is the one durable store every
+// replica of every service shares.
 //
 // Store is the contract; package postgres implements it, and the suite in
 // package storetest checks any implementation against it.
@@ -26,6 +27,7 @@ import (
 type Store interface {
 	Index
 	Sessions
+	RequestStates
 	// Migrate brings the schema up to date and reports how many steps it
 	// applied. Concurrent replicas may call it at once; each step is
 	// applied once. An unreachable backing store is an UnavailableError.
@@ -51,7 +53,8 @@ type Index interface {
 	// (never built, or collected) is ErrScopeNotFound.
 	Search(ctx context.Context, scope Scope, q Query, r Ranking) ([]Hit, error)
 	// CollectGarbage deletes scopes unused for longer than retention, the
-	// documents no scope references any more, and expired revocations.
+	// documents no scope references any more, expired revocations and
+	// expired request state records.
 	CollectGarbage(ctx context.Context, retention time.Duration) (Collected, error)
 	// Stats counts documents, scopes and builds.
 	Stats(ctx context.Context) (Stats, error)
@@ -107,7 +110,7 @@ type Stats struct {
 
 // Collected counts what one garbage collection deleted.
 type Collected struct {
-	Scopes, Documents, Revocations int64
+	Scopes, Documents, Revocations, RequestStates int64
 }
 
 // Revocation is one revoked session: the SHA-256 of its id, hex, and when

@@ -47,6 +47,7 @@ func RunAll(t *testing.T, newBacking NewBacking) {
 		{"CollectGarbage", collectGarbage},
 		{"Sessions", sessions},
 		{"ListenRevocationsAcrossHandles", listenRevocationsAcrossHandles},
+		{"RequestStatesConsumedOnce", requestStates},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) { c.check(t, newBacking(t)) })

@@ -6,7 +6,8 @@
 // scope_tools (primary key (scope_id, doc_id)) and the document frequency
 // of each of its lexemes in scope_lexemes. Revoked sessions live in
 // revoked_sessions; a trigger announces each one on a notification
-// channel, which ListenRevocations follows.
+// channel, which ListenRevocations follows. The request states gateways
+// accepted live in consumed_request_states.
 //
 // A search is ranked in this process (see search.go): a scope never
 // changes once built, so its documents, with the lexemes and weights
@@ -128,7 +129,8 @@ func (s *Store) LookupScope(ctx context.Context, digest string) (store.Scope, er
 }
 
 // CollectGarbage deletes scopes unused for longer than retention, then
-// documents no scope references, then expired revocations.
+// documents no scope references, then expired revocations and request
+// state records.
 func (s *Store) CollectGarbage(ctx context.Context, retention time.Duration) (store.Collected, error) {
 	var c store.Collected
 	tx, err := s.pool.Begin(ctx)
@@ -154,6 +156,11 @@ func (s *Store) CollectGarbage(ctx context.Context, retention time.Duration) (st
 		return c, classify(fmt.Errorf("purge sessions: %w", err))
 	}
 	c.Revocations = tag.RowsAffected()
+	tag, err = tx.Exec(ctx, `DELETE FROM consumed_request_states WHERE expires_at < now()`)
+	if err != nil {
+		return c, classify(fmt.Errorf("purge request states: %w", err))
+	}
+	c.RequestStates = tag.RowsAffected()
 	return c, classify(tx.Commit(ctx))
 }
 

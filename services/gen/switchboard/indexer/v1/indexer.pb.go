@@ -785,6 +785,110 @@ func (x *SessionRevocation) GetExpiresAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// ConsumeRequestStateRequest records one use of a sealed request state.
+type ConsumeRequestStateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// SHA-256 of the state's one-time id, hex (the id is sealed inside the
+	// state; neither leaves the gateway).
+	StateDigest string `protobuf:"bytes,1,opt,name=state_digest,json=stateDigest,proto3" json:"state_digest,omitempty"`
+	// When the state expires anyway; the record is dropped after that.
+	// Required, and at most one hour plus five minutes of clock skew ahead of
+	// the indexer's clock, which bounds what the indexer holds.
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsumeRequestStateRequest) Reset() {
+	*x = ConsumeRequestStateRequest{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumeRequestStateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumeRequestStateRequest) ProtoMessage() {}
+
+func (x *ConsumeRequestStateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumeRequestStateRequest.ProtoReflect.Descriptor instead.
+func (*ConsumeRequestStateRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ConsumeRequestStateRequest) GetStateDigest() string {
+	if x != nil {
+		return x.StateDigest
+	}
+	return ""
+}
+
+func (x *ConsumeRequestStateRequest) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+// ConsumeRequestStateResponse says whether this was the state's first use.
+type ConsumeRequestStateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True for the first use of the digest; false for a replay.
+	FirstUse      bool `protobuf:"varint,1,opt,name=first_use,json=firstUse,proto3" json:"first_use,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsumeRequestStateResponse) Reset() {
+	*x = ConsumeRequestStateResponse{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumeRequestStateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumeRequestStateResponse) ProtoMessage() {}
+
+func (x *ConsumeRequestStateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumeRequestStateResponse.ProtoReflect.Descriptor instead.
+func (*ConsumeRequestStateResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ConsumeRequestStateResponse) GetFirstUse() bool {
+	if x != nil {
+		return x.FirstUse
+	}
+	return false
+}
+
 var File_switchboard_indexer_v1_indexer_proto protoreflect.FileDescriptor
 
 const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
@@ -834,14 +938,21 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\x11SessionRevocation\x12%\n" +
 	"\x0esession_digest\x18\x01 \x01(\tR\rsessionDigest\x129\n" +
 	"\n" +
-	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt2\xfc\x04\n" +
+	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"z\n" +
+	"\x1aConsumeRequestStateRequest\x12!\n" +
+	"\fstate_digest\x18\x01 \x01(\tR\vstateDigest\x129\n" +
+	"\n" +
+	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\":\n" +
+	"\x1bConsumeRequestStateResponse\x12\x1b\n" +
+	"\tfirst_use\x18\x01 \x01(\bR\bfirstUse2\xfc\x05\n" +
 	"\x0eIndexerService\x12W\n" +
 	"\x06Search\x12%.switchboard.indexer.v1.SearchRequest\x1a&.switchboard.indexer.v1.SearchResponse\x12i\n" +
 	"\fRefreshScope\x12+.switchboard.indexer.v1.RefreshScopeRequest\x1a,.switchboard.indexer.v1.RefreshScopeResponse\x12T\n" +
 	"\x05Stats\x12$.switchboard.indexer.v1.StatsRequest\x1a%.switchboard.indexer.v1.StatsResponse\x12l\n" +
 	"\rRevokeSession\x12,.switchboard.indexer.v1.RevokeSessionRequest\x1a-.switchboard.indexer.v1.RevokeSessionResponse\x12i\n" +
 	"\fCheckSession\x12+.switchboard.indexer.v1.CheckSessionRequest\x1a,.switchboard.indexer.v1.CheckSessionResponse\x12w\n" +
-	"\x10WatchRevocations\x12/.switchboard.indexer.v1.WatchRevocationsRequest\x1a0.switchboard.indexer.v1.WatchRevocationsResponse0\x01BVZTgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1;indexerv1b\x06proto3"
+	"\x10WatchRevocations\x12/.switchboard.indexer.v1.WatchRevocationsRequest\x1a0.switchboard.indexer.v1.WatchRevocationsResponse0\x01\x12~\n" +
+	"\x13ConsumeRequestState\x122.switchboard.indexer.v1.ConsumeRequestStateRequest\x1a3.switchboard.indexer.v1.ConsumeRequestStateResponseBVZTgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1;indexerv1b\x06proto3"
 
 var (
 	file_switchboard_indexer_v1_indexer_proto_rawDescOnce sync.Once
@@ -855,49 +966,54 @@ func file_switchboard_indexer_v1_indexer_proto_rawDescGZIP() []byte {
 	return file_switchboard_indexer_v1_indexer_proto_rawDescData
 }
 
-var file_switchboard_indexer_v1_indexer_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_switchboard_indexer_v1_indexer_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_switchboard_indexer_v1_indexer_proto_goTypes = []any{
-	(*SearchRequest)(nil),            // 0: switchboard.indexer.v1.SearchRequest
-	(*SearchHit)(nil),                // 1: switchboard.indexer.v1.SearchHit
-	(*SearchResponse)(nil),           // 2: switchboard.indexer.v1.SearchResponse
-	(*RefreshScopeRequest)(nil),      // 3: switchboard.indexer.v1.RefreshScopeRequest
-	(*RefreshScopeResponse)(nil),     // 4: switchboard.indexer.v1.RefreshScopeResponse
-	(*StatsRequest)(nil),             // 5: switchboard.indexer.v1.StatsRequest
-	(*StatsResponse)(nil),            // 6: switchboard.indexer.v1.StatsResponse
-	(*RevokeSessionRequest)(nil),     // 7: switchboard.indexer.v1.RevokeSessionRequest
-	(*RevokeSessionResponse)(nil),    // 8: switchboard.indexer.v1.RevokeSessionResponse
-	(*CheckSessionRequest)(nil),      // 9: switchboard.indexer.v1.CheckSessionRequest
-	(*CheckSessionResponse)(nil),     // 10: switchboard.indexer.v1.CheckSessionResponse
-	(*WatchRevocationsRequest)(nil),  // 11: switchboard.indexer.v1.WatchRevocationsRequest
-	(*WatchRevocationsResponse)(nil), // 12: switchboard.indexer.v1.WatchRevocationsResponse
-	(*SessionRevocation)(nil),        // 13: switchboard.indexer.v1.SessionRevocation
-	(*v1.Principal)(nil),             // 14: switchboard.common.v1.Principal
-	(*timestamppb.Timestamp)(nil),    // 15: google.protobuf.Timestamp
+	(*SearchRequest)(nil),               // 0: switchboard.indexer.v1.SearchRequest
+	(*SearchHit)(nil),                   // 1: switchboard.indexer.v1.SearchHit
+	(*SearchResponse)(nil),              // 2: switchboard.indexer.v1.SearchResponse
+	(*RefreshScopeRequest)(nil),         // 3: switchboard.indexer.v1.RefreshScopeRequest
+	(*RefreshScopeResponse)(nil),        // 4: switchboard.indexer.v1.RefreshScopeResponse
+	(*StatsRequest)(nil),                // 5: switchboard.indexer.v1.StatsRequest
+	(*StatsResponse)(nil),               // 6: switchboard.indexer.v1.StatsResponse
+	(*RevokeSessionRequest)(nil),        // 7: switchboard.indexer.v1.RevokeSessionRequest
+	(*RevokeSessionResponse)(nil),       // 8: switchboard.indexer.v1.RevokeSessionResponse
+	(*CheckSessionRequest)(nil),         // 9: switchboard.indexer.v1.CheckSessionRequest
+	(*CheckSessionResponse)(nil),        // 10: switchboard.indexer.v1.CheckSessionResponse
+	(*WatchRevocationsRequest)(nil),     // 11: switchboard.indexer.v1.WatchRevocationsRequest
+	(*WatchRevocationsResponse)(nil),    // 12: switchboard.indexer.v1.WatchRevocationsResponse
+	(*SessionRevocation)(nil),           // 13: switchboard.indexer.v1.SessionRevocation
+	(*ConsumeRequestStateRequest)(nil),  // 14: switchboard.indexer.v1.ConsumeRequestStateRequest
+	(*ConsumeRequestStateResponse)(nil), // 15: switchboard.indexer.v1.ConsumeRequestStateResponse
+	(*v1.Principal)(nil),                // 16: switchboard.common.v1.Principal
+	(*timestamppb.Timestamp)(nil),       // 17: google.protobuf.Timestamp
 }
 var file_switchboard_indexer_v1_indexer_proto_depIdxs = []int32{
-	14, // 0: switchboard.indexer.v1.SearchRequest.principal:type_name -> switchboard.common.v1.Principal
+	16, // 0: switchboard.indexer.v1.SearchRequest.principal:type_name -> switchboard.common.v1.Principal
 	1,  // 1: switchboard.indexer.v1.SearchResponse.hits:type_name -> switchboard.indexer.v1.SearchHit
-	14, // 2: switchboard.indexer.v1.RefreshScopeRequest.principal:type_name -> switchboard.common.v1.Principal
-	15, // 3: switchboard.indexer.v1.RevokeSessionRequest.expires_at:type_name -> google.protobuf.Timestamp
+	16, // 2: switchboard.indexer.v1.RefreshScopeRequest.principal:type_name -> switchboard.common.v1.Principal
+	17, // 3: switchboard.indexer.v1.RevokeSessionRequest.expires_at:type_name -> google.protobuf.Timestamp
 	13, // 4: switchboard.indexer.v1.WatchRevocationsResponse.revocations:type_name -> switchboard.indexer.v1.SessionRevocation
-	15, // 5: switchboard.indexer.v1.SessionRevocation.expires_at:type_name -> google.protobuf.Timestamp
-	0,  // 6: switchboard.indexer.v1.IndexerService.Search:input_type -> switchboard.indexer.v1.SearchRequest
-	3,  // 7: switchboard.indexer.v1.IndexerService.RefreshScope:input_type -> switchboard.indexer.v1.RefreshScopeRequest
-	5,  // 8: switchboard.indexer.v1.IndexerService.Stats:input_type -> switchboard.indexer.v1.StatsRequest
-	7,  // 9: switchboard.indexer.v1.IndexerService.RevokeSession:input_type -> switchboard.indexer.v1.RevokeSessionRequest
-	9,  // 10: switchboard.indexer.v1.IndexerService.CheckSession:input_type -> switchboard.indexer.v1.CheckSessionRequest
-	11, // 11: switchboard.indexer.v1.IndexerService.WatchRevocations:input_type -> switchboard.indexer.v1.WatchRevocationsRequest
-	2,  // 12: switchboard.indexer.v1.IndexerService.Search:output_type -> switchboard.indexer.v1.SearchResponse
-	4,  // 13: switchboard.indexer.v1.IndexerService.RefreshScope:output_type -> switchboard.indexer.v1.RefreshScopeResponse
-	6,  // 14: switchboard.indexer.v1.IndexerService.Stats:output_type -> switchboard.indexer.v1.StatsResponse
-	8,  // 15: switchboard.indexer.v1.IndexerService.RevokeSession:output_type -> switchboard.indexer.v1.RevokeSessionResponse
-	10, // 16: switchboard.indexer.v1.IndexerService.CheckSession:output_type -> switchboard.indexer.v1.CheckSessionResponse
-	12, // 17: switchboard.indexer.v1.IndexerService.WatchRevocations:output_type -> switchboard.indexer.v1.WatchRevocationsResponse
-	12, // [12:18] is the sub-list for method output_type
-	6,  // [6:12] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	17, // 5: switchboard.indexer.v1.SessionRevocation.expires_at:type_name -> google.protobuf.Timestamp
+	17, // 6: switchboard.indexer.v1.ConsumeRequestStateRequest.expires_at:type_name -> google.protobuf.Timestamp
+	0,  // 7: switchboard.indexer.v1.IndexerService.Search:input_type -> switchboard.indexer.v1.SearchRequest
+	3,  // 8: switchboard.indexer.v1.IndexerService.RefreshScope:input_type -> switchboard.indexer.v1.RefreshScopeRequest
+	5,  // 9: switchboard.indexer.v1.IndexerService.Stats:input_type -> switchboard.indexer.v1.StatsRequest
+	7,  // 10: switchboard.indexer.v1.IndexerService.RevokeSession:input_type -> switchboard.indexer.v1.RevokeSessionRequest
+	9,  // 11: switchboard.indexer.v1.IndexerService.CheckSession:input_type -> switchboard.indexer.v1.CheckSessionRequest
+	11, // 12: switchboard.indexer.v1.IndexerService.WatchRevocations:input_type -> switchboard.indexer.v1.WatchRevocationsRequest
+	14, // 13: switchboard.indexer.v1.IndexerService.ConsumeRequestState:input_type -> switchboard.indexer.v1.ConsumeRequestStateRequest
+	2,  // 14: switchboard.indexer.v1.IndexerService.Search:output_type -> switchboard.indexer.v1.SearchResponse
+	4,  // 15: switchboard.indexer.v1.IndexerService.RefreshScope:output_type -> switchboard.indexer.v1.RefreshScopeResponse
+	6,  // 16: switchboard.indexer.v1.IndexerService.Stats:output_type -> switchboard.indexer.v1.StatsResponse
+	8,  // 17: switchboard.indexer.v1.IndexerService.RevokeSession:output_type -> switchboard.indexer.v1.RevokeSessionResponse
+	10, // 18: switchboard.indexer.v1.IndexerService.CheckSession:output_type -> switchboard.indexer.v1.CheckSessionResponse
+	12, // 19: switchboard.indexer.v1.IndexerService.WatchRevocations:output_type -> switchboard.indexer.v1.WatchRevocationsResponse
+	15, // 20: switchboard.indexer.v1.IndexerService.ConsumeRequestState:output_type -> switchboard.indexer.v1.ConsumeRequestStateResponse
+	14, // [14:21] is the sub-list for method output_type
+	7,  // [7:14] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_indexer_v1_indexer_proto_init() }
@@ -911,7 +1027,7 @@ func file_switchboard_indexer_v1_indexer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_indexer_v1_indexer_proto_rawDesc), len(file_switchboard_indexer_v1_indexer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

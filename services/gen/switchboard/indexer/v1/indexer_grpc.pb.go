@@ -23,12 +23,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	IndexerService_Search_FullMethodName           = "/switchboard.indexer.v1.IndexerService/Search"
-	IndexerService_RefreshScope_FullMethodName     = "/switchboard.indexer.v1.IndexerService/RefreshScope"
-	IndexerService_Stats_FullMethodName            = "/switchboard.indexer.v1.IndexerService/Stats"
-	IndexerService_RevokeSession_FullMethodName    = "/switchboard.indexer.v1.IndexerService/RevokeSession"
-	IndexerService_CheckSession_FullMethodName     = "/switchboard.indexer.v1.IndexerService/CheckSession"
-	IndexerService_WatchRevocations_FullMethodName = "/switchboard.indexer.v1.IndexerService/WatchRevocations"
+	IndexerService_Search_FullMethodName              = "/switchboard.indexer.v1.IndexerService/Search"
+	IndexerService_RefreshScope_FullMethodName        = "/switchboard.indexer.v1.IndexerService/RefreshScope"
+	IndexerService_Stats_FullMethodName               = "/switchboard.indexer.v1.IndexerService/Stats"
+	IndexerService_RevokeSession_FullMethodName       = "/switchboard.indexer.v1.IndexerService/RevokeSession"
+	IndexerService_CheckSession_FullMethodName        = "/switchboard.indexer.v1.IndexerService/CheckSession"
+	IndexerService_WatchRevocations_FullMethodName    = "/switchboard.indexer.v1.IndexerService/WatchRevocations"
+	IndexerService_ConsumeRequestState_FullMethodName = "/switchboard.indexer.v1.IndexerService/ConsumeRequestState"
 )
 
 // IndexerServiceClient is the client API for IndexerService service.
@@ -71,6 +72,14 @@ type IndexerServiceClient interface {
 	// merges with what it holds (a revocation is never withdrawn; it only
 	// expires).
 	WatchRevocations(ctx context.Context, in *WatchRevocationsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRevocationsResponse], error)
+	// ConsumeRequestState records that a gateway accepted a sealed request
+	// state: the requestState of a multi-round-trip retry, which the gateway
+	// accepts once, at whichever replica the retry reaches. The first call
+	// for a digest answers first_use true; every later one, through any
+	// indexer replica, false, until expires_at, after which the record is
+	// dropped. The record is in the database, so a replica that cannot reach
+	// it answers UNAVAILABLE (the gateway then refuses the retry for now).
+	ConsumeRequestState(ctx context.Context, in *ConsumeRequestStateRequest, opts ...grpc.CallOption) (*ConsumeRequestStateResponse, error)
 }
 
 type indexerServiceClient struct {
@@ -150,6 +159,16 @@ func (c *indexerServiceClient) WatchRevocations(ctx context.Context, in *WatchRe
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type IndexerService_WatchRevocationsClient = grpc.ServerStreamingClient[WatchRevocationsResponse]
 
+func (c *indexerServiceClient) ConsumeRequestState(ctx context.Context, in *ConsumeRequestStateRequest, opts ...grpc.CallOption) (*ConsumeRequestStateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ConsumeRequestStateResponse)
+	err := c.cc.Invoke(ctx, IndexerService_ConsumeRequestState_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // IndexerServiceServer is the server API for IndexerService service.
 // All implementations must embed UnimplementedIndexerServiceServer
 // for forward compatibility.
@@ -190,6 +209,14 @@ type IndexerServiceServer interface {
 	// merges with what it holds (a revocation is never withdrawn; it only
 	// expires).
 	WatchRevocations(*WatchRevocationsRequest, grpc.ServerStreamingServer[WatchRevocationsResponse]) error
+	// ConsumeRequestState records that a gateway accepted a sealed request
+	// state: the requestState of a multi-round-trip retry, which the gateway
+	// accepts once, at whichever replica the retry reaches. The first call
+	// for a digest answers first_use true; every later one, through any
+	// indexer replica, false, until expires_at, after which the record is
+	// dropped. The record is in the database, so a replica that cannot reach
+	// it answers UNAVAILABLE (the gateway then refuses the retry for now).
+	ConsumeRequestState(context.Context, *ConsumeRequestStateRequest) (*ConsumeRequestStateResponse, error)
 	mustEmbedUnimplementedIndexerServiceServer()
 }
 
@@ -217,6 +244,9 @@ func (UnimplementedIndexerServiceServer) CheckSession(context.Context, *CheckSes
 }
 func (UnimplementedIndexerServiceServer) WatchRevocations(*WatchRevocationsRequest, grpc.ServerStreamingServer[WatchRevocationsResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchRevocations not implemented")
+}
+func (UnimplementedIndexerServiceServer) ConsumeRequestState(context.Context, *ConsumeRequestStateRequest) (*ConsumeRequestStateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ConsumeRequestState not implemented")
 }
 func (UnimplementedIndexerServiceServer) mustEmbedUnimplementedIndexerServiceServer() {}
 func (UnimplementedIndexerServiceServer) testEmbeddedByValue()                        {}
@@ -340,6 +370,24 @@ func _IndexerService_WatchRevocations_Handler(srv interface{}, stream grpc.Serve
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type IndexerService_WatchRevocationsServer = grpc.ServerStreamingServer[WatchRevocationsResponse]
 
+func _IndexerService_ConsumeRequestState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ConsumeRequestStateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IndexerServiceServer).ConsumeRequestState(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IndexerService_ConsumeRequestState_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IndexerServiceServer).ConsumeRequestState(ctx, req.(*ConsumeRequestStateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // IndexerService_ServiceDesc is the grpc.ServiceDesc for IndexerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -366,6 +414,10 @@ var IndexerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CheckSession",
 			Handler:    _IndexerService_CheckSession_Handler,
+		},
+		{
+			MethodName: "ConsumeRequestState",
+			Handler:    _IndexerService_ConsumeRequestState_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

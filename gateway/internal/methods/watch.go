@@ -1,0 +1,254 @@
+package methods
+
+import (
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+)
+
+// The aggregator's catalog watch under a notification stream (listen.go).
+//
+// A stream outlives the aggregator's watch under it: when the aggregator
+// ends the watch (a restart, a lost connection), the stream stays open
+// with its keep-alives and the watch is reopened with back-off; once it is
+// back, list_changed of every kind the stream delivers is sent, because
+// changes made while it was down were not seen (a catalog version does not
+// survive an aggregator restart, so versions cannot tell). Ending the
+// stream instead would lose the client's notifications for good where the
+// client does not listen again (go-sdk v1.8.0 clients do not). A Modern
+// listen whose acknowledged resourceSubscriptions cannot all be subscribed
+// again ends with its final result, so that a client that listens again
+// gets an acknowledgement of what is delivered now.
+
+// Back-off of a watch being reopened.
+const (
+	reopenFirst = 100 * time.Millisecond
+	reopenMax   = 5 * time.Second
+	// firstEventWait bounds the wait for a watch's first event, so a hung
+	// aggregator cannot hold a reopening stream forever.
+	firstEventWait = 10 * time.Second
+)
+
+// allKinds is an event in which every kind changed.
+var allKinds = &aggregatorv1.WatchCatalogResponse{Changed: []aggregatorv1.CatalogKind{
+	aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS, aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCES, aggregatorv1.CatalogKind_CATALOG_KIND_PROMPTS,
+}}
+
+// catalogWatch is an open WatchCatalog stream and its first event.
+type catalogWatch struct {
+	stream aggregatorv1.AggregatorService_WatchCatalogClient
+	first  *aggregatorv1.WatchCatalogResponse
+	// ctx ends with the watch.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// close ends the watch; a nil watch has nothing to end.
+func (w *catalogWatch) close() {
+	if w != nil {
+		w.cancel()
+	}
+}
+
+// errWatchUnconfirmed: the aggregator did not send a watch's first event
+// within firstEventWait.
+var errWatchUnconfirmed = status.Error(codes.Unavailable, "the aggregator did not confirm the catalog watch in time")
+
+// openWatch opens a WatchCatalog stream for principal, subscribed to
+// resourceURIs, and reads its first event, which confirms the subscription
+// (the current version, and which of resourceURIs it delivers updates
+// for): after it no change can be missed. The watch ends with ctx or its
+// close.
+func (s *Server) openWatch(ctx context.Context, principal *commonv1.Principal, resourceURIs []string) (*catalogWatch, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	stream, err := s.agg.WatchCatalog(wctx, &aggregatorv1.WatchCatalogRequest{Principal: principal, ResourceUris: resourceURIs})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	hung := time.AfterFunc(firstEventWait, cancel)
+	first, err := stream.Recv()
+	if !hung.Stop() {
+		err = errWatchUnconfirmed
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &catalogWatch{stream: stream, first: first, ctx: wctx, cancel: cancel}, nil
+}
+
+// reopenWatch opens the watch again after the aggregator ended it,
+// retrying with back-off and keeping the client's stream alive meanwhile.
+// It returns nil when the client went away or the gateway shuts down
+// first.
+func (s *Server) reopenWatch(ctx context.Context, resp Responder, principal *commonv1.Principal, resourceURIs []string) *catalogWatch {
+	keepAlive := time.NewTicker(s.cfg.KeepAlive)
+	defer keepAlive.Stop()
+	for delay := reopenFirst; ; delay = min(2*delay, reopenMax) {
+		// Jitter spreads the streams of a replica over the interval, so
+		// a restarted aggregator is not hit by all of them at once.
+		retry := time.NewTimer(delay/2 + rand.N(delay/2+1))
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				retry.Stop()
+				return nil
+			case <-s.closing:
+				retry.Stop()
+				return nil
+			case <-keepAlive.C:
+				if resp.Comment("keep-alive") != nil {
+					retry.Stop()
+					return nil
+				}
+			case <-retry.C:
+				break wait
+			}
+		}
+		w, err := s.openWatch(ctx, principal, resourceURIs)
+		if err == nil {
+			s.log.InfoContext(ctx, "catalog watch reopened; the notification stream carries on")
+			return w
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.log.DebugContext(ctx, "catalog watch not reopened yet", "err", err, "retry_in", min(2*delay, reopenMax))
+	}
+}
+
+// pumpStop says why pump returned.
+type pumpStop int
+
+const (
+	// stopDone: the client went away, the gateway shuts down, or a write
+	// failed; the stream ends.
+	stopDone pumpStop = iota
+	// stopSubscriptionsChanged: restart was closed.
+	stopSubscriptionsChanged
+	// stopWatchEnded: the aggregator ended the watch; it can be reopened.
+	stopWatchEnded
+)
+
+// sendChanged sends the list_changed notifications ev triggers within
+// kinds; it reports whether the stream is still writable.
+func (s *Server) sendChanged(resp Responder, ev *aggregatorv1.WatchCatalogResponse, kinds listKinds, subscriptionID json.RawMessage) bool {
+	for _, method := range changedNotifications(ev, kinds) {
+		if resp.Send(wire.Notification(method, notificationParams(subscriptionID))) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// notificationParams are the params of a stream's notification: tagged
+// with the subscription id on a Modern listen.
+func notificationParams(subscriptionID json.RawMessage) wire.Object {
+	p := wire.Object{}
+	if subscriptionID != nil {
+		p.Set("_meta", wire.Object{mcpspec.MetaSubscriptionID: subscriptionID})
+	}
+	return p
+}
+
+// pump turns the events of w into notifications, with keep-alive
+// comments, until the client goes away, the gateway shuts down, the
+// aggregator ends the watch or restart is closed. subscriptionID, when
+// set, tags every notification (Modern listen). It reports why it
+// stopped, and the last catalog version seen.
+func (s *Server) pump(ctx context.Context, resp Responder, w *catalogWatch,
+	kinds listKinds, restart <-chan struct{}, subscriptionID json.RawMessage) (pumpStop, uint64) {
+	version := w.first.GetCatalogVersion()
+	events := make(chan *aggregatorv1.WatchCatalogResponse)
+	go func() {
+		defer close(events)
+		for {
+			ev, err := w.stream.Recv()
+			if err != nil {
+				if w.ctx.Err() == nil {
+					s.log.InfoContext(ctx, "catalog watch ended; reopening it under the open notification stream", "err", err)
+				}
+				return
+			}
+			select {
+			case events <- ev:
+			case <-w.ctx.Done():
+				return
+			}
+		}
+	}()
+	keepAlive := time.NewTicker(s.cfg.KeepAlive)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return stopDone, version
+		case <-s.closing:
+			return stopDone, version
+		case <-restart:
+			return stopSubscriptionsChanged, version
+		case ev, ok := <-events:
+			if !ok {
+				if ctx.Err() != nil {
+					return stopDone, version
+				}
+				return stopWatchEnded, version
+			}
+			version = ev.GetCatalogVersion()
+			if !s.sendChanged(resp, ev, kinds, subscriptionID) {
+				return stopDone, version
+			}
+			if kinds.resourceUpdates {
+				for _, uri := range ev.GetUpdatedResourceUris() {
+					p := notificationParams(subscriptionID)
+					p.Set("uri", uri)
+					if resp.Send(wire.Notification("notifications/resources/updated", p)) != nil {
+						return stopDone, version
+					}
+				}
+			}
+		case <-keepAlive.C:
+			if resp.Comment("keep-alive") != nil {
+				return stopDone, version
+			}
+		}
+	}
+}
+
+// changedNotifications lists the list_changed methods an event triggers,
+// once each, limited to kinds.
+func changedNotifications(ev *aggregatorv1.WatchCatalogResponse, kinds listKinds) []string {
+	var tools, resources, prompts bool
+	for _, k := range ev.GetChanged() {
+		switch k {
+		case aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS:
+			tools = kinds.tools
+		case aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCES, aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCE_TEMPLATES:
+			resources = kinds.resources
+		case aggregatorv1.CatalogKind_CATALOG_KIND_PROMPTS:
+			prompts = kinds.prompts
+		}
+	}
+	var out []string
+	if tools {
+		out = append(out, "notifications/tools/list_changed")
+	}
+	if resources {
+		out = append(out, "notifications/resources/list_changed")
+	}
+	if prompts {
+		out = append(out, "notifications/prompts/list_changed")
+	}
+	return out
+}

@@ -1,0 +1,165 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+)
+
+func TestSealState(t *testing.T) {
+	alice := &commonv1.Principal{Subject: "alice"}
+	binding := RequestBinding("tools/call", "ask", json.RawMessage(`{"a":1}`))
+	s, _ := NewSealer(key, time.Hour)
+	sealed, err := s.SealState(alice, binding, "backend-state", time.Minute)
+	if err != nil || strings.Contains(sealed, "backend-state") {
+		t.Fatalf("sealed %q, %v", sealed, err)
+	}
+	other, _ := NewSealer(key, time.Hour)
+	got, err := other.OpenState(alice, binding, sealed)
+	if err != nil || got.State != "backend-state" || got.ID == "" || !got.ExpiresAt.After(time.Now()) {
+		t.Fatalf("open on another replica: %+v %v", got, err)
+	}
+	again, _ := s.SealState(alice, binding, "backend-state", time.Minute)
+	if o, _ := s.OpenState(alice, binding, again); o.ID == got.ID {
+		t.Fatal("two sealings share a one-time id")
+	}
+	later, _ := NewSealer(key, time.Hour)
+	later.now = func() time.Time { return time.Now().Add(2 * time.Minute) }
+	sessionID, _, _ := s.Mint(alice, "2025-11-25", nil)
+	for name, open := range map[string]func() (OpenedState, error){
+		"other principal": func() (OpenedState, error) {
+			return s.OpenState(&commonv1.Principal{Subject: "bob"}, binding, sealed)
+		},
+		"other tool": func() (OpenedState, error) {
+			return s.OpenState(alice, RequestBinding("tools/call", "other", json.RawMessage(`{"a":1}`)), sealed)
+		},
+		"other arguments": func() (OpenedState, error) {
+			return s.OpenState(alice, RequestBinding("tools/call", "ask", json.RawMessage(`{"a":2}`)), sealed)
+		},
+		"expired":           func() (OpenedState, error) { return later.OpenState(alice, binding, sealed) },
+		"tampered":          func() (OpenedState, error) { return s.OpenState(alice, binding, sealed[:len(sealed)-3]+"AAA") },
+		"raw backend state": func() (OpenedState, error) { return s.OpenState(alice, binding, "backend-state") },
+		"a session id": func() (OpenedState, error) {
+			return s.OpenState(alice, binding, "r1."+strings.TrimPrefix(sessionID, "s1."))
+		},
+	} {
+		if _, err := open(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: got %v, want ErrInvalid", name, err)
+		}
+	}
+}
+
+// TestRequestBinding: the same arguments however encoded bind alike;
+// anything else that differs does not.
+func TestRequestBinding(t *testing.T) {
+	b := RequestBinding("tools/call", "pay", json.RawMessage(`{"to":"bob","amount":3,"meta":{"b":[1,2],"a":null}}`))
+	for _, same := range []string{`{"amount":3,"to":"bob","meta":{"a":null,"b":[1,2]}}`, " {\n\"meta\" : {\"a\":null,\"b\":[1, 2]}, \"amount\":3, \"to\":\"\\u0062ob\"}"} {
+		if RequestBinding("tools/call", "pay", json.RawMessage(same)) != b {
+			t.Errorf("%s binds differently", same)
+		}
+	}
+	for _, other := range []string{`{"to":"bob","amount":300,"meta":{"b":[1,2],"a":null}}`, `{"to":"bob","amount":3.0,"meta":{"b":[1,2],"a":null}}`,
+		`{"to":"bob","amount":3,"meta":{"b":[2,1],"a":null}}`, `{"to":"bob","amount":3}`, `{}`} {
+		if RequestBinding("tools/call", "pay", json.RawMessage(other)) == b {
+			t.Errorf("%s binds like the original", other)
+		}
+	}
+	if RequestBinding("tools/call", "pa", json.RawMessage(`{"y":1}`)) == RequestBinding("tools/call", "pay", json.RawMessage(`{"":1}`)) ||
+		RequestBinding("prompts/get", "pay", nil) == RequestBinding("tools/call", "pay", nil) {
+		t.Error("fields run together")
+	}
+	if RequestBinding("resources/read", "u", nil) != RequestBinding("resources/read", "u", json.RawMessage("null")) {
+		t.Error("absent and null arguments differ")
+	}
+}
+
+// TestStateUsesLocal: without an indexer a state is used once on this
+// replica, an expired record is forgotten, and a full record refuses new
+// uses instead of forgetting live ones.
+func TestStateUsesLocal(t *testing.T) {
+	u := NewStateUses(nil)
+	ctx := context.Background()
+	in := time.Now().Add(time.Minute)
+	if err := u.Consume(ctx, "a", in); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.Consume(ctx, "a", in); !errors.Is(err, ErrReplayed) {
+		t.Fatalf("second use: %v", err)
+	}
+	for i := len(u.local); i < maxLocalStateUses; i++ {
+		u.local[strconv.Itoa(i)+"x"] = in
+	}
+	if err := u.Consume(ctx, "b", in); !errors.Is(err, ErrUnrecorded) {
+		t.Fatalf("a full record: %v", err)
+	}
+	if err := u.Consume(ctx, "a", in); !errors.Is(err, ErrReplayed) {
+		t.Fatalf("a full record forgot a live use: %v", err)
+	}
+	u.now = func() time.Time { return in.Add(time.Second) }
+	if err := u.Consume(ctx, "b", in.Add(time.Hour)); err != nil {
+		t.Fatalf("after every record expired: %v", err)
+	}
+	if len(u.local) != 1 {
+		t.Fatalf("%d records kept, want the one live", len(u.local))
+	}
+}
+
+// consumeIndexer is an IndexerServiceClient that answers
+// ConsumeRequestState from a map, or with err.
+type consumeIndexer struct {
+	indexerv1.IndexerServiceClient
+	mu   sync.Mutex
+	seen map[string]bool
+	err  error
+}
+
+func (c *consumeIndexer) ConsumeRequestState(_ context.Context, req *indexerv1.ConsumeRequestStateRequest, _ ...grpc.CallOption) (*indexerv1.ConsumeRequestStateResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return nil, c.err
+	}
+	first := !c.seen[req.GetStateDigest()]
+	c.seen[req.GetStateDigest()] = true
+	return &indexerv1.ConsumeRequestStateResponse{FirstUse: first}, nil
+}
+
+// TestStateUsesIndexer: with an indexer its answer decides, and an
+// indexer that cannot answer refuses the use without using the state up.
+func TestStateUsesIndexer(t *testing.T) {
+	idx := &consumeIndexer{seen: map[string]bool{}}
+	u := NewStateUses(idx)
+	ctx := context.Background()
+	in := time.Now().Add(time.Minute)
+	if err := u.Consume(ctx, "a", in); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewStateUses(idx).Consume(ctx, "a", in); !errors.Is(err, ErrReplayed) {
+		t.Fatalf("a replay at another replica: %v", err)
+	}
+	idx.err = status.Error(codes.Unavailable, "down")
+	if err := u.Consume(ctx, "b", in); !errors.Is(err, ErrUnrecorded) {
+		t.Fatalf("with the indexer down: %v", err)
+	}
+	idx.err = nil
+	if err := u.Consume(ctx, "b", in); err != nil {
+		t.Fatalf("the state refused while the indexer was down is still good: %v", err)
+	}
+	for d := range idx.seen {
+		if len(d) != 64 {
+			t.Fatalf("the indexer got %q, want a SHA-256 digest", d)
+		}
+	}
+}
