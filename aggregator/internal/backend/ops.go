@@ -146,6 +146,8 @@ func (c *Client) Probe(ctx context.Context, timeout time.Duration) error {
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("%w: no answer within %s", ErrTimeout, timeout)
+		} else if refused := refusedRedirect(err); refused != nil {
+			err = refused
 		}
 		c.health.failure(c.Redact(err.Error()))
 		c.mu.Lock()
