@@ -139,7 +139,7 @@ func (s *redirectStack) secrets() []string {
 // configured headers, by the session's requests and the calls alike.
 func TestBackendRedirects(t *testing.T) {
 	s := startRedirectStack(t, nil)
-	agg := aggregatorAs(t, s.cluster.Config.Aggregator.Listen, s.cluster.GatewayToken)
+	agg := aggregatorAs(t, s.cluster.Config.Aggregator.Listen, s.cluster.OperatorToken)
 
 	// Every cross-origin backend has been tried and has failed.
 	untilOK(t, "every cross-origin backend reported failing", func() error {

@@ -51,7 +51,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 	if listeners.GRPC != nil {
 		ic.Listen = listeners.GRPC.Addr().String()
 	}
-	if err := ic.Validate(); err != nil {
+	if err := errors.Join(ic.Validate(), cfg.ServiceAuth.Validate()); err != nil {
 		return err
 	}
 	lis, httpLis := listeners.GRPC, listeners.HTTP
