@@ -127,7 +127,11 @@ func startRedirectStack(t *testing.T, extra func(*config.Config)) *redirectStack
 func (s *redirectStack) secrets() []string {
 	out := []string{urlSecret, "backend-secret-", "hdr-secret-"}
 	for _, b := range s.cluster.Config.Aggregator.Backends {
-		out = append(out, b.Headers["Authorization"], b.Headers[secretHeaderName])
+		for _, v := range []string{b.Headers["Authorization"], b.Headers[secretHeaderName]} {
+			if v != "" {
+				out = append(out, v)
+			}
+		}
 	}
 	return out
 }

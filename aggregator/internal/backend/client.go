@@ -390,7 +390,7 @@ func (c *Client) classify(ctx context.Context, err error) error {
 	if errors.As(err, &wire) && !errors.Is(err, mcp.ErrConnectionClosed) && !errors.Is(err, mcp.ErrSessionMissing) && wire.Code != rejectedCode {
 		return &ProtocolError{Code: wire.Code, Message: c.Redact(wire.Message), Data: c.Redact(string(wire.Data))}
 	}
-	return fmt.Errorf("%w: %s", ErrUnavailable, c.Redact(err.Error()))
+	return &unavailableError{text: c.Redact(err.Error()), failure: failureOf(err)}
 }
 
 // rejectedCode is the code the SDK's transport gives requests it could not

@@ -71,3 +71,37 @@ func TestCrossOriginRedirectIsNotFollowed(t *testing.T) {
 		t.Errorf("last error %q does not say redirect", st.LastError)
 	}
 }
+
+// The kind of a failure survives classify: what ListBackends tells
+// callers that are not operators.
+func TestFailureKinds(t *testing.T) {
+	refused := httptest.NewServer(http.NotFoundHandler())
+	url := refused.URL + "/mcp"
+	refused.Close() // nothing listens there any more
+	c := New(Config{Name: "down", URL: url, Timeout: 5 * time.Second}, nil, nil)
+	defer c.Close()
+	if _, err := c.ListAll(context.Background()); err == nil {
+		t.Fatal("ListAll of a backend that is not there succeeded")
+	}
+	if got := c.Status().Failure; got != FailureUnreachable {
+		t.Errorf("listing a closed port: failure %v (%q), want unreachable", got, c.Status().LastError)
+	}
+	if err := c.Probe(context.Background(), 5*time.Second); err == nil || c.Status().Failure != FailureUnreachable {
+		t.Errorf("probing a closed port: %v, failure %v", err, c.Status().Failure)
+	}
+	for _, tc := range []struct {
+		err  error
+		want Failure
+	}{
+		{nil, FailureNone},
+		{refusedRedirect(ErrRedirected), FailureRedirected},
+		{ErrTimeout, FailureTimeout},
+		{ErrProtocolViolation, FailureProtocol},
+		{&ProtocolError{Code: -32603, Message: "x"}, FailureRejected},
+		{errors.New("sending \"initialize\": Not Found"), FailureUnavailable},
+	} {
+		if got := failureOf(tc.err); got != tc.want {
+			t.Errorf("failureOf(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}

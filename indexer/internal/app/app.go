@@ -89,9 +89,10 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	api := server.New(server.Deps{
 		Store: st, Resolver: resolver, Revocations: hub, Ranking: store.DefaultRanking,
-		Limits:           server.Limits{Default: ic.DefaultLimit, Max: ic.MaxLimit},
-		MaxRevocationTTL: time.Duration(ic.MaxRevocationTTL),
-		Stopping:         ctx.Done(), Log: log, Metrics: server.NewMetrics(reg),
+		Limits:                  server.Limits{Default: ic.DefaultLimit, Max: ic.MaxLimit},
+		RevocationTTL:           cfg.RevocationTTL(),
+		MaxRevocationsPerCaller: ic.MaxRevocationsPerCaller,
+		Stopping:                ctx.Done(), Log: log, Metrics: server.NewMetrics(reg),
 	})
 	indexerv1.RegisterIndexerServiceServer(srv.Server, api)
 
