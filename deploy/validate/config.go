@@ -245,6 +245,9 @@ func checkSwitchboardConfig(p *problems, r *Render) {
 			continue
 		}
 		byComponent[comp] = loaded{d: d, c: c, cfg: cfg}
+		if err := cfg.ServiceAuth.Validate(); err != nil {
+			p.addf("%s: %s of ConfigMap %s: %v", who, key, cm.Name, err)
+		}
 
 		tls := cfg.ServiceAuth.TLS
 		for k, f := range map[string]string{"certFile": tls.CertFile, "keyFile": tls.KeyFile, "caFile": tls.CAFile, "clientCAFile": tls.ClientCAFile} {
@@ -314,19 +317,37 @@ func checkSwitchboardConfig(p *problems, r *Render) {
 			p.expectSet("Deployment "+server.d.Name, fmt.Sprintf("serviceAuth.credentials[%d] (%s).token", i, cred.Name), cred.Token)
 		}
 	}
-	// The tokens the clients present are among those the servers accept.
-	for _, t := range []struct{ who, key, token string }{
-		{gwWho, "gateway.aggregator.token", gw.cfg.Gateway.Aggregator.Token},
-		{idxWho, "indexer.aggregator.token", idx.cfg.Indexer.Aggregator.Token},
+	// The tokens the clients present are among those the servers accept,
+	// and their credentials allow the RPCs the clients call: the gateway's
+	// config.GatewayMethods, the indexer's config.IndexerMethods and never
+	// a call.
+	for _, t := range []struct {
+		who, key, token, server string
+		creds                   []config.ServiceCredential
+		needs                   []string
+	}{
+		{gwWho, "gateway.aggregator.token", gw.cfg.Gateway.Aggregator.Token, "aggregator", agg.cfg.ServiceAuth.Credentials, config.GatewayMethods},
+		{idxWho, "indexer.aggregator.token", idx.cfg.Indexer.Aggregator.Token, "aggregator", agg.cfg.ServiceAuth.Credentials, config.IndexerMethods},
+		{gwWho, "gateway.indexer.token", gw.cfg.Gateway.Indexer.Token, "indexer", idx.cfg.ServiceAuth.Credentials, config.GatewayMethods},
 	} {
-		if !slices.ContainsFunc(agg.cfg.ServiceAuth.Credentials, func(c config.ServiceCredential) bool { return c.Token == t.token && c.AssertPrincipals }) {
-			p.addf("%s: %s is not a principal-asserting credential of the aggregator", t.who, t.key)
+		i := slices.IndexFunc(t.creds, func(c config.ServiceCredential) bool { return c.Token == t.token && c.AssertPrincipals })
+		if i < 0 {
+			p.addf("%s: %s is not a principal-asserting credential of the %s", t.who, t.key, t.server)
+			continue
 		}
-	}
-	if !slices.ContainsFunc(idx.cfg.ServiceAuth.Credentials, func(c config.ServiceCredential) bool {
-		return c.Token == gw.cfg.Gateway.Indexer.Token && c.AssertPrincipals
-	}) {
-		p.addf("%s: gateway.indexer.token is not a principal-asserting credential of the indexer", gwWho)
+		allowed := config.NewMethodSet(t.creds[i].Allow)
+		for _, m := range t.needs {
+			if strings.HasPrefix(m, "switchboard."+t.server+".") && !allowed.Permits("/"+m) {
+				p.addf("%s: the %s's credential for %s does not allow %s, which it calls", t.who, t.server, t.key, m)
+			}
+		}
+		if t.key == "indexer.aggregator.token" {
+			for _, m := range []string{"CallTool", "CallToolStream", "ReadResource", "GetPrompt", "Complete"} {
+				if allowed.Permits("/switchboard.aggregator.v1.AggregatorService/" + m) {
+					p.addf("%s: the credential for %s allows %s: the indexer reads views and never calls", t.who, t.key, m)
+				}
+			}
+		}
 	}
 	// Backends inside the cluster are named by their Service.
 	for _, b := range agg.cfg.Aggregator.Backends {

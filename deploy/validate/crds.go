@@ -88,6 +88,7 @@ type CertificateSpec struct {
 	CommonName  string      `json:"commonName,omitempty"`
 	SecretName  string      `json:"secretName"`
 	DNSNames    []string    `json:"dnsNames,omitempty"`
+	URIs        []string    `json:"uris,omitempty"`
 	Duration    string      `json:"duration,omitempty"`
 	RenewBefore string      `json:"renewBefore,omitempty"`
 	IsCA        bool        `json:"isCA,omitempty"`

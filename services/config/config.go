@@ -39,12 +39,13 @@ type Config struct {
 
 // ServiceAuth lists who may call the gRPC services.
 type ServiceAuth struct {
-	// Credentials are bearer tokens accepted by the gRPC services.
+	// Credentials are the callers the gRPC services accept.
 	Credentials []ServiceCredential `yaml:"credentials"`
 	// TLS, when set, serves gRPC over TLS; with ClientCAFile it requires and
-	// verifies client certificates (mTLS), and a verified certificate whose
-	// common name matches a credential's CommonName authenticates as that
-	// credential without a token.
+	// verifies a client certificate on every connection (mTLS), and a
+	// verified certificate whose subject alternative name (URI or DNS) or
+	// common name is a credential's authenticates as that credential
+	// without a token.
 	TLS TLS `yaml:"tls"`
 }
 
@@ -53,17 +54,34 @@ type ServiceCredential struct {
 	// Name identifies the caller in logs and metrics ("gateway", "indexer").
 	Name string `yaml:"name"`
 	// Token is the bearer token; use ${ENV} so it stays out of the file.
-	Token string `yaml:"token"`
-	// CommonName authenticates this credential by mTLS client certificate.
-	CommonName string `yaml:"commonName"`
+	Token string `yaml:"token,omitempty"`
+	// URISAN, DNSSAN and CommonName authenticate this credential by a
+	// verified mTLS client certificate: a URI subject alternative name
+	// (spiffe://...), a DNS one, or the subject's common name. A
+	// certificate's SANs are looked at first (URI, then DNS); its common
+	// name only when no SAN names a credential.
+	URISAN     string `yaml:"uriSAN,omitempty"`
+	DNSSAN     string `yaml:"dnsSAN,omitempty"`
+	CommonName string `yaml:"commonName,omitempty"`
+	// Allow names the RPCs the credential may call: full gRPC method names
+	// ("switchboard.aggregator.v1.AggregatorService/ListTools") or every
+	// method of a service ("switchboard.indexer.v1.IndexerService/*").
+	// Required; any other call is PERMISSION_DENIED. Health checking and
+	// reflection need no credential.
+	Allow []string `yaml:"allow,omitempty"`
+	// Operator marks a credential of the people who run the deployment:
+	// operator callers see backend error texts and URLs in ListBackends,
+	// which every other caller sees only as a generic class, and are not
+	// held to the per-caller bound on RevokeSession.
+	Operator bool `yaml:"operator,omitempty"`
 	// AssertPrincipals marks a trusted service (the gateway, the indexer)
 	// that may act for any end user named in a request. Other callers act as
 	// the principal below, whatever their requests say.
-	AssertPrincipals bool `yaml:"assertPrincipals"`
+	AssertPrincipals bool `yaml:"assertPrincipals,omitempty"`
 	// Subject and Groups are the identity of a caller that may not assert
 	// principals (an internal client acting for itself).
-	Subject string   `yaml:"subject"`
-	Groups  []string `yaml:"groups"`
+	Subject string   `yaml:"subject,omitempty"`
+	Groups  []string `yaml:"groups,omitempty"`
 }
 
 // TLS configures transport security for gRPC, as server and as client.

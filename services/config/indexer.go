@@ -32,8 +32,15 @@ type Indexer struct {
 	GCInterval     Duration `yaml:"gcInterval"`
 	ScopeRetention Duration `yaml:"scopeRetention"`
 	// MaxRevocationTTL is the furthest expiry a session revocation may
-	// have (default 24h); gateway.sessions.ttl must not exceed it.
+	// have (default 24h); gateway.sessions.ttl must not exceed it. A
+	// RevokeSession expiring later than the session TTL (the smaller of
+	// the two), plus five minutes of clock skew, is clamped to it.
 	MaxRevocationTTL Duration `yaml:"maxRevocationTTL"`
+	// MaxRevocationsPerCaller bounds the live revocations one service
+	// credential that is not an operator's may have recorded through one
+	// indexer replica (default 100000); past it RevokeSession is
+	// RESOURCE_EXHAUSTED until some expire.
+	MaxRevocationsPerCaller int `yaml:"maxRevocationsPerCaller,omitempty"`
 }
 
 // Defaults of the indexer section.
@@ -44,6 +51,7 @@ const (
 	DefaultIndexerGCInterval       = 10 * time.Minute
 	DefaultIndexerScopeRetention   = 24 * time.Hour
 	DefaultIndexerMaxRevocationTTL = 24 * time.Hour
+	DefaultMaxRevocationsPerCaller = 100_000
 )
 
 // WithDefaults returns the section with every unset value at its default.
@@ -54,6 +62,9 @@ func (c Indexer) WithDefaults() Indexer {
 	c.GCInterval = Duration(c.GCInterval.Or(DefaultIndexerGCInterval))
 	c.ScopeRetention = Duration(c.ScopeRetention.Or(DefaultIndexerScopeRetention))
 	c.MaxRevocationTTL = Duration(c.MaxRevocationTTL.Or(DefaultIndexerMaxRevocationTTL))
+	if c.MaxRevocationsPerCaller <= 0 {
+		c.MaxRevocationsPerCaller = DefaultMaxRevocationsPerCaller
+	}
 	if c.MaxLimit <= 0 || c.MaxLimit > MaxIndexerLimit {
 		c.MaxLimit = MaxIndexerLimit
 	}
@@ -62,6 +73,13 @@ func (c Indexer) WithDefaults() Indexer {
 	}
 	c.DefaultLimit = min(c.DefaultLimit, c.MaxLimit)
 	return c
+}
+
+// RevocationTTL is the longest a session revocation is kept: as long as a
+// session lives (gateway.sessions.ttl), and never longer than
+// indexer.maxRevocationTTL, defaults applied to both.
+func (c *Config) RevocationTTL() time.Duration {
+	return min(time.Duration(c.Indexer.WithDefaults().MaxRevocationTTL), time.Duration(c.Gateway.WithDefaults().Sessions.TTL))
 }
 
 // Validate reports what the indexer cannot run without.

@@ -39,3 +39,24 @@ func TestIndexerValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestRevocationBounds(t *testing.T) {
+	if got := (Indexer{}).WithDefaults().MaxRevocationsPerCaller; got != DefaultMaxRevocationsPerCaller {
+		t.Errorf("maxRevocationsPerCaller default %d", got)
+	}
+	for _, tc := range []struct {
+		maxTTL, sessionTTL, want time.Duration
+	}{
+		{0, 0, 24 * time.Hour},
+		{0, time.Hour, time.Hour},
+		{2 * time.Hour, 0, 2 * time.Hour},
+		{2 * time.Hour, 3 * time.Hour, 2 * time.Hour},
+	} {
+		c := &Config{}
+		c.Indexer.MaxRevocationTTL = Duration(tc.maxTTL)
+		c.Gateway.Sessions.TTL = Duration(tc.sessionTTL)
+		if got := c.RevocationTTL(); got != tc.want {
+			t.Errorf("maxRevocationTTL %s, sessions.ttl %s: RevocationTTL %s, want %s", tc.maxTTL, tc.sessionTTL, got, tc.want)
+		}
+	}
+}

@@ -5,13 +5,10 @@ package rpc
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"runtime/debug"
 	"time"
 
@@ -19,7 +16,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -40,8 +36,10 @@ type Server struct {
 	log    *slog.Logger
 }
 
-// NewServer builds a server that authenticates callers with auth. Its health
-// status starts as NOT_SERVING.
+// NewServer builds a server that authenticates callers with auth, over TLS
+// when tlsCfg is enabled (tls.go: files re-read as they change, client
+// certificates required with a client CA). Its health status starts as
+// NOT_SERVING.
 func NewServer(auth *svcauth.Authenticator, tlsCfg config.TLS, log *slog.Logger, extra ...grpc.ServerOption) (*Server, error) {
 	opts := []grpc.ServerOption{
 		grpc.StatsHandler(otelgrpc.NewServerHandler()),
@@ -54,11 +52,15 @@ func NewServer(auth *svcauth.Authenticator, tlsCfg config.TLS, log *slog.Logger,
 		grpc.MaxRecvMsgSize(16 << 20),
 	}
 	if tlsCfg.Enabled() {
-		tc, err := serverTLS(tlsCfg)
+		files, err := loadTLSFiles(tlsCfg, log)
 		if err != nil {
 			return nil, err
 		}
-		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
+		creds, err := files.serverCredentials()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, grpc.Creds(creds))
 	}
 	opts = append(opts, extra...)
 	s := &Server{Server: grpc.NewServer(opts...), Health: health.NewServer(), log: log}
@@ -152,11 +154,11 @@ func Dial(ep config.Endpoint, tlsCfg config.TLS) (*grpc.ClientConn, error) {
 		}),
 	}
 	if tlsCfg.Enabled() {
-		tc, err := clientTLS(tlsCfg)
+		files, err := loadTLSFiles(tlsCfg, nil)
 		if err != nil {
 			return nil, err
 		}
-		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(tc)))
+		opts = append(opts, grpc.WithTransportCredentials(&reloadingClientCredentials{files: files}))
 	} else {
 		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	}
@@ -164,54 +166,4 @@ func Dial(ep config.Endpoint, tlsCfg config.TLS) (*grpc.ClientConn, error) {
 		opts = append(opts, grpc.WithPerRPCCredentials(svcauth.TokenCredentials{Token: ep.Token, Secure: tlsCfg.Enabled()}))
 	}
 	return grpc.NewClient(ep.Address, opts...)
-}
-
-func serverTLS(c config.TLS) (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("load server certificate: %w", err)
-	}
-	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if c.ClientCAFile != "" {
-		pool, err := loadPool(c.ClientCAFile)
-		if err != nil {
-			return nil, err
-		}
-		// Verify a certificate when one is presented; token callers may
-		// still connect without one.
-		tc.ClientCAs = pool
-		tc.ClientAuth = tls.VerifyClientCertIfGiven
-	}
-	return tc, nil
-}
-
-func clientTLS(c config.TLS) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.ServerName}
-	if c.CAFile != "" {
-		pool, err := loadPool(c.CAFile)
-		if err != nil {
-			return nil, err
-		}
-		tc.RootCAs = pool
-	}
-	if c.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("load client certificate: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
-}
-
-func loadPool(path string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read CA file: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("no certificates in %s", path)
-	}
-	return pool, nil
 }

@@ -73,9 +73,11 @@ func dial(t *testing.T, addr, token string) *grpc.ClientConn {
 }
 
 var testCreds = []config.ServiceCredential{
-	{Name: "gateway", Token: "gateway-secret", AssertPrincipals: true},
-	{Name: "reporting", Token: "reporting-secret", Subject: "svc-reporting", Groups: []string{"reports", "audit"}},
-	{Name: "unset", Token: ""}, // a missing secret must never authenticate anything
+	{Name: "gateway", Token: "gateway-secret", AssertPrincipals: true, Allow: []string{"switchboard.indexer.v1.IndexerService/*"}},
+	{Name: "reporting", Token: "reporting-secret", Subject: "svc-reporting", Groups: []string{"reports", "audit"}, Allow: []string{"/switchboard.indexer.v1.IndexerService/RefreshScope"}},
+	{Name: "searcher", Token: "searcher-secret", AssertPrincipals: true, Allow: []string{"switchboard.indexer.v1.IndexerService/Search"}},
+	{Name: "no-allow", Token: "no-allow-secret", AssertPrincipals: true},
+	{Name: "unset", Token: "", Allow: []string{"switchboard.indexer.v1.IndexerService/*"}}, // a missing secret must never authenticate anything
 }
 
 func TestServiceAuthentication(t *testing.T) {
@@ -97,6 +99,8 @@ func TestServiceAuthentication(t *testing.T) {
 		{name: "bound caller acts as itself", token: "reporting-secret", wantCode: codes.OK, wantDigest: "svc-reporting|audit|reports"},
 		{name: "bound caller may restate itself", token: "reporting-secret", principal: &commonv1.Principal{Subject: "svc-reporting", Groups: []string{"reports", "audit"}}, wantCode: codes.OK, wantDigest: "svc-reporting|audit|reports"},
 		{name: "bound caller cannot impersonate", token: "reporting-secret", principal: alice, wantCode: codes.PermissionDenied, wantReason: commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_NOT_ALLOWED},
+		{name: "method not in the allow list", token: "searcher-secret", principal: alice, wantCode: codes.PermissionDenied, wantReason: commonv1.ErrorReason_ERROR_REASON_METHOD_NOT_ALLOWED},
+		{name: "no allow list allows nothing", token: "no-allow-secret", principal: alice, wantCode: codes.PermissionDenied, wantReason: commonv1.ErrorReason_ERROR_REASON_METHOD_NOT_ALLOWED},
 		{name: "bound caller cannot add groups", token: "reporting-secret", principal: &commonv1.Principal{Subject: "svc-reporting", Groups: []string{"reports", "audit", "admins"}}, wantCode: codes.PermissionDenied, wantReason: commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_NOT_ALLOWED},
 	}
 	for _, tc := range cases {

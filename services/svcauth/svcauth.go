@@ -5,7 +5,9 @@
 // the gRPC caller authenticated as a service trusted to assert principals
 // (the gateway, the indexer). Every other authenticated caller acts as the
 // identity bound to its own credential, and naming someone else is rejected.
-// A call with no valid credential is rejected before any handler runs.
+// A call with no valid credential is rejected before any handler runs, and
+// so is a call of a method the caller's credential does not allow
+// (allow.go).
 package svcauth
 
 import (
@@ -30,14 +32,25 @@ import (
 type Caller struct {
 	Name             string
 	AssertPrincipals bool
+	// Operator: the credential of the people running the deployment
+	// (serviceAuth.credentials[].operator), who see what other callers see
+	// only redacted.
+	Operator bool
 	// Bound is the identity of a caller that may not assert principals.
 	Bound *commonv1.Principal
+	allow config.MethodSet
 }
+
+// MayCall reports whether the caller's credential allows fullMethod
+// ("/package.Service/Method").
+func (c Caller) MayCall(fullMethod string) bool { return c.allow.Permits(fullMethod) }
 
 // Authenticator checks service credentials.
 type Authenticator struct {
 	byToken []tokenEntry
-	byCN    map[string]Caller
+	// Certificate identities: URI and DNS subject alternative names, and
+	// subject common names.
+	byURI, byDNS, byCN map[string]*Caller
 }
 
 type tokenEntry struct {
@@ -45,21 +58,28 @@ type tokenEntry struct {
 	caller Caller
 }
 
-// NewAuthenticator builds an authenticator from the configured credentials.
-// Credentials with neither a token nor a common name are ignored, and empty
-// tokens never match, so a missing secret cannot open the door.
+// NewAuthenticator builds an authenticator from the configured credentials
+// (checked by config.ServiceAuth.Validate). Credentials with no token and
+// no certificate identity are ignored, and empty tokens never match, so a
+// missing secret cannot open the door; a credential without an allow list
+// may call nothing.
 func NewAuthenticator(creds []config.ServiceCredential) *Authenticator {
-	a := &Authenticator{byCN: map[string]Caller{}}
+	a := &Authenticator{byURI: map[string]*Caller{}, byDNS: map[string]*Caller{}, byCN: map[string]*Caller{}}
 	for _, c := range creds {
-		caller := Caller{Name: c.Name, AssertPrincipals: c.AssertPrincipals}
+		caller := &Caller{Name: c.Name, AssertPrincipals: c.AssertPrincipals, Operator: c.Operator, allow: config.NewMethodSet(c.Allow)}
 		if !c.AssertPrincipals {
 			caller.Bound = &commonv1.Principal{Subject: c.Subject, Groups: slices.Clone(c.Groups)}
 		}
 		if c.Token != "" {
-			a.byToken = append(a.byToken, tokenEntry{token: []byte(c.Token), caller: caller})
+			a.byToken = append(a.byToken, tokenEntry{token: []byte(c.Token), caller: *caller})
 		}
-		if c.CommonName != "" {
-			a.byCN[c.CommonName] = caller
+		for _, id := range []struct {
+			by   map[string]*Caller
+			name string
+		}{{a.byURI, c.URISAN}, {a.byDNS, c.DNSSAN}, {a.byCN, c.CommonName}} {
+			if id.name != "" {
+				id.by[id.name] = caller
+			}
 		}
 	}
 	return a
@@ -102,9 +122,36 @@ func (a *Authenticator) Authenticate(ctx context.Context) (Caller, bool) {
 	return Caller{}, false
 }
 
+// callerForCert finds the credential a verified client certificate names:
+// by its URI subject alternative names first, then its DNS ones, then its
+// subject common name. A certificate whose names of one kind point at two
+// different credentials names none (an issuing mistake, not a choice for
+// this code to make).
 func (a *Authenticator) callerForCert(cert *x509.Certificate) (Caller, bool) {
-	c, ok := a.byCN[cert.Subject.CommonName]
-	return c, ok
+	uris := make([]string, len(cert.URIs))
+	for i, u := range cert.URIs {
+		uris[i] = u.String()
+	}
+	for _, kind := range []struct {
+		names []string
+		by    map[string]*Caller
+	}{{uris, a.byURI}, {cert.DNSNames, a.byDNS}, {[]string{cert.Subject.CommonName}, a.byCN}} {
+		var found *Caller
+		for _, name := range kind.names {
+			c, ok := kind.by[name]
+			if !ok {
+				continue
+			}
+			if found != nil && found != c {
+				return Caller{}, false
+			}
+			found = c
+		}
+		if found != nil {
+			return *found, true
+		}
+	}
+	return Caller{}, false
 }
 
 type callerKey struct{}
@@ -168,8 +215,9 @@ func normalize(p *commonv1.Principal) *commonv1.Principal {
 
 var errUnauthenticated = apierr.New(codes.Unauthenticated, commonv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED, "missing or invalid service credentials")
 
-// UnaryInterceptor authenticates the caller and resolves the principal of
-// requests that carry one. Health checks and reflection are exempt so that
+// UnaryInterceptor authenticates the caller, checks that its credential
+// allows the method, and resolves the principal of requests that carry
+// one. Health checks and reflection are exempt so that
 // probes and grpcurl discovery work without credentials; they reveal nothing
 // about users.
 func (a *Authenticator) UnaryInterceptor() grpc.UnaryServerInterceptor {
@@ -180,6 +228,9 @@ func (a *Authenticator) UnaryInterceptor() grpc.UnaryServerInterceptor {
 		c, ok := a.Authenticate(ctx)
 		if !ok {
 			return nil, errUnauthenticated
+		}
+		if !c.MayCall(info.FullMethod) {
+			return nil, errMethodNotAllowed(info.FullMethod)
 		}
 		ctx = context.WithValue(ctx, callerKey{}, c)
 		var requested *commonv1.Principal
@@ -204,6 +255,9 @@ func (a *Authenticator) StreamInterceptor() grpc.StreamServerInterceptor {
 		c, ok := a.Authenticate(ss.Context())
 		if !ok {
 			return errUnauthenticated
+		}
+		if !c.MayCall(info.FullMethod) {
+			return errMethodNotAllowed(info.FullMethod)
 		}
 		ctx := context.WithValue(ss.Context(), callerKey{}, c)
 		return handler(srv, &principalStream{ServerStream: ss, ctx: ctx, caller: c})

@@ -25,7 +25,7 @@ func TestIndexerServesOnlyAfterMigrations(t *testing.T) {
 	}
 
 	cfg := &config.Config{
-		ServiceAuth: config.ServiceAuth{Credentials: []config.ServiceCredential{{Name: "test", Token: "t0ken-for-this-test", AssertPrincipals: true}}},
+		ServiceAuth: config.ServiceAuth{Credentials: []config.ServiceCredential{{Name: "test", Token: "t0ken-for-this-test", AssertPrincipals: true, Allow: harness.AllMethods}}},
 		Logging:     config.Logging{Level: "debug", Format: "text"},
 	}
 	cfg.Indexer.Listen = harness.FreeAddr(t)

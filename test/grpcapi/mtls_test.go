@@ -123,7 +123,7 @@ func TestMTLS(t *testing.T) {
 	cfg := &config.Config{
 		ServiceAuth: config.ServiceAuth{
 			Credentials: []config.ServiceCredential{
-				{Name: "reporting", CommonName: "reporting.internal", Subject: reportingSubject, Groups: []string{"analysts"}},
+				{Name: "reporting", CommonName: "reporting.internal", Subject: reportingSubject, Groups: []string{"analysts"}, Allow: reportingAllow},
 			},
 			TLS: config.TLS{CertFile: serverCert, KeyFile: serverKey, CAFile: ca.caFile, ClientCAFile: ca.caFile},
 		},
@@ -131,9 +131,10 @@ func TestMTLS(t *testing.T) {
 	}
 	cfg.Aggregator.Listen = aggAddr
 	cfg.Aggregator.Backends = []config.Backend{{Name: "demo", URL: "http://" + backendAddr + "/mcp"}}
-	// Health over TLS needs no client certificate.
+	// Health needs no service credential, but with a client CA every
+	// connection needs a client certificate.
 	harness.StartProc(t, "aggregator", devstack.AggregatorBin, []string{"--config", harness.WriteConfig(t, dir, cfg)}, nil,
-		devstack.GRPCServing(aggAddr, config.TLS{CAFile: ca.caFile}))
+		devstack.GRPCServing(aggAddr, config.TLS{CAFile: ca.caFile, CertFile: strangerCert, KeyFile: strangerKey}))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -164,11 +165,13 @@ func TestMTLS(t *testing.T) {
 		tls  func() *tls.Config
 		want []codes.Code
 	}{
+		// With a client CA the server requires a certificate: the
+		// handshake fails.
 		{"TLS without a client certificate or token", func() *tls.Config {
 			roots := x509.NewCertPool()
 			roots.AddCert(ca.cert)
 			return &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
-		}, []codes.Code{codes.Unauthenticated}},
+		}, []codes.Code{codes.Unavailable}},
 		{"certificate of an unknown common name", func() *tls.Config {
 			c, err := example.MTLSConfig(strangerCert, strangerKey, ca.caFile)
 			if err != nil {
@@ -177,15 +180,15 @@ func TestMTLS(t *testing.T) {
 			return c
 		}, []codes.Code{codes.Unauthenticated}},
 		// Go's TLS client withholds a certificate that the server's
-		// acceptable CAs did not issue (the call is then unauthenticated);
-		// a client that sends it anyway fails the handshake.
+		// acceptable CAs did not issue, and a client that sends it anyway
+		// fails verification: either way the handshake fails.
 		{"certificate from another CA", func() *tls.Config {
 			c, err := example.MTLSConfig(forgedCert, forgedKey, ca.caFile)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return c
-		}, []codes.Code{codes.Unauthenticated, codes.Unavailable}},
+		}, []codes.Code{codes.Unavailable}},
 		{"plaintext", func() *tls.Config { return nil }, []codes.Code{codes.Unavailable}},
 	}
 	for _, tc := range refused {
@@ -221,7 +224,7 @@ func TestMTLSWholeStack(t *testing.T) {
 		Configure: func(cfg *config.Config) {
 			cfg.ServiceAuth.TLS = tlsFiles
 			cfg.ServiceAuth.Credentials = []config.ServiceCredential{
-				{Name: "switchboard-service", CommonName: "switchboard-service", AssertPrincipals: true},
+				{Name: "switchboard-service", CommonName: "switchboard-service", AssertPrincipals: true, Allow: harness.AllMethods},
 			}
 			cfg.Gateway.Aggregator.Token = ""
 			cfg.Gateway.Indexer.Token = ""

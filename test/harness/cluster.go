@@ -16,6 +16,10 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/pgcluster"
 )
 
+// AllMethods allows every RPC of the aggregator and the indexer: for test
+// credentials that are not the services' own.
+var AllMethods = []string{"switchboard.aggregator.v1.AggregatorService/*", "switchboard.indexer.v1.IndexerService/*"}
+
 // Backend is a demo backend of a cluster.
 type Backend struct {
 	Name string
@@ -53,8 +57,11 @@ type Cluster struct {
 	Gateway     *Proc
 	PG          *pgcluster.Cluster // nil with NoIndexer
 	// GatewayToken and IndexerToken are the service credentials (both may
-	// assert principals), for tests that call the gRPC APIs directly.
-	GatewayToken, IndexerToken string
+	// assert principals, each allowed the RPCs its service calls:
+	// config.GatewayMethods, config.IndexerMethods), for tests that call
+	// the gRPC APIs directly. OperatorToken is an operator's credential,
+	// allowed every RPC of both services (ListBackends, Stats, ...).
+	GatewayToken, IndexerToken, OperatorToken string
 }
 
 // Start brings up a cluster and registers its teardown with t.Cleanup.
@@ -62,15 +69,17 @@ func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	dir := t.TempDir()
 	c := &Cluster{
-		Backends:     map[string]*Proc{},
-		BackendURLs:  map[string]string{},
-		GatewayToken: randomToken(t),
-		IndexerToken: randomToken(t),
+		Backends:      map[string]*Proc{},
+		BackendURLs:   map[string]string{},
+		GatewayToken:  randomToken(t),
+		IndexerToken:  randomToken(t),
+		OperatorToken: randomToken(t),
 	}
 	cfg := &config.Config{
 		ServiceAuth: config.ServiceAuth{Credentials: []config.ServiceCredential{
-			{Name: "gateway", Token: c.GatewayToken, AssertPrincipals: true},
-			{Name: "indexer", Token: c.IndexerToken, AssertPrincipals: true},
+			{Name: "gateway", Token: c.GatewayToken, AssertPrincipals: true, Allow: config.GatewayMethods},
+			{Name: "indexer", Token: c.IndexerToken, AssertPrincipals: true, Allow: config.IndexerMethods},
+			{Name: "operator", Token: c.OperatorToken, AssertPrincipals: true, Operator: true, Allow: AllMethods},
 		}},
 		Logging: config.Logging{Level: "debug", Format: "text"},
 	}

@@ -104,9 +104,11 @@ serviceAuth:
     - name: gateway
       token: ${SWITCHBOARD_GATEWAY_TOKEN}
       assertPrincipals: true
+      allow: ["switchboard.aggregator.v1.AggregatorService/*", "switchboard.indexer.v1.IndexerService/*"]
     - name: indexer
       token: ${SWITCHBOARD_INDEXER_TOKEN}
       assertPrincipals: true
+      allow: [switchboard.aggregator.v1.AggregatorService/Discover, switchboard.aggregator.v1.AggregatorService/ListTools, switchboard.aggregator.v1.AggregatorService/WatchCatalog]
 logging:
   level: warn
   format: text

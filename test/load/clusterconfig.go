@@ -22,9 +22,11 @@ var configTemplate = template.Must(template.New("config").Funcs(template.FuncMap
     - name: gateway
       token: ${SWITCHBOARD_GATEWAY_TOKEN}
       assertPrincipals: true
+      allow: ["switchboard.aggregator.v1.AggregatorService/*", "switchboard.indexer.v1.IndexerService/*"]
     - name: indexer
       token: ${SWITCHBOARD_INDEXER_TOKEN}
       assertPrincipals: true
+      allow: [switchboard.aggregator.v1.AggregatorService/Discover, switchboard.aggregator.v1.AggregatorService/ListTools, switchboard.aggregator.v1.AggregatorService/WatchCatalog]
 logging:
   level: warn
   format: text

@@ -42,6 +42,9 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 		return err
 	}
 
+	if err := env.Config.ServiceAuth.Validate(); err != nil {
+		return err
+	}
 	srv, err := rpc.NewServer(svcauth.NewAuthenticator(env.Config.ServiceAuth.Credentials), env.Config.ServiceAuth.TLS, env.Log, rpc.ServerMetrics(reg)...)
 	if err != nil {
 		return err

@@ -45,7 +45,7 @@ func TestRunServesAndShutsDown(t *testing.T) {
 	cfg, err := config.Parse([]byte(`
 serviceAuth:
   credentials:
-    - {name: gateway, token: tok, assertPrincipals: true}
+    - {name: gateway, token: tok, assertPrincipals: true, allow: ["switchboard.aggregator.v1.AggregatorService/*"]}
 aggregator:
   listen: `+grpcAddr+`
   httpListen: `+httpAddr+`

@@ -88,11 +88,11 @@ func TestHealthStates(t *testing.T) {
 	})
 	c.health.success(time.Millisecond, nil)
 	c.health.success(2*time.Second, nil)
-	c.health.failure("boom")
+	c.health.failure("boom", FailureUnavailable)
 	if s := c.Status(); s.State != Degraded || s.LastError != "boom" {
 		t.Fatalf("after one failure: %+v", s)
 	}
-	c.health.failure("boom again")
+	c.health.failure("boom again", FailureUnavailable)
 	c.health.success(time.Millisecond, &Lists{ProtocolVersion: ProtocolModern})
 	want := []string{"unknown>healthy", "healthy>degraded", "degraded>unhealthy", "unhealthy>healthy"}
 	if !slices.Equal(changes, want) {

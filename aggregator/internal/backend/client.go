@@ -34,7 +34,7 @@ type Client struct {
 	http     *http.Client
 	// raw sends the raw path's calls (raw.go) over the same connection
 	// pool; ids numbers their requests.
-	raw      http.RoundTripper
+	raw      *http.Client
 	ids      atomic.Uint64
 	spanName string
 	mcp      *mcp.Client
@@ -91,7 +91,7 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 	// The raw path sets the configured headers itself, reads its responses
 	// to the end and joins the caller's trace itself (raw.go): otelhttp's
 	// per-request metric bookkeeping cost more than the rest of the hop.
-	raw := resender{next: base}
+	raw := &http.Client{Transport: resender{next: base}, CheckRedirect: checkRedirect}
 
 	// Header values, and any password or query in the URL, are secrets:
 	// they are cut out of every error message before it is logged or
@@ -114,7 +114,9 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 		cfg:      cfg,
 		log:      log.With("backend", cfg.Name),
 		redactor: strings.NewReplacer(pairs...),
-		http:     &http.Client{Transport: rt},
+		// Both clients follow redirects on the backend's origin only
+		// (redirect.go).
+		http:     &http.Client{Transport: rt, CheckRedirect: checkRedirect},
 		raw:      raw,
 		spanName: "mcp backend " + cfg.Name,
 		health:   newHealthTracker(),
@@ -371,6 +373,9 @@ func (c *Client) classify(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	if refused := refusedRedirect(err); refused != nil {
+		return refused
+	}
 	if errors.Is(err, ErrMalformedRequest) {
 		return fmt.Errorf("%w (%s)", ErrMalformedRequest, c.Redact(err.Error()))
 	}
@@ -385,7 +390,7 @@ func (c *Client) classify(ctx context.Context, err error) error {
 	if errors.As(err, &wire) && !errors.Is(err, mcp.ErrConnectionClosed) && !errors.Is(err, mcp.ErrSessionMissing) && wire.Code != rejectedCode {
 		return &ProtocolError{Code: wire.Code, Message: c.Redact(wire.Message), Data: c.Redact(string(wire.Data))}
 	}
-	return fmt.Errorf("%w: %s", ErrUnavailable, c.Redact(err.Error()))
+	return &unavailableError{text: c.Redact(err.Error()), failure: failureOf(err)}
 }
 
 // rejectedCode is the code the SDK's transport gives requests it could not

@@ -34,7 +34,11 @@ type Status struct {
 	// ProtocolVersion negotiated on the last connection.
 	ProtocolVersion string
 	// LastError is the last failure, secrets removed; empty after a success.
+	// It may name URLs, hosts and ports: for operators only.
 	LastError string
+	// Failure is the kind of the last failure (FailureNone after a
+	// success): what everyone else is told.
+	Failure   Failure
 	LastCheck time.Time
 	// Counts of the last successful listing.
 	Tools, Resources, ResourceTemplates, Prompts int
@@ -69,6 +73,7 @@ func (h *healthTracker) success(latency time.Duration, lists *Lists) {
 		h.status.State = Degraded
 	}
 	h.status.LastError = ""
+	h.status.Failure = FailureNone
 	h.status.LastCheck = time.Now()
 	if lists != nil {
 		h.status.Tools, h.status.Resources = len(lists.Tools), len(lists.Resources)
@@ -78,11 +83,12 @@ func (h *healthTracker) success(latency time.Duration, lists *Lists) {
 	h.notify(prev, lists != nil)
 }
 
-func (h *healthTracker) failure(msg string) {
+func (h *healthTracker) failure(msg string, kind Failure) {
 	h.mu.Lock()
 	prev := h.status.State
 	h.failures++
 	h.status.LastError = msg
+	h.status.Failure = kind
 	h.status.LastCheck = time.Now()
 	if h.failures >= max(h.policy.UnhealthyAfter, 1) {
 		h.status.State = Unhealthy

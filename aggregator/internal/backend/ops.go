@@ -49,7 +49,7 @@ func (c *Client) ListAll(ctx context.Context) (*Lists, error) {
 	lists, err := do(ctx, c, retryIdempotent, 0, c.listAll)
 	if err != nil {
 		if ctx.Err() == nil {
-			c.health.failure(c.Redact(err.Error()))
+			c.health.failure(c.Redact(err.Error()), failureOf(err))
 		}
 		return nil, err
 	}
@@ -232,8 +232,10 @@ func (c *Client) Probe(ctx context.Context, timeout time.Duration) error {
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("%w: no answer within %s", ErrTimeout, timeout)
+		} else if refused := refusedRedirect(err); refused != nil {
+			err = refused
 		}
-		c.health.failure(c.Redact(err.Error()))
+		c.health.failure(c.Redact(err.Error()), failureOf(err))
 		c.mu.Lock()
 		s := c.session
 		c.mu.Unlock()

@@ -186,7 +186,7 @@ func (c *Client) exchange(ctx context.Context, s *mcp.ClientSession, call *Call)
 		h["Mcp-Session-Id"] = []string{sessionID}
 	}
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(h))
-	resp, err := c.raw.RoundTrip(req)
+	resp, err := c.raw.Do(req)
 	if err != nil {
 		span.SetStatus(codes.Error, "no response")
 		return nil, err
@@ -457,7 +457,7 @@ func (c *Client) refuseRequest(ctx context.Context, s *mcp.ClientSession, m mess
 	for k, v := range c.cfg.Headers {
 		req.Header.Set(k, v)
 	}
-	resp, err := c.raw.RoundTrip(req)
+	resp, err := c.raw.Do(req)
 	if err != nil {
 		c.log.Warn("could not refuse a backend's request", "method", string(m.method), "err", c.Redact(err.Error()))
 		return

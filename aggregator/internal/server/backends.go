@@ -22,10 +22,17 @@ var apiHealth = map[backend.State]aggregatorv1.BackendHealth{
 // ListBackends reports every backend in name order. With a principal in
 // the request, or for a caller that may not assert principals, only the
 // backends the principal sees something of are listed.
+//
+// A backend's URL and the text of its last failure are for operators
+// (serviceAuth.credentials[].operator): the text names URLs, hosts and
+// ports, and may quote the backend's own answer. Every other caller gets
+// no URL and, for a failing backend, the failure's generic reason
+// ("backend unreachable", "backend timed out", ...).
 func (s *Server) ListBackends(ctx context.Context, req *aggregatorv1.ListBackendsRequest) (*aggregatorv1.ListBackendsResponse, error) {
 	snap, _ := s.e.Snapshot()
 	var visible map[string]bool
-	if c, _ := svcauth.CallerFrom(ctx); req.GetPrincipal() != nil || !c.AssertPrincipals {
+	c, _ := svcauth.CallerFrom(ctx)
+	if req.GetPrincipal() != nil || !c.AssertPrincipals {
 		visible = visibleBackends(s.e.View(snap, svcauth.PrincipalFrom(ctx)))
 	}
 	out := &aggregatorv1.ListBackendsResponse{CatalogVersion: snap.Version}
@@ -36,14 +43,18 @@ func (s *Server) ListBackends(ctx context.Context, req *aggregatorv1.ListBackend
 		st := b.Status()
 		msg := &aggregatorv1.Backend{
 			Name:                  b.Name(),
-			Url:                   redactURL(b.URL()),
 			Health:                apiHealth[st.State],
 			ProtocolVersion:       st.ProtocolVersion,
 			ToolCount:             uint32(st.Tools),
 			ResourceCount:         uint32(st.Resources),
 			ResourceTemplateCount: uint32(st.ResourceTemplates),
 			PromptCount:           uint32(st.Prompts),
-			LastError:             st.LastError,
+		}
+		switch {
+		case c.Operator:
+			msg.Url, msg.LastError = redactURL(b.URL()), st.LastError
+		case st.LastError != "":
+			msg.LastError = st.Failure.Reason()
 		}
 		if !st.LastCheck.IsZero() {
 			msg.LastCheck = timestamppb.New(st.LastCheck)

@@ -227,8 +227,8 @@ func startAggregatorLogging(t testing.TB, cfg config.Aggregator, log *slog.Logge
 		return nil, err
 	}
 	auth := svcauth.NewAuthenticator([]config.ServiceCredential{
-		{Name: "gateway", Token: gatewayToken, AssertPrincipals: true},
-		{Name: "internal", Token: internalToken, Subject: "svc-reporter", Groups: []string{"ops"}},
+		{Name: "gateway", Token: gatewayToken, AssertPrincipals: true, Allow: []string{"switchboard.aggregator.v1.AggregatorService/*"}},
+		{Name: "internal", Token: internalToken, Subject: "svc-reporter", Groups: []string{"ops"}, Allow: []string{"switchboard.aggregator.v1.AggregatorService/*"}},
 	})
 	srv, err := rpc.NewServer(auth, config.TLS{}, log)
 	if err != nil {

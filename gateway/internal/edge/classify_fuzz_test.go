@@ -253,7 +253,7 @@ func FuzzClassifyRequest(f *testing.F) {
 func fuzzGateway(tb testing.TB) http.Handler {
 	tb.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	authn := svcauth.NewAuthenticator([]config.ServiceCredential{{Name: "gateway", Token: serviceToken, AssertPrincipals: true}})
+	authn := svcauth.NewAuthenticator([]config.ServiceCredential{{Name: "gateway", Token: serviceToken, AssertPrincipals: true, Allow: []string{"switchboard.aggregator.v1.AggregatorService/*", "switchboard.indexer.v1.IndexerService/*"}}})
 	b := &backends{agg: newFakeAggregator(), idx: &fakeIndexer{revoked: map[string]bool{}}}
 	// beta_slow reports on channels nobody reads here; drain them so
 	// fuzzed calls of it never block the fake aggregator.

@@ -401,7 +401,7 @@ type backends struct {
 func startBackends(t *testing.T) *backends {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	authn := svcauth.NewAuthenticator([]config.ServiceCredential{{Name: "gateway", Token: serviceToken, AssertPrincipals: true}})
+	authn := svcauth.NewAuthenticator([]config.ServiceCredential{{Name: "gateway", Token: serviceToken, AssertPrincipals: true, Allow: []string{"switchboard.aggregator.v1.AggregatorService/*", "switchboard.indexer.v1.IndexerService/*"}}})
 	b := &backends{agg: newFakeAggregator(), idx: &fakeIndexer{revoked: map[string]bool{}}}
 	serve := func(register func(*rpc.Server)) string {
 		srv, err := rpc.NewServer(authn, config.TLS{}, log)

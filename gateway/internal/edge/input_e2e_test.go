@@ -65,6 +65,7 @@ serviceAuth:
     - name: gateway
       token: ` + serviceToken + `
       assertPrincipals: true
+      allow: ["switchboard.aggregator.v1.AggregatorService/*"]
 aggregator:
   listen: ` + addr + `
   catalogTTL: 1h

@@ -117,7 +117,7 @@ func startIndexer(t *testing.T, addr, databaseURL string) *indexerProcess {
 	t.Helper()
 	cfg := fmt.Sprintf(`serviceAuth:
   credentials:
-    - {name: gateway, token: %q, assertPrincipals: true}
+    - {name: gateway, token: %q, assertPrincipals: true, allow: ["switchboard.indexer.v1.IndexerService/*"]}
 logging: {level: info}
 indexer:
   listen: %q

@@ -252,7 +252,7 @@ func startInProcess(ctx context.Context, dbURL string, tools map[string]string) 
 	aggDone, idxDone := make(chan struct{}), make(chan struct{})
 	go func() { _ = agg.Serve(ctx, aggLis); close(aggDone) }()
 	cfg := &config.Config{
-		ServiceAuth: config.ServiceAuth{Credentials: []config.ServiceCredential{{Name: "bench", Token: benchToken, AssertPrincipals: true}}},
+		ServiceAuth: config.ServiceAuth{Credentials: []config.ServiceCredential{{Name: "bench", Token: benchToken, AssertPrincipals: true, Allow: []string{"switchboard.indexer.v1.IndexerService/*"}}}},
 		Indexer: config.Indexer{
 			Database:   dbURL,
 			Aggregator: config.Endpoint{Address: aggLis.Addr().String(), Token: testagg.Token},

@@ -43,8 +43,8 @@ func startProcesses(ctx context.Context, binDir, toolsPath, dbURL string) (strin
 	}
 	cfg := fmt.Sprintf(`serviceAuth:
   credentials:
-    - {name: indexer, token: %[1]q, assertPrincipals: true}
-    - {name: bench, token: %[2]q, assertPrincipals: true}
+    - {name: indexer, token: %[1]q, assertPrincipals: true, allow: [switchboard.aggregator.v1.AggregatorService/Discover, switchboard.aggregator.v1.AggregatorService/ListTools, switchboard.aggregator.v1.AggregatorService/WatchCatalog]}
+    - {name: bench, token: %[2]q, assertPrincipals: true, allow: ["switchboard.indexer.v1.IndexerService/*"]}
 logging: {level: warn}
 aggregator:
   listen: %[3]q

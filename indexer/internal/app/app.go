@@ -51,7 +51,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 	if listeners.GRPC != nil {
 		ic.Listen = listeners.GRPC.Addr().String()
 	}
-	if err := ic.Validate(); err != nil {
+	if err := errors.Join(ic.Validate(), cfg.ServiceAuth.Validate()); err != nil {
 		return err
 	}
 	lis, httpLis := listeners.GRPC, listeners.HTTP
@@ -89,9 +89,10 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 	}
 	api := server.New(server.Deps{
 		Store: st, Resolver: resolver, Revocations: hub, Ranking: store.DefaultRanking,
-		Limits:           server.Limits{Default: ic.DefaultLimit, Max: ic.MaxLimit},
-		MaxRevocationTTL: time.Duration(ic.MaxRevocationTTL),
-		Stopping:         ctx.Done(), Log: log, Metrics: server.NewMetrics(reg),
+		Limits:                  server.Limits{Default: ic.DefaultLimit, Max: ic.MaxLimit},
+		RevocationTTL:           cfg.RevocationTTL(),
+		MaxRevocationsPerCaller: ic.MaxRevocationsPerCaller,
+		Stopping:                ctx.Done(), Log: log, Metrics: server.NewMetrics(reg),
 	})
 	indexerv1.RegisterIndexerServiceServer(srv.Server, api)
 

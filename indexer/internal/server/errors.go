@@ -44,6 +44,10 @@ func (s *Server) toStatus(ctx context.Context, method string, err error) error {
 		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_NOT_READY, "indexer is starting: its database schema is not ready yet")
 	case errors.Is(err, revocation.ErrNotSynced):
 		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_NOT_READY, "indexer is starting: it has not read the session revocations yet; retry later")
+	case errors.Is(err, errTooManyRevocations):
+		s.Log.WarnContext(ctx, "session revocation refused: the caller holds as many as it may", "method", method, "max", s.MaxRevocationsPerCaller)
+		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED,
+			"this caller holds as many live session revocations as it may (indexer.maxRevocationsPerCaller); retry when some have expired")
 	case errors.Is(err, errFellBehind):
 		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "revocation stream fell behind; reconnect for a new snapshot")
 	case errors.As(err, &unavailable):

@@ -28,8 +28,12 @@ type Deps struct {
 	Revocations *revocation.Hub
 	Ranking     store.Ranking
 	Limits      Limits
-	// MaxRevocationTTL bounds how far ahead a revocation may expire.
-	MaxRevocationTTL time.Duration
+	// RevocationTTL is as long as a session lives: a revocation expiring
+	// later (beyond clock skew) is clamped.
+	RevocationTTL time.Duration
+	// MaxRevocationsPerCaller bounds the live revocations a caller that is
+	// not an operator may have recorded through this replica.
+	MaxRevocationsPerCaller int
 	// Stopping closes when the indexer shuts down; open streams end then.
 	Stopping <-chan struct{}
 	Log      *slog.Logger
@@ -43,11 +47,12 @@ type Server struct {
 	Deps
 	ready atomic.Bool
 	now   func() time.Time
+	quota *revocationQuota
 }
 
 // New returns a server; it answers NOT_READY until SetReady.
 func New(d Deps) *Server {
-	return &Server{Deps: d, now: time.Now}
+	return &Server{Deps: d, now: time.Now, quota: newRevocationQuota(d.MaxRevocationsPerCaller)}
 }
 
 // SetReady lets requests through once the schema is migrated.

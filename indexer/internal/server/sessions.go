@@ -8,13 +8,15 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
 )
 
-// clockSkew is how far a gateway's clock may run ahead of the indexer's
-// before a revocation expiring at the end of a full session TTL is
-// refused.
+// clockSkew is how far a gateway's clock may run ahead of the indexer's:
+// a revocation expiring at the end of a full session TTL by the gateway's
+// clock is kept that much longer than the TTL by the indexer's, so a
+// clamp never cuts it short.
 const clockSkew = 5 * time.Minute
 
 // revocationsPerMessage bounds one WatchRevocations message (each
@@ -27,18 +29,29 @@ var errFellBehind = errors.New("revocation subscriber fell behind")
 
 // RevokeSession records a deleted gateway session, and passes it to this
 // replica's WatchRevocations streams at once (the other replicas hear of
-// it from the database).
+// it from the database). Its expiry is clamped to the session TTL, and a
+// caller that is not an operator holds at most MaxRevocationsPerCaller
+// (quota.go).
 func (s *Server) RevokeSession(ctx context.Context, req *indexerv1.RevokeSessionRequest) (*indexerv1.RevokeSessionResponse, error) {
 	err := s.checkReady()
 	if err == nil {
 		err = validDigest(req.GetSessionDigest())
 	}
+	var expiresAt time.Time
 	if err == nil {
-		err = s.validExpiry(req.GetExpiresAt())
+		expiresAt, err = s.expiry(req.GetExpiresAt())
 	}
-	rev := store.Revocation{Digest: req.GetSessionDigest(), ExpiresAt: req.GetExpiresAt().AsTime()}
+	rev := store.Revocation{Digest: req.GetSessionDigest(), ExpiresAt: expiresAt}
 	if err == nil {
-		err = s.Store.RevokeSession(ctx, rev.Digest, rev.ExpiresAt)
+		if caller, _ := svcauth.CallerFrom(ctx); caller.Operator {
+			err = s.Store.RevokeSession(ctx, rev.Digest, rev.ExpiresAt)
+		} else {
+			var done func(bool, time.Time)
+			if done, err = s.quota.reserve(caller.Name, s.now()); err == nil {
+				err = s.Store.RevokeSession(ctx, rev.Digest, rev.ExpiresAt)
+				done(err == nil, rev.ExpiresAt)
+			}
+		}
 	}
 	if err != nil {
 		return nil, s.toStatus(ctx, "RevokeSession", err)
@@ -47,18 +60,20 @@ func (s *Server) RevokeSession(ctx context.Context, req *indexerv1.RevokeSession
 	return &indexerv1.RevokeSessionResponse{}, nil
 }
 
-// validExpiry bounds a revocation's life by the longest session's.
-func (s *Server) validExpiry(at *timestamppb.Timestamp) error {
+// expiry is when a revocation may be forgotten: when it asks, but no later
+// than a session lives (plus clock skew), since a revocation cannot
+// outlive the sessions it is for.
+func (s *Server) expiry(at *timestamppb.Timestamp) (time.Time, error) {
 	if at == nil {
-		return invalidArgument("expires_at is required")
+		return time.Time{}, invalidArgument("expires_at is required")
 	}
 	if err := at.CheckValid(); err != nil {
-		return invalidArgument("expires_at is not a valid timestamp")
+		return time.Time{}, invalidArgument("expires_at is not a valid timestamp")
 	}
-	if at.AsTime().After(s.now().Add(s.MaxRevocationTTL + clockSkew)) {
-		return invalidArgument("expires_at is further ahead than the longest session lives (indexer.maxRevocationTTL, " + s.MaxRevocationTTL.String() + ")")
+	if latest := s.now().Add(s.RevocationTTL + clockSkew); at.AsTime().After(latest) {
+		return latest, nil
 	}
-	return nil
+	return at.AsTime(), nil
 }
 
 // CheckSession reports whether a session was revoked.

@@ -52,7 +52,7 @@ func New() *Server {
 
 // Serve serves on lis until ctx ends.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
-	auth := svcauth.NewAuthenticator([]config.ServiceCredential{{Name: "indexer", Token: Token, AssertPrincipals: true}})
+	auth := svcauth.NewAuthenticator([]config.ServiceCredential{{Name: "indexer", Token: Token, AssertPrincipals: true, Allow: config.IndexerMethods}})
 	srv, err := rpc.NewServer(auth, config.TLS{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err

@@ -52,9 +52,9 @@ func Dial(address, token string, tlsConfig *tls.Config) (*grpc.ClientConn, error
 	return grpc.NewClient(address, opts...)
 }
 
-// MTLSConfig loads a client certificate whose common name is the
-// commonName of a serviceAuth credential, and the CA that signed the
-// services' certificates.
+// MTLSConfig loads a client certificate that names a serviceAuth
+// credential (by its URI or DNS subject alternative name, or its common
+// name), and the CA that signed the services' certificates.
 func MTLSConfig(certFile, keyFile, caFile string) (*tls.Config, error) {
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {

@@ -2339,10 +2339,13 @@ func (x *ListBackendsRequest) GetPrincipal() *v1.Principal {
 
 // Backend describes one backend MCP server.
 type Backend struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Url    string                 `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
-	Health BackendHealth          `protobuf:"varint,3,opt,name=health,proto3,enum=switchboard.aggregator.v1.BackendHealth" json:"health,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The configured URL without user info or query. Only operator callers
+	// (a credential with serviceAuth.credentials[].operator) get it; it is
+	// empty for every other caller.
+	Url    string        `protobuf:"bytes,2,opt,name=url,proto3" json:"url,omitempty"`
+	Health BackendHealth `protobuf:"varint,3,opt,name=health,proto3,enum=switchboard.aggregator.v1.BackendHealth" json:"health,omitempty"`
 	// The MCP protocol version negotiated with it ("2026-07-28",
 	// "2025-11-25", ...); empty before the first successful connection.
 	ProtocolVersion       string `protobuf:"bytes,4,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
@@ -2350,7 +2353,12 @@ type Backend struct {
 	ResourceCount         uint32 `protobuf:"varint,6,opt,name=resource_count,json=resourceCount,proto3" json:"resource_count,omitempty"`
 	ResourceTemplateCount uint32 `protobuf:"varint,7,opt,name=resource_template_count,json=resourceTemplateCount,proto3" json:"resource_template_count,omitempty"`
 	PromptCount           uint32 `protobuf:"varint,8,opt,name=prompt_count,json=promptCount,proto3" json:"prompt_count,omitempty"`
-	// The last probe or listing error, with secrets removed; empty if none.
+	// The last probe or listing error; empty if none. Operator callers get
+	// its text with secrets removed (it may name URLs, hosts and ports);
+	// every other caller gets its generic reason only: "backend
+	// unreachable", "backend timed out", "backend redirected to another
+	// origin (not followed)", "backend answered outside the MCP protocol",
+	// "backend answered with an error" or "backend unavailable".
 	LastError     string                 `protobuf:"bytes,9,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
 	LastCheck     *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=last_check,json=lastCheck,proto3" json:"last_check,omitempty"`
 	unknownFields protoimpl.UnknownFields

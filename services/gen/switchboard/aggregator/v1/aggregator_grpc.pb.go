@@ -92,7 +92,8 @@ type AggregatorServiceClient interface {
 	// watcher never misses a change that races its subscription.
 	WatchCatalog(ctx context.Context, in *WatchCatalogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchCatalogResponse], error)
 	// ListBackends reports every configured backend with its health and
-	// counts. Backends are listed in name order.
+	// counts. Backends are listed in name order. URLs and failure texts are
+	// for operator callers only (see Backend).
 	ListBackends(ctx context.Context, in *ListBackendsRequest, opts ...grpc.CallOption) (*ListBackendsResponse, error)
 }
 
@@ -287,7 +288,8 @@ type AggregatorServiceServer interface {
 	// watcher never misses a change that races its subscription.
 	WatchCatalog(*WatchCatalogRequest, grpc.ServerStreamingServer[WatchCatalogResponse]) error
 	// ListBackends reports every configured backend with its health and
-	// counts. Backends are listed in name order.
+	// counts. Backends are listed in name order. URLs and failure texts are
+	// for operator callers only (see Backend).
 	ListBackends(context.Context, *ListBackendsRequest) (*ListBackendsResponse, error)
 	mustEmbedUnimplementedAggregatorServiceServer()
 }

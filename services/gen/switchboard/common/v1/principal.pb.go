@@ -60,6 +60,9 @@ const (
 	// tool's x-mcp-header annotation names (missing, mismatched, or sent for
 	// an absent argument). ErrorInfo metadata "header" names the header.
 	ErrorReason_ERROR_REASON_HEADER_MISMATCH ErrorReason = 11
+	// The service credential is valid but may not call this RPC: each
+	// credential names the methods it may call (serviceAuth.credentials[].allow).
+	ErrorReason_ERROR_REASON_METHOD_NOT_ALLOWED ErrorReason = 12
 )
 
 // Enum value maps for ErrorReason.
@@ -77,6 +80,7 @@ var (
 		9:  "ERROR_REASON_INDEX_UNAVAILABLE",
 		10: "ERROR_REASON_NOT_READY",
 		11: "ERROR_REASON_HEADER_MISMATCH",
+		12: "ERROR_REASON_METHOD_NOT_ALLOWED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":           0,
@@ -91,6 +95,7 @@ var (
 		"ERROR_REASON_INDEX_UNAVAILABLE":     9,
 		"ERROR_REASON_NOT_READY":             10,
 		"ERROR_REASON_HEADER_MISMATCH":       11,
+		"ERROR_REASON_METHOD_NOT_ALLOWED":    12,
 	}
 )
 
@@ -190,7 +195,7 @@ const file_switchboard_common_v1_principal_proto_rawDesc = "" +
 	"%switchboard/common/v1/principal.proto\x12\x15switchboard.common.v1\"=\n" +
 	"\tPrincipal\x12\x18\n" +
 	"\asubject\x18\x01 \x01(\tR\asubject\x12\x16\n" +
-	"\x06groups\x18\x02 \x03(\tR\x06groups*\x9f\x03\n" +
+	"\x06groups\x18\x02 \x03(\tR\x06groups*\xc4\x03\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cERROR_REASON_UNAUTHENTICATED\x10\x01\x12&\n" +
@@ -204,7 +209,8 @@ const file_switchboard_common_v1_principal_proto_rawDesc = "" +
 	"\x1eERROR_REASON_INDEX_UNAVAILABLE\x10\t\x12\x1a\n" +
 	"\x16ERROR_REASON_NOT_READY\x10\n" +
 	"\x12 \n" +
-	"\x1cERROR_REASON_HEADER_MISMATCH\x10\vBTZRgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1;commonv1b\x06proto3"
+	"\x1cERROR_REASON_HEADER_MISMATCH\x10\v\x12#\n" +
+	"\x1fERROR_REASON_METHOD_NOT_ALLOWED\x10\fBTZRgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1;commonv1b\x06proto3"
 
 var (
 	file_switchboard_common_v1_principal_proto_rawDescOnce sync.Once

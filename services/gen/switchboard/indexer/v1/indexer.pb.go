@@ -454,12 +454,12 @@ type RevokeSessionRequest struct {
 	// SHA-256 of the session id, hex. The id itself never leaves the gateway.
 	SessionDigest string `protobuf:"bytes,1,opt,name=session_digest,json=sessionDigest,proto3" json:"session_digest,omitempty"`
 	// When the session would have expired anyway; the record is dropped
-	// after that. Required, and at most indexer.maxRevocationTTL (default
-	// 24h, which gateway.sessions.ttl must not exceed) plus five minutes of
-	// clock skew ahead of the indexer's clock: a revocation cannot outlive
-	// the sessions it is for, which bounds what the indexer and every
-	// gateway hold. A later request for the same session keeps the later
-	// expiry.
+	// after that. Required. An expiry further ahead than a session lives
+	// (gateway.sessions.ttl, at most indexer.maxRevocationTTL) plus five
+	// minutes of clock skew of the indexer's clock is clamped to that: a
+	// revocation cannot outlive the sessions it is for, which bounds what
+	// the indexer and every gateway hold. A later request for the same
+	// session keeps the later expiry.
 	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -50,7 +50,10 @@ type IndexerServiceClient interface {
 	// RevokeSession records that a gateway session was deleted. Legacy
 	// (2025-11-25) session ids are sealed tokens any gateway replica can open,
 	// so deleting one must be recorded where every replica can see it; the
-	// indexer's database is the one shared durable store in the system.
+	// indexer's database is the one shared durable store in the system. A
+	// caller that is not an operator holds at most
+	// indexer.maxRevocationsPerCaller live revocations recorded through one
+	// replica; past that it gets RESOURCE_EXHAUSTED until some expire.
 	RevokeSession(ctx context.Context, in *RevokeSessionRequest, opts ...grpc.CallOption) (*RevokeSessionResponse, error)
 	// CheckSession reports whether a session was revoked. Gateways do not
 	// ask it per request: they hold every revocation, kept current by
@@ -187,7 +190,10 @@ type IndexerServiceServer interface {
 	// RevokeSession records that a gateway session was deleted. Legacy
 	// (2025-11-25) session ids are sealed tokens any gateway replica can open,
 	// so deleting one must be recorded where every replica can see it; the
-	// indexer's database is the one shared durable store in the system.
+	// indexer's database is the one shared durable store in the system. A
+	// caller that is not an operator holds at most
+	// indexer.maxRevocationsPerCaller live revocations recorded through one
+	// replica; past that it gets RESOURCE_EXHAUSTED until some expire.
 	RevokeSession(context.Context, *RevokeSessionRequest) (*RevokeSessionResponse, error)
 	// CheckSession reports whether a session was revoked. Gateways do not
 	// ask it per request: they hold every revocation, kept current by

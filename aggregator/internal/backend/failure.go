@@ -1,0 +1,87 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"net"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// Failure is the kind of a backend's last failure, the one part of it
+// every caller of ListBackends may see: the failure's text names URLs,
+// hosts and ports (and, from a backend's own answer, anything), so only
+// operators get that (see Status.LastError).
+type Failure int
+
+// Failure kinds.
+const (
+	FailureNone Failure = iota
+	// FailureUnreachable: no connection (refused, reset, no route, no such
+	// host).
+	FailureUnreachable
+	// FailureTimeout: no answer within the timeout.
+	FailureTimeout
+	// FailureRedirected: a redirect to another origin, not followed.
+	FailureRedirected
+	// FailureProtocol: an answer outside the MCP protocol, or lists that
+	// page forever.
+	FailureProtocol
+	// FailureRejected: a JSON-RPC error from the backend.
+	FailureRejected
+	// FailureUnavailable: any other failure (an HTTP error status, a
+	// session that broke).
+	FailureUnavailable
+)
+
+// Reason is the failure's generic text.
+func (f Failure) Reason() string {
+	return [...]string{
+		FailureNone:        "",
+		FailureUnreachable: "backend unreachable",
+		FailureTimeout:     "backend timed out",
+		FailureRedirected:  "backend redirected to another origin (not followed)",
+		FailureProtocol:    "backend answered outside the MCP protocol",
+		FailureRejected:    "backend answered with an error",
+		FailureUnavailable: "backend unavailable",
+	}[f]
+}
+
+// failureOf is the kind of err, from the error a backend operation ended
+// with or from its cause (classify keeps the kind of what it flattens).
+func failureOf(err error) Failure {
+	var un *unavailableError
+	var op *net.OpError
+	var dns *net.DNSError
+	var perr *ProtocolError
+	var wire *jsonrpc.Error
+	switch {
+	case err == nil:
+		return FailureNone
+	case errors.Is(err, ErrRedirected), errors.Is(err, errTooManyRedirects):
+		return FailureRedirected
+	case errors.Is(err, ErrTimeout), errors.Is(err, errBudget), errors.Is(err, context.DeadlineExceeded):
+		return FailureTimeout
+	case errors.As(err, &un):
+		return un.failure
+	case errors.As(err, &op), errors.As(err, &dns):
+		return FailureUnreachable
+	case errors.Is(err, ErrProtocolViolation), errors.Is(err, errCursorLoop):
+		return FailureProtocol
+	case errors.As(err, &perr), errors.As(err, &wire) && wire.Code != rejectedCode:
+		return FailureRejected
+	default:
+		return FailureUnavailable
+	}
+}
+
+// unavailableError is ErrUnavailable with its cause's text (secrets
+// removed) and kind; the cause itself is not kept, so nothing branches on
+// what the SDK wrapped.
+type unavailableError struct {
+	text    string
+	failure Failure
+}
+
+func (e *unavailableError) Error() string { return ErrUnavailable.Error() + ": " + e.text }
+func (e *unavailableError) Unwrap() error { return ErrUnavailable }

@@ -1,0 +1,78 @@
+package server
+
+import (
+	"container/heap"
+	"errors"
+	"sync"
+	"time"
+)
+
+// errTooManyRevocations: the caller holds as many live revocations as it
+// may.
+var errTooManyRevocations = errors.New("too many live session revocations for this caller")
+
+// revocationQuota bounds the live revocations each caller (a service
+// credential that is not an operator's) has recorded through this
+// replica, so that no credential can fill the indexer's table and every
+// gateway's memory: a revocation is about 150 bytes in each. A revocation
+// leaves its caller's count when it expires; a caller past its bound gets
+// RESOURCE_EXHAUSTED until then. Each RevokeSession counts, a repeated
+// one for the same session too.
+type revocationQuota struct {
+	max int
+
+	mu       sync.Mutex
+	byCaller map[string]*callerRevocations
+}
+
+// callerRevocations are one caller's live revocations: their expiries (a
+// min-heap, so the expired ones leave first) and the ones being written.
+type callerRevocations struct {
+	expiries expiryHeap
+	pending  int
+}
+
+func newRevocationQuota(max int) *revocationQuota {
+	return &revocationQuota{max: max, byCaller: map[string]*callerRevocations{}}
+}
+
+// reserve takes a place for one more of caller's revocations, or fails
+// with errTooManyRevocations. done must be called with whether the
+// revocation was recorded, expiring at expiresAt.
+func (q *revocationQuota) reserve(caller string, now time.Time) (done func(recorded bool, expiresAt time.Time), err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	c := q.byCaller[caller]
+	if c == nil {
+		c = &callerRevocations{}
+		q.byCaller[caller] = c
+	}
+	for len(c.expiries) > 0 && c.expiries[0].Before(now) {
+		heap.Pop(&c.expiries)
+	}
+	if len(c.expiries)+c.pending >= q.max {
+		return nil, errTooManyRevocations
+	}
+	c.pending++
+	return func(recorded bool, expiresAt time.Time) {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		c.pending--
+		if recorded {
+			heap.Push(&c.expiries, expiresAt)
+		}
+	}, nil
+}
+
+type expiryHeap []time.Time
+
+func (h expiryHeap) Len() int           { return len(h) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].Before(h[j]) }
+func (h expiryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *expiryHeap) Push(x any)        { *h = append(*h, x.(time.Time)) }
+func (h *expiryHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

@@ -1,0 +1,152 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Validate reports what would make the gRPC services' authentication
+// ambiguous or open: a credential without a name or without an allow list,
+// a malformed method pattern, two credentials sharing a token or a
+// certificate identity, and TLS files given by halves. Credentials whose
+// token and certificate identities are all empty are kept (they match no
+// caller: a pod that lacks another service's secret sees it that way).
+func (a ServiceAuth) Validate() error {
+	var errs []error
+	seen := map[string]string{} // "kind value" -> credential name
+	for i, c := range a.Credentials {
+		where := fmt.Sprintf("serviceAuth.credentials[%d]", i)
+		if c.Name == "" {
+			errs = append(errs, fmt.Errorf("%s: name is required", where))
+		} else {
+			where += " (" + c.Name + ")"
+		}
+		if len(c.Allow) == 0 {
+			errs = append(errs, fmt.Errorf("%s: allow is required: list the RPCs the credential may call (docs/configuration.md)", where))
+		}
+		for _, p := range c.Allow {
+			if _, _, err := ParseMethodPattern(p); err != nil {
+				errs = append(errs, fmt.Errorf("%s: allow: %w", where, err))
+			}
+		}
+		for kind, v := range map[string]string{"token": c.Token, "uriSAN": c.URISAN, "dnsSAN": c.DNSSAN, "commonName": c.CommonName} {
+			if v == "" {
+				continue
+			}
+			key := kind + " " + v
+			if other, dup := seen[key]; dup {
+				if kind == "token" {
+					v = "(secret)"
+				}
+				errs = append(errs, fmt.Errorf("%s: %s %s is also %s's: each identity names one credential", where, kind, v, other))
+			}
+			seen[key] = c.Name
+		}
+	}
+	if t := a.TLS; (t.CertFile == "") != (t.KeyFile == "") {
+		errs = append(errs, errors.New("serviceAuth.tls: certFile and keyFile go together"))
+	}
+	if t := a.TLS; t.ClientCAFile != "" && t.CertFile == "" {
+		errs = append(errs, errors.New("serviceAuth.tls.clientCAFile needs certFile and keyFile: client certificates are verified on a TLS server"))
+	}
+	return errors.Join(errs...)
+}
+
+// ParseMethodPattern reads one allow entry: a full gRPC method name,
+// "package.Service/Method", or every method of a service,
+// "package.Service/*" (a leading "/" is allowed, as in gRPC's full method
+// names). method is "*" for the service-wide form.
+func ParseMethodPattern(p string) (service, method string, err error) {
+	service, method, ok := strings.Cut(strings.TrimPrefix(p, "/"), "/")
+	if !ok || !validName(service, true) || (method != "*" && !validName(method, false)) {
+		return "", "", fmt.Errorf("%q is not package.Service/Method or package.Service/*", p)
+	}
+	return service, method, nil
+}
+
+// validName accepts a protobuf identifier, or a dotted full name of at
+// least two parts when dotted is set.
+func validName(s string, dotted bool) bool {
+	parts := strings.Split(s, ".")
+	if dotted && len(parts) < 2 || !dotted && len(parts) != 1 {
+		return false
+	}
+	for _, part := range parts {
+		if part == "" {
+			return false
+		}
+		for i, r := range part {
+			letter := r == '_' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z'
+			if !letter && (i == 0 || r < '0' || r > '9') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Built-in allow lists, for the credentials of the services themselves.
+var (
+	// GatewayMethods are the RPCs the gateway calls: every catalog read and
+	// call of the aggregator but ListBackends, the indexer's search, and
+	// the session revocations and the record of used request states.
+	GatewayMethods = []string{
+		"switchboard.aggregator.v1.AggregatorService/Discover",
+		"switchboard.aggregator.v1.AggregatorService/ListTools",
+		"switchboard.aggregator.v1.AggregatorService/ListResources",
+		"switchboard.aggregator.v1.AggregatorService/ListResourceTemplates",
+		"switchboard.aggregator.v1.AggregatorService/ListPrompts",
+		"switchboard.aggregator.v1.AggregatorService/CallTool",
+		"switchboard.aggregator.v1.AggregatorService/CallToolStream",
+		"switchboard.aggregator.v1.AggregatorService/ReadResource",
+		"switchboard.aggregator.v1.AggregatorService/GetPrompt",
+		"switchboard.aggregator.v1.AggregatorService/Complete",
+		"switchboard.aggregator.v1.AggregatorService/WatchCatalog",
+		"switchboard.indexer.v1.IndexerService/Search",
+		"switchboard.indexer.v1.IndexerService/RevokeSession",
+		"switchboard.indexer.v1.IndexerService/CheckSession",
+		"switchboard.indexer.v1.IndexerService/WatchRevocations",
+		"switchboard.indexer.v1.IndexerService/ConsumeRequestState",
+	}
+	// IndexerMethods are the RPCs the indexer calls on the aggregator to
+	// build search scopes: views, never calls.
+	IndexerMethods = []string{
+		"switchboard.aggregator.v1.AggregatorService/Discover",
+		"switchboard.aggregator.v1.AggregatorService/ListTools",
+		"switchboard.aggregator.v1.AggregatorService/WatchCatalog",
+	}
+)
+
+// MethodSet is the set of RPCs an allow list names.
+type MethodSet struct {
+	methods  map[string]bool // full method names, "/package.Service/Method"
+	services map[string]bool // "package.Service" whose every method is in
+}
+
+// NewMethodSet reads allow patterns (see ParseMethodPattern); a malformed
+// one (Validate refuses them) adds nothing.
+func NewMethodSet(patterns []string) MethodSet {
+	m := MethodSet{methods: map[string]bool{}, services: map[string]bool{}}
+	for _, p := range patterns {
+		service, method, err := ParseMethodPattern(p)
+		switch {
+		case err != nil:
+		case method == "*":
+			m.services[service] = true
+		default:
+			m.methods["/"+service+"/"+method] = true
+		}
+	}
+	return m
+}
+
+// Permits reports whether the set holds fullMethod, written as gRPC does
+// ("/package.Service/Method").
+func (m MethodSet) Permits(fullMethod string) bool {
+	if m.methods[fullMethod] {
+		return true
+	}
+	i := strings.LastIndexByte(fullMethod, '/')
+	return i > 0 && m.services[fullMethod[1:i]]
+}

@@ -1,0 +1,56 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestServiceAuthValidate(t *testing.T) {
+	listTools := []string{"switchboard.aggregator.v1.AggregatorService/ListTools"}
+	ok := ServiceAuth{Credentials: []ServiceCredential{
+		{Name: "gateway", Token: "a", Allow: []string{"switchboard.aggregator.v1.AggregatorService/*", "/switchboard.indexer.v1.IndexerService/Search"}},
+		{Name: "indexer", Token: "", Allow: listTools}, // a secret this pod does not get
+		{Name: "other", Token: "", Allow: listTools},
+		{Name: "svc", URISAN: "spiffe://x/svc", DNSSAN: "svc.x", CommonName: "svc", Allow: listTools},
+	}}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("valid configuration refused: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		auth ServiceAuth
+		want string
+	}{
+		{"no allow", ServiceAuth{Credentials: []ServiceCredential{{Name: "g", Token: "a"}}}, "allow is required"},
+		{"no name", ServiceAuth{Credentials: []ServiceCredential{{Token: "a", Allow: listTools}}}, "name is required"},
+		{"bad pattern", ServiceAuth{Credentials: []ServiceCredential{{Name: "g", Token: "a", Allow: []string{"ListTools"}}}}, `"ListTools" is not`},
+		{"wildcard service", ServiceAuth{Credentials: []ServiceCredential{{Name: "g", Token: "a", Allow: []string{"*/*"}}}}, `"*/*" is not`},
+		{"everything", ServiceAuth{Credentials: []ServiceCredential{{Name: "g", Token: "a", Allow: []string{"*"}}}}, `"*" is not`},
+		{"shared token", ServiceAuth{Credentials: []ServiceCredential{{Name: "a", Token: "t", Allow: listTools}, {Name: "b", Token: "t", Allow: listTools}}}, "token (secret) is also a's"},
+		{"shared SAN", ServiceAuth{Credentials: []ServiceCredential{{Name: "a", URISAN: "spiffe://x/a", Allow: listTools}, {Name: "b", URISAN: "spiffe://x/a", Allow: listTools}}}, "uriSAN spiffe://x/a is also a's"},
+		{"half a key pair", ServiceAuth{TLS: TLS{CertFile: "c"}}, "go together"},
+	} {
+		err := tc.auth.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestParseMethodPattern(t *testing.T) {
+	for p, want := range map[string][2]string{
+		"switchboard.aggregator.v1.AggregatorService/ListTools":  {"switchboard.aggregator.v1.AggregatorService", "ListTools"},
+		"/switchboard.aggregator.v1.AggregatorService/ListTools": {"switchboard.aggregator.v1.AggregatorService", "ListTools"},
+		"switchboard.indexer.v1.IndexerService/*":                {"switchboard.indexer.v1.IndexerService", "*"},
+	} {
+		s, m, err := ParseMethodPattern(p)
+		if err != nil || s != want[0] || m != want[1] {
+			t.Errorf("ParseMethodPattern(%q) = %q, %q, %v", p, s, m, err)
+		}
+	}
+	for _, p := range []string{"", "/", "Service/Method", "a.B/", "a.B/M/x", "a..B/M", "a.B/M*", "a.1B/M"} {
+		if _, _, err := ParseMethodPattern(p); err == nil {
+			t.Errorf("ParseMethodPattern(%q) accepted", p)
+		}
+	}
+}
