@@ -24,6 +24,7 @@ const maxAdminBody = 1 << 20
 //	POST /admin/tools     add or replace a tool (a ToolSpec as JSON)
 //	DELETE /admin/tools/N remove tool N
 //	GET /admin/tools      the tool names, as a JSON array
+//	GET /admin/sleeps     the sleep calls running, cancelled and completed (SleepStats)
 //	POST /admin/resources/updated  {"uri": U}: tell U's subscribers it changed
 //
 // The admin endpoints are unauthenticated: they exist so tests can change
@@ -36,6 +37,9 @@ func (b *Backend) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /admin/tools", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, b.ToolNames())
+	})
+	mux.HandleFunc("GET /admin/sleeps", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, b.Sleeps())
 	})
 	mux.HandleFunc("POST /admin/tools", func(w http.ResponseWriter, r *http.Request) {
 		var t ToolSpec

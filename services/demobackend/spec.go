@@ -26,9 +26,13 @@ const (
 	// BehaviourSleep waits for the duration argument (a Go duration such as
 	// "500ms"), or until the call is cancelled.
 	BehaviourSleep = "sleep"
+	// BehaviourConfirm asks the client to confirm by elicitation (an
+	// input_required result for a Modern client, a real elicitation/create
+	// on a Legacy session) and returns the action it answered.
+	BehaviourConfirm = "confirm"
 )
 
-var behaviours = []string{BehaviourEcho, BehaviourText, BehaviourAdd, BehaviourError, BehaviourSleep}
+var behaviours = []string{BehaviourEcho, BehaviourText, BehaviourAdd, BehaviourError, BehaviourSleep, BehaviourConfirm}
 
 // Spec is what a demo backend serves. It is read from YAML (--config) and
 // the tool entries are also the body of POST /admin/tools (JSON).
@@ -45,7 +49,8 @@ type Spec struct {
 type ToolSpec struct {
 	Name        string `yaml:"name" json:"name"`
 	Description string `yaml:"description" json:"description,omitempty"`
-	// Behaviour is one of echo, text, add, error, sleep (default echo).
+	// Behaviour is one of echo, text, add, error, sleep, confirm (default
+	// echo).
 	Behaviour string `yaml:"behaviour" json:"behaviour,omitempty"`
 	// Text is the answer of text tools and the message of error tools.
 	Text string `yaml:"text" json:"text,omitempty"`
