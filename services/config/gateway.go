@@ -110,10 +110,10 @@ type Sessions struct {
 	// this replica records (default 1024 each).
 	MaxPerPrincipal int `yaml:"maxPerPrincipal"`
 	// MaxPrincipalStateBytes bounds the state of one principal's sessions
-	// on this replica (default 4 MiB).
+	// on this replica (default 1 MiB).
 	MaxPrincipalStateBytes int64 `yaml:"maxPrincipalStateBytes"`
 	// MaxStateBytes bounds the state of all sessions on this replica
-	// (default 32 MiB); every session with state counts a fixed overhead
+	// (default 8 MiB); every session with state counts a fixed overhead
 	// besides its URIs and level, so this bounds their number too.
 	MaxStateBytes int64 `yaml:"maxStateBytes"`
 	// MaxDeleted bounds the deleted sessions this replica records itself
@@ -196,8 +196,8 @@ const (
 	MaxSessionSubscriptions           = 256
 	DefaultSessionMaxURIBytes         = 4096
 	DefaultSessionsPerPrincipal       = 1024
-	DefaultPrincipalSessionStateBytes = 4 << 20
-	DefaultSessionStateBytes          = 32 << 20
+	DefaultPrincipalSessionStateBytes = 1 << 20
+	DefaultSessionStateBytes          = 8 << 20
 	DefaultMaxDeletedSessions         = 100000
 )
 
