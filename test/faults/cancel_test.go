@@ -208,4 +208,3 @@ func TestLegacyElicitationOutlivesRequestTimeout(t *testing.T) {
 	}
 	checkNoCrash(t, procs(c), nil)
 }
-

@@ -155,7 +155,7 @@ type flood struct {
 	pid int // the gateway's
 	// resident is the most the gateway held after a run.
 	resident int64
-	mu  sync.Mutex
+	mu       sync.Mutex
 	// codes counts answers by kind: "ok", a JSON-RPC code, or an HTTP
 	// status.
 	codes map[string]int
