@@ -82,12 +82,9 @@ func (g *Gateway) serveSessionStream(w http.ResponseWriter, r *http.Request, v m
 	}
 	req := &methods.Request{Era: mcpspec.EraLegacy, View: v, Principal: principal, Method: "GET",
 		Session: session.IDDigest(id), SessionExpiry: claims.Expiry(), Version: claims.ProtocolVersion}
-	// The stream follows the session's subscriptions on this replica, so
-	// the session gets state here; past the bounds it serves list_changed
-	// only.
-	if err := g.local.Claim(req.Session, claims.PrincipalDigest, req.SessionExpiry); err != nil {
-		g.log.DebugContext(ctx, "GET stream without resource updates", "err", err)
-	}
+	// The stream follows the session's subscriptions on this replica,
+	// including the first one, made after it opened.
+	defer g.local.OpenStream(req.Session)()
 	if rerr := g.methods.SessionStream(ctx, req, newResponse(w)); rerr != nil {
 		rec.outcome = "error"
 		http.Error(w, "Service Unavailable: "+rerr.Message, http.StatusServiceUnavailable)

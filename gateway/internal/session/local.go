@@ -78,10 +78,19 @@ type Local struct {
 	principals map[string]*usage        // principal digest -> what its sessions hold
 	bytes      int64                    // of every session
 	pruned     time.Time
+	// streams are the sessions' open GET streams (OpenStream).
+	streams map[string]*streamWatch
 	// calls are the requests in flight and the input requests waiting for
 	// their answers (calls.go).
 	calls   map[string][]*call
 	waiters map[string]chan json.RawMessage
+}
+
+// streamWatch is a session's open GET streams: changed is closed, and
+// replaced, when the session gets state.
+type streamWatch struct {
+	open    int
+	changed chan struct{}
 }
 
 // usage is what one principal's sessions hold.
@@ -108,18 +117,30 @@ type sessionState struct {
 func NewLocal(limits Limits) *Local {
 	limits.Subscriptions = min(limits.Subscriptions, MaxSubscriptions)
 	return &Local{limits: limits, now: time.Now, sessions: map[string]*sessionState{}, principals: map[string]*usage{},
-		calls: map[string][]*call{}, waiters: map[string]chan json.RawMessage{}}
+		streams: map[string]*streamWatch{}, calls: map[string][]*call{}, waiters: map[string]chan json.RawMessage{}}
 }
 
-// Claim gives the session state on this replica, so that a GET stream
-// opened now hears of the subscriptions it makes later; it fails like
-// Subscribe when a bound is reached, and the stream then serves
-// list_changed only.
-func (l *Local) Claim(session, principal string, expires time.Time) error {
+// OpenStream registers an open GET stream of the session, until done is
+// called, so that the stream hears of the session's first subscription
+// (Subscriptions) even though the session had no state when it opened.
+// It holds no state itself: what it costs lasts as long as the stream,
+// and open streams are bounded where they are served.
+func (l *Local) OpenStream(session string) (done func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	_, _, err := l.state(session, principal, expires)
-	return err
+	w := l.streams[session]
+	if w == nil {
+		w = &streamWatch{changed: make(chan struct{})}
+		l.streams[strings.Clone(session)] = w
+	}
+	w.open++
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if w.open--; w.open == 0 {
+			delete(l.streams, session)
+		}
+	}
 }
 
 // SetLogLevel records level for the session until it expires.
@@ -196,15 +217,19 @@ func (l *Local) Unsubscribe(session, uri string) {
 }
 
 // Subscriptions returns the session's URIs and a channel closed when they
-// change; a session without state (see Claim) has none, and a nil channel.
+// change. A session without state has none; its channel is closed when it
+// gets some, if a GET stream of it is open (OpenStream), and is nil
+// otherwise.
 func (l *Local) Subscriptions(session string, _ time.Time) ([]string, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	st, ok := l.sessions[session]
-	if !ok {
-		return nil, nil
+	if st, ok := l.sessions[session]; ok {
+		return slices.Clone(st.uris), st.changed
 	}
-	return slices.Clone(st.uris), st.changed
+	if w := l.streams[session]; w != nil {
+		return nil, w.changed
+	}
+	return nil, nil
 }
 
 // Forget drops the session's state (it was deleted); a GET stream that
@@ -253,6 +278,11 @@ func (l *Local) state(session, principal string, expires time.Time) (st *session
 	st = &sessionState{owner: u, expires: expires, changed: make(chan struct{})}
 	l.sessions[strings.Clone(session)] = st
 	_ = l.charge(st, sessionOverhead)
+	if w := l.streams[session]; w != nil {
+		// The session's open GET streams follow its state from now on.
+		close(w.changed)
+		w.changed = make(chan struct{})
+	}
 	return st, true, nil
 }
 

@@ -78,14 +78,17 @@ func TestSubscriptions(t *testing.T) {
 	s := NewLocal(testLimits)
 	expires := time.Now().Add(time.Hour)
 	if uris, changed := s.Subscriptions("one", expires); uris != nil || changed != nil {
-		t.Fatalf("a session without state has %v, %v", uris, changed)
+		t.Fatalf("a session without state or stream has %v, %v", uris, changed)
 	}
-	if err := s.Claim("one", "alice", expires); err != nil {
-		t.Fatal(err)
-	}
+	// A GET stream open before the first subscription hears of it, and
+	// holds no state.
+	closeStream := s.OpenStream("one")
 	uris, changed := s.Subscriptions("one", expires)
-	if len(uris) != 0 {
-		t.Fatalf("new session has %v", uris)
+	if len(uris) != 0 || changed == nil {
+		t.Fatalf("new session with a stream has %v, %v", uris, changed)
+	}
+	if n, _ := s.Held(); n != 0 {
+		t.Fatalf("an open stream holds state for %d sessions", n)
 	}
 	if err := s.Subscribe("one", "alice", "a://1", expires); err != nil {
 		t.Fatal(err)
@@ -95,6 +98,23 @@ func TestSubscriptions(t *testing.T) {
 	default:
 		t.Fatal("subscribe did not signal a change")
 	}
+	closeStream()
+	if len(s.streams) != 0 {
+		t.Fatal("a closed stream stays registered")
+	}
+	uris, changed = s.Subscriptions("one", expires)
+	if !slices.Equal(uris, []string{"a://1"}) {
+		t.Fatalf("subscribed %v", uris)
+	}
+	if err := s.Subscribe("one", "alice", "a://2", expires); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Fatal("a second subscribe did not signal a change")
+	}
+	s.Unsubscribe("one", "a://2")
 	uris, changed = s.Subscriptions("one", expires)
 	_ = s.Subscribe("one", "alice", "a://1", expires)
 	select {
@@ -161,9 +181,6 @@ func TestStateBounds(t *testing.T) {
 	}
 	if err := l.SetLogLevel("alice-3", "alice", "debug", later); !errors.Is(err, ErrPrincipalFull) {
 		t.Fatalf("a fourth session of alice: %v", err)
-	}
-	if err := l.Claim("alice-3", "alice", later); !errors.Is(err, ErrPrincipalFull) {
-		t.Fatalf("a fourth session of alice claimed: %v", err)
 	}
 	if n, _ := l.Held(); n != 3 {
 		t.Fatalf("%d sessions held after refusals, want 3", n)
