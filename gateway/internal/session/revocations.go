@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
@@ -425,12 +427,28 @@ func (r *Revocations) publishPending(ctx context.Context) error {
 		actx, cancel := context.WithTimeout(ctx, publishTimeout)
 		_, err := r.client.RevokeSession(actx, &indexerv1.RevokeSessionRequest{SessionDigest: hex.EncodeToString(k[:]), ExpiresAt: timestamppb.New(expiry)})
 		cancel()
-		if err != nil {
+		if err != nil && retryable(err) {
 			return err
+		}
+		if err != nil {
+			// The indexer refuses this one (an expiry past its
+			// maxRevocationTTL, a credential without the right): asking
+			// again cannot help.
+			r.log.WarnContext(ctx, "the indexer refused a session deletion; other replicas serve that session until it expires", "err", err)
 		}
 		r.mu.Lock()
 		delete(r.pending, k)
 		r.mu.Unlock()
 	}
 	return nil
+}
+
+// retryable reports whether a failed RevokeSession may succeed later: the
+// indexer was unreachable, slow or overloaded, rather than refusing.
+func retryable(err error) bool {
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.OutOfRange, codes.FailedPrecondition, codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented, codes.AlreadyExists:
+		return false
+	}
+	return true
 }

@@ -248,6 +248,17 @@ func TestRevocationsReachEveryGateway(t *testing.T) {
 		t.Fatal("revocation count metric")
 	}
 
+	// A deletion the indexer refuses (an expiry past its maxRevocationTTL,
+	// 24h by default) is not asked again: it leaves the pending set, and
+	// the refusal is logged.
+	if err := one.Revoke(IDDigest("s1.too-far"), "alice", time.Now().Add(48*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the refused deletion to leave the pending set", func() bool { return one.Pending() == 0 })
+	if !strings.Contains(logs.String(), "refused a session deletion") {
+		t.Fatalf("the refusal is not logged:\n%s", logs.String())
+	}
+
 	// A gateway that starts later gets it with its snapshot.
 	three := NewRevocations(indexerClient(t, y.addr), roomy, log)
 	t.Cleanup(three.Close)
