@@ -126,3 +126,29 @@ func TestOpsSettings(t *testing.T) {
 		t.Error("an unknown key under ops must be an error")
 	}
 }
+
+// TestGatewayBoundsDefaultsAndValidation: every bound of client-held state
+// has a default, and bounds that contradict each other are refused.
+func TestGatewayBoundsDefaultsAndValidation(t *testing.T) {
+	g := Gateway{Aggregator: Endpoint{Address: "127.0.0.1:1"}}.WithDefaults()
+	s := g.Sessions
+	if s.MaxSubscriptions != MaxSessionSubscriptions || s.MaxURIBytes != DefaultSessionMaxURIBytes || s.MaxPerPrincipal != DefaultSessionsPerPrincipal ||
+		s.MaxPrincipalStateBytes != DefaultPrincipalSessionStateBytes || s.MaxStateBytes != DefaultSessionStateBytes || s.MaxDeleted != DefaultMaxDeletedSessions {
+		t.Fatalf("session bounds %+v", s)
+	}
+	if g.HTTP.BodyTimeout.Or(0) != DefaultBodyTimeout || g.HTTP.ReadHeaderTimeout.Or(0) != DefaultReadHeaderTimeout || g.Timeouts.ClientInput.Or(0) != DefaultClientInputTimeout {
+		t.Fatalf("timeouts %+v %+v", g.HTTP, g.Timeouts)
+	}
+	if err := g.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	tooMany := g
+	tooMany.Sessions.MaxSubscriptions = MaxSessionSubscriptions + 1
+	unfair := g
+	unfair.Sessions.MaxPrincipalStateBytes = g.Sessions.MaxStateBytes + 1
+	for name, bad := range map[string]Gateway{"maxSubscriptions": tooMany, "maxPrincipalStateBytes": unfair} {
+		if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}

@@ -132,6 +132,33 @@ type Sessions struct {
 	// TTL is a session's lifetime from initialize (default 24h); the
 	// client then initializes again.
 	TTL Duration `yaml:"ttl"`
+
+	// What a Legacy session sets after initialize (its resource
+	// subscriptions, its log level) is held by the replica that received
+	// it, as is the record of a deleted session until it expires. A client
+	// chooses all of it, so all of it is bounded; past a bound the request
+	// that would add more gets an error and nothing held changes.
+
+	// MaxSubscriptions bounds the resource URIs one session subscribes to
+	// (default and most 256, the aggregator's bound for one watch).
+	MaxSubscriptions int `yaml:"maxSubscriptions"`
+	// MaxURIBytes bounds one subscribed URI (default 4096 bytes).
+	MaxURIBytes int `yaml:"maxURIBytes"`
+	// MaxPerPrincipal bounds the sessions of one principal that hold state
+	// on this replica, and separately the deleted sessions of one principal
+	// this replica records (default 1024 each).
+	MaxPerPrincipal int `yaml:"maxPerPrincipal"`
+	// MaxPrincipalStateBytes bounds the state of one principal's sessions
+	// on this replica (default 1 MiB).
+	MaxPrincipalStateBytes int64 `yaml:"maxPrincipalStateBytes"`
+	// MaxStateBytes bounds the state of all sessions on this replica
+	// (default 8 MiB); every session with state counts a fixed overhead
+	// besides its URIs and level, so this bounds their number too.
+	MaxStateBytes int64 `yaml:"maxStateBytes"`
+	// MaxDeleted bounds the deleted sessions this replica records itself
+	// until they expire (default 100000); deletions other replicas record
+	// arrive from the indexer, which bounds them.
+	MaxDeleted int `yaml:"maxDeleted"`
 }
 
 // GatewayHTTP holds edge protections.
@@ -151,7 +178,8 @@ type GatewayHTTP struct {
 	// any Host.
 	AllowedHosts []string `yaml:"allowedHosts"`
 	// KeepAlive is the interval of SSE keep-alive comments on listen and GET
-	// streams (default 15s).
+	// streams, and on a Legacy request's stream while it waits for the
+	// client's answer to an input request (default 15s).
 	KeepAlive Duration `yaml:"keepAlive"`
 	// TrustClientTraceparent continues a client's W3C traceparent (and its
 	// tracestate): the gateway's span is its child, so the client's trace
@@ -162,6 +190,12 @@ type GatewayHTTP struct {
 	// Turn it on only when whatever sends the traceparent is trusted (a
 	// proxy that starts traces). Client baggage is never taken either way.
 	TrustClientTraceparent bool `yaml:"trustClientTraceparent"`
+	// ReadHeaderTimeout bounds reading a request's headers (default 10s).
+	ReadHeaderTimeout Duration `yaml:"readHeaderTimeout"`
+	// BodyTimeout bounds reading a request's body, from the end of its
+	// headers (default 30s): a client that sends its body more slowly gets
+	// 408 and loses the connection.
+	BodyTimeout Duration `yaml:"bodyTimeout"`
 }
 
 // CachePolicy sets the ttlMs the gateway advertises on cacheable results
@@ -187,9 +221,16 @@ type ServerInfo struct {
 
 // GatewayTiming bounds calls to the services.
 type GatewayTiming struct {
-	// Request bounds one MCP request's calls to the services (default 2m).
-	// Streams are not bounded.
+	// Request bounds each of an MCP request's calls to the services
+	// (default 2m). Streams are not bounded, and neither is the wait for a
+	// Legacy client's answer to an input request (see ClientInput).
 	Request Duration `yaml:"request"`
+	// ClientInput bounds how long a Legacy request waits for its client to
+	// answer an elicitation, sampling or roots request sent on its stream
+	// (default 10m, as long as a Modern client's requestState lives); the
+	// stream carries keep-alives meanwhile, and a client that goes away
+	// ends the wait.
+	ClientInput Duration `yaml:"clientInput"`
 }
 
 // StreamLimits bound the long-lived notification streams (Modern
@@ -223,6 +264,18 @@ const (
 	// notification streams of a replica.
 	DefaultStreamsPerPrincipal = 32
 	DefaultMaxStreams          = 4096
+	DefaultReadHeaderTimeout   = 10 * time.Second
+	DefaultBodyTimeout         = 30 * time.Second
+	DefaultClientInputTimeout  = 10 * time.Minute
+
+	// MaxSessionSubscriptions is the most resource URIs one session may
+	// subscribe to: the aggregator's bound on one watch.
+	MaxSessionSubscriptions           = 256
+	DefaultSessionMaxURIBytes         = 4096
+	DefaultSessionsPerPrincipal       = 1024
+	DefaultPrincipalSessionStateBytes = 1 << 20
+	DefaultSessionStateBytes          = 8 << 20
+	DefaultMaxDeletedSessions         = 100000
 )
 
 // WithDefaults returns g with every unset value at its default: the one
@@ -237,8 +290,17 @@ func (g Gateway) WithDefaults() Gateway {
 	g.HTTP.KeepAlive = Duration(g.HTTP.KeepAlive.Or(DefaultKeepAlive))
 	g.Cache.TTL = Duration(g.Cache.TTL.Or(DefaultCacheTTL))
 	g.Sessions.TTL = Duration(g.Sessions.TTL.Or(DefaultSessionTTL))
+	g.Sessions.MaxSubscriptions = orInt(g.Sessions.MaxSubscriptions, MaxSessionSubscriptions)
+	g.Sessions.MaxURIBytes = orInt(g.Sessions.MaxURIBytes, DefaultSessionMaxURIBytes)
+	g.Sessions.MaxPerPrincipal = orInt(g.Sessions.MaxPerPrincipal, DefaultSessionsPerPrincipal)
+	g.Sessions.MaxPrincipalStateBytes = orInt(g.Sessions.MaxPrincipalStateBytes, DefaultPrincipalSessionStateBytes)
+	g.Sessions.MaxStateBytes = orInt(g.Sessions.MaxStateBytes, DefaultSessionStateBytes)
+	g.Sessions.MaxDeleted = orInt(g.Sessions.MaxDeleted, DefaultMaxDeletedSessions)
+	g.HTTP.ReadHeaderTimeout = Duration(g.HTTP.ReadHeaderTimeout.Or(DefaultReadHeaderTimeout))
+	g.HTTP.BodyTimeout = Duration(g.HTTP.BodyTimeout.Or(DefaultBodyTimeout))
 	g.Timeouts.Request = Duration(g.Timeouts.Request.Or(DefaultRequestTimeout))
 	g.Auth.OIDC = g.Auth.OIDC.WithDefaults()
+	g.Timeouts.ClientInput = Duration(g.Timeouts.ClientInput.Or(DefaultClientInputTimeout))
 	if g.Optimizer.Limit <= 0 {
 		g.Optimizer.Limit = DefaultSearchLimit
 	}
@@ -270,5 +332,22 @@ func (g Gateway) Validate() error {
 	if g.Streams.MaxPerPrincipal < 0 || g.Streams.MaxOpen < 0 {
 		return errors.New("gateway.streams: limits must not be negative (0 takes the default)")
 	}
+	// Zero and negative session bounds mean the default (WithDefaults);
+	// what is left to check is how the bounds relate.
+	s := g.Sessions
+	if s.MaxSubscriptions > MaxSessionSubscriptions {
+		return fmt.Errorf("gateway.sessions.maxSubscriptions %d: at most %d (the aggregator's bound on one watch)", s.MaxSubscriptions, MaxSessionSubscriptions)
+	}
+	if s.MaxPrincipalStateBytes > 0 && s.MaxStateBytes > 0 && s.MaxPrincipalStateBytes > s.MaxStateBytes {
+		return fmt.Errorf("gateway.sessions.maxPrincipalStateBytes %d is more than maxStateBytes %d", s.MaxPrincipalStateBytes, s.MaxStateBytes)
+	}
 	return g.validateEdge()
+}
+
+// orInt is v, or def when v is not positive (unset).
+func orInt[T int | int64](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
 }

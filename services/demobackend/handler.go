@@ -24,6 +24,7 @@ const maxAdminBody = 1 << 20
 //	POST /admin/tools     add or replace a tool (a ToolSpec as JSON)
 //	DELETE /admin/tools/N remove tool N
 //	GET /admin/tools      the tool names, as a JSON array
+//	GET /admin/sleeps     the sleep calls running, cancelled and completed (SleepStats)
 //	POST /admin/resources/updated  {"uri": U}: tell U's subscribers it changed
 //	GET /admin/calls      requests that reached each handler (see Calls)
 //
@@ -40,6 +41,9 @@ func (b *Backend) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /admin/calls", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, b.Calls())
+	})
+	mux.HandleFunc("GET /admin/sleeps", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, b.Sleeps())
 	})
 	mux.HandleFunc("POST /admin/tools", func(w http.ResponseWriter, r *http.Request) {
 		var t ToolSpec

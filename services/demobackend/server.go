@@ -61,6 +61,33 @@ type Backend struct {
 	// calls counts the requests that reached a tool or resource handler,
 	// by "<method> <name or uri>" (see Calls).
 	calls map[string]int
+
+	sleeps SleepStats
+}
+
+// SleepStats counts the calls of sleep tools, so a test can see from the
+// outside that a call reached the backend and how it ended.
+type SleepStats struct {
+	// Running are the sleeps in progress.
+	Running int `json:"running"`
+	// Cancelled are the sleeps whose call was cancelled before they ended.
+	Cancelled int `json:"cancelled"`
+	// Completed are the sleeps that waited their whole duration.
+	Completed int `json:"completed"`
+}
+
+// Sleeps returns the counts of sleep calls so far.
+func (b *Backend) Sleeps() SleepStats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.sleeps
+}
+
+// countSleep applies f to the sleep counts.
+func (b *Backend) countSleep(f func(*SleepStats)) {
+	b.mu.Lock()
+	f(&b.sleeps)
+	b.mu.Unlock()
 }
 
 // New builds a backend serving spec.
@@ -211,13 +238,29 @@ func (b *Backend) toolHandler(t ToolSpec) mcp.ToolHandler {
 			}
 			timer := time.NewTimer(d)
 			defer timer.Stop()
+			b.countSleep(func(s *SleepStats) { s.Running++ })
 			select {
 			case <-timer.C:
+				b.countSleep(func(s *SleepStats) { s.Running--; s.Completed++ })
 			case <-ctx.Done():
+				b.countSleep(func(s *SleepStats) { s.Running--; s.Cancelled++ })
 				b.log.Info("sleep cancelled", "tool", t.Name)
 				return nil, ctx.Err()
 			}
 			answer["slept"] = d.String()
+		case BehaviourAsk:
+			res, ok := req.Params.InputResponses["confirm"].(*mcp.ElicitResult)
+			if !ok || res == nil {
+				message := t.Text
+				if message == "" {
+					message = "Confirm {tool}?"
+				}
+				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"confirm": &mcp.ElicitParams{
+					Message:         b.expand(message, map[string]string{"tool": t.Name}),
+					RequestedSchema: map[string]any{"type": "object"},
+				}}}, nil
+			}
+			answer["action"] = res.Action
 		}
 		return result(answer, false), nil
 	}

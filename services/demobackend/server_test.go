@@ -165,7 +165,7 @@ func TestBehaviours(t *testing.T) {
 }
 
 func TestSleepHonoursCancellation(t *testing.T) {
-	_, srv := startBackend(t, false)
+	b, srv := startBackend(t, false)
 	cs := connect(t, srv.URL, "", nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
@@ -176,6 +176,51 @@ func TestSleepHonoursCancellation(t *testing.T) {
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("cancelled call took %s", d)
+	}
+	// The backend's own count says it saw the cancellation (the handler
+	// ends after the client gave up, so poll).
+	deadline := time.Now().Add(10 * time.Second)
+	for b.Sleeps() != (SleepStats{Cancelled: 1}) {
+		if time.Now().After(deadline) {
+			t.Fatalf("sleeps %+v, want one cancelled", b.Sleeps())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, m := callTool(t, cs, "nap", map[string]any{"duration": "1ms"}); m["slept"] != "1ms" {
+		t.Fatalf("nap = %v", m)
+	}
+	resp, err := http.Get(srv.URL + "/admin/sleeps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var stats SleepStats
+	if err := json.NewDecoder(resp.Body).Decode(&stats); err != nil || stats != (SleepStats{Cancelled: 1, Completed: 1}) {
+		t.Fatalf("GET /admin/sleeps: %+v %v", stats, err)
+	}
+}
+
+// TestAskAsksByElicitation: an ask tool asks the client in either
+// era (input_required under Modern, elicitation/create in a Legacy
+// session; go-sdk clients answer both through the same handler) and
+// returns the action.
+func TestAskAsksByElicitation(t *testing.T) {
+	b, srv := startBackend(t, false)
+	if err := b.AddTool(ToolSpec{Name: "ask", Behaviour: BehaviourAsk, Text: "Go ahead with {tool}?"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, version := range []string{"", "2025-11-25"} {
+		asked := make(chan string, 1)
+		cs := connect(t, srv.URL, version, &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked <- r.Params.Message
+			return &mcp.ElicitResult{Action: "decline"}, nil
+		}})
+		if _, m := callTool(t, cs, "ask", nil); m["action"] != "decline" {
+			t.Fatalf("version %q: ask = %v", version, m)
+		}
+		if got := <-asked; got != "Go ahead with ask?" {
+			t.Fatalf("version %q: asked %q", version, got)
+		}
 	}
 }
 
@@ -375,4 +420,15 @@ func TestResourceUpdatedReachesSubscribers(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("an update without a URI got %s", resp.Status)
 	}
+}
+
+// callTool calls a tool that must succeed and returns its structured
+// content.
+func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) (*mcp.CallToolResult, map[string]any) {
+	t.Helper()
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return res, structured(t, res)
 }

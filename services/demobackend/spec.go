@@ -30,9 +30,14 @@ const (
 	// result with an elicitation and a requestState, see confirm.go), then
 	// answers like echo with "confirmed": true.
 	BehaviourConfirm = "confirm"
+	// BehaviourAsk asks the client by elicitation, with the tool's text as
+	// the message (an input_required result for a Modern client, a real
+	// elicitation/create on a Legacy session), and returns the action it
+	// answered.
+	BehaviourAsk = "ask"
 )
 
-var behaviours = []string{BehaviourEcho, BehaviourText, BehaviourAdd, BehaviourError, BehaviourSleep, BehaviourConfirm}
+var behaviours = []string{BehaviourEcho, BehaviourText, BehaviourAdd, BehaviourError, BehaviourSleep, BehaviourConfirm, BehaviourAsk}
 
 // Spec is what a demo backend serves. It is read from YAML (--config) and
 // the tool entries are also the body of POST /admin/tools (JSON).
@@ -66,7 +71,8 @@ type CacheSpec struct {
 type ToolSpec struct {
 	Name        string `yaml:"name" json:"name"`
 	Description string `yaml:"description" json:"description,omitempty"`
-	// Behaviour is one of echo, text, add, error, sleep (default echo).
+	// Behaviour is one of echo, text, add, error, sleep, confirm (default
+	// echo).
 	Behaviour string `yaml:"behaviour" json:"behaviour,omitempty"`
 	// Text is the answer of text tools and the message of error tools.
 	Text string `yaml:"text" json:"text,omitempty"`

@@ -62,3 +62,23 @@ func (c *Cluster) admin(t testing.TB, backend, method, path string, body []byte,
 	}
 	return msg
 }
+
+// Sleeps returns a demo backend's counts of sleep calls (running,
+// cancelled, completed), from its /admin/sleeps.
+func (c *Cluster) Sleeps(t testing.TB, backend string) demobackend.SleepStats {
+	t.Helper()
+	mcpURL, ok := c.BackendURLs[backend]
+	if !ok {
+		t.Fatalf("no backend %q in the cluster", backend)
+	}
+	resp, err := http.Get(strings.TrimSuffix(mcpURL, demobackend.MCPPath) + "/admin/sleeps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var stats demobackend.SleepStats
+	if err := json.NewDecoder(resp.Body).Decode(&stats); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /admin/sleeps of %s: %s %v", backend, resp.Status, err)
+	}
+	return stats
+}

@@ -189,12 +189,14 @@ func (c *Client) exchange(ctx context.Context, s *mcp.ClientSession, call *Call)
 	resp, err := c.raw.Do(req)
 	if err != nil {
 		span.SetStatus(codes.Error, "no response")
+		c.cancelAtBackend(ctx, s, id, sessionID)
 		return nil, err
 	}
 	span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
 	res, err := c.readAnswer(ctx, resp, id, call, modern, s)
 	if err != nil {
 		span.SetStatus(codes.Error, "call failed")
+		c.cancelAtBackend(ctx, s, id, sessionID)
 	}
 	if resp.StatusCode/100 == 2 {
 		// The request was consumed whole before the backend answered 2xx;
@@ -437,31 +439,4 @@ func (c *Client) relay(m message, id string, call *Call) {
 			call.Notify(MethodLog, m.params)
 		}
 	}
-}
-
-// refuseRequest answers a Legacy backend's server-to-client request on a
-// raw call with a JSON-RPC error, so it does not wait for an answer that
-// would never come: the shared session declared no client capabilities,
-// and calls that may ask the client for input go through held.go instead.
-func (c *Client) refuseRequest(ctx context.Context, s *mcp.ClientSession, m message) {
-	b := append([]byte(`{"jsonrpc":"2.0","id":`), m.id...)
-	b = append(b, `,"error":{"code":-32601,"message":"the aggregator does not serve this request on a shared session"}}`...)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.URL, bytes.NewReader(b))
-	if err != nil {
-		return
-	}
-	req.Header["Content-Type"] = jsonContentType
-	req.Header["Accept"] = acceptBoth
-	req.Header.Set("Mcp-Protocol-Version", s.InitializeResult().ProtocolVersion)
-	req.Header.Set("Mcp-Session-Id", s.ID())
-	for k, v := range c.cfg.Headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := c.raw.Do(req)
-	if err != nil {
-		c.log.Warn("could not refuse a backend's request", "method", string(m.method), "err", c.Redact(err.Error()))
-		return
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	_ = resp.Body.Close()
 }

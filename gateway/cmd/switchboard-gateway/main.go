@@ -76,8 +76,11 @@ func run(ctx context.Context, env lifecycle.Env) error {
 	}
 	srv := &http.Server{
 		Handler:           gw.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		// No WriteTimeout: notification streams are long-lived.
+		ReadHeaderTimeout: time.Duration(cfg.HTTP.ReadHeaderTimeout),
+		// No ReadTimeout or WriteTimeout: notification streams are
+		// long-lived, and a read deadline on the connection would end them.
+		// The body has a deadline of its own (gateway.http.bodyTimeout,
+		// set by the handler while it reads).
 		IdleTimeout: 2 * time.Minute,
 	}
 	srv.RegisterOnShutdown(gw.Close)

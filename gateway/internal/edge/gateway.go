@@ -82,20 +82,26 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 	if metrics == nil {
 		metrics = NewMetrics(nil)
 	}
+	limits := cfg.Sessions
 	g := &Gateway{
-		cfg:         cfg,
-		aggHealth:   deps.AggregatorHealth,
-		auth:        deps.Auth,
-		log:         log,
-		metrics:     metrics,
-		sealer:      sealer,
-		revocations: session.NewRevocations(deps.Indexer, log),
-		local:       session.NewLocal(),
-		loopback:    deps.LoopbackOnly,
-		rules:       newEdgeRules(cfg),
-		closing:     make(chan struct{}),
+		cfg:       cfg,
+		aggHealth: deps.AggregatorHealth,
+		auth:      deps.Auth,
+		log:       log,
+		metrics:   metrics,
+		sealer:    sealer,
+		revocations: session.NewRevocations(deps.Indexer,
+			session.RevocationLimits{Total: limits.MaxDeleted, PerPrincipal: limits.MaxPerPrincipal}, log),
+		local: session.NewLocal(session.Limits{Subscriptions: limits.MaxSubscriptions, URIBytes: limits.MaxURIBytes,
+			PerPrincipal: limits.MaxPerPrincipal, PrincipalBytes: limits.MaxPrincipalStateBytes, TotalBytes: limits.MaxStateBytes}),
+		loopback: deps.LoopbackOnly,
+		rules:    newEdgeRules(cfg),
+		closing:  make(chan struct{}),
 	}
 	if err := g.revocations.RegisterMetrics(metrics.registry); err != nil {
+		return nil, err
+	}
+	if err := metrics.registerSessionState(g.local); err != nil {
 		return nil, err
 	}
 	g.methods = methods.New(methods.Config{
@@ -103,6 +109,7 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 		Instructions:        cfg.ServerInfo.Instructions,
 		CacheTTL:            time.Duration(cfg.Cache.TTL),
 		RequestTimeout:      time.Duration(cfg.Timeouts.Request),
+		ClientInput:         time.Duration(cfg.Timeouts.ClientInput),
 		KeepAlive:           time.Duration(cfg.HTTP.KeepAlive),
 		SearchLimit:         uint32(cfg.Optimizer.Limit),
 		StreamsPerPrincipal: cfg.Streams.MaxPerPrincipal,

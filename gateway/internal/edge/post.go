@@ -1,9 +1,12 @@
 package edge
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
+	"os"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -57,14 +60,20 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, v methods.Vi
 	defer g.finishRequest(span, rec)
 	r = r.WithContext(ctx)
 
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.cfg.HTTP.MaxBodyBytes))
+	body, err := g.readBody(w, r)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
+		switch {
+		case errors.As(err, &tooLarge):
 			writeJSON(w, http.StatusRequestEntityTooLarge, nil, nil, wire.NewError(wire.CodeInvalidRequest, "request body too large"))
-			return
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			// The connection cannot carry another request: the rest of
+			// the body may still be on its way.
+			w.Header().Set("Connection", "close")
+			writeJSON(w, http.StatusRequestTimeout, nil, nil, wire.NewError(wire.CodeInvalidRequest, "request body not received in time"))
+		default:
+			writeJSON(w, http.StatusBadRequest, nil, nil, wire.NewError(wire.CodeParseError, "cannot read request body"))
 		}
-		writeJSON(w, http.StatusBadRequest, nil, nil, wire.NewError(wire.CodeParseError, "cannot read request body"))
 		return
 	}
 	msg, id, rerr := wire.Parse(body)
@@ -110,6 +119,53 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, v methods.Vi
 	}
 }
 
+// readBody reads the request body within its size bound and within
+// http.bodyTimeout, so that a client sending it slowly cannot hold a
+// goroutine and a buffer for long. The deadline is lifted once the body is
+// in: the response may be a long stream.
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	// Servers that cannot set deadlines (tests' recorders) read without.
+	_ = rc.SetReadDeadline(time.Now().Add(time.Duration(g.cfg.HTTP.BodyTimeout)))
+	body, err := readAll(http.MaxBytesReader(w, r.Body, g.cfg.HTTP.MaxBodyBytes), r.ContentLength)
+	if err == nil {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	return body, err
+}
+
+// readAll is io.ReadAll for request bodies: the buffer grows fourfold as
+// bytes arrive (io.ReadAll grows by a quarter at a time, so a body of
+// megabytes costs several times its size in garbage) and, when the client
+// declared its length, stops at exactly that size. It never holds more
+// than four times what was received, so a declared length costs nothing
+// until the bytes come.
+func readAll(r io.Reader, declared int64) ([]byte, error) {
+	const first = 16 << 10
+	size := int64(first)
+	if declared >= 0 {
+		size = min(size, declared+1) // +1: room to see the end of the body
+	}
+	buf := make([]byte, 0, size)
+	for {
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+		if len(buf) == cap(buf) {
+			next := int64(4 * cap(buf))
+			if declared >= 0 && int64(len(buf)) <= declared {
+				next = min(next, declared+1)
+			}
+			buf = append(make([]byte, 0, next), buf...)
+		}
+	}
+}
+
 // serveModern validates a Modern request against every wire rule, then
 // serves it.
 func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, req *methods.Request, msg *wire.Message, rec *requestRecord, span trace.Span) {
@@ -140,7 +196,7 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, req *metho
 	}
 	req.Version, req.ClientCaps = modern.Version, modern.ClientCaps
 	span.SetAttributes(attribute.String("mcp.protocol.version", req.Version))
-	g.serve(r, req, resp, rec)
+	g.serve(r, req, resp, rec, nil)
 }
 
 // serveLegacy serves initialize and every request of an existing session.
@@ -179,19 +235,40 @@ func (g *Gateway) serveLegacy(w http.ResponseWriter, r *http.Request, req *metho
 		return
 	}
 	if msg.IsNotification() {
-		// initialized, cancelled and roots/list_changed need no action.
+		// notifications/cancelled ends the request it names, if it runs
+		// on this replica; initialized and roots/list_changed need no
+		// action.
+		if msg.Method == "notifications/cancelled" {
+			if id, ok := msg.Params["requestId"]; ok {
+				g.local.Cancel(req.Session, id)
+			}
+		}
 		rec.outcome = "ok"
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
 	req.ClientCaps = claims.ClientCapabilities
-	g.serve(r, req, resp, rec)
+	// The request can be cancelled by the session's notifications/cancelled
+	// naming its id, as long as it runs.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	cancelled, done := g.local.Track(req.Session, msg.ID, cancel)
+	defer done()
+	g.serve(r.WithContext(ctx), req, resp, rec, cancelled)
 }
 
 // serve runs a validated request's method and writes its outcome.
-func (g *Gateway) serve(r *http.Request, req *methods.Request, resp *response, rec *requestRecord) {
+// cancelled, for a Legacy request, reports that its client cancelled it:
+// the spec says the server then sends no response, so the answer is a
+// stream that ends without one.
+func (g *Gateway) serve(r *http.Request, req *methods.Request, resp *response, rec *requestRecord, cancelled func() bool) {
 	result, rerr := g.methods.Serve(r.Context(), req, resp)
 	rec.done(rerr)
+	if cancelled != nil && cancelled() {
+		rec.outcome = "cancelled"
+		resp.startSSE()
+		return
+	}
 	if result == nil && rerr == nil {
 		// A stream that ended without a final response.
 		return

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/methods"
@@ -23,7 +24,12 @@ func (g *Gateway) openSession(r *http.Request, id string, principal *commonv1.Pr
 	return claims, true
 }
 
-// serveSessionDelete ends a session on every replica.
+// serveSessionDelete ends a session: on this replica at once, on the
+// others once the indexer has it (session.Revocations publishes it in the
+// background, so a DELETE never waits on the indexer). Past the bounds of
+// what this replica records (gateway.sessions.maxPerPrincipal,
+// maxDeleted) the DELETE is refused and the session stays usable until it
+// expires.
 func (g *Gateway) serveSessionDelete(w http.ResponseWriter, r *http.Request, principal *commonv1.Principal) {
 	ctx, span, rec := g.startRequest(r)
 	defer g.finishRequest(span, rec)
@@ -35,14 +41,26 @@ func (g *Gateway) serveSessionDelete(w http.ResponseWriter, r *http.Request, pri
 		http.Error(w, "session not found", http.StatusNotFound)
 		return
 	}
-	if err := g.revocations.Revoke(ctx, session.IDDigest(id), claims.Expiry()); err != nil {
-		// Recorded locally; other replicas learn of it only through the
-		// shared store, so say so loudly.
-		g.log.WarnContext(ctx, "session revocation not recorded in the shared store; other replicas may still serve it until it expires", "err", err)
+	digest := session.IDDigest(id)
+	switch err := g.revocations.Revoke(digest, claims.PrincipalDigest, claims.Expiry()); {
+	case errors.Is(err, session.ErrPrincipalDeletedLimit):
+		w.Header().Set("Retry-After", retryDeleteAfter)
+		http.Error(w, "Too Many Requests: this principal deleted as many sessions as this gateway records; the session stays open until it expires", http.StatusTooManyRequests)
+		return
+	case err != nil:
+		g.log.WarnContext(ctx, "session deletion refused", "err", err)
+		w.Header().Set("Retry-After", retryDeleteAfter)
+		http.Error(w, "Service Unavailable: this gateway records as many deleted sessions as it may; the session stays open until it expires", http.StatusServiceUnavailable)
+		return
 	}
+	g.local.Forget(digest)
 	rec.outcome = "ok"
 	w.WriteHeader(http.StatusNoContent)
 }
+
+// retryDeleteAfter is the Retry-After of a refused DELETE, in seconds:
+// records make room as the sessions they hold expire.
+const retryDeleteAfter = "60"
 
 // serveSessionStream opens the session's GET stream of server
 // notifications (see methods.Server.SessionStream).
@@ -64,6 +82,9 @@ func (g *Gateway) serveSessionStream(w http.ResponseWriter, r *http.Request, v m
 	}
 	req := &methods.Request{Era: mcpspec.EraLegacy, View: v, Principal: principal, Method: "GET",
 		Session: session.IDDigest(id), SessionExpiry: claims.Expiry(), Version: claims.ProtocolVersion}
+	// The stream follows the session's subscriptions on this replica,
+	// including the first one, made after it opened.
+	defer g.local.OpenStream(req.Session)()
 	if rerr := g.methods.SessionStream(ctx, req, newResponse(w)); rerr != nil {
 		rec.outcome = "error"
 		status := http.StatusServiceUnavailable

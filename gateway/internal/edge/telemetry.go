@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
@@ -35,7 +36,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 		registry: reg,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_gateway_mcp_requests_total",
-			Help: "MCP messages received, by method, era and outcome (ok, error, rejected).",
+			Help: "MCP messages received, by method, era and outcome (ok, error, rejected, cancelled by the client).",
 		}, []string{"method", "era", "outcome"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "switchboard_gateway_mcp_request_duration_seconds",
@@ -49,6 +50,26 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	}
 	reg.MustRegister(m.requests, m.latency, m.streams)
 	return m
+}
+
+// registerSessionState registers switchboard_gateway_session_state_sessions
+// and switchboard_gateway_session_state_bytes: what Legacy sessions hold
+// on this replica (gateway.sessions bounds both).
+func (m *Metrics) registerSessionState(local *session.Local) error {
+	sessions := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "switchboard_gateway_session_state_sessions",
+		Help: "Legacy sessions holding state (subscriptions, a log level) on this replica.",
+	}, func() float64 { n, _ := local.Held(); return float64(n) })
+	bytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "switchboard_gateway_session_state_bytes",
+		Help: "Bytes of the state Legacy sessions hold on this replica, overhead included (bounded by gateway.sessions.maxStateBytes).",
+	}, func() float64 { _, b := local.Held(); return float64(b) })
+	for _, c := range []prometheus.Collector{sessions, bytes} {
+		if err := m.registry.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Handler serves the registry in the Prometheus text format.

@@ -3,7 +3,9 @@ package methods
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
+	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
@@ -17,7 +19,9 @@ func (s *Server) setLogLevel(_ context.Context, req *Request, _ Responder) (json
 	if !ok || !mcpspec.IsLogLevel(level) {
 		return nil, wire.InvalidParams("level must be an MCP log level")
 	}
-	s.local.SetLogLevel(req.Session, level, req.SessionExpiry)
+	if err := s.local.SetLogLevel(req.Session, session.PrincipalDigest(req.Principal), level, req.SessionExpiry); err != nil {
+		return nil, stateError(err)
+	}
 	return json.RawMessage(`{}`), nil
 }
 
@@ -30,8 +34,8 @@ func (s *Server) subscribe(_ context.Context, req *Request, _ Responder) (json.R
 	if !ok || uri == "" {
 		return nil, wire.InvalidParams("uri is required")
 	}
-	if !s.local.Subscribe(req.Session, uri, req.SessionExpiry) {
-		return nil, wire.InvalidParams("too many resource subscriptions")
+	if err := s.local.Subscribe(req.Session, session.PrincipalDigest(req.Principal), uri, req.SessionExpiry); err != nil {
+		return nil, stateError(err)
 	}
 	return json.RawMessage(`{}`), nil
 }
@@ -41,6 +45,23 @@ func (s *Server) unsubscribe(_ context.Context, req *Request, _ Responder) (json
 	if !ok || uri == "" {
 		return nil, wire.InvalidParams("uri is required")
 	}
-	s.local.Unsubscribe(req.Session, uri, req.SessionExpiry)
+	s.local.Unsubscribe(req.Session, uri)
 	return json.RawMessage(`{}`), nil
+}
+
+// stateError is the client's answer to a change of session state past a
+// bound (session.Limits): a request that asks too much of one session is
+// invalid (-32602); one that finds the principal's or the replica's share
+// used up cannot be served now (-32603, the code the spec has for it).
+func stateError(err error) *wire.Error {
+	switch {
+	case errors.Is(err, session.ErrTooManySubscriptions):
+		return wire.InvalidParams("too many resource subscriptions for one session; unsubscribe from some first")
+	case errors.Is(err, session.ErrURITooLong):
+		return wire.InvalidParams("uri too long to subscribe to")
+	case errors.Is(err, session.ErrPrincipalFull):
+		return wire.NewError(wire.CodeInternalError, "too much session state held for this principal on this gateway; delete sessions no longer used, or retry later")
+	default:
+		return wire.NewError(wire.CodeInternalError, "this gateway holds as much session state as it may; retry later")
+	}
 }

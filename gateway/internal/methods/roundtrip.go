@@ -120,7 +120,9 @@ type backendOp func(ctx context.Context, rt roundTrip) (resultJSON, resultType s
 // results by asking the client, then shapes the final result.
 func (s *Server) roundTrips(ctx context.Context, req *Request, resp Responder, rt roundTrip, cacheable bool, op backendOp) (json.RawMessage, *wire.Error) {
 	for round := 0; ; round++ {
-		resultJSON, resultType, err := op(ctx, rt)
+		opCtx, cancel := s.serviceCall(ctx)
+		resultJSON, resultType, err := op(opCtx, rt)
+		cancel()
 		if err != nil {
 			return nil, mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
 		}
@@ -265,19 +267,35 @@ func (s *Server) askLegacyClient(ctx context.Context, req *Request, resp Respond
 			return "", wire.NewError(wire.CodeInternalError, "request cancelled")
 		}
 	}
+	// The client has timeouts.clientInput to answer, not the request
+	// timeout: a person may be typing. The stream carries keep-alives
+	// meanwhile, so that proxies keep it open and a client that went away
+	// is noticed (the write fails, or the request's context ends).
+	wait, cancel := context.WithTimeout(ctx, s.cfg.ClientInput)
+	defer cancel()
+	keepAlive := time.NewTicker(s.cfg.KeepAlive)
+	defer keepAlive.Stop()
 	answers := wire.Object{}
 	for key, ch := range waits {
-		select {
-		case raw := <-ch:
-			var reply wire.Object
-			_ = json.Unmarshal(raw, &reply)
-			result, ok := reply["result"]
-			if !ok {
-				return "", wire.NewError(wire.CodeInternalError, "the client did not fulfil the server's "+requests[key].Method+" request")
+	waiting:
+		for {
+			select {
+			case raw := <-ch:
+				var reply wire.Object
+				_ = json.Unmarshal(raw, &reply)
+				result, ok := reply["result"]
+				if !ok {
+					return "", wire.NewError(wire.CodeInternalError, "the client did not fulfil the server's "+requests[key].Method+" request")
+				}
+				answers[key] = result
+				break waiting
+			case <-keepAlive.C:
+				if resp.Comment("keep-alive") != nil {
+					return "", wire.NewError(wire.CodeInternalError, "request cancelled")
+				}
+			case <-wait.Done():
+				return "", wire.NewError(wire.CodeInternalError, "no answer from the client to the server's "+requests[key].Method+" request")
 			}
-			answers[key] = result
-		case <-ctx.Done():
-			return "", wire.NewError(wire.CodeInternalError, "no answer from the client to the server's "+requests[key].Method+" request")
 		}
 	}
 	return string(answers.Encode()), nil

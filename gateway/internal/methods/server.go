@@ -68,11 +68,16 @@ type Config struct {
 	ServerInfo json.RawMessage
 	// Instructions are the gateway's own, used when the aggregator has
 	// none.
-	Instructions   string
-	CacheTTL       time.Duration
+	Instructions string
+	CacheTTL     time.Duration
+	// RequestTimeout bounds each call to the services.
 	RequestTimeout time.Duration
-	KeepAlive      time.Duration
-	SearchLimit    uint32
+	// ClientInput bounds a Legacy request's wait for its client's answers
+	// to input requests.
+	ClientInput time.Duration
+	// KeepAlive is the interval of SSE comments on streams that wait.
+	KeepAlive   time.Duration
+	SearchLimit uint32
 	// StreamsPerPrincipal and MaxStreams bound the open listen and GET
 	// streams (see streamLimits).
 	StreamsPerPrincipal, MaxStreams int
@@ -146,12 +151,23 @@ func (s *Server) Serve(ctx context.Context, req *Request, resp Responder) (json.
 	if !ok || !mcpspec.Defined(req.Era, req.Method) {
 		return nil, wire.MethodNotFound(req.Method)
 	}
-	if !mcpspec.Methods[req.Method].Streams {
+	if !mcpspec.Methods[req.Method].Streams && !asksClient[req.Method] {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.RequestTimeout)
 		defer cancel()
 	}
 	return h(s, ctx, req, resp)
+}
+
+// asksClient are the methods whose handlers may wait for a Legacy client's
+// answers to input requests (roundTrips), which the request timeout must
+// not cut while the client is there; they bound each of their calls to the
+// services themselves (serviceCall).
+var asksClient = map[string]bool{"tools/call": true, "resources/read": true, "prompts/get": true}
+
+// serviceCall bounds one call to the services by the request timeout.
+func (s *Server) serviceCall(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.cfg.RequestTimeout)
 }
 
 // shape adds what the era requires to a result (see wire.Shape).

@@ -2,7 +2,9 @@ package session
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -12,147 +14,334 @@ import (
 // level, its resource subscriptions) and the answers to input requests in
 // flight therefore live on the replica that received them, in Local:
 // deployments with several gateway replicas need session affinity for
-// these three features only; everything else works on any replica.
+// these features only (and for notifications/cancelled, see calls.go);
+// everything else works on any replica.
+//
+// All of it is chosen by clients, so all of it is bounded (Limits): per
+// session (how many URIs, how long each), per principal (how many
+// sessions with state, how many bytes) and in total (bytes, every session
+// with state counting a fixed overhead, so the number of sessions is
+// bounded too). A change that would pass a bound is refused whole, with an
+// error the caller maps to the client's answer; what is held stays as it
+// was. State is dropped when its session expires or is deleted.
 
 // MaxSubscriptions bounds the resource URIs one session or listen stream
 // subscribes to (the aggregator applies the same bound).
 const MaxSubscriptions = 256
 
+// Limits bound the state Local holds (gateway.sessions in the
+// configuration). Every limit must be positive.
+type Limits struct {
+	// Subscriptions per session, at most MaxSubscriptions.
+	Subscriptions int
+	// URIBytes is the length of one subscribed URI.
+	URIBytes int
+	// PerPrincipal is how many sessions of one principal may hold state.
+	PerPrincipal int
+	// PrincipalBytes is the state of one principal's sessions together.
+	PrincipalBytes int64
+	// TotalBytes is the state of all sessions together.
+	TotalBytes int64
+}
+
+// Errors of a change that would pass a bound.
+var (
+	ErrTooManySubscriptions = errors.New("too many resource subscriptions for one session")
+	ErrURITooLong           = errors.New("resource URI too long")
+	ErrPrincipalFull        = errors.New("this principal's sessions hold as much state as they may on this replica")
+	ErrFull                 = errors.New("this replica holds as much session state as it may")
+)
+
+// What held state costs besides its own bytes: a session's map entry,
+// digests, struct and channel, and a URI's slice element and allocation
+// rounding. Estimates, erring high, so that the bytes bounds are bounds on
+// memory.
+const (
+	sessionOverhead = 384
+	uriOverhead     = 32
+)
+
+// How often expired state is looked for: at most once a minute on a
+// change, and at most once a second when a bound is reached.
+const (
+	statePruneEvery    = time.Minute
+	statePruneWhenFull = time.Second
+)
+
 // Local is one replica's state of its Legacy sessions.
 type Local struct {
-	mu        sync.Mutex
-	logLevels map[string]logLevel      // session digest -> level
-	resources map[string]*subscription // session digest -> subscribed URIs
-	waiters   map[string]chan json.RawMessage
+	limits Limits
+	now    func() time.Time
+
+	mu         sync.Mutex
+	sessions   map[string]*sessionState // session digest -> state
+	principals map[string]*usage        // principal digest -> what its sessions hold
+	bytes      int64                    // of every session
+	pruned     time.Time
+	// streams are the sessions' open GET streams (OpenStream).
+	streams map[string]*streamWatch
+	// calls are the requests in flight and the input requests waiting for
+	// their answers (calls.go).
+	calls   map[string][]*call
+	waiters map[string]chan json.RawMessage
 }
 
-type logLevel struct {
+// streamWatch is a session's open GET streams: changed is closed, and
+// replaced, when the session gets state.
+type streamWatch struct {
+	open    int
+	changed chan struct{}
+}
+
+// usage is what one principal's sessions hold.
+type usage struct {
+	// key is the principal's digest, the one copy the map and every
+	// session of the principal share.
+	key      string
+	sessions int
+	bytes    int64
+}
+
+type sessionState struct {
+	owner   *usage
+	expires time.Time
 	level   string
-	expires time.Time
-}
-
-type subscription struct {
 	uris    []string
-	expires time.Time
+	// bytes is what this state costs, overhead included.
+	bytes int64
 	// changed is closed, and replaced, whenever uris changes.
 	changed chan struct{}
 }
 
-// NewLocal returns empty session state.
-func NewLocal() *Local {
-	return &Local{logLevels: map[string]logLevel{}, resources: map[string]*subscription{}, waiters: map[string]chan json.RawMessage{}}
+// NewLocal returns empty session state bounded by limits.
+func NewLocal(limits Limits) *Local {
+	limits.Subscriptions = min(limits.Subscriptions, MaxSubscriptions)
+	return &Local{limits: limits, now: time.Now, sessions: map[string]*sessionState{}, principals: map[string]*usage{},
+		streams: map[string]*streamWatch{}, calls: map[string][]*call{}, waiters: map[string]chan json.RawMessage{}}
 }
 
-// SetLogLevel records level for the session until it expires, and forgets
-// the levels of sessions that have expired.
-func (l *Local) SetLogLevel(session, level string, expires time.Time) {
-	now := time.Now()
+// OpenStream registers an open GET stream of the session, until done is
+// called, so that the stream hears of the session's first subscription
+// (Subscriptions) even though the session had no state when it opened.
+// It holds no state itself: what it costs lasts as long as the stream,
+// and open streams are bounded where they are served.
+func (l *Local) OpenStream(session string) (done func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for k, v := range l.logLevels {
-		if now.After(v.expires) {
-			delete(l.logLevels, k)
+	w := l.streams[session]
+	if w == nil {
+		w = &streamWatch{changed: make(chan struct{})}
+		l.streams[strings.Clone(session)] = w
+	}
+	w.open++
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if w.open--; w.open == 0 {
+			delete(l.streams, session)
 		}
 	}
-	l.logLevels[session] = logLevel{level: level, expires: expires}
+}
+
+// SetLogLevel records level for the session until it expires.
+func (l *Local) SetLogLevel(session, principal, level string, expires time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st, created, err := l.state(session, principal, expires)
+	if err != nil {
+		return err
+	}
+	if err := l.charge(st, int64(len(level)-len(st.level))); err != nil {
+		l.dropIfEmpty(session, st, created)
+		return err
+	}
+	st.level = strings.Clone(level)
+	return nil
 }
 
 // LogLevel is the level the session set on this replica, or "".
 func (l *Local) LogLevel(session string) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	v, ok := l.logLevels[session]
-	if !ok || time.Now().After(v.expires) {
+	st, ok := l.sessions[session]
+	if !ok || !l.now().Before(st.expires) {
 		return ""
 	}
-	return v.level
+	return st.level
 }
 
-// entry returns the session's subscriptions, creating them, and forgets
-// those of sessions that have expired. Call with l.mu held.
-func (l *Local) entry(session string, expires time.Time) *subscription {
-	now := time.Now()
-	for k, v := range l.resources {
-		if now.After(v.expires) {
-			delete(l.resources, k)
-		}
+// Subscribe adds uri to the session's set; subscribing again to a URI in
+// the set changes nothing.
+func (l *Local) Subscribe(session, principal, uri string, expires time.Time) error {
+	if len(uri) > l.limits.URIBytes {
+		return ErrURITooLong
 	}
-	e := l.resources[session]
-	if e == nil {
-		e = &subscription{expires: expires, changed: make(chan struct{})}
-		l.resources[session] = e
-	}
-	return e
-}
-
-// Subscribe adds uri to the session's set; it reports false when the set
-// is full.
-func (l *Local) Subscribe(session, uri string, expires time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e := l.entry(session, expires)
-	if slices.Contains(e.uris, uri) {
-		return true
+	st, created, err := l.state(session, principal, expires)
+	if err != nil {
+		return err
 	}
-	if len(e.uris) == MaxSubscriptions {
-		return false
+	if slices.Contains(st.uris, uri) {
+		return nil
 	}
-	e.uris = append(e.uris, uri)
-	close(e.changed)
-	e.changed = make(chan struct{})
-	return true
+	if len(st.uris) >= l.limits.Subscriptions {
+		return ErrTooManySubscriptions
+	}
+	if err := l.charge(st, int64(len(uri)+uriOverhead)); err != nil {
+		l.dropIfEmpty(session, st, created)
+		return err
+	}
+	st.uris = append(st.uris, strings.Clone(uri))
+	close(st.changed)
+	st.changed = make(chan struct{})
+	return nil
 }
 
 // Unsubscribe removes uri from the session's set.
-func (l *Local) Unsubscribe(session, uri string, expires time.Time) {
+func (l *Local) Unsubscribe(session, uri string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e := l.entry(session, expires)
-	i := slices.Index(e.uris, uri)
+	st, ok := l.sessions[session]
+	if !ok {
+		return
+	}
+	i := slices.Index(st.uris, uri)
 	if i < 0 {
 		return
 	}
-	e.uris = slices.Delete(e.uris, i, i+1)
-	close(e.changed)
-	e.changed = make(chan struct{})
+	st.uris = slices.Delete(st.uris, i, i+1)
+	_ = l.charge(st, -int64(len(uri)+uriOverhead))
+	close(st.changed)
+	st.changed = make(chan struct{})
 }
 
 // Subscriptions returns the session's URIs and a channel closed when they
-// change.
-func (l *Local) Subscriptions(session string, expires time.Time) ([]string, <-chan struct{}) {
+// change. A session without state has none; its channel is closed when it
+// gets some, if a GET stream of it is open (OpenStream), and is nil
+// otherwise.
+func (l *Local) Subscriptions(session string, _ time.Time) ([]string, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e := l.entry(session, expires)
-	return slices.Clone(e.uris), e.changed
+	if st, ok := l.sessions[session]; ok {
+		return slices.Clone(st.uris), st.changed
+	}
+	if w := l.streams[session]; w != nil {
+		return nil, w.changed
+	}
+	return nil, nil
 }
 
-func replyKey(session string, id json.RawMessage) string { return session + "\x00" + string(id) }
-
-// AwaitReply registers a wait for the client's answer to the request id
-// sent on one of the session's streams; forget ends the wait.
-func (l *Local) AwaitReply(session string, id json.RawMessage) (reply <-chan json.RawMessage, forget func()) {
-	key := replyKey(session, id)
-	ch := make(chan json.RawMessage, 1)
+// Forget drops the session's state (it was deleted); a GET stream that
+// follows its subscriptions hears of the change.
+func (l *Local) Forget(session string) {
 	l.mu.Lock()
-	l.waiters[key] = ch
-	l.mu.Unlock()
-	return ch, func() {
-		l.mu.Lock()
-		delete(l.waiters, key)
-		l.mu.Unlock()
+	defer l.mu.Unlock()
+	if st, ok := l.sessions[session]; ok {
+		l.drop(session, st)
 	}
 }
 
-// DeliverReply hands a client's answer ({"result":…} or {"error":…}) to
-// its waiter, if it still waits on this replica. Keys include the session,
-// so one session cannot answer another's requests.
-func (l *Local) DeliverReply(session string, id json.RawMessage, reply json.RawMessage) {
-	key := replyKey(session, id)
+// Held reports what all sessions hold on this replica: how many have
+// state, and its bytes.
+func (l *Local) Held() (sessions int, bytes int64) {
 	l.mu.Lock()
-	ch, ok := l.waiters[key]
-	delete(l.waiters, key)
-	l.mu.Unlock()
-	if ok {
-		ch <- reply
+	defer l.mu.Unlock()
+	return len(l.sessions), l.bytes
+}
+
+// state returns the session's state, creating it within the bounds.
+// created says it is new. Call with l.mu held.
+func (l *Local) state(session, principal string, expires time.Time) (st *sessionState, created bool, err error) {
+	now := l.now()
+	if now.Sub(l.pruned) >= statePruneEvery {
+		l.prune(now)
+	}
+	if st, ok := l.sessions[session]; ok {
+		return st, false, nil
+	}
+	if err := l.admit(principal, sessionOverhead); err != nil {
+		if now.Sub(l.pruned) < statePruneWhenFull {
+			return nil, false, err
+		}
+		l.prune(now)
+		if err := l.admit(principal, sessionOverhead); err != nil {
+			return nil, false, err
+		}
+	}
+	u, ok := l.principals[principal]
+	if !ok {
+		u = &usage{key: strings.Clone(principal)}
+		l.principals[u.key] = u
+	}
+	u.sessions++
+	st = &sessionState{owner: u, expires: expires, changed: make(chan struct{})}
+	l.sessions[strings.Clone(session)] = st
+	_ = l.charge(st, sessionOverhead)
+	if w := l.streams[session]; w != nil {
+		// The session's open GET streams follow its state from now on.
+		close(w.changed)
+		w.changed = make(chan struct{})
+	}
+	return st, true, nil
+}
+
+// admit checks that principal may have a new session holding cost bytes.
+func (l *Local) admit(principal string, cost int64) error {
+	u := l.principals[principal]
+	if u != nil && (u.sessions >= l.limits.PerPrincipal || u.bytes+cost > l.limits.PrincipalBytes) {
+		return ErrPrincipalFull
+	}
+	if l.bytes+cost > l.limits.TotalBytes {
+		return ErrFull
+	}
+	return nil
+}
+
+// charge adds delta bytes to st's cost, refusing growth past the
+// principal's or the replica's bound.
+func (l *Local) charge(st *sessionState, delta int64) error {
+	u := st.owner
+	if delta > 0 {
+		if u.bytes+delta > l.limits.PrincipalBytes {
+			return ErrPrincipalFull
+		}
+		if l.bytes+delta > l.limits.TotalBytes {
+			return ErrFull
+		}
+	}
+	st.bytes += delta
+	u.bytes += delta
+	l.bytes += delta
+	return nil
+}
+
+// dropIfEmpty drops state created for a change that was then refused.
+func (l *Local) dropIfEmpty(session string, st *sessionState, created bool) {
+	if created && len(st.uris) == 0 && st.level == "" {
+		l.drop(session, st)
+	}
+}
+
+// drop forgets one session's state. Call with l.mu held.
+func (l *Local) drop(session string, st *sessionState) {
+	delete(l.sessions, session)
+	u := st.owner
+	u.sessions--
+	u.bytes -= st.bytes
+	l.bytes -= st.bytes
+	if u.sessions == 0 {
+		delete(l.principals, u.key)
+	}
+	close(st.changed)
+}
+
+// prune drops the state of expired sessions. Call with l.mu held.
+func (l *Local) prune(now time.Time) {
+	l.pruned = now
+	for session, st := range l.sessions {
+		if !now.Before(st.expires) {
+			l.drop(session, st)
+		}
 	}
 }

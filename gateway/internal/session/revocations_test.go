@@ -3,6 +3,7 @@ package session
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -212,9 +213,9 @@ func TestRevocationsReachEveryGateway(t *testing.T) {
 
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
-	one := NewRevocations(indexerClient(t, x.addr), log)
+	one := NewRevocations(indexerClient(t, x.addr), roomy, log)
 	t.Cleanup(one.Close)
-	two := NewRevocations(indexerClient(t, y.addr), log)
+	two := NewRevocations(indexerClient(t, y.addr), roomy, log)
 	t.Cleanup(two.Close)
 	reg := prometheus.NewRegistry()
 	if err := two.RegisterMetrics(reg); err != nil {
@@ -232,7 +233,7 @@ func TestRevocationsReachEveryGateway(t *testing.T) {
 	if two.Revoked(deleted) {
 		t.Fatal("revoked before it was deleted")
 	}
-	if err := one.Revoke(ctx, deleted, expiry); err != nil {
+	if err := one.Revoke(deleted, "alice", expiry); err != nil {
 		t.Fatal(err)
 	}
 	if !one.Revoked(deleted) {
@@ -247,8 +248,20 @@ func TestRevocationsReachEveryGateway(t *testing.T) {
 		t.Fatal("revocation count metric")
 	}
 
+	// A deletion the indexer refuses (InvalidArgument: here an expiry past
+	// what a protobuf timestamp can hold) is not asked again: it leaves the
+	// pending set, and the refusal is logged. (An expiry merely past the
+	// indexer's bound is clamped, not refused.)
+	if err := one.Revoke(IDDigest("s1.too-far"), "alice", time.Date(10001, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the refused deletion to leave the pending set", func() bool { return one.Pending() == 0 })
+	if !strings.Contains(logs.String(), "refused a session deletion") {
+		t.Fatalf("the refusal is not logged:\n%s", logs.String())
+	}
+
 	// A gateway that starts later gets it with its snapshot.
-	three := NewRevocations(indexerClient(t, y.addr), log)
+	three := NewRevocations(indexerClient(t, y.addr), roomy, log)
 	t.Cleanup(three.Close)
 	eventually(t, "gateway three to watch", three.Watching)
 	if !three.Revoked(deleted) {
@@ -273,48 +286,98 @@ func TestRevocationsReachEveryGateway(t *testing.T) {
 	if two.Revoked(IDDigest("s1.live")) {
 		t.Fatal("a live session reads as revoked")
 	}
-	// Deleting while the indexer is down still takes effect on this
-	// replica, and the caller hears that the shared record failed.
+	// Deleting while the indexer is down takes effect on this replica at
+	// once and never waits: the indexer gets it once it is back.
 	later := IDDigest("s1.deleted-while-down")
-	if err := two.Revoke(ctx, later, expiry); err == nil {
-		t.Fatal("Revoke reports success with no indexer to record it")
+	if err := two.Revoke(later, "alice", expiry); err != nil {
+		t.Fatal(err)
 	}
-	if !two.Revoked(later) {
-		t.Fatal("a deletion during the outage is not held locally")
+	if !two.Revoked(later) || two.Pending() != 1 {
+		t.Fatalf("a deletion during the outage: revoked %v, pending %d", two.Revoked(later), two.Pending())
+	}
+	eventually(t, "the failed publication to be logged", func() bool { return strings.Contains(logs.String(), "not recorded in the indexer yet") })
+	if gauge(t, reg, "switchboard_gateway_revocations_pending") != 1 {
+		t.Fatal("pending metric")
 	}
 
-	// An indexer back on the same address: the watch reconnects by itself.
+	// An indexer back on the same address: the watch reconnects by itself,
+	// the deletion made meanwhile is recorded, and reaches the gateway
+	// that watches the same database.
 	startIndexer(t, y.addr, db)
 	eventually(t, "gateway two to watch again", two.Watching)
 	if !two.Revoked(deleted) {
 		t.Fatal("lost a revocation across the reconnect")
 	}
+	eventually(t, "the deletion made during the outage to be recorded", func() bool { return two.Pending() == 0 })
+	eventually(t, "the deletion made during the outage to reach gateway three", func() bool { return three.Revoked(later) })
 }
 
+// roomy are bounds the tests do not reach.
+var roomy = RevocationLimits{Total: 1000, PerPrincipal: 1000}
+
 // Expired revocations are dropped, so the map holds live deleted sessions
-// only; the later of two expiries is kept.
+// only.
 func TestRevocationsExpire(t *testing.T) {
-	r := NewRevocations(nil, slog.New(slog.DiscardHandler))
+	r := NewRevocations(nil, roomy, slog.New(slog.DiscardHandler))
 	defer r.Close()
 	now := time.Now()
 	r.now = func() time.Time { return now }
-	if err := r.Revoke(t.Context(), "a", now.Add(time.Minute)); err != nil {
+	a, b, c := IDDigest("s1.a"), IDDigest("s1.b"), IDDigest("s1.c")
+	if err := r.Revoke(a, "alice", now.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Revoke(t.Context(), "a", now.Add(-time.Minute)); err != nil {
+	if err := r.Revoke(IDDigest("s1.expired"), "alice", now.Add(-time.Minute)); err != nil || r.Len() != 1 {
+		t.Fatalf("an expired session's deletion: %v, len %d", err, r.Len())
+	}
+	if err := r.Revoke(b, "alice", now.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Revoke(t.Context(), "b", now.Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	if !r.Revoked("a") || r.Len() != 2 || r.Watching() {
-		t.Fatalf("len %d, watching %v", r.Len(), r.Watching())
+	if !r.Revoked(a) || r.Len() != 2 || r.Watching() || r.Pending() != 0 {
+		t.Fatalf("len %d, watching %v, pending %d", r.Len(), r.Watching(), r.Pending())
 	}
 	now = now.Add(2 * time.Minute)
-	if err := r.Revoke(t.Context(), "c", now.Add(time.Hour)); err != nil {
+	if err := r.Revoke(c, "alice", now.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if r.Revoked("a") || !r.Revoked("b") || r.Len() != 2 {
-		t.Fatalf("after expiry: a %v, b %v, len %d", r.Revoked("a"), r.Revoked("b"), r.Len())
+	if r.Revoked(a) || !r.Revoked(b) || r.Len() != 2 {
+		t.Fatalf("after expiry: a %v, b %v, len %d", r.Revoked(a), r.Revoked(b), r.Len())
+	}
+	if r.Revoked("not a digest") {
+		t.Fatal("a malformed digest reads as revoked")
+	}
+}
+
+// TestRevocationBounds: what one replica records itself is bounded per
+// principal and in total; a refused deletion records nothing; expired
+// ones make room again.
+func TestRevocationBounds(t *testing.T) {
+	r := NewRevocations(nil, RevocationLimits{Total: 3, PerPrincipal: 2}, slog.New(slog.DiscardHandler))
+	defer r.Close()
+	now := time.Now()
+	r.now = func() time.Time { return now }
+	id := func(n int) string { return IDDigest(fmt.Sprintf("s1.%d", n)) }
+	for i := range 2 {
+		if err := r.Revoke(id(i), "alice", now.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Revoke(id(2), "alice", now.Add(time.Hour)); !errors.Is(err, ErrPrincipalDeletedLimit) || r.Revoked(id(2)) {
+		t.Fatalf("alice's third deletion: %v", err)
+	}
+	if err := r.Revoke(id(0), "alice", now.Add(time.Minute)); err != nil {
+		t.Fatalf("deleting a deleted session again: %v", err)
+	}
+	if err := r.Revoke(id(3), "bob", now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Revoke(id(4), "carol", now.Add(time.Hour)); !errors.Is(err, ErrTooManyDeleted) || r.Revoked(id(4)) {
+		t.Fatalf("past the total: %v", err)
+	}
+	now = now.Add(2 * time.Minute)
+	if err := r.Revoke(id(4), "carol", now.Add(time.Hour)); err != nil {
+		t.Fatalf("after alice's expired: %v", err)
+	}
+	if err := r.Revoke(id(5), "alice", now.Add(time.Hour)); err != nil {
+		t.Fatalf("alice after hers expired: %v", err)
 	}
 }

@@ -114,14 +114,17 @@ func (s *Sealer) Mint(principal *commonv1.Principal, version string, clientCaps 
 }
 
 // Open verifies id and returns its claims if it belongs to principal and has
-// not expired. Every failure is ErrInvalid.
+// not expired. Every failure is ErrInvalid. Only the spelling Mint wrote
+// opens (see decodeCanonical): a deleted session is recorded under the
+// digest of its id, so any other spelling of the same sealed bytes would be
+// a session that was never deleted.
 func (s *Sealer) Open(id string, principal *commonv1.Principal) (Claims, error) {
 	body, ok := strings.CutPrefix(id, sealVersion)
 	if !ok {
 		return Claims{}, ErrInvalid
 	}
-	sealed, err := base64.RawURLEncoding.DecodeString(body)
-	if err != nil || len(sealed) < s.aead.NonceSize()+s.aead.Overhead() {
+	sealed, ok := decodeCanonical(body)
+	if !ok || len(sealed) < s.aead.NonceSize()+s.aead.Overhead() {
 		return Claims{}, ErrInvalid
 	}
 	ns := s.aead.NonceSize()
@@ -140,6 +143,19 @@ func (s *Sealer) Open(id string, principal *commonv1.Principal) (Claims, error) 
 		return Claims{}, ErrInvalid
 	}
 	return c, nil
+}
+
+// decodeCanonical decodes unpadded base64url that is spelled exactly as the
+// encoder writes it. A lenient decoder accepts other spellings of the same
+// bytes: non-zero unused bits in the last character (Strict refuses those)
+// and line breaks anywhere (which even Strict skips), so the text is also
+// encoded again and compared.
+func decodeCanonical(text string) ([]byte, bool) {
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(text)
+	if err != nil || base64.RawURLEncoding.EncodeToString(raw) != text {
+		return nil, false
+	}
+	return raw, true
 }
 
 // PrincipalDigest is a stable digest of a principal (subject and the set of

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -45,6 +46,15 @@ func TestSealOpen(t *testing.T) {
 		},
 		"tampered": func() error { _, err := s.Open(id[:len(id)-4]+"AAAA", alice); return err },
 		"garbage":  func() error { _, err := s.Open("s1.!!", alice); return err },
+		"another spelling": func() error {
+			other, ok := respelled(id)
+			if !ok {
+				return ErrInvalid // checked by TestOneSpelling
+			}
+			_, err := s.Open(other, alice)
+			return err
+		},
+		"a line break": func() error { _, err := s.Open(id[:10]+"\n"+id[10:], alice); return err },
 		"expired": func() error {
 			later, _ := NewSealer(key, time.Hour)
 			later.now = func() time.Time { return time.Now().Add(2 * time.Hour) }
@@ -72,5 +82,47 @@ func TestPrincipalDigestDistinguishes(t *testing.T) {
 	b := PrincipalDigest(&commonv1.Principal{Subject: "a", Groups: []string{"b"}})
 	if a == b {
 		t.Fatal("distinct principals share a digest")
+	}
+}
+
+// respelled is id with an unused low bit of its last base64 character set:
+// the same sealed bytes to a lenient decoder. ok is false when the sealed
+// length leaves no unused bits.
+func respelled(id string) (string, bool) {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(id, sealVersion))
+	if err != nil || len(raw)%3 == 0 {
+		return "", false
+	}
+	last := strings.IndexByte(alphabet, id[len(id)-1])
+	return id[:len(id)-1] + string(alphabet[last^1]), true
+}
+
+// TestOneSpelling: every id opens in the spelling it was minted in and in
+// no other, whatever its sealed length.
+func TestOneSpelling(t *testing.T) {
+	alice := &commonv1.Principal{Subject: "alice"}
+	s, _ := NewSealer(key, time.Hour)
+	respellable := 0
+	// Capabilities of different lengths give every sealed length mod 3.
+	for n := range 9 {
+		id, _, err := s.Mint(alice, "2025-11-25", json.RawMessage(`{"x":"`+strings.Repeat("a", n)+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Open(id, alice); err != nil {
+			t.Fatalf("minted id does not open: %v", err)
+		}
+		other, ok := respelled(id)
+		if !ok {
+			continue
+		}
+		respellable++
+		if _, err := s.Open(other, alice); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%q, another spelling of %q, opened: %v", other, id, err)
+		}
+	}
+	if respellable == 0 {
+		t.Fatal("no id had another spelling to try")
 	}
 }

@@ -1,0 +1,82 @@
+package edge
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
+)
+
+// TestSessionBoundsAnswers: past each bound of Legacy session state and of
+// recorded deletions the client gets the answer the operations guide
+// promises, and what it held before keeps working.
+func TestSessionBoundsAnswers(t *testing.T) {
+	b := startBackends(t)
+	cfg := testGatewayConfig(b)
+	cfg.Sessions.MaxPerPrincipal = 2
+	cfg.Sessions.MaxDeleted = 3
+	cfg.Sessions.MaxURIBytes = 64
+	_, gw := startGateway(t, b, cfg)
+	url := gw.URL + "/mcp"
+	call := func(key, session, body string) (int, *wire.Error) {
+		t.Helper()
+		resp := send(t, http.MethodPost, url, legacyHeaders(key, session), body)
+		if resp.status != http.StatusOK {
+			t.Fatalf("%s: %d %s", body, resp.status, resp.body)
+		}
+		_, _, rerr := resp.rpc(t)
+		return resp.status, rerr
+	}
+	const setLevel = `{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"info"}}`
+	subscribe := func(uri string) string {
+		return `{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"` + uri + `"}}`
+	}
+	const ping = `{"jsonrpc":"2.0","id":3,"method":"ping"}`
+
+	a, bb, c := initializeOn(t, url, "alice-key"), initializeOn(t, url, "alice-key"), initializeOn(t, url, "alice-key")
+	for _, s := range []string{a, bb} {
+		if _, rerr := call("alice-key", s, setLevel); rerr != nil {
+			t.Fatalf("setLevel within the bound: %v", rerr)
+		}
+	}
+	if _, rerr := call("alice-key", c, setLevel); rerr == nil || rerr.Code != wire.CodeInternalError {
+		t.Fatalf("a third session of alice with state: %+v, want -32603", rerr)
+	}
+	if _, rerr := call("alice-key", a, subscribe("u://"+strings.Repeat("x", 64))); rerr == nil || rerr.Code != wire.CodeInvalidParams {
+		t.Fatalf("a URI past maxURIBytes: %+v, want -32602", rerr)
+	}
+	if _, rerr := call("alice-key", a, subscribe("u://short")); rerr != nil {
+		t.Fatalf("a URI within the bounds: %v", rerr)
+	}
+
+	del := func(key, session string) wireResponse {
+		t.Helper()
+		return send(t, http.MethodDelete, url, legacyHeaders(key, session), "")
+	}
+	for _, s := range []string{a, bb} {
+		if r := del("alice-key", s); r.status != http.StatusNoContent {
+			t.Fatalf("DELETE within the bound: %d %s", r.status, r.body)
+		}
+	}
+	// Deleting frees the sessions' state: the third session may have some.
+	if _, rerr := call("alice-key", c, setLevel); rerr != nil {
+		t.Fatalf("setLevel after two of alice's sessions were deleted: %v", rerr)
+	}
+	if r := del("alice-key", c); r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" {
+		t.Fatalf("alice's third DELETE: %d %q %s, want 429 with Retry-After", r.status, r.header.Get("Retry-After"), r.body)
+	}
+	if _, rerr := call("alice-key", c, ping); rerr != nil {
+		t.Fatalf("the session whose DELETE was refused: %v", rerr)
+	}
+	bob1, bob2 := initializeOn(t, url, "bob-key"), initializeOn(t, url, "bob-key")
+	if r := del("bob-key", bob1); r.status != http.StatusNoContent {
+		t.Fatalf("bob's DELETE: %d %s", r.status, r.body)
+	}
+	if r := del("bob-key", bob2); r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
+		t.Fatalf("a DELETE past maxDeleted: %d %q %s, want 503 with Retry-After", r.status, r.header.Get("Retry-After"), r.body)
+	}
+	if _, rerr := call("bob-key", bob2, ping); rerr != nil {
+		t.Fatalf("the session whose DELETE was refused: %v", rerr)
+	}
+}

@@ -1,0 +1,102 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+)
+
+// The requests of Legacy sessions in flight on this replica, by session and
+// JSON-RPC id: a client's notifications/cancelled names one of them, and an
+// answer to an input request sent on a request's stream comes back under
+// the id the gateway gave it. Both are bounded by the requests in flight,
+// each of which holds its HTTP request open.
+
+// call is one request in flight.
+type call struct {
+	cancel context.CancelFunc
+	// byClient is set when the client cancelled it.
+	byClient atomic.Bool
+}
+
+// callKey names a request of a session. A JSON string id is keyed by its
+// decoded value, so that a notification naming it in another escaping
+// still finds it; a number by its text.
+func callKey(session string, id json.RawMessage) string {
+	var text string
+	if len(id) > 0 && id[0] == '"' && json.Unmarshal(id, &text) == nil {
+		b, _ := json.Marshal(text)
+		id = b
+	}
+	return session + "\x00" + string(id)
+}
+
+// Track registers a request in flight under its id until done is called;
+// cancel ends it when the client cancels it (Cancel), and cancelled then
+// reports true.
+func (l *Local) Track(session string, id json.RawMessage, cancel context.CancelFunc) (cancelled func() bool, done func()) {
+	key := callKey(session, id)
+	c := &call{cancel: cancel}
+	l.mu.Lock()
+	l.calls[key] = append(l.calls[key], c)
+	l.mu.Unlock()
+	return c.byClient.Load, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		calls := l.calls[key]
+		for i, other := range calls {
+			if other == c {
+				calls = append(calls[:i], calls[i+1:]...)
+				break
+			}
+		}
+		if len(calls) == 0 {
+			delete(l.calls, key)
+		} else {
+			l.calls[key] = calls
+		}
+	}
+}
+
+// Cancel ends the session's request with id, if it is in flight on this
+// replica; it reports whether it was. A session can name only its own
+// requests.
+func (l *Local) Cancel(session string, id json.RawMessage) bool {
+	l.mu.Lock()
+	calls := append([]*call(nil), l.calls[callKey(session, id)]...)
+	l.mu.Unlock()
+	for _, c := range calls {
+		c.byClient.Store(true)
+		c.cancel()
+	}
+	return len(calls) > 0
+}
+
+// AwaitReply registers a wait for the client's answer to the request id
+// sent on one of the session's streams; forget ends the wait.
+func (l *Local) AwaitReply(session string, id json.RawMessage) (reply <-chan json.RawMessage, forget func()) {
+	key := callKey(session, id)
+	ch := make(chan json.RawMessage, 1)
+	l.mu.Lock()
+	l.waiters[key] = ch
+	l.mu.Unlock()
+	return ch, func() {
+		l.mu.Lock()
+		delete(l.waiters, key)
+		l.mu.Unlock()
+	}
+}
+
+// DeliverReply hands a client's answer ({"result":…} or {"error":…}) to
+// its waiter, if it still waits on this replica. Keys include the session,
+// so one session cannot answer another's requests.
+func (l *Local) DeliverReply(session string, id json.RawMessage, reply json.RawMessage) {
+	key := callKey(session, id)
+	l.mu.Lock()
+	ch, ok := l.waiters[key]
+	delete(l.waiters, key)
+	l.mu.Unlock()
+	if ok {
+		ch <- reply
+	}
+}
