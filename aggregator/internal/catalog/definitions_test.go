@@ -1,6 +1,8 @@
 package catalog
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -49,5 +51,34 @@ func TestDefinitionsAsListed(t *testing.T) {
 	}
 	if len(s.Templates) != 1 || s.Templates[0].Msg.GetDefinitionJson() != rawTemplate {
 		t.Errorf("templates %+v", s.Templates)
+	}
+}
+
+// TestDecisionCacheIsBounded: keys carry client input, so the cache holds
+// no key over maxCachedKeyBytes and no more than maxCachedDecisionBytes of
+// keys in all, and decisions stay right whatever was dropped.
+func TestDecisionCacheIsBounded(t *testing.T) {
+	s := Build(mustNaming(t, config.ConflictResolution{}), map[string]*backend.Lists{}, nil, quiet)
+	calls := 0
+	decide := func(v bool) func() bool { return func() bool { calls++; return v } }
+	long := strings.Repeat("u", maxCachedKeyBytes+1)
+	for range 3 {
+		if !s.Decide(long, decide(true)) {
+			t.Fatal("wrong decision for a long key")
+		}
+	}
+	if calls != 3 {
+		t.Fatalf("a key over %d bytes was cached (%d evaluations for 3 calls)", maxCachedKeyBytes, calls)
+	}
+	key := strings.Repeat("k", maxCachedKeyBytes-8)
+	for i := range 2 * maxCachedDecisionBytes / maxCachedKeyBytes {
+		s.Decide(key+strconv.Itoa(i), decide(i%2 == 0))
+		if s.decisions.bytes > maxCachedDecisionBytes {
+			t.Fatalf("cache holds %d bytes of keys, bound %d", s.decisions.bytes, maxCachedDecisionBytes)
+		}
+	}
+	calls = 0
+	if s.Decide("short", decide(false)) || s.Decide("short", decide(true)) || calls != 1 {
+		t.Fatalf("a short key is not cached: %d evaluations", calls)
 	}
 }

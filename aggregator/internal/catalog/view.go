@@ -94,15 +94,27 @@ func (s *Snapshot) newView(allow Decider) *View {
 type decisionCache struct {
 	mu sync.RWMutex
 	m  map[string]bool
+	// bytes is the length of the keys in m.
+	bytes int
 }
 
-// maxCachedDecisions bounds the decision cache; it starts over when full.
-const maxCachedDecisions = 100000
+// Bounds of the decision cache: it starts over when full. Keys carry
+// client input (a resource URI matched by a template), so the cache is
+// bounded in bytes as well as entries, and a key too long to be worth
+// keeping is decided every time instead.
+const (
+	maxCachedDecisions     = 100000
+	maxCachedDecisionBytes = 16 << 20
+	maxCachedKeyBytes      = 1 << 10
+)
 
 // Decide returns the cached decision named key, computing it with decide
 // on first use. A snapshot and the policy are immutable, so a decision
 // holds for the snapshot's life.
 func (s *Snapshot) Decide(key string, decide func() bool) bool {
+	if len(key) > maxCachedKeyBytes {
+		return decide()
+	}
 	s.decisions.mu.RLock()
 	d, ok := s.decisions.m[key]
 	s.decisions.mu.RUnlock()
@@ -111,10 +123,14 @@ func (s *Snapshot) Decide(key string, decide func() bool) bool {
 	}
 	d = decide()
 	s.decisions.mu.Lock()
-	if s.decisions.m == nil || len(s.decisions.m) >= maxCachedDecisions {
-		s.decisions.m = map[string]bool{}
+	c := &s.decisions
+	if c.m == nil || len(c.m) >= maxCachedDecisions || c.bytes+len(key) > maxCachedDecisionBytes {
+		c.m, c.bytes = map[string]bool{}, 0
 	}
-	s.decisions.m[key] = d
-	s.decisions.mu.Unlock()
+	if _, dup := c.m[key]; !dup {
+		c.bytes += len(key)
+	}
+	c.m[key] = d
+	c.mu.Unlock()
 	return d
 }

@@ -114,6 +114,7 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 		SearchLimit:         uint32(cfg.Optimizer.Limit),
 		StreamsPerPrincipal: cfg.Streams.MaxPerPrincipal,
 		MaxStreams:          cfg.Streams.MaxOpen,
+		MaxURIBytes:         cfg.Sessions.MaxURIBytes,
 	}, methods.Deps{
 		Aggregator: deps.Aggregator, Indexer: deps.Indexer, Sealer: sealer, StateUses: session.NewStateUses(deps.Indexer), Local: g.local, Log: log,
 		Streams: metrics.openStream, Closing: g.closing,

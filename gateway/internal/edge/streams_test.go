@@ -234,3 +234,21 @@ func TestStreamsOutliveTheWatch(t *testing.T) {
 		t.Fatalf("a listen whose subscription cannot be restored: %s, want its final result", end)
 	}
 }
+
+// TestListenURIsBounded: a listen's resourceSubscriptions URIs are held
+// for the stream's life, so each is bounded like a Legacy session's.
+func TestListenURIsBounded(t *testing.T) {
+	b := startBackends(t)
+	cfg := testGatewayConfig(b)
+	cfg.Sessions.MaxURIBytes = 64
+	_, srv := startGateway(t, b, cfg)
+	long := "file:///" + strings.Repeat("a", 64)
+	resp := send(t, http.MethodPost, srv.URL+"/mcp", modernHeaders("subscriptions/listen"),
+		`{"jsonrpc":"2.0","id":8,"method":"subscriptions/listen","params":{`+modernMeta+`,"notifications":{"resourceSubscriptions":["`+long+`"]}}}`)
+	if resp.status != http.StatusBadRequest || !strings.Contains(string(resp.body), `"code":-32602`) || !strings.Contains(string(resp.body), "longer than 64 bytes") {
+		t.Fatalf("listen with a long URI: %d %s", resp.status, resp.body)
+	}
+	if n := b.agg.watcherCount(); n != 0 {
+		t.Fatalf("%d aggregator watches opened for a refused listen", n)
+	}
+}

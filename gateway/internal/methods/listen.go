@@ -3,6 +3,7 @@ package methods
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/mcperr"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
@@ -42,6 +43,13 @@ func (s *Server) listen(ctx context.Context, req *Request, resp Responder) (json
 	var filter subscriptionFilter
 	if !ok || json.Unmarshal(raw, &filter) != nil || len(filter.ResourceSubscriptions) > session.MaxSubscriptions {
 		return nil, wire.InvalidParams("missing or invalid 'notifications' field")
+	}
+	for _, uri := range filter.ResourceSubscriptions {
+		// The same bound as a Legacy session's subscriptions: the URIs are
+		// held for as long as the stream is open.
+		if s.cfg.MaxURIBytes > 0 && len(uri) > s.cfg.MaxURIBytes {
+			return nil, wire.InvalidParams(fmt.Sprintf("a resourceSubscriptions URI is longer than %d bytes", s.cfg.MaxURIBytes))
+		}
 	}
 	agreed := subscriptionFilter{
 		ToolsListChanged:     filter.ToolsListChanged && req.View == ViewRaw,

@@ -81,6 +81,8 @@ type Config struct {
 	// StreamsPerPrincipal and MaxStreams bound the open listen and GET
 	// streams (see streamLimits).
 	StreamsPerPrincipal, MaxStreams int
+	// MaxURIBytes bounds each resource URI a listen subscribes to.
+	MaxURIBytes int
 }
 
 // Server serves the methods by calling the aggregator and the indexer.

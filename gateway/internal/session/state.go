@@ -107,9 +107,11 @@ func (s *Sealer) OpenState(principal *commonv1.Principal, binding, sealed string
 	if !ok {
 		return OpenedState{}, ErrInvalid
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(body)
+	// One spelling, as for session ids: the record of used states is keyed
+	// by the state's id, but no other spelling of a state should open.
+	raw, canonical := decodeCanonical(body)
 	ns := s.aead.NonceSize()
-	if err != nil || len(raw) < ns+s.aead.Overhead() {
+	if !canonical || len(raw) < ns+s.aead.Overhead() {
 		return OpenedState{}, ErrInvalid
 	}
 	plain, err := s.aead.Open(nil, raw[:ns], raw[ns:], stateAdditionalData)

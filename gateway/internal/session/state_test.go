@@ -163,3 +163,34 @@ func TestStateUsesIndexer(t *testing.T) {
 		}
 	}
 }
+
+// TestStateHasOneSpelling: a sealed request state opens in the spelling it
+// was sealed in and in no other.
+func TestStateHasOneSpelling(t *testing.T) {
+	alice := &commonv1.Principal{Subject: "alice"}
+	binding := RequestBinding("tools/call", "ask", json.RawMessage(`{"a":1}`))
+	s, _ := NewSealer(key, time.Hour)
+	tried := 0
+	for n := range 6 {
+		sealed, err := s.SealState(alice, binding, "backend-state"+strings.Repeat("x", n), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.OpenState(alice, binding, sealed); err != nil {
+			t.Fatalf("sealed state does not open: %v", err)
+		}
+		body := strings.TrimPrefix(sealed, stateVersion)
+		other, ok := respelled(sealVersion + body)
+		if !ok {
+			continue
+		}
+		other = stateVersion + strings.TrimPrefix(other, sealVersion)
+		tried++
+		if _, err := s.OpenState(alice, binding, other); !errors.Is(err, ErrInvalid) {
+			t.Errorf("another spelling of a state opened: %v", err)
+		}
+	}
+	if tried == 0 {
+		t.Fatal("no state had another spelling to try")
+	}
+}
