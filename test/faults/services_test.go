@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -345,6 +346,15 @@ func TestAggregatorLongOutage(t *testing.T) {
 
 	c.Aggregator.Kill()
 	down := time.Now()
+	// The indexer serves a principal's scope it validated moments ago
+	// until it sees its catalog watch break (milliseconds): from then on
+	// find_tool must fail, as calls do at once.
+	eventually(t, "the indexer to notice the aggregator is gone", pollDeadline, func() error {
+		if res, err := findTool(t.Context(), optimized, "echo"); err == nil && !res.IsError {
+			return errors.New("find_tool still served")
+		}
+		return nil
+	})
 	tick := time.NewTicker(time.Second)
 	for time.Since(down) < longOutage {
 		if o := call(t.Context(), cs, "alpha_echo", nil, cleanFailure); o.ok || o.elapsed > cleanFailure || strings.HasPrefix(o.message, "isError") {

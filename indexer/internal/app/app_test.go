@@ -281,6 +281,11 @@ func TestHealthFollowsMigrationsAndRecoversFromOutage(t *testing.T) {
 		}
 	}
 
+	// carol shares alice's view, so her first search finds its scope.
+	if resp, err := h.search(t, "carol", "sales summary report", 0); err != nil || len(resp.GetHits()) == 0 {
+		t.Fatalf("carol's search: %v, %v", resp, err)
+	}
+
 	if err := cluster.StopServer(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -290,6 +295,19 @@ func TestHealthFollowsMigrationsAndRecoversFromOutage(t *testing.T) {
 	if err != nil || len(resp.GetHits()) == 0 || resp.GetHits()[0].GetName() != "sales_summary" {
 		t.Fatalf("search held in memory, database down: %v, %v", resp, err)
 	}
+	// A catalog change drops every principal's mapping. carol's view
+	// changed, so her next search needs the database (that it fails shows
+	// the change has arrived); alice's did not, and her scope is found
+	// again in memory by its digest.
+	h.agg.SetView("carol", []string{"sales_summary"})
+	eventually(t, "the catalog change to reach the indexer", func() bool {
+		_, err := h.search(t, "carol", "sales summary report", 0)
+		return status.Code(err) == codes.Unavailable
+	})
+	resp, err = h.search(t, "alice", "sales summary report", 0)
+	if err != nil || len(resp.GetHits()) == 0 || resp.GetHits()[0].GetName() != "sales_summary" {
+		t.Fatalf("search of an unchanged view after a catalog change, database down: %v, %v", resp, err)
+	}
 	// Words it has not seen need the database to be stemmed, and a new
 	// principal's view needs it to find or build its scope.
 	_, err = h.search(t, "alice", "quarterly cost breakdown", 0)
@@ -297,6 +315,16 @@ func TestHealthFollowsMigrationsAndRecoversFromOutage(t *testing.T) {
 	if !strings.Contains(status.Convert(err).Message(), "database") {
 		t.Fatalf("message does not say what is wrong: %q", status.Convert(err).Message())
 	}
+	// bob's view is alice's, so it is found in memory too; once it is a
+	// view of its own, it needs the database.
+	if resp, err := h.search(t, "bob", "sales summary report", 0); err != nil || len(resp.GetHits()) == 0 {
+		t.Fatalf("a new principal with a known view, database down: %v, %v", resp, err)
+	}
+	h.agg.SetView("bob", []string{"cost_breakdown"})
+	eventually(t, "bob's own view to need the database", func() bool {
+		_, err := h.search(t, "bob", "sales summary report", 0)
+		return status.Code(err) == codes.Unavailable
+	})
 	_, err = h.search(t, "bob", "sales summary report", 0)
 	wantReason(t, err, codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_INDEX_UNAVAILABLE)
 

@@ -61,9 +61,20 @@ type Resolver struct {
 	// view the watch just invalidated.
 	generation uint64
 
+	// byDigest holds the scopes found or built here by view digest. A
+	// digest names one view's contents, so its scope never changes; only
+	// a collection by another replica removes it (Forget). It lets a
+	// principal whose mapping an invalidation dropped find its scope again
+	// with one Discover and no database query, so a catalog change while
+	// the database is down does not stop searches of unchanged views.
+	byDigest map[string]store.Scope
+
 	flight singleflight.Group
 	builds atomic.Int64
 }
+
+// maxScopesByDigest bounds byDigest; it starts over when full.
+const maxScopesByDigest = 10000
 
 type entry struct {
 	scope   store.Scope
@@ -73,7 +84,7 @@ type entry struct {
 // New returns a resolver. ttl bounds how long a principal's scope is used
 // without asking the aggregator again.
 func New(agg aggregatorv1.AggregatorServiceClient, st store.Index, ttl time.Duration, log *slog.Logger) *Resolver {
-	return &Resolver{agg: agg, store: st, ttl: ttl, log: log, cache: map[string]entry{}}
+	return &Resolver{agg: agg, store: st, ttl: ttl, log: log, cache: map[string]entry{}, byDigest: map[string]store.Scope{}}
 }
 
 // Builds is how many scopes this resolver built (not found already built).
@@ -138,6 +149,12 @@ func (r *Resolver) resolve(ctx context.Context, p *commonv1.Principal) (store.Sc
 		}
 		digest = viewDigest(listed)
 	}
+	r.mu.Lock()
+	known, ok := r.byDigest[digest]
+	r.mu.Unlock()
+	if ok {
+		return known, false, nil
+	}
 	// Concurrent first searches of one view (same or different principals)
 	// share one build here; other replicas are held off by the store's
 	// advisory lock.
@@ -174,6 +191,12 @@ func (r *Resolver) resolve(ctx context.Context, p *commonv1.Principal) (store.Sc
 		return store.Scope{}, false, err
 	}
 	res := v.(buildResult)
+	r.mu.Lock()
+	if len(r.byDigest) >= maxScopesByDigest {
+		r.byDigest = map[string]store.Scope{}
+	}
+	r.byDigest[digest] = res.scope
+	r.mu.Unlock()
 	return res.scope, res.built && !shared, nil
 }
 
@@ -218,9 +241,13 @@ func viewDigest(tools []store.Tool) string {
 	return "listed:" + hex.EncodeToString(h.Sum(nil))
 }
 
-// Forget drops the principal's cached scope (it vanished from the store).
-func (r *Resolver) Forget(p *commonv1.Principal) {
+// Forget drops the principal's cached scope sc (it vanished from the
+// store), under the principal and under its digest.
+func (r *Resolver) Forget(p *commonv1.Principal, sc store.Scope) {
 	r.mu.Lock()
+	if known, ok := r.byDigest[sc.Digest]; ok && known.ID == sc.ID {
+		delete(r.byDigest, sc.Digest)
+	}
 	delete(r.cache, principalKey(p))
 	r.mu.Unlock()
 }

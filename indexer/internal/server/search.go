@@ -57,7 +57,7 @@ func (s *Server) search(ctx context.Context, req *indexerv1.SearchRequest) (*ind
 		}
 		hits, err := s.Store.Search(ctx, sc, q, s.Ranking)
 		if errors.Is(err, store.ErrScopeNotFound) && attempt == 0 {
-			s.Resolver.Forget(p)
+			s.Resolver.Forget(p, sc)
 			continue
 		}
 		if err != nil {
