@@ -67,7 +67,10 @@ type CallRow struct {
 	Era                        string
 	Concurrency                int
 	Switchboard, Proxy, Direct CallRun
-	LoadAvg                    string
+	// SwitchboardFirstBackend is Switchboard calling only the direct
+	// target's tools (same backend work); run at the top concurrency only.
+	SwitchboardFirstBackend CallRun
+	LoadAvg                 string
 }
 
 // CallTable is W1 over one catalog.
@@ -285,6 +288,7 @@ func runCallsAndMemory(ctx context.Context, c *Cluster, opts BenchOptions, concu
 		n   int
 	}
 	runs := map[key][][]CallRun{}
+	firstBackend := map[key][]CallRun{}
 	loads := map[key]string{}
 	reps := max(opts.Runs, 1)
 	for rep := range reps {
@@ -321,6 +325,13 @@ func runCallsAndMemory(ctx context.Context, c *Cluster, opts BenchOptions, concu
 					runs[k][i] = append(runs[k][i], r)
 					got = append(got, r)
 				}
+				if n == topConcurrency {
+					r, err := RunCalls(ctx, SwitchboardFirstBackendTarget(c), e, n, opts.CallDuration, opts.MaxCallsPerRun)
+					if err != nil {
+						return CallTable{}, nil, fmt.Errorf("W1 switchboard, first backend %s c=%d: %w", e.Name, n, err)
+					}
+					firstBackend[k] = append(firstBackend[k], r)
+				}
 				d, p, s := got[0], got[1], got[2]
 				progress("W1 %d tools, run %d/%d %s c=%d: calls/s direct %.0f, proxy %.0f, Switchboard %.0f; p50 %s / %s / %s; errors %d/%d/%d",
 					c.Topology.Tools(), rep+1, reps, e.Name, n, d.Rate(), p.Rate(), s.Rate(), ms(d.P50), ms(p.P50), ms(s.P50), d.Errors, p.Errors, s.Errors)
@@ -331,10 +342,14 @@ func runCallsAndMemory(ctx context.Context, c *Cluster, opts BenchOptions, concu
 	for _, e := range Eras {
 		for _, n := range concurrency {
 			k := key{e.Name, n}
-			table.Rows = append(table.Rows, CallRow{
+			row := CallRow{
 				Era: e.Name, Concurrency: n, LoadAvg: loads[k],
 				Direct: CombineRuns(runs[k][0]), Proxy: CombineRuns(runs[k][1]), Switchboard: CombineRuns(runs[k][2]),
-			})
+			}
+			if len(firstBackend[k]) > 0 {
+				row.SwitchboardFirstBackend = CombineRuns(firstBackend[k])
+			}
+			table.Rows = append(table.Rows, row)
 		}
 	}
 	after := rssByProcess(c.Procs, memoryRoles...)

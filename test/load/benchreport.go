@@ -119,6 +119,18 @@ func writeTargets(b *strings.Builder, r *BenchResults) {
 		return cell{fmt.Sprintf("**%s ms**, proxy %s ms", signedMs(added), signedMs(p.Proxy.P50-p.Direct.P50)), float64(max(added, 1))}
 	})
 	row(fmt.Sprintf("Legacy c=%d: calls/s ÷ direct", hi), "≥ 0.5×", throughput(Legacy.Name, hi))
+	sameWork := func(era string) func(t CallTable) cell {
+		return func(t CallTable) cell {
+			p, ok := t.Row(era, hi)
+			if !ok || p.Direct.Rate() == 0 || p.SwitchboardFirstBackend.Rate() == 0 {
+				return none
+			}
+			x := p.SwitchboardFirstBackend.Rate() / p.Direct.Rate()
+			return cell{fmt.Sprintf("**%.2f×**", x), x}
+		}
+	}
+	row(fmt.Sprintf("Modern c=%d, same backend work: calls/s ÷ direct", hi), "reported", sameWork(Modern.Name))
+	row(fmt.Sprintf("Legacy c=%d, same backend work: calls/s ÷ direct", hi), "reported", sameWork(Legacy.Name))
 	for _, spec := range r.Options.Find {
 		if spec.Concurrency != 1 {
 			continue
@@ -188,11 +200,23 @@ func writeCallTable(b *strings.Builder, o BenchOptions, t CallTable) {
 			triMs(d.CPUPerCall("backend"), x.CPUPerCall("backend"), s.CPUPerCall("backend")),
 			triMs(d.CPUPerCall("client"), x.CPUPerCall("client"), s.CPUPerCall("client")))
 	}
+	b.WriteString("\nSame backend work: Switchboard at the top concurrency calling only the first backend's tools, as direct and the proxy do " +
+		"(the catalog is unchanged). The calls above rotate over every backend, each of which then serves a fraction of them and spends more CPU per call.\n\n")
+	b.WriteString("| Era | Clients | calls/s: direct / Switchboard, first backend | gateway + aggregator CPU per call | backend CPU per call: direct / Switchboard, first backend | errors |\n")
+	b.WriteString("|---|---:|---|---|---|---|\n")
+	for _, p := range t.Rows {
+		f := p.SwitchboardFirstBackend
+		if f.Rate() == 0 {
+			continue
+		}
+		fmt.Fprintf(b, "| %s | %d | %.0f / %.0f (%s) | %s | %s / %s | %d |\n", p.Era, p.Concurrency, p.Direct.Rate(), f.Rate(), ratio(f.Rate(), p.Direct.Rate()),
+			msf(f.CPUPerCall("gateway", "aggregator")), msf(p.Direct.CPUPerCall("backend")), msf(f.CPUPerCall("backend")), f.Errors)
+	}
 	for _, p := range t.Rows {
 		for _, side := range []struct {
 			name string
 			run  CallRun
-		}{{"direct", p.Direct}, {"through the proxy", p.Proxy}, {"through Switchboard", p.Switchboard}} {
+		}{{"direct", p.Direct}, {"through the proxy", p.Proxy}, {"through Switchboard", p.Switchboard}, {"through Switchboard, first backend only", p.SwitchboardFirstBackend}} {
 			if side.run.FirstError != "" {
 				fmt.Fprintf(b, "\nFirst error, %s c=%d %s: `%s`\n", p.Era, p.Concurrency, side.name, oneLine(side.run.FirstError))
 			}

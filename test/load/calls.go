@@ -49,6 +49,22 @@ func SwitchboardTarget(c *Cluster) Target {
 	}}
 }
 
+// SwitchboardFirstBackendTarget is the gateway of c, with the calls of the
+// direct target: only the first backend's tools (the catalog is still the
+// whole cluster's). It holds the backend work equal to direct's, so that
+// the ratio is the cost of Switchboard's hops alone; SwitchboardTarget
+// spreads the calls over every backend process, each then getting a
+// fraction of them, which costs the backends more per call (their
+// per-process overhead is shared by fewer calls). Only the first backend
+// is counted: the others serve no calls.
+func SwitchboardFirstBackendTarget(c *Cluster) Target {
+	t := c.Topology
+	procs := slices.Concat(c.Services("gateway"), c.Services("aggregator"), c.Services("backend")[:1])
+	return Target{Name: "switchboard-first-backend", URL: c.GatewayURL, Key: c.firstKey(), Procs: procs, Tool: func(w, k int) string {
+		return fmt.Sprintf("b00_tool_%04d", (37*k+w)%t.ToolsPerBackend)
+	}}
+}
+
 // directBackend is the process serving c.DirectURL and its tool count.
 func (c *Cluster) directBackend() ([]*Proc, int) {
 	t := c.Topology
