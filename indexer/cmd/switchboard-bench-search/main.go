@@ -60,6 +60,7 @@ type options struct {
 	ranking                string
 	misses                 int
 	parallel               int
+	split                  string
 }
 
 func main() {
@@ -73,6 +74,7 @@ func main() {
 	fs.StringVar(&o.ranking, "ranking", "", "in-process only: JSON overriding fields of the default ranking (store.Ranking)")
 	fs.IntVar(&o.parallel, "parallel", 1, "searches in flight")
 	fs.IntVar(&o.misses, "show-misses", 0, "print this many queries whose gold tool is not in the top 5")
+	fs.StringVar(&o.split, "split", "all", "which queries: all, tune (three quarters, for choosing weights) or held (the held-back quarter, for checking them)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
@@ -96,6 +98,13 @@ func run(ctx context.Context, o options) error {
 	queries, err := loadQueries(o.queriesPath)
 	if err != nil {
 		return err
+	}
+	switch o.split {
+	case "all":
+	case "tune", "held":
+		queries = slices.DeleteFunc(queries, func(q query) bool { return heldBack(q.Query) != (o.split == "held") })
+	default:
+		return fmt.Errorf("--split %q: want all, tune or held", o.split)
 	}
 	if o.ranking != "" {
 		if o.binDir != "" {
@@ -187,13 +196,18 @@ func run(ctx context.Context, o options) error {
 	}
 	fmt.Printf("path          %s\n", mode)
 	fmt.Printf("tools         %d (scope %d, loaded in %s)\n", len(tools), scopeSize, loaded.Round(time.Millisecond))
-	fmt.Printf("queries       %d\n", m.queries)
+	fmt.Printf("queries       %d (split %s)\n", m.queries, o.split)
 	fmt.Printf("Recall@1      %.1f\n", m.percent(m.recall1))
 	fmt.Printf("Recall@5      %.1f\n", m.percent(m.recall5))
 	fmt.Printf("Recall@10     %.1f\n", m.percent(m.recall10))
 	fmt.Printf("NDCG@10       %.1f\n", m.percent(m.ndcg10))
 	fmt.Printf("MRR@10        %.1f\n", m.percent(m.mrr10))
 	fmt.Printf("zero-hit      %.1f%%\n", 100*float64(m.zeroHit)/float64(max(1, m.queries)))
+	if m.multi > 0 {
+		fmt.Printf("multi-tool    %.1f%% of %d queries with every gold tool in the top 10\n", 100*float64(m.multiAll)/float64(m.multi), m.multi)
+	} else {
+		fmt.Printf("multi-tool    none of the queries has more than one gold tool\n")
+	}
 	if len(latencies) > 0 {
 		fmt.Printf("search p50    %s   p99 %s (Search RPC, %d in flight)\n",
 			latencies[len(latencies)/2].Round(10*time.Microsecond), latencies[len(latencies)*99/100].Round(10*time.Microsecond), o.parallel)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"strconv"
 	"testing"
 )
 
@@ -26,5 +27,33 @@ func TestMetrics(t *testing.T) {
 	}
 	if m.zeroHit != 1 {
 		t.Errorf("zero hits %d", m.zeroHit)
+	}
+}
+
+// TestSplitIsStableAndAQuarter: the held-back quarter depends on the text
+// alone and is about a quarter of any large set.
+func TestSplitIsStableAndAQuarter(t *testing.T) {
+	held := 0
+	for i := range 4000 {
+		q := "query number " + strconv.Itoa(i)
+		if heldBack(q) != heldBack(q) {
+			t.Fatal("split is not stable")
+		}
+		if heldBack(q) {
+			held++
+		}
+	}
+	if held < 900 || held > 1100 {
+		t.Fatalf("%d of 4000 held back, want about 1000", held)
+	}
+}
+
+func TestMultiToolQueries(t *testing.T) {
+	var m metrics
+	m.add([]string{"a", "b", "c"}, map[string]bool{"a": true, "c": true})
+	m.add([]string{"a", "x"}, map[string]bool{"a": true, "b": true})
+	m.add([]string{"a"}, map[string]bool{"a": true})
+	if m.multi != 2 || m.multiAll != 1 {
+		t.Fatalf("multi %d, all found %d; want 2 and 1", m.multi, m.multiAll)
 	}
 }
