@@ -97,13 +97,14 @@ func (s *Server) listen(ctx context.Context, req *Request, resp Responder) (json
 			return nil, nil
 		}
 		w.close()
+		before := w
 		if w = s.reopenWatch(ctx, resp, req.Principal, agreed.ResourceSubscriptions); w == nil {
 			return nil, nil
 		}
 		if len(w.first.GetSubscribedResourceUris()) < len(agreed.ResourceSubscriptions) {
 			return end()
 		}
-		if !s.sendChanged(resp, allKinds, kinds, req.ID) {
+		if !s.sendChanged(resp, missedWhileReopening(before, w), kinds, req.ID) {
 			return nil, nil
 		}
 	}
@@ -136,6 +137,7 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 		k.resourceUpdates = len(w.first.GetSubscribedResourceUris()) > 0
 		stop, version := s.pump(ctx, resp, w, k, changed, nil)
 		w.close()
+		before := w
 		// Each change of the session's subscriptions reopens the watch
 		// with the new set; the stream itself stays open.
 		uris, changed = s.local.Subscriptions(req.Session, req.SessionExpiry)
@@ -154,7 +156,7 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 		// The catalog changed while the watch was reopened (or may have:
 		// a watch that broke saw nothing meanwhile): say so, in case the
 		// change was one this view sees.
-		if w == nil || !s.sendChanged(resp, allKinds, kinds, nil) {
+		if w == nil || !s.sendChanged(resp, missedWhileReopening(before, w), kinds, nil) {
 			return nil
 		}
 	}

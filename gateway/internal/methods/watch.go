@@ -38,6 +38,22 @@ const (
 	firstEventWait = 10 * time.Second
 )
 
+// missedWhileReopening is the event a stream gets after its watch was
+// reopened: every kind may have changed meanwhile, except the tools when
+// the caller's tools digest is the same before and after. Telling a client
+// of a change that did not happen is harmless to the protocol but not to
+// clients: go-sdk v1.8.0's client caches lists, and a listing it started
+// on a spurious notice can be cached after the next, real one cleared
+// the cache, hiding the change until the cache expires.
+func missedWhileReopening(before, after *catalogWatch) *aggregatorv1.WatchCatalogResponse {
+	if before.toolsDigest != "" && before.toolsDigest == after.first.GetToolsDigest() {
+		return &aggregatorv1.WatchCatalogResponse{Changed: []aggregatorv1.CatalogKind{
+			aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCES, aggregatorv1.CatalogKind_CATALOG_KIND_PROMPTS,
+		}}
+	}
+	return allKinds
+}
+
 // allKinds is an event in which every kind changed.
 var allKinds = &aggregatorv1.WatchCatalogResponse{Changed: []aggregatorv1.CatalogKind{
 	aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS, aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCES, aggregatorv1.CatalogKind_CATALOG_KIND_PROMPTS,
@@ -47,6 +63,9 @@ var allKinds = &aggregatorv1.WatchCatalogResponse{Changed: []aggregatorv1.Catalo
 type catalogWatch struct {
 	stream aggregatorv1.AggregatorService_WatchCatalogClient
 	first  *aggregatorv1.WatchCatalogResponse
+	// toolsDigest is the digest of the caller's tools in the last event
+	// pump handled (first's until then).
+	toolsDigest string
 	// ctx ends with the watch.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -170,6 +189,9 @@ func notificationParams(subscriptionID json.RawMessage) wire.Object {
 func (s *Server) pump(ctx context.Context, resp Responder, w *catalogWatch,
 	kinds listKinds, restart <-chan struct{}, subscriptionID json.RawMessage) (pumpStop, uint64) {
 	version := w.first.GetCatalogVersion()
+	if w.toolsDigest == "" {
+		w.toolsDigest = w.first.GetToolsDigest()
+	}
 	events := make(chan *aggregatorv1.WatchCatalogResponse)
 	go func() {
 		defer close(events)
@@ -206,6 +228,9 @@ func (s *Server) pump(ctx context.Context, resp Responder, w *catalogWatch,
 				return stopWatchEnded, version
 			}
 			version = ev.GetCatalogVersion()
+			if d := ev.GetToolsDigest(); d != "" {
+				w.toolsDigest = d
+			}
 			if !s.sendChanged(resp, ev, kinds, subscriptionID) {
 				return stopDone, version
 			}

@@ -1,0 +1,35 @@
+package methods
+
+import (
+	"slices"
+	"testing"
+
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+)
+
+// TestMissedWhileReopening: after a watch is reopened, the tools are
+// announced only if the caller's tools digest changed (or is unknown).
+func TestMissedWhileReopening(t *testing.T) {
+	watch := func(before, first string) (*catalogWatch, *catalogWatch) {
+		return &catalogWatch{toolsDigest: before}, &catalogWatch{first: &aggregatorv1.WatchCatalogResponse{ToolsDigest: first}}
+	}
+	tools := aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS
+	for _, tc := range []struct {
+		before, after string
+		wantTools     bool
+	}{
+		{"d1", "d1", false},
+		{"d1", "d2", true},
+		{"", "d1", true},
+		{"", "", true},
+	} {
+		b, a := watch(tc.before, tc.after)
+		ev := missedWhileReopening(b, a)
+		if got := slices.Contains(ev.GetChanged(), tools); got != tc.wantTools {
+			t.Errorf("digest %q → %q: tools announced %v, want %v", tc.before, tc.after, got, tc.wantTools)
+		}
+		if len(ev.GetChanged()) < 2 {
+			t.Errorf("digest %q → %q: resources and prompts must always be announced, got %v", tc.before, tc.after, ev.GetChanged())
+		}
+	}
+}
