@@ -102,7 +102,7 @@ func (c *client) open(t *testing.T, what string, r request) *sseStream {
 	return s
 }
 
-// assertRefused asserts that r was refused with 429 and, for a listen
+// assertRefused asserts that r was refused with 429 and Retry-After and, for a listen
 // (wantID set), a JSON-RPC error for that request whose code MCP defines.
 func (c *client) assertRefused(t *testing.T, what string, r request, wantID string) {
 	t.Helper()
@@ -110,6 +110,9 @@ func (c *client) assertRefused(t *testing.T, what string, r request, wantID stri
 	if s.status != http.StatusTooManyRequests {
 		s.close()
 		t.Fatalf("%s: %d %q %q, want 429", what, s.status, s.first, s.body)
+	}
+	if s.header.Get("Retry-After") == "" {
+		t.Errorf("%s: 429 without Retry-After", what)
 	}
 	if wantID == "" {
 		return

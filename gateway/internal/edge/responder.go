@@ -3,6 +3,7 @@ package edge
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 )
@@ -63,6 +64,7 @@ func (r *response) finish(id json.RawMessage, result json.RawMessage, rerr *wire
 	status := http.StatusOK
 	if rerr != nil && modern {
 		status = rerr.ModernStatus()
+		setRetryAfter(r.w, rerr)
 	}
 	writeJSON(r.w, status, id, result, rerr)
 }
@@ -74,4 +76,11 @@ func writeJSON(w http.ResponseWriter, status int, id json.RawMessage, result jso
 	h.Set("Cache-Control", "no-cache, no-transform")
 	w.WriteHeader(status)
 	_, _ = w.Write(wire.Response(id, result, rerr))
+}
+
+// setRetryAfter adds the Retry-After of an error that has one.
+func setRetryAfter(w http.ResponseWriter, rerr *wire.Error) {
+	if rerr.RetryAfter > 0 && rerr.HTTPStatus != 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(rerr.RetryAfter))
+	}
 }

@@ -91,6 +91,7 @@ func (g *Gateway) serveSessionStream(w http.ResponseWriter, r *http.Request, v m
 		if rerr.HTTPStatus != 0 {
 			status = rerr.HTTPStatus
 		}
+		setRetryAfter(w, rerr)
 		http.Error(w, http.StatusText(status)+": "+rerr.Message, status)
 		return
 	}

@@ -55,11 +55,17 @@ func (l *streamLimits) acquire(p *commonv1.Principal) (release func(), rerr *wir
 	}, nil
 }
 
+// streamRetryAfterSeconds is the Retry-After of a refused stream.
+const streamRetryAfterSeconds = 60
+
 // tooManyStreams is the refusal of a stream past a limit: HTTP 429, and
 // for a listen the JSON-RPC error in its body (-32603: MCP defines no code
 // of its own for it).
 func tooManyStreams(why string) *wire.Error {
 	e := wire.NewError(wire.CodeInternalError, "too many open notification streams: "+why)
 	e.HTTPStatus = http.StatusTooManyRequests
+	// Streams end when their clients go; a minute is a fair time to wait
+	// for some of them to.
+	e.RetryAfter = streamRetryAfterSeconds
 	return e
 }

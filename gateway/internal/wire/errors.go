@@ -34,6 +34,9 @@ type Error struct {
 	// HTTPStatus, when set, is the HTTP status of the answer in place of
 	// the code's (429 for a stream past its limit).
 	HTTPStatus int `json:"-"`
+	// RetryAfter, when not zero, is the Retry-After (seconds) of an answer
+	// with HTTPStatus: when the client may try again.
+	RetryAfter int `json:"-"`
 }
 
 func (e *Error) Error() string { return strconv.Itoa(e.Code) + " " + e.Message }
