@@ -52,7 +52,8 @@ func methodsOf(sd grpc.ServiceDesc) []string {
 }
 
 // A certificate names the credential of its URI SAN before its DNS SAN
-// before its common name, and none when one kind names two credentials.
+// before its common name (which counts only when it has no alternative
+// names), and none when one kind names two credentials.
 func TestCallerForCert(t *testing.T) {
 	a := NewAuthenticator([]config.ServiceCredential{
 		{Name: "by-uri", URISAN: "spiffe://x/a", Allow: config.IndexerMethods},
@@ -75,7 +76,11 @@ func TestCallerForCert(t *testing.T) {
 	}{
 		{cert("a", []string{"a.x"}, "spiffe://x/a"), "by-uri"},
 		{cert("a", []string{"a.x"}, "spiffe://x/unknown"), "by-dns"},
-		{cert("a", []string{"b.x"}), "by-cn"},
+		// A certificate with alternative names is identified by them
+		// only: its common name cannot make it another service.
+		{cert("a", []string{"b.x"}), ""},
+		{cert("a", nil, "spiffe://x/other"), ""},
+		{cert("a", nil), "by-cn"},
 		{cert("nobody", nil), ""},
 		{cert("a", nil, "spiffe://x/a", "spiffe://x/b"), ""}, // ambiguous
 		{cert("", nil), ""},

@@ -123,19 +123,25 @@ func (a *Authenticator) Authenticate(ctx context.Context) (Caller, bool) {
 }
 
 // callerForCert finds the credential a verified client certificate names:
-// by its URI subject alternative names first, then its DNS ones, then its
-// subject common name. A certificate whose names of one kind point at two
-// different credentials names none (an issuing mistake, not a choice for
-// this code to make).
+// by its URI subject alternative names first, then its DNS ones; by its
+// subject common name only when it has neither (a certificate with
+// alternative names is identified by them, as TLS clients identify
+// servers, so its common name cannot make it another service). A
+// certificate whose names of one kind point at two different credentials
+// names none (an issuing mistake, not a choice for this code to make).
 func (a *Authenticator) callerForCert(cert *x509.Certificate) (Caller, bool) {
 	uris := make([]string, len(cert.URIs))
 	for i, u := range cert.URIs {
 		uris[i] = u.String()
 	}
+	var commonName []string
+	if len(uris) == 0 && len(cert.DNSNames) == 0 {
+		commonName = []string{cert.Subject.CommonName}
+	}
 	for _, kind := range []struct {
 		names []string
 		by    map[string]*Caller
-	}{{uris, a.byURI}, {cert.DNSNames, a.byDNS}, {[]string{cert.Subject.CommonName}, a.byCN}} {
+	}{{uris, a.byURI}, {cert.DNSNames, a.byDNS}, {commonName, a.byCN}} {
 		var found *Caller
 		for _, name := range kind.names {
 			c, ok := kind.by[name]

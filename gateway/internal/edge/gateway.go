@@ -12,7 +12,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -115,8 +117,9 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 		StreamsPerPrincipal: cfg.Streams.MaxPerPrincipal,
 		MaxStreams:          cfg.Streams.MaxOpen,
 		MaxURIBytes:         cfg.Sessions.MaxURIBytes,
+		MaxSubscriptions:    cfg.Sessions.MaxSubscriptions,
 	}, methods.Deps{
-		Aggregator: deps.Aggregator, Indexer: deps.Indexer, Sealer: sealer, StateUses: session.NewStateUses(deps.Indexer), Local: g.local, Log: log,
+		Aggregator: deps.Aggregator, Indexer: deps.Indexer, Sealer: sealer, StateUses: session.NewStateUses(deps.Indexer), Local: g.local, Revoked: g.revocations.Revoked, Log: log,
 		Streams: metrics.openStream, Closing: g.closing,
 	})
 	return g, nil
@@ -153,7 +156,23 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("/readyz", g.serveReady)
 	mux.Handle("/metrics", g.metrics.Handler())
-	return mux
+	return g.checkHost(mux)
+}
+
+// checkHost applies the Host rule (hostAllowed) to every path, the
+// metrics included: a rebound page could otherwise read them with a
+// same-origin GET, which carries no Origin. The probe and metrics paths
+// also accept an IP address as Host, since kubelet and Prometheus address
+// a pod by its IP, and a rebound page always sends its own name.
+func (g *Gateway) checkHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ops := r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/metrics"
+		if !g.hostAllowed(r) && !(ops && hostIsIP(r.Host)) {
+			http.Error(w, "Forbidden: Host not allowed", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (g *Gateway) mcpHandler(path string, v methods.View) http.Handler {
@@ -174,4 +193,12 @@ func (g *Gateway) serveReady(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = io.WriteString(w, "ok\n")
+}
+
+// hostIsIP reports whether a Host header names an IP address.
+func hostIsIP(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return net.ParseIP(strings.Trim(host, "[]")) != nil
 }

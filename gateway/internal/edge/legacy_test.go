@@ -242,3 +242,36 @@ func TestLegacySDKOnSecondReplica(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestGetStreamEndsWithItsSession: deleting a session ends its open GET
+// stream on the replica that deleted it; the stream does not outlive the
+// session however often its watch is reopened.
+func TestGetStreamEndsWithItsSession(t *testing.T) {
+	b := startBackends(t)
+	_, srv := startGateway(t, b, testGatewayConfig(b))
+	id := initializeOn(t, srv.URL+"/mcp", "alice-key")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/mcp", nil)
+	req.Header.Set("Authorization", "Bearer alice-key")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", id)
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil || stream.StatusCode != 200 {
+		t.Fatalf("GET stream: %v %v", err, stream)
+	}
+	defer stream.Body.Close()
+	lines := bufio.NewScanner(stream.Body)
+	if !lines.Scan() || lines.Text() != ": ok" {
+		t.Fatalf("GET stream starts with %q", lines.Text())
+	}
+	if del := send(t, http.MethodDelete, srv.URL+"/mcp", legacyHeaders("alice-key", id), ""); del.status != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", del.status, del.body)
+	}
+	for lines.Scan() {
+		// keep-alives until the stream ends
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the GET stream of a deleted session is still open")
+	}
+}

@@ -82,6 +82,11 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, v methods.Vi
 		return
 	}
 	rec.setMethod(span, msg.Method)
+	if mcpspec.Methods[msg.Method].Streams {
+		// A stream lives long: it keeps only what it reads (the era's
+		// _meta and its notifications filter), not the whole body.
+		msg.Detach("_meta", "notifications")
+	}
 	if !wire.IsJSONContentType(r.Header) {
 		writeJSON(w, http.StatusUnsupportedMediaType, id, nil, wire.NewError(wire.CodeInvalidRequest, "Content-Type must be application/json"))
 		return

@@ -175,3 +175,41 @@ func TestOwnLoopbackOrigin(t *testing.T) {
 		}
 	}
 }
+
+// TestOpsPathsFollowTheHostRule: with accepted hosts configured, the
+// metrics and readiness paths refuse another name (a rebound page could
+// read them) but accept an IP address, as probes and scrapers send.
+func TestOpsPathsFollowTheHostRule(t *testing.T) {
+	b := startBackends(t)
+	cfg := testGatewayConfig(b)
+	cfg.HTTP.AllowedHosts = []string{"mcp.example.com"}
+	_, srv := startGateway(t, b, cfg)
+	for _, tc := range []struct {
+		path, host string
+		want       int
+	}{
+		{"/metrics", "attacker.example", http.StatusForbidden},
+		{"/readyz", "attacker.example", http.StatusForbidden},
+		{"/metrics", "10.1.2.3:8080", http.StatusOK},
+		{"/metrics", "mcp.example.com", http.StatusOK},
+		{"/healthz", "10.1.2.3", http.StatusOK},
+		{"/mcp", "10.1.2.3:8080", http.StatusForbidden},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+tc.path, nil)
+		req.Host = tc.host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if tc.path == "/mcp" {
+			if resp.StatusCode != tc.want {
+				t.Errorf("%s with Host %s: %d, want %d", tc.path, tc.host, resp.StatusCode, tc.want)
+			}
+			continue
+		}
+		if (resp.StatusCode == http.StatusForbidden) != (tc.want == http.StatusForbidden) {
+			t.Errorf("%s with Host %s: %d, want %d", tc.path, tc.host, resp.StatusCode, tc.want)
+		}
+	}
+}

@@ -252,3 +252,17 @@ func TestListenURIsBounded(t *testing.T) {
 		t.Fatalf("%d aggregator watches opened for a refused listen", n)
 	}
 }
+
+// TestListenSubscriptionsBounded: a listen subscribes to at most
+// sessions.maxSubscriptions URIs, as a Legacy session does.
+func TestListenSubscriptionsBounded(t *testing.T) {
+	b := startBackends(t)
+	cfg := testGatewayConfig(b)
+	cfg.Sessions.MaxSubscriptions = 2
+	_, srv := startGateway(t, b, cfg)
+	resp := send(t, http.MethodPost, srv.URL+"/mcp", modernHeaders("subscriptions/listen"),
+		`{"jsonrpc":"2.0","id":9,"method":"subscriptions/listen","params":{`+modernMeta+`,"notifications":{"resourceSubscriptions":["a://1","a://2","a://3"]}}}`)
+	if resp.status != http.StatusBadRequest || !strings.Contains(string(resp.body), "more than 2 resourceSubscriptions") {
+		t.Fatalf("listen with 3 URIs, bound 2: %d %s", resp.status, resp.body)
+	}
+}

@@ -41,8 +41,15 @@ type subscriptionFilter struct {
 func (s *Server) listen(ctx context.Context, req *Request, resp Responder) (json.RawMessage, *wire.Error) {
 	raw, ok := req.Params["notifications"]
 	var filter subscriptionFilter
-	if !ok || json.Unmarshal(raw, &filter) != nil || len(filter.ResourceSubscriptions) > session.MaxSubscriptions {
+	if !ok || json.Unmarshal(raw, &filter) != nil {
 		return nil, wire.InvalidParams("missing or invalid 'notifications' field")
+	}
+	maxSubscriptions := session.MaxSubscriptions
+	if n := s.cfg.MaxSubscriptions; n > 0 {
+		maxSubscriptions = min(n, maxSubscriptions)
+	}
+	if len(filter.ResourceSubscriptions) > maxSubscriptions {
+		return nil, wire.InvalidParams(fmt.Sprintf("more than %d resourceSubscriptions", maxSubscriptions))
 	}
 	for _, uri := range filter.ResourceSubscriptions {
 		// The same bound as a Legacy session's subscriptions: the URIs are
@@ -121,6 +128,13 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 		return rerr
 	}
 	defer release()
+	// The stream ends with its session: when it expires, and when it is
+	// deleted (below).
+	if !req.SessionExpiry.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, req.SessionExpiry)
+		defer cancel()
+	}
 	uris, changed := s.local.Subscriptions(req.Session, req.SessionExpiry)
 	w, err := s.openWatch(ctx, req.Principal, uris)
 	if err != nil {
@@ -138,6 +152,9 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 		stop, version := s.pump(ctx, resp, w, k, changed, nil)
 		w.close()
 		before := w
+		if s.revoked(req.Session) {
+			return nil
+		}
 		// Each change of the session's subscriptions reopens the watch
 		// with the new set; the stream itself stays open.
 		uris, changed = s.local.Subscriptions(req.Session, req.SessionExpiry)

@@ -34,7 +34,8 @@ func (s *Server) getPrompt(ctx context.Context, req *Request, resp Responder) (j
 	})
 }
 
-// complete serves completion/complete: the params, less _meta, go to the
+// complete serves completion/complete: the params, less _meta and any
+// requestState or inputResponses, go to the
 // aggregator, which routes them by their ref.
 func (s *Server) complete(ctx context.Context, req *Request, _ Responder) (json.RawMessage, *wire.Error) {
 	if _, ok := req.Params["ref"]; !ok {
@@ -45,7 +46,10 @@ func (s *Server) complete(ctx context.Context, req *Request, _ Responder) (json.
 	}
 	params := wire.Object{}
 	for k, v := range req.Params {
-		if k != "_meta" {
+		// Backends see only request states they issued, sealed and
+		// checked on the way back (roundtrip.go); completion/complete is
+		// not a multi-round-trip request, so a client's own is dropped.
+		if k != "_meta" && k != "requestState" && k != "inputResponses" {
 			params[k] = v
 		}
 	}

@@ -81,8 +81,9 @@ type Config struct {
 	// StreamsPerPrincipal and MaxStreams bound the open listen and GET
 	// streams (see streamLimits).
 	StreamsPerPrincipal, MaxStreams int
-	// MaxURIBytes bounds each resource URI a listen subscribes to.
-	MaxURIBytes int
+	// MaxURIBytes bounds each resource URI a listen subscribes to, and
+	// MaxSubscriptions their number (at most session.MaxSubscriptions).
+	MaxURIBytes, MaxSubscriptions int
 }
 
 // Server serves the methods by calling the aggregator and the indexer.
@@ -93,6 +94,7 @@ type Server struct {
 	sealer  *session.Sealer
 	uses    *session.StateUses
 	local   *session.Local
+	revoked func(digest string) bool
 	log     *slog.Logger
 	streams func(kind string) (done func())
 	limits  *streamLimits
@@ -107,7 +109,10 @@ type Deps struct {
 	// StateUses makes each sealed request state good for one retry.
 	StateUses *session.StateUses
 	Local     *session.Local
-	Log       *slog.Logger
+	// Revoked reports whether a Legacy session (by id digest) was deleted;
+	// an open GET stream of a deleted session ends. Nil: none is.
+	Revoked func(digest string) bool
+	Log     *slog.Logger
 	// Streams counts an open notification stream of kind until done.
 	Streams func(kind string) (done func())
 	// Closing is closed at shutdown and ends every notification stream.
@@ -119,7 +124,10 @@ func New(cfg Config, d Deps) *Server {
 	if d.Streams == nil {
 		d.Streams = func(string) func() { return func() {} }
 	}
-	return &Server{cfg: cfg, agg: d.Aggregator, idx: d.Indexer, sealer: d.Sealer, uses: d.StateUses, local: d.Local, log: d.Log,
+	if d.Revoked == nil {
+		d.Revoked = func(string) bool { return false }
+	}
+	return &Server{cfg: cfg, agg: d.Aggregator, idx: d.Indexer, sealer: d.Sealer, uses: d.StateUses, local: d.Local, revoked: d.Revoked, log: d.Log,
 		streams: d.Streams, limits: newStreamLimits(cfg.StreamsPerPrincipal, cfg.MaxStreams), closing: d.Closing}
 }
 

@@ -240,6 +240,11 @@ func (l *Local) Forget(session string) {
 	if st, ok := l.sessions[session]; ok {
 		l.drop(session, st)
 	}
+	if w := l.streams[session]; w != nil {
+		// Its open GET streams wake and find the session deleted.
+		close(w.changed)
+		w.changed = make(chan struct{})
+	}
 }
 
 // Held reports what all sessions hold on this replica: how many have

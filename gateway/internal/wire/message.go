@@ -139,3 +139,20 @@ func validID(id json.RawMessage) json.RawMessage {
 	}
 	return nil
 }
+
+// Detach makes m independent of the request body it was parsed from:
+// its id and the params members named in keep are copied, and every
+// other member is dropped. A parsed message's values are slices of the
+// body, so a long-lived stream that kept m would keep the whole body
+// (up to http.maxBodyBytes, whatever padding a client put in it) for as
+// long as it is open.
+func (m *Message) Detach(keep ...string) {
+	m.ID = bytes.Clone(m.ID)
+	params := make(Object, len(keep))
+	for _, k := range keep {
+		if v, ok := m.Params[k]; ok {
+			params[k] = bytes.Clone(v)
+		}
+	}
+	m.Params, m.Reply = params, nil
+}
