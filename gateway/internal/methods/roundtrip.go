@@ -77,7 +77,7 @@ func (s *Server) roundTripParams(ctx context.Context, req *Request, method, targ
 		}
 		opened, err := s.sealer.OpenState(req.Principal, rt.binding(), sealed)
 		if err == nil {
-			err = s.uses.Consume(ctx, opened.ID, opened.ExpiresAt)
+			err = s.uses.Consume(ctx, session.PrincipalDigest(req.Principal), opened.ID, opened.ExpiresAt)
 		}
 		switch {
 		case errors.Is(err, session.ErrUnrecorded):

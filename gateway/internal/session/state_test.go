@@ -92,23 +92,25 @@ func TestStateUsesLocal(t *testing.T) {
 	u := NewStateUses(nil)
 	ctx := context.Background()
 	in := time.Now().Add(time.Minute)
-	if err := u.Consume(ctx, "a", in); err != nil {
+	if err := u.Consume(ctx, "p", "a", in); err != nil {
 		t.Fatal(err)
 	}
-	if err := u.Consume(ctx, "a", in); !errors.Is(err, ErrReplayed) {
+	if err := u.Consume(ctx, "p", "a", in); !errors.Is(err, ErrReplayed) {
 		t.Fatalf("second use: %v", err)
 	}
+	// Others fill the record (the principal's own share is untouched).
 	for i := len(u.local); i < maxLocalStateUses; i++ {
-		u.local[strconv.Itoa(i)+"x"] = in
+		u.local[strconv.Itoa(i)+"x"] = localUse{until: in, principal: "other" + strconv.Itoa(i%20)}
+		u.owners["other"+strconv.Itoa(i%20)]++
 	}
-	if err := u.Consume(ctx, "b", in); !errors.Is(err, ErrUnrecorded) {
+	if err := u.Consume(ctx, "p", "b", in); !errors.Is(err, ErrUnrecorded) {
 		t.Fatalf("a full record: %v", err)
 	}
-	if err := u.Consume(ctx, "a", in); !errors.Is(err, ErrReplayed) {
+	if err := u.Consume(ctx, "p", "a", in); !errors.Is(err, ErrReplayed) {
 		t.Fatalf("a full record forgot a live use: %v", err)
 	}
 	u.now = func() time.Time { return in.Add(time.Second) }
-	if err := u.Consume(ctx, "b", in.Add(time.Hour)); err != nil {
+	if err := u.Consume(ctx, "p", "b", in.Add(time.Hour)); err != nil {
 		t.Fatalf("after every record expired: %v", err)
 	}
 	if len(u.local) != 1 {
@@ -143,18 +145,18 @@ func TestStateUsesIndexer(t *testing.T) {
 	u := NewStateUses(idx)
 	ctx := context.Background()
 	in := time.Now().Add(time.Minute)
-	if err := u.Consume(ctx, "a", in); err != nil {
+	if err := u.Consume(ctx, "p", "a", in); err != nil {
 		t.Fatal(err)
 	}
-	if err := NewStateUses(idx).Consume(ctx, "a", in); !errors.Is(err, ErrReplayed) {
+	if err := NewStateUses(idx).Consume(ctx, "p", "a", in); !errors.Is(err, ErrReplayed) {
 		t.Fatalf("a replay at another replica: %v", err)
 	}
 	idx.err = status.Error(codes.Unavailable, "down")
-	if err := u.Consume(ctx, "b", in); !errors.Is(err, ErrUnrecorded) {
+	if err := u.Consume(ctx, "p", "b", in); !errors.Is(err, ErrUnrecorded) {
 		t.Fatalf("with the indexer down: %v", err)
 	}
 	idx.err = nil
-	if err := u.Consume(ctx, "b", in); err != nil {
+	if err := u.Consume(ctx, "p", "b", in); err != nil {
 		t.Fatalf("the state refused while the indexer was down is still good: %v", err)
 	}
 	for d := range idx.seen {
@@ -192,5 +194,31 @@ func TestStateHasOneSpelling(t *testing.T) {
 	}
 	if tried == 0 {
 		t.Fatal("no state had another spelling to try")
+	}
+}
+
+// TestStateUsesLocalShare: without an indexer one principal can fill only
+// its share of the record; another principal's retries still go through.
+func TestStateUsesLocalShare(t *testing.T) {
+	u := NewStateUses(nil)
+	ctx := context.Background()
+	in := time.Now().Add(time.Minute)
+	for i := range maxLocalStateUsesPerPrincipal {
+		if err := u.Consume(ctx, "mallory", strconv.Itoa(i), in); err != nil {
+			t.Fatalf("use %d: %v", i, err)
+		}
+	}
+	if err := u.Consume(ctx, "mallory", "one more", in); !errors.Is(err, ErrUnrecorded) {
+		t.Fatalf("past the principal's share: %v", err)
+	}
+	if err := u.Consume(ctx, "alice", "alice's", in); err != nil {
+		t.Fatalf("another principal, record not full: %v", err)
+	}
+	u.now = func() time.Time { return in.Add(2 * time.Second) }
+	if err := u.Consume(ctx, "mallory", "after expiry", in.Add(time.Hour)); err != nil {
+		t.Fatalf("after mallory's uses expired: %v", err)
+	}
+	if u.owners["mallory"] != 1 || u.owners["alice"] != 0 {
+		t.Fatalf("owners after the sweep: %v", u.owners)
 	}
 }

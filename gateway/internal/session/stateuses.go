@@ -30,14 +30,25 @@ type StateUses struct {
 	now    func() time.Time
 
 	mu     sync.Mutex
-	local  map[string]time.Time // id digest -> state expiry
+	local  map[string]localUse // by id digest
+	owners map[string]int      // live entries of local by principal
 	pruned time.Time
+}
+
+// localUse is one used state in the record kept without an indexer.
+type localUse struct {
+	until     time.Time // the state's expiry
+	principal string
 }
 
 // maxLocalStateUses bounds the record without an indexer: each entry is a
 // state a client retried within its TTL. Past it, retries are refused
 // until entries expire, rather than a state being forgotten early.
 const maxLocalStateUses = 100_000
+
+// maxLocalStateUsesPerPrincipal is one principal's share of the record, so
+// that no principal can fill it and block everyone's retries.
+const maxLocalStateUsesPerPrincipal = maxLocalStateUses / 10
 
 // recordWait bounds the wait for the indexer's answer.
 const recordWait = 5 * time.Second
@@ -52,17 +63,17 @@ var ErrUnrecorded = errors.New("request state use cannot be recorded now")
 // NewStateUses records uses in the indexer behind client, or, with a nil
 // client, on this replica.
 func NewStateUses(client indexerv1.IndexerServiceClient) *StateUses {
-	return &StateUses{client: client, now: time.Now, local: map[string]time.Time{}}
+	return &StateUses{client: client, now: time.Now, local: map[string]localUse{}, owners: map[string]int{}}
 }
 
-// Consume uses up the state with one-time id, valid until expiresAt:
-// nil the first time, ErrReplayed after, ErrUnrecorded when that cannot be
-// told now.
-func (u *StateUses) Consume(ctx context.Context, id string, expiresAt time.Time) error {
+// Consume uses up the state with one-time id, valid until expiresAt, that
+// principal (the digest it is sealed to) retries: nil the first time,
+// ErrReplayed after, ErrUnrecorded when that cannot be told now.
+func (u *StateUses) Consume(ctx context.Context, principal, id string, expiresAt time.Time) error {
 	sum := sha256.Sum256([]byte(id))
 	digest := hex.EncodeToString(sum[:])
 	if u.client == nil {
-		return u.consumeLocal(digest, expiresAt)
+		return u.consumeLocal(principal, digest, expiresAt)
 	}
 	ctx, cancel := context.WithTimeout(ctx, recordWait)
 	defer cancel()
@@ -76,29 +87,44 @@ func (u *StateUses) Consume(ctx context.Context, id string, expiresAt time.Time)
 	return nil
 }
 
-func (u *StateUses) consumeLocal(digest string, expiresAt time.Time) error {
+func (u *StateUses) consumeLocal(principal, digest string, expiresAt time.Time) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	now := u.now()
-	if until, ok := u.local[digest]; ok && now.Before(until) {
+	if use, ok := u.local[digest]; ok && now.Before(use.until) {
 		return ErrReplayed
 	}
-	if len(u.local) >= maxLocalStateUses {
+	full := func() bool {
+		return len(u.local) >= maxLocalStateUses || u.owners[principal] >= maxLocalStateUsesPerPrincipal
+	}
+	if full() {
 		// A full record is swept at most once a second, so refused
 		// retries stay cheap.
 		if now.Sub(u.pruned) < time.Second {
 			return ErrUnrecorded
 		}
 		u.pruned = now
-		for d, until := range u.local {
-			if !now.Before(until) {
-				delete(u.local, d)
+		for d, use := range u.local {
+			if !now.Before(use.until) {
+				u.forget(d, use)
 			}
 		}
-		if len(u.local) >= maxLocalStateUses {
+		if full() {
 			return ErrUnrecorded
 		}
 	}
-	u.local[digest] = expiresAt
+	if old, ok := u.local[digest]; ok {
+		u.forget(digest, old)
+	}
+	u.local[digest] = localUse{until: expiresAt, principal: principal}
+	u.owners[principal]++
 	return nil
+}
+
+// forget drops one entry of the local record.
+func (u *StateUses) forget(digest string, use localUse) {
+	delete(u.local, digest)
+	if u.owners[use.principal]--; u.owners[use.principal] <= 0 {
+		delete(u.owners, use.principal)
+	}
 }
