@@ -159,15 +159,16 @@ func (g *Gateway) Handler() http.Handler {
 	return g.checkHost(mux)
 }
 
-// checkHost applies the Host rule (hostAllowed) to every path, the
-// metrics included: a rebound page could otherwise read them with a
-// same-origin GET, which carries no Origin. The probe and metrics paths
-// also accept an IP address as Host, since kubelet and Prometheus address
-// a pod by its IP, and a rebound page always sends its own name.
+// checkHost applies the Host rule (hostAllowed) to /readyz and /metrics,
+// which guard does not cover (/healthz tells nothing and stays open): a
+// rebound page could otherwise read them with a same-origin GET, which
+// carries no Origin. They also accept an IP address as Host, since
+// kubelet and Prometheus address a pod by its IP, and a rebound page
+// always sends its own name.
 func (g *Gateway) checkHost(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ops := r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/metrics"
-		if !g.hostAllowed(r) && !(ops && hostIsIP(r.Host)) {
+		ops := r.URL.Path == "/readyz" || r.URL.Path == "/metrics"
+		if ops && !hostIsIP(r.Host) && !g.hostAllowed(r) {
 			http.Error(w, "Forbidden: Host not allowed", http.StatusForbidden)
 			return
 		}
