@@ -53,7 +53,7 @@ func WithMember(b []byte, name string, value []byte) ([]byte, error) {
 		out = append(out, ':')
 		out = append(out, v...)
 	}
-	quoted := appendQuoted(nil, name)
+	quoted := AppendString(nil, name)
 	if !Each(b, func(m Member) bool {
 		if string(m.Name) != name {
 			write(m.RawName, m.Value)
@@ -69,22 +69,4 @@ func WithMember(b []byte, name string, value []byte) ([]byte, error) {
 		write(quoted, value)
 	}
 	return append(out, '}'), nil
-}
-
-// appendQuoted appends s as a JSON string.
-func appendQuoted(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < 0x20:
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		default:
-			b = append(b, c)
-		}
-	}
-	return append(b, '"')
 }

@@ -50,7 +50,7 @@ func TestWithMember(t *testing.T) {
 		{`{"b":1}`, "name", `"c"`, `{"b":1,"name":"c"}`},
 		{`{}`, "name", `"c"`, `{"name":"c"}`},
 		{`{"na\u006de":"a"}`, "name", `"c"`, `{"name":"c"}`},
-		{`{"a":1}`, "q\"\n", `1`, `{"a":1,"q\"\u000a":1}`},
+		{`{"a":1}`, "q\"\n", `1`, `{"a":1,"q\"\n":1}`},
 	}
 	for _, tc := range cases {
 		got, err := WithMember([]byte(tc.in), tc.name, []byte(tc.value))

@@ -2,16 +2,8 @@ package grpcapi
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -30,79 +22,28 @@ import (
 )
 
 // testCA issues certificates the way the cert-manager component does: one
-// CA, and leaf certificates whose common name is a serviceAuth commonName.
+// CA for every service, its certificate written into dir for the
+// services' CAFile (harness.NewCA does the signing).
 type testCA struct {
+	*harness.CA
 	dir    string
-	cert   *x509.Certificate
-	key    *ecdsa.PrivateKey
 	caFile string
 }
 
 func newTestCA(t *testing.T, dir, name string) *testCA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := &testCA{dir: dir, cert: cert, key: key, caFile: filepath.Join(dir, name+".crt")}
-	writePEM(t, ca.caFile, "CERTIFICATE", der)
+	ca := &testCA{CA: harness.NewCA(t, name), dir: dir, caFile: filepath.Join(dir, name+".crt")}
+	harness.WriteFileAtomic(t, ca.caFile, ca.PEM)
 	return ca
 }
 
-// issue writes a leaf certificate and key for commonName; server
-// certificates are valid for 127.0.0.1.
-func (ca *testCA) issue(t *testing.T, commonName string, usages ...x509.ExtKeyUsage) (certFile, keyFile string) {
+// issue writes a leaf certificate and key for commonName, for serving
+// (valid for 127.0.0.1), calling, or both.
+func (ca *testCA) issue(t *testing.T, commonName string, server, client bool) (certFile, keyFile string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: commonName},
-		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: usages,
-	}
-	if slices.Contains(usages, x509.ExtKeyUsageServerAuth) {
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	leaf := ca.Issue(t, harness.LeafSpec{CommonName: commonName, Server: server, Client: client})
 	// Named by issuer too: two CAs may issue the same common name.
-	base := filepath.Join(ca.dir, ca.cert.Subject.CommonName+"-"+commonName)
-	certFile, keyFile = base+".crt", base+".key"
-	writePEM(t, certFile, "CERTIFICATE", der)
-	writePEM(t, keyFile, "EC PRIVATE KEY", keyDER)
-	return certFile, keyFile
-}
-
-func writePEM(t *testing.T, path, kind string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	return leaf.Write(t, ca.dir, ca.Cert.Subject.CommonName+"-"+commonName)
 }
 
 // TestMTLS runs the document's mTLS path: an aggregator serving TLS that
@@ -111,11 +52,11 @@ func writePEM(t *testing.T, path, kind string, der []byte) {
 func TestMTLS(t *testing.T) {
 	dir := t.TempDir()
 	ca := newTestCA(t, dir, "switchboard-ca")
-	serverCert, serverKey := ca.issue(t, "switchboard-aggregator", x509.ExtKeyUsageServerAuth)
-	clientCert, clientKey := ca.issue(t, "reporting.internal", x509.ExtKeyUsageClientAuth)
-	strangerCert, strangerKey := ca.issue(t, "stranger.internal", x509.ExtKeyUsageClientAuth)
+	serverCert, serverKey := ca.issue(t, "switchboard-aggregator", true, false)
+	clientCert, clientKey := ca.issue(t, "reporting.internal", false, true)
+	strangerCert, strangerKey := ca.issue(t, "stranger.internal", false, true)
 	otherCA := newTestCA(t, dir, "other-ca")
-	forgedCert, forgedKey := otherCA.issue(t, "reporting.internal", x509.ExtKeyUsageClientAuth)
+	forgedCert, forgedKey := otherCA.issue(t, "reporting.internal", false, true)
 
 	backendAddr, aggAddr := harness.FreeAddr(t), harness.FreeAddr(t)
 	harness.StartProc(t, "backend:demo", devstack.DemoBackendBin, []string{"--listen", backendAddr, "--name", "demo"}, nil,
@@ -169,7 +110,7 @@ func TestMTLS(t *testing.T) {
 		// handshake fails.
 		{"TLS without a client certificate or token", func() *tls.Config {
 			roots := x509.NewCertPool()
-			roots.AddCert(ca.cert)
+			roots.AddCert(ca.Cert)
 			return &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 		}, []codes.Code{codes.Unavailable}},
 		{"certificate of an unknown common name", func() *tls.Config {
@@ -217,7 +158,7 @@ func TestMTLS(t *testing.T) {
 func TestMTLSWholeStack(t *testing.T) {
 	dir := t.TempDir()
 	ca := newTestCA(t, dir, "switchboard-ca")
-	cert, key := ca.issue(t, "switchboard-service", x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+	cert, key := ca.issue(t, "switchboard-service", true, true)
 	tlsFiles := config.TLS{CertFile: cert, KeyFile: key, CAFile: ca.caFile, ClientCAFile: ca.caFile}
 	c := harness.Start(t, harness.Options{
 		Backends: []harness.Backend{{Name: "demo"}},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
 )
 
 // Messages the raw path posts into a Legacy backend's session besides the
@@ -42,7 +43,7 @@ func (c *Client) cancelAtBackend(ctx context.Context, s *mcp.ClientSession, id, 
 		return
 	}
 	b := []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`)
-	b = appendJSONString(b, id)
+	b = rawjson.AppendString(b, id)
 	b = append(b, `,"reason":"the caller cancelled the request"}}`...)
 	go func() {
 		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelNotifyTimeout)

@@ -83,7 +83,7 @@ type ParamsBuilder struct{ b []byte }
 // String adds a string member.
 func (p *ParamsBuilder) String(key, value string) {
 	p.key(key)
-	p.b = appendJSONString(p.b, value)
+	p.b = rawjson.AppendString(p.b, value)
 }
 
 // Raw adds a member whose value is JSON text, copied as it is.
@@ -98,7 +98,7 @@ func (p *ParamsBuilder) key(k string) {
 	} else {
 		p.b = append(p.b, ',')
 	}
-	p.b = appendJSONString(p.b, k)
+	p.b = rawjson.AppendString(p.b, k)
 	p.b = append(p.b, ':')
 }
 
@@ -226,9 +226,9 @@ var (
 func writeRequest(buf *bytes.Buffer, id string, call *Call, modern bool, version string) {
 	b := buf.AvailableBuffer()
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
-	b = appendJSONString(b, id)
+	b = rawjson.AppendString(b, id)
 	b = append(b, `,"method":`...)
-	b = appendJSONString(b, call.Method)
+	b = rawjson.AppendString(b, call.Method)
 	b = append(b, `,"params":{"_meta":{`...)
 	n := 0
 	member := func(key string) {
@@ -236,12 +236,12 @@ func writeRequest(buf *bytes.Buffer, id string, call *Call, modern bool, version
 			b = append(b, ',')
 		}
 		n++
-		b = appendJSONString(b, key)
+		b = rawjson.AppendString(b, key)
 		b = append(b, ':')
 	}
 	if modern {
 		member(mcp.MetaKeyProtocolVersion)
-		b = appendJSONString(b, version)
+		b = rawjson.AppendString(b, version)
 		member(mcp.MetaKeyClientCapabilities)
 		if len(call.ClientCapabilities) > 0 {
 			b = append(b, call.ClientCapabilities...)
@@ -252,14 +252,14 @@ func writeRequest(buf *bytes.Buffer, id string, call *Call, modern bool, version
 		b = append(b, clientInfoJSON...)
 		if call.LogLevel != "" {
 			member(mcp.MetaKeyLogLevel)
-			b = appendJSONString(b, string(call.LogLevel))
+			b = rawjson.AppendString(b, string(call.LogLevel))
 		}
 	}
 	if call.Progress {
 		// The request id is unique in this process, so it is a progress
 		// token no other call shares, even on a shared Legacy session.
 		member("progressToken")
-		b = appendJSONString(b, id)
+		b = rawjson.AppendString(b, id)
 	}
 	b = append(b, '}')
 	if p := bytes.TrimSpace(call.Params); len(p) > 2 {

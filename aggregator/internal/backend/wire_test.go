@@ -8,15 +8,6 @@ import (
 	"testing"
 )
 
-func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
-	for _, s := range []string{"", "plain", `quote " back \ slash`, "ctl \x00\x01\x1f\n\r\t", "<html>&", "Zürich ✓", "bad \xff utf8", "sep \u2028 \u2029"} {
-		want, _ := json.Marshal(s)
-		if got := appendJSONString(nil, s); string(got) != string(want) {
-			t.Errorf("appendJSONString(%q) = %s, want %s", s, got, want)
-		}
-	}
-}
-
 func TestParseMessage(t *testing.T) {
 	m, err := parseMessage([]byte(` {"jsonrpc":"2.0", "id" : "sb-1", "result" : {"content":[{"type":"text","text":"a}\"]"}],"isError":true,"resultType":"complete"} } `))
 	if err != nil || string(m.id) != `"sb-1"` || !json.Valid(m.result) || m.err != nil || m.method != nil {

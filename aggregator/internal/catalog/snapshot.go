@@ -441,7 +441,7 @@ func definition[T any](raw []byte, typed *T, name string, rename func(*T)) []byt
 		if rename == nil {
 			return raw
 		}
-		if def, err := rawjson.WithMember(raw, "name", jsonString(name)); err == nil {
+		if def, err := rawjson.WithMember(raw, "name", rawjson.AppendString(nil, name)); err == nil {
 			return def
 		}
 	}
@@ -462,9 +462,4 @@ func member(raw []byte, name string, typed any) string {
 		}
 	}
 	return jsonText(typed)
-}
-
-func jsonString(s string) []byte {
-	b, _ := json.Marshal(s)
-	return b
 }

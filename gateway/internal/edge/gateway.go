@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -197,9 +196,4 @@ func (g *Gateway) serveReady(w http.ResponseWriter, r *http.Request) {
 }
 
 // hostIsIP reports whether a Host header names an IP address.
-func hostIsIP(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	return net.ParseIP(strings.Trim(host, "[]")) != nil
-}
+func hostIsIP(host string) bool { return net.ParseIP(hostName(host)) != nil }

@@ -75,11 +75,7 @@ func newEdgeRules(cfg config.Gateway) edgeRules {
 // configured the Host must be one of them; otherwise, on a loopback bind,
 // it must be a loopback name.
 func (g *Gateway) hostAllowed(r *http.Request) bool {
-	host := r.Host
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.Trim(host, "[]")
+	host := hostName(r.Host)
 	if len(g.rules.hosts) > 0 {
 		for _, a := range g.rules.hosts {
 			if strings.EqualFold(a, host) || strings.EqualFold(a, r.Host) {
@@ -88,9 +84,21 @@ func (g *Gateway) hostAllowed(r *http.Request) bool {
 		}
 		return false
 	}
-	if !g.loopback {
-		return true
+	return !g.loopback || isLoopbackName(host)
+}
+
+// hostName is the name or address of a Host header, without its port or
+// IPv6 brackets.
+func hostName(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
 	}
+	return strings.Trim(host, "[]")
+}
+
+// isLoopbackName reports whether host (see hostName) is localhost or a
+// loopback address.
+func isLoopbackName(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}
@@ -132,13 +140,7 @@ func (g *Gateway) originAllowed(r *http.Request) bool {
 // page the gateway's own loopback address served (a local console or
 // inspector on the same port), which DNS rebinding cannot produce.
 func sameLoopbackOrigin(r *http.Request, origin string) bool {
-	host, _, err := net.SplitHostPort(r.Host)
-	if err != nil {
-		host = r.Host
-	}
-	host = strings.Trim(host, "[]")
-	ip := net.ParseIP(host)
-	if !strings.EqualFold(host, "localhost") && (ip == nil || !ip.IsLoopback()) {
+	if !isLoopbackName(hostName(r.Host)) {
 		return false
 	}
 	own, err := config.ParseOrigin("http://" + r.Host)
