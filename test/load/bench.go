@@ -303,6 +303,7 @@ func runCallsAndMemory(ctx context.Context, c *Cluster, opts BenchOptions, concu
 				for i, t := range targets {
 					// Each process's peak is under its own load: the services'
 					// during the Switchboard run, the proxy's during its own.
+					WaitQuiet(ctx, c.Procs)
 					var sampler *RSSSampler
 					if n == topConcurrency {
 						sampler = SampleRSS(c.Procs, 250*time.Millisecond)
@@ -326,6 +327,7 @@ func runCallsAndMemory(ctx context.Context, c *Cluster, opts BenchOptions, concu
 					got = append(got, r)
 				}
 				if n == topConcurrency {
+					WaitQuiet(ctx, c.Procs)
 					r, err := RunCalls(ctx, SwitchboardFirstBackendTarget(c), e, n, opts.CallDuration, opts.MaxCallsPerRun)
 					if err != nil {
 						return CallTable{}, nil, fmt.Errorf("W1 switchboard, first backend %s c=%d: %w", e.Name, n, err)

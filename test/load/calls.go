@@ -295,6 +295,46 @@ func callOnce(ctx context.Context, s *Session, tool string) error {
 	return CallEcho(ctx, s, tool)
 }
 
+// Quiescence: a measured run starts once the cluster's processes together
+// have used at most quietCPU of CPU over one quietWindow (what a previous
+// run left behind, such as sessions closing and collection, has settled),
+// or after quietMax in any case. Without it, the first run after a busy one
+// pays for the busy one's tail, which shows most at one client.
+const (
+	quietWindow = 100 * time.Millisecond
+	quietCPU    = 5 * time.Millisecond
+	quietMax    = 3 * time.Second
+)
+
+// WaitQuiet waits until procs are quiet, as above. It reports whether they
+// were; a cluster that never settles is measured anyway.
+func WaitQuiet(ctx context.Context, procs []*Proc) bool {
+	total := func() time.Duration {
+		var sum time.Duration
+		for _, v := range cpuByRole(procs, nil) {
+			sum += v
+		}
+		return sum
+	}
+	deadline := time.Now().Add(quietMax)
+	prev := total()
+	tick := time.NewTicker(quietWindow)
+	defer tick.Stop()
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+		now := total()
+		if now-prev <= quietCPU {
+			return true
+		}
+		prev = now
+	}
+	return false
+}
+
 // cpuByRole sums the CPU time of procs by role, and of pg as "postgres"
 // when set; the load client itself is role "client".
 func cpuByRole(procs []*Proc, pg *PostgresServer) map[string]time.Duration {

@@ -89,6 +89,9 @@ func TestWorkloadsAgainstRealCluster(t *testing.T) {
 	if cpu, err := CPUTime(c.Services("proxy")[0].Pid()); err != nil || cpu <= 0 {
 		t.Errorf("proxy CPU time %v, %v", cpu, err)
 	}
+	if !WaitQuiet(ctx, c.Procs) {
+		t.Error("an idle cluster never counted as quiet")
+	}
 
 	for _, spec := range []FindSpec{{Concurrency: 1, Principals: 1}, {Concurrency: 2, Principals: 3}} {
 		run, err := RunFinds(ctx, c, spec, 500*time.Millisecond, 100)
