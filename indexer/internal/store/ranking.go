@@ -25,6 +25,9 @@ type Ranking struct {
 	// for nothing.
 	TrigramWeight    float64
 	TrigramThreshold float64
+	// FramingWeight is the weight of a word that frames a request rather
+	// than naming what it is about ("help", "find", "show", "please").
+	FramingWeight float64
 }
 
 // DefaultRanking is the ranking the indexer serves with.
@@ -37,6 +40,7 @@ var DefaultRanking = Ranking{
 	PrefixWeight:     0.3,
 	TrigramWeight:    0.5,
 	TrigramThreshold: 0.5,
+	FramingWeight:    0.3,
 }
 
 // Query is one search.
@@ -98,6 +102,10 @@ func (r Ranking) Terms(q Query) (terms []string, boosts []float64, key string) {
 		}
 		for _, w := range SplitWords(text) {
 			keyParts = append(keyParts, w)
+			if i == 0 && framing[w] {
+				direct = append(direct, source{w, b * r.FramingWeight})
+				continue
+			}
 			direct = append(direct, source{w, b})
 		}
 	}
@@ -107,11 +115,13 @@ func (r Ranking) Terms(q Query) (terms []string, boosts []float64, key string) {
 		add(d.word, d.boost)
 	}
 	for _, d := range direct {
-		for _, syn := range synonyms[d.word] {
-			add(syn, d.boost*r.SynonymBoost)
-		}
-		for _, rel := range related[d.word] {
-			add(rel, d.boost*r.RelatedBoost)
+		for _, form := range baseForms(d.word) {
+			for _, syn := range synonyms[form] {
+				add(syn, d.boost*r.SynonymBoost)
+			}
+			for _, rel := range related[form] {
+				add(rel, d.boost*r.RelatedBoost)
+			}
 		}
 	}
 	if len(order) > MaxTerms {
@@ -134,4 +144,37 @@ func (r Ranking) Terms(q Query) (terms []string, boosts []float64, key string) {
 		key = string(runes[:MaxNameKeyRunes])
 	}
 	return terms, boosts, key
+}
+
+// baseForms are the forms of w the expansion groups are looked up under:
+// w itself and, for a regular English plural, its singular ("properties"
+// → property, "laptops" → laptop, "boxes" → box), so that the groups,
+// written in the singular, expand plurals too.
+func baseForms(w string) []string {
+	forms := []string{w}
+	n := len(w)
+	switch {
+	case n > 4 && strings.HasSuffix(w, "ies"):
+		forms = append(forms, w[:n-3]+"y")
+	case n > 3 && strings.HasSuffix(w, "es"):
+		forms = append(forms, w[:n-2], w[:n-1])
+	case n > 3 && strings.HasSuffix(w, "s") && !strings.HasSuffix(w, "ss"):
+		forms = append(forms, w[:n-1])
+	}
+	return forms
+}
+
+// framing are words that frame a request to an assistant rather than say
+// what it is about: how people ask ("can you help me find", "please show
+// me", "I would like to know"). General English, the same for any
+// catalog; PostgreSQL's stop words already drop the shortest of them.
+var framing = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`help helps helping assist assistance please kindly want wants wanted
+		need needs would like looking look find finding show tell give provide providing know
+		get getting let lets suggest suggestions recommend recommendations interested
+		wondering possible able sure thanks thank hi hello hey`) {
+		framing[w] = true
+	}
 }

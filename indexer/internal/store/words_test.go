@@ -49,9 +49,14 @@ func TestQueryTerms(t *testing.T) {
 		t.Errorf("weights %v", weight)
 	}
 	// A synonym of a query word comes in at reduced weight; one of a
-	// keyword keeps the keyword's boost relative to it.
-	if weight["search"] != r.SynonymBoost || weight["fetch"] != r.KeywordBoost*r.SynonymBoost {
+	// keyword keeps the keyword's boost relative to it. "find" frames the
+	// request, so it and its synonyms weigh FramingWeight as much.
+	if weight["find"] != r.FramingWeight || weight["search"] != r.FramingWeight*r.SynonymBoost || weight["fetch"] != r.KeywordBoost*r.SynonymBoost {
 		t.Errorf("synonym weights %v", weight)
+	}
+	// A framing word given as a keyword is what the caller asked for.
+	if terms, boosts, _ := r.Terms(Query{Text: "x", Keywords: []string{"find"}}); !slices.Contains(terms, "find") || boosts[slices.Index(terms, "find")] != r.KeywordBoost {
+		t.Errorf("keyword find: %v %v", terms, boosts)
 	}
 	// Five words: a sentence, not an identifier, so no trigram key.
 	if key != "" {
@@ -71,6 +76,31 @@ func TestQueryTerms(t *testing.T) {
 	long := strings.Join(words, " ")
 	if terms, _, _ := r.Terms(Query{Text: long}); len(terms) > MaxTerms {
 		t.Errorf("%d terms, cap is %d", len(terms), MaxTerms)
+	}
+}
+
+// The expansion groups are written in the singular; a regular plural in a
+// query expands like its singular.
+func TestPluralsExpand(t *testing.T) {
+	r := DefaultRanking
+	for _, c := range []struct{ word, singular string }{
+		{"properties", "property"}, {"laptops", "laptop"}, {"boxes", "box"}, {"recipes", "recipe"}, {"photos", "photo"},
+	} {
+		plural, _, _ := r.Terms(Query{Text: c.word})
+		single, _, _ := r.Terms(Query{Text: c.singular})
+		for _, w := range single[1:] {
+			if !slices.Contains(plural, w) {
+				t.Errorf("%q does not expand to %q as %q does (%v)", c.word, w, c.singular, plural)
+			}
+		}
+	}
+	// Only regular plurals: "glass" and "bus" are not plurals of anything
+	// in the groups, and "news" stays itself.
+	if got := baseForms("glass"); !slices.Equal(got, []string{"glass"}) {
+		t.Errorf("baseForms(glass) = %v", got)
+	}
+	if got := baseForms("news"); got[0] != "news" {
+		t.Errorf("baseForms(news) = %v", got)
 	}
 }
 
