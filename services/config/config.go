@@ -71,8 +71,9 @@ type ServiceCredential struct {
 	Allow []string `yaml:"allow,omitempty"`
 	// Operator marks a credential of the people who run the deployment:
 	// operator callers see backend error texts and URLs in ListBackends,
-	// which every other caller sees only as a generic class, and are not
-	// held to the per-caller bound on RevokeSession.
+	// which every other caller sees only as a generic class, are not
+	// held to the per-caller bound on RevokeSession, and may ask Search to
+	// explain its ranking (SearchRequest.explain).
 	Operator bool `yaml:"operator,omitempty"`
 	// AssertPrincipals marks a trusted service (the gateway, the indexer)
 	// that may act for any end user named in a request. Other callers act as

@@ -40,6 +40,8 @@ var reportingAllow = []string{"switchboard.aggregator.v1.AggregatorService/*", "
 // stack is the running system under test.
 type stack struct {
 	aggregator, indexer string // host:port
+	// The gateway's service token and an operator's (harness.Cluster).
+	gatewayToken, operatorToken string
 }
 
 func TestMain(m *testing.M) { harness.Main(m) }
@@ -74,13 +76,14 @@ func startStack(t *testing.T) stack {
 			})
 		},
 	})
-	return stack{aggregator: c.Config.Aggregator.Listen, indexer: c.Config.Indexer.Listen}
+	return stack{aggregator: c.Config.Aggregator.Listen, indexer: c.Config.Indexer.Listen, gatewayToken: c.GatewayToken, operatorToken: c.OperatorToken}
 }
 
 func TestGRPCAPI(t *testing.T) {
 	s := startStack(t)
 	t.Run("go example", func(t *testing.T) { testGoExample(t, s) })
 	t.Run("grpcurl examples", func(t *testing.T) { testGrpcurlExamples(t, s) })
+	t.Run("explained search", func(t *testing.T) { testExplainedSearch(t, s) })
 }
 
 func testGoExample(t *testing.T, s stack) {
@@ -225,6 +228,7 @@ func testGrpcurlExamples(t *testing.T, s stack) {
 				"AGGREGATOR="+s.aggregator,
 				"INDEXER="+s.indexer,
 				"TOKEN="+reportingToken,
+				"OPERATOR_TOKEN="+s.operatorToken,
 			)
 			out, err := cmd.CombinedOutput()
 			if c.wantError && err == nil {

@@ -202,4 +202,12 @@ func TestMTLSWholeStack(t *testing.T) {
 	if len(resp.GetHits()) == 0 || resp.GetHits()[0].GetName() != "demo_add" {
 		t.Errorf("Search over mTLS = %v, want demo_add first", resp.GetHits())
 	}
+	// A caller its certificate names is no operator: it may not ask for
+	// an explained search.
+	_, err = indexerv1.NewIndexerServiceClient(conn).Search(ctx, &indexerv1.SearchRequest{
+		Principal: &commonv1.Principal{Subject: "alice"}, Query: "add two numbers", Explain: true,
+	})
+	if status.Code(err) != codes.PermissionDenied || example.Reason(err) != "ERROR_REASON_OPERATOR_ONLY" {
+		t.Errorf("explained Search over mTLS by a caller that is not an operator: %v, want PermissionDenied with ERROR_REASON_OPERATOR_ONLY", err)
+	}
 }

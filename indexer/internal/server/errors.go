@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/services/apierr"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/revocation"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/scope"
@@ -36,6 +37,11 @@ func (s *Server) toStatus(ctx context.Context, method string, err error) error {
 	switch {
 	case errors.As(err, &invalid):
 		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, invalid.msg)
+	case errors.Is(err, errExplainOperatorOnly):
+		caller, _ := svcauth.CallerFrom(ctx)
+		s.Log.WarnContext(ctx, "explained search refused: the caller is not an operator", "method", method, "caller", caller.Name)
+		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_OPERATOR_ONLY,
+			"explain is for operator credentials only (serviceAuth.credentials[].operator); search without it")
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, "request cancelled")
 	case errors.Is(err, context.DeadlineExceeded):

@@ -30,6 +30,7 @@ func TestToStatus(t *testing.T) {
 	}{
 		{invalidArgument("query is required"), codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT},
 		{errNotReady, codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_NOT_READY},
+		{errExplainOperatorOnly, codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_OPERATOR_ONLY},
 		{revocation.ErrNotSynced, codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_NOT_READY},
 		{errFellBehind, codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED},
 		{fmt.Errorf("search: %w", &store.UnavailableError{Err: errors.New(detail)}), codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_INDEX_UNAVAILABLE},

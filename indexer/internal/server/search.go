@@ -28,6 +28,9 @@ func (s *Server) Search(ctx context.Context, req *indexerv1.SearchRequest) (*ind
 }
 
 func (s *Server) search(ctx context.Context, req *indexerv1.SearchRequest) (*indexerv1.SearchResponse, error) {
+	if err := mayExplain(ctx, req); err != nil {
+		return nil, err
+	}
 	if err := s.checkReady(); err != nil {
 		return nil, err
 	}
@@ -55,7 +58,7 @@ func (s *Server) search(ctx context.Context, req *indexerv1.SearchRequest) (*ind
 		if built {
 			s.Metrics.scopeBuilt()
 		}
-		hits, err := s.Store.Search(ctx, sc, q, s.Ranking)
+		hits, explained, err := s.rank(ctx, sc, q, req.GetExplain())
 		if errors.Is(err, store.ErrScopeNotFound) && attempt == 0 {
 			s.Resolver.Forget(p, sc)
 			continue
@@ -73,6 +76,9 @@ func (s *Server) search(ctx context.Context, req *indexerv1.SearchRequest) (*ind
 			resp.Hits = append(resp.Hits, &indexerv1.SearchHit{
 				Name: h.Name, Description: h.Description, InputSchemaJson: h.InputSchemaJSON, Score: h.Score,
 			})
+		}
+		if req.GetExplain() {
+			addExplanation(resp, explained)
 		}
 		return resp, nil
 	}

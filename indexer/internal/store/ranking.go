@@ -79,14 +79,27 @@ const (
 // NameKey, at most MaxNameKeyRunes), empty for queries longer than
 // MaxTrigramWords words.
 func (r Ranking) Terms(q Query) (terms []string, boosts []float64, key string) {
+	return r.terms(q, nil)
+}
+
+// terms is Terms. When origins is not nil it also gets, for each term in
+// order, where its weight came from (explain.go); the search itself
+// passes nil and pays nothing for it.
+func (r Ranking) terms(q Query, origins *[]TermOrigin) (terms []string, boosts []float64, key string) {
 	weight := map[string]float64{}
+	origin := map[string]TermOrigin{}
 	var order []string
-	add := func(w string, b float64) {
+	add := func(w string, b float64, o TermOrigin) {
 		if old, ok := weight[w]; !ok {
 			order = append(order, w)
 			weight[w] = b
 		} else if b > old {
 			weight[w] = b
+		} else {
+			return
+		}
+		if origins != nil {
+			origin[w] = o
 		}
 	}
 	type source struct {
@@ -95,6 +108,8 @@ func (r Ranking) Terms(q Query) (terms []string, boosts []float64, key string) {
 	}
 	var direct []source
 	var keyParts []string
+	// direct[:textWords] are the query text's words, the rest keywords.
+	textWords := 0
 	for i, text := range append([]string{q.Text}, q.Keywords...) {
 		b := 1.0
 		if i > 0 {
@@ -108,19 +123,26 @@ func (r Ranking) Terms(q Query) (terms []string, boosts []float64, key string) {
 			}
 			direct = append(direct, source{w, b})
 		}
+		if i == 0 {
+			textWords = len(direct)
+		}
 	}
 	// The caller's own words first, so the cap below only ever drops
 	// expansions.
-	for _, d := range direct {
-		add(d.word, d.boost)
+	for i, d := range direct {
+		var o TermOrigin
+		if origins != nil {
+			o = directOrigin(i < textWords, d.word)
+		}
+		add(d.word, d.boost, o)
 	}
 	for _, d := range direct {
 		for _, form := range baseForms(d.word) {
 			for _, syn := range synonyms[form] {
-				add(syn, d.boost*r.SynonymBoost)
+				add(syn, d.boost*r.SynonymBoost, TermOrigin{Source: SourceSynonym, Expands: d.word})
 			}
 			for _, rel := range related[form] {
-				add(rel, d.boost*r.RelatedBoost)
+				add(rel, d.boost*r.RelatedBoost, TermOrigin{Source: SourceTopic, Expands: d.word})
 			}
 		}
 	}
@@ -130,6 +152,9 @@ func (r Ranking) Terms(q Query) (terms []string, boosts []float64, key string) {
 	for _, w := range order {
 		terms = append(terms, w)
 		boosts = append(boosts, weight[w])
+		if origins != nil {
+			*origins = append(*origins, origin[w])
+		}
 	}
 	// Trigram similarity is for identifier-like queries ("get_wether",
 	// "githubCreateIssue"): a few words at most. On a sentence it finds

@@ -52,6 +52,8 @@ type Index interface {
 	// best first, at most q.Limit of them. A scope that does not exist
 	// (never built, or collected) is ErrScopeNotFound.
 	Search(ctx context.Context, scope Scope, q Query, r Ranking) ([]Hit, error)
+	// Explainer explains searches (explain.go).
+	Explainer
 	// CollectGarbage deletes scopes unused for longer than retention, the
 	// documents no scope references any more, expired revocations and
 	// expired request state records.

@@ -155,7 +155,7 @@ func (ix *scopeIndex) rankLexical(sc *scratch, lexemes []string, boost map[strin
 			prefix := normalize(sc.prefix[doc], r.Normalization, &d.analysed)
 			// ts_rank is single precision, and so are the weights the SQL
 			// definition of the ranking multiplies it with.
-			sc.score[doc] += weight * float64(exact+float32(prefixWeight*prefix))
+			sc.score[doc] += lexemeContribution(weight, exact, prefix, prefixWeight)
 			sc.exact[doc], sc.prefix[doc] = 0, 0
 			sc.mark(doc)
 		}
@@ -194,9 +194,9 @@ func (ix *scopeIndex) rankTrigram(sc *scratch, key string, r store.Ranking) {
 	q := newTrigramText(key)
 	consider := func(doc int32) {
 		d := ix.docs[doc]
-		sim := max(wordSimilarity(d.nameTrigrams, q, &sc.sim), wordSimilarity(q, d.nameTrigrams, &sc.sim))
+		sim := nameSimilarity(d, q, &sc.sim)
 		if sim >= threshold {
-			sc.score[doc] += float64(float32(weight * sim))
+			sc.score[doc] += trigramContribution(weight, sim)
 			sc.mark(doc)
 		}
 	}

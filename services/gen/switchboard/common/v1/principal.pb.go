@@ -63,6 +63,10 @@ const (
 	// The service credential is valid but may not call this RPC: each
 	// credential names the methods it may call (serviceAuth.credentials[].allow).
 	ErrorReason_ERROR_REASON_METHOD_NOT_ALLOWED ErrorReason = 12
+	// The request asks for something only an operator's credential
+	// (serviceAuth.credentials[].operator) may ask for, such as
+	// SearchRequest.explain.
+	ErrorReason_ERROR_REASON_OPERATOR_ONLY ErrorReason = 13
 )
 
 // Enum value maps for ErrorReason.
@@ -81,6 +85,7 @@ var (
 		10: "ERROR_REASON_NOT_READY",
 		11: "ERROR_REASON_HEADER_MISMATCH",
 		12: "ERROR_REASON_METHOD_NOT_ALLOWED",
+		13: "ERROR_REASON_OPERATOR_ONLY",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":           0,
@@ -96,6 +101,7 @@ var (
 		"ERROR_REASON_NOT_READY":             10,
 		"ERROR_REASON_HEADER_MISMATCH":       11,
 		"ERROR_REASON_METHOD_NOT_ALLOWED":    12,
+		"ERROR_REASON_OPERATOR_ONLY":         13,
 	}
 )
 
@@ -195,7 +201,7 @@ const file_switchboard_common_v1_principal_proto_rawDesc = "" +
 	"%switchboard/common/v1/principal.proto\x12\x15switchboard.common.v1\"=\n" +
 	"\tPrincipal\x12\x18\n" +
 	"\asubject\x18\x01 \x01(\tR\asubject\x12\x16\n" +
-	"\x06groups\x18\x02 \x03(\tR\x06groups*\xc4\x03\n" +
+	"\x06groups\x18\x02 \x03(\tR\x06groups*\xe4\x03\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cERROR_REASON_UNAUTHENTICATED\x10\x01\x12&\n" +
@@ -210,7 +216,8 @@ const file_switchboard_common_v1_principal_proto_rawDesc = "" +
 	"\x16ERROR_REASON_NOT_READY\x10\n" +
 	"\x12 \n" +
 	"\x1cERROR_REASON_HEADER_MISMATCH\x10\v\x12#\n" +
-	"\x1fERROR_REASON_METHOD_NOT_ALLOWED\x10\fBTZRgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1;commonv1b\x06proto3"
+	"\x1fERROR_REASON_METHOD_NOT_ALLOWED\x10\f\x12\x1e\n" +
+	"\x1aERROR_REASON_OPERATOR_ONLY\x10\rBTZRgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1;commonv1b\x06proto3"
 
 var (
 	file_switchboard_common_v1_principal_proto_rawDescOnce sync.Once

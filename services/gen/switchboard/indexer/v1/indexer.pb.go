@@ -27,6 +27,133 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ScorePartKind is what a score part measures.
+type ScorePartKind int32
+
+const (
+	ScorePartKind_SCORE_PART_KIND_UNSPECIFIED ScorePartKind = 0
+	// A query lexeme the tool's text holds as a word of its own (its
+	// prefix_rank may count longer lexemes it begins too).
+	ScorePartKind_SCORE_PART_KIND_EXACT ScorePartKind = 1
+	// A query lexeme the tool's text holds only as the beginning of longer
+	// lexemes ("weather" in "weatherforecast").
+	ScorePartKind_SCORE_PART_KIND_PREFIX ScorePartKind = 2
+	// The trigram similarity of the query and the tool's name, for short,
+	// identifier-like or misspelled queries ("wether_get_forcast").
+	ScorePartKind_SCORE_PART_KIND_TRIGRAM ScorePartKind = 3
+)
+
+// Enum value maps for ScorePartKind.
+var (
+	ScorePartKind_name = map[int32]string{
+		0: "SCORE_PART_KIND_UNSPECIFIED",
+		1: "SCORE_PART_KIND_EXACT",
+		2: "SCORE_PART_KIND_PREFIX",
+		3: "SCORE_PART_KIND_TRIGRAM",
+	}
+	ScorePartKind_value = map[string]int32{
+		"SCORE_PART_KIND_UNSPECIFIED": 0,
+		"SCORE_PART_KIND_EXACT":       1,
+		"SCORE_PART_KIND_PREFIX":      2,
+		"SCORE_PART_KIND_TRIGRAM":     3,
+	}
+)
+
+func (x ScorePartKind) Enum() *ScorePartKind {
+	p := new(ScorePartKind)
+	*p = x
+	return p
+}
+
+func (x ScorePartKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ScorePartKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_switchboard_indexer_v1_indexer_proto_enumTypes[0].Descriptor()
+}
+
+func (ScorePartKind) Type() protoreflect.EnumType {
+	return &file_switchboard_indexer_v1_indexer_proto_enumTypes[0]
+}
+
+func (x ScorePartKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ScorePartKind.Descriptor instead.
+func (ScorePartKind) EnumDescriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{0}
+}
+
+// TermSource says how a query word got its weight.
+type TermSource int32
+
+const (
+	TermSource_TERM_SOURCE_UNSPECIFIED TermSource = 0
+	// A word of the query text: weight 1.
+	TermSource_TERM_SOURCE_QUERY TermSource = 1
+	// A word of the keywords: the ranking's KeywordBoost.
+	TermSource_TERM_SOURCE_KEYWORD TermSource = 2
+	// A word of the query text that frames a request rather than saying
+	// what it is about ("help", "find", "show", "please"): the ranking's
+	// FramingWeight.
+	TermSource_TERM_SOURCE_FRAMING TermSource = 3
+	// A synonym of the word in expands: the ranking's SynonymBoost times
+	// that word's weight.
+	TermSource_TERM_SOURCE_SYNONYM TermSource = 4
+	// A word of the same topic as the word in expands: the ranking's
+	// RelatedBoost times that word's weight.
+	TermSource_TERM_SOURCE_TOPIC TermSource = 5
+)
+
+// Enum value maps for TermSource.
+var (
+	TermSource_name = map[int32]string{
+		0: "TERM_SOURCE_UNSPECIFIED",
+		1: "TERM_SOURCE_QUERY",
+		2: "TERM_SOURCE_KEYWORD",
+		3: "TERM_SOURCE_FRAMING",
+		4: "TERM_SOURCE_SYNONYM",
+		5: "TERM_SOURCE_TOPIC",
+	}
+	TermSource_value = map[string]int32{
+		"TERM_SOURCE_UNSPECIFIED": 0,
+		"TERM_SOURCE_QUERY":       1,
+		"TERM_SOURCE_KEYWORD":     2,
+		"TERM_SOURCE_FRAMING":     3,
+		"TERM_SOURCE_SYNONYM":     4,
+		"TERM_SOURCE_TOPIC":       5,
+	}
+)
+
+func (x TermSource) Enum() *TermSource {
+	p := new(TermSource)
+	*p = x
+	return p
+}
+
+func (x TermSource) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TermSource) Descriptor() protoreflect.EnumDescriptor {
+	return file_switchboard_indexer_v1_indexer_proto_enumTypes[1].Descriptor()
+}
+
+func (TermSource) Type() protoreflect.EnumType {
+	return &file_switchboard_indexer_v1_indexer_proto_enumTypes[1]
+}
+
+func (x TermSource) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TermSource.Descriptor instead.
+func (TermSource) EnumDescriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{1}
+}
+
 // SearchRequest is one search.
 type SearchRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -36,7 +163,16 @@ type SearchRequest struct {
 	// Extra keywords that weigh more than the query's words.
 	Keywords []string `protobuf:"bytes,3,rep,name=keywords,proto3" json:"keywords,omitempty"`
 	// Maximum hits; 0 means the configured default (8). At most 50.
-	Limit         uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit uint32 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Explain asks why each hit ranked where it did: each hit then carries
+	// its score broken into parts (SearchHit.explanation), and the response
+	// the weighted words the query became (SearchResponse.terms). The hits
+	// are the same as without it. Only an operator's credential
+	// (serviceAuth.credentials[].operator) may set it; any other caller gets
+	// PERMISSION_DENIED (reason ERROR_REASON_OPERATOR_ONLY) before anything
+	// else is looked at. The search is scoped as always: to the principal
+	// the call acts for.
+	Explain       bool `protobuf:"varint,5,opt,name=explain,proto3" json:"explain,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -99,6 +235,13 @@ func (x *SearchRequest) GetLimit() uint32 {
 	return 0
 }
 
+func (x *SearchRequest) GetExplain() bool {
+	if x != nil {
+		return x.Explain
+	}
+	return false
+}
+
 // SearchHit is one matched tool.
 type SearchHit struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -108,7 +251,12 @@ type SearchHit struct {
 	// JSON Schema of the arguments, as JSON text.
 	InputSchemaJson string `protobuf:"bytes,3,opt,name=input_schema_json,json=inputSchemaJson,proto3" json:"input_schema_json,omitempty"`
 	// Rank score; higher is better. Only the order is meaningful.
-	Score         float64 `protobuf:"fixed64,4,opt,name=score,proto3" json:"score,omitempty"`
+	Score float64 `protobuf:"fixed64,4,opt,name=score,proto3" json:"score,omitempty"`
+	// The parts of score, when the request set explain: what each matched
+	// query lexeme added, then what the trigram similarity of the query
+	// and the tool's name added. Their contributions, added up in this
+	// order starting from zero (IEEE double additions), give score exactly.
+	Explanation   []*ScorePart `protobuf:"bytes,5,rep,name=explanation,proto3" json:"explanation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -171,6 +319,282 @@ func (x *SearchHit) GetScore() float64 {
 	return 0
 }
 
+func (x *SearchHit) GetExplanation() []*ScorePart {
+	if x != nil {
+		return x.Explanation
+	}
+	return nil
+}
+
+// ScorePart is one addend of a hit's score.
+type ScorePart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the part measures.
+	Kind ScorePartKind `protobuf:"varint,1,opt,name=kind,proto3,enum=switchboard.indexer.v1.ScorePartKind" json:"kind,omitempty"`
+	// What the part added to the score. For EXACT and PREFIX:
+	// boost × idf × (exact_rank + prefix_weight × prefix_rank), the ranks,
+	// the product prefix_weight × prefix_rank and the sum in single
+	// precision; for TRIGRAM: trigram_weight × similarity, in single
+	// precision.
+	Contribution float64 `protobuf:"fixed64,2,opt,name=contribution,proto3" json:"contribution,omitempty"`
+	// EXACT and PREFIX: the query lexeme (a word of the query as the index
+	// stems it, "forecast" for "forecasts").
+	Lexeme string `protobuf:"bytes,3,opt,name=lexeme,proto3" json:"lexeme,omitempty"`
+	// EXACT and PREFIX: the query words (SearchResponse.terms) that reduce
+	// to the lexeme.
+	Words []string `protobuf:"bytes,4,rep,name=words,proto3" json:"words,omitempty"`
+	// EXACT and PREFIX: the lexeme's weight, the heaviest weight of its
+	// words (QueryTerm.weight).
+	Boost float64 `protobuf:"fixed64,5,opt,name=boost,proto3" json:"boost,omitempty"`
+	// EXACT and PREFIX: the lexeme's inverse document frequency in the
+	// principal's scope, ln(1 + (N - n + 0.5) / (n + 0.5)) for n of its N
+	// tools holding it: a rare word weighs more.
+	Idf float64 `protobuf:"fixed64,6,opt,name=idf,proto3" json:"idf,omitempty"`
+	// EXACT and PREFIX: PostgreSQL's ts_rank of the tool's text against the
+	// lexeme alone, with the ranking's field weights (name, description,
+	// parameters) and length normalization; 0 for a PREFIX part.
+	ExactRank float64 `protobuf:"fixed64,7,opt,name=exact_rank,json=exactRank,proto3" json:"exact_rank,omitempty"`
+	// EXACT and PREFIX: ts_rank against the lexeme as a prefix ('lexeme':*,
+	// matching it and every longer lexeme it begins); the same as
+	// exact_rank for a lexeme shorter than three characters, which matches
+	// only itself.
+	PrefixRank float64 `protobuf:"fixed64,8,opt,name=prefix_rank,json=prefixRank,proto3" json:"prefix_rank,omitempty"`
+	// EXACT and PREFIX: the weight of prefix_rank (the ranking's
+	// PrefixWeight).
+	PrefixWeight float64 `protobuf:"fixed64,9,opt,name=prefix_weight,json=prefixWeight,proto3" json:"prefix_weight,omitempty"`
+	// EXACT and PREFIX: the tool's lexemes the query lexeme matched, in byte
+	// order: itself (EXACT) and the longer ones it begins; at most 8 of
+	// matched_lexeme_count.
+	MatchedLexemes []string `protobuf:"bytes,10,rep,name=matched_lexemes,json=matchedLexemes,proto3" json:"matched_lexemes,omitempty"`
+	// EXACT and PREFIX: how many of the tool's lexemes the query lexeme
+	// matched.
+	MatchedLexemeCount uint32 `protobuf:"varint,11,opt,name=matched_lexeme_count,json=matchedLexemeCount,proto3" json:"matched_lexeme_count,omitempty"`
+	// TRIGRAM: the tool's name folded to one token (lower case, separators
+	// removed), compared with SearchResponse.trigram_key.
+	NameKey string `protobuf:"bytes,12,opt,name=name_key,json=nameKey,proto3" json:"name_key,omitempty"`
+	// TRIGRAM: pg_trgm's word_similarity of the two keys, the greater of
+	// either way round; it counts only when it reaches the ranking's
+	// threshold.
+	Similarity float64 `protobuf:"fixed64,13,opt,name=similarity,proto3" json:"similarity,omitempty"`
+	// TRIGRAM: the weight of the similarity (the ranking's TrigramWeight).
+	TrigramWeight float64 `protobuf:"fixed64,14,opt,name=trigram_weight,json=trigramWeight,proto3" json:"trigram_weight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScorePart) Reset() {
+	*x = ScorePart{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScorePart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScorePart) ProtoMessage() {}
+
+func (x *ScorePart) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScorePart.ProtoReflect.Descriptor instead.
+func (*ScorePart) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ScorePart) GetKind() ScorePartKind {
+	if x != nil {
+		return x.Kind
+	}
+	return ScorePartKind_SCORE_PART_KIND_UNSPECIFIED
+}
+
+func (x *ScorePart) GetContribution() float64 {
+	if x != nil {
+		return x.Contribution
+	}
+	return 0
+}
+
+func (x *ScorePart) GetLexeme() string {
+	if x != nil {
+		return x.Lexeme
+	}
+	return ""
+}
+
+func (x *ScorePart) GetWords() []string {
+	if x != nil {
+		return x.Words
+	}
+	return nil
+}
+
+func (x *ScorePart) GetBoost() float64 {
+	if x != nil {
+		return x.Boost
+	}
+	return 0
+}
+
+func (x *ScorePart) GetIdf() float64 {
+	if x != nil {
+		return x.Idf
+	}
+	return 0
+}
+
+func (x *ScorePart) GetExactRank() float64 {
+	if x != nil {
+		return x.ExactRank
+	}
+	return 0
+}
+
+func (x *ScorePart) GetPrefixRank() float64 {
+	if x != nil {
+		return x.PrefixRank
+	}
+	return 0
+}
+
+func (x *ScorePart) GetPrefixWeight() float64 {
+	if x != nil {
+		return x.PrefixWeight
+	}
+	return 0
+}
+
+func (x *ScorePart) GetMatchedLexemes() []string {
+	if x != nil {
+		return x.MatchedLexemes
+	}
+	return nil
+}
+
+func (x *ScorePart) GetMatchedLexemeCount() uint32 {
+	if x != nil {
+		return x.MatchedLexemeCount
+	}
+	return 0
+}
+
+func (x *ScorePart) GetNameKey() string {
+	if x != nil {
+		return x.NameKey
+	}
+	return ""
+}
+
+func (x *ScorePart) GetSimilarity() float64 {
+	if x != nil {
+		return x.Similarity
+	}
+	return 0
+}
+
+func (x *ScorePart) GetTrigramWeight() float64 {
+	if x != nil {
+		return x.TrigramWeight
+	}
+	return 0
+}
+
+// QueryTerm is one weighted word of an explained search.
+type QueryTerm struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The word, lower-cased, as the query was split into words (at spaces
+	// and punctuation, camelCase humps, letters and digits).
+	Word string `protobuf:"bytes,1,opt,name=word,proto3" json:"word,omitempty"`
+	// Its weight: what a lexeme of it is multiplied by (ScorePart.boost).
+	Weight float64 `protobuf:"fixed64,2,opt,name=weight,proto3" json:"weight,omitempty"`
+	// Where the weight came from. A word reached several ways weighs as the
+	// heaviest of them, and that one is its source.
+	Source TermSource `protobuf:"varint,3,opt,name=source,proto3,enum=switchboard.indexer.v1.TermSource" json:"source,omitempty"`
+	// SYNONYM and TOPIC: the caller's word it was added for.
+	Expands string `protobuf:"bytes,4,opt,name=expands,proto3" json:"expands,omitempty"`
+	// The lexemes the index reduced the word to (stemmed); none for a stop
+	// word, which matches nothing.
+	Lexemes       []string `protobuf:"bytes,5,rep,name=lexemes,proto3" json:"lexemes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryTerm) Reset() {
+	*x = QueryTerm{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryTerm) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryTerm) ProtoMessage() {}
+
+func (x *QueryTerm) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryTerm.ProtoReflect.Descriptor instead.
+func (*QueryTerm) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *QueryTerm) GetWord() string {
+	if x != nil {
+		return x.Word
+	}
+	return ""
+}
+
+func (x *QueryTerm) GetWeight() float64 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+func (x *QueryTerm) GetSource() TermSource {
+	if x != nil {
+		return x.Source
+	}
+	return TermSource_TERM_SOURCE_UNSPECIFIED
+}
+
+func (x *QueryTerm) GetExpands() string {
+	if x != nil {
+		return x.Expands
+	}
+	return ""
+}
+
+func (x *QueryTerm) GetLexemes() []string {
+	if x != nil {
+		return x.Lexemes
+	}
+	return nil
+}
+
 // SearchResponse lists hits, best first.
 type SearchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -181,13 +605,21 @@ type SearchResponse struct {
 	BaselineTokens uint64 `protobuf:"varint,3,opt,name=baseline_tokens,json=baselineTokens,proto3" json:"baseline_tokens,omitempty"`
 	// The catalog version the scope was built from.
 	CatalogVersion uint64 `protobuf:"varint,4,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// When the request set explain: the weighted words the query became,
+	// the caller's own words first (query text, then keywords), then the
+	// synonyms and topic words added for them; at most 128.
+	Terms []*QueryTerm `protobuf:"bytes,5,rep,name=terms,proto3" json:"terms,omitempty"`
+	// When the request set explain: the query folded to one token, which
+	// was compared with every tool's name key by trigram similarity; empty
+	// when the query has more than four words and so was not compared.
+	TrigramKey    string `protobuf:"bytes,6,opt,name=trigram_key,json=trigramKey,proto3" json:"trigram_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SearchResponse) Reset() {
 	*x = SearchResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[2]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -199,7 +631,7 @@ func (x *SearchResponse) String() string {
 func (*SearchResponse) ProtoMessage() {}
 
 func (x *SearchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[2]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -212,7 +644,7 @@ func (x *SearchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResponse.ProtoReflect.Descriptor instead.
 func (*SearchResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{2}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SearchResponse) GetHits() []*SearchHit {
@@ -243,6 +675,20 @@ func (x *SearchResponse) GetCatalogVersion() uint64 {
 	return 0
 }
 
+func (x *SearchResponse) GetTerms() []*QueryTerm {
+	if x != nil {
+		return x.Terms
+	}
+	return nil
+}
+
+func (x *SearchResponse) GetTrigramKey() string {
+	if x != nil {
+		return x.TrigramKey
+	}
+	return ""
+}
+
 // RefreshScopeRequest names the principal to build a scope for.
 type RefreshScopeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -253,7 +699,7 @@ type RefreshScopeRequest struct {
 
 func (x *RefreshScopeRequest) Reset() {
 	*x = RefreshScopeRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[3]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -265,7 +711,7 @@ func (x *RefreshScopeRequest) String() string {
 func (*RefreshScopeRequest) ProtoMessage() {}
 
 func (x *RefreshScopeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[3]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -278,7 +724,7 @@ func (x *RefreshScopeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshScopeRequest.ProtoReflect.Descriptor instead.
 func (*RefreshScopeRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{3}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RefreshScopeRequest) GetPrincipal() *v1.Principal {
@@ -301,7 +747,7 @@ type RefreshScopeResponse struct {
 
 func (x *RefreshScopeResponse) Reset() {
 	*x = RefreshScopeResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[4]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -313,7 +759,7 @@ func (x *RefreshScopeResponse) String() string {
 func (*RefreshScopeResponse) ProtoMessage() {}
 
 func (x *RefreshScopeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[4]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -326,7 +772,7 @@ func (x *RefreshScopeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshScopeResponse.ProtoReflect.Descriptor instead.
 func (*RefreshScopeResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{4}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RefreshScopeResponse) GetToolsDigest() string {
@@ -359,7 +805,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[5]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -371,7 +817,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[5]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -384,7 +830,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{5}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{7}
 }
 
 // StatsResponse reports index statistics.
@@ -399,7 +845,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[6]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -411,7 +857,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[6]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -424,7 +870,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{6}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StatsResponse) GetDocuments() uint64 {
@@ -467,7 +913,7 @@ type RevokeSessionRequest struct {
 
 func (x *RevokeSessionRequest) Reset() {
 	*x = RevokeSessionRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[7]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -479,7 +925,7 @@ func (x *RevokeSessionRequest) String() string {
 func (*RevokeSessionRequest) ProtoMessage() {}
 
 func (x *RevokeSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[7]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -492,7 +938,7 @@ func (x *RevokeSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeSessionRequest.ProtoReflect.Descriptor instead.
 func (*RevokeSessionRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{7}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RevokeSessionRequest) GetSessionDigest() string {
@@ -518,7 +964,7 @@ type RevokeSessionResponse struct {
 
 func (x *RevokeSessionResponse) Reset() {
 	*x = RevokeSessionResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[8]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -530,7 +976,7 @@ func (x *RevokeSessionResponse) String() string {
 func (*RevokeSessionResponse) ProtoMessage() {}
 
 func (x *RevokeSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[8]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -543,7 +989,7 @@ func (x *RevokeSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeSessionResponse.ProtoReflect.Descriptor instead.
 func (*RevokeSessionResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{8}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{10}
 }
 
 // CheckSessionRequest asks about one session.
@@ -556,7 +1002,7 @@ type CheckSessionRequest struct {
 
 func (x *CheckSessionRequest) Reset() {
 	*x = CheckSessionRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[9]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -568,7 +1014,7 @@ func (x *CheckSessionRequest) String() string {
 func (*CheckSessionRequest) ProtoMessage() {}
 
 func (x *CheckSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[9]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -581,7 +1027,7 @@ func (x *CheckSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckSessionRequest.ProtoReflect.Descriptor instead.
 func (*CheckSessionRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{9}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CheckSessionRequest) GetSessionDigest() string {
@@ -601,7 +1047,7 @@ type CheckSessionResponse struct {
 
 func (x *CheckSessionResponse) Reset() {
 	*x = CheckSessionResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[10]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -613,7 +1059,7 @@ func (x *CheckSessionResponse) String() string {
 func (*CheckSessionResponse) ProtoMessage() {}
 
 func (x *CheckSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[10]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -626,7 +1072,7 @@ func (x *CheckSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckSessionResponse.ProtoReflect.Descriptor instead.
 func (*CheckSessionResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{10}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CheckSessionResponse) GetRevoked() bool {
@@ -646,7 +1092,7 @@ type WatchRevocationsRequest struct {
 
 func (x *WatchRevocationsRequest) Reset() {
 	*x = WatchRevocationsRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[11]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -658,7 +1104,7 @@ func (x *WatchRevocationsRequest) String() string {
 func (*WatchRevocationsRequest) ProtoMessage() {}
 
 func (x *WatchRevocationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[11]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -671,7 +1117,7 @@ func (x *WatchRevocationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRevocationsRequest.ProtoReflect.Descriptor instead.
 func (*WatchRevocationsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{11}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{13}
 }
 
 // WatchRevocationsResponse carries revocations.
@@ -688,7 +1134,7 @@ type WatchRevocationsResponse struct {
 
 func (x *WatchRevocationsResponse) Reset() {
 	*x = WatchRevocationsResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[12]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -700,7 +1146,7 @@ func (x *WatchRevocationsResponse) String() string {
 func (*WatchRevocationsResponse) ProtoMessage() {}
 
 func (x *WatchRevocationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[12]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -713,7 +1159,7 @@ func (x *WatchRevocationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRevocationsResponse.ProtoReflect.Descriptor instead.
 func (*WatchRevocationsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{12}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WatchRevocationsResponse) GetRevocations() []*SessionRevocation {
@@ -743,7 +1189,7 @@ type SessionRevocation struct {
 
 func (x *SessionRevocation) Reset() {
 	*x = SessionRevocation{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[13]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -755,7 +1201,7 @@ func (x *SessionRevocation) String() string {
 func (*SessionRevocation) ProtoMessage() {}
 
 func (x *SessionRevocation) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[13]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -768,7 +1214,7 @@ func (x *SessionRevocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRevocation.ProtoReflect.Descriptor instead.
 func (*SessionRevocation) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{13}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SessionRevocation) GetSessionDigest() string {
@@ -801,7 +1247,7 @@ type ConsumeRequestStateRequest struct {
 
 func (x *ConsumeRequestStateRequest) Reset() {
 	*x = ConsumeRequestStateRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[14]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -813,7 +1259,7 @@ func (x *ConsumeRequestStateRequest) String() string {
 func (*ConsumeRequestStateRequest) ProtoMessage() {}
 
 func (x *ConsumeRequestStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[14]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -826,7 +1272,7 @@ func (x *ConsumeRequestStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeRequestStateRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeRequestStateRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{14}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ConsumeRequestStateRequest) GetStateDigest() string {
@@ -854,7 +1300,7 @@ type ConsumeRequestStateResponse struct {
 
 func (x *ConsumeRequestStateResponse) Reset() {
 	*x = ConsumeRequestStateResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[15]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -866,7 +1312,7 @@ func (x *ConsumeRequestStateResponse) String() string {
 func (*ConsumeRequestStateResponse) ProtoMessage() {}
 
 func (x *ConsumeRequestStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[15]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -879,7 +1325,7 @@ func (x *ConsumeRequestStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeRequestStateResponse.ProtoReflect.Descriptor instead.
 func (*ConsumeRequestStateResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{15}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ConsumeRequestStateResponse) GetFirstUse() bool {
@@ -893,23 +1339,54 @@ var File_switchboard_indexer_v1_indexer_proto protoreflect.FileDescriptor
 
 const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\n" +
-	"$switchboard/indexer/v1/indexer.proto\x12\x16switchboard.indexer.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%switchboard/common/v1/principal.proto\"\x97\x01\n" +
+	"$switchboard/indexer/v1/indexer.proto\x12\x16switchboard.indexer.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%switchboard/common/v1/principal.proto\"\xb1\x01\n" +
 	"\rSearchRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x14\n" +
 	"\x05query\x18\x02 \x01(\tR\x05query\x12\x1a\n" +
 	"\bkeywords\x18\x03 \x03(\tR\bkeywords\x12\x14\n" +
-	"\x05limit\x18\x04 \x01(\rR\x05limit\"\x83\x01\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\x12\x18\n" +
+	"\aexplain\x18\x05 \x01(\bR\aexplain\"\xc8\x01\n" +
 	"\tSearchHit\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12*\n" +
 	"\x11input_schema_json\x18\x03 \x01(\tR\x0finputSchemaJson\x12\x14\n" +
-	"\x05score\x18\x04 \x01(\x01R\x05score\"\xb8\x01\n" +
+	"\x05score\x18\x04 \x01(\x01R\x05score\x12C\n" +
+	"\vexplanation\x18\x05 \x03(\v2!.switchboard.indexer.v1.ScorePartR\vexplanation\"\xe2\x03\n" +
+	"\tScorePart\x129\n" +
+	"\x04kind\x18\x01 \x01(\x0e2%.switchboard.indexer.v1.ScorePartKindR\x04kind\x12\"\n" +
+	"\fcontribution\x18\x02 \x01(\x01R\fcontribution\x12\x16\n" +
+	"\x06lexeme\x18\x03 \x01(\tR\x06lexeme\x12\x14\n" +
+	"\x05words\x18\x04 \x03(\tR\x05words\x12\x14\n" +
+	"\x05boost\x18\x05 \x01(\x01R\x05boost\x12\x10\n" +
+	"\x03idf\x18\x06 \x01(\x01R\x03idf\x12\x1d\n" +
+	"\n" +
+	"exact_rank\x18\a \x01(\x01R\texactRank\x12\x1f\n" +
+	"\vprefix_rank\x18\b \x01(\x01R\n" +
+	"prefixRank\x12#\n" +
+	"\rprefix_weight\x18\t \x01(\x01R\fprefixWeight\x12'\n" +
+	"\x0fmatched_lexemes\x18\n" +
+	" \x03(\tR\x0ematchedLexemes\x120\n" +
+	"\x14matched_lexeme_count\x18\v \x01(\rR\x12matchedLexemeCount\x12\x19\n" +
+	"\bname_key\x18\f \x01(\tR\anameKey\x12\x1e\n" +
+	"\n" +
+	"similarity\x18\r \x01(\x01R\n" +
+	"similarity\x12%\n" +
+	"\x0etrigram_weight\x18\x0e \x01(\x01R\rtrigramWeight\"\xa7\x01\n" +
+	"\tQueryTerm\x12\x12\n" +
+	"\x04word\x18\x01 \x01(\tR\x04word\x12\x16\n" +
+	"\x06weight\x18\x02 \x01(\x01R\x06weight\x12:\n" +
+	"\x06source\x18\x03 \x01(\x0e2\".switchboard.indexer.v1.TermSourceR\x06source\x12\x18\n" +
+	"\aexpands\x18\x04 \x01(\tR\aexpands\x12\x18\n" +
+	"\alexemes\x18\x05 \x03(\tR\alexemes\"\x92\x02\n" +
 	"\x0eSearchResponse\x125\n" +
 	"\x04hits\x18\x01 \x03(\v2!.switchboard.indexer.v1.SearchHitR\x04hits\x12\x1d\n" +
 	"\n" +
 	"scope_size\x18\x02 \x01(\rR\tscopeSize\x12'\n" +
 	"\x0fbaseline_tokens\x18\x03 \x01(\x04R\x0ebaselineTokens\x12'\n" +
-	"\x0fcatalog_version\x18\x04 \x01(\x04R\x0ecatalogVersion\"U\n" +
+	"\x0fcatalog_version\x18\x04 \x01(\x04R\x0ecatalogVersion\x127\n" +
+	"\x05terms\x18\x05 \x03(\v2!.switchboard.indexer.v1.QueryTermR\x05terms\x12\x1f\n" +
+	"\vtrigram_key\x18\x06 \x01(\tR\n" +
+	"trigramKey\"U\n" +
 	"\x13RefreshScopeRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\"n\n" +
 	"\x14RefreshScopeResponse\x12!\n" +
@@ -944,7 +1421,20 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\n" +
 	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\":\n" +
 	"\x1bConsumeRequestStateResponse\x12\x1b\n" +
-	"\tfirst_use\x18\x01 \x01(\bR\bfirstUse2\xfc\x05\n" +
+	"\tfirst_use\x18\x01 \x01(\bR\bfirstUse*\x84\x01\n" +
+	"\rScorePartKind\x12\x1f\n" +
+	"\x1bSCORE_PART_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15SCORE_PART_KIND_EXACT\x10\x01\x12\x1a\n" +
+	"\x16SCORE_PART_KIND_PREFIX\x10\x02\x12\x1b\n" +
+	"\x17SCORE_PART_KIND_TRIGRAM\x10\x03*\xa2\x01\n" +
+	"\n" +
+	"TermSource\x12\x1b\n" +
+	"\x17TERM_SOURCE_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11TERM_SOURCE_QUERY\x10\x01\x12\x17\n" +
+	"\x13TERM_SOURCE_KEYWORD\x10\x02\x12\x17\n" +
+	"\x13TERM_SOURCE_FRAMING\x10\x03\x12\x17\n" +
+	"\x13TERM_SOURCE_SYNONYM\x10\x04\x12\x15\n" +
+	"\x11TERM_SOURCE_TOPIC\x10\x052\xfc\x05\n" +
 	"\x0eIndexerService\x12W\n" +
 	"\x06Search\x12%.switchboard.indexer.v1.SearchRequest\x1a&.switchboard.indexer.v1.SearchResponse\x12i\n" +
 	"\fRefreshScope\x12+.switchboard.indexer.v1.RefreshScopeRequest\x1a,.switchboard.indexer.v1.RefreshScopeResponse\x12T\n" +
@@ -966,54 +1456,63 @@ func file_switchboard_indexer_v1_indexer_proto_rawDescGZIP() []byte {
 	return file_switchboard_indexer_v1_indexer_proto_rawDescData
 }
 
-var file_switchboard_indexer_v1_indexer_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_switchboard_indexer_v1_indexer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_switchboard_indexer_v1_indexer_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_switchboard_indexer_v1_indexer_proto_goTypes = []any{
-	(*SearchRequest)(nil),               // 0: switchboard.indexer.v1.SearchRequest
-	(*SearchHit)(nil),                   // 1: switchboard.indexer.v1.SearchHit
-	(*SearchResponse)(nil),              // 2: switchboard.indexer.v1.SearchResponse
-	(*RefreshScopeRequest)(nil),         // 3: switchboard.indexer.v1.RefreshScopeRequest
-	(*RefreshScopeResponse)(nil),        // 4: switchboard.indexer.v1.RefreshScopeResponse
-	(*StatsRequest)(nil),                // 5: switchboard.indexer.v1.StatsRequest
-	(*StatsResponse)(nil),               // 6: switchboard.indexer.v1.StatsResponse
-	(*RevokeSessionRequest)(nil),        // 7: switchboard.indexer.v1.RevokeSessionRequest
-	(*RevokeSessionResponse)(nil),       // 8: switchboard.indexer.v1.RevokeSessionResponse
-	(*CheckSessionRequest)(nil),         // 9: switchboard.indexer.v1.CheckSessionRequest
-	(*CheckSessionResponse)(nil),        // 10: switchboard.indexer.v1.CheckSessionResponse
-	(*WatchRevocationsRequest)(nil),     // 11: switchboard.indexer.v1.WatchRevocationsRequest
-	(*WatchRevocationsResponse)(nil),    // 12: switchboard.indexer.v1.WatchRevocationsResponse
-	(*SessionRevocation)(nil),           // 13: switchboard.indexer.v1.SessionRevocation
-	(*ConsumeRequestStateRequest)(nil),  // 14: switchboard.indexer.v1.ConsumeRequestStateRequest
-	(*ConsumeRequestStateResponse)(nil), // 15: switchboard.indexer.v1.ConsumeRequestStateResponse
-	(*v1.Principal)(nil),                // 16: switchboard.common.v1.Principal
-	(*timestamppb.Timestamp)(nil),       // 17: google.protobuf.Timestamp
+	(ScorePartKind)(0),                  // 0: switchboard.indexer.v1.ScorePartKind
+	(TermSource)(0),                     // 1: switchboard.indexer.v1.TermSource
+	(*SearchRequest)(nil),               // 2: switchboard.indexer.v1.SearchRequest
+	(*SearchHit)(nil),                   // 3: switchboard.indexer.v1.SearchHit
+	(*ScorePart)(nil),                   // 4: switchboard.indexer.v1.ScorePart
+	(*QueryTerm)(nil),                   // 5: switchboard.indexer.v1.QueryTerm
+	(*SearchResponse)(nil),              // 6: switchboard.indexer.v1.SearchResponse
+	(*RefreshScopeRequest)(nil),         // 7: switchboard.indexer.v1.RefreshScopeRequest
+	(*RefreshScopeResponse)(nil),        // 8: switchboard.indexer.v1.RefreshScopeResponse
+	(*StatsRequest)(nil),                // 9: switchboard.indexer.v1.StatsRequest
+	(*StatsResponse)(nil),               // 10: switchboard.indexer.v1.StatsResponse
+	(*RevokeSessionRequest)(nil),        // 11: switchboard.indexer.v1.RevokeSessionRequest
+	(*RevokeSessionResponse)(nil),       // 12: switchboard.indexer.v1.RevokeSessionResponse
+	(*CheckSessionRequest)(nil),         // 13: switchboard.indexer.v1.CheckSessionRequest
+	(*CheckSessionResponse)(nil),        // 14: switchboard.indexer.v1.CheckSessionResponse
+	(*WatchRevocationsRequest)(nil),     // 15: switchboard.indexer.v1.WatchRevocationsRequest
+	(*WatchRevocationsResponse)(nil),    // 16: switchboard.indexer.v1.WatchRevocationsResponse
+	(*SessionRevocation)(nil),           // 17: switchboard.indexer.v1.SessionRevocation
+	(*ConsumeRequestStateRequest)(nil),  // 18: switchboard.indexer.v1.ConsumeRequestStateRequest
+	(*ConsumeRequestStateResponse)(nil), // 19: switchboard.indexer.v1.ConsumeRequestStateResponse
+	(*v1.Principal)(nil),                // 20: switchboard.common.v1.Principal
+	(*timestamppb.Timestamp)(nil),       // 21: google.protobuf.Timestamp
 }
 var file_switchboard_indexer_v1_indexer_proto_depIdxs = []int32{
-	16, // 0: switchboard.indexer.v1.SearchRequest.principal:type_name -> switchboard.common.v1.Principal
-	1,  // 1: switchboard.indexer.v1.SearchResponse.hits:type_name -> switchboard.indexer.v1.SearchHit
-	16, // 2: switchboard.indexer.v1.RefreshScopeRequest.principal:type_name -> switchboard.common.v1.Principal
-	17, // 3: switchboard.indexer.v1.RevokeSessionRequest.expires_at:type_name -> google.protobuf.Timestamp
-	13, // 4: switchboard.indexer.v1.WatchRevocationsResponse.revocations:type_name -> switchboard.indexer.v1.SessionRevocation
-	17, // 5: switchboard.indexer.v1.SessionRevocation.expires_at:type_name -> google.protobuf.Timestamp
-	17, // 6: switchboard.indexer.v1.ConsumeRequestStateRequest.expires_at:type_name -> google.protobuf.Timestamp
-	0,  // 7: switchboard.indexer.v1.IndexerService.Search:input_type -> switchboard.indexer.v1.SearchRequest
-	3,  // 8: switchboard.indexer.v1.IndexerService.RefreshScope:input_type -> switchboard.indexer.v1.RefreshScopeRequest
-	5,  // 9: switchboard.indexer.v1.IndexerService.Stats:input_type -> switchboard.indexer.v1.StatsRequest
-	7,  // 10: switchboard.indexer.v1.IndexerService.RevokeSession:input_type -> switchboard.indexer.v1.RevokeSessionRequest
-	9,  // 11: switchboard.indexer.v1.IndexerService.CheckSession:input_type -> switchboard.indexer.v1.CheckSessionRequest
-	11, // 12: switchboard.indexer.v1.IndexerService.WatchRevocations:input_type -> switchboard.indexer.v1.WatchRevocationsRequest
-	14, // 13: switchboard.indexer.v1.IndexerService.ConsumeRequestState:input_type -> switchboard.indexer.v1.ConsumeRequestStateRequest
-	2,  // 14: switchboard.indexer.v1.IndexerService.Search:output_type -> switchboard.indexer.v1.SearchResponse
-	4,  // 15: switchboard.indexer.v1.IndexerService.RefreshScope:output_type -> switchboard.indexer.v1.RefreshScopeResponse
-	6,  // 16: switchboard.indexer.v1.IndexerService.Stats:output_type -> switchboard.indexer.v1.StatsResponse
-	8,  // 17: switchboard.indexer.v1.IndexerService.RevokeSession:output_type -> switchboard.indexer.v1.RevokeSessionResponse
-	10, // 18: switchboard.indexer.v1.IndexerService.CheckSession:output_type -> switchboard.indexer.v1.CheckSessionResponse
-	12, // 19: switchboard.indexer.v1.IndexerService.WatchRevocations:output_type -> switchboard.indexer.v1.WatchRevocationsResponse
-	15, // 20: switchboard.indexer.v1.IndexerService.ConsumeRequestState:output_type -> switchboard.indexer.v1.ConsumeRequestStateResponse
-	14, // [14:21] is the sub-list for method output_type
-	7,  // [7:14] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	20, // 0: switchboard.indexer.v1.SearchRequest.principal:type_name -> switchboard.common.v1.Principal
+	4,  // 1: switchboard.indexer.v1.SearchHit.explanation:type_name -> switchboard.indexer.v1.ScorePart
+	0,  // 2: switchboard.indexer.v1.ScorePart.kind:type_name -> switchboard.indexer.v1.ScorePartKind
+	1,  // 3: switchboard.indexer.v1.QueryTerm.source:type_name -> switchboard.indexer.v1.TermSource
+	3,  // 4: switchboard.indexer.v1.SearchResponse.hits:type_name -> switchboard.indexer.v1.SearchHit
+	5,  // 5: switchboard.indexer.v1.SearchResponse.terms:type_name -> switchboard.indexer.v1.QueryTerm
+	20, // 6: switchboard.indexer.v1.RefreshScopeRequest.principal:type_name -> switchboard.common.v1.Principal
+	21, // 7: switchboard.indexer.v1.RevokeSessionRequest.expires_at:type_name -> google.protobuf.Timestamp
+	17, // 8: switchboard.indexer.v1.WatchRevocationsResponse.revocations:type_name -> switchboard.indexer.v1.SessionRevocation
+	21, // 9: switchboard.indexer.v1.SessionRevocation.expires_at:type_name -> google.protobuf.Timestamp
+	21, // 10: switchboard.indexer.v1.ConsumeRequestStateRequest.expires_at:type_name -> google.protobuf.Timestamp
+	2,  // 11: switchboard.indexer.v1.IndexerService.Search:input_type -> switchboard.indexer.v1.SearchRequest
+	7,  // 12: switchboard.indexer.v1.IndexerService.RefreshScope:input_type -> switchboard.indexer.v1.RefreshScopeRequest
+	9,  // 13: switchboard.indexer.v1.IndexerService.Stats:input_type -> switchboard.indexer.v1.StatsRequest
+	11, // 14: switchboard.indexer.v1.IndexerService.RevokeSession:input_type -> switchboard.indexer.v1.RevokeSessionRequest
+	13, // 15: switchboard.indexer.v1.IndexerService.CheckSession:input_type -> switchboard.indexer.v1.CheckSessionRequest
+	15, // 16: switchboard.indexer.v1.IndexerService.WatchRevocations:input_type -> switchboard.indexer.v1.WatchRevocationsRequest
+	18, // 17: switchboard.indexer.v1.IndexerService.ConsumeRequestState:input_type -> switchboard.indexer.v1.ConsumeRequestStateRequest
+	6,  // 18: switchboard.indexer.v1.IndexerService.Search:output_type -> switchboard.indexer.v1.SearchResponse
+	8,  // 19: switchboard.indexer.v1.IndexerService.RefreshScope:output_type -> switchboard.indexer.v1.RefreshScopeResponse
+	10, // 20: switchboard.indexer.v1.IndexerService.Stats:output_type -> switchboard.indexer.v1.StatsResponse
+	12, // 21: switchboard.indexer.v1.IndexerService.RevokeSession:output_type -> switchboard.indexer.v1.RevokeSessionResponse
+	14, // 22: switchboard.indexer.v1.IndexerService.CheckSession:output_type -> switchboard.indexer.v1.CheckSessionResponse
+	16, // 23: switchboard.indexer.v1.IndexerService.WatchRevocations:output_type -> switchboard.indexer.v1.WatchRevocationsResponse
+	19, // 24: switchboard.indexer.v1.IndexerService.ConsumeRequestState:output_type -> switchboard.indexer.v1.ConsumeRequestStateResponse
+	18, // [18:25] is the sub-list for method output_type
+	11, // [11:18] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_indexer_v1_indexer_proto_init() }
@@ -1026,13 +1525,14 @@ func file_switchboard_indexer_v1_indexer_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_indexer_v1_indexer_proto_rawDesc), len(file_switchboard_indexer_v1_indexer_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   16,
+			NumEnums:      2,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_switchboard_indexer_v1_indexer_proto_goTypes,
 		DependencyIndexes: file_switchboard_indexer_v1_indexer_proto_depIdxs,
+		EnumInfos:         file_switchboard_indexer_v1_indexer_proto_enumTypes,
 		MessageInfos:      file_switchboard_indexer_v1_indexer_proto_msgTypes,
 	}.Build()
 	File_switchboard_indexer_v1_indexer_proto = out.File

@@ -1,0 +1,218 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+)
+
+// This file explains searches: after Search has ranked, it takes the hits
+// it returned (at most the limit, 50) one by one and evaluates, for each,
+// every addend the ranking gave it, with the same functions and the same
+// floating-point operations in the same order (entryRank, addEntry,
+// normalize, lnIDF, lexemeContribution, nameSimilarity,
+// trigramContribution). The ranking adds a document's addends to zero in
+// query-lexeme order, then the trigram part; so do the parts here, and
+// their sum is the hit's score exactly, not approximately. A search that
+// is not explained runs none of this.
+
+// lexemeContribution is what one matched query lexeme adds to a document's
+// score: weight (boost × IDF) × (exact + prefixWeight × prefix), the ranks
+// and their sum in single precision as ts_rank and the SQL definition of
+// the ranking have them. The conversion of the product rounds it before
+// the caller adds it, so the compiler cannot fuse the multiplication into
+// that addition (Go allows fused multiply-add without it), and an addend
+// explained on its own is the addend the score got.
+func lexemeContribution(weight float64, exact, prefix, prefixWeight float32) float64 {
+	return float64(weight * float64(exact+float32(prefixWeight*prefix)))
+}
+
+// trigramContribution is what the trigram similarity of the query and a
+// tool name adds to its score, in single precision as pg_trgm has it.
+func trigramContribution(weight, similarity float32) float64 {
+	return float64(float32(weight * similarity))
+}
+
+// nameSimilarity is the greater word_similarity of the query key and the
+// document's name key, either way round.
+func nameSimilarity(d *document, q trigramText, scratch *simScratch) float32 {
+	return max(wordSimilarity(d.nameTrigrams, q, scratch), wordSimilarity(q, d.nameTrigrams, scratch))
+}
+
+// queryLexeme is one lexeme of a query, weighted as the search weighs it:
+// as the heaviest of the words that reduce to it.
+type queryLexeme struct {
+	lexeme string
+	boost  float64
+	words  []string
+}
+
+// queryLexemes reduces terms to the lexemes a search looks up, in the
+// order Search does.
+func queryLexemes(terms []store.QueryTerm) []queryLexeme {
+	var out []queryLexeme
+	at := map[string]int{}
+	for _, t := range terms {
+		for _, lex := range t.Lexemes {
+			i, ok := at[lex]
+			if !ok {
+				at[lex] = len(out)
+				out = append(out, queryLexeme{lexeme: lex, boost: t.Weight, words: []string{t.Word}})
+				continue
+			}
+			if t.Weight > out[i].boost {
+				out[i].boost = t.Weight
+			}
+			out[i].words = append(out[i].words, t.Word)
+		}
+	}
+	return out
+}
+
+// SearchExplained is Search, with each hit's score broken into parts.
+func (s *Store) SearchExplained(ctx context.Context, scope store.Scope, q store.Query, r store.Ranking) (store.Explained, error) {
+	hits, err := s.Search(ctx, scope, q, r)
+	if err != nil {
+		return store.Explained{}, err
+	}
+	terms, key := r.WeightedTerms(q)
+	words := make([]string, len(terms))
+	for i, t := range terms {
+		words[i] = t.Word
+	}
+	stems, err := s.lexemes(ctx, words)
+	if err != nil {
+		return store.Explained{}, err
+	}
+	for i := range terms {
+		terms[i].Lexemes = stems[i]
+	}
+	out := store.Explained{Terms: terms, TrigramKey: key, Hits: make([]store.ExplainedHit, len(hits))}
+	if len(hits) == 0 {
+		return out, nil
+	}
+	// The scope index Search ranked with (a scope never changes, so one
+	// read again after an eviction is the same).
+	ix, err := s.scopeIndex(ctx, scope.ID)
+	if err != nil {
+		return store.Explained{}, err
+	}
+	docs, err := ix.documentsOf(hits)
+	if err != nil {
+		return store.Explained{}, err
+	}
+	lexemes := queryLexemes(terms)
+	var scratch simScratch
+	for i, d := range docs {
+		out.Hits[i] = store.ExplainedHit{Hit: hits[i], Parts: ix.explain(d, lexemes, key, r, &scratch)}
+	}
+	return out, nil
+}
+
+// documentsOf finds the documents of hits. A document is its name,
+// description and schema (it is stored by their hash), so they name one
+// document of the scope.
+func (ix *scopeIndex) documentsOf(hits []store.Hit) ([]*document, error) {
+	byName := make(map[string][]int, len(hits))
+	for i, h := range hits {
+		byName[h.Name] = append(byName[h.Name], i)
+	}
+	docs := make([]*document, len(hits))
+	for _, d := range ix.docs {
+		for _, i := range byName[d.name] {
+			if d.description == hits[i].Description && d.inputSchemaJSON == hits[i].InputSchemaJSON {
+				docs[i] = d
+			}
+		}
+	}
+	for i, d := range docs {
+		if d == nil {
+			return nil, fmt.Errorf("explain: hit %q is not a document of scope %d", hits[i].Name, ix.id)
+		}
+	}
+	return docs, nil
+}
+
+// explain returns the addends of d's score, in the order rankLexical and
+// rankTrigram add them.
+func (ix *scopeIndex) explain(d *document, lexemes []queryLexeme, key string, r store.Ranking, scratch *simScratch) []store.ScorePart {
+	w := rankWeights(r.FieldWeights)
+	prefixWeight := float32(r.PrefixWeight)
+	var parts []store.ScorePart
+	for _, ql := range lexemes {
+		lex := ql.lexeme
+		isPrefix := utf8.RuneCountInString(lex) >= 3
+		// d's entries in byte order, as rankLexical meets them in the
+		// scope's lexicon: the lexeme itself, then the longer ones it
+		// begins.
+		var exact, prefix float32
+		part := store.ScorePart{Kind: store.PartPrefix, Lexeme: lex, Words: ql.words, Boost: ql.boost, PrefixWeight: prefixWeight}
+		for e := sort.SearchStrings(d.lexemes, lex); e < len(d.lexemes); e++ {
+			entry := d.lexemes[e]
+			isExact := entry == lex
+			if !isExact && (!isPrefix || !strings.HasPrefix(entry, lex)) {
+				break
+			}
+			add := entryRank(&w, d.entryWeights(e))
+			prefix = addEntry(prefix, add)
+			if isExact {
+				exact = addEntry(exact, add)
+				part.Kind = store.PartExact
+			}
+			if part.MatchedCount++; len(part.Matched) < store.MaxMatchedLexemes {
+				part.Matched = append(part.Matched, entry)
+			}
+		}
+		if part.MatchedCount == 0 {
+			continue
+		}
+		part.IDF = lnIDF(ix.toolCount, ix.ndoc[lex])
+		part.ExactRank = normalize(exact, r.Normalization, &d.analysed)
+		part.PrefixRank = normalize(prefix, r.Normalization, &d.analysed)
+		part.Contribution = lexemeContribution(ql.boost*part.IDF, part.ExactRank, part.PrefixRank, prefixWeight)
+		parts = append(parts, part)
+	}
+	if p, ok := ix.explainTrigram(d, key, r, scratch); ok {
+		parts = append(parts, p)
+	}
+	return parts
+}
+
+// explainTrigram is rankTrigram for one document: the same bound on the
+// trigrams it shares with the query decides whether it is compared at all,
+// and the same threshold whether the similarity counts.
+func (ix *scopeIndex) explainTrigram(d *document, key string, r store.Ranking, scratch *simScratch) (store.ScorePart, bool) {
+	threshold, weight := float32(r.TrigramThreshold), float32(r.TrigramWeight)
+	if key == "" {
+		return store.ScorePart{}, false
+	}
+	q := newTrigramText(key)
+	if threshold > 0 {
+		shared := 0
+		for _, g := range q.set {
+			if d.nameTrigrams.contains(g) {
+				shared++
+			}
+		}
+		if shared == 0 {
+			return store.ScorePart{}, false
+		}
+		n := float64(shared)
+		bound := max(n/float64(len(d.nameTrigrams.set)), n/float64(len(q.set)))
+		if bound < float64(threshold)-trigramSlack {
+			return store.ScorePart{}, false
+		}
+	}
+	sim := nameSimilarity(d, q, scratch)
+	if sim < threshold {
+		return store.ScorePart{}, false
+	}
+	return store.ScorePart{
+		Kind: store.PartTrigram, Contribution: trigramContribution(weight, sim),
+		NameKey: store.NameKey(d.name), Similarity: sim, TrigramWeight: weight,
+	}, true
+}

@@ -1,0 +1,181 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+)
+
+// ExplainQueries are queries of every kind the ranking meets: natural
+// requests, identifiers and misspellings, keywords, synonyms and topics,
+// plurals, stop words, prefixes, non-English text, and synthetic
+// requests over SyntheticTools' vocabulary.
+func ExplainQueries(n int, seed uint64) []store.Query {
+	queries := []store.Query{
+		{Text: "could you please tell me whether it will rain in Paris tomorrow, weather-wise"},
+		{Text: "create an issue"}, {Text: "post message"}, {Text: "which channel"},
+		{Text: "wether_get_forcast"}, {Text: "githubcreateissue"}, {Text: "github_createIssue"},
+		{Text: "post an issue", Keywords: []string{"slack"}}, {Text: "show my events"},
+		{Text: "get weather", Keywords: []string{"forecast", "city"}}, {Text: "list", Keywords: []string{"calendar"}},
+		{Text: "help me find the temperature for my trip"}, {Text: "upcoming meetings and appointments"},
+		{Text: "repositories issues channels events"}, {Text: "weath"}, {Text: "rep"}, {Text: "to"},
+		{Text: "the of and"}, {Text: "zzzz qqqq"}, {Text: "météo café"}, {Text: "東京の天気"},
+		{Text: strings.Repeat("issue ", 50)}, {Keywords: []string{"weather", "forecast"}},
+	}
+	r := rand.New(rand.NewPCG(seed, seed))
+	for range n {
+		queries = append(queries, store.Query{Text: SyntheticQuery(r)})
+	}
+	return queries
+}
+
+// ExplainRankings are the default ranking and variations of it that
+// change what each part weighs and when trigram similarity counts.
+func ExplainRankings() map[string]store.Ranking {
+	out := map[string]store.Ranking{"default": store.DefaultRanking}
+	for name, change := range map[string]func(*store.Ranking){
+		"by length":        func(r *store.Ranking) { r.Normalization = 2 | 32 },
+		"no prefix":        func(r *store.Ranking) { r.PrefixWeight = 0 },
+		"low threshold":    func(r *store.Ranking) { r.TrigramThreshold = 0.2 },
+		"no threshold":     func(r *store.Ranking) { r.TrigramThreshold = 0 },
+		"heavy expansions": func(r *store.Ranking) { r.SynonymBoost, r.RelatedBoost, r.KeywordBoost = 0.9, 0.8, 3 },
+	} {
+		rk := store.DefaultRanking
+		change(&rk)
+		out[name] = rk
+	}
+	return out
+}
+
+// An explained search returns what Search returns, and each hit's parts
+// add up to its score exactly: summed in order from zero, in float64, the
+// contributions are the score, bit for bit. Each part is what it says it
+// is: a lexical part's contribution follows from its boost, IDF, ranks
+// and prefix weight by the documented formula, and its lexeme comes from
+// the query words it names; a trigram part comes last.
+func explainedSearch(t *testing.T, b Backing) {
+	st := b.Open(t)
+	scopes := map[string]store.Scope{
+		"weather":   build(t, st, "weather", WeatherTools),
+		"synthetic": build(t, st, "synthetic", SyntheticTools(400, 11)),
+	}
+	explained, parts := 0, 0
+	for rname, r := range ExplainRankings() {
+		for sname, sc := range scopes {
+			for i, q := range ExplainQueries(60, 4) {
+				q.Limit = []int{1, 8, 50}[i%3]
+				hits, err := st.Search(t.Context(), sc, q, r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ex, err := st.SearchExplained(t.Context(), sc, q, r)
+				if err != nil {
+					t.Fatalf("%s/%s %+v: %v", rname, sname, q, err)
+				}
+				where := func() string { return rname + "/" + sname + " " + q.Text + " " + strings.Join(q.Keywords, ",") }
+				if msg := CheckExplained(hits, ex, q, r); msg != "" {
+					t.Errorf("%s: %s", where(), msg)
+				}
+				explained += len(ex.Hits)
+				for _, h := range ex.Hits {
+					parts += len(h.Parts)
+				}
+			}
+		}
+	}
+	if explained < 1000 || parts < explained {
+		t.Fatalf("%d hits with %d parts explained: the queries should find more", explained, parts)
+	}
+	if _, err := st.SearchExplained(t.Context(), store.Scope{ID: 999_999}, store.Query{Text: "weather", Limit: 8}, store.DefaultRanking); !errors.Is(err, store.ErrScopeNotFound) {
+		t.Fatalf("explained search of an unknown scope: %v", err)
+	}
+}
+
+// CheckExplained reports how ex, the explained search q with ranking r,
+// differs from hits (Search's answer to it) or breaks the rules of an
+// explanation, or "".
+func CheckExplained(hits []store.Hit, ex store.Explained, q store.Query, r store.Ranking) string {
+	if len(ex.Hits) != len(hits) {
+		return fmt.Sprintf("explained %d hits, searched %d", len(ex.Hits), len(hits))
+	}
+	words, weights, key := r.Terms(q)
+	if ex.TrigramKey != key || len(ex.Terms) != len(words) {
+		return "terms or trigram key differ from Terms"
+	}
+	weight := map[string]float64{}
+	for i, term := range ex.Terms {
+		if term.Word != words[i] || term.Weight != weights[i] {
+			return fmt.Sprintf("term %d is %s %v, Terms has %s %v", i, term.Word, term.Weight, words[i], weights[i])
+		}
+		weight[term.Word] = term.Weight
+	}
+	for i, h := range ex.Hits {
+		if h.Hit != hits[i] {
+			return fmt.Sprintf("hit %d %+v is not Search's %+v", i, h.Hit, hits[i])
+		}
+		var sum float64
+		for j, p := range h.Parts {
+			sum += p.Contribution
+			if msg := checkPart(p, j == len(h.Parts)-1, ex, weight, r); msg != "" {
+				return fmt.Sprintf("%s: part %d %+v: %s", h.Name, j, p, msg)
+			}
+		}
+		if sum != h.Score {
+			return fmt.Sprintf("%s: parts sum to %v, score %v (%+v)", h.Name, sum, h.Score, h.Parts)
+		}
+	}
+	return ""
+}
+
+func checkPart(p store.ScorePart, last bool, ex store.Explained, weight map[string]float64, r store.Ranking) string {
+	switch p.Kind {
+	case store.PartTrigram:
+		switch {
+		case !last:
+			return "a trigram part before the lexical ones"
+		case ex.TrigramKey == "":
+			return "a trigram part of a query without a trigram key"
+		case p.Similarity < float32(r.TrigramThreshold) || p.TrigramWeight != float32(r.TrigramWeight):
+			return "similarity below the threshold, or another weight"
+		case p.Contribution != float64(float32(p.TrigramWeight*p.Similarity)):
+			return "contribution is not TrigramWeight × Similarity"
+		}
+	case store.PartExact, store.PartPrefix:
+		if p.Lexeme == "" || len(p.Words) == 0 || len(p.Matched) == 0 || len(p.Matched) > store.MaxMatchedLexemes || p.MatchedCount < len(p.Matched) {
+			return "a lexical part without its lexeme, words or matches"
+		}
+		heaviest := 0.0
+		for _, w := range p.Words {
+			term := slices.IndexFunc(ex.Terms, func(t store.QueryTerm) bool { return t.Word == w })
+			if term < 0 || !slices.Contains(ex.Terms[term].Lexemes, p.Lexeme) {
+				return "word " + w + " is not a term reduced to the lexeme"
+			}
+			heaviest = max(heaviest, weight[w])
+		}
+		if p.Boost != heaviest {
+			return "boost is not the heaviest weight of its words"
+		}
+		if (p.Kind == store.PartExact) != (p.Matched[0] == p.Lexeme) {
+			return "kind exact is not the document holding the lexeme itself"
+		}
+		for _, m := range p.Matched {
+			if !strings.HasPrefix(m, p.Lexeme) {
+				return "matched " + m + " does not begin with the lexeme"
+			}
+		}
+		if p.PrefixWeight != float32(r.PrefixWeight) || p.IDF <= 0 || p.PrefixRank < p.ExactRank {
+			return "prefix weight, IDF or ranks out of place"
+		}
+		if p.Contribution != float64(p.Boost*p.IDF*float64(p.ExactRank+float32(p.PrefixWeight*p.PrefixRank))) {
+			return "contribution is not Boost × IDF × (ExactRank + PrefixWeight × PrefixRank)"
+		}
+	default:
+		return "unknown kind"
+	}
+	return ""
+}
