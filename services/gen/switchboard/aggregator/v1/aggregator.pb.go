@@ -200,8 +200,15 @@ func (x *DiscoverRequest) GetPrincipal() *v1.Principal {
 // DiscoverResponse summarises a principal's view.
 type DiscoverResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Version of the catalog snapshot this answer was computed from. It
-	// increases every time the catalog is rebuilt with a different content.
+	// Version of the catalog snapshot this answer was computed from. It is
+	// derived from the snapshot's content (the first 8 bytes, big-endian, of
+	// a SHA-256 over the sorted catalog: every item's advertised key, owning
+	// backend, original name and definition, the backends that are down, and
+	// each backend's capabilities), and is never 0. Every aggregator replica
+	// serving the same catalog reports the same version, and a restart over
+	// the same backends reports the same version again. Versions are
+	// identifiers, not counters: compare them for equality only; a different
+	// version may be smaller or larger.
 	CatalogVersion uint64 `protobuf:"varint,1,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
 	// Number of items of each kind in the principal's view.
 	ToolCount             uint32 `protobuf:"varint,2,opt,name=tool_count,json=toolCount,proto3" json:"tool_count,omitempty"`
@@ -210,7 +217,8 @@ type DiscoverResponse struct {
 	PromptCount           uint32 `protobuf:"varint,5,opt,name=prompt_count,json=promptCount,proto3" json:"prompt_count,omitempty"`
 	// Digest of the principal's tool view (advertised names and definitions).
 	// Two principals with equal digests see exactly the same tools; the
-	// indexer shares one search scope between them.
+	// indexer shares one search scope between them. Content-derived like
+	// catalog_version: equal on every replica for the same view.
 	ToolsDigest string `protobuf:"bytes,6,opt,name=tools_digest,json=toolsDigest,proto3" json:"tools_digest,omitempty"`
 	// True when some backend in the view supports resource subscriptions.
 	ResourcesSubscribe bool `protobuf:"varint,7,opt,name=resources_subscribe,json=resourcesSubscribe,proto3" json:"resources_subscribe,omitempty"`
@@ -700,10 +708,19 @@ type ListToolsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Tools []*Tool                `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
 	// Cursor for the next page; empty on the last page.
-	NextCursor     string `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
+	NextCursor string `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
+	// The version of the snapshot this page was cut from (see
+	// DiscoverResponse.catalog_version). Consecutive pages may be served by
+	// different aggregator replicas: a client that needs one consistent view
+	// checks that every page carries the same version and tools_digest, and
+	// starts over from the first page when one does not.
 	CatalogVersion uint64 `protobuf:"varint,3,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The digest of the caller's whole tool view in that snapshot (the same
+	// value as DiscoverResponse.tools_digest for that snapshot and caller),
+	// so a listing can name the view its pages came from.
+	ToolsDigest   string `protobuf:"bytes,4,opt,name=tools_digest,json=toolsDigest,proto3" json:"tools_digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListToolsResponse) Reset() {
@@ -755,6 +772,13 @@ func (x *ListToolsResponse) GetCatalogVersion() uint64 {
 		return x.CatalogVersion
 	}
 	return 0
+}
+
+func (x *ListToolsResponse) GetToolsDigest() string {
+	if x != nil {
+		return x.ToolsDigest
+	}
+	return ""
 }
 
 // Resource is one resource. URIs are never rewritten.
@@ -853,10 +877,12 @@ func (x *Resource) GetDefinitionJson() string {
 
 // ListResourcesResponse is one page of resources.
 type ListResourcesResponse struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	Resources      []*Resource            `protobuf:"bytes,1,rep,name=resources,proto3" json:"resources,omitempty"`
-	NextCursor     string                 `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
-	CatalogVersion uint64                 `protobuf:"varint,3,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Resources  []*Resource            `protobuf:"bytes,1,rep,name=resources,proto3" json:"resources,omitempty"`
+	NextCursor string                 `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
+	// The version of the snapshot this page was cut from (see
+	// DiscoverResponse.catalog_version; compare for equality only).
+	CatalogVersion uint64 `protobuf:"varint,3,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1011,9 +1037,11 @@ type ListResourceTemplatesResponse struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	ResourceTemplates []*ResourceTemplate    `protobuf:"bytes,1,rep,name=resource_templates,json=resourceTemplates,proto3" json:"resource_templates,omitempty"`
 	NextCursor        string                 `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
-	CatalogVersion    uint64                 `protobuf:"varint,3,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The version of the snapshot this page was cut from (see
+	// DiscoverResponse.catalog_version; compare for equality only).
+	CatalogVersion uint64 `protobuf:"varint,3,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ListResourceTemplatesResponse) Reset() {
@@ -1156,10 +1184,12 @@ func (x *Prompt) GetDefinitionJson() string {
 
 // ListPromptsResponse is one page of prompts.
 type ListPromptsResponse struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	Prompts        []*Prompt              `protobuf:"bytes,1,rep,name=prompts,proto3" json:"prompts,omitempty"`
-	NextCursor     string                 `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
-	CatalogVersion uint64                 `protobuf:"varint,3,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Prompts    []*Prompt              `protobuf:"bytes,1,rep,name=prompts,proto3" json:"prompts,omitempty"`
+	NextCursor string                 `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
+	// The version of the snapshot this page was cut from (see
+	// DiscoverResponse.catalog_version; compare for equality only).
+	CatalogVersion uint64 `protobuf:"varint,3,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -2138,7 +2168,11 @@ func (x *WatchCatalogRequest) GetResourceUris() []string {
 // WatchCatalogResponse is one catalog event: the view changed.
 type WatchCatalogResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The new catalog version.
+	// The catalog version after the change (see
+	// DiscoverResponse.catalog_version): content-derived, so compare it for
+	// equality only. A watch reopened on another replica, or on a restarted
+	// one, whose first event carries the version last seen saw the same
+	// catalog.
 	CatalogVersion uint64 `protobuf:"varint,1,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
 	// The kinds whose content changed in this view. Empty on the initial
 	// event, which only reports the current version.
@@ -2467,9 +2501,10 @@ func (x *Backend) GetLastCheck() *timestamppb.Timestamp {
 
 // ListBackendsResponse lists backends in name order.
 type ListBackendsResponse struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	Backends       []*Backend             `protobuf:"bytes,1,rep,name=backends,proto3" json:"backends,omitempty"`
-	CatalogVersion uint64                 `protobuf:"varint,2,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Backends []*Backend             `protobuf:"bytes,1,rep,name=backends,proto3" json:"backends,omitempty"`
+	// The current catalog version (see DiscoverResponse.catalog_version).
+	CatalogVersion uint64 `protobuf:"varint,2,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -2561,12 +2596,13 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\x10annotations_json\x18\x06 \x01(\tR\x0fannotationsJson\x12\x18\n" +
 	"\abackend\x18\a \x01(\tR\abackend\x12#\n" +
 	"\roriginal_name\x18\b \x01(\tR\foriginalName\x12'\n" +
-	"\x0fdefinition_json\x18\t \x01(\tR\x0edefinitionJson\"\x94\x01\n" +
+	"\x0fdefinition_json\x18\t \x01(\tR\x0edefinitionJson\"\xb7\x01\n" +
 	"\x11ListToolsResponse\x125\n" +
 	"\x05tools\x18\x01 \x03(\v2\x1f.switchboard.aggregator.v1.ToolR\x05tools\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\tR\n" +
 	"nextCursor\x12'\n" +
-	"\x0fcatalog_version\x18\x03 \x01(\x04R\x0ecatalogVersion\"\xc8\x01\n" +
+	"\x0fcatalog_version\x18\x03 \x01(\x04R\x0ecatalogVersion\x12!\n" +
+	"\ftools_digest\x18\x04 \x01(\tR\vtoolsDigest\"\xc8\x01\n" +
 	"\bResource\x12\x10\n" +
 	"\x03uri\x18\x01 \x01(\tR\x03uri\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
