@@ -1706,6 +1706,108 @@ func (x *CallToolResponse) GetBackend() string {
 	return ""
 }
 
+// ResumeHeldCallRequest is a client's retry of a held call, forwarded.
+type ResumeHeldCallRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Principal of the retry; the same as call.principal (services resolve
+	// the principal from this top-level field).
+	Principal *v1.Principal `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// The retry as the forwarding replica received it.
+	Call          *CallToolRequest `protobuf:"bytes,2,opt,name=call,proto3" json:"call,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeHeldCallRequest) Reset() {
+	*x = ResumeHeldCallRequest{}
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeHeldCallRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeHeldCallRequest) ProtoMessage() {}
+
+func (x *ResumeHeldCallRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeHeldCallRequest.ProtoReflect.Descriptor instead.
+func (*ResumeHeldCallRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ResumeHeldCallRequest) GetPrincipal() *v1.Principal {
+	if x != nil {
+		return x.Principal
+	}
+	return nil
+}
+
+func (x *ResumeHeldCallRequest) GetCall() *CallToolRequest {
+	if x != nil {
+		return x.Call
+	}
+	return nil
+}
+
+// ResumeHeldCallResponse is the resumed call's result: its end, or its
+// next input_required round (whose request_state names this replica).
+type ResumeHeldCallResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Result        *CallToolResponse      `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeHeldCallResponse) Reset() {
+	*x = ResumeHeldCallResponse{}
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeHeldCallResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeHeldCallResponse) ProtoMessage() {}
+
+func (x *ResumeHeldCallResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeHeldCallResponse.ProtoReflect.Descriptor instead.
+func (*ResumeHeldCallResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ResumeHeldCallResponse) GetResult() *CallToolResponse {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
 // ReadResourceRequest reads one resource.
 type ReadResourceRequest struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
@@ -1720,7 +1822,7 @@ type ReadResourceRequest struct {
 
 func (x *ReadResourceRequest) Reset() {
 	*x = ReadResourceRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[20]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1732,7 +1834,7 @@ func (x *ReadResourceRequest) String() string {
 func (*ReadResourceRequest) ProtoMessage() {}
 
 func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[20]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1745,7 +1847,7 @@ func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResourceRequest.ProtoReflect.Descriptor instead.
 func (*ReadResourceRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{20}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReadResourceRequest) GetPrincipal() *v1.Principal {
@@ -1796,7 +1898,7 @@ type ReadResourceResponse struct {
 
 func (x *ReadResourceResponse) Reset() {
 	*x = ReadResourceResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[21]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1808,7 +1910,7 @@ func (x *ReadResourceResponse) String() string {
 func (*ReadResourceResponse) ProtoMessage() {}
 
 func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[21]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1821,7 +1923,7 @@ func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResourceResponse.ProtoReflect.Descriptor instead.
 func (*ReadResourceResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{21}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReadResourceResponse) GetResultJson() string {
@@ -1861,7 +1963,7 @@ type GetPromptRequest struct {
 
 func (x *GetPromptRequest) Reset() {
 	*x = GetPromptRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[22]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +1975,7 @@ func (x *GetPromptRequest) String() string {
 func (*GetPromptRequest) ProtoMessage() {}
 
 func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[22]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,7 +1988,7 @@ func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptRequest.ProtoReflect.Descriptor instead.
 func (*GetPromptRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{22}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetPromptRequest) GetPrincipal() *v1.Principal {
@@ -1944,7 +2046,7 @@ type GetPromptResponse struct {
 
 func (x *GetPromptResponse) Reset() {
 	*x = GetPromptResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[23]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1956,7 +2058,7 @@ func (x *GetPromptResponse) String() string {
 func (*GetPromptResponse) ProtoMessage() {}
 
 func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[23]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1969,7 +2071,7 @@ func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptResponse.ProtoReflect.Descriptor instead.
 func (*GetPromptResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{23}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetPromptResponse) GetResultJson() string {
@@ -2006,7 +2108,7 @@ type CompleteRequest struct {
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[24]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2120,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[24]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2133,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{24}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CompleteRequest) GetPrincipal() *v1.Principal {
@@ -2059,7 +2161,7 @@ type CompleteResponse struct {
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[25]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2071,7 +2173,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[25]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2084,7 +2186,7 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{25}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CompleteResponse) GetResultJson() string {
@@ -2116,7 +2218,7 @@ type WatchCatalogRequest struct {
 
 func (x *WatchCatalogRequest) Reset() {
 	*x = WatchCatalogRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[26]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2128,7 +2230,7 @@ func (x *WatchCatalogRequest) String() string {
 func (*WatchCatalogRequest) ProtoMessage() {}
 
 func (x *WatchCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[26]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2141,7 +2243,7 @@ func (x *WatchCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCatalogRequest.ProtoReflect.Descriptor instead.
 func (*WatchCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{26}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WatchCatalogRequest) GetPrincipal() *v1.Principal {
@@ -2192,7 +2294,7 @@ type WatchCatalogResponse struct {
 
 func (x *WatchCatalogResponse) Reset() {
 	*x = WatchCatalogResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[27]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2204,7 +2306,7 @@ func (x *WatchCatalogResponse) String() string {
 func (*WatchCatalogResponse) ProtoMessage() {}
 
 func (x *WatchCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[27]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2217,7 +2319,7 @@ func (x *WatchCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCatalogResponse.ProtoReflect.Descriptor instead.
 func (*WatchCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{27}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *WatchCatalogResponse) GetCatalogVersion() uint64 {
@@ -2276,7 +2378,7 @@ type BackendError struct {
 
 func (x *BackendError) Reset() {
 	*x = BackendError{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[28]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2288,7 +2390,7 @@ func (x *BackendError) String() string {
 func (*BackendError) ProtoMessage() {}
 
 func (x *BackendError) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[28]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2301,7 +2403,7 @@ func (x *BackendError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackendError.ProtoReflect.Descriptor instead.
 func (*BackendError) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{28}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *BackendError) GetCode() int64 {
@@ -2336,7 +2438,7 @@ type ListBackendsRequest struct {
 
 func (x *ListBackendsRequest) Reset() {
 	*x = ListBackendsRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[29]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2348,7 +2450,7 @@ func (x *ListBackendsRequest) String() string {
 func (*ListBackendsRequest) ProtoMessage() {}
 
 func (x *ListBackendsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[29]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2361,7 +2463,7 @@ func (x *ListBackendsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackendsRequest.ProtoReflect.Descriptor instead.
 func (*ListBackendsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{29}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListBackendsRequest) GetPrincipal() *v1.Principal {
@@ -2401,7 +2503,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[30]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2413,7 +2515,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[30]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2426,7 +2528,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{30}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Backend) GetName() string {
@@ -2511,7 +2613,7 @@ type ListBackendsResponse struct {
 
 func (x *ListBackendsResponse) Reset() {
 	*x = ListBackendsResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[31]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2523,7 +2625,7 @@ func (x *ListBackendsResponse) String() string {
 func (*ListBackendsResponse) ProtoMessage() {}
 
 func (x *ListBackendsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[31]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2536,7 +2638,7 @@ func (x *ListBackendsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackendsResponse.ProtoReflect.Descriptor instead.
 func (*ListBackendsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{31}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListBackendsResponse) GetBackends() []*Backend {
@@ -2674,7 +2776,12 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\bis_error\x18\x02 \x01(\bR\aisError\x12\x1f\n" +
 	"\vresult_type\x18\x03 \x01(\tR\n" +
 	"resultType\x12\x18\n" +
-	"\abackend\x18\x04 \x01(\tR\abackend\"\x83\x02\n" +
+	"\abackend\x18\x04 \x01(\tR\abackend\"\x97\x01\n" +
+	"\x15ResumeHeldCallRequest\x12>\n" +
+	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12>\n" +
+	"\x04call\x18\x02 \x01(\v2*.switchboard.aggregator.v1.CallToolRequestR\x04call\"]\n" +
+	"\x16ResumeHeldCallResponse\x12C\n" +
+	"\x06result\x18\x01 \x01(\v2+.switchboard.aggregator.v1.CallToolResponseR\x06result\"\x83\x02\n" +
 	"\x13ReadResourceRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x10\n" +
 	"\x03uri\x18\x02 \x01(\tR\x03uri\x12C\n" +
@@ -2756,8 +2863,7 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\x16BACKEND_HEALTH_UNKNOWN\x10\x01\x12\x1a\n" +
 	"\x16BACKEND_HEALTH_HEALTHY\x10\x02\x12\x1b\n" +
 	"\x17BACKEND_HEALTH_DEGRADED\x10\x03\x12\x1c\n" +
-	"\x18BACKEND_HEALTH_UNHEALTHY\x10\x042\xcf\n" +
-	"\n" +
+	"\x18BACKEND_HEALTH_UNHEALTHY\x10\x042\xc6\v\n" +
 	"\x11AggregatorService\x12c\n" +
 	"\bDiscover\x12*.switchboard.aggregator.v1.DiscoverRequest\x1a+.switchboard.aggregator.v1.DiscoverResponse\x12f\n" +
 	"\tListTools\x12+.switchboard.aggregator.v1.ListToolsRequest\x1a,.switchboard.aggregator.v1.ListToolsResponse\x12r\n" +
@@ -2770,7 +2876,8 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\tGetPrompt\x12+.switchboard.aggregator.v1.GetPromptRequest\x1a,.switchboard.aggregator.v1.GetPromptResponse\x12c\n" +
 	"\bComplete\x12*.switchboard.aggregator.v1.CompleteRequest\x1a+.switchboard.aggregator.v1.CompleteResponse\x12q\n" +
 	"\fWatchCatalog\x12..switchboard.aggregator.v1.WatchCatalogRequest\x1a/.switchboard.aggregator.v1.WatchCatalogResponse0\x01\x12o\n" +
-	"\fListBackends\x12..switchboard.aggregator.v1.ListBackendsRequest\x1a/.switchboard.aggregator.v1.ListBackendsResponseB\\ZZgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1;aggregatorv1b\x06proto3"
+	"\fListBackends\x12..switchboard.aggregator.v1.ListBackendsRequest\x1a/.switchboard.aggregator.v1.ListBackendsResponse\x12u\n" +
+	"\x0eResumeHeldCall\x120.switchboard.aggregator.v1.ResumeHeldCallRequest\x1a1.switchboard.aggregator.v1.ResumeHeldCallResponseB\\ZZgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1;aggregatorv1b\x06proto3"
 
 var (
 	file_switchboard_aggregator_v1_aggregator_proto_rawDescOnce sync.Once
@@ -2785,7 +2892,7 @@ func file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP() []byte {
 }
 
 var file_switchboard_aggregator_v1_aggregator_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_switchboard_aggregator_v1_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_switchboard_aggregator_v1_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_switchboard_aggregator_v1_aggregator_proto_goTypes = []any{
 	(CatalogKind)(0),                      // 0: switchboard.aggregator.v1.CatalogKind
 	(BackendHealth)(0),                    // 1: switchboard.aggregator.v1.BackendHealth
@@ -2809,81 +2916,88 @@ var file_switchboard_aggregator_v1_aggregator_proto_goTypes = []any{
 	(*CallToolStreamResponse)(nil),        // 19: switchboard.aggregator.v1.CallToolStreamResponse
 	(*Notification)(nil),                  // 20: switchboard.aggregator.v1.Notification
 	(*CallToolResponse)(nil),              // 21: switchboard.aggregator.v1.CallToolResponse
-	(*ReadResourceRequest)(nil),           // 22: switchboard.aggregator.v1.ReadResourceRequest
-	(*ReadResourceResponse)(nil),          // 23: switchboard.aggregator.v1.ReadResourceResponse
-	(*GetPromptRequest)(nil),              // 24: switchboard.aggregator.v1.GetPromptRequest
-	(*GetPromptResponse)(nil),             // 25: switchboard.aggregator.v1.GetPromptResponse
-	(*CompleteRequest)(nil),               // 26: switchboard.aggregator.v1.CompleteRequest
-	(*CompleteResponse)(nil),              // 27: switchboard.aggregator.v1.CompleteResponse
-	(*WatchCatalogRequest)(nil),           // 28: switchboard.aggregator.v1.WatchCatalogRequest
-	(*WatchCatalogResponse)(nil),          // 29: switchboard.aggregator.v1.WatchCatalogResponse
-	(*BackendError)(nil),                  // 30: switchboard.aggregator.v1.BackendError
-	(*ListBackendsRequest)(nil),           // 31: switchboard.aggregator.v1.ListBackendsRequest
-	(*Backend)(nil),                       // 32: switchboard.aggregator.v1.Backend
-	(*ListBackendsResponse)(nil),          // 33: switchboard.aggregator.v1.ListBackendsResponse
-	nil,                                   // 34: switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntry
-	nil,                                   // 35: switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
-	(*v1.Principal)(nil),                  // 36: switchboard.common.v1.Principal
-	(*timestamppb.Timestamp)(nil),         // 37: google.protobuf.Timestamp
+	(*ResumeHeldCallRequest)(nil),         // 22: switchboard.aggregator.v1.ResumeHeldCallRequest
+	(*ResumeHeldCallResponse)(nil),        // 23: switchboard.aggregator.v1.ResumeHeldCallResponse
+	(*ReadResourceRequest)(nil),           // 24: switchboard.aggregator.v1.ReadResourceRequest
+	(*ReadResourceResponse)(nil),          // 25: switchboard.aggregator.v1.ReadResourceResponse
+	(*GetPromptRequest)(nil),              // 26: switchboard.aggregator.v1.GetPromptRequest
+	(*GetPromptResponse)(nil),             // 27: switchboard.aggregator.v1.GetPromptResponse
+	(*CompleteRequest)(nil),               // 28: switchboard.aggregator.v1.CompleteRequest
+	(*CompleteResponse)(nil),              // 29: switchboard.aggregator.v1.CompleteResponse
+	(*WatchCatalogRequest)(nil),           // 30: switchboard.aggregator.v1.WatchCatalogRequest
+	(*WatchCatalogResponse)(nil),          // 31: switchboard.aggregator.v1.WatchCatalogResponse
+	(*BackendError)(nil),                  // 32: switchboard.aggregator.v1.BackendError
+	(*ListBackendsRequest)(nil),           // 33: switchboard.aggregator.v1.ListBackendsRequest
+	(*Backend)(nil),                       // 34: switchboard.aggregator.v1.Backend
+	(*ListBackendsResponse)(nil),          // 35: switchboard.aggregator.v1.ListBackendsResponse
+	nil,                                   // 36: switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntry
+	nil,                                   // 37: switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
+	(*v1.Principal)(nil),                  // 38: switchboard.common.v1.Principal
+	(*timestamppb.Timestamp)(nil),         // 39: google.protobuf.Timestamp
 }
 var file_switchboard_aggregator_v1_aggregator_proto_depIdxs = []int32{
-	36, // 0: switchboard.aggregator.v1.DiscoverRequest.principal:type_name -> switchboard.common.v1.Principal
-	36, // 1: switchboard.aggregator.v1.ListToolsRequest.principal:type_name -> switchboard.common.v1.Principal
-	36, // 2: switchboard.aggregator.v1.ListResourcesRequest.principal:type_name -> switchboard.common.v1.Principal
-	36, // 3: switchboard.aggregator.v1.ListResourceTemplatesRequest.principal:type_name -> switchboard.common.v1.Principal
-	36, // 4: switchboard.aggregator.v1.ListPromptsRequest.principal:type_name -> switchboard.common.v1.Principal
+	38, // 0: switchboard.aggregator.v1.DiscoverRequest.principal:type_name -> switchboard.common.v1.Principal
+	38, // 1: switchboard.aggregator.v1.ListToolsRequest.principal:type_name -> switchboard.common.v1.Principal
+	38, // 2: switchboard.aggregator.v1.ListResourcesRequest.principal:type_name -> switchboard.common.v1.Principal
+	38, // 3: switchboard.aggregator.v1.ListResourceTemplatesRequest.principal:type_name -> switchboard.common.v1.Principal
+	38, // 4: switchboard.aggregator.v1.ListPromptsRequest.principal:type_name -> switchboard.common.v1.Principal
 	8,  // 5: switchboard.aggregator.v1.ListToolsResponse.tools:type_name -> switchboard.aggregator.v1.Tool
 	10, // 6: switchboard.aggregator.v1.ListResourcesResponse.resources:type_name -> switchboard.aggregator.v1.Resource
 	12, // 7: switchboard.aggregator.v1.ListResourceTemplatesResponse.resource_templates:type_name -> switchboard.aggregator.v1.ResourceTemplate
 	14, // 8: switchboard.aggregator.v1.ListPromptsResponse.prompts:type_name -> switchboard.aggregator.v1.Prompt
-	36, // 9: switchboard.aggregator.v1.CallToolRequest.principal:type_name -> switchboard.common.v1.Principal
+	38, // 9: switchboard.aggregator.v1.CallToolRequest.principal:type_name -> switchboard.common.v1.Principal
 	16, // 10: switchboard.aggregator.v1.CallToolRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	34, // 11: switchboard.aggregator.v1.CallToolRequest.param_headers:type_name -> switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntry
+	36, // 11: switchboard.aggregator.v1.CallToolRequest.param_headers:type_name -> switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntry
 	17, // 12: switchboard.aggregator.v1.CallToolStreamRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
-	36, // 13: switchboard.aggregator.v1.CallToolStreamRequest.principal:type_name -> switchboard.common.v1.Principal
+	38, // 13: switchboard.aggregator.v1.CallToolStreamRequest.principal:type_name -> switchboard.common.v1.Principal
 	20, // 14: switchboard.aggregator.v1.CallToolStreamResponse.notification:type_name -> switchboard.aggregator.v1.Notification
 	21, // 15: switchboard.aggregator.v1.CallToolStreamResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
-	36, // 16: switchboard.aggregator.v1.ReadResourceRequest.principal:type_name -> switchboard.common.v1.Principal
-	16, // 17: switchboard.aggregator.v1.ReadResourceRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	36, // 18: switchboard.aggregator.v1.GetPromptRequest.principal:type_name -> switchboard.common.v1.Principal
-	35, // 19: switchboard.aggregator.v1.GetPromptRequest.arguments:type_name -> switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
-	16, // 20: switchboard.aggregator.v1.GetPromptRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	36, // 21: switchboard.aggregator.v1.CompleteRequest.principal:type_name -> switchboard.common.v1.Principal
-	36, // 22: switchboard.aggregator.v1.WatchCatalogRequest.principal:type_name -> switchboard.common.v1.Principal
-	0,  // 23: switchboard.aggregator.v1.WatchCatalogResponse.changed:type_name -> switchboard.aggregator.v1.CatalogKind
-	36, // 24: switchboard.aggregator.v1.ListBackendsRequest.principal:type_name -> switchboard.common.v1.Principal
-	1,  // 25: switchboard.aggregator.v1.Backend.health:type_name -> switchboard.aggregator.v1.BackendHealth
-	37, // 26: switchboard.aggregator.v1.Backend.last_check:type_name -> google.protobuf.Timestamp
-	32, // 27: switchboard.aggregator.v1.ListBackendsResponse.backends:type_name -> switchboard.aggregator.v1.Backend
-	2,  // 28: switchboard.aggregator.v1.AggregatorService.Discover:input_type -> switchboard.aggregator.v1.DiscoverRequest
-	4,  // 29: switchboard.aggregator.v1.AggregatorService.ListTools:input_type -> switchboard.aggregator.v1.ListToolsRequest
-	5,  // 30: switchboard.aggregator.v1.AggregatorService.ListResources:input_type -> switchboard.aggregator.v1.ListResourcesRequest
-	6,  // 31: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:input_type -> switchboard.aggregator.v1.ListResourceTemplatesRequest
-	7,  // 32: switchboard.aggregator.v1.AggregatorService.ListPrompts:input_type -> switchboard.aggregator.v1.ListPromptsRequest
-	17, // 33: switchboard.aggregator.v1.AggregatorService.CallTool:input_type -> switchboard.aggregator.v1.CallToolRequest
-	18, // 34: switchboard.aggregator.v1.AggregatorService.CallToolStream:input_type -> switchboard.aggregator.v1.CallToolStreamRequest
-	22, // 35: switchboard.aggregator.v1.AggregatorService.ReadResource:input_type -> switchboard.aggregator.v1.ReadResourceRequest
-	24, // 36: switchboard.aggregator.v1.AggregatorService.GetPrompt:input_type -> switchboard.aggregator.v1.GetPromptRequest
-	26, // 37: switchboard.aggregator.v1.AggregatorService.Complete:input_type -> switchboard.aggregator.v1.CompleteRequest
-	28, // 38: switchboard.aggregator.v1.AggregatorService.WatchCatalog:input_type -> switchboard.aggregator.v1.WatchCatalogRequest
-	31, // 39: switchboard.aggregator.v1.AggregatorService.ListBackends:input_type -> switchboard.aggregator.v1.ListBackendsRequest
-	3,  // 40: switchboard.aggregator.v1.AggregatorService.Discover:output_type -> switchboard.aggregator.v1.DiscoverResponse
-	9,  // 41: switchboard.aggregator.v1.AggregatorService.ListTools:output_type -> switchboard.aggregator.v1.ListToolsResponse
-	11, // 42: switchboard.aggregator.v1.AggregatorService.ListResources:output_type -> switchboard.aggregator.v1.ListResourcesResponse
-	13, // 43: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:output_type -> switchboard.aggregator.v1.ListResourceTemplatesResponse
-	15, // 44: switchboard.aggregator.v1.AggregatorService.ListPrompts:output_type -> switchboard.aggregator.v1.ListPromptsResponse
-	21, // 45: switchboard.aggregator.v1.AggregatorService.CallTool:output_type -> switchboard.aggregator.v1.CallToolResponse
-	19, // 46: switchboard.aggregator.v1.AggregatorService.CallToolStream:output_type -> switchboard.aggregator.v1.CallToolStreamResponse
-	23, // 47: switchboard.aggregator.v1.AggregatorService.ReadResource:output_type -> switchboard.aggregator.v1.ReadResourceResponse
-	25, // 48: switchboard.aggregator.v1.AggregatorService.GetPrompt:output_type -> switchboard.aggregator.v1.GetPromptResponse
-	27, // 49: switchboard.aggregator.v1.AggregatorService.Complete:output_type -> switchboard.aggregator.v1.CompleteResponse
-	29, // 50: switchboard.aggregator.v1.AggregatorService.WatchCatalog:output_type -> switchboard.aggregator.v1.WatchCatalogResponse
-	33, // 51: switchboard.aggregator.v1.AggregatorService.ListBackends:output_type -> switchboard.aggregator.v1.ListBackendsResponse
-	40, // [40:52] is the sub-list for method output_type
-	28, // [28:40] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	38, // 16: switchboard.aggregator.v1.ResumeHeldCallRequest.principal:type_name -> switchboard.common.v1.Principal
+	17, // 17: switchboard.aggregator.v1.ResumeHeldCallRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
+	21, // 18: switchboard.aggregator.v1.ResumeHeldCallResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
+	38, // 19: switchboard.aggregator.v1.ReadResourceRequest.principal:type_name -> switchboard.common.v1.Principal
+	16, // 20: switchboard.aggregator.v1.ReadResourceRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
+	38, // 21: switchboard.aggregator.v1.GetPromptRequest.principal:type_name -> switchboard.common.v1.Principal
+	37, // 22: switchboard.aggregator.v1.GetPromptRequest.arguments:type_name -> switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
+	16, // 23: switchboard.aggregator.v1.GetPromptRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
+	38, // 24: switchboard.aggregator.v1.CompleteRequest.principal:type_name -> switchboard.common.v1.Principal
+	38, // 25: switchboard.aggregator.v1.WatchCatalogRequest.principal:type_name -> switchboard.common.v1.Principal
+	0,  // 26: switchboard.aggregator.v1.WatchCatalogResponse.changed:type_name -> switchboard.aggregator.v1.CatalogKind
+	38, // 27: switchboard.aggregator.v1.ListBackendsRequest.principal:type_name -> switchboard.common.v1.Principal
+	1,  // 28: switchboard.aggregator.v1.Backend.health:type_name -> switchboard.aggregator.v1.BackendHealth
+	39, // 29: switchboard.aggregator.v1.Backend.last_check:type_name -> google.protobuf.Timestamp
+	34, // 30: switchboard.aggregator.v1.ListBackendsResponse.backends:type_name -> switchboard.aggregator.v1.Backend
+	2,  // 31: switchboard.aggregator.v1.AggregatorService.Discover:input_type -> switchboard.aggregator.v1.DiscoverRequest
+	4,  // 32: switchboard.aggregator.v1.AggregatorService.ListTools:input_type -> switchboard.aggregator.v1.ListToolsRequest
+	5,  // 33: switchboard.aggregator.v1.AggregatorService.ListResources:input_type -> switchboard.aggregator.v1.ListResourcesRequest
+	6,  // 34: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:input_type -> switchboard.aggregator.v1.ListResourceTemplatesRequest
+	7,  // 35: switchboard.aggregator.v1.AggregatorService.ListPrompts:input_type -> switchboard.aggregator.v1.ListPromptsRequest
+	17, // 36: switchboard.aggregator.v1.AggregatorService.CallTool:input_type -> switchboard.aggregator.v1.CallToolRequest
+	18, // 37: switchboard.aggregator.v1.AggregatorService.CallToolStream:input_type -> switchboard.aggregator.v1.CallToolStreamRequest
+	24, // 38: switchboard.aggregator.v1.AggregatorService.ReadResource:input_type -> switchboard.aggregator.v1.ReadResourceRequest
+	26, // 39: switchboard.aggregator.v1.AggregatorService.GetPrompt:input_type -> switchboard.aggregator.v1.GetPromptRequest
+	28, // 40: switchboard.aggregator.v1.AggregatorService.Complete:input_type -> switchboard.aggregator.v1.CompleteRequest
+	30, // 41: switchboard.aggregator.v1.AggregatorService.WatchCatalog:input_type -> switchboard.aggregator.v1.WatchCatalogRequest
+	33, // 42: switchboard.aggregator.v1.AggregatorService.ListBackends:input_type -> switchboard.aggregator.v1.ListBackendsRequest
+	22, // 43: switchboard.aggregator.v1.AggregatorService.ResumeHeldCall:input_type -> switchboard.aggregator.v1.ResumeHeldCallRequest
+	3,  // 44: switchboard.aggregator.v1.AggregatorService.Discover:output_type -> switchboard.aggregator.v1.DiscoverResponse
+	9,  // 45: switchboard.aggregator.v1.AggregatorService.ListTools:output_type -> switchboard.aggregator.v1.ListToolsResponse
+	11, // 46: switchboard.aggregator.v1.AggregatorService.ListResources:output_type -> switchboard.aggregator.v1.ListResourcesResponse
+	13, // 47: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:output_type -> switchboard.aggregator.v1.ListResourceTemplatesResponse
+	15, // 48: switchboard.aggregator.v1.AggregatorService.ListPrompts:output_type -> switchboard.aggregator.v1.ListPromptsResponse
+	21, // 49: switchboard.aggregator.v1.AggregatorService.CallTool:output_type -> switchboard.aggregator.v1.CallToolResponse
+	19, // 50: switchboard.aggregator.v1.AggregatorService.CallToolStream:output_type -> switchboard.aggregator.v1.CallToolStreamResponse
+	25, // 51: switchboard.aggregator.v1.AggregatorService.ReadResource:output_type -> switchboard.aggregator.v1.ReadResourceResponse
+	27, // 52: switchboard.aggregator.v1.AggregatorService.GetPrompt:output_type -> switchboard.aggregator.v1.GetPromptResponse
+	29, // 53: switchboard.aggregator.v1.AggregatorService.Complete:output_type -> switchboard.aggregator.v1.CompleteResponse
+	31, // 54: switchboard.aggregator.v1.AggregatorService.WatchCatalog:output_type -> switchboard.aggregator.v1.WatchCatalogResponse
+	35, // 55: switchboard.aggregator.v1.AggregatorService.ListBackends:output_type -> switchboard.aggregator.v1.ListBackendsResponse
+	23, // 56: switchboard.aggregator.v1.AggregatorService.ResumeHeldCall:output_type -> switchboard.aggregator.v1.ResumeHeldCallResponse
+	44, // [44:57] is the sub-list for method output_type
+	31, // [31:44] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_aggregator_v1_aggregator_proto_init() }
@@ -2901,7 +3015,7 @@ func file_switchboard_aggregator_v1_aggregator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_aggregator_v1_aggregator_proto_rawDesc), len(file_switchboard_aggregator_v1_aggregator_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   34,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
