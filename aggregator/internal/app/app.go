@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,6 +48,10 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 		// forwarded here.
 		opts.HeldOwner = self
 		env.Log.Info("held calls are reachable through the aggregator peers", "advertise_address", self)
+		if cfg.Peers.DNS == "" && !slices.Contains(cfg.Peers.Addresses, self) {
+			// The other replicas check owners against the same list.
+			env.Log.Warn("aggregator.advertiseAddress is not in aggregator.peers.addresses: other replicas will not forward retries of calls held here", "advertise_address", self)
+		}
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
