@@ -1,5 +1,12 @@
 package config
 
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+)
+
 // Aggregator configures the catalog service.
 type Aggregator struct {
 	// Listen is the gRPC listen address (host:port).
@@ -24,6 +31,89 @@ type Aggregator struct {
 	// ShutdownGrace is how long in-flight calls get to finish on shutdown
 	// (default 10s).
 	ShutdownGrace Duration `yaml:"shutdownGrace"`
+	// AdvertiseAddress is the host:port other aggregator replicas reach
+	// this one at; a call a Legacy backend holds for the client's input
+	// names it in its requestState (see Peers). Default: see
+	// AdvertiseAddr.
+	AdvertiseAddress string `yaml:"advertiseAddress"`
+	// Peers are the aggregator replicas a retry of a held call may be
+	// forwarded to. Unset: held calls name no owner and a retry must reach
+	// the replica holding the call.
+	Peers AggregatorPeers `yaml:"peers"`
+}
+
+// AggregatorPeers lists the aggregator replicas of a deployment, for
+// forwarding the retry of a held call to the replica that holds it. Only
+// an address in this set is ever dialled, whatever a requestState says.
+type AggregatorPeers struct {
+	// DNS is a name:port that resolves to every replica's address, such as
+	// a headless Service ("switchboard-aggregator-headless:9090"): a peer
+	// is any address it resolves to, with that port.
+	DNS string `yaml:"dns"`
+	// Addresses lists peers explicitly (host:port); with DNS, both count.
+	Addresses []string `yaml:"addresses"`
+	// Token is this aggregator's own service credential (${ENV}), which a
+	// peer must allow exactly AggregatorMethods.
+	Token string `yaml:"token"`
+}
+
+// Enabled reports whether any peer is configured.
+func (p AggregatorPeers) Enabled() bool { return p.DNS != "" || len(p.Addresses) > 0 }
+
+// PodIPEnv names the environment variable the advertise address defaults
+// from: in Kubernetes, the pod's IP through the downward API.
+const PodIPEnv = "POD_IP"
+
+// AdvertiseAddr is the address this aggregator advertises to its peers:
+// advertiseAddress if set; else $POD_IP (read with getenv) with the port
+// of listen; else listen itself when it names a host; else the machine's
+// host name with that port.
+func (a Aggregator) AdvertiseAddr(getenv func(string) string, hostname func() (string, error)) (string, error) {
+	if a.AdvertiseAddress != "" {
+		return a.AdvertiseAddress, nil
+	}
+	host, port, err := net.SplitHostPort(a.Listen)
+	if err != nil {
+		return "", fmt.Errorf("aggregator.listen %q: %w", a.Listen, err)
+	}
+	if ip := getenv(PodIPEnv); ip != "" {
+		return net.JoinHostPort(ip, port), nil
+	}
+	if addr, err := netip.ParseAddr(host); host != "" && (err != nil || !addr.IsUnspecified()) {
+		return a.Listen, nil
+	}
+	name, err := hostname()
+	if err != nil {
+		return "", fmt.Errorf("aggregator.advertiseAddress is unset and the host name is unknown: %w", err)
+	}
+	return net.JoinHostPort(name, port), nil
+}
+
+// ValidatePeers checks the peer configuration.
+func (a Aggregator) ValidatePeers() error {
+	p := a.Peers
+	if !p.Enabled() {
+		return nil
+	}
+	if p.Token == "" {
+		return errors.New("aggregator.peers.token is required with peers: the aggregator's own service credential")
+	}
+	if p.DNS != "" {
+		if _, _, err := net.SplitHostPort(p.DNS); err != nil {
+			return fmt.Errorf("aggregator.peers.dns %q must be name:port: %w", p.DNS, err)
+		}
+	}
+	for _, addr := range p.Addresses {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return fmt.Errorf("aggregator.peers.addresses: %q must be host:port: %w", addr, err)
+		}
+	}
+	if a.AdvertiseAddress != "" {
+		if _, _, err := net.SplitHostPort(a.AdvertiseAddress); err != nil {
+			return fmt.Errorf("aggregator.advertiseAddress %q must be host:port: %w", a.AdvertiseAddress, err)
+		}
+	}
+	return nil
 }
 
 // Backend is one backend MCP server.

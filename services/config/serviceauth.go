@@ -109,6 +109,11 @@ var (
 		"switchboard.indexer.v1.IndexerService/WatchRevocations",
 		"switchboard.indexer.v1.IndexerService/ConsumeRequestState",
 	}
+	// AggregatorMethods are the RPCs an aggregator calls on its peers: the
+	// resumption of a call a peer holds, nothing else (aggregator.peers).
+	AggregatorMethods = []string{
+		"switchboard.aggregator.v1.AggregatorService/ResumeHeldCall",
+	}
 	// IndexerMethods are the RPCs the indexer calls on the aggregator to
 	// build search scopes: views, never calls.
 	IndexerMethods = []string{

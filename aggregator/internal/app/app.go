@@ -8,12 +8,15 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/peer"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/server"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/lifecycle"
@@ -33,6 +36,23 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	if err != nil {
 		return err
 	}
+	if err := cfg.ValidatePeers(); err != nil {
+		return err
+	}
+	var self string
+	if cfg.Peers.Enabled() {
+		if self, err = cfg.AdvertiseAddr(os.Getenv, os.Hostname); err != nil {
+			return err
+		}
+		// Held calls name this replica, so a retry reaching a peer is
+		// forwarded here.
+		opts.HeldOwner = self
+		env.Log.Info("held calls are reachable through the aggregator peers", "advertise_address", self)
+		if cfg.Peers.DNS == "" && !slices.Contains(cfg.Peers.Addresses, self) {
+			// The other replicas check owners against the same list.
+			env.Log.Warn("aggregator.advertiseAddress is not in aggregator.peers.addresses: other replicas will not forward retries of calls held here", "advertise_address", self)
+		}
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	opts.Log = env.Log
@@ -49,7 +69,9 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	if err != nil {
 		return err
 	}
-	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, server.New(e))
+	peers := peer.New(self, cfg.Peers, env.Config.ServiceAuth.TLS, env.Log)
+	defer peers.Close()
+	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, server.New(e).WithPeers(peers))
 
 	var wg sync.WaitGroup
 	defer wg.Wait()

@@ -29,6 +29,10 @@ type Config struct {
 	// InputWait bounds how long a held call waits for the client's input
 	// (see CallToolAsking).
 	InputWait time.Duration
+	// HeldOwner is the address of this aggregator replica that a held
+	// call's requestState names, so that a retry reaching another replica
+	// can be forwarded here; empty names none.
+	HeldOwner string
 }
 
 // WithDefaults fills what is unset: protocol auto, a 30 s timeout, a 60 s

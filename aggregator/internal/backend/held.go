@@ -24,16 +24,43 @@ import (
 // ResumeHeld hands the retry's answer to the waiting backend request and
 // carries on with the same call.
 //
-// Held calls live in this process: the retry must reach the same
-// aggregator replica. A held call whose retry does not come within
-// Config.InputWait is cancelled at the backend and forgotten; a retry after
-// that gets ErrHeldCallGone.
+// Held calls live in this process. With Config.HeldOwner set, the state
+// names this replica ("...@<owner>"), so that a retry reaching another
+// replica is forwarded here (the server's peer forwarding); without it the
+// retry must reach this replica itself. A held call whose retry does not
+// come within Config.InputWait is cancelled at the backend and forgotten;
+// a retry after that gets ErrHeldCallGone.
 
 // HeldStatePrefix starts the requestState of a held call, which names the
-// call and the round of input it answers ("switchboard-held:<id>.<round>"):
-// a state answers its own round once, never a later question of the same
-// call.
+// call, the round of input it answers and, optionally, the replica holding
+// it ("switchboard-held:<id>.<round>[@<owner>]"): a state answers its own
+// round once, never a later question of the same call.
 const HeldStatePrefix = "switchboard-held:"
+
+// ParseHeldState splits a held call's requestState into the call's id,
+// the round and the owner replica's address ("" when it names none); ok
+// is false for a state of any other shape.
+func ParseHeldState(state string) (id, round, owner string, ok bool) {
+	rest, found := strings.CutPrefix(state, HeldStatePrefix)
+	if !found {
+		return "", "", "", false
+	}
+	rest, owner, _ = strings.Cut(rest, "@")
+	id, round, found = strings.Cut(rest, ".")
+	if !found || id == "" || round == "" {
+		return "", "", "", false
+	}
+	return id, round, owner, true
+}
+
+// heldState is the requestState of round of held call h.
+func (c *Client) heldState(h *heldCall) string {
+	state := HeldStatePrefix + h.id + "." + strconv.Itoa(h.round)
+	if c.cfg.HeldOwner != "" {
+		state += "@" + c.cfg.HeldOwner
+	}
+	return state
+}
 
 // ErrHeldCallGone: the requestState names a held call that has ended, was
 // never here, or belongs to another caller.
@@ -152,10 +179,10 @@ func (c *Client) CallToolAsking(ctx context.Context, params *mcp.CallToolParams,
 // ResumeHeld answers the held call named by state with the client's input
 // responses (keyed as its inputRequests were) and carries the call on.
 func (c *Client) ResumeHeld(ctx context.Context, state, owner string, responses map[string]json.RawMessage) (*mcp.CallToolResult, error) {
-	id, round, _ := strings.Cut(strings.TrimPrefix(state, HeldStatePrefix), ".")
+	id, round, replica, ok := ParseHeldState(state)
 	c.heldMu.Lock()
 	h := c.held[id]
-	if h != nil && h.owner == owner && round == strconv.Itoa(h.round) {
+	if ok && replica == c.cfg.HeldOwner && h != nil && h.owner == owner && round == strconv.Itoa(h.round) {
 		delete(c.held, id)
 		h.timer.Stop()
 	} else {
@@ -193,7 +220,7 @@ func (c *Client) await(ctx context.Context, h *heldCall) (*mcp.CallToolResult, e
 		c.held[h.id] = h
 		h.timer = time.AfterFunc(c.cfg.InputWait, func() { c.expire(h.id) })
 		c.heldMu.Unlock()
-		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{h.key: q.params}, RequestState: HeldStatePrefix + h.id + "." + strconv.Itoa(h.round)}, nil
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{h.key: q.params}, RequestState: c.heldState(h)}, nil
 	case <-wait.Done():
 		h.cancel()
 		err := wait.Err()

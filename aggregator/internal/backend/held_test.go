@@ -105,3 +105,24 @@ func TestHeldStateAnswersItsRoundOnce(t *testing.T) {
 		t.Fatalf("a replay after the call ended: %v", err)
 	}
 }
+
+func TestParseHeldState(t *testing.T) {
+	for state, want := range map[string][4]string{
+		"switchboard-held:ab12.1":                {"ab12", "1", "", "ok"},
+		"switchboard-held:ab12.3@10.0.0.7:9090":  {"ab12", "3", "10.0.0.7:9090", "ok"},
+		"switchboard-held:ab12.2@[fd00::1]:9090": {"ab12", "2", "[fd00::1]:9090", "ok"},
+		"switchboard-held:ab12":                  {"", "", "", ""},
+		"switchboard-held:.1":                    {"", "", "", ""},
+		"switchboard-held:ab12.":                 {"", "", "", ""},
+		"other:ab12.1":                           {"", "", "", ""},
+	} {
+		id, round, owner, ok := ParseHeldState(state)
+		got := [4]string{id, round, owner, ""}
+		if ok {
+			got[3] = "ok"
+		}
+		if got != want {
+			t.Errorf("ParseHeldState(%q) = %v, want %v", state, got, want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ package catalog
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"log/slog"
@@ -68,7 +69,10 @@ type Item[M any] struct {
 // kept for routing (so a call fails as unavailable rather than not found)
 // but are left out of every view.
 type Snapshot struct {
-	// Version increases whenever a new snapshot has different content.
+	// Version names the snapshot's content: the first 8 bytes of its
+	// digest, big-endian, never 0. Every replica that builds the same
+	// catalog computes the same version, and a restart does not change
+	// it; versions are compared for equality only, never ordered.
 	Version   uint64
 	Tools     []Item[*aggregatorv1.Tool]
 	Resources []Item[*aggregatorv1.Resource]
@@ -248,8 +252,30 @@ func (bd *Builder) Build(lists map[string]*backend.Lists, down map[string]bool) 
 		h.Write([]byte(b))
 		h.Write([]byte{0})
 	}
+	h.Write([]byte{0xff})
+	// Capabilities are served too (Discover's resources_subscribe and
+	// completions), so they are part of the content. encoding/json writes
+	// struct fields in declaration order and map keys sorted: canonical.
+	for _, b := range sortedNames(s.Capabilities) {
+		caps, _ := json.Marshal(s.Capabilities[b])
+		h.Write([]byte(b))
+		h.Write([]byte{0})
+		h.Write(caps)
+		h.Write([]byte{0})
+	}
 	copy(s.digest[:], h.Sum(nil))
+	s.Version = versionOf(s.digest)
 	return s
+}
+
+// versionOf is the version named by a snapshot digest: its first 8 bytes,
+// big-endian, with 0 (which the API reserves for "no version") mapped
+// to 1.
+func versionOf(digest [sha256.Size]byte) uint64 {
+	if v := binary.BigEndian.Uint64(digest[:8]); v != 0 {
+		return v
+	}
+	return 1
 }
 
 func keep(_, key string) string { return key }

@@ -48,9 +48,8 @@ type Engine struct {
 	// lists holds each backend's last successful listing.
 	lists map[string]*backend.Lists
 
-	// rebuildMu serialises builds; version and builder are guarded by it.
+	// rebuildMu serialises builds; builder is guarded by it.
 	rebuildMu sync.Mutex
-	version   uint64
 	builder   *catalog.Builder
 
 	current atomic.Pointer[published]
@@ -304,8 +303,6 @@ func (e *Engine) build() *catalog.Snapshot {
 	if snap.SameContent(prev.snap) {
 		return prev.snap
 	}
-	e.version++
-	snap.Version = e.version
 	e.current.Store(&published{snap: snap, superseded: make(chan struct{})})
 	close(prev.superseded)
 	e.opts.Metrics.catalogBuilt(snap, time.Since(start))

@@ -23,7 +23,7 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		catalogVersion: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "switchboard_aggregator_catalog_version", Help: "Version of the published catalog snapshot.",
+			Name: "switchboard_aggregator_catalog_version", Help: "Version of the published catalog snapshot (content-derived, equal on every replica with the same catalog), modulo 2^53 so that it is exact as a float.",
 		}),
 		catalogItems: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "switchboard_aggregator_catalog_items", Help: "Items in the published catalog snapshot, by kind.",
@@ -48,7 +48,7 @@ func (m *Metrics) catalogBuilt(s *catalog.Snapshot, took time.Duration) {
 	if m == nil {
 		return
 	}
-	m.catalogVersion.Set(float64(s.Version))
+	m.catalogVersion.Set(float64(s.Version & (1<<53 - 1)))
 	for _, k := range catalog.Kinds {
 		m.catalogItems.WithLabelValues(k.String()).Set(float64(s.Len(k)))
 	}

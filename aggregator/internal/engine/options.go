@@ -40,6 +40,10 @@ type Options struct {
 	Log *slog.Logger
 	// Metrics records Prometheus metrics; nil records nothing.
 	Metrics *Metrics
+	// HeldOwner is this replica's address as its peers reach it, named by
+	// the requestState of every call a Legacy backend holds for the
+	// client's input (backend.Config.HeldOwner); empty without peers.
+	HeldOwner string
 }
 
 // HealthOptions configure backend probes.
@@ -128,6 +132,7 @@ func (o *Options) applyDefaults() {
 	}
 	for i := range o.Backends {
 		o.Backends[i] = o.Backends[i].WithDefaults()
+		o.Backends[i].HeldOwner = o.HeldOwner
 	}
 }
 

@@ -116,6 +116,9 @@ func (s *Server) heldCall(ctx context.Context, req *aggregatorv1.CallToolRequest
 	b := tc.b
 	owner := svcauth.PrincipalFrom(ctx).GetSubject() + "\x00" + req.GetName()
 	if state := req.GetRequestState(); strings.HasPrefix(state, backend.HeldStatePrefix) {
+		if _, _, replica, _ := backend.ParseHeldState(state); !s.peers.Local(replica) {
+			return func() (*aggregatorv1.CallToolResponse, error) { return s.forwardHeld(ctx, replica, req) }
+		}
 		return func() (*aggregatorv1.CallToolResponse, error) {
 			var responses map[string]json.RawMessage
 			if raw := req.GetInputResponsesJson(); raw != "" {
@@ -146,12 +149,16 @@ func (s *Server) heldCall(ctx context.Context, req *aggregatorv1.CallToolRequest
 	}
 }
 
+// errHeldCallGone answers a retry whose held call is gone, wherever it
+// was held.
+var errHeldCallGone = invalidArgument("requestState names a call that is no longer held: it ended, its input did not come in time, or the aggregator replica holding it is gone; call again without requestState")
+
 // heldResponse encodes a go-sdk result of the held path; a held call's
 // input_required result is made by the aggregator, so its input requests
 // say what it is.
 func heldResponse(b *backend.Client, res *mcp.CallToolResult, err error) (*aggregatorv1.CallToolResponse, error) {
 	if errors.Is(err, backend.ErrHeldCallGone) {
-		return nil, invalidArgument("requestState names a call that is no longer held: it ended, its input did not come in time, or the retry reached another aggregator replica; call again without requestState")
+		return nil, errHeldCallGone
 	}
 	if err != nil {
 		return nil, err

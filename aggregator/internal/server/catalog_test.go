@@ -49,7 +49,7 @@ func TestToolAddedToRunningBackendListedWithin2s(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev.GetCatalogVersion() <= first.GetCatalogVersion() || !slices.Equal(ev.GetChanged(), []aggregatorv1.CatalogKind{aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS}) ||
+	if ev.GetCatalogVersion() == first.GetCatalogVersion() || ev.GetCatalogVersion() == 0 || !slices.Equal(ev.GetChanged(), []aggregatorv1.CatalogKind{aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS}) ||
 		ev.GetToolsDigest() == first.GetToolsDigest() {
 		t.Fatalf("change event %v after %v", ev, first)
 	}
@@ -94,6 +94,19 @@ func TestVersionChangesOnlyWithContent(t *testing.T) {
 	}
 	if d2.GetCatalogVersion() != d1.GetCatalogVersion() || d2.GetToolsDigest() != d1.GetToolsDigest() {
 		t.Fatalf("version moved without a change: %v then %v", d1, d2)
+	}
+	// Every page names the view it was cut from, as Discover does.
+	for cursor := ""; ; {
+		page, err := h.gateway.ListTools(context.Background(), &aggregatorv1.ListToolsRequest{Cursor: cursor, PageSize: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if page.GetCatalogVersion() != d1.GetCatalogVersion() || page.GetToolsDigest() != d1.GetToolsDigest() {
+			t.Fatalf("page version %d digest %q, discover %d %q", page.GetCatalogVersion(), page.GetToolsDigest(), d1.GetCatalogVersion(), d1.GetToolsDigest())
+		}
+		if cursor = page.GetNextCursor(); cursor == "" {
+			break
+		}
 	}
 	if d1.GetToolCount() != 8 || d1.GetPromptCount() != 2 || d1.GetResourceCount() != 2 || d1.GetResourceTemplateCount() != 2 || !d1.GetCompletions() {
 		t.Fatalf("discover %v", d1)

@@ -14,8 +14,8 @@ import (
 
 // page serves one page of kind k of the caller's view: the prebuilt API
 // messages of the page, the next cursor (empty on the last page) and the
-// catalog version the page was cut from.
-func page[M any](s *Server, ctx context.Context, k catalog.Kind, items func(*catalog.Snapshot) []catalog.Item[M], cursor string, size uint32) ([]M, string, uint64, error) {
+// view the page was cut from (its snapshot's version, its digests).
+func page[M any](s *Server, ctx context.Context, k catalog.Kind, items func(*catalog.Snapshot) []catalog.Item[M], cursor string, size uint32) ([]M, string, *catalog.View, error) {
 	snap, _ := s.e.Snapshot()
 	v := s.e.View(snap, svcauth.PrincipalFrom(ctx))
 	n := s.e.Options().PageSize
@@ -25,48 +25,49 @@ func page[M any](s *Server, ctx context.Context, k catalog.Kind, items func(*cat
 	visible := v.Items(k)
 	start, end, next, err := catalog.Page(k, len(visible), func(i int) string { return v.Key(k, i) }, cursor, n)
 	if err != nil {
-		return nil, "", 0, s.fail(ctx, "List"+k.API(), err)
+		return nil, "", nil, s.fail(ctx, "List"+k.API(), err)
 	}
 	all := items(snap)
 	out := make([]M, end-start)
 	for j, i := range visible[start:end] {
 		out[j] = all[i].Msg
 	}
-	return out, next, snap.Version, nil
+	return out, next, v, nil
 }
 
 // ListTools serves one page of tools.
 func (s *Server) ListTools(ctx context.Context, req *aggregatorv1.ListToolsRequest) (*aggregatorv1.ListToolsResponse, error) {
-	items, next, version, err := page(s, ctx, catalog.KindTools, func(s *catalog.Snapshot) []catalog.Item[*aggregatorv1.Tool] { return s.Tools }, req.GetCursor(), req.GetPageSize())
+	items, next, view, err := page(s, ctx, catalog.KindTools, func(s *catalog.Snapshot) []catalog.Item[*aggregatorv1.Tool] { return s.Tools }, req.GetCursor(), req.GetPageSize())
 	if err != nil {
 		return nil, err
 	}
-	return &aggregatorv1.ListToolsResponse{Tools: items, NextCursor: next, CatalogVersion: version}, nil
+	return &aggregatorv1.ListToolsResponse{Tools: items, NextCursor: next, CatalogVersion: view.Snapshot.Version,
+		ToolsDigest: view.Digest(catalog.KindTools)}, nil
 }
 
 // ListResources serves one page of resources.
 func (s *Server) ListResources(ctx context.Context, req *aggregatorv1.ListResourcesRequest) (*aggregatorv1.ListResourcesResponse, error) {
-	items, next, version, err := page(s, ctx, catalog.KindResources, func(s *catalog.Snapshot) []catalog.Item[*aggregatorv1.Resource] { return s.Resources }, req.GetCursor(), req.GetPageSize())
+	items, next, view, err := page(s, ctx, catalog.KindResources, func(s *catalog.Snapshot) []catalog.Item[*aggregatorv1.Resource] { return s.Resources }, req.GetCursor(), req.GetPageSize())
 	if err != nil {
 		return nil, err
 	}
-	return &aggregatorv1.ListResourcesResponse{Resources: items, NextCursor: next, CatalogVersion: version}, nil
+	return &aggregatorv1.ListResourcesResponse{Resources: items, NextCursor: next, CatalogVersion: view.Snapshot.Version}, nil
 }
 
 // ListResourceTemplates serves one page of resource templates.
 func (s *Server) ListResourceTemplates(ctx context.Context, req *aggregatorv1.ListResourceTemplatesRequest) (*aggregatorv1.ListResourceTemplatesResponse, error) {
-	items, next, version, err := page(s, ctx, catalog.KindResourceTemplates, func(s *catalog.Snapshot) []catalog.Item[*aggregatorv1.ResourceTemplate] { return s.Templates }, req.GetCursor(), req.GetPageSize())
+	items, next, view, err := page(s, ctx, catalog.KindResourceTemplates, func(s *catalog.Snapshot) []catalog.Item[*aggregatorv1.ResourceTemplate] { return s.Templates }, req.GetCursor(), req.GetPageSize())
 	if err != nil {
 		return nil, err
 	}
-	return &aggregatorv1.ListResourceTemplatesResponse{ResourceTemplates: items, NextCursor: next, CatalogVersion: version}, nil
+	return &aggregatorv1.ListResourceTemplatesResponse{ResourceTemplates: items, NextCursor: next, CatalogVersion: view.Snapshot.Version}, nil
 }
 
 // ListPrompts serves one page of prompts.
 func (s *Server) ListPrompts(ctx context.Context, req *aggregatorv1.ListPromptsRequest) (*aggregatorv1.ListPromptsResponse, error) {
-	items, next, version, err := page(s, ctx, catalog.KindPrompts, func(s *catalog.Snapshot) []catalog.Item[*aggregatorv1.Prompt] { return s.Prompts }, req.GetCursor(), req.GetPageSize())
+	items, next, view, err := page(s, ctx, catalog.KindPrompts, func(s *catalog.Snapshot) []catalog.Item[*aggregatorv1.Prompt] { return s.Prompts }, req.GetCursor(), req.GetPageSize())
 	if err != nil {
 		return nil, err
 	}
-	return &aggregatorv1.ListPromptsResponse{Prompts: items, NextCursor: next, CatalogVersion: version}, nil
+	return &aggregatorv1.ListPromptsResponse{Prompts: items, NextCursor: next, CatalogVersion: view.Snapshot.Version}, nil
 }

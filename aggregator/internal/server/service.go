@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/peer"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 )
 
@@ -23,10 +24,19 @@ type Server struct {
 	aggregatorv1.UnimplementedAggregatorServiceServer
 	e   *engine.Engine
 	log *slog.Logger
+	// peers forwards retries of calls held by other replicas; nil: none.
+	peers *peer.Forwarder
 }
 
 // New serves e.
 func New(e *engine.Engine) *Server { return &Server{e: e, log: e.Log()} }
+
+// WithPeers makes retries of calls held by another replica go to it
+// through f (see held_forward.go).
+func (s *Server) WithPeers(f *peer.Forwarder) *Server {
+	s.peers = f
+	return s
+}
 
 var _ aggregatorv1.AggregatorServiceServer = (*Server)(nil)
 

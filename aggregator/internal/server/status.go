@@ -32,9 +32,13 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 	var inv invalidArgument
 	var perr *backend.ProtocolError
 	var mismatch *paramheader.MismatchError
+	var fromPeer peerStatus
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &fromPeer):
+		// A peer's status for a forwarded retry, mapped by the peer.
+		return fromPeer.err
 	case errors.Is(err, catalog.ErrInvalidCursor):
 		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_CURSOR, "invalid cursor")
 	case errors.As(err, &mismatch):

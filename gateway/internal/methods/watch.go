@@ -21,8 +21,10 @@ import (
 // ends the watch (a restart, a lost connection), the stream stays open
 // with its keep-alives and the watch is reopened with back-off; once it is
 // back, list_changed of every kind the stream delivers is sent, because
-// changes made while it was down were not seen (a catalog version does not
-// survive an aggregator restart, so versions cannot tell). Ending the
+// changes made while it was down were not seen by this stream. (Catalog
+// versions are content-derived and compared for equality only; listen.go
+// uses them to skip the notice when a watch reopened for new
+// subscriptions sees the version it had.) Ending the
 // stream instead would lose the client's notifications for good where the
 // client does not listen again (go-sdk v1.8.0 clients do not). A Modern
 // listen whose acknowledged resourceSubscriptions cannot all be subscribed

@@ -36,8 +36,15 @@ type AggregatorError struct {
 func (e *AggregatorError) Error() string { return "aggregator " + e.Op + ": " + e.Err.Error() }
 func (e *AggregatorError) Unwrap() error { return e.Err }
 
-// errViewMoved means the catalog changed while a view was being listed.
+// errViewMoved means the pages of one listing did not all come from one
+// view: the catalog changed while it was listed, or consecutive pages were
+// served by aggregator replicas whose catalogs differ.
 var errViewMoved = errors.New("catalog changed while listing the view")
+
+// ErrViewUnsettled is returned when buildAttempts listings in a row saw
+// pages of different views: the aggregator replicas disagree about the
+// catalog, or it keeps changing. Nothing is stored; the caller may retry.
+var ErrViewUnsettled = errors.New("no consistent tool view from the aggregator: its pages kept coming from different catalogs")
 
 const (
 	listPageSize = 1000
@@ -118,6 +125,9 @@ func (r *Resolver) Resolve(ctx context.Context, p *commonv1.Principal) (store.Sc
 			break
 		}
 	}
+	if errors.Is(err, errViewMoved) {
+		err = ErrViewUnsettled
+	}
 	if err != nil {
 		return store.Scope{}, false, err
 	}
@@ -140,20 +150,17 @@ func (r *Resolver) resolve(ctx context.Context, p *commonv1.Principal) (store.Sc
 		return store.Scope{}, false, &AggregatorError{Op: "discover", Err: err}
 	}
 	digest := disc.GetToolsDigest()
-	var listed []store.Tool
+	var listed *listedView
 	if digest == "" {
 		// An aggregator that reports no digest: derive one from the view
 		// itself, so equal views still share a scope.
-		if listed, err = r.listTools(ctx, p, disc.GetCatalogVersion()); err != nil {
+		if listed, err = r.listTools(ctx, p, disc); err != nil {
 			return store.Scope{}, false, err
 		}
-		digest = viewDigest(listed)
+		digest = listed.digest
 	}
-	r.mu.Lock()
-	known, ok := r.byDigest[digest]
-	r.mu.Unlock()
-	if ok {
-		return known, false, nil
+	if sc, ok := r.known(digest); ok {
+		return sc, false, nil
 	}
 	// Concurrent first searches of one view (same or different principals)
 	// share one build here; other replicas are held off by the store's
@@ -170,20 +177,29 @@ func (r *Resolver) resolve(ctx context.Context, p *commonv1.Principal) (store.Sc
 		if !errors.Is(err, store.ErrScopeNotFound) {
 			return nil, err
 		}
-		tools := listed
-		if tools == nil {
-			if tools, err = r.listTools(ctx, p, disc.GetCatalogVersion()); err != nil {
+		view := listed
+		if view == nil {
+			if view, err = r.listTools(ctx, p, disc); err != nil {
 				return nil, err
 			}
 		}
+		// The scope is stored under the digest of the view its pages came
+		// from. With load-balanced calls that can be another replica's
+		// view than the one Discover described; it is still one whole
+		// view, named by its own digest, never a mix.
+		if view.digest != digest {
+			if sc, ok := r.known(view.digest); ok {
+				return buildResult{scope: sc}, nil
+			}
+		}
 		start := time.Now()
-		sc, built, err := r.store.BuildScope(ctx, digest, disc.GetCatalogVersion(), tools)
+		sc, built, err := r.store.BuildScope(ctx, view.digest, view.version, view.tools)
 		if err != nil {
 			return nil, err
 		}
 		if built {
 			r.builds.Add(1)
-			r.log.InfoContext(ctx, "scope built", "tools", len(tools), "duration", time.Since(start), "catalog_version", disc.GetCatalogVersion())
+			r.log.InfoContext(ctx, "scope built", "tools", len(view.tools), "duration", time.Since(start), "catalog_version", view.version)
 		}
 		return buildResult{scope: sc, built: built}, nil
 	})
@@ -195,27 +211,55 @@ func (r *Resolver) resolve(ctx context.Context, p *commonv1.Principal) (store.Sc
 	if len(r.byDigest) >= maxScopesByDigest {
 		r.byDigest = map[string]store.Scope{}
 	}
-	r.byDigest[digest] = res.scope
+	r.byDigest[res.scope.Digest] = res.scope
 	r.mu.Unlock()
 	return res.scope, res.built && !shared, nil
 }
 
+// known returns the scope found or built here for digest.
+func (r *Resolver) known(digest string) (store.Scope, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sc, ok := r.byDigest[digest]
+	return sc, ok
+}
+
+// listedView is one principal's tools as listed page by page, and the
+// view they all came from.
+type listedView struct {
+	tools   []store.Tool
+	version uint64
+	digest  string
+}
+
 // listTools pages through the principal's tools. Every page must come from
-// the catalog version Discover reported, so that the scope stored under
-// that version's digest holds exactly that view.
-func (r *Resolver) listTools(ctx context.Context, p *commonv1.Principal, version uint64) ([]store.Tool, error) {
-	var tools []store.Tool
+// one view: the same catalog version and tools digest as the first page
+// (consecutive pages may be served by different aggregator replicas), and,
+// from an aggregator that reports no tools digest, the version Discover
+// reported, so that the scope stored under Discover's digest holds exactly
+// that view. A page of another view is errViewMoved, and the listing starts
+// over from the first page (Resolve bounds how often).
+func (r *Resolver) listTools(ctx context.Context, p *commonv1.Principal, disc *aggregatorv1.DiscoverResponse) (*listedView, error) {
+	var view listedView
 	cursor := ""
-	for {
+	for first := true; ; first = false {
 		page, err := r.agg.ListTools(ctx, &aggregatorv1.ListToolsRequest{Principal: p, Cursor: cursor, PageSize: listPageSize})
 		if err != nil {
 			return nil, &AggregatorError{Op: "list tools", Err: err}
 		}
-		if page.GetCatalogVersion() != version {
+		if first {
+			view.version, view.digest = page.GetCatalogVersion(), page.GetToolsDigest()
+			if view.digest == "" {
+				if view.version != disc.GetCatalogVersion() {
+					return nil, errViewMoved
+				}
+				view.digest = disc.GetToolsDigest()
+			}
+		} else if page.GetCatalogVersion() != view.version || (page.GetToolsDigest() != "" && page.GetToolsDigest() != view.digest) {
 			return nil, errViewMoved
 		}
 		for _, t := range page.GetTools() {
-			tools = append(tools, store.Tool{
+			view.tools = append(view.tools, store.Tool{
 				Name:            t.GetName(),
 				Description:     t.GetDescription(),
 				InputSchemaJSON: t.GetInputSchemaJson(),
@@ -224,9 +268,13 @@ func (r *Resolver) listTools(ctx context.Context, p *commonv1.Principal, version
 		}
 		cursor = page.GetNextCursor()
 		if cursor == "" {
-			return tools, nil
+			break
 		}
 	}
+	if view.digest == "" {
+		view.digest = viewDigest(view.tools)
+	}
+	return &view, nil
 }
 
 // viewDigest is a digest of a listed view.

@@ -59,6 +59,10 @@ func (s *Server) toStatus(ctx context.Context, method string, err error) error {
 	case errors.As(err, &unavailable):
 		s.Log.WarnContext(ctx, "search index database unavailable", "method", method, "error", err)
 		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_INDEX_UNAVAILABLE, "search index unavailable: its database cannot be reached; retry later")
+	case errors.Is(err, scope.ErrViewUnsettled):
+		s.Log.WarnContext(ctx, "no consistent tool view from the aggregator; nothing stored", "method", method, "error", err)
+		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_NOT_READY,
+			"search index could not read one consistent tool catalog from the aggregator (its replicas disagree, or the catalog keeps changing); retry later")
 	case errors.As(err, &aggErr):
 		code := status.Code(aggErr.Err)
 		s.Log.WarnContext(ctx, "aggregator call failed", "method", method, "error", err)

@@ -36,6 +36,7 @@ func TestToStatus(t *testing.T) {
 		{fmt.Errorf("search: %w", &store.UnavailableError{Err: errors.New(detail)}), codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_INDEX_UNAVAILABLE},
 		{&scope.AggregatorError{Op: "discover", Err: status.Error(codes.Unavailable, detail)}, codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_NOT_READY},
 		{&scope.AggregatorError{Op: "list tools", Err: status.Error(codes.PermissionDenied, detail)}, codes.Internal, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED},
+		{scope.ErrViewUnsettled, codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_NOT_READY},
 		{fmt.Errorf("wrapped: %w", context.Canceled), codes.Canceled, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED},
 		{context.DeadlineExceeded, codes.DeadlineExceeded, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED},
 		{errors.New(detail), codes.Internal, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED},

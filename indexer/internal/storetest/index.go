@@ -62,16 +62,19 @@ func migrateIsIdempotent(t *testing.T, b Backing) {
 func documentsStoredOnceAcrossScopes(t *testing.T, b Backing) {
 	st := b.Open(t)
 	ctx := t.Context()
-	a, built, err := st.BuildScope(ctx, "digest-a", 1, WeatherTools[:3])
+	// Catalog versions are content-derived uint64s: half are above 2^63,
+	// and they come back as they went in.
+	const versionA, versionB = 1<<63 | 7, 1<<64 - 1
+	a, built, err := st.BuildScope(ctx, "digest-a", versionA, WeatherTools[:3])
 	if err != nil || !built {
 		t.Fatalf("build a: built=%v err=%v", built, err)
 	}
-	bs, built, err := st.BuildScope(ctx, "digest-b", 1, WeatherTools[1:])
-	if err != nil || !built {
-		t.Fatalf("build b: built=%v err=%v", built, err)
+	bs, built, err := st.BuildScope(ctx, "digest-b", versionB, WeatherTools[1:])
+	if err != nil || !built || bs.CatalogVersion != versionB {
+		t.Fatalf("build b: %+v built=%v err=%v", bs, built, err)
 	}
 	again, built, err := st.BuildScope(ctx, "digest-a", 2, WeatherTools)
-	if err != nil || built || again.ID != a.ID || again.ToolCount != 3 || again.CatalogVersion != 1 {
+	if err != nil || built || again.ID != a.ID || again.ToolCount != 3 || again.CatalogVersion != versionA {
 		t.Fatalf("rebuild of an existing digest: %+v built=%v err=%v", again, built, err)
 	}
 	looked, err := st.LookupScope(ctx, "digest-b")

@@ -29,8 +29,10 @@ func (s *Store) buildScope(ctx context.Context, digest string, catalogVersion ui
 		return store.Scope{}, false, fmt.Errorf("lock scope: %w", err)
 	}
 	sc := store.Scope{Digest: digest}
+	var version int64
 	err = tx.QueryRow(ctx, `SELECT id, catalog_version, tool_count, baseline_tokens FROM scopes WHERE tools_digest = $1`, digest).
-		Scan(&sc.ID, &sc.CatalogVersion, &sc.ToolCount, &sc.BaselineTokens)
+		Scan(&sc.ID, &version, &sc.ToolCount, &sc.BaselineTokens)
+	sc.CatalogVersion = uint64(version)
 	if err == nil {
 		return sc, false, nil
 	}
@@ -70,6 +72,8 @@ func (s *Store) buildScope(ctx context.Context, digest string, catalogVersion ui
 	if err := tx.QueryRow(ctx, `
 		INSERT INTO scopes (tools_digest, catalog_version, tool_count, baseline_tokens)
 		VALUES ($1, $2, $3, $4) RETURNING id`,
+		// catalog_version is a bigint holding the uint64's bits: catalog
+		// versions are content-derived, so half of them are above 2^63.
 		digest, int64(catalogVersion), len(tools), sc.BaselineTokens).Scan(&sc.ID); err != nil {
 		return store.Scope{}, false, fmt.Errorf("store scope: %w", err)
 	}

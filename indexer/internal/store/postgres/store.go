@@ -110,6 +110,7 @@ const (
 // or store.ErrScopeNotFound.
 func (s *Store) LookupScope(ctx context.Context, digest string) (store.Scope, error) {
 	sc := store.Scope{Digest: digest}
+	var version int64
 	// The touch is throttled so that frequent lookups do not write on every
 	// call; garbage collection only needs minute resolution.
 	err := s.pool.QueryRow(ctx, `
@@ -118,7 +119,8 @@ func (s *Store) LookupScope(ctx context.Context, digest string) (store.Scope, er
 			WHERE tools_digest = $1 AND last_used_at < now() - interval '1 minute'
 		)
 		SELECT id, catalog_version, tool_count, baseline_tokens FROM scopes WHERE tools_digest = $1`,
-		digest).Scan(&sc.ID, &sc.CatalogVersion, &sc.ToolCount, &sc.BaselineTokens)
+		digest).Scan(&sc.ID, &version, &sc.ToolCount, &sc.BaselineTokens)
+	sc.CatalogVersion = uint64(version)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Scope{}, store.ErrScopeNotFound
 	}

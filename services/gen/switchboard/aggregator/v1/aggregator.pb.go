@@ -200,8 +200,15 @@ func (x *DiscoverRequest) GetPrincipal() *v1.Principal {
 // DiscoverResponse summarises a principal's view.
 type DiscoverResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Version of the catalog snapshot this answer was computed from. It
-	// increases every time the catalog is rebuilt with a different content.
+	// Version of the catalog snapshot this answer was computed from. It is
+	// derived from the snapshot's content (the first 8 bytes, big-endian, of
+	// a SHA-256 over the sorted catalog: every item's advertised key, owning
+	// backend, original name and definition, the backends that are down, and
+	// each backend's capabilities), and is never 0. Every aggregator replica
+	// serving the same catalog reports the same version, and a restart over
+	// the same backends reports the same version again. Versions are
+	// identifiers, not counters: compare them for equality only; a different
+	// version may be smaller or larger.
 	CatalogVersion uint64 `protobuf:"varint,1,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
 	// Number of items of each kind in the principal's view.
 	ToolCount             uint32 `protobuf:"varint,2,opt,name=tool_count,json=toolCount,proto3" json:"tool_count,omitempty"`
@@ -210,7 +217,8 @@ type DiscoverResponse struct {
 	PromptCount           uint32 `protobuf:"varint,5,opt,name=prompt_count,json=promptCount,proto3" json:"prompt_count,omitempty"`
 	// Digest of the principal's tool view (advertised names and definitions).
 	// Two principals with equal digests see exactly the same tools; the
-	// indexer shares one search scope between them.
+	// indexer shares one search scope between them. Content-derived like
+	// catalog_version: equal on every replica for the same view.
 	ToolsDigest string `protobuf:"bytes,6,opt,name=tools_digest,json=toolsDigest,proto3" json:"tools_digest,omitempty"`
 	// True when some backend in the view supports resource subscriptions.
 	ResourcesSubscribe bool `protobuf:"varint,7,opt,name=resources_subscribe,json=resourcesSubscribe,proto3" json:"resources_subscribe,omitempty"`
@@ -700,10 +708,19 @@ type ListToolsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Tools []*Tool                `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
 	// Cursor for the next page; empty on the last page.
-	NextCursor     string `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
+	NextCursor string `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
+	// The version of the snapshot this page was cut from (see
+	// DiscoverResponse.catalog_version). Consecutive pages may be served by
+	// different aggregator replicas: a client that needs one consistent view
+	// checks that every page carries the same version and tools_digest, and
+	// starts over from the first page when one does not.
 	CatalogVersion uint64 `protobuf:"varint,3,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The digest of the caller's whole tool view in that snapshot (the same
+	// value as DiscoverResponse.tools_digest for that snapshot and caller),
+	// so a listing can name the view its pages came from.
+	ToolsDigest   string `protobuf:"bytes,4,opt,name=tools_digest,json=toolsDigest,proto3" json:"tools_digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListToolsResponse) Reset() {
@@ -755,6 +772,13 @@ func (x *ListToolsResponse) GetCatalogVersion() uint64 {
 		return x.CatalogVersion
 	}
 	return 0
+}
+
+func (x *ListToolsResponse) GetToolsDigest() string {
+	if x != nil {
+		return x.ToolsDigest
+	}
+	return ""
 }
 
 // Resource is one resource. URIs are never rewritten.
@@ -853,10 +877,12 @@ func (x *Resource) GetDefinitionJson() string {
 
 // ListResourcesResponse is one page of resources.
 type ListResourcesResponse struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	Resources      []*Resource            `protobuf:"bytes,1,rep,name=resources,proto3" json:"resources,omitempty"`
-	NextCursor     string                 `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
-	CatalogVersion uint64                 `protobuf:"varint,3,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Resources  []*Resource            `protobuf:"bytes,1,rep,name=resources,proto3" json:"resources,omitempty"`
+	NextCursor string                 `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
+	// The version of the snapshot this page was cut from (see
+	// DiscoverResponse.catalog_version; compare for equality only).
+	CatalogVersion uint64 `protobuf:"varint,3,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1011,9 +1037,11 @@ type ListResourceTemplatesResponse struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	ResourceTemplates []*ResourceTemplate    `protobuf:"bytes,1,rep,name=resource_templates,json=resourceTemplates,proto3" json:"resource_templates,omitempty"`
 	NextCursor        string                 `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
-	CatalogVersion    uint64                 `protobuf:"varint,3,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The version of the snapshot this page was cut from (see
+	// DiscoverResponse.catalog_version; compare for equality only).
+	CatalogVersion uint64 `protobuf:"varint,3,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ListResourceTemplatesResponse) Reset() {
@@ -1156,10 +1184,12 @@ func (x *Prompt) GetDefinitionJson() string {
 
 // ListPromptsResponse is one page of prompts.
 type ListPromptsResponse struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	Prompts        []*Prompt              `protobuf:"bytes,1,rep,name=prompts,proto3" json:"prompts,omitempty"`
-	NextCursor     string                 `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
-	CatalogVersion uint64                 `protobuf:"varint,3,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Prompts    []*Prompt              `protobuf:"bytes,1,rep,name=prompts,proto3" json:"prompts,omitempty"`
+	NextCursor string                 `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
+	// The version of the snapshot this page was cut from (see
+	// DiscoverResponse.catalog_version; compare for equality only).
+	CatalogVersion uint64 `protobuf:"varint,3,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1676,6 +1706,108 @@ func (x *CallToolResponse) GetBackend() string {
 	return ""
 }
 
+// ResumeHeldCallRequest is a client's retry of a held call, forwarded.
+type ResumeHeldCallRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Principal of the retry; the same as call.principal (services resolve
+	// the principal from this top-level field).
+	Principal *v1.Principal `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// The retry as the forwarding replica received it.
+	Call          *CallToolRequest `protobuf:"bytes,2,opt,name=call,proto3" json:"call,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeHeldCallRequest) Reset() {
+	*x = ResumeHeldCallRequest{}
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeHeldCallRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeHeldCallRequest) ProtoMessage() {}
+
+func (x *ResumeHeldCallRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeHeldCallRequest.ProtoReflect.Descriptor instead.
+func (*ResumeHeldCallRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ResumeHeldCallRequest) GetPrincipal() *v1.Principal {
+	if x != nil {
+		return x.Principal
+	}
+	return nil
+}
+
+func (x *ResumeHeldCallRequest) GetCall() *CallToolRequest {
+	if x != nil {
+		return x.Call
+	}
+	return nil
+}
+
+// ResumeHeldCallResponse is the resumed call's result: its end, or its
+// next input_required round (whose request_state names this replica).
+type ResumeHeldCallResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Result        *CallToolResponse      `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeHeldCallResponse) Reset() {
+	*x = ResumeHeldCallResponse{}
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeHeldCallResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeHeldCallResponse) ProtoMessage() {}
+
+func (x *ResumeHeldCallResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeHeldCallResponse.ProtoReflect.Descriptor instead.
+func (*ResumeHeldCallResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ResumeHeldCallResponse) GetResult() *CallToolResponse {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
 // ReadResourceRequest reads one resource.
 type ReadResourceRequest struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
@@ -1690,7 +1822,7 @@ type ReadResourceRequest struct {
 
 func (x *ReadResourceRequest) Reset() {
 	*x = ReadResourceRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[20]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1702,7 +1834,7 @@ func (x *ReadResourceRequest) String() string {
 func (*ReadResourceRequest) ProtoMessage() {}
 
 func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[20]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1715,7 +1847,7 @@ func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResourceRequest.ProtoReflect.Descriptor instead.
 func (*ReadResourceRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{20}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReadResourceRequest) GetPrincipal() *v1.Principal {
@@ -1766,7 +1898,7 @@ type ReadResourceResponse struct {
 
 func (x *ReadResourceResponse) Reset() {
 	*x = ReadResourceResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[21]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1778,7 +1910,7 @@ func (x *ReadResourceResponse) String() string {
 func (*ReadResourceResponse) ProtoMessage() {}
 
 func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[21]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1791,7 +1923,7 @@ func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResourceResponse.ProtoReflect.Descriptor instead.
 func (*ReadResourceResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{21}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReadResourceResponse) GetResultJson() string {
@@ -1831,7 +1963,7 @@ type GetPromptRequest struct {
 
 func (x *GetPromptRequest) Reset() {
 	*x = GetPromptRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[22]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1843,7 +1975,7 @@ func (x *GetPromptRequest) String() string {
 func (*GetPromptRequest) ProtoMessage() {}
 
 func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[22]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1856,7 +1988,7 @@ func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptRequest.ProtoReflect.Descriptor instead.
 func (*GetPromptRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{22}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetPromptRequest) GetPrincipal() *v1.Principal {
@@ -1914,7 +2046,7 @@ type GetPromptResponse struct {
 
 func (x *GetPromptResponse) Reset() {
 	*x = GetPromptResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[23]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1926,7 +2058,7 @@ func (x *GetPromptResponse) String() string {
 func (*GetPromptResponse) ProtoMessage() {}
 
 func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[23]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1939,7 +2071,7 @@ func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptResponse.ProtoReflect.Descriptor instead.
 func (*GetPromptResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{23}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetPromptResponse) GetResultJson() string {
@@ -1976,7 +2108,7 @@ type CompleteRequest struct {
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[24]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1988,7 +2120,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[24]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2001,7 +2133,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{24}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CompleteRequest) GetPrincipal() *v1.Principal {
@@ -2029,7 +2161,7 @@ type CompleteResponse struct {
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[25]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2041,7 +2173,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[25]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2054,7 +2186,7 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{25}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CompleteResponse) GetResultJson() string {
@@ -2086,7 +2218,7 @@ type WatchCatalogRequest struct {
 
 func (x *WatchCatalogRequest) Reset() {
 	*x = WatchCatalogRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[26]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2098,7 +2230,7 @@ func (x *WatchCatalogRequest) String() string {
 func (*WatchCatalogRequest) ProtoMessage() {}
 
 func (x *WatchCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[26]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2111,7 +2243,7 @@ func (x *WatchCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCatalogRequest.ProtoReflect.Descriptor instead.
 func (*WatchCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{26}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WatchCatalogRequest) GetPrincipal() *v1.Principal {
@@ -2138,7 +2270,11 @@ func (x *WatchCatalogRequest) GetResourceUris() []string {
 // WatchCatalogResponse is one catalog event: the view changed.
 type WatchCatalogResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The new catalog version.
+	// The catalog version after the change (see
+	// DiscoverResponse.catalog_version): content-derived, so compare it for
+	// equality only. A watch reopened on another replica, or on a restarted
+	// one, whose first event carries the version last seen saw the same
+	// catalog.
 	CatalogVersion uint64 `protobuf:"varint,1,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
 	// The kinds whose content changed in this view. Empty on the initial
 	// event, which only reports the current version.
@@ -2158,7 +2294,7 @@ type WatchCatalogResponse struct {
 
 func (x *WatchCatalogResponse) Reset() {
 	*x = WatchCatalogResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[27]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2170,7 +2306,7 @@ func (x *WatchCatalogResponse) String() string {
 func (*WatchCatalogResponse) ProtoMessage() {}
 
 func (x *WatchCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[27]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2183,7 +2319,7 @@ func (x *WatchCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCatalogResponse.ProtoReflect.Descriptor instead.
 func (*WatchCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{27}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *WatchCatalogResponse) GetCatalogVersion() uint64 {
@@ -2242,7 +2378,7 @@ type BackendError struct {
 
 func (x *BackendError) Reset() {
 	*x = BackendError{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[28]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2254,7 +2390,7 @@ func (x *BackendError) String() string {
 func (*BackendError) ProtoMessage() {}
 
 func (x *BackendError) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[28]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2267,7 +2403,7 @@ func (x *BackendError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackendError.ProtoReflect.Descriptor instead.
 func (*BackendError) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{28}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *BackendError) GetCode() int64 {
@@ -2302,7 +2438,7 @@ type ListBackendsRequest struct {
 
 func (x *ListBackendsRequest) Reset() {
 	*x = ListBackendsRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[29]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2314,7 +2450,7 @@ func (x *ListBackendsRequest) String() string {
 func (*ListBackendsRequest) ProtoMessage() {}
 
 func (x *ListBackendsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[29]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2327,7 +2463,7 @@ func (x *ListBackendsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackendsRequest.ProtoReflect.Descriptor instead.
 func (*ListBackendsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{29}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListBackendsRequest) GetPrincipal() *v1.Principal {
@@ -2367,7 +2503,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[30]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2379,7 +2515,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[30]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2392,7 +2528,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{30}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Backend) GetName() string {
@@ -2467,16 +2603,17 @@ func (x *Backend) GetLastCheck() *timestamppb.Timestamp {
 
 // ListBackendsResponse lists backends in name order.
 type ListBackendsResponse struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	Backends       []*Backend             `protobuf:"bytes,1,rep,name=backends,proto3" json:"backends,omitempty"`
-	CatalogVersion uint64                 `protobuf:"varint,2,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Backends []*Backend             `protobuf:"bytes,1,rep,name=backends,proto3" json:"backends,omitempty"`
+	// The current catalog version (see DiscoverResponse.catalog_version).
+	CatalogVersion uint64 `protobuf:"varint,2,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ListBackendsResponse) Reset() {
 	*x = ListBackendsResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[31]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2488,7 +2625,7 @@ func (x *ListBackendsResponse) String() string {
 func (*ListBackendsResponse) ProtoMessage() {}
 
 func (x *ListBackendsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[31]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2501,7 +2638,7 @@ func (x *ListBackendsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackendsResponse.ProtoReflect.Descriptor instead.
 func (*ListBackendsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{31}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListBackendsResponse) GetBackends() []*Backend {
@@ -2561,12 +2698,13 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\x10annotations_json\x18\x06 \x01(\tR\x0fannotationsJson\x12\x18\n" +
 	"\abackend\x18\a \x01(\tR\abackend\x12#\n" +
 	"\roriginal_name\x18\b \x01(\tR\foriginalName\x12'\n" +
-	"\x0fdefinition_json\x18\t \x01(\tR\x0edefinitionJson\"\x94\x01\n" +
+	"\x0fdefinition_json\x18\t \x01(\tR\x0edefinitionJson\"\xb7\x01\n" +
 	"\x11ListToolsResponse\x125\n" +
 	"\x05tools\x18\x01 \x03(\v2\x1f.switchboard.aggregator.v1.ToolR\x05tools\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\tR\n" +
 	"nextCursor\x12'\n" +
-	"\x0fcatalog_version\x18\x03 \x01(\x04R\x0ecatalogVersion\"\xc8\x01\n" +
+	"\x0fcatalog_version\x18\x03 \x01(\x04R\x0ecatalogVersion\x12!\n" +
+	"\ftools_digest\x18\x04 \x01(\tR\vtoolsDigest\"\xc8\x01\n" +
 	"\bResource\x12\x10\n" +
 	"\x03uri\x18\x01 \x01(\tR\x03uri\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -2638,7 +2776,12 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\bis_error\x18\x02 \x01(\bR\aisError\x12\x1f\n" +
 	"\vresult_type\x18\x03 \x01(\tR\n" +
 	"resultType\x12\x18\n" +
-	"\abackend\x18\x04 \x01(\tR\abackend\"\x83\x02\n" +
+	"\abackend\x18\x04 \x01(\tR\abackend\"\x97\x01\n" +
+	"\x15ResumeHeldCallRequest\x12>\n" +
+	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12>\n" +
+	"\x04call\x18\x02 \x01(\v2*.switchboard.aggregator.v1.CallToolRequestR\x04call\"]\n" +
+	"\x16ResumeHeldCallResponse\x12C\n" +
+	"\x06result\x18\x01 \x01(\v2+.switchboard.aggregator.v1.CallToolResponseR\x06result\"\x83\x02\n" +
 	"\x13ReadResourceRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x10\n" +
 	"\x03uri\x18\x02 \x01(\tR\x03uri\x12C\n" +
@@ -2720,8 +2863,7 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\x16BACKEND_HEALTH_UNKNOWN\x10\x01\x12\x1a\n" +
 	"\x16BACKEND_HEALTH_HEALTHY\x10\x02\x12\x1b\n" +
 	"\x17BACKEND_HEALTH_DEGRADED\x10\x03\x12\x1c\n" +
-	"\x18BACKEND_HEALTH_UNHEALTHY\x10\x042\xcf\n" +
-	"\n" +
+	"\x18BACKEND_HEALTH_UNHEALTHY\x10\x042\xc6\v\n" +
 	"\x11AggregatorService\x12c\n" +
 	"\bDiscover\x12*.switchboard.aggregator.v1.DiscoverRequest\x1a+.switchboard.aggregator.v1.DiscoverResponse\x12f\n" +
 	"\tListTools\x12+.switchboard.aggregator.v1.ListToolsRequest\x1a,.switchboard.aggregator.v1.ListToolsResponse\x12r\n" +
@@ -2734,7 +2876,8 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\tGetPrompt\x12+.switchboard.aggregator.v1.GetPromptRequest\x1a,.switchboard.aggregator.v1.GetPromptResponse\x12c\n" +
 	"\bComplete\x12*.switchboard.aggregator.v1.CompleteRequest\x1a+.switchboard.aggregator.v1.CompleteResponse\x12q\n" +
 	"\fWatchCatalog\x12..switchboard.aggregator.v1.WatchCatalogRequest\x1a/.switchboard.aggregator.v1.WatchCatalogResponse0\x01\x12o\n" +
-	"\fListBackends\x12..switchboard.aggregator.v1.ListBackendsRequest\x1a/.switchboard.aggregator.v1.ListBackendsResponseB\\ZZgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1;aggregatorv1b\x06proto3"
+	"\fListBackends\x12..switchboard.aggregator.v1.ListBackendsRequest\x1a/.switchboard.aggregator.v1.ListBackendsResponse\x12u\n" +
+	"\x0eResumeHeldCall\x120.switchboard.aggregator.v1.ResumeHeldCallRequest\x1a1.switchboard.aggregator.v1.ResumeHeldCallResponseB\\ZZgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1;aggregatorv1b\x06proto3"
 
 var (
 	file_switchboard_aggregator_v1_aggregator_proto_rawDescOnce sync.Once
@@ -2749,7 +2892,7 @@ func file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP() []byte {
 }
 
 var file_switchboard_aggregator_v1_aggregator_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_switchboard_aggregator_v1_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_switchboard_aggregator_v1_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_switchboard_aggregator_v1_aggregator_proto_goTypes = []any{
 	(CatalogKind)(0),                      // 0: switchboard.aggregator.v1.CatalogKind
 	(BackendHealth)(0),                    // 1: switchboard.aggregator.v1.BackendHealth
@@ -2773,81 +2916,88 @@ var file_switchboard_aggregator_v1_aggregator_proto_goTypes = []any{
 	(*CallToolStreamResponse)(nil),        // 19: switchboard.aggregator.v1.CallToolStreamResponse
 	(*Notification)(nil),                  // 20: switchboard.aggregator.v1.Notification
 	(*CallToolResponse)(nil),              // 21: switchboard.aggregator.v1.CallToolResponse
-	(*ReadResourceRequest)(nil),           // 22: switchboard.aggregator.v1.ReadResourceRequest
-	(*ReadResourceResponse)(nil),          // 23: switchboard.aggregator.v1.ReadResourceResponse
-	(*GetPromptRequest)(nil),              // 24: switchboard.aggregator.v1.GetPromptRequest
-	(*GetPromptResponse)(nil),             // 25: switchboard.aggregator.v1.GetPromptResponse
-	(*CompleteRequest)(nil),               // 26: switchboard.aggregator.v1.CompleteRequest
-	(*CompleteResponse)(nil),              // 27: switchboard.aggregator.v1.CompleteResponse
-	(*WatchCatalogRequest)(nil),           // 28: switchboard.aggregator.v1.WatchCatalogRequest
-	(*WatchCatalogResponse)(nil),          // 29: switchboard.aggregator.v1.WatchCatalogResponse
-	(*BackendError)(nil),                  // 30: switchboard.aggregator.v1.BackendError
-	(*ListBackendsRequest)(nil),           // 31: switchboard.aggregator.v1.ListBackendsRequest
-	(*Backend)(nil),                       // 32: switchboard.aggregator.v1.Backend
-	(*ListBackendsResponse)(nil),          // 33: switchboard.aggregator.v1.ListBackendsResponse
-	nil,                                   // 34: switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntry
-	nil,                                   // 35: switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
-	(*v1.Principal)(nil),                  // 36: switchboard.common.v1.Principal
-	(*timestamppb.Timestamp)(nil),         // 37: google.protobuf.Timestamp
+	(*ResumeHeldCallRequest)(nil),         // 22: switchboard.aggregator.v1.ResumeHeldCallRequest
+	(*ResumeHeldCallResponse)(nil),        // 23: switchboard.aggregator.v1.ResumeHeldCallResponse
+	(*ReadResourceRequest)(nil),           // 24: switchboard.aggregator.v1.ReadResourceRequest
+	(*ReadResourceResponse)(nil),          // 25: switchboard.aggregator.v1.ReadResourceResponse
+	(*GetPromptRequest)(nil),              // 26: switchboard.aggregator.v1.GetPromptRequest
+	(*GetPromptResponse)(nil),             // 27: switchboard.aggregator.v1.GetPromptResponse
+	(*CompleteRequest)(nil),               // 28: switchboard.aggregator.v1.CompleteRequest
+	(*CompleteResponse)(nil),              // 29: switchboard.aggregator.v1.CompleteResponse
+	(*WatchCatalogRequest)(nil),           // 30: switchboard.aggregator.v1.WatchCatalogRequest
+	(*WatchCatalogResponse)(nil),          // 31: switchboard.aggregator.v1.WatchCatalogResponse
+	(*BackendError)(nil),                  // 32: switchboard.aggregator.v1.BackendError
+	(*ListBackendsRequest)(nil),           // 33: switchboard.aggregator.v1.ListBackendsRequest
+	(*Backend)(nil),                       // 34: switchboard.aggregator.v1.Backend
+	(*ListBackendsResponse)(nil),          // 35: switchboard.aggregator.v1.ListBackendsResponse
+	nil,                                   // 36: switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntry
+	nil,                                   // 37: switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
+	(*v1.Principal)(nil),                  // 38: switchboard.common.v1.Principal
+	(*timestamppb.Timestamp)(nil),         // 39: google.protobuf.Timestamp
 }
 var file_switchboard_aggregator_v1_aggregator_proto_depIdxs = []int32{
-	36, // 0: switchboard.aggregator.v1.DiscoverRequest.principal:type_name -> switchboard.common.v1.Principal
-	36, // 1: switchboard.aggregator.v1.ListToolsRequest.principal:type_name -> switchboard.common.v1.Principal
-	36, // 2: switchboard.aggregator.v1.ListResourcesRequest.principal:type_name -> switchboard.common.v1.Principal
-	36, // 3: switchboard.aggregator.v1.ListResourceTemplatesRequest.principal:type_name -> switchboard.common.v1.Principal
-	36, // 4: switchboard.aggregator.v1.ListPromptsRequest.principal:type_name -> switchboard.common.v1.Principal
+	38, // 0: switchboard.aggregator.v1.DiscoverRequest.principal:type_name -> switchboard.common.v1.Principal
+	38, // 1: switchboard.aggregator.v1.ListToolsRequest.principal:type_name -> switchboard.common.v1.Principal
+	38, // 2: switchboard.aggregator.v1.ListResourcesRequest.principal:type_name -> switchboard.common.v1.Principal
+	38, // 3: switchboard.aggregator.v1.ListResourceTemplatesRequest.principal:type_name -> switchboard.common.v1.Principal
+	38, // 4: switchboard.aggregator.v1.ListPromptsRequest.principal:type_name -> switchboard.common.v1.Principal
 	8,  // 5: switchboard.aggregator.v1.ListToolsResponse.tools:type_name -> switchboard.aggregator.v1.Tool
 	10, // 6: switchboard.aggregator.v1.ListResourcesResponse.resources:type_name -> switchboard.aggregator.v1.Resource
 	12, // 7: switchboard.aggregator.v1.ListResourceTemplatesResponse.resource_templates:type_name -> switchboard.aggregator.v1.ResourceTemplate
 	14, // 8: switchboard.aggregator.v1.ListPromptsResponse.prompts:type_name -> switchboard.aggregator.v1.Prompt
-	36, // 9: switchboard.aggregator.v1.CallToolRequest.principal:type_name -> switchboard.common.v1.Principal
+	38, // 9: switchboard.aggregator.v1.CallToolRequest.principal:type_name -> switchboard.common.v1.Principal
 	16, // 10: switchboard.aggregator.v1.CallToolRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	34, // 11: switchboard.aggregator.v1.CallToolRequest.param_headers:type_name -> switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntry
+	36, // 11: switchboard.aggregator.v1.CallToolRequest.param_headers:type_name -> switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntry
 	17, // 12: switchboard.aggregator.v1.CallToolStreamRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
-	36, // 13: switchboard.aggregator.v1.CallToolStreamRequest.principal:type_name -> switchboard.common.v1.Principal
+	38, // 13: switchboard.aggregator.v1.CallToolStreamRequest.principal:type_name -> switchboard.common.v1.Principal
 	20, // 14: switchboard.aggregator.v1.CallToolStreamResponse.notification:type_name -> switchboard.aggregator.v1.Notification
 	21, // 15: switchboard.aggregator.v1.CallToolStreamResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
-	36, // 16: switchboard.aggregator.v1.ReadResourceRequest.principal:type_name -> switchboard.common.v1.Principal
-	16, // 17: switchboard.aggregator.v1.ReadResourceRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	36, // 18: switchboard.aggregator.v1.GetPromptRequest.principal:type_name -> switchboard.common.v1.Principal
-	35, // 19: switchboard.aggregator.v1.GetPromptRequest.arguments:type_name -> switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
-	16, // 20: switchboard.aggregator.v1.GetPromptRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	36, // 21: switchboard.aggregator.v1.CompleteRequest.principal:type_name -> switchboard.common.v1.Principal
-	36, // 22: switchboard.aggregator.v1.WatchCatalogRequest.principal:type_name -> switchboard.common.v1.Principal
-	0,  // 23: switchboard.aggregator.v1.WatchCatalogResponse.changed:type_name -> switchboard.aggregator.v1.CatalogKind
-	36, // 24: switchboard.aggregator.v1.ListBackendsRequest.principal:type_name -> switchboard.common.v1.Principal
-	1,  // 25: switchboard.aggregator.v1.Backend.health:type_name -> switchboard.aggregator.v1.BackendHealth
-	37, // 26: switchboard.aggregator.v1.Backend.last_check:type_name -> google.protobuf.Timestamp
-	32, // 27: switchboard.aggregator.v1.ListBackendsResponse.backends:type_name -> switchboard.aggregator.v1.Backend
-	2,  // 28: switchboard.aggregator.v1.AggregatorService.Discover:input_type -> switchboard.aggregator.v1.DiscoverRequest
-	4,  // 29: switchboard.aggregator.v1.AggregatorService.ListTools:input_type -> switchboard.aggregator.v1.ListToolsRequest
-	5,  // 30: switchboard.aggregator.v1.AggregatorService.ListResources:input_type -> switchboard.aggregator.v1.ListResourcesRequest
-	6,  // 31: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:input_type -> switchboard.aggregator.v1.ListResourceTemplatesRequest
-	7,  // 32: switchboard.aggregator.v1.AggregatorService.ListPrompts:input_type -> switchboard.aggregator.v1.ListPromptsRequest
-	17, // 33: switchboard.aggregator.v1.AggregatorService.CallTool:input_type -> switchboard.aggregator.v1.CallToolRequest
-	18, // 34: switchboard.aggregator.v1.AggregatorService.CallToolStream:input_type -> switchboard.aggregator.v1.CallToolStreamRequest
-	22, // 35: switchboard.aggregator.v1.AggregatorService.ReadResource:input_type -> switchboard.aggregator.v1.ReadResourceRequest
-	24, // 36: switchboard.aggregator.v1.AggregatorService.GetPrompt:input_type -> switchboard.aggregator.v1.GetPromptRequest
-	26, // 37: switchboard.aggregator.v1.AggregatorService.Complete:input_type -> switchboard.aggregator.v1.CompleteRequest
-	28, // 38: switchboard.aggregator.v1.AggregatorService.WatchCatalog:input_type -> switchboard.aggregator.v1.WatchCatalogRequest
-	31, // 39: switchboard.aggregator.v1.AggregatorService.ListBackends:input_type -> switchboard.aggregator.v1.ListBackendsRequest
-	3,  // 40: switchboard.aggregator.v1.AggregatorService.Discover:output_type -> switchboard.aggregator.v1.DiscoverResponse
-	9,  // 41: switchboard.aggregator.v1.AggregatorService.ListTools:output_type -> switchboard.aggregator.v1.ListToolsResponse
-	11, // 42: switchboard.aggregator.v1.AggregatorService.ListResources:output_type -> switchboard.aggregator.v1.ListResourcesResponse
-	13, // 43: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:output_type -> switchboard.aggregator.v1.ListResourceTemplatesResponse
-	15, // 44: switchboard.aggregator.v1.AggregatorService.ListPrompts:output_type -> switchboard.aggregator.v1.ListPromptsResponse
-	21, // 45: switchboard.aggregator.v1.AggregatorService.CallTool:output_type -> switchboard.aggregator.v1.CallToolResponse
-	19, // 46: switchboard.aggregator.v1.AggregatorService.CallToolStream:output_type -> switchboard.aggregator.v1.CallToolStreamResponse
-	23, // 47: switchboard.aggregator.v1.AggregatorService.ReadResource:output_type -> switchboard.aggregator.v1.ReadResourceResponse
-	25, // 48: switchboard.aggregator.v1.AggregatorService.GetPrompt:output_type -> switchboard.aggregator.v1.GetPromptResponse
-	27, // 49: switchboard.aggregator.v1.AggregatorService.Complete:output_type -> switchboard.aggregator.v1.CompleteResponse
-	29, // 50: switchboard.aggregator.v1.AggregatorService.WatchCatalog:output_type -> switchboard.aggregator.v1.WatchCatalogResponse
-	33, // 51: switchboard.aggregator.v1.AggregatorService.ListBackends:output_type -> switchboard.aggregator.v1.ListBackendsResponse
-	40, // [40:52] is the sub-list for method output_type
-	28, // [28:40] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	38, // 16: switchboard.aggregator.v1.ResumeHeldCallRequest.principal:type_name -> switchboard.common.v1.Principal
+	17, // 17: switchboard.aggregator.v1.ResumeHeldCallRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
+	21, // 18: switchboard.aggregator.v1.ResumeHeldCallResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
+	38, // 19: switchboard.aggregator.v1.ReadResourceRequest.principal:type_name -> switchboard.common.v1.Principal
+	16, // 20: switchboard.aggregator.v1.ReadResourceRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
+	38, // 21: switchboard.aggregator.v1.GetPromptRequest.principal:type_name -> switchboard.common.v1.Principal
+	37, // 22: switchboard.aggregator.v1.GetPromptRequest.arguments:type_name -> switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
+	16, // 23: switchboard.aggregator.v1.GetPromptRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
+	38, // 24: switchboard.aggregator.v1.CompleteRequest.principal:type_name -> switchboard.common.v1.Principal
+	38, // 25: switchboard.aggregator.v1.WatchCatalogRequest.principal:type_name -> switchboard.common.v1.Principal
+	0,  // 26: switchboard.aggregator.v1.WatchCatalogResponse.changed:type_name -> switchboard.aggregator.v1.CatalogKind
+	38, // 27: switchboard.aggregator.v1.ListBackendsRequest.principal:type_name -> switchboard.common.v1.Principal
+	1,  // 28: switchboard.aggregator.v1.Backend.health:type_name -> switchboard.aggregator.v1.BackendHealth
+	39, // 29: switchboard.aggregator.v1.Backend.last_check:type_name -> google.protobuf.Timestamp
+	34, // 30: switchboard.aggregator.v1.ListBackendsResponse.backends:type_name -> switchboard.aggregator.v1.Backend
+	2,  // 31: switchboard.aggregator.v1.AggregatorService.Discover:input_type -> switchboard.aggregator.v1.DiscoverRequest
+	4,  // 32: switchboard.aggregator.v1.AggregatorService.ListTools:input_type -> switchboard.aggregator.v1.ListToolsRequest
+	5,  // 33: switchboard.aggregator.v1.AggregatorService.ListResources:input_type -> switchboard.aggregator.v1.ListResourcesRequest
+	6,  // 34: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:input_type -> switchboard.aggregator.v1.ListResourceTemplatesRequest
+	7,  // 35: switchboard.aggregator.v1.AggregatorService.ListPrompts:input_type -> switchboard.aggregator.v1.ListPromptsRequest
+	17, // 36: switchboard.aggregator.v1.AggregatorService.CallTool:input_type -> switchboard.aggregator.v1.CallToolRequest
+	18, // 37: switchboard.aggregator.v1.AggregatorService.CallToolStream:input_type -> switchboard.aggregator.v1.CallToolStreamRequest
+	24, // 38: switchboard.aggregator.v1.AggregatorService.ReadResource:input_type -> switchboard.aggregator.v1.ReadResourceRequest
+	26, // 39: switchboard.aggregator.v1.AggregatorService.GetPrompt:input_type -> switchboard.aggregator.v1.GetPromptRequest
+	28, // 40: switchboard.aggregator.v1.AggregatorService.Complete:input_type -> switchboard.aggregator.v1.CompleteRequest
+	30, // 41: switchboard.aggregator.v1.AggregatorService.WatchCatalog:input_type -> switchboard.aggregator.v1.WatchCatalogRequest
+	33, // 42: switchboard.aggregator.v1.AggregatorService.ListBackends:input_type -> switchboard.aggregator.v1.ListBackendsRequest
+	22, // 43: switchboard.aggregator.v1.AggregatorService.ResumeHeldCall:input_type -> switchboard.aggregator.v1.ResumeHeldCallRequest
+	3,  // 44: switchboard.aggregator.v1.AggregatorService.Discover:output_type -> switchboard.aggregator.v1.DiscoverResponse
+	9,  // 45: switchboard.aggregator.v1.AggregatorService.ListTools:output_type -> switchboard.aggregator.v1.ListToolsResponse
+	11, // 46: switchboard.aggregator.v1.AggregatorService.ListResources:output_type -> switchboard.aggregator.v1.ListResourcesResponse
+	13, // 47: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:output_type -> switchboard.aggregator.v1.ListResourceTemplatesResponse
+	15, // 48: switchboard.aggregator.v1.AggregatorService.ListPrompts:output_type -> switchboard.aggregator.v1.ListPromptsResponse
+	21, // 49: switchboard.aggregator.v1.AggregatorService.CallTool:output_type -> switchboard.aggregator.v1.CallToolResponse
+	19, // 50: switchboard.aggregator.v1.AggregatorService.CallToolStream:output_type -> switchboard.aggregator.v1.CallToolStreamResponse
+	25, // 51: switchboard.aggregator.v1.AggregatorService.ReadResource:output_type -> switchboard.aggregator.v1.ReadResourceResponse
+	27, // 52: switchboard.aggregator.v1.AggregatorService.GetPrompt:output_type -> switchboard.aggregator.v1.GetPromptResponse
+	29, // 53: switchboard.aggregator.v1.AggregatorService.Complete:output_type -> switchboard.aggregator.v1.CompleteResponse
+	31, // 54: switchboard.aggregator.v1.AggregatorService.WatchCatalog:output_type -> switchboard.aggregator.v1.WatchCatalogResponse
+	35, // 55: switchboard.aggregator.v1.AggregatorService.ListBackends:output_type -> switchboard.aggregator.v1.ListBackendsResponse
+	23, // 56: switchboard.aggregator.v1.AggregatorService.ResumeHeldCall:output_type -> switchboard.aggregator.v1.ResumeHeldCallResponse
+	44, // [44:57] is the sub-list for method output_type
+	31, // [31:44] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_aggregator_v1_aggregator_proto_init() }
@@ -2865,7 +3015,7 @@ func file_switchboard_aggregator_v1_aggregator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_aggregator_v1_aggregator_proto_rawDesc), len(file_switchboard_aggregator_v1_aggregator_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   34,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -45,6 +45,7 @@ const (
 	AggregatorService_Complete_FullMethodName              = "/switchboard.aggregator.v1.AggregatorService/Complete"
 	AggregatorService_WatchCatalog_FullMethodName          = "/switchboard.aggregator.v1.AggregatorService/WatchCatalog"
 	AggregatorService_ListBackends_FullMethodName          = "/switchboard.aggregator.v1.AggregatorService/ListBackends"
+	AggregatorService_ResumeHeldCall_FullMethodName        = "/switchboard.aggregator.v1.AggregatorService/ResumeHeldCall"
 )
 
 // AggregatorServiceClient is the client API for AggregatorService service.
@@ -95,6 +96,17 @@ type AggregatorServiceClient interface {
 	// counts. Backends are listed in name order. URLs and failure texts are
 	// for operator callers only (see Backend).
 	ListBackends(ctx context.Context, in *ListBackendsRequest, opts ...grpc.CallOption) (*ListBackendsResponse, error)
+	// ResumeHeldCall carries on a call that a Legacy backend holds on this
+	// replica for the client's input, for the aggregator replica that
+	// received the client's retry. A held call's request_state
+	// ("switchboard-held:<id>.<round>@<owner>") names the replica holding it
+	// by its aggregator.advertiseAddress; a replica that gets a retry naming
+	// another replica, one of its aggregator.peers, forwards the retry here
+	// with its own service credential (the only RPC that credential may
+	// call). The call must name this replica; anything else, like a call
+	// that is no longer held, is INVALID_ARGUMENT. Errors are otherwise the
+	// same as CallTool's.
+	ResumeHeldCall(ctx context.Context, in *ResumeHeldCallRequest, opts ...grpc.CallOption) (*ResumeHeldCallResponse, error)
 }
 
 type aggregatorServiceClient struct {
@@ -243,6 +255,16 @@ func (c *aggregatorServiceClient) ListBackends(ctx context.Context, in *ListBack
 	return out, nil
 }
 
+func (c *aggregatorServiceClient) ResumeHeldCall(ctx context.Context, in *ResumeHeldCallRequest, opts ...grpc.CallOption) (*ResumeHeldCallResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeHeldCallResponse)
+	err := c.cc.Invoke(ctx, AggregatorService_ResumeHeldCall_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AggregatorServiceServer is the server API for AggregatorService service.
 // All implementations must embed UnimplementedAggregatorServiceServer
 // for forward compatibility.
@@ -291,6 +313,17 @@ type AggregatorServiceServer interface {
 	// counts. Backends are listed in name order. URLs and failure texts are
 	// for operator callers only (see Backend).
 	ListBackends(context.Context, *ListBackendsRequest) (*ListBackendsResponse, error)
+	// ResumeHeldCall carries on a call that a Legacy backend holds on this
+	// replica for the client's input, for the aggregator replica that
+	// received the client's retry. A held call's request_state
+	// ("switchboard-held:<id>.<round>@<owner>") names the replica holding it
+	// by its aggregator.advertiseAddress; a replica that gets a retry naming
+	// another replica, one of its aggregator.peers, forwards the retry here
+	// with its own service credential (the only RPC that credential may
+	// call). The call must name this replica; anything else, like a call
+	// that is no longer held, is INVALID_ARGUMENT. Errors are otherwise the
+	// same as CallTool's.
+	ResumeHeldCall(context.Context, *ResumeHeldCallRequest) (*ResumeHeldCallResponse, error)
 	mustEmbedUnimplementedAggregatorServiceServer()
 }
 
@@ -336,6 +369,9 @@ func (UnimplementedAggregatorServiceServer) WatchCatalog(*WatchCatalogRequest, g
 }
 func (UnimplementedAggregatorServiceServer) ListBackends(context.Context, *ListBackendsRequest) (*ListBackendsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListBackends not implemented")
+}
+func (UnimplementedAggregatorServiceServer) ResumeHeldCall(context.Context, *ResumeHeldCallRequest) (*ResumeHeldCallResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeHeldCall not implemented")
 }
 func (UnimplementedAggregatorServiceServer) mustEmbedUnimplementedAggregatorServiceServer() {}
 func (UnimplementedAggregatorServiceServer) testEmbeddedByValue()                           {}
@@ -560,6 +596,24 @@ func _AggregatorService_ListBackends_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AggregatorService_ResumeHeldCall_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeHeldCallRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AggregatorServiceServer).ResumeHeldCall(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AggregatorService_ResumeHeldCall_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AggregatorServiceServer).ResumeHeldCall(ctx, req.(*ResumeHeldCallRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AggregatorService_ServiceDesc is the grpc.ServiceDesc for AggregatorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -606,6 +660,10 @@ var AggregatorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListBackends",
 			Handler:    _AggregatorService_ListBackends_Handler,
+		},
+		{
+			MethodName: "ResumeHeldCall",
+			Handler:    _AggregatorService_ResumeHeldCall_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

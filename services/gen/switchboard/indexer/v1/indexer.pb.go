@@ -603,7 +603,8 @@ type SearchResponse struct {
 	ScopeSize uint32 `protobuf:"varint,2,opt,name=scope_size,json=scopeSize,proto3" json:"scope_size,omitempty"`
 	// Estimated tokens of the principal's whole tool list (JSON bytes / 4).
 	BaselineTokens uint64 `protobuf:"varint,3,opt,name=baseline_tokens,json=baselineTokens,proto3" json:"baseline_tokens,omitempty"`
-	// The catalog version the scope was built from.
+	// The catalog version the scope was built from (the aggregator's
+	// content-derived version: an identifier, compare for equality only).
 	CatalogVersion uint64 `protobuf:"varint,4,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
 	// When the request set explain: the weighted words the query became,
 	// the caller's own words first (query text, then keywords), then the

@@ -1,0 +1,63 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/peer"
+	"github.com/switchboard-mcp/switchboard/services/apierr"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
+)
+
+// A Legacy backend's call held for the client's input lives on the replica
+// that made it; its requestState names that replica (backend.HeldOwner).
+// A retry that reaches another replica is forwarded to the owner with
+// ResumeHeldCall (package peer); the owner resumes it like a retry of its
+// own. An owner that is not a known peer, or that cannot be reached, is a
+// call that is no longer held: the same error as a hold that expired.
+
+// peerStatus is a status a peer answered a forwarded retry with. The peer
+// mapped it in its own one place, so it is passed on unchanged.
+type peerStatus struct{ err error }
+
+func (e peerStatus) Error() string { return e.err.Error() }
+
+// forwardHeld forwards the retry req, which names a call held by owner.
+func (s *Server) forwardHeld(ctx context.Context, owner string, req *aggregatorv1.CallToolRequest) (*aggregatorv1.CallToolResponse, error) {
+	resp, err := s.peers.Resume(ctx, owner, svcauth.PrincipalFrom(ctx), req)
+	switch {
+	case err == nil:
+		return resp, nil
+	case errors.Is(err, peer.ErrNotAPeer):
+		s.log.WarnContext(ctx, "retry names a held call on an aggregator that is not a known peer; refused", "owner", owner)
+		return nil, errHeldCallGone
+	case status.Code(err) == codes.Unavailable && apierr.Reason(err) == commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED:
+		// The owner is gone (a dead replica takes its held calls with it);
+		// a backend that is down answers with a reason of its own instead.
+		s.log.InfoContext(ctx, "retry of a held call: the aggregator holding it cannot be reached", "owner", owner, "err", err)
+		return nil, errHeldCallGone
+	default:
+		return nil, peerStatus{err: err}
+	}
+}
+
+// ResumeHeldCall resumes, for a peer, a held call of this replica.
+func (s *Server) ResumeHeldCall(ctx context.Context, req *aggregatorv1.ResumeHeldCallRequest) (*aggregatorv1.ResumeHeldCallResponse, error) {
+	call := req.GetCall()
+	// Only a call that names this replica is resumed here, never forwarded
+	// again: a forwarded retry cannot travel on.
+	if _, _, owner, ok := backend.ParseHeldState(call.GetRequestState()); !ok || owner == "" || owner != s.peers.Self() {
+		return nil, s.fail(ctx, "ResumeHeldCall", errHeldCallGone)
+	}
+	resp, err := s.callTool(ctx, call, nil)
+	if err != nil {
+		return nil, s.fail(ctx, "ResumeHeldCall", err)
+	}
+	return &aggregatorv1.ResumeHeldCallResponse{Result: resp}, nil
+}
