@@ -291,18 +291,21 @@ func TestBalancedTargetSkipsNotServing(t *testing.T) {
 	waitAllAnswer(t, c, "a", "b")
 }
 
-// call is one call made under load: when it started and how it ended.
+// call is one call made under load: when it started, the replica it was
+// sent to and how it ended.
 type call struct {
 	start time.Time
+	peer  string
 	err   error
 }
 
 // TestBalancedTargetLosesReplica kills one of two replicas under
 // concurrent load, with a long call and a stream in flight on each: only
-// what was in flight on the killed one fails (UNAVAILABLE), every call
-// made after the kill succeeds on the other, the other's long call and
-// stream carry on, and the killed replica's stream opens again on the
-// survivor.
+// calls sent to the killed one fail (UNAVAILABLE): those in flight, and
+// any the client wrote to the connection in the moment before it read
+// that the connection had closed; none sent to the other fails, the
+// other's long call and stream carry on, and from then on every call
+// goes to the survivor, the killed replica's stream too when reopened.
 func TestBalancedTargetLosesReplica(t *testing.T) {
 	searching := make(chan string, 4)
 	a, b := startReplica(t, "a", nil, config.TLS{}, searching), startReplica(t, "b", nil, config.TLS{}, searching)
@@ -358,9 +361,16 @@ func TestBalancedTargetLosesReplica(t *testing.T) {
 				default:
 				}
 				start := time.Now()
-				_, err := whoAnswers(t.Context(), c)
+				var p peer.Peer
+				cctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+				_, err := c.RefreshScope(cctx, &indexerv1.RefreshScopeRequest{}, grpc.Peer(&p))
+				cancel()
+				sentTo := ""
+				if p.Addr != nil {
+					sentTo = replicaAt(p.Addr.String(), a, b)
+				}
 				mu.Lock()
-				calls = append(calls, call{start, err})
+				calls = append(calls, call{start, sentTo, err})
 				mu.Unlock()
 			}
 		})
@@ -384,26 +394,28 @@ func TestBalancedTargetLosesReplica(t *testing.T) {
 	close(stopLoad)
 	wg.Wait()
 
-	var before, after, failedBefore int
+	var after int
+	failed := map[string]int{}
 	for _, cl := range calls {
-		if cl.start.Before(killed) {
-			before++
-			if cl.err != nil {
-				failedBefore++
-				if status.Code(cl.err) != codes.Unavailable {
-					t.Errorf("a call in flight on the killed replica failed with %v, want UNAVAILABLE", cl.err)
-				}
-			}
+		if !cl.start.Before(killed) {
+			after++
+		}
+		if cl.err == nil {
 			continue
 		}
-		after++
-		if cl.err != nil {
-			t.Errorf("a call started %v after the kill failed: %v", cl.start.Sub(killed), cl.err)
+		failed[cl.peer]++
+		if cl.peer != "b" || status.Code(cl.err) != codes.Unavailable {
+			t.Errorf("a call sent to %q, started %v after the kill, failed: %v; only calls sent to the killed b may, UNAVAILABLE",
+				cl.peer, cl.start.Sub(killed), cl.err)
 		}
 	}
-	t.Logf("%d calls before the kill (%d failed: in flight on b), %d after (all must succeed)", before, failedBefore, after)
-	if failedBefore > 4 {
-		t.Errorf("%d calls failed; at most the 4 in flight (one per caller) may", failedBefore)
+	t.Logf("%d calls, %d started after the kill; failed, by replica sent to: %v", len(calls), after, failed)
+	if failed["b"] > 8 {
+		t.Errorf("%d calls sent to b failed; with four callers, expected at most a few", failed["b"])
+	}
+	// From now on every call goes to the survivor.
+	if counts := answeredBy(t, c, 100); counts["a"] != 100 {
+		t.Errorf("after the kill: answered %v, want all 100 by a", counts)
 	}
 
 	select {
@@ -445,7 +457,11 @@ func streamReplica(s grpc.ClientStream, replicas ...*replica) string {
 	if !ok {
 		return "unknown"
 	}
-	addr := p.Addr.String()
+	return replicaAt(p.Addr.String(), replicas...)
+}
+
+// replicaAt names the replica listening at addr.
+func replicaAt(addr string, replicas ...*replica) string {
 	for _, r := range replicas {
 		if r.addr == addr {
 			return r.name
