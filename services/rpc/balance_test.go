@@ -26,6 +26,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/resolver"
+	grpcdns "google.golang.org/grpc/resolver/dns"
 	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
@@ -85,6 +86,18 @@ type replica struct {
 // nil) with TLS when tlsCfg is set, SERVING.
 func startReplica(t *testing.T, name string, lis net.Listener, tlsCfg config.TLS, searching chan<- string) *replica {
 	t.Helper()
+	return startReplicaOpts(t, name, lis, tlsCfg, searching)
+}
+
+// startReplicaWith is startReplica, without TLS, with extra server
+// options.
+func startReplicaWith(t *testing.T, name string, lis net.Listener, extra []grpc.ServerOption) *replica {
+	t.Helper()
+	return startReplicaOpts(t, name, lis, config.TLS{}, nil, extra...)
+}
+
+func startReplicaOpts(t *testing.T, name string, lis net.Listener, tlsCfg config.TLS, searching chan<- string, extra ...grpc.ServerOption) *replica {
+	t.Helper()
 	if lis == nil {
 		var err error
 		if lis, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
@@ -93,7 +106,7 @@ func startReplica(t *testing.T, name string, lis net.Listener, tlsCfg config.TLS
 	}
 	reg := prometheus.NewRegistry()
 	creds := []config.ServiceCredential{{Name: "client", Token: replicaToken, AssertPrincipals: true, Allow: []string{"switchboard.indexer.v1.IndexerService/*"}}}
-	srv, err := rpc.NewServer(svcauth.NewAuthenticator(creds), tlsCfg, slog.New(slog.NewTextHandler(io.Discard, nil)), rpc.ServerMetrics(reg)...)
+	srv, err := rpc.NewServer(svcauth.NewAuthenticator(creds), tlsCfg, slog.New(slog.NewTextHandler(io.Discard, nil)), append(extra, rpc.ServerMetrics(reg)...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -565,4 +578,57 @@ func (ca *testCA) serverFor(t *testing.T, dnsName string) (certPEM, keyPEM []byt
 	}
 	keyDER, _ := x509.MarshalECPrivateKey(key)
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+}
+
+// TestBalancedTargetFindsNewReplica: a replica added to DNS gets calls
+// once the servers' connection age has sent the client to resolve the
+// name again, with no other event. The age here is half a second (the
+// grpc section's validation keeps deployments at 10s or more), and gRPC's
+// floor between two DNS resolutions, 30s, is lowered for the test.
+func TestBalancedTargetFindsNewReplica(t *testing.T) {
+	grpcdns.SetMinResolutionInterval(50 * time.Millisecond)
+	t.Cleanup(func() { grpcdns.SetMinResolutionInterval(30 * time.Second) })
+	const name = "grow.switchboard.test"
+	dns, err := dnstest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dns.Close() })
+	first, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := first.Addr().(*net.TCPAddr).Port
+	second, err := net.Listen("tcp", fmt.Sprintf("127.0.0.2:%d", port))
+	if err != nil {
+		t.Fatalf("this test needs 127.0.0.2 on the loopback interface: %v", err)
+	}
+	aged := rpc.ConnectionOptions(config.GRPC{MaxConnectionAge: config.Duration(500 * time.Millisecond), MaxConnectionAgeGrace: config.Duration(time.Second)})
+	startReplicaWith(t, "a", first, aged)
+	startReplicaWith(t, "b", second, aged)
+	dns.Set(name, netip.MustParseAddr("127.0.0.1"))
+
+	conn, err := rpc.Dial(config.Endpoint{Address: fmt.Sprintf("dns://%s/%s:%d", dns.Addr(), name, port), Token: replicaToken}, config.TLS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c := indexerv1.NewIndexerServiceClient(conn)
+	if counts := answeredBy(t, c, 20); counts["a"] != 20 {
+		t.Fatalf("with only a in DNS: answered %v", counts)
+	}
+	dns.Set(name, netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2"))
+	waitAllAnswer(t, c, "a", "b")
+	if counts := answeredBy(t, c, 100); counts["a"] < 40 || counts["b"] < 40 {
+		t.Errorf("with both in DNS: answered %v; want about half each", counts)
+	}
+	// And a replica removed from DNS stops getting calls once the name is
+	// resolved again, though it still runs.
+	dns.Set(name, netip.MustParseAddr("127.0.0.2"))
+	eventually(t, "a, out of DNS, stops getting calls", func() error {
+		if counts := answeredBy(t, c, 10); counts["a"] > 0 {
+			return fmt.Errorf("a answered %d of 10", counts["a"])
+		}
+		return nil
+	})
 }
