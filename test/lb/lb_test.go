@@ -39,7 +39,8 @@ const aggregatorsName = "aggregators.switchboard.test"
 
 const callTool = "/switchboard.aggregator.v1.AggregatorService/CallTool"
 
-// aggregator is one aggregator replica: its process and its metrics URL.
+// aggregator is one replica (an aggregator, or an indexer in
+// indexer_test.go): its process and its metrics URL.
 type aggregator struct {
 	name       string
 	proc       *harness.Proc
@@ -127,6 +128,24 @@ func startCluster(t *testing.T) *cluster {
 // for method, code OK, called by the gateway.
 func (a *aggregator) handled(t *testing.T, method string) int {
 	t.Helper()
+	return a.count(t, func(labels string) bool {
+		return strings.Contains(labels, `method="`+method+`"`) && strings.Contains(labels, `code="OK"`) && strings.Contains(labels, `caller="gateway"`)
+	})
+}
+
+// handledAny is the same counter for method (every method when empty)
+// with any code, called by caller.
+func (a *aggregator) handledAny(t *testing.T, method, caller string) int {
+	t.Helper()
+	return a.count(t, func(labels string) bool {
+		return (method == "" || strings.Contains(labels, `method="`+method+`"`)) && strings.Contains(labels, `caller="`+caller+`"`)
+	})
+}
+
+// count sums the switchboard_grpc_server_handled_total series of the
+// process's /metrics whose labels match.
+func (a *aggregator) count(t *testing.T, match func(labels string) bool) int {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.metricsURL, nil)
@@ -141,10 +160,11 @@ func (a *aggregator) handled(t *testing.T, method string) int {
 	total := 0
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	const series = "switchboard_grpc_server_handled_total{"
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "switchboard_grpc_server_handled_total{") ||
-			!strings.Contains(line, `method="`+method+`"`) || !strings.Contains(line, `code="OK"`) || !strings.Contains(line, `caller="gateway"`) {
+		labels, ok := strings.CutPrefix(line, series)
+		if !ok || !match(labels[:strings.LastIndexByte(labels, '}')+1]) {
 			continue
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
