@@ -6,7 +6,10 @@
 // over both; with one killed under load, the calls keep succeeding on the
 // other without a restart of anything; the notification streams (whose
 // catalog watches each sit on one replica) reopen on the survivor; a
-// restarted replica gets calls again.
+// restarted replica gets calls again; a replica that joins the name gets
+// calls once connection age makes the gateway resolve it again. In
+// indexer_test.go the gateway balances over two indexers, one of them
+// NOT_SERVING.
 package lb
 
 import (
@@ -49,6 +52,7 @@ type aggregator struct {
 
 // cluster is the processes of a test.
 type cluster struct {
+	dns      *dnstest.Server
 	backends *harness.Cluster // only its BackendURLs: the admin API helpers
 	aggs     []*aggregator
 	gateway  *harness.Proc
@@ -75,16 +79,23 @@ func freePortOnBoth(t *testing.T) int {
 	return 0
 }
 
-func startCluster(t *testing.T) *cluster {
+// startCluster starts the demo backend, the two aggregators (on
+// 127.0.0.1 and 127.0.0.2) and the gateway, with grpcCfg as the grpc
+// section; aggregatorsName resolves to the addresses inDNS.
+func startCluster(t *testing.T, grpcCfg config.GRPC, inDNS ...string) *cluster {
 	t.Helper()
 	dns, err := dnstest.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dns.Close() })
-	dns.Set(aggregatorsName, netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2"))
+	var addrs []netip.Addr
+	for _, a := range inDNS {
+		addrs = append(addrs, netip.MustParseAddr(a))
+	}
+	dns.Set(aggregatorsName, addrs...)
 
-	c := &cluster{backends: &harness.Cluster{BackendURLs: map[string]string{}}}
+	c := &cluster{dns: dns, backends: &harness.Cluster{BackendURLs: map[string]string{}}}
 	backendAddr := harness.FreeAddr(t)
 	harness.StartProc(t, "backend:alpha", devstack.DemoBackendBin, []string{"--listen", backendAddr, "--name", "alpha"}, nil,
 		devstack.HTTPOK("http://"+backendAddr+"/healthz"))
@@ -97,6 +108,7 @@ func startCluster(t *testing.T) *cluster {
 			{Name: "gateway", Token: token, AssertPrincipals: true, Allow: config.GatewayMethods},
 		}},
 		Logging: config.Logging{Level: "debug", Format: "text"},
+		GRPC:    grpcCfg,
 	}
 	base.Aggregator.ConflictResolution = config.ConflictResolution{Strategy: "prefix", PrefixFormat: "{backend}_"}
 	base.Aggregator.Backends = []config.Backend{{Name: "alpha", URL: c.backends.BackendURLs["alpha"]}}
@@ -368,7 +380,7 @@ func underLoad(t *testing.T, sessions []*session, fault func()) ([]call, time.Ti
 // TestGatewaySpreadsOverAggregators is the whole story with real
 // processes; see the package comment.
 func TestGatewaySpreadsOverAggregators(t *testing.T) {
-	c := startCluster(t)
+	c := startCluster(t, config.GRPC{}, "127.0.0.1", "127.0.0.2")
 	sessions := connect(t, c.mcpURL)
 
 	// Both replicas get calls: round robin over the two, give or take the
@@ -475,5 +487,35 @@ func checkLoad(t *testing.T, calls []call, killed time.Time, callers int) {
 		before, window, noticeWindow, failed, after)
 	if failed > 2*callers {
 		t.Errorf("%d calls failed; with %d callers, at most %d may have been in flight on the killed replica", failed, callers, 2*callers)
+	}
+}
+
+// TestNewAggregatorGetsCalls: an aggregator that joins the DNS name gets
+// calls once the running one's connection age (grpc.maxConnectionAge, at
+// its minimum of 10s here) has made the gateway resolve the name again,
+// and gRPC's DNS resolver allows it (at most once every 30s): without a
+// restart, and with nothing else telling the gateway.
+func TestNewAggregatorGetsCalls(t *testing.T) {
+	c := startCluster(t, config.GRPC{MaxConnectionAge: config.Duration(10 * time.Second)}, "127.0.0.1")
+	sessions := connect(t, c.mcpURL)
+	if got := spread(t, c, sessions, 10); got[0] != 20 || got[1] != 0 {
+		t.Fatalf("with one aggregator in DNS: CallTool handled %v, want all 20 by the first", got)
+	}
+	c.dns.Set(aggregatorsName, netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2"))
+	added := time.Now()
+	deadline := added.Add(90 * time.Second)
+	for {
+		got := spread(t, c, sessions[:1], 1)
+		if got[1] > 0 {
+			t.Logf("the new aggregator got its first call %v after it joined the name", time.Since(added).Round(100*time.Millisecond))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new aggregator got no call within 90s of joining the name")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if got := spread(t, c, sessions, 20); got[0] < 10 || got[1] < 10 {
+		t.Errorf("with both in DNS: CallTool handled %v of 40, want them spread", got)
 	}
 }
