@@ -31,7 +31,7 @@ import (
 // replica stops, or its server's MaxConnectionAge sends GOAWAY), at most
 // once every 30 seconds (gRPC's minimum between DNS resolutions). That is
 // how replicas added later get calls: within about maxConnectionAge of
-// starting. A stream stays on the replica it started on; when that
+// starting, or 30 seconds if that is longer. gRPC ignores DNS TTLs. A stream stays on the replica it started on; when that
 // replica goes, the stream fails and the caller opens it again, on a
 // replica that is ready.
 //
