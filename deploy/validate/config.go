@@ -111,6 +111,13 @@ func (r *Render) resolve(addr string) (podGroup, int32, error) {
 	if svc == nil {
 		return podGroup{}, 0, fmt.Errorf("no Service %q in the render", host)
 	}
+	return r.serviceTarget(svc, port)
+}
+
+// serviceTarget is resolve's second half: the pods behind svc and the
+// container port its port reaches.
+func (r *Render) serviceTarget(svc *corev1.Service, port int32) (podGroup, int32, error) {
+	host := svc.Name
 	var target *intstr.IntOrString
 	for _, sp := range svc.Spec.Ports {
 		if sp.Port == port {
@@ -150,6 +157,12 @@ func (p *problems) expectEndpoint(r *Render, who, key, addr, want string, wantPo
 		p.addf("%s: %s %q: %v", who, key, addr, err)
 		return
 	}
+	p.expectComponent(who, key, addr, g, port, want, wantPort)
+}
+
+// expectComponent checks that the pods g reached at port are the wanted
+// component listening on wantPort.
+func (p *problems) expectComponent(who, key, addr string, g podGroup, port int32, want string, wantPort int32) {
 	if got := component(g.deployment); got != want {
 		p.addf("%s: %s %q reaches %s, not the %s", who, key, addr, got, want)
 	}
@@ -291,10 +304,15 @@ func checkSwitchboardConfig(p *problems, r *Render) {
 
 	// Each service reaches the others through their Services.
 	gwWho := "Deployment " + gw.d.Name
-	p.expectEndpoint(r, gwWho, "gateway.aggregator.address", gw.cfg.Gateway.Aggregator.Address, "aggregator", aggPort)
-	p.expectEndpoint(r, gwWho, "gateway.indexer.address", gw.cfg.Gateway.Indexer.Address, "indexer", idxPort)
+	p.expectBalancedEndpoint(r, gwWho, "gateway.aggregator.address", gw.cfg.Gateway.Aggregator.Address, "aggregator", aggPort, gw.cfg.ServiceAuth.TLS)
+	p.expectBalancedEndpoint(r, gwWho, "gateway.indexer.address", gw.cfg.Gateway.Indexer.Address, "indexer", idxPort, gw.cfg.ServiceAuth.TLS)
 	idxWho := "Deployment " + idx.d.Name
-	p.expectEndpoint(r, idxWho, "indexer.aggregator.address", idx.cfg.Indexer.Aggregator.Address, "aggregator", aggPort)
+	p.expectBalancedEndpoint(r, idxWho, "indexer.aggregator.address", idx.cfg.Indexer.Aggregator.Address, "aggregator", aggPort, idx.cfg.ServiceAuth.TLS)
+	for _, c := range []loaded{gw, agg, idx} {
+		if err := c.cfg.GRPC.Validate(); err != nil {
+			p.addf("Deployment %s: %v", c.d.Name, err)
+		}
+	}
 
 	// Each pod receives the secrets its own service uses.
 	p.expectSet(gwWho, "gateway.aggregator.token", gw.cfg.Gateway.Aggregator.Token)

@@ -341,8 +341,23 @@ func TestCheckCatchesMistakes(t *testing.T) {
 			editConfig(r, "otlpEndpoint:", "otlpEndpont:")
 		}, "field otlpEndpont not found"},
 		{"endpoint to the wrong service", func(r *Render) {
-			editConfig(r, "address: switchboard-indexer:50052", "address: switchboard-aggregator:50051")
+			editConfig(r, "address: dns:///switchboard-indexer-headless:50052", "address: dns:///switchboard-aggregator-headless:50051")
 		}, "reaches aggregator, not the indexer"},
+		{"plain address of a headless Service", func(r *Render) {
+			editConfig(r, "address: dns:///switchboard-indexer-headless:50052", "address: switchboard-indexer-headless:50052")
+		}, "a plain host:port connects to one pod at a time"},
+		{"dns address of a ClusterIP Service", func(r *Render) {
+			editConfig(r, "address: dns:///switchboard-indexer-headless:50052", "address: dns:///switchboard-indexer:50052")
+		}, "Service switchboard-indexer is not headless"},
+		{"dns address with its own DNS server", func(r *Render) {
+			editConfig(r, "address: dns:///switchboard-indexer-headless:50052", "address: dns://10.0.0.10/switchboard-indexer-headless:50052")
+		}, "resolved by the cluster's DNS"},
+		{"headless Service publishing unready pods", func(r *Render) {
+			r.service("switchboard-aggregator-headless").Spec.PublishNotReadyAddresses = true
+		}, "Service switchboard-aggregator-headless publishes pods that are not ready"},
+		{"connection age too short", func(r *Render) {
+			editConfig(r, "maxConnectionAge: 5m", "maxConnectionAge: 1s")
+		}, "grpc.maxConnectionAge 1s is under 10s"},
 		{"network policy peer matches nothing", func(r *Render) {
 			for _, np := range r.NetworkPolicies {
 				if np.Name == "switchboard-aggregator" {
@@ -430,4 +445,20 @@ func TestCheckCatchesMistakes(t *testing.T) {
 			expectProblem(t, Check(r), tc.want)
 		})
 	}
+}
+
+// TestCheckCatchesCertificateWithoutTargetName: with mTLS (production),
+// the clients check the headless Service's name in the server
+// certificate, so the Certificate must list it.
+func TestCheckCatchesCertificateWithoutTargetName(t *testing.T) {
+	r := decodeClean(t, "production", build(t, "production"))
+	if errs := Check(r); len(errs) != 0 {
+		t.Fatalf("unmodified render has problems: %v", errs)
+	}
+	for _, c := range r.Certificates {
+		if c.Metadata.Name == "switchboard-aggregator" {
+			c.Spec.DNSNames = slices.DeleteFunc(c.Spec.DNSNames, func(n string) bool { return n == "switchboard-aggregator-headless" })
+		}
+	}
+	expectProblem(t, Check(r), `the client checks that the server certificate names "switchboard-aggregator-headless"`)
 }

@@ -35,6 +35,9 @@ type Config struct {
 	Indexer     Indexer     `yaml:"indexer"`
 	// Dev configures switchboard-dev (the local runner); services ignore it.
 	Dev Dev `yaml:"dev"`
+
+	// GRPC tunes the connections between the services (grpc.go).
+	GRPC GRPC `yaml:"grpc"`
 }
 
 // ServiceAuth lists who may call the gRPC services.
@@ -127,6 +130,10 @@ type Ops struct {
 
 // Endpoint is how a service reaches another service over gRPC.
 type Endpoint struct {
+	// Address is host:port, which connects to one address of the name at
+	// a time, or dns:///host:port, which spreads the calls over every
+	// address the name resolves to that reports SERVING on gRPC health
+	// (a headless Kubernetes Service: one address per ready pod).
 	Address string `yaml:"address"`
 	// Token is the credential presented to that service (${ENV}).
 	Token string `yaml:"token"`

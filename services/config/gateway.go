@@ -324,6 +324,9 @@ func (g Gateway) Validate() error {
 	if g.Aggregator.Address == "" {
 		return errors.New("gateway.aggregator.address is required")
 	}
+	if err := errors.Join(g.Aggregator.ValidateAddress("gateway.aggregator.address"), g.Indexer.ValidateAddress("gateway.indexer.address")); err != nil {
+		return err
+	}
 	switch g.Auth.Mode {
 	case "", "anonymous", "apiKeys", "oidc":
 	default:

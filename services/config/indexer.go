@@ -94,5 +94,8 @@ func (c Indexer) Validate() error {
 	if c.Aggregator.Address == "" {
 		errs = append(errs, errors.New("indexer.aggregator.address is required"))
 	}
+	if err := c.Aggregator.ValidateAddress("indexer.aggregator.address"); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }

@@ -19,7 +19,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
@@ -45,12 +44,13 @@ func NewServer(auth *svcauth.Authenticator, tlsCfg config.TLS, log *slog.Logger,
 		grpc.StatsHandler(otelgrpc.NewServerHandler()),
 		grpc.ChainUnaryInterceptor(recoverUnary(log), auth.UnaryInterceptor()),
 		grpc.ChainStreamInterceptor(recoverStream(log), auth.StreamInterceptor()),
-		// Long-lived WatchCatalog streams must survive idle periods and
-		// notice dead peers.
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.MaxRecvMsgSize(16 << 20),
 	}
+	// Long-lived watch streams must survive idle periods and notice dead
+	// peers, and a client connection ends after an age so that balancing
+	// clients re-resolve (balance.go). The defaults here; a service passes
+	// ConnectionOptions of its configuration among extra.
+	opts = append(opts, ConnectionOptions(config.GRPC{})...)
 	if tlsCfg.Enabled() {
 		files, err := loadTLSFiles(tlsCfg, log)
 		if err != nil {
@@ -136,14 +136,23 @@ func recoverStream(log *slog.Logger) grpc.StreamServerInterceptor {
 
 // Dial connects to another Switchboard service, presenting token as the
 // service credential. The connection is lazy: it is established on first use
-// and re-established automatically after the peer restarts.
-func Dial(ep config.Endpoint, tlsCfg config.TLS) (*grpc.ClientConn, error) {
+// and re-established automatically after the peer restarts. A dns: address
+// spreads the calls over every healthy address of the name (balance.go).
+// extra options come last (ClientKeepalive of the configuration).
+//
+// Over TLS the server's certificate must name the host of the address
+// (the name part of dns:///name:port), or serviceAuth.tls.serverName
+// when that is set, whichever replica answers.
+func Dial(ep config.Endpoint, tlsCfg config.TLS, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 	if ep.Address == "" {
 		return nil, errors.New("no address configured")
 	}
+	if err := ep.ValidateAddress("address"); err != nil {
+		return nil, err
+	}
 	opts := []grpc.DialOption{
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+		ClientKeepalive(config.GRPC{}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
 		// gRPC's default reconnect back-off grows to two minutes, so a peer
 		// that was down for a while would stay unreachable long after it is
@@ -165,5 +174,7 @@ func Dial(ep config.Endpoint, tlsCfg config.TLS) (*grpc.ClientConn, error) {
 	if ep.Token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(svcauth.TokenCredentials{Token: ep.Token, Secure: tlsCfg.Enabled()}))
 	}
+	opts = append(opts, targetOptions(ep)...)
+	opts = append(opts, extra...)
 	return grpc.NewClient(ep.Address, opts...)
 }

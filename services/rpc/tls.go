@@ -217,8 +217,17 @@ func (r *reloadingClientCredentials) ServerHandshake(net.Conn) (net.Conn, creden
 	return nil, nil, errors.New("client credentials cannot serve")
 }
 
+// Info names the server the certificates must be for: gRPC takes it as
+// the channel's authority, and the handshake checks the certificate
+// against the authority, so a configured serverName (or an override) is
+// honoured here or not at all. Without one, the authority is the host of
+// the target (the name part of dns:///name:port).
 func (r *reloadingClientCredentials) Info() credentials.ProtocolInfo {
-	return credentials.NewTLS(&tls.Config{ServerName: r.serverName}).Info()
+	name := r.serverName
+	if name == "" {
+		name = r.files.cfg.ServerName
+	}
+	return credentials.NewTLS(&tls.Config{ServerName: name}).Info()
 }
 
 func (r *reloadingClientCredentials) Clone() credentials.TransportCredentials {

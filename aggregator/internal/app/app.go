@@ -62,10 +62,11 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 		return err
 	}
 
-	if err := env.Config.ServiceAuth.Validate(); err != nil {
+	if err := errors.Join(env.Config.ServiceAuth.Validate(), env.Config.GRPC.Validate()); err != nil {
 		return err
 	}
-	srv, err := rpc.NewServer(svcauth.NewAuthenticator(env.Config.ServiceAuth.Credentials), env.Config.ServiceAuth.TLS, env.Log, rpc.ServerMetrics(reg)...)
+	srvOpts := append(rpc.ConnectionOptions(env.Config.GRPC), rpc.ServerMetrics(reg)...)
+	srv, err := rpc.NewServer(svcauth.NewAuthenticator(env.Config.ServiceAuth.Credentials), env.Config.ServiceAuth.TLS, env.Log, srvOpts...)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -35,10 +36,11 @@ func main() {
 
 func run(ctx context.Context, env lifecycle.Env) error {
 	cfg := env.Config.Gateway.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := errors.Join(cfg.Validate(), env.Config.GRPC.Validate()); err != nil {
 		return err
 	}
-	aggConn, err := rpc.Dial(cfg.Aggregator, env.Config.ServiceAuth.TLS)
+	keepalive := rpc.ClientKeepalive(env.Config.GRPC)
+	aggConn, err := rpc.Dial(cfg.Aggregator, env.Config.ServiceAuth.TLS, keepalive)
 	if err != nil {
 		return fmt.Errorf("gateway.aggregator: %w", err)
 	}
@@ -50,7 +52,7 @@ func run(ctx context.Context, env lifecycle.Env) error {
 		LoopbackOnly:     isLoopback(cfg.Listen),
 	}
 	if cfg.Indexer.Address != "" {
-		idxConn, err := rpc.Dial(cfg.Indexer, env.Config.ServiceAuth.TLS)
+		idxConn, err := rpc.Dial(cfg.Indexer, env.Config.ServiceAuth.TLS, keepalive)
 		if err != nil {
 			return fmt.Errorf("gateway.indexer: %w", err)
 		}

@@ -51,7 +51,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 	if listeners.GRPC != nil {
 		ic.Listen = listeners.GRPC.Addr().String()
 	}
-	if err := errors.Join(ic.Validate(), cfg.ServiceAuth.Validate()); err != nil {
+	if err := errors.Join(ic.Validate(), cfg.ServiceAuth.Validate(), cfg.GRPC.Validate()); err != nil {
 		return err
 	}
 	lis, httpLis := listeners.GRPC, listeners.HTTP
@@ -73,7 +73,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 		return err
 	}
 	defer st.Close()
-	conn, err := rpc.Dial(ic.Aggregator, cfg.ServiceAuth.TLS)
+	conn, err := rpc.Dial(ic.Aggregator, cfg.ServiceAuth.TLS, rpc.ClientKeepalive(cfg.GRPC))
 	if err != nil {
 		return fmt.Errorf("aggregator client: %w", err)
 	}
@@ -83,7 +83,8 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	srv, err := rpc.NewServer(svcauth.NewAuthenticator(cfg.ServiceAuth.Credentials), cfg.ServiceAuth.TLS, log, rpc.ServerMetrics(reg)...)
+	srvOpts := append(rpc.ConnectionOptions(cfg.GRPC), rpc.ServerMetrics(reg)...)
+	srv, err := rpc.NewServer(svcauth.NewAuthenticator(cfg.ServiceAuth.Credentials), cfg.ServiceAuth.TLS, log, srvOpts...)
 	if err != nil {
 		return err
 	}
