@@ -113,17 +113,23 @@ func New(spec Spec, opts Options) (*Backend, error) {
 			hints.TTLMs, hints.CacheScope = c.TTLMs, c.Scope
 		}
 	}
+	// Announce every kind even when empty, so a kind added later through
+	// /admin is delivered as list_changed; logging only with a log tool.
+	caps := &mcp.ServerCapabilities{
+		Tools:     &mcp.ToolCapabilities{ListChanged: true},
+		Resources: &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
+		Prompts:   &mcp.PromptCapabilities{ListChanged: true},
+	}
+	for _, t := range spec.Tools {
+		if t.behaviour() == BehaviourLog {
+			caps.Logging = &mcp.LoggingCapabilities{}
+		}
+	}
 	b.server = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: "demo"}, &mcp.ServerOptions{
 		Instructions:      spec.Instructions,
 		CompletionHandler: b.completer(spec.Prompts),
 		SetCacheable:      setCacheable,
-		// Announce every kind even when empty, so a kind added later
-		// through /admin is delivered as list_changed.
-		Capabilities: &mcp.ServerCapabilities{
-			Tools:     &mcp.ToolCapabilities{ListChanged: true},
-			Resources: &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
-			Prompts:   &mcp.PromptCapabilities{ListChanged: true},
-		},
+		Capabilities:      caps,
 		// Any URI may be subscribed to; POST /admin/resources/updated
 		// announces a change to its subscribers.
 		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
@@ -214,6 +220,13 @@ func (b *Backend) toolHandler(t ToolSpec) mcp.ToolHandler {
 			}
 			answer["confirmed"] = true
 			fallthrough
+		case BehaviourLog:
+			for _, level := range logLevels {
+				if err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: level, Logger: b.name, Data: string(level)}); err != nil {
+					return nil, err
+				}
+			}
+			fallthrough
 		case BehaviourEcho:
 			if args == nil {
 				args = map[string]any{}
@@ -265,6 +278,9 @@ func (b *Backend) toolHandler(t ToolSpec) mcp.ToolHandler {
 		return result(answer, false), nil
 	}
 }
+
+// logLevels are the levels a log tool sends, lowest first.
+var logLevels = []mcp.LoggingLevel{"debug", "info", "notice", "warning", "error"}
 
 func (b *Backend) toolError(answer map[string]any, msg string) *mcp.CallToolResult {
 	answer["error"] = msg

@@ -35,9 +35,14 @@ const (
 	// elicitation/create on a Legacy session), and returns the action it
 	// answered.
 	BehaviourAsk = "ask"
+	// BehaviourLog sends one notifications/message at each level from debug
+	// to error (the data is the level), as far as the session's or the
+	// request's log level lets through, then answers like echo. A backend
+	// with a log tool announces the logging capability.
+	BehaviourLog = "log"
 )
 
-var behaviours = []string{BehaviourEcho, BehaviourText, BehaviourAdd, BehaviourError, BehaviourSleep, BehaviourConfirm, BehaviourAsk}
+var behaviours = []string{BehaviourEcho, BehaviourText, BehaviourAdd, BehaviourError, BehaviourSleep, BehaviourConfirm, BehaviourAsk, BehaviourLog}
 
 // Spec is what a demo backend serves. It is read from YAML (--config) and
 // the tool entries are also the body of POST /admin/tools (JSON).
