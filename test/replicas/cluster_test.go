@@ -60,6 +60,7 @@ tools:
   - {name: add, description: Add two numbers a and b., behaviour: add}
   - {name: sleep, description: Wait for a duration., behaviour: sleep}
   - {name: chatty, description: Log one message at every level., behaviour: log}
+  - {name: ask, description: Ask the user before acting., behaviour: ask, text: "Proceed?"}
 resources:
   - {uri: "alpha://readme", name: readme, mimeType: text/plain, text: "readme of {backend}"}
 prompts:
@@ -208,6 +209,8 @@ func replicaConfigs(t *testing.T, backends []config.Backend, database, dns strin
 		cfg.Aggregator.Listen = net.JoinHostPort(replicaIPs[i], strconv.Itoa(aggPort))
 		cfg.Indexer.Listen = net.JoinHostPort(replicaIPs[i], strconv.Itoa(idxPort))
 		cfg.Gateway.Listen = harness.FreeAddr(t)
+		// The aggregator's ops port, for its RPC counts (metrics).
+		cfg.Aggregator.HTTPListen = harness.FreeAddr(t)
 		out = append(out, &cfg)
 	}
 	return out

@@ -1,7 +1,6 @@
 package replicas
 
 import (
-	"context"
 	"slices"
 	"testing"
 
@@ -9,7 +8,7 @@ import (
 )
 
 // allTools is every tool of the cluster's backends, as advertised.
-var allTools = []string{"alpha_add", "alpha_chatty", "alpha_echo", "alpha_sleep", "legacy_ask", "legacy_chatty", "legacy_echo"}
+var allTools = []string{"alpha_add", "alpha_ask", "alpha_chatty", "alpha_echo", "alpha_sleep", "legacy_ask", "legacy_chatty", "legacy_echo"}
 
 // TestFeaturesAcrossReplicas runs every feature through the load balancer,
 // in both eras, with one go-sdk client at a time, so consecutive requests
@@ -22,8 +21,15 @@ func TestFeaturesAcrossReplicas(t *testing.T) {
 		t.Run(era.name, func(t *testing.T) {
 			t.Run("tools/list pages", func(t *testing.T) { testPagination(t, c, era.pin) })
 			t.Run("tools/call", func(t *testing.T) { testCalls(t, c, era.pin) })
+			t.Run("resources", func(t *testing.T) { testResources(t, c, era.pin) })
+			t.Run("prompts", func(t *testing.T) { testPrompts(t, c, era.pin) })
+			t.Run("input requests", func(t *testing.T) { testInputRequests(t, c, era.pin) })
+			t.Run("optimizer", func(t *testing.T) { testOptimizer(t, c, era.pin) })
 		})
 	}
+	t.Run("legacy/log level", func(t *testing.T) { testLogLevel(t, c) })
+	t.Run("list_changed", func(t *testing.T) { testListChanged(t, c) })
+	t.Run("aggregators share the calls", func(t *testing.T) { testAggregatorsShare(t, c) })
 }
 
 // testPagination lists the tools three to a page: every page after the
@@ -87,5 +93,3 @@ func testCalls(t *testing.T, c *cluster, pin string) {
 		t.Errorf("consecutive calls were answered by %v, want them to alternate", calls)
 	}
 }
-
-var _ = context.Background
