@@ -149,8 +149,12 @@ func (r *recorder) last() string {
 // clientOptions are what a session is opened with.
 type clientOptions struct {
 	mcp *mcp.ClientOptions
-	// noStream leaves the Legacy GET stream closed, for load that must
-	// not end when the gateway holding the stream is killed.
+	// noStream leaves the Legacy GET stream closed: for sessions whose
+	// features do not use it (results, log messages and elicitations of a
+	// call come on the call's own stream), so that the stream, opened in
+	// the background after initialize, does not take a turn of the
+	// round-robin between requests whose gateways a test checks; and for
+	// load that must not end when the gateway holding a stream is killed.
 	noStream bool
 }
 

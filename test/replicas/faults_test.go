@@ -288,28 +288,45 @@ func checkLoad(t *testing.T, outcomes []outcome, killedAt, diedAt time.Time) {
 }
 
 // checkFeatures runs the features on fresh sessions of both eras after a
-// kill: every page of tools/list, a call to each backend, find_tool.
+// kill: every page of tools/list, a call to each backend, a prompt, an
+// input request answered (against the Legacy backend, whose elicitation an
+// aggregator holds), find_tool.
 func checkFeatures(t *testing.T, c *cluster, after string) {
 	t.Helper()
 	for _, era := range eras {
 		rec := newRecorder()
-		cs := connect(t, c.MCPURL, era.pin, rec, clientOptions{noStream: true})
-		names, err := toolNames(t.Context(), cs)
-		if err != nil || !slices.Equal(names, allTools) {
-			t.Errorf("%s after the %s kill: tools = %v %v, want %v", era.name, after, names, err, allTools)
+		cs := connect(t, c.MCPURL, era.pin, rec, clientOptions{noStream: true, mcp: &mcp.ClientOptions{
+			ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{}}, nil
+			},
+		}})
+		fail := func(what string, err error) {
+			t.Helper()
+			t.Errorf("%s after the %s kill: %s: %v", era.name, after, what, err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
+		defer cancel()
+		if names, err := toolNames(ctx, cs); err != nil || !slices.Equal(names, allTools) {
+			fail("tools/list", fmt.Errorf("%v %v, want %v", names, err, allTools))
 		}
 		for _, backend := range []string{"alpha", "legacy"} {
-			if err := echo(t.Context(), cs, backend, callTimeout); err != nil {
-				t.Errorf("%s after the %s kill: %s_echo: %v", era.name, after, backend, err)
+			if err := echo(ctx, cs, backend, callTimeout); err != nil {
+				fail(backend+"_echo", err)
 			}
 		}
+		if p, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "alpha_greet", Arguments: map[string]string{"who": "bob"}}); err != nil || len(p.Messages) != 1 {
+			fail("prompts/get", err)
+		}
+		if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "legacy_ask"}); err != nil {
+			fail("legacy_ask", err)
+		} else if a, err := answer(res); err != nil || a["action"] != "accept" {
+			fail("legacy_ask", fmt.Errorf("%v %v", a, err))
+		}
 		opt := connect(t, c.OptimizedURL, era.pin, newRecorder(), clientOptions{noStream: true})
-		ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
 		res, err := opt.CallTool(ctx, &mcp.CallToolParams{Name: "find_tool",
 			Arguments: map[string]any{"tool_description": "add two numbers", "tool_keywords": []string{"add"}}})
-		cancel()
 		if err != nil || res.IsError || !strings.Contains(text(res), "alpha_add") {
-			t.Errorf("%s after the %s kill: find_tool: %v %v", era.name, after, err, res)
+			fail("find_tool", fmt.Errorf("%v %v", err, res))
 		}
 	}
 }

@@ -114,7 +114,7 @@ func testResources(t *testing.T, c *cluster, pin string) {
 // gateways in turn.
 func testPrompts(t *testing.T, c *cluster, pin string) {
 	rec := newRecorder()
-	cs := connect(t, c.MCPURL, pin, rec, clientOptions{})
+	cs := connect(t, c.MCPURL, pin, rec, clientOptions{noStream: true})
 	mark := rec.mark()
 	prompt, err := cs.GetPrompt(t.Context(), &mcp.GetPromptParams{Name: "alpha_greet", Arguments: map[string]string{"who": "bob"}})
 	if err != nil {
@@ -146,7 +146,7 @@ func testInputRequests(t *testing.T, c *cluster, pin string) {
 	var mu sync.Mutex
 	var asked []string
 	rec := newRecorder()
-	cs := connect(t, c.MCPURL, pin, rec, clientOptions{mcp: &mcp.ClientOptions{
+	cs := connect(t, c.MCPURL, pin, rec, clientOptions{noStream: true, mcp: &mcp.ClientOptions{
 		ElicitationHandler: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			mu.Lock()
 			asked = append(asked, r.Params.Message)
@@ -203,7 +203,7 @@ func testInputRequests(t *testing.T, c *cluster, pin string) {
 // search runs on an indexer over PostgreSQL, the call reaches the backend.
 func testOptimizer(t *testing.T, c *cluster, pin string) {
 	rec := newRecorder()
-	cs := connect(t, c.OptimizedURL, pin, rec, clientOptions{})
+	cs := connect(t, c.OptimizedURL, pin, rec, clientOptions{noStream: true})
 	mark := rec.mark()
 	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "find_tool",
 		Arguments: map[string]any{"tool_description": "add two numbers", "tool_keywords": []string{"add"}}})
@@ -237,7 +237,7 @@ func testOptimizer(t *testing.T, c *cluster, pin string) {
 func testLogLevel(t *testing.T, c *cluster) {
 	logged := make(chan string, 64)
 	rec := newRecorder()
-	cs := connect(t, c.MCPURL, harness.Legacy, rec, clientOptions{mcp: &mcp.ClientOptions{
+	cs := connect(t, c.MCPURL, harness.Legacy, rec, clientOptions{noStream: true, mcp: &mcp.ClientOptions{
 		LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) {
 			logged <- r.Params.Logger + ":" + string(r.Params.Level)
 		},

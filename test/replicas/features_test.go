@@ -36,7 +36,7 @@ func TestFeaturesAcrossReplicas(t *testing.T) {
 // first is asked for with the cursor another gateway returned.
 func testPagination(t *testing.T, c *cluster, pin string) {
 	rec := newRecorder()
-	cs := connect(t, c.MCPURL, pin, rec, clientOptions{})
+	cs := connect(t, c.MCPURL, pin, rec, clientOptions{noStream: true})
 	mark := rec.mark()
 	names, err := toolNames(t.Context(), cs)
 	if err != nil {
@@ -72,7 +72,7 @@ func alternates(gs []string) bool {
 // both gateways.
 func testCalls(t *testing.T, c *cluster, pin string) {
 	rec := newRecorder()
-	cs := connect(t, c.MCPURL, pin, rec, clientOptions{})
+	cs := connect(t, c.MCPURL, pin, rec, clientOptions{noStream: true})
 	mark := rec.mark()
 	for range 2 {
 		for _, backend := range []string{"alpha", "legacy"} {
