@@ -114,7 +114,8 @@ func New(spec Spec, opts Options) (*Backend, error) {
 		}
 	}
 	// Announce every kind even when empty, so a kind added later through
-	// /admin is delivered as list_changed; logging only with a log tool.
+	// /admin is delivered as list_changed; logging with a log tool (a
+	// client's aggregator sets a Legacy session's level only then).
 	caps := &mcp.ServerCapabilities{
 		Tools:     &mcp.ToolCapabilities{ListChanged: true},
 		Resources: &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
@@ -220,13 +221,6 @@ func (b *Backend) toolHandler(t ToolSpec) mcp.ToolHandler {
 			}
 			answer["confirmed"] = true
 			fallthrough
-		case BehaviourLog:
-			for _, level := range logLevels {
-				if err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: level, Logger: b.name, Data: string(level)}); err != nil {
-					return nil, err
-				}
-			}
-			fallthrough
 		case BehaviourEcho:
 			if args == nil {
 				args = map[string]any{}
@@ -274,13 +268,18 @@ func (b *Backend) toolHandler(t ToolSpec) mcp.ToolHandler {
 				}}}, nil
 			}
 			answer["action"] = res.Action
+		case BehaviourLog:
+			levels := []mcp.LoggingLevel{"debug", "info", "warning"}
+			for _, level := range levels {
+				if err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: level, Logger: t.Name, Data: string(level) + " from " + t.Name}); err != nil {
+					return nil, err
+				}
+			}
+			answer["logged"] = levels
 		}
 		return result(answer, false), nil
 	}
 }
-
-// logLevels are the levels a log tool sends, lowest first.
-var logLevels = []mcp.LoggingLevel{"debug", "info", "notice", "warning", "error"}
 
 func (b *Backend) toolError(answer map[string]any, msg string) *mcp.CallToolResult {
 	answer["error"] = msg

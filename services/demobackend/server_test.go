@@ -434,8 +434,8 @@ func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]
 }
 
 // TestLogSendsEachLevelAboveTheSessions: a Legacy session that set its
-// level to warning gets the log tool's warning and error messages only,
-// and the backend announces logging because it has a log tool.
+// level to info gets the log tool's info and warning messages, not its
+// debug one, and the backend announces logging because it has a log tool.
 func TestLogSendsEachLevelAboveTheSessions(t *testing.T) {
 	b, err := New(Spec{Tools: []ToolSpec{{Name: "chatty", Behaviour: BehaviourLog}}}, Options{Name: "alpha", StatefulOnly: true})
 	if err != nil {
@@ -450,7 +450,7 @@ func TestLogSendsEachLevelAboveTheSessions(t *testing.T) {
 	if cs.InitializeResult().Capabilities.Logging == nil {
 		t.Fatal("a backend with a log tool does not announce logging")
 	}
-	if err := cs.SetLoggingLevel(t.Context(), &mcp.SetLoggingLevelParams{Level: "warning"}); err != nil {
+	if err := cs.SetLoggingLevel(t.Context(), &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "chatty"})
@@ -464,11 +464,11 @@ func TestLogSendsEachLevelAboveTheSessions(t *testing.T) {
 		case l := <-got:
 			levels = append(levels, l)
 		case <-time.After(5 * time.Second):
-			t.Fatalf("log messages %v, want [warning error]", levels)
+			t.Fatalf("log messages %v, want [info warning]", levels)
 		}
 	}
-	if strings.Join(levels, ",") != "warning,error" {
-		t.Fatalf("log messages %v, want [warning error]", levels)
+	if strings.Join(levels, ",") != "info,warning" {
+		t.Fatalf("log messages %v, want [info warning]", levels)
 	}
 	select {
 	case l := <-got:

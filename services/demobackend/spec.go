@@ -35,10 +35,10 @@ const (
 	// elicitation/create on a Legacy session), and returns the action it
 	// answered.
 	BehaviourAsk = "ask"
-	// BehaviourLog sends one notifications/message at each level from debug
-	// to error (the data is the level), as far as the session's or the
-	// request's log level lets through, then answers like echo. A backend
-	// with a log tool announces the logging capability.
+	// BehaviourLog sends one log message (notifications/message, logger
+	// the tool's name) at each of debug, info and warning, of which the
+	// client gets those at or above the level it set, and returns the
+	// levels.
 	BehaviourLog = "log"
 )
 
@@ -76,7 +76,7 @@ type CacheSpec struct {
 type ToolSpec struct {
 	Name        string `yaml:"name" json:"name"`
 	Description string `yaml:"description" json:"description,omitempty"`
-	// Behaviour is one of echo, text, add, error, sleep, confirm (default
+	// Behaviour is one of echo, text, add, error, sleep, confirm, ask, log (default
 	// echo).
 	Behaviour string `yaml:"behaviour" json:"behaviour,omitempty"`
 	// Text is the answer of text tools and the message of error tools.

@@ -59,7 +59,7 @@ tools:
   - {name: echo, description: Echo the arguments back., behaviour: echo}
   - {name: add, description: Add two numbers a and b., behaviour: add}
   - {name: sleep, description: Wait for a duration., behaviour: sleep}
-  - {name: chatty, description: Log one message at every level., behaviour: log}
+  - {name: chatty, description: Log one message at each of three levels., behaviour: log}
   - {name: ask, description: Ask the user before acting., behaviour: ask, text: "Proceed?"}
 resources:
   - {uri: "alpha://readme", name: readme, mimeType: text/plain, text: "readme of {backend}"}
@@ -73,7 +73,7 @@ const legacySpec = `
 tools:
   - {name: echo, description: Echo the arguments back., behaviour: echo}
   - {name: ask, description: Ask the user before acting., behaviour: ask, text: "Proceed?"}
-  - {name: chatty, description: Log one message at every level., behaviour: log}
+  - {name: chatty, description: Log one message at each of three levels., behaviour: log}
 `
 
 // cluster is two replicas of every service over one PostgreSQL, demo
