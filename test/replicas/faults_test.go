@@ -237,9 +237,6 @@ func TestReplicaKilledUnderLoad(t *testing.T) {
 			checkFeatures(t, c, victim.service)
 			checkNoCrash(t, c, killed)
 		})
-		if t.Failed() {
-			break
-		}
 	}
 	stop()
 	done.Wait()
