@@ -9,8 +9,11 @@
 // The pieces, one file each: dns_test.go (a DNS server naming both
 // aggregators and both indexers, for gRPC's dns resolver), lb_test.go (the
 // HAProxy configuration and process), cluster_test.go (the configuration
-// of every replica and starting the processes), clients_test.go (go-sdk
-// clients that record which gateway served each request).
+// of every replica, in one place, and starting the processes),
+// clients_test.go (go-sdk clients that record which gateway served each
+// request). The tests: features_test.go (TestFeaturesAcrossReplicas, with
+// its cases in cases_test.go and spread_test.go) and faults_test.go
+// (TestReplicaKilledUnderLoad).
 //
 // HAProxy is required: make test installs it (make haproxy) and passes its
 // path as $HAPROXY; without it the tests fail.
