@@ -122,7 +122,7 @@ HAPROXY_VERSION ?= 2.6.12-1+deb12u4
 HAPROXY         ?= /usr/sbin/haproxy
 
 .PHONY: haproxy
-haproxy: ## install HAProxy $(HAPROXY_VERSION) (Debian) for the replica tests
+haproxy: ## install HAProxy for the replica tests (apt-get, the Debian version pinned in HAPROXY_VERSION)
 	@have=$$(dpkg-query -W -f='$${Status} $${Version}' haproxy 2>/dev/null || true); \
 	if [ "$$have" != "install ok installed $(HAPROXY_VERSION)" ]; then \
 		echo "installing haproxy=$(HAPROXY_VERSION) (have: $${have:-none})"; \
