@@ -3,6 +3,8 @@
 # Everything a target needs is installed by the Makefile itself into .bin/
 # (pinned Go tools) or .cache/ (Node for the conformance suite), so a fresh
 # clone needs only Go, Node/npm and the PostgreSQL binaries of this machine.
+# The one system package, HAProxy for the replica tests' load balancer, is
+# installed with apt-get at a pinned Debian version (target haproxy).
 
 SHELL        := bash
 .SHELLFLAGS  := -eu -o pipefail -c
@@ -103,8 +105,32 @@ lint: buf-lint buf-breaking vet ## every static check
 test: lint generate-check build test-go test-conformance test-deploy fuzz-short ## every test: static checks, unit, PostgreSQL, end to end, conformance, manifests, fuzzing
 
 .PHONY: test-go
-test-go: build $(TOOLS_BIN)/grpcurl ## Go tests of every module (unit, PostgreSQL, end to end)
-	SWITCHBOARD_BIN=$(BIN) GRPCURL=$(TOOLS_BIN)/grpcurl $(GO_TEST) -timeout 15m work
+test-go: build $(TOOLS_BIN)/grpcurl haproxy ## Go tests of every module (unit, PostgreSQL, end to end, replicas)
+	SWITCHBOARD_BIN=$(BIN) GRPCURL=$(TOOLS_BIN)/grpcurl HAPROXY=$(HAPROXY) $(GO_TEST) -timeout 15m work
+
+.PHONY: test-replicas
+test-replicas: build haproxy ## two of every service behind HAProxy: every feature across replicas, and replicas killed under load
+	cd test && SWITCHBOARD_BIN=$(BIN) HAPROXY=$(HAPROXY) $(GO_TEST) -timeout 10m ./replicas/...
+
+# The replica tests put a real load balancer in front of the gateways:
+# HAProxy from Debian 12 (bookworm), pinned to the exact package version.
+# Installed with apt-get when dpkg does not already hold that version; a
+# machine where it cannot be installed fails here, loudly. Only the binary is
+# used: the tests run their own haproxy with their own configuration (the
+# package's service, where an init system starts it, has no listener).
+HAPROXY_VERSION ?= 2.6.12-1+deb12u4
+HAPROXY         ?= /usr/sbin/haproxy
+
+.PHONY: haproxy
+haproxy: ## install HAProxy for the replica tests (apt-get, the Debian version pinned in HAPROXY_VERSION)
+	@have=$$(dpkg-query -W -f='$${Status} $${Version}' haproxy 2>/dev/null || true); \
+	if [ "$$have" != "install ok installed $(HAPROXY_VERSION)" ]; then \
+		echo "installing haproxy=$(HAPROXY_VERSION) (have: $${have:-none})"; \
+		apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends --allow-downgrades haproxy=$(HAPROXY_VERSION) || \
+		{ echo "haproxy $(HAPROXY_VERSION) could not be installed (apt-get as root, Debian 12 sources); the replica tests need it"; exit 1; }; \
+	fi
+	@$(HAPROXY) -v | head -1
 
 .PHONY: test-e2e
 test-e2e: build ## end-to-end tests only

@@ -113,17 +113,24 @@ func New(spec Spec, opts Options) (*Backend, error) {
 			hints.TTLMs, hints.CacheScope = c.TTLMs, c.Scope
 		}
 	}
+	// Announce every kind even when empty, so a kind added later through
+	// /admin is delivered as list_changed; logging with a log tool (a
+	// client's aggregator sets a Legacy session's level only then).
+	caps := &mcp.ServerCapabilities{
+		Tools:     &mcp.ToolCapabilities{ListChanged: true},
+		Resources: &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
+		Prompts:   &mcp.PromptCapabilities{ListChanged: true},
+	}
+	for _, t := range spec.Tools {
+		if t.behaviour() == BehaviourLog {
+			caps.Logging = &mcp.LoggingCapabilities{}
+		}
+	}
 	b.server = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: "demo"}, &mcp.ServerOptions{
 		Instructions:      spec.Instructions,
 		CompletionHandler: b.completer(spec.Prompts),
 		SetCacheable:      setCacheable,
-		// Announce every kind even when empty, so a kind added later
-		// through /admin is delivered as list_changed.
-		Capabilities: &mcp.ServerCapabilities{
-			Tools:     &mcp.ToolCapabilities{ListChanged: true},
-			Resources: &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
-			Prompts:   &mcp.PromptCapabilities{ListChanged: true},
-		},
+		Capabilities:      caps,
 		// Any URI may be subscribed to; POST /admin/resources/updated
 		// announces a change to its subscribers.
 		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
@@ -261,6 +268,14 @@ func (b *Backend) toolHandler(t ToolSpec) mcp.ToolHandler {
 				}}}, nil
 			}
 			answer["action"] = res.Action
+		case BehaviourLog:
+			levels := []mcp.LoggingLevel{"debug", "info", "warning"}
+			for _, level := range levels {
+				if err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: level, Logger: t.Name, Data: string(level) + " from " + t.Name}); err != nil {
+					return nil, err
+				}
+			}
+			answer["logged"] = levels
 		}
 		return result(answer, false), nil
 	}

@@ -432,3 +432,47 @@ func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]
 	}
 	return res, structured(t, res)
 }
+
+// TestLogSendsEachLevelAboveTheSessions: a Legacy session that set its
+// level to info gets the log tool's info and warning messages, not its
+// debug one, and the backend announces logging because it has a log tool.
+func TestLogSendsEachLevelAboveTheSessions(t *testing.T) {
+	b, err := New(Spec{Tools: []ToolSpec{{Name: "chatty", Behaviour: BehaviourLog}}}, Options{Name: "alpha", StatefulOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(b.Handler())
+	t.Cleanup(srv.Close)
+	got := make(chan string, 8)
+	cs := connect(t, srv.URL, "2025-11-25", &mcp.ClientOptions{LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) {
+		got <- string(r.Params.Level)
+	}})
+	if cs.InitializeResult().Capabilities.Logging == nil {
+		t.Fatal("a backend with a log tool does not announce logging")
+	}
+	if err := cs.SetLoggingLevel(t.Context(), &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "chatty"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	structured(t, res)
+	var levels []string
+	for len(levels) < 2 {
+		select {
+		case l := <-got:
+			levels = append(levels, l)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("log messages %v, want [info warning]", levels)
+		}
+	}
+	if strings.Join(levels, ",") != "info,warning" {
+		t.Fatalf("log messages %v, want [info warning]", levels)
+	}
+	select {
+	case l := <-got:
+		t.Fatalf("an extra log message at %s", l)
+	default:
+	}
+}
