@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/revocation"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/scope"
+	"github.com/switchboard-mcp/switchboard/indexer/internal/sessionevents"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
 )
 
@@ -26,8 +27,15 @@ type Deps struct {
 	Store       store.Store
 	Resolver    *scope.Resolver
 	Revocations *revocation.Hub
-	Ranking     store.Ranking
-	Limits      Limits
+	// SessionEvents holds the Legacy session states and routes relayed
+	// input responses.
+	SessionEvents *sessionevents.Hub
+	// SessionLimits and MaxSessionStateBytes bound session states as the
+	// gateway does (gateway.sessions).
+	SessionLimits        store.SessionStateLimits
+	MaxSessionStateBytes int64
+	Ranking              store.Ranking
+	Limits               Limits
 	// RevocationTTL is as long as a session lives: a revocation expiring
 	// later (beyond clock skew) is clamped.
 	RevocationTTL time.Duration
