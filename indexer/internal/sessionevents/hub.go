@@ -206,10 +206,10 @@ func (h *Hub) read(ctx context.Context, full bool, changed map[string]struct{}, 
 		if err != nil {
 			return err
 		}
-		if found && h.deliver(r) {
-			if err := h.states.DeleteInputResponse(ctx, id); err != nil {
-				h.log.DebugContext(ctx, "delivered input response not deleted; it expires", "error", err)
-			}
+		if found {
+			// The record stays until it expires, so that the request is
+			// answered once whatever replica a second answer reaches.
+			h.deliver(r)
 		}
 	}
 	return nil

@@ -26,10 +26,8 @@ type SessionStates interface {
 	// session is ErrAlreadyAnswered.
 	RelayInputResponse(ctx context.Context, r InputResponse) (int64, error)
 	// InputResponse returns a recorded answer by id; found is false once
-	// it was taken or expired.
+	// it expired.
 	InputResponse(ctx context.Context, id int64) (r InputResponse, found bool, err error)
-	// DeleteInputResponse drops an answer that reached its owner.
-	DeleteInputResponse(ctx context.Context, id int64) error
 	// ListenSessionEvents follows changes of session states and new
 	// relayed answers recorded through any handle on the same backing
 	// store until ctx ends or the connection fails; it always returns an

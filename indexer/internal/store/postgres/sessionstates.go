@@ -176,12 +176,6 @@ func (s *Store) InputResponse(ctx context.Context, id int64) (store.InputRespons
 	return r, err == nil, classify(err)
 }
 
-// DeleteInputResponse drops a delivered answer.
-func (s *Store) DeleteInputResponse(ctx context.Context, id int64) error {
-	_, err := s.pool.Exec(ctx, `DELETE FROM relayed_input_responses WHERE id = $1`, id)
-	return classify(err)
-}
-
 // ListenSessionEvents LISTENs on the session event channel on a connection
 // of its own.
 func (s *Store) ListenSessionEvents(ctx context.Context, listening func(), stateChanged func(string), answered func(int64)) error {

@@ -19,8 +19,8 @@ CREATE INDEX session_states_principal ON session_states (principal_digest);
 CREATE INDEX session_states_expiry ON session_states (expires_at);
 
 -- Client answers to input requests that reached another gateway replica
--- than the one waiting for them, until the owner took them or stopped
--- waiting. One answer per request of a session.
+-- than the one waiting for them, until the owner stops waiting (kept
+-- after delivery, so that each request is answered once).
 CREATE TABLE relayed_input_responses (
     id             bigserial PRIMARY KEY,
     owner_replica  text NOT NULL,
