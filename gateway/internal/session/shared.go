@@ -50,8 +50,10 @@ type Shared struct {
 	log     *slog.Logger
 
 	watching atomic.Bool
-	stop     context.CancelFunc
-	done     sync.WaitGroup
+	// warnedLocal is set once the fallback to this replica was logged.
+	warnedLocal atomic.Bool
+	stop        context.CancelFunc
+	done        sync.WaitGroup
 }
 
 // ErrStateUnrecorded means the change could not be recorded in the
@@ -136,14 +138,19 @@ func (s *Shared) Unsubscribe(ctx context.Context, session, principal, uri string
 
 // update records one change and holds the state the indexer answers. An
 // indexer without UpdateSessionState (an older release, during a rolling
-// upgrade) leaves the change to this replica, as before it had one.
+// upgrade), or one that does not let this gateway's credential call it,
+// leaves the change to this replica, as before there was one, with a
+// warning: the state then works on this replica only.
 func (s *Shared) update(ctx context.Context, req *indexerv1.UpdateSessionStateRequest) error {
 	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
 	defer cancel()
 	resp, err := s.client.UpdateSessionState(ctx, req)
 	switch status.Code(err) {
 	case codes.OK:
-	case codes.Unimplemented:
+	case codes.Unimplemented, codes.PermissionDenied:
+		if !s.warnedLocal.Swap(true) {
+			s.log.WarnContext(ctx, "the indexer does not record Legacy session state for this gateway (an older indexer, or a credential without UpdateSessionState and WatchSessionEvents): log levels and subscriptions work on the replica that received them only", "err", err)
+		}
 		return s.updateLocally(req)
 	case codes.ResourceExhausted:
 		return ErrPrincipalFull
