@@ -261,6 +261,14 @@ func (b *Backend) toolHandler(t ToolSpec) mcp.ToolHandler {
 				}}}, nil
 			}
 			answer["action"] = res.Action
+		case BehaviourLog:
+			levels := []mcp.LoggingLevel{"debug", "info", "warning"}
+			for _, level := range levels {
+				if err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: level, Logger: t.Name, Data: string(level) + " from " + t.Name}); err != nil {
+					return nil, err
+				}
+			}
+			answer["logged"] = levels
 		}
 		return result(answer, false), nil
 	}

@@ -35,9 +35,14 @@ const (
 	// elicitation/create on a Legacy session), and returns the action it
 	// answered.
 	BehaviourAsk = "ask"
+	// BehaviourLog sends one log message (notifications/message, logger
+	// the tool's name) at each of debug, info and warning, of which the
+	// client gets those at or above the level it set, and returns the
+	// levels.
+	BehaviourLog = "log"
 )
 
-var behaviours = []string{BehaviourEcho, BehaviourText, BehaviourAdd, BehaviourError, BehaviourSleep, BehaviourConfirm, BehaviourAsk}
+var behaviours = []string{BehaviourEcho, BehaviourText, BehaviourAdd, BehaviourError, BehaviourSleep, BehaviourConfirm, BehaviourAsk, BehaviourLog}
 
 // Spec is what a demo backend serves. It is read from YAML (--config) and
 // the tool entries are also the body of POST /admin/tools (JSON).
@@ -71,7 +76,7 @@ type CacheSpec struct {
 type ToolSpec struct {
 	Name        string `yaml:"name" json:"name"`
 	Description string `yaml:"description" json:"description,omitempty"`
-	// Behaviour is one of echo, text, add, error, sleep, confirm (default
+	// Behaviour is one of echo, text, add, error, sleep, confirm, ask, log (default
 	// echo).
 	Behaviour string `yaml:"behaviour" json:"behaviour,omitempty"`
 	// Text is the answer of text tools and the message of error tools.
