@@ -212,7 +212,7 @@ type replicaRouter struct {
 	getOpen      atomic.Bool
 
 	mu      sync.Mutex
-	record []string // "kind host"
+	record  []string // "kind host"
 	session string
 }
 
