@@ -64,6 +64,9 @@ var ErrStateUnrecorded = errors.New("session state cannot be recorded now")
 // expired.
 var ErrSessionGone = errors.New("session deleted or expired")
 
+// maxRelayWait is the longest the indexer keeps a relayed answer.
+const maxRelayWait = 55 * time.Minute
+
 // updateTimeout bounds one UpdateSessionState or RelayInputResponse.
 const updateTimeout = 5 * time.Second
 
@@ -197,6 +200,11 @@ func (s *Shared) Relay(ctx context.Context, session string, id, reply json.RawMe
 	owner, expires, err := s.sealer.OpenInputRequestID(session, id)
 	if err != nil || owner == s.replica {
 		return
+	}
+	// The indexer keeps an answer an hour at most; a longer wait
+	// (timeouts.clientInput) is rare, and its answer is relayed then.
+	if latest := time.Now().Add(maxRelayWait); expires.After(latest) {
+		expires = latest
 	}
 	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
 	defer cancel()

@@ -56,11 +56,14 @@ type Server struct {
 	ready atomic.Bool
 	now   func() time.Time
 	quota *revocationQuota
+	// answers bounds the live relayed input responses of each caller.
+	answers *revocationQuota
 }
 
 // New returns a server; it answers NOT_READY until SetReady.
 func New(d Deps) *Server {
-	return &Server{Deps: d, now: time.Now, quota: newRevocationQuota(d.MaxRevocationsPerCaller)}
+	return &Server{Deps: d, now: time.Now, quota: newRevocationQuota(d.MaxRevocationsPerCaller),
+		answers: newLiveQuota(maxInputResponsesPerCaller, errTooManyInputResponses)}
 }
 
 // SetReady lets requests through once the schema is migrated.

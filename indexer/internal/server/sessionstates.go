@@ -10,6 +10,7 @@ import (
 
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/sessionevents"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
@@ -18,14 +19,29 @@ import (
 // Bounds of a relayed input response: its size, how long it may wait for
 // its owner (gateways wait timeouts.clientInput, minutes), and the ids.
 const (
-	maxInputResponseBytes = 1 << 20
+	maxInputResponseBytes = 4 << 20
 	maxInputResponseTTL   = time.Hour
 	maxReplicaIDBytes     = 64
 	maxRequestIDBytes     = 256
 )
 
-// statesPerMessage bounds the states of one WatchSessionEvents message.
-const statesPerMessage = 1000
+// maxInputResponsesPerCaller bounds the live relayed input responses one
+// caller that is not an operator has recorded through this replica. A
+// gateway relays only answers to ids it sealed itself, each once, so this
+// bounds a credential that is misused.
+const maxInputResponsesPerCaller = 10_000
+
+// errTooManyInputResponses: the caller holds as many live relayed input
+// responses as it may.
+var errTooManyInputResponses = errors.New("too many live relayed input responses for this caller")
+
+// statesPerMessage and messageBytes bound one WatchSessionEvents message:
+// a message is closed once it holds either (one state is at most about
+// 1 MiB, one input response 4 MiB), well within what a gateway receives.
+const (
+	statesPerMessage = 1000
+	messageBytes     = 4 << 20
+)
 
 // errSessionEventsBehind ends a WatchSessionEvents stream whose subscriber
 // did not keep up.
@@ -117,12 +133,14 @@ func (s *Server) WatchSessionEvents(req *indexerv1.WatchSessionEventsRequest, st
 	}
 	defer cancel()
 	for first := true; first || len(snapshot) > 0; first = false {
-		n := min(len(snapshot), statesPerMessage)
-		msg := &indexerv1.WatchSessionEventsResponse{SnapshotComplete: n == len(snapshot)}
-		for _, st := range snapshot[:n] {
-			msg.States = append(msg.States, sessionStateProto(st))
+		msg := &indexerv1.WatchSessionEventsResponse{}
+		var size int64
+		for len(snapshot) > 0 && len(msg.States) < statesPerMessage && size < messageBytes {
+			msg.States = append(msg.States, sessionStateProto(snapshot[0]))
+			size += snapshot[0].Cost()
+			snapshot = snapshot[1:]
 		}
-		snapshot = snapshot[n:]
+		msg.SnapshotComplete = len(snapshot) == 0
 		if err := stream.Send(msg); err != nil {
 			return err
 		}
@@ -138,27 +156,15 @@ func (s *Server) WatchSessionEvents(req *indexerv1.WatchSessionEventsRequest, st
 				return s.toStatus(ctx, "WatchSessionEvents", errSessionEventsBehind)
 			}
 			msg := &indexerv1.WatchSessionEventsResponse{}
-			add := func(ev sessionevents.Event) {
-				switch {
-				case ev.Response != nil:
-					msg.InputResponses = append(msg.InputResponses, &indexerv1.RelayedInputResponse{
-						SessionDigest: ev.Response.SessionDigest, RequestIdJson: ev.Response.RequestID, ResponseJson: ev.Response.Response,
-					})
-				case ev.Removed:
-					msg.States = append(msg.States, &indexerv1.SessionState{SessionDigest: ev.State.Digest, Removed: true})
-				default:
-					msg.States = append(msg.States, sessionStateProto(ev.State))
-				}
-			}
-			add(ev)
+			size := addEvent(msg, ev)
 		drain:
-			for len(msg.States)+len(msg.InputResponses) < statesPerMessage {
+			for len(msg.States)+len(msg.InputResponses) < statesPerMessage && size < messageBytes {
 				select {
 				case ev, ok := <-events:
 					if !ok {
 						break drain
 					}
-					add(ev)
+					size += addEvent(msg, ev)
 				default:
 					break drain
 				}
@@ -167,6 +173,23 @@ func (s *Server) WatchSessionEvents(req *indexerv1.WatchSessionEventsRequest, st
 				return err
 			}
 		}
+	}
+}
+
+// addEvent adds ev to msg and returns about how many bytes it adds.
+func addEvent(msg *indexerv1.WatchSessionEventsResponse, ev sessionevents.Event) int64 {
+	switch {
+	case ev.Response != nil:
+		msg.InputResponses = append(msg.InputResponses, &indexerv1.RelayedInputResponse{
+			SessionDigest: ev.Response.SessionDigest, RequestIdJson: ev.Response.RequestID, ResponseJson: ev.Response.Response,
+		})
+		return int64(len(ev.Response.Response) + len(ev.Response.RequestID) + store.SessionStateOverhead)
+	case ev.Removed:
+		msg.States = append(msg.States, &indexerv1.SessionState{SessionDigest: ev.State.Digest, Removed: true})
+		return store.SessionStateOverhead
+	default:
+		msg.States = append(msg.States, sessionStateProto(ev.State))
+		return ev.State.Cost()
 	}
 }
 
@@ -186,7 +209,7 @@ func (s *Server) RelayInputResponse(ctx context.Context, req *indexerv1.RelayInp
 	case r.GetRequestIdJson() == "" || len(r.GetRequestIdJson()) > maxRequestIDBytes || !json.Valid([]byte(r.GetRequestIdJson())):
 		err = invalidArgument("request_id_json must be JSON of at most 256 bytes")
 	case len(r.GetResponseJson()) > maxInputResponseBytes:
-		err = invalidArgument("response_json is larger than 1 MiB")
+		err = invalidArgument("response_json is larger than 4 MiB")
 	case !json.Valid([]byte(r.GetResponseJson())):
 		err = invalidArgument("response_json must be JSON")
 	case at == nil || at.CheckValid() != nil:
@@ -195,8 +218,17 @@ func (s *Server) RelayInputResponse(ctx context.Context, req *indexerv1.RelayInp
 		err = invalidArgument("expires_at is further ahead than an input request waits (" + maxInputResponseTTL.String() + ")")
 	}
 	if err == nil {
-		_, err = s.Store.RelayInputResponse(ctx, store.InputResponse{Owner: req.GetOwnerReplica(), SessionDigest: r.GetSessionDigest(),
-			RequestID: r.GetRequestIdJson(), Response: r.GetResponseJson(), ExpiresAt: at.AsTime()})
+		answer := store.InputResponse{Owner: req.GetOwnerReplica(), SessionDigest: r.GetSessionDigest(),
+			RequestID: r.GetRequestIdJson(), Response: r.GetResponseJson(), ExpiresAt: at.AsTime()}
+		if caller, _ := svcauth.CallerFrom(ctx); caller.Operator {
+			_, err = s.Store.RelayInputResponse(ctx, answer)
+		} else {
+			var done func(bool, time.Time)
+			if done, err = s.answers.reserve(caller.Name, s.now()); err == nil {
+				_, err = s.Store.RelayInputResponse(ctx, answer)
+				done(err == nil, answer.ExpiresAt)
+			}
+		}
 	}
 	if err != nil {
 		return nil, s.toStatus(ctx, "RelayInputResponse", err)

@@ -1221,7 +1221,7 @@ func (x *WatchSessionEventsRequest) GetReplicaId() string {
 // responses.
 type WatchSessionEventsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Session states, at most 1,000 per message.
+	// Session states, at most 1,000 and about 4 MiB per message.
 	States []*SessionState `protobuf:"bytes,1,rep,name=states,proto3" json:"states,omitempty"`
 	// Set on the last message of the initial snapshot: the subscriber then
 	// holds every live session state; any it held that is not in the

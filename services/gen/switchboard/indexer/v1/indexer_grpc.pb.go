@@ -117,8 +117,10 @@ type IndexerServiceClient interface {
 	// answer is recorded and pushed to the owner's WatchSessionEvents stream,
 	// through whichever indexer replica it is connected to. Each request is
 	// answered once: a second answer for the same session and request id is
-	// ALREADY_EXISTS. An answer over 1 MiB, or expiring more than an hour
-	// (plus clock skew) ahead, is INVALID_ARGUMENT.
+	// ALREADY_EXISTS. An answer over 4 MiB, or expiring more than an hour
+	// (plus clock skew) ahead, is INVALID_ARGUMENT. A caller that is not an
+	// operator holds at most 10,000 live answers recorded through one
+	// replica; past that it gets RESOURCE_EXHAUSTED until some expire.
 	RelayInputResponse(ctx context.Context, in *RelayInputResponseRequest, opts ...grpc.CallOption) (*RelayInputResponseResponse, error)
 }
 
@@ -330,8 +332,10 @@ type IndexerServiceServer interface {
 	// answer is recorded and pushed to the owner's WatchSessionEvents stream,
 	// through whichever indexer replica it is connected to. Each request is
 	// answered once: a second answer for the same session and request id is
-	// ALREADY_EXISTS. An answer over 1 MiB, or expiring more than an hour
-	// (plus clock skew) ahead, is INVALID_ARGUMENT.
+	// ALREADY_EXISTS. An answer over 4 MiB, or expiring more than an hour
+	// (plus clock skew) ahead, is INVALID_ARGUMENT. A caller that is not an
+	// operator holds at most 10,000 live answers recorded through one
+	// replica; past that it gets RESOURCE_EXHAUSTED until some expire.
 	RelayInputResponse(context.Context, *RelayInputResponseRequest) (*RelayInputResponseResponse, error)
 	mustEmbedUnimplementedIndexerServiceServer()
 }
