@@ -92,8 +92,10 @@ func TestSessionStateRPCs(t *testing.T) {
 		}
 	}
 	for name, change := range map[string]func(*indexerv1.UpdateSessionStateRequest){
-		"no change":       func(*indexerv1.UpdateSessionStateRequest) {},
-		"a bad level":     func(r *indexerv1.UpdateSessionStateRequest) { r.Change = &indexerv1.UpdateSessionStateRequest_LogLevel{LogLevel: "loud"} },
+		"no change": func(*indexerv1.UpdateSessionStateRequest) {},
+		"a bad level": func(r *indexerv1.UpdateSessionStateRequest) {
+			r.Change = &indexerv1.UpdateSessionStateRequest_LogLevel{LogLevel: "loud"}
+		},
 		"an empty URI":    subscribe(""),
 		"a URI too long":  subscribe(strings.Repeat("u", 4097)),
 		"a bad principal": func(r *indexerv1.UpdateSessionStateRequest) { r.PrincipalDigest = "me"; subscribe("a://1")(r) },
