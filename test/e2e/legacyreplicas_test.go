@@ -45,27 +45,7 @@ const replicaWait = 30 * time.Second
 // input request reaches the replica waiting for it, and a deletion on B
 // ends the session on A.
 func TestLegacySessionAcrossReplicas(t *testing.T) {
-	c := harness.Start(t, harness.Options{
-		Backends: []harness.Backend{{Name: "alpha", Spec: replicasSpec}},
-		Configure: func(cfg *config.Config) {
-			key := make([]byte, 32)
-			if _, err := rand.Read(key); err != nil {
-				t.Fatal(err)
-			}
-			cfg.Gateway.Sessions.Key = base64.StdEncoding.EncodeToString(key)
-			cfg.Gateway.Cache.TTL = config.Duration(time.Millisecond)
-			// An answer that is not relayed fails the call in this time,
-			// not the default's minutes.
-			cfg.Gateway.Timeouts.ClientInput = config.Duration(replicaWait)
-		},
-	})
-	a := strings.TrimPrefix(strings.TrimSuffix(c.MCPURL, "/mcp"), "http://")
-	b := startGateway(t, c)
-	for _, host := range []string{a, b} {
-		waitForMetric(t, host, "switchboard_gateway_session_state_watch_up 1")
-		waitForMetric(t, host, "switchboard_gateway_revocation_watch_up 1")
-	}
-
+	c, a, b := startReplicas(t, nil)
 	rt := &replicaRouter{get: a, answers: b}
 	rt.post.Store(&b)
 	updated := make(chan string, 64)
@@ -203,6 +183,161 @@ func TestLegacySessionAcrossReplicas(t *testing.T) {
 	}
 }
 
+// TestLegacyAnswerOfAnotherPrincipalIsDropped: while principal X's
+// elicitation waits on A, principal Y answers it with the same JSON-RPC id
+// through B, on its own session (accepted and dropped: the id is sealed for
+// X's session) and on X's session id (404: the session is X's). X's own
+// answer through B then completes the call with X's action.
+func TestLegacyAnswerOfAnotherPrincipalIsDropped(t *testing.T) {
+	keys := map[string]string{"x": "key-of-x-0123456789", "y": "key-of-y-0123456789"}
+	_, a, b := startReplicas(t, func(cfg *config.Config) {
+		cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys"}
+		for subject, key := range keys {
+			cfg.Gateway.Auth.APIKeys = append(cfg.Gateway.Auth.APIKeys, config.APIKey{Key: key, Subject: subject})
+		}
+	})
+	rt := &replicaRouter{get: a, answers: b, auth: "Bearer " + keys["x"], asked: make(chan json.RawMessage, 4)}
+	rt.post.Store(&b)
+	release := make(chan struct{})
+	client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-replicas-x", Version: "0"}, &mcp.ClientOptions{
+		ElicitationHandler: func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{}}, nil
+		},
+	})
+	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: "http://" + a + "/mcp", HTTPClient: &http.Client{Transport: rt}, MaxRetries: -1},
+		&mcp.ClientSessionOptions{ProtocolVersion: harness.Legacy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	rt.post.Store(&a)
+	type outcome struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), replicaWait)
+		defer cancel()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "alpha_ask"})
+		done <- outcome{res, err}
+	}()
+	var id json.RawMessage
+	select {
+	case id = <-rt.asked:
+	case <-time.After(replicaWait):
+		t.Fatal("no elicitation on the call's stream")
+	}
+
+	ySession := rawInitialize(t, b, "Bearer "+keys["y"])
+	forged := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"action":"decline"}}`, id)
+	if status := rawPost(t, b, "Bearer "+keys["y"], ySession, forged); status != http.StatusAccepted {
+		t.Fatalf("Y's answer on its own session: %d, want 202 (dropped)", status)
+	}
+	if status := rawPost(t, b, "Bearer "+keys["y"], rt.sessionID(), forged); status != http.StatusNotFound {
+		t.Fatalf("Y's answer on X's session: %d, want 404", status)
+	}
+	select {
+	case o := <-done:
+		t.Fatalf("the call ended on Y's answer: %+v %v", o.res, o.err)
+	default:
+	}
+	close(release)
+	o := <-done
+	if o.err != nil {
+		t.Fatalf("alpha_ask: %v", o.err)
+	}
+	raw, _ := json.Marshal(o.res.StructuredContent)
+	if !strings.Contains(string(raw), `"action":"accept"`) {
+		t.Fatalf("alpha_ask answered %s, want X's accepted action", raw)
+	}
+	if rt.count("answer", b) == 0 {
+		t.Fatal("X's answer did not go to B")
+	}
+}
+
+// rawInitialize opens a Legacy session on the gateway at host with
+// authorization and returns its id.
+func rawInitialize(t *testing.T, host, authorization string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+host+"/mcp", strings.NewReader(
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+harness.Legacy+`","capabilities":{"elicitation":{}},"clientInfo":{"name":"y","version":"0"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", authorization)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	id := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || id == "" {
+		t.Fatalf("initialize: %s, session %q", resp.Status, id)
+	}
+	return id
+}
+
+// rawPost posts one JSON-RPC message on a Legacy session and returns the
+// HTTP status.
+func rawPost(t *testing.T, host, authorization, sessionID, body string) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+host+"/mcp", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", authorization)
+	req.Header.Set("Mcp-Session-Id", sessionID)
+	req.Header.Set("Mcp-Protocol-Version", harness.Legacy)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// startReplicas starts a cluster with a demo backend, two gateway
+// processes that share a session key (a first, then b, as host:port),
+// and waits until both follow the indexer. configure adjusts the
+// configuration further.
+func startReplicas(t *testing.T, configure func(*config.Config)) (c *harness.Cluster, a, b string) {
+	t.Helper()
+	c = harness.Start(t, harness.Options{
+		Backends: []harness.Backend{{Name: "alpha", Spec: replicasSpec}},
+		Configure: func(cfg *config.Config) {
+			key := make([]byte, 32)
+			if _, err := rand.Read(key); err != nil {
+				t.Fatal(err)
+			}
+			cfg.Gateway.Sessions.Key = base64.StdEncoding.EncodeToString(key)
+			cfg.Gateway.Cache.TTL = config.Duration(time.Millisecond)
+			// An answer that is not relayed fails the call in this time,
+			// not the default's minutes.
+			cfg.Gateway.Timeouts.ClientInput = config.Duration(replicaWait)
+			if configure != nil {
+				configure(cfg)
+			}
+		},
+	})
+	a = strings.TrimPrefix(strings.TrimSuffix(c.MCPURL, "/mcp"), "http://")
+	b = startGateway(t, c)
+	for _, host := range []string{a, b} {
+		waitForMetric(t, host, "switchboard_gateway_session_state_watch_up 1")
+		waitForMetric(t, host, "switchboard_gateway_revocation_watch_up 1")
+	}
+	return c, a, b
+}
+
 // replicaRouter sends a go-sdk session's requests to the gateway replicas:
 // GET to get, JSON-RPC responses (answers to input requests) to answers,
 // every other POST to post. It records which replica served what.
@@ -210,6 +345,11 @@ type replicaRouter struct {
 	get, answers string
 	post         atomic.Pointer[string]
 	getOpen      atomic.Bool
+	// auth, when set, is sent as the Authorization header.
+	auth string
+	// asked, when set, gets the id of every elicitation/create request
+	// the gateways send on a response stream.
+	asked chan json.RawMessage
 
 	mu      sync.Mutex
 	record  []string // "kind host"
@@ -244,6 +384,9 @@ func (rt *replicaRouter) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	req.URL.Host, req.Host = host, host
+	if rt.auth != "" {
+		req.Header.Set("Authorization", rt.auth)
+	}
 	rt.mu.Lock()
 	rt.record = append(rt.record, kind+" "+host)
 	rt.mu.Unlock()
@@ -259,7 +402,39 @@ func (rt *replicaRouter) RoundTrip(req *http.Request) (*http.Response, error) {
 	if kind == "GET" && resp.StatusCode == http.StatusOK {
 		rt.getOpen.Store(true)
 	}
+	if rt.asked != nil && kind != "GET" {
+		resp.Body = &elicitationSniffer{ReadCloser: resp.Body, asked: rt.asked}
+	}
 	return resp, nil
+}
+
+// elicitationSniffer passes an SSE body through and reports the id of each
+// elicitation/create request in it.
+type elicitationSniffer struct {
+	io.ReadCloser
+	asked chan json.RawMessage
+	line  []byte
+}
+
+func (s *elicitationSniffer) Read(p []byte) (int, error) {
+	n, err := s.ReadCloser.Read(p)
+	s.line = append(s.line, p[:n]...)
+	for {
+		i := bytes.IndexByte(s.line, '\n')
+		if i < 0 {
+			break
+		}
+		data, ok := bytes.CutPrefix(s.line[:i], []byte("data:"))
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if ok && json.Unmarshal(bytes.TrimSpace(data), &msg) == nil && msg.Method == "elicitation/create" {
+			s.asked <- msg.ID
+		}
+		s.line = s.line[i+1:]
+	}
+	return n, err
 }
 
 // served is the replica that served the first request of kind.
