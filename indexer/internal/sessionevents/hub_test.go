@@ -155,3 +155,48 @@ func TestUpdateBounds(t *testing.T) {
 		t.Fatalf("an expired session: %v", err)
 	}
 }
+
+// A full read passes on what the announcements missed: a state written
+// and one deleted while the hub was not listening.
+func TestResyncRepairsWhatWasMissed(t *testing.T) {
+	st := env.OpenStore(t)
+	h := New(st, time.Hour, slog.New(slog.DiscardHandler))
+	if err := h.Resync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_, events, cancel, err := h.Subscribe("replica-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	at := time.Now().Add(time.Hour)
+	gone, err := st.UpdateSessionState(t.Context(), store.SessionStateChange{Digest: digest(1), Principal: digest(100), ExpiresAt: at, LogLevel: "info"}, limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Apply(gone)
+	if ev := next(t, events); ev.State.Digest != digest(1) {
+		t.Fatalf("applied: %+v", ev)
+	}
+	// Unheard: digest(1) is deleted and digest(2) gets state.
+	if err := st.RevokeSession(t.Context(), digest(1), at); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.UpdateSessionState(t.Context(), store.SessionStateChange{Digest: digest(2), Principal: digest(100), ExpiresAt: at, Subscribe: "demo://b"}, limits); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Resync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	heard := map[string]Event{}
+	for range 2 {
+		ev := next(t, events)
+		heard[ev.State.Digest] = ev
+	}
+	if !heard[digest(1)].Removed || heard[digest(2)].Removed || len(heard[digest(2)].State.URIs) != 1 {
+		t.Fatalf("after the full read: %+v", heard)
+	}
+	if h.Live() != 1 || h.Bytes() != heard[digest(2)].State.Cost() {
+		t.Fatalf("holds %d states, %d bytes", h.Live(), h.Bytes())
+	}
+}
