@@ -90,7 +90,8 @@ func validName(s string, dotted bool) bool {
 var (
 	// GatewayMethods are the RPCs the gateway calls: every catalog read and
 	// call of the aggregator but ListBackends, the indexer's search, and
-	// the session revocations and the record of used request states.
+	// the session revocations, the record of used request states, and the
+	// Legacy session states and relayed input answers.
 	GatewayMethods = []string{
 		"switchboard.aggregator.v1.AggregatorService/Discover",
 		"switchboard.aggregator.v1.AggregatorService/ListTools",
@@ -108,6 +109,9 @@ var (
 		"switchboard.indexer.v1.IndexerService/CheckSession",
 		"switchboard.indexer.v1.IndexerService/WatchRevocations",
 		"switchboard.indexer.v1.IndexerService/ConsumeRequestState",
+		"switchboard.indexer.v1.IndexerService/UpdateSessionState",
+		"switchboard.indexer.v1.IndexerService/WatchSessionEvents",
+		"switchboard.indexer.v1.IndexerService/RelayInputResponse",
 	}
 	// AggregatorMethods are the RPCs an aggregator calls on its peers: the
 	// resumption of a call a peer holds, nothing else (aggregator.peers).

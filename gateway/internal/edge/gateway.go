@@ -54,6 +54,7 @@ type Gateway struct {
 	sealer      *session.Sealer
 	revocations *session.Revocations
 	local       *session.Local
+	shared      *session.Shared
 	loopback    bool
 	rules       edgeRules
 	// closing ends every notification stream at shutdown (see Close).
@@ -105,6 +106,10 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 	if err := metrics.registerSessionState(g.local); err != nil {
 		return nil, err
 	}
+	g.shared = session.NewShared(deps.Indexer, g.local, sealer, log)
+	if err := g.shared.RegisterMetrics(metrics.registry); err != nil {
+		return nil, err
+	}
 	g.methods = methods.New(methods.Config{
 		ServerInfo:          info,
 		Instructions:        cfg.ServerInfo.Instructions,
@@ -118,7 +123,7 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 		MaxURIBytes:         cfg.Sessions.MaxURIBytes,
 		MaxSubscriptions:    cfg.Sessions.MaxSubscriptions,
 	}, methods.Deps{
-		Aggregator: deps.Aggregator, Indexer: deps.Indexer, Sealer: sealer, StateUses: session.NewStateUses(deps.Indexer), Local: g.local, Revoked: g.revocations.Revoked, Log: log,
+		Aggregator: deps.Aggregator, Indexer: deps.Indexer, Sealer: sealer, StateUses: session.NewStateUses(deps.Indexer), Local: g.local, Shared: g.shared, Revoked: g.revocations.Revoked, Log: log,
 		Streams: metrics.openStream, Closing: g.closing,
 	})
 	return g, nil
@@ -131,6 +136,7 @@ func (g *Gateway) Close() {
 	g.closeOnce.Do(func() {
 		close(g.closing)
 		g.revocations.Close()
+		g.shared.Close()
 	})
 }
 

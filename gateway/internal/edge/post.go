@@ -232,9 +232,12 @@ func (g *Gateway) serveLegacy(w http.ResponseWriter, r *http.Request, req *metho
 	req.Session, req.SessionExpiry = session.IDDigest(sessionID), claims.Expiry()
 	span.SetAttributes(attribute.String("mcp.protocol.version", req.Version))
 	if msg.IsResponse {
-		// The client's answer to an input request this replica sent on a
-		// response stream; answers for another replica are dropped.
-		g.local.DeliverReply(req.Session, msg.ID, msg.Reply.Encode())
+		// The client's answer to an input request sent on a response
+		// stream: by this replica, or by another one it is relayed to
+		// (anything else is dropped).
+		if reply := msg.Reply.Encode(); !g.local.DeliverReply(req.Session, msg.ID, reply) {
+			g.shared.Relay(r.Context(), req.Session, msg.ID, reply)
+		}
 		rec.outcome = "ok"
 		w.WriteHeader(http.StatusAccepted)
 		return

@@ -2,8 +2,6 @@ package methods
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"time"
@@ -23,8 +21,9 @@ import (
 // cannot read it, but they can answer server-to-client requests sent on
 // their POST's response stream: the gateway sends the input requests
 // there, waits for the answers (separate POSTs of JSON-RPC responses,
-// routed by session.Local) and retries the call with them. Those answers
-// must reach the replica that holds the stream.
+// routed by session.Local, and relayed through the indexer by
+// session.Shared when they reach another replica) and retries the call
+// with them.
 
 // requestStateTTL bounds how long a client may take to answer an
 // input_required result.
@@ -258,8 +257,15 @@ func (s *Server) askLegacyClient(ctx context.Context, req *Request, resp Respond
 		return "", wire.NewError(wire.CodeInternalError, "this request needs the client capability "+capName+", which the session did not declare")
 	}
 	waits := map[string]<-chan json.RawMessage{}
+	// The ids name this replica, which waits until the client's time to
+	// answer is up, so that an answer reaching another replica is relayed
+	// here.
+	until := time.Now().Add(s.cfg.ClientInput)
 	for key, r := range requests {
-		id := newRequestID()
+		id, err := s.sealer.SealInputRequestID(req.Session, s.shared.Replica(), until)
+		if err != nil {
+			return "", wire.NewError(wire.CodeInternalError, "internal error")
+		}
 		reply, forget := s.local.AwaitReply(req.Session, id)
 		defer forget()
 		waits[key] = reply
@@ -299,12 +305,4 @@ func (s *Server) askLegacyClient(ctx context.Context, req *Request, resp Respond
 		}
 	}
 	return string(answers.Encode()), nil
-}
-
-// newRequestID makes a server-to-client request id no client can predict.
-func newRequestID() json.RawMessage {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	id, _ := json.Marshal("sb-" + hex.EncodeToString(b))
-	return id
 }

@@ -94,6 +94,7 @@ type Server struct {
 	sealer  *session.Sealer
 	uses    *session.StateUses
 	local   *session.Local
+	shared  *session.Shared
 	revoked func(digest string) bool
 	log     *slog.Logger
 	streams func(kind string) (done func())
@@ -109,6 +110,9 @@ type Deps struct {
 	// StateUses makes each sealed request state good for one retry.
 	StateUses *session.StateUses
 	Local     *session.Local
+	// Shared changes the Legacy sessions' state on every replica; it
+	// holds it in Local.
+	Shared *session.Shared
 	// Revoked reports whether a Legacy session (by id digest) was deleted;
 	// an open GET stream of a deleted session ends. Nil: none is.
 	Revoked func(digest string) bool
@@ -127,7 +131,7 @@ func New(cfg Config, d Deps) *Server {
 	if d.Revoked == nil {
 		d.Revoked = func(string) bool { return false }
 	}
-	return &Server{cfg: cfg, agg: d.Aggregator, idx: d.Indexer, sealer: d.Sealer, uses: d.StateUses, local: d.Local, revoked: d.Revoked, log: d.Log,
+	return &Server{cfg: cfg, agg: d.Aggregator, idx: d.Indexer, sealer: d.Sealer, uses: d.StateUses, local: d.Local, shared: d.Shared, revoked: d.Revoked, log: d.Log,
 		streams: d.Streams, limits: newStreamLimits(cfg.StreamsPerPrincipal, cfg.MaxStreams), closing: d.Closing}
 }
 

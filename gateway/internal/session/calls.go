@@ -88,9 +88,10 @@ func (l *Local) AwaitReply(session string, id json.RawMessage) (reply <-chan jso
 }
 
 // DeliverReply hands a client's answer ({"result":…} or {"error":…}) to
-// its waiter, if it still waits on this replica. Keys include the session,
-// so one session cannot answer another's requests.
-func (l *Local) DeliverReply(session string, id json.RawMessage, reply json.RawMessage) {
+// its waiter, if it still waits on this replica, and reports whether it
+// did. Keys include the session, so one session cannot answer another's
+// requests.
+func (l *Local) DeliverReply(session string, id json.RawMessage, reply json.RawMessage) bool {
 	key := callKey(session, id)
 	l.mu.Lock()
 	ch, ok := l.waiters[key]
@@ -99,4 +100,5 @@ func (l *Local) DeliverReply(session string, id json.RawMessage, reply json.RawM
 	if ok {
 		ch <- reply
 	}
+	return ok
 }

@@ -11,11 +11,12 @@ import (
 
 // A sealed session id is minted at initialize and cannot carry state the
 // session acquires later. What a Legacy session sets afterwards (its log
-// level, its resource subscriptions) and the answers to input requests in
-// flight therefore live on the replica that received them, in Local:
-// deployments with several gateway replicas need session affinity for
-// these features only (and for notifications/cancelled, see calls.go);
-// everything else works on any replica.
+// level, its resource subscriptions) is held in Local: with an indexer, as
+// this replica's copy of what every replica recorded there (see Shared and
+// mirror.go), so any replica serves it; without one, as what this replica
+// received. The requests in flight and the input requests waiting for
+// answers are this replica's own (calls.go); an answer that reaches
+// another replica is relayed to this one through the indexer (Shared).
 //
 // All of it is chosen by clients, so all of it is bounded (Limits): per
 // session (how many URIs, how long each), per principal (how many
@@ -111,6 +112,9 @@ type sessionState struct {
 	bytes int64
 	// changed is closed, and replaced, whenever uris changes.
 	changed chan struct{}
+	// version is the indexer's version of a copy held from it (Mirror);
+	// 0 for state changed on this replica alone.
+	version uint64
 }
 
 // NewLocal returns empty session state bounded by limits.

@@ -1,5 +1,5 @@
 // Package app wires the indexer: the store, the scope resolver, the
-// revocation hub, the gRPC server and the HTTP probes and metrics. Health
+// revocation and session event hubs, the gRPC server and the HTTP probes and metrics. Health
 // reports SERVING only once the schema migrations have been applied; until
 // then (the database may be unreachable at start) it keeps retrying with
 // backoff while NOT_SERVING.
@@ -27,6 +27,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/indexer/internal/revocation"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/scope"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/server"
+	"github.com/switchboard-mcp/switchboard/indexer/internal/sessionevents"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store/postgres"
 )
@@ -80,6 +81,10 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 	defer conn.Close()
 	resolver := scope.New(aggregatorv1.NewAggregatorServiceClient(conn), st, time.Duration(ic.ScopeTTL), log)
 	hub := revocation.New(st, revocationResync, log)
+	sessionHub := sessionevents.New(st, revocationResync, log)
+	// Session states are bounded as the gateway bounds them: the same
+	// settings, read from the same configuration.
+	gs := cfg.Gateway.WithDefaults().Sessions
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -93,7 +98,11 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 		Limits:                  server.Limits{Default: ic.DefaultLimit, Max: ic.MaxLimit},
 		RevocationTTL:           cfg.RevocationTTL(),
 		MaxRevocationsPerCaller: ic.MaxRevocationsPerCaller,
-		Stopping:                ctx.Done(), Log: log, Metrics: server.NewMetrics(reg),
+		SessionEvents:           sessionHub,
+		SessionLimits: store.SessionStateLimits{Subscriptions: gs.MaxSubscriptions, URIBytes: gs.MaxURIBytes,
+			PerPrincipal: gs.MaxPerPrincipal, PrincipalBytes: int64(gs.MaxPrincipalStateBytes)},
+		MaxSessionStateBytes: int64(gs.MaxStateBytes),
+		Stopping:             ctx.Done(), Log: log, Metrics: server.NewMetrics(reg),
 	})
 	indexerv1.RegisterIndexerServiceServer(srv.Server, api)
 
@@ -126,6 +135,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 	defer background.Wait()
 	background.Go(func() { resolver.Watch(ctx) })
 	background.Go(func() { hub.Run(ctx) })
+	background.Go(func() { sessionHub.Run(ctx) })
 	background.Go(func() {
 		store.CollectGarbageEvery(ctx, st, time.Duration(ic.GCInterval), time.Duration(ic.ScopeRetention), log)
 	})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/revocation"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/scope"
+	"github.com/switchboard-mcp/switchboard/indexer/internal/sessionevents"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
 )
 
@@ -33,6 +34,7 @@ func (s *Server) toStatus(ctx context.Context, method string, err error) error {
 		invalid     *invalidArgumentError
 		unavailable *store.UnavailableError
 		aggErr      *scope.AggregatorError
+		bound       *store.SessionStateBoundError
 	)
 	switch {
 	case errors.As(err, &invalid):
@@ -54,6 +56,24 @@ func (s *Server) toStatus(ctx context.Context, method string, err error) error {
 		s.Log.WarnContext(ctx, "session revocation refused: the caller holds as many as it may", "method", method, "max", s.MaxRevocationsPerCaller)
 		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED,
 			"this caller holds as many live session revocations as it may (indexer.maxRevocationsPerCaller); retry when some have expired")
+	case errors.Is(err, sessionevents.ErrNotSynced):
+		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_NOT_READY, "indexer is starting: it has not read the session states yet; retry later")
+	case errors.Is(err, errSessionEventsBehind):
+		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "session event stream fell behind; reconnect for a new snapshot")
+	case errors.Is(err, store.ErrSessionGone):
+		return apierr.New(codes.FailedPrecondition, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "the session was deleted or has expired")
+	case errors.Is(err, store.ErrAlreadyAnswered):
+		return apierr.New(codes.AlreadyExists, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "the input request has been answered already")
+	case errors.As(err, &bound) && bound.URI:
+		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, bound.Msg)
+	case errors.As(err, &bound):
+		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, bound.Msg)
+	case errors.Is(err, errTooManyInputResponses):
+		s.Log.WarnContext(ctx, "relayed input response refused: the caller holds as many as it may", "method", method, "max", maxInputResponsesPerCaller)
+		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "this caller holds as many live relayed input responses as it may; retry when some have expired")
+	case errors.Is(err, errStateFull):
+		s.Log.WarnContext(ctx, "session state change refused: every session's state together is at gateway.sessions.maxStateBytes", "method", method)
+		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "the sessions hold as much state as they may; retry later")
 	case errors.Is(err, errFellBehind):
 		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "revocation stream fell behind; reconnect for a new snapshot")
 	case errors.As(err, &unavailable):

@@ -20,6 +20,8 @@ var errTooManyRevocations = errors.New("too many live session revocations for th
 // one for the same session too.
 type revocationQuota struct {
 	max int
+	// full is the error past the bound.
+	full error
 
 	mu       sync.Mutex
 	byCaller map[string]*callerRevocations
@@ -33,7 +35,13 @@ type callerRevocations struct {
 }
 
 func newRevocationQuota(max int) *revocationQuota {
-	return &revocationQuota{max: max, byCaller: map[string]*callerRevocations{}}
+	return newLiveQuota(max, errTooManyRevocations)
+}
+
+// newLiveQuota bounds any records with an expiry that callers make, as
+// revocationQuota bounds revocations (relayed input responses use one too).
+func newLiveQuota(max int, full error) *revocationQuota {
+	return &revocationQuota{max: max, full: full, byCaller: map[string]*callerRevocations{}}
 }
 
 // reserve takes a place for one more of caller's revocations, or fails
@@ -51,7 +59,7 @@ func (q *revocationQuota) reserve(caller string, now time.Time) (done func(recor
 		heap.Pop(&c.expiries)
 	}
 	if len(c.expiries)+c.pending >= q.max {
-		return nil, errTooManyRevocations
+		return nil, q.full
 	}
 	c.pending++
 	return func(recorded bool, expiresAt time.Time) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/revocation"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/scope"
+	"github.com/switchboard-mcp/switchboard/indexer/internal/sessionevents"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
 )
 
@@ -26,8 +27,15 @@ type Deps struct {
 	Store       store.Store
 	Resolver    *scope.Resolver
 	Revocations *revocation.Hub
-	Ranking     store.Ranking
-	Limits      Limits
+	// SessionEvents holds the Legacy session states and routes relayed
+	// input responses.
+	SessionEvents *sessionevents.Hub
+	// SessionLimits and MaxSessionStateBytes bound session states as the
+	// gateway does (gateway.sessions).
+	SessionLimits        store.SessionStateLimits
+	MaxSessionStateBytes int64
+	Ranking              store.Ranking
+	Limits               Limits
 	// RevocationTTL is as long as a session lives: a revocation expiring
 	// later (beyond clock skew) is clamped.
 	RevocationTTL time.Duration
@@ -48,11 +56,14 @@ type Server struct {
 	ready atomic.Bool
 	now   func() time.Time
 	quota *revocationQuota
+	// answers bounds the live relayed input responses of each caller.
+	answers *revocationQuota
 }
 
 // New returns a server; it answers NOT_READY until SetReady.
 func New(d Deps) *Server {
-	return &Server{Deps: d, now: time.Now, quota: newRevocationQuota(d.MaxRevocationsPerCaller)}
+	return &Server{Deps: d, now: time.Now, quota: newRevocationQuota(d.MaxRevocationsPerCaller),
+		answers: newLiveQuota(maxInputResponsesPerCaller, errTooManyInputResponses)}
 }
 
 // SetReady lets requests through once the schema is migrated.

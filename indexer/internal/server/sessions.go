@@ -57,6 +57,7 @@ func (s *Server) RevokeSession(ctx context.Context, req *indexerv1.RevokeSession
 		return nil, s.toStatus(ctx, "RevokeSession", err)
 	}
 	s.Revocations.Add(rev)
+	s.SessionEvents.Remove(rev.Digest)
 	return &indexerv1.RevokeSessionResponse{}, nil
 }
 

@@ -28,6 +28,7 @@ type Store interface {
 	Index
 	Sessions
 	RequestStates
+	SessionStates
 	// Migrate brings the schema up to date and reports how many steps it
 	// applied. Concurrent replicas may call it at once; each step is
 	// applied once. An unreachable backing store is an UnavailableError.
@@ -56,7 +57,8 @@ type Index interface {
 	Explainer
 	// CollectGarbage deletes scopes unused for longer than retention, the
 	// documents no scope references any more, expired revocations and
-	// expired request state records.
+	// expired request state records, session states and relayed input
+	// responses.
 	CollectGarbage(ctx context.Context, retention time.Duration) (Collected, error)
 	// Stats counts documents, scopes and builds.
 	Stats(ctx context.Context) (Stats, error)
@@ -113,6 +115,8 @@ type Stats struct {
 // Collected counts what one garbage collection deleted.
 type Collected struct {
 	Scopes, Documents, Revocations, RequestStates int64
+	// SessionStates counts expired session states and input responses.
+	SessionStates int64
 }
 
 // Revocation is one revoked session: the SHA-256 of its id, hex, and when

@@ -18,7 +18,9 @@ const revocationChannel = "switchboard_revocations"
 
 // RevokeSession records a revoked session until it expires.
 func (s *Store) RevokeSession(ctx context.Context, digest string, expiresAt time.Time) error {
+	// The session's state goes with it, in the same statement.
 	_, err := s.pool.Exec(ctx, `
+		WITH dropped AS (DELETE FROM session_states WHERE session_digest = $1)
 		INSERT INTO revoked_sessions (session_digest, expires_at) VALUES ($1, $2)
 		ON CONFLICT (session_digest) DO UPDATE SET expires_at = greatest(revoked_sessions.expires_at, EXCLUDED.expires_at)`,
 		digest, expiresAt)

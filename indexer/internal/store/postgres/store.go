@@ -131,8 +131,8 @@ func (s *Store) LookupScope(ctx context.Context, digest string) (store.Scope, er
 }
 
 // CollectGarbage deletes scopes unused for longer than retention, then
-// documents no scope references, then expired revocations and request
-// state records.
+// documents no scope references, then expired revocations, request
+// state records, session states and relayed input responses.
 func (s *Store) CollectGarbage(ctx context.Context, retention time.Duration) (store.Collected, error) {
 	var c store.Collected
 	tx, err := s.pool.Begin(ctx)
@@ -163,6 +163,16 @@ func (s *Store) CollectGarbage(ctx context.Context, retention time.Duration) (st
 		return c, classify(fmt.Errorf("purge request states: %w", err))
 	}
 	c.RequestStates = tag.RowsAffected()
+	tag, err = tx.Exec(ctx, `DELETE FROM session_states WHERE expires_at < now()`)
+	if err != nil {
+		return c, classify(fmt.Errorf("purge session states: %w", err))
+	}
+	c.SessionStates = tag.RowsAffected()
+	tag, err = tx.Exec(ctx, `DELETE FROM relayed_input_responses WHERE expires_at < now()`)
+	if err != nil {
+		return c, classify(fmt.Errorf("purge input responses: %w", err))
+	}
+	c.SessionStates += tag.RowsAffected()
 	return c, classify(tx.Commit(ctx))
 }
 

@@ -1336,6 +1336,565 @@ func (x *ConsumeRequestStateResponse) GetFirstUse() bool {
 	return false
 }
 
+// UpdateSessionStateRequest changes one thing of a session's state.
+type UpdateSessionStateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// SHA-256 of the session id, hex.
+	SessionDigest string `protobuf:"bytes,1,opt,name=session_digest,json=sessionDigest,proto3" json:"session_digest,omitempty"`
+	// The digest of the principal the session belongs to (as the gateway
+	// computes it), which the per-principal bounds count by.
+	PrincipalDigest string `protobuf:"bytes,2,opt,name=principal_digest,json=principalDigest,proto3" json:"principal_digest,omitempty"`
+	// When the session expires (from its sealed id); the state is dropped
+	// then. Required; clamped like a revocation's expiry.
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// The change.
+	//
+	// Types that are valid to be assigned to Change:
+	//
+	//	*UpdateSessionStateRequest_LogLevel
+	//	*UpdateSessionStateRequest_SubscribeUri
+	//	*UpdateSessionStateRequest_UnsubscribeUri
+	Change        isUpdateSessionStateRequest_Change `protobuf_oneof:"change"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateSessionStateRequest) Reset() {
+	*x = UpdateSessionStateRequest{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateSessionStateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateSessionStateRequest) ProtoMessage() {}
+
+func (x *UpdateSessionStateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateSessionStateRequest.ProtoReflect.Descriptor instead.
+func (*UpdateSessionStateRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *UpdateSessionStateRequest) GetSessionDigest() string {
+	if x != nil {
+		return x.SessionDigest
+	}
+	return ""
+}
+
+func (x *UpdateSessionStateRequest) GetPrincipalDigest() string {
+	if x != nil {
+		return x.PrincipalDigest
+	}
+	return ""
+}
+
+func (x *UpdateSessionStateRequest) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *UpdateSessionStateRequest) GetChange() isUpdateSessionStateRequest_Change {
+	if x != nil {
+		return x.Change
+	}
+	return nil
+}
+
+func (x *UpdateSessionStateRequest) GetLogLevel() string {
+	if x != nil {
+		if x, ok := x.Change.(*UpdateSessionStateRequest_LogLevel); ok {
+			return x.LogLevel
+		}
+	}
+	return ""
+}
+
+func (x *UpdateSessionStateRequest) GetSubscribeUri() string {
+	if x != nil {
+		if x, ok := x.Change.(*UpdateSessionStateRequest_SubscribeUri); ok {
+			return x.SubscribeUri
+		}
+	}
+	return ""
+}
+
+func (x *UpdateSessionStateRequest) GetUnsubscribeUri() string {
+	if x != nil {
+		if x, ok := x.Change.(*UpdateSessionStateRequest_UnsubscribeUri); ok {
+			return x.UnsubscribeUri
+		}
+	}
+	return ""
+}
+
+type isUpdateSessionStateRequest_Change interface {
+	isUpdateSessionStateRequest_Change()
+}
+
+type UpdateSessionStateRequest_LogLevel struct {
+	// Sets the log level (an MCP log level).
+	LogLevel string `protobuf:"bytes,4,opt,name=log_level,json=logLevel,proto3,oneof"`
+}
+
+type UpdateSessionStateRequest_SubscribeUri struct {
+	// Adds a URI to the subscriptions; subscribing again changes nothing.
+	SubscribeUri string `protobuf:"bytes,5,opt,name=subscribe_uri,json=subscribeUri,proto3,oneof"`
+}
+
+type UpdateSessionStateRequest_UnsubscribeUri struct {
+	// Removes a URI from the subscriptions.
+	UnsubscribeUri string `protobuf:"bytes,6,opt,name=unsubscribe_uri,json=unsubscribeUri,proto3,oneof"`
+}
+
+func (*UpdateSessionStateRequest_LogLevel) isUpdateSessionStateRequest_Change() {}
+
+func (*UpdateSessionStateRequest_SubscribeUri) isUpdateSessionStateRequest_Change() {}
+
+func (*UpdateSessionStateRequest_UnsubscribeUri) isUpdateSessionStateRequest_Change() {}
+
+// UpdateSessionStateResponse is the session's state after the change.
+type UpdateSessionStateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	State         *SessionState          `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateSessionStateResponse) Reset() {
+	*x = UpdateSessionStateResponse{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateSessionStateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateSessionStateResponse) ProtoMessage() {}
+
+func (x *UpdateSessionStateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateSessionStateResponse.ProtoReflect.Descriptor instead.
+func (*UpdateSessionStateResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *UpdateSessionStateResponse) GetState() *SessionState {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+// SessionState is what a Legacy session set after it was created.
+type SessionState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// SHA-256 of the session id, hex.
+	SessionDigest string `protobuf:"bytes,1,opt,name=session_digest,json=sessionDigest,proto3" json:"session_digest,omitempty"`
+	// The digest of the session's principal.
+	PrincipalDigest string `protobuf:"bytes,2,opt,name=principal_digest,json=principalDigest,proto3" json:"principal_digest,omitempty"`
+	// The log level; empty if none was set.
+	LogLevel string `protobuf:"bytes,3,opt,name=log_level,json=logLevel,proto3" json:"log_level,omitempty"`
+	// The subscribed resource URIs, in the order they were subscribed.
+	SubscribedUris []string `protobuf:"bytes,4,rep,name=subscribed_uris,json=subscribedUris,proto3" json:"subscribed_uris,omitempty"`
+	// When the session expires; the state is forgotten then.
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// Increases with every change of this session's state: a copy with a
+	// lower version is older.
+	Version uint64 `protobuf:"varint,6,opt,name=version,proto3" json:"version,omitempty"`
+	// Set when the state is gone (the session was deleted, or its state
+	// emptied); the other fields but session_digest are then unset.
+	Removed       bool `protobuf:"varint,7,opt,name=removed,proto3" json:"removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionState) Reset() {
+	*x = SessionState{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionState) ProtoMessage() {}
+
+func (x *SessionState) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionState.ProtoReflect.Descriptor instead.
+func (*SessionState) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *SessionState) GetSessionDigest() string {
+	if x != nil {
+		return x.SessionDigest
+	}
+	return ""
+}
+
+func (x *SessionState) GetPrincipalDigest() string {
+	if x != nil {
+		return x.PrincipalDigest
+	}
+	return ""
+}
+
+func (x *SessionState) GetLogLevel() string {
+	if x != nil {
+		return x.LogLevel
+	}
+	return ""
+}
+
+func (x *SessionState) GetSubscribedUris() []string {
+	if x != nil {
+		return x.SubscribedUris
+	}
+	return nil
+}
+
+func (x *SessionState) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *SessionState) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *SessionState) GetRemoved() bool {
+	if x != nil {
+		return x.Removed
+	}
+	return false
+}
+
+// WatchSessionEventsRequest opens the stream.
+type WatchSessionEventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The gateway replica's id (at most 64 characters): input responses
+	// relayed for input requests it sent (RelayInputResponse.owner_replica)
+	// come on this stream.
+	ReplicaId     string `protobuf:"bytes,1,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchSessionEventsRequest) Reset() {
+	*x = WatchSessionEventsRequest{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchSessionEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchSessionEventsRequest) ProtoMessage() {}
+
+func (x *WatchSessionEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchSessionEventsRequest.ProtoReflect.Descriptor instead.
+func (*WatchSessionEventsRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *WatchSessionEventsRequest) GetReplicaId() string {
+	if x != nil {
+		return x.ReplicaId
+	}
+	return ""
+}
+
+// WatchSessionEventsResponse carries session states and relayed input
+// responses.
+type WatchSessionEventsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Session states, at most 1,000 and about 4 MiB per message.
+	States []*SessionState `protobuf:"bytes,1,rep,name=states,proto3" json:"states,omitempty"`
+	// Set on the last message of the initial snapshot: the subscriber then
+	// holds every live session state; any it held that is not in the
+	// snapshot is gone.
+	SnapshotComplete bool `protobuf:"varint,2,opt,name=snapshot_complete,json=snapshotComplete,proto3" json:"snapshot_complete,omitempty"`
+	// Answers to this replica's input requests.
+	InputResponses []*RelayedInputResponse `protobuf:"bytes,3,rep,name=input_responses,json=inputResponses,proto3" json:"input_responses,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *WatchSessionEventsResponse) Reset() {
+	*x = WatchSessionEventsResponse{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchSessionEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchSessionEventsResponse) ProtoMessage() {}
+
+func (x *WatchSessionEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchSessionEventsResponse.ProtoReflect.Descriptor instead.
+func (*WatchSessionEventsResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *WatchSessionEventsResponse) GetStates() []*SessionState {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+func (x *WatchSessionEventsResponse) GetSnapshotComplete() bool {
+	if x != nil {
+		return x.SnapshotComplete
+	}
+	return false
+}
+
+func (x *WatchSessionEventsResponse) GetInputResponses() []*RelayedInputResponse {
+	if x != nil {
+		return x.InputResponses
+	}
+	return nil
+}
+
+// RelayedInputResponse is one client answer to an input request.
+type RelayedInputResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// SHA-256 of the session id, hex.
+	SessionDigest string `protobuf:"bytes,1,opt,name=session_digest,json=sessionDigest,proto3" json:"session_digest,omitempty"`
+	// The JSON-RPC id of the input request, as JSON text.
+	RequestIdJson string `protobuf:"bytes,2,opt,name=request_id_json,json=requestIdJson,proto3" json:"request_id_json,omitempty"`
+	// The client's answer: a JSON object with "result" or "error".
+	ResponseJson  string `protobuf:"bytes,3,opt,name=response_json,json=responseJson,proto3" json:"response_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelayedInputResponse) Reset() {
+	*x = RelayedInputResponse{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelayedInputResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelayedInputResponse) ProtoMessage() {}
+
+func (x *RelayedInputResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelayedInputResponse.ProtoReflect.Descriptor instead.
+func (*RelayedInputResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *RelayedInputResponse) GetSessionDigest() string {
+	if x != nil {
+		return x.SessionDigest
+	}
+	return ""
+}
+
+func (x *RelayedInputResponse) GetRequestIdJson() string {
+	if x != nil {
+		return x.RequestIdJson
+	}
+	return ""
+}
+
+func (x *RelayedInputResponse) GetResponseJson() string {
+	if x != nil {
+		return x.ResponseJson
+	}
+	return ""
+}
+
+// RelayInputResponseRequest relays one answer to its owner.
+type RelayInputResponseRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The replica that sent the input request and waits for the answer.
+	OwnerReplica string                `protobuf:"bytes,1,opt,name=owner_replica,json=ownerReplica,proto3" json:"owner_replica,omitempty"`
+	Response     *RelayedInputResponse `protobuf:"bytes,2,opt,name=response,proto3" json:"response,omitempty"`
+	// When the owner stops waiting; the record is dropped then. Required.
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelayInputResponseRequest) Reset() {
+	*x = RelayInputResponseRequest{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelayInputResponseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelayInputResponseRequest) ProtoMessage() {}
+
+func (x *RelayInputResponseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelayInputResponseRequest.ProtoReflect.Descriptor instead.
+func (*RelayInputResponseRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *RelayInputResponseRequest) GetOwnerReplica() string {
+	if x != nil {
+		return x.OwnerReplica
+	}
+	return ""
+}
+
+func (x *RelayInputResponseRequest) GetResponse() *RelayedInputResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *RelayInputResponseRequest) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+// RelayInputResponseResponse is empty.
+type RelayInputResponseResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelayInputResponseResponse) Reset() {
+	*x = RelayInputResponseResponse{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelayInputResponseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelayInputResponseResponse) ProtoMessage() {}
+
+func (x *RelayInputResponseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelayInputResponseResponse.ProtoReflect.Descriptor instead.
+func (*RelayInputResponseResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{25}
+}
+
 var File_switchboard_indexer_v1_indexer_proto protoreflect.FileDescriptor
 
 const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
@@ -1422,7 +1981,44 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\n" +
 	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\":\n" +
 	"\x1bConsumeRequestStateResponse\x12\x1b\n" +
-	"\tfirst_use\x18\x01 \x01(\bR\bfirstUse*\x84\x01\n" +
+	"\tfirst_use\x18\x01 \x01(\bR\bfirstUse\"\xa3\x02\n" +
+	"\x19UpdateSessionStateRequest\x12%\n" +
+	"\x0esession_digest\x18\x01 \x01(\tR\rsessionDigest\x12)\n" +
+	"\x10principal_digest\x18\x02 \x01(\tR\x0fprincipalDigest\x129\n" +
+	"\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x1d\n" +
+	"\tlog_level\x18\x04 \x01(\tH\x00R\blogLevel\x12%\n" +
+	"\rsubscribe_uri\x18\x05 \x01(\tH\x00R\fsubscribeUri\x12)\n" +
+	"\x0funsubscribe_uri\x18\x06 \x01(\tH\x00R\x0eunsubscribeUriB\b\n" +
+	"\x06change\"X\n" +
+	"\x1aUpdateSessionStateResponse\x12:\n" +
+	"\x05state\x18\x01 \x01(\v2$.switchboard.indexer.v1.SessionStateR\x05state\"\x95\x02\n" +
+	"\fSessionState\x12%\n" +
+	"\x0esession_digest\x18\x01 \x01(\tR\rsessionDigest\x12)\n" +
+	"\x10principal_digest\x18\x02 \x01(\tR\x0fprincipalDigest\x12\x1b\n" +
+	"\tlog_level\x18\x03 \x01(\tR\blogLevel\x12'\n" +
+	"\x0fsubscribed_uris\x18\x04 \x03(\tR\x0esubscribedUris\x129\n" +
+	"\n" +
+	"expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x18\n" +
+	"\aversion\x18\x06 \x01(\x04R\aversion\x12\x18\n" +
+	"\aremoved\x18\a \x01(\bR\aremoved\":\n" +
+	"\x19WatchSessionEventsRequest\x12\x1d\n" +
+	"\n" +
+	"replica_id\x18\x01 \x01(\tR\treplicaId\"\xde\x01\n" +
+	"\x1aWatchSessionEventsResponse\x12<\n" +
+	"\x06states\x18\x01 \x03(\v2$.switchboard.indexer.v1.SessionStateR\x06states\x12+\n" +
+	"\x11snapshot_complete\x18\x02 \x01(\bR\x10snapshotComplete\x12U\n" +
+	"\x0finput_responses\x18\x03 \x03(\v2,.switchboard.indexer.v1.RelayedInputResponseR\x0einputResponses\"\x8a\x01\n" +
+	"\x14RelayedInputResponse\x12%\n" +
+	"\x0esession_digest\x18\x01 \x01(\tR\rsessionDigest\x12&\n" +
+	"\x0frequest_id_json\x18\x02 \x01(\tR\rrequestIdJson\x12#\n" +
+	"\rresponse_json\x18\x03 \x01(\tR\fresponseJson\"\xc5\x01\n" +
+	"\x19RelayInputResponseRequest\x12#\n" +
+	"\rowner_replica\x18\x01 \x01(\tR\fownerReplica\x12H\n" +
+	"\bresponse\x18\x02 \x01(\v2,.switchboard.indexer.v1.RelayedInputResponseR\bresponse\x129\n" +
+	"\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\x1c\n" +
+	"\x1aRelayInputResponseResponse*\x84\x01\n" +
 	"\rScorePartKind\x12\x1f\n" +
 	"\x1bSCORE_PART_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SCORE_PART_KIND_EXACT\x10\x01\x12\x1a\n" +
@@ -1435,7 +2031,7 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\x13TERM_SOURCE_KEYWORD\x10\x02\x12\x17\n" +
 	"\x13TERM_SOURCE_FRAMING\x10\x03\x12\x17\n" +
 	"\x13TERM_SOURCE_SYNONYM\x10\x04\x12\x15\n" +
-	"\x11TERM_SOURCE_TOPIC\x10\x052\xfc\x05\n" +
+	"\x11TERM_SOURCE_TOPIC\x10\x052\xf5\b\n" +
 	"\x0eIndexerService\x12W\n" +
 	"\x06Search\x12%.switchboard.indexer.v1.SearchRequest\x1a&.switchboard.indexer.v1.SearchResponse\x12i\n" +
 	"\fRefreshScope\x12+.switchboard.indexer.v1.RefreshScopeRequest\x1a,.switchboard.indexer.v1.RefreshScopeResponse\x12T\n" +
@@ -1443,7 +2039,10 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\rRevokeSession\x12,.switchboard.indexer.v1.RevokeSessionRequest\x1a-.switchboard.indexer.v1.RevokeSessionResponse\x12i\n" +
 	"\fCheckSession\x12+.switchboard.indexer.v1.CheckSessionRequest\x1a,.switchboard.indexer.v1.CheckSessionResponse\x12w\n" +
 	"\x10WatchRevocations\x12/.switchboard.indexer.v1.WatchRevocationsRequest\x1a0.switchboard.indexer.v1.WatchRevocationsResponse0\x01\x12~\n" +
-	"\x13ConsumeRequestState\x122.switchboard.indexer.v1.ConsumeRequestStateRequest\x1a3.switchboard.indexer.v1.ConsumeRequestStateResponseBVZTgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1;indexerv1b\x06proto3"
+	"\x13ConsumeRequestState\x122.switchboard.indexer.v1.ConsumeRequestStateRequest\x1a3.switchboard.indexer.v1.ConsumeRequestStateResponse\x12{\n" +
+	"\x12UpdateSessionState\x121.switchboard.indexer.v1.UpdateSessionStateRequest\x1a2.switchboard.indexer.v1.UpdateSessionStateResponse\x12}\n" +
+	"\x12WatchSessionEvents\x121.switchboard.indexer.v1.WatchSessionEventsRequest\x1a2.switchboard.indexer.v1.WatchSessionEventsResponse0\x01\x12{\n" +
+	"\x12RelayInputResponse\x121.switchboard.indexer.v1.RelayInputResponseRequest\x1a2.switchboard.indexer.v1.RelayInputResponseResponseBVZTgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1;indexerv1b\x06proto3"
 
 var (
 	file_switchboard_indexer_v1_indexer_proto_rawDescOnce sync.Once
@@ -1458,7 +2057,7 @@ func file_switchboard_indexer_v1_indexer_proto_rawDescGZIP() []byte {
 }
 
 var file_switchboard_indexer_v1_indexer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_switchboard_indexer_v1_indexer_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_switchboard_indexer_v1_indexer_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_switchboard_indexer_v1_indexer_proto_goTypes = []any{
 	(ScorePartKind)(0),                  // 0: switchboard.indexer.v1.ScorePartKind
 	(TermSource)(0),                     // 1: switchboard.indexer.v1.TermSource
@@ -1480,40 +2079,61 @@ var file_switchboard_indexer_v1_indexer_proto_goTypes = []any{
 	(*SessionRevocation)(nil),           // 17: switchboard.indexer.v1.SessionRevocation
 	(*ConsumeRequestStateRequest)(nil),  // 18: switchboard.indexer.v1.ConsumeRequestStateRequest
 	(*ConsumeRequestStateResponse)(nil), // 19: switchboard.indexer.v1.ConsumeRequestStateResponse
-	(*v1.Principal)(nil),                // 20: switchboard.common.v1.Principal
-	(*timestamppb.Timestamp)(nil),       // 21: google.protobuf.Timestamp
+	(*UpdateSessionStateRequest)(nil),   // 20: switchboard.indexer.v1.UpdateSessionStateRequest
+	(*UpdateSessionStateResponse)(nil),  // 21: switchboard.indexer.v1.UpdateSessionStateResponse
+	(*SessionState)(nil),                // 22: switchboard.indexer.v1.SessionState
+	(*WatchSessionEventsRequest)(nil),   // 23: switchboard.indexer.v1.WatchSessionEventsRequest
+	(*WatchSessionEventsResponse)(nil),  // 24: switchboard.indexer.v1.WatchSessionEventsResponse
+	(*RelayedInputResponse)(nil),        // 25: switchboard.indexer.v1.RelayedInputResponse
+	(*RelayInputResponseRequest)(nil),   // 26: switchboard.indexer.v1.RelayInputResponseRequest
+	(*RelayInputResponseResponse)(nil),  // 27: switchboard.indexer.v1.RelayInputResponseResponse
+	(*v1.Principal)(nil),                // 28: switchboard.common.v1.Principal
+	(*timestamppb.Timestamp)(nil),       // 29: google.protobuf.Timestamp
 }
 var file_switchboard_indexer_v1_indexer_proto_depIdxs = []int32{
-	20, // 0: switchboard.indexer.v1.SearchRequest.principal:type_name -> switchboard.common.v1.Principal
+	28, // 0: switchboard.indexer.v1.SearchRequest.principal:type_name -> switchboard.common.v1.Principal
 	4,  // 1: switchboard.indexer.v1.SearchHit.explanation:type_name -> switchboard.indexer.v1.ScorePart
 	0,  // 2: switchboard.indexer.v1.ScorePart.kind:type_name -> switchboard.indexer.v1.ScorePartKind
 	1,  // 3: switchboard.indexer.v1.QueryTerm.source:type_name -> switchboard.indexer.v1.TermSource
 	3,  // 4: switchboard.indexer.v1.SearchResponse.hits:type_name -> switchboard.indexer.v1.SearchHit
 	5,  // 5: switchboard.indexer.v1.SearchResponse.terms:type_name -> switchboard.indexer.v1.QueryTerm
-	20, // 6: switchboard.indexer.v1.RefreshScopeRequest.principal:type_name -> switchboard.common.v1.Principal
-	21, // 7: switchboard.indexer.v1.RevokeSessionRequest.expires_at:type_name -> google.protobuf.Timestamp
+	28, // 6: switchboard.indexer.v1.RefreshScopeRequest.principal:type_name -> switchboard.common.v1.Principal
+	29, // 7: switchboard.indexer.v1.RevokeSessionRequest.expires_at:type_name -> google.protobuf.Timestamp
 	17, // 8: switchboard.indexer.v1.WatchRevocationsResponse.revocations:type_name -> switchboard.indexer.v1.SessionRevocation
-	21, // 9: switchboard.indexer.v1.SessionRevocation.expires_at:type_name -> google.protobuf.Timestamp
-	21, // 10: switchboard.indexer.v1.ConsumeRequestStateRequest.expires_at:type_name -> google.protobuf.Timestamp
-	2,  // 11: switchboard.indexer.v1.IndexerService.Search:input_type -> switchboard.indexer.v1.SearchRequest
-	7,  // 12: switchboard.indexer.v1.IndexerService.RefreshScope:input_type -> switchboard.indexer.v1.RefreshScopeRequest
-	9,  // 13: switchboard.indexer.v1.IndexerService.Stats:input_type -> switchboard.indexer.v1.StatsRequest
-	11, // 14: switchboard.indexer.v1.IndexerService.RevokeSession:input_type -> switchboard.indexer.v1.RevokeSessionRequest
-	13, // 15: switchboard.indexer.v1.IndexerService.CheckSession:input_type -> switchboard.indexer.v1.CheckSessionRequest
-	15, // 16: switchboard.indexer.v1.IndexerService.WatchRevocations:input_type -> switchboard.indexer.v1.WatchRevocationsRequest
-	18, // 17: switchboard.indexer.v1.IndexerService.ConsumeRequestState:input_type -> switchboard.indexer.v1.ConsumeRequestStateRequest
-	6,  // 18: switchboard.indexer.v1.IndexerService.Search:output_type -> switchboard.indexer.v1.SearchResponse
-	8,  // 19: switchboard.indexer.v1.IndexerService.RefreshScope:output_type -> switchboard.indexer.v1.RefreshScopeResponse
-	10, // 20: switchboard.indexer.v1.IndexerService.Stats:output_type -> switchboard.indexer.v1.StatsResponse
-	12, // 21: switchboard.indexer.v1.IndexerService.RevokeSession:output_type -> switchboard.indexer.v1.RevokeSessionResponse
-	14, // 22: switchboard.indexer.v1.IndexerService.CheckSession:output_type -> switchboard.indexer.v1.CheckSessionResponse
-	16, // 23: switchboard.indexer.v1.IndexerService.WatchRevocations:output_type -> switchboard.indexer.v1.WatchRevocationsResponse
-	19, // 24: switchboard.indexer.v1.IndexerService.ConsumeRequestState:output_type -> switchboard.indexer.v1.ConsumeRequestStateResponse
-	18, // [18:25] is the sub-list for method output_type
-	11, // [11:18] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	29, // 9: switchboard.indexer.v1.SessionRevocation.expires_at:type_name -> google.protobuf.Timestamp
+	29, // 10: switchboard.indexer.v1.ConsumeRequestStateRequest.expires_at:type_name -> google.protobuf.Timestamp
+	29, // 11: switchboard.indexer.v1.UpdateSessionStateRequest.expires_at:type_name -> google.protobuf.Timestamp
+	22, // 12: switchboard.indexer.v1.UpdateSessionStateResponse.state:type_name -> switchboard.indexer.v1.SessionState
+	29, // 13: switchboard.indexer.v1.SessionState.expires_at:type_name -> google.protobuf.Timestamp
+	22, // 14: switchboard.indexer.v1.WatchSessionEventsResponse.states:type_name -> switchboard.indexer.v1.SessionState
+	25, // 15: switchboard.indexer.v1.WatchSessionEventsResponse.input_responses:type_name -> switchboard.indexer.v1.RelayedInputResponse
+	25, // 16: switchboard.indexer.v1.RelayInputResponseRequest.response:type_name -> switchboard.indexer.v1.RelayedInputResponse
+	29, // 17: switchboard.indexer.v1.RelayInputResponseRequest.expires_at:type_name -> google.protobuf.Timestamp
+	2,  // 18: switchboard.indexer.v1.IndexerService.Search:input_type -> switchboard.indexer.v1.SearchRequest
+	7,  // 19: switchboard.indexer.v1.IndexerService.RefreshScope:input_type -> switchboard.indexer.v1.RefreshScopeRequest
+	9,  // 20: switchboard.indexer.v1.IndexerService.Stats:input_type -> switchboard.indexer.v1.StatsRequest
+	11, // 21: switchboard.indexer.v1.IndexerService.RevokeSession:input_type -> switchboard.indexer.v1.RevokeSessionRequest
+	13, // 22: switchboard.indexer.v1.IndexerService.CheckSession:input_type -> switchboard.indexer.v1.CheckSessionRequest
+	15, // 23: switchboard.indexer.v1.IndexerService.WatchRevocations:input_type -> switchboard.indexer.v1.WatchRevocationsRequest
+	18, // 24: switchboard.indexer.v1.IndexerService.ConsumeRequestState:input_type -> switchboard.indexer.v1.ConsumeRequestStateRequest
+	20, // 25: switchboard.indexer.v1.IndexerService.UpdateSessionState:input_type -> switchboard.indexer.v1.UpdateSessionStateRequest
+	23, // 26: switchboard.indexer.v1.IndexerService.WatchSessionEvents:input_type -> switchboard.indexer.v1.WatchSessionEventsRequest
+	26, // 27: switchboard.indexer.v1.IndexerService.RelayInputResponse:input_type -> switchboard.indexer.v1.RelayInputResponseRequest
+	6,  // 28: switchboard.indexer.v1.IndexerService.Search:output_type -> switchboard.indexer.v1.SearchResponse
+	8,  // 29: switchboard.indexer.v1.IndexerService.RefreshScope:output_type -> switchboard.indexer.v1.RefreshScopeResponse
+	10, // 30: switchboard.indexer.v1.IndexerService.Stats:output_type -> switchboard.indexer.v1.StatsResponse
+	12, // 31: switchboard.indexer.v1.IndexerService.RevokeSession:output_type -> switchboard.indexer.v1.RevokeSessionResponse
+	14, // 32: switchboard.indexer.v1.IndexerService.CheckSession:output_type -> switchboard.indexer.v1.CheckSessionResponse
+	16, // 33: switchboard.indexer.v1.IndexerService.WatchRevocations:output_type -> switchboard.indexer.v1.WatchRevocationsResponse
+	19, // 34: switchboard.indexer.v1.IndexerService.ConsumeRequestState:output_type -> switchboard.indexer.v1.ConsumeRequestStateResponse
+	21, // 35: switchboard.indexer.v1.IndexerService.UpdateSessionState:output_type -> switchboard.indexer.v1.UpdateSessionStateResponse
+	24, // 36: switchboard.indexer.v1.IndexerService.WatchSessionEvents:output_type -> switchboard.indexer.v1.WatchSessionEventsResponse
+	27, // 37: switchboard.indexer.v1.IndexerService.RelayInputResponse:output_type -> switchboard.indexer.v1.RelayInputResponseResponse
+	28, // [28:38] is the sub-list for method output_type
+	18, // [18:28] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_indexer_v1_indexer_proto_init() }
@@ -1521,13 +2141,18 @@ func file_switchboard_indexer_v1_indexer_proto_init() {
 	if File_switchboard_indexer_v1_indexer_proto != nil {
 		return
 	}
+	file_switchboard_indexer_v1_indexer_proto_msgTypes[18].OneofWrappers = []any{
+		(*UpdateSessionStateRequest_LogLevel)(nil),
+		(*UpdateSessionStateRequest_SubscribeUri)(nil),
+		(*UpdateSessionStateRequest_UnsubscribeUri)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_indexer_v1_indexer_proto_rawDesc), len(file_switchboard_indexer_v1_indexer_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   18,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,6 +30,9 @@ const (
 	IndexerService_CheckSession_FullMethodName        = "/switchboard.indexer.v1.IndexerService/CheckSession"
 	IndexerService_WatchRevocations_FullMethodName    = "/switchboard.indexer.v1.IndexerService/WatchRevocations"
 	IndexerService_ConsumeRequestState_FullMethodName = "/switchboard.indexer.v1.IndexerService/ConsumeRequestState"
+	IndexerService_UpdateSessionState_FullMethodName  = "/switchboard.indexer.v1.IndexerService/UpdateSessionState"
+	IndexerService_WatchSessionEvents_FullMethodName  = "/switchboard.indexer.v1.IndexerService/WatchSessionEvents"
+	IndexerService_RelayInputResponse_FullMethodName  = "/switchboard.indexer.v1.IndexerService/RelayInputResponse"
 )
 
 // IndexerServiceClient is the client API for IndexerService service.
@@ -83,6 +86,42 @@ type IndexerServiceClient interface {
 	// dropped. The record is in the database, so a replica that cannot reach
 	// it answers UNAVAILABLE (the gateway then refuses the retry for now).
 	ConsumeRequestState(ctx context.Context, in *ConsumeRequestStateRequest, opts ...grpc.CallOption) (*ConsumeRequestStateResponse, error)
+	// UpdateSessionState changes what a Legacy (2025-11-25) session set after
+	// it was created: its log level (logging/setLevel) or one resource
+	// subscription (resources/subscribe, resources/unsubscribe). A sealed
+	// session id cannot carry state acquired later, so it is kept in the
+	// database, where every gateway replica hears of it (WatchSessionEvents)
+	// before the session's next request reaches it. The change is applied
+	// atomically (concurrent changes through other replicas are not lost) and
+	// bounded as the gateway bounds it (gateway.sessions.maxSubscriptions,
+	// maxURIBytes, maxPerPrincipal, maxPrincipalStateBytes, maxStateBytes):
+	// past a bound it is RESOURCE_EXHAUSTED (INVALID_ARGUMENT for a URI too
+	// long) and nothing changes. A session that was deleted (RevokeSession) or
+	// has expired is FAILED_PRECONDITION. The state is dropped when the
+	// session is deleted or expires.
+	UpdateSessionState(ctx context.Context, in *UpdateSessionStateRequest, opts ...grpc.CallOption) (*UpdateSessionStateResponse, error)
+	// WatchSessionEvents streams session state to a gateway replica, so that
+	// its Legacy requests and GET streams never wait on the indexer: first
+	// every live session state this indexer replica holds, in one or more
+	// messages of which the last has snapshot_complete set, then each change
+	// as any replica records it (PostgreSQL LISTEN/NOTIFY, with a full
+	// re-read every 30s as a safety net), and the input responses relayed for
+	// input requests this gateway replica (replica_id) sent. It ends with
+	// UNAVAILABLE when the subscriber fell behind or the indexer has not read
+	// the states yet; the subscriber reconnects and takes the new snapshot as
+	// the whole truth.
+	WatchSessionEvents(ctx context.Context, in *WatchSessionEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSessionEventsResponse], error)
+	// RelayInputResponse carries a Legacy client's answer to a server-to-client
+	// input request (elicitation, sampling, roots) that reached a gateway
+	// replica other than the one that sent the request and waits for it: the
+	// answer is recorded and pushed to the owner's WatchSessionEvents stream,
+	// through whichever indexer replica it is connected to. Each request is
+	// answered once: a second answer for the same session and request id is
+	// ALREADY_EXISTS. An answer over 4 MiB, or expiring more than an hour
+	// (plus clock skew) ahead, is INVALID_ARGUMENT. A caller that is not an
+	// operator holds at most 10,000 live answers recorded through one
+	// replica; past that it gets RESOURCE_EXHAUSTED until some expire.
+	RelayInputResponse(ctx context.Context, in *RelayInputResponseRequest, opts ...grpc.CallOption) (*RelayInputResponseResponse, error)
 }
 
 type indexerServiceClient struct {
@@ -172,6 +211,45 @@ func (c *indexerServiceClient) ConsumeRequestState(ctx context.Context, in *Cons
 	return out, nil
 }
 
+func (c *indexerServiceClient) UpdateSessionState(ctx context.Context, in *UpdateSessionStateRequest, opts ...grpc.CallOption) (*UpdateSessionStateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateSessionStateResponse)
+	err := c.cc.Invoke(ctx, IndexerService_UpdateSessionState_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *indexerServiceClient) WatchSessionEvents(ctx context.Context, in *WatchSessionEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSessionEventsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &IndexerService_ServiceDesc.Streams[1], IndexerService_WatchSessionEvents_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchSessionEventsRequest, WatchSessionEventsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type IndexerService_WatchSessionEventsClient = grpc.ServerStreamingClient[WatchSessionEventsResponse]
+
+func (c *indexerServiceClient) RelayInputResponse(ctx context.Context, in *RelayInputResponseRequest, opts ...grpc.CallOption) (*RelayInputResponseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RelayInputResponseResponse)
+	err := c.cc.Invoke(ctx, IndexerService_RelayInputResponse_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // IndexerServiceServer is the server API for IndexerService service.
 // All implementations must embed UnimplementedIndexerServiceServer
 // for forward compatibility.
@@ -223,6 +301,42 @@ type IndexerServiceServer interface {
 	// dropped. The record is in the database, so a replica that cannot reach
 	// it answers UNAVAILABLE (the gateway then refuses the retry for now).
 	ConsumeRequestState(context.Context, *ConsumeRequestStateRequest) (*ConsumeRequestStateResponse, error)
+	// UpdateSessionState changes what a Legacy (2025-11-25) session set after
+	// it was created: its log level (logging/setLevel) or one resource
+	// subscription (resources/subscribe, resources/unsubscribe). A sealed
+	// session id cannot carry state acquired later, so it is kept in the
+	// database, where every gateway replica hears of it (WatchSessionEvents)
+	// before the session's next request reaches it. The change is applied
+	// atomically (concurrent changes through other replicas are not lost) and
+	// bounded as the gateway bounds it (gateway.sessions.maxSubscriptions,
+	// maxURIBytes, maxPerPrincipal, maxPrincipalStateBytes, maxStateBytes):
+	// past a bound it is RESOURCE_EXHAUSTED (INVALID_ARGUMENT for a URI too
+	// long) and nothing changes. A session that was deleted (RevokeSession) or
+	// has expired is FAILED_PRECONDITION. The state is dropped when the
+	// session is deleted or expires.
+	UpdateSessionState(context.Context, *UpdateSessionStateRequest) (*UpdateSessionStateResponse, error)
+	// WatchSessionEvents streams session state to a gateway replica, so that
+	// its Legacy requests and GET streams never wait on the indexer: first
+	// every live session state this indexer replica holds, in one or more
+	// messages of which the last has snapshot_complete set, then each change
+	// as any replica records it (PostgreSQL LISTEN/NOTIFY, with a full
+	// re-read every 30s as a safety net), and the input responses relayed for
+	// input requests this gateway replica (replica_id) sent. It ends with
+	// UNAVAILABLE when the subscriber fell behind or the indexer has not read
+	// the states yet; the subscriber reconnects and takes the new snapshot as
+	// the whole truth.
+	WatchSessionEvents(*WatchSessionEventsRequest, grpc.ServerStreamingServer[WatchSessionEventsResponse]) error
+	// RelayInputResponse carries a Legacy client's answer to a server-to-client
+	// input request (elicitation, sampling, roots) that reached a gateway
+	// replica other than the one that sent the request and waits for it: the
+	// answer is recorded and pushed to the owner's WatchSessionEvents stream,
+	// through whichever indexer replica it is connected to. Each request is
+	// answered once: a second answer for the same session and request id is
+	// ALREADY_EXISTS. An answer over 4 MiB, or expiring more than an hour
+	// (plus clock skew) ahead, is INVALID_ARGUMENT. A caller that is not an
+	// operator holds at most 10,000 live answers recorded through one
+	// replica; past that it gets RESOURCE_EXHAUSTED until some expire.
+	RelayInputResponse(context.Context, *RelayInputResponseRequest) (*RelayInputResponseResponse, error)
 	mustEmbedUnimplementedIndexerServiceServer()
 }
 
@@ -253,6 +367,15 @@ func (UnimplementedIndexerServiceServer) WatchRevocations(*WatchRevocationsReque
 }
 func (UnimplementedIndexerServiceServer) ConsumeRequestState(context.Context, *ConsumeRequestStateRequest) (*ConsumeRequestStateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ConsumeRequestState not implemented")
+}
+func (UnimplementedIndexerServiceServer) UpdateSessionState(context.Context, *UpdateSessionStateRequest) (*UpdateSessionStateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateSessionState not implemented")
+}
+func (UnimplementedIndexerServiceServer) WatchSessionEvents(*WatchSessionEventsRequest, grpc.ServerStreamingServer[WatchSessionEventsResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchSessionEvents not implemented")
+}
+func (UnimplementedIndexerServiceServer) RelayInputResponse(context.Context, *RelayInputResponseRequest) (*RelayInputResponseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RelayInputResponse not implemented")
 }
 func (UnimplementedIndexerServiceServer) mustEmbedUnimplementedIndexerServiceServer() {}
 func (UnimplementedIndexerServiceServer) testEmbeddedByValue()                        {}
@@ -394,6 +517,53 @@ func _IndexerService_ConsumeRequestState_Handler(srv interface{}, ctx context.Co
 	return interceptor(ctx, in, info, handler)
 }
 
+func _IndexerService_UpdateSessionState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateSessionStateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IndexerServiceServer).UpdateSessionState(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IndexerService_UpdateSessionState_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IndexerServiceServer).UpdateSessionState(ctx, req.(*UpdateSessionStateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _IndexerService_WatchSessionEvents_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchSessionEventsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(IndexerServiceServer).WatchSessionEvents(m, &grpc.GenericServerStream[WatchSessionEventsRequest, WatchSessionEventsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type IndexerService_WatchSessionEventsServer = grpc.ServerStreamingServer[WatchSessionEventsResponse]
+
+func _IndexerService_RelayInputResponse_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RelayInputResponseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IndexerServiceServer).RelayInputResponse(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IndexerService_RelayInputResponse_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IndexerServiceServer).RelayInputResponse(ctx, req.(*RelayInputResponseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // IndexerService_ServiceDesc is the grpc.ServiceDesc for IndexerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -425,11 +595,24 @@ var IndexerService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ConsumeRequestState",
 			Handler:    _IndexerService_ConsumeRequestState_Handler,
 		},
+		{
+			MethodName: "UpdateSessionState",
+			Handler:    _IndexerService_UpdateSessionState_Handler,
+		},
+		{
+			MethodName: "RelayInputResponse",
+			Handler:    _IndexerService_RelayInputResponse_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "WatchRevocations",
 			Handler:       _IndexerService_WatchRevocations_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchSessionEvents",
+			Handler:       _IndexerService_WatchSessionEvents_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -1,0 +1,146 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+)
+
+func testSealer(t *testing.T) *Sealer {
+	t.Helper()
+	s, err := NewSealer("", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// An input request id opens only for the session it was sealed for, as it
+// was written, and only while its owner waits.
+func TestInputRequestIDs(t *testing.T) {
+	s := testSealer(t)
+	until := time.Now().Add(time.Minute)
+	id, err := s.SealInputRequestID("session-a", "replica-1", until)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, expires, err := s.OpenInputRequestID("session-a", id)
+	if err != nil || owner != "replica-1" || expires.Unix() != until.Unix() {
+		t.Fatalf("open: %q %v %v", owner, expires, err)
+	}
+	var text string
+	_ = json.Unmarshal(id, &text)
+	tampered, _ := json.Marshal(text[:len(text)-2] + "AA")
+	other, _ := NewSealer("", time.Hour)
+	for name, open := range map[string]func() error{
+		"another session": func() error { _, _, err := s.OpenInputRequestID("session-b", id); return err },
+		"tampered":        func() error { _, _, err := s.OpenInputRequestID("session-a", tampered); return err },
+		"a number":        func() error { _, _, err := s.OpenInputRequestID("session-a", json.RawMessage(`7`)); return err },
+		"a client's id":   func() error { _, _, err := s.OpenInputRequestID("session-a", json.RawMessage(`"i1.abc"`)); return err },
+		"another key":     func() error { _, _, err := other.OpenInputRequestID("session-a", id); return err },
+		"after the wait": func() error {
+			s.now = func() time.Time { return until.Add(time.Second) }
+			defer func() { s.now = time.Now }()
+			_, _, err := s.OpenInputRequestID("session-a", id)
+			return err
+		},
+	} {
+		if err := open(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+}
+
+// Copies from the indexer replace older ones only, wake a GET stream when
+// the URIs change, count against the bounds Admit checks, and go when a
+// new snapshot no longer lists them.
+func TestMirror(t *testing.T) {
+	limits := testLimits
+	limits.PerPrincipal = 1
+	l := NewLocal(limits)
+	done := l.OpenStream("s1")
+	defer done()
+	_, woken := l.Subscriptions("s1", time.Time{})
+	expires := time.Now().Add(time.Hour)
+	l.Mirror(MirroredState{Session: "s1", Principal: "p", Level: "info", URIs: []string{"a://1"}, Expires: expires, Version: 2})
+	select {
+	case <-woken:
+	default:
+		t.Fatal("an open GET stream did not hear of the session's first state")
+	}
+	uris, changed := l.Subscriptions("s1", time.Time{})
+	if !slices.Equal(uris, []string{"a://1"}) || l.LogLevel("s1") != "info" {
+		t.Fatalf("held %v %q", uris, l.LogLevel("s1"))
+	}
+	l.Mirror(MirroredState{Session: "s1", Principal: "p", Level: "debug", Expires: expires, Version: 1})
+	if l.LogLevel("s1") != "info" {
+		t.Fatal("an older copy replaced a newer one")
+	}
+	l.Mirror(MirroredState{Session: "s1", Principal: "p", Level: "debug", URIs: []string{"a://1", "a://2"}, Expires: expires, Version: 3})
+	select {
+	case <-changed:
+	default:
+		t.Fatal("a change of the URIs did not wake the stream")
+	}
+	if _, bytes := l.Held(); bytes != int64(sessionOverhead+len("debug")+2*(len("a://1")+uriOverhead)) {
+		t.Fatalf("held %d bytes", bytes)
+	}
+	// The principal's one session with state is s1: another is refused
+	// before the indexer is asked; s1 itself may change.
+	if err := l.Admit("s2", "p", "info", ""); !errors.Is(err, ErrPrincipalFull) {
+		t.Fatalf("a second session of the principal: %v", err)
+	}
+	if err := l.Admit("s1", "p", "", "a://3"); err != nil {
+		t.Fatalf("another URI of s1: %v", err)
+	}
+	if err := l.Admit("s1", "p", "", strings.Repeat("u", limits.URIBytes+1)); !errors.Is(err, ErrURITooLong) {
+		t.Fatalf("a URI too long: %v", err)
+	}
+	l.Retain(map[string]struct{}{})
+	if n, bytes := l.Held(); n != 0 || bytes != 0 {
+		t.Fatalf("after a snapshot without s1: %d sessions, %d bytes", n, bytes)
+	}
+}
+
+// relayRecorder is an indexer that records the answers relayed to it.
+type relayRecorder struct {
+	indexerv1.IndexerServiceClient
+	relayed []*indexerv1.RelayInputResponseRequest
+}
+
+func (r *relayRecorder) RelayInputResponse(_ context.Context, req *indexerv1.RelayInputResponseRequest, _ ...grpc.CallOption) (*indexerv1.RelayInputResponseResponse, error) {
+	r.relayed = append(r.relayed, req)
+	return &indexerv1.RelayInputResponseResponse{}, nil
+}
+
+// Only an answer to an id another replica sealed for this very session is
+// relayed, to that replica.
+func TestRelayOnlyAnswersOfThisSession(t *testing.T) {
+	sealer := testSealer(t)
+	rec := &relayRecorder{}
+	s := &Shared{client: rec, local: NewLocal(testLimits), sealer: sealer, replica: "me", log: slog.New(slog.DiscardHandler)}
+	until := time.Now().Add(time.Minute)
+	theirs, _ := sealer.SealInputRequestID("session-a", "them", until)
+	mine, _ := sealer.SealInputRequestID("session-a", "me", until)
+	reply := json.RawMessage(`{"result":{}}`)
+	s.Relay(t.Context(), "session-b", theirs, reply)
+	s.Relay(t.Context(), "session-a", mine, reply)
+	s.Relay(t.Context(), "session-a", json.RawMessage(`"sb-1"`), reply)
+	if len(rec.relayed) != 0 {
+		t.Fatalf("relayed %v", rec.relayed)
+	}
+	s.Relay(t.Context(), "session-a", theirs, reply)
+	if len(rec.relayed) != 1 || rec.relayed[0].GetOwnerReplica() != "them" || rec.relayed[0].GetResponse().GetSessionDigest() != "session-a" ||
+		rec.relayed[0].GetResponse().GetRequestIdJson() != string(theirs) || rec.relayed[0].GetResponse().GetResponseJson() != string(reply) {
+		t.Fatalf("relayed %v", rec.relayed)
+	}
+}

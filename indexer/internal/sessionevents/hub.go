@@ -1,0 +1,376 @@
+// Package sessionevents keeps every live Legacy session state in memory and
+// streams it to the gateways (WatchSessionEvents): first all of it, then
+// each change as any replica records it, and to each gateway replica the
+// answers to its input requests that other replicas received.
+//
+// The store announces both (PostgreSQL LISTEN/NOTIFY, heard by every
+// indexer replica) with the row's key only; the hub reads the row, off the
+// listen's goroutine. It reads every state again whenever the listen
+// (re)starts, since announcements may have been missed while it was down,
+// and periodically as a safety net. LISTEN/NOTIFY rather than a polling
+// loop: a change reaches every gateway in milliseconds and an idle cluster
+// costs no queries; the periodic read only repairs what a broken
+// connection missed.
+package sessionevents
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+)
+
+// ErrNotSynced means the hub has not read the states yet.
+var ErrNotSynced = errors.New("session states not read from the store yet")
+
+// subscriberBuffer bounds the events queued for one subscriber; one that
+// falls this far behind is dropped (it reconnects for a fresh snapshot).
+const subscriberBuffer = 4096
+
+// maxQueued bounds the announcements waiting to be read; past it they are
+// dropped and a full read is asked for instead (answers then wait for their
+// owner's timeout: they are not in snapshots).
+const maxQueued = 10_000
+
+// Event is one thing a subscriber hears: a state (Removed: it is gone) or
+// an answer for it.
+type Event struct {
+	State    store.SessionState
+	Removed  bool
+	Response *store.InputResponse
+}
+
+// Hub is the in-memory set of live session states and its subscribers.
+type Hub struct {
+	states store.SessionStates
+	resync time.Duration
+	log    *slog.Logger
+	now    func() time.Time
+	// wake tells the reader that announcements or a full read wait.
+	wake chan struct{}
+
+	mu     sync.Mutex
+	live   map[string]store.SessionState
+	bytes  int64
+	synced bool
+	subs   map[*subscriber]struct{}
+	// queued announcements: changed session digests and answer ids.
+	changed  map[string]struct{}
+	answers  map[int64]struct{}
+	fullRead bool
+}
+
+type subscriber struct {
+	replica string
+	ch      chan Event
+}
+
+// New returns a hub reading from states; resync is the period of the
+// safety-net full read.
+func New(states store.SessionStates, resync time.Duration, log *slog.Logger) *Hub {
+	return &Hub{states: states, resync: resync, log: log, now: time.Now, wake: make(chan struct{}, 1),
+		live: map[string]store.SessionState{}, subs: map[*subscriber]struct{}{},
+		changed: map[string]struct{}{}, answers: map[int64]struct{}{}}
+}
+
+// Run follows the store until ctx ends.
+func (h *Hub) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { h.readLoop(ctx) })
+	defer wg.Wait()
+	const maxBackoff = 10 * time.Second
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		listening := false
+		err := h.states.ListenSessionEvents(ctx, func() {
+			listening = true
+			h.askFullRead()
+		}, h.stateChanged, h.answered)
+		if ctx.Err() != nil {
+			return
+		}
+		if listening {
+			backoff = 100 * time.Millisecond
+		}
+		h.log.WarnContext(ctx, "session event listen interrupted; reconnecting", "error", err, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, maxBackoff)
+	}
+}
+
+func (h *Hub) signal() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (h *Hub) askFullRead() {
+	h.mu.Lock()
+	h.fullRead = true
+	h.mu.Unlock()
+	h.signal()
+}
+
+func (h *Hub) stateChanged(digest string) {
+	h.mu.Lock()
+	if len(h.changed) < maxQueued {
+		h.changed[digest] = struct{}{}
+	} else {
+		h.fullRead = true
+	}
+	h.mu.Unlock()
+	h.signal()
+}
+
+func (h *Hub) answered(id int64) {
+	h.mu.Lock()
+	if len(h.answers) < maxQueued {
+		h.answers[id] = struct{}{}
+	}
+	h.mu.Unlock()
+	h.signal()
+}
+
+// readLoop reads what the announcements name, and everything when asked
+// and every resync period, retrying a second later while reads fail.
+func (h *Hub) readLoop(ctx context.Context) {
+	tick := time.NewTicker(h.resync)
+	defer tick.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			h.askFullRead()
+			continue
+		case <-h.wake:
+		}
+		h.mu.Lock()
+		full, changed, answers := h.fullRead, h.changed, h.answers
+		h.fullRead, h.changed, h.answers = false, map[string]struct{}{}, map[int64]struct{}{}
+		h.mu.Unlock()
+		err := h.read(ctx, full, changed, answers)
+		switch {
+		case err == nil:
+			failing = false
+		case ctx.Err() != nil:
+			return
+		default:
+			if !failing {
+				h.log.WarnContext(ctx, "reading session states failed; retrying", "error", err)
+			}
+			failing = true
+			h.askLater(full, changed, answers)
+		}
+	}
+}
+
+// askLater puts back what a failed read did not get, for a second later.
+func (h *Hub) askLater(full bool, changed map[string]struct{}, answers map[int64]struct{}) {
+	time.AfterFunc(time.Second, func() {
+		h.mu.Lock()
+		h.fullRead = h.fullRead || full || len(changed) > 0
+		for id := range answers {
+			if len(h.answers) < maxQueued {
+				h.answers[id] = struct{}{}
+			}
+		}
+		h.mu.Unlock()
+		h.signal()
+	})
+}
+
+func (h *Hub) read(ctx context.Context, full bool, changed map[string]struct{}, answers map[int64]struct{}) error {
+	if full {
+		if err := h.Resync(ctx); err != nil {
+			return err
+		}
+	} else {
+		for digest := range changed {
+			if err := h.reread(ctx, digest); err != nil {
+				return err
+			}
+		}
+	}
+	for id := range answers {
+		r, found, err := h.states.InputResponse(ctx, id)
+		if err != nil {
+			return err
+		}
+		if found {
+			// The record stays until it expires, so that the request is
+			// answered once whatever replica a second answer reaches.
+			h.deliver(r)
+		}
+	}
+	return nil
+}
+
+// reread reads one session's state and passes on what changed.
+func (h *Hub) reread(ctx context.Context, digest string) error {
+	st, found, err := h.states.SessionStateOf(ctx, digest)
+	if err != nil {
+		return err
+	}
+	if found {
+		h.Apply(st)
+	} else {
+		h.Remove(digest)
+	}
+	return nil
+}
+
+// Resync reads every live state, passes on the ones newer than held, and
+// checks the held ones the read did not list (gone, or written after it).
+func (h *Hub) Resync(ctx context.Context) error {
+	states, err := h.states.SessionStates(ctx)
+	if err != nil {
+		return err
+	}
+	listed := make(map[string]struct{}, len(states))
+	for _, st := range states {
+		listed[st.Digest] = struct{}{}
+		h.Apply(st)
+	}
+	h.mu.Lock()
+	var unlisted []string
+	now := h.now()
+	for d, st := range h.live {
+		if _, ok := listed[d]; !ok && now.Before(st.ExpiresAt) {
+			unlisted = append(unlisted, d)
+		}
+	}
+	h.mu.Unlock()
+	for _, d := range unlisted {
+		if err := h.reread(ctx, d); err != nil {
+			return err
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.synced = true
+	for d, st := range h.live {
+		if !now.Before(st.ExpiresAt) {
+			h.drop(d, st)
+		}
+	}
+	return nil
+}
+
+// Apply holds st if it is newer than the copy held, and passes it on.
+func (h *Hub) Apply(st store.SessionState) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	old, ok := h.live[st.Digest]
+	if ok && st.Version <= old.Version || !h.now().Before(st.ExpiresAt) {
+		return
+	}
+	h.bytes += st.Cost()
+	if ok {
+		h.bytes -= old.Cost()
+	}
+	h.live[st.Digest] = st
+	h.broadcast(Event{State: st})
+}
+
+// Remove forgets a session's state (it was revoked, or expired) and passes
+// that on.
+func (h *Hub) Remove(digest string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if st, ok := h.live[digest]; ok {
+		h.drop(digest, st)
+	}
+}
+
+// drop forgets a held state. Call with h.mu held.
+func (h *Hub) drop(digest string, st store.SessionState) {
+	delete(h.live, digest)
+	h.bytes -= st.Cost()
+	h.broadcast(Event{State: store.SessionState{Digest: digest}, Removed: true})
+}
+
+// broadcast passes ev to every subscriber. Call with h.mu held.
+func (h *Hub) broadcast(ev Event) {
+	for s := range h.subs {
+		h.send(s, ev)
+	}
+}
+
+// send queues ev for s, dropping s if it fell too far behind. Call with
+// h.mu held.
+func (h *Hub) send(s *subscriber, ev Event) bool {
+	select {
+	case s.ch <- ev:
+		return true
+	default:
+		delete(h.subs, s)
+		close(s.ch)
+		return false
+	}
+}
+
+// deliver passes an answer to its owner's stream, if the owner is
+// subscribed here; it reports whether it was.
+func (h *Hub) deliver(r store.InputResponse) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.subs {
+		if s.replica == r.Owner && h.send(s, Event{Response: &r}) {
+			return true
+		}
+	}
+	return false
+}
+
+// Bytes is what the live states cost together (store.SessionState.Cost).
+func (h *Hub) Bytes() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.bytes
+}
+
+// Live is the number of live states held.
+func (h *Hub) Live() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.live)
+}
+
+// Subscribe returns every live state and a channel of what happens from
+// then on, with nothing missed in between; answers for replica come on it
+// too. The channel closes if the subscriber falls too far behind; cancel
+// ends the subscription. Before the first full read it fails with
+// ErrNotSynced.
+func (h *Hub) Subscribe(replica string) (snapshot []store.SessionState, events <-chan Event, cancel func(), err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.synced {
+		return nil, nil, nil, ErrNotSynced
+	}
+	now := h.now()
+	for _, st := range h.live {
+		if now.Before(st.ExpiresAt) {
+			snapshot = append(snapshot, st)
+		}
+	}
+	s := &subscriber{replica: replica, ch: make(chan Event, subscriberBuffer)}
+	h.subs[s] = struct{}{}
+	return snapshot, s.ch, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if _, ok := h.subs[s]; ok {
+			delete(h.subs, s)
+			close(s.ch)
+		}
+	}, nil
+}

@@ -1,0 +1,202 @@
+package sessionevents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+	"github.com/switchboard-mcp/switchboard/indexer/internal/storetest/pgtest"
+)
+
+var env *pgtest.Env
+
+func TestMain(m *testing.M) { pgtest.Main(m, &env) }
+
+func digest(i int) string { return fmt.Sprintf("%064x", i) }
+
+var limits = store.SessionStateLimits{Subscriptions: 2, URIBytes: 64, PerPrincipal: 2, PrincipalBytes: 4096}
+
+// next waits for the next event on events.
+func next(t *testing.T, events <-chan Event) Event {
+	t.Helper()
+	select {
+	case ev, ok := <-events:
+		if !ok {
+			t.Fatal("events closed")
+		}
+		return ev
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event")
+	}
+	return Event{}
+}
+
+// A change made through one store handle reaches a hub following another
+// (another replica) through LISTEN/NOTIFY, and deleting the session drops
+// its state there too.
+func TestChangesReachEveryReplica(t *testing.T) {
+	url := env.NewDatabase(t)
+	writer, reader := env.Open(t, url), env.Open(t, url)
+	h := New(reader, time.Hour, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { h.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	var events <-chan Event
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		_, ev, unsubscribe, err := h.Subscribe("replica-a")
+		if err == nil {
+			events = ev
+			t.Cleanup(unsubscribe)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	at := time.Now().Add(time.Hour)
+	sub := store.SessionStateChange{Digest: digest(1), Principal: digest(100), ExpiresAt: at, Subscribe: "demo://a"}
+	if _, err := writer.UpdateSessionState(t.Context(), sub, limits); err != nil {
+		t.Fatal(err)
+	}
+	lvl := sub
+	lvl.Subscribe, lvl.LogLevel = "", "debug"
+	want, err := writer.UpdateSessionState(t.Context(), lvl, limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Event
+	for got = next(t, events); got.State.Version < want.Version; got = next(t, events) {
+	}
+	if got.State.LogLevel != "debug" || len(got.State.URIs) != 1 || got.State.URIs[0] != "demo://a" {
+		t.Fatalf("state heard: %+v", got.State)
+	}
+	if err := writer.RevokeSession(t.Context(), digest(1), at); err != nil {
+		t.Fatal(err)
+	}
+	if got = next(t, events); !got.Removed || got.State.Digest != digest(1) {
+		t.Fatalf("after the deletion: %+v", got)
+	}
+	if _, err := writer.UpdateSessionState(t.Context(), sub, limits); !errors.Is(err, store.ErrSessionGone) {
+		t.Fatalf("a change of a deleted session: %v", err)
+	}
+
+	// An answer recorded through the writer reaches the owner's stream
+	// only, once.
+	r := store.InputResponse{Owner: "replica-a", SessionDigest: digest(2), RequestID: `"sb-1"`, Response: `{"result":{}}`, ExpiresAt: at}
+	if _, err := writer.RelayInputResponse(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	if got = next(t, events); got.Response == nil || *got.Response != (store.InputResponse{Owner: r.Owner, SessionDigest: r.SessionDigest,
+		RequestID: r.RequestID, Response: r.Response, ExpiresAt: got.Response.ExpiresAt}) {
+		t.Fatalf("answer heard: %+v", got)
+	}
+	if _, err := writer.RelayInputResponse(t.Context(), r); !errors.Is(err, store.ErrAlreadyAnswered) {
+		t.Fatalf("a second answer: %v", err)
+	}
+	r.Owner, r.RequestID = "replica-b", `"sb-2"`
+	if _, err := writer.RelayInputResponse(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	r.Owner, r.RequestID = "replica-a", `"sb-3"`
+	if _, err := writer.RelayInputResponse(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	if got = next(t, events); got.Response == nil || got.Response.RequestID != `"sb-3"` {
+		t.Fatalf("after another replica's answer, heard %+v, want this replica's next answer only", got)
+	}
+}
+
+// Every bound is kept, and a refused change changes nothing.
+func TestUpdateBounds(t *testing.T) {
+	st := env.OpenStore(t)
+	at := time.Now().Add(time.Hour)
+	change := func(session, principal int, uri string) error {
+		_, err := st.UpdateSessionState(t.Context(), store.SessionStateChange{Digest: digest(session), Principal: digest(principal), ExpiresAt: at, Subscribe: uri}, limits)
+		return err
+	}
+	var bound *store.SessionStateBoundError
+	if err := change(1, 100, strings.Repeat("u", 65)); !errors.As(err, &bound) || !bound.URI {
+		t.Fatalf("a URI too long: %v", err)
+	}
+	for _, uri := range []string{"demo://a", "demo://b", "demo://b"} {
+		if err := change(1, 100, uri); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := change(1, 100, "demo://c"); !errors.As(err, &bound) || bound.URI {
+		t.Fatalf("a third subscription: %v", err)
+	}
+	if err := change(2, 100, "demo://a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := change(3, 100, "demo://a"); !errors.As(err, &bound) {
+		t.Fatalf("a third session of the principal: %v", err)
+	}
+	if err := change(3, 101, "demo://a"); err != nil {
+		t.Fatalf("another principal: %v", err)
+	}
+	// Naming another principal for a session does not reach its state.
+	if err := change(1, 101, "demo://z"); !errors.Is(err, store.ErrSessionGone) {
+		t.Fatalf("another principal's session: %v", err)
+	}
+	got, found, err := st.SessionStateOf(t.Context(), digest(1))
+	if err != nil || !found || len(got.URIs) != 2 || got.Principal != digest(100) {
+		t.Fatalf("state after refusals: %+v %v %v", got, found, err)
+	}
+	if _, err := st.UpdateSessionState(t.Context(), store.SessionStateChange{Digest: digest(9), Principal: digest(100),
+		ExpiresAt: time.Now().Add(-time.Second), LogLevel: "info"}, limits); !errors.Is(err, store.ErrSessionGone) {
+		t.Fatalf("an expired session: %v", err)
+	}
+}
+
+// A full read passes on what the announcements missed: a state written
+// and one deleted while the hub was not listening.
+func TestResyncRepairsWhatWasMissed(t *testing.T) {
+	st := env.OpenStore(t)
+	h := New(st, time.Hour, slog.New(slog.DiscardHandler))
+	if err := h.Resync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_, events, cancel, err := h.Subscribe("replica-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	at := time.Now().Add(time.Hour)
+	gone, err := st.UpdateSessionState(t.Context(), store.SessionStateChange{Digest: digest(1), Principal: digest(100), ExpiresAt: at, LogLevel: "info"}, limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Apply(gone)
+	if ev := next(t, events); ev.State.Digest != digest(1) {
+		t.Fatalf("applied: %+v", ev)
+	}
+	// Unheard: digest(1) is deleted and digest(2) gets state.
+	if err := st.RevokeSession(t.Context(), digest(1), at); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.UpdateSessionState(t.Context(), store.SessionStateChange{Digest: digest(2), Principal: digest(100), ExpiresAt: at, Subscribe: "demo://b"}, limits); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Resync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	heard := map[string]Event{}
+	for range 2 {
+		ev := next(t, events)
+		heard[ev.State.Digest] = ev
+	}
+	if !heard[digest(1)].Removed || heard[digest(2)].Removed || len(heard[digest(2)].State.URIs) != 1 {
+		t.Fatalf("after the full read: %+v", heard)
+	}
+	if h.Live() != 1 || h.Bytes() != heard[digest(2)].State.Cost() {
+		t.Fatalf("holds %d states, %d bytes", h.Live(), h.Bytes())
+	}
+}

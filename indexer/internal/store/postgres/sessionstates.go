@@ -1,0 +1,217 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+)
+
+// sessionEventChannel is the channel migration 0005's triggers announce
+// session state changes and relayed answers on.
+const sessionEventChannel = "switchboard_session_events"
+
+// principalLockSpace seeds the hash that keys the advisory lock that serializes the changes of
+// one principal's session states, so that its bounds hold across replicas.
+const principalLockSpace int64 = 0x5377_6964_7833
+
+// UpdateSessionState applies one change in a transaction that holds the
+// principal's advisory lock and the session's row.
+func (s *Store) UpdateSessionState(ctx context.Context, c store.SessionStateChange, limits store.SessionStateLimits) (store.SessionState, error) {
+	st, err := s.updateSessionState(ctx, c, limits)
+	return st, classify(err)
+}
+
+func (s *Store) updateSessionState(ctx context.Context, c store.SessionStateChange, limits store.SessionStateLimits) (store.SessionState, error) {
+	if len(c.Subscribe) > limits.URIBytes {
+		return store.SessionState{}, &store.SessionStateBoundError{Msg: "resource URI too long", URI: true}
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return store.SessionState{}, fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($2, $1))`, principalLockSpace, c.Principal); err != nil {
+		return store.SessionState{}, fmt.Errorf("lock: %w", err)
+	}
+	var gone bool
+	if err := tx.QueryRow(ctx, `SELECT $2 <= now() OR EXISTS (SELECT 1 FROM revoked_sessions WHERE session_digest = $1 AND expires_at >= now())`,
+		c.Digest, c.ExpiresAt).Scan(&gone); err != nil {
+		return store.SessionState{}, fmt.Errorf("check session: %w", err)
+	}
+	if gone {
+		return store.SessionState{}, store.ErrSessionGone
+	}
+	old, found, err := sessionStateRow(tx.QueryRow(ctx, `SELECT `+sessionStateColumns+` FROM session_states WHERE session_digest = $1 AND expires_at > now() FOR UPDATE`, c.Digest))
+	if err != nil {
+		return store.SessionState{}, err
+	}
+	if found && old.Principal != c.Principal {
+		// Only the session's own principal can open its id; a gateway
+		// naming another is treated as naming a session without state.
+		return store.SessionState{}, store.ErrSessionGone
+	}
+	next := old
+	if !found {
+		next = store.SessionState{Digest: c.Digest, Principal: c.Principal, ExpiresAt: c.ExpiresAt}
+	}
+	next.URIs = slices.Clone(old.URIs)
+	switch {
+	case c.Subscribe != "":
+		if slices.Contains(next.URIs, c.Subscribe) {
+			return old, nil
+		}
+		if len(next.URIs) >= limits.Subscriptions {
+			return store.SessionState{}, &store.SessionStateBoundError{Msg: "too many resource subscriptions for one session"}
+		}
+		next.URIs = append(next.URIs, c.Subscribe)
+	case c.Unsubscribe != "":
+		i := slices.Index(next.URIs, c.Unsubscribe)
+		if i < 0 {
+			return old, nil
+		}
+		next.URIs = slices.Delete(next.URIs, i, i+1)
+	default:
+		if found && next.LogLevel == c.LogLevel {
+			return old, nil
+		}
+		next.LogLevel = c.LogLevel
+	}
+	delta := next.Cost()
+	if found {
+		delta -= old.Cost()
+	}
+	if delta > 0 {
+		var sessions int
+		var bytes int64
+		if err := tx.QueryRow(ctx, `SELECT count(*), coalesce(sum(cost), 0) FROM session_states WHERE principal_digest = $1 AND expires_at > now()`,
+			c.Principal).Scan(&sessions, &bytes); err != nil {
+			return store.SessionState{}, fmt.Errorf("count principal's states: %w", err)
+		}
+		if !found && sessions >= limits.PerPrincipal || bytes+delta > limits.PrincipalBytes {
+			return store.SessionState{}, &store.SessionStateBoundError{Msg: "this principal's sessions hold as much state as they may"}
+		}
+	}
+	if next.URIs == nil {
+		next.URIs = []string{}
+	}
+	err = tx.QueryRow(ctx, `
+		INSERT INTO session_states (session_digest, principal_digest, log_level, uris, cost, version, expires_at)
+		VALUES ($1, $2, $3, $4, $5, nextval('session_state_versions'), $6)
+		ON CONFLICT (session_digest) DO UPDATE SET principal_digest = EXCLUDED.principal_digest, log_level = EXCLUDED.log_level,
+			uris = EXCLUDED.uris, cost = EXCLUDED.cost, version = EXCLUDED.version, expires_at = EXCLUDED.expires_at
+		RETURNING version`,
+		next.Digest, next.Principal, next.LogLevel, next.URIs, next.Cost(), next.ExpiresAt).Scan(&next.Version)
+	if err != nil {
+		return store.SessionState{}, fmt.Errorf("write session state: %w", err)
+	}
+	return next, tx.Commit(ctx)
+}
+
+const sessionStateColumns = `session_digest, principal_digest, log_level, uris, version, expires_at`
+
+func sessionStateRow(row pgx.Row) (store.SessionState, bool, error) {
+	var st store.SessionState
+	var version int64
+	err := row.Scan(&st.Digest, &st.Principal, &st.LogLevel, &st.URIs, &version, &st.ExpiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.SessionState{}, false, nil
+	}
+	if err != nil {
+		return store.SessionState{}, false, fmt.Errorf("read session state: %w", err)
+	}
+	st.Version = uint64(version)
+	return st, true, nil
+}
+
+// SessionStates lists the live states.
+func (s *Store) SessionStates(ctx context.Context) ([]store.SessionState, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+sessionStateColumns+` FROM session_states WHERE expires_at > now()`)
+	if err != nil {
+		return nil, classify(fmt.Errorf("read session states: %w", err))
+	}
+	states, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.SessionState, error) {
+		st, _, err := sessionStateRow(row)
+		return st, err
+	})
+	return states, classify(err)
+}
+
+// SessionStateOf reads one session's state.
+func (s *Store) SessionStateOf(ctx context.Context, digest string) (store.SessionState, bool, error) {
+	st, found, err := sessionStateRow(s.pool.QueryRow(ctx, `SELECT `+sessionStateColumns+` FROM session_states WHERE session_digest = $1 AND expires_at > now()`, digest))
+	return st, found, classify(err)
+}
+
+// RelayInputResponse records an answer; the unique key makes the first
+// answer to a request the only one, across replicas.
+func (s *Store) RelayInputResponse(ctx context.Context, r store.InputResponse) (int64, error) {
+	var id int64
+	err := s.pool.QueryRow(ctx, `
+		INSERT INTO relayed_input_responses (owner_replica, session_digest, request_id, response, expires_at)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (session_digest, request_id) DO NOTHING RETURNING id`,
+		r.Owner, r.SessionDigest, r.RequestID, r.Response, r.ExpiresAt).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, store.ErrAlreadyAnswered
+	}
+	return id, classify(err)
+}
+
+// InputResponse reads a recorded answer.
+func (s *Store) InputResponse(ctx context.Context, id int64) (store.InputResponse, bool, error) {
+	var r store.InputResponse
+	err := s.pool.QueryRow(ctx, `SELECT owner_replica, session_digest, request_id, response, expires_at
+		FROM relayed_input_responses WHERE id = $1 AND expires_at > now()`, id).
+		Scan(&r.Owner, &r.SessionDigest, &r.RequestID, &r.Response, &r.ExpiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.InputResponse{}, false, nil
+	}
+	return r, err == nil, classify(err)
+}
+
+// ListenSessionEvents LISTENs on the session event channel on a connection
+// of its own.
+func (s *Store) ListenSessionEvents(ctx context.Context, listening func(), stateChanged func(string), answered func(int64)) error {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return classify(fmt.Errorf("connect: %w", err))
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	if _, err := conn.Exec(ctx, "LISTEN "+sessionEventChannel); err != nil {
+		return classify(fmt.Errorf("listen: %w", err))
+	}
+	listening()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return classify(fmt.Errorf("wait for session events: %w", err))
+		}
+		dispatchSessionEvent(n, stateChanged, answered)
+	}
+}
+
+// dispatchSessionEvent reads a trigger's payload: "s <digest>" or "r <id>".
+// A payload the triggers did not write is skipped (the next full read
+// covers state changes).
+func dispatchSessionEvent(n *pgconn.Notification, stateChanged func(string), answered func(int64)) {
+	kind, arg, ok := strings.Cut(n.Payload, " ")
+	switch {
+	case !ok || arg == "":
+	case kind == "s":
+		stateChanged(arg)
+	case kind == "r":
+		if id, err := strconv.ParseInt(arg, 10, 64); err == nil {
+			answered(id)
+		}
+	}
+}

@@ -1,0 +1,107 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// SessionStates keeps what Legacy gateway sessions set after they were
+// created (log level, resource subscriptions) and relays client answers to
+// input requests between gateway replicas: a sealed session id cannot carry
+// either, and every gateway replica must see them.
+type SessionStates interface {
+	// UpdateSessionState applies change atomically, within limits, and
+	// returns the session's state after it. A change that would pass a
+	// bound is a *SessionStateBoundError and changes nothing; a session
+	// revoked or expired is ErrSessionGone.
+	UpdateSessionState(ctx context.Context, change SessionStateChange, limits SessionStateLimits) (SessionState, error)
+	// SessionStates lists every state whose session has not expired.
+	SessionStates(ctx context.Context) ([]SessionState, error)
+	// SessionStateOf returns one session's state; found is false if it
+	// has none (or it expired).
+	SessionStateOf(ctx context.Context, digest string) (st SessionState, found bool, err error)
+	// RelayInputResponse records an answer for its owner until expiresAt
+	// and returns its id; a second answer to the same request of the same
+	// session is ErrAlreadyAnswered.
+	RelayInputResponse(ctx context.Context, r InputResponse) (int64, error)
+	// InputResponse returns a recorded answer by id; found is false once
+	// it expired.
+	InputResponse(ctx context.Context, id int64) (r InputResponse, found bool, err error)
+	// ListenSessionEvents follows changes of session states and new
+	// relayed answers recorded through any handle on the same backing
+	// store until ctx ends or the connection fails; it always returns an
+	// error. It calls listening once it is following, then stateChanged
+	// with the digest of each session whose state changed (or went), and
+	// answered with the id of each new answer. Callers must not block.
+	ListenSessionEvents(ctx context.Context, listening func(), stateChanged func(digest string), answered func(id int64)) error
+}
+
+// SessionStateChange is one change of a session's state: exactly one of
+// LogLevel, Subscribe and Unsubscribe is set.
+type SessionStateChange struct {
+	Digest, Principal string
+	ExpiresAt         time.Time
+	LogLevel          string
+	Subscribe         string
+	Unsubscribe       string
+}
+
+// SessionStateLimits bound a session's state, and a principal's, as the
+// gateway does (gateway.sessions).
+type SessionStateLimits struct {
+	Subscriptions  int
+	URIBytes       int
+	PerPrincipal   int
+	PrincipalBytes int64
+}
+
+// SessionState is what a session set.
+type SessionState struct {
+	Digest, Principal string
+	LogLevel          string
+	URIs              []string
+	ExpiresAt         time.Time
+	Version           uint64
+}
+
+// What state costs besides its own bytes, as the gateway counts it, so that
+// the bounds mean the same in both.
+const (
+	SessionStateOverhead = 384
+	URIOverhead          = 32
+)
+
+// Cost is what the state counts against the bytes bounds.
+func (s SessionState) Cost() int64 {
+	n := int64(SessionStateOverhead + len(s.LogLevel))
+	for _, u := range s.URIs {
+		n += int64(len(u) + URIOverhead)
+	}
+	return n
+}
+
+// InputResponse is a client's answer to an input request, for the gateway
+// replica that sent the request.
+type InputResponse struct {
+	Owner         string
+	SessionDigest string
+	RequestID     string
+	Response      string
+	ExpiresAt     time.Time
+}
+
+// ErrSessionGone: the session was deleted or expired; it gets no state.
+var ErrSessionGone = errors.New("session deleted or expired")
+
+// ErrAlreadyAnswered: the input request has an answer already.
+var ErrAlreadyAnswered = errors.New("input request already answered")
+
+// SessionStateBoundError is a change past a bound. URI says the bound is on
+// one URI's length (the request is invalid), rather than on what is held.
+type SessionStateBoundError struct {
+	Msg string
+	URI bool
+}
+
+func (e *SessionStateBoundError) Error() string { return e.Msg }
