@@ -169,13 +169,16 @@ func (c *cluster) startBackend(t *testing.T, dir, name, spec string, stateful bo
 // addresses. This is the one place the cluster's configuration is made.
 func replicaConfigs(t *testing.T, backends []config.Backend, database, dns string) []*config.Config {
 	t.Helper()
-	gatewayToken, indexerToken := randomToken(t), randomToken(t)
+	gatewayToken, indexerToken, aggregatorToken := randomToken(t), randomToken(t), randomToken(t)
 	aggPort, idxPort := sharedPort(t), sharedPort(t)
 
 	base := config.Config{
 		ServiceAuth: config.ServiceAuth{Credentials: []config.ServiceCredential{
 			{Name: "gateway", Token: gatewayToken, AssertPrincipals: true, Allow: config.GatewayMethods},
 			{Name: "indexer", Token: indexerToken, AssertPrincipals: true, Allow: config.IndexerMethods},
+			// The aggregators' own credential: a retry of a call another
+			// replica holds is forwarded to it (aggregator.peers).
+			{Name: "aggregator", Token: aggregatorToken, AssertPrincipals: true, Allow: config.AggregatorMethods},
 		}},
 		Logging: config.Logging{Level: "info", Format: "text"},
 	}
@@ -202,6 +205,13 @@ func replicaConfigs(t *testing.T, backends []config.Backend, database, dns strin
 	base.Gateway.Aggregator = config.Endpoint{Address: aggregators, Token: gatewayToken}
 	base.Gateway.Indexer = config.Endpoint{Address: indexers, Token: gatewayToken}
 	base.Indexer.Aggregator = config.Endpoint{Address: aggregators, Token: indexerToken}
+
+	// Every aggregator replica may forward a held call's retry to the
+	// others, as the manifests' peers.dns names the headless Service.
+	for _, ip := range replicaIPs {
+		base.Aggregator.Peers.Addresses = append(base.Aggregator.Peers.Addresses, net.JoinHostPort(ip, strconv.Itoa(aggPort)))
+	}
+	base.Aggregator.Peers.Token = aggregatorToken
 
 	var out []*config.Config
 	for i := range replicas {
