@@ -329,8 +329,17 @@ func checkSwitchboardConfig(p *problems, r *Render) {
 	}
 	p.expectSet(idxWho, "indexer.database", idx.cfg.Indexer.Database)
 	p.expectSet(idxWho, "indexer.aggregator.token", idx.cfg.Indexer.Aggregator.Token)
-	for _, server := range []loaded{agg, idx} {
+	// A server verifies the token of every credential that may call one
+	// of its RPCs; one that allows only the other server's (the
+	// aggregators' own, seen by the indexer) needs no secret there.
+	for _, server := range []struct {
+		loaded
+		service string
+	}{{agg, "switchboard.aggregator."}, {idx, "switchboard.indexer."}} {
 		for i, cred := range server.cfg.ServiceAuth.Credentials {
+			if !slices.ContainsFunc(cred.Allow, func(a string) bool { return strings.HasPrefix(strings.TrimPrefix(a, "/"), server.service) }) {
+				continue
+			}
 			p.expectSet("Deployment "+server.d.Name, fmt.Sprintf("serviceAuth.credentials[%d] (%s).token", i, cred.Name), cred.Token)
 		}
 	}
