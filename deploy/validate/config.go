@@ -343,6 +343,19 @@ func checkSwitchboardConfig(p *problems, r *Render) {
 			p.expectSet("Deployment "+server.d.Name, fmt.Sprintf("serviceAuth.credentials[%d] (%s).token", i, cred.Name), cred.Token)
 		}
 	}
+	// The aggregator replicas reach each other for held calls.
+	p.checkAggregatorPeers(r, agg.d, agg.c, agg.cfg, aggPort)
+	// The NetworkPolicies let each client reach the servers it calls.
+	for _, link := range []struct {
+		from, to loaded
+		port     int32
+	}{{gw, agg, aggPort}, {gw, idx, idxPort}, {idx, agg, aggPort}} {
+		from, okFrom := groupOf(r, link.from.d)
+		to, okTo := groupOf(r, link.to.d)
+		if okFrom && okTo && !r.admits(from, to, link.port) {
+			p.addf("Deployment %s: no NetworkPolicy rule admits its pods to those of Deployment %s on port %d, which it calls", link.from.d.Name, link.to.d.Name, link.port)
+		}
+	}
 	// The tokens the clients present are among those the servers accept,
 	// and their credentials allow the RPCs the clients call: the gateway's
 	// config.GatewayMethods, the indexer's config.IndexerMethods and never
