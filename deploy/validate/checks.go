@@ -16,7 +16,7 @@ import (
 // (deploy/README.md shows how), with the keys the manifests read. Nothing
 // else may be referenced unless an operator in the render creates it.
 var DeployerSecrets = map[string][]string{
-	"switchboard-service-tokens": {"gateway", "indexer", "internal-client"},
+	"switchboard-service-tokens": {"gateway", "indexer", "aggregator", "internal-client"},
 	"switchboard-gateway":        {"session-key", "api-key-operator"},
 	"switchboard-database":       {"url"},
 }

@@ -329,9 +329,31 @@ func checkSwitchboardConfig(p *problems, r *Render) {
 	}
 	p.expectSet(idxWho, "indexer.database", idx.cfg.Indexer.Database)
 	p.expectSet(idxWho, "indexer.aggregator.token", idx.cfg.Indexer.Aggregator.Token)
-	for _, server := range []loaded{agg, idx} {
+	// A server verifies the token of every credential that may call one
+	// of its RPCs; one that allows only the other server's (the
+	// aggregators' own, seen by the indexer) needs no secret there.
+	for _, server := range []struct {
+		loaded
+		service string
+	}{{agg, "switchboard.aggregator."}, {idx, "switchboard.indexer."}} {
 		for i, cred := range server.cfg.ServiceAuth.Credentials {
+			if !slices.ContainsFunc(cred.Allow, func(a string) bool { return strings.HasPrefix(strings.TrimPrefix(a, "/"), server.service) }) {
+				continue
+			}
 			p.expectSet("Deployment "+server.d.Name, fmt.Sprintf("serviceAuth.credentials[%d] (%s).token", i, cred.Name), cred.Token)
+		}
+	}
+	// The aggregator replicas reach each other for held calls.
+	p.checkAggregatorPeers(r, agg.d, agg.c, agg.cfg, aggPort)
+	// The NetworkPolicies let each client reach the servers it calls.
+	for _, link := range []struct {
+		from, to loaded
+		port     int32
+	}{{gw, agg, aggPort}, {gw, idx, idxPort}, {idx, agg, aggPort}} {
+		from, okFrom := groupOf(r, link.from.d)
+		to, okTo := groupOf(r, link.to.d)
+		if okFrom && okTo && !r.admits(from, to, link.port) {
+			p.addf("Deployment %s: no NetworkPolicy rule admits its pods to those of Deployment %s on port %d, which it calls", link.from.d.Name, link.to.d.Name, link.port)
 		}
 	}
 	// The tokens the clients present are among those the servers accept,

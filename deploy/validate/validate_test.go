@@ -434,6 +434,62 @@ func TestCheckCatchesMistakes(t *testing.T) {
 		{"untagged image", func(r *Render) {
 			container(r, "switchboard-gateway").Image = "ghcr.io/switchboard-mcp/switchboard-gateway"
 		}, "must carry a release tag"},
+		{"aggregator lacks its own token", func(r *Render) {
+			c := container(r, "switchboard-aggregator")
+			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "SWITCHBOARD_AGGREGATOR_TOKEN" })
+		}, "aggregator.peers.token is empty: the pod lacks the secret it references"},
+		{"aggregator credential allows more than ResumeHeldCall", func(r *Render) {
+			editConfig(r, "        - switchboard.aggregator.v1.AggregatorService/ResumeHeldCall\n", "        - switchboard.aggregator.v1.AggregatorService/ResumeHeldCall\n        - switchboard.aggregator.v1.AggregatorService/CallTool\n")
+		}, "it must allow exactly [switchboard.aggregator.v1.AggregatorService/ResumeHeldCall]"},
+		{"aggregator credential allows its whole service", func(r *Render) {
+			editConfig(r, "        - switchboard.aggregator.v1.AggregatorService/ResumeHeldCall\n", "        - switchboard.aggregator.v1.AggregatorService/*\n")
+		}, "it must allow exactly"},
+		{"aggregator credential does not assert principals", func(r *Render) {
+			editConfig(r, "      commonName: switchboard-aggregator\n      assertPrincipals: true\n", "      commonName: switchboard-aggregator\n")
+		}, "aggregator.peers.token is not a principal-asserting credential of the aggregator"},
+		{"peers unset with several replicas", func(r *Render) {
+			editConfig(r, "  peers:\n    dns: switchboard-aggregator-headless:50051\n    token: ${SWITCHBOARD_AGGREGATOR_TOKEN:-}\n", "")
+		}, "aggregator.peers is unset but up to 2 replicas run"},
+		{"peers.dns names a missing Service", func(r *Render) {
+			editConfig(r, "dns: switchboard-aggregator-headless:50051", "dns: switchboard-aggregators:50051")
+		}, `aggregator.peers.dns "switchboard-aggregators:50051": no Service "switchboard-aggregators"`},
+		{"peers.dns names the ClusterIP Service", func(r *Render) {
+			editConfig(r, "dns: switchboard-aggregator-headless:50051", "dns: switchboard-aggregator:50051")
+		}, "Service switchboard-aggregator is not headless"},
+		{"peers.dns on a port the Service lacks", func(r *Render) {
+			editConfig(r, "dns: switchboard-aggregator-headless:50051", "dns: switchboard-aggregator-headless:9090")
+		}, "Service switchboard-aggregator-headless has no port 9090"},
+		{"peers.dns port other than the listen port", func(r *Render) {
+			svc := r.service("switchboard-aggregator-headless")
+			svc.Spec.Ports[0].Port = 443
+			editConfig(r, "dns: switchboard-aggregator-headless:50051", "dns: switchboard-aggregator-headless:443")
+		}, "a peer is dialled at its pod IP with port 443, but a replica listens on and advertises port 50051"},
+		{"peers.dns names the indexers", func(r *Render) {
+			editConfig(r, "dns: switchboard-aggregator-headless:50051", "dns: switchboard-indexer-headless:50052")
+		}, `aggregator.peers.dns "switchboard-indexer-headless:50052" reaches indexer, not the aggregator`},
+		{"peers.dns written as a gRPC target", func(r *Render) {
+			editConfig(r, "dns: switchboard-aggregator-headless:50051", "dns: dns:///switchboard-aggregator-headless:50051")
+		}, "must be name:port, not a gRPC target"},
+		{"POD_IP from the wrong field", func(r *Render) {
+			for i, e := range container(r, "switchboard-aggregator").Env {
+				if e.Name == "POD_IP" {
+					container(r, "switchboard-aggregator").Env[i].ValueFrom.FieldRef.FieldPath = "status.hostIP"
+				}
+			}
+		}, "env POD_IP must come from the downward API (fieldRef status.podIP)"},
+		{"POD_IP missing", func(r *Render) {
+			c := container(r, "switchboard-aggregator")
+			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "POD_IP" })
+		}, "env POD_IP must come from the downward API"},
+		{"advertise address shared by the replicas", func(r *Render) {
+			editConfig(r, "  peers:\n", "  advertiseAddress: 10.0.0.7:50051\n  peers:\n")
+		}, `aggregator.advertiseAddress is "10.0.0.7:50051", shared by every replica`},
+		{"network policy without aggregator to aggregator", func(r *Render) {
+			dropPolicyPeer(t, r, "switchboard-aggregator", "aggregator")
+		}, "no NetworkPolicy rule admits aggregator pods to aggregator pods on port 50051"},
+		{"network policy without the gateway", func(r *Render) {
+			dropPolicyPeer(t, r, "switchboard-aggregator", "gateway")
+		}, "Deployment switchboard-gateway: no NetworkPolicy rule admits its pods to those of Deployment switchboard-aggregator on port 50051"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -461,4 +517,80 @@ func TestCheckCatchesCertificateWithoutTargetName(t *testing.T) {
 		}
 	}
 	expectProblem(t, Check(r), `the client checks that the server certificate names "switchboard-aggregator-headless"`)
+}
+
+// dropPolicyPeer removes the peer selecting component from the ingress
+// rules of NetworkPolicy policy.
+func dropPolicyPeer(t *testing.T, r *Render, policy, component string) {
+	t.Helper()
+	dropped := false
+	for _, np := range r.NetworkPolicies {
+		if np.Name != policy {
+			continue
+		}
+		for i := range np.Spec.Ingress {
+			np.Spec.Ingress[i].From = slices.DeleteFunc(np.Spec.Ingress[i].From, func(p networkingv1.NetworkPolicyPeer) bool {
+				drop := p.NamespaceSelector == nil && p.PodSelector != nil && p.PodSelector.MatchLabels["app.kubernetes.io/component"] == component
+				dropped = dropped || drop
+				return drop
+			})
+		}
+	}
+	if !dropped {
+		t.Fatalf("NetworkPolicy %s admits no %s pods: update this case", policy, component)
+	}
+}
+
+// TestCheckCatchesPeerTLSMistakes: under mTLS (production) an aggregator
+// dials its peers by pod IP, so it must check a server name their
+// certificate holds, and present a client certificate that names the
+// aggregators' credential.
+func TestCheckCatchesPeerTLSMistakes(t *testing.T) {
+	prod := build(t, "production")
+	aggregator := func(r *Render) *corev1.Container {
+		return &r.deployment("switchboard-aggregator").Spec.Template.Spec.Containers[0]
+	}
+	aggCert := func(r *Render) *Certificate {
+		for _, c := range r.Certificates {
+			if c.Metadata.Name == "switchboard-aggregator" {
+				return c
+			}
+		}
+		t.Fatal("no Certificate switchboard-aggregator")
+		return nil
+	}
+	cases := []struct {
+		name   string
+		mutate func(r *Render)
+		want   string
+	}{
+		{"no server name", func(r *Render) {
+			c := aggregator(r)
+			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "SWITCHBOARD_TLS_SERVER_NAME" })
+		}, "a peer is dialled by its pod IP, which no Certificate names, and serviceAuth.tls.serverName is empty"},
+		{"server name the certificate lacks", func(r *Render) {
+			for i, e := range aggregator(r).Env {
+				if e.Name == "SWITCHBOARD_TLS_SERVER_NAME" {
+					aggregator(r).Env[i].Value = "switchboard-aggregator-peers"
+				}
+			}
+		}, `aggregator.peers (serviceAuth.tls.serverName): the client checks that the server certificate names "switchboard-aggregator-peers"`},
+		{"certificate without client auth", func(r *Render) {
+			c := aggCert(r)
+			c.Spec.Usages = slices.DeleteFunc(c.Spec.Usages, func(u string) bool { return u == "client auth" })
+		}, `Certificate switchboard-aggregator lacks the usage "client auth"`},
+		{"certificate without the URI SAN", func(r *Render) {
+			aggCert(r).Spec.URIs = nil
+		}, "Certificate switchboard-aggregator does not carry the URI SAN spiffe://switchboard/aggregator of credential aggregator"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := decodeClean(t, "production", prod)
+			if errs := Check(r); len(errs) != 0 {
+				t.Fatalf("unmodified render has problems: %v", errs)
+			}
+			tc.mutate(r)
+			expectProblem(t, Check(r), tc.want)
+		})
+	}
 }

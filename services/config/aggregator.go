@@ -47,7 +47,7 @@ type Aggregator struct {
 // an address in this set is ever dialled, whatever a requestState says.
 type AggregatorPeers struct {
 	// DNS is a name:port that resolves to every replica's address, such as
-	// a headless Service ("switchboard-aggregator-headless:9090"): a peer
+	// a headless Service ("switchboard-aggregator-headless:50051"): a peer
 	// is any address it resolves to, with that port.
 	DNS string `yaml:"dns"`
 	// Addresses lists peers explicitly (host:port); with DNS, both count.
