@@ -112,6 +112,7 @@ var (
 		"switchboard.indexer.v1.IndexerService/UpdateSessionState",
 		"switchboard.indexer.v1.IndexerService/WatchSessionEvents",
 		"switchboard.indexer.v1.IndexerService/RelayInputResponse",
+		"switchboard.indexer.v1.IndexerService/RelayCancellation",
 	}
 	// AggregatorMethods are the RPCs an aggregator calls on its peers: the
 	// resumption of a call a peer holds, nothing else (aggregator.peers).

@@ -28,6 +28,7 @@ const replicasSpec = `
 tools:
   - {name: log, description: Log at three levels., behaviour: log}
   - {name: ask, description: Ask the client to confirm., behaviour: ask}
+  - {name: nap, description: Sleep for the duration asked., behaviour: sleep}
 resources:
   - {uri: "alpha://readme", name: readme, text: "readme of {backend}"}
   - {uri: "alpha://notes", name: notes, text: "notes of {backend}"}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -334,5 +337,71 @@ func testListChanged(t *testing.T, c *cluster) {
 	c.admin().RemoveTool(t, "alpha", "late")
 	for era := range sessions {
 		await(era, "without alpha_late", func(names []string) bool { return !slices.Contains(names, "alpha_late") })
+	}
+}
+
+// testCancellation: a Legacy tools/call runs on one gateway, and the
+// session's notifications/cancelled for it, sent next, reaches the other
+// (round-robin), which relays it through its indexer to every gateway: the
+// backend's sleep ends early, and the call gets no result.
+func testCancellation(t *testing.T, c *cluster) {
+	rec := newRecorder()
+	cs := connect(t, c.MCPURL, harness.Legacy, rec, clientOptions{noStream: true})
+	client := &http.Client{Transport: rec}
+	post := func(ctx context.Context, body string) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.MCPURL, strings.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		req.Header.Set("Mcp-Protocol-Version", harness.Legacy)
+		return client.Do(req)
+	}
+	before := c.admin().Sleeps(t, "alpha")
+	mark := rec.mark()
+	answered := make(chan string, 1)
+	go func() {
+		resp, err := post(t.Context(), `{"jsonrpc":"2.0","id":"cancel-me","method":"tools/call","params":{"name":"alpha_sleep","arguments":{"duration":"5m"}}}`)
+		if err != nil {
+			answered <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		answered <- resp.Status + " " + string(body)
+	}()
+	eventually(t, "the backend runs the sleep", pollDeadline, func() error {
+		if got := c.admin().Sleeps(t, "alpha"); got.Running != before.Running+1 {
+			return fmt.Errorf("sleeps %+v (before %+v)", got, before)
+		}
+		return nil
+	})
+	resp, err := post(t.Context(), `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"cancel-me"}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("notifications/cancelled: %s, want 202", resp.Status)
+	}
+	select {
+	case body := <-answered:
+		if strings.Contains(body, `"result"`) || strings.Contains(body, `"error"`) {
+			t.Errorf("the cancelled call was answered %.300s, want no response", body)
+		}
+	case <-time.After(notice):
+		t.Fatal("the call did not end on its cancellation")
+	}
+	eventually(t, "the backend saw the cancellation", pollDeadline, func() error {
+		if got := c.admin().Sleeps(t, "alpha"); got.Cancelled != before.Cancelled+1 || got.Completed != before.Completed {
+			return fmt.Errorf("sleeps %+v (before %+v)", got, before)
+		}
+		return nil
+	})
+	calls, cancels := servedBy(rec.since(mark), "tools/call"), servedBy(rec.since(mark), "notifications/cancelled")
+	if len(calls) != 1 || len(cancels) != 1 || calls[0] == "" || calls[0] == cancels[0] {
+		t.Fatalf("the call was answered by %v and the cancellation by %v, want two different gateways", calls, cancels)
 	}
 }

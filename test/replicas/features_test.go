@@ -28,6 +28,7 @@ func TestFeaturesAcrossReplicas(t *testing.T) {
 		})
 	}
 	t.Run("legacy/log level", func(t *testing.T) { testLogLevel(t, c) })
+	t.Run("legacy/cancellation", func(t *testing.T) { testCancellation(t, c) })
 	t.Run("list_changed", func(t *testing.T) { testListChanged(t, c) })
 	t.Run("aggregators share the calls", func(t *testing.T) { testAggregatorsShare(t, c) })
 }

@@ -243,12 +243,19 @@ func (g *Gateway) serveLegacy(w http.ResponseWriter, r *http.Request, req *metho
 		return
 	}
 	if msg.IsNotification() {
-		// notifications/cancelled ends the request it names, if it runs
-		// on this replica; initialized and roots/list_changed need no
-		// action.
+		// notifications/cancelled ends the request it names: here if it
+		// runs here, else on whichever replica runs it (relayed through
+		// the indexer, within bounds); initialized and
+		// roots/list_changed need no action.
 		if msg.Method == "notifications/cancelled" {
-			if id, ok := msg.Params["requestId"]; ok {
-				g.local.Cancel(req.Session, id)
+			if id, ok := msg.Params["requestId"]; ok && !g.local.Cancel(req.Session, id) {
+				err := g.shared.RelayCancellation(r.Context(), req.Session, session.PrincipalDigest(req.Principal), id)
+				if errors.Is(err, session.ErrCancellationsLimited) {
+					rec.outcome = "rejected"
+					w.Header().Set("Retry-After", "1")
+					writeJSON(w, http.StatusTooManyRequests, nil, nil, wire.NewError(wire.CodeInternalError, "too many cancellations: "+err.Error()))
+					return
+				}
 			}
 		}
 		rec.outcome = "ok"

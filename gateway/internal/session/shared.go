@@ -33,7 +33,9 @@ import (
 // The same stream brings this replica the answers to its input requests
 // that clients POSTed to another replica (Relay): the input request ids are
 // sealed with the replica's id (inputids.go), and the indexer pushes each
-// relayed answer to the stream of the replica named there.
+// relayed answer to the stream of the replica named there. It also brings
+// every replica the cancellations of requests that reached a replica not
+// running them (RelayCancellation, cancellations.go).
 //
 // While the stream is down, changes made on other replicas are not seen
 // here until it is back (it reconnects with backoff and takes the new
@@ -52,8 +54,13 @@ type Shared struct {
 	watching atomic.Bool
 	// warnedLocal is set once the fallback to this replica was logged.
 	warnedLocal atomic.Bool
-	stop        context.CancelFunc
-	done        sync.WaitGroup
+	// cancels bounds and counts relayed cancellations (cancellations.go);
+	// warnedCancel is set once an indexer that cannot relay them was
+	// logged.
+	cancels      *cancelRelay
+	warnedCancel atomic.Bool
+	stop         context.CancelFunc
+	done         sync.WaitGroup
 }
 
 // ErrStateUnrecorded means the change could not be recorded in the
@@ -75,7 +82,7 @@ const updateTimeout = 5 * time.Second
 func NewShared(client indexerv1.IndexerServiceClient, local *Local, sealer *Sealer, log *slog.Logger) *Shared {
 	id := make([]byte, 12)
 	_, _ = rand.Read(id)
-	s := &Shared{client: client, local: local, sealer: sealer, replica: hex.EncodeToString(id), log: log}
+	s := &Shared{client: client, local: local, sealer: sealer, replica: hex.EncodeToString(id), log: log, cancels: newCancelRelay()}
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	if client != nil {
@@ -215,8 +222,12 @@ func (s *Shared) Relay(ctx context.Context, session string, id, reply json.RawMe
 	}
 }
 
-// RegisterMetrics registers switchboard_gateway_session_state_watch_up.
+// RegisterMetrics registers switchboard_gateway_session_state_watch_up
+// and switchboard_gateway_relayed_cancellations_total.
 func (s *Shared) RegisterMetrics(reg prometheus.Registerer) error {
+	if err := reg.Register(s.cancels.outcomes); err != nil {
+		return err
+	}
 	return reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "switchboard_gateway_session_state_watch_up",
 		Help: "1 while this replica follows the Legacy session states and relayed input answers on the indexer (or has no indexer); 0 while changes made on other replicas are not seen.",
@@ -279,6 +290,9 @@ func (s *Shared) watchOnce(ctx context.Context, connected func()) error {
 		}
 		for _, r := range msg.GetInputResponses() {
 			s.local.DeliverReply(r.GetSessionDigest(), json.RawMessage(r.GetRequestIdJson()), json.RawMessage(r.GetResponseJson()))
+		}
+		for _, c := range msg.GetCancellations() {
+			s.applyCancellation(c)
 		}
 		if msg.GetSnapshotComplete() && snapshot != nil {
 			s.local.Retain(snapshot)

@@ -175,3 +175,70 @@ func TestSessionStateRPCs(t *testing.T) {
 		t.Fatalf("snapshot after the deletion: %v", snapshot)
 	}
 }
+
+// A relayed cancellation reaches every gateway replica's stream (the owner
+// is unknown), as it was sent; bad ones are refused, and a caller that
+// relays too fast is held back.
+func TestRelayCancellationRPC(t *testing.T) {
+	h := start(t, env.NewDatabase(t))
+	session := strings.Repeat("ab", 32)
+	relay := func(digest, id string) error {
+		_, err := h.client.RelayCancellation(t.Context(), &indexerv1.RelayCancellationRequest{
+			Cancellation: &indexerv1.RelayedCancellation{SessionDigest: digest, RequestIdJson: id}})
+		return err
+	}
+	w1, _ := h.watchEvents(t, "gw-1")
+	w2, _ := h.watchEvents(t, "gw-2")
+	for name, err := range map[string]error{
+		"a bad digest":   relay("me", `7`),
+		"an object id":   relay(session, `{"id":7}`),
+		"a null id":      relay(session, `null`),
+		"no id":          relay(session, ``),
+		"an id too long": relay(session, `"`+strings.Repeat("x", 256)+`"`),
+		"not JSON":       relay(session, `7 8`),
+		"no cancellation": func() error {
+			_, err := h.client.RelayCancellation(t.Context(), &indexerv1.RelayCancellationRequest{})
+			return err
+		}(),
+		"a boolean id":     relay(session, `true`),
+		"an unquoted word": relay(session, `call`),
+	} {
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%s: %v, want INVALID_ARGUMENT", name, err)
+		}
+	}
+	if err := relay(session, `"call 7"`); err != nil {
+		t.Fatal(err)
+	}
+	for name, w := range map[string]*eventsWatcher{"gw-1": w1, "gw-2": w2} {
+		msg := w.next(t, name+": the cancellation")
+		if cs := msg.GetCancellations(); len(cs) != 1 || cs[0].GetSessionDigest() != session || cs[0].GetRequestIdJson() != `"call 7"` ||
+			len(msg.GetStates())+len(msg.GetInputResponses()) != 0 {
+			t.Fatalf("%s heard %v", name, msg)
+		}
+	}
+	// Nothing was stored: a stream opened now hears no cancellation.
+	w3, snapshot := h.watchEvents(t, "gw-3")
+	if len(snapshot) != 0 {
+		t.Fatalf("snapshot %v", snapshot)
+	}
+	select {
+	case msg := <-w3.msgs:
+		t.Fatalf("a stream opened after the cancellation heard %v", msg)
+	case <-time.After(200 * time.Millisecond):
+	}
+
+	// A flood: the burst (400) passes, then the caller is refused.
+	relayed := 0
+	for ; relayed < 4000; relayed++ {
+		if err := relay(session, `1`); err != nil {
+			if status.Code(err) != codes.ResourceExhausted {
+				t.Fatalf("cancellation %d: %v, want RESOURCE_EXHAUSTED", relayed, err)
+			}
+			break
+		}
+	}
+	if relayed < 400 || relayed == 4000 {
+		t.Fatalf("%d cancellations relayed before the first refusal, want at least the burst of 400 and then a refusal", relayed)
+	}
+}

@@ -58,12 +58,16 @@ type Server struct {
 	quota *revocationQuota
 	// answers bounds the live relayed input responses of each caller.
 	answers *revocationQuota
+	// cancellations bounds the rate of each caller's relayed
+	// cancellations.
+	cancellations *rateQuota
 }
 
 // New returns a server; it answers NOT_READY until SetReady.
 func New(d Deps) *Server {
 	return &Server{Deps: d, now: time.Now, quota: newRevocationQuota(d.MaxRevocationsPerCaller),
-		answers: newLiveQuota(maxInputResponsesPerCaller, errTooManyInputResponses)}
+		answers:       newLiveQuota(maxInputResponsesPerCaller, errTooManyInputResponses),
+		cancellations: newRateQuota(cancellationRate, cancellationBurst, maxCancellationCallers)}
 }
 
 // SetReady lets requests through once the schema is migrated.

@@ -158,7 +158,7 @@ func (s *Server) WatchSessionEvents(req *indexerv1.WatchSessionEventsRequest, st
 			msg := &indexerv1.WatchSessionEventsResponse{}
 			size := addEvent(msg, ev)
 		drain:
-			for len(msg.States)+len(msg.InputResponses) < statesPerMessage && size < messageBytes {
+			for len(msg.States)+len(msg.InputResponses)+len(msg.Cancellations) < statesPerMessage && size < messageBytes {
 				select {
 				case ev, ok := <-events:
 					if !ok {
@@ -184,6 +184,11 @@ func addEvent(msg *indexerv1.WatchSessionEventsResponse, ev sessionevents.Event)
 			SessionDigest: ev.Response.SessionDigest, RequestIdJson: ev.Response.RequestID, ResponseJson: ev.Response.Response,
 		})
 		return int64(len(ev.Response.Response) + len(ev.Response.RequestID) + store.SessionStateOverhead)
+	case ev.Cancellation != nil:
+		msg.Cancellations = append(msg.Cancellations, &indexerv1.RelayedCancellation{
+			SessionDigest: ev.Cancellation.SessionDigest, RequestIdJson: ev.Cancellation.RequestID,
+		})
+		return int64(len(ev.Cancellation.RequestID) + len(ev.Cancellation.SessionDigest))
 	case ev.Removed:
 		msg.States = append(msg.States, &indexerv1.SessionState{SessionDigest: ev.State.Digest, Removed: true})
 		return store.SessionStateOverhead

@@ -1,7 +1,9 @@
 // Package sessionevents keeps every live Legacy session state in memory and
 // streams it to the gateways (WatchSessionEvents): first all of it, then
-// each change as any replica records it, and to each gateway replica the
-// answers to its input requests that other replicas received.
+// each change as any replica records it, to each gateway replica the
+// answers to its input requests that other replicas received, and to every
+// gateway replica the cancellations any replica relayed (the request may
+// run on any of them).
 //
 // The store announces both (PostgreSQL LISTEN/NOTIFY, heard by every
 // indexer replica) with the row's key only; the hub reads the row, off the
@@ -10,7 +12,9 @@
 // and periodically as a safety net. LISTEN/NOTIFY rather than a polling
 // loop: a change reaches every gateway in milliseconds and an idle cluster
 // costs no queries; the periodic read only repairs what a broken
-// connection missed.
+// connection missed. A cancellation comes whole in its announcement and is
+// never stored: it matters only while its request runs, so one missed while
+// the listen is down is lost (the request runs to its end).
 package sessionevents
 
 import (
@@ -35,12 +39,13 @@ const subscriberBuffer = 4096
 // owner's timeout: they are not in snapshots).
 const maxQueued = 10_000
 
-// Event is one thing a subscriber hears: a state (Removed: it is gone) or
-// an answer for it.
+// Event is one thing a subscriber hears: a state (Removed: it is gone), an
+// answer for it, or a cancellation for whichever replica runs the request.
 type Event struct {
-	State    store.SessionState
-	Removed  bool
-	Response *store.InputResponse
+	State        store.SessionState
+	Removed      bool
+	Response     *store.InputResponse
+	Cancellation *store.Cancellation
 }
 
 // Hub is the in-memory set of live session states and its subscribers.
@@ -88,7 +93,7 @@ func (h *Hub) Run(ctx context.Context) {
 		err := h.states.ListenSessionEvents(ctx, func() {
 			listening = true
 			h.askFullRead()
-		}, h.stateChanged, h.answered)
+		}, h.stateChanged, h.answered, h.cancelled)
 		if ctx.Err() != nil {
 			return
 		}
@@ -137,6 +142,22 @@ func (h *Hub) answered(id int64) {
 	}
 	h.mu.Unlock()
 	h.signal()
+}
+
+// cancelled passes a relayed cancellation to every subscriber at once (it
+// needs no read). One whose queue is full misses it rather than being
+// dropped: a cancellation is best effort, and a flood of them must not
+// make every gateway reconnect and take a new snapshot.
+func (h *Hub) cancelled(c store.Cancellation) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ev := Event{Cancellation: &c}
+	for s := range h.subs {
+		select {
+		case s.ch <- ev:
+		default:
+		}
+	}
 }
 
 // readLoop reads what the announcements name, and everything when asked

@@ -200,3 +200,82 @@ func TestResyncRepairsWhatWasMissed(t *testing.T) {
 		t.Fatalf("holds %d states, %d bytes", h.Live(), h.Bytes())
 	}
 }
+
+// A cancellation announced through one store handle reaches every
+// subscriber of a hub following another, whichever replica they are; it is
+// not stored, and a subscriber too far behind misses cancellations rather
+// than being dropped for them.
+func TestCancellationsReachEverySubscriber(t *testing.T) {
+	url := env.NewDatabase(t)
+	writer, reader := env.Open(t, url), env.Open(t, url)
+	h := New(reader, time.Hour, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { h.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	subscribe := func(replica string) <-chan Event {
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			_, ev, unsubscribe, err := h.Subscribe(replica)
+			if err == nil {
+				t.Cleanup(unsubscribe)
+				return ev
+			}
+			if time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	a, b := subscribe("replica-a"), subscribe("replica-b")
+	want := store.Cancellation{SessionDigest: digest(1), RequestID: `"call 1"`}
+	// The listen may not be up yet when the hub first reads: announce
+	// until a subscriber hears one.
+	var got Event
+	for deadline := time.Now().Add(10 * time.Second); got.Cancellation == nil; {
+		if err := writer.RelayCancellation(t.Context(), want); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got = <-a:
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no cancellation heard")
+		}
+	}
+	if *got.Cancellation != want || got.Response != nil || got.State.Digest != "" {
+		t.Fatalf("replica-a heard %+v", got)
+	}
+	if got = next(t, b); got.Cancellation == nil || *got.Cancellation != want {
+		t.Fatalf("replica-b heard %+v", got)
+	}
+	if _, found, err := reader.SessionStateOf(t.Context(), digest(1)); err != nil || found {
+		t.Fatalf("a cancellation left a state: %v %v", found, err)
+	}
+
+	// replica-c never reads: past its buffer it misses cancellations, and
+	// still hears the next state change.
+	slow := subscribe("replica-c")
+	for range subscriberBuffer + 10 {
+		h.cancelled(want)
+	}
+	for range subscriberBuffer {
+		if ev := next(t, slow); ev.Cancellation == nil {
+			t.Fatalf("heard %+v, want a cancellation", ev)
+		}
+	}
+	if _, err := writer.UpdateSessionState(t.Context(), store.SessionStateChange{Digest: digest(2), Principal: digest(100),
+		ExpiresAt: time.Now().Add(time.Hour), LogLevel: "info"}, limits); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ev := next(t, slow)
+		if ev.Cancellation != nil {
+			continue
+		}
+		if ev.State.Digest != digest(2) {
+			t.Fatalf("heard %+v, want the state of %s", ev, digest(2))
+		}
+		break
+	}
+}

@@ -28,13 +28,27 @@ type SessionStates interface {
 	// InputResponse returns a recorded answer by id; found is false once
 	// it expired.
 	InputResponse(ctx context.Context, id int64) (r InputResponse, found bool, err error)
-	// ListenSessionEvents follows changes of session states and new
-	// relayed answers recorded through any handle on the same backing
-	// store until ctx ends or the connection fails; it always returns an
-	// error. It calls listening once it is following, then stateChanged
-	// with the digest of each session whose state changed (or went), and
-	// answered with the id of each new answer. Callers must not block.
-	ListenSessionEvents(ctx context.Context, listening func(), stateChanged func(digest string), answered func(id int64)) error
+	// RelayCancellation announces a client's cancellation to every
+	// listener on the backing store (ListenSessionEvents), itself
+	// included. Nothing is recorded: a listener that is not following
+	// when it is announced never hears of it.
+	RelayCancellation(ctx context.Context, c Cancellation) error
+	// ListenSessionEvents follows changes of session states, new relayed
+	// answers and relayed cancellations announced through any handle on
+	// the same backing store until ctx ends or the connection fails; it
+	// always returns an error. It calls listening once it is following,
+	// then stateChanged with the digest of each session whose state
+	// changed (or went), answered with the id of each new answer, and
+	// cancelled with each cancellation. Callers must not block.
+	ListenSessionEvents(ctx context.Context, listening func(), stateChanged func(digest string), answered func(id int64), cancelled func(Cancellation)) error
+}
+
+// Cancellation is a client's notifications/cancelled for one of its
+// session's requests, which may run on any gateway replica.
+type Cancellation struct {
+	SessionDigest string
+	// RequestID is the JSON-RPC id of the request, as JSON text.
+	RequestID string
 }
 
 // SessionStateChange is one change of a session's state: exactly one of

@@ -176,9 +176,23 @@ func (s *Store) InputResponse(ctx context.Context, id int64) (store.InputRespons
 	return r, err == nil, classify(err)
 }
 
+// RelayCancellation announces a cancellation on the session event
+// channel: "c <session digest> <request id JSON>". A NOTIFY rather than a
+// row: a cancellation matters only while its request runs, to whichever
+// replica runs it, so there is nothing to keep, to read back, or to purge;
+// the payload (at most 2+64+1+256 bytes as the server bounds it) is far
+// within NOTIFY's 8000.
+func (s *Store) RelayCancellation(ctx context.Context, c store.Cancellation) error {
+	if strings.ContainsAny(c.SessionDigest, " ") || c.SessionDigest == "" {
+		return fmt.Errorf("relay cancellation: malformed session digest")
+	}
+	_, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, sessionEventChannel, "c "+c.SessionDigest+" "+c.RequestID)
+	return classify(err)
+}
+
 // ListenSessionEvents LISTENs on the session event channel on a connection
 // of its own.
-func (s *Store) ListenSessionEvents(ctx context.Context, listening func(), stateChanged func(string), answered func(int64)) error {
+func (s *Store) ListenSessionEvents(ctx context.Context, listening func(), stateChanged func(string), answered func(int64), cancelled func(store.Cancellation)) error {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return classify(fmt.Errorf("connect: %w", err))
@@ -196,14 +210,15 @@ func (s *Store) ListenSessionEvents(ctx context.Context, listening func(), state
 			}
 			return classify(fmt.Errorf("wait for session events: %w", err))
 		}
-		dispatchSessionEvent(n, stateChanged, answered)
+		dispatchSessionEvent(n, stateChanged, answered, cancelled)
 	}
 }
 
-// dispatchSessionEvent reads a trigger's payload: "s <digest>" or "r <id>".
-// A payload the triggers did not write is skipped (the next full read
-// covers state changes).
-func dispatchSessionEvent(n *pgconn.Notification, stateChanged func(string), answered func(int64)) {
+// dispatchSessionEvent reads a payload: "s <digest>" or "r <id>" (the
+// triggers'), or "c <digest> <request id JSON>" (RelayCancellation). A
+// payload none of them wrote is skipped (the next full read covers state
+// changes).
+func dispatchSessionEvent(n *pgconn.Notification, stateChanged func(string), answered func(int64), cancelled func(store.Cancellation)) {
 	kind, arg, ok := strings.Cut(n.Payload, " ")
 	switch {
 	case !ok || arg == "":
@@ -212,6 +227,10 @@ func dispatchSessionEvent(n *pgconn.Notification, stateChanged func(string), ans
 	case kind == "r":
 		if id, err := strconv.ParseInt(arg, 10, 64); err == nil {
 			answered(id)
+		}
+	case kind == "c":
+		if digest, id, ok := strings.Cut(arg, " "); ok && digest != "" && id != "" {
+			cancelled(store.Cancellation{SessionDigest: digest, RequestID: id})
 		}
 	}
 }

@@ -1676,8 +1676,11 @@ type WatchSessionEventsResponse struct {
 	SnapshotComplete bool `protobuf:"varint,2,opt,name=snapshot_complete,json=snapshotComplete,proto3" json:"snapshot_complete,omitempty"`
 	// Answers to this replica's input requests.
 	InputResponses []*RelayedInputResponse `protobuf:"bytes,3,rep,name=input_responses,json=inputResponses,proto3" json:"input_responses,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Cancellations relayed by any replica (RelayCancellation): the receiver
+	// cancels the named request of the session if it runs there.
+	Cancellations []*RelayedCancellation `protobuf:"bytes,4,rep,name=cancellations,proto3" json:"cancellations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchSessionEventsResponse) Reset() {
@@ -1727,6 +1730,13 @@ func (x *WatchSessionEventsResponse) GetSnapshotComplete() bool {
 func (x *WatchSessionEventsResponse) GetInputResponses() []*RelayedInputResponse {
 	if x != nil {
 		return x.InputResponses
+	}
+	return nil
+}
+
+func (x *WatchSessionEventsResponse) GetCancellations() []*RelayedCancellation {
+	if x != nil {
+		return x.Cancellations
 	}
 	return nil
 }
@@ -1895,6 +1905,144 @@ func (*RelayInputResponseResponse) Descriptor() ([]byte, []int) {
 	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{25}
 }
 
+// RelayedCancellation is one Legacy client's notifications/cancelled.
+type RelayedCancellation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// SHA-256 of the session id, hex.
+	SessionDigest string `protobuf:"bytes,1,opt,name=session_digest,json=sessionDigest,proto3" json:"session_digest,omitempty"`
+	// The JSON-RPC id of the request to cancel, as JSON text (a string or a
+	// number, at most 256 bytes).
+	RequestIdJson string `protobuf:"bytes,2,opt,name=request_id_json,json=requestIdJson,proto3" json:"request_id_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelayedCancellation) Reset() {
+	*x = RelayedCancellation{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelayedCancellation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelayedCancellation) ProtoMessage() {}
+
+func (x *RelayedCancellation) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelayedCancellation.ProtoReflect.Descriptor instead.
+func (*RelayedCancellation) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *RelayedCancellation) GetSessionDigest() string {
+	if x != nil {
+		return x.SessionDigest
+	}
+	return ""
+}
+
+func (x *RelayedCancellation) GetRequestIdJson() string {
+	if x != nil {
+		return x.RequestIdJson
+	}
+	return ""
+}
+
+// RelayCancellationRequest relays one cancellation to every gateway replica.
+type RelayCancellationRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cancellation  *RelayedCancellation   `protobuf:"bytes,1,opt,name=cancellation,proto3" json:"cancellation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelayCancellationRequest) Reset() {
+	*x = RelayCancellationRequest{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelayCancellationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelayCancellationRequest) ProtoMessage() {}
+
+func (x *RelayCancellationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelayCancellationRequest.ProtoReflect.Descriptor instead.
+func (*RelayCancellationRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *RelayCancellationRequest) GetCancellation() *RelayedCancellation {
+	if x != nil {
+		return x.Cancellation
+	}
+	return nil
+}
+
+// RelayCancellationResponse is empty.
+type RelayCancellationResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelayCancellationResponse) Reset() {
+	*x = RelayCancellationResponse{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelayCancellationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelayCancellationResponse) ProtoMessage() {}
+
+func (x *RelayCancellationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelayCancellationResponse.ProtoReflect.Descriptor instead.
+func (*RelayCancellationResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{28}
+}
+
 var File_switchboard_indexer_v1_indexer_proto protoreflect.FileDescriptor
 
 const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
@@ -2004,11 +2152,12 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\aremoved\x18\a \x01(\bR\aremoved\":\n" +
 	"\x19WatchSessionEventsRequest\x12\x1d\n" +
 	"\n" +
-	"replica_id\x18\x01 \x01(\tR\treplicaId\"\xde\x01\n" +
+	"replica_id\x18\x01 \x01(\tR\treplicaId\"\xb1\x02\n" +
 	"\x1aWatchSessionEventsResponse\x12<\n" +
 	"\x06states\x18\x01 \x03(\v2$.switchboard.indexer.v1.SessionStateR\x06states\x12+\n" +
 	"\x11snapshot_complete\x18\x02 \x01(\bR\x10snapshotComplete\x12U\n" +
-	"\x0finput_responses\x18\x03 \x03(\v2,.switchboard.indexer.v1.RelayedInputResponseR\x0einputResponses\"\x8a\x01\n" +
+	"\x0finput_responses\x18\x03 \x03(\v2,.switchboard.indexer.v1.RelayedInputResponseR\x0einputResponses\x12Q\n" +
+	"\rcancellations\x18\x04 \x03(\v2+.switchboard.indexer.v1.RelayedCancellationR\rcancellations\"\x8a\x01\n" +
 	"\x14RelayedInputResponse\x12%\n" +
 	"\x0esession_digest\x18\x01 \x01(\tR\rsessionDigest\x12&\n" +
 	"\x0frequest_id_json\x18\x02 \x01(\tR\rrequestIdJson\x12#\n" +
@@ -2018,7 +2167,13 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\bresponse\x18\x02 \x01(\v2,.switchboard.indexer.v1.RelayedInputResponseR\bresponse\x129\n" +
 	"\n" +
 	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\x1c\n" +
-	"\x1aRelayInputResponseResponse*\x84\x01\n" +
+	"\x1aRelayInputResponseResponse\"d\n" +
+	"\x13RelayedCancellation\x12%\n" +
+	"\x0esession_digest\x18\x01 \x01(\tR\rsessionDigest\x12&\n" +
+	"\x0frequest_id_json\x18\x02 \x01(\tR\rrequestIdJson\"k\n" +
+	"\x18RelayCancellationRequest\x12O\n" +
+	"\fcancellation\x18\x01 \x01(\v2+.switchboard.indexer.v1.RelayedCancellationR\fcancellation\"\x1b\n" +
+	"\x19RelayCancellationResponse*\x84\x01\n" +
 	"\rScorePartKind\x12\x1f\n" +
 	"\x1bSCORE_PART_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SCORE_PART_KIND_EXACT\x10\x01\x12\x1a\n" +
@@ -2031,7 +2186,7 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\x13TERM_SOURCE_KEYWORD\x10\x02\x12\x17\n" +
 	"\x13TERM_SOURCE_FRAMING\x10\x03\x12\x17\n" +
 	"\x13TERM_SOURCE_SYNONYM\x10\x04\x12\x15\n" +
-	"\x11TERM_SOURCE_TOPIC\x10\x052\xf5\b\n" +
+	"\x11TERM_SOURCE_TOPIC\x10\x052\xef\t\n" +
 	"\x0eIndexerService\x12W\n" +
 	"\x06Search\x12%.switchboard.indexer.v1.SearchRequest\x1a&.switchboard.indexer.v1.SearchResponse\x12i\n" +
 	"\fRefreshScope\x12+.switchboard.indexer.v1.RefreshScopeRequest\x1a,.switchboard.indexer.v1.RefreshScopeResponse\x12T\n" +
@@ -2042,7 +2197,8 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\x13ConsumeRequestState\x122.switchboard.indexer.v1.ConsumeRequestStateRequest\x1a3.switchboard.indexer.v1.ConsumeRequestStateResponse\x12{\n" +
 	"\x12UpdateSessionState\x121.switchboard.indexer.v1.UpdateSessionStateRequest\x1a2.switchboard.indexer.v1.UpdateSessionStateResponse\x12}\n" +
 	"\x12WatchSessionEvents\x121.switchboard.indexer.v1.WatchSessionEventsRequest\x1a2.switchboard.indexer.v1.WatchSessionEventsResponse0\x01\x12{\n" +
-	"\x12RelayInputResponse\x121.switchboard.indexer.v1.RelayInputResponseRequest\x1a2.switchboard.indexer.v1.RelayInputResponseResponseBVZTgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1;indexerv1b\x06proto3"
+	"\x12RelayInputResponse\x121.switchboard.indexer.v1.RelayInputResponseRequest\x1a2.switchboard.indexer.v1.RelayInputResponseResponse\x12x\n" +
+	"\x11RelayCancellation\x120.switchboard.indexer.v1.RelayCancellationRequest\x1a1.switchboard.indexer.v1.RelayCancellationResponseBVZTgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1;indexerv1b\x06proto3"
 
 var (
 	file_switchboard_indexer_v1_indexer_proto_rawDescOnce sync.Once
@@ -2057,7 +2213,7 @@ func file_switchboard_indexer_v1_indexer_proto_rawDescGZIP() []byte {
 }
 
 var file_switchboard_indexer_v1_indexer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_switchboard_indexer_v1_indexer_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_switchboard_indexer_v1_indexer_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_switchboard_indexer_v1_indexer_proto_goTypes = []any{
 	(ScorePartKind)(0),                  // 0: switchboard.indexer.v1.ScorePartKind
 	(TermSource)(0),                     // 1: switchboard.indexer.v1.TermSource
@@ -2087,53 +2243,60 @@ var file_switchboard_indexer_v1_indexer_proto_goTypes = []any{
 	(*RelayedInputResponse)(nil),        // 25: switchboard.indexer.v1.RelayedInputResponse
 	(*RelayInputResponseRequest)(nil),   // 26: switchboard.indexer.v1.RelayInputResponseRequest
 	(*RelayInputResponseResponse)(nil),  // 27: switchboard.indexer.v1.RelayInputResponseResponse
-	(*v1.Principal)(nil),                // 28: switchboard.common.v1.Principal
-	(*timestamppb.Timestamp)(nil),       // 29: google.protobuf.Timestamp
+	(*RelayedCancellation)(nil),         // 28: switchboard.indexer.v1.RelayedCancellation
+	(*RelayCancellationRequest)(nil),    // 29: switchboard.indexer.v1.RelayCancellationRequest
+	(*RelayCancellationResponse)(nil),   // 30: switchboard.indexer.v1.RelayCancellationResponse
+	(*v1.Principal)(nil),                // 31: switchboard.common.v1.Principal
+	(*timestamppb.Timestamp)(nil),       // 32: google.protobuf.Timestamp
 }
 var file_switchboard_indexer_v1_indexer_proto_depIdxs = []int32{
-	28, // 0: switchboard.indexer.v1.SearchRequest.principal:type_name -> switchboard.common.v1.Principal
+	31, // 0: switchboard.indexer.v1.SearchRequest.principal:type_name -> switchboard.common.v1.Principal
 	4,  // 1: switchboard.indexer.v1.SearchHit.explanation:type_name -> switchboard.indexer.v1.ScorePart
 	0,  // 2: switchboard.indexer.v1.ScorePart.kind:type_name -> switchboard.indexer.v1.ScorePartKind
 	1,  // 3: switchboard.indexer.v1.QueryTerm.source:type_name -> switchboard.indexer.v1.TermSource
 	3,  // 4: switchboard.indexer.v1.SearchResponse.hits:type_name -> switchboard.indexer.v1.SearchHit
 	5,  // 5: switchboard.indexer.v1.SearchResponse.terms:type_name -> switchboard.indexer.v1.QueryTerm
-	28, // 6: switchboard.indexer.v1.RefreshScopeRequest.principal:type_name -> switchboard.common.v1.Principal
-	29, // 7: switchboard.indexer.v1.RevokeSessionRequest.expires_at:type_name -> google.protobuf.Timestamp
+	31, // 6: switchboard.indexer.v1.RefreshScopeRequest.principal:type_name -> switchboard.common.v1.Principal
+	32, // 7: switchboard.indexer.v1.RevokeSessionRequest.expires_at:type_name -> google.protobuf.Timestamp
 	17, // 8: switchboard.indexer.v1.WatchRevocationsResponse.revocations:type_name -> switchboard.indexer.v1.SessionRevocation
-	29, // 9: switchboard.indexer.v1.SessionRevocation.expires_at:type_name -> google.protobuf.Timestamp
-	29, // 10: switchboard.indexer.v1.ConsumeRequestStateRequest.expires_at:type_name -> google.protobuf.Timestamp
-	29, // 11: switchboard.indexer.v1.UpdateSessionStateRequest.expires_at:type_name -> google.protobuf.Timestamp
+	32, // 9: switchboard.indexer.v1.SessionRevocation.expires_at:type_name -> google.protobuf.Timestamp
+	32, // 10: switchboard.indexer.v1.ConsumeRequestStateRequest.expires_at:type_name -> google.protobuf.Timestamp
+	32, // 11: switchboard.indexer.v1.UpdateSessionStateRequest.expires_at:type_name -> google.protobuf.Timestamp
 	22, // 12: switchboard.indexer.v1.UpdateSessionStateResponse.state:type_name -> switchboard.indexer.v1.SessionState
-	29, // 13: switchboard.indexer.v1.SessionState.expires_at:type_name -> google.protobuf.Timestamp
+	32, // 13: switchboard.indexer.v1.SessionState.expires_at:type_name -> google.protobuf.Timestamp
 	22, // 14: switchboard.indexer.v1.WatchSessionEventsResponse.states:type_name -> switchboard.indexer.v1.SessionState
 	25, // 15: switchboard.indexer.v1.WatchSessionEventsResponse.input_responses:type_name -> switchboard.indexer.v1.RelayedInputResponse
-	25, // 16: switchboard.indexer.v1.RelayInputResponseRequest.response:type_name -> switchboard.indexer.v1.RelayedInputResponse
-	29, // 17: switchboard.indexer.v1.RelayInputResponseRequest.expires_at:type_name -> google.protobuf.Timestamp
-	2,  // 18: switchboard.indexer.v1.IndexerService.Search:input_type -> switchboard.indexer.v1.SearchRequest
-	7,  // 19: switchboard.indexer.v1.IndexerService.RefreshScope:input_type -> switchboard.indexer.v1.RefreshScopeRequest
-	9,  // 20: switchboard.indexer.v1.IndexerService.Stats:input_type -> switchboard.indexer.v1.StatsRequest
-	11, // 21: switchboard.indexer.v1.IndexerService.RevokeSession:input_type -> switchboard.indexer.v1.RevokeSessionRequest
-	13, // 22: switchboard.indexer.v1.IndexerService.CheckSession:input_type -> switchboard.indexer.v1.CheckSessionRequest
-	15, // 23: switchboard.indexer.v1.IndexerService.WatchRevocations:input_type -> switchboard.indexer.v1.WatchRevocationsRequest
-	18, // 24: switchboard.indexer.v1.IndexerService.ConsumeRequestState:input_type -> switchboard.indexer.v1.ConsumeRequestStateRequest
-	20, // 25: switchboard.indexer.v1.IndexerService.UpdateSessionState:input_type -> switchboard.indexer.v1.UpdateSessionStateRequest
-	23, // 26: switchboard.indexer.v1.IndexerService.WatchSessionEvents:input_type -> switchboard.indexer.v1.WatchSessionEventsRequest
-	26, // 27: switchboard.indexer.v1.IndexerService.RelayInputResponse:input_type -> switchboard.indexer.v1.RelayInputResponseRequest
-	6,  // 28: switchboard.indexer.v1.IndexerService.Search:output_type -> switchboard.indexer.v1.SearchResponse
-	8,  // 29: switchboard.indexer.v1.IndexerService.RefreshScope:output_type -> switchboard.indexer.v1.RefreshScopeResponse
-	10, // 30: switchboard.indexer.v1.IndexerService.Stats:output_type -> switchboard.indexer.v1.StatsResponse
-	12, // 31: switchboard.indexer.v1.IndexerService.RevokeSession:output_type -> switchboard.indexer.v1.RevokeSessionResponse
-	14, // 32: switchboard.indexer.v1.IndexerService.CheckSession:output_type -> switchboard.indexer.v1.CheckSessionResponse
-	16, // 33: switchboard.indexer.v1.IndexerService.WatchRevocations:output_type -> switchboard.indexer.v1.WatchRevocationsResponse
-	19, // 34: switchboard.indexer.v1.IndexerService.ConsumeRequestState:output_type -> switchboard.indexer.v1.ConsumeRequestStateResponse
-	21, // 35: switchboard.indexer.v1.IndexerService.UpdateSessionState:output_type -> switchboard.indexer.v1.UpdateSessionStateResponse
-	24, // 36: switchboard.indexer.v1.IndexerService.WatchSessionEvents:output_type -> switchboard.indexer.v1.WatchSessionEventsResponse
-	27, // 37: switchboard.indexer.v1.IndexerService.RelayInputResponse:output_type -> switchboard.indexer.v1.RelayInputResponseResponse
-	28, // [28:38] is the sub-list for method output_type
-	18, // [18:28] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	28, // 16: switchboard.indexer.v1.WatchSessionEventsResponse.cancellations:type_name -> switchboard.indexer.v1.RelayedCancellation
+	25, // 17: switchboard.indexer.v1.RelayInputResponseRequest.response:type_name -> switchboard.indexer.v1.RelayedInputResponse
+	32, // 18: switchboard.indexer.v1.RelayInputResponseRequest.expires_at:type_name -> google.protobuf.Timestamp
+	28, // 19: switchboard.indexer.v1.RelayCancellationRequest.cancellation:type_name -> switchboard.indexer.v1.RelayedCancellation
+	2,  // 20: switchboard.indexer.v1.IndexerService.Search:input_type -> switchboard.indexer.v1.SearchRequest
+	7,  // 21: switchboard.indexer.v1.IndexerService.RefreshScope:input_type -> switchboard.indexer.v1.RefreshScopeRequest
+	9,  // 22: switchboard.indexer.v1.IndexerService.Stats:input_type -> switchboard.indexer.v1.StatsRequest
+	11, // 23: switchboard.indexer.v1.IndexerService.RevokeSession:input_type -> switchboard.indexer.v1.RevokeSessionRequest
+	13, // 24: switchboard.indexer.v1.IndexerService.CheckSession:input_type -> switchboard.indexer.v1.CheckSessionRequest
+	15, // 25: switchboard.indexer.v1.IndexerService.WatchRevocations:input_type -> switchboard.indexer.v1.WatchRevocationsRequest
+	18, // 26: switchboard.indexer.v1.IndexerService.ConsumeRequestState:input_type -> switchboard.indexer.v1.ConsumeRequestStateRequest
+	20, // 27: switchboard.indexer.v1.IndexerService.UpdateSessionState:input_type -> switchboard.indexer.v1.UpdateSessionStateRequest
+	23, // 28: switchboard.indexer.v1.IndexerService.WatchSessionEvents:input_type -> switchboard.indexer.v1.WatchSessionEventsRequest
+	26, // 29: switchboard.indexer.v1.IndexerService.RelayInputResponse:input_type -> switchboard.indexer.v1.RelayInputResponseRequest
+	29, // 30: switchboard.indexer.v1.IndexerService.RelayCancellation:input_type -> switchboard.indexer.v1.RelayCancellationRequest
+	6,  // 31: switchboard.indexer.v1.IndexerService.Search:output_type -> switchboard.indexer.v1.SearchResponse
+	8,  // 32: switchboard.indexer.v1.IndexerService.RefreshScope:output_type -> switchboard.indexer.v1.RefreshScopeResponse
+	10, // 33: switchboard.indexer.v1.IndexerService.Stats:output_type -> switchboard.indexer.v1.StatsResponse
+	12, // 34: switchboard.indexer.v1.IndexerService.RevokeSession:output_type -> switchboard.indexer.v1.RevokeSessionResponse
+	14, // 35: switchboard.indexer.v1.IndexerService.CheckSession:output_type -> switchboard.indexer.v1.CheckSessionResponse
+	16, // 36: switchboard.indexer.v1.IndexerService.WatchRevocations:output_type -> switchboard.indexer.v1.WatchRevocationsResponse
+	19, // 37: switchboard.indexer.v1.IndexerService.ConsumeRequestState:output_type -> switchboard.indexer.v1.ConsumeRequestStateResponse
+	21, // 38: switchboard.indexer.v1.IndexerService.UpdateSessionState:output_type -> switchboard.indexer.v1.UpdateSessionStateResponse
+	24, // 39: switchboard.indexer.v1.IndexerService.WatchSessionEvents:output_type -> switchboard.indexer.v1.WatchSessionEventsResponse
+	27, // 40: switchboard.indexer.v1.IndexerService.RelayInputResponse:output_type -> switchboard.indexer.v1.RelayInputResponseResponse
+	30, // 41: switchboard.indexer.v1.IndexerService.RelayCancellation:output_type -> switchboard.indexer.v1.RelayCancellationResponse
+	31, // [31:42] is the sub-list for method output_type
+	20, // [20:31] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_indexer_v1_indexer_proto_init() }
@@ -2152,7 +2315,7 @@ func file_switchboard_indexer_v1_indexer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_indexer_v1_indexer_proto_rawDesc), len(file_switchboard_indexer_v1_indexer_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   26,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

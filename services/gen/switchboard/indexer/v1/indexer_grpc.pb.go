@@ -33,6 +33,7 @@ const (
 	IndexerService_UpdateSessionState_FullMethodName  = "/switchboard.indexer.v1.IndexerService/UpdateSessionState"
 	IndexerService_WatchSessionEvents_FullMethodName  = "/switchboard.indexer.v1.IndexerService/WatchSessionEvents"
 	IndexerService_RelayInputResponse_FullMethodName  = "/switchboard.indexer.v1.IndexerService/RelayInputResponse"
+	IndexerService_RelayCancellation_FullMethodName   = "/switchboard.indexer.v1.IndexerService/RelayCancellation"
 )
 
 // IndexerServiceClient is the client API for IndexerService service.
@@ -122,6 +123,20 @@ type IndexerServiceClient interface {
 	// operator holds at most 10,000 live answers recorded through one
 	// replica; past that it gets RESOURCE_EXHAUSTED until some expire.
 	RelayInputResponse(ctx context.Context, in *RelayInputResponseRequest, opts ...grpc.CallOption) (*RelayInputResponseResponse, error)
+	// RelayCancellation carries a Legacy client's notifications/cancelled that
+	// reached a gateway replica with no such request of the session in flight:
+	// the request may run on another replica, which one is unknown, so the
+	// cancellation is pushed to every gateway replica's WatchSessionEvents
+	// stream (PostgreSQL NOTIFY between indexer replicas; nothing is stored),
+	// and the replica running that request of that session cancels it as a
+	// local cancellation does. A replica whose stream is down meanwhile misses
+	// it (the request then runs to its end). The session digest is the one the
+	// gateway computed from the session id it verified, so a session can
+	// cancel only its own requests. A request id that is not a JSON string or
+	// number of at most 256 bytes is INVALID_ARGUMENT; a caller that is not an
+	// operator may relay 200 cancellations a second through one replica (in
+	// bursts of 400), past which it gets RESOURCE_EXHAUSTED.
+	RelayCancellation(ctx context.Context, in *RelayCancellationRequest, opts ...grpc.CallOption) (*RelayCancellationResponse, error)
 }
 
 type indexerServiceClient struct {
@@ -250,6 +265,16 @@ func (c *indexerServiceClient) RelayInputResponse(ctx context.Context, in *Relay
 	return out, nil
 }
 
+func (c *indexerServiceClient) RelayCancellation(ctx context.Context, in *RelayCancellationRequest, opts ...grpc.CallOption) (*RelayCancellationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RelayCancellationResponse)
+	err := c.cc.Invoke(ctx, IndexerService_RelayCancellation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // IndexerServiceServer is the server API for IndexerService service.
 // All implementations must embed UnimplementedIndexerServiceServer
 // for forward compatibility.
@@ -337,6 +362,20 @@ type IndexerServiceServer interface {
 	// operator holds at most 10,000 live answers recorded through one
 	// replica; past that it gets RESOURCE_EXHAUSTED until some expire.
 	RelayInputResponse(context.Context, *RelayInputResponseRequest) (*RelayInputResponseResponse, error)
+	// RelayCancellation carries a Legacy client's notifications/cancelled that
+	// reached a gateway replica with no such request of the session in flight:
+	// the request may run on another replica, which one is unknown, so the
+	// cancellation is pushed to every gateway replica's WatchSessionEvents
+	// stream (PostgreSQL NOTIFY between indexer replicas; nothing is stored),
+	// and the replica running that request of that session cancels it as a
+	// local cancellation does. A replica whose stream is down meanwhile misses
+	// it (the request then runs to its end). The session digest is the one the
+	// gateway computed from the session id it verified, so a session can
+	// cancel only its own requests. A request id that is not a JSON string or
+	// number of at most 256 bytes is INVALID_ARGUMENT; a caller that is not an
+	// operator may relay 200 cancellations a second through one replica (in
+	// bursts of 400), past which it gets RESOURCE_EXHAUSTED.
+	RelayCancellation(context.Context, *RelayCancellationRequest) (*RelayCancellationResponse, error)
 	mustEmbedUnimplementedIndexerServiceServer()
 }
 
@@ -376,6 +415,9 @@ func (UnimplementedIndexerServiceServer) WatchSessionEvents(*WatchSessionEventsR
 }
 func (UnimplementedIndexerServiceServer) RelayInputResponse(context.Context, *RelayInputResponseRequest) (*RelayInputResponseResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RelayInputResponse not implemented")
+}
+func (UnimplementedIndexerServiceServer) RelayCancellation(context.Context, *RelayCancellationRequest) (*RelayCancellationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RelayCancellation not implemented")
 }
 func (UnimplementedIndexerServiceServer) mustEmbedUnimplementedIndexerServiceServer() {}
 func (UnimplementedIndexerServiceServer) testEmbeddedByValue()                        {}
@@ -564,6 +606,24 @@ func _IndexerService_RelayInputResponse_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _IndexerService_RelayCancellation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RelayCancellationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IndexerServiceServer).RelayCancellation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IndexerService_RelayCancellation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IndexerServiceServer).RelayCancellation(ctx, req.(*RelayCancellationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // IndexerService_ServiceDesc is the grpc.ServiceDesc for IndexerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -602,6 +662,10 @@ var IndexerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RelayInputResponse",
 			Handler:    _IndexerService_RelayInputResponse_Handler,
+		},
+		{
+			MethodName: "RelayCancellation",
+			Handler:    _IndexerService_RelayCancellation_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
