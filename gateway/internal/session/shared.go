@@ -52,8 +52,11 @@ type Shared struct {
 	watching atomic.Bool
 	// warnedLocal is set once the fallback to this replica was logged.
 	warnedLocal atomic.Bool
-	stop        context.CancelFunc
-	done        sync.WaitGroup
+	// relayWarn limits the warnings for refused relays: clients choose
+	// what they answer, so they could otherwise fill the log.
+	relayWarn logLimiter
+	stop      context.CancelFunc
+	done      sync.WaitGroup
 }
 
 // ErrStateUnrecorded means the change could not be recorded in the
@@ -201,6 +204,11 @@ func (s *Shared) Relay(ctx context.Context, session string, id, reply json.RawMe
 	if err != nil || owner == s.replica {
 		return
 	}
+	// One id, one spelling: the indexer answers each request once by its
+	// id's bytes, and a sealed id opens in any JSON escaping of its text.
+	var text string
+	_ = json.Unmarshal(id, &text) // it opened, so it is a JSON string
+	id, _ = json.Marshal(text)
 	// The indexer keeps an answer an hour at most; a longer wait
 	// (timeouts.clientInput) is rare, and its answer is relayed then.
 	if latest := time.Now().Add(maxRelayWait); expires.After(latest) {
@@ -210,8 +218,8 @@ func (s *Shared) Relay(ctx context.Context, session string, id, reply json.RawMe
 	defer cancel()
 	_, err = s.client.RelayInputResponse(ctx, &indexerv1.RelayInputResponseRequest{OwnerReplica: owner, ExpiresAt: timestamppb.New(expires),
 		Response: &indexerv1.RelayedInputResponse{SessionDigest: session, RequestIdJson: string(id), ResponseJson: string(reply)}})
-	if err != nil && status.Code(err) != codes.AlreadyExists {
-		s.log.WarnContext(ctx, "a client's answer to another replica's input request was not relayed; that request waits until its timeout", "err", err)
+	if err != nil && status.Code(err) != codes.AlreadyExists && s.relayWarn.allow(time.Now()) {
+		s.log.WarnContext(ctx, "a client's answer to another replica's input request was not relayed; that request waits until its timeout (logged at most once a minute)", "err", err)
 	}
 }
 
@@ -287,4 +295,17 @@ func (s *Shared) watchOnce(ctx context.Context, connected func()) error {
 			connected()
 		}
 	}
+}
+
+// logLimiter lets one log line through per relayWarnInterval.
+type logLimiter struct{ last atomic.Int64 }
+
+const relayWarnInterval = time.Minute
+
+func (l *logLimiter) allow(now time.Time) bool {
+	last := l.last.Load()
+	if last != 0 && now.UnixNano()-last < int64(relayWarnInterval) {
+		return false
+	}
+	return l.last.CompareAndSwap(last, now.UnixNano())
 }

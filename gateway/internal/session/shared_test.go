@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -142,5 +143,37 @@ func TestRelayOnlyAnswersOfThisSession(t *testing.T) {
 	if len(rec.relayed) != 1 || rec.relayed[0].GetOwnerReplica() != "them" || rec.relayed[0].GetResponse().GetSessionDigest() != "session-a" ||
 		rec.relayed[0].GetResponse().GetRequestIdJson() != string(theirs) || rec.relayed[0].GetResponse().GetResponseJson() != string(reply) {
 		t.Fatalf("relayed %v", rec.relayed)
+	}
+}
+
+// An answer naming a sealed id in another JSON escaping is relayed under
+// the id's one canonical spelling, so the indexer answers it once.
+func TestRelayCanonicalisesTheID(t *testing.T) {
+	sealer := testSealer(t)
+	rec := &relayRecorder{}
+	s := &Shared{client: rec, local: NewLocal(testLimits), sealer: sealer, replica: "me", log: slog.New(slog.DiscardHandler)}
+	theirs, _ := sealer.SealInputRequestID("session-a", "them", time.Now().Add(time.Minute))
+	var text string
+	_ = json.Unmarshal(theirs, &text)
+	escaped := json.RawMessage(`"\u00` + fmt.Sprintf("%02x", text[0]) + text[1:] + `"`)
+	reply := json.RawMessage(`{"result":{}}`)
+	s.Relay(t.Context(), "session-a", escaped, reply)
+	s.Relay(t.Context(), "session-a", theirs, reply)
+	if len(rec.relayed) != 2 {
+		t.Fatalf("relayed %d answers, want 2", len(rec.relayed))
+	}
+	for i, r := range rec.relayed {
+		if got := r.GetResponse().GetRequestIdJson(); got != string(theirs) {
+			t.Errorf("answer %d relayed under %s, want %s", i, got, theirs)
+		}
+	}
+}
+
+// Refused relays are logged once per interval, not once each.
+func TestRelayWarningsAreLimited(t *testing.T) {
+	var l logLimiter
+	now := time.Now()
+	if !l.allow(now) || l.allow(now.Add(time.Second)) || !l.allow(now.Add(relayWarnInterval+time.Second)) {
+		t.Fatal("the limiter lets through other than one line per interval")
 	}
 }

@@ -139,6 +139,13 @@ func TestSessionStateRPCs(t *testing.T) {
 	if err := relay("gw-1", `"i1.x"`, `{"result":{"action":"decline"}}`); status.Code(err) != codes.AlreadyExists {
 		t.Fatalf("a second answer: %v, want ALREADY_EXISTS", err)
 	}
+	// One id has one spelling: another escaping of "i1.x" is refused, not
+	// taken as a second request.
+	for _, spelling := range []string{`"\u00691.x"`, `"i1\u002ex"`, `7`} {
+		if err := relay("gw-1", spelling, `{"result":{"action":"decline"}}`); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("the id spelt %s: %v, want INVALID_ARGUMENT", spelling, err)
+		}
+	}
 	if err := relay("gw-1", `"i1.y"`, `{"result":"`+strings.Repeat("a", 4<<20)+`"}`); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("an answer over 4 MiB: %v, want INVALID_ARGUMENT", err)
 	}

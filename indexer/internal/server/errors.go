@@ -71,6 +71,10 @@ func (s *Server) toStatus(ctx context.Context, method string, err error) error {
 	case errors.Is(err, errTooManyInputResponses):
 		s.Log.WarnContext(ctx, "relayed input response refused: the caller holds as many as it may", "method", method, "max", maxInputResponsesPerCaller)
 		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "this caller holds as many live relayed input responses as it may; retry when some have expired")
+	case errors.Is(err, store.ErrRelaysFull):
+		s.Log.WarnContext(ctx, "relayed input response refused: the session holds as many as it may", "method", method,
+			"max", relayLimits.PerSession, "maxBytes", relayLimits.SessionBytes)
+		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "this session holds as many live relayed input responses as it may; retry when some have expired")
 	case errors.Is(err, errStateFull):
 		s.Log.WarnContext(ctx, "session state change refused: every session's state together is at gateway.sessions.maxStateBytes", "method", method)
 		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "the sessions hold as much state as they may; retry later")

@@ -31,6 +31,25 @@ const (
 // bounds a credential that is misused.
 const maxInputResponsesPerCaller = 10_000
 
+// relayLimits bound the live relayed answers of one session across the
+// cluster: rows and bytes, so that one principal's sessions cannot fill the
+// table the gateways share (they share one credential, so the per-caller
+// bound cannot tell principals apart). A session gets answers only to the
+// ids its gateway sealed for it, each once.
+var relayLimits = store.RelayLimits{PerSession: 256, SessionBytes: 32 << 20}
+
+// canonicalRequestID reports whether id is a JSON string spelt as
+// encoding/json writes its value: the uniqueness of an answer is on the
+// bytes, so each id must have one spelling (the gateway writes it so).
+func canonicalRequestID(id string) bool {
+	var text string
+	if json.Unmarshal([]byte(id), &text) != nil {
+		return false
+	}
+	b, err := json.Marshal(text)
+	return err == nil && string(b) == id
+}
+
 // errTooManyInputResponses: the caller holds as many live relayed input
 // responses as it may.
 var errTooManyInputResponses = errors.New("too many live relayed input responses for this caller")
@@ -208,6 +227,8 @@ func (s *Server) RelayInputResponse(ctx context.Context, req *indexerv1.RelayInp
 		err = invalidArgument("owner_replica must have 1 to 64 characters")
 	case r.GetRequestIdJson() == "" || len(r.GetRequestIdJson()) > maxRequestIDBytes || !json.Valid([]byte(r.GetRequestIdJson())):
 		err = invalidArgument("request_id_json must be JSON of at most 256 bytes")
+	case !canonicalRequestID(r.GetRequestIdJson()):
+		err = invalidArgument("request_id_json must be a JSON string as encoding/json writes it (no escapes it would not write)")
 	case len(r.GetResponseJson()) > maxInputResponseBytes:
 		err = invalidArgument("response_json is larger than 4 MiB")
 	case !json.Valid([]byte(r.GetResponseJson())):
@@ -221,11 +242,11 @@ func (s *Server) RelayInputResponse(ctx context.Context, req *indexerv1.RelayInp
 		answer := store.InputResponse{Owner: req.GetOwnerReplica(), SessionDigest: r.GetSessionDigest(),
 			RequestID: r.GetRequestIdJson(), Response: r.GetResponseJson(), ExpiresAt: at.AsTime()}
 		if caller, _ := svcauth.CallerFrom(ctx); caller.Operator {
-			_, err = s.Store.RelayInputResponse(ctx, answer)
+			_, err = s.Store.RelayInputResponse(ctx, answer, relayLimits)
 		} else {
 			var done func(bool, time.Time)
 			if done, err = s.answers.reserve(caller.Name, s.now()); err == nil {
-				_, err = s.Store.RelayInputResponse(ctx, answer)
+				_, err = s.Store.RelayInputResponse(ctx, answer, relayLimits)
 				done(err == nil, answer.ExpiresAt)
 			}
 		}

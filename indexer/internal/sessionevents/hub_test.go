@@ -21,6 +21,8 @@ func digest(i int) string { return fmt.Sprintf("%064x", i) }
 
 var limits = store.SessionStateLimits{Subscriptions: 2, URIBytes: 64, PerPrincipal: 2, PrincipalBytes: 4096}
 
+var relayLimits = store.RelayLimits{PerSession: 3, SessionBytes: 1024}
+
 // next waits for the next event on events.
 func next(t *testing.T, events <-chan Event) Event {
 	t.Helper()
@@ -90,26 +92,40 @@ func TestChangesReachEveryReplica(t *testing.T) {
 	// An answer recorded through the writer reaches the owner's stream
 	// only, once.
 	r := store.InputResponse{Owner: "replica-a", SessionDigest: digest(2), RequestID: `"sb-1"`, Response: `{"result":{}}`, ExpiresAt: at}
-	if _, err := writer.RelayInputResponse(t.Context(), r); err != nil {
+	if _, err := writer.RelayInputResponse(t.Context(), r, relayLimits); err != nil {
 		t.Fatal(err)
 	}
 	if got = next(t, events); got.Response == nil || *got.Response != (store.InputResponse{Owner: r.Owner, SessionDigest: r.SessionDigest,
 		RequestID: r.RequestID, Response: r.Response, ExpiresAt: got.Response.ExpiresAt}) {
 		t.Fatalf("answer heard: %+v", got)
 	}
-	if _, err := writer.RelayInputResponse(t.Context(), r); !errors.Is(err, store.ErrAlreadyAnswered) {
+	if _, err := writer.RelayInputResponse(t.Context(), r, relayLimits); !errors.Is(err, store.ErrAlreadyAnswered) {
 		t.Fatalf("a second answer: %v", err)
 	}
 	r.Owner, r.RequestID = "replica-b", `"sb-2"`
-	if _, err := writer.RelayInputResponse(t.Context(), r); err != nil {
+	if _, err := writer.RelayInputResponse(t.Context(), r, relayLimits); err != nil {
 		t.Fatal(err)
 	}
 	r.Owner, r.RequestID = "replica-a", `"sb-3"`
-	if _, err := writer.RelayInputResponse(t.Context(), r); err != nil {
+	if _, err := writer.RelayInputResponse(t.Context(), r, relayLimits); err != nil {
 		t.Fatal(err)
 	}
 	if got = next(t, events); got.Response == nil || got.Response.RequestID != `"sb-3"` {
 		t.Fatalf("after another replica's answer, heard %+v, want this replica's next answer only", got)
+	}
+	// The session's bounds hold whichever replica an answer reaches: its
+	// fourth answer is refused, and another session's answers count bytes.
+	r.RequestID = `"sb-4"`
+	if _, err := writer.RelayInputResponse(t.Context(), r, relayLimits); !errors.Is(err, store.ErrRelaysFull) {
+		t.Fatalf("a fourth answer of the session: %v, want ErrRelaysFull", err)
+	}
+	r.SessionDigest, r.RequestID, r.Response = digest(3), `"sb-5"`, `"`+strings.Repeat("a", 600)+`"`
+	if _, err := writer.RelayInputResponse(t.Context(), r, relayLimits); err != nil {
+		t.Fatal(err)
+	}
+	r.RequestID = `"sb-6"`
+	if _, err := reader.RelayInputResponse(t.Context(), r, relayLimits); !errors.Is(err, store.ErrRelaysFull) {
+		t.Fatalf("answers past the session's bytes: %v, want ErrRelaysFull", err)
 	}
 }
 

@@ -23,8 +23,8 @@ type SessionStates interface {
 	SessionStateOf(ctx context.Context, digest string) (st SessionState, found bool, err error)
 	// RelayInputResponse records an answer for its owner until expiresAt
 	// and returns its id; a second answer to the same request of the same
-	// session is ErrAlreadyAnswered.
-	RelayInputResponse(ctx context.Context, r InputResponse) (int64, error)
+	// session is ErrAlreadyAnswered, one past limits ErrRelaysFull.
+	RelayInputResponse(ctx context.Context, r InputResponse, limits RelayLimits) (int64, error)
 	// InputResponse returns a recorded answer by id; found is false once
 	// it expired.
 	InputResponse(ctx context.Context, id int64) (r InputResponse, found bool, err error)
@@ -93,6 +93,16 @@ type InputResponse struct {
 
 // ErrSessionGone: the session was deleted or expired; it gets no state.
 var ErrSessionGone = errors.New("session deleted or expired")
+
+// RelayLimits bound the live relayed answers of one session, across
+// replicas: how many, and their bytes.
+type RelayLimits struct {
+	PerSession   int
+	SessionBytes int64
+}
+
+// ErrRelaysFull: the session holds as many relayed answers as it may.
+var ErrRelaysFull = errors.New("the session holds as many relayed input responses as it may")
 
 // ErrAlreadyAnswered: the input request has an answer already.
 var ErrAlreadyAnswered = errors.New("input request already answered")
