@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/switchboard-mcp/switchboard/services/apierr"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 )
 
@@ -62,6 +64,15 @@ type Shared struct {
 // ErrStateUnrecorded means the change could not be recorded in the
 // indexer now; nothing changed.
 var ErrStateUnrecorded = errors.New("session state cannot be recorded now")
+
+// ErrPrincipalClusterFull and ErrClusterFull are the indexer's bounds on
+// every replica together: what one principal's sessions hold
+// (gateway.sessions.maxPerPrincipal, maxPrincipalStateBytes), and what all
+// sessions hold (indexer.sessionStates.maxBytes).
+var (
+	ErrPrincipalClusterFull = errors.New("this principal's sessions hold as much state as they may in the cluster")
+	ErrClusterFull          = errors.New("all sessions of the cluster hold as much state as they may")
+)
 
 // ErrSessionGone means the indexer knows the session as deleted or
 // expired.
@@ -158,10 +169,8 @@ func (s *Shared) update(ctx context.Context, req *indexerv1.UpdateSessionStateRe
 			s.log.WarnContext(ctx, "the indexer does not record Legacy session state for this gateway (an older indexer, or a credential without UpdateSessionState and WatchSessionEvents): log levels and subscriptions work on the replica that received them only", "err", err)
 		}
 		return s.updateLocally(req)
-	case codes.ResourceExhausted:
-		return ErrPrincipalFull
-	case codes.InvalidArgument:
-		return ErrURITooLong
+	case codes.ResourceExhausted, codes.InvalidArgument:
+		return boundError(err)
 	case codes.FailedPrecondition:
 		return ErrSessionGone
 	default:
@@ -171,6 +180,24 @@ func (s *Shared) update(ctx context.Context, req *indexerv1.UpdateSessionStateRe
 		s.local.Mirror(mirrored(st))
 	}
 	return nil
+}
+
+// boundError names the bound of the cluster (the indexer's) that a refused
+// change would pass, by the status's reason; a refusal without one the
+// gateway knows (an invalid request it sent) is a change not recorded.
+func boundError(err error) error {
+	switch apierr.Reason(err) {
+	case commonv1.ErrorReason_ERROR_REASON_URI_TOO_LONG:
+		return ErrURITooLong
+	case commonv1.ErrorReason_ERROR_REASON_TOO_MANY_SUBSCRIPTIONS:
+		return ErrTooManySubscriptions
+	case commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_STATE_FULL:
+		return ErrPrincipalClusterFull
+	case commonv1.ErrorReason_ERROR_REASON_SESSION_STATES_FULL:
+		return ErrClusterFull
+	default:
+		return errors.Join(ErrStateUnrecorded, err)
+	}
 }
 
 func (s *Shared) updateLocally(req *indexerv1.UpdateSessionStateRequest) error {

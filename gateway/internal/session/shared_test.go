@@ -12,7 +12,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 
+	"github.com/switchboard-mcp/switchboard/services/apierr"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 )
 
@@ -175,5 +178,40 @@ func TestRelayWarningsAreLimited(t *testing.T) {
 	now := time.Now()
 	if !l.allow(now) || l.allow(now.Add(time.Second)) || !l.allow(now.Add(relayWarnInterval+time.Second)) {
 		t.Fatal("the limiter lets through other than one line per interval")
+	}
+}
+
+// refusingIndexer refuses every state change with one status.
+type refusingIndexer struct {
+	indexerv1.IndexerServiceClient
+	err error
+}
+
+func (r refusingIndexer) UpdateSessionState(context.Context, *indexerv1.UpdateSessionStateRequest, ...grpc.CallOption) (*indexerv1.UpdateSessionStateResponse, error) {
+	return nil, r.err
+}
+
+// The indexer's refusals are told apart by their reason, not their code:
+// each bound of the cluster has its own error, and a refusal the gateway
+// cannot name is a change not recorded (not a URI too long).
+func TestUpdateRefusalsByReason(t *testing.T) {
+	for _, c := range []struct {
+		code   codes.Code
+		reason commonv1.ErrorReason
+		want   error
+	}{
+		{codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_URI_TOO_LONG, ErrURITooLong},
+		{codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, ErrStateUnrecorded},
+		{codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_TOO_MANY_SUBSCRIPTIONS, ErrTooManySubscriptions},
+		{codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_STATE_FULL, ErrPrincipalClusterFull},
+		{codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_SESSION_STATES_FULL, ErrClusterFull},
+		{codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, ErrStateUnrecorded},
+	} {
+		s := &Shared{client: refusingIndexer{err: apierr.New(c.code, c.reason, "refused")}, local: NewLocal(testLimits),
+			sealer: testSealer(t), replica: "me", log: slog.New(slog.DiscardHandler)}
+		err := s.Subscribe(t.Context(), "session-a", "p", "a://1", time.Now().Add(time.Hour))
+		if !errors.Is(err, c.want) {
+			t.Errorf("%v %v: %v, want %v", c.code, c.reason, err, c.want)
+		}
 	}
 }

@@ -124,9 +124,10 @@ func TestSessionStateRPCs(t *testing.T) {
 			t.Fatalf("subscription %d: %v", i, err)
 		}
 	}
-	if _, err := update(subscribe("a://one-too-many")); status.Code(err) != codes.ResourceExhausted {
-		t.Fatalf("subscription 257: %v, want RESOURCE_EXHAUSTED", err)
-	}
+	_, err = update(subscribe("a://one-too-many"))
+	wantReason(t, err, codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_TOO_MANY_SUBSCRIPTIONS)
+	_, err = update(subscribe(strings.Repeat("u", 4097)))
+	wantReason(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_URI_TOO_LONG)
 
 	relay := func(owner, id, answer string) error {
 		_, err := h.client.RelayInputResponse(t.Context(), &indexerv1.RelayInputResponseRequest{OwnerReplica: owner, ExpiresAt: timestamppb.New(at),

@@ -67,7 +67,7 @@ const (
 var errSessionEventsBehind = errors.New("session event subscriber fell behind")
 
 // errStateFull: the states of every session together are at
-// gateway.sessions.maxStateBytes.
+// indexer.sessionStates.maxBytes.
 var errStateFull = errors.New("the session states of all sessions are at their bound")
 
 // UpdateSessionState applies one change of a Legacy session's state,

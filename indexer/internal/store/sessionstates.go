@@ -108,10 +108,13 @@ var ErrRelaysFull = errors.New("the session holds as many relayed input response
 var ErrAlreadyAnswered = errors.New("input request already answered")
 
 // SessionStateBoundError is a change past a bound. URI says the bound is on
-// one URI's length (the request is invalid), rather than on what is held.
+// one URI's length (the request is invalid), Subscriptions that it is on
+// one session's subscriptions; otherwise it is on what the principal's
+// sessions hold.
 type SessionStateBoundError struct {
-	Msg string
-	URI bool
+	Msg           string
+	URI           bool
+	Subscriptions bool
 }
 
 func (e *SessionStateBoundError) Error() string { return e.Msg }

@@ -69,7 +69,7 @@ func (s *Store) updateSessionState(ctx context.Context, c store.SessionStateChan
 			return old, nil
 		}
 		if len(next.URIs) >= limits.Subscriptions {
-			return store.SessionState{}, &store.SessionStateBoundError{Msg: "too many resource subscriptions for one session"}
+			return store.SessionState{}, &store.SessionStateBoundError{Msg: "too many resource subscriptions for one session", Subscriptions: true}
 		}
 		next.URIs = append(next.URIs, c.Subscribe)
 	case c.Unsubscribe != "":
