@@ -39,8 +39,9 @@ import (
 //
 // While the stream is down, changes made on other replicas are not seen
 // here until it is back (it reconnects with backoff and takes the new
-// snapshot as the whole truth), and answers relayed meanwhile are lost (the
-// request waiting for one ends at timeouts.clientInput); a change made
+// snapshot as the whole truth), and answers relayed meanwhile arrive then
+// (the indexer sends a replica that subscribes every live answer for it;
+// DeliverReply ignores one no request waits for any more); a change made
 // through this replica is refused while the indexer cannot record it.
 // Without an indexer, Shared is Local: state lives on the replica that
 // received it.

@@ -11,6 +11,12 @@
 // loop: a change reaches every gateway in milliseconds and an idle cluster
 // costs no queries; the periodic read only repairs what a broken
 // connection missed.
+//
+// Answers are not in the states, so the hub catches up on them apart: when
+// the listen (re)starts it reads every live answer above the last id it had
+// heard, and when a gateway replica subscribes, every live answer for it
+// (it may have missed them while it reconnected). A replica may so hear an
+// answer twice; it ignores what it no longer waits for.
 package sessionevents
 
 import (
@@ -31,8 +37,8 @@ var ErrNotSynced = errors.New("session states not read from the store yet")
 const subscriberBuffer = 4096
 
 // maxQueued bounds the announcements waiting to be read; past it they are
-// dropped and a full read is asked for instead (answers then wait for their
-// owner's timeout: they are not in snapshots).
+// dropped and a full read is asked for instead (for answers, a read of
+// every live answer above the last heard).
 const maxQueued = 10_000
 
 // Event is one thing a subscriber hears: a state (Removed: it is gone) or
@@ -61,6 +67,13 @@ type Hub struct {
 	changed  map[string]struct{}
 	answers  map[int64]struct{}
 	fullRead bool
+	// lastAnswer is the highest answer id heard. catchUp names the
+	// replicas that subscribed since the last read, whose live answers
+	// are read for them; catchUpAfter, if not negative, asks for every
+	// live answer above it (the listen restarted).
+	lastAnswer   int64
+	catchUp      map[string]struct{}
+	catchUpAfter int64
 }
 
 type subscriber struct {
@@ -73,7 +86,7 @@ type subscriber struct {
 func New(states store.SessionStates, resync time.Duration, log *slog.Logger) *Hub {
 	return &Hub{states: states, resync: resync, log: log, now: time.Now, wake: make(chan struct{}, 1),
 		live: map[string]store.SessionState{}, subs: map[*subscriber]struct{}{},
-		changed: map[string]struct{}{}, answers: map[int64]struct{}{}}
+		changed: map[string]struct{}{}, answers: map[int64]struct{}{}, catchUp: map[string]struct{}{}, catchUpAfter: -1}
 }
 
 // Run follows the store until ctx ends.
@@ -87,6 +100,7 @@ func (h *Hub) Run(ctx context.Context) {
 		listening := false
 		err := h.states.ListenSessionEvents(ctx, func() {
 			listening = true
+			h.askCatchUpAll()
 			h.askFullRead()
 		}, h.stateChanged, h.answered)
 		if ctx.Err() != nil {
@@ -119,6 +133,16 @@ func (h *Hub) askFullRead() {
 	h.signal()
 }
 
+// askCatchUpAll asks for every live answer above the last heard: those
+// announced while the listen was down were not heard.
+func (h *Hub) askCatchUpAll() {
+	h.mu.Lock()
+	if h.catchUpAfter < 0 || h.lastAnswer < h.catchUpAfter {
+		h.catchUpAfter = h.lastAnswer
+	}
+	h.mu.Unlock()
+}
+
 func (h *Hub) stateChanged(digest string) {
 	h.mu.Lock()
 	if len(h.changed) < maxQueued {
@@ -134,7 +158,10 @@ func (h *Hub) answered(id int64) {
 	h.mu.Lock()
 	if len(h.answers) < maxQueued {
 		h.answers[id] = struct{}{}
+	} else if h.catchUpAfter < 0 || h.lastAnswer < h.catchUpAfter {
+		h.catchUpAfter = h.lastAnswer
 	}
+	h.lastAnswer = max(h.lastAnswer, id)
 	h.mu.Unlock()
 	h.signal()
 }
@@ -157,8 +184,16 @@ func (h *Hub) readLoop(ctx context.Context) {
 		h.mu.Lock()
 		full, changed, answers := h.fullRead, h.changed, h.answers
 		h.fullRead, h.changed, h.answers = false, map[string]struct{}{}, map[int64]struct{}{}
+		owners, after := h.catchUp, h.catchUpAfter
+		h.catchUp, h.catchUpAfter = map[string]struct{}{}, -1
+		if len(h.subs) == 0 {
+			after = -1 // nobody to deliver to; a subscriber catches up itself
+		}
 		h.mu.Unlock()
 		err := h.read(ctx, full, changed, answers)
+		if err == nil {
+			err = h.catchUpAnswers(ctx, owners, after)
+		}
 		switch {
 		case err == nil:
 			failing = false
@@ -170,6 +205,7 @@ func (h *Hub) readLoop(ctx context.Context) {
 			}
 			failing = true
 			h.askLater(full, changed, answers)
+			h.catchUpLater(owners, after)
 		}
 	}
 }
@@ -187,6 +223,53 @@ func (h *Hub) askLater(full bool, changed map[string]struct{}, answers map[int64
 		h.mu.Unlock()
 		h.signal()
 	})
+}
+
+// catchUpLater puts back what a failed read did not catch up on.
+func (h *Hub) catchUpLater(owners map[string]struct{}, after int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for o := range owners {
+		if len(h.catchUp) < maxQueued {
+			h.catchUp[o] = struct{}{}
+		}
+	}
+	if after >= 0 && (h.catchUpAfter < 0 || after < h.catchUpAfter) {
+		h.catchUpAfter = after
+	}
+}
+
+// catchUpAnswers delivers the live answers of each of owners, and every
+// live answer above after if it is not negative.
+func (h *Hub) catchUpAnswers(ctx context.Context, owners map[string]struct{}, after int64) error {
+	var ids []int64
+	if after >= 0 {
+		all, err := h.states.InputResponseIDs(ctx, "", after, maxQueued)
+		if err != nil {
+			return err
+		}
+		ids = all
+	}
+	for owner := range owners {
+		theirs, err := h.states.InputResponseIDs(ctx, owner, 0, maxQueued)
+		if err != nil {
+			return err
+		}
+		ids = append(ids, theirs...)
+	}
+	for _, id := range ids {
+		r, found, err := h.states.InputResponse(ctx, id)
+		if err != nil {
+			return err
+		}
+		if found {
+			h.deliver(r)
+		}
+		h.mu.Lock()
+		h.lastAnswer = max(h.lastAnswer, id)
+		h.mu.Unlock()
+	}
+	return nil
 }
 
 func (h *Hub) read(ctx context.Context, full bool, changed map[string]struct{}, answers map[int64]struct{}) error {
@@ -365,6 +448,10 @@ func (h *Hub) Subscribe(replica string) (snapshot []store.SessionState, events <
 	}
 	s := &subscriber{replica: replica, ch: make(chan Event, subscriberBuffer)}
 	h.subs[s] = struct{}{}
+	if replica != "" && len(h.catchUp) < maxQueued {
+		h.catchUp[replica] = struct{}{}
+		h.signal()
+	}
 	return snapshot, s.ch, func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store/postgres"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/storetest/pgtest"
 )
 
@@ -214,5 +215,107 @@ func TestResyncRepairsWhatWasMissed(t *testing.T) {
 	}
 	if h.Live() != 1 || h.Bytes() != heard[digest(2)].State.Cost() {
 		t.Fatalf("holds %d states, %d bytes", h.Live(), h.Bytes())
+	}
+}
+
+// gatedListen is a store whose listens the test ends and admits: listen n
+// waits for admit to be sent to, then follows until end is sent to.
+type gatedListen struct {
+	*postgres.Store
+	admit, end chan struct{}
+	listening  chan struct{}
+}
+
+func (g *gatedListen) ListenSessionEvents(ctx context.Context, listening func(), stateChanged func(string), answered func(int64)) error {
+	select {
+	case <-g.admit:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	inner, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-g.end:
+			cancel()
+		case <-inner.Done():
+		}
+	}()
+	err := g.Store.ListenSessionEvents(inner, func() { listening(); g.listening <- struct{}{} }, stateChanged, answered)
+	if ctx.Err() == nil {
+		return errors.New("listen ended by the test")
+	}
+	return err
+}
+
+// Answers announced while nobody heard them still reach their owner: one
+// recorded while the hub's listen was down, once the listen is back, and
+// one recorded before its owner subscribed, when it does.
+func TestAnswersMissedAreCaughtUp(t *testing.T) {
+	url := env.NewDatabase(t)
+	writer := env.Open(t, url)
+	g := &gatedListen{Store: env.Open(t, url), admit: make(chan struct{}), end: make(chan struct{}), listening: make(chan struct{}, 1)}
+	h := New(g, time.Hour, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { h.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	g.admit <- struct{}{}
+	<-g.listening
+	var events <-chan Event
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		_, ev, unsubscribe, err := h.Subscribe("replica-a")
+		if err == nil {
+			events = ev
+			t.Cleanup(unsubscribe)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	at := time.Now().Add(time.Hour)
+	heard := func(id string) {
+		t.Helper()
+		for {
+			if ev := next(t, events); ev.Response != nil {
+				if ev.Response.RequestID != id {
+					t.Fatalf("heard the answer %s, want %s", ev.Response.RequestID, id)
+				}
+				return
+			}
+		}
+	}
+	r := store.InputResponse{Owner: "replica-a", SessionDigest: digest(1), RequestID: `"sb-1"`, Response: `{"result":{}}`, ExpiresAt: at}
+	if _, err := writer.RelayInputResponse(t.Context(), r, relayLimits); err != nil {
+		t.Fatal(err)
+	}
+	heard(`"sb-1"`)
+
+	g.end <- struct{}{}
+	r.RequestID = `"sb-2"`
+	if _, err := writer.RelayInputResponse(t.Context(), r, relayLimits); err != nil {
+		t.Fatal(err)
+	}
+	g.admit <- struct{}{}
+	heard(`"sb-2"`)
+
+	r.Owner, r.RequestID = "replica-b", `"sb-3"`
+	if _, err := writer.RelayInputResponse(t.Context(), r, relayLimits); err != nil {
+		t.Fatal(err)
+	}
+	_, late, unsubscribe, err := h.Subscribe("replica-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unsubscribe()
+	for {
+		if ev := next(t, late); ev.Response != nil {
+			if ev.Response.RequestID != `"sb-3"` {
+				t.Fatalf("the late subscriber heard %s, want sb-3", ev.Response.RequestID)
+			}
+			break
+		}
 	}
 }

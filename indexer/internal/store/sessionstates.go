@@ -28,6 +28,9 @@ type SessionStates interface {
 	// InputResponse returns a recorded answer by id; found is false once
 	// it expired.
 	InputResponse(ctx context.Context, id int64) (r InputResponse, found bool, err error)
+	// InputResponseIDs lists the ids of the live answers for owner (any
+	// owner when it is empty) above afterID, in order, at most limit.
+	InputResponseIDs(ctx context.Context, owner string, afterID int64, limit int) ([]int64, error)
 	// ListenSessionEvents follows changes of session states and new
 	// relayed answers recorded through any handle on the same backing
 	// store until ctx ends or the connection fails; it always returns an

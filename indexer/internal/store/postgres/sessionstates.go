@@ -214,6 +214,17 @@ func (s *Store) InputResponse(ctx context.Context, id int64) (store.InputRespons
 	return r, err == nil, classify(err)
 }
 
+// InputResponseIDs lists live answers' ids, for one owner or all.
+func (s *Store) InputResponseIDs(ctx context.Context, owner string, afterID int64, limit int) ([]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id FROM relayed_input_responses
+		WHERE ($1 = '' OR owner_replica = $1) AND id > $2 AND expires_at > now() ORDER BY id LIMIT $3`, owner, afterID, limit)
+	if err != nil {
+		return nil, classify(fmt.Errorf("list answers: %w", err))
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	return ids, classify(err)
+}
+
 // ListenSessionEvents LISTENs on the session event channel on a connection
 // of its own.
 func (s *Store) ListenSessionEvents(ctx context.Context, listening func(), stateChanged func(string), answered func(int64)) error {
