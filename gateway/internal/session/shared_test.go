@@ -215,3 +215,30 @@ func TestUpdateRefusalsByReason(t *testing.T) {
 		}
 	}
 }
+
+// A copy of a session's state sent before the session was deleted does not
+// bring it back once it was forgotten; the memory of forgotten sessions is
+// bounded and ends.
+func TestMirrorAfterForget(t *testing.T) {
+	l := NewLocal(testLimits)
+	now := time.Now()
+	l.now = func() time.Time { return now }
+	stale := MirroredState{Session: "s1", Principal: "p", Level: "info", Expires: now.Add(time.Hour), Version: 5}
+	l.Mirror(stale)
+	l.Forget("s1")
+	l.Mirror(stale)
+	if n, _ := l.Held(); n != 0 || l.LogLevel("s1") != "" {
+		t.Fatalf("a stale copy brought the forgotten session back: %d sessions, level %q", n, l.LogLevel("s1"))
+	}
+	for i := range maxTombstones + 10 {
+		l.Forget(fmt.Sprintf("other-%d", i))
+	}
+	if len(l.forgotten) > maxTombstones {
+		t.Fatalf("%d forgotten sessions remembered, want at most %d", len(l.forgotten), maxTombstones)
+	}
+	now = now.Add(tombstoneTTL)
+	l.Mirror(MirroredState{Session: "other-1", Principal: "p", Level: "debug", Expires: now.Add(time.Hour), Version: 6})
+	if l.LogLevel("other-1") != "debug" {
+		t.Fatal("a session forgotten longer than tombstoneTTL ago is still ignored")
+	}
+}

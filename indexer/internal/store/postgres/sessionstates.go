@@ -41,6 +41,12 @@ func (s *Store) updateSessionState(ctx context.Context, c store.SessionStateChan
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($2, $1))`, principalLockSpace, c.Principal); err != nil {
 		return store.SessionState{}, fmt.Errorf("lock: %w", err)
 	}
+	// The session's lock, which RevokeSession takes too: under READ
+	// COMMITTED a deletion committing between the check below and the
+	// row's lock would otherwise let this change write the state again.
+	if err := lockSession(ctx, tx, c.Digest); err != nil {
+		return store.SessionState{}, err
+	}
 	var gone bool
 	if err := tx.QueryRow(ctx, `SELECT $2 <= now() OR EXISTS (SELECT 1 FROM revoked_sessions WHERE session_digest = $1 AND expires_at >= now())`,
 		c.Digest, c.ExpiresAt).Scan(&gone); err != nil {
