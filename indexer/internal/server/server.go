@@ -58,6 +58,8 @@ type Server struct {
 	quota *revocationQuota
 	// answers bounds the live relayed input responses of each caller.
 	answers *revocationQuota
+	// watchers bounds the open WatchSessionEvents streams of each caller.
+	watchers streamQuota
 }
 
 // New returns a server; it answers NOT_READY until SetReady.

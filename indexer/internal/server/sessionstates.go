@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -61,6 +62,41 @@ const (
 	statesPerMessage = 1000
 	messageBytes     = 4 << 20
 )
+
+// maxWatchStreamsPerCaller bounds the open WatchSessionEvents streams of
+// one caller that is not an operator on this replica: each gateway replica
+// holds one (all of them may share one credential), and each stream may
+// queue up to 64 MiB of events.
+const maxWatchStreamsPerCaller = 256
+
+// errTooManyWatchStreams: the caller has as many streams open as it may.
+var errTooManyWatchStreams = errors.New("too many open session event streams for this caller")
+
+// streamQuota counts the open streams of each caller; the zero value is
+// ready.
+type streamQuota struct {
+	mu       sync.Mutex
+	byCaller map[string]int
+}
+
+func (q *streamQuota) acquire(caller string) (release func(), err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.byCaller == nil {
+		q.byCaller = map[string]int{}
+	}
+	if q.byCaller[caller] >= maxWatchStreamsPerCaller {
+		return nil, errTooManyWatchStreams
+	}
+	q.byCaller[caller]++
+	return func() {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if q.byCaller[caller]--; q.byCaller[caller] == 0 {
+			delete(q.byCaller, caller)
+		}
+	}, nil
+}
 
 // errSessionEventsBehind ends a WatchSessionEvents stream whose subscriber
 // did not keep up.
@@ -146,6 +182,13 @@ func (s *Server) WatchSessionEvents(req *indexerv1.WatchSessionEventsRequest, st
 	if len(req.GetReplicaId()) > maxReplicaIDBytes {
 		return s.toStatus(ctx, "WatchSessionEvents", invalidArgument("replica_id is longer than 64 characters"))
 	}
+	if caller, _ := svcauth.CallerFrom(ctx); !caller.Operator {
+		release, err := s.watchers.acquire(caller.Name)
+		if err != nil {
+			return s.toStatus(ctx, "WatchSessionEvents", err)
+		}
+		defer release()
+	}
 	snapshot, events, cancel, err := s.SessionEvents.Subscribe(req.GetReplicaId())
 	if err != nil {
 		return s.toStatus(ctx, "WatchSessionEvents", err)
@@ -174,6 +217,7 @@ func (s *Server) WatchSessionEvents(req *indexerv1.WatchSessionEventsRequest, st
 			if !ok {
 				return s.toStatus(ctx, "WatchSessionEvents", errSessionEventsBehind)
 			}
+			ev.Taken()
 			msg := &indexerv1.WatchSessionEventsResponse{}
 			size := addEvent(msg, ev)
 		drain:
@@ -183,6 +227,7 @@ func (s *Server) WatchSessionEvents(req *indexerv1.WatchSessionEventsRequest, st
 					if !ok {
 						break drain
 					}
+					ev.Taken()
 					size += addEvent(msg, ev)
 				default:
 					break drain

@@ -24,6 +24,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
@@ -32,9 +33,14 @@ import (
 // ErrNotSynced means the hub has not read the states yet.
 var ErrNotSynced = errors.New("session states not read from the store yet")
 
-// subscriberBuffer bounds the events queued for one subscriber; one that
-// falls this far behind is dropped (it reconnects for a fresh snapshot).
-const subscriberBuffer = 4096
+// subscriberBuffer and subscriberBytes bound the events queued for one
+// subscriber, by count and by bytes (an answer may be 4 MiB); one that
+// falls this far behind is dropped, as a slow consumer (it reconnects for
+// a fresh snapshot, and its answers are read for it again).
+const (
+	subscriberBuffer = 4096
+	subscriberBytes  = 64 << 20
+)
 
 // maxQueued bounds the announcements waiting to be read; past it they are
 // dropped and a full read is asked for instead (for answers, a read of
@@ -47,6 +53,28 @@ type Event struct {
 	State    store.SessionState
 	Removed  bool
 	Response *store.InputResponse
+	// queued is the bytes queued for the subscriber it was sent to.
+	queued *atomic.Int64
+}
+
+// Taken tells the hub the subscriber took ev off its channel: its bytes
+// no longer count against the subscriber's budget.
+func (ev Event) Taken() {
+	if ev.queued != nil {
+		ev.queued.Add(-ev.Bytes())
+	}
+}
+
+// Bytes is about what ev costs queued, and sent.
+func (ev Event) Bytes() int64 {
+	switch {
+	case ev.Response != nil:
+		return int64(len(ev.Response.Response) + len(ev.Response.RequestID) + store.SessionStateOverhead)
+	case ev.Removed:
+		return store.SessionStateOverhead
+	default:
+		return ev.State.Cost()
+	}
 }
 
 // Hub is the in-memory set of live session states and its subscribers.
@@ -79,6 +107,8 @@ type Hub struct {
 type subscriber struct {
 	replica string
 	ch      chan Event
+	// queued is the bytes of the events in ch.
+	queued atomic.Int64
 }
 
 // New returns a hub reading from states; resync is the period of the
@@ -392,14 +422,19 @@ func (h *Hub) broadcast(ev Event) {
 // send queues ev for s, dropping s if it fell too far behind. Call with
 // h.mu held.
 func (h *Hub) send(s *subscriber, ev Event) bool {
-	select {
-	case s.ch <- ev:
-		return true
-	default:
-		delete(h.subs, s)
-		close(s.ch)
-		return false
+	ev.queued = &s.queued
+	// Counted before it is sent, so that the subscriber's Taken never
+	// comes first.
+	if n := ev.Bytes(); s.queued.Add(n) <= subscriberBytes {
+		select {
+		case s.ch <- ev:
+			return true
+		default:
+		}
 	}
+	delete(h.subs, s)
+	close(s.ch)
+	return false
 }
 
 // deliver passes an answer to its owner's stream, if the owner is

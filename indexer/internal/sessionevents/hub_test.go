@@ -319,3 +319,50 @@ func TestAnswersMissedAreCaughtUp(t *testing.T) {
 		}
 	}
 }
+
+// A subscriber is dropped once the events queued for it pass its byte
+// budget, though far fewer than its count bound; one that takes what it is
+// sent stays.
+func TestSubscriberByteBudget(t *testing.T) {
+	h := New(nil, time.Hour, slog.New(slog.DiscardHandler))
+	h.synced = true
+	_, slow, cancelSlow, _ := h.Subscribe("replica-a")
+	defer cancelSlow()
+	_, quick, cancelQuick, _ := h.Subscribe("replica-a")
+	defer cancelQuick()
+	answer := store.InputResponse{Owner: "replica-a", SessionDigest: digest(1), Response: strings.Repeat("a", 4<<20)}
+	for i := range 2 * subscriberBytes / len(answer.Response) {
+		answer.RequestID = fmt.Sprintf(`"sb-%d"`, i)
+		h.mu.Lock()
+		for s := range h.subs {
+			if s.ch == quick {
+				h.send(s, Event{Response: &answer})
+			}
+		}
+		for s := range h.subs {
+			if s.ch == slow {
+				h.send(s, Event{Response: &answer})
+			}
+		}
+		h.mu.Unlock()
+		(<-quick).Taken()
+	}
+	for closed := false; !closed; {
+		select {
+		case _, ok := <-slow:
+			closed = !ok
+		default:
+			t.Fatal("the subscriber that took nothing was not dropped past its byte budget")
+		}
+	}
+	select {
+	case _, ok := <-quick:
+		t.Fatalf("the subscriber that keeps up heard more, or was dropped (open: %v)", ok)
+	default:
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.subs) != 1 {
+		t.Fatalf("%d subscribers, want only the one that kept up", len(h.subs))
+	}
+}
