@@ -2,6 +2,7 @@ package multiagg
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -213,7 +214,10 @@ func TestHeldCallRetryWithAMisconfiguredPeer(t *testing.T) {
 	if st := status.Convert(err); st.Code() != codes.Internal || strings.Contains(st.Message(), "no longer held") {
 		t.Fatalf("a retry forwarded with a token the peer refuses: %v, want INTERNAL naming the peer configuration", err)
 	}
-	if !strings.Contains(two.proc.Log(1<<20), "refused this replica's forwarded retry") {
-		t.Fatal("aggregator 2 logged no warning about the peer's refusal")
-	}
+	eventually(t, "aggregator 2 to log a warning about the peer's refusal", func() error {
+		if !strings.Contains(two.proc.Log(1<<20), "refused this replica's forwarded retry") {
+			return errors.New("no warning logged")
+		}
+		return nil
+	})
 }
