@@ -223,8 +223,9 @@ func mirrored(st *indexerv1.SessionState) MirroredState {
 // to the replica that does, if its id is one a replica sealed for this
 // session and still waits for; anything else is dropped, as is an answer
 // when the indexer cannot take it (the request waiting for it then ends
-// at its timeout).
-func (s *Shared) Relay(ctx context.Context, session string, id, reply json.RawMessage) {
+// at its timeout). principal is the session's PrincipalDigest, which the
+// indexer bounds answers by.
+func (s *Shared) Relay(ctx context.Context, session, principal string, id, reply json.RawMessage) {
 	if s.client == nil {
 		return
 	}
@@ -244,7 +245,7 @@ func (s *Shared) Relay(ctx context.Context, session string, id, reply json.RawMe
 	}
 	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
 	defer cancel()
-	_, err = s.client.RelayInputResponse(ctx, &indexerv1.RelayInputResponseRequest{OwnerReplica: owner, ExpiresAt: timestamppb.New(expires),
+	_, err = s.client.RelayInputResponse(ctx, &indexerv1.RelayInputResponseRequest{OwnerReplica: owner, ExpiresAt: timestamppb.New(expires), PrincipalDigest: principal,
 		Response: &indexerv1.RelayedInputResponse{SessionDigest: session, RequestIdJson: string(id), ResponseJson: string(reply)}})
 	if err != nil && status.Code(err) != codes.AlreadyExists && s.relayWarn.allow(time.Now()) {
 		s.log.WarnContext(ctx, "a client's answer to another replica's input request was not relayed; that request waits until its timeout (logged at most once a minute)", "err", err)

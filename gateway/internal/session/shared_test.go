@@ -136,15 +136,16 @@ func TestRelayOnlyAnswersOfThisSession(t *testing.T) {
 	theirs, _ := sealer.SealInputRequestID("session-a", "them", until)
 	mine, _ := sealer.SealInputRequestID("session-a", "me", until)
 	reply := json.RawMessage(`{"result":{}}`)
-	s.Relay(t.Context(), "session-b", theirs, reply)
-	s.Relay(t.Context(), "session-a", mine, reply)
-	s.Relay(t.Context(), "session-a", json.RawMessage(`"sb-1"`), reply)
+	s.Relay(t.Context(), "session-b", "principal-a", theirs, reply)
+	s.Relay(t.Context(), "session-a", "principal-a", mine, reply)
+	s.Relay(t.Context(), "session-a", "principal-a", json.RawMessage(`"sb-1"`), reply)
 	if len(rec.relayed) != 0 {
 		t.Fatalf("relayed %v", rec.relayed)
 	}
-	s.Relay(t.Context(), "session-a", theirs, reply)
+	s.Relay(t.Context(), "session-a", "principal-a", theirs, reply)
 	if len(rec.relayed) != 1 || rec.relayed[0].GetOwnerReplica() != "them" || rec.relayed[0].GetResponse().GetSessionDigest() != "session-a" ||
-		rec.relayed[0].GetResponse().GetRequestIdJson() != string(theirs) || rec.relayed[0].GetResponse().GetResponseJson() != string(reply) {
+		rec.relayed[0].GetResponse().GetRequestIdJson() != string(theirs) || rec.relayed[0].GetResponse().GetResponseJson() != string(reply) ||
+		rec.relayed[0].GetPrincipalDigest() != "principal-a" {
 		t.Fatalf("relayed %v", rec.relayed)
 	}
 }
@@ -160,8 +161,8 @@ func TestRelayCanonicalisesTheID(t *testing.T) {
 	_ = json.Unmarshal(theirs, &text)
 	escaped := json.RawMessage(`"\u00` + fmt.Sprintf("%02x", text[0]) + text[1:] + `"`)
 	reply := json.RawMessage(`{"result":{}}`)
-	s.Relay(t.Context(), "session-a", escaped, reply)
-	s.Relay(t.Context(), "session-a", theirs, reply)
+	s.Relay(t.Context(), "session-a", "principal-a", escaped, reply)
+	s.Relay(t.Context(), "session-a", "principal-a", theirs, reply)
 	if len(rec.relayed) != 2 {
 		t.Fatalf("relayed %d answers, want 2", len(rec.relayed))
 	}

@@ -130,7 +130,7 @@ func TestSessionStateRPCs(t *testing.T) {
 	wantReason(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_URI_TOO_LONG)
 
 	relay := func(owner, id, answer string) error {
-		_, err := h.client.RelayInputResponse(t.Context(), &indexerv1.RelayInputResponseRequest{OwnerReplica: owner, ExpiresAt: timestamppb.New(at),
+		_, err := h.client.RelayInputResponse(t.Context(), &indexerv1.RelayInputResponseRequest{OwnerReplica: owner, ExpiresAt: timestamppb.New(at), PrincipalDigest: principal,
 			Response: &indexerv1.RelayedInputResponse{SessionDigest: session, RequestIdJson: id, ResponseJson: answer}})
 		return err
 	}
@@ -139,6 +139,10 @@ func TestSessionStateRPCs(t *testing.T) {
 	}
 	if err := relay("gw-1", `"i1.x"`, `{"result":{"action":"decline"}}`); status.Code(err) != codes.AlreadyExists {
 		t.Fatalf("a second answer: %v, want ALREADY_EXISTS", err)
+	}
+	if _, err := h.client.RelayInputResponse(t.Context(), &indexerv1.RelayInputResponseRequest{OwnerReplica: "gw-1", ExpiresAt: timestamppb.New(at), PrincipalDigest: "me",
+		Response: &indexerv1.RelayedInputResponse{SessionDigest: session, RequestIdJson: `"i1.z"`, ResponseJson: `{}`}}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("an answer naming a principal that is no digest: %v, want INVALID_ARGUMENT", err)
 	}
 	// One id has one spelling: another escaping of "i1.x" is refused, not
 	// taken as a second request.

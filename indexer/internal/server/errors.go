@@ -76,6 +76,10 @@ func (s *Server) toStatus(ctx context.Context, method string, err error) error {
 	case errors.Is(err, errTooManyWatchStreams):
 		s.Log.WarnContext(ctx, "session event stream refused: the caller has as many open as it may", "method", method, "max", maxWatchStreamsPerCaller)
 		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "this caller has as many session event streams open as it may; close some first")
+	case errors.Is(err, errPrincipalRelaysFull):
+		s.Log.WarnContext(ctx, "relayed input response refused: the principal holds as many as it may", "method", method,
+			"max", maxInputResponsesPerPrincipal, "maxBytes", maxInputResponseBytesPerPrincipal)
+		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "this principal holds as many live relayed input responses as it may; retry when some have expired")
 	case errors.Is(err, store.ErrRelaysFull):
 		s.Log.WarnContext(ctx, "relayed input response refused: the session holds as many as it may", "method", method,
 			"max", relayLimits.PerSession, "maxBytes", relayLimits.SessionBytes)

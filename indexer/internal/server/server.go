@@ -60,6 +60,8 @@ type Server struct {
 	answers *revocationQuota
 	// watchers bounds the open WatchSessionEvents streams of each caller.
 	watchers streamQuota
+	// relays bounds the live relayed input responses of each principal.
+	relays relayQuota
 }
 
 // New returns a server; it answers NOT_READY until SetReady.

@@ -29,8 +29,9 @@ const (
 // maxInputResponsesPerCaller bounds the live relayed input responses one
 // caller that is not an operator has recorded through this replica. A
 // gateway relays only answers to ids it sealed itself, each once, so this
-// bounds a credential that is misused.
-const maxInputResponsesPerCaller = 10_000
+// bounds a credential that is misused; every gateway may share it, so each
+// principal has a smaller bound of its own (relayquota.go).
+const maxInputResponsesPerCaller = 100_000
 
 // relayLimits bound the live relayed answers of one session across the
 // cluster: rows and bytes, so that one principal's sessions cannot fill the
@@ -282,6 +283,8 @@ func (s *Server) RelayInputResponse(ctx context.Context, req *indexerv1.RelayInp
 		err = invalidArgument("expires_at is required and must be a valid timestamp")
 	case at.AsTime().After(s.now().Add(maxInputResponseTTL + clockSkew)):
 		err = invalidArgument("expires_at is further ahead than an input request waits (" + maxInputResponseTTL.String() + ")")
+	case req.GetPrincipalDigest() != "" && validDigest(req.GetPrincipalDigest()) != nil:
+		err = invalidArgument("principal_digest must be empty or a hex SHA-256 (64 characters)")
 	}
 	if err == nil {
 		answer := store.InputResponse{Owner: req.GetOwnerReplica(), SessionDigest: r.GetSessionDigest(),
@@ -289,10 +292,18 @@ func (s *Server) RelayInputResponse(ctx context.Context, req *indexerv1.RelayInp
 		if caller, _ := svcauth.CallerFrom(ctx); caller.Operator {
 			_, err = s.Store.RelayInputResponse(ctx, answer, relayLimits)
 		} else {
+			size := int64(len(answer.Response) + len(answer.RequestID))
+			principalDone := func(bool, time.Time) {}
+			if p := req.GetPrincipalDigest(); p != "" {
+				principalDone, err = s.relays.reserve(p, s.now(), size)
+			}
 			var done func(bool, time.Time)
-			if done, err = s.answers.reserve(caller.Name, s.now()); err == nil {
-				_, err = s.Store.RelayInputResponse(ctx, answer, relayLimits)
-				done(err == nil, answer.ExpiresAt)
+			if err == nil {
+				if done, err = s.answers.reserve(caller.Name, s.now()); err == nil {
+					_, err = s.Store.RelayInputResponse(ctx, answer, relayLimits)
+					done(err == nil, answer.ExpiresAt)
+				}
+				principalDone(err == nil, answer.ExpiresAt)
 			}
 		}
 	}
