@@ -41,17 +41,32 @@ type Indexer struct {
 	// indexer replica (default 100000); past it RevokeSession is
 	// RESOURCE_EXHAUSTED until some expire.
 	MaxRevocationsPerCaller int `yaml:"maxRevocationsPerCaller,omitempty"`
+	// SessionStates bounds the Legacy session states the cluster records.
+	SessionStates IndexerSessionStates `yaml:"sessionStates,omitempty"`
+}
+
+// IndexerSessionStates bounds the Legacy session states (log levels,
+// resource subscriptions) every gateway replica records in the indexer's
+// database.
+type IndexerSessionStates struct {
+	// MaxBytes bounds the state of all sessions of the cluster together,
+	// overhead included (default 64 MiB); past it a change that adds
+	// state is RESOURCE_EXHAUSTED. Each indexer replica holds a copy, as
+	// each gateway replica does (which gateway.sessions.maxStateBytes
+	// bounds on that replica).
+	MaxBytes int64 `yaml:"maxBytes,omitempty"`
 }
 
 // Defaults of the indexer section.
 const (
-	DefaultIndexerScopeTTL         = 30 * time.Second
-	DefaultIndexerLimit            = 8
-	MaxIndexerLimit                = 50
-	DefaultIndexerGCInterval       = 10 * time.Minute
-	DefaultIndexerScopeRetention   = 24 * time.Hour
-	DefaultIndexerMaxRevocationTTL = 24 * time.Hour
-	DefaultMaxRevocationsPerCaller = 100_000
+	DefaultIndexerScopeTTL          = 30 * time.Second
+	DefaultIndexerLimit             = 8
+	MaxIndexerLimit                 = 50
+	DefaultIndexerGCInterval        = 10 * time.Minute
+	DefaultIndexerScopeRetention    = 24 * time.Hour
+	DefaultIndexerMaxRevocationTTL  = 24 * time.Hour
+	DefaultMaxRevocationsPerCaller  = 100_000
+	DefaultClusterSessionStateBytes = 64 << 20
 )
 
 // WithDefaults returns the section with every unset value at its default.
@@ -62,6 +77,9 @@ func (c Indexer) WithDefaults() Indexer {
 	c.GCInterval = Duration(c.GCInterval.Or(DefaultIndexerGCInterval))
 	c.ScopeRetention = Duration(c.ScopeRetention.Or(DefaultIndexerScopeRetention))
 	c.MaxRevocationTTL = Duration(c.MaxRevocationTTL.Or(DefaultIndexerMaxRevocationTTL))
+	if c.SessionStates.MaxBytes <= 0 {
+		c.SessionStates.MaxBytes = DefaultClusterSessionStateBytes
+	}
 	if c.MaxRevocationsPerCaller <= 0 {
 		c.MaxRevocationsPerCaller = DefaultMaxRevocationsPerCaller
 	}

@@ -2,6 +2,7 @@ package multiagg
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -162,4 +163,61 @@ func resultText(t *testing.T, resultJSON string) string {
 		t.Fatalf("result %s: %v", resultJSON, err)
 	}
 	return res.Content[0].Text
+}
+
+// TestHeldCallRetryWithAMisconfiguredPeer: aggregator 2 forwards with a
+// token aggregator 1 does not know. The peer's refusal is the cluster's
+// misconfiguration, not the client's: the retry fails INTERNAL, neither
+// as the client's UNAUTHENTICATED nor as a hold that is gone.
+func TestHeldCallRetryWithAMisconfiguredPeer(t *testing.T) {
+	w := newWorld(t)
+	spec := filepath.Join(t.TempDir(), "ask.yaml")
+	if err := os.WriteFile(spec, []byte(askSpec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w.backend("legacy", "--stateful", "--config", spec)
+	cfgs := []*config.Config{w.config("legacy"), w.config("legacy")}
+	for i, cfg := range cfgs {
+		cfg.Aggregator.Backends[0].Protocol = "2025-11-25"
+		cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials,
+			config.ServiceCredential{Name: "aggregator", Token: w.aggregatorToken, AssertPrincipals: true, Allow: config.AggregatorMethods})
+		token := w.aggregatorToken
+		if i == 1 {
+			token = "not-the-peers-token"
+		}
+		cfg.Aggregator.Peers = config.AggregatorPeers{Addresses: []string{cfgs[0].Aggregator.Listen, cfgs[1].Aggregator.Listen}, Token: token}
+	}
+	one := w.startAggregator("aggregator-1", cfgs[0])
+	two := w.startAggregator("aggregator-2", cfgs[1])
+	ctx := ctxT(t)
+	alice := &commonv1.Principal{Subject: "alice"}
+	caps := &aggregatorv1.RequestContext{ClientCapabilitiesJson: `{"elicitation":{}}`}
+	var resp *aggregatorv1.CallToolResponse
+	eventually(t, "legacy_ask is served", func() error {
+		var err error
+		resp, err = one.asGateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: alice, Name: "legacy_ask", Context: caps})
+		return err
+	})
+	var res struct {
+		InputRequests map[string]json.RawMessage `json:"inputRequests"`
+		RequestState  string                     `json:"requestState"`
+	}
+	if err := json.Unmarshal([]byte(resp.GetResultJson()), &res); err != nil || len(res.InputRequests) != 1 {
+		t.Fatalf("first call: %s (%v)", resp.GetResultJson(), err)
+	}
+	var key string
+	for k := range res.InputRequests {
+		key = k
+	}
+	_, err := two.asGateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: alice, Name: "legacy_ask", Context: caps, RequestState: res.RequestState,
+		InputResponsesJson: `{"` + key + `":{"action":"accept","content":{}}}`})
+	if st := status.Convert(err); st.Code() != codes.Internal || strings.Contains(st.Message(), "no longer held") {
+		t.Fatalf("a retry forwarded with a token the peer refuses: %v, want INTERNAL naming the peer configuration", err)
+	}
+	eventually(t, "aggregator 2 to log a warning about the peer's refusal", func() error {
+		if !strings.Contains(two.proc.Log(1<<20), "refused this replica's forwarded retry") {
+			return errors.New("no warning logged")
+		}
+		return nil
+	})
 }

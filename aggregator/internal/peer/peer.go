@@ -29,8 +29,15 @@ import (
 var ErrNotAPeer = errors.New("the held call's owner is not a known aggregator peer")
 
 // dnsTTL is how long a resolution of peers.dns is trusted: a new replica
-// becomes a valid owner within it.
-const dnsTTL = 5 * time.Second
+// becomes a valid owner within it. A miss resolves again sooner, but at
+// most once per minResolveInterval, and concurrent misses share one
+// lookup: requestStates naming unknown owners cannot turn into a flood of
+// DNS queries.
+const (
+	dnsTTL             = 5 * time.Second
+	minResolveInterval = time.Second
+	resolveTimeout     = 5 * time.Second
+)
 
 // Forwarder knows this replica's address and its peers, and forwards
 // retries to them. A nil Forwarder has no peers: every held call is local.
@@ -40,11 +47,22 @@ type Forwarder struct {
 	tls       config.TLS
 	log       *slog.Logger
 	lookupIPs func(ctx context.Context, host string) ([]string, error)
+	now       func() time.Time
 
 	mu         sync.Mutex
-	resolved   []string // peers.dns's addresses (host:port) at resolvedAt
+	resolved   []string // peers.dns's addresses (host:port), the last good resolution
 	resolvedAt time.Time
-	conns      map[string]*grpc.ClientConn
+	// triedAt is the last lookup's start; resolving is closed when the
+	// lookup in flight (if any) ends.
+	triedAt   time.Time
+	resolving chan struct{}
+	conns     map[string]*peerConn
+}
+
+// peerConn is a connection to a peer and the forwarded calls on it.
+type peerConn struct {
+	*grpc.ClientConn
+	inFlight int
 }
 
 // New returns the forwarder of the replica advertised as self, or nil when
@@ -53,7 +71,7 @@ func New(self string, peers config.AggregatorPeers, tls config.TLS, log *slog.Lo
 	if !peers.Enabled() {
 		return nil
 	}
-	return &Forwarder{self: self, peers: peers, tls: tls, log: log, lookupIPs: net.DefaultResolver.LookupHost, conns: map[string]*grpc.ClientConn{}}
+	return &Forwarder{self: self, peers: peers, tls: tls, log: log, lookupIPs: net.DefaultResolver.LookupHost, now: time.Now, conns: map[string]*peerConn{}}
 }
 
 // Self is the address this replica advertises ("" without peers).
@@ -77,59 +95,112 @@ func (f *Forwarder) known(ctx context.Context, addr string) bool {
 		return false
 	}
 	f.mu.Lock()
-	fresh := time.Since(f.resolvedAt) < dnsTTL
+	fresh := f.now().Sub(f.resolvedAt) < dnsTTL
 	resolved := f.resolved
 	f.mu.Unlock()
 	if !fresh || !slices.Contains(resolved, addr) {
-		// A miss re-resolves at once: the owner may be a replica started
-		// after the last resolution.
+		// A miss resolves again (rate-limited): the owner may be a replica
+		// started after the last resolution.
 		resolved = f.resolve(ctx)
 	}
 	return slices.Contains(resolved, addr)
 }
 
-// resolve looks peers.dns up and returns its addresses with its port.
+// resolve looks peers.dns up, unless a lookup is in flight (it waits for
+// that one) or one started within minResolveInterval, and returns the last
+// good resolution: a failed lookup keeps the one before.
 func (f *Forwarder) resolve(ctx context.Context) []string {
+	f.mu.Lock()
+	if wait := f.resolving; wait != nil {
+		f.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.resolved
+	}
+	if !f.triedAt.IsZero() && f.now().Sub(f.triedAt) < minResolveInterval {
+		defer f.mu.Unlock()
+		return f.resolved
+	}
+	done := make(chan struct{})
+	f.resolving, f.triedAt = done, f.now()
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.resolving = nil
+		f.mu.Unlock()
+		close(done)
+	}()
+	// The lookup is shared, so it does not end with this caller's request.
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
+	defer cancel()
 	host, port, _ := net.SplitHostPort(f.peers.DNS)
-	ips, err := f.lookupIPs(ctx, host)
+	ips, err := f.lookupIPs(lctx, host)
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if err != nil {
-		f.log.WarnContext(ctx, "aggregator peers not resolved", "dns", f.peers.DNS, "err", err)
-		return nil
+		f.log.WarnContext(ctx, "aggregator peers not resolved; keeping the last resolution", "dns", f.peers.DNS, "err", err, "kept", len(f.resolved))
+		return f.resolved
 	}
 	addrs := make([]string, len(ips))
 	for i, ip := range ips {
 		addrs[i] = net.JoinHostPort(ip, port)
 	}
-	f.mu.Lock()
-	f.resolved, f.resolvedAt = addrs, time.Now()
-	f.mu.Unlock()
+	f.resolved, f.resolvedAt = addrs, f.now()
 	return addrs
 }
 
 // maxConns bounds the open peer connections: replicas come and go under
-// a DNS name, and connections to ones long gone are dropped when it is
-// reached.
+// a DNS name. When it is reached, connections without forwarded calls in
+// flight are closed, those to addresses no longer configured or resolved
+// first; a connection with calls in flight is never closed under them (so
+// the bound is passed only while every connection is busy).
 const maxConns = 64
 
-// conn returns the connection to peer addr, dialled once.
-func (f *Forwarder) conn(addr string) (*grpc.ClientConn, error) {
+// conn returns the connection to peer addr, dialled once, counting a
+// forwarded call on it until release.
+func (f *Forwarder) conn(addr string) (c *peerConn, release func(), err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if c, ok := f.conns[addr]; ok {
-		return c, nil
+	c, ok := f.conns[addr]
+	if !ok {
+		if len(f.conns) >= maxConns {
+			f.evict()
+		}
+		cc, err := rpc.Dial(config.Endpoint{Address: addr, Token: f.peers.Token}, f.tls)
+		if err != nil {
+			return nil, nil, err
+		}
+		c = &peerConn{ClientConn: cc}
+		f.conns[addr] = c
 	}
-	if len(f.conns) >= maxConns {
+	c.inFlight++
+	return c, func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		c.inFlight--
+	}, nil
+}
+
+// evict closes idle connections until there is room for one more: first
+// those to addresses neither configured nor in the last resolution, then
+// any. Call with f.mu held.
+func (f *Forwarder) evict() {
+	for _, stale := range []bool{true, false} {
 		for a, c := range f.conns {
-			_ = c.Close()
-			delete(f.conns, a)
+			if len(f.conns) < maxConns {
+				return
+			}
+			current := slices.Contains(f.peers.Addresses, a) || slices.Contains(f.resolved, a)
+			if c.inFlight == 0 && (!stale || !current) {
+				_ = c.Close()
+				delete(f.conns, a)
+			}
 		}
 	}
-	c, err := rpc.Dial(config.Endpoint{Address: addr, Token: f.peers.Token}, f.tls)
-	if err != nil {
-		return nil, err
-	}
-	f.conns[addr] = c
-	return c, nil
 }
 
 // Resume forwards the retry req of principal p to owner, which must be a
@@ -139,10 +210,11 @@ func (f *Forwarder) Resume(ctx context.Context, owner string, p *commonv1.Princi
 	if f == nil || !f.known(ctx, owner) {
 		return nil, ErrNotAPeer
 	}
-	conn, err := f.conn(owner)
+	conn, release, err := f.conn(owner)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	resp, err := aggregatorv1.NewAggregatorServiceClient(conn).ResumeHeldCall(ctx, &aggregatorv1.ResumeHeldCallRequest{Principal: p, Call: req})
 	if err != nil {
 		return nil, err

@@ -3,9 +3,13 @@ package peer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
@@ -27,6 +31,8 @@ func TestOnlyConfiguredPeersAreKnown(t *testing.T) {
 		}
 		return ips, nil
 	}
+	now := time.Now()
+	f.now = func() time.Time { return now }
 	ctx := context.Background()
 	for addr, want := range map[string]bool{
 		"10.0.0.2:9090": true, "agg-static:7000": true,
@@ -37,14 +43,20 @@ func TestOnlyConfiguredPeersAreKnown(t *testing.T) {
 		}
 	}
 	// A replica started after the last resolution is found by resolving
-	// again at once.
+	// again on a miss, once the minimum interval has passed.
 	ips = append(ips, "10.0.0.3")
+	now = now.Add(minResolveInterval)
 	if !f.known(ctx, "10.0.0.3:9090") {
 		t.Error("a new replica is not known after a fresh resolution")
 	}
-	f.lookupIPs = func(context.Context, string) ([]string, error) { return nil, errors.New("no DNS") }
+	f.lookupIPs = func(context.Context, string) ([]string, error) { lookups++; return nil, errors.New("no DNS") }
+	now = now.Add(dnsTTL)
 	if f.known(ctx, "10.0.0.9:9090") {
 		t.Error("an address is known while DNS fails")
+	}
+	// A failed lookup keeps the last good resolution.
+	if !f.known(ctx, "10.0.0.2:9090") {
+		t.Error("a resolved peer is forgotten when DNS fails")
 	}
 	if _, err := f.Resume(ctx, "evil.example:9090", &commonv1.Principal{}, nil); !errors.Is(err, ErrNotAPeer) {
 		t.Errorf("Resume to an unknown owner: %v", err)
@@ -65,5 +77,83 @@ func TestNoPeersEverythingIsLocal(t *testing.T) {
 	g := New("10.0.0.1:9090", config.AggregatorPeers{Addresses: []string{"10.0.0.2:9090"}, Token: "t"}, config.TLS{}, quiet)
 	if !g.Local("") || !g.Local("10.0.0.1:9090") || g.Local("10.0.0.2:9090") {
 		t.Fatal("Local does not follow the owner")
+	}
+}
+
+// Misses resolve at most once per minResolveInterval, and concurrent misses
+// share one lookup.
+func TestResolutionsAreRateLimited(t *testing.T) {
+	f := New("10.0.0.1:9090", config.AggregatorPeers{DNS: "agg-headless:9090", Token: "t"}, config.TLS{}, quiet)
+	now := time.Now()
+	f.now = func() time.Time { return now }
+	var mu sync.Mutex
+	lookups := 0
+	release := make(chan struct{})
+	f.lookupIPs = func(context.Context, string) ([]string, error) {
+		mu.Lock()
+		lookups++
+		mu.Unlock()
+		<-release
+		return []string{"10.0.0.2"}, nil
+	}
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() { f.known(context.Background(), fmt.Sprintf("10.0.9.%d:9090", i)) })
+	}
+	for {
+		mu.Lock()
+		n := lookups
+		mu.Unlock()
+		if n > 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	for i := range 20 {
+		f.known(context.Background(), fmt.Sprintf("10.0.8.%d:9090", i))
+	}
+	if lookups != 1 {
+		t.Fatalf("%d lookups for 40 misses within the interval, want 1", lookups)
+	}
+	now = now.Add(minResolveInterval)
+	f.known(context.Background(), "10.0.7.1:9090")
+	if lookups != 2 {
+		t.Fatalf("%d lookups after the interval, want 2", lookups)
+	}
+}
+
+// At the connection bound, idle connections to peers no longer resolved go
+// first, and a connection with a forwarded call in flight is never closed.
+func TestConnectionBoundKeepsCallsInFlight(t *testing.T) {
+	f := New("10.0.0.1:9090", config.AggregatorPeers{DNS: "agg-headless:9090", Token: "t"}, config.TLS{}, quiet)
+	defer f.Close()
+	addr := func(i int) string { return fmt.Sprintf("10.0.1.%d:9090", i) }
+	f.mu.Lock()
+	for i := range maxConns {
+		f.resolved = append(f.resolved, addr(i))
+	}
+	f.resolved = slices.DeleteFunc(f.resolved, func(a string) bool { return a == addr(5) })
+	f.mu.Unlock()
+	busy, _, err := f.conn(addr(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < maxConns; i++ {
+		_, done, err := f.conn(addr(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done()
+	}
+	if _, _, err := f.conn("10.0.2.1:9090"); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.conns) != maxConns || f.conns[addr(0)] != busy || f.conns[addr(5)] != nil {
+		t.Fatalf("after the bound: %d connections, busy one kept %v, unresolved one dropped %v",
+			len(f.conns), f.conns[addr(0)] == busy, f.conns[addr(5)] == nil)
 	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -28,6 +29,25 @@ type peerStatus struct{ err error }
 
 func (e peerStatus) Error() string { return e.err.Error() }
 
+// peerRefused is a peer that refused this replica itself: its credential
+// (aggregator.peers.token, or what the peer's serviceAuth allows it) or
+// its TLS. The client was authenticated here, so this is the cluster's
+// misconfiguration, not the client's error, and not an owner gone.
+type peerRefused struct {
+	owner string
+	err   error
+}
+
+func (e peerRefused) Error() string {
+	return "aggregator peer " + e.owner + " refused this replica: " + e.err.Error()
+}
+
+// tlsFailed reports whether err is a failed TLS handshake with the peer:
+// grpc-go reports it as UNAVAILABLE with this text, and no ErrorInfo.
+func tlsFailed(err error) bool {
+	return status.Code(err) == codes.Unavailable && strings.Contains(status.Convert(err).Message(), "authentication handshake failed")
+}
+
 // forwardHeld forwards the retry req, which names a call held by owner.
 func (s *Server) forwardHeld(ctx context.Context, owner string, req *aggregatorv1.CallToolRequest) (*aggregatorv1.CallToolResponse, error) {
 	resp, err := s.peers.Resume(ctx, owner, svcauth.PrincipalFrom(ctx), req)
@@ -37,6 +57,8 @@ func (s *Server) forwardHeld(ctx context.Context, owner string, req *aggregatorv
 	case errors.Is(err, peer.ErrNotAPeer):
 		s.log.WarnContext(ctx, "retry names a held call on an aggregator that is not a known peer; refused", "owner", owner)
 		return nil, errHeldCallGone
+	case status.Code(err) == codes.Unauthenticated, status.Code(err) == codes.PermissionDenied, tlsFailed(err):
+		return nil, peerRefused{owner: owner, err: err}
 	case status.Code(err) == codes.Unavailable && apierr.Reason(err) == commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED:
 		// The owner is gone (a dead replica takes its held calls with it);
 		// a backend that is down answers with a reason of its own instead.

@@ -33,9 +33,13 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 	var perr *backend.ProtocolError
 	var mismatch *paramheader.MismatchError
 	var fromPeer peerStatus
+	var refused peerRefused
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &refused):
+		log.WarnContext(ctx, "an aggregator peer refused this replica's forwarded retry: check aggregator.peers.token, the peer's serviceAuth credential for it (ResumeHeldCall) and its TLS", "method", method, "owner", refused.owner, "err", refused.err)
+		return apierr.New(codes.Internal, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "the aggregator replica holding the call refused this one; the cluster's peer configuration needs fixing")
 	case errors.As(err, &fromPeer):
 		// A peer's status for a forwarded retry, mapped by the peer.
 		return fromPeer.err

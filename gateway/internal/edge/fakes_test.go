@@ -69,11 +69,14 @@ type fakeAggregator struct {
 	listings      atomic.Int64
 	// streamed are the request contexts of CallToolStream calls.
 	streamed []*aggregatorv1.RequestContext
+	// version is the catalog version (content-derived in a real
+	// aggregator: it changes with the catalog only).
+	version uint64
 }
 
 func newFakeAggregator() *fakeAggregator {
 	return &fakeAggregator{pageSize: 2, watchers: map[chan *aggregatorv1.WatchCatalogResponse]bool{},
-		slowStarted: make(chan struct{}, 1), slowCancelled: make(chan struct{}, 1)}
+		slowStarted: make(chan struct{}, 1), slowCancelled: make(chan struct{}, 1), version: 1}
 }
 
 func visible(p *commonv1.Principal, name string) bool {
@@ -227,8 +230,8 @@ func (f *fakeAggregator) Complete(_ context.Context, req *aggregatorv1.CompleteR
 func (f *fakeAggregator) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream aggregatorv1.AggregatorService_WatchCatalogServer) error {
 	// A nil event on ch ends the watch, as an aggregator restart would.
 	ch := make(chan *aggregatorv1.WatchCatalogResponse, 8)
-	first := &aggregatorv1.WatchCatalogResponse{CatalogVersion: 1}
 	f.mu.Lock()
+	first := &aggregatorv1.WatchCatalogResponse{CatalogVersion: f.version}
 	f.watchers[ch] = true
 	for _, uri := range req.GetResourceUris() {
 		if f.subscribable[uri] {
@@ -290,9 +293,18 @@ func (f *fakeAggregator) watcherCount() int {
 func (f *fakeAggregator) notify(kinds ...aggregatorv1.CatalogKind) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.version++
 	for ch := range f.watchers {
-		ch <- &aggregatorv1.WatchCatalogResponse{CatalogVersion: 2, Changed: kinds}
+		ch <- &aggregatorv1.WatchCatalogResponse{CatalogVersion: f.version, Changed: kinds}
 	}
+}
+
+// changeUnheard changes the catalog without telling the watchers, as a
+// change made while their watches are down.
+func (f *fakeAggregator) changeUnheard() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.version++
 }
 
 type fakeIndexer struct {

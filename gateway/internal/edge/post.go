@@ -236,7 +236,7 @@ func (g *Gateway) serveLegacy(w http.ResponseWriter, r *http.Request, req *metho
 		// stream: by this replica, or by another one it is relayed to
 		// (anything else is dropped).
 		if reply := msg.Reply.Encode(); !g.local.DeliverReply(req.Session, msg.ID, reply) {
-			g.shared.Relay(r.Context(), req.Session, msg.ID, reply)
+			g.shared.Relay(r.Context(), req.Session, session.PrincipalDigest(req.Principal), msg.ID, reply)
 		}
 		rec.outcome = "ok"
 		w.WriteHeader(http.StatusAccepted)

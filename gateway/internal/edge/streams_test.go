@@ -169,8 +169,9 @@ func nextEvent(t *testing.T, lines *bufio.Scanner) string {
 
 // TestStreamsOutliveTheWatch: when the aggregator ends the catalog watch
 // under a listen and a GET stream (as a restart does), both stay open, get
-// list_changed once the watch is reopened (changes meanwhile were not
-// seen), and carry the changes after it. A listen whose acknowledged
+// list_changed once the watch is reopened at another catalog version
+// (changes meanwhile were not seen) and none at the same version, and carry
+// the changes after it. A listen whose acknowledged
 // resource subscription cannot be restored ends with its final result.
 func TestStreamsOutliveTheWatch(t *testing.T) {
 	b := startBackends(t)
@@ -199,6 +200,7 @@ func TestStreamsOutliveTheWatch(t *testing.T) {
 	}
 	eventually(t, "both watches open", func() bool { return b.agg.watcherCount() == 2 })
 
+	b.agg.changeUnheard()
 	b.agg.endWatches()
 	tools := `"method":"notifications/tools/list_changed"`
 	if d := nextEvent(t, listen); !strings.Contains(d, tools) || !strings.Contains(d, `"io.modelcontextprotocol/subscriptionId":3`) {
@@ -220,6 +222,14 @@ func TestStreamsOutliveTheWatch(t *testing.T) {
 	}
 	if d := nextEvent(t, get); !strings.Contains(d, tools) {
 		t.Fatalf("GET after a change on the reopened watch: %s", d)
+	}
+	// Reopened at the version it had: nothing changed, nothing is said;
+	// the next event is the next change.
+	b.agg.endWatches()
+	eventually(t, "both watches reopened again", func() bool { return b.agg.watcherCount() == 2 })
+	b.agg.notify(aggregatorv1.CatalogKind_CATALOG_KIND_PROMPTS)
+	if d := nextEvent(t, get); !strings.Contains(d, `"method":"notifications/prompts/list_changed"`) {
+		t.Fatalf("GET after a watch reopened at the same version and a prompts change: %s, want the prompts change only", d)
 	}
 
 	b.agg.setSubscribable("file:///a.txt")

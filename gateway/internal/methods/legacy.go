@@ -69,6 +69,10 @@ func stateError(err error) *wire.Error {
 		return wire.NewError(wire.CodeInternalError, "the session's state cannot be recorded right now; retry later")
 	case errors.Is(err, session.ErrPrincipalFull):
 		return wire.NewError(wire.CodeInternalError, "too much session state held for this principal on this gateway; delete sessions no longer used, or retry later")
+	case errors.Is(err, session.ErrPrincipalClusterFull):
+		return wire.NewError(wire.CodeInternalError, "too much session state held for this principal; delete sessions no longer used, or retry later")
+	case errors.Is(err, session.ErrClusterFull):
+		return wire.NewError(wire.CodeInternalError, "the sessions of all gateways hold as much state as they may; retry later")
 	default:
 		return wire.NewError(wire.CodeInternalError, "this gateway holds as much session state as it may; retry later")
 	}

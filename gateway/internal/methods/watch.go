@@ -21,10 +21,10 @@ import (
 // ends the watch (a restart, a lost connection), the stream stays open
 // with its keep-alives and the watch is reopened with back-off; once it is
 // back, list_changed of every kind the stream delivers is sent, because
-// changes made while it was down were not seen by this stream. (Catalog
-// versions are content-derived and compared for equality only; listen.go
-// uses them to skip the notice when a watch reopened for new
-// subscriptions sees the version it had.) Ending the
+// changes made while it was down were not seen by this stream, unless the
+// reopened watch reports the catalog version last seen. (Catalog versions
+// are content-derived and compared for equality only: the same version is
+// the same catalog.) Ending the
 // stream instead would lose the client's notifications for good where the
 // client does not listen again (go-sdk v1.8.0 clients do not). A Modern
 // listen whose acknowledged resourceSubscriptions cannot all be subscribed
@@ -41,13 +41,18 @@ const (
 )
 
 // missedWhileReopening is the event a stream gets after its watch was
-// reopened: every kind may have changed meanwhile, except the tools when
+// reopened: nothing when the reopened watch reports the catalog version
+// last seen (versions are content-derived: the catalog is the same), and
+// otherwise every kind may have changed meanwhile, except the tools when
 // the caller's tools digest is the same before and after. Telling a client
 // of a change that did not happen is harmless to the protocol but not to
 // clients: go-sdk v1.8.0's client caches lists, and a listing it started
 // on a spurious notice can be cached after the next, real one cleared
 // the cache, hiding the change until the cache expires.
 func missedWhileReopening(before, after *catalogWatch) *aggregatorv1.WatchCatalogResponse {
+	if before.versionSeen && before.version == after.first.GetCatalogVersion() {
+		return &aggregatorv1.WatchCatalogResponse{}
+	}
 	if before.toolsDigest != "" && before.toolsDigest == after.first.GetToolsDigest() {
 		return &aggregatorv1.WatchCatalogResponse{Changed: []aggregatorv1.CatalogKind{
 			aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCES, aggregatorv1.CatalogKind_CATALOG_KIND_PROMPTS,
@@ -68,6 +73,10 @@ type catalogWatch struct {
 	// toolsDigest is the digest of the caller's tools in the last event
 	// pump handled (first's until then).
 	toolsDigest string
+	// version is the catalog version in the last event pump handled
+	// (first's until then); versionSeen says pump has set it.
+	version     uint64
+	versionSeen bool
 	// ctx ends with the watch.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -191,6 +200,7 @@ func notificationParams(subscriptionID json.RawMessage) wire.Object {
 func (s *Server) pump(ctx context.Context, resp Responder, w *catalogWatch,
 	kinds listKinds, restart <-chan struct{}, subscriptionID json.RawMessage) (pumpStop, uint64) {
 	version := w.first.GetCatalogVersion()
+	w.version, w.versionSeen = version, true
 	if w.toolsDigest == "" {
 		w.toolsDigest = w.first.GetToolsDigest()
 	}
@@ -230,6 +240,7 @@ func (s *Server) pump(ctx context.Context, resp Responder, w *catalogWatch,
 				return stopWatchEnded, version
 			}
 			version = ev.GetCatalogVersion()
+			w.version = version
 			if d := ev.GetToolsDigest(); d != "" {
 				w.toolsDigest = d
 			}

@@ -33,3 +33,18 @@ func TestMissedWhileReopening(t *testing.T) {
 		}
 	}
 }
+
+// TestNothingMissedAtTheSameVersion: a watch reopened at the catalog
+// version last seen announces nothing (versions are content-derived); at
+// another version it announces as above.
+func TestNothingMissedAtTheSameVersion(t *testing.T) {
+	before := &catalogWatch{toolsDigest: "d1", version: 7, versionSeen: true}
+	same := &catalogWatch{first: &aggregatorv1.WatchCatalogResponse{CatalogVersion: 7, ToolsDigest: "d1"}}
+	if ev := missedWhileReopening(before, same); len(ev.GetChanged()) != 0 {
+		t.Fatalf("reopened at the same version: announced %v", ev.GetChanged())
+	}
+	other := &catalogWatch{first: &aggregatorv1.WatchCatalogResponse{CatalogVersion: 8, ToolsDigest: "d1"}}
+	if ev := missedWhileReopening(before, other); len(ev.GetChanged()) != 2 {
+		t.Fatalf("reopened at another version: announced %v, want resources and prompts", ev.GetChanged())
+	}
+}

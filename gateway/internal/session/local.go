@@ -85,6 +85,8 @@ type Local struct {
 	// their answers (calls.go).
 	calls   map[string][]*call
 	waiters map[string]chan json.RawMessage
+	// forgotten are the sessions Forget dropped lately (mirror.go).
+	forgotten map[string]time.Time
 }
 
 // streamWatch is a session's open GET streams: changed is closed, and
@@ -121,7 +123,8 @@ type sessionState struct {
 func NewLocal(limits Limits) *Local {
 	limits.Subscriptions = min(limits.Subscriptions, MaxSubscriptions)
 	return &Local{limits: limits, now: time.Now, sessions: map[string]*sessionState{}, principals: map[string]*usage{},
-		streams: map[string]*streamWatch{}, calls: map[string][]*call{}, waiters: map[string]chan json.RawMessage{}}
+		streams: map[string]*streamWatch{}, calls: map[string][]*call{}, waiters: map[string]chan json.RawMessage{},
+		forgotten: map[string]time.Time{}}
 }
 
 // OpenStream registers an open GET stream of the session, until done is
@@ -244,6 +247,7 @@ func (l *Local) Forget(session string) {
 	if st, ok := l.sessions[session]; ok {
 		l.drop(session, st)
 	}
+	l.tombstone(session)
 	if w := l.streams[session]; w != nil {
 		// Its open GET streams wake and find the session deleted.
 		close(w.changed)

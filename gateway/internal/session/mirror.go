@@ -57,6 +57,45 @@ func (l *Local) Admit(session, principal, level, uri string) error {
 	return nil
 }
 
+// A forgotten session (deleted or expired) is remembered for
+// tombstoneTTL, at most maxTombstones of them, so that a copy of its state
+// sent before it went (an UpdateSessionState answer, or an event still in
+// flight) does not bring it back.
+const (
+	tombstoneTTL  = 5 * time.Minute
+	maxTombstones = 10_000
+)
+
+// tombstone remembers that session was forgotten. Call with l.mu held.
+func (l *Local) tombstone(session string) {
+	now := l.now()
+	if len(l.forgotten) >= maxTombstones {
+		for s, at := range l.forgotten {
+			if now.Sub(at) >= tombstoneTTL {
+				delete(l.forgotten, s)
+			}
+		}
+	}
+	for s := range l.forgotten {
+		if len(l.forgotten) < maxTombstones {
+			break
+		}
+		delete(l.forgotten, s) // still full: any one goes
+	}
+	l.forgotten[strings.Clone(session)] = now
+}
+
+// forgottenLately reports whether session was forgotten within
+// tombstoneTTL. Call with l.mu held.
+func (l *Local) forgottenLately(session string, now time.Time) bool {
+	at, ok := l.forgotten[session]
+	if ok && now.Sub(at) >= tombstoneTTL {
+		delete(l.forgotten, session)
+		return false
+	}
+	return ok
+}
+
 // MirroredState is a session's state as the indexer holds it.
 type MirroredState struct {
 	Session, Principal string
@@ -69,12 +108,15 @@ type MirroredState struct {
 }
 
 // Mirror holds the indexer's copy of a session's state, unless a newer
-// one is held; a GET stream following the session hears of a change of
-// its URIs.
+// one is held or the session was forgotten lately; a GET stream following
+// the session hears of a change of its URIs.
 func (l *Local) Mirror(m MirroredState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
+	if l.forgottenLately(m.Session, now) {
+		return
+	}
 	if now.Sub(l.pruned) >= statePruneEvery {
 		l.prune(now)
 	}

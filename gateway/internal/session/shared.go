@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/switchboard-mcp/switchboard/services/apierr"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 )
 
@@ -39,8 +41,9 @@ import (
 //
 // While the stream is down, changes made on other replicas are not seen
 // here until it is back (it reconnects with backoff and takes the new
-// snapshot as the whole truth), and answers relayed meanwhile are lost (the
-// request waiting for one ends at timeouts.clientInput); a change made
+// snapshot as the whole truth), and answers relayed meanwhile arrive then
+// (the indexer sends a replica that subscribes every live answer for it;
+// DeliverReply ignores one no request waits for any more); a change made
 // through this replica is refused while the indexer cannot record it.
 // Without an indexer, Shared is Local: state lives on the replica that
 // received it.
@@ -59,13 +62,25 @@ type Shared struct {
 	// logged.
 	cancels      *cancelRelay
 	warnedCancel atomic.Bool
-	stop         context.CancelFunc
-	done         sync.WaitGroup
+	// relayWarn limits the warnings for refused relays: clients choose
+	// what they answer, so they could otherwise fill the log.
+	relayWarn logLimiter
+	stop      context.CancelFunc
+	done      sync.WaitGroup
 }
 
 // ErrStateUnrecorded means the change could not be recorded in the
 // indexer now; nothing changed.
 var ErrStateUnrecorded = errors.New("session state cannot be recorded now")
+
+// ErrPrincipalClusterFull and ErrClusterFull are the indexer's bounds on
+// every replica together: what one principal's sessions hold
+// (gateway.sessions.maxPerPrincipal, maxPrincipalStateBytes), and what all
+// sessions hold (indexer.sessionStates.maxBytes).
+var (
+	ErrPrincipalClusterFull = errors.New("this principal's sessions hold as much state as they may in the cluster")
+	ErrClusterFull          = errors.New("all sessions of the cluster hold as much state as they may")
+)
 
 // ErrSessionGone means the indexer knows the session as deleted or
 // expired.
@@ -162,10 +177,8 @@ func (s *Shared) update(ctx context.Context, req *indexerv1.UpdateSessionStateRe
 			s.log.WarnContext(ctx, "the indexer does not record Legacy session state for this gateway (an older indexer, or a credential without UpdateSessionState and WatchSessionEvents): log levels and subscriptions work on the replica that received them only", "err", err)
 		}
 		return s.updateLocally(req)
-	case codes.ResourceExhausted:
-		return ErrPrincipalFull
-	case codes.InvalidArgument:
-		return ErrURITooLong
+	case codes.ResourceExhausted, codes.InvalidArgument:
+		return boundError(err)
 	case codes.FailedPrecondition:
 		return ErrSessionGone
 	default:
@@ -175,6 +188,24 @@ func (s *Shared) update(ctx context.Context, req *indexerv1.UpdateSessionStateRe
 		s.local.Mirror(mirrored(st))
 	}
 	return nil
+}
+
+// boundError names the bound of the cluster (the indexer's) that a refused
+// change would pass, by the status's reason; a refusal without one the
+// gateway knows (an invalid request it sent) is a change not recorded.
+func boundError(err error) error {
+	switch apierr.Reason(err) {
+	case commonv1.ErrorReason_ERROR_REASON_URI_TOO_LONG:
+		return ErrURITooLong
+	case commonv1.ErrorReason_ERROR_REASON_TOO_MANY_SUBSCRIPTIONS:
+		return ErrTooManySubscriptions
+	case commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_STATE_FULL:
+		return ErrPrincipalClusterFull
+	case commonv1.ErrorReason_ERROR_REASON_SESSION_STATES_FULL:
+		return ErrClusterFull
+	default:
+		return errors.Join(ErrStateUnrecorded, err)
+	}
 }
 
 func (s *Shared) updateLocally(req *indexerv1.UpdateSessionStateRequest) error {
@@ -199,8 +230,9 @@ func mirrored(st *indexerv1.SessionState) MirroredState {
 // to the replica that does, if its id is one a replica sealed for this
 // session and still waits for; anything else is dropped, as is an answer
 // when the indexer cannot take it (the request waiting for it then ends
-// at its timeout).
-func (s *Shared) Relay(ctx context.Context, session string, id, reply json.RawMessage) {
+// at its timeout). principal is the session's PrincipalDigest, which the
+// indexer bounds answers by.
+func (s *Shared) Relay(ctx context.Context, session, principal string, id, reply json.RawMessage) {
 	if s.client == nil {
 		return
 	}
@@ -208,6 +240,11 @@ func (s *Shared) Relay(ctx context.Context, session string, id, reply json.RawMe
 	if err != nil || owner == s.replica {
 		return
 	}
+	// One id, one spelling: the indexer answers each request once by its
+	// id's bytes, and a sealed id opens in any JSON escaping of its text.
+	var text string
+	_ = json.Unmarshal(id, &text) // it opened, so it is a JSON string
+	id, _ = json.Marshal(text)
 	// The indexer keeps an answer an hour at most; a longer wait
 	// (timeouts.clientInput) is rare, and its answer is relayed then.
 	if latest := time.Now().Add(maxRelayWait); expires.After(latest) {
@@ -215,10 +252,10 @@ func (s *Shared) Relay(ctx context.Context, session string, id, reply json.RawMe
 	}
 	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
 	defer cancel()
-	_, err = s.client.RelayInputResponse(ctx, &indexerv1.RelayInputResponseRequest{OwnerReplica: owner, ExpiresAt: timestamppb.New(expires),
+	_, err = s.client.RelayInputResponse(ctx, &indexerv1.RelayInputResponseRequest{OwnerReplica: owner, ExpiresAt: timestamppb.New(expires), PrincipalDigest: principal,
 		Response: &indexerv1.RelayedInputResponse{SessionDigest: session, RequestIdJson: string(id), ResponseJson: string(reply)}})
-	if err != nil && status.Code(err) != codes.AlreadyExists {
-		s.log.WarnContext(ctx, "a client's answer to another replica's input request was not relayed; that request waits until its timeout", "err", err)
+	if err != nil && status.Code(err) != codes.AlreadyExists && s.relayWarn.allow(time.Now()) {
+		s.log.WarnContext(ctx, "a client's answer to another replica's input request was not relayed; that request waits until its timeout (logged at most once a minute)", "err", err)
 	}
 }
 
@@ -301,4 +338,17 @@ func (s *Shared) watchOnce(ctx context.Context, connected func()) error {
 			connected()
 		}
 	}
+}
+
+// logLimiter lets one log line through per relayWarnInterval.
+type logLimiter struct{ last atomic.Int64 }
+
+const relayWarnInterval = time.Minute
+
+func (l *logLimiter) allow(now time.Time) bool {
+	last := l.last.Load()
+	if last != 0 && now.UnixNano()-last < int64(relayWarnInterval) {
+		return false
+	}
+	return l.last.CompareAndSwap(last, now.UnixNano())
 }

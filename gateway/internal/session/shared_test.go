@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -11,7 +12,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 
+	"github.com/switchboard-mcp/switchboard/services/apierr"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 )
 
@@ -132,15 +136,110 @@ func TestRelayOnlyAnswersOfThisSession(t *testing.T) {
 	theirs, _ := sealer.SealInputRequestID("session-a", "them", until)
 	mine, _ := sealer.SealInputRequestID("session-a", "me", until)
 	reply := json.RawMessage(`{"result":{}}`)
-	s.Relay(t.Context(), "session-b", theirs, reply)
-	s.Relay(t.Context(), "session-a", mine, reply)
-	s.Relay(t.Context(), "session-a", json.RawMessage(`"sb-1"`), reply)
+	s.Relay(t.Context(), "session-b", "principal-a", theirs, reply)
+	s.Relay(t.Context(), "session-a", "principal-a", mine, reply)
+	s.Relay(t.Context(), "session-a", "principal-a", json.RawMessage(`"sb-1"`), reply)
 	if len(rec.relayed) != 0 {
 		t.Fatalf("relayed %v", rec.relayed)
 	}
-	s.Relay(t.Context(), "session-a", theirs, reply)
+	s.Relay(t.Context(), "session-a", "principal-a", theirs, reply)
 	if len(rec.relayed) != 1 || rec.relayed[0].GetOwnerReplica() != "them" || rec.relayed[0].GetResponse().GetSessionDigest() != "session-a" ||
-		rec.relayed[0].GetResponse().GetRequestIdJson() != string(theirs) || rec.relayed[0].GetResponse().GetResponseJson() != string(reply) {
+		rec.relayed[0].GetResponse().GetRequestIdJson() != string(theirs) || rec.relayed[0].GetResponse().GetResponseJson() != string(reply) ||
+		rec.relayed[0].GetPrincipalDigest() != "principal-a" {
 		t.Fatalf("relayed %v", rec.relayed)
+	}
+}
+
+// An answer naming a sealed id in another JSON escaping is relayed under
+// the id's one canonical spelling, so the indexer answers it once.
+func TestRelayCanonicalisesTheID(t *testing.T) {
+	sealer := testSealer(t)
+	rec := &relayRecorder{}
+	s := &Shared{client: rec, local: NewLocal(testLimits), sealer: sealer, replica: "me", log: slog.New(slog.DiscardHandler)}
+	theirs, _ := sealer.SealInputRequestID("session-a", "them", time.Now().Add(time.Minute))
+	var text string
+	_ = json.Unmarshal(theirs, &text)
+	escaped := json.RawMessage(`"\u00` + fmt.Sprintf("%02x", text[0]) + text[1:] + `"`)
+	reply := json.RawMessage(`{"result":{}}`)
+	s.Relay(t.Context(), "session-a", "principal-a", escaped, reply)
+	s.Relay(t.Context(), "session-a", "principal-a", theirs, reply)
+	if len(rec.relayed) != 2 {
+		t.Fatalf("relayed %d answers, want 2", len(rec.relayed))
+	}
+	for i, r := range rec.relayed {
+		if got := r.GetResponse().GetRequestIdJson(); got != string(theirs) {
+			t.Errorf("answer %d relayed under %s, want %s", i, got, theirs)
+		}
+	}
+}
+
+// Refused relays are logged once per interval, not once each.
+func TestRelayWarningsAreLimited(t *testing.T) {
+	var l logLimiter
+	now := time.Now()
+	if !l.allow(now) || l.allow(now.Add(time.Second)) || !l.allow(now.Add(relayWarnInterval+time.Second)) {
+		t.Fatal("the limiter lets through other than one line per interval")
+	}
+}
+
+// refusingIndexer refuses every state change with one status.
+type refusingIndexer struct {
+	indexerv1.IndexerServiceClient
+	err error
+}
+
+func (r refusingIndexer) UpdateSessionState(context.Context, *indexerv1.UpdateSessionStateRequest, ...grpc.CallOption) (*indexerv1.UpdateSessionStateResponse, error) {
+	return nil, r.err
+}
+
+// The indexer's refusals are told apart by their reason, not their code:
+// each bound of the cluster has its own error, and a refusal the gateway
+// cannot name is a change not recorded (not a URI too long).
+func TestUpdateRefusalsByReason(t *testing.T) {
+	for _, c := range []struct {
+		code   codes.Code
+		reason commonv1.ErrorReason
+		want   error
+	}{
+		{codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_URI_TOO_LONG, ErrURITooLong},
+		{codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, ErrStateUnrecorded},
+		{codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_TOO_MANY_SUBSCRIPTIONS, ErrTooManySubscriptions},
+		{codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_STATE_FULL, ErrPrincipalClusterFull},
+		{codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_SESSION_STATES_FULL, ErrClusterFull},
+		{codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, ErrStateUnrecorded},
+	} {
+		s := &Shared{client: refusingIndexer{err: apierr.New(c.code, c.reason, "refused")}, local: NewLocal(testLimits),
+			sealer: testSealer(t), replica: "me", log: slog.New(slog.DiscardHandler)}
+		err := s.Subscribe(t.Context(), "session-a", "p", "a://1", time.Now().Add(time.Hour))
+		if !errors.Is(err, c.want) {
+			t.Errorf("%v %v: %v, want %v", c.code, c.reason, err, c.want)
+		}
+	}
+}
+
+// A copy of a session's state sent before the session was deleted does not
+// bring it back once it was forgotten; the memory of forgotten sessions is
+// bounded and ends.
+func TestMirrorAfterForget(t *testing.T) {
+	l := NewLocal(testLimits)
+	now := time.Now()
+	l.now = func() time.Time { return now }
+	stale := MirroredState{Session: "s1", Principal: "p", Level: "info", Expires: now.Add(time.Hour), Version: 5}
+	l.Mirror(stale)
+	l.Forget("s1")
+	l.Mirror(stale)
+	if n, _ := l.Held(); n != 0 || l.LogLevel("s1") != "" {
+		t.Fatalf("a stale copy brought the forgotten session back: %d sessions, level %q", n, l.LogLevel("s1"))
+	}
+	for i := range maxTombstones + 10 {
+		l.Forget(fmt.Sprintf("other-%d", i))
+	}
+	if len(l.forgotten) > maxTombstones {
+		t.Fatalf("%d forgotten sessions remembered, want at most %d", len(l.forgotten), maxTombstones)
+	}
+	now = now.Add(tombstoneTTL)
+	l.Mirror(MirroredState{Session: "other-1", Principal: "p", Level: "debug", Expires: now.Add(time.Hour), Version: 6})
+	if l.LogLevel("other-1") != "debug" {
+		t.Fatal("a session forgotten longer than tombstoneTTL ago is still ignored")
 	}
 }

@@ -101,7 +101,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 		SessionEvents:           sessionHub,
 		SessionLimits: store.SessionStateLimits{Subscriptions: gs.MaxSubscriptions, URIBytes: gs.MaxURIBytes,
 			PerPrincipal: gs.MaxPerPrincipal, PrincipalBytes: int64(gs.MaxPrincipalStateBytes)},
-		MaxSessionStateBytes: int64(gs.MaxStateBytes),
+		MaxSessionStateBytes: ic.SessionStates.MaxBytes,
 		Stopping:             ctx.Done(), Log: log, Metrics: server.NewMetrics(reg),
 	})
 	indexerv1.RegisterIndexerServiceServer(srv.Server, api)

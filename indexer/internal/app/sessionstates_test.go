@@ -124,12 +124,13 @@ func TestSessionStateRPCs(t *testing.T) {
 			t.Fatalf("subscription %d: %v", i, err)
 		}
 	}
-	if _, err := update(subscribe("a://one-too-many")); status.Code(err) != codes.ResourceExhausted {
-		t.Fatalf("subscription 257: %v, want RESOURCE_EXHAUSTED", err)
-	}
+	_, err = update(subscribe("a://one-too-many"))
+	wantReason(t, err, codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_TOO_MANY_SUBSCRIPTIONS)
+	_, err = update(subscribe(strings.Repeat("u", 4097)))
+	wantReason(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_URI_TOO_LONG)
 
 	relay := func(owner, id, answer string) error {
-		_, err := h.client.RelayInputResponse(t.Context(), &indexerv1.RelayInputResponseRequest{OwnerReplica: owner, ExpiresAt: timestamppb.New(at),
+		_, err := h.client.RelayInputResponse(t.Context(), &indexerv1.RelayInputResponseRequest{OwnerReplica: owner, ExpiresAt: timestamppb.New(at), PrincipalDigest: principal,
 			Response: &indexerv1.RelayedInputResponse{SessionDigest: session, RequestIdJson: id, ResponseJson: answer}})
 		return err
 	}
@@ -138,6 +139,17 @@ func TestSessionStateRPCs(t *testing.T) {
 	}
 	if err := relay("gw-1", `"i1.x"`, `{"result":{"action":"decline"}}`); status.Code(err) != codes.AlreadyExists {
 		t.Fatalf("a second answer: %v, want ALREADY_EXISTS", err)
+	}
+	if _, err := h.client.RelayInputResponse(t.Context(), &indexerv1.RelayInputResponseRequest{OwnerReplica: "gw-1", ExpiresAt: timestamppb.New(at), PrincipalDigest: "me",
+		Response: &indexerv1.RelayedInputResponse{SessionDigest: session, RequestIdJson: `"i1.z"`, ResponseJson: `{}`}}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("an answer naming a principal that is no digest: %v, want INVALID_ARGUMENT", err)
+	}
+	// One id has one spelling: another escaping of "i1.x" is refused, not
+	// taken as a second request.
+	for _, spelling := range []string{`"\u00691.x"`, `"i1\u002ex"`, `7`} {
+		if err := relay("gw-1", spelling, `{"result":{"action":"decline"}}`); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("the id spelt %s: %v, want INVALID_ARGUMENT", spelling, err)
+		}
 	}
 	if err := relay("gw-1", `"i1.y"`, `{"result":"`+strings.Repeat("a", 4<<20)+`"}`); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("an answer over 4 MiB: %v, want INVALID_ARGUMENT", err)

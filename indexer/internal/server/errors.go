@@ -65,18 +65,31 @@ func (s *Server) toStatus(ctx context.Context, method string, err error) error {
 	case errors.Is(err, store.ErrAlreadyAnswered):
 		return apierr.New(codes.AlreadyExists, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "the input request has been answered already")
 	case errors.As(err, &bound) && bound.URI:
-		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, bound.Msg)
+		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_URI_TOO_LONG, bound.Msg)
+	case errors.As(err, &bound) && bound.Subscriptions:
+		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_TOO_MANY_SUBSCRIPTIONS, bound.Msg)
 	case errors.As(err, &bound):
-		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, bound.Msg)
+		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_STATE_FULL, bound.Msg)
 	case errors.Is(err, errTooManyInputResponses):
 		s.Log.WarnContext(ctx, "relayed input response refused: the caller holds as many as it may", "method", method, "max", maxInputResponsesPerCaller)
 		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "this caller holds as many live relayed input responses as it may; retry when some have expired")
 	case errors.Is(err, errTooManyCancellations):
 		s.Log.WarnContext(ctx, "relayed cancellation refused: the caller relays them faster than it may", "method", method, "rate", cancellationRate)
 		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "this caller relays cancellations faster than it may; retry in a second")
+	case errors.Is(err, errTooManyWatchStreams):
+		s.Log.WarnContext(ctx, "session event stream refused: the caller has as many open as it may", "method", method, "max", maxWatchStreamsPerCaller)
+		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "this caller has as many session event streams open as it may; close some first")
+	case errors.Is(err, errPrincipalRelaysFull):
+		s.Log.WarnContext(ctx, "relayed input response refused: the principal holds as many as it may", "method", method,
+			"max", maxInputResponsesPerPrincipal, "maxBytes", maxInputResponseBytesPerPrincipal)
+		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "this principal holds as many live relayed input responses as it may; retry when some have expired")
+	case errors.Is(err, store.ErrRelaysFull):
+		s.Log.WarnContext(ctx, "relayed input response refused: the session holds as many as it may", "method", method,
+			"max", relayLimits.PerSession, "maxBytes", relayLimits.SessionBytes)
+		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "this session holds as many live relayed input responses as it may; retry when some have expired")
 	case errors.Is(err, errStateFull):
-		s.Log.WarnContext(ctx, "session state change refused: every session's state together is at gateway.sessions.maxStateBytes", "method", method)
-		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "the sessions hold as much state as they may; retry later")
+		s.Log.WarnContext(ctx, "session state change refused: every session's state together is at indexer.sessionStates.maxBytes", "method", method, "max", s.MaxSessionStateBytes)
+		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_SESSION_STATES_FULL, "all sessions together hold as much state as the cluster may; retry later")
 	case errors.Is(err, errFellBehind):
 		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "revocation stream fell behind; reconnect for a new snapshot")
 	case errors.As(err, &unavailable):

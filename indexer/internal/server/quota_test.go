@@ -44,3 +44,66 @@ func TestRevocationQuota(t *testing.T) {
 		t.Fatalf("after one of gw's expired: %v", err)
 	}
 }
+
+// A caller has at most maxWatchStreamsPerCaller streams open; closing one
+// makes room, and another caller is not held to the first's count.
+func TestStreamQuota(t *testing.T) {
+	var q streamQuota
+	var releases []func()
+	for range maxWatchStreamsPerCaller {
+		release, err := q.acquire("gateway")
+		if err != nil {
+			t.Fatal(err)
+		}
+		releases = append(releases, release)
+	}
+	if _, err := q.acquire("gateway"); !errors.Is(err, errTooManyWatchStreams) {
+		t.Fatalf("one stream too many: %v", err)
+	}
+	if _, err := q.acquire("other"); err != nil {
+		t.Fatalf("another caller: %v", err)
+	}
+	releases[0]()
+	if _, err := q.acquire("gateway"); err != nil {
+		t.Fatalf("after one closed: %v", err)
+	}
+}
+
+// A principal's live relayed answers are bounded by count and by bytes;
+// failed writes give their place back, expired answers free theirs, and
+// principals are counted apart.
+func TestRelayQuota(t *testing.T) {
+	var q relayQuota
+	now := time.Now()
+	take := func(p string, size int64, recorded bool, expires time.Time) error {
+		done, err := q.reserve(p, now, size)
+		if err == nil {
+			done(recorded, expires)
+		}
+		return err
+	}
+	big := int64(maxInputResponseBytesPerPrincipal / 4)
+	for range 4 {
+		if err := take("p1", big, true, now.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := take("p1", 1, true, now.Add(time.Minute)); !errors.Is(err, errPrincipalRelaysFull) {
+		t.Fatalf("past the principal's bytes: %v", err)
+	}
+	if err := take("p2", big, false, now.Add(time.Minute)); err != nil {
+		t.Fatalf("another principal: %v", err)
+	}
+	for range maxInputResponsesPerPrincipal {
+		if err := take("p2", 1, true, now.Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := take("p2", 1, true, now.Add(time.Second)); !errors.Is(err, errPrincipalRelaysFull) {
+		t.Fatalf("past the principal's count: %v", err)
+	}
+	now = now.Add(2 * time.Second)
+	if err := take("p2", 1, true, now.Add(time.Second)); err != nil {
+		t.Fatalf("after the answers expired: %v", err)
+	}
+}

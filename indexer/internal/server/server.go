@@ -61,6 +61,10 @@ type Server struct {
 	// cancellations bounds the rate of each caller's relayed
 	// cancellations.
 	cancellations *rateQuota
+	// watchers bounds the open WatchSessionEvents streams of each caller.
+	watchers streamQuota
+	// relays bounds the live relayed input responses of each principal.
+	relays relayQuota
 }
 
 // New returns a server; it answers NOT_READY until SetReady.

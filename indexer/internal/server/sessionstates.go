@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -28,8 +29,28 @@ const (
 // maxInputResponsesPerCaller bounds the live relayed input responses one
 // caller that is not an operator has recorded through this replica. A
 // gateway relays only answers to ids it sealed itself, each once, so this
-// bounds a credential that is misused.
-const maxInputResponsesPerCaller = 10_000
+// bounds a credential that is misused; every gateway may share it, so each
+// principal has a smaller bound of its own (relayquota.go).
+const maxInputResponsesPerCaller = 100_000
+
+// relayLimits bound the live relayed answers of one session across the
+// cluster: rows and bytes, so that one principal's sessions cannot fill the
+// table the gateways share (they share one credential, so the per-caller
+// bound cannot tell principals apart). A session gets answers only to the
+// ids its gateway sealed for it, each once.
+var relayLimits = store.RelayLimits{PerSession: 256, SessionBytes: 32 << 20}
+
+// canonicalRequestID reports whether id is a JSON string spelt as
+// encoding/json writes its value: the uniqueness of an answer is on the
+// bytes, so each id must have one spelling (the gateway writes it so).
+func canonicalRequestID(id string) bool {
+	var text string
+	if json.Unmarshal([]byte(id), &text) != nil {
+		return false
+	}
+	b, err := json.Marshal(text)
+	return err == nil && string(b) == id
+}
 
 // errTooManyInputResponses: the caller holds as many live relayed input
 // responses as it may.
@@ -43,12 +64,47 @@ const (
 	messageBytes     = 4 << 20
 )
 
+// maxWatchStreamsPerCaller bounds the open WatchSessionEvents streams of
+// one caller that is not an operator on this replica: each gateway replica
+// holds one (all of them may share one credential), and each stream may
+// queue up to 64 MiB of events.
+const maxWatchStreamsPerCaller = 256
+
+// errTooManyWatchStreams: the caller has as many streams open as it may.
+var errTooManyWatchStreams = errors.New("too many open session event streams for this caller")
+
+// streamQuota counts the open streams of each caller; the zero value is
+// ready.
+type streamQuota struct {
+	mu       sync.Mutex
+	byCaller map[string]int
+}
+
+func (q *streamQuota) acquire(caller string) (release func(), err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.byCaller == nil {
+		q.byCaller = map[string]int{}
+	}
+	if q.byCaller[caller] >= maxWatchStreamsPerCaller {
+		return nil, errTooManyWatchStreams
+	}
+	q.byCaller[caller]++
+	return func() {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if q.byCaller[caller]--; q.byCaller[caller] == 0 {
+			delete(q.byCaller, caller)
+		}
+	}, nil
+}
+
 // errSessionEventsBehind ends a WatchSessionEvents stream whose subscriber
 // did not keep up.
 var errSessionEventsBehind = errors.New("session event subscriber fell behind")
 
 // errStateFull: the states of every session together are at
-// gateway.sessions.maxStateBytes.
+// indexer.sessionStates.maxBytes.
 var errStateFull = errors.New("the session states of all sessions are at their bound")
 
 // UpdateSessionState applies one change of a Legacy session's state,
@@ -127,6 +183,13 @@ func (s *Server) WatchSessionEvents(req *indexerv1.WatchSessionEventsRequest, st
 	if len(req.GetReplicaId()) > maxReplicaIDBytes {
 		return s.toStatus(ctx, "WatchSessionEvents", invalidArgument("replica_id is longer than 64 characters"))
 	}
+	if caller, _ := svcauth.CallerFrom(ctx); !caller.Operator {
+		release, err := s.watchers.acquire(caller.Name)
+		if err != nil {
+			return s.toStatus(ctx, "WatchSessionEvents", err)
+		}
+		defer release()
+	}
 	snapshot, events, cancel, err := s.SessionEvents.Subscribe(req.GetReplicaId())
 	if err != nil {
 		return s.toStatus(ctx, "WatchSessionEvents", err)
@@ -155,6 +218,7 @@ func (s *Server) WatchSessionEvents(req *indexerv1.WatchSessionEventsRequest, st
 			if !ok {
 				return s.toStatus(ctx, "WatchSessionEvents", errSessionEventsBehind)
 			}
+			ev.Taken()
 			msg := &indexerv1.WatchSessionEventsResponse{}
 			size := addEvent(msg, ev)
 		drain:
@@ -164,6 +228,7 @@ func (s *Server) WatchSessionEvents(req *indexerv1.WatchSessionEventsRequest, st
 					if !ok {
 						break drain
 					}
+					ev.Taken()
 					size += addEvent(msg, ev)
 				default:
 					break drain
@@ -213,6 +278,8 @@ func (s *Server) RelayInputResponse(ctx context.Context, req *indexerv1.RelayInp
 		err = invalidArgument("owner_replica must have 1 to 64 characters")
 	case r.GetRequestIdJson() == "" || len(r.GetRequestIdJson()) > maxRequestIDBytes || !json.Valid([]byte(r.GetRequestIdJson())):
 		err = invalidArgument("request_id_json must be JSON of at most 256 bytes")
+	case !canonicalRequestID(r.GetRequestIdJson()):
+		err = invalidArgument("request_id_json must be a JSON string as encoding/json writes it (no escapes it would not write)")
 	case len(r.GetResponseJson()) > maxInputResponseBytes:
 		err = invalidArgument("response_json is larger than 4 MiB")
 	case !json.Valid([]byte(r.GetResponseJson())):
@@ -221,17 +288,27 @@ func (s *Server) RelayInputResponse(ctx context.Context, req *indexerv1.RelayInp
 		err = invalidArgument("expires_at is required and must be a valid timestamp")
 	case at.AsTime().After(s.now().Add(maxInputResponseTTL + clockSkew)):
 		err = invalidArgument("expires_at is further ahead than an input request waits (" + maxInputResponseTTL.String() + ")")
+	case req.GetPrincipalDigest() != "" && validDigest(req.GetPrincipalDigest()) != nil:
+		err = invalidArgument("principal_digest must be empty or a hex SHA-256 (64 characters)")
 	}
 	if err == nil {
 		answer := store.InputResponse{Owner: req.GetOwnerReplica(), SessionDigest: r.GetSessionDigest(),
 			RequestID: r.GetRequestIdJson(), Response: r.GetResponseJson(), ExpiresAt: at.AsTime()}
 		if caller, _ := svcauth.CallerFrom(ctx); caller.Operator {
-			_, err = s.Store.RelayInputResponse(ctx, answer)
+			_, err = s.Store.RelayInputResponse(ctx, answer, relayLimits)
 		} else {
+			size := int64(len(answer.Response) + len(answer.RequestID))
+			principalDone := func(bool, time.Time) {}
+			if p := req.GetPrincipalDigest(); p != "" {
+				principalDone, err = s.relays.reserve(p, s.now(), size)
+			}
 			var done func(bool, time.Time)
-			if done, err = s.answers.reserve(caller.Name, s.now()); err == nil {
-				_, err = s.Store.RelayInputResponse(ctx, answer)
-				done(err == nil, answer.ExpiresAt)
+			if err == nil {
+				if done, err = s.answers.reserve(caller.Name, s.now()); err == nil {
+					_, err = s.Store.RelayInputResponse(ctx, answer, relayLimits)
+					done(err == nil, answer.ExpiresAt)
+				}
+				principalDone(err == nil, answer.ExpiresAt)
 			}
 		}
 	}

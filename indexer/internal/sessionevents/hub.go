@@ -12,9 +12,17 @@
 // and periodically as a safety net. LISTEN/NOTIFY rather than a polling
 // loop: a change reaches every gateway in milliseconds and an idle cluster
 // costs no queries; the periodic read only repairs what a broken
-// connection missed. A cancellation comes whole in its announcement and is
-// never stored: it matters only while its request runs, so one missed while
-// the listen is down is lost (the request runs to its end).
+// connection missed.
+//
+// Answers are not in the states, so the hub catches up on them apart: when
+// the listen (re)starts it reads every live answer above the last id it had
+// heard, and when a gateway replica subscribes, every live answer for it
+// (it may have missed them while it reconnected). A replica may so hear an
+// answer twice; it ignores what it no longer waits for.
+//
+// A cancellation comes whole in its announcement and is never stored: it
+// matters only while its request runs, so one missed while the listen is
+// down is lost (the request runs to its end).
 package sessionevents
 
 import (
@@ -22,6 +30,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
@@ -30,13 +39,18 @@ import (
 // ErrNotSynced means the hub has not read the states yet.
 var ErrNotSynced = errors.New("session states not read from the store yet")
 
-// subscriberBuffer bounds the events queued for one subscriber; one that
-// falls this far behind is dropped (it reconnects for a fresh snapshot).
-const subscriberBuffer = 4096
+// subscriberBuffer and subscriberBytes bound the events queued for one
+// subscriber, by count and by bytes (an answer may be 4 MiB); one that
+// falls this far behind is dropped, as a slow consumer (it reconnects for
+// a fresh snapshot, and its answers are read for it again).
+const (
+	subscriberBuffer = 4096
+	subscriberBytes  = 64 << 20
+)
 
 // maxQueued bounds the announcements waiting to be read; past it they are
-// dropped and a full read is asked for instead (answers then wait for their
-// owner's timeout: they are not in snapshots).
+// dropped and a full read is asked for instead (for answers, a read of
+// every live answer above the last heard).
 const maxQueued = 10_000
 
 // Event is one thing a subscriber hears: a state (Removed: it is gone), an
@@ -46,6 +60,30 @@ type Event struct {
 	Removed      bool
 	Response     *store.InputResponse
 	Cancellation *store.Cancellation
+	// queued is the bytes queued for the subscriber it was sent to.
+	queued *atomic.Int64
+}
+
+// Taken tells the hub the subscriber took ev off its channel: its bytes
+// no longer count against the subscriber's budget.
+func (ev Event) Taken() {
+	if ev.queued != nil {
+		ev.queued.Add(-ev.Bytes())
+	}
+}
+
+// Bytes is about what ev costs queued, and sent.
+func (ev Event) Bytes() int64 {
+	switch {
+	case ev.Response != nil:
+		return int64(len(ev.Response.Response) + len(ev.Response.RequestID) + store.SessionStateOverhead)
+	case ev.Cancellation != nil:
+		return int64(len(ev.Cancellation.SessionDigest) + len(ev.Cancellation.RequestID) + store.SessionStateOverhead)
+	case ev.Removed:
+		return store.SessionStateOverhead
+	default:
+		return ev.State.Cost()
+	}
 }
 
 // Hub is the in-memory set of live session states and its subscribers.
@@ -66,11 +104,20 @@ type Hub struct {
 	changed  map[string]struct{}
 	answers  map[int64]struct{}
 	fullRead bool
+	// lastAnswer is the highest answer id heard. catchUp names the
+	// replicas that subscribed since the last read, whose live answers
+	// are read for them; catchUpAfter, if not negative, asks for every
+	// live answer above it (the listen restarted).
+	lastAnswer   int64
+	catchUp      map[string]struct{}
+	catchUpAfter int64
 }
 
 type subscriber struct {
 	replica string
 	ch      chan Event
+	// queued is the bytes of the events in ch.
+	queued atomic.Int64
 }
 
 // New returns a hub reading from states; resync is the period of the
@@ -78,7 +125,7 @@ type subscriber struct {
 func New(states store.SessionStates, resync time.Duration, log *slog.Logger) *Hub {
 	return &Hub{states: states, resync: resync, log: log, now: time.Now, wake: make(chan struct{}, 1),
 		live: map[string]store.SessionState{}, subs: map[*subscriber]struct{}{},
-		changed: map[string]struct{}{}, answers: map[int64]struct{}{}}
+		changed: map[string]struct{}{}, answers: map[int64]struct{}{}, catchUp: map[string]struct{}{}, catchUpAfter: -1}
 }
 
 // Run follows the store until ctx ends.
@@ -92,6 +139,7 @@ func (h *Hub) Run(ctx context.Context) {
 		listening := false
 		err := h.states.ListenSessionEvents(ctx, func() {
 			listening = true
+			h.askCatchUpAll()
 			h.askFullRead()
 		}, h.stateChanged, h.answered, h.cancelled)
 		if ctx.Err() != nil {
@@ -139,7 +187,10 @@ func (h *Hub) answered(id int64) {
 	h.mu.Lock()
 	if len(h.answers) < maxQueued {
 		h.answers[id] = struct{}{}
+	} else if h.catchUpAfter < 0 || h.lastAnswer < h.catchUpAfter {
+		h.catchUpAfter = h.lastAnswer
 	}
+	h.lastAnswer = max(h.lastAnswer, id)
 	h.mu.Unlock()
 	h.signal()
 }
@@ -178,8 +229,16 @@ func (h *Hub) readLoop(ctx context.Context) {
 		h.mu.Lock()
 		full, changed, answers := h.fullRead, h.changed, h.answers
 		h.fullRead, h.changed, h.answers = false, map[string]struct{}{}, map[int64]struct{}{}
+		owners, after := h.catchUp, h.catchUpAfter
+		h.catchUp, h.catchUpAfter = map[string]struct{}{}, -1
+		if len(h.subs) == 0 {
+			after = -1 // nobody to deliver to; a subscriber catches up itself
+		}
 		h.mu.Unlock()
 		err := h.read(ctx, full, changed, answers)
+		if err == nil {
+			err = h.catchUpAnswers(ctx, owners, after)
+		}
 		switch {
 		case err == nil:
 			failing = false
@@ -191,6 +250,7 @@ func (h *Hub) readLoop(ctx context.Context) {
 			}
 			failing = true
 			h.askLater(full, changed, answers)
+			h.catchUpLater(owners, after)
 		}
 	}
 }
@@ -330,14 +390,19 @@ func (h *Hub) broadcast(ev Event) {
 // send queues ev for s, dropping s if it fell too far behind. Call with
 // h.mu held.
 func (h *Hub) send(s *subscriber, ev Event) bool {
-	select {
-	case s.ch <- ev:
-		return true
-	default:
-		delete(h.subs, s)
-		close(s.ch)
-		return false
+	ev.queued = &s.queued
+	// Counted before it is sent, so that the subscriber's Taken never
+	// comes first.
+	if n := ev.Bytes(); s.queued.Add(n) <= subscriberBytes {
+		select {
+		case s.ch <- ev:
+			return true
+		default:
+		}
 	}
+	delete(h.subs, s)
+	close(s.ch)
+	return false
 }
 
 // deliver passes an answer to its owner's stream, if the owner is
@@ -386,6 +451,10 @@ func (h *Hub) Subscribe(replica string) (snapshot []store.SessionState, events <
 	}
 	s := &subscriber{replica: replica, ch: make(chan Event, subscriberBuffer)}
 	h.subs[s] = struct{}{}
+	if replica != "" && len(h.catchUp) < maxQueued {
+		h.catchUp[replica] = struct{}{}
+		h.signal()
+	}
 	return snapshot, s.ch, func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store/postgres"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/storetest/pgtest"
 )
 
@@ -20,6 +21,8 @@ func TestMain(m *testing.M) { pgtest.Main(m, &env) }
 func digest(i int) string { return fmt.Sprintf("%064x", i) }
 
 var limits = store.SessionStateLimits{Subscriptions: 2, URIBytes: 64, PerPrincipal: 2, PrincipalBytes: 4096}
+
+var relayLimits = store.RelayLimits{PerSession: 3, SessionBytes: 1024}
 
 // next waits for the next event on events.
 func next(t *testing.T, events <-chan Event) Event {
@@ -90,26 +93,40 @@ func TestChangesReachEveryReplica(t *testing.T) {
 	// An answer recorded through the writer reaches the owner's stream
 	// only, once.
 	r := store.InputResponse{Owner: "replica-a", SessionDigest: digest(2), RequestID: `"sb-1"`, Response: `{"result":{}}`, ExpiresAt: at}
-	if _, err := writer.RelayInputResponse(t.Context(), r); err != nil {
+	if _, err := writer.RelayInputResponse(t.Context(), r, relayLimits); err != nil {
 		t.Fatal(err)
 	}
 	if got = next(t, events); got.Response == nil || *got.Response != (store.InputResponse{Owner: r.Owner, SessionDigest: r.SessionDigest,
 		RequestID: r.RequestID, Response: r.Response, ExpiresAt: got.Response.ExpiresAt}) {
 		t.Fatalf("answer heard: %+v", got)
 	}
-	if _, err := writer.RelayInputResponse(t.Context(), r); !errors.Is(err, store.ErrAlreadyAnswered) {
+	if _, err := writer.RelayInputResponse(t.Context(), r, relayLimits); !errors.Is(err, store.ErrAlreadyAnswered) {
 		t.Fatalf("a second answer: %v", err)
 	}
 	r.Owner, r.RequestID = "replica-b", `"sb-2"`
-	if _, err := writer.RelayInputResponse(t.Context(), r); err != nil {
+	if _, err := writer.RelayInputResponse(t.Context(), r, relayLimits); err != nil {
 		t.Fatal(err)
 	}
 	r.Owner, r.RequestID = "replica-a", `"sb-3"`
-	if _, err := writer.RelayInputResponse(t.Context(), r); err != nil {
+	if _, err := writer.RelayInputResponse(t.Context(), r, relayLimits); err != nil {
 		t.Fatal(err)
 	}
 	if got = next(t, events); got.Response == nil || got.Response.RequestID != `"sb-3"` {
 		t.Fatalf("after another replica's answer, heard %+v, want this replica's next answer only", got)
+	}
+	// The session's bounds hold whichever replica an answer reaches: its
+	// fourth answer is refused, and another session's answers count bytes.
+	r.RequestID = `"sb-4"`
+	if _, err := writer.RelayInputResponse(t.Context(), r, relayLimits); !errors.Is(err, store.ErrRelaysFull) {
+		t.Fatalf("a fourth answer of the session: %v, want ErrRelaysFull", err)
+	}
+	r.SessionDigest, r.RequestID, r.Response = digest(3), `"sb-5"`, `"`+strings.Repeat("a", 600)+`"`
+	if _, err := writer.RelayInputResponse(t.Context(), r, relayLimits); err != nil {
+		t.Fatal(err)
+	}
+	r.RequestID = `"sb-6"`
+	if _, err := reader.RelayInputResponse(t.Context(), r, relayLimits); !errors.Is(err, store.ErrRelaysFull) {
+		t.Fatalf("answers past the session's bytes: %v, want ErrRelaysFull", err)
 	}
 }
 
@@ -198,6 +215,155 @@ func TestResyncRepairsWhatWasMissed(t *testing.T) {
 	}
 	if h.Live() != 1 || h.Bytes() != heard[digest(2)].State.Cost() {
 		t.Fatalf("holds %d states, %d bytes", h.Live(), h.Bytes())
+	}
+}
+
+// gatedListen is a store whose listens the test ends and admits: listen n
+// waits for admit to be sent to, then follows until end is sent to.
+type gatedListen struct {
+	*postgres.Store
+	admit, end chan struct{}
+	listening  chan struct{}
+}
+
+func (g *gatedListen) ListenSessionEvents(ctx context.Context, listening func(), stateChanged func(string), answered func(int64), cancelled func(store.Cancellation)) error {
+	select {
+	case <-g.admit:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	inner, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-g.end:
+			cancel()
+		case <-inner.Done():
+		}
+	}()
+	err := g.Store.ListenSessionEvents(inner, func() { listening(); g.listening <- struct{}{} }, stateChanged, answered, cancelled)
+	if ctx.Err() == nil {
+		return errors.New("listen ended by the test")
+	}
+	return err
+}
+
+// Answers announced while nobody heard them still reach their owner: one
+// recorded while the hub's listen was down, once the listen is back, and
+// one recorded before its owner subscribed, when it does.
+func TestAnswersMissedAreCaughtUp(t *testing.T) {
+	url := env.NewDatabase(t)
+	writer := env.Open(t, url)
+	g := &gatedListen{Store: env.Open(t, url), admit: make(chan struct{}), end: make(chan struct{}), listening: make(chan struct{}, 1)}
+	h := New(g, time.Hour, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { h.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	g.admit <- struct{}{}
+	<-g.listening
+	var events <-chan Event
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		_, ev, unsubscribe, err := h.Subscribe("replica-a")
+		if err == nil {
+			events = ev
+			t.Cleanup(unsubscribe)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	at := time.Now().Add(time.Hour)
+	heard := func(id string) {
+		t.Helper()
+		for {
+			if ev := next(t, events); ev.Response != nil {
+				if ev.Response.RequestID != id {
+					t.Fatalf("heard the answer %s, want %s", ev.Response.RequestID, id)
+				}
+				return
+			}
+		}
+	}
+	r := store.InputResponse{Owner: "replica-a", SessionDigest: digest(1), RequestID: `"sb-1"`, Response: `{"result":{}}`, ExpiresAt: at}
+	if _, err := writer.RelayInputResponse(t.Context(), r, relayLimits); err != nil {
+		t.Fatal(err)
+	}
+	heard(`"sb-1"`)
+
+	g.end <- struct{}{}
+	r.RequestID = `"sb-2"`
+	if _, err := writer.RelayInputResponse(t.Context(), r, relayLimits); err != nil {
+		t.Fatal(err)
+	}
+	g.admit <- struct{}{}
+	heard(`"sb-2"`)
+
+	r.Owner, r.RequestID = "replica-b", `"sb-3"`
+	if _, err := writer.RelayInputResponse(t.Context(), r, relayLimits); err != nil {
+		t.Fatal(err)
+	}
+	_, late, unsubscribe, err := h.Subscribe("replica-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unsubscribe()
+	for {
+		if ev := next(t, late); ev.Response != nil {
+			if ev.Response.RequestID != `"sb-3"` {
+				t.Fatalf("the late subscriber heard %s, want sb-3", ev.Response.RequestID)
+			}
+			break
+		}
+	}
+}
+
+// A subscriber is dropped once the events queued for it pass its byte
+// budget, though far fewer than its count bound; one that takes what it is
+// sent stays.
+func TestSubscriberByteBudget(t *testing.T) {
+	h := New(nil, time.Hour, slog.New(slog.DiscardHandler))
+	h.synced = true
+	_, slow, cancelSlow, _ := h.Subscribe("replica-a")
+	defer cancelSlow()
+	_, quick, cancelQuick, _ := h.Subscribe("replica-a")
+	defer cancelQuick()
+	answer := store.InputResponse{Owner: "replica-a", SessionDigest: digest(1), Response: strings.Repeat("a", 4<<20)}
+	for i := range 2 * subscriberBytes / len(answer.Response) {
+		answer.RequestID = fmt.Sprintf(`"sb-%d"`, i)
+		h.mu.Lock()
+		for s := range h.subs {
+			if s.ch == quick {
+				h.send(s, Event{Response: &answer})
+			}
+		}
+		for s := range h.subs {
+			if s.ch == slow {
+				h.send(s, Event{Response: &answer})
+			}
+		}
+		h.mu.Unlock()
+		(<-quick).Taken()
+	}
+	for closed := false; !closed; {
+		select {
+		case _, ok := <-slow:
+			closed = !ok
+		default:
+			t.Fatal("the subscriber that took nothing was not dropped past its byte budget")
+		}
+	}
+	select {
+	case _, ok := <-quick:
+		t.Fatalf("the subscriber that keeps up heard more, or was dropped (open: %v)", ok)
+	default:
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.subs) != 1 {
+		t.Fatalf("%d subscribers, want only the one that kept up", len(h.subs))
 	}
 }
 

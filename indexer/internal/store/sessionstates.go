@@ -23,11 +23,14 @@ type SessionStates interface {
 	SessionStateOf(ctx context.Context, digest string) (st SessionState, found bool, err error)
 	// RelayInputResponse records an answer for its owner until expiresAt
 	// and returns its id; a second answer to the same request of the same
-	// session is ErrAlreadyAnswered.
-	RelayInputResponse(ctx context.Context, r InputResponse) (int64, error)
+	// session is ErrAlreadyAnswered, one past limits ErrRelaysFull.
+	RelayInputResponse(ctx context.Context, r InputResponse, limits RelayLimits) (int64, error)
 	// InputResponse returns a recorded answer by id; found is false once
 	// it expired.
 	InputResponse(ctx context.Context, id int64) (r InputResponse, found bool, err error)
+	// InputResponseIDs lists the ids of the live answers for owner (any
+	// owner when it is empty) above afterID, in order, at most limit.
+	InputResponseIDs(ctx context.Context, owner string, afterID int64, limit int) ([]int64, error)
 	// RelayCancellation announces a client's cancellation to every
 	// listener on the backing store (ListenSessionEvents), itself
 	// included. Nothing is recorded: a listener that is not following
@@ -108,14 +111,27 @@ type InputResponse struct {
 // ErrSessionGone: the session was deleted or expired; it gets no state.
 var ErrSessionGone = errors.New("session deleted or expired")
 
+// RelayLimits bound the live relayed answers of one session, across
+// replicas: how many, and their bytes.
+type RelayLimits struct {
+	PerSession   int
+	SessionBytes int64
+}
+
+// ErrRelaysFull: the session holds as many relayed answers as it may.
+var ErrRelaysFull = errors.New("the session holds as many relayed input responses as it may")
+
 // ErrAlreadyAnswered: the input request has an answer already.
 var ErrAlreadyAnswered = errors.New("input request already answered")
 
 // SessionStateBoundError is a change past a bound. URI says the bound is on
-// one URI's length (the request is invalid), rather than on what is held.
+// one URI's length (the request is invalid), Subscriptions that it is on
+// one session's subscriptions; otherwise it is on what the principal's
+// sessions hold.
 type SessionStateBoundError struct {
-	Msg string
-	URI bool
+	Msg           string
+	URI           bool
+	Subscriptions bool
 }
 
 func (e *SessionStateBoundError) Error() string { return e.Msg }

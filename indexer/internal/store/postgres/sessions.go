@@ -18,13 +18,29 @@ const revocationChannel = "switchboard_revocations"
 
 // RevokeSession records a revoked session until it expires.
 func (s *Store) RevokeSession(ctx context.Context, digest string, expiresAt time.Time) error {
+	return classify(s.revokeSession(ctx, digest, expiresAt))
+}
+
+func (s *Store) revokeSession(ctx context.Context, digest string, expiresAt time.Time) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	// Under the session's lock, so that no state change of the session
+	// runs on a view from before the revocation (updateSessionState).
+	if err := lockSession(ctx, tx, digest); err != nil {
+		return err
+	}
 	// The session's state goes with it, in the same statement.
-	_, err := s.pool.Exec(ctx, `
+	if _, err := tx.Exec(ctx, `
 		WITH dropped AS (DELETE FROM session_states WHERE session_digest = $1)
 		INSERT INTO revoked_sessions (session_digest, expires_at) VALUES ($1, $2)
 		ON CONFLICT (session_digest) DO UPDATE SET expires_at = greatest(revoked_sessions.expires_at, EXCLUDED.expires_at)`,
-		digest, expiresAt)
-	return classify(err)
+		digest, expiresAt); err != nil {
+		return fmt.Errorf("revoke: %w", err)
+	}
+	return tx.Commit(ctx)
 }
 
 // SessionRevoked reports whether a session is revoked (and not yet past the

@@ -41,6 +41,12 @@ func (s *Store) updateSessionState(ctx context.Context, c store.SessionStateChan
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($2, $1))`, principalLockSpace, c.Principal); err != nil {
 		return store.SessionState{}, fmt.Errorf("lock: %w", err)
 	}
+	// The session's lock, which RevokeSession takes too: under READ
+	// COMMITTED a deletion committing between the check below and the
+	// row's lock would otherwise let this change write the state again.
+	if err := lockSession(ctx, tx, c.Digest); err != nil {
+		return store.SessionState{}, err
+	}
 	var gone bool
 	if err := tx.QueryRow(ctx, `SELECT $2 <= now() OR EXISTS (SELECT 1 FROM revoked_sessions WHERE session_digest = $1 AND expires_at >= now())`,
 		c.Digest, c.ExpiresAt).Scan(&gone); err != nil {
@@ -69,7 +75,7 @@ func (s *Store) updateSessionState(ctx context.Context, c store.SessionStateChan
 			return old, nil
 		}
 		if len(next.URIs) >= limits.Subscriptions {
-			return store.SessionState{}, &store.SessionStateBoundError{Msg: "too many resource subscriptions for one session"}
+			return store.SessionState{}, &store.SessionStateBoundError{Msg: "too many resource subscriptions for one session", Subscriptions: true}
 		}
 		next.URIs = append(next.URIs, c.Subscribe)
 	case c.Unsubscribe != "":
@@ -151,17 +157,55 @@ func (s *Store) SessionStateOf(ctx context.Context, digest string) (store.Sessio
 }
 
 // RelayInputResponse records an answer; the unique key makes the first
-// answer to a request the only one, across replicas.
-func (s *Store) RelayInputResponse(ctx context.Context, r store.InputResponse) (int64, error) {
+// answer to a request the only one, across replicas. The session's lock
+// (sessionLockSpace) makes its bounds hold across replicas.
+func (s *Store) RelayInputResponse(ctx context.Context, r store.InputResponse, limits store.RelayLimits) (int64, error) {
+	id, err := s.relayInputResponse(ctx, r, limits)
+	return id, classify(err)
+}
+
+func (s *Store) relayInputResponse(ctx context.Context, r store.InputResponse, limits store.RelayLimits) (int64, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := lockSession(ctx, tx, r.SessionDigest); err != nil {
+		return 0, err
+	}
+	var rows int
+	var bytes int64
+	if err := tx.QueryRow(ctx, `SELECT count(*), coalesce(sum(octet_length(response) + octet_length(request_id)), 0)
+		FROM relayed_input_responses WHERE session_digest = $1 AND expires_at > now()`, r.SessionDigest).Scan(&rows, &bytes); err != nil {
+		return 0, fmt.Errorf("count session's answers: %w", err)
+	}
+	if rows >= limits.PerSession || bytes+int64(len(r.Response)+len(r.RequestID)) > limits.SessionBytes {
+		return 0, store.ErrRelaysFull
+	}
 	var id int64
-	err := s.pool.QueryRow(ctx, `
+	err = tx.QueryRow(ctx, `
 		INSERT INTO relayed_input_responses (owner_replica, session_digest, request_id, response, expires_at)
 		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (session_digest, request_id) DO NOTHING RETURNING id`,
 		r.Owner, r.SessionDigest, r.RequestID, r.Response, r.ExpiresAt).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, store.ErrAlreadyAnswered
 	}
-	return id, classify(err)
+	if err != nil {
+		return 0, fmt.Errorf("record answer: %w", err)
+	}
+	return id, tx.Commit(ctx)
+}
+
+// sessionLockSpace seeds the hash that keys the advisory lock of one
+// session: its state changes, its deletion and its relayed answers take it,
+// so that none runs on a view another is changing.
+const sessionLockSpace int64 = 0x5377_6964_7834
+
+func lockSession(ctx context.Context, tx pgx.Tx, digest string) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($2, $1))`, sessionLockSpace, digest); err != nil {
+		return fmt.Errorf("lock session: %w", err)
+	}
+	return nil
 }
 
 // InputResponse reads a recorded answer.
@@ -188,6 +232,17 @@ func (s *Store) RelayCancellation(ctx context.Context, c store.Cancellation) err
 	}
 	_, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, sessionEventChannel, "c "+c.SessionDigest+" "+c.RequestID)
 	return classify(err)
+}
+
+// InputResponseIDs lists live answers' ids, for one owner or all.
+func (s *Store) InputResponseIDs(ctx context.Context, owner string, afterID int64, limit int) ([]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id FROM relayed_input_responses
+		WHERE ($1 = '' OR owner_replica = $1) AND id > $2 AND expires_at > now() ORDER BY id LIMIT $3`, owner, afterID, limit)
+	if err != nil {
+		return nil, classify(fmt.Errorf("list answers: %w", err))
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	return ids, classify(err)
 }
 
 // ListenSessionEvents LISTENs on the session event channel on a connection

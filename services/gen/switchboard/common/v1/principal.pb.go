@@ -67,6 +67,18 @@ const (
 	// (serviceAuth.credentials[].operator) may ask for, such as
 	// SearchRequest.explain.
 	ErrorReason_ERROR_REASON_OPERATOR_ONLY ErrorReason = 13
+	// A Legacy session state change would give the principal's sessions
+	// more state than gateway.sessions.maxPerPrincipal or
+	// maxPrincipalStateBytes allow, across the cluster.
+	ErrorReason_ERROR_REASON_PRINCIPAL_STATE_FULL ErrorReason = 14
+	// A Legacy session state change would give all sessions together more
+	// state than indexer.sessionStates.maxBytes allows.
+	ErrorReason_ERROR_REASON_SESSION_STATES_FULL ErrorReason = 15
+	// A resources/subscribe would give one session more subscriptions than
+	// gateway.sessions.maxSubscriptions allows.
+	ErrorReason_ERROR_REASON_TOO_MANY_SUBSCRIPTIONS ErrorReason = 16
+	// A resource URI is longer than gateway.sessions.maxURIBytes.
+	ErrorReason_ERROR_REASON_URI_TOO_LONG ErrorReason = 17
 )
 
 // Enum value maps for ErrorReason.
@@ -86,22 +98,30 @@ var (
 		11: "ERROR_REASON_HEADER_MISMATCH",
 		12: "ERROR_REASON_METHOD_NOT_ALLOWED",
 		13: "ERROR_REASON_OPERATOR_ONLY",
+		14: "ERROR_REASON_PRINCIPAL_STATE_FULL",
+		15: "ERROR_REASON_SESSION_STATES_FULL",
+		16: "ERROR_REASON_TOO_MANY_SUBSCRIPTIONS",
+		17: "ERROR_REASON_URI_TOO_LONG",
 	}
 	ErrorReason_value = map[string]int32{
-		"ERROR_REASON_UNSPECIFIED":           0,
-		"ERROR_REASON_UNAUTHENTICATED":       1,
-		"ERROR_REASON_PRINCIPAL_NOT_ALLOWED": 2,
-		"ERROR_REASON_NOT_FOUND":             3,
-		"ERROR_REASON_INVALID_CURSOR":        4,
-		"ERROR_REASON_INVALID_ARGUMENT":      5,
-		"ERROR_REASON_BACKEND_UNAVAILABLE":   6,
-		"ERROR_REASON_BACKEND_TIMEOUT":       7,
-		"ERROR_REASON_BACKEND_ERROR":         8,
-		"ERROR_REASON_INDEX_UNAVAILABLE":     9,
-		"ERROR_REASON_NOT_READY":             10,
-		"ERROR_REASON_HEADER_MISMATCH":       11,
-		"ERROR_REASON_METHOD_NOT_ALLOWED":    12,
-		"ERROR_REASON_OPERATOR_ONLY":         13,
+		"ERROR_REASON_UNSPECIFIED":            0,
+		"ERROR_REASON_UNAUTHENTICATED":        1,
+		"ERROR_REASON_PRINCIPAL_NOT_ALLOWED":  2,
+		"ERROR_REASON_NOT_FOUND":              3,
+		"ERROR_REASON_INVALID_CURSOR":         4,
+		"ERROR_REASON_INVALID_ARGUMENT":       5,
+		"ERROR_REASON_BACKEND_UNAVAILABLE":    6,
+		"ERROR_REASON_BACKEND_TIMEOUT":        7,
+		"ERROR_REASON_BACKEND_ERROR":          8,
+		"ERROR_REASON_INDEX_UNAVAILABLE":      9,
+		"ERROR_REASON_NOT_READY":              10,
+		"ERROR_REASON_HEADER_MISMATCH":        11,
+		"ERROR_REASON_METHOD_NOT_ALLOWED":     12,
+		"ERROR_REASON_OPERATOR_ONLY":          13,
+		"ERROR_REASON_PRINCIPAL_STATE_FULL":   14,
+		"ERROR_REASON_SESSION_STATES_FULL":    15,
+		"ERROR_REASON_TOO_MANY_SUBSCRIPTIONS": 16,
+		"ERROR_REASON_URI_TOO_LONG":           17,
 	}
 )
 
@@ -201,7 +221,7 @@ const file_switchboard_common_v1_principal_proto_rawDesc = "" +
 	"%switchboard/common/v1/principal.proto\x12\x15switchboard.common.v1\"=\n" +
 	"\tPrincipal\x12\x18\n" +
 	"\asubject\x18\x01 \x01(\tR\asubject\x12\x16\n" +
-	"\x06groups\x18\x02 \x03(\tR\x06groups*\xe4\x03\n" +
+	"\x06groups\x18\x02 \x03(\tR\x06groups*\xf9\x04\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cERROR_REASON_UNAUTHENTICATED\x10\x01\x12&\n" +
@@ -217,7 +237,11 @@ const file_switchboard_common_v1_principal_proto_rawDesc = "" +
 	"\x12 \n" +
 	"\x1cERROR_REASON_HEADER_MISMATCH\x10\v\x12#\n" +
 	"\x1fERROR_REASON_METHOD_NOT_ALLOWED\x10\f\x12\x1e\n" +
-	"\x1aERROR_REASON_OPERATOR_ONLY\x10\rBTZRgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1;commonv1b\x06proto3"
+	"\x1aERROR_REASON_OPERATOR_ONLY\x10\r\x12%\n" +
+	"!ERROR_REASON_PRINCIPAL_STATE_FULL\x10\x0e\x12$\n" +
+	" ERROR_REASON_SESSION_STATES_FULL\x10\x0f\x12'\n" +
+	"#ERROR_REASON_TOO_MANY_SUBSCRIPTIONS\x10\x10\x12\x1d\n" +
+	"\x19ERROR_REASON_URI_TOO_LONG\x10\x11BTZRgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1;commonv1b\x06proto3"
 
 var (
 	file_switchboard_common_v1_principal_proto_rawDescOnce sync.Once

@@ -1812,9 +1812,16 @@ type RelayInputResponseRequest struct {
 	OwnerReplica string                `protobuf:"bytes,1,opt,name=owner_replica,json=ownerReplica,proto3" json:"owner_replica,omitempty"`
 	Response     *RelayedInputResponse `protobuf:"bytes,2,opt,name=response,proto3" json:"response,omitempty"`
 	// When the owner stops waiting; the record is dropped then. Required.
-	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// The hex SHA-256 of the principal whose session answered (as
+	// UpdateSessionStateRequest.principal_digest): the indexer bounds the
+	// live answers of each principal, rows and bytes, so that no principal
+	// can use up what every gateway's credential may relay. Empty from a
+	// gateway that predates it; its answers count against the caller's
+	// bound only.
+	PrincipalDigest string `protobuf:"bytes,4,opt,name=principal_digest,json=principalDigest,proto3" json:"principal_digest,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RelayInputResponseRequest) Reset() {
@@ -1866,6 +1873,13 @@ func (x *RelayInputResponseRequest) GetExpiresAt() *timestamppb.Timestamp {
 		return x.ExpiresAt
 	}
 	return nil
+}
+
+func (x *RelayInputResponseRequest) GetPrincipalDigest() string {
+	if x != nil {
+		return x.PrincipalDigest
+	}
+	return ""
 }
 
 // RelayInputResponseResponse is empty.
@@ -2161,12 +2175,13 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\x14RelayedInputResponse\x12%\n" +
 	"\x0esession_digest\x18\x01 \x01(\tR\rsessionDigest\x12&\n" +
 	"\x0frequest_id_json\x18\x02 \x01(\tR\rrequestIdJson\x12#\n" +
-	"\rresponse_json\x18\x03 \x01(\tR\fresponseJson\"\xc5\x01\n" +
+	"\rresponse_json\x18\x03 \x01(\tR\fresponseJson\"\xf0\x01\n" +
 	"\x19RelayInputResponseRequest\x12#\n" +
 	"\rowner_replica\x18\x01 \x01(\tR\fownerReplica\x12H\n" +
 	"\bresponse\x18\x02 \x01(\v2,.switchboard.indexer.v1.RelayedInputResponseR\bresponse\x129\n" +
 	"\n" +
-	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\x1c\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12)\n" +
+	"\x10principal_digest\x18\x04 \x01(\tR\x0fprincipalDigest\"\x1c\n" +
 	"\x1aRelayInputResponseResponse\"d\n" +
 	"\x13RelayedCancellation\x12%\n" +
 	"\x0esession_digest\x18\x01 \x01(\tR\rsessionDigest\x12&\n" +

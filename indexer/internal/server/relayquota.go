@@ -1,0 +1,91 @@
+package server
+
+import (
+	"container/heap"
+	"errors"
+	"sync"
+	"time"
+)
+
+// Bounds of the live relayed input responses of one principal on this
+// replica: the gateways share one credential, so the caller's bound
+// (maxInputResponsesPerCaller) is every principal's together; this one
+// keeps any principal from using it up.
+const (
+	maxInputResponsesPerPrincipal     = 1000
+	maxInputResponseBytesPerPrincipal = 64 << 20
+)
+
+// errPrincipalRelaysFull: the principal holds as many live relayed input
+// responses as it may.
+var errPrincipalRelaysFull = errors.New("too many live relayed input responses for this principal")
+
+// relayQuota counts each principal's live relayed answers and their bytes
+// until they expire. The zero value is ready.
+type relayQuota struct {
+	mu          sync.Mutex
+	byPrincipal map[string]*principalRelays
+}
+
+type principalRelays struct {
+	live         relayHeap
+	bytes        int64
+	pending      int
+	pendingBytes int64
+}
+
+type liveRelay struct {
+	expires time.Time
+	bytes   int64
+}
+
+// reserve takes a place for one answer of size bytes; done must be called
+// with whether it was recorded, expiring at expiresAt.
+func (q *relayQuota) reserve(principal string, now time.Time, size int64) (done func(recorded bool, expiresAt time.Time), err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.byPrincipal == nil {
+		q.byPrincipal = map[string]*principalRelays{}
+	}
+	p := q.byPrincipal[principal]
+	if p == nil {
+		p = &principalRelays{}
+		q.byPrincipal[principal] = p
+	}
+	for len(p.live) > 0 && p.live[0].expires.Before(now) {
+		p.bytes -= heap.Pop(&p.live).(liveRelay).bytes
+	}
+	if len(p.live)+p.pending >= maxInputResponsesPerPrincipal || p.bytes+p.pendingBytes+size > maxInputResponseBytesPerPrincipal {
+		if len(p.live) == 0 && p.pending == 0 {
+			delete(q.byPrincipal, principal)
+		}
+		return nil, errPrincipalRelaysFull
+	}
+	p.pending++
+	p.pendingBytes += size
+	return func(recorded bool, expiresAt time.Time) {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		p.pending--
+		p.pendingBytes -= size
+		if recorded {
+			heap.Push(&p.live, liveRelay{expires: expiresAt, bytes: size})
+			p.bytes += size
+		} else if len(p.live) == 0 && p.pending == 0 {
+			delete(q.byPrincipal, principal)
+		}
+	}, nil
+}
+
+type relayHeap []liveRelay
+
+func (h relayHeap) Len() int           { return len(h) }
+func (h relayHeap) Less(i, j int) bool { return h[i].expires.Before(h[j].expires) }
+func (h relayHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *relayHeap) Push(x any)        { *h = append(*h, x.(liveRelay)) }
+func (h *relayHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
