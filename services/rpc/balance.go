@@ -61,6 +61,14 @@ func targetOptions(ep config.Endpoint) []grpc.DialOption {
 	}
 }
 
+// PickFirst makes a connection to a dns: target send every call to one
+// of its addresses (moving to another when that one fails) instead of
+// spreading them: for a sequence of calls that must see one replica's
+// state, such as the pages of one listing. Pass it after the others.
+func PickFirst() grpc.DialOption {
+	return grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"pick_first": {}}]}`)
+}
+
 // ConnectionOptions are the server options that bound a client
 // connection's age and set the keep-alive pings, from the grpc section.
 // NewServer applies the defaults; pass these among its extra options to

@@ -80,6 +80,17 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 	}
 	defer conn.Close()
 	resolver := scope.New(aggregatorv1.NewAggregatorServiceClient(conn), st, time.Duration(ic.ScopeTTL), log)
+	if ic.Aggregator.Balanced() {
+		// A second connection to the same replicas that sends every call to
+		// one of them: a build that saw two replicas' views retries through
+		// it (scope.Resolver.PinRetries).
+		pinnedConn, err := rpc.Dial(ic.Aggregator, cfg.ServiceAuth.TLS, rpc.ClientKeepalive(cfg.GRPC), rpc.PickFirst())
+		if err != nil {
+			return fmt.Errorf("aggregator client: %w", err)
+		}
+		defer pinnedConn.Close()
+		resolver.PinRetries(aggregatorv1.NewAggregatorServiceClient(pinnedConn))
+	}
 	hub := revocation.New(st, revocationResync, log)
 	sessionHub := sessionevents.New(st, revocationResync, log)
 	// Session states are bounded as the gateway bounds them: the same

@@ -56,8 +56,10 @@ const (
 
 // Resolver resolves principals to scopes.
 type Resolver struct {
-	agg   aggregatorv1.AggregatorServiceClient
-	store store.Index
+	agg aggregatorv1.AggregatorServiceClient
+	// pinned serves the retries of a build that saw two views (PinRetries).
+	pinned aggregatorv1.AggregatorServiceClient
+	store  store.Index
 	ttl   time.Duration
 	log   *slog.Logger
 
@@ -91,8 +93,15 @@ type entry struct {
 // New returns a resolver. ttl bounds how long a principal's scope is used
 // without asking the aggregator again.
 func New(agg aggregatorv1.AggregatorServiceClient, st store.Index, ttl time.Duration, log *slog.Logger) *Resolver {
-	return &Resolver{agg: agg, store: st, ttl: ttl, log: log, cache: map[string]entry{}, byDigest: map[string]store.Scope{}}
+	return &Resolver{agg: agg, pinned: agg, store: st, ttl: ttl, log: log, cache: map[string]entry{}, byDigest: map[string]store.Scope{}}
 }
+
+// PinRetries makes the builds that saw pages of two views list again
+// through pinned: a client of the same aggregators that sends every call
+// to one replica (pick_first), so that while replicas disagree (a backend
+// one of them cannot reach) a view of several pages can still be read
+// whole from one of them. The first attempt stays on the balanced client.
+func (r *Resolver) PinRetries(pinned aggregatorv1.AggregatorServiceClient) { r.pinned = pinned }
 
 // Builds is how many scopes this resolver built (not found already built).
 func (r *Resolver) Builds() int64 { return r.builds.Load() }
@@ -119,8 +128,12 @@ func (r *Resolver) Resolve(ctx context.Context, p *commonv1.Principal) (store.Sc
 		built bool
 		err   error
 	)
-	for range buildAttempts {
-		sc, built, err = r.resolve(ctx, p)
+	for attempt := range buildAttempts {
+		agg := r.agg
+		if attempt > 0 {
+			agg = r.pinned
+		}
+		sc, built, err = r.resolve(ctx, agg, p)
 		if !errors.Is(err, errViewMoved) {
 			break
 		}
@@ -144,8 +157,8 @@ type buildResult struct {
 	built bool
 }
 
-func (r *Resolver) resolve(ctx context.Context, p *commonv1.Principal) (store.Scope, bool, error) {
-	disc, err := r.agg.Discover(ctx, &aggregatorv1.DiscoverRequest{Principal: p})
+func (r *Resolver) resolve(ctx context.Context, agg aggregatorv1.AggregatorServiceClient, p *commonv1.Principal) (store.Scope, bool, error) {
+	disc, err := agg.Discover(ctx, &aggregatorv1.DiscoverRequest{Principal: p})
 	if err != nil {
 		return store.Scope{}, false, &AggregatorError{Op: "discover", Err: err}
 	}
@@ -154,7 +167,7 @@ func (r *Resolver) resolve(ctx context.Context, p *commonv1.Principal) (store.Sc
 	if digest == "" {
 		// An aggregator that reports no digest: derive one from the view
 		// itself, so equal views still share a scope.
-		if listed, err = r.listTools(ctx, p, disc); err != nil {
+		if listed, err = r.listTools(ctx, agg, p, disc); err != nil {
 			return store.Scope{}, false, err
 		}
 		digest = listed.digest
@@ -179,7 +192,7 @@ func (r *Resolver) resolve(ctx context.Context, p *commonv1.Principal) (store.Sc
 		}
 		view := listed
 		if view == nil {
-			if view, err = r.listTools(ctx, p, disc); err != nil {
+			if view, err = r.listTools(ctx, agg, p, disc); err != nil {
 				return nil, err
 			}
 		}
@@ -239,11 +252,11 @@ type listedView struct {
 // reported, so that the scope stored under Discover's digest holds exactly
 // that view. A page of another view is errViewMoved, and the listing starts
 // over from the first page (Resolve bounds how often).
-func (r *Resolver) listTools(ctx context.Context, p *commonv1.Principal, disc *aggregatorv1.DiscoverResponse) (*listedView, error) {
+func (r *Resolver) listTools(ctx context.Context, agg aggregatorv1.AggregatorServiceClient, p *commonv1.Principal, disc *aggregatorv1.DiscoverResponse) (*listedView, error) {
 	var view listedView
 	cursor := ""
 	for first := true; ; first = false {
-		page, err := r.agg.ListTools(ctx, &aggregatorv1.ListToolsRequest{Principal: p, Cursor: cursor, PageSize: listPageSize})
+		page, err := agg.ListTools(ctx, &aggregatorv1.ListToolsRequest{Principal: p, Cursor: cursor, PageSize: listPageSize})
 		if err != nil {
 			return nil, &AggregatorError{Op: "list tools", Err: err}
 		}
