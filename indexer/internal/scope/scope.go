@@ -60,8 +60,8 @@ type Resolver struct {
 	// pinned serves the retries of a build that saw two views (PinRetries).
 	pinned aggregatorv1.AggregatorServiceClient
 	store  store.Index
-	ttl   time.Duration
-	log   *slog.Logger
+	ttl    time.Duration
+	log    *slog.Logger
 
 	mu    sync.Mutex
 	cache map[string]entry
