@@ -65,8 +65,10 @@ type Shared struct {
 	// relayWarn limits the warnings for refused relays: clients choose
 	// what they answer, so they could otherwise fill the log.
 	relayWarn logLimiter
-	stop      context.CancelFunc
-	done      sync.WaitGroup
+	// echoes lets a change wait for the stream to carry it back (echo.go).
+	echoes *echoes
+	stop   context.CancelFunc
+	done   sync.WaitGroup
 }
 
 // ErrStateUnrecorded means the change could not be recorded in the
@@ -97,7 +99,7 @@ const updateTimeout = 5 * time.Second
 func NewShared(client indexerv1.IndexerServiceClient, local *Local, sealer *Sealer, log *slog.Logger) *Shared {
 	id := make([]byte, 12)
 	_, _ = rand.Read(id)
-	s := &Shared{client: client, local: local, sealer: sealer, replica: hex.EncodeToString(id), log: log, cancels: newCancelRelay()}
+	s := &Shared{client: client, local: local, sealer: sealer, replica: hex.EncodeToString(id), log: log, cancels: newCancelRelay(), echoes: newEchoes()}
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	if client != nil {
@@ -186,6 +188,9 @@ func (s *Shared) update(ctx context.Context, req *indexerv1.UpdateSessionStateRe
 	}
 	if st := resp.GetState(); st.GetVersion() > 0 {
 		s.local.Mirror(mirrored(st))
+		if s.watching.Load() {
+			s.echoes.wait(ctx, st.GetSessionDigest(), st.GetVersion())
+		}
 	}
 	return nil
 }
@@ -324,6 +329,7 @@ func (s *Shared) watchOnce(ctx context.Context, connected func()) error {
 				snapshot[st.GetSessionDigest()] = struct{}{}
 			}
 			s.local.Mirror(mirrored(st))
+			s.echoes.carried(st.GetSessionDigest(), st.GetVersion())
 		}
 		for _, r := range msg.GetInputResponses() {
 			s.local.DeliverReply(r.GetSessionDigest(), json.RawMessage(r.GetRequestIdJson()), json.RawMessage(r.GetResponseJson()))
