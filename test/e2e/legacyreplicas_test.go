@@ -481,20 +481,10 @@ func startGateway(t *testing.T, c *harness.Cluster) string {
 	return cfg.Gateway.Listen
 }
 
-// eventually polls f until it returns nil, failing after replicaWait.
-func eventually(t *testing.T, what string, f func() error) {
+// eventually is harness.Eventually with this package's deadline.
+func eventually(t *testing.T, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(replicaWait)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	harness.Eventually(t, what, replicaWait, cond)
 }
 
 // waitForMetric waits until the gateway at host exposes the metric line.

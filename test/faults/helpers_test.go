@@ -228,25 +228,5 @@ func hasPrefix(names []string, prefix string) bool {
 	return false
 }
 
-// eventually polls cond every 100ms until it returns nil or the deadline
-// passes, then fails the test with cond's last error.
-func eventually(t *testing.T, what string, deadline time.Duration, cond func() error) time.Duration {
-	t.Helper()
-	start := time.Now()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	var err error
-	for {
-		if err = cond(); err == nil {
-			return time.Since(start)
-		}
-		if time.Since(start) > deadline {
-			t.Fatalf("%s: not within %v: %v", what, deadline, err)
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatalf("%s: %v", what, t.Context().Err())
-		case <-tick.C:
-		}
-	}
-}
+// eventually is harness.Eventually.
+var eventually = harness.Eventually

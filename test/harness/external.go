@@ -8,10 +8,10 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/devstack"
 )
 
-// StartExternal starts a program that is not a Switchboard binary (a load
-// balancer, say) at its full path, as StartProc does for the binaries: its
-// output goes to a log shown when the test fails, it is ready once probe
-// succeeds, and t.Cleanup stops it.
+// StartExternal starts the program at path (StartProc's binaries, or one
+// that is not a Switchboard binary, such as a load balancer) with args and
+// extra environment env: its output goes to a log shown when the test
+// fails, it is ready once probe succeeds, and t.Cleanup stops it.
 func StartExternal(t testing.TB, name, path string, args, env []string, probe devstack.Probe) *Proc {
 	t.Helper()
 	p := &Proc{t: t, Name: name, bin: path, args: args, env: env, probe: probe,

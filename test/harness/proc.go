@@ -4,7 +4,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,17 +36,7 @@ type Proc struct {
 // environment env, and waits until probe succeeds. t.Cleanup stops it.
 func StartProc(t testing.TB, name, bin string, args, env []string, probe devstack.Probe) *Proc {
 	t.Helper()
-	dir := t.TempDir()
-	p := &Proc{t: t, Name: name, bin: filepath.Join(BinDir(t), bin), args: args, env: env, probe: probe,
-		logPath: filepath.Join(dir, strings.ReplaceAll(name, "/", "_")+".log")}
-	t.Cleanup(func() {
-		p.Stop()
-		if t.Failed() {
-			t.Logf("---- log of %s (last %d KiB) ----\n%s", name, logTail>>10, p.Log(logTail))
-		}
-	})
-	p.Restart()
-	return p
+	return StartExternal(t, name, filepath.Join(BinDir(t), bin), args, env, probe)
 }
 
 // Restart starts the process again (after Stop or Kill) and waits until it

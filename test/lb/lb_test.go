@@ -275,20 +275,10 @@ func (s *session) drain() {
 	}
 }
 
-// eventually polls cond until it succeeds or 60 seconds pass.
+// eventually is harness.Eventually with this package's deadline.
 func eventually(t *testing.T, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	harness.Eventually(t, what, 60*time.Second, cond)
 }
 
 // spread makes n echo calls on each session and returns how many

@@ -120,21 +120,10 @@ func dial(t testing.TB, addr, token string) *grpc.ClientConn {
 	return conn
 }
 
-// eventually polls cond every 50 ms until it returns nil or the deadline
-// passes, then fails with its last error.
+// eventually is harness.Eventually with this package's deadline.
 func eventually(t testing.TB, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	harness.Eventually(t, what, 60*time.Second, cond)
 }
 
 func ctxT(t testing.TB) context.Context {

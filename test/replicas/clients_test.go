@@ -181,29 +181,6 @@ func connect(t *testing.T, url, pin string, rec *recorder, opts clientOptions) *
 // pollDeadline bounds every wait; the machine is shared and slow.
 const pollDeadline = 60 * time.Second
 
-// eventually polls cond every 100ms until it returns nil, failing the test
-// with cond's last error after deadline. It returns how long it took.
-func eventually(t *testing.T, what string, deadline time.Duration, cond func() error) time.Duration {
-	t.Helper()
-	start := time.Now()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return time.Since(start)
-		}
-		if time.Since(start) > deadline {
-			t.Fatalf("%s: not within %v: %v", what, deadline, err)
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatalf("%s: %v", what, t.Context().Err())
-		case <-tick.C:
-		}
-	}
-}
-
 // answer is a demo backend's structured answer to a tool call.
 func answer(res *mcp.CallToolResult) (map[string]any, error) {
 	if res.IsError {
@@ -281,3 +258,6 @@ func (c *cluster) backendAdmin(t *testing.T, backend, path string, body any) {
 // admin gives the harness's /admin helpers (AddTool, RemoveTool, Calls)
 // the cluster's backends.
 func (c *cluster) admin() *harness.Cluster { return &harness.Cluster{BackendURLs: c.backendURLs} }
+
+// eventually is harness.Eventually.
+var eventually = harness.Eventually

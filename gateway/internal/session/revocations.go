@@ -309,35 +309,41 @@ const (
 	maxWatchBackoff = 10 * time.Second
 )
 
-// watch follows WatchRevocations until ctx ends, reconnecting with capped,
-// jittered exponential backoff.
-func (r *Revocations) watch(ctx context.Context) {
+// follow runs once until ctx ends, again after each time it breaks,
+// waiting with capped, jittered exponential backoff that starts over once
+// the stream was up (once called connected); down is told of each break,
+// first when it is the first since the stream was last up. The indexer's
+// watch streams (revocations, session events) follow this way.
+func follow(ctx context.Context, once func(ctx context.Context, connected func()) error, down func(err error, first bool, backoff time.Duration)) {
 	backoff := minWatchBackoff
-	// warned is whether the current outage was logged as a warning.
+	// warned is whether the current outage was told as a first break.
 	warned := false
 	for ctx.Err() == nil {
-		err := r.watchOnce(ctx, func() {
-			backoff = minWatchBackoff
-			warned = false
-		})
+		err := once(ctx, func() { backoff, warned = minWatchBackoff, false })
 		if ctx.Err() != nil {
 			return
 		}
+		down(err, !warned, backoff)
+		warned = true
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff/2 + rand.N(backoff/2+1)):
+		}
+		backoff = min(backoff*2, maxWatchBackoff)
+	}
+}
+
+// watch follows WatchRevocations until ctx ends.
+func (r *Revocations) watch(ctx context.Context) {
+	follow(ctx, r.watchOnce, func(err error, first bool, backoff time.Duration) {
 		r.watching.Store(false)
-		if !warned {
-			warned = true
+		if first {
 			r.log.WarnContext(ctx, "session revocation watch down: serving Legacy sessions without the deletions other replicas record until it reconnects (fail open)", "err", err)
 		} else {
 			r.log.DebugContext(ctx, "session revocation watch still down", "err", err, "backoff", backoff)
 		}
-		wait := backoff/2 + rand.N(backoff/2+1)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		backoff = min(backoff*2, maxWatchBackoff)
-	}
+	})
 }
 
 // watchOnce reads one stream until it breaks; connected runs once its

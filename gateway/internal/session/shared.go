@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	mrand "math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -281,31 +280,19 @@ func (s *Shared) RegisterMetrics(reg prometheus.Registerer) error {
 	}))
 }
 
-// watch follows WatchSessionEvents until ctx ends, reconnecting with
-// capped, jittered exponential backoff.
+// watch follows WatchSessionEvents until ctx ends (follow).
 func (s *Shared) watch(ctx context.Context) {
-	backoff := minWatchBackoff
-	warned := false
-	for ctx.Err() == nil {
-		err := s.watchOnce(ctx, func() {
-			backoff, warned = minWatchBackoff, false
+	follow(ctx, func(ctx context.Context, connected func()) error {
+		return s.watchOnce(ctx, func() {
+			connected()
 			s.log.InfoContext(ctx, "session state watch up")
 		})
-		if ctx.Err() != nil {
-			return
-		}
+	}, func(err error, first bool, _ time.Duration) {
 		s.watching.Store(false)
-		if !warned {
-			warned = true
+		if first {
 			s.log.WarnContext(ctx, "session state watch down: Legacy session changes made on other replicas are not seen here until it reconnects", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff/2 + mrand.N(backoff/2+1)):
-		}
-		backoff = min(backoff*2, maxWatchBackoff)
-	}
+	})
 }
 
 // watchOnce reads one stream until it breaks.

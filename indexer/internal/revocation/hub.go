@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/switchboard-mcp/switchboard/indexer/internal/listen"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
 )
 
@@ -59,28 +60,9 @@ func (h *Hub) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { h.resyncLoop(ctx) })
 	defer wg.Wait()
-	const maxBackoff = 10 * time.Second
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		listening := false
-		err := h.sessions.ListenRevocations(ctx, func() {
-			listening = true
-			h.requestResync()
-		}, h.Add)
-		if ctx.Err() != nil {
-			return
-		}
-		if listening {
-			backoff = 100 * time.Millisecond
-		}
-		h.log.WarnContext(ctx, "revocation listen interrupted; reconnecting", "error", err, "backoff", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, maxBackoff)
-	}
+	listen.Follow(ctx, h.log, "revocation", func(ctx context.Context, listening func()) error {
+		return h.sessions.ListenRevocations(ctx, listening, h.Add)
+	}, h.requestResync)
 }
 
 func (h *Hub) requestResync() {

@@ -33,6 +33,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/switchboard-mcp/switchboard/indexer/internal/listen"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
 )
 
@@ -133,29 +134,12 @@ func (h *Hub) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { h.readLoop(ctx) })
 	defer wg.Wait()
-	const maxBackoff = 10 * time.Second
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		listening := false
-		err := h.states.ListenSessionEvents(ctx, func() {
-			listening = true
-			h.askCatchUpAll()
-			h.askFullRead()
-		}, h.stateChanged, h.answered, h.cancelled)
-		if ctx.Err() != nil {
-			return
-		}
-		if listening {
-			backoff = 100 * time.Millisecond
-		}
-		h.log.WarnContext(ctx, "session event listen interrupted; reconnecting", "error", err, "backoff", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, maxBackoff)
-	}
+	listen.Follow(ctx, h.log, "session event", func(ctx context.Context, listening func()) error {
+		return h.states.ListenSessionEvents(ctx, listening, h.stateChanged, h.answered, h.cancelled)
+	}, func() {
+		h.askCatchUpAll()
+		h.askFullRead()
+	})
 }
 
 func (h *Hub) signal() {

@@ -65,15 +65,29 @@ func (s *Store) Revocations(ctx context.Context) ([]store.Revocation, error) {
 	return revs, classify(err)
 }
 
-// ListenRevocations LISTENs on the revocation channel on a connection of
-// its own (a pooled one would be held for as long as the listen lasts).
+// ListenRevocations LISTENs on the revocation channel (listen).
 func (s *Store) ListenRevocations(ctx context.Context, listening func(), revoked func(store.Revocation)) error {
+	return s.listen(ctx, revocationChannel, "revocations", listening, func(payload string) {
+		// Only the trigger writes here; a payload it did not write is
+		// skipped, and the next full read covers the row.
+		if rev, err := parseRevocation(payload); err == nil {
+			revoked(rev)
+		}
+	})
+}
+
+// listen LISTENs on channel on a connection of its own (a pooled one would
+// be held for as long as the listen lasts), calls listening once it
+// follows, then notified with each payload, until ctx ends or the
+// connection fails; it always returns an error. what names the events in
+// it.
+func (s *Store) listen(ctx context.Context, channel, what string, listening func(), notified func(payload string)) error {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return classify(fmt.Errorf("connect: %w", err))
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	if _, err := conn.Exec(ctx, "LISTEN "+revocationChannel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
 		return classify(fmt.Errorf("listen: %w", err))
 	}
 	listening()
@@ -83,15 +97,9 @@ func (s *Store) ListenRevocations(ctx context.Context, listening func(), revoked
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return classify(fmt.Errorf("wait for revocations: %w", err))
+			return classify(fmt.Errorf("wait for %s: %w", what, err))
 		}
-		rev, err := parseRevocation(n.Payload)
-		if err != nil {
-			// Only the trigger writes here; a payload it did not write
-			// is skipped, and the next full read covers the row.
-			continue
-		}
-		revoked(rev)
+		notified(n.Payload)
 	}
 }
 

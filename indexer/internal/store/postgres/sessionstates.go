@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
 )
@@ -245,36 +244,19 @@ func (s *Store) InputResponseIDs(ctx context.Context, owner string, afterID int6
 	return ids, classify(err)
 }
 
-// ListenSessionEvents LISTENs on the session event channel on a connection
-// of its own.
+// ListenSessionEvents LISTENs on the session event channel (listen).
 func (s *Store) ListenSessionEvents(ctx context.Context, listening func(), stateChanged func(string), answered func(int64), cancelled func(store.Cancellation)) error {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return classify(fmt.Errorf("connect: %w", err))
-	}
-	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	if _, err := conn.Exec(ctx, "LISTEN "+sessionEventChannel); err != nil {
-		return classify(fmt.Errorf("listen: %w", err))
-	}
-	listening()
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return classify(fmt.Errorf("wait for session events: %w", err))
-		}
-		dispatchSessionEvent(n, stateChanged, answered, cancelled)
-	}
+	return s.listen(ctx, sessionEventChannel, "session events", listening, func(payload string) {
+		dispatchSessionEvent(payload, stateChanged, answered, cancelled)
+	})
 }
 
 // dispatchSessionEvent reads a payload: "s <digest>" or "r <id>" (the
 // triggers'), or "c <digest> <request id JSON>" (RelayCancellation). A
 // payload none of them wrote is skipped (the next full read covers state
 // changes).
-func dispatchSessionEvent(n *pgconn.Notification, stateChanged func(string), answered func(int64), cancelled func(store.Cancellation)) {
-	kind, arg, ok := strings.Cut(n.Payload, " ")
+func dispatchSessionEvent(payload string, stateChanged func(string), answered func(int64), cancelled func(store.Cancellation)) {
+	kind, arg, ok := strings.Cut(payload, " ")
 	switch {
 	case !ok || arg == "":
 	case kind == "s":
