@@ -130,7 +130,9 @@ haproxy: ## install HAProxy for the replica tests (apt-get, the Debian version p
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends --allow-downgrades haproxy=$(HAPROXY_VERSION) || \
 		{ echo "haproxy $(HAPROXY_VERSION) could not be installed (apt-get as root, Debian 12 sources); the replica tests need it"; exit 1; }; \
 	fi
-	@$(HAPROXY) -v | head -1
+	@# sed, not head: head exits after one line, and under pipefail the
+	@# SIGPIPE that haproxy then gets fails the target.
+	@$(HAPROXY) -v | sed -n 1p
 
 .PHONY: test-e2e
 test-e2e: build ## end-to-end tests only

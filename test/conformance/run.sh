@@ -92,7 +92,7 @@ wait_ready() {
 	local name=$1 pid=$2 out=$3 errlog=$4 timeout=$5
 	local deadline=$((SECONDS + timeout)) url
 	while :; do
-		url=$(sed -n 's/^ready //p' "$out" | head -n 1)
+		url=$(sed -n 's/^ready //p;T;q' "$out")
 		if [[ -n $url ]]; then
 			printf '%s\n' "$url"
 			return 0
