@@ -40,6 +40,10 @@ type Aggregator struct {
 	// forwarded to. Unset: held calls name no owner and a retry must reach
 	// the replica holding the call.
 	Peers AggregatorPeers `yaml:"peers"`
+	// ToolOverrides rename, re-describe, fix arguments of and time-bound
+	// backend tools everywhere (servers.go); a server's own overrides
+	// apply on top in that server.
+	ToolOverrides []ToolOverride `yaml:"toolOverrides"`
 }
 
 // AggregatorPeers lists the aggregator replicas of a deployment, for

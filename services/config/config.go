@@ -33,6 +33,9 @@ type Config struct {
 	Gateway     Gateway     `yaml:"gateway"`
 	Aggregator  Aggregator  `yaml:"aggregator"`
 	Indexer     Indexer     `yaml:"indexer"`
+	// Servers are the virtual MCP servers (servers.go), read by the
+	// gateway (routes, optimizer) and the aggregator (views).
+	Servers []Server `yaml:"servers"`
 	// Dev configures switchboard-dev (the local runner); services ignore it.
 	Dev Dev `yaml:"dev"`
 
