@@ -36,6 +36,10 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	if err != nil {
 		return err
 	}
+	if err := env.Config.ValidateServers(); err != nil {
+		return err
+	}
+	opts.Servers = env.Config.Servers
 	if err := cfg.ValidatePeers(); err != nil {
 		return err
 	}

@@ -4,7 +4,11 @@
 // each of its groups; actions are Action::"call_tool",
 // Action::"read_resource" and Action::"get_prompt"; resources are
 // Tool::"<advertised name>", Resource::"<uri>" and Prompt::"<advertised
-// name>", each a child of Backend::"<backend name>".
+// name>", each a child of Backend::"<backend name>". Through a virtual
+// server (/mcp/<server>) the backend is in turn a child of
+// Server::"<server name>", so `resource in Server::"support"` is how a
+// policy names what a server serves, and who may use it; through the
+// plain /mcp (the whole catalog) a backend has no parent.
 package authz
 
 import (
@@ -60,8 +64,9 @@ type Principal struct {
 }
 
 // Allowed reports whether p may perform action on the resource of
-// resourceType and id that belongs to backend.
-func (a *Authorizer) Allowed(p Principal, action, resourceType, id, backend string) bool {
+// resourceType and id that belongs to backend, used through the virtual
+// server named server ("" for the whole catalog).
+func (a *Authorizer) Allowed(p Principal, action, resourceType, id, backend, server string) bool {
 	if a == nil {
 		return true
 	}
@@ -75,6 +80,10 @@ func (a *Authorizer) Allowed(p Principal, action, resourceType, id, backend stri
 	ents := entities{
 		user:     cedar.Entity{UID: user, Parents: cedar.NewEntityUIDSet(groups...)},
 		resource: cedar.Entity{UID: res, Parents: cedar.NewEntityUIDSet(owner)},
+		backend:  cedar.Entity{UID: owner, Parents: cedar.NewEntityUIDSet()},
+	}
+	if server != "" {
+		ents.backend.Parents = cedar.NewEntityUIDSet(cedar.NewEntityUID("Server", cedar.String(server)))
 	}
 	decision, _ := cedar.Authorize(a.policies, ents, cedar.Request{
 		Principal: user,
@@ -86,9 +95,10 @@ func (a *Authorizer) Allowed(p Principal, action, resourceType, id, backend stri
 }
 
 // entities answers Cedar's entity lookups for one request without building
-// a map: the user and the resource are the only entities with parents.
+// a map: the user, the resource and its backend are the only entities with
+// parents.
 type entities struct {
-	user, resource cedar.Entity
+	user, resource, backend cedar.Entity
 }
 
 func (e entities) Get(uid cedar.EntityUID) (cedar.Entity, bool) {
@@ -97,6 +107,8 @@ func (e entities) Get(uid cedar.EntityUID) (cedar.Entity, bool) {
 		return e.user, true
 	case e.resource.UID:
 		return e.resource, true
+	case e.backend.UID:
+		return e.backend, true
 	}
 	return cedar.Entity{}, false
 }

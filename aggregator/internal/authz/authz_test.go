@@ -39,8 +39,41 @@ func TestDecisions(t *testing.T) {
 		{Principal{}, ActionCallTool, TypeTool, "crm_lookup", "crm", false},
 	}
 	for _, c := range cases {
-		if got := a.Allowed(c.who, c.action, c.typ, c.id, c.owner); got != c.want {
+		if got := a.Allowed(c.who, c.action, c.typ, c.id, c.owner, ""); got != c.want {
 			t.Errorf("%s %s %s::%q in %s = %v, want %v", c.who.Subject, c.action, c.typ, c.id, c.owner, got, c.want)
+		}
+	}
+}
+
+// A virtual server is the parent of its backends: a policy can say who
+// may use a server, and that holds only through the server.
+func TestServerEntity(t *testing.T) {
+	a, err := Parse("servers.cedar", []byte(`
+permit (principal in Group::"support", action, resource in Server::"support");
+permit (principal in Group::"eng", action, resource in Backend::"tickets");
+forbid (principal, action == Action::"call_tool", resource in Server::"support") when { resource == Tool::"tickets_delete" };
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sue := Principal{Subject: "sue", Groups: []string{"support"}}
+	eve := Principal{Subject: "eve", Groups: []string{"eng"}}
+	cases := []struct {
+		who        Principal
+		id, server string
+		want       bool
+	}{
+		{sue, "tickets_get", "support", true},
+		{sue, "tickets_get", "", false},      // not through the plain /mcp
+		{sue, "tickets_get", "other", false}, // nor through another server
+		{sue, "tickets_delete", "support", false},
+		{eve, "tickets_get", "support", true}, // a backend policy holds in every server
+		{eve, "tickets_delete", "support", false},
+		{eve, "tickets_delete", "", true},
+	}
+	for _, c := range cases {
+		if got := a.Allowed(c.who, ActionCallTool, TypeTool, c.id, "tickets", c.server); got != c.want {
+			t.Errorf("%s call %q through server %q = %v, want %v", c.who.Subject, c.id, c.server, got, c.want)
 		}
 	}
 }
@@ -50,7 +83,7 @@ func TestNoPolicyAllowsAll(t *testing.T) {
 	if err != nil || a != nil {
 		t.Fatalf("Load(\"\") = %v, %v", a, err)
 	}
-	if !a.Allowed(Principal{}, ActionCallTool, TypeTool, "x", "y") {
+	if !a.Allowed(Principal{}, ActionCallTool, TypeTool, "x", "y", "") {
 		t.Fatal("no policy denied a call")
 	}
 }

@@ -69,6 +69,10 @@ type Item[M any] struct {
 // kept for routing (so a call fails as unavailable rather than not found)
 // but are left out of every view.
 type Snapshot struct {
+	// Server is the virtual server this catalog is ("" for the whole
+	// catalog): part of its content, so two servers never share a version
+	// or a view digest.
+	Server string
 	// Version names the snapshot's content: the first 8 bytes of its
 	// digest, big-endian, never 0. Every replica that builds the same
 	// catalog computes the same version, and a restart does not change
@@ -169,6 +173,7 @@ func Build(naming *Naming, lists map[string]*backend.Lists, down map[string]bool
 // for concurrent use.
 type Builder struct {
 	naming *Naming
+	spec   Spec
 	log    *slog.Logger
 	// seen is the lists each backend's cached items were made from.
 	seen      map[string]*backend.Lists
@@ -181,9 +186,15 @@ type Builder struct {
 // itemCache holds built items by backend and advertised key.
 type itemCache[M any] map[string]map[string]Item[M]
 
-// NewBuilder returns a Builder with an empty cache.
+// NewBuilder returns a Builder of the whole catalog with an empty cache.
 func NewBuilder(naming *Naming, log *slog.Logger) *Builder {
-	return &Builder{naming: naming, log: log, seen: map[string]*backend.Lists{},
+	return NewSpecBuilder(naming, Spec{}, log)
+}
+
+// NewSpecBuilder returns a Builder of the catalog spec says, with an empty
+// cache.
+func NewSpecBuilder(naming *Naming, spec Spec, log *slog.Logger) *Builder {
+	return &Builder{naming: naming, spec: spec, log: log, seen: map[string]*backend.Lists{},
 		tools: itemCache[*aggregatorv1.Tool]{}, prompts: itemCache[*aggregatorv1.Prompt]{},
 		resources: itemCache[*aggregatorv1.Resource]{}, templates: itemCache[*aggregatorv1.ResourceTemplate]{}}
 }
@@ -207,9 +218,18 @@ func (bd *Builder) forget(lists map[string]*backend.Lists) {
 
 // Build makes a snapshot; see the package function Build.
 func (bd *Builder) Build(lists map[string]*backend.Lists, down map[string]bool) *Snapshot {
-	naming, log := bd.naming, bd.log
+	naming, log, spec := bd.naming, bd.log, &bd.spec
+	if spec.Backends != nil {
+		held := make(map[string]*backend.Lists, len(spec.Backends))
+		for b, l := range lists {
+			if spec.holds(b) {
+				held[b] = l
+			}
+		}
+		lists = held
+	}
 	bd.forget(lists)
-	s := &Snapshot{Down: map[string]bool{}, Capabilities: map[string]*mcp.ServerCapabilities{}}
+	s := &Snapshot{Server: spec.Server, Down: map[string]bool{}, Capabilities: map[string]*mcp.ServerCapabilities{}}
 	names := sortedNames(lists)
 	for _, b := range names {
 		if down[b] {
@@ -219,17 +239,17 @@ func (bd *Builder) Build(lists map[string]*backend.Lists, down map[string]bool) 
 	}
 
 	s.Tools = build(naming, KindTools, names, func(b string) ([]*mcp.Tool, [][]byte) { return lists[b].Tools, lists[b].Definitions.Tools },
-		func(t *mcp.Tool) string { return t.Name }, naming.ToolName, toolItem, bd.tools, &s.Conflicts)
+		func(t *mcp.Tool) string { return t.Name }, naming.ToolName, toolItem, bd.tools, spec, &s.Conflicts)
 	s.Prompts = build(naming, KindPrompts, names, func(b string) ([]*mcp.Prompt, [][]byte) { return lists[b].Prompts, lists[b].Definitions.Prompts },
-		func(p *mcp.Prompt) string { return p.Name }, naming.PromptName, promptItem, bd.prompts, &s.Conflicts)
+		func(p *mcp.Prompt) string { return p.Name }, naming.PromptName, promptItem, bd.prompts, spec, &s.Conflicts)
 	s.Resources = build(naming, KindResources, names, func(b string) ([]*mcp.Resource, [][]byte) {
 		return lists[b].Resources, lists[b].Definitions.Resources
 	},
-		func(r *mcp.Resource) string { return r.URI }, keep, resourceItem, bd.resources, &s.Conflicts)
+		func(r *mcp.Resource) string { return r.URI }, keep, resourceItem, bd.resources, spec, &s.Conflicts)
 	s.Templates = build(naming, KindResourceTemplates, names, func(b string) ([]*mcp.ResourceTemplate, [][]byte) {
 		return lists[b].ResourceTemplates, lists[b].Definitions.ResourceTemplates
 	},
-		func(t *mcp.ResourceTemplate) string { return t.URITemplate }, keep, templateItem, bd.templates, &s.Conflicts)
+		func(t *mcp.ResourceTemplate) string { return t.URITemplate }, keep, templateItem, bd.templates, spec, &s.Conflicts)
 
 	s.templateRE = make([]*regexp.Regexp, len(s.Templates))
 	for i, t := range s.Templates {
@@ -244,6 +264,10 @@ func (bd *Builder) Build(lists map[string]*backend.Lists, down map[string]bool) 
 	s.resIdx, s.tmplIdx = index(s.Resources), index(s.Templates)
 
 	h := sha256.New()
+	if s.Server != "" {
+		h.Write([]byte(s.Server))
+		h.Write([]byte{0})
+	}
 	for _, k := range Kinds {
 		s.eachDigest(k, func(_ int, d []byte) { h.Write(d) })
 		h.Write([]byte{0xff})
@@ -282,7 +306,7 @@ func keep(_, key string) string { return key }
 
 // build names one kind's items, resolves conflicts and sorts by key.
 func build[T any, M any](naming *Naming, kind Kind, backends []string, items func(string) ([]*T, [][]byte), key func(*T) string,
-	name func(backend, original string) string, toMsg func(t *T, raw []byte, name, backend string) (M, []byte), cache itemCache[M], conflicts *[]Conflict,
+	name func(backend, original string) string, toMsg func(t *T, raw []byte, name, backend string) (M, []byte), cache itemCache[M], spec *Spec, conflicts *[]Conflict,
 ) []Item[M] {
 	type candidate struct {
 		backend string
@@ -304,7 +328,7 @@ func build[T any, M any](naming *Naming, kind Kind, backends []string, items fun
 			}
 			adv := name(b, key(it))
 			// A backend that lists one key twice keeps its first entry.
-			if adv == "" || seen[adv] {
+			if adv == "" || seen[adv] || !spec.keeps(kind, adv) {
 				continue
 			}
 			seen[adv] = true

@@ -74,6 +74,14 @@ func (s *Snapshot) newView(allow Decider) *View {
 	v := &View{Snapshot: s}
 	for _, k := range Kinds {
 		h := sha256.New()
+		// A server's view differs from the same items in another server
+		// (calls route through the server, its overrides apply), so the
+		// server is part of every view digest. (The whole catalog's digests
+		// are those of its items only.)
+		if s.Server != "" {
+			h.Write([]byte(s.Server))
+			h.Write([]byte{0})
+		}
 		idx := make([]int32, 0, s.Len(k))
 		s.eachDigest(k, func(i int, d []byte) {
 			key, b := s.itemMeta(k, i)

@@ -34,7 +34,7 @@ func (e *Engine) View(snap *catalog.Snapshot, p *commonv1.Principal) *catalog.Vi
 	// Principal keys start with "user:" so no principal can ever be handed
 	// the unfiltered view cached under fullViewKey.
 	key := "user:" + ap.Subject + "\x00" + strings.Join(groups, "\x00")
-	return snap.View(key, func(k catalog.Kind, key, backend string) bool { return e.allowed(ap, k, key, backend) })
+	return snap.View(key, func(k catalog.Kind, key, backend string) bool { return e.allowed(ap, k, key, backend, snap.Server) })
 }
 
 // fullViewKey caches the unfiltered view.
@@ -46,15 +46,15 @@ func (e *Engine) FullView(snap *catalog.Snapshot) *catalog.View {
 }
 
 // allowed is the one authorization decision behind lists, Discover and
-// calls.
-func (e *Engine) allowed(p authz.Principal, k catalog.Kind, key, backend string) bool {
+// calls, for an item of the catalog of server.
+func (e *Engine) allowed(p authz.Principal, k catalog.Kind, key, backend, server string) bool {
 	switch k {
 	case catalog.KindTools:
-		return e.opts.Authz.Allowed(p, authz.ActionCallTool, authz.TypeTool, key, backend)
+		return e.opts.Authz.Allowed(p, authz.ActionCallTool, authz.TypeTool, key, backend, server)
 	case catalog.KindPrompts:
-		return e.opts.Authz.Allowed(p, authz.ActionGetPrompt, authz.TypePrompt, key, backend)
+		return e.opts.Authz.Allowed(p, authz.ActionGetPrompt, authz.TypePrompt, key, backend, server)
 	default:
-		return e.opts.Authz.Allowed(p, authz.ActionReadResource, authz.TypeResource, key, backend)
+		return e.opts.Authz.Allowed(p, authz.ActionReadResource, authz.TypeResource, key, backend, server)
 	}
 }
 
@@ -67,7 +67,7 @@ func (e *Engine) mayUse(snap *catalog.Snapshot, p *commonv1.Principal, k catalog
 		return true
 	}
 	return snap.Decide(decisionKey(p, k, key), func() bool {
-		return e.allowed(authz.Principal{Subject: p.GetSubject(), Groups: p.GetGroups()}, k, key, backend)
+		return e.allowed(authz.Principal{Subject: p.GetSubject(), Groups: p.GetGroups()}, k, key, backend, snap.Server)
 	})
 }
 

@@ -28,6 +28,14 @@ type published struct {
 	superseded chan struct{}
 }
 
+// catalogSet is every catalog as served, by server name ("" for the whole
+// catalog); superseded is closed when any of them is replaced, which wakes
+// the watchers of all changes. A set is replaced, never changed.
+type catalogSet struct {
+	byServer   map[string]*published
+	superseded chan struct{}
+}
+
 // Engine is the aggregator's core, independent of gRPC.
 type Engine struct {
 	opts     Options
@@ -48,11 +56,13 @@ type Engine struct {
 	// lists holds each backend's last successful listing.
 	lists map[string]*backend.Lists
 
-	// rebuildMu serialises builds; builder is guarded by it.
+	// rebuildMu serialises builds; builders (one per catalog: "" for the
+	// whole catalog, then each virtual server's) are guarded by it.
 	rebuildMu sync.Mutex
-	builder   *catalog.Builder
+	builders  map[string]*catalog.Builder
 
-	current atomic.Pointer[published]
+	// current holds every catalog as served.
+	current atomic.Pointer[catalogSet]
 	ready   atomic.Bool
 
 	updates updateHub
@@ -72,7 +82,7 @@ func New(opts Options) (*Engine, error) {
 		listReq:    map[string]chan struct{}{},
 		listSlots:  make(chan struct{}, opts.FanOut),
 		rebuildReq: make(chan struct{}, 1),
-		builder:    catalog.NewBuilder(opts.Naming, opts.Log),
+		builders:   map[string]*catalog.Builder{"": catalog.NewBuilder(opts.Naming, opts.Log)},
 		lists:      map[string]*backend.Lists{},
 		updates:    updateHub{watchers: map[resourceKey]map[chan<- string]struct{}{}},
 	}
@@ -103,8 +113,14 @@ func New(opts Options) (*Engine, error) {
 		e.byName[c.Name] = b
 		e.listReq[c.Name] = make(chan struct{}, 1)
 	}
-	empty := catalog.Build(opts.Naming, nil, nil, e.log)
-	e.current.Store(&published{snap: empty, superseded: make(chan struct{})})
+	for _, sv := range opts.Servers {
+		e.builders[sv.Name] = catalog.NewSpecBuilder(opts.Naming, catalog.ServerSpec(sv), opts.Log)
+	}
+	empty := &catalogSet{byServer: map[string]*published{}, superseded: make(chan struct{})}
+	for name, bd := range e.builders {
+		empty.byServer[name] = &published{snap: bd.Build(nil, nil), superseded: make(chan struct{})}
+	}
+	e.current.Store(empty)
 	return e, nil
 }
 
@@ -280,8 +296,9 @@ func (e *Engine) Refresh(ctx context.Context) *catalog.Snapshot {
 	return e.build()
 }
 
-// build makes a snapshot from the latest lists and health, and publishes
-// it if its content changed; it returns the current snapshot.
+// build makes every catalog (the whole one and each server's) from the
+// latest lists and health, and publishes those whose content changed; it
+// returns the whole catalog's current snapshot.
 func (e *Engine) build() *catalog.Snapshot {
 	e.rebuildMu.Lock()
 	defer e.rebuildMu.Unlock()
@@ -295,27 +312,84 @@ func (e *Engine) build() *catalog.Snapshot {
 			down[b.Name()] = true
 		}
 	}
-	snap := e.builder.Build(lists, down)
-	for _, c := range snap.Conflicts {
-		e.log.Warn("name conflict", "conflict", c.String())
+	prevSet := e.current.Load()
+	prev := prevSet.byServer
+	next := make(map[string]*published, len(e.builders))
+	var replaced []*published
+	for name, bd := range e.builders {
+		snap := bd.Build(lists, down)
+		old := prev[name]
+		if old != nil && snap.SameContent(old.snap) {
+			next[name] = old
+			continue
+		}
+		if name == "" {
+			// A server's conflicts are the whole catalog's among fewer
+			// backends (logged once, here), and the catalog metrics
+			// describe the whole catalog.
+			for _, c := range snap.Conflicts {
+				e.log.Warn("name conflict", "conflict", c.String())
+			}
+			e.opts.Metrics.catalogBuilt(snap, time.Since(start))
+		}
+		next[name] = &published{snap: snap, superseded: make(chan struct{})}
+		if old != nil {
+			replaced = append(replaced, old)
+		}
+		e.log.Info("catalog published", "server", name, "version", snap.Version, "tools", len(snap.Tools), "resources", len(snap.Resources),
+			"resource_templates", len(snap.Templates), "prompts", len(snap.Prompts), "down", len(down))
 	}
-	prev := e.current.Load()
-	if snap.SameContent(prev.snap) {
-		return prev.snap
+	if len(replaced) > 0 || len(next) != len(prev) {
+		e.current.Store(&catalogSet{byServer: next, superseded: make(chan struct{})})
+		// Watchers wake after the new catalogs are in place, so each finds
+		// its successor.
+		for _, p := range replaced {
+			close(p.superseded)
+		}
+		close(prevSet.superseded)
 	}
-	e.current.Store(&published{snap: snap, superseded: make(chan struct{})})
-	close(prev.superseded)
-	e.opts.Metrics.catalogBuilt(snap, time.Since(start))
-	e.log.Info("catalog published", "version", snap.Version, "tools", len(snap.Tools), "resources", len(snap.Resources),
-		"resource_templates", len(snap.Templates), "prompts", len(snap.Prompts), "down", len(down))
-	return snap
+	return next[""].snap
 }
 
-// Snapshot returns the current snapshot and a channel closed when it is
-// superseded.
+// Snapshot returns the whole catalog's current snapshot and a channel
+// closed when it is superseded.
 func (e *Engine) Snapshot() (*catalog.Snapshot, <-chan struct{}) {
-	p := e.current.Load()
-	return p.snap, p.superseded
+	snap, superseded, _ := e.ServerSnapshot("")
+	return snap, superseded
+}
+
+// ServerSnapshot returns the current snapshot of the catalog of server
+// ("" for the whole catalog) and a channel closed when it is superseded;
+// ErrNotFound for a server that is not configured.
+func (e *Engine) ServerSnapshot(server string) (*catalog.Snapshot, <-chan struct{}, error) {
+	p, ok := e.current.Load().byServer[server]
+	if !ok {
+		return nil, nil, ErrNotFound
+	}
+	return p.snap, p.superseded, nil
+}
+
+// AllSnapshots returns the current snapshot of every catalog, by server
+// name ("" for the whole catalog), and a channel closed when any of them
+// is superseded.
+func (e *Engine) AllSnapshots() (map[string]*catalog.Snapshot, <-chan struct{}) {
+	set := e.current.Load()
+	out := make(map[string]*catalog.Snapshot, len(set.byServer))
+	for name, p := range set.byServer {
+		out[name] = p.snap
+	}
+	return out, set.superseded
+}
+
+// Instructions are the instructions of server ("" for the whole catalog):
+// the server's own, or the aggregator's.
+func (e *Engine) Instructions(server string) string {
+	for _, sv := range e.opts.Servers {
+		if sv.Name == server && sv.Instructions != "" {
+			return sv.Instructions
+		}
+	}
+	return e.opts.Instructions
 }
 
 // Backends returns the backend clients in name order.

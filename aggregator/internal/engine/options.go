@@ -36,6 +36,9 @@ type Options struct {
 	Health HealthOptions
 	// Instructions are passed to MCP clients through Discover.
 	Instructions string
+	// Servers are the virtual servers (config.Server), each a catalog of
+	// its own built from the same backend listings.
+	Servers []config.Server
 	// Log receives the engine's logs (default slog.Default()).
 	Log *slog.Logger
 	// Metrics records Prometheus metrics; nil records nothing.
@@ -151,6 +154,18 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("backend %q is configured twice", c.Name)
 		}
 		seen[c.Name] = true
+	}
+	servers := map[string]bool{}
+	for _, sv := range o.Servers {
+		if sv.Name == "" || servers[sv.Name] {
+			return fmt.Errorf("server %q is unnamed or configured twice", sv.Name)
+		}
+		servers[sv.Name] = true
+		for _, b := range sv.Backends {
+			if !seen[b] {
+				return fmt.Errorf("server %q names backend %q, which is not configured", sv.Name, b)
+			}
+		}
 	}
 	return nil
 }

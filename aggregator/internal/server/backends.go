@@ -29,11 +29,19 @@ var apiHealth = map[backend.State]aggregatorv1.BackendHealth{
 // no URL and, for a failing backend, the failure's generic reason
 // ("backend unreachable", "backend timed out", ...).
 func (s *Server) ListBackends(ctx context.Context, req *aggregatorv1.ListBackendsRequest) (*aggregatorv1.ListBackendsResponse, error) {
-	snap, _ := s.e.Snapshot()
+	snap, _, err := s.e.ServerSnapshot(req.GetServer())
+	if err != nil {
+		return nil, s.fail(ctx, "ListBackends", err)
+	}
 	var visible map[string]bool
 	c, _ := svcauth.CallerFrom(ctx)
-	if req.GetPrincipal() != nil || !c.AssertPrincipals {
+	switch {
+	case req.GetPrincipal() != nil || !c.AssertPrincipals:
 		visible = visibleBackends(s.e.View(snap, svcauth.PrincipalFrom(ctx)))
+	case req.GetServer() != "":
+		// A trusted caller asking about a server: the backends it serves
+		// something of.
+		visible = visibleBackends(s.e.FullView(snap))
 	}
 	out := &aggregatorv1.ListBackendsResponse{CatalogVersion: snap.Version}
 	for _, b := range s.e.Backends() {

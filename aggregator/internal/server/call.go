@@ -43,7 +43,10 @@ type toolCall struct {
 // resolveToolCall finds and authorizes the tool, checks the request and
 // builds the backend call.
 func (s *Server) resolveToolCall(ctx context.Context, req *aggregatorv1.CallToolRequest) (*toolCall, error) {
-	snap, _ := s.e.Snapshot()
+	snap, _, err := s.e.ServerSnapshot(req.GetServer())
+	if err != nil {
+		return nil, err
+	}
 	it, _ := snap.Tool(req.GetName())
 	b, err := s.e.Owner(snap, svcauth.PrincipalFrom(ctx), catalog.KindTools, req.GetName(), it.Owner())
 	if err != nil {

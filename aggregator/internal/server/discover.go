@@ -11,8 +11,11 @@ import (
 )
 
 // Discover summarises the principal's view.
-func (s *Server) Discover(ctx context.Context, _ *aggregatorv1.DiscoverRequest) (*aggregatorv1.DiscoverResponse, error) {
-	snap, _ := s.e.Snapshot()
+func (s *Server) Discover(ctx context.Context, req *aggregatorv1.DiscoverRequest) (*aggregatorv1.DiscoverResponse, error) {
+	snap, _, err := s.e.ServerSnapshot(req.GetServer())
+	if err != nil {
+		return nil, s.fail(ctx, "Discover", err)
+	}
 	v := s.e.View(snap, svcauth.PrincipalFrom(ctx))
 	resp := &aggregatorv1.DiscoverResponse{
 		CatalogVersion:        snap.Version,
@@ -21,7 +24,7 @@ func (s *Server) Discover(ctx context.Context, _ *aggregatorv1.DiscoverRequest) 
 		ResourceTemplateCount: uint32(v.Len(catalog.KindResourceTemplates)),
 		PromptCount:           uint32(v.Len(catalog.KindPrompts)),
 		ToolsDigest:           v.Digest(catalog.KindTools),
-		Instructions:          s.e.Options().Instructions,
+		Instructions:          s.e.Instructions(req.GetServer()),
 	}
 	// Capabilities count only for backends the principal sees something of.
 	for _, i := range v.Items(catalog.KindResources) {

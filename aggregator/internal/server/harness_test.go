@@ -211,12 +211,22 @@ func tryStartAggregator(t testing.TB, cfg config.Aggregator) (*harness, error) {
 }
 
 func startAggregatorLogging(t testing.TB, cfg config.Aggregator, log *slog.Logger) (*harness, error) {
+	return startAggregatorWith(t, &config.Config{Aggregator: cfg}, log)
+}
+
+// startAggregatorWith starts an aggregator of a whole configuration (its
+// aggregator section and its virtual servers).
+func startAggregatorWith(t testing.TB, full *config.Config, log *slog.Logger) (*harness, error) {
 	t.Helper()
-	opts, err := engine.OptionsFromConfig(cfg)
+	if err := full.ValidateServers(); err != nil {
+		return nil, err
+	}
+	opts, err := engine.OptionsFromConfig(full.Aggregator)
 	if err != nil {
 		return nil, err
 	}
 	opts.Log = log
+	opts.Servers = full.Servers
 	e, err := engine.New(opts)
 	if err != nil {
 		return nil, err

@@ -19,7 +19,10 @@ func (s *Server) GetPrompt(ctx context.Context, req *aggregatorv1.GetPromptReque
 }
 
 func (s *Server) getPrompt(ctx context.Context, req *aggregatorv1.GetPromptRequest) (*aggregatorv1.GetPromptResponse, error) {
-	snap, _ := s.e.Snapshot()
+	snap, _, err := s.e.ServerSnapshot(req.GetServer())
+	if err != nil {
+		return nil, err
+	}
 	it, _ := snap.Prompt(req.GetName())
 	b, err := s.e.Owner(snap, svcauth.PrincipalFrom(ctx), catalog.KindPrompts, req.GetName(), it.Owner())
 	if err != nil {
@@ -69,12 +72,12 @@ func (s *Server) complete(ctx context.Context, req *aggregatorv1.CompleteRequest
 		return nil, invalidArgument("params_json must be completion params with a ref")
 	}
 	delete(params, "_meta")
-	snap, _ := s.e.Snapshot()
+	snap, _, err := s.e.ServerSnapshot(req.GetServer())
+	if err != nil {
+		return nil, err
+	}
 	principal := svcauth.PrincipalFrom(ctx)
-	var (
-		b   *backend.Client
-		err error
-	)
+	var b *backend.Client
 	switch ref.Type {
 	case "ref/prompt":
 		it, _ := snap.Prompt(ref.Name)

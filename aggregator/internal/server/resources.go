@@ -20,7 +20,10 @@ func (s *Server) readResource(ctx context.Context, req *aggregatorv1.ReadResourc
 	if uri == "" {
 		return nil, invalidArgument("uri is required")
 	}
-	snap, _ := s.e.Snapshot()
+	snap, _, err := s.e.ServerSnapshot(req.GetServer())
+	if err != nil {
+		return nil, err
+	}
 	b, err := s.e.ResourceOwner(snap, svcauth.PrincipalFrom(ctx), uri)
 	if err != nil {
 		return nil, err

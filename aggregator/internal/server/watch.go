@@ -22,15 +22,13 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 		if c, _ := svcauth.CallerFrom(ctx); !c.AssertPrincipals {
 			return s.fail(ctx, "WatchCatalog", errAllChangesDenied)
 		}
+		return s.watchAllChanges(stream)
 	}
-	viewOf := func(snap *catalog.Snapshot) *catalog.View {
-		if req.GetAllChanges() {
-			return s.e.FullView(snap)
-		}
-		return s.e.View(snap, p)
+	snap, superseded, err := s.e.ServerSnapshot(req.GetServer())
+	if err != nil {
+		return s.fail(ctx, "WatchCatalog", err)
 	}
-	snap, superseded := s.e.Snapshot()
-	view := viewOf(snap)
+	view := s.e.View(snap, p)
 	updated := make(chan string, engine.UpdateBuffer)
 	subscribed := s.subscribeResources(ctx, snap, req.GetResourceUris(), updated)
 	defer func() {
@@ -58,7 +56,10 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 			continue
 		case <-superseded:
 		}
-		snap, superseded = s.e.Snapshot()
+		if snap, superseded, err = s.e.ServerSnapshot(req.GetServer()); err != nil {
+			// The server was removed from the configuration.
+			return s.fail(ctx, "WatchCatalog", err)
+		}
 		// A URI the caller may no longer read, or that is gone, stops
 		// being delivered. A backend that is down keeps its subscriptions.
 		for uri, unsubscribe := range subscribed {
@@ -67,7 +68,7 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 				delete(subscribed, uri)
 			}
 		}
-		next := viewOf(snap)
+		next := s.e.View(snap, p)
 		ev := &aggregatorv1.WatchCatalogResponse{CatalogVersion: snap.Version, ToolsDigest: next.Digest(catalog.KindTools)}
 		for _, k := range catalog.Kinds {
 			if next.Digest(k) != view.Digest(k) {
@@ -82,6 +83,59 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 			return err
 		}
 	}
+}
+
+// watchAllChanges serves a watch of every change (the indexer's): an event
+// whenever a kind changed in any catalog, the whole one or a server's.
+// Its version is the whole catalog's; a change of a server's catalog only
+// is reported through Changed.
+func (s *Server) watchAllChanges(stream grpc.ServerStreamingServer[aggregatorv1.WatchCatalogResponse]) error {
+	ctx := stream.Context()
+	snaps, superseded := s.e.AllSnapshots()
+	digests := s.fullDigests(snaps)
+	if err := stream.Send(&aggregatorv1.WatchCatalogResponse{CatalogVersion: snaps[""].Version, ToolsDigest: digests[""][catalog.KindTools]}); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-superseded:
+		}
+		snaps, superseded = s.e.AllSnapshots()
+		next := s.fullDigests(snaps)
+		ev := &aggregatorv1.WatchCatalogResponse{CatalogVersion: snaps[""].Version, ToolsDigest: next[""][catalog.KindTools]}
+		for _, k := range catalog.Kinds {
+			changed := len(next) != len(digests)
+			for server, d := range next {
+				changed = changed || digests[server][k] != d[k]
+			}
+			if changed {
+				ev.Changed = append(ev.Changed, apiKind[k])
+			}
+		}
+		digests = next
+		if len(ev.Changed) == 0 {
+			continue
+		}
+		if err := stream.Send(ev); err != nil {
+			return err
+		}
+	}
+}
+
+// fullDigests are the unfiltered view digests of each catalog, per kind.
+func (s *Server) fullDigests(snaps map[string]*catalog.Snapshot) map[string][len(catalog.Kinds)]string {
+	out := make(map[string][len(catalog.Kinds)]string, len(snaps))
+	for server, snap := range snaps {
+		v := s.e.FullView(snap)
+		var d [len(catalog.Kinds)]string
+		for _, k := range catalog.Kinds {
+			d[k] = v.Digest(k)
+		}
+		out[server] = d
+	}
+	return out
 }
 
 // maxWatchedResources bounds the resource URIs one watch may subscribe to.

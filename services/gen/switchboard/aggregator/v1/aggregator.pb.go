@@ -154,8 +154,12 @@ func (BackendHealth) EnumDescriptor() ([]byte, []int) {
 
 // DiscoverRequest asks what a principal can see.
 type DiscoverRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Principal     *v1.Principal          `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Principal *v1.Principal          `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// The virtual server whose view to use (servers[].name, as served at
+	// /mcp/<server>); empty is the whole catalog. An unknown server is
+	// NOT_FOUND, exactly like an item the principal may not see.
+	Server        string `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -195,6 +199,13 @@ func (x *DiscoverRequest) GetPrincipal() *v1.Principal {
 		return x.Principal
 	}
 	return nil
+}
+
+func (x *DiscoverRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
 }
 
 // DiscoverResponse summarises a principal's view.
@@ -333,7 +344,11 @@ type ListToolsRequest struct {
 	Cursor string `protobuf:"bytes,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	// Maximum items to return; 0 means the configured default (1000). Values
 	// above the configured maximum are clamped.
-	PageSize      uint32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageSize uint32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The virtual server whose view to use (servers[].name, as served at
+	// /mcp/<server>); empty is the whole catalog. An unknown server is
+	// NOT_FOUND, exactly like an item the principal may not see.
+	Server        string `protobuf:"bytes,4,opt,name=server,proto3" json:"server,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -389,6 +404,13 @@ func (x *ListToolsRequest) GetPageSize() uint32 {
 	return 0
 }
 
+func (x *ListToolsRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
 // ListResourcesRequest asks for one page of resources.
 type ListResourcesRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -399,7 +421,11 @@ type ListResourcesRequest struct {
 	Cursor string `protobuf:"bytes,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	// Maximum items to return; 0 means the configured default (1000). Values
 	// above the configured maximum are clamped.
-	PageSize      uint32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageSize uint32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The virtual server whose view to use (servers[].name, as served at
+	// /mcp/<server>); empty is the whole catalog. An unknown server is
+	// NOT_FOUND, exactly like an item the principal may not see.
+	Server        string `protobuf:"bytes,4,opt,name=server,proto3" json:"server,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -455,6 +481,13 @@ func (x *ListResourcesRequest) GetPageSize() uint32 {
 	return 0
 }
 
+func (x *ListResourcesRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
 // ListResourceTemplatesRequest asks for one page of resource templates.
 type ListResourceTemplatesRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -465,7 +498,11 @@ type ListResourceTemplatesRequest struct {
 	Cursor string `protobuf:"bytes,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	// Maximum items to return; 0 means the configured default (1000). Values
 	// above the configured maximum are clamped.
-	PageSize      uint32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageSize uint32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The virtual server whose view to use (servers[].name, as served at
+	// /mcp/<server>); empty is the whole catalog. An unknown server is
+	// NOT_FOUND, exactly like an item the principal may not see.
+	Server        string `protobuf:"bytes,4,opt,name=server,proto3" json:"server,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -521,6 +558,13 @@ func (x *ListResourceTemplatesRequest) GetPageSize() uint32 {
 	return 0
 }
 
+func (x *ListResourceTemplatesRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
 // ListPromptsRequest asks for one page of prompts.
 type ListPromptsRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -531,7 +575,11 @@ type ListPromptsRequest struct {
 	Cursor string `protobuf:"bytes,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	// Maximum items to return; 0 means the configured default (1000). Values
 	// above the configured maximum are clamped.
-	PageSize      uint32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageSize uint32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The virtual server whose view to use (servers[].name, as served at
+	// /mcp/<server>); empty is the whole catalog. An unknown server is
+	// NOT_FOUND, exactly like an item the principal may not see.
+	Server        string `protobuf:"bytes,4,opt,name=server,proto3" json:"server,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -585,6 +633,13 @@ func (x *ListPromptsRequest) GetPageSize() uint32 {
 		return x.PageSize
 	}
 	return 0
+}
+
+func (x *ListPromptsRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
 }
 
 // Tool is one tool of the aggregated catalog.
@@ -1347,8 +1402,12 @@ type CallToolRequest struct {
 	// the client sent (possibly none) and is to be checked. Unset for Legacy
 	// requests and internal callers, whose calls carry no such headers.
 	CheckParamHeaders bool `protobuf:"varint,8,opt,name=check_param_headers,json=checkParamHeaders,proto3" json:"check_param_headers,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The virtual server whose view to use (servers[].name, as served at
+	// /mcp/<server>); empty is the whole catalog. An unknown server is
+	// NOT_FOUND, exactly like an item the principal may not see.
+	Server        string `protobuf:"bytes,9,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CallToolRequest) Reset() {
@@ -1435,6 +1494,13 @@ func (x *CallToolRequest) GetCheckParamHeaders() bool {
 		return x.CheckParamHeaders
 	}
 	return false
+}
+
+func (x *CallToolRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
 }
 
 // CallToolStreamRequest is a CallToolRequest whose notifications are
@@ -1816,8 +1882,12 @@ type ReadResourceRequest struct {
 	Context            *RequestContext        `protobuf:"bytes,3,opt,name=context,proto3" json:"context,omitempty"`
 	InputResponsesJson string                 `protobuf:"bytes,4,opt,name=input_responses_json,json=inputResponsesJson,proto3" json:"input_responses_json,omitempty"`
 	RequestState       string                 `protobuf:"bytes,5,opt,name=request_state,json=requestState,proto3" json:"request_state,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The virtual server whose view to use (servers[].name, as served at
+	// /mcp/<server>); empty is the whole catalog. An unknown server is
+	// NOT_FOUND, exactly like an item the principal may not see.
+	Server        string `protobuf:"bytes,6,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReadResourceRequest) Reset() {
@@ -1881,6 +1951,13 @@ func (x *ReadResourceRequest) GetInputResponsesJson() string {
 func (x *ReadResourceRequest) GetRequestState() string {
 	if x != nil {
 		return x.RequestState
+	}
+	return ""
+}
+
+func (x *ReadResourceRequest) GetServer() string {
+	if x != nil {
+		return x.Server
 	}
 	return ""
 }
@@ -1957,8 +2034,12 @@ type GetPromptRequest struct {
 	Context            *RequestContext   `protobuf:"bytes,4,opt,name=context,proto3" json:"context,omitempty"`
 	InputResponsesJson string            `protobuf:"bytes,5,opt,name=input_responses_json,json=inputResponsesJson,proto3" json:"input_responses_json,omitempty"`
 	RequestState       string            `protobuf:"bytes,6,opt,name=request_state,json=requestState,proto3" json:"request_state,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The virtual server whose view to use (servers[].name, as served at
+	// /mcp/<server>); empty is the whole catalog. An unknown server is
+	// NOT_FOUND, exactly like an item the principal may not see.
+	Server        string `protobuf:"bytes,7,opt,name=server,proto3" json:"server,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetPromptRequest) Reset() {
@@ -2033,6 +2114,13 @@ func (x *GetPromptRequest) GetRequestState() string {
 	return ""
 }
 
+func (x *GetPromptRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
 // GetPromptResponse carries the backend's result.
 type GetPromptResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2101,7 +2189,11 @@ type CompleteRequest struct {
 	Principal *v1.Principal          `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
 	// The MCP CompleteRequest params without _meta (ref, argument, context),
 	// JSON text. ref names are advertised prompt names or template URIs.
-	ParamsJson    string `protobuf:"bytes,2,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
+	ParamsJson string `protobuf:"bytes,2,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
+	// The virtual server whose view to use (servers[].name, as served at
+	// /mcp/<server>); empty is the whole catalog. An unknown server is
+	// NOT_FOUND, exactly like an item the principal may not see.
+	Server        string `protobuf:"bytes,3,opt,name=server,proto3" json:"server,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2146,6 +2238,13 @@ func (x *CompleteRequest) GetPrincipal() *v1.Principal {
 func (x *CompleteRequest) GetParamsJson() string {
 	if x != nil {
 		return x.ParamsJson
+	}
+	return ""
+}
+
+func (x *CompleteRequest) GetServer() string {
+	if x != nil {
+		return x.Server
 	}
 	return ""
 }
@@ -2211,7 +2310,11 @@ type WatchCatalogRequest struct {
 	// subscription lives as long as this stream, in the aggregator replica
 	// serving it, or until its URI is gone from the principal's view. The
 	// backend sees one subscription per URI, whatever the number of watchers.
-	ResourceUris  []string `protobuf:"bytes,3,rep,name=resource_uris,json=resourceUris,proto3" json:"resource_uris,omitempty"`
+	ResourceUris []string `protobuf:"bytes,3,rep,name=resource_uris,json=resourceUris,proto3" json:"resource_uris,omitempty"`
+	// The virtual server whose view to use (servers[].name, as served at
+	// /mcp/<server>); empty is the whole catalog. An unknown server is
+	// NOT_FOUND, exactly like an item the principal may not see.
+	Server        string `protobuf:"bytes,4,opt,name=server,proto3" json:"server,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2265,6 +2368,13 @@ func (x *WatchCatalogRequest) GetResourceUris() []string {
 		return x.ResourceUris
 	}
 	return nil
+}
+
+func (x *WatchCatalogRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
 }
 
 // WatchCatalogResponse is one catalog event: the view changed.
@@ -2431,7 +2541,11 @@ func (x *BackendError) GetDataJson() string {
 type ListBackendsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// When set, only backends the principal can see something of are listed.
-	Principal     *v1.Principal `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	Principal *v1.Principal `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// The virtual server whose view to use (servers[].name, as served at
+	// /mcp/<server>); empty is the whole catalog. An unknown server is
+	// NOT_FOUND, exactly like an item the principal may not see.
+	Server        string `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2471,6 +2585,13 @@ func (x *ListBackendsRequest) GetPrincipal() *v1.Principal {
 		return x.Principal
 	}
 	return nil
+}
+
+func (x *ListBackendsRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
 }
 
 // Backend describes one backend MCP server.
@@ -2659,9 +2780,10 @@ var File_switchboard_aggregator_v1_aggregator_proto protoreflect.FileDescriptor
 
 const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\n" +
-	"*switchboard/aggregator/v1/aggregator.proto\x12\x19switchboard.aggregator.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%switchboard/common/v1/principal.proto\"Q\n" +
+	"*switchboard/aggregator/v1/aggregator.proto\x12\x19switchboard.aggregator.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%switchboard/common/v1/principal.proto\"i\n" +
 	"\x0fDiscoverRequest\x12>\n" +
-	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\"\xf6\x02\n" +
+	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x16\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\"\xf6\x02\n" +
 	"\x10DiscoverResponse\x12'\n" +
 	"\x0fcatalog_version\x18\x01 \x01(\x04R\x0ecatalogVersion\x12\x1d\n" +
 	"\n" +
@@ -2672,23 +2794,27 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\ftools_digest\x18\x06 \x01(\tR\vtoolsDigest\x12/\n" +
 	"\x13resources_subscribe\x18\a \x01(\bR\x12resourcesSubscribe\x12 \n" +
 	"\vcompletions\x18\b \x01(\bR\vcompletions\x12\"\n" +
-	"\finstructions\x18\t \x01(\tR\finstructions\"\x87\x01\n" +
+	"\finstructions\x18\t \x01(\tR\finstructions\"\x9f\x01\n" +
 	"\x10ListToolsRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x16\n" +
 	"\x06cursor\x18\x02 \x01(\tR\x06cursor\x12\x1b\n" +
-	"\tpage_size\x18\x03 \x01(\rR\bpageSize\"\x8b\x01\n" +
+	"\tpage_size\x18\x03 \x01(\rR\bpageSize\x12\x16\n" +
+	"\x06server\x18\x04 \x01(\tR\x06server\"\xa3\x01\n" +
 	"\x14ListResourcesRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x16\n" +
 	"\x06cursor\x18\x02 \x01(\tR\x06cursor\x12\x1b\n" +
-	"\tpage_size\x18\x03 \x01(\rR\bpageSize\"\x93\x01\n" +
+	"\tpage_size\x18\x03 \x01(\rR\bpageSize\x12\x16\n" +
+	"\x06server\x18\x04 \x01(\tR\x06server\"\xab\x01\n" +
 	"\x1cListResourceTemplatesRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x16\n" +
 	"\x06cursor\x18\x02 \x01(\tR\x06cursor\x12\x1b\n" +
-	"\tpage_size\x18\x03 \x01(\rR\bpageSize\"\x89\x01\n" +
+	"\tpage_size\x18\x03 \x01(\rR\bpageSize\x12\x16\n" +
+	"\x06server\x18\x04 \x01(\tR\x06server\"\xa1\x01\n" +
 	"\x12ListPromptsRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x16\n" +
 	"\x06cursor\x18\x02 \x01(\tR\x06cursor\x12\x1b\n" +
-	"\tpage_size\x18\x03 \x01(\rR\bpageSize\"\xbf\x02\n" +
+	"\tpage_size\x18\x03 \x01(\rR\bpageSize\x12\x16\n" +
+	"\x06server\x18\x04 \x01(\tR\x06server\"\xbf\x02\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12 \n" +
@@ -2746,7 +2872,7 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\x0eRequestContext\x12.\n" +
 	"\x13progress_token_json\x18\x01 \x01(\tR\x11progressTokenJson\x128\n" +
 	"\x18client_capabilities_json\x18\x03 \x01(\tR\x16clientCapabilitiesJson\x12\x1b\n" +
-	"\tlog_level\x18\x04 \x01(\tR\blogLevelJ\x04\b\x02\x10\x03\"\xfc\x03\n" +
+	"\tlog_level\x18\x04 \x01(\tR\blogLevelJ\x04\b\x02\x10\x03\"\x94\x04\n" +
 	"\x0fCallToolRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12%\n" +
@@ -2755,7 +2881,8 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\x14input_responses_json\x18\x05 \x01(\tR\x12inputResponsesJson\x12#\n" +
 	"\rrequest_state\x18\x06 \x01(\tR\frequestState\x12a\n" +
 	"\rparam_headers\x18\a \x03(\v2<.switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntryR\fparamHeaders\x12.\n" +
-	"\x13check_param_headers\x18\b \x01(\bR\x11checkParamHeaders\x1a?\n" +
+	"\x13check_param_headers\x18\b \x01(\bR\x11checkParamHeaders\x12\x16\n" +
+	"\x06server\x18\t \x01(\tR\x06server\x1a?\n" +
 	"\x11ParamHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x97\x01\n" +
@@ -2781,26 +2908,28 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12>\n" +
 	"\x04call\x18\x02 \x01(\v2*.switchboard.aggregator.v1.CallToolRequestR\x04call\"]\n" +
 	"\x16ResumeHeldCallResponse\x12C\n" +
-	"\x06result\x18\x01 \x01(\v2+.switchboard.aggregator.v1.CallToolResponseR\x06result\"\x83\x02\n" +
+	"\x06result\x18\x01 \x01(\v2+.switchboard.aggregator.v1.CallToolResponseR\x06result\"\x9b\x02\n" +
 	"\x13ReadResourceRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x10\n" +
 	"\x03uri\x18\x02 \x01(\tR\x03uri\x12C\n" +
 	"\acontext\x18\x03 \x01(\v2).switchboard.aggregator.v1.RequestContextR\acontext\x120\n" +
 	"\x14input_responses_json\x18\x04 \x01(\tR\x12inputResponsesJson\x12#\n" +
-	"\rrequest_state\x18\x05 \x01(\tR\frequestState\"r\n" +
+	"\rrequest_state\x18\x05 \x01(\tR\frequestState\x12\x16\n" +
+	"\x06server\x18\x06 \x01(\tR\x06server\"r\n" +
 	"\x14ReadResourceResponse\x12\x1f\n" +
 	"\vresult_json\x18\x01 \x01(\tR\n" +
 	"resultJson\x12\x1f\n" +
 	"\vresult_type\x18\x02 \x01(\tR\n" +
 	"resultType\x12\x18\n" +
-	"\abackend\x18\x03 \x01(\tR\abackend\"\x9a\x03\n" +
+	"\abackend\x18\x03 \x01(\tR\abackend\"\xb2\x03\n" +
 	"\x10GetPromptRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12X\n" +
 	"\targuments\x18\x03 \x03(\v2:.switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntryR\targuments\x12C\n" +
 	"\acontext\x18\x04 \x01(\v2).switchboard.aggregator.v1.RequestContextR\acontext\x120\n" +
 	"\x14input_responses_json\x18\x05 \x01(\tR\x12inputResponsesJson\x12#\n" +
-	"\rrequest_state\x18\x06 \x01(\tR\frequestState\x1a<\n" +
+	"\rrequest_state\x18\x06 \x01(\tR\frequestState\x12\x16\n" +
+	"\x06server\x18\a \x01(\tR\x06server\x1a<\n" +
 	"\x0eArgumentsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"o\n" +
@@ -2809,19 +2938,21 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"resultJson\x12\x1f\n" +
 	"\vresult_type\x18\x02 \x01(\tR\n" +
 	"resultType\x12\x18\n" +
-	"\abackend\x18\x03 \x01(\tR\abackend\"r\n" +
+	"\abackend\x18\x03 \x01(\tR\abackend\"\x8a\x01\n" +
 	"\x0fCompleteRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x1f\n" +
 	"\vparams_json\x18\x02 \x01(\tR\n" +
-	"paramsJson\"3\n" +
+	"paramsJson\x12\x16\n" +
+	"\x06server\x18\x03 \x01(\tR\x06server\"3\n" +
 	"\x10CompleteResponse\x12\x1f\n" +
 	"\vresult_json\x18\x01 \x01(\tR\n" +
-	"resultJson\"\x9b\x01\n" +
+	"resultJson\"\xb3\x01\n" +
 	"\x13WatchCatalogRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x1f\n" +
 	"\vall_changes\x18\x02 \x01(\bR\n" +
 	"allChanges\x12#\n" +
-	"\rresource_uris\x18\x03 \x03(\tR\fresourceUris\"\x92\x02\n" +
+	"\rresource_uris\x18\x03 \x03(\tR\fresourceUris\x12\x16\n" +
+	"\x06server\x18\x04 \x01(\tR\x06server\"\x92\x02\n" +
 	"\x14WatchCatalogResponse\x12'\n" +
 	"\x0fcatalog_version\x18\x01 \x01(\x04R\x0ecatalogVersion\x12@\n" +
 	"\achanged\x18\x02 \x03(\x0e2&.switchboard.aggregator.v1.CatalogKindR\achanged\x12!\n" +
@@ -2831,9 +2962,10 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\fBackendError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x03R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1b\n" +
-	"\tdata_json\x18\x03 \x01(\tR\bdataJson\"U\n" +
+	"\tdata_json\x18\x03 \x01(\tR\bdataJson\"m\n" +
 	"\x13ListBackendsRequest\x12>\n" +
-	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\"\x97\x03\n" +
+	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x16\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\"\x97\x03\n" +
 	"\aBackend\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03url\x18\x02 \x01(\tR\x03url\x12@\n" +

@@ -172,7 +172,11 @@ type SearchRequest struct {
 	// PERMISSION_DENIED (reason ERROR_REASON_OPERATOR_ONLY) before anything
 	// else is looked at. The search is scoped as always: to the principal
 	// the call acts for.
-	Explain       bool `protobuf:"varint,5,opt,name=explain,proto3" json:"explain,omitempty"`
+	Explain bool `protobuf:"varint,5,opt,name=explain,proto3" json:"explain,omitempty"`
+	// The virtual server whose view to use (servers[].name, as served at
+	// /mcp/<server>); empty is the whole catalog. An unknown server is
+	// NOT_FOUND, exactly like an item the principal may not see.
+	Server        string `protobuf:"bytes,6,opt,name=server,proto3" json:"server,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -240,6 +244,13 @@ func (x *SearchRequest) GetExplain() bool {
 		return x.Explain
 	}
 	return false
+}
+
+func (x *SearchRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
 }
 
 // SearchHit is one matched tool.
@@ -692,8 +703,12 @@ func (x *SearchResponse) GetTrigramKey() string {
 
 // RefreshScopeRequest names the principal to build a scope for.
 type RefreshScopeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Principal     *v1.Principal          `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Principal *v1.Principal          `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// The virtual server whose view to use (servers[].name, as served at
+	// /mcp/<server>); empty is the whole catalog. An unknown server is
+	// NOT_FOUND, exactly like an item the principal may not see.
+	Server        string `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -733,6 +748,13 @@ func (x *RefreshScopeRequest) GetPrincipal() *v1.Principal {
 		return x.Principal
 	}
 	return nil
+}
+
+func (x *RefreshScopeRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
 }
 
 // RefreshScopeResponse describes the principal's scope.
@@ -2061,13 +2083,14 @@ var File_switchboard_indexer_v1_indexer_proto protoreflect.FileDescriptor
 
 const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\n" +
-	"$switchboard/indexer/v1/indexer.proto\x12\x16switchboard.indexer.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%switchboard/common/v1/principal.proto\"\xb1\x01\n" +
+	"$switchboard/indexer/v1/indexer.proto\x12\x16switchboard.indexer.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%switchboard/common/v1/principal.proto\"\xc9\x01\n" +
 	"\rSearchRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x14\n" +
 	"\x05query\x18\x02 \x01(\tR\x05query\x12\x1a\n" +
 	"\bkeywords\x18\x03 \x03(\tR\bkeywords\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\rR\x05limit\x12\x18\n" +
-	"\aexplain\x18\x05 \x01(\bR\aexplain\"\xc8\x01\n" +
+	"\aexplain\x18\x05 \x01(\bR\aexplain\x12\x16\n" +
+	"\x06server\x18\x06 \x01(\tR\x06server\"\xc8\x01\n" +
 	"\tSearchHit\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12*\n" +
@@ -2108,9 +2131,10 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\x0fcatalog_version\x18\x04 \x01(\x04R\x0ecatalogVersion\x127\n" +
 	"\x05terms\x18\x05 \x03(\v2!.switchboard.indexer.v1.QueryTermR\x05terms\x12\x1f\n" +
 	"\vtrigram_key\x18\x06 \x01(\tR\n" +
-	"trigramKey\"U\n" +
+	"trigramKey\"m\n" +
 	"\x13RefreshScopeRequest\x12>\n" +
-	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\"n\n" +
+	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x16\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\"n\n" +
 	"\x14RefreshScopeResponse\x12!\n" +
 	"\ftools_digest\x18\x01 \x01(\tR\vtoolsDigest\x12\x1d\n" +
 	"\n" +

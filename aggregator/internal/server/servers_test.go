@@ -1,0 +1,205 @@
+package server_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+)
+
+const serversPolicy = `
+// support may use the support server, and nothing else.
+permit (principal in Group::"support", action, resource in Server::"support");
+// eng may use everything, everywhere, except deleting through support.
+permit (principal in Group::"eng", action, resource);
+forbid (principal, action == Action::"call_tool", resource in Server::"support") when { resource == Tool::"tickets_delete" };
+`
+
+// startServers serves two backends, the whole catalog and two virtual
+// servers over them.
+func startServers(t *testing.T) (h *harness, tickets, docs *testBackend) {
+	t.Helper()
+	tickets = newTestBackend(t, "tickets", backendOptions{tools: []string{"get", "search", "delete"}})
+	docs = newTestBackend(t, "docs", backendOptions{tools: []string{"read", "write"}})
+	full, err := config.Load(writeFile(t, "switchboard.yaml", `
+aggregator:
+  instructions: the whole catalog
+  authz: {policyFile: `+writeFile(t, "policy.cedar", serversPolicy)+`}
+  backends:
+    - {name: tickets, url: `+tickets.url()+`}
+    - {name: docs, url: `+docs.url()+`}
+servers:
+  - name: support
+    backends: [tickets, docs]
+    tools: {include: ["tickets_*", "docs_read"], exclude: ["*_search"]}
+    instructions: help customers
+  - name: writers
+    backends: [docs]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, err = startAggregatorWith(t, full, quietLog); err != nil {
+		t.Fatal(err)
+	}
+	return h, tickets, docs
+}
+
+func listServerTools(t *testing.T, c aggregatorv1.AggregatorServiceClient, p *commonv1.Principal, server string) []string {
+	t.Helper()
+	var names []string
+	cursor := ""
+	for range 100 {
+		resp, err := c.ListTools(context.Background(), &aggregatorv1.ListToolsRequest{Principal: p, Server: server, Cursor: cursor, PageSize: 2})
+		if err != nil {
+			t.Fatalf("ListTools(%q): %v", server, err)
+		}
+		for _, tool := range resp.GetTools() {
+			names = append(names, tool.GetName())
+		}
+		if cursor = resp.GetNextCursor(); cursor == "" {
+			return names
+		}
+	}
+	t.Fatal("paging does not end")
+	return nil
+}
+
+func TestServersFilterBackendsAndTools(t *testing.T) {
+	h, _, _ := startServers(t)
+	eng := principal("erin", "eng")
+	for server, want := range map[string][]string{
+		"":        {"docs_fail", "docs_hang", "docs_read", "docs_write", "tickets_delete", "tickets_fail", "tickets_get", "tickets_hang", "tickets_search"},
+		// tickets_delete is forbidden through support (the policy).
+		"support": {"docs_read", "tickets_fail", "tickets_get", "tickets_hang"},
+		"writers": {"docs_fail", "docs_hang", "docs_read", "docs_write"},
+	} {
+		if got := listServerTools(t, h.gateway, eng, server); !slices.Equal(got, want) {
+			t.Errorf("server %q lists %v, want %v", server, got, want)
+		}
+	}
+	ctx := context.Background()
+	// A tool the server leaves out answers exactly like a missing one.
+	for _, name := range []string{"tickets_search", "docs_write", "nope"} {
+		_, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: eng, Server: "support", Name: name})
+		wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	}
+	if _, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: eng, Server: "support", Name: "tickets_get"}); err != nil {
+		t.Fatalf("support calls tickets_get: %v", err)
+	}
+	// An unknown server is missing too, for every RPC.
+	_, err := h.gateway.ListTools(ctx, &aggregatorv1.ListToolsRequest{Principal: eng, Server: "nope"})
+	wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	_, err = h.gateway.Discover(ctx, &aggregatorv1.DiscoverRequest{Principal: eng, Server: "nope"})
+	wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	_, err = h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: eng, Server: "nope", Name: "tickets_get"})
+	wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+
+	// Instructions and digests are the server's own.
+	whole, err := h.gateway.Discover(ctx, &aggregatorv1.DiscoverRequest{Principal: eng})
+	if err != nil {
+		t.Fatal(err)
+	}
+	support, err := h.gateway.Discover(ctx, &aggregatorv1.DiscoverRequest{Principal: eng, Server: "support"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writers, err := h.gateway.Discover(ctx, &aggregatorv1.DiscoverRequest{Principal: eng, Server: "writers"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if whole.GetInstructions() != "the whole catalog" || support.GetInstructions() != "help customers" || writers.GetInstructions() != "the whole catalog" {
+		t.Errorf("instructions %q, %q, %q", whole.GetInstructions(), support.GetInstructions(), writers.GetInstructions())
+	}
+	if support.GetToolCount() != 4 || whole.GetToolsDigest() == support.GetToolsDigest() || support.GetToolsDigest() == writers.GetToolsDigest() {
+		t.Errorf("digests not per server: whole %s support %s (%d tools) writers %s", whole.GetToolsDigest(), support.GetToolsDigest(), support.GetToolCount(), writers.GetToolsDigest())
+	}
+}
+
+// Server::"<name>" is the parent of its backends in Cedar: who may use a
+// server is a policy, and it holds only through that server.
+func TestServerIsACedarEntity(t *testing.T) {
+	h, _, _ := startServers(t)
+	ctx := context.Background()
+	sue, eng := principal("sue", "support"), principal("erin", "eng")
+	if got := listServerTools(t, h.gateway, sue, ""); len(got) != 0 {
+		t.Errorf("support sees %v in the whole catalog, want nothing", got)
+	}
+	if got := listServerTools(t, h.gateway, sue, "writers"); len(got) != 0 {
+		t.Errorf("support sees %v in writers, want nothing", got)
+	}
+	if got, want := listServerTools(t, h.gateway, sue, "support"), []string{"docs_read", "tickets_fail", "tickets_get", "tickets_hang"}; !slices.Equal(got, want) {
+		t.Errorf("support sees %v in support, want %v", got, want)
+	}
+	// The forbid names the tool through the server: eng may delete through
+	// the whole catalog, not through support.
+	_, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: eng, Server: "support", Name: "tickets_delete"})
+	wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	if _, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: eng, Name: "tickets_delete"}); err != nil {
+		t.Errorf("eng deletes through the whole catalog: %v", err)
+	}
+	// The forbid holds for every principal in support, whatever permits.
+	_, err = h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: sue, Server: "support", Name: "tickets_delete"})
+	wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+}
+
+// A watch of one server reports that server's changes; the indexer's
+// watch of all changes reports a change of any catalog.
+func TestServerWatches(t *testing.T) {
+	h, tickets, docs := startServers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	eng := principal("erin", "eng")
+	writers, err := h.gateway.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{Principal: eng, Server: "writers"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := h.gateway.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{AllChanges: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := writers.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := all.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	nope, err := h.gateway.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{Principal: eng, Server: "nope"})
+	if err == nil {
+		_, err = nope.Recv()
+	}
+	wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+
+	// A new tickets tool changes the whole catalog and support, not
+	// writers: the all-changes watch sees it, the writers watch does not.
+	tickets.addEchoTool("close")
+	h.engine.Trigger()
+	ev, err := all.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(ev.GetChanged(), aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS) {
+		t.Errorf("all-changes event %v lacks tools", ev)
+	}
+	// Then a docs change reaches the writers watch; had the tickets change
+	// reached it, that event would come first.
+	docs.addEchoTool("append")
+	h.engine.Trigger()
+	ev, err = writers.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.GetToolsDigest() == first.GetToolsDigest() || !slices.Contains(ev.GetChanged(), aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS) {
+		t.Errorf("writers event %v after a docs change", ev)
+	}
+	if got := listServerTools(t, h.gateway, eng, "writers"); !slices.Contains(got, "docs_append") || slices.Contains(got, "tickets_close") {
+		t.Errorf("writers lists %v", got)
+	}
+}
