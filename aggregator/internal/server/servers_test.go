@@ -75,7 +75,7 @@ func TestServersFilterBackendsAndTools(t *testing.T) {
 	h, _, _ := startServers(t)
 	eng := principal("erin", "eng")
 	for server, want := range map[string][]string{
-		"":        {"docs_fail", "docs_hang", "docs_read", "docs_write", "tickets_delete", "tickets_fail", "tickets_get", "tickets_hang", "tickets_search"},
+		"": {"docs_fail", "docs_hang", "docs_read", "docs_write", "tickets_delete", "tickets_fail", "tickets_get", "tickets_hang", "tickets_search"},
 		// tickets_delete is forbidden through support (the policy).
 		"support": {"docs_read", "tickets_fail", "tickets_get", "tickets_hang"},
 		"writers": {"docs_fail", "docs_hang", "docs_read", "docs_write"},
