@@ -126,6 +126,12 @@ type ArgumentOverride struct {
 // /mcp/raw and /mcp/optimized routes.
 var serverNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
+// IsServerName reports whether name is a well-formed server name (which
+// the configuration may or may not declare).
+func IsServerName(name string) bool {
+	return serverNamePattern.MatchString(name) && name != "raw" && name != "optimized"
+}
+
 // Bounds of what a configuration may declare; they keep a typo (or a
 // generated file gone wrong) from costing memory per request.
 const (

@@ -36,7 +36,7 @@ func main() {
 
 func run(ctx context.Context, env lifecycle.Env) error {
 	cfg := env.Config.Gateway.WithDefaults()
-	if err := errors.Join(cfg.Validate(), env.Config.GRPC.Validate()); err != nil {
+	if err := errors.Join(cfg.Validate(), env.Config.GRPC.Validate(), env.Config.ValidateServers()); err != nil {
 		return err
 	}
 	keepalive := rpc.ClientKeepalive(env.Config.GRPC)
@@ -50,6 +50,7 @@ func run(ctx context.Context, env lifecycle.Env) error {
 		AggregatorHealth: healthpb.NewHealthClient(aggConn),
 		Log:              env.Log,
 		LoopbackOnly:     isLoopback(cfg.Listen),
+		Servers:          env.Config.Servers,
 	}
 	if cfg.Indexer.Address != "" {
 		idxConn, err := rpc.Dial(cfg.Indexer, env.Config.ServiceAuth.TLS, keepalive)

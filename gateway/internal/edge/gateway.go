@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -32,6 +33,9 @@ type Deps struct {
 	Aggregator aggregatorv1.AggregatorServiceClient
 	// AggregatorHealth answers /readyz.
 	AggregatorHealth healthpb.HealthClient
+	// Servers are the virtual servers (servers[] of the configuration),
+	// served at /mcp/<name>; SetServers replaces them.
+	Servers []config.Server
 	// Indexer serves find_tool and session revocations; nil disables both
 	// (find_tool then answers with an error result, revocation stays local).
 	Indexer indexerv1.IndexerServiceClient
@@ -57,6 +61,8 @@ type Gateway struct {
 	shared      *session.Shared
 	loopback    bool
 	rules       edgeRules
+	// servers are the virtual servers by name (see SetServers).
+	servers atomic.Pointer[map[string]serverRoute]
 	// closing ends every notification stream at shutdown (see Close).
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -100,6 +106,7 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 		rules:    newEdgeRules(cfg),
 		closing:  make(chan struct{}),
 	}
+	g.SetServers(deps.Servers)
 	if err := g.revocations.RegisterMetrics(metrics.registry); err != nil {
 		return nil, err
 	}
@@ -145,17 +152,18 @@ func (g *Gateway) Close() {
 //	/mcp             the raw view, or the optimizer view when gateway.optimizer.enabled
 //	/mcp/raw         the raw view (aggregated tools), always
 //	/mcp/optimized   the optimizer view (find_tool, call_tool), always
-//	/.well-known/oauth-protected-resource[/mcp[/raw|/optimized]]   RFC 9728 metadata
+//	/mcp/<server>[/raw|/optimized]   the same three for a virtual server (servers[]);
+//	                 the first as servers[].optimizer says, else as gateway.optimizer.enabled
+//	/.well-known/oauth-protected-resource[/mcp[/<server>][/raw|/optimized]]   RFC 9728 metadata
 //	/healthz, /readyz, /metrics
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
-	main := methods.ViewRaw
-	if g.cfg.Optimizer.Enabled {
-		main = methods.ViewOptimized
-	}
-	mux.Handle(pathMCP, g.mcpHandler(pathMCP, main))
-	mux.Handle(pathMCPRaw, g.mcpHandler(pathMCPRaw, methods.ViewRaw))
-	mux.Handle(pathMCPOptimized, g.mcpHandler(pathMCPOptimized, methods.ViewOptimized))
+	mux.Handle(pathMCP, g.mcpHandler(endpointAt{variant: variantMain}))
+	mux.Handle(pathMCPRaw, g.mcpHandler(endpointAt{variant: variantRaw}))
+	mux.Handle(pathMCPOptimized, g.mcpHandler(endpointAt{variant: variantOptimized}))
+	mux.Handle(pathServer, g.mcpHandler(endpointAt{variant: variantMain, ofServer: true}))
+	mux.Handle(pathServer+"/raw", g.mcpHandler(endpointAt{variant: variantRaw, ofServer: true}))
+	mux.Handle(pathServer+"/optimized", g.mcpHandler(endpointAt{variant: variantOptimized, ofServer: true}))
 	mux.HandleFunc(wellKnownPRM, g.serveResourceMetadata)
 	mux.HandleFunc(wellKnownPRM+"/", g.serveResourceMetadata)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
@@ -181,8 +189,8 @@ func (g *Gateway) checkHost(next http.Handler) http.Handler {
 	})
 }
 
-func (g *Gateway) mcpHandler(path string, v methods.View) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.serveMCP(w, r, path, v) })
+func (g *Gateway) mcpHandler(at endpointAt) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.serveMCP(w, r, at) })
 }
 
 // serveReady reports ready when the aggregator answers its health check.

@@ -21,8 +21,6 @@ const (
 	wellKnownPRM = "/.well-known/oauth-protected-resource"
 )
 
-var mcpPaths = []string{pathMCP, pathMCPRaw, pathMCPOptimized}
-
 // CORS answers. Credentials are bearer tokens in Authorization, never
 // cookies, so Access-Control-Allow-Credentials is not sent.
 const (
@@ -278,12 +276,16 @@ func (g *Gateway) serveResourceMetadata(w http.ResponseWriter, r *http.Request) 
 	case suffix == "" || suffix == "/":
 		resource = origin
 	default:
-		for _, p := range mcpPaths {
-			// A proxy may pass the well-known path on with or without
-			// the public URL's path prefix in it.
-			if suffix == prefix+p || suffix == p {
-				resource = origin + prefix + p
+		// A proxy may pass the well-known path on with or without the
+		// public URL's path prefix in it.
+		p := suffix
+		if prefix != "" {
+			if rest, ok := strings.CutPrefix(suffix, prefix); ok && isEndpointPath(rest) {
+				p = rest
 			}
+		}
+		if isEndpointPath(p) {
+			resource = origin + prefix + p
 		}
 	}
 	if resource == "" {

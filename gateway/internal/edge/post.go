@@ -21,20 +21,26 @@ import (
 // serveMCP applies the edge protections (Host, Origin, CORS preflight:
 // before authentication, so that neither a rebound page nor a browser's
 // preflight, which carries no credential, meets an authentication
-// answer), authenticates, and routes by HTTP method. path is the
-// endpoint's, for the authentication challenge.
-func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, path string, v methods.View) {
+// answer), authenticates, and routes by HTTP method. An endpoint of a
+// virtual server that is not configured is 404, but only once the caller
+// is authenticated: an anonymous probe learns no server's name.
+func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, at endpointAt) {
 	if !g.guard(w, r, corsMethods) {
 		return
 	}
 	principal, err := g.auth.Authenticate(r)
 	if err != nil {
-		g.unauthorized(w, r, path, err)
+		g.unauthorized(w, r, r.URL.Path, err)
+		return
+	}
+	ep, ok := g.resolveEndpoint(r, at)
+	if !ok {
+		http.NotFound(w, r)
 		return
 	}
 	switch r.Method {
 	case http.MethodPost:
-		g.servePOST(w, r, v, principal)
+		g.servePOST(w, r, ep, principal)
 	case http.MethodGet, http.MethodDelete:
 		if mcpspec.Classify(mcpspec.Signals{HTTPMethod: r.Method, SessionID: r.Header.Get("Mcp-Session-Id")}) != mcpspec.EraLegacy {
 			// Modern has no GET stream and no DELETE; only a Legacy
@@ -44,9 +50,9 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, path string, 
 			return
 		}
 		if r.Method == http.MethodGet {
-			g.serveSessionStream(w, r, v, principal)
+			g.serveSessionStream(w, r, ep, principal)
 		} else {
-			g.serveSessionDelete(w, r, principal)
+			g.serveSessionDelete(w, r, ep, principal)
 		}
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE, OPTIONS")
@@ -55,7 +61,7 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, path string, 
 }
 
 // servePOST reads one JSON-RPC message and serves it in its era.
-func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, v methods.View, principal *commonv1.Principal) {
+func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint, principal *commonv1.Principal) {
 	ctx, span, rec := g.startRequest(r)
 	defer g.finishRequest(span, rec)
 	r = r.WithContext(ctx)
@@ -95,7 +101,7 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, v methods.Vi
 		writeJSON(w, http.StatusBadRequest, id, nil, wire.NewError(wire.CodeInvalidRequest, "Accept must list application/json and text/event-stream"))
 		return
 	}
-	req := &methods.Request{View: v, Principal: principal, ID: msg.ID, Method: msg.Method, Params: msg.Params, Header: r.Header}
+	req := &methods.Request{View: ep.view, Server: ep.server, Principal: principal, ID: msg.ID, Method: msg.Method, Params: msg.Params, Header: r.Header}
 	req.Meta, _ = wire.Meta(msg.Params)
 	headerVersion := r.Header.Get("Mcp-Protocol-Version")
 	sessionID := r.Header.Get("Mcp-Session-Id")
@@ -219,7 +225,7 @@ func (g *Gateway) serveLegacy(w http.ResponseWriter, r *http.Request, req *metho
 		resp.finish(req.ID, result, rerr, false)
 		return
 	}
-	claims, ok := g.openSession(r, sessionID, req.Principal)
+	claims, ok := g.openSession(r, sessionID, req.Principal, req.Server)
 	if !ok {
 		writeJSON(w, http.StatusNotFound, msg.ID, nil, wire.NewError(wire.CodeInvalidRequest, "session not found: initialize a new session"))
 		return

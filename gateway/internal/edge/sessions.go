@@ -11,11 +11,13 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
 
-// openSession opens a sealed session id for principal and checks that no
-// replica deleted it.
-func (g *Gateway) openSession(r *http.Request, id string, principal *commonv1.Principal) (session.Claims, bool) {
+// openSession opens a sealed session id for principal at the virtual
+// server named server and checks that no replica deleted it. A session of
+// another server is unknown here, like any other session that is not
+// this principal's.
+func (g *Gateway) openSession(r *http.Request, id string, principal *commonv1.Principal, server string) (session.Claims, bool) {
 	claims, err := g.sealer.Open(id, principal)
-	if err != nil {
+	if err != nil || claims.Server != server {
 		return session.Claims{}, false
 	}
 	if g.revocations.Revoked(session.IDDigest(id)) {
@@ -30,13 +32,13 @@ func (g *Gateway) openSession(r *http.Request, id string, principal *commonv1.Pr
 // what this replica records (gateway.sessions.maxPerPrincipal,
 // maxDeleted) the DELETE is refused and the session stays usable until it
 // expires.
-func (g *Gateway) serveSessionDelete(w http.ResponseWriter, r *http.Request, principal *commonv1.Principal) {
+func (g *Gateway) serveSessionDelete(w http.ResponseWriter, r *http.Request, ep endpoint, principal *commonv1.Principal) {
 	ctx, span, rec := g.startRequest(r)
 	defer g.finishRequest(span, rec)
 	rec.era = mcpspec.EraLegacy
 	rec.setMethod(span, "DELETE")
 	id := r.Header.Get("Mcp-Session-Id")
-	claims, ok := g.openSession(r, id, principal)
+	claims, ok := g.openSession(r, id, principal, ep.server)
 	if !ok {
 		http.Error(w, "session not found", http.StatusNotFound)
 		return
@@ -64,7 +66,7 @@ const retryDeleteAfter = "60"
 
 // serveSessionStream opens the session's GET stream of server
 // notifications (see methods.Server.SessionStream).
-func (g *Gateway) serveSessionStream(w http.ResponseWriter, r *http.Request, v methods.View, principal *commonv1.Principal) {
+func (g *Gateway) serveSessionStream(w http.ResponseWriter, r *http.Request, ep endpoint, principal *commonv1.Principal) {
 	ctx, span, rec := g.startRequest(r)
 	defer g.finishRequest(span, rec)
 	r = r.WithContext(ctx)
@@ -75,12 +77,12 @@ func (g *Gateway) serveSessionStream(w http.ResponseWriter, r *http.Request, v m
 		return
 	}
 	id := r.Header.Get("Mcp-Session-Id")
-	claims, ok := g.openSession(r, id, principal)
+	claims, ok := g.openSession(r, id, principal, ep.server)
 	if !ok {
 		http.Error(w, "session not found", http.StatusNotFound)
 		return
 	}
-	req := &methods.Request{Era: mcpspec.EraLegacy, View: v, Principal: principal, Method: "GET",
+	req := &methods.Request{Era: mcpspec.EraLegacy, View: ep.view, Server: ep.server, Principal: principal, Method: "GET",
 		Session: session.IDDigest(id), SessionExpiry: claims.Expiry(), Version: claims.ProtocolVersion}
 	// The stream follows the session's subscriptions on this replica,
 	// including the first one, made after it opened.

@@ -20,7 +20,7 @@ import (
 // they follow the view: some backend the principal sees something of
 // supports them.
 func (s *Server) capabilities(ctx context.Context, req *Request) (wire.Object, string, *wire.Error) {
-	d, err := s.agg.Discover(ctx, &aggregatorv1.DiscoverRequest{Principal: req.Principal})
+	d, err := s.agg.Discover(ctx, &aggregatorv1.DiscoverRequest{Principal: req.Principal, Server: req.Server})
 	if err != nil {
 		return nil, "", mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
 	}
@@ -106,7 +106,7 @@ func (s *Server) Initialize(ctx context.Context, req *Request) (result json.RawM
 		return nil, "", rerr
 	}
 	caps.Set("logging", struct{}{})
-	id, _, err := s.sealer.Mint(req.Principal, mcpspec.Legacy, sessionCapabilities(declared))
+	id, _, err := s.sealer.Mint(req.Principal, req.Server, mcpspec.Legacy, sessionCapabilities(declared))
 	if err != nil {
 		s.log.ErrorContext(ctx, "mint session", "err", err)
 		return nil, "", wire.NewError(wire.CodeInternalError, "internal error")

@@ -78,7 +78,7 @@ func (s *Server) listen(ctx context.Context, req *Request, resp Responder) (json
 		}
 		defer release()
 		var err error
-		if w, err = s.openWatch(ctx, req.Principal, filter.ResourceSubscriptions); err != nil {
+		if w, err = s.openWatch(ctx, req, filter.ResourceSubscriptions); err != nil {
 			return nil, mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
 		}
 		// w changes when the watch is reopened.
@@ -105,7 +105,7 @@ func (s *Server) listen(ctx context.Context, req *Request, resp Responder) (json
 		}
 		w.close()
 		before := w
-		if w = s.reopenWatch(ctx, resp, req.Principal, agreed.ResourceSubscriptions); w == nil {
+		if w = s.reopenWatch(ctx, resp, req, agreed.ResourceSubscriptions); w == nil {
 			return nil, nil
 		}
 		if len(w.first.GetSubscribedResourceUris()) < len(agreed.ResourceSubscriptions) {
@@ -136,7 +136,7 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 		defer cancel()
 	}
 	uris, changed := s.local.Subscriptions(req.Session, req.SessionExpiry)
-	w, err := s.openWatch(ctx, req.Principal, uris)
+	w, err := s.openWatch(ctx, req, uris)
 	if err != nil {
 		return mcperr.FromError(ctx, s.log, err, mcpspec.EraLegacy, "GET")
 	}
@@ -160,13 +160,13 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 		uris, changed = s.local.Subscriptions(req.Session, req.SessionExpiry)
 		switch stop {
 		case stopSubscriptionsChanged:
-			if w, err = s.openWatch(ctx, req.Principal, uris); err != nil {
-				w = s.reopenWatch(ctx, resp, req.Principal, uris)
+			if w, err = s.openWatch(ctx, req, uris); err != nil {
+				w = s.reopenWatch(ctx, resp, req, uris)
 			} else if w.first.GetCatalogVersion() == version {
 				continue
 			}
 		case stopWatchEnded:
-			w = s.reopenWatch(ctx, resp, req.Principal, uris)
+			w = s.reopenWatch(ctx, resp, req, uris)
 		default:
 			return nil
 		}

@@ -26,7 +26,7 @@ type listKind[T any] struct {
 var toolsList = listKind[*aggregatorv1.Tool]{
 	member: "tools",
 	page: func(s *Server, ctx context.Context, req *Request, cursor string) ([]*aggregatorv1.Tool, string, error) {
-		resp, err := s.agg.ListTools(ctx, &aggregatorv1.ListToolsRequest{Principal: req.Principal, Cursor: cursor})
+		resp, err := s.agg.ListTools(ctx, &aggregatorv1.ListToolsRequest{Principal: req.Principal, Server: req.Server, Cursor: cursor})
 		return resp.GetTools(), resp.GetNextCursor(), err
 	},
 	definition: (*aggregatorv1.Tool).GetDefinitionJson,
@@ -42,7 +42,7 @@ var toolsList = listKind[*aggregatorv1.Tool]{
 var resourcesList = listKind[*aggregatorv1.Resource]{
 	member: "resources",
 	page: func(s *Server, ctx context.Context, req *Request, cursor string) ([]*aggregatorv1.Resource, string, error) {
-		resp, err := s.agg.ListResources(ctx, &aggregatorv1.ListResourcesRequest{Principal: req.Principal, Cursor: cursor})
+		resp, err := s.agg.ListResources(ctx, &aggregatorv1.ListResourcesRequest{Principal: req.Principal, Server: req.Server, Cursor: cursor})
 		return resp.GetResources(), resp.GetNextCursor(), err
 	},
 	definition: (*aggregatorv1.Resource).GetDefinitionJson,
@@ -54,7 +54,7 @@ var resourcesList = listKind[*aggregatorv1.Resource]{
 var templatesList = listKind[*aggregatorv1.ResourceTemplate]{
 	member: "resourceTemplates",
 	page: func(s *Server, ctx context.Context, req *Request, cursor string) ([]*aggregatorv1.ResourceTemplate, string, error) {
-		resp, err := s.agg.ListResourceTemplates(ctx, &aggregatorv1.ListResourceTemplatesRequest{Principal: req.Principal, Cursor: cursor})
+		resp, err := s.agg.ListResourceTemplates(ctx, &aggregatorv1.ListResourceTemplatesRequest{Principal: req.Principal, Server: req.Server, Cursor: cursor})
 		return resp.GetResourceTemplates(), resp.GetNextCursor(), err
 	},
 	definition: (*aggregatorv1.ResourceTemplate).GetDefinitionJson,
@@ -66,7 +66,7 @@ var templatesList = listKind[*aggregatorv1.ResourceTemplate]{
 var promptsList = listKind[*aggregatorv1.Prompt]{
 	member: "prompts",
 	page: func(s *Server, ctx context.Context, req *Request, cursor string) ([]*aggregatorv1.Prompt, string, error) {
-		resp, err := s.agg.ListPrompts(ctx, &aggregatorv1.ListPromptsRequest{Principal: req.Principal, Cursor: cursor})
+		resp, err := s.agg.ListPrompts(ctx, &aggregatorv1.ListPromptsRequest{Principal: req.Principal, Server: req.Server, Cursor: cursor})
 		return resp.GetPrompts(), resp.GetNextCursor(), err
 	},
 	definition: (*aggregatorv1.Prompt).GetDefinitionJson,

@@ -97,7 +97,7 @@ func (s *Server) findTool(ctx context.Context, req *Request, args json.RawMessag
 	// tools/call waits for clients (Serve), so the search is bounded here.
 	searchCtx, cancel := s.serviceCall(ctx)
 	defer cancel()
-	resp, err := s.idx.Search(searchCtx, &indexerv1.SearchRequest{Principal: req.Principal, Query: *in.Description, Keywords: in.Keywords, Limit: s.cfg.SearchLimit})
+	resp, err := s.idx.Search(searchCtx, &indexerv1.SearchRequest{Principal: req.Principal, Server: req.Server, Query: *in.Description, Keywords: in.Keywords, Limit: s.cfg.SearchLimit})
 	if err != nil {
 		rerr := mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
 		return s.toolError(req, "tool search failed: "+rerr.Message+". Other tools keep working; retry find_tool later.")

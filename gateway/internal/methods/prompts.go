@@ -27,7 +27,7 @@ func (s *Server) getPrompt(ctx context.Context, req *Request, resp Responder) (j
 	}
 	return s.roundTrips(ctx, req, resp, rt, false, func(ctx context.Context, rt roundTrip) (string, string, error) {
 		out, err := s.agg.GetPrompt(ctx, &aggregatorv1.GetPromptRequest{
-			Principal: req.Principal, Name: name, Arguments: args, Context: rt.context,
+			Principal: req.Principal, Server: req.Server, Name: name, Arguments: args, Context: rt.context,
 			InputResponsesJson: rt.inputResponses, RequestState: rt.requestState,
 		})
 		return out.GetResultJson(), out.GetResultType(), err
@@ -53,7 +53,7 @@ func (s *Server) complete(ctx context.Context, req *Request, _ Responder) (json.
 			params[k] = v
 		}
 	}
-	out, err := s.agg.Complete(ctx, &aggregatorv1.CompleteRequest{Principal: req.Principal, ParamsJson: string(params.Encode())})
+	out, err := s.agg.Complete(ctx, &aggregatorv1.CompleteRequest{Principal: req.Principal, Server: req.Server, ParamsJson: string(params.Encode())})
 	if err != nil {
 		return nil, mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
 	}

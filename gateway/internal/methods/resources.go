@@ -19,7 +19,7 @@ func (s *Server) readResource(ctx context.Context, req *Request, resp Responder)
 	}
 	result, rerr := s.roundTrips(ctx, req, resp, rt, true, func(ctx context.Context, rt roundTrip) (string, string, error) {
 		out, err := s.agg.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{
-			Principal: req.Principal, Uri: uri, Context: rt.context,
+			Principal: req.Principal, Server: req.Server, Uri: uri, Context: rt.context,
 			InputResponsesJson: rt.inputResponses, RequestState: rt.requestState,
 		})
 		return out.GetResultJson(), out.GetResultType(), err

@@ -39,9 +39,9 @@ const maxInputRounds = 10
 type roundTrip struct {
 	// method, target and arguments name the request: a sealed request
 	// state is only valid for the request that produced it (see binding).
-	method, target string
-	arguments      json.RawMessage
-	inputResponses string
+	server, method, target string
+	arguments              json.RawMessage
+	inputResponses         string
 	// requestState is the backend's own state, unsealed.
 	requestState string
 	context      *aggregatorv1.RequestContext
@@ -50,7 +50,7 @@ type roundTrip struct {
 // binding is the request's session.RequestBinding. It is computed only
 // when a state is sealed or opened, never for a plain call.
 func (rt roundTrip) binding() string {
-	return session.RequestBinding(rt.method, rt.target, rt.arguments)
+	return session.RequestBinding(rt.server, rt.method, rt.target, rt.arguments)
 }
 
 // retry reports whether this attempt answers an earlier input_required.
@@ -62,7 +62,7 @@ func (rt roundTrip) retry() bool { return rt.inputResponses != "" || rt.requestS
 // very request, and is used up here, before the backend sees the retry.
 func (s *Server) roundTripParams(ctx context.Context, req *Request, method, target string, arguments json.RawMessage) (roundTrip, *wire.Error) {
 	params := req.Params
-	rt := roundTrip{method: method, target: target, arguments: arguments}
+	rt := roundTrip{server: req.Server, method: method, target: target, arguments: arguments}
 	if raw, ok := params["inputResponses"]; ok && string(raw) != "null" {
 		if !wire.IsObjectText(raw) {
 			return rt, wire.InvalidParams("inputResponses must be an object")

@@ -32,8 +32,11 @@ const (
 
 // Request is one MCP request, parsed and validated for its era.
 type Request struct {
-	Era       mcpspec.Era
-	View      View
+	Era  mcpspec.Era
+	View View
+	// Server is the virtual server the request was sent to (/mcp/<server>);
+	// "" for the whole catalog (/mcp).
+	Server    string
 	Principal *commonv1.Principal
 	ID        json.RawMessage
 	Method    string

@@ -62,7 +62,7 @@ func (s *Server) callTool(ctx context.Context, req *Request, resp Responder) (js
 func (s *Server) callAggregatorTool(ctx context.Context, req *Request, resp Responder, name string, args json.RawMessage, paramHeaders map[string]string, rt roundTrip) (json.RawMessage, *wire.Error) {
 	return s.roundTrips(ctx, req, resp, rt, false, func(ctx context.Context, rt roundTrip) (string, string, error) {
 		call := &aggregatorv1.CallToolRequest{
-			Principal: req.Principal, Name: name, ArgumentsJson: string(args), Context: rt.context,
+			Principal: req.Principal, Server: req.Server, Name: name, ArgumentsJson: string(args), Context: rt.context,
 			InputResponsesJson: rt.inputResponses, RequestState: rt.requestState,
 			ParamHeaders: paramHeaders, CheckParamHeaders: paramHeaders != nil,
 		}

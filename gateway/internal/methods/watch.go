@@ -11,7 +11,6 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
-	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
 
@@ -98,9 +97,9 @@ var errWatchUnconfirmed = status.Error(codes.Unavailable, "the aggregator did no
 // (the current version, and which of resourceURIs it delivers updates
 // for): after it no change can be missed. The watch ends with ctx or its
 // close.
-func (s *Server) openWatch(ctx context.Context, principal *commonv1.Principal, resourceURIs []string) (*catalogWatch, error) {
+func (s *Server) openWatch(ctx context.Context, req *Request, resourceURIs []string) (*catalogWatch, error) {
 	wctx, cancel := context.WithCancel(ctx)
-	stream, err := s.agg.WatchCatalog(wctx, &aggregatorv1.WatchCatalogRequest{Principal: principal, ResourceUris: resourceURIs})
+	stream, err := s.agg.WatchCatalog(wctx, &aggregatorv1.WatchCatalogRequest{Principal: req.Principal, Server: req.Server, ResourceUris: resourceURIs})
 	if err != nil {
 		cancel()
 		return nil, err
@@ -121,7 +120,7 @@ func (s *Server) openWatch(ctx context.Context, principal *commonv1.Principal, r
 // retrying with back-off and keeping the client's stream alive meanwhile.
 // It returns nil when the client went away or the gateway shuts down
 // first.
-func (s *Server) reopenWatch(ctx context.Context, resp Responder, principal *commonv1.Principal, resourceURIs []string) *catalogWatch {
+func (s *Server) reopenWatch(ctx context.Context, resp Responder, req *Request, resourceURIs []string) *catalogWatch {
 	keepAlive := time.NewTicker(s.cfg.KeepAlive)
 	defer keepAlive.Stop()
 	for delay := reopenFirst; ; delay = min(2*delay, reopenMax) {
@@ -146,12 +145,14 @@ func (s *Server) reopenWatch(ctx context.Context, resp Responder, principal *com
 				break wait
 			}
 		}
-		w, err := s.openWatch(ctx, principal, resourceURIs)
+		w, err := s.openWatch(ctx, req, resourceURIs)
 		if err == nil {
 			s.log.InfoContext(ctx, "catalog watch reopened; the notification stream carries on")
 			return w
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || status.Code(err) == codes.NotFound {
+			// NotFound: the virtual server is no longer configured; the
+			// stream ends, as the client's next request would find.
 			return nil
 		}
 		s.log.DebugContext(ctx, "catalog watch not reopened yet", "err", err, "retry_in", min(2*delay, reopenMax))

@@ -47,8 +47,11 @@ type Claims struct {
 	ProtocolVersion string `json:"v"`
 	// ClientCapabilities is the client's declared capabilities (JSON).
 	ClientCapabilities json.RawMessage `json:"c,omitempty"`
-	IssuedAt           int64           `json:"iat"`
-	ExpiresAt          int64           `json:"exp"`
+	// Server is the virtual server the session was opened on ("" for the
+	// whole catalog): the session is good at that server's endpoints only.
+	Server    string `json:"s,omitempty"`
+	IssuedAt  int64  `json:"iat"`
+	ExpiresAt int64  `json:"exp"`
 }
 
 // Expiry returns when the session ends.
@@ -91,10 +94,12 @@ func NewSealer(key string, ttl time.Duration) (*Sealer, error) {
 	return &Sealer{aead: aead, ttl: ttl, now: time.Now}, nil
 }
 
-// Mint creates a session id for principal.
-func (s *Sealer) Mint(principal *commonv1.Principal, version string, clientCaps json.RawMessage) (string, Claims, error) {
+// Mint creates a session id for principal on the virtual server named
+// server ("" for the whole catalog).
+func (s *Sealer) Mint(principal *commonv1.Principal, server, version string, clientCaps json.RawMessage) (string, Claims, error) {
 	now := s.now()
 	c := Claims{
+		Server:             server,
 		PrincipalDigest:    PrincipalDigest(principal),
 		ProtocolVersion:    version,
 		ClientCapabilities: clientCaps,

@@ -19,7 +19,7 @@ func TestSealOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, claims, err := s.Mint(alice, "2025-11-25", json.RawMessage(`{"roots":{}}`))
+	id, claims, err := s.Mint(alice, "", "2025-11-25", json.RawMessage(`{"roots":{}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestOneSpelling(t *testing.T) {
 	respellable := 0
 	// Capabilities of different lengths give every sealed length mod 3.
 	for n := range 9 {
-		id, _, err := s.Mint(alice, "2025-11-25", json.RawMessage(`{"x":"`+strings.Repeat("a", n)+`"}`))
+		id, _, err := s.Mint(alice, "", "2025-11-25", json.RawMessage(`{"x":"`+strings.Repeat("a", n)+`"}`))
 		if err != nil {
 			t.Fatal(err)
 		}

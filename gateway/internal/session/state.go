@@ -48,14 +48,20 @@ type OpenedState struct {
 	ExpiresAt time.Time
 }
 
-// RequestBinding names one request for a sealed state: the digest of its
-// method, its target (tool or prompt name, resource URI) and its
-// arguments in canonical JSON (keys sorted, no insignificant space), so a
-// client that re-encodes the same arguments for its retry still matches,
-// and other arguments do not. Absent and null arguments are the same.
-func RequestBinding(method, target string, arguments json.RawMessage) string {
+// RequestBinding names one request for a sealed state: the digest of the
+// virtual server it was sent to ("" for the whole catalog: the same tool
+// name may be another tool, with other fixed arguments, in another
+// server), its method, its target (tool or prompt name, resource URI) and
+// its arguments in canonical JSON (keys sorted, no insignificant space),
+// so a client that re-encodes the same arguments for its retry still
+// matches, and other arguments do not. Absent and null arguments are the
+// same.
+func RequestBinding(server, method, target string, arguments json.RawMessage) string {
 	h := sha256.New()
 	// Length prefixes keep the fields apart.
+	if server != "" {
+		fmt.Fprintf(h, "server %d:%s|", len(server), server)
+	}
 	fmt.Fprintf(h, "%d:%s|%d:%s|", len(method), method, len(target), target)
 	h.Write(canonicalJSON(arguments))
 	return hex.EncodeToString(h.Sum(nil))

@@ -20,7 +20,7 @@ import (
 
 func TestSealState(t *testing.T) {
 	alice := &commonv1.Principal{Subject: "alice"}
-	binding := RequestBinding("tools/call", "ask", json.RawMessage(`{"a":1}`))
+	binding := RequestBinding("", "tools/call", "ask", json.RawMessage(`{"a":1}`))
 	s, _ := NewSealer(key, time.Hour)
 	sealed, err := s.SealState(alice, binding, "backend-state", time.Minute)
 	if err != nil || strings.Contains(sealed, "backend-state") {
@@ -37,16 +37,16 @@ func TestSealState(t *testing.T) {
 	}
 	later, _ := NewSealer(key, time.Hour)
 	later.now = func() time.Time { return time.Now().Add(2 * time.Minute) }
-	sessionID, _, _ := s.Mint(alice, "2025-11-25", nil)
+	sessionID, _, _ := s.Mint(alice, "", "2025-11-25", nil)
 	for name, open := range map[string]func() (OpenedState, error){
 		"other principal": func() (OpenedState, error) {
 			return s.OpenState(&commonv1.Principal{Subject: "bob"}, binding, sealed)
 		},
 		"other tool": func() (OpenedState, error) {
-			return s.OpenState(alice, RequestBinding("tools/call", "other", json.RawMessage(`{"a":1}`)), sealed)
+			return s.OpenState(alice, RequestBinding("", "tools/call", "other", json.RawMessage(`{"a":1}`)), sealed)
 		},
 		"other arguments": func() (OpenedState, error) {
-			return s.OpenState(alice, RequestBinding("tools/call", "ask", json.RawMessage(`{"a":2}`)), sealed)
+			return s.OpenState(alice, RequestBinding("", "tools/call", "ask", json.RawMessage(`{"a":2}`)), sealed)
 		},
 		"expired":           func() (OpenedState, error) { return later.OpenState(alice, binding, sealed) },
 		"tampered":          func() (OpenedState, error) { return s.OpenState(alice, binding, sealed[:len(sealed)-3]+"AAA") },
@@ -64,23 +64,27 @@ func TestSealState(t *testing.T) {
 // TestRequestBinding: the same arguments however encoded bind alike;
 // anything else that differs does not.
 func TestRequestBinding(t *testing.T) {
-	b := RequestBinding("tools/call", "pay", json.RawMessage(`{"to":"bob","amount":3,"meta":{"b":[1,2],"a":null}}`))
+	b := RequestBinding("", "tools/call", "pay", json.RawMessage(`{"to":"bob","amount":3,"meta":{"b":[1,2],"a":null}}`))
 	for _, same := range []string{`{"amount":3,"to":"bob","meta":{"a":null,"b":[1,2]}}`, " {\n\"meta\" : {\"a\":null,\"b\":[1, 2]}, \"amount\":3, \"to\":\"\\u0062ob\"}"} {
-		if RequestBinding("tools/call", "pay", json.RawMessage(same)) != b {
+		if RequestBinding("", "tools/call", "pay", json.RawMessage(same)) != b {
 			t.Errorf("%s binds differently", same)
 		}
 	}
 	for _, other := range []string{`{"to":"bob","amount":300,"meta":{"b":[1,2],"a":null}}`, `{"to":"bob","amount":3.0,"meta":{"b":[1,2],"a":null}}`,
 		`{"to":"bob","amount":3,"meta":{"b":[2,1],"a":null}}`, `{"to":"bob","amount":3}`, `{}`} {
-		if RequestBinding("tools/call", "pay", json.RawMessage(other)) == b {
+		if RequestBinding("", "tools/call", "pay", json.RawMessage(other)) == b {
 			t.Errorf("%s binds like the original", other)
 		}
 	}
-	if RequestBinding("tools/call", "pa", json.RawMessage(`{"y":1}`)) == RequestBinding("tools/call", "pay", json.RawMessage(`{"":1}`)) ||
-		RequestBinding("prompts/get", "pay", nil) == RequestBinding("tools/call", "pay", nil) {
+	if RequestBinding("", "tools/call", "pa", json.RawMessage(`{"y":1}`)) == RequestBinding("", "tools/call", "pay", json.RawMessage(`{"":1}`)) ||
+		RequestBinding("", "prompts/get", "pay", nil) == RequestBinding("", "tools/call", "pay", nil) {
 		t.Error("fields run together")
 	}
-	if RequestBinding("resources/read", "u", nil) != RequestBinding("resources/read", "u", json.RawMessage("null")) {
+	if RequestBinding("support", "tools/call", "pay", nil) == RequestBinding("", "tools/call", "pay", nil) ||
+		RequestBinding("a", "tools/call", "pay", nil) == RequestBinding("b", "tools/call", "pay", nil) {
+		t.Error("a binding does not depend on the server")
+	}
+	if RequestBinding("", "resources/read", "u", nil) != RequestBinding("", "resources/read", "u", json.RawMessage("null")) {
 		t.Error("absent and null arguments differ")
 	}
 }
@@ -170,7 +174,7 @@ func TestStateUsesIndexer(t *testing.T) {
 // was sealed in and in no other.
 func TestStateHasOneSpelling(t *testing.T) {
 	alice := &commonv1.Principal{Subject: "alice"}
-	binding := RequestBinding("tools/call", "ask", json.RawMessage(`{"a":1}`))
+	binding := RequestBinding("", "tools/call", "ask", json.RawMessage(`{"a":1}`))
 	s, _ := NewSealer(key, time.Hour)
 	tried := 0
 	for n := range 6 {

@@ -112,10 +112,14 @@ func principalKey(p *commonv1.Principal) string {
 	return p.GetSubject() + "\x00" + strings.Join(p.GetGroups(), "\x00")
 }
 
-// Resolve returns the principal's scope, building it if needed; built
-// reports whether this call built it.
-func (r *Resolver) Resolve(ctx context.Context, p *commonv1.Principal) (store.Scope, bool, error) {
-	key := principalKey(p)
+// Resolve returns the principal's scope in the virtual server named server
+// ("" for the whole catalog), building it if needed; built reports whether
+// this call built it. A server's views have digests of their own (the
+// aggregator puts the server into them), so a server's scope is never
+// another server's.
+func (r *Resolver) Resolve(ctx context.Context, p *commonv1.Principal, server string) (store.Scope, bool, error) {
+	// Server names never contain \x01 (config.IsServerName).
+	key := server + "\x01" + principalKey(p)
 	r.mu.Lock()
 	e, ok := r.cache[key]
 	gen := r.generation
@@ -133,7 +137,7 @@ func (r *Resolver) Resolve(ctx context.Context, p *commonv1.Principal) (store.Sc
 		if attempt > 0 {
 			agg = r.pinned
 		}
-		sc, built, err = r.resolve(ctx, agg, p)
+		sc, built, err = r.resolve(ctx, agg, p, server)
 		if !errors.Is(err, errViewMoved) {
 			break
 		}
@@ -157,8 +161,8 @@ type buildResult struct {
 	built bool
 }
 
-func (r *Resolver) resolve(ctx context.Context, agg aggregatorv1.AggregatorServiceClient, p *commonv1.Principal) (store.Scope, bool, error) {
-	disc, err := agg.Discover(ctx, &aggregatorv1.DiscoverRequest{Principal: p})
+func (r *Resolver) resolve(ctx context.Context, agg aggregatorv1.AggregatorServiceClient, p *commonv1.Principal, server string) (store.Scope, bool, error) {
+	disc, err := agg.Discover(ctx, &aggregatorv1.DiscoverRequest{Principal: p, Server: server})
 	if err != nil {
 		return store.Scope{}, false, &AggregatorError{Op: "discover", Err: err}
 	}
@@ -167,7 +171,7 @@ func (r *Resolver) resolve(ctx context.Context, agg aggregatorv1.AggregatorServi
 	if digest == "" {
 		// An aggregator that reports no digest: derive one from the view
 		// itself, so equal views still share a scope.
-		if listed, err = r.listTools(ctx, agg, p, disc); err != nil {
+		if listed, err = r.listTools(ctx, agg, p, server, disc); err != nil {
 			return store.Scope{}, false, err
 		}
 		digest = listed.digest
@@ -192,7 +196,7 @@ func (r *Resolver) resolve(ctx context.Context, agg aggregatorv1.AggregatorServi
 		}
 		view := listed
 		if view == nil {
-			if view, err = r.listTools(ctx, agg, p, disc); err != nil {
+			if view, err = r.listTools(ctx, agg, p, server, disc); err != nil {
 				return nil, err
 			}
 		}
@@ -252,11 +256,11 @@ type listedView struct {
 // reported, so that the scope stored under Discover's digest holds exactly
 // that view. A page of another view is errViewMoved, and the listing starts
 // over from the first page (Resolve bounds how often).
-func (r *Resolver) listTools(ctx context.Context, agg aggregatorv1.AggregatorServiceClient, p *commonv1.Principal, disc *aggregatorv1.DiscoverResponse) (*listedView, error) {
+func (r *Resolver) listTools(ctx context.Context, agg aggregatorv1.AggregatorServiceClient, p *commonv1.Principal, server string, disc *aggregatorv1.DiscoverResponse) (*listedView, error) {
 	var view listedView
 	cursor := ""
 	for first := true; ; first = false {
-		page, err := agg.ListTools(ctx, &aggregatorv1.ListToolsRequest{Principal: p, Cursor: cursor, PageSize: listPageSize})
+		page, err := agg.ListTools(ctx, &aggregatorv1.ListToolsRequest{Principal: p, Server: server, Cursor: cursor, PageSize: listPageSize})
 		if err != nil {
 			return nil, &AggregatorError{Op: "list tools", Err: err}
 		}

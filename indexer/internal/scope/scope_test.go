@@ -56,7 +56,7 @@ func TestListToolsTakesEveryPageFromOneView(t *testing.T) {
 		{"no digest, another version", []*aggregatorv1.ListToolsResponse{page(9, "", true, "b_1")}, "", 0},
 	} {
 		r := &Resolver{agg: &pagesClient{pages: c.pages}}
-		view, err := r.listTools(context.Background(), r.agg, &commonv1.Principal{}, disc)
+		view, err := r.listTools(context.Background(), r.agg, &commonv1.Principal{}, "", disc)
 		if c.wantDigest == "" {
 			if !errors.Is(err, errViewMoved) {
 				t.Errorf("%s: %v, %+v; want errViewMoved", c.name, err, view)

@@ -99,6 +99,10 @@ func (s *Server) toStatus(ctx context.Context, method string, err error) error {
 		s.Log.WarnContext(ctx, "no consistent tool view from the aggregator; nothing stored", "method", method, "error", err)
 		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_NOT_READY,
 			"search index could not read one consistent tool catalog from the aggregator (its replicas disagree, or the catalog keeps changing); retry later")
+	case errors.As(err, &aggErr) && status.Code(aggErr.Err) == codes.NotFound:
+		// The only view the aggregator does not find is a virtual server's
+		// that is not configured (any more).
+		return apierr.New(codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND, "no such server")
 	case errors.As(err, &aggErr):
 		code := status.Code(aggErr.Err)
 		s.Log.WarnContext(ctx, "aggregator call failed", "method", method, "error", err)

@@ -9,11 +9,11 @@ import (
 
 // RefreshScope builds the calling principal's scope ahead of its first
 // search.
-func (s *Server) RefreshScope(ctx context.Context, _ *indexerv1.RefreshScopeRequest) (*indexerv1.RefreshScopeResponse, error) {
+func (s *Server) RefreshScope(ctx context.Context, req *indexerv1.RefreshScopeRequest) (*indexerv1.RefreshScopeResponse, error) {
 	if err := s.checkReady(); err != nil {
 		return nil, s.toStatus(ctx, "RefreshScope", err)
 	}
-	sc, built, err := s.Resolver.Resolve(ctx, svcauth.PrincipalFrom(ctx))
+	sc, built, err := s.Resolver.Resolve(ctx, svcauth.PrincipalFrom(ctx), req.GetServer())
 	if err != nil {
 		return nil, s.toStatus(ctx, "RefreshScope", err)
 	}

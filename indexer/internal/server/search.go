@@ -51,7 +51,7 @@ func (s *Server) search(ctx context.Context, req *indexerv1.SearchRequest) (*ind
 	// A scope can vanish between lookup and search (collected by another
 	// replica); forget it and rebuild once.
 	for attempt := 0; ; attempt++ {
-		sc, built, err := s.Resolver.Resolve(ctx, p)
+		sc, built, err := s.Resolver.Resolve(ctx, p, req.GetServer())
 		if err != nil {
 			return nil, err
 		}
