@@ -103,10 +103,11 @@ func (e *Engine) Owner(snap *catalog.Snapshot, p *commonv1.Principal, k catalog.
 	if backendName == "" || !e.mayUse(snap, p, k, key, backendName) {
 		return nil, ErrNotFound
 	}
-	b := e.byName[backendName]
-	if b == nil {
+	m := e.setup.Load().member(backendName)
+	if m == nil {
 		return nil, ErrNotFound
 	}
+	b := m.client
 	if snap.Down[backendName] || b.Status().State == backend.Unhealthy {
 		return nil, ErrBackendDown
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/services/config"
 )
 
 // published is one snapshot as served; superseded is closed when a newer
@@ -36,17 +38,46 @@ type catalogSet struct {
 	superseded chan struct{}
 }
 
-// Engine is the aggregator's core, independent of gRPC.
-type Engine struct {
-	opts     Options
-	log      *slog.Logger
-	backends []*backend.Client // in name order
-	byName   map[string]*backend.Client
-
-	// listReq holds, per backend, a pending request to list it again; each
+// member is one configured backend: its client, and the channel its
+// lister waits on.
+type member struct {
+	cfg    backend.Config
+	client *backend.Client
+	// listReq holds a pending request to list the backend again; each
 	// backend is listed by its own goroutine, so a slow or hanging backend
 	// never delays another backend's change.
-	listReq map[string]chan struct{}
+	listReq chan struct{}
+	// stop ends the member's lister (nil until it runs).
+	stop context.CancelFunc
+}
+
+// setup is what a reconfiguration replaces, all at once: the backends and
+// what serves them. It is replaced, never changed.
+type setup struct {
+	members []*member // in name order
+	byName  map[string]*member
+	servers map[string]config.Server
+	naming  *catalog.Naming
+	// instructions, pageSize and maxPageSize as Options says.
+	instructions          string
+	pageSize, maxPageSize int
+}
+
+// Engine is the aggregator's core, independent of gRPC.
+type Engine struct {
+	// opts are the options the engine was made with; what Reconfigure can
+	// change is read from setup instead.
+	opts Options
+	log  *slog.Logger
+
+	setup atomic.Pointer[setup]
+	// reconfMu serialises Reconfigure, and guards runCtx and listers.
+	reconfMu sync.Mutex
+	// runCtx is Run's context once it runs: the listers of backends added
+	// later run under it.
+	runCtx  context.Context
+	listers sync.WaitGroup
+
 	// listSlots bounds concurrent listings (FanOut).
 	listSlots chan struct{}
 	// rebuildReq holds a pending request to rebuild the snapshot.
@@ -78,50 +109,86 @@ func New(opts Options) (*Engine, error) {
 	e := &Engine{
 		opts:       opts,
 		log:        opts.Log,
-		byName:     map[string]*backend.Client{},
-		listReq:    map[string]chan struct{}{},
 		listSlots:  make(chan struct{}, opts.FanOut),
 		rebuildReq: make(chan struct{}, 1),
-		builders:   map[string]*catalog.Builder{"": catalog.NewBuilder(opts.Naming, opts.Log)},
 		lists:      map[string]*backend.Lists{},
 		updates:    updateHub{watchers: map[resourceKey]map[chan<- string]struct{}{}},
 	}
-	cfgs := slices.Clone(opts.Backends)
-	slices.SortFunc(cfgs, func(a, b backend.Config) int { return strings.Compare(a.Name, b.Name) })
-	for _, c := range cfgs {
-		b := backend.New(c, func(name string) {
-			e.log.Debug("backend list changed", "backend", name)
-			e.requestList(name)
-		}, e.log)
-		b.OnResourceUpdated(func(uri string) { e.resourceUpdated(c.Name, uri) })
-		b.SetHealthPolicy(backend.HealthPolicy{
-			DegradedAfter:  opts.Health.DegradedThreshold,
-			UnhealthyAfter: opts.Health.UnhealthyThreshold,
-		}, func(prev, now backend.State, listed bool) {
-			e.log.Info("backend health changed", "backend", c.Name, "from", prev.String(), "to", now.String())
-			opts.Metrics.backendState(c.Name, now)
-			// A backend that a probe found up again may bring items, one
-			// going unhealthy hides them (its "listing" is skipped, the
-			// rebuild hides it). Moving between healthy and degraded
-			// changes nothing, and a listing that found the backend up is
-			// followed by a rebuild anyway.
-			if !(up(prev) && up(now)) && !listed {
-				e.requestList(c.Name)
-			}
-		})
-		e.backends = append(e.backends, b)
-		e.byName[c.Name] = b
-		e.listReq[c.Name] = make(chan struct{}, 1)
-	}
-	for _, sv := range opts.Servers {
-		e.builders[sv.Name] = catalog.NewSpecBuilder(opts.Naming, catalog.ServerSpec(sv), opts.Log)
-	}
+	st := e.newSetup(opts, nil)
+	e.setup.Store(st)
+	e.builders = newBuilders(st, e.log)
 	empty := &catalogSet{byServer: map[string]*published{}, superseded: make(chan struct{})}
 	for name, bd := range e.builders {
 		empty.byServer[name] = &published{snap: bd.Build(nil, nil), superseded: make(chan struct{})}
 	}
 	e.current.Store(empty)
 	return e, nil
+}
+
+// newSetup makes the setup of opts, keeping the members of prev whose
+// backend configuration is unchanged (their clients, sessions and
+// listers) and making new ones for the rest.
+func (e *Engine) newSetup(opts Options, prev *setup) *setup {
+	st := &setup{byName: map[string]*member{}, servers: map[string]config.Server{}, naming: opts.Naming,
+		instructions: opts.Instructions, pageSize: opts.PageSize, maxPageSize: opts.MaxPageSize}
+	cfgs := slices.Clone(opts.Backends)
+	slices.SortFunc(cfgs, func(a, b backend.Config) int { return strings.Compare(a.Name, b.Name) })
+	for _, c := range cfgs {
+		m := prev.member(c.Name)
+		if m == nil || !reflect.DeepEqual(m.cfg, c) {
+			m = &member{cfg: c, client: e.newClient(c), listReq: make(chan struct{}, 1)}
+		}
+		st.members = append(st.members, m)
+		st.byName[c.Name] = m
+	}
+	for _, sv := range opts.Servers {
+		st.servers[sv.Name] = sv
+	}
+	return st
+}
+
+// member is the member named name; nil for none (or a nil setup).
+func (st *setup) member(name string) *member {
+	if st == nil {
+		return nil
+	}
+	return st.byName[name]
+}
+
+// newBuilders makes a builder for every catalog of st.
+func newBuilders(st *setup, log *slog.Logger) map[string]*catalog.Builder {
+	bs := map[string]*catalog.Builder{"": catalog.NewBuilder(st.naming, log)}
+	for name, sv := range st.servers {
+		bs[name] = catalog.NewSpecBuilder(st.naming, catalog.ServerSpec(sv), log)
+	}
+	return bs
+}
+
+// newClient makes the client of one backend, wired to the engine: its
+// list_changed and health changes ask for a new listing, its resource
+// updates reach the watchers.
+func (e *Engine) newClient(c backend.Config) *backend.Client {
+	b := backend.New(c, func(name string) {
+		e.log.Debug("backend list changed", "backend", name)
+		e.requestList(name)
+	}, e.log)
+	b.OnResourceUpdated(func(uri string) { e.resourceUpdated(c.Name, uri) })
+	b.SetHealthPolicy(backend.HealthPolicy{
+		DegradedAfter:  e.opts.Health.DegradedThreshold,
+		UnhealthyAfter: e.opts.Health.UnhealthyThreshold,
+	}, func(prev, now backend.State, listed bool) {
+		e.log.Info("backend health changed", "backend", c.Name, "from", prev.String(), "to", now.String())
+		e.opts.Metrics.backendState(c.Name, now)
+		// A backend that a probe found up again may bring items, one
+		// going unhealthy hides them (its "listing" is skipped, the
+		// rebuild hides it). Moving between healthy and degraded
+		// changes nothing, and a listing that found the backend up is
+		// followed by a rebuild anyway.
+		if !(up(prev) && up(now)) && !listed {
+			e.requestList(c.Name)
+		}
+	})
+	return b
 }
 
 func up(s backend.State) bool { return s == backend.Healthy || s == backend.Degraded }
@@ -132,7 +199,7 @@ func up(s backend.State) bool { return s == backend.Healthy || s == backend.Degr
 func (e *Engine) Start(ctx context.Context) error {
 	snap := e.Refresh(ctx)
 	e.ready.Store(true)
-	if e.opts.Naming.Strategy() == catalog.StrategyManual {
+	if e.setup.Load().naming.Strategy() == catalog.StrategyManual {
 		var unresolved []string
 		for _, c := range snap.Conflicts {
 			if c.Kind == catalog.KindTools && c.Winner == "" {
@@ -153,27 +220,40 @@ func (e *Engine) Ready() bool { return e.ready.Load() }
 // Run refreshes the catalog and probes health until ctx is done, then
 // closes the backend sessions.
 func (e *Engine) Run(ctx context.Context) {
-	var wg sync.WaitGroup
-	for _, b := range e.backends {
-		wg.Go(func() { e.lister(ctx, b) })
+	e.reconfMu.Lock()
+	e.runCtx = ctx
+	for _, m := range e.setup.Load().members {
+		e.startLister(m)
 	}
+	e.reconfMu.Unlock()
+	var wg sync.WaitGroup
 	wg.Go(func() { e.rebuildLoop(ctx) })
 	wg.Go(func() { e.healthLoop(ctx) })
 	wg.Wait()
+	e.reconfMu.Lock()
+	e.listers.Wait()
+	e.reconfMu.Unlock()
 	e.closeBackends()
 }
 
+// startLister runs m's lister under runCtx; reconfMu is held.
+func (e *Engine) startLister(m *member) {
+	ctx, stop := context.WithCancel(e.runCtx)
+	m.stop = stop
+	e.listers.Go(func() { e.lister(ctx, m) })
+}
+
 func (e *Engine) closeBackends() {
-	for _, b := range e.backends {
-		b.Close()
+	for _, m := range e.setup.Load().members {
+		m.client.Close()
 	}
 }
 
 // Trigger asks for every backend to be listed again and the snapshot
 // rebuilt, soon.
 func (e *Engine) Trigger() {
-	for _, b := range e.backends {
-		e.requestList(b.Name())
+	for _, m := range e.setup.Load().members {
+		e.requestList(m.cfg.Name)
 	}
 }
 
@@ -181,8 +261,12 @@ func (e *Engine) Trigger() {
 // change, or its health changed) and the snapshot rebuilt. Requests that
 // arrive while it is being listed coalesce into one more listing.
 func (e *Engine) requestList(name string) {
+	m := e.setup.Load().member(name)
+	if m == nil {
+		return
+	}
 	select {
-	case e.listReq[name] <- struct{}{}:
+	case m.listReq <- struct{}{}:
 	default:
 	}
 }
@@ -195,14 +279,14 @@ func (e *Engine) requestRebuild() {
 }
 
 // lister lists one backend whenever asked, then asks for a rebuild.
-func (e *Engine) lister(ctx context.Context, b *backend.Client) {
+func (e *Engine) lister(ctx context.Context, m *member) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-e.listReq[b.Name()]:
+		case <-m.listReq:
 		}
-		e.list(ctx, b)
+		e.list(ctx, m)
 		e.requestRebuild()
 	}
 }
@@ -227,7 +311,8 @@ func (e *Engine) rebuildLoop(ctx context.Context) {
 // list lists a backend that is not unhealthy, within the fan-out bound,
 // and keeps the result. A backend that fails to list keeps its previous
 // lists until its failures make it unhealthy, which hides its items.
-func (e *Engine) list(ctx context.Context, b *backend.Client) {
+func (e *Engine) list(ctx context.Context, m *member) {
+	b := m.client
 	if b.Status().State == backend.Unhealthy {
 		return
 	}
@@ -245,7 +330,11 @@ func (e *Engine) list(ctx context.Context, b *backend.Client) {
 		return
 	}
 	e.listsMu.Lock()
-	e.lists[b.Name()] = l
+	// A client that a reconfiguration replaced or removed meanwhile lists
+	// for nobody.
+	if e.setup.Load().member(b.Name()) == m {
+		e.lists[b.Name()] = l
+	}
 	e.listsMu.Unlock()
 }
 
@@ -258,7 +347,8 @@ func (e *Engine) healthLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		e.fanOut(ctx, func(b *backend.Client) {
+		e.fanOut(ctx, func(m *member) {
+			b := m.client
 			if err := b.Probe(ctx, e.opts.Health.Timeout); err != nil && ctx.Err() == nil {
 				e.log.Debug("backend probe failed", "backend", b.Name(), "err", err)
 			}
@@ -267,10 +357,10 @@ func (e *Engine) healthLoop(ctx context.Context) {
 }
 
 // fanOut runs f for every backend, at most FanOut at a time.
-func (e *Engine) fanOut(ctx context.Context, f func(*backend.Client)) {
+func (e *Engine) fanOut(ctx context.Context, f func(*member)) {
 	sem := make(chan struct{}, e.opts.FanOut)
 	var wg sync.WaitGroup
-	for _, b := range e.backends {
+	for _, b := range e.setup.Load().members {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
@@ -289,8 +379,8 @@ func (e *Engine) fanOut(ctx context.Context, f func(*backend.Client)) {
 // and rebuilds the snapshot; it returns the current snapshot.
 func (e *Engine) Refresh(ctx context.Context) *catalog.Snapshot {
 	var wg sync.WaitGroup
-	for _, b := range e.backends {
-		wg.Go(func() { e.list(ctx, b) })
+	for _, m := range e.setup.Load().members {
+		wg.Go(func() { e.list(ctx, m) })
 	}
 	wg.Wait()
 	return e.build()
@@ -307,9 +397,9 @@ func (e *Engine) build() *catalog.Snapshot {
 	lists := maps.Clone(e.lists)
 	e.listsMu.Unlock()
 	down := map[string]bool{}
-	for _, b := range e.backends {
-		if b.Status().State == backend.Unhealthy {
-			down[b.Name()] = true
+	for _, m := range e.setup.Load().members {
+		if m.client.Status().State == backend.Unhealthy {
+			down[m.cfg.Name] = true
 		}
 	}
 	prevSet := e.current.Load()
@@ -338,6 +428,13 @@ func (e *Engine) build() *catalog.Snapshot {
 		}
 		e.log.Info("catalog published", "server", name, "version", snap.Version, "tools", len(snap.Tools), "resources", len(snap.Resources),
 			"resource_templates", len(snap.Templates), "prompts", len(snap.Prompts), "down", len(down))
+	}
+	for name, old := range prev {
+		if _, kept := next[name]; !kept {
+			// A server the configuration no longer has: its watchers
+			// wake and find it gone.
+			replaced = append(replaced, old)
+		}
 	}
 	if len(replaced) > 0 || len(next) != len(prev) {
 		e.current.Store(&catalogSet{byServer: next, superseded: make(chan struct{})})
@@ -384,16 +481,29 @@ func (e *Engine) AllSnapshots() (map[string]*catalog.Snapshot, <-chan struct{}) 
 // Instructions are the instructions of server ("" for the whole catalog):
 // the server's own, or the aggregator's.
 func (e *Engine) Instructions(server string) string {
-	for _, sv := range e.opts.Servers {
-		if sv.Name == server && sv.Instructions != "" {
-			return sv.Instructions
-		}
+	st := e.setup.Load()
+	if sv, ok := st.servers[server]; ok && sv.Instructions != "" {
+		return sv.Instructions
 	}
-	return e.opts.Instructions
+	return st.instructions
+}
+
+// PageSizes are the default page size and the largest a caller may ask
+// for.
+func (e *Engine) PageSizes() (def, maxSize int) {
+	st := e.setup.Load()
+	return st.pageSize, st.maxPageSize
 }
 
 // Backends returns the backend clients in name order.
-func (e *Engine) Backends() []*backend.Client { return e.backends }
+func (e *Engine) Backends() []*backend.Client {
+	members := e.setup.Load().members
+	out := make([]*backend.Client, len(members))
+	for i, m := range members {
+		out[i] = m.client
+	}
+	return out
+}
 
 // Options returns the engine's options, defaults applied.
 func (e *Engine) Options() *Options { return &e.opts }

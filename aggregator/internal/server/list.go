@@ -21,9 +21,9 @@ func page[M any](s *Server, ctx context.Context, k catalog.Kind, items func(*cat
 		return nil, "", nil, s.fail(ctx, "List"+k.API(), err)
 	}
 	v := s.e.View(snap, svcauth.PrincipalFrom(ctx))
-	n := s.e.Options().PageSize
+	n, maxSize := s.e.PageSizes()
 	if size > 0 {
-		n = int(min(size, uint32(s.e.Options().MaxPageSize)))
+		n = int(min(size, uint32(maxSize)))
 	}
 	visible := v.Items(k)
 	start, end, next, err := catalog.Page(k, len(visible), func(i int) string { return v.Key(k, i) }, cursor, n)

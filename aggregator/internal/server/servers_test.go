@@ -8,6 +8,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
@@ -201,5 +203,107 @@ func TestServerWatches(t *testing.T) {
 	}
 	if got := listServerTools(t, h.gateway, eng, "writers"); !slices.Contains(got, "docs_append") || slices.Contains(got, "tickets_close") {
 		t.Errorf("writers lists %v", got)
+	}
+}
+
+// Reconfigure changes backends, servers and naming of a running engine:
+// every request after it sees the new setup, watchers hear of it, and a
+// removed server's watch ends as missing.
+func TestReconfigureLive(t *testing.T) {
+	h, tickets, docs := startServers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	eng := principal("erin", "eng")
+	writers, err := h.gateway.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{Principal: eng, Server: "writers"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := h.gateway.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{Principal: eng})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []aggregatorv1.AggregatorService_WatchCatalogClient{writers, whole} {
+		if _, err := s.Recv(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clientsBefore := h.engine.Backends()
+
+	full, err := config.Load(writeFile(t, "switchboard2.yaml", `
+aggregator:
+  instructions: reconfigured
+  authz: {policyFile: `+writeFile(t, "policy2.cedar", serversPolicy)+`}
+  conflictResolution: {strategy: prefix, prefixFormat: "{backend}-"}
+  backends:
+    - {name: tickets, url: `+tickets.url()+`}
+servers:
+  - name: support
+    backends: [tickets]
+    tools: {include: ["tickets-get"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := engine.OptionsFromConfig(full.Aggregator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Servers = full.Servers
+	if _, err := h.engine.Reconfigure(opts); err != nil {
+		t.Fatal(err)
+	}
+	// The whole catalog: docs gone, the new prefix.
+	ev, err := whole.Recv()
+	if err != nil || !slices.Contains(ev.GetChanged(), aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS) {
+		t.Fatalf("whole-catalog watch after reconfiguring: %v, %v", ev, err)
+	}
+	if got, want := listServerTools(t, h.gateway, eng, ""), []string{"tickets-delete", "tickets-fail", "tickets-get", "tickets-hang", "tickets-search"}; !slices.Equal(got, want) {
+		t.Errorf("after reconfiguring, the whole catalog lists %v, want %v", got, want)
+	}
+	if got := listServerTools(t, h.gateway, eng, "support"); !slices.Equal(got, []string{"tickets-get"}) {
+		t.Errorf("after reconfiguring, support lists %v", got)
+	}
+	// writers is gone: its watch ends as missing, and so does every RPC.
+	_, err = writers.Recv()
+	wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	_, err = h.gateway.ListTools(ctx, &aggregatorv1.ListToolsRequest{Principal: eng, Server: "writers"})
+	wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	d, err := h.gateway.Discover(ctx, &aggregatorv1.DiscoverRequest{Principal: eng})
+	if err != nil || d.GetInstructions() != "reconfigured" {
+		t.Errorf("instructions after reconfiguring: %v, %v", d, err)
+	}
+	// tickets' configuration did not change: same client, same session.
+	after := h.engine.Backends()
+	if len(after) != 1 || after[0] != clientsBefore[slices.IndexFunc(clientsBefore, func(b *backend.Client) bool { return b.Name() == "tickets" })] {
+		t.Errorf("tickets' client was replaced although its configuration did not change")
+	}
+	if _, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: eng, Name: "tickets-get"}); err != nil {
+		t.Errorf("call after reconfiguring: %v", err)
+	}
+	_, err = h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: eng, Name: "docs-read"})
+	wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+
+	// A backend added back is listed at once.
+	full.Aggregator.Backends = append(full.Aggregator.Backends, config.Backend{Name: "docs", URL: docs.url()})
+	opts, err = engine.OptionsFromConfig(full.Aggregator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Servers = full.Servers
+	if _, err := h.engine.Reconfigure(opts); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "docs listed again", func() bool {
+		return slices.Contains(listServerTools(t, h.gateway, eng, ""), "docs-read")
+	})
+
+	// Options that do not validate change nothing.
+	bad := opts
+	bad.Servers = []config.Server{{Name: "x", Backends: []string{"nope"}}}
+	if _, err := h.engine.Reconfigure(bad); err == nil {
+		t.Fatal("a server naming an unknown backend was accepted")
+	}
+	if got := listServerTools(t, h.gateway, eng, "support"); !slices.Equal(got, []string{"tickets-get"}) {
+		t.Errorf("after a refused reconfiguration, support lists %v", got)
 	}
 }

@@ -1,0 +1,122 @@
+package engine
+
+import (
+	"errors"
+	"reflect"
+	"time"
+)
+
+// Reconfigure applies new options to a running engine without a restart:
+// the backends (added, removed, or changed: a backend whose configuration
+// changed gets a new client), the naming, the virtual servers, the
+// instructions and the page sizes. It is all or nothing: options that do
+// not validate change nothing. Requests already routed finish on the
+// clients they were routed to; every request after it sees the new setup,
+// and the catalogs are rebuilt at once, so watchers hear of every change
+// (list_changed).
+//
+// What an engine is made with and cannot change while it runs — the
+// catalog TTL, the fan-out, the health checks, the held-call owner, the
+// logger and the metrics — is taken from the running engine; a change to
+// those is reported in the returned list of option names (they take
+// effect at the next restart). The Cedar policy is not an option here.
+func (e *Engine) Reconfigure(next Options) (needsRestart []string, err error) {
+	needsRestart = fixedChanges(&e.opts, &next)
+	next.Log, next.Metrics, next.HeldOwner = e.opts.Log, e.opts.Metrics, e.opts.HeldOwner
+	next.CatalogTTL, next.FanOut, next.Health = e.opts.CatalogTTL, e.opts.FanOut, e.opts.Health
+	next.Authz = e.opts.Authz
+	next.applyDefaults()
+	if err := next.Validate(); err != nil {
+		return nil, err
+	}
+	if next.Naming == nil {
+		return nil, errors.New("no naming configured")
+	}
+
+	e.reconfMu.Lock()
+	defer e.reconfMu.Unlock()
+	prev := e.setup.Load()
+	st := e.newSetup(next, prev)
+
+	// The catalogs are rebuilt with the new builders under rebuildMu, so
+	// no build mixes the old naming or servers with the new.
+	e.rebuildMu.Lock()
+	e.setup.Store(st)
+	e.builders = newBuilders(st, e.log)
+	e.listsMu.Lock()
+	var gone []*member
+	for _, m := range prev.members {
+		if st.member(m.cfg.Name) == m {
+			continue
+		}
+		gone = append(gone, m)
+		if st.member(m.cfg.Name) == nil {
+			// Removed: its items leave every catalog in the rebuild below.
+			// A replaced backend keeps its last listing until its new
+			// client lists it (same name, most likely the same tools).
+			delete(e.lists, m.cfg.Name)
+		}
+	}
+	e.listsMu.Unlock()
+	e.rebuildMu.Unlock()
+
+	for _, m := range st.members {
+		if prev.member(m.cfg.Name) != m && e.runCtx != nil {
+			e.startLister(m)
+		}
+	}
+	for _, m := range gone {
+		if m.stop != nil {
+			m.stop()
+		}
+		// Calls already routed to the old client may still run: it is
+		// closed once the longest of them would have ended.
+		client, grace := m.client, max(m.cfg.Timeout, m.cfg.InputWait)
+		time.AfterFunc(grace, client.Close)
+	}
+	e.log.Info("aggregator reconfigured", "backends", len(st.members), "servers", len(st.servers),
+		"added_or_changed", len(st.members)-kept(prev, st), "removed_or_replaced", len(gone))
+	if len(needsRestart) > 0 {
+		e.log.Warn("configuration changes that need a restart were not applied", "keys", needsRestart)
+	}
+	e.build()
+	// The new clients are listed now; the build above already shows what
+	// removals and the new servers change.
+	for _, m := range st.members {
+		if prev.member(m.cfg.Name) != m {
+			e.requestList(m.cfg.Name)
+		}
+	}
+	return needsRestart, nil
+}
+
+// kept counts the members st took over from prev.
+func kept(prev, st *setup) int {
+	n := 0
+	for _, m := range st.members {
+		if prev.member(m.cfg.Name) == m {
+			n++
+		}
+	}
+	return n
+}
+
+// fixedChanges names the options that differ between the running engine's
+// and next's but cannot change while the engine runs. Zero values in next
+// mean the default, which the running engine already applied.
+func fixedChanges(running, next *Options) []string {
+	probe := *next
+	probe.Log, probe.Metrics = running.Log, running.Metrics
+	probe.applyDefaults()
+	var out []string
+	if probe.CatalogTTL != running.CatalogTTL {
+		out = append(out, "aggregator.catalogTTL")
+	}
+	if probe.FanOut != running.FanOut {
+		out = append(out, "aggregator.fanOut")
+	}
+	if !reflect.DeepEqual(probe.Health, running.Health) {
+		out = append(out, "aggregator.health")
+	}
+	return out
+}
