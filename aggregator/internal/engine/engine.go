@@ -77,6 +77,10 @@ type Engine struct {
 	// later run under it.
 	runCtx  context.Context
 	listers sync.WaitGroup
+	// retiring are the clients a reconfiguration took out of service,
+	// each closed by its timer once the calls routed to it have had time
+	// to end, or when the engine stops.
+	retiring map[*backend.Client]*time.Timer
 
 	// listSlots bounds concurrent listings (FanOut).
 	listSlots chan struct{}
@@ -112,6 +116,7 @@ func New(opts Options) (*Engine, error) {
 		listSlots:  make(chan struct{}, opts.FanOut),
 		rebuildReq: make(chan struct{}, 1),
 		lists:      map[string]*backend.Lists{},
+		retiring:   map[*backend.Client]*time.Timer{},
 		updates:    updateHub{watchers: map[resourceKey]map[chan<- string]struct{}{}},
 	}
 	st := e.newSetup(opts, nil)
@@ -232,6 +237,11 @@ func (e *Engine) Run(ctx context.Context) {
 	wg.Wait()
 	e.reconfMu.Lock()
 	e.listers.Wait()
+	for client, timer := range e.retiring {
+		timer.Stop()
+		client.Close()
+	}
+	clear(e.retiring)
 	e.reconfMu.Unlock()
 	e.closeBackends()
 }

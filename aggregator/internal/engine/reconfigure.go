@@ -72,7 +72,14 @@ func (e *Engine) Reconfigure(next Options) (needsRestart []string, err error) {
 		// Calls already routed to the old client may still run: it is
 		// closed once the longest of them would have ended.
 		client, grace := m.client, max(m.cfg.Timeout, m.cfg.InputWait)
-		time.AfterFunc(grace, client.Close)
+		e.retiring[client] = time.AfterFunc(grace, func() {
+			e.reconfMu.Lock()
+			defer e.reconfMu.Unlock()
+			if _, still := e.retiring[client]; still {
+				delete(e.retiring, client)
+				client.Close()
+			}
+		})
 	}
 	e.log.Info("aggregator reconfigured", "backends", len(st.members), "servers", len(st.servers),
 		"added_or_changed", len(st.members)-kept(prev, st), "removed_or_replaced", len(gone))
