@@ -10,7 +10,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 )
 
-func hidden(v any) config.ArgumentOverride  { return config.ArgumentOverride{Hidden: true, Value: v} }
+func hidden(v any) config.ArgumentOverride    { return config.ArgumentOverride{Hidden: true, Value: v} }
 func defaulted(v any) config.ArgumentOverride { return config.ArgumentOverride{Default: v} }
 
 func mustCompile(t testing.TB, global, server []config.ToolOverride) *Set {
@@ -146,7 +146,9 @@ aggregator:
         apiKey: {hidden: true, value: "${TICKETS_KEY}"}
         filter: {hidden: true, value: {status: [open, pending], max: 3}}
         limit: {default: 20}
-`), func(k string) (string, bool) { return map[string]string{"TICKETS_KEY": "s3cr3t"}[k], k == "TICKETS_KEY" })
+`), func(k string) (string, bool) {
+		return map[string]string{"TICKETS_KEY": "s3cr3t"}[k], k == "TICKETS_KEY"
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
