@@ -76,8 +76,9 @@ func (s *Set) Len() int {
 	return len(s.tools)
 }
 
-// Tool is the compiled override of one tool. A nil *Tool overrides nothing:
-// every method then returns its input.
+// Tool is the compiled override of one tool. It is never modified after
+// Compile, so any number of calls may use it at once. A nil *Tool
+// overrides nothing: every method then returns its input.
 type Tool struct {
 	name string
 	// title and description are JSON strings, nil when not overridden.
@@ -109,7 +110,7 @@ type argument struct {
 const indexFrom = 8
 
 // Compile merges a server's overrides over the global ones and compiles
-// them. A tool both override is overridden field by field: a string or
+// them. A tool both lists override is overridden field by field: a string or
 // timeout the server sets wins; annotations merge by annotation and
 // arguments by argument name (the server's override of an argument
 // replaces the global one whole: hidden, value and default together).
