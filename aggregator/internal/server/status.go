@@ -10,6 +10,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/override"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/paramheader"
 	"github.com/switchboard-mcp/switchboard/services/apierr"
 	"github.com/switchboard-mcp/switchboard/services/backenderr"
@@ -49,6 +50,16 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 		// The client's own header: its text is client-safe, and the gateway
 		// answers it with -32020.
 		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_HEADER_MISMATCH, mismatch.Error(), "header", mismatch.Header)
+	case errors.Is(err, override.ErrHiddenArgument):
+		// The client set what the configuration fixes: its own mistake,
+		// answered -32602. The text names the argument, never its value.
+		var hidden *override.HiddenArgumentError
+		if !errors.As(err, &hidden) {
+			return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_HIDDEN_ARGUMENT, override.ErrHiddenArgument.Error())
+		}
+		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_HIDDEN_ARGUMENT, hidden.Error(), "argument", hidden.Argument)
+	case errors.Is(err, override.ErrArgumentsNotObject):
+		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, override.ErrArgumentsNotObject.Error())
 	case errors.As(err, &inv):
 		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, inv.Error())
 	case errors.Is(err, engine.ErrNotFound):

@@ -147,3 +147,20 @@ func TestHeaderMismatchReason(t *testing.T) {
 		t.Fatalf("invalid argument: %+v", got)
 	}
 }
+
+// TestHiddenArgumentReason: the aggregator's refusal of a call that sets an
+// argument a tool override hides is the client's -32602 (HTTP 400 under
+// Modern) in both eras, with the aggregator's message naming the argument.
+func TestHiddenArgumentReason(t *testing.T) {
+	const msg = `argument "apiKey" is fixed by the server's configuration; a call may not set it`
+	st, _ := status.FromError(apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_HIDDEN_ARGUMENT, msg, "argument", "apiKey"))
+	for _, era := range []mcpspec.Era{mcpspec.EraModern, mcpspec.EraLegacy} {
+		got, internal := FromStatus(st, era, "tools/call")
+		if got.Code != wire.CodeInvalidParams || !strings.HasSuffix(got.Message, msg) || internal {
+			t.Fatalf("%s: %+v internal=%v", era, got, internal)
+		}
+		if era == mcpspec.EraModern && got.ModernStatus() != http.StatusBadRequest {
+			t.Fatalf("Modern HTTP %d", got.ModernStatus())
+		}
+	}
+}

@@ -79,6 +79,10 @@ const (
 	ErrorReason_ERROR_REASON_TOO_MANY_SUBSCRIPTIONS ErrorReason = 16
 	// A resource URI is longer than gateway.sessions.maxURIBytes.
 	ErrorReason_ERROR_REASON_URI_TOO_LONG ErrorReason = 17
+	// A tools/call set an argument that a tool override hides: the
+	// configuration fixes its value, so no call may set it. ErrorInfo
+	// metadata "argument" names the argument; its value is never told.
+	ErrorReason_ERROR_REASON_HIDDEN_ARGUMENT ErrorReason = 18
 )
 
 // Enum value maps for ErrorReason.
@@ -102,6 +106,7 @@ var (
 		15: "ERROR_REASON_SESSION_STATES_FULL",
 		16: "ERROR_REASON_TOO_MANY_SUBSCRIPTIONS",
 		17: "ERROR_REASON_URI_TOO_LONG",
+		18: "ERROR_REASON_HIDDEN_ARGUMENT",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":            0,
@@ -122,6 +127,7 @@ var (
 		"ERROR_REASON_SESSION_STATES_FULL":    15,
 		"ERROR_REASON_TOO_MANY_SUBSCRIPTIONS": 16,
 		"ERROR_REASON_URI_TOO_LONG":           17,
+		"ERROR_REASON_HIDDEN_ARGUMENT":        18,
 	}
 )
 
@@ -221,7 +227,7 @@ const file_switchboard_common_v1_principal_proto_rawDesc = "" +
 	"%switchboard/common/v1/principal.proto\x12\x15switchboard.common.v1\"=\n" +
 	"\tPrincipal\x12\x18\n" +
 	"\asubject\x18\x01 \x01(\tR\asubject\x12\x16\n" +
-	"\x06groups\x18\x02 \x03(\tR\x06groups*\xf9\x04\n" +
+	"\x06groups\x18\x02 \x03(\tR\x06groups*\x9b\x05\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cERROR_REASON_UNAUTHENTICATED\x10\x01\x12&\n" +
@@ -241,7 +247,8 @@ const file_switchboard_common_v1_principal_proto_rawDesc = "" +
 	"!ERROR_REASON_PRINCIPAL_STATE_FULL\x10\x0e\x12$\n" +
 	" ERROR_REASON_SESSION_STATES_FULL\x10\x0f\x12'\n" +
 	"#ERROR_REASON_TOO_MANY_SUBSCRIPTIONS\x10\x10\x12\x1d\n" +
-	"\x19ERROR_REASON_URI_TOO_LONG\x10\x11BTZRgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1;commonv1b\x06proto3"
+	"\x19ERROR_REASON_URI_TOO_LONG\x10\x11\x12 \n" +
+	"\x1cERROR_REASON_HIDDEN_ARGUMENT\x10\x12BTZRgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1;commonv1b\x06proto3"
 
 var (
 	file_switchboard_common_v1_principal_proto_rawDescOnce sync.Once

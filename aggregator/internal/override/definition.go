@@ -1,0 +1,183 @@
+package override
+
+import (
+	"encoding/json"
+	"slices"
+
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
+)
+
+// Definition rewrites a tool's definition, raw (the JSON object as the
+// backend listed it), as the override says; every member it does not
+// change is kept byte for byte:
+//
+//   - name, title and description are replaced when the override sets
+//     them (the catalog then sets name to the advertised name, as for any
+//     tool);
+//   - annotations are merged member by member into the tool's own (an
+//     absent, null or non-object annotations member is replaced by the
+//     override's);
+//   - inputSchema, when it is an object: a hidden argument leaves its
+//     properties and its required list; a defaulted argument leaves
+//     required (a call without it gets the default) and its property
+//     schema, when it is an object or true, gets "default": the value.
+//     A required list left empty is removed.
+//
+// An argument the schema's top-level properties do not declare is still
+// injected on call, but no property is invented for it: the override
+// cannot know its type or description. Undeclared lists them, for a
+// warning at listing time. A schema that is not an object is left as it is.
+//
+// raw that is not one valid JSON object gets ErrDefinitionNotObject.
+func (t *Tool) Definition(raw []byte) ([]byte, error) {
+	if t == nil {
+		return raw, nil
+	}
+	if !rawjson.StartsObject(raw) || !json.Valid(raw) {
+		return nil, ErrDefinitionNotObject
+	}
+	def := raw
+	var err error
+	set := func(name string, value []byte) {
+		if err == nil && value != nil {
+			def, err = rawjson.WithMember(def, name, value)
+		}
+	}
+	if t.name != "" {
+		set("name", rawjson.AppendString(nil, t.name))
+	}
+	set("title", t.title)
+	set("description", t.description)
+	if len(t.annotations) > 0 {
+		ann, ok := rawjson.Get(def, "annotations")
+		if !ok || !rawjson.StartsObject(ann) {
+			ann = []byte("{}")
+		}
+		for _, a := range t.annotations {
+			if ann, err = rawjson.WithMember(ann, a.name, a.value); err != nil {
+				return nil, err
+			}
+		}
+		set("annotations", ann)
+	}
+	if len(t.hidden)+len(t.defaults) > 0 {
+		if schema, ok := rawjson.Get(def, "inputSchema"); ok && rawjson.StartsObject(schema) {
+			rewritten, serr := t.schema(schema)
+			if serr != nil {
+				return nil, serr
+			}
+			set("inputSchema", rewritten)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return def, nil
+}
+
+// schema rewrites an input schema object's properties and required.
+func (t *Tool) schema(schema []byte) ([]byte, error) {
+	var err error
+	if props, ok := rawjson.Get(schema, "properties"); ok && rawjson.StartsObject(props) {
+		props, err = rawjson.MapMembers(props, func(m rawjson.Member) ([]byte, bool) {
+			i, hidden := t.lookup(m.Name)
+			switch {
+			case i < 0:
+				return m.Value, true
+			case hidden:
+				return nil, false
+			case string(m.Value) == "true":
+				// The schema that accepts anything, written as an object
+				// so that it can carry the default.
+				return append(append([]byte(`{"default":`), t.defaults[i].value...), '}'), true
+			case rawjson.StartsObject(m.Value):
+				v, werr := rawjson.WithMember(m.Value, "default", t.defaults[i].value)
+				if werr != nil {
+					return m.Value, true
+				}
+				return v, true
+			default:
+				return m.Value, true
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+		if schema, err = rawjson.WithMember(schema, "properties", props); err != nil {
+			return nil, err
+		}
+	}
+	req, ok := rawjson.Get(schema, "required")
+	if !ok || !rawjson.Elements(req, func([]byte) bool { return true }) {
+		return schema, nil
+	}
+	req, err = rawjson.FilterElements(req, func(v []byte) bool {
+		name, isString := rawjson.StringValue(v)
+		if !isString {
+			return true
+		}
+		i, _ := t.lookup([]byte(name))
+		return i < 0
+	})
+	if err != nil {
+		return nil, err
+	}
+	if string(req) == "[]" {
+		return rawjson.MapMembers(schema, func(m rawjson.Member) ([]byte, bool) { return m.Value, string(m.Name) != "required" })
+	}
+	return rawjson.WithMember(schema, "required", req)
+}
+
+// Undeclared lists, sorted, the hidden and defaulted arguments that the
+// top-level properties of raw's input schema do not declare: they are
+// injected on call all the same, and the catalog may warn that the
+// override may name an argument the tool does not have.
+func (t *Tool) Undeclared(raw []byte) []string {
+	if t == nil || len(t.hidden)+len(t.defaults) == 0 {
+		return nil
+	}
+	declared := map[string]bool{}
+	if schema, ok := rawjson.Get(raw, "inputSchema"); ok {
+		if props, ok := rawjson.Get(schema, "properties"); ok {
+			rawjson.Each(props, func(m rawjson.Member) bool { declared[string(m.Name)] = true; return true })
+		}
+	}
+	var out []string
+	for _, list := range [][]argument{t.hidden, t.defaults} {
+		for _, a := range list {
+			if !declared[a.name] {
+				out = append(out, a.name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Fields are the members of a (rewritten) definition the catalog keeps
+// typed: title and description decoded ("" when absent or not strings),
+// inputSchema and annotations as written (nil when absent).
+type Fields struct {
+	Title, Description       string
+	InputSchema, Annotations []byte
+}
+
+// FieldsOf reads the Fields of a definition: the first member of each
+// name, as the rest of the catalog reads them; a null inputSchema or
+// annotations counts as absent.
+func FieldsOf(def []byte) Fields {
+	var f Fields
+	if v, ok := rawjson.Get(def, "title"); ok {
+		f.Title, _ = rawjson.StringValue(v)
+	}
+	if v, ok := rawjson.Get(def, "description"); ok {
+		f.Description, _ = rawjson.StringValue(v)
+	}
+	if v, ok := rawjson.Get(def, "inputSchema"); ok && string(v) != "null" {
+		f.InputSchema = v
+	}
+	if v, ok := rawjson.Get(def, "annotations"); ok && string(v) != "null" {
+		f.Annotations = v
+	}
+	return f
+}
