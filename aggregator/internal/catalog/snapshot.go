@@ -17,6 +17,7 @@ import (
 	"github.com/yosida95/uritemplate/v3"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/override"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/paramheader"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/rawjson"
@@ -60,7 +61,12 @@ type Item[M any] struct {
 	// ParamHeaders are a tool's x-mcp-header bindings, extracted from its
 	// inputSchema once when the item is built, so checking and computing a
 	// call's Mcp-Param-* headers is a walk over these only (tools only).
+	// With an override they come from the backend's own schema: a hidden
+	// argument's header is still the backend's to receive.
 	ParamHeaders []paramheader.Binding
+	// Override is the tool's override in this catalog (its call's
+	// arguments and timeout); nil for none (tools only).
+	Override *override.Tool
 	digest       [sha256.Size]byte
 }
 
@@ -238,8 +244,16 @@ func (bd *Builder) Build(lists map[string]*backend.Lists, down map[string]bool) 
 		s.Capabilities[b] = lists[b].Capabilities
 	}
 
+	ovs := spec.Overrides
 	s.Tools = build(naming, KindTools, names, func(b string) ([]*mcp.Tool, [][]byte) { return lists[b].Tools, lists[b].Definitions.Tools },
-		func(t *mcp.Tool) string { return t.Name }, naming.ToolName, toolItem, bd.tools, spec, &s.Conflicts)
+		func(t *mcp.Tool) string { return t.Name },
+		func(b, original string) string { return naming.ToolName(b, ovs.Tool(b, original).Name(original)) },
+		func(t *mcp.Tool, raw []byte, name, b string) (*aggregatorv1.Tool, []byte) {
+			return overriddenToolItem(ovs.Tool(b, t.Name), t, raw, name, b, log)
+		}, bd.tools, spec, &s.Conflicts)
+	if ovs.Len() > 0 {
+		attachOverrides(s.Tools, ovs, lists)
+	}
 	s.Prompts = build(naming, KindPrompts, names, func(b string) ([]*mcp.Prompt, [][]byte) { return lists[b].Prompts, lists[b].Definitions.Prompts },
 		func(p *mcp.Prompt) string { return p.Name }, naming.PromptName, promptItem, bd.prompts, spec, &s.Conflicts)
 	s.Resources = build(naming, KindResources, names, func(b string) ([]*mcp.Resource, [][]byte) {
@@ -512,4 +526,69 @@ func member(raw []byte, name string, typed any) string {
 		}
 	}
 	return jsonText(typed)
+}
+
+// overriddenToolItem is toolItem for a tool with an override (ov; nil for
+// none): the definition as listed, rewritten by the override, then made an
+// item from. A definition the override cannot rewrite is advertised as
+// listed, and logged.
+func overriddenToolItem(ov *override.Tool, t *mcp.Tool, raw []byte, name, b string, log *slog.Logger) (*aggregatorv1.Tool, []byte) {
+	if ov == nil {
+		return toolItem(t, raw, name, b)
+	}
+	if raw == nil {
+		raw, _ = json.Marshal(t)
+	}
+	def, err := ov.Definition(raw)
+	if err != nil {
+		log.Warn("tool override not applied: the listed definition is not a JSON object", "backend", b, "tool", t.Name)
+		return toolItem(t, raw, name, b)
+	}
+	if missing := ov.Undeclared(raw); len(missing) > 0 {
+		log.Warn("tool override names arguments the tool's input schema does not declare; they are still sent on every call",
+			"backend", b, "tool", t.Name, "arguments", missing)
+	}
+	var typed mcp.Tool
+	if err := json.Unmarshal(def, &typed); err != nil {
+		log.Warn("tool override not applied: the rewritten definition does not decode", "backend", b, "tool", t.Name)
+		return toolItem(t, raw, name, b)
+	}
+	typed.Name = t.Name
+	return toolItem(&typed, def, name, b)
+}
+
+// attachOverrides gives each overridden tool its override, and its
+// x-mcp-header bindings from the backend's own input schema (the item's
+// advertised schema may lack a hidden argument whose header the backend
+// still expects).
+func attachOverrides(tools []Item[*aggregatorv1.Tool], ovs *override.Set, lists map[string]*backend.Lists) {
+	byName := map[string]map[string]int{}
+	for i := range tools {
+		it := &tools[i]
+		ov := ovs.Tool(it.Backend, it.Original)
+		if ov == nil {
+			continue
+		}
+		it.Override = ov
+		l := lists[it.Backend]
+		idx, ok := byName[it.Backend]
+		if !ok {
+			idx = make(map[string]int, len(l.Tools))
+			for j, t := range l.Tools {
+				if t != nil {
+					if _, dup := idx[t.Name]; !dup {
+						idx[t.Name] = j
+					}
+				}
+			}
+			byName[it.Backend] = idx
+		}
+		if j, ok := idx[it.Original]; ok {
+			var raw []byte
+			if j < len(l.Definitions.Tools) {
+				raw = l.Definitions.Tools[j]
+			}
+			it.ParamHeaders = paramheader.Extract([]byte(member(raw, "inputSchema", l.Tools[j].InputSchema)))
+		}
+	}
 }

@@ -1,6 +1,9 @@
 package catalog
 
-import "github.com/switchboard-mcp/switchboard/services/config"
+import (
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/override"
+	"github.com/switchboard-mcp/switchboard/services/config"
+)
 
 // Spec says what one catalog holds: the whole catalog (the zero Spec), or
 // a virtual server's part of it (config.Server). Every catalog is built
@@ -16,11 +19,15 @@ type Spec struct {
 	// the items whose advertised key they allow; the zero filter keeps
 	// every item.
 	Tools, Resources, Prompts config.ItemFilter
+	// Overrides rewrite the catalog's tools (names before the naming rule,
+	// definitions, call arguments, timeouts); nil rewrites nothing.
+	Overrides *override.Set
 }
 
-// ServerSpec is the Spec of a configured virtual server.
-func ServerSpec(s config.Server) Spec {
-	sp := Spec{Server: s.Name, Backends: map[string]bool{}, Tools: s.Tools, Resources: s.Resources, Prompts: s.Prompts}
+// ServerSpec is the Spec of a configured virtual server, with its
+// compiled overrides (the global ones and the server's on top).
+func ServerSpec(s config.Server, overrides *override.Set) Spec {
+	sp := Spec{Server: s.Name, Backends: map[string]bool{}, Tools: s.Tools, Resources: s.Resources, Prompts: s.Prompts, Overrides: overrides}
 	for _, b := range s.Backends {
 		sp.Backends[b] = true
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/override"
 	"github.com/switchboard-mcp/switchboard/services/config"
 )
 
@@ -58,6 +59,9 @@ type setup struct {
 	byName  map[string]*member
 	servers map[string]config.Server
 	naming  *catalog.Naming
+	// overrides are the compiled tool overrides of each catalog, by server
+	// ("" for the whole catalog: the global ones).
+	overrides map[string]*override.Set
 	// instructions, pageSize and maxPageSize as Options says.
 	instructions          string
 	pageSize, maxPageSize int
@@ -119,7 +123,12 @@ func New(opts Options) (*Engine, error) {
 		retiring:   map[*backend.Client]*time.Timer{},
 		updates:    updateHub{watchers: map[resourceKey]map[chan<- string]struct{}{}},
 	}
+	overrides, err := compileOverrides(opts)
+	if err != nil {
+		return nil, err
+	}
 	st := e.newSetup(opts, nil)
+	st.overrides = overrides
 	e.setup.Store(st)
 	e.builders = newBuilders(st, e.log)
 	empty := &catalogSet{byServer: map[string]*published{}, superseded: make(chan struct{})}
@@ -162,11 +171,30 @@ func (st *setup) member(name string) *member {
 
 // newBuilders makes a builder for every catalog of st.
 func newBuilders(st *setup, log *slog.Logger) map[string]*catalog.Builder {
-	bs := map[string]*catalog.Builder{"": catalog.NewBuilder(st.naming, log)}
+	bs := map[string]*catalog.Builder{"": catalog.NewSpecBuilder(st.naming, catalog.Spec{Overrides: st.overrides[""]}, log)}
 	for name, sv := range st.servers {
-		bs[name] = catalog.NewSpecBuilder(st.naming, catalog.ServerSpec(sv), log)
+		bs[name] = catalog.NewSpecBuilder(st.naming, catalog.ServerSpec(sv, st.overrides[name]), log)
 	}
 	return bs
+}
+
+// compileOverrides compiles the tool overrides of every catalog: the
+// global ones for the whole catalog, and each server's over them.
+func compileOverrides(opts Options) (map[string]*override.Set, error) {
+	out := map[string]*override.Set{}
+	global, err := override.Compile(opts.ToolOverrides, nil)
+	if err != nil {
+		return nil, fmt.Errorf("aggregator.toolOverrides: %w", err)
+	}
+	out[""] = global
+	for _, sv := range opts.Servers {
+		set, err := override.Compile(opts.ToolOverrides, sv.ToolOverrides)
+		if err != nil {
+			return nil, fmt.Errorf("servers %q toolOverrides: %w", sv.Name, err)
+		}
+		out[sv.Name] = set
+	}
+	return out, nil
 }
 
 // newClient makes the client of one backend, wired to the engine: its

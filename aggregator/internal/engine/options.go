@@ -39,6 +39,9 @@ type Options struct {
 	// Servers are the virtual servers (config.Server), each a catalog of
 	// its own built from the same backend listings.
 	Servers []config.Server
+	// ToolOverrides are the global tool overrides (config.ToolOverride);
+	// a server's own apply on top of them in that server.
+	ToolOverrides []config.ToolOverride
 	// Log receives the engine's logs (default slog.Default()).
 	Log *slog.Logger
 	// Metrics records Prometheus metrics; nil records nothing.
@@ -76,13 +79,14 @@ func OptionsFromConfig(c config.Aggregator) (Options, error) {
 		return Options{}, err
 	}
 	opts := Options{
-		Naming:       naming,
-		Authz:        az,
-		PageSize:     c.PageSize,
-		MaxPageSize:  c.MaxPageSize,
-		CatalogTTL:   time.Duration(c.CatalogTTL),
-		FanOut:       c.FanOut,
-		Instructions: c.Instructions,
+		Naming:        naming,
+		Authz:         az,
+		PageSize:      c.PageSize,
+		MaxPageSize:   c.MaxPageSize,
+		CatalogTTL:    time.Duration(c.CatalogTTL),
+		FanOut:        c.FanOut,
+		Instructions:  c.Instructions,
+		ToolOverrides: c.ToolOverrides,
 		Health: HealthOptions{
 			Interval:           time.Duration(c.Health.Interval),
 			Timeout:            time.Duration(c.Health.Timeout),

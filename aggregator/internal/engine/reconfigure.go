@@ -32,11 +32,16 @@ func (e *Engine) Reconfigure(next Options) (needsRestart []string, err error) {
 	if next.Naming == nil {
 		return nil, errors.New("no naming configured")
 	}
+	overrides, err := compileOverrides(next)
+	if err != nil {
+		return nil, err
+	}
 
 	e.reconfMu.Lock()
 	defer e.reconfMu.Unlock()
 	prev := e.setup.Load()
 	st := e.newSetup(next, prev)
+	st.overrides = overrides
 
 	// The catalogs are rebuilt with the new builders under rebuildMu, so
 	// no build mixes the old naming or servers with the new.

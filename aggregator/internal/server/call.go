@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -38,6 +39,9 @@ type toolCall struct {
 	b    *backend.Client
 	tool *catalog.Item[*aggregatorv1.Tool]
 	call backend.Call
+	// args are the arguments the backend gets: the client's, with the
+	// tool override's fixed and default values in.
+	args []byte
 }
 
 // resolveToolCall finds and authorizes the tool, checks the request and
@@ -52,15 +56,23 @@ func (s *Server) resolveToolCall(ctx context.Context, req *aggregatorv1.CallTool
 	if err != nil {
 		return nil, err
 	}
-	args := []byte(req.GetArgumentsJson())
-	if len(args) > 0 && !isObject(args) {
+	clientArgs := []byte(req.GetArgumentsJson())
+	args := clientArgs
+	if it.Override != nil {
+		// Refuses a hidden argument the client set, and non-objects.
+		if args, err = it.Override.Arguments(clientArgs); err != nil {
+			return nil, err
+		}
+	} else if len(args) > 0 && !isObject(args) {
 		return nil, invalidArgument("arguments_json must be a JSON object")
 	}
 	if req.GetCheckParamHeaders() {
 		if len(req.GetParamHeaders()) > maxParamHeaders {
 			return nil, invalidArgument("too many param_headers")
 		}
-		if err := paramheader.Check(it.ParamHeaders, args, req.GetParamHeaders()); err != nil {
+		// The client mirrors what it sent; the backend gets headers for
+		// what it receives (below).
+		if err := paramheader.Check(it.ParamHeaders, clientArgs, req.GetParamHeaders()); err != nil {
 			return nil, err
 		}
 	}
@@ -76,7 +88,7 @@ func (s *Server) resolveToolCall(ctx context.Context, req *aggregatorv1.CallTool
 	if err := mrtrParams(&p, req.GetInputResponsesJson(), req.GetRequestState()); err != nil {
 		return nil, err
 	}
-	tc := &toolCall{b: b, tool: it, call: backend.Call{Method: "tools/call", Name: it.Original, Params: p.Bytes(), ClientCapabilities: caps}}
+	tc := &toolCall{b: b, tool: it, args: args, call: backend.Call{Method: "tools/call", Name: it.Original, Params: p.Bytes(), ClientCapabilities: caps}}
 	if len(it.ParamHeaders) > 0 {
 		tc.call.ParamHeaders = paramheader.Headers(it.ParamHeaders, args)
 	}
@@ -90,6 +102,25 @@ func (s *Server) callTool(ctx context.Context, req *aggregatorv1.CallToolRequest
 	if err != nil {
 		return nil, err
 	}
+	if limit := tc.tool.Override.Timeout(); limit > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, limit, errToolTimeout)
+		defer cancel()
+		resp, err := s.runToolCall(ctx, req, tc, stream)
+		if err != nil && errors.Is(context.Cause(ctx), errToolTimeout) {
+			err = fmt.Errorf("%w after %s (the tool's configured timeout)", backend.ErrTimeout, limit)
+		}
+		return resp, err
+	}
+	return s.runToolCall(ctx, req, tc, stream)
+}
+
+// errToolTimeout is the cause of a call's context that ran out of its
+// tool's configured timeout (a tool override).
+var errToolTimeout = errors.New("tool timeout")
+
+// runToolCall runs a resolved call on the path it needs.
+func (s *Server) runToolCall(ctx context.Context, req *aggregatorv1.CallToolRequest, tc *toolCall, stream *notifier) (*aggregatorv1.CallToolResponse, error) {
 	b := tc.b
 	if held := s.heldCall(ctx, req, tc); held != nil {
 		// Held calls relay no notifications.
@@ -180,8 +211,8 @@ func heldResponse(b *backend.Client, res *mcp.CallToolResult, err error) (*aggre
 // sdkParams are the go-sdk params of a call that takes the go-sdk path.
 func sdkParams(tc *toolCall, req *aggregatorv1.CallToolRequest) (*mcp.CallToolParams, error) {
 	params := &mcp.CallToolParams{Name: tc.tool.Original, RequestState: req.GetRequestState()}
-	if raw := req.GetArgumentsJson(); raw != "" {
-		params.Arguments = json.RawMessage(raw)
+	if len(tc.args) > 0 {
+		params.Arguments = json.RawMessage(tc.args)
 	}
 	if raw := req.GetInputResponsesJson(); raw != "" {
 		if err := json.Unmarshal([]byte(raw), &params.InputResponses); err != nil {

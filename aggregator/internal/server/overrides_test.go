@@ -1,0 +1,146 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/codes"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+)
+
+// startOverrides serves a backend whose search tool takes tenant, query
+// and limit, overridden globally (renamed, re-described, tenant fixed,
+// limit defaulted, a short timeout on hang) and again in one server.
+func startOverrides(t *testing.T) *harness {
+	t.Helper()
+	tickets := newTestBackend(t, "tickets", backendOptions{extra: func(b *testBackend) {
+		b.server.AddTool(&mcp.Tool{Name: "search", Description: "Search.", InputSchema: map[string]any{
+			"type":     "object",
+			"required": []any{"tenant", "query"},
+			"properties": map[string]any{
+				"tenant": map[string]any{"type": "string"},
+				"query":  map[string]any{"type": "string"},
+				"limit":  map[string]any{"type": "integer"},
+			},
+		}}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(req.Params.Arguments)}}}, nil
+		})
+	}})
+	full, err := config.Load(writeFile(t, "switchboard.yaml", `
+aggregator:
+  backends:
+    - {name: tickets, url: `+tickets.url()+`}
+  toolOverrides:
+    - backend: tickets
+      tool: search
+      name: find
+      description: Find tickets by text.
+      annotations: {readOnlyHint: true}
+      arguments:
+        tenant: {hidden: true, value: acme}
+        limit: {default: 20}
+    - backend: tickets
+      tool: hang
+      timeout: 200ms
+servers:
+  - name: support
+    backends: [tickets]
+    toolOverrides:
+      - backend: tickets
+        tool: search
+        title: Support search
+        arguments:
+          limit: {default: 5}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := startAggregatorWith(t, full, quietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestToolOverrides(t *testing.T) {
+	h := startOverrides(t)
+	ctx := context.Background()
+	p := principal("alice")
+	tool := func(server string) *aggregatorv1.Tool {
+		t.Helper()
+		resp, err := h.gateway.ListTools(ctx, &aggregatorv1.ListToolsRequest{Principal: p, Server: server})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tl := range resp.GetTools() {
+			if tl.GetName() == "tickets_find" {
+				return tl
+			}
+		}
+		t.Fatalf("server %q lists no tickets_find: %v", server, resp.GetTools())
+		return nil
+	}
+	whole := tool("")
+	if whole.GetDescription() != "Find tickets by text." || whole.GetOriginalName() != "search" || !strings.Contains(whole.GetAnnotationsJson(), `"readOnlyHint":true`) {
+		t.Errorf("overridden tool %v", whole)
+	}
+	var schema struct {
+		Required   []string                   `json:"required"`
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if err := json.Unmarshal([]byte(whole.GetInputSchemaJson()), &schema); err != nil {
+		t.Fatal(err)
+	}
+	if _, has := schema.Properties["tenant"]; has || slices.Contains(schema.Required, "tenant") || !strings.Contains(string(schema.Properties["limit"]), `"default":20`) {
+		t.Errorf("schema %s: tenant must be hidden, limit defaulted to 20", whole.GetInputSchemaJson())
+	}
+	if !strings.Contains(whole.GetDefinitionJson(), `"name":"tickets_find"`) || strings.Contains(whole.GetDefinitionJson(), "tenant") {
+		t.Errorf("advertised definition %s", whole.GetDefinitionJson())
+	}
+	if support := tool("support"); support.GetTitle() != "Support search" || !strings.Contains(support.GetInputSchemaJson(), `"default":5`) {
+		t.Errorf("support's override over the global one: %v", support)
+	}
+	if slices.ContainsFunc(listServerTools(t, h.gateway, p, ""), func(n string) bool { return n == "tickets_search" }) {
+		t.Error("the backend's own name is still advertised")
+	}
+
+	call := func(server, args string) (string, error) {
+		resp, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: p, Server: server, Name: "tickets_find", ArgumentsJson: args})
+		if err != nil {
+			return "", err
+		}
+		return resultText(t, resp.GetResultJson()), nil
+	}
+	got, err := call("", `{"query":"printer"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent map[string]any
+	if err := json.Unmarshal([]byte(got), &sent); err != nil || sent["tenant"] != "acme" || sent["query"] != "printer" || sent["limit"] != float64(20) {
+		t.Errorf("the backend got %s: want tenant acme, query printer, limit 20", got)
+	}
+	if got, _ := call("support", `{"query":"x","limit":2}`); !strings.Contains(got, `"limit":2`) || !strings.Contains(got, `"tenant":"acme"`) {
+		t.Errorf("support call got %s: the client's limit wins over the default, tenant fixed", got)
+	}
+	if got, _ := call("support", `{}`); !strings.Contains(got, `"limit":5`) {
+		t.Errorf("support call got %s: support's default limit is 5", got)
+	}
+	_, err = call("", `{"query":"x","tenant":"evil"}`)
+	wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_HIDDEN_ARGUMENT)
+	if err != nil && strings.Contains(err.Error(), "acme") {
+		t.Errorf("the refusal names the fixed value: %v", err)
+	}
+	_, err = call("", `[1]`)
+	wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+
+	// A per-tool timeout cuts the call as a backend timeout.
+	_, err = h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: p, Name: "tickets_hang"})
+	wantStatus(t, err, codes.DeadlineExceeded, commonv1.ErrorReason_ERROR_REASON_BACKEND_TIMEOUT)
+}
