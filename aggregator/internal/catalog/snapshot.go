@@ -67,7 +67,7 @@ type Item[M any] struct {
 	// Override is the tool's override in this catalog (its call's
 	// arguments and timeout); nil for none (tools only).
 	Override *override.Tool
-	digest       [sha256.Size]byte
+	digest   [sha256.Size]byte
 }
 
 // Snapshot is one immutable catalog. It holds the items of every backend
