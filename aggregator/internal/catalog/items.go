@@ -1,0 +1,90 @@
+package catalog
+
+import (
+	"encoding/json"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
+)
+
+func jsonText(v any) string {
+	if v == nil {
+		return ""
+	}
+	b, err := json.Marshal(v)
+	if err != nil || string(b) == "null" {
+		return ""
+	}
+	return string(b)
+}
+
+// The item functions make an item's API message and its definition: the
+// item as listed (raw, byte for byte, so fields go-sdk does not model reach
+// clients), with its name member rewritten to the advertised name where
+// the catalog renames; the typed item encoded when raw is nil (lists made
+// in code). Schemas and annotations are also passed as listed.
+
+func toolItem(t *mcp.Tool, raw []byte, name, b string) (*aggregatorv1.Tool, []byte) {
+	def := definition(raw, t, name, func(adv *mcp.Tool) { adv.Name = name })
+	msg := &aggregatorv1.Tool{
+		Name:             name,
+		Title:            t.Title,
+		Description:      t.Description,
+		InputSchemaJson:  member(raw, "inputSchema", t.InputSchema),
+		OutputSchemaJson: member(raw, "outputSchema", t.OutputSchema),
+		Backend:          b,
+		OriginalName:     t.Name,
+		DefinitionJson:   string(def),
+	}
+	if t.Annotations != nil {
+		msg.AnnotationsJson = member(raw, "annotations", t.Annotations)
+	}
+	return msg, def
+}
+
+func promptItem(p *mcp.Prompt, raw []byte, name, b string) (*aggregatorv1.Prompt, []byte) {
+	def := definition(raw, p, name, func(adv *mcp.Prompt) { adv.Name = name })
+	return &aggregatorv1.Prompt{Name: name, Title: p.Title, Description: p.Description, Backend: b, OriginalName: p.Name, DefinitionJson: string(def)}, def
+}
+
+func resourceItem(r *mcp.Resource, raw []byte, _, b string) (*aggregatorv1.Resource, []byte) {
+	def := definition(raw, r, "", nil)
+	return &aggregatorv1.Resource{Uri: r.URI, Name: r.Name, Title: r.Title, Description: r.Description, MimeType: r.MIMEType, Backend: b, DefinitionJson: string(def)}, def
+}
+
+func templateItem(t *mcp.ResourceTemplate, raw []byte, _, b string) (*aggregatorv1.ResourceTemplate, []byte) {
+	def := definition(raw, t, "", nil)
+	return &aggregatorv1.ResourceTemplate{UriTemplate: t.URITemplate, Name: t.Name, Title: t.Title, Description: t.Description, MimeType: t.MIMEType, Backend: b, DefinitionJson: string(def)}, def
+}
+
+// definition is the advertised definition of an item: raw with its name
+// member set to name (rename not nil), or raw as it is; the typed item
+// (renamed by rename) encoded when raw is nil.
+func definition[T any](raw []byte, typed *T, name string, rename func(*T)) []byte {
+	if raw != nil {
+		if rename == nil {
+			return raw
+		}
+		if def, err := rawjson.WithMember(raw, "name", rawjson.AppendString(nil, name)); err == nil {
+			return def
+		}
+	}
+	adv := *typed
+	if rename != nil {
+		rename(&adv)
+	}
+	def, _ := json.Marshal(&adv)
+	return def
+}
+
+// member is the text of raw's member name as listed, or typed encoded when
+// raw is nil or lacks it.
+func member(raw []byte, name string, typed any) string {
+	if raw != nil {
+		if v, ok := rawjson.Get(raw, name); ok && string(v) != "null" {
+			return string(v)
+		}
+	}
+	return jsonText(typed)
+}
