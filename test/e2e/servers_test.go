@@ -240,3 +240,41 @@ func text(res *mcp.CallToolResult) string {
 	}
 	return b.String()
 }
+
+// Input requests work through a virtual server in both eras, against a
+// Modern backend (input_required and the client's retry) and a Legacy one
+// (the aggregator holds the backend's elicitation for the retry).
+func TestVirtualServerInputRequests(t *testing.T) {
+	const askSpec = "tools:\n  - {name: ask, description: Ask the client to confirm., behaviour: ask}\n"
+	c := harness.Start(t, harness.Options{
+		Backends:  []harness.Backend{{Name: "alpha", Spec: askSpec}, {Name: "legacy", Spec: askSpec, Stateful: true}},
+		NoIndexer: true,
+		Configure: func(cfg *config.Config) {
+			cfg.Servers = []config.Server{{Name: "desk", Backends: []string{"alpha", "legacy"}}}
+		},
+	})
+	for _, era := range []struct{ name, version string }{{"modern", harness.Modern}, {"legacy", harness.Legacy}} {
+		t.Run(era.name, func(t *testing.T) {
+			asked := 0
+			cs := harness.ConnectWith(t, c.MCPURL+"/desk", era.version, &mcp.ClientOptions{
+				ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					asked++
+					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{}}, nil
+				},
+			})
+			for _, backend := range []string{"alpha", "legacy"} {
+				res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: backend + "_ask"})
+				if err != nil || res.IsError {
+					t.Fatalf("%s_ask through /mcp/desk: %+v, %v", backend, res, err)
+				}
+				a, _ := res.StructuredContent.(map[string]any)
+				if a["action"] != "accept" || a["backend"] != backend {
+					t.Errorf("%s_ask answered %v, want the accepted answer from %s", backend, res.StructuredContent, backend)
+				}
+			}
+			if asked != 2 {
+				t.Errorf("the client was asked %d times, want 2", asked)
+			}
+		})
+	}
+}
