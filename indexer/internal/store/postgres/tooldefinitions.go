@@ -1,0 +1,145 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+)
+
+// toolApprovalChannel is the notification channel migration 0006's
+// trigger announces approvals on.
+const toolApprovalChannel = "switchboard_tool_approvals"
+
+const toolDefinitionColumns = `backend, tool, approved_digest, seen_digest, first_seen, last_seen, approved_at, approved_by`
+
+// RecordToolDefinitions inserts the tools never seen (their digest is
+// approved by being first: a concurrent insert of the same tool through
+// another replica conflicts, and the row that landed first is kept) and
+// updates the seen digest of the others. A row whose seen digest is
+// unchanged is written at most once a minute (for last_seen), so that
+// the aggregators' listings do not rewrite every row each time; the rows
+// left alone are read back.
+func (s *Store) RecordToolDefinitions(ctx context.Context, digests []store.ToolDefinitionDigest) ([]store.ToolDefinition, error) {
+	if len(digests) == 0 {
+		return nil, nil
+	}
+	backends, tools, sums := make([]string, len(digests)), make([]string, len(digests)), make([]string, len(digests))
+	for i, d := range digests {
+		backends[i], tools[i], sums[i] = d.Backend, d.Tool, d.Digest
+	}
+	// Rows are inserted (and so locked) in one order on every replica,
+	// so that two replicas recording the same tools cannot deadlock.
+	rows, err := s.pool.Query(ctx, `
+		INSERT INTO tool_definitions AS t (backend, tool, approved_digest, seen_digest)
+		SELECT b, n, d, d FROM unnest($1::text[], $2::text[], $3::text[]) AS u(b, n, d)
+		ORDER BY b COLLATE "C", n COLLATE "C"
+		ON CONFLICT (backend, tool) DO UPDATE SET seen_digest = EXCLUDED.seen_digest, last_seen = now()
+		WHERE t.seen_digest <> EXCLUDED.seen_digest OR t.last_seen < now() - interval '1 minute'
+		RETURNING `+toolDefinitionColumns, backends, tools, sums)
+	if err != nil {
+		return nil, classify(fmt.Errorf("record tool definitions: %w", err))
+	}
+	written, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.ToolDefinition, error) { return scanToolDefinition(r) })
+	if err != nil {
+		return nil, classify(fmt.Errorf("record tool definitions: %w", err))
+	}
+	type key struct{ backend, tool string }
+	found := make(map[key]store.ToolDefinition, len(digests))
+	for _, d := range written {
+		found[key{d.Backend, d.Tool}] = d
+	}
+	if len(found) < len(digests) {
+		var rb, rt []string
+		for _, d := range digests {
+			if _, ok := found[key{d.Backend, d.Tool}]; !ok {
+				rb, rt = append(rb, d.Backend), append(rt, d.Tool)
+			}
+		}
+		rows, err := s.pool.Query(ctx, `SELECT `+toolDefinitionColumns+` FROM tool_definitions
+			WHERE (backend, tool) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, rb, rt)
+		if err != nil {
+			return nil, classify(fmt.Errorf("read tool definitions: %w", err))
+		}
+		read, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.ToolDefinition, error) { return scanToolDefinition(r) })
+		if err != nil {
+			return nil, classify(fmt.Errorf("read tool definitions: %w", err))
+		}
+		for _, d := range read {
+			found[key{d.Backend, d.Tool}] = d
+		}
+	}
+	out := make([]store.ToolDefinition, len(digests))
+	for i, d := range digests {
+		rec, ok := found[key{d.Backend, d.Tool}]
+		if !ok {
+			return nil, fmt.Errorf("record tool definitions: %s/%s was neither written nor found", d.Backend, d.Tool)
+		}
+		out[i] = rec
+	}
+	return out, nil
+}
+
+// ApproveToolDefinition approves the seen digest if it is d.Digest.
+func (s *Store) ApproveToolDefinition(ctx context.Context, d store.ToolDefinitionDigest, by string) (store.ToolDefinition, bool, error) {
+	rec, err := scanToolDefinition(s.pool.QueryRow(ctx, `
+		UPDATE tool_definitions SET approved_digest = seen_digest, approved_at = now(), approved_by = $4
+		WHERE backend = $1 AND tool = $2 AND seen_digest = $3 AND approved_digest <> seen_digest
+		RETURNING `+toolDefinitionColumns, d.Backend, d.Tool, d.Digest, by))
+	if err == nil {
+		return rec, true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return store.ToolDefinition{}, false, classify(fmt.Errorf("approve tool definition: %w", err))
+	}
+	rec, err = scanToolDefinition(s.pool.QueryRow(ctx, `SELECT `+toolDefinitionColumns+` FROM tool_definitions
+		WHERE backend = $1 AND tool = $2`, d.Backend, d.Tool))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return store.ToolDefinition{}, false, store.ErrToolDefinitionNotFound
+	case err != nil:
+		return store.ToolDefinition{}, false, classify(fmt.Errorf("read tool definition: %w", err))
+	case rec.SeenDigest != d.Digest:
+		return rec, false, store.ErrToolDefinitionChanged
+	}
+	return rec, false, nil // approved already
+}
+
+// ListToolDefinitions pages through the records by key.
+func (s *Store) ListToolDefinitions(ctx context.Context, includeApproved bool, afterBackend, afterTool string, limit int) ([]store.ToolDefinition, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+toolDefinitionColumns+` FROM tool_definitions
+		WHERE ($1 OR seen_digest <> approved_digest) AND (backend, tool) > ($2, $3)
+		ORDER BY backend, tool LIMIT $4`, includeApproved, afterBackend, afterTool, limit)
+	if err != nil {
+		return nil, classify(fmt.Errorf("list tool definitions: %w", err))
+	}
+	defs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.ToolDefinition, error) { return scanToolDefinition(r) })
+	return defs, classify(err)
+}
+
+// ListenToolApprovals LISTENs on the approval channel (listen).
+func (s *Store) ListenToolApprovals(ctx context.Context, listening func(), approved func(store.ToolDefinitionDigest)) error {
+	return s.listen(ctx, toolApprovalChannel, "tool approvals", listening, func(payload string) {
+		var p struct{ B, T, D string }
+		// Only the trigger writes here; a payload it did not write is
+		// skipped.
+		if json.Unmarshal([]byte(payload), &p) == nil {
+			approved(store.ToolDefinitionDigest{Backend: p.B, Tool: p.T, Digest: p.D})
+		}
+	})
+}
+
+func scanToolDefinition(row pgx.Row) (store.ToolDefinition, error) {
+	var d store.ToolDefinition
+	var approvedAt *time.Time
+	err := row.Scan(&d.Backend, &d.Tool, &d.ApprovedDigest, &d.SeenDigest, &d.FirstSeen, &d.LastSeen, &approvedAt, &d.ApprovedBy)
+	if approvedAt != nil {
+		d.ApprovedAt = *approvedAt
+	}
+	return d, err
+}
