@@ -152,7 +152,9 @@ func TestToolDefinitionBoundsAndPaging(t *testing.T) {
 		"bad digest":     {{Backend: "beta", Tool: "t", Digest: strings.ToUpper(digest)}},
 	} {
 		_, err := agg.RecordToolDefinitions(ctx, &indexerv1.RecordToolDefinitionsRequest{Tools: req})
-		t.Run(name, func(t *testing.T) { wantReason(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT) })
+		t.Run(name, func(t *testing.T) {
+			wantReason(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+		})
 	}
 	if list, err := op.ListToolDefinitions(ctx, &indexerv1.ListToolDefinitionsRequest{IncludeApproved: true}); err != nil || len(list.GetDefinitions()) != 0 {
 		t.Fatalf("refused requests recorded %v, %v", list, err)
