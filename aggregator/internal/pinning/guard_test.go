@@ -155,7 +155,11 @@ type logs struct {
 }
 
 func (l *logs) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.buf.Write(p) }
-func (l *logs) count(s string) int         { l.mu.Lock(); defer l.mu.Unlock(); return strings.Count(l.buf.String(), s) }
+func (l *logs) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.buf.String(), s)
+}
 
 func newGuard(t *testing.T, mode string, ix *recordingIndexer) (*Guard, *logs, *prometheus.Registry) {
 	lg := &logs{}
