@@ -72,17 +72,21 @@ func TestPinnedToolDefinitionQuarantinedUntilApproved(t *testing.T) {
 	c.AddTool(t, "shop", demobackend.ToolSpec{Name: "lookup", Description: changed, Behaviour: demobackend.BehaviourEcho})
 	harness.Eventually(t, "the changed tool quarantined", 30*time.Second, listed("shop_refund"))
 
-	// A call answers as a call of a tool that never existed.
+	// A call answers as a call of a tool that never existed, in either
+	// era.
+	for _, era := range []string{harness.Modern, harness.Legacy} {
+		cs := harness.Connect(t, c.MCPURL, era)
+		_, qErr := cs.CallTool(ctx, &mcp.CallToolParams{Name: "shop_lookup", Arguments: map[string]any{}})
+		_, missingErr := cs.CallTool(ctx, &mcp.CallToolParams{Name: "shop_lookuq", Arguments: map[string]any{}})
+		if qErr == nil || missingErr == nil {
+			t.Fatalf("era %q: calls of a quarantined and a missing tool: %v, %v; want both refused", era, qErr, missingErr)
+		}
+		if q, m := strings.ReplaceAll(qErr.Error(), "shop_lookup", "X"), strings.ReplaceAll(missingErr.Error(), "shop_lookuq", "X"); q != m {
+			t.Fatalf("era %q: a quarantined tool answers %q, a missing one %q", era, q, m)
+		}
+		t.Logf("era %q: a quarantined tool's call answers %v", era, qErr)
+	}
 	cs := harness.Connect(t, c.MCPURL, harness.Modern)
-	_, quarantinedErr := cs.CallTool(ctx, &mcp.CallToolParams{Name: "shop_lookup", Arguments: map[string]any{}})
-	_, missingErr := cs.CallTool(ctx, &mcp.CallToolParams{Name: "shop_lookuq", Arguments: map[string]any{}})
-	if quarantinedErr == nil || missingErr == nil {
-		t.Fatalf("calls of a quarantined and a missing tool: %v, %v; want both refused", quarantinedErr, missingErr)
-	}
-	if q, m := strings.ReplaceAll(quarantinedErr.Error(), "shop_lookup", "X"), strings.ReplaceAll(missingErr.Error(), "shop_lookuq", "X"); q != m {
-		t.Fatalf("a quarantined tool answers %q, a missing one %q", q, m)
-	}
-	t.Logf("a quarantined tool's call answers %v", quarantinedErr)
 	if log := c.Aggregator.Log(1 << 20); !strings.Contains(log, "quarantined until an operator approves") || !strings.Contains(log, "tool=lookup") {
 		t.Errorf("no quarantine log line naming the tool in the aggregator's log")
 	}
