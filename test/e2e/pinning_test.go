@@ -109,6 +109,14 @@ func TestPinnedToolDefinitionQuarantinedUntilApproved(t *testing.T) {
 	if pending.GetBackend() != "shop" || pending.GetTool() != "lookup" || !pending.GetPending() || pending.GetSeenDigest() == pending.GetApprovedDigest() {
 		t.Fatalf("pending definition %v", pending)
 	}
+	// The operator reviews the new definition as the backend lists it.
+	harness.Eventually(t, "the pending definition sent for review", 30*time.Second, func() error {
+		list, err := indexer.ListToolDefinitions(ctx, &indexerv1.ListToolDefinitionsRequest{})
+		if err != nil || len(list.GetDefinitions()) != 1 || !strings.Contains(list.GetDefinitions()[0].GetSeenDefinitionJson(), changed) {
+			return fmt.Errorf("pending definitions %v, %v; want the changed description to review", list, err)
+		}
+		return nil
+	})
 	_, err = indexer.ApproveToolDefinition(ctx, &indexerv1.ApproveToolDefinitionRequest{Backend: "shop", Tool: "lookup", Digest: pending.GetApprovedDigest()})
 	if apierr.Reason(err) != commonv1.ErrorReason_ERROR_REASON_TOOL_DEFINITION_CHANGED || grpcCode(err) != codes.FailedPrecondition {
 		t.Fatalf("approving the old digest: %v; want FAILED_PRECONDITION / TOOL_DEFINITION_CHANGED", err)

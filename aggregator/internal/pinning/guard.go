@@ -14,6 +14,7 @@ package pinning
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"maps"
@@ -37,6 +38,9 @@ const (
 	// never verified.
 	maxBackendBytes = 256
 	maxToolBytes    = 512
+	// The indexer's bounds of the definitions sent for review.
+	maxDefinitionBytes        = 64 << 10
+	maxDefinitionRequestBytes = 8 << 20
 	// DefaultTimeout bounds the recording of one build's tools.
 	DefaultTimeout = 5 * time.Second
 )
@@ -86,6 +90,8 @@ type Guard struct {
 	derived  map[string]derived
 	// flagged holds the changed definitions already logged, by tool.
 	flagged map[key]string
+	// sent holds the pending digests whose definitions the indexer has.
+	sent map[key]string
 }
 
 // New returns a guard in mode (config.PinningOff, PinningWarn,
@@ -94,7 +100,7 @@ type Guard struct {
 func New(mode string, client indexerv1.IndexerServiceClient, log *slog.Logger, metrics *Metrics) *Guard {
 	return &Guard{mode: mode, client: client, timeout: DefaultTimeout, log: log, metrics: metrics, retry: make(chan struct{}, 1),
 		digests: map[string]digested{}, approved: map[key]string{}, recorded: map[string]*backend.Lists{},
-		derived: map[string]derived{}, flagged: map[key]string{}}
+		derived: map[string]derived{}, flagged: map[key]string{}, sent: map[key]string{}}
 }
 
 // Mode is the guard's mode.
@@ -249,6 +255,60 @@ func (g *Guard) record(ctx context.Context, lists map[string]*backend.Lists) {
 		g.log.Info("recording tool definitions with the indexer works again", "tools", len(tools))
 	}
 	g.approved, g.recorded, g.stale, g.failures = approved, maps.Clone(lists), false, 0
+	g.sendDefinitions(ctx, lists)
+}
+
+// sendDefinitions sends the definitions of the pending tools that were not
+// sent yet, for operators to review (ListToolDefinitions). Only pending
+// ones: a catalog's approved definitions would only take space. A failure
+// is logged; the verdicts stand, and the next record sends them again.
+func (g *Guard) sendDefinitions(ctx context.Context, lists map[string]*backend.Lists) {
+	var pending []*indexerv1.ToolDefinitionDigest
+	sent := map[key]string{}
+	for b, l := range lists {
+		for i, t := range l.Tools {
+			k, sum := key{b, t.Name}, g.digests[b].sums[i]
+			approved, known := g.approved[k]
+			if !known || sum == "" || approved == sum || sent[k] != "" {
+				continue
+			}
+			sent[k] = sum
+			if g.sent[k] == sum {
+				continue
+			}
+			def, err := definitionJSON(l, i)
+			if err != nil || len(def) > maxDefinitionBytes {
+				g.log.Warn("pending tool definition not sent for review: too large or not encodable", "backend", b, "tool", t.Name, "bytes", len(def), "err", err)
+				continue
+			}
+			pending = append(pending, &indexerv1.ToolDefinitionDigest{Backend: b, Tool: t.Name, Digest: sum, DefinitionJson: def})
+		}
+	}
+	for len(pending) > 0 {
+		n, size := 0, 0
+		for n < len(pending) && n < maxPerRequest && size+len(pending[n].DefinitionJson) <= maxDefinitionRequestBytes {
+			size += len(pending[n].DefinitionJson)
+			n++
+		}
+		if _, err := g.client.RecordToolDefinitions(ctx, &indexerv1.RecordToolDefinitionsRequest{Tools: pending[:n]}); err != nil {
+			g.log.Warn("sending pending tool definitions for review failed; sent again at the next record", "err", err)
+			for _, p := range pending {
+				delete(sent, key{p.GetBackend(), p.GetTool()})
+			}
+			break
+		}
+		pending = pending[n:]
+	}
+	g.sent = sent
+}
+
+// definitionJSON is the tool's JSON object as the backend listed it.
+func definitionJSON(l *backend.Lists, i int) (string, error) {
+	if len(l.Definitions.Tools) == len(l.Tools) {
+		return string(l.Definitions.Tools[i]), nil
+	}
+	raw, err := json.Marshal(l.Tools[i])
+	return string(raw), err
 }
 
 func recordable(b, tool string) bool {

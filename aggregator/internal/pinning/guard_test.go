@@ -36,11 +36,14 @@ type recordingIndexer struct {
 	approved map[key]string
 	seen     map[key]string
 	watchers map[chan struct{}]bool
+	// definitions sent for review, and how many times one was sent.
+	definitions     map[key]string
+	definitionsSent int
 	srv      *grpc.Server
 }
 
 func startIndexer(t *testing.T) *recordingIndexer {
-	ix := &recordingIndexer{approved: map[key]string{}, seen: map[key]string{}, watchers: map[chan struct{}]bool{}}
+	ix := &recordingIndexer{approved: map[key]string{}, seen: map[key]string{}, watchers: map[chan struct{}]bool{}, definitions: map[key]string{}}
 	ix.serve(t, "127.0.0.1:0")
 	return ix
 }
@@ -82,6 +85,10 @@ func (ix *recordingIndexer) RecordToolDefinitions(_ context.Context, req *indexe
 	resp := &indexerv1.RecordToolDefinitionsResponse{}
 	for _, d := range req.GetTools() {
 		k := key{d.GetBackend(), d.GetTool()}
+		if d.GetDefinitionJson() != "" {
+			ix.definitions[k] = d.GetDefinitionJson()
+			ix.definitionsSent++
+		}
 		if _, ok := ix.approved[k]; !ok {
 			ix.approved[k] = d.GetDigest()
 		}
@@ -217,6 +224,16 @@ func TestFilterPinQuarantinesChangedTools(t *testing.T) {
 	again := g.Filter(t.Context(), in)
 	if again["alpha"] != out["alpha"] {
 		t.Error("the same input and verdicts gave another derived pointer: the catalog would rebuild alpha")
+	}
+	// The pending definition went to the indexer for review, once, as the
+	// backend listed it; the approved ones did not.
+	g.markStale()
+	g.Filter(t.Context(), in)
+	ix.mu.Lock()
+	sentDef, sentCount, defs := ix.definitions[key{"alpha", "echo"}], ix.definitionsSent, len(ix.definitions)
+	ix.mu.Unlock()
+	if sentDef != string(changed.Definitions.Tools[0]) || sentCount != 1 || defs != 1 {
+		t.Errorf("definitions sent for review: %d times, %d tools, echo's %q; want echo's as listed, once", sentCount, defs, sentDef)
 	}
 	if n := lg.count("quarantined until an operator approves"); n != 1 {
 		t.Errorf("%d quarantine log lines, want 1 (once per changed definition)", n)

@@ -70,6 +70,13 @@ func TestToolDefinitionsApprovedByOperatorsAcrossReplicas(t *testing.T) {
 	if v := record(aggB, changed); v.GetApprovedDigest() != first || !v.GetPending() {
 		t.Fatalf("a changed definition through the other replica: %v; want approved %s, pending", v, first)
 	}
+	// The aggregator sends the pending definition for review.
+	def := `{"name":"echo","description":"Echo, and more."}`
+	if _, err := aggB.RecordToolDefinitions(ctx, &indexerv1.RecordToolDefinitionsRequest{Tools: []*indexerv1.ToolDefinitionDigest{
+		{Backend: "alpha", Tool: "echo", Digest: changed, DefinitionJson: def},
+	}}); err != nil {
+		t.Fatal(err)
+	}
 
 	approve := &indexerv1.ApproveToolDefinitionRequest{Backend: "alpha", Tool: "echo", Digest: changed}
 	_, err = gatewayB.ApproveToolDefinition(ctx, approve)
@@ -84,7 +91,7 @@ func TestToolDefinitionsApprovedByOperatorsAcrossReplicas(t *testing.T) {
 		t.Fatalf("pending: %v, %v", list, err)
 	}
 	if d := list.GetDefinitions()[0]; d.GetSeenDigest() != changed || d.GetApprovedDigest() != first || !d.GetPending() ||
-		d.GetFirstSeen() == nil || d.GetLastSeen() == nil || d.GetApprovedAt() != nil {
+		d.GetFirstSeen() == nil || d.GetLastSeen() == nil || d.GetApprovedAt() != nil || d.GetSeenDefinitionJson() != def {
 		t.Fatalf("pending definition: %v", d)
 	}
 
@@ -100,7 +107,8 @@ func TestToolDefinitionsApprovedByOperatorsAcrossReplicas(t *testing.T) {
 	wantReason(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
 
 	resp, err := opB.ApproveToolDefinition(ctx, approve)
-	if err != nil || !resp.GetChanged() || resp.GetDefinition().GetApprovedDigest() != changed || resp.GetDefinition().GetApprovedBy() != "operator" {
+	if err != nil || !resp.GetChanged() || resp.GetDefinition().GetApprovedDigest() != changed || resp.GetDefinition().GetApprovedBy() != "operator" ||
+		resp.GetDefinition().GetSeenDefinitionJson() != "" {
 		t.Fatalf("approval: %v, %v", resp, err)
 	}
 	// The watch on the other replica hears of it (PostgreSQL NOTIFY).
@@ -143,13 +151,22 @@ func TestToolDefinitionBoundsAndPaging(t *testing.T) {
 		return out
 	}
 	for name, req := range map[string][]*indexerv1.ToolDefinitionDigest{
-		"too many":       tools(10_001),
-		"duplicate":      append(tools(2), &indexerv1.ToolDefinitionDigest{Backend: "beta", Tool: "t00000", Digest: digest}),
-		"long tool name": {{Backend: "beta", Tool: strings.Repeat("x", 513), Digest: digest}},
-		"long backend":   {{Backend: strings.Repeat("x", 257), Tool: "t", Digest: digest}},
-		"NUL":            {{Backend: "beta", Tool: "a\x00b", Digest: digest}},
-		"empty tool":     {{Backend: "beta", Digest: digest}},
-		"bad digest":     {{Backend: "beta", Tool: "t", Digest: strings.ToUpper(digest)}},
+		"too many":                 tools(10_001),
+		"duplicate":                append(tools(2), &indexerv1.ToolDefinitionDigest{Backend: "beta", Tool: "t00000", Digest: digest}),
+		"long tool name":           {{Backend: "beta", Tool: strings.Repeat("x", 513), Digest: digest}},
+		"long backend":             {{Backend: strings.Repeat("x", 257), Tool: "t", Digest: digest}},
+		"NUL":                      {{Backend: "beta", Tool: "a\x00b", Digest: digest}},
+		"empty tool":               {{Backend: "beta", Digest: digest}},
+		"bad digest":               {{Backend: "beta", Tool: "t", Digest: strings.ToUpper(digest)}},
+		"long definition":          {{Backend: "beta", Tool: "t", Digest: digest, DefinitionJson: `{"description":"` + strings.Repeat("x", 64<<10) + `"}`}},
+		"definition not an object": {{Backend: "beta", Tool: "t", Digest: digest, DefinitionJson: `["x"]`}},
+		"definitions over 8 MiB": func() []*indexerv1.ToolDefinitionDigest {
+			many := tools(200)
+			for _, m := range many {
+				m.DefinitionJson = `{"description":"` + strings.Repeat("x", 60<<10) + `"}`
+			}
+			return many
+		}(),
 	} {
 		_, err := agg.RecordToolDefinitions(ctx, &indexerv1.RecordToolDefinitionsRequest{Tools: req})
 		t.Run(name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"strings"
 	"unicode/utf8"
@@ -28,8 +29,12 @@ const (
 	maxToolDefinitionsPerRequest = 10_000
 	maxToolBackendBytes          = 256
 	maxToolNameBytes             = 512
-	defaultToolDefinitionPage    = 100
-	maxToolDefinitionPage        = 1000
+	// A definition sent for review is at most 64 KiB, and a request's
+	// together at most 8 MiB.
+	maxToolDefinitionBytes        = 64 << 10
+	maxToolDefinitionRequestBytes = 8 << 20
+	defaultToolDefinitionPage     = 100
+	maxToolDefinitionPage         = 1000
 	// approvalsPerMessage bounds one WatchToolDefinitions message.
 	approvalsPerMessage = 1000
 )
@@ -68,7 +73,9 @@ func (s *Server) RecordToolDefinitions(ctx context.Context, req *indexerv1.Recor
 	}
 	resp := &indexerv1.RecordToolDefinitionsResponse{Verdicts: make([]*indexerv1.ToolDefinitionVerdict, len(recs))}
 	for i, r := range recs {
-		resp.Verdicts[i] = &indexerv1.ToolDefinitionVerdict{Backend: r.Backend, Tool: r.Tool, ApprovedDigest: r.ApprovedDigest, Pending: r.Pending()}
+		// Pending is about the caller's digest: the record's seen digest
+		// may already be another replica's.
+		resp.Verdicts[i] = &indexerv1.ToolDefinitionVerdict{Backend: r.Backend, Tool: r.Tool, ApprovedDigest: r.ApprovedDigest, Pending: r.ApprovedDigest != digests[i].Digest}
 	}
 	return resp, nil
 }
@@ -81,6 +88,7 @@ func validToolDigests(tools []*indexerv1.ToolDefinitionDigest) ([]store.ToolDefi
 	type key struct{ backend, tool string }
 	seen := make(map[key]bool, len(tools))
 	out := make([]store.ToolDefinitionDigest, len(tools))
+	defBytes := 0
 	for i, t := range tools {
 		if err := validToolKey(t.GetBackend(), t.GetTool()); err != nil {
 			return nil, err
@@ -88,12 +96,23 @@ func validToolDigests(tools []*indexerv1.ToolDefinitionDigest) ([]store.ToolDefi
 		if !validSHA256(t.GetDigest()) {
 			return nil, invalidArgument("digest must be a lower-case hex SHA-256 (64 characters)")
 		}
+		if def := t.GetDefinitionJson(); def != "" {
+			defBytes += len(def)
+			switch {
+			case len(def) > maxToolDefinitionBytes:
+				return nil, invalidArgument("definition_json must be at most 64 KiB")
+			case defBytes > maxToolDefinitionRequestBytes:
+				return nil, invalidArgument("the definitions of one request must be at most 8 MiB together; send them in several")
+			case def[0] != '{' || !json.Valid([]byte(def)):
+				return nil, invalidArgument("definition_json must be a JSON object")
+			}
+		}
 		k := key{t.GetBackend(), t.GetTool()}
 		if seen[k] {
 			return nil, invalidArgument("each (backend, tool) at most once per request")
 		}
 		seen[k] = true
-		out[i] = store.ToolDefinitionDigest{Backend: t.GetBackend(), Tool: t.GetTool(), Digest: t.GetDigest()}
+		out[i] = store.ToolDefinitionDigest{Backend: t.GetBackend(), Tool: t.GetTool(), Digest: t.GetDigest(), Definition: t.GetDefinitionJson()}
 	}
 	return out, nil
 }
@@ -206,6 +225,7 @@ func toolDefinitionProto(d store.ToolDefinition) *indexerv1.ToolDefinition {
 	p := &indexerv1.ToolDefinition{
 		Backend: d.Backend, Tool: d.Tool, ApprovedDigest: d.ApprovedDigest, SeenDigest: d.SeenDigest, Pending: d.Pending(),
 		FirstSeen: timestamppb.New(d.FirstSeen), LastSeen: timestamppb.New(d.LastSeen), ApprovedBy: d.ApprovedBy,
+		SeenDefinitionJson: d.SeenDefinition,
 	}
 	if !d.ApprovedAt.IsZero() {
 		p.ApprovedAt = timestamppb.New(d.ApprovedAt)

@@ -13,10 +13,15 @@ import (
 // definitions").
 type ToolDefinitions interface {
 	// RecordToolDefinitions records the digests seen and returns each
-	// tool's record, in the order given. The first digest ever recorded
+	// tool's record, in the order given (under concurrent recorders of
+	// other digests, its SeenDigest may already be another's: compare
+	// ApprovedDigest with the digest recorded). The first digest ever recorded
 	// for a (backend, tool), through any handle, becomes its approved
 	// one; a later record only updates the seen digest and time. Each
-	// (backend, tool) appears at most once in digests.
+	// (backend, tool) appears at most once in digests. A Definition given
+	// with a pending digest is kept with the record (SeenDefinition) until
+	// the tool is approved or its seen digest changes; with a digest that
+	// is approved it is ignored.
 	RecordToolDefinitions(ctx context.Context, digests []ToolDefinitionDigest) ([]ToolDefinition, error)
 	// ApproveToolDefinition makes digest the approved digest of (backend,
 	// tool), recording who approved it, and reports whether anything
@@ -35,16 +40,20 @@ type ToolDefinitions interface {
 	ListenToolApprovals(ctx context.Context, listening func(), approved func(ToolDefinitionDigest)) error
 }
 
-// ToolDefinitionDigest is the digest of one backend tool's definition.
+// ToolDefinitionDigest is the digest of one backend tool's definition,
+// and, when recorded, optionally the definition itself (its JSON object).
 type ToolDefinitionDigest struct {
 	Backend, Tool, Digest string
+	Definition            string
 }
 
 // ToolDefinition is the record of one backend tool's definition.
 type ToolDefinition struct {
 	Backend, Tool              string
 	ApprovedDigest, SeenDigest string
-	FirstSeen, LastSeen        time.Time
+	// SeenDefinition is the pending definition as reported, or empty.
+	SeenDefinition      string
+	FirstSeen, LastSeen time.Time
 	// ApprovedAt is zero and ApprovedBy empty until an operator approves
 	// a definition.
 	ApprovedAt time.Time

@@ -33,9 +33,9 @@ func toolDefinitions(t *testing.T, b Backing) {
 				return
 			}
 			answers[i] = recs[0].ApprovedDigest
-			// Each recorder is told the approved digest, and its own
-			// digest is pending unless it is that one.
-			if recs[0].Pending() != (recs[0].ApprovedDigest != digest(byte('a'+i%6))) || recs[1].Pending() {
+			// Each recorder is told the approved digest (the record's seen
+			// digest may already be another concurrent recorder's).
+			if recs[0].ApprovedDigest == "" || recs[1].ApprovedDigest != digest('0') {
 				t.Errorf("recorder %d: %+v", i, recs)
 			}
 		})
@@ -53,9 +53,34 @@ func toolDefinitions(t *testing.T, b Backing) {
 		t.Fatalf("a changed definition: %+v, %v; want approved %s, pending", recs, err, approved)
 	}
 
+	// The definition sent for review is kept with the pending digest
+	// only: one sent with an approved digest, or with a digest no longer
+	// seen, is not.
+	def := `{"name":"echo","description":"changed"}`
+	recs, err = two.RecordToolDefinitions(ctx, []store.ToolDefinitionDigest{
+		{Backend: "alpha", Tool: "echo", Digest: changed, Definition: def},
+		{Backend: "alpha", Tool: "add", Digest: digest('0'), Definition: `{"name":"add"}`},
+	})
+	if err != nil || recs[0].SeenDefinition != def || recs[1].SeenDefinition != "" {
+		t.Fatalf("definitions sent for review: %+v, %v", recs, err)
+	}
+	if _, err := two.RecordToolDefinitions(ctx, []store.ToolDefinitionDigest{{Backend: "alpha", Tool: "echo", Digest: digest('y'), Definition: ""}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := one.RecordToolDefinitions(ctx, []store.ToolDefinitionDigest{{Backend: "alpha", Tool: "echo", Digest: changed, Definition: def}}); err != nil {
+		t.Fatal(err)
+	}
+
 	listed, err := two.ListToolDefinitions(ctx, false, "", "", 10)
-	if err != nil || len(listed) != 1 || listed[0].Tool != "echo" || listed[0].SeenDigest != changed {
-		t.Fatalf("pending definitions: %+v, %v; want alpha/echo only", listed, err)
+	if err != nil || len(listed) != 1 || listed[0].Tool != "echo" || listed[0].SeenDigest != changed || listed[0].SeenDefinition != def {
+		t.Fatalf("pending definitions: %+v, %v; want alpha/echo only, with its definition", listed, err)
+	}
+	// A seen digest that changes drops the definition kept for the old one.
+	if recs, err := one.RecordToolDefinitions(ctx, []store.ToolDefinitionDigest{{Backend: "alpha", Tool: "echo", Digest: digest('y')}}); err != nil || recs[0].SeenDefinition != "" {
+		t.Fatalf("another seen digest: %+v, %v; want the old definition gone", recs, err)
+	}
+	if _, err := one.RecordToolDefinitions(ctx, []store.ToolDefinitionDigest{{Backend: "alpha", Tool: "echo", Digest: changed, Definition: def}}); err != nil {
+		t.Fatal(err)
 	}
 	all, err := two.ListToolDefinitions(ctx, true, "", "", 10)
 	if err != nil || len(all) != 2 || all[0].Tool != "add" || all[1].Tool != "echo" {
@@ -87,7 +112,7 @@ func toolDefinitions(t *testing.T, b Backing) {
 		t.Fatalf("approving a tool never recorded: %v, want ErrToolDefinitionNotFound", err)
 	}
 	rec, did, err := two.ApproveToolDefinition(ctx, store.ToolDefinitionDigest{Backend: "alpha", Tool: "echo", Digest: changed}, "op")
-	if err != nil || !did || rec.ApprovedDigest != changed || rec.Pending() || rec.ApprovedBy != "op" || rec.ApprovedAt.IsZero() {
+	if err != nil || !did || rec.ApprovedDigest != changed || rec.Pending() || rec.ApprovedBy != "op" || rec.ApprovedAt.IsZero() || rec.SeenDefinition != "" {
 		t.Fatalf("approval: %+v, %v, %v", rec, did, err)
 	}
 	d := <-heard

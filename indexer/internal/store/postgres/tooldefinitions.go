@@ -1,10 +1,13 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,7 +19,7 @@ import (
 // trigger announces approvals on.
 const toolApprovalChannel = "switchboard_tool_approvals"
 
-const toolDefinitionColumns = `backend, tool, approved_digest, seen_digest, first_seen, last_seen, approved_at, approved_by`
+const toolDefinitionColumns = `backend, tool, approved_digest, seen_digest, seen_definition, first_seen, last_seen, approved_at, approved_by`
 
 // RecordToolDefinitions inserts the tools never seen (their digest is
 // approved by being first: a concurrent insert of the same tool through
@@ -29,17 +32,24 @@ func (s *Store) RecordToolDefinitions(ctx context.Context, digests []store.ToolD
 	if len(digests) == 0 {
 		return nil, nil
 	}
-	backends, tools, sums := make([]string, len(digests)), make([]string, len(digests)), make([]string, len(digests))
+	n := len(digests)
+	backends, tools, sums := make([]string, n), make([]string, n), make([]string, n)
+	var withDefs []store.ToolDefinitionDigest
 	for i, d := range digests {
 		backends[i], tools[i], sums[i] = d.Backend, d.Tool, d.Digest
+		if d.Definition != "" {
+			withDefs = append(withDefs, d)
+		}
 	}
 	// Rows are inserted (and so locked) in one order on every replica,
-	// so that two replicas recording the same tools cannot deadlock.
+	// so that two replicas recording the same tools cannot deadlock. A
+	// definition kept for review goes when the seen digest changes.
 	rows, err := s.pool.Query(ctx, `
 		INSERT INTO tool_definitions AS t (backend, tool, approved_digest, seen_digest)
 		SELECT b, n, d, d FROM unnest($1::text[], $2::text[], $3::text[]) AS u(b, n, d)
 		ORDER BY b COLLATE "C", n COLLATE "C"
-		ON CONFLICT (backend, tool) DO UPDATE SET seen_digest = EXCLUDED.seen_digest, last_seen = now()
+		ON CONFLICT (backend, tool) DO UPDATE SET seen_digest = EXCLUDED.seen_digest, last_seen = now(),
+			seen_definition = CASE WHEN t.seen_digest = EXCLUDED.seen_digest THEN t.seen_definition ELSE '' END
 		WHERE t.seen_digest <> EXCLUDED.seen_digest OR t.last_seen < now() - interval '1 minute'
 		RETURNING `+toolDefinitionColumns, backends, tools, sums)
 	if err != nil {
@@ -74,6 +84,17 @@ func (s *Store) RecordToolDefinitions(ctx context.Context, digests []store.ToolD
 			found[key{d.Backend, d.Tool}] = d
 		}
 	}
+	if len(withDefs) > 0 {
+		if err := s.keepDefinitions(ctx, withDefs); err != nil {
+			return nil, err
+		}
+		for _, d := range withDefs {
+			if rec := found[key{d.Backend, d.Tool}]; rec.Pending() && rec.SeenDigest == d.Digest {
+				rec.SeenDefinition = d.Definition
+				found[key{d.Backend, d.Tool}] = rec
+			}
+		}
+	}
 	out := make([]store.ToolDefinition, len(digests))
 	for i, d := range digests {
 		rec, ok := found[key{d.Backend, d.Tool}]
@@ -85,10 +106,30 @@ func (s *Store) RecordToolDefinitions(ctx context.Context, digests []store.ToolD
 	return out, nil
 }
 
+// keepDefinitions keeps the definitions sent with pending digests (only
+// for the digest still seen, and not approved), for operators to review:
+// one statement per tool, in one round trip, in the order the upsert
+// locks rows, so that concurrent recorders cannot deadlock.
+func (s *Store) keepDefinitions(ctx context.Context, defs []store.ToolDefinitionDigest) error {
+	defs = slices.Clone(defs)
+	slices.SortFunc(defs, func(a, b store.ToolDefinitionDigest) int {
+		return cmp.Or(strings.Compare(a.Backend, b.Backend), strings.Compare(a.Tool, b.Tool))
+	})
+	var batch pgx.Batch
+	for _, d := range defs {
+		batch.Queue(`UPDATE tool_definitions SET seen_definition = $4
+			WHERE backend = $1 AND tool = $2 AND seen_digest = $3 AND approved_digest <> $3`, d.Backend, d.Tool, d.Digest, d.Definition)
+	}
+	if err := s.pool.SendBatch(ctx, &batch).Close(); err != nil {
+		return classify(fmt.Errorf("keep tool definitions: %w", err))
+	}
+	return nil
+}
+
 // ApproveToolDefinition approves the seen digest if it is d.Digest.
 func (s *Store) ApproveToolDefinition(ctx context.Context, d store.ToolDefinitionDigest, by string) (store.ToolDefinition, bool, error) {
 	rec, err := scanToolDefinition(s.pool.QueryRow(ctx, `
-		UPDATE tool_definitions SET approved_digest = seen_digest, approved_at = now(), approved_by = $4
+		UPDATE tool_definitions SET approved_digest = seen_digest, seen_definition = '', approved_at = now(), approved_by = $4
 		WHERE backend = $1 AND tool = $2 AND seen_digest = $3 AND approved_digest <> seen_digest
 		RETURNING `+toolDefinitionColumns, d.Backend, d.Tool, d.Digest, by))
 	if err == nil {
@@ -137,7 +178,7 @@ func (s *Store) ListenToolApprovals(ctx context.Context, listening func(), appro
 func scanToolDefinition(row pgx.Row) (store.ToolDefinition, error) {
 	var d store.ToolDefinition
 	var approvedAt *time.Time
-	err := row.Scan(&d.Backend, &d.Tool, &d.ApprovedDigest, &d.SeenDigest, &d.FirstSeen, &d.LastSeen, &approvedAt, &d.ApprovedBy)
+	err := row.Scan(&d.Backend, &d.Tool, &d.ApprovedDigest, &d.SeenDigest, &d.SeenDefinition, &d.FirstSeen, &d.LastSeen, &approvedAt, &d.ApprovedBy)
 	if approvedAt != nil {
 		d.ApprovedAt = *approvedAt
 	}

@@ -2,11 +2,14 @@
 -- (approved_digest: the first ever recorded, or the one an operator
 -- approved since) and the one last recorded (seen_digest); a tool whose
 -- two differ is pending, and quarantined by aggregators in pin mode.
+-- seen_definition is the pending definition as an aggregator reported it,
+-- for operators to review; empty once approved.
 CREATE TABLE tool_definitions (
     backend         text NOT NULL,
     tool            text NOT NULL,
     approved_digest text NOT NULL,
     seen_digest     text NOT NULL,
+    seen_definition text NOT NULL DEFAULT '',
     first_seen      timestamptz NOT NULL DEFAULT now(),
     last_seen       timestamptz NOT NULL DEFAULT now(),
     approved_at     timestamptz,

@@ -2067,9 +2067,15 @@ type ToolDefinitionDigest struct {
 	// SHA-256, hex, of the tool's reviewed definition (name, title,
 	// description, inputSchema, outputSchema, annotations) in a canonical
 	// encoding (docs/operations.md, "Pinned tool definitions").
-	Digest        string `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Digest string `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
+	// RecordToolDefinitions only: the tool's JSON object as the backend
+	// listed it, for operators to review (ToolDefinition.seen_definition_json).
+	// Aggregators send it only for a tool whose digest is pending, in a
+	// second request after the verdicts; at most 64 KiB, and 8 MiB for all
+	// of a request's tools.
+	DefinitionJson string `protobuf:"bytes,4,opt,name=definition_json,json=definitionJson,proto3" json:"definition_json,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ToolDefinitionDigest) Reset() {
@@ -2119,6 +2125,13 @@ func (x *ToolDefinitionDigest) GetTool() string {
 func (x *ToolDefinitionDigest) GetDigest() string {
 	if x != nil {
 		return x.Digest
+	}
+	return ""
+}
+
+func (x *ToolDefinitionDigest) GetDefinitionJson() string {
+	if x != nil {
+		return x.DefinitionJson
 	}
 	return ""
 }
@@ -2541,9 +2554,14 @@ type ToolDefinition struct {
 	// is approved by being first).
 	ApprovedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=approved_at,json=approvedAt,proto3" json:"approved_at,omitempty"`
 	// The name of the credential that approved it; empty if never.
-	ApprovedBy    string `protobuf:"bytes,9,opt,name=approved_by,json=approvedBy,proto3" json:"approved_by,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ApprovedBy string `protobuf:"bytes,9,opt,name=approved_by,json=approvedBy,proto3" json:"approved_by,omitempty"`
+	// While pending: the seen definition as the aggregator that recorded it
+	// reported it (the tool's JSON object as the backend listed it), for
+	// the operator to review before approving seen_digest; empty when no
+	// aggregator has sent it yet, and once approved.
+	SeenDefinitionJson string `protobuf:"bytes,10,opt,name=seen_definition_json,json=seenDefinitionJson,proto3" json:"seen_definition_json,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ToolDefinition) Reset() {
@@ -2635,6 +2653,13 @@ func (x *ToolDefinition) GetApprovedAt() *timestamppb.Timestamp {
 func (x *ToolDefinition) GetApprovedBy() string {
 	if x != nil {
 		return x.ApprovedBy
+	}
+	return ""
+}
+
+func (x *ToolDefinition) GetSeenDefinitionJson() string {
+	if x != nil {
+		return x.SeenDefinitionJson
 	}
 	return ""
 }
@@ -2863,11 +2888,12 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\x0frequest_id_json\x18\x02 \x01(\tR\rrequestIdJson\"k\n" +
 	"\x18RelayCancellationRequest\x12O\n" +
 	"\fcancellation\x18\x01 \x01(\v2+.switchboard.indexer.v1.RelayedCancellationR\fcancellation\"\x1b\n" +
-	"\x19RelayCancellationResponse\"\\\n" +
+	"\x19RelayCancellationResponse\"\x85\x01\n" +
 	"\x14ToolDefinitionDigest\x12\x18\n" +
 	"\abackend\x18\x01 \x01(\tR\abackend\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x16\n" +
-	"\x06digest\x18\x03 \x01(\tR\x06digest\"b\n" +
+	"\x06digest\x18\x03 \x01(\tR\x06digest\x12'\n" +
+	"\x0fdefinition_json\x18\x04 \x01(\tR\x0edefinitionJson\"b\n" +
 	"\x1cRecordToolDefinitionsRequest\x12B\n" +
 	"\x05tools\x18\x01 \x03(\v2,.switchboard.indexer.v1.ToolDefinitionDigestR\x05tools\"j\n" +
 	"\x1dRecordToolDefinitionsResponse\x12I\n" +
@@ -2893,7 +2919,7 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"\x8f\x01\n" +
 	"\x1bListToolDefinitionsResponse\x12H\n" +
 	"\vdefinitions\x18\x01 \x03(\v2&.switchboard.indexer.v1.ToolDefinitionR\vdefinitions\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xf4\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa6\x03\n" +
 	"\x0eToolDefinition\x12\x18\n" +
 	"\abackend\x18\x01 \x01(\tR\abackend\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12'\n" +
@@ -2907,7 +2933,9 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\vapproved_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"approvedAt\x12\x1f\n" +
 	"\vapproved_by\x18\t \x01(\tR\n" +
-	"approvedBy\"\x1d\n" +
+	"approvedBy\x120\n" +
+	"\x14seen_definition_json\x18\n" +
+	" \x01(\tR\x12seenDefinitionJson\"\x1d\n" +
 	"\x1bWatchToolDefinitionsRequest\"\x82\x01\n" +
 	"\x1cWatchToolDefinitionsResponse\x12J\n" +
 	"\tapprovals\x18\x01 \x03(\v2,.switchboard.indexer.v1.ToolDefinitionDigestR\tapprovals\x12\x16\n" +

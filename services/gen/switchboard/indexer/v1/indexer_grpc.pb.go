@@ -149,8 +149,11 @@ type IndexerServiceClient interface {
 	// since. A tool whose recorded digest differs from its approved one is
 	// pending. At most 10,000 tools per request, each (backend, tool) once;
 	// more, a duplicate, a backend name over 256 bytes, a tool name over
-	// 512 bytes (or empty, or holding NUL) or a digest that is not a hex
-	// SHA-256 is INVALID_ARGUMENT and nothing is recorded.
+	// 512 bytes (or empty, or holding NUL), a digest that is not a hex
+	// SHA-256 or definitions over their bounds is INVALID_ARGUMENT and
+	// nothing is recorded. The definition sent with a pending tool is kept
+	// for operators to review until the tool is approved (or its seen
+	// digest changes).
 	RecordToolDefinitions(ctx context.Context, in *RecordToolDefinitionsRequest, opts ...grpc.CallOption) (*RecordToolDefinitionsResponse, error)
 	// ApproveToolDefinition makes the latest seen definition of a tool its
 	// approved one, so that aggregators in pin mode list it again. Only an
@@ -471,8 +474,11 @@ type IndexerServiceServer interface {
 	// since. A tool whose recorded digest differs from its approved one is
 	// pending. At most 10,000 tools per request, each (backend, tool) once;
 	// more, a duplicate, a backend name over 256 bytes, a tool name over
-	// 512 bytes (or empty, or holding NUL) or a digest that is not a hex
-	// SHA-256 is INVALID_ARGUMENT and nothing is recorded.
+	// 512 bytes (or empty, or holding NUL), a digest that is not a hex
+	// SHA-256 or definitions over their bounds is INVALID_ARGUMENT and
+	// nothing is recorded. The definition sent with a pending tool is kept
+	// for operators to review until the tool is approved (or its seen
+	// digest changes).
 	RecordToolDefinitions(context.Context, *RecordToolDefinitionsRequest) (*RecordToolDefinitionsResponse, error)
 	// ApproveToolDefinition makes the latest seen definition of a tool its
 	// approved one, so that aggregators in pin mode list it again. Only an
