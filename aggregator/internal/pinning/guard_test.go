@@ -39,7 +39,7 @@ type recordingIndexer struct {
 	// definitions sent for review, and how many times one was sent.
 	definitions     map[key]string
 	definitionsSent int
-	srv      *grpc.Server
+	srv             *grpc.Server
 }
 
 func startIndexer(t *testing.T) *recordingIndexer {
