@@ -159,6 +159,11 @@ func (g *Guard) Filter(ctx context.Context, lists map[string]*backend.Lists) map
 		derivedNow[b] = d
 		out[b] = d.out
 	}
+	for b := range g.derived {
+		if _, listed := lists[b]; !listed {
+			g.metrics.quarantined(b, 0) // the backend is gone
+		}
+	}
 	g.derived, g.flagged = derivedNow, flaggedNow
 	return out
 }
