@@ -308,6 +308,20 @@ func checkSwitchboardConfig(p *problems, r *Render) {
 	p.expectBalancedEndpoint(r, gwWho, "gateway.indexer.address", gw.cfg.Gateway.Indexer.Address, "indexer", idxPort, gw.cfg.ServiceAuth.TLS)
 	idxWho := "Deployment " + idx.d.Name
 	p.expectBalancedEndpoint(r, idxWho, "indexer.aggregator.address", idx.cfg.Indexer.Aggregator.Address, "aggregator", aggPort, idx.cfg.ServiceAuth.TLS)
+	aggWho := "Deployment " + agg.d.Name
+	pinning := agg.cfg.Aggregator.Pinning
+	pinned := pinning.EffectiveMode() != config.PinningOff
+	if err := pinning.Validate(); err != nil {
+		p.addf("%s: %v", aggWho, err)
+	}
+	if pinned {
+		// The aggregator dials the indexer by its Service's name, not
+		// the peers' serverName.
+		tls := agg.cfg.ServiceAuth.TLS
+		tls.ServerName = ""
+		p.expectBalancedEndpoint(r, aggWho, "aggregator.pinning.indexer.address", pinning.Indexer.Address, "indexer", idxPort, tls)
+		p.expectSet(aggWho, "aggregator.pinning.indexer.token", pinning.Indexer.Token)
+	}
 	for _, c := range []loaded{gw, agg, idx} {
 		if err := c.cfg.GRPC.Validate(); err != nil {
 			p.addf("Deployment %s: %v", c.d.Name, err)
@@ -349,7 +363,10 @@ func checkSwitchboardConfig(p *problems, r *Render) {
 	for _, link := range []struct {
 		from, to loaded
 		port     int32
-	}{{gw, agg, aggPort}, {gw, idx, idxPort}, {idx, agg, aggPort}} {
+	}{{gw, agg, aggPort}, {gw, idx, idxPort}, {idx, agg, aggPort}, {agg, idx, idxPort}} {
+		if link.from.d == agg.d && !pinned {
+			continue
+		}
 		from, okFrom := groupOf(r, link.from.d)
 		to, okTo := groupOf(r, link.to.d)
 		if okFrom && okTo && !r.admits(from, to, link.port) {
@@ -368,7 +385,11 @@ func checkSwitchboardConfig(p *problems, r *Render) {
 		{gwWho, "gateway.aggregator.token", gw.cfg.Gateway.Aggregator.Token, "aggregator", agg.cfg.ServiceAuth.Credentials, config.GatewayMethods},
 		{idxWho, "indexer.aggregator.token", idx.cfg.Indexer.Aggregator.Token, "aggregator", agg.cfg.ServiceAuth.Credentials, config.IndexerMethods},
 		{gwWho, "gateway.indexer.token", gw.cfg.Gateway.Indexer.Token, "indexer", idx.cfg.ServiceAuth.Credentials, config.GatewayMethods},
+		{aggWho, "aggregator.pinning.indexer.token", pinning.Indexer.Token, "indexer", idx.cfg.ServiceAuth.Credentials, config.AggregatorMethods},
 	} {
+		if t.key == "aggregator.pinning.indexer.token" && !pinned {
+			continue
+		}
 		i := slices.IndexFunc(t.creds, func(c config.ServiceCredential) bool { return c.Token == t.token && c.AssertPrincipals })
 		if i < 0 {
 			p.addf("%s: %s is not a principal-asserting credential of the %s", t.who, t.key, t.server)

@@ -440,7 +440,7 @@ func TestCheckCatchesMistakes(t *testing.T) {
 		}, "aggregator.peers.token is empty: the pod lacks the secret it references"},
 		{"aggregator credential allows more than ResumeHeldCall", func(r *Render) {
 			editConfig(r, "        - switchboard.aggregator.v1.AggregatorService/ResumeHeldCall\n", "        - switchboard.aggregator.v1.AggregatorService/ResumeHeldCall\n        - switchboard.aggregator.v1.AggregatorService/CallTool\n")
-		}, "it must allow exactly [switchboard.aggregator.v1.AggregatorService/ResumeHeldCall]"},
+		}, "it must allow exactly [switchboard.aggregator.v1.AggregatorService/ResumeHeldCall switchboard.indexer.v1.IndexerService/RecordToolDefinitions switchboard.indexer.v1.IndexerService/WatchToolDefinitions]"},
 		{"aggregator credential allows its whole service", func(r *Render) {
 			editConfig(r, "        - switchboard.aggregator.v1.AggregatorService/ResumeHeldCall\n", "        - switchboard.aggregator.v1.AggregatorService/*\n")
 		}, "it must allow exactly"},
@@ -487,6 +487,19 @@ func TestCheckCatchesMistakes(t *testing.T) {
 		{"network policy without aggregator to aggregator", func(r *Render) {
 			dropPolicyPeer(t, r, "switchboard-aggregator", "aggregator")
 		}, "no NetworkPolicy rule admits aggregator pods to aggregator pods on port 50051"},
+		{"network policy without aggregator to indexer under pinning", func(r *Render) {
+			dropPolicyPeer(t, r, "switchboard-indexer", "aggregator")
+		}, "Deployment switchboard-aggregator: no NetworkPolicy rule admits its pods to those of Deployment switchboard-indexer on port 50052"},
+		{"pinning with an unknown mode", func(r *Render) {
+			editConfig(r, "    mode: warn\n", "    mode: strict\n")
+		}, `aggregator.pinning.mode "strict": want off, warn or pin`},
+		{"pinning token the indexer does not know", func(r *Render) {
+			editConfig(r, "      address: dns:///switchboard-indexer-headless:50052\n      token: ${SWITCHBOARD_AGGREGATOR_TOKEN:-}\n",
+				"      address: dns:///switchboard-indexer-headless:50052\n      token: ${SWITCHBOARD_GATEWAY_TOKEN:-}\n")
+		}, "the indexer's credential for aggregator.pinning.indexer.token does not allow switchboard.indexer.v1.IndexerService/RecordToolDefinitions"},
+		{"pinning to the indexer without the Service", func(r *Render) {
+			editConfig(r, "      address: dns:///switchboard-indexer-headless:50052\n", "      address: switchboard-indexer:50052\n")
+		}, "aggregator.pinning.indexer.address"},
 		{"network policy without the gateway", func(r *Render) {
 			dropPolicyPeer(t, r, "switchboard-aggregator", "gateway")
 		}, "Deployment switchboard-gateway: no NetworkPolicy rule admits its pods to those of Deployment switchboard-aggregator on port 50051"},

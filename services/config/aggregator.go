@@ -44,6 +44,9 @@ type Aggregator struct {
 	// backend tools everywhere (servers.go); a server's own overrides
 	// apply on top in that server.
 	ToolOverrides []ToolOverride `yaml:"toolOverrides"`
+	// Pinning quarantines tools whose definitions change after they were
+	// approved (pinning.go).
+	Pinning Pinning `yaml:"pinning"`
 }
 
 // AggregatorPeers lists the aggregator replicas of a deployment, for

@@ -114,10 +114,15 @@ var (
 		"switchboard.indexer.v1.IndexerService/RelayInputResponse",
 		"switchboard.indexer.v1.IndexerService/RelayCancellation",
 	}
-	// AggregatorMethods are the RPCs an aggregator calls on its peers: the
-	// resumption of a call a peer holds, nothing else (aggregator.peers).
+	// AggregatorMethods are the RPCs an aggregator calls with its own
+	// credential: on its peers the resumption of a call a peer holds
+	// (aggregator.peers), on the indexer the record of its backends' tool
+	// definitions and the stream of approvals (aggregator.pinning), never
+	// the approval itself, which is an operator's.
 	AggregatorMethods = []string{
 		"switchboard.aggregator.v1.AggregatorService/ResumeHeldCall",
+		"switchboard.indexer.v1.IndexerService/RecordToolDefinitions",
+		"switchboard.indexer.v1.IndexerService/WatchToolDefinitions",
 	}
 	// IndexerMethods are the RPCs the indexer calls on the aggregator to
 	// build search scopes: views, never calls.

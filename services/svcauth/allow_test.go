@@ -21,7 +21,7 @@ func TestBuiltInAllowLists(t *testing.T) {
 			exists[sd.ServiceName+"/"+m] = true
 		}
 	}
-	for _, list := range [][]string{config.GatewayMethods, config.IndexerMethods} {
+	for _, list := range [][]string{config.GatewayMethods, config.IndexerMethods, config.AggregatorMethods} {
 		for _, m := range list {
 			if !exists[m] {
 				t.Errorf("%s is not a method of the services", m)
@@ -33,6 +33,15 @@ func TestBuiltInAllowLists(t *testing.T) {
 		aggregatorv1.AggregatorService_ReadResource_FullMethodName, aggregatorv1.AggregatorService_ListBackends_FullMethodName} {
 		if indexer.Permits(m) {
 			t.Errorf("the indexer's credential allows %s", m)
+		}
+	}
+	// The aggregator records tool definitions; approving one is an
+	// operator's.
+	aggregator := config.NewMethodSet(config.AggregatorMethods)
+	for _, m := range []string{indexerv1.IndexerService_ApproveToolDefinition_FullMethodName, indexerv1.IndexerService_ListToolDefinitions_FullMethodName,
+		indexerv1.IndexerService_Search_FullMethodName, aggregatorv1.AggregatorService_CallTool_FullMethodName} {
+		if aggregator.Permits(m) {
+			t.Errorf("the aggregator's credential allows %s", m)
 		}
 	}
 	if config.NewMethodSet(config.GatewayMethods).Permits(aggregatorv1.AggregatorService_ListBackends_FullMethodName) {

@@ -61,6 +61,12 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	opts.Log = env.Log
 	opts.Metrics = engine.NewMetrics(reg)
+	guard, closeGuard, err := pinningGuard(env, reg)
+	if err != nil {
+		return err
+	}
+	defer closeGuard()
+	opts.Pinning = guard
 	e, err := engine.New(opts)
 	if err != nil {
 		return err

@@ -145,6 +145,7 @@ func (e *Engine) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { e.rebuildLoop(ctx) })
 	wg.Go(func() { e.healthLoop(ctx) })
+	wg.Go(func() { e.opts.Pinning.Run(ctx, e.requestRebuild) })
 	wg.Wait()
 	e.reconfMu.Lock()
 	e.listers.Wait()
@@ -317,6 +318,9 @@ func (e *Engine) build() *catalog.Snapshot {
 	e.listsMu.Lock()
 	lists := maps.Clone(e.lists)
 	e.listsMu.Unlock()
+	// Quarantined tools are left out here, so they are missing everywhere
+	// (pinning; the guard bounds its indexer call).
+	lists = e.opts.Pinning.Filter(context.Background(), lists)
 	down := map[string]bool{}
 	for _, m := range e.setup.Load().members {
 		if m.client.Status().State == backend.Unhealthy {

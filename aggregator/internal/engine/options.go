@@ -9,6 +9,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/authz"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/pinning"
 	"github.com/switchboard-mcp/switchboard/services/config"
 )
 
@@ -50,6 +51,9 @@ type Options struct {
 	// the requestState of every call a Legacy backend holds for the
 	// client's input (backend.Config.HeldOwner); empty without peers.
 	HeldOwner string
+	// Pinning quarantines tools whose definitions changed since they were
+	// approved; nil lists every tool.
+	Pinning *pinning.Guard
 }
 
 // HealthOptions configure backend probes.

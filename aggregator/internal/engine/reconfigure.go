@@ -17,14 +17,14 @@ import (
 //
 // What an engine is made with and cannot change while it runs — the
 // catalog TTL, the fan-out, the health checks, the held-call owner, the
-// logger and the metrics — is taken from the running engine; a change to
+// pinning guard, the logger and the metrics — is taken from the running engine; a change to
 // those is reported in the returned list of option names (they take
 // effect at the next restart). The Cedar policy is not an option here.
 func (e *Engine) Reconfigure(next Options) (needsRestart []string, err error) {
 	needsRestart = fixedChanges(&e.opts, &next)
 	next.Log, next.Metrics, next.HeldOwner = e.opts.Log, e.opts.Metrics, e.opts.HeldOwner
 	next.CatalogTTL, next.FanOut, next.Health = e.opts.CatalogTTL, e.opts.FanOut, e.opts.Health
-	next.Authz = e.opts.Authz
+	next.Authz, next.Pinning = e.opts.Authz, e.opts.Pinning
 	next.applyDefaults()
 	if err := next.Validate(); err != nil {
 		return nil, err

@@ -24,6 +24,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/rpc"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 
+	"github.com/switchboard-mcp/switchboard/indexer/internal/approvals"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/revocation"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/scope"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/server"
@@ -93,6 +94,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 	}
 	hub := revocation.New(st, revocationResync, log)
 	sessionHub := sessionevents.New(st, revocationResync, log)
+	approvalHub := approvals.New(st, log)
 	// Session states are bounded as the gateway bounds them: the same
 	// settings, read from the same configuration.
 	gs := cfg.Gateway.WithDefaults().Sessions
@@ -110,6 +112,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 		RevocationTTL:           cfg.RevocationTTL(),
 		MaxRevocationsPerCaller: ic.MaxRevocationsPerCaller,
 		SessionEvents:           sessionHub,
+		Approvals:               approvalHub,
 		SessionLimits: store.SessionStateLimits{Subscriptions: gs.MaxSubscriptions, URIBytes: gs.MaxURIBytes,
 			PerPrincipal: gs.MaxPerPrincipal, PrincipalBytes: int64(gs.MaxPrincipalStateBytes)},
 		MaxSessionStateBytes: ic.SessionStates.MaxBytes,
@@ -147,6 +150,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 	background.Go(func() { resolver.Watch(ctx) })
 	background.Go(func() { hub.Run(ctx) })
 	background.Go(func() { sessionHub.Run(ctx) })
+	background.Go(func() { approvalHub.Run(ctx) })
 	background.Go(func() {
 		store.CollectGarbageEvery(ctx, st, time.Duration(ic.GCInterval), time.Duration(ic.ScopeRetention), log)
 	})

@@ -106,7 +106,11 @@ func (h *harness) startIndexer(t testing.TB, databaseURL string) {
 	idxLis, httpLis := listen(t), listen(t)
 	h.httpAddr = httpLis.Addr().String()
 	cfg := &config.Config{
-		ServiceAuth: config.ServiceAuth{Credentials: []config.ServiceCredential{{Name: "gateway", Token: gatewayToken, AssertPrincipals: true, Allow: []string{"switchboard.indexer.v1.IndexerService/*"}}}},
+		ServiceAuth: config.ServiceAuth{Credentials: []config.ServiceCredential{
+			{Name: "gateway", Token: gatewayToken, AssertPrincipals: true, Allow: []string{"switchboard.indexer.v1.IndexerService/*"}},
+			{Name: "aggregator", Token: aggregatorToken, AssertPrincipals: true, Allow: config.AggregatorMethods},
+			{Name: "operator", Token: operatorToken, Operator: true, Allow: []string{"switchboard.indexer.v1.IndexerService/*"}},
+		}},
 		Indexer: config.Indexer{
 			Database:   databaseURL,
 			Aggregator: config.Endpoint{Address: h.aggAddr, Token: testagg.Token},

@@ -44,6 +44,18 @@ func (s *Server) toStatus(ctx context.Context, method string, err error) error {
 		s.Log.WarnContext(ctx, "explained search refused: the caller is not an operator", "method", method, "caller", caller.Name)
 		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_OPERATOR_ONLY,
 			"explain is for operator credentials only (serviceAuth.credentials[].operator); search without it")
+	case errors.Is(err, errOperatorOnly):
+		caller, _ := svcauth.CallerFrom(ctx)
+		s.Log.WarnContext(ctx, "operator RPC refused: the caller is not an operator", "method", method, "caller", caller.Name)
+		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_OPERATOR_ONLY,
+			method+" is for operator credentials only (serviceAuth.credentials[].operator)")
+	case errors.Is(err, store.ErrToolDefinitionNotFound):
+		return apierr.New(codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND, "no definition of this tool was ever recorded")
+	case errors.Is(err, store.ErrToolDefinitionChanged):
+		return apierr.New(codes.FailedPrecondition, commonv1.ErrorReason_ERROR_REASON_TOOL_DEFINITION_CHANGED,
+			"the digest is not the latest seen definition of the tool: list the pending definitions again and approve what you reviewed")
+	case errors.Is(err, errApprovalsBehind):
+		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "tool approval stream fell behind; reconnect")
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, "request cancelled")
 	case errors.Is(err, context.DeadlineExceeded):
@@ -77,8 +89,8 @@ func (s *Server) toStatus(ctx context.Context, method string, err error) error {
 		s.Log.WarnContext(ctx, "relayed cancellation refused: the caller relays them faster than it may", "method", method, "rate", cancellationRate)
 		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "this caller relays cancellations faster than it may; retry in a second")
 	case errors.Is(err, errTooManyWatchStreams):
-		s.Log.WarnContext(ctx, "session event stream refused: the caller has as many open as it may", "method", method, "max", maxWatchStreamsPerCaller)
-		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "this caller has as many session event streams open as it may; close some first")
+		s.Log.WarnContext(ctx, "watch stream refused: the caller has as many open as it may", "method", method, "max", maxWatchStreamsPerCaller)
+		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "this caller has as many streams of this kind open as it may; close some first")
 	case errors.Is(err, errPrincipalRelaysFull):
 		s.Log.WarnContext(ctx, "relayed input response refused: the principal holds as many as it may", "method", method,
 			"max", maxInputResponsesPerPrincipal, "maxBytes", maxInputResponseBytesPerPrincipal)

@@ -11,6 +11,7 @@ import (
 
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 
+	"github.com/switchboard-mcp/switchboard/indexer/internal/approvals"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/revocation"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/scope"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/sessionevents"
@@ -30,6 +31,8 @@ type Deps struct {
 	// SessionEvents holds the Legacy session states and routes relayed
 	// input responses.
 	SessionEvents *sessionevents.Hub
+	// Approvals streams tool definition approvals to aggregators.
+	Approvals *approvals.Hub
 	// SessionLimits and MaxSessionStateBytes bound session states as the
 	// gateway does (gateway.sessions).
 	SessionLimits        store.SessionStateLimits
@@ -63,6 +66,9 @@ type Server struct {
 	cancellations *rateQuota
 	// watchers bounds the open WatchSessionEvents streams of each caller.
 	watchers streamQuota
+	// approvalWatchers bounds the open WatchToolDefinitions streams of
+	// each caller.
+	approvalWatchers streamQuota
 	// relays bounds the live relayed input responses of each principal.
 	relays relayQuota
 }

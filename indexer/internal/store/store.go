@@ -29,6 +29,7 @@ type Store interface {
 	Sessions
 	RequestStates
 	SessionStates
+	ToolDefinitions
 	// Migrate brings the schema up to date and reports how many steps it
 	// applied. Concurrent replicas may call it at once; each step is
 	// applied once. An unreachable backing store is an UnavailableError.

@@ -49,6 +49,7 @@ func RunAll(t *testing.T, newBacking NewBacking) {
 		{"Sessions", sessions},
 		{"ListenRevocationsAcrossHandles", listenRevocationsAcrossHandles},
 		{"RequestStatesConsumedOnce", requestStates},
+		{"ToolDefinitions", toolDefinitions},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) { c.check(t, newBacking(t)) })

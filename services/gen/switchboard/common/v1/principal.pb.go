@@ -83,6 +83,11 @@ const (
 	// configuration fixes its value, so no call may set it. ErrorInfo
 	// metadata "argument" names the argument; its value is never told.
 	ErrorReason_ERROR_REASON_HIDDEN_ARGUMENT ErrorReason = 18
+	// An ApproveToolDefinition named a digest that is not the latest one
+	// seen of the tool's definition: the definition changed again since the
+	// operator looked (list the pending definitions again), or the digest
+	// is already the approved one of another definition.
+	ErrorReason_ERROR_REASON_TOOL_DEFINITION_CHANGED ErrorReason = 19
 )
 
 // Enum value maps for ErrorReason.
@@ -107,27 +112,29 @@ var (
 		16: "ERROR_REASON_TOO_MANY_SUBSCRIPTIONS",
 		17: "ERROR_REASON_URI_TOO_LONG",
 		18: "ERROR_REASON_HIDDEN_ARGUMENT",
+		19: "ERROR_REASON_TOOL_DEFINITION_CHANGED",
 	}
 	ErrorReason_value = map[string]int32{
-		"ERROR_REASON_UNSPECIFIED":            0,
-		"ERROR_REASON_UNAUTHENTICATED":        1,
-		"ERROR_REASON_PRINCIPAL_NOT_ALLOWED":  2,
-		"ERROR_REASON_NOT_FOUND":              3,
-		"ERROR_REASON_INVALID_CURSOR":         4,
-		"ERROR_REASON_INVALID_ARGUMENT":       5,
-		"ERROR_REASON_BACKEND_UNAVAILABLE":    6,
-		"ERROR_REASON_BACKEND_TIMEOUT":        7,
-		"ERROR_REASON_BACKEND_ERROR":          8,
-		"ERROR_REASON_INDEX_UNAVAILABLE":      9,
-		"ERROR_REASON_NOT_READY":              10,
-		"ERROR_REASON_HEADER_MISMATCH":        11,
-		"ERROR_REASON_METHOD_NOT_ALLOWED":     12,
-		"ERROR_REASON_OPERATOR_ONLY":          13,
-		"ERROR_REASON_PRINCIPAL_STATE_FULL":   14,
-		"ERROR_REASON_SESSION_STATES_FULL":    15,
-		"ERROR_REASON_TOO_MANY_SUBSCRIPTIONS": 16,
-		"ERROR_REASON_URI_TOO_LONG":           17,
-		"ERROR_REASON_HIDDEN_ARGUMENT":        18,
+		"ERROR_REASON_UNSPECIFIED":             0,
+		"ERROR_REASON_UNAUTHENTICATED":         1,
+		"ERROR_REASON_PRINCIPAL_NOT_ALLOWED":   2,
+		"ERROR_REASON_NOT_FOUND":               3,
+		"ERROR_REASON_INVALID_CURSOR":          4,
+		"ERROR_REASON_INVALID_ARGUMENT":        5,
+		"ERROR_REASON_BACKEND_UNAVAILABLE":     6,
+		"ERROR_REASON_BACKEND_TIMEOUT":         7,
+		"ERROR_REASON_BACKEND_ERROR":           8,
+		"ERROR_REASON_INDEX_UNAVAILABLE":       9,
+		"ERROR_REASON_NOT_READY":               10,
+		"ERROR_REASON_HEADER_MISMATCH":         11,
+		"ERROR_REASON_METHOD_NOT_ALLOWED":      12,
+		"ERROR_REASON_OPERATOR_ONLY":           13,
+		"ERROR_REASON_PRINCIPAL_STATE_FULL":    14,
+		"ERROR_REASON_SESSION_STATES_FULL":     15,
+		"ERROR_REASON_TOO_MANY_SUBSCRIPTIONS":  16,
+		"ERROR_REASON_URI_TOO_LONG":            17,
+		"ERROR_REASON_HIDDEN_ARGUMENT":         18,
+		"ERROR_REASON_TOOL_DEFINITION_CHANGED": 19,
 	}
 )
 
@@ -227,7 +234,7 @@ const file_switchboard_common_v1_principal_proto_rawDesc = "" +
 	"%switchboard/common/v1/principal.proto\x12\x15switchboard.common.v1\"=\n" +
 	"\tPrincipal\x12\x18\n" +
 	"\asubject\x18\x01 \x01(\tR\asubject\x12\x16\n" +
-	"\x06groups\x18\x02 \x03(\tR\x06groups*\x9b\x05\n" +
+	"\x06groups\x18\x02 \x03(\tR\x06groups*\xc5\x05\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cERROR_REASON_UNAUTHENTICATED\x10\x01\x12&\n" +
@@ -248,7 +255,8 @@ const file_switchboard_common_v1_principal_proto_rawDesc = "" +
 	" ERROR_REASON_SESSION_STATES_FULL\x10\x0f\x12'\n" +
 	"#ERROR_REASON_TOO_MANY_SUBSCRIPTIONS\x10\x10\x12\x1d\n" +
 	"\x19ERROR_REASON_URI_TOO_LONG\x10\x11\x12 \n" +
-	"\x1cERROR_REASON_HIDDEN_ARGUMENT\x10\x12BTZRgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1;commonv1b\x06proto3"
+	"\x1cERROR_REASON_HIDDEN_ARGUMENT\x10\x12\x12(\n" +
+	"$ERROR_REASON_TOOL_DEFINITION_CHANGED\x10\x13BTZRgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1;commonv1b\x06proto3"
 
 var (
 	file_switchboard_common_v1_principal_proto_rawDescOnce sync.Once

@@ -2079,6 +2079,706 @@ func (*RelayCancellationResponse) Descriptor() ([]byte, []int) {
 	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{28}
 }
 
+// ToolDefinitionDigest is the digest of one backend tool's definition.
+type ToolDefinitionDigest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The backend's configured name.
+	Backend string `protobuf:"bytes,1,opt,name=backend,proto3" json:"backend,omitempty"`
+	// The tool's name as the backend lists it (before any renaming).
+	Tool string `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	// SHA-256, hex, of the tool's reviewed definition (name, title,
+	// description, inputSchema, outputSchema, annotations) in a canonical
+	// encoding (docs/operations.md, "Pinned tool definitions").
+	Digest string `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
+	// RecordToolDefinitions only: the tool's JSON object as the backend
+	// listed it, for operators to review (ToolDefinition.seen_definition_json).
+	// Aggregators send it only for a tool whose digest is pending, in a
+	// second request after the verdicts; at most 64 KiB, and 8 MiB for all
+	// of a request's tools.
+	DefinitionJson string `protobuf:"bytes,4,opt,name=definition_json,json=definitionJson,proto3" json:"definition_json,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ToolDefinitionDigest) Reset() {
+	*x = ToolDefinitionDigest{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolDefinitionDigest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolDefinitionDigest) ProtoMessage() {}
+
+func (x *ToolDefinitionDigest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolDefinitionDigest.ProtoReflect.Descriptor instead.
+func (*ToolDefinitionDigest) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ToolDefinitionDigest) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
+}
+
+func (x *ToolDefinitionDigest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ToolDefinitionDigest) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *ToolDefinitionDigest) GetDefinitionJson() string {
+	if x != nil {
+		return x.DefinitionJson
+	}
+	return ""
+}
+
+// RecordToolDefinitionsRequest records what one aggregator listed.
+type RecordToolDefinitionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most 10,000.
+	Tools         []*ToolDefinitionDigest `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordToolDefinitionsRequest) Reset() {
+	*x = RecordToolDefinitionsRequest{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordToolDefinitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordToolDefinitionsRequest) ProtoMessage() {}
+
+func (x *RecordToolDefinitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordToolDefinitionsRequest.ProtoReflect.Descriptor instead.
+func (*RecordToolDefinitionsRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *RecordToolDefinitionsRequest) GetTools() []*ToolDefinitionDigest {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+// RecordToolDefinitionsResponse answers each recorded tool, in request
+// order.
+type RecordToolDefinitionsResponse struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Verdicts      []*ToolDefinitionVerdict `protobuf:"bytes,1,rep,name=verdicts,proto3" json:"verdicts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordToolDefinitionsResponse) Reset() {
+	*x = RecordToolDefinitionsResponse{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordToolDefinitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordToolDefinitionsResponse) ProtoMessage() {}
+
+func (x *RecordToolDefinitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordToolDefinitionsResponse.ProtoReflect.Descriptor instead.
+func (*RecordToolDefinitionsResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *RecordToolDefinitionsResponse) GetVerdicts() []*ToolDefinitionVerdict {
+	if x != nil {
+		return x.Verdicts
+	}
+	return nil
+}
+
+// ToolDefinitionVerdict is what is approved of one tool.
+type ToolDefinitionVerdict struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Backend string                 `protobuf:"bytes,1,opt,name=backend,proto3" json:"backend,omitempty"`
+	Tool    string                 `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	// The approved digest.
+	ApprovedDigest string `protobuf:"bytes,3,opt,name=approved_digest,json=approvedDigest,proto3" json:"approved_digest,omitempty"`
+	// True when the recorded digest differs from the approved one.
+	Pending       bool `protobuf:"varint,4,opt,name=pending,proto3" json:"pending,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolDefinitionVerdict) Reset() {
+	*x = ToolDefinitionVerdict{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolDefinitionVerdict) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolDefinitionVerdict) ProtoMessage() {}
+
+func (x *ToolDefinitionVerdict) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolDefinitionVerdict.ProtoReflect.Descriptor instead.
+func (*ToolDefinitionVerdict) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ToolDefinitionVerdict) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
+}
+
+func (x *ToolDefinitionVerdict) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ToolDefinitionVerdict) GetApprovedDigest() string {
+	if x != nil {
+		return x.ApprovedDigest
+	}
+	return ""
+}
+
+func (x *ToolDefinitionVerdict) GetPending() bool {
+	if x != nil {
+		return x.Pending
+	}
+	return false
+}
+
+// ApproveToolDefinitionRequest approves one tool's latest seen definition.
+type ApproveToolDefinitionRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Backend string                 `protobuf:"bytes,1,opt,name=backend,proto3" json:"backend,omitempty"`
+	Tool    string                 `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	// The digest approved (ToolDefinition.seen_digest as listed): it must
+	// be the latest seen one.
+	Digest        string `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApproveToolDefinitionRequest) Reset() {
+	*x = ApproveToolDefinitionRequest{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApproveToolDefinitionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApproveToolDefinitionRequest) ProtoMessage() {}
+
+func (x *ApproveToolDefinitionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApproveToolDefinitionRequest.ProtoReflect.Descriptor instead.
+func (*ApproveToolDefinitionRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ApproveToolDefinitionRequest) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
+}
+
+func (x *ApproveToolDefinitionRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ApproveToolDefinitionRequest) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+// ApproveToolDefinitionResponse is the tool's record after the approval.
+type ApproveToolDefinitionResponse struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Definition *ToolDefinition        `protobuf:"bytes,1,opt,name=definition,proto3" json:"definition,omitempty"`
+	// False when the digest was approved already (nothing changed).
+	Changed       bool `protobuf:"varint,2,opt,name=changed,proto3" json:"changed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApproveToolDefinitionResponse) Reset() {
+	*x = ApproveToolDefinitionResponse{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApproveToolDefinitionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApproveToolDefinitionResponse) ProtoMessage() {}
+
+func (x *ApproveToolDefinitionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApproveToolDefinitionResponse.ProtoReflect.Descriptor instead.
+func (*ApproveToolDefinitionResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ApproveToolDefinitionResponse) GetDefinition() *ToolDefinition {
+	if x != nil {
+		return x.Definition
+	}
+	return nil
+}
+
+func (x *ApproveToolDefinitionResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+// ListToolDefinitionsRequest asks for one page.
+type ListToolDefinitionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Lists the approved definitions too, not only the pending ones.
+	IncludeApproved bool `protobuf:"varint,1,opt,name=include_approved,json=includeApproved,proto3" json:"include_approved,omitempty"`
+	// Page size: 0 means 100; at most 1,000.
+	PageSize uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous page; empty for the first.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListToolDefinitionsRequest) Reset() {
+	*x = ListToolDefinitionsRequest{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListToolDefinitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListToolDefinitionsRequest) ProtoMessage() {}
+
+func (x *ListToolDefinitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListToolDefinitionsRequest.ProtoReflect.Descriptor instead.
+func (*ListToolDefinitionsRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ListToolDefinitionsRequest) GetIncludeApproved() bool {
+	if x != nil {
+		return x.IncludeApproved
+	}
+	return false
+}
+
+func (x *ListToolDefinitionsRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListToolDefinitionsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListToolDefinitionsResponse is one page.
+type ListToolDefinitionsResponse struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Definitions []*ToolDefinition      `protobuf:"bytes,1,rep,name=definitions,proto3" json:"definitions,omitempty"`
+	// Set when there are more: pass it as page_token.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListToolDefinitionsResponse) Reset() {
+	*x = ListToolDefinitionsResponse{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListToolDefinitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListToolDefinitionsResponse) ProtoMessage() {}
+
+func (x *ListToolDefinitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListToolDefinitionsResponse.ProtoReflect.Descriptor instead.
+func (*ListToolDefinitionsResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ListToolDefinitionsResponse) GetDefinitions() []*ToolDefinition {
+	if x != nil {
+		return x.Definitions
+	}
+	return nil
+}
+
+func (x *ListToolDefinitionsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// ToolDefinition is the record of one backend tool's definition.
+type ToolDefinition struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Backend string                 `protobuf:"bytes,1,opt,name=backend,proto3" json:"backend,omitempty"`
+	Tool    string                 `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	// The digest aggregators in pin mode list the tool with.
+	ApprovedDigest string `protobuf:"bytes,3,opt,name=approved_digest,json=approvedDigest,proto3" json:"approved_digest,omitempty"`
+	// The digest last recorded by any aggregator.
+	SeenDigest string `protobuf:"bytes,4,opt,name=seen_digest,json=seenDigest,proto3" json:"seen_digest,omitempty"`
+	// seen_digest differs from approved_digest: in pin mode the tool is
+	// quarantined.
+	Pending bool `protobuf:"varint,5,opt,name=pending,proto3" json:"pending,omitempty"`
+	// When the tool was first recorded.
+	FirstSeen *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=first_seen,json=firstSeen,proto3" json:"first_seen,omitempty"`
+	// When it was last recorded.
+	LastSeen *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
+	// When an operator last approved it; unset if never (the first digest
+	// is approved by being first).
+	ApprovedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=approved_at,json=approvedAt,proto3" json:"approved_at,omitempty"`
+	// The name of the credential that approved it; empty if never.
+	ApprovedBy string `protobuf:"bytes,9,opt,name=approved_by,json=approvedBy,proto3" json:"approved_by,omitempty"`
+	// While pending: the seen definition as the aggregator that recorded it
+	// reported it (the tool's JSON object as the backend listed it), for
+	// the operator to review before approving seen_digest; empty when no
+	// aggregator has sent it yet, and once approved.
+	SeenDefinitionJson string `protobuf:"bytes,10,opt,name=seen_definition_json,json=seenDefinitionJson,proto3" json:"seen_definition_json,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *ToolDefinition) Reset() {
+	*x = ToolDefinition{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolDefinition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolDefinition) ProtoMessage() {}
+
+func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolDefinition.ProtoReflect.Descriptor instead.
+func (*ToolDefinition) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ToolDefinition) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
+}
+
+func (x *ToolDefinition) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ToolDefinition) GetApprovedDigest() string {
+	if x != nil {
+		return x.ApprovedDigest
+	}
+	return ""
+}
+
+func (x *ToolDefinition) GetSeenDigest() string {
+	if x != nil {
+		return x.SeenDigest
+	}
+	return ""
+}
+
+func (x *ToolDefinition) GetPending() bool {
+	if x != nil {
+		return x.Pending
+	}
+	return false
+}
+
+func (x *ToolDefinition) GetFirstSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FirstSeen
+	}
+	return nil
+}
+
+func (x *ToolDefinition) GetLastSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSeen
+	}
+	return nil
+}
+
+func (x *ToolDefinition) GetApprovedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ApprovedAt
+	}
+	return nil
+}
+
+func (x *ToolDefinition) GetApprovedBy() string {
+	if x != nil {
+		return x.ApprovedBy
+	}
+	return ""
+}
+
+func (x *ToolDefinition) GetSeenDefinitionJson() string {
+	if x != nil {
+		return x.SeenDefinitionJson
+	}
+	return ""
+}
+
+// WatchToolDefinitionsRequest opens the stream.
+type WatchToolDefinitionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchToolDefinitionsRequest) Reset() {
+	*x = WatchToolDefinitionsRequest{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchToolDefinitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchToolDefinitionsRequest) ProtoMessage() {}
+
+func (x *WatchToolDefinitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchToolDefinitionsRequest.ProtoReflect.Descriptor instead.
+func (*WatchToolDefinitionsRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{38}
+}
+
+// WatchToolDefinitionsResponse tells of approvals.
+type WatchToolDefinitionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Approvals heard, at most 1,000 per message.
+	Approvals []*ToolDefinitionDigest `protobuf:"bytes,1,rep,name=approvals,proto3" json:"approvals,omitempty"`
+	// Set on the first message and whenever approvals may have been
+	// missed: the subscriber should record all its tools again.
+	Resync        bool `protobuf:"varint,2,opt,name=resync,proto3" json:"resync,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchToolDefinitionsResponse) Reset() {
+	*x = WatchToolDefinitionsResponse{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchToolDefinitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchToolDefinitionsResponse) ProtoMessage() {}
+
+func (x *WatchToolDefinitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchToolDefinitionsResponse.ProtoReflect.Descriptor instead.
+func (*WatchToolDefinitionsResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *WatchToolDefinitionsResponse) GetApprovals() []*ToolDefinitionDigest {
+	if x != nil {
+		return x.Approvals
+	}
+	return nil
+}
+
+func (x *WatchToolDefinitionsResponse) GetResync() bool {
+	if x != nil {
+		return x.Resync
+	}
+	return false
+}
+
 var File_switchboard_indexer_v1_indexer_proto protoreflect.FileDescriptor
 
 const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
@@ -2212,7 +2912,58 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\x0frequest_id_json\x18\x02 \x01(\tR\rrequestIdJson\"k\n" +
 	"\x18RelayCancellationRequest\x12O\n" +
 	"\fcancellation\x18\x01 \x01(\v2+.switchboard.indexer.v1.RelayedCancellationR\fcancellation\"\x1b\n" +
-	"\x19RelayCancellationResponse*\x84\x01\n" +
+	"\x19RelayCancellationResponse\"\x85\x01\n" +
+	"\x14ToolDefinitionDigest\x12\x18\n" +
+	"\abackend\x18\x01 \x01(\tR\abackend\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x16\n" +
+	"\x06digest\x18\x03 \x01(\tR\x06digest\x12'\n" +
+	"\x0fdefinition_json\x18\x04 \x01(\tR\x0edefinitionJson\"b\n" +
+	"\x1cRecordToolDefinitionsRequest\x12B\n" +
+	"\x05tools\x18\x01 \x03(\v2,.switchboard.indexer.v1.ToolDefinitionDigestR\x05tools\"j\n" +
+	"\x1dRecordToolDefinitionsResponse\x12I\n" +
+	"\bverdicts\x18\x01 \x03(\v2-.switchboard.indexer.v1.ToolDefinitionVerdictR\bverdicts\"\x88\x01\n" +
+	"\x15ToolDefinitionVerdict\x12\x18\n" +
+	"\abackend\x18\x01 \x01(\tR\abackend\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\x12'\n" +
+	"\x0fapproved_digest\x18\x03 \x01(\tR\x0eapprovedDigest\x12\x18\n" +
+	"\apending\x18\x04 \x01(\bR\apending\"d\n" +
+	"\x1cApproveToolDefinitionRequest\x12\x18\n" +
+	"\abackend\x18\x01 \x01(\tR\abackend\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x16\n" +
+	"\x06digest\x18\x03 \x01(\tR\x06digest\"\x81\x01\n" +
+	"\x1dApproveToolDefinitionResponse\x12F\n" +
+	"\n" +
+	"definition\x18\x01 \x01(\v2&.switchboard.indexer.v1.ToolDefinitionR\n" +
+	"definition\x12\x18\n" +
+	"\achanged\x18\x02 \x01(\bR\achanged\"\x83\x01\n" +
+	"\x1aListToolDefinitionsRequest\x12)\n" +
+	"\x10include_approved\x18\x01 \x01(\bR\x0fincludeApproved\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x8f\x01\n" +
+	"\x1bListToolDefinitionsResponse\x12H\n" +
+	"\vdefinitions\x18\x01 \x03(\v2&.switchboard.indexer.v1.ToolDefinitionR\vdefinitions\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa6\x03\n" +
+	"\x0eToolDefinition\x12\x18\n" +
+	"\abackend\x18\x01 \x01(\tR\abackend\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\x12'\n" +
+	"\x0fapproved_digest\x18\x03 \x01(\tR\x0eapprovedDigest\x12\x1f\n" +
+	"\vseen_digest\x18\x04 \x01(\tR\n" +
+	"seenDigest\x12\x18\n" +
+	"\apending\x18\x05 \x01(\bR\apending\x129\n" +
+	"\n" +
+	"first_seen\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tfirstSeen\x127\n" +
+	"\tlast_seen\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12;\n" +
+	"\vapproved_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"approvedAt\x12\x1f\n" +
+	"\vapproved_by\x18\t \x01(\tR\n" +
+	"approvedBy\x120\n" +
+	"\x14seen_definition_json\x18\n" +
+	" \x01(\tR\x12seenDefinitionJson\"\x1d\n" +
+	"\x1bWatchToolDefinitionsRequest\"\x82\x01\n" +
+	"\x1cWatchToolDefinitionsResponse\x12J\n" +
+	"\tapprovals\x18\x01 \x03(\v2,.switchboard.indexer.v1.ToolDefinitionDigestR\tapprovals\x12\x16\n" +
+	"\x06resync\x18\x02 \x01(\bR\x06resync*\x84\x01\n" +
 	"\rScorePartKind\x12\x1f\n" +
 	"\x1bSCORE_PART_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SCORE_PART_KIND_EXACT\x10\x01\x12\x1a\n" +
@@ -2225,7 +2976,7 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\x13TERM_SOURCE_KEYWORD\x10\x02\x12\x17\n" +
 	"\x13TERM_SOURCE_FRAMING\x10\x03\x12\x17\n" +
 	"\x13TERM_SOURCE_SYNONYM\x10\x04\x12\x15\n" +
-	"\x11TERM_SOURCE_TOPIC\x10\x052\xef\t\n" +
+	"\x11TERM_SOURCE_TOPIC\x10\x052\x83\x0e\n" +
 	"\x0eIndexerService\x12W\n" +
 	"\x06Search\x12%.switchboard.indexer.v1.SearchRequest\x1a&.switchboard.indexer.v1.SearchResponse\x12i\n" +
 	"\fRefreshScope\x12+.switchboard.indexer.v1.RefreshScopeRequest\x1a,.switchboard.indexer.v1.RefreshScopeResponse\x12T\n" +
@@ -2237,7 +2988,11 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\x12UpdateSessionState\x121.switchboard.indexer.v1.UpdateSessionStateRequest\x1a2.switchboard.indexer.v1.UpdateSessionStateResponse\x12}\n" +
 	"\x12WatchSessionEvents\x121.switchboard.indexer.v1.WatchSessionEventsRequest\x1a2.switchboard.indexer.v1.WatchSessionEventsResponse0\x01\x12{\n" +
 	"\x12RelayInputResponse\x121.switchboard.indexer.v1.RelayInputResponseRequest\x1a2.switchboard.indexer.v1.RelayInputResponseResponse\x12x\n" +
-	"\x11RelayCancellation\x120.switchboard.indexer.v1.RelayCancellationRequest\x1a1.switchboard.indexer.v1.RelayCancellationResponseBVZTgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1;indexerv1b\x06proto3"
+	"\x11RelayCancellation\x120.switchboard.indexer.v1.RelayCancellationRequest\x1a1.switchboard.indexer.v1.RelayCancellationResponse\x12\x84\x01\n" +
+	"\x15RecordToolDefinitions\x124.switchboard.indexer.v1.RecordToolDefinitionsRequest\x1a5.switchboard.indexer.v1.RecordToolDefinitionsResponse\x12\x84\x01\n" +
+	"\x15ApproveToolDefinition\x124.switchboard.indexer.v1.ApproveToolDefinitionRequest\x1a5.switchboard.indexer.v1.ApproveToolDefinitionResponse\x12~\n" +
+	"\x13ListToolDefinitions\x122.switchboard.indexer.v1.ListToolDefinitionsRequest\x1a3.switchboard.indexer.v1.ListToolDefinitionsResponse\x12\x83\x01\n" +
+	"\x14WatchToolDefinitions\x123.switchboard.indexer.v1.WatchToolDefinitionsRequest\x1a4.switchboard.indexer.v1.WatchToolDefinitionsResponse0\x01BVZTgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1;indexerv1b\x06proto3"
 
 var (
 	file_switchboard_indexer_v1_indexer_proto_rawDescOnce sync.Once
@@ -2252,90 +3007,117 @@ func file_switchboard_indexer_v1_indexer_proto_rawDescGZIP() []byte {
 }
 
 var file_switchboard_indexer_v1_indexer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_switchboard_indexer_v1_indexer_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_switchboard_indexer_v1_indexer_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_switchboard_indexer_v1_indexer_proto_goTypes = []any{
-	(ScorePartKind)(0),                  // 0: switchboard.indexer.v1.ScorePartKind
-	(TermSource)(0),                     // 1: switchboard.indexer.v1.TermSource
-	(*SearchRequest)(nil),               // 2: switchboard.indexer.v1.SearchRequest
-	(*SearchHit)(nil),                   // 3: switchboard.indexer.v1.SearchHit
-	(*ScorePart)(nil),                   // 4: switchboard.indexer.v1.ScorePart
-	(*QueryTerm)(nil),                   // 5: switchboard.indexer.v1.QueryTerm
-	(*SearchResponse)(nil),              // 6: switchboard.indexer.v1.SearchResponse
-	(*RefreshScopeRequest)(nil),         // 7: switchboard.indexer.v1.RefreshScopeRequest
-	(*RefreshScopeResponse)(nil),        // 8: switchboard.indexer.v1.RefreshScopeResponse
-	(*StatsRequest)(nil),                // 9: switchboard.indexer.v1.StatsRequest
-	(*StatsResponse)(nil),               // 10: switchboard.indexer.v1.StatsResponse
-	(*RevokeSessionRequest)(nil),        // 11: switchboard.indexer.v1.RevokeSessionRequest
-	(*RevokeSessionResponse)(nil),       // 12: switchboard.indexer.v1.RevokeSessionResponse
-	(*CheckSessionRequest)(nil),         // 13: switchboard.indexer.v1.CheckSessionRequest
-	(*CheckSessionResponse)(nil),        // 14: switchboard.indexer.v1.CheckSessionResponse
-	(*WatchRevocationsRequest)(nil),     // 15: switchboard.indexer.v1.WatchRevocationsRequest
-	(*WatchRevocationsResponse)(nil),    // 16: switchboard.indexer.v1.WatchRevocationsResponse
-	(*SessionRevocation)(nil),           // 17: switchboard.indexer.v1.SessionRevocation
-	(*ConsumeRequestStateRequest)(nil),  // 18: switchboard.indexer.v1.ConsumeRequestStateRequest
-	(*ConsumeRequestStateResponse)(nil), // 19: switchboard.indexer.v1.ConsumeRequestStateResponse
-	(*UpdateSessionStateRequest)(nil),   // 20: switchboard.indexer.v1.UpdateSessionStateRequest
-	(*UpdateSessionStateResponse)(nil),  // 21: switchboard.indexer.v1.UpdateSessionStateResponse
-	(*SessionState)(nil),                // 22: switchboard.indexer.v1.SessionState
-	(*WatchSessionEventsRequest)(nil),   // 23: switchboard.indexer.v1.WatchSessionEventsRequest
-	(*WatchSessionEventsResponse)(nil),  // 24: switchboard.indexer.v1.WatchSessionEventsResponse
-	(*RelayedInputResponse)(nil),        // 25: switchboard.indexer.v1.RelayedInputResponse
-	(*RelayInputResponseRequest)(nil),   // 26: switchboard.indexer.v1.RelayInputResponseRequest
-	(*RelayInputResponseResponse)(nil),  // 27: switchboard.indexer.v1.RelayInputResponseResponse
-	(*RelayedCancellation)(nil),         // 28: switchboard.indexer.v1.RelayedCancellation
-	(*RelayCancellationRequest)(nil),    // 29: switchboard.indexer.v1.RelayCancellationRequest
-	(*RelayCancellationResponse)(nil),   // 30: switchboard.indexer.v1.RelayCancellationResponse
-	(*v1.Principal)(nil),                // 31: switchboard.common.v1.Principal
-	(*timestamppb.Timestamp)(nil),       // 32: google.protobuf.Timestamp
+	(ScorePartKind)(0),                    // 0: switchboard.indexer.v1.ScorePartKind
+	(TermSource)(0),                       // 1: switchboard.indexer.v1.TermSource
+	(*SearchRequest)(nil),                 // 2: switchboard.indexer.v1.SearchRequest
+	(*SearchHit)(nil),                     // 3: switchboard.indexer.v1.SearchHit
+	(*ScorePart)(nil),                     // 4: switchboard.indexer.v1.ScorePart
+	(*QueryTerm)(nil),                     // 5: switchboard.indexer.v1.QueryTerm
+	(*SearchResponse)(nil),                // 6: switchboard.indexer.v1.SearchResponse
+	(*RefreshScopeRequest)(nil),           // 7: switchboard.indexer.v1.RefreshScopeRequest
+	(*RefreshScopeResponse)(nil),          // 8: switchboard.indexer.v1.RefreshScopeResponse
+	(*StatsRequest)(nil),                  // 9: switchboard.indexer.v1.StatsRequest
+	(*StatsResponse)(nil),                 // 10: switchboard.indexer.v1.StatsResponse
+	(*RevokeSessionRequest)(nil),          // 11: switchboard.indexer.v1.RevokeSessionRequest
+	(*RevokeSessionResponse)(nil),         // 12: switchboard.indexer.v1.RevokeSessionResponse
+	(*CheckSessionRequest)(nil),           // 13: switchboard.indexer.v1.CheckSessionRequest
+	(*CheckSessionResponse)(nil),          // 14: switchboard.indexer.v1.CheckSessionResponse
+	(*WatchRevocationsRequest)(nil),       // 15: switchboard.indexer.v1.WatchRevocationsRequest
+	(*WatchRevocationsResponse)(nil),      // 16: switchboard.indexer.v1.WatchRevocationsResponse
+	(*SessionRevocation)(nil),             // 17: switchboard.indexer.v1.SessionRevocation
+	(*ConsumeRequestStateRequest)(nil),    // 18: switchboard.indexer.v1.ConsumeRequestStateRequest
+	(*ConsumeRequestStateResponse)(nil),   // 19: switchboard.indexer.v1.ConsumeRequestStateResponse
+	(*UpdateSessionStateRequest)(nil),     // 20: switchboard.indexer.v1.UpdateSessionStateRequest
+	(*UpdateSessionStateResponse)(nil),    // 21: switchboard.indexer.v1.UpdateSessionStateResponse
+	(*SessionState)(nil),                  // 22: switchboard.indexer.v1.SessionState
+	(*WatchSessionEventsRequest)(nil),     // 23: switchboard.indexer.v1.WatchSessionEventsRequest
+	(*WatchSessionEventsResponse)(nil),    // 24: switchboard.indexer.v1.WatchSessionEventsResponse
+	(*RelayedInputResponse)(nil),          // 25: switchboard.indexer.v1.RelayedInputResponse
+	(*RelayInputResponseRequest)(nil),     // 26: switchboard.indexer.v1.RelayInputResponseRequest
+	(*RelayInputResponseResponse)(nil),    // 27: switchboard.indexer.v1.RelayInputResponseResponse
+	(*RelayedCancellation)(nil),           // 28: switchboard.indexer.v1.RelayedCancellation
+	(*RelayCancellationRequest)(nil),      // 29: switchboard.indexer.v1.RelayCancellationRequest
+	(*RelayCancellationResponse)(nil),     // 30: switchboard.indexer.v1.RelayCancellationResponse
+	(*ToolDefinitionDigest)(nil),          // 31: switchboard.indexer.v1.ToolDefinitionDigest
+	(*RecordToolDefinitionsRequest)(nil),  // 32: switchboard.indexer.v1.RecordToolDefinitionsRequest
+	(*RecordToolDefinitionsResponse)(nil), // 33: switchboard.indexer.v1.RecordToolDefinitionsResponse
+	(*ToolDefinitionVerdict)(nil),         // 34: switchboard.indexer.v1.ToolDefinitionVerdict
+	(*ApproveToolDefinitionRequest)(nil),  // 35: switchboard.indexer.v1.ApproveToolDefinitionRequest
+	(*ApproveToolDefinitionResponse)(nil), // 36: switchboard.indexer.v1.ApproveToolDefinitionResponse
+	(*ListToolDefinitionsRequest)(nil),    // 37: switchboard.indexer.v1.ListToolDefinitionsRequest
+	(*ListToolDefinitionsResponse)(nil),   // 38: switchboard.indexer.v1.ListToolDefinitionsResponse
+	(*ToolDefinition)(nil),                // 39: switchboard.indexer.v1.ToolDefinition
+	(*WatchToolDefinitionsRequest)(nil),   // 40: switchboard.indexer.v1.WatchToolDefinitionsRequest
+	(*WatchToolDefinitionsResponse)(nil),  // 41: switchboard.indexer.v1.WatchToolDefinitionsResponse
+	(*v1.Principal)(nil),                  // 42: switchboard.common.v1.Principal
+	(*timestamppb.Timestamp)(nil),         // 43: google.protobuf.Timestamp
 }
 var file_switchboard_indexer_v1_indexer_proto_depIdxs = []int32{
-	31, // 0: switchboard.indexer.v1.SearchRequest.principal:type_name -> switchboard.common.v1.Principal
+	42, // 0: switchboard.indexer.v1.SearchRequest.principal:type_name -> switchboard.common.v1.Principal
 	4,  // 1: switchboard.indexer.v1.SearchHit.explanation:type_name -> switchboard.indexer.v1.ScorePart
 	0,  // 2: switchboard.indexer.v1.ScorePart.kind:type_name -> switchboard.indexer.v1.ScorePartKind
 	1,  // 3: switchboard.indexer.v1.QueryTerm.source:type_name -> switchboard.indexer.v1.TermSource
 	3,  // 4: switchboard.indexer.v1.SearchResponse.hits:type_name -> switchboard.indexer.v1.SearchHit
 	5,  // 5: switchboard.indexer.v1.SearchResponse.terms:type_name -> switchboard.indexer.v1.QueryTerm
-	31, // 6: switchboard.indexer.v1.RefreshScopeRequest.principal:type_name -> switchboard.common.v1.Principal
-	32, // 7: switchboard.indexer.v1.RevokeSessionRequest.expires_at:type_name -> google.protobuf.Timestamp
+	42, // 6: switchboard.indexer.v1.RefreshScopeRequest.principal:type_name -> switchboard.common.v1.Principal
+	43, // 7: switchboard.indexer.v1.RevokeSessionRequest.expires_at:type_name -> google.protobuf.Timestamp
 	17, // 8: switchboard.indexer.v1.WatchRevocationsResponse.revocations:type_name -> switchboard.indexer.v1.SessionRevocation
-	32, // 9: switchboard.indexer.v1.SessionRevocation.expires_at:type_name -> google.protobuf.Timestamp
-	32, // 10: switchboard.indexer.v1.ConsumeRequestStateRequest.expires_at:type_name -> google.protobuf.Timestamp
-	32, // 11: switchboard.indexer.v1.UpdateSessionStateRequest.expires_at:type_name -> google.protobuf.Timestamp
+	43, // 9: switchboard.indexer.v1.SessionRevocation.expires_at:type_name -> google.protobuf.Timestamp
+	43, // 10: switchboard.indexer.v1.ConsumeRequestStateRequest.expires_at:type_name -> google.protobuf.Timestamp
+	43, // 11: switchboard.indexer.v1.UpdateSessionStateRequest.expires_at:type_name -> google.protobuf.Timestamp
 	22, // 12: switchboard.indexer.v1.UpdateSessionStateResponse.state:type_name -> switchboard.indexer.v1.SessionState
-	32, // 13: switchboard.indexer.v1.SessionState.expires_at:type_name -> google.protobuf.Timestamp
+	43, // 13: switchboard.indexer.v1.SessionState.expires_at:type_name -> google.protobuf.Timestamp
 	22, // 14: switchboard.indexer.v1.WatchSessionEventsResponse.states:type_name -> switchboard.indexer.v1.SessionState
 	25, // 15: switchboard.indexer.v1.WatchSessionEventsResponse.input_responses:type_name -> switchboard.indexer.v1.RelayedInputResponse
 	28, // 16: switchboard.indexer.v1.WatchSessionEventsResponse.cancellations:type_name -> switchboard.indexer.v1.RelayedCancellation
 	25, // 17: switchboard.indexer.v1.RelayInputResponseRequest.response:type_name -> switchboard.indexer.v1.RelayedInputResponse
-	32, // 18: switchboard.indexer.v1.RelayInputResponseRequest.expires_at:type_name -> google.protobuf.Timestamp
+	43, // 18: switchboard.indexer.v1.RelayInputResponseRequest.expires_at:type_name -> google.protobuf.Timestamp
 	28, // 19: switchboard.indexer.v1.RelayCancellationRequest.cancellation:type_name -> switchboard.indexer.v1.RelayedCancellation
-	2,  // 20: switchboard.indexer.v1.IndexerService.Search:input_type -> switchboard.indexer.v1.SearchRequest
-	7,  // 21: switchboard.indexer.v1.IndexerService.RefreshScope:input_type -> switchboard.indexer.v1.RefreshScopeRequest
-	9,  // 22: switchboard.indexer.v1.IndexerService.Stats:input_type -> switchboard.indexer.v1.StatsRequest
-	11, // 23: switchboard.indexer.v1.IndexerService.RevokeSession:input_type -> switchboard.indexer.v1.RevokeSessionRequest
-	13, // 24: switchboard.indexer.v1.IndexerService.CheckSession:input_type -> switchboard.indexer.v1.CheckSessionRequest
-	15, // 25: switchboard.indexer.v1.IndexerService.WatchRevocations:input_type -> switchboard.indexer.v1.WatchRevocationsRequest
-	18, // 26: switchboard.indexer.v1.IndexerService.ConsumeRequestState:input_type -> switchboard.indexer.v1.ConsumeRequestStateRequest
-	20, // 27: switchboard.indexer.v1.IndexerService.UpdateSessionState:input_type -> switchboard.indexer.v1.UpdateSessionStateRequest
-	23, // 28: switchboard.indexer.v1.IndexerService.WatchSessionEvents:input_type -> switchboard.indexer.v1.WatchSessionEventsRequest
-	26, // 29: switchboard.indexer.v1.IndexerService.RelayInputResponse:input_type -> switchboard.indexer.v1.RelayInputResponseRequest
-	29, // 30: switchboard.indexer.v1.IndexerService.RelayCancellation:input_type -> switchboard.indexer.v1.RelayCancellationRequest
-	6,  // 31: switchboard.indexer.v1.IndexerService.Search:output_type -> switchboard.indexer.v1.SearchResponse
-	8,  // 32: switchboard.indexer.v1.IndexerService.RefreshScope:output_type -> switchboard.indexer.v1.RefreshScopeResponse
-	10, // 33: switchboard.indexer.v1.IndexerService.Stats:output_type -> switchboard.indexer.v1.StatsResponse
-	12, // 34: switchboard.indexer.v1.IndexerService.RevokeSession:output_type -> switchboard.indexer.v1.RevokeSessionResponse
-	14, // 35: switchboard.indexer.v1.IndexerService.CheckSession:output_type -> switchboard.indexer.v1.CheckSessionResponse
-	16, // 36: switchboard.indexer.v1.IndexerService.WatchRevocations:output_type -> switchboard.indexer.v1.WatchRevocationsResponse
-	19, // 37: switchboard.indexer.v1.IndexerService.ConsumeRequestState:output_type -> switchboard.indexer.v1.ConsumeRequestStateResponse
-	21, // 38: switchboard.indexer.v1.IndexerService.UpdateSessionState:output_type -> switchboard.indexer.v1.UpdateSessionStateResponse
-	24, // 39: switchboard.indexer.v1.IndexerService.WatchSessionEvents:output_type -> switchboard.indexer.v1.WatchSessionEventsResponse
-	27, // 40: switchboard.indexer.v1.IndexerService.RelayInputResponse:output_type -> switchboard.indexer.v1.RelayInputResponseResponse
-	30, // 41: switchboard.indexer.v1.IndexerService.RelayCancellation:output_type -> switchboard.indexer.v1.RelayCancellationResponse
-	31, // [31:42] is the sub-list for method output_type
-	20, // [20:31] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	31, // 20: switchboard.indexer.v1.RecordToolDefinitionsRequest.tools:type_name -> switchboard.indexer.v1.ToolDefinitionDigest
+	34, // 21: switchboard.indexer.v1.RecordToolDefinitionsResponse.verdicts:type_name -> switchboard.indexer.v1.ToolDefinitionVerdict
+	39, // 22: switchboard.indexer.v1.ApproveToolDefinitionResponse.definition:type_name -> switchboard.indexer.v1.ToolDefinition
+	39, // 23: switchboard.indexer.v1.ListToolDefinitionsResponse.definitions:type_name -> switchboard.indexer.v1.ToolDefinition
+	43, // 24: switchboard.indexer.v1.ToolDefinition.first_seen:type_name -> google.protobuf.Timestamp
+	43, // 25: switchboard.indexer.v1.ToolDefinition.last_seen:type_name -> google.protobuf.Timestamp
+	43, // 26: switchboard.indexer.v1.ToolDefinition.approved_at:type_name -> google.protobuf.Timestamp
+	31, // 27: switchboard.indexer.v1.WatchToolDefinitionsResponse.approvals:type_name -> switchboard.indexer.v1.ToolDefinitionDigest
+	2,  // 28: switchboard.indexer.v1.IndexerService.Search:input_type -> switchboard.indexer.v1.SearchRequest
+	7,  // 29: switchboard.indexer.v1.IndexerService.RefreshScope:input_type -> switchboard.indexer.v1.RefreshScopeRequest
+	9,  // 30: switchboard.indexer.v1.IndexerService.Stats:input_type -> switchboard.indexer.v1.StatsRequest
+	11, // 31: switchboard.indexer.v1.IndexerService.RevokeSession:input_type -> switchboard.indexer.v1.RevokeSessionRequest
+	13, // 32: switchboard.indexer.v1.IndexerService.CheckSession:input_type -> switchboard.indexer.v1.CheckSessionRequest
+	15, // 33: switchboard.indexer.v1.IndexerService.WatchRevocations:input_type -> switchboard.indexer.v1.WatchRevocationsRequest
+	18, // 34: switchboard.indexer.v1.IndexerService.ConsumeRequestState:input_type -> switchboard.indexer.v1.ConsumeRequestStateRequest
+	20, // 35: switchboard.indexer.v1.IndexerService.UpdateSessionState:input_type -> switchboard.indexer.v1.UpdateSessionStateRequest
+	23, // 36: switchboard.indexer.v1.IndexerService.WatchSessionEvents:input_type -> switchboard.indexer.v1.WatchSessionEventsRequest
+	26, // 37: switchboard.indexer.v1.IndexerService.RelayInputResponse:input_type -> switchboard.indexer.v1.RelayInputResponseRequest
+	29, // 38: switchboard.indexer.v1.IndexerService.RelayCancellation:input_type -> switchboard.indexer.v1.RelayCancellationRequest
+	32, // 39: switchboard.indexer.v1.IndexerService.RecordToolDefinitions:input_type -> switchboard.indexer.v1.RecordToolDefinitionsRequest
+	35, // 40: switchboard.indexer.v1.IndexerService.ApproveToolDefinition:input_type -> switchboard.indexer.v1.ApproveToolDefinitionRequest
+	37, // 41: switchboard.indexer.v1.IndexerService.ListToolDefinitions:input_type -> switchboard.indexer.v1.ListToolDefinitionsRequest
+	40, // 42: switchboard.indexer.v1.IndexerService.WatchToolDefinitions:input_type -> switchboard.indexer.v1.WatchToolDefinitionsRequest
+	6,  // 43: switchboard.indexer.v1.IndexerService.Search:output_type -> switchboard.indexer.v1.SearchResponse
+	8,  // 44: switchboard.indexer.v1.IndexerService.RefreshScope:output_type -> switchboard.indexer.v1.RefreshScopeResponse
+	10, // 45: switchboard.indexer.v1.IndexerService.Stats:output_type -> switchboard.indexer.v1.StatsResponse
+	12, // 46: switchboard.indexer.v1.IndexerService.RevokeSession:output_type -> switchboard.indexer.v1.RevokeSessionResponse
+	14, // 47: switchboard.indexer.v1.IndexerService.CheckSession:output_type -> switchboard.indexer.v1.CheckSessionResponse
+	16, // 48: switchboard.indexer.v1.IndexerService.WatchRevocations:output_type -> switchboard.indexer.v1.WatchRevocationsResponse
+	19, // 49: switchboard.indexer.v1.IndexerService.ConsumeRequestState:output_type -> switchboard.indexer.v1.ConsumeRequestStateResponse
+	21, // 50: switchboard.indexer.v1.IndexerService.UpdateSessionState:output_type -> switchboard.indexer.v1.UpdateSessionStateResponse
+	24, // 51: switchboard.indexer.v1.IndexerService.WatchSessionEvents:output_type -> switchboard.indexer.v1.WatchSessionEventsResponse
+	27, // 52: switchboard.indexer.v1.IndexerService.RelayInputResponse:output_type -> switchboard.indexer.v1.RelayInputResponseResponse
+	30, // 53: switchboard.indexer.v1.IndexerService.RelayCancellation:output_type -> switchboard.indexer.v1.RelayCancellationResponse
+	33, // 54: switchboard.indexer.v1.IndexerService.RecordToolDefinitions:output_type -> switchboard.indexer.v1.RecordToolDefinitionsResponse
+	36, // 55: switchboard.indexer.v1.IndexerService.ApproveToolDefinition:output_type -> switchboard.indexer.v1.ApproveToolDefinitionResponse
+	38, // 56: switchboard.indexer.v1.IndexerService.ListToolDefinitions:output_type -> switchboard.indexer.v1.ListToolDefinitionsResponse
+	41, // 57: switchboard.indexer.v1.IndexerService.WatchToolDefinitions:output_type -> switchboard.indexer.v1.WatchToolDefinitionsResponse
+	43, // [43:58] is the sub-list for method output_type
+	28, // [28:43] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_indexer_v1_indexer_proto_init() }
@@ -2354,7 +3136,7 @@ func file_switchboard_indexer_v1_indexer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_indexer_v1_indexer_proto_rawDesc), len(file_switchboard_indexer_v1_indexer_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   29,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,17 +23,21 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	IndexerService_Search_FullMethodName              = "/switchboard.indexer.v1.IndexerService/Search"
-	IndexerService_RefreshScope_FullMethodName        = "/switchboard.indexer.v1.IndexerService/RefreshScope"
-	IndexerService_Stats_FullMethodName               = "/switchboard.indexer.v1.IndexerService/Stats"
-	IndexerService_RevokeSession_FullMethodName       = "/switchboard.indexer.v1.IndexerService/RevokeSession"
-	IndexerService_CheckSession_FullMethodName        = "/switchboard.indexer.v1.IndexerService/CheckSession"
-	IndexerService_WatchRevocations_FullMethodName    = "/switchboard.indexer.v1.IndexerService/WatchRevocations"
-	IndexerService_ConsumeRequestState_FullMethodName = "/switchboard.indexer.v1.IndexerService/ConsumeRequestState"
-	IndexerService_UpdateSessionState_FullMethodName  = "/switchboard.indexer.v1.IndexerService/UpdateSessionState"
-	IndexerService_WatchSessionEvents_FullMethodName  = "/switchboard.indexer.v1.IndexerService/WatchSessionEvents"
-	IndexerService_RelayInputResponse_FullMethodName  = "/switchboard.indexer.v1.IndexerService/RelayInputResponse"
-	IndexerService_RelayCancellation_FullMethodName   = "/switchboard.indexer.v1.IndexerService/RelayCancellation"
+	IndexerService_Search_FullMethodName                = "/switchboard.indexer.v1.IndexerService/Search"
+	IndexerService_RefreshScope_FullMethodName          = "/switchboard.indexer.v1.IndexerService/RefreshScope"
+	IndexerService_Stats_FullMethodName                 = "/switchboard.indexer.v1.IndexerService/Stats"
+	IndexerService_RevokeSession_FullMethodName         = "/switchboard.indexer.v1.IndexerService/RevokeSession"
+	IndexerService_CheckSession_FullMethodName          = "/switchboard.indexer.v1.IndexerService/CheckSession"
+	IndexerService_WatchRevocations_FullMethodName      = "/switchboard.indexer.v1.IndexerService/WatchRevocations"
+	IndexerService_ConsumeRequestState_FullMethodName   = "/switchboard.indexer.v1.IndexerService/ConsumeRequestState"
+	IndexerService_UpdateSessionState_FullMethodName    = "/switchboard.indexer.v1.IndexerService/UpdateSessionState"
+	IndexerService_WatchSessionEvents_FullMethodName    = "/switchboard.indexer.v1.IndexerService/WatchSessionEvents"
+	IndexerService_RelayInputResponse_FullMethodName    = "/switchboard.indexer.v1.IndexerService/RelayInputResponse"
+	IndexerService_RelayCancellation_FullMethodName     = "/switchboard.indexer.v1.IndexerService/RelayCancellation"
+	IndexerService_RecordToolDefinitions_FullMethodName = "/switchboard.indexer.v1.IndexerService/RecordToolDefinitions"
+	IndexerService_ApproveToolDefinition_FullMethodName = "/switchboard.indexer.v1.IndexerService/ApproveToolDefinition"
+	IndexerService_ListToolDefinitions_FullMethodName   = "/switchboard.indexer.v1.IndexerService/ListToolDefinitions"
+	IndexerService_WatchToolDefinitions_FullMethodName  = "/switchboard.indexer.v1.IndexerService/WatchToolDefinitions"
 )
 
 // IndexerServiceClient is the client API for IndexerService service.
@@ -137,6 +141,43 @@ type IndexerServiceClient interface {
 	// operator may relay 200 cancellations a second through one replica (in
 	// bursts of 400), past which it gets RESOURCE_EXHAUSTED.
 	RelayCancellation(ctx context.Context, in *RelayCancellationRequest, opts ...grpc.CallOption) (*RelayCancellationResponse, error)
+	// RecordToolDefinitions records the digest of each backend tool's
+	// definition as an aggregator listed it (docs/operations.md, "Pinned
+	// tool definitions") and answers, for each, the approved digest: the
+	// first digest ever recorded for the (backend, tool), through any
+	// replica (the first writer wins), or the one an operator approved
+	// since. A tool whose recorded digest differs from its approved one is
+	// pending. At most 10,000 tools per request, each (backend, tool) once;
+	// more, a duplicate, a backend name over 256 bytes, a tool name over
+	// 512 bytes (or empty, or holding NUL), a digest that is not a hex
+	// SHA-256 or definitions over their bounds is INVALID_ARGUMENT and
+	// nothing is recorded. The definition sent with a pending tool is kept
+	// for operators to review until the tool is approved (or its seen
+	// digest changes).
+	RecordToolDefinitions(ctx context.Context, in *RecordToolDefinitionsRequest, opts ...grpc.CallOption) (*RecordToolDefinitionsResponse, error)
+	// ApproveToolDefinition makes the latest seen definition of a tool its
+	// approved one, so that aggregators in pin mode list it again. Only an
+	// operator's credential (serviceAuth.credentials[].operator) may call
+	// it; any other caller gets PERMISSION_DENIED (reason
+	// ERROR_REASON_OPERATOR_ONLY). The request names the digest approved,
+	// which must be the latest seen one, else FAILED_PRECONDITION (reason
+	// ERROR_REASON_TOOL_DEFINITION_CHANGED): an operator never approves a
+	// definition they did not see. A tool never recorded is NOT_FOUND.
+	// Approving the approved digest again changes nothing.
+	ApproveToolDefinition(ctx context.Context, in *ApproveToolDefinitionRequest, opts ...grpc.CallOption) (*ApproveToolDefinitionResponse, error)
+	// ListToolDefinitions lists the recorded tool definitions, the pending
+	// ones only unless include_approved is set, ordered by backend and
+	// tool, in pages. Operator credentials only, like ApproveToolDefinition.
+	ListToolDefinitions(ctx context.Context, in *ListToolDefinitionsRequest, opts ...grpc.CallOption) (*ListToolDefinitionsResponse, error)
+	// WatchToolDefinitions tells an aggregator that approvals happened, so
+	// that every replica records its tools again (and so lists the approved
+	// ones) at once. The first message is sent as soon as the stream is
+	// open, with resync set; then one per approval recorded through any
+	// indexer replica (PostgreSQL LISTEN/NOTIFY), and one with resync set
+	// whenever this replica may have missed some (its listen restarted).
+	// It ends only when the indexer shuts down, or with UNAVAILABLE when the
+	// subscriber fell behind; the subscriber reconnects.
+	WatchToolDefinitions(ctx context.Context, in *WatchToolDefinitionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchToolDefinitionsResponse], error)
 }
 
 type indexerServiceClient struct {
@@ -275,6 +316,55 @@ func (c *indexerServiceClient) RelayCancellation(ctx context.Context, in *RelayC
 	return out, nil
 }
 
+func (c *indexerServiceClient) RecordToolDefinitions(ctx context.Context, in *RecordToolDefinitionsRequest, opts ...grpc.CallOption) (*RecordToolDefinitionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecordToolDefinitionsResponse)
+	err := c.cc.Invoke(ctx, IndexerService_RecordToolDefinitions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *indexerServiceClient) ApproveToolDefinition(ctx context.Context, in *ApproveToolDefinitionRequest, opts ...grpc.CallOption) (*ApproveToolDefinitionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ApproveToolDefinitionResponse)
+	err := c.cc.Invoke(ctx, IndexerService_ApproveToolDefinition_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *indexerServiceClient) ListToolDefinitions(ctx context.Context, in *ListToolDefinitionsRequest, opts ...grpc.CallOption) (*ListToolDefinitionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListToolDefinitionsResponse)
+	err := c.cc.Invoke(ctx, IndexerService_ListToolDefinitions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *indexerServiceClient) WatchToolDefinitions(ctx context.Context, in *WatchToolDefinitionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchToolDefinitionsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &IndexerService_ServiceDesc.Streams[2], IndexerService_WatchToolDefinitions_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchToolDefinitionsRequest, WatchToolDefinitionsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type IndexerService_WatchToolDefinitionsClient = grpc.ServerStreamingClient[WatchToolDefinitionsResponse]
+
 // IndexerServiceServer is the server API for IndexerService service.
 // All implementations must embed UnimplementedIndexerServiceServer
 // for forward compatibility.
@@ -376,6 +466,43 @@ type IndexerServiceServer interface {
 	// operator may relay 200 cancellations a second through one replica (in
 	// bursts of 400), past which it gets RESOURCE_EXHAUSTED.
 	RelayCancellation(context.Context, *RelayCancellationRequest) (*RelayCancellationResponse, error)
+	// RecordToolDefinitions records the digest of each backend tool's
+	// definition as an aggregator listed it (docs/operations.md, "Pinned
+	// tool definitions") and answers, for each, the approved digest: the
+	// first digest ever recorded for the (backend, tool), through any
+	// replica (the first writer wins), or the one an operator approved
+	// since. A tool whose recorded digest differs from its approved one is
+	// pending. At most 10,000 tools per request, each (backend, tool) once;
+	// more, a duplicate, a backend name over 256 bytes, a tool name over
+	// 512 bytes (or empty, or holding NUL), a digest that is not a hex
+	// SHA-256 or definitions over their bounds is INVALID_ARGUMENT and
+	// nothing is recorded. The definition sent with a pending tool is kept
+	// for operators to review until the tool is approved (or its seen
+	// digest changes).
+	RecordToolDefinitions(context.Context, *RecordToolDefinitionsRequest) (*RecordToolDefinitionsResponse, error)
+	// ApproveToolDefinition makes the latest seen definition of a tool its
+	// approved one, so that aggregators in pin mode list it again. Only an
+	// operator's credential (serviceAuth.credentials[].operator) may call
+	// it; any other caller gets PERMISSION_DENIED (reason
+	// ERROR_REASON_OPERATOR_ONLY). The request names the digest approved,
+	// which must be the latest seen one, else FAILED_PRECONDITION (reason
+	// ERROR_REASON_TOOL_DEFINITION_CHANGED): an operator never approves a
+	// definition they did not see. A tool never recorded is NOT_FOUND.
+	// Approving the approved digest again changes nothing.
+	ApproveToolDefinition(context.Context, *ApproveToolDefinitionRequest) (*ApproveToolDefinitionResponse, error)
+	// ListToolDefinitions lists the recorded tool definitions, the pending
+	// ones only unless include_approved is set, ordered by backend and
+	// tool, in pages. Operator credentials only, like ApproveToolDefinition.
+	ListToolDefinitions(context.Context, *ListToolDefinitionsRequest) (*ListToolDefinitionsResponse, error)
+	// WatchToolDefinitions tells an aggregator that approvals happened, so
+	// that every replica records its tools again (and so lists the approved
+	// ones) at once. The first message is sent as soon as the stream is
+	// open, with resync set; then one per approval recorded through any
+	// indexer replica (PostgreSQL LISTEN/NOTIFY), and one with resync set
+	// whenever this replica may have missed some (its listen restarted).
+	// It ends only when the indexer shuts down, or with UNAVAILABLE when the
+	// subscriber fell behind; the subscriber reconnects.
+	WatchToolDefinitions(*WatchToolDefinitionsRequest, grpc.ServerStreamingServer[WatchToolDefinitionsResponse]) error
 	mustEmbedUnimplementedIndexerServiceServer()
 }
 
@@ -418,6 +545,18 @@ func (UnimplementedIndexerServiceServer) RelayInputResponse(context.Context, *Re
 }
 func (UnimplementedIndexerServiceServer) RelayCancellation(context.Context, *RelayCancellationRequest) (*RelayCancellationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RelayCancellation not implemented")
+}
+func (UnimplementedIndexerServiceServer) RecordToolDefinitions(context.Context, *RecordToolDefinitionsRequest) (*RecordToolDefinitionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RecordToolDefinitions not implemented")
+}
+func (UnimplementedIndexerServiceServer) ApproveToolDefinition(context.Context, *ApproveToolDefinitionRequest) (*ApproveToolDefinitionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ApproveToolDefinition not implemented")
+}
+func (UnimplementedIndexerServiceServer) ListToolDefinitions(context.Context, *ListToolDefinitionsRequest) (*ListToolDefinitionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListToolDefinitions not implemented")
+}
+func (UnimplementedIndexerServiceServer) WatchToolDefinitions(*WatchToolDefinitionsRequest, grpc.ServerStreamingServer[WatchToolDefinitionsResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchToolDefinitions not implemented")
 }
 func (UnimplementedIndexerServiceServer) mustEmbedUnimplementedIndexerServiceServer() {}
 func (UnimplementedIndexerServiceServer) testEmbeddedByValue()                        {}
@@ -624,6 +763,71 @@ func _IndexerService_RelayCancellation_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _IndexerService_RecordToolDefinitions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordToolDefinitionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IndexerServiceServer).RecordToolDefinitions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IndexerService_RecordToolDefinitions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IndexerServiceServer).RecordToolDefinitions(ctx, req.(*RecordToolDefinitionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _IndexerService_ApproveToolDefinition_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ApproveToolDefinitionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IndexerServiceServer).ApproveToolDefinition(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IndexerService_ApproveToolDefinition_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IndexerServiceServer).ApproveToolDefinition(ctx, req.(*ApproveToolDefinitionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _IndexerService_ListToolDefinitions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListToolDefinitionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IndexerServiceServer).ListToolDefinitions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IndexerService_ListToolDefinitions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IndexerServiceServer).ListToolDefinitions(ctx, req.(*ListToolDefinitionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _IndexerService_WatchToolDefinitions_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchToolDefinitionsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(IndexerServiceServer).WatchToolDefinitions(m, &grpc.GenericServerStream[WatchToolDefinitionsRequest, WatchToolDefinitionsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type IndexerService_WatchToolDefinitionsServer = grpc.ServerStreamingServer[WatchToolDefinitionsResponse]
+
 // IndexerService_ServiceDesc is the grpc.ServiceDesc for IndexerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -667,6 +871,18 @@ var IndexerService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "RelayCancellation",
 			Handler:    _IndexerService_RelayCancellation_Handler,
 		},
+		{
+			MethodName: "RecordToolDefinitions",
+			Handler:    _IndexerService_RecordToolDefinitions_Handler,
+		},
+		{
+			MethodName: "ApproveToolDefinition",
+			Handler:    _IndexerService_ApproveToolDefinition_Handler,
+		},
+		{
+			MethodName: "ListToolDefinitions",
+			Handler:    _IndexerService_ListToolDefinitions_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -677,6 +893,11 @@ var IndexerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchSessionEvents",
 			Handler:       _IndexerService_WatchSessionEvents_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchToolDefinitions",
+			Handler:       _IndexerService_WatchToolDefinitions_Handler,
 			ServerStreams: true,
 		},
 	},

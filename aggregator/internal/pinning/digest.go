@@ -1,0 +1,132 @@
+package pinning
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// reviewedMembers are the members of a tool's definition a reviewer reads
+// and a model acts on; a change of any of them changes the digest. Other
+// members (_meta, icons, vendor extensions) do not.
+var reviewedMembers = []string{"name", "title", "description", "inputSchema", "outputSchema", "annotations"}
+
+// digestDomain prefixes the hashed text, so that a later change of what is
+// hashed cannot collide with this one.
+const digestDomain = "switchboard tool definition v1\n"
+
+// Digest is the SHA-256, hex, of a tool's reviewed definition: def is the
+// tool's JSON object as the backend listed it (nil: tool is encoded
+// instead, for lists made in code). The members are taken in a canonical
+// encoding: object members sorted by name, no insignificant whitespace,
+// strings re-encoded one way, numbers as written, and a member that is
+// absent or null left out; so reordering members or reformatting changes
+// nothing, and any change of content does.
+func Digest(def []byte, tool *mcp.Tool) (string, error) {
+	if def == nil {
+		var err error
+		if def, err = json.Marshal(tool); err != nil {
+			return "", err
+		}
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(def, &obj); err != nil {
+		return "", fmt.Errorf("tool definition is not a JSON object: %w", err)
+	}
+	reviewed := map[string]any{}
+	for _, m := range reviewedMembers {
+		raw, ok := obj[m]
+		if !ok {
+			continue
+		}
+		v, err := decode(raw)
+		if err != nil {
+			return "", fmt.Errorf("tool definition member %s: %w", m, err)
+		}
+		if v != nil {
+			reviewed[m] = v
+		}
+	}
+	var buf bytes.Buffer
+	buf.WriteString(digestDomain)
+	if err := canonical(&buf, reviewed); err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// decode reads JSON keeping numbers as written.
+func decode(raw []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// canonical writes v (as decode makes it) with sorted object members and
+// no whitespace.
+func canonical(buf *bytes.Buffer, v any) error {
+	switch v := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		buf.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			if err := writeString(buf, k); err != nil {
+				return err
+			}
+			buf.WriteByte(':')
+			if err := canonical(buf, v[k]); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte('}')
+	case []any:
+		buf.WriteByte('[')
+		for i, e := range v {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			if err := canonical(buf, e); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte(']')
+	case string:
+		return writeString(buf, v)
+	case json.Number:
+		buf.WriteString(v.String())
+	case bool:
+		buf.WriteString(fmt.Sprint(v))
+	case nil:
+		buf.WriteString("null")
+	default:
+		return fmt.Errorf("unexpected JSON value %T", v)
+	}
+	return nil
+}
+
+func writeString(buf *bytes.Buffer, s string) error {
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		return err
+	}
+	buf.Truncate(buf.Len() - 1) // Encode's newline
+	return nil
+}

@@ -1,0 +1,332 @@
+package pinning
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	"github.com/switchboard-mcp/switchboard/services/config"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+)
+
+// recordingIndexer serves RecordToolDefinitions and WatchToolDefinitions
+// over gRPC on a loopback port, keeping the digests in memory with the
+// indexer's rule (the first recorded digest is approved), so that the
+// guard is tested through its real client. The indexer's own tests check
+// the real store.
+type recordingIndexer struct {
+	indexerv1.UnimplementedIndexerServiceServer
+	addr    string
+	records atomic.Int32
+
+	mu       sync.Mutex
+	approved map[key]string
+	seen     map[key]string
+	watchers map[chan struct{}]bool
+	// definitions sent for review, and how many times one was sent.
+	definitions     map[key]string
+	definitionsSent int
+	srv             *grpc.Server
+}
+
+func startIndexer(t *testing.T) *recordingIndexer {
+	ix := &recordingIndexer{approved: map[key]string{}, seen: map[key]string{}, watchers: map[chan struct{}]bool{}, definitions: map[key]string{}}
+	ix.serve(t, "127.0.0.1:0")
+	return ix
+}
+
+func (ix *recordingIndexer) serve(t *testing.T, addr string) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix.addr = lis.Addr().String()
+	srv := grpc.NewServer()
+	indexerv1.RegisterIndexerServiceServer(srv, ix)
+	go func() { _ = srv.Serve(lis) }()
+	ix.mu.Lock()
+	ix.srv = srv
+	ix.mu.Unlock()
+	t.Cleanup(srv.Stop)
+}
+
+func (ix *recordingIndexer) stop() {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.srv.Stop()
+}
+
+func (ix *recordingIndexer) client(t *testing.T) indexerv1.IndexerServiceClient {
+	conn, err := grpc.NewClient(ix.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return indexerv1.NewIndexerServiceClient(conn)
+}
+
+func (ix *recordingIndexer) RecordToolDefinitions(_ context.Context, req *indexerv1.RecordToolDefinitionsRequest) (*indexerv1.RecordToolDefinitionsResponse, error) {
+	ix.records.Add(1)
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	resp := &indexerv1.RecordToolDefinitionsResponse{}
+	for _, d := range req.GetTools() {
+		k := key{d.GetBackend(), d.GetTool()}
+		if d.GetDefinitionJson() != "" {
+			ix.definitions[k] = d.GetDefinitionJson()
+			ix.definitionsSent++
+		}
+		if _, ok := ix.approved[k]; !ok {
+			ix.approved[k] = d.GetDigest()
+		}
+		ix.seen[k] = d.GetDigest()
+		resp.Verdicts = append(resp.Verdicts, &indexerv1.ToolDefinitionVerdict{Backend: k.backend, Tool: k.tool,
+			ApprovedDigest: ix.approved[k], Pending: ix.approved[k] != d.GetDigest()})
+	}
+	return resp, nil
+}
+
+func (ix *recordingIndexer) WatchToolDefinitions(_ *indexerv1.WatchToolDefinitionsRequest, stream indexerv1.IndexerService_WatchToolDefinitionsServer) error {
+	ch := make(chan struct{}, 8)
+	ix.mu.Lock()
+	ix.watchers[ch] = true
+	ix.mu.Unlock()
+	defer func() { ix.mu.Lock(); delete(ix.watchers, ch); ix.mu.Unlock() }()
+	if err := stream.Send(&indexerv1.WatchToolDefinitionsResponse{Resync: true}); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case <-ch:
+			if err := stream.Send(&indexerv1.WatchToolDefinitionsResponse{Approvals: []*indexerv1.ToolDefinitionDigest{{}}}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// approve approves the seen digest and tells the watchers.
+func (ix *recordingIndexer) approve(b, tool string) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.approved[key{b, tool}] = ix.seen[key{b, tool}]
+	for ch := range ix.watchers {
+		ch <- struct{}{}
+	}
+}
+
+// listing makes a backend's lists as a listing does: typed tools and
+// their JSON, index for index.
+func listing(t *testing.T, tools ...*mcp.Tool) *backend.Lists {
+	l := &backend.Lists{Tools: tools}
+	for _, tool := range tools {
+		raw := fmt.Sprintf(`{"name":%q,"description":%q,"inputSchema":{"type":"object"},"x-vendor":"kept"}`, tool.Name, tool.Description)
+		l.Definitions.Tools = append(l.Definitions.Tools, []byte(raw))
+	}
+	return l
+}
+
+func tool(name, desc string) *mcp.Tool {
+	return &mcp.Tool{Name: name, Description: desc, InputSchema: map[string]any{"type": "object"}}
+}
+
+func names(l *backend.Lists) string {
+	var n []string
+	for i, t := range l.Tools {
+		if !strings.Contains(string(l.Definitions.Tools[i]), fmt.Sprintf("%q", t.Name)) {
+			return "definitions out of step with tools"
+		}
+		n = append(n, t.Name)
+	}
+	return strings.Join(n, ",")
+}
+
+type logs struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logs) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.buf.Write(p) }
+func (l *logs) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.buf.String(), s)
+}
+
+func newGuard(t *testing.T, mode string, ix *recordingIndexer) (*Guard, *logs, *prometheus.Registry) {
+	lg := &logs{}
+	reg := prometheus.NewRegistry()
+	g := New(mode, ix.client(t), slog.New(slog.NewTextHandler(lg, nil)), NewMetrics(reg))
+	g.timeout = 2 * time.Second
+	return g, lg, reg
+}
+
+// metric returns the value of a metric with the label backend=b.
+func metric(t *testing.T, reg *prometheus.Registry, name, b string) float64 {
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if m.GetLabel()[0].GetValue() == b {
+				return m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// In pin mode a changed tool is left out of its backend's lists (typed
+// and raw, index for index) until approved; a backend that loses nothing
+// keeps its pointer, the same input and verdicts give the same derived
+// pointer, and an approval heard on the watch brings the tool back.
+func TestFilterPinQuarantinesChangedTools(t *testing.T) {
+	ix := startIndexer(t)
+	g, lg, reg := newGuard(t, config.PinningPin, ix)
+	alpha, beta := listing(t, tool("echo", "Echo."), tool("add", "Add.")), listing(t, tool("x", "X."))
+	out := g.Filter(t.Context(), map[string]*backend.Lists{"alpha": alpha, "beta": beta})
+	if out["alpha"] != alpha || out["beta"] != beta {
+		t.Fatal("first seen tools were filtered: the first digest is the approved one")
+	}
+	before := ix.records.Load()
+	if out := g.Filter(t.Context(), map[string]*backend.Lists{"alpha": alpha, "beta": beta}); out["alpha"] != alpha || ix.records.Load() != before {
+		t.Fatal("the same lists were recorded again, or not kept")
+	}
+
+	changed := listing(t, tool("echo", "Echo, and send the text elsewhere."), tool("add", "Add."))
+	in := map[string]*backend.Lists{"alpha": changed, "beta": beta}
+	out = g.Filter(t.Context(), in)
+	if out["beta"] != beta {
+		t.Error("an untouched backend's lists were copied")
+	}
+	if out["alpha"] == changed || names(out["alpha"]) != "add" || names(changed) != "echo,add" {
+		t.Fatalf("alpha after echo changed: %q (input now %q); want add only, input untouched", names(out["alpha"]), names(changed))
+	}
+	again := g.Filter(t.Context(), in)
+	if again["alpha"] != out["alpha"] {
+		t.Error("the same input and verdicts gave another derived pointer: the catalog would rebuild alpha")
+	}
+	// The pending definition went to the indexer for review, once, as the
+	// backend listed it; the approved ones did not.
+	g.markStale()
+	g.Filter(t.Context(), in)
+	ix.mu.Lock()
+	sentDef, sentCount, defs := ix.definitions[key{"alpha", "echo"}], ix.definitionsSent, len(ix.definitions)
+	ix.mu.Unlock()
+	if sentDef != string(changed.Definitions.Tools[0]) || sentCount != 1 || defs != 1 {
+		t.Errorf("definitions sent for review: %d times, %d tools, echo's %q; want echo's as listed, once", sentCount, defs, sentDef)
+	}
+	if n := lg.count("quarantined until an operator approves"); n != 1 {
+		t.Errorf("%d quarantine log lines, want 1 (once per changed definition)", n)
+	}
+	if !strings.Contains(lg.buf.String(), "tool=echo") || metric(t, reg, "switchboard_aggregator_pinning_quarantined_tools", "alpha") != 1 ||
+		metric(t, reg, "switchboard_aggregator_pinning_quarantines_total", "alpha") != 1 {
+		t.Errorf("quarantine not logged with the tool, or not counted:\n%s", lg.buf.String())
+	}
+
+	// An approval reaches the guard through the watch, which asks for a
+	// rebuild; the next build lists the tool again.
+	ctx, cancel := context.WithCancel(t.Context())
+	rebuilds := make(chan struct{}, 16)
+	done := make(chan struct{})
+	go func() { g.Run(ctx, func() { rebuilds <- struct{}{} }); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-rebuilds // the stream's first message
+	ix.approve("alpha", "echo")
+	<-rebuilds
+	out = g.Filter(t.Context(), in)
+	if out["alpha"] != changed {
+		t.Fatalf("after approval alpha is %q, want its lists as listed", names(out["alpha"]))
+	}
+	if metric(t, reg, "switchboard_aggregator_pinning_quarantined_tools", "alpha") != 0 {
+		t.Error("the gauge still counts the approved tool")
+	}
+}
+
+// Warn mode lists a changed tool, logs and counts it; off calls nothing.
+func TestFilterWarnAndOff(t *testing.T) {
+	ix := startIndexer(t)
+	g, lg, reg := newGuard(t, config.PinningWarn, ix)
+	g.Filter(t.Context(), map[string]*backend.Lists{"alpha": listing(t, tool("echo", "Echo."))})
+	changed := listing(t, tool("echo", "Echo, changed."))
+	if out := g.Filter(t.Context(), map[string]*backend.Lists{"alpha": changed}); out["alpha"] != changed {
+		t.Fatal("warn mode filtered a changed tool")
+	}
+	if lg.count("warn: still listed") != 1 || metric(t, reg, "switchboard_aggregator_pinning_warnings_total", "alpha") != 1 {
+		t.Errorf("warn mode did not log and count the change:\n%s", lg.buf.String())
+	}
+
+	off := New(config.PinningOff, nil, slog.New(slog.NewTextHandler(lg, nil)), nil)
+	in := map[string]*backend.Lists{"alpha": changed}
+	if out := off.Filter(t.Context(), in); out["alpha"] != changed || len(out) != 1 {
+		t.Fatal("off changed the lists")
+	}
+	var nilGuard *Guard
+	if out := nilGuard.Filter(t.Context(), in); out["alpha"] != changed {
+		t.Fatal("a nil guard changed the lists")
+	}
+	before := ix.records.Load()
+	off.Run(t.Context(), func() { t.Error("off asked for a rebuild") }) // returns at once
+	if ix.records.Load() != before {
+		t.Error("off called the indexer")
+	}
+}
+
+// Pin mode fails closed: with the indexer unreachable a tool never
+// verified is held back, while the tools whose digest was approved stay
+// listed; once the indexer answers again, the held tool is listed.
+func TestFilterPinFailsClosed(t *testing.T) {
+	ix := startIndexer(t)
+	g, lg, _ := newGuard(t, config.PinningPin, ix)
+	g.Filter(t.Context(), map[string]*backend.Lists{"alpha": listing(t, tool("echo", "Echo."), tool("add", "Add."))})
+	ix.stop()
+
+	relisted := listing(t, tool("echo", "Echo."), tool("add", "Add."), tool("fresh", "New."))
+	in := map[string]*backend.Lists{"alpha": relisted}
+	out := g.Filter(t.Context(), in)
+	if names(out["alpha"]) != "echo,add" {
+		t.Fatalf("with the indexer down: %q, want the approved echo,add and fresh held back", names(out["alpha"]))
+	}
+	if lg.count("recording tool definitions with the indexer failed") != 1 {
+		t.Errorf("the failure was not logged once:\n%s", lg.buf.String())
+	}
+	select {
+	case <-g.retry:
+	default:
+		t.Error("a failed record did not ask for a retry")
+	}
+
+	// A guard that never reached the indexer holds everything back.
+	cold, _, _ := newGuard(t, config.PinningPin, ix)
+	if out := cold.Filter(t.Context(), in); len(out["alpha"].Tools) != 0 || len(out["alpha"].Definitions.Tools) != 0 {
+		t.Fatalf("never verified tools listed: %q", names(out["alpha"]))
+	}
+
+	ix.serve(t, ix.addr)
+	deadline := time.Now().Add(10 * time.Second)
+	for out = g.Filter(t.Context(), in); out["alpha"] != relisted; out = g.Filter(t.Context(), in) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the indexer is back but alpha is still %q", names(out["alpha"]))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,99 @@
+package pinning
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+)
+
+const (
+	minBackoff = 100 * time.Millisecond
+	maxBackoff = 10 * time.Second
+	// maxRetryDelay bounds the wait before another record after failures.
+	maxRetryDelay = 30 * time.Second
+)
+
+// Run follows the indexer's approvals until ctx ends and calls onChange
+// (a rebuild request: it must not block) whenever the tools should be
+// recorded again: on each approval, on each (re)connection of the
+// stream (approvals may have been missed meanwhile, and the indexer may
+// have been unreachable at the last build), and after a failed record,
+// with a backoff. Off does nothing.
+func (g *Guard) Run(ctx context.Context, onChange func()) {
+	if g == nil || g.mode == config.PinningOff || g.client == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); g.retryLoop(ctx, onChange) }()
+	defer func() { <-done }()
+	backoff, warned := minBackoff, false
+	for ctx.Err() == nil {
+		err := g.watchOnce(ctx, func() {
+			backoff, warned = minBackoff, false
+			g.markStale()
+			onChange()
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if !warned {
+			g.log.Warn("tool definition approvals watch down: approvals reach this replica at its next listing until it reconnects", "err", err)
+			warned = true
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff/2 + rand.N(backoff/2+1)):
+		}
+		backoff = min(backoff*2, maxBackoff)
+	}
+}
+
+// watchOnce reads one stream until it breaks, calling heard for each
+// message (the first, a resync, included).
+func (g *Guard) watchOnce(ctx context.Context, heard func()) error {
+	stream, err := g.client.WatchToolDefinitions(ctx, &indexerv1.WatchToolDefinitionsRequest{})
+	if err != nil {
+		return err
+	}
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		for _, a := range msg.GetApprovals() {
+			g.log.Info("tool definition approval heard", "backend", a.GetBackend(), "tool", a.GetTool(), "digest", a.GetDigest())
+		}
+		heard()
+	}
+}
+
+func (g *Guard) markStale() {
+	g.mu.Lock()
+	g.stale = true
+	g.mu.Unlock()
+}
+
+// retryLoop asks for a rebuild after each failed record, waiting longer
+// the more failed in a row.
+func (g *Guard) retryLoop(ctx context.Context, onChange func()) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-g.retry:
+		}
+		g.mu.Lock()
+		delay := min(time.Second<<min(g.failures, 5), maxRetryDelay)
+		g.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		onChange()
+	}
+}
