@@ -34,6 +34,9 @@ type Hub struct {
 
 	mu   sync.Mutex
 	subs map[chan Event]struct{}
+	// listening: the store's listen is up, so no approval from now on is
+	// missed (guarded by mu).
+	listening bool
 }
 
 // New returns a hub following defs.
@@ -45,8 +48,17 @@ func New(defs store.ToolDefinitions, log *slog.Logger) *Hub {
 // backoff.
 func (h *Hub) Run(ctx context.Context) {
 	listen.Follow(ctx, h.log, "tool approval", func(ctx context.Context, listening func()) error {
-		return h.defs.ListenToolApprovals(ctx, listening, func(d store.ToolDefinitionDigest) { h.publish(Event{Approval: d}) })
-	}, func() { h.publish(Event{Resync: true}) })
+		err := h.defs.ListenToolApprovals(ctx, listening, func(d store.ToolDefinitionDigest) { h.publish(Event{Approval: d}) })
+		h.mu.Lock()
+		h.listening = false
+		h.mu.Unlock()
+		return err
+	}, func() {
+		h.mu.Lock()
+		h.listening = true
+		h.mu.Unlock()
+		h.publish(Event{Resync: true})
+	})
 }
 
 // Publish passes an approval recorded through this replica on at once
@@ -68,14 +80,16 @@ func (h *Hub) publish(e Event) {
 }
 
 // Subscribe returns a channel of the events from now on, closed if the
-// subscriber falls too far behind, and a cancel that ends the
-// subscription.
-func (h *Hub) Subscribe() (<-chan Event, func()) {
+// subscriber falls too far behind, whether the hub is listening now (if
+// not, a resync comes on the channel once it is: until then approvals of
+// other replicas may be missed), and a cancel that ends the subscription.
+func (h *Hub) Subscribe() (<-chan Event, bool, func()) {
 	ch := make(chan Event, subscriberBuffer)
 	h.mu.Lock()
 	h.subs[ch] = struct{}{}
+	listening := h.listening
 	h.mu.Unlock()
-	return ch, func() {
+	return ch, listening, func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		if _, ok := h.subs[ch]; ok {

@@ -21,14 +21,22 @@ func TestHubStreamsApprovals(t *testing.T) {
 	url := env.NewDatabase(t)
 	listener, writer := env.Open(t, url), env.Open(t, url)
 	h := New(listener, slog.New(slog.DiscardHandler))
-	events, cancel := h.Subscribe()
+	events, listening, cancel := h.Subscribe()
 	defer cancel()
+	if listening {
+		t.Fatal("a hub that has not started says it listens")
+	}
 	ctx, stop := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { h.Run(ctx); close(done) }()
 	defer func() { stop(); <-done }()
 	if e := <-events; !e.Resync {
 		t.Fatalf("first event %+v, want a resync once the hub listens", e)
+	}
+	if _, listening, cancel := h.Subscribe(); !listening {
+		t.Fatal("a subscriber after the first resync is told the hub does not listen")
+	} else {
+		cancel()
 	}
 
 	seen, changed := strings.Repeat("a", 64), strings.Repeat("b", 64)
@@ -44,7 +52,7 @@ func TestHubStreamsApprovals(t *testing.T) {
 		t.Fatalf("heard %+v, want the approval", e)
 	}
 
-	slow, cancelSlow := h.Subscribe()
+	slow, _, cancelSlow := h.Subscribe()
 	defer cancelSlow()
 	for range subscriberBuffer + 1 {
 		h.Publish(store.ToolDefinitionDigest{Backend: "alpha", Tool: "echo", Digest: changed})

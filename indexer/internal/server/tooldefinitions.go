@@ -247,12 +247,16 @@ func (s *Server) WatchToolDefinitions(_ *indexerv1.WatchToolDefinitionsRequest, 
 		}
 		defer release()
 	}
-	events, cancel := s.Approvals.Subscribe()
+	events, listening, cancel := s.Approvals.Subscribe()
 	defer cancel()
 	// Subscribed first: an approval from now on is on the channel, one
-	// before is found by the record the resync asks for.
-	if err := stream.Send(&indexerv1.WatchToolDefinitionsResponse{Resync: true}); err != nil {
-		return err
+	// before is found by the record the resync asks for. The first resync
+	// goes out once this replica listens, so that after it no approval is
+	// missed; until then the stream stays silent.
+	if listening {
+		if err := stream.Send(&indexerv1.WatchToolDefinitionsResponse{Resync: true}); err != nil {
+			return err
+		}
 	}
 	for {
 		var e approvals.Event
