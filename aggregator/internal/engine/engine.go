@@ -22,10 +22,12 @@ import (
 )
 
 // published is one snapshot as served; superseded is closed when a newer
-// snapshot replaces it, which wakes every watcher.
+// snapshot replaces it, which wakes every watcher. policy is the Cedar
+// policy its views and decisions are made under (policy.go).
 type published struct {
 	snap       *catalog.Snapshot
 	superseded chan struct{}
+	policy     *policy
 }
 
 // Engine is the aggregator's core, independent of gRPC.
@@ -54,6 +56,8 @@ type Engine struct {
 
 	current atomic.Pointer[published]
 	ready   atomic.Bool
+	// policy is the Cedar policy in force (policy.go).
+	policy atomic.Pointer[policy]
 
 	updates updateHub
 }
@@ -103,8 +107,9 @@ func New(opts Options) (*Engine, error) {
 		e.byName[c.Name] = b
 		e.listReq[c.Name] = make(chan struct{}, 1)
 	}
+	e.policy.Store(&policy{authz: opts.Authz})
 	empty := catalog.Build(opts.Naming, nil, nil, e.log)
-	e.current.Store(&published{snap: empty, superseded: make(chan struct{})})
+	e.current.Store(&published{snap: empty, superseded: make(chan struct{}), policy: e.policy.Load()})
 	return e, nil
 }
 
@@ -281,11 +286,13 @@ func (e *Engine) Refresh(ctx context.Context) *catalog.Snapshot {
 }
 
 // build makes a snapshot from the latest lists and health, and publishes
-// it if its content changed; it returns the current snapshot.
+// it if its content or the policy changed; it returns the current
+// snapshot.
 func (e *Engine) build() *catalog.Snapshot {
 	e.rebuildMu.Lock()
 	defer e.rebuildMu.Unlock()
 	start := time.Now()
+	pol := e.currentPolicy()
 	e.listsMu.Lock()
 	lists := maps.Clone(e.lists)
 	e.listsMu.Unlock()
@@ -300,10 +307,10 @@ func (e *Engine) build() *catalog.Snapshot {
 		e.log.Warn("name conflict", "conflict", c.String())
 	}
 	prev := e.current.Load()
-	if snap.SameContent(prev.snap) {
+	if snap.SameContent(prev.snap) && prev.policy == pol {
 		return prev.snap
 	}
-	e.current.Store(&published{snap: snap, superseded: make(chan struct{})})
+	e.current.Store(&published{snap: snap, superseded: make(chan struct{}), policy: pol})
 	close(prev.superseded)
 	e.opts.Metrics.catalogBuilt(snap, time.Since(start))
 	e.log.Info("catalog published", "version", snap.Version, "tools", len(snap.Tools), "resources", len(snap.Resources),

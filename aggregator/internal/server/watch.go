@@ -29,7 +29,7 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 		}
 		return s.e.View(snap, p)
 	}
-	snap, superseded := s.e.Snapshot()
+	snap, superseded, policy := s.e.SnapshotPolicy()
 	view := viewOf(snap)
 	updated := make(chan string, engine.UpdateBuffer)
 	subscribed := s.subscribeResources(ctx, snap, req.GetResourceUris(), updated)
@@ -58,7 +58,8 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 			continue
 		case <-superseded:
 		}
-		snap, superseded = s.e.Snapshot()
+		prevPolicy := policy
+		snap, superseded, policy = s.e.SnapshotPolicy()
 		// A URI the caller may no longer read, or that is gone, stops
 		// being delivered. A backend that is down keeps its subscriptions.
 		for uri, unsubscribe := range subscribed {
@@ -70,7 +71,10 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 		next := viewOf(snap)
 		ev := &aggregatorv1.WatchCatalogResponse{CatalogVersion: snap.Version, ToolsDigest: next.Digest(catalog.KindTools)}
 		for _, k := range catalog.Kinds {
-			if next.Digest(k) != view.Digest(k) {
+			// A watcher of all changes sees the unfiltered view, which a
+			// new policy leaves as it is; but any principal's view may have
+			// changed with it (the indexer drops its scopes on this).
+			if next.Digest(k) != view.Digest(k) || (req.GetAllChanges() && policy != prevPolicy) {
 				ev.Changed = append(ev.Changed, apiKind[k])
 			}
 		}

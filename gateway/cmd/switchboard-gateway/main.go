@@ -7,7 +7,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -36,7 +35,7 @@ func main() {
 
 func run(ctx context.Context, env lifecycle.Env) error {
 	cfg := env.Config.Gateway.WithDefaults()
-	if err := errors.Join(cfg.Validate(), env.Config.GRPC.Validate()); err != nil {
+	if err := edge.Validate(env.Config); err != nil {
 		return err
 	}
 	keepalive := rpc.ClientKeepalive(env.Config.GRPC)
@@ -48,6 +47,7 @@ func run(ctx context.Context, env lifecycle.Env) error {
 	deps := edge.Deps{
 		Aggregator:       aggregatorv1.NewAggregatorServiceClient(aggConn),
 		AggregatorHealth: healthpb.NewHealthClient(aggConn),
+		Config:           env.Config,
 		Log:              env.Log,
 		LoopbackOnly:     isLoopback(cfg.Listen),
 	}
@@ -97,6 +97,15 @@ func run(ctx context.Context, env lifecycle.Env) error {
 		go func() { opshttp.Serve(opsCtx, opsLis, ops, env.Log); close(opsDone) }()
 		defer func() { stopOps(); <-opsDone }()
 	}
+	// The configuration file is watched for as long as the gateway serves:
+	// what it applies live is edge.Gateway.Reload's.
+	reloadCtx, stopReload := context.WithCancel(ctx)
+	reloadDone := make(chan struct{})
+	go func() {
+		env.WatchConfig(reloadCtx, reg, lifecycle.Reloader{Validate: edge.Validate, Apply: gw.Reload})
+		close(reloadDone)
+	}()
+	defer func() { stopReload(); <-reloadDone }()
 	env.Log.Info("gateway serving", "addr", lis.Addr().String(), "mcp", "http://"+lis.Addr().String()+"/mcp",
 		"auth", cfg.Auth.Mode, "optimizer", cfg.Optimizer.Enabled)
 	return lifecycle.ServeHTTP(ctx, srv, lis, shutdownGrace)

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -36,6 +37,10 @@ type Deps struct {
 	// (find_tool then answers with an error result, revocation stays local).
 	Indexer indexerv1.IndexerServiceClient
 	Auth    auth.Authenticator
+	// Config is the whole configuration the gateway starts with, which a
+	// reload is compared with (Reload); nil: one with this gateway section
+	// alone.
+	Config  *config.Config
 	Log     *slog.Logger
 	Metrics *Metrics
 	// LoopbackOnly reports that the listener is bound to a loopback address,
@@ -45,10 +50,12 @@ type Deps struct {
 
 // Gateway is the MCP edge.
 type Gateway struct {
-	cfg         config.Gateway
-	methods     *methods.Server
-	aggHealth   healthpb.HealthClient
-	auth        auth.Authenticator
+	cfg       config.Gateway
+	methods   *methods.Server
+	aggHealth healthpb.HealthClient
+	// auth is replaced by Reload; started is the configuration at start.
+	auth        atomic.Pointer[authState]
+	started     *config.Config
 	log         *slog.Logger
 	metrics     *Metrics
 	sealer      *session.Sealer
@@ -88,7 +95,7 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 	g := &Gateway{
 		cfg:       cfg,
 		aggHealth: deps.AggregatorHealth,
-		auth:      deps.Auth,
+		started:   deps.Config,
 		log:       log,
 		metrics:   metrics,
 		sealer:    sealer,
@@ -100,6 +107,10 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 		rules:    newEdgeRules(cfg),
 		closing:  make(chan struct{}),
 	}
+	if g.started == nil {
+		g.started = &config.Config{Gateway: cfg}
+	}
+	g.auth.Store(&authState{authn: deps.Auth, cfg: cfg.Auth})
 	if err := g.revocations.RegisterMetrics(metrics.registry); err != nil {
 		return nil, err
 	}

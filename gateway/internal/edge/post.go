@@ -27,7 +27,7 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, path string, 
 	if !g.guard(w, r, corsMethods) {
 		return
 	}
-	principal, err := g.auth.Authenticate(r)
+	principal, err := g.auth.Load().authn.Authenticate(r)
 	if err != nil {
 		g.unauthorized(w, r, path, err)
 		return
