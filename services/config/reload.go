@@ -48,7 +48,8 @@ type WatchOptions struct {
 	Apply func(*Config) error
 	// Related names the files besides Path that Apply reads for a
 	// configuration (the aggregator's Cedar policy file): a change of
-	// their content reloads too.
+	// their content reloads too. Their content as Watch first reads it
+	// counts as seen, so a service starts Watch right after reading them.
 	Related func(*Config) []string
 	// Trigger reloads at once on every value received (SIGHUP), even when
 	// nothing changed.

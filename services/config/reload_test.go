@@ -288,9 +288,14 @@ func TestWatchSeesARelatedFileChange(t *testing.T) {
 	writeFile(t, policy, "permit (principal, action, resource);\n")
 	writeFile(t, path, gatewayFile("k1"))
 	r := startWatch(t, path, func(o *WatchOptions) { o.Related = func(*Config) []string { return []string{policy} } })
+	// A first reload shows the watch has read the related file as it was.
+	writeFile(t, path, gatewayFile("k2"))
+	if got := r.nextApplied(t).Gateway.Auth.APIKeys[0].Key; got != "k2" {
+		t.Fatalf("applied %q, want k2", got)
+	}
 	writeFile(t, policy, "forbid (principal, action, resource);\n")
-	if got := r.nextApplied(t).Gateway.Auth.APIKeys[0].Key; got != "k1" {
-		t.Fatalf("applied %q, want the same file again (k1)", got)
+	if got := r.nextApplied(t).Gateway.Auth.APIKeys[0].Key; got != "k2" {
+		t.Fatalf("applied %q, want the same file again (k2)", got)
 	}
 }
 
