@@ -2,6 +2,7 @@ package app
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/authz"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/rpc"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
@@ -27,11 +29,11 @@ var readKeys = []string{"aggregator", "serviceAuth", "grpc", "telemetry", "loggi
 var liveKeys = []string{"aggregator.authz", "serviceAuth.credentials", "reload"}
 
 // Validate checks everything the aggregator reads in cfg, as at start and
-// on every reload: the sections (config.ValidateAggregator) and what the
-// engine is built from (backends, naming, the Cedar policy file, which is
-// read and parsed).
+// on every reload: the sections (config.ValidateAggregator), the TLS files,
+// and what the engine is built from (backends, naming, the Cedar policy
+// file, which is read and parsed).
 func Validate(cfg *config.Config) error {
-	if err := cfg.ValidateAggregator(); err != nil {
+	if err := errors.Join(cfg.ValidateAggregator(), rpc.CheckTLS(cfg.ServiceAuth.TLS)); err != nil {
 		return err
 	}
 	_, err := engine.OptionsFromConfig(cfg.Aggregator)

@@ -8,6 +8,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/rpc"
 )
 
 // The gateway's part of a configuration reload. What it applies live is
@@ -23,11 +24,12 @@ var readKeys = []string{"gateway", "grpc", "serviceAuth.tls", "telemetry", "logg
 var liveKeys = []string{"gateway.auth", "reload"}
 
 // Validate checks everything the gateway reads in cfg, as at start and on
-// every reload: the sections (config.ValidateGateway), the authentication
-// settings as the authenticator is built from them, and the session key.
+// every reload: the sections (config.ValidateGateway), the TLS files, the
+// authentication settings as the authenticator is built from them, and the
+// session key.
 func Validate(cfg *config.Config) error {
 	g := cfg.Gateway.WithDefaults()
-	if err := cfg.ValidateGateway(); err != nil {
+	if err := errors.Join(cfg.ValidateGateway(), rpc.CheckTLS(cfg.ServiceAuth.TLS)); err != nil {
 		return err
 	}
 	if _, err := auth.New(g.Auth, nil); err != nil {

@@ -59,8 +59,11 @@ var (
 )
 
 // Validate checks everything the indexer reads in cfg, as at start and on
-// every reload.
-func Validate(cfg *config.Config) error { return cfg.ValidateIndexer() }
+// every reload: the sections (config.ValidateIndexer), the TLS files and
+// the database URL's form.
+func Validate(cfg *config.Config) error {
+	return errors.Join(cfg.ValidateIndexer(), rpc.CheckTLS(cfg.ServiceAuth.TLS), postgres.CheckURL(cfg.Indexer.Database))
+}
 
 // Run serves the indexer until ctx ends: gRPC, and /healthz, /readyz and
 // Prometheus /metrics on HTTP when indexer.httpListen is set. The
