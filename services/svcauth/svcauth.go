@@ -325,6 +325,37 @@ func exempt(fullMethod string) bool {
 		strings.HasPrefix(fullMethod, "/grpc.reflection.")
 }
 
+// LiveToken attaches a bearer token to outgoing calls, like
+// TokenCredentials, and can be replaced while the connection serves (a
+// configuration reload): each call carries the token in force when it
+// starts. An empty token sends no authorization.
+type LiveToken struct {
+	token  atomic.Pointer[string]
+	secure bool
+}
+
+// NewLiveToken returns a LiveToken holding token; secure requires
+// transport security (see TokenCredentials.Secure).
+func NewLiveToken(token string, secure bool) *LiveToken {
+	t := &LiveToken{secure: secure}
+	t.Set(token)
+	return t
+}
+
+// Set replaces the token.
+func (t *LiveToken) Set(token string) { t.token.Store(&token) }
+
+// GetRequestMetadata implements credentials.PerRPCCredentials.
+func (t *LiveToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	if tok := *t.token.Load(); tok != "" {
+		return map[string]string{"authorization": "Bearer " + tok}, nil
+	}
+	return nil, nil
+}
+
+// RequireTransportSecurity implements credentials.PerRPCCredentials.
+func (t *LiveToken) RequireTransportSecurity() bool { return t.secure }
+
 // TokenCredentials attaches a bearer token to outgoing calls.
 type TokenCredentials struct {
 	Token string

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,8 +19,15 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.yaml.in/yaml/v3"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/switchboard-mcp/switchboard/services/config"
 	"github.com/switchboard-mcp/switchboard/services/demobackend"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/rpc"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -150,6 +158,17 @@ func TestLiveConfiguration(t *testing.T) {
 		}}
 	}})
 	optimized := strings.TrimSuffix(c.MCPURL, "/mcp") + "/mcp/optimized"
+	// rewrite changes the configuration file as written last.
+	file := *c.Config
+	rewrite := func(change func(*config.Config)) {
+		t.Helper()
+		change(&file)
+		raw, err := yaml.Marshal(&file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeAtomically(t, c.ConfigPath, raw)
+	}
 
 	var alice, bob []*liveClient
 	for era, pin := range map[string]string{"modern": harness.Modern, "legacy": harness.Legacy} {
@@ -256,14 +275,10 @@ func TestLiveConfiguration(t *testing.T) {
 	})
 
 	t.Run("an API key added to the file works without a restart", func(t *testing.T) {
-		cfg := *c.Config
-		cfg.Gateway.Auth.APIKeys = append(slices.Clone(cfg.Gateway.Auth.APIKeys), config.APIKey{Key: carolKey, Subject: "carol"})
-		raw, err := yaml.Marshal(&cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
 		gatewayPid := c.Gateway.Pid()
-		writeAtomically(t, c.ConfigPath, raw)
+		rewrite(func(cfg *config.Config) {
+			cfg.Gateway.Auth.APIKeys = append(slices.Clone(cfg.Gateway.Auth.APIKeys), config.APIKey{Key: carolKey, Subject: "carol"})
+		})
 		for era, pin := range map[string]string{"modern": harness.Modern, "legacy": harness.Legacy} {
 			harness.Eventually(t, "carol connects ("+era+")", 10*time.Second, func() error {
 				client := mcp.NewClient(&mcp.Implementation{Name: "carol", Version: "0"}, nil)
@@ -298,6 +313,96 @@ func TestLiveConfiguration(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("the service tokens rotate without a restart", func(t *testing.T) {
+		next := "rotated-" + c.GatewayToken
+		aggAddr, idxAddr := c.Config.Aggregator.Listen, c.Config.Indexer.Listen
+		gatewayReloads := func() int {
+			n, _ := strconv.Atoi(metric(t, gwOps, `switchboard_config_reloads_total{result="ok"}`))
+			return n
+		}
+		awaitGatewayReloads := func(want int) {
+			harness.Eventually(t, fmt.Sprintf("the gateway's reload %d", want), 10*time.Second, func() error {
+				if got := gatewayReloads(); got < want {
+					return fmt.Errorf("%d ok reloads", got)
+				}
+				return nil
+			})
+		}
+		before := gatewayReloads()
+		// 1. The servers accept the new token besides the old one (the
+		// gateway reloads the file too, and finds nothing of its own).
+		rewrite(func(cfg *config.Config) {
+			cfg.ServiceAuth.Credentials = append(slices.Clone(cfg.ServiceAuth.Credentials), config.ServiceCredential{
+				Name: "gateway-next", Token: next, AssertPrincipals: true, Allow: config.GatewayMethods})
+		})
+		for _, addr := range []string{aggAddr, idxAddr} {
+			harness.Eventually(t, "the new token is accepted at "+addr, 10*time.Second, func() error {
+				if err := serviceCall(t, addr, next); err != nil {
+					return fmt.Errorf("the new token's call: %v", err)
+				}
+				return nil
+			})
+		}
+		awaitGatewayReloads(before + 1)
+		// 2. The gateway presents the new token.
+		rewrite(func(cfg *config.Config) {
+			cfg.Gateway.Aggregator.Token, cfg.Gateway.Indexer.Token = next, next
+		})
+		awaitGatewayReloads(before + 2)
+		if !strings.Contains(c.Gateway.Log(1<<20), "gateway service tokens reloaded") {
+			t.Fatal("the gateway does not log its new tokens")
+		}
+		// 3. The old token is withdrawn.
+		rewrite(func(cfg *config.Config) {
+			cfg.ServiceAuth.Credentials = slices.DeleteFunc(slices.Clone(cfg.ServiceAuth.Credentials), func(cr config.ServiceCredential) bool { return cr.Name == "gateway" })
+		})
+		for _, addr := range []string{aggAddr, idxAddr} {
+			harness.Eventually(t, "the old token is refused at "+addr, 10*time.Second, func() error {
+				if err := serviceCall(t, addr, c.GatewayToken); status.Code(err) != codes.Unauthenticated {
+					return fmt.Errorf("the old token's call: %v", err)
+				}
+				return nil
+			})
+		}
+		// Through it all the gateway served, with the token in force: a new
+		// session lists and calls, find_tool searches.
+		for _, lc := range bob {
+			if got := callSignature(t.Context(), lc.cs, "alpha_add"); got != "ok" {
+				t.Fatalf("%s: alpha_add answers %q after the rotation", lc.name, got)
+			}
+		}
+		fresh := connectLive(t, c.MCPURL, harness.Legacy, bobKey, "bob after the rotation")
+		if names := harness.ToolNames(t, fresh.cs); !slices.Contains(names, "alpha_add") {
+			t.Fatalf("bob's new session lists %v", names)
+		}
+		finders[1].await(t, true)
+		for _, p := range []*harness.Proc{c.Gateway, c.Aggregator, c.Indexer} {
+			if log := p.Log(4 << 20); strings.Contains(log, "needs a restart") {
+				t.Errorf("%s: a change it applies live is logged as needing a restart:\n%s", p.Name, log)
+			}
+		}
+	})
+}
+
+// serviceCall makes one call of the gateway's to the service at addr
+// with token: Discover of the aggregator, RefreshScope of the indexer (its
+// answer may be an error of the indexer's own; only authentication counts).
+func serviceCall(t *testing.T, addr, token string) error {
+	t.Helper()
+	conn, err := rpc.Dial(config.Endpoint{Address: addr, Token: token}, config.TLS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	p := &commonv1.Principal{Subject: "bob"}
+	_, err = aggregatorv1.NewAggregatorServiceClient(conn).Discover(ctx, &aggregatorv1.DiscoverRequest{Principal: p})
+	if status.Code(err) == codes.Unimplemented {
+		_, err = indexerv1.NewIndexerServiceClient(conn).Search(ctx, &indexerv1.SearchRequest{Principal: p, Query: "add"})
+	}
+	return err
 }
 
 // finder runs find_tool for one principal.

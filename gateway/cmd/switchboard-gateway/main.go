@@ -39,7 +39,9 @@ func run(ctx context.Context, env lifecycle.Env) error {
 		return err
 	}
 	keepalive := rpc.ClientKeepalive(env.Config.GRPC)
-	aggConn, err := rpc.Dial(cfg.Aggregator, env.Config.ServiceAuth.TLS, keepalive)
+	// The service tokens are live: a reload replaces them (edge.Gateway.Reload).
+	aggToken, idxToken := rpc.ClientToken(cfg.Aggregator, env.Config.ServiceAuth.TLS), rpc.ClientToken(cfg.Indexer, env.Config.ServiceAuth.TLS)
+	aggConn, err := rpc.DialLive(cfg.Aggregator, env.Config.ServiceAuth.TLS, aggToken, keepalive)
 	if err != nil {
 		return fmt.Errorf("gateway.aggregator: %w", err)
 	}
@@ -47,12 +49,14 @@ func run(ctx context.Context, env lifecycle.Env) error {
 	deps := edge.Deps{
 		Aggregator:       aggregatorv1.NewAggregatorServiceClient(aggConn),
 		AggregatorHealth: healthpb.NewHealthClient(aggConn),
+		AggregatorToken:  aggToken,
+		IndexerToken:     idxToken,
 		Config:           env.Config,
 		Log:              env.Log,
 		LoopbackOnly:     isLoopback(cfg.Listen),
 	}
 	if cfg.Indexer.Address != "" {
-		idxConn, err := rpc.Dial(cfg.Indexer, env.Config.ServiceAuth.TLS, keepalive)
+		idxConn, err := rpc.DialLive(cfg.Indexer, env.Config.ServiceAuth.TLS, idxToken, keepalive)
 		if err != nil {
 			return fmt.Errorf("gateway.indexer: %w", err)
 		}

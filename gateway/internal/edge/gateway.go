@@ -26,6 +26,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
 // Deps are the gateway's collaborators.
@@ -37,6 +38,10 @@ type Deps struct {
 	// (find_tool then answers with an error result, revocation stays local).
 	Indexer indexerv1.IndexerServiceClient
 	Auth    auth.Authenticator
+	// AggregatorToken and IndexerToken are the service credentials the
+	// connections above present, replaced by Reload; nil (both) leaves
+	// gateway.aggregator.token and gateway.indexer.token to a restart.
+	AggregatorToken, IndexerToken *svcauth.LiveToken
 	// Config is the whole configuration the gateway starts with, which a
 	// reload is compared with (Reload); nil: one with this gateway section
 	// alone.
@@ -53,8 +58,11 @@ type Gateway struct {
 	cfg       config.Gateway
 	methods   *methods.Server
 	aggHealth healthpb.HealthClient
-	// auth is replaced by Reload; started is the configuration at start.
+	// auth and tokens are replaced by Reload (one at a time: reloadMu);
+	// started is the configuration at start.
 	auth        atomic.Pointer[authState]
+	tokens      serviceTokens
+	reloadMu    sync.Mutex
 	started     *config.Config
 	log         *slog.Logger
 	metrics     *Metrics
@@ -111,6 +119,8 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 		g.started = &config.Config{Gateway: cfg}
 	}
 	g.auth.Store(&authState{authn: deps.Auth, cfg: cfg.Auth})
+	g.tokens = serviceTokens{aggregator: deps.AggregatorToken, indexer: deps.IndexerToken,
+		aggregatorValue: cfg.Aggregator.Token, indexerValue: cfg.Indexer.Token}
 	if err := g.revocations.RegisterMetrics(metrics.registry); err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
 // The gateway's part of a configuration reload. What it applies live is
@@ -21,7 +22,7 @@ var readKeys = []string{"gateway", "grpc", "serviceAuth.tls", "telemetry", "logg
 
 // liveKeys are those of readKeys that Reload applies ("reload" is applied
 // by the watch itself).
-var liveKeys = []string{"gateway.auth", "reload"}
+var liveKeys = []string{"gateway.auth", "gateway.aggregator.token", "gateway.indexer.token", "reload"}
 
 // Validate checks everything the gateway reads in cfg, as at start and on
 // every reload: the sections (config.ValidateGateway), the TLS files, the
@@ -48,15 +49,27 @@ type authState struct {
 	cfg   config.GatewayAuth
 }
 
+// serviceTokens are the credentials the gateway presents to the
+// aggregator and the indexer, replaced by Reload (nil when the gateway was
+// built without them: their keys then need a restart).
+type serviceTokens struct {
+	aggregator, indexer *svcauth.LiveToken
+	// in force, to log only a change
+	aggregatorValue, indexerValue string
+}
+
 // Reload puts in force what the gateway applies live of cfg, which
-// Validate accepted: gateway.auth (API keys, OIDC settings, the mode). All
-// of it is built before any of it is swapped, so an error changes
-// nothing. The other keys that differ from the configuration at start are
-// logged as needing a restart.
+// Validate accepted: gateway.auth (API keys, OIDC settings, the mode) and
+// the service tokens it presents (gateway.aggregator.token,
+// gateway.indexer.token). All of it is built before any of it is swapped,
+// so an error changes nothing. The other keys that differ from the
+// configuration at start are logged as needing a restart.
 func (g *Gateway) Reload(cfg *config.Config) error {
 	if cfg == nil {
 		return errors.New("edge: no configuration to reload")
 	}
+	g.reloadMu.Lock()
+	defer g.reloadMu.Unlock()
 	next := cfg.Gateway.WithDefaults()
 	cur := g.auth.Load()
 	var authNext *authState
@@ -73,7 +86,18 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 		g.auth.Store(authNext)
 		g.log.Info("gateway.auth reloaded", "mode", modeName(next.Auth.Mode), "api_keys", len(next.Auth.APIKeys))
 	}
-	if restart := config.NeedRestart(config.Changed(g.started, cfg), readKeys, liveKeys); len(restart) > 0 {
+	live := liveKeys
+	if t := &g.tokens; t.aggregator != nil && t.indexer != nil {
+		if t.aggregatorValue != next.Aggregator.Token || t.indexerValue != next.Indexer.Token {
+			t.aggregator.Set(next.Aggregator.Token)
+			t.indexer.Set(next.Indexer.Token)
+			t.aggregatorValue, t.indexerValue = next.Aggregator.Token, next.Indexer.Token
+			g.log.Info("gateway service tokens reloaded")
+		}
+	} else {
+		live = []string{"gateway.auth", "reload"}
+	}
+	if restart := config.NeedRestart(config.Changed(g.started, cfg), readKeys, live); len(restart) > 0 {
 		g.log.Warn("needs a restart: configuration changes not applied", "keys", restart)
 	}
 	return nil

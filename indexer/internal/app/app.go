@@ -55,7 +55,7 @@ type Listeners struct {
 // needing a restart.
 var (
 	readKeys = []string{"indexer", "serviceAuth", "grpc", "telemetry", "logging", "ops", "gateway.sessions", "reload"}
-	liveKeys = []string{"serviceAuth.credentials", "reload"}
+	liveKeys = []string{"serviceAuth.credentials", "indexer.aggregator.token", "reload"}
 )
 
 // Validate checks everything the indexer reads in cfg, as at start and on
@@ -104,7 +104,9 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 		return err
 	}
 	defer st.Close()
-	conn, err := rpc.Dial(ic.Aggregator, cfg.ServiceAuth.TLS, rpc.ClientKeepalive(cfg.GRPC))
+	// The token presented to the aggregator is live: a reload replaces it.
+	aggToken := rpc.ClientToken(ic.Aggregator, cfg.ServiceAuth.TLS)
+	conn, err := rpc.DialLive(ic.Aggregator, cfg.ServiceAuth.TLS, aggToken, rpc.ClientKeepalive(cfg.GRPC))
 	if err != nil {
 		return fmt.Errorf("aggregator client: %w", err)
 	}
@@ -114,7 +116,7 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 		// A second connection to the same replicas that sends every call to
 		// one of them: a build that saw two replicas' views retries through
 		// it (scope.Resolver.PinRetries).
-		pinnedConn, err := rpc.Dial(ic.Aggregator, cfg.ServiceAuth.TLS, rpc.ClientKeepalive(cfg.GRPC), rpc.PickFirst())
+		pinnedConn, err := rpc.DialLive(ic.Aggregator, cfg.ServiceAuth.TLS, aggToken, rpc.ClientKeepalive(cfg.GRPC), rpc.PickFirst())
 		if err != nil {
 			return fmt.Errorf("aggregator client: %w", err)
 		}
@@ -139,12 +141,17 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 	reloadCtx, stopReload := context.WithCancel(ctx)
 	reloadDone := make(chan struct{})
 	go func() {
-		creds := cfg.ServiceAuth.Credentials
+		creds, token := cfg.ServiceAuth.Credentials, ic.Aggregator.Token
 		env.WatchConfig(reloadCtx, reg, lifecycle.Reloader{Validate: Validate, Apply: func(next *config.Config) error {
 			if !reflect.DeepEqual(next.ServiceAuth.Credentials, creds) {
 				creds = slices.Clone(next.ServiceAuth.Credentials)
 				services.Update(creds)
 				log.Info("serviceAuth.credentials reloaded", "credentials", len(creds))
+			}
+			if next.Indexer.Aggregator.Token != token {
+				token = next.Indexer.Aggregator.Token
+				aggToken.Set(token)
+				log.Info("indexer.aggregator.token reloaded")
 			}
 			if restart := config.NeedRestart(config.Changed(cfg, next), readKeys, liveKeys); len(restart) > 0 {
 				log.Warn("needs a restart: configuration changes not applied", "keys", restart)
