@@ -1,11 +1,11 @@
 package config
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -70,6 +70,9 @@ func Watch(ctx context.Context, o WatchOptions) {
 	}
 	if o.Lookup == nil {
 		o.Lookup = os.LookupEnv
+	}
+	if o.Current == nil {
+		o.Current = &Config{}
 	}
 	w := &watcher{WatchOptions: o, current: o.Current}
 	if o.Loaded != nil {
@@ -187,4 +190,4 @@ func (w *watcher) report(ok bool) {
 }
 
 // oneLine joins a multi-line error (errors.Join) into one log value.
-func oneLine(s string) string { return string(bytes.ReplaceAll([]byte(s), []byte("\n"), []byte("; "))) }
+func oneLine(s string) string { return strings.ReplaceAll(s, "\n", "; ") }
