@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -305,6 +306,19 @@ func TestLiveConfiguration(t *testing.T) {
 			if log := p.Log(4 << 20); strings.Contains(log, "needs a restart") {
 				t.Errorf("%s: a change it applies live is logged as needing a restart:\n%s", p.Name, log)
 			}
+		}
+		// SIGHUP reloads at once, the file unchanged, and the process lives on.
+		if err := syscall.Kill(c.Gateway.Pid(), syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		harness.Eventually(t, "the gateway reloads on SIGHUP", 10*time.Second, func() error {
+			if got := metric(t, gwOps, `switchboard_config_reloads_total{result="ok"}`); got != "2" {
+				return fmt.Errorf("ok reloads = %q, want 2", got)
+			}
+			return nil
+		})
+		if !c.Gateway.Running() || c.Gateway.Pid() != gatewayPid || !strings.Contains(c.Gateway.Log(1<<20), "forced=true") {
+			t.Fatal("the gateway did not reload on SIGHUP as a live process")
 		}
 		// Alice's key still works, her policy too.
 		for _, lc := range alice {
