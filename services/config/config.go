@@ -41,6 +41,10 @@ type Config struct {
 
 	// GRPC tunes the connections between the services (grpc.go).
 	GRPC GRPC `yaml:"grpc"`
+
+	// Reload configures how a running service notices a change of this
+	// file (reload.go).
+	Reload Reload `yaml:"reload"`
 }
 
 // ServiceAuth lists who may call the gRPC services.
@@ -216,10 +220,19 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(expanded))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("parse config: %w", err)
+		return nil, fmt.Errorf("parse config: %s", withoutValues(err.Error()))
 	}
 	return &c, nil
 }
+
+// quotedValue is how yaml quotes (part of) a value in a decoding error:
+// "cannot unmarshal !!str `abcdefg...` into int".
+var quotedValue = regexp.MustCompile("`[^`]*`")
+
+// withoutValues removes the values a decoding error quotes. They were
+// decoded after ${VAR} expansion, so a value can be (the start of) a
+// secret, and these errors are logged.
+func withoutValues(msg string) string { return quotedValue.ReplaceAllString(msg, "(value)") }
 
 // expandScalars applies expand to every scalar value under n. A value that
 // changes loses its resolved tag, so "${PORT}" (a string as written) can

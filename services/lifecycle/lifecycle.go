@@ -1,6 +1,7 @@
 // Package lifecycle runs a service's main loop: it parses --config, loads
 // the configuration, sets up logging and tracing, and cancels the run
 // context on SIGINT or SIGTERM so every server can shut down gracefully.
+// SIGHUP reloads the configuration (reload.go).
 package lifecycle
 
 import (
@@ -26,6 +27,13 @@ var Version = "dev"
 type Env struct {
 	Config *config.Config
 	Log    *slog.Logger
+	// ConfigPath is the file Config was read from, and configRaw its
+	// content then; an Env made in code (tests) has neither, and its
+	// WatchConfig does nothing.
+	ConfigPath string
+	configRaw  []byte
+	// hangup receives SIGHUP, which asks for a reload now (WatchConfig).
+	hangup <-chan os.Signal
 }
 
 // Main parses flags, builds the environment and calls run with a context
@@ -46,7 +54,16 @@ func Main(service string, run func(ctx context.Context, env Env) error) {
 		fmt.Fprintf(os.Stderr, "%s: --config FILE is required\n", service)
 		os.Exit(2)
 	}
-	cfg, err := config.Load(*path)
+	// SIGHUP asks for a configuration reload. It is caught from the
+	// start: its default action would end the process.
+	hangup := make(chan os.Signal, 1)
+	signal.Notify(hangup, syscall.SIGHUP)
+	raw, err := os.ReadFile(*path)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: read config: %v\n", service, err)
+		os.Exit(1)
+	}
+	cfg, err := config.Parse(raw, os.LookupEnv)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", service, err)
 		os.Exit(1)
@@ -62,7 +79,7 @@ func Main(service string, run func(ctx context.Context, env Env) error) {
 		log.Error("telemetry setup failed", "err", err)
 		os.Exit(1)
 	}
-	runErr := run(ctx, Env{Config: cfg, Log: log})
+	runErr := run(ctx, Env{Config: cfg, Log: log, ConfigPath: *path, configRaw: raw, hangup: hangup})
 	flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := shutdownTracing(flushCtx); err != nil {

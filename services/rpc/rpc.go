@@ -144,6 +144,22 @@ func recoverStream(log *slog.Logger) grpc.StreamServerInterceptor {
 // (the name part of dns:///name:port), or serviceAuth.tls.serverName
 // when that is set, whichever replica answers.
 func Dial(ep config.Endpoint, tlsCfg config.TLS, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
+	var token *svcauth.LiveToken
+	if ep.Token != "" {
+		token = svcauth.NewLiveToken(ep.Token, tlsCfg.Enabled())
+	}
+	return DialLive(ep, tlsCfg, token, extra...)
+}
+
+// ClientToken is the LiveToken to dial ep with (DialLive): its token, sent
+// over TLS only when tlsCfg enables it.
+func ClientToken(ep config.Endpoint, tlsCfg config.TLS) *svcauth.LiveToken {
+	return svcauth.NewLiveToken(ep.Token, tlsCfg.Enabled())
+}
+
+// DialLive is Dial presenting token, which a configuration reload may
+// replace (token.Set); ep.Token is not used. A nil token presents none.
+func DialLive(ep config.Endpoint, tlsCfg config.TLS, token *svcauth.LiveToken, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
 	if ep.Address == "" {
 		return nil, errors.New("no address configured")
 	}
@@ -171,8 +187,8 @@ func Dial(ep config.Endpoint, tlsCfg config.TLS, extra ...grpc.DialOption) (*grp
 	} else {
 		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	}
-	if ep.Token != "" {
-		opts = append(opts, grpc.WithPerRPCCredentials(svcauth.TokenCredentials{Token: ep.Token, Secure: tlsCfg.Enabled()}))
+	if token != nil {
+		opts = append(opts, grpc.WithPerRPCCredentials(token))
 	}
 	opts = append(opts, targetOptions(ep)...)
 	opts = append(opts, extra...)

@@ -252,3 +252,15 @@ func loadPool(path string) (*x509.CertPool, error) {
 	}
 	return pool, nil
 }
+
+// CheckTLS reads and parses the TLS files c names, as a server or a
+// client built from c would at start; nil when TLS is off. A service's
+// validation calls it, so that a reload accepts only files it could start
+// with.
+func CheckTLS(c config.TLS) error {
+	if !c.Enabled() {
+		return nil
+	}
+	_, err := loadTLSFiles(c, nil)
+	return err
+}

@@ -94,7 +94,7 @@ func TestCallerForCert(t *testing.T) {
 		{cert("a", nil, "spiffe://x/a", "spiffe://x/b"), ""}, // ambiguous
 		{cert("", nil), ""},
 	} {
-		c, ok := a.callerForCert(tc.cert)
+		c, ok := a.table.Load().callerForCert(tc.cert)
 		if got := map[bool]string{true: c.Name}[ok]; got != tc.want {
 			t.Errorf("certificate CN %q DNS %v URIs %v: %q, want %q", tc.cert.Subject.CommonName, tc.cert.DNSNames, tc.cert.URIs, got, tc.want)
 		}

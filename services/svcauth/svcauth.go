@@ -16,6 +16,7 @@ import (
 	"crypto/x509"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -45,8 +46,16 @@ type Caller struct {
 // ("/package.Service/Method").
 func (c Caller) MayCall(fullMethod string) bool { return c.allow.Permits(fullMethod) }
 
-// Authenticator checks service credentials.
+// Authenticator checks service credentials. Its credentials can be
+// replaced while it serves (Update): each call is checked against one
+// table, the old or the new, never a mix.
 type Authenticator struct {
+	table atomic.Pointer[credentialTable]
+}
+
+// credentialTable is one set of credentials, looked up by token and by
+// certificate identity.
+type credentialTable struct {
 	byToken []tokenEntry
 	// Certificate identities: URI and DNS subject alternative names, and
 	// subject common names.
@@ -64,7 +73,20 @@ type tokenEntry struct {
 // missing secret cannot open the door; a credential without an allow list
 // may call nothing.
 func NewAuthenticator(creds []config.ServiceCredential) *Authenticator {
-	a := &Authenticator{byURI: map[string]*Caller{}, byDNS: map[string]*Caller{}, byCN: map[string]*Caller{}}
+	a := &Authenticator{}
+	a.Update(creds)
+	return a
+}
+
+// Update replaces the credentials (a configuration reload): calls that
+// start afterwards are checked against creds alone. Calls and streams
+// already admitted carry on as the caller they were admitted as.
+func (a *Authenticator) Update(creds []config.ServiceCredential) {
+	a.table.Store(newCredentialTable(creds))
+}
+
+func newCredentialTable(creds []config.ServiceCredential) *credentialTable {
+	a := &credentialTable{byURI: map[string]*Caller{}, byDNS: map[string]*Caller{}, byCN: map[string]*Caller{}}
 	for _, c := range creds {
 		caller := &Caller{Name: c.Name, AssertPrincipals: c.AssertPrincipals, Operator: c.Operator, allow: config.NewMethodSet(c.Allow)}
 		if !c.AssertPrincipals {
@@ -88,6 +110,10 @@ func NewAuthenticator(creds []config.ServiceCredential) *Authenticator {
 // Authenticate identifies the caller of an incoming call from its bearer
 // token or, failing that, its verified mTLS client certificate.
 func (a *Authenticator) Authenticate(ctx context.Context) (Caller, bool) {
+	return a.table.Load().authenticate(ctx)
+}
+
+func (a *credentialTable) authenticate(ctx context.Context) (Caller, bool) {
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
 		for _, v := range md.Get("authorization") {
 			tok, found := strings.CutPrefix(v, "Bearer ")
@@ -129,7 +155,7 @@ func (a *Authenticator) Authenticate(ctx context.Context) (Caller, bool) {
 // servers, so its common name cannot make it another service). A
 // certificate whose names of one kind point at two different credentials
 // names none (an issuing mistake, not a choice for this code to make).
-func (a *Authenticator) callerForCert(cert *x509.Certificate) (Caller, bool) {
+func (a *credentialTable) callerForCert(cert *x509.Certificate) (Caller, bool) {
 	uris := make([]string, len(cert.URIs))
 	for i, u := range cert.URIs {
 		uris[i] = u.String()
@@ -298,6 +324,37 @@ func exempt(fullMethod string) bool {
 	return strings.HasPrefix(fullMethod, "/grpc.health.v1.Health/") ||
 		strings.HasPrefix(fullMethod, "/grpc.reflection.")
 }
+
+// LiveToken attaches a bearer token to outgoing calls, like
+// TokenCredentials, and can be replaced while the connection serves (a
+// configuration reload): each call carries the token in force when it
+// starts. An empty token sends no authorization.
+type LiveToken struct {
+	token  atomic.Pointer[string]
+	secure bool
+}
+
+// NewLiveToken returns a LiveToken holding token; secure requires
+// transport security (see TokenCredentials.Secure).
+func NewLiveToken(token string, secure bool) *LiveToken {
+	t := &LiveToken{secure: secure}
+	t.Set(token)
+	return t
+}
+
+// Set replaces the token.
+func (t *LiveToken) Set(token string) { t.token.Store(&token) }
+
+// GetRequestMetadata implements credentials.PerRPCCredentials.
+func (t *LiveToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	if tok := *t.token.Load(); tok != "" {
+		return map[string]string{"authorization": "Bearer " + tok}, nil
+	}
+	return nil, nil
+}
+
+// RequireTransportSecurity implements credentials.PerRPCCredentials.
+func (t *LiveToken) RequireTransportSecurity() bool { return t.secure }
 
 // TokenCredentials attaches a bearer token to outgoing calls.
 type TokenCredentials struct {

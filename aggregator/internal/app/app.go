@@ -29,20 +29,21 @@ import (
 // configuration is an error before anything listens.
 func Run(ctx context.Context, env lifecycle.Env) error {
 	cfg := env.Config.Aggregator
-	if cfg.Listen == "" {
-		return errors.New("aggregator.listen is required")
+	if err := Validate(env.Config); err != nil {
+		return err
 	}
 	opts, err := engine.OptionsFromConfig(cfg)
 	if err != nil {
 		return err
 	}
-	if err := env.Config.ValidateServers(); err != nil {
-		return err
-	}
 	opts.Servers = env.Config.Servers
-	if err := cfg.ValidatePeers(); err != nil {
+	// The policy is read once more, as the reload compares it (the file
+	// may have changed since Validate read it; this is the one in force).
+	policy, err := readPolicy(cfg.Authz.PolicyFile)
+	if err != nil {
 		return err
 	}
+	opts.Authz = policy.authz
 	var self string
 	if cfg.Peers.Enabled() {
 		if self, err = cfg.AdvertiseAddr(os.Getenv, os.Hostname); err != nil {
@@ -72,11 +73,9 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 		return err
 	}
 
-	if err := errors.Join(env.Config.ServiceAuth.Validate(), env.Config.GRPC.Validate()); err != nil {
-		return err
-	}
 	srvOpts := append(rpc.ConnectionOptions(env.Config.GRPC), rpc.ServerMetrics(reg)...)
-	srv, err := rpc.NewServer(svcauth.NewAuthenticator(env.Config.ServiceAuth.Credentials), env.Config.ServiceAuth.TLS, env.Log, srvOpts...)
+	services := svcauth.NewAuthenticator(env.Config.ServiceAuth.Credentials)
+	srv, err := rpc.NewServer(services, env.Config.ServiceAuth.TLS, env.Log, srvOpts...)
 	if err != nil {
 		return err
 	}
@@ -86,6 +85,16 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// Whatever returns first, the goroutines below end before Run does.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// The configuration file is watched from here on, so that a policy
+	// written while the first catalog is built is not missed.
+	reload := &live{started: env.Config, applied: env.Config, engine: e, services: services, log: env.Log,
+		policy: policy, creds: slices.Clone(env.Config.ServiceAuth.Credentials)}
+	wg.Go(func() {
+		env.WatchConfig(ctx, reg, lifecycle.Reloader{Validate: Validate, Apply: reload.Apply, Related: policyPaths})
+	})
 	if cfg.HTTPListen != "" {
 		lis, err := net.Listen("tcp", cfg.HTTPListen)
 		if err != nil {

@@ -24,7 +24,8 @@ var (
 
 // View returns p's view of snap.
 func (e *Engine) View(snap *catalog.Snapshot, p *commonv1.Principal) *catalog.View {
-	if e.opts.Authz == nil {
+	az := e.authorizer()
+	if az == nil {
 		return snap.View("", nil)
 	}
 	groups := slices.Clone(p.GetGroups())
@@ -34,7 +35,7 @@ func (e *Engine) View(snap *catalog.Snapshot, p *commonv1.Principal) *catalog.Vi
 	// Principal keys start with "user:" so no principal can ever be handed
 	// the unfiltered view cached under fullViewKey.
 	key := "user:" + ap.Subject + "\x00" + strings.Join(groups, "\x00")
-	return snap.View(key, func(k catalog.Kind, key, backend string) bool { return e.allowed(ap, k, key, backend, snap.Server) })
+	return snap.View(key, func(k catalog.Kind, key, backend string) bool { return allowed(az, ap, k, key, backend, snap.Server) })
 }
 
 // fullViewKey caches the unfiltered view.
@@ -46,28 +47,30 @@ func (e *Engine) FullView(snap *catalog.Snapshot) *catalog.View {
 }
 
 // allowed is the one authorization decision behind lists, Discover and
-// calls, for an item of the catalog of server.
-func (e *Engine) allowed(p authz.Principal, k catalog.Kind, key, backend, server string) bool {
+// calls, under policy az, for an item of the catalog of server.
+func allowed(az *authz.Authorizer, p authz.Principal, k catalog.Kind, key, backend, server string) bool {
 	switch k {
 	case catalog.KindTools:
-		return e.opts.Authz.Allowed(p, authz.ActionCallTool, authz.TypeTool, key, backend, server)
+		return az.Allowed(p, authz.ActionCallTool, authz.TypeTool, key, backend, server)
 	case catalog.KindPrompts:
-		return e.opts.Authz.Allowed(p, authz.ActionGetPrompt, authz.TypePrompt, key, backend, server)
+		return az.Allowed(p, authz.ActionGetPrompt, authz.TypePrompt, key, backend, server)
 	default:
-		return e.opts.Authz.Allowed(p, authz.ActionReadResource, authz.TypeResource, key, backend, server)
+		return az.Allowed(p, authz.ActionReadResource, authz.TypeResource, key, backend, server)
 	}
 }
 
 // mayUse decides one item for a call. The decision is cached in the
-// snapshot per (principal, kind, key): a snapshot is immutable and so is
-// the policy, so a repeated call of the same tool by the same principal
-// costs a map lookup instead of a Cedar evaluation.
+// snapshot per (principal, kind, key): a snapshot is immutable, and so is
+// the policy under it (a new policy comes with a new snapshot, policy.go),
+// so a repeated call of the same tool by the same principal costs a map
+// lookup instead of a Cedar evaluation.
 func (e *Engine) mayUse(snap *catalog.Snapshot, p *commonv1.Principal, k catalog.Kind, key, backend string) bool {
-	if e.opts.Authz == nil {
+	az := e.authorizer()
+	if az == nil {
 		return true
 	}
 	return snap.Decide(decisionKey(p, k, key), func() bool {
-		return e.allowed(authz.Principal{Subject: p.GetSubject(), Groups: p.GetGroups()}, k, key, backend, snap.Server)
+		return allowed(az, authz.Principal{Subject: p.GetSubject(), Groups: p.GetGroups()}, k, key, backend, snap.Server)
 	})
 }
 

@@ -21,10 +21,12 @@ import (
 )
 
 // published is one snapshot as served; superseded is closed when a newer
-// snapshot replaces it, which wakes every watcher.
+// snapshot replaces it, which wakes every watcher. policy is the Cedar
+// policy its views and decisions are made under (policy.go).
 type published struct {
 	snap       *catalog.Snapshot
 	superseded chan struct{}
+	policy     *policy
 }
 
 // catalogSet is every catalog as served, by server name ("" for the whole
@@ -71,6 +73,8 @@ type Engine struct {
 	// current holds every catalog as served.
 	current atomic.Pointer[catalogSet]
 	ready   atomic.Bool
+	// policy is the Cedar policy in force (policy.go).
+	policy atomic.Pointer[policy]
 
 	updates updateHub
 }
@@ -99,9 +103,10 @@ func New(opts Options) (*Engine, error) {
 	st.overrides = overrides
 	e.setup.Store(st)
 	e.builders = newBuilders(st, e.log)
+	e.policy.Store(&policy{authz: opts.Authz})
 	empty := &catalogSet{byServer: map[string]*published{}, superseded: make(chan struct{})}
 	for name, bd := range e.builders {
-		empty.byServer[name] = &published{snap: bd.Build(nil, nil), superseded: make(chan struct{})}
+		empty.byServer[name] = &published{snap: bd.Build(nil, nil), superseded: make(chan struct{}), policy: e.policy.Load()}
 	}
 	e.current.Store(empty)
 	return e, nil
@@ -309,12 +314,13 @@ func (e *Engine) Refresh(ctx context.Context) *catalog.Snapshot {
 }
 
 // build makes every catalog (the whole one and each server's) from the
-// latest lists and health, and publishes those whose content changed; it
-// returns the whole catalog's current snapshot.
+// latest lists and health, and publishes those whose content or policy
+// changed; it returns the whole catalog's current snapshot.
 func (e *Engine) build() *catalog.Snapshot {
 	e.rebuildMu.Lock()
 	defer e.rebuildMu.Unlock()
 	start := time.Now()
+	pol := e.currentPolicy()
 	e.listsMu.Lock()
 	lists := maps.Clone(e.lists)
 	e.listsMu.Unlock()
@@ -334,7 +340,7 @@ func (e *Engine) build() *catalog.Snapshot {
 	for name, bd := range e.builders {
 		snap := bd.Build(lists, down)
 		old := prev[name]
-		if old != nil && snap.SameContent(old.snap) {
+		if old != nil && snap.SameContent(old.snap) && old.policy == pol {
 			next[name] = old
 			continue
 		}
@@ -347,7 +353,7 @@ func (e *Engine) build() *catalog.Snapshot {
 			}
 			e.opts.Metrics.catalogBuilt(snap, time.Since(start))
 		}
-		next[name] = &published{snap: snap, superseded: make(chan struct{})}
+		next[name] = &published{snap: snap, superseded: make(chan struct{}), policy: pol}
 		if old != nil {
 			replaced = append(replaced, old)
 		}
@@ -392,15 +398,16 @@ func (e *Engine) ServerSnapshot(server string) (*catalog.Snapshot, <-chan struct
 }
 
 // AllSnapshots returns the current snapshot of every catalog, by server
-// name ("" for the whole catalog), and a channel closed when any of them
-// is superseded.
-func (e *Engine) AllSnapshots() (map[string]*catalog.Snapshot, <-chan struct{}) {
+// name ("" for the whole catalog), a channel closed when any of them is
+// superseded, and the policy the whole catalog was published under (every
+// catalog is published again under a new policy, in the same build).
+func (e *Engine) AllSnapshots() (map[string]*catalog.Snapshot, <-chan struct{}, PolicyID) {
 	set := e.current.Load()
 	out := make(map[string]*catalog.Snapshot, len(set.byServer))
 	for name, p := range set.byServer {
 		out[name] = p.snap
 	}
-	return out, set.superseded
+	return out, set.superseded, PolicyID{set.byServer[""].policy}
 }
 
 // Instructions are the instructions of server ("" for the whole catalog):

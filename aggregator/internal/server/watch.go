@@ -91,7 +91,7 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 // is reported through Changed.
 func (s *Server) watchAllChanges(stream grpc.ServerStreamingServer[aggregatorv1.WatchCatalogResponse]) error {
 	ctx := stream.Context()
-	snaps, superseded := s.e.AllSnapshots()
+	snaps, superseded, policy := s.e.AllSnapshots()
 	digests := s.fullDigests(snaps)
 	if err := stream.Send(&aggregatorv1.WatchCatalogResponse{CatalogVersion: snaps[""].Version, ToolsDigest: digests[""][catalog.KindTools]}); err != nil {
 		return err
@@ -102,11 +102,15 @@ func (s *Server) watchAllChanges(stream grpc.ServerStreamingServer[aggregatorv1.
 			return nil
 		case <-superseded:
 		}
-		snaps, superseded = s.e.AllSnapshots()
+		prevPolicy := policy
+		snaps, superseded, policy = s.e.AllSnapshots()
 		next := s.fullDigests(snaps)
 		ev := &aggregatorv1.WatchCatalogResponse{CatalogVersion: snaps[""].Version, ToolsDigest: next[""][catalog.KindTools]}
 		for _, k := range catalog.Kinds {
-			changed := len(next) != len(digests)
+			// The unfiltered views stay as they are under a new policy,
+			// but any principal's view may have changed with it (the
+			// indexer drops its scopes on this).
+			changed := len(next) != len(digests) || policy != prevPolicy
 			for server, d := range next {
 				changed = changed || digests[server][k] != d[k]
 			}

@@ -7,7 +7,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -36,11 +35,13 @@ func main() {
 
 func run(ctx context.Context, env lifecycle.Env) error {
 	cfg := env.Config.Gateway.WithDefaults()
-	if err := errors.Join(cfg.Validate(), env.Config.GRPC.Validate(), env.Config.ValidateServers()); err != nil {
+	if err := edge.Validate(env.Config); err != nil {
 		return err
 	}
 	keepalive := rpc.ClientKeepalive(env.Config.GRPC)
-	aggConn, err := rpc.Dial(cfg.Aggregator, env.Config.ServiceAuth.TLS, keepalive)
+	// The service tokens are live: a reload replaces them (edge.Gateway.Reload).
+	aggToken, idxToken := rpc.ClientToken(cfg.Aggregator, env.Config.ServiceAuth.TLS), rpc.ClientToken(cfg.Indexer, env.Config.ServiceAuth.TLS)
+	aggConn, err := rpc.DialLive(cfg.Aggregator, env.Config.ServiceAuth.TLS, aggToken, keepalive)
 	if err != nil {
 		return fmt.Errorf("gateway.aggregator: %w", err)
 	}
@@ -48,12 +49,15 @@ func run(ctx context.Context, env lifecycle.Env) error {
 	deps := edge.Deps{
 		Aggregator:       aggregatorv1.NewAggregatorServiceClient(aggConn),
 		AggregatorHealth: healthpb.NewHealthClient(aggConn),
+		AggregatorToken:  aggToken,
+		IndexerToken:     idxToken,
+		Config:           env.Config,
 		Log:              env.Log,
 		LoopbackOnly:     isLoopback(cfg.Listen),
 		Servers:          env.Config.Servers,
 	}
 	if cfg.Indexer.Address != "" {
-		idxConn, err := rpc.Dial(cfg.Indexer, env.Config.ServiceAuth.TLS, keepalive)
+		idxConn, err := rpc.DialLive(cfg.Indexer, env.Config.ServiceAuth.TLS, idxToken, keepalive)
 		if err != nil {
 			return fmt.Errorf("gateway.indexer: %w", err)
 		}
@@ -98,6 +102,15 @@ func run(ctx context.Context, env lifecycle.Env) error {
 		go func() { opshttp.Serve(opsCtx, opsLis, ops, env.Log); close(opsDone) }()
 		defer func() { stopOps(); <-opsDone }()
 	}
+	// The configuration file is watched for as long as the gateway serves:
+	// what it applies live is edge.Gateway.Reload's.
+	reloadCtx, stopReload := context.WithCancel(ctx)
+	reloadDone := make(chan struct{})
+	go func() {
+		env.WatchConfig(reloadCtx, reg, lifecycle.Reloader{Validate: edge.Validate, Apply: gw.Reload})
+		close(reloadDone)
+	}()
+	defer func() { stopReload(); <-reloadDone }()
 	env.Log.Info("gateway serving", "addr", lis.Addr().String(), "mcp", "http://"+lis.Addr().String()+"/mcp",
 		"auth", cfg.Auth.Mode, "optimizer", cfg.Optimizer.Enabled)
 	return lifecycle.ServeHTTP(ctx, srv, lis, shutdownGrace)

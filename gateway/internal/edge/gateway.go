@@ -26,6 +26,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
 // Deps are the gateway's collaborators.
@@ -40,6 +41,14 @@ type Deps struct {
 	// (find_tool then answers with an error result, revocation stays local).
 	Indexer indexerv1.IndexerServiceClient
 	Auth    auth.Authenticator
+	// AggregatorToken and IndexerToken are the service credentials the
+	// connections above present, replaced by Reload; nil (both) leaves
+	// gateway.aggregator.token and gateway.indexer.token to a restart.
+	AggregatorToken, IndexerToken *svcauth.LiveToken
+	// Config is the whole configuration the gateway starts with, which a
+	// reload is compared with (Reload); nil: one with this gateway section
+	// alone.
+	Config  *config.Config
 	Log     *slog.Logger
 	Metrics *Metrics
 	// LoopbackOnly reports that the listener is bound to a loopback address,
@@ -49,10 +58,15 @@ type Deps struct {
 
 // Gateway is the MCP edge.
 type Gateway struct {
-	cfg         config.Gateway
-	methods     *methods.Server
-	aggHealth   healthpb.HealthClient
-	auth        auth.Authenticator
+	cfg       config.Gateway
+	methods   *methods.Server
+	aggHealth healthpb.HealthClient
+	// auth and tokens are replaced by Reload (one at a time: reloadMu);
+	// started is the configuration at start.
+	auth        atomic.Pointer[authState]
+	tokens      serviceTokens
+	reloadMu    sync.Mutex
+	started     *config.Config
 	log         *slog.Logger
 	metrics     *Metrics
 	sealer      *session.Sealer
@@ -62,7 +76,7 @@ type Gateway struct {
 	loopback    bool
 	rules       edgeRules
 	// servers are the virtual servers by name (see SetServers).
-	servers atomic.Pointer[map[string]serverRoute]
+	servers atomic.Pointer[serverTable]
 	// closing ends every notification stream at shutdown (see Close).
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -94,7 +108,7 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 	g := &Gateway{
 		cfg:       cfg,
 		aggHealth: deps.AggregatorHealth,
-		auth:      deps.Auth,
+		started:   deps.Config,
 		log:       log,
 		metrics:   metrics,
 		sealer:    sealer,
@@ -107,6 +121,12 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 		closing:  make(chan struct{}),
 	}
 	g.SetServers(deps.Servers)
+	if g.started == nil {
+		g.started = &config.Config{Gateway: cfg}
+	}
+	g.auth.Store(&authState{authn: deps.Auth, cfg: cfg.Auth})
+	g.tokens = serviceTokens{aggregator: deps.AggregatorToken, indexer: deps.IndexerToken,
+		aggregatorValue: cfg.Aggregator.Token, indexerValue: cfg.Indexer.Token}
 	if err := g.revocations.RegisterMetrics(metrics.registry); err != nil {
 		return nil, err
 	}

@@ -297,8 +297,8 @@ func (g *Gateway) serveResourceMetadata(w http.ResponseWriter, r *http.Request) 
 		"bearer_methods_supported": []string{"header"},
 		"resource_name":            "Switchboard MCP gateway",
 	}
-	if g.cfg.Auth.Mode == "oidc" {
-		meta["authorization_servers"] = []string{g.cfg.Auth.OIDC.Issuer}
+	if a := g.auth.Load().cfg; a.Mode == "oidc" {
+		meta["authorization_servers"] = []string{a.OIDC.Issuer}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(meta)

@@ -28,7 +28,7 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, at endpointAt
 	if !g.guard(w, r, corsMethods) {
 		return
 	}
-	principal, err := g.auth.Authenticate(r)
+	principal, err := g.auth.Load().authn.Authenticate(r)
 	if err != nil {
 		g.unauthorized(w, r, r.URL.Path, err)
 		return

@@ -48,15 +48,22 @@ type serverRoute struct {
 // next request on, /mcp/<name> serves exactly these. A server's optimizer
 // setting defaults to gateway.optimizer.enabled.
 func (g *Gateway) SetServers(servers []config.Server) {
-	table := make(map[string]serverRoute, len(servers))
+	table := serverTable{routes: make(map[string]serverRoute, len(servers)), from: servers}
 	for _, s := range servers {
 		r := serverRoute{optimizer: g.cfg.Optimizer.Enabled}
 		if s.Optimizer != nil {
 			r.optimizer = *s.Optimizer
 		}
-		table[s.Name] = r
+		table.routes[s.Name] = r
 	}
 	g.servers.Store(&table)
+}
+
+// serverTable is the virtual servers in force, and the configuration they
+// were made from (to tell a reload that changes them).
+type serverTable struct {
+	routes map[string]serverRoute
+	from   []config.Server
 }
 
 // resolveEndpoint resolves a request's endpoint; false for a virtual
@@ -66,7 +73,7 @@ func (g *Gateway) resolveEndpoint(r *http.Request, at endpointAt) (endpoint, boo
 	var ep endpoint
 	if at.ofServer {
 		ep.server = r.PathValue("server")
-		route, ok := (*g.servers.Load())[ep.server]
+		route, ok := g.servers.Load().routes[ep.server]
 		if !ok {
 			return endpoint{}, false
 		}

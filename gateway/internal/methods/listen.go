@@ -162,7 +162,7 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 		case stopSubscriptionsChanged:
 			if w, err = s.openWatch(ctx, req, uris); err != nil {
 				w = s.reopenWatch(ctx, resp, req, uris)
-			} else if w.first.GetCatalogVersion() == version {
+			} else if w.first.GetCatalogVersion() == version && w.first.GetToolsDigest() == before.toolsDigest {
 				continue
 			}
 		case stopWatchEnded:

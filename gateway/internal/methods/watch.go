@@ -41,7 +41,8 @@ const (
 
 // missedWhileReopening is the event a stream gets after its watch was
 // reopened: nothing when the reopened watch reports the catalog version
-// last seen (versions are content-derived: the catalog is the same), and
+// last seen (versions are content-derived: the catalog is the same) and
+// the same tools digest (a policy reload changes views, not versions), and
 // otherwise every kind may have changed meanwhile, except the tools when
 // the caller's tools digest is the same before and after. Telling a client
 // of a change that did not happen is harmless to the protocol but not to
@@ -49,7 +50,10 @@ const (
 // on a spurious notice can be cached after the next, real one cleared
 // the cache, hiding the change until the cache expires.
 func missedWhileReopening(before, after *catalogWatch) *aggregatorv1.WatchCatalogResponse {
-	if before.versionSeen && before.version == after.first.GetCatalogVersion() {
+	// The same version with another tools digest is a new Cedar policy:
+	// the catalog is the same, the caller's view of it is not.
+	sameTools := before.toolsDigest == "" || before.toolsDigest == after.first.GetToolsDigest()
+	if before.versionSeen && before.version == after.first.GetCatalogVersion() && sameTools {
 		return &aggregatorv1.WatchCatalogResponse{}
 	}
 	if before.toolsDigest != "" && before.toolsDigest == after.first.GetToolsDigest() {

@@ -14,6 +14,6 @@ import (
 
 func main() {
 	lifecycle.Main("switchboard-indexer", func(ctx context.Context, env lifecycle.Env) error {
-		return app.Run(ctx, env.Config, env.Log, app.Listeners{})
+		return app.RunEnv(ctx, env, app.Listeners{})
 	})
 }

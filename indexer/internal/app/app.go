@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/lifecycle"
 	"github.com/switchboard-mcp/switchboard/services/opshttp"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
@@ -46,14 +49,41 @@ type Listeners struct {
 	GRPC, HTTP net.Listener
 }
 
+// readKeys are the parts of the configuration file the indexer reads
+// (the gateway's session bounds, which it enforces for the cluster,
+// included); liveKeys are those a reload applies ("reload" is applied by
+// the watch itself). A change of any other key it reads is logged as
+// needing a restart.
+var (
+	readKeys = []string{"indexer", "serviceAuth", "grpc", "telemetry", "logging", "ops", "gateway.sessions", "reload"}
+	liveKeys = []string{"serviceAuth.credentials", "indexer.aggregator.token", "reload"}
+)
+
+// Validate checks everything the indexer reads in cfg, as at start and on
+// every reload: the sections (config.ValidateIndexer), the TLS files and
+// the database URL's form.
+func Validate(cfg *config.Config) error {
+	return errors.Join(cfg.ValidateIndexer(), rpc.CheckTLS(cfg.ServiceAuth.TLS), postgres.CheckURL(cfg.Indexer.Database))
+}
+
 // Run serves the indexer until ctx ends: gRPC, and /healthz, /readyz and
-// Prometheus /metrics on HTTP when indexer.httpListen is set.
+// Prometheus /metrics on HTTP when indexer.httpListen is set. The
+// configuration is not reloaded (see RunEnv).
 func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Listeners) error {
+	return RunEnv(ctx, lifecycle.Env{Config: cfg, Log: log}, listeners)
+}
+
+// RunEnv is Run for a service started by lifecycle.Main: the configuration
+// file is watched, and the service credentials are reloaded live.
+func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
+	cfg, log := env.Config, env.Log
 	ic := cfg.Indexer.WithDefaults()
+	validated := *cfg
 	if listeners.GRPC != nil {
 		ic.Listen = listeners.GRPC.Addr().String()
+		validated.Indexer.Listen = ic.Listen
 	}
-	if err := errors.Join(ic.Validate(), cfg.ServiceAuth.Validate(), cfg.GRPC.Validate()); err != nil {
+	if err := Validate(&validated); err != nil {
 		return err
 	}
 	lis, httpLis := listeners.GRPC, listeners.HTTP
@@ -75,7 +105,9 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 		return err
 	}
 	defer st.Close()
-	conn, err := rpc.Dial(ic.Aggregator, cfg.ServiceAuth.TLS, rpc.ClientKeepalive(cfg.GRPC))
+	// The token presented to the aggregator is live: a reload replaces it.
+	aggToken := rpc.ClientToken(ic.Aggregator, cfg.ServiceAuth.TLS)
+	conn, err := rpc.DialLive(ic.Aggregator, cfg.ServiceAuth.TLS, aggToken, rpc.ClientKeepalive(cfg.GRPC))
 	if err != nil {
 		return fmt.Errorf("aggregator client: %w", err)
 	}
@@ -85,7 +117,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 		// A second connection to the same replicas that sends every call to
 		// one of them: a build that saw two replicas' views retries through
 		// it (scope.Resolver.PinRetries).
-		pinnedConn, err := rpc.Dial(ic.Aggregator, cfg.ServiceAuth.TLS, rpc.ClientKeepalive(cfg.GRPC), rpc.PickFirst())
+		pinnedConn, err := rpc.DialLive(ic.Aggregator, cfg.ServiceAuth.TLS, aggToken, rpc.ClientKeepalive(cfg.GRPC), rpc.PickFirst())
 		if err != nil {
 			return fmt.Errorf("aggregator client: %w", err)
 		}
@@ -102,10 +134,35 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srvOpts := append(rpc.ConnectionOptions(cfg.GRPC), rpc.ServerMetrics(reg)...)
-	srv, err := rpc.NewServer(svcauth.NewAuthenticator(cfg.ServiceAuth.Credentials), cfg.ServiceAuth.TLS, log, srvOpts...)
+	services := svcauth.NewAuthenticator(cfg.ServiceAuth.Credentials)
+	srv, err := rpc.NewServer(services, cfg.ServiceAuth.TLS, log, srvOpts...)
 	if err != nil {
 		return err
 	}
+	// The configuration file is watched for as long as the indexer runs.
+	reloadCtx, stopReload := context.WithCancel(ctx)
+	reloadDone := make(chan struct{})
+	go func() {
+		creds, token := cfg.ServiceAuth.Credentials, ic.Aggregator.Token
+		env.WatchConfig(reloadCtx, reg, lifecycle.Reloader{Validate: Validate, Apply: func(next *config.Config) error {
+			if !reflect.DeepEqual(next.ServiceAuth.Credentials, creds) {
+				creds = slices.Clone(next.ServiceAuth.Credentials)
+				services.Update(creds)
+				log.Info("serviceAuth.credentials reloaded", "credentials", len(creds))
+			}
+			if next.Indexer.Aggregator.Token != token {
+				token = next.Indexer.Aggregator.Token
+				aggToken.Set(token)
+				log.Info("indexer.aggregator.token reloaded")
+			}
+			if restart := config.NeedRestart(config.Changed(cfg, next), readKeys, liveKeys); len(restart) > 0 {
+				log.Warn("needs a restart: configuration changes not applied", "keys", restart)
+			}
+			return nil
+		}})
+		close(reloadDone)
+	}()
+	defer func() { stopReload(); <-reloadDone }()
 	api := server.New(server.Deps{
 		Store: st, Resolver: resolver, Revocations: hub, Ranking: store.DefaultRanking,
 		Limits:                  server.Limits{Default: ic.DefaultLimit, Max: ic.MaxLimit},

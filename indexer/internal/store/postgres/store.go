@@ -50,6 +50,15 @@ type Options struct {
 // DefaultCachedDocuments is the default bound of Options.CachedDocuments.
 const DefaultCachedDocuments = 100_000
 
+// CheckURL reports whether Open could parse url (its form only: nothing is
+// dialled). The error names no password: pgx leaves it out.
+func CheckURL(url string) error {
+	if _, err := pgxpool.ParseConfig(url); err != nil {
+		return fmt.Errorf("indexer.database: %w", err)
+	}
+	return nil
+}
+
 // Open connects a pool to url with SQL tracing. It does not wait for the
 // database: connections are made on first use.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {

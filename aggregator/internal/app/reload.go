@@ -1,0 +1,145 @@
+package app
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"reflect"
+	"slices"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/authz"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
+	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/rpc"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
+)
+
+// The aggregator's part of a configuration reload. What it applies live is
+// listed in liveKeys and put in force by (*live).Apply; every other key it
+// reads (readKeys) keeps its value from the start, and a change of one is
+// logged as needing a restart.
+
+// readKeys are the parts of the configuration file the aggregator reads.
+var readKeys = []string{"aggregator", "serviceAuth", "grpc", "telemetry", "logging", "ops", "servers", "reload"}
+
+// liveKeys are those of readKeys that Apply puts in force ("reload" is
+// applied by the watch itself).
+var liveKeys = append([]string{"aggregator.authz", "serviceAuth.credentials", "reload"}, engineKeys...)
+
+// engineKeys are what the engine reconfigures live (engine.Reconfigure):
+// the backends, the naming, the virtual servers, the tool overrides, the
+// instructions and the page sizes.
+var engineKeys = []string{"aggregator.backends", "aggregator.conflictResolution", "aggregator.toolOverrides",
+	"aggregator.instructions", "aggregator.pageSize", "aggregator.maxPageSize", "servers"}
+
+// Validate checks everything the aggregator reads in cfg, as at start and
+// on every reload: the sections (config.ValidateAggregator), the TLS files,
+// and what the engine is built from (backends, naming, the Cedar policy
+// file, which is read and parsed).
+func Validate(cfg *config.Config) error {
+	if err := errors.Join(cfg.ValidateAggregator(), rpc.CheckTLS(cfg.ServiceAuth.TLS)); err != nil {
+		return err
+	}
+	_, err := engine.OptionsFromConfig(cfg.Aggregator)
+	return err
+}
+
+// policyFile is a Cedar policy as read from its file: the parsed policy,
+// and what it was parsed from, so that a reload parses and swaps only a
+// policy whose path or content changed.
+type policyFile struct {
+	path  string
+	sum   [sha256.Size]byte
+	authz *authz.Authorizer
+}
+
+// readPolicy reads and parses the policy file at path; "" is no policy
+// (everything allowed).
+func readPolicy(path string) (policyFile, error) {
+	if path == "" {
+		return policyFile{}, nil
+	}
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return policyFile{}, fmt.Errorf("aggregator.authz.policyFile: %w", err)
+	}
+	az, err := authz.Parse(path, src)
+	if err != nil {
+		return policyFile{}, err
+	}
+	return policyFile{path: path, sum: sha256.Sum256(src), authz: az}, nil
+}
+
+// policyPaths is the watch's Related: the policy file's content counts as
+// part of the configuration, since it usually lives in a file (a
+// ConfigMap key) of its own.
+func policyPaths(cfg *config.Config) []string {
+	if p := cfg.Aggregator.Authz.PolicyFile; p != "" {
+		return []string{p}
+	}
+	return nil
+}
+
+// live holds what the aggregator applies live, as in force now. Apply is
+// called by one watch, never concurrently.
+type live struct {
+	started *config.Config
+	// applied is the configuration last put in force.
+	applied  *config.Config
+	engine   *engine.Engine
+	services *svcauth.Authenticator
+	log      *slog.Logger
+
+	policy policyFile
+	creds  []config.ServiceCredential
+}
+
+// Apply puts in force what the aggregator applies live of cfg, which
+// Validate accepted: the backends, naming, virtual servers, tool
+// overrides, instructions and page sizes (engineKeys, through
+// engine.Reconfigure), the Cedar policy (aggregator.authz.policyFile, its
+// path or its content) and the service credentials
+// (serviceAuth.credentials: tokens, certificate identities, allow lists).
+// Everything is read and built before anything is swapped, and the engine
+// goes first (it refuses options it cannot run with before changing
+// anything), so an error changes nothing. The other keys that differ from
+// the configuration at start are logged as needing a restart.
+func (l *live) Apply(cfg *config.Config) error {
+	pol, err := readPolicy(cfg.Aggregator.Authz.PolicyFile)
+	if err != nil {
+		return err
+	}
+	if config.ChangedUnder(config.Changed(l.applied, cfg), engineKeys...) {
+		opts, err := engine.OptionsFromConfig(cfg.Aggregator)
+		if err != nil {
+			return err
+		}
+		opts.Servers = cfg.Servers
+		if _, err := l.engine.Reconfigure(opts); err != nil {
+			return err
+		}
+	}
+	l.applied = cfg
+	policyChanged := pol.path != l.policy.path || pol.sum != l.policy.sum
+	creds := slices.Clone(cfg.ServiceAuth.Credentials)
+	credsChanged := !reflect.DeepEqual(creds, l.creds)
+
+	// Everything is built: swap. Credentials first, so that a caller the
+	// new policy is written for can already call.
+	if credsChanged {
+		l.services.Update(creds)
+		l.creds = creds
+		l.log.Info("serviceAuth.credentials reloaded", "credentials", len(creds))
+	}
+	if policyChanged {
+		l.engine.SetAuthorizer(pol.authz)
+		l.policy = pol
+		l.log.Info("aggregator.authz policy reloaded", "policy_file", pol.path)
+	}
+	if restart := config.NeedRestart(config.Changed(l.started, cfg), readKeys, liveKeys); len(restart) > 0 {
+		l.log.Warn("needs a restart: configuration changes not applied", "keys", restart)
+	}
+	return nil
+}

@@ -1,0 +1,108 @@
+package server_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/authz"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+)
+
+// watchEvents opens a watch and returns its first event and a channel of
+// the events after it.
+func watchEvents(t *testing.T, c aggregatorv1.AggregatorServiceClient, req *aggregatorv1.WatchCatalogRequest) (*aggregatorv1.WatchCatalogResponse, <-chan *aggregatorv1.WatchCatalogResponse) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	stream, err := c.WatchCatalog(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := make(chan *aggregatorv1.WatchCatalogResponse, 16)
+	go func() {
+		for {
+			ev, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			events <- ev
+		}
+	}()
+	return first, events
+}
+
+func nextEvent(t *testing.T, who string, events <-chan *aggregatorv1.WatchCatalogResponse) *aggregatorv1.WatchCatalogResponse {
+	t.Helper()
+	select {
+	case ev := <-events:
+		return ev
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: no event within 10s", who)
+		return nil
+	}
+}
+
+// TestPolicySwapWakesOnlyChangedViews replaces the Cedar policy of a
+// running engine: the catalog (and its version) stays, the principal whose
+// view changed is told, the one whose view did not is not, watchers of all
+// changes are told that every view may have changed, and lists and calls
+// follow the new policy at once.
+func TestPolicySwapWakesOnlyChangedViews(t *testing.T) {
+	b := newTestBackend(t, "eng", backendOptions{tools: []string{"build", "deploy"}})
+	h := startAggregator(t, parseConfig(t, `
+aggregator:
+  authz: {policyFile: `+writeFile(t, "policy.cedar", "permit (principal, action, resource);\n")+`}
+  backends:
+    - {name: eng, url: `+b.url()+`}
+`))
+	alice, bob := principal("alice"), principal("bob")
+	aliceFirst, aliceEvents := watchEvents(t, h.gateway, &aggregatorv1.WatchCatalogRequest{Principal: alice})
+	bobFirst, bobEvents := watchEvents(t, h.gateway, &aggregatorv1.WatchCatalogRequest{Principal: bob})
+	_, allEvents := watchEvents(t, h.gateway, &aggregatorv1.WatchCatalogRequest{AllChanges: true})
+	// Decisions are cached per snapshot: make some before the swap.
+	if !slices.Contains(listToolNames(t, h.gateway, alice, 0), "eng_deploy") {
+		t.Fatal("alice does not see eng_deploy before the swap")
+	}
+	if _, err := h.gateway.CallTool(context.Background(), &aggregatorv1.CallToolRequest{Principal: alice, Name: "eng_deploy", ArgumentsJson: "{}"}); err != nil {
+		t.Fatalf("alice calls eng_deploy before the swap: %v", err)
+	}
+
+	az, err := authz.Parse("new", []byte("permit (principal, action, resource);\nforbid (principal == User::\"alice\", action, resource == Tool::\"eng_deploy\");\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.engine.SetAuthorizer(az)
+
+	ev := nextEvent(t, "alice", aliceEvents)
+	if !slices.Equal(ev.GetChanged(), []aggregatorv1.CatalogKind{aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS}) ||
+		ev.GetCatalogVersion() != aliceFirst.GetCatalogVersion() || ev.GetToolsDigest() == aliceFirst.GetToolsDigest() {
+		t.Fatalf("alice's event %v after her first %v: want tools changed, the same version, another digest", ev, aliceFirst)
+	}
+	if all := nextEvent(t, "all changes", allEvents); len(all.GetChanged()) != 4 {
+		t.Fatalf("all-changes event %v: want every kind", all)
+	}
+	if slices.Contains(listToolNames(t, h.gateway, alice, 0), "eng_deploy") {
+		t.Fatal("alice still lists eng_deploy")
+	}
+	_, err = h.gateway.CallTool(context.Background(), &aggregatorv1.CallToolRequest{Principal: alice, Name: "eng_deploy", ArgumentsJson: "{}"})
+	wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	if !slices.Contains(listToolNames(t, h.gateway, bob, 0), "eng_deploy") {
+		t.Fatal("bob lost eng_deploy")
+	}
+
+	// Bob's next event is the next change of the catalog, not the policy.
+	b.addEchoTool("later")
+	ev = nextEvent(t, "bob", bobEvents)
+	if ev.GetCatalogVersion() == bobFirst.GetCatalogVersion() {
+		t.Fatalf("bob got an event for the policy swap, which did not change his view: %v", ev)
+	}
+}

@@ -1,0 +1,51 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// One validation per service, of everything in the file that service reads,
+// used both at start and on every reload: a file a service would refuse to
+// start with is refused by its reload too, and the other way round. Each
+// service adds the checks that need its own code (the aggregator parses
+// its Cedar policy and naming rules, the gateway builds its authenticator)
+// in its own Validate function, which calls the one here.
+
+// ValidateGateway checks what switchboard-gateway reads: its section,
+// the grpc section, the virtual servers and tool overrides, and the reload
+// interval.
+func (c *Config) ValidateGateway() error {
+	return errors.Join(c.Gateway.WithDefaults().Validate(), c.GRPC.Validate(), c.ValidateServers(), c.Reload.Validate())
+}
+
+// ValidateAggregator checks what switchboard-aggregator reads: its section
+// (the engine checks backends, naming and the policy on top), the service
+// credentials, the grpc section, the virtual servers and tool overrides,
+// and the reload interval.
+func (c *Config) ValidateAggregator() error {
+	var errs []error
+	if c.Aggregator.Listen == "" {
+		errs = append(errs, errors.New("aggregator.listen is required"))
+	}
+	return errors.Join(append(errs, c.Aggregator.ValidatePeers(), c.ServiceAuth.Validate(), c.GRPC.Validate(),
+		c.ValidateServers(), c.Reload.Validate())...)
+}
+
+// ValidateIndexer checks what switchboard-indexer reads: its section, the
+// service credentials, the grpc section and the reload interval.
+func (c *Config) ValidateIndexer() error {
+	return errors.Join(c.Indexer.WithDefaults().Validate(), c.ServiceAuth.Validate(), c.GRPC.Validate(), c.Reload.Validate())
+}
+
+// MinReloadInterval keeps the watch from reading the file in a tight loop.
+const MinReloadInterval = Duration(100 * time.Millisecond)
+
+// Validate checks the reload section.
+func (r Reload) Validate() error {
+	if r.Interval < 0 || (r.Interval > 0 && r.Interval < MinReloadInterval) {
+		return fmt.Errorf("reload.interval %v: want at least 100ms (or unset: %v)", time.Duration(r.Interval), DefaultReloadInterval)
+	}
+	return nil
+}
