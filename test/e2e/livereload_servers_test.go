@@ -1,0 +1,118 @@
+package e2e
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/test/harness"
+)
+
+// Virtual servers, tool overrides and backends change live: the gateway
+// and the aggregator read the same rewritten file; clients of the whole
+// catalog hear list_changed, a new server is served, a removed one is
+// 404, and a file naming an unknown backend is refused with the running
+// configuration kept.
+func TestLiveServersOverridesAndBackends(t *testing.T) {
+	c := harness.Start(t, harness.Options{
+		Backends:  []harness.Backend{{Name: "alpha"}, {Name: "beta"}},
+		NoIndexer: true,
+		Configure: func(cfg *config.Config) {
+			cfg.Reload.Interval = config.Duration(200 * time.Millisecond)
+			cfg.Gateway.Cache.TTL = config.Duration(time.Millisecond)
+			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: aliceKey, Subject: "alice"}}}
+		},
+	})
+	file := *c.Config
+	rewrite := func(change func(*config.Config)) {
+		t.Helper()
+		change(&file)
+		raw, err := yaml.Marshal(&file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeAtomically(t, c.ConfigPath, raw)
+	}
+	status := func(url string) int {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+aliceKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	whole := connectLive(t, c.MCPURL, harness.Legacy, aliceKey, "whole catalog")
+	if got := status(c.MCPURL + "/team"); got != http.StatusNotFound {
+		t.Fatalf("/mcp/team before it is configured: %d", got)
+	}
+
+	// A server and an override, live.
+	since := time.Now()
+	rewrite(func(cfg *config.Config) {
+		cfg.Servers = []config.Server{{Name: "team", Backends: []string{"beta"}, Tools: config.ItemFilter{Exclude: []string{"*_sleep"}}}}
+		cfg.Aggregator.ToolOverrides = []config.ToolOverride{{Backend: "alpha", Tool: "echo", Name: "repeat", Description: "Say it again."}}
+	})
+	harness.Eventually(t, "/mcp/team served", 20*time.Second, func() error {
+		if got := status(c.MCPURL + "/team"); got != http.StatusOK {
+			return errStatus(got)
+		}
+		return nil
+	})
+	team := connectLive(t, c.MCPURL+"/team", harness.Modern, aliceKey, "team")
+	if got, want := harness.ToolNames(t, team.cs), []string{"beta_add", "beta_echo", "beta_fail", "beta_hello"}; !slices.Equal(got, want) {
+		t.Errorf("/mcp/team lists %v, want %v", got, want)
+	}
+	awaitNotified(t, []*liveClient{whole}, since, "alpha_repeat")
+	if got := harness.ToolNames(t, whole.cs); slices.Contains(got, "alpha_echo") {
+		t.Errorf("the whole catalog still lists alpha_echo after the override: %v", got)
+	}
+
+	// A bad file changes nothing.
+	rewrite(func(cfg *config.Config) {
+		cfg.Servers = append(cfg.Servers, config.Server{Name: "broken", Backends: []string{"nope"}})
+	})
+	harness.Eventually(t, "the bad file rejected by both services", 20*time.Second, func() error {
+		for _, p := range []*harness.Proc{c.Gateway, c.Aggregator} {
+			if !strings.Contains(p.Log(1<<20), "configuration reload rejected") {
+				return errStatus(0)
+			}
+		}
+		return nil
+	})
+	if got := status(c.MCPURL + "/team"); got != http.StatusOK {
+		t.Errorf("/mcp/team after a rejected file: %d", got)
+	}
+	if got := status(c.MCPURL + "/broken"); got != http.StatusNotFound {
+		t.Errorf("/mcp/broken from a rejected file: %d", got)
+	}
+
+	// A backend and its server removed, live.
+	since = time.Now()
+	rewrite(func(cfg *config.Config) {
+		cfg.Servers = nil
+		cfg.Aggregator.Backends = slices.DeleteFunc(cfg.Aggregator.Backends, func(b config.Backend) bool { return b.Name == "beta" })
+	})
+	harness.Eventually(t, "/mcp/team gone", 20*time.Second, func() error {
+		if got := status(c.MCPURL + "/team"); got != http.StatusNotFound {
+			return errStatus(got)
+		}
+		return nil
+	})
+	awaitNotified(t, []*liveClient{whole}, since, "alpha_repeat")
+	if got := harness.ToolNames(t, whole.cs); slices.ContainsFunc(got, func(n string) bool { return strings.HasPrefix(n, "beta_") }) {
+		t.Errorf("the whole catalog still lists beta's tools after beta was removed: %v", got)
+	}
+}
+
+type errStatus int
+
+func (e errStatus) Error() string { return "status " + http.StatusText(int(e)) }
