@@ -57,8 +57,10 @@ func TestPinnedToolDefinitionQuarantinedUntilApproved(t *testing.T) {
 	// advertises.
 	listed := func(want ...string) func() error {
 		return func() error {
-			if got := harness.ToolNames(t, harness.Connect(t, c.MCPURL, harness.Modern)); !slices.Equal(got, want) {
-				return fmt.Errorf("tools = %v, want %v", got, want)
+			for _, era := range []string{harness.Modern, harness.Legacy} {
+				if got := harness.ToolNames(t, harness.Connect(t, c.MCPURL, era)); !slices.Equal(got, want) {
+					return fmt.Errorf("era %q: tools = %v, want %v", era, got, want)
+				}
 			}
 			return nil
 		}
@@ -141,6 +143,9 @@ func TestPinnedToolDefinitionQuarantinedUntilApproved(t *testing.T) {
 		if tool.Name == "shop_lookup" && tool.Description != changed {
 			t.Fatalf("shop_lookup's description = %q, want the approved %q", tool.Description, changed)
 		}
+	}
+	if res, err := harness.Connect(t, c.MCPURL, harness.Legacy).CallTool(ctx, &mcp.CallToolParams{Name: "shop_lookup", Arguments: map[string]any{"order": "41"}}); err != nil || res.IsError {
+		t.Fatalf("Legacy call of the approved tool: %v, %v", res, err)
 	}
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "shop_lookup", Arguments: map[string]any{"order": "42"}})
 	if err != nil || res.IsError {
