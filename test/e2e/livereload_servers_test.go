@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/switchboard-mcp/switchboard/services/config"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
@@ -28,16 +26,7 @@ func TestLiveServersOverridesAndBackends(t *testing.T) {
 			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: aliceKey, Subject: "alice"}}}
 		},
 	})
-	file := *c.Config
-	rewrite := func(change func(*config.Config)) {
-		t.Helper()
-		change(&file)
-		raw, err := yaml.Marshal(&file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		writeAtomically(t, c.ConfigPath, raw)
-	}
+	rewrite := configRewriter(t, c)
 	status := func(url string) int {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
 		req.Header.Set("Content-Type", "application/json")

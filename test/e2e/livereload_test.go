@@ -111,6 +111,21 @@ func callSignature(ctx context.Context, cs *mcp.ClientSession, name string) stri
 	return "ok"
 }
 
+// configRewriter returns a function that changes the cluster's
+// configuration file as written last, and writes it whole.
+func configRewriter(t *testing.T, c *harness.Cluster) func(change func(*config.Config)) {
+	file := *c.Config
+	return func(change func(*config.Config)) {
+		t.Helper()
+		change(&file)
+		raw, err := yaml.Marshal(&file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeAtomically(t, c.ConfigPath, raw)
+	}
+}
+
 // writeAtomically replaces path's content in one rename, as a deployment
 // tool does, so a watch never reads half a file.
 func writeAtomically(t *testing.T, path string, content []byte) {
@@ -159,17 +174,7 @@ func TestLiveConfiguration(t *testing.T) {
 		}}
 	}})
 	optimized := strings.TrimSuffix(c.MCPURL, "/mcp") + "/mcp/optimized"
-	// rewrite changes the configuration file as written last.
-	file := *c.Config
-	rewrite := func(change func(*config.Config)) {
-		t.Helper()
-		change(&file)
-		raw, err := yaml.Marshal(&file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		writeAtomically(t, c.ConfigPath, raw)
-	}
+	rewrite := configRewriter(t, c)
 
 	var alice, bob []*liveClient
 	for era, pin := range map[string]string{"modern": harness.Modern, "legacy": harness.Legacy} {

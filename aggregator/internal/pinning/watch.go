@@ -2,16 +2,14 @@ package pinning
 
 import (
 	"context"
-	"math/rand/v2"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/follow"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 )
 
 const (
-	minBackoff = 100 * time.Millisecond
-	maxBackoff = 10 * time.Second
 	// maxRetryDelay bounds the wait before another record after failures.
 	maxRetryDelay = 30 * time.Second
 )
@@ -29,27 +27,17 @@ func (g *Guard) Run(ctx context.Context, onChange func()) {
 	done := make(chan struct{})
 	go func() { defer close(done); g.retryLoop(ctx, onChange) }()
 	defer func() { <-done }()
-	backoff, warned := minBackoff, false
-	for ctx.Err() == nil {
-		err := g.watchOnce(ctx, func() {
-			backoff, warned = minBackoff, false
+	follow.Run(ctx, follow.Streams, func(ctx context.Context, connected func()) error {
+		return g.watchOnce(ctx, func() {
+			connected()
 			g.markStale()
 			onChange()
 		})
-		if ctx.Err() != nil {
-			return
-		}
-		if !warned {
+	}, func(err error, first bool, _ time.Duration) {
+		if first {
 			g.log.Warn("tool definition approvals watch down: approvals reach this replica at its next listing until it reconnects", "err", err)
-			warned = true
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff/2 + rand.N(backoff/2+1)):
-		}
-		backoff = min(backoff*2, maxBackoff)
-	}
+	})
 }
 
 // watchOnce reads one stream until it breaks, calling heard for each

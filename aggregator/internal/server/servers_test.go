@@ -244,14 +244,7 @@ servers:
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts, err := engine.OptionsFromConfig(full.Aggregator)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Servers = full.Servers
-	if _, err := h.engine.Reconfigure(opts); err != nil {
-		t.Fatal(err)
-	}
+	opts := reconfigure(t, h, full)
 	// The whole catalog: docs gone, the new prefix.
 	ev, err := whole.Recv()
 	if err != nil || !slices.Contains(ev.GetChanged(), aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS) {
@@ -285,14 +278,7 @@ servers:
 
 	// A backend added back is listed at once.
 	full.Aggregator.Backends = append(full.Aggregator.Backends, config.Backend{Name: "docs", URL: docs.url()})
-	opts, err = engine.OptionsFromConfig(full.Aggregator)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Servers = full.Servers
-	if _, err := h.engine.Reconfigure(opts); err != nil {
-		t.Fatal(err)
-	}
+	opts = reconfigure(t, h, full)
 	eventually(t, 10*time.Second, "docs listed again", func() bool {
 		return slices.Contains(listServerTools(t, h.gateway, eng, ""), "docs-read")
 	})
@@ -306,4 +292,19 @@ servers:
 	if got := listServerTools(t, h.gateway, eng, "support"); !slices.Equal(got, []string{"tickets-get"}) {
 		t.Errorf("after a refused reconfiguration, support lists %v", got)
 	}
+}
+
+// reconfigure applies full to the running engine as a reload does, and
+// returns the options it was given.
+func reconfigure(t *testing.T, h *harness, full *config.Config) engine.Options {
+	t.Helper()
+	opts, err := engine.OptionsFromConfig(full.Aggregator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Servers = full.Servers
+	if _, err := h.engine.Reconfigure(opts); err != nil {
+		t.Fatal(err)
+	}
+	return opts
 }

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/switchboard-mcp/switchboard/services/follow"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 )
 
@@ -309,34 +310,9 @@ const (
 	maxWatchBackoff = 10 * time.Second
 )
 
-// follow runs once until ctx ends, again after each time it breaks,
-// waiting with capped, jittered exponential backoff that starts over once
-// the stream was up (once called connected); down is told of each break,
-// first when it is the first since the stream was last up. The indexer's
-// watch streams (revocations, session events) follow this way.
-func follow(ctx context.Context, once func(ctx context.Context, connected func()) error, down func(err error, first bool, backoff time.Duration)) {
-	backoff := minWatchBackoff
-	// warned is whether the current outage was told as a first break.
-	warned := false
-	for ctx.Err() == nil {
-		err := once(ctx, func() { backoff, warned = minWatchBackoff, false })
-		if ctx.Err() != nil {
-			return
-		}
-		down(err, !warned, backoff)
-		warned = true
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff/2 + rand.N(backoff/2+1)):
-		}
-		backoff = min(backoff*2, maxWatchBackoff)
-	}
-}
-
 // watch follows WatchRevocations until ctx ends.
 func (r *Revocations) watch(ctx context.Context) {
-	follow(ctx, r.watchOnce, func(err error, first bool, backoff time.Duration) {
+	follow.Run(ctx, follow.Streams, r.watchOnce, func(err error, first bool, backoff time.Duration) {
 		r.watching.Store(false)
 		if first {
 			r.log.WarnContext(ctx, "session revocation watch down: serving Legacy sessions without the deletions other replicas record until it reconnects (fail open)", "err", err)

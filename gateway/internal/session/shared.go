@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboard-mcp/switchboard/services/apierr"
+	"github.com/switchboard-mcp/switchboard/services/follow"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 )
@@ -282,7 +283,7 @@ func (s *Shared) RegisterMetrics(reg prometheus.Registerer) error {
 
 // watch follows WatchSessionEvents until ctx ends (follow).
 func (s *Shared) watch(ctx context.Context) {
-	follow(ctx, func(ctx context.Context, connected func()) error {
+	follow.Run(ctx, follow.Streams, func(ctx context.Context, connected func()) error {
 		return s.watchOnce(ctx, func() {
 			connected()
 			s.log.InfoContext(ctx, "session state watch up")

@@ -1,45 +1,28 @@
 // Package listen keeps a PostgreSQL LISTEN going for the indexer's hubs
-// (revocations, session events): each listen ends when its connection
-// fails, and the hub must follow again, backing off while the database is
-// unreachable.
+// (revocations, session events, tool approvals): each listen ends when its
+// connection fails, and the hub must follow again, backing off while the
+// database is unreachable (services/follow).
 package listen
 
 import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/services/follow"
 )
 
-const (
-	minBackoff = 100 * time.Millisecond
-	maxBackoff = 10 * time.Second
-)
-
-// Follow runs listen until ctx ends, again after each time it returns,
-// waiting between attempts with a backoff that doubles up to maxBackoff
-// and starts over once an attempt got as far as following (listening was
-// called; Follow then calls onListening). what names the events in the
-// log line of an interruption.
+// Follow runs listen until ctx ends, again after each time it returns
+// (follow.Run, with the services' stream backoff). Once an attempt got as
+// far as following (listening was called), Follow calls onListening. what
+// names the events in the log line of an interruption.
 func Follow(ctx context.Context, log *slog.Logger, what string, listen func(ctx context.Context, listening func()) error, onListening func()) {
-	backoff := minBackoff
-	for ctx.Err() == nil {
-		followed := false
-		err := listen(ctx, func() {
-			followed = true
+	follow.Run(ctx, follow.Streams, func(ctx context.Context, connected func()) error {
+		return listen(ctx, func() {
+			connected()
 			onListening()
 		})
-		if ctx.Err() != nil {
-			return
-		}
-		if followed {
-			backoff = minBackoff
-		}
-		log.WarnContext(ctx, what+" listen interrupted; reconnecting", "error", err, "backoff", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, maxBackoff)
-	}
+	}, func(err error, _ bool, wait time.Duration) {
+		log.WarnContext(ctx, what+" listen interrupted; reconnecting", "error", err, "backoff", wait)
+	})
 }
