@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -81,8 +80,8 @@ type RateLimit struct {
 	Methods []string `yaml:"methods"`
 }
 
-// RateLimitMatch selects requests by names or globs (path.Match: *, ?,
-// [...]). A request matches when it matches every non-empty list; a list
+// RateLimitMatch selects requests by names or globs (GlobMatch, as the
+// servers' filters: * any run of characters, ? one). A request matches when it matches every non-empty list; a list
 // matches when any of its patterns does.
 type RateLimitMatch struct {
 	Servers  []string `yaml:"servers"`
@@ -216,7 +215,7 @@ func (l RateLimit) validate() error {
 			errs = append(errs, fmt.Errorf("match.%s: at most %d patterns", field, MaxRateLimitPatterns))
 		}
 		for _, p := range patterns {
-			if _, err := path.Match(p, ""); err != nil || p == "" {
+			if p == "" || len(p) > 256 {
 				errs = append(errs, fmt.Errorf("match.%s: %q is not a name or glob", field, p))
 			}
 		}

@@ -45,7 +45,7 @@ func TestRateLimitsValidate(t *testing.T) {
 		"not one of":         {Limits: []RateLimit{{Name: "a", Per: "principal", Rate: "1/s", Methods: []string{"tools/list"}}}},
 		"names no tool":      {Limits: []RateLimit{{Name: "a", Per: "tool", Rate: "1/s", Methods: []string{"find_tool"}}}},
 		"names no backend":   {Limits: []RateLimit{{Name: "a", Per: "backend", Rate: "1/s", Methods: []string{"find_tool"}}}},
-		"not a name or glob": {Limits: []RateLimit{{Name: "a", Per: "principal", Rate: "1/s", Match: RateLimitMatch{Tools: []string{"[x"}}}}},
+		"not a name or glob": {Limits: []RateLimit{{Name: "a", Per: "principal", Rate: "1/s", Match: RateLimitMatch{Tools: []string{""}}}}},
 	}
 	for want, rl := range cases {
 		if err := rl.Validate(); err == nil || !strings.Contains(err.Error(), want) {

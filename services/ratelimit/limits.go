@@ -16,7 +16,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"path"
 	"slices"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
@@ -167,7 +166,7 @@ func anyMatch(patterns []string, value string) bool {
 		return false
 	}
 	for _, p := range patterns {
-		if ok, _ := path.Match(p, value); ok {
+		if config.GlobMatch(p, value) {
 			return true
 		}
 	}
