@@ -6,7 +6,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type Metrics struct {
 	decisions *prometheus.CounterVec
 	leases    *prometheus.CounterVec
-	failed    *prometheus.CounterVec
+	unreachable    *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics of a service's limiter on reg, named
@@ -20,12 +20,12 @@ func NewMetrics(reg prometheus.Registerer, service string) *Metrics {
 		leases: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: prefix + "lease_acquisitions_total", Help: "Acquisitions of tokens from the shared buckets (one call, any number of keys), by outcome (ok, error).",
 		}, []string{"outcome"}),
-		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: prefix + "failedtotal", Help: "Requests decided without the shared buckets, which could not be reached, by decision (open: admitted, closed: refused).",
+		unreachable: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: prefix + "unavailable_total", Help: "Requests decided without the shared buckets, which could not be reached, by decision (open: admitted, closed: refused).",
 		}, []string{"decision"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.decisions, m.leases, m.failed)
+		reg.MustRegister(m.decisions, m.leases, m.unreachable)
 	}
 	return m
 }
@@ -50,6 +50,6 @@ func (m *Metrics) leased(ok bool) {
 
 func (m *Metrics) unavailable(open bool) {
 	if m != nil {
-		m.failed.WithLabelValues(map[bool]string{true: "open", false: "closed"}[open]).Inc()
+		m.unreachable.WithLabelValues(map[bool]string{true: "open", false: "closed"}[open]).Inc()
 	}
 }

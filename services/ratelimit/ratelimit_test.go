@@ -233,7 +233,7 @@ func TestLimiterEveryMatchingLimit(t *testing.T) {
 	}
 }
 
-// TestLimiterUnavailable: a failed acquisition admits (open) or refuses
+// TestLimiterUnavailable: a unreachable acquisition admits (open) or refuses
 // (closed), is counted, and is not retried for a second.
 func TestLimiterUnavailable(t *testing.T) {
 	for _, mode := range []string{config.RateFailOpen, config.RateFailClosed} {
@@ -254,8 +254,11 @@ func TestLimiterUnavailable(t *testing.T) {
 			if got := acq.calls.Load(); got != 1 {
 				t.Fatalf("%d acquisitions while down, want 1 (then a second's backoff)", got)
 			}
-			if got := testutil.ToFloat64(l.metrics.failed.WithLabelValues(mode)); got != 5 {
+			if got := testutil.ToFloat64(l.metrics.unreachable.WithLabelValues(mode)); got != 5 {
 				t.Fatalf("unavailable_total{decision=%s} = %v, want 5", mode, got)
+			}
+			if n, _ := testutil.GatherAndCount(reg, "switchboard_test_ratelimit_unavailable_total"); n != 1 {
+				t.Fatalf("unavailable metric series %d", n)
 			}
 			if n, _ := testutil.GatherAndCount(reg, "switchboard_test_ratelimit_lease_acquisitions_total"); n != 1 {
 				t.Fatalf("lease metric series %d", n)
