@@ -4,9 +4,9 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // Metrics counts a limiter's decisions. A nil *Metrics counts nothing.
 type Metrics struct {
-	decisions *prometheus.CounterVec
-	leases    *prometheus.CounterVec
-	unreachable    *prometheus.CounterVec
+	decisions   *prometheus.CounterVec
+	leases      *prometheus.CounterVec
+	unreachable *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics of a service's limiter on reg, named
