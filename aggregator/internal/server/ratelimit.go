@@ -20,10 +20,18 @@ func (s *Server) WithLimiter(l *ratelimit.Limiter) *Server {
 // nothing) and before the backend is called; a refusal is a
 // *ratelimit.LimitedError (RESOURCE_EXHAUSTED, status.go).
 func (s *Server) limit(ctx context.Context, method, server, tool string, b *backend.Client) error {
-	if s.limiter == nil {
+	if s.limiter == nil || ctx.Value(limitPaidKey{}) != nil {
 		return nil
 	}
 	p := svcauth.PrincipalFrom(ctx)
 	return s.limiter.Allow(ctx, ratelimit.Request{Method: method, Subject: p.GetSubject(), Groups: p.GetGroups(),
 		Server: server, Tool: tool, Backend: b.Name()})
+}
+
+// limitPaidKey marks a call whose tokens were taken already: a retry a
+// peer forwarded (ResumeHeldCall) paid on the replica that received it.
+type limitPaidKey struct{}
+
+func limitPaid(ctx context.Context) context.Context {
+	return context.WithValue(ctx, limitPaidKey{}, true)
 }
