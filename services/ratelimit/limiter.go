@@ -222,7 +222,9 @@ func (l *Limiter) acquire(ctx context.Context, set *Set, want []matched) (decide
 			a.tokens += g.Granted
 			a.expires = now.Add(LeaseTTL)
 			a.emptyUntil = time.Time{}
-		} else {
+		} else if a.tokens == 0 || !now.Before(a.expires) {
+			// (A concurrent request's lease may have come in meanwhile:
+			// those tokens are spent first.)
 			a.emptyUntil = now.Add(max(g.RetryAfter, time.Millisecond))
 		}
 	}
