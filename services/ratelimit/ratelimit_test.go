@@ -347,3 +347,24 @@ func itoa(i int) string {
 		}
 	}
 }
+
+// BenchmarkAllow is the cost a limit adds to a request: a principal's
+// limit with a large burst, so that nearly every request spends a local
+// lease and one in LeaseSize acquires (from memory here).
+func BenchmarkAllow(b *testing.B) {
+	set, err := Compile(config.RateLimits{Limits: []config.RateLimit{
+		{Name: "user", Per: "principal", Rate: "1000000/s", Burst: 1_000_000},
+		{Name: "tool", Per: "tool", Rate: "1000000/s", Burst: 1_000_000, Match: config.RateLimitMatch{Tools: []string{"tickets_*"}}},
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	l := New(set, &MemoryBuckets{}, quiet, nil)
+	r := Request{Method: config.RateMethodToolsCall, Subject: "alice", Tool: "tickets_search", Backend: "jira"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := l.Allow(context.Background(), r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
