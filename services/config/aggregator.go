@@ -47,6 +47,40 @@ type Aggregator struct {
 	// Pinning quarantines tools whose definitions change after they were
 	// approved (pinning.go).
 	Pinning Pinning `yaml:"pinning"`
+	// Indexer is the indexer the aggregator takes rate-limit tokens from
+	// (rateLimits): its token is the aggregator's own credential, which
+	// the indexer must allow AggregatorMethods. Unset: pinning.indexer.
+	Indexer Endpoint `yaml:"indexer"`
+}
+
+// IndexerEndpoint is aggregator.indexer, or else aggregator.pinning.indexer.
+func (a Aggregator) IndexerEndpoint() Endpoint {
+	if a.Indexer.Address != "" {
+		return a.Indexer
+	}
+	return a.Pinning.Indexer
+}
+
+// ValidateRateLimits checks the rateLimits section and, when a limit
+// applies to a method the aggregator serves, the indexer it needs.
+func (c *Config) ValidateRateLimits() error {
+	if err := c.RateLimits.Validate(); err != nil {
+		return err
+	}
+	needed := false
+	for _, l := range c.RateLimits.Limits {
+		for _, m := range l.EffectiveMethods() {
+			needed = needed || m != RateMethodFindTool
+		}
+	}
+	if !needed {
+		return nil
+	}
+	e := c.Aggregator.IndexerEndpoint()
+	if e.Address == "" || e.Token == "" {
+		return errors.New("aggregator.indexer (address and token) is required with rateLimits: the shared buckets are kept by the indexer")
+	}
+	return e.ValidateAddress("aggregator.indexer.address")
 }
 
 // AggregatorPeers lists the aggregator replicas of a deployment, for

@@ -36,6 +36,9 @@ type Config struct {
 	// Servers are the virtual MCP servers (servers.go), read by the
 	// gateway (routes, optimizer) and the aggregator (views).
 	Servers []Server `yaml:"servers"`
+	// RateLimits are token buckets the aggregators and indexers apply,
+	// shared through the indexer's PostgreSQL (ratelimit.go).
+	RateLimits RateLimits `yaml:"rateLimits"`
 	// Dev configures switchboard-dev (the local runner); services ignore it.
 	Dev Dev `yaml:"dev"`
 

@@ -118,11 +118,13 @@ var (
 	// credential: on its peers the resumption of a call a peer holds
 	// (aggregator.peers), on the indexer the record of its backends' tool
 	// definitions and the stream of approvals (aggregator.pinning), never
-	// the approval itself, which is an operator's.
+	// the approval itself, which is an operator's; and the rate-limit
+	// tokens of its calls (rateLimits).
 	AggregatorMethods = []string{
 		"switchboard.aggregator.v1.AggregatorService/ResumeHeldCall",
 		"switchboard.indexer.v1.IndexerService/RecordToolDefinitions",
 		"switchboard.indexer.v1.IndexerService/WatchToolDefinitions",
+		"switchboard.indexer.v1.IndexerService/AcquireRateTokens",
 	}
 	// IndexerMethods are the RPCs the indexer calls on the aggregator to
 	// build search scopes: views, never calls.

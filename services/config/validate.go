@@ -23,20 +23,21 @@ func (c *Config) ValidateGateway() error {
 // ValidateAggregator checks what switchboard-aggregator reads: its section
 // (the engine checks backends, naming and the policy on top), the service
 // credentials, the grpc section, the virtual servers and tool overrides,
-// and the reload interval.
+// the rate limits (and the indexer they need) and the reload interval.
 func (c *Config) ValidateAggregator() error {
 	var errs []error
 	if c.Aggregator.Listen == "" {
 		errs = append(errs, errors.New("aggregator.listen is required"))
 	}
 	return errors.Join(append(errs, c.Aggregator.ValidatePeers(), c.ServiceAuth.Validate(), c.GRPC.Validate(),
-		c.ValidateServers(), c.Reload.Validate())...)
+		c.ValidateServers(), c.ValidateRateLimits(), c.Reload.Validate())...)
 }
 
 // ValidateIndexer checks what switchboard-indexer reads: its section, the
-// service credentials, the grpc section and the reload interval.
+// service credentials, the grpc section, the rate limits and the reload
+// interval.
 func (c *Config) ValidateIndexer() error {
-	return errors.Join(c.Indexer.WithDefaults().Validate(), c.ServiceAuth.Validate(), c.GRPC.Validate(), c.Reload.Validate())
+	return errors.Join(c.Indexer.WithDefaults().Validate(), c.ServiceAuth.Validate(), c.GRPC.Validate(), c.RateLimits.Validate(), c.Reload.Validate())
 }
 
 // MinReloadInterval keeps the watch from reading the file in a tight loop.

@@ -104,8 +104,9 @@ func (c *cluster) procs() []*harness.Proc {
 
 // startCluster starts the demo backends, PostgreSQL, two aggregators, two
 // indexers, two gateways and the load balancer, each once the ones it
-// talks to are ready, and stops them all when the test ends.
-func startCluster(t *testing.T) *cluster {
+// talks to are ready, and stops them all when the test ends. edits
+// change the configuration every replica shares before it is written.
+func startCluster(t *testing.T, edits ...func(*config.Config)) *cluster {
 	t.Helper()
 	c := &cluster{Backends: map[string]*harness.Proc{}, backendURLs: map[string]string{}}
 	dir := t.TempDir()
@@ -120,7 +121,7 @@ func startCluster(t *testing.T) *cluster {
 		backends = append(backends, config.Backend{Name: b.name, URL: c.startBackend(t, dir, b.name, b.spec, b.stateful)})
 	}
 	pg := harness.StartPostgres(t)
-	c.configs = replicaConfigs(t, backends, harness.CreateDatabase(t, pg), startReplicaDNS(t))
+	c.configs = replicaConfigs(t, backends, harness.CreateDatabase(t, pg), startReplicaDNS(t), edits...)
 	var paths []string
 	for _, cfg := range c.configs {
 		paths = append(paths, harness.WriteConfig(t, t.TempDir(), cfg))
@@ -167,7 +168,7 @@ func (c *cluster) startBackend(t *testing.T, dir, name, spec string, stateful bo
 // service credentials, the session key that seals Legacy session ids and
 // request states, the database), and per replica only its own listen
 // addresses. This is the one place the cluster's configuration is made.
-func replicaConfigs(t *testing.T, backends []config.Backend, database, dns string) []*config.Config {
+func replicaConfigs(t *testing.T, backends []config.Backend, database, dns string, edits ...func(*config.Config)) []*config.Config {
 	t.Helper()
 	gatewayToken, indexerToken, aggregatorToken := randomToken(t), randomToken(t), randomToken(t)
 	aggPort, idxPort := sharedPort(t), sharedPort(t)
@@ -212,6 +213,9 @@ func replicaConfigs(t *testing.T, backends []config.Backend, database, dns strin
 		base.Aggregator.Peers.Addresses = append(base.Aggregator.Peers.Addresses, net.JoinHostPort(ip, strconv.Itoa(aggPort)))
 	}
 	base.Aggregator.Peers.Token = aggregatorToken
+	for _, edit := range edits {
+		edit(&base)
+	}
 
 	var out []*config.Config
 	for i := range replicas {

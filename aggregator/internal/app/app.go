@@ -68,6 +68,11 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	}
 	defer closeGuard()
 	opts.Pinning = guard
+	limiter, closeLimiter, err := rateLimiter(env, reg)
+	if err != nil {
+		return err
+	}
+	defer closeLimiter()
 	e, err := engine.New(opts)
 	if err != nil {
 		return err
@@ -81,7 +86,7 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	}
 	peers := peer.New(self, cfg.Peers, env.Config.ServiceAuth.TLS, env.Log)
 	defer peers.Close()
-	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, server.New(e).WithPeers(peers))
+	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, server.New(e).WithPeers(peers).WithLimiter(limiter))
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -90,7 +95,7 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	defer cancel()
 	// The configuration file is watched from here on, so that a policy
 	// written while the first catalog is built is not missed.
-	reload := &live{started: env.Config, applied: env.Config, engine: e, services: services, log: env.Log,
+	reload := &live{started: env.Config, applied: env.Config, engine: e, services: services, log: env.Log, limiter: limiter,
 		policy: policy, creds: slices.Clone(env.Config.ServiceAuth.Credentials)}
 	wg.Go(func() {
 		env.WatchConfig(ctx, reg, lifecycle.Reloader{Validate: Validate, Apply: reload.Apply, Related: policyPaths})

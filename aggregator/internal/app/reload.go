@@ -12,6 +12,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/authz"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
@@ -22,11 +23,11 @@ import (
 // logged as needing a restart.
 
 // readKeys are the parts of the configuration file the aggregator reads.
-var readKeys = []string{"aggregator", "serviceAuth", "grpc", "telemetry", "logging", "ops", "servers", "reload"}
+var readKeys = []string{"aggregator", "serviceAuth", "grpc", "telemetry", "logging", "ops", "servers", "rateLimits", "reload"}
 
 // liveKeys are those of readKeys that Apply puts in force ("reload" is
 // applied by the watch itself).
-var liveKeys = append([]string{"aggregator.authz", "serviceAuth.credentials", "reload"}, engineKeys...)
+var liveKeys = append([]string{"aggregator.authz", "serviceAuth.credentials", "rateLimits", "reload"}, engineKeys...)
 
 // engineKeys are what the engine reconfigures live (engine.Reconfigure):
 // the backends, the naming, the virtual servers, the tool overrides, the
@@ -91,6 +92,7 @@ type live struct {
 	engine   *engine.Engine
 	services *svcauth.Authenticator
 	log      *slog.Logger
+	limiter  *ratelimit.Limiter
 
 	policy policyFile
 	creds  []config.ServiceCredential
@@ -101,7 +103,8 @@ type live struct {
 // overrides, instructions and page sizes (engineKeys, through
 // engine.Reconfigure), the Cedar policy (aggregator.authz.policyFile, its
 // path or its content) and the service credentials
-// (serviceAuth.credentials: tokens, certificate identities, allow lists).
+// (serviceAuth.credentials: tokens, certificate identities, allow lists)
+// and the rate limits (rateLimits).
 // Everything is read and built before anything is swapped, and the engine
 // goes first (it refuses options it cannot run with before changing
 // anything), so an error changes nothing. The other keys that differ from
@@ -121,6 +124,13 @@ func (l *live) Apply(cfg *config.Config) error {
 			return err
 		}
 	}
+	var limits *ratelimit.Set
+	limitsChanged := config.ChangedUnder(config.Changed(l.applied, cfg), "rateLimits")
+	if limitsChanged {
+		if limits, err = ratelimit.Compile(cfg.RateLimits); err != nil {
+			return err
+		}
+	}
 	l.applied = cfg
 	policyChanged := pol.path != l.policy.path || pol.sum != l.policy.sum
 	creds := slices.Clone(cfg.ServiceAuth.Credentials)
@@ -137,6 +147,10 @@ func (l *live) Apply(cfg *config.Config) error {
 		l.engine.SetAuthorizer(pol.authz)
 		l.policy = pol
 		l.log.Info("aggregator.authz policy reloaded", "policy_file", pol.path)
+	}
+	if limitsChanged {
+		l.limiter.Apply(limits)
+		l.log.Info("rateLimits reloaded", "limits", len(cfg.RateLimits.Limits))
 	}
 	if restart := config.NeedRestart(config.Changed(l.started, cfg), readKeys, liveKeys); len(restart) > 0 {
 		l.log.Warn("needs a restart: configuration changes not applied", "keys", restart)

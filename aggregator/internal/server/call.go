@@ -12,6 +12,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/paramheader"
+	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/rawjson"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
@@ -100,6 +101,9 @@ func (s *Server) resolveToolCall(ctx context.Context, req *aggregatorv1.CallTool
 func (s *Server) callTool(ctx context.Context, req *aggregatorv1.CallToolRequest, stream *notifier) (*aggregatorv1.CallToolResponse, error) {
 	tc, err := s.resolveToolCall(ctx, req)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.limit(ctx, config.RateMethodToolsCall, req.GetServer(), req.GetName(), tc.b); err != nil {
 		return nil, err
 	}
 	if limit := tc.tool.Override.Timeout(); limit > 0 {

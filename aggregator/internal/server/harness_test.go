@@ -245,7 +245,7 @@ func startAggregatorWith(t testing.TB, full *config.Config, log *slog.Logger) (*
 		cancel()
 		return nil, err
 	}
-	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, server.New(e))
+	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, server.New(e).WithLimiter(testLimiter(t, full.RateLimits)))
 	srv.SetServing()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

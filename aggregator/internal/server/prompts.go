@@ -7,6 +7,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
+	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
@@ -26,6 +27,9 @@ func (s *Server) getPrompt(ctx context.Context, req *aggregatorv1.GetPromptReque
 	it, _ := snap.Prompt(req.GetName())
 	b, err := s.e.Owner(snap, svcauth.PrincipalFrom(ctx), catalog.KindPrompts, req.GetName(), it.Owner())
 	if err != nil {
+		return nil, err
+	}
+	if err := s.limit(ctx, config.RateMethodPromptsGet, req.GetServer(), "", b); err != nil {
 		return nil, err
 	}
 	caps, err := capabilities(req.GetContext())

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
@@ -26,6 +27,9 @@ func (s *Server) readResource(ctx context.Context, req *aggregatorv1.ReadResourc
 	}
 	b, err := s.e.ResourceOwner(snap, svcauth.PrincipalFrom(ctx), uri)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.limit(ctx, config.RateMethodResourceRead, req.GetServer(), "", b); err != nil {
 		return nil, err
 	}
 	caps, err := capabilities(req.GetContext())

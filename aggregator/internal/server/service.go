@@ -17,6 +17,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/peer"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 )
 
 // Server implements aggregatorv1.AggregatorServiceServer on an Engine.
@@ -26,6 +27,8 @@ type Server struct {
 	log *slog.Logger
 	// peers forwards retries of calls held by other replicas; nil: none.
 	peers *peer.Forwarder
+	// limiter applies the rate limits (ratelimit.go); nil: none.
+	limiter *ratelimit.Limiter
 }
 
 // New serves e.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 
 	"google.golang.org/grpc/codes"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/backenderr"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 )
 
 // errAllChangesDenied: all_changes asked by an untrusted caller.
@@ -35,9 +37,14 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 	var mismatch *paramheader.MismatchError
 	var fromPeer peerStatus
 	var refused peerRefused
+	var limited *ratelimit.LimitedError
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &limited):
+		// Not attempted: the client may retry after retryAfterSeconds.
+		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED, limited.Error(),
+			"retryAfterSeconds", strconv.Itoa(limited.RetryAfterSeconds()), "limit", limited.Limit)
 	case errors.As(err, &refused):
 		log.WarnContext(ctx, "an aggregator peer refused this replica's forwarded retry: check aggregator.peers.token, the peer's serviceAuth credential for it (ResumeHeldCall) and its TLS", "method", method, "owner", refused.owner, "err", refused.err)
 		return apierr.New(codes.Internal, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "the aggregator replica holding the call refused this one; the cluster's peer configuration needs fixing")

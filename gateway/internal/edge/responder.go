@@ -55,14 +55,16 @@ func (r *response) Comment(text string) error {
 
 // finish writes the final response. On a stream it is the last event;
 // otherwise it is JSON with the status the era gives an error (Legacy
-// errors always travel in a 200).
+// errors travel in a 200, but for a 429).
 func (r *response) finish(id json.RawMessage, result json.RawMessage, rerr *wire.Error, modern bool) {
 	if r.streaming {
 		_ = r.flushed(wire.SSEEvent(wire.Response(id, result, rerr)))
 		return
 	}
 	status := http.StatusOK
-	if rerr != nil && modern {
+	// A Legacy error keeps its 200, except one that says when to come
+	// back (a rate limit's 429 with Retry-After).
+	if rerr != nil && (modern || rerr.HTTPStatus != 0) {
 		status = rerr.ModernStatus()
 		setRetryAfter(r.w, rerr)
 	}

@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
+	"strconv"
 
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
@@ -53,7 +55,12 @@ func FromStatus(st *status.Status, era mcpspec.Era, method string) (mcpErr *wire
 		return wire.NewError(wire.CodeInternalError, "request cancelled"), false
 	case codes.DeadlineExceeded:
 		return wire.NewError(wire.CodeInternalError, "the request timed out"), true
-	case codes.Unavailable, codes.ResourceExhausted, codes.Aborted:
+	case codes.ResourceExhausted:
+		if reason, meta := apierr.Info(st.Err()); reason == commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED {
+			return RateLimited(meta["retryAfterSeconds"]), false
+		}
+		return wire.NewError(wire.CodeInternalError, "service temporarily unavailable; retry later"), true
+	case codes.Unavailable, codes.Aborted:
 		if apierr.Reason(st.Err()) == commonv1.ErrorReason_ERROR_REASON_BACKEND_UNAVAILABLE {
 			return wire.NewError(wire.CodeInternalError, "the server behind this request is unavailable; retry later"), true
 		}
@@ -68,6 +75,27 @@ func FromStatus(st *status.Status, era mcpspec.Era, method string) (mcpErr *wire
 		return wire.NewError(wire.CodeInternalError, "internal error"), true
 	}
 }
+
+// RateLimited is the answer to a request a rate limit refused, in both
+// eras: -32029 in HTTP 429 with Retry-After, and data.retryAfterSeconds,
+// both from the service's ErrorInfo (whole seconds; at least 1 whatever
+// it says).
+func RateLimited(retryAfter string) *wire.Error {
+	seconds, err := strconv.Atoi(retryAfter)
+	if err != nil || seconds < 1 {
+		seconds = 1
+	}
+	seconds = min(seconds, maxRetryAfterSeconds)
+	e := wire.NewError(wire.CodeRateLimited, "rate limited: retry after "+strconv.Itoa(seconds)+"s")
+	e.Data = map[string]int{"retryAfterSeconds": seconds}
+	e.HTTPStatus = http.StatusTooManyRequests
+	e.RetryAfter = seconds
+	return e
+}
+
+// maxRetryAfterSeconds bounds the wait told to a client (an hour: the
+// slowest rate a limit may have is one token per hour).
+const maxRetryAfterSeconds = 3600
 
 // FromError maps err of a service call to MCP, logging internal detail with
 // the trace id (which the client also gets, to quote in a report).

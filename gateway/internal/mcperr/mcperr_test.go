@@ -164,3 +164,36 @@ func TestHiddenArgumentReason(t *testing.T) {
 		}
 	}
 }
+
+// TestRateLimited: a rate limit's refusal is -32029 in HTTP 429 with
+// Retry-After and data.retryAfterSeconds, in both eras, and is not an
+// internal error (nothing is logged as a failure).
+func TestRateLimited(t *testing.T) {
+	for _, era := range []mcpspec.Era{mcpspec.EraModern, mcpspec.EraLegacy} {
+		for _, method := range []string{"tools/call", "resources/read", "prompts/get"} {
+			err := apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED, "rate limit per-user exceeded",
+				"retryAfterSeconds", "3", "limit", "per-user")
+			got, internal := FromStatus(status.Convert(err), era, method)
+			if internal || got.Code != wire.CodeRateLimited || got.ModernStatus() != http.StatusTooManyRequests || got.RetryAfter != 3 {
+				t.Fatalf("%v %s: %+v internal=%v; want -32029, 429, Retry-After 3", era, method, got, internal)
+			}
+			data, _ := json.Marshal(got.Data)
+			if string(data) != `{"retryAfterSeconds":3}` {
+				t.Fatalf("data %s", data)
+			}
+		}
+	}
+	// A missing or bad retry-after still tells the client to wait.
+	for _, v := range []string{"", "x", "0", "-4"} {
+		if e := RateLimited(v); e.RetryAfter != 1 {
+			t.Fatalf("RateLimited(%q).RetryAfter = %d, want 1", v, e.RetryAfter)
+		}
+	}
+	if e := RateLimited("99999"); e.RetryAfter != maxRetryAfterSeconds {
+		t.Fatalf("RetryAfter %d, want the bound %d", e.RetryAfter, maxRetryAfterSeconds)
+	}
+	// Another RESOURCE_EXHAUSTED stays an internal error.
+	if got, internal := FromStatus(status.New(codes.ResourceExhausted, "x"), mcpspec.EraModern, "tools/call"); got.Code != wire.CodeInternalError || !internal {
+		t.Fatalf("plain RESOURCE_EXHAUSTED: %+v %v", got, internal)
+	}
+}

@@ -100,6 +100,12 @@ func (s *Server) findTool(ctx context.Context, req *Request, args json.RawMessag
 	resp, err := s.idx.Search(searchCtx, &indexerv1.SearchRequest{Principal: req.Principal, Server: req.Server, Query: *in.Description, Keywords: in.Keywords, Limit: s.cfg.SearchLimit})
 	if err != nil {
 		rerr := mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
+		if rerr.Code == wire.CodeRateLimited {
+			// As call_tool's and every tools/call's: the client, not the
+			// model, must wait (429, Retry-After); a tool error would
+			// invite the model to search again at once.
+			return nil, rerr
+		}
 		return s.toolError(req, "tool search failed: "+rerr.Message+". Other tools keep working; retry find_tool later.")
 	}
 	out := FindResult{Tools: make([]FoundTool, 0, len(resp.GetHits())), BaselineTokens: resp.GetBaselineTokens()}

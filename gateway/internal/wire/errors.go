@@ -12,8 +12,8 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
 
-// JSON-RPC and MCP error codes the gateway emits: only codes the spec
-// defines.
+// JSON-RPC and MCP error codes the gateway emits: the codes the spec
+// defines, and one implementation-defined code (CodeRateLimited).
 const (
 	CodeParseError        = -32700
 	CodeInvalidRequest    = -32600
@@ -24,6 +24,12 @@ const (
 	CodeHeaderMismatch    = -32020
 	CodeMissingCapability = -32021
 	CodeUnsupportedVer    = -32022
+	// CodeRateLimited refuses a request a rate limit (config rateLimits)
+	// did not admit: HTTP 429 with Retry-After, data.retryAfterSeconds.
+	// Neither MCP revision defines a code for it; -32029 is in the range
+	// JSON-RPC leaves to implementations (-32000 to -32099), next to
+	// MCP's own -32020s, and its last digits recall HTTP 429.
+	CodeRateLimited = -32029
 )
 
 // Error is a JSON-RPC error on its way to the client.

@@ -24,6 +24,7 @@ import (
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/lifecycle"
 	"github.com/switchboard-mcp/switchboard/services/opshttp"
+	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 
@@ -55,8 +56,8 @@ type Listeners struct {
 // the watch itself). A change of any other key it reads is logged as
 // needing a restart.
 var (
-	readKeys = []string{"indexer", "serviceAuth", "grpc", "telemetry", "logging", "ops", "gateway.sessions", "reload"}
-	liveKeys = []string{"serviceAuth.credentials", "indexer.aggregator.token", "reload"}
+	readKeys = []string{"indexer", "serviceAuth", "grpc", "telemetry", "logging", "ops", "gateway.sessions", "rateLimits", "reload"}
+	liveKeys = []string{"serviceAuth.credentials", "indexer.aggregator.token", "rateLimits", "reload"}
 )
 
 // Validate checks everything the indexer reads in cfg, as at start and on
@@ -139,11 +140,17 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 	if err != nil {
 		return err
 	}
+	// find_tool's rate limits; a reload applies new ones.
+	limits, err := ratelimit.Compile(cfg.RateLimits)
+	if err != nil {
+		return err
+	}
+	limiter := ratelimit.New(limits, server.StoreBuckets{Store: st}, log, ratelimit.NewMetrics(reg, "indexer"))
 	// The configuration file is watched for as long as the indexer runs.
 	reloadCtx, stopReload := context.WithCancel(ctx)
 	reloadDone := make(chan struct{})
 	go func() {
-		creds, token := cfg.ServiceAuth.Credentials, ic.Aggregator.Token
+		creds, token, rateLimits := cfg.ServiceAuth.Credentials, ic.Aggregator.Token, cfg.RateLimits
 		env.WatchConfig(reloadCtx, reg, lifecycle.Reloader{Validate: Validate, Apply: func(next *config.Config) error {
 			if !reflect.DeepEqual(next.ServiceAuth.Credentials, creds) {
 				creds = slices.Clone(next.ServiceAuth.Credentials)
@@ -154,6 +161,15 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 				token = next.Indexer.Aggregator.Token
 				aggToken.Set(token)
 				log.Info("indexer.aggregator.token reloaded")
+			}
+			if !reflect.DeepEqual(next.RateLimits, rateLimits) {
+				set, err := ratelimit.Compile(next.RateLimits)
+				if err != nil {
+					return err
+				}
+				rateLimits = next.RateLimits
+				limiter.Apply(set)
+				log.Info("rateLimits reloaded", "limits", len(rateLimits.Limits))
 			}
 			if restart := config.NeedRestart(config.Changed(cfg, next), readKeys, liveKeys); len(restart) > 0 {
 				log.Warn("needs a restart: configuration changes not applied", "keys", restart)
@@ -174,6 +190,7 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 			PerPrincipal: gs.MaxPerPrincipal, PrincipalBytes: int64(gs.MaxPrincipalStateBytes)},
 		MaxSessionStateBytes: ic.SessionStates.MaxBytes,
 		Stopping:             ctx.Done(), Log: log, Metrics: server.NewMetrics(reg),
+		Limiter: limiter,
 	})
 	indexerv1.RegisterIndexerServiceServer(srv.Server, api)
 

@@ -68,6 +68,8 @@ type harness struct {
 	client  indexerv1.IndexerServiceClient
 	health  healthpb.HealthClient
 	logs    *logBuffer
+	// rateLimits is the configuration's rateLimits section.
+	rateLimits config.RateLimits
 }
 
 func listen(t testing.TB) net.Listener {
@@ -83,7 +85,13 @@ func listen(t testing.TB) net.Listener {
 // binary does) against databaseURL.
 func start(t testing.TB, databaseURL string) *harness {
 	t.Helper()
-	h := &harness{agg: testagg.New()}
+	return startLimited(t, databaseURL, config.RateLimits{})
+}
+
+// startLimited is start with rate limits.
+func startLimited(t testing.TB, databaseURL string, limits config.RateLimits) *harness {
+	t.Helper()
+	h := &harness{agg: testagg.New(), rateLimits: limits}
 	h.serveAggregator(listen(t))
 	t.Cleanup(h.stopAggregator)
 	h.startIndexer(t, databaseURL)
@@ -93,7 +101,7 @@ func start(t testing.TB, databaseURL string) *harness {
 // replica starts another indexer on the same database and aggregator.
 func (h *harness) replica(t testing.TB, databaseURL string) *harness {
 	t.Helper()
-	r := &harness{agg: h.agg, aggAddr: h.aggAddr}
+	r := &harness{agg: h.agg, aggAddr: h.aggAddr, rateLimits: h.rateLimits}
 	r.startIndexer(t, databaseURL)
 	return r
 }
@@ -116,6 +124,7 @@ func (h *harness) startIndexer(t testing.TB, databaseURL string) {
 			Aggregator: config.Endpoint{Address: h.aggAddr, Token: testagg.Token},
 			ScopeTTL:   config.Duration(time.Hour), // invalidation must come from the watch
 		},
+		RateLimits: h.rateLimits,
 	}
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	runErr := make(chan error, 1)

@@ -3,12 +3,14 @@ package server
 import (
 	"context"
 	"errors"
+	"strconv"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mcp/switchboard/services/apierr"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/revocation"
@@ -36,7 +38,11 @@ func (s *Server) toStatus(ctx context.Context, method string, err error) error {
 		aggErr      *scope.AggregatorError
 		bound       *store.SessionStateBoundError
 	)
+	var limited *ratelimit.LimitedError
 	switch {
+	case errors.As(err, &limited):
+		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED, limited.Error(),
+			"retryAfterSeconds", strconv.Itoa(limited.RetryAfterSeconds()), "limit", limited.Limit)
 	case errors.As(err, &invalid):
 		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, invalid.msg)
 	case errors.Is(err, errExplainOperatorOnly):

@@ -58,6 +58,13 @@ func (s *Server) search(ctx context.Context, req *indexerv1.SearchRequest) (*ind
 		if built {
 			s.Metrics.scopeBuilt()
 		}
+		if attempt == 0 {
+			// After the server is found (a missing one costs nothing),
+			// before the search.
+			if err := s.limitSearch(ctx, p.GetSubject(), p.GetGroups(), req.GetServer()); err != nil {
+				return nil, err
+			}
+		}
 		hits, explained, err := s.rank(ctx, sc, q, req.GetExplain())
 		if errors.Is(err, store.ErrScopeNotFound) && attempt == 0 {
 			s.Resolver.Forget(p, sc)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/approvals"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/revocation"
@@ -50,6 +51,8 @@ type Deps struct {
 	Log      *slog.Logger
 	// Metrics may be nil.
 	Metrics *Metrics
+	// Limiter applies the rate limits of find_tool to Search; nil: none.
+	Limiter *ratelimit.Limiter
 }
 
 // Server serves IndexerService.

@@ -20,6 +20,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 )
 
 // Store is everything the indexer keeps: the search index and the session
@@ -30,6 +32,7 @@ type Store interface {
 	RequestStates
 	SessionStates
 	ToolDefinitions
+	RateBuckets
 	// Migrate brings the schema up to date and reports how many steps it
 	// applied. Concurrent replicas may call it at once; each step is
 	// applied once. An unreachable backing store is an UnavailableError.
@@ -116,6 +119,8 @@ type Stats struct {
 // Collected counts what one garbage collection deleted.
 type Collected struct {
 	Scopes, Documents, Revocations, RequestStates int64
+	// RateBuckets counts rate-limit buckets dropped because they were full.
+	RateBuckets int64
 	// SessionStates counts expired session states and input responses.
 	SessionStates int64
 }
@@ -125,4 +130,12 @@ type Collected struct {
 type Revocation struct {
 	Digest    string
 	ExpiresAt time.Time
+}
+
+// RateBuckets are the rate-limit buckets every replica shares.
+type RateBuckets interface {
+	// TakeRateTokens takes up to each request's tokens from its bucket
+	// (see ratelimit.Take for the arithmetic), and returns one grant per
+	// request, in order. An unreachable database is an UnavailableError.
+	TakeRateTokens(ctx context.Context, reqs []ratelimit.TokenRequest) ([]ratelimit.Grant, error)
 }

@@ -141,7 +141,8 @@ func (s *Store) LookupScope(ctx context.Context, digest string) (store.Scope, er
 
 // CollectGarbage deletes scopes unused for longer than retention, then
 // documents no scope references, then expired revocations, request
-// state records, session states and relayed input responses.
+// state records, session states, relayed input responses and full
+// rate-limit buckets.
 func (s *Store) CollectGarbage(ctx context.Context, retention time.Duration) (store.Collected, error) {
 	var c store.Collected
 	tx, err := s.pool.Begin(ctx)
@@ -182,6 +183,12 @@ func (s *Store) CollectGarbage(ctx context.Context, retention time.Duration) (st
 		return c, classify(fmt.Errorf("purge input responses: %w", err))
 	}
 	c.SessionStates += tag.RowsAffected()
+	// A bucket that has refilled is the same as none.
+	tag, err = tx.Exec(ctx, `DELETE FROM rate_buckets WHERE full_at < now()`)
+	if err != nil {
+		return c, classify(fmt.Errorf("purge rate buckets: %w", err))
+	}
+	c.RateBuckets = tag.RowsAffected()
 	return c, classify(tx.Commit(ctx))
 }
 

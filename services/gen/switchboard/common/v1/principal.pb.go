@@ -88,6 +88,11 @@ const (
 	// operator looked (list the pending definitions again), or the digest
 	// is already the approved one of another definition.
 	ErrorReason_ERROR_REASON_TOOL_DEFINITION_CHANGED ErrorReason = 19
+	// A rate limit (config rateLimits) refused the request: it was not
+	// attempted. The status is RESOURCE_EXHAUSTED; ErrorInfo metadata
+	// "retryAfterSeconds" says when to try again (whole seconds, at least
+	// 1) and "limit" names the limit.
+	ErrorReason_ERROR_REASON_RATE_LIMITED ErrorReason = 20
 )
 
 // Enum value maps for ErrorReason.
@@ -113,6 +118,7 @@ var (
 		17: "ERROR_REASON_URI_TOO_LONG",
 		18: "ERROR_REASON_HIDDEN_ARGUMENT",
 		19: "ERROR_REASON_TOOL_DEFINITION_CHANGED",
+		20: "ERROR_REASON_RATE_LIMITED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":             0,
@@ -135,6 +141,7 @@ var (
 		"ERROR_REASON_URI_TOO_LONG":            17,
 		"ERROR_REASON_HIDDEN_ARGUMENT":         18,
 		"ERROR_REASON_TOOL_DEFINITION_CHANGED": 19,
+		"ERROR_REASON_RATE_LIMITED":            20,
 	}
 )
 
@@ -234,7 +241,7 @@ const file_switchboard_common_v1_principal_proto_rawDesc = "" +
 	"%switchboard/common/v1/principal.proto\x12\x15switchboard.common.v1\"=\n" +
 	"\tPrincipal\x12\x18\n" +
 	"\asubject\x18\x01 \x01(\tR\asubject\x12\x16\n" +
-	"\x06groups\x18\x02 \x03(\tR\x06groups*\xc5\x05\n" +
+	"\x06groups\x18\x02 \x03(\tR\x06groups*\xe4\x05\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cERROR_REASON_UNAUTHENTICATED\x10\x01\x12&\n" +
@@ -256,7 +263,8 @@ const file_switchboard_common_v1_principal_proto_rawDesc = "" +
 	"#ERROR_REASON_TOO_MANY_SUBSCRIPTIONS\x10\x10\x12\x1d\n" +
 	"\x19ERROR_REASON_URI_TOO_LONG\x10\x11\x12 \n" +
 	"\x1cERROR_REASON_HIDDEN_ARGUMENT\x10\x12\x12(\n" +
-	"$ERROR_REASON_TOOL_DEFINITION_CHANGED\x10\x13BTZRgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1;commonv1b\x06proto3"
+	"$ERROR_REASON_TOOL_DEFINITION_CHANGED\x10\x13\x12\x1d\n" +
+	"\x19ERROR_REASON_RATE_LIMITED\x10\x14BTZRgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1;commonv1b\x06proto3"
 
 var (
 	file_switchboard_common_v1_principal_proto_rawDescOnce sync.Once

@@ -2779,6 +2779,225 @@ func (x *WatchToolDefinitionsResponse) GetResync() bool {
 	return false
 }
 
+// AcquireRateTokensRequest names the buckets to take tokens from.
+type AcquireRateTokensRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keys          []*RateTokenRequest    `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireRateTokensRequest) Reset() {
+	*x = AcquireRateTokensRequest{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireRateTokensRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireRateTokensRequest) ProtoMessage() {}
+
+func (x *AcquireRateTokensRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireRateTokensRequest.ProtoReflect.Descriptor instead.
+func (*AcquireRateTokensRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *AcquireRateTokensRequest) GetKeys() []*RateTokenRequest {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+// RateTokenRequest is one bucket and the tokens wanted from it.
+type RateTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The bucket's key: the limit's name and what it counts (principal,
+	// tool, backend or server), as the caller builds it.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Tokens added per second.
+	RatePerSecond float64 `protobuf:"fixed64,2,opt,name=rate_per_second,json=ratePerSecond,proto3" json:"rate_per_second,omitempty"`
+	// The most tokens the bucket holds.
+	Burst uint32 `protobuf:"varint,3,opt,name=burst,proto3" json:"burst,omitempty"`
+	// Tokens wanted.
+	Tokens        uint32 `protobuf:"varint,4,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RateTokenRequest) Reset() {
+	*x = RateTokenRequest{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RateTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RateTokenRequest) ProtoMessage() {}
+
+func (x *RateTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RateTokenRequest.ProtoReflect.Descriptor instead.
+func (*RateTokenRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *RateTokenRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *RateTokenRequest) GetRatePerSecond() float64 {
+	if x != nil {
+		return x.RatePerSecond
+	}
+	return 0
+}
+
+func (x *RateTokenRequest) GetBurst() uint32 {
+	if x != nil {
+		return x.Burst
+	}
+	return 0
+}
+
+func (x *RateTokenRequest) GetTokens() uint32 {
+	if x != nil {
+		return x.Tokens
+	}
+	return 0
+}
+
+// AcquireRateTokensResponse answers each key, in the request's order.
+type AcquireRateTokensResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Grants        []*RateTokenGrant      `protobuf:"bytes,1,rep,name=grants,proto3" json:"grants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireRateTokensResponse) Reset() {
+	*x = AcquireRateTokensResponse{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireRateTokensResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireRateTokensResponse) ProtoMessage() {}
+
+func (x *AcquireRateTokensResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireRateTokensResponse.ProtoReflect.Descriptor instead.
+func (*AcquireRateTokensResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *AcquireRateTokensResponse) GetGrants() []*RateTokenGrant {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
+}
+
+// RateTokenGrant is what one bucket gave.
+type RateTokenGrant struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Tokens granted: at most the tokens asked, possibly fewer, possibly 0.
+	Granted uint32 `protobuf:"varint,1,opt,name=granted,proto3" json:"granted,omitempty"`
+	// When granted is 0: milliseconds until the bucket holds a whole token.
+	RetryAfterMs  uint32 `protobuf:"varint,2,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RateTokenGrant) Reset() {
+	*x = RateTokenGrant{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RateTokenGrant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RateTokenGrant) ProtoMessage() {}
+
+func (x *RateTokenGrant) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RateTokenGrant.ProtoReflect.Descriptor instead.
+func (*RateTokenGrant) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *RateTokenGrant) GetGranted() uint32 {
+	if x != nil {
+		return x.Granted
+	}
+	return 0
+}
+
+func (x *RateTokenGrant) GetRetryAfterMs() uint32 {
+	if x != nil {
+		return x.RetryAfterMs
+	}
+	return 0
+}
+
 var File_switchboard_indexer_v1_indexer_proto protoreflect.FileDescriptor
 
 const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
@@ -2963,7 +3182,19 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\x1bWatchToolDefinitionsRequest\"\x82\x01\n" +
 	"\x1cWatchToolDefinitionsResponse\x12J\n" +
 	"\tapprovals\x18\x01 \x03(\v2,.switchboard.indexer.v1.ToolDefinitionDigestR\tapprovals\x12\x16\n" +
-	"\x06resync\x18\x02 \x01(\bR\x06resync*\x84\x01\n" +
+	"\x06resync\x18\x02 \x01(\bR\x06resync\"X\n" +
+	"\x18AcquireRateTokensRequest\x12<\n" +
+	"\x04keys\x18\x01 \x03(\v2(.switchboard.indexer.v1.RateTokenRequestR\x04keys\"z\n" +
+	"\x10RateTokenRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12&\n" +
+	"\x0frate_per_second\x18\x02 \x01(\x01R\rratePerSecond\x12\x14\n" +
+	"\x05burst\x18\x03 \x01(\rR\x05burst\x12\x16\n" +
+	"\x06tokens\x18\x04 \x01(\rR\x06tokens\"[\n" +
+	"\x19AcquireRateTokensResponse\x12>\n" +
+	"\x06grants\x18\x01 \x03(\v2&.switchboard.indexer.v1.RateTokenGrantR\x06grants\"P\n" +
+	"\x0eRateTokenGrant\x12\x18\n" +
+	"\agranted\x18\x01 \x01(\rR\agranted\x12$\n" +
+	"\x0eretry_after_ms\x18\x02 \x01(\rR\fretryAfterMs*\x84\x01\n" +
 	"\rScorePartKind\x12\x1f\n" +
 	"\x1bSCORE_PART_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SCORE_PART_KIND_EXACT\x10\x01\x12\x1a\n" +
@@ -2976,7 +3207,7 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\x13TERM_SOURCE_KEYWORD\x10\x02\x12\x17\n" +
 	"\x13TERM_SOURCE_FRAMING\x10\x03\x12\x17\n" +
 	"\x13TERM_SOURCE_SYNONYM\x10\x04\x12\x15\n" +
-	"\x11TERM_SOURCE_TOPIC\x10\x052\x83\x0e\n" +
+	"\x11TERM_SOURCE_TOPIC\x10\x052\xfd\x0e\n" +
 	"\x0eIndexerService\x12W\n" +
 	"\x06Search\x12%.switchboard.indexer.v1.SearchRequest\x1a&.switchboard.indexer.v1.SearchResponse\x12i\n" +
 	"\fRefreshScope\x12+.switchboard.indexer.v1.RefreshScopeRequest\x1a,.switchboard.indexer.v1.RefreshScopeResponse\x12T\n" +
@@ -2992,7 +3223,8 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\x15RecordToolDefinitions\x124.switchboard.indexer.v1.RecordToolDefinitionsRequest\x1a5.switchboard.indexer.v1.RecordToolDefinitionsResponse\x12\x84\x01\n" +
 	"\x15ApproveToolDefinition\x124.switchboard.indexer.v1.ApproveToolDefinitionRequest\x1a5.switchboard.indexer.v1.ApproveToolDefinitionResponse\x12~\n" +
 	"\x13ListToolDefinitions\x122.switchboard.indexer.v1.ListToolDefinitionsRequest\x1a3.switchboard.indexer.v1.ListToolDefinitionsResponse\x12\x83\x01\n" +
-	"\x14WatchToolDefinitions\x123.switchboard.indexer.v1.WatchToolDefinitionsRequest\x1a4.switchboard.indexer.v1.WatchToolDefinitionsResponse0\x01BVZTgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1;indexerv1b\x06proto3"
+	"\x14WatchToolDefinitions\x123.switchboard.indexer.v1.WatchToolDefinitionsRequest\x1a4.switchboard.indexer.v1.WatchToolDefinitionsResponse0\x01\x12x\n" +
+	"\x11AcquireRateTokens\x120.switchboard.indexer.v1.AcquireRateTokensRequest\x1a1.switchboard.indexer.v1.AcquireRateTokensResponseBVZTgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1;indexerv1b\x06proto3"
 
 var (
 	file_switchboard_indexer_v1_indexer_proto_rawDescOnce sync.Once
@@ -3007,7 +3239,7 @@ func file_switchboard_indexer_v1_indexer_proto_rawDescGZIP() []byte {
 }
 
 var file_switchboard_indexer_v1_indexer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_switchboard_indexer_v1_indexer_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_switchboard_indexer_v1_indexer_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_switchboard_indexer_v1_indexer_proto_goTypes = []any{
 	(ScorePartKind)(0),                    // 0: switchboard.indexer.v1.ScorePartKind
 	(TermSource)(0),                       // 1: switchboard.indexer.v1.TermSource
@@ -3051,73 +3283,81 @@ var file_switchboard_indexer_v1_indexer_proto_goTypes = []any{
 	(*ToolDefinition)(nil),                // 39: switchboard.indexer.v1.ToolDefinition
 	(*WatchToolDefinitionsRequest)(nil),   // 40: switchboard.indexer.v1.WatchToolDefinitionsRequest
 	(*WatchToolDefinitionsResponse)(nil),  // 41: switchboard.indexer.v1.WatchToolDefinitionsResponse
-	(*v1.Principal)(nil),                  // 42: switchboard.common.v1.Principal
-	(*timestamppb.Timestamp)(nil),         // 43: google.protobuf.Timestamp
+	(*AcquireRateTokensRequest)(nil),      // 42: switchboard.indexer.v1.AcquireRateTokensRequest
+	(*RateTokenRequest)(nil),              // 43: switchboard.indexer.v1.RateTokenRequest
+	(*AcquireRateTokensResponse)(nil),     // 44: switchboard.indexer.v1.AcquireRateTokensResponse
+	(*RateTokenGrant)(nil),                // 45: switchboard.indexer.v1.RateTokenGrant
+	(*v1.Principal)(nil),                  // 46: switchboard.common.v1.Principal
+	(*timestamppb.Timestamp)(nil),         // 47: google.protobuf.Timestamp
 }
 var file_switchboard_indexer_v1_indexer_proto_depIdxs = []int32{
-	42, // 0: switchboard.indexer.v1.SearchRequest.principal:type_name -> switchboard.common.v1.Principal
+	46, // 0: switchboard.indexer.v1.SearchRequest.principal:type_name -> switchboard.common.v1.Principal
 	4,  // 1: switchboard.indexer.v1.SearchHit.explanation:type_name -> switchboard.indexer.v1.ScorePart
 	0,  // 2: switchboard.indexer.v1.ScorePart.kind:type_name -> switchboard.indexer.v1.ScorePartKind
 	1,  // 3: switchboard.indexer.v1.QueryTerm.source:type_name -> switchboard.indexer.v1.TermSource
 	3,  // 4: switchboard.indexer.v1.SearchResponse.hits:type_name -> switchboard.indexer.v1.SearchHit
 	5,  // 5: switchboard.indexer.v1.SearchResponse.terms:type_name -> switchboard.indexer.v1.QueryTerm
-	42, // 6: switchboard.indexer.v1.RefreshScopeRequest.principal:type_name -> switchboard.common.v1.Principal
-	43, // 7: switchboard.indexer.v1.RevokeSessionRequest.expires_at:type_name -> google.protobuf.Timestamp
+	46, // 6: switchboard.indexer.v1.RefreshScopeRequest.principal:type_name -> switchboard.common.v1.Principal
+	47, // 7: switchboard.indexer.v1.RevokeSessionRequest.expires_at:type_name -> google.protobuf.Timestamp
 	17, // 8: switchboard.indexer.v1.WatchRevocationsResponse.revocations:type_name -> switchboard.indexer.v1.SessionRevocation
-	43, // 9: switchboard.indexer.v1.SessionRevocation.expires_at:type_name -> google.protobuf.Timestamp
-	43, // 10: switchboard.indexer.v1.ConsumeRequestStateRequest.expires_at:type_name -> google.protobuf.Timestamp
-	43, // 11: switchboard.indexer.v1.UpdateSessionStateRequest.expires_at:type_name -> google.protobuf.Timestamp
+	47, // 9: switchboard.indexer.v1.SessionRevocation.expires_at:type_name -> google.protobuf.Timestamp
+	47, // 10: switchboard.indexer.v1.ConsumeRequestStateRequest.expires_at:type_name -> google.protobuf.Timestamp
+	47, // 11: switchboard.indexer.v1.UpdateSessionStateRequest.expires_at:type_name -> google.protobuf.Timestamp
 	22, // 12: switchboard.indexer.v1.UpdateSessionStateResponse.state:type_name -> switchboard.indexer.v1.SessionState
-	43, // 13: switchboard.indexer.v1.SessionState.expires_at:type_name -> google.protobuf.Timestamp
+	47, // 13: switchboard.indexer.v1.SessionState.expires_at:type_name -> google.protobuf.Timestamp
 	22, // 14: switchboard.indexer.v1.WatchSessionEventsResponse.states:type_name -> switchboard.indexer.v1.SessionState
 	25, // 15: switchboard.indexer.v1.WatchSessionEventsResponse.input_responses:type_name -> switchboard.indexer.v1.RelayedInputResponse
 	28, // 16: switchboard.indexer.v1.WatchSessionEventsResponse.cancellations:type_name -> switchboard.indexer.v1.RelayedCancellation
 	25, // 17: switchboard.indexer.v1.RelayInputResponseRequest.response:type_name -> switchboard.indexer.v1.RelayedInputResponse
-	43, // 18: switchboard.indexer.v1.RelayInputResponseRequest.expires_at:type_name -> google.protobuf.Timestamp
+	47, // 18: switchboard.indexer.v1.RelayInputResponseRequest.expires_at:type_name -> google.protobuf.Timestamp
 	28, // 19: switchboard.indexer.v1.RelayCancellationRequest.cancellation:type_name -> switchboard.indexer.v1.RelayedCancellation
 	31, // 20: switchboard.indexer.v1.RecordToolDefinitionsRequest.tools:type_name -> switchboard.indexer.v1.ToolDefinitionDigest
 	34, // 21: switchboard.indexer.v1.RecordToolDefinitionsResponse.verdicts:type_name -> switchboard.indexer.v1.ToolDefinitionVerdict
 	39, // 22: switchboard.indexer.v1.ApproveToolDefinitionResponse.definition:type_name -> switchboard.indexer.v1.ToolDefinition
 	39, // 23: switchboard.indexer.v1.ListToolDefinitionsResponse.definitions:type_name -> switchboard.indexer.v1.ToolDefinition
-	43, // 24: switchboard.indexer.v1.ToolDefinition.first_seen:type_name -> google.protobuf.Timestamp
-	43, // 25: switchboard.indexer.v1.ToolDefinition.last_seen:type_name -> google.protobuf.Timestamp
-	43, // 26: switchboard.indexer.v1.ToolDefinition.approved_at:type_name -> google.protobuf.Timestamp
+	47, // 24: switchboard.indexer.v1.ToolDefinition.first_seen:type_name -> google.protobuf.Timestamp
+	47, // 25: switchboard.indexer.v1.ToolDefinition.last_seen:type_name -> google.protobuf.Timestamp
+	47, // 26: switchboard.indexer.v1.ToolDefinition.approved_at:type_name -> google.protobuf.Timestamp
 	31, // 27: switchboard.indexer.v1.WatchToolDefinitionsResponse.approvals:type_name -> switchboard.indexer.v1.ToolDefinitionDigest
-	2,  // 28: switchboard.indexer.v1.IndexerService.Search:input_type -> switchboard.indexer.v1.SearchRequest
-	7,  // 29: switchboard.indexer.v1.IndexerService.RefreshScope:input_type -> switchboard.indexer.v1.RefreshScopeRequest
-	9,  // 30: switchboard.indexer.v1.IndexerService.Stats:input_type -> switchboard.indexer.v1.StatsRequest
-	11, // 31: switchboard.indexer.v1.IndexerService.RevokeSession:input_type -> switchboard.indexer.v1.RevokeSessionRequest
-	13, // 32: switchboard.indexer.v1.IndexerService.CheckSession:input_type -> switchboard.indexer.v1.CheckSessionRequest
-	15, // 33: switchboard.indexer.v1.IndexerService.WatchRevocations:input_type -> switchboard.indexer.v1.WatchRevocationsRequest
-	18, // 34: switchboard.indexer.v1.IndexerService.ConsumeRequestState:input_type -> switchboard.indexer.v1.ConsumeRequestStateRequest
-	20, // 35: switchboard.indexer.v1.IndexerService.UpdateSessionState:input_type -> switchboard.indexer.v1.UpdateSessionStateRequest
-	23, // 36: switchboard.indexer.v1.IndexerService.WatchSessionEvents:input_type -> switchboard.indexer.v1.WatchSessionEventsRequest
-	26, // 37: switchboard.indexer.v1.IndexerService.RelayInputResponse:input_type -> switchboard.indexer.v1.RelayInputResponseRequest
-	29, // 38: switchboard.indexer.v1.IndexerService.RelayCancellation:input_type -> switchboard.indexer.v1.RelayCancellationRequest
-	32, // 39: switchboard.indexer.v1.IndexerService.RecordToolDefinitions:input_type -> switchboard.indexer.v1.RecordToolDefinitionsRequest
-	35, // 40: switchboard.indexer.v1.IndexerService.ApproveToolDefinition:input_type -> switchboard.indexer.v1.ApproveToolDefinitionRequest
-	37, // 41: switchboard.indexer.v1.IndexerService.ListToolDefinitions:input_type -> switchboard.indexer.v1.ListToolDefinitionsRequest
-	40, // 42: switchboard.indexer.v1.IndexerService.WatchToolDefinitions:input_type -> switchboard.indexer.v1.WatchToolDefinitionsRequest
-	6,  // 43: switchboard.indexer.v1.IndexerService.Search:output_type -> switchboard.indexer.v1.SearchResponse
-	8,  // 44: switchboard.indexer.v1.IndexerService.RefreshScope:output_type -> switchboard.indexer.v1.RefreshScopeResponse
-	10, // 45: switchboard.indexer.v1.IndexerService.Stats:output_type -> switchboard.indexer.v1.StatsResponse
-	12, // 46: switchboard.indexer.v1.IndexerService.RevokeSession:output_type -> switchboard.indexer.v1.RevokeSessionResponse
-	14, // 47: switchboard.indexer.v1.IndexerService.CheckSession:output_type -> switchboard.indexer.v1.CheckSessionResponse
-	16, // 48: switchboard.indexer.v1.IndexerService.WatchRevocations:output_type -> switchboard.indexer.v1.WatchRevocationsResponse
-	19, // 49: switchboard.indexer.v1.IndexerService.ConsumeRequestState:output_type -> switchboard.indexer.v1.ConsumeRequestStateResponse
-	21, // 50: switchboard.indexer.v1.IndexerService.UpdateSessionState:output_type -> switchboard.indexer.v1.UpdateSessionStateResponse
-	24, // 51: switchboard.indexer.v1.IndexerService.WatchSessionEvents:output_type -> switchboard.indexer.v1.WatchSessionEventsResponse
-	27, // 52: switchboard.indexer.v1.IndexerService.RelayInputResponse:output_type -> switchboard.indexer.v1.RelayInputResponseResponse
-	30, // 53: switchboard.indexer.v1.IndexerService.RelayCancellation:output_type -> switchboard.indexer.v1.RelayCancellationResponse
-	33, // 54: switchboard.indexer.v1.IndexerService.RecordToolDefinitions:output_type -> switchboard.indexer.v1.RecordToolDefinitionsResponse
-	36, // 55: switchboard.indexer.v1.IndexerService.ApproveToolDefinition:output_type -> switchboard.indexer.v1.ApproveToolDefinitionResponse
-	38, // 56: switchboard.indexer.v1.IndexerService.ListToolDefinitions:output_type -> switchboard.indexer.v1.ListToolDefinitionsResponse
-	41, // 57: switchboard.indexer.v1.IndexerService.WatchToolDefinitions:output_type -> switchboard.indexer.v1.WatchToolDefinitionsResponse
-	43, // [43:58] is the sub-list for method output_type
-	28, // [28:43] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	43, // 28: switchboard.indexer.v1.AcquireRateTokensRequest.keys:type_name -> switchboard.indexer.v1.RateTokenRequest
+	45, // 29: switchboard.indexer.v1.AcquireRateTokensResponse.grants:type_name -> switchboard.indexer.v1.RateTokenGrant
+	2,  // 30: switchboard.indexer.v1.IndexerService.Search:input_type -> switchboard.indexer.v1.SearchRequest
+	7,  // 31: switchboard.indexer.v1.IndexerService.RefreshScope:input_type -> switchboard.indexer.v1.RefreshScopeRequest
+	9,  // 32: switchboard.indexer.v1.IndexerService.Stats:input_type -> switchboard.indexer.v1.StatsRequest
+	11, // 33: switchboard.indexer.v1.IndexerService.RevokeSession:input_type -> switchboard.indexer.v1.RevokeSessionRequest
+	13, // 34: switchboard.indexer.v1.IndexerService.CheckSession:input_type -> switchboard.indexer.v1.CheckSessionRequest
+	15, // 35: switchboard.indexer.v1.IndexerService.WatchRevocations:input_type -> switchboard.indexer.v1.WatchRevocationsRequest
+	18, // 36: switchboard.indexer.v1.IndexerService.ConsumeRequestState:input_type -> switchboard.indexer.v1.ConsumeRequestStateRequest
+	20, // 37: switchboard.indexer.v1.IndexerService.UpdateSessionState:input_type -> switchboard.indexer.v1.UpdateSessionStateRequest
+	23, // 38: switchboard.indexer.v1.IndexerService.WatchSessionEvents:input_type -> switchboard.indexer.v1.WatchSessionEventsRequest
+	26, // 39: switchboard.indexer.v1.IndexerService.RelayInputResponse:input_type -> switchboard.indexer.v1.RelayInputResponseRequest
+	29, // 40: switchboard.indexer.v1.IndexerService.RelayCancellation:input_type -> switchboard.indexer.v1.RelayCancellationRequest
+	32, // 41: switchboard.indexer.v1.IndexerService.RecordToolDefinitions:input_type -> switchboard.indexer.v1.RecordToolDefinitionsRequest
+	35, // 42: switchboard.indexer.v1.IndexerService.ApproveToolDefinition:input_type -> switchboard.indexer.v1.ApproveToolDefinitionRequest
+	37, // 43: switchboard.indexer.v1.IndexerService.ListToolDefinitions:input_type -> switchboard.indexer.v1.ListToolDefinitionsRequest
+	40, // 44: switchboard.indexer.v1.IndexerService.WatchToolDefinitions:input_type -> switchboard.indexer.v1.WatchToolDefinitionsRequest
+	42, // 45: switchboard.indexer.v1.IndexerService.AcquireRateTokens:input_type -> switchboard.indexer.v1.AcquireRateTokensRequest
+	6,  // 46: switchboard.indexer.v1.IndexerService.Search:output_type -> switchboard.indexer.v1.SearchResponse
+	8,  // 47: switchboard.indexer.v1.IndexerService.RefreshScope:output_type -> switchboard.indexer.v1.RefreshScopeResponse
+	10, // 48: switchboard.indexer.v1.IndexerService.Stats:output_type -> switchboard.indexer.v1.StatsResponse
+	12, // 49: switchboard.indexer.v1.IndexerService.RevokeSession:output_type -> switchboard.indexer.v1.RevokeSessionResponse
+	14, // 50: switchboard.indexer.v1.IndexerService.CheckSession:output_type -> switchboard.indexer.v1.CheckSessionResponse
+	16, // 51: switchboard.indexer.v1.IndexerService.WatchRevocations:output_type -> switchboard.indexer.v1.WatchRevocationsResponse
+	19, // 52: switchboard.indexer.v1.IndexerService.ConsumeRequestState:output_type -> switchboard.indexer.v1.ConsumeRequestStateResponse
+	21, // 53: switchboard.indexer.v1.IndexerService.UpdateSessionState:output_type -> switchboard.indexer.v1.UpdateSessionStateResponse
+	24, // 54: switchboard.indexer.v1.IndexerService.WatchSessionEvents:output_type -> switchboard.indexer.v1.WatchSessionEventsResponse
+	27, // 55: switchboard.indexer.v1.IndexerService.RelayInputResponse:output_type -> switchboard.indexer.v1.RelayInputResponseResponse
+	30, // 56: switchboard.indexer.v1.IndexerService.RelayCancellation:output_type -> switchboard.indexer.v1.RelayCancellationResponse
+	33, // 57: switchboard.indexer.v1.IndexerService.RecordToolDefinitions:output_type -> switchboard.indexer.v1.RecordToolDefinitionsResponse
+	36, // 58: switchboard.indexer.v1.IndexerService.ApproveToolDefinition:output_type -> switchboard.indexer.v1.ApproveToolDefinitionResponse
+	38, // 59: switchboard.indexer.v1.IndexerService.ListToolDefinitions:output_type -> switchboard.indexer.v1.ListToolDefinitionsResponse
+	41, // 60: switchboard.indexer.v1.IndexerService.WatchToolDefinitions:output_type -> switchboard.indexer.v1.WatchToolDefinitionsResponse
+	44, // 61: switchboard.indexer.v1.IndexerService.AcquireRateTokens:output_type -> switchboard.indexer.v1.AcquireRateTokensResponse
+	46, // [46:62] is the sub-list for method output_type
+	30, // [30:46] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_indexer_v1_indexer_proto_init() }
@@ -3136,7 +3376,7 @@ func file_switchboard_indexer_v1_indexer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_indexer_v1_indexer_proto_rawDesc), len(file_switchboard_indexer_v1_indexer_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   40,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -38,6 +38,7 @@ const (
 	IndexerService_ApproveToolDefinition_FullMethodName = "/switchboard.indexer.v1.IndexerService/ApproveToolDefinition"
 	IndexerService_ListToolDefinitions_FullMethodName   = "/switchboard.indexer.v1.IndexerService/ListToolDefinitions"
 	IndexerService_WatchToolDefinitions_FullMethodName  = "/switchboard.indexer.v1.IndexerService/WatchToolDefinitions"
+	IndexerService_AcquireRateTokens_FullMethodName     = "/switchboard.indexer.v1.IndexerService/AcquireRateTokens"
 )
 
 // IndexerServiceClient is the client API for IndexerService service.
@@ -178,6 +179,20 @@ type IndexerServiceClient interface {
 	// It ends only when the indexer shuts down, or with UNAVAILABLE when the
 	// subscriber fell behind; the subscriber reconnects.
 	WatchToolDefinitions(ctx context.Context, in *WatchToolDefinitionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchToolDefinitionsResponse], error)
+	// AcquireRateTokens takes tokens from the cluster's rate-limit buckets
+	// (config rateLimits), one bucket per key, kept in PostgreSQL so that
+	// every replica of every service draws from the same ones. Each bucket
+	// refills at its rate up to its burst; a key never seen is a full
+	// bucket. For each key it grants up to the tokens asked, as many whole
+	// tokens as the bucket holds, and when it grants none, says how long
+	// until one is there. Tokens granted are gone from the bucket: the
+	// caller spends them on its requests (a lease) or lets them lapse.
+	// Aggregators call it for tools/call, resources/read and prompts/get;
+	// the indexer takes find_tool's tokens itself. At most 64 keys per
+	// request, each at most 512 bytes, once; rate in (0, 1e6] per second,
+	// burst in [1, 1e6], tokens in [1, burst]; anything else is
+	// INVALID_ARGUMENT and nothing is taken.
+	AcquireRateTokens(ctx context.Context, in *AcquireRateTokensRequest, opts ...grpc.CallOption) (*AcquireRateTokensResponse, error)
 }
 
 type indexerServiceClient struct {
@@ -365,6 +380,16 @@ func (c *indexerServiceClient) WatchToolDefinitions(ctx context.Context, in *Wat
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type IndexerService_WatchToolDefinitionsClient = grpc.ServerStreamingClient[WatchToolDefinitionsResponse]
 
+func (c *indexerServiceClient) AcquireRateTokens(ctx context.Context, in *AcquireRateTokensRequest, opts ...grpc.CallOption) (*AcquireRateTokensResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AcquireRateTokensResponse)
+	err := c.cc.Invoke(ctx, IndexerService_AcquireRateTokens_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // IndexerServiceServer is the server API for IndexerService service.
 // All implementations must embed UnimplementedIndexerServiceServer
 // for forward compatibility.
@@ -503,6 +528,20 @@ type IndexerServiceServer interface {
 	// It ends only when the indexer shuts down, or with UNAVAILABLE when the
 	// subscriber fell behind; the subscriber reconnects.
 	WatchToolDefinitions(*WatchToolDefinitionsRequest, grpc.ServerStreamingServer[WatchToolDefinitionsResponse]) error
+	// AcquireRateTokens takes tokens from the cluster's rate-limit buckets
+	// (config rateLimits), one bucket per key, kept in PostgreSQL so that
+	// every replica of every service draws from the same ones. Each bucket
+	// refills at its rate up to its burst; a key never seen is a full
+	// bucket. For each key it grants up to the tokens asked, as many whole
+	// tokens as the bucket holds, and when it grants none, says how long
+	// until one is there. Tokens granted are gone from the bucket: the
+	// caller spends them on its requests (a lease) or lets them lapse.
+	// Aggregators call it for tools/call, resources/read and prompts/get;
+	// the indexer takes find_tool's tokens itself. At most 64 keys per
+	// request, each at most 512 bytes, once; rate in (0, 1e6] per second,
+	// burst in [1, 1e6], tokens in [1, burst]; anything else is
+	// INVALID_ARGUMENT and nothing is taken.
+	AcquireRateTokens(context.Context, *AcquireRateTokensRequest) (*AcquireRateTokensResponse, error)
 	mustEmbedUnimplementedIndexerServiceServer()
 }
 
@@ -557,6 +596,9 @@ func (UnimplementedIndexerServiceServer) ListToolDefinitions(context.Context, *L
 }
 func (UnimplementedIndexerServiceServer) WatchToolDefinitions(*WatchToolDefinitionsRequest, grpc.ServerStreamingServer[WatchToolDefinitionsResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchToolDefinitions not implemented")
+}
+func (UnimplementedIndexerServiceServer) AcquireRateTokens(context.Context, *AcquireRateTokensRequest) (*AcquireRateTokensResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AcquireRateTokens not implemented")
 }
 func (UnimplementedIndexerServiceServer) mustEmbedUnimplementedIndexerServiceServer() {}
 func (UnimplementedIndexerServiceServer) testEmbeddedByValue()                        {}
@@ -828,6 +870,24 @@ func _IndexerService_WatchToolDefinitions_Handler(srv interface{}, stream grpc.S
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type IndexerService_WatchToolDefinitionsServer = grpc.ServerStreamingServer[WatchToolDefinitionsResponse]
 
+func _IndexerService_AcquireRateTokens_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AcquireRateTokensRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IndexerServiceServer).AcquireRateTokens(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IndexerService_AcquireRateTokens_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IndexerServiceServer).AcquireRateTokens(ctx, req.(*AcquireRateTokensRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // IndexerService_ServiceDesc is the grpc.ServiceDesc for IndexerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -882,6 +942,10 @@ var IndexerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListToolDefinitions",
 			Handler:    _IndexerService_ListToolDefinitions_Handler,
+		},
+		{
+			MethodName: "AcquireRateTokens",
+			Handler:    _IndexerService_AcquireRateTokens_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

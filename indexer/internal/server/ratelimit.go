@@ -1,0 +1,88 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/ratelimit"
+
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+)
+
+// Bounds of one AcquireRateTokens (indexer.proto).
+const (
+	maxRateKeysPerRequest = 64
+	maxRateKeyBytes       = 512
+)
+
+// AcquireRateTokens takes tokens from the shared rate-limit buckets for
+// an aggregator's requests.
+func (s *Server) AcquireRateTokens(ctx context.Context, req *indexerv1.AcquireRateTokensRequest) (*indexerv1.AcquireRateTokensResponse, error) {
+	err := s.checkReady()
+	var reqs []ratelimit.TokenRequest
+	if err == nil {
+		reqs, err = validRateTokenRequests(req.GetKeys())
+	}
+	var grants []ratelimit.Grant
+	if err == nil {
+		grants, err = s.Store.TakeRateTokens(ctx, reqs)
+	}
+	if err != nil {
+		return nil, s.toStatus(ctx, "AcquireRateTokens", err)
+	}
+	resp := &indexerv1.AcquireRateTokensResponse{Grants: make([]*indexerv1.RateTokenGrant, len(grants))}
+	for i, g := range grants {
+		resp.Grants[i] = &indexerv1.RateTokenGrant{Granted: uint32(g.Granted), RetryAfterMs: uint32(min(math.MaxUint32, g.RetryAfter.Milliseconds()))}
+		if g.Granted == 0 && resp.Grants[i].RetryAfterMs == 0 {
+			resp.Grants[i].RetryAfterMs = 1
+		}
+	}
+	return resp, nil
+}
+
+func validRateTokenRequests(keys []*indexerv1.RateTokenRequest) ([]ratelimit.TokenRequest, error) {
+	if len(keys) == 0 || len(keys) > maxRateKeysPerRequest {
+		return nil, invalidArgument(fmt.Sprintf("keys: want 1 to %d", maxRateKeysPerRequest))
+	}
+	seen := make(map[string]bool, len(keys))
+	out := make([]ratelimit.TokenRequest, len(keys))
+	for i, k := range keys {
+		key, rate, burst, n := k.GetKey(), k.GetRatePerSecond(), k.GetBurst(), k.GetTokens()
+		switch {
+		case key == "" || len(key) > maxRateKeyBytes || strings.ContainsRune(key, 0):
+			return nil, invalidArgument(fmt.Sprintf("keys[%d].key: want 1 to %d bytes without NUL", i, maxRateKeyBytes))
+		case seen[key]:
+			return nil, invalidArgument(fmt.Sprintf("keys[%d].key is named twice", i))
+		case !(rate > 0 && rate <= config.MaxRateLimitRate):
+			return nil, invalidArgument(fmt.Sprintf("keys[%d].rate_per_second: want more than 0 and at most %d", i, config.MaxRateLimitRate))
+		case burst < 1 || burst > config.MaxRateLimitBurst:
+			return nil, invalidArgument(fmt.Sprintf("keys[%d].burst: want 1 to %d", i, config.MaxRateLimitBurst))
+		case n < 1 || n > burst:
+			return nil, invalidArgument(fmt.Sprintf("keys[%d].tokens: want 1 to burst", i))
+		}
+		seen[key] = true
+		out[i] = ratelimit.TokenRequest{Key: key, Rate: rate, Burst: int(burst), Tokens: int(n)}
+	}
+	return out, nil
+}
+
+// StoreBuckets takes the indexer's own tokens (find_tool's) from the
+// database directly: the indexer is where the buckets are.
+type StoreBuckets struct{ Store store.RateBuckets }
+
+// Acquire implements ratelimit.Acquirer.
+func (b StoreBuckets) Acquire(ctx context.Context, reqs []ratelimit.TokenRequest) ([]ratelimit.Grant, error) {
+	return b.Store.TakeRateTokens(ctx, reqs)
+}
+
+// limitSearch takes find_tool's tokens (a Search is what find_tool runs).
+func (s *Server) limitSearch(ctx context.Context, subject string, groups []string, server string) error {
+	if s.Limiter == nil {
+		return nil
+	}
+	return s.Limiter.Allow(ctx, ratelimit.Request{Method: config.RateMethodFindTool, Subject: subject, Groups: groups, Server: server})
+}

@@ -1,0 +1,224 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Rate limits (docs/configuration.md, "rateLimits"): token buckets the
+// aggregators (tools/call, resources/read, prompts/get) and the indexers
+// (find_tool) apply, shared by every replica through the indexer's
+// PostgreSQL.
+
+// What a rate limit counts (RateLimit.Per): one bucket per distinct value.
+const (
+	RatePerPrincipal = "principal"
+	RatePerTool      = "tool"
+	RatePerBackend   = "backend"
+	RatePerServer    = "server"
+)
+
+// The methods a rate limit applies to (RateLimit.Methods).
+const (
+	RateMethodToolsCall    = "tools/call"
+	RateMethodResourceRead = "resources/read"
+	RateMethodPromptsGet   = "prompts/get"
+	RateMethodFindTool     = "find_tool"
+)
+
+// RateLimitMethods are every method a limit can apply to, its default.
+var RateLimitMethods = []string{RateMethodToolsCall, RateMethodResourceRead, RateMethodPromptsGet, RateMethodFindTool}
+
+// Bounds of the rateLimits section.
+const (
+	MaxRateLimits        = 64
+	MaxRateLimitPatterns = 64
+	MaxRateLimitRate     = 1_000_000 // per second
+	MaxRateLimitBurst    = 1_000_000
+)
+
+// What happens to a request when the shared buckets cannot be reached
+// (RateLimits.OnUnavailable).
+const (
+	// RateFailOpen admits it, counted and logged: a limit protects
+	// backends from floods and must not take the whole service down with
+	// the indexer.
+	RateFailOpen = "open"
+	// RateFailClosed refuses it as rate limited (retry after a second).
+	RateFailClosed = "closed"
+)
+
+// RateLimits is the top-level rateLimits section.
+type RateLimits struct {
+	// OnUnavailable is open (the default) or closed.
+	OnUnavailable string `yaml:"onUnavailable"`
+	// Limits are the buckets; a request takes one token from every
+	// limit that matches it, and is refused when any of them is empty.
+	Limits []RateLimit `yaml:"limits"`
+}
+
+// RateLimit is one limit: a token bucket per distinct value of Per, among
+// the requests Match and Methods select.
+type RateLimit struct {
+	// Name identifies the limit in metrics, logs and the refusal; unique.
+	Name string `yaml:"name"`
+	// Per is principal, tool, backend or server. A limit per tool applies
+	// to tools/call only, per backend to everything but find_tool.
+	Per string `yaml:"per"`
+	// Match narrows the requests counted; empty lists match everything.
+	Match RateLimitMatch `yaml:"match"`
+	// Rate is "<n>/s", "<n>/m" or "<n>/h": tokens added per period.
+	Rate string `yaml:"rate"`
+	// Burst is the most tokens a bucket holds (default: one second's
+	// worth, at least 1).
+	Burst int `yaml:"burst"`
+	// Methods are those of RateLimitMethods the limit applies to
+	// (default all).
+	Methods []string `yaml:"methods"`
+}
+
+// RateLimitMatch selects requests by names or globs (GlobMatch, as the
+// servers' filters: * any run of characters, ? one). A request matches when it matches every non-empty list; a list
+// matches when any of its patterns does.
+type RateLimitMatch struct {
+	Servers  []string `yaml:"servers"`
+	Tools    []string `yaml:"tools"`
+	Backends []string `yaml:"backends"`
+	// Principals are subjects; Groups match a principal in any of them.
+	Principals []string `yaml:"principals"`
+	Groups     []string `yaml:"groups"`
+}
+
+// EffectiveOnUnavailable is OnUnavailable with its default.
+func (r RateLimits) EffectiveOnUnavailable() string {
+	if r.OnUnavailable == "" {
+		return RateFailOpen
+	}
+	return r.OnUnavailable
+}
+
+// ParseRate reads "<n>/s", "<n>/m" or "<n>/h" as tokens per second.
+func ParseRate(s string) (float64, error) {
+	num, unit, ok := strings.Cut(strings.TrimSpace(s), "/")
+	if !ok {
+		return 0, fmt.Errorf("rate %q: want <n>/s, <n>/m or <n>/h", s)
+	}
+	n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("rate %q: want a positive number per period", s)
+	}
+	var per float64
+	switch strings.TrimSpace(unit) {
+	case "s":
+		per = 1
+	case "m":
+		per = 60
+	case "h":
+		per = 3600
+	default:
+		return 0, fmt.Errorf("rate %q: the period is s, m or h", s)
+	}
+	r := n / per
+	if r > MaxRateLimitRate {
+		return 0, fmt.Errorf("rate %q: at most %d per second", s, MaxRateLimitRate)
+	}
+	return r, nil
+}
+
+// EffectiveBurst is Burst, or one second's worth of rate (at least 1).
+func (l RateLimit) EffectiveBurst(rate float64) int {
+	if l.Burst > 0 {
+		return l.Burst
+	}
+	return max(1, int(rate))
+}
+
+// EffectiveMethods is Methods, or every method the limit's Per applies to.
+func (l RateLimit) EffectiveMethods() []string {
+	if len(l.Methods) > 0 {
+		return l.Methods
+	}
+	switch l.Per {
+	case RatePerTool:
+		return []string{RateMethodToolsCall}
+	case RatePerBackend:
+		return []string{RateMethodToolsCall, RateMethodResourceRead, RateMethodPromptsGet}
+	}
+	return RateLimitMethods
+}
+
+// Validate checks the section: every limit, its bounds and its patterns.
+func (r RateLimits) Validate() error {
+	var errs []error
+	switch r.EffectiveOnUnavailable() {
+	case RateFailOpen, RateFailClosed:
+	default:
+		errs = append(errs, fmt.Errorf("rateLimits.onUnavailable %q: want open or closed", r.OnUnavailable))
+	}
+	if len(r.Limits) > MaxRateLimits {
+		errs = append(errs, fmt.Errorf("rateLimits.limits: %d limits, at most %d", len(r.Limits), MaxRateLimits))
+	}
+	names := map[string]bool{}
+	for i, l := range r.Limits {
+		at := fmt.Sprintf("rateLimits.limits[%d]", i)
+		if l.Name == "" || len(l.Name) > 64 || strings.ContainsAny(l.Name, "\x00|") {
+			errs = append(errs, fmt.Errorf("%s.name %q: required, at most 64 bytes, without | or NUL", at, l.Name))
+		} else if names[l.Name] {
+			errs = append(errs, fmt.Errorf("%s.name %q: used twice", at, l.Name))
+		}
+		names[l.Name] = true
+		if err := l.validate(); err != nil {
+			errs = append(errs, fmt.Errorf("%s (%s): %w", at, l.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (l RateLimit) validate() error {
+	var errs []error
+	switch l.Per {
+	case RatePerPrincipal, RatePerTool, RatePerBackend, RatePerServer:
+	default:
+		errs = append(errs, fmt.Errorf("per %q: want principal, tool, backend or server", l.Per))
+	}
+	rate, err := ParseRate(l.Rate)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if l.Burst < 0 || l.Burst > MaxRateLimitBurst {
+		errs = append(errs, fmt.Errorf("burst %d: want 1 to %d (or unset: one second's worth)", l.Burst, MaxRateLimitBurst))
+	} else if err == nil && l.EffectiveBurst(rate) > MaxRateLimitBurst {
+		errs = append(errs, fmt.Errorf("burst: one second of rate %q is over %d; set burst", l.Rate, MaxRateLimitBurst))
+	}
+	for _, m := range l.Methods {
+		if !slices.Contains(RateLimitMethods, m) {
+			errs = append(errs, fmt.Errorf("methods: %q is not one of %s", m, strings.Join(RateLimitMethods, ", ")))
+			continue
+		}
+		// A find_tool names no tool and no backend; a resources/read
+		// or prompts/get no tool.
+		if (l.Per == RatePerTool || len(l.Match.Tools) > 0) && m != RateMethodToolsCall {
+			errs = append(errs, fmt.Errorf("methods: %s names no tool, so a limit per tool or matching tools cannot apply to it", m))
+		}
+		if (l.Per == RatePerBackend || len(l.Match.Backends) > 0) && m == RateMethodFindTool {
+			errs = append(errs, errors.New("methods: find_tool names no backend, so a limit per backend or matching backends cannot apply to it"))
+		}
+	}
+	for field, patterns := range map[string][]string{
+		"servers": l.Match.Servers, "tools": l.Match.Tools, "backends": l.Match.Backends,
+		"principals": l.Match.Principals, "groups": l.Match.Groups,
+	} {
+		if len(patterns) > MaxRateLimitPatterns {
+			errs = append(errs, fmt.Errorf("match.%s: at most %d patterns", field, MaxRateLimitPatterns))
+		}
+		for _, p := range patterns {
+			if p == "" || len(p) > 256 {
+				errs = append(errs, fmt.Errorf("match.%s: %q is not a name or glob", field, p))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
