@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/switchboard-mcp/switchboard/services/config"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
@@ -50,11 +52,18 @@ func TestLiveServersOverridesAndBackends(t *testing.T) {
 		cfg.Servers = []config.Server{{Name: "team", Backends: []string{"beta"}, Tools: config.ItemFilter{Exclude: []string{"*_sleep"}}}}
 		cfg.Aggregator.ToolOverrides = []config.ToolOverride{{Backend: "alpha", Tool: "echo", Name: "repeat", Description: "Say it again."}}
 	})
+	// The gateway and the aggregator each take the file on their own
+	// watch: the server is served once both have.
 	harness.Eventually(t, "/mcp/team served", 20*time.Second, func() error {
 		if got := status(c.MCPURL + "/team"); got != http.StatusOK {
 			return errStatus(got)
 		}
-		return nil
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "probe", Version: "0"}, nil).Connect(t.Context(),
+			&mcp.StreamableClientTransport{Endpoint: c.MCPURL + "/team", HTTPClient: &http.Client{Transport: bearerTransport{aliceKey}}, MaxRetries: -1}, nil)
+		if err != nil {
+			return err
+		}
+		return cs.Close()
 	})
 	team := connectLive(t, c.MCPURL+"/team", harness.Modern, aliceKey, "team")
 	if got, want := harness.ToolNames(t, team.cs), []string{"beta_add", "beta_echo", "beta_fail", "beta_hello"}; !slices.Equal(got, want) {
