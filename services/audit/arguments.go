@@ -1,0 +1,131 @@
+package audit
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"path"
+	"strings"
+)
+
+// Redacted replaces the value of an argument member whose name matches a
+// redaction pattern.
+const Redacted = "[redacted]"
+
+// maxArgumentsBytes bounds the arguments an event carries with
+// audit.arguments: values; larger ones keep their digest only.
+const maxArgumentsBytes = 16 << 10
+
+// Canonical is the canonical JSON of raw: objects with their members
+// sorted by name, no insignificant whitespace, strings re-escaped by one
+// rule (no HTML escaping), numbers as written. Two texts that decode to
+// the same JSON value get the same canonical form, whatever their member
+// order or spacing. ok is false when raw is not one JSON value.
+func Canonical(raw []byte) (canon []byte, ok bool) {
+	v, ok := decode(raw)
+	if !ok {
+		return nil, false
+	}
+	return encode(v), true
+}
+
+// Digest is the hex SHA-256 of the canonical JSON of raw, or of raw's
+// bytes when it is not JSON; "" for no arguments.
+func Digest(raw []byte) string {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return ""
+	}
+	canon, ok := Canonical(raw)
+	if !ok {
+		canon = raw
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:])
+}
+
+// Redactor replaces the values of the argument members whose names match
+// its patterns.
+type Redactor struct {
+	patterns []string
+}
+
+// NewRedactor matches patterns (path.Match, against lower-cased names).
+func NewRedactor(patterns []string) *Redactor {
+	r := &Redactor{}
+	for _, p := range patterns {
+		r.patterns = append(r.patterns, strings.ToLower(p))
+	}
+	return r
+}
+
+// Matches reports whether the member name is redacted.
+func (r *Redactor) Matches(name string) bool {
+	name = strings.ToLower(name)
+	for _, p := range r.patterns {
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Redact is the canonical JSON of raw with every matching member's value,
+// at any depth, replaced by Redacted; nil when raw is not JSON or the
+// result is larger than maxArgumentsBytes.
+func (r *Redactor) Redact(raw []byte) json.RawMessage {
+	v, ok := decode(raw)
+	if !ok {
+		return nil
+	}
+	out := encode(r.redact(v))
+	if len(out) > maxArgumentsBytes {
+		return nil
+	}
+	return out
+}
+
+func (r *Redactor) redact(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, m := range t {
+			if r.Matches(k) {
+				t[k] = Redacted
+			} else {
+				t[k] = r.redact(m)
+			}
+		}
+	case []any:
+		for i, m := range t {
+			t[i] = r.redact(m)
+		}
+	}
+	return v
+}
+
+func decode(raw []byte) (any, bool) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, false
+	}
+	// One value, nothing after it.
+	if d.More() {
+		return nil, false
+	}
+	if _, err := d.Token(); err == nil {
+		return nil, false
+	}
+	return v, true
+}
+
+// encode writes v canonically: encoding/json sorts map keys, and keeps a
+// json.Number's text.
+func encode(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // decoded JSON always encodes
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}
