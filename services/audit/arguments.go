@@ -40,6 +40,10 @@ func Digest(raw []byte) string {
 	if !ok {
 		canon = raw
 	}
+	return digestOf(canon)
+}
+
+func digestOf(canon []byte) string {
 	sum := sha256.Sum256(canon)
 	return hex.EncodeToString(sum[:])
 }
@@ -78,6 +82,11 @@ func (r *Redactor) Redact(raw []byte) json.RawMessage {
 	if !ok {
 		return nil
 	}
+	return r.redactValue(v)
+}
+
+// redactValue redacts a decoded value in place and encodes it.
+func (r *Redactor) redactValue(v any) json.RawMessage {
 	out := encode(r.redact(v))
 	if len(out) > maxArgumentsBytes {
 		return nil

@@ -46,6 +46,11 @@ type Writer struct {
 	dropped     atomic.Int64
 	lastDropLog atomic.Int64
 
+	// flushEvery is how often the queue is written; wake asks for it
+	// sooner.
+	flushEvery time.Duration
+	wake       chan struct{}
+
 	closeOnce sync.Once
 	stop      chan struct{}
 	done      chan struct{}
@@ -63,7 +68,16 @@ type Options struct {
 	Log   *slog.Logger
 	// Metrics, nil: NewMetrics(nil).
 	Metrics *Metrics
+	// FlushEvery is how often queued events are written; 0:
+	// DefaultFlushEvery.
+	FlushEvery time.Duration
 }
+
+// DefaultFlushEvery is how long an event waits in the queue at most
+// (unless the queue fills up first). It bounds how far the trail lags
+// behind the calls, and makes a busy process write a batch, not a line,
+// at a time.
+const DefaultFlushEvery = 100 * time.Millisecond
 
 // New starts a writer for the configured sinks; with none (audit.sink:
 // off and no Options.Sinks), it returns nil, which records nothing. Close
@@ -95,6 +109,10 @@ func New(o Options) (*Writer, error) {
 		service: o.Service, queue: make(chan Event, o.Config.EffectiveQueueSize()), sinks: sinks,
 		values: o.Config.EffectiveArguments() == config.AuditValues, redactor: NewRedactor(o.Config.AllRedactKeys()),
 		log: log, metrics: m, stop: make(chan struct{}), done: make(chan struct{}),
+		flushEvery: o.FlushEvery, wake: make(chan struct{}, 1),
+	}
+	if w.flushEvery <= 0 {
+		w.flushEvery = DefaultFlushEvery
 	}
 	m.writer.Store(w)
 	go w.run()
@@ -115,6 +133,12 @@ func (w *Writer) Record(e Event) {
 	e.Schema, e.Service = Schema, w.service
 	select {
 	case w.queue <- e:
+		if len(w.queue) > cap(w.queue)/2 {
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
+		}
 	default:
 		w.drop("queue", "queue_full", 1, nil)
 	}
@@ -139,15 +163,19 @@ func (w *Writer) Close() {
 	})
 }
 
+// run writes what is queued every flushEvery, or sooner when the queue is
+// half full. It does not wait on the queue itself: a call that records
+// an event then never wakes a goroutine, and a batch costs one write per
+// sink however many calls it holds.
 func (w *Writer) run() {
 	defer close(w.done)
 	batch := make([]Event, 0, maxBatch)
+	tick := time.NewTicker(w.flushEvery)
+	defer tick.Stop()
 	for {
 		select {
-		case e := <-w.queue:
-			batch = append(batch[:0], e)
-			batch = w.fill(batch)
-			w.write(batch)
+		case <-tick.C:
+		case <-w.wake:
 		case <-w.stop:
 			// Flush: what was queued before Close.
 			deadline := time.Now().Add(5 * time.Second)
@@ -159,6 +187,9 @@ func (w *Writer) run() {
 				w.drop("queue", "shutdown", n, nil)
 			}
 			return
+		}
+		for len(w.queue) > 0 {
+			w.write(w.fill(batch[:0]))
 		}
 	}
 }
@@ -201,9 +232,15 @@ func (w *Writer) prepare(e *Event) {
 	}
 	raw := []byte(e.RawArguments)
 	e.RawArguments = ""
-	e.ArgumentsSHA256 = Digest(raw)
+	v, ok := decode(raw)
+	if !ok {
+		// Not JSON: the digest of its bytes, and no values.
+		e.ArgumentsSHA256 = Digest(raw)
+		return
+	}
+	e.ArgumentsSHA256 = digestOf(encode(v))
 	if w.values {
-		e.Arguments = w.redactor.Redact(raw)
+		e.Arguments = w.redactor.redactValue(v)
 	}
 }
 

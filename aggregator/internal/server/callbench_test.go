@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 )
 
@@ -169,5 +170,41 @@ func measureCPU(b *testing.B, backend *demoBackendProcess, c int, call func() er
 	b.ReportMetric(float64((selfCPU()-selfStart).Microseconds())/n, "cpu-us/op")
 	if backend != nil {
 		b.ReportMetric(float64((backend.cpuTime(b)-backendStart).Microseconds())/n, "backend-cpu-us/op")
+	}
+}
+
+// BenchmarkCallToolTrail is BenchmarkCallTool's Modern call with the
+// audit trail off and on (the file sink, argument digests), so that
+// cpu-us/op of the two show what the trail costs a call: the enqueue on
+// the call path and the background writer's digest and write, which run
+// in this process too.
+func BenchmarkCallToolTrail(b *testing.B) {
+	backend := startDemoBackend(b, 200)
+	base := "aggregator:\n  catalogTTL: 1h\n  backends:\n    - {name: demo, url: " + backend.url + "}\n"
+	for _, trail := range []string{"off", "file"} {
+		full, err := config.Parse([]byte(base+"audit: {sink: "+trail+", file: "+filepath.Join(b.TempDir(), "audit.jsonl")+"}\n"), func(string) (string, bool) { return "", false })
+		if trail == "off" {
+			full, err = config.Parse([]byte(base), func(string) (string, bool) { return "", false })
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		h, err := startAggregatorWith(b, full, quietLog)
+		if err != nil {
+			b.Fatal(err)
+		}
+		req := &aggregatorv1.CallToolRequest{Principal: principal("alice", "eng"), Name: "demo_tool_0042", ArgumentsJson: `{"message":"hello","n":42}`}
+		ctx := context.Background()
+		if resp, err := h.gateway.CallTool(ctx, req); err != nil || !strings.Contains(resp.GetResultJson(), "hello") {
+			b.Fatalf("first call: %v %v", resp, err)
+		}
+		for _, c := range []int{1, 16} {
+			b.Run(fmt.Sprintf("trail=%s/c=%d", trail, c), func(b *testing.B) {
+				measureCPU(b, backend, c, func() error {
+					_, err := h.gateway.CallTool(ctx, req)
+					return err
+				})
+			})
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/peer"
+	"github.com/switchboard-mcp/switchboard/services/audit"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 )
 
@@ -26,6 +27,8 @@ type Server struct {
 	log *slog.Logger
 	// peers forwards retries of calls held by other replicas; nil: none.
 	peers *peer.Forwarder
+	// audit records calls, reads and prompt gets (audit.go); nil: none.
+	audit *audit.Writer
 }
 
 // New serves e.
