@@ -55,7 +55,7 @@ type Listeners struct {
 // the watch itself). A change of any other key it reads is logged as
 // needing a restart.
 var (
-	readKeys = []string{"indexer", "serviceAuth", "grpc", "telemetry", "logging", "ops", "gateway.sessions", "reload"}
+	readKeys = []string{"indexer", "serviceAuth", "grpc", "telemetry", "logging", "ops", "gateway.sessions", "reload", "audit"}
 	liveKeys = []string{"serviceAuth.credentials", "indexer.aggregator.token", "reload"}
 )
 

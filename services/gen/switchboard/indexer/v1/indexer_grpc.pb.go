@@ -38,6 +38,8 @@ const (
 	IndexerService_ApproveToolDefinition_FullMethodName = "/switchboard.indexer.v1.IndexerService/ApproveToolDefinition"
 	IndexerService_ListToolDefinitions_FullMethodName   = "/switchboard.indexer.v1.IndexerService/ListToolDefinitions"
 	IndexerService_WatchToolDefinitions_FullMethodName  = "/switchboard.indexer.v1.IndexerService/WatchToolDefinitions"
+	IndexerService_RecordAuditEvents_FullMethodName     = "/switchboard.indexer.v1.IndexerService/RecordAuditEvents"
+	IndexerService_QueryAuditEvents_FullMethodName      = "/switchboard.indexer.v1.IndexerService/QueryAuditEvents"
 )
 
 // IndexerServiceClient is the client API for IndexerService service.
@@ -178,6 +180,23 @@ type IndexerServiceClient interface {
 	// It ends only when the indexer shuts down, or with UNAVAILABLE when the
 	// subscriber fell behind; the subscriber reconnects.
 	WatchToolDefinitions(ctx context.Context, in *WatchToolDefinitionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchToolDefinitionsResponse], error)
+	// RecordAuditEvents stores audit events (docs/operations.md, "Audit
+	// trail") in the indexer's PostgreSQL table: the gateways and
+	// aggregators ship theirs here, in batches, when audit.database.enabled.
+	// Each event is stored with the name of the credential that sent it
+	// (recorded_by). At most 1,000 events per request; an event without
+	// kind, outcome or service, a field over its bound (names and ids 1,024
+	// bytes, groups 64 of 256 bytes, arguments_json 16 KiB, detail 1,024
+	// bytes) or invalid UTF-8 is INVALID_ARGUMENT and nothing is stored. An
+	// indexer without audit.database.enabled answers FAILED_PRECONDITION.
+	RecordAuditEvents(ctx context.Context, in *RecordAuditEventsRequest, opts ...grpc.CallOption) (*RecordAuditEventsResponse, error)
+	// QueryAuditEvents pages through the stored audit events, newest first,
+	// filtered by principal subject, tool, server, kind, outcome, backend
+	// and a time range [since, until). Only an operator's credential
+	// (serviceAuth.credentials[].operator) may call it; any other caller
+	// gets PERMISSION_DENIED (reason ERROR_REASON_OPERATOR_ONLY). An
+	// indexer without audit.database.enabled answers FAILED_PRECONDITION.
+	QueryAuditEvents(ctx context.Context, in *QueryAuditEventsRequest, opts ...grpc.CallOption) (*QueryAuditEventsResponse, error)
 }
 
 type indexerServiceClient struct {
@@ -365,6 +384,26 @@ func (c *indexerServiceClient) WatchToolDefinitions(ctx context.Context, in *Wat
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type IndexerService_WatchToolDefinitionsClient = grpc.ServerStreamingClient[WatchToolDefinitionsResponse]
 
+func (c *indexerServiceClient) RecordAuditEvents(ctx context.Context, in *RecordAuditEventsRequest, opts ...grpc.CallOption) (*RecordAuditEventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecordAuditEventsResponse)
+	err := c.cc.Invoke(ctx, IndexerService_RecordAuditEvents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *indexerServiceClient) QueryAuditEvents(ctx context.Context, in *QueryAuditEventsRequest, opts ...grpc.CallOption) (*QueryAuditEventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(QueryAuditEventsResponse)
+	err := c.cc.Invoke(ctx, IndexerService_QueryAuditEvents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // IndexerServiceServer is the server API for IndexerService service.
 // All implementations must embed UnimplementedIndexerServiceServer
 // for forward compatibility.
@@ -503,6 +542,23 @@ type IndexerServiceServer interface {
 	// It ends only when the indexer shuts down, or with UNAVAILABLE when the
 	// subscriber fell behind; the subscriber reconnects.
 	WatchToolDefinitions(*WatchToolDefinitionsRequest, grpc.ServerStreamingServer[WatchToolDefinitionsResponse]) error
+	// RecordAuditEvents stores audit events (docs/operations.md, "Audit
+	// trail") in the indexer's PostgreSQL table: the gateways and
+	// aggregators ship theirs here, in batches, when audit.database.enabled.
+	// Each event is stored with the name of the credential that sent it
+	// (recorded_by). At most 1,000 events per request; an event without
+	// kind, outcome or service, a field over its bound (names and ids 1,024
+	// bytes, groups 64 of 256 bytes, arguments_json 16 KiB, detail 1,024
+	// bytes) or invalid UTF-8 is INVALID_ARGUMENT and nothing is stored. An
+	// indexer without audit.database.enabled answers FAILED_PRECONDITION.
+	RecordAuditEvents(context.Context, *RecordAuditEventsRequest) (*RecordAuditEventsResponse, error)
+	// QueryAuditEvents pages through the stored audit events, newest first,
+	// filtered by principal subject, tool, server, kind, outcome, backend
+	// and a time range [since, until). Only an operator's credential
+	// (serviceAuth.credentials[].operator) may call it; any other caller
+	// gets PERMISSION_DENIED (reason ERROR_REASON_OPERATOR_ONLY). An
+	// indexer without audit.database.enabled answers FAILED_PRECONDITION.
+	QueryAuditEvents(context.Context, *QueryAuditEventsRequest) (*QueryAuditEventsResponse, error)
 	mustEmbedUnimplementedIndexerServiceServer()
 }
 
@@ -557,6 +613,12 @@ func (UnimplementedIndexerServiceServer) ListToolDefinitions(context.Context, *L
 }
 func (UnimplementedIndexerServiceServer) WatchToolDefinitions(*WatchToolDefinitionsRequest, grpc.ServerStreamingServer[WatchToolDefinitionsResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchToolDefinitions not implemented")
+}
+func (UnimplementedIndexerServiceServer) RecordAuditEvents(context.Context, *RecordAuditEventsRequest) (*RecordAuditEventsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RecordAuditEvents not implemented")
+}
+func (UnimplementedIndexerServiceServer) QueryAuditEvents(context.Context, *QueryAuditEventsRequest) (*QueryAuditEventsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method QueryAuditEvents not implemented")
 }
 func (UnimplementedIndexerServiceServer) mustEmbedUnimplementedIndexerServiceServer() {}
 func (UnimplementedIndexerServiceServer) testEmbeddedByValue()                        {}
@@ -828,6 +890,42 @@ func _IndexerService_WatchToolDefinitions_Handler(srv interface{}, stream grpc.S
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type IndexerService_WatchToolDefinitionsServer = grpc.ServerStreamingServer[WatchToolDefinitionsResponse]
 
+func _IndexerService_RecordAuditEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordAuditEventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IndexerServiceServer).RecordAuditEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IndexerService_RecordAuditEvents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IndexerServiceServer).RecordAuditEvents(ctx, req.(*RecordAuditEventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _IndexerService_QueryAuditEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(QueryAuditEventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IndexerServiceServer).QueryAuditEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IndexerService_QueryAuditEvents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IndexerServiceServer).QueryAuditEvents(ctx, req.(*QueryAuditEventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // IndexerService_ServiceDesc is the grpc.ServiceDesc for IndexerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -882,6 +980,14 @@ var IndexerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListToolDefinitions",
 			Handler:    _IndexerService_ListToolDefinitions_Handler,
+		},
+		{
+			MethodName: "RecordAuditEvents",
+			Handler:    _IndexerService_RecordAuditEvents_Handler,
+		},
+		{
+			MethodName: "QueryAuditEvents",
+			Handler:    _IndexerService_QueryAuditEvents_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
