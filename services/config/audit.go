@@ -146,3 +146,20 @@ func (a Audit) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// AggregatorAuditIndexer is the indexer the aggregator ships its audit
+// events to with audit.database.enabled: aggregator.pinning.indexer,
+// the aggregator's one indexer endpoint.
+func (c *Config) AggregatorAuditIndexer() Endpoint { return c.Aggregator.Pinning.Indexer }
+
+// validateAuditIndexer checks that a service shipping its events to the
+// indexer has one to ship to (key names the endpoint's key).
+func validateAuditIndexer(a Audit, e Endpoint, key string) error {
+	if !a.Database.Enabled {
+		return nil
+	}
+	if e.Address == "" || e.Token == "" {
+		return fmt.Errorf("%s (address and token) is required with audit.database.enabled: the events are stored by the indexer", key)
+	}
+	return nil
+}

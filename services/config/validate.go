@@ -17,7 +17,8 @@ import (
 // the grpc section, the virtual servers and tool overrides, and the reload
 // interval.
 func (c *Config) ValidateGateway() error {
-	return errors.Join(c.Gateway.WithDefaults().Validate(), c.GRPC.Validate(), c.ValidateServers(), c.Reload.Validate(), c.Audit.Validate())
+	return errors.Join(c.Gateway.WithDefaults().Validate(), c.GRPC.Validate(), c.ValidateServers(), c.Reload.Validate(), c.Audit.Validate(),
+		validateAuditIndexer(c.Audit, c.Gateway.Indexer, "gateway.indexer"))
 }
 
 // ValidateAggregator checks what switchboard-aggregator reads: its section
@@ -30,7 +31,8 @@ func (c *Config) ValidateAggregator() error {
 		errs = append(errs, errors.New("aggregator.listen is required"))
 	}
 	return errors.Join(append(errs, c.Aggregator.ValidatePeers(), c.ServiceAuth.Validate(), c.GRPC.Validate(),
-		c.ValidateServers(), c.Reload.Validate(), c.Audit.Validate())...)
+		c.ValidateServers(), c.Reload.Validate(), c.Audit.Validate(),
+		validateAuditIndexer(c.Audit, c.AggregatorAuditIndexer(), "aggregator.pinning.indexer"))...)
 }
 
 // ValidateIndexer checks what switchboard-indexer reads: its section, the

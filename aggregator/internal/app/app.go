@@ -62,11 +62,11 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	opts.Log = env.Log
 	opts.Metrics = engine.NewMetrics(reg)
-	trail, err := startAudit(env, reg)
+	trail, closeTrail, err := startAudit(env, reg)
 	if err != nil {
 		return err
 	}
-	defer trail.Close()
+	defer closeTrail()
 	guard, closeGuard, err := pinningGuard(env, reg)
 	if err != nil {
 		return err

@@ -77,6 +77,9 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 // file is watched, and the service credentials are reloaded live.
 func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 	cfg, log := env.Config, env.Log
+	if env.Service == "" {
+		env.Service = "indexer"
+	}
 	ic := cfg.Indexer.WithDefaults()
 	validated := *cfg
 	if listeners.GRPC != nil {
@@ -133,6 +136,11 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	trail, auditTable, err := startAudit(env, reg, st)
+	if err != nil {
+		return err
+	}
+	defer trail.Close()
 	srvOpts := append(rpc.ConnectionOptions(cfg.GRPC), rpc.ServerMetrics(reg)...)
 	services := svcauth.NewAuthenticator(cfg.ServiceAuth.Credentials)
 	srv, err := rpc.NewServer(services, cfg.ServiceAuth.TLS, log, srvOpts...)
@@ -159,7 +167,7 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 				log.Warn("needs a restart: configuration changes not applied", "keys", restart)
 			}
 			return nil
-		}})
+		}, Audit: trail})
 		close(reloadDone)
 	}()
 	defer func() { stopReload(); <-reloadDone }()
@@ -174,6 +182,7 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 			PerPrincipal: gs.MaxPerPrincipal, PrincipalBytes: int64(gs.MaxPrincipalStateBytes)},
 		MaxSessionStateBytes: ic.SessionStates.MaxBytes,
 		Stopping:             ctx.Done(), Log: log, Metrics: server.NewMetrics(reg),
+		Audit:                trail, AuditEvents: auditTable,
 	})
 	indexerv1.RegisterIndexerServiceServer(srv.Server, api)
 
@@ -208,6 +217,9 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 	background.Go(func() { hub.Run(ctx) })
 	background.Go(func() { sessionHub.Run(ctx) })
 	background.Go(func() { approvalHub.Run(ctx) })
+	if auditTable != nil {
+		background.Go(func() { deleteOldAuditEvents(ctx, auditTable, cfg.Audit.EffectiveRetention(), log) })
+	}
 	background.Go(func() {
 		store.CollectGarbageEvery(ctx, st, time.Duration(ic.GCInterval), time.Duration(ic.ScopeRetention), log)
 	})
