@@ -182,7 +182,7 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 			PerPrincipal: gs.MaxPerPrincipal, PrincipalBytes: int64(gs.MaxPrincipalStateBytes)},
 		MaxSessionStateBytes: ic.SessionStates.MaxBytes,
 		Stopping:             ctx.Done(), Log: log, Metrics: server.NewMetrics(reg),
-		Audit:                trail, AuditEvents: auditTable,
+		Audit: trail, AuditEvents: auditTable,
 	})
 	indexerv1.RegisterIndexerServiceServer(srv.Server, api)
 

@@ -3,8 +3,8 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
