@@ -81,12 +81,12 @@ func listen(t testing.TB) net.Listener {
 
 // start runs the fake aggregator and the indexer (through app.Run, as the
 // binary does) against databaseURL.
-func start(t testing.TB, databaseURL string) *harness {
+func start(t testing.TB, databaseURL string, configure ...func(*config.Config)) *harness {
 	t.Helper()
 	h := &harness{agg: testagg.New()}
 	h.serveAggregator(listen(t))
 	t.Cleanup(h.stopAggregator)
-	h.startIndexer(t, databaseURL)
+	h.startIndexer(t, databaseURL, configure...)
 	return h
 }
 
@@ -99,7 +99,7 @@ func (h *harness) replica(t testing.TB, databaseURL string) *harness {
 }
 
 // startIndexer runs the indexer through app.Run, as the binary does.
-func (h *harness) startIndexer(t testing.TB, databaseURL string) {
+func (h *harness) startIndexer(t testing.TB, databaseURL string, configure ...func(*config.Config)) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	h.logs = &logBuffer{}
@@ -116,6 +116,9 @@ func (h *harness) startIndexer(t testing.TB, databaseURL string) {
 			Aggregator: config.Endpoint{Address: h.aggAddr, Token: testagg.Token},
 			ScopeTTL:   config.Duration(time.Hour), // invalidation must come from the watch
 		},
+	}
+	for _, c := range configure {
+		c(cfg)
 	}
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	runErr := make(chan error, 1)
