@@ -122,7 +122,10 @@ func RecordReload(w *audit.Writer, path string, err error, forced bool) {
 // configured one; nil when nothing is recorded. Close it when the service
 // stops.
 func (env Env) StartAudit(reg prometheus.Registerer, sinks ...audit.Sink) (*audit.Writer, error) {
-	w, err := audit.New(audit.Options{Service: env.Service, Config: env.Config.Audit, Sinks: sinks, Log: env.Log, Metrics: audit.NewMetrics(reg)})
+	// Events name the service as gateway, aggregator or indexer, not as
+	// its binary.
+	service := strings.TrimPrefix(env.Service, "switchboard-")
+	w, err := audit.New(audit.Options{Service: service, Config: env.Config.Audit, Sinks: sinks, Log: env.Log, Metrics: audit.NewMetrics(reg)})
 	if err != nil {
 		return nil, err
 	}
