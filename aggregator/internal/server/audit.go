@@ -61,9 +61,10 @@ func (s *Server) auditCall(ctx context.Context, kind audit.Kind, start time.Time
 	s.audit.Record(e)
 }
 
-// RecordRefused records a request refused before it was routed (a rate
-// limit: audit.OutcomeRateLimited), in one line from the handler that
-// refused it.
+// RecordRefused records a request refused where no handler that audits
+// returns the refusal (an error returned from CallTool, ReadResource or
+// GetPrompt is recorded already: one that implements audit.Outcomer, as
+// a rate limit's can, gets its own outcome).
 func (s *Server) RecordRefused(ctx context.Context, kind audit.Kind, server, name string, outcome audit.Outcome) {
 	if s.audit == nil {
 		return
@@ -122,9 +123,13 @@ func auditOutcome(err error) (audit.Outcome, string) {
 	var perr *backend.ProtocolError
 	var mismatch *paramheader.MismatchError
 	var fromPeer peerStatus
+	var outcomer audit.Outcomer
 	switch {
 	case err == nil:
 		return audit.OutcomeOK, ""
+	case errors.As(err, &outcomer):
+		// An error that says its outcome (a rate limit's refusal).
+		return outcomer.AuditOutcome(), ""
 	case errors.Is(err, engine.ErrDenied):
 		return audit.OutcomeDenied, "denied by the authorization policy"
 	case errors.Is(err, engine.ErrNotFound):

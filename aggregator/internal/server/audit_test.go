@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/codes"
 
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/server"
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
@@ -141,5 +143,18 @@ audit:
 	}
 	if len(events[1].Groups) != 1 || events[1].Groups[0] != "sales" || events[1].Detail == "" {
 		t.Errorf("denial %+v: want bob's groups and a detail", events[1])
+	}
+}
+
+// limited is an error that names its outcome, as a rate limit's refusal
+// does.
+type limited struct{}
+
+func (limited) Error() string               { return "rate limited" }
+func (limited) AuditOutcome() audit.Outcome { return audit.OutcomeRateLimited }
+
+func TestAuditOutcomeOfAnOutcomer(t *testing.T) {
+	if got, _ := server.AuditOutcome(fmt.Errorf("tools/call: %w", limited{})); got != audit.OutcomeRateLimited {
+		t.Fatalf("outcome %q, want rate_limited", got)
 	}
 }
