@@ -49,29 +49,82 @@ func digestOf(canon []byte) string {
 }
 
 // Redactor replaces the values of the argument members whose names match
-// its patterns.
+// its patterns. It is used by one goroutine at a time (the writer's).
 type Redactor struct {
-	patterns []string
+	patterns []matcher
+	// decided caches the decision per member name (names repeat from
+	// call to call), up to maxDecided names.
+	decided map[string]bool
+}
+
+// maxDecided bounds the redactor's cache of decisions.
+const maxDecided = 4096
+
+// matcher is one pattern; the usual forms (*word*, word*, *word, word)
+// are matched without path.Match.
+type matcher struct {
+	pattern, literal string
+	kind             byte // 'c'ontains, 'p'refix, 's'uffix, 'e'xact, 'g'lob
+}
+
+func newMatcher(p string) matcher {
+	p = strings.ToLower(p)
+	inner := strings.Trim(p, "*")
+	switch {
+	case strings.ContainsAny(inner, `*?[\`):
+		return matcher{pattern: p, kind: 'g'}
+	case len(p) >= 2 && p[0] == '*' && p[len(p)-1] == '*':
+		return matcher{literal: inner, kind: 'c'}
+	case strings.HasSuffix(p, "*"):
+		return matcher{literal: inner, kind: 'p'}
+	case strings.HasPrefix(p, "*"):
+		return matcher{literal: inner, kind: 's'}
+	default:
+		return matcher{literal: p, kind: 'e'}
+	}
+}
+
+func (m matcher) match(name string) bool {
+	switch m.kind {
+	case 'c':
+		return strings.Contains(name, m.literal)
+	case 'p':
+		return strings.HasPrefix(name, m.literal)
+	case 's':
+		return strings.HasSuffix(name, m.literal)
+	case 'e':
+		return name == m.literal
+	}
+	ok, _ := path.Match(m.pattern, name)
+	return ok
 }
 
 // NewRedactor matches patterns (path.Match, against lower-cased names).
 func NewRedactor(patterns []string) *Redactor {
-	r := &Redactor{}
+	r := &Redactor{decided: map[string]bool{}}
 	for _, p := range patterns {
-		r.patterns = append(r.patterns, strings.ToLower(p))
+		r.patterns = append(r.patterns, newMatcher(p))
 	}
 	return r
 }
 
 // Matches reports whether the member name is redacted.
 func (r *Redactor) Matches(name string) bool {
-	name = strings.ToLower(name)
-	for _, p := range r.patterns {
-		if ok, _ := path.Match(p, name); ok {
-			return true
+	if d, ok := r.decided[name]; ok {
+		return d
+	}
+	lower := strings.ToLower(name)
+	d := false
+	for _, m := range r.patterns {
+		if m.match(lower) {
+			d = true
+			break
 		}
 	}
-	return false
+	if len(r.decided) < maxDecided {
+		r.decided[name] = d
+	}
+	return d
 }
 
 // Redact is the canonical JSON of raw with every matching member's value,

@@ -219,3 +219,17 @@ func newTestWriter(t *testing.T, cfg config.Audit, sink Sink, m *Metrics) *Write
 	t.Cleanup(w.Close)
 	return w
 }
+
+func TestRedactorPatternForms(t *testing.T) {
+	r := NewRedactor([]string{"*secret*", "api*", "*_pin", "ssn", "card[0-9]"})
+	for name, want := range map[string]bool{
+		"MySecretValue": true, "apiKey": true, "user_pin": true, "SSN": true, "card7": true,
+		"apis": true, "pin_user": false, "ssnx": false, "cardx": false, "query": false,
+	} {
+		for range 2 { // the second answer comes from the cache
+			if got := r.Matches(name); got != want {
+				t.Errorf("Matches(%q) = %v, want %v", name, got, want)
+			}
+		}
+	}
+}
