@@ -233,3 +233,14 @@ func TestRedactorPatternForms(t *testing.T) {
 		}
 	}
 }
+
+func TestRecordAfterCloseIsCounted(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry())
+	var buf bytes.Buffer
+	w := newTestWriter(t, config.Audit{}, NewJSONLines("test", &buf), m)
+	w.Close()
+	w.Record(Event{Kind: KindSessionEnd, Outcome: OutcomeOK})
+	if got := testutil.ToFloat64(m.dropped.WithLabelValues("queue", "shutdown")); got != 1 {
+		t.Fatalf("dropped after close = %v, want 1", got)
+	}
+}

@@ -51,6 +51,9 @@ type Writer struct {
 	flushEvery time.Duration
 	wake       chan struct{}
 
+	// closed is set by Close: later events are counted as dropped
+	// (reason shutdown) instead of waiting in a queue nobody reads.
+	closed    atomic.Bool
 	closeOnce sync.Once
 	stop      chan struct{}
 	done      chan struct{}
@@ -131,6 +134,10 @@ func (w *Writer) Record(e Event) {
 		e.Time = time.Now()
 	}
 	e.Schema, e.Service = Schema, w.service
+	if w.closed.Load() {
+		w.drop("queue", "shutdown", 1, nil)
+		return
+	}
 	select {
 	case w.queue <- e:
 		if len(w.queue) > cap(w.queue)/2 {
@@ -153,6 +160,7 @@ func (w *Writer) Close() {
 		return
 	}
 	w.closeOnce.Do(func() {
+		w.closed.Store(true)
 		close(w.stop)
 		<-w.done
 		for _, s := range w.sinks {
