@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,29 +38,39 @@ func (s *Store) RecordAuditEvents(ctx context.Context, events []audit.Event, by 
 	return nil
 }
 
-// QueryAuditEvents pages newest first by (time, id), which the indexes
-// serve.
+// QueryAuditEvents pages newest first by (time, id). The WHERE clause
+// holds only the filters set, so that the planner can use the index of
+// the one that narrows most (subject, tool, or time alone).
 func (s *Store) QueryAuditEvents(ctx context.Context, q store.AuditQuery, limit int) ([]store.AuditRecord, error) {
-	var since, until, afterTime *time.Time
-	var afterID int64
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	for _, f := range []struct{ column, value string }{{"subject", q.Subject}, {"tool", q.Tool}, {"server", q.Server},
+		{"kind", q.Kind}, {"outcome", q.Outcome}, {"backend", q.Backend}} {
+		if f.value != "" {
+			where = append(where, f.column+" = "+arg(f.value))
+		}
+	}
 	if !q.Since.IsZero() {
-		since = &q.Since
+		where = append(where, "time >= "+arg(q.Since))
 	}
 	if !q.Until.IsZero() {
-		until = &q.Until
+		where = append(where, "time < "+arg(q.Until))
 	}
 	if q.After != nil {
-		afterTime, afterID = &q.After.Time, q.After.ID
+		where = append(where, "(time, id) < ("+arg(q.After.Time)+", "+arg(q.After.ID)+")")
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, time, service, kind, outcome, subject, groups, server, tool, resource, prompt,
+	sql := `SELECT id, time, service, kind, outcome, subject, groups, server, tool, resource, prompt,
 			backend, latency_ms, trace_id, session, arguments_sha256, arguments, detail, recorded_by
-		FROM audit_events
-		WHERE ($1 = '' OR subject = $1) AND ($2 = '' OR tool = $2) AND ($3 = '' OR server = $3)
-			AND ($4 = '' OR kind = $4) AND ($5 = '' OR outcome = $5) AND ($6 = '' OR backend = $6)
-			AND ($7::timestamptz IS NULL OR time >= $7) AND ($8::timestamptz IS NULL OR time < $8)
-			AND ($9::timestamptz IS NULL OR (time, id) < ($9, $10))
-		ORDER BY time DESC, id DESC
-		LIMIT $11`, q.Subject, q.Tool, q.Server, q.Kind, q.Outcome, q.Backend, since, until, afterTime, afterID, limit)
+		FROM audit_events`
+	if len(where) > 0 {
+		sql += " WHERE " + strings.Join(where, " AND ")
+	}
+	sql += " ORDER BY time DESC, id DESC LIMIT " + arg(limit)
+	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, classify(fmt.Errorf("query audit events: %w", err))
 	}
