@@ -48,6 +48,9 @@ type Config struct {
 	// Reload configures how a running service notices a change of this
 	// file (reload.go).
 	Reload Reload `yaml:"reload"`
+
+	// Audit configures the audit trail every service writes (audit.go).
+	Audit Audit `yaml:"audit"`
 }
 
 // ServiceAuth lists who may call the gRPC services.

@@ -57,7 +57,12 @@ type WatchOptions struct {
 	// Result, if set, is told of every reload attempt: whether the file
 	// was taken, and when.
 	Result func(ok bool, at time.Time)
-	Log    *slog.Logger
+	// Outcome, if set, is told of every reload attempt too, with the
+	// reason a rejected one was rejected (nil: in force); its text names
+	// keys and environment variables, never a value (the audit trail's
+	// config_reload events).
+	Outcome func(err error, forced bool)
+	Log     *slog.Logger
 	// Lookup expands ${VAR} references (default os.LookupEnv).
 	Lookup func(string) (string, bool)
 }
@@ -143,7 +148,7 @@ func (w *watcher) check(forced bool) {
 		sum := sha256.Sum256([]byte("unreadable: " + err.Error()))
 		if forced || sum != w.seen {
 			w.seen = sum
-			w.reject(err)
+			w.reject(err, forced)
 		}
 		return
 	}
@@ -158,34 +163,37 @@ func (w *watcher) check(forced bool) {
 	}
 	w.seen = sum
 	if parseErr != nil {
-		w.reject(parseErr)
+		w.reject(parseErr, forced)
 		return
 	}
 	if w.Validate != nil {
 		if err := w.Validate(cfg); err != nil {
-			w.reject(err)
+			w.reject(err, forced)
 			return
 		}
 	}
 	if err := w.Apply(cfg); err != nil {
-		w.reject(err)
+		w.reject(err, forced)
 		return
 	}
 	w.current = cfg
 	w.Log.Info("configuration reloaded", "path", w.Path, "forced", forced)
-	w.report(true)
+	w.report(nil, forced)
 }
 
 // reject logs why the file was not taken. Errors name keys and
 // environment variables, never a value (see Parse).
-func (w *watcher) reject(err error) {
+func (w *watcher) reject(err error, forced bool) {
 	w.Log.Error("configuration reload rejected; the configuration in force is kept", "path", w.Path, "err", oneLine(err.Error()))
-	w.report(false)
+	w.report(err, forced)
 }
 
-func (w *watcher) report(ok bool) {
+func (w *watcher) report(err error, forced bool) {
 	if w.Result != nil {
-		w.Result(ok, time.Now())
+		w.Result(err == nil, time.Now())
+	}
+	if w.Outcome != nil {
+		w.Outcome(err, forced)
 	}
 }
 

@@ -113,18 +113,21 @@ var (
 		"switchboard.indexer.v1.IndexerService/WatchSessionEvents",
 		"switchboard.indexer.v1.IndexerService/RelayInputResponse",
 		"switchboard.indexer.v1.IndexerService/RelayCancellation",
+		"switchboard.indexer.v1.IndexerService/RecordAuditEvents",
 	}
 	// AggregatorMethods are the RPCs an aggregator calls with its own
 	// credential: on its peers the resumption of a call a peer holds
 	// (aggregator.peers), on the indexer the record of its backends' tool
 	// definitions and the stream of approvals (aggregator.pinning), never
-	// the approval itself, which is an operator's; and the rate-limit
-	// tokens of its calls (rateLimits).
+	// the approval itself, which is an operator's; the rate-limit tokens of
+	// its calls (rateLimits); and the storing of its audit events
+	// (audit.database).
 	AggregatorMethods = []string{
 		"switchboard.aggregator.v1.AggregatorService/ResumeHeldCall",
 		"switchboard.indexer.v1.IndexerService/RecordToolDefinitions",
 		"switchboard.indexer.v1.IndexerService/WatchToolDefinitions",
 		"switchboard.indexer.v1.IndexerService/AcquireRateTokens",
+		"switchboard.indexer.v1.IndexerService/RecordAuditEvents",
 	}
 	// IndexerMethods are the RPCs the indexer calls on the aggregator to
 	// build search scopes: views, never calls.

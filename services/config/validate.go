@@ -17,7 +17,8 @@ import (
 // the grpc section, the virtual servers and tool overrides, and the reload
 // interval.
 func (c *Config) ValidateGateway() error {
-	return errors.Join(c.Gateway.WithDefaults().Validate(), c.GRPC.Validate(), c.ValidateServers(), c.Reload.Validate())
+	return errors.Join(c.Gateway.WithDefaults().Validate(), c.GRPC.Validate(), c.ValidateServers(), c.Reload.Validate(), c.Audit.Validate(),
+		validateAuditIndexer(c.Audit, c.Gateway.Indexer, "gateway.indexer"))
 }
 
 // ValidateAggregator checks what switchboard-aggregator reads: its section
@@ -30,14 +31,15 @@ func (c *Config) ValidateAggregator() error {
 		errs = append(errs, errors.New("aggregator.listen is required"))
 	}
 	return errors.Join(append(errs, c.Aggregator.ValidatePeers(), c.ServiceAuth.Validate(), c.GRPC.Validate(),
-		c.ValidateServers(), c.ValidateRateLimits(), c.Reload.Validate())...)
+		c.ValidateServers(), c.ValidateRateLimits(), c.Reload.Validate(), c.Audit.Validate(),
+		validateAuditIndexer(c.Audit, c.AggregatorAuditIndexer(), "aggregator.indexer"))...)
 }
 
 // ValidateIndexer checks what switchboard-indexer reads: its section, the
 // service credentials, the grpc section, the rate limits and the reload
 // interval.
 func (c *Config) ValidateIndexer() error {
-	return errors.Join(c.Indexer.WithDefaults().Validate(), c.ServiceAuth.Validate(), c.GRPC.Validate(), c.RateLimits.Validate(), c.Reload.Validate())
+	return errors.Join(c.Indexer.WithDefaults().Validate(), c.ServiceAuth.Validate(), c.GRPC.Validate(), c.RateLimits.Validate(), c.Reload.Validate(), c.Audit.Validate())
 }
 
 // MinReloadInterval keeps the watch from reading the file in a tight loop.

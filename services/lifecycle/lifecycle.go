@@ -25,8 +25,10 @@ var Version = "dev"
 
 // Env is what a service's run function gets.
 type Env struct {
-	Config *config.Config
-	Log    *slog.Logger
+	// Service is the process kind (gateway, aggregator, indexer).
+	Service string
+	Config  *config.Config
+	Log     *slog.Logger
 	// ConfigPath is the file Config was read from, and configRaw its
 	// content then; an Env made in code (tests) has neither, and its
 	// WatchConfig does nothing.
@@ -79,7 +81,7 @@ func Main(service string, run func(ctx context.Context, env Env) error) {
 		log.Error("telemetry setup failed", "err", err)
 		os.Exit(1)
 	}
-	runErr := run(ctx, Env{Config: cfg, Log: log, ConfigPath: *path, configRaw: raw, hangup: hangup})
+	runErr := run(ctx, Env{Service: service, Config: cfg, Log: log, ConfigPath: *path, configRaw: raw, hangup: hangup})
 	flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := shutdownTracing(flushCtx); err != nil {

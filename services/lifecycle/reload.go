@@ -2,10 +2,12 @@ package lifecycle
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
 )
 
@@ -18,6 +20,9 @@ type Reloader struct {
 	// Related names the files besides the configuration file that Apply
 	// reads (config.WatchOptions.Related); nil for none.
 	Related func(*config.Config) []string
+	// Audit records every reload attempt (a config_reload event: ok or
+	// rejected, with the reason); nil: none.
+	Audit *audit.Writer
 }
 
 // ReloadMetrics count a service's configuration reloads:
@@ -84,6 +89,48 @@ func (env Env) WatchConfig(ctx context.Context, reg prometheus.Registerer, r Rel
 		Related:  r.Related,
 		Trigger:  env.hangup,
 		Result:   metrics.Observe,
+		Outcome:  func(err error, forced bool) { RecordReload(r.Audit, env.ConfigPath, err, forced) },
 		Log:      env.Log,
 	})
+}
+
+// maxReloadDetail bounds the reason a config_reload event carries.
+const maxReloadDetail = 1024
+
+// RecordReload records one reload attempt of the file at path in w: ok,
+// or rejected with err's text (which names keys, never values).
+func RecordReload(w *audit.Writer, path string, err error, forced bool) {
+	if w == nil {
+		return
+	}
+	e := audit.Event{Kind: audit.KindConfigReload, Outcome: audit.OutcomeOK, Resource: path}
+	if forced {
+		e.Detail = "SIGHUP"
+	}
+	if err != nil {
+		e.Outcome = audit.OutcomeRejected
+		e.Detail = strings.ReplaceAll(err.Error(), "\n", "; ")
+		if len(e.Detail) > maxReloadDetail {
+			e.Detail = e.Detail[:maxReloadDetail]
+		}
+	}
+	w.Record(e)
+}
+
+// StartAudit starts the service's audit trail as the configuration's
+// audit section says, with its metrics in reg and sinks added to the
+// configured one; nil when nothing is recorded. Close it when the service
+// stops.
+func (env Env) StartAudit(reg prometheus.Registerer, sinks ...audit.Sink) (*audit.Writer, error) {
+	// Events name the service as gateway, aggregator or indexer, not as
+	// its binary.
+	service := strings.TrimPrefix(env.Service, "switchboard-")
+	w, err := audit.New(audit.Options{Service: service, Config: env.Config.Audit, Sinks: sinks, Log: env.Log, Metrics: audit.NewMetrics(reg)})
+	if err != nil {
+		return nil, err
+	}
+	if w != nil {
+		env.Log.Info("audit trail", "sink", env.Config.Audit.EffectiveSink(), "database", env.Config.Audit.Database.Enabled, "arguments", env.Config.Audit.EffectiveArguments())
+	}
+	return w, nil
 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/services/audit"
 )
 
 // TokenRequest asks one bucket for tokens.
@@ -53,6 +55,10 @@ func (e *LimitedError) RetryAfterSeconds() int {
 var ErrLimited = errors.New("rate limited")
 
 func (e *LimitedError) Is(target error) bool { return target == ErrLimited }
+
+// AuditOutcome makes a refusal rate_limited in the audit trail
+// (audit.Outcomer), wherever it is returned from.
+func (e *LimitedError) AuditOutcome() audit.Outcome { return audit.OutcomeRateLimited }
 
 const (
 	// LeaseTTL is how long a replica may spend the tokens of a lease: a

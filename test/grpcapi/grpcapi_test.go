@@ -32,6 +32,7 @@ const (
 	// document describes it.
 	reportingToken   = "reporting-token-for-the-grpcapi-test"
 	reportingSubject = "reporting"
+	aggregatorToken  = "aggregator-token-for-the-grpcapi-test"
 )
 
 // reportingAllow is what docs/grpc-api.md's internal client may call.
@@ -74,6 +75,14 @@ func startStack(t *testing.T) stack {
 			cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials, config.ServiceCredential{
 				Name: "reporting", Token: reportingToken, Subject: reportingSubject, Groups: []string{"analysts"}, Allow: reportingAllow,
 			})
+			// The audit trail in PostgreSQL (the document's QueryAuditEvents
+			// example): the aggregator ships its events to the indexer
+			// with its own credential.
+			cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials, config.ServiceCredential{
+				Name: "aggregator", Token: aggregatorToken, AssertPrincipals: true, Allow: config.AggregatorMethods,
+			})
+			cfg.Aggregator.Pinning.Indexer = config.Endpoint{Address: cfg.Indexer.Listen, Token: aggregatorToken}
+			cfg.Audit.Database.Enabled = true
 		},
 	})
 	return stack{aggregator: c.Config.Aggregator.Listen, indexer: c.Config.Indexer.Listen, gatewayToken: c.GatewayToken, operatorToken: c.OperatorToken}

@@ -62,11 +62,19 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	opts.Log = env.Log
 	opts.Metrics = engine.NewMetrics(reg)
+	trail, closeTrail, err := startAudit(env, reg)
+	if err != nil {
+		return err
+	}
+	defer closeTrail()
 	guard, closeGuard, err := pinningGuard(env, reg)
 	if err != nil {
 		return err
 	}
 	defer closeGuard()
+	if guard != nil {
+		guard.SetAudit(trail)
+	}
 	opts.Pinning = guard
 	limiter, closeLimiter, err := rateLimiter(env, reg)
 	if err != nil {
@@ -86,7 +94,7 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	}
 	peers := peer.New(self, cfg.Peers, env.Config.ServiceAuth.TLS, env.Log)
 	defer peers.Close()
-	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, server.New(e).WithPeers(peers).WithLimiter(limiter))
+	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, server.New(e).WithPeers(peers).WithLimiter(limiter).WithAudit(trail))
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -98,7 +106,7 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	reload := &live{started: env.Config, applied: env.Config, engine: e, services: services, log: env.Log, limiter: limiter,
 		policy: policy, creds: slices.Clone(env.Config.ServiceAuth.Credentials)}
 	wg.Go(func() {
-		env.WatchConfig(ctx, reg, lifecycle.Reloader{Validate: Validate, Apply: reload.Apply, Related: policyPaths})
+		env.WatchConfig(ctx, reg, lifecycle.Reloader{Validate: Validate, Apply: reload.Apply, Related: policyPaths, Audit: trail})
 	})
 	if cfg.HTTPListen != "" {
 		lis, err := net.Listen("tcp", cfg.HTTPListen)

@@ -23,7 +23,7 @@ import (
 // logged as needing a restart.
 
 // readKeys are the parts of the configuration file the aggregator reads.
-var readKeys = []string{"aggregator", "serviceAuth", "grpc", "telemetry", "logging", "ops", "servers", "rateLimits", "reload"}
+var readKeys = []string{"aggregator", "serviceAuth", "grpc", "telemetry", "logging", "ops", "servers", "rateLimits", "reload", "audit"}
 
 // liveKeys are those of readKeys that Apply puts in force ("reload" is
 // applied by the watch itself).

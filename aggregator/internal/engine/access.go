@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +21,11 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrBackendDown: the owning backend is unhealthy; nothing was sent.
 	ErrBackendDown = errors.New("backend unavailable")
+	// ErrDenied: the item exists but the policy denies it to the
+	// principal. It is an ErrNotFound (errors.Is), so the caller is
+	// answered exactly as for a missing item; only the audit trail tells
+	// them apart.
+	ErrDenied = fmt.Errorf("%w (denied)", ErrNotFound)
 )
 
 // View returns p's view of snap.
@@ -103,8 +109,11 @@ func decisionKey(p *commonv1.Principal, k catalog.Kind, key string) string {
 // backend, failing fast when it is down. Denied and missing are the same
 // ErrNotFound.
 func (e *Engine) Owner(snap *catalog.Snapshot, p *commonv1.Principal, k catalog.Kind, key, backendName string) (*backend.Client, error) {
-	if backendName == "" || !e.mayUse(snap, p, k, key, backendName) {
+	if backendName == "" {
 		return nil, ErrNotFound
+	}
+	if !e.mayUse(snap, p, k, key, backendName) {
+		return nil, ErrDenied
 	}
 	m := e.setup.Load().member(backendName)
 	if m == nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 )
@@ -73,6 +74,8 @@ type Guard struct {
 	timeout time.Duration
 	log     *slog.Logger
 	metrics *Metrics
+	// trail records each quarantine (SetAudit); nil: none.
+	trail *audit.Writer
 	// retry asks Run for a rebuild after a failed record.
 	retry chan struct{}
 
@@ -102,6 +105,11 @@ func New(mode string, client indexerv1.IndexerServiceClient, log *slog.Logger, m
 		digests: map[string]digested{}, approved: map[key]string{}, recorded: map[string]*backend.Lists{},
 		derived: map[string]derived{}, flagged: map[key]string{}, sent: map[key]string{}}
 }
+
+// SetAudit records every quarantine (mode pin) and every flagged change
+// (mode warn) in w, once per changed definition, as the log line is.
+// Call before the guard is used.
+func (g *Guard) SetAudit(w *audit.Writer) { g.trail = w }
 
 // Mode is the guard's mode.
 func (g *Guard) Mode() string { return g.mode }
@@ -171,6 +179,12 @@ func (g *Guard) Filter(ctx context.Context, lists map[string]*backend.Lists) map
 // logChange logs (once per changed definition) and counts a tool whose
 // definition is not the approved one.
 func (g *Guard) logChange(b, tool, approved, seen string) {
+	e := audit.Event{Kind: audit.KindQuarantine, Outcome: audit.OutcomeChanged, Backend: b, Tool: tool,
+		Detail: "definition changed since approved: approved sha256 " + approved + ", seen sha256 " + seen}
+	if g.mode == config.PinningPin {
+		e.Outcome = audit.OutcomeQuarantined
+	}
+	g.trail.Record(e)
 	if g.mode == config.PinningPin {
 		g.log.Warn("tool definition changed since it was approved: quarantined until an operator approves the new one (docs/operations.md, Pinned tool definitions)",
 			"backend", b, "tool", tool, "approved_digest", approved, "seen_digest", seen)

@@ -3,6 +3,7 @@ package pinning
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 )
@@ -202,6 +204,12 @@ func metric(t *testing.T, reg *prometheus.Registry, name, b string) float64 {
 func TestFilterPinQuarantinesChangedTools(t *testing.T) {
 	ix := startIndexer(t)
 	g, lg, reg := newGuard(t, config.PinningPin, ix)
+	var trail syncBuffer
+	w, err := audit.New(audit.Options{Service: "aggregator", Sinks: []audit.Sink{audit.NewJSONLines("test", &trail)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.SetAudit(w)
 	alpha, beta := listing(t, tool("echo", "Echo."), tool("add", "Add.")), listing(t, tool("x", "X."))
 	out := g.Filter(t.Context(), map[string]*backend.Lists{"alpha": alpha, "beta": beta})
 	if out["alpha"] != alpha || out["beta"] != beta {
@@ -241,6 +249,15 @@ func TestFilterPinQuarantinesChangedTools(t *testing.T) {
 	if !strings.Contains(lg.buf.String(), "tool=echo") || metric(t, reg, "switchboard_aggregator_pinning_quarantined_tools", "alpha") != 1 ||
 		metric(t, reg, "switchboard_aggregator_pinning_quarantines_total", "alpha") != 1 {
 		t.Errorf("quarantine not logged with the tool, or not counted:\n%s", lg.buf.String())
+	}
+	// One quarantine event in the audit trail, like the log line.
+	w.Close()
+	var e audit.Event
+	if err := json.Unmarshal(trail.bytes(), &e); err != nil || strings.Count(string(trail.bytes()), "\n") != 1 {
+		t.Fatalf("trail %q: %v; want one event", trail.bytes(), err)
+	}
+	if e.Kind != audit.KindQuarantine || e.Outcome != audit.OutcomeQuarantined || e.Backend != "alpha" || e.Tool != "echo" || !strings.Contains(e.Detail, "sha256") {
+		t.Errorf("quarantine event %+v", e)
 	}
 
 	// An approval reaches the guard through the watch, which asks for a
@@ -329,4 +346,21 @@ func TestFilterPinFailsClosed(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// syncBuffer is a buffer the audit writer's goroutine writes to.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+func (b *syncBuffer) bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]byte(nil), b.buf.Bytes()...)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/paramheader"
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/audit"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/rawjson"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
@@ -31,7 +33,9 @@ const maxParamHeaders = 64
 
 // CallTool calls a tool on its owning backend under its original name.
 func (s *Server) CallTool(ctx context.Context, req *aggregatorv1.CallToolRequest) (*aggregatorv1.CallToolResponse, error) {
+	start := time.Now()
 	resp, err := s.callTool(ctx, req, nil)
+	s.auditCall(ctx, audit.KindToolCall, start, req.GetServer(), req.GetName(), req.GetArgumentsJson(), resp.GetBackend(), resp.GetIsError(), err)
 	return resp, s.fail(ctx, "CallTool", err)
 }
 

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-mcp/switchboard/services/audit"
+	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 )
 
@@ -170,4 +172,87 @@ func measureCPU(b *testing.B, backend *demoBackendProcess, c int, call func() er
 	if backend != nil {
 		b.ReportMetric(float64((backend.cpuTime(b)-backendStart).Microseconds())/n, "backend-cpu-us/op")
 	}
+}
+
+// BenchmarkCallToolTrail measures what the audit trail costs a Modern
+// tools/call: two aggregators in this process, one with the trail off and
+// one with it on (the file sink, argument digests), called in alternating
+// rounds of the same number of calls, so that a shared machine's load
+// falls on both alike. cpu-us/op-off and cpu-us/op-on are this process's
+// CPU per call in the rounds of each (the trail's background writer
+// included: each round with the trail waits past the writer's flush
+// before its CPU is read); trail-ratio is on/off.
+func BenchmarkCallToolTrail(b *testing.B) {
+	backend := startDemoBackend(b, 200)
+	base := "aggregator:\n  catalogTTL: 1h\n  backends:\n    - {name: demo, url: " + backend.url + "}\n"
+	noEnv := func(string) (string, bool) { return "", false }
+	var aggs [2]*harness
+	for i, extra := range []string{"", "audit: {sink: file, file: " + filepath.Join(b.TempDir(), "audit.jsonl") + "}\n"} {
+		full, err := config.Parse([]byte(base+extra), noEnv)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if aggs[i], err = startAggregatorWith(b, full, quietLog); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if aggs[0].audit != nil || aggs[1].audit == nil {
+		b.Fatal("the trail is not off and on")
+	}
+	req := &aggregatorv1.CallToolRequest{Principal: principal("alice", "eng"), Name: "demo_tool_0042", ArgumentsJson: `{"message":"hello","n":42}`}
+	ctx := context.Background()
+	for _, h := range aggs {
+		if resp, err := h.gateway.CallTool(ctx, req); err != nil || !strings.Contains(resp.GetResultJson(), "hello") {
+			b.Fatalf("first call: %v %v", resp, err)
+		}
+	}
+	const round = 200
+	for _, c := range []int{1, 16} {
+		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
+			var cpu [2]time.Duration
+			var calls [2]int
+			b.ResetTimer()
+			for done := 0; done < b.N; done += round {
+				for i, h := range aggs {
+					start := selfCPU()
+					if err := callRound(ctx, h.gateway, req, c, round); err != nil {
+						b.Fatal(err)
+					}
+					if h.audit != nil {
+						// The writer flushes within DefaultFlushEvery: its
+						// work on this round's events lands in this round.
+						time.Sleep(audit.DefaultFlushEvery + 50*time.Millisecond)
+					}
+					cpu[i] += selfCPU() - start
+					calls[i] += round
+				}
+			}
+			b.StopTimer()
+			off := float64(cpu[0].Microseconds()) / float64(calls[0])
+			on := float64(cpu[1].Microseconds()) / float64(calls[1])
+			b.ReportMetric(off, "cpu-us/op-off")
+			b.ReportMetric(on, "cpu-us/op-on")
+			b.ReportMetric(on/off, "trail-ratio")
+		})
+	}
+}
+
+// callRound makes n calls from c goroutines.
+func callRound(ctx context.Context, client aggregatorv1.AggregatorServiceClient, req *aggregatorv1.CallToolRequest, c, n int) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, c)
+	per := n / c
+	for range c {
+		wg.Go(func() {
+			for range per {
+				if _, err := client.CallTool(ctx, req); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
 }

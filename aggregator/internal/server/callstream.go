@@ -3,11 +3,13 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	"github.com/switchboard-mcp/switchboard/services/audit"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 )
 
@@ -15,7 +17,10 @@ import (
 // log notifications the backend sends for that call before the result.
 func (s *Server) CallToolStream(req *aggregatorv1.CallToolStreamRequest, stream grpc.ServerStreamingServer[aggregatorv1.CallToolStreamResponse]) error {
 	ctx := stream.Context()
+	start := time.Now()
 	resp, err := s.callToolStream(ctx, req.GetCall(), stream)
+	call := req.GetCall()
+	s.auditCall(ctx, audit.KindToolCall, start, call.GetServer(), call.GetName(), call.GetArgumentsJson(), resp.GetBackend(), resp.GetIsError(), err)
 	if err != nil {
 		return s.fail(ctx, "CallToolStream", err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/server"
 	"github.com/switchboard-mcp/switchboard/services/apierr"
+	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
@@ -195,6 +196,8 @@ type harness struct {
 	gateway  aggregatorv1.AggregatorServiceClient // trusted: asserts principals
 	internal aggregatorv1.AggregatorServiceClient // untrusted: acts as itself
 	anon     aggregatorv1.AggregatorServiceClient // no credentials
+	// audit is the trail of the configuration's audit section; nil: off.
+	audit *audit.Writer
 }
 
 func startAggregator(t testing.TB, cfg config.Aggregator) *harness {
@@ -245,7 +248,14 @@ func startAggregatorWith(t testing.TB, full *config.Config, log *slog.Logger) (*
 		cancel()
 		return nil, err
 	}
-	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, server.New(e).WithLimiter(testLimiter(t, full.RateLimits)))
+	// The audit section starts the trail (audit_test.go, the benchmarks
+	// with the trail on).
+	trail, err := audit.New(audit.Options{Service: "aggregator", Config: full.Audit, Log: log})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, server.New(e).WithLimiter(testLimiter(t, full.RateLimits)).WithAudit(trail))
 	srv.SetServing()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -255,7 +265,7 @@ func startAggregatorWith(t testing.TB, full *config.Config, log *slog.Logger) (*
 	var wg sync.WaitGroup
 	wg.Go(func() { e.Run(ctx) })
 	wg.Go(func() { _ = srv.ServeListener(ctx, lis, time.Second) })
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	t.Cleanup(func() { cancel(); wg.Wait(); trail.Close() })
 
 	dial := func(token string) aggregatorv1.AggregatorServiceClient {
 		conn, err := rpc.Dial(config.Endpoint{Address: lis.Addr().String(), Token: token}, config.TLS{})
@@ -265,7 +275,7 @@ func startAggregatorWith(t testing.TB, full *config.Config, log *slog.Logger) (*
 		t.Cleanup(func() { _ = conn.Close() })
 		return aggregatorv1.NewAggregatorServiceClient(conn)
 	}
-	return &harness{engine: e, gateway: dial(gatewayToken), internal: dial(internalToken), anon: dial("")}, nil
+	return &harness{engine: e, gateway: dial(gatewayToken), internal: dial(internalToken), anon: dial(""), audit: trail}, nil
 }
 
 func principal(subject string, groups ...string) *commonv1.Principal {

@@ -3,11 +3,13 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/audit"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
@@ -15,7 +17,9 @@ import (
 // GetPrompt renders a prompt on its owning backend, passed through raw
 // like tools/call.
 func (s *Server) GetPrompt(ctx context.Context, req *aggregatorv1.GetPromptRequest) (*aggregatorv1.GetPromptResponse, error) {
+	start := time.Now()
 	resp, err := s.getPrompt(ctx, req)
+	s.auditCall(ctx, audit.KindPromptGet, start, req.GetServer(), req.GetName(), s.promptArguments(req.GetArguments()), resp.GetBackend(), false, err)
 	return resp, s.fail(ctx, "GetPrompt", err)
 }
 

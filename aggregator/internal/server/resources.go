@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"time"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/audit"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
@@ -12,7 +14,9 @@ import (
 // ReadResource reads a resource from its owning backend, passed through
 // raw like tools/call.
 func (s *Server) ReadResource(ctx context.Context, req *aggregatorv1.ReadResourceRequest) (*aggregatorv1.ReadResourceResponse, error) {
+	start := time.Now()
 	resp, err := s.readResource(ctx, req)
+	s.auditCall(ctx, audit.KindResourceRead, start, req.GetServer(), req.GetUri(), "", resp.GetBackend(), false, err)
 	return resp, s.fail(ctx, "ReadResource", err)
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/peer"
+	"github.com/switchboard-mcp/switchboard/services/audit"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 )
@@ -29,6 +30,8 @@ type Server struct {
 	peers *peer.Forwarder
 	// limiter applies the rate limits (ratelimit.go); nil: none.
 	limiter *ratelimit.Limiter
+	// audit records calls, reads and prompt gets (audit.go); nil: none.
+	audit *audit.Writer
 }
 
 // New serves e.

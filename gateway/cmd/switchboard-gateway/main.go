@@ -18,6 +18,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/edge"
+	"github.com/switchboard-mcp/switchboard/services/audit"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/lifecycle"
@@ -72,6 +73,14 @@ func run(ctx context.Context, env lifecycle.Env) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	deps.Metrics = edge.NewMetrics(reg)
+	var auditSinks []audit.Sink
+	if env.Config.Audit.Database.Enabled && deps.Indexer != nil {
+		auditSinks = append(auditSinks, audit.NewIndexerSink(deps.Indexer))
+	}
+	if deps.Audit, err = env.StartAudit(reg, auditSinks...); err != nil {
+		return err
+	}
+	defer deps.Audit.Close()
 	gw, err := edge.New(cfg, deps)
 	if err != nil {
 		return err
@@ -107,7 +116,7 @@ func run(ctx context.Context, env lifecycle.Env) error {
 	reloadCtx, stopReload := context.WithCancel(ctx)
 	reloadDone := make(chan struct{})
 	go func() {
-		env.WatchConfig(reloadCtx, reg, lifecycle.Reloader{Validate: edge.Validate, Apply: gw.Reload})
+		env.WatchConfig(reloadCtx, reg, lifecycle.Reloader{Validate: edge.Validate, Apply: gw.Reload, Audit: deps.Audit})
 		close(reloadDone)
 	}()
 	defer func() { stopReload(); <-reloadDone }()

@@ -23,6 +23,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/methods"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
+	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
@@ -54,6 +55,9 @@ type Deps struct {
 	// LoopbackOnly reports that the listener is bound to a loopback address,
 	// which turns on the DNS-rebinding Host check.
 	LoopbackOnly bool
+	// Audit records Legacy sessions' starts and ends (audit.go); nil:
+	// none.
+	Audit *audit.Writer
 }
 
 // Gateway is the MCP edge.
@@ -77,6 +81,7 @@ type Gateway struct {
 	rules       edgeRules
 	// servers are the virtual servers by name (see SetServers).
 	servers atomic.Pointer[serverTable]
+	audit   *audit.Writer
 	// closing ends every notification stream at shutdown (see Close).
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -119,6 +124,7 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 		loopback: deps.LoopbackOnly,
 		rules:    newEdgeRules(cfg),
 		closing:  make(chan struct{}),
+		audit:    deps.Audit,
 	}
 	g.SetServers(deps.Servers)
 	if g.started == nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/gateway/internal/methods"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
+	"github.com/switchboard-mcp/switchboard/services/audit"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
@@ -217,10 +218,12 @@ func (g *Gateway) serveLegacy(w http.ResponseWriter, r *http.Request, req *metho
 	resp := newResponse(w)
 	if msg.Method == "initialize" && !msg.IsNotification() {
 		span.SetAttributes(attribute.String("mcp.protocol.version", mcpspec.Legacy))
+		start := time.Now()
 		result, id, rerr := g.methods.Initialize(r.Context(), req)
 		if id != "" {
 			w.Header().Set("Mcp-Session-Id", id)
 		}
+		g.auditSession(r.Context(), audit.KindSessionStart, start, req.Principal, req.Server, id, rerr, 0)
 		rec.done(rerr)
 		resp.finish(req.ID, result, rerr, false)
 		return

@@ -18,7 +18,7 @@ import (
 // logged as needing a restart.
 
 // readKeys are the parts of the configuration file the gateway reads.
-var readKeys = []string{"gateway", "grpc", "serviceAuth.tls", "telemetry", "logging", "ops", "servers", "reload"}
+var readKeys = []string{"gateway", "grpc", "serviceAuth.tls", "telemetry", "logging", "ops", "servers", "reload", "audit"}
 
 // liveKeys are those of readKeys that Reload applies ("reload" is applied
 // by the watch itself).

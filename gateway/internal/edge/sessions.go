@@ -7,6 +7,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/gateway/internal/methods"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
+	"github.com/switchboard-mcp/switchboard/services/audit"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
@@ -38,18 +39,23 @@ func (g *Gateway) serveSessionDelete(w http.ResponseWriter, r *http.Request, ep 
 	rec.era = mcpspec.EraLegacy
 	rec.setMethod(span, "DELETE")
 	id := r.Header.Get("Mcp-Session-Id")
+	status := http.StatusNoContent
+	defer func() { g.auditSession(ctx, audit.KindSessionEnd, rec.start, principal, ep.server, id, nil, status) }()
 	claims, ok := g.openSession(r, id, principal, ep.server)
 	if !ok {
-		http.Error(w, "session not found", http.StatusNotFound)
+		status = http.StatusNotFound
+		http.Error(w, "session not found", status)
 		return
 	}
 	digest := session.IDDigest(id)
 	switch err := g.revocations.Revoke(digest, claims.PrincipalDigest, claims.Expiry()); {
 	case errors.Is(err, session.ErrPrincipalDeletedLimit):
+		status = http.StatusTooManyRequests
 		w.Header().Set("Retry-After", retryDeleteAfter)
 		http.Error(w, "Too Many Requests: this principal deleted as many sessions as this gateway records; the session stays open until it expires", http.StatusTooManyRequests)
 		return
 	case err != nil:
+		status = http.StatusServiceUnavailable
 		g.log.WarnContext(ctx, "session deletion refused", "err", err)
 		w.Header().Set("Retry-After", retryDeleteAfter)
 		http.Error(w, "Service Unavailable: this gateway records as many deleted sessions as it may; the session stays open until it expires", http.StatusServiceUnavailable)

@@ -56,7 +56,7 @@ type Listeners struct {
 // the watch itself). A change of any other key it reads is logged as
 // needing a restart.
 var (
-	readKeys = []string{"indexer", "serviceAuth", "grpc", "telemetry", "logging", "ops", "gateway.sessions", "rateLimits", "reload"}
+	readKeys = []string{"indexer", "serviceAuth", "grpc", "telemetry", "logging", "ops", "gateway.sessions", "rateLimits", "reload", "audit"}
 	liveKeys = []string{"serviceAuth.credentials", "indexer.aggregator.token", "rateLimits", "reload"}
 )
 
@@ -78,6 +78,9 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, listeners Li
 // file is watched, and the service credentials are reloaded live.
 func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 	cfg, log := env.Config, env.Log
+	if env.Service == "" {
+		env.Service = "indexer"
+	}
 	ic := cfg.Indexer.WithDefaults()
 	validated := *cfg
 	if listeners.GRPC != nil {
@@ -134,6 +137,11 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	trail, auditTable, err := startAudit(env, reg, st)
+	if err != nil {
+		return err
+	}
+	defer trail.Close()
 	srvOpts := append(rpc.ConnectionOptions(cfg.GRPC), rpc.ServerMetrics(reg)...)
 	services := svcauth.NewAuthenticator(cfg.ServiceAuth.Credentials)
 	srv, err := rpc.NewServer(services, cfg.ServiceAuth.TLS, log, srvOpts...)
@@ -175,7 +183,7 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 				log.Warn("needs a restart: configuration changes not applied", "keys", restart)
 			}
 			return nil
-		}})
+		}, Audit: trail})
 		close(reloadDone)
 	}()
 	defer func() { stopReload(); <-reloadDone }()
@@ -191,6 +199,7 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 		MaxSessionStateBytes: ic.SessionStates.MaxBytes,
 		Stopping:             ctx.Done(), Log: log, Metrics: server.NewMetrics(reg),
 		Limiter: limiter,
+		Audit: trail, AuditEvents: auditTable,
 	})
 	indexerv1.RegisterIndexerServiceServer(srv.Server, api)
 
@@ -225,6 +234,9 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 	background.Go(func() { hub.Run(ctx) })
 	background.Go(func() { sessionHub.Run(ctx) })
 	background.Go(func() { approvalHub.Run(ctx) })
+	if auditTable != nil {
+		background.Go(func() { deleteOldAuditEvents(ctx, auditTable, cfg.Audit.EffectiveRetention(), log) })
+	}
 	background.Go(func() {
 		store.CollectGarbageEvery(ctx, st, time.Duration(ic.GCInterval), time.Duration(ic.ScopeRetention), log)
 	})

@@ -83,18 +83,18 @@ func listen(t testing.TB) net.Listener {
 
 // start runs the fake aggregator and the indexer (through app.Run, as the
 // binary does) against databaseURL.
-func start(t testing.TB, databaseURL string) *harness {
+func start(t testing.TB, databaseURL string, configure ...func(*config.Config)) *harness {
 	t.Helper()
-	return startLimited(t, databaseURL, config.RateLimits{})
+	return startLimited(t, databaseURL, config.RateLimits{}, configure...)
 }
 
 // startLimited is start with rate limits.
-func startLimited(t testing.TB, databaseURL string, limits config.RateLimits) *harness {
+func startLimited(t testing.TB, databaseURL string, limits config.RateLimits, configure ...func(*config.Config)) *harness {
 	t.Helper()
 	h := &harness{agg: testagg.New(), rateLimits: limits}
 	h.serveAggregator(listen(t))
 	t.Cleanup(h.stopAggregator)
-	h.startIndexer(t, databaseURL)
+	h.startIndexer(t, databaseURL, configure...)
 	return h
 }
 
@@ -107,7 +107,7 @@ func (h *harness) replica(t testing.TB, databaseURL string) *harness {
 }
 
 // startIndexer runs the indexer through app.Run, as the binary does.
-func (h *harness) startIndexer(t testing.TB, databaseURL string) {
+func (h *harness) startIndexer(t testing.TB, databaseURL string, configure ...func(*config.Config)) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	h.logs = &logBuffer{}
@@ -125,6 +125,9 @@ func (h *harness) startIndexer(t testing.TB, databaseURL string) {
 			ScopeTTL:   config.Duration(time.Hour), // invalidation must come from the watch
 		},
 		RateLimits: h.rateLimits,
+	}
+	for _, c := range configure {
+		c(cfg)
 	}
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	runErr := make(chan error, 1)

@@ -55,6 +55,8 @@ func (s *Server) toStatus(ctx context.Context, method string, err error) error {
 		s.Log.WarnContext(ctx, "operator RPC refused: the caller is not an operator", "method", method, "caller", caller.Name)
 		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_OPERATOR_ONLY,
 			method+" is for operator credentials only (serviceAuth.credentials[].operator)")
+	case errors.Is(err, errAuditDisabled):
+		return apierr.New(codes.FailedPrecondition, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, errAuditDisabled.Error())
 	case errors.Is(err, store.ErrToolDefinitionNotFound):
 		return apierr.New(codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND, "no definition of this tool was ever recorded")
 	case errors.Is(err, store.ErrToolDefinitionChanged):

@@ -2,12 +2,15 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc/status"
 
+	"github.com/switchboard-mcp/switchboard/services/audit"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 
@@ -24,7 +27,30 @@ func (s *Server) Search(ctx context.Context, req *indexerv1.SearchRequest) (*ind
 		outcome = status.Code(err).String()
 	}
 	s.Metrics.searched(outcome, time.Since(start))
+	s.auditSearch(ctx, req, start, len(resp.GetHits()), err)
 	return resp, err
+}
+
+// auditSearch records a find_tool: the principal, the server, the
+// digest of the query (its arguments: description and keywords) and how
+// many tools it found.
+func (s *Server) auditSearch(ctx context.Context, req *indexerv1.SearchRequest, start time.Time, hits int, err error) {
+	if s.Audit == nil {
+		return
+	}
+	e := audit.Call(ctx, audit.KindFindTool, svcauth.PrincipalFrom(ctx), start)
+	e.Server, e.Tool = req.GetServer(), "find_tool"
+	args, _ := json.Marshal(struct {
+		Description string   `json:"description"`
+		Keywords    []string `json:"keywords,omitempty"`
+	}{req.GetQuery(), req.GetKeywords()}) // strings always encode
+	e.RawArguments = string(args)
+	e.Outcome = audit.OutcomeOfCode(status.Code(err))
+	if err == nil {
+		e.Detail = strconv.Itoa(hits) + " tools found"
+	}
+	e.Since(time.Now())
+	s.Audit.Record(e)
 }
 
 func (s *Server) search(ctx context.Context, req *indexerv1.SearchRequest) (*indexerv1.SearchResponse, error) {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/switchboard-mcp/switchboard/services/audit"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 
@@ -53,6 +54,12 @@ type Deps struct {
 	Metrics *Metrics
 	// Limiter applies the rate limits of find_tool to Search; nil: none.
 	Limiter *ratelimit.Limiter
+	// Audit records each find_tool (Search); nil: none.
+	Audit *audit.Writer
+	// AuditEvents stores the trail in PostgreSQL (RecordAuditEvents,
+	// QueryAuditEvents); nil: audit.database is off, and both RPCs are
+	// FAILED_PRECONDITION.
+	AuditEvents store.AuditEvents
 }
 
 // Server serves IndexerService.

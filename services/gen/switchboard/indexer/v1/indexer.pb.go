@@ -2998,6 +2998,480 @@ func (x *RateTokenGrant) GetRetryAfterMs() uint32 {
 	return 0
 }
 
+// AuditEvent is one event of the audit trail, field for field the JSON
+// line the services write (docs/operations.md, "Audit trail"); fields
+// that do not apply are empty.
+type AuditEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When it happened (the request's start).
+	Time *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	// The service that wrote it: gateway, aggregator or indexer.
+	Service string `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`
+	// tool_call, resource_read, prompt_get, find_tool, session_start,
+	// session_end, quarantine or config_reload.
+	Kind string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	// ok, tool_error, denied, not_found, invalid, rate_limited,
+	// backend_error, timeout, cancelled, rejected, quarantined, changed or
+	// error.
+	Outcome string `protobuf:"bytes,4,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// The principal the request acted for.
+	Subject string   `protobuf:"bytes,5,opt,name=subject,proto3" json:"subject,omitempty"`
+	Groups  []string `protobuf:"bytes,6,rep,name=groups,proto3" json:"groups,omitempty"`
+	// The virtual server; empty for the whole catalog.
+	Server   string `protobuf:"bytes,7,opt,name=server,proto3" json:"server,omitempty"`
+	Tool     string `protobuf:"bytes,8,opt,name=tool,proto3" json:"tool,omitempty"`
+	Resource string `protobuf:"bytes,9,opt,name=resource,proto3" json:"resource,omitempty"`
+	Prompt   string `protobuf:"bytes,10,opt,name=prompt,proto3" json:"prompt,omitempty"`
+	// The backend that owns the item.
+	Backend string `protobuf:"bytes,11,opt,name=backend,proto3" json:"backend,omitempty"`
+	// How long it took, in milliseconds.
+	LatencyMs float64 `protobuf:"fixed64,12,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
+	// The OpenTelemetry trace id (32 hex digits).
+	TraceId string `protobuf:"bytes,13,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	// The SHA-256 (hex) of a Legacy session id.
+	Session string `protobuf:"bytes,14,opt,name=session,proto3" json:"session,omitempty"`
+	// The SHA-256 (hex) of the canonical JSON of the client's arguments.
+	ArgumentsSha256 string `protobuf:"bytes,15,opt,name=arguments_sha256,json=argumentsSha256,proto3" json:"arguments_sha256,omitempty"`
+	// The client's arguments, redacted (audit.arguments: values only).
+	ArgumentsJson string `protobuf:"bytes,16,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
+	Detail        string `protobuf:"bytes,17,opt,name=detail,proto3" json:"detail,omitempty"`
+	// Set by the indexer when stored: the event's id, and the name of the
+	// credential that sent it. Ignored in RecordAuditEvents.
+	Id            int64  `protobuf:"varint,18,opt,name=id,proto3" json:"id,omitempty"`
+	RecordedBy    string `protobuf:"bytes,19,opt,name=recorded_by,json=recordedBy,proto3" json:"recorded_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditEvent) Reset() {
+	*x = AuditEvent{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditEvent) ProtoMessage() {}
+
+func (x *AuditEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
+func (*AuditEvent) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *AuditEvent) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *AuditEvent) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *AuditEvent) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetPrompt() string {
+	if x != nil {
+		return x.Prompt
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetLatencyMs() float64 {
+	if x != nil {
+		return x.LatencyMs
+	}
+	return 0
+}
+
+func (x *AuditEvent) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetArgumentsSha256() string {
+	if x != nil {
+		return x.ArgumentsSha256
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetArgumentsJson() string {
+	if x != nil {
+		return x.ArgumentsJson
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *AuditEvent) GetRecordedBy() string {
+	if x != nil {
+		return x.RecordedBy
+	}
+	return ""
+}
+
+// RecordAuditEventsRequest is one batch.
+type RecordAuditEventsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Events        []*AuditEvent          `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordAuditEventsRequest) Reset() {
+	*x = RecordAuditEventsRequest{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordAuditEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordAuditEventsRequest) ProtoMessage() {}
+
+func (x *RecordAuditEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordAuditEventsRequest.ProtoReflect.Descriptor instead.
+func (*RecordAuditEventsRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *RecordAuditEventsRequest) GetEvents() []*AuditEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// RecordAuditEventsResponse says how many events were stored.
+type RecordAuditEventsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Recorded      uint32                 `protobuf:"varint,1,opt,name=recorded,proto3" json:"recorded,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordAuditEventsResponse) Reset() {
+	*x = RecordAuditEventsResponse{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordAuditEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordAuditEventsResponse) ProtoMessage() {}
+
+func (x *RecordAuditEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordAuditEventsResponse.ProtoReflect.Descriptor instead.
+func (*RecordAuditEventsResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *RecordAuditEventsResponse) GetRecorded() uint32 {
+	if x != nil {
+		return x.Recorded
+	}
+	return 0
+}
+
+// QueryAuditEventsRequest filters the stored events; every filter set
+// must match (exactly), an unset one matches everything.
+type QueryAuditEventsRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Subject string                 `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
+	Tool    string                 `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	Server  string                 `protobuf:"bytes,3,opt,name=server,proto3" json:"server,omitempty"`
+	Kind    string                 `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
+	Outcome string                 `protobuf:"bytes,5,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	Backend string                 `protobuf:"bytes,6,opt,name=backend,proto3" json:"backend,omitempty"`
+	// Events at or after since, and before until; unset: unbounded.
+	Since *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=since,proto3" json:"since,omitempty"`
+	Until *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=until,proto3" json:"until,omitempty"`
+	// Page size: 0 means 100; at most 1,000.
+	PageSize uint32 `protobuf:"varint,9,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous page (with the same filters);
+	// empty for the first.
+	PageToken     string `protobuf:"bytes,10,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryAuditEventsRequest) Reset() {
+	*x = QueryAuditEventsRequest{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryAuditEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryAuditEventsRequest) ProtoMessage() {}
+
+func (x *QueryAuditEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryAuditEventsRequest.ProtoReflect.Descriptor instead.
+func (*QueryAuditEventsRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *QueryAuditEventsRequest) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *QueryAuditEventsRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *QueryAuditEventsRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *QueryAuditEventsRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *QueryAuditEventsRequest) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *QueryAuditEventsRequest) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
+}
+
+func (x *QueryAuditEventsRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *QueryAuditEventsRequest) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *QueryAuditEventsRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *QueryAuditEventsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// QueryAuditEventsResponse is one page, newest first.
+type QueryAuditEventsResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Events []*AuditEvent          `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// Set when there may be more: pass it as page_token.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryAuditEventsResponse) Reset() {
+	*x = QueryAuditEventsResponse{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryAuditEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryAuditEventsResponse) ProtoMessage() {}
+
+func (x *QueryAuditEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryAuditEventsResponse.ProtoReflect.Descriptor instead.
+func (*QueryAuditEventsResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *QueryAuditEventsResponse) GetEvents() []*AuditEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *QueryAuditEventsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_switchboard_indexer_v1_indexer_proto protoreflect.FileDescriptor
 
 const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
@@ -3194,7 +3668,51 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\x06grants\x18\x01 \x03(\v2&.switchboard.indexer.v1.RateTokenGrantR\x06grants\"P\n" +
 	"\x0eRateTokenGrant\x12\x18\n" +
 	"\agranted\x18\x01 \x01(\rR\agranted\x12$\n" +
-	"\x0eretry_after_ms\x18\x02 \x01(\rR\fretryAfterMs*\x84\x01\n" +
+	"\x0eretry_after_ms\x18\x02 \x01(\rR\fretryAfterMs\"\x9f\x04\n" +
+	"\n" +
+	"AuditEvent\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x18\n" +
+	"\aservice\x18\x02 \x01(\tR\aservice\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x18\n" +
+	"\aoutcome\x18\x04 \x01(\tR\aoutcome\x12\x18\n" +
+	"\asubject\x18\x05 \x01(\tR\asubject\x12\x16\n" +
+	"\x06groups\x18\x06 \x03(\tR\x06groups\x12\x16\n" +
+	"\x06server\x18\a \x01(\tR\x06server\x12\x12\n" +
+	"\x04tool\x18\b \x01(\tR\x04tool\x12\x1a\n" +
+	"\bresource\x18\t \x01(\tR\bresource\x12\x16\n" +
+	"\x06prompt\x18\n" +
+	" \x01(\tR\x06prompt\x12\x18\n" +
+	"\abackend\x18\v \x01(\tR\abackend\x12\x1d\n" +
+	"\n" +
+	"latency_ms\x18\f \x01(\x01R\tlatencyMs\x12\x19\n" +
+	"\btrace_id\x18\r \x01(\tR\atraceId\x12\x18\n" +
+	"\asession\x18\x0e \x01(\tR\asession\x12)\n" +
+	"\x10arguments_sha256\x18\x0f \x01(\tR\x0fargumentsSha256\x12%\n" +
+	"\x0earguments_json\x18\x10 \x01(\tR\rargumentsJson\x12\x16\n" +
+	"\x06detail\x18\x11 \x01(\tR\x06detail\x12\x0e\n" +
+	"\x02id\x18\x12 \x01(\x03R\x02id\x12\x1f\n" +
+	"\vrecorded_by\x18\x13 \x01(\tR\n" +
+	"recordedBy\"V\n" +
+	"\x18RecordAuditEventsRequest\x12:\n" +
+	"\x06events\x18\x01 \x03(\v2\".switchboard.indexer.v1.AuditEventR\x06events\"7\n" +
+	"\x19RecordAuditEventsResponse\x12\x1a\n" +
+	"\brecorded\x18\x01 \x01(\rR\brecorded\"\xc7\x02\n" +
+	"\x17QueryAuditEventsRequest\x12\x18\n" +
+	"\asubject\x18\x01 \x01(\tR\asubject\x12\x12\n" +
+	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x16\n" +
+	"\x06server\x18\x03 \x01(\tR\x06server\x12\x12\n" +
+	"\x04kind\x18\x04 \x01(\tR\x04kind\x12\x18\n" +
+	"\aoutcome\x18\x05 \x01(\tR\aoutcome\x12\x18\n" +
+	"\abackend\x18\x06 \x01(\tR\abackend\x120\n" +
+	"\x05since\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
+	"\x05until\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x05until\x12\x1b\n" +
+	"\tpage_size\x18\t \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\n" +
+	" \x01(\tR\tpageToken\"~\n" +
+	"\x18QueryAuditEventsResponse\x12:\n" +
+	"\x06events\x18\x01 \x03(\v2\".switchboard.indexer.v1.AuditEventR\x06events\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\x84\x01\n" +
 	"\rScorePartKind\x12\x1f\n" +
 	"\x1bSCORE_PART_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SCORE_PART_KIND_EXACT\x10\x01\x12\x1a\n" +
@@ -3207,7 +3725,7 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\x13TERM_SOURCE_KEYWORD\x10\x02\x12\x17\n" +
 	"\x13TERM_SOURCE_FRAMING\x10\x03\x12\x17\n" +
 	"\x13TERM_SOURCE_SYNONYM\x10\x04\x12\x15\n" +
-	"\x11TERM_SOURCE_TOPIC\x10\x052\xfd\x0e\n" +
+	"\x11TERM_SOURCE_TOPIC\x10\x052\xee\x10\n" +
 	"\x0eIndexerService\x12W\n" +
 	"\x06Search\x12%.switchboard.indexer.v1.SearchRequest\x1a&.switchboard.indexer.v1.SearchResponse\x12i\n" +
 	"\fRefreshScope\x12+.switchboard.indexer.v1.RefreshScopeRequest\x1a,.switchboard.indexer.v1.RefreshScopeResponse\x12T\n" +
@@ -3224,7 +3742,9 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\x15ApproveToolDefinition\x124.switchboard.indexer.v1.ApproveToolDefinitionRequest\x1a5.switchboard.indexer.v1.ApproveToolDefinitionResponse\x12~\n" +
 	"\x13ListToolDefinitions\x122.switchboard.indexer.v1.ListToolDefinitionsRequest\x1a3.switchboard.indexer.v1.ListToolDefinitionsResponse\x12\x83\x01\n" +
 	"\x14WatchToolDefinitions\x123.switchboard.indexer.v1.WatchToolDefinitionsRequest\x1a4.switchboard.indexer.v1.WatchToolDefinitionsResponse0\x01\x12x\n" +
-	"\x11AcquireRateTokens\x120.switchboard.indexer.v1.AcquireRateTokensRequest\x1a1.switchboard.indexer.v1.AcquireRateTokensResponseBVZTgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1;indexerv1b\x06proto3"
+	"\x11AcquireRateTokens\x120.switchboard.indexer.v1.AcquireRateTokensRequest\x1a1.switchboard.indexer.v1.AcquireRateTokensResponse\x12x\n" +
+	"\x11RecordAuditEvents\x120.switchboard.indexer.v1.RecordAuditEventsRequest\x1a1.switchboard.indexer.v1.RecordAuditEventsResponse\x12u\n" +
+	"\x10QueryAuditEvents\x12/.switchboard.indexer.v1.QueryAuditEventsRequest\x1a0.switchboard.indexer.v1.QueryAuditEventsResponseBVZTgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1;indexerv1b\x06proto3"
 
 var (
 	file_switchboard_indexer_v1_indexer_proto_rawDescOnce sync.Once
@@ -3239,7 +3759,7 @@ func file_switchboard_indexer_v1_indexer_proto_rawDescGZIP() []byte {
 }
 
 var file_switchboard_indexer_v1_indexer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_switchboard_indexer_v1_indexer_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_switchboard_indexer_v1_indexer_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_switchboard_indexer_v1_indexer_proto_goTypes = []any{
 	(ScorePartKind)(0),                    // 0: switchboard.indexer.v1.ScorePartKind
 	(TermSource)(0),                       // 1: switchboard.indexer.v1.TermSource
@@ -3287,77 +3807,91 @@ var file_switchboard_indexer_v1_indexer_proto_goTypes = []any{
 	(*RateTokenRequest)(nil),              // 43: switchboard.indexer.v1.RateTokenRequest
 	(*AcquireRateTokensResponse)(nil),     // 44: switchboard.indexer.v1.AcquireRateTokensResponse
 	(*RateTokenGrant)(nil),                // 45: switchboard.indexer.v1.RateTokenGrant
-	(*v1.Principal)(nil),                  // 46: switchboard.common.v1.Principal
-	(*timestamppb.Timestamp)(nil),         // 47: google.protobuf.Timestamp
+	(*AuditEvent)(nil),                    // 46: switchboard.indexer.v1.AuditEvent
+	(*RecordAuditEventsRequest)(nil),      // 47: switchboard.indexer.v1.RecordAuditEventsRequest
+	(*RecordAuditEventsResponse)(nil),     // 48: switchboard.indexer.v1.RecordAuditEventsResponse
+	(*QueryAuditEventsRequest)(nil),       // 49: switchboard.indexer.v1.QueryAuditEventsRequest
+	(*QueryAuditEventsResponse)(nil),      // 50: switchboard.indexer.v1.QueryAuditEventsResponse
+	(*v1.Principal)(nil),                  // 51: switchboard.common.v1.Principal
+	(*timestamppb.Timestamp)(nil),         // 52: google.protobuf.Timestamp
 }
 var file_switchboard_indexer_v1_indexer_proto_depIdxs = []int32{
-	46, // 0: switchboard.indexer.v1.SearchRequest.principal:type_name -> switchboard.common.v1.Principal
+	51, // 0: switchboard.indexer.v1.SearchRequest.principal:type_name -> switchboard.common.v1.Principal
 	4,  // 1: switchboard.indexer.v1.SearchHit.explanation:type_name -> switchboard.indexer.v1.ScorePart
 	0,  // 2: switchboard.indexer.v1.ScorePart.kind:type_name -> switchboard.indexer.v1.ScorePartKind
 	1,  // 3: switchboard.indexer.v1.QueryTerm.source:type_name -> switchboard.indexer.v1.TermSource
 	3,  // 4: switchboard.indexer.v1.SearchResponse.hits:type_name -> switchboard.indexer.v1.SearchHit
 	5,  // 5: switchboard.indexer.v1.SearchResponse.terms:type_name -> switchboard.indexer.v1.QueryTerm
-	46, // 6: switchboard.indexer.v1.RefreshScopeRequest.principal:type_name -> switchboard.common.v1.Principal
-	47, // 7: switchboard.indexer.v1.RevokeSessionRequest.expires_at:type_name -> google.protobuf.Timestamp
+	51, // 6: switchboard.indexer.v1.RefreshScopeRequest.principal:type_name -> switchboard.common.v1.Principal
+	52, // 7: switchboard.indexer.v1.RevokeSessionRequest.expires_at:type_name -> google.protobuf.Timestamp
 	17, // 8: switchboard.indexer.v1.WatchRevocationsResponse.revocations:type_name -> switchboard.indexer.v1.SessionRevocation
-	47, // 9: switchboard.indexer.v1.SessionRevocation.expires_at:type_name -> google.protobuf.Timestamp
-	47, // 10: switchboard.indexer.v1.ConsumeRequestStateRequest.expires_at:type_name -> google.protobuf.Timestamp
-	47, // 11: switchboard.indexer.v1.UpdateSessionStateRequest.expires_at:type_name -> google.protobuf.Timestamp
+	52, // 9: switchboard.indexer.v1.SessionRevocation.expires_at:type_name -> google.protobuf.Timestamp
+	52, // 10: switchboard.indexer.v1.ConsumeRequestStateRequest.expires_at:type_name -> google.protobuf.Timestamp
+	52, // 11: switchboard.indexer.v1.UpdateSessionStateRequest.expires_at:type_name -> google.protobuf.Timestamp
 	22, // 12: switchboard.indexer.v1.UpdateSessionStateResponse.state:type_name -> switchboard.indexer.v1.SessionState
-	47, // 13: switchboard.indexer.v1.SessionState.expires_at:type_name -> google.protobuf.Timestamp
+	52, // 13: switchboard.indexer.v1.SessionState.expires_at:type_name -> google.protobuf.Timestamp
 	22, // 14: switchboard.indexer.v1.WatchSessionEventsResponse.states:type_name -> switchboard.indexer.v1.SessionState
 	25, // 15: switchboard.indexer.v1.WatchSessionEventsResponse.input_responses:type_name -> switchboard.indexer.v1.RelayedInputResponse
 	28, // 16: switchboard.indexer.v1.WatchSessionEventsResponse.cancellations:type_name -> switchboard.indexer.v1.RelayedCancellation
 	25, // 17: switchboard.indexer.v1.RelayInputResponseRequest.response:type_name -> switchboard.indexer.v1.RelayedInputResponse
-	47, // 18: switchboard.indexer.v1.RelayInputResponseRequest.expires_at:type_name -> google.protobuf.Timestamp
+	52, // 18: switchboard.indexer.v1.RelayInputResponseRequest.expires_at:type_name -> google.protobuf.Timestamp
 	28, // 19: switchboard.indexer.v1.RelayCancellationRequest.cancellation:type_name -> switchboard.indexer.v1.RelayedCancellation
 	31, // 20: switchboard.indexer.v1.RecordToolDefinitionsRequest.tools:type_name -> switchboard.indexer.v1.ToolDefinitionDigest
 	34, // 21: switchboard.indexer.v1.RecordToolDefinitionsResponse.verdicts:type_name -> switchboard.indexer.v1.ToolDefinitionVerdict
 	39, // 22: switchboard.indexer.v1.ApproveToolDefinitionResponse.definition:type_name -> switchboard.indexer.v1.ToolDefinition
 	39, // 23: switchboard.indexer.v1.ListToolDefinitionsResponse.definitions:type_name -> switchboard.indexer.v1.ToolDefinition
-	47, // 24: switchboard.indexer.v1.ToolDefinition.first_seen:type_name -> google.protobuf.Timestamp
-	47, // 25: switchboard.indexer.v1.ToolDefinition.last_seen:type_name -> google.protobuf.Timestamp
-	47, // 26: switchboard.indexer.v1.ToolDefinition.approved_at:type_name -> google.protobuf.Timestamp
+	52, // 24: switchboard.indexer.v1.ToolDefinition.first_seen:type_name -> google.protobuf.Timestamp
+	52, // 25: switchboard.indexer.v1.ToolDefinition.last_seen:type_name -> google.protobuf.Timestamp
+	52, // 26: switchboard.indexer.v1.ToolDefinition.approved_at:type_name -> google.protobuf.Timestamp
 	31, // 27: switchboard.indexer.v1.WatchToolDefinitionsResponse.approvals:type_name -> switchboard.indexer.v1.ToolDefinitionDigest
 	43, // 28: switchboard.indexer.v1.AcquireRateTokensRequest.keys:type_name -> switchboard.indexer.v1.RateTokenRequest
 	45, // 29: switchboard.indexer.v1.AcquireRateTokensResponse.grants:type_name -> switchboard.indexer.v1.RateTokenGrant
-	2,  // 30: switchboard.indexer.v1.IndexerService.Search:input_type -> switchboard.indexer.v1.SearchRequest
-	7,  // 31: switchboard.indexer.v1.IndexerService.RefreshScope:input_type -> switchboard.indexer.v1.RefreshScopeRequest
-	9,  // 32: switchboard.indexer.v1.IndexerService.Stats:input_type -> switchboard.indexer.v1.StatsRequest
-	11, // 33: switchboard.indexer.v1.IndexerService.RevokeSession:input_type -> switchboard.indexer.v1.RevokeSessionRequest
-	13, // 34: switchboard.indexer.v1.IndexerService.CheckSession:input_type -> switchboard.indexer.v1.CheckSessionRequest
-	15, // 35: switchboard.indexer.v1.IndexerService.WatchRevocations:input_type -> switchboard.indexer.v1.WatchRevocationsRequest
-	18, // 36: switchboard.indexer.v1.IndexerService.ConsumeRequestState:input_type -> switchboard.indexer.v1.ConsumeRequestStateRequest
-	20, // 37: switchboard.indexer.v1.IndexerService.UpdateSessionState:input_type -> switchboard.indexer.v1.UpdateSessionStateRequest
-	23, // 38: switchboard.indexer.v1.IndexerService.WatchSessionEvents:input_type -> switchboard.indexer.v1.WatchSessionEventsRequest
-	26, // 39: switchboard.indexer.v1.IndexerService.RelayInputResponse:input_type -> switchboard.indexer.v1.RelayInputResponseRequest
-	29, // 40: switchboard.indexer.v1.IndexerService.RelayCancellation:input_type -> switchboard.indexer.v1.RelayCancellationRequest
-	32, // 41: switchboard.indexer.v1.IndexerService.RecordToolDefinitions:input_type -> switchboard.indexer.v1.RecordToolDefinitionsRequest
-	35, // 42: switchboard.indexer.v1.IndexerService.ApproveToolDefinition:input_type -> switchboard.indexer.v1.ApproveToolDefinitionRequest
-	37, // 43: switchboard.indexer.v1.IndexerService.ListToolDefinitions:input_type -> switchboard.indexer.v1.ListToolDefinitionsRequest
-	40, // 44: switchboard.indexer.v1.IndexerService.WatchToolDefinitions:input_type -> switchboard.indexer.v1.WatchToolDefinitionsRequest
-	42, // 45: switchboard.indexer.v1.IndexerService.AcquireRateTokens:input_type -> switchboard.indexer.v1.AcquireRateTokensRequest
-	6,  // 46: switchboard.indexer.v1.IndexerService.Search:output_type -> switchboard.indexer.v1.SearchResponse
-	8,  // 47: switchboard.indexer.v1.IndexerService.RefreshScope:output_type -> switchboard.indexer.v1.RefreshScopeResponse
-	10, // 48: switchboard.indexer.v1.IndexerService.Stats:output_type -> switchboard.indexer.v1.StatsResponse
-	12, // 49: switchboard.indexer.v1.IndexerService.RevokeSession:output_type -> switchboard.indexer.v1.RevokeSessionResponse
-	14, // 50: switchboard.indexer.v1.IndexerService.CheckSession:output_type -> switchboard.indexer.v1.CheckSessionResponse
-	16, // 51: switchboard.indexer.v1.IndexerService.WatchRevocations:output_type -> switchboard.indexer.v1.WatchRevocationsResponse
-	19, // 52: switchboard.indexer.v1.IndexerService.ConsumeRequestState:output_type -> switchboard.indexer.v1.ConsumeRequestStateResponse
-	21, // 53: switchboard.indexer.v1.IndexerService.UpdateSessionState:output_type -> switchboard.indexer.v1.UpdateSessionStateResponse
-	24, // 54: switchboard.indexer.v1.IndexerService.WatchSessionEvents:output_type -> switchboard.indexer.v1.WatchSessionEventsResponse
-	27, // 55: switchboard.indexer.v1.IndexerService.RelayInputResponse:output_type -> switchboard.indexer.v1.RelayInputResponseResponse
-	30, // 56: switchboard.indexer.v1.IndexerService.RelayCancellation:output_type -> switchboard.indexer.v1.RelayCancellationResponse
-	33, // 57: switchboard.indexer.v1.IndexerService.RecordToolDefinitions:output_type -> switchboard.indexer.v1.RecordToolDefinitionsResponse
-	36, // 58: switchboard.indexer.v1.IndexerService.ApproveToolDefinition:output_type -> switchboard.indexer.v1.ApproveToolDefinitionResponse
-	38, // 59: switchboard.indexer.v1.IndexerService.ListToolDefinitions:output_type -> switchboard.indexer.v1.ListToolDefinitionsResponse
-	41, // 60: switchboard.indexer.v1.IndexerService.WatchToolDefinitions:output_type -> switchboard.indexer.v1.WatchToolDefinitionsResponse
-	44, // 61: switchboard.indexer.v1.IndexerService.AcquireRateTokens:output_type -> switchboard.indexer.v1.AcquireRateTokensResponse
-	46, // [46:62] is the sub-list for method output_type
-	30, // [30:46] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	52, // 30: switchboard.indexer.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	46, // 31: switchboard.indexer.v1.RecordAuditEventsRequest.events:type_name -> switchboard.indexer.v1.AuditEvent
+	52, // 32: switchboard.indexer.v1.QueryAuditEventsRequest.since:type_name -> google.protobuf.Timestamp
+	52, // 33: switchboard.indexer.v1.QueryAuditEventsRequest.until:type_name -> google.protobuf.Timestamp
+	46, // 34: switchboard.indexer.v1.QueryAuditEventsResponse.events:type_name -> switchboard.indexer.v1.AuditEvent
+	2,  // 35: switchboard.indexer.v1.IndexerService.Search:input_type -> switchboard.indexer.v1.SearchRequest
+	7,  // 36: switchboard.indexer.v1.IndexerService.RefreshScope:input_type -> switchboard.indexer.v1.RefreshScopeRequest
+	9,  // 37: switchboard.indexer.v1.IndexerService.Stats:input_type -> switchboard.indexer.v1.StatsRequest
+	11, // 38: switchboard.indexer.v1.IndexerService.RevokeSession:input_type -> switchboard.indexer.v1.RevokeSessionRequest
+	13, // 39: switchboard.indexer.v1.IndexerService.CheckSession:input_type -> switchboard.indexer.v1.CheckSessionRequest
+	15, // 40: switchboard.indexer.v1.IndexerService.WatchRevocations:input_type -> switchboard.indexer.v1.WatchRevocationsRequest
+	18, // 41: switchboard.indexer.v1.IndexerService.ConsumeRequestState:input_type -> switchboard.indexer.v1.ConsumeRequestStateRequest
+	20, // 42: switchboard.indexer.v1.IndexerService.UpdateSessionState:input_type -> switchboard.indexer.v1.UpdateSessionStateRequest
+	23, // 43: switchboard.indexer.v1.IndexerService.WatchSessionEvents:input_type -> switchboard.indexer.v1.WatchSessionEventsRequest
+	26, // 44: switchboard.indexer.v1.IndexerService.RelayInputResponse:input_type -> switchboard.indexer.v1.RelayInputResponseRequest
+	29, // 45: switchboard.indexer.v1.IndexerService.RelayCancellation:input_type -> switchboard.indexer.v1.RelayCancellationRequest
+	32, // 46: switchboard.indexer.v1.IndexerService.RecordToolDefinitions:input_type -> switchboard.indexer.v1.RecordToolDefinitionsRequest
+	35, // 47: switchboard.indexer.v1.IndexerService.ApproveToolDefinition:input_type -> switchboard.indexer.v1.ApproveToolDefinitionRequest
+	37, // 48: switchboard.indexer.v1.IndexerService.ListToolDefinitions:input_type -> switchboard.indexer.v1.ListToolDefinitionsRequest
+	40, // 49: switchboard.indexer.v1.IndexerService.WatchToolDefinitions:input_type -> switchboard.indexer.v1.WatchToolDefinitionsRequest
+	42, // 50: switchboard.indexer.v1.IndexerService.AcquireRateTokens:input_type -> switchboard.indexer.v1.AcquireRateTokensRequest
+	47, // 51: switchboard.indexer.v1.IndexerService.RecordAuditEvents:input_type -> switchboard.indexer.v1.RecordAuditEventsRequest
+	49, // 52: switchboard.indexer.v1.IndexerService.QueryAuditEvents:input_type -> switchboard.indexer.v1.QueryAuditEventsRequest
+	6,  // 53: switchboard.indexer.v1.IndexerService.Search:output_type -> switchboard.indexer.v1.SearchResponse
+	8,  // 54: switchboard.indexer.v1.IndexerService.RefreshScope:output_type -> switchboard.indexer.v1.RefreshScopeResponse
+	10, // 55: switchboard.indexer.v1.IndexerService.Stats:output_type -> switchboard.indexer.v1.StatsResponse
+	12, // 56: switchboard.indexer.v1.IndexerService.RevokeSession:output_type -> switchboard.indexer.v1.RevokeSessionResponse
+	14, // 57: switchboard.indexer.v1.IndexerService.CheckSession:output_type -> switchboard.indexer.v1.CheckSessionResponse
+	16, // 58: switchboard.indexer.v1.IndexerService.WatchRevocations:output_type -> switchboard.indexer.v1.WatchRevocationsResponse
+	19, // 59: switchboard.indexer.v1.IndexerService.ConsumeRequestState:output_type -> switchboard.indexer.v1.ConsumeRequestStateResponse
+	21, // 60: switchboard.indexer.v1.IndexerService.UpdateSessionState:output_type -> switchboard.indexer.v1.UpdateSessionStateResponse
+	24, // 61: switchboard.indexer.v1.IndexerService.WatchSessionEvents:output_type -> switchboard.indexer.v1.WatchSessionEventsResponse
+	27, // 62: switchboard.indexer.v1.IndexerService.RelayInputResponse:output_type -> switchboard.indexer.v1.RelayInputResponseResponse
+	30, // 63: switchboard.indexer.v1.IndexerService.RelayCancellation:output_type -> switchboard.indexer.v1.RelayCancellationResponse
+	33, // 64: switchboard.indexer.v1.IndexerService.RecordToolDefinitions:output_type -> switchboard.indexer.v1.RecordToolDefinitionsResponse
+	36, // 65: switchboard.indexer.v1.IndexerService.ApproveToolDefinition:output_type -> switchboard.indexer.v1.ApproveToolDefinitionResponse
+	38, // 66: switchboard.indexer.v1.IndexerService.ListToolDefinitions:output_type -> switchboard.indexer.v1.ListToolDefinitionsResponse
+	41, // 67: switchboard.indexer.v1.IndexerService.WatchToolDefinitions:output_type -> switchboard.indexer.v1.WatchToolDefinitionsResponse
+	44, // 68: switchboard.indexer.v1.IndexerService.AcquireRateTokens:output_type -> switchboard.indexer.v1.AcquireRateTokensResponse
+	48, // 69: switchboard.indexer.v1.IndexerService.RecordAuditEvents:output_type -> switchboard.indexer.v1.RecordAuditEventsResponse
+	50, // 70: switchboard.indexer.v1.IndexerService.QueryAuditEvents:output_type -> switchboard.indexer.v1.QueryAuditEventsResponse
+	53, // [53:71] is the sub-list for method output_type
+	35, // [35:53] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_indexer_v1_indexer_proto_init() }
@@ -3376,7 +3910,7 @@ func file_switchboard_indexer_v1_indexer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_indexer_v1_indexer_proto_rawDesc), len(file_switchboard_indexer_v1_indexer_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   44,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

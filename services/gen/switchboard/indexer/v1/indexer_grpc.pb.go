@@ -39,6 +39,8 @@ const (
 	IndexerService_ListToolDefinitions_FullMethodName   = "/switchboard.indexer.v1.IndexerService/ListToolDefinitions"
 	IndexerService_WatchToolDefinitions_FullMethodName  = "/switchboard.indexer.v1.IndexerService/WatchToolDefinitions"
 	IndexerService_AcquireRateTokens_FullMethodName     = "/switchboard.indexer.v1.IndexerService/AcquireRateTokens"
+	IndexerService_RecordAuditEvents_FullMethodName     = "/switchboard.indexer.v1.IndexerService/RecordAuditEvents"
+	IndexerService_QueryAuditEvents_FullMethodName      = "/switchboard.indexer.v1.IndexerService/QueryAuditEvents"
 )
 
 // IndexerServiceClient is the client API for IndexerService service.
@@ -193,6 +195,23 @@ type IndexerServiceClient interface {
 	// burst in [1, 1e6], tokens in [1, burst]; anything else is
 	// INVALID_ARGUMENT and nothing is taken.
 	AcquireRateTokens(ctx context.Context, in *AcquireRateTokensRequest, opts ...grpc.CallOption) (*AcquireRateTokensResponse, error)
+	// RecordAuditEvents stores audit events (docs/operations.md, "Audit
+	// trail") in the indexer's PostgreSQL table: the gateways and
+	// aggregators ship theirs here, in batches, when audit.database.enabled.
+	// Each event is stored with the name of the credential that sent it
+	// (recorded_by). At most 1,000 events per request; an event without
+	// kind, outcome or service, a field over its bound (names and ids 1,024
+	// bytes, groups 64 of 256 bytes, arguments_json 16 KiB, detail 1,024
+	// bytes) or invalid UTF-8 is INVALID_ARGUMENT and nothing is stored. An
+	// indexer without audit.database.enabled answers FAILED_PRECONDITION.
+	RecordAuditEvents(ctx context.Context, in *RecordAuditEventsRequest, opts ...grpc.CallOption) (*RecordAuditEventsResponse, error)
+	// QueryAuditEvents pages through the stored audit events, newest first,
+	// filtered by principal subject, tool, server, kind, outcome, backend
+	// and a time range [since, until). Only an operator's credential
+	// (serviceAuth.credentials[].operator) may call it; any other caller
+	// gets PERMISSION_DENIED (reason ERROR_REASON_OPERATOR_ONLY). An
+	// indexer without audit.database.enabled answers FAILED_PRECONDITION.
+	QueryAuditEvents(ctx context.Context, in *QueryAuditEventsRequest, opts ...grpc.CallOption) (*QueryAuditEventsResponse, error)
 }
 
 type indexerServiceClient struct {
@@ -390,6 +409,26 @@ func (c *indexerServiceClient) AcquireRateTokens(ctx context.Context, in *Acquir
 	return out, nil
 }
 
+func (c *indexerServiceClient) RecordAuditEvents(ctx context.Context, in *RecordAuditEventsRequest, opts ...grpc.CallOption) (*RecordAuditEventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecordAuditEventsResponse)
+	err := c.cc.Invoke(ctx, IndexerService_RecordAuditEvents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *indexerServiceClient) QueryAuditEvents(ctx context.Context, in *QueryAuditEventsRequest, opts ...grpc.CallOption) (*QueryAuditEventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(QueryAuditEventsResponse)
+	err := c.cc.Invoke(ctx, IndexerService_QueryAuditEvents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // IndexerServiceServer is the server API for IndexerService service.
 // All implementations must embed UnimplementedIndexerServiceServer
 // for forward compatibility.
@@ -542,6 +581,23 @@ type IndexerServiceServer interface {
 	// burst in [1, 1e6], tokens in [1, burst]; anything else is
 	// INVALID_ARGUMENT and nothing is taken.
 	AcquireRateTokens(context.Context, *AcquireRateTokensRequest) (*AcquireRateTokensResponse, error)
+	// RecordAuditEvents stores audit events (docs/operations.md, "Audit
+	// trail") in the indexer's PostgreSQL table: the gateways and
+	// aggregators ship theirs here, in batches, when audit.database.enabled.
+	// Each event is stored with the name of the credential that sent it
+	// (recorded_by). At most 1,000 events per request; an event without
+	// kind, outcome or service, a field over its bound (names and ids 1,024
+	// bytes, groups 64 of 256 bytes, arguments_json 16 KiB, detail 1,024
+	// bytes) or invalid UTF-8 is INVALID_ARGUMENT and nothing is stored. An
+	// indexer without audit.database.enabled answers FAILED_PRECONDITION.
+	RecordAuditEvents(context.Context, *RecordAuditEventsRequest) (*RecordAuditEventsResponse, error)
+	// QueryAuditEvents pages through the stored audit events, newest first,
+	// filtered by principal subject, tool, server, kind, outcome, backend
+	// and a time range [since, until). Only an operator's credential
+	// (serviceAuth.credentials[].operator) may call it; any other caller
+	// gets PERMISSION_DENIED (reason ERROR_REASON_OPERATOR_ONLY). An
+	// indexer without audit.database.enabled answers FAILED_PRECONDITION.
+	QueryAuditEvents(context.Context, *QueryAuditEventsRequest) (*QueryAuditEventsResponse, error)
 	mustEmbedUnimplementedIndexerServiceServer()
 }
 
@@ -599,6 +655,12 @@ func (UnimplementedIndexerServiceServer) WatchToolDefinitions(*WatchToolDefiniti
 }
 func (UnimplementedIndexerServiceServer) AcquireRateTokens(context.Context, *AcquireRateTokensRequest) (*AcquireRateTokensResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AcquireRateTokens not implemented")
+}
+func (UnimplementedIndexerServiceServer) RecordAuditEvents(context.Context, *RecordAuditEventsRequest) (*RecordAuditEventsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RecordAuditEvents not implemented")
+}
+func (UnimplementedIndexerServiceServer) QueryAuditEvents(context.Context, *QueryAuditEventsRequest) (*QueryAuditEventsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method QueryAuditEvents not implemented")
 }
 func (UnimplementedIndexerServiceServer) mustEmbedUnimplementedIndexerServiceServer() {}
 func (UnimplementedIndexerServiceServer) testEmbeddedByValue()                        {}
@@ -888,6 +950,42 @@ func _IndexerService_AcquireRateTokens_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _IndexerService_RecordAuditEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordAuditEventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IndexerServiceServer).RecordAuditEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IndexerService_RecordAuditEvents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IndexerServiceServer).RecordAuditEvents(ctx, req.(*RecordAuditEventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _IndexerService_QueryAuditEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(QueryAuditEventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IndexerServiceServer).QueryAuditEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IndexerService_QueryAuditEvents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IndexerServiceServer).QueryAuditEvents(ctx, req.(*QueryAuditEventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // IndexerService_ServiceDesc is the grpc.ServiceDesc for IndexerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -946,6 +1044,14 @@ var IndexerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AcquireRateTokens",
 			Handler:    _IndexerService_AcquireRateTokens_Handler,
+		},
+		{
+			MethodName: "RecordAuditEvents",
+			Handler:    _IndexerService_RecordAuditEvents_Handler,
+		},
+		{
+			MethodName: "QueryAuditEvents",
+			Handler:    _IndexerService_QueryAuditEvents_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,4 @@
+package server
+
+// AuditOutcome exposes auditOutcome to the external tests.
+var AuditOutcome = auditOutcome

@@ -1,0 +1,191 @@
+package server
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/switchboard-mcp/switchboard/services/audit"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
+
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+)
+
+// The audit trail's table (docs/operations.md, "Audit trail"): the
+// gateways and aggregators ship their events here, operators query them.
+
+const (
+	// maxAuditEventsPerRequest bounds one RecordAuditEvents; the writers
+	// send batches of at most 256.
+	maxAuditEventsPerRequest = 1000
+	maxAuditFieldBytes       = 1024
+	maxAuditGroups           = 64
+	maxAuditGroupBytes       = 256
+	maxAuditArgumentsBytes   = 16 << 10
+	defaultAuditPage         = 100
+	maxAuditPage             = 1000
+)
+
+// errAuditDisabled answers both RPCs of an indexer without
+// audit.database.enabled.
+var errAuditDisabled = errors.New("the audit table is off on this indexer: set audit.database.enabled")
+
+// RecordAuditEvents stores a batch of events sent by a gateway or an
+// aggregator.
+func (s *Server) RecordAuditEvents(ctx context.Context, req *indexerv1.RecordAuditEventsRequest) (*indexerv1.RecordAuditEventsResponse, error) {
+	events, err := s.validAuditEvents(req.GetEvents())
+	if err == nil {
+		caller, _ := svcauth.CallerFrom(ctx)
+		err = s.AuditEvents.RecordAuditEvents(ctx, events, caller.Name)
+	}
+	if err != nil {
+		return nil, s.toStatus(ctx, "RecordAuditEvents", err)
+	}
+	return &indexerv1.RecordAuditEventsResponse{Recorded: uint32(len(events))}, nil
+}
+
+func (s *Server) validAuditEvents(in []*indexerv1.AuditEvent) ([]audit.Event, error) {
+	if s.AuditEvents == nil {
+		return nil, errAuditDisabled
+	}
+	if err := s.checkReady(); err != nil {
+		return nil, err
+	}
+	if len(in) > maxAuditEventsPerRequest {
+		return nil, invalidArgument(fmt.Sprintf("too many events (at most %d per request)", maxAuditEventsPerRequest))
+	}
+	out := make([]audit.Event, len(in))
+	for i, p := range in {
+		e, err := auditEventFromProto(p)
+		if err != nil {
+			return nil, invalidArgument(fmt.Sprintf("event %d: %v", i, err))
+		}
+		out[i] = e
+	}
+	return out, nil
+}
+
+func auditEventFromProto(p *indexerv1.AuditEvent) (audit.Event, error) {
+	e := audit.Event{Schema: audit.Schema, Time: p.GetTime().AsTime(), Service: p.GetService(), Kind: audit.Kind(p.GetKind()),
+		Outcome: audit.Outcome(p.GetOutcome()), Subject: p.GetSubject(), Groups: p.GetGroups(), Server: p.GetServer(),
+		Tool: p.GetTool(), Resource: p.GetResource(), Prompt: p.GetPrompt(), Backend: p.GetBackend(), LatencyMS: p.GetLatencyMs(),
+		TraceID: p.GetTraceId(), Session: p.GetSession(), ArgumentsSHA256: p.GetArgumentsSha256(), Detail: p.GetDetail()}
+	if p.GetTime() == nil {
+		return e, errors.New("time is required")
+	}
+	if e.Service == "" || e.Kind == "" || e.Outcome == "" {
+		return e, errors.New("service, kind and outcome are required")
+	}
+	fields := []string{e.Service, string(e.Kind), string(e.Outcome), e.Subject, e.Server, e.Tool, e.Resource, e.Prompt, e.Backend,
+		e.TraceID, e.Session, e.ArgumentsSHA256, e.Detail}
+	for _, f := range fields {
+		if len(f) > maxAuditFieldBytes || !utf8.ValidString(f) || strings.IndexByte(f, 0) >= 0 {
+			return e, fmt.Errorf("a field is over %d bytes, not UTF-8 or holds NUL", maxAuditFieldBytes)
+		}
+	}
+	if len(e.Groups) > maxAuditGroups {
+		return e, fmt.Errorf("too many groups (at most %d)", maxAuditGroups)
+	}
+	for _, g := range e.Groups {
+		if len(g) > maxAuditGroupBytes || !utf8.ValidString(g) || strings.IndexByte(g, 0) >= 0 {
+			return e, fmt.Errorf("a group is over %d bytes, not UTF-8 or holds NUL", maxAuditGroupBytes)
+		}
+	}
+	if a := p.GetArgumentsJson(); a != "" {
+		if len(a) > maxAuditArgumentsBytes || !utf8.ValidString(a) || strings.IndexByte(a, 0) >= 0 {
+			return e, fmt.Errorf("arguments_json is over %d bytes, not UTF-8 or holds NUL", maxAuditArgumentsBytes)
+		}
+		e.Arguments = []byte(a)
+	}
+	return e, nil
+}
+
+// QueryAuditEvents pages through the stored trail, for operators.
+func (s *Server) QueryAuditEvents(ctx context.Context, req *indexerv1.QueryAuditEventsRequest) (*indexerv1.QueryAuditEventsResponse, error) {
+	resp, err := s.queryAuditEvents(ctx, req)
+	return resp, s.toStatus(ctx, "QueryAuditEvents", err)
+}
+
+func (s *Server) queryAuditEvents(ctx context.Context, req *indexerv1.QueryAuditEventsRequest) (*indexerv1.QueryAuditEventsResponse, error) {
+	if err := operatorOnly(ctx); err != nil {
+		return nil, err
+	}
+	if s.AuditEvents == nil {
+		return nil, errAuditDisabled
+	}
+	if err := s.checkReady(); err != nil {
+		return nil, err
+	}
+	size := int(req.GetPageSize())
+	switch {
+	case size == 0:
+		size = defaultAuditPage
+	case size > maxAuditPage:
+		return nil, invalidArgument(fmt.Sprintf("page_size is at most %d", maxAuditPage))
+	}
+	q := store.AuditQuery{Subject: req.GetSubject(), Tool: req.GetTool(), Server: req.GetServer(), Kind: req.GetKind(),
+		Outcome: req.GetOutcome(), Backend: req.GetBackend()}
+	for _, f := range []string{q.Subject, q.Tool, q.Server, q.Kind, q.Outcome, q.Backend} {
+		if len(f) > maxAuditFieldBytes || !utf8.ValidString(f) || strings.IndexByte(f, 0) >= 0 {
+			return nil, invalidArgument(fmt.Sprintf("a filter is over %d bytes, not UTF-8 or holds NUL", maxAuditFieldBytes))
+		}
+	}
+	if t := req.GetSince(); t != nil {
+		q.Since = t.AsTime()
+	}
+	if t := req.GetUntil(); t != nil {
+		q.Until = t.AsTime()
+	}
+	if tok := req.GetPageToken(); tok != "" {
+		key, err := parseAuditToken(tok)
+		if err != nil {
+			return nil, err
+		}
+		q.After = &key
+	}
+	recs, err := s.AuditEvents.QueryAuditEvents(ctx, q, size)
+	if err != nil {
+		return nil, err
+	}
+	resp := &indexerv1.QueryAuditEventsResponse{Events: make([]*indexerv1.AuditEvent, len(recs))}
+	for i := range recs {
+		p := audit.ToProto(&recs[i].Event)
+		p.Id, p.RecordedBy = recs[i].ID, recs[i].RecordedBy
+		resp.Events[i] = p
+	}
+	if len(recs) == size {
+		last := recs[len(recs)-1]
+		resp.NextPageToken = auditToken(store.AuditKey{Time: last.Time, ID: last.ID})
+	}
+	return resp, nil
+}
+
+// An audit page token is the key of the page's last event,
+// "<unix microseconds>.<id>" in unpadded URL-safe base64.
+func auditToken(k store.AuditKey) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(k.Time.UnixMicro(), 10) + "." + strconv.FormatInt(k.ID, 10)))
+}
+
+func parseAuditToken(tok string) (store.AuditKey, error) {
+	bad := invalidArgument("invalid page_token")
+	if len(tok) > 64 {
+		return store.AuditKey{}, bad
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return store.AuditKey{}, bad
+	}
+	us, id, ok := strings.Cut(string(raw), ".")
+	micros, err1 := strconv.ParseInt(us, 10, 64)
+	n, err2 := strconv.ParseInt(id, 10, 64)
+	if !ok || err1 != nil || err2 != nil || n <= 0 {
+		return store.AuditKey{}, bad
+	}
+	return store.AuditKey{Time: time.UnixMicro(micros).UTC(), ID: n}, nil
+}

@@ -1,0 +1,246 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+)
+
+func TestCanonicalIgnoresOrderAndSpacing(t *testing.T) {
+	a := `{"b": [1, {"y":2,"x":"<&>"}], "a": 1.50}`
+	b := "{\n\"a\":1.50,\"b\":[1,{\"x\":\"\\u003c&>\",\"y\":2}]}"
+	ca, ok := Canonical([]byte(a))
+	if !ok {
+		t.Fatal("not canonical")
+	}
+	if want := `{"a":1.50,"b":[1,{"x":"<&>","y":2}]}`; string(ca) != want {
+		t.Fatalf("canonical = %s, want %s", ca, want)
+	}
+	if Digest([]byte(a)) != Digest([]byte(b)) {
+		t.Fatal("the same value has two digests")
+	}
+	sum := sha256.Sum256(ca)
+	if got := Digest([]byte(a)); got != hex.EncodeToString(sum[:]) {
+		t.Fatalf("digest = %s, want the SHA-256 of the canonical JSON", got)
+	}
+	if Digest([]byte(`{"a":1}`)) == Digest([]byte(`{"a":2}`)) {
+		t.Fatal("different values share a digest")
+	}
+	if Digest(nil) != "" || Digest([]byte("  ")) != "" {
+		t.Fatal("no arguments have a digest")
+	}
+	for _, bad := range []string{`{"a":`, `{} {}`, `nope`} {
+		if _, ok := Canonical([]byte(bad)); ok {
+			t.Errorf("Canonical(%q) accepted", bad)
+		}
+		sum := sha256.Sum256([]byte(bad))
+		if Digest([]byte(bad)) != hex.EncodeToString(sum[:]) {
+			t.Errorf("Digest(%q) is not that of its bytes", bad)
+		}
+	}
+}
+
+func TestRedactAtAnyDepth(t *testing.T) {
+	r := NewRedactor(config.Audit{RedactKeys: []string{"ssn"}}.AllRedactKeys())
+	out := r.Redact([]byte(`{"q":"hello","API_Token":"tok-123","nested":{"password":"hunter2","list":[{"SSN":"078-05-1120"}]}}`))
+	if out == nil {
+		t.Fatal("no redacted arguments")
+	}
+	for _, secret := range []string{"tok-123", "hunter2", "078-05-1120"} {
+		if bytes.Contains(out, []byte(secret)) {
+			t.Errorf("%s survived redaction: %s", secret, out)
+		}
+	}
+	if want := `{"API_Token":"[redacted]","nested":{"list":[{"SSN":"[redacted]"}],"password":"[redacted]"},"q":"hello"}`; string(out) != want {
+		t.Fatalf("redacted = %s, want %s", out, want)
+	}
+	if r.Redact([]byte(`{"a":`)) != nil {
+		t.Fatal("invalid JSON kept")
+	}
+	big := `{"a":"` + strings.Repeat("x", maxArgumentsBytes) + `"}`
+	if r.Redact([]byte(big)) != nil {
+		t.Fatal("oversized arguments kept")
+	}
+}
+
+func TestEventEncoding(t *testing.T) {
+	var buf bytes.Buffer
+	w := newTestWriter(t, config.Audit{Arguments: config.AuditValues}, NewJSONLines("test", &buf), nil)
+	tid, _ := trace.TraceIDFromHex("0102030405060708090a0b0c0d0e0f10")
+	ctx := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{1}}))
+	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	e := Call(ctx, KindToolCall, &commonv1.Principal{Subject: "alice", Groups: []string{"eng"}}, start)
+	e.Server, e.Tool, e.Backend, e.Outcome = "docs", "search", "docs-backend", OutcomeDenied
+	e.RawArguments = `{"q":"x","token":"s3cret"}`
+	e.Since(start.Add(1500 * time.Microsecond))
+	w.Record(e)
+	w.Close()
+	var got map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+		t.Fatalf("not one JSON line: %q: %v", buf.String(), err)
+	}
+	want := map[string]any{
+		"schema": Schema, "time": "2026-12-01T10:00:00Z", "service": "test-service", "kind": "tool_call", "outcome": "denied",
+		"subject": "alice", "groups": []any{"eng"}, "server": "docs", "tool": "search", "backend": "docs-backend",
+		"latency_ms": 1.5, "trace_id": "0102030405060708090a0b0c0d0e0f10",
+		"arguments_sha256": Digest([]byte(`{"q":"x","token":"s3cret"}`)),
+		"arguments":        map[string]any{"q": "x", "token": Redacted},
+	}
+	gotJSON, _ := json.Marshal(got)
+	wantJSON, _ := json.Marshal(want)
+	if string(gotJSON) != string(wantJSON) {
+		t.Fatalf("event\n got %s\nwant %s", gotJSON, wantJSON)
+	}
+	if strings.Count(buf.String(), "\n") != 1 || strings.Contains(buf.String(), "s3cret") {
+		t.Fatalf("line = %q", buf.String())
+	}
+}
+
+func TestDigestModeRecordsNoValues(t *testing.T) {
+	var buf bytes.Buffer
+	w := newTestWriter(t, config.Audit{}, NewJSONLines("test", &buf), nil)
+	w.Record(Event{Kind: KindToolCall, Outcome: OutcomeOK, RawArguments: `{"q":"visible-only-as-digest"}`})
+	w.Close()
+	if strings.Contains(buf.String(), "visible-only-as-digest") || !strings.Contains(buf.String(), `"arguments_sha256":"`) {
+		t.Fatalf("line = %q", buf.String())
+	}
+}
+
+// blockingSink holds every write until released.
+type blockingSink struct {
+	release chan struct{}
+	mu      sync.Mutex
+	got     int
+}
+
+func (b *blockingSink) Name() string { return "blocking" }
+func (b *blockingSink) Write(_ context.Context, batch []Event) error {
+	<-b.release
+	b.mu.Lock()
+	b.got += len(batch)
+	b.mu.Unlock()
+	return nil
+}
+func (b *blockingSink) Close() error { return nil }
+
+func TestRecordNeverBlocksAndCountsDrops(t *testing.T) {
+	sink := &blockingSink{release: make(chan struct{})}
+	m := NewMetrics(prometheus.NewRegistry())
+	w := newTestWriter(t, config.Audit{QueueSize: 4}, sink, m)
+	const n = 1000
+	start := time.Now()
+	for range n {
+		w.Record(Event{Kind: KindToolCall, Outcome: OutcomeOK})
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("%d records took %v with a stuck sink", n, d)
+	}
+	// At most the queue and the batch the sink holds were kept.
+	dropped := testutil.ToFloat64(m.dropped.WithLabelValues("queue", "queue_full"))
+	if dropped < n-4-maxBatch {
+		t.Fatalf("dropped = %v, want at least %d", dropped, n-4-maxBatch)
+	}
+	close(sink.release)
+	w.Close()
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if float64(sink.got)+dropped != n {
+		t.Fatalf("written %d + dropped %v != %d: an event was lost silently", sink.got, dropped, n)
+	}
+}
+
+type failingSink struct{}
+
+func (failingSink) Name() string                         { return "failing" }
+func (failingSink) Write(context.Context, []Event) error { return errors.New("disk full") }
+func (failingSink) Close() error                         { return nil }
+
+func TestFailingSinkCountsDropsAndLogsOnce(t *testing.T) {
+	var logs bytes.Buffer
+	m := NewMetrics(prometheus.NewRegistry())
+	w, err := New(Options{Service: "test-service", Sinks: []Sink{failingSink{}}, Metrics: m,
+		Log: slogTo(&logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		w.Record(Event{Kind: KindConfigReload, Outcome: OutcomeOK})
+	}
+	w.Close()
+	if got := testutil.ToFloat64(m.dropped.WithLabelValues("failing", "sink_error")); got != 10 {
+		t.Fatalf("dropped = %v, want 10", got)
+	}
+	if c := strings.Count(logs.String(), "audit events dropped"); c != 1 {
+		t.Fatalf("%d log lines about drops, want 1 (rate-limited): %s", c, logs.String())
+	}
+}
+
+func TestOffIsNil(t *testing.T) {
+	w, err := New(Options{Config: config.Audit{Sink: config.AuditOff}})
+	if err != nil || w != nil {
+		t.Fatalf("New(off) = %v, %v; want nil, nil", w, err)
+	}
+	w.Record(Event{}) // a nil writer records nothing and does not panic
+	w.Close()
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, a := range []config.Audit{{Sink: "syslog"}, {Sink: "file"}, {File: "x"}, {Arguments: "all"}, {RedactKeys: []string{"["}},
+		{QueueSize: -1}, {Retention: config.Duration(time.Minute)}} {
+		if a.Validate() == nil {
+			t.Errorf("%+v accepted", a)
+		}
+	}
+	if err := (config.Audit{Sink: "file", File: "audit.jsonl", Arguments: "values", Retention: config.Duration(48 * time.Hour)}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newTestWriter(t *testing.T, cfg config.Audit, sink Sink, m *Metrics) *Writer {
+	t.Helper()
+	w, err := New(Options{Service: "test-service", Config: cfg, Sinks: []Sink{sink}, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	return w
+}
+
+func TestRedactorPatternForms(t *testing.T) {
+	r := NewRedactor([]string{"*secret*", "api*", "*_pin", "ssn", "card[0-9]"})
+	for name, want := range map[string]bool{
+		"MySecretValue": true, "apiKey": true, "user_pin": true, "SSN": true, "card7": true,
+		"apis": true, "pin_user": false, "ssnx": false, "cardx": false, "query": false,
+	} {
+		for range 2 { // the second answer comes from the cache
+			if got := r.Matches(name); got != want {
+				t.Errorf("Matches(%q) = %v, want %v", name, got, want)
+			}
+		}
+	}
+}
+
+func TestRecordAfterCloseIsCounted(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry())
+	var buf bytes.Buffer
+	w := newTestWriter(t, config.Audit{}, NewJSONLines("test", &buf), m)
+	w.Close()
+	w.Record(Event{Kind: KindSessionEnd, Outcome: OutcomeOK})
+	if got := testutil.ToFloat64(m.dropped.WithLabelValues("queue", "shutdown")); got != 1 {
+		t.Fatalf("dropped after close = %v, want 1", got)
+	}
+}
