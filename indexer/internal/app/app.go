@@ -199,7 +199,7 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 		MaxSessionStateBytes: ic.SessionStates.MaxBytes,
 		Stopping:             ctx.Done(), Log: log, Metrics: server.NewMetrics(reg),
 		Limiter: limiter,
-		Audit: trail, AuditEvents: auditTable,
+		Audit:   trail, AuditEvents: auditTable,
 	})
 	indexerv1.RegisterIndexerServiceServer(srv.Server, api)
 
