@@ -1314,7 +1314,14 @@ type RequestContext struct {
 	ClientCapabilitiesJson string `protobuf:"bytes,3,opt,name=client_capabilities_json,json=clientCapabilitiesJson,proto3" json:"client_capabilities_json,omitempty"`
 	// The lowest log level the client wants notifications/message for
 	// ("debug" ... "emergency"); empty means no log notifications.
-	LogLevel      string `protobuf:"bytes,4,opt,name=log_level,json=logLevel,proto3" json:"log_level,omitempty"`
+	LogLevel string `protobuf:"bytes,4,opt,name=log_level,json=logLevel,proto3" json:"log_level,omitempty"`
+	// The caller's own bearer token as the gateway received and validated it
+	// (gateway.auth.mode oidc only; empty otherwise). The aggregator sends
+	// it, or a token exchanged for it, only to a backend whose auth.mode
+	// needs the caller's identity (passthrough, tokenExchange), and never to
+	// any other; it is a secret: never logged, traced, audited or quoted in
+	// an error.
+	SubjectToken  string `protobuf:"bytes,5,opt,name=subject_token,json=subjectToken,proto3" json:"subject_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1366,6 +1373,13 @@ func (x *RequestContext) GetClientCapabilitiesJson() string {
 func (x *RequestContext) GetLogLevel() string {
 	if x != nil {
 		return x.LogLevel
+	}
+	return ""
+}
+
+func (x *RequestContext) GetSubjectToken() string {
+	if x != nil {
+		return x.SubjectToken
 	}
 	return ""
 }
@@ -2868,11 +2882,12 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\aprompts\x18\x01 \x03(\v2!.switchboard.aggregator.v1.PromptR\aprompts\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\tR\n" +
 	"nextCursor\x12'\n" +
-	"\x0fcatalog_version\x18\x03 \x01(\x04R\x0ecatalogVersion\"\x9d\x01\n" +
+	"\x0fcatalog_version\x18\x03 \x01(\x04R\x0ecatalogVersion\"\xc2\x01\n" +
 	"\x0eRequestContext\x12.\n" +
 	"\x13progress_token_json\x18\x01 \x01(\tR\x11progressTokenJson\x128\n" +
 	"\x18client_capabilities_json\x18\x03 \x01(\tR\x16clientCapabilitiesJson\x12\x1b\n" +
-	"\tlog_level\x18\x04 \x01(\tR\blogLevelJ\x04\b\x02\x10\x03\"\x94\x04\n" +
+	"\tlog_level\x18\x04 \x01(\tR\blogLevel\x12#\n" +
+	"\rsubject_token\x18\x05 \x01(\tR\fsubjectTokenJ\x04\b\x02\x10\x03\"\x94\x04\n" +
 	"\x0fCallToolRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12%\n" +
