@@ -167,6 +167,9 @@ type Backend struct {
 	// Headers are injected into every request to the backend. Values are
 	// secrets as far as logging goes: they are never logged.
 	Headers map[string]string `yaml:"headers"`
+	// Auth is whose identity the backend's requests carry (static headers
+	// by default; backendauth.go).
+	Auth BackendAuth `yaml:"auth"`
 	// Timeout bounds every request to the backend (default 30s).
 	Timeout Duration `yaml:"timeout"`
 	// InputWait bounds how long a call held open for the client's input

@@ -30,7 +30,7 @@ func (c *Config) ValidateAggregator() error {
 	if c.Aggregator.Listen == "" {
 		errs = append(errs, errors.New("aggregator.listen is required"))
 	}
-	return errors.Join(append(errs, c.Aggregator.ValidatePeers(), c.ServiceAuth.Validate(), c.GRPC.Validate(),
+	return errors.Join(append(errs, c.Aggregator.ValidatePeers(), c.Aggregator.ValidateBackendAuth(), c.ServiceAuth.Validate(), c.GRPC.Validate(),
 		c.ValidateServers(), c.ValidateRateLimits(), c.Reload.Validate(), c.Audit.Validate(),
 		validateAuditIndexer(c.Audit, c.AggregatorAuditIndexer(), "aggregator.indexer"))...)
 }

@@ -81,7 +81,7 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 	base.IdleConnTimeout = 90 * time.Second
 	base.DialContext = (&net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}).DialContext
 	var rt http.RoundTripper = rejections{next: detacher{next: base}}
-	if len(cfg.Headers) > 0 {
+	if len(cfg.Headers) > 0 || cfg.PassthroughAudience != "" {
 		rt = headerInjector{headers: cfg.Headers, next: rt}
 	}
 	// otelhttp injects the W3C trace context of the request's context, so

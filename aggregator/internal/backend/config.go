@@ -24,6 +24,10 @@ type Config struct {
 	// Headers are added to every request. Their values are secrets: they
 	// never appear in logs or errors.
 	Headers map[string]string
+	// PassthroughAudience, if set, makes calls carry the caller's own
+	// bearer token, and only a token whose aud claim contains it
+	// (callercred.go); empty: static headers only.
+	PassthroughAudience string
 	// Timeout bounds every request to the backend.
 	Timeout time.Duration
 	// InputWait bounds how long a held call waits for the client's input
@@ -67,6 +71,9 @@ func (c Config) Validate() error {
 	for k := range c.Headers {
 		if k == "" || strings.ContainsAny(k, " :\r\n") {
 			return fmt.Errorf("backend %q: invalid header name %q", c.Name, k)
+		}
+		if c.PassthroughAudience != "" && strings.EqualFold(k, "Authorization") {
+			return fmt.Errorf("backend %q: a passthrough backend's headers must not set Authorization", c.Name)
 		}
 	}
 	return nil

@@ -173,6 +173,9 @@ func (c *Client) exchange(ctx context.Context, s *mcp.ClientSession, call *Call)
 	for k, v := range c.cfg.Headers {
 		h.Set(k, v)
 	}
+	if v := callerAuthorization(ctx); v != "" {
+		h["Authorization"] = []string{v}
+	}
 	sessionID := ""
 	if modern {
 		h["Mcp-Method"] = []string{call.Method}

@@ -24,6 +24,9 @@ func (h headerInjector) RoundTrip(r *http.Request) (*http.Response, error) {
 	for k, v := range h.headers {
 		r.Header.Set(k, v)
 	}
+	if v := callerAuthorization(r.Context()); v != "" {
+		r.Header.Set("Authorization", v)
+	}
 	return h.next.RoundTrip(r)
 }
 

@@ -100,12 +100,13 @@ func OptionsFromConfig(c config.Aggregator) (Options, error) {
 	}
 	for _, b := range c.Backends {
 		opts.Backends = append(opts.Backends, backend.Config{
-			Name:      b.Name,
-			URL:       b.URL,
-			Protocol:  b.Protocol,
-			Headers:   b.Headers,
-			Timeout:   time.Duration(b.Timeout),
-			InputWait: time.Duration(b.InputWait),
+			Name:                b.Name,
+			URL:                 b.URL,
+			Protocol:            b.Protocol,
+			Headers:             b.Headers,
+			PassthroughAudience: passthroughAudience(b.Auth),
+			Timeout:             time.Duration(b.Timeout),
+			InputWait:           time.Duration(b.InputWait),
 		})
 	}
 	opts.applyDefaults()
@@ -176,4 +177,13 @@ func (o *Options) Validate() error {
 		}
 	}
 	return nil
+}
+
+// passthroughAudience is the audience a passthrough backend's caller
+// tokens must name; "" for static credentials.
+func passthroughAudience(a config.BackendAuth) string {
+	if a.EffectiveMode() == config.BackendAuthPassthrough {
+		return a.Audience
+	}
+	return ""
 }

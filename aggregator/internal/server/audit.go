@@ -132,6 +132,8 @@ func auditOutcome(err error) (audit.Outcome, string) {
 		return outcomer.AuditOutcome(), ""
 	case errors.Is(err, engine.ErrDenied):
 		return audit.OutcomeDenied, "denied by the authorization policy"
+	case errors.Is(err, backend.ErrCallerCredential):
+		return audit.OutcomeDenied, "the caller's token does not qualify for the backend"
 	case errors.Is(err, engine.ErrNotFound):
 		return audit.OutcomeNotFound, ""
 	case errors.Is(err, catalog.ErrInvalidCursor), errors.As(err, &mismatch), errors.Is(err, override.ErrHiddenArgument),

@@ -107,6 +107,9 @@ func (s *Server) callTool(ctx context.Context, req *aggregatorv1.CallToolRequest
 	if err != nil {
 		return nil, err
 	}
+	if ctx, err = tc.b.WithCaller(ctx, req.GetContext().GetSubjectToken()); err != nil {
+		return nil, err
+	}
 	if err := s.limit(ctx, config.RateMethodToolsCall, req.GetServer(), req.GetName(), tc.b); err != nil {
 		return nil, err
 	}

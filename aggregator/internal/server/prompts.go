@@ -33,6 +33,9 @@ func (s *Server) getPrompt(ctx context.Context, req *aggregatorv1.GetPromptReque
 	if err != nil {
 		return nil, err
 	}
+	if ctx, err = b.WithCaller(ctx, req.GetContext().GetSubjectToken()); err != nil {
+		return nil, err
+	}
 	if err := s.limit(ctx, config.RateMethodPromptsGet, req.GetServer(), "", b); err != nil {
 		return nil, err
 	}
@@ -104,6 +107,11 @@ func (s *Server) complete(ctx context.Context, req *aggregatorv1.CompleteRequest
 		return nil, invalidArgument("ref.type must be ref/prompt or ref/resource")
 	}
 	if err != nil {
+		return nil, err
+	}
+	// A completion request carries no caller token: a passthrough
+	// backend's completions are refused (ErrCallerCredential).
+	if ctx, err = b.WithCaller(ctx, ""); err != nil {
 		return nil, err
 	}
 	raw, err := json.Marshal(params)

@@ -33,6 +33,9 @@ func (s *Server) readResource(ctx context.Context, req *aggregatorv1.ReadResourc
 	if err != nil {
 		return nil, err
 	}
+	if ctx, err = b.WithCaller(ctx, req.GetContext().GetSubjectToken()); err != nil {
+		return nil, err
+	}
 	if err := s.limit(ctx, config.RateMethodResourceRead, req.GetServer(), "", b); err != nil {
 		return nil, err
 	}

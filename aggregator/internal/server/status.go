@@ -82,6 +82,11 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 	case errors.Is(err, backend.ErrUnavailable):
 		log.WarnContext(ctx, "backend unreachable", "method", method, "err", err)
 		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_BACKEND_UNAVAILABLE, "backend unavailable")
+	case errors.Is(err, backend.ErrCallerCredential):
+		// The caller's token does not qualify for this backend: the
+		// caller's business, answered -32602 with the fixed text (which
+		// never quotes the token); the backend was not contacted.
+		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, backend.ErrCallerCredential.Error())
 	case errors.Is(err, backend.ErrMalformedRequest):
 		// The caller's request, not the backend, is at fault: no health is
 		// lost, and the backend's own words stay in the log.

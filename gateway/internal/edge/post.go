@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/methods"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
@@ -29,7 +30,8 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, at endpointAt
 	if !g.guard(w, r, corsMethods) {
 		return
 	}
-	principal, err := g.auth.Load().authn.Authenticate(r)
+	authState := g.auth.Load()
+	principal, err := authState.authn.Authenticate(r)
 	if err != nil {
 		g.unauthorized(w, r, r.URL.Path, err)
 		return
@@ -41,7 +43,7 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, at endpointAt
 	}
 	switch r.Method {
 	case http.MethodPost:
-		g.servePOST(w, r, ep, principal)
+		g.servePOST(w, r, ep, principal, subjectToken(authState, r))
 	case http.MethodGet, http.MethodDelete:
 		if mcpspec.Classify(mcpspec.Signals{HTTPMethod: r.Method, SessionID: r.Header.Get("Mcp-Session-Id")}) != mcpspec.EraLegacy {
 			// Modern has no GET stream and no DELETE; only a Legacy
@@ -61,8 +63,20 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, at endpointAt
 	}
 }
 
+// subjectToken is the caller's own validated bearer token, forwarded to
+// the aggregator for backends that act as the caller: only an OIDC token
+// (an API key is the gateway's own secret, never a backend's), and only
+// after Authenticate accepted it. It is a secret: never logged.
+func subjectToken(a *authState, r *http.Request) string {
+	if a.cfg.Mode != "oidc" {
+		return ""
+	}
+	tok, _ := auth.BearerToken(r)
+	return tok
+}
+
 // servePOST reads one JSON-RPC message and serves it in its era.
-func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint, principal *commonv1.Principal) {
+func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint, principal *commonv1.Principal, subject string) {
 	ctx, span, rec := g.startRequest(r)
 	defer g.finishRequest(span, rec)
 	r = r.WithContext(ctx)
@@ -102,7 +116,7 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 		writeJSON(w, http.StatusBadRequest, id, nil, wire.NewError(wire.CodeInvalidRequest, "Accept must list application/json and text/event-stream"))
 		return
 	}
-	req := &methods.Request{View: ep.view, Server: ep.server, Principal: principal, ID: msg.ID, Method: msg.Method, Params: msg.Params, Header: r.Header}
+	req := &methods.Request{View: ep.view, Server: ep.server, Principal: principal, SubjectToken: subject, ID: msg.ID, Method: msg.Method, Params: msg.Params, Header: r.Header}
 	req.Meta, _ = wire.Meta(msg.Params)
 	headerVersion := r.Header.Get("Mcp-Protocol-Version")
 	sessionID := r.Header.Get("Mcp-Session-Id")

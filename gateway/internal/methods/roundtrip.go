@@ -91,6 +91,7 @@ func (s *Server) roundTripParams(ctx context.Context, req *Request, method, targ
 	}
 	rt.context = &aggregatorv1.RequestContext{}
 	rt.context.ClientCapabilitiesJson = string(req.ClientCaps)
+	rt.context.SubjectToken = req.SubjectToken
 	if tok, ok := req.Meta["progressToken"]; ok && string(tok) != "null" {
 		rt.context.ProgressTokenJson = string(tok)
 	}

@@ -38,9 +38,13 @@ type Request struct {
 	// "" for the whole catalog (/mcp).
 	Server    string
 	Principal *commonv1.Principal
-	ID        json.RawMessage
-	Method    string
-	Params    wire.Object
+	// SubjectToken is the caller's validated OIDC bearer token, for the
+	// backends that act as the caller (RequestContext.subject_token); ""
+	// in other auth modes. A secret: never logged.
+	SubjectToken string
+	ID           json.RawMessage
+	Method       string
+	Params       wire.Object
 	// Meta is params._meta (nil when absent).
 	Meta wire.Object
 	// ClientCaps are the client's declared capabilities as it sent them:

@@ -1,0 +1,209 @@
+package backend
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/services/dualera"
+)
+
+// fakeJWT is a token with the given payload; the signature is not looked
+// at here (the gateway verified it).
+func fakeJWT(payload string) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	return enc([]byte(`{"alg":"RS256"}`)) + "." + enc([]byte(payload)) + ".c2ln"
+}
+
+func TestAudienceNames(t *testing.T) {
+	for _, c := range []struct {
+		payload string
+		want    bool
+	}{
+		{`{"aud":"github"}`, true},
+		{`{"aud":["other","github"]}`, true},
+		{`{"aud":"githubx"}`, false},
+		{`{"aud":["other"]}`, false},
+		{`{"sub":"alice"}`, false},
+		{`{"aud":7}`, false},
+		{`not json`, false},
+	} {
+		if got := audienceNames(fakeJWT(c.payload), "github"); got != c.want {
+			t.Errorf("%s: %v, want %v", c.payload, got, c.want)
+		}
+	}
+	for _, bad := range []string{"", "a.b", "a.!!!.c", "a.b.c.d"} {
+		if audienceNames(bad, "github") {
+			t.Errorf("%q names the audience", bad)
+		}
+	}
+}
+
+// authRecorder is a real go-sdk server in both eras that records the
+// Authorization of each tools/call it receives.
+type authRecorder struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (a *authRecorder) last() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.seen) == 0 {
+		return "<none>"
+	}
+	return a.seen[len(a.seen)-1]
+}
+
+func startAuthRecorder(t *testing.T, a *authRecorder) string {
+	t.Helper()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "rec", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}}, func(_ context.Context, req *mcp.CallToolRequest, _ map[string]any) (*mcp.CallToolResult, any, error) {
+		a.mu.Lock()
+		a.seen = append(a.seen, req.Extra.Header.Get("Authorization"))
+		a.mu.Unlock()
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
+	})
+	ts := httptest.NewServer(dualera.New(srv, nil, nil))
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// A passthrough backend gets each caller's own token on that caller's
+// calls, in either era and on the plain-call session too; a token for
+// another audience, or none, is refused before anything is sent.
+func TestPassthroughSendsTheCallersToken(t *testing.T) {
+	for _, protocol := range []string{ProtocolAuto, ProtocolModern, ProtocolLegacy} {
+		t.Run(protocol, func(t *testing.T) {
+			rec := &authRecorder{}
+			c := New(Config{Name: "gh", URL: startAuthRecorder(t, rec), Protocol: protocol, PassthroughAudience: "github",
+				Headers: map[string]string{"X-Static": "s"}, Timeout: 5 * time.Second}, nil, nil)
+			t.Cleanup(c.Close)
+			alice, bob := fakeJWT(`{"sub":"alice","aud":"github"}`), fakeJWT(`{"sub":"bob","aud":["x","github"]}`)
+			for i := 0; i < 3; i++ { // auto moves plain calls to a Legacy session meanwhile
+				for _, tok := range []string{alice, bob} {
+					ctx, err := c.WithCaller(context.Background(), tok)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if res, err := c.Call(ctx, echoCall(`{}`)); err != nil || res.IsError {
+						t.Fatalf("call: %v %+v", err, res)
+					}
+					if got := rec.last(); got != "Bearer "+tok {
+						t.Fatalf("backend saw Authorization %q, want the caller's token", got)
+					}
+				}
+			}
+			n := len(rec.seen)
+			for _, tok := range []string{"", fakeJWT(`{"sub":"eve","aud":"slack"}`), "opaque-token"} {
+				if _, err := c.WithCaller(context.Background(), tok); !errors.Is(err, ErrCallerCredential) {
+					t.Errorf("token %q: %v, want ErrCallerCredential", tok, err)
+				}
+			}
+			if len(rec.seen) != n {
+				t.Error("a refused caller reached the backend")
+			}
+		})
+	}
+}
+
+// A static backend ignores the caller's token: it never leaves the
+// aggregator.
+func TestStaticBackendNeverSendsTheCallersToken(t *testing.T) {
+	rec := &authRecorder{}
+	c := New(Config{Name: "s", URL: startAuthRecorder(t, rec), Headers: map[string]string{"Authorization": "Bearer static"}, Timeout: 5 * time.Second}, nil, nil)
+	t.Cleanup(c.Close)
+	ctx, err := c.WithCaller(context.Background(), fakeJWT(`{"aud":"s"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Call(ctx, echoCall(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.last(); got != "Bearer static" {
+		t.Fatalf("backend saw %q", got)
+	}
+}
+
+// The caller's token is never carried to another origin: a redirect there
+// is refused before anything is sent, like the static headers.
+func TestPassthroughTokenIsNotRedirected(t *testing.T) {
+	var reached atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) }))
+	defer other.Close()
+	rec := &authRecorder{}
+	real := startAuthRecorder(t, rec)
+	var redirect atomic.Bool
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if redirect.Load() {
+			http.Redirect(w, r, other.URL+"/mcp", http.StatusTemporaryRedirect)
+			return
+		}
+		proxyTo(t, real, w, r)
+	}))
+	defer front.Close()
+	c := New(Config{Name: "gh", URL: front.URL, Protocol: ProtocolModern, PassthroughAudience: "github", Timeout: 5 * time.Second}, nil, nil)
+	defer c.Close()
+	tok := fakeJWT(`{"sub":"alice","aud":"github"}`)
+	ctx, err := c.WithCaller(context.Background(), tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Call(ctx, echoCall(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	redirect.Store(true)
+	_, err = c.Call(ctx, echoCall(`{}`))
+	if !errors.Is(err, ErrRedirected) {
+		t.Fatalf("call redirected elsewhere: %v, want ErrRedirected", err)
+	}
+	if strings.Contains(err.Error(), tok) {
+		t.Error("the error quotes the token")
+	}
+	if n := reached.Load(); n != 0 {
+		t.Errorf("%d requests reached the other origin", n)
+	}
+}
+
+// proxyTo forwards r to target as it is (a same-origin front for a real
+// server).
+func proxyTo(t *testing.T, target string, w http.ResponseWriter, r *http.Request) {
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, target+r.URL.RequestURI(), r.Body)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	req.Header = r.Header.Clone()
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			_, _ = w.Write(buf[:n])
+			if f, ok := w.(http.Flusher); ok {
+				f.Flush()
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
