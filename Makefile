@@ -61,8 +61,15 @@ $(TOOLS_BIN)/grpcurl: tools/grpcurl/go.mod tools/grpcurl/go.sum
 	cd tools/grpcurl && GOWORK=off GOBIN=$(TOOLS_BIN) $(GO) install tool
 	@touch $@
 
+# The OpenID Provider the per-user credential tests run against: the
+# example provider of github.com/zitadel/oidc (token exchange, client
+# credentials), pinned in tools/oidc-op.
+$(TOOLS_BIN)/oidc-op: tools/oidc-op/go.mod tools/oidc-op/go.sum
+	cd tools/oidc-op && GOWORK=off $(GO) build -o $@ github.com/zitadel/oidc/v3/example/server
+	@touch $@
+
 .PHONY: tools
-tools: $(TOOLS_BIN)/buf $(TOOLS_BIN)/protoc-gen-go $(TOOLS_BIN)/protoc-gen-go-grpc $(TOOLS_BIN)/kustomize $(TOOLS_BIN)/grpcurl ## install pinned Go tools
+tools: $(TOOLS_BIN)/buf $(TOOLS_BIN)/protoc-gen-go $(TOOLS_BIN)/protoc-gen-go-grpc $(TOOLS_BIN)/kustomize $(TOOLS_BIN)/grpcurl $(TOOLS_BIN)/oidc-op ## install pinned Go tools
 
 .PHONY: generate
 generate: $(TOOLS_BIN)/buf $(TOOLS_BIN)/protoc-gen-go $(TOOLS_BIN)/protoc-gen-go-grpc ## regenerate protobuf Go code (offline, local plugins)
@@ -105,8 +112,8 @@ lint: buf-lint buf-breaking vet ## every static check
 test: lint generate-check build test-go test-conformance test-deploy fuzz-short ## every test: static checks, unit, PostgreSQL, end to end, conformance, manifests, fuzzing
 
 .PHONY: test-go
-test-go: build $(TOOLS_BIN)/grpcurl haproxy ## Go tests of every module (unit, PostgreSQL, end to end, replicas)
-	SWITCHBOARD_BIN=$(BIN) GRPCURL=$(TOOLS_BIN)/grpcurl HAPROXY=$(HAPROXY) $(GO_TEST) -timeout 15m work
+test-go: build $(TOOLS_BIN)/grpcurl $(TOOLS_BIN)/oidc-op haproxy ## Go tests of every module (unit, PostgreSQL, end to end, replicas)
+	SWITCHBOARD_BIN=$(BIN) GRPCURL=$(TOOLS_BIN)/grpcurl OIDC_OP=$(TOOLS_BIN)/oidc-op HAPROXY=$(HAPROXY) $(GO_TEST) -timeout 15m work
 
 .PHONY: test-replicas
 test-replicas: build haproxy ## two of every service behind HAProxy: every feature across replicas, and replicas killed under load
@@ -135,8 +142,8 @@ haproxy: ## install HAProxy for the replica tests (apt-get, the Debian version p
 	@$(HAPROXY) -v | sed -n 1p
 
 .PHONY: test-e2e
-test-e2e: build ## end-to-end tests only
-	cd test && SWITCHBOARD_BIN=$(BIN) $(GO_TEST) -timeout 10m ./e2e/...
+test-e2e: build $(TOOLS_BIN)/oidc-op ## end-to-end tests only
+	cd test && SWITCHBOARD_BIN=$(BIN) OIDC_OP=$(TOOLS_BIN)/oidc-op $(GO_TEST) -timeout 10m ./e2e/...
 
 .PHONY: test-conformance
 test-conformance: build ## the official MCP conformance suite through the gateway, both revisions

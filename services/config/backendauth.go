@@ -3,8 +3,11 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
+	"time"
 )
 
 // Backend credential modes (aggregator.backends[].auth.mode): whose
@@ -17,16 +20,53 @@ const (
 	// (gateway.auth.mode oidc), and only when its aud claim names
 	// auth.audience.
 	BackendAuthPassthrough = "passthrough"
+	// BackendAuthTokenExchange trades the caller's token (RFC 8693) at
+	// auth.tokenEndpoint for one scoped to the backend (auth.audience,
+	// auth.scopes), cached per caller and backend.
+	BackendAuthTokenExchange = "tokenExchange"
+	// BackendAuthClientCredentials sends the gateway's own token from the
+	// OAuth 2.0 client credentials grant at auth.tokenEndpoint, on every
+	// request (listings and probes too), cached until shortly before it
+	// expires.
+	BackendAuthClientCredentials = "clientCredentials"
 )
+
+// DefaultTokenCacheEntries bounds the exchanged tokens an aggregator
+// replica keeps per backend.
+const DefaultTokenCacheEntries = 10000
+
+// DefaultTokenRefreshBefore is how long before its expiry a cached token
+// is no longer used.
+const DefaultTokenRefreshBefore = Duration(30 * time.Second)
 
 // BackendAuth is how the aggregator authenticates to one backend.
 type BackendAuth struct {
-	// Mode is static (default) or passthrough.
+	// Mode is static (default), passthrough, tokenExchange or
+	// clientCredentials.
 	Mode string `yaml:"mode"`
-	// Audience (passthrough) is the value the caller's token's aud claim
-	// must contain for the token to be sent to this backend: a token
-	// issued for another service is never handed to this one.
+	// Audience: with passthrough, the value the caller's token's aud claim
+	// must contain for the token to be sent to this backend (a token
+	// issued for another service is never handed to this one); with
+	// tokenExchange (required) and clientCredentials (optional), the
+	// audience asked for.
 	Audience string `yaml:"audience"`
+	// TokenEndpoint is the authorization server's token endpoint
+	// (tokenExchange, clientCredentials): https, or http to a loopback
+	// address.
+	TokenEndpoint string `yaml:"tokenEndpoint"`
+	// ClientID and ClientSecret (${ENV}) authenticate the aggregator to
+	// the token endpoint (HTTP Basic, RFC 6749 §2.3.1).
+	ClientID     string `yaml:"clientID"`
+	ClientSecret string `yaml:"clientSecret"`
+	// Scopes asked for (tokenExchange, clientCredentials); optional.
+	Scopes []string `yaml:"scopes"`
+	// CacheEntries bounds the exchanged tokens kept per backend on each
+	// replica (tokenExchange; default 10000; least recently used first
+	// out).
+	CacheEntries int `yaml:"cacheEntries"`
+	// RefreshBefore: a cached token is not used within this much of its
+	// expiry (default 30s).
+	RefreshBefore Duration `yaml:"refreshBefore"`
 }
 
 // EffectiveMode is the mode, static when unset.
@@ -39,30 +79,93 @@ func (a BackendAuth) EffectiveMode() string {
 
 // NeedsCaller reports whether the mode acts as the calling user, so the
 // backend's calls need the caller's token.
-func (a BackendAuth) NeedsCaller() bool { return a.EffectiveMode() == BackendAuthPassthrough }
+func (a BackendAuth) NeedsCaller() bool {
+	m := a.EffectiveMode()
+	return m == BackendAuthPassthrough || m == BackendAuthTokenExchange
+}
 
 // Validate checks the auth section of the backend named name, whose static
 // headers are headers.
 func (a BackendAuth) Validate(name string, headers map[string]string) error {
 	at := fmt.Sprintf("aggregator.backends[%s].auth", name)
-	switch a.EffectiveMode() {
+	mode := a.EffectiveMode()
+	oauth := mode == BackendAuthTokenExchange || mode == BackendAuthClientCredentials
+	switch mode {
 	case BackendAuthStatic:
 		if a.Audience != "" {
-			return fmt.Errorf("%s.audience is only for mode %s", at, BackendAuthPassthrough)
+			return fmt.Errorf("%s.audience is not for mode %s", at, BackendAuthStatic)
 		}
-	case BackendAuthPassthrough:
+	case BackendAuthPassthrough, BackendAuthTokenExchange:
 		if strings.TrimSpace(a.Audience) == "" {
-			return fmt.Errorf("%s.audience is required with mode %s: the caller's token goes only to a backend its aud claim names", at, BackendAuthPassthrough)
+			return fmt.Errorf("%s.audience is required with mode %s: the backend's own audience", at, mode)
 		}
+	case BackendAuthClientCredentials:
+	default:
+		return fmt.Errorf("%s.mode %q: want %s, %s, %s or %s", at, a.Mode, BackendAuthStatic, BackendAuthPassthrough, BackendAuthTokenExchange, BackendAuthClientCredentials)
+	}
+	if mode != BackendAuthStatic {
 		for k := range headers {
 			if http.CanonicalHeaderKey(k) == "Authorization" {
-				return fmt.Errorf("%s: mode %s sends the caller's Authorization; the backend's headers must not set one too", at, BackendAuthPassthrough)
+				return fmt.Errorf("%s: mode %s sets Authorization; the backend's headers must not set one too", at, mode)
 			}
 		}
-	default:
-		return fmt.Errorf("%s.mode %q: want %s or %s", at, a.Mode, BackendAuthStatic, BackendAuthPassthrough)
+	}
+	if !oauth {
+		if a.TokenEndpoint != "" || a.ClientID != "" || a.ClientSecret != "" || len(a.Scopes) > 0 || a.CacheEntries != 0 || a.RefreshBefore != 0 {
+			return fmt.Errorf("%s: tokenEndpoint, clientID, clientSecret, scopes, cacheEntries and refreshBefore are only for modes %s and %s", at, BackendAuthTokenExchange, BackendAuthClientCredentials)
+		}
+		return nil
+	}
+	if err := validTokenEndpoint(a.TokenEndpoint); err != nil {
+		return fmt.Errorf("%s.tokenEndpoint: %w", at, err)
+	}
+	if a.ClientID == "" || a.ClientSecret == "" {
+		return fmt.Errorf("%s: clientID and clientSecret (${ENV}) are required with mode %s", at, mode)
+	}
+	if a.CacheEntries < 0 || a.RefreshBefore < 0 {
+		return fmt.Errorf("%s: cacheEntries and refreshBefore must not be negative", at)
+	}
+	if mode == BackendAuthClientCredentials && a.CacheEntries != 0 {
+		return fmt.Errorf("%s.cacheEntries is for mode %s (one token is kept with %s)", at, BackendAuthTokenExchange, BackendAuthClientCredentials)
+	}
+	for _, sc := range a.Scopes {
+		if sc == "" || strings.ContainsAny(sc, " \"\\") {
+			return fmt.Errorf("%s.scopes: %q is not a scope token", at, sc)
+		}
 	}
 	return nil
+}
+
+// validTokenEndpoint: client secrets and user tokens go there, so only
+// over TLS, except to this machine.
+func validTokenEndpoint(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return errors.New("want an absolute https URL")
+	}
+	if u.Scheme == "http" && !isLoopbackHost(u.Hostname()) {
+		return errors.New("want https (http only to a loopback address)")
+	}
+	return nil
+}
+
+func isLoopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// WithDefaults fills the cache bounds.
+func (a BackendAuth) WithDefaults() BackendAuth {
+	if a.CacheEntries == 0 {
+		a.CacheEntries = DefaultTokenCacheEntries
+	}
+	if a.RefreshBefore == 0 {
+		a.RefreshBefore = DefaultTokenRefreshBefore
+	}
+	return a
 }
 
 // ValidateBackendAuth checks every backend's auth section.

@@ -16,8 +16,20 @@ func TestBackendAuthValidate(t *testing.T) {
 		{BackendAuth{Mode: "passthrough", Audience: "github-mcp"}, map[string]string{"X-Api-Key": "k"}, ""},
 		{BackendAuth{Mode: "passthrough"}, nil, "audience is required"},
 		{BackendAuth{Mode: "passthrough", Audience: "a"}, map[string]string{"authorization": "Bearer x"}, "must not set one too"},
-		{BackendAuth{Audience: "a"}, nil, "only for mode passthrough"},
-		{BackendAuth{Mode: "tokenExchange"}, nil, `mode "tokenExchange": want static or passthrough`},
+		{BackendAuth{Audience: "a"}, nil, "not for mode static"},
+		{BackendAuth{Mode: "passthrough", Audience: "a", TokenEndpoint: "https://idp/token"}, nil, "only for modes"},
+		{BackendAuth{Mode: "bogus"}, nil, `mode "bogus": want static, passthrough, tokenExchange or clientCredentials`},
+		{BackendAuth{Mode: "tokenExchange", Audience: "gh", TokenEndpoint: "https://idp.example/token", ClientID: "agg", ClientSecret: "s", Scopes: []string{"repo"}}, nil, ""},
+		{BackendAuth{Mode: "tokenExchange", TokenEndpoint: "https://idp.example/token", ClientID: "agg", ClientSecret: "s"}, nil, "audience is required"},
+		{BackendAuth{Mode: "tokenExchange", Audience: "gh", TokenEndpoint: "http://idp.example/token", ClientID: "agg", ClientSecret: "s"}, nil, "http only to a loopback"},
+		{BackendAuth{Mode: "tokenExchange", Audience: "gh", TokenEndpoint: "http://127.0.0.1:9/token", ClientID: "agg", ClientSecret: "s"}, nil, ""},
+		{BackendAuth{Mode: "tokenExchange", Audience: "gh", TokenEndpoint: "https://idp/token", ClientID: "agg"}, nil, "clientID and clientSecret"},
+		{BackendAuth{Mode: "tokenExchange", Audience: "gh", TokenEndpoint: "https://idp/token", ClientID: "agg", ClientSecret: "s", Scopes: []string{"a b"}}, nil, "not a scope token"},
+		{BackendAuth{Mode: "tokenExchange", Audience: "gh", TokenEndpoint: "https://idp/token", ClientID: "agg", ClientSecret: "s", CacheEntries: -1}, nil, "must not be negative"},
+		{BackendAuth{Mode: "clientCredentials", TokenEndpoint: "https://idp/token", ClientID: "gw", ClientSecret: "s"}, nil, ""},
+		{BackendAuth{Mode: "clientCredentials", TokenEndpoint: "https://idp/token", ClientID: "gw", ClientSecret: "s"}, map[string]string{"Authorization": "x"}, "must not set one too"},
+		{BackendAuth{Mode: "clientCredentials", TokenEndpoint: "https://idp/token", ClientID: "gw", ClientSecret: "s", CacheEntries: 5}, nil, "cacheEntries is for mode tokenExchange"},
+		{BackendAuth{Mode: "clientCredentials", TokenEndpoint: "ftp://idp/token", ClientID: "gw", ClientSecret: "s"}, nil, "absolute https URL"},
 	} {
 		err := c.auth.Validate("b", c.headers)
 		switch {
@@ -27,7 +39,7 @@ func TestBackendAuthValidate(t *testing.T) {
 			t.Errorf("%+v: got %v, want %q", c.auth, err, c.want)
 		}
 	}
-	if (BackendAuth{}).NeedsCaller() || !(BackendAuth{Mode: "passthrough"}).NeedsCaller() {
+	if (BackendAuth{}).NeedsCaller() || !(BackendAuth{Mode: "passthrough"}).NeedsCaller() || !(BackendAuth{Mode: "tokenExchange"}).NeedsCaller() || (BackendAuth{Mode: "clientCredentials"}).NeedsCaller() {
 		t.Error("NeedsCaller")
 	}
 }

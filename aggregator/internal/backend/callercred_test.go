@@ -85,13 +85,13 @@ func TestPassthroughSendsTheCallersToken(t *testing.T) {
 	for _, protocol := range []string{ProtocolAuto, ProtocolModern, ProtocolLegacy} {
 		t.Run(protocol, func(t *testing.T) {
 			rec := &authRecorder{}
-			c := New(Config{Name: "gh", URL: startAuthRecorder(t, rec), Protocol: protocol, PassthroughAudience: "github",
+			c := New(Config{Name: "gh", URL: startAuthRecorder(t, rec), Protocol: protocol, Auth: Auth{Mode: AuthPassthrough, Audience: "github"},
 				Headers: map[string]string{"X-Static": "s"}, Timeout: 5 * time.Second}, nil, nil)
 			t.Cleanup(c.Close)
 			alice, bob := fakeJWT(`{"sub":"alice","aud":"github"}`), fakeJWT(`{"sub":"bob","aud":["x","github"]}`)
 			for i := 0; i < 3; i++ { // auto moves plain calls to a Legacy session meanwhile
 				for _, tok := range []string{alice, bob} {
-					ctx, err := c.WithCaller(context.Background(), tok)
+					ctx, err := c.WithCaller(context.Background(), "s", tok)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -105,7 +105,7 @@ func TestPassthroughSendsTheCallersToken(t *testing.T) {
 			}
 			n := len(rec.seen)
 			for _, tok := range []string{"", fakeJWT(`{"sub":"eve","aud":"slack"}`), "opaque-token"} {
-				if _, err := c.WithCaller(context.Background(), tok); !errors.Is(err, ErrCallerCredential) {
+				if _, err := c.WithCaller(context.Background(), "s", tok); !errors.Is(err, ErrCallerCredential) {
 					t.Errorf("token %q: %v, want ErrCallerCredential", tok, err)
 				}
 			}
@@ -122,7 +122,7 @@ func TestStaticBackendNeverSendsTheCallersToken(t *testing.T) {
 	rec := &authRecorder{}
 	c := New(Config{Name: "s", URL: startAuthRecorder(t, rec), Headers: map[string]string{"Authorization": "Bearer static"}, Timeout: 5 * time.Second}, nil, nil)
 	t.Cleanup(c.Close)
-	ctx, err := c.WithCaller(context.Background(), fakeJWT(`{"aud":"s"}`))
+	ctx, err := c.WithCaller(context.Background(), "s", fakeJWT(`{"aud":"s"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,10 +151,10 @@ func TestPassthroughTokenIsNotRedirected(t *testing.T) {
 		proxyTo(t, real, w, r)
 	}))
 	defer front.Close()
-	c := New(Config{Name: "gh", URL: front.URL, Protocol: ProtocolModern, PassthroughAudience: "github", Timeout: 5 * time.Second}, nil, nil)
+	c := New(Config{Name: "gh", URL: front.URL, Protocol: ProtocolModern, Auth: Auth{Mode: AuthPassthrough, Audience: "github"}, Timeout: 5 * time.Second}, nil, nil)
 	defer c.Close()
 	tok := fakeJWT(`{"sub":"alice","aud":"github"}`)
-	ctx, err := c.WithCaller(context.Background(), tok)
+	ctx, err := c.WithCaller(context.Background(), "s", tok)
 	if err != nil {
 		t.Fatal(err)
 	}

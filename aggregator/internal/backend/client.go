@@ -28,7 +28,9 @@ import (
 // Client is the aggregator's connection to one backend. It is safe for
 // concurrent use.
 type Client struct {
-	cfg      Config
+	cfg Config
+	// tokens obtains the OAuth modes' tokens (oauth.go); nil otherwise.
+	tokens   *tokenSource
 	log      *slog.Logger
 	redactor *strings.Replacer
 	http     *http.Client
@@ -81,8 +83,19 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 	base.IdleConnTimeout = 90 * time.Second
 	base.DialContext = (&net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}).DialContext
 	var rt http.RoundTripper = rejections{next: detacher{next: base}}
-	if len(cfg.Headers) > 0 || cfg.PassthroughAudience != "" {
-		rt = headerInjector{headers: cfg.Headers, next: rt}
+	var tokens *tokenSource
+	var service func(context.Context) (string, error)
+	switch cfg.Auth.Mode {
+	case AuthTokenExchange:
+		tokens = newTokenSource(cfg.Auth, cfg.Timeout)
+	case AuthClientCredentials:
+		tokens = newTokenSource(cfg.Auth, cfg.Timeout)
+		// The gateway's own identity goes on every request: the
+		// handshake, listings and probes too.
+		service = tokens.serviceToken
+	}
+	if len(cfg.Headers) > 0 || cfg.Auth.Mode != AuthStatic {
+		rt = headerInjector{headers: cfg.Headers, service: service, next: rt}
 	}
 	// otelhttp injects the W3C trace context of the request's context, so
 	// the backend call joins the caller's trace.
@@ -102,6 +115,9 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 			pairs = append(pairs, v, "[redacted]")
 		}
 	}
+	if cfg.Auth.ClientSecret != "" {
+		pairs = append(pairs, cfg.Auth.ClientSecret, "[redacted]")
+	}
 	if u, err := url.Parse(cfg.URL); err == nil {
 		if pw, ok := u.User.Password(); ok && pw != "" {
 			pairs = append(pairs, pw, "[redacted]")
@@ -112,6 +128,7 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 	}
 	c := &Client{
 		cfg:      cfg,
+		tokens:   tokens,
 		log:      log.With("backend", cfg.Name),
 		redactor: strings.NewReplacer(pairs...),
 		// Both clients follow redirects on the backend's origin only
@@ -375,6 +392,11 @@ func (c *Client) classify(ctx context.Context, err error) error {
 	}
 	if refused := refusedRedirect(err); refused != nil {
 		return refused
+	}
+	var challenge *ChallengeError
+	if errors.As(err, &challenge) {
+		// The caller's credential was refused; the backend is fine.
+		return challenge
 	}
 	if errors.Is(err, ErrMalformedRequest) {
 		return fmt.Errorf("%w (%s)", ErrMalformedRequest, c.Redact(err.Error()))

@@ -24,10 +24,9 @@ type Config struct {
 	// Headers are added to every request. Their values are secrets: they
 	// never appear in logs or errors.
 	Headers map[string]string
-	// PassthroughAudience, if set, makes calls carry the caller's own
-	// bearer token, and only a token whose aud claim contains it
-	// (callercred.go); empty: static headers only.
-	PassthroughAudience string
+	// Auth adds per-caller or OAuth credentials to the static headers
+	// (callercred.go, oauth.go); the zero value: static headers only.
+	Auth Auth
 	// Timeout bounds every request to the backend.
 	Timeout time.Duration
 	// InputWait bounds how long a held call waits for the client's input
@@ -63,6 +62,18 @@ func (c Config) Validate() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("backend %q: url must be an absolute http(s) URL", c.Name)
 	}
+	switch c.Auth.Mode {
+	case AuthStatic:
+	case AuthPassthrough, AuthTokenExchange, AuthClientCredentials:
+		if c.Auth.Mode != AuthClientCredentials && c.Auth.Audience == "" {
+			return fmt.Errorf("backend %q: auth mode %s needs an audience", c.Name, c.Auth.Mode)
+		}
+		if c.Auth.Mode != AuthPassthrough && (c.Auth.TokenEndpoint == "" || c.Auth.ClientID == "" || c.Auth.ClientSecret == "") {
+			return fmt.Errorf("backend %q: auth mode %s needs a token endpoint, client id and client secret", c.Name, c.Auth.Mode)
+		}
+	default:
+		return fmt.Errorf("backend %q: unknown auth mode %q", c.Name, c.Auth.Mode)
+	}
 	switch c.Protocol {
 	case "", ProtocolAuto, ProtocolModern, ProtocolLegacy:
 	default:
@@ -72,8 +83,8 @@ func (c Config) Validate() error {
 		if k == "" || strings.ContainsAny(k, " :\r\n") {
 			return fmt.Errorf("backend %q: invalid header name %q", c.Name, k)
 		}
-		if c.PassthroughAudience != "" && strings.EqualFold(k, "Authorization") {
-			return fmt.Errorf("backend %q: a passthrough backend's headers must not set Authorization", c.Name)
+		if c.Auth.Mode != AuthStatic && strings.EqualFold(k, "Authorization") {
+			return fmt.Errorf("backend %q: the headers of a backend with auth mode %s must not set Authorization", c.Name, c.Auth.Mode)
 		}
 	}
 	return nil

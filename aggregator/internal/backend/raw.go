@@ -173,8 +173,14 @@ func (c *Client) exchange(ctx context.Context, s *mcp.ClientSession, call *Call)
 	for k, v := range c.cfg.Headers {
 		h.Set(k, v)
 	}
-	if v := callerAuthorization(ctx); v != "" {
-		h["Authorization"] = []string{v}
+	auth := callerAuthorization(ctx)
+	if auth == "" && c.cfg.Auth.Mode == AuthClientCredentials {
+		if auth, err = c.tokens.serviceToken(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if auth != "" {
+		h["Authorization"] = []string{auth}
 	}
 	sessionID := ""
 	if modern {
@@ -321,6 +327,9 @@ func (c *Client) readAnswer(ctx context.Context, resp *http.Response, id string,
 // error if the body is one (a Modern backend answers many errors with HTTP
 // 4xx), ErrMalformedRequest for a bare 400, a transport error otherwise.
 func rejection(resp *http.Response, method string) error {
+	if ch := challengeOf(resp); ch != nil {
+		return ch
+	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if m, err := parseMessage(body); err == nil && m.err != nil {
 		return wireError(m.err)

@@ -13,19 +13,30 @@ import (
 	"time"
 )
 
-// headerInjector adds the configured headers to every request.
+// headerInjector adds the configured headers to every request, and the
+// Authorization of the call (WithCaller) or, without one, the backend's
+// own client credentials token when it has one (service).
 type headerInjector struct {
 	headers map[string]string
+	service func(context.Context) (string, error)
 	next    http.RoundTripper
 }
 
 func (h headerInjector) RoundTrip(r *http.Request) (*http.Response, error) {
+	auth := callerAuthorization(r.Context())
+	if auth == "" && h.service != nil {
+		v, err := h.service(r.Context())
+		if err != nil {
+			return nil, err
+		}
+		auth = v
+	}
 	r = r.Clone(r.Context())
 	for k, v := range h.headers {
 		r.Header.Set(k, v)
 	}
-	if v := callerAuthorization(r.Context()); v != "" {
-		r.Header.Set("Authorization", v)
+	if auth != "" {
+		r.Header.Set("Authorization", auth)
 	}
 	return h.next.RoundTrip(r)
 }

@@ -100,13 +100,13 @@ func OptionsFromConfig(c config.Aggregator) (Options, error) {
 	}
 	for _, b := range c.Backends {
 		opts.Backends = append(opts.Backends, backend.Config{
-			Name:                b.Name,
-			URL:                 b.URL,
-			Protocol:            b.Protocol,
-			Headers:             b.Headers,
-			PassthroughAudience: passthroughAudience(b.Auth),
-			Timeout:             time.Duration(b.Timeout),
-			InputWait:           time.Duration(b.InputWait),
+			Name:      b.Name,
+			URL:       b.URL,
+			Protocol:  b.Protocol,
+			Headers:   b.Headers,
+			Auth:      backendAuth(b.Auth),
+			Timeout:   time.Duration(b.Timeout),
+			InputWait: time.Duration(b.InputWait),
 		})
 	}
 	opts.applyDefaults()
@@ -179,11 +179,13 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-// passthroughAudience is the audience a passthrough backend's caller
-// tokens must name; "" for static credentials.
-func passthroughAudience(a config.BackendAuth) string {
-	if a.EffectiveMode() == config.BackendAuthPassthrough {
-		return a.Audience
+// backendAuth is the backend package's form of a backend's auth section.
+func backendAuth(a config.BackendAuth) backend.Auth {
+	mode := a.EffectiveMode()
+	if mode == config.BackendAuthStatic {
+		return backend.Auth{}
 	}
-	return ""
+	a = a.WithDefaults()
+	return backend.Auth{Mode: mode, Audience: a.Audience, TokenEndpoint: a.TokenEndpoint, ClientID: a.ClientID, ClientSecret: a.ClientSecret,
+		Scopes: a.Scopes, CacheEntries: a.CacheEntries, RefreshBefore: time.Duration(a.RefreshBefore)}
 }

@@ -121,6 +121,7 @@ func (s *Server) promptArguments(args map[string]string) string {
 func auditOutcome(err error) (audit.Outcome, string) {
 	var inv invalidArgument
 	var perr *backend.ProtocolError
+	var challenge *backend.ChallengeError
 	var mismatch *paramheader.MismatchError
 	var fromPeer peerStatus
 	var outcomer audit.Outcomer
@@ -134,6 +135,10 @@ func auditOutcome(err error) (audit.Outcome, string) {
 		return audit.OutcomeDenied, "denied by the authorization policy"
 	case errors.Is(err, backend.ErrCallerCredential):
 		return audit.OutcomeDenied, "the caller's token does not qualify for the backend"
+	case errors.Is(err, backend.ErrTokenExchange):
+		return audit.OutcomeError, "no token from the authorization server"
+	case errors.As(err, &challenge):
+		return audit.OutcomeDenied, "the backend refused the call's credentials (HTTP 401)"
 	case errors.Is(err, engine.ErrNotFound):
 		return audit.OutcomeNotFound, ""
 	case errors.Is(err, catalog.ErrInvalidCursor), errors.As(err, &mismatch), errors.Is(err, override.ErrHiddenArgument),

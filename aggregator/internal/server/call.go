@@ -107,7 +107,7 @@ func (s *Server) callTool(ctx context.Context, req *aggregatorv1.CallToolRequest
 	if err != nil {
 		return nil, err
 	}
-	if ctx, err = tc.b.WithCaller(ctx, req.GetContext().GetSubjectToken()); err != nil {
+	if ctx, err = tc.b.WithCaller(ctx, svcauth.PrincipalFrom(ctx).GetSubject(), req.GetContext().GetSubjectToken()); err != nil {
 		return nil, err
 	}
 	if err := s.limit(ctx, config.RateMethodToolsCall, req.GetServer(), req.GetName(), tc.b); err != nil {

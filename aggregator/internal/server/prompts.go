@@ -33,7 +33,7 @@ func (s *Server) getPrompt(ctx context.Context, req *aggregatorv1.GetPromptReque
 	if err != nil {
 		return nil, err
 	}
-	if ctx, err = b.WithCaller(ctx, req.GetContext().GetSubjectToken()); err != nil {
+	if ctx, err = b.WithCaller(ctx, svcauth.PrincipalFrom(ctx).GetSubject(), req.GetContext().GetSubjectToken()); err != nil {
 		return nil, err
 	}
 	if err := s.limit(ctx, config.RateMethodPromptsGet, req.GetServer(), "", b); err != nil {
@@ -111,7 +111,7 @@ func (s *Server) complete(ctx context.Context, req *aggregatorv1.CompleteRequest
 	}
 	// A completion request carries no caller token: a passthrough
 	// backend's completions are refused (ErrCallerCredential).
-	if ctx, err = b.WithCaller(ctx, ""); err != nil {
+	if ctx, err = b.WithCaller(ctx, principal.GetSubject(), ""); err != nil {
 		return nil, err
 	}
 	raw, err := json.Marshal(params)

@@ -33,7 +33,7 @@ func (s *Server) readResource(ctx context.Context, req *aggregatorv1.ReadResourc
 	if err != nil {
 		return nil, err
 	}
-	if ctx, err = b.WithCaller(ctx, req.GetContext().GetSubjectToken()); err != nil {
+	if ctx, err = b.WithCaller(ctx, svcauth.PrincipalFrom(ctx).GetSubject(), req.GetContext().GetSubjectToken()); err != nil {
 		return nil, err
 	}
 	if err := s.limit(ctx, config.RateMethodResourceRead, req.GetServer(), "", b); err != nil {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"strconv"
@@ -34,6 +35,8 @@ func (e invalidArgument) Error() string { return string(e) }
 func toStatus(ctx context.Context, log *slog.Logger, method string, err error) error {
 	var inv invalidArgument
 	var perr *backend.ProtocolError
+	var tokenErr *backend.TokenError
+	var challenge *backend.ChallengeError
 	var mismatch *paramheader.MismatchError
 	var fromPeer peerStatus
 	var refused peerRefused
@@ -87,6 +90,20 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 		// caller's business, answered -32602 with the fixed text (which
 		// never quotes the token); the backend was not contacted.
 		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, backend.ErrCallerCredential.Error())
+	case errors.As(err, &tokenErr):
+		// A failed exchange fails this call only: the backend was not
+		// contacted and keeps its health. The client learns the OAuth
+		// error code, never a token or secret.
+		log.InfoContext(ctx, "no token for the backend", "method", method, "grant", tokenErr.Grant, "error", tokenErr.Code)
+		return backenderr.New("token exchange failed", &aggregatorv1.BackendError{Code: jsonrpcInternalError, Message: tokenErr.Error(),
+			DataJson: dataJSON(map[string]string{"reason": "token_exchange_failed", "grant": tokenErr.Grant, "error": tokenErr.Code})})
+	case errors.As(err, &challenge):
+		// MCP clients answer a 401 challenge by (re)authorizing: the
+		// challenge goes to them in the error's data, as the backend sent
+		// it.
+		return backenderr.New("backend refused the credentials", &aggregatorv1.BackendError{Code: jsonrpcInternalError,
+			Message:  "the tool's server refused the credentials of this call (HTTP 401)",
+			DataJson: dataJSON(map[string]any{"reason": "unauthorized", "httpStatus": 401, "wwwAuthenticate": challenge.Challenge})})
 	case errors.Is(err, backend.ErrMalformedRequest):
 		// The caller's request, not the backend, is at fault: no health is
 		// lost, and the backend's own words stay in the log.
@@ -113,4 +130,18 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 		log.ErrorContext(ctx, "internal error", "method", method, "err", err)
 		return apierr.New(codes.Internal, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "internal error")
 	}
+}
+
+// jsonrpcInternalError is the JSON-RPC code of the credential failures
+// passed to the client as a backend's error (-32603, with the detail in
+// data): the gateway re-emits it with its message and data.
+const jsonrpcInternalError = -32603
+
+// dataJSON is v as JSON text for a BackendError's data.
+func dataJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }

@@ -1,0 +1,261 @@
+package backend
+
+import (
+	"container/list"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// OAuth credentials of a backend: the gateway's own token from the client
+// credentials grant (RFC 6749 §4.4), or a token exchanged for the caller's
+// (RFC 8693), both from a configured token endpoint. Tokens are kept in
+// memory only, on each aggregator replica, until RefreshBefore ahead of
+// their expiry (and an exchanged token never past the caller's own
+// token's exp); exchanged tokens are keyed by the caller and the caller's
+// token, bounded by CacheEntries (least recently used out). No token, and
+// no client secret, is ever logged or part of an error's text.
+
+// Credential modes of Auth.Mode.
+const (
+	AuthStatic            = ""
+	AuthPassthrough       = "passthrough"
+	AuthTokenExchange     = "tokenExchange"
+	AuthClientCredentials = "clientCredentials"
+)
+
+// Auth is how a backend's requests are authenticated beyond its static
+// headers.
+type Auth struct {
+	// Mode is AuthStatic, AuthPassthrough, AuthTokenExchange or
+	// AuthClientCredentials.
+	Mode string
+	// Audience: the aud a passthrough token must name; the audience asked
+	// for by an exchange or the client credentials grant.
+	Audience      string
+	TokenEndpoint string
+	ClientID      string
+	ClientSecret  string
+	Scopes        []string
+	// CacheEntries bounds the exchanged tokens kept (default 10000).
+	CacheEntries int
+	// RefreshBefore: a cached token is not used this close to its expiry
+	// (default 30s).
+	RefreshBefore time.Duration
+}
+
+// ErrTokenExchange: the authorization server issued no token for the call
+// (it refused the caller's token or the aggregator's client, or could not
+// be reached). The call fails; the backend was not contacted and its
+// health is untouched. The text is safe for the client.
+var ErrTokenExchange = errors.New("the authorization server issued no token for this tool's server")
+
+// TokenError is ErrTokenExchange with the OAuth error code the server
+// answered ("" when it did not answer one).
+type TokenError struct {
+	// Grant is "token-exchange" or "client-credentials".
+	Grant string
+	// Code is the server's error code (RFC 6749 §5.2: invalid_grant, ...),
+	// or "unreachable" / "invalid_response".
+	Code string
+}
+
+func (e *TokenError) Error() string {
+	return ErrTokenExchange.Error() + " (" + e.Grant + ": " + e.Code + ")"
+}
+func (e *TokenError) Unwrap() error { return ErrTokenExchange }
+
+// RFC 8693 names.
+const (
+	grantTokenExchange  = "urn:ietf:params:oauth:grant-type:token-exchange"
+	tokenTypeAccess     = "urn:ietf:params:oauth:token-type:access_token"
+	maxTokenResponse    = 64 << 10
+	defaultCacheEntries = 10000
+	defaultRefresh      = 30 * time.Second
+)
+
+type cachedToken struct {
+	key    [32]byte
+	value  string // "Bearer ..."
+	expiry time.Time
+}
+
+// tokenSource obtains and caches a backend's OAuth tokens.
+type tokenSource struct {
+	auth   Auth
+	client *http.Client
+	now    func() time.Time
+
+	mu      sync.Mutex
+	service *cachedToken // client credentials
+	order   *list.List   // exchanged tokens, most recently used first
+	byKey   map[[32]byte]*list.Element
+}
+
+func newTokenSource(a Auth, timeout time.Duration) *tokenSource {
+	if a.CacheEntries <= 0 {
+		a.CacheEntries = defaultCacheEntries
+	}
+	if a.RefreshBefore <= 0 {
+		a.RefreshBefore = defaultRefresh
+	}
+	return &tokenSource{
+		auth: a,
+		// A token endpoint's redirect is not followed: the client secret
+		// and the caller's token go to the configured URL only.
+		client: &http.Client{Timeout: timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		now:    time.Now,
+		order:  list.New(),
+		byKey:  map[[32]byte]*list.Element{},
+	}
+}
+
+// serviceToken is the client credentials grant's token, cached.
+func (t *tokenSource) serviceToken(ctx context.Context) (string, error) {
+	t.mu.Lock()
+	if s := t.service; s != nil && t.now().Before(s.expiry) {
+		t.mu.Unlock()
+		return s.value, nil
+	}
+	t.mu.Unlock()
+	form := url.Values{"grant_type": {"client_credentials"}}
+	t.addScope(form)
+	value, expiry, err := t.request(ctx, "client-credentials", form)
+	if err != nil {
+		return "", err
+	}
+	if !expiry.IsZero() {
+		t.mu.Lock()
+		t.service = &cachedToken{value: value, expiry: expiry}
+		t.mu.Unlock()
+	}
+	return value, nil
+}
+
+// exchanged is a token exchanged for the caller's subjectToken, cached per
+// caller (subject) and token.
+func (t *tokenSource) exchanged(ctx context.Context, subject, subjectToken string) (string, error) {
+	key := sha256.Sum256([]byte(subject + "\x00" + subjectToken))
+	t.mu.Lock()
+	if e, ok := t.byKey[key]; ok {
+		c := e.Value.(*cachedToken)
+		if t.now().Before(c.expiry) {
+			t.order.MoveToFront(e)
+			t.mu.Unlock()
+			return c.value, nil
+		}
+		t.order.Remove(e)
+		delete(t.byKey, key)
+	}
+	t.mu.Unlock()
+	form := url.Values{
+		"grant_type":           {grantTokenExchange},
+		"subject_token":        {subjectToken},
+		"subject_token_type":   {tokenTypeAccess},
+		"requested_token_type": {tokenTypeAccess},
+		"audience":             {t.auth.Audience},
+	}
+	t.addScope(form)
+	value, expiry, err := t.request(ctx, "token-exchange", form)
+	if err != nil {
+		return "", err
+	}
+	if callerExp, ok := tokenExpiry(subjectToken); ok && (expiry.IsZero() || callerExp.Before(expiry)) {
+		expiry = callerExp
+	}
+	if !expiry.IsZero() && t.now().Before(expiry) {
+		t.mu.Lock()
+		if old, ok := t.byKey[key]; ok {
+			t.order.Remove(old)
+		}
+		t.byKey[key] = t.order.PushFront(&cachedToken{key: key, value: value, expiry: expiry})
+		for t.order.Len() > t.auth.CacheEntries {
+			last := t.order.Back()
+			t.order.Remove(last)
+			delete(t.byKey, last.Value.(*cachedToken).key)
+		}
+		t.mu.Unlock()
+	}
+	return value, nil
+}
+
+// cached is how many exchanged tokens are held.
+func (t *tokenSource) cached() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.order.Len()
+}
+
+func (t *tokenSource) addScope(form url.Values) {
+	if len(t.auth.Scopes) > 0 {
+		form.Set("scope", strings.Join(t.auth.Scopes, " "))
+	}
+	if t.auth.Audience != "" && form.Get("audience") == "" {
+		form.Set("audience", t.auth.Audience)
+	}
+}
+
+// request POSTs one grant and returns "Bearer <token>" and when it stops
+// being used (zero: unknown, not cached).
+func (t *tokenSource) request(ctx context.Context, grant string, form url.Values) (string, time.Time, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.auth.TokenEndpoint, strings.NewReader(form.Encode()))
+	if err != nil {
+		return "", time.Time{}, &TokenError{Grant: grant, Code: "unreachable"}
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	// RFC 6749 §2.3.1: the id and secret are form-encoded inside Basic.
+	req.SetBasicAuth(url.QueryEscape(t.auth.ClientID), url.QueryEscape(t.auth.ClientSecret))
+	resp, err := t.client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", time.Time{}, ctx.Err()
+		}
+		return "", time.Time{}, &TokenError{Grant: grant, Code: "unreachable"}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenResponse))
+	if err != nil {
+		return "", time.Time{}, &TokenError{Grant: grant, Code: "unreachable"}
+	}
+	var answer struct {
+		AccessToken string `json:"access_token"`
+		TokenType   string `json:"token_type"`
+		ExpiresIn   int64  `json:"expires_in"`
+		Error       string `json:"error"`
+	}
+	_ = json.Unmarshal(body, &answer)
+	if resp.StatusCode != http.StatusOK {
+		return "", time.Time{}, &TokenError{Grant: grant, Code: errorCode(answer.Error, resp.StatusCode)}
+	}
+	if answer.AccessToken == "" || !strings.EqualFold(answer.TokenType, "bearer") || strings.ContainsAny(answer.AccessToken, " \r\n") {
+		return "", time.Time{}, &TokenError{Grant: grant, Code: "invalid_response"}
+	}
+	var expiry time.Time
+	if answer.ExpiresIn > 0 {
+		expiry = t.now().Add(time.Duration(answer.ExpiresIn)*time.Second - t.auth.RefreshBefore)
+	}
+	return "Bearer " + answer.AccessToken, expiry, nil
+}
+
+// errorCode is the server's OAuth error code if it is a plain token
+// (RFC 6749 §5.2 restricts it to printable ASCII), else the HTTP status.
+func errorCode(code string, status int) string {
+	if code == "" || len(code) > 64 {
+		return fmt.Sprintf("HTTP %d", status)
+	}
+	for _, r := range code {
+		if r < 0x21 || r > 0x7e || r == '"' || r == '\\' {
+			return fmt.Sprintf("HTTP %d", status)
+		}
+	}
+	return code
+}

@@ -1,0 +1,203 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/services/dualera"
+	"github.com/switchboard-mcp/switchboard/services/oidcop"
+)
+
+var (
+	alice = oidcop.User{ID: "alice", Username: "alice", Password: "pw-alice"}
+	bob   = oidcop.User{ID: "bob", Username: "bob", Password: "pw-bob"}
+)
+
+// exchangeAuth is a backend whose audience is the provider's client web
+// (which can then introspect the tokens it gets), exchanged for by the
+// aggregator as client api.
+func exchangeAuth(p *oidcop.Provider) Auth {
+	return Auth{Mode: AuthTokenExchange, Audience: oidcop.WebClient, TokenEndpoint: p.TokenEndpoint,
+		ClientID: oidcop.APIClient, ClientSecret: oidcop.APISecret, Scopes: []string{"openid", "tools"}}
+}
+
+// Two callers reach the backend each with a token the real provider
+// exchanged for their own: for the backend's audience, their subject,
+// the configured scopes; kept per caller until it nears expiry, bounded.
+func TestTokenExchangeWithARealProvider(t *testing.T) {
+	p := oidcop.Start(t, alice, bob)
+	rec := &authRecorder{}
+	auth := exchangeAuth(p)
+	auth.CacheEntries = 1
+	c := New(Config{Name: "web", URL: startAuthRecorder(t, rec), Protocol: ProtocolModern, Auth: auth, Timeout: 10 * time.Second}, nil, nil)
+	t.Cleanup(c.Close)
+	callAs := func(subject, token string) string {
+		t.Helper()
+		ctx, err := c.WithCaller(context.Background(), subject, token)
+		if err != nil {
+			t.Fatalf("%s: %v", subject, err)
+		}
+		if res, err := c.Call(ctx, echoCall(`{}`)); err != nil || res.IsError {
+			t.Fatalf("call as %s: %v %+v", subject, err, res)
+		}
+		got, ok := strings.CutPrefix(rec.last(), "Bearer ")
+		if !ok || got == token {
+			t.Fatalf("the backend got %q, not an exchanged bearer token", rec.last())
+		}
+		info := p.Introspect(t, oidcop.WebClient, oidcop.WebSecret, got)
+		if info["active"] != true || info["sub"] != subject || !strings.Contains(info["scope"].(string), "tools") {
+			t.Fatalf("the token %s reached the backend with is %v", subject, info)
+		}
+		return got
+	}
+	aliceToken := p.CallerToken(t, alice.Username, alice.Password, "switchboard")
+	bobToken := p.CallerToken(t, bob.Username, bob.Password, "switchboard")
+	a1 := callAs("alice", aliceToken)
+	if a2 := callAs("alice", aliceToken); a2 != a1 {
+		t.Error("alice's exchanged token was not reused")
+	}
+	b1 := callAs("bob", bobToken)
+	if b1 == a1 {
+		t.Fatal("bob reached the backend with alice's token")
+	}
+	if n := c.tokens.cached(); n != 1 {
+		t.Errorf("%d exchanged tokens cached, bound 1", n)
+	}
+	// alice's entry was evicted by bob's: a new exchange.
+	if a3 := callAs("alice", aliceToken); a3 == a1 {
+		t.Error("an evicted token was reused")
+	}
+	// Cached only until RefreshBefore ahead of its expiry (the provider
+	// issues tokens for 300 s): five minutes on, alice's is exchanged anew.
+	a4 := callAs("alice", aliceToken)
+	c.tokens.now = func() time.Time { return time.Now().Add(5 * time.Minute) }
+	if a5 := callAs("alice", aliceToken); a5 == a4 {
+		t.Error("a token past its use-by time was reused")
+	}
+	c.tokens.now = time.Now
+
+	// No caller token: refused before anything is sent.
+	n := len(rec.seen)
+	if _, err := c.WithCaller(context.Background(), "carol", ""); !errors.Is(err, ErrCallerCredential) {
+		t.Errorf("no token: %v", err)
+	}
+	// A token the provider refuses to exchange: a TokenError naming the
+	// OAuth error, quoting no token.
+	_, err := c.WithCaller(context.Background(), "mallory", "not-a-token")
+	var te *TokenError
+	if !errors.As(err, &te) || !errors.Is(err, ErrTokenExchange) || te.Grant != "token-exchange" || te.Code == "" || strings.Contains(err.Error(), "not-a-token") {
+		t.Errorf("a refused exchange: %v", err)
+	}
+	// A wrong client secret: refused by the provider, secret not quoted.
+	bad := exchangeAuth(p)
+	bad.ClientSecret = "wrong-secret"
+	cb := New(Config{Name: "web", URL: c.cfg.URL, Protocol: ProtocolModern, Auth: bad, Timeout: 10 * time.Second}, nil, nil)
+	t.Cleanup(cb.Close)
+	_, err = cb.WithCaller(context.Background(), "alice", aliceToken)
+	if !errors.As(err, &te) || strings.Contains(err.Error(), "wrong-secret") || strings.Contains(err.Error(), aliceToken) {
+		t.Errorf("a wrong client secret: %v", err)
+	}
+	if len(rec.seen) != n {
+		t.Error("a call without a token reached the backend")
+	}
+}
+
+// headerLog records the Authorization of every POST a backend gets.
+type headerLog struct {
+	mu   sync.Mutex
+	auth []string
+}
+
+// The gateway's own identity from the client credentials grant goes on
+// every request, listings included, one token reused until it nears its
+// expiry; a refused client is a TokenError for a call.
+func TestClientCredentialsWithARealProvider(t *testing.T) {
+	p := oidcop.Start(t)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "cc", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest, map[string]any) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
+	})
+	log := &headerLog{}
+	router := dualera.New(srv, nil, nil)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			log.mu.Lock()
+			log.auth = append(log.auth, r.Header.Get("Authorization"))
+			log.mu.Unlock()
+		}
+		router.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	auth := Auth{Mode: AuthClientCredentials, TokenEndpoint: p.TokenEndpoint, ClientID: oidcop.ServiceClient, ClientSecret: oidcop.ServiceSecret, Scopes: []string{"tools"}}
+	c := New(Config{Name: "cc", URL: ts.URL, Protocol: ProtocolModern, Auth: auth, Timeout: 10 * time.Second}, nil, nil)
+	t.Cleanup(c.Close)
+	if _, err := c.ListAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, err := c.WithCaller(context.Background(), "alice", "ignored-caller-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Call(ctx, echoCall(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	log.mu.Lock()
+	seen := slices.Compact(slices.Clone(log.auth))
+	log.mu.Unlock()
+	if len(seen) != 1 || !strings.HasPrefix(seen[0], "Bearer ") || len(seen[0]) < 20 || strings.Contains(seen[0], "ignored-caller-token") {
+		t.Fatalf("the backend saw Authorization %q, want one client credentials token throughout", seen)
+	}
+	bad := auth
+	bad.ClientSecret = "wrong"
+	cb := New(Config{Name: "cc", URL: ts.URL, Protocol: ProtocolModern, Auth: bad, Timeout: 10 * time.Second}, nil, nil)
+	t.Cleanup(cb.Close)
+	var te *TokenError
+	if _, err := cb.WithCaller(context.Background(), "alice", ""); !errors.As(err, &te) || te.Grant != "client-credentials" || strings.Contains(err.Error(), "wrong") {
+		t.Fatalf("a refused client: %v", err)
+	}
+}
+
+// A backend's 401 with a challenge is a ChallengeError for that call; the
+// session stays and the next call goes through.
+func TestBackendChallengeIsTheCallersAnswer(t *testing.T) {
+	rec := &authRecorder{}
+	real := startAuthRecorder(t, rec)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "Bearer "+fakeJWT(`{"aud":"gh","sub":"expired"}`) && r.Header.Get("Mcp-Method") == "tools/call" {
+			w.Header().Add("WWW-Authenticate", `Bearer realm="gh", error="invalid_token"`)
+			w.Header().Add("WWW-Authenticate", "Bearer resource_metadata=\"https://gh.example/.well-known/oauth-protected-resource\"\r\n")
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		proxyTo(t, real, w, r)
+	}))
+	t.Cleanup(front.Close)
+	c := New(Config{Name: "gh", URL: front.URL, Protocol: ProtocolModern, Auth: Auth{Mode: AuthPassthrough, Audience: "gh"}, Timeout: 5 * time.Second}, nil, nil)
+	t.Cleanup(c.Close)
+	ctx, _ := c.WithCaller(context.Background(), "x", fakeJWT(`{"aud":"gh","sub":"expired"}`))
+	_, err := c.Call(ctx, echoCall(`{}`))
+	var ch *ChallengeError
+	if !errors.As(err, &ch) || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("a 401 challenge: %v", err)
+	}
+	want := `Bearer realm="gh", error="invalid_token", Bearer resource_metadata="https://gh.example/.well-known/oauth-protected-resource"`
+	if ch.Challenge != want {
+		t.Errorf("challenge %q, want %q", ch.Challenge, want)
+	}
+	ctx, _ = c.WithCaller(context.Background(), "y", fakeJWT(`{"aud":"gh","sub":"fine"}`))
+	if _, err := c.Call(ctx, echoCall(`{}`)); err != nil {
+		t.Fatalf("the next call: %v", err)
+	}
+	if st := c.Status(); st.Failure != FailureNone {
+		t.Errorf("the challenge counted as a backend failure: %+v", st)
+	}
+}
