@@ -58,6 +58,8 @@ type Backend struct {
 
 	mu    sync.Mutex
 	tools map[string]bool
+	// challenges are the WWW-Authenticate texts of challenge tools.
+	challenges map[string]string
 	// calls counts the requests that reached a tool or resource handler,
 	// by "<method> <name or uri>" (see Calls).
 	calls map[string]int
@@ -102,7 +104,7 @@ func New(spec Spec, opts Options) (*Backend, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	b := &Backend{name: opts.Name, statefulOnly: opts.StatefulOnly, log: log, tools: map[string]bool{}, calls: map[string]int{}}
+	b := &Backend{name: opts.Name, statefulOnly: opts.StatefulOnly, log: log, tools: map[string]bool{}, challenges: map[string]string{}, calls: map[string]int{}}
 	var err error
 	if b.extensions, err = encodeExtensions(spec.Extensions); err != nil {
 		return nil, fmt.Errorf("demo backend %s: %w", opts.Name, err)
@@ -184,6 +186,7 @@ func (b *Backend) RemoveTool(name string) bool {
 	b.mu.Lock()
 	existed := b.tools[name]
 	delete(b.tools, name)
+	delete(b.challenges, name)
 	b.mu.Unlock()
 	if existed {
 		b.server.RemoveTools(name)
@@ -194,6 +197,10 @@ func (b *Backend) RemoveTool(name string) bool {
 func (b *Backend) addTool(t ToolSpec) {
 	b.mu.Lock()
 	b.tools[t.Name] = true
+	delete(b.challenges, t.Name)
+	if t.behaviour() == BehaviourChallenge {
+		b.challenges[t.Name] = t.Text
+	}
 	b.mu.Unlock()
 	b.server.AddTool(&mcp.Tool{
 		Name:        t.Name,
@@ -268,6 +275,11 @@ func (b *Backend) toolHandler(t ToolSpec) mcp.ToolHandler {
 				}}}, nil
 			}
 			answer["action"] = res.Action
+		case BehaviourWhoAmI:
+			answer["authorization"] = ""
+			if req.Extra != nil && req.Extra.Header != nil {
+				answer["authorization"] = req.Extra.Header.Get("Authorization")
+			}
 		case BehaviourLog:
 			levels := []mcp.LoggingLevel{"debug", "info", "warning"}
 			for _, level := range levels {

@@ -40,9 +40,16 @@ const (
 	// client gets those at or above the level it set, and returns the
 	// levels.
 	BehaviourLog = "log"
+	// BehaviourWhoAmI returns the Authorization header the call arrived
+	// with (as "authorization"; "" for none): for tests of per-user
+	// credentials. A test backend only: it echoes a credential.
+	BehaviourWhoAmI = "whoami"
+	// BehaviourChallenge refuses every call with HTTP 401 and the tool's
+	// text as its WWW-Authenticate challenge (challenge.go).
+	BehaviourChallenge = "challenge"
 )
 
-var behaviours = []string{BehaviourEcho, BehaviourText, BehaviourAdd, BehaviourError, BehaviourSleep, BehaviourConfirm, BehaviourAsk, BehaviourLog}
+var behaviours = []string{BehaviourEcho, BehaviourText, BehaviourAdd, BehaviourError, BehaviourSleep, BehaviourConfirm, BehaviourAsk, BehaviourLog, BehaviourWhoAmI, BehaviourChallenge}
 
 // Spec is what a demo backend serves. It is read from YAML (--config) and
 // the tool entries are also the body of POST /admin/tools (JSON).

@@ -1,0 +1,57 @@
+package demobackend
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+)
+
+// maxChallengeBody bounds the request body read to find a challenge
+// tool's calls; a larger body is passed on unread past the bound.
+const maxChallengeBody = 1 << 20
+
+// withChallenges answers a tools/call of a challenge tool with HTTP 401
+// and the tool's WWW-Authenticate text, as a protected resource does for a
+// token it refuses (RFC 6750 §3), in either era.
+func (b *Backend) withChallenges(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || !b.hasChallenges() {
+			next.ServeHTTP(w, r)
+			return
+		}
+		head, err := io.ReadAll(io.LimitReader(r.Body, maxChallengeBody))
+		if err != nil {
+			http.Error(w, "cannot read the request", http.StatusBadRequest)
+			return
+		}
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
+		var msg struct {
+			Method string `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(head, &msg) == nil && msg.Method == "tools/call" {
+			b.mu.Lock()
+			text, ok := b.challenges[msg.Params.Name]
+			b.mu.Unlock()
+			if ok {
+				b.count("tools/call " + msg.Params.Name)
+				w.Header().Set("WWW-Authenticate", text)
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (b *Backend) hasChallenges() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.challenges) > 0
+}
