@@ -207,3 +207,30 @@ func proxyTo(t *testing.T, target string, w http.ResponseWriter, r *http.Request
 		}
 	}
 }
+
+// The go-sdk paths (a call on a session of its own: streamed with a log
+// level, or held for the client's input) carry the caller's token too:
+// the transport takes it from the call's context.
+func TestPassthroughOnOwnSessions(t *testing.T) {
+	rec := &authRecorder{}
+	c := New(Config{Name: "gh", URL: startAuthRecorder(t, rec), Protocol: ProtocolLegacy, Auth: Auth{Mode: AuthPassthrough, Audience: "github"}, Timeout: 5 * time.Second}, nil, nil)
+	t.Cleanup(c.Close)
+	tok := fakeJWT(`{"sub":"alice","aud":"github"}`)
+	ctx, err := c.WithCaller(context.Background(), "alice", tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CallToolStreamed(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{}}, true, "info", func(string, any) {}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.last(); got != "Bearer "+tok {
+		t.Fatalf("a streamed call on its own session reached the backend with %q", got)
+	}
+	res, err := c.CallToolAsking(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{}}, &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}, "alice\x00echo")
+	if err != nil || res.IsError {
+		t.Fatalf("a call that may be held: %v %+v", err, res)
+	}
+	if got := rec.last(); got != "Bearer "+tok {
+		t.Fatalf("a call that may be held reached the backend with %q", got)
+	}
+}
