@@ -40,7 +40,8 @@ func (b callerBearer) RoundTrip(req *http.Request) (*http.Response, error) {
 // a passthrough backend gets each caller's own token, and one the token's
 // audience does not name gets nothing and the caller a clear error; a
 // failed exchange is an error result for that call, not an outage; a
-// backend's 401 challenge reaches the client in the error's data; no
+// backend's 401 challenge reaches the client in the error's data; a Legacy
+// session carries the token on each POST as a Modern client does; no
 // token appears in any service's log.
 func TestPerUserCredentials(t *testing.T) {
 	alice := oidcop.User{ID: "alice", Username: "alice", Password: "pw-alice"}
@@ -132,8 +133,23 @@ func TestPerUserCredentials(t *testing.T) {
 		}
 		seen = append(seen, tok)
 	}
+	// The same through a Legacy session: each POST carries the token.
+	legacy, err := mcp.NewClient(&mcp.Implementation{Name: "peruser-legacy", Version: "0"}, nil).Connect(t.Context(),
+		&mcp.StreamableClientTransport{Endpoint: c.MCPURL, MaxRetries: -1, HTTPClient: &http.Client{Transport: callerBearer{tokens["bob"]}}},
+		&mcp.ClientSessionOptions{ProtocolVersion: harness.Legacy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { legacy.Close() })
+	sessions["bob-legacy"] = legacy
+	if got, err := whoami("bob-legacy", "gh_whoami"); err != nil || got != "Bearer "+tokens["bob"] {
+		t.Fatalf("gh_whoami in bob's Legacy session: the backend got %q (%v)", got, err)
+	}
+	if got, err := whoami("bob-legacy", "tx_whoami"); err != nil || got != "Bearer "+exchanged["bob"] {
+		t.Fatalf("tx_whoami in bob's Legacy session: the backend got %q (%v), want bob's cached exchanged token", got, err)
+	}
 	// ... and nothing to one it does not name.
-	_, err := whoami("alice", "slack_whoami")
+	_, err = whoami("alice", "slack_whoami")
 	var rpcErr *jsonrpc.Error
 	if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams || !strings.Contains(rpcErr.Message, "acts as the calling user") {
 		t.Fatalf("slack_whoami with a token for other audiences: %v", err)
