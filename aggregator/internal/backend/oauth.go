@@ -21,7 +21,8 @@ import (
 // memory only, on each aggregator replica, until RefreshBefore ahead of
 // their expiry (and an exchanged token never past the caller's own
 // token's exp); exchanged tokens are keyed by the caller and the caller's
-// token, bounded by CacheEntries (least recently used out). No token, and
+// token, bounded by CacheEntries (least recently used out), and concurrent
+// calls of one caller share one exchange. No token, and
 // no client secret, is ever logged or part of an error's text.
 
 // Credential modes of Auth.Mode.
@@ -98,6 +99,17 @@ type tokenSource struct {
 	service *cachedToken // client credentials
 	order   *list.List   // exchanged tokens, most recently used first
 	byKey   map[[32]byte]*list.Element
+	// flights are the exchanges under way: concurrent calls of one caller
+	// wait for the one exchange instead of each making their own.
+	flights map[[32]byte]*flight
+}
+
+// flight is one exchange under way; done is closed when value and err are
+// set.
+type flight struct {
+	done  chan struct{}
+	value string
+	err   error
 }
 
 func newTokenSource(a Auth, timeout time.Duration) *tokenSource {
@@ -111,10 +123,11 @@ func newTokenSource(a Auth, timeout time.Duration) *tokenSource {
 		auth: a,
 		// A token endpoint's redirect is not followed: the client secret
 		// and the caller's token go to the configured URL only.
-		client: &http.Client{Timeout: timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		now:    time.Now,
-		order:  list.New(),
-		byKey:  map[[32]byte]*list.Element{},
+		client:  &http.Client{Timeout: timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		now:     time.Now,
+		order:   list.New(),
+		byKey:   map[[32]byte]*list.Element{},
+		flights: map[[32]byte]*flight{},
 	}
 }
 
@@ -155,7 +168,28 @@ func (t *tokenSource) exchanged(ctx context.Context, subject, subjectToken strin
 		t.order.Remove(e)
 		delete(t.byKey, key)
 	}
+	if f, ok := t.flights[key]; ok {
+		t.mu.Unlock()
+		select {
+		case <-f.done:
+			return f.value, f.err
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	f := &flight{done: make(chan struct{})}
+	t.flights[key] = f
 	t.mu.Unlock()
+	f.value, f.err = t.exchange(ctx, key, subjectToken)
+	t.mu.Lock()
+	delete(t.flights, key)
+	t.mu.Unlock()
+	close(f.done)
+	return f.value, f.err
+}
+
+// exchange makes one exchange and caches its token under key.
+func (t *tokenSource) exchange(ctx context.Context, key [32]byte, subjectToken string) (string, error) {
 	form := url.Values{
 		"grant_type":           {grantTokenExchange},
 		"subject_token":        {subjectToken},

@@ -201,3 +201,28 @@ func TestBackendChallengeIsTheCallersAnswer(t *testing.T) {
 		t.Errorf("the challenge counted as a backend failure: %+v", st)
 	}
 }
+
+// Concurrent calls of one caller with a cold cache make one exchange.
+func TestConcurrentCallsShareOneExchange(t *testing.T) {
+	p := oidcop.Start(t, alice)
+	c := New(Config{Name: "web", URL: "http://127.0.0.1:1/mcp", Protocol: ProtocolModern, Auth: exchangeAuth(p), Timeout: 10 * time.Second}, nil, nil)
+	t.Cleanup(c.Close)
+	token := p.CallerToken(t, alice.Username, alice.Password, "switchboard")
+	var wg sync.WaitGroup
+	got := make([]string, 8)
+	errs := make([]error, len(got))
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, err := c.WithCaller(context.Background(), "alice", token)
+			got[i], errs[i] = callerAuthorization(ctx), err
+		}()
+	}
+	wg.Wait()
+	for i := range got {
+		if errs[i] != nil || got[i] == "" || got[i] != got[0] {
+			t.Fatalf("call %d: %q, %v; want the one exchanged token %q", i, got[i], errs[i], got[0])
+		}
+	}
+}
