@@ -18,6 +18,11 @@ import (
 const whoamiSpec = `
 tools:
   - {name: whoami, behaviour: whoami}
+prompts:
+  - name: greet
+    text: Hello {who}.
+    arguments:
+      - {name: who, values: [alice, bob]}
 `
 
 // lockedChallenge is what the locked backend answers every call with.
@@ -156,6 +161,18 @@ func TestPerUserCredentials(t *testing.T) {
 	}
 	if n := c.Calls(t, "slack")["tools/call whoami"]; n != 0 {
 		t.Errorf("the backend outside the token's audience was called %d times", n)
+	}
+	// completion/complete carries the caller's token too: completed by the
+	// backend the token names, refused by the one it does not.
+	complete := func(prompt string) (*mcp.CompleteResult, error) {
+		return sessions["alice"].Complete(t.Context(), &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: prompt},
+			Argument: mcp.CompleteParamsArgument{Name: "who", Value: "a"}})
+	}
+	if res, err := complete("gh_greet"); err != nil || len(res.Completion.Values) != 1 || res.Completion.Values[0] != "alice" {
+		t.Fatalf("completion at the passthrough backend the token names: %+v, %v", res, err)
+	}
+	if _, err := complete("slack_greet"); !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams {
+		t.Fatalf("completion at a passthrough backend the token does not name: %v; want -32602", err)
 	}
 
 	// A failed exchange: this call's error, with the OAuth error; the

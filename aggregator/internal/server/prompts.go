@@ -109,9 +109,7 @@ func (s *Server) complete(ctx context.Context, req *aggregatorv1.CompleteRequest
 	if err != nil {
 		return nil, err
 	}
-	// A completion request carries no caller token: a passthrough
-	// backend's completions are refused (ErrCallerCredential).
-	if ctx, err = b.WithCaller(ctx, principal.GetSubject(), ""); err != nil {
+	if ctx, err = b.WithCaller(ctx, principal.GetSubject(), req.GetSubjectToken()); err != nil {
 		return nil, err
 	}
 	raw, err := json.Marshal(params)

@@ -53,7 +53,7 @@ func (s *Server) complete(ctx context.Context, req *Request, _ Responder) (json.
 			params[k] = v
 		}
 	}
-	out, err := s.agg.Complete(ctx, &aggregatorv1.CompleteRequest{Principal: req.Principal, Server: req.Server, ParamsJson: string(params.Encode())})
+	out, err := s.agg.Complete(ctx, &aggregatorv1.CompleteRequest{Principal: req.Principal, Server: req.Server, ParamsJson: string(params.Encode()), SubjectToken: req.SubjectToken})
 	if err != nil {
 		return nil, mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
 	}

@@ -2207,7 +2207,11 @@ type CompleteRequest struct {
 	// The virtual server whose view to use (servers[].name, as served at
 	// /mcp/<server>); empty is the whole catalog. An unknown server is
 	// NOT_FOUND, exactly like an item the principal may not see.
-	Server        string `protobuf:"bytes,3,opt,name=server,proto3" json:"server,omitempty"`
+	Server string `protobuf:"bytes,3,opt,name=server,proto3" json:"server,omitempty"`
+	// The caller's validated bearer token (see RequestContext.subject_token),
+	// for a backend whose auth mode acts as the caller (passthrough,
+	// tokenExchange); empty otherwise. Never logged.
+	SubjectToken  string `protobuf:"bytes,4,opt,name=subject_token,json=subjectToken,proto3" json:"subject_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2259,6 +2263,13 @@ func (x *CompleteRequest) GetParamsJson() string {
 func (x *CompleteRequest) GetServer() string {
 	if x != nil {
 		return x.Server
+	}
+	return ""
+}
+
+func (x *CompleteRequest) GetSubjectToken() string {
+	if x != nil {
+		return x.SubjectToken
 	}
 	return ""
 }
@@ -2953,12 +2964,13 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"resultJson\x12\x1f\n" +
 	"\vresult_type\x18\x02 \x01(\tR\n" +
 	"resultType\x12\x18\n" +
-	"\abackend\x18\x03 \x01(\tR\abackend\"\x8a\x01\n" +
+	"\abackend\x18\x03 \x01(\tR\abackend\"\xaf\x01\n" +
 	"\x0fCompleteRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x1f\n" +
 	"\vparams_json\x18\x02 \x01(\tR\n" +
 	"paramsJson\x12\x16\n" +
-	"\x06server\x18\x03 \x01(\tR\x06server\"3\n" +
+	"\x06server\x18\x03 \x01(\tR\x06server\x12#\n" +
+	"\rsubject_token\x18\x04 \x01(\tR\fsubjectToken\"3\n" +
 	"\x10CompleteResponse\x12\x1f\n" +
 	"\vresult_json\x18\x01 \x01(\tR\n" +
 	"resultJson\"\xb3\x01\n" +
