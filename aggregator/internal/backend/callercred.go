@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -71,13 +72,30 @@ func (c *Client) WithCaller(ctx context.Context, subject, subjectToken string) (
 	default:
 		return ctx, nil
 	}
-	return context.WithValue(ctx, callerKey{}, value), nil
+	return context.WithValue(ctx, callerKey{}, &callerCred{authorization: value}), nil
+}
+
+// callerCred is a call's credential (WithCaller), and the challenge of a
+// 401 that refused it: the go-sdk paths (held calls, calls on a session of
+// their own) see only an HTTP error, so the transport keeps the challenge
+// here for classify to report.
+type callerCred struct {
+	authorization string
+	challenge     atomic.Pointer[ChallengeError]
+}
+
+// callerCredential is the credential WithCaller put in ctx, or nil.
+func callerCredential(ctx context.Context) *callerCred {
+	v, _ := ctx.Value(callerKey{}).(*callerCred)
+	return v
 }
 
 // callerAuthorization is the Authorization WithCaller put in ctx, or "".
 func callerAuthorization(ctx context.Context) string {
-	v, _ := ctx.Value(callerKey{}).(string)
-	return v
+	if cred := callerCredential(ctx); cred != nil {
+		return cred.authorization
+	}
+	return ""
 }
 
 // jwtClaims decodes the claims of a JWT without checking its signature:

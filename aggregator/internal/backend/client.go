@@ -398,6 +398,13 @@ func (c *Client) classify(ctx context.Context, err error) error {
 		// The caller's credential was refused; the backend is fine.
 		return challenge
 	}
+	if cred := callerCredential(ctx); cred != nil {
+		if ch := cred.challenge.Load(); ch != nil {
+			// The same, seen by the transport under a go-sdk session,
+			// which reports only an HTTP error.
+			return ch
+		}
+	}
 	if errors.Is(err, ErrMalformedRequest) {
 		return fmt.Errorf("%w (%s)", ErrMalformedRequest, c.Redact(err.Error()))
 	}

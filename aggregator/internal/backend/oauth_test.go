@@ -1,8 +1,10 @@
 package backend
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -199,6 +201,41 @@ func TestBackendChallengeIsTheCallersAnswer(t *testing.T) {
 	}
 	if st := c.Status(); st.Failure != FailureNone {
 		t.Errorf("the challenge counted as a backend failure: %+v", st)
+	}
+}
+
+// On the go-sdk paths (here a call on a Legacy session of its own, as a
+// streamed call wanting log messages takes) the backend's 401 challenge is
+// the same ChallengeError: the transport keeps it for the call.
+func TestBackendChallengeOnOwnSession(t *testing.T) {
+	rec := &authRecorder{}
+	real := startAuthRecorder(t, rec)
+	expired := "Bearer " + fakeJWT(`{"aud":"gh","sub":"expired"}`)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if r.Header.Get("Authorization") == expired && bytes.Contains(body, []byte(`"method":"tools/call"`)) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="gh", error="invalid_token"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		proxyTo(t, real, w, r)
+	}))
+	t.Cleanup(front.Close)
+	c := New(Config{Name: "gh", URL: front.URL, Protocol: ProtocolLegacy, Auth: Auth{Mode: AuthPassthrough, Audience: "gh"}, Timeout: 5 * time.Second}, nil, nil)
+	t.Cleanup(c.Close)
+	ctx, err := c.WithCaller(context.Background(), "x", fakeJWT(`{"aud":"gh","sub":"expired"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.CallToolStreamed(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{}}, false, "info", func(string, any) {})
+	var ch *ChallengeError
+	if !errors.As(err, &ch) || ch.Challenge != `Bearer realm="gh", error="invalid_token"` {
+		t.Fatalf("a 401 challenge on a session of the call's own: %v", err)
+	}
+	ctx, _ = c.WithCaller(context.Background(), "y", fakeJWT(`{"aud":"gh","sub":"fine"}`))
+	if _, err := c.CallToolStreamed(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{}}, false, "info", func(string, any) {}); err != nil {
+		t.Fatalf("the next caller's call: %v", err)
 	}
 }
 

@@ -38,7 +38,15 @@ func (h headerInjector) RoundTrip(r *http.Request) (*http.Response, error) {
 	if auth != "" {
 		r.Header.Set("Authorization", auth)
 	}
-	return h.next.RoundTrip(r)
+	resp, err := h.next.RoundTrip(r)
+	if err == nil {
+		if cred := callerCredential(r.Context()); cred != nil {
+			if ch := challengeOf(resp); ch != nil {
+				cred.challenge.Store(ch)
+			}
+		}
+	}
+	return resp, err
 }
 
 // detacher keeps connections reusable. The SDK hands a call its result as
