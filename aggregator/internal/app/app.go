@@ -62,25 +62,27 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	opts.Log = env.Log
 	opts.Metrics = engine.NewMetrics(reg)
-	trail, closeTrail, err := startAudit(env, reg)
+	// Closed last: the trail below ships its events over it until it is
+	// closed.
+	idx := newIndexers(env)
+	defer idx.Close()
+	trail, err := startAudit(env, reg, idx)
 	if err != nil {
 		return err
 	}
-	defer closeTrail()
-	guard, closeGuard, err := pinningGuard(env, reg)
+	defer trail.Close()
+	guard, err := pinningGuard(env, reg, idx)
 	if err != nil {
 		return err
 	}
-	defer closeGuard()
 	if guard != nil {
 		guard.SetAudit(trail)
 	}
 	opts.Pinning = guard
-	limiter, closeLimiter, err := rateLimiter(env, reg)
+	limiter, err := rateLimiter(env, reg, idx)
 	if err != nil {
 		return err
 	}
-	defer closeLimiter()
 	e, err := engine.New(opts)
 	if err != nil {
 		return err

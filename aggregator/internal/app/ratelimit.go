@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,37 +10,32 @@ import (
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/lifecycle"
 	"github.com/switchboard-mcp/switchboard/services/ratelimit"
-	"github.com/switchboard-mcp/switchboard/services/rpc"
 )
 
 // rateLimiter makes the limiter of the rateLimits section, taking its
-// tokens from the indexer at aggregator.indexer (or pinning.indexer), and
-// a func that closes its connection. Without an indexer configured (no
+// tokens from the indexer at aggregator.indexer (or pinning.indexer).
+// Without an indexer configured (no
 // limit needs one: config.ValidateRateLimits) a reload that adds limits
 // finds them unavailable, decided by rateLimits.onUnavailable, until a
 // restart with aggregator.indexer.
-func rateLimiter(env lifecycle.Env, reg prometheus.Registerer) (*ratelimit.Limiter, func(), error) {
+func rateLimiter(env lifecycle.Env, reg prometheus.Registerer, idx *indexers) (*ratelimit.Limiter, error) {
 	set, err := ratelimit.Compile(env.Config.RateLimits)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	metrics := ratelimit.NewMetrics(reg, "aggregator")
 	ep := env.Config.Aggregator.IndexerEndpoint()
 	if ep.Address == "" {
-		return ratelimit.New(set, noIndexer{}, env.Log, metrics), func() {}, nil
+		return ratelimit.New(set, noIndexer{}, env.Log, metrics), nil
 	}
-	// As for pinning: the indexer is dialled by its own name.
-	tls := env.Config.ServiceAuth.TLS
-	tls.ServerName = ""
-	conn, err := rpc.Dial(ep, tls, rpc.ClientKeepalive(env.Config.GRPC))
+	client, err := idx.client(ep, "aggregator.indexer")
 	if err != nil {
-		return nil, nil, fmt.Errorf("aggregator.indexer: %w", err)
+		return nil, err
 	}
 	if !set.Empty() {
 		env.Log.Info("rate limits", "limits", len(env.Config.RateLimits.Limits), "indexer", ep.Address)
 	}
-	acq := indexerBuckets{client: indexerv1.NewIndexerServiceClient(conn)}
-	return ratelimit.New(set, acq, env.Log, metrics), func() { _ = conn.Close() }, nil
+	return ratelimit.New(set, indexerBuckets{client: client}, env.Log, metrics), nil
 }
 
 // indexerBuckets takes tokens through the indexer's AcquireRateTokens.
