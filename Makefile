@@ -57,6 +57,12 @@ $(TOOLS_BIN)/kustomize: tools/kustomize/go.mod tools/kustomize/go.sum
 	cd tools/kustomize && GOWORK=off GOBIN=$(TOOLS_BIN) $(GO) install tool
 	@touch $@
 
+# Helm for the chart in deploy/helm (helm lint and helm template only;
+# nothing here talks to a cluster).
+$(TOOLS_BIN)/helm: tools/helm/go.mod tools/helm/go.sum
+	cd tools/helm && GOWORK=off GOBIN=$(TOOLS_BIN) $(GO) install tool
+	@touch $@
+
 $(TOOLS_BIN)/grpcurl: tools/grpcurl/go.mod tools/grpcurl/go.sum
 	cd tools/grpcurl && GOWORK=off GOBIN=$(TOOLS_BIN) $(GO) install tool
 	@touch $@
@@ -69,7 +75,7 @@ $(TOOLS_BIN)/oidc-op: tools/oidc-op/go.mod tools/oidc-op/go.sum
 	@touch $@
 
 .PHONY: tools
-tools: $(TOOLS_BIN)/buf $(TOOLS_BIN)/protoc-gen-go $(TOOLS_BIN)/protoc-gen-go-grpc $(TOOLS_BIN)/kustomize $(TOOLS_BIN)/grpcurl $(TOOLS_BIN)/oidc-op ## install pinned Go tools
+tools: $(TOOLS_BIN)/buf $(TOOLS_BIN)/protoc-gen-go $(TOOLS_BIN)/protoc-gen-go-grpc $(TOOLS_BIN)/kustomize $(TOOLS_BIN)/helm $(TOOLS_BIN)/grpcurl $(TOOLS_BIN)/oidc-op ## install pinned Go tools
 
 .PHONY: generate
 generate: $(TOOLS_BIN)/buf $(TOOLS_BIN)/protoc-gen-go $(TOOLS_BIN)/protoc-gen-go-grpc ## regenerate protobuf Go code (offline, local plugins)
@@ -109,7 +115,7 @@ lint: buf-lint buf-breaking vet ## every static check
 # ---- tests -------------------------------------------------------------------
 
 .PHONY: test
-test: lint generate-check build test-go test-conformance test-deploy fuzz-short ## every test: static checks, unit, PostgreSQL, end to end, conformance, manifests, fuzzing
+test: lint generate-check build test-go test-conformance test-helm test-deploy fuzz-short ## every test: static checks, unit, PostgreSQL, end to end, conformance, manifests, fuzzing
 
 .PHONY: test-go
 test-go: build $(TOOLS_BIN)/grpcurl $(TOOLS_BIN)/oidc-op haproxy ## Go tests of every module (unit, PostgreSQL, end to end, replicas)
@@ -150,8 +156,22 @@ test-conformance: build ## the official MCP conformance suite through the gatewa
 	SWITCHBOARD_BIN=$(BIN) test/conformance/run.sh
 
 .PHONY: test-deploy
-test-deploy: $(TOOLS_BIN)/kustomize ## render every kustomize overlay and validate it offline against the Kubernetes API types
-	KUSTOMIZE=$(TOOLS_BIN)/kustomize deploy/validate/run.sh
+test-deploy: $(TOOLS_BIN)/kustomize $(TOOLS_BIN)/helm ## render every kustomize overlay and the Helm chart and validate them offline against the Kubernetes API types
+	KUSTOMIZE=$(TOOLS_BIN)/kustomize HELM=$(TOOLS_BIN)/helm deploy/validate/run.sh
+
+HELM_CHART := deploy/helm/switchboard
+
+# helm lint --strict fails on warnings too; each values file in the chart's
+# ci/ directory is linted and rendered on its own.
+.PHONY: test-helm
+test-helm: $(TOOLS_BIN)/helm ## helm lint --strict and helm template of the chart, with its defaults and each ci/ values file
+	helm lint --strict $(HELM_CHART)
+	helm template switchboard $(HELM_CHART) --namespace switchboard >/dev/null
+	@for f in $(HELM_CHART)/ci/*-values.yaml; do \
+		echo "helm lint --strict -f $$f"; \
+		helm lint --strict -f "$$f" $(HELM_CHART) && \
+		helm template switchboard $(HELM_CHART) --namespace switchboard -f "$$f" >/dev/null || exit 1; \
+	done
 
 .PHONY: check-collector-config
 check-collector-config: ## validate the OTel Collector configs with the collector itself (builds it once)
