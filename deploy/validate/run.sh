@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Validates the deployment offline: installs the pinned kustomize
-# (tools/kustomize) unless KUSTOMIZE names one, then runs the Go test that
-# renders every overlay, decodes every object strictly, cross-checks them,
-# and checks the Dockerfile and the operations guide.
+# (tools/kustomize) and helm (tools/helm) unless KUSTOMIZE and HELM name
+# them, then runs the Go test that renders every overlay and the Helm chart
+# with each of its values files, decodes every object strictly,
+# cross-checks them, compares the chart's renders with the overlays', and
+# checks the Dockerfile and the operations guide.
 # Usage: deploy/validate/run.sh [go test flags]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -12,7 +14,13 @@ if [ -z "${KUSTOMIZE:-}" ]; then
 		(cd "$root/tools/kustomize" && GOWORK=off GOBIN="$root/.bin" go install tool)
 	fi
 fi
-export KUSTOMIZE
+if [ -z "${HELM:-}" ]; then
+	HELM="$root/.bin/helm"
+	if [ ! -x "$HELM" ] || [ "$root/tools/helm/go.mod" -nt "$HELM" ]; then
+		(cd "$root/tools/helm" && GOWORK=off GOBIN="$root/.bin" go install tool)
+	fi
+fi
+export KUSTOMIZE HELM
 cd "$root/deploy/validate"
 # This module imports services/config through a replace, so a dependency
 # that services adds would make its committed go.sum incomplete. Test with a

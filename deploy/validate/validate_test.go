@@ -75,42 +75,48 @@ func decodeClean(t *testing.T, name string, stream []byte) *Render {
 func TestOverlays(t *testing.T) {
 	for _, overlay := range overlayDirs(t) {
 		t.Run(overlay, func(t *testing.T) {
-			r := decodeClean(t, overlay, build(t, overlay))
-			for _, err := range Check(r) {
-				t.Error(err)
-			}
-			// Every Switchboard service is complete.
-			for _, comp := range switchboardServices {
-				name := "switchboard-" + comp
-				if r.deployment(name) == nil || r.service(name) == nil {
-					t.Errorf("%s: Deployment and Service missing", name)
-				}
-				if !hasNamed(r.PDBs, name) {
-					t.Errorf("%s: PodDisruptionBudget missing", name)
-				}
-				if !hasNamed(r.HPAs, name) {
-					t.Errorf("%s: HorizontalPodAutoscaler missing", name)
-				}
-				if !hasNamed(r.NetworkPolicies, name) {
-					t.Errorf("%s: NetworkPolicy missing", name)
-				}
-			}
-			for _, d := range r.Deployments {
-				if d.Namespace == "" {
-					t.Errorf("Deployment %s has no namespace: the overlay must set one", d.Name)
-				}
-			}
-			// Images are built by a stage of the Dockerfile.
-			for _, d := range r.Deployments {
-				for _, c := range d.Spec.Template.Spec.Containers {
-					repo, _, _ := strings.Cut(c.Image, ":")
-					name, ok := strings.CutPrefix(repo, "ghcr.io/switchboard-mcp/switchboard-")
-					if ok && ImageTargets[name] == "" {
-						t.Errorf("%s: image %s has no Dockerfile target %q", d.Name, c.Image, name)
-					}
-				}
-			}
+			checkComplete(t, decodeClean(t, overlay, build(t, overlay)))
 		})
+	}
+}
+
+// checkComplete requires a render to pass every cross-check and to hold
+// every Switchboard service complete, in a namespace, with images the
+// Dockerfile builds.
+func checkComplete(t *testing.T, r *Render) {
+	t.Helper()
+	for _, err := range Check(r) {
+		t.Error(err)
+	}
+	for _, comp := range switchboardServices {
+		name := "switchboard-" + comp
+		if r.deployment(name) == nil || r.service(name) == nil {
+			t.Errorf("%s: Deployment and Service missing", name)
+		}
+		if !hasNamed(r.PDBs, name) {
+			t.Errorf("%s: PodDisruptionBudget missing", name)
+		}
+		if !hasNamed(r.HPAs, name) {
+			t.Errorf("%s: HorizontalPodAutoscaler missing", name)
+		}
+		if !hasNamed(r.NetworkPolicies, name) {
+			t.Errorf("%s: NetworkPolicy missing", name)
+		}
+	}
+	for _, d := range r.Deployments {
+		if d.Namespace == "" {
+			t.Errorf("Deployment %s has no namespace: the render must set one", d.Name)
+		}
+	}
+	// Images are built by a stage of the Dockerfile.
+	for _, d := range r.Deployments {
+		for _, c := range d.Spec.Template.Spec.Containers {
+			repo, _, _ := strings.Cut(c.Image, ":")
+			name, ok := strings.CutPrefix(repo, "ghcr.io/switchboard-mcp/switchboard-")
+			if ok && ImageTargets[name] == "" {
+				t.Errorf("%s: image %s has no Dockerfile target %q", d.Name, c.Image, name)
+			}
+		}
 	}
 }
 
@@ -118,7 +124,11 @@ func TestOverlays(t *testing.T) {
 // PostgreSQL from CloudNativePG, mTLS from cert-manager with readiness
 // probed over HTTP, and at least two replicas of each service.
 func TestProductionShape(t *testing.T) {
-	r := decodeClean(t, "production", build(t, "production"))
+	checkProductionShape(t, decodeClean(t, "production", build(t, "production")))
+}
+
+func checkProductionShape(t *testing.T, r *Render) {
+	t.Helper()
 	if len(r.Clusters) != 1 || r.Clusters[0].Spec.Instances < 2 {
 		t.Errorf("want one CloudNativePG Cluster with replicas, got %d", len(r.Clusters))
 	}
