@@ -105,6 +105,58 @@ func TestChart(t *testing.T) {
 	})
 }
 
+// TestChartToggles renders the optional parts one at a time and fixed
+// replica counts, combinations no overlay renders, and requires every
+// cross-check to pass and the part to be there or gone.
+func TestChartToggles(t *testing.T) {
+	defaults := chartCase(t, "defaults")
+	cases := []struct {
+		name  string
+		flags []string
+		check func(t *testing.T, r *Render)
+	}{
+		{"cloudnativepg only", []string{"--set", "cloudnativepg.enabled=true"}, func(t *testing.T, r *Render) {
+			c := r.deployment("switchboard-indexer").Spec.Template.Spec.Containers[0]
+			if len(r.Clusters) != 1 || envLookupValue(c, "SWITCHBOARD_DATABASE_URL") != "secret:switchboard-postgres-app/uri" {
+				t.Errorf("want the Cluster and the indexer on its Secret, got %d Clusters and %q", len(r.Clusters), envLookupValue(c, "SWITCHBOARD_DATABASE_URL"))
+			}
+		}},
+		{"mtls only", []string{"--set", "mtls.enabled=true"}, func(t *testing.T, r *Render) {
+			if len(r.Certificates) != 5 || len(r.Issuers) != 2 {
+				t.Errorf("want 5 Certificates and 2 Issuers, got %d and %d", len(r.Certificates), len(r.Issuers))
+			}
+			if len(r.Clusters) != 0 || len(r.Ingresses) != 0 {
+				t.Error("mtls.enabled rendered a Cluster or an Ingress")
+			}
+		}},
+		{"ingress only", []string{"--set", "ingress.enabled=true", "--set", "ingress.host=mcp.example.org", "--set", "ingress.clusterIssuer="}, func(t *testing.T, r *Render) {
+			if len(r.Ingresses) != 1 || r.Ingresses[0].Spec.Rules[0].Host != "mcp.example.org" {
+				t.Fatalf("want one Ingress for mcp.example.org, got %d", len(r.Ingresses))
+			}
+			if _, ok := r.Ingresses[0].Annotations["cert-manager.io/cluster-issuer"]; ok {
+				t.Error("an empty ingress.clusterIssuer still sets the annotation")
+			}
+		}},
+		{"fixed replicas", []string{"--set", "gateway.autoscaling.enabled=false", "--set", "aggregator.autoscaling.enabled=false", "--set", "aggregator.replicas=3"}, func(t *testing.T, r *Render) {
+			if hasNamed(r.HPAs, "switchboard-gateway") || hasNamed(r.HPAs, "switchboard-aggregator") || !hasNamed(r.HPAs, "switchboard-indexer") {
+				t.Errorf("want an HPA for the indexer only, got %d", len(r.HPAs))
+			}
+			if n := r.deployment("switchboard-aggregator").Spec.Replicas; n == nil || *n != 3 {
+				t.Errorf("aggregator replicas %v, want 3", n)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := decodeChart(t, defaults, tc.flags...)
+			for _, err := range Check(r) {
+				t.Error(err)
+			}
+			tc.check(t, r)
+		})
+	}
+}
+
 // TestChartMatchesOverlays: the chart with a ci/ values file renders the
 // objects of the matching kustomize overlay, field for field (Compare).
 func TestChartMatchesOverlays(t *testing.T) {
@@ -267,6 +319,29 @@ func TestChartCheckCatchesMistakes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := decodeChart(t, chartCase(t, tc.render), tc.flags...)
 			expectProblem(t, Check(r), tc.want)
+		})
+	}
+}
+
+// TestChartSchemaRejectsMistakes: values.schema.json makes helm refuse a
+// misspelt or mistyped value instead of ignoring it.
+func TestChartSchemaRejectsMistakes(t *testing.T) {
+	cases := []struct {
+		name  string
+		flags []string
+		want  string
+	}{
+		{"misspelt key", []string{"--set", "cloudnativepg.enable=true"}, "additional properties 'enable' not allowed"},
+		{"wrong type", []string{"--set-json", `gateway.autoscaling.maxReplicas="ten"`}, "/gateway/autoscaling/maxReplicas"},
+		{"below the minimum", []string{"--set", "indexer.autoscaling.minReplicas=0"}, "/indexer/autoscaling/minReplicas"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"template", "switchboard", chartDir}, tc.flags...)
+			out, err := exec.Command(helmBinary(), args...).CombinedOutput()
+			if err == nil || !strings.Contains(string(out), tc.want) {
+				t.Errorf("helm %v: want a failure mentioning %q, got %v:\n%s", tc.flags, tc.want, err, out)
+			}
 		})
 	}
 }
