@@ -59,8 +59,8 @@ $(TOOLS_BIN)/kustomize: tools/kustomize/go.mod tools/kustomize/go.sum
 
 # Helm for the chart in deploy/helm (helm lint and helm template only;
 # nothing here talks to a cluster).
-$(TOOLS_BIN)/helm: tools/helm/go.mod tools/helm/go.sum
-	cd tools/helm && GOWORK=off GOBIN=$(TOOLS_BIN) $(GO) install tool
+$(TOOLS_BIN)/helm: tools/helm/go.mod tools/helm/go.sum tools/helm/install.sh
+	tools/helm/install.sh $(TOOLS_BIN)
 	@touch $@
 
 $(TOOLS_BIN)/grpcurl: tools/grpcurl/go.mod tools/grpcurl/go.sum

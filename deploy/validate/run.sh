@@ -16,8 +16,8 @@ if [ -z "${KUSTOMIZE:-}" ]; then
 fi
 if [ -z "${HELM:-}" ]; then
 	HELM="$root/.bin/helm"
-	if [ ! -x "$HELM" ] || [ "$root/tools/helm/go.mod" -nt "$HELM" ]; then
-		(cd "$root/tools/helm" && GOWORK=off GOBIN="$root/.bin" go install tool)
+	if [ ! -x "$HELM" ] || [ "$root/tools/helm/go.mod" -nt "$HELM" ] || [ "$root/tools/helm/install.sh" -nt "$HELM" ]; then
+		"$root/tools/helm/install.sh" "$root/.bin"
 	fi
 fi
 export KUSTOMIZE HELM
