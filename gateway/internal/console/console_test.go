@@ -369,16 +369,22 @@ func TestEventLogIsARing(t *testing.T) {
 
 type stateFunc func(context.Context, int) ([]RateLimitBucket, error)
 
-func (f stateFunc) RateLimitBuckets(ctx context.Context, n int) ([]RateLimitBucket, error) { return f(ctx, n) }
+func (f stateFunc) RateLimitBuckets(ctx context.Context, n int) ([]RateLimitBucket, error) {
+	return f(ctx, n)
+}
 
 func TestRateLimitsPage(t *testing.T) {
 	for name, tc := range map[string]struct {
 		state RateLimitState
 		want  []string
 	}{
-		"no RPC":        {nil, []string{"not available"}},
-		"unimplemented": {stateFunc(func(context.Context, int) ([]RateLimitBucket, error) { return nil, status.Error(codes.Unimplemented, "unknown method") }), []string{"not available"}},
-		"failing":       {stateFunc(func(context.Context, int) ([]RateLimitBucket, error) { return nil, status.Error(codes.Unavailable, "indexer down") }), []string{"indexer down"}},
+		"no RPC": {nil, []string{"not available"}},
+		"unimplemented": {stateFunc(func(context.Context, int) ([]RateLimitBucket, error) {
+			return nil, status.Error(codes.Unimplemented, "unknown method")
+		}), []string{"not available"}},
+		"failing": {stateFunc(func(context.Context, int) ([]RateLimitBucket, error) {
+			return nil, status.Error(codes.Unavailable, "indexer down")
+		}), []string{"indexer down"}},
 		"state": {stateFunc(func(_ context.Context, n int) ([]RateLimitBucket, error) {
 			return []RateLimitBucket{{Key: "per-user|principal|<alice>", Tokens: 3.5, Burst: 20, RatePerSecond: 10, Updated: time.Now()}}, nil
 		}), []string{"per-user|principal|&lt;alice&gt;", "3.50", "10.000"}},

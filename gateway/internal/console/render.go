@@ -40,9 +40,9 @@ var funcs = template.FuncMap{
 		}
 		return d.AsDuration().Round(time.Microsecond).String()
 	},
-	"join": strings.Join,
-	"f4":   func(v float64) string { return fmt.Sprintf("%.4f", v) },
-	"add1": func(i int) int { return i + 1 },
+	"join":       strings.Join,
+	"f4":         func(v float64) string { return fmt.Sprintf("%.4f", v) },
+	"add1":       func(i int) int { return i + 1 },
 	"partKind":   func(k indexerv1.ScorePartKind) string { return partKinds[k] },
 	"termSource": func(s indexerv1.TermSource) string { return termSources[s] },
 }
