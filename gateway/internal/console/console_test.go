@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 )
 
@@ -281,6 +282,10 @@ func TestCatalogViewAsPrincipal(t *testing.T) {
 	if !strings.Contains(body, "/mcp/forecast") || !strings.Contains(body, "alpha_echo") || strings.Contains(body, "admin_reset") {
 		t.Fatalf("the forecast server as bob:\n%s", body)
 	}
+	// The kind tabs keep the server and the principal.
+	if !strings.Contains(body, `href="/console/catalog?kind=prompts&amp;server=forecast&amp;subject=bob&amp;groups=admins"`) {
+		t.Fatalf("the prompts tab loses the view:\n%s", body)
+	}
 	if code, body, _ := get(t, c, tc.srv.URL+"/console/catalog?server=nowhere"); code != http.StatusBadRequest || !strings.Contains(body, "no virtual server") {
 		t.Fatalf("an unknown server: %d\n%s", code, body)
 	}
@@ -401,5 +406,24 @@ func TestRateLimitsPage(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestReloadReplacesOperatorKeys(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	open := loggedIn(t, tc)
+	cfg := &config.Config{}
+	cfg.Gateway.Console.OperatorKeys = []string{"a-new-operator-key-after-reload"}
+	tc.Update(cfg)
+	if code, _ := tc.login(t, tc.client(t), testOperatorKey); code != http.StatusUnauthorized {
+		t.Fatalf("a removed key still logs in: %d", code)
+	}
+	if code, _ := tc.login(t, tc.client(t), "a-new-operator-key-after-reload"); code != http.StatusSeeOther {
+		t.Fatalf("the new key does not log in: %d", code)
+	}
+	// Sessions already open stay open; the servers are the new file's.
+	code, body, _ := get(t, open, tc.srv.URL+"/console/catalog?server=forecast")
+	if code != http.StatusBadRequest || !strings.Contains(body, "no virtual server") {
+		t.Fatalf("a server removed by the reload: %d\n%s", code, body)
 	}
 }
