@@ -29,6 +29,12 @@ forbid (principal == User::"mallory", action, resource == Tool::"shop_refund");
 `
 )
 
+// hostileSpec is a backend whose tool description is markup.
+const hostileSpec = `
+tools:
+  - {name: probe, description: "<img src=x onerror=alert(1)> probes", behaviour: echo}
+`
+
 // consoleBrowser is an operator's browser: a cookie jar, redirects not
 // followed (the test checks them).
 type consoleBrowser struct {
@@ -97,7 +103,7 @@ func TestConsoleAgainstTheRunningSystem(t *testing.T) {
 	}
 	aggregatorToken := "aggregator-" + strings.Repeat("c9", 16)
 	c := harness.Start(t, harness.Options{
-		Backends: []harness.Backend{{Name: "shop", Spec: pinnedSpec}, {Name: "notes"}},
+		Backends: []harness.Backend{{Name: "shop", Spec: pinnedSpec}, {Name: "notes"}, {Name: "hostile", Spec: hostileSpec}},
 		Configure: func(cfg *config.Config) {
 			cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials,
 				config.ServiceCredential{Name: "aggregator", Token: aggregatorToken, AssertPrincipals: true, Allow: config.AggregatorMethods},
@@ -135,10 +141,10 @@ func TestConsoleAgainstTheRunningSystem(t *testing.T) {
 		t.Fatalf("the operator key: %d to %q", code, loc)
 	}
 
-	// Backends: both, healthy, in their era, with the URL an operator sees.
-	harness.Eventually(t, "the backends page shows both backends healthy", 30*time.Second, func() error {
+	// Backends: each, healthy, in their era, with the URL an operator sees.
+	harness.Eventually(t, "the backends page shows every backend healthy", 30*time.Second, func() error {
 		body := b.page("/console/backends")
-		for _, name := range []string{"shop", "notes"} {
+		for _, name := range []string{"shop", "notes", "hostile"} {
 			row := regexp.MustCompile(`(?s)<tr data-backend="` + name + `"[^>]*>.*?</tr>`).FindString(body)
 			if !strings.Contains(row, ">healthy<") || !strings.Contains(row, "Modern") || !strings.Contains(row, c.BackendURLs[name]) {
 				return fmt.Errorf("backend %s: %q", name, row)
@@ -156,8 +162,13 @@ func TestConsoleAgainstTheRunningSystem(t *testing.T) {
 	if strings.Contains(asMallory, "shop_refund") || !strings.Contains(asMallory, "<code>shop_lookup</code>") {
 		t.Fatalf("shop-only as mallory shows what the policy hides from her:\n%s", asMallory)
 	}
-	if whole := b.page("/console/catalog?subject=alice"); !strings.Contains(whole, "<code>notes_echo</code>") {
+	whole := b.page("/console/catalog?subject=alice")
+	if !strings.Contains(whole, "<code>notes_echo</code>") {
 		t.Fatalf("/mcp as alice lacks notes_echo:\n%s", whole)
+	}
+	// A backend's markup is shown as text, never run.
+	if !strings.Contains(whole, "&lt;img src=x onerror=alert(1)&gt;") || strings.Contains(whole, "<img src=x") {
+		t.Fatalf("the hostile description is not escaped:\n%s", whole)
 	}
 
 	// Search: alice finds shop_refund, with its score's parts; mallory
