@@ -49,6 +49,9 @@ func site(t *testing.T) *httptest.Server {
 		}
 		page(w, viewportMeta, `<h1>Welcome</h1><table><tr><td class="name">alpha</td><td class="name">beta</td></tr></table>`)
 	})
+	mux.HandleFunc("GET /autofocus", func(w http.ResponseWriter, r *http.Request) {
+		page(w, viewportMeta, `<a href="/help">Help</a><form method="post" action="/login"><label for="key">Operator key</label> <input id="key" name="key" type="password" autofocus> <button>Sign in</button></form>`)
+	})
 	mux.HandleFunc("GET /wide", func(w http.ResponseWriter, r *http.Request) {
 		page(w, viewportMeta, `<h1>Wide</h1><div id="banner" style="width:900px">too wide</div>`)
 	})
@@ -100,6 +103,22 @@ func TestLoginByKeyboard(t *testing.T) {
 	// The phone's screenshot was saved before, numbered first.
 	if _, err := os.Stat(filepath.Join(filepath.Dir(path), "01-home-phone.png")); err != nil || filepath.Base(path) != "02-home.png" {
 		t.Fatalf("artefacts: %s, %v", path, err)
+	}
+}
+
+// TabTo walks the whole tab order: from a field that has the focus
+// already (autofocus), Tab leaves it, goes past the button and around to
+// the start of the page, back to the field.
+func TestTabToWrapsAround(t *testing.T) {
+	t.Setenv("SWITCHBOARD_ARTIFACTS", t.TempDir())
+	srv := site(t)
+	b := browser.New(t)
+	b.Navigate(srv.URL + "/autofocus")
+	b.WaitFor("autofocus", `document.activeElement === document.querySelector("#key")`)
+	n := b.TabTo("#key", 10)
+	// At least: the button, the link at the start, the field.
+	if n < 3 {
+		t.Fatalf("back to the field in %d Tabs, want the whole round", n)
 	}
 }
 
