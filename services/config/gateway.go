@@ -41,6 +41,8 @@ type Gateway struct {
 	ServerInfo ServerInfo    `yaml:"serverInfo"`
 	Timeouts   GatewayTiming `yaml:"timeouts"`
 	Streams    StreamLimits  `yaml:"streams"`
+	// Console is the operator console on the ops port (console.go).
+	Console Console `yaml:"console"`
 }
 
 // GatewayAuth selects how MCP callers authenticate.
@@ -301,6 +303,7 @@ func (g Gateway) WithDefaults() Gateway {
 	g.Timeouts.Request = Duration(g.Timeouts.Request.Or(DefaultRequestTimeout))
 	g.Auth.OIDC = g.Auth.OIDC.WithDefaults()
 	g.Timeouts.ClientInput = Duration(g.Timeouts.ClientInput.Or(DefaultClientInputTimeout))
+	g.Console = g.Console.WithDefaults()
 	if g.Optimizer.Limit <= 0 {
 		g.Optimizer.Limit = DefaultSearchLimit
 	}
@@ -344,7 +347,7 @@ func (g Gateway) Validate() error {
 	if s.MaxPrincipalStateBytes > 0 && s.MaxStateBytes > 0 && s.MaxPrincipalStateBytes > s.MaxStateBytes {
 		return fmt.Errorf("gateway.sessions.maxPrincipalStateBytes %d is more than maxStateBytes %d", s.MaxPrincipalStateBytes, s.MaxStateBytes)
 	}
-	return g.validateEdge()
+	return errors.Join(g.validateEdge(), g.validateConsole())
 }
 
 // orInt is v, or def when v is not positive (unset).

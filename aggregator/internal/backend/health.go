@@ -40,6 +40,8 @@ type Status struct {
 	// success): what everyone else is told.
 	Failure   Failure
 	LastCheck time.Time
+	// Latency is how long the last success took; 0 before the first.
+	Latency time.Duration
 	// Counts of the last successful listing.
 	Tools, Resources, ResourceTemplates, Prompts int
 }
@@ -75,6 +77,7 @@ func (h *healthTracker) success(latency time.Duration, lists *Lists) {
 	h.status.LastError = ""
 	h.status.Failure = FailureNone
 	h.status.LastCheck = time.Now()
+	h.status.Latency = latency
 	if lists != nil {
 		h.status.Tools, h.status.Resources = len(lists.Tools), len(lists.Resources)
 		h.status.ResourceTemplates, h.status.Prompts = len(lists.ResourceTemplates), len(lists.Prompts)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
@@ -66,6 +67,9 @@ func (s *Server) ListBackends(ctx context.Context, req *aggregatorv1.ListBackend
 		}
 		if !st.LastCheck.IsZero() {
 			msg.LastCheck = timestamppb.New(st.LastCheck)
+		}
+		if st.Latency > 0 {
+			msg.LastLatency = durationpb.New(st.Latency)
 		}
 		out.Backends = append(out.Backends, msg)
 	}

@@ -58,6 +58,11 @@ aggregator:
 	if v := backendHealth(t, h, "flaky").GetProtocolVersion(); v != "2025-11-25" {
 		t.Fatalf("auto against a Legacy-only backend negotiated %q", v)
 	}
+	// The latency of the last success, which the degraded threshold is
+	// compared with: a loopback backend answers within the probe timeout.
+	if l := backendHealth(t, h, "steady").GetLastLatency(); l == nil || l.AsDuration() <= 0 || l.AsDuration() > 500*time.Millisecond {
+		t.Fatalf("steady's last latency %v", l)
+	}
 
 	// A backend's protocol error comes back as BACKEND_ERROR with its detail
 	// (go-sdk answers a handler's plain Go error with code 0),

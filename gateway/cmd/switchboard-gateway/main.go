@@ -19,6 +19,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/edge"
 	"github.com/switchboard-mcp/switchboard/services/audit"
+	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/lifecycle"
@@ -100,12 +101,26 @@ func run(ctx context.Context, env lifecycle.Env) error {
 		IdleTimeout: 2 * time.Minute,
 	}
 	srv.RegisterOnShutdown(gw.Close)
+	var con *operatorConsole
 	if cfg.OpsListen != "" {
 		opsLis, err := net.Listen("tcp", cfg.OpsListen)
 		if err != nil {
 			return fmt.Errorf("listen %s: %w", cfg.OpsListen, err)
 		}
-		ops := opshttp.Handler(opshttp.GRPCServing(deps.AggregatorHealth, "aggregator"), reg, opshttp.Pprof(env.Config.Ops.Pprof))
+		var ops http.Handler = opshttp.Handler(opshttp.GRPCServing(deps.AggregatorHealth, "aggregator"), reg, opshttp.Pprof(env.Config.Ops.Pprof))
+		if cfg.Console.Enabled {
+			// The console is served on the ops port only, never on the
+			// MCP port (gateway.console).
+			if con, err = startConsole(env.Config, keepalive, env.Log); err != nil {
+				return err
+			}
+			defer con.close()
+			mux := http.NewServeMux()
+			mux.Handle("/console/", con.Handler())
+			mux.Handle("/", ops)
+			ops = mux
+			env.Log.Info("operator console serving", "url", "http://"+opsLis.Addr().String()+"/console/")
+		}
 		opsCtx, stopOps := context.WithCancel(ctx)
 		opsDone := make(chan struct{})
 		go func() { opshttp.Serve(opsCtx, opsLis, ops, env.Log); close(opsDone) }()
@@ -116,7 +131,17 @@ func run(ctx context.Context, env lifecycle.Env) error {
 	reloadCtx, stopReload := context.WithCancel(ctx)
 	reloadDone := make(chan struct{})
 	go func() {
-		env.WatchConfig(reloadCtx, reg, lifecycle.Reloader{Validate: edge.Validate, Apply: gw.Reload, Audit: deps.Audit})
+		apply := gw.Reload
+		if con != nil {
+			apply = func(c *config.Config) error {
+				if err := gw.Reload(c); err != nil {
+					return err
+				}
+				con.reload(c)
+				return nil
+			}
+		}
+		env.WatchConfig(reloadCtx, reg, lifecycle.Reloader{Validate: edge.Validate, Apply: apply, Audit: deps.Audit})
 		close(reloadDone)
 	}()
 	defer func() { stopReload(); <-reloadDone }()

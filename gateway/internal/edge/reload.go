@@ -22,7 +22,9 @@ var readKeys = []string{"gateway", "grpc", "serviceAuth.tls", "telemetry", "logg
 
 // liveKeys are those of readKeys that Reload applies ("reload" is applied
 // by the watch itself).
-var liveKeys = []string{"gateway.auth", "gateway.aggregator.token", "gateway.indexer.token", "servers", "reload"}
+var liveKeys = []string{"gateway.auth", "gateway.aggregator.token", "gateway.indexer.token", "servers", "reload",
+	// The console's (gateway/internal/console), applied by its Update.
+	"gateway.console.operatorKeys", "gateway.console.serviceToken"}
 
 // Validate checks everything the gateway reads in cfg, as at start and on
 // every reload: the sections (config.ValidateGateway), the TLS files, the

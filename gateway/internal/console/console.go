@@ -1,0 +1,173 @@
+// Package console is the operator console: server-rendered pages on the
+// gateway's ops port, under /console/, that show what the gateway is
+// doing (backends, the catalog of each virtual server as any principal
+// sees it, a search playground with the ranking explained, live events,
+// rate limits). Operators log in with an operator key or through the
+// OpenID provider; the pages read the aggregator and the indexer through
+// their documented gRPC APIs with the console's own service credential
+// (gateway.console.serviceToken), never the gateway's.
+//
+// Everything is plain HTML rendered by html/template (every value
+// escaped), with one stylesheet and no script; every response carries a
+// strict Content-Security-Policy and is never cached.
+package console
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+)
+
+// Deps are the console's connections, all made with the console's own
+// credential.
+type Deps struct {
+	Aggregator aggregatorv1.AggregatorServiceClient
+	// Indexer is nil when gateway.indexer is not configured: the pages
+	// that need it say so.
+	Indexer indexerv1.IndexerServiceClient
+	// RateLimits reads the state of the rate-limit buckets; nil, or one
+	// that answers Unimplemented, shows the state as not available.
+	RateLimits RateLimitState
+	// OIDC logs operators in through the OpenID provider; nil when
+	// gateway.console.oidc is not configured.
+	OIDC *OIDCLogin
+	Log  *slog.Logger
+}
+
+// callTimeout bounds each RPC a page makes.
+const callTimeout = 10 * time.Second
+
+// Console serves the pages.
+type Console struct {
+	deps       Deps
+	sealer     *sealer
+	sessionTTL time.Duration
+	// live is the part of the configuration a reload replaces.
+	live    atomic.Pointer[liveConfig]
+	fails   *failureLimiter
+	events  *eventLog
+	stopped context.CancelFunc
+	done    chan struct{}
+}
+
+// liveConfig is what the pages read from the configuration.
+type liveConfig struct {
+	operatorKeys [][]byte
+	servers      []string
+	rateLimits   config.RateLimits
+}
+
+// New builds the console from the whole configuration (gateway.console
+// enabled and validated) and starts its event watchers, which run until
+// Close.
+func New(cfg *config.Config, deps Deps) (*Console, error) {
+	if deps.Aggregator == nil {
+		return nil, errors.New("console: no aggregator connection")
+	}
+	if deps.Log == nil {
+		deps.Log = slog.Default()
+	}
+	s, err := newSealer()
+	if err != nil {
+		return nil, err
+	}
+	c := &Console{
+		deps:       deps,
+		sealer:     s,
+		sessionTTL: time.Duration(cfg.Gateway.Console.WithDefaults().SessionTTL),
+		fails:      newFailureLimiter(),
+		events:     newEventLog(maxEvents),
+		done:       make(chan struct{}),
+	}
+	c.Update(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	c.stopped = cancel
+	go func() { c.watch(ctx); close(c.done) }()
+	return c, nil
+}
+
+// Update applies a reloaded configuration: operator keys, servers, rate
+// limits. Sessions already open stay open until they expire.
+func (c *Console) Update(cfg *config.Config) {
+	l := &liveConfig{rateLimits: cfg.RateLimits}
+	for _, k := range cfg.Gateway.Console.OperatorKeys {
+		l.operatorKeys = append(l.operatorKeys, []byte(k))
+	}
+	for _, s := range cfg.Servers {
+		l.servers = append(l.servers, s.Name)
+	}
+	c.live.Store(l)
+}
+
+// Close stops the event watchers.
+func (c *Console) Close() {
+	c.stopped()
+	<-c.done
+}
+
+// Handler serves the console under /console/ (mount it at that path on
+// the ops port's mux).
+func (c *Console) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /console/static/console.css", serveCSS)
+	mux.HandleFunc("GET /console/login", c.loginPage)
+	mux.HandleFunc("POST /console/login", c.loginKey)
+	mux.HandleFunc("GET /console/oidc/start", c.oidcStart)
+	mux.HandleFunc("GET /console/oidc/callback", c.oidcCallback)
+	mux.Handle("POST /console/logout", c.authed(c.logout))
+	mux.Handle("GET /console/{$}", c.authed(func(w http.ResponseWriter, r *http.Request, _ session) {
+		http.Redirect(w, r, "/console/backends", http.StatusSeeOther)
+	}))
+	mux.Handle("GET /console/backends", c.authed(c.backendsPage))
+	mux.Handle("GET /console/catalog", c.authed(c.catalogPage))
+	mux.Handle("GET /console/search", c.authed(c.searchPage))
+	mux.Handle("GET /console/events", c.authed(c.eventsPage))
+	mux.Handle("GET /console/ratelimits", c.authed(c.rateLimitsPage))
+	mux.Handle("/console/", c.authed(func(w http.ResponseWriter, r *http.Request, s session) {
+		c.render(w, r, http.StatusNotFound, "notfound", page{Title: "Not found", Session: &s})
+	}))
+	return securityHeaders(mux)
+}
+
+// authed admits requests with a valid session; any other is sent to the
+// login page, and learns nothing else.
+func (c *Console) authed(h func(http.ResponseWriter, *http.Request, session)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, ok := c.sessionFrom(r)
+		if !ok {
+			target := "/console/login"
+			if r.Method == http.MethodGet && safeNext(r.URL.RequestURI()) != "" {
+				target += "?next=" + urlQueryEscape(r.URL.RequestURI())
+			}
+			http.Redirect(w, r, target, http.StatusSeeOther)
+			return
+		}
+		h(w, r, s)
+	})
+}
+
+// securityHeaders sets what every console response carries: no script,
+// no framing, no referrer, no sniffing, no caching.
+func securityHeaders(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", "default-src 'self'; script-src 'none'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+		hd.Set("X-Frame-Options", "DENY")
+		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("Cache-Control", "no-store")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// rpcContext bounds one page's calls.
+func rpcContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), callTimeout)
+}

@@ -1,0 +1,405 @@
+package console
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+)
+
+var consolePages = []string{"/console/", "/console/backends", "/console/catalog", "/console/search?q=weather", "/console/events", "/console/ratelimits", "/console/nowhere"}
+
+func checkSecurityHeaders(t *testing.T, what string, h http.Header) {
+	t.Helper()
+	for k, want := range map[string]string{
+		"Content-Security-Policy": "default-src 'self'",
+		"X-Frame-Options":         "DENY",
+		"Referrer-Policy":         "no-referrer",
+		"X-Content-Type-Options":  "nosniff",
+		"Cache-Control":           "no-store",
+	} {
+		if !strings.Contains(h.Get(k), want) {
+			t.Errorf("%s: %s is %q, want %q", what, k, h.Get(k), want)
+		}
+	}
+	if !strings.Contains(h.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
+		t.Errorf("%s: CSP %q allows framing", what, h.Get("Content-Security-Policy"))
+	}
+}
+
+func TestUnauthenticatedRequestsGoToLogin(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	c := tc.client(t)
+	for _, p := range consolePages {
+		code, body, h := get(t, c, tc.srv.URL+p)
+		if code != http.StatusSeeOther || !strings.HasPrefix(h.Get("Location"), "/console/login") {
+			t.Errorf("GET %s without a session: %d to %q", p, code, h.Get("Location"))
+		}
+		if strings.Contains(body, "alpha") {
+			t.Errorf("GET %s without a session shows data: %s", p, body)
+		}
+		checkSecurityHeaders(t, p, h)
+	}
+	if _, _, h := get(t, c, tc.srv.URL+"/console/backends"); h.Get("Location") != "/console/login?next=%2Fconsole%2Fbackends" {
+		t.Errorf("the login redirect does not come back: %q", h.Get("Location"))
+	}
+	if code, _, h := post(t, c, tc.srv.URL+"/console/logout", url.Values{}); code != http.StatusSeeOther || h.Get("Location") != "/console/login" {
+		t.Errorf("POST logout without a session: %d %q", code, h.Get("Location"))
+	}
+	code, body, h := get(t, c, tc.srv.URL+"/console/login")
+	if code != http.StatusOK || !strings.Contains(body, `name="key"`) || !strings.Contains(body, `<label for="key">`) || !strings.Contains(body, `href="#main"`) ||
+		!strings.Contains(body, `name="viewport"`) || strings.Contains(body, "<script") {
+		t.Errorf("login page %d:\n%s", code, body)
+	}
+	checkSecurityHeaders(t, "login", h)
+	if code, _, h := get(t, c, tc.srv.URL+"/console/static/console.css"); code != http.StatusOK || !strings.HasPrefix(h.Get("Content-Type"), "text/css") {
+		t.Errorf("stylesheet %d %q", code, h.Get("Content-Type"))
+	}
+}
+
+func TestLoginWithOperatorKey(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	c := tc.client(t)
+	if code, loc := tc.login(t, c, "not-an-operator-key"); code != http.StatusUnauthorized || loc != "" {
+		t.Fatalf("a wrong key: %d to %q", code, loc)
+	}
+	if code, _, _ := get(t, c, tc.srv.URL+"/console/backends"); code != http.StatusSeeOther {
+		t.Fatalf("a wrong key opened a session: %d", code)
+	}
+	_, body, _ := get(t, c, tc.srv.URL+"/console/login?next=/console/catalog%3Fkind%3Dprompts")
+	code, _, h := post(t, c, tc.srv.URL+"/console/login", url.Values{"csrf": {formValue(t, body, "csrf")}, "key": {testOperatorKey}, "next": {formValue(t, body, "next")}})
+	if code != http.StatusSeeOther || h.Get("Location") != "/console/catalog?kind=prompts" {
+		t.Fatalf("the operator key: %d to %q", code, h.Get("Location"))
+	}
+	var sc *http.Cookie
+	for _, ck := range (&http.Response{Header: h}).Cookies() {
+		if ck.Name == sessionCookie {
+			sc = ck
+		}
+	}
+	if sc == nil || !sc.HttpOnly || sc.SameSite != http.SameSiteStrictMode || sc.Path != "/console/" || sc.MaxAge <= 0 || sc.MaxAge > int(8*time.Hour/time.Second) {
+		t.Fatalf("session cookie %+v", sc)
+	}
+	if strings.Contains(sc.Value, testOperatorKey) || strings.Contains(sc.Value, "operator") {
+		t.Fatalf("the session cookie is not sealed: %s", sc.Value)
+	}
+	code, body, _ = get(t, c, tc.srv.URL+"/console/backends")
+	if code != http.StatusOK || !strings.Contains(body, "operator key 2") {
+		t.Fatalf("backends after login: %d\n%s", code, body)
+	}
+	// A next that leaves the console is not followed.
+	for _, next := range []string{"//evil.example/console/", "https://evil.example/", "/console/login", "/elsewhere"} {
+		c2 := tc.client(t)
+		_, body, _ := get(t, c2, tc.srv.URL+"/console/login")
+		_, _, h := post(t, c2, tc.srv.URL+"/console/login", url.Values{"csrf": {formValue(t, body, "csrf")}, "key": {testOperatorKey}, "next": {next}})
+		if h.Get("Location") != "/console/backends" {
+			t.Errorf("next %q sent the operator to %q", next, h.Get("Location"))
+		}
+	}
+}
+
+func TestLoginNeedsTheFormsCSRFToken(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	other := startConsole(t, nil, nil)
+	c := tc.client(t)
+	get(t, c, tc.srv.URL+"/console/login")
+	for name, csrf := range map[string]string{"none": "", "wrong": randomToken()} {
+		if code, _, _ := post(t, c, tc.srv.URL+"/console/login", url.Values{"csrf": {csrf}, "key": {testOperatorKey}}); code != http.StatusForbidden {
+			t.Errorf("%s CSRF token: %d", name, code)
+		}
+	}
+	// A form (and its cookie) from another console process does not open
+	// here: each process seals with its own key.
+	oc := other.client(t)
+	_, body, _ := get(t, oc, other.srv.URL+"/console/login")
+	u, _ := url.Parse(other.srv.URL + "/console/")
+	stolen := oc.Jar.Cookies(u)
+	fresh := tc.client(t)
+	fresh.Jar.SetCookies(mustURL(t, tc.srv.URL+"/console/"), stolen)
+	if code, _, _ := post(t, fresh, tc.srv.URL+"/console/login", url.Values{"csrf": {formValue(t, body, "csrf")}, "key": {testOperatorKey}}); code != http.StatusForbidden {
+		t.Errorf("another process's login form: %d", code)
+	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func TestTamperedCookiesAreRefused(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	base := mustURL(t, tc.srv.URL+"/console/")
+	try := func(name, value string) int {
+		c := tc.client(t)
+		c.Jar.SetCookies(base, []*http.Cookie{{Name: name, Value: value, Path: "/console/"}})
+		code, _, _ := get(t, c, tc.srv.URL+"/console/backends")
+		return code
+	}
+	good, _ := tc.sealer.seal(purposeSession, session{Operator: "x", CSRF: "y", Expires: time.Now().Add(time.Hour).Unix()})
+	if try(sessionCookie, good) != http.StatusOK {
+		t.Fatal("a good session is refused")
+	}
+	raw := []byte(good)
+	raw[len(raw)/2] ^= 1
+	expired, _ := tc.sealer.seal(purposeSession, session{Operator: "x", CSRF: "y", Expires: time.Now().Add(-time.Second).Unix()})
+	asLogin, _ := tc.sealer.seal(purposeLogin, session{Operator: "x", CSRF: "y", Expires: time.Now().Add(time.Hour).Unix()})
+	for name, v := range map[string]string{
+		"flipped": string(raw), "expired": expired, "login cookie as session": asLogin, "garbage": "not-base64!", "empty": "",
+		"huge": strings.Repeat("A", maxCookieBytes+1),
+	} {
+		if code := try(sessionCookie, v); code != http.StatusSeeOther {
+			t.Errorf("%s session cookie: %d", name, code)
+		}
+	}
+}
+
+func TestFailedLoginsAreLimited(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	c := tc.client(t)
+	for i := range maxFailures {
+		if code, _ := tc.login(t, c, "wrong-key"); code != http.StatusUnauthorized {
+			t.Fatalf("failure %d: %d", i, code)
+		}
+	}
+	_, body, _ := get(t, c, tc.srv.URL+"/console/login")
+	code, _, h := post(t, c, tc.srv.URL+"/console/login", url.Values{"csrf": {formValue(t, body, "csrf")}, "key": {testOperatorKey}})
+	if code != http.StatusTooManyRequests || h.Get("Retry-After") == "" {
+		t.Fatalf("after %d failures the right key got %d (Retry-After %q)", maxFailures, code, h.Get("Retry-After"))
+	}
+}
+
+func TestFailureLimiterIsBounded(t *testing.T) {
+	now := time.Unix(1000, 0)
+	l := newFailureLimiter()
+	l.now = func() time.Time { return now }
+	for i := range maxFailureClients + 100 {
+		l.failed("10.0." + string(rune('a'+i%26)) + "." + time.Duration(i).String())
+	}
+	if n := len(l.clients); n > maxFailureClients+1 {
+		t.Fatalf("%d clients held, bound %d", n, maxFailureClients)
+	}
+	// The overflow shares one entry: 100 failures there block every
+	// address not in the table.
+	if _, blocked := l.blocked("192.0.2.1"); !blocked {
+		t.Fatal("an unknown address is not limited while the table is full")
+	}
+	now = now.Add(failureWindow)
+	if _, blocked := l.blocked("192.0.2.1"); blocked {
+		t.Fatal("still blocked after the window")
+	}
+	l.failed("192.0.2.1")
+	if len(l.clients) != 1 {
+		t.Fatalf("expired entries are not pruned: %d held", len(l.clients))
+	}
+}
+
+func loggedIn(t *testing.T, tc *testConsole) *http.Client {
+	t.Helper()
+	c := tc.client(t)
+	if code, _ := tc.login(t, c, testOperatorKey); code != http.StatusSeeOther {
+		t.Fatalf("login: %d", code)
+	}
+	return c
+}
+
+func TestLogout(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	c := loggedIn(t, tc)
+	_, body, _ := get(t, c, tc.srv.URL+"/console/backends")
+	if code, _, _ := post(t, c, tc.srv.URL+"/console/logout", url.Values{"csrf": {"forged"}}); code != http.StatusForbidden {
+		t.Fatalf("logout with a forged token: %d", code)
+	}
+	code, _, h := post(t, c, tc.srv.URL+"/console/logout", url.Values{"csrf": {formValue(t, body, "csrf")}})
+	if code != http.StatusSeeOther || h.Get("Location") != "/console/login" {
+		t.Fatalf("logout: %d %q", code, h.Get("Location"))
+	}
+	if code, _, _ := get(t, c, tc.srv.URL+"/console/backends"); code != http.StatusSeeOther {
+		t.Fatalf("after logout: %d", code)
+	}
+}
+
+func TestBackendsPageEscapesWhatItShows(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	code, body, h := get(t, loggedIn(t, tc), tc.srv.URL+"/console/backends")
+	if code != http.StatusOK {
+		t.Fatalf("backends %d\n%s", code, body)
+	}
+	checkSecurityHeaders(t, "backends", h)
+	for _, want := range []string{
+		`data-backend="alpha"`, "healthy", "Modern", "2026-07-28", "3ms", "http://alpha.internal/mcp",
+		"&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;", "unhealthy", "Legacy", "connection refused &lt;b&gt;",
+		"7 tool documents", `aria-current="page"`, `class="scroll"`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("backends page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, hostileName) || strings.Contains(body, "refused <b>") {
+		t.Errorf("a hostile name is not escaped:\n%s", body)
+	}
+}
+
+func TestCatalogViewAsPrincipal(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	c := loggedIn(t, tc)
+	code, body, _ := get(t, c, tc.srv.URL+"/console/catalog")
+	if code != http.StatusOK || !strings.Contains(body, "alpha_echo") || strings.Contains(body, "admin_reset") || !strings.Contains(body, "the anonymous principal") {
+		t.Fatalf("catalog as anonymous %d:\n%s", code, body)
+	}
+	// The test aggregator pages one tool at a time: follow the pager.
+	seen := map[string]bool{}
+	next := "/console/catalog?subject=bob&groups=admins"
+	for range 10 {
+		_, body, _ = get(t, c, tc.srv.URL+next)
+		for _, n := range testToolNames {
+			if strings.Contains(body, "<code>"+n+"</code>") {
+				seen[n] = true
+			}
+		}
+		i := strings.Index(body, `rel="next" href="`)
+		if i < 0 {
+			break
+		}
+		rest := body[i+len(`rel="next" href="`):]
+		next = strings.ReplaceAll(rest[:strings.IndexByte(rest, '"')], "&amp;", "&")
+	}
+	if len(seen) != len(testToolNames) || !strings.Contains(body, "bob (groups admins)") {
+		t.Fatalf("bob of admins paged through %v", seen)
+	}
+	_, body, _ = get(t, c, tc.srv.URL+"/console/catalog?server=forecast&subject=bob&groups=admins")
+	if !strings.Contains(body, "/mcp/forecast") || !strings.Contains(body, "alpha_echo") || strings.Contains(body, "admin_reset") {
+		t.Fatalf("the forecast server as bob:\n%s", body)
+	}
+	if code, body, _ := get(t, c, tc.srv.URL+"/console/catalog?server=nowhere"); code != http.StatusBadRequest || !strings.Contains(body, "no virtual server") {
+		t.Fatalf("an unknown server: %d\n%s", code, body)
+	}
+	if code, _, _ := get(t, c, tc.srv.URL+"/console/catalog?subject="+strings.Repeat("x", maxSubjectBytes+1)); code != http.StatusBadRequest {
+		t.Fatalf("an overlong subject: %d", code)
+	}
+	if code, body, _ := get(t, c, tc.srv.URL+"/console/catalog?kind=prompts"); code != http.StatusOK || !strings.Contains(body, "says &lt;i&gt;hi&lt;/i&gt;") {
+		t.Fatalf("prompts %d:\n%s", code, body)
+	}
+	if code, body, _ := get(t, c, tc.srv.URL+"/console/catalog?kind=nonsense"); code != http.StatusBadRequest || !strings.Contains(body, "no such list") {
+		t.Fatalf("an unknown kind: %d\n%s", code, body)
+	}
+	if code, _, _ := get(t, c, tc.srv.URL+"/console/catalog?kind=resources"); code != http.StatusBadGateway {
+		t.Fatalf("a failing list (the test aggregator has no ListResources): %d", code)
+	}
+}
+
+func TestSearchPlaygroundExplains(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	c := loggedIn(t, tc)
+	code, body, _ := get(t, c, tc.srv.URL+"/console/search?q=alpha")
+	if code != http.StatusOK {
+		t.Fatalf("search %d\n%s", code, body)
+	}
+	for _, want := range []string{`data-tool="alpha_echo"`, `data-tool="alpha_time"`, "0.7500", "exact <code>alpha</code>: +0.5000", "trigram <code>alphaecho</code>: +0.2500", "among 3 tools in scope"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("search page lacks %q", want)
+		}
+	}
+	_, body, _ = get(t, c, tc.srv.URL+"/console/search?q=admin")
+	if strings.Contains(body, `data-tool="admin_reset"`) || !strings.Contains(body, "No tool matched") {
+		t.Errorf("the anonymous principal found admin_reset:\n%s", body)
+	}
+	_, body, _ = get(t, c, tc.srv.URL+"/console/search?q=admin&subject=bob&groups=admins")
+	if !strings.Contains(body, `data-tool="admin_reset"`) {
+		t.Errorf("bob of admins does not find admin_reset:\n%s", body)
+	}
+	if code, body, _ := get(t, c, tc.srv.URL+"/console/search"); code != http.StatusOK || strings.Contains(body, "hits for") {
+		t.Errorf("an empty search ran: %d", code)
+	}
+}
+
+func TestEventsPage(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	c := loggedIn(t, tc)
+	tc.agg.changes <- &aggregatorv1.WatchCatalogResponse{CatalogVersion: 43, Changed: []aggregatorv1.CatalogKind{aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS}}
+	deadline := time.Now().Add(10 * time.Second)
+	var body string
+	for {
+		_, body, _ = get(t, c, tc.srv.URL+"/console/events")
+		if strings.Contains(body, "tools changed (catalog version 43)") && strings.Contains(body, "alpha/time approved at digest cccc") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the events page never showed the change and the approval:\n%s", body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, want := range []string{"<th scope=\"row\">echo</th>", "bbbb", "alice", "mallory", "Reload every 10 seconds"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("events page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, `http-equiv="refresh"`) {
+		t.Error("the page reloads itself without being asked to")
+	}
+	_, body, _ = get(t, c, tc.srv.URL+"/console/events?outcome=denied&live=1")
+	if strings.Contains(body, "alice") || !strings.Contains(body, "mallory") || !strings.Contains(body, `http-equiv="refresh" content="10"`) {
+		t.Errorf("filtered live events:\n%s", body)
+	}
+}
+
+func TestEventLogIsARing(t *testing.T) {
+	l := newEventLog(3)
+	for _, d := range []string{"a", "b", "c", "d", "e"} {
+		l.add("x", d)
+	}
+	var got []string
+	for _, e := range l.recent() {
+		got = append(got, e.Detail)
+	}
+	if strings.Join(got, "") != "edc" {
+		t.Fatalf("recent %v, want e d c", got)
+	}
+}
+
+type stateFunc func(context.Context, int) ([]RateLimitBucket, error)
+
+func (f stateFunc) RateLimitBuckets(ctx context.Context, n int) ([]RateLimitBucket, error) {
+	return f(ctx, n)
+}
+
+func TestRateLimitsPage(t *testing.T) {
+	for name, tc := range map[string]struct {
+		state RateLimitState
+		want  []string
+	}{
+		"no RPC": {nil, []string{"not available"}},
+		"unimplemented": {stateFunc(func(context.Context, int) ([]RateLimitBucket, error) {
+			return nil, status.Error(codes.Unimplemented, "unknown method")
+		}), []string{"not available"}},
+		"failing": {stateFunc(func(context.Context, int) ([]RateLimitBucket, error) {
+			return nil, status.Error(codes.Unavailable, "indexer down")
+		}), []string{"indexer down"}},
+		"state": {stateFunc(func(_ context.Context, n int) ([]RateLimitBucket, error) {
+			return []RateLimitBucket{{Key: "per-user|principal|<alice>", Tokens: 3.5, Burst: 20, RatePerSecond: 10, Updated: time.Now()}}, nil
+		}), []string{"per-user|principal|&lt;alice&gt;", "3.50", "10.000"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			con := startConsole(t, tc.state, nil)
+			code, body, _ := get(t, loggedIn(t, con), con.srv.URL+"/console/ratelimits")
+			if code != http.StatusOK {
+				t.Fatalf("%d\n%s", code, body)
+			}
+			for _, want := range append(tc.want, "per-user", "10/s", "groups &lt;users&gt;", "let through") {
+				if !strings.Contains(body, want) {
+					t.Errorf("rate limits page lacks %q:\n%s", want, body)
+				}
+			}
+		})
+	}
+}

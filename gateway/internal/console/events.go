@@ -1,0 +1,204 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+)
+
+// Bounds of the live events.
+const (
+	// maxEvents is the ring buffer of recent events the page shows.
+	maxEvents = 200
+	// auditTail is how many audit events the page shows.
+	auditTail = 50
+	// pendingShown is how many pending tool definitions the page shows.
+	pendingShown = 100
+	// liveRefresh is the reload interval of the page in live mode.
+	liveRefresh = 10
+	// Watch reconnection back-off.
+	watchMinBackoff = time.Second
+	watchMaxBackoff = 30 * time.Second
+)
+
+// event is one thing the console's watchers heard.
+type event struct {
+	Time   time.Time
+	Kind   string
+	Detail string
+}
+
+// eventLog is a bounded ring buffer of recent events.
+type eventLog struct {
+	mu     sync.Mutex
+	events []event
+	next   int
+	full   bool
+}
+
+func newEventLog(n int) *eventLog { return &eventLog{events: make([]event, n)} }
+
+func (l *eventLog) add(kind, detail string) {
+	l.mu.Lock()
+	l.events[l.next] = event{Time: time.Now(), Kind: kind, Detail: detail}
+	l.next = (l.next + 1) % len(l.events)
+	l.full = l.full || l.next == 0
+	l.mu.Unlock()
+}
+
+// recent returns the events, newest first.
+func (l *eventLog) recent() []event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []event
+	if l.full {
+		out = append(out, l.events[l.next:]...)
+	}
+	out = append(out, l.events[:l.next]...)
+	slices.Reverse(out)
+	return out
+}
+
+var kindNames = map[aggregatorv1.CatalogKind]string{
+	aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS:              "tools",
+	aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCES:          "resources",
+	aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCE_TEMPLATES: "resource templates",
+	aggregatorv1.CatalogKind_CATALOG_KIND_PROMPTS:            "prompts",
+}
+
+// watch follows the catalog's changes (every change, whoever's view) and
+// the approvals of pinned tool definitions into the event log, until ctx
+// ends, reconnecting with back-off.
+func (c *Console) watch(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { c.follow(ctx, "catalog watch", c.watchCatalog) })
+	if c.deps.Indexer != nil {
+		wg.Go(func() { c.follow(ctx, "tool definitions watch", c.watchDefinitions) })
+	}
+	wg.Wait()
+}
+
+// follow runs one watch again and again; a watch that ran a while resets
+// the back-off.
+func (c *Console) follow(ctx context.Context, what string, run func(context.Context) error) {
+	backoff := watchMinBackoff
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := run(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		c.events.add("watch", fmt.Sprintf("%s ended: %v (reconnecting)", what, err))
+		if time.Since(start) > watchMaxBackoff {
+			backoff = watchMinBackoff
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, watchMaxBackoff)
+	}
+}
+
+func (c *Console) watchCatalog(ctx context.Context) error {
+	stream, err := c.deps.Aggregator.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{AllChanges: true})
+	if err != nil {
+		return err
+	}
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		if len(ev.GetChanged()) == 0 {
+			c.events.add("watch", fmt.Sprintf("catalog watch open at version %d", ev.GetCatalogVersion()))
+			continue
+		}
+		var kinds []string
+		for _, k := range ev.GetChanged() {
+			kinds = append(kinds, kindNames[k])
+		}
+		c.events.add("list_changed", fmt.Sprintf("%s changed (catalog version %d)", strings.Join(kinds, ", "), ev.GetCatalogVersion()))
+	}
+}
+
+func (c *Console) watchDefinitions(ctx context.Context) error {
+	stream, err := c.deps.Indexer.WatchToolDefinitions(ctx, &indexerv1.WatchToolDefinitionsRequest{})
+	if err != nil {
+		return err
+	}
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		if ev.GetResync() {
+			c.events.add("watch", "tool definitions watch (re)synchronised")
+		}
+		for _, a := range ev.GetApprovals() {
+			c.events.add("approval", fmt.Sprintf("%s/%s approved at digest %s", a.GetBackend(), a.GetTool(), a.GetDigest()))
+		}
+	}
+}
+
+type eventsData struct {
+	Live    bool
+	Events  []event
+	Pending []*indexerv1.ToolDefinition
+	// PendingNote and AuditNote say why a section is empty or missing.
+	PendingNote, AuditNote string
+	Audit                  []*indexerv1.AuditEvent
+	Kind, Outcome, Subject string
+	// LiveURL and StillURL switch live mode on and off.
+	LiveURL, StillURL string
+}
+
+// eventsPage shows the recent events, the quarantined (pending) tool
+// definitions and the tail of the audit trail; ?live=1 reloads it every
+// few seconds (no script: a meta refresh).
+func (c *Console) eventsPage(w http.ResponseWriter, r *http.Request, s session) {
+	q := r.URL.Query()
+	d := eventsData{Live: q.Get("live") == "1", Events: c.events.recent(), Kind: q.Get("kind"), Outcome: q.Get("outcome"), Subject: q.Get("subject")}
+	p := page{Title: "Live events", Active: "events", Session: &s, Data: &d}
+	if len(d.Kind) > maxGroupBytes || len(d.Outcome) > maxGroupBytes || len(d.Subject) > maxSubjectBytes {
+		p.Error = "a filter is too long"
+		c.render(w, r, http.StatusBadRequest, "events", p)
+		return
+	}
+	filters := url.Values{"kind": {d.Kind}, "outcome": {d.Outcome}, "subject": {d.Subject}}
+	d.StillURL = "/console/events?" + filters.Encode()
+	filters.Set("live", "1")
+	d.LiveURL = "/console/events?" + filters.Encode()
+	if d.Live {
+		p.Refresh = liveRefresh
+	}
+	if c.deps.Indexer == nil {
+		d.PendingNote, d.AuditNote = "gateway.indexer is not configured.", "gateway.indexer is not configured."
+		c.render(w, r, http.StatusOK, "events", p)
+		return
+	}
+	ctx, cancel := rpcContext(r)
+	defer cancel()
+	if resp, err := c.deps.Indexer.ListToolDefinitions(ctx, &indexerv1.ListToolDefinitionsRequest{PageSize: pendingShown}); err != nil {
+		_, d.PendingNote = rpcFailure("ListToolDefinitions", err)
+	} else {
+		d.Pending = resp.GetDefinitions()
+	}
+	if resp, err := c.deps.Indexer.QueryAuditEvents(ctx, &indexerv1.QueryAuditEventsRequest{
+		Kind: d.Kind, Outcome: d.Outcome, Subject: d.Subject, PageSize: auditTail,
+	}); err != nil {
+		_, d.AuditNote = rpcFailure("QueryAuditEvents", err)
+	} else {
+		d.Audit = resp.GetEvents()
+	}
+	c.render(w, r, http.StatusOK, "events", p)
+}

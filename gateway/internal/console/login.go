@@ -1,0 +1,106 @@
+package console
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"strconv"
+)
+
+// maxFormBytes bounds a posted form.
+const maxFormBytes = 16 << 10
+
+// loginData is the login page's content.
+type loginData struct {
+	CSRF string
+	Next string
+	// Keys and OIDC say which login methods are offered.
+	Keys, OIDC bool
+}
+
+// loginPage shows the login forms, with a fresh login cookie (CSRF).
+func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
+	c.showLogin(w, r, http.StatusOK, safeNext(r.URL.Query().Get("next")), "")
+}
+
+func (c *Console) showLogin(w http.ResponseWriter, r *http.Request, code int, next, failure string) {
+	l, err := c.startLogin(w, r, loginState{})
+	if err != nil {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	c.render(w, r, code, "login", page{Title: "Log in", Error: failure, Data: loginData{
+		CSRF: l.CSRF, Next: next, Keys: len(c.live.Load().operatorKeys) > 0, OIDC: c.deps.OIDC != nil,
+	}})
+}
+
+// loginKey checks an operator key posted by the login form.
+func (c *Console) loginKey(w http.ResponseWriter, r *http.Request) {
+	client := clientOf(r)
+	if wait, blocked := c.fails.blocked(client); blocked {
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+		c.showLogin(w, r, http.StatusTooManyRequests, "", "Too many failed logins from this address: wait a minute and try again.")
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		c.showLogin(w, r, http.StatusBadRequest, "", "The form could not be read.")
+		return
+	}
+	next := safeNext(r.PostForm.Get("next"))
+	l, ok := c.loginFrom(r)
+	if !ok || !tokensEqual(l.CSRF, r.PostForm.Get("csrf")) {
+		c.showLogin(w, r, http.StatusForbidden, next, "The login form expired or did not come from this console: try again.")
+		return
+	}
+	n := c.matchKey(r.PostForm.Get("key"))
+	if n == 0 {
+		c.fails.failed(client)
+		c.deps.Log.Warn("console: failed login", "method", "key", "client", client)
+		c.showLogin(w, r, http.StatusUnauthorized, next, "That is not an operator key.")
+		return
+	}
+	c.fails.succeeded(client)
+	operator := fmt.Sprintf("operator key %d", n)
+	if err := c.startSession(w, r, operator, "key"); err != nil {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	c.deps.Log.Info("console: login", "operator", operator, "method", "key", "client", client)
+	if next == "" {
+		next = "/console/backends"
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// matchKey returns the 1-based index of the operator key equal to key, or
+// 0. Every key is compared, as SHA-256 digests in constant time, so the
+// time taken tells neither which key nor how much of one matched, nor its
+// length.
+func (c *Console) matchKey(key string) int {
+	if key == "" {
+		return 0
+	}
+	got := sha256.Sum256([]byte(key))
+	match := 0
+	for i, k := range c.live.Load().operatorKeys {
+		want := sha256.Sum256(k)
+		if subtle.ConstantTimeCompare(got[:], want[:]) == 1 {
+			match = i + 1
+		}
+	}
+	return match
+}
+
+// logout ends the session; the form must carry the session's CSRF token.
+func (c *Console) logout(w http.ResponseWriter, r *http.Request, s session) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil || !tokensEqual(s.CSRF, r.PostForm.Get("csrf")) {
+		http.Error(w, "forbidden: the form did not come from this session", http.StatusForbidden)
+		return
+	}
+	setCookie(w, r, sessionCookie, "", 0)
+	c.deps.Log.Info("console: logout", "operator", s.Operator)
+	http.Redirect(w, r, "/console/login", http.StatusSeeOther)
+}

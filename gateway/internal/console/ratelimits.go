@@ -1,0 +1,103 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+)
+
+// maxBuckets is the most bucket states the page asks for.
+const maxBuckets = 500
+
+// RateLimitBucket is the state of one rate-limit bucket.
+type RateLimitBucket struct {
+	// Key is the bucket's key: the limit's name and the value it counts.
+	Key string
+	// Tokens is what the bucket holds now (it refills at RatePerSecond up
+	// to Burst).
+	Tokens        float64
+	RatePerSecond float64
+	Burst         uint32
+	// Updated is when tokens were last taken.
+	Updated time.Time
+}
+
+// RateLimitState reads the buckets' state from the indexer (its
+// ListRateLimitBuckets RPC). An implementation whose indexer does not
+// have the RPC answers a status with code Unimplemented: the page then
+// shows the state as not available.
+type RateLimitState interface {
+	RateLimitBuckets(ctx context.Context, limit int) ([]RateLimitBucket, error)
+}
+
+// limitRow is one configured limit.
+type limitRow struct {
+	config.RateLimit
+	Methods, Match string
+}
+
+type rateLimitsData struct {
+	OnUnavailable string
+	Limits        []limitRow
+	Buckets       []RateLimitBucket
+	// StateNote says why the state is not shown.
+	StateNote string
+}
+
+// rateLimitsPage shows the configured limits (rateLimits) and the state
+// of their buckets.
+func (c *Console) rateLimitsPage(w http.ResponseWriter, r *http.Request, s session) {
+	rl := c.live.Load().rateLimits
+	d := rateLimitsData{OnUnavailable: rl.EffectiveOnUnavailable()}
+	for _, l := range rl.Limits {
+		methods := l.Methods
+		if len(methods) == 0 {
+			methods = config.RateLimitMethods
+		}
+		d.Limits = append(d.Limits, limitRow{RateLimit: l, Methods: strings.Join(methods, ", "), Match: describeMatch(l.Match)})
+	}
+	p := page{Title: "Rate limits", Active: "ratelimits", Session: &s, Data: &d}
+	switch {
+	case c.deps.RateLimits == nil:
+		d.StateNote = "Bucket state is not available from this indexer."
+	default:
+		ctx, cancel := rpcContext(r)
+		defer cancel()
+		buckets, err := c.deps.RateLimits.RateLimitBuckets(ctx, maxBuckets)
+		switch {
+		case status.Code(err) == codes.Unimplemented || errors.Is(err, errors.ErrUnsupported):
+			d.StateNote = "Bucket state is not available from this indexer."
+		case err != nil:
+			_, d.StateNote = rpcFailure("ListRateLimitBuckets", err)
+		default:
+			d.Buckets = buckets
+		}
+	}
+	c.render(w, r, http.StatusOK, "ratelimits", p)
+}
+
+// describeMatch writes a limit's match as text.
+func describeMatch(m config.RateLimitMatch) string {
+	var parts []string
+	add := func(what string, v []string) {
+		if len(v) > 0 {
+			parts = append(parts, what+" "+strings.Join(v, ", "))
+		}
+	}
+	add("principals", m.Principals)
+	add("groups", m.Groups)
+	add("tools", m.Tools)
+	add("backends", m.Backends)
+	add("servers", m.Servers)
+	if len(parts) == 0 {
+		return "everything"
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,201 @@
+package console
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+)
+
+// Cookies. Both are sealed (AES-256-GCM) with the process's key, so a
+// client can neither read nor forge nor alter them, and both are scoped to
+// the console's path.
+const (
+	// sessionCookie carries a logged-in operator's session.
+	sessionCookie = "switchboard_console"
+	// loginCookie carries the CSRF token of the login form, and during an
+	// OIDC login its state, nonce and PKCE verifier.
+	loginCookie = "switchboard_console_login"
+	cookiePath  = "/console/"
+	// maxCookieBytes bounds a cookie value the console will try to open.
+	maxCookieBytes = 4096
+	// loginTTL bounds how long a login form (or an OIDC round trip) may
+	// take.
+	loginTTL = 10 * time.Minute
+)
+
+// Purposes are bound into each seal as associated data, so a sealed value
+// made for one cookie cannot be replayed as the other.
+const (
+	purposeSession = "switchboard-console-session"
+	purposeLogin   = "switchboard-console-login"
+)
+
+// session is what the session cookie holds.
+type session struct {
+	// Operator names who logged in: "operator key N" or the OIDC subject.
+	Operator string `json:"op"`
+	// Method is "key" or "oidc".
+	Method string `json:"m"`
+	// CSRF is the token every POST form of the session carries.
+	CSRF    string `json:"csrf"`
+	Expires int64  `json:"exp"`
+}
+
+// loginState is what the login cookie holds.
+type loginState struct {
+	CSRF    string `json:"csrf"`
+	Expires int64  `json:"exp"`
+	// OIDC round trip: the state and nonce sent to the provider, the PKCE
+	// verifier, and where to go afterwards.
+	State    string `json:"st,omitempty"`
+	Nonce    string `json:"n,omitempty"`
+	Verifier string `json:"v,omitempty"`
+	Next     string `json:"next,omitempty"`
+}
+
+// sealer seals and opens cookie values. Its key is random per process
+// (see New): sessions end when the gateway restarts and hold on the
+// replica that made them, which suits a console reached on one pod's ops
+// port, and no key has to be distributed or rotated.
+type sealer struct {
+	aead cipher.AEAD
+}
+
+func newSealer() (*sealer, error) {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	return &sealer{aead: aead}, nil
+}
+
+func (s *sealer) seal(purpose string, v any) (string, error) {
+	plain, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	nonce := make([]byte, s.aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(s.aead.Seal(nonce, nonce, plain, []byte(purpose))), nil
+}
+
+var errBadSeal = errors.New("console: cookie does not open")
+
+func (s *sealer) open(purpose, value string, v any) error {
+	if value == "" || len(value) > maxCookieBytes {
+		return errBadSeal
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(value)
+	if err != nil || len(raw) < s.aead.NonceSize() {
+		return errBadSeal
+	}
+	n := s.aead.NonceSize()
+	plain, err := s.aead.Open(nil, raw[:n], raw[n:], []byte(purpose))
+	if err != nil {
+		return errBadSeal
+	}
+	if json.Unmarshal(plain, v) != nil {
+		return errBadSeal
+	}
+	return nil
+}
+
+// randomToken is 32 random bytes, base64url.
+func randomToken() string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic("console: no randomness: " + err.Error())
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// tokensEqual compares two tokens in constant time; empty never matches.
+func tokensEqual(a, b string) bool {
+	return a != "" && b != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+// setCookie writes a console cookie: HttpOnly, SameSite=Strict, on the
+// console's path, Secure when the request came over HTTPS. maxAge 0
+// deletes it.
+func setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge time.Duration) {
+	c := &http.Cookie{
+		Name: name, Value: value, Path: cookiePath,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+	}
+	if maxAge > 0 {
+		c.MaxAge = int(maxAge / time.Second)
+		c.Expires = time.Now().Add(maxAge)
+	} else {
+		c.MaxAge = -1
+	}
+	http.SetCookie(w, c)
+}
+
+// sessionFrom returns the request's valid, unexpired session.
+func (c *Console) sessionFrom(r *http.Request) (session, bool) {
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return session{}, false
+	}
+	var s session
+	if c.sealer.open(purposeSession, ck.Value, &s) != nil || s.CSRF == "" || s.Operator == "" {
+		return session{}, false
+	}
+	if time.Now().Unix() >= s.Expires {
+		return session{}, false
+	}
+	return s, true
+}
+
+// startSession sets the session cookie for operator.
+func (c *Console) startSession(w http.ResponseWriter, r *http.Request, operator, method string) error {
+	ttl := c.sessionTTL
+	v, err := c.sealer.seal(purposeSession, session{Operator: operator, Method: method, CSRF: randomToken(), Expires: time.Now().Add(ttl).Unix()})
+	if err != nil {
+		return err
+	}
+	setCookie(w, r, sessionCookie, v, ttl)
+	setCookie(w, r, loginCookie, "", 0)
+	return nil
+}
+
+// loginFrom returns the request's valid login state.
+func (c *Console) loginFrom(r *http.Request) (loginState, bool) {
+	ck, err := r.Cookie(loginCookie)
+	if err != nil {
+		return loginState{}, false
+	}
+	var l loginState
+	if c.sealer.open(purposeLogin, ck.Value, &l) != nil || l.CSRF == "" || time.Now().Unix() >= l.Expires {
+		return loginState{}, false
+	}
+	return l, true
+}
+
+// startLogin sets a fresh login cookie and returns its state.
+func (c *Console) startLogin(w http.ResponseWriter, r *http.Request, l loginState) (loginState, error) {
+	l.CSRF = randomToken()
+	l.Expires = time.Now().Add(loginTTL).Unix()
+	v, err := c.sealer.seal(purposeLogin, l)
+	if err != nil {
+		return l, err
+	}
+	setCookie(w, r, loginCookie, v, loginTTL)
+	return l, nil
+}

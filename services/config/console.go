@@ -1,0 +1,140 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+)
+
+// Console configures the operator console (gateway.console): web pages on
+// the gateway's ops port (gateway.opsListen), under /console/, never on the
+// MCP port. Operators log in with one of OperatorKeys or through the
+// OpenID provider of gateway.auth.oidc (OIDC); the pages read the
+// aggregator and the indexer with the console's own service credential
+// (ServiceToken), never the gateway's.
+type Console struct {
+	// Enabled serves the console (default false).
+	Enabled bool `yaml:"enabled"`
+	// OperatorKeys are the keys an operator may log in with, typed into the
+	// login form (use ${ENV}: they are secrets). At least one login method
+	// (these or OIDC) is required.
+	OperatorKeys []string `yaml:"operatorKeys"`
+	// ServiceToken is the console's gRPC credential to gateway.aggregator
+	// and gateway.indexer (${ENV}): a serviceAuth credential with operator
+	// and assertPrincipals set, allowed only the read RPCs the console
+	// calls (ConsoleMethods). It must not be the gateway's own token.
+	ServiceToken string `yaml:"serviceToken"`
+	// SessionTTL bounds a login session (default 8h); the operator then
+	// logs in again.
+	SessionTTL Duration    `yaml:"sessionTTL"`
+	OIDC       ConsoleOIDC `yaml:"oidc"`
+}
+
+// ConsoleOIDC is operator login through the OpenID provider's
+// authorization-code flow (with PKCE, state and nonce). The issuer, its
+// signing keys (jwksURL) and the groups claim are those of
+// gateway.auth.oidc; the ID token's audience is ClientID.
+type ConsoleOIDC struct {
+	// ClientID and ClientSecret are the console's client at the provider
+	// (the secret as ${ENV}; empty for a public client, PKCE only).
+	ClientID     string `yaml:"clientID"`
+	ClientSecret string `yaml:"clientSecret"`
+	// RedirectURL is where the provider sends the operator back: the
+	// console's /console/oidc/callback as the operator's browser reaches it.
+	RedirectURL string `yaml:"redirectURL"`
+	// OperatorGroup is the group the ID token's groups claim must hold;
+	// anyone else is refused.
+	OperatorGroup string `yaml:"operatorGroup"`
+}
+
+// Enabled reports whether OIDC login is configured.
+func (o ConsoleOIDC) Enabled() bool { return o.ClientID != "" }
+
+// DefaultConsoleSessionTTL is a login session's lifetime unless
+// gateway.console.sessionTTL says otherwise: a working day.
+const DefaultConsoleSessionTTL = 8 * time.Hour
+
+// MaxConsoleSessionTTL bounds gateway.console.sessionTTL.
+const MaxConsoleSessionTTL = 7 * 24 * time.Hour
+
+// MaxConsoleOperatorKeys bounds gateway.console.operatorKeys.
+const MaxConsoleOperatorKeys = 64
+
+// minOperatorKeyBytes is the shortest operator key accepted: it is a
+// password typed into a form, so a short one could be guessed.
+const minOperatorKeyBytes = 16
+
+// ConsoleMethods are the RPCs the console calls: catalog and backend reads
+// of the aggregator, the indexer's search, statistics, pinned tool
+// definitions, audit trail and rate-limit buckets. The console's
+// serviceAuth credential should allow exactly these.
+var ConsoleMethods = []string{
+	"switchboard.aggregator.v1.AggregatorService/ListBackends",
+	"switchboard.aggregator.v1.AggregatorService/Discover",
+	"switchboard.aggregator.v1.AggregatorService/ListTools",
+	"switchboard.aggregator.v1.AggregatorService/ListResources",
+	"switchboard.aggregator.v1.AggregatorService/ListResourceTemplates",
+	"switchboard.aggregator.v1.AggregatorService/ListPrompts",
+	"switchboard.aggregator.v1.AggregatorService/WatchCatalog",
+	"switchboard.indexer.v1.IndexerService/Search",
+	"switchboard.indexer.v1.IndexerService/Stats",
+	"switchboard.indexer.v1.IndexerService/ListToolDefinitions",
+	"switchboard.indexer.v1.IndexerService/WatchToolDefinitions",
+	"switchboard.indexer.v1.IndexerService/QueryAuditEvents",
+	"switchboard.indexer.v1.IndexerService/ListRateLimitBuckets",
+}
+
+// WithDefaults returns c with every unset value at its default.
+func (c Console) WithDefaults() Console {
+	c.SessionTTL = Duration(c.SessionTTL.Or(DefaultConsoleSessionTTL))
+	return c
+}
+
+// validateConsole checks gateway.console against the rest of the gateway
+// section: the one place its rules live.
+func (g Gateway) validateConsole() error {
+	c := g.Console
+	if !c.Enabled {
+		return nil
+	}
+	var errs []error
+	if g.OpsListen == "" {
+		errs = append(errs, errors.New("gateway.console.enabled needs gateway.opsListen: the console is served on the ops port only, never on the MCP port"))
+	}
+	if len(c.OperatorKeys) == 0 && !c.OIDC.Enabled() {
+		errs = append(errs, errors.New("gateway.console: no login method: set operatorKeys or oidc.clientID"))
+	}
+	if len(c.OperatorKeys) > MaxConsoleOperatorKeys {
+		errs = append(errs, fmt.Errorf("gateway.console.operatorKeys: at most %d keys", MaxConsoleOperatorKeys))
+	}
+	for i, k := range c.OperatorKeys {
+		if len(k) < minOperatorKeyBytes {
+			errs = append(errs, fmt.Errorf("gateway.console.operatorKeys[%d]: shorter than %d bytes", i, minOperatorKeyBytes))
+		}
+	}
+	switch c.ServiceToken {
+	case "":
+		errs = append(errs, errors.New("gateway.console.serviceToken is required: the console reads the services with a credential of its own"))
+	case g.Aggregator.Token, g.Indexer.Token:
+		errs = append(errs, errors.New("gateway.console.serviceToken is the gateway's own token: give the console a serviceAuth credential of its own"))
+	}
+	if c.SessionTTL < 0 || time.Duration(c.SessionTTL) > MaxConsoleSessionTTL {
+		errs = append(errs, fmt.Errorf("gateway.console.sessionTTL %v: want up to %v (unset: %v)", time.Duration(c.SessionTTL), MaxConsoleSessionTTL, DefaultConsoleSessionTTL))
+	}
+	if o := c.OIDC; o.Enabled() || o.ClientSecret != "" || o.RedirectURL != "" || o.OperatorGroup != "" {
+		if !o.Enabled() {
+			errs = append(errs, errors.New("gateway.console.oidc: clientID is required"))
+		}
+		if o.OperatorGroup == "" {
+			errs = append(errs, errors.New("gateway.console.oidc.operatorGroup is required: who is an operator"))
+		}
+		if u, err := url.Parse(o.RedirectURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("gateway.console.oidc.redirectURL %q: want an absolute http or https URL", o.RedirectURL))
+		}
+		if g.Auth.OIDC.Issuer == "" || g.Auth.OIDC.JWKSURL == "" {
+			errs = append(errs, errors.New("gateway.console.oidc needs gateway.auth.oidc.issuer and jwksURL: the provider and its signing keys"))
+		}
+	}
+	return errors.Join(errs...)
+}
