@@ -145,6 +145,20 @@ func New(t testing.TB) *Browser {
 	return b
 }
 
+// With is the same browser and tab for a subtest: its failures are t's,
+// its screenshots go to t's artefacts directory, and when t fails the page
+// is saved there. (A subtest must not fail its parent test.)
+func (b *Browser) With(t testing.TB) *Browser {
+	dir := ArtifactsDir(t)
+	sub := &Browser{t: t, ctx: b.ctx, artifacts: dir, shots: artifactCounter(dir)}
+	t.Cleanup(func() {
+		if t.Failed() {
+			sub.saveFailure()
+		}
+	})
+	return sub
+}
+
 // step runs actions with ActionTimeout.
 func (b *Browser) step(what string, actions ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
