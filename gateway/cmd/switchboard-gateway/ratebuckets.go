@@ -9,7 +9,9 @@ import (
 
 // indexerRateBuckets reads the console's rate-limit state from the
 // indexer's ListRateLimitBuckets (operator credentials: the console's).
-type indexerRateBuckets struct{ client indexerv1.IndexerServiceClient }
+type indexerRateBuckets struct {
+	client indexerv1.IndexerServiceClient
+}
 
 // maxBucketPage is the RPC's largest page.
 const maxBucketPage = 1000
