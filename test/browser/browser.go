@@ -289,10 +289,11 @@ func (b *Browser) Focused() string {
 	return Eval[string](b, `(() => { const e = document.activeElement; if (!e) return ""; return e.tagName.toLowerCase() + (e.id ? "#" + e.id : e.name ? "[name=" + e.name + "]" : ""); })()`)
 }
 
-// TabTo presses Tab from the start of the page until the element matching
-// the CSS selector sel has the focus, as a keyboard user reaches it, and
-// fails the test when it is not reached within max presses (so an
-// element the keyboard cannot reach fails). It returns the presses taken.
+// TabTo presses Tab until the element matching the CSS selector sel has
+// the focus, as a keyboard user reaches it, and fails the test when it is
+// not reached within max presses (so an element the keyboard cannot reach
+// fails) or shows no focus ring once reached (CheckFocusVisible). It
+// returns the presses taken.
 func (b *Browser) TabTo(sel string, max int) int {
 	b.t.Helper()
 	isFocused := fmt.Sprintf(`document.activeElement === document.querySelector(%s)`, js(sel))
@@ -301,12 +302,29 @@ func (b *Browser) TabTo(sel string, max int) int {
 	for n := 1; n <= max; n++ {
 		b.Press("\t")
 		if Eval[bool](b, isFocused) {
+			b.CheckFocusVisible()
 			return n
 		}
 		seen = append(seen, b.Focused())
 	}
 	b.t.Fatalf("browser: %s not reached with %d Tab presses; the focus went %v", sel, max, seen)
 	return 0
+}
+
+// focusRing tells whether the focused element is drawn with a focus
+// indicator: an outline (the browser's own ring is outline-style auto) or
+// a box shadow.
+const focusRing = `(() => { const e = document.activeElement; if (!e || e === document.body) return false;
+  const st = getComputedStyle(e);
+  return (st.outlineStyle !== "none" && parseFloat(st.outlineWidth) > 0) || st.boxShadow !== "none"; })()`
+
+// CheckFocusVisible fails the test unless the element with the focus
+// shows that it has it (a keyboard user must see where they are).
+func (b *Browser) CheckFocusVisible() {
+	b.t.Helper()
+	if !Eval[bool](b, focusRing) {
+		b.t.Errorf("browser: %s has the focus but shows no focus ring (outline or box shadow)", b.Focused())
+	}
 }
 
 // SetViewport emulates a screen: its CSS size, pixel ratio and whether it

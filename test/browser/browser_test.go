@@ -52,6 +52,9 @@ func site(t *testing.T) *httptest.Server {
 	mux.HandleFunc("GET /autofocus", func(w http.ResponseWriter, r *http.Request) {
 		page(w, viewportMeta, `<a href="/help">Help</a><form method="post" action="/login"><label for="key">Operator key</label> <input id="key" name="key" type="password" autofocus> <button>Sign in</button></form>`)
 	})
+	mux.HandleFunc("GET /noring", func(w http.ResponseWriter, r *http.Request) {
+		page(w, viewportMeta+`<style>a:focus{outline:none}</style>`, `<a id="plain" href="/help">Help</a>`)
+	})
 	mux.HandleFunc("GET /wide", func(w http.ResponseWriter, r *http.Request) {
 		page(w, viewportMeta, `<h1>Wide</h1><div id="banner" style="width:900px">too wide</div>`)
 	})
@@ -122,6 +125,24 @@ func TestTabToWrapsAround(t *testing.T) {
 	}
 }
 
+// A link whose focus ring the page's style removes fails TabTo's check.
+func TestFocusRingRequired(t *testing.T) {
+	t.Setenv("SWITCHBOARD_ARTIFACTS", t.TempDir())
+	srv := site(t)
+	r := &recorder{TB: t}
+	b := browser.New(t)
+	b.Navigate(srv.URL + "/noring")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.With(r).TabTo("#plain", 3)
+	}()
+	<-done
+	if !strings.Contains(r.errors, "shows no focus ring") {
+		t.Fatalf("errors %q, want the missing focus ring", r.errors)
+	}
+}
+
 // A wrong key typed with Fill and submitted with Enter keeps the login
 // page and shows the error; nothing behind the login opens.
 func TestWrongKey(t *testing.T) {
@@ -167,10 +188,17 @@ func TestPhoneProblems(t *testing.T) {
 // failing the test, to check that New refuses to go on.
 type recorder struct {
 	testing.TB
-	fatal string
+	fatal, errors string
 }
 
 func (r *recorder) Helper() {}
+func (r *recorder) Errorf(format string, args ...any) {
+	r.errors += fmt.Sprintf(format, args...) + "\n"
+}
+
+// Failed is false: what the recorder records is not the test's failure
+// (so a Browser's With does not save a failure page for it).
+func (r *recorder) Failed() bool { return false }
 func (r *recorder) Fatalf(format string, args ...any) {
 	r.fatal = fmt.Sprintf(format, args...)
 	runtime.Goexit()

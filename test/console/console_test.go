@@ -118,6 +118,7 @@ func checkBackends(t *testing.T, s *stack, b *browser.Browser) {
 	})
 	b.Navigate(s.console + "/backends")
 	b.WaitText("h1", "Backends")
+	checkSkipLink(t, b)
 	rows := browser.Eval[[]backendRow](b, `Array.from(document.querySelectorAll("#backends tbody tr[data-backend]"), r => ({
 		Name: r.dataset.backend, Health: r.cells[1].innerText, Era: r.cells[2].innerText, URL: r.cells[6].innerText, LastError: r.cells[7].innerText}))`)
 	if len(rows) != len(want.GetBackends()) {
@@ -147,6 +148,16 @@ func checkBackends(t *testing.T, s *stack, b *browser.Browser) {
 	b.Screenshot("backends")
 }
 
+// checkSkipLink: the first Tab on a page reaches the skip link, shown
+// with a focus ring, and Enter on it moves the focus to the page's
+// content, past the navigation.
+func checkSkipLink(t *testing.T, b *browser.Browser) {
+	t.Helper()
+	b.TabTo("a.skip", 1)
+	b.Press("\r")
+	b.WaitFor("focus on the content", `document.activeElement === document.querySelector("main")`)
+}
+
 // firstWords is the start of an error text, to find it in a table cell
 // that may wrap it.
 func firstWords(s string) string {
@@ -161,6 +172,7 @@ func firstWords(s string) string {
 func checkCatalog(t *testing.T, s *stack, b *browser.Browser) {
 	b.Navigate(s.console + "/catalog")
 	b.WaitText("h1", "Catalog")
+	checkSkipLink(t, b)
 	// Choose the support server with the arrow keys, then name sue.
 	b.TabTo("#server", 20)
 	b.Press(kbArrowDown)
@@ -213,6 +225,7 @@ func checkSearch(t *testing.T, s *stack, b *browser.Browser) {
 	const query = "echo the arguments back"
 	b.Navigate(s.console + "/search")
 	b.WaitText("h1", "Search")
+	checkSkipLink(t, b)
 	b.TabTo("#q", 10)
 	b.Type(query)
 	b.TabTo("#subject", 10)
@@ -255,6 +268,7 @@ var catalogVersion = regexp.MustCompile(`tools changed \(catalog version (\d+)\)
 func checkEvents(t *testing.T, s *stack, b *browser.Browser) {
 	b.Navigate(s.console + "/events")
 	b.WaitText("h1", "events")
+	checkSkipLink(t, b)
 	before := len(catalogVersion.FindAllString(b.Text("#events"), -1))
 	// Live mode, by the keyboard: follow the link that turns it on.
 	b.TabTo(`a[href*="live=1"]`, 20)
@@ -311,6 +325,7 @@ func checkEvents(t *testing.T, s *stack, b *browser.Browser) {
 func checkRateLimits(t *testing.T, s *stack, b *browser.Browser) {
 	b.Navigate(s.console + "/ratelimits")
 	b.WaitText("h1", "Rate limits")
+	checkSkipLink(t, b)
 	if limits := b.Text("#limits tbody"); !strings.Contains(limits, limitName) || !strings.Contains(limits, "principal") || !strings.Contains(limits, "1/h") {
 		t.Errorf("configured limits %q, want %s per principal at 1/h", limits, limitName)
 	}
