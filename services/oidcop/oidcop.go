@@ -112,6 +112,14 @@ func repoRoot() (string, error) {
 // the test ends, and waits until it serves its discovery document.
 func Start(t testing.TB, users ...User) *Provider {
 	t.Helper()
+	return StartWithRedirects(t, nil, users...)
+}
+
+// StartWithRedirects is Start with more redirect URIs registered for the
+// example's clients (web, api, native) besides the one Login uses: a
+// test's own code-flow client (the operator console) redirects there.
+func StartWithRedirects(t testing.TB, redirects []string, users ...User) *Provider {
+	t.Helper()
 	dir := t.TempDir()
 	table := map[string]any{}
 	for _, u := range users {
@@ -124,7 +132,7 @@ func Start(t testing.TB, users ...User) *Provider {
 	}
 	port := freePort(t)
 	cmd := exec.Command(Binary(t))
-	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port), "USERS_FILE="+usersFile, "REDIRECT_URI="+redirectURI)
+	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port), "USERS_FILE="+usersFile, "REDIRECT_URI="+strings.Join(append([]string{redirectURI}, redirects...), ","))
 	logFile, err := os.Create(filepath.Join(dir, "oidc-op.log"))
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,6 +58,23 @@ func TestDevRunner(t *testing.T) {
 		}
 		cs.Close()
 	}
+	// The operator console, with the dev operator key the example
+	// configuration documents.
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &consoleBrowser{t: t, base: dev.console, http: &http.Client{Jar: jar, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	if code, loc := b.login("switchboard-dev-operator-key"); code != http.StatusSeeOther || loc != "/console/backends" {
+		t.Fatalf("the dev operator key: %d to %q", code, loc)
+	}
+	backends := b.page("/console/backends")
+	for _, name := range []string{"weather", "notes", "toolbox"} {
+		if !strings.Contains(backends, `data-backend="`+name+`"`) {
+			t.Fatalf("the console lists no %s:\n%s", name, backends)
+		}
+	}
 
 	family := dev.family(t)
 	if err := dev.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -94,11 +113,13 @@ func TestDevRunnerStopsWhenAChildDies(t *testing.T) {
 
 // devRun is a running switchboard-dev.
 type devRun struct {
-	cmd    *exec.Cmd
-	url    string
-	tmp    string
-	lines  chan string
-	exited chan error
+	cmd *exec.Cmd
+	url string
+	// console is the operator console's base URL (the gateway's ops port).
+	console string
+	tmp     string
+	lines   chan string
+	exited  chan error
 }
 
 // startDev starts switchboard-dev on a copy of the example configuration
@@ -106,7 +127,7 @@ type devRun struct {
 func startDev(t *testing.T) *devRun {
 	t.Helper()
 	bin := harness.BinDir(t)
-	configPath, gatewayAddr := copyExample(t)
+	configPath, gatewayAddr, opsAddr := copyExample(t)
 
 	// The runner's temporary files (derived config, PostgreSQL data) go
 	// here, so the test can check that none is left. PostgreSQL runs as
@@ -144,7 +165,7 @@ func startDev(t *testing.T) *devRun {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	d := &devRun{cmd: cmd, url: "http://" + gatewayAddr + "/mcp", tmp: tmp, lines: make(chan string, 8), exited: make(chan error, 1)}
+	d := &devRun{cmd: cmd, url: "http://" + gatewayAddr + "/mcp", console: "http://" + opsAddr, tmp: tmp, lines: make(chan string, 8), exited: make(chan error, 1)}
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
@@ -227,7 +248,7 @@ func (d *devRun) assertNothingLeft(t *testing.T, family []int) {
 // copyExample copies deploy/examples into a temporary directory with every
 // loopback address replaced by a free one, and returns the copy of
 // switchboard-dev.yaml and the gateway's new address.
-func copyExample(t *testing.T) (configPath, gatewayAddr string) {
+func copyExample(t *testing.T) (configPath, gatewayAddr, opsAddr string) {
 	t.Helper()
 	src := filepath.Join(harness.RepoRoot(t), "deploy", "examples")
 	dst := t.TempDir()
@@ -260,7 +281,11 @@ func copyExample(t *testing.T) (configPath, gatewayAddr string) {
 	if gatewayAddr == "" {
 		t.Fatal("the example configuration no longer puts the gateway on 127.0.0.1:8080")
 	}
-	return filepath.Join(dst, "switchboard-dev.yaml"), gatewayAddr
+	opsAddr = addrs["127.0.0.1:8081"]
+	if opsAddr == "" {
+		t.Fatal("the example configuration no longer puts the gateway's ops port (the console) on 127.0.0.1:8081")
+	}
+	return filepath.Join(dst, "switchboard-dev.yaml"), gatewayAddr, opsAddr
 }
 
 // descendants returns the process ids of every descendant of pid.

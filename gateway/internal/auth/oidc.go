@@ -88,24 +88,33 @@ func (o *OIDC) Authenticate(r *http.Request) (*commonv1.Principal, error) {
 	if !ok {
 		return nil, ErrUnauthenticated
 	}
+	p, _, err := o.Verify(r.Context(), raw)
+	return p, err
+}
+
+// Verify checks a JWT as Authenticate does (signature by a key of the
+// issuer, issuer, audience, expiry, subject) and returns its principal
+// and all of its claims. The operator console verifies ID tokens with it
+// (its audience then the console's client id) and reads their nonce.
+func (o *OIDC) Verify(ctx context.Context, raw string) (*commonv1.Principal, map[string]any, error) {
 	tok, err := jwt.ParseSigned(raw, acceptedAlgorithms)
 	if err != nil || len(tok.Headers) != 1 {
-		return nil, ErrUnauthenticated
+		return nil, nil, ErrUnauthenticated
 	}
-	key, err := o.key(r.Context(), tok.Headers[0].KeyID)
+	key, err := o.key(ctx, tok.Headers[0].KeyID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var std jwt.Claims
 	extra := map[string]any{}
 	if err := tok.Claims(key, &std, &extra); err != nil {
-		return nil, ErrUnauthenticated
+		return nil, nil, ErrUnauthenticated
 	}
 	expected := jwt.Expected{Issuer: o.cfg.Issuer, AnyAudience: jwt.Audience{o.cfg.Audience}, Time: o.now()}
 	if err := std.ValidateWithLeeway(expected, clockLeeway); err != nil || std.Subject == "" || std.Expiry == nil {
-		return nil, ErrUnauthenticated
+		return nil, nil, ErrUnauthenticated
 	}
-	return &commonv1.Principal{Subject: std.Subject, Groups: stringList(extra[o.groupsClaim])}, nil
+	return &commonv1.Principal{Subject: std.Subject, Groups: stringList(extra[o.groupsClaim])}, extra, nil
 }
 
 // errKeysUnavailable answers a token whose key could not be looked up

@@ -227,6 +227,20 @@ type testConsole struct {
 
 func startConsole(t *testing.T, rl RateLimitState, change func(*config.Config)) *testConsole {
 	t.Helper()
+	return startConsoleOIDC(t, rl, change, nil)
+}
+
+// startConsoleOIDC also logs operators in through the provider oidc
+// makes, given the console's base URL.
+func startConsoleOIDC(t *testing.T, rl RateLimitState, change func(*config.Config), oidc func(base string) *OIDCLogin) *testConsole {
+	t.Helper()
+	mux := http.NewServeMux()
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	var login *OIDCLogin
+	if oidc != nil {
+		login = oidc(srv.URL)
+	}
 	agg := &testAggregator{changes: make(chan *aggregatorv1.WatchCatalogResponse, 4)}
 	idx := &testIndexer{}
 	aggAddr := serveGRPC(t, func(s *rpc.Server) { aggregatorv1.RegisterAggregatorServiceServer(s, agg) })
@@ -251,16 +265,13 @@ func startConsole(t *testing.T, rl RateLimitState, change func(*config.Config)) 
 	t.Cleanup(func() { aggConn.Close(); idxConn.Close() })
 	c, err := New(cfg, Deps{
 		Aggregator: aggregatorv1.NewAggregatorServiceClient(aggConn), Indexer: indexerv1.NewIndexerServiceClient(idxConn),
-		RateLimits: rl, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		RateLimits: rl, OIDC: login, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	mux := http.NewServeMux()
 	mux.Handle("/console/", c.Handler())
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
 	return &testConsole{Console: c, srv: srv, agg: agg}
 }
 

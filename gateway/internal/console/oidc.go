@@ -1,32 +1,261 @@
 package console
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
 
+	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
 	"github.com/switchboard-mcp/switchboard/services/config"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+)
+
+// The OIDC round trip keeps its state (state, nonce, PKCE verifier) in a
+// cookie of its own, sealed for that purpose only. It is SameSite=Lax, not
+// Strict: the provider's redirect back to the callback is a cross-site
+// navigation, on which a browser does not send Strict cookies.
+const (
+	oidcCookie      = "switchboard_console_oidc"
+	purposeOIDC     = "switchboard-console-oidc"
+	maxOIDCBody     = 1 << 20
+	oidcTimeout     = 10 * time.Second
+	discoveryMaxAge = 10 * time.Minute
 )
 
 // OIDCLogin logs operators in through the OpenID provider's
-// authorization-code flow.
-type OIDCLogin struct{}
+// authorization-code flow, with PKCE (S256), state and nonce.
+type OIDCLogin struct {
+	cfg      config.ConsoleOIDC
+	issuer   string
+	verifier *auth.OIDC
+	client   *http.Client
 
-func (c *Console) oidcStart(w http.ResponseWriter, r *http.Request) {
-	if c.deps.OIDC == nil {
-		http.NotFound(w, r)
-		return
-	}
-	http.NotFound(w, r)
+	mu      sync.Mutex
+	meta    *providerMeta
+	fetched time.Time
 }
 
-func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
-	if c.deps.OIDC == nil {
-		http.NotFound(w, r)
-		return
-	}
-	http.NotFound(w, r)
+// providerMeta is what the console needs of the discovery document.
+type providerMeta struct {
+	Issuer                string `json:"issuer"`
+	AuthorizationEndpoint string `json:"authorization_endpoint"`
+	TokenEndpoint         string `json:"token_endpoint"`
 }
 
-// NewOIDCLogin is not done yet.
+// NewOIDCLogin builds the login from gateway.console.oidc and the provider
+// of gateway.auth.oidc (issuer, signing keys, groups claim); the ID
+// token's audience is the console's client id.
 func NewOIDCLogin(cfg config.ConsoleOIDC, provider config.OIDC, client *http.Client) (*OIDCLogin, error) {
-	return &OIDCLogin{}, nil
+	if client == nil {
+		client = &http.Client{Timeout: oidcTimeout}
+	}
+	idp := provider
+	idp.Audience = cfg.ClientID
+	v, err := auth.NewOIDC(idp, client)
+	if err != nil {
+		return nil, fmt.Errorf("gateway.console.oidc: %w", err)
+	}
+	return &OIDCLogin{cfg: cfg, issuer: provider.Issuer, verifier: v, client: client}, nil
+}
+
+// discover returns the provider's endpoints, fetched at most once per
+// discoveryMaxAge while they work.
+func (o *OIDCLogin) discover(ctx context.Context) (*providerMeta, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.meta != nil && time.Since(o.fetched) < discoveryMaxAge {
+		return o.meta, nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(o.issuer, "/")+"/.well-known/openid-configuration", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := o.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("discovery: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("discovery: HTTP %d", resp.StatusCode)
+	}
+	var m providerMeta
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxOIDCBody)).Decode(&m); err != nil {
+		return nil, fmt.Errorf("discovery: %w", err)
+	}
+	if m.Issuer != o.issuer || m.AuthorizationEndpoint == "" || m.TokenEndpoint == "" {
+		return nil, errors.New("discovery: the document names another issuer or lacks an endpoint")
+	}
+	o.meta, o.fetched = &m, time.Now()
+	return o.meta, nil
+}
+
+// oidcStart sends the operator to the provider.
+func (c *Console) oidcStart(w http.ResponseWriter, r *http.Request) {
+	o := c.deps.OIDC
+	if o == nil {
+		http.NotFound(w, r)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), oidcTimeout)
+	defer cancel()
+	meta, err := o.discover(ctx)
+	if err != nil {
+		c.deps.Log.Warn("console: OIDC discovery failed", "err", err)
+		c.showLogin(w, r, http.StatusBadGateway, "", "The identity provider cannot be reached.")
+		return
+	}
+	st := loginState{CSRF: randomToken(), State: randomToken(), Nonce: randomToken(), Verifier: randomToken(),
+		Next: safeNext(r.URL.Query().Get("next")), Expires: time.Now().Add(loginTTL).Unix()}
+	v, err := c.sealer.seal(purposeOIDC, st)
+	if err != nil {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: oidcCookie, Value: v, Path: cookiePath, MaxAge: int(loginTTL / time.Second),
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil})
+	challenge := sha256.Sum256([]byte(st.Verifier))
+	q := url.Values{
+		"response_type": {"code"}, "client_id": {o.cfg.ClientID}, "redirect_uri": {o.cfg.RedirectURL},
+		"scope": {"openid profile"}, "state": {st.State}, "nonce": {st.Nonce},
+		"code_challenge": {base64.RawURLEncoding.EncodeToString(challenge[:])}, "code_challenge_method": {"S256"},
+	}
+	sep := "?"
+	if strings.Contains(meta.AuthorizationEndpoint, "?") {
+		sep = "&"
+	}
+	http.Redirect(w, r, meta.AuthorizationEndpoint+sep+q.Encode(), http.StatusSeeOther)
+}
+
+// oidcCallback redeems the provider's code, verifies the ID token and
+// admits members of the operator group.
+func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
+	o := c.deps.OIDC
+	if o == nil {
+		http.NotFound(w, r)
+		return
+	}
+	client := clientOf(r)
+	if wait, blocked := c.fails.blocked(client); blocked {
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+		c.showLogin(w, r, http.StatusTooManyRequests, "", "Too many failed logins from this address: wait a minute and try again.")
+		return
+	}
+	var st loginState
+	ck, err := r.Cookie(oidcCookie)
+	if err != nil || c.sealer.open(purposeOIDC, ck.Value, &st) != nil || time.Now().Unix() >= st.Expires || st.State == "" {
+		c.showLogin(w, r, http.StatusBadRequest, "", "The login through the identity provider expired or was not started here: try again.")
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: oidcCookie, Path: cookiePath, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil})
+	q := r.URL.Query()
+	if !tokensEqual(st.State, q.Get("state")) {
+		c.fails.failed(client)
+		c.showLogin(w, r, http.StatusBadRequest, st.Next, "The identity provider's answer does not belong to this login: try again.")
+		return
+	}
+	if e := q.Get("error"); e != "" {
+		c.showLogin(w, r, http.StatusUnauthorized, st.Next, "The identity provider refused the login: "+truncate(e, 100)+".")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), oidcTimeout)
+	defer cancel()
+	p, claims, err := o.redeem(ctx, q.Get("code"), st.Verifier)
+	if err != nil {
+		c.fails.failed(client)
+		c.deps.Log.Warn("console: failed login", "method", "oidc", "client", client, "err", err)
+		c.showLogin(w, r, http.StatusUnauthorized, st.Next, "The identity provider's token could not be verified.")
+		return
+	}
+	if nonce, _ := claims["nonce"].(string); !tokensEqual(st.Nonce, nonce) {
+		c.fails.failed(client)
+		c.deps.Log.Warn("console: failed login", "method", "oidc", "client", client, "err", "the ID token's nonce is not this login's")
+		c.showLogin(w, r, http.StatusUnauthorized, st.Next, "The identity provider's token could not be verified.")
+		return
+	}
+	if !slices.Contains(p.GetGroups(), o.cfg.OperatorGroup) {
+		c.fails.failed(client)
+		c.deps.Log.Warn("console: refused login", "method", "oidc", "subject", p.GetSubject(), "client", client, "reason", "not in the operator group")
+		c.showLogin(w, r, http.StatusForbidden, st.Next, "You are not in the operator group.")
+		return
+	}
+	c.fails.succeeded(client)
+	operator := "oidc:" + p.GetSubject()
+	if err := c.startSession(w, r, operator, "oidc"); err != nil {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	c.deps.Log.Info("console: login", "operator", operator, "method", "oidc", "client", client)
+	next := st.Next
+	if next == "" {
+		next = "/console/backends"
+	}
+	// A page of the console's own moves on: the navigation that follows
+	// starts on this site, so the browser sends the Strict session cookie
+	// (it would not on a redirect that continues the provider's).
+	c.render(w, r, http.StatusOK, "continue", page{Title: "Logged in", Continue: next, Data: continueData{Next: next}})
+}
+
+type continueData struct{ Next string }
+
+// redeem exchanges the code at the token endpoint (client_secret_basic
+// when the client has a secret, PKCE always) and verifies the ID token.
+func (o *OIDCLogin) redeem(ctx context.Context, code, verifier string) (*commonv1.Principal, map[string]any, error) {
+	if code == "" || len(code) > maxQueryBytes {
+		return nil, nil, errors.New("no code")
+	}
+	meta, err := o.discover(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	form := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {o.cfg.RedirectURL}, "code_verifier": {verifier}}
+	if o.cfg.ClientSecret == "" {
+		form.Set("client_id", o.cfg.ClientID)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, meta.TokenEndpoint, strings.NewReader(form.Encode()))
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if o.cfg.ClientSecret != "" {
+		// RFC 6749 2.3.1: both parts form-encoded before Basic.
+		req.SetBasicAuth(url.QueryEscape(o.cfg.ClientID), url.QueryEscape(o.cfg.ClientSecret))
+	}
+	resp, err := o.client.Do(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("token endpoint: %w", err)
+	}
+	defer resp.Body.Close()
+	var tok struct {
+		IDToken string `json:"id_token"`
+		Error   string `json:"error"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxOIDCBody)).Decode(&tok); err != nil {
+		return nil, nil, fmt.Errorf("token endpoint: HTTP %d, %v", resp.StatusCode, err)
+	}
+	if resp.StatusCode != http.StatusOK || tok.IDToken == "" {
+		return nil, nil, fmt.Errorf("token endpoint: HTTP %d, error %q", resp.StatusCode, truncate(tok.Error, 100))
+	}
+	p, claims, err := o.verifier.Verify(ctx, tok.IDToken)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ID token: %w", err)
+	}
+	return p, claims, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }

@@ -48,7 +48,7 @@ var funcs = template.FuncMap{
 }
 
 func init() {
-	for _, name := range []string{"login", "backends", "catalog", "search", "events", "ratelimits", "notfound"} {
+	for _, name := range []string{"login", "backends", "catalog", "search", "events", "ratelimits", "notfound", "continue"} {
 		pages[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/partials.html", "templates/"+name+".html"))
 	}
 }
@@ -62,6 +62,9 @@ type page struct {
 	Session *session
 	// Refresh, when positive, reloads the page every so many seconds.
 	Refresh int
+	// Continue, when set, moves the browser on to this console path at
+	// once (a meta refresh: the console has no script).
+	Continue string
 	// Error is a failure to show above the content.
 	Error string
 	Data  any

@@ -1,0 +1,134 @@
+package console
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/oidcop"
+)
+
+// The pinned OpenID Provider (services/oidcop) issues no groups claim: its
+// ID tokens carry the standard claims only. The test names the subject as
+// the groups claim (gateway.auth.oidc.groupsClaim: sub, a single string
+// the claim reader takes as one group), so the operator group is one user,
+// and another user is refused: the rule checked is the console's, that the
+// verified ID token's groups claim holds operatorGroup.
+const (
+	oidcOperator = "ops-lead"
+	oidcVisitor  = "visitor"
+)
+
+func startOIDCConsole(t *testing.T, clientID, secret string) (*testConsole, *oidcop.Provider) {
+	t.Helper()
+	var provider *oidcop.Provider
+	tc := startConsoleOIDC(t, nil, nil, func(base string) *OIDCLogin {
+		provider = oidcop.StartWithRedirects(t, []string{base + "/console/oidc/callback"},
+			oidcop.User{ID: oidcOperator, Username: "lead@ops.example", Password: "lead-password"},
+			oidcop.User{ID: oidcVisitor, Username: "visitor@ops.example", Password: "visitor-password"})
+		login, err := NewOIDCLogin(
+			config.ConsoleOIDC{ClientID: clientID, ClientSecret: secret, RedirectURL: base + "/console/oidc/callback", OperatorGroup: oidcOperator},
+			config.OIDC{Issuer: provider.Issuer, JWKSURL: provider.JWKSURL, GroupsClaim: "sub"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return login
+	})
+	return tc, provider
+}
+
+// oidcLogin goes through the provider's login form as a browser would and
+// returns the console's answer to the callback.
+func oidcLogin(t *testing.T, tc *testConsole, c *http.Client, next, username, password string) (int, string, http.Header) {
+	t.Helper()
+	start := tc.srv.URL + "/console/oidc/start"
+	if next != "" {
+		start += "?next=" + url.QueryEscape(next)
+	}
+	code, _, h := get(t, c, start)
+	if code != http.StatusSeeOther {
+		t.Fatalf("start: %d", code)
+	}
+	authorize, err := url.Parse(h.Get("Location"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := authorize.Query()
+	if q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "" || q.Get("state") == "" || q.Get("nonce") == "" {
+		t.Fatalf("the authorization request lacks PKCE, state or nonce: %s", authorize)
+	}
+	_, _, h = get(t, c, authorize.String())
+	loginURL, err := authorize.Parse(h.Get("Location"))
+	if err != nil || loginURL.Query().Get("authRequestID") == "" {
+		t.Fatalf("authorize redirected to %q", h.Get("Location"))
+	}
+	_, _, h = post(t, c, loginURL.ResolveReference(&url.URL{Path: "/login/username"}).String(),
+		url.Values{"username": {username}, "password": {password}, "id": {loginURL.Query().Get("authRequestID")}})
+	done, err := authorize.Parse(h.Get("Location"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, h = get(t, c, done.String())
+	callback := h.Get("Location")
+	if !strings.HasPrefix(callback, tc.srv.URL+"/console/oidc/callback?") {
+		t.Fatalf("the provider sent the browser to %q", callback)
+	}
+	return get(t, c, callback)
+}
+
+func TestOIDCLoginAdmitsTheOperatorGroupOnly(t *testing.T) {
+	for name, client := range map[string][2]string{"confidential": {oidcop.WebClient, oidcop.WebSecret}, "public with PKCE": {"native", ""}} {
+		t.Run(name, func(t *testing.T) {
+			tc, _ := startOIDCConsole(t, client[0], client[1])
+			c := tc.client(t)
+			_, body, _ := get(t, c, tc.srv.URL+"/console/login")
+			if !strings.Contains(body, `href="/console/oidc/start"`) {
+				t.Fatalf("the login page offers no OIDC login:\n%s", body)
+			}
+			code, body, _ := oidcLogin(t, tc, c, "/console/events", "lead@ops.example", "lead-password")
+			if code != http.StatusOK || !strings.Contains(body, `content="0; url=/console/events"`) {
+				t.Fatalf("the operator's callback: %d\n%s", code, body)
+			}
+			code, body, _ = get(t, c, tc.srv.URL+"/console/events")
+			if code != http.StatusOK || !strings.Contains(body, "oidc:"+oidcOperator) {
+				t.Fatalf("events after the OIDC login: %d\n%s", code, body)
+			}
+
+			v := tc.client(t)
+			code, body, _ = oidcLogin(t, tc, v, "", "visitor@ops.example", "visitor-password")
+			if code != http.StatusForbidden || !strings.Contains(body, "not in the operator group") {
+				t.Fatalf("a user outside the operator group: %d\n%s", code, body)
+			}
+			if code, _, _ := get(t, v, tc.srv.URL+"/console/backends"); code != http.StatusSeeOther {
+				t.Fatalf("the refused user has a session: %d", code)
+			}
+		})
+	}
+}
+
+func TestOIDCCallbackNeedsItsOwnLogin(t *testing.T) {
+	tc, _ := startOIDCConsole(t, oidcop.WebClient, oidcop.WebSecret)
+	c := tc.client(t)
+	// No round trip started here: refused.
+	if code, _, _ := get(t, c, tc.srv.URL+"/console/oidc/callback?code=x&state=y"); code != http.StatusBadRequest {
+		t.Fatalf("a callback without a started login: %d", code)
+	}
+	// A started login, answered with another state: refused.
+	get(t, c, tc.srv.URL+"/console/oidc/start")
+	if code, _, _ := get(t, c, tc.srv.URL+"/console/oidc/callback?code=x&state=forged"); code != http.StatusBadRequest {
+		t.Fatalf("a forged state: %d", code)
+	}
+	// The right state with a code the provider never issued: refused.
+	c2 := tc.client(t)
+	_, _, h := get(t, c2, tc.srv.URL+"/console/oidc/start")
+	authorize, _ := url.Parse(h.Get("Location"))
+	code, _, _ := get(t, c2, tc.srv.URL+"/console/oidc/callback?code=made-up&state="+url.QueryEscape(authorize.Query().Get("state")))
+	if code != http.StatusUnauthorized {
+		t.Fatalf("a made-up code: %d", code)
+	}
+	if code, _, _ := get(t, c2, tc.srv.URL+"/console/backends"); code != http.StatusSeeOther {
+		t.Fatalf("a failed callback opened a session: %d", code)
+	}
+}
