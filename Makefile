@@ -118,8 +118,18 @@ lint: buf-lint buf-breaking vet ## every static check
 test: lint generate-check build test-go test-conformance test-helm test-deploy fuzz-short ## every test: static checks, unit, PostgreSQL, end to end, conformance, manifests, fuzzing
 
 .PHONY: test-go
-test-go: build $(TOOLS_BIN)/grpcurl $(TOOLS_BIN)/oidc-op haproxy ## Go tests of every module (unit, PostgreSQL, end to end, replicas)
-	SWITCHBOARD_BIN=$(BIN) GRPCURL=$(TOOLS_BIN)/grpcurl OIDC_OP=$(TOOLS_BIN)/oidc-op HAPROXY=$(HAPROXY) $(GO_TEST) -timeout 15m work
+test-go: build $(TOOLS_BIN)/grpcurl $(TOOLS_BIN)/oidc-op haproxy chromium ## Go tests of every module (unit, PostgreSQL, end to end, replicas, the console in Chromium)
+	SWITCHBOARD_BIN=$(BIN) GRPCURL=$(TOOLS_BIN)/grpcurl OIDC_OP=$(TOOLS_BIN)/oidc-op HAPROXY=$(HAPROXY) CHROMIUM=$(CHROMIUM) \
+		SWITCHBOARD_ARTIFACTS=$(ARTIFACTS) $(GO_TEST) -timeout 15m work
+
+# Where the browser tests save their screenshots (and, when a test fails,
+# the page it failed on): one directory per test. CI keeps this directory
+# as the run's artefacts. Not committed.
+ARTIFACTS ?= $(ROOT)/test/artifacts
+
+.PHONY: test-browser
+test-browser: build chromium ## the browser harness and the operator console in headless Chromium; screenshots in $(ARTIFACTS)
+	cd test && SWITCHBOARD_BIN=$(BIN) CHROMIUM=$(CHROMIUM) SWITCHBOARD_ARTIFACTS=$(ARTIFACTS) $(GO_TEST) -timeout 10m ./browser/... ./console/...
 
 .PHONY: test-replicas
 test-replicas: build haproxy ## two of every service behind HAProxy: every feature across replicas, and replicas killed under load
@@ -146,6 +156,27 @@ haproxy: ## install HAProxy for the replica tests (apt-get, the Debian version p
 	@# sed, not head: head exits after one line, and under pipefail the
 	@# SIGPIPE that haproxy then gets fails the target.
 	@$(HAPROXY) -v | sed -n 1p
+
+# The console's browser tests drive a real headless Chromium: Debian 12's
+# package (from bookworm-security), pinned to the exact version like HAProxy
+# above. Installed with apt-get when dpkg does not already hold that
+# version; a machine where it cannot be installed fails here, and the tests
+# that need it fail (never skip) without it.
+CHROMIUM_VERSION ?= 156.0.8078.114-1~deb12u1
+CHROMIUM         ?= /usr/bin/chromium
+
+.PHONY: chromium
+chromium: ## install Chromium for the console's browser tests (apt-get, the Debian version pinned in CHROMIUM_VERSION)
+	@have=$$(dpkg-query -W -f='$${Status} $${Version}' chromium 2>/dev/null || true); \
+	if [ "$$have" != "install ok installed $(CHROMIUM_VERSION)" ]; then \
+		echo "installing chromium=$(CHROMIUM_VERSION) (have: $${have:-none})"; \
+		apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends --allow-downgrades chromium=$(CHROMIUM_VERSION) || \
+		{ echo "chromium $(CHROMIUM_VERSION) could not be installed (apt-get as root, Debian 12 sources with bookworm-security); the console's browser tests need it"; exit 1; }; \
+	fi
+	@# sed, not head: head exits after one line, and under pipefail the
+	@# SIGPIPE that chromium then gets fails the target.
+	@$(CHROMIUM) --version | sed -n 1p
 
 .PHONY: test-e2e
 test-e2e: build $(TOOLS_BIN)/oidc-op ## end-to-end tests only

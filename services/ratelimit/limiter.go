@@ -122,6 +122,9 @@ func (l *Limiter) Apply(set *Set) {
 	l.set.Store(set)
 }
 
+// Limits is the set in force (the last applied).
+func (l *Limiter) Limits() *Set { return l.set.Load() }
+
 // Allow takes one token from every limit r matches, or refuses r with a
 // *LimitedError when any of them is empty; nothing is taken from the
 // others then (the leases already taken stay for the next requests).

@@ -172,3 +172,18 @@ func anyMatch(patterns []string, value string) bool {
 	}
 	return false
 }
+
+// Configured reports the rate (tokens per second) and burst of the limit
+// named name, and whether the set has such a limit (for listing buckets
+// against the configuration: a bucket's row does not store them).
+func (s *Set) Configured(name string) (rate float64, burst int, ok bool) {
+	if s == nil {
+		return 0, 0, false
+	}
+	for _, l := range s.limits {
+		if l.name == name {
+			return l.rate, l.burst, true
+		}
+	}
+	return 0, 0, false
+}

@@ -368,3 +368,27 @@ func BenchmarkAllow(b *testing.B) {
 		}
 	}
 }
+
+// Configured answers the compiled rate and burst of a limit by name, and
+// nothing for a name the set does not have; a limiter answers the set it
+// applies now.
+func TestConfiguredLimits(t *testing.T) {
+	set, err := Compile(config.RateLimits{Limits: []config.RateLimit{{Name: "calls", Per: config.RatePerPrincipal, Rate: "120/m", Burst: 7}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rate, burst, ok := set.Configured("calls"); !ok || rate != 2 || burst != 7 {
+		t.Fatalf("calls: %v %d %v; want 2/s, burst 7", rate, burst, ok)
+	}
+	if _, _, ok := set.Configured("other"); ok {
+		t.Fatal("a limit not configured is reported configured")
+	}
+	l := New(nil, &MemoryBuckets{}, slog.New(slog.DiscardHandler), nil)
+	if _, _, ok := l.Limits().Configured("calls"); ok {
+		t.Fatal("an empty limiter reports calls")
+	}
+	l.Apply(set)
+	if _, _, ok := l.Limits().Configured("calls"); !ok {
+		t.Fatal("after Apply, the limiter does not report calls")
+	}
+}

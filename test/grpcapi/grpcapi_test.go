@@ -83,6 +83,13 @@ func startStack(t *testing.T) stack {
 			})
 			cfg.Aggregator.Pinning.Indexer = config.Endpoint{Address: cfg.Indexer.Listen, Token: aggregatorToken}
 			cfg.Audit.Database.Enabled = true
+			// A limit on find_tool's searches (the document's
+			// ListRateLimitBuckets example lists the bucket of the
+			// reporting client's search): generous, so that no example is
+			// refused.
+			cfg.RateLimits.Limits = append(cfg.RateLimits.Limits, config.RateLimit{
+				Name: "searches", Per: config.RatePerPrincipal, Rate: "100/s", Burst: 100, Methods: []string{config.RateMethodFindTool},
+			})
 		},
 	})
 	return stack{aggregator: c.Config.Aggregator.Listen, indexer: c.Config.Indexer.Listen, gatewayToken: c.GatewayToken, operatorToken: c.OperatorToken}

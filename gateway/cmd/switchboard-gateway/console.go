@@ -42,6 +42,7 @@ func startConsole(cfg *config.Config, keepalive grpc.DialOption, log *slog.Logge
 		}
 		oc.conns = append(oc.conns, idxConn)
 		deps.Indexer = indexerv1.NewIndexerServiceClient(idxConn)
+		deps.RateLimits = indexerRateBuckets{client: deps.Indexer}
 	}
 	if gw.Console.OIDC.Enabled() {
 		if deps.OIDC, err = console.NewOIDCLogin(gw.Console.OIDC, gw.Auth.OIDC, nil); err != nil {

@@ -138,4 +138,20 @@ type RateBuckets interface {
 	// (see ratelimit.Take for the arithmetic), and returns one grant per
 	// request, in order. An unreachable database is an UnavailableError.
 	TakeRateTokens(ctx context.Context, reqs []ratelimit.TokenRequest) ([]ratelimit.Grant, error)
+	// ListRateBuckets lists the stored buckets whose key is after
+	// afterKey, in key order, at most n, only those of the limit named
+	// limitName unless it is empty (keys are "<limit>|<per>|<value>"), and
+	// the store's clock when it read them (buckets refill by it). A full
+	// bucket may have been dropped, and so not be listed.
+	ListRateBuckets(ctx context.Context, limitName, afterKey string, n int) ([]RateBucket, time.Time, error)
+}
+
+// RateBucket is one rate-limit bucket as stored: the tokens it held after
+// its last take, what that take granted, when it was, and when the bucket
+// is full again. The rate and burst are not stored (each take names them).
+type RateBucket struct {
+	Key               string
+	Tokens            float64
+	Granted           int
+	UpdatedAt, FullAt time.Time
 }

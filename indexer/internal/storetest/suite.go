@@ -50,6 +50,7 @@ func RunAll(t *testing.T, newBacking NewBacking) {
 		{"ListenRevocationsAcrossHandles", listenRevocationsAcrossHandles},
 		{"RequestStatesConsumedOnce", requestStates},
 		{"ToolDefinitions", toolDefinitions},
+		{"RateBuckets", rateBuckets},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) { c.check(t, newBacking(t)) })

@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/switchboard-mcp/switchboard/services/ratelimit"
+
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
 )
 
 // takeRateTokens is one bucket's acquisition, in one statement: a new key
@@ -69,4 +71,49 @@ func (s *Store) TakeRateTokens(ctx context.Context, reqs []ratelimit.TokenReques
 		return nil, classify(fmt.Errorf("take rate tokens: %w", err))
 	}
 	return grants, classify(tx.Commit(ctx))
+}
+
+// listRateBuckets reads one page of buckets and the database's clock in
+// one statement (the clock row comes back even when no bucket does). The
+// key order is the primary key's, which also serves the page's range.
+// $1 limit name or "", $2 the key after which the page starts, $3 rows.
+const listRateBuckets = `
+SELECT c.t, b.key, b.tokens, b.granted, b.updated_at, b.full_at
+FROM (SELECT clock_timestamp() AS t) c
+LEFT JOIN LATERAL (
+    SELECT key, tokens, granted, updated_at, full_at FROM rate_buckets
+    WHERE key > $2 AND ($1 = '' OR starts_with(key, $1 || '|'))
+    ORDER BY key LIMIT $3) b ON true
+ORDER BY b.key`
+
+// ListRateBuckets implements store.RateBuckets.
+func (s *Store) ListRateBuckets(ctx context.Context, limitName, afterKey string, n int) ([]store.RateBucket, time.Time, error) {
+	rows, err := s.pool.Query(ctx, listRateBuckets, limitName, afterKey, n)
+	if err != nil {
+		return nil, time.Time{}, classify(fmt.Errorf("list rate buckets: %w", err))
+	}
+	defer rows.Close()
+	var (
+		out    []store.RateBucket
+		readAt time.Time
+	)
+	for rows.Next() {
+		var (
+			key               *string
+			tokens            *float64
+			granted           *int
+			updatedAt, fullAt *time.Time
+		)
+		if err := rows.Scan(&readAt, &key, &tokens, &granted, &updatedAt, &fullAt); err != nil {
+			return nil, time.Time{}, classify(fmt.Errorf("list rate buckets: %w", err))
+		}
+		if key == nil {
+			continue // the clock row of an empty page
+		}
+		out = append(out, store.RateBucket{Key: *key, Tokens: *tokens, Granted: *granted, UpdatedAt: *updatedAt, FullAt: *fullAt})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, time.Time{}, classify(fmt.Errorf("list rate buckets: %w", err))
+	}
+	return out, readAt, nil
 }

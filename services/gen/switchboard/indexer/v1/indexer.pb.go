@@ -2998,6 +2998,283 @@ func (x *RateTokenGrant) GetRetryAfterMs() uint32 {
 	return 0
 }
 
+// ListRateLimitBucketsRequest asks for one page of buckets.
+type ListRateLimitBucketsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only the buckets of the limit of this name (config
+	// rateLimits.limits[].name); empty for every limit's.
+	Limit string `protobuf:"bytes,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Page size: 0 means 100; at most 1,000.
+	PageSize uint32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous page; empty for the first.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRateLimitBucketsRequest) Reset() {
+	*x = ListRateLimitBucketsRequest{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRateLimitBucketsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRateLimitBucketsRequest) ProtoMessage() {}
+
+func (x *ListRateLimitBucketsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRateLimitBucketsRequest.ProtoReflect.Descriptor instead.
+func (*ListRateLimitBucketsRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ListRateLimitBucketsRequest) GetLimit() string {
+	if x != nil {
+		return x.Limit
+	}
+	return ""
+}
+
+func (x *ListRateLimitBucketsRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListRateLimitBucketsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListRateLimitBucketsResponse is one page.
+type ListRateLimitBucketsResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Buckets []*RateLimitBucket     `protobuf:"bytes,1,rep,name=buckets,proto3" json:"buckets,omitempty"`
+	// Set when there are more: pass it as page_token.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// The database's clock when the page was read: buckets refill by it.
+	ReadAt        *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=read_at,json=readAt,proto3" json:"read_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRateLimitBucketsResponse) Reset() {
+	*x = ListRateLimitBucketsResponse{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRateLimitBucketsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRateLimitBucketsResponse) ProtoMessage() {}
+
+func (x *ListRateLimitBucketsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRateLimitBucketsResponse.ProtoReflect.Descriptor instead.
+func (*ListRateLimitBucketsResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ListRateLimitBucketsResponse) GetBuckets() []*RateLimitBucket {
+	if x != nil {
+		return x.Buckets
+	}
+	return nil
+}
+
+func (x *ListRateLimitBucketsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *ListRateLimitBucketsResponse) GetReadAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReadAt
+	}
+	return nil
+}
+
+// RateLimitBucket is one bucket's state.
+type RateLimitBucket struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key as stored, "<limit>|<per>|<value>" (the next three fields).
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The limit's name.
+	Limit string `protobuf:"bytes,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// What the limit counts by: principal, tool, backend or server.
+	Per string `protobuf:"bytes,3,opt,name=per,proto3" json:"per,omitempty"`
+	// What this bucket counts: the principal's subject, the tool, backend or
+	// server name, as the services build keys (a value over 256 bytes is
+	// stored as "sha256:" and its hex digest, and listed so).
+	Value string `protobuf:"bytes,4,opt,name=value,proto3" json:"value,omitempty"`
+	// Tokens the bucket held after its last take, at updated_at.
+	Tokens float64 `protobuf:"fixed64,5,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	// Tokens the last take granted.
+	LastGranted uint32 `protobuf:"varint,6,opt,name=last_granted,json=lastGranted,proto3" json:"last_granted,omitempty"`
+	// When tokens were last taken (and the bucket last refilled).
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// When the bucket is full again if nothing more is taken.
+	FullAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=full_at,json=fullAt,proto3" json:"full_at,omitempty"`
+	// The limit is in this indexer's configuration (rateLimits); the next
+	// three fields are set only then.
+	Configured bool `protobuf:"varint,9,opt,name=configured,proto3" json:"configured,omitempty"`
+	// The limit's rate, tokens per second, as configured.
+	RatePerSecond float64 `protobuf:"fixed64,10,opt,name=rate_per_second,json=ratePerSecond,proto3" json:"rate_per_second,omitempty"`
+	// The limit's burst (the most tokens a bucket holds), as configured.
+	Burst uint32 `protobuf:"varint,11,opt,name=burst,proto3" json:"burst,omitempty"`
+	// Tokens the bucket holds at read_at: tokens refilled at the configured
+	// rate since updated_at, at most burst.
+	TokensNow     float64 `protobuf:"fixed64,12,opt,name=tokens_now,json=tokensNow,proto3" json:"tokens_now,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RateLimitBucket) Reset() {
+	*x = RateLimitBucket{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RateLimitBucket) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RateLimitBucket) ProtoMessage() {}
+
+func (x *RateLimitBucket) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RateLimitBucket.ProtoReflect.Descriptor instead.
+func (*RateLimitBucket) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *RateLimitBucket) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *RateLimitBucket) GetLimit() string {
+	if x != nil {
+		return x.Limit
+	}
+	return ""
+}
+
+func (x *RateLimitBucket) GetPer() string {
+	if x != nil {
+		return x.Per
+	}
+	return ""
+}
+
+func (x *RateLimitBucket) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *RateLimitBucket) GetTokens() float64 {
+	if x != nil {
+		return x.Tokens
+	}
+	return 0
+}
+
+func (x *RateLimitBucket) GetLastGranted() uint32 {
+	if x != nil {
+		return x.LastGranted
+	}
+	return 0
+}
+
+func (x *RateLimitBucket) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+func (x *RateLimitBucket) GetFullAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FullAt
+	}
+	return nil
+}
+
+func (x *RateLimitBucket) GetConfigured() bool {
+	if x != nil {
+		return x.Configured
+	}
+	return false
+}
+
+func (x *RateLimitBucket) GetRatePerSecond() float64 {
+	if x != nil {
+		return x.RatePerSecond
+	}
+	return 0
+}
+
+func (x *RateLimitBucket) GetBurst() uint32 {
+	if x != nil {
+		return x.Burst
+	}
+	return 0
+}
+
+func (x *RateLimitBucket) GetTokensNow() float64 {
+	if x != nil {
+		return x.TokensNow
+	}
+	return 0
+}
+
 // AuditEvent is one event of the audit trail, field for field the JSON
 // line the services write (docs/operations.md, "Audit trail"); fields
 // that do not apply are empty.
@@ -3045,7 +3322,7 @@ type AuditEvent struct {
 
 func (x *AuditEvent) Reset() {
 	*x = AuditEvent{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[44]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3057,7 +3334,7 @@ func (x *AuditEvent) String() string {
 func (*AuditEvent) ProtoMessage() {}
 
 func (x *AuditEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[44]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3070,7 +3347,7 @@ func (x *AuditEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
 func (*AuditEvent) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{44}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AuditEvent) GetTime() *timestamppb.Timestamp {
@@ -3216,7 +3493,7 @@ type RecordAuditEventsRequest struct {
 
 func (x *RecordAuditEventsRequest) Reset() {
 	*x = RecordAuditEventsRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[45]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3228,7 +3505,7 @@ func (x *RecordAuditEventsRequest) String() string {
 func (*RecordAuditEventsRequest) ProtoMessage() {}
 
 func (x *RecordAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[45]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3241,7 +3518,7 @@ func (x *RecordAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*RecordAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{45}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RecordAuditEventsRequest) GetEvents() []*AuditEvent {
@@ -3261,7 +3538,7 @@ type RecordAuditEventsResponse struct {
 
 func (x *RecordAuditEventsResponse) Reset() {
 	*x = RecordAuditEventsResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[46]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3273,7 +3550,7 @@ func (x *RecordAuditEventsResponse) String() string {
 func (*RecordAuditEventsResponse) ProtoMessage() {}
 
 func (x *RecordAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[46]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3286,7 +3563,7 @@ func (x *RecordAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*RecordAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{46}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RecordAuditEventsResponse) GetRecorded() uint32 {
@@ -3320,7 +3597,7 @@ type QueryAuditEventsRequest struct {
 
 func (x *QueryAuditEventsRequest) Reset() {
 	*x = QueryAuditEventsRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[47]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3332,7 +3609,7 @@ func (x *QueryAuditEventsRequest) String() string {
 func (*QueryAuditEventsRequest) ProtoMessage() {}
 
 func (x *QueryAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[47]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3345,7 +3622,7 @@ func (x *QueryAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*QueryAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{47}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *QueryAuditEventsRequest) GetSubject() string {
@@ -3430,7 +3707,7 @@ type QueryAuditEventsResponse struct {
 
 func (x *QueryAuditEventsResponse) Reset() {
 	*x = QueryAuditEventsResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[48]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3442,7 +3719,7 @@ func (x *QueryAuditEventsResponse) String() string {
 func (*QueryAuditEventsResponse) ProtoMessage() {}
 
 func (x *QueryAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[48]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3455,7 +3732,7 @@ func (x *QueryAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*QueryAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{48}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *QueryAuditEventsResponse) GetEvents() []*AuditEvent {
@@ -3668,7 +3945,34 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\x06grants\x18\x01 \x03(\v2&.switchboard.indexer.v1.RateTokenGrantR\x06grants\"P\n" +
 	"\x0eRateTokenGrant\x12\x18\n" +
 	"\agranted\x18\x01 \x01(\rR\agranted\x12$\n" +
-	"\x0eretry_after_ms\x18\x02 \x01(\rR\fretryAfterMs\"\x9f\x04\n" +
+	"\x0eretry_after_ms\x18\x02 \x01(\rR\fretryAfterMs\"o\n" +
+	"\x1bListRateLimitBucketsRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\tR\x05limit\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xbe\x01\n" +
+	"\x1cListRateLimitBucketsResponse\x12A\n" +
+	"\abuckets\x18\x01 \x03(\v2'.switchboard.indexer.v1.RateLimitBucketR\abuckets\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x123\n" +
+	"\aread_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x06readAt\"\x89\x03\n" +
+	"\x0fRateLimitBucket\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\tR\x05limit\x12\x10\n" +
+	"\x03per\x18\x03 \x01(\tR\x03per\x12\x14\n" +
+	"\x05value\x18\x04 \x01(\tR\x05value\x12\x16\n" +
+	"\x06tokens\x18\x05 \x01(\x01R\x06tokens\x12!\n" +
+	"\flast_granted\x18\x06 \x01(\rR\vlastGranted\x129\n" +
+	"\n" +
+	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x123\n" +
+	"\afull_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x06fullAt\x12\x1e\n" +
+	"\n" +
+	"configured\x18\t \x01(\bR\n" +
+	"configured\x12&\n" +
+	"\x0frate_per_second\x18\n" +
+	" \x01(\x01R\rratePerSecond\x12\x14\n" +
+	"\x05burst\x18\v \x01(\rR\x05burst\x12\x1d\n" +
+	"\n" +
+	"tokens_now\x18\f \x01(\x01R\ttokensNow\"\x9f\x04\n" +
 	"\n" +
 	"AuditEvent\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x18\n" +
@@ -3725,7 +4029,7 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\x13TERM_SOURCE_KEYWORD\x10\x02\x12\x17\n" +
 	"\x13TERM_SOURCE_FRAMING\x10\x03\x12\x17\n" +
 	"\x13TERM_SOURCE_SYNONYM\x10\x04\x12\x15\n" +
-	"\x11TERM_SOURCE_TOPIC\x10\x052\xee\x10\n" +
+	"\x11TERM_SOURCE_TOPIC\x10\x052\xf2\x11\n" +
 	"\x0eIndexerService\x12W\n" +
 	"\x06Search\x12%.switchboard.indexer.v1.SearchRequest\x1a&.switchboard.indexer.v1.SearchResponse\x12i\n" +
 	"\fRefreshScope\x12+.switchboard.indexer.v1.RefreshScopeRequest\x1a,.switchboard.indexer.v1.RefreshScopeResponse\x12T\n" +
@@ -3742,7 +4046,8 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\x15ApproveToolDefinition\x124.switchboard.indexer.v1.ApproveToolDefinitionRequest\x1a5.switchboard.indexer.v1.ApproveToolDefinitionResponse\x12~\n" +
 	"\x13ListToolDefinitions\x122.switchboard.indexer.v1.ListToolDefinitionsRequest\x1a3.switchboard.indexer.v1.ListToolDefinitionsResponse\x12\x83\x01\n" +
 	"\x14WatchToolDefinitions\x123.switchboard.indexer.v1.WatchToolDefinitionsRequest\x1a4.switchboard.indexer.v1.WatchToolDefinitionsResponse0\x01\x12x\n" +
-	"\x11AcquireRateTokens\x120.switchboard.indexer.v1.AcquireRateTokensRequest\x1a1.switchboard.indexer.v1.AcquireRateTokensResponse\x12x\n" +
+	"\x11AcquireRateTokens\x120.switchboard.indexer.v1.AcquireRateTokensRequest\x1a1.switchboard.indexer.v1.AcquireRateTokensResponse\x12\x81\x01\n" +
+	"\x14ListRateLimitBuckets\x123.switchboard.indexer.v1.ListRateLimitBucketsRequest\x1a4.switchboard.indexer.v1.ListRateLimitBucketsResponse\x12x\n" +
 	"\x11RecordAuditEvents\x120.switchboard.indexer.v1.RecordAuditEventsRequest\x1a1.switchboard.indexer.v1.RecordAuditEventsResponse\x12u\n" +
 	"\x10QueryAuditEvents\x12/.switchboard.indexer.v1.QueryAuditEventsRequest\x1a0.switchboard.indexer.v1.QueryAuditEventsResponseBVZTgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1;indexerv1b\x06proto3"
 
@@ -3759,7 +4064,7 @@ func file_switchboard_indexer_v1_indexer_proto_rawDescGZIP() []byte {
 }
 
 var file_switchboard_indexer_v1_indexer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_switchboard_indexer_v1_indexer_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_switchboard_indexer_v1_indexer_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_switchboard_indexer_v1_indexer_proto_goTypes = []any{
 	(ScorePartKind)(0),                    // 0: switchboard.indexer.v1.ScorePartKind
 	(TermSource)(0),                       // 1: switchboard.indexer.v1.TermSource
@@ -3807,91 +4112,100 @@ var file_switchboard_indexer_v1_indexer_proto_goTypes = []any{
 	(*RateTokenRequest)(nil),              // 43: switchboard.indexer.v1.RateTokenRequest
 	(*AcquireRateTokensResponse)(nil),     // 44: switchboard.indexer.v1.AcquireRateTokensResponse
 	(*RateTokenGrant)(nil),                // 45: switchboard.indexer.v1.RateTokenGrant
-	(*AuditEvent)(nil),                    // 46: switchboard.indexer.v1.AuditEvent
-	(*RecordAuditEventsRequest)(nil),      // 47: switchboard.indexer.v1.RecordAuditEventsRequest
-	(*RecordAuditEventsResponse)(nil),     // 48: switchboard.indexer.v1.RecordAuditEventsResponse
-	(*QueryAuditEventsRequest)(nil),       // 49: switchboard.indexer.v1.QueryAuditEventsRequest
-	(*QueryAuditEventsResponse)(nil),      // 50: switchboard.indexer.v1.QueryAuditEventsResponse
-	(*v1.Principal)(nil),                  // 51: switchboard.common.v1.Principal
-	(*timestamppb.Timestamp)(nil),         // 52: google.protobuf.Timestamp
+	(*ListRateLimitBucketsRequest)(nil),   // 46: switchboard.indexer.v1.ListRateLimitBucketsRequest
+	(*ListRateLimitBucketsResponse)(nil),  // 47: switchboard.indexer.v1.ListRateLimitBucketsResponse
+	(*RateLimitBucket)(nil),               // 48: switchboard.indexer.v1.RateLimitBucket
+	(*AuditEvent)(nil),                    // 49: switchboard.indexer.v1.AuditEvent
+	(*RecordAuditEventsRequest)(nil),      // 50: switchboard.indexer.v1.RecordAuditEventsRequest
+	(*RecordAuditEventsResponse)(nil),     // 51: switchboard.indexer.v1.RecordAuditEventsResponse
+	(*QueryAuditEventsRequest)(nil),       // 52: switchboard.indexer.v1.QueryAuditEventsRequest
+	(*QueryAuditEventsResponse)(nil),      // 53: switchboard.indexer.v1.QueryAuditEventsResponse
+	(*v1.Principal)(nil),                  // 54: switchboard.common.v1.Principal
+	(*timestamppb.Timestamp)(nil),         // 55: google.protobuf.Timestamp
 }
 var file_switchboard_indexer_v1_indexer_proto_depIdxs = []int32{
-	51, // 0: switchboard.indexer.v1.SearchRequest.principal:type_name -> switchboard.common.v1.Principal
+	54, // 0: switchboard.indexer.v1.SearchRequest.principal:type_name -> switchboard.common.v1.Principal
 	4,  // 1: switchboard.indexer.v1.SearchHit.explanation:type_name -> switchboard.indexer.v1.ScorePart
 	0,  // 2: switchboard.indexer.v1.ScorePart.kind:type_name -> switchboard.indexer.v1.ScorePartKind
 	1,  // 3: switchboard.indexer.v1.QueryTerm.source:type_name -> switchboard.indexer.v1.TermSource
 	3,  // 4: switchboard.indexer.v1.SearchResponse.hits:type_name -> switchboard.indexer.v1.SearchHit
 	5,  // 5: switchboard.indexer.v1.SearchResponse.terms:type_name -> switchboard.indexer.v1.QueryTerm
-	51, // 6: switchboard.indexer.v1.RefreshScopeRequest.principal:type_name -> switchboard.common.v1.Principal
-	52, // 7: switchboard.indexer.v1.RevokeSessionRequest.expires_at:type_name -> google.protobuf.Timestamp
+	54, // 6: switchboard.indexer.v1.RefreshScopeRequest.principal:type_name -> switchboard.common.v1.Principal
+	55, // 7: switchboard.indexer.v1.RevokeSessionRequest.expires_at:type_name -> google.protobuf.Timestamp
 	17, // 8: switchboard.indexer.v1.WatchRevocationsResponse.revocations:type_name -> switchboard.indexer.v1.SessionRevocation
-	52, // 9: switchboard.indexer.v1.SessionRevocation.expires_at:type_name -> google.protobuf.Timestamp
-	52, // 10: switchboard.indexer.v1.ConsumeRequestStateRequest.expires_at:type_name -> google.protobuf.Timestamp
-	52, // 11: switchboard.indexer.v1.UpdateSessionStateRequest.expires_at:type_name -> google.protobuf.Timestamp
+	55, // 9: switchboard.indexer.v1.SessionRevocation.expires_at:type_name -> google.protobuf.Timestamp
+	55, // 10: switchboard.indexer.v1.ConsumeRequestStateRequest.expires_at:type_name -> google.protobuf.Timestamp
+	55, // 11: switchboard.indexer.v1.UpdateSessionStateRequest.expires_at:type_name -> google.protobuf.Timestamp
 	22, // 12: switchboard.indexer.v1.UpdateSessionStateResponse.state:type_name -> switchboard.indexer.v1.SessionState
-	52, // 13: switchboard.indexer.v1.SessionState.expires_at:type_name -> google.protobuf.Timestamp
+	55, // 13: switchboard.indexer.v1.SessionState.expires_at:type_name -> google.protobuf.Timestamp
 	22, // 14: switchboard.indexer.v1.WatchSessionEventsResponse.states:type_name -> switchboard.indexer.v1.SessionState
 	25, // 15: switchboard.indexer.v1.WatchSessionEventsResponse.input_responses:type_name -> switchboard.indexer.v1.RelayedInputResponse
 	28, // 16: switchboard.indexer.v1.WatchSessionEventsResponse.cancellations:type_name -> switchboard.indexer.v1.RelayedCancellation
 	25, // 17: switchboard.indexer.v1.RelayInputResponseRequest.response:type_name -> switchboard.indexer.v1.RelayedInputResponse
-	52, // 18: switchboard.indexer.v1.RelayInputResponseRequest.expires_at:type_name -> google.protobuf.Timestamp
+	55, // 18: switchboard.indexer.v1.RelayInputResponseRequest.expires_at:type_name -> google.protobuf.Timestamp
 	28, // 19: switchboard.indexer.v1.RelayCancellationRequest.cancellation:type_name -> switchboard.indexer.v1.RelayedCancellation
 	31, // 20: switchboard.indexer.v1.RecordToolDefinitionsRequest.tools:type_name -> switchboard.indexer.v1.ToolDefinitionDigest
 	34, // 21: switchboard.indexer.v1.RecordToolDefinitionsResponse.verdicts:type_name -> switchboard.indexer.v1.ToolDefinitionVerdict
 	39, // 22: switchboard.indexer.v1.ApproveToolDefinitionResponse.definition:type_name -> switchboard.indexer.v1.ToolDefinition
 	39, // 23: switchboard.indexer.v1.ListToolDefinitionsResponse.definitions:type_name -> switchboard.indexer.v1.ToolDefinition
-	52, // 24: switchboard.indexer.v1.ToolDefinition.first_seen:type_name -> google.protobuf.Timestamp
-	52, // 25: switchboard.indexer.v1.ToolDefinition.last_seen:type_name -> google.protobuf.Timestamp
-	52, // 26: switchboard.indexer.v1.ToolDefinition.approved_at:type_name -> google.protobuf.Timestamp
+	55, // 24: switchboard.indexer.v1.ToolDefinition.first_seen:type_name -> google.protobuf.Timestamp
+	55, // 25: switchboard.indexer.v1.ToolDefinition.last_seen:type_name -> google.protobuf.Timestamp
+	55, // 26: switchboard.indexer.v1.ToolDefinition.approved_at:type_name -> google.protobuf.Timestamp
 	31, // 27: switchboard.indexer.v1.WatchToolDefinitionsResponse.approvals:type_name -> switchboard.indexer.v1.ToolDefinitionDigest
 	43, // 28: switchboard.indexer.v1.AcquireRateTokensRequest.keys:type_name -> switchboard.indexer.v1.RateTokenRequest
 	45, // 29: switchboard.indexer.v1.AcquireRateTokensResponse.grants:type_name -> switchboard.indexer.v1.RateTokenGrant
-	52, // 30: switchboard.indexer.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
-	46, // 31: switchboard.indexer.v1.RecordAuditEventsRequest.events:type_name -> switchboard.indexer.v1.AuditEvent
-	52, // 32: switchboard.indexer.v1.QueryAuditEventsRequest.since:type_name -> google.protobuf.Timestamp
-	52, // 33: switchboard.indexer.v1.QueryAuditEventsRequest.until:type_name -> google.protobuf.Timestamp
-	46, // 34: switchboard.indexer.v1.QueryAuditEventsResponse.events:type_name -> switchboard.indexer.v1.AuditEvent
-	2,  // 35: switchboard.indexer.v1.IndexerService.Search:input_type -> switchboard.indexer.v1.SearchRequest
-	7,  // 36: switchboard.indexer.v1.IndexerService.RefreshScope:input_type -> switchboard.indexer.v1.RefreshScopeRequest
-	9,  // 37: switchboard.indexer.v1.IndexerService.Stats:input_type -> switchboard.indexer.v1.StatsRequest
-	11, // 38: switchboard.indexer.v1.IndexerService.RevokeSession:input_type -> switchboard.indexer.v1.RevokeSessionRequest
-	13, // 39: switchboard.indexer.v1.IndexerService.CheckSession:input_type -> switchboard.indexer.v1.CheckSessionRequest
-	15, // 40: switchboard.indexer.v1.IndexerService.WatchRevocations:input_type -> switchboard.indexer.v1.WatchRevocationsRequest
-	18, // 41: switchboard.indexer.v1.IndexerService.ConsumeRequestState:input_type -> switchboard.indexer.v1.ConsumeRequestStateRequest
-	20, // 42: switchboard.indexer.v1.IndexerService.UpdateSessionState:input_type -> switchboard.indexer.v1.UpdateSessionStateRequest
-	23, // 43: switchboard.indexer.v1.IndexerService.WatchSessionEvents:input_type -> switchboard.indexer.v1.WatchSessionEventsRequest
-	26, // 44: switchboard.indexer.v1.IndexerService.RelayInputResponse:input_type -> switchboard.indexer.v1.RelayInputResponseRequest
-	29, // 45: switchboard.indexer.v1.IndexerService.RelayCancellation:input_type -> switchboard.indexer.v1.RelayCancellationRequest
-	32, // 46: switchboard.indexer.v1.IndexerService.RecordToolDefinitions:input_type -> switchboard.indexer.v1.RecordToolDefinitionsRequest
-	35, // 47: switchboard.indexer.v1.IndexerService.ApproveToolDefinition:input_type -> switchboard.indexer.v1.ApproveToolDefinitionRequest
-	37, // 48: switchboard.indexer.v1.IndexerService.ListToolDefinitions:input_type -> switchboard.indexer.v1.ListToolDefinitionsRequest
-	40, // 49: switchboard.indexer.v1.IndexerService.WatchToolDefinitions:input_type -> switchboard.indexer.v1.WatchToolDefinitionsRequest
-	42, // 50: switchboard.indexer.v1.IndexerService.AcquireRateTokens:input_type -> switchboard.indexer.v1.AcquireRateTokensRequest
-	47, // 51: switchboard.indexer.v1.IndexerService.RecordAuditEvents:input_type -> switchboard.indexer.v1.RecordAuditEventsRequest
-	49, // 52: switchboard.indexer.v1.IndexerService.QueryAuditEvents:input_type -> switchboard.indexer.v1.QueryAuditEventsRequest
-	6,  // 53: switchboard.indexer.v1.IndexerService.Search:output_type -> switchboard.indexer.v1.SearchResponse
-	8,  // 54: switchboard.indexer.v1.IndexerService.RefreshScope:output_type -> switchboard.indexer.v1.RefreshScopeResponse
-	10, // 55: switchboard.indexer.v1.IndexerService.Stats:output_type -> switchboard.indexer.v1.StatsResponse
-	12, // 56: switchboard.indexer.v1.IndexerService.RevokeSession:output_type -> switchboard.indexer.v1.RevokeSessionResponse
-	14, // 57: switchboard.indexer.v1.IndexerService.CheckSession:output_type -> switchboard.indexer.v1.CheckSessionResponse
-	16, // 58: switchboard.indexer.v1.IndexerService.WatchRevocations:output_type -> switchboard.indexer.v1.WatchRevocationsResponse
-	19, // 59: switchboard.indexer.v1.IndexerService.ConsumeRequestState:output_type -> switchboard.indexer.v1.ConsumeRequestStateResponse
-	21, // 60: switchboard.indexer.v1.IndexerService.UpdateSessionState:output_type -> switchboard.indexer.v1.UpdateSessionStateResponse
-	24, // 61: switchboard.indexer.v1.IndexerService.WatchSessionEvents:output_type -> switchboard.indexer.v1.WatchSessionEventsResponse
-	27, // 62: switchboard.indexer.v1.IndexerService.RelayInputResponse:output_type -> switchboard.indexer.v1.RelayInputResponseResponse
-	30, // 63: switchboard.indexer.v1.IndexerService.RelayCancellation:output_type -> switchboard.indexer.v1.RelayCancellationResponse
-	33, // 64: switchboard.indexer.v1.IndexerService.RecordToolDefinitions:output_type -> switchboard.indexer.v1.RecordToolDefinitionsResponse
-	36, // 65: switchboard.indexer.v1.IndexerService.ApproveToolDefinition:output_type -> switchboard.indexer.v1.ApproveToolDefinitionResponse
-	38, // 66: switchboard.indexer.v1.IndexerService.ListToolDefinitions:output_type -> switchboard.indexer.v1.ListToolDefinitionsResponse
-	41, // 67: switchboard.indexer.v1.IndexerService.WatchToolDefinitions:output_type -> switchboard.indexer.v1.WatchToolDefinitionsResponse
-	44, // 68: switchboard.indexer.v1.IndexerService.AcquireRateTokens:output_type -> switchboard.indexer.v1.AcquireRateTokensResponse
-	48, // 69: switchboard.indexer.v1.IndexerService.RecordAuditEvents:output_type -> switchboard.indexer.v1.RecordAuditEventsResponse
-	50, // 70: switchboard.indexer.v1.IndexerService.QueryAuditEvents:output_type -> switchboard.indexer.v1.QueryAuditEventsResponse
-	53, // [53:71] is the sub-list for method output_type
-	35, // [35:53] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	48, // 30: switchboard.indexer.v1.ListRateLimitBucketsResponse.buckets:type_name -> switchboard.indexer.v1.RateLimitBucket
+	55, // 31: switchboard.indexer.v1.ListRateLimitBucketsResponse.read_at:type_name -> google.protobuf.Timestamp
+	55, // 32: switchboard.indexer.v1.RateLimitBucket.updated_at:type_name -> google.protobuf.Timestamp
+	55, // 33: switchboard.indexer.v1.RateLimitBucket.full_at:type_name -> google.protobuf.Timestamp
+	55, // 34: switchboard.indexer.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	49, // 35: switchboard.indexer.v1.RecordAuditEventsRequest.events:type_name -> switchboard.indexer.v1.AuditEvent
+	55, // 36: switchboard.indexer.v1.QueryAuditEventsRequest.since:type_name -> google.protobuf.Timestamp
+	55, // 37: switchboard.indexer.v1.QueryAuditEventsRequest.until:type_name -> google.protobuf.Timestamp
+	49, // 38: switchboard.indexer.v1.QueryAuditEventsResponse.events:type_name -> switchboard.indexer.v1.AuditEvent
+	2,  // 39: switchboard.indexer.v1.IndexerService.Search:input_type -> switchboard.indexer.v1.SearchRequest
+	7,  // 40: switchboard.indexer.v1.IndexerService.RefreshScope:input_type -> switchboard.indexer.v1.RefreshScopeRequest
+	9,  // 41: switchboard.indexer.v1.IndexerService.Stats:input_type -> switchboard.indexer.v1.StatsRequest
+	11, // 42: switchboard.indexer.v1.IndexerService.RevokeSession:input_type -> switchboard.indexer.v1.RevokeSessionRequest
+	13, // 43: switchboard.indexer.v1.IndexerService.CheckSession:input_type -> switchboard.indexer.v1.CheckSessionRequest
+	15, // 44: switchboard.indexer.v1.IndexerService.WatchRevocations:input_type -> switchboard.indexer.v1.WatchRevocationsRequest
+	18, // 45: switchboard.indexer.v1.IndexerService.ConsumeRequestState:input_type -> switchboard.indexer.v1.ConsumeRequestStateRequest
+	20, // 46: switchboard.indexer.v1.IndexerService.UpdateSessionState:input_type -> switchboard.indexer.v1.UpdateSessionStateRequest
+	23, // 47: switchboard.indexer.v1.IndexerService.WatchSessionEvents:input_type -> switchboard.indexer.v1.WatchSessionEventsRequest
+	26, // 48: switchboard.indexer.v1.IndexerService.RelayInputResponse:input_type -> switchboard.indexer.v1.RelayInputResponseRequest
+	29, // 49: switchboard.indexer.v1.IndexerService.RelayCancellation:input_type -> switchboard.indexer.v1.RelayCancellationRequest
+	32, // 50: switchboard.indexer.v1.IndexerService.RecordToolDefinitions:input_type -> switchboard.indexer.v1.RecordToolDefinitionsRequest
+	35, // 51: switchboard.indexer.v1.IndexerService.ApproveToolDefinition:input_type -> switchboard.indexer.v1.ApproveToolDefinitionRequest
+	37, // 52: switchboard.indexer.v1.IndexerService.ListToolDefinitions:input_type -> switchboard.indexer.v1.ListToolDefinitionsRequest
+	40, // 53: switchboard.indexer.v1.IndexerService.WatchToolDefinitions:input_type -> switchboard.indexer.v1.WatchToolDefinitionsRequest
+	42, // 54: switchboard.indexer.v1.IndexerService.AcquireRateTokens:input_type -> switchboard.indexer.v1.AcquireRateTokensRequest
+	46, // 55: switchboard.indexer.v1.IndexerService.ListRateLimitBuckets:input_type -> switchboard.indexer.v1.ListRateLimitBucketsRequest
+	50, // 56: switchboard.indexer.v1.IndexerService.RecordAuditEvents:input_type -> switchboard.indexer.v1.RecordAuditEventsRequest
+	52, // 57: switchboard.indexer.v1.IndexerService.QueryAuditEvents:input_type -> switchboard.indexer.v1.QueryAuditEventsRequest
+	6,  // 58: switchboard.indexer.v1.IndexerService.Search:output_type -> switchboard.indexer.v1.SearchResponse
+	8,  // 59: switchboard.indexer.v1.IndexerService.RefreshScope:output_type -> switchboard.indexer.v1.RefreshScopeResponse
+	10, // 60: switchboard.indexer.v1.IndexerService.Stats:output_type -> switchboard.indexer.v1.StatsResponse
+	12, // 61: switchboard.indexer.v1.IndexerService.RevokeSession:output_type -> switchboard.indexer.v1.RevokeSessionResponse
+	14, // 62: switchboard.indexer.v1.IndexerService.CheckSession:output_type -> switchboard.indexer.v1.CheckSessionResponse
+	16, // 63: switchboard.indexer.v1.IndexerService.WatchRevocations:output_type -> switchboard.indexer.v1.WatchRevocationsResponse
+	19, // 64: switchboard.indexer.v1.IndexerService.ConsumeRequestState:output_type -> switchboard.indexer.v1.ConsumeRequestStateResponse
+	21, // 65: switchboard.indexer.v1.IndexerService.UpdateSessionState:output_type -> switchboard.indexer.v1.UpdateSessionStateResponse
+	24, // 66: switchboard.indexer.v1.IndexerService.WatchSessionEvents:output_type -> switchboard.indexer.v1.WatchSessionEventsResponse
+	27, // 67: switchboard.indexer.v1.IndexerService.RelayInputResponse:output_type -> switchboard.indexer.v1.RelayInputResponseResponse
+	30, // 68: switchboard.indexer.v1.IndexerService.RelayCancellation:output_type -> switchboard.indexer.v1.RelayCancellationResponse
+	33, // 69: switchboard.indexer.v1.IndexerService.RecordToolDefinitions:output_type -> switchboard.indexer.v1.RecordToolDefinitionsResponse
+	36, // 70: switchboard.indexer.v1.IndexerService.ApproveToolDefinition:output_type -> switchboard.indexer.v1.ApproveToolDefinitionResponse
+	38, // 71: switchboard.indexer.v1.IndexerService.ListToolDefinitions:output_type -> switchboard.indexer.v1.ListToolDefinitionsResponse
+	41, // 72: switchboard.indexer.v1.IndexerService.WatchToolDefinitions:output_type -> switchboard.indexer.v1.WatchToolDefinitionsResponse
+	44, // 73: switchboard.indexer.v1.IndexerService.AcquireRateTokens:output_type -> switchboard.indexer.v1.AcquireRateTokensResponse
+	47, // 74: switchboard.indexer.v1.IndexerService.ListRateLimitBuckets:output_type -> switchboard.indexer.v1.ListRateLimitBucketsResponse
+	51, // 75: switchboard.indexer.v1.IndexerService.RecordAuditEvents:output_type -> switchboard.indexer.v1.RecordAuditEventsResponse
+	53, // 76: switchboard.indexer.v1.IndexerService.QueryAuditEvents:output_type -> switchboard.indexer.v1.QueryAuditEventsResponse
+	58, // [58:77] is the sub-list for method output_type
+	39, // [39:58] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_indexer_v1_indexer_proto_init() }
@@ -3910,7 +4224,7 @@ func file_switchboard_indexer_v1_indexer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_indexer_v1_indexer_proto_rawDesc), len(file_switchboard_indexer_v1_indexer_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   49,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -39,6 +39,7 @@ const (
 	IndexerService_ListToolDefinitions_FullMethodName   = "/switchboard.indexer.v1.IndexerService/ListToolDefinitions"
 	IndexerService_WatchToolDefinitions_FullMethodName  = "/switchboard.indexer.v1.IndexerService/WatchToolDefinitions"
 	IndexerService_AcquireRateTokens_FullMethodName     = "/switchboard.indexer.v1.IndexerService/AcquireRateTokens"
+	IndexerService_ListRateLimitBuckets_FullMethodName  = "/switchboard.indexer.v1.IndexerService/ListRateLimitBuckets"
 	IndexerService_RecordAuditEvents_FullMethodName     = "/switchboard.indexer.v1.IndexerService/RecordAuditEvents"
 	IndexerService_QueryAuditEvents_FullMethodName      = "/switchboard.indexer.v1.IndexerService/QueryAuditEvents"
 )
@@ -195,6 +196,18 @@ type IndexerServiceClient interface {
 	// burst in [1, 1e6], tokens in [1, burst]; anything else is
 	// INVALID_ARGUMENT and nothing is taken.
 	AcquireRateTokens(ctx context.Context, in *AcquireRateTokensRequest, opts ...grpc.CallOption) (*AcquireRateTokensResponse, error)
+	// ListRateLimitBuckets lists the rate-limit buckets as PostgreSQL holds
+	// them (what AcquireRateTokens and find_tool took), ordered by key, in
+	// pages, optionally those of one limit only. Operator credentials only
+	// (serviceAuth.credentials[].operator); any other caller is
+	// PERMISSION_DENIED (ERROR_REASON_OPERATOR_ONLY). A key not listed is a
+	// full bucket: a bucket that refilled may have been dropped (a full
+	// bucket and no row are the same). The rows do not store the rate and
+	// burst (each take names them); the indexer adds its own configuration's
+	// for the limits it knows, and with them the tokens the bucket holds now.
+	// page_size at most 1,000, limit at most 128 bytes; anything else is
+	// INVALID_ARGUMENT.
+	ListRateLimitBuckets(ctx context.Context, in *ListRateLimitBucketsRequest, opts ...grpc.CallOption) (*ListRateLimitBucketsResponse, error)
 	// RecordAuditEvents stores audit events (docs/operations.md, "Audit
 	// trail") in the indexer's PostgreSQL table: the gateways and
 	// aggregators ship theirs here, in batches, when audit.database.enabled.
@@ -409,6 +422,16 @@ func (c *indexerServiceClient) AcquireRateTokens(ctx context.Context, in *Acquir
 	return out, nil
 }
 
+func (c *indexerServiceClient) ListRateLimitBuckets(ctx context.Context, in *ListRateLimitBucketsRequest, opts ...grpc.CallOption) (*ListRateLimitBucketsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRateLimitBucketsResponse)
+	err := c.cc.Invoke(ctx, IndexerService_ListRateLimitBuckets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *indexerServiceClient) RecordAuditEvents(ctx context.Context, in *RecordAuditEventsRequest, opts ...grpc.CallOption) (*RecordAuditEventsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RecordAuditEventsResponse)
@@ -581,6 +604,18 @@ type IndexerServiceServer interface {
 	// burst in [1, 1e6], tokens in [1, burst]; anything else is
 	// INVALID_ARGUMENT and nothing is taken.
 	AcquireRateTokens(context.Context, *AcquireRateTokensRequest) (*AcquireRateTokensResponse, error)
+	// ListRateLimitBuckets lists the rate-limit buckets as PostgreSQL holds
+	// them (what AcquireRateTokens and find_tool took), ordered by key, in
+	// pages, optionally those of one limit only. Operator credentials only
+	// (serviceAuth.credentials[].operator); any other caller is
+	// PERMISSION_DENIED (ERROR_REASON_OPERATOR_ONLY). A key not listed is a
+	// full bucket: a bucket that refilled may have been dropped (a full
+	// bucket and no row are the same). The rows do not store the rate and
+	// burst (each take names them); the indexer adds its own configuration's
+	// for the limits it knows, and with them the tokens the bucket holds now.
+	// page_size at most 1,000, limit at most 128 bytes; anything else is
+	// INVALID_ARGUMENT.
+	ListRateLimitBuckets(context.Context, *ListRateLimitBucketsRequest) (*ListRateLimitBucketsResponse, error)
 	// RecordAuditEvents stores audit events (docs/operations.md, "Audit
 	// trail") in the indexer's PostgreSQL table: the gateways and
 	// aggregators ship theirs here, in batches, when audit.database.enabled.
@@ -655,6 +690,9 @@ func (UnimplementedIndexerServiceServer) WatchToolDefinitions(*WatchToolDefiniti
 }
 func (UnimplementedIndexerServiceServer) AcquireRateTokens(context.Context, *AcquireRateTokensRequest) (*AcquireRateTokensResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AcquireRateTokens not implemented")
+}
+func (UnimplementedIndexerServiceServer) ListRateLimitBuckets(context.Context, *ListRateLimitBucketsRequest) (*ListRateLimitBucketsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRateLimitBuckets not implemented")
 }
 func (UnimplementedIndexerServiceServer) RecordAuditEvents(context.Context, *RecordAuditEventsRequest) (*RecordAuditEventsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RecordAuditEvents not implemented")
@@ -950,6 +988,24 @@ func _IndexerService_AcquireRateTokens_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _IndexerService_ListRateLimitBuckets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRateLimitBucketsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(IndexerServiceServer).ListRateLimitBuckets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: IndexerService_ListRateLimitBuckets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(IndexerServiceServer).ListRateLimitBuckets(ctx, req.(*ListRateLimitBucketsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _IndexerService_RecordAuditEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RecordAuditEventsRequest)
 	if err := dec(in); err != nil {
@@ -1044,6 +1100,10 @@ var IndexerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AcquireRateTokens",
 			Handler:    _IndexerService_AcquireRateTokens_Handler,
+		},
+		{
+			MethodName: "ListRateLimitBuckets",
+			Handler:    _IndexerService_ListRateLimitBuckets_Handler,
 		},
 		{
 			MethodName: "RecordAuditEvents",

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"context"
+
+	"github.com/switchboard-mcp/switchboard/gateway/internal/console"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+)
+
+// indexerRateBuckets reads the console's rate-limit state from the
+// indexer's ListRateLimitBuckets (operator credentials: the console's).
+type indexerRateBuckets struct {
+	client indexerv1.IndexerServiceClient
+}
+
+// maxBucketPage is the RPC's largest page.
+const maxBucketPage = 1000
+
+// RateLimitBuckets implements console.RateLimitState: the first limit
+// buckets in key order. A bucket of a limit the indexer's configuration
+// knows holds tokens_now (refilled to the indexer's read time); any other
+// the tokens left at its last take.
+func (b indexerRateBuckets) RateLimitBuckets(ctx context.Context, limit int) ([]console.RateLimitBucket, error) {
+	var out []console.RateLimitBucket
+	token := ""
+	for len(out) < limit {
+		resp, err := b.client.ListRateLimitBuckets(ctx, &indexerv1.ListRateLimitBucketsRequest{
+			PageSize: uint32(min(limit-len(out), maxBucketPage)), PageToken: token,
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, bk := range resp.GetBuckets() {
+			row := console.RateLimitBucket{Key: bk.GetKey(), Tokens: bk.GetTokens(), RatePerSecond: bk.GetRatePerSecond(),
+				Burst: bk.GetBurst(), Updated: bk.GetUpdatedAt().AsTime()}
+			if bk.GetConfigured() {
+				row.Tokens = bk.GetTokensNow()
+			}
+			out = append(out, row)
+		}
+		if token = resp.GetNextPageToken(); token == "" {
+			break
+		}
+	}
+	return out, nil
+}
