@@ -16,8 +16,8 @@ import (
 // (deploy/README.md shows how), with the keys the manifests read. Nothing
 // else may be referenced unless an operator in the render creates it.
 var DeployerSecrets = map[string][]string{
-	"switchboard-service-tokens": {"gateway", "indexer", "aggregator", "internal-client"},
-	"switchboard-gateway":        {"session-key", "api-key-operator"},
+	"switchboard-service-tokens": {"gateway", "indexer", "aggregator", "internal-client", "console"},
+	"switchboard-gateway":        {"session-key", "api-key-operator", "console-operator-key"},
 	"switchboard-database":       {"url"},
 }
 

@@ -297,6 +297,7 @@ func checkSwitchboardConfig(p *problems, r *Render) {
 
 	// Each service's own listen addresses match its container ports.
 	p.expectListen("Deployment "+gw.d.Name, "gateway.listen", gw.cfg.Gateway.Listen, gw.c, "http")
+	p.expectOptionalListen("Deployment "+gw.d.Name, "gateway.opsListen", gw.cfg.Gateway.OpsListen, gw.c, "ops")
 	aggPort := p.expectListen("Deployment "+agg.d.Name, "aggregator.listen", agg.cfg.Aggregator.Listen, agg.c, "grpc")
 	p.expectOptionalListen("Deployment "+agg.d.Name, "aggregator.httpListen", agg.cfg.Aggregator.HTTPListen, agg.c, "http")
 	idxPort := p.expectListen("Deployment "+idx.d.Name, "indexer.listen", idx.cfg.Indexer.Listen, idx.c, "grpc")
@@ -406,6 +407,40 @@ func checkSwitchboardConfig(p *problems, r *Render) {
 				if allowed.Permits("/switchboard.aggregator.v1.AggregatorService/" + m) {
 					p.addf("%s: the credential for %s allows %s: the indexer reads views and never calls", t.who, t.key, m)
 				}
+			}
+		}
+	}
+	// The operator console's token names, on both servers, an operator
+	// credential that may assert principals and allows exactly the read
+	// RPCs the console calls of that server (config.ConsoleMethods):
+	// anything more would let a console session call tools.
+	if console := gw.cfg.Gateway.Console; console.Enabled {
+		for _, srv := range []struct {
+			name  string
+			creds []config.ServiceCredential
+		}{{"aggregator", agg.cfg.ServiceAuth.Credentials}, {"indexer", idx.cfg.ServiceAuth.Credentials}} {
+			i := slices.IndexFunc(srv.creds, func(c config.ServiceCredential) bool { return c.Token == console.ServiceToken })
+			if i < 0 {
+				p.addf("%s: gateway.console.serviceToken is not a credential of the %s", gwWho, srv.name)
+				continue
+			}
+			cred := srv.creds[i]
+			var want []string
+			for _, m := range config.ConsoleMethods {
+				if strings.HasPrefix(m, "switchboard."+srv.name+".") {
+					want = append(want, m)
+				}
+			}
+			var got []string
+			for _, m := range cred.Allow {
+				if strings.HasPrefix(m, "switchboard."+srv.name+".") {
+					got = append(got, m)
+				}
+			}
+			slices.Sort(want)
+			slices.Sort(got)
+			if !cred.Operator || !cred.AssertPrincipals || !slices.Equal(got, want) {
+				p.addf("%s: the %s's credential %s for gateway.console.serviceToken must be operator and assertPrincipals and allow exactly %v of it (config.ConsoleMethods); it allows %v", gwWho, srv.name, cred.Name, want, got)
 			}
 		}
 	}

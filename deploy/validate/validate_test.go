@@ -510,6 +510,18 @@ func TestCheckCatchesMistakes(t *testing.T) {
 		{"pinning to the indexer without the Service", func(r *Render) {
 			editConfig(r, "      address: dns:///switchboard-indexer-headless:50052\n", "      address: switchboard-indexer:50052\n")
 		}, "aggregator.pinning.indexer.address"},
+		{"console credential allowed a call", func(r *Render) {
+			editConfig(r, "        - switchboard.indexer.v1.IndexerService/ListRateLimitBuckets\n", "        - switchboard.indexer.v1.IndexerService/ListRateLimitBuckets\n        - switchboard.aggregator.v1.AggregatorService/CallTool\n")
+		}, "for gateway.console.serviceToken must be operator and assertPrincipals and allow exactly"},
+		{"console credential not an operator", func(r *Render) {
+			editConfig(r, "      token: ${SWITCHBOARD_CONSOLE_TOKEN:-}\n      operator: true\n", "      token: ${SWITCHBOARD_CONSOLE_TOKEN:-}\n")
+		}, "for gateway.console.serviceToken must be operator"},
+		{"console token unknown", func(r *Render) {
+			editConfig(r, "  serviceToken: ${SWITCHBOARD_CONSOLE_TOKEN:-}\n", "  serviceToken: ${SWITCHBOARD_CONSOLE_OTHER:-}\n")
+		}, "gateway.console.serviceToken is not a credential of the aggregator"},
+		{"ops port differs from the container port", func(r *Render) {
+			editConfig(r, "opsListen: 0.0.0.0:9090", "opsListen: 0.0.0.0:9091")
+		}, "gateway.opsListen"},
 		{"network policy without the gateway", func(r *Render) {
 			dropPolicyPeer(t, r, "switchboard-aggregator", "gateway")
 		}, "Deployment switchboard-gateway: no NetworkPolicy rule admits its pods to those of Deployment switchboard-aggregator on port 50051"},
