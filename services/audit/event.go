@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
 // Schema names the shape of an event; it is in every JSON line, so a log
@@ -94,6 +95,12 @@ type Event struct {
 	// Subject and Groups are the principal the request acted for.
 	Subject string   `json:"subject,omitempty"`
 	Groups  []string `json:"groups,omitempty"`
+	// Caller names the service credential that made the request
+	// (serviceAuth.credentials[].name) when it is not an edge's: an
+	// operator's, such as the console searching as a principal, or a
+	// service calling as its own bound identity. Empty for the end user's
+	// own requests (through the gateway) and for events no request made.
+	Caller string `json:"caller,omitempty"`
 	// Server is the virtual server ("" for the whole catalog).
 	Server string `json:"server,omitempty"`
 	// Tool, Resource and Prompt name the item as the client named it
@@ -129,9 +136,14 @@ type Event struct {
 }
 
 // Call starts an event of the request in ctx for principal p: its time,
-// trace id and principal.
+// trace id, principal, and the credential that made the request when it
+// is not an edge's (svcauth.Caller.IsEdge; a request that came over no
+// authenticated gRPC call, the gateway's own, names none).
 func Call(ctx context.Context, kind Kind, p *commonv1.Principal, start time.Time) Event {
 	e := Event{Time: start, Kind: kind, Subject: p.GetSubject(), Groups: p.GetGroups()}
+	if c, ok := svcauth.CallerFrom(ctx); ok && !c.IsEdge() {
+		e.Caller = c.Name
+	}
 	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
 		e.TraceID = sc.TraceID().String()
 	}

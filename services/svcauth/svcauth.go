@@ -46,6 +46,13 @@ type Caller struct {
 // ("/package.Service/Method").
 func (c Caller) MayCall(fullMethod string) bool { return c.allow.Permits(fullMethod) }
 
+// IsEdge reports whether the caller is an edge: a credential that asserts
+// end users' principals and is no operator's (the gateway's). An edge's
+// requests are the principal's own; any other caller's (an operator's
+// console, a service calling as its bound identity) are that credential's,
+// and the audit trail names it (audit.Event.Caller).
+func (c Caller) IsEdge() bool { return c.AssertPrincipals && !c.Operator }
+
 // Authenticator checks service credentials. Its credentials can be
 // replaced while it serves (Update): each call is checked against one
 // table, the old or the new, never a mix.

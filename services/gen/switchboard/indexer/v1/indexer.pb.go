@@ -3314,8 +3314,16 @@ type AuditEvent struct {
 	Detail        string `protobuf:"bytes,17,opt,name=detail,proto3" json:"detail,omitempty"`
 	// Set by the indexer when stored: the event's id, and the name of the
 	// credential that sent it. Ignored in RecordAuditEvents.
-	Id            int64  `protobuf:"varint,18,opt,name=id,proto3" json:"id,omitempty"`
-	RecordedBy    string `protobuf:"bytes,19,opt,name=recorded_by,json=recordedBy,proto3" json:"recorded_by,omitempty"`
+	Id         int64  `protobuf:"varint,18,opt,name=id,proto3" json:"id,omitempty"`
+	RecordedBy string `protobuf:"bytes,19,opt,name=recorded_by,json=recordedBy,proto3" json:"recorded_by,omitempty"`
+	// The service credential that made the request
+	// (serviceAuth.credentials[].name), when it is not an edge's (one that
+	// asserts end users' principals and is no operator's, the gateway's): an
+	// operator's, such as the console's search as a principal, or a service
+	// calling as its own bound identity. Empty for the end user's own
+	// requests and for events no request made. Unlike recorded_by, which
+	// names who shipped the event, it is sent in RecordAuditEvents.
+	Caller        string `protobuf:"bytes,20,opt,name=caller,proto3" json:"caller,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3479,6 +3487,13 @@ func (x *AuditEvent) GetId() int64 {
 func (x *AuditEvent) GetRecordedBy() string {
 	if x != nil {
 		return x.RecordedBy
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetCaller() string {
+	if x != nil {
+		return x.Caller
 	}
 	return ""
 }
@@ -3972,7 +3987,7 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	" \x01(\x01R\rratePerSecond\x12\x14\n" +
 	"\x05burst\x18\v \x01(\rR\x05burst\x12\x1d\n" +
 	"\n" +
-	"tokens_now\x18\f \x01(\x01R\ttokensNow\"\x9f\x04\n" +
+	"tokens_now\x18\f \x01(\x01R\ttokensNow\"\xb7\x04\n" +
 	"\n" +
 	"AuditEvent\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x18\n" +
@@ -3996,7 +4011,8 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\x06detail\x18\x11 \x01(\tR\x06detail\x12\x0e\n" +
 	"\x02id\x18\x12 \x01(\x03R\x02id\x12\x1f\n" +
 	"\vrecorded_by\x18\x13 \x01(\tR\n" +
-	"recordedBy\"V\n" +
+	"recordedBy\x12\x16\n" +
+	"\x06caller\x18\x14 \x01(\tR\x06caller\"V\n" +
 	"\x18RecordAuditEventsRequest\x12:\n" +
 	"\x06events\x18\x01 \x03(\v2\".switchboard.indexer.v1.AuditEventR\x06events\"7\n" +
 	"\x19RecordAuditEventsResponse\x12\x1a\n" +
