@@ -22,7 +22,7 @@ func TestAuditEventsInsertQueryPage(t *testing.T) {
 			e.Subject, e.Outcome, e.Detail, e.Groups = "bob", audit.OutcomeDenied, "denied by the authorization policy", nil
 		}
 		if i == 7 {
-			e.Arguments = []byte(`{"q":"x"}`)
+			e.Arguments, e.Caller = []byte(`{"q":"x"}`), "console"
 		}
 		events = append(events, e)
 	}
@@ -38,7 +38,7 @@ func TestAuditEventsInsertQueryPage(t *testing.T) {
 		t.Fatalf("bob has %d events, want 5", len(bob))
 	}
 	for i, r := range bob {
-		if r.Subject != "bob" || r.Outcome != audit.OutcomeDenied || r.RecordedBy != "aggregator-cred" || r.Groups != nil {
+		if r.Subject != "bob" || r.Outcome != audit.OutcomeDenied || r.RecordedBy != "aggregator-cred" || r.Groups != nil || r.Caller != "" {
 			t.Fatalf("bob's event %+v", r)
 		}
 		if i > 0 && !r.Time.Before(bob[i-1].Time) {
@@ -63,7 +63,7 @@ func TestAuditEventsInsertQueryPage(t *testing.T) {
 	want := events[7]
 	if !got.Time.Equal(want.Time) || got.Service != want.Service || got.Kind != want.Kind || got.Subject != "alice" ||
 		len(got.Groups) != 2 || got.Backend != "docs" || got.LatencyMS != 1.25 || got.TraceID != want.TraceID ||
-		got.ArgumentsSHA256 != want.ArgumentsSHA256 || string(got.Arguments) != `{"q":"x"}` || got.ID == 0 {
+		got.ArgumentsSHA256 != want.ArgumentsSHA256 || string(got.Arguments) != `{"q":"x"}` || got.Caller != "console" || got.ID == 0 {
 		t.Fatalf("stored %+v, want %+v", got, want)
 	}
 	// Paging: every event once, newest first, across pages.
