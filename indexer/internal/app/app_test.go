@@ -118,6 +118,7 @@ func (h *harness) startIndexer(t testing.TB, databaseURL string, configure ...fu
 			{Name: "gateway", Token: gatewayToken, AssertPrincipals: true, Allow: []string{"switchboard.indexer.v1.IndexerService/*"}},
 			{Name: "aggregator", Token: aggregatorToken, AssertPrincipals: true, Allow: config.AggregatorMethods},
 			{Name: "operator", Token: operatorToken, Operator: true, Allow: []string{"switchboard.indexer.v1.IndexerService/*"}},
+			{Name: "console", Token: consoleToken, Operator: true, AssertPrincipals: true, Allow: config.ConsoleMethods},
 		}},
 		Indexer: config.Indexer{
 			Database:   databaseURL,

@@ -9,6 +9,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/ratelimit"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
 )
@@ -77,6 +78,25 @@ type StoreBuckets struct{ Store store.RateBuckets }
 // Acquire implements ratelimit.Acquirer.
 func (b StoreBuckets) Acquire(ctx context.Context, reqs []ratelimit.TokenRequest) ([]ratelimit.Grant, error) {
 	return b.Store.TakeRateTokens(ctx, reqs)
+}
+
+// operatorLooking reports whether a search is an operator looking at what
+// a principal would find (an operator credential's explained search: the
+// console's search playground), not the principal searching. Such a
+// search is charged to nobody's find_tool limit: it is not the
+// principal's call, and its audit event names the operator's credential
+// (audit.Event.Caller). Only the explained ones: explain is what no
+// find_tool asks and what mayExplain refuses to every caller but an
+// operator, so it marks the operator's look. A plain search is what
+// find_tool runs, and nothing tells an operator credential's from a
+// principal's; it is charged like any, so that a credential marked
+// operator by mistake (a gateway's) cannot lift every user's limit.
+func operatorLooking(ctx context.Context, req *indexerv1.SearchRequest) bool {
+	if !req.GetExplain() {
+		return false
+	}
+	caller, _ := svcauth.CallerFrom(ctx)
+	return caller.Operator
 }
 
 // limitSearch takes find_tool's tokens (a Search is what find_tool runs).

@@ -84,9 +84,9 @@ func (s *Server) search(ctx context.Context, req *indexerv1.SearchRequest) (*ind
 		if built {
 			s.Metrics.scopeBuilt()
 		}
-		if attempt == 0 {
+		if attempt == 0 && !operatorLooking(ctx, req) {
 			// After the server is found (a missing one costs nothing),
-			// before the search.
+			// before the search; an operator's look costs nobody.
 			if err := s.limitSearch(ctx, p.GetSubject(), p.GetGroups(), req.GetServer()); err != nil {
 				return nil, err
 			}
