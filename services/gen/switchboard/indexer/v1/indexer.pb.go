@@ -171,7 +171,10 @@ type SearchRequest struct {
 	// (serviceAuth.credentials[].operator) may set it; any other caller gets
 	// PERMISSION_DENIED (reason ERROR_REASON_OPERATOR_ONLY) before anything
 	// else is looked at. The search is scoped as always: to the principal
-	// the call acts for.
+	// the call acts for, but it is the operator looking, not the principal
+	// searching: it takes none of the principal's find_tool rate-limit
+	// tokens, and its audit event names the operator's credential
+	// (AuditEvent.caller).
 	Explain bool `protobuf:"varint,5,opt,name=explain,proto3" json:"explain,omitempty"`
 	// The virtual server whose view to use (servers[].name, as served at
 	// /mcp/<server>); empty is the whole catalog. An unknown server is
