@@ -31,7 +31,8 @@ const hiddenTenant = "acme-hidden-tenant-7f3a"
 // aggregator alone knows: a denial (answered NOT_FOUND like a missing
 // tool), a missing tool, a normal call, a tool error, an invalid call
 // (setting the hidden argument), each with its principal, server, tool,
-// backend and argument digest, and that a hidden override value and a
+// backend and argument digest (and the credential of a caller that is
+// not the gateway), and that a hidden override value and a
 // redacted argument never appear, even with audit.arguments: values.
 func TestAuditTrail(t *testing.T) {
 	tickets := newTestBackend(t, "tickets", backendOptions{extra: func(b *testBackend) {
@@ -90,6 +91,11 @@ audit:
 	if _, err := h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Principal: alice, Uri: "file:///nowhere"}); err == nil {
 		t.Fatal("read of a missing resource succeeded")
 	}
+	// A service calling as its own bound identity, not through the
+	// gateway: its event names its credential.
+	if _, err := h.internal.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Uri: "file:///elsewhere"}); err == nil {
+		t.Fatal("read of a missing resource succeeded")
+	}
 
 	h.audit.Close() // flushes
 	raw, err := os.ReadFile(file)
@@ -111,15 +117,16 @@ audit:
 	type want struct {
 		subject, server, tool, resource, backend string
 		outcome                                  audit.Outcome
-		args                                     string
+		args, caller                             string
 	}
 	wants := []want{
-		{"alice", "support", "tickets_search", "", "tickets", audit.OutcomeOK, args},
-		{"bob", "support", "tickets_search", "", "tickets", audit.OutcomeDenied, args},
-		{"alice", "", "tickets_missing", "", "", audit.OutcomeNotFound, ""},
-		{"alice", "", "tickets_fail", "", "tickets", audit.OutcomeToolError, "{}"},
-		{"alice", "", "tickets_search", "", "tickets", audit.OutcomeInvalid, `{"tenant":"other"}`},
-		{"alice", "", "", "file:///nowhere", "", audit.OutcomeNotFound, ""},
+		{"alice", "support", "tickets_search", "", "tickets", audit.OutcomeOK, args, ""},
+		{"bob", "support", "tickets_search", "", "tickets", audit.OutcomeDenied, args, ""},
+		{"alice", "", "tickets_missing", "", "", audit.OutcomeNotFound, "", ""},
+		{"alice", "", "tickets_fail", "", "tickets", audit.OutcomeToolError, "{}", ""},
+		{"alice", "", "tickets_search", "", "tickets", audit.OutcomeInvalid, `{"tenant":"other"}`, ""},
+		{"alice", "", "", "file:///nowhere", "", audit.OutcomeNotFound, "", ""},
+		{"svc-reporter", "", "", "file:///elsewhere", "", audit.OutcomeNotFound, "", "internal"},
 	}
 	if len(events) != len(wants) {
 		t.Fatalf("%d events, want %d:\n%s", len(events), len(wants), raw)
@@ -131,7 +138,7 @@ audit:
 			kind = audit.KindResourceRead
 		}
 		if e.Schema != audit.Schema || e.Service != "aggregator" || e.Kind != kind || e.Subject != w.subject || e.Server != w.server ||
-			e.Tool != w.tool || e.Resource != w.resource || e.Backend != w.backend || e.Outcome != w.outcome || e.Time.IsZero() {
+			e.Tool != w.tool || e.Resource != w.resource || e.Backend != w.backend || e.Outcome != w.outcome || e.Caller != w.caller || e.Time.IsZero() {
 			t.Errorf("event %d = %+v, want %+v", i, e, w)
 		}
 		if e.ArgumentsSHA256 != audit.Digest([]byte(w.args)) {
