@@ -89,7 +89,8 @@ type ServiceCredential struct {
 	// operator callers see backend error texts and URLs in ListBackends,
 	// which every other caller sees only as a generic class, are not
 	// held to the per-caller bound on RevokeSession, and may ask Search to
-	// explain its ranking (SearchRequest.explain).
+	// explain its ranking (SearchRequest.explain), a search charged to no
+	// principal's find_tool limit.
 	Operator bool `yaml:"operator,omitempty"`
 	// AssertPrincipals marks a trusted service (the gateway, the indexer)
 	// that may act for any end user named in a request. Other callers act as
