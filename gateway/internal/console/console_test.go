@@ -2,9 +2,12 @@ package console
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -185,21 +188,20 @@ func TestFailureLimiterIsBounded(t *testing.T) {
 	l := newFailureLimiter()
 	l.now = func() time.Time { return now }
 	for i := range maxFailureClients + 100 {
-		l.failed("10.0." + string(rune('a'+i%26)) + "." + time.Duration(i).String())
+		l.attempt("10.0." + string(rune('a'+i%26)) + "." + time.Duration(i).String())
 	}
 	if n := len(l.clients); n > maxFailureClients+1 {
 		t.Fatalf("%d clients held, bound %d", n, maxFailureClients)
 	}
 	// The overflow shares one entry: 100 failures there block every
 	// address not in the table.
-	if _, blocked := l.blocked("192.0.2.1"); !blocked {
+	if _, blocked := l.attempt("192.0.2.1"); !blocked {
 		t.Fatal("an unknown address is not limited while the table is full")
 	}
 	now = now.Add(failureWindow)
-	if _, blocked := l.blocked("192.0.2.1"); blocked {
+	if _, blocked := l.attempt("192.0.2.1"); blocked {
 		t.Fatal("still blocked after the window")
 	}
-	l.failed("192.0.2.1")
 	if len(l.clients) != 1 {
 		t.Fatalf("expired entries are not pruned: %d held", len(l.clients))
 	}
@@ -425,5 +427,80 @@ func TestReloadReplacesOperatorKeys(t *testing.T) {
 	code, body, _ := get(t, open, tc.srv.URL+"/console/catalog?server=forecast")
 	if code != http.StatusBadRequest || !strings.Contains(body, "no virtual server") {
 		t.Fatalf("a server removed by the reload: %d\n%s", code, body)
+	}
+}
+
+// TestConcurrentWrongGuessesStopAtTheLimit holds every guess's form body
+// back until each request has either been answered or been let through
+// to read its body (the server's 100 Continue): a check that does not
+// reserve the attempt lets them all through, then all of them fail.
+func TestConcurrentWrongGuessesStopAtTheLimit(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	const guesses = 40
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.ExpectContinueTimeout = time.Minute
+	t.Cleanup(transport.CloseIdleConnections)
+	type prepared struct {
+		c    *http.Client
+		csrf string
+	}
+	var forms []prepared
+	for range guesses {
+		c := tc.client(t)
+		c.Transport = transport
+		_, body, _ := get(t, c, tc.srv.URL+"/console/login")
+		forms = append(forms, prepared{c, formValue(t, body, "csrf")})
+	}
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 2*guesses)
+	codes := make(chan int, guesses)
+	var wg sync.WaitGroup
+	for _, f := range forms {
+		form := url.Values{"csrf": {f.csrf}, "key": {"wrong-key"}}.Encode()
+		wg.Go(func() {
+			pr, pw := io.Pipe()
+			go func() { <-release; _, _ = pw.Write([]byte(form)); pw.Close() }()
+			ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{Got100Continue: func() { arrived <- struct{}{} }})
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, tc.srv.URL+"/console/login", pr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			req.ContentLength = int64(len(form))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Expect", "100-continue")
+			resp, err := f.c.Do(req)
+			if err != nil {
+				t.Error(err)
+				arrived <- struct{}{}
+				return
+			}
+			if resp.StatusCode != http.StatusContinue {
+				arrived <- struct{}{}
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		})
+	}
+	// Every request is either answered or reading its body: let the
+	// bodies go.
+	for range guesses {
+		<-arrived
+	}
+	close(release)
+	wg.Wait()
+	close(codes)
+	tried := 0
+	for code := range codes {
+		switch code {
+		case http.StatusUnauthorized:
+			tried++
+		case http.StatusTooManyRequests:
+		default:
+			t.Errorf("a wrong guess got %d", code)
+		}
+	}
+	if tried > maxFailures {
+		t.Fatalf("%d concurrent wrong guesses were checked, the limit is %d", tried, maxFailures)
 	}
 }

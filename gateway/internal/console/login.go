@@ -38,7 +38,7 @@ func (c *Console) showLogin(w http.ResponseWriter, r *http.Request, code int, ne
 // loginKey checks an operator key posted by the login form.
 func (c *Console) loginKey(w http.ResponseWriter, r *http.Request) {
 	client := clientOf(r)
-	if wait, blocked := c.fails.blocked(client); blocked {
+	if wait, blocked := c.fails.attempt(client); blocked {
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
 		c.showLogin(w, r, http.StatusTooManyRequests, "", "Too many failed logins from this address: wait a minute and try again.")
 		return
@@ -56,7 +56,6 @@ func (c *Console) loginKey(w http.ResponseWriter, r *http.Request) {
 	}
 	n := c.matchKey(r.PostForm.Get("key"))
 	if n == 0 {
-		c.fails.failed(client)
 		c.deps.Log.Warn("console: failed login", "method", "key", "client", client)
 		c.showLogin(w, r, http.StatusUnauthorized, next, "That is not an operator key.")
 		return

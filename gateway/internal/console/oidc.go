@@ -146,7 +146,7 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	client := clientOf(r)
-	if wait, blocked := c.fails.blocked(client); blocked {
+	if wait, blocked := c.fails.attempt(client); blocked {
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
 		c.showLogin(w, r, http.StatusTooManyRequests, "", "Too many failed logins from this address: wait a minute and try again.")
 		return
@@ -160,7 +160,6 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: oidcCookie, Path: cookiePath, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil})
 	q := r.URL.Query()
 	if !tokensEqual(st.State, q.Get("state")) {
-		c.fails.failed(client)
 		c.showLogin(w, r, http.StatusBadRequest, st.Next, "The identity provider's answer does not belong to this login: try again.")
 		return
 	}
@@ -172,19 +171,16 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	p, claims, err := o.redeem(ctx, q.Get("code"), st.Verifier)
 	if err != nil {
-		c.fails.failed(client)
 		c.deps.Log.Warn("console: failed login", "method", "oidc", "client", client, "err", err)
 		c.showLogin(w, r, http.StatusUnauthorized, st.Next, "The identity provider's token could not be verified.")
 		return
 	}
 	if nonce, _ := claims["nonce"].(string); !tokensEqual(st.Nonce, nonce) {
-		c.fails.failed(client)
 		c.deps.Log.Warn("console: failed login", "method", "oidc", "client", client, "err", "the ID token's nonce is not this login's")
 		c.showLogin(w, r, http.StatusUnauthorized, st.Next, "The identity provider's token could not be verified.")
 		return
 	}
 	if !slices.Contains(p.GetGroups(), o.cfg.OperatorGroup) {
-		c.fails.failed(client)
 		c.deps.Log.Warn("console: refused login", "method", "oidc", "subject", p.GetSubject(), "client", client, "reason", "not in the operator group")
 		c.showLogin(w, r, http.StatusForbidden, st.Next, "You are not in the operator group.")
 		return
