@@ -71,16 +71,12 @@ func (c *Console) catalogPage(w http.ResponseWriter, r *http.Request, s session)
 	defer cancel()
 	principal := v.Principal()
 	if d.Counts, err = c.deps.Aggregator.Discover(ctx, &aggregatorv1.DiscoverRequest{Principal: principal, Server: v.Server}); err != nil {
-		code, msg := rpcFailure("Discover", err)
-		p.Error = msg
-		c.render(w, r, code, "catalog", p)
+		c.renderFailure(w, r, "catalog", p, "Discover", err)
 		return
 	}
 	items, next, err := c.listKind(ctx, d.Kind, principal, v.Server, cursor)
 	if err != nil {
-		code, msg := rpcFailure("List "+d.Kind, err)
-		p.Error = msg
-		c.render(w, r, code, "catalog", p)
+		c.renderFailure(w, r, "catalog", p, "List "+d.Kind, err)
 		return
 	}
 	d.Items = items

@@ -504,3 +504,16 @@ func TestConcurrentWrongGuessesStopAtTheLimit(t *testing.T) {
 		t.Fatalf("%d concurrent wrong guesses were checked, the limit is %d", tried, maxFailures)
 	}
 }
+
+func TestRPCFailuresMapToHTTP(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	c := loggedIn(t, tc)
+	code, body, h := get(t, c, tc.srv.URL+"/console/search?q=limited")
+	if code != http.StatusTooManyRequests || h.Get("Retry-After") != "7" || !strings.Contains(body, "ResourceExhausted") {
+		t.Errorf("a rate-limited search: %d, Retry-After %q\n%s", code, h.Get("Retry-After"), body)
+	}
+	code, body, h = get(t, c, tc.srv.URL+"/console/search?q=forbidden")
+	if code != http.StatusForbidden || h.Get("Retry-After") != "" || !strings.Contains(body, "PermissionDenied") {
+		t.Errorf("a refused search: %d, Retry-After %q\n%s", code, h.Get("Retry-After"), body)
+	}
+}

@@ -189,14 +189,14 @@ func (c *Console) eventsPage(w http.ResponseWriter, r *http.Request, s session) 
 	ctx, cancel := rpcContext(r)
 	defer cancel()
 	if resp, err := c.deps.Indexer.ListToolDefinitions(ctx, &indexerv1.ListToolDefinitionsRequest{PageSize: pendingShown}); err != nil {
-		_, d.PendingNote = rpcFailure("ListToolDefinitions", err)
+		_, d.PendingNote, _ = rpcFailure("ListToolDefinitions", err)
 	} else {
 		d.Pending = resp.GetDefinitions()
 	}
 	if resp, err := c.deps.Indexer.QueryAuditEvents(ctx, &indexerv1.QueryAuditEventsRequest{
 		Kind: d.Kind, Outcome: d.Outcome, Subject: d.Subject, PageSize: auditTail,
 	}); err != nil {
-		_, d.AuditNote = rpcFailure("QueryAuditEvents", err)
+		_, d.AuditNote, _ = rpcFailure("QueryAuditEvents", err)
 	} else {
 		d.Audit = resp.GetEvents()
 	}

@@ -20,7 +20,9 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/switchboard-mcp/switchboard/services/apierr"
 	"github.com/switchboard-mcp/switchboard/services/config"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
@@ -140,6 +142,12 @@ func (x *testIndexer) Stats(context.Context, *indexerv1.StatsRequest) (*indexerv
 func (x *testIndexer) Search(ctx context.Context, req *indexerv1.SearchRequest) (*indexerv1.SearchResponse, error) {
 	if c, _ := svcauth.CallerFrom(ctx); req.GetExplain() && !c.Operator {
 		return nil, status.Error(codes.PermissionDenied, "explain is for operators")
+	}
+	switch req.GetQuery() {
+	case "limited":
+		return nil, apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED, "rate limited", "retryAfterSeconds", "7")
+	case "forbidden":
+		return nil, status.Error(codes.PermissionDenied, "not for this credential")
 	}
 	agg := &testAggregator{}
 	tools, err := agg.visibleTools(ctx, req.GetServer())

@@ -75,7 +75,7 @@ func (c *Console) rateLimitsPage(w http.ResponseWriter, r *http.Request, s sessi
 		case status.Code(err) == codes.Unimplemented || errors.Is(err, errors.ErrUnsupported):
 			d.StateNote = "Bucket state is not available from this indexer."
 		case err != nil:
-			_, d.StateNote = rpcFailure("ListRateLimitBuckets", err)
+			_, d.StateNote, _ = rpcFailure("ListRateLimitBuckets", err)
 		default:
 			d.Buckets = buckets
 		}

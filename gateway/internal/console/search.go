@@ -75,9 +75,7 @@ func (c *Console) searchPage(w http.ResponseWriter, r *http.Request, s session) 
 		Principal: v.Principal(), Server: v.Server, Query: d.Query, Keywords: keywords, Limit: uint32(d.Limit), Explain: true,
 	})
 	if err != nil {
-		code, msg := rpcFailure("Search", err)
-		p.Error = msg
-		c.render(w, r, code, "search", p)
+		c.renderFailure(w, r, "search", p, "Search", err)
 		return
 	}
 	c.render(w, r, http.StatusOK, "search", p)
