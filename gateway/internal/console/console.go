@@ -17,6 +17,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -133,7 +134,39 @@ func (c *Console) Handler() http.Handler {
 	mux.Handle("/console/", c.authed(func(w http.ResponseWriter, r *http.Request, s session) {
 		c.render(w, r, http.StatusNotFound, "notfound", page{Title: "Not found", Session: &s})
 	}))
-	return securityHeaders(mux)
+	return securityHeaders(sameOriginPosts(mux))
+}
+
+// sameOriginPosts refuses (403) a POST a browser says came from another
+// site: an Origin that is present and not the console's own (as the
+// request reached it: its scheme and Host; "null" included), or
+// Sec-Fetch-Site cross-site. Forms carry CSRF tokens as well; this stops
+// a cross-site form before any of its fields are read. The Host itself is
+// checked against DNS rebinding before the console (hostguard, on a
+// loopback ops port).
+func sameOriginPosts(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && !sameOrigin(r) {
+			http.Error(w, "Forbidden: the form did not come from this console", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func sameOrigin(r *http.Request) bool {
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		return false
+	}
+	origins, sent := r.Header["Origin"]
+	if !sent {
+		return true
+	}
+	scheme := "http://"
+	if r.TLS != nil {
+		scheme = "https://"
+	}
+	return len(origins) == 1 && strings.EqualFold(origins[0], scheme+r.Host)
 }
 
 // authed admits requests with a valid session; any other is sent to the
@@ -154,13 +187,16 @@ func (c *Console) authed(h func(http.ResponseWriter, *http.Request, session)) ht
 }
 
 // securityHeaders sets what every console response carries: no script,
-// no framing, no referrer, no sniffing, no caching.
+// no framing, no referrer to another site, no sniffing, no caching. The
+// referrer policy is same-origin, not no-referrer: under no-referrer a
+// browser sends "Origin: null" with the console's own forms, which
+// sameOriginPosts could not tell from a sandboxed attacker's.
 func securityHeaders(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hd := w.Header()
 		hd.Set("Content-Security-Policy", "default-src 'self'; script-src 'none'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 		hd.Set("X-Frame-Options", "DENY")
-		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("Referrer-Policy", "same-origin")
 		hd.Set("X-Content-Type-Options", "nosniff")
 		hd.Set("Cache-Control", "no-store")
 		h.ServeHTTP(w, r)

@@ -25,7 +25,7 @@ func checkSecurityHeaders(t *testing.T, what string, h http.Header) {
 	for k, want := range map[string]string{
 		"Content-Security-Policy": "default-src 'self'",
 		"X-Frame-Options":         "DENY",
-		"Referrer-Policy":         "no-referrer",
+		"Referrer-Policy":         "same-origin",
 		"X-Content-Type-Options":  "nosniff",
 		"Cache-Control":           "no-store",
 	} {
@@ -515,5 +515,55 @@ func TestRPCFailuresMapToHTTP(t *testing.T) {
 	code, body, h = get(t, c, tc.srv.URL+"/console/search?q=forbidden")
 	if code != http.StatusForbidden || h.Get("Retry-After") != "" || !strings.Contains(body, "PermissionDenied") {
 		t.Errorf("a refused search: %d, Retry-After %q\n%s", code, h.Get("Retry-After"), body)
+	}
+}
+
+func TestCrossSitePostsAreRefused(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	c := tc.client(t)
+	_, body, _ := get(t, c, tc.srv.URL+"/console/login")
+	form := url.Values{"csrf": {formValue(t, body, "csrf")}, "key": {testOperatorKey}}
+	postWith := func(header map[string]string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, tc.srv.URL+"/console/login", strings.NewReader(form.Encode()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for name, h := range map[string]map[string]string{
+		"another origin":     {"Origin": "http://evil.example"},
+		"an opaque origin":   {"Origin": "null"},
+		"another port":       {"Origin": tc.srv.URL + "1"},
+		"cross-site fetch":   {"Sec-Fetch-Site": "cross-site"},
+		"https of this host": {"Origin": strings.Replace(tc.srv.URL, "http://", "https://", 1)},
+	} {
+		if code := postWith(h); code != http.StatusForbidden {
+			t.Errorf("a login POST with %s (%v): %d", name, h, code)
+		}
+	}
+	if code := postWith(map[string]string{"Origin": tc.srv.URL, "Sec-Fetch-Site": "same-origin"}); code != http.StatusSeeOther {
+		t.Fatalf("the console's own login form: %d", code)
+	}
+	_, body, _ = get(t, c, tc.srv.URL+"/console/backends")
+	req, _ := http.NewRequest(http.MethodPost, tc.srv.URL+"/console/logout", strings.NewReader(url.Values{"csrf": {formValue(t, body, "csrf")}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "http://evil.example")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if code, _, _ := get(t, c, tc.srv.URL+"/console/backends"); resp.StatusCode != http.StatusForbidden || code != http.StatusOK {
+		t.Fatalf("a cross-site logout: %d, then backends %d", resp.StatusCode, code)
 	}
 }
