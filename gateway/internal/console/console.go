@@ -48,7 +48,9 @@ const callTimeout = 10 * time.Second
 // Console serves the pages.
 type Console struct {
 	deps       Deps
-	sealer     *sealer
+	// sealer is replaced (everyone logs in again) when revoked is full.
+	sealer     atomic.Pointer[sealer]
+	revoked    *revocations
 	sessionTTL time.Duration
 	// live is the part of the configuration a reload replaces.
 	live    atomic.Pointer[liveConfig]
@@ -81,12 +83,13 @@ func New(cfg *config.Config, deps Deps) (*Console, error) {
 	}
 	c := &Console{
 		deps:       deps,
-		sealer:     s,
+		revoked:    newRevocations(maxRevoked),
 		sessionTTL: time.Duration(cfg.Gateway.Console.WithDefaults().SessionTTL),
 		fails:      newFailureLimiter(),
 		events:     newEventLog(maxEvents),
 		done:       make(chan struct{}),
 	}
+	c.sealer.Store(s)
 	c.Update(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	c.stopped = cancel
@@ -95,7 +98,9 @@ func New(cfg *config.Config, deps Deps) (*Console, error) {
 }
 
 // Update applies a reloaded configuration: operator keys, servers, rate
-// limits. Sessions already open stay open until they expire.
+// limits. A session made with an operator key the new configuration no
+// longer has ends at once (its next request goes to the login page);
+// others stay open until they expire.
 func (c *Console) Update(cfg *config.Config) {
 	l := &liveConfig{rateLimits: cfg.RateLimits}
 	for _, k := range cfg.Gateway.Console.OperatorKeys {

@@ -150,14 +150,14 @@ func TestTamperedCookiesAreRefused(t *testing.T) {
 		code, _, _ := get(t, c, tc.srv.URL+"/console/backends")
 		return code
 	}
-	good, _ := tc.sealer.seal(purposeSession, session{Operator: "x", CSRF: "y", Expires: time.Now().Add(time.Hour).Unix()})
+	good, _ := tc.sealer.Load().seal(purposeSession, session{Operator: "x", Method: "oidc", ID: "z", CSRF: "y", Expires: time.Now().Add(time.Hour).Unix()})
 	if try(sessionCookie, good) != http.StatusOK {
 		t.Fatal("a good session is refused")
 	}
 	raw := []byte(good)
 	raw[len(raw)/2] ^= 1
-	expired, _ := tc.sealer.seal(purposeSession, session{Operator: "x", CSRF: "y", Expires: time.Now().Add(-time.Second).Unix()})
-	asLogin, _ := tc.sealer.seal(purposeLogin, session{Operator: "x", CSRF: "y", Expires: time.Now().Add(time.Hour).Unix()})
+	expired, _ := tc.sealer.Load().seal(purposeSession, session{Operator: "x", Method: "oidc", ID: "z", CSRF: "y", Expires: time.Now().Add(-time.Second).Unix()})
+	asLogin, _ := tc.sealer.Load().seal(purposeLogin, session{Operator: "x", Method: "oidc", ID: "z", CSRF: "y", Expires: time.Now().Add(time.Hour).Unix()})
 	for name, v := range map[string]string{
 		"flipped": string(raw), "expired": expired, "login cookie as session": asLogin, "garbage": "not-base64!", "empty": "",
 		"huge": strings.Repeat("A", maxCookieBytes+1),
@@ -219,6 +219,7 @@ func loggedIn(t *testing.T, tc *testConsole) *http.Client {
 func TestLogout(t *testing.T) {
 	tc := startConsole(t, nil, nil)
 	c := loggedIn(t, tc)
+	copied := copyCookies(t, tc, c)
 	_, body, _ := get(t, c, tc.srv.URL+"/console/backends")
 	if code, _, _ := post(t, c, tc.srv.URL+"/console/logout", url.Values{"csrf": {"forged"}}); code != http.StatusForbidden {
 		t.Fatalf("logout with a forged token: %d", code)
@@ -230,6 +231,56 @@ func TestLogout(t *testing.T) {
 	if code, _, _ := get(t, c, tc.srv.URL+"/console/backends"); code != http.StatusSeeOther {
 		t.Fatalf("after logout: %d", code)
 	}
+	// A copy of the cookie taken before the logout no longer opens.
+	if code, _, _ := get(t, copied, tc.srv.URL+"/console/backends"); code != http.StatusSeeOther {
+		t.Fatalf("a copy of the logged-out session's cookie: %d", code)
+	}
+}
+
+func TestLogoutWithTheRevocationsFullEndsEverySession(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	tc.revoked.limit = 2
+	logOut := func(c *http.Client) *http.Client {
+		t.Helper()
+		copied := copyCookies(t, tc, c)
+		_, body, _ := get(t, c, tc.srv.URL+"/console/backends")
+		if code, _, _ := post(t, c, tc.srv.URL+"/console/logout", url.Values{"csrf": {formValue(t, body, "csrf")}}); code != http.StatusSeeOther {
+			t.Fatalf("logout: %d", code)
+		}
+		return copied
+	}
+	bystander := loggedIn(t, tc)
+	var copies []*http.Client
+	for range 2 {
+		copies = append(copies, logOut(loggedIn(t, tc)))
+	}
+	if code, _, _ := get(t, bystander, tc.srv.URL+"/console/backends"); code != http.StatusOK {
+		t.Fatalf("a session not logged out, while the set has room: %d", code)
+	}
+	copies = append(copies, logOut(loggedIn(t, tc)))
+	for i, c := range copies {
+		if code, _, _ := get(t, c, tc.srv.URL+"/console/backends"); code != http.StatusSeeOther {
+			t.Errorf("logged-out session %d opens after the set filled: %d", i, code)
+		}
+	}
+	if code, _, _ := get(t, bystander, tc.srv.URL+"/console/backends"); code != http.StatusSeeOther {
+		t.Fatalf("the sealing key was not rotated when the set filled: %d", code)
+	}
+	if n := len(tc.revoked.ids); n != 0 {
+		t.Fatalf("%d revocations kept after the rotation", n)
+	}
+	if code, _ := tc.login(t, tc.client(t), testOperatorKey); code != http.StatusSeeOther {
+		t.Fatalf("no login after the rotation: %d", code)
+	}
+}
+
+// copyCookies is a second client holding c's console cookies.
+func copyCookies(t *testing.T, tc *testConsole, c *http.Client) *http.Client {
+	t.Helper()
+	base := mustURL(t, tc.srv.URL+"/console/")
+	copied := tc.client(t)
+	copied.Jar.SetCookies(base, c.Jar.Cookies(base))
+	return copied
 }
 
 func TestBackendsPageEscapesWhatItShows(t *testing.T) {
@@ -413,9 +464,13 @@ func TestRateLimitsPage(t *testing.T) {
 
 func TestReloadReplacesOperatorKeys(t *testing.T) {
 	tc := startConsole(t, nil, nil)
-	open := loggedIn(t, tc)
+	removed := loggedIn(t, tc)
+	kept := tc.client(t)
+	if code, _ := tc.login(t, kept, "another-operator-key"); code != http.StatusSeeOther {
+		t.Fatalf("login with the other key: %d", code)
+	}
 	cfg := &config.Config{}
-	cfg.Gateway.Console.OperatorKeys = []string{"a-new-operator-key-after-reload"}
+	cfg.Gateway.Console.OperatorKeys = []string{"a-new-operator-key-after-reload", "another-operator-key"}
 	tc.Update(cfg)
 	if code, _ := tc.login(t, tc.client(t), testOperatorKey); code != http.StatusUnauthorized {
 		t.Fatalf("a removed key still logs in: %d", code)
@@ -423,8 +478,13 @@ func TestReloadReplacesOperatorKeys(t *testing.T) {
 	if code, _ := tc.login(t, tc.client(t), "a-new-operator-key-after-reload"); code != http.StatusSeeOther {
 		t.Fatalf("the new key does not log in: %d", code)
 	}
-	// Sessions already open stay open; the servers are the new file's.
-	code, body, _ := get(t, open, tc.srv.URL+"/console/catalog?server=forecast")
+	// A session made with a removed key ends at once.
+	if code, _, h := get(t, removed, tc.srv.URL+"/console/backends"); code != http.StatusSeeOther || !strings.HasPrefix(h.Get("Location"), "/console/login") {
+		t.Fatalf("a session of a removed key after the reload: %d to %q", code, h.Get("Location"))
+	}
+	// One made with a kept key stays open; the
+	// servers are the new file's.
+	code, body, _ := get(t, kept, tc.srv.URL+"/console/catalog?server=forecast")
 	if code != http.StatusBadRequest || !strings.Contains(body, "no virtual server") {
 		t.Fatalf("a server removed by the reload: %d\n%s", code, body)
 	}

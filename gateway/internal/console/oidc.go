@@ -117,7 +117,7 @@ func (c *Console) oidcStart(w http.ResponseWriter, r *http.Request) {
 	}
 	st := loginState{CSRF: randomToken(), State: randomToken(), Nonce: randomToken(), Verifier: randomToken(),
 		Next: safeNext(r.URL.Query().Get("next")), Expires: time.Now().Add(loginTTL).Unix()}
-	v, err := c.sealer.seal(purposeOIDC, st)
+	v, err := c.sealer.Load().seal(purposeOIDC, st)
 	if err != nil {
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
@@ -153,7 +153,7 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	var st loginState
 	ck, err := r.Cookie(oidcCookie)
-	if err != nil || c.sealer.open(purposeOIDC, ck.Value, &st) != nil || time.Now().Unix() >= st.Expires || st.State == "" {
+	if err != nil || c.sealer.Load().open(purposeOIDC, ck.Value, &st) != nil || time.Now().Unix() >= st.Expires || st.State == "" {
 		c.showLogin(w, r, http.StatusBadRequest, "", "The login through the identity provider expired or was not started here: try again.")
 		return
 	}
@@ -187,7 +187,7 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	c.fails.succeeded(client)
 	operator := "oidc:" + p.GetSubject()
-	if err := c.startSession(w, r, operator, "oidc"); err != nil {
+	if err := c.startSession(w, r, operator, "oidc", nil); err != nil {
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
