@@ -47,7 +47,7 @@ const callTimeout = 10 * time.Second
 
 // Console serves the pages.
 type Console struct {
-	deps       Deps
+	deps Deps
 	// sealer is replaced (everyone logs in again) when revoked is full.
 	sealer     atomic.Pointer[sealer]
 	revoked    *revocations
