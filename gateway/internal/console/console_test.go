@@ -444,8 +444,15 @@ func TestRateLimitsPage(t *testing.T) {
 			return nil, status.Error(codes.Unavailable, "indexer down")
 		}), []string{"indexer down"}},
 		"state": {stateFunc(func(_ context.Context, n int) ([]RateLimitBucket, error) {
-			return []RateLimitBucket{{Key: "per-user|principal|<alice>", Tokens: 3.5, Burst: 20, RatePerSecond: 10, Updated: time.Now()}}, nil
-		}), []string{"per-user|principal|&lt;alice&gt;", "3.50", "10.000"}},
+			return []RateLimitBucket{{Key: "per-user|principal|<alice>", Tokens: 3.5, Burst: 20, RatePerSecond: 10, Updated: time.Now(), Configured: true}}, nil
+		}), []string{"per-user|principal|&lt;alice&gt;", "3.50", "<td>20</td><td>10/s</td>"}},
+		"slow and unconfigured": {stateFunc(func(_ context.Context, n int) ([]RateLimitBucket, error) {
+			return []RateLimitBucket{
+				{Key: "hourly|principal|bob", Tokens: 0.5, Burst: 2, RatePerSecond: 1.0 / 3600, Updated: time.Now(), Configured: true},
+				{Key: "per-minute|principal|bob", Tokens: 1, Burst: 2, RatePerSecond: 0.5, Updated: time.Now(), Configured: true},
+				{Key: "removed|principal|carol", Tokens: 4.25, Updated: time.Now()},
+			}, nil
+		}), []string{"<td>2</td><td>1/h</td>", "<td>2</td><td>30/m</td>", "4.25", `<td colspan="2" class="unconfigured">limit no longer configured</td>`}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			con := startConsole(t, tc.state, nil)
@@ -457,6 +464,9 @@ func TestRateLimitsPage(t *testing.T) {
 				if !strings.Contains(body, want) {
 					t.Errorf("rate limits page lacks %q:\n%s", want, body)
 				}
+			}
+			if strings.Contains(body, "0.000") || strings.Contains(body, "<td>0</td>") {
+				t.Errorf("a rate or burst is shown as zero:\n%s", body)
 			}
 		})
 	}

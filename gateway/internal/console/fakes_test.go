@@ -256,7 +256,7 @@ func startConsoleOIDC(t *testing.T, rl RateLimitState, change func(*config.Confi
 	cfg := &config.Config{
 		Servers: []config.Server{{Name: "forecast", Backends: []string{"alpha"}}},
 		RateLimits: config.RateLimits{Limits: []config.RateLimit{{Name: "per-user", Per: "principal", Rate: "10/s", Burst: 20,
-			Match: config.RateLimitMatch{Groups: []string{"<users>"}}}}},
+			Match: config.RateLimitMatch{Groups: []string{"<users>"}}}, {Name: "hourly", Per: "principal", Rate: "1/h", Burst: 2}}},
 	}
 	cfg.Gateway.Console = config.Console{Enabled: true, OperatorKeys: []string{"another-operator-key", testOperatorKey}, ServiceToken: testServiceToken}
 	if change != nil {
