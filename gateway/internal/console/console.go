@@ -53,11 +53,14 @@ type Console struct {
 	revoked    *revocations
 	sessionTTL time.Duration
 	// live is the part of the configuration a reload replaces.
-	live    atomic.Pointer[liveConfig]
-	fails   *failureLimiter
-	events  *eventLog
-	stopped context.CancelFunc
-	done    chan struct{}
+	live   atomic.Pointer[liveConfig]
+	fails  *failureLimiter
+	events *eventLog
+	// catalogChanged wakes the quarantine poll (capacity 1: a change
+	// pending is enough).
+	catalogChanged chan struct{}
+	stopped        context.CancelFunc
+	done           chan struct{}
 }
 
 // liveConfig is what the pages read from the configuration.
@@ -82,12 +85,13 @@ func New(cfg *config.Config, deps Deps) (*Console, error) {
 		return nil, err
 	}
 	c := &Console{
-		deps:       deps,
-		revoked:    newRevocations(maxRevoked),
-		sessionTTL: time.Duration(cfg.Gateway.Console.WithDefaults().SessionTTL),
-		fails:      newFailureLimiter(),
-		events:     newEventLog(maxEvents),
-		done:       make(chan struct{}),
+		deps:           deps,
+		revoked:        newRevocations(maxRevoked),
+		sessionTTL:     time.Duration(cfg.Gateway.Console.WithDefaults().SessionTTL),
+		fails:          newFailureLimiter(),
+		events:         newEventLog(maxEvents),
+		catalogChanged: make(chan struct{}, 1),
+		done:           make(chan struct{}),
 	}
 	c.sealer.Store(s)
 	c.Update(cfg)

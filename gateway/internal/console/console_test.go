@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 )
 
 var consolePages = []string{"/console/", "/console/backends", "/console/catalog", "/console/search?q=weather", "/console/events", "/console/ratelimits", "/console/nowhere"}
@@ -389,7 +391,8 @@ func TestEventsPage(t *testing.T) {
 	var body string
 	for {
 		_, body, _ = get(t, c, tc.srv.URL+"/console/events")
-		if strings.Contains(body, "tools changed (catalog version 43)") && strings.Contains(body, "alpha/time approved at digest cccc") {
+		if strings.Contains(body, "tools changed (catalog version 43)") && strings.Contains(body, "alpha/time approved at digest cccc") &&
+			strings.Contains(body, "alpha/echo is waiting for approval: seen digest bbbb, approved aaaa") {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -635,5 +638,64 @@ func TestCrossSitePostsAreRefused(t *testing.T) {
 	resp.Body.Close()
 	if code, _, _ := get(t, c, tc.srv.URL+"/console/backends"); resp.StatusCode != http.StatusForbidden || code != http.StatusOK {
 		t.Fatalf("a cross-site logout: %d, then backends %d", resp.StatusCode, code)
+	}
+}
+
+// eventually polls the events page until it shows want.
+func eventually(t *testing.T, tc *testConsole, c *http.Client, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, body, _ := get(t, c, tc.srv.URL+"/console/events")
+		if strings.Contains(body, want) {
+			return body
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the events page never showed %q:\n%s", want, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestQuarantineIsALiveEvent(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	c := loggedIn(t, tc)
+	eventually(t, tc, c, "alpha/echo is waiting for approval")
+	tc.idx.setPending(false,
+		&indexerv1.ToolDefinition{Backend: "alpha", Tool: "echo", ApprovedDigest: "aaaa", SeenDigest: "bbbb", Pending: true},
+		&indexerv1.ToolDefinition{Backend: "alpha", Tool: "time", ApprovedDigest: "cccc", SeenDigest: "dddd", Pending: true})
+	// The catalog change a quarantine makes wakes the poll.
+	tc.agg.changes <- &aggregatorv1.WatchCatalogResponse{CatalogVersion: 44, Changed: []aggregatorv1.CatalogKind{aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS}}
+	body := eventually(t, tc, c, "alpha/time is waiting for approval: seen digest dddd, approved cccc")
+	if n := strings.Count(body, "alpha/echo is waiting for approval"); n != 1 {
+		t.Fatalf("a quarantine already told of is told again (%d times):\n%s", n, body)
+	}
+	if !strings.Contains(body, `class="event-quarantine"`) || strings.Contains(body, `id="pending-cut"`) {
+		t.Fatalf("the quarantine event or the pending table:\n%s", body)
+	}
+	tc.idx.setPending(true, &indexerv1.ToolDefinition{Backend: "alpha", Tool: "echo", ApprovedDigest: "aaaa", SeenDigest: "bbbb", Pending: true})
+	if _, body, _ := get(t, c, tc.srv.URL+"/console/events"); !strings.Contains(body, "Only the first 100 pending definitions are shown") {
+		t.Fatalf("a cut pending table does not say so:\n%s", body)
+	}
+}
+
+func TestApprovalsOfOneMessageAreOneEvent(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	c := loggedIn(t, tc)
+	eventually(t, tc, c, "alpha/time approved at digest cccc")
+	m := &indexerv1.WatchToolDefinitionsResponse{}
+	for i := range 1000 {
+		m.Approvals = append(m.Approvals, &indexerv1.ToolDefinitionDigest{Backend: "beta", Tool: "t" + strconv.Itoa(i), Digest: "eeee"})
+	}
+	tc.idx.approvals <- m
+	eventually(t, tc, c, "1000 tool definitions approved: beta/t0, beta/t1")
+	n := 0
+	for _, e := range tc.events.recent() {
+		if e.Kind == "approval" {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d approval events, want 2 (one per message)", n)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,6 +132,20 @@ func (a *testAggregator) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, str
 type testIndexer struct {
 	indexerv1.UnimplementedIndexerServiceServer
 	noAudit bool
+	// approvals are sent on the definitions watch after its first message.
+	approvals chan *indexerv1.WatchToolDefinitionsResponse
+
+	mu sync.Mutex
+	// pending is what ListToolDefinitions lists; more makes it say there
+	// is another page.
+	pending []*indexerv1.ToolDefinition
+	more    bool
+}
+
+func (x *testIndexer) setPending(more bool, defs ...*indexerv1.ToolDefinition) {
+	x.mu.Lock()
+	x.pending, x.more = defs, more
+	x.mu.Unlock()
 }
 
 func (x *testIndexer) Stats(context.Context, *indexerv1.StatsRequest) (*indexerv1.StatsResponse, error) {
@@ -175,9 +190,13 @@ func (x *testIndexer) Search(ctx context.Context, req *indexerv1.SearchRequest) 
 }
 
 func (x *testIndexer) ListToolDefinitions(context.Context, *indexerv1.ListToolDefinitionsRequest) (*indexerv1.ListToolDefinitionsResponse, error) {
-	return &indexerv1.ListToolDefinitionsResponse{Definitions: []*indexerv1.ToolDefinition{
-		{Backend: "alpha", Tool: "echo", ApprovedDigest: "aaaa", SeenDigest: "bbbb", Pending: true, LastSeen: timestamppb.Now()},
-	}}, nil
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	resp := &indexerv1.ListToolDefinitionsResponse{Definitions: x.pending}
+	if x.more {
+		resp.NextPageToken = "more"
+	}
+	return resp, nil
 }
 
 func (x *testIndexer) QueryAuditEvents(_ context.Context, req *indexerv1.QueryAuditEventsRequest) (*indexerv1.QueryAuditEventsResponse, error) {
@@ -201,8 +220,16 @@ func (x *testIndexer) WatchToolDefinitions(_ *indexerv1.WatchToolDefinitionsRequ
 	if err := stream.Send(&indexerv1.WatchToolDefinitionsResponse{Resync: true, Approvals: []*indexerv1.ToolDefinitionDigest{{Backend: "alpha", Tool: "time", Digest: "cccc"}}}); err != nil {
 		return err
 	}
-	<-stream.Context().Done()
-	return nil
+	for {
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case m := <-x.approvals:
+			if err := stream.Send(m); err != nil {
+				return err
+			}
+		}
+	}
 }
 
 // serveGRPC serves register's services with the console's credential.
@@ -231,6 +258,7 @@ type testConsole struct {
 	*Console
 	srv *httptest.Server
 	agg *testAggregator
+	idx *testIndexer
 }
 
 func startConsole(t *testing.T, rl RateLimitState, change func(*config.Config)) *testConsole {
@@ -250,7 +278,8 @@ func startConsoleOIDC(t *testing.T, rl RateLimitState, change func(*config.Confi
 		login = oidc(srv.URL)
 	}
 	agg := &testAggregator{changes: make(chan *aggregatorv1.WatchCatalogResponse, 4)}
-	idx := &testIndexer{}
+	idx := &testIndexer{approvals: make(chan *indexerv1.WatchToolDefinitionsResponse, 1)}
+	idx.setPending(false, &indexerv1.ToolDefinition{Backend: "alpha", Tool: "echo", ApprovedDigest: "aaaa", SeenDigest: "bbbb", Pending: true, LastSeen: timestamppb.Now()})
 	aggAddr := serveGRPC(t, func(s *rpc.Server) { aggregatorv1.RegisterAggregatorServiceServer(s, agg) })
 	idxAddr := serveGRPC(t, func(s *rpc.Server) { indexerv1.RegisterIndexerServiceServer(s, idx) })
 	cfg := &config.Config{
@@ -280,7 +309,7 @@ func startConsoleOIDC(t *testing.T, rl RateLimitState, change func(*config.Confi
 	}
 	t.Cleanup(c.Close)
 	mux.Handle("/console/", c.Handler())
-	return &testConsole{Console: c, srv: srv, agg: agg}
+	return &testConsole{Console: c, srv: srv, agg: agg, idx: idx}
 }
 
 // client is a browser-like client: a cookie jar, no redirects followed.
