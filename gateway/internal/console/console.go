@@ -66,8 +66,13 @@ type Console struct {
 // liveConfig is what the pages read from the configuration.
 type liveConfig struct {
 	operatorKeys [][]byte
-	servers      []string
-	rateLimits   config.RateLimits
+	servers      []serverView
+	// rootOptimizer: /mcp serves the optimizer view
+	// (gateway.optimizer.enabled).
+	rootOptimizer bool
+	// searchLimit is find_tool's number of hits (gateway.optimizer.limit).
+	searchLimit int
+	rateLimits  config.RateLimits
 }
 
 // New builds the console from the whole configuration (gateway.console
@@ -106,12 +111,17 @@ func New(cfg *config.Config, deps Deps) (*Console, error) {
 // longer has ends at once (its next request goes to the login page);
 // others stay open until they expire.
 func (c *Console) Update(cfg *config.Config) {
-	l := &liveConfig{rateLimits: cfg.RateLimits}
+	gw := cfg.Gateway.WithDefaults()
+	l := &liveConfig{rateLimits: cfg.RateLimits, rootOptimizer: gw.Optimizer.Enabled, searchLimit: gw.Optimizer.Limit}
 	for _, k := range cfg.Gateway.Console.OperatorKeys {
 		l.operatorKeys = append(l.operatorKeys, []byte(k))
 	}
 	for _, s := range cfg.Servers {
-		l.servers = append(l.servers, s.Name)
+		opt := gw.Optimizer.Enabled
+		if s.Optimizer != nil {
+			opt = *s.Optimizer
+		}
+		l.servers = append(l.servers, serverView{Name: s.Name, Optimizer: opt})
 	}
 	c.live.Store(l)
 }

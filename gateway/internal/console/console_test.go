@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -338,7 +339,7 @@ func TestCatalogViewAsPrincipal(t *testing.T) {
 		t.Fatalf("the forecast server as bob:\n%s", body)
 	}
 	// The kind tabs keep the server and the principal.
-	if !strings.Contains(body, `href="/console/catalog?kind=prompts&amp;server=forecast&amp;subject=bob&amp;groups=admins"`) {
+	if !strings.Contains(body, `href="/console/catalog?groups=admins&amp;kind=prompts&amp;server=forecast&amp;subject=bob"`) {
 		t.Fatalf("the prompts tab loses the view:\n%s", body)
 	}
 	if code, body, _ := get(t, c, tc.srv.URL+"/console/catalog?server=nowhere"); code != http.StatusBadRequest || !strings.Contains(body, "no virtual server") {
@@ -697,5 +698,72 @@ func TestApprovalsOfOneMessageAreOneEvent(t *testing.T) {
 	}
 	if n != 2 {
 		t.Fatalf("%d approval events, want 2 (one per message)", n)
+	}
+}
+
+func TestViewAsGroupsAreLinesNotCommas(t *testing.T) {
+	tc := startConsole(t, nil, func(cfg *config.Config) {
+		yes := true
+		cfg.Servers = append(cfg.Servers, config.Server{Name: "lean", Backends: []string{"alpha"}, Optimizer: &yes})
+	})
+	c := loggedIn(t, tc)
+	dn := "cn=admins,ou=groups,dc=example,dc=org"
+	// A DN with commas is one group, from the textarea (one per line) or
+	// repeated parameters.
+	for name, q := range map[string]url.Values{
+		"textarea": {"subject": {"bob"}, "groups": {dn + "\r\n  admins \n\n"}},
+		"repeated": {"subject": {"bob"}, "groups": {dn, "admins"}},
+	} {
+		code, body, _ := get(t, c, tc.srv.URL+"/console/catalog?"+q.Encode())
+		if code != http.StatusOK || !strings.Contains(body, "bob (groups "+dn+"; admins)") || !strings.Contains(body, "admin_reset") {
+			t.Errorf("%s: %d\n%s", name, code, body)
+		}
+		if !strings.Contains(body, ">"+dn+"\nadmins</textarea>") {
+			t.Errorf("%s: the textarea does not show the groups one per line:\n%s", name, body)
+		}
+		if !strings.Contains(body, "groups=cn%3Dadmins%2Cou%3Dgroups%2Cdc%3Dexample%2Cdc%3Dorg&amp;groups=admins") {
+			t.Errorf("%s: the tab links do not repeat the groups:\n%s", name, body)
+		}
+	}
+	many := url.Values{}
+	for i := range maxGroups {
+		many.Add("groups", "g"+strconv.Itoa(i))
+	}
+	if code, _, _ := get(t, c, tc.srv.URL+"/console/catalog?"+many.Encode()); code != http.StatusOK {
+		t.Errorf("%d groups (more than the old 64): %d", maxGroups, code)
+	}
+	many.Add("groups", "one-too-many")
+	if code, body, _ := get(t, c, tc.srv.URL+"/console/catalog?"+many.Encode()); code != http.StatusBadRequest || !strings.Contains(body, "more than") {
+		t.Errorf("%d groups: %d", maxGroups+1, code)
+	}
+	// A server with the optimizer on: the page says what its MCP clients
+	// see, and labels the listing as its raw tools.
+	_, body, _ := get(t, c, tc.srv.URL+"/console/catalog?server=lean")
+	if !strings.Contains(body, "Showing <strong>/mcp/lean/raw</strong>") || !strings.Contains(body, `id="optimizer-view"`) ||
+		!strings.Contains(body, "see only <code>find_tool</code> and <code>call_tool</code>") {
+		t.Errorf("the optimizer server's view:\n%s", body)
+	}
+	_, body, _ = get(t, c, tc.srv.URL+"/console/catalog?server=forecast")
+	if !strings.Contains(body, "Showing <strong>/mcp/forecast</strong>") || strings.Contains(body, `id="optimizer-view"`) {
+		t.Errorf("a raw server's view:\n%s", body)
+	}
+	if !strings.Contains(tc.log.String(), `msg="console: catalog viewed as" operator="operator key 2" subject=bob groups="[`+dn+` admins]" server=/mcp`) {
+		t.Errorf("no log line names the operator and the principal:\n%s", tc.log.String())
+	}
+}
+
+func TestSearchKeywordsAndLog(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	c := loggedIn(t, tc)
+	q := url.Values{"q": {"alpha"}, "keywords": {"time, zones\necho"}, "subject": {"carol"}, "server": {"forecast"}}
+	code, body, _ := get(t, c, tc.srv.URL+"/console/search?"+q.Encode())
+	if code != http.StatusOK || !strings.Contains(body, ">time, zones\necho</textarea>") {
+		t.Fatalf("keywords one per line: %d\n%s", code, body)
+	}
+	if got := tc.idx.lastKeywords(); !slices.Equal(got, []string{"time, zones", "echo"}) {
+		t.Fatalf("Search got keywords %q", got)
+	}
+	if !strings.Contains(tc.log.String(), `msg="console: search as" operator="operator key 2" subject=carol groups=[] server=/mcp/forecast`) {
+		t.Errorf("no log line names the operator and the principal:\n%s", tc.log.String())
 	}
 }

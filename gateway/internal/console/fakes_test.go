@@ -140,6 +140,14 @@ type testIndexer struct {
 	// is another page.
 	pending []*indexerv1.ToolDefinition
 	more    bool
+	// keywords are the last search's.
+	keywords []string
+}
+
+func (x *testIndexer) lastKeywords() []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.keywords
 }
 
 func (x *testIndexer) setPending(more bool, defs ...*indexerv1.ToolDefinition) {
@@ -158,6 +166,9 @@ func (x *testIndexer) Search(ctx context.Context, req *indexerv1.SearchRequest) 
 	if c, _ := svcauth.CallerFrom(ctx); req.GetExplain() && !c.Operator {
 		return nil, status.Error(codes.PermissionDenied, "explain is for operators")
 	}
+	x.mu.Lock()
+	x.keywords = req.GetKeywords()
+	x.mu.Unlock()
 	switch req.GetQuery() {
 	case "limited":
 		return nil, apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED, "rate limited", "retryAfterSeconds", "7")
@@ -259,6 +270,25 @@ type testConsole struct {
 	srv *httptest.Server
 	agg *testAggregator
 	idx *testIndexer
+	log *syncBuffer
+}
+
+// syncBuffer is the console's log, read by tests while it writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func startConsole(t *testing.T, rl RateLimitState, change func(*config.Config)) *testConsole {
@@ -300,16 +330,17 @@ func startConsoleOIDC(t *testing.T, rl RateLimitState, change func(*config.Confi
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { aggConn.Close(); idxConn.Close() })
+	logs := &syncBuffer{}
 	c, err := New(cfg, Deps{
 		Aggregator: aggregatorv1.NewAggregatorServiceClient(aggConn), Indexer: indexerv1.NewIndexerServiceClient(idxConn),
-		RateLimits: rl, OIDC: login, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		RateLimits: rl, OIDC: login, Log: slog.New(slog.NewTextHandler(logs, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
 	mux.Handle("/console/", c.Handler())
-	return &testConsole{Console: c, srv: srv, agg: agg, idx: idx}
+	return &testConsole{Console: c, srv: srv, agg: agg, idx: idx, log: logs}
 }
 
 // client is a browser-like client: a cookie jar, no redirects followed.
