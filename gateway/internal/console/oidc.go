@@ -127,7 +127,7 @@ func (c *Console) oidcStart(w http.ResponseWriter, r *http.Request) {
 	challenge := sha256.Sum256([]byte(st.Verifier))
 	q := url.Values{
 		"response_type": {"code"}, "client_id": {o.cfg.ClientID}, "redirect_uri": {o.cfg.RedirectURL},
-		"scope": {"openid profile"}, "state": {st.State}, "nonce": {st.Nonce},
+		"scope": {strings.Join(o.cfg.EffectiveScopes(), " ")}, "state": {st.State}, "nonce": {st.Nonce},
 		"code_challenge": {base64.RawURLEncoding.EncodeToString(challenge[:])}, "code_challenge_method": {"S256"},
 	}
 	sep := "?"
@@ -187,7 +187,14 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	c.fails.succeeded(client)
 	operator := "oidc:" + p.GetSubject()
-	if err := c.startSession(w, r, operator, "oidc", nil); err != nil {
+	if err := c.startSession(w, r, operator, "oidc", nil); errors.Is(err, errSessionTooLarge) {
+		// Refused here, clearly: a cookie the browser drops or the console
+		// cannot open would send the operator round the login again and
+		// again.
+		c.deps.Log.Warn("console: refused login", "method", "oidc", "subject_bytes", len(p.GetSubject()), "client", client, "reason", "subject too long for a session cookie")
+		c.showLogin(w, r, http.StatusBadRequest, st.Next, fmt.Sprintf("Your identity provider's subject is %d bytes long: too long for a console session (its cookie would pass %d bytes). Log in with an operator key.", len(p.GetSubject()), maxCookieBytes))
+		return
+	} else if err != nil {
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}

@@ -104,6 +104,11 @@ func (s *sealer) seal(purpose string, v any) (string, error) {
 
 var errBadSeal = errors.New("console: cookie does not open")
 
+// errSessionTooLarge: the session's cookie would pass maxCookieBytes (name
+// and value, a browser's limit), which only a very long OIDC subject
+// makes.
+var errSessionTooLarge = errors.New("console: the session cookie would be too large")
+
 func (s *sealer) open(purpose, value string, v any) error {
 	if value == "" || len(value) > maxCookieBytes {
 		return errBadSeal
@@ -188,6 +193,9 @@ func (c *Console) startSession(w http.ResponseWriter, r *http.Request, operator,
 		Key: key, Expires: time.Now().Add(ttl).Unix()})
 	if err != nil {
 		return err
+	}
+	if len(sessionCookie)+1+len(v) > maxCookieBytes {
+		return errSessionTooLarge
 	}
 	setCookie(w, r, sessionCookie, v, ttl)
 	setCookie(w, r, loginCookie, "", 0)
