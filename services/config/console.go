@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"time"
 )
 
@@ -46,10 +47,43 @@ type ConsoleOIDC struct {
 	// OperatorGroup is the group the ID token's groups claim must hold;
 	// anyone else is refused.
 	OperatorGroup string `yaml:"operatorGroup"`
+	// Scopes are asked for in the authorization request; unset,
+	// DefaultConsoleOIDCScopes. A provider that issues the groups claim
+	// only for a scope of its own (often "groups") needs it named here.
+	Scopes []string `yaml:"scopes"`
 }
 
 // Enabled reports whether OIDC login is configured.
 func (o ConsoleOIDC) Enabled() bool { return o.ClientID != "" }
+
+// DefaultConsoleOIDCScopes are the scopes asked for unless
+// gateway.console.oidc.scopes says otherwise.
+var DefaultConsoleOIDCScopes = []string{"openid", "profile"}
+
+// MaxConsoleOIDCScopes bounds gateway.console.oidc.scopes.
+const MaxConsoleOIDCScopes = 32
+
+// EffectiveScopes are Scopes, or DefaultConsoleOIDCScopes.
+func (o ConsoleOIDC) EffectiveScopes() []string {
+	if len(o.Scopes) == 0 {
+		return DefaultConsoleOIDCScopes
+	}
+	return o.Scopes
+}
+
+// validScope reports whether s is a scope token (RFC 6749 3.3: printable
+// ASCII but space, the double quote and the backslash).
+func validScope(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x21 || r > 0x7e || r == '"' || r == '\\' {
+			return false
+		}
+	}
+	return true
+}
 
 // DefaultConsoleSessionTTL is a login session's lifetime unless
 // gateway.console.sessionTTL says otherwise: a working day.
@@ -131,6 +165,17 @@ func (g Gateway) validateConsole() error {
 		}
 		if u, err := url.Parse(o.RedirectURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, fmt.Errorf("gateway.console.oidc.redirectURL %q: want an absolute http or https URL", o.RedirectURL))
+		}
+		if len(o.Scopes) > MaxConsoleOIDCScopes {
+			errs = append(errs, fmt.Errorf("gateway.console.oidc.scopes: at most %d", MaxConsoleOIDCScopes))
+		}
+		for i, sc := range o.Scopes {
+			if !validScope(sc) {
+				errs = append(errs, fmt.Errorf("gateway.console.oidc.scopes[%d] %q: a scope is printable ASCII without spaces, quotes or backslashes", i, sc))
+			}
+		}
+		if len(o.Scopes) > 0 && !slices.Contains(o.Scopes, "openid") {
+			errs = append(errs, errors.New("gateway.console.oidc.scopes must hold openid: the login needs an ID token"))
 		}
 		if g.Auth.OIDC.Issuer == "" || g.Auth.OIDC.JWKSURL == "" {
 			errs = append(errs, errors.New("gateway.console.oidc needs gateway.auth.oidc.issuer and jwksURL: the provider and its signing keys"))

@@ -34,6 +34,13 @@ func TestConsoleValidates(t *testing.T) {
 	if err := withOIDC.WithDefaults().Validate(); err != nil {
 		t.Fatalf("console with OIDC login refused: %v", err)
 	}
+	if got := withOIDC.Console.OIDC.EffectiveScopes(); strings.Join(got, " ") != "openid profile" {
+		t.Errorf("default scopes %v, want openid profile", got)
+	}
+	withOIDC.Console.OIDC.Scopes = []string{"openid", "groups"}
+	if err := withOIDC.WithDefaults().Validate(); err != nil || strings.Join(withOIDC.Console.OIDC.EffectiveScopes(), " ") != "openid groups" {
+		t.Fatalf("console with scopes openid groups: %v, %v", err, withOIDC.Console.OIDC.EffectiveScopes())
+	}
 	disabled := Gateway{Aggregator: Endpoint{Address: "a:1"}, Console: Console{ServiceToken: ""}}
 	if err := disabled.WithDefaults().Validate(); err != nil {
 		t.Fatalf("a disabled console is not checked: %v", err)
@@ -63,6 +70,14 @@ func TestConsoleRefusals(t *testing.T) {
 			g.Auth.OIDC = OIDC{Issuer: "https://idp.example", JWKSURL: "https://idp.example/keys"}
 		}, "redirectURL"},
 		"oidc without client": {func(g *Gateway) { g.Console.OIDC = ConsoleOIDC{OperatorGroup: "ops"} }, "clientID is required"},
+		"oidc scopes without openid": {func(g *Gateway) {
+			g.Console.OIDC = ConsoleOIDC{ClientID: "c", RedirectURL: "https://x.example/cb", OperatorGroup: "ops", Scopes: []string{"profile", "groups"}}
+			g.Auth.OIDC = OIDC{Issuer: "https://idp.example", JWKSURL: "https://idp.example/keys"}
+		}, "must hold openid"},
+		"oidc scope with a space": {func(g *Gateway) {
+			g.Console.OIDC = ConsoleOIDC{ClientID: "c", RedirectURL: "https://x.example/cb", OperatorGroup: "ops", Scopes: []string{"openid", "a b"}}
+			g.Auth.OIDC = OIDC{Issuer: "https://idp.example", JWKSURL: "https://idp.example/keys"}
+		}, "scopes[1]"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := consoleGateway()

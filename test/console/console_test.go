@@ -182,7 +182,11 @@ func checkCatalog(t *testing.T, s *stack, b *browser.Browser) {
 	b.TabTo("#subject", 5)
 	b.Type("sue")
 	b.TabTo("#groups", 5)
-	b.Type("support\r")
+	// Groups are one per line (a textarea): Enter is a new line there,
+	// so the form is sent from its button.
+	b.Type("support")
+	b.TabTo("#view-submit", 3)
+	b.Press("\r")
 	b.WaitText("#viewing", "sue")
 	sueSees := itemNames(b)
 	viaMCP := harness.ToolNames(t, connectAs(t, s.c.MCPURL+"/support", sueKey))
@@ -231,11 +235,13 @@ func checkSearch(t *testing.T, s *stack, b *browser.Browser) {
 	b.TabTo("#subject", 10)
 	b.Type("erin")
 	b.TabTo("#groups", 5)
-	b.Type("eng\r")
+	b.Type("eng")
+	b.TabTo("#search-submit", 3)
+	b.Press("\r")
 	b.WaitFor("hits shown", `document.querySelectorAll("#hits tbody tr[data-tool]").length > 0`)
 	rows := browser.Eval[[]hitRow](b, `Array.from(document.querySelectorAll("#hits tbody tr[data-tool]"), r => ({Tool: r.dataset.tool, Score: r.cells[2].innerText}))`)
 	want, err := s.indexer.Search(t.Context(), &indexerv1.SearchRequest{
-		Principal: &commonv1.Principal{Subject: "erin", Groups: []string{"eng"}}, Query: query, Limit: 8, Explain: true,
+		Principal: &commonv1.Principal{Subject: "erin", Groups: []string{"eng"}}, Query: query, Limit: optimizerLimit, Explain: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -248,6 +254,16 @@ func checkSearch(t *testing.T, s *stack, b *browser.Browser) {
 		if rows[i].Tool != h.GetName() || err != nil || math.Abs(score-h.GetScore()) > 0.0001 {
 			t.Errorf("hit %d: %+v; Search: %s %.4f", i+1, rows[i], h.GetName(), h.GetScore())
 		}
+	}
+	// And they are what erin's own find_tool answers, at the configured
+	// gateway.optimizer.limit.
+	found := findTool(t, connectAs(t, s.c.MCPURL+"/optimized", erinKey), query)
+	var shown []string
+	for _, r := range rows {
+		shown = append(shown, r.Tool)
+	}
+	if !slices.Equal(shown, found) || len(found) > optimizerLimit {
+		t.Errorf("the page shows %v, erin's find_tool answers %v (limit %d)", shown, found, optimizerLimit)
 	}
 	if top := rows[0].Tool; top != "tickets_echo" && top != "docs_echo" {
 		t.Errorf("top hit %s for %q, want an echo tool", top, query)
@@ -343,15 +359,15 @@ func checkRateLimits(t *testing.T, s *stack, b *browser.Browser) {
 	if bucket == nil || math.Abs(bucket.GetTokens()-(limitBurst-sueCalls)) > 0.01 {
 		t.Fatalf("ListRateLimitBuckets: %v; want %s with %d tokens left", want, key, limitBurst-sueCalls)
 	}
-	type row struct{ Key, Tokens, Burst string }
-	rows := browser.Eval[[]row](b, `Array.from(document.querySelectorAll("#buckets tbody tr"), r => ({Key: r.cells[0].innerText, Tokens: r.cells[1].innerText, Burst: (r.cells[2] || {}).innerText}))`)
+	type row struct{ Key, Tokens, Burst, Rate string }
+	rows := browser.Eval[[]row](b, `Array.from(document.querySelectorAll("#buckets tbody tr"), r => ({Key: r.cells[0].innerText, Tokens: r.cells[1].innerText, Burst: (r.cells[2] || {}).innerText, Rate: (r.cells[3] || {}).innerText}))`)
 	i := slices.IndexFunc(rows, func(r row) bool { return r.Key == key })
 	if i < 0 {
 		t.Fatalf("sue's bucket %s is not on the page: %+v (note: %q)", key, rows, b.Texts("#state-note"))
 	}
 	tokens, err := strconv.ParseFloat(rows[i].Tokens, 64)
 	// At 1/h the bucket refills by less than 0.01 token in 30 s.
-	if err != nil || math.Abs(tokens-bucket.GetTokensNow()) > 0.02 || rows[i].Burst != strconv.Itoa(limitBurst) {
+	if err != nil || math.Abs(tokens-bucket.GetTokensNow()) > 0.02 || rows[i].Burst != strconv.Itoa(limitBurst) || rows[i].Rate != "1/h" {
 		t.Errorf("sue's bucket on the page: %+v; ListRateLimitBuckets: %.2f tokens now, burst %d", rows[i], bucket.GetTokensNow(), bucket.GetBurst())
 	}
 	b.CheckPhone("ratelimits")
@@ -368,4 +384,20 @@ func checkLogout(t *testing.T, s *stack, b *browser.Browser) {
 	b.WaitText("h1", "Log in")
 	b.Navigate(s.console + "/catalog")
 	b.WaitText("h1", "Log in")
+}
+
+// findTool returns the names find_tool answers for query.
+func findTool(t *testing.T, cs *mcp.ClientSession, query string) []string {
+	t.Helper()
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "find_tool", Arguments: map[string]any{"tool_description": query}})
+	if err != nil || res.IsError {
+		t.Fatalf("find_tool(%q): %v, %v", query, res, err)
+	}
+	found, _ := res.StructuredContent.(map[string]any)
+	hits, _ := found["tools"].([]any)
+	var names []string
+	for _, h := range hits {
+		names = append(names, h.(map[string]any)["name"].(string))
+	}
+	return names
 }

@@ -53,6 +53,8 @@ const (
 const (
 	limitName  = "each-user"
 	limitBurst = 10
+	// optimizerLimit is gateway.optimizer.limit: find_tool's hits.
+	optimizerLimit = 3
 )
 
 // stack is the running system and clients of its APIs.
@@ -99,6 +101,8 @@ func startStack(t *testing.T) *stack {
 			cfg.Aggregator.Indexer = config.Endpoint{Address: cfg.Indexer.Listen, Token: aggregatorAuth}
 			cfg.Audit.Database.Enabled = true
 			cfg.Gateway.OpsListen = harness.FreeAddr(t)
+			// Not find_tool's default, so the search page must read it.
+			cfg.Gateway.Optimizer.Limit = optimizerLimit
 			cfg.Gateway.Console = config.Console{Enabled: true, OperatorKeys: []string{operatorKey}, ServiceToken: consoleToken}
 		},
 	})

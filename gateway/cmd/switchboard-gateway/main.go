@@ -18,6 +18,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/edge"
+	"github.com/switchboard-mcp/switchboard/gateway/internal/hostguard"
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
@@ -55,7 +56,7 @@ func run(ctx context.Context, env lifecycle.Env) error {
 		IndexerToken:     idxToken,
 		Config:           env.Config,
 		Log:              env.Log,
-		LoopbackOnly:     isLoopback(cfg.Listen),
+		LoopbackOnly:     hostguard.LoopbackBind(cfg.Listen),
 		Servers:          env.Config.Servers,
 	}
 	if cfg.Indexer.Address != "" {
@@ -121,6 +122,11 @@ func run(ctx context.Context, env lifecycle.Env) error {
 			ops = mux
 			env.Log.Info("operator console serving", "url", "http://"+opsLis.Addr().String()+"/console/")
 		}
+		if hostguard.LoopbackBind(cfg.OpsListen) {
+			// The MCP port's rule against DNS rebinding, on the whole ops
+			// mux: a rebound page must not read metrics or the console.
+			ops = hostguard.LoopbackHostOnly(ops)
+		}
 		opsCtx, stopOps := context.WithCancel(ctx)
 		opsDone := make(chan struct{})
 		go func() { opshttp.Serve(opsCtx, opsLis, ops, env.Log); close(opsDone) }()
@@ -148,18 +154,4 @@ func run(ctx context.Context, env lifecycle.Env) error {
 	env.Log.Info("gateway serving", "addr", lis.Addr().String(), "mcp", "http://"+lis.Addr().String()+"/mcp",
 		"auth", cfg.Auth.Mode, "optimizer", cfg.Optimizer.Enabled)
 	return lifecycle.ServeHTTP(ctx, srv, lis, shutdownGrace)
-}
-
-// isLoopback reports whether addr binds only a loopback interface, which
-// turns on the DNS-rebinding Host check.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -19,7 +19,8 @@ const maxBucketPage = 1000
 // RateLimitBuckets implements console.RateLimitState: the first limit
 // buckets in key order. A bucket of a limit the indexer's configuration
 // knows holds tokens_now (refilled to the indexer's read time); any other
-// the tokens left at its last take.
+// the tokens left at its last take, and is marked not Configured (its rate
+// and burst are not known).
 func (b indexerRateBuckets) RateLimitBuckets(ctx context.Context, limit int) ([]console.RateLimitBucket, error) {
 	var out []console.RateLimitBucket
 	token := ""
@@ -32,13 +33,15 @@ func (b indexerRateBuckets) RateLimitBuckets(ctx context.Context, limit int) ([]
 		}
 		for _, bk := range resp.GetBuckets() {
 			row := console.RateLimitBucket{Key: bk.GetKey(), Tokens: bk.GetTokens(), RatePerSecond: bk.GetRatePerSecond(),
-				Burst: bk.GetBurst(), Updated: bk.GetUpdatedAt().AsTime()}
+				Burst: bk.GetBurst(), Updated: bk.GetUpdatedAt().AsTime(), Configured: bk.GetConfigured()}
 			if bk.GetConfigured() {
 				row.Tokens = bk.GetTokensNow()
 			}
 			out = append(out, row)
 		}
-		if token = resp.GetNextPageToken(); token == "" {
+		// An empty page ends the listing even if it names a next one: asking
+		// again could only loop until the deadline.
+		if token = resp.GetNextPageToken(); token == "" || len(resp.GetBuckets()) == 0 {
 			break
 		}
 	}

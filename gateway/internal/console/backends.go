@@ -53,9 +53,7 @@ func (c *Console) backendsPage(w http.ResponseWriter, r *http.Request, s session
 	p := page{Title: "Backends", Active: "backends", Session: &s}
 	resp, err := c.deps.Aggregator.ListBackends(ctx, &aggregatorv1.ListBackendsRequest{})
 	if err != nil {
-		code, msg := rpcFailure("ListBackends", err)
-		p.Error = msg
-		c.render(w, r, code, "backends", p)
+		c.renderFailure(w, r, "backends", p, "ListBackends", err)
 		return
 	}
 	d := backendsData{CatalogVersion: resp.GetCatalogVersion()}
@@ -66,7 +64,7 @@ func (c *Console) backendsPage(w http.ResponseWriter, r *http.Request, s session
 	if c.deps.Indexer == nil {
 		d.IndexNote = "gateway.indexer is not configured."
 	} else if st, err := c.deps.Indexer.Stats(ctx, &indexerv1.StatsRequest{}); err != nil {
-		_, d.IndexNote = rpcFailure("Stats", err)
+		_, d.IndexNote, _ = rpcFailure("Stats", err)
 	} else {
 		d.Index = st
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"html/template"
 	"net/http"
-	"net/url"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -32,10 +31,16 @@ type catalogItem struct {
 	Name, Title, Description, Backend, Original string
 }
 
+// catalogTab is one kind's tab, keeping the view.
+type catalogTab struct {
+	Key, Label string
+	URL        template.URL
+}
+
 type catalogData struct {
 	View  viewAs
 	Kind  string
-	Kinds []struct{ Key, Label string }
+	Kinds []catalogTab
 	// Counts are the principal's view (Discover).
 	Counts *aggregatorv1.DiscoverResponse
 	Items  []catalogItem
@@ -50,7 +55,13 @@ func (c *Console) catalogPage(w http.ResponseWriter, r *http.Request, s session)
 	q := r.URL.Query()
 	p := page{Title: "Catalog", Active: "catalog", Session: &s}
 	v, err := c.readViewAs(q)
-	d := catalogData{View: v, Kind: q.Get("kind"), Kinds: catalogKinds}
+	d := catalogData{View: v, Kind: q.Get("kind")}
+	for _, k := range catalogKinds {
+		tq := v.query()
+		tq.Set("kind", k.Key)
+		// Typed as a URL: built here from escaped parts.
+		d.Kinds = append(d.Kinds, catalogTab{Key: k.Key, Label: k.Label, URL: template.URL("/console/catalog?" + tq.Encode())})
+	}
 	p.Data = &d
 	if err != nil {
 		p.Error = err.Error()
@@ -70,21 +81,19 @@ func (c *Console) catalogPage(w http.ResponseWriter, r *http.Request, s session)
 	ctx, cancel := rpcContext(r)
 	defer cancel()
 	principal := v.Principal()
+	c.deps.Log.Info("console: catalog viewed as", "operator", s.Operator, "subject", principal.GetSubject(), "groups", principal.GetGroups(), "server", v.Path(), "kind", d.Kind)
 	if d.Counts, err = c.deps.Aggregator.Discover(ctx, &aggregatorv1.DiscoverRequest{Principal: principal, Server: v.Server}); err != nil {
-		code, msg := rpcFailure("Discover", err)
-		p.Error = msg
-		c.render(w, r, code, "catalog", p)
+		c.renderFailure(w, r, "catalog", p, "Discover", err)
 		return
 	}
 	items, next, err := c.listKind(ctx, d.Kind, principal, v.Server, cursor)
 	if err != nil {
-		code, msg := rpcFailure("List "+d.Kind, err)
-		p.Error = msg
-		c.render(w, r, code, "catalog", p)
+		c.renderFailure(w, r, "catalog", p, "List "+d.Kind, err)
 		return
 	}
 	d.Items = items
-	base := url.Values{"kind": {d.Kind}, "server": {v.Server}, "subject": {v.Subject}, "groups": {v.Groups}}
+	base := v.query()
+	base.Set("kind", d.Kind)
 	// Typed as URLs: built here from escaped parts, so the template must
 	// not escape them again.
 	d.First = template.URL("/console/catalog?" + base.Encode())

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -46,22 +47,32 @@ const callTimeout = 10 * time.Second
 
 // Console serves the pages.
 type Console struct {
-	deps       Deps
-	sealer     *sealer
+	deps Deps
+	// sealer is replaced (everyone logs in again) when revoked is full.
+	sealer     atomic.Pointer[sealer]
+	revoked    *revocations
 	sessionTTL time.Duration
 	// live is the part of the configuration a reload replaces.
-	live    atomic.Pointer[liveConfig]
-	fails   *failureLimiter
-	events  *eventLog
-	stopped context.CancelFunc
-	done    chan struct{}
+	live   atomic.Pointer[liveConfig]
+	fails  *failureLimiter
+	events *eventLog
+	// catalogChanged wakes the quarantine poll (capacity 1: a change
+	// pending is enough).
+	catalogChanged chan struct{}
+	stopped        context.CancelFunc
+	done           chan struct{}
 }
 
 // liveConfig is what the pages read from the configuration.
 type liveConfig struct {
 	operatorKeys [][]byte
-	servers      []string
-	rateLimits   config.RateLimits
+	servers      []serverView
+	// rootOptimizer: /mcp serves the optimizer view
+	// (gateway.optimizer.enabled).
+	rootOptimizer bool
+	// searchLimit is find_tool's number of hits (gateway.optimizer.limit).
+	searchLimit int
+	rateLimits  config.RateLimits
 }
 
 // New builds the console from the whole configuration (gateway.console
@@ -79,13 +90,15 @@ func New(cfg *config.Config, deps Deps) (*Console, error) {
 		return nil, err
 	}
 	c := &Console{
-		deps:       deps,
-		sealer:     s,
-		sessionTTL: time.Duration(cfg.Gateway.Console.WithDefaults().SessionTTL),
-		fails:      newFailureLimiter(),
-		events:     newEventLog(maxEvents),
-		done:       make(chan struct{}),
+		deps:           deps,
+		revoked:        newRevocations(maxRevoked),
+		sessionTTL:     time.Duration(cfg.Gateway.Console.WithDefaults().SessionTTL),
+		fails:          newFailureLimiter(),
+		events:         newEventLog(maxEvents),
+		catalogChanged: make(chan struct{}, 1),
+		done:           make(chan struct{}),
 	}
+	c.sealer.Store(s)
 	c.Update(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	c.stopped = cancel
@@ -94,14 +107,21 @@ func New(cfg *config.Config, deps Deps) (*Console, error) {
 }
 
 // Update applies a reloaded configuration: operator keys, servers, rate
-// limits. Sessions already open stay open until they expire.
+// limits. A session made with an operator key the new configuration no
+// longer has ends at once (its next request goes to the login page);
+// others stay open until they expire.
 func (c *Console) Update(cfg *config.Config) {
-	l := &liveConfig{rateLimits: cfg.RateLimits}
+	gw := cfg.Gateway.WithDefaults()
+	l := &liveConfig{rateLimits: cfg.RateLimits, rootOptimizer: gw.Optimizer.Enabled, searchLimit: gw.Optimizer.Limit}
 	for _, k := range cfg.Gateway.Console.OperatorKeys {
 		l.operatorKeys = append(l.operatorKeys, []byte(k))
 	}
 	for _, s := range cfg.Servers {
-		l.servers = append(l.servers, s.Name)
+		opt := gw.Optimizer.Enabled
+		if s.Optimizer != nil {
+			opt = *s.Optimizer
+		}
+		l.servers = append(l.servers, serverView{Name: s.Name, Optimizer: opt})
 	}
 	c.live.Store(l)
 }
@@ -133,7 +153,39 @@ func (c *Console) Handler() http.Handler {
 	mux.Handle("/console/", c.authed(func(w http.ResponseWriter, r *http.Request, s session) {
 		c.render(w, r, http.StatusNotFound, "notfound", page{Title: "Not found", Session: &s})
 	}))
-	return securityHeaders(mux)
+	return securityHeaders(sameOriginPosts(mux))
+}
+
+// sameOriginPosts refuses (403) a POST a browser says came from another
+// site: an Origin that is present and not the console's own (as the
+// request reached it: its scheme and Host; "null" included), or
+// Sec-Fetch-Site cross-site. Forms carry CSRF tokens as well; this stops
+// a cross-site form before any of its fields are read. The Host itself is
+// checked against DNS rebinding before the console (hostguard, on a
+// loopback ops port).
+func sameOriginPosts(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && !sameOrigin(r) {
+			http.Error(w, "Forbidden: the form did not come from this console", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func sameOrigin(r *http.Request) bool {
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		return false
+	}
+	origins, sent := r.Header["Origin"]
+	if !sent {
+		return true
+	}
+	scheme := "http://"
+	if r.TLS != nil {
+		scheme = "https://"
+	}
+	return len(origins) == 1 && strings.EqualFold(origins[0], scheme+r.Host)
 }
 
 // authed admits requests with a valid session; any other is sent to the
@@ -154,13 +206,16 @@ func (c *Console) authed(h func(http.ResponseWriter, *http.Request, session)) ht
 }
 
 // securityHeaders sets what every console response carries: no script,
-// no framing, no referrer, no sniffing, no caching.
+// no framing, no referrer to another site, no sniffing, no caching. The
+// referrer policy is same-origin, not no-referrer: under no-referrer a
+// browser sends "Origin: null" with the console's own forms, which
+// sameOriginPosts could not tell from a sandboxed attacker's.
 func securityHeaders(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hd := w.Header()
 		hd.Set("Content-Security-Policy", "default-src 'self'; script-src 'none'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 		hd.Set("X-Frame-Options", "DENY")
-		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("Referrer-Policy", "same-origin")
 		hd.Set("X-Content-Type-Options", "nosniff")
 		hd.Set("Cache-Control", "no-store")
 		h.ServeHTTP(w, r)

@@ -2,9 +2,14 @@ package console
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +18,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 )
 
 var consolePages = []string{"/console/", "/console/backends", "/console/catalog", "/console/search?q=weather", "/console/events", "/console/ratelimits", "/console/nowhere"}
@@ -22,7 +28,7 @@ func checkSecurityHeaders(t *testing.T, what string, h http.Header) {
 	for k, want := range map[string]string{
 		"Content-Security-Policy": "default-src 'self'",
 		"X-Frame-Options":         "DENY",
-		"Referrer-Policy":         "no-referrer",
+		"Referrer-Policy":         "same-origin",
 		"X-Content-Type-Options":  "nosniff",
 		"Cache-Control":           "no-store",
 	} {
@@ -147,14 +153,14 @@ func TestTamperedCookiesAreRefused(t *testing.T) {
 		code, _, _ := get(t, c, tc.srv.URL+"/console/backends")
 		return code
 	}
-	good, _ := tc.sealer.seal(purposeSession, session{Operator: "x", CSRF: "y", Expires: time.Now().Add(time.Hour).Unix()})
+	good, _ := tc.sealer.Load().seal(purposeSession, session{Operator: "x", Method: "oidc", ID: "z", CSRF: "y", Expires: time.Now().Add(time.Hour).Unix()})
 	if try(sessionCookie, good) != http.StatusOK {
 		t.Fatal("a good session is refused")
 	}
 	raw := []byte(good)
 	raw[len(raw)/2] ^= 1
-	expired, _ := tc.sealer.seal(purposeSession, session{Operator: "x", CSRF: "y", Expires: time.Now().Add(-time.Second).Unix()})
-	asLogin, _ := tc.sealer.seal(purposeLogin, session{Operator: "x", CSRF: "y", Expires: time.Now().Add(time.Hour).Unix()})
+	expired, _ := tc.sealer.Load().seal(purposeSession, session{Operator: "x", Method: "oidc", ID: "z", CSRF: "y", Expires: time.Now().Add(-time.Second).Unix()})
+	asLogin, _ := tc.sealer.Load().seal(purposeLogin, session{Operator: "x", Method: "oidc", ID: "z", CSRF: "y", Expires: time.Now().Add(time.Hour).Unix()})
 	for name, v := range map[string]string{
 		"flipped": string(raw), "expired": expired, "login cookie as session": asLogin, "garbage": "not-base64!", "empty": "",
 		"huge": strings.Repeat("A", maxCookieBytes+1),
@@ -185,21 +191,20 @@ func TestFailureLimiterIsBounded(t *testing.T) {
 	l := newFailureLimiter()
 	l.now = func() time.Time { return now }
 	for i := range maxFailureClients + 100 {
-		l.failed("10.0." + string(rune('a'+i%26)) + "." + time.Duration(i).String())
+		l.attempt("10.0." + string(rune('a'+i%26)) + "." + time.Duration(i).String())
 	}
 	if n := len(l.clients); n > maxFailureClients+1 {
 		t.Fatalf("%d clients held, bound %d", n, maxFailureClients)
 	}
 	// The overflow shares one entry: 100 failures there block every
 	// address not in the table.
-	if _, blocked := l.blocked("192.0.2.1"); !blocked {
+	if _, blocked := l.attempt("192.0.2.1"); !blocked {
 		t.Fatal("an unknown address is not limited while the table is full")
 	}
 	now = now.Add(failureWindow)
-	if _, blocked := l.blocked("192.0.2.1"); blocked {
+	if _, blocked := l.attempt("192.0.2.1"); blocked {
 		t.Fatal("still blocked after the window")
 	}
-	l.failed("192.0.2.1")
 	if len(l.clients) != 1 {
 		t.Fatalf("expired entries are not pruned: %d held", len(l.clients))
 	}
@@ -217,6 +222,7 @@ func loggedIn(t *testing.T, tc *testConsole) *http.Client {
 func TestLogout(t *testing.T) {
 	tc := startConsole(t, nil, nil)
 	c := loggedIn(t, tc)
+	copied := copyCookies(t, tc, c)
 	_, body, _ := get(t, c, tc.srv.URL+"/console/backends")
 	if code, _, _ := post(t, c, tc.srv.URL+"/console/logout", url.Values{"csrf": {"forged"}}); code != http.StatusForbidden {
 		t.Fatalf("logout with a forged token: %d", code)
@@ -228,6 +234,56 @@ func TestLogout(t *testing.T) {
 	if code, _, _ := get(t, c, tc.srv.URL+"/console/backends"); code != http.StatusSeeOther {
 		t.Fatalf("after logout: %d", code)
 	}
+	// A copy of the cookie taken before the logout no longer opens.
+	if code, _, _ := get(t, copied, tc.srv.URL+"/console/backends"); code != http.StatusSeeOther {
+		t.Fatalf("a copy of the logged-out session's cookie: %d", code)
+	}
+}
+
+func TestLogoutWithTheRevocationsFullEndsEverySession(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	tc.revoked.limit = 2
+	logOut := func(c *http.Client) *http.Client {
+		t.Helper()
+		copied := copyCookies(t, tc, c)
+		_, body, _ := get(t, c, tc.srv.URL+"/console/backends")
+		if code, _, _ := post(t, c, tc.srv.URL+"/console/logout", url.Values{"csrf": {formValue(t, body, "csrf")}}); code != http.StatusSeeOther {
+			t.Fatalf("logout: %d", code)
+		}
+		return copied
+	}
+	bystander := loggedIn(t, tc)
+	var copies []*http.Client
+	for range 2 {
+		copies = append(copies, logOut(loggedIn(t, tc)))
+	}
+	if code, _, _ := get(t, bystander, tc.srv.URL+"/console/backends"); code != http.StatusOK {
+		t.Fatalf("a session not logged out, while the set has room: %d", code)
+	}
+	copies = append(copies, logOut(loggedIn(t, tc)))
+	for i, c := range copies {
+		if code, _, _ := get(t, c, tc.srv.URL+"/console/backends"); code != http.StatusSeeOther {
+			t.Errorf("logged-out session %d opens after the set filled: %d", i, code)
+		}
+	}
+	if code, _, _ := get(t, bystander, tc.srv.URL+"/console/backends"); code != http.StatusSeeOther {
+		t.Fatalf("the sealing key was not rotated when the set filled: %d", code)
+	}
+	if n := len(tc.revoked.ids); n != 0 {
+		t.Fatalf("%d revocations kept after the rotation", n)
+	}
+	if code, _ := tc.login(t, tc.client(t), testOperatorKey); code != http.StatusSeeOther {
+		t.Fatalf("no login after the rotation: %d", code)
+	}
+}
+
+// copyCookies is a second client holding c's console cookies.
+func copyCookies(t *testing.T, tc *testConsole, c *http.Client) *http.Client {
+	t.Helper()
+	base := mustURL(t, tc.srv.URL+"/console/")
+	copied := tc.client(t)
+	copied.Jar.SetCookies(base, c.Jar.Cookies(base))
+	return copied
 }
 
 func TestBackendsPageEscapesWhatItShows(t *testing.T) {
@@ -283,7 +339,7 @@ func TestCatalogViewAsPrincipal(t *testing.T) {
 		t.Fatalf("the forecast server as bob:\n%s", body)
 	}
 	// The kind tabs keep the server and the principal.
-	if !strings.Contains(body, `href="/console/catalog?kind=prompts&amp;server=forecast&amp;subject=bob&amp;groups=admins"`) {
+	if !strings.Contains(body, `href="/console/catalog?groups=admins&amp;kind=prompts&amp;server=forecast&amp;subject=bob"`) {
 		t.Fatalf("the prompts tab loses the view:\n%s", body)
 	}
 	if code, body, _ := get(t, c, tc.srv.URL+"/console/catalog?server=nowhere"); code != http.StatusBadRequest || !strings.Contains(body, "no virtual server") {
@@ -336,7 +392,8 @@ func TestEventsPage(t *testing.T) {
 	var body string
 	for {
 		_, body, _ = get(t, c, tc.srv.URL+"/console/events")
-		if strings.Contains(body, "tools changed (catalog version 43)") && strings.Contains(body, "alpha/time approved at digest cccc") {
+		if strings.Contains(body, "tools changed (catalog version 43)") && strings.Contains(body, "alpha/time approved at digest cccc") &&
+			strings.Contains(body, "alpha/echo is waiting for approval: seen digest bbbb, approved aaaa") {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -391,8 +448,15 @@ func TestRateLimitsPage(t *testing.T) {
 			return nil, status.Error(codes.Unavailable, "indexer down")
 		}), []string{"indexer down"}},
 		"state": {stateFunc(func(_ context.Context, n int) ([]RateLimitBucket, error) {
-			return []RateLimitBucket{{Key: "per-user|principal|<alice>", Tokens: 3.5, Burst: 20, RatePerSecond: 10, Updated: time.Now()}}, nil
-		}), []string{"per-user|principal|&lt;alice&gt;", "3.50", "10.000"}},
+			return []RateLimitBucket{{Key: "per-user|principal|<alice>", Tokens: 3.5, Burst: 20, RatePerSecond: 10, Updated: time.Now(), Configured: true}}, nil
+		}), []string{"per-user|principal|&lt;alice&gt;", "3.50", "<td>20</td><td>10/s</td>"}},
+		"slow and unconfigured": {stateFunc(func(_ context.Context, n int) ([]RateLimitBucket, error) {
+			return []RateLimitBucket{
+				{Key: "hourly|principal|bob", Tokens: 0.5, Burst: 2, RatePerSecond: 1.0 / 3600, Updated: time.Now(), Configured: true},
+				{Key: "per-minute|principal|bob", Tokens: 1, Burst: 2, RatePerSecond: 0.5, Updated: time.Now(), Configured: true},
+				{Key: "removed|principal|carol", Tokens: 4.25, Updated: time.Now()},
+			}, nil
+		}), []string{"<td>2</td><td>1/h</td>", "<td>2</td><td>30/m</td>", "4.25", `<td colspan="2" class="unconfigured">limit no longer configured</td>`}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			con := startConsole(t, tc.state, nil)
@@ -405,15 +469,22 @@ func TestRateLimitsPage(t *testing.T) {
 					t.Errorf("rate limits page lacks %q:\n%s", want, body)
 				}
 			}
+			if strings.Contains(body, "0.000") || strings.Contains(body, "<td>0</td>") {
+				t.Errorf("a rate or burst is shown as zero:\n%s", body)
+			}
 		})
 	}
 }
 
 func TestReloadReplacesOperatorKeys(t *testing.T) {
 	tc := startConsole(t, nil, nil)
-	open := loggedIn(t, tc)
+	removed := loggedIn(t, tc)
+	kept := tc.client(t)
+	if code, _ := tc.login(t, kept, "another-operator-key"); code != http.StatusSeeOther {
+		t.Fatalf("login with the other key: %d", code)
+	}
 	cfg := &config.Config{}
-	cfg.Gateway.Console.OperatorKeys = []string{"a-new-operator-key-after-reload"}
+	cfg.Gateway.Console.OperatorKeys = []string{"a-new-operator-key-after-reload", "another-operator-key"}
 	tc.Update(cfg)
 	if code, _ := tc.login(t, tc.client(t), testOperatorKey); code != http.StatusUnauthorized {
 		t.Fatalf("a removed key still logs in: %d", code)
@@ -421,9 +492,278 @@ func TestReloadReplacesOperatorKeys(t *testing.T) {
 	if code, _ := tc.login(t, tc.client(t), "a-new-operator-key-after-reload"); code != http.StatusSeeOther {
 		t.Fatalf("the new key does not log in: %d", code)
 	}
-	// Sessions already open stay open; the servers are the new file's.
-	code, body, _ := get(t, open, tc.srv.URL+"/console/catalog?server=forecast")
+	// A session made with a removed key ends at once.
+	if code, _, h := get(t, removed, tc.srv.URL+"/console/backends"); code != http.StatusSeeOther || !strings.HasPrefix(h.Get("Location"), "/console/login") {
+		t.Fatalf("a session of a removed key after the reload: %d to %q", code, h.Get("Location"))
+	}
+	// One made with a kept key stays open; the
+	// servers are the new file's.
+	code, body, _ := get(t, kept, tc.srv.URL+"/console/catalog?server=forecast")
 	if code != http.StatusBadRequest || !strings.Contains(body, "no virtual server") {
 		t.Fatalf("a server removed by the reload: %d\n%s", code, body)
+	}
+}
+
+// TestConcurrentWrongGuessesStopAtTheLimit holds every guess's form body
+// back until each request has either been answered or been let through
+// to read its body (the server's 100 Continue): a check that does not
+// reserve the attempt lets them all through, then all of them fail.
+func TestConcurrentWrongGuessesStopAtTheLimit(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	const guesses = 40
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.ExpectContinueTimeout = time.Minute
+	t.Cleanup(transport.CloseIdleConnections)
+	type prepared struct {
+		c    *http.Client
+		csrf string
+	}
+	var forms []prepared
+	for range guesses {
+		c := tc.client(t)
+		c.Transport = transport
+		_, body, _ := get(t, c, tc.srv.URL+"/console/login")
+		forms = append(forms, prepared{c, formValue(t, body, "csrf")})
+	}
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 2*guesses)
+	codes := make(chan int, guesses)
+	var wg sync.WaitGroup
+	for _, f := range forms {
+		form := url.Values{"csrf": {f.csrf}, "key": {"wrong-key"}}.Encode()
+		wg.Go(func() {
+			pr, pw := io.Pipe()
+			go func() { <-release; _, _ = pw.Write([]byte(form)); pw.Close() }()
+			ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{Got100Continue: func() { arrived <- struct{}{} }})
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, tc.srv.URL+"/console/login", pr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			req.ContentLength = int64(len(form))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Expect", "100-continue")
+			resp, err := f.c.Do(req)
+			if err != nil {
+				t.Error(err)
+				arrived <- struct{}{}
+				return
+			}
+			if resp.StatusCode != http.StatusContinue {
+				arrived <- struct{}{}
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		})
+	}
+	// Every request is either answered or reading its body: let the
+	// bodies go.
+	for range guesses {
+		<-arrived
+	}
+	close(release)
+	wg.Wait()
+	close(codes)
+	tried := 0
+	for code := range codes {
+		switch code {
+		case http.StatusUnauthorized:
+			tried++
+		case http.StatusTooManyRequests:
+		default:
+			t.Errorf("a wrong guess got %d", code)
+		}
+	}
+	if tried > maxFailures {
+		t.Fatalf("%d concurrent wrong guesses were checked, the limit is %d", tried, maxFailures)
+	}
+}
+
+func TestRPCFailuresMapToHTTP(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	c := loggedIn(t, tc)
+	code, body, h := get(t, c, tc.srv.URL+"/console/search?q=limited")
+	if code != http.StatusTooManyRequests || h.Get("Retry-After") != "7" || !strings.Contains(body, "ResourceExhausted") {
+		t.Errorf("a rate-limited search: %d, Retry-After %q\n%s", code, h.Get("Retry-After"), body)
+	}
+	code, body, h = get(t, c, tc.srv.URL+"/console/search?q=forbidden")
+	if code != http.StatusForbidden || h.Get("Retry-After") != "" || !strings.Contains(body, "PermissionDenied") {
+		t.Errorf("a refused search: %d, Retry-After %q\n%s", code, h.Get("Retry-After"), body)
+	}
+}
+
+func TestCrossSitePostsAreRefused(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	c := tc.client(t)
+	_, body, _ := get(t, c, tc.srv.URL+"/console/login")
+	form := url.Values{"csrf": {formValue(t, body, "csrf")}, "key": {testOperatorKey}}
+	postWith := func(header map[string]string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, tc.srv.URL+"/console/login", strings.NewReader(form.Encode()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for name, h := range map[string]map[string]string{
+		"another origin":     {"Origin": "http://evil.example"},
+		"an opaque origin":   {"Origin": "null"},
+		"another port":       {"Origin": tc.srv.URL + "1"},
+		"cross-site fetch":   {"Sec-Fetch-Site": "cross-site"},
+		"https of this host": {"Origin": strings.Replace(tc.srv.URL, "http://", "https://", 1)},
+	} {
+		if code := postWith(h); code != http.StatusForbidden {
+			t.Errorf("a login POST with %s (%v): %d", name, h, code)
+		}
+	}
+	if code := postWith(map[string]string{"Origin": tc.srv.URL, "Sec-Fetch-Site": "same-origin"}); code != http.StatusSeeOther {
+		t.Fatalf("the console's own login form: %d", code)
+	}
+	_, body, _ = get(t, c, tc.srv.URL+"/console/backends")
+	req, _ := http.NewRequest(http.MethodPost, tc.srv.URL+"/console/logout", strings.NewReader(url.Values{"csrf": {formValue(t, body, "csrf")}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "http://evil.example")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if code, _, _ := get(t, c, tc.srv.URL+"/console/backends"); resp.StatusCode != http.StatusForbidden || code != http.StatusOK {
+		t.Fatalf("a cross-site logout: %d, then backends %d", resp.StatusCode, code)
+	}
+}
+
+// eventually polls the events page until it shows want.
+func eventually(t *testing.T, tc *testConsole, c *http.Client, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, body, _ := get(t, c, tc.srv.URL+"/console/events")
+		if strings.Contains(body, want) {
+			return body
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the events page never showed %q:\n%s", want, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestQuarantineIsALiveEvent(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	c := loggedIn(t, tc)
+	eventually(t, tc, c, "alpha/echo is waiting for approval")
+	tc.idx.setPending(false,
+		&indexerv1.ToolDefinition{Backend: "alpha", Tool: "echo", ApprovedDigest: "aaaa", SeenDigest: "bbbb", Pending: true},
+		&indexerv1.ToolDefinition{Backend: "alpha", Tool: "time", ApprovedDigest: "cccc", SeenDigest: "dddd", Pending: true})
+	// The catalog change a quarantine makes wakes the poll.
+	tc.agg.changes <- &aggregatorv1.WatchCatalogResponse{CatalogVersion: 44, Changed: []aggregatorv1.CatalogKind{aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS}}
+	body := eventually(t, tc, c, "alpha/time is waiting for approval: seen digest dddd, approved cccc")
+	if n := strings.Count(body, "alpha/echo is waiting for approval"); n != 1 {
+		t.Fatalf("a quarantine already told of is told again (%d times):\n%s", n, body)
+	}
+	if !strings.Contains(body, `class="event-quarantine"`) || strings.Contains(body, `id="pending-cut"`) {
+		t.Fatalf("the quarantine event or the pending table:\n%s", body)
+	}
+	tc.idx.setPending(true, &indexerv1.ToolDefinition{Backend: "alpha", Tool: "echo", ApprovedDigest: "aaaa", SeenDigest: "bbbb", Pending: true})
+	if _, body, _ := get(t, c, tc.srv.URL+"/console/events"); !strings.Contains(body, "Only the first 100 pending definitions are shown") {
+		t.Fatalf("a cut pending table does not say so:\n%s", body)
+	}
+}
+
+func TestApprovalsOfOneMessageAreOneEvent(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	c := loggedIn(t, tc)
+	eventually(t, tc, c, "alpha/time approved at digest cccc")
+	m := &indexerv1.WatchToolDefinitionsResponse{}
+	for i := range 1000 {
+		m.Approvals = append(m.Approvals, &indexerv1.ToolDefinitionDigest{Backend: "beta", Tool: "t" + strconv.Itoa(i), Digest: "eeee"})
+	}
+	tc.idx.approvals <- m
+	eventually(t, tc, c, "1000 tool definitions approved: beta/t0, beta/t1")
+	n := 0
+	for _, e := range tc.events.recent() {
+		if e.Kind == "approval" {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d approval events, want 2 (one per message)", n)
+	}
+}
+
+func TestViewAsGroupsAreLinesNotCommas(t *testing.T) {
+	tc := startConsole(t, nil, func(cfg *config.Config) {
+		yes := true
+		cfg.Servers = append(cfg.Servers, config.Server{Name: "lean", Backends: []string{"alpha"}, Optimizer: &yes})
+	})
+	c := loggedIn(t, tc)
+	dn := "cn=admins,ou=groups,dc=example,dc=org"
+	// A DN with commas is one group, from the textarea (one per line) or
+	// repeated parameters.
+	for name, q := range map[string]url.Values{
+		"textarea": {"subject": {"bob"}, "groups": {dn + "\r\n  admins \n\n"}},
+		"repeated": {"subject": {"bob"}, "groups": {dn, "admins"}},
+	} {
+		code, body, _ := get(t, c, tc.srv.URL+"/console/catalog?"+q.Encode())
+		if code != http.StatusOK || !strings.Contains(body, "bob (groups "+dn+"; admins)") || !strings.Contains(body, "admin_reset") {
+			t.Errorf("%s: %d\n%s", name, code, body)
+		}
+		if !strings.Contains(body, ">"+dn+"\nadmins</textarea>") {
+			t.Errorf("%s: the textarea does not show the groups one per line:\n%s", name, body)
+		}
+		if !strings.Contains(body, "groups=cn%3Dadmins%2Cou%3Dgroups%2Cdc%3Dexample%2Cdc%3Dorg&amp;groups=admins") {
+			t.Errorf("%s: the tab links do not repeat the groups:\n%s", name, body)
+		}
+	}
+	many := url.Values{}
+	for i := range maxGroups {
+		many.Add("groups", "g"+strconv.Itoa(i))
+	}
+	if code, _, _ := get(t, c, tc.srv.URL+"/console/catalog?"+many.Encode()); code != http.StatusOK {
+		t.Errorf("%d groups (more than the old 64): %d", maxGroups, code)
+	}
+	many.Add("groups", "one-too-many")
+	if code, body, _ := get(t, c, tc.srv.URL+"/console/catalog?"+many.Encode()); code != http.StatusBadRequest || !strings.Contains(body, "more than") {
+		t.Errorf("%d groups: %d", maxGroups+1, code)
+	}
+	// A server with the optimizer on: the page says what its MCP clients
+	// see, and labels the listing as its raw tools.
+	_, body, _ := get(t, c, tc.srv.URL+"/console/catalog?server=lean")
+	if !strings.Contains(body, "Showing <strong>/mcp/lean/raw</strong>") || !strings.Contains(body, `id="optimizer-view"`) ||
+		!strings.Contains(body, "see only <code>find_tool</code> and <code>call_tool</code>") {
+		t.Errorf("the optimizer server's view:\n%s", body)
+	}
+	_, body, _ = get(t, c, tc.srv.URL+"/console/catalog?server=forecast")
+	if !strings.Contains(body, "Showing <strong>/mcp/forecast</strong>") || strings.Contains(body, `id="optimizer-view"`) {
+		t.Errorf("a raw server's view:\n%s", body)
+	}
+	if !strings.Contains(tc.log.String(), `msg="console: catalog viewed as" operator="operator key 2" subject=bob groups="[`+dn+` admins]" server=/mcp`) {
+		t.Errorf("no log line names the operator and the principal:\n%s", tc.log.String())
+	}
+}
+
+func TestSearchKeywordsAndLog(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	c := loggedIn(t, tc)
+	q := url.Values{"q": {"alpha"}, "keywords": {"time, zones\necho"}, "subject": {"carol"}, "server": {"forecast"}}
+	code, body, _ := get(t, c, tc.srv.URL+"/console/search?"+q.Encode())
+	if code != http.StatusOK || !strings.Contains(body, ">time, zones\necho</textarea>") {
+		t.Fatalf("keywords one per line: %d\n%s", code, body)
+	}
+	if got := tc.idx.lastKeywords(); !slices.Equal(got, []string{"time, zones", "echo"}) {
+		t.Fatalf("Search got keywords %q", got)
+	}
+	if !strings.Contains(tc.log.String(), `msg="console: search as" operator="operator key 2" subject=carol groups=[] server=/mcp/forecast`) {
+		t.Errorf("no log line names the operator and the principal:\n%s", tc.log.String())
 	}
 }

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -24,6 +25,15 @@ const (
 	pendingShown = 100
 	// liveRefresh is the reload interval of the page in live mode.
 	liveRefresh = 10
+	// quarantinePoll is how often the console looks for new quarantines
+	// besides after each catalog change (the definitions watch tells of
+	// approvals only).
+	quarantinePoll = 10 * time.Second
+	// maxQuarantinesTracked bounds the pending definitions the console
+	// remembers having told of (one page of ListToolDefinitions).
+	maxQuarantinesTracked = 1000
+	// namesInSummary is how many items one summary event names.
+	namesInSummary = 10
 	// Watch reconnection back-off.
 	watchMinBackoff = time.Second
 	watchMaxBackoff = 30 * time.Second
@@ -82,6 +92,7 @@ func (c *Console) watch(ctx context.Context) {
 	wg.Go(func() { c.follow(ctx, "catalog watch", c.watchCatalog) })
 	if c.deps.Indexer != nil {
 		wg.Go(func() { c.follow(ctx, "tool definitions watch", c.watchDefinitions) })
+		wg.Go(func() { c.watchQuarantines(ctx) })
 	}
 	wg.Wait()
 }
@@ -128,6 +139,12 @@ func (c *Console) watchCatalog(ctx context.Context) error {
 			kinds = append(kinds, kindNames[k])
 		}
 		c.events.add("list_changed", fmt.Sprintf("%s changed (catalog version %d)", strings.Join(kinds, ", "), ev.GetCatalogVersion()))
+		// A quarantine changes the catalog (pin mode stops listing the
+		// tool): look for it now.
+		select {
+		case c.catalogChanged <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -144,9 +161,92 @@ func (c *Console) watchDefinitions(ctx context.Context) error {
 		if ev.GetResync() {
 			c.events.add("watch", "tool definitions watch (re)synchronised")
 		}
-		for _, a := range ev.GetApprovals() {
-			c.events.add("approval", fmt.Sprintf("%s/%s approved at digest %s", a.GetBackend(), a.GetTool(), a.GetDigest()))
+		// One event per message, however many approvals it carries (up to
+		// 1,000), so a large approval cannot push the catalog changes out
+		// of the ring.
+		switch a := ev.GetApprovals(); len(a) {
+		case 0:
+		case 1:
+			c.events.add("approval", fmt.Sprintf("%s/%s approved at digest %s", a[0].GetBackend(), a[0].GetTool(), a[0].GetDigest()))
+		default:
+			names := make([]string, 0, namesInSummary)
+			for _, d := range a[:min(len(a), namesInSummary)] {
+				names = append(names, d.GetBackend()+"/"+d.GetTool())
+			}
+			c.events.add("approval", fmt.Sprintf("%d tool definitions approved: %s", len(a), summarise(names, len(a))))
 		}
+	}
+}
+
+// summarise joins the first names of total items.
+func summarise(names []string, total int) string {
+	s := strings.Join(names, ", ")
+	if total > len(names) {
+		s += fmt.Sprintf(" and %d more", total-len(names))
+	}
+	return s
+}
+
+// watchQuarantines tells of tool definitions that become pending (in pin
+// mode: quarantined until an operator approves them), after each catalog
+// change and every quarantinePoll, until ctx ends. Each poll that finds
+// new ones adds one event.
+func (c *Console) watchQuarantines(ctx context.Context) {
+	known := map[string]bool{} // backend/tool@seen digest, as last listed
+	tick := time.NewTicker(quarantinePoll)
+	defer tick.Stop()
+	for {
+		c.pollQuarantines(ctx, known)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-c.catalogChanged:
+		}
+	}
+}
+
+func (c *Console) pollQuarantines(ctx context.Context, known map[string]bool) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	resp, err := c.deps.Indexer.ListToolDefinitions(ctx, &indexerv1.ListToolDefinitionsRequest{PageSize: maxQuarantinesTracked})
+	if err != nil {
+		return // the page shows the failure of its own listing
+	}
+	var fresh []string
+	var first *indexerv1.ToolDefinition
+	seen := map[string]bool{}
+	for _, d := range resp.GetDefinitions() {
+		if !d.GetPending() {
+			continue
+		}
+		k := d.GetBackend() + "/" + d.GetTool() + "@" + d.GetSeenDigest()
+		seen[k] = true
+		if !known[k] {
+			if first == nil {
+				first = d
+			}
+			if len(fresh) < namesInSummary {
+				fresh = append(fresh, d.GetBackend()+"/"+d.GetTool())
+			}
+		}
+	}
+	n := 0
+	for k := range seen {
+		if !known[k] {
+			n++
+		}
+	}
+	// What is no longer pending (approved, or gone) is forgotten, so the
+	// set stays within one listing.
+	clear(known)
+	maps.Copy(known, seen)
+	switch {
+	case n == 1:
+		c.events.add("quarantine", fmt.Sprintf("%s/%s is waiting for approval: seen digest %s, approved %s",
+			first.GetBackend(), first.GetTool(), first.GetSeenDigest(), first.GetApprovedDigest()))
+	case n > 1:
+		c.events.add("quarantine", fmt.Sprintf("%d tool definitions are waiting for approval: %s", n, summarise(fresh, n)))
 	}
 }
 
@@ -156,6 +256,9 @@ type eventsData struct {
 	Pending []*indexerv1.ToolDefinition
 	// PendingNote and AuditNote say why a section is empty or missing.
 	PendingNote, AuditNote string
+	// PendingCut is set when more definitions are pending than shown.
+	PendingCut             bool
+	PendingShown           int
 	Audit                  []*indexerv1.AuditEvent
 	Kind, Outcome, Subject string
 	// LiveURL and StillURL switch live mode on and off.
@@ -189,14 +292,15 @@ func (c *Console) eventsPage(w http.ResponseWriter, r *http.Request, s session) 
 	ctx, cancel := rpcContext(r)
 	defer cancel()
 	if resp, err := c.deps.Indexer.ListToolDefinitions(ctx, &indexerv1.ListToolDefinitionsRequest{PageSize: pendingShown}); err != nil {
-		_, d.PendingNote = rpcFailure("ListToolDefinitions", err)
+		_, d.PendingNote, _ = rpcFailure("ListToolDefinitions", err)
 	} else {
 		d.Pending = resp.GetDefinitions()
+		d.PendingCut, d.PendingShown = resp.GetNextPageToken() != "", pendingShown
 	}
 	if resp, err := c.deps.Indexer.QueryAuditEvents(ctx, &indexerv1.QueryAuditEventsRequest{
 		Kind: d.Kind, Outcome: d.Outcome, Subject: d.Subject, PageSize: auditTail,
 	}); err != nil {
-		_, d.AuditNote = rpcFailure("QueryAuditEvents", err)
+		_, d.AuditNote, _ = rpcFailure("QueryAuditEvents", err)
 	} else {
 		d.Audit = resp.GetEvents()
 	}

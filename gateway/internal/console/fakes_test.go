@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,8 +21,10 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/switchboard-mcp/switchboard/services/apierr"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
@@ -129,6 +132,28 @@ func (a *testAggregator) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, str
 type testIndexer struct {
 	indexerv1.UnimplementedIndexerServiceServer
 	noAudit bool
+	// approvals are sent on the definitions watch after its first message.
+	approvals chan *indexerv1.WatchToolDefinitionsResponse
+
+	mu sync.Mutex
+	// pending is what ListToolDefinitions lists; more makes it say there
+	// is another page.
+	pending []*indexerv1.ToolDefinition
+	more    bool
+	// keywords are the last search's.
+	keywords []string
+}
+
+func (x *testIndexer) lastKeywords() []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.keywords
+}
+
+func (x *testIndexer) setPending(more bool, defs ...*indexerv1.ToolDefinition) {
+	x.mu.Lock()
+	x.pending, x.more = defs, more
+	x.mu.Unlock()
 }
 
 func (x *testIndexer) Stats(context.Context, *indexerv1.StatsRequest) (*indexerv1.StatsResponse, error) {
@@ -140,6 +165,15 @@ func (x *testIndexer) Stats(context.Context, *indexerv1.StatsRequest) (*indexerv
 func (x *testIndexer) Search(ctx context.Context, req *indexerv1.SearchRequest) (*indexerv1.SearchResponse, error) {
 	if c, _ := svcauth.CallerFrom(ctx); req.GetExplain() && !c.Operator {
 		return nil, status.Error(codes.PermissionDenied, "explain is for operators")
+	}
+	x.mu.Lock()
+	x.keywords = req.GetKeywords()
+	x.mu.Unlock()
+	switch req.GetQuery() {
+	case "limited":
+		return nil, apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED, "rate limited", "retryAfterSeconds", "7")
+	case "forbidden":
+		return nil, status.Error(codes.PermissionDenied, "not for this credential")
 	}
 	agg := &testAggregator{}
 	tools, err := agg.visibleTools(ctx, req.GetServer())
@@ -167,9 +201,13 @@ func (x *testIndexer) Search(ctx context.Context, req *indexerv1.SearchRequest) 
 }
 
 func (x *testIndexer) ListToolDefinitions(context.Context, *indexerv1.ListToolDefinitionsRequest) (*indexerv1.ListToolDefinitionsResponse, error) {
-	return &indexerv1.ListToolDefinitionsResponse{Definitions: []*indexerv1.ToolDefinition{
-		{Backend: "alpha", Tool: "echo", ApprovedDigest: "aaaa", SeenDigest: "bbbb", Pending: true, LastSeen: timestamppb.Now()},
-	}}, nil
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	resp := &indexerv1.ListToolDefinitionsResponse{Definitions: x.pending}
+	if x.more {
+		resp.NextPageToken = "more"
+	}
+	return resp, nil
 }
 
 func (x *testIndexer) QueryAuditEvents(_ context.Context, req *indexerv1.QueryAuditEventsRequest) (*indexerv1.QueryAuditEventsResponse, error) {
@@ -193,8 +231,16 @@ func (x *testIndexer) WatchToolDefinitions(_ *indexerv1.WatchToolDefinitionsRequ
 	if err := stream.Send(&indexerv1.WatchToolDefinitionsResponse{Resync: true, Approvals: []*indexerv1.ToolDefinitionDigest{{Backend: "alpha", Tool: "time", Digest: "cccc"}}}); err != nil {
 		return err
 	}
-	<-stream.Context().Done()
-	return nil
+	for {
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case m := <-x.approvals:
+			if err := stream.Send(m); err != nil {
+				return err
+			}
+		}
+	}
 }
 
 // serveGRPC serves register's services with the console's credential.
@@ -223,6 +269,26 @@ type testConsole struct {
 	*Console
 	srv *httptest.Server
 	agg *testAggregator
+	idx *testIndexer
+	log *syncBuffer
+}
+
+// syncBuffer is the console's log, read by tests while it writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func startConsole(t *testing.T, rl RateLimitState, change func(*config.Config)) *testConsole {
@@ -242,13 +308,14 @@ func startConsoleOIDC(t *testing.T, rl RateLimitState, change func(*config.Confi
 		login = oidc(srv.URL)
 	}
 	agg := &testAggregator{changes: make(chan *aggregatorv1.WatchCatalogResponse, 4)}
-	idx := &testIndexer{}
+	idx := &testIndexer{approvals: make(chan *indexerv1.WatchToolDefinitionsResponse, 1)}
+	idx.setPending(false, &indexerv1.ToolDefinition{Backend: "alpha", Tool: "echo", ApprovedDigest: "aaaa", SeenDigest: "bbbb", Pending: true, LastSeen: timestamppb.Now()})
 	aggAddr := serveGRPC(t, func(s *rpc.Server) { aggregatorv1.RegisterAggregatorServiceServer(s, agg) })
 	idxAddr := serveGRPC(t, func(s *rpc.Server) { indexerv1.RegisterIndexerServiceServer(s, idx) })
 	cfg := &config.Config{
 		Servers: []config.Server{{Name: "forecast", Backends: []string{"alpha"}}},
 		RateLimits: config.RateLimits{Limits: []config.RateLimit{{Name: "per-user", Per: "principal", Rate: "10/s", Burst: 20,
-			Match: config.RateLimitMatch{Groups: []string{"<users>"}}}}},
+			Match: config.RateLimitMatch{Groups: []string{"<users>"}}}, {Name: "hourly", Per: "principal", Rate: "1/h", Burst: 2}}},
 	}
 	cfg.Gateway.Console = config.Console{Enabled: true, OperatorKeys: []string{"another-operator-key", testOperatorKey}, ServiceToken: testServiceToken}
 	if change != nil {
@@ -263,16 +330,17 @@ func startConsoleOIDC(t *testing.T, rl RateLimitState, change func(*config.Confi
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { aggConn.Close(); idxConn.Close() })
+	logs := &syncBuffer{}
 	c, err := New(cfg, Deps{
 		Aggregator: aggregatorv1.NewAggregatorServiceClient(aggConn), Indexer: indexerv1.NewIndexerServiceClient(idxConn),
-		RateLimits: rl, OIDC: login, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		RateLimits: rl, OIDC: login, Log: slog.New(slog.NewTextHandler(logs, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
 	mux.Handle("/console/", c.Handler())
-	return &testConsole{Console: c, srv: srv, agg: agg}
+	return &testConsole{Console: c, srv: srv, agg: agg, idx: idx, log: logs}
 }
 
 // client is a browser-like client: a cookie jar, no redirects followed.

@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// Failed logins are limited per client address: after maxFailures within
-// failureWindow, that address's logins are refused (429) until the window
+// Login attempts are limited per client address: after maxFailures
+// attempts not followed by a success within failureWindow, that address's
+// logins are refused (429) until the window
 // has passed. The table is bounded (maxFailureClients); when it is full,
 // every address not in it shares one entry, so a flood from many
 // addresses slows down all unknown ones instead of growing memory.
@@ -57,26 +58,12 @@ func (l *failureLimiter) entry(client string, now time.Time) *failures {
 	return f
 }
 
-// blocked reports whether client may not try again yet, and for how long.
-func (l *failureLimiter) blocked(client string) (time.Duration, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.now()
-	f := l.entry(client, now)
-	if f == nil {
-		f = l.entry(sharedClient, now)
-		if f == nil || len(l.clients) < maxFailureClients {
-			return 0, false
-		}
-	}
-	if f.count < maxFailures {
-		return 0, false
-	}
-	return failureWindow - now.Sub(f.since), true
-}
-
-// failed records a failed login of client.
-func (l *failureLimiter) failed(client string) {
+// attempt reserves one login attempt of client, or reports that client
+// may not try again yet, and for how long. The check and the count are
+// one critical section, so concurrent guesses cannot all pass the check
+// before any of them is counted: every attempt counts until a success
+// forgets them (succeeded).
+func (l *failureLimiter) attempt(client string) (time.Duration, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
@@ -96,7 +83,11 @@ func (l *failureLimiter) failed(client string) {
 		f = &failures{since: now}
 		l.clients[client] = f
 	}
+	if f.count >= maxFailures {
+		return failureWindow - now.Sub(f.since), true
+	}
 	f.count++
+	return 0, false
 }
 
 // succeeded forgets client's failures.

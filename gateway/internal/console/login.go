@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 )
 
 // maxFormBytes bounds a posted form.
@@ -38,7 +39,7 @@ func (c *Console) showLogin(w http.ResponseWriter, r *http.Request, code int, ne
 // loginKey checks an operator key posted by the login form.
 func (c *Console) loginKey(w http.ResponseWriter, r *http.Request) {
 	client := clientOf(r)
-	if wait, blocked := c.fails.blocked(client); blocked {
+	if wait, blocked := c.fails.attempt(client); blocked {
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
 		c.showLogin(w, r, http.StatusTooManyRequests, "", "Too many failed logins from this address: wait a minute and try again.")
 		return
@@ -54,16 +55,16 @@ func (c *Console) loginKey(w http.ResponseWriter, r *http.Request) {
 		c.showLogin(w, r, http.StatusForbidden, next, "The login form expired or did not come from this console: try again.")
 		return
 	}
-	n := c.matchKey(r.PostForm.Get("key"))
+	key := r.PostForm.Get("key")
+	n := c.matchKey(key)
 	if n == 0 {
-		c.fails.failed(client)
 		c.deps.Log.Warn("console: failed login", "method", "key", "client", client)
 		c.showLogin(w, r, http.StatusUnauthorized, next, "That is not an operator key.")
 		return
 	}
 	c.fails.succeeded(client)
 	operator := fmt.Sprintf("operator key %d", n)
-	if err := c.startSession(w, r, operator, "key"); err != nil {
+	if err := c.startSession(w, r, operator, "key", keyDigest([]byte(key))); err != nil {
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
@@ -93,7 +94,9 @@ func (c *Console) matchKey(key string) int {
 	return match
 }
 
-// logout ends the session; the form must carry the session's CSRF token.
+// logout ends the session: the browser's cookie is deleted and the
+// session's id revoked until its expiry, so a copy of the cookie no
+// longer opens either. The form must carry the session's CSRF token.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, s session) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil || !tokensEqual(s.CSRF, r.PostForm.Get("csrf")) {
@@ -101,6 +104,18 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request, s session) {
 		return
 	}
 	setCookie(w, r, sessionCookie, "", 0)
+	if !c.revoked.revoke(s.ID, time.Unix(s.Expires, 0)) {
+		// Full of live revocations: end every session rather than forget
+		// one (a copied cookie must not outlive its logout).
+		fresh, err := newSealer()
+		if err != nil {
+			http.Error(w, "internal error", http.StatusInternalServerError)
+			return
+		}
+		c.sealer.Store(fresh)
+		c.revoked.clear()
+		c.deps.Log.Warn("console: the revoked sessions are too many to remember; every session ends", "limit", c.revoked.limit)
+	}
 	c.deps.Log.Info("console: logout", "operator", s.Operator)
 	http.Redirect(w, r, "/console/login", http.StatusSeeOther)
 }

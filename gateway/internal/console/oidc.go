@@ -117,7 +117,7 @@ func (c *Console) oidcStart(w http.ResponseWriter, r *http.Request) {
 	}
 	st := loginState{CSRF: randomToken(), State: randomToken(), Nonce: randomToken(), Verifier: randomToken(),
 		Next: safeNext(r.URL.Query().Get("next")), Expires: time.Now().Add(loginTTL).Unix()}
-	v, err := c.sealer.seal(purposeOIDC, st)
+	v, err := c.sealer.Load().seal(purposeOIDC, st)
 	if err != nil {
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
@@ -127,7 +127,7 @@ func (c *Console) oidcStart(w http.ResponseWriter, r *http.Request) {
 	challenge := sha256.Sum256([]byte(st.Verifier))
 	q := url.Values{
 		"response_type": {"code"}, "client_id": {o.cfg.ClientID}, "redirect_uri": {o.cfg.RedirectURL},
-		"scope": {"openid profile"}, "state": {st.State}, "nonce": {st.Nonce},
+		"scope": {strings.Join(o.cfg.EffectiveScopes(), " ")}, "state": {st.State}, "nonce": {st.Nonce},
 		"code_challenge": {base64.RawURLEncoding.EncodeToString(challenge[:])}, "code_challenge_method": {"S256"},
 	}
 	sep := "?"
@@ -146,21 +146,20 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	client := clientOf(r)
-	if wait, blocked := c.fails.blocked(client); blocked {
+	if wait, blocked := c.fails.attempt(client); blocked {
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
 		c.showLogin(w, r, http.StatusTooManyRequests, "", "Too many failed logins from this address: wait a minute and try again.")
 		return
 	}
 	var st loginState
 	ck, err := r.Cookie(oidcCookie)
-	if err != nil || c.sealer.open(purposeOIDC, ck.Value, &st) != nil || time.Now().Unix() >= st.Expires || st.State == "" {
+	if err != nil || c.sealer.Load().open(purposeOIDC, ck.Value, &st) != nil || time.Now().Unix() >= st.Expires || st.State == "" {
 		c.showLogin(w, r, http.StatusBadRequest, "", "The login through the identity provider expired or was not started here: try again.")
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: oidcCookie, Path: cookiePath, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil})
 	q := r.URL.Query()
 	if !tokensEqual(st.State, q.Get("state")) {
-		c.fails.failed(client)
 		c.showLogin(w, r, http.StatusBadRequest, st.Next, "The identity provider's answer does not belong to this login: try again.")
 		return
 	}
@@ -172,26 +171,30 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	p, claims, err := o.redeem(ctx, q.Get("code"), st.Verifier)
 	if err != nil {
-		c.fails.failed(client)
 		c.deps.Log.Warn("console: failed login", "method", "oidc", "client", client, "err", err)
 		c.showLogin(w, r, http.StatusUnauthorized, st.Next, "The identity provider's token could not be verified.")
 		return
 	}
 	if nonce, _ := claims["nonce"].(string); !tokensEqual(st.Nonce, nonce) {
-		c.fails.failed(client)
 		c.deps.Log.Warn("console: failed login", "method", "oidc", "client", client, "err", "the ID token's nonce is not this login's")
 		c.showLogin(w, r, http.StatusUnauthorized, st.Next, "The identity provider's token could not be verified.")
 		return
 	}
 	if !slices.Contains(p.GetGroups(), o.cfg.OperatorGroup) {
-		c.fails.failed(client)
 		c.deps.Log.Warn("console: refused login", "method", "oidc", "subject", p.GetSubject(), "client", client, "reason", "not in the operator group")
 		c.showLogin(w, r, http.StatusForbidden, st.Next, "You are not in the operator group.")
 		return
 	}
 	c.fails.succeeded(client)
 	operator := "oidc:" + p.GetSubject()
-	if err := c.startSession(w, r, operator, "oidc"); err != nil {
+	if err := c.startSession(w, r, operator, "oidc", nil); errors.Is(err, errSessionTooLarge) {
+		// Refused here, clearly: a cookie the browser drops or the console
+		// cannot open would send the operator round the login again and
+		// again.
+		c.deps.Log.Warn("console: refused login", "method", "oidc", "subject_bytes", len(p.GetSubject()), "client", client, "reason", "subject too long for a session cookie")
+		c.showLogin(w, r, http.StatusBadRequest, st.Next, fmt.Sprintf("Your identity provider's subject is %d bytes long: too long for a console session (its cookie would pass %d bytes). Log in with an operator key.", len(p.GetSubject()), maxCookieBytes))
+		return
+	} else if err != nil {
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}

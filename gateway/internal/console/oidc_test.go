@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	"github.com/switchboard-mcp/switchboard/services/oidcop"
 )
@@ -23,14 +24,23 @@ const (
 
 func startOIDCConsole(t *testing.T, clientID, secret string) (*testConsole, *oidcop.Provider) {
 	t.Helper()
+	return startOIDCConsoleWith(t, config.ConsoleOIDC{ClientID: clientID, ClientSecret: secret, OperatorGroup: oidcOperator})
+}
+
+// startOIDCConsoleWith starts the provider (with the operator, the
+// visitor and more users) and a console logging in through it as cfg
+// says (its redirect URL filled in).
+func startOIDCConsoleWith(t *testing.T, cfg config.ConsoleOIDC, more ...oidcop.User) (*testConsole, *oidcop.Provider) {
+	t.Helper()
 	var provider *oidcop.Provider
 	tc := startConsoleOIDC(t, nil, nil, func(base string) *OIDCLogin {
-		provider = oidcop.StartWithRedirects(t, []string{base + "/console/oidc/callback"},
-			oidcop.User{ID: oidcOperator, Username: "lead@ops.example", Password: "lead-password"},
-			oidcop.User{ID: oidcVisitor, Username: "visitor@ops.example", Password: "visitor-password"})
-		login, err := NewOIDCLogin(
-			config.ConsoleOIDC{ClientID: clientID, ClientSecret: secret, RedirectURL: base + "/console/oidc/callback", OperatorGroup: oidcOperator},
-			config.OIDC{Issuer: provider.Issuer, JWKSURL: provider.JWKSURL, GroupsClaim: "sub"}, nil)
+		users := append([]oidcop.User{
+			{ID: oidcOperator, Username: "lead@ops.example", Password: "lead-password"},
+			{ID: oidcVisitor, Username: "visitor@ops.example", Password: "visitor-password"},
+		}, more...)
+		provider = oidcop.StartWithRedirects(t, []string{base + "/console/oidc/callback"}, users...)
+		cfg.RedirectURL = base + "/console/oidc/callback"
+		login, err := NewOIDCLogin(cfg, config.OIDC{Issuer: provider.Issuer, JWKSURL: provider.JWKSURL, GroupsClaim: "sub"}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,6 +52,14 @@ func startOIDCConsole(t *testing.T, clientID, secret string) (*testConsole, *oid
 // oidcLogin goes through the provider's login form as a browser would and
 // returns the console's answer to the callback.
 func oidcLogin(t *testing.T, tc *testConsole, c *http.Client, next, username, password string) (int, string, http.Header) {
+	t.Helper()
+	return oidcLoginTampered(t, tc, c, next, username, password, nil)
+}
+
+// oidcLoginTampered is oidcLogin with the authorization request's
+// parameters changed by tamper on their way to the provider (a browser
+// in the middle), after checking what the console asked for.
+func oidcLoginTampered(t *testing.T, tc *testConsole, c *http.Client, next, username, password string, tamper func(url.Values)) (int, string, http.Header) {
 	t.Helper()
 	start := tc.srv.URL + "/console/oidc/start"
 	if next != "" {
@@ -58,6 +76,13 @@ func oidcLogin(t *testing.T, tc *testConsole, c *http.Client, next, username, pa
 	q := authorize.Query()
 	if q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "" || q.Get("state") == "" || q.Get("nonce") == "" {
 		t.Fatalf("the authorization request lacks PKCE, state or nonce: %s", authorize)
+	}
+	if want := strings.Join(tc.deps.OIDC.cfg.EffectiveScopes(), " "); q.Get("scope") != want {
+		t.Fatalf("the authorization request asks for scope %q, want %q", q.Get("scope"), want)
+	}
+	if tamper != nil {
+		tamper(q)
+		authorize.RawQuery = q.Encode()
 	}
 	_, _, h = get(t, c, authorize.String())
 	loginURL, err := authorize.Parse(h.Get("Location"))
@@ -130,5 +155,53 @@ func TestOIDCCallbackNeedsItsOwnLogin(t *testing.T) {
 	}
 	if code, _, _ := get(t, c2, tc.srv.URL+"/console/backends"); code != http.StatusSeeOther {
 		t.Fatalf("a failed callback opened a session: %d", code)
+	}
+}
+
+func TestOIDCLoginChecksNonceAndAudience(t *testing.T) {
+	tc, provider := startOIDCConsole(t, oidcop.WebClient, oidcop.WebSecret)
+	// The provider signs an ID token for another nonce than this login's
+	// (the authorization request altered on its way): refused.
+	c := tc.client(t)
+	code, body, _ := oidcLoginTampered(t, tc, c, "", "lead@ops.example", "lead-password", func(q url.Values) { q.Set("nonce", randomToken()) })
+	if code != http.StatusUnauthorized || !strings.Contains(body, "could not be verified") {
+		t.Fatalf("an ID token of another nonce: %d\n%s", code, body)
+	}
+	if code, _, _ := get(t, c, tc.srv.URL+"/console/backends"); code != http.StatusSeeOther {
+		t.Fatalf("a nonce mismatch opened a session: %d", code)
+	}
+	// An ID token whose audience is not the console's client id: refused.
+	other, err := auth.NewOIDC(config.OIDC{Issuer: provider.Issuer, JWKSURL: provider.JWKSURL, GroupsClaim: "sub", Audience: "another-client"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.deps.OIDC.verifier = other
+	c = tc.client(t)
+	if code, body, _ := oidcLogin(t, tc, c, "", "lead@ops.example", "lead-password"); code != http.StatusUnauthorized || !strings.Contains(body, "could not be verified") {
+		t.Fatalf("an ID token for another audience: %d\n%s", code, body)
+	}
+	if code, _, _ := get(t, c, tc.srv.URL+"/console/backends"); code != http.StatusSeeOther {
+		t.Fatalf("a wrong audience opened a session: %d", code)
+	}
+}
+
+func TestOIDCScopesAndLongSubjects(t *testing.T) {
+	long := strings.Repeat("s", 3500)
+	tc, _ := startOIDCConsoleWith(t, config.ConsoleOIDC{ClientID: oidcop.WebClient, ClientSecret: oidcop.WebSecret, OperatorGroup: long,
+		Scopes: []string{"openid", "profile", "email"}},
+		oidcop.User{ID: long, Username: "long@ops.example", Password: "long-password"})
+	// The configured scopes are asked for (oidcLogin checks them); a
+	// subject whose session cookie would pass 4096 bytes is refused with
+	// a clear error, not sent round the login again.
+	c := tc.client(t)
+	code, body, _ := oidcLogin(t, tc, c, "", "long@ops.example", "long-password")
+	if code != http.StatusBadRequest || !strings.Contains(body, "too long for a console session") {
+		t.Fatalf("a 3,500-byte subject: %d\n%s", code, body)
+	}
+	if code, _, _ := get(t, c, tc.srv.URL+"/console/backends"); code != http.StatusSeeOther {
+		t.Fatalf("the long subject has a session: %d", code)
+	}
+	if !strings.Contains(tc.log.String(), "subject too long for a session cookie") {
+		t.Errorf("the refusal is not logged:\n%s", tc.log.String())
 	}
 }

@@ -3,7 +3,9 @@ package console
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +29,16 @@ type RateLimitBucket struct {
 	Burst         uint32
 	// Updated is when tokens were last taken.
 	Updated time.Time
+	// Configured is false for a bucket of a limit the indexer's
+	// configuration no longer has: its rate and burst are not known.
+	Configured bool
+}
+
+// bucketRow is a bucket as the page shows it: its rate in the unit its
+// limit was configured in.
+type bucketRow struct {
+	RateLimitBucket
+	Rate string
 }
 
 // RateLimitState reads the buckets' state from the indexer (its
@@ -46,7 +58,7 @@ type limitRow struct {
 type rateLimitsData struct {
 	OnUnavailable string
 	Limits        []limitRow
-	Buckets       []RateLimitBucket
+	Buckets       []bucketRow
 	// StateNote says why the state is not shown.
 	StateNote string
 }
@@ -75,9 +87,11 @@ func (c *Console) rateLimitsPage(w http.ResponseWriter, r *http.Request, s sessi
 		case status.Code(err) == codes.Unimplemented || errors.Is(err, errors.ErrUnsupported):
 			d.StateNote = "Bucket state is not available from this indexer."
 		case err != nil:
-			_, d.StateNote = rpcFailure("ListRateLimitBuckets", err)
+			_, d.StateNote, _ = rpcFailure("ListRateLimitBuckets", err)
 		default:
-			d.Buckets = buckets
+			for _, b := range buckets {
+				d.Buckets = append(d.Buckets, bucketRow{RateLimitBucket: b, Rate: describeRate(b, rl)})
+			}
 		}
 	}
 	c.render(w, r, http.StatusOK, "ratelimits", p)
@@ -100,4 +114,25 @@ func describeMatch(m config.RateLimitMatch) string {
 		return "everything"
 	}
 	return strings.Join(parts, "; ")
+}
+
+// describeRate writes a bucket's rate as its limit was configured ("1/h",
+// not 0.000/s) when the console's configuration has the limit at that
+// rate; otherwise in the largest unit that keeps it at least one ("<n>/s",
+// "/m" or "/h").
+func describeRate(b RateLimitBucket, rl config.RateLimits) string {
+	name, _, _ := strings.Cut(b.Key, "|")
+	for _, l := range rl.Limits {
+		if r, err := config.ParseRate(l.Rate); err == nil && l.Name == name && math.Abs(r-b.RatePerSecond) <= 1e-9*r {
+			return l.Rate
+		}
+	}
+	v, unit := b.RatePerSecond, "s"
+	if v < 1 {
+		v, unit = v*60, "m"
+	}
+	if v < 1 {
+		v, unit = v*60, "h"
+	}
+	return strconv.FormatFloat(v, 'g', 4, 64) + "/" + unit
 }

@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +16,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/switchboard-mcp/switchboard/services/apierr"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 )
 
@@ -83,12 +86,14 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, code int, name 
 	_, _ = w.Write(buf.Bytes())
 }
 
-// rpcFailure turns a failed RPC into the HTTP status of the page and the
-// text shown on it. The console's credential is an operator's, so the
-// services' texts are full (and already free of secrets).
-func rpcFailure(what string, err error) (int, string) {
+// rpcFailure turns a failed RPC into the HTTP status of the page, the
+// text shown on it and, for a rate limit, its Retry-After (seconds, ""
+// when the service did not say). The console's credential is an
+// operator's, so the services' texts are full (and already free of
+// secrets). It is the console's one mapping of gRPC status to HTTP.
+func rpcFailure(what string, err error) (code int, msg, retryAfter string) {
 	st := status.Convert(err)
-	code := http.StatusBadGateway
+	code = http.StatusBadGateway
 	switch st.Code() {
 	case codes.InvalidArgument:
 		code = http.StatusBadRequest
@@ -96,8 +101,28 @@ func rpcFailure(what string, err error) (int, string) {
 		code = http.StatusNotFound
 	case codes.DeadlineExceeded:
 		code = http.StatusGatewayTimeout
+	case codes.PermissionDenied:
+		code = http.StatusForbidden
+	case codes.ResourceExhausted:
+		code = http.StatusTooManyRequests
+		if reason, meta := apierr.Info(err); reason == commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED {
+			if n, convErr := strconv.Atoi(meta["retryAfterSeconds"]); convErr == nil && n > 0 {
+				retryAfter = strconv.Itoa(n)
+			}
+		}
 	}
-	return code, fmt.Sprintf("%s failed (%s): %s", what, st.Code(), st.Message())
+	return code, fmt.Sprintf("%s failed (%s): %s", what, st.Code(), st.Message()), retryAfter
+}
+
+// renderFailure renders page name with the failed RPC's text, in the
+// status rpcFailure maps it to (with its Retry-After).
+func (c *Console) renderFailure(w http.ResponseWriter, r *http.Request, name string, p page, what string, err error) {
+	code, msg, retryAfter := rpcFailure(what, err)
+	if retryAfter != "" {
+		w.Header().Set("Retry-After", retryAfter)
+	}
+	p.Error = msg
+	c.render(w, r, code, name, p)
 }
 
 // safeNext returns next when it is a path of the console to return to

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,7 +16,9 @@ type searchData struct {
 	View     viewAs
 	Query    string
 	Keywords string
-	Limit    int
+	// Limit is the hits asked for: gateway.optimizer.limit, find_tool's
+	// own, unless the form says otherwise.
+	Limit int
 	// Searched is set once a query ran.
 	Searched bool
 	Resp     *indexerv1.SearchResponse
@@ -41,7 +44,10 @@ func (c *Console) searchPage(w http.ResponseWriter, r *http.Request, s session) 
 	q := r.URL.Query()
 	p := page{Title: "Search playground", Active: "search", Session: &s}
 	v, err := c.readViewAs(q)
-	d := searchData{View: v, Query: q.Get("q"), Keywords: q.Get("keywords"), Limit: 8}
+	// Keywords are find_tool's keyword array: one per line, or repeated
+	// keywords= parameters (a keyword may hold a comma).
+	keywords := readLines(q["keywords"])
+	d := searchData{View: v, Query: q.Get("q"), Keywords: strings.Join(keywords, "\n"), Limit: c.live.Load().searchLimit}
 	p.Data = &d
 	if n, convErr := strconv.Atoi(q.Get("limit")); convErr == nil && n > 0 {
 		d.Limit = min(n, maxSearchLimit)
@@ -51,6 +57,8 @@ func (c *Console) searchPage(w http.ResponseWriter, r *http.Request, s session) 
 		p.Error = err.Error()
 	case len(d.Query) > maxQueryBytes || len(d.Keywords) > maxQueryBytes:
 		p.Error = "the query or the keywords are too long"
+	case len(keywords) > maxKeywords:
+		p.Error = fmt.Sprintf("more than %d keywords", maxKeywords)
 	case c.deps.Indexer == nil:
 		p.Error = "gateway.indexer is not configured: there is no search."
 	}
@@ -62,12 +70,7 @@ func (c *Console) searchPage(w http.ResponseWriter, r *http.Request, s session) 
 		c.render(w, r, http.StatusOK, "search", p)
 		return
 	}
-	var keywords []string
-	for k := range strings.SplitSeq(d.Keywords, ",") {
-		if k = strings.TrimSpace(k); k != "" {
-			keywords = append(keywords, k)
-		}
-	}
+	c.deps.Log.Info("console: search as", "operator", s.Operator, "subject", v.Subject, "groups", v.Groups, "server", v.Path(), "query", d.Query)
 	ctx, cancel := rpcContext(r)
 	defer cancel()
 	d.Searched = true
@@ -75,9 +78,7 @@ func (c *Console) searchPage(w http.ResponseWriter, r *http.Request, s session) 
 		Principal: v.Principal(), Server: v.Server, Query: d.Query, Keywords: keywords, Limit: uint32(d.Limit), Explain: true,
 	})
 	if err != nil {
-		code, msg := rpcFailure("Search", err)
-		p.Error = msg
-		c.render(w, r, code, "search", p)
+		c.renderFailure(w, r, "search", p, "Search", err)
 		return
 	}
 	c.render(w, r, http.StatusOK, "search", p)

@@ -45,6 +45,12 @@ type session struct {
 	// CSRF is the token every POST form of the session carries.
 	CSRF    string `json:"csrf"`
 	Expires int64  `json:"exp"`
+	// ID names the session for logout's revocation.
+	ID string `json:"id"`
+	// Key is the SHA-256 of the operator key a key session was made with:
+	// the session opens only while that key is a live one, so a key a
+	// reload removes ends its sessions at once.
+	Key []byte `json:"k,omitempty"`
 }
 
 // loginState is what the login cookie holds.
@@ -60,7 +66,8 @@ type loginState struct {
 }
 
 // sealer seals and opens cookie values. Its key is random per process
-// (see New): sessions end when the gateway restarts and hold on the
+// (see New), and replaced when logout's revocations are full (see
+// revocations): sessions end when the gateway restarts and hold on the
 // replica that made them, which suits a console reached on one pod's ops
 // port, and no key has to be distributed or rotated.
 type sealer struct {
@@ -96,6 +103,11 @@ func (s *sealer) seal(purpose string, v any) (string, error) {
 }
 
 var errBadSeal = errors.New("console: cookie does not open")
+
+// errSessionTooLarge: the session's cookie would pass maxCookieBytes (name
+// and value, a browser's limit), which only a very long OIDC subject
+// makes.
+var errSessionTooLarge = errors.New("console: the session cookie would be too large")
 
 func (s *sealer) open(purpose, value string, v any) error {
 	if value == "" || len(value) > maxCookieBytes {
@@ -147,28 +159,43 @@ func setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAg
 	http.SetCookie(w, c)
 }
 
-// sessionFrom returns the request's valid, unexpired session.
+// sessionFrom returns the request's valid, unexpired, unrevoked session;
+// a key session's key must still be a live operator key.
 func (c *Console) sessionFrom(r *http.Request) (session, bool) {
 	ck, err := r.Cookie(sessionCookie)
 	if err != nil {
 		return session{}, false
 	}
 	var s session
-	if c.sealer.open(purposeSession, ck.Value, &s) != nil || s.CSRF == "" || s.Operator == "" {
+	if c.sealer.Load().open(purposeSession, ck.Value, &s) != nil || s.CSRF == "" || s.Operator == "" || s.ID == "" {
 		return session{}, false
 	}
-	if time.Now().Unix() >= s.Expires {
+	if time.Now().Unix() >= s.Expires || c.revoked.revoked(s.ID) {
+		return session{}, false
+	}
+	switch s.Method {
+	case "key":
+		if !keyLive(s.Key, c.live.Load().operatorKeys) {
+			return session{}, false
+		}
+	case "oidc":
+	default:
 		return session{}, false
 	}
 	return s, true
 }
 
-// startSession sets the session cookie for operator.
-func (c *Console) startSession(w http.ResponseWriter, r *http.Request, operator, method string) error {
+// startSession sets the session cookie for operator; key is the digest
+// of a key session's operator key (nil for OIDC).
+func (c *Console) startSession(w http.ResponseWriter, r *http.Request, operator, method string, key []byte) error {
 	ttl := c.sessionTTL
-	v, err := c.sealer.seal(purposeSession, session{Operator: operator, Method: method, CSRF: randomToken(), Expires: time.Now().Add(ttl).Unix()})
+	v, err := c.sealer.Load().seal(purposeSession, session{Operator: operator, Method: method, CSRF: randomToken(), ID: randomToken(),
+		Key: key, Expires: time.Now().Add(ttl).Unix()})
 	if err != nil {
 		return err
+	}
+	if len(sessionCookie)+1+len(v) > maxCookieBytes {
+		return errSessionTooLarge
 	}
 	setCookie(w, r, sessionCookie, v, ttl)
 	setCookie(w, r, loginCookie, "", 0)
@@ -182,7 +209,7 @@ func (c *Console) loginFrom(r *http.Request) (loginState, bool) {
 		return loginState{}, false
 	}
 	var l loginState
-	if c.sealer.open(purposeLogin, ck.Value, &l) != nil || l.CSRF == "" || time.Now().Unix() >= l.Expires {
+	if c.sealer.Load().open(purposeLogin, ck.Value, &l) != nil || l.CSRF == "" || time.Now().Unix() >= l.Expires {
 		return loginState{}, false
 	}
 	return l, true
@@ -192,7 +219,7 @@ func (c *Console) loginFrom(r *http.Request) (loginState, bool) {
 func (c *Console) startLogin(w http.ResponseWriter, r *http.Request, l loginState) (loginState, error) {
 	l.CSRF = randomToken()
 	l.Expires = time.Now().Add(loginTTL).Unix()
-	v, err := c.sealer.seal(purposeLogin, l)
+	v, err := c.sealer.Load().seal(purposeLogin, l)
 	if err != nil {
 		return l, err
 	}

@@ -21,6 +21,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
+	"github.com/switchboard-mcp/switchboard/gateway/internal/hostguard"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/methods"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
 	"github.com/switchboard-mcp/switchboard/services/audit"
@@ -236,4 +237,4 @@ func (g *Gateway) serveReady(w http.ResponseWriter, r *http.Request) {
 }
 
 // hostIsIP reports whether a Host header names an IP address.
-func hostIsIP(host string) bool { return net.ParseIP(hostName(host)) != nil }
+func hostIsIP(host string) bool { return net.ParseIP(hostguard.HostName(host)) != nil }

@@ -2,11 +2,11 @@ package edge
 
 import (
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
 
+	"github.com/switchboard-mcp/switchboard/gateway/internal/hostguard"
 	"github.com/switchboard-mcp/switchboard/services/config"
 )
 
@@ -71,9 +71,9 @@ func newEdgeRules(cfg config.Gateway) edgeRules {
 
 // hostAllowed guards against DNS rebinding by name: with accepted hosts
 // configured the Host must be one of them; otherwise, on a loopback bind,
-// it must be a loopback name.
+// it must be a loopback name (the rule hostguard shares with the ops port).
 func (g *Gateway) hostAllowed(r *http.Request) bool {
-	host := hostName(r.Host)
+	host := hostguard.HostName(r.Host)
 	if len(g.rules.hosts) > 0 {
 		for _, a := range g.rules.hosts {
 			if strings.EqualFold(a, host) || strings.EqualFold(a, r.Host) {
@@ -82,26 +82,7 @@ func (g *Gateway) hostAllowed(r *http.Request) bool {
 		}
 		return false
 	}
-	return !g.loopback || isLoopbackName(host)
-}
-
-// hostName is the name or address of a Host header, without its port or
-// IPv6 brackets.
-func hostName(host string) string {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	return strings.Trim(host, "[]")
-}
-
-// isLoopbackName reports whether host (see hostName) is localhost or a
-// loopback address.
-func isLoopbackName(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return !g.loopback || hostguard.IsLoopbackName(host)
 }
 
 // originAllowed validates a browser's Origin: it must be one configured,
@@ -138,7 +119,7 @@ func (g *Gateway) originAllowed(r *http.Request) bool {
 // page the gateway's own loopback address served (a local console or
 // inspector on the same port), which DNS rebinding cannot produce.
 func sameLoopbackOrigin(r *http.Request, origin string) bool {
-	if !isLoopbackName(hostName(r.Host)) {
+	if !hostguard.IsLoopbackName(hostguard.HostName(r.Host)) {
 		return false
 	}
 	own, err := config.ParseOrigin("http://" + r.Host)

@@ -1,0 +1,81 @@
+package console
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"sync"
+	"time"
+)
+
+// maxRevoked bounds the session ids logout remembers. Each is kept until
+// its session would have expired anyway; when the set is full of live
+// ones, the console rotates its sealing key instead (every session ends,
+// everyone logs in again) rather than forget a revocation.
+const maxRevoked = 4096
+
+// revocations are the ids of sessions logged out before their expiry. Like
+// the sessions (sealed with the process's key), they are the replica's
+// own: a logout on one replica does not end a copy of the cookie used on
+// another, which could not open it anyway.
+type revocations struct {
+	mu    sync.Mutex
+	ids   map[string]time.Time // id -> the session's expiry
+	limit int
+}
+
+func newRevocations(limit int) *revocations {
+	return &revocations{ids: map[string]time.Time{}, limit: limit}
+}
+
+// revoke records id until expires. It reports false when the set is full
+// of unexpired ids: the caller must then end every session (rotate the
+// sealing key), after which the set is cleared.
+func (v *revocations) revoke(id string, expires time.Time) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	now := time.Now()
+	if len(v.ids) >= v.limit {
+		for k, exp := range v.ids {
+			if !now.Before(exp) {
+				delete(v.ids, k)
+			}
+		}
+	}
+	if len(v.ids) >= v.limit {
+		return false
+	}
+	v.ids[id] = expires
+	return true
+}
+
+func (v *revocations) revoked(id string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	_, ok := v.ids[id]
+	return ok
+}
+
+// clear forgets every id: the sessions they named no longer open.
+func (v *revocations) clear() {
+	v.mu.Lock()
+	clear(v.ids)
+	v.mu.Unlock()
+}
+
+// keyDigest is what a key session carries of the operator key it was made
+// with: the key's SHA-256, so the cookie (sealed anyway) never holds the
+// key itself.
+func keyDigest(key []byte) []byte {
+	d := sha256.Sum256(key)
+	return d[:]
+}
+
+// keyLive reports whether digest is that of one of the live operator
+// keys; every key is compared, in constant time.
+func keyLive(digest []byte, keys [][]byte) bool {
+	live := 0
+	for _, k := range keys {
+		live |= subtle.ConstantTimeCompare(digest, keyDigest(k))
+	}
+	return live == 1 && len(digest) == sha256.Size
+}
