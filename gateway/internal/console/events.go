@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/switchboard-mcp/switchboard/services/follow"
+
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 )
@@ -34,10 +36,11 @@ const (
 	maxQuarantinesTracked = 1000
 	// namesInSummary is how many items one summary event names.
 	namesInSummary = 10
-	// Watch reconnection back-off.
-	watchMinBackoff = time.Second
-	watchMaxBackoff = 30 * time.Second
 )
+
+// watchBackoff is the console's watch reconnection back-off: slower than
+// the services' own streams, since nothing waits on the console's.
+var watchBackoff = follow.Backoff{Min: time.Second, Max: 30 * time.Second}
 
 // event is one thing the console's watchers heard.
 type event struct {
@@ -97,30 +100,19 @@ func (c *Console) watch(ctx context.Context) {
 	wg.Wait()
 }
 
-// follow runs one watch again and again; a watch that ran a while resets
-// the back-off.
-func (c *Console) follow(ctx context.Context, what string, run func(context.Context) error) {
-	backoff := watchMinBackoff
-	for ctx.Err() == nil {
-		start := time.Now()
-		err := run(ctx)
-		if ctx.Err() != nil {
-			return
+// follow runs one watch again and again with the services' stream
+// back-off (services/follow). Only the first break of an outage becomes an
+// event: a watch that flaps would otherwise fill the ring and push the
+// catalog's changes out of it.
+func (c *Console) follow(ctx context.Context, what string, run func(ctx context.Context, connected func()) error) {
+	follow.Run(ctx, watchBackoff, run, func(err error, first bool, _ time.Duration) {
+		if first {
+			c.events.add("watch", fmt.Sprintf("%s ended: %v (reconnecting)", what, err))
 		}
-		c.events.add("watch", fmt.Sprintf("%s ended: %v (reconnecting)", what, err))
-		if time.Since(start) > watchMaxBackoff {
-			backoff = watchMinBackoff
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, watchMaxBackoff)
-	}
+	})
 }
 
-func (c *Console) watchCatalog(ctx context.Context) error {
+func (c *Console) watchCatalog(ctx context.Context, connected func()) error {
 	stream, err := c.deps.Aggregator.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{AllChanges: true})
 	if err != nil {
 		return err
@@ -130,6 +122,7 @@ func (c *Console) watchCatalog(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		connected()
 		if len(ev.GetChanged()) == 0 {
 			c.events.add("watch", fmt.Sprintf("catalog watch open at version %d", ev.GetCatalogVersion()))
 			continue
@@ -148,7 +141,7 @@ func (c *Console) watchCatalog(ctx context.Context) error {
 	}
 }
 
-func (c *Console) watchDefinitions(ctx context.Context) error {
+func (c *Console) watchDefinitions(ctx context.Context, connected func()) error {
 	stream, err := c.deps.Indexer.WatchToolDefinitions(ctx, &indexerv1.WatchToolDefinitionsRequest{})
 	if err != nil {
 		return err
@@ -158,6 +151,7 @@ func (c *Console) watchDefinitions(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		connected()
 		if ev.GetResync() {
 			c.events.add("watch", "tool definitions watch (re)synchronised")
 		}
