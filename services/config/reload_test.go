@@ -230,6 +230,11 @@ func TestWatchReloadsOnSIGHUP(t *testing.T) {
 	if got := r.nextApplied(t).Gateway.Auth.APIKeys[0].Key; got != "k1" {
 		t.Fatalf("applied %q, want k1", got)
 	}
+	// The reload is logged after it is applied and before its result is
+	// reported: wait for the result before reading the log.
+	if !r.nextResult(t) {
+		t.Fatalf("the forced reload failed:\n%s", r.log)
+	}
 	if !strings.Contains(r.log.String(), "forced=true") {
 		t.Fatalf("the reload is not logged as forced:\n%s", r.log)
 	}
@@ -240,6 +245,9 @@ func TestWatchReloadsOnSIGHUP(t *testing.T) {
 	}
 	if got := r.nextApplied(t).Gateway.Auth.APIKeys[0].Key; got != "k2" {
 		t.Fatalf("applied %q, want k2", got)
+	}
+	if !r.nextResult(t) {
+		t.Fatalf("the second forced reload failed:\n%s", r.log)
 	}
 }
 
