@@ -253,7 +253,30 @@ func (o *OIDCLogin) redeem(ctx context.Context, code, verifier string) (*commonv
 	if err != nil {
 		return nil, nil, fmt.Errorf("ID token: %w", err)
 	}
+	if err := authorizedParty(claims, o.cfg.ClientID); err != nil {
+		return nil, nil, fmt.Errorf("ID token: %w", err)
+	}
 	return p, claims, nil
+}
+
+// authorizedParty applies OpenID Connect Core's rule for an ID token with
+// more than one audience (section 3.1.3.7): it must name the client it was
+// issued to in azp, and an azp that is present must be this console's
+// client id. Verify has already checked that the client id is among the
+// audiences; this refuses a token another client of the provider was
+// issued and that merely lists the console too.
+func authorizedParty(claims map[string]any, clientID string) error {
+	azp, present := claims["azp"]
+	if present {
+		if s, ok := azp.(string); !ok || s != clientID {
+			return errors.New("its azp names another client")
+		}
+		return nil
+	}
+	if aud, ok := claims["aud"].([]any); ok && len(aud) > 1 {
+		return errors.New("it has several audiences and no azp")
+	}
+	return nil
 }
 
 func truncate(s string, n int) string {

@@ -205,3 +205,25 @@ func TestOIDCScopesAndLongSubjects(t *testing.T) {
 		t.Errorf("the refusal is not logged:\n%s", tc.log.String())
 	}
 }
+
+// TestAuthorizedParty is OpenID Connect Core 3.1.3.7 for ID tokens with
+// several audiences, which the pinned provider does not issue.
+func TestAuthorizedParty(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		claims map[string]any
+		ok     bool
+	}{
+		{"one audience, no azp", map[string]any{"aud": "console"}, true},
+		{"one audience in a list, no azp", map[string]any{"aud": []any{"console"}}, true},
+		{"azp is this client", map[string]any{"aud": []any{"console", "other"}, "azp": "console"}, true},
+		{"several audiences, no azp", map[string]any{"aud": []any{"console", "other"}}, false},
+		{"azp names another client", map[string]any{"aud": []any{"console", "other"}, "azp": "other"}, false},
+		{"azp names another client, one audience", map[string]any{"aud": "console", "azp": "other"}, false},
+		{"azp not a string", map[string]any{"aud": "console", "azp": 7.0}, false},
+	} {
+		if err := authorizedParty(c.claims, "console"); (err == nil) != c.ok {
+			t.Errorf("%s: got %v, want ok=%v", c.name, err, c.ok)
+		}
+	}
+}
