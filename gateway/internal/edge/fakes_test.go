@@ -410,7 +410,7 @@ type backends struct {
 	idxAddr string
 }
 
-func startBackends(t *testing.T) *backends {
+func startBackends(t testing.TB) *backends {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	authn := svcauth.NewAuthenticator([]config.ServiceCredential{{Name: "gateway", Token: serviceToken, AssertPrincipals: true, Allow: []string{"switchboard.aggregator.v1.AggregatorService/*", "switchboard.indexer.v1.IndexerService/*"}}})
@@ -457,7 +457,7 @@ func testGatewayConfig(b *backends) config.Gateway {
 }
 
 // startGateway serves a gateway over real HTTP in front of b.
-func startGateway(t *testing.T, b *backends, cfg config.Gateway) (*Gateway, *httptest.Server) {
+func startGateway(t testing.TB, b *backends, cfg config.Gateway) (*Gateway, *httptest.Server) {
 	t.Helper()
 	aggConn, err := rpc.Dial(cfg.Aggregator, config.TLS{})
 	if err != nil {
