@@ -7,12 +7,13 @@ import (
 )
 
 // A change of a Legacy session's state made through this replica is
-// answered only once the indexer's stream has brought it back here (or
-// after echoWait): the indexer pushes a change to every gateway replica's
-// stream at once, so by then the others have it too, and a client that
-// sets its log level, or subscribes, and sends its next request through
-// another replica finds the change there. Without the wait, that request
-// could arrive before the push and see the previous state.
+// answered only once the indexer's stream has brought it back here, and a
+// margin after (see wait), or after echoWait: the indexer pushes a change
+// to every gateway replica's stream at once, so by then the others have
+// it too, and a client that sets its log level, or subscribes, and sends
+// its next request through another replica finds the change there.
+// Without the wait, that request could arrive before the push and see the
+// previous state.
 
 // echoWait bounds how long a change waits for its echo; past it the change
 // is answered anyway (it is recorded, and reaches the others when their
@@ -50,15 +51,32 @@ func (e *echoes) carried(session string, version uint64) {
 }
 
 // wait returns once the stream carried version (or a later one) of
-// session's state, after echoWait, or when ctx ends.
-func (e *echoes) wait(ctx context.Context, session string, version uint64) {
-	timer := time.NewTimer(echoWait)
+// session's state and the margin below has passed, after echoWait from
+// started, or when ctx ends. started is when this replica began the
+// change (its UpdateSessionState call).
+//
+// The margin is for the other replicas: they get the push at the same
+// time as this one, not after it, and one fed by another indexer replica,
+// or shorter of CPU, applies it later; the echo can even arrive here
+// before the update's own answer. How much later grows with what slows
+// the whole change (a loaded machine slows both), so the margin is as
+// long as the change has taken so far: on a quiet cluster a millisecond
+// or two, on a loaded one as much as the load costs.
+func (e *echoes) wait(ctx context.Context, session string, version uint64, started time.Time) {
+	timer := time.NewTimer(echoWait - time.Since(started))
 	defer timer.Stop()
 	for {
 		e.mu.Lock()
 		done, changed := e.seen[session] >= version, e.changed
 		e.mu.Unlock()
 		if done {
+			margin := time.NewTimer(time.Since(started))
+			defer margin.Stop()
+			select {
+			case <-margin.C:
+			case <-timer.C:
+			case <-ctx.Done():
+			}
 			return
 		}
 		select {

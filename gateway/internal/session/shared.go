@@ -171,6 +171,7 @@ func (s *Shared) Unsubscribe(ctx context.Context, session, principal, uri string
 func (s *Shared) update(ctx context.Context, req *indexerv1.UpdateSessionStateRequest) error {
 	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
 	defer cancel()
+	started := time.Now()
 	resp, err := s.client.UpdateSessionState(ctx, req)
 	switch status.Code(err) {
 	case codes.OK:
@@ -189,7 +190,7 @@ func (s *Shared) update(ctx context.Context, req *indexerv1.UpdateSessionStateRe
 	if st := resp.GetState(); st.GetVersion() > 0 {
 		s.local.Mirror(mirrored(st))
 		if s.watching.Load() {
-			s.echoes.wait(ctx, st.GetSessionDigest(), st.GetVersion())
+			s.echoes.wait(ctx, st.GetSessionDigest(), st.GetVersion(), started)
 		}
 	}
 	return nil
