@@ -138,3 +138,47 @@ func TestAuditTableOff(t *testing.T) {
 }
 
 func statusCode(err error) codes.Code { return status.Code(err) }
+
+// One principal's event past the table's bounds (more groups than it
+// keeps, a subject longer than a field) does not cost the other events of
+// its batch: the indexer sink fits it, and the indexer stores the whole
+// batch, the fitted event saying what was cut.
+func TestAuditBatchWithAnOversizedEvent(t *testing.T) {
+	h := start(t, env.NewDatabase(t), func(c *config.Config) {
+		c.Audit = config.Audit{Database: config.AuditDatabase{Enabled: true}}
+	})
+	h.waitServing(t)
+	ctx := t.Context()
+	op := h.as(t, operatorToken)
+	sink := audit.NewIndexerSink(h.as(t, aggregatorToken))
+	groups := make([]string, 100)
+	for i := range groups {
+		groups[i] = "team-" + strings.Repeat("x", i%7)
+	}
+	at := time.Now().Add(-time.Minute).UTC().Truncate(time.Microsecond)
+	batch := []audit.Event{
+		{Time: at, Service: "aggregator", Kind: audit.KindToolCall, Outcome: audit.OutcomeOK, Subject: "many-groups", Groups: groups, Tool: "alpha_sales"},
+		{Time: at, Service: "aggregator", Kind: audit.KindToolCall, Outcome: audit.OutcomeOK, Subject: strings.Repeat("s", 2000), Tool: "alpha_sales"},
+		{Time: at, Service: "aggregator", Kind: audit.KindToolCall, Outcome: audit.OutcomeOK, Subject: "carol", Tool: "alpha_sales"},
+	}
+	if err := sink.Write(ctx, batch); err != nil {
+		t.Fatalf("the batch was refused: %v", err)
+	}
+	resp, err := op.QueryAuditEvents(ctx, &indexerv1.QueryAuditEventsRequest{Tool: "alpha_sales"})
+	if err != nil || len(resp.GetEvents()) != 3 {
+		t.Fatalf("stored %v (%v), want the 3 events of the batch", resp.GetEvents(), err)
+	}
+	bySubject := map[string]*indexerv1.AuditEvent{}
+	for _, e := range resp.GetEvents() {
+		bySubject[e.GetSubject()] = e
+	}
+	if e := bySubject["many-groups"]; e == nil || len(e.GetGroups()) != audit.MaxGroups || !strings.Contains(e.GetDetail(), "groups (64 of 100 kept)") {
+		t.Errorf("the event with 100 groups: %v", e)
+	}
+	if e := bySubject[strings.Repeat("s", audit.MaxFieldBytes)]; e == nil || !strings.Contains(e.GetDetail(), "subject") {
+		t.Errorf("the event with a 2,000-byte subject was not stored cut to %d bytes", audit.MaxFieldBytes)
+	}
+	if bySubject["carol"] == nil {
+		t.Error("carol's event, within the bounds, was lost")
+	}
+}

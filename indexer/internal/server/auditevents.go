@@ -24,12 +24,14 @@ const (
 	// maxAuditEventsPerRequest bounds one RecordAuditEvents; the writers
 	// send batches of at most 256.
 	maxAuditEventsPerRequest = 1000
-	maxAuditFieldBytes       = 1024
-	maxAuditGroups           = 64
-	maxAuditGroupBytes       = 256
-	maxAuditArgumentsBytes   = 16 << 10
 	defaultAuditPage         = 100
 	maxAuditPage             = 1000
+	// One event's bounds are the table's, in services/audit, where the
+	// indexer sink fits events to them before it ships them.
+	maxAuditFieldBytes     = audit.MaxFieldBytes
+	maxAuditGroups         = audit.MaxGroups
+	maxAuditGroupBytes     = audit.MaxGroupBytes
+	maxAuditArgumentsBytes = audit.MaxArgumentsBytes
 )
 
 // errAuditDisabled answers both RPCs of an indexer without
