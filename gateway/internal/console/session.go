@@ -1,8 +1,6 @@
 package console
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
@@ -10,6 +8,8 @@ import (
 	"errors"
 	"net/http"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/gateway/internal/seal"
 )
 
 // Cookies. Both are sealed (AES-256-GCM) with the process's key, so a
@@ -65,29 +65,21 @@ type loginState struct {
 	Next     string `json:"next,omitempty"`
 }
 
-// sealer seals and opens cookie values. Its key is random per process
-// (see New), and replaced when logout's revocations are full (see
-// revocations): sessions end when the gateway restarts and hold on the
-// replica that made them, which suits a console reached on one pod's ops
-// port, and no key has to be distributed or rotated.
+// sealer seals and opens cookie values (package seal). Its key is random
+// per process (see New), and replaced when logout's revocations are full
+// (see revocations): sessions end when the gateway restarts and hold on
+// the replica that made them, which suits a console reached on one pod's
+// ops port, and no key has to be distributed or rotated.
 type sealer struct {
-	aead cipher.AEAD
+	key *seal.Key
 }
 
 func newSealer() (*sealer, error) {
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return nil, err
-	}
-	block, err := aes.NewCipher(key)
+	key, err := seal.Random()
 	if err != nil {
 		return nil, err
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	return &sealer{aead: aead}, nil
+	return &sealer{key: key}, nil
 }
 
 func (s *sealer) seal(purpose string, v any) (string, error) {
@@ -95,11 +87,11 @@ func (s *sealer) seal(purpose string, v any) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	nonce := make([]byte, s.aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
+	sealed, err := s.key.Seal(plain, []byte(purpose))
+	if err != nil {
 		return "", err
 	}
-	return base64.RawURLEncoding.EncodeToString(s.aead.Seal(nonce, nonce, plain, []byte(purpose))), nil
+	return base64.RawURLEncoding.EncodeToString(sealed), nil
 }
 
 var errBadSeal = errors.New("console: cookie does not open")
@@ -114,11 +106,10 @@ func (s *sealer) open(purpose, value string, v any) error {
 		return errBadSeal
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(value)
-	if err != nil || len(raw) < s.aead.NonceSize() {
+	if err != nil {
 		return errBadSeal
 	}
-	n := s.aead.NonceSize()
-	plain, err := s.aead.Open(nil, raw[:n], raw[n:], []byte(purpose))
+	plain, err := s.key.Open(raw, []byte(purpose))
 	if err != nil {
 		return errBadSeal
 	}

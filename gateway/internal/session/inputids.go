@@ -1,7 +1,6 @@
 package session
 
 import (
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"time"
@@ -36,11 +35,10 @@ func (s *Sealer) SealInputRequestID(session, owner string, expires time.Time) (j
 	if err != nil {
 		return nil, err
 	}
-	nonce := make([]byte, s.aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
+	sealed, err := s.key.Seal(plain, []byte(inputIDPurpose+session))
+	if err != nil {
 		return nil, err
 	}
-	sealed := s.aead.Seal(nonce, nonce, plain, []byte(inputIDPurpose+session))
 	return json.Marshal(inputIDVersion + base64.RawURLEncoding.EncodeToString(sealed))
 }
 
@@ -53,11 +51,10 @@ func (s *Sealer) OpenInputRequestID(session string, id json.RawMessage) (owner s
 		return "", time.Time{}, ErrInvalid
 	}
 	raw, ok := decodeCanonical(text[len(inputIDVersion):])
-	ns := s.aead.NonceSize()
-	if !ok || len(raw) < ns+s.aead.Overhead() {
+	if !ok {
 		return "", time.Time{}, ErrInvalid
 	}
-	plain, err := s.aead.Open(nil, raw[:ns], raw[ns:], []byte(inputIDPurpose+session))
+	plain, err := s.key.Open(raw, []byte(inputIDPurpose+session))
 	if err != nil {
 		return "", time.Time{}, ErrInvalid
 	}

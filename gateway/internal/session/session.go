@@ -11,9 +11,6 @@
 package session
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
@@ -25,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchboard-mcp/switchboard/gateway/internal/seal"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 )
 
@@ -59,39 +57,33 @@ func (c Claims) Expiry() time.Time { return time.Unix(c.ExpiresAt, 0) }
 
 // Sealer seals and opens session ids.
 type Sealer struct {
-	aead cipher.AEAD
-	ttl  time.Duration
-	now  func() time.Time
+	key *seal.Key
+	ttl time.Duration
+	now func() time.Time
 }
 
 // NewSealer builds a sealer from a base64 32-byte key; an empty key makes a
 // random one (a single replica only: ids do not survive a restart).
 func NewSealer(key string, ttl time.Duration) (*Sealer, error) {
-	var raw []byte
 	if key == "" {
-		raw = make([]byte, 32)
-		if _, err := rand.Read(raw); err != nil {
+		k, err := seal.Random()
+		if err != nil {
 			return nil, err
 		}
-	} else {
-		var err error
-		raw, err = base64.StdEncoding.DecodeString(strings.TrimSpace(key))
-		if err != nil {
-			return nil, fmt.Errorf("gateway.sessions.key: not base64: %w", err)
-		}
-		if len(raw) != 32 {
-			return nil, fmt.Errorf("gateway.sessions.key: want 32 bytes, got %d", len(raw))
-		}
+		return &Sealer{key: k, ttl: ttl, now: time.Now}, nil
 	}
-	block, err := aes.NewCipher(raw)
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(key))
+	if err != nil {
+		return nil, fmt.Errorf("gateway.sessions.key: not base64: %w", err)
+	}
+	if len(raw) != seal.KeyBytes {
+		return nil, fmt.Errorf("gateway.sessions.key: want %d bytes, got %d", seal.KeyBytes, len(raw))
+	}
+	k, err := seal.New(raw)
 	if err != nil {
 		return nil, err
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	return &Sealer{aead: aead, ttl: ttl, now: time.Now}, nil
+	return &Sealer{key: k, ttl: ttl, now: time.Now}, nil
 }
 
 // Mint creates a session id for principal on the virtual server named
@@ -110,11 +102,10 @@ func (s *Sealer) Mint(principal *commonv1.Principal, server, version string, cli
 	if err != nil {
 		return "", Claims{}, err
 	}
-	nonce := make([]byte, s.aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
+	sealed, err := s.key.Seal(plain, additionalData)
+	if err != nil {
 		return "", Claims{}, err
 	}
-	sealed := s.aead.Seal(nonce, nonce, plain, additionalData)
 	return sealVersion + base64.RawURLEncoding.EncodeToString(sealed), c, nil
 }
 
@@ -129,11 +120,10 @@ func (s *Sealer) Open(id string, principal *commonv1.Principal) (Claims, error) 
 		return Claims{}, ErrInvalid
 	}
 	sealed, ok := decodeCanonical(body)
-	if !ok || len(sealed) < s.aead.NonceSize()+s.aead.Overhead() {
+	if !ok {
 		return Claims{}, ErrInvalid
 	}
-	ns := s.aead.NonceSize()
-	plain, err := s.aead.Open(nil, sealed[:ns], sealed[ns:], additionalData)
+	plain, err := s.key.Open(sealed, additionalData)
 	if err != nil {
 		return Claims{}, ErrInvalid
 	}

@@ -98,11 +98,11 @@ func (s *Sealer) SealState(principal *commonv1.Principal, binding, state string,
 	if err != nil {
 		return "", err
 	}
-	nonce := make([]byte, s.aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
+	sealed, err := s.key.Seal(plain, stateAdditionalData)
+	if err != nil {
 		return "", err
 	}
-	return stateVersion + base64.RawURLEncoding.EncodeToString(s.aead.Seal(nonce, nonce, plain, stateAdditionalData)), nil
+	return stateVersion + base64.RawURLEncoding.EncodeToString(sealed), nil
 }
 
 // OpenState returns what sealed carries if it is valid for principal and
@@ -116,11 +116,10 @@ func (s *Sealer) OpenState(principal *commonv1.Principal, binding, sealed string
 	// One spelling, as for session ids: the record of used states is keyed
 	// by the state's id, but no other spelling of a state should open.
 	raw, canonical := decodeCanonical(body)
-	ns := s.aead.NonceSize()
-	if !canonical || len(raw) < ns+s.aead.Overhead() {
+	if !canonical {
 		return OpenedState{}, ErrInvalid
 	}
-	plain, err := s.aead.Open(nil, raw[:ns], raw[ns:], stateAdditionalData)
+	plain, err := s.key.Open(raw, stateAdditionalData)
 	if err != nil {
 		return OpenedState{}, ErrInvalid
 	}
