@@ -125,12 +125,9 @@ func (s *Server) queryAuditEvents(ctx context.Context, req *indexerv1.QueryAudit
 	if err := s.checkReady(); err != nil {
 		return nil, err
 	}
-	size := int(req.GetPageSize())
-	switch {
-	case size == 0:
-		size = defaultAuditPage
-	case size > maxAuditPage:
-		return nil, invalidArgument(fmt.Sprintf("page_size is at most %d", maxAuditPage))
+	size, err := pageSize(req.GetPageSize(), defaultAuditPage, maxAuditPage)
+	if err != nil {
+		return nil, err
 	}
 	q := store.AuditQuery{Subject: req.GetSubject(), Tool: req.GetTool(), Server: req.GetServer(), Kind: req.GetKind(),
 		Outcome: req.GetOutcome(), Backend: req.GetBackend()}

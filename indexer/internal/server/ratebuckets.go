@@ -40,12 +40,9 @@ func (s *Server) listRateLimitBuckets(ctx context.Context, req *indexerv1.ListRa
 	if err := s.checkReady(); err != nil {
 		return nil, err
 	}
-	size := int(req.GetPageSize())
-	switch {
-	case size == 0:
-		size = defaultRateBucketPage
-	case size > maxRateBucketPage:
-		return nil, invalidArgument(fmt.Sprintf("page_size is at most %d", maxRateBucketPage))
+	size, err := pageSize(req.GetPageSize(), defaultRateBucketPage, maxRateBucketPage)
+	if err != nil {
+		return nil, err
 	}
 	name := req.GetLimit()
 	if len(name) > maxRateLimitNameBytes || !utf8.ValidString(name) || strings.ContainsAny(name, "|\x00") {

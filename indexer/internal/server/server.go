@@ -5,6 +5,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -106,4 +107,18 @@ func (s *Server) checkReady() error {
 		return errNotReady
 	}
 	return nil
+}
+
+// pageSize is a paged operator read's page size: 0 asks for the RPC's
+// default, and more than its bound is refused (INVALID_ARGUMENT) rather
+// than cut, so a caller learns the bound instead of reading short pages.
+func pageSize(requested uint32, def, limit int) (int, error) {
+	switch size := int(requested); {
+	case size == 0:
+		return def, nil
+	case size > limit:
+		return 0, invalidArgument(fmt.Sprintf("page_size is at most %d", limit))
+	default:
+		return size, nil
+	}
 }
