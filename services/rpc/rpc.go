@@ -12,7 +12,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
@@ -40,12 +39,12 @@ type Server struct {
 // certificates required with a client CA). Its health status starts as
 // NOT_SERVING.
 func NewServer(auth *svcauth.Authenticator, tlsCfg config.TLS, log *slog.Logger, extra ...grpc.ServerOption) (*Server, error) {
-	opts := []grpc.ServerOption{
-		grpc.StatsHandler(otelgrpc.NewServerHandler()),
+	// Tracing comes first: its interceptors are the outermost.
+	opts := append(serverTracing(),
 		grpc.ChainUnaryInterceptor(recoverUnary(log), auth.UnaryInterceptor()),
 		grpc.ChainStreamInterceptor(recoverStream(log), auth.StreamInterceptor()),
-		grpc.MaxRecvMsgSize(16 << 20),
-	}
+		grpc.MaxRecvMsgSize(16<<20),
+	)
 	// Long-lived watch streams must survive idle periods and notice dead
 	// peers, and a client connection ends after an age so that balancing
 	// clients re-resolve (balance.go). The defaults here; a service passes
@@ -166,10 +165,9 @@ func DialLive(ep config.Endpoint, tlsCfg config.TLS, token *svcauth.LiveToken, e
 	if err := ep.ValidateAddress("address"); err != nil {
 		return nil, err
 	}
-	opts := []grpc.DialOption{
-		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
+	opts := append(clientTracing(),
 		ClientKeepalive(config.GRPC{}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)),
 		// gRPC's default reconnect back-off grows to two minutes, so a peer
 		// that was down for a while would stay unreachable long after it is
 		// back. Services on one network retry fast and cap at a second.
@@ -177,7 +175,7 @@ func DialLive(ep config.Endpoint, tlsCfg config.TLS, token *svcauth.LiveToken, e
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 			MinConnectTimeout: 5 * time.Second,
 		}),
-	}
+	)
 	if tlsCfg.Enabled() {
 		files, err := loadTLSFiles(tlsCfg, nil)
 		if err != nil {

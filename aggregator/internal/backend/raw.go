@@ -24,6 +24,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/paramheader"
 	"github.com/switchboard-mcp/switchboard/services/rawjson"
+	"github.com/switchboard-mcp/switchboard/services/telemetry"
 )
 
 // The raw path sends request/response calls (tools/call, resources/read,
@@ -160,8 +161,11 @@ func (c *Client) exchange(ctx context.Context, s *mcp.ClientSession, call *Call)
 	buf := bufPool.Get().(*bytes.Buffer)
 	buf.Reset()
 	writeRequest(buf, id, call, modern, version)
-	ctx, span := tracer.Start(ctx, c.spanName, spanKindClient)
-	defer span.End()
+	span := trace.SpanFromContext(ctx)
+	if telemetry.Recording() {
+		ctx, span = tracer.Start(ctx, c.spanName, spanKindClient)
+		defer span.End()
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.URL, bytes.NewReader(buf.Bytes()))
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+	"github.com/switchboard-mcp/switchboard/services/telemetry"
 )
 
 // Metrics are the gateway's Prometheus metrics.
@@ -116,8 +117,10 @@ func (rec *requestRecord) done(rerr *wire.Error) {
 
 func (rec *requestRecord) setMethod(span trace.Span, method string) {
 	rec.method = method
-	span.SetName(method)
-	span.SetAttributes(attribute.String("mcp.method.name", method))
+	if span.IsRecording() {
+		span.SetName(method)
+		span.SetAttributes(attribute.String("mcp.method.name", method))
+	}
 }
 
 var tracer = otel.Tracer("github.com/switchboard-mcp/switchboard/gateway")
@@ -132,19 +135,31 @@ var clientPropagator = propagation.TraceContext{}
 // otherwise the span starts a trace of its own (so the client can neither
 // force nor suppress sampling, nor choose the trace id the sampler sees),
 // linked to the client's span context for correlation.
+//
+// A gateway that exports no spans (telemetry.Recording) opens none: a
+// trusted client's context is still carried on to the services, and an
+// untrusted one is dropped, as a span of a new trace would have done.
 func (g *Gateway) startRequest(r *http.Request) (context.Context, trace.Span, *requestRecord) {
 	ctx := r.Context()
+	rec := &requestRecord{start: time.Now(), outcome: "rejected"}
+	var client trace.SpanContext
+	if _, sent := r.Header["Traceparent"]; sent {
+		client = trace.SpanContextFromContext(clientPropagator.Extract(context.Background(), propagation.HeaderCarrier(r.Header)))
+	}
+	trusted := client.IsValid() && g.cfg.HTTP.TrustClientTraceparent
+	if trusted {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, client)
+	}
+	if !telemetry.Recording() {
+		return ctx, trace.SpanFromContext(ctx), rec
+	}
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path))}
-	if client := trace.SpanContextFromContext(clientPropagator.Extract(context.Background(), propagation.HeaderCarrier(r.Header))); client.IsValid() {
-		if g.cfg.HTTP.TrustClientTraceparent {
-			ctx = trace.ContextWithRemoteSpanContext(ctx, client)
-		} else {
-			opts = append(opts, trace.WithNewRoot(), trace.WithLinks(trace.Link{SpanContext: client}))
-		}
+	if client.IsValid() && !trusted {
+		opts = append(opts, trace.WithNewRoot(), trace.WithLinks(trace.Link{SpanContext: client}))
 	}
 	ctx, span := tracer.Start(ctx, "mcp "+r.Method, opts...)
-	return ctx, span, &requestRecord{start: time.Now(), outcome: "rejected"}
+	return ctx, span, rec
 }
 
 func (g *Gateway) finishRequest(span trace.Span, rec *requestRecord) {
@@ -154,11 +169,13 @@ func (g *Gateway) finishRequest(span trace.Span, rec *requestRecord) {
 		// Requests without era markers are answered as Legacy ones.
 		era = mcpspec.EraLegacy.String()
 	}
-	span.SetAttributes(attribute.String("mcp.outcome", rec.outcome))
-	if rec.outcome != "ok" {
-		span.SetStatus(codes.Error, rec.outcome)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("mcp.outcome", rec.outcome))
+		if rec.outcome != "ok" {
+			span.SetStatus(codes.Error, rec.outcome)
+		}
+		span.End()
 	}
-	span.End()
 	g.metrics.requests.WithLabelValues(method, era, rec.outcome).Inc()
 	g.metrics.latency.WithLabelValues(method, era).Observe(time.Since(rec.start).Seconds())
 }

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+	"github.com/switchboard-mcp/switchboard/services/telemetry"
 )
 
 // TestRequestSpanAndMetrics checks that one server span covers an MCP
@@ -30,6 +31,10 @@ func TestRequestSpanAndMetrics(t *testing.T) {
 	tracer = provider.Tracer("github.com/switchboard-mcp/switchboard/gateway")
 	otel.SetTextMapPropagator(propagation.TraceContext{})
 	t.Cleanup(func() { otel.SetTracerProvider(prevProvider); otel.SetTextMapPropagator(prevProp); tracer = prevTracer })
+	// As a gateway configured to export spans: its services' connections
+	// and its requests open spans only then.
+	telemetry.SetRecording(true)
+	t.Cleanup(func() { telemetry.SetRecording(false) })
 
 	b := startBackends(t)
 	cfg := testGatewayConfig(b)
@@ -88,6 +93,10 @@ func TestUntrustedTraceparent(t *testing.T) {
 	spans := tracetest.NewSpanRecorder()
 	prevProvider, prevProp, prevTracer := otel.GetTracerProvider(), otel.GetTextMapPropagator(), tracer
 	t.Cleanup(func() { otel.SetTracerProvider(prevProvider); otel.SetTextMapPropagator(prevProp); tracer = prevTracer })
+	// As a gateway configured to export spans: its services' connections
+	// and its requests open spans only then.
+	telemetry.SetRecording(true)
+	t.Cleanup(func() { telemetry.SetRecording(false) })
 	// The package's tracer was bound to the first provider ever set;
 	// point it at this test's.
 	use := func(p *sdktrace.TracerProvider) {
