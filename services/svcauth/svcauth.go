@@ -121,23 +121,24 @@ func (a *Authenticator) Authenticate(ctx context.Context) (Caller, bool) {
 }
 
 func (a *credentialTable) authenticate(ctx context.Context) (Caller, bool) {
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		for _, v := range md.Get("authorization") {
-			tok, found := strings.CutPrefix(v, "Bearer ")
-			if !found || tok == "" {
-				continue
+	// Only the authorization values are read (copied), not the whole
+	// metadata.
+	for _, v := range metadata.ValueFromIncomingContext(ctx, "authorization") {
+		tok, found := strings.CutPrefix(v, "Bearer ")
+		if !found || tok == "" {
+			continue
+		}
+		presented := []byte(tok)
+		// Compare against every entry in constant time so timing does
+		// not reveal how much of a token matched.
+		var match *Caller
+		for i := range a.byToken {
+			if subtle.ConstantTimeCompare(a.byToken[i].token, presented) == 1 {
+				match = &a.byToken[i].caller
 			}
-			// Compare against every entry in constant time so timing does
-			// not reveal how much of a token matched.
-			var match *Caller
-			for i := range a.byToken {
-				if subtle.ConstantTimeCompare(a.byToken[i].token, []byte(tok)) == 1 {
-					match = &a.byToken[i].caller
-				}
-			}
-			if match != nil {
-				return *match, true
-			}
+		}
+		if match != nil {
+			return *match, true
 		}
 	}
 	if p, ok := peer.FromContext(ctx); ok {
