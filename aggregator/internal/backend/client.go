@@ -23,6 +23,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/h1"
 )
 
 // Client is the aggregator's connection to one backend. It is safe for
@@ -104,7 +106,18 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 	// The raw path sets the configured headers itself, reads its responses
 	// to the end and joins the caller's trace itself (raw.go): otelhttp's
 	// per-request metric bookkeeping cost more than the rest of the hop.
-	raw := &http.Client{Transport: resender{next: base}, CheckRedirect: checkRedirect}
+	// Its requests go over connections of its own (h1: each exchange on
+	// the calling goroutine), or the standard transport when a proxy is
+	// configured.
+	raw := &http.Client{Transport: h1.New(h1.Config{
+		Dial:           base.DialContext,
+		TLS:            base.TLSClientConfig,
+		Proxy:          base.Proxy,
+		Fallback:       resender{next: base},
+		MaxIdlePerHost: base.MaxIdleConnsPerHost,
+		MaxIdle:        base.MaxIdleConns,
+		IdleTimeout:    base.IdleConnTimeout,
+	}), CheckRedirect: checkRedirect}
 
 	// Header values, and any password or query in the URL, are secrets:
 	// they are cut out of every error message before it is logged or
@@ -308,6 +321,7 @@ func (c *Client) Close() {
 	}
 	c.closePlain()
 	c.http.CloseIdleConnections()
+	c.raw.CloseIdleConnections()
 }
 
 // Capabilities returns the capabilities of the current session, or nil when
