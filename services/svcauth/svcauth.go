@@ -338,8 +338,10 @@ func exempt(fullMethod string) bool {
 // configuration reload): each call carries the token in force when it
 // starts. An empty token sends no authorization.
 type LiveToken struct {
-	token  atomic.Pointer[string]
-	secure bool
+	// metadata is what every call carries, built once per token: gRPC only
+	// reads it (into a map of its own), so calls share it.
+	metadata atomic.Pointer[map[string]string]
+	secure   bool
 }
 
 // NewLiveToken returns a LiveToken holding token; secure requires
@@ -351,14 +353,18 @@ func NewLiveToken(token string, secure bool) *LiveToken {
 }
 
 // Set replaces the token.
-func (t *LiveToken) Set(token string) { t.token.Store(&token) }
-
-// GetRequestMetadata implements credentials.PerRPCCredentials.
-func (t *LiveToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	if tok := *t.token.Load(); tok != "" {
-		return map[string]string{"authorization": "Bearer " + tok}, nil
+func (t *LiveToken) Set(token string) {
+	var md map[string]string
+	if token != "" {
+		md = map[string]string{"authorization": "Bearer " + token}
 	}
-	return nil, nil
+	t.metadata.Store(&md)
+}
+
+// GetRequestMetadata implements credentials.PerRPCCredentials. The map is
+// shared by every call and must not be modified.
+func (t *LiveToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return *t.metadata.Load(), nil
 }
 
 // RequireTransportSecurity implements credentials.PerRPCCredentials.
