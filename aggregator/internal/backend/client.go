@@ -64,6 +64,8 @@ type Client struct {
 	subs  map[string]int // watchers per subscribed URI
 	// plain is the Legacy session of plain calls (plaincalls.go), under mu.
 	plain plainCalls
+	// decoded is the last listing's items by their bytes (ops.go).
+	decoded decodedItems
 }
 
 // Implementation is how the aggregator introduces itself to backends.

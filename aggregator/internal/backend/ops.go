@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -40,6 +43,24 @@ type Lists struct {
 // code, not listed (tests); the catalog encodes the typed items then.
 type Definitions struct {
 	Tools, Resources, ResourceTemplates, Prompts [][]byte
+}
+
+// Same reports whether l and m hold the same items (the same pointers, in
+// the same order, as listKind keeps them for unchanged bytes), the same
+// bytes for each, and the same capabilities and protocol version: a
+// listing that changed nothing.
+func (l *Lists) Same(m *Lists) bool {
+	if l == nil || m == nil {
+		return l == m
+	}
+	return l.ProtocolVersion == m.ProtocolVersion &&
+		slices.Equal(l.Tools, m.Tools) && slices.Equal(l.Resources, m.Resources) &&
+		slices.Equal(l.ResourceTemplates, m.ResourceTemplates) && slices.Equal(l.Prompts, m.Prompts) &&
+		slices.EqualFunc(l.Definitions.Tools, m.Definitions.Tools, bytes.Equal) &&
+		slices.EqualFunc(l.Definitions.Resources, m.Definitions.Resources, bytes.Equal) &&
+		slices.EqualFunc(l.Definitions.ResourceTemplates, m.Definitions.ResourceTemplates, bytes.Equal) &&
+		slices.EqualFunc(l.Definitions.Prompts, m.Definitions.Prompts, bytes.Equal) &&
+		reflect.DeepEqual(l.Capabilities, m.Capabilities)
 }
 
 // ListAll fetches every list the backend announces, following each list's
@@ -100,7 +121,16 @@ type listed[T any] struct {
 // listKind follows one list's cursors to the end. Every item must decode
 // into its go-sdk type, as go-sdk's client requires; null items are
 // skipped, as go-sdk skips them.
+//
+// An item whose bytes are those of an item of the previous listing is not
+// decoded again: it is the same *T, so an unchanged listing is made of the
+// same pointers and everything keyed on them (the catalog builder, the
+// pinning guard) sees nothing new. The periodic relisting of a 10,000-tool
+// catalog decoded every tool for nothing: most of its CPU, every
+// catalogTTL. Listed items are shared and never modified.
 func listKind[T any](ctx context.Context, c *Client, s *mcp.ClientSession, method, member string) ([]*T, [][]byte, error) {
+	prev := c.decoded.previous(member)
+	next := make(map[string]any, len(prev))
 	all, err := collect(ctx, member, func(ctx context.Context, cur string) ([]listed[T], string, error) {
 		var p ParamsBuilder
 		if cur != "" {
@@ -112,11 +142,12 @@ func listKind[T any](ctx context.Context, c *Client, s *mcp.ClientSession, metho
 		if err != nil {
 			return nil, "", err
 		}
-		return decodePage[T](method, member, []byte(res.JSON))
+		return decodePage[T](method, member, []byte(res.JSON), prev, next)
 	})
 	if err != nil {
 		return nil, nil, err
 	}
+	c.decoded.keep(member, next)
 	items, raws := make([]*T, len(all)), make([][]byte, len(all))
 	for i, l := range all {
 		items[i], raws[i] = l.item, l.raw
@@ -125,8 +156,9 @@ func listKind[T any](ctx context.Context, c *Client, s *mcp.ClientSession, metho
 }
 
 // decodePage reads one */list result: its items (under member) and its
-// nextCursor.
-func decodePage[T any](method, member string, result []byte) ([]listed[T], string, error) {
+// nextCursor. An item found in prev by its bytes is taken from there; every
+// item goes into seen.
+func decodePage[T any](method, member string, result []byte, prev, seen map[string]any) ([]listed[T], string, error) {
 	fields, err := rawjson.Object(result)
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: %s result is not an object", ErrProtocolViolation, method)
@@ -147,10 +179,16 @@ func decodePage[T any](method, member string, result []byte) ([]listed[T], strin
 		if string(v) == "null" {
 			return true
 		}
-		item := new(T)
-		if err := decodeAsSDK(v, item); err != nil {
-			decodeErr = fmt.Errorf("%w: %s: an item of %s does not decode: %v", ErrProtocolViolation, method, member, err)
-			return false
+		item, ok := prev[string(v)].(*T)
+		if !ok {
+			item = new(T)
+			if err := decodeAsSDK(v, item); err != nil {
+				decodeErr = fmt.Errorf("%w: %s: an item of %s does not decode: %v", ErrProtocolViolation, method, member, err)
+				return false
+			}
+		}
+		if seen != nil {
+			seen[string(v)] = item
 		}
 		out = append(out, listed[T]{item: item, raw: v})
 		return true
@@ -185,6 +223,29 @@ func (c *Client) validTools(tools []*mcp.Tool, raws [][]byte) ([]*mcp.Tool, [][]
 		keptTools, keptRaws = append(keptTools, t), append(keptRaws, raws[i])
 	}
 	return keptTools, keptRaws
+}
+
+// decodedItems holds, per list kind, the items of the last complete
+// listing by their bytes (listKind).
+type decodedItems struct {
+	mu     sync.Mutex
+	byKind map[string]map[string]any
+}
+
+// previous is the last complete listing of kind; callers only read it.
+func (d *decodedItems) previous(kind string) map[string]any {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.byKind[kind]
+}
+
+func (d *decodedItems) keep(kind string, items map[string]any) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.byKind == nil {
+		d.byKind = map[string]map[string]any{}
+	}
+	d.byKind[kind] = items
 }
 
 // errCursorLoop is a backend paging error: its cursors repeat or never end.

@@ -260,7 +260,12 @@ func (e *Engine) list(ctx context.Context, m *member) {
 	// A client that a reconfiguration replaced or removed meanwhile lists
 	// for nobody.
 	if e.setup.Load().member(b.Name()) == m {
-		e.lists[b.Name()] = l
+		// An unchanged listing keeps the previous one's pointer, so that
+		// the builder reuses its conversion and the pinning guard records
+		// nothing new: a periodic relisting then costs the listing alone.
+		if prev := e.lists[b.Name()]; !prev.Same(l) {
+			e.lists[b.Name()] = l
+		}
 	}
 	e.listsMu.Unlock()
 }
