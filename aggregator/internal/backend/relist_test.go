@@ -15,7 +15,9 @@ import (
 // one, and a changed tool is new, with the new bytes.
 func TestRelistKeepsUnchangedItems(t *testing.T) {
 	server := mcp.NewServer(&mcp.Implementation{Name: "relist", Version: "1"}, nil)
-	noop := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil }
+	noop := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	}
 	for _, name := range []string{"alpha", "beta", "gamma"} {
 		server.AddTool(&mcp.Tool{Name: name, Description: name + " v1", InputSchema: map[string]any{"type": "object"}}, noop)
 	}
