@@ -12,12 +12,16 @@
 // to its end.
 //
 // What the standard transport does that this one does not: HTTP/2,
-// proxies, compression, Expect: 100-continue, and noticing, while a
-// connection sits idle, that its server closed it. Requests through a
-// proxy (the environment's HTTP_PROXY and NO_PROXY) and requests of any
-// scheme but http and https go to Fallback. A pooled connection is checked
-// before it is used again: one that its server closed, or that holds bytes
-// nobody asked for, is discarded and the request goes on a fresh one.
+// proxies, compression, Expect: 100-continue, reading an answer while a
+// large request body is still being written, and noticing, while a
+// connection sits idle, that its server closed it. So requests through a
+// proxy (the environment's HTTP_PROXY and NO_PROXY), of any scheme but
+// http and https, or with a body over MaxBody bytes or of unknown length
+// go to Fallback: a server that answers (413, 401) before reading a body
+// that fits its socket buffers is still heard. A pooled connection is
+// checked before it is used again: one that its server closed, or that
+// holds bytes nobody asked for, is discarded and the request goes on a
+// fresh one.
 package h1
 
 import (
@@ -31,9 +35,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -57,6 +63,11 @@ type Config struct {
 	IdleTimeout    time.Duration
 	// MaxResponseHeaderBytes bounds a response's status line and headers.
 	MaxResponseHeaderBytes int64
+	// MaxBody is the largest request body this transport writes itself;
+	// larger ones, and bodies of unknown length, go to Fallback.
+	MaxBody int64
+	// TLSHandshakeTimeout bounds a TLS handshake.
+	TLSHandshakeTimeout time.Duration
 }
 
 // Transport is an http.RoundTripper.
@@ -67,6 +78,9 @@ type Transport struct {
 	idle      map[string][]*conn // per host, the most recently used last
 	idleCount int
 	janitor   bool // a goroutine closes expired idle connections
+	// generation counts CloseIdleConnections calls: a connection dialed
+	// before the last one is closed when its exchange ends, not pooled.
+	generation uint64
 }
 
 // New is a Transport of cfg, with the standard transport's defaults for
@@ -87,6 +101,14 @@ func New(cfg Config) *Transport {
 	if cfg.MaxResponseHeaderBytes <= 0 {
 		cfg.MaxResponseHeaderBytes = 1 << 20
 	}
+	if cfg.MaxBody <= 0 {
+		// Below every common socket receive buffer: the server takes the
+		// whole body into its buffers even if it never reads it.
+		cfg.MaxBody = 64 << 10
+	}
+	if cfg.TLSHandshakeTimeout <= 0 {
+		cfg.TLSHandshakeTimeout = 10 * time.Second
+	}
 	return &Transport{cfg: cfg}
 }
 
@@ -95,7 +117,8 @@ func New(cfg Config) *Transport {
 var errNoFallback = errors.New("h1: the request needs a proxy or a scheme this transport does not speak, and no fallback is set")
 
 // RoundTrip sends req and reads the response's status and headers. The
-// body is read from the connection as the caller reads it.
+// body is read from the connection as the caller reads it. req is not
+// modified; its body is closed, whatever the outcome.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !t.takes(req) {
 		if t.cfg.Fallback == nil {
@@ -104,19 +127,21 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return t.cfg.Fallback.RoundTrip(req)
 	}
-	if err := validHeaders(req.Header); err != nil {
+	if err := validRequest(req); err != nil {
 		closeBody(req)
 		return nil, err
 	}
 	key := hostKey(req.URL)
 	ctx := req.Context()
-	for {
+	for attempt := 0; ; attempt++ {
 		c, reused, err := t.conn(ctx, req.URL, key)
 		if err != nil {
 			closeBody(req)
 			return nil, err
 		}
 		resp, err := c.exchange(ctx, req)
+		// The body has been read, or will not be: it is closed once, here.
+		closeBody(req)
 		if err == nil {
 			return resp, nil
 		}
@@ -124,7 +149,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// A pooled connection that could not even take the request was
 		// dead: nothing reached the server, so the request may go again
 		// on a fresh one, once.
-		if reused && errors.Is(err, errNotWritten) && req.GetBody != nil && ctx.Err() == nil {
+		if attempt == 0 && reused && errors.Is(err, errNotWritten) && req.GetBody != nil && ctx.Err() == nil {
 			body, gerr := req.GetBody()
 			if gerr != nil {
 				return nil, gerr
@@ -134,7 +159,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			req = &r2
 			continue
 		}
-		closeBody(req)
 		return nil, errors.Unwrap(err)
 	}
 }
@@ -142,6 +166,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // takes reports whether this transport carries req itself.
 func (t *Transport) takes(req *http.Request) bool {
 	if req.URL == nil || req.URL.Host == "" || (req.URL.Scheme != "http" && req.URL.Scheme != "https") {
+		return false
+	}
+	if t.cfg.Fallback != nil && req.Body != nil && req.Body != http.NoBody && (req.ContentLength <= 0 || req.ContentLength > t.cfg.MaxBody) {
 		return false
 	}
 	if t.cfg.Proxy != nil {
@@ -158,8 +185,37 @@ func closeBody(req *http.Request) {
 	}
 }
 
-// validHeaders refuses what would let a header value or name break the
-// request's framing (a CR or LF, for example).
+// validRequest refuses what would let the method, the Host or a header
+// break the request's framing (a CR or LF, for example), and a declared
+// body that is not there.
+func validRequest(req *http.Request) error {
+	if req.Method != "" && !httpguts.ValidHeaderFieldName(req.Method) {
+		return fmt.Errorf("h1: invalid method %q", req.Method)
+	}
+	if !httpguts.ValidHostHeader(requestHost(req)) {
+		return errors.New("h1: invalid Host header")
+	}
+	if req.ContentLength > 0 && req.Body == nil {
+		return fmt.Errorf("h1: ContentLength %d with no body", req.ContentLength)
+	}
+	return validHeaders(req.Header)
+}
+
+// requestHost is the Host header req is sent with: req.Host or the URL's
+// host, without an IPv6 zone (which only means something on this host).
+func requestHost(req *http.Request) string {
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	if strings.HasPrefix(host, "[") {
+		if i, j := strings.LastIndex(host, "%"), strings.LastIndex(host, "]"); i > 0 && j > i {
+			host = host[:i] + host[j:]
+		}
+	}
+	return host
+}
+
 func validHeaders(h http.Header) error {
 	for k, vs := range h {
 		if !httpguts.ValidHeaderFieldName(k) {
@@ -222,9 +278,11 @@ func (t *Transport) takeIdle(key string) *conn {
 
 // put keeps c for its next request, or closes it past the bounds.
 func (t *Transport) put(c *conn) {
-	c.idleSince = time.Now()
 	t.mu.Lock()
-	if len(t.idle[c.key]) >= t.cfg.MaxIdlePerHost || t.idleCount >= t.cfg.MaxIdle {
+	// Stamped under the lock, so that each stack stays in the order of use
+	// that sweep relies on.
+	c.idleSince = time.Now()
+	if c.generation != t.generation || len(t.idle[c.key]) >= t.cfg.MaxIdlePerHost || t.idleCount >= t.cfg.MaxIdle {
 		t.mu.Unlock()
 		c.close()
 		return
@@ -245,7 +303,7 @@ func (t *Transport) put(c *conn) {
 // sweep closes connections idle for longer than IdleTimeout, and ends
 // when none is left.
 func (t *Transport) sweep() {
-	tick := time.NewTicker(t.cfg.IdleTimeout / 2)
+	tick := time.NewTicker(max(t.cfg.IdleTimeout/2, time.Millisecond))
 	defer tick.Stop()
 	for range tick.C {
 		cutoff := time.Now().Add(-t.cfg.IdleTimeout)
@@ -280,11 +338,14 @@ func (t *Transport) sweep() {
 }
 
 // CloseIdleConnections closes every idle connection.
+//
+// Connections in use then are closed when their exchange ends.
 func (t *Transport) CloseIdleConnections() {
 	t.mu.Lock()
 	idle := t.idle
 	t.idle = nil
 	t.idleCount = 0
+	t.generation++
 	t.mu.Unlock()
 	for _, stack := range idle {
 		for _, c := range stack {
@@ -299,6 +360,9 @@ func (t *Transport) CloseIdleConnections() {
 }
 
 func (t *Transport) dial(ctx context.Context, u *url.URL, key string) (*conn, error) {
+	t.mu.Lock()
+	generation := t.generation
+	t.mu.Unlock()
 	nc, err := t.cfg.Dial(ctx, "tcp", hostPort(u))
 	if err != nil {
 		return nil, err
@@ -314,13 +378,16 @@ func (t *Transport) dial(ctx context.Context, u *url.URL, key string) (*conn, er
 		}
 		cfg.NextProtos = []string{"http/1.1"}
 		tc := tls.Client(nc, cfg)
-		if err := tc.HandshakeContext(ctx); err != nil {
+		hctx, cancel := context.WithTimeout(ctx, t.cfg.TLSHandshakeTimeout)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
 			_ = nc.Close()
 			return nil, err
 		}
 		nc = tc
 	}
-	c := &conn{t: t, key: key, nc: nc, raw: raw}
+	c := &conn{t: t, key: key, nc: nc, raw: raw, generation: generation}
 	c.limit.r = nc
 	c.written.w = nc
 	c.br = bufio.NewReaderSize(&c.limit, 4<<10)
@@ -339,6 +406,8 @@ type conn struct {
 	limit     limitReader
 	written   countingWriter
 	idleSince time.Time
+	// generation is the transport's when c was dialed.
+	generation uint64
 }
 
 func (c *conn) close() { _ = c.nc.Close() }
@@ -346,7 +415,23 @@ func (c *conn) close() { _ = c.nc.Close() }
 // alive reports whether an idle connection may carry a request: its server
 // has not closed it and sent nothing unasked.
 func (c *conn) alive() bool {
-	return c.br.Buffered() == 0 && idleAndOpen(c.raw)
+	if c.br.Buffered() > 0 {
+		return false
+	}
+	if !idleAndOpen(c.raw) {
+		return false
+	}
+	if c.nc == c.raw {
+		return true
+	}
+	// TLS also reads records ahead into buffers of its own, where the
+	// socket's peek cannot see them: a read that may not wait (an expired
+	// deadline touches no socket) must find nothing there. A timeout
+	// leaves a TLS connection usable.
+	_ = c.nc.SetReadDeadline(aLongTimeAgo)
+	_, err := c.br.Peek(1)
+	_ = c.nc.SetReadDeadline(time.Time{})
+	return errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // errNotWritten marks an error of a request that never reached the
@@ -389,11 +474,17 @@ func (c *conn) exchange(ctx context.Context, req *http.Request) (*http.Response,
 		break
 	}
 	c.limit.n = -1
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		state := tc.ConnectionState()
+		resp.TLS = &state
+	}
 	// ReadResponse says whether the server keeps the connection (resp.Close
-	// for "Connection: close" and HTTP/1.0).
-	b := &body{ctx: ctx, c: c, rc: resp.Body, stop: stop, reuse: !resp.Close}
+	// for "Connection: close" and HTTP/1.0); a request that asked to close
+	// it, and a switch of protocols, end it too.
+	reuse := !resp.Close && !closes(req) && resp.StatusCode != http.StatusSwitchingProtocols
+	b := &body{ctx: ctx, c: c, rc: resp.Body, stop: stop, reuse: reuse}
 	if resp.Body == http.NoBody {
-		b.finish(true)
+		b.finish(true, io.EOF)
 		return resp, nil
 	}
 	resp.Body = b
@@ -414,20 +505,26 @@ func ctxErr(ctx context.Context, err error) error {
 	return err
 }
 
+// closes reports whether req asks for its connection to end.
+func closes(req *http.Request) bool {
+	return req.Close || httpguts.HeaderValuesContainsToken(req.Header["Connection"], "close")
+}
+
 // write sends req's head and body. wrote reports whether any of it may
-// have reached the server.
+// have reached the server; an error of the body itself (not of the
+// connection) is never errNotWritten, so it is not retried.
 func (c *conn) write(req *http.Request) (wrote bool, err error) {
 	c.written.n = 0
 	w := c.bw
-	w.WriteString(req.Method)
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	w.WriteString(method)
 	w.WriteByte(' ')
 	w.WriteString(req.URL.RequestURI())
 	w.WriteString(" HTTP/1.1\r\nHost: ")
-	host := req.Host
-	if host == "" {
-		host = req.URL.Host
-	}
-	w.WriteString(host)
+	w.WriteString(requestHost(req))
 	w.WriteString("\r\n")
 	if _, ok := req.Header["User-Agent"]; !ok {
 		w.WriteString("User-Agent: Go-http-client/1.1\r\n")
@@ -442,6 +539,7 @@ func (c *conn) write(req *http.Request) (wrote bool, err error) {
 	for k, vs := range req.Header {
 		switch k {
 		case "Host", "Content-Length", "Transfer-Encoding", "Connection":
+			// Framing is this transport's; "Connection: close" is req.Close.
 			continue
 		}
 		for _, v := range vs {
@@ -451,12 +549,12 @@ func (c *conn) write(req *http.Request) (wrote bool, err error) {
 			w.WriteString("\r\n")
 		}
 	}
-	if req.Close {
+	if closes(req) {
 		w.WriteString("Connection: close\r\n")
 	}
 	switch {
 	case req.Body == nil || req.Body == http.NoBody:
-		if req.Method == http.MethodPost || req.Method == http.MethodPut || req.Method == http.MethodPatch {
+		if method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch {
 			w.WriteString("Content-Length: 0\r\n")
 		}
 		w.WriteString("\r\n")
@@ -464,20 +562,29 @@ func (c *conn) write(req *http.Request) (wrote bool, err error) {
 		w.WriteString("Content-Length: ")
 		w.WriteString(strconv.FormatInt(req.ContentLength, 10))
 		w.WriteString("\r\n\r\n")
-		n, err := io.Copy(w, io.LimitReader(req.Body, req.ContentLength))
-		_ = req.Body.Close()
+		src := &sourceReader{r: io.LimitReader(req.Body, req.ContentLength)}
+		n, err := io.Copy(w, src)
+		if src.err != nil {
+			return true, src.err
+		}
 		if err != nil {
 			return c.written.n > 0, err
 		}
 		if n != req.ContentLength {
-			return c.written.n > 0, fmt.Errorf("h1: request body of %d bytes, %d declared", n, req.ContentLength)
+			return true, fmt.Errorf("h1: request body of %d bytes, %d declared", n, req.ContentLength)
+		}
+		if extra, _ := req.Body.Read(make([]byte, 1)); extra > 0 {
+			return true, fmt.Errorf("h1: request body longer than the %d bytes declared", req.ContentLength)
 		}
 	default:
-		// A body of unknown length goes chunked.
+		// A body of unknown length goes chunked (Fallback takes these when
+		// there is one).
 		w.WriteString("Transfer-Encoding: chunked\r\n\r\n")
-		cw := &chunkWriter{w: w}
-		_, err := io.Copy(cw, req.Body)
-		_ = req.Body.Close()
+		src := &sourceReader{r: req.Body}
+		_, err := io.Copy(&chunkWriter{w: w}, src)
+		if src.err != nil {
+			return true, src.err
+		}
 		if err != nil {
 			return c.written.n > 0, err
 		}
@@ -488,6 +595,21 @@ func (c *conn) write(req *http.Request) (wrote bool, err error) {
 		return c.written.n > 0, err
 	}
 	return true, nil
+}
+
+// sourceReader keeps the error of the request body itself, apart from the
+// connection's.
+type sourceReader struct {
+	r   io.Reader
+	err error
+}
+
+func (s *sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		s.err = err
+	}
+	return n, err
 }
 
 // countingWriter counts the bytes of a request the connection took.
@@ -537,44 +659,68 @@ func (l *limitReader) Read(p []byte) (int, error) {
 }
 
 // body is a response body; the connection goes back to the pool when it
-// has been read to its end, and is closed if it is closed before.
+// has been read to its end, and is closed if it is closed before. Close
+// may come from another goroutine while Read runs (the standard
+// transport's bodies allow it): the first of them to end the exchange
+// decides the connection's fate.
 type body struct {
 	ctx   context.Context
 	c     *conn
 	rc    io.ReadCloser
 	stop  func() bool
 	reuse bool
-	done  bool
+	done  atomic.Bool
+	// err is what a Read after the end returns: io.EOF after the whole
+	// body, the failure after a failed read, errBodyClosed after Close.
+	mu  sync.Mutex
+	err error
 }
 
+var errBodyClosed = errors.New("h1: read on a closed response body")
+
 func (b *body) Read(p []byte) (int, error) {
-	if b.done {
-		return 0, io.EOF
+	if b.done.Load() {
+		return 0, b.endErr()
 	}
 	n, err := b.rc.Read(p)
-	if err == io.EOF {
-		b.finish(true)
-	} else if err != nil {
-		b.finish(false)
+	switch {
+	case err == io.EOF:
+		b.finish(true, io.EOF)
+	case err != nil:
 		err = ctxErr(b.ctx, err)
+		if !b.finish(false, err) {
+			// Closed meanwhile: report that, not the read it interrupted.
+			err = b.endErr()
+		}
 	}
 	return n, err
 }
 
 func (b *body) Close() error {
-	if !b.done {
-		b.finish(false)
-	}
+	b.finish(false, errBodyClosed)
 	return nil
 }
 
-// finish ends the exchange: the connection is kept when the body was read
-// whole, nothing asked to close it and the context did not interrupt it.
-func (b *body) finish(whole bool) {
-	b.done = true
+func (b *body) endErr() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
+// finish ends the exchange once, reporting whether this call ended it: the
+// connection is kept when the body was read whole, nothing asked to close
+// it and the context did not interrupt it.
+func (b *body) finish(whole bool, end error) bool {
+	if !b.done.CompareAndSwap(false, true) {
+		return false
+	}
+	b.mu.Lock()
+	b.err = end
+	b.mu.Unlock()
 	if b.stop() && whole && b.reuse {
 		b.c.t.put(b.c)
-		return
+		return true
 	}
 	b.c.close()
+	return true
 }

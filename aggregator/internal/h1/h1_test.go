@@ -3,6 +3,7 @@ package h1
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -147,6 +149,9 @@ func TestConcurrentRequests(t *testing.T) {
 // A pooled connection its server closed is not used: the next request
 // goes on a fresh one and succeeds.
 func TestServerClosedIdleConnection(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("idleAndOpen can only look at an idle connection on Linux")
+	}
 	var counter connCounter
 	srv := echoServer(t, &counter)
 	tr := New(Config{})
@@ -538,5 +543,279 @@ func TestIdleBoundAndTimeout(t *testing.T) {
 	waitFor(t, "the idle connection to time out", func() bool { return counter.closed.Load() == 3 })
 	if n := len(tr.idleConns()); n != 0 {
 		t.Fatalf("%d idle connections after the timeout", n)
+	}
+}
+
+// Close from another goroutine while a Read runs (what raw.go's drain
+// timer does) is safe, and the connection is not pooled twice.
+func TestCloseDuringRead(t *testing.T) {
+	srv := echoServer(t, nil)
+	tr := New(Config{MaxIdlePerHost: 4})
+	defer tr.CloseIdleConnections()
+	for range 50 {
+		resp, err := post(t, tr, context.Background(), srv.URL, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.AfterFunc(0, func() { _ = resp.Body.Close() })
+		_, _ = io.Copy(io.Discard, resp.Body)
+	}
+	seen := map[*conn]bool{}
+	for _, c := range tr.idleConns() {
+		if seen[c] {
+			t.Fatal("a connection is in the pool twice")
+		}
+		seen[c] = true
+	}
+}
+
+// tlsRawServer is rawServer over TLS, with a client configuration that
+// trusts it.
+func tlsRawServer(t *testing.T, serve func(net.Conn)) (string, *tls.Config) {
+	t.Helper()
+	ref := httptest.NewTLSServer(http.NotFoundHandler())
+	t.Cleanup(ref.Close)
+	lis, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: ref.TLS.Certificates})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lis.Close() })
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				serve(c)
+			}()
+		}
+	}()
+	cfg := ref.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+	cfg.ServerName = "example.com"
+	return "https://" + lis.Addr().String(), cfg
+}
+
+// Over TLS, bytes nobody asked for can wait in TLS's own buffers where a
+// peek at the socket does not see them: such a connection is not reused,
+// and one caller never reads the answer meant for nobody.
+func TestUnaskedBytesOverTLS(t *testing.T) {
+	var conns atomic.Int32
+	u, cfg := tlsRawServer(t, func(c net.Conn) {
+		conns.Add(1)
+		br := bufio.NewReader(c)
+		for {
+			if _, err := readRequest(br); err != nil {
+				return
+			}
+			fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale")
+		}
+	})
+	tr := New(Config{TLS: cfg})
+	defer tr.CloseIdleConnections()
+	for i := range 3 {
+		resp, err := post(t, tr, context.Background(), u, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := readAll(t, resp); got != "ok" || resp.TLS == nil {
+			t.Fatalf("answer %d: %q (TLS %v), want ok over TLS", i, got, resp.TLS != nil)
+		}
+		waitFor(t, "the unasked answer to arrive", func() bool {
+			idle := tr.idleConns()
+			return len(idle) == 1 && !idle[0].alive()
+		})
+	}
+	if n := conns.Load(); n != 3 {
+		t.Fatalf("%d connections for 3 requests, want 3", n)
+	}
+}
+
+// A server that answers before reading a large body is heard: such bodies
+// go to the standard transport, which reads while it writes.
+func TestEarlyAnswerToALargeBody(t *testing.T) {
+	hold := make(chan struct{})
+	u := rawServer(t, func(c net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		fmt.Fprint(c, "HTTP/1.1 413 Request Entity Too Large\r\nContent-Length: 0\r\n\r\n")
+		// The body is never read; the connection stays open.
+		<-hold
+	})
+	t.Cleanup(func() { close(hold) })
+	tr := New(Config{Fallback: http.DefaultTransport.(*http.Transport).Clone()})
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	resp, err := post(t, tr, ctx, u, strings.Repeat("x", 32<<20))
+	if err != nil || resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("got %v %v, want the 413", resp, err)
+	}
+	_ = resp.Body.Close()
+}
+
+func TestInvalidHostAndMethodRefused(t *testing.T) {
+	var counter connCounter
+	srv := echoServer(t, &counter)
+	tr := New(Config{})
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
+	req.Host = "example.com\r\nX-Injected: yes"
+	if _, err := tr.RoundTrip(req); err == nil || !strings.Contains(err.Error(), "invalid Host") {
+		t.Fatalf("a Host with CR LF: %v", err)
+	}
+	req, _ = http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
+	req.Method = "POST /x HTTP/1.1\r\n"
+	if _, err := tr.RoundTrip(req); err == nil || !strings.Contains(err.Error(), "invalid method") {
+		t.Fatalf("a method with spaces: %v", err)
+	}
+	if n := counter.opened.Load(); n != 0 {
+		t.Fatalf("refused requests opened %d connections", n)
+	}
+	req, _ = http.NewRequest(http.MethodPost, srv.URL, nil)
+	req.Method = ""
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); !strings.HasPrefix(got, "GET / ") {
+		t.Fatalf("an empty method went as %q, want GET", got)
+	}
+}
+
+// A request that asks to close its connection, and a switch of protocols,
+// leave nothing in the pool.
+func TestClosingAnswersNotPooled(t *testing.T) {
+	srv := echoServer(t, nil)
+	tr := New(Config{})
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
+	req.Header.Set("Connection", "close")
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	if n := len(tr.idleConns()); n != 0 {
+		t.Fatalf("Connection: close left %d idle", n)
+	}
+	u := rawServer(t, func(c net.Conn) {
+		if _, err := readRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		fmt.Fprint(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n")
+	})
+	resp, err = post(t, tr, context.Background(), u, "x")
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("got %v %v", resp, err)
+	}
+	_ = resp.Body.Close()
+	if n := len(tr.idleConns()); n != 0 {
+		t.Fatalf("a 101 left %d idle", n)
+	}
+}
+
+type countingBody struct {
+	io.Reader
+	closes atomic.Int32
+}
+
+func (b *countingBody) Close() error { b.closes.Add(1); return nil }
+
+// The request body is closed exactly once, on success and on failure.
+func TestRequestBodyClosedOnce(t *testing.T) {
+	srv := echoServer(t, nil)
+	hangup := rawServer(t, func(c net.Conn) { _, _ = readRequest(bufio.NewReader(c)) })
+	tr := New(Config{})
+	defer tr.CloseIdleConnections()
+	for _, u := range []string{srv.URL, hangup} {
+		b := &countingBody{Reader: strings.NewReader("abc")}
+		req, _ := http.NewRequest(http.MethodPost, u, b)
+		req.ContentLength = 3
+		resp, err := tr.RoundTrip(req)
+		if err == nil {
+			readAll(t, resp)
+		}
+		if n := b.closes.Load(); n != 1 {
+			t.Fatalf("%s: the body was closed %d times (err %v)", u, n, err)
+		}
+	}
+	// A body longer than declared is refused, not cut.
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, io.NopCloser(strings.NewReader("abcdef")))
+	req.ContentLength = 3
+	if _, err := tr.RoundTrip(req); err == nil || !strings.Contains(err.Error(), "longer than") {
+		t.Fatalf("an overlong body: %v", err)
+	}
+}
+
+// A connection in use when CloseIdleConnections is called is closed when
+// its exchange ends instead of going back to the pool.
+func TestCloseIdleConnectionsCoversConnectionsInUse(t *testing.T) {
+	srv := echoServer(t, nil)
+	tr := New(Config{})
+	resp, err := post(t, tr, context.Background(), srv.URL, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.CloseIdleConnections()
+	readAll(t, resp)
+	if n := len(tr.idleConns()); n != 0 {
+		t.Fatalf("%d idle after CloseIdleConnections", n)
+	}
+	// New connections are pooled again.
+	resp, err = post(t, tr, context.Background(), srv.URL, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	if n := len(tr.idleConns()); n != 1 {
+		t.Fatalf("%d idle after a new exchange, want 1", n)
+	}
+	tr.CloseIdleConnections()
+}
+
+func TestTinyIdleTimeout(t *testing.T) {
+	srv := echoServer(t, nil)
+	tr := New(Config{IdleTimeout: time.Nanosecond})
+	resp, err := post(t, tr, context.Background(), srv.URL, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	waitFor(t, "the sweep", func() bool { return len(tr.idleConns()) == 0 })
+}
+
+// After a failed read or a Close, a body keeps saying so instead of
+// looking complete.
+func TestBodyErrorsStick(t *testing.T) {
+	u := rawServer(t, func(c net.Conn) {
+		if _, err := readRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\ntruncated")
+	})
+	tr := New(Config{})
+	defer tr.CloseIdleConnections()
+	resp, err := post(t, tr, context.Background(), u, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(resp.Body); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("truncated body: %v", err)
+	}
+	if _, err := resp.Body.Read(make([]byte, 8)); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("a read after the failure: %v, want the failure again", err)
+	}
+	srv := echoServer(t, nil)
+	resp, err = post(t, tr, context.Background(), srv.URL, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if _, err := resp.Body.Read(make([]byte, 8)); !errors.Is(err, errBodyClosed) {
+		t.Fatalf("a read after Close: %v", err)
 	}
 }
