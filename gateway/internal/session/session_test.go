@@ -126,3 +126,45 @@ func TestOneSpelling(t *testing.T) {
 		t.Fatal("no id had another spelling to try")
 	}
 }
+
+// An id opened before is not decrypted again, but its principal and its
+// expiry are checked on every Open; the ids remembered are bounded.
+func TestOpenedIDsStillChecked(t *testing.T) {
+	alice := &commonv1.Principal{Subject: "alice"}
+	s, err := NewSealer(key, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _, err := s.Mint(alice, "", "2025-11-25", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := s.Open(id, alice); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, remembered := s.opened[id]; !remembered {
+		t.Fatal("an opened id is not remembered")
+	}
+	if _, err := s.Open(id, &commonv1.Principal{Subject: "bob"}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("another principal opened a remembered id: %v", err)
+	}
+	s.now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	if _, err := s.Open(id, alice); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a remembered id opened after it expired: %v", err)
+	}
+	s.now = time.Now
+	for range maxOpened + 10 {
+		other, _, err := s.Mint(alice, "", "2025-11-25", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Open(other, alice); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(s.opened); n > maxOpened {
+		t.Fatalf("%d ids remembered, bound %d", n, maxOpened)
+	}
+}
