@@ -2,51 +2,34 @@ package rpc_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/switchboard-mcp/switchboard/services/config"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
-	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
 // TestServerMetricsCountByCallerAndCode: every handled RPC is counted under
 // the credential that made it and the code it ended with.
 func TestServerMetricsCountByCallerAndCode(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	srv, err := rpc.NewServer(svcauth.NewAuthenticator(testCreds), config.TLS{}, slog.New(slog.NewTextHandler(io.Discard, nil)), rpc.ServerMetrics(reg)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	indexerv1.RegisterIndexerServiceServer(srv.Server, principalEcho{})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.ServeListener(ctx, lis, 0) }()
-	t.Cleanup(func() { cancel(); <-done })
+	addr := startIndexer(t, testCreds, principalEcho{}, rpc.ServerMetrics(reg)...)
 
-	gateway := indexerv1.NewIndexerServiceClient(dial(t, lis.Addr().String(), "gateway-secret"))
+	gateway := indexerv1.NewIndexerServiceClient(dial(t, addr, "gateway-secret"))
 	for range 3 {
 		if _, err := gateway.RefreshScope(context.Background(), &indexerv1.RefreshScopeRequest{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// A bound caller acts as itself.
-	reporting := indexerv1.NewIndexerServiceClient(dial(t, lis.Addr().String(), "reporting-secret"))
+	reporting := indexerv1.NewIndexerServiceClient(dial(t, addr, "reporting-secret"))
 	_, _ = reporting.RefreshScope(context.Background(), &indexerv1.RefreshScopeRequest{Principal: nil})
 	// A call without credentials never reaches the service: not counted
 	// (the authentication interceptor refuses it first).
-	_, _ = indexerv1.NewIndexerServiceClient(dial(t, lis.Addr().String(), "")).RefreshScope(context.Background(), &indexerv1.RefreshScopeRequest{})
+	_, _ = indexerv1.NewIndexerServiceClient(dial(t, addr, "")).RefreshScope(context.Background(), &indexerv1.RefreshScopeRequest{})
 
 	const m = "/switchboard.indexer.v1.IndexerService/RefreshScope"
 	want := `

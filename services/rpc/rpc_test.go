@@ -39,12 +39,19 @@ func (principalEcho) RefreshScope(ctx context.Context, _ *indexerv1.RefreshScope
 // startServer runs a real gRPC server on loopback with the given credentials.
 func startServer(t *testing.T, creds []config.ServiceCredential) string {
 	t.Helper()
+	return startIndexer(t, creds, principalEcho{})
+}
+
+// startIndexer runs a real gRPC server on loopback serving impl as the
+// indexer service, with the given credentials and options.
+func startIndexer(t *testing.T, creds []config.ServiceCredential, impl indexerv1.IndexerServiceServer, opts ...grpc.ServerOption) string {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := rpc.NewServer(svcauth.NewAuthenticator(creds), config.TLS{}, log)
+	srv, err := rpc.NewServer(svcauth.NewAuthenticator(creds), config.TLS{}, log, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	indexerv1.RegisterIndexerServiceServer(srv.Server, principalEcho{})
+	indexerv1.RegisterIndexerServiceServer(srv.Server, impl)
 	srv.SetServing(indexerv1.IndexerService_ServiceDesc.ServiceName)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -2,9 +2,6 @@ package rpc_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net"
 	"testing"
 
 	"go.opentelemetry.io/otel"
@@ -17,7 +14,6 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
-	"github.com/switchboard-mcp/switchboard/services/svcauth"
 	"github.com/switchboard-mcp/switchboard/services/telemetry"
 )
 
@@ -40,20 +36,7 @@ func (traceEcho) RefreshScope(ctx context.Context, _ *indexerv1.RefreshScopeRequ
 func startTraceEcho(t *testing.T) string {
 	t.Helper()
 	creds := []config.ServiceCredential{{Name: "c", Token: "trace-secret", Subject: "svc", Allow: []string{"switchboard.indexer.v1.IndexerService/*"}}}
-	srv, err := rpc.NewServer(svcauth.NewAuthenticator(creds), config.TLS{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	indexerv1.RegisterIndexerServiceServer(srv.Server, traceEcho{})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.ServeListener(ctx, lis, 0) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return lis.Addr().String()
+	return startIndexer(t, creds, traceEcho{})
 }
 
 // TestTraceContextCrossesHop: a service that exports no spans still hands

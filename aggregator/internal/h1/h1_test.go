@@ -185,6 +185,13 @@ func rawServer(t *testing.T, serve func(net.Conn)) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	serveConns(t, lis, serve)
+	return "http://" + lis.Addr().String()
+}
+
+// serveConns hands every connection lis accepts to serve, until the test
+// ends.
+func serveConns(t *testing.T, lis net.Listener, serve func(net.Conn)) {
 	t.Cleanup(func() { lis.Close() })
 	go func() {
 		for {
@@ -198,7 +205,6 @@ func rawServer(t *testing.T, serve func(net.Conn)) string {
 			}()
 		}
 	}()
-	return "http://" + lis.Addr().String()
 }
 
 // readRequest reads one request from c and its body.
@@ -579,19 +585,7 @@ func tlsRawServer(t *testing.T, serve func(net.Conn)) (string, *tls.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { lis.Close() })
-	go func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				serve(c)
-			}()
-		}
-	}()
+	serveConns(t, lis, serve)
 	cfg := ref.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
 	cfg.ServerName = "example.com"
 	return "https://" + lis.Addr().String(), cfg
