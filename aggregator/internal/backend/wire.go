@@ -1,7 +1,6 @@
 package backend
 
 import (
-	"encoding/json"
 	"errors"
 
 	"github.com/switchboard-mcp/switchboard/services/rawjson"
@@ -66,7 +65,7 @@ func resultFacts(result []byte) (isError bool, resultType string) {
 		case "isError":
 			isError = string(m.Value) == "true"
 		case "resultType":
-			_ = json.Unmarshal(m.Value, &resultType)
+			resultType, _ = rawjson.StringValue(m.Value)
 		}
 		return true
 	})
