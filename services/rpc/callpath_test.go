@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -101,5 +103,37 @@ func TestSequentialCallsSendNoPings(t *testing.T) {
 	}
 	if sent != 0 || received != 0 {
 		t.Errorf("%d calls: the client sent %d PINGs and the server %d, want none", calls, sent, received)
+	}
+}
+
+// goroutineEcho answers RefreshScope with the ID of the goroutine that ran
+// the handler.
+type goroutineEcho struct {
+	indexerv1.UnimplementedIndexerServiceServer
+}
+
+func (goroutineEcho) RefreshScope(context.Context, *indexerv1.RefreshScopeRequest) (*indexerv1.RefreshScopeResponse, error) {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	id, _, _ := strings.Cut(strings.TrimPrefix(string(buf), "goroutine "), " ")
+	return &indexerv1.RefreshScopeResponse{ToolsDigest: id}, nil
+}
+
+// Calls run on goroutines the server keeps (rpc.go, streamWorkers), whose
+// stacks have already grown, rather than on a new goroutine each.
+func TestCallsRunOnKeptGoroutines(t *testing.T) {
+	addr := startIndexer(t, testCreds, goroutineEcho{})
+	client := indexerv1.NewIndexerServiceClient(dial(t, addr, "gateway-secret"))
+	const calls = 200
+	seen := map[string]bool{}
+	for i := 0; i < calls; i++ {
+		resp, err := client.RefreshScope(context.Background(), &indexerv1.RefreshScopeRequest{Principal: &commonv1.Principal{Subject: "alice"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[resp.GetToolsDigest()] = true
+	}
+	if len(seen) > 64 {
+		t.Errorf("%d calls one after another ran on %d goroutines, want at most the 64 workers", calls, len(seen))
 	}
 }

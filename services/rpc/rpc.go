@@ -40,6 +40,14 @@ const (
 	connWindow   = 8 << 20
 )
 
+// streamWorkers is how many goroutines a server keeps to run calls on.
+// gRPC otherwise starts a goroutine per call, whose stack then grows, by
+// copying, through the depth of a handler: at one client that was a tenth
+// of the aggregator's CPU (runtime.copystack under every CallTool). A
+// worker's stack stays grown between calls. Calls beyond the workers still
+// get a goroutine of their own, so this bounds nothing.
+const streamWorkers = 64
+
 // Server is a gRPC server with health and reflection registered.
 type Server struct {
 	*grpc.Server
@@ -61,6 +69,7 @@ func NewServer(auth *svcauth.Authenticator, tlsCfg config.TLS, log *slog.Logger,
 		grpc.MaxRecvMsgSize(16<<20),
 		grpc.InitialWindowSize(streamWindow),
 		grpc.InitialConnWindowSize(connWindow),
+		grpc.NumStreamWorkers(streamWorkers),
 	)
 	// Long-lived watch streams must survive idle periods and notice dead
 	// peers, and a client connection ends after an age so that balancing
