@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 )
 
@@ -231,39 +232,42 @@ func runW1Cluster(ctx context.Context, c *Cluster, opts BenchOptions, concurrenc
 	return nil
 }
 
-// runProfiles profiles the services during one extra W1 Modern run at n
-// clients and one extra find_tool run, over each W1 catalog.
+// runProfiles profiles the services during one extra W1 run of each era
+// at n clients and one extra find_tool run, over each W1 catalog.
 func runProfiles(ctx context.Context, c *Cluster, opts BenchOptions, n int, progress func(string, ...any)) ([]ProfileFile, error) {
 	seconds := max(opts.ProfileSeconds, 1)
 	// The run outlasts the profiles, which start with its clock.
 	d := time.Duration(seconds)*time.Second + 2*time.Second
 	var files []ProfileFile
-	label := fmt.Sprintf("w1-modern-c%d-%dtools", n, c.Topology.Tools())
 	var capture *profileCapture
-	run, err := runCalls(ctx, SwitchboardTarget(c), Modern, n, d, opts.MaxCallsPerRun, func() {
-		capture = startProfiles(ctx, opts.ProfileDir, label, c.Ops, []string{"gateway", "aggregator"}, seconds)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("profiled W1 run: %w", err)
+	for _, era := range Eras {
+		label := fmt.Sprintf("w1-%s-c%d-%dtools", strings.ToLower(era.Name), n, c.Topology.Tools())
+		run, err := runCalls(ctx, SwitchboardTarget(c), era, n, d, opts.MaxCallsPerRun, func() {
+			capture = startProfiles(ctx, opts.ProfileDir, label, c.Ops, []string{"gateway", "aggregator"}, seconds)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("profiled W1 run: %w", err)
+		}
+		got, err := capture.wait()
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, got...)
+		progress("profiled %s over %d tools: %.0f calls/s, errors %d; %d profiles of %ds in %s", label, c.Topology.Tools(), run.Rate(), run.Errors, len(got), seconds, opts.ProfileDir)
 	}
-	got, err := capture.wait()
-	if err != nil {
-		return nil, err
-	}
-	files = append(files, got...)
-	progress("profiled %s over %d tools: %.0f calls/s, errors %d; %d profiles of %ds in %s", label, c.Topology.Tools(), run.Rate(), run.Errors, len(got), seconds, opts.ProfileDir)
 	if len(opts.Find) == 0 {
 		return files, nil
 	}
 	spec := FindSpec{Concurrency: opts.Find[len(opts.Find)-1].Concurrency, Principals: 1}
-	label = fmt.Sprintf("find-c%d-%dtools", spec.Concurrency, c.Topology.Tools())
-	run, err = runFinds(ctx, c, spec, d, opts.MaxCallsPerRun, func() {
+	label := fmt.Sprintf("find-c%d-%dtools", spec.Concurrency, c.Topology.Tools())
+	run, err := runFinds(ctx, c, spec, d, opts.MaxCallsPerRun, func() {
 		capture = startProfiles(ctx, opts.ProfileDir, label, c.Ops, []string{"gateway", "indexer", "aggregator"}, seconds)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("profiled find_tool run: %w", err)
 	}
-	if got, err = capture.wait(); err != nil {
+	got, err := capture.wait()
+	if err != nil {
 		return nil, err
 	}
 	progress("profiled %s over %d tools: %.0f queries/s, errors %d; %d profiles", label, c.Topology.Tools(), run.Rate(), run.Errors, len(got))

@@ -130,7 +130,7 @@ func TestWorkloadsAgainstRealCluster(t *testing.T) {
 	}
 	want := map[string]bool{}
 	tools := fmt.Sprintf("-%dtools-", c.Topology.Tools())
-	for _, name := range []string{"w1-modern-c2" + tools + "gateway", "w1-modern-c2" + tools + "aggregator", "find-c2" + tools + "gateway", "find-c2" + tools + "indexer", "find-c2" + tools + "aggregator"} {
+	for _, name := range []string{"w1-modern-c2" + tools + "gateway", "w1-modern-c2" + tools + "aggregator", "w1-legacy-c2" + tools + "gateway", "w1-legacy-c2" + tools + "aggregator", "find-c2" + tools + "gateway", "find-c2" + tools + "indexer", "find-c2" + tools + "aggregator"} {
 		for _, kind := range []string{"cpu", "allocs"} {
 			want[filepath.Join(dir, name+"-"+kind+".pprof")] = true
 		}
