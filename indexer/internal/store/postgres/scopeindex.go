@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +33,10 @@ type document struct {
 type posting struct {
 	doc   int32 // index into scopeIndex.docs
 	entry int32 // index into the document's lexemes
+	// rank is entryRank of the entry under scopeIndex.rankWeights, worked
+	// out once: it depends on nothing but the entry, and a search over
+	// thousands of matching documents would otherwise repeat it for each.
+	rank float32
 }
 
 // scopeIndex is one scope ready to search: its documents and an inverted
@@ -51,15 +56,23 @@ type scopeIndex struct {
 	// byTrigram lists, for each trigram of any name key, the documents
 	// whose name key has it.
 	byTrigram map[trigram][]int32
+	// rankWeights are the field weights the postings' ranks were worked
+	// out with (the default ranking's).
+	rankWeights [4]float32
+	// nameOrder[doc] is the document's place in (name, id) order, the
+	// order of hits with equal scores.
+	nameOrder []int32
 }
 
 func newScopeIndex(id int64, toolCount int, docs []*document, ndoc map[string]int) *scopeIndex {
 	slices.SortFunc(docs, func(a, b *document) int { return compareInt64(a.id, b.id) })
-	ix := &scopeIndex{id: id, toolCount: toolCount, docs: docs, ndoc: ndoc, byTrigram: map[trigram][]int32{}}
+	ix := &scopeIndex{id: id, toolCount: toolCount, docs: docs, ndoc: ndoc, byTrigram: map[trigram][]int32{},
+		rankWeights: rankWeights(store.DefaultRanking.FieldWeights)}
 	byLexeme := map[string][]posting{}
 	for i, d := range docs {
 		for e, lex := range d.lexemes {
-			byLexeme[lex] = append(byLexeme[lex], posting{doc: int32(i), entry: int32(e)})
+			rank := entryRank(&ix.rankWeights, d.entryWeights(e))
+			byLexeme[lex] = append(byLexeme[lex], posting{doc: int32(i), entry: int32(e), rank: rank})
 		}
 		for _, g := range d.nameTrigrams.set {
 			ix.byTrigram[g] = append(ix.byTrigram[g], int32(i))
@@ -73,6 +86,20 @@ func newScopeIndex(id int64, toolCount int, docs []*document, ndoc map[string]in
 	ix.postings = make([][]posting, len(ix.lexicon))
 	for i, lex := range ix.lexicon {
 		ix.postings[i] = byLexeme[lex]
+	}
+	byName := make([]int32, len(docs))
+	for i := range byName {
+		byName[i] = int32(i)
+	}
+	slices.SortFunc(byName, func(a, b int32) int {
+		if c := strings.Compare(docs[a].name, docs[b].name); c != 0 {
+			return c
+		}
+		return compareInt64(docs[a].id, docs[b].id)
+	})
+	ix.nameOrder = make([]int32, len(docs))
+	for place, doc := range byName {
+		ix.nameOrder[doc] = int32(place)
 	}
 	return ix
 }

@@ -121,6 +121,7 @@ func (sc *scratch) mark(doc int32) {
 // entries, so that the single-precision sums come out the same.
 func (ix *scopeIndex) rankLexical(sc *scratch, lexemes []string, boost map[string]float64, r store.Ranking) {
 	w := rankWeights(r.FieldWeights)
+	ranked := w == ix.rankWeights
 	prefixWeight := float32(r.PrefixWeight)
 	for _, lex := range lexemes {
 		isPrefix := utf8.RuneCountInString(lex) >= 3
@@ -137,8 +138,10 @@ func (ix *scopeIndex) rankLexical(sc *scratch, lexemes []string, boost map[strin
 				break
 			}
 			for _, p := range ix.postings[e] {
-				d := ix.docs[p.doc]
-				add := entryRank(&w, d.entryWeights(int(p.entry)))
+				add := p.rank
+				if !ranked {
+					add = entryRank(&w, ix.docs[p.doc].entryWeights(int(p.entry)))
+				}
 				if sc.stamp[p.doc] != sc.lexeme {
 					sc.stamp[p.doc] = sc.lexeme
 					sc.touched = append(sc.touched, p.doc)
@@ -225,9 +228,10 @@ func (ix *scopeIndex) rankTrigram(sc *scratch, key string, r store.Ranking) {
 }
 
 // top returns the limit best candidates: highest score first, then by
-// name (byte order, PostgreSQL's C collation), then by document. It keeps
-// the best seen so far in a heap whose root is the worst of them, so most
-// candidates cost one comparison with the root.
+// name (byte order, PostgreSQL's C collation), then by document, the two
+// worked out once per scope as nameOrder. It keeps the best seen so far in
+// a heap whose root is the worst of them, so most candidates cost one
+// comparison with the root.
 func (ix *scopeIndex) top(sc *scratch, limit int) []store.Hit {
 	// order < 0: a ranks before b.
 	order := func(a, b int32) int {
@@ -237,10 +241,7 @@ func (ix *scopeIndex) top(sc *scratch, limit int) []store.Hit {
 			}
 			return 1
 		}
-		if c := strings.Compare(ix.docs[a].name, ix.docs[b].name); c != 0 {
-			return c
-		}
-		return compareInt64(ix.docs[a].id, ix.docs[b].id)
+		return int(ix.nameOrder[a] - ix.nameOrder[b])
 	}
 	heap := make([]int32, 0, min(limit, len(sc.matched)))
 	down := func(i int) {
