@@ -45,7 +45,9 @@ const (
 // copying, through the depth of a handler: at one client that was a tenth
 // of the aggregator's CPU (runtime.copystack under every CallTool). A
 // worker's stack stays grown between calls. Calls beyond the workers still
-// get a goroutine of their own, so this bounds nothing.
+// get a goroutine of their own, so this bounds nothing. (gRPC marks the
+// option experimental; TestCallsRunOnKeptGoroutines notices if an upgrade
+// changes what it does.)
 const streamWorkers = 64
 
 // Server is a gRPC server with health and reflection registered.
