@@ -137,3 +137,28 @@ func TestCallsRunOnKeptGoroutines(t *testing.T) {
 		t.Errorf("%d calls one after another ran on %d goroutines, want at most the 64 workers", calls, len(seen))
 	}
 }
+
+// sizeEcho answers RefreshScope with a digest as long as the server name
+// it was sent, so that one call carries a large message each way.
+type sizeEcho struct {
+	indexerv1.UnimplementedIndexerServiceServer
+}
+
+func (sizeEcho) RefreshScope(_ context.Context, req *indexerv1.RefreshScopeRequest) (*indexerv1.RefreshScopeResponse, error) {
+	return &indexerv1.RefreshScopeResponse{ToolsDigest: strings.Repeat("d", len(req.GetServer()))}, nil
+}
+
+// Messages several times the fixed stream window (rpc.go, streamWindow)
+// still cross both ways: the windows pace a large message, never stop it.
+func TestMessagesLargerThanTheWindowCross(t *testing.T) {
+	addr := startIndexer(t, testCreds, sizeEcho{})
+	client := indexerv1.NewIndexerServiceClient(dial(t, addr, "gateway-secret"))
+	const size = 6 << 20
+	resp, err := client.RefreshScope(context.Background(), &indexerv1.RefreshScopeRequest{Principal: &commonv1.Principal{Subject: "alice"}, Server: strings.Repeat("s", size)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(resp.GetToolsDigest()); got != size {
+		t.Errorf("answer of %d bytes, want %d", got, size)
+	}
+}
