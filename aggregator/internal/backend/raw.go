@@ -304,8 +304,12 @@ func nameHeaderValue(name string) string {
 // readAnswer reads the response to request id: one JSON message, or an
 // event stream whose notifications are relayed until the response.
 func (c *Client) readAnswer(ctx context.Context, resp *http.Response, id string, call *Call, modern bool, s *mcp.ClientSession) (*Result, error) {
-	defer resp.Body.Close()
 	ctype, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if resp.StatusCode == http.StatusOK && ctype == "text/event-stream" {
+		// readStream closes the body, or has its end read after it returns.
+		return c.readStream(ctx, resp.Body, id, call, modern, s)
+	}
+	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return nil, rejection(resp, call.Method)
 	}
@@ -320,8 +324,6 @@ func (c *Client) readAnswer(ctx context.Context, resp *http.Response, id string,
 			return nil, fmt.Errorf("%w: %w", ErrProtocolViolation, err)
 		}
 		return answerOf(m, id)
-	case "text/event-stream":
-		return c.readStream(ctx, resp.Body, id, call, modern, s)
 	default:
 		return nil, fmt.Errorf("%w: response of type %q", ErrProtocolViolation, ctype)
 	}
@@ -400,12 +402,29 @@ func wireError(raw []byte) error {
 // drainGraceAfterAnswer bounds how long the rest of an event stream is
 // read after its response arrived, so the connection is kept for reuse;
 // a backend that holds the stream open loses the connection instead.
-const drainGraceAfterAnswer = drainGrace
+// (A variable for tests.)
+var drainGraceAfterAnswer = drainGrace
 
-// readStream reads an event stream until the response to id.
+// drainStream reads what is left of an answered event stream, for at most
+// drainGraceAfterAnswer, and closes it.
+func drainStream(body io.ReadCloser) {
+	t := time.AfterFunc(drainGraceAfterAnswer, func() { _ = body.Close() })
+	_, _ = io.Copy(io.Discard, body)
+	t.Stop()
+	_ = body.Close()
+}
+
+// readStream reads an event stream until the response to id, and closes
+// it.
 func (c *Client) readStream(ctx context.Context, body io.ReadCloser, id string, call *Call, modern bool, s *mcp.ClientSession) (*Result, error) {
 	events := newEventReader(body)
 	defer events.release()
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			_ = body.Close()
+		}
+	}()
 	for {
 		data, err := events.next()
 		if err == io.EOF {
@@ -428,10 +447,17 @@ func (c *Client) readStream(ctx context.Context, body io.ReadCloser, id string, 
 			c.refuseRequest(ctx, s, m)
 		default:
 			res, err := answerOf(m, id)
-			// Read the end of the stream, so the connection is reused.
-			t := time.AfterFunc(drainGraceAfterAnswer, func() { _ = body.Close() })
-			_, _ = io.Copy(io.Discard, body)
-			t.Stop()
+			// The end of the stream is read so that the connection is used
+			// again. A backend writes it after the answer, in a write of its
+			// own (go-sdk's final chunk: about 25 µs later at one client),
+			// so the answer does not wait for it when the transport lets the
+			// rest of the exchange outlive this call.
+			if d, ok := body.(interface{ Detach() bool }); ok && d.Detach() {
+				handedOff = true
+				go drainStream(body)
+			} else {
+				drainStream(body)
+			}
 			return res, err
 		}
 	}

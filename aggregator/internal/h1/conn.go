@@ -193,6 +193,9 @@ type body struct {
 	stop  func() bool
 	reuse bool
 	done  atomic.Bool
+	// detached is set once Detach has stopped the context from
+	// interrupting the exchange.
+	detached atomic.Bool
 	// err is what a Read after the end returns: io.EOF after the whole
 	// body, the failure after a failed read, errBodyClosed after Close.
 	mu  sync.Mutex
@@ -224,6 +227,23 @@ func (b *body) Close() error {
 	return nil
 }
 
+// Detach makes the rest of the exchange independent of the request's
+// context: a caller that has what it needed from the body can hand the
+// reading of its end to another goroutine and return, and the connection
+// is still kept when that end arrives. It reports false when the context
+// has already interrupted the exchange (the connection is then lost). The
+// reader must bound the rest itself, by closing the body.
+func (b *body) Detach() bool {
+	if b.done.Load() {
+		return false
+	}
+	if !b.stop() {
+		return false
+	}
+	b.detached.Store(true)
+	return true
+}
+
 func (b *body) endErr() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -240,7 +260,9 @@ func (b *body) finish(whole bool, end error) bool {
 	b.mu.Lock()
 	b.err = end
 	b.mu.Unlock()
-	if b.stop() && whole && b.reuse {
+	// After Detach the context can no longer have interrupted anything,
+	// and stop would report false for having been called already.
+	if (b.detached.Load() || b.stop()) && whole && b.reuse {
 		b.c.t.put(b.c)
 		return true
 	}

@@ -813,3 +813,51 @@ func TestBodyErrorsStick(t *testing.T) {
 		t.Fatalf("a read after Close: %v", err)
 	}
 }
+
+// After Detach, the end of a body is read after its request's context
+// ended, and the connection is kept.
+func TestDetachOutlivesTheContext(t *testing.T) {
+	var counter connCounter
+	release := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: answer\n\n")
+		w.(http.Flusher).Flush()
+		<-release
+	}))
+	srv.Config.ConnState = counter.track
+	srv.Start()
+	defer srv.Close()
+	tr := New(Config{})
+	defer tr.CloseIdleConnections()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	resp, err := post(t, tr, ctx, srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); err != nil || line != "data: answer\n" {
+		t.Fatalf("first event: %q %v", line, err)
+	}
+	d, ok := resp.Body.(interface{ Detach() bool })
+	if !ok || !d.Detach() {
+		t.Fatal("the body could not be detached")
+	}
+	cancel()
+	close(release)
+	if rest, err := io.ReadAll(br); err != nil || string(rest) != "\n" {
+		t.Fatalf("the rest after the context ended: %q %v", rest, err)
+	}
+	_ = resp.Body.Close()
+	if tr.Idle() != 1 {
+		t.Fatalf("%d idle connections after a detached body was read whole, want 1", tr.Idle())
+	}
+
+	if d.Detach() {
+		t.Fatal("a body read to its end could be detached")
+	}
+	if n := counter.opened.Load(); n != 1 {
+		t.Fatalf("opened %d connections, want 1", n)
+	}
+}

@@ -40,6 +40,13 @@ func (t *Transport) takeIdle(key string) *conn {
 	return c
 }
 
+// Idle is the number of idle connections the transport holds.
+func (t *Transport) Idle() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.idleCount
+}
+
 // put keeps c for its next request, or closes it past the bounds.
 func (t *Transport) put(c *conn) {
 	t.mu.Lock()
