@@ -48,7 +48,9 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			// The caller went away or its deadline passed: say which, rather
+			// than end the stream as if it had completed.
+			return s.fail(ctx, "WatchCatalog", ctx.Err())
 		case uri := <-updated:
 			if err := stream.Send(&aggregatorv1.WatchCatalogResponse{CatalogVersion: snap.Version, UpdatedResourceUris: []string{uri}}); err != nil {
 				return err
@@ -99,7 +101,9 @@ func (s *Server) watchAllChanges(stream grpc.ServerStreamingServer[aggregatorv1.
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			// The caller went away or its deadline passed: say which, rather
+			// than end the stream as if it had completed.
+			return s.fail(ctx, "WatchCatalog", ctx.Err())
 		case <-superseded:
 		}
 		prevPolicy := policy

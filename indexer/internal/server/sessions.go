@@ -115,7 +115,9 @@ func (s *Server) WatchRevocations(_ *indexerv1.WatchRevocationsRequest, stream i
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			// The caller went away or its deadline passed: say which, rather
+			// than end the stream as if it had completed.
+			return s.toStatus(ctx, "WatchRevocations", ctx.Err())
 		case <-s.Stopping:
 			// Shutting down: end the stream so the graceful stop is not
 			// held up; the gateway reconnects to another replica.

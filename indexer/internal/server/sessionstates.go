@@ -211,7 +211,9 @@ func (s *Server) WatchSessionEvents(req *indexerv1.WatchSessionEventsRequest, st
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			// The caller went away or its deadline passed: say which, rather
+			// than end the stream as if it had completed.
+			return s.toStatus(ctx, "WatchSessionEvents", ctx.Err())
 		case <-s.Stopping:
 			return nil
 		case ev, ok := <-events:

@@ -263,7 +263,9 @@ func (s *Server) WatchToolDefinitions(_ *indexerv1.WatchToolDefinitionsRequest, 
 		var ok bool
 		select {
 		case <-ctx.Done():
-			return nil
+			// The caller went away or its deadline passed: say which, rather
+			// than end the stream as if it had completed.
+			return s.toStatus(ctx, "WatchToolDefinitions", ctx.Err())
 		case <-s.Stopping:
 			return nil
 		case e, ok = <-events:
