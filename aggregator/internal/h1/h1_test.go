@@ -310,12 +310,13 @@ func TestConnectionCloseAndEarlyCloseNotReused(t *testing.T) {
 
 // Ending the request's context interrupts a response being read, and the
 // connection is not reused.
-func TestCancelInterruptsBody(t *testing.T) {
-	var counter connCounter
-	release := make(chan struct{})
+// heldEventServer answers every request with an event stream of one event,
+// flushed, and ends the stream once release is closed or the request ends.
+func heldEventServer(t *testing.T, counter *connCounter, event string, release <-chan struct{}) *httptest.Server {
+	t.Helper()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprint(w, "data: first\n\n")
+		fmt.Fprintf(w, "data: %s\n\n", event)
 		w.(http.Flusher).Flush()
 		select {
 		case <-release:
@@ -324,7 +325,14 @@ func TestCancelInterruptsBody(t *testing.T) {
 	}))
 	srv.Config.ConnState = counter.track
 	srv.Start()
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestCancelInterruptsBody(t *testing.T) {
+	var counter connCounter
+	release := make(chan struct{})
+	srv := heldEventServer(t, &counter, "first", release)
 	defer close(release)
 	tr := New(Config{})
 	defer tr.CloseIdleConnections()
@@ -819,15 +827,7 @@ func TestBodyErrorsStick(t *testing.T) {
 func TestDetachOutlivesTheContext(t *testing.T) {
 	var counter connCounter
 	release := make(chan struct{})
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprint(w, "data: answer\n\n")
-		w.(http.Flusher).Flush()
-		<-release
-	}))
-	srv.Config.ConnState = counter.track
-	srv.Start()
-	defer srv.Close()
+	srv := heldEventServer(t, &counter, "answer", release)
 	tr := New(Config{})
 	defer tr.CloseIdleConnections()
 
