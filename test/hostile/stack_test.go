@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-mcp/switchboard/test/harness"
+	"github.com/switchboard-mcp/switchboard/test/ports"
 )
 
 // Two API keys, two principals: alice (group users) may use the weather
@@ -212,7 +212,7 @@ func binDir(t *testing.T) string {
 }
 
 func freePort(t *testing.T) string {
-	port, err := harness.FreePort()
+	port, err := ports.Free()
 	if err != nil {
 		t.Fatal(err)
 	}

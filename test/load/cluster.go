@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,6 +21,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 	"github.com/switchboard-mcp/switchboard/services/devstack"
 	"github.com/switchboard-mcp/switchboard/services/pgcluster"
+	"github.com/switchboard-mcp/switchboard/test/ports"
 )
 
 // startTimeout bounds how long any one process may take to become ready.
@@ -340,24 +340,9 @@ func (e *Env) Start(ctx context.Context, t Topology) (c *Cluster, err error) {
 	return c, nil
 }
 
-// freePorts reserves n distinct loopback ports by listening on port 0, then
-// releases them for the children to bind. Holding all listeners until every
-// port is known keeps the n ports distinct.
+// freePorts chooses n distinct loopback ports for the cluster's processes
+// (ports.FreeN: from below the kernel's ephemeral range, so that nothing
+// listening on port 0 meanwhile takes one).
 func freePorts(n int) ([]int, error) {
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
+	return ports.FreeN(n)
 }

@@ -2,18 +2,20 @@
 // line. The conformance runner uses it to give the services of a
 // Switchboard stack addresses that nothing else on a shared machine uses.
 //
-// All N listeners are held open until every port is chosen, so the ports
-// are distinct; they are released on exit, and the caller binds them soon
-// after. That leaves a small window in which another process could take
-// one: the services then fail to start, loudly, and a rerun picks others.
+// The ports are distinct and come from below the kernel's ephemeral range
+// (ports.FreeN), so nothing listening on port 0 takes one before the
+// caller binds it. Another process choosing the same port in that moment
+// is still possible: the services then fail to start, loudly, and a rerun
+// picks others.
 package main
 
 import (
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"strconv"
+
+	"github.com/switchboard-mcp/switchboard/test/ports"
 )
 
 func main() {
@@ -24,17 +26,12 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	var listeners []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "freeport:", err)
-			os.Exit(1)
-		}
-		listeners = append(listeners, ln)
+	chosen, err := ports.FreeN(n)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "freeport:", err)
+		os.Exit(1)
 	}
-	for _, ln := range listeners {
-		fmt.Println(ln.Addr().(*net.TCPAddr).Port)
-		ln.Close()
+	for _, p := range chosen {
+		fmt.Println(p)
 	}
 }
