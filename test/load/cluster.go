@@ -216,11 +216,11 @@ func (e *Env) Start(ctx context.Context, t Topology) (c *Cluster, err error) {
 	e.mu.Unlock()
 	profiling := e.Profiling
 
-	ports, err := freePorts(firstBackendPort + t.Backends)
+	chosen, err := ports.FreeN(firstBackendPort + t.Backends)
 	if err != nil {
 		return nil, err
 	}
-	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
+	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(chosen[i]) }
 	data := configData{
 		Gateway: addr(portGateway), Aggregator: addr(portAggregator), AggregatorHTTP: addr(portAggregatorHTTP),
 		Indexer: addr(portIndexer), IndexerHTTP: addr(portIndexerHTTP), Pprof: profiling,
@@ -338,11 +338,4 @@ func (e *Env) Start(ctx context.Context, t Topology) (c *Cluster, err error) {
 	}
 	c.Started = time.Now()
 	return c, nil
-}
-
-// freePorts chooses n distinct loopback ports for the cluster's processes
-// (ports.FreeN: from below the kernel's ephemeral range, so that nothing
-// listening on port 0 meanwhile takes one).
-func freePorts(n int) ([]int, error) {
-	return ports.FreeN(n)
 }

@@ -31,11 +31,7 @@ func (rec *eraRecorder) eras() []string {
 
 func startDualEra(t *testing.T, rec *eraRecorder, modernOnly bool) string {
 	t.Helper()
-	srv := mcp.NewServer(&mcp.Implementation{Name: "dual", Version: "1"}, nil)
-	mcp.AddTool(srv, &mcp.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest, map[string]any) (*mcp.CallToolResult, any, error) {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
-	})
-	router := dualera.New(srv, nil, nil)
+	router := dualEraEcho("dual")
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			body, _ := io.ReadAll(r.Body)
@@ -55,6 +51,16 @@ func startDualEra(t *testing.T, rec *eraRecorder, modernOnly bool) string {
 	}))
 	t.Cleanup(ts.Close)
 	return ts.URL
+}
+
+// dualEraEcho is a real go-sdk server with one tool, echo, served in both
+// eras (dualera).
+func dualEraEcho(name string) http.Handler {
+	srv := mcp.NewServer(&mcp.Implementation{Name: name, Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest, map[string]any) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
+	})
+	return dualera.New(srv, nil, nil)
 }
 
 func echoCall(caps string) *Call {

@@ -313,20 +313,18 @@ func (c *Client) readAnswer(ctx context.Context, resp *http.Response, id string,
 	if resp.StatusCode != http.StatusOK {
 		return nil, rejection(resp, call.Method)
 	}
-	switch ctype {
-	case "application/json":
-		body, err := readBounded(resp.Body)
-		if err != nil {
-			return nil, err
-		}
-		m, err := parseMessage(body)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrProtocolViolation, err)
-		}
-		return answerOf(m, id)
-	default:
+	if ctype != "application/json" {
 		return nil, fmt.Errorf("%w: response of type %q", ErrProtocolViolation, ctype)
 	}
+	body, err := readBounded(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	m, err := parseMessage(body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrProtocolViolation, err)
+	}
+	return answerOf(m, id)
 }
 
 // rejection turns a non-200 answer into an error: the backend's JSON-RPC

@@ -189,6 +189,17 @@ func rawServer(t *testing.T, serve func(net.Conn)) string {
 	return "http://" + lis.Addr().String()
 }
 
+// cannedServer answers one request per connection with answer, raw.
+func cannedServer(t *testing.T, answer string) string {
+	t.Helper()
+	return rawServer(t, func(c net.Conn) {
+		if _, err := readRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		fmt.Fprint(c, answer)
+	})
+}
+
 // serveConns hands every connection lis accepts to serve, until the test
 // ends.
 func serveConns(t *testing.T, lis net.Listener, serve func(net.Conn)) {
@@ -248,12 +259,7 @@ func TestUnaskedBytesDiscardConnection(t *testing.T) {
 }
 
 func TestInformationalAnswersSkipped(t *testing.T) {
-	u := rawServer(t, func(c net.Conn) {
-		if _, err := readRequest(bufio.NewReader(c)); err != nil {
-			return
-		}
-		fmt.Fprint(c, "HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfinal")
-	})
+	u := cannedServer(t, "HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfinal")
 	tr := New(Config{})
 	defer tr.CloseIdleConnections()
 	resp, err := post(t, tr, context.Background(), u, "x")
@@ -704,12 +710,7 @@ func TestClosingAnswersNotPooled(t *testing.T) {
 	if n := len(tr.idleConns()); n != 0 {
 		t.Fatalf("Connection: close left %d idle", n)
 	}
-	u := rawServer(t, func(c net.Conn) {
-		if _, err := readRequest(bufio.NewReader(c)); err != nil {
-			return
-		}
-		fmt.Fprint(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n")
-	})
+	u := cannedServer(t, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n")
 	resp, err = post(t, tr, context.Background(), u, "x")
 	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
 		t.Fatalf("got %v %v", resp, err)
@@ -793,12 +794,7 @@ func TestTinyIdleTimeout(t *testing.T) {
 // After a failed read or a Close, a body keeps saying so instead of
 // looking complete.
 func TestBodyErrorsStick(t *testing.T) {
-	u := rawServer(t, func(c net.Conn) {
-		if _, err := readRequest(bufio.NewReader(c)); err != nil {
-			return
-		}
-		fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\ntruncated")
-	})
+	u := cannedServer(t, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\ntruncated")
 	tr := New(Config{})
 	defer tr.CloseIdleConnections()
 	resp, err := post(t, tr, context.Background(), u, "x")
