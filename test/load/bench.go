@@ -68,10 +68,13 @@ type CallRow struct {
 	Era                        string
 	Concurrency                int
 	Switchboard, Proxy, Direct CallRun
-	// SwitchboardFirstBackend is Switchboard calling only the direct
-	// target's tools (same backend work); run at the top concurrency only.
-	SwitchboardFirstBackend CallRun
-	LoadAvg                 string
+	// The like-for-like pairs, run at the lowest and the top concurrency
+	// only: SwitchboardFirstBackend is Switchboard calling only the direct
+	// target's tools, the backend work of Direct; DirectSpread is the
+	// client calling every backend directly, the backend work of
+	// Switchboard.
+	SwitchboardFirstBackend, DirectSpread CallRun
+	LoadAvg                               string
 }
 
 // CallTable is W1 over one catalog.
@@ -292,7 +295,9 @@ func runCallsAndMemory(ctx context.Context, c *Cluster, opts BenchOptions, concu
 		n   int
 	}
 	runs := map[key][][]CallRun{}
-	firstBackend := map[key][]CallRun{}
+	// likeForLike[k] holds, for each repetition, the runs of
+	// SwitchboardFirstBackendTarget and DirectSpreadTarget in turn.
+	likeForLike := map[key][]CallRun{}
 	loads := map[key]string{}
 	reps := max(opts.Runs, 1)
 	for rep := range reps {
@@ -330,13 +335,15 @@ func runCallsAndMemory(ctx context.Context, c *Cluster, opts BenchOptions, concu
 					runs[k][i] = append(runs[k][i], r)
 					got = append(got, r)
 				}
-				if n == topConcurrency {
-					WaitQuiet(ctx, c.Procs)
-					r, err := RunCalls(ctx, SwitchboardFirstBackendTarget(c), e, n, opts.CallDuration, opts.MaxCallsPerRun)
-					if err != nil {
-						return CallTable{}, nil, fmt.Errorf("W1 switchboard, first backend %s c=%d: %w", e.Name, n, err)
+				if n == topConcurrency || n == concurrency[0] {
+					for _, t := range []Target{SwitchboardFirstBackendTarget(c), DirectSpreadTarget(c)} {
+						WaitQuiet(ctx, c.Procs)
+						r, err := RunCalls(ctx, t, e, n, opts.CallDuration, opts.MaxCallsPerRun)
+						if err != nil {
+							return CallTable{}, nil, fmt.Errorf("W1 %s %s c=%d: %w", t.Name, e.Name, n, err)
+						}
+						likeForLike[k] = append(likeForLike[k], r)
 					}
-					firstBackend[k] = append(firstBackend[k], r)
 				}
 				d, p, s := got[0], got[1], got[2]
 				progress("W1 %d tools, run %d/%d %s c=%d: calls/s direct %.0f, proxy %.0f, Switchboard %.0f; p50 %s / %s / %s; errors %d/%d/%d",
@@ -352,8 +359,12 @@ func runCallsAndMemory(ctx context.Context, c *Cluster, opts BenchOptions, concu
 				Era: e.Name, Concurrency: n, LoadAvg: loads[k],
 				Direct: CombineRuns(runs[k][0]), Proxy: CombineRuns(runs[k][1]), Switchboard: CombineRuns(runs[k][2]),
 			}
-			if len(firstBackend[k]) > 0 {
-				row.SwitchboardFirstBackend = CombineRuns(firstBackend[k])
+			if l := likeForLike[k]; len(l) > 0 {
+				var first, spread []CallRun
+				for i := 0; i+1 < len(l); i += 2 {
+					first, spread = append(first, l[i]), append(spread, l[i+1])
+				}
+				row.SwitchboardFirstBackend, row.DirectSpread = CombineRuns(first), CombineRuns(spread)
 			}
 			table.Rows = append(table.Rows, row)
 		}

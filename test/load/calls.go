@@ -16,9 +16,15 @@ const callTimeout = 30 * time.Second
 // Target is one side of a comparison: Switchboard's gateway, the
 // reference proxy, or a backend reached directly.
 type Target struct {
-	// Name is "switchboard", "proxy" or "direct".
+	// Name is "switchboard", "proxy", "direct" or "direct-spread".
 	Name string
 	URL  string
+	// URLs, when set, replace URL: each worker holds a session to every
+	// one of them, and Route picks the session and the tool of each call.
+	// It is a client calling several backends by itself, the calls
+	// Switchboard makes for it.
+	URLs  []string
+	Route func(w, k int) (url int, tool string)
 	// Key is sent as "Authorization: Bearer" on every request when set.
 	// Every side of a comparison sends the same header, so the client does
 	// the same work on each; only the gateway reads it.
@@ -47,6 +53,21 @@ func SwitchboardTarget(c *Cluster) Target {
 	return Target{Name: "switchboard", URL: c.GatewayURL, Key: c.firstKey(), Procs: procs, Tool: func(w, k int) string {
 		return fmt.Sprintf("b%02d_tool_%04d", (w+k)%t.Backends, (37*k+w)%t.ToolsPerBackend)
 	}}
+}
+
+// DirectSpreadTarget is every backend of c reached directly, each worker
+// holding a session to each, with the calls of SwitchboardTarget: the k-th
+// call of worker w goes to the backend and tool Switchboard would route it
+// to. It holds the backend work equal to Switchboard's, which
+// DirectTarget does not: a backend serving a fraction of the calls, idle
+// in between, spends more CPU and time on each (its threads sleep and must
+// be woken), and that is the topology's cost, not Switchboard's.
+func DirectSpreadTarget(c *Cluster) Target {
+	t := c.Topology
+	return Target{Name: "direct-spread", URLs: c.BackendURLs, Key: c.firstKey(), Procs: c.Services("backend"),
+		Route: func(w, k int) (int, string) {
+			return (w + k) % t.Backends, fmt.Sprintf("tool_%04d", (37*k+w)%t.ToolsPerBackend)
+		}}
 }
 
 // SwitchboardFirstBackendTarget is the gateway of c, with the calls of the
@@ -174,34 +195,72 @@ func RunCalls(ctx context.Context, t Target, e Era, concurrency int, d time.Dura
 // starts (after the warm-up), for a profile to cover the measured calls
 // only.
 func runCalls(ctx context.Context, t Target, e Era, concurrency int, d time.Duration, maxCalls int, started func()) (CallRun, error) {
-	sessions := make([]*Session, 0, concurrency)
+	urls, route := []string{t.URL}, func(w, k int) (int, string) { return 0, t.Tool(w, k) }
+	if len(t.URLs) > 0 {
+		urls, route = t.URLs, t.Route
+	}
+	// byWorker[w][u] is worker w's session to urls[u].
+	byWorker := make([][]*Session, 0, concurrency)
 	defer func() {
-		for _, s := range sessions {
-			s.Close()
+		for _, ss := range byWorker {
+			for _, s := range ss {
+				s.Close()
+			}
 		}
 	}()
 	for range concurrency {
-		s, _, err := ConnectWith(ctx, t.URL, e, t.Key)
-		if err != nil {
-			return CallRun{}, err
+		ss := make([]*Session, 0, len(urls))
+		for _, u := range urls {
+			s, _, err := ConnectWith(ctx, u, e, t.Key)
+			if err != nil {
+				for _, s := range ss {
+					s.Close()
+				}
+				return CallRun{}, err
+			}
+			ss = append(ss, s)
 		}
-		sessions = append(sessions, s)
+		byWorker = append(byWorker, ss)
 	}
 	// One call per session first, so every connection is open and every
-	// lazy path warm before the clock starts.
-	for w, s := range sessions {
-		if err := callOnce(ctx, s, t.Tool(w, 0)); err != nil {
-			return CallRun{}, fmt.Errorf("warm-up call: %w", err)
+	// lazy path warm before the clock starts: the first call Route sends
+	// to that session.
+	for w, ss := range byWorker {
+		for u, s := range ss {
+			tool, ok := firstCallTo(route, w, u, len(urls))
+			if !ok {
+				return CallRun{}, fmt.Errorf("worker %d never calls %s", w, urls[u])
+			}
+			if err := callOnce(ctx, s, tool); err != nil {
+				return CallRun{}, fmt.Errorf("warm-up call: %w", err)
+			}
 		}
+	}
+	sessions := make([]*Session, len(byWorker))
+	for w, ss := range byWorker {
+		sessions[w] = ss[0]
 	}
 	return closedLoop{
 		sessions: sessions, workers: concurrency, duration: d, maxOps: maxCalls,
 		cpu:     func() map[string]time.Duration { return cpuByRole(t.Procs, nil) },
 		started: started,
-		op: func(ctx context.Context, s *Session, w, k int) error {
-			return CallEcho(ctx, s, t.Tool(w, k))
+		op: func(ctx context.Context, _ *Session, w, k int) error {
+			u, tool := route(w, k)
+			return CallEcho(ctx, byWorker[w][u], tool)
 		},
 	}.run(ctx), nil
+}
+
+// firstCallTo is the tool of worker w's first call that route sends to
+// URL u of n, looking at as many calls as it takes a rotation over n URLs
+// to come round, a hundred times over.
+func firstCallTo(route func(w, k int) (int, string), w, u, n int) (string, bool) {
+	for k := range 100 * n {
+		if got, tool := route(w, k); got == u {
+			return tool, true
+		}
+	}
+	return "", false
 }
 
 // closedLoop is workers issuing operations back to back, each waiting for

@@ -137,6 +137,9 @@ type Cluster struct {
 	// the topology asks for one, else the first backend's behind
 	// Switchboard.
 	DirectURL string
+	// BackendURLs are the MCP endpoints of the backends behind Switchboard,
+	// b00 first.
+	BackendURLs []string
 	// ProxyURL is the MCP endpoint through the reference proxy, in front
 	// of the direct backend; empty unless the topology asks for it.
 	ProxyURL string
@@ -298,6 +301,7 @@ func (e *Env) Start(ctx context.Context, t Topology) (c *Cluster, err error) {
 	}
 	c.DirectURL = directBase + "/mcp"
 	for _, b := range data.Backends {
+		c.BackendURLs = append(c.BackendURLs, "http://"+b.Listen+"/mcp")
 		if err := start(b.Name, "backend", bin(devstack.DemoBackendBin), backendArgs(b.Name, b.Listen, t.ToolsPerBackend),
 			devstack.HTTPOK("http://"+b.Listen+"/healthz")); err != nil {
 			return nil, err

@@ -58,7 +58,7 @@ func TestWorkloadsAgainstRealCluster(t *testing.T) {
 		t.Fatal("the gateway accepted a session without an API key")
 	}
 	for _, e := range Eras {
-		for _, target := range []Target{SwitchboardTarget(c), ProxyTarget(c), DirectTarget(c)} {
+		for _, target := range []Target{SwitchboardTarget(c), ProxyTarget(c), DirectTarget(c), SwitchboardFirstBackendTarget(c), DirectSpreadTarget(c)} {
 			run, err := RunCalls(ctx, target, e, 2, 300*time.Millisecond, 200)
 			if err != nil {
 				t.Fatalf("%s %s: %v", e.Name, target.Name, err)
@@ -69,7 +69,10 @@ func TestWorkloadsAgainstRealCluster(t *testing.T) {
 			if run.P50 <= 0 || run.P99 < run.P50 {
 				t.Errorf("%s %s: p50 %v p99 %v", e.Name, target.Name, run.P50, run.P99)
 			}
-			for _, role := range map[string][]string{"switchboard": {"gateway", "aggregator", "backend"}, "proxy": {"proxy", "direct"}, "direct": {"direct"}}[target.Name] {
+			for _, role := range map[string][]string{
+				"switchboard": {"gateway", "aggregator", "backend"}, "proxy": {"proxy", "direct"}, "direct": {"direct"},
+				"switchboard-first-backend": {"gateway", "aggregator", "backend"}, "direct-spread": {"backend"},
+			}[target.Name] {
 				if _, ok := run.CPU[role]; !ok {
 					t.Errorf("%s %s: no CPU figure for %s (%v)", e.Name, target.Name, role, run.CPU)
 				}

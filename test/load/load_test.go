@@ -2,6 +2,7 @@ package load
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -177,6 +178,10 @@ func TestBenchMarkdownSummary(t *testing.T) {
 					Direct:      run(1000, ms, map[string]time.Duration{"backend": 500 * ms}),
 					Proxy:       run(800, 1300*time.Microsecond, map[string]time.Duration{"proxy": 300 * ms, "backend": 500 * ms}),
 					Switchboard: run(500, 2*ms, map[string]time.Duration{"gateway": sbCPU / 2, "aggregator": sbCPU / 2, "backend": 500 * ms}),
+					// Like for like: Switchboard on the first backend only,
+					// and the client over every backend directly.
+					SwitchboardFirstBackend: run(600, 1700*time.Microsecond, map[string]time.Duration{"gateway": sbCPU / 2, "aggregator": sbCPU / 2, "backend": 400 * ms}),
+					DirectSpread:            run(900, 1100*time.Microsecond, map[string]time.Duration{"backend": 600 * ms}),
 				})
 			}
 		}
@@ -196,7 +201,12 @@ func TestBenchMarkdownSummary(t *testing.T) {
 		// 1.2 ms ÷ 0.3 ms, then 1.32 ÷ 0.3 and the larger catalog's over the smaller's.
 		"| Modern c=16: gateway + aggregator CPU per call ÷ the proxy's | 1.20 ÷ 0.30 ms = **4.00×** | 1.32 ÷ 0.30 ms = **4.40×** | 1.10× | ≤ 1.5× |",
 		"| Modern c=16: calls/s ÷ direct | **0.50×**, proxy 0.80× |",
-		"| Modern c=1: p50 added over direct | **+1.00 ms**, proxy +0.30 ms |",
+		// 1.7 − 1.0 ms on one backend, 2.0 − 1.1 ms over every backend.
+		"| Modern c=1, like for like: p50 added over direct, one backend / every backend | **+0.70** / **+0.90 ms**, proxy +0.30 ms |",
+		"| Modern c=1: p50 added, Switchboard over every backend over direct on the first | +1.00 ms |",
+		// 600 ÷ 1000 and 500 ÷ 900.
+		"| Legacy c=16, like for like: calls/s ÷ direct, one backend / every backend | **0.60×** / **0.56×** |",
+		"| Modern | 1 | 1000 / 600 (0.60×) | 1.00 / 1.70 (+0.70) | 900 / 500 (0.56×) | 1.10 / 2.00 (+0.90) |",
 		"| find_tool c=1, 1 principal(s): p50 (p99) | **4.00 ms** (12.0) | – |",
 		// 100 + 300 + 50 + 550 ms over 1,000 queries.
 		"| find_tool c=1, 1 principal(s): CPU per query, gateway + indexer + aggregator + PostgreSQL | 1.00 ms |",
@@ -205,6 +215,31 @@ func TestBenchMarkdownSummary(t *testing.T) {
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+// TestDirectSpreadMakesSwitchboardsCalls holds the like-for-like pairing:
+// the k-th call of worker w goes, directly, to the backend and tool
+// Switchboard routes that worker's k-th call to, and every worker reaches
+// every backend.
+func TestDirectSpreadMakesSwitchboardsCalls(t *testing.T) {
+	c := &Cluster{Topology: Topology{Backends: 3, ToolsPerBackend: 7}, BackendURLs: []string{"b0", "b1", "b2"}}
+	sb, spread := SwitchboardTarget(c), DirectSpreadTarget(c)
+	if len(spread.URLs) != 3 {
+		t.Fatalf("direct-spread URLs %v, want every backend's", spread.URLs)
+	}
+	for w := range 4 {
+		reached := map[int]bool{}
+		for k := range 50 {
+			u, tool := spread.Route(w, k)
+			reached[u] = true
+			if want := sb.Tool(w, k); fmt.Sprintf("b%02d_%s", u, tool) != want {
+				t.Fatalf("worker %d call %d: direct calls %s on backend %d; Switchboard calls %s", w, k, tool, u, want)
+			}
+		}
+		if len(reached) != 3 {
+			t.Errorf("worker %d reached backends %v, want all 3", w, reached)
 		}
 	}
 }
