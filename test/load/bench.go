@@ -70,8 +70,8 @@ type CallRow struct {
 	Switchboard, Proxy, Direct CallRun
 	// The like-for-like pairs, run at the lowest and the top concurrency
 	// only: SwitchboardFirstBackend is Switchboard calling only the direct
-	// target's tools, the backend work of Direct; DirectSpread is the
-	// client calling every backend directly, the backend work of
+	// target's tools, on Direct's backend; DirectSpread is the client
+	// calling every backend directly, the backends and calls of
 	// Switchboard.
 	SwitchboardFirstBackend, DirectSpread CallRun
 	LoadAvg                               string
@@ -295,9 +295,8 @@ func runCallsAndMemory(ctx context.Context, c *Cluster, opts BenchOptions, concu
 		n   int
 	}
 	runs := map[key][][]CallRun{}
-	// likeForLike[k] holds, for each repetition, the runs of
-	// SwitchboardFirstBackendTarget and DirectSpreadTarget in turn.
-	likeForLike := map[key][]CallRun{}
+	// The like-for-like runs by configuration, one per repetition.
+	firstBackend, directSpread := map[key][]CallRun{}, map[key][]CallRun{}
 	loads := map[key]string{}
 	reps := max(opts.Runs, 1)
 	for rep := range reps {
@@ -336,14 +335,21 @@ func runCallsAndMemory(ctx context.Context, c *Cluster, opts BenchOptions, concu
 					got = append(got, r)
 				}
 				if n == topConcurrency || n == concurrency[0] {
-					for _, t := range []Target{SwitchboardFirstBackendTarget(c), DirectSpreadTarget(c)} {
+					var pair [2]CallRun
+					for i, t := range []Target{SwitchboardFirstBackendTarget(c), DirectSpreadTarget(c)} {
 						WaitQuiet(ctx, c.Procs)
 						r, err := RunCalls(ctx, t, e, n, opts.CallDuration, opts.MaxCallsPerRun)
 						if err != nil {
 							return CallTable{}, nil, fmt.Errorf("W1 %s %s c=%d: %w", t.Name, e.Name, n, err)
 						}
-						likeForLike[k] = append(likeForLike[k], r)
+						if dead := c.Exited(); dead != "" {
+							return CallTable{}, nil, fmt.Errorf("%s exited during W1", dead)
+						}
+						pair[i] = r
 					}
+					firstBackend[k], directSpread[k] = append(firstBackend[k], pair[0]), append(directSpread[k], pair[1])
+					progress("W1 %d tools, run %d/%d %s c=%d like for like: calls/s Switchboard on the first backend %.0f, direct to every backend %.0f; p50 %s / %s; errors %d/%d",
+						c.Topology.Tools(), rep+1, reps, e.Name, n, pair[0].Rate(), pair[1].Rate(), ms(pair[0].P50), ms(pair[1].P50), pair[0].Errors, pair[1].Errors)
 				}
 				d, p, s := got[0], got[1], got[2]
 				progress("W1 %d tools, run %d/%d %s c=%d: calls/s direct %.0f, proxy %.0f, Switchboard %.0f; p50 %s / %s / %s; errors %d/%d/%d",
@@ -359,12 +365,8 @@ func runCallsAndMemory(ctx context.Context, c *Cluster, opts BenchOptions, concu
 				Era: e.Name, Concurrency: n, LoadAvg: loads[k],
 				Direct: CombineRuns(runs[k][0]), Proxy: CombineRuns(runs[k][1]), Switchboard: CombineRuns(runs[k][2]),
 			}
-			if l := likeForLike[k]; len(l) > 0 {
-				var first, spread []CallRun
-				for i := 0; i+1 < len(l); i += 2 {
-					first, spread = append(first, l[i]), append(spread, l[i+1])
-				}
-				row.SwitchboardFirstBackend, row.DirectSpread = CombineRuns(first), CombineRuns(spread)
+			if len(firstBackend[k]) > 0 {
+				row.SwitchboardFirstBackend, row.DirectSpread = CombineRuns(firstBackend[k]), CombineRuns(directSpread[k])
 			}
 			table.Rows = append(table.Rows, row)
 		}

@@ -16,11 +16,13 @@ const callTimeout = 30 * time.Second
 // Target is one side of a comparison: Switchboard's gateway, the
 // reference proxy, or a backend reached directly.
 type Target struct {
-	// Name is "switchboard", "proxy", "direct" or "direct-spread".
+	// Name is "switchboard", "switchboard-first-backend", "proxy",
+	// "direct" or "direct-spread".
 	Name string
 	URL  string
-	// URLs, when set, replace URL: each worker holds a session to every
-	// one of them, and Route picks the session and the tool of each call.
+	// URLs and Route, when Route is set, replace URL and Tool: each worker
+	// holds a session to every one of URLs, and Route picks the session
+	// and the tool of each call.
 	// It is a client calling several backends by itself, the calls
 	// Switchboard makes for it.
 	URLs  []string
@@ -45,29 +47,38 @@ func (c *Cluster) firstKey() string {
 	return c.Keys[0]
 }
 
+// rotation is the k-th call of worker w over every backend of t: the
+// backend's index and the tool's name on that backend.
+func rotation(t Topology, w, k int) (backend int, tool string) {
+	return (w + k) % t.Backends, fmt.Sprintf("tool_%04d", (37*k+w)%t.ToolsPerBackend)
+}
+
 // SwitchboardTarget is the gateway of c; calls rotate over every backend
 // and tool.
 func SwitchboardTarget(c *Cluster) Target {
 	t := c.Topology
 	procs := slices.Concat(c.Services("gateway"), c.Services("aggregator"), c.Services("backend"))
 	return Target{Name: "switchboard", URL: c.GatewayURL, Key: c.firstKey(), Procs: procs, Tool: func(w, k int) string {
-		return fmt.Sprintf("b%02d_tool_%04d", (w+k)%t.Backends, (37*k+w)%t.ToolsPerBackend)
+		b, tool := rotation(t, w, k)
+		return fmt.Sprintf("b%02d_%s", b, tool)
 	}}
 }
 
 // DirectSpreadTarget is every backend of c reached directly, each worker
 // holding a session to each, with the calls of SwitchboardTarget: the k-th
-// call of worker w goes to the backend and tool Switchboard would route it
-// to. It holds the backend work equal to Switchboard's, which
-// DirectTarget does not: a backend serving a fraction of the calls, idle
-// in between, spends more CPU and time on each (its threads sleep and must
-// be woken), and that is the topology's cost, not Switchboard's.
+// call of worker w goes to the backend and tool Switchboard routes it to.
+// It pairs with SwitchboardTarget on the same backend processes and calls,
+// which DirectTarget does not: a backend serving a fraction of the calls,
+// idle in between, spends more CPU and time on each (its threads sleep and
+// must be woken), and that is the topology's cost, not Switchboard's. The
+// era of the backend exchange is not held equal: the client speaks its own
+// era to the backends, as DirectTarget does, while the aggregator makes a
+// plain call in a Legacy session of a dual-era backend (its choice, which
+// costs the backend less under Modern).
 func DirectSpreadTarget(c *Cluster) Target {
 	t := c.Topology
 	return Target{Name: "direct-spread", URLs: c.BackendURLs, Key: c.firstKey(), Procs: c.Services("backend"),
-		Route: func(w, k int) (int, string) {
-			return (w + k) % t.Backends, fmt.Sprintf("tool_%04d", (37*k+w)%t.ToolsPerBackend)
-		}}
+		Route: func(w, k int) (int, string) { return rotation(t, w, k) }}
 }
 
 // SwitchboardFirstBackendTarget is the gateway of c, with the calls of the
@@ -196,7 +207,10 @@ func RunCalls(ctx context.Context, t Target, e Era, concurrency int, d time.Dura
 // only.
 func runCalls(ctx context.Context, t Target, e Era, concurrency int, d time.Duration, maxCalls int, started func()) (CallRun, error) {
 	urls, route := []string{t.URL}, func(w, k int) (int, string) { return 0, t.Tool(w, k) }
-	if len(t.URLs) > 0 {
+	if t.Route != nil {
+		if len(t.URLs) == 0 {
+			return CallRun{}, fmt.Errorf("target %s routes its calls but has no URLs", t.Name)
+		}
 		urls, route = t.URLs, t.Route
 	}
 	// byWorker[w][u] is worker w's session to urls[u].
@@ -236,6 +250,8 @@ func runCalls(ctx context.Context, t Target, e Era, concurrency int, d time.Dura
 			}
 		}
 	}
+	// closedLoop hands each worker a session of its own (as many as
+	// workers); op picks the one Route names instead.
 	sessions := make([]*Session, len(byWorker))
 	for w, ss := range byWorker {
 		sessions[w] = ss[0]

@@ -59,9 +59,29 @@ func TestWorkloadsAgainstRealCluster(t *testing.T) {
 	}
 	for _, e := range Eras {
 		for _, target := range []Target{SwitchboardTarget(c), ProxyTarget(c), DirectTarget(c), SwitchboardFirstBackendTarget(c), DirectSpreadTarget(c)} {
+			backendCPU := func() []time.Duration {
+				var cpu []time.Duration
+				for _, p := range c.Services("backend") {
+					d, err := CPUTime(p.Pid())
+					if err != nil {
+						t.Fatal(err)
+					}
+					cpu = append(cpu, d)
+				}
+				return cpu
+			}
+			before := backendCPU()
 			run, err := RunCalls(ctx, target, e, 2, 300*time.Millisecond, 200)
 			if err != nil {
 				t.Fatalf("%s %s: %v", e.Name, target.Name, err)
+			}
+			// Direct to every backend reaches every one of them itself.
+			if target.Name == "direct-spread" {
+				for i, after := range backendCPU() {
+					if after <= before[i] {
+						t.Errorf("%s direct-spread: backend b%02d used no CPU (%v → %v)", e.Name, i, before[i], after)
+					}
+				}
 			}
 			if run.Calls == 0 || run.Errors != 0 || run.Calls > 200 {
 				t.Errorf("%s %s: %d calls, %d errors (%s); want some calls, at most 200, no errors", e.Name, target.Name, run.Calls, run.Errors, run.FirstError)

@@ -168,6 +168,9 @@ func TestBenchMarkdownSummary(t *testing.T) {
 	run := func(rate float64, p50 time.Duration, cpu map[string]time.Duration) CallRun {
 		return CallRun{CallsPerSec: rate, Calls: 1000, P50: p50, P90: 2 * p50, P99: 3 * p50, CPU: cpu}
 	}
+	// failing is run with errors, distinct per side so that the report's
+	// columns can be told apart.
+	failing := func(r CallRun, errors int) CallRun { r.Errors = errors; return r }
 	ms := time.Millisecond
 	table := func(tools int, sbCPU time.Duration) CallTable {
 		t := CallTable{Topology: Topology{Backends: tools / 200, ToolsPerBackend: 200}}
@@ -175,13 +178,13 @@ func TestBenchMarkdownSummary(t *testing.T) {
 			for _, n := range []int{1, 16} {
 				t.Rows = append(t.Rows, CallRow{
 					Era: era, Concurrency: n,
-					Direct:      run(1000, ms, map[string]time.Duration{"backend": 500 * ms}),
+					Direct:      failing(run(1000, ms, map[string]time.Duration{"backend": 500 * ms}), 1),
 					Proxy:       run(800, 1300*time.Microsecond, map[string]time.Duration{"proxy": 300 * ms, "backend": 500 * ms}),
-					Switchboard: run(500, 2*ms, map[string]time.Duration{"gateway": sbCPU / 2, "aggregator": sbCPU / 2, "backend": 500 * ms}),
+					Switchboard: failing(run(500, 2*ms, map[string]time.Duration{"gateway": sbCPU / 2, "aggregator": sbCPU / 2, "backend": 500 * ms}), 4),
 					// Like for like: Switchboard on the first backend only,
 					// and the client over every backend directly.
-					SwitchboardFirstBackend: run(600, 1700*time.Microsecond, map[string]time.Duration{"gateway": sbCPU / 2, "aggregator": sbCPU / 2, "backend": 400 * ms}),
-					DirectSpread:            run(900, 1100*time.Microsecond, map[string]time.Duration{"backend": 600 * ms}),
+					SwitchboardFirstBackend: failing(run(600, 1700*time.Microsecond, map[string]time.Duration{"gateway": sbCPU / 4, "aggregator": sbCPU / 4, "backend": 400 * ms}), 2),
+					DirectSpread:            failing(run(900, 1100*time.Microsecond, map[string]time.Duration{"backend": 600 * ms}), 3),
 				})
 			}
 		}
@@ -203,10 +206,14 @@ func TestBenchMarkdownSummary(t *testing.T) {
 		"| Modern c=16: calls/s ÷ direct | **0.50×**, proxy 0.80× |",
 		// 1.7 − 1.0 ms on one backend, 2.0 − 1.1 ms over every backend.
 		"| Modern c=1, like for like: p50 added over direct, one backend / every backend | **+0.70** / **+0.90 ms**, proxy +0.30 ms |",
-		"| Modern c=1: p50 added, Switchboard over every backend over direct on the first | +1.00 ms |",
-		// 600 ÷ 1000 and 500 ÷ 900.
-		"| Legacy c=16, like for like: calls/s ÷ direct, one backend / every backend | **0.60×** / **0.56×** |",
-		"| Modern | 1 | 1000 / 600 (0.60×) | 1.00 / 1.70 (+0.70) | 900 / 500 (0.56×) | 1.10 / 2.00 (+0.90) |",
+		"| Modern c=1, mixed: p50 added, Switchboard over every backend − direct on the first | +1.00 ms |",
+		// 600 ÷ 1000 and 500 ÷ 900; the larger catalog's figure over the
+		// smaller's compares the every-backend pair.
+		"| Legacy c=16, like for like: calls/s ÷ direct, one backend / every backend | **0.60×** / **0.56×** | **0.60×** / **0.56×** | 1.00× |",
+		// CPU: 1.2 s ÷ 2 on one backend and 1.2 s over every one, per 1,000
+		// calls; backends 500 / 400 ms and 600 / 500 ms; errors direct 1,
+		// Switchboard 2 on one, direct 3, Switchboard 4 over every.
+		"| Modern | 1 | 1000 / 600 (0.60×) | 1.00 / 1.70 (+0.70) | 900 / 500 (0.56×) | 1.10 / 2.00 (+0.90) | 0.60 / 1.20 | 0.50 / 0.40 | 0.60 / 0.50 | 1 / 2 | 3 / 4 |",
 		"| find_tool c=1, 1 principal(s): p50 (p99) | **4.00 ms** (12.0) | – |",
 		// 100 + 300 + 50 + 550 ms over 1,000 queries.
 		"| find_tool c=1, 1 principal(s): CPU per query, gateway + indexer + aggregator + PostgreSQL | 1.00 ms |",
