@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -206,6 +207,21 @@ func FuzzClassifyRequest(f *testing.F) {
 				t.Fatalf("malformed body %q accepted with 202", body)
 			}
 			return
+		case http.StatusTooManyRequests:
+			// Relayed cancellations are rate limited per principal (the
+			// fuzzer sends thousands as alice): a well-formed
+			// notifications/cancelled may be refused, as a rate limit.
+			msg, _, _ := wire.Parse(body)
+			if msg == nil || msg.Method != "notifications/cancelled" {
+				t.Fatalf("status 429 for %q: %s", body, w.Body.String())
+			}
+			var env struct {
+				Error *wire.Error `json:"error"`
+			}
+			if err := json.Unmarshal(w.Body.Bytes(), &env); err != nil || env.Error == nil || env.Error.Code != wire.CodeRateLimited || w.Header().Get("Retry-After") == "" {
+				t.Fatalf("429 for %q is not a rate limit's answer (-32029 with Retry-After): %v %s", body, w.Header(), w.Body.String())
+			}
+			return
 		case http.StatusOK, http.StatusBadRequest, http.StatusNotFound, http.StatusUnsupportedMediaType:
 		default:
 			t.Fatalf("status %d for %q: %s", status, body, w.Body.String())
@@ -328,4 +344,55 @@ func validID(id json.RawMessage) json.RawMessage {
 		return id
 	}
 	return nil
+}
+
+// TestCancellationFloodIsRateLimited: a Legacy session's cancellations of
+// requests not running here are relayed within a per-principal rate; past
+// its burst the answer is a rate limit's, as every other one the gateway
+// gives (-32029 in a 429, Retry-After, data.retryAfterSeconds).
+func TestCancellationFloodIsRateLimited(t *testing.T) {
+	handler := fuzzGateway(t)
+	post := func(body, session string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+		r.Header.Set("Authorization", "Bearer alice-key")
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			r.Header.Set("Mcp-Session-Id", session)
+		}
+		w := httptest.NewRecorder()
+		handler.ServeHTTP(w, r)
+		return w
+	}
+	init := post(jsonRPCSeeds[4], "")
+	session := init.Header().Get("Mcp-Session-Id")
+	if init.Code != http.StatusOK || session == "" {
+		t.Fatalf("initialize: %d %q", init.Code, init.Body.String())
+	}
+	for i := range 100 {
+		w := post(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d}}`, i), session)
+		if w.Code == http.StatusAccepted {
+			continue
+		}
+		if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "1" {
+			t.Fatalf("cancellation %d: %d, Retry-After %q; want 202 or 429 with Retry-After 1", i, w.Code, w.Header().Get("Retry-After"))
+		}
+		var env struct {
+			ID    json.RawMessage `json:"id"`
+			Error struct {
+				Code int `json:"code"`
+				Data struct {
+					RetryAfterSeconds int `json:"retryAfterSeconds"`
+				} `json:"data"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &env); err != nil || string(env.ID) != "null" || env.Error.Code != wire.CodeRateLimited || env.Error.Data.RetryAfterSeconds != 1 {
+			t.Fatalf("cancellation %d refused with %s (%v); want a rate limit's error, id null", i, w.Body.String(), err)
+		}
+		if i < 20 {
+			t.Fatalf("refused at cancellation %d, inside the burst of 20", i)
+		}
+		return
+	}
+	t.Fatal("100 cancellations at once were all relayed; want the rate to refuse some")
 }

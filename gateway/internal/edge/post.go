@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
+	"github.com/switchboard-mcp/switchboard/gateway/internal/mcperr"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/methods"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
@@ -274,9 +275,12 @@ func (g *Gateway) serveLegacy(w http.ResponseWriter, r *http.Request, req *metho
 			if id, ok := msg.Params["requestId"]; ok && !g.local.Cancel(req.Session, id) {
 				err := g.shared.RelayCancellation(r.Context(), req.Session, session.PrincipalDigest(req.Principal), id)
 				if errors.Is(err, session.ErrCancellationsLimited) {
+					// A rate limit like any other: -32029 in a 429 with
+					// Retry-After (the relay's rate refills in a second).
 					rec.outcome = "rejected"
-					w.Header().Set("Retry-After", "1")
-					writeJSON(w, http.StatusTooManyRequests, nil, nil, wire.NewError(wire.CodeInternalError, "too many cancellations: "+err.Error()))
+					rerr := mcperr.RateLimited("1")
+					setRetryAfter(w, rerr)
+					writeJSON(w, rerr.ModernStatus(), nil, nil, rerr)
 					return
 				}
 			}
