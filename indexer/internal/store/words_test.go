@@ -112,3 +112,35 @@ func TestNameKey(t *testing.T) {
 		t.Errorf("NameKey of a 1000-rune name has %d runes", len(got))
 	}
 }
+
+// TestTopicGroupsAreWellFormed: every word of the topic groups is one
+// lowercase token (a query word is matched against them as such) and no
+// group names a word twice.
+func TestTopicGroupsAreWellFormed(t *testing.T) {
+	for i, g := range topicGroups {
+		seen := map[string]bool{}
+		for _, w := range g {
+			if split := SplitWords(w); len(split) != 1 || split[0] != w {
+				t.Errorf("group %d (%s): %q is not one lowercase word (%v)", i, g[0], w, split)
+			}
+			if seen[w] {
+				t.Errorf("group %d (%s) names %q twice", i, g[0], w)
+			}
+			seen[w] = true
+		}
+	}
+}
+
+// TestTopicWordsReachTheirField: a request naming a thing expands to the
+// words a tool of its field is described with.
+func TestTopicWordsReachTheirField(t *testing.T) {
+	for _, c := range []struct{ word, field string }{
+		{"blender", "product"}, {"condo", "apartment"}, {"telescope", "astronomy"}, {"novel", "book"},
+		{"vaccine", "health"}, {"sudoku", "game"}, {"lawsuit", "legal"}, {"calculator", "math"},
+	} {
+		terms, _, _ := DefaultRanking.Terms(Query{Text: c.word})
+		if !slices.Contains(terms, c.field) {
+			t.Errorf("%q does not expand to %q: %v", c.word, c.field, terms)
+		}
+	}
+}
