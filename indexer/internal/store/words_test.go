@@ -113,11 +113,11 @@ func TestNameKey(t *testing.T) {
 	}
 }
 
-// TestTopicGroupsAreWellFormed: every word of the topic groups is one
-// lowercase token (a query word is matched against them as such) and no
-// group names a word twice.
-func TestTopicGroupsAreWellFormed(t *testing.T) {
-	for i, g := range topicGroups {
+// TestWordGroupsAreWellFormed: every word of the synonym and topic groups
+// is one lowercase token (a query word is matched against them as such)
+// and no group names a word twice.
+func TestWordGroupsAreWellFormed(t *testing.T) {
+	for i, g := range slices.Concat(synonymGroups, topicGroups) {
 		seen := map[string]bool{}
 		for _, w := range g {
 			if split := SplitWords(w); len(split) != 1 || split[0] != w {
