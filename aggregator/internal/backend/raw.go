@@ -417,9 +417,11 @@ func drainStream(body io.ReadCloser) {
 func (c *Client) readStream(ctx context.Context, body io.ReadCloser, id string, call *Call, modern bool, s *mcp.ClientSession) (*Result, error) {
 	events := newEventReader(body)
 	defer events.release()
-	handedOff := false
+	// drainStream closes the body once the answer is in; until then this
+	// does.
+	drained := false
 	defer func() {
-		if !handedOff {
+		if !drained {
 			_ = body.Close()
 		}
 	}()
@@ -450,8 +452,8 @@ func (c *Client) readStream(ctx context.Context, body io.ReadCloser, id string, 
 			// own (go-sdk's final chunk: about 25 µs later at one client),
 			// so the answer does not wait for it when the transport lets the
 			// rest of the exchange outlive this call.
+			drained = true
 			if d, ok := body.(interface{ Detach() bool }); ok && d.Detach() {
-				handedOff = true
 				go drainStream(body)
 			} else {
 				drainStream(body)

@@ -278,9 +278,7 @@ func (g *Gateway) serveLegacy(w http.ResponseWriter, r *http.Request, req *metho
 					// A rate limit like any other: -32029 in a 429 with
 					// Retry-After (the relay's rate refills in a second).
 					rec.outcome = "rejected"
-					rerr := mcperr.RateLimited("1")
-					setRetryAfter(w, rerr)
-					writeJSON(w, rerr.ModernStatus(), nil, nil, rerr)
+					resp.finish(nil, nil, mcperr.RateLimited("1"), false)
 					return
 				}
 			}
