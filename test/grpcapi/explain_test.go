@@ -62,6 +62,11 @@ func testExplainedSearch(t *testing.T, s stack) {
 		if len(explained.GetTerms()) == 0 {
 			t.Errorf("%q explained lists no terms", q.Query)
 		}
+		// Only the commonest words ("hello" frames a request) have no
+		// meaning to compare; "add two numbers" has.
+		if hasMeaning := len(explained.GetMeaningWords()) > 0; hasMeaning != (q.Query != "the of and" && q.Query != "say hello") {
+			t.Errorf("%q explained: meaning words %v", q.Query, explained.GetMeaningWords())
+		}
 		if len(explained.GetHits()) != len(plain.GetHits()) {
 			t.Fatalf("%q: %d hits explained, %d without explain", q.Query, len(explained.GetHits()), len(plain.GetHits()))
 		}
@@ -86,7 +91,8 @@ func testExplainedSearch(t *testing.T, s stack) {
 			}
 		}
 	}
-	for _, kind := range []indexerv1.ScorePartKind{indexerv1.ScorePartKind_SCORE_PART_KIND_EXACT, indexerv1.ScorePartKind_SCORE_PART_KIND_PREFIX, indexerv1.ScorePartKind_SCORE_PART_KIND_TRIGRAM} {
+	for _, kind := range []indexerv1.ScorePartKind{indexerv1.ScorePartKind_SCORE_PART_KIND_EXACT, indexerv1.ScorePartKind_SCORE_PART_KIND_PREFIX,
+		indexerv1.ScorePartKind_SCORE_PART_KIND_TRIGRAM, indexerv1.ScorePartKind_SCORE_PART_KIND_MEANING} {
 		if kinds[kind] == 0 {
 			t.Errorf("no part of kind %s in any explanation (%v): the queries should show every kind", kind, kinds)
 		}
@@ -142,7 +148,8 @@ func testExplainedSearch(t *testing.T, s stack) {
 // checkPart checks that a part is what it says it is: a lexical part names
 // a lexeme of its query words, the tool's lexemes it matched begin with
 // it, and its contribution follows from its figures; a trigram part
-// compares the query's key with the tool's name folded the same way.
+// compares the query's key with the tool's name folded the same way; a
+// meaning part is a weighted cosine.
 func checkPart(p *indexerv1.ScorePart, h *indexerv1.SearchHit, resp *indexerv1.SearchResponse) string {
 	switch p.GetKind() {
 	case indexerv1.ScorePartKind_SCORE_PART_KIND_EXACT, indexerv1.ScorePartKind_SCORE_PART_KIND_PREFIX:
@@ -177,6 +184,16 @@ func checkPart(p *indexerv1.ScorePart, h *indexerv1.SearchHit, resp *indexerv1.S
 		}
 		if p.GetContribution() != float64(float32(p.GetTrigramWeight())*float32(p.GetSimilarity())) {
 			return "the contribution is not trigram_weight × similarity"
+		}
+	case indexerv1.ScorePartKind_SCORE_PART_KIND_MEANING:
+		if len(resp.GetMeaningWords()) == 0 {
+			return "a meaning part of a query without meaning words"
+		}
+		if p.GetSimilarity() < -1.0001 || p.GetSimilarity() > 1.0001 || p.GetMeaningWeight() <= 0 {
+			return "the similarity is not a cosine, or the weight is not positive"
+		}
+		if p.GetContribution() != p.GetMeaningWeight()*p.GetSimilarity() {
+			return "the contribution is not meaning_weight × similarity"
 		}
 	default:
 		return "no kind"

@@ -54,6 +54,9 @@ func (s *Server) rank(ctx context.Context, sc store.Scope, q store.Query, explai
 // hits are resp's, in order.
 func addExplanation(resp *indexerv1.SearchResponse, ex store.Explained) {
 	resp.TrigramKey = ex.TrigramKey
+	for _, w := range ex.MeaningWords {
+		resp.MeaningWords = append(resp.MeaningWords, &indexerv1.MeaningWord{Word: w.Word, Weight: w.Weight})
+	}
 	resp.Terms = make([]*indexerv1.QueryTerm, len(ex.Terms))
 	for i, t := range ex.Terms {
 		resp.Terms[i] = &indexerv1.QueryTerm{
@@ -69,6 +72,7 @@ func addExplanation(resp *indexerv1.SearchResponse, ex store.Explained) {
 				ExactRank: float64(p.ExactRank), PrefixRank: float64(p.PrefixRank), PrefixWeight: float64(p.PrefixWeight),
 				MatchedLexemes: p.Matched, MatchedLexemeCount: uint32(p.MatchedCount),
 				NameKey: p.NameKey, Similarity: float64(p.Similarity), TrigramWeight: float64(p.TrigramWeight),
+				MeaningWeight: p.MeaningWeight,
 			}
 		}
 		resp.Hits[i].Explanation = parts
@@ -87,4 +91,5 @@ var partKind = map[store.PartKind]indexerv1.ScorePartKind{
 	store.PartExact:   indexerv1.ScorePartKind_SCORE_PART_KIND_EXACT,
 	store.PartPrefix:  indexerv1.ScorePartKind_SCORE_PART_KIND_PREFIX,
 	store.PartTrigram: indexerv1.ScorePartKind_SCORE_PART_KIND_TRIGRAM,
+	store.PartMeaning: indexerv1.ScorePartKind_SCORE_PART_KIND_MEANING,
 }

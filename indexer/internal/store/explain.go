@@ -24,6 +24,9 @@ type Explained struct {
 	// TrigramKey is the query folded to one token for trigram similarity
 	// with tool names; empty when the query is too long to be compared.
 	TrigramKey string
+	// MeaningWords are the words the query's vector of meaning was made of
+	// (Ranking.QueryMeaningWords); empty when the query has none.
+	MeaningWords []MeaningWord
 }
 
 // ExplainedHit is a hit and the parts of its score.
@@ -107,6 +110,9 @@ const (
 	// PartTrigram is the trigram similarity of the query and the tool's
 	// name.
 	PartTrigram
+	// PartMeaning is the similarity of the meaning of the query and of
+	// the tool's text (meaning.go).
+	PartMeaning
 )
 
 // MaxMatchedLexemes bounds the document lexemes a part lists (a prefix
@@ -145,4 +151,10 @@ type ScorePart struct {
 	NameKey       string
 	Similarity    float32
 	TrigramWeight float32
+
+	// For PartMeaning: Similarity is the cosine of the query's and the
+	// tool's vectors, the scope's shared direction out of both, and
+	// MeaningWeight what it was multiplied with. Contribution =
+	// MeaningWeight × Similarity.
+	MeaningWeight float64
 }

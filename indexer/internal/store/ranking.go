@@ -28,6 +28,12 @@ type Ranking struct {
 	// FramingWeight is the weight of a word that frames a request rather
 	// than naming what it is about ("help", "find", "show", "please").
 	FramingWeight float64
+	// MeaningWeight scales the cosine of the query's and a tool's vectors
+	// (meaning.go); 0 ranks by words alone. A tool that matches no word of
+	// the query is a hit by meaning alone when the cosine reaches
+	// MeaningFloor.
+	MeaningWeight float64
+	MeaningFloor  float64
 }
 
 // DefaultRanking is the ranking the indexer serves with.
@@ -41,6 +47,8 @@ var DefaultRanking = Ranking{
 	TrigramWeight:    0.5,
 	TrigramThreshold: 0.5,
 	FramingWeight:    0.3,
+	MeaningWeight:    1,
+	MeaningFloor:     0.4,
 }
 
 // Query is one search.

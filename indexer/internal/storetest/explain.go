@@ -35,7 +35,8 @@ func ExplainQueries(n int, seed uint64) []store.Query {
 }
 
 // ExplainRankings are the default ranking and variations of it that
-// change what each part weighs and when trigram similarity counts.
+// change what each part weighs and when trigram similarity and meaning
+// count.
 func ExplainRankings() map[string]store.Ranking {
 	out := map[string]store.Ranking{"default": store.DefaultRanking}
 	for name, change := range map[string]func(*store.Ranking){
@@ -44,6 +45,9 @@ func ExplainRankings() map[string]store.Ranking {
 		"low threshold":    func(r *store.Ranking) { r.TrigramThreshold = 0.2 },
 		"no threshold":     func(r *store.Ranking) { r.TrigramThreshold = 0 },
 		"heavy expansions": func(r *store.Ranking) { r.SynonymBoost, r.RelatedBoost, r.KeywordBoost = 0.9, 0.8, 3 },
+		"words alone":      func(r *store.Ranking) { r.MeaningWeight = 0 },
+		"heavy meaning":    func(r *store.Ranking) { r.MeaningWeight = 3 },
+		"no meaning floor": func(r *store.Ranking) { r.MeaningFloor = -1 },
 	} {
 		rk := store.DefaultRanking
 		change(&rk)
@@ -118,10 +122,13 @@ func CheckExplained(hits []store.Hit, ex store.Explained, q store.Query, r store
 		if h.Hit != hits[i] {
 			return fmt.Sprintf("hit %d %+v is not Search's %+v", i, h.Hit, hits[i])
 		}
+		if msg := checkPartOrder(h.Parts, r); msg != "" {
+			return fmt.Sprintf("%s: %s (%+v)", h.Name, msg, h.Parts)
+		}
 		var sum float64
 		for j, p := range h.Parts {
 			sum += p.Contribution
-			if msg := checkPart(p, j == len(h.Parts)-1, ex, weight, r); msg != "" {
+			if msg := checkPart(p, ex, weight, r); msg != "" {
 				return fmt.Sprintf("%s: part %d %+v: %s", h.Name, j, p, msg)
 			}
 		}
@@ -132,12 +139,46 @@ func CheckExplained(hits []store.Hit, ex store.Explained, q store.Query, r store
 	return ""
 }
 
-func checkPart(p store.ScorePart, last bool, ex store.Explained, weight map[string]float64, r store.Ranking) string {
+// checkPartOrder says how parts are out of the ranking's order, or "":
+// the lexical parts, then at most one trigram part, then at most one
+// meaning part; a hit by meaning alone reached the floor.
+func checkPartOrder(parts []store.ScorePart, r store.Ranking) string {
+	stage := func(k store.PartKind) int {
+		switch k {
+		case store.PartTrigram:
+			return 1
+		case store.PartMeaning:
+			return 2
+		}
+		return 0
+	}
+	for j := 1; j < len(parts); j++ {
+		a, b := stage(parts[j-1].Kind), stage(parts[j].Kind)
+		if b < a || (b == a && b > 0) {
+			return fmt.Sprintf("part %d out of order", j)
+		}
+	}
+	if len(parts) == 1 && parts[0].Kind == store.PartMeaning && r.TrigramThreshold > 0 && parts[0].Similarity < float32(r.MeaningFloor) {
+		return "a hit by meaning alone below the floor"
+	}
+	return ""
+}
+
+func checkPart(p store.ScorePart, ex store.Explained, weight map[string]float64, r store.Ranking) string {
 	switch p.Kind {
+	case store.PartMeaning:
+		switch {
+		case len(ex.MeaningWords) == 0:
+			return "a meaning part of a query without meaning words"
+		case r.MeaningWeight == 0 || p.MeaningWeight != r.MeaningWeight:
+			return "a meaning part of another weight"
+		case p.Similarity < -1.0001 || p.Similarity > 1.0001:
+			return "similarity is not a cosine"
+		case p.Contribution != float64(p.MeaningWeight*float64(p.Similarity)):
+			return "contribution is not MeaningWeight × Similarity"
+		}
 	case store.PartTrigram:
 		switch {
-		case !last:
-			return "a trigram part before the lexical ones"
 		case ex.TrigramKey == "":
 			return "a trigram part of a query without a trigram key"
 		case p.Similarity < float32(r.TrigramThreshold) || p.TrigramWeight != float32(r.TrigramWeight):

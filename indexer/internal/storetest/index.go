@@ -38,6 +38,18 @@ func search(t *testing.T, st store.Store, sc store.Scope, text string, keywords 
 	return HitNames(hits)
 }
 
+// searchByWords is search without the meaning part of the ranking.
+func searchByWords(t *testing.T, st store.Store, sc store.Scope, text string) []string {
+	t.Helper()
+	r := store.DefaultRanking
+	r.MeaningWeight = 0
+	hits, err := st.Search(t.Context(), sc, store.Query{Text: text, Limit: 8}, r)
+	if err != nil {
+		t.Fatalf("search %q: %v", text, err)
+	}
+	return HitNames(hits)
+}
+
 func build(t *testing.T, st store.Store, digest string, tools []store.Tool) store.Scope {
 	t.Helper()
 	sc, _, err := st.BuildScope(t.Context(), digest, 1, tools)
@@ -228,7 +240,12 @@ func searchHostileInput(t *testing.T, b Backing) {
 			t.Errorf("query %q: %v", q, err)
 		}
 	}
-	if got := search(t, st, sc, `weather' OR 1=1 --`); len(got) != 1 || got[0] != "weather_get_forecast" {
+	// By words, only the weather tool matches: OR is a word like any
+	// other. (By meaning, tools about nearby things may follow it.)
+	if got := searchByWords(t, st, sc, `weather' OR 1=1 --`); len(got) != 1 || got[0] != "weather_get_forecast" {
+		t.Errorf("injection-shaped query, by words: %v", got)
+	}
+	if got := search(t, st, sc, `weather' OR 1=1 --`); len(got) == 0 || got[0] != "weather_get_forecast" {
 		t.Errorf("injection-shaped query: %v", got)
 	}
 }
@@ -267,7 +284,13 @@ func hostileToolDefinitions(t *testing.T, b Backing) {
 		store.Tool{Name: "temperature_convert", Description: sb.String(), InputSchemaJSON: `not json at all`},
 	)
 	sc := build(t, st, "hostile", tools)
-	if got := search(t, st, sc, "convert temperatures"); len(got) == 0 || got[0] != "temperature_convert" {
+	// Its words are indexed from the beginning of the description. Its
+	// meaning is that of 200,000 made-up words, which says nothing: a
+	// weather tool can rank above it by meaning, but never without it.
+	if got := searchByWords(t, st, sc, "convert temperatures"); len(got) == 0 || got[0] != "temperature_convert" {
+		t.Fatalf("huge description, by words: %v", got)
+	}
+	if got := search(t, st, sc, "convert temperatures"); !slices.Contains(got[:min(2, len(got))], "temperature_convert") {
 		t.Fatalf("huge description: %v", got)
 	}
 	if got := search(t, st, sc, "strips characters"); len(got) == 0 || got[0] != "nultool" {

@@ -42,6 +42,7 @@ func RunAll(t *testing.T, newBacking NewBacking) {
 		{"SearchRanking", searchRanking},
 		{"SearchLimitAndOrder", searchLimitAndOrder},
 		{"SearchHostileInput", searchHostileInput},
+		{"MeaningFindsWhatSharesNoWord", meaningFindsWhatSharesNoWord},
 		{"ExplainedSearch", explainedSearch},
 		{"EmptyScope", emptyScope},
 		{"HostileToolDefinitions", hostileToolDefinitions},

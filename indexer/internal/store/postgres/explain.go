@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+	"github.com/switchboard-mcp/switchboard/indexer/internal/wordvec"
 )
 
 // This file explains searches: after Search has ranked, it takes the hits
@@ -15,8 +16,9 @@ import (
 // every addend the ranking gave it, with the same functions and the same
 // floating-point operations in the same order (entryRank, addEntry,
 // normalize, lnIDF, lexemeContribution, nameSimilarity,
-// trigramContribution). The ranking adds a document's addends to zero in
-// query-lexeme order, then the trigram part; so do the parts here, and
+// trigramContribution, meaningSimilarity, meaningContribution). The
+// ranking adds a document's addends to zero in query-lexeme order, then
+// the trigram part, then the meaning part; so do the parts here, and
 // their sum is the hit's score exactly, not approximately. A search that
 // is not explained runs none of this.
 
@@ -91,7 +93,7 @@ func (s *Store) SearchExplained(ctx context.Context, scope store.Scope, q store.
 	for i := range terms {
 		terms[i].Lexemes = stems[i]
 	}
-	out := store.Explained{Terms: terms, TrigramKey: key, Hits: make([]store.ExplainedHit, len(hits))}
+	out := store.Explained{Terms: terms, TrigramKey: key, MeaningWords: r.QueryMeaningWords(q), Hits: make([]store.ExplainedHit, len(hits))}
 	if len(hits) == 0 {
 		return out, nil
 	}
@@ -106,31 +108,63 @@ func (s *Store) SearchExplained(ctx context.Context, scope store.Scope, q store.
 		return store.Explained{}, err
 	}
 	lexemes := queryLexemes(terms)
+	meaning, hasMeaning := r.QueryMeaning(q)
 	var scratch simScratch
-	for i, d := range docs {
-		out.Hits[i] = store.ExplainedHit{Hit: hits[i], Parts: ix.explain(d, lexemes, key, r, &scratch)}
+	for i, doc := range docs {
+		parts := ix.explain(ix.docs[doc], lexemes, key, r, &scratch)
+		if hasMeaning {
+			// A document is a candidate without the meaning part when it
+			// matched (it then has a part) or when every document is one.
+			candidate := len(parts) > 0 || r.TrigramThreshold <= 0
+			if p, ok := ix.explainMeaning(doc, &meaning, candidate, r); ok {
+				parts = append(parts, p)
+			}
+		}
+		out.Hits[i] = store.ExplainedHit{Hit: hits[i], Parts: parts}
 	}
 	return out, nil
 }
 
-// documentsOf finds the documents of hits. A document is its name,
-// description and schema (it is stored by their hash), so they name one
-// document of the scope.
-func (ix *scopeIndex) documentsOf(hits []store.Hit) ([]*document, error) {
+// explainMeaning is rankMeaning for one document.
+func (ix *scopeIndex) explainMeaning(doc int32, query *wordvec.Vector, candidate bool, r store.Ranking) (store.ScorePart, bool) {
+	if r.MeaningWeight == 0 {
+		return store.ScorePart{}, false
+	}
+	q, ok := ix.queryDirection(query)
+	if !ok {
+		return store.ScorePart{}, false
+	}
+	sim := ix.meaningSimilarity(&q, doc)
+	if !candidate && sim < float32(r.MeaningFloor) {
+		return store.ScorePart{}, false
+	}
+	return store.ScorePart{
+		Kind: store.PartMeaning, Contribution: meaningContribution(r.MeaningWeight, sim),
+		Similarity: sim, MeaningWeight: r.MeaningWeight,
+	}, true
+}
+
+// documentsOf finds the documents of hits, as places in ix.docs. A
+// document is its name, description and schema (it is stored by their
+// hash), so they name one document of the scope.
+func (ix *scopeIndex) documentsOf(hits []store.Hit) ([]int32, error) {
 	byName := make(map[string][]int, len(hits))
 	for i, h := range hits {
 		byName[h.Name] = append(byName[h.Name], i)
 	}
-	docs := make([]*document, len(hits))
-	for _, d := range ix.docs {
+	docs := make([]int32, len(hits))
+	for i := range docs {
+		docs[i] = -1
+	}
+	for doc, d := range ix.docs {
 		for _, i := range byName[d.name] {
 			if d.description == hits[i].Description && d.inputSchemaJSON == hits[i].InputSchemaJSON {
-				docs[i] = d
+				docs[i] = int32(doc)
 			}
 		}
 	}
-	for i, d := range docs {
-		if d == nil {
+	for i, doc := range docs {
+		if doc < 0 {
 			return nil, fmt.Errorf("explain: hit %q is not a document of scope %d", hits[i].Name, ix.id)
 		}
 	}

@@ -166,6 +166,12 @@ func TestRankingMatchesReferenceSQL(t *testing.T) {
 		change(&rk)
 		rankings[name] = rk
 	}
+	// The reference is the ranking by words: the meaning part, which SQL
+	// cannot compute, is off here, and TestMeaningIsTheCosine checks it.
+	for name, rk := range rankings {
+		rk.MeaningWeight = 0
+		rankings[name] = rk
+	}
 	compared := 0
 	for rname, rk := range rankings {
 		for sname, sc := range built {

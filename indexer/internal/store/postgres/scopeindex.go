@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+	"github.com/switchboard-mcp/switchboard/indexer/internal/wordvec"
 )
 
 // document is one tool document as a search reads it.
@@ -27,6 +28,8 @@ type document struct {
 	analysed
 	// nameKey's trigrams, for trigram similarity with the query.
 	nameTrigrams trigramText
+	// meaning is the document's vector (store.DocumentMeaning).
+	meaning wordvec.Vector
 }
 
 // posting is one document's entry for a lexeme.
@@ -62,6 +65,11 @@ type scopeIndex struct {
 	// nameOrder[doc] is the document's place in (name, id) order, the
 	// order of hits with equal scores.
 	nameOrder []int32
+	// direction is the documents' shared direction of meaning, and
+	// meaningScale[doc] 1 / the length of the document's vector without it
+	// (meaning.go).
+	direction    wordvec.Vector
+	meaningScale []float32
 }
 
 func newScopeIndex(id int64, toolCount int, docs []*document, ndoc map[string]int) *scopeIndex {
@@ -101,6 +109,8 @@ func newScopeIndex(id int64, toolCount int, docs []*document, ndoc map[string]in
 	for place, doc := range byName {
 		ix.nameOrder[doc] = int32(place)
 	}
+	ix.direction = sharedDirection(docs)
+	ix.meaningScale = meaningScales(docs, &ix.direction)
 	return ix
 }
 
@@ -281,6 +291,7 @@ func (s *Store) loadScope(ctx context.Context, id int64) (*scopeIndex, error) {
 				return nil, fmt.Errorf("document %d: %w", d.id, err)
 			}
 			d.nameTrigrams = newTrigramText(nameKey)
+			d.meaning = store.DocumentMeaning(d.name, d.description, d.inputSchemaJSON)
 			docs = append(docs, d)
 		}
 		rows.Close()

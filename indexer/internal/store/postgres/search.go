@@ -26,9 +26,13 @@ import (
 //     between the query folded to one token and the document's name key
 //     adds TrigramWeight × similarity when it reaches TrigramThreshold,
 //     and makes the document a candidate by itself.
+//   - The cosine of the query's and the document's vectors of meaning
+//     (meaning.go) adds MeaningWeight × cosine to every candidate, and
+//     makes a candidate of a document whose cosine reaches MeaningFloor.
 //
 // Hits are the best candidates, ties in name order. The reference SQL of
-// this ranking is in ranking_reference_test.go, which checks the two agree.
+// the ranking by words is in ranking_reference_test.go, which checks the
+// two agree.
 func (s *Store) Search(ctx context.Context, scope store.Scope, q store.Query, r store.Ranking) ([]store.Hit, error) {
 	terms, boosts, key := r.Terms(q)
 	if len(terms) == 0 || q.Limit <= 0 {
@@ -60,6 +64,9 @@ func (s *Store) Search(ctx context.Context, scope store.Scope, q store.Query, r 
 	sc.reset(len(ix.docs))
 	ix.rankLexical(sc, lexemes, boost, r)
 	ix.rankTrigram(sc, key, r)
+	if meaning, ok := r.QueryMeaning(q); ok {
+		ix.rankMeaning(sc, &meaning, r)
+	}
 	return ix.top(sc, q.Limit), nil
 }
 

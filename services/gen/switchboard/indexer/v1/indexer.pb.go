@@ -41,6 +41,11 @@ const (
 	// The trigram similarity of the query and the tool's name, for short,
 	// identifier-like or misspelled queries ("wether_get_forcast").
 	ScorePartKind_SCORE_PART_KIND_TRIGRAM ScorePartKind = 3
+	// The similarity of the meaning of the query and of the tool's text:
+	// the cosine of their vectors, sums of word vectors (GloVe, compiled
+	// into the indexer) weighted by how rare each word is in English. It
+	// relates words that never match ("blender", "appliance").
+	ScorePartKind_SCORE_PART_KIND_MEANING ScorePartKind = 4
 )
 
 // Enum value maps for ScorePartKind.
@@ -50,12 +55,14 @@ var (
 		1: "SCORE_PART_KIND_EXACT",
 		2: "SCORE_PART_KIND_PREFIX",
 		3: "SCORE_PART_KIND_TRIGRAM",
+		4: "SCORE_PART_KIND_MEANING",
 	}
 	ScorePartKind_value = map[string]int32{
 		"SCORE_PART_KIND_UNSPECIFIED": 0,
 		"SCORE_PART_KIND_EXACT":       1,
 		"SCORE_PART_KIND_PREFIX":      2,
 		"SCORE_PART_KIND_TRIGRAM":     3,
+		"SCORE_PART_KIND_MEANING":     4,
 	}
 )
 
@@ -268,8 +275,9 @@ type SearchHit struct {
 	Score float64 `protobuf:"fixed64,4,opt,name=score,proto3" json:"score,omitempty"`
 	// The parts of score, when the request set explain: what each matched
 	// query lexeme added, then what the trigram similarity of the query
-	// and the tool's name added. Their contributions, added up in this
-	// order starting from zero (IEEE double additions), give score exactly.
+	// and the tool's name added, then what the similarity of their meaning
+	// added. Their contributions, added up in this order starting from zero
+	// (IEEE double additions), give score exactly.
 	Explanation   []*ScorePart `protobuf:"bytes,5,rep,name=explanation,proto3" json:"explanation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -349,7 +357,8 @@ type ScorePart struct {
 	// boost × idf × (exact_rank + prefix_weight × prefix_rank), the ranks,
 	// the product prefix_weight × prefix_rank and the sum in single
 	// precision; for TRIGRAM: trigram_weight × similarity, in single
-	// precision.
+	// precision; for MEANING: meaning_weight × similarity, similarity in
+	// single precision.
 	Contribution float64 `protobuf:"fixed64,2,opt,name=contribution,proto3" json:"contribution,omitempty"`
 	// EXACT and PREFIX: the query lexeme (a word of the query as the index
 	// stems it, "forecast" for "forecasts").
@@ -388,10 +397,16 @@ type ScorePart struct {
 	NameKey string `protobuf:"bytes,12,opt,name=name_key,json=nameKey,proto3" json:"name_key,omitempty"`
 	// TRIGRAM: pg_trgm's word_similarity of the two keys, the greater of
 	// either way round; it counts only when it reaches the ranking's
-	// threshold.
+	// threshold. MEANING: the cosine of the query's vector
+	// (SearchResponse.meaning_words) and the tool's, from -1 to 1, with the
+	// direction the scope's tools share taken out of both; a tool that
+	// matched no word of the query is a hit by it only when it reaches the
+	// ranking's MeaningFloor.
 	Similarity float64 `protobuf:"fixed64,13,opt,name=similarity,proto3" json:"similarity,omitempty"`
 	// TRIGRAM: the weight of the similarity (the ranking's TrigramWeight).
 	TrigramWeight float64 `protobuf:"fixed64,14,opt,name=trigram_weight,json=trigramWeight,proto3" json:"trigram_weight,omitempty"`
+	// MEANING: the weight of the similarity (the ranking's MeaningWeight).
+	MeaningWeight float64 `protobuf:"fixed64,15,opt,name=meaning_weight,json=meaningWeight,proto3" json:"meaning_weight,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -524,6 +539,13 @@ func (x *ScorePart) GetTrigramWeight() float64 {
 	return 0
 }
 
+func (x *ScorePart) GetMeaningWeight() float64 {
+	if x != nil {
+		return x.MeaningWeight
+	}
+	return 0
+}
+
 // QueryTerm is one weighted word of an explained search.
 type QueryTerm struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -627,7 +649,15 @@ type SearchResponse struct {
 	// When the request set explain: the query folded to one token, which
 	// was compared with every tool's name key by trigram similarity; empty
 	// when the query has more than four words and so was not compared.
-	TrigramKey    string `protobuf:"bytes,6,opt,name=trigram_key,json=trigramKey,proto3" json:"trigram_key,omitempty"`
+	TrigramKey string `protobuf:"bytes,6,opt,name=trigram_key,json=trigramKey,proto3" json:"trigram_key,omitempty"`
+	// When the request set explain: the words the query's vector of meaning
+	// was made of, in the query's order (text, then keywords), each once,
+	// with the weight its vector was added with (a keyword's boost × how
+	// rare the word is in English, from nearly 0 for "the" to nearly 1).
+	// Words the vectors do not know, and framing words, are left out; empty
+	// when the query has no meaning to compare (every word unknown or among
+	// the most common of English).
+	MeaningWords  []*MeaningWord `protobuf:"bytes,7,rep,name=meaning_words,json=meaningWords,proto3" json:"meaning_words,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -704,6 +734,66 @@ func (x *SearchResponse) GetTrigramKey() string {
 	return ""
 }
 
+func (x *SearchResponse) GetMeaningWords() []*MeaningWord {
+	if x != nil {
+		return x.MeaningWords
+	}
+	return nil
+}
+
+// MeaningWord is one word of an explained query's vector of meaning.
+type MeaningWord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Word          string                 `protobuf:"bytes,1,opt,name=word,proto3" json:"word,omitempty"`
+	Weight        float64                `protobuf:"fixed64,2,opt,name=weight,proto3" json:"weight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MeaningWord) Reset() {
+	*x = MeaningWord{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MeaningWord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MeaningWord) ProtoMessage() {}
+
+func (x *MeaningWord) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MeaningWord.ProtoReflect.Descriptor instead.
+func (*MeaningWord) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *MeaningWord) GetWord() string {
+	if x != nil {
+		return x.Word
+	}
+	return ""
+}
+
+func (x *MeaningWord) GetWeight() float64 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
 // RefreshScopeRequest names the principal to build a scope for.
 type RefreshScopeRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -718,7 +808,7 @@ type RefreshScopeRequest struct {
 
 func (x *RefreshScopeRequest) Reset() {
 	*x = RefreshScopeRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[5]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -730,7 +820,7 @@ func (x *RefreshScopeRequest) String() string {
 func (*RefreshScopeRequest) ProtoMessage() {}
 
 func (x *RefreshScopeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[5]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -743,7 +833,7 @@ func (x *RefreshScopeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshScopeRequest.ProtoReflect.Descriptor instead.
 func (*RefreshScopeRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{5}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RefreshScopeRequest) GetPrincipal() *v1.Principal {
@@ -773,7 +863,7 @@ type RefreshScopeResponse struct {
 
 func (x *RefreshScopeResponse) Reset() {
 	*x = RefreshScopeResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[6]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -785,7 +875,7 @@ func (x *RefreshScopeResponse) String() string {
 func (*RefreshScopeResponse) ProtoMessage() {}
 
 func (x *RefreshScopeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[6]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -798,7 +888,7 @@ func (x *RefreshScopeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshScopeResponse.ProtoReflect.Descriptor instead.
 func (*RefreshScopeResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{6}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RefreshScopeResponse) GetToolsDigest() string {
@@ -831,7 +921,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[7]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -843,7 +933,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[7]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -856,7 +946,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{7}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{8}
 }
 
 // StatsResponse reports index statistics.
@@ -871,7 +961,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[8]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +973,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[8]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,7 +986,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{8}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StatsResponse) GetDocuments() uint64 {
@@ -939,7 +1029,7 @@ type RevokeSessionRequest struct {
 
 func (x *RevokeSessionRequest) Reset() {
 	*x = RevokeSessionRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[9]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1041,7 @@ func (x *RevokeSessionRequest) String() string {
 func (*RevokeSessionRequest) ProtoMessage() {}
 
 func (x *RevokeSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[9]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1054,7 @@ func (x *RevokeSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeSessionRequest.ProtoReflect.Descriptor instead.
 func (*RevokeSessionRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{9}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RevokeSessionRequest) GetSessionDigest() string {
@@ -990,7 +1080,7 @@ type RevokeSessionResponse struct {
 
 func (x *RevokeSessionResponse) Reset() {
 	*x = RevokeSessionResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[10]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +1092,7 @@ func (x *RevokeSessionResponse) String() string {
 func (*RevokeSessionResponse) ProtoMessage() {}
 
 func (x *RevokeSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[10]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +1105,7 @@ func (x *RevokeSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeSessionResponse.ProtoReflect.Descriptor instead.
 func (*RevokeSessionResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{10}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{11}
 }
 
 // CheckSessionRequest asks about one session.
@@ -1028,7 +1118,7 @@ type CheckSessionRequest struct {
 
 func (x *CheckSessionRequest) Reset() {
 	*x = CheckSessionRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[11]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1130,7 @@ func (x *CheckSessionRequest) String() string {
 func (*CheckSessionRequest) ProtoMessage() {}
 
 func (x *CheckSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[11]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1143,7 @@ func (x *CheckSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckSessionRequest.ProtoReflect.Descriptor instead.
 func (*CheckSessionRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{11}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CheckSessionRequest) GetSessionDigest() string {
@@ -1073,7 +1163,7 @@ type CheckSessionResponse struct {
 
 func (x *CheckSessionResponse) Reset() {
 	*x = CheckSessionResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[12]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1085,7 +1175,7 @@ func (x *CheckSessionResponse) String() string {
 func (*CheckSessionResponse) ProtoMessage() {}
 
 func (x *CheckSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[12]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1098,7 +1188,7 @@ func (x *CheckSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckSessionResponse.ProtoReflect.Descriptor instead.
 func (*CheckSessionResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{12}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CheckSessionResponse) GetRevoked() bool {
@@ -1118,7 +1208,7 @@ type WatchRevocationsRequest struct {
 
 func (x *WatchRevocationsRequest) Reset() {
 	*x = WatchRevocationsRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[13]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1130,7 +1220,7 @@ func (x *WatchRevocationsRequest) String() string {
 func (*WatchRevocationsRequest) ProtoMessage() {}
 
 func (x *WatchRevocationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[13]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1143,7 +1233,7 @@ func (x *WatchRevocationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRevocationsRequest.ProtoReflect.Descriptor instead.
 func (*WatchRevocationsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{13}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{14}
 }
 
 // WatchRevocationsResponse carries revocations.
@@ -1160,7 +1250,7 @@ type WatchRevocationsResponse struct {
 
 func (x *WatchRevocationsResponse) Reset() {
 	*x = WatchRevocationsResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[14]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1262,7 @@ func (x *WatchRevocationsResponse) String() string {
 func (*WatchRevocationsResponse) ProtoMessage() {}
 
 func (x *WatchRevocationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[14]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1275,7 @@ func (x *WatchRevocationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRevocationsResponse.ProtoReflect.Descriptor instead.
 func (*WatchRevocationsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{14}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WatchRevocationsResponse) GetRevocations() []*SessionRevocation {
@@ -1215,7 +1305,7 @@ type SessionRevocation struct {
 
 func (x *SessionRevocation) Reset() {
 	*x = SessionRevocation{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[15]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1317,7 @@ func (x *SessionRevocation) String() string {
 func (*SessionRevocation) ProtoMessage() {}
 
 func (x *SessionRevocation) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[15]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1330,7 @@ func (x *SessionRevocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRevocation.ProtoReflect.Descriptor instead.
 func (*SessionRevocation) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{15}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SessionRevocation) GetSessionDigest() string {
@@ -1273,7 +1363,7 @@ type ConsumeRequestStateRequest struct {
 
 func (x *ConsumeRequestStateRequest) Reset() {
 	*x = ConsumeRequestStateRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[16]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1375,7 @@ func (x *ConsumeRequestStateRequest) String() string {
 func (*ConsumeRequestStateRequest) ProtoMessage() {}
 
 func (x *ConsumeRequestStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[16]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1388,7 @@ func (x *ConsumeRequestStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeRequestStateRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeRequestStateRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{16}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ConsumeRequestStateRequest) GetStateDigest() string {
@@ -1326,7 +1416,7 @@ type ConsumeRequestStateResponse struct {
 
 func (x *ConsumeRequestStateResponse) Reset() {
 	*x = ConsumeRequestStateResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[17]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1338,7 +1428,7 @@ func (x *ConsumeRequestStateResponse) String() string {
 func (*ConsumeRequestStateResponse) ProtoMessage() {}
 
 func (x *ConsumeRequestStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[17]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1351,7 +1441,7 @@ func (x *ConsumeRequestStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeRequestStateResponse.ProtoReflect.Descriptor instead.
 func (*ConsumeRequestStateResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{17}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ConsumeRequestStateResponse) GetFirstUse() bool {
@@ -1386,7 +1476,7 @@ type UpdateSessionStateRequest struct {
 
 func (x *UpdateSessionStateRequest) Reset() {
 	*x = UpdateSessionStateRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[18]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1398,7 +1488,7 @@ func (x *UpdateSessionStateRequest) String() string {
 func (*UpdateSessionStateRequest) ProtoMessage() {}
 
 func (x *UpdateSessionStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[18]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1411,7 +1501,7 @@ func (x *UpdateSessionStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSessionStateRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSessionStateRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{18}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UpdateSessionStateRequest) GetSessionDigest() string {
@@ -1504,7 +1594,7 @@ type UpdateSessionStateResponse struct {
 
 func (x *UpdateSessionStateResponse) Reset() {
 	*x = UpdateSessionStateResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[19]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1516,7 +1606,7 @@ func (x *UpdateSessionStateResponse) String() string {
 func (*UpdateSessionStateResponse) ProtoMessage() {}
 
 func (x *UpdateSessionStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[19]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1529,7 +1619,7 @@ func (x *UpdateSessionStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSessionStateResponse.ProtoReflect.Descriptor instead.
 func (*UpdateSessionStateResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{19}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UpdateSessionStateResponse) GetState() *SessionState {
@@ -1564,7 +1654,7 @@ type SessionState struct {
 
 func (x *SessionState) Reset() {
 	*x = SessionState{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[20]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1576,7 +1666,7 @@ func (x *SessionState) String() string {
 func (*SessionState) ProtoMessage() {}
 
 func (x *SessionState) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[20]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1589,7 +1679,7 @@ func (x *SessionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionState.ProtoReflect.Descriptor instead.
 func (*SessionState) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{20}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SessionState) GetSessionDigest() string {
@@ -1654,7 +1744,7 @@ type WatchSessionEventsRequest struct {
 
 func (x *WatchSessionEventsRequest) Reset() {
 	*x = WatchSessionEventsRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[21]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1666,7 +1756,7 @@ func (x *WatchSessionEventsRequest) String() string {
 func (*WatchSessionEventsRequest) ProtoMessage() {}
 
 func (x *WatchSessionEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[21]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1679,7 +1769,7 @@ func (x *WatchSessionEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchSessionEventsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{21}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WatchSessionEventsRequest) GetReplicaId() string {
@@ -1710,7 +1800,7 @@ type WatchSessionEventsResponse struct {
 
 func (x *WatchSessionEventsResponse) Reset() {
 	*x = WatchSessionEventsResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[22]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +1812,7 @@ func (x *WatchSessionEventsResponse) String() string {
 func (*WatchSessionEventsResponse) ProtoMessage() {}
 
 func (x *WatchSessionEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[22]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +1825,7 @@ func (x *WatchSessionEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchSessionEventsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{22}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WatchSessionEventsResponse) GetStates() []*SessionState {
@@ -1781,7 +1871,7 @@ type RelayedInputResponse struct {
 
 func (x *RelayedInputResponse) Reset() {
 	*x = RelayedInputResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[23]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1793,7 +1883,7 @@ func (x *RelayedInputResponse) String() string {
 func (*RelayedInputResponse) ProtoMessage() {}
 
 func (x *RelayedInputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[23]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1806,7 +1896,7 @@ func (x *RelayedInputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayedInputResponse.ProtoReflect.Descriptor instead.
 func (*RelayedInputResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{23}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RelayedInputResponse) GetSessionDigest() string {
@@ -1851,7 +1941,7 @@ type RelayInputResponseRequest struct {
 
 func (x *RelayInputResponseRequest) Reset() {
 	*x = RelayInputResponseRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[24]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1863,7 +1953,7 @@ func (x *RelayInputResponseRequest) String() string {
 func (*RelayInputResponseRequest) ProtoMessage() {}
 
 func (x *RelayInputResponseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[24]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1876,7 +1966,7 @@ func (x *RelayInputResponseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayInputResponseRequest.ProtoReflect.Descriptor instead.
 func (*RelayInputResponseRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{24}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RelayInputResponseRequest) GetOwnerReplica() string {
@@ -1916,7 +2006,7 @@ type RelayInputResponseResponse struct {
 
 func (x *RelayInputResponseResponse) Reset() {
 	*x = RelayInputResponseResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[25]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1928,7 +2018,7 @@ func (x *RelayInputResponseResponse) String() string {
 func (*RelayInputResponseResponse) ProtoMessage() {}
 
 func (x *RelayInputResponseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[25]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1941,7 +2031,7 @@ func (x *RelayInputResponseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayInputResponseResponse.ProtoReflect.Descriptor instead.
 func (*RelayInputResponseResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{25}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{26}
 }
 
 // RelayedCancellation is one Legacy client's notifications/cancelled.
@@ -1958,7 +2048,7 @@ type RelayedCancellation struct {
 
 func (x *RelayedCancellation) Reset() {
 	*x = RelayedCancellation{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[26]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1970,7 +2060,7 @@ func (x *RelayedCancellation) String() string {
 func (*RelayedCancellation) ProtoMessage() {}
 
 func (x *RelayedCancellation) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[26]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1983,7 +2073,7 @@ func (x *RelayedCancellation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayedCancellation.ProtoReflect.Descriptor instead.
 func (*RelayedCancellation) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{26}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RelayedCancellation) GetSessionDigest() string {
@@ -2010,7 +2100,7 @@ type RelayCancellationRequest struct {
 
 func (x *RelayCancellationRequest) Reset() {
 	*x = RelayCancellationRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[27]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2022,7 +2112,7 @@ func (x *RelayCancellationRequest) String() string {
 func (*RelayCancellationRequest) ProtoMessage() {}
 
 func (x *RelayCancellationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[27]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2035,7 +2125,7 @@ func (x *RelayCancellationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayCancellationRequest.ProtoReflect.Descriptor instead.
 func (*RelayCancellationRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{27}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RelayCancellationRequest) GetCancellation() *RelayedCancellation {
@@ -2054,7 +2144,7 @@ type RelayCancellationResponse struct {
 
 func (x *RelayCancellationResponse) Reset() {
 	*x = RelayCancellationResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[28]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2066,7 +2156,7 @@ func (x *RelayCancellationResponse) String() string {
 func (*RelayCancellationResponse) ProtoMessage() {}
 
 func (x *RelayCancellationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[28]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2079,7 +2169,7 @@ func (x *RelayCancellationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayCancellationResponse.ProtoReflect.Descriptor instead.
 func (*RelayCancellationResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{28}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{29}
 }
 
 // ToolDefinitionDigest is the digest of one backend tool's definition.
@@ -2105,7 +2195,7 @@ type ToolDefinitionDigest struct {
 
 func (x *ToolDefinitionDigest) Reset() {
 	*x = ToolDefinitionDigest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[29]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2117,7 +2207,7 @@ func (x *ToolDefinitionDigest) String() string {
 func (*ToolDefinitionDigest) ProtoMessage() {}
 
 func (x *ToolDefinitionDigest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[29]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2130,7 +2220,7 @@ func (x *ToolDefinitionDigest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolDefinitionDigest.ProtoReflect.Descriptor instead.
 func (*ToolDefinitionDigest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{29}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ToolDefinitionDigest) GetBackend() string {
@@ -2172,7 +2262,7 @@ type RecordToolDefinitionsRequest struct {
 
 func (x *RecordToolDefinitionsRequest) Reset() {
 	*x = RecordToolDefinitionsRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[30]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2184,7 +2274,7 @@ func (x *RecordToolDefinitionsRequest) String() string {
 func (*RecordToolDefinitionsRequest) ProtoMessage() {}
 
 func (x *RecordToolDefinitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[30]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2197,7 +2287,7 @@ func (x *RecordToolDefinitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordToolDefinitionsRequest.ProtoReflect.Descriptor instead.
 func (*RecordToolDefinitionsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{30}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RecordToolDefinitionsRequest) GetTools() []*ToolDefinitionDigest {
@@ -2218,7 +2308,7 @@ type RecordToolDefinitionsResponse struct {
 
 func (x *RecordToolDefinitionsResponse) Reset() {
 	*x = RecordToolDefinitionsResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[31]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2230,7 +2320,7 @@ func (x *RecordToolDefinitionsResponse) String() string {
 func (*RecordToolDefinitionsResponse) ProtoMessage() {}
 
 func (x *RecordToolDefinitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[31]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2243,7 +2333,7 @@ func (x *RecordToolDefinitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordToolDefinitionsResponse.ProtoReflect.Descriptor instead.
 func (*RecordToolDefinitionsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{31}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RecordToolDefinitionsResponse) GetVerdicts() []*ToolDefinitionVerdict {
@@ -2268,7 +2358,7 @@ type ToolDefinitionVerdict struct {
 
 func (x *ToolDefinitionVerdict) Reset() {
 	*x = ToolDefinitionVerdict{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[32]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2280,7 +2370,7 @@ func (x *ToolDefinitionVerdict) String() string {
 func (*ToolDefinitionVerdict) ProtoMessage() {}
 
 func (x *ToolDefinitionVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[32]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2293,7 +2383,7 @@ func (x *ToolDefinitionVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolDefinitionVerdict.ProtoReflect.Descriptor instead.
 func (*ToolDefinitionVerdict) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{32}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ToolDefinitionVerdict) GetBackend() string {
@@ -2338,7 +2428,7 @@ type ApproveToolDefinitionRequest struct {
 
 func (x *ApproveToolDefinitionRequest) Reset() {
 	*x = ApproveToolDefinitionRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[33]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2350,7 +2440,7 @@ func (x *ApproveToolDefinitionRequest) String() string {
 func (*ApproveToolDefinitionRequest) ProtoMessage() {}
 
 func (x *ApproveToolDefinitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[33]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2363,7 +2453,7 @@ func (x *ApproveToolDefinitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveToolDefinitionRequest.ProtoReflect.Descriptor instead.
 func (*ApproveToolDefinitionRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{33}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ApproveToolDefinitionRequest) GetBackend() string {
@@ -2399,7 +2489,7 @@ type ApproveToolDefinitionResponse struct {
 
 func (x *ApproveToolDefinitionResponse) Reset() {
 	*x = ApproveToolDefinitionResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[34]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2411,7 +2501,7 @@ func (x *ApproveToolDefinitionResponse) String() string {
 func (*ApproveToolDefinitionResponse) ProtoMessage() {}
 
 func (x *ApproveToolDefinitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[34]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2424,7 +2514,7 @@ func (x *ApproveToolDefinitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveToolDefinitionResponse.ProtoReflect.Descriptor instead.
 func (*ApproveToolDefinitionResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{34}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ApproveToolDefinitionResponse) GetDefinition() *ToolDefinition {
@@ -2456,7 +2546,7 @@ type ListToolDefinitionsRequest struct {
 
 func (x *ListToolDefinitionsRequest) Reset() {
 	*x = ListToolDefinitionsRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[35]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2468,7 +2558,7 @@ func (x *ListToolDefinitionsRequest) String() string {
 func (*ListToolDefinitionsRequest) ProtoMessage() {}
 
 func (x *ListToolDefinitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[35]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2481,7 +2571,7 @@ func (x *ListToolDefinitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolDefinitionsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolDefinitionsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{35}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListToolDefinitionsRequest) GetIncludeApproved() bool {
@@ -2517,7 +2607,7 @@ type ListToolDefinitionsResponse struct {
 
 func (x *ListToolDefinitionsResponse) Reset() {
 	*x = ListToolDefinitionsResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[36]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2529,7 +2619,7 @@ func (x *ListToolDefinitionsResponse) String() string {
 func (*ListToolDefinitionsResponse) ProtoMessage() {}
 
 func (x *ListToolDefinitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[36]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2542,7 +2632,7 @@ func (x *ListToolDefinitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolDefinitionsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolDefinitionsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{36}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListToolDefinitionsResponse) GetDefinitions() []*ToolDefinition {
@@ -2591,7 +2681,7 @@ type ToolDefinition struct {
 
 func (x *ToolDefinition) Reset() {
 	*x = ToolDefinition{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[37]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2603,7 +2693,7 @@ func (x *ToolDefinition) String() string {
 func (*ToolDefinition) ProtoMessage() {}
 
 func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[37]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2616,7 +2706,7 @@ func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolDefinition.ProtoReflect.Descriptor instead.
 func (*ToolDefinition) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{37}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ToolDefinition) GetBackend() string {
@@ -2698,7 +2788,7 @@ type WatchToolDefinitionsRequest struct {
 
 func (x *WatchToolDefinitionsRequest) Reset() {
 	*x = WatchToolDefinitionsRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[38]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2710,7 +2800,7 @@ func (x *WatchToolDefinitionsRequest) String() string {
 func (*WatchToolDefinitionsRequest) ProtoMessage() {}
 
 func (x *WatchToolDefinitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[38]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2723,7 +2813,7 @@ func (x *WatchToolDefinitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchToolDefinitionsRequest.ProtoReflect.Descriptor instead.
 func (*WatchToolDefinitionsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{38}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{39}
 }
 
 // WatchToolDefinitionsResponse tells of approvals.
@@ -2740,7 +2830,7 @@ type WatchToolDefinitionsResponse struct {
 
 func (x *WatchToolDefinitionsResponse) Reset() {
 	*x = WatchToolDefinitionsResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[39]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2752,7 +2842,7 @@ func (x *WatchToolDefinitionsResponse) String() string {
 func (*WatchToolDefinitionsResponse) ProtoMessage() {}
 
 func (x *WatchToolDefinitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[39]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2765,7 +2855,7 @@ func (x *WatchToolDefinitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchToolDefinitionsResponse.ProtoReflect.Descriptor instead.
 func (*WatchToolDefinitionsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{39}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *WatchToolDefinitionsResponse) GetApprovals() []*ToolDefinitionDigest {
@@ -2792,7 +2882,7 @@ type AcquireRateTokensRequest struct {
 
 func (x *AcquireRateTokensRequest) Reset() {
 	*x = AcquireRateTokensRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[40]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2804,7 +2894,7 @@ func (x *AcquireRateTokensRequest) String() string {
 func (*AcquireRateTokensRequest) ProtoMessage() {}
 
 func (x *AcquireRateTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[40]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2817,7 +2907,7 @@ func (x *AcquireRateTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRateTokensRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRateTokensRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{40}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AcquireRateTokensRequest) GetKeys() []*RateTokenRequest {
@@ -2845,7 +2935,7 @@ type RateTokenRequest struct {
 
 func (x *RateTokenRequest) Reset() {
 	*x = RateTokenRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[41]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2857,7 +2947,7 @@ func (x *RateTokenRequest) String() string {
 func (*RateTokenRequest) ProtoMessage() {}
 
 func (x *RateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[41]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2870,7 +2960,7 @@ func (x *RateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateTokenRequest.ProtoReflect.Descriptor instead.
 func (*RateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{41}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RateTokenRequest) GetKey() string {
@@ -2911,7 +3001,7 @@ type AcquireRateTokensResponse struct {
 
 func (x *AcquireRateTokensResponse) Reset() {
 	*x = AcquireRateTokensResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[42]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2923,7 +3013,7 @@ func (x *AcquireRateTokensResponse) String() string {
 func (*AcquireRateTokensResponse) ProtoMessage() {}
 
 func (x *AcquireRateTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[42]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2936,7 +3026,7 @@ func (x *AcquireRateTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRateTokensResponse.ProtoReflect.Descriptor instead.
 func (*AcquireRateTokensResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{42}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AcquireRateTokensResponse) GetGrants() []*RateTokenGrant {
@@ -2959,7 +3049,7 @@ type RateTokenGrant struct {
 
 func (x *RateTokenGrant) Reset() {
 	*x = RateTokenGrant{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[43]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2971,7 +3061,7 @@ func (x *RateTokenGrant) String() string {
 func (*RateTokenGrant) ProtoMessage() {}
 
 func (x *RateTokenGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[43]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2984,7 +3074,7 @@ func (x *RateTokenGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateTokenGrant.ProtoReflect.Descriptor instead.
 func (*RateTokenGrant) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{43}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RateTokenGrant) GetGranted() uint32 {
@@ -3017,7 +3107,7 @@ type ListRateLimitBucketsRequest struct {
 
 func (x *ListRateLimitBucketsRequest) Reset() {
 	*x = ListRateLimitBucketsRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[44]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3029,7 +3119,7 @@ func (x *ListRateLimitBucketsRequest) String() string {
 func (*ListRateLimitBucketsRequest) ProtoMessage() {}
 
 func (x *ListRateLimitBucketsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[44]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3042,7 +3132,7 @@ func (x *ListRateLimitBucketsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRateLimitBucketsRequest.ProtoReflect.Descriptor instead.
 func (*ListRateLimitBucketsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{44}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListRateLimitBucketsRequest) GetLimit() string {
@@ -3080,7 +3170,7 @@ type ListRateLimitBucketsResponse struct {
 
 func (x *ListRateLimitBucketsResponse) Reset() {
 	*x = ListRateLimitBucketsResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[45]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3092,7 +3182,7 @@ func (x *ListRateLimitBucketsResponse) String() string {
 func (*ListRateLimitBucketsResponse) ProtoMessage() {}
 
 func (x *ListRateLimitBucketsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[45]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3105,7 +3195,7 @@ func (x *ListRateLimitBucketsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRateLimitBucketsResponse.ProtoReflect.Descriptor instead.
 func (*ListRateLimitBucketsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{45}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListRateLimitBucketsResponse) GetBuckets() []*RateLimitBucket {
@@ -3166,7 +3256,7 @@ type RateLimitBucket struct {
 
 func (x *RateLimitBucket) Reset() {
 	*x = RateLimitBucket{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[46]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3178,7 +3268,7 @@ func (x *RateLimitBucket) String() string {
 func (*RateLimitBucket) ProtoMessage() {}
 
 func (x *RateLimitBucket) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[46]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3191,7 +3281,7 @@ func (x *RateLimitBucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimitBucket.ProtoReflect.Descriptor instead.
 func (*RateLimitBucket) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{46}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RateLimitBucket) GetKey() string {
@@ -3333,7 +3423,7 @@ type AuditEvent struct {
 
 func (x *AuditEvent) Reset() {
 	*x = AuditEvent{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[47]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3345,7 +3435,7 @@ func (x *AuditEvent) String() string {
 func (*AuditEvent) ProtoMessage() {}
 
 func (x *AuditEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[47]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3358,7 +3448,7 @@ func (x *AuditEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
 func (*AuditEvent) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{47}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AuditEvent) GetTime() *timestamppb.Timestamp {
@@ -3511,7 +3601,7 @@ type RecordAuditEventsRequest struct {
 
 func (x *RecordAuditEventsRequest) Reset() {
 	*x = RecordAuditEventsRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[48]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3523,7 +3613,7 @@ func (x *RecordAuditEventsRequest) String() string {
 func (*RecordAuditEventsRequest) ProtoMessage() {}
 
 func (x *RecordAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[48]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3536,7 +3626,7 @@ func (x *RecordAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*RecordAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{48}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RecordAuditEventsRequest) GetEvents() []*AuditEvent {
@@ -3556,7 +3646,7 @@ type RecordAuditEventsResponse struct {
 
 func (x *RecordAuditEventsResponse) Reset() {
 	*x = RecordAuditEventsResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[49]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3568,7 +3658,7 @@ func (x *RecordAuditEventsResponse) String() string {
 func (*RecordAuditEventsResponse) ProtoMessage() {}
 
 func (x *RecordAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[49]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3581,7 +3671,7 @@ func (x *RecordAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*RecordAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{49}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RecordAuditEventsResponse) GetRecorded() uint32 {
@@ -3615,7 +3705,7 @@ type QueryAuditEventsRequest struct {
 
 func (x *QueryAuditEventsRequest) Reset() {
 	*x = QueryAuditEventsRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[50]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3627,7 +3717,7 @@ func (x *QueryAuditEventsRequest) String() string {
 func (*QueryAuditEventsRequest) ProtoMessage() {}
 
 func (x *QueryAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[50]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3640,7 +3730,7 @@ func (x *QueryAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*QueryAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{50}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *QueryAuditEventsRequest) GetSubject() string {
@@ -3725,7 +3815,7 @@ type QueryAuditEventsResponse struct {
 
 func (x *QueryAuditEventsResponse) Reset() {
 	*x = QueryAuditEventsResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[51]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3737,7 +3827,7 @@ func (x *QueryAuditEventsResponse) String() string {
 func (*QueryAuditEventsResponse) ProtoMessage() {}
 
 func (x *QueryAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[51]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3750,7 +3840,7 @@ func (x *QueryAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*QueryAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{51}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *QueryAuditEventsResponse) GetEvents() []*AuditEvent {
@@ -3784,7 +3874,7 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12*\n" +
 	"\x11input_schema_json\x18\x03 \x01(\tR\x0finputSchemaJson\x12\x14\n" +
 	"\x05score\x18\x04 \x01(\x01R\x05score\x12C\n" +
-	"\vexplanation\x18\x05 \x03(\v2!.switchboard.indexer.v1.ScorePartR\vexplanation\"\xe2\x03\n" +
+	"\vexplanation\x18\x05 \x03(\v2!.switchboard.indexer.v1.ScorePartR\vexplanation\"\x89\x04\n" +
 	"\tScorePart\x129\n" +
 	"\x04kind\x18\x01 \x01(\x0e2%.switchboard.indexer.v1.ScorePartKindR\x04kind\x12\"\n" +
 	"\fcontribution\x18\x02 \x01(\x01R\fcontribution\x12\x16\n" +
@@ -3804,13 +3894,14 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\n" +
 	"similarity\x18\r \x01(\x01R\n" +
 	"similarity\x12%\n" +
-	"\x0etrigram_weight\x18\x0e \x01(\x01R\rtrigramWeight\"\xa7\x01\n" +
+	"\x0etrigram_weight\x18\x0e \x01(\x01R\rtrigramWeight\x12%\n" +
+	"\x0emeaning_weight\x18\x0f \x01(\x01R\rmeaningWeight\"\xa7\x01\n" +
 	"\tQueryTerm\x12\x12\n" +
 	"\x04word\x18\x01 \x01(\tR\x04word\x12\x16\n" +
 	"\x06weight\x18\x02 \x01(\x01R\x06weight\x12:\n" +
 	"\x06source\x18\x03 \x01(\x0e2\".switchboard.indexer.v1.TermSourceR\x06source\x12\x18\n" +
 	"\aexpands\x18\x04 \x01(\tR\aexpands\x12\x18\n" +
-	"\alexemes\x18\x05 \x03(\tR\alexemes\"\x92\x02\n" +
+	"\alexemes\x18\x05 \x03(\tR\alexemes\"\xdc\x02\n" +
 	"\x0eSearchResponse\x125\n" +
 	"\x04hits\x18\x01 \x03(\v2!.switchboard.indexer.v1.SearchHitR\x04hits\x12\x1d\n" +
 	"\n" +
@@ -3819,7 +3910,11 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\x0fcatalog_version\x18\x04 \x01(\x04R\x0ecatalogVersion\x127\n" +
 	"\x05terms\x18\x05 \x03(\v2!.switchboard.indexer.v1.QueryTermR\x05terms\x12\x1f\n" +
 	"\vtrigram_key\x18\x06 \x01(\tR\n" +
-	"trigramKey\"m\n" +
+	"trigramKey\x12H\n" +
+	"\rmeaning_words\x18\a \x03(\v2#.switchboard.indexer.v1.MeaningWordR\fmeaningWords\"9\n" +
+	"\vMeaningWord\x12\x12\n" +
+	"\x04word\x18\x01 \x01(\tR\x04word\x12\x16\n" +
+	"\x06weight\x18\x02 \x01(\x01R\x06weight\"m\n" +
 	"\x13RefreshScopeRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x16\n" +
 	"\x06server\x18\x02 \x01(\tR\x06server\"n\n" +
@@ -4035,12 +4130,13 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	" \x01(\tR\tpageToken\"~\n" +
 	"\x18QueryAuditEventsResponse\x12:\n" +
 	"\x06events\x18\x01 \x03(\v2\".switchboard.indexer.v1.AuditEventR\x06events\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\x84\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xa1\x01\n" +
 	"\rScorePartKind\x12\x1f\n" +
 	"\x1bSCORE_PART_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SCORE_PART_KIND_EXACT\x10\x01\x12\x1a\n" +
 	"\x16SCORE_PART_KIND_PREFIX\x10\x02\x12\x1b\n" +
-	"\x17SCORE_PART_KIND_TRIGRAM\x10\x03*\xa2\x01\n" +
+	"\x17SCORE_PART_KIND_TRIGRAM\x10\x03\x12\x1b\n" +
+	"\x17SCORE_PART_KIND_MEANING\x10\x04*\xa2\x01\n" +
 	"\n" +
 	"TermSource\x12\x1b\n" +
 	"\x17TERM_SOURCE_UNSPECIFIED\x10\x00\x12\x15\n" +
@@ -4083,7 +4179,7 @@ func file_switchboard_indexer_v1_indexer_proto_rawDescGZIP() []byte {
 }
 
 var file_switchboard_indexer_v1_indexer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_switchboard_indexer_v1_indexer_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_switchboard_indexer_v1_indexer_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_switchboard_indexer_v1_indexer_proto_goTypes = []any{
 	(ScorePartKind)(0),                    // 0: switchboard.indexer.v1.ScorePartKind
 	(TermSource)(0),                       // 1: switchboard.indexer.v1.TermSource
@@ -4092,139 +4188,141 @@ var file_switchboard_indexer_v1_indexer_proto_goTypes = []any{
 	(*ScorePart)(nil),                     // 4: switchboard.indexer.v1.ScorePart
 	(*QueryTerm)(nil),                     // 5: switchboard.indexer.v1.QueryTerm
 	(*SearchResponse)(nil),                // 6: switchboard.indexer.v1.SearchResponse
-	(*RefreshScopeRequest)(nil),           // 7: switchboard.indexer.v1.RefreshScopeRequest
-	(*RefreshScopeResponse)(nil),          // 8: switchboard.indexer.v1.RefreshScopeResponse
-	(*StatsRequest)(nil),                  // 9: switchboard.indexer.v1.StatsRequest
-	(*StatsResponse)(nil),                 // 10: switchboard.indexer.v1.StatsResponse
-	(*RevokeSessionRequest)(nil),          // 11: switchboard.indexer.v1.RevokeSessionRequest
-	(*RevokeSessionResponse)(nil),         // 12: switchboard.indexer.v1.RevokeSessionResponse
-	(*CheckSessionRequest)(nil),           // 13: switchboard.indexer.v1.CheckSessionRequest
-	(*CheckSessionResponse)(nil),          // 14: switchboard.indexer.v1.CheckSessionResponse
-	(*WatchRevocationsRequest)(nil),       // 15: switchboard.indexer.v1.WatchRevocationsRequest
-	(*WatchRevocationsResponse)(nil),      // 16: switchboard.indexer.v1.WatchRevocationsResponse
-	(*SessionRevocation)(nil),             // 17: switchboard.indexer.v1.SessionRevocation
-	(*ConsumeRequestStateRequest)(nil),    // 18: switchboard.indexer.v1.ConsumeRequestStateRequest
-	(*ConsumeRequestStateResponse)(nil),   // 19: switchboard.indexer.v1.ConsumeRequestStateResponse
-	(*UpdateSessionStateRequest)(nil),     // 20: switchboard.indexer.v1.UpdateSessionStateRequest
-	(*UpdateSessionStateResponse)(nil),    // 21: switchboard.indexer.v1.UpdateSessionStateResponse
-	(*SessionState)(nil),                  // 22: switchboard.indexer.v1.SessionState
-	(*WatchSessionEventsRequest)(nil),     // 23: switchboard.indexer.v1.WatchSessionEventsRequest
-	(*WatchSessionEventsResponse)(nil),    // 24: switchboard.indexer.v1.WatchSessionEventsResponse
-	(*RelayedInputResponse)(nil),          // 25: switchboard.indexer.v1.RelayedInputResponse
-	(*RelayInputResponseRequest)(nil),     // 26: switchboard.indexer.v1.RelayInputResponseRequest
-	(*RelayInputResponseResponse)(nil),    // 27: switchboard.indexer.v1.RelayInputResponseResponse
-	(*RelayedCancellation)(nil),           // 28: switchboard.indexer.v1.RelayedCancellation
-	(*RelayCancellationRequest)(nil),      // 29: switchboard.indexer.v1.RelayCancellationRequest
-	(*RelayCancellationResponse)(nil),     // 30: switchboard.indexer.v1.RelayCancellationResponse
-	(*ToolDefinitionDigest)(nil),          // 31: switchboard.indexer.v1.ToolDefinitionDigest
-	(*RecordToolDefinitionsRequest)(nil),  // 32: switchboard.indexer.v1.RecordToolDefinitionsRequest
-	(*RecordToolDefinitionsResponse)(nil), // 33: switchboard.indexer.v1.RecordToolDefinitionsResponse
-	(*ToolDefinitionVerdict)(nil),         // 34: switchboard.indexer.v1.ToolDefinitionVerdict
-	(*ApproveToolDefinitionRequest)(nil),  // 35: switchboard.indexer.v1.ApproveToolDefinitionRequest
-	(*ApproveToolDefinitionResponse)(nil), // 36: switchboard.indexer.v1.ApproveToolDefinitionResponse
-	(*ListToolDefinitionsRequest)(nil),    // 37: switchboard.indexer.v1.ListToolDefinitionsRequest
-	(*ListToolDefinitionsResponse)(nil),   // 38: switchboard.indexer.v1.ListToolDefinitionsResponse
-	(*ToolDefinition)(nil),                // 39: switchboard.indexer.v1.ToolDefinition
-	(*WatchToolDefinitionsRequest)(nil),   // 40: switchboard.indexer.v1.WatchToolDefinitionsRequest
-	(*WatchToolDefinitionsResponse)(nil),  // 41: switchboard.indexer.v1.WatchToolDefinitionsResponse
-	(*AcquireRateTokensRequest)(nil),      // 42: switchboard.indexer.v1.AcquireRateTokensRequest
-	(*RateTokenRequest)(nil),              // 43: switchboard.indexer.v1.RateTokenRequest
-	(*AcquireRateTokensResponse)(nil),     // 44: switchboard.indexer.v1.AcquireRateTokensResponse
-	(*RateTokenGrant)(nil),                // 45: switchboard.indexer.v1.RateTokenGrant
-	(*ListRateLimitBucketsRequest)(nil),   // 46: switchboard.indexer.v1.ListRateLimitBucketsRequest
-	(*ListRateLimitBucketsResponse)(nil),  // 47: switchboard.indexer.v1.ListRateLimitBucketsResponse
-	(*RateLimitBucket)(nil),               // 48: switchboard.indexer.v1.RateLimitBucket
-	(*AuditEvent)(nil),                    // 49: switchboard.indexer.v1.AuditEvent
-	(*RecordAuditEventsRequest)(nil),      // 50: switchboard.indexer.v1.RecordAuditEventsRequest
-	(*RecordAuditEventsResponse)(nil),     // 51: switchboard.indexer.v1.RecordAuditEventsResponse
-	(*QueryAuditEventsRequest)(nil),       // 52: switchboard.indexer.v1.QueryAuditEventsRequest
-	(*QueryAuditEventsResponse)(nil),      // 53: switchboard.indexer.v1.QueryAuditEventsResponse
-	(*v1.Principal)(nil),                  // 54: switchboard.common.v1.Principal
-	(*timestamppb.Timestamp)(nil),         // 55: google.protobuf.Timestamp
+	(*MeaningWord)(nil),                   // 7: switchboard.indexer.v1.MeaningWord
+	(*RefreshScopeRequest)(nil),           // 8: switchboard.indexer.v1.RefreshScopeRequest
+	(*RefreshScopeResponse)(nil),          // 9: switchboard.indexer.v1.RefreshScopeResponse
+	(*StatsRequest)(nil),                  // 10: switchboard.indexer.v1.StatsRequest
+	(*StatsResponse)(nil),                 // 11: switchboard.indexer.v1.StatsResponse
+	(*RevokeSessionRequest)(nil),          // 12: switchboard.indexer.v1.RevokeSessionRequest
+	(*RevokeSessionResponse)(nil),         // 13: switchboard.indexer.v1.RevokeSessionResponse
+	(*CheckSessionRequest)(nil),           // 14: switchboard.indexer.v1.CheckSessionRequest
+	(*CheckSessionResponse)(nil),          // 15: switchboard.indexer.v1.CheckSessionResponse
+	(*WatchRevocationsRequest)(nil),       // 16: switchboard.indexer.v1.WatchRevocationsRequest
+	(*WatchRevocationsResponse)(nil),      // 17: switchboard.indexer.v1.WatchRevocationsResponse
+	(*SessionRevocation)(nil),             // 18: switchboard.indexer.v1.SessionRevocation
+	(*ConsumeRequestStateRequest)(nil),    // 19: switchboard.indexer.v1.ConsumeRequestStateRequest
+	(*ConsumeRequestStateResponse)(nil),   // 20: switchboard.indexer.v1.ConsumeRequestStateResponse
+	(*UpdateSessionStateRequest)(nil),     // 21: switchboard.indexer.v1.UpdateSessionStateRequest
+	(*UpdateSessionStateResponse)(nil),    // 22: switchboard.indexer.v1.UpdateSessionStateResponse
+	(*SessionState)(nil),                  // 23: switchboard.indexer.v1.SessionState
+	(*WatchSessionEventsRequest)(nil),     // 24: switchboard.indexer.v1.WatchSessionEventsRequest
+	(*WatchSessionEventsResponse)(nil),    // 25: switchboard.indexer.v1.WatchSessionEventsResponse
+	(*RelayedInputResponse)(nil),          // 26: switchboard.indexer.v1.RelayedInputResponse
+	(*RelayInputResponseRequest)(nil),     // 27: switchboard.indexer.v1.RelayInputResponseRequest
+	(*RelayInputResponseResponse)(nil),    // 28: switchboard.indexer.v1.RelayInputResponseResponse
+	(*RelayedCancellation)(nil),           // 29: switchboard.indexer.v1.RelayedCancellation
+	(*RelayCancellationRequest)(nil),      // 30: switchboard.indexer.v1.RelayCancellationRequest
+	(*RelayCancellationResponse)(nil),     // 31: switchboard.indexer.v1.RelayCancellationResponse
+	(*ToolDefinitionDigest)(nil),          // 32: switchboard.indexer.v1.ToolDefinitionDigest
+	(*RecordToolDefinitionsRequest)(nil),  // 33: switchboard.indexer.v1.RecordToolDefinitionsRequest
+	(*RecordToolDefinitionsResponse)(nil), // 34: switchboard.indexer.v1.RecordToolDefinitionsResponse
+	(*ToolDefinitionVerdict)(nil),         // 35: switchboard.indexer.v1.ToolDefinitionVerdict
+	(*ApproveToolDefinitionRequest)(nil),  // 36: switchboard.indexer.v1.ApproveToolDefinitionRequest
+	(*ApproveToolDefinitionResponse)(nil), // 37: switchboard.indexer.v1.ApproveToolDefinitionResponse
+	(*ListToolDefinitionsRequest)(nil),    // 38: switchboard.indexer.v1.ListToolDefinitionsRequest
+	(*ListToolDefinitionsResponse)(nil),   // 39: switchboard.indexer.v1.ListToolDefinitionsResponse
+	(*ToolDefinition)(nil),                // 40: switchboard.indexer.v1.ToolDefinition
+	(*WatchToolDefinitionsRequest)(nil),   // 41: switchboard.indexer.v1.WatchToolDefinitionsRequest
+	(*WatchToolDefinitionsResponse)(nil),  // 42: switchboard.indexer.v1.WatchToolDefinitionsResponse
+	(*AcquireRateTokensRequest)(nil),      // 43: switchboard.indexer.v1.AcquireRateTokensRequest
+	(*RateTokenRequest)(nil),              // 44: switchboard.indexer.v1.RateTokenRequest
+	(*AcquireRateTokensResponse)(nil),     // 45: switchboard.indexer.v1.AcquireRateTokensResponse
+	(*RateTokenGrant)(nil),                // 46: switchboard.indexer.v1.RateTokenGrant
+	(*ListRateLimitBucketsRequest)(nil),   // 47: switchboard.indexer.v1.ListRateLimitBucketsRequest
+	(*ListRateLimitBucketsResponse)(nil),  // 48: switchboard.indexer.v1.ListRateLimitBucketsResponse
+	(*RateLimitBucket)(nil),               // 49: switchboard.indexer.v1.RateLimitBucket
+	(*AuditEvent)(nil),                    // 50: switchboard.indexer.v1.AuditEvent
+	(*RecordAuditEventsRequest)(nil),      // 51: switchboard.indexer.v1.RecordAuditEventsRequest
+	(*RecordAuditEventsResponse)(nil),     // 52: switchboard.indexer.v1.RecordAuditEventsResponse
+	(*QueryAuditEventsRequest)(nil),       // 53: switchboard.indexer.v1.QueryAuditEventsRequest
+	(*QueryAuditEventsResponse)(nil),      // 54: switchboard.indexer.v1.QueryAuditEventsResponse
+	(*v1.Principal)(nil),                  // 55: switchboard.common.v1.Principal
+	(*timestamppb.Timestamp)(nil),         // 56: google.protobuf.Timestamp
 }
 var file_switchboard_indexer_v1_indexer_proto_depIdxs = []int32{
-	54, // 0: switchboard.indexer.v1.SearchRequest.principal:type_name -> switchboard.common.v1.Principal
+	55, // 0: switchboard.indexer.v1.SearchRequest.principal:type_name -> switchboard.common.v1.Principal
 	4,  // 1: switchboard.indexer.v1.SearchHit.explanation:type_name -> switchboard.indexer.v1.ScorePart
 	0,  // 2: switchboard.indexer.v1.ScorePart.kind:type_name -> switchboard.indexer.v1.ScorePartKind
 	1,  // 3: switchboard.indexer.v1.QueryTerm.source:type_name -> switchboard.indexer.v1.TermSource
 	3,  // 4: switchboard.indexer.v1.SearchResponse.hits:type_name -> switchboard.indexer.v1.SearchHit
 	5,  // 5: switchboard.indexer.v1.SearchResponse.terms:type_name -> switchboard.indexer.v1.QueryTerm
-	54, // 6: switchboard.indexer.v1.RefreshScopeRequest.principal:type_name -> switchboard.common.v1.Principal
-	55, // 7: switchboard.indexer.v1.RevokeSessionRequest.expires_at:type_name -> google.protobuf.Timestamp
-	17, // 8: switchboard.indexer.v1.WatchRevocationsResponse.revocations:type_name -> switchboard.indexer.v1.SessionRevocation
-	55, // 9: switchboard.indexer.v1.SessionRevocation.expires_at:type_name -> google.protobuf.Timestamp
-	55, // 10: switchboard.indexer.v1.ConsumeRequestStateRequest.expires_at:type_name -> google.protobuf.Timestamp
-	55, // 11: switchboard.indexer.v1.UpdateSessionStateRequest.expires_at:type_name -> google.protobuf.Timestamp
-	22, // 12: switchboard.indexer.v1.UpdateSessionStateResponse.state:type_name -> switchboard.indexer.v1.SessionState
-	55, // 13: switchboard.indexer.v1.SessionState.expires_at:type_name -> google.protobuf.Timestamp
-	22, // 14: switchboard.indexer.v1.WatchSessionEventsResponse.states:type_name -> switchboard.indexer.v1.SessionState
-	25, // 15: switchboard.indexer.v1.WatchSessionEventsResponse.input_responses:type_name -> switchboard.indexer.v1.RelayedInputResponse
-	28, // 16: switchboard.indexer.v1.WatchSessionEventsResponse.cancellations:type_name -> switchboard.indexer.v1.RelayedCancellation
-	25, // 17: switchboard.indexer.v1.RelayInputResponseRequest.response:type_name -> switchboard.indexer.v1.RelayedInputResponse
-	55, // 18: switchboard.indexer.v1.RelayInputResponseRequest.expires_at:type_name -> google.protobuf.Timestamp
-	28, // 19: switchboard.indexer.v1.RelayCancellationRequest.cancellation:type_name -> switchboard.indexer.v1.RelayedCancellation
-	31, // 20: switchboard.indexer.v1.RecordToolDefinitionsRequest.tools:type_name -> switchboard.indexer.v1.ToolDefinitionDigest
-	34, // 21: switchboard.indexer.v1.RecordToolDefinitionsResponse.verdicts:type_name -> switchboard.indexer.v1.ToolDefinitionVerdict
-	39, // 22: switchboard.indexer.v1.ApproveToolDefinitionResponse.definition:type_name -> switchboard.indexer.v1.ToolDefinition
-	39, // 23: switchboard.indexer.v1.ListToolDefinitionsResponse.definitions:type_name -> switchboard.indexer.v1.ToolDefinition
-	55, // 24: switchboard.indexer.v1.ToolDefinition.first_seen:type_name -> google.protobuf.Timestamp
-	55, // 25: switchboard.indexer.v1.ToolDefinition.last_seen:type_name -> google.protobuf.Timestamp
-	55, // 26: switchboard.indexer.v1.ToolDefinition.approved_at:type_name -> google.protobuf.Timestamp
-	31, // 27: switchboard.indexer.v1.WatchToolDefinitionsResponse.approvals:type_name -> switchboard.indexer.v1.ToolDefinitionDigest
-	43, // 28: switchboard.indexer.v1.AcquireRateTokensRequest.keys:type_name -> switchboard.indexer.v1.RateTokenRequest
-	45, // 29: switchboard.indexer.v1.AcquireRateTokensResponse.grants:type_name -> switchboard.indexer.v1.RateTokenGrant
-	48, // 30: switchboard.indexer.v1.ListRateLimitBucketsResponse.buckets:type_name -> switchboard.indexer.v1.RateLimitBucket
-	55, // 31: switchboard.indexer.v1.ListRateLimitBucketsResponse.read_at:type_name -> google.protobuf.Timestamp
-	55, // 32: switchboard.indexer.v1.RateLimitBucket.updated_at:type_name -> google.protobuf.Timestamp
-	55, // 33: switchboard.indexer.v1.RateLimitBucket.full_at:type_name -> google.protobuf.Timestamp
-	55, // 34: switchboard.indexer.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
-	49, // 35: switchboard.indexer.v1.RecordAuditEventsRequest.events:type_name -> switchboard.indexer.v1.AuditEvent
-	55, // 36: switchboard.indexer.v1.QueryAuditEventsRequest.since:type_name -> google.protobuf.Timestamp
-	55, // 37: switchboard.indexer.v1.QueryAuditEventsRequest.until:type_name -> google.protobuf.Timestamp
-	49, // 38: switchboard.indexer.v1.QueryAuditEventsResponse.events:type_name -> switchboard.indexer.v1.AuditEvent
-	2,  // 39: switchboard.indexer.v1.IndexerService.Search:input_type -> switchboard.indexer.v1.SearchRequest
-	7,  // 40: switchboard.indexer.v1.IndexerService.RefreshScope:input_type -> switchboard.indexer.v1.RefreshScopeRequest
-	9,  // 41: switchboard.indexer.v1.IndexerService.Stats:input_type -> switchboard.indexer.v1.StatsRequest
-	11, // 42: switchboard.indexer.v1.IndexerService.RevokeSession:input_type -> switchboard.indexer.v1.RevokeSessionRequest
-	13, // 43: switchboard.indexer.v1.IndexerService.CheckSession:input_type -> switchboard.indexer.v1.CheckSessionRequest
-	15, // 44: switchboard.indexer.v1.IndexerService.WatchRevocations:input_type -> switchboard.indexer.v1.WatchRevocationsRequest
-	18, // 45: switchboard.indexer.v1.IndexerService.ConsumeRequestState:input_type -> switchboard.indexer.v1.ConsumeRequestStateRequest
-	20, // 46: switchboard.indexer.v1.IndexerService.UpdateSessionState:input_type -> switchboard.indexer.v1.UpdateSessionStateRequest
-	23, // 47: switchboard.indexer.v1.IndexerService.WatchSessionEvents:input_type -> switchboard.indexer.v1.WatchSessionEventsRequest
-	26, // 48: switchboard.indexer.v1.IndexerService.RelayInputResponse:input_type -> switchboard.indexer.v1.RelayInputResponseRequest
-	29, // 49: switchboard.indexer.v1.IndexerService.RelayCancellation:input_type -> switchboard.indexer.v1.RelayCancellationRequest
-	32, // 50: switchboard.indexer.v1.IndexerService.RecordToolDefinitions:input_type -> switchboard.indexer.v1.RecordToolDefinitionsRequest
-	35, // 51: switchboard.indexer.v1.IndexerService.ApproveToolDefinition:input_type -> switchboard.indexer.v1.ApproveToolDefinitionRequest
-	37, // 52: switchboard.indexer.v1.IndexerService.ListToolDefinitions:input_type -> switchboard.indexer.v1.ListToolDefinitionsRequest
-	40, // 53: switchboard.indexer.v1.IndexerService.WatchToolDefinitions:input_type -> switchboard.indexer.v1.WatchToolDefinitionsRequest
-	42, // 54: switchboard.indexer.v1.IndexerService.AcquireRateTokens:input_type -> switchboard.indexer.v1.AcquireRateTokensRequest
-	46, // 55: switchboard.indexer.v1.IndexerService.ListRateLimitBuckets:input_type -> switchboard.indexer.v1.ListRateLimitBucketsRequest
-	50, // 56: switchboard.indexer.v1.IndexerService.RecordAuditEvents:input_type -> switchboard.indexer.v1.RecordAuditEventsRequest
-	52, // 57: switchboard.indexer.v1.IndexerService.QueryAuditEvents:input_type -> switchboard.indexer.v1.QueryAuditEventsRequest
-	6,  // 58: switchboard.indexer.v1.IndexerService.Search:output_type -> switchboard.indexer.v1.SearchResponse
-	8,  // 59: switchboard.indexer.v1.IndexerService.RefreshScope:output_type -> switchboard.indexer.v1.RefreshScopeResponse
-	10, // 60: switchboard.indexer.v1.IndexerService.Stats:output_type -> switchboard.indexer.v1.StatsResponse
-	12, // 61: switchboard.indexer.v1.IndexerService.RevokeSession:output_type -> switchboard.indexer.v1.RevokeSessionResponse
-	14, // 62: switchboard.indexer.v1.IndexerService.CheckSession:output_type -> switchboard.indexer.v1.CheckSessionResponse
-	16, // 63: switchboard.indexer.v1.IndexerService.WatchRevocations:output_type -> switchboard.indexer.v1.WatchRevocationsResponse
-	19, // 64: switchboard.indexer.v1.IndexerService.ConsumeRequestState:output_type -> switchboard.indexer.v1.ConsumeRequestStateResponse
-	21, // 65: switchboard.indexer.v1.IndexerService.UpdateSessionState:output_type -> switchboard.indexer.v1.UpdateSessionStateResponse
-	24, // 66: switchboard.indexer.v1.IndexerService.WatchSessionEvents:output_type -> switchboard.indexer.v1.WatchSessionEventsResponse
-	27, // 67: switchboard.indexer.v1.IndexerService.RelayInputResponse:output_type -> switchboard.indexer.v1.RelayInputResponseResponse
-	30, // 68: switchboard.indexer.v1.IndexerService.RelayCancellation:output_type -> switchboard.indexer.v1.RelayCancellationResponse
-	33, // 69: switchboard.indexer.v1.IndexerService.RecordToolDefinitions:output_type -> switchboard.indexer.v1.RecordToolDefinitionsResponse
-	36, // 70: switchboard.indexer.v1.IndexerService.ApproveToolDefinition:output_type -> switchboard.indexer.v1.ApproveToolDefinitionResponse
-	38, // 71: switchboard.indexer.v1.IndexerService.ListToolDefinitions:output_type -> switchboard.indexer.v1.ListToolDefinitionsResponse
-	41, // 72: switchboard.indexer.v1.IndexerService.WatchToolDefinitions:output_type -> switchboard.indexer.v1.WatchToolDefinitionsResponse
-	44, // 73: switchboard.indexer.v1.IndexerService.AcquireRateTokens:output_type -> switchboard.indexer.v1.AcquireRateTokensResponse
-	47, // 74: switchboard.indexer.v1.IndexerService.ListRateLimitBuckets:output_type -> switchboard.indexer.v1.ListRateLimitBucketsResponse
-	51, // 75: switchboard.indexer.v1.IndexerService.RecordAuditEvents:output_type -> switchboard.indexer.v1.RecordAuditEventsResponse
-	53, // 76: switchboard.indexer.v1.IndexerService.QueryAuditEvents:output_type -> switchboard.indexer.v1.QueryAuditEventsResponse
-	58, // [58:77] is the sub-list for method output_type
-	39, // [39:58] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	7,  // 6: switchboard.indexer.v1.SearchResponse.meaning_words:type_name -> switchboard.indexer.v1.MeaningWord
+	55, // 7: switchboard.indexer.v1.RefreshScopeRequest.principal:type_name -> switchboard.common.v1.Principal
+	56, // 8: switchboard.indexer.v1.RevokeSessionRequest.expires_at:type_name -> google.protobuf.Timestamp
+	18, // 9: switchboard.indexer.v1.WatchRevocationsResponse.revocations:type_name -> switchboard.indexer.v1.SessionRevocation
+	56, // 10: switchboard.indexer.v1.SessionRevocation.expires_at:type_name -> google.protobuf.Timestamp
+	56, // 11: switchboard.indexer.v1.ConsumeRequestStateRequest.expires_at:type_name -> google.protobuf.Timestamp
+	56, // 12: switchboard.indexer.v1.UpdateSessionStateRequest.expires_at:type_name -> google.protobuf.Timestamp
+	23, // 13: switchboard.indexer.v1.UpdateSessionStateResponse.state:type_name -> switchboard.indexer.v1.SessionState
+	56, // 14: switchboard.indexer.v1.SessionState.expires_at:type_name -> google.protobuf.Timestamp
+	23, // 15: switchboard.indexer.v1.WatchSessionEventsResponse.states:type_name -> switchboard.indexer.v1.SessionState
+	26, // 16: switchboard.indexer.v1.WatchSessionEventsResponse.input_responses:type_name -> switchboard.indexer.v1.RelayedInputResponse
+	29, // 17: switchboard.indexer.v1.WatchSessionEventsResponse.cancellations:type_name -> switchboard.indexer.v1.RelayedCancellation
+	26, // 18: switchboard.indexer.v1.RelayInputResponseRequest.response:type_name -> switchboard.indexer.v1.RelayedInputResponse
+	56, // 19: switchboard.indexer.v1.RelayInputResponseRequest.expires_at:type_name -> google.protobuf.Timestamp
+	29, // 20: switchboard.indexer.v1.RelayCancellationRequest.cancellation:type_name -> switchboard.indexer.v1.RelayedCancellation
+	32, // 21: switchboard.indexer.v1.RecordToolDefinitionsRequest.tools:type_name -> switchboard.indexer.v1.ToolDefinitionDigest
+	35, // 22: switchboard.indexer.v1.RecordToolDefinitionsResponse.verdicts:type_name -> switchboard.indexer.v1.ToolDefinitionVerdict
+	40, // 23: switchboard.indexer.v1.ApproveToolDefinitionResponse.definition:type_name -> switchboard.indexer.v1.ToolDefinition
+	40, // 24: switchboard.indexer.v1.ListToolDefinitionsResponse.definitions:type_name -> switchboard.indexer.v1.ToolDefinition
+	56, // 25: switchboard.indexer.v1.ToolDefinition.first_seen:type_name -> google.protobuf.Timestamp
+	56, // 26: switchboard.indexer.v1.ToolDefinition.last_seen:type_name -> google.protobuf.Timestamp
+	56, // 27: switchboard.indexer.v1.ToolDefinition.approved_at:type_name -> google.protobuf.Timestamp
+	32, // 28: switchboard.indexer.v1.WatchToolDefinitionsResponse.approvals:type_name -> switchboard.indexer.v1.ToolDefinitionDigest
+	44, // 29: switchboard.indexer.v1.AcquireRateTokensRequest.keys:type_name -> switchboard.indexer.v1.RateTokenRequest
+	46, // 30: switchboard.indexer.v1.AcquireRateTokensResponse.grants:type_name -> switchboard.indexer.v1.RateTokenGrant
+	49, // 31: switchboard.indexer.v1.ListRateLimitBucketsResponse.buckets:type_name -> switchboard.indexer.v1.RateLimitBucket
+	56, // 32: switchboard.indexer.v1.ListRateLimitBucketsResponse.read_at:type_name -> google.protobuf.Timestamp
+	56, // 33: switchboard.indexer.v1.RateLimitBucket.updated_at:type_name -> google.protobuf.Timestamp
+	56, // 34: switchboard.indexer.v1.RateLimitBucket.full_at:type_name -> google.protobuf.Timestamp
+	56, // 35: switchboard.indexer.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	50, // 36: switchboard.indexer.v1.RecordAuditEventsRequest.events:type_name -> switchboard.indexer.v1.AuditEvent
+	56, // 37: switchboard.indexer.v1.QueryAuditEventsRequest.since:type_name -> google.protobuf.Timestamp
+	56, // 38: switchboard.indexer.v1.QueryAuditEventsRequest.until:type_name -> google.protobuf.Timestamp
+	50, // 39: switchboard.indexer.v1.QueryAuditEventsResponse.events:type_name -> switchboard.indexer.v1.AuditEvent
+	2,  // 40: switchboard.indexer.v1.IndexerService.Search:input_type -> switchboard.indexer.v1.SearchRequest
+	8,  // 41: switchboard.indexer.v1.IndexerService.RefreshScope:input_type -> switchboard.indexer.v1.RefreshScopeRequest
+	10, // 42: switchboard.indexer.v1.IndexerService.Stats:input_type -> switchboard.indexer.v1.StatsRequest
+	12, // 43: switchboard.indexer.v1.IndexerService.RevokeSession:input_type -> switchboard.indexer.v1.RevokeSessionRequest
+	14, // 44: switchboard.indexer.v1.IndexerService.CheckSession:input_type -> switchboard.indexer.v1.CheckSessionRequest
+	16, // 45: switchboard.indexer.v1.IndexerService.WatchRevocations:input_type -> switchboard.indexer.v1.WatchRevocationsRequest
+	19, // 46: switchboard.indexer.v1.IndexerService.ConsumeRequestState:input_type -> switchboard.indexer.v1.ConsumeRequestStateRequest
+	21, // 47: switchboard.indexer.v1.IndexerService.UpdateSessionState:input_type -> switchboard.indexer.v1.UpdateSessionStateRequest
+	24, // 48: switchboard.indexer.v1.IndexerService.WatchSessionEvents:input_type -> switchboard.indexer.v1.WatchSessionEventsRequest
+	27, // 49: switchboard.indexer.v1.IndexerService.RelayInputResponse:input_type -> switchboard.indexer.v1.RelayInputResponseRequest
+	30, // 50: switchboard.indexer.v1.IndexerService.RelayCancellation:input_type -> switchboard.indexer.v1.RelayCancellationRequest
+	33, // 51: switchboard.indexer.v1.IndexerService.RecordToolDefinitions:input_type -> switchboard.indexer.v1.RecordToolDefinitionsRequest
+	36, // 52: switchboard.indexer.v1.IndexerService.ApproveToolDefinition:input_type -> switchboard.indexer.v1.ApproveToolDefinitionRequest
+	38, // 53: switchboard.indexer.v1.IndexerService.ListToolDefinitions:input_type -> switchboard.indexer.v1.ListToolDefinitionsRequest
+	41, // 54: switchboard.indexer.v1.IndexerService.WatchToolDefinitions:input_type -> switchboard.indexer.v1.WatchToolDefinitionsRequest
+	43, // 55: switchboard.indexer.v1.IndexerService.AcquireRateTokens:input_type -> switchboard.indexer.v1.AcquireRateTokensRequest
+	47, // 56: switchboard.indexer.v1.IndexerService.ListRateLimitBuckets:input_type -> switchboard.indexer.v1.ListRateLimitBucketsRequest
+	51, // 57: switchboard.indexer.v1.IndexerService.RecordAuditEvents:input_type -> switchboard.indexer.v1.RecordAuditEventsRequest
+	53, // 58: switchboard.indexer.v1.IndexerService.QueryAuditEvents:input_type -> switchboard.indexer.v1.QueryAuditEventsRequest
+	6,  // 59: switchboard.indexer.v1.IndexerService.Search:output_type -> switchboard.indexer.v1.SearchResponse
+	9,  // 60: switchboard.indexer.v1.IndexerService.RefreshScope:output_type -> switchboard.indexer.v1.RefreshScopeResponse
+	11, // 61: switchboard.indexer.v1.IndexerService.Stats:output_type -> switchboard.indexer.v1.StatsResponse
+	13, // 62: switchboard.indexer.v1.IndexerService.RevokeSession:output_type -> switchboard.indexer.v1.RevokeSessionResponse
+	15, // 63: switchboard.indexer.v1.IndexerService.CheckSession:output_type -> switchboard.indexer.v1.CheckSessionResponse
+	17, // 64: switchboard.indexer.v1.IndexerService.WatchRevocations:output_type -> switchboard.indexer.v1.WatchRevocationsResponse
+	20, // 65: switchboard.indexer.v1.IndexerService.ConsumeRequestState:output_type -> switchboard.indexer.v1.ConsumeRequestStateResponse
+	22, // 66: switchboard.indexer.v1.IndexerService.UpdateSessionState:output_type -> switchboard.indexer.v1.UpdateSessionStateResponse
+	25, // 67: switchboard.indexer.v1.IndexerService.WatchSessionEvents:output_type -> switchboard.indexer.v1.WatchSessionEventsResponse
+	28, // 68: switchboard.indexer.v1.IndexerService.RelayInputResponse:output_type -> switchboard.indexer.v1.RelayInputResponseResponse
+	31, // 69: switchboard.indexer.v1.IndexerService.RelayCancellation:output_type -> switchboard.indexer.v1.RelayCancellationResponse
+	34, // 70: switchboard.indexer.v1.IndexerService.RecordToolDefinitions:output_type -> switchboard.indexer.v1.RecordToolDefinitionsResponse
+	37, // 71: switchboard.indexer.v1.IndexerService.ApproveToolDefinition:output_type -> switchboard.indexer.v1.ApproveToolDefinitionResponse
+	39, // 72: switchboard.indexer.v1.IndexerService.ListToolDefinitions:output_type -> switchboard.indexer.v1.ListToolDefinitionsResponse
+	42, // 73: switchboard.indexer.v1.IndexerService.WatchToolDefinitions:output_type -> switchboard.indexer.v1.WatchToolDefinitionsResponse
+	45, // 74: switchboard.indexer.v1.IndexerService.AcquireRateTokens:output_type -> switchboard.indexer.v1.AcquireRateTokensResponse
+	48, // 75: switchboard.indexer.v1.IndexerService.ListRateLimitBuckets:output_type -> switchboard.indexer.v1.ListRateLimitBucketsResponse
+	52, // 76: switchboard.indexer.v1.IndexerService.RecordAuditEvents:output_type -> switchboard.indexer.v1.RecordAuditEventsResponse
+	54, // 77: switchboard.indexer.v1.IndexerService.QueryAuditEvents:output_type -> switchboard.indexer.v1.QueryAuditEventsResponse
+	59, // [59:78] is the sub-list for method output_type
+	40, // [40:59] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_indexer_v1_indexer_proto_init() }
@@ -4232,7 +4330,7 @@ func file_switchboard_indexer_v1_indexer_proto_init() {
 	if File_switchboard_indexer_v1_indexer_proto != nil {
 		return
 	}
-	file_switchboard_indexer_v1_indexer_proto_msgTypes[18].OneofWrappers = []any{
+	file_switchboard_indexer_v1_indexer_proto_msgTypes[19].OneofWrappers = []any{
 		(*UpdateSessionStateRequest_LogLevel)(nil),
 		(*UpdateSessionStateRequest_SubscribeUri)(nil),
 		(*UpdateSessionStateRequest_UnsubscribeUri)(nil),
@@ -4243,7 +4341,7 @@ func file_switchboard_indexer_v1_indexer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_indexer_v1_indexer_proto_rawDesc), len(file_switchboard_indexer_v1_indexer_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   52,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
