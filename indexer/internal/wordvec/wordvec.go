@@ -194,8 +194,14 @@ func (t *Table) computeCommon() Vector {
 	return v
 }
 
-// Dot is the dot product of two vectors.
-func Dot(a, b *Vector) float32 {
+// Dot is the dot product of two vectors. A search takes one per tool of
+// the scope, and it is most of a search's cost at 10,000 tools: on amd64
+// with AVX2 and FMA it runs eight lanes at once (dot_amd64.s), elsewhere
+// dotGeneric.
+func Dot(a, b *Vector) float32 { return dot(a, b) }
+
+// dotGeneric is Dot in Go, four sums at once.
+func dotGeneric(a, b *Vector) float32 {
 	var s0, s1, s2, s3 float32
 	for d := 0; d < Dims; d += 4 {
 		s0 += a[d] * b[d]

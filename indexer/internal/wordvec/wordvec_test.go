@@ -2,6 +2,8 @@ package wordvec_test
 
 import (
 	"bytes"
+	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -122,4 +124,52 @@ func TestParseReadsWhatWriteWrote(t *testing.T) {
 	if err := wordvec.Write(&buf, []wordvec.Entry{{Word: ""}}); err == nil {
 		t.Error("an empty word was written")
 	}
+}
+
+// Dot, however it is computed here, is the dot product: the same as the
+// Go loop to single-precision rounding, on vectors of every sign and size.
+func TestDotIsTheDotProduct(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 2000 {
+		var a, b wordvec.Vector
+		scale := float32(math.Pow(10, float64(i%7-3)))
+		for d := range a {
+			a[d] = scale * float32(r.NormFloat64())
+			b[d] = float32(r.NormFloat64())
+		}
+		if i == 0 {
+			a, b = wordvec.Vector{}, wordvec.Vector{}
+		}
+		var want, size float64
+		for d := range a {
+			want += float64(a[d]) * float64(b[d])
+			size += math.Abs(float64(a[d]) * float64(b[d]))
+		}
+		if got := float64(wordvec.Dot(&a, &b)); math.Abs(got-want) > 1e-5*size {
+			t.Fatalf("Dot = %v, want %v", got, want)
+		}
+		if got := float64(wordvec.DotGeneric(&a, &b)); math.Abs(got-want) > 1e-5*size {
+			t.Fatalf("dotGeneric = %v, want %v", got, want)
+		}
+	}
+	// Each dimension counts, the last four (the tail) included.
+	for d := range wordvec.Dims {
+		var a, b wordvec.Vector
+		a[d], b[d] = 2, 3
+		if got := wordvec.Dot(&a, &b); got != 6 {
+			t.Fatalf("dimension %d alone: Dot = %v, want 6", d, got)
+		}
+	}
+}
+
+func BenchmarkDot(b *testing.B) {
+	var x, y wordvec.Vector
+	for d := range x {
+		x[d], y[d] = float32(d), float32(wordvec.Dims-d)
+	}
+	var sink float32
+	for b.Loop() {
+		sink += wordvec.Dot(&x, &y)
+	}
+	_ = sink
 }

@@ -1,0 +1,4 @@
+package wordvec
+
+// DotGeneric is dotGeneric, for comparing with Dot.
+var DotGeneric = dotGeneric
