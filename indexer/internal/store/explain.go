@@ -39,9 +39,10 @@ type ExplainedHit struct {
 type TermSource int
 
 const (
-	// SourceQuery is a word of the query text, at weight 1.
+	// SourceQuery is a word of the query text, at its Rarity.
 	SourceQuery TermSource = iota + 1
-	// SourceKeyword is a word of the keywords, at KeywordBoost.
+	// SourceKeyword is a word of the keywords, at KeywordBoost × its
+	// Rarity.
 	SourceKeyword
 	// SourceFraming is a word of the query text that frames a request
 	// ("help", "find", "please"), at FramingWeight.

@@ -22,7 +22,8 @@ func TestWeightedTermsAreTerms(t *testing.T) {
 			queries = append(queries, Query{Text: fmt.Sprintf("can you %s the %s for me", verb, noun)})
 		}
 	}
-	rankings := []Ranking{DefaultRanking, {KeywordBoost: 3, SynonymBoost: 0.9, RelatedBoost: 0.95, FramingWeight: 1.5}}
+	rankings := []Ranking{DefaultRanking, {KeywordBoost: 3, SynonymBoost: 0.9, RelatedBoost: 0.95, FramingWeight: 1.5},
+		{KeywordBoost: 2, SynonymBoost: 0.4, RelatedBoost: 0.3, FramingWeight: 0.3, RarityWeight: 2}}
 	for _, r := range rankings {
 		for _, q := range queries {
 			words, weights, key := r.Terms(q)
@@ -41,23 +42,26 @@ func TestWeightedTermsAreTerms(t *testing.T) {
 					t.Errorf("%+v: term %s from %d expands %q", q, term.Word, term.Source, term.Expands)
 				}
 				// The origin accounts for the weight: a word of the
-				// caller's at its own weight, an expansion at its boost
-				// times the weight of one of the caller's words.
-				own := []float64{1, r.KeywordBoost, r.FramingWeight}
+				// caller's at its own weight (its rarity, times the
+				// keyword boost for a keyword), an expansion at its boost
+				// times a weight the caller's word it expands can have.
+				ownWeights := func(w string) []float64 {
+					return []float64{r.Rarity(w), r.KeywordBoost * r.Rarity(w), r.FramingWeight}
+				}
 				var implied []float64
 				switch term.Source {
 				case SourceQuery:
-					implied = own[:1]
+					implied = ownWeights(term.Word)[:1]
 				case SourceKeyword:
-					implied = own[1:2]
+					implied = ownWeights(term.Word)[1:2]
 				case SourceFraming:
-					implied = own[2:]
+					implied = ownWeights(term.Word)[2:]
 				case SourceSynonym, SourceTopic:
 					boost := r.SynonymBoost
 					if term.Source == SourceTopic {
 						boost = r.RelatedBoost
 					}
-					for _, w := range own {
+					for _, w := range ownWeights(term.Expands) {
 						implied = append(implied, w*boost)
 					}
 				}
@@ -81,18 +85,18 @@ func TestWeightedTermsOrigins(t *testing.T) {
 	want := map[string]QueryTerm{
 		"please": {Word: "please", Weight: r.FramingWeight, TermOrigin: TermOrigin{Source: SourceFraming}},
 		"help":   {Word: "help", Weight: r.FramingWeight, TermOrigin: TermOrigin{Source: SourceFraming}},
-		"me":     {Word: "me", Weight: 1, TermOrigin: TermOrigin{Source: SourceQuery}},
-		"stocks": {Word: "stocks", Weight: 1, TermOrigin: TermOrigin{Source: SourceQuery}},
-		"city":   {Word: "city", Weight: r.KeywordBoost, TermOrigin: TermOrigin{Source: SourceKeyword}},
+		"me":     {Word: "me", Weight: r.Rarity("me"), TermOrigin: TermOrigin{Source: SourceQuery}},
+		"stocks": {Word: "stocks", Weight: r.Rarity("stocks"), TermOrigin: TermOrigin{Source: SourceQuery}},
+		"city":   {Word: "city", Weight: r.KeywordBoost * r.Rarity("city"), TermOrigin: TermOrigin{Source: SourceKeyword}},
 		// In the query text and the keywords: the keyword weighs more.
-		"weather": {Word: "weather", Weight: r.KeywordBoost, TermOrigin: TermOrigin{Source: SourceKeyword}},
+		"weather": {Word: "weather", Weight: r.KeywordBoost * r.Rarity("weather"), TermOrigin: TermOrigin{Source: SourceKeyword}},
 		// A synonym and a topic word of the keyword "weather": the
 		// synonym weighs more.
-		"forecast": {Word: "forecast", Weight: r.KeywordBoost * r.SynonymBoost, TermOrigin: TermOrigin{Source: SourceSynonym, Expands: "weather"}},
-		"rain":     {Word: "rain", Weight: r.KeywordBoost * r.RelatedBoost, TermOrigin: TermOrigin{Source: SourceTopic, Expands: "weather"}},
-		"map":      {Word: "map", Weight: r.KeywordBoost * r.RelatedBoost, TermOrigin: TermOrigin{Source: SourceTopic, Expands: "city"}},
+		"forecast": {Word: "forecast", Weight: r.KeywordBoost * r.Rarity("weather") * r.SynonymBoost, TermOrigin: TermOrigin{Source: SourceSynonym, Expands: "weather"}},
+		"rain":     {Word: "rain", Weight: r.KeywordBoost * r.Rarity("weather") * r.RelatedBoost, TermOrigin: TermOrigin{Source: SourceTopic, Expands: "weather"}},
+		"map":      {Word: "map", Weight: r.KeywordBoost * r.Rarity("city") * r.RelatedBoost, TermOrigin: TermOrigin{Source: SourceTopic, Expands: "city"}},
 		// A plural expands like its singular.
-		"invest": {Word: "invest", Weight: r.SynonymBoost, TermOrigin: TermOrigin{Source: SourceSynonym, Expands: "stocks"}},
+		"invest": {Word: "invest", Weight: r.Rarity("stocks") * r.SynonymBoost, TermOrigin: TermOrigin{Source: SourceSynonym, Expands: "stocks"}},
 	}
 	for w, term := range want {
 		got, ok := byWord[w]

@@ -1,6 +1,10 @@
 package store
 
-import "github.com/switchboard-mcp/switchboard/indexer/internal/wordvec"
+import (
+	"strings"
+
+	"github.com/switchboard-mcp/switchboard/indexer/internal/wordvec"
+)
 
 // Ranking by meaning: a tool's text and a query each become a vector, the
 // frequency-weighted sum of their words' vectors (package wordvec), and a
@@ -13,10 +17,26 @@ import "github.com/switchboard-mcp/switchboard/indexer/internal/wordvec"
 // your preferences". The words' own matches still decide most rankings;
 // this adds what only a knowledge of the world would.
 
-// meaningIgnored are words that say nothing, in a catalog of tools, about
-// what one tool does: every tool is one. The framing words of a request
-// ("help", "find", "please") are left out too: they are how people ask.
+// meaningIgnored are words that say nothing about what a tool does: the
+// function words of English (pronouns, auxiliaries, prepositions; the
+// list PostgreSQL's english configuration drops), which the frequency
+// weights reduce but do not silence ("me" and "you" weigh a tenth to a
+// quarter), and "tool", which every tool is. The framing words of a
+// request ("help", "find", "please") are left out too: they are how
+// people ask.
 var meaningIgnored = map[string]bool{"tool": true, "tools": true}
+
+func init() {
+	for _, w := range strings.Fields(`i me my myself we our ours ourselves you your yours yourself yourselves
+		he him his himself she her hers herself it its itself they them their theirs themselves what which who
+		whom this that these those am is are was were be been being have has had having do does did doing a an
+		the and but if or because as until while of at by for with about against between into through during
+		before after above below to from up down in out on off over under again further then once here there
+		when where why how all any both each few more most other some such no nor not only own same so than too
+		very s t can will just don should now`) {
+		meaningIgnored[w] = true
+	}
+}
 
 // maxMeaningWords bounds the words of one text that make its vector: the
 // vector of a long text settles well before, and reading a scope stays

@@ -1,6 +1,11 @@
 package store
 
-import "strings"
+import (
+	"math"
+	"strings"
+
+	"github.com/switchboard-mcp/switchboard/indexer/internal/wordvec"
+)
 
 // Ranking holds the tunable weights of the ranking function. The defaults
 // were chosen on the MetaTool development split as a whole (never per
@@ -28,6 +33,13 @@ type Ranking struct {
 	// FramingWeight is the weight of a word that frames a request rather
 	// than naming what it is about ("help", "find", "show", "please").
 	FramingWeight float64
+	// RarityWeight is how much a word's frequency in English sets the
+	// weight of a word of the caller's: its weight is multiplied by its
+	// wordvec weight (nearly 0 for "the", 0.5 for a word like "currently",
+	// nearly 1 for "thermostat") to this power; 0 weighs every word alike.
+	// The scope's own IDF says how rare a word is among its tools, a few
+	// hundred short texts; English says which words carry a request.
+	RarityWeight float64
 	// MeaningWeight scales the cosine of the query's and a tool's vectors
 	// (meaning.go); 0 ranks by words alone. A tool that matches no word of
 	// the query is a hit by meaning alone when the cosine reaches
@@ -47,6 +59,7 @@ var DefaultRanking = Ranking{
 	TrigramWeight:    0.5,
 	TrigramThreshold: 0.5,
 	FramingWeight:    0.3,
+	RarityWeight:     0.5,
 	MeaningWeight:    1,
 	MeaningFloor:     0.4,
 }
@@ -79,8 +92,9 @@ const (
 )
 
 // Terms turns the query and keywords into weighted words: query words at
-// weight 1, keywords at KeywordBoost, synonyms of either at SynonymBoost
-// (related words at RelatedBoost) times their source; at most MaxTerms,
+// their Rarity, keywords at KeywordBoost × their Rarity, framing words of
+// the query at FramingWeight, synonyms of any at SynonymBoost (related
+// words at RelatedBoost) times their source; at most MaxTerms,
 // the caller's own words first. An implementation then reduces them to
 // its lexemes (stemming, stop words). key is the query folded to one
 // identifier-like token for trigram similarity with tool names (like
@@ -129,7 +143,7 @@ func (r Ranking) terms(q Query, origins *[]TermOrigin) (terms []string, boosts [
 				direct = append(direct, source{w, b * r.FramingWeight})
 				continue
 			}
-			direct = append(direct, source{w, b})
+			direct = append(direct, source{w, b * r.Rarity(w)})
 		}
 		if i == 0 {
 			textWords = len(direct)
@@ -177,6 +191,21 @@ func (r Ranking) terms(q Query, origins *[]TermOrigin) (terms []string, boosts [
 		key = string(runes[:MaxNameKeyRunes])
 	}
 	return terms, boosts, key
+}
+
+// Rarity is the factor a word of the caller's weight gets for how rare it
+// is in English (RarityWeight). A word the word vectors do not know, a
+// name or an identifier ("kubectl", "githubcreateissue"), is as rare as
+// words get: 1.
+func (r Ranking) Rarity(w string) float64 {
+	if r.RarityWeight == 0 {
+		return 1
+	}
+	x, ok := wordvec.Default().WordWeight(w)
+	if !ok {
+		return 1
+	}
+	return math.Pow(float64(x), r.RarityWeight)
 }
 
 // baseForms are the forms of w the expansion groups are looked up under:

@@ -45,17 +45,17 @@ func TestQueryTerms(t *testing.T) {
 	for i, term := range terms {
 		weight[term] = boosts[i]
 	}
-	if weight["weather"] != 1 || weight["forecast"] != r.KeywordBoost || weight["get"] != r.KeywordBoost {
+	if weight["weather"] != r.Rarity("weather") || weight["forecast"] != r.KeywordBoost*r.Rarity("forecast") || weight["get"] != r.KeywordBoost*r.Rarity("get") {
 		t.Errorf("weights %v", weight)
 	}
 	// A synonym of a query word comes in at reduced weight; one of a
 	// keyword keeps the keyword's boost relative to it. "find" frames the
 	// request, so it and its synonyms weigh FramingWeight as much.
-	if weight["find"] != r.FramingWeight || weight["search"] != r.FramingWeight*r.SynonymBoost || weight["fetch"] != r.KeywordBoost*r.SynonymBoost {
+	if weight["find"] != r.FramingWeight || weight["search"] != r.FramingWeight*r.SynonymBoost || weight["fetch"] != r.KeywordBoost*r.Rarity("get")*r.SynonymBoost {
 		t.Errorf("synonym weights %v", weight)
 	}
 	// A framing word given as a keyword is what the caller asked for.
-	if terms, boosts, _ := r.Terms(Query{Text: "x", Keywords: []string{"find"}}); !slices.Contains(terms, "find") || boosts[slices.Index(terms, "find")] != r.KeywordBoost {
+	if terms, boosts, _ := r.Terms(Query{Text: "x", Keywords: []string{"find"}}); !slices.Contains(terms, "find") || boosts[slices.Index(terms, "find")] != r.KeywordBoost*r.Rarity("find") {
 		t.Errorf("keyword find: %v %v", terms, boosts)
 	}
 	// Five words: a sentence, not an identifier, so no trigram key.

@@ -98,9 +98,11 @@ type TermSource int32
 
 const (
 	TermSource_TERM_SOURCE_UNSPECIFIED TermSource = 0
-	// A word of the query text: weight 1.
+	// A word of the query text: weight 1 × its rarity in English (the
+	// ranking's RarityWeight; nearly 1 for a rare word or a name, about a
+	// fifth for the commonest words that are not stop words).
 	TermSource_TERM_SOURCE_QUERY TermSource = 1
-	// A word of the keywords: the ranking's KeywordBoost.
+	// A word of the keywords: the ranking's KeywordBoost × its rarity.
 	TermSource_TERM_SOURCE_KEYWORD TermSource = 2
 	// A word of the query text that frames a request rather than saying
 	// what it is about ("help", "find", "show", "please"): the ranking's
