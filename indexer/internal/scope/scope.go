@@ -278,6 +278,7 @@ func (r *Resolver) listTools(ctx context.Context, agg aggregatorv1.AggregatorSer
 		for _, t := range page.GetTools() {
 			view.tools = append(view.tools, store.Tool{
 				Name:            t.GetName(),
+				OriginalName:    t.GetOriginalName(),
 				Description:     t.GetDescription(),
 				InputSchemaJSON: t.GetInputSchemaJson(),
 				DefinitionJSON:  t.GetDefinitionJson(),

@@ -8,7 +8,11 @@ import (
 
 // Tool is one tool of a view, as the aggregator lists it.
 type Tool struct {
-	Name            string
+	Name string
+	// OriginalName is the tool's name on its backend, when the aggregator
+	// advertises it under another ("github_createIssue" for
+	// "createIssue": prefixed or renamed); optional.
+	OriginalName    string
 	Description     string
 	InputSchemaJSON string
 	// DefinitionJSON is the complete MCP tool object; its size estimates
@@ -48,13 +52,23 @@ func (t Tool) Document() Document {
 	if d.InputSchemaJSON == "" {
 		d.InputSchemaJSON = `{"type":"object"}`
 	}
+	original := clean(t.OriginalName)
+	if original == d.Name {
+		original = ""
+	}
 	h := sha256.New()
-	for _, part := range []string{d.Name, d.Description, d.InputSchemaJSON} {
+	parts := []string{d.Name, d.Description, d.InputSchemaJSON}
+	if original != "" {
+		// Only then: a tool advertised under its own name keeps the hash
+		// (and so the stored document) it always had.
+		parts = append(parts, original)
+	}
+	for _, part := range parts {
 		h.Write([]byte(part))
 		h.Write([]byte{0})
 	}
 	d.ContentHash = h.Sum(nil)
-	d.NameWords = NameWords(d.Name)
+	d.NameWords = NameWords(d.Name, original)
 	d.NameKey = NameKey(d.Name)
 	d.ParamText = ParamText(d.InputSchemaJSON)
 	d.JSONBytes = definitionBytes(t.DefinitionJSON, d)

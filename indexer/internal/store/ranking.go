@@ -60,8 +60,8 @@ var DefaultRanking = Ranking{
 	TrigramThreshold: 0.5,
 	FramingWeight:    0.3,
 	RarityWeight:     0.5,
-	MeaningWeight:    1,
-	MeaningFloor:     0.4,
+	MeaningWeight:    0.85,
+	MeaningFloor:     0.3,
 }
 
 // Query is one search.

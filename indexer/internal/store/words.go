@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"slices"
 	"sort"
 	"strings"
 	"unicode"
@@ -46,12 +47,20 @@ func SplitWords(s string) []string {
 
 // NameWords is the text indexed for a tool name: its words, plus the
 // whole name folded to one token when it has several, so that a query
-// naming the tool exactly ("getweather") matches too.
-func NameWords(name string) string {
+// naming the tool exactly ("getweather") matches too, as a prefix too
+// ("weather" begins "weatherforecast"). original, when not empty, is the
+// tool's name on its backend, folded the same way: an aggregator's
+// prefix ("acme_weatherForecast") would otherwise put its backend's name
+// at the start of every tool's folded name, and a query beginning the
+// tool's own name would match none of them.
+func NameWords(name, original string) string {
 	words := SplitWords(name)
 	text := strings.Join(words, " ")
 	if len(words) > 1 {
 		text += " " + strings.Join(words, "")
+	}
+	if ow := SplitWords(original); len(ow) > 1 && !slices.Equal(ow, words) {
+		text += " " + strings.Join(ow, "")
 	}
 	return text
 }

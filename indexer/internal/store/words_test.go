@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"slices"
 	"strings"
 	"testing"
@@ -142,5 +143,34 @@ func TestTopicWordsReachTheirField(t *testing.T) {
 		if !slices.Contains(terms, c.field) {
 			t.Errorf("%q does not expand to %q: %v", c.word, c.field, terms)
 		}
+	}
+}
+
+// A prefixed tool's name is folded both as advertised and as its backend
+// names it, so that a query beginning the backend's name matches.
+func TestNameWordsFoldTheBackendsName(t *testing.T) {
+	for _, c := range []struct{ name, original, want string }{
+		{"acme_weatherForecast", "weatherForecast", "acme weather forecast acmeweatherforecast weatherforecast"},
+		{"getWeather", "", "get weather getweather"},
+		{"getWeather", "getWeather", "get weather getweather"},
+		{"acme_search", "search", "acme search acmesearch"},
+		{"search", "", "search"},
+	} {
+		if got := NameWords(c.name, c.original); got != c.want {
+			t.Errorf("NameWords(%q, %q) = %q, want %q", c.name, c.original, got, c.want)
+		}
+	}
+	// A tool advertised under its own name is the document it always was;
+	// under another, another document.
+	plain := Tool{Name: "getWeather", Description: "Weather."}
+	same := plain
+	same.OriginalName = "getWeather"
+	renamed := plain
+	renamed.OriginalName = "weather"
+	if !bytes.Equal(plain.Document().ContentHash, same.Document().ContentHash) {
+		t.Error("naming the advertised name as the original changed the document")
+	}
+	if bytes.Equal(plain.Document().ContentHash, renamed.Document().ContentHash) {
+		t.Error("another original name left the document as it was")
 	}
 }

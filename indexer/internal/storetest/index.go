@@ -330,3 +330,28 @@ func collectGarbage(t *testing.T, b Backing) {
 		t.Fatalf("stats after rebuild: %+v (%v)", stats, err)
 	}
 }
+
+// A tool the aggregator advertises under a prefix is found by the start of
+// its own name, as its backend names it: "weatherrep" begins
+// "weatherreport", which the advertised "acme_weatherReport" folds to
+// only once the backend's name is indexed too.
+func prefixedToolsKeepTheirOwnName(t *testing.T, b Backing) {
+	st := b.Open(t)
+	sc := build(t, st, "prefixed", []store.Tool{
+		{Name: "acme_weatherReport", OriginalName: "weatherReport", Description: "Today's report."},
+		{Name: "acme_stockReport", OriginalName: "stockReport", Description: "Today's report."},
+	})
+	ex, err := st.(store.Explainer).SearchExplained(t.Context(), sc, store.Query{Text: "weatherrep report", Limit: 8}, store.DefaultRanking)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ex.Hits) == 0 || ex.Hits[0].Name != "acme_weatherReport" {
+		t.Fatalf("hits %v, want acme_weatherReport first", ex.Hits)
+	}
+	for _, p := range ex.Hits[0].Parts {
+		if p.Lexeme == "weatherrep" && slices.Contains(p.Matched, "weatherreport") {
+			return
+		}
+	}
+	t.Errorf("weatherrep matched none of acme_weatherReport's lexemes as a prefix: %+v", ex.Hits[0].Parts)
+}

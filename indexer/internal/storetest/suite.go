@@ -46,6 +46,7 @@ func RunAll(t *testing.T, newBacking NewBacking) {
 		{"ExplainedSearch", explainedSearch},
 		{"EmptyScope", emptyScope},
 		{"HostileToolDefinitions", hostileToolDefinitions},
+		{"PrefixedToolsKeepTheirOwnName", prefixedToolsKeepTheirOwnName},
 		{"CollectGarbage", collectGarbage},
 		{"Sessions", sessions},
 		{"ListenRevocationsAcrossHandles", listenRevocationsAcrossHandles},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store/postgres"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/storetest"
 )
 
@@ -65,7 +66,7 @@ func BenchmarkSearch100k(b *testing.B) {
 		scopes[p] = sc
 	}
 	b.Logf("built %d principal scopes in %s", principals, time.Since(start).Round(time.Millisecond))
-	if _, err := st.Pool().Exec(ctx, `DELETE FROM scopes WHERE tools_digest = 'universe'`); err != nil {
+	if _, err := st.Pool().Exec(ctx, `DELETE FROM scopes WHERE tools_digest = $1`, postgres.ScopeKey("universe")); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := st.Pool().Exec(ctx, `VACUUM ANALYZE`); err != nil {

@@ -25,12 +25,13 @@ func (s *Store) buildScope(ctx context.Context, digest string, catalogVersion ui
 		return store.Scope{}, false, fmt.Errorf("begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1), pg_advisory_xact_lock(hashtextextended($2, 0))`, gcLockKey, digest); err != nil {
+	key := scopeKey(digest)
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1), pg_advisory_xact_lock(hashtextextended($2, 0))`, gcLockKey, key); err != nil {
 		return store.Scope{}, false, fmt.Errorf("lock scope: %w", err)
 	}
 	sc := store.Scope{Digest: digest}
 	var version int64
-	err = tx.QueryRow(ctx, `SELECT id, catalog_version, tool_count, baseline_tokens FROM scopes WHERE tools_digest = $1`, digest).
+	err = tx.QueryRow(ctx, `SELECT id, catalog_version, tool_count, baseline_tokens FROM scopes WHERE tools_digest = $1`, key).
 		Scan(&sc.ID, &version, &sc.ToolCount, &sc.BaselineTokens)
 	sc.CatalogVersion = uint64(version)
 	if err == nil {
@@ -74,7 +75,7 @@ func (s *Store) buildScope(ctx context.Context, digest string, catalogVersion ui
 		VALUES ($1, $2, $3, $4) RETURNING id`,
 		// catalog_version is a bigint holding the uint64's bits: catalog
 		// versions are content-derived, so half of them are above 2^63.
-		digest, int64(catalogVersion), len(tools), sc.BaselineTokens).Scan(&sc.ID); err != nil {
+		key, int64(catalogVersion), len(tools), sc.BaselineTokens).Scan(&sc.ID); err != nil {
 		return store.Scope{}, false, fmt.Errorf("store scope: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `

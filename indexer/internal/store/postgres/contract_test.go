@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store/postgres"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/storetest"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/storetest/pgtest"
 )
@@ -20,7 +21,7 @@ func (b backing) Open(t *testing.T) store.Store { return env.Open(t, b.url) }
 
 func (b backing) AgeScope(t *testing.T, digest string, age time.Duration) {
 	st := env.Open(t, b.url)
-	tag, err := st.Pool().Exec(t.Context(), `UPDATE scopes SET last_used_at = now() - make_interval(secs => $2) WHERE tools_digest = $1`, digest, age.Seconds())
+	tag, err := st.Pool().Exec(t.Context(), `UPDATE scopes SET last_used_at = now() - make_interval(secs => $2) WHERE tools_digest = $1`, postgres.ScopeKey(digest), age.Seconds())
 	if err != nil || tag.RowsAffected() != 1 {
 		t.Fatalf("age scope %s: %v (%d rows)", digest, err, tag.RowsAffected())
 	}

@@ -46,3 +46,6 @@ func WordSimilarity(a, b string) float32 {
 	var scratch simScratch
 	return wordSimilarity(newTrigramText(a), newTrigramText(b), &scratch)
 }
+
+// ScopeKey is scopeKey: what a scope of a view digest is stored under.
+var ScopeKey = scopeKey

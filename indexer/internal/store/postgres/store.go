@@ -115,6 +115,18 @@ const (
 	gcLockKey      int64 = 0x5377_6964_7832
 )
 
+// analysisVersion names how a build analyses tools into documents
+// (store.Tool.Document). It changes when the analysis does, so that an
+// upgraded indexer builds a view's scope again instead of reusing one
+// whose documents were analysed the old way; the old scopes, unused, go
+// with garbage collection. 2: the backend's own name of a prefixed tool is
+// indexed too.
+const analysisVersion = "2"
+
+// scopeKey is what a scope is stored under: its view's digest, for one
+// analysisVersion. Version 1 stored the bare digest.
+func scopeKey(digest string) string { return "a" + analysisVersion + ":" + digest }
+
 // LookupScope returns the scope for digest and records that it is in use,
 // or store.ErrScopeNotFound.
 func (s *Store) LookupScope(ctx context.Context, digest string) (store.Scope, error) {
@@ -128,7 +140,7 @@ func (s *Store) LookupScope(ctx context.Context, digest string) (store.Scope, er
 			WHERE tools_digest = $1 AND last_used_at < now() - interval '1 minute'
 		)
 		SELECT id, catalog_version, tool_count, baseline_tokens FROM scopes WHERE tools_digest = $1`,
-		digest).Scan(&sc.ID, &version, &sc.ToolCount, &sc.BaselineTokens)
+		scopeKey(digest)).Scan(&sc.ID, &version, &sc.ToolCount, &sc.BaselineTokens)
 	sc.CatalogVersion = uint64(version)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Scope{}, store.ErrScopeNotFound
