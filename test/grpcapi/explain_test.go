@@ -43,6 +43,7 @@ func testExplainedSearch(t *testing.T, s stack) {
 		{Query: "say hello", Limit: 50},
 		{Query: "fail", Keywords: []string{"error"}},
 		{Query: "the of and"}, // stop words: terms, no hits
+		{Query: "failures"},   // "fail" begins "failur": a shorter lexeme
 	}
 	kinds := map[indexerv1.ScorePartKind]int{}
 	for _, q := range queries {
@@ -92,7 +93,7 @@ func testExplainedSearch(t *testing.T, s stack) {
 		}
 	}
 	for _, kind := range []indexerv1.ScorePartKind{indexerv1.ScorePartKind_SCORE_PART_KIND_EXACT, indexerv1.ScorePartKind_SCORE_PART_KIND_PREFIX,
-		indexerv1.ScorePartKind_SCORE_PART_KIND_TRIGRAM, indexerv1.ScorePartKind_SCORE_PART_KIND_MEANING} {
+		indexerv1.ScorePartKind_SCORE_PART_KIND_TRIGRAM, indexerv1.ScorePartKind_SCORE_PART_KIND_MEANING, indexerv1.ScorePartKind_SCORE_PART_KIND_SHORTER} {
 		if kinds[kind] == 0 {
 			t.Errorf("no part of kind %s in any explanation (%v): the queries should show every kind", kind, kinds)
 		}
@@ -184,6 +185,21 @@ func checkPart(p *indexerv1.ScorePart, h *indexerv1.SearchHit, resp *indexerv1.S
 		}
 		if p.GetContribution() != float64(float32(p.GetTrigramWeight())*float32(p.GetSimilarity())) {
 			return "the contribution is not trigram_weight × similarity"
+		}
+	case indexerv1.ScorePartKind_SCORE_PART_KIND_SHORTER:
+		if len(p.GetWords()) == 0 || !strings.HasPrefix(p.GetBegins(), p.GetLexeme()) || p.GetBegins() == p.GetLexeme() ||
+			len([]rune(p.GetLexeme())) < 4 || len(p.GetMatchedLexemes()) != 1 || p.GetMatchedLexemes()[0] != p.GetLexeme() {
+			return "not a lexeme of four characters or more beginning a longer query lexeme"
+		}
+		for _, w := range p.GetWords() {
+			if !slices.ContainsFunc(resp.GetTerms(), func(t *indexerv1.QueryTerm) bool {
+				return t.GetWord() == w && slices.Contains(t.GetLexemes(), p.GetBegins())
+			}) {
+				return "word " + w + " is not a term reduced to the lexeme it begins"
+			}
+		}
+		if p.GetExactRank() != 0 || p.GetContribution() != float64(p.GetBoost()*p.GetIdf()*float64(float32(p.GetPrefixWeight())*float32(p.GetPrefixRank()))) {
+			return "the contribution is not boost × idf × prefix_weight × prefix_rank"
 		}
 	case indexerv1.ScorePartKind_SCORE_PART_KIND_MEANING:
 		if len(resp.GetMeaningWords()) == 0 {

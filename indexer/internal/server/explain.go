@@ -72,7 +72,7 @@ func addExplanation(resp *indexerv1.SearchResponse, ex store.Explained) {
 				ExactRank: float64(p.ExactRank), PrefixRank: float64(p.PrefixRank), PrefixWeight: float64(p.PrefixWeight),
 				MatchedLexemes: p.Matched, MatchedLexemeCount: uint32(p.MatchedCount),
 				NameKey: p.NameKey, Similarity: float64(p.Similarity), TrigramWeight: float64(p.TrigramWeight),
-				MeaningWeight: p.MeaningWeight,
+				MeaningWeight: p.MeaningWeight, Begins: p.Begins,
 			}
 		}
 		resp.Hits[i].Explanation = parts
@@ -92,4 +92,5 @@ var partKind = map[store.PartKind]indexerv1.ScorePartKind{
 	store.PartPrefix:  indexerv1.ScorePartKind_SCORE_PART_KIND_PREFIX,
 	store.PartTrigram: indexerv1.ScorePartKind_SCORE_PART_KIND_TRIGRAM,
 	store.PartMeaning: indexerv1.ScorePartKind_SCORE_PART_KIND_MEANING,
+	store.PartShorter: indexerv1.ScorePartKind_SCORE_PART_KIND_SHORTER,
 }

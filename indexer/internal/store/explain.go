@@ -111,6 +111,9 @@ const (
 	// PartTrigram is the trigram similarity of the query and the tool's
 	// name.
 	PartTrigram
+	// PartShorter is a lexeme of the tool, of four characters or more,
+	// that begins a longer query lexeme ("repo" for "repositori").
+	PartShorter
 	// PartMeaning is the similarity of the meaning of the query and of
 	// the tool's text (meaning.go).
 	PartMeaning
@@ -144,6 +147,15 @@ type ScorePart struct {
 	// MaxMatchedLexemes of MatchedCount.
 	Matched      []string
 	MatchedCount int
+
+	// For PartShorter: Lexeme is the tool's shorter lexeme, Matched just
+	// it; Begins is the query lexeme it weighs as (the heaviest it begins,
+	// the first in byte order of equals), Words the query words reduced to
+	// that one, Boost their heaviest weight and IDF that lexeme's; ExactRank
+	// is 0 and PrefixRank ts_rank of the shorter lexeme. Contribution =
+	// Boost × IDF × PrefixWeight × PrefixRank, the product of the last two
+	// in single precision.
+	Begins string
 
 	// For PartTrigram: the tool's name key, the greater word_similarity
 	// of it and the query key (Explained.TrigramKey), and the weight it

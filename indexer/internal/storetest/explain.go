@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
 )
@@ -140,21 +141,24 @@ func CheckExplained(hits []store.Hit, ex store.Explained, q store.Query, r store
 }
 
 // checkPartOrder says how parts are out of the ranking's order, or "":
-// the lexical parts, then at most one trigram part, then at most one
-// meaning part; a hit by meaning alone reached the floor.
+// the lexical parts, then the shorter-lexeme parts, then at most one
+// trigram part, then at most one meaning part; a hit by meaning alone
+// reached the floor.
 func checkPartOrder(parts []store.ScorePart, r store.Ranking) string {
 	stage := func(k store.PartKind) int {
 		switch k {
-		case store.PartTrigram:
+		case store.PartShorter:
 			return 1
-		case store.PartMeaning:
+		case store.PartTrigram:
 			return 2
+		case store.PartMeaning:
+			return 3
 		}
 		return 0
 	}
 	for j := 1; j < len(parts); j++ {
 		a, b := stage(parts[j-1].Kind), stage(parts[j].Kind)
-		if b < a || (b == a && b > 0) {
+		if b < a || (b == a && b > 1) {
 			return fmt.Sprintf("part %d out of order", j)
 		}
 	}
@@ -185,6 +189,28 @@ func checkPart(p store.ScorePart, ex store.Explained, weight map[string]float64,
 			return "similarity below the threshold, or another weight"
 		case p.Contribution != float64(float32(p.TrigramWeight*p.Similarity)):
 			return "contribution is not TrigramWeight × Similarity"
+		}
+	case store.PartShorter:
+		if utf8.RuneCountInString(p.Lexeme) < 4 || !strings.HasPrefix(p.Begins, p.Lexeme) || p.Begins == p.Lexeme ||
+			len(p.Matched) != 1 || p.Matched[0] != p.Lexeme || p.MatchedCount != 1 || len(p.Words) == 0 {
+			return "a shorter part that is not a lexeme of four characters or more beginning a longer one"
+		}
+		heaviest := 0.0
+		for _, w := range p.Words {
+			term := slices.IndexFunc(ex.Terms, func(t store.QueryTerm) bool { return t.Word == w })
+			if term < 0 || !slices.Contains(ex.Terms[term].Lexemes, p.Begins) {
+				return "word " + w + " is not a term reduced to the lexeme it begins"
+			}
+			heaviest = max(heaviest, weight[w])
+		}
+		if slices.ContainsFunc(ex.Terms, func(t store.QueryTerm) bool { return slices.Contains(t.Lexemes, p.Lexeme) }) {
+			return "the shorter lexeme is a query lexeme itself"
+		}
+		if p.Boost != heaviest || p.ExactRank != 0 || p.PrefixWeight != float32(r.PrefixWeight) || p.IDF <= 0 {
+			return "boost, ranks, prefix weight or IDF out of place"
+		}
+		if p.Contribution != float64(p.Boost*p.IDF*float64(float32(p.PrefixWeight*p.PrefixRank))) {
+			return "contribution is not Boost × IDF × PrefixWeight × PrefixRank"
 		}
 	case store.PartExact, store.PartPrefix:
 		if p.Lexeme == "" || len(p.Words) == 0 || len(p.Matched) == 0 || len(p.Matched) > store.MaxMatchedLexemes || p.MatchedCount < len(p.Matched) {

@@ -108,10 +108,16 @@ func (s *Store) SearchExplained(ctx context.Context, scope store.Scope, q store.
 		return store.Explained{}, err
 	}
 	lexemes := queryLexemes(terms)
+	names := make([]string, len(lexemes))
+	boost := make(map[string]float64, len(lexemes))
+	for i, ql := range lexemes {
+		names[i], boost[ql.lexeme] = ql.lexeme, ql.boost
+	}
+	shorter := ix.shorterLexemes(names, boost)
 	meaning, hasMeaning := r.QueryMeaning(q)
 	var scratch simScratch
 	for i, doc := range docs {
-		parts := ix.explain(ix.docs[doc], lexemes, key, r, &scratch)
+		parts := ix.explain(ix.docs[doc], lexemes, shorter, key, r, &scratch)
 		if hasMeaning {
 			// A document is a candidate without the meaning part when it
 			// matched (it then has a part) or when every document is one.
@@ -171,9 +177,9 @@ func (ix *scopeIndex) documentsOf(hits []store.Hit) ([]int32, error) {
 	return docs, nil
 }
 
-// explain returns the addends of d's score, in the order rankLexical and
-// rankTrigram add them.
-func (ix *scopeIndex) explain(d *document, lexemes []queryLexeme, key string, r store.Ranking, scratch *simScratch) []store.ScorePart {
+// explain returns the addends of d's score, in the order rankLexical,
+// rankShorter and rankTrigram add them.
+func (ix *scopeIndex) explain(d *document, lexemes []queryLexeme, shorter []shorterLexeme, key string, r store.Ranking, scratch *simScratch) []store.ScorePart {
 	w := rankWeights(r.FieldWeights)
 	prefixWeight := float32(r.PrefixWeight)
 	var parts []store.ScorePart
@@ -210,8 +216,37 @@ func (ix *scopeIndex) explain(d *document, lexemes []queryLexeme, key string, r 
 		part.Contribution = lexemeContribution(ql.boost*part.IDF, part.ExactRank, part.PrefixRank, prefixWeight)
 		parts = append(parts, part)
 	}
+	parts = append(parts, ix.explainShorter(d, lexemes, shorter, r)...)
 	if p, ok := ix.explainTrigram(d, key, r, scratch); ok {
 		parts = append(parts, p)
+	}
+	return parts
+}
+
+// explainShorter is rankShorter for one document.
+func (ix *scopeIndex) explainShorter(d *document, lexemes []queryLexeme, shorter []shorterLexeme, r store.Ranking) []store.ScorePart {
+	w := rankWeights(r.FieldWeights)
+	prefixWeight := float32(r.PrefixWeight)
+	var parts []store.ScorePart
+	for _, sl := range shorter {
+		e := sort.SearchStrings(d.lexemes, sl.lexeme)
+		if e == len(d.lexemes) || d.lexemes[e] != sl.lexeme {
+			continue
+		}
+		var words []string
+		for _, ql := range lexemes {
+			if ql.lexeme == sl.from {
+				words = ql.words
+			}
+		}
+		part := store.ScorePart{
+			Kind: store.PartShorter, Lexeme: sl.lexeme, Begins: sl.from, Words: words, Boost: sl.boost,
+			IDF: lnIDF(ix.toolCount, ix.ndoc[sl.from]), PrefixWeight: prefixWeight,
+			PrefixRank: normalize(addEntry(0, entryRank(&w, d.entryWeights(e))), r.Normalization, &d.analysed),
+			Matched:    []string{sl.lexeme}, MatchedCount: 1,
+		}
+		part.Contribution = lexemeContribution(sl.boost*part.IDF, 0, part.PrefixRank, prefixWeight)
+		parts = append(parts, part)
 	}
 	return parts
 }

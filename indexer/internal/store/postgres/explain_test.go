@@ -67,6 +67,7 @@ func TestExplanationsAgreeWithPostgreSQL(t *testing.T) {
 		store.Query{Text: "aaaa"}, store.Query{Text: "1.2.3 user@example.com"})
 	stems := map[string][]string{}
 	parts, sqlChecked := 0, 0
+	kinds := map[store.PartKind]int{}
 	for rname, r := range storetest.ExplainRankings() {
 		for sname, sc := range built {
 			var toolCount float64
@@ -107,6 +108,7 @@ func TestExplanationsAgreeWithPostgreSQL(t *testing.T) {
 					d := stored(t, st, h.Hit)
 					for _, p := range h.Parts {
 						parts++
+						kinds[p.Kind]++
 						if msg := checkAgainstDocument(p, d, ex.TrigramKey); msg != "" {
 							t.Errorf("%s: %s, part %+v: %s", where, h.Name, p, msg)
 						}
@@ -121,7 +123,12 @@ func TestExplanationsAgreeWithPostgreSQL(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d parts checked, %d against PostgreSQL's figures", parts, sqlChecked)
+	t.Logf("%d parts checked, %d against PostgreSQL's figures; by kind %v", parts, sqlChecked, kinds)
+	for _, k := range []store.PartKind{store.PartExact, store.PartPrefix, store.PartShorter, store.PartTrigram, store.PartMeaning} {
+		if kinds[k] == 0 {
+			t.Errorf("no part of kind %d among %d: the queries should show every kind", k, parts)
+		}
+	}
 	if sqlChecked < 5000 {
 		t.Fatalf("only %d parts checked against PostgreSQL", sqlChecked)
 	}
@@ -137,6 +144,12 @@ func checkAgainstDocument(p store.ScorePart, d storedDocument, key string) strin
 	if p.Kind == store.PartTrigram {
 		if p.NameKey != d.nameKey || key == "" {
 			return "name key is not the document's " + d.nameKey
+		}
+		return ""
+	}
+	if p.Kind == store.PartShorter {
+		if _, held := d.lexemes[p.Lexeme]; !held {
+			return "the document does not hold the shorter lexeme"
 		}
 		return ""
 	}
@@ -173,6 +186,27 @@ func checkAgainstSQL(t *testing.T, st *postgres.Store, sc store.Scope, toolCount
 		}
 		if sim != p.Similarity {
 			return "pg_trgm's similarity is " + fmt.Sprint(float64(sim))
+		}
+		return ""
+	}
+	if p.Kind == store.PartShorter {
+		var rank float32
+		var idf float64
+		err := st.Pool().QueryRow(ctx, `
+			SELECT ts_rank($2::float4[], d.tsv, quote_literal($3)::tsquery, $4),
+			       ln(1 + ($6 - coalesce(l.ndoc, 0) + 0.5) / (coalesce(l.ndoc, 0) + 0.5))::float8
+			FROM tool_documents d
+			LEFT JOIN scope_lexemes l ON l.scope_id = $5 AND l.lexeme = $7
+			WHERE d.id = $1`,
+			d.id, r.FieldWeights[:], p.Lexeme, r.Normalization, sc.ID, toolCount, p.Begins).Scan(&rank, &idf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case rank != p.PrefixRank:
+			return "ts_rank of the shorter lexeme is " + fmt.Sprint(float64(rank))
+		case math.Abs(idf-p.IDF) > 1e-12*idf:
+			return "the scope's IDF of the lexeme it begins is " + fmt.Sprint(idf)
 		}
 		return ""
 	}

@@ -18,8 +18,9 @@ import (
 // in-process evaluation must agree with. Every query word (stemmed, stop
 // words dropped) is ORed; each matched word adds boost × IDF (from the
 // scope's own statistics) × its weighted, length-normalized ts_rank, and
-// prefix matches add a fraction more; trigram similarity between the tool
-// name and the query catches identifier-like and misspelled queries.
+// prefix matches add a fraction more, and so does a shorter lexeme that
+// begins a query lexeme; trigram similarity between the tool name and the
+// query catches identifier-like and misspelled queries.
 const referenceSQL = `
 WITH terms AS MATERIALIZED (
 	SELECT lex, max(t.boost) AS boost
@@ -27,18 +28,38 @@ WITH terms AS MATERIALIZED (
 	CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector('switchboard_en', t.term))) AS lex
 	GROUP BY lex
 ),
+shorter AS MATERIALIZED (
+	SELECT DISTINCT ON (p.lex) p.lex, t.lex AS from_lex, t.boost
+	FROM terms t
+	CROSS JOIN LATERAL generate_series(4, length(t.lex) - 1) AS n
+	CROSS JOIN LATERAL (SELECT left(t.lex, n) AS lex) p
+	JOIN scope_lexemes l ON l.scope_id = $1 AND l.lexeme = p.lex
+	WHERE p.lex NOT IN (SELECT lex FROM terms)
+	ORDER BY p.lex, t.boost DESC, t.lex COLLATE "C"
+),
 weighted AS MATERIALIZED (
 	SELECT t.boost,
 	       ln(1 + (sc.tool_count - coalesce(l.ndoc, 0) + 0.5) / (coalesce(l.ndoc, 0) + 0.5)) AS idf,
 	       quote_literal(t.lex)::tsquery AS exact,
-	       (quote_literal(t.lex) || CASE WHEN length(t.lex) >= 3 THEN ':*' ELSE '' END)::tsquery AS prefix
+	       (quote_literal(t.lex) || CASE WHEN length(t.lex) >= 3 THEN ':*' ELSE '' END)::tsquery AS prefix,
+	       false AS shorter, t.lex
 	FROM terms t
 	JOIN scopes sc ON sc.id = $1
 	LEFT JOIN scope_lexemes l ON l.scope_id = sc.id AND l.lexeme = t.lex
+	UNION ALL
+	-- A shorter lexeme that begins a query lexeme: as a prefix rank, of
+	-- the lexeme alone, with the IDF of the query lexeme it weighs as.
+	SELECT s.boost,
+	       ln(1 + (sc.tool_count - coalesce(l.ndoc, 0) + 0.5) / (coalesce(l.ndoc, 0) + 0.5)),
+	       NULL, quote_literal(s.lex)::tsquery, true, s.lex
+	FROM shorter s
+	JOIN scopes sc ON sc.id = $1
+	LEFT JOIN scope_lexemes l ON l.scope_id = sc.id AND l.lexeme = s.from_lex
 ),
 any_term AS MATERIALIZED (
-	SELECT string_agg(quote_literal(lex) || CASE WHEN length(lex) >= 3 THEN ':*' ELSE '' END, ' | ')::tsquery AS q
-	FROM terms
+	SELECT string_agg(q, ' | ')::tsquery AS q
+	FROM (SELECT quote_literal(lex) || CASE WHEN length(lex) >= 3 THEN ':*' ELSE '' END AS q FROM terms
+	      UNION ALL SELECT quote_literal(lex) FROM shorter) a
 ),
 candidates AS MATERIALIZED (
 	SELECT d.id, d.name, d.description, d.input_schema_json, d.tsv, d.trgm
@@ -53,7 +74,11 @@ candidates AS MATERIALIZED (
 ),
 lexical AS (
 	SELECT c.id,
-	       sum(w.boost * w.idf * (ts_rank($6::float4[], c.tsv, w.exact, $10) + $9 * ts_rank($6::float4[], c.tsv, w.prefix, $10))) AS score
+	       sum(w.boost * w.idf * (CASE WHEN w.shorter THEN 0::float4 ELSE ts_rank($6::float4[], c.tsv, w.exact, $10) END
+	                              + $9 * ts_rank($6::float4[], c.tsv, w.prefix, $10))
+	           -- One order for every document: documents with the same
+	           -- addends get the same sum, and tie in name order.
+	           ORDER BY w.shorter, w.lex COLLATE "C") AS score
 	FROM candidates c JOIN weighted w ON c.tsv @@ w.prefix
 	GROUP BY c.id
 )
@@ -146,6 +171,7 @@ func TestRankingMatchesReferenceSQL(t *testing.T) {
 		{Text: "show my events"}, {Text: "the of and"}, {Text: "météo café"}, {Text: "東京の天気"}, {Text: "http response v2"},
 		{Text: "s3 go"}, {Text: "it's quoted"}, {Text: "aaaa"}, {Text: "x"}, {Text: "1.2.3 user@example.com"},
 		{Text: "get weather", Keywords: []string{"forecast", "city"}}, {Text: "list", Keywords: []string{"calendar"}},
+		{Text: "open an issue in my repositories"}, {Text: "weatherly forecasting"}, {Text: "calendars"},
 		{Text: strings.Repeat("issue ", 50)},
 	}
 	for range 150 {

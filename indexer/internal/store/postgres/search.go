@@ -18,7 +18,9 @@ import (
 // lexeme statistics, the words of the query stemmed by PostgreSQL):
 //
 //   - Every query lexeme is ORed: a document holding any of them (as a
-//     prefix, for lexemes of three characters or more) is a candidate.
+//     prefix, for lexemes of three characters or more) is a candidate, and
+//     so is one holding a shorter lexeme of four characters or more that
+//     begins one ("repo" for "repositori"; rankShorter).
 //   - A matched lexeme adds boost × IDF × (ts_rank of the lexeme +
 //     PrefixWeight × ts_rank of the lexeme as a prefix), with the IDF
 //     ln(1 + (N − n + 0.5) / (n + 0.5)) from the scope's own statistics.
@@ -63,6 +65,7 @@ func (s *Store) Search(ctx context.Context, scope store.Scope, q store.Query, r 
 	defer scratchPool.Put(sc)
 	sc.reset(len(ix.docs))
 	ix.rankLexical(sc, lexemes, boost, r)
+	ix.rankShorter(sc, ix.shorterLexemes(lexemes, boost), r)
 	ix.rankTrigram(sc, key, r)
 	if meaning, ok := r.QueryMeaning(q); ok {
 		ix.rankMeaning(sc, &meaning, r)
@@ -168,6 +171,78 @@ func (ix *scopeIndex) rankLexical(sc *scratch, lexemes []string, boost map[strin
 			sc.score[doc] += lexemeContribution(weight, exact, prefix, prefixWeight)
 			sc.exact[doc], sc.prefix[doc] = 0, 0
 			sc.mark(doc)
+		}
+	}
+}
+
+// minShorterRunes is the length of the shortest lexeme that matches a
+// longer query lexeme it begins: "repo" for "repositori", "calc" for
+// "calcul"; three letters begin too many words that mean something else.
+const minShorterRunes = 4
+
+// shorterLexeme is a lexeme of the scope that begins a longer query
+// lexeme without being one: the tool holds a shorter form of the word
+// ("repo" in RepoTool for "repositories"). It weighs as the heaviest query
+// lexeme it begins, the first in byte order of equals (from: its boost and
+// IDF), times PrefixWeight, as a match by prefix does the other way round.
+type shorterLexeme struct {
+	lexeme string
+	from   string
+	boost  float64
+	// begins are the query lexemes it begins, for explanations.
+	begins []string
+}
+
+// shorterLexemes are the scope's lexemes of at least minShorterRunes that
+// begin a longer query lexeme and are not query lexemes themselves, in
+// the order of the query lexemes they begin (the longest first for each).
+func (ix *scopeIndex) shorterLexemes(lexemes []string, boost map[string]float64) []shorterLexeme {
+	var out []shorterLexeme
+	at := map[string]int{}
+	for _, lex := range lexemes {
+		runes := []rune(lex)
+		for n := len(runes) - 1; n >= minShorterRunes; n-- {
+			p := string(runes[:n])
+			if _, isQuery := boost[p]; isQuery {
+				continue
+			}
+			if e := sort.SearchStrings(ix.lexicon, p); e == len(ix.lexicon) || ix.lexicon[e] != p {
+				continue
+			}
+			if i, ok := at[p]; ok {
+				if b := boost[lex]; b > out[i].boost || (b == out[i].boost && lex < out[i].from) {
+					out[i].from, out[i].boost = lex, b
+				}
+				out[i].begins = append(out[i].begins, lex)
+				continue
+			}
+			at[p] = len(out)
+			out = append(out, shorterLexeme{lexeme: p, from: lex, boost: boost[lex], begins: []string{lex}})
+		}
+	}
+	return out
+}
+
+// rankShorter adds each shorter lexeme's contribution to the documents
+// holding it, after every query lexeme's: boost × IDF (of the query
+// lexeme it weighs as) × PrefixWeight × ts_rank of the shorter lexeme, as
+// a prefix rank is added.
+func (ix *scopeIndex) rankShorter(sc *scratch, shorter []shorterLexeme, r store.Ranking) {
+	w := rankWeights(r.FieldWeights)
+	ranked := w == ix.rankWeights
+	prefixWeight := float32(r.PrefixWeight)
+	for _, sl := range shorter {
+		e := sort.SearchStrings(ix.lexicon, sl.lexeme)
+		weight := sl.boost * lnIDF(ix.toolCount, ix.ndoc[sl.from])
+		for _, p := range ix.postings[e] {
+			add := p.rank
+			if !ranked {
+				add = entryRank(&w, ix.docs[p.doc].entryWeights(int(p.entry)))
+			}
+			d := ix.docs[p.doc]
+			rank := normalize(addEntry(0, add), r.Normalization, &d.analysed)
+			sc.score[p.doc] += lexemeContribution(weight, 0, rank, prefixWeight)
+			sc.mark(p.doc)
 		}
 	}
 }

@@ -46,6 +46,14 @@ const (
 	// into the indexer) weighted by how rare each word is in English. It
 	// relates words that never match ("blender", "appliance").
 	ScorePartKind_SCORE_PART_KIND_MEANING ScorePartKind = 4
+	// A lexeme of the tool's, of four characters or more, that begins a
+	// longer query lexeme: the tool holds a shorter form of the word ("repo"
+	// for "repositories"). lexeme is the tool's, begins the query lexeme it
+	// weighs as (the heaviest it begins), words the query words reduced to
+	// that one, idf that one's; exact_rank is 0 and prefix_rank ts_rank of
+	// the shorter lexeme: contribution = boost × idf × prefix_weight ×
+	// prefix_rank, the last product in single precision.
+	ScorePartKind_SCORE_PART_KIND_SHORTER ScorePartKind = 5
 )
 
 // Enum value maps for ScorePartKind.
@@ -56,6 +64,7 @@ var (
 		2: "SCORE_PART_KIND_PREFIX",
 		3: "SCORE_PART_KIND_TRIGRAM",
 		4: "SCORE_PART_KIND_MEANING",
+		5: "SCORE_PART_KIND_SHORTER",
 	}
 	ScorePartKind_value = map[string]int32{
 		"SCORE_PART_KIND_UNSPECIFIED": 0,
@@ -63,6 +72,7 @@ var (
 		"SCORE_PART_KIND_PREFIX":      2,
 		"SCORE_PART_KIND_TRIGRAM":     3,
 		"SCORE_PART_KIND_MEANING":     4,
+		"SCORE_PART_KIND_SHORTER":     5,
 	}
 )
 
@@ -276,8 +286,9 @@ type SearchHit struct {
 	// Rank score; higher is better. Only the order is meaningful.
 	Score float64 `protobuf:"fixed64,4,opt,name=score,proto3" json:"score,omitempty"`
 	// The parts of score, when the request set explain: what each matched
-	// query lexeme added, then what the trigram similarity of the query
-	// and the tool's name added, then what the similarity of their meaning
+	// query lexeme added, then what each shorter lexeme of the tool that
+	// begins one added, then what the trigram similarity of the query and
+	// the tool's name added, then what the similarity of their meaning
 	// added. Their contributions, added up in this order starting from zero
 	// (IEEE double additions), give score exactly.
 	Explanation   []*ScorePart `protobuf:"bytes,5,rep,name=explanation,proto3" json:"explanation,omitempty"`
@@ -409,6 +420,9 @@ type ScorePart struct {
 	TrigramWeight float64 `protobuf:"fixed64,14,opt,name=trigram_weight,json=trigramWeight,proto3" json:"trigram_weight,omitempty"`
 	// MEANING: the weight of the similarity (the ranking's MeaningWeight).
 	MeaningWeight float64 `protobuf:"fixed64,15,opt,name=meaning_weight,json=meaningWeight,proto3" json:"meaning_weight,omitempty"`
+	// SHORTER: the query lexeme the tool's shorter lexeme begins and weighs
+	// as.
+	Begins        string `protobuf:"bytes,16,opt,name=begins,proto3" json:"begins,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -546,6 +560,13 @@ func (x *ScorePart) GetMeaningWeight() float64 {
 		return x.MeaningWeight
 	}
 	return 0
+}
+
+func (x *ScorePart) GetBegins() string {
+	if x != nil {
+		return x.Begins
+	}
+	return ""
 }
 
 // QueryTerm is one weighted word of an explained search.
@@ -3876,7 +3897,7 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12*\n" +
 	"\x11input_schema_json\x18\x03 \x01(\tR\x0finputSchemaJson\x12\x14\n" +
 	"\x05score\x18\x04 \x01(\x01R\x05score\x12C\n" +
-	"\vexplanation\x18\x05 \x03(\v2!.switchboard.indexer.v1.ScorePartR\vexplanation\"\x89\x04\n" +
+	"\vexplanation\x18\x05 \x03(\v2!.switchboard.indexer.v1.ScorePartR\vexplanation\"\xa1\x04\n" +
 	"\tScorePart\x129\n" +
 	"\x04kind\x18\x01 \x01(\x0e2%.switchboard.indexer.v1.ScorePartKindR\x04kind\x12\"\n" +
 	"\fcontribution\x18\x02 \x01(\x01R\fcontribution\x12\x16\n" +
@@ -3897,7 +3918,8 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"similarity\x18\r \x01(\x01R\n" +
 	"similarity\x12%\n" +
 	"\x0etrigram_weight\x18\x0e \x01(\x01R\rtrigramWeight\x12%\n" +
-	"\x0emeaning_weight\x18\x0f \x01(\x01R\rmeaningWeight\"\xa7\x01\n" +
+	"\x0emeaning_weight\x18\x0f \x01(\x01R\rmeaningWeight\x12\x16\n" +
+	"\x06begins\x18\x10 \x01(\tR\x06begins\"\xa7\x01\n" +
 	"\tQueryTerm\x12\x12\n" +
 	"\x04word\x18\x01 \x01(\tR\x04word\x12\x16\n" +
 	"\x06weight\x18\x02 \x01(\x01R\x06weight\x12:\n" +
@@ -4132,13 +4154,14 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	" \x01(\tR\tpageToken\"~\n" +
 	"\x18QueryAuditEventsResponse\x12:\n" +
 	"\x06events\x18\x01 \x03(\v2\".switchboard.indexer.v1.AuditEventR\x06events\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xa1\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xbe\x01\n" +
 	"\rScorePartKind\x12\x1f\n" +
 	"\x1bSCORE_PART_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SCORE_PART_KIND_EXACT\x10\x01\x12\x1a\n" +
 	"\x16SCORE_PART_KIND_PREFIX\x10\x02\x12\x1b\n" +
 	"\x17SCORE_PART_KIND_TRIGRAM\x10\x03\x12\x1b\n" +
-	"\x17SCORE_PART_KIND_MEANING\x10\x04*\xa2\x01\n" +
+	"\x17SCORE_PART_KIND_MEANING\x10\x04\x12\x1b\n" +
+	"\x17SCORE_PART_KIND_SHORTER\x10\x05*\xa2\x01\n" +
 	"\n" +
 	"TermSource\x12\x1b\n" +
 	"\x17TERM_SOURCE_UNSPECIFIED\x10\x00\x12\x15\n" +
