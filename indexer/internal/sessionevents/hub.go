@@ -119,6 +119,37 @@ type subscriber struct {
 	ch      chan Event
 	// queued is the bytes of the events in ch.
 	queued atomic.Int64
+	// answered are the answers sent on ch, the most recent
+	// rememberedAnswers of them (under the hub's lock): an answer can be
+	// both announced and read by a catch-up, and the stream carries it
+	// once.
+	answered      map[answerKey]struct{}
+	answeredOrder []answerKey
+}
+
+// answerKey names one relayed answer: a session has one per request.
+type answerKey struct{ session, request string }
+
+// rememberedAnswers bounds the answers a subscriber remembers sending. A
+// repeat comes from a catch-up read racing the announcement of the same
+// answer, a read or two apart, so a few hundred are plenty.
+const rememberedAnswers = 1024
+
+// sentAnswer reports whether k was sent to s, and remembers it as sent.
+func (s *subscriber) sentAnswer(k answerKey) bool {
+	if _, ok := s.answered[k]; ok {
+		return true
+	}
+	if s.answered == nil {
+		s.answered = map[answerKey]struct{}{}
+	}
+	if len(s.answeredOrder) == rememberedAnswers {
+		delete(s.answered, s.answeredOrder[0])
+		s.answeredOrder = s.answeredOrder[1:]
+	}
+	s.answered[k] = struct{}{}
+	s.answeredOrder = append(s.answeredOrder, k)
+	return false
 }
 
 // New returns a hub reading from states; resync is the period of the
@@ -389,13 +420,21 @@ func (h *Hub) send(s *subscriber, ev Event) bool {
 	return false
 }
 
-// deliver passes an answer to its owner's stream, if the owner is
+// deliver passes an answer to its owner's stream, once, if the owner is
 // subscribed here; it reports whether it was.
 func (h *Hub) deliver(r store.InputResponse) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	k := answerKey{r.SessionDigest, r.RequestID}
 	for s := range h.subs {
-		if s.replica == r.Owner && h.send(s, Event{Response: &r}) {
+		if s.replica != r.Owner {
+			continue
+		}
+		if _, sent := s.answered[k]; sent {
+			return true
+		}
+		if h.send(s, Event{Response: &r}) {
+			s.sentAnswer(k)
 			return true
 		}
 	}

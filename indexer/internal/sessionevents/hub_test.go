@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -443,5 +444,55 @@ func TestCancellationsReachEverySubscriber(t *testing.T) {
 			t.Fatalf("heard %+v, want the state of %s", ev, digest(2))
 		}
 		break
+	}
+}
+
+// An answer both announced and read by a catch-up reaches its owner's
+// stream once; another subscription of the same replica (a reconnected
+// gateway) gets it again.
+func TestAnswerReachesItsStreamOnce(t *testing.T) {
+	h := New(nil, time.Hour, slog.New(slog.DiscardHandler))
+	h.synced = true
+	_, events, cancel, err := h.Subscribe("replica-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := store.InputResponse{Owner: "replica-a", SessionDigest: digest(1), RequestID: `"sb-1"`, Response: `{"result":{}}`}
+	other := r
+	other.RequestID = `"sb-2"`
+	for _, resp := range []store.InputResponse{r, r, other, r} {
+		if !h.deliver(resp) {
+			t.Fatalf("%s not delivered", resp.RequestID)
+		}
+	}
+	var got []string
+	for len(events) > 0 {
+		got = append(got, (<-events).Response.RequestID)
+	}
+	if !slices.Equal(got, []string{`"sb-1"`, `"sb-2"`}) {
+		t.Errorf("the stream carried %v, want sb-1 and sb-2 once each", got)
+	}
+	cancel()
+	_, again, cancel, err := h.Subscribe("replica-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	h.deliver(r)
+	if len(again) != 1 {
+		t.Errorf("a new subscription got %d events, want the answer once", len(again))
+	}
+	for i := range 2 * rememberedAnswers {
+		x := r
+		x.RequestID = fmt.Sprint(i)
+		h.deliver(x)
+		<-again
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for sub := range h.subs {
+		if n := len(sub.answered); n != rememberedAnswers || len(sub.answeredOrder) != rememberedAnswers {
+			t.Errorf("a subscriber remembers %d answers (%d in order), want %d", n, len(sub.answeredOrder), rememberedAnswers)
+		}
 	}
 }

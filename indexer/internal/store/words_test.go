@@ -147,7 +147,7 @@ func TestTopicWordsReachTheirField(t *testing.T) {
 }
 
 // A prefixed tool's name is folded both as advertised and as its backend
-// names it, so that a query beginning the backend's name matches.
+// names it, so that a query beginning the tool's own name matches.
 func TestNameWordsFoldTheBackendsName(t *testing.T) {
 	for _, c := range []struct{ name, original, want string }{
 		{"acme_weatherForecast", "weatherForecast", "acme weather forecast acmeweatherforecast weatherforecast"},

@@ -195,13 +195,9 @@ func checkPart(p store.ScorePart, ex store.Explained, weight map[string]float64,
 			len(p.Matched) != 1 || p.Matched[0] != p.Lexeme || p.MatchedCount != 1 || len(p.Words) == 0 {
 			return "a shorter part that is not a lexeme of four characters or more beginning a longer one"
 		}
-		heaviest := 0.0
-		for _, w := range p.Words {
-			term := slices.IndexFunc(ex.Terms, func(t store.QueryTerm) bool { return t.Word == w })
-			if term < 0 || !slices.Contains(ex.Terms[term].Lexemes, p.Begins) {
-				return "word " + w + " is not a term reduced to the lexeme it begins"
-			}
-			heaviest = max(heaviest, weight[w])
+		heaviest, msg := heaviestOf(p.Words, p.Begins, ex, weight)
+		if msg != "" {
+			return msg + " it begins"
 		}
 		if slices.ContainsFunc(ex.Terms, func(t store.QueryTerm) bool { return slices.Contains(t.Lexemes, p.Lexeme) }) {
 			return "the shorter lexeme is a query lexeme itself"
@@ -216,13 +212,9 @@ func checkPart(p store.ScorePart, ex store.Explained, weight map[string]float64,
 		if p.Lexeme == "" || len(p.Words) == 0 || len(p.Matched) == 0 || len(p.Matched) > store.MaxMatchedLexemes || p.MatchedCount < len(p.Matched) {
 			return "a lexical part without its lexeme, words or matches"
 		}
-		heaviest := 0.0
-		for _, w := range p.Words {
-			term := slices.IndexFunc(ex.Terms, func(t store.QueryTerm) bool { return t.Word == w })
-			if term < 0 || !slices.Contains(ex.Terms[term].Lexemes, p.Lexeme) {
-				return "word " + w + " is not a term reduced to the lexeme"
-			}
-			heaviest = max(heaviest, weight[w])
+		heaviest, msg := heaviestOf(p.Words, p.Lexeme, ex, weight)
+		if msg != "" {
+			return msg
 		}
 		if p.Boost != heaviest {
 			return "boost is not the heaviest weight of its words"
@@ -245,4 +237,18 @@ func checkPart(p store.ScorePart, ex store.Explained, weight map[string]float64,
 		return "unknown kind"
 	}
 	return ""
+}
+
+// heaviestOf is the heaviest weight of words, each of which must be a
+// term of ex reduced to lexeme; or what is wrong.
+func heaviestOf(words []string, lexeme string, ex store.Explained, weight map[string]float64) (float64, string) {
+	heaviest := 0.0
+	for _, w := range words {
+		term := slices.IndexFunc(ex.Terms, func(t store.QueryTerm) bool { return t.Word == w })
+		if term < 0 || !slices.Contains(ex.Terms[term].Lexemes, lexeme) {
+			return 0, "word " + w + " is not a term reduced to the lexeme"
+		}
+		heaviest = max(heaviest, weight[w])
+	}
+	return heaviest, ""
 }
