@@ -142,11 +142,12 @@ func run(ctx context.Context, o options) error {
 	start := time.Now()
 	if o.binDir == "" {
 		indexerAddr, stopAll, err = startInProcess(ctx, dbURL, tools)
-		advertised = func(s string) string { return s }
 	} else {
 		indexerAddr, stopAll, err = startProcesses(ctx, o.binDir, o.toolsPath, dbURL)
-		advertised = func(s string) string { return strings.TrimPrefix(s, benchBackend+"_") }
 	}
+	// Both paths advertise a tool as the aggregator does, under its
+	// backend's prefix, so that the in-process figures are the processes'.
+	advertised = func(s string) string { return strings.TrimPrefix(s, benchBackend+"_") }
 	if err != nil {
 		return err
 	}
@@ -247,11 +248,13 @@ const (
 )
 
 // startInProcess runs the fake aggregator and the indexer in this process.
+// The fake lists each tool as the aggregator lists the demo backend's:
+// prefixed by the backend's name, with the backend's own name beside it.
 func startInProcess(ctx context.Context, dbURL string, tools map[string]string) (string, func(), error) {
 	agg := testagg.New()
 	var list []*aggregatorv1.Tool
 	for name, desc := range tools {
-		list = append(list, &aggregatorv1.Tool{Name: name, Description: desc, InputSchemaJson: `{"type":"object"}`})
+		list = append(list, &aggregatorv1.Tool{Name: benchBackend + "_" + name, OriginalName: name, Description: desc, InputSchemaJson: `{"type":"object"}`})
 	}
 	agg.SetTools(list)
 	aggLis, err := net.Listen("tcp", "127.0.0.1:0")
