@@ -42,8 +42,9 @@ func testExplainedSearch(t *testing.T, s stack) {
 		{Query: "echo arg"}, // "arg" begins "argument": a prefix match
 		{Query: "say hello", Limit: 50},
 		{Query: "fail", Keywords: []string{"error"}},
-		{Query: "the of and"}, // stop words: terms, no hits
-		{Query: "failures"},   // "fail" begins "failur": a shorter lexeme
+		{Query: "the of and"},        // stop words: terms, no hits
+		{Query: "failures"},          // "fail" begins "failur": a shorter lexeme
+		{Query: "echo the argumnts"}, // "argumnt" is one edit from "argument": a fuzzy lexeme
 	}
 	kinds := map[indexerv1.ScorePartKind]int{}
 	for _, q := range queries {
@@ -93,7 +94,8 @@ func testExplainedSearch(t *testing.T, s stack) {
 		}
 	}
 	for _, kind := range []indexerv1.ScorePartKind{indexerv1.ScorePartKind_SCORE_PART_KIND_EXACT, indexerv1.ScorePartKind_SCORE_PART_KIND_PREFIX,
-		indexerv1.ScorePartKind_SCORE_PART_KIND_TRIGRAM, indexerv1.ScorePartKind_SCORE_PART_KIND_MEANING, indexerv1.ScorePartKind_SCORE_PART_KIND_SHORTER} {
+		indexerv1.ScorePartKind_SCORE_PART_KIND_TRIGRAM, indexerv1.ScorePartKind_SCORE_PART_KIND_MEANING, indexerv1.ScorePartKind_SCORE_PART_KIND_SHORTER,
+		indexerv1.ScorePartKind_SCORE_PART_KIND_FUZZY} {
 		if kinds[kind] == 0 {
 			t.Errorf("no part of kind %s in any explanation (%v): the queries should show every kind", kind, kinds)
 		}
@@ -201,6 +203,22 @@ func checkPart(p *indexerv1.ScorePart, h *indexerv1.SearchHit, resp *indexerv1.S
 		if p.GetExactRank() != 0 || p.GetContribution() != float64(p.GetBoost()*p.GetIdf()*float64(float32(p.GetPrefixWeight())*float32(p.GetPrefixRank()))) {
 			return "the contribution is not boost × idf × prefix_weight × prefix_rank"
 		}
+	case indexerv1.ScorePartKind_SCORE_PART_KIND_FUZZY:
+		if len(p.GetWords()) == 0 || len([]rune(p.GetNear())) < 6 || p.GetNear() == p.GetLexeme() ||
+			len(p.GetMatchedLexemes()) != 1 || p.GetMatchedLexemes()[0] != p.GetLexeme() || !oneEdit(p.GetNear(), p.GetLexeme()) {
+			return "not a lexeme one edit from a query lexeme of six characters or more"
+		}
+		for _, w := range p.GetWords() {
+			if !slices.ContainsFunc(resp.GetTerms(), func(t *indexerv1.QueryTerm) bool {
+				return t.GetWord() == w && slices.Contains(t.GetLexemes(), p.GetNear())
+			}) {
+				return "word " + w + " is not a term reduced to the lexeme it is near"
+			}
+		}
+		if p.GetExactRank() != 0 || p.GetFuzzyWeight() <= 0 ||
+			p.GetContribution() != float64(p.GetBoost()*p.GetIdf()*float64(float32(p.GetFuzzyWeight())*float32(p.GetPrefixRank()))) {
+			return "the contribution is not boost × idf × fuzzy_weight × prefix_rank"
+		}
 	case indexerv1.ScorePartKind_SCORE_PART_KIND_MEANING:
 		if len(resp.GetMeaningWords()) == 0 {
 			return "a meaning part of a query without meaning words"
@@ -215,4 +233,24 @@ func checkPart(p *indexerv1.ScorePart, h *indexerv1.SearchHit, resp *indexerv1.S
 		return "no kind"
 	}
 	return ""
+}
+
+// oneEdit says whether b is a with one character inserted, deleted or
+// replaced.
+func oneEdit(a, b string) bool {
+	ra, rb := []rune(a), []rune(b)
+	if len(ra) > len(rb) {
+		ra, rb = rb, ra
+	}
+	if len(rb)-len(ra) > 1 {
+		return false
+	}
+	i := 0
+	for i < len(ra) && ra[i] == rb[i] {
+		i++
+	}
+	if len(ra) == len(rb) {
+		return i < len(ra) && string(ra[i+1:]) == string(rb[i+1:])
+	}
+	return string(ra[i:]) == string(rb[i+1:])
 }

@@ -55,15 +55,16 @@ func realisticCatalog(n int) []*aggregatorv1.Tool {
 // every query word; the realistic one has a varied vocabulary. With
 // words=new every query carries a word never seen before, so each search
 // asks PostgreSQL to stem it (words=cached: the indexer has stemmed every
-// word already). Besides ns/op it reports the CPU per search of this
+// word already); with words=unheld that word is long enough for the
+// search to look for the tools' lexemes one edit from it (fuzzy.go). Besides ns/op it reports the CPU per search of this
 // process (client, indexer and fake aggregator together) and of the
 // PostgreSQL backends serving the indexer.
 func BenchmarkSearchRPC(b *testing.B) {
 	for _, tools := range []int{1000, 10_000} {
 		for _, catalog := range []string{"echo", "realistic"} {
-			for _, words := range []string{"cached", "new"} {
+			for _, words := range []string{"cached", "new", "unheld"} {
 				b.Run(fmt.Sprintf("tools=%d/catalog=%s/words=%s", tools, catalog, words), func(b *testing.B) {
-					benchmarkSearch(b, tools, catalog, words == "new")
+					benchmarkSearch(b, tools, catalog, words)
 				})
 			}
 		}
@@ -81,7 +82,12 @@ func unseenWord(i int) string {
 	}
 }
 
-func benchmarkSearch(b *testing.B, tools int, catalog string, newWords bool) {
+// unheldWord is a word of the caller's no tool holds, of the length that
+// makes a search look for the tools' lexemes one edit from it: "zqzqzq"
+// and i in base 26; the first 100 (the warm-up) are stemmed again.
+func unheldWord(i int) string { return "zqzq" + unseenWord(i) }
+
+func benchmarkSearch(b *testing.B, tools int, catalog string, words string) {
 	const principals = 100
 	db := env.NewDatabase(b)
 	h := start(b, db)
@@ -96,8 +102,12 @@ func benchmarkSearch(b *testing.B, tools int, catalog string, newWords bool) {
 	h.waitServing(b)
 	search := func(i int) {
 		text := query(i)
-		if newWords {
+		switch words {
+		case "new":
 			text += " " + unseenWord(i)
+		case "unheld":
+			// Long enough to look for lexemes one edit away (none is).
+			text += " " + unheldWord(i)
 		}
 		resp, err := h.client.Search(b.Context(), &indexerv1.SearchRequest{
 			Principal: &commonv1.Principal{Subject: "user-" + strconv.Itoa(i%principals)}, Query: text,

@@ -72,7 +72,7 @@ func addExplanation(resp *indexerv1.SearchResponse, ex store.Explained) {
 				ExactRank: float64(p.ExactRank), PrefixRank: float64(p.PrefixRank), PrefixWeight: float64(p.PrefixWeight),
 				MatchedLexemes: p.Matched, MatchedLexemeCount: uint32(p.MatchedCount),
 				NameKey: p.NameKey, Similarity: float64(p.Similarity), TrigramWeight: float64(p.TrigramWeight),
-				MeaningWeight: p.MeaningWeight, Begins: p.Begins,
+				MeaningWeight: p.MeaningWeight, Begins: p.Begins, Near: p.Near, FuzzyWeight: float64(p.FuzzyWeight),
 			}
 		}
 		resp.Hits[i].Explanation = parts
@@ -93,4 +93,5 @@ var partKind = map[store.PartKind]indexerv1.ScorePartKind{
 	store.PartTrigram: indexerv1.ScorePartKind_SCORE_PART_KIND_TRIGRAM,
 	store.PartMeaning: indexerv1.ScorePartKind_SCORE_PART_KIND_MEANING,
 	store.PartShorter: indexerv1.ScorePartKind_SCORE_PART_KIND_SHORTER,
+	store.PartFuzzy:   indexerv1.ScorePartKind_SCORE_PART_KIND_FUZZY,
 }

@@ -90,7 +90,7 @@ type QueryTerm struct {
 // same order, with the same weights, and the same key.
 func (r Ranking) WeightedTerms(q Query) (terms []QueryTerm, key string) {
 	var origins []TermOrigin
-	words, weights, key := r.terms(q, &origins)
+	words, weights, _, key := r.terms(q, &origins)
 	terms = make([]QueryTerm, len(words))
 	for i, w := range words {
 		terms[i] = QueryTerm{Word: w, Weight: weights[i], TermOrigin: origins[i]}
@@ -117,6 +117,10 @@ const (
 	// PartMeaning is the similarity of the meaning of the query and of
 	// the tool's text (meaning.go).
 	PartMeaning
+	// PartFuzzy is a lexeme of the tool one edit from a lexeme of the
+	// caller's words that the scope holds no other way ("strolog" for
+	// "astrolog"; MinFuzzyRunes).
+	PartFuzzy
 )
 
 // MaxMatchedLexemes bounds the document lexemes a part lists (a prefix
@@ -156,6 +160,16 @@ type ScorePart struct {
 	// Boost × IDF × PrefixWeight × PrefixRank, the product of the last two
 	// in single precision.
 	Begins string
+
+	// For PartFuzzy: Lexeme is the tool's lexeme, Matched just it; Near is
+	// the query lexeme one edit from it that it weighs as (the heaviest,
+	// the first in byte order of equals), Words the query words reduced
+	// to that one and Boost their heaviest weight; IDF is the tool
+	// lexeme's, ExactRank 0 and PrefixRank ts_rank of the tool lexeme.
+	// Contribution = Boost × IDF × FuzzyWeight × PrefixRank, the product
+	// of the last two in single precision.
+	Near        string
+	FuzzyWeight float32
 
 	// For PartTrigram: the tool's name key, the greater word_similarity
 	// of it and the query key (Explained.TrigramKey), and the weight it

@@ -25,6 +25,11 @@ type Ranking struct {
 	// PrefixWeight is the weight of a prefix match ("weather" in
 	// "weatherforecast") relative to an exact lexeme match.
 	PrefixWeight float64
+	// FuzzyWeight is the weight, relative to an exact match, of a tool's
+	// lexeme one edit from a word of the caller's that the scope does
+	// not hold ("strolog" in "Povides strology services" for
+	// "astrological"; see MinFuzzyRunes).
+	FuzzyWeight float64
 	// TrigramWeight scales trigram similarity between the query and the
 	// tool name; TrigramThreshold is the similarity below which it counts
 	// for nothing.
@@ -56,6 +61,7 @@ var DefaultRanking = Ranking{
 	SynonymBoost:     0.4,
 	RelatedBoost:     0.3,
 	PrefixWeight:     0.3,
+	FuzzyWeight:      0.75,
 	TrigramWeight:    0.5,
 	TrigramThreshold: 0.5,
 	FramingWeight:    0.3,
@@ -89,6 +95,14 @@ const (
 	// MaxTrigramWords is the longest query (in words) compared by trigram
 	// similarity with tool names.
 	MaxTrigramWords = 4
+	// MinFuzzyRunes and MaxFuzzyRunes bound the lexemes of the caller's
+	// words that match a tool's lexeme one edit away (an inserted, deleted
+	// or replaced character) when the scope holds them no other way: not
+	// as a lexeme, the beginning of one, or one's longer form. Shorter
+	// lexemes are one edit from too many words that mean something else
+	// ("rental", "dental" are six); a longer one is not a word.
+	MinFuzzyRunes = 6
+	MaxFuzzyRunes = 32
 )
 
 // Terms turns the query and keywords into weighted words: query words at
@@ -101,13 +115,21 @@ const (
 // NameKey, at most MaxNameKeyRunes), empty for queries longer than
 // MaxTrigramWords words.
 func (r Ranking) Terms(q Query) (terms []string, boosts []float64, key string) {
+	terms, boosts, _, key = r.terms(q, nil)
+	return terms, boosts, key
+}
+
+// CallerTerms is Terms, and how many of the terms, first in order, are
+// the caller's own words (of the query text, framing words included, or
+// of its keywords); the rest are their expansions.
+func (r Ranking) CallerTerms(q Query) (terms []string, boosts []float64, own int, key string) {
 	return r.terms(q, nil)
 }
 
 // terms is Terms. When origins is not nil it also gets, for each term in
 // order, where its weight came from (explain.go); the search itself
 // passes nil and pays nothing for it.
-func (r Ranking) terms(q Query, origins *[]TermOrigin) (terms []string, boosts []float64, key string) {
+func (r Ranking) terms(q Query, origins *[]TermOrigin) (terms []string, boosts []float64, own int, key string) {
 	weight := map[string]float64{}
 	origin := map[string]TermOrigin{}
 	var order []string
@@ -158,6 +180,7 @@ func (r Ranking) terms(q Query, origins *[]TermOrigin) (terms []string, boosts [
 		}
 		add(d.word, d.boost, o)
 	}
+	own = min(len(order), MaxTerms)
 	for _, d := range direct {
 		for _, form := range baseForms(d.word) {
 			for _, syn := range synonyms[form] {
@@ -182,7 +205,7 @@ func (r Ranking) terms(q Query, origins *[]TermOrigin) (terms []string, boosts [
 	// "githubCreateIssue"): a few words at most. On a sentence it finds
 	// nothing words do not, and it is the costliest part of a search.
 	if len(keyParts) > MaxTrigramWords {
-		return terms, boosts, ""
+		return terms, boosts, own, ""
 	}
 	// Cut like a name key: similarity costs time in proportion to both,
 	// and no tool name is longer.
@@ -190,7 +213,7 @@ func (r Ranking) terms(q Query, origins *[]TermOrigin) (terms []string, boosts [
 	if runes := []rune(key); len(runes) > MaxNameKeyRunes {
 		key = string(runes[:MaxNameKeyRunes])
 	}
-	return terms, boosts, key
+	return terms, boosts, own, key
 }
 
 // Rarity is the factor a word of the caller's weight gets for how rare it

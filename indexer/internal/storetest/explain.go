@@ -27,6 +27,7 @@ func ExplainQueries(n int, seed uint64) []store.Query {
 		{Text: "repositories issues channels events"}, {Text: "weath"}, {Text: "rep"}, {Text: "to"},
 		{Text: "the of and"}, {Text: "zzzz qqqq"}, {Text: "météo café"}, {Text: "東京の天気"},
 		{Text: strings.Repeat("issue ", 50)}, {Keywords: []string{"weather", "forecast"}},
+		{Text: "wether forcast for tomorow"}, {Text: "calender apointments", Keywords: []string{"upcomming"}},
 	}
 	r := rand.New(rand.NewPCG(seed, seed))
 	for range n {
@@ -49,6 +50,8 @@ func ExplainRankings() map[string]store.Ranking {
 		"words alone":      func(r *store.Ranking) { r.MeaningWeight = 0 },
 		"heavy meaning":    func(r *store.Ranking) { r.MeaningWeight = 3 },
 		"no meaning floor": func(r *store.Ranking) { r.MeaningFloor = -1 },
+		"no fuzzy":         func(r *store.Ranking) { r.FuzzyWeight = 0 },
+		"heavy fuzzy":      func(r *store.Ranking) { r.FuzzyWeight = 2 },
 	} {
 		rk := store.DefaultRanking
 		change(&rk)
@@ -141,24 +144,26 @@ func CheckExplained(hits []store.Hit, ex store.Explained, q store.Query, r store
 }
 
 // checkPartOrder says how parts are out of the ranking's order, or "":
-// the lexical parts, then the shorter-lexeme parts, then at most one
-// trigram part, then at most one meaning part; a hit by meaning alone
+// the lexical parts, then the shorter-lexeme parts, then the fuzzy
+// parts in byte order of their lexemes, then at most one trigram part, then at most one meaning part; a hit by meaning alone
 // reached the floor.
 func checkPartOrder(parts []store.ScorePart, r store.Ranking) string {
 	stage := func(k store.PartKind) int {
 		switch k {
 		case store.PartShorter:
 			return 1
-		case store.PartTrigram:
+		case store.PartFuzzy:
 			return 2
-		case store.PartMeaning:
+		case store.PartTrigram:
 			return 3
+		case store.PartMeaning:
+			return 4
 		}
 		return 0
 	}
 	for j := 1; j < len(parts); j++ {
 		a, b := stage(parts[j-1].Kind), stage(parts[j].Kind)
-		if b < a || (b == a && b > 1) {
+		if b < a || (b == a && b > 2) || (b == a && b == 2 && parts[j-1].Lexeme >= parts[j].Lexeme) {
 			return fmt.Sprintf("part %d out of order", j)
 		}
 	}
@@ -208,6 +213,31 @@ func checkPart(p store.ScorePart, ex store.Explained, weight map[string]float64,
 		if p.Contribution != float64(p.Boost*p.IDF*float64(float32(p.PrefixWeight*p.PrefixRank))) {
 			return "contribution is not Boost × IDF × PrefixWeight × PrefixRank"
 		}
+	case store.PartFuzzy:
+		n := utf8.RuneCountInString(p.Near)
+		if n < store.MinFuzzyRunes || n > store.MaxFuzzyRunes || editDistance(p.Near, p.Lexeme) != 1 ||
+			len(p.Matched) != 1 || p.Matched[0] != p.Lexeme || p.MatchedCount != 1 || len(p.Words) == 0 {
+			return "a fuzzy part that is not a lexeme one edit from a query lexeme of six to 32 characters"
+		}
+		heaviest, msg := heaviestOf(p.Words, p.Near, ex, weight)
+		if msg != "" {
+			return msg + " it is near"
+		}
+		if !slices.ContainsFunc(p.Words, func(w string) bool {
+			i := slices.IndexFunc(ex.Terms, func(t store.QueryTerm) bool { return t.Word == w })
+			return ex.Terms[i].Source == store.SourceQuery || ex.Terms[i].Source == store.SourceKeyword || ex.Terms[i].Source == store.SourceFraming
+		}) {
+			return "the lexeme it is near is no word of the caller's"
+		}
+		if slices.ContainsFunc(ex.Terms, func(t store.QueryTerm) bool { return slices.Contains(t.Lexemes, p.Lexeme) }) {
+			return "the fuzzy lexeme is a query lexeme itself"
+		}
+		if p.Boost != heaviest || p.ExactRank != 0 || p.FuzzyWeight != float32(r.FuzzyWeight) || p.IDF <= 0 {
+			return "boost, ranks, fuzzy weight or IDF out of place"
+		}
+		if p.Contribution != float64(p.Boost*p.IDF*float64(float32(p.FuzzyWeight*p.PrefixRank))) {
+			return "contribution is not Boost × IDF × FuzzyWeight × PrefixRank"
+		}
 	case store.PartExact, store.PartPrefix:
 		if p.Lexeme == "" || len(p.Words) == 0 || len(p.Matched) == 0 || len(p.Matched) > store.MaxMatchedLexemes || p.MatchedCount < len(p.Matched) {
 			return "a lexical part without its lexeme, words or matches"
@@ -251,4 +281,26 @@ func heaviestOf(words []string, lexeme string, ex store.Explained, weight map[st
 		heaviest = max(heaviest, weight[w])
 	}
 	return heaviest, ""
+}
+
+// editDistance is the Levenshtein distance of a and b, in characters.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur := make([]int, len(rb)+1)
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			change := 1
+			if ra[i-1] == rb[j-1] {
+				change = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+change)
+		}
+		prev = cur
+	}
+	return prev[len(rb)]
 }

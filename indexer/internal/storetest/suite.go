@@ -43,6 +43,7 @@ func RunAll(t *testing.T, newBacking NewBacking) {
 		{"SearchLimitAndOrder", searchLimitAndOrder},
 		{"SearchHostileInput", searchHostileInput},
 		{"MeaningFindsWhatSharesNoWord", meaningFindsWhatSharesNoWord},
+		{"FuzzyMatchesOneEditAway", fuzzyMatchesOneEditAway},
 		{"ExplainedSearch", explainedSearch},
 		{"EmptyScope", emptyScope},
 		{"HostileToolDefinitions", hostileToolDefinitions},

@@ -18,7 +18,8 @@ import (
 // normalize, lnIDF, lexemeContribution, nameSimilarity,
 // trigramContribution, meaningSimilarity, meaningContribution). The
 // ranking adds a document's addends to zero in query-lexeme order, then
-// the trigram part, then the meaning part; so do the parts here, and
+// the shorter and fuzzy lexemes' parts, the trigram part, then the
+// meaning part; so do the parts here, and
 // their sum is the hit's score exactly, not approximately. A search that
 // is not explained runs none of this.
 
@@ -51,6 +52,9 @@ type queryLexeme struct {
 	lexeme string
 	boost  float64
 	words  []string
+	// own is whether a word of the caller's reduces to it (not only an
+	// expansion).
+	own bool
 }
 
 // queryLexemes reduces terms to the lexemes a search looks up, in the
@@ -61,11 +65,13 @@ func queryLexemes(terms []store.QueryTerm) []queryLexeme {
 	for _, t := range terms {
 		for _, lex := range t.Lexemes {
 			i, ok := at[lex]
+			own := t.Source == store.SourceQuery || t.Source == store.SourceKeyword || t.Source == store.SourceFraming
 			if !ok {
 				at[lex] = len(out)
-				out = append(out, queryLexeme{lexeme: lex, boost: t.Weight, words: []string{t.Word}})
+				out = append(out, queryLexeme{lexeme: lex, boost: t.Weight, words: []string{t.Word}, own: own})
 				continue
 			}
+			out[i].own = out[i].own || own
 			if t.Weight > out[i].boost {
 				out[i].boost = t.Weight
 			}
@@ -110,14 +116,19 @@ func (s *Store) SearchExplained(ctx context.Context, scope store.Scope, q store.
 	lexemes := queryLexemes(terms)
 	names := make([]string, len(lexemes))
 	boost := make(map[string]float64, len(lexemes))
+	own := map[string]bool{}
 	for i, ql := range lexemes {
 		names[i], boost[ql.lexeme] = ql.lexeme, ql.boost
+		if ql.own {
+			own[ql.lexeme] = true
+		}
 	}
 	shorter := ix.shorterLexemes(names, boost)
+	fuzzy := ix.fuzzyLexemes(names, own, boost, shorter)
 	meaning, hasMeaning := r.QueryMeaning(q)
 	var scratch simScratch
 	for i, doc := range docs {
-		parts := ix.explain(ix.docs[doc], lexemes, shorter, key, r, &scratch)
+		parts := ix.explain(ix.docs[doc], lexemes, shorter, fuzzy, key, r, &scratch)
 		if hasMeaning {
 			// A document is a candidate without the meaning part when it
 			// matched (it then has a part) or when every document is one.
@@ -178,8 +189,8 @@ func (ix *scopeIndex) documentsOf(hits []store.Hit) ([]int32, error) {
 }
 
 // explain returns the addends of d's score, in the order rankLexical,
-// rankShorter and rankTrigram add them.
-func (ix *scopeIndex) explain(d *document, lexemes []queryLexeme, shorter []shorterLexeme, key string, r store.Ranking, scratch *simScratch) []store.ScorePart {
+// rankShorter, rankFuzzy and rankTrigram add them.
+func (ix *scopeIndex) explain(d *document, lexemes []queryLexeme, shorter []shorterLexeme, fuzzy []fuzzyLexeme, key string, r store.Ranking, scratch *simScratch) []store.ScorePart {
 	w := rankWeights(r.FieldWeights)
 	prefixWeight := float32(r.PrefixWeight)
 	var parts []store.ScorePart
@@ -217,6 +228,7 @@ func (ix *scopeIndex) explain(d *document, lexemes []queryLexeme, shorter []shor
 		parts = append(parts, part)
 	}
 	parts = append(parts, ix.explainShorter(d, lexemes, shorter, r)...)
+	parts = append(parts, ix.explainFuzzy(d, lexemes, fuzzy, r)...)
 	if p, ok := ix.explainTrigram(d, key, r, scratch); ok {
 		parts = append(parts, p)
 	}

@@ -48,6 +48,7 @@ func stored(t *testing.T, st *postgres.Store, h store.Hit) storedDocument {
 func TestExplanationsAgreeWithPostgreSQL(t *testing.T) {
 	st := env.OpenStore(t)
 	ctx := t.Context()
+	withLevenshtein(t, st)
 	scopes := map[string][]store.Tool{
 		"weather":   append(slices.Clone(storetest.WeatherTools), unusualTools...),
 		"synthetic": storetest.SyntheticTools(1500, 7),
@@ -64,7 +65,8 @@ func TestExplanationsAgreeWithPostgreSQL(t *testing.T) {
 	queries := append(storetest.ExplainQueries(100, 9),
 		store.Query{Text: "synthetic echo tool"}, store.Query{Text: "b3__tool_0042"}, store.Query{Text: "tool0042"},
 		store.Query{Text: "http response v2"}, store.Query{Text: "s3 go"}, store.Query{Text: "it's quoted"},
-		store.Query{Text: "aaaa"}, store.Query{Text: "1.2.3 user@example.com"})
+		store.Query{Text: "aaaa"}, store.Query{Text: "1.2.3 user@example.com"},
+		store.Query{Text: "wether forcast for tomorow"}, store.Query{Text: "synthetik echoes"})
 	stems := map[string][]string{}
 	parts, sqlChecked := 0, 0
 	kinds := map[store.PartKind]int{}
@@ -124,7 +126,7 @@ func TestExplanationsAgreeWithPostgreSQL(t *testing.T) {
 		}
 	}
 	t.Logf("%d parts checked, %d against PostgreSQL's figures; by kind %v", parts, sqlChecked, kinds)
-	for _, k := range []store.PartKind{store.PartExact, store.PartPrefix, store.PartShorter, store.PartTrigram, store.PartMeaning} {
+	for _, k := range []store.PartKind{store.PartExact, store.PartPrefix, store.PartShorter, store.PartFuzzy, store.PartTrigram, store.PartMeaning} {
 		if kinds[k] == 0 {
 			t.Errorf("no part of kind %d among %d: the queries should show every kind", k, parts)
 		}
@@ -147,9 +149,9 @@ func checkAgainstDocument(p store.ScorePart, d storedDocument, key string) strin
 		}
 		return ""
 	}
-	if p.Kind == store.PartShorter {
+	if p.Kind == store.PartShorter || p.Kind == store.PartFuzzy {
 		if _, held := d.lexemes[p.Lexeme]; !held {
-			return "the document does not hold the shorter lexeme"
+			return "the document does not hold the shorter or fuzzy lexeme"
 		}
 		return ""
 	}
@@ -186,6 +188,34 @@ func checkAgainstSQL(t *testing.T, st *postgres.Store, sc store.Scope, toolCount
 		}
 		if sim != p.Similarity {
 			return "pg_trgm's similarity is " + fmt.Sprint(float64(sim))
+		}
+		return ""
+	}
+	if p.Kind == store.PartFuzzy {
+		var rank float32
+		var idf float64
+		var distance, holders int
+		err := st.Pool().QueryRow(ctx, `
+			SELECT ts_rank($2::float4[], d.tsv, quote_literal($3)::tsquery, $4),
+			       ln(1 + ($6 - l.ndoc + 0.5) / (l.ndoc + 0.5))::float8,
+			       levenshtein($3, $7),
+			       (SELECT count(*) FROM scope_lexemes h WHERE h.scope_id = $5 AND left(h.lexeme, length($7)) = $7)
+			FROM tool_documents d
+			JOIN scope_lexemes l ON l.scope_id = $5 AND l.lexeme = $3
+			WHERE d.id = $1`,
+			d.id, r.FieldWeights[:], p.Lexeme, r.Normalization, sc.ID, toolCount, p.Near).Scan(&rank, &idf, &distance, &holders)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case rank != p.PrefixRank:
+			return "ts_rank of the fuzzy lexeme is " + fmt.Sprint(float64(rank))
+		case math.Abs(idf-p.IDF) > 1e-12*idf:
+			return "the scope's IDF of the fuzzy lexeme is " + fmt.Sprint(idf)
+		case distance != 1:
+			return "levenshtein of the two lexemes is " + fmt.Sprint(distance)
+		case holders != 0:
+			return "the scope holds the query lexeme, or a longer one it begins"
 		}
 		return ""
 	}

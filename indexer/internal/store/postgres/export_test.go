@@ -49,3 +49,6 @@ func WordSimilarity(a, b string) float32 {
 
 // ScopeKey is scopeKey: what a scope of a view digest is stored under.
 var ScopeKey = scopeKey
+
+// OneEditApart is oneEditApart.
+var OneEditApart = oneEditApart

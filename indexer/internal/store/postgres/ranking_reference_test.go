@@ -19,12 +19,14 @@ import (
 // words dropped) is ORed; each matched word adds boost × IDF (from the
 // scope's own statistics) × its weighted, length-normalized ts_rank, and
 // prefix matches add a fraction more, and so does a shorter lexeme that
-// begins a query lexeme; trigram similarity between the tool name and the
-// query catches identifier-like and misspelled queries.
+// begins a query lexeme and a lexeme one edit from a lexeme of the
+// caller's words that the scope holds no other way; trigram similarity
+// between the tool name and the query catches identifier-like and
+// misspelled queries.
 const referenceSQL = `
 WITH terms AS MATERIALIZED (
-	SELECT lex, max(t.boost) AS boost
-	FROM unnest($2::text[], $3::float8[]) AS t(term, boost)
+	SELECT lex, max(t.boost) AS boost, bool_or(t.i <= $11) AS own
+	FROM unnest($2::text[], $3::float8[]) WITH ORDINALITY AS t(term, boost, i)
 	CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector('switchboard_en', t.term))) AS lex
 	GROUP BY lex
 ),
@@ -37,12 +39,27 @@ shorter AS MATERIALIZED (
 	WHERE p.lex NOT IN (SELECT lex FROM terms)
 	ORDER BY p.lex, t.boost DESC, t.lex COLLATE "C"
 ),
+fuzzy AS MATERIALIZED (
+	-- A lexeme of the scope one edit from a lexeme of the caller's words
+	-- that the scope holds no other way, weighing as the heaviest such.
+	SELECT DISTINCT ON (l.lexeme) l.lexeme AS lex, t.boost
+	FROM terms t
+	JOIN scope_lexemes l ON l.scope_id = $1
+	     AND length(l.lexeme) BETWEEN length(t.lex) - 1 AND length(t.lex) + 1
+	     AND levenshtein(t.lex, l.lexeme) = 1
+	WHERE t.own AND length(t.lex) BETWEEN 6 AND 32
+	  AND NOT EXISTS (SELECT 1 FROM scope_lexemes h WHERE h.scope_id = $1 AND left(h.lexeme, length(t.lex)) = t.lex)
+	  AND NOT EXISTS (SELECT 1 FROM shorter s WHERE left(t.lex, length(s.lex)) = s.lex)
+	  AND l.lexeme NOT IN (SELECT lex FROM terms)
+	  AND l.lexeme NOT IN (SELECT lex FROM shorter)
+	ORDER BY l.lexeme, t.boost DESC, t.lex COLLATE "C"
+),
 weighted AS MATERIALIZED (
 	SELECT t.boost,
 	       ln(1 + (sc.tool_count - coalesce(l.ndoc, 0) + 0.5) / (coalesce(l.ndoc, 0) + 0.5)) AS idf,
 	       quote_literal(t.lex)::tsquery AS exact,
 	       (quote_literal(t.lex) || CASE WHEN length(t.lex) >= 3 THEN ':*' ELSE '' END)::tsquery AS prefix,
-	       false AS shorter, t.lex
+	       0 AS kind, $9::float4 AS weight, t.lex
 	FROM terms t
 	JOIN scopes sc ON sc.id = $1
 	LEFT JOIN scope_lexemes l ON l.scope_id = sc.id AND l.lexeme = t.lex
@@ -51,15 +68,25 @@ weighted AS MATERIALIZED (
 	-- the lexeme alone, with the IDF of the query lexeme it weighs as.
 	SELECT s.boost,
 	       ln(1 + (sc.tool_count - coalesce(l.ndoc, 0) + 0.5) / (coalesce(l.ndoc, 0) + 0.5)),
-	       NULL, quote_literal(s.lex)::tsquery, true, s.lex
+	       NULL, quote_literal(s.lex)::tsquery, 1, $9::float4, s.lex
 	FROM shorter s
 	JOIN scopes sc ON sc.id = $1
 	LEFT JOIN scope_lexemes l ON l.scope_id = sc.id AND l.lexeme = s.from_lex
+	UNION ALL
+	-- A fuzzy lexeme: as a shorter one, with its own IDF and FuzzyWeight.
+	SELECT f.boost,
+	       ln(1 + (sc.tool_count - l.ndoc + 0.5) / (l.ndoc + 0.5)),
+	       NULL, quote_literal(f.lex)::tsquery, 2, $12::float4, f.lex
+	FROM fuzzy f
+	JOIN scopes sc ON sc.id = $1
+	JOIN scope_lexemes l ON l.scope_id = sc.id AND l.lexeme = f.lex
+	WHERE $12 > 0
 ),
 any_term AS MATERIALIZED (
 	SELECT string_agg(q, ' | ')::tsquery AS q
 	FROM (SELECT quote_literal(lex) || CASE WHEN length(lex) >= 3 THEN ':*' ELSE '' END AS q FROM terms
-	      UNION ALL SELECT quote_literal(lex) FROM shorter) a
+	      UNION ALL SELECT quote_literal(lex) FROM shorter
+	      UNION ALL SELECT quote_literal(lex) FROM fuzzy WHERE $12 > 0) a
 ),
 candidates AS MATERIALIZED (
 	SELECT d.id, d.name, d.description, d.input_schema_json, d.tsv, d.trgm
@@ -74,11 +101,11 @@ candidates AS MATERIALIZED (
 ),
 lexical AS (
 	SELECT c.id,
-	       sum(w.boost * w.idf * (CASE WHEN w.shorter THEN 0::float4 ELSE ts_rank($6::float4[], c.tsv, w.exact, $10) END
-	                              + $9 * ts_rank($6::float4[], c.tsv, w.prefix, $10))
+	       sum(w.boost * w.idf * (CASE WHEN w.kind > 0 THEN 0::float4 ELSE ts_rank($6::float4[], c.tsv, w.exact, $10) END
+	                              + w.weight * ts_rank($6::float4[], c.tsv, w.prefix, $10))
 	           -- One order for every document: documents with the same
 	           -- addends get the same sum, and tie in name order.
-	           ORDER BY w.shorter, w.lex COLLATE "C") AS score
+	           ORDER BY w.kind, w.lex COLLATE "C") AS score
 	FROM candidates c JOIN weighted w ON c.tsv @@ w.prefix
 	GROUP BY c.id
 )
@@ -92,12 +119,12 @@ LIMIT $5`
 // referenceSearch ranks with referenceSQL.
 func referenceSearch(t *testing.T, st *postgres.Store, sc store.Scope, q store.Query, r store.Ranking) []store.Hit {
 	t.Helper()
-	terms, boosts, key := r.Terms(q)
+	terms, boosts, own, key := r.CallerTerms(q)
 	if len(terms) == 0 {
 		return nil
 	}
 	rows, err := st.Pool().Query(t.Context(), referenceSQL, sc.ID, terms, boosts, key, q.Limit,
-		r.FieldWeights[:], r.TrigramWeight, r.TrigramThreshold, r.PrefixWeight, r.Normalization)
+		r.FieldWeights[:], r.TrigramWeight, r.TrigramThreshold, r.PrefixWeight, r.Normalization, own, r.FuzzyWeight)
 	if err != nil {
 		t.Fatalf("reference search: %v", err)
 	}
@@ -149,6 +176,7 @@ var unusualTools = []store.Tool{
 func TestRankingMatchesReferenceSQL(t *testing.T) {
 	st := env.OpenStore(t)
 	ctx := t.Context()
+	withLevenshtein(t, st)
 	scopes := map[string][]store.Tool{
 		"weather":   append(slices.Clone(storetest.WeatherTools), unusualTools...),
 		"synthetic": storetest.SyntheticTools(1500, 7),
@@ -172,6 +200,8 @@ func TestRankingMatchesReferenceSQL(t *testing.T) {
 		{Text: "s3 go"}, {Text: "it's quoted"}, {Text: "aaaa"}, {Text: "x"}, {Text: "1.2.3 user@example.com"},
 		{Text: "get weather", Keywords: []string{"forecast", "city"}}, {Text: "list", Keywords: []string{"calendar"}},
 		{Text: "open an issue in my repositories"}, {Text: "weatherly forecasting"}, {Text: "calendars"},
+		{Text: "wether forcast for tomorow"}, {Text: "synthetik echoes", Keywords: []string{"nummber"}},
+		{Text: "méteo prévisionz"}, {Text: "tomorow"},
 		{Text: strings.Repeat("issue ", 50)},
 	}
 	for range 150 {
@@ -187,6 +217,7 @@ func TestRankingMatchesReferenceSQL(t *testing.T) {
 		"low threshold":    func(r *store.Ranking) { r.TrigramThreshold = 0.2 },
 		"no threshold":     func(r *store.Ranking) { r.TrigramThreshold = 0 },
 		"heavy expansions": func(r *store.Ranking) { r.SynonymBoost, r.RelatedBoost = 0.9, 0.8 },
+		"no fuzzy":         func(r *store.Ranking) { r.FuzzyWeight = 0 },
 	} {
 		rk := store.DefaultRanking
 		change(&rk)
@@ -277,4 +308,13 @@ func scored(hits []store.Hit) []string {
 		out = append(out, fmt.Sprintf("%s=%.6g", h.Name, h.Score))
 	}
 	return out
+}
+
+// withLevenshtein gives the test database fuzzystrmatch's levenshtein, the
+// reference's definition of one edit (the indexer itself needs nothing).
+func withLevenshtein(t *testing.T, st *postgres.Store) {
+	t.Helper()
+	if _, err := st.Pool().Exec(t.Context(), `CREATE EXTENSION IF NOT EXISTS fuzzystrmatch`); err != nil {
+		t.Fatalf("fuzzystrmatch (PostgreSQL's contrib modules): %v", err)
+	}
 }

@@ -56,6 +56,9 @@ type scopeIndex struct {
 	// the documents holding lexicon[i], in document order.
 	lexicon  []string
 	postings [][]posting
+	// byRunes lists the lexicon's places by the lexeme's length in
+	// characters, for fuzzy lexemes (fuzzy.go).
+	byRunes [][]int32
 	// byTrigram lists, for each trigram of any name key, the documents
 	// whose name key has it.
 	byTrigram map[trigram][]int32
@@ -95,6 +98,7 @@ func newScopeIndex(id int64, toolCount int, docs []*document, ndoc map[string]in
 	for i, lex := range ix.lexicon {
 		ix.postings[i] = byLexeme[lex]
 	}
+	ix.byRunes = lexemesByRunes(ix.lexicon)
 	byName := make([]int32, len(docs))
 	for i := range byName {
 		byName[i] = int32(i)

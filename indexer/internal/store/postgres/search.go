@@ -20,10 +20,15 @@ import (
 //   - Every query lexeme is ORed: a document holding any of them (as a
 //     prefix, for lexemes of three characters or more) is a candidate, and
 //     so is one holding a shorter lexeme of four characters or more that
-//     begins one ("repo" for "repositori"; rankShorter).
+//     begins one ("repo" for "repositori"; rankShorter), and so is one
+//     holding a lexeme one edit from a lexeme of the caller's words that
+//     the scope holds no other way ("strolog" for "astrolog"; fuzzy.go).
 //   - A matched lexeme adds boost × IDF × (ts_rank of the lexeme +
 //     PrefixWeight × ts_rank of the lexeme as a prefix), with the IDF
-//     ln(1 + (N − n + 0.5) / (n + 0.5)) from the scope's own statistics.
+//     ln(1 + (N − n + 0.5) / (n + 0.5)) from the scope's own statistics;
+//     a shorter lexeme adds its query lexeme's boost × IDF × PrefixWeight
+//     × its ts_rank, a fuzzy one its query lexeme's boost × its own IDF ×
+//     FuzzyWeight × its ts_rank.
 //   - For a short, identifier-like query, the greater word_similarity
 //     between the query folded to one token and the document's name key
 //     adds TrigramWeight × similarity when it reaches TrigramThreshold,
@@ -36,7 +41,7 @@ import (
 // the ranking by words is in ranking_reference_test.go, which checks the
 // two agree.
 func (s *Store) Search(ctx context.Context, scope store.Scope, q store.Query, r store.Ranking) ([]store.Hit, error) {
-	terms, boosts, key := r.Terms(q)
+	terms, boosts, own, key := r.CallerTerms(q)
 	if len(terms) == 0 || q.Limit <= 0 {
 		return nil, nil
 	}
@@ -51,8 +56,13 @@ func (s *Store) Search(ctx context.Context, scope store.Scope, q store.Query, r 
 	// A lexeme reached from several words weighs as the heaviest of them.
 	var lexemes []string
 	boost := map[string]float64{}
+	// ownLexeme marks the lexemes of the caller's own words.
+	ownLexeme := map[string]bool{}
 	for i, lexs := range stems {
 		for _, lex := range lexs {
+			if i < own {
+				ownLexeme[lex] = true
+			}
 			if old, ok := boost[lex]; !ok {
 				lexemes = append(lexemes, lex)
 				boost[lex] = boosts[i]
@@ -65,7 +75,9 @@ func (s *Store) Search(ctx context.Context, scope store.Scope, q store.Query, r 
 	defer scratchPool.Put(sc)
 	sc.reset(len(ix.docs))
 	ix.rankLexical(sc, lexemes, boost, r)
-	ix.rankShorter(sc, ix.shorterLexemes(lexemes, boost), r)
+	shorter := ix.shorterLexemes(lexemes, boost)
+	ix.rankShorter(sc, shorter, r)
+	ix.rankFuzzy(sc, ix.fuzzyLexemes(lexemes, ownLexeme, boost, shorter), r)
 	ix.rankTrigram(sc, key, r)
 	if meaning, ok := r.QueryMeaning(q); ok {
 		ix.rankMeaning(sc, &meaning, r)

@@ -54,6 +54,17 @@ const (
 	// the shorter lexeme: contribution = boost × idf × prefix_weight ×
 	// prefix_rank, the last product in single precision.
 	ScorePartKind_SCORE_PART_KIND_SHORTER ScorePartKind = 5
+	// A lexeme of the tool's one edit (a character inserted, deleted or
+	// replaced) from a lexeme of the caller's own words, of six to 32
+	// characters, that the scope holds in no other form (not as a lexeme,
+	// the beginning of one, or the longer form of a shorter one): "strolog"
+	// in "Povides strology services" for "astrological". lexeme is the
+	// tool's, near the query lexeme it weighs as (the heaviest one edit from
+	// it), words the query words reduced to that one; idf is the tool
+	// lexeme's own; exact_rank is 0 and prefix_rank ts_rank of the tool's
+	// lexeme: contribution = boost × idf × fuzzy_weight × prefix_rank, the
+	// last product in single precision.
+	ScorePartKind_SCORE_PART_KIND_FUZZY ScorePartKind = 6
 )
 
 // Enum value maps for ScorePartKind.
@@ -65,6 +76,7 @@ var (
 		3: "SCORE_PART_KIND_TRIGRAM",
 		4: "SCORE_PART_KIND_MEANING",
 		5: "SCORE_PART_KIND_SHORTER",
+		6: "SCORE_PART_KIND_FUZZY",
 	}
 	ScorePartKind_value = map[string]int32{
 		"SCORE_PART_KIND_UNSPECIFIED": 0,
@@ -73,6 +85,7 @@ var (
 		"SCORE_PART_KIND_TRIGRAM":     3,
 		"SCORE_PART_KIND_MEANING":     4,
 		"SCORE_PART_KIND_SHORTER":     5,
+		"SCORE_PART_KIND_FUZZY":       6,
 	}
 )
 
@@ -287,7 +300,8 @@ type SearchHit struct {
 	Score float64 `protobuf:"fixed64,4,opt,name=score,proto3" json:"score,omitempty"`
 	// The parts of score, when the request set explain: what each matched
 	// query lexeme added, then what each shorter lexeme of the tool that
-	// begins one added, then what the trigram similarity of the query and
+	// begins one added, then what each lexeme of the tool one edit from one
+	// added (FUZZY), then what the trigram similarity of the query and
 	// the tool's name added, then what the similarity of their meaning
 	// added. Their contributions, added up in this order starting from zero
 	// (IEEE double additions), give score exactly.
@@ -422,7 +436,12 @@ type ScorePart struct {
 	MeaningWeight float64 `protobuf:"fixed64,15,opt,name=meaning_weight,json=meaningWeight,proto3" json:"meaning_weight,omitempty"`
 	// SHORTER: the query lexeme the tool's shorter lexeme begins and weighs
 	// as.
-	Begins        string `protobuf:"bytes,16,opt,name=begins,proto3" json:"begins,omitempty"`
+	Begins string `protobuf:"bytes,16,opt,name=begins,proto3" json:"begins,omitempty"`
+	// FUZZY: the query lexeme one edit from the tool's lexeme that it weighs
+	// as.
+	Near string `protobuf:"bytes,17,opt,name=near,proto3" json:"near,omitempty"`
+	// FUZZY: the weight of prefix_rank (the ranking's FuzzyWeight).
+	FuzzyWeight   float64 `protobuf:"fixed64,18,opt,name=fuzzy_weight,json=fuzzyWeight,proto3" json:"fuzzy_weight,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -567,6 +586,20 @@ func (x *ScorePart) GetBegins() string {
 		return x.Begins
 	}
 	return ""
+}
+
+func (x *ScorePart) GetNear() string {
+	if x != nil {
+		return x.Near
+	}
+	return ""
+}
+
+func (x *ScorePart) GetFuzzyWeight() float64 {
+	if x != nil {
+		return x.FuzzyWeight
+	}
+	return 0
 }
 
 // QueryTerm is one weighted word of an explained search.
@@ -3897,7 +3930,7 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12*\n" +
 	"\x11input_schema_json\x18\x03 \x01(\tR\x0finputSchemaJson\x12\x14\n" +
 	"\x05score\x18\x04 \x01(\x01R\x05score\x12C\n" +
-	"\vexplanation\x18\x05 \x03(\v2!.switchboard.indexer.v1.ScorePartR\vexplanation\"\xa1\x04\n" +
+	"\vexplanation\x18\x05 \x03(\v2!.switchboard.indexer.v1.ScorePartR\vexplanation\"\xd8\x04\n" +
 	"\tScorePart\x129\n" +
 	"\x04kind\x18\x01 \x01(\x0e2%.switchboard.indexer.v1.ScorePartKindR\x04kind\x12\"\n" +
 	"\fcontribution\x18\x02 \x01(\x01R\fcontribution\x12\x16\n" +
@@ -3919,7 +3952,9 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"similarity\x12%\n" +
 	"\x0etrigram_weight\x18\x0e \x01(\x01R\rtrigramWeight\x12%\n" +
 	"\x0emeaning_weight\x18\x0f \x01(\x01R\rmeaningWeight\x12\x16\n" +
-	"\x06begins\x18\x10 \x01(\tR\x06begins\"\xa7\x01\n" +
+	"\x06begins\x18\x10 \x01(\tR\x06begins\x12\x12\n" +
+	"\x04near\x18\x11 \x01(\tR\x04near\x12!\n" +
+	"\ffuzzy_weight\x18\x12 \x01(\x01R\vfuzzyWeight\"\xa7\x01\n" +
 	"\tQueryTerm\x12\x12\n" +
 	"\x04word\x18\x01 \x01(\tR\x04word\x12\x16\n" +
 	"\x06weight\x18\x02 \x01(\x01R\x06weight\x12:\n" +
@@ -4154,14 +4189,15 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	" \x01(\tR\tpageToken\"~\n" +
 	"\x18QueryAuditEventsResponse\x12:\n" +
 	"\x06events\x18\x01 \x03(\v2\".switchboard.indexer.v1.AuditEventR\x06events\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xbe\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xd9\x01\n" +
 	"\rScorePartKind\x12\x1f\n" +
 	"\x1bSCORE_PART_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SCORE_PART_KIND_EXACT\x10\x01\x12\x1a\n" +
 	"\x16SCORE_PART_KIND_PREFIX\x10\x02\x12\x1b\n" +
 	"\x17SCORE_PART_KIND_TRIGRAM\x10\x03\x12\x1b\n" +
 	"\x17SCORE_PART_KIND_MEANING\x10\x04\x12\x1b\n" +
-	"\x17SCORE_PART_KIND_SHORTER\x10\x05*\xa2\x01\n" +
+	"\x17SCORE_PART_KIND_SHORTER\x10\x05\x12\x19\n" +
+	"\x15SCORE_PART_KIND_FUZZY\x10\x06*\xa2\x01\n" +
 	"\n" +
 	"TermSource\x12\x1b\n" +
 	"\x17TERM_SOURCE_UNSPECIFIED\x10\x00\x12\x15\n" +
