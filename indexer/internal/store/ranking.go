@@ -99,8 +99,8 @@ const (
 	// words that match a tool's lexeme one edit away (an inserted, deleted
 	// or replaced character) when the scope holds them no other way: not
 	// as a lexeme, the beginning of one, or one's longer form. Shorter
-	// lexemes are one edit from too many words that mean something else
-	// ("rental", "dental" are six); a longer one is not a word.
+	// lexemes are one edit from too many that mean something else
+	// ("price", "prize"); a longer one is not a word.
 	MinFuzzyRunes = 6
 	MaxFuzzyRunes = 32
 )
