@@ -237,30 +237,45 @@ func (ix *scopeIndex) explain(d *document, lexemes []queryLexeme, shorter []shor
 
 // explainShorter is rankShorter for one document.
 func (ix *scopeIndex) explainShorter(d *document, lexemes []queryLexeme, shorter []shorterLexeme, r store.Ranking) []store.ScorePart {
-	w := rankWeights(r.FieldWeights)
-	prefixWeight := float32(r.PrefixWeight)
 	var parts []store.ScorePart
 	for _, sl := range shorter {
-		e := sort.SearchStrings(d.lexemes, sl.lexeme)
-		if e == len(d.lexemes) || d.lexemes[e] != sl.lexeme {
+		idf := lnIDF(ix.toolCount, ix.ndoc[sl.from])
+		part, ok := explainLexemeAlone(d, sl.lexeme, sl.boost*idf, float32(r.PrefixWeight), r)
+		if !ok {
 			continue
 		}
-		var words []string
-		for _, ql := range lexemes {
-			if ql.lexeme == sl.from {
-				words = ql.words
-			}
-		}
-		part := store.ScorePart{
-			Kind: store.PartShorter, Lexeme: sl.lexeme, Begins: sl.from, Words: words, Boost: sl.boost,
-			IDF: lnIDF(ix.toolCount, ix.ndoc[sl.from]), PrefixWeight: prefixWeight,
-			PrefixRank: normalize(addEntry(0, entryRank(&w, d.entryWeights(e))), r.Normalization, &d.analysed),
-			Matched:    []string{sl.lexeme}, MatchedCount: 1,
-		}
-		part.Contribution = lexemeContribution(sl.boost*part.IDF, 0, part.PrefixRank, prefixWeight)
+		part.Kind, part.Begins, part.Words, part.Boost, part.IDF = store.PartShorter, sl.from, wordsOf(lexemes, sl.from), sl.boost, idf
+		part.PrefixWeight = float32(r.PrefixWeight)
 		parts = append(parts, part)
 	}
 	return parts
+}
+
+// explainLexemeAlone is rankLexemeAlone for one document: the part's
+// lexeme, match, rank and contribution, or false when d does not hold
+// the lexeme.
+func explainLexemeAlone(d *document, lexeme string, weight float64, scale float32, r store.Ranking) (store.ScorePart, bool) {
+	e := sort.SearchStrings(d.lexemes, lexeme)
+	if e == len(d.lexemes) || d.lexemes[e] != lexeme {
+		return store.ScorePart{}, false
+	}
+	w := rankWeights(r.FieldWeights)
+	part := store.ScorePart{
+		Lexeme: lexeme, Matched: []string{lexeme}, MatchedCount: 1,
+		PrefixRank: normalize(addEntry(0, entryRank(&w, d.entryWeights(e))), r.Normalization, &d.analysed),
+	}
+	part.Contribution = lexemeContribution(weight, 0, part.PrefixRank, scale)
+	return part, true
+}
+
+// wordsOf are the query words reduced to lexeme.
+func wordsOf(lexemes []queryLexeme, lexeme string) []string {
+	for _, ql := range lexemes {
+		if ql.lexeme == lexeme {
+			return ql.words
+		}
+	}
+	return nil
 }
 
 // explainTrigram is rankTrigram for one document: the same bound on the

@@ -132,22 +132,9 @@ func (ix *scopeIndex) rankFuzzy(sc *scratch, fuzzy []fuzzyLexeme, r store.Rankin
 	if r.FuzzyWeight == 0 {
 		return
 	}
-	w := rankWeights(r.FieldWeights)
-	ranked := w == ix.rankWeights
-	fuzzyWeight := float32(r.FuzzyWeight)
 	for _, fl := range fuzzy {
 		e := sort.SearchStrings(ix.lexicon, fl.lexeme)
-		weight := fl.boost * lnIDF(ix.toolCount, ix.ndoc[fl.lexeme])
-		for _, p := range ix.postings[e] {
-			add := p.rank
-			if !ranked {
-				add = entryRank(&w, ix.docs[p.doc].entryWeights(int(p.entry)))
-			}
-			d := ix.docs[p.doc]
-			rank := normalize(addEntry(0, add), r.Normalization, &d.analysed)
-			sc.score[p.doc] += lexemeContribution(weight, 0, rank, fuzzyWeight)
-			sc.mark(p.doc)
-		}
+		ix.rankLexemeAlone(sc, e, fl.boost*lnIDF(ix.toolCount, ix.ndoc[fl.lexeme]), float32(r.FuzzyWeight), r)
 	}
 }
 
@@ -156,27 +143,15 @@ func (ix *scopeIndex) explainFuzzy(d *document, lexemes []queryLexeme, fuzzy []f
 	if r.FuzzyWeight == 0 {
 		return nil
 	}
-	w := rankWeights(r.FieldWeights)
-	fuzzyWeight := float32(r.FuzzyWeight)
 	var parts []store.ScorePart
 	for _, fl := range fuzzy {
-		e := sort.SearchStrings(d.lexemes, fl.lexeme)
-		if e == len(d.lexemes) || d.lexemes[e] != fl.lexeme {
+		idf := lnIDF(ix.toolCount, ix.ndoc[fl.lexeme])
+		part, ok := explainLexemeAlone(d, fl.lexeme, fl.boost*idf, float32(r.FuzzyWeight), r)
+		if !ok {
 			continue
 		}
-		var words []string
-		for _, ql := range lexemes {
-			if ql.lexeme == fl.near {
-				words = ql.words
-			}
-		}
-		part := store.ScorePart{
-			Kind: store.PartFuzzy, Lexeme: fl.lexeme, Near: fl.near, Words: words, Boost: fl.boost,
-			IDF: lnIDF(ix.toolCount, ix.ndoc[fl.lexeme]), FuzzyWeight: fuzzyWeight,
-			PrefixRank: normalize(addEntry(0, entryRank(&w, d.entryWeights(e))), r.Normalization, &d.analysed),
-			Matched:    []string{fl.lexeme}, MatchedCount: 1,
-		}
-		part.Contribution = lexemeContribution(fl.boost*part.IDF, 0, part.PrefixRank, fuzzyWeight)
+		part.Kind, part.Near, part.Words, part.Boost, part.IDF = store.PartFuzzy, fl.near, wordsOf(lexemes, fl.near), fl.boost, idf
+		part.FuzzyWeight = float32(r.FuzzyWeight)
 		parts = append(parts, part)
 	}
 	return parts

@@ -240,22 +240,27 @@ func (ix *scopeIndex) shorterLexemes(lexemes []string, boost map[string]float64)
 // lexeme it weighs as) × PrefixWeight × ts_rank of the shorter lexeme, as
 // a prefix rank is added.
 func (ix *scopeIndex) rankShorter(sc *scratch, shorter []shorterLexeme, r store.Ranking) {
-	w := rankWeights(r.FieldWeights)
-	ranked := w == ix.rankWeights
-	prefixWeight := float32(r.PrefixWeight)
 	for _, sl := range shorter {
 		e := sort.SearchStrings(ix.lexicon, sl.lexeme)
-		weight := sl.boost * lnIDF(ix.toolCount, ix.ndoc[sl.from])
-		for _, p := range ix.postings[e] {
-			add := p.rank
-			if !ranked {
-				add = entryRank(&w, ix.docs[p.doc].entryWeights(int(p.entry)))
-			}
-			d := ix.docs[p.doc]
-			rank := normalize(addEntry(0, add), r.Normalization, &d.analysed)
-			sc.score[p.doc] += lexemeContribution(weight, 0, rank, prefixWeight)
-			sc.mark(p.doc)
+		ix.rankLexemeAlone(sc, e, sl.boost*lnIDF(ix.toolCount, ix.ndoc[sl.from]), float32(r.PrefixWeight), r)
+	}
+}
+
+// rankLexemeAlone adds weight × (scale × ts_rank of the lexeme alone) to
+// every document holding the scope's lexeme lexicon[e], and makes each a
+// candidate: how a shorter or a fuzzy lexeme counts.
+func (ix *scopeIndex) rankLexemeAlone(sc *scratch, e int, weight float64, scale float32, r store.Ranking) {
+	w := rankWeights(r.FieldWeights)
+	ranked := w == ix.rankWeights
+	for _, p := range ix.postings[e] {
+		add := p.rank
+		if !ranked {
+			add = entryRank(&w, ix.docs[p.doc].entryWeights(int(p.entry)))
 		}
+		d := ix.docs[p.doc]
+		rank := normalize(addEntry(0, add), r.Normalization, &d.analysed)
+		sc.score[p.doc] += lexemeContribution(weight, 0, rank, scale)
+		sc.mark(p.doc)
 	}
 }
 
