@@ -135,11 +135,9 @@ type answerKey struct{ session, request string }
 // answer, a read or two apart, so a few hundred are plenty.
 const rememberedAnswers = 1024
 
-// sentAnswer reports whether k was sent to s, and remembers it as sent.
-func (s *subscriber) sentAnswer(k answerKey) bool {
-	if _, ok := s.answered[k]; ok {
-		return true
-	}
+// rememberAnswer remembers that k was sent to s, forgetting the oldest
+// beyond rememberedAnswers.
+func (s *subscriber) rememberAnswer(k answerKey) {
 	if s.answered == nil {
 		s.answered = map[answerKey]struct{}{}
 	}
@@ -149,7 +147,6 @@ func (s *subscriber) sentAnswer(k answerKey) bool {
 	}
 	s.answered[k] = struct{}{}
 	s.answeredOrder = append(s.answeredOrder, k)
-	return false
 }
 
 // New returns a hub reading from states; resync is the period of the
@@ -434,7 +431,7 @@ func (h *Hub) deliver(r store.InputResponse) bool {
 			return true
 		}
 		if h.send(s, Event{Response: &r}) {
-			s.sentAnswer(k)
+			s.rememberAnswer(k)
 			return true
 		}
 	}

@@ -64,6 +64,13 @@ type TermOrigin struct {
 	Expands string
 }
 
+// Caller says whether the term is one of the caller's own words (of the
+// query text, framing words included, or of the keywords) rather than an
+// expansion of one.
+func (o TermOrigin) Caller() bool {
+	return o.Source == SourceQuery || o.Source == SourceKeyword || o.Source == SourceFraming
+}
+
 // directOrigin is the origin of one of the caller's own words, of the
 // query text or of the keywords: as Terms weighs them.
 func directOrigin(inText bool, w string) TermOrigin {

@@ -215,7 +215,7 @@ func checkPart(p store.ScorePart, ex store.Explained, weight map[string]float64,
 		}
 	case store.PartFuzzy:
 		n := utf8.RuneCountInString(p.Near)
-		if n < store.MinFuzzyRunes || n > store.MaxFuzzyRunes || editDistance(p.Near, p.Lexeme) != 1 ||
+		if n < store.MinFuzzyRunes || n > store.MaxFuzzyRunes || EditDistance(p.Near, p.Lexeme) != 1 ||
 			len(p.Matched) != 1 || p.Matched[0] != p.Lexeme || p.MatchedCount != 1 || len(p.Words) == 0 {
 			return "a fuzzy part that is not a lexeme one edit from a query lexeme of six to 32 characters"
 		}
@@ -225,7 +225,7 @@ func checkPart(p store.ScorePart, ex store.Explained, weight map[string]float64,
 		}
 		if !slices.ContainsFunc(p.Words, func(w string) bool {
 			i := slices.IndexFunc(ex.Terms, func(t store.QueryTerm) bool { return t.Word == w })
-			return ex.Terms[i].Source == store.SourceQuery || ex.Terms[i].Source == store.SourceKeyword || ex.Terms[i].Source == store.SourceFraming
+			return ex.Terms[i].Caller()
 		}) {
 			return "the lexeme it is near is no word of the caller's"
 		}
@@ -283,8 +283,9 @@ func heaviestOf(words []string, lexeme string, ex store.Explained, weight map[st
 	return heaviest, ""
 }
 
-// editDistance is the Levenshtein distance of a and b, in characters.
-func editDistance(a, b string) int {
+// EditDistance is the Levenshtein distance of a and b, in characters, by
+// the textbook recurrence.
+func EditDistance(a, b string) int {
 	ra, rb := []rune(a), []rune(b)
 	prev := make([]int, len(rb)+1)
 	for j := range prev {

@@ -52,9 +52,9 @@ type queryLexeme struct {
 	lexeme string
 	boost  float64
 	words  []string
-	// own is whether a word of the caller's reduces to it (not only an
-	// expansion).
-	own bool
+	// caller is whether a word of the caller's reduces to it (not only
+	// an expansion).
+	caller bool
 }
 
 // queryLexemes reduces terms to the lexemes a search looks up, in the
@@ -65,13 +65,11 @@ func queryLexemes(terms []store.QueryTerm) []queryLexeme {
 	for _, t := range terms {
 		for _, lex := range t.Lexemes {
 			i, ok := at[lex]
-			own := t.Source == store.SourceQuery || t.Source == store.SourceKeyword || t.Source == store.SourceFraming
 			if !ok {
 				at[lex] = len(out)
-				out = append(out, queryLexeme{lexeme: lex, boost: t.Weight, words: []string{t.Word}, own: own})
+				out = append(out, queryLexeme{lexeme: lex, boost: t.Weight, words: []string{t.Word}, caller: t.Caller()})
 				continue
 			}
-			out[i].own = out[i].own || own
 			if t.Weight > out[i].boost {
 				out[i].boost = t.Weight
 			}
@@ -116,15 +114,16 @@ func (s *Store) SearchExplained(ctx context.Context, scope store.Scope, q store.
 	lexemes := queryLexemes(terms)
 	names := make([]string, len(lexemes))
 	boost := make(map[string]float64, len(lexemes))
-	own := map[string]bool{}
+	// The caller's own words come first, and so do their lexemes.
+	callers := 0
 	for i, ql := range lexemes {
 		names[i], boost[ql.lexeme] = ql.lexeme, ql.boost
-		if ql.own {
-			own[ql.lexeme] = true
+		if ql.caller {
+			callers = i + 1
 		}
 	}
 	shorter := ix.shorterLexemes(names, boost)
-	fuzzy := ix.fuzzyLexemes(names, own, boost, shorter)
+	fuzzy := ix.fuzzyLexemes(names[:callers], boost, shorter, r)
 	meaning, hasMeaning := r.QueryMeaning(q)
 	var scratch simScratch
 	for i, doc := range docs {

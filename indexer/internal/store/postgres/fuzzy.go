@@ -25,8 +25,10 @@ import (
 // first in byte order of equals (near, boost), with its own IDF.
 type fuzzyLexeme struct {
 	lexeme string
-	near   string
-	boost  float64
+	// entry is the lexeme's place in the scope's lexicon.
+	entry int
+	near  string
+	boost float64
 }
 
 // lexemesByRunes lists the lexicon's places by the lexeme's length in
@@ -42,27 +44,19 @@ func lexemesByRunes(lexicon []string) [][]int32 {
 }
 
 // fuzzyLexemes are the scope's lexemes one edit from a lexeme of the
-// caller's words (own) of MinFuzzyRunes to MaxFuzzyRunes characters that
-// the scope holds no other way: not as a lexeme, the beginning of one, or
-// one's longer form (shorter). None is a query or shorter lexeme. They
-// come in byte order.
-func (ix *scopeIndex) fuzzyLexemes(lexemes []string, own map[string]bool, boost map[string]float64, shorter []shorterLexeme) []fuzzyLexeme {
-	if len(own) == 0 {
+// caller's words (callers) of MinFuzzyRunes to MaxFuzzyRunes characters
+// that the scope holds no other way: not as a lexeme, the beginning of
+// one, or one's longer form (shorter). None is a query or shorter lexeme.
+// They come in byte order; there are none when FuzzyWeight is 0.
+func (ix *scopeIndex) fuzzyLexemes(callers []string, boost map[string]float64, shorter []shorterLexeme, r store.Ranking) []fuzzyLexeme {
+	if r.FuzzyWeight == 0 {
 		return nil
 	}
-	isShorter := make(map[string]bool, len(shorter))
-	begun := map[string]bool{}
-	for _, sl := range shorter {
-		isShorter[sl.lexeme] = true
-		for _, b := range sl.begins {
-			begun[b] = true
-		}
-	}
 	var out []fuzzyLexeme
-	at := map[string]int{}
-	for _, lex := range lexemes {
+	for _, lex := range callers {
 		n := utf8.RuneCountInString(lex)
-		if !own[lex] || n < store.MinFuzzyRunes || n > store.MaxFuzzyRunes || begun[lex] {
+		if n < store.MinFuzzyRunes || n > store.MaxFuzzyRunes ||
+			slices.ContainsFunc(shorter, func(sl shorterLexeme) bool { return slices.Contains(sl.begins, lex) }) {
 			continue
 		}
 		if e := sort.SearchStrings(ix.lexicon, lex); e < len(ix.lexicon) && strings.HasPrefix(ix.lexicon[e], lex) {
@@ -76,17 +70,17 @@ func (ix *scopeIndex) fuzzyLexemes(lexemes []string, own map[string]bool, boost 
 				if cand[0] != lex[0] && cand[len(cand)-1] != lex[len(lex)-1] || !oneEditApart(lex, cand) {
 					continue
 				}
-				if _, isQuery := boost[cand]; isQuery || isShorter[cand] {
+				if _, isQuery := boost[cand]; isQuery ||
+					slices.ContainsFunc(shorter, func(sl shorterLexeme) bool { return sl.lexeme == cand }) {
 					continue
 				}
-				if i, ok := at[cand]; ok {
+				if i := slices.IndexFunc(out, func(fl fuzzyLexeme) bool { return fl.lexeme == cand }); i >= 0 {
 					if b := boost[lex]; b > out[i].boost || (b == out[i].boost && lex < out[i].near) {
 						out[i].near, out[i].boost = lex, b
 					}
 					continue
 				}
-				at[cand] = len(out)
-				out = append(out, fuzzyLexeme{lexeme: cand, near: lex, boost: boost[lex]})
+				out = append(out, fuzzyLexeme{lexeme: cand, entry: int(e), near: lex, boost: boost[lex]})
 			}
 		}
 	}
@@ -129,20 +123,13 @@ func oneEditApart(a, b string) bool {
 // holding it, after the shorter lexemes': boost × IDF (of the tool's
 // lexeme) × FuzzyWeight × ts_rank of the lexeme.
 func (ix *scopeIndex) rankFuzzy(sc *scratch, fuzzy []fuzzyLexeme, r store.Ranking) {
-	if r.FuzzyWeight == 0 {
-		return
-	}
 	for _, fl := range fuzzy {
-		e := sort.SearchStrings(ix.lexicon, fl.lexeme)
-		ix.rankLexemeAlone(sc, e, fl.boost*lnIDF(ix.toolCount, ix.ndoc[fl.lexeme]), float32(r.FuzzyWeight), r)
+		ix.rankLexemeAlone(sc, fl.entry, fl.boost*lnIDF(ix.toolCount, ix.ndoc[fl.lexeme]), float32(r.FuzzyWeight), r)
 	}
 }
 
 // explainFuzzy is rankFuzzy for one document.
 func (ix *scopeIndex) explainFuzzy(d *document, lexemes []queryLexeme, fuzzy []fuzzyLexeme, r store.Ranking) []store.ScorePart {
-	if r.FuzzyWeight == 0 {
-		return nil
-	}
 	var parts []store.ScorePart
 	for _, fl := range fuzzy {
 		idf := lnIDF(ix.toolCount, ix.ndoc[fl.lexeme])

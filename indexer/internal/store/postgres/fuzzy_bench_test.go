@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"sort"
 	"testing"
+
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
 )
 
 // BenchmarkFuzzyLexemes measures looking for a scope's lexemes one edit
@@ -30,12 +32,11 @@ func BenchmarkFuzzyLexemes(b *testing.B) {
 	sort.Strings(lexicon)
 	ix := &scopeIndex{lexicon: lexicon, byRunes: lexemesByRunes(lexicon)}
 	query := []string{"astrologi", "forcast", "tomorow", "recommand"}
-	own := map[string]bool{}
 	boost := map[string]float64{}
 	for _, q := range query {
-		own[q], boost[q] = true, 1
+		boost[q] = 1
 	}
 	for b.Loop() {
-		ix.fuzzyLexemes(query, own, boost, nil)
+		ix.fuzzyLexemes(query, boost, nil, store.DefaultRanking)
 	}
 }

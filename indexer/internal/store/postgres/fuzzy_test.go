@@ -5,31 +5,8 @@ import (
 	"testing"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store/postgres"
+	"github.com/switchboard-mcp/switchboard/indexer/internal/storetest"
 )
-
-// levenshtein is the edit distance of a and b in characters, by the
-// textbook recurrence.
-func levenshtein(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	d := make([][]int, len(ra)+1)
-	for i := range d {
-		d[i] = make([]int, len(rb)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		for j := 1; j <= len(rb); j++ {
-			change := 1
-			if ra[i-1] == rb[j-1] {
-				change = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+change)
-		}
-	}
-	return d[len(ra)][len(rb)]
-}
 
 // oneEditApart is Levenshtein distance 1, over short strings of a small
 // alphabet (so that most pairs are near) with a character of several
@@ -65,12 +42,12 @@ func TestOneEditApartIsLevenshteinOne(t *testing.T) {
 			}
 			b = string(rb)
 		}
-		want := levenshtein(a, b) == 1
+		want := storetest.EditDistance(a, b) == 1
 		if want {
 			ones++
 		}
 		if got := postgres.OneEditApart(a, b); got != want {
-			t.Fatalf("oneEditApart(%q, %q) = %v, Levenshtein distance %d", a, b, got, levenshtein(a, b))
+			t.Fatalf("oneEditApart(%q, %q) = %v, Levenshtein distance %d", a, b, got, storetest.EditDistance(a, b))
 		}
 	}
 	if ones < 10000 {

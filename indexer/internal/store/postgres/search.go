@@ -54,21 +54,22 @@ func (s *Store) Search(ctx context.Context, scope store.Scope, q store.Query, r 
 		return nil, err
 	}
 	// A lexeme reached from several words weighs as the heaviest of them.
+	// The caller's own words come first, so their lexemes are the first
+	// callerLexemes met.
 	var lexemes []string
 	boost := map[string]float64{}
-	// ownLexeme marks the lexemes of the caller's own words.
-	ownLexeme := map[string]bool{}
+	callerLexemes := 0
 	for i, lexs := range stems {
 		for _, lex := range lexs {
-			if i < own {
-				ownLexeme[lex] = true
-			}
 			if old, ok := boost[lex]; !ok {
 				lexemes = append(lexemes, lex)
 				boost[lex] = boosts[i]
 			} else if boosts[i] > old {
 				boost[lex] = boosts[i]
 			}
+		}
+		if i < own {
+			callerLexemes = len(lexemes)
 		}
 	}
 	sc := scratchPool.Get().(*scratch)
@@ -77,7 +78,7 @@ func (s *Store) Search(ctx context.Context, scope store.Scope, q store.Query, r 
 	ix.rankLexical(sc, lexemes, boost, r)
 	shorter := ix.shorterLexemes(lexemes, boost)
 	ix.rankShorter(sc, shorter, r)
-	ix.rankFuzzy(sc, ix.fuzzyLexemes(lexemes, ownLexeme, boost, shorter), r)
+	ix.rankFuzzy(sc, ix.fuzzyLexemes(lexemes[:callerLexemes], boost, shorter, r), r)
 	ix.rankTrigram(sc, key, r)
 	if meaning, ok := r.QueryMeaning(q); ok {
 		ix.rankMeaning(sc, &meaning, r)
