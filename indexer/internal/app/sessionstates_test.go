@@ -2,6 +2,8 @@ package app_test
 
 import (
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -240,17 +242,37 @@ func TestRelayCancellationRPC(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 
-	// A flood: the burst (400) passes, then the caller is refused.
-	relayed := 0
-	for ; relayed < 4000; relayed++ {
-		if err := relay(session, `1`); err != nil {
-			if status.Code(err) != codes.ResourceExhausted {
-				t.Fatalf("cancellation %d: %v, want RESOURCE_EXHAUSTED", relayed, err)
+	// A flood: the burst (400) passes, then the caller is refused. Eight
+	// relayers outpace the refill (200/s) unless one relay takes 40 ms;
+	// the exact arithmetic is TestCancellationRateQuota's, on a frozen
+	// clock. A refusal stops the relayers after their calls in flight,
+	// which are counted.
+	var relayed, refused atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(time.Minute)
+	for range 8 {
+		wg.Go(func() {
+			for refused.Load() == 0 && time.Now().Before(deadline) && !t.Failed() {
+				_, err := h.client.RelayCancellation(t.Context(), &indexerv1.RelayCancellationRequest{
+					Cancellation: &indexerv1.RelayedCancellation{SessionDigest: session, RequestIdJson: `1`}})
+				switch {
+				case err == nil:
+					relayed.Add(1)
+				case status.Code(err) == codes.ResourceExhausted:
+					refused.Add(1)
+				default:
+					t.Errorf("cancellation: %v, want RESOURCE_EXHAUSTED", err)
+				}
 			}
-			break
-		}
+		})
 	}
-	if relayed < 400 || relayed == 4000 {
-		t.Fatalf("%d cancellations relayed before the first refusal, want at least the burst of 400 and then a refusal", relayed)
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+	if refused.Load() == 0 {
+		t.Fatalf("%d cancellations relayed in %.1fs and none refused", relayed.Load(), elapsed)
+	}
+	if n := float64(relayed.Load()); n < 400 || n > 400+200*elapsed+1 {
+		t.Fatalf("%.0f cancellations relayed in %.2fs before the flood was refused, want the burst of 400 and at most 200/s more", n, elapsed)
 	}
 }

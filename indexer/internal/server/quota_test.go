@@ -107,3 +107,42 @@ func TestRelayQuota(t *testing.T) {
 		t.Fatalf("after the answers expired: %v", err)
 	}
 }
+
+// TestCancellationRateQuota: on a frozen clock a caller relays exactly its
+// burst, then none until a token has refilled; callers are apart; past
+// the bound on callers a new one is refused while no tracked bucket is
+// full, and takes the place of one that is.
+func TestCancellationRateQuota(t *testing.T) {
+	q := newRateQuota(200, 400, 2)
+	now := time.Now()
+	for i := range 400 {
+		if !q.allow("gw-1", now) {
+			t.Fatalf("relay %d of the burst of 400 refused", i+1)
+		}
+	}
+	if q.allow("gw-1", now) {
+		t.Fatal("relay 401 on a frozen clock allowed")
+	}
+	if q.allow("gw-1", now.Add(4*time.Millisecond)) {
+		t.Fatal("allowed after 4 ms at 200/s (0.8 of a token)")
+	}
+	if !q.allow("gw-1", now.Add(5*time.Millisecond)) || q.allow("gw-1", now.Add(5*time.Millisecond)) {
+		t.Fatal("after 5 ms at 200/s, want exactly one more")
+	}
+	if !q.allow("gw-2", now) {
+		t.Fatal("another caller refused for gw-1's flood")
+	}
+	// Two callers tracked, neither full (gw-2 holds 399.4 after 2 ms): a
+	// third waits.
+	if q.allow("gw-3", now.Add(2*time.Millisecond)) {
+		t.Fatal("a third caller tracked past the bound of two")
+	}
+	// gw-2 is full again after 5 ms; gw-1 (none left at 5 ms) is not.
+	at := now.Add(10 * time.Millisecond)
+	if !q.allow("gw-3", at) {
+		t.Fatal("a third caller refused although gw-2's bucket is full again")
+	}
+	if !q.allow("gw-1", at) {
+		t.Fatal("gw-1, still tracked, refused a refilled token")
+	}
+}
