@@ -87,6 +87,10 @@ backend gateways
     option httpchk
     http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host 127.0.0.1
     http-check expect status 200
+    # A gateway that is gone or answers not ready is out at its first
+    # failed check; a check that is merely slow on a loaded machine has
+    # 2s (without this, HAProxy allows only inter, 200ms).
+    timeout check 2s
     default-server check inter 200ms fall 1 rise 1
     http-response set-header ` + servedByHeader + ` %[srv_name]
 `)
