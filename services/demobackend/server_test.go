@@ -167,8 +167,20 @@ func TestBehaviours(t *testing.T) {
 func TestSleepHonoursCancellation(t *testing.T) {
 	b, srv := startBackend(t, false)
 	cs := connect(t, srv.URL, "", nil)
-	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	// The call is cancelled once the backend runs its sleep (a timeout
+	// could fire before the call reached it on a loaded machine, and no
+	// sleep would be counted at all).
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
+	go func() {
+		poll := time.NewTicker(time.Millisecond)
+		defer poll.Stop()
+		deadline := time.Now().Add(10 * time.Second)
+		for b.Sleeps().Running == 0 && time.Now().Before(deadline) {
+			<-poll.C
+		}
+		cancel()
+	}()
 	start := time.Now()
 	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "nap", Arguments: map[string]any{"duration": "1m"}})
 	if err == nil {
