@@ -43,6 +43,23 @@ type Indexer struct {
 	MaxRevocationsPerCaller int `yaml:"maxRevocationsPerCaller,omitempty"`
 	// SessionStates bounds the Legacy session states the cluster records.
 	SessionStates IndexerSessionStates `yaml:"sessionStates,omitempty"`
+	// ScopeCache bounds the scopes each replica holds in memory to search.
+	ScopeCache IndexerScopeCache `yaml:"scopeCache,omitempty"`
+}
+
+// IndexerScopeCache bounds the principals' scopes an indexer replica keeps
+// in memory for searching, least recently searched out first. The scope
+// being searched is kept whatever its size. A scope evicted is read again
+// from the database by its next search.
+type IndexerScopeCache struct {
+	// Documents bounds the distinct tool documents the scopes hold (a
+	// document in several scopes is held once; default 50000).
+	Documents int `yaml:"documents,omitempty"`
+	// Memberships bounds the sum of the scopes' sizes (a document in three
+	// scopes counts three times; default 100000): each scope holds, for
+	// each of its documents, its postings, its vector of meaning and its
+	// places.
+	Memberships int `yaml:"memberships,omitempty"`
 }
 
 // IndexerSessionStates bounds the Legacy session states (log levels,
@@ -67,6 +84,8 @@ const (
 	DefaultIndexerMaxRevocationTTL  = 24 * time.Hour
 	DefaultMaxRevocationsPerCaller  = 100_000
 	DefaultClusterSessionStateBytes = 64 << 20
+	DefaultScopeCacheDocuments      = 50_000
+	DefaultScopeCacheMemberships    = 100_000
 )
 
 // WithDefaults returns the section with every unset value at its default.
@@ -82,6 +101,12 @@ func (c Indexer) WithDefaults() Indexer {
 	}
 	if c.MaxRevocationsPerCaller <= 0 {
 		c.MaxRevocationsPerCaller = DefaultMaxRevocationsPerCaller
+	}
+	if c.ScopeCache.Documents <= 0 {
+		c.ScopeCache.Documents = DefaultScopeCacheDocuments
+	}
+	if c.ScopeCache.Memberships <= 0 {
+		c.ScopeCache.Memberships = DefaultScopeCacheMemberships
 	}
 	if c.MaxLimit <= 0 || c.MaxLimit > MaxIndexerLimit {
 		c.MaxLimit = MaxIndexerLimit

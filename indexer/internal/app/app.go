@@ -104,7 +104,7 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 		}
 	}
 
-	st, err := postgres.Open(ctx, ic.Database, postgres.Options{})
+	st, err := postgres.Open(ctx, ic.Database, postgres.Options{CachedDocuments: ic.ScopeCache.Documents, CachedMemberships: ic.ScopeCache.Memberships})
 	if err != nil {
 		return err
 	}

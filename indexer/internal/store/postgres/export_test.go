@@ -19,6 +19,14 @@ func (s *Store) CachedDocuments() int {
 	return len(s.cache.docs)
 }
 
+// CachedMemberships is the sum of the sizes of the scopes the scope
+// cache holds.
+func (s *Store) CachedMemberships() int {
+	s.cache.mu.Lock()
+	defer s.cache.mu.Unlock()
+	return s.cache.memberships
+}
+
 // CachedScopes is the number of scopes the scope cache holds.
 func (s *Store) CachedScopes() int {
 	s.cache.mu.Lock()

@@ -9,8 +9,13 @@ import (
 
 // The meaning part of the ranking (store/meaning.go), evaluated on the
 // vectors read with a scope: each document's vector is worked out once
-// when it is read, the scope's shared direction and each document's
-// length without it when the scope is read.
+// when it is read, and copied into the scope's own matrix in the scope's
+// order, with the scope's shared direction and each document's length
+// without it, when the scope is read. A search takes the cosine of every
+// document of the scope, so it reads the whole matrix; one contiguous
+// block is read at the memory's streaming speed, where the documents'
+// own vectors, scattered over the heap, cost a cache miss or more each
+// (rankMeaning at 10,000 tools: see docs/benchmarks-indexer.md).
 
 // commonPseudoDocs is how many documents' worth of English in general
 // (wordvec's Common direction) the shared direction starts from. A scope
@@ -22,13 +27,13 @@ const commonPseudoDocs = 20
 // sharedDirection is the unit direction of the sum of the documents'
 // vectors: for texts that all lean one way, the first principal
 // direction, which says nothing about any one of them.
-func sharedDirection(docs []*document) wordvec.Vector {
+func sharedDirection(meanings []wordvec.Vector) wordvec.Vector {
 	u := wordvec.Default().Common()
 	for i := range u {
 		u[i] *= commonPseudoDocs
 	}
-	for _, d := range docs {
-		for i, x := range d.meaning {
+	for d := range meanings {
+		for i, x := range meanings[d] {
 			u[i] += x
 		}
 	}
@@ -54,11 +59,11 @@ func withoutDirection(v, u *wordvec.Vector) wordvec.Vector {
 // meaningScales are, for each document, 1 / the length of its vector
 // without the shared direction (0 for a document whose vector is nothing
 // else: it then has no meaning of its own to compare).
-func meaningScales(docs []*document, u *wordvec.Vector) []float32 {
-	scales := make([]float32, len(docs))
-	for i, d := range docs {
-		own := withoutDirection(&d.meaning, u)
-		if n := wordvec.Norm(&own); n > 1e-6*wordvec.Norm(&d.meaning) {
+func meaningScales(meanings []wordvec.Vector, u *wordvec.Vector) []float32 {
+	scales := make([]float32, len(meanings))
+	for i := range meanings {
+		own := withoutDirection(&meanings[i], u)
+		if n := wordvec.Norm(&own); n > 1e-6*wordvec.Norm(&meanings[i]) {
 			scales[i] = 1 / n
 		}
 	}
@@ -83,7 +88,7 @@ func (ix *scopeIndex) queryDirection(v *wordvec.Vector) (q wordvec.Vector, ok bo
 // doc's vector, both without the shared direction (q ⊥ it, so the dot
 // product with the whole vector is the dot product with the rest).
 func (ix *scopeIndex) meaningSimilarity(q *wordvec.Vector, doc int32) float32 {
-	return wordvec.Dot(q, &ix.docs[doc].meaning) * ix.meaningScale[doc]
+	return wordvec.Dot(q, &ix.meanings[doc]) * ix.meaningScale[doc]
 }
 
 // meaningContribution is what a similarity adds to a score. The

@@ -68,9 +68,10 @@ type scopeIndex struct {
 	// nameOrder[doc] is the document's place in (name, id) order, the
 	// order of hits with equal scores.
 	nameOrder []int32
-	// direction is the documents' shared direction of meaning, and
-	// meaningScale[doc] 1 / the length of the document's vector without it
-	// (meaning.go).
+	// meanings[doc] is the document's vector of meaning, direction the
+	// documents' shared direction, and meaningScale[doc] 1 / the length of
+	// the document's vector without it (meaning.go).
+	meanings     []wordvec.Vector
 	direction    wordvec.Vector
 	meaningScale []float32
 }
@@ -113,8 +114,12 @@ func newScopeIndex(id int64, toolCount int, docs []*document, ndoc map[string]in
 	for place, doc := range byName {
 		ix.nameOrder[doc] = int32(place)
 	}
-	ix.direction = sharedDirection(docs)
-	ix.meaningScale = meaningScales(docs, &ix.direction)
+	ix.meanings = make([]wordvec.Vector, len(docs))
+	for i, d := range docs {
+		ix.meanings[i] = d.meaning
+	}
+	ix.direction = sharedDirection(ix.meanings)
+	ix.meaningScale = meaningScales(ix.meanings, &ix.direction)
 	return ix
 }
 
@@ -130,15 +135,19 @@ func compareInt64(a, b int64) int {
 
 // scopeCache keeps the most recently searched scopes, bounded by the
 // number of distinct documents they hold (documents shared by several
-// scopes are held once). The scope being searched is always kept.
+// scopes are held once) and by the sum of their sizes, their memberships:
+// a scope holds for each of its documents its postings, its vector of
+// meaning and more, so scopes over the same documents cost memory that
+// the documents do not count. The scope being searched is always kept.
 type scopeCache struct {
-	limit  int
-	flight singleflight.Group
+	limit, membershipLimit int
+	flight                 singleflight.Group
 
-	mu     sync.Mutex
-	lru    *list.List // of *scopeIndex, most recent first
-	scopes map[int64]*list.Element
-	docs   map[int64]*cachedDocument
+	mu          sync.Mutex
+	lru         *list.List // of *scopeIndex, most recent first
+	scopes      map[int64]*list.Element
+	docs        map[int64]*cachedDocument
+	memberships int // the sum of len(docs) over the scopes held
 }
 
 type cachedDocument struct {
@@ -146,8 +155,8 @@ type cachedDocument struct {
 	refs int
 }
 
-func newScopeCache(limit int) *scopeCache {
-	return &scopeCache{limit: limit, lru: list.New(), scopes: map[int64]*list.Element{}, docs: map[int64]*cachedDocument{}}
+func newScopeCache(limit, membershipLimit int) *scopeCache {
+	return &scopeCache{limit: limit, membershipLimit: membershipLimit, lru: list.New(), scopes: map[int64]*list.Element{}, docs: map[int64]*cachedDocument{}}
 }
 
 func (c *scopeCache) get(id int64) *scopeIndex {
@@ -174,7 +183,7 @@ func (c *scopeCache) cachedDocs(ids []int64) map[int64]*document {
 }
 
 // add holds ix, sharing the documents already held, and evicts the least
-// recently searched scopes beyond the limit.
+// recently searched scopes beyond the limits.
 func (c *scopeCache) add(ix *scopeIndex) *scopeIndex {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -190,11 +199,13 @@ func (c *scopeCache) add(ix *scopeIndex) *scopeIndex {
 		}
 	}
 	c.scopes[ix.id] = c.lru.PushFront(ix)
-	for len(c.docs) > c.limit && c.lru.Len() > 1 {
+	c.memberships += len(ix.docs)
+	for (len(c.docs) > c.limit || c.memberships > c.membershipLimit) && c.lru.Len() > 1 {
 		oldest := c.lru.Back()
 		c.lru.Remove(oldest)
 		old := oldest.Value.(*scopeIndex)
 		delete(c.scopes, old.id)
+		c.memberships -= len(old.docs)
 		for _, d := range old.docs {
 			if held := c.docs[d.id]; held != nil {
 				if held.refs--; held.refs == 0 {

@@ -27,6 +27,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/switchboard-mcp/switchboard/services/config"
+
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
 )
 
@@ -41,14 +43,23 @@ var _ store.Store = (*Store)(nil)
 
 // Options tune a store.
 type Options struct {
-	// CachedDocuments bounds the documents of the scopes kept in memory
-	// for searching (DefaultCachedDocuments when 0). The scope being
-	// searched is kept whatever its size.
+	// CachedDocuments bounds the distinct documents of the scopes kept in
+	// memory for searching (DefaultCachedDocuments when 0). The scope
+	// being searched is kept whatever its size.
 	CachedDocuments int
+	// CachedMemberships bounds the sum of the sizes of the scopes kept in
+	// memory (DefaultCachedMemberships when 0): a document in three of
+	// them counts three times. Each membership costs about a kilobyte (the
+	// document's postings, its vector of meaning, its places), each
+	// document about three more (docs/operations.md).
+	CachedMemberships int
 }
 
-// DefaultCachedDocuments is the default bound of Options.CachedDocuments.
-const DefaultCachedDocuments = 100_000
+// The default bounds of Options: indexer.scopeCache's defaults.
+const (
+	DefaultCachedDocuments   = config.DefaultScopeCacheDocuments
+	DefaultCachedMemberships = config.DefaultScopeCacheMemberships
+)
 
 // CheckURL reports whether Open could parse url (its form only: nothing is
 // dialled). The error names no password: pgx leaves it out.
@@ -77,7 +88,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.CachedDocuments <= 0 {
 		opts.CachedDocuments = DefaultCachedDocuments
 	}
-	return &Store{pool: pool, cache: newScopeCache(opts.CachedDocuments), stems: newStemCache(stemCacheBytes)}, nil
+	if opts.CachedMemberships <= 0 {
+		opts.CachedMemberships = DefaultCachedMemberships
+	}
+	return &Store{pool: pool, cache: newScopeCache(opts.CachedDocuments, opts.CachedMemberships), stems: newStemCache(stemCacheBytes)}, nil
 }
 
 // Close closes the pool.

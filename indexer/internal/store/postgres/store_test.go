@@ -117,6 +117,43 @@ func TestScopeReadIsScoped(t *testing.T) {
 	}
 }
 
+// Scopes over the same documents (views of one catalog that differ in a
+// tool or two, say) share the documents but not what each scope holds per
+// member: the cache bounds the sum of their sizes too, and an evicted
+// scope is read again when searched.
+func TestScopeCacheBoundsMemberships(t *testing.T) {
+	url := env.NewDatabase(t)
+	st, err := postgres.Open(t.Context(), url, postgres.Options{CachedDocuments: 1000, CachedMemberships: 250})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	all := storetest.SyntheticTools(110, 9)
+	var scopes []store.Scope
+	for i := range 10 {
+		// 100 tools each, all but a few the same.
+		sc, _, err := st.BuildScope(t.Context(), fmt.Sprintf("view-%d", i), 1, all[i:i+100])
+		if err != nil {
+			t.Fatal(err)
+		}
+		scopes = append(scopes, sc)
+	}
+	for round := range 2 {
+		for _, sc := range scopes {
+			hits, err := st.Search(t.Context(), sc, store.Query{Text: "list the open issues", Limit: 8}, store.DefaultRanking)
+			if err != nil || len(hits) == 0 {
+				t.Fatalf("round %d, scope %d: %v, %v", round, sc.ID, hits, err)
+			}
+			if n := st.CachedMemberships(); n > 250 {
+				t.Fatalf("%d memberships cached, bound 250", n)
+			}
+		}
+	}
+	if n, m, d := st.CachedScopes(), st.CachedMemberships(), st.CachedDocuments(); n != 2 || m != 200 || d != 101 {
+		t.Fatalf("%d scopes, %d memberships, %d documents cached; want the 2 scopes that fit, 200 memberships, 101 documents", n, m, d)
+	}
+}
+
 // The scopes kept for searching hold at most the configured number of
 // documents (beyond the one being searched), and an evicted scope is read
 // again when searched.
