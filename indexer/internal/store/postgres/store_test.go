@@ -122,33 +122,10 @@ func TestScopeReadIsScoped(t *testing.T) {
 // member: the cache bounds the sum of their sizes too, and an evicted
 // scope is read again when searched.
 func TestScopeCacheBoundsMemberships(t *testing.T) {
-	url := env.NewDatabase(t)
-	st, err := postgres.Open(t.Context(), url, postgres.Options{CachedDocuments: 1000, CachedMemberships: 250})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
 	all := storetest.SyntheticTools(110, 9)
-	var scopes []store.Scope
-	for i := range 10 {
-		// 100 tools each, all but a few the same.
-		sc, _, err := st.BuildScope(t.Context(), fmt.Sprintf("view-%d", i), 1, all[i:i+100])
-		if err != nil {
-			t.Fatal(err)
-		}
-		scopes = append(scopes, sc)
-	}
-	for round := range 2 {
-		for _, sc := range scopes {
-			hits, err := st.Search(t.Context(), sc, store.Query{Text: "list the open issues", Limit: 8}, store.DefaultRanking)
-			if err != nil || len(hits) == 0 {
-				t.Fatalf("round %d, scope %d: %v, %v", round, sc.ID, hits, err)
-			}
-			if n := st.CachedMemberships(); n > 250 {
-				t.Fatalf("%d memberships cached, bound 250", n)
-			}
-		}
-	}
+	// Ten scopes of 100 tools each, all but a few the same.
+	st := searchScopesTwice(t, postgres.Options{CachedDocuments: 1000, CachedMemberships: 250}, 10, func(i int) []store.Tool { return all[i : i+100] },
+		func(st *postgres.Store) (string, int, int) { return "memberships", 250, st.CachedMemberships() })
 	if n, m, d := st.CachedScopes(), st.CachedMemberships(), st.CachedDocuments(); n != 2 || m != 200 || d != 101 {
 		t.Fatalf("%d scopes, %d memberships, %d documents cached; want the 2 scopes that fit, 200 memberships, 101 documents", n, m, d)
 	}
@@ -158,32 +135,9 @@ func TestScopeCacheBoundsMemberships(t *testing.T) {
 // documents (beyond the one being searched), and an evicted scope is read
 // again when searched.
 func TestScopeCacheIsBounded(t *testing.T) {
-	url := env.NewDatabase(t)
-	st, err := postgres.Open(t.Context(), url, postgres.Options{CachedDocuments: 250})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
 	all := storetest.SyntheticTools(1000, 9)
-	var scopes []store.Scope
-	for i := range 10 {
-		sc, _, err := st.BuildScope(t.Context(), fmt.Sprintf("scope-%d", i), 1, all[i*100:(i+1)*100])
-		if err != nil {
-			t.Fatal(err)
-		}
-		scopes = append(scopes, sc)
-	}
-	for round := range 2 {
-		for _, sc := range scopes {
-			hits, err := st.Search(t.Context(), sc, store.Query{Text: "list the open issues", Limit: 8}, store.DefaultRanking)
-			if err != nil || len(hits) == 0 {
-				t.Fatalf("round %d, scope %d: %v, %v", round, sc.ID, hits, err)
-			}
-			if n := st.CachedDocuments(); n > 250 {
-				t.Fatalf("%d documents cached, bound 250", n)
-			}
-		}
-	}
+	st := searchScopesTwice(t, postgres.Options{CachedDocuments: 250}, 10, func(i int) []store.Tool { return all[i*100 : (i+1)*100] },
+		func(st *postgres.Store) (string, int, int) { return "documents", 250, st.CachedDocuments() })
 	if n := st.CachedScopes(); n != 2 {
 		t.Fatalf("%d scopes cached, want the 2 that fit", n)
 	}
@@ -198,4 +152,37 @@ func TestScopeCacheIsBounded(t *testing.T) {
 	if n := st.CachedScopes(); n != 1 || st.CachedDocuments() != 1000 {
 		t.Fatalf("after the big scope: %d scopes, %d documents cached", n, st.CachedDocuments())
 	}
+}
+
+// searchScopesTwice opens a store with opts, builds n scopes of tools(i)
+// and searches each of them in turn, twice, holding what the cache holds
+// (held: what it counts, its bound, how many) within its bound after each
+// search.
+func searchScopesTwice(t *testing.T, opts postgres.Options, n int, tools func(i int) []store.Tool, held func(*postgres.Store) (string, int, int)) *postgres.Store {
+	t.Helper()
+	st, err := postgres.Open(t.Context(), env.NewDatabase(t), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	var scopes []store.Scope
+	for i := range n {
+		sc, _, err := st.BuildScope(t.Context(), fmt.Sprintf("scope-%d", i), 1, tools(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		scopes = append(scopes, sc)
+	}
+	for round := range 2 {
+		for _, sc := range scopes {
+			hits, err := st.Search(t.Context(), sc, store.Query{Text: "list the open issues", Limit: 8}, store.DefaultRanking)
+			if err != nil || len(hits) == 0 {
+				t.Fatalf("round %d, scope %d: %v, %v", round, sc.ID, hits, err)
+			}
+			if what, bound, n := held(st); n > bound {
+				t.Fatalf("%d %s cached, bound %d", n, what, bound)
+			}
+		}
+	}
+	return st
 }
