@@ -10,7 +10,8 @@ func TestIndexerDefaults(t *testing.T) {
 	got := Indexer{}.WithDefaults()
 	if time.Duration(got.ScopeTTL) != 30*time.Second || got.DefaultLimit != 8 || got.MaxLimit != 50 ||
 		time.Duration(got.GCInterval) != 10*time.Minute || time.Duration(got.ScopeRetention) != 24*time.Hour ||
-		time.Duration(got.MaxRevocationTTL) != 24*time.Hour || got.SessionStates.MaxBytes != 64<<20 {
+		time.Duration(got.MaxRevocationTTL) != 24*time.Hour || got.SessionStates.MaxBytes != 64<<20 ||
+		got.ScopeCache != (IndexerScopeCache{Documents: 50_000, Memberships: 100_000}) {
 		t.Fatalf("defaults %+v", got)
 	}
 	for _, c := range []struct{ def, max, wantDef, wantMax int }{
@@ -21,8 +22,10 @@ func TestIndexerDefaults(t *testing.T) {
 			t.Errorf("limits %d/%d became %d/%d, want %d/%d", c.def, c.max, got.DefaultLimit, got.MaxLimit, c.wantDef, c.wantMax)
 		}
 	}
-	set := Indexer{ScopeTTL: Duration(time.Minute), MaxRevocationTTL: Duration(time.Hour), SessionStates: IndexerSessionStates{MaxBytes: 1 << 20}}.WithDefaults()
-	if time.Duration(set.ScopeTTL) != time.Minute || time.Duration(set.MaxRevocationTTL) != time.Hour || set.SessionStates.MaxBytes != 1<<20 {
+	set := Indexer{ScopeTTL: Duration(time.Minute), MaxRevocationTTL: Duration(time.Hour), SessionStates: IndexerSessionStates{MaxBytes: 1 << 20},
+		ScopeCache: IndexerScopeCache{Documents: 7, Memberships: 9}}.WithDefaults()
+	if time.Duration(set.ScopeTTL) != time.Minute || time.Duration(set.MaxRevocationTTL) != time.Hour || set.SessionStates.MaxBytes != 1<<20 ||
+		set.ScopeCache != (IndexerScopeCache{Documents: 7, Memberships: 9}) {
 		t.Fatalf("set values overridden: %+v", set)
 	}
 }

@@ -137,6 +137,7 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerScopeCacheMetrics(reg, st.CacheStats)
 	trail, auditTable, err := startAudit(env, reg, st)
 	if err != nil {
 		return err

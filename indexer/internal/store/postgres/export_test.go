@@ -12,28 +12,6 @@ func ScopeReadSQL(scopeID int64, members []int64) map[string][]any {
 	}
 }
 
-// CachedDocuments is the number of documents the scope cache holds.
-func (s *Store) CachedDocuments() int {
-	s.cache.mu.Lock()
-	defer s.cache.mu.Unlock()
-	return len(s.cache.docs)
-}
-
-// CachedMemberships is the sum of the sizes of the scopes the scope
-// cache holds.
-func (s *Store) CachedMemberships() int {
-	s.cache.mu.Lock()
-	defer s.cache.mu.Unlock()
-	return s.cache.memberships
-}
-
-// CachedScopes is the number of scopes the scope cache holds.
-func (s *Store) CachedScopes() int {
-	s.cache.mu.Lock()
-	defer s.cache.mu.Unlock()
-	return s.cache.lru.Len()
-}
-
 // ParseTSVector is parseTSVector, as lexemes with the weight classes of
 // their positions, and cnt_length.
 func ParseTSVector(text string) (map[string][]uint8, int, error) {

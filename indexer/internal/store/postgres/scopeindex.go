@@ -148,6 +148,10 @@ type scopeCache struct {
 	scopes      map[int64]*list.Element
 	docs        map[int64]*cachedDocument
 	memberships int // the sum of len(docs) over the scopes held
+	// reads counts the scopes read from the database, evictions those
+	// dropped for the bounds: together they show a cache too small for
+	// the scopes searched (CacheStats).
+	reads, evictions int64
 }
 
 type cachedDocument struct {
@@ -167,6 +171,23 @@ func (c *scopeCache) get(id int64) *scopeIndex {
 		return el.Value.(*scopeIndex)
 	}
 	return nil
+}
+
+// CacheStats is what the scope cache holds and has done.
+type CacheStats struct {
+	// Scopes, Documents and Memberships are held now: the scopes, their
+	// distinct documents and the sum of their sizes.
+	Scopes, Documents, Memberships int
+	// Reads are the scopes read from the database into memory (a first
+	// search of the scope on this replica, or one evicted before), and
+	// Evictions those dropped for the cache's bounds, since the start.
+	Reads, Evictions int64
+}
+
+func (c *scopeCache) stats() CacheStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return CacheStats{Scopes: c.lru.Len(), Documents: len(c.docs), Memberships: c.memberships, Reads: c.reads, Evictions: c.evictions}
 }
 
 // cachedDocs returns the documents among ids already held.
@@ -200,12 +221,14 @@ func (c *scopeCache) add(ix *scopeIndex) *scopeIndex {
 	}
 	c.scopes[ix.id] = c.lru.PushFront(ix)
 	c.memberships += len(ix.docs)
+	c.reads++
 	for (len(c.docs) > c.limit || c.memberships > c.membershipLimit) && c.lru.Len() > 1 {
 		oldest := c.lru.Back()
 		c.lru.Remove(oldest)
 		old := oldest.Value.(*scopeIndex)
 		delete(c.scopes, old.id)
 		c.memberships -= len(old.docs)
+		c.evictions++
 		for _, d := range old.docs {
 			if held := c.docs[d.id]; held != nil {
 				if held.refs--; held.refs == 0 {

@@ -44,22 +44,20 @@ var _ store.Store = (*Store)(nil)
 // Options tune a store.
 type Options struct {
 	// CachedDocuments bounds the distinct documents of the scopes kept in
-	// memory for searching (DefaultCachedDocuments when 0). The scope
-	// being searched is kept whatever its size.
+	// memory for searching (indexer.scopeCache.documents' default when 0).
+	// The scope being searched is kept whatever its size.
 	CachedDocuments int
 	// CachedMemberships bounds the sum of the sizes of the scopes kept in
-	// memory (DefaultCachedMemberships when 0): a document in three of
-	// them counts three times. Each membership costs about a kilobyte (the
-	// document's postings, its vector of meaning, its places), each
-	// document about three more (docs/operations.md).
+	// memory (indexer.scopeCache.memberships' default when 0): a document
+	// in three of them counts three times. Each membership costs about a
+	// kilobyte (the document's postings, its vector of meaning, its
+	// places), each document about three more (docs/operations.md).
 	CachedMemberships int
 }
 
-// The default bounds of Options: indexer.scopeCache's defaults.
-const (
-	DefaultCachedDocuments   = config.DefaultScopeCacheDocuments
-	DefaultCachedMemberships = config.DefaultScopeCacheMemberships
-)
+// CacheStats reports what the cache of scopes searched from memory holds
+// and has done (the indexer's scope cache metrics).
+func (s *Store) CacheStats() CacheStats { return s.cache.stats() }
 
 // CheckURL reports whether Open could parse url (its form only: nothing is
 // dialled). The error names no password: pgx leaves it out.
@@ -86,10 +84,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("create pool: %w", err)
 	}
 	if opts.CachedDocuments <= 0 {
-		opts.CachedDocuments = DefaultCachedDocuments
+		opts.CachedDocuments = config.DefaultScopeCacheDocuments
 	}
 	if opts.CachedMemberships <= 0 {
-		opts.CachedMemberships = DefaultCachedMemberships
+		opts.CachedMemberships = config.DefaultScopeCacheMemberships
 	}
 	return &Store{pool: pool, cache: newScopeCache(opts.CachedDocuments, opts.CachedMemberships), stems: newStemCache(stemCacheBytes)}, nil
 }

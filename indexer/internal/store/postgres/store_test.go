@@ -122,12 +122,26 @@ func TestScopeReadIsScoped(t *testing.T) {
 // member: the cache bounds the sum of their sizes too, and an evicted
 // scope is read again when searched.
 func TestScopeCacheBoundsMemberships(t *testing.T) {
-	all := storetest.SyntheticTools(110, 9)
+	all := storetest.SyntheticTools(260, 9)
 	// Ten scopes of 100 tools each, all but a few the same.
 	st := searchScopesTwice(t, postgres.Options{CachedDocuments: 1000, CachedMemberships: 250}, 10, func(i int) []store.Tool { return all[i : i+100] },
-		func(st *postgres.Store) (string, int, int) { return "memberships", 250, st.CachedMemberships() })
-	if n, m, d := st.CachedScopes(), st.CachedMemberships(), st.CachedDocuments(); n != 2 || m != 200 || d != 101 {
-		t.Fatalf("%d scopes, %d memberships, %d documents cached; want the 2 scopes that fit, 200 memberships, 101 documents", n, m, d)
+		func(st *postgres.Store) (string, int, int) { return "memberships", 250, st.CacheStats().Memberships })
+	// Searched in turn, each scope was read twenty times over and evicted
+	// all but the last two times.
+	if c := st.CacheStats(); c.Scopes != 2 || c.Memberships != 200 || c.Documents != 101 || c.Reads != 20 || c.Evictions != 18 {
+		t.Fatalf("cache %+v; want the 2 scopes that fit, 200 memberships, 101 documents, 20 reads, 18 evictions", c)
+	}
+	// One scope larger than the bound (260 tools) is still searched from
+	// memory, alone.
+	big, _, err := st.BuildScope(t.Context(), "big", 1, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hits, err := st.Search(t.Context(), big, store.Query{Text: "list the open issues", Limit: 8}, store.DefaultRanking); err != nil || len(hits) != 8 {
+		t.Fatalf("big scope: %v, %v", hits, err)
+	}
+	if c := st.CacheStats(); c.Scopes != 1 || c.Memberships != 260 || c.Documents != 260 {
+		t.Fatalf("after the big scope: cache %+v, want it alone", c)
 	}
 }
 
@@ -137,8 +151,8 @@ func TestScopeCacheBoundsMemberships(t *testing.T) {
 func TestScopeCacheIsBounded(t *testing.T) {
 	all := storetest.SyntheticTools(1000, 9)
 	st := searchScopesTwice(t, postgres.Options{CachedDocuments: 250}, 10, func(i int) []store.Tool { return all[i*100 : (i+1)*100] },
-		func(st *postgres.Store) (string, int, int) { return "documents", 250, st.CachedDocuments() })
-	if n := st.CachedScopes(); n != 2 {
+		func(st *postgres.Store) (string, int, int) { return "documents", 250, st.CacheStats().Documents })
+	if n := st.CacheStats().Scopes; n != 2 {
 		t.Fatalf("%d scopes cached, want the 2 that fit", n)
 	}
 	// One scope larger than the bound is still searched from memory.
@@ -149,8 +163,8 @@ func TestScopeCacheIsBounded(t *testing.T) {
 	if hits, err := st.Search(t.Context(), big, store.Query{Text: "list the open issues", Limit: 8}, store.DefaultRanking); err != nil || len(hits) != 8 {
 		t.Fatalf("big scope: %v, %v", hits, err)
 	}
-	if n := st.CachedScopes(); n != 1 || st.CachedDocuments() != 1000 {
-		t.Fatalf("after the big scope: %d scopes, %d documents cached", n, st.CachedDocuments())
+	if c := st.CacheStats(); c.Scopes != 1 || c.Documents != 1000 {
+		t.Fatalf("after the big scope: cache %+v, want it alone", c)
 	}
 }
 
