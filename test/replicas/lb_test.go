@@ -54,9 +54,12 @@ func haproxyPath(t *testing.T) string {
 //     stay short;
 //   - each gateway is health-checked on /readyz every 200 ms and taken out
 //     after one failure, as a Kubernetes readiness probe would (faster, to
-//     keep the test short); a connection refused is retried once on the
-//     other gateway (retry-on conn-failure with redispatch: the request was
-//     never sent, so this is safe for any method).
+//     keep the test short): a gateway gone or not ready fails its check at
+//     once, one that hangs after 2 s (timeout check, so that a check merely
+//     slow on a loaded machine does not count); a connection refused is
+//     retried once on the other gateway (retry-on conn-failure with
+//     redispatch: the request was never sent, so this is safe for any
+//     method).
 func haproxyConfig(listen string, gateways []string) string {
 	var b strings.Builder
 	b.WriteString(`global

@@ -54,11 +54,12 @@ func withRateLimits(c *config.Config) {
 // TestRateLimitAcrossReplicas floods one tool from one principal through
 // HAProxy over two gateways (and so two aggregators, sharing their
 // buckets through the indexers' PostgreSQL), in each era, for a fixed
-// time, and checks that what is admitted is within 10 % of
-// burst + rate * duration (the time the clients asked for the lower
-// bound, until their last call ended for the upper one), that every refusal is HTTP 429 with
-// Retry-After and a -32029 error whose data carries retryAfterSeconds,
-// and that the aggregators' metrics count exactly what the clients saw.
+// time, and checks that what is admitted is within 10 % of burst + rate
+// * duration (the time the clients asked, for the lower bound; until
+// their last call ended, for the upper one), that every refusal is HTTP
+// 429 with Retry-After and a -32029 error whose data carries
+// retryAfterSeconds, and that the aggregators' metrics count exactly
+// what the clients saw.
 // find_tool's limit is held by the indexers and refused the same way.
 func TestRateLimitAcrossReplicas(t *testing.T) {
 	c := startCluster(t, withRateLimits)
