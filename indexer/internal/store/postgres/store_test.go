@@ -133,14 +133,7 @@ func TestScopeCacheBoundsMemberships(t *testing.T) {
 	}
 	// One scope larger than the bound (260 tools) is still searched from
 	// memory, alone.
-	big, _, err := st.BuildScope(t.Context(), "big", 1, all)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if hits, err := st.Search(t.Context(), big, store.Query{Text: "list the open issues", Limit: 8}, store.DefaultRanking); err != nil || len(hits) != 8 {
-		t.Fatalf("big scope: %v, %v", hits, err)
-	}
-	if c := st.CacheStats(); c.Scopes != 1 || c.Memberships != 260 || c.Documents != 260 {
+	if c := searchOneScope(t, st, all); c.Scopes != 1 || c.Memberships != 260 || c.Documents != 260 {
 		t.Fatalf("after the big scope: cache %+v, want it alone", c)
 	}
 }
@@ -156,16 +149,23 @@ func TestScopeCacheIsBounded(t *testing.T) {
 		t.Fatalf("%d scopes cached, want the 2 that fit", n)
 	}
 	// One scope larger than the bound is still searched from memory.
-	big, _, err := st.BuildScope(t.Context(), "big", 1, all)
+	if c := searchOneScope(t, st, all); c.Scopes != 1 || c.Documents != 1000 {
+		t.Fatalf("after the big scope: cache %+v, want it alone", c)
+	}
+}
+
+// searchOneScope builds a scope of tools, searches it and returns what
+// the cache then holds.
+func searchOneScope(t *testing.T, st *postgres.Store, tools []store.Tool) postgres.CacheStats {
+	t.Helper()
+	sc, _, err := st.BuildScope(t.Context(), "one", 1, tools)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if hits, err := st.Search(t.Context(), big, store.Query{Text: "list the open issues", Limit: 8}, store.DefaultRanking); err != nil || len(hits) != 8 {
-		t.Fatalf("big scope: %v, %v", hits, err)
+	if hits, err := st.Search(t.Context(), sc, store.Query{Text: "list the open issues", Limit: 8}, store.DefaultRanking); err != nil || len(hits) != 8 {
+		t.Fatalf("a scope of %d tools: %v, %v", len(tools), hits, err)
 	}
-	if c := st.CacheStats(); c.Scopes != 1 || c.Documents != 1000 {
-		t.Fatalf("after the big scope: cache %+v, want it alone", c)
-	}
+	return st.CacheStats()
 }
 
 // searchScopesTwice opens a store with opts, builds n scopes of tools(i)
