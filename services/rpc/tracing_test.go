@@ -3,6 +3,7 @@ package rpc_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
@@ -88,15 +89,22 @@ func TestTraceContextCrossesHop(t *testing.T) {
 		if got == "" || got[:32] != traceID.String() || got[33:] == spanID.String() {
 			t.Fatalf("the server's context holds %q, want a span of its own in trace %s", got, traceID)
 		}
-		_ = provider.ForceFlush(context.Background())
+		// The server ends its span after it has sent the answer, so the
+		// client can hold the answer first: poll for both spans.
 		kinds := map[trace.SpanKind]bool{}
-		for _, s := range spans.Ended() {
-			if s.SpanContext().TraceID() == traceID {
-				kinds[s.SpanKind()] = true
+		deadline := time.Now().Add(10 * time.Second)
+		poll := time.NewTicker(time.Millisecond)
+		defer poll.Stop()
+		for !kinds[trace.SpanKindClient] || !kinds[trace.SpanKindServer] {
+			if time.Now().After(deadline) {
+				t.Fatalf("spans of the trace by kind: %v, want a client and a server span", kinds)
 			}
-		}
-		if !kinds[trace.SpanKindClient] || !kinds[trace.SpanKindServer] {
-			t.Fatalf("spans of the trace by kind: %v, want a client and a server span", kinds)
+			<-poll.C
+			for _, s := range spans.Ended() {
+				if s.SpanContext().TraceID() == traceID {
+					kinds[s.SpanKind()] = true
+				}
+			}
 		}
 	})
 }
