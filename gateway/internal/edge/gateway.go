@@ -18,7 +18,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/hostguard"
@@ -221,6 +223,11 @@ func (g *Gateway) mcpHandler(at endpointAt) http.Handler {
 }
 
 // serveReady reports ready when the aggregator answers its health check.
+// Over a connection balanced across aggregator replicas, a check can go to
+// a replica in the instant it goes away and fail UNAVAILABLE while the
+// others serve; the balancer drops that replica at once, so a second check
+// tells one replica gone from all of them, and one aggregator replica's
+// end does not take every gateway out of its load balancer together.
 func (g *Gateway) serveReady(w http.ResponseWriter, r *http.Request) {
 	if g.aggHealth == nil {
 		_, _ = io.WriteString(w, "ok\n")
@@ -229,6 +236,9 @@ func (g *Gateway) serveReady(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	resp, err := g.aggHealth.Check(ctx, &healthpb.HealthCheckRequest{})
+	if status.Code(err) == codes.Unavailable && ctx.Err() == nil {
+		resp, err = g.aggHealth.Check(ctx, &healthpb.HealthCheckRequest{})
+	}
 	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		http.Error(w, "aggregator not ready", http.StatusServiceUnavailable)
 		return
