@@ -254,9 +254,7 @@ func TestRelayCancellationRPC(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for refused.Load() == 0 && time.Now().Before(deadline) && !t.Failed() {
-				_, err := h.client.RelayCancellation(t.Context(), &indexerv1.RelayCancellationRequest{
-					Cancellation: &indexerv1.RelayedCancellation{SessionDigest: session, RequestIdJson: `1`}})
-				switch {
+				switch err := relay(session, `1`); {
 				case err == nil:
 					relayed.Add(1)
 				case status.Code(err) == codes.ResourceExhausted:
