@@ -33,6 +33,12 @@ const (
 	KindToolCall     Kind = "tool_call"
 	KindResourceRead Kind = "resource_read"
 	KindPromptGet    Kind = "prompt_get"
+	// KindResourceSubscribe is a subscription to a resource's updates
+	// (resources/subscribe: its Resource is the URI).
+	KindResourceSubscribe Kind = "resource_subscribe"
+	// KindCompletion is a completion/complete: its Prompt or Resource is
+	// the reference completed.
+	KindCompletion   Kind = "completion"
 	KindFindTool     Kind = "find_tool"
 	KindSessionStart Kind = "session_start"
 	KindSessionEnd   Kind = "session_end"

@@ -9,8 +9,8 @@ import (
 )
 
 // Rate limits (docs/configuration.md, "rateLimits"): token buckets the
-// aggregators (tools/call, resources/read, prompts/get) and the indexers
-// (find_tool) apply, shared by every replica through the indexer's
+// aggregators (every request they send to a backend for a caller) and the
+// indexers (find_tool) apply, shared by every replica through the indexer's
 // PostgreSQL.
 
 // What a rate limit counts (RateLimit.Per): one bucket per distinct value.
@@ -26,11 +26,22 @@ const (
 	RateMethodToolsCall    = "tools/call"
 	RateMethodResourceRead = "resources/read"
 	RateMethodPromptsGet   = "prompts/get"
-	RateMethodFindTool     = "find_tool"
+	RateMethodCompletion   = "completion/complete"
+	// RateMethodResourceSubscribe counts each resource a subscription
+	// names (resources/subscribe, and a Modern listen's resource
+	// subscriptions).
+	RateMethodResourceSubscribe = "resources/subscribe"
+	RateMethodFindTool          = "find_tool"
 )
 
 // RateLimitMethods are every method a limit can apply to, its default.
-var RateLimitMethods = []string{RateMethodToolsCall, RateMethodResourceRead, RateMethodPromptsGet, RateMethodFindTool}
+var RateLimitMethods = []string{RateMethodToolsCall, RateMethodResourceRead, RateMethodPromptsGet,
+	RateMethodCompletion, RateMethodResourceSubscribe, RateMethodFindTool}
+
+// backendMethods are the methods that reach a backend: every one but
+// find_tool, the default of a limit per backend.
+var backendMethods = []string{RateMethodToolsCall, RateMethodResourceRead, RateMethodPromptsGet,
+	RateMethodCompletion, RateMethodResourceSubscribe}
 
 // Bounds of the rateLimits section.
 const (
@@ -145,7 +156,7 @@ func (l RateLimit) EffectiveMethods() []string {
 	case RatePerTool:
 		return []string{RateMethodToolsCall}
 	case RatePerBackend:
-		return []string{RateMethodToolsCall, RateMethodResourceRead, RateMethodPromptsGet}
+		return backendMethods
 	}
 	return RateLimitMethods
 }
@@ -198,8 +209,8 @@ func (l RateLimit) validate() error {
 			errs = append(errs, fmt.Errorf("methods: %q is not one of %s", m, strings.Join(RateLimitMethods, ", ")))
 			continue
 		}
-		// A find_tool names no tool and no backend; a resources/read
-		// or prompts/get no tool.
+		// A find_tool names no tool and no backend; nothing but a
+		// tools/call names a tool.
 		if (l.Per == RatePerTool || len(l.Match.Tools) > 0) && m != RateMethodToolsCall {
 			errs = append(errs, fmt.Errorf("methods: %s names no tool, so a limit per tool or matching tools cannot apply to it", m))
 		}

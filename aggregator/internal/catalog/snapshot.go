@@ -93,6 +93,9 @@ type Snapshot struct {
 	Capabilities map[string]*mcp.ServerCapabilities
 	// Conflicts found while naming.
 	Conflicts []Conflict
+	// filters are the server's filters (Spec), for the items a listing
+	// never held: see Keeps.
+	filters Spec
 
 	templateRE []*regexp.Regexp
 	toolIdx    map[string]int
@@ -234,7 +237,8 @@ func (bd *Builder) Build(lists map[string]*backend.Lists, down map[string]bool) 
 		lists = held
 	}
 	bd.forget(lists)
-	s := &Snapshot{Server: spec.Server, Down: map[string]bool{}, Capabilities: map[string]*mcp.ServerCapabilities{}}
+	s := &Snapshot{Server: spec.Server, Down: map[string]bool{}, Capabilities: map[string]*mcp.ServerCapabilities{},
+		filters: Spec{Tools: spec.Tools, Resources: spec.Resources, Prompts: spec.Prompts}}
 	names := sortedNames(lists)
 	for _, b := range names {
 		if down[b] {

@@ -34,6 +34,13 @@ func ServerSpec(s config.Server, overrides *override.Set) Spec {
 	return sp
 }
 
+// Keeps reports whether the snapshot's server shows the item of kind k
+// named key (an advertised name, a URI or a URI template). Its lists hold
+// only such items already; a URI read through a template is one no list
+// holds, so the router asks here (the server's resources.exclude applies
+// to it too).
+func (s *Snapshot) Keeps(k Kind, key string) bool { return s.filters.keeps(k, key) }
+
 // holds reports whether the catalog holds the backend's items.
 func (sp *Spec) holds(backend string) bool { return sp.Backends == nil || sp.Backends[backend] }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/authz"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
-	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 )
 
@@ -124,20 +123,4 @@ func (e *Engine) Owner(snap *catalog.Snapshot, p *commonv1.Principal, k catalog.
 		return nil, ErrBackendDown
 	}
 	return b, nil
-}
-
-// ResourceOwner routes a URI as ReadResource does: an exact URI first,
-// then the first template (in sorted order) that matches. The principal's
-// access is decided on the concrete URI, whichever way it was routed.
-func (e *Engine) ResourceOwner(snap *catalog.Snapshot, p *commonv1.Principal, uri string) (*backend.Client, error) {
-	var bname string
-	if r, ok := snap.Resource(uri); ok {
-		bname = r.Backend
-	} else {
-		snap.MatchTemplates(uri, func(t *catalog.Item[*aggregatorv1.ResourceTemplate]) bool {
-			bname = t.Backend
-			return false
-		})
-	}
-	return e.Owner(snap, p, catalog.KindResources, uri, bname)
 }

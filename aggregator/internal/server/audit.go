@@ -13,98 +13,85 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/override"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/paramheader"
 	"github.com/switchboard-mcp/switchboard/services/audit"
-	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
-// The aggregator's part of the audit trail: one event per tool call,
-// resource read and prompt get, whatever its outcome. Only here is a
+// The aggregator's part of the audit trail: one event per admission
+// (admit.go: tool calls, resource reads and subscriptions, prompt gets and
+// completions), whatever its outcome. Only here is a
 // denial told from a missing item (engine.ErrDenied), and only here is the
 // owning backend known. The event records the client's arguments as the
 // client sent them, never the ones the backend gets: those hold the
 // hidden values of tool overrides, which must never reach the trail.
 
-// WithAudit records the server's calls, reads and prompt gets in w (nil:
-// none).
+// WithAudit records the server's admissions in w (nil: none).
 func (s *Server) WithAudit(w *audit.Writer) *Server {
 	s.audit = w
 	return s
 }
 
-// auditCall records one call, read or prompt get that started at start
-// and ended with err (toolError: the result is an error result). name is
-// the tool's or prompt's advertised name, or the resource's URI; backend
-// is the one that answered ("" when none did: then the snapshot's owner,
-// if any, is recorded).
-func (s *Server) auditCall(ctx context.Context, kind audit.Kind, start time.Time, server, name, args, backendName string, toolError bool, err error) {
+// auditAdmission records the outcome of admission r, which started at
+// start, was admitted as a (nil when refused) and ended with res and err.
+// The backend is the one that answered, else the owner in the caller's
+// server, if any (a refused request's, for the trail only).
+func (s *Server) auditAdmission(ctx context.Context, r admission, start time.Time, a *admitted, res any, err error) {
 	if s.audit == nil {
 		return
 	}
-	e := audit.Call(ctx, kind, svcauth.PrincipalFrom(ctx), start)
-	e.Server, e.Backend, e.RawArguments = server, backendName, args
-	switch kind {
+	e := audit.Call(ctx, r.trail, svcauth.PrincipalFrom(ctx), start)
+	e.Server, e.RawArguments = r.server, r.args
+	switch r.trail {
 	case audit.KindToolCall:
-		e.Tool = name
+		e.Tool = r.key
 	case audit.KindPromptGet:
-		e.Prompt = name
+		e.Prompt = r.key
+	case audit.KindCompletion:
+		if r.kind == catalog.KindPrompts {
+			e.Prompt = r.key
+		} else {
+			e.Resource = r.key
+		}
 	default:
-		e.Resource = name
+		e.Resource = r.key
 	}
 	e.Outcome, e.Detail = auditOutcome(err)
-	if err == nil && toolError {
-		e.Outcome = audit.OutcomeToolError
+	if answered, ok := res.(interface{ GetBackend() string }); ok && err == nil {
+		e.Backend = answered.GetBackend()
+	}
+	if e.Backend == "" && a != nil {
+		e.Backend = a.b.Name()
+	}
+	if err == nil {
+		if result, ok := res.(interface{ GetIsError() bool }); ok && result.GetIsError() {
+			e.Outcome = audit.OutcomeToolError
+		}
 	}
 	if err != nil && e.Backend == "" {
-		e.Backend = s.ownerOf(kind, server, name)
+		e.Backend = s.ownerOf(r.kind, r.server, r.key)
 	}
 	e.Since(time.Now())
 	s.audit.Record(e)
 }
 
-// RecordRefused records a request refused where no handler that audits
-// returns the refusal (an error returned from CallTool, ReadResource or
-// GetPrompt is recorded already: one that implements audit.Outcomer, as
-// a rate limit's can, gets its own outcome).
-func (s *Server) RecordRefused(ctx context.Context, kind audit.Kind, server, name string, outcome audit.Outcome) {
-	if s.audit == nil {
-		return
-	}
-	e := audit.Call(ctx, kind, svcauth.PrincipalFrom(ctx), time.Now())
-	e.Server, e.Tool, e.Outcome = server, name, outcome
-	switch kind {
-	case audit.KindPromptGet:
-		e.Tool, e.Prompt = "", name
-	case audit.KindResourceRead:
-		e.Tool, e.Resource = "", name
-	}
-	e.Backend = s.ownerOf(kind, server, name)
-	s.audit.Record(e)
-}
-
 // ownerOf is the backend that owns the item in the server's snapshot, ""
-// for none: a failed call's backend, for the trail only.
-func (s *Server) ownerOf(kind audit.Kind, server, name string) string {
+// for none: a refused request's backend, for the trail only.
+func (s *Server) ownerOf(k catalog.Kind, server, key string) string {
 	snap, _, err := s.e.ServerSnapshot(server)
 	if err != nil {
 		return ""
 	}
-	switch kind {
-	case audit.KindToolCall:
-		it, _ := snap.Tool(name)
+	switch k {
+	case catalog.KindTools:
+		it, _ := snap.Tool(key)
 		return it.Owner()
-	case audit.KindPromptGet:
-		it, _ := snap.Prompt(name)
+	case catalog.KindPrompts:
+		it, _ := snap.Prompt(key)
 		return it.Owner()
+	case catalog.KindResourceTemplates:
+		t, _ := snap.Template(key)
+		return t.Owner()
 	}
-	if r, ok := snap.Resource(name); ok {
-		return r.Backend
-	}
-	var owner string
-	snap.MatchTemplates(name, func(t *catalog.Item[*aggregatorv1.ResourceTemplate]) bool {
-		owner = t.Backend
-		return false
-	})
-	return owner
+	return resourceOwner(snap, key)
 }
 
 // promptArguments is the JSON of a prompt get's arguments, for the trail.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -20,22 +19,20 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
-// A tools/call is routed in this order: find the tool in the snapshot,
-// decide access (denied is NOT_FOUND, exactly like missing), check the
-// Modern client's Mcp-Param-* headers, then pass the call through raw
-// (backend.Client.Call): the client's arguments bytes go to the backend
-// untouched and the backend's result bytes come back untouched. Only a
-// call a Legacy backend may hold for the client's input (elicitation,
-// sampling) goes through go-sdk, in held.go.
+// A tools/call is admitted like every request to a backend (admit.go):
+// its own step checks the arguments against the tool's override and the
+// Modern client's Mcp-Param-* headers, and builds the backend's params.
+// The call is then passed through raw (backend.Client.Call): the client's
+// arguments bytes go to the backend untouched and the backend's result
+// bytes come back untouched. Only a call a Legacy backend may hold for the
+// client's input (elicitation, sampling) goes through go-sdk, in held.go.
 
 // maxParamHeaders bounds CallToolRequest.param_headers.
 const maxParamHeaders = 64
 
 // CallTool calls a tool on its owning backend under its original name.
 func (s *Server) CallTool(ctx context.Context, req *aggregatorv1.CallToolRequest) (*aggregatorv1.CallToolResponse, error) {
-	start := time.Now()
-	resp, err := s.callTool(ctx, req, nil)
-	s.auditCall(ctx, audit.KindToolCall, start, req.GetServer(), req.GetName(), req.GetArgumentsJson(), resp.GetBackend(), resp.GetIsError(), err)
+	resp, err := s.callTool(ctx, req, nil, false)
 	return resp, s.fail(ctx, "CallTool", err)
 }
 
@@ -49,41 +46,45 @@ type toolCall struct {
 	args []byte
 }
 
-// resolveToolCall finds and authorizes the tool, checks the request and
-// builds the backend call.
-func (s *Server) resolveToolCall(ctx context.Context, req *aggregatorv1.CallToolRequest) (*toolCall, error) {
-	snap, _, err := s.e.ServerSnapshot(req.GetServer())
-	if err != nil {
-		return nil, err
+// toolCallAdmission is the admission of req; tc receives the call that
+// its prepare step builds.
+func toolCallAdmission(req *aggregatorv1.CallToolRequest, tc *toolCall, forwarded bool) admission {
+	return admission{
+		method: config.RateMethodToolsCall, trail: audit.KindToolCall, server: req.GetServer(),
+		kind: catalog.KindTools, key: req.GetName(), subjectToken: req.GetContext().GetSubjectToken(),
+		args: req.GetArgumentsJson(), forwarded: forwarded,
+		prepare: func(a *admitted) error { return prepareToolCall(req, a, tc) },
 	}
-	it, _ := snap.Tool(req.GetName())
-	b, err := s.e.Owner(snap, svcauth.PrincipalFrom(ctx), catalog.KindTools, req.GetName(), it.Owner())
-	if err != nil {
-		return nil, err
-	}
+}
+
+// prepareToolCall checks the request against the admitted tool and builds
+// the backend call into tc.
+func prepareToolCall(req *aggregatorv1.CallToolRequest, a *admitted, tc *toolCall) error {
+	it := a.tool
 	clientArgs := []byte(req.GetArgumentsJson())
 	args := clientArgs
+	var err error
 	if it.Override != nil {
 		// Refuses a hidden argument the client set, and non-objects.
 		if args, err = it.Override.Arguments(clientArgs); err != nil {
-			return nil, err
+			return err
 		}
 	} else if len(args) > 0 && !isObject(args) {
-		return nil, invalidArgument("arguments_json must be a JSON object")
+		return invalidArgument("arguments_json must be a JSON object")
 	}
 	if req.GetCheckParamHeaders() {
 		if len(req.GetParamHeaders()) > maxParamHeaders {
-			return nil, invalidArgument("too many param_headers")
+			return invalidArgument("too many param_headers")
 		}
 		// The client mirrors what it sent; the backend gets headers for
 		// what it receives (below).
 		if err := paramheader.Check(it.ParamHeaders, clientArgs, req.GetParamHeaders()); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	caps, err := capabilities(req.GetContext())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var p backend.ParamsBuilder
 	p.String("name", it.Original)
@@ -91,47 +92,51 @@ func (s *Server) resolveToolCall(ctx context.Context, req *aggregatorv1.CallTool
 		p.Raw("arguments", args)
 	}
 	if err := mrtrParams(&p, req.GetInputResponsesJson(), req.GetRequestState()); err != nil {
-		return nil, err
+		return err
 	}
-	tc := &toolCall{b: b, tool: it, args: args, call: backend.Call{Method: "tools/call", Name: it.Original, Params: p.Bytes(), ClientCapabilities: caps}}
+	*tc = toolCall{b: a.b, tool: it, args: args, call: backend.Call{Method: "tools/call", Name: it.Original, Params: p.Bytes(), ClientCapabilities: caps}}
 	if len(it.ParamHeaders) > 0 {
 		tc.call.ParamHeaders = paramheader.Headers(it.ParamHeaders, args)
 	}
-	return tc, nil
+	return nil
 }
 
-// callTool runs a resolved call; notify, if not nil, receives the
-// notifications a streamed call relays.
-func (s *Server) callTool(ctx context.Context, req *aggregatorv1.CallToolRequest, stream *notifier) (*aggregatorv1.CallToolResponse, error) {
-	tc, err := s.resolveToolCall(ctx, req)
-	if err != nil {
-		return nil, err
+// callTool admits req and runs it; stream, if not nil, receives the
+// notifications a streamed call relays. forwarded marks a held call's
+// retry a peer forwarded (ResumeHeldCall).
+func (s *Server) callTool(ctx context.Context, req *aggregatorv1.CallToolRequest, stream *notifier, forwarded bool) (*aggregatorv1.CallToolResponse, error) {
+	var tc toolCall
+	r := toolCallAdmission(req, &tc, forwarded)
+	if stream != nil {
+		r.malformed = stream.invalid
 	}
-	if ctx, err = tc.b.WithCaller(ctx, svcauth.PrincipalFrom(ctx).GetSubject(), req.GetContext().GetSubjectToken()); err != nil {
-		return nil, err
+	return serve(ctx, s, r, func(a *admitted) (*aggregatorv1.CallToolResponse, error) {
+		return s.runToolCall(a.ctx, req, &tc, stream)
+	})
+}
+
+// runToolCall runs an admitted call within its tool's timeout, if the
+// tool's override sets one.
+func (s *Server) runToolCall(ctx context.Context, req *aggregatorv1.CallToolRequest, tc *toolCall, stream *notifier) (*aggregatorv1.CallToolResponse, error) {
+	limit := tc.tool.Override.Timeout()
+	if limit <= 0 {
+		return s.routeToolCall(ctx, req, tc, stream)
 	}
-	if err := s.limit(ctx, config.RateMethodToolsCall, req.GetServer(), req.GetName(), tc.b); err != nil {
-		return nil, err
+	ctx, cancel := context.WithTimeoutCause(ctx, limit, errToolTimeout)
+	defer cancel()
+	resp, err := s.routeToolCall(ctx, req, tc, stream)
+	if err != nil && errors.Is(context.Cause(ctx), errToolTimeout) {
+		err = fmt.Errorf("%w after %s (the tool's configured timeout)", backend.ErrTimeout, limit)
 	}
-	if limit := tc.tool.Override.Timeout(); limit > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, limit, errToolTimeout)
-		defer cancel()
-		resp, err := s.runToolCall(ctx, req, tc, stream)
-		if err != nil && errors.Is(context.Cause(ctx), errToolTimeout) {
-			err = fmt.Errorf("%w after %s (the tool's configured timeout)", backend.ErrTimeout, limit)
-		}
-		return resp, err
-	}
-	return s.runToolCall(ctx, req, tc, stream)
+	return resp, err
 }
 
 // errToolTimeout is the cause of a call's context that ran out of its
 // tool's configured timeout (a tool override).
 var errToolTimeout = errors.New("tool timeout")
 
-// runToolCall runs a resolved call on the path it needs.
-func (s *Server) runToolCall(ctx context.Context, req *aggregatorv1.CallToolRequest, tc *toolCall, stream *notifier) (*aggregatorv1.CallToolResponse, error) {
+// routeToolCall runs an admitted call on the route it needs.
+func (s *Server) routeToolCall(ctx context.Context, req *aggregatorv1.CallToolRequest, tc *toolCall, stream *notifier) (*aggregatorv1.CallToolResponse, error) {
 	b := tc.b
 	if held := s.heldCall(ctx, req, tc); held != nil {
 		// Held calls relay no notifications.

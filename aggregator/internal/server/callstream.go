@@ -3,13 +3,11 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
-	"github.com/switchboard-mcp/switchboard/services/audit"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 )
 
@@ -17,10 +15,7 @@ import (
 // log notifications the backend sends for that call before the result.
 func (s *Server) CallToolStream(req *aggregatorv1.CallToolStreamRequest, stream grpc.ServerStreamingServer[aggregatorv1.CallToolStreamResponse]) error {
 	ctx := stream.Context()
-	start := time.Now()
 	resp, err := s.callToolStream(ctx, req.GetCall(), stream)
-	call := req.GetCall()
-	s.auditCall(ctx, audit.KindToolCall, start, call.GetServer(), call.GetName(), call.GetArgumentsJson(), resp.GetBackend(), resp.GetIsError(), err)
 	if err != nil {
 		return s.fail(ctx, "CallToolStream", err)
 	}
@@ -37,6 +32,8 @@ type notifier struct {
 	stream grpc.ServerStreamingServer[aggregatorv1.CallToolStreamResponse]
 	// err is the first failure to send; the call then fails with it.
 	err error
+	// invalid, if set, refuses the call: the streamed request is malformed.
+	invalid error
 }
 
 func (n *notifier) emit(method string, params []byte) {
@@ -55,14 +52,17 @@ func (n *notifier) emit(method string, params []byte) {
 func (s *Server) callToolStream(ctx context.Context, req *aggregatorv1.CallToolRequest, stream grpc.ServerStreamingServer[aggregatorv1.CallToolStreamResponse]) (*aggregatorv1.CallToolResponse, error) {
 	rc := req.GetContext()
 	token := rc.GetProgressTokenJson()
-	if token != "" && !json.Valid([]byte(token)) {
-		return nil, invalidArgument("progress_token_json is not JSON")
-	}
 	level := mcp.LoggingLevel(rc.GetLogLevel())
-	if level != "" && !backend.ValidLevel(level) {
-		return nil, invalidArgument("log_level is not an MCP log level")
+	n := &notifier{progress: token != "", level: level, token: token, stream: stream}
+	// A malformed request is refused in the call's admission, so that it
+	// is audited like any other refusal.
+	switch {
+	case token != "" && !json.Valid([]byte(token)):
+		n.invalid = invalidArgument("progress_token_json is not JSON")
+	case level != "" && !backend.ValidLevel(level):
+		n.invalid = invalidArgument("log_level is not an MCP log level")
 	}
-	return s.callTool(ctx, req, &notifier{progress: token != "", level: level, token: token, stream: stream})
+	return s.callTool(ctx, req, n, false)
 }
 
 // callOnOwnSession runs a streamed call that wants a Legacy backend's log

@@ -70,6 +70,7 @@ type testBackend struct {
 	mu       sync.Mutex
 	requests []*http.Request // headers of every request seen
 	conns    int             // TCP connections accepted
+	methods  map[string]int  // MCP requests received, by method
 }
 
 type backendOptions struct {
@@ -77,18 +78,26 @@ type backendOptions struct {
 	tools    []string
 	extra    func(*testBackend)
 	pageSize int
+	// subscribe advertises resources.subscribe (and accepts every
+	// subscription).
+	subscribe bool
 }
 
 func newTestBackend(t testing.TB, name string, o backendOptions) *testBackend {
 	t.Helper()
-	b := &testBackend{name: name, release: make(chan struct{})}
-	b.server = mcp.NewServer(&mcp.Implementation{Name: name, Version: "1"}, &mcp.ServerOptions{
+	b := &testBackend{name: name, release: make(chan struct{}), methods: map[string]int{}}
+	opts := &mcp.ServerOptions{
 		Logger:   quietLog,
 		PageSize: o.pageSize,
 		CompletionHandler: func(_ context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{name + ":" + req.Params.Ref.Name + req.Params.Ref.URI + ":" + req.Params.Argument.Value}}}, nil
 		},
-	})
+	}
+	if o.subscribe {
+		opts.SubscribeHandler = func(context.Context, *mcp.SubscribeRequest) error { return nil }
+		opts.UnsubscribeHandler = func(context.Context, *mcp.UnsubscribeRequest) error { return nil }
+	}
+	b.server = mcp.NewServer(&mcp.Implementation{Name: name, Version: "1"}, opts)
 	for _, tool := range o.tools {
 		b.addEchoTool(tool)
 	}
@@ -107,6 +116,9 @@ func newTestBackend(t testing.TB, name string, o backendOptions) *testBackend {
 	}
 	b.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			b.mu.Lock()
+			b.methods[method]++
+			b.mu.Unlock()
 			if method == "tools/list" && b.hangLists.Load() {
 				select {
 				case <-ctx.Done():
@@ -182,6 +194,13 @@ func (b *testBackend) headerValues(name string) []string {
 		}
 	}
 	return out
+}
+
+// received is how many requests of method the backend received.
+func (b *testBackend) received(method string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.methods[method]
 }
 
 func (b *testBackend) connections() int {

@@ -77,7 +77,7 @@ func (s *Server) ResumeHeldCall(ctx context.Context, req *aggregatorv1.ResumeHel
 	if _, _, owner, ok := backend.ParseHeldState(call.GetRequestState()); !ok || owner == "" || owner != s.peers.Self() {
 		return nil, s.fail(ctx, "ResumeHeldCall", errHeldCallGone)
 	}
-	resp, err := s.callTool(limitPaid(ctx), call, nil)
+	resp, err := s.callTool(ctx, call, nil, true)
 	if err != nil {
 		return nil, s.fail(ctx, "ResumeHeldCall", err)
 	}

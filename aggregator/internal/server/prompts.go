@@ -3,64 +3,55 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
-	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
-	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
 // GetPrompt renders a prompt on its owning backend, passed through raw
 // like tools/call.
 func (s *Server) GetPrompt(ctx context.Context, req *aggregatorv1.GetPromptRequest) (*aggregatorv1.GetPromptResponse, error) {
-	start := time.Now()
 	resp, err := s.getPrompt(ctx, req)
-	s.auditCall(ctx, audit.KindPromptGet, start, req.GetServer(), req.GetName(), s.promptArguments(req.GetArguments()), resp.GetBackend(), false, err)
 	return resp, s.fail(ctx, "GetPrompt", err)
 }
 
 func (s *Server) getPrompt(ctx context.Context, req *aggregatorv1.GetPromptRequest) (*aggregatorv1.GetPromptResponse, error) {
-	snap, _, err := s.e.ServerSnapshot(req.GetServer())
-	if err != nil {
-		return nil, err
+	var call backend.Call
+	r := admission{
+		method: config.RateMethodPromptsGet, trail: audit.KindPromptGet, server: req.GetServer(),
+		kind: catalog.KindPrompts, key: req.GetName(), subjectToken: req.GetContext().GetSubjectToken(),
+		args: s.promptArguments(req.GetArguments()),
+		prepare: func(a *admitted) error {
+			caps, err := capabilities(req.GetContext())
+			if err != nil {
+				return err
+			}
+			var p backend.ParamsBuilder
+			p.String("name", a.prompt.Original)
+			if args := req.GetArguments(); len(args) > 0 {
+				raw, err := json.Marshal(args)
+				if err != nil {
+					return err
+				}
+				p.Raw("arguments", raw)
+			}
+			if err := mrtrParams(&p, req.GetInputResponsesJson(), req.GetRequestState()); err != nil {
+				return err
+			}
+			call = backend.Call{Method: "prompts/get", Name: a.prompt.Original, Params: p.Bytes(), ClientCapabilities: caps}
+			return nil
+		},
 	}
-	it, _ := snap.Prompt(req.GetName())
-	b, err := s.e.Owner(snap, svcauth.PrincipalFrom(ctx), catalog.KindPrompts, req.GetName(), it.Owner())
-	if err != nil {
-		return nil, err
-	}
-	if ctx, err = b.WithCaller(ctx, svcauth.PrincipalFrom(ctx).GetSubject(), req.GetContext().GetSubjectToken()); err != nil {
-		return nil, err
-	}
-	if err := s.limit(ctx, config.RateMethodPromptsGet, req.GetServer(), "", b); err != nil {
-		return nil, err
-	}
-	caps, err := capabilities(req.GetContext())
-	if err != nil {
-		return nil, err
-	}
-	var p backend.ParamsBuilder
-	p.String("name", it.Original)
-	if args := req.GetArguments(); len(args) > 0 {
-		raw, err := json.Marshal(args)
+	return serve(ctx, s, r, func(a *admitted) (*aggregatorv1.GetPromptResponse, error) {
+		res, err := timed(s, a.b, "prompts/get", func() (*backend.Result, error) { return a.b.Call(a.ctx, &call) })
 		if err != nil {
 			return nil, err
 		}
-		p.Raw("arguments", raw)
-	}
-	if err := mrtrParams(&p, req.GetInputResponsesJson(), req.GetRequestState()); err != nil {
-		return nil, err
-	}
-	call := &backend.Call{Method: "prompts/get", Name: it.Original, Params: p.Bytes(), ClientCapabilities: caps}
-	res, err := timed(s, b, "prompts/get", func() (*backend.Result, error) { return b.Call(ctx, call) })
-	if err != nil {
-		return nil, err
-	}
-	return &aggregatorv1.GetPromptResponse{ResultJson: res.JSON, ResultType: resultType(res.ResultType), Backend: b.Name()}, nil
+		return &aggregatorv1.GetPromptResponse{ResultJson: res.JSON, ResultType: resultType(res.ResultType), Backend: a.b.Name()}, nil
+	})
 }
 
 // Complete routes a completion request by its reference: a prompt by
@@ -79,49 +70,43 @@ func (s *Server) complete(ctx context.Context, req *aggregatorv1.CompleteRequest
 		Name string `json:"name"`
 		URI  string `json:"uri"`
 	}
+	r := admission{method: config.RateMethodCompletion, trail: audit.KindCompletion, server: req.GetServer(), subjectToken: req.GetSubjectToken()}
 	if err := json.Unmarshal([]byte(req.GetParamsJson()), &params); err != nil || params == nil || json.Unmarshal(params["ref"], &ref) != nil {
-		return nil, invalidArgument("params_json must be completion params with a ref")
+		r.malformed = invalidArgument("params_json must be completion params with a ref")
 	}
 	delete(params, "_meta")
-	snap, _, err := s.e.ServerSnapshot(req.GetServer())
-	if err != nil {
-		return nil, err
-	}
-	principal := svcauth.PrincipalFrom(ctx)
-	var b *backend.Client
 	switch ref.Type {
 	case "ref/prompt":
-		it, _ := snap.Prompt(ref.Name)
-		if b, err = s.e.Owner(snap, principal, catalog.KindPrompts, ref.Name, it.Owner()); err == nil {
-			params["ref"], err = renamedRef(params["ref"], it.Original)
+		r.kind, r.key = catalog.KindPrompts, ref.Name
+		r.prepare = func(a *admitted) (err error) {
+			params["ref"], err = renamedRef(params["ref"], a.prompt.Original)
+			return err
 		}
 	case "ref/resource":
-		if t, ok := snap.Template(ref.URI); ok {
-			b, err = s.e.Owner(snap, principal, catalog.KindResourceTemplates, ref.URI, t.Backend)
-		} else if r, ok := snap.Resource(ref.URI); ok {
-			b, err = s.e.Owner(snap, principal, catalog.KindResources, ref.URI, r.Backend)
-		} else {
-			err = engine.ErrNotFound
+		// A reference names a template by its URI template, or a resource.
+		r.kind, r.key = catalog.KindResources, ref.URI
+		if snap, _, err := s.e.ServerSnapshot(req.GetServer()); err == nil {
+			if _, ok := snap.Template(ref.URI); ok {
+				r.kind = catalog.KindResourceTemplates
+			}
 		}
 	default:
-		return nil, invalidArgument("ref.type must be ref/prompt or ref/resource")
+		if r.malformed == nil {
+			r.malformed = invalidArgument("ref.type must be ref/prompt or ref/resource")
+		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	if ctx, err = b.WithCaller(ctx, principal.GetSubject(), req.GetSubjectToken()); err != nil {
-		return nil, err
-	}
-	raw, err := json.Marshal(params)
-	if err != nil {
-		return nil, err
-	}
-	call := &backend.Call{Method: "completion/complete", Params: raw}
-	res, err := timed(s, b, "completion/complete", func() (*backend.Result, error) { return b.Call(ctx, call) })
-	if err != nil {
-		return nil, err
-	}
-	return &aggregatorv1.CompleteResponse{ResultJson: res.JSON}, nil
+	return serve(ctx, s, r, func(a *admitted) (*aggregatorv1.CompleteResponse, error) {
+		raw, err := json.Marshal(params)
+		if err != nil {
+			return nil, err
+		}
+		call := &backend.Call{Method: "completion/complete", Params: raw}
+		res, err := timed(s, a.b, "completion/complete", func() (*backend.Result, error) { return a.b.Call(a.ctx, call) })
+		if err != nil {
+			return nil, err
+		}
+		return &aggregatorv1.CompleteResponse{ResultJson: res.JSON}, nil
+	})
 }
 
 // renamedRef is a prompt reference with its name replaced, other members

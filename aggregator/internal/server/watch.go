@@ -9,6 +9,8 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
+	"github.com/switchboard-mcp/switchboard/services/audit"
+	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
@@ -30,7 +32,7 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 	}
 	view := s.e.View(snap, p)
 	updated := make(chan string, engine.UpdateBuffer)
-	subscribed := s.subscribeResources(ctx, snap, req.GetResourceUris(), updated)
+	subscribed := s.subscribeResources(ctx, req.GetServer(), req.GetResourceUris(), updated)
 	defer func() {
 		for _, unsubscribe := range subscribed {
 			unsubscribe()
@@ -65,7 +67,7 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 		// A URI the caller may no longer read, or that is gone, stops
 		// being delivered. A backend that is down keeps its subscriptions.
 		for uri, unsubscribe := range subscribed {
-			if _, err := s.e.ResourceOwner(snap, svcauth.PrincipalFrom(ctx), uri); errors.Is(err, engine.ErrNotFound) {
+			if _, err := s.route(ctx, req.GetServer(), catalog.KindResources, uri); errors.Is(err, engine.ErrNotFound) {
 				unsubscribe()
 				delete(subscribed, uri)
 			}
@@ -149,26 +151,36 @@ func (s *Server) fullDigests(snaps map[string]*catalog.Snapshot) map[string][len
 // maxWatchedResources bounds the resource URIs one watch may subscribe to.
 const maxWatchedResources = 256
 
-// subscribeResources subscribes ch to every URI of uris that the caller may
-// read and whose owner advertises resources.subscribe; the others are left
-// out silently, so a denied URI cannot be told from an unknown one. It
-// returns the unsubscribe function of each subscribed URI.
-func (s *Server) subscribeResources(ctx context.Context, snap *catalog.Snapshot, uris []string, ch chan<- string) map[string]func() {
+// subscribeResources subscribes ch to every URI of uris that the caller's
+// server holds, that the caller may read and whose owner advertises
+// resources.subscribe, each admitted on its own (admit.go: filtered,
+// authorized, limited and audited); the others are left out silently, so
+// a denied URI cannot be told from an unknown one. It returns the
+// unsubscribe function of each subscribed URI.
+func (s *Server) subscribeResources(ctx context.Context, server string, uris []string, ch chan<- string) map[string]func() {
 	subscribed := map[string]func(){}
 	for _, uri := range uris {
 		if _, dup := subscribed[uri]; dup || uri == "" || len(subscribed) == maxWatchedResources {
 			continue
 		}
-		b, err := s.e.ResourceOwner(snap, svcauth.PrincipalFrom(ctx), uri)
-		if err != nil || !subscribes(snap.Capabilities[b.Name()]) {
-			continue
+		r := admission{method: config.RateMethodResourceSubscribe, trail: audit.KindResourceSubscribe, server: server,
+			kind: catalog.KindResources, key: uri, shared: true,
+			prepare: func(a *admitted) error {
+				if !subscribes(a.snap.Capabilities[a.b.Name()]) {
+					return engine.ErrNotFound
+				}
+				return nil
+			}}
+		unsubscribe, err := serve(ctx, s, r, func(a *admitted) (func(), error) {
+			unsubscribe, err := s.e.Subscribe(a.ctx, a.b, uri, ch)
+			if err != nil {
+				s.log.Warn("backend subscribe failed", "backend", a.b.Name(), "err", a.b.Redact(err.Error()))
+			}
+			return unsubscribe, err
+		})
+		if err == nil {
+			subscribed[uri] = unsubscribe
 		}
-		unsubscribe, err := s.e.Subscribe(ctx, b, uri, ch)
-		if err != nil {
-			s.log.Warn("backend subscribe failed", "backend", b.Name(), "err", b.Redact(err.Error()))
-			continue
-		}
-		subscribed[uri] = unsubscribe
 	}
 	return subscribed
 }

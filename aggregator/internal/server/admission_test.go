@@ -1,0 +1,311 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/switchboard-mcp/switchboard/services/audit"
+	"github.com/switchboard-mcp/switchboard/services/config"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+)
+
+// admissionBackend is a test backend with one item of every kind, whose
+// owner advertises resources.subscribe and completions: a Legacy one, so
+// that a subscription is one resources/subscribe request.
+func admissionBackend(t *testing.T) *testBackend {
+	return newTestBackend(t, "docs", backendOptions{stateful: true, tools: []string{"echo"}, subscribe: true, extra: func(b *testBackend) {
+		b.server.AddResource(&mcp.Resource{URI: "docs://a", Name: "a"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "docs://a", Text: "a"}}}, nil
+		})
+		b.server.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "docs://items/{id}", Name: "item"}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "item"}}}, nil
+		})
+		b.server.AddPrompt(&mcp.Prompt{Name: "greet"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "hello"}}}}, nil
+		})
+	}})
+}
+
+// TestEveryRPCIsAdmitted enumerates the RPCs of AggregatorService from its
+// service descriptor, so that a new RPC fails here until it is placed.
+// Each either reaches no backend for a caller (its backend requests are
+// counted to hold it to that), or is driven against a real backend under
+// a limit of one request per principal and with the audit trail on: the
+// first request reaches the backend and is recorded ok; the second is
+// refused RESOURCE_EXHAUSTED before the backend sees it, and recorded
+// rate_limited. An RPC that skipped the limit or the trail fails here.
+func TestEveryRPCIsAdmitted(t *testing.T) {
+	docs := admissionBackend(t)
+	file := t.TempDir() + "/audit.jsonl"
+	full, err := config.Load(writeFile(t, "switchboard.yaml", `
+aggregator:
+  backends:
+    - {name: docs, url: `+docs.url()+`}
+rateLimits:
+  limits:
+    - {name: one-each, per: principal, rate: 1/h, burst: 1}
+audit:
+  sink: file
+  file: `+file+`
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := startAggregatorWith(t, full, quietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	eventually(t, 10*time.Second, "docs listed", func() bool { return len(listToolNames(t, h.gateway, principal("lister"), 0)) > 0 })
+
+	// admitted drives one RPC as principal p; it reports whether the
+	// request was admitted, failing the test on any other error.
+	type admitted struct {
+		method string     // the backend's method
+		trail  audit.Kind // the event's kind
+		call   func(p *commonv1.Principal) (bool, error)
+	}
+	refusedByLimit := func(err error) (bool, error) {
+		if err == nil {
+			return true, nil
+		}
+		if status.Code(err) == codes.ResourceExhausted {
+			return false, nil
+		}
+		return false, err
+	}
+	watch := func(p *commonv1.Principal) (bool, error) {
+		wctx, cancel := context.WithCancel(ctx)
+		stream, err := h.gateway.WatchCatalog(wctx, &aggregatorv1.WatchCatalogRequest{Principal: p, ResourceUris: []string{"docs://a"}})
+		if err != nil {
+			cancel()
+			return false, err
+		}
+		first, err := stream.Recv()
+		if err != nil {
+			cancel()
+			return false, err
+		}
+		// The first watch stays open: its subscription is the one the
+		// backend holds.
+		t.Cleanup(cancel)
+		// A URI the limit refused is left out, like a denied one.
+		return len(first.GetSubscribedResourceUris()) == 1, nil
+	}
+	rpcs := map[string]*admitted{
+		"CallTool": {"tools/call", audit.KindToolCall, func(p *commonv1.Principal) (bool, error) {
+			return refusedByLimit(second(h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: p, Name: "docs_echo", ArgumentsJson: "{}"})))
+		}},
+		"CallToolStream": {"tools/call", audit.KindToolCall, func(p *commonv1.Principal) (bool, error) {
+			stream, err := h.gateway.CallToolStream(ctx, &aggregatorv1.CallToolStreamRequest{Principal: p, Call: &aggregatorv1.CallToolRequest{Principal: p, Name: "docs_echo"}})
+			if err != nil {
+				return false, err
+			}
+			for {
+				_, err := stream.Recv()
+				if errors.Is(err, io.EOF) {
+					return true, nil
+				}
+				if err != nil {
+					return refusedByLimit(err)
+				}
+			}
+		}},
+		"ReadResource": {"resources/read", audit.KindResourceRead, func(p *commonv1.Principal) (bool, error) {
+			return refusedByLimit(second(h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Principal: p, Uri: "docs://items/7"})))
+		}},
+		"GetPrompt": {"prompts/get", audit.KindPromptGet, func(p *commonv1.Principal) (bool, error) {
+			return refusedByLimit(second(h.gateway.GetPrompt(ctx, &aggregatorv1.GetPromptRequest{Principal: p, Name: "docs_greet"})))
+		}},
+		"Complete": {"completion/complete", audit.KindCompletion, func(p *commonv1.Principal) (bool, error) {
+			return refusedByLimit(second(h.gateway.Complete(ctx, &aggregatorv1.CompleteRequest{Principal: p,
+				ParamsJson: `{"ref":{"type":"ref/prompt","name":"docs_greet"},"argument":{"name":"who","value":"a"}}`})))
+		}},
+		// Only a watch that names resources reaches a backend: each URI
+		// is a subscription, admitted on its own.
+		"WatchCatalog": {"resources/subscribe", audit.KindResourceSubscribe, watch},
+	}
+	// The RPCs that send nothing to a backend on a caller's behalf: they
+	// read the catalog snapshot (and the backends' health) only.
+	catalogOnly := map[string]func(p *commonv1.Principal) error{
+		"Discover": func(p *commonv1.Principal) error {
+			return second(h.gateway.Discover(ctx, &aggregatorv1.DiscoverRequest{Principal: p}))
+		},
+		"ListTools": func(p *commonv1.Principal) error {
+			return second(h.gateway.ListTools(ctx, &aggregatorv1.ListToolsRequest{Principal: p}))
+		},
+		"ListResources": func(p *commonv1.Principal) error {
+			return second(h.gateway.ListResources(ctx, &aggregatorv1.ListResourcesRequest{Principal: p}))
+		},
+		"ListResourceTemplates": func(p *commonv1.Principal) error {
+			return second(h.gateway.ListResourceTemplates(ctx, &aggregatorv1.ListResourceTemplatesRequest{Principal: p}))
+		},
+		"ListPrompts": func(p *commonv1.Principal) error {
+			return second(h.gateway.ListPrompts(ctx, &aggregatorv1.ListPromptsRequest{Principal: p}))
+		},
+		"ListBackends": func(p *commonv1.Principal) error {
+			return second(h.gateway.ListBackends(ctx, &aggregatorv1.ListBackendsRequest{Principal: p}))
+		},
+	}
+	// ResumeHeldCall is a held call's retry that the replica which
+	// received it forwards here: it is admitted as CallTool is (found,
+	// filtered, authorized, with the caller's credentials), and the
+	// receiving replica, which ran CallTool's admission, took its tokens
+	// and records its event (held_test.go drives it across replicas).
+	const forwardedRetry = "ResumeHeldCall"
+
+	desc := aggregatorv1.AggregatorService_ServiceDesc
+	var names []string
+	for _, m := range desc.Methods {
+		names = append(names, m.MethodName)
+	}
+	for _, s := range desc.Streams {
+		names = append(names, s.StreamName)
+	}
+	backendCalls := func() int {
+		n := 0
+		for _, m := range []string{"tools/call", "resources/read", "prompts/get", "completion/complete", "resources/subscribe"} {
+			n += docs.received(m)
+		}
+		return n
+	}
+	for _, name := range names {
+		p := principal("caller-of-" + name)
+		switch {
+		case rpcs[name] != nil:
+			r := rpcs[name]
+			before := docs.received(r.method)
+			if ok, err := r.call(p); err != nil || !ok {
+				t.Fatalf("%s: the first request was not admitted: %v", name, err)
+			}
+			if got := docs.received(r.method); got != before+1 {
+				t.Fatalf("%s: the backend received %d %s requests, want 1 (%v)", name, got-before, r.method, docs.methods)
+			}
+			if ok, err := r.call(p); err != nil || ok {
+				t.Fatalf("%s: the second request was admitted past a limit of one (err %v)", name, err)
+			}
+			if got := docs.received(r.method); got != before+1 {
+				t.Fatalf("%s: the backend received a request the limit refused", name)
+			}
+		case catalogOnly[name] != nil:
+			before := backendCalls()
+			if err := catalogOnly[name](p); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if backendCalls() != before {
+				t.Fatalf("%s reached a backend; admit it (admit.go) and drive it in this test", name)
+			}
+		case name == forwardedRetry:
+		default:
+			t.Fatalf("RPC %s is neither admitted nor declared to reach no backend: place it in this test", name)
+		}
+	}
+
+	h.audit.Close() // flushes
+	events := readTrail(t, file)
+	for name, r := range rpcs {
+		subject := "caller-of-" + name
+		var got []audit.Outcome
+		for _, e := range events {
+			if e.Subject == subject {
+				if e.Kind != r.trail || e.Backend != "docs" {
+					t.Errorf("%s: event %+v, want kind %s, backend docs", name, e, r.trail)
+				}
+				got = append(got, e.Outcome)
+			}
+		}
+		if len(got) != 2 || got[0] != audit.OutcomeOK || got[1] != audit.OutcomeRateLimited {
+			t.Errorf("%s: outcomes %v, want [ok rate_limited] (%d events)", name, got, len(events))
+		}
+	}
+	for name := range catalogOnly {
+		for _, e := range events {
+			if e.Subject == "caller-of-"+name {
+				t.Errorf("%s left an event %+v", name, e)
+			}
+		}
+	}
+}
+
+// TestServerFilterAppliesToTheURIRead: a virtual server's resources.exclude
+// holds for a URI read through one of its templates, not only for the
+// listing: the excluded URI answers NOT_FOUND, like a missing one, and the
+// backend never sees the read; another URI of the same template is read.
+func TestServerFilterAppliesToTheURIRead(t *testing.T) {
+	docs := admissionBackend(t)
+	full, err := config.Load(writeFile(t, "switchboard.yaml", `
+aggregator:
+  backends:
+    - {name: docs, url: `+docs.url()+`}
+servers:
+  - name: public
+    backends: [docs]
+    resources: {exclude: ["docs://items/secret*"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := startAggregatorWith(t, full, quietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	alice := principal("alice")
+	read := func(server, uri string) error {
+		return second(h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Principal: alice, Server: server, Uri: uri}))
+	}
+	eventually(t, 10*time.Second, "the template routed", func() bool { return read("public", "docs://items/1") == nil })
+	before := docs.received("resources/read")
+	wantStatus(t, read("public", "docs://items/secret-plans"), codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	wantStatus(t, read("public", "docs://nothing"), codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	if got := docs.received("resources/read"); got != before {
+		t.Fatalf("the backend received %d reads the server's filter excludes", got-before)
+	}
+	// The whole catalog has no such filter.
+	if err := read("", "docs://items/secret-plans"); err != nil {
+		t.Fatalf("read through /mcp: %v", err)
+	}
+	// Completion of a resource reference goes by the same rule.
+	complete := func(uri string) error {
+		return second(h.gateway.Complete(ctx, &aggregatorv1.CompleteRequest{Principal: alice, Server: "public",
+			ParamsJson: `{"ref":{"type":"ref/resource","uri":"` + uri + `"},"argument":{"name":"id","value":"s"}}`}))
+	}
+	if err := complete("docs://items/{id}"); err != nil {
+		t.Fatalf("completion of the template: %v", err)
+	}
+	wantStatus(t, complete("docs://items/secret-plans"), codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+}
+
+// second is the error of a (result, error) pair.
+func second[T any](_ T, err error) error { return err }
+
+// readTrail reads the events of an audit file sink.
+func readTrail(t *testing.T, file string) []audit.Event {
+	t.Helper()
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []audit.Event
+	lines := bufio.NewScanner(strings.NewReader(string(raw)))
+	for lines.Scan() {
+		var e audit.Event
+		if err := json.Unmarshal(lines.Bytes(), &e); err != nil {
+			t.Fatalf("line %q: %v", lines.Text(), err)
+		}
+		events = append(events, e)
+	}
+	return events
+}

@@ -1,0 +1,178 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/services/audit"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
+)
+
+// Admission is declared here once. Every request the aggregator sends to a
+// backend on a caller's behalf (tools/call on every route, the retry of a
+// held call, resources/read, resources/subscribe, prompts/get and
+// completion/complete) is an admission that passes, in this order:
+//
+//  1. find: the item in the caller's server (its catalog snapshot);
+//  2. filter: the server's filters on the concrete item asked for (the URI
+//     read, not only the listing a template came from);
+//  3. authorize: Cedar, then the owning backend's health (denied is
+//     engine.ErrDenied, answered exactly like missing);
+//  4. prepare: the method's own checks of the request against the item
+//     (arguments, headers), so that an invalid request costs no token;
+//  5. limit: the rate limits (ratelimit.go);
+//  6. credentials: the caller's credentials for that backend;
+//
+// then the method runs, and 7. audit records one event of the outcome,
+// whatever it was (audit.go). A handler names what it asks for and what it
+// does with the admitted item; it never calls a step itself. rpcs.go
+// declares, for every RPC, whether it is admitted here, and a test holds
+// every RPC to it.
+
+// admission is one request to a backend on a caller's behalf.
+type admission struct {
+	// method is the rate limits' name of the request
+	// (config.RateMethod*).
+	method string
+	// trail is the audit event's kind.
+	trail  audit.Kind
+	server string
+	kind   catalog.Kind
+	// key is the advertised name of a tool or prompt, the URI of a
+	// resource, or the URI template of a template.
+	key string
+	// subjectToken is the caller's own token, for backends that act with
+	// the caller's credentials.
+	subjectToken string
+	// args are the client's arguments as it sent them, for the trail.
+	args string
+	// malformed, if set, refuses the request before any step: it is wrong
+	// on its own terms, whatever it names.
+	malformed error
+	// prepare, if set, checks the request against the found item.
+	prepare func(*admitted) error
+	// shared marks a request made on the backend's shared session for
+	// every caller alike (a subscription, reference counted across
+	// watchers): it carries no caller's credentials.
+	shared bool
+	// forwarded marks a held call's retry that a peer forwarded here: the
+	// replica that received it took its tokens and records its event.
+	forwarded bool
+}
+
+// admitted is an admission that passed: the item, its backend, and the
+// context that carries the caller's credentials for that backend.
+type admitted struct {
+	ctx    context.Context
+	snap   *catalog.Snapshot
+	b      *backend.Client
+	tool   *catalog.Item[*aggregatorv1.Tool]
+	prompt *catalog.Item[*aggregatorv1.Prompt]
+}
+
+// serve admits r and runs do with what was admitted, then records the
+// outcome in the audit trail. It is the only way a handler reaches a
+// backend for a caller.
+func serve[T any](ctx context.Context, s *Server, r admission, do func(*admitted) (T, error)) (T, error) {
+	start := time.Now()
+	a, err := s.admit(ctx, r)
+	var res T
+	if err == nil {
+		res, err = do(a)
+	}
+	if !r.forwarded {
+		s.auditAdmission(ctx, r, start, a, res, err)
+	}
+	return res, err
+}
+
+// admit runs the steps of an admission up to the request itself.
+func (s *Server) admit(ctx context.Context, r admission) (*admitted, error) {
+	if r.malformed != nil {
+		return nil, r.malformed
+	}
+	a, err := s.route(ctx, r.server, r.kind, r.key)
+	if err != nil {
+		return nil, err
+	}
+	if r.prepare != nil {
+		if err := r.prepare(a); err != nil {
+			return nil, err
+		}
+	}
+	if !r.forwarded {
+		if err := s.limit(ctx, r.method, r.server, r.toolName(), a.b); err != nil {
+			return nil, err
+		}
+	}
+	a.ctx = ctx
+	if !r.shared {
+		p := svcauth.PrincipalFrom(ctx)
+		if a.ctx, err = a.b.WithCaller(ctx, p.GetSubject(), r.subjectToken); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// toolName is what a rate limit matches as the tool: tools/call names
+// one, nothing else does.
+func (r admission) toolName() string {
+	if r.kind == catalog.KindTools {
+		return r.key
+	}
+	return ""
+}
+
+// route finds, filters and authorizes the item of kind k under key in the
+// caller's server: the first three steps of an admission, which a watch
+// also takes again for each subscription when the catalog changes.
+func (s *Server) route(ctx context.Context, server string, k catalog.Kind, key string) (*admitted, error) {
+	snap, _, err := s.e.ServerSnapshot(server)
+	if err != nil {
+		return nil, err
+	}
+	a := &admitted{snap: snap}
+	owner := ""
+	switch k {
+	case catalog.KindTools:
+		a.tool, _ = snap.Tool(key)
+		owner = a.tool.Owner()
+	case catalog.KindPrompts:
+		a.prompt, _ = snap.Prompt(key)
+		owner = a.prompt.Owner()
+	case catalog.KindResourceTemplates:
+		t, _ := snap.Template(key)
+		owner = t.Owner()
+	case catalog.KindResources:
+		owner = resourceOwner(snap, key)
+	}
+	// The listing applied the server's filters to what it listed; a
+	// resource read through a template is a URI the listing never held,
+	// so the filter is applied to the concrete key here, for every kind.
+	if owner != "" && !snap.Keeps(k, key) {
+		owner = ""
+	}
+	if a.b, err = s.e.Owner(snap, svcauth.PrincipalFrom(ctx), k, key, owner); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// resourceOwner routes a URI as a read does: the resource of that exact
+// URI first, else the first template (in sorted order) that matches it;
+// "" for none.
+func resourceOwner(snap *catalog.Snapshot, uri string) string {
+	if r, ok := snap.Resource(uri); ok {
+		return r.Backend
+	}
+	var owner string
+	snap.MatchTemplates(uri, func(t *catalog.Item[*aggregatorv1.ResourceTemplate]) bool {
+		owner = t.Backend
+		return false
+	})
+	return owner
+}
