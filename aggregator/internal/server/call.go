@@ -16,7 +16,6 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/rawjson"
-	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
 // A tools/call is admitted like every request to a backend (admit.go):
@@ -134,70 +133,6 @@ func (s *Server) runToolCall(ctx context.Context, req *aggregatorv1.CallToolRequ
 // errToolTimeout is the cause of a call's context that ran out of its
 // tool's configured timeout (a tool override).
 var errToolTimeout = errors.New("tool timeout")
-
-// routeToolCall runs an admitted call on the route it needs.
-func (s *Server) routeToolCall(ctx context.Context, req *aggregatorv1.CallToolRequest, tc *toolCall, stream *notifier) (*aggregatorv1.CallToolResponse, error) {
-	b := tc.b
-	if held := s.heldCall(ctx, req, tc); held != nil {
-		// Held calls relay no notifications.
-		return held()
-	}
-	if stream != nil {
-		tc.call.Progress, tc.call.LogLevel, tc.call.Notify = stream.progress, stream.level, stream.emit
-		if stream.level != "" && !b.SpeaksModern() {
-			// A Legacy backend's log level is per session: the call gets
-			// a session of its own.
-			return s.callOnOwnSession(ctx, req, tc, stream)
-		}
-	}
-	res, err := timed(s, b, "tools/call", func() (*backend.Result, error) { return b.Call(ctx, &tc.call) })
-	if err != nil {
-		return nil, err
-	}
-	if stream != nil && stream.err != nil {
-		return nil, stream.err
-	}
-	return &aggregatorv1.CallToolResponse{ResultJson: res.JSON, IsError: res.IsError, ResultType: resultType(res.ResultType), Backend: b.Name()}, nil
-}
-
-// heldCall returns the go-sdk call for a request that resumes a held call
-// or that a Legacy backend may hold for the client's input, else nil.
-func (s *Server) heldCall(ctx context.Context, req *aggregatorv1.CallToolRequest, tc *toolCall) func() (*aggregatorv1.CallToolResponse, error) {
-	b := tc.b
-	owner := svcauth.PrincipalFrom(ctx).GetSubject() + "\x00" + req.GetName()
-	if state := req.GetRequestState(); strings.HasPrefix(state, backend.HeldStatePrefix) {
-		if _, _, replica, _ := backend.ParseHeldState(state); !s.peers.Local(replica) {
-			return func() (*aggregatorv1.CallToolResponse, error) { return s.forwardHeld(ctx, replica, req) }
-		}
-		return func() (*aggregatorv1.CallToolResponse, error) {
-			var responses map[string]json.RawMessage
-			if raw := req.GetInputResponsesJson(); raw != "" {
-				if err := json.Unmarshal([]byte(raw), &responses); err != nil {
-					return nil, invalidArgument("input_responses_json is not a valid map of input responses")
-				}
-			}
-			res, err := timed(s, b, "tools/call", func() (*mcp.CallToolResult, error) { return b.ResumeHeld(ctx, state, owner, responses) })
-			return heldResponse(b, res, err)
-		}
-	}
-	if !b.IsLegacy() {
-		return nil
-	}
-	caps := askableCapabilities(req.GetContext())
-	if caps == nil {
-		return nil
-	}
-	// A Legacy backend asks for input mid-call; the call is held open
-	// across the client's retry (see backend.CallToolAsking).
-	return func() (*aggregatorv1.CallToolResponse, error) {
-		params, err := sdkParams(tc, req)
-		if err != nil {
-			return nil, err
-		}
-		res, err := timed(s, b, "tools/call", func() (*mcp.CallToolResult, error) { return b.CallToolAsking(ctx, params, caps, owner) })
-		return heldResponse(b, res, err)
-	}
-}
 
 // errHeldCallGone answers a retry whose held call is gone, wherever it
 // was held.

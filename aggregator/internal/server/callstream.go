@@ -65,32 +65,6 @@ func (s *Server) callToolStream(ctx context.Context, req *aggregatorv1.CallToolR
 	return s.callTool(ctx, req, n, false)
 }
 
-// callOnOwnSession runs a streamed call that wants a Legacy backend's log
-// messages on a go-sdk session of its own (backend.CallToolStreamed).
-func (s *Server) callOnOwnSession(ctx context.Context, req *aggregatorv1.CallToolRequest, tc *toolCall, n *notifier) (*aggregatorv1.CallToolResponse, error) {
-	params, err := sdkParams(tc, req)
-	if err != nil {
-		return nil, err
-	}
-	b := tc.b
-	emit := func(method string, p any) {
-		raw, err := json.Marshal(p)
-		if err == nil {
-			n.emit(method, raw)
-		}
-	}
-	res, err := timed(s, b, "tools/call", func() (*mcp.CallToolResult, error) {
-		return b.CallToolStreamed(ctx, params, n.progress, n.level, emit)
-	})
-	if err != nil {
-		return nil, err
-	}
-	if n.err != nil {
-		return nil, n.err
-	}
-	return heldResponse(b, res, nil)
-}
-
 // notificationParams encodes a backend notification's params for the
 // caller: without the backend's _meta, and with the caller's own progress
 // token in place of the one the aggregator sent.

@@ -1,0 +1,122 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
+)
+
+// callRoute is one way an admitted tools/call runs. Which one is decided
+// by routeOf alone; routeToolCall runs it. Every route runs under the
+// admitted context (the caller's credentials, its cancellation, the
+// tool's timeout) and reports errors the same way (status.go).
+type callRoute int
+
+const (
+	// routePlain passes the call through raw on the backend's HTTP
+	// client (backend.Client.Call), relaying a streamed call's progress
+	// and, for a Modern backend, its log messages.
+	routePlain callRoute = iota
+	// routeHeld runs the call with go-sdk so that a Legacy backend can
+	// ask the client for input (elicitation, sampling) mid-call; the call
+	// is held open across the client's retry (backend.CallToolAsking).
+	routeHeld
+	// routeResume carries on a call held on this replica with the
+	// client's answers (backend.ResumeHeld).
+	routeResume
+	// routeForward sends the retry of a call held on another replica to
+	// that replica (held_forward.go).
+	routeForward
+	// routeOwnSession runs a streamed call that wants a Legacy backend's
+	// log messages on a go-sdk session of its own: a Legacy backend's log
+	// level is per session (backend.CallToolStreamed).
+	routeOwnSession
+)
+
+var routeNames = [...]string{"plain", "held", "resume", "forward", "own-session"}
+
+func (r callRoute) String() string { return routeNames[r] }
+
+// routeOf decides how an admitted call runs, from the request and the
+// backend; replica is the peer holding the call for routeForward.
+func (s *Server) routeOf(req *aggregatorv1.CallToolRequest, b *backend.Client, stream *notifier) (route callRoute, replica string) {
+	if state := req.GetRequestState(); strings.HasPrefix(state, backend.HeldStatePrefix) {
+		if _, _, replica, _ := backend.ParseHeldState(state); !s.peers.Local(replica) {
+			return routeForward, replica
+		}
+		return routeResume, ""
+	}
+	if b.IsLegacy() && askableCapabilities(req.GetContext()) != nil {
+		return routeHeld, ""
+	}
+	if stream != nil && stream.level != "" && !b.SpeaksModern() {
+		return routeOwnSession, ""
+	}
+	return routePlain, ""
+}
+
+// routeToolCall runs an admitted call on its route.
+func (s *Server) routeToolCall(ctx context.Context, req *aggregatorv1.CallToolRequest, tc *toolCall, stream *notifier) (*aggregatorv1.CallToolResponse, error) {
+	b := tc.b
+	route, replica := s.routeOf(req, b, stream)
+	// A held call's owner: only the principal that started it may resume
+	// it, for the same tool.
+	owner := svcauth.PrincipalFrom(ctx).GetSubject() + "\x00" + req.GetName()
+	switch route {
+	case routeForward:
+		return s.forwardHeld(ctx, replica, req)
+	case routeResume:
+		var responses map[string]json.RawMessage
+		if raw := req.GetInputResponsesJson(); raw != "" {
+			if err := json.Unmarshal([]byte(raw), &responses); err != nil {
+				return nil, invalidArgument("input_responses_json is not a valid map of input responses")
+			}
+		}
+		res, err := timed(s, b, "tools/call", func() (*mcp.CallToolResult, error) {
+			return b.ResumeHeld(ctx, req.GetRequestState(), owner, responses)
+		})
+		return heldResponse(b, res, err)
+	case routeHeld:
+		params, err := sdkParams(tc, req)
+		if err != nil {
+			return nil, err
+		}
+		caps := askableCapabilities(req.GetContext())
+		res, err := timed(s, b, "tools/call", func() (*mcp.CallToolResult, error) { return b.CallToolAsking(ctx, params, caps, owner) })
+		return heldResponse(b, res, err)
+	case routeOwnSession:
+		params, err := sdkParams(tc, req)
+		if err != nil {
+			return nil, err
+		}
+		emit := func(method string, p any) {
+			if raw, err := json.Marshal(p); err == nil {
+				stream.emit(method, raw)
+			}
+		}
+		res, err := timed(s, b, "tools/call", func() (*mcp.CallToolResult, error) {
+			return b.CallToolStreamed(ctx, params, stream.progress, stream.level, emit)
+		})
+		if err == nil && stream.err != nil {
+			err = stream.err
+		}
+		return heldResponse(b, res, err)
+	}
+	if stream != nil {
+		tc.call.Progress, tc.call.LogLevel, tc.call.Notify = stream.progress, stream.level, stream.emit
+	}
+	res, err := timed(s, b, "tools/call", func() (*backend.Result, error) { return b.Call(ctx, &tc.call) })
+	if err != nil {
+		return nil, err
+	}
+	if stream != nil && stream.err != nil {
+		return nil, stream.err
+	}
+	return &aggregatorv1.CallToolResponse{ResultJson: res.JSON, IsError: res.IsError, ResultType: resultType(res.ResultType), Backend: b.Name()}, nil
+}
