@@ -150,6 +150,87 @@ func TestLegacyCancellationAcrossReplicas(t *testing.T) {
 	}
 }
 
+// TestLegacyStreamedCancellationAcrossReplicas: a Legacy session that set
+// a log level (through B) calling a Legacy backend (alpha, pinned to
+// 2025-11-25) through A gets its calls streamed, each on a backend session
+// of its own, as the relayed log messages show. The session's
+// notifications/cancelled ends such a call at the backend (its sleep ends
+// early), whether it reaches A, which runs the call, or B, which relays it
+// through the indexer; the cancelled call gets no result.
+func TestLegacyStreamedCancellationAcrossReplicas(t *testing.T) {
+	c, a, b := startReplicas(t, func(cfg *config.Config) {
+		for i := range cfg.Aggregator.Backends {
+			cfg.Aggregator.Backends[i].Protocol = harness.Legacy
+		}
+	})
+	// No elicitation: the calls are streamed, not held for the client's input.
+	session := rawInitializeDeclaring(t, a, "", `{}`)
+	if status := rawPost(t, b, "", session, `{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"info"}}`); status != http.StatusOK {
+		t.Fatalf("logging/setLevel through B: %d", status)
+	}
+	// call posts a tools/call through A; its whole answer comes when it ends.
+	call := func(id int, tool, arguments string) <-chan string {
+		answered := make(chan string, 1)
+		go func() {
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+a+"/mcp", strings.NewReader(
+				fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"%s","arguments":%s}}`, id, tool, arguments)))
+			if err != nil {
+				answered <- err.Error()
+				return
+			}
+			setLegacyHeaders(req, "", session)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				answered <- err.Error()
+				return
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			answered <- resp.Status + " " + string(body)
+		}()
+		return answered
+	}
+	select {
+	case body := <-call(2, "alpha_log", `{}`):
+		if !strings.Contains(body, `"level":"info"`) || strings.Contains(body, `"level":"debug"`) || !strings.Contains(body, `"result"`) {
+			t.Fatalf("alpha_log through A answered %.1000s, want its info and warning messages, then its result", body)
+		}
+	case <-time.After(replicaWait):
+		t.Fatal("alpha_log through A did not end")
+	}
+
+	for i, via := range []struct{ name, host string }{{"cancelled through A", a}, {"cancelled through B", b}} {
+		t.Run(via.name, func(t *testing.T) {
+			before := c.Sleeps(t, "alpha")
+			id := 10 + i
+			answered := call(id, "alpha_nap", `{"duration":"5m"}`)
+			eventually(t, "the backend runs the sleep", func() error {
+				if got := c.Sleeps(t, "alpha"); got.Running != before.Running+1 {
+					return fmt.Errorf("sleeps %+v (before %+v)", got, before)
+				}
+				return nil
+			})
+			if status, _ := rawCancel(t, via.host, "", session, fmt.Sprint(id)); status != http.StatusAccepted {
+				t.Fatalf("notifications/cancelled: %d, want 202", status)
+			}
+			select {
+			case body := <-answered:
+				if strings.Contains(body, `"result"`) || strings.Contains(body, `"error"`) || !strings.HasPrefix(body, "200 ") {
+					t.Errorf("the cancelled call was answered %.300s, want a stream without a response", body)
+				}
+			case <-time.After(replicaWait):
+				t.Fatal("the call did not end on its cancellation")
+			}
+			eventually(t, "the backend saw the cancellation", func() error {
+				if got := c.Sleeps(t, "alpha"); got.Cancelled != before.Cancelled+1 || got.Running != before.Running || got.Completed != before.Completed {
+					return fmt.Errorf("sleeps %+v (before %+v)", got, before)
+				}
+				return nil
+			})
+		})
+	}
+}
+
 // rawCancel posts notifications/cancelled for id on a Legacy session to
 // the gateway at host and returns the status and its Retry-After.
 func rawCancel(t *testing.T, host, authorization, sessionID, id string) (int, string) {

@@ -266,8 +266,15 @@ func TestLegacyAnswerOfAnotherPrincipalIsDropped(t *testing.T) {
 // authorization and returns its id.
 func rawInitialize(t *testing.T, host, authorization string) string {
 	t.Helper()
+	return rawInitializeDeclaring(t, host, authorization, `{"elicitation":{}}`)
+}
+
+// rawInitializeDeclaring is rawInitialize with the client capabilities
+// given (a JSON object).
+func rawInitializeDeclaring(t *testing.T, host, authorization, capabilities string) string {
+	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+host+"/mcp", strings.NewReader(
-		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+harness.Legacy+`","capabilities":{"elicitation":{}},"clientInfo":{"name":"y","version":"0"}}}`))
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+harness.Legacy+`","capabilities":`+capabilities+`,"clientInfo":{"name":"y","version":"0"}}}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,9 +19,10 @@ import (
 // the call can take: a backend that speaks both eras, reached in its
 // plain Legacy session (no client capabilities) or Modern (the client
 // declared elicitation), and a Legacy-only backend, in the shared session
-// or a session of the call's own. The backend's own count of cancelled
-// sleeps shows the cancellation arrived; the request's response stream
-// ends without a result.
+// or a session of the call's own (held for the client's input, or
+// streamed at the log level the client set). The backend's own count of
+// cancelled sleeps shows the cancellation arrived; the request's response
+// stream ends without a result.
 func TestLegacyCancelledReachesBackend(t *testing.T) {
 	// A backend per case, so that a call one case failed to cancel cannot
 	// be counted by the next.
@@ -29,15 +30,19 @@ func TestLegacyCancelledReachesBackend(t *testing.T) {
 		harness.Backend{Name: "dual", Spec: backendSpec},
 		harness.Backend{Name: "dualmodern", Spec: backendSpec},
 		harness.Backend{Name: "legacy", Spec: backendSpec, Stateful: true},
-		harness.Backend{Name: "legacyheld", Spec: backendSpec, Stateful: true})
+		harness.Backend{Name: "legacyheld", Spec: backendSpec, Stateful: true},
+		harness.Backend{Name: "legacylog", Spec: backendSpec, Stateful: true})
 	g := rawLegacy{url: c.MCPURL}
 	cases := []struct {
 		name, backend, capabilities string
+		// level, if set, is sent with logging/setLevel before the call.
+		level string
 	}{
-		{"dual-era backend, plain call", "dual", `{}`},
-		{"dual-era backend, client with elicitation", "dualmodern", `{"elicitation":{}}`},
-		{"Legacy-only backend, plain call", "legacy", `{}`},
-		{"Legacy-only backend, client with elicitation", "legacyheld", `{"elicitation":{}}`},
+		{"dual-era backend, plain call", "dual", `{}`, ""},
+		{"dual-era backend, client with elicitation", "dualmodern", `{"elicitation":{}}`, ""},
+		{"Legacy-only backend, plain call", "legacy", `{}`, ""},
+		{"Legacy-only backend, client with elicitation", "legacyheld", `{"elicitation":{}}`, ""},
+		{"Legacy-only backend, client that set a log level", "legacylog", `{}`, "info"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -45,6 +50,12 @@ func TestLegacyCancelledReachesBackend(t *testing.T) {
 			session, err := g.initialize(t.Context(), tc.capabilities, cleanFailure)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tc.level != "" {
+				status, body, err := g.exchange(t.Context(), session, `{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"`+tc.level+`"}}`, cleanFailure)
+				if err != nil || status != http.StatusOK {
+					t.Fatalf("logging/setLevel: %d %s %v", status, body, err)
+				}
 			}
 			id := 40 + i
 			// A plain call's answer is JSON, so even its headers come only at

@@ -163,14 +163,7 @@ func (c *Client) CallToolAsking(ctx context.Context, params *mcp.CallToolParams,
 			return
 		}
 		res, err := s.CallTool(bctx, params)
-		if bctx.Err() != nil {
-			// Cancelled: go-sdk tells the backend with notifications/cancelled
-			// in the background, which closing the session at once would cut
-			// off (and closing it does not end the backend's handler).
-			time.AfterFunc(cancelNotifyTimeout, func() { _ = s.Close() })
-		} else {
-			_ = s.Close()
-		}
+		closeOwnSession(bctx, s, err)
 		h.done <- heldOutcome{res: res, err: err}
 	}()
 	return c.await(ctx, h)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -100,7 +101,7 @@ func (c *Client) callOnOwnSession(ctx context.Context, client *mcp.Client, param
 			p.Meta[mcp.MetaKeyLogLevel] = logLevel
 		} else if caps := s.InitializeResult().Capabilities; caps != nil && caps.Logging != nil {
 			if err := s.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: logLevel}); err != nil {
-				_ = s.Close()
+				closeOwnSession(ctx, s, err)
 				return nil, err
 			}
 		}
@@ -108,8 +109,25 @@ func (c *Client) callOnOwnSession(ctx context.Context, client *mcp.Client, param
 	res, err := s.CallTool(ctx, &p)
 	// Close returns once the session's queued notifications were handled,
 	// so every notification sent before the result has been relayed.
-	_ = s.Close()
+	closeOwnSession(ctx, s, err)
 	return res, err
+}
+
+// closeOwnSession closes a session opened for one call (CallToolStreamed,
+// CallToolAsking) once its last request returned err. When that request
+// failed because ctx ended, go-sdk tells the backend with
+// notifications/cancelled from a goroutine of its own, which a session
+// already closing drops unsent; and a Legacy backend's handler does not
+// end with its session (a go-sdk backend answers the DELETE only once the
+// handler returns). Closing at once would leave the call running at the
+// backend and hold the caller up to go-sdk's 5s bound on the DELETE, so
+// the session is closed after the notification had its time instead.
+func closeOwnSession(ctx context.Context, s *mcp.ClientSession, err error) {
+	if err != nil && ctx.Err() != nil {
+		time.AfterFunc(cancelNotifyTimeout, func() { _ = s.Close() })
+		return
+	}
+	_ = s.Close()
 }
 
 // logLevels are MCP's log levels, lowest first (RFC 5424 severities).

@@ -1,0 +1,78 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// A Legacy backend's call that its caller gives up on is cancelled at the
+// backend at once, whether it went the raw way or on a session of its own
+// (CallToolStreamed: the caller wants log messages, and a Legacy log level
+// is per session), and the caller gets its answer without waiting for the
+// backend's handler to end.
+func TestCancelledCallReachesLegacyBackend(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "legacy", Version: "1"}, nil)
+	started, cancelled, release := make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{})
+	server.AddTool(&mcp.Tool{Name: "nap", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		started <- struct{}{}
+		select {
+		case <-ctx.Done():
+			cancelled <- struct{}{}
+			return nil, ctx.Err()
+		case <-release:
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "woke up"}}}, nil
+		}
+	})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	defer srv.Close()
+	defer close(release) // a handler never cancelled must not hold srv.Close
+	c := New(Config{Name: "legacy", URL: srv.URL, Protocol: ProtocolLegacy, Timeout: time.Minute}, nil, nil)
+	defer c.Close()
+
+	var p ParamsBuilder
+	p.String("name", "nap")
+	p.Raw("arguments", []byte(`{}`))
+	for _, tc := range []struct {
+		name string
+		call func(context.Context) error
+	}{
+		{"raw", func(ctx context.Context) error {
+			_, err := c.Call(ctx, &Call{Method: "tools/call", Name: "nap", Params: p.Bytes()})
+			return err
+		}},
+		{"session of its own", func(ctx context.Context) error {
+			_, err := c.CallToolStreamed(ctx, &mcp.CallToolParams{Name: "nap"}, true, "info", func(string, any) {})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			ended := make(chan error, 1)
+			go func() { ended <- tc.call(ctx) }()
+			select {
+			case <-started:
+			case err := <-ended:
+				t.Fatalf("the call ended before the backend ran it: %v", err)
+			case <-time.After(10 * time.Second):
+				t.Fatal("the backend never ran the call")
+			}
+			cancel()
+			waitCancelled(t, cancelled, "the call")
+			select {
+			case err := <-ended:
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("the cancelled call returned %v", err)
+				}
+			case <-time.After(time.Second):
+				t.Error("the cancelled call did not return")
+			}
+		})
+	}
+}
