@@ -1,4 +1,4 @@
-package main
+package app_test
 
 import (
 	"context"
@@ -15,13 +15,14 @@ import (
 	"time"
 )
 
-// TestProcess runs the real binary: it serves /healthz at once, reports not
-// ready while the aggregator is unreachable, refuses unauthenticated MCP
-// requests with the RFC 9728 pointer, and exits cleanly on SIGTERM.
+// TestProcess builds and runs the real binary (cmd/switchboard-gateway,
+// which calls Run): it serves /healthz at once, reports not ready while the
+// aggregator is unreachable, refuses unauthenticated MCP requests with the
+// RFC 9728 pointer, and exits cleanly on SIGTERM.
 func TestProcess(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "switchboard-gateway")
-	build := exec.Command("go", "build", "-o", bin, ".")
+	build := exec.Command("go", "build", "-o", bin, "github.com/switchboard-mcp/switchboard/gateway/cmd/switchboard-gateway")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,157 @@
+// Package app wires the gateway together: the connections to the
+// aggregator and the indexer, authentication, metrics and the audit trail,
+// the MCP HTTP server, the ops endpoints with the operator console, and the
+// configuration watch, and runs them until the context ends.
+package app
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
+	"github.com/switchboard-mcp/switchboard/gateway/internal/edge"
+	"github.com/switchboard-mcp/switchboard/gateway/internal/hostguard"
+	"github.com/switchboard-mcp/switchboard/services/audit"
+	"github.com/switchboard-mcp/switchboard/services/config"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/lifecycle"
+	"github.com/switchboard-mcp/switchboard/services/opshttp"
+	"github.com/switchboard-mcp/switchboard/services/rpc"
+)
+
+// shutdownGrace bounds how long in-flight requests may finish at shutdown;
+// long-lived notification streams are cut after it (clients reconnect).
+const shutdownGrace = 10 * time.Second
+
+// Run serves the gateway described by env until ctx ends: MCP (with
+// /healthz, /readyz and Prometheus /metrics) on gateway.listen, and the ops
+// endpoints, with the operator console when it is enabled, on
+// gateway.opsListen when that is set. A bad configuration is an error
+// before anything listens.
+func Run(ctx context.Context, env lifecycle.Env) error {
+	cfg := env.Config.Gateway.WithDefaults()
+	if err := edge.Validate(env.Config); err != nil {
+		return err
+	}
+	keepalive := rpc.ClientKeepalive(env.Config.GRPC)
+	// The service tokens are live: a reload replaces them (edge.Gateway.Reload).
+	aggToken, idxToken := rpc.ClientToken(cfg.Aggregator, env.Config.ServiceAuth.TLS), rpc.ClientToken(cfg.Indexer, env.Config.ServiceAuth.TLS)
+	aggConn, err := rpc.DialLive(cfg.Aggregator, env.Config.ServiceAuth.TLS, aggToken, keepalive)
+	if err != nil {
+		return fmt.Errorf("gateway.aggregator: %w", err)
+	}
+	defer aggConn.Close()
+	deps := edge.Deps{
+		Aggregator:       aggregatorv1.NewAggregatorServiceClient(aggConn),
+		AggregatorHealth: healthpb.NewHealthClient(aggConn),
+		AggregatorToken:  aggToken,
+		IndexerToken:     idxToken,
+		Config:           env.Config,
+		Log:              env.Log,
+		LoopbackOnly:     hostguard.LoopbackBind(cfg.Listen),
+		Servers:          env.Config.Servers,
+	}
+	if cfg.Indexer.Address != "" {
+		idxConn, err := rpc.DialLive(cfg.Indexer, env.Config.ServiceAuth.TLS, idxToken, keepalive)
+		if err != nil {
+			return fmt.Errorf("gateway.indexer: %w", err)
+		}
+		defer idxConn.Close()
+		deps.Indexer = indexerv1.NewIndexerServiceClient(idxConn)
+	} else {
+		env.Log.Warn("gateway.indexer is not configured: find_tool answers with an error and session deletion is local to this replica")
+	}
+	if deps.Auth, err = auth.New(cfg.Auth, nil); err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	deps.Metrics = edge.NewMetrics(reg)
+	var auditSinks []audit.Sink
+	if env.Config.Audit.Database.Enabled && deps.Indexer != nil {
+		auditSinks = append(auditSinks, audit.NewIndexerSink(deps.Indexer))
+	}
+	if deps.Audit, err = env.StartAudit(reg, auditSinks...); err != nil {
+		return err
+	}
+	defer deps.Audit.Close()
+	gw, err := edge.New(cfg, deps)
+	if err != nil {
+		return err
+	}
+
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	srv := &http.Server{
+		Handler:           gw.Handler(),
+		ReadHeaderTimeout: time.Duration(cfg.HTTP.ReadHeaderTimeout),
+		// No ReadTimeout or WriteTimeout: notification streams are
+		// long-lived, and a read deadline on the connection would end them.
+		// The body has a deadline of its own (gateway.http.bodyTimeout,
+		// set by the handler while it reads).
+		IdleTimeout: 2 * time.Minute,
+	}
+	srv.RegisterOnShutdown(gw.Close)
+	var con *operatorConsole
+	if cfg.OpsListen != "" {
+		opsLis, err := net.Listen("tcp", cfg.OpsListen)
+		if err != nil {
+			return fmt.Errorf("listen %s: %w", cfg.OpsListen, err)
+		}
+		var ops http.Handler = opshttp.Handler(opshttp.GRPCServing(deps.AggregatorHealth, "aggregator"), reg, opshttp.Pprof(env.Config.Ops.Pprof))
+		if cfg.Console.Enabled {
+			// The console is served on the ops port only, never on the
+			// MCP port (gateway.console).
+			if con, err = startConsole(env.Config, keepalive, env.Log); err != nil {
+				return err
+			}
+			defer con.close()
+			mux := http.NewServeMux()
+			mux.Handle("/console/", con.Handler())
+			mux.Handle("/", ops)
+			ops = mux
+			env.Log.Info("operator console serving", "url", "http://"+opsLis.Addr().String()+"/console/")
+		}
+		if hostguard.LoopbackBind(cfg.OpsListen) {
+			// The MCP port's rule against DNS rebinding, on the whole ops
+			// mux: a rebound page must not read metrics or the console.
+			ops = hostguard.LoopbackHostOnly(ops)
+		}
+		opsCtx, stopOps := context.WithCancel(ctx)
+		opsDone := make(chan struct{})
+		go func() { opshttp.Serve(opsCtx, opsLis, ops, env.Log); close(opsDone) }()
+		defer func() { stopOps(); <-opsDone }()
+	}
+	// The configuration file is watched for as long as the gateway serves:
+	// what it applies live is edge.Gateway.Reload's.
+	reloadCtx, stopReload := context.WithCancel(ctx)
+	reloadDone := make(chan struct{})
+	go func() {
+		apply := gw.Reload
+		if con != nil {
+			apply = func(c *config.Config) error {
+				if err := gw.Reload(c); err != nil {
+					return err
+				}
+				con.reload(c)
+				return nil
+			}
+		}
+		env.WatchConfig(reloadCtx, reg, lifecycle.Reloader{Validate: edge.Validate, Apply: apply, Audit: deps.Audit})
+		close(reloadDone)
+	}()
+	defer func() { stopReload(); <-reloadDone }()
+	env.Log.Info("gateway serving", "addr", lis.Addr().String(), "mcp", "http://"+lis.Addr().String()+"/mcp",
+		"auth", cfg.Auth.Mode, "optimizer", cfg.Optimizer.Enabled)
+	return lifecycle.ServeHTTP(ctx, srv, lis, shutdownGrace)
+}
