@@ -1,6 +1,9 @@
 // Package app wires the aggregator together: configuration to engine
-// options, the engine, the gRPC server with its auth, and the ops HTTP
-// endpoints, and runs them until the context ends.
+// options, the engine, the connections to the indexer (pinned
+// definitions, rate-limit tokens, the audit trail's table), the peers a
+// held call's retry is forwarded to, the gRPC server with its auth, the
+// ops HTTP endpoints and the live reload of the configuration (reload.go),
+// and runs them until the context ends.
 package app
 
 import (

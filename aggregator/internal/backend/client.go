@@ -1,10 +1,17 @@
-// Package backend talks to one backend MCP server with a go-sdk client.
+// Package backend talks to one backend MCP server.
 //
-// A Client keeps one long-lived MCP session per backend over a pooled,
+// A Client keeps one long-lived go-sdk MCP session per backend (the
+// handshake, listings, list_changed, subscriptions, probes) over a pooled,
 // keep-alive HTTP transport, and re-connects when the session breaks, so a
-// call never pays for a new TCP connection or a new handshake. It follows
-// list cursors to the end, turns failures into the typed errors of this
-// package, and tracks the backend's health from probes and listings.
+// call never pays for a new TCP connection or a new handshake. Calls,
+// reads, prompt gets and completions go on the raw path (raw.go), their
+// bytes passed through untouched; a Legacy backend's call that may ask the
+// client for input is held across the client's retry (held.go), and a
+// streamed call that wants a Legacy backend's log messages runs on a
+// session of its own (stream.go). It applies the backend's credentials
+// (callercred.go, oauth.go), follows list cursors to the end, turns
+// failures into the typed errors of this package, and tracks the backend's
+// health from probes and listings.
 package backend
 
 import (

@@ -28,9 +28,10 @@ import (
 //
 // then the method runs, and 7. audit records one event of the outcome,
 // whatever it was (audit.go). A handler names what it asks for and what it
-// does with the admitted item; it never calls a step itself. rpcs.go
-// declares, for every RPC, whether it is admitted here, and a test holds
-// every RPC to it.
+// does with the admitted item; it never calls a step itself.
+// TestEveryRPCIsAdmitted (admission_test.go) places every RPC of the
+// service: admitted here, or reaching no backend; a new RPC fails it until
+// it is placed.
 
 // admission is one request to a backend on a caller's behalf.
 type admission struct {

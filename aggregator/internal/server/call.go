@@ -24,7 +24,8 @@ import (
 // The call is then passed through raw (backend.Client.Call): the client's
 // arguments bytes go to the backend untouched and the backend's result
 // bytes come back untouched. Only a call a Legacy backend may hold for the
-// client's input (elicitation, sampling) goes through go-sdk, in held.go.
+// client's input (elicitation, sampling) goes through go-sdk (route.go,
+// backend/held.go).
 
 // maxParamHeaders bounds CallToolRequest.param_headers.
 const maxParamHeaders = 64

@@ -1,8 +1,12 @@
 // Package server serves the engine as the AggregatorService gRPC API, one
-// file per RPC family: discover.go, list.go, call.go (tools/call, plain and
-// streamed), resources.go, prompts.go (prompts/get and
-// completion/complete), watch.go and backends.go. status.go is the one
-// place where errors become gRPC statuses.
+// file per RPC family: discover.go, list.go, call.go and callstream.go
+// (tools/call, plain and streamed), held_forward.go (ResumeHeldCall, and
+// the retry of a call held on another replica), resources.go, prompts.go
+// (prompts/get and completion/complete), watch.go and backends.go.
+// admit.go is the one way a request reaches a backend for a caller
+// (ratelimit.go and audit.go are two of its steps), route.go decides how
+// an admitted tools/call runs, and status.go is the one place where errors
+// become gRPC statuses.
 //
 // Every handler acts for svcauth.PrincipalFrom(ctx), which the auth
 // interceptor has resolved from the caller's credential.
