@@ -4,41 +4,39 @@ import (
 	"encoding/json"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/override"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/rawjson"
 )
-
-func jsonText(v any) string {
-	if v == nil {
-		return ""
-	}
-	b, err := json.Marshal(v)
-	if err != nil || string(b) == "null" {
-		return ""
-	}
-	return string(b)
-}
 
 // The item functions make an item's API message and its definition: the
 // item as listed (raw, byte for byte, so fields go-sdk does not model reach
 // clients), with its name member rewritten to the advertised name where
 // the catalog renames; the typed item encoded when raw is nil (lists made
 // in code). Schemas and annotations are also passed as listed.
+//
+// A tool's message is read from those bytes alone (override.FieldsOf),
+// never from the typed copy go-sdk's decoding made of them, so the
+// message, the definition and the pinning digest read one text the same
+// way; the catalog never holds a definition that could be read two ways
+// (CheckDefinition, Screen).
 
 func toolItem(t *mcp.Tool, raw []byte, name, b string) (*aggregatorv1.Tool, []byte) {
+	if raw == nil {
+		raw, _ = json.Marshal(t)
+	}
 	def := definition(raw, t, name, func(adv *mcp.Tool) { adv.Name = name })
+	f := override.FieldsOf(raw)
 	msg := &aggregatorv1.Tool{
 		Name:             name,
-		Title:            t.Title,
-		Description:      t.Description,
-		InputSchemaJson:  member(raw, "inputSchema", t.InputSchema),
-		OutputSchemaJson: member(raw, "outputSchema", t.OutputSchema),
+		Title:            f.Title,
+		Description:      f.Description,
+		InputSchemaJson:  string(f.InputSchema),
+		OutputSchemaJson: string(f.OutputSchema),
+		AnnotationsJson:  string(f.Annotations),
 		Backend:          b,
 		OriginalName:     t.Name,
 		DefinitionJson:   string(def),
-	}
-	if t.Annotations != nil {
-		msg.AnnotationsJson = member(raw, "annotations", t.Annotations)
 	}
 	return msg, def
 }
@@ -76,15 +74,4 @@ func definition[T any](raw []byte, typed *T, name string, rename func(*T)) []byt
 	}
 	def, _ := json.Marshal(&adv)
 	return def
-}
-
-// member is the text of raw's member name as listed, or typed encoded when
-// raw is nil or lacks it.
-func member(raw []byte, name string, typed any) string {
-	if raw != nil {
-		if v, ok := rawjson.Get(raw, name); ok && string(v) != "null" {
-			return string(v)
-		}
-	}
-	return jsonText(typed)
 }

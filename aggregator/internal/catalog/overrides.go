@@ -13,8 +13,9 @@ import (
 
 // overriddenToolItem is toolItem for a tool with an override (ov; nil for
 // none): the definition as listed, rewritten by the override, then made an
-// item from. A definition the override cannot rewrite is advertised as
-// listed, and logged.
+// item from (read from the rewritten bytes, as toolItem reads any). A
+// definition the override cannot rewrite is advertised as listed, and
+// logged.
 func overriddenToolItem(ov *override.Tool, t *mcp.Tool, raw []byte, name, b string, log *slog.Logger) (*aggregatorv1.Tool, []byte) {
 	if ov == nil {
 		return toolItem(t, raw, name, b)
@@ -31,13 +32,7 @@ func overriddenToolItem(ov *override.Tool, t *mcp.Tool, raw []byte, name, b stri
 		log.Warn("tool override names arguments the tool's input schema does not declare; they are still sent on every call",
 			"backend", b, "tool", t.Name, "arguments", missing)
 	}
-	var typed mcp.Tool
-	if err := json.Unmarshal(def, &typed); err != nil {
-		log.Warn("tool override not applied: the rewritten definition does not decode", "backend", b, "tool", t.Name)
-		return toolItem(t, raw, name, b)
-	}
-	typed.Name = t.Name
-	return toolItem(&typed, def, name, b)
+	return toolItem(t, def, name, b)
 }
 
 // attachOverrides gives each overridden tool its override, and its
@@ -71,7 +66,10 @@ func attachOverrides(tools []Item[*aggregatorv1.Tool], ovs *override.Set, lists 
 			if j < len(l.Definitions.Tools) {
 				raw = l.Definitions.Tools[j]
 			}
-			it.ParamHeaders = paramheader.Extract([]byte(member(raw, "inputSchema", l.Tools[j].InputSchema)))
+			if raw == nil {
+				raw, _ = json.Marshal(l.Tools[j])
+			}
+			it.ParamHeaders = paramheader.Extract(override.FieldsOf(raw).InputSchema)
 		}
 	}
 }

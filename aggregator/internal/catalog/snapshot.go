@@ -1,7 +1,9 @@
-// Package catalog builds the aggregator's catalog: an immutable, versioned
+// Package catalog builds the aggregator's catalogs: an immutable, versioned
 // snapshot of every backend's tools, resources, resource templates and
-// prompts under their advertised names, sorted byte-wise per kind; the
-// per-principal views of a snapshot; and keyset pages over a view.
+// prompts under their advertised names (names.go; tool overrides applied
+// to the definitions), sorted byte-wise per kind, of the whole catalog or
+// of a virtual server's part of it (Spec); the per-principal views of a
+// snapshot; and keyset pages over a view.
 package catalog
 
 import (

@@ -1,8 +1,12 @@
 // Package engine is the aggregator's core, independent of gRPC: it keeps
-// the backend clients, rebuilds the catalog snapshot on a TTL, on backend
-// list_changed and on health changes, probes backend health, filters
-// snapshots per principal with Cedar and resolves the backend that owns an
-// item a principal may use. internal/server serves it as the
+// the backend clients, rebuilds the catalogs (the whole one and each
+// virtual server's) on a TTL, on backend list_changed and on health
+// changes, probes backend health, filters snapshots per principal with
+// Cedar and resolves the backend that owns an item a principal may use. It
+// takes new options and a new Cedar policy while it serves (Reconfigure,
+// policy.go), routes backends' resource updates to their subscribers, and
+// holds the defaults and validation of the aggregator's settings
+// (options.go) and its metrics. internal/server serves it as the
 // AggregatorService gRPC API.
 package engine
 
@@ -69,6 +73,10 @@ type Engine struct {
 	// whole catalog, then each virtual server's) are guarded by it.
 	rebuildMu sync.Mutex
 	builders  map[string]*catalog.Builder
+	// screen leaves out the listed items whose definitions cannot be
+	// read one way, before pinning and every builder; guarded by
+	// rebuildMu.
+	screen *catalog.Screen
 
 	// current holds every catalog as served.
 	current atomic.Pointer[catalogSet]
@@ -103,6 +111,7 @@ func New(opts Options) (*Engine, error) {
 	st.overrides = overrides
 	e.setup.Store(st)
 	e.builders = newBuilders(st, e.log)
+	e.screen = catalog.NewScreen(e.log, opts.Metrics.definitionRefused)
 	e.policy.Store(&policy{authz: opts.Authz})
 	empty := &catalogSet{byServer: map[string]*published{}, superseded: make(chan struct{})}
 	for name, bd := range e.builders {
@@ -329,8 +338,10 @@ func (e *Engine) build() *catalog.Snapshot {
 	e.listsMu.Lock()
 	lists := maps.Clone(e.lists)
 	e.listsMu.Unlock()
-	// Quarantined tools are left out here, so they are missing everywhere
-	// (pinning; the guard bounds its indexer call).
+	// Items whose definitions could be read two ways (an object naming a
+	// member twice), then quarantined tools, are left out here, so they
+	// are missing everywhere (pinning; the guard bounds its indexer call).
+	lists = e.screen.Lists(lists)
 	lists = e.opts.Pinning.Filter(context.Background(), lists)
 	down := map[string]bool{}
 	for _, m := range e.setup.Load().members {

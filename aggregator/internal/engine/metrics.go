@@ -17,6 +17,7 @@ type Metrics struct {
 	buildSeconds   prometheus.Histogram
 	backendHealth  *prometheus.GaugeVec
 	backendCalls   *prometheus.HistogramVec
+	refused        *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics with reg.
@@ -39,8 +40,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "switchboard_aggregator_backend_request_seconds", Help: "Routed backend requests by backend, method and outcome.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
 		}, []string{"backend", "method", "outcome"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_aggregator_catalog_refused_definitions_total",
+			Help: "Listed definitions left out of the catalog because they cannot be read one way (reason duplicate_member: an object in them names a member twice; too_deep; malformed), by backend, kind and reason; once per refused definition.",
+		}, []string{"backend", "kind", "reason"}),
 	}
-	reg.MustRegister(m.catalogVersion, m.catalogItems, m.buildSeconds, m.backendHealth, m.backendCalls)
+	reg.MustRegister(m.catalogVersion, m.catalogItems, m.buildSeconds, m.backendHealth, m.backendCalls, m.refused)
 	return m
 }
 
@@ -53,6 +58,15 @@ func (m *Metrics) catalogBuilt(s *catalog.Snapshot, took time.Duration) {
 		m.catalogItems.WithLabelValues(k.String()).Set(float64(s.Len(k)))
 	}
 	m.buildSeconds.Observe(took.Seconds())
+}
+
+// definitionRefused counts a listed definition the catalog screen refused
+// (catalog.Screen).
+func (m *Metrics) definitionRefused(backend string, k catalog.Kind, reason string) {
+	if m == nil {
+		return
+	}
+	m.refused.WithLabelValues(backend, k.String(), reason).Inc()
 }
 
 func (m *Metrics) backendState(name string, s backend.State) {

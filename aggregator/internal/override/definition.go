@@ -154,30 +154,59 @@ func (t *Tool) Undeclared(raw []byte) []string {
 	return out
 }
 
-// Fields are the members of a (rewritten) definition the catalog keeps
-// typed: title and description decoded ("" when absent or not strings),
-// inputSchema and annotations as written (nil when absent).
+// Fields are the members of a (rewritten) definition the catalog serves
+// apart from the whole definition: title and description decoded (""
+// when absent or not strings), the schemas and annotations as written
+// (nil when absent or null).
 type Fields struct {
-	Title, Description       string
-	InputSchema, Annotations []byte
+	Title, Description                     string
+	InputSchema, OutputSchema, Annotations []byte
 }
 
-// FieldsOf reads the Fields of a definition: the first member of each
-// name, as the rest of the catalog reads them; a null inputSchema or
-// annotations counts as absent.
+// FieldsOf reads the Fields of a definition in one pass over its members,
+// the first member of each name, as the rest of the catalog reads them
+// (the catalog lists no definition that repeats a name:
+// catalog.CheckDefinition).
 func FieldsOf(def []byte) Fields {
 	var f Fields
-	if v, ok := rawjson.Get(def, "title"); ok {
-		f.Title, _ = rawjson.StringValue(v)
+	var seen [5]bool
+	once := func(i int) bool {
+		if seen[i] {
+			return false
+		}
+		seen[i] = true
+		return true
 	}
-	if v, ok := rawjson.Get(def, "description"); ok {
-		f.Description, _ = rawjson.StringValue(v)
+	notNull := func(v []byte) []byte {
+		if string(v) == "null" {
+			return nil
+		}
+		return v
 	}
-	if v, ok := rawjson.Get(def, "inputSchema"); ok && string(v) != "null" {
-		f.InputSchema = v
-	}
-	if v, ok := rawjson.Get(def, "annotations"); ok && string(v) != "null" {
-		f.Annotations = v
-	}
+	rawjson.Each(def, func(m rawjson.Member) bool {
+		switch string(m.Name) {
+		case "title":
+			if once(0) {
+				f.Title, _ = rawjson.StringValue(m.Value)
+			}
+		case "description":
+			if once(1) {
+				f.Description, _ = rawjson.StringValue(m.Value)
+			}
+		case "inputSchema":
+			if once(2) {
+				f.InputSchema = notNull(m.Value)
+			}
+		case "outputSchema":
+			if once(3) {
+				f.OutputSchema = notNull(m.Value)
+			}
+		case "annotations":
+			if once(4) {
+				f.Annotations = notNull(m.Value)
+			}
+		}
+		return true
+	})
 	return f
 }

@@ -97,6 +97,9 @@ func TestUndeclaredAndFields(t *testing.T) {
 	if f.Title != "New" || f.Description != "d" || string(f.InputSchema) != `{"properties":{"q":{"type":"string","default":""}}}` || string(f.Annotations) != `{"readOnlyHint":true}` {
 		t.Fatalf("fields %+v (%s, %s)", f, f.InputSchema, f.Annotations)
 	}
+	if f := FieldsOf([]byte(`{"outputSchema":{"type":"object"},"title":"first","title":"second","outputSchema":null}`)); f.Title != "first" || string(f.OutputSchema) != `{"type":"object"}` {
+		t.Fatalf("fields %+v: not the first member of each name", f)
+	}
 	if f := FieldsOf([]byte(`{"annotations":null,"title":3}`)); f.Annotations != nil || f.Title != "" || f.InputSchema != nil {
 		t.Fatalf("fields of a sparse definition: %+v", f)
 	}

@@ -9,6 +9,8 @@ import (
 	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
 )
 
 // reviewedMembers are the members of a tool's definition a reviewer reads
@@ -27,12 +29,20 @@ const digestDomain = "switchboard tool definition v1\n"
 // strings re-encoded one way, numbers as written, and a member that is
 // absent or null left out; so reordering members or reformatting changes
 // nothing, and any change of content does.
+//
+// A definition the catalog refuses (catalog.CheckDefinition: an object in
+// it, reviewed or not, names a member twice, or it nests too deeply) has
+// no digest: decoding keeps the last of two members where the catalog
+// reads the first, so its digest would not be of what clients see.
 func Digest(def []byte, tool *mcp.Tool) (string, error) {
 	if def == nil {
 		var err error
 		if def, err = json.Marshal(tool); err != nil {
 			return "", err
 		}
+	}
+	if err := catalog.CheckDefinition(def); err != nil {
+		return "", fmt.Errorf("tool definition cannot be read one way: %w", err)
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(def, &obj); err != nil {

@@ -237,8 +237,9 @@ func startAggregatorLogging(t testing.TB, cfg config.Aggregator, log *slog.Logge
 }
 
 // startAggregatorWith starts an aggregator of a whole configuration (its
-// aggregator section and its virtual servers).
-func startAggregatorWith(t testing.TB, full *config.Config, log *slog.Logger) (*harness, error) {
+// aggregator section and its virtual servers); tune, if any, sets engine
+// options the configuration does not (metrics).
+func startAggregatorWith(t testing.TB, full *config.Config, log *slog.Logger, tune ...func(*engine.Options)) (*harness, error) {
 	t.Helper()
 	if err := full.ValidateServers(); err != nil {
 		return nil, err
@@ -249,6 +250,9 @@ func startAggregatorWith(t testing.TB, full *config.Config, log *slog.Logger) (*
 	}
 	opts.Log = log
 	opts.Servers = full.Servers
+	for _, f := range tune {
+		f(&opts)
+	}
 	e, err := engine.New(opts)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,212 @@
+package catalog
+
+import (
+	"crypto/sha256"
+	"errors"
+	"log/slog"
+	"maps"
+	"slices"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
+)
+
+// MaxDefinitionDepth bounds how deeply a listed definition may nest
+// arrays and objects: the gateway's bound for what clients send
+// (go-sdk refuses more than 1000 levels); no schema a model can use
+// comes near it. The size of a definition is bounded by the listing's
+// message (backend.maxMessageBytes), and checking it takes time linear
+// in it.
+const MaxDefinitionDepth = 512
+
+// CheckDefinition reports why a listed item's definition (its JSON object
+// as the backend listed it, schemas, annotations and _meta included)
+// cannot be catalogued, or nil: an object in it, at any depth, names a
+// member twice (an error matching rawjson.ErrDuplicateMember, saying
+// which), it nests deeper than MaxDefinitionDepth (rawjson.ErrTooDeep),
+// or it is not one JSON value (rawjson.ErrMalformed).
+//
+// JSON leaves a repeated name's meaning to each reader: go-sdk's and
+// encoding/json's decoding keep the last member, the catalog's reading
+// and its rewriting (rawjson) the first. A definition with one could
+// show a model one description or schema and a reviewer (the pinning
+// digest) another, so none is listed.
+func CheckDefinition(def []byte) error {
+	return rawjson.Unique(def, MaxDefinitionDepth)
+}
+
+// RefusalReason names why CheckDefinition refused a definition, as the
+// refusal metric labels it: duplicate_member, too_deep or malformed.
+func RefusalReason(err error) string {
+	switch {
+	case errors.Is(err, rawjson.ErrDuplicateMember):
+		return "duplicate_member"
+	case errors.Is(err, rawjson.ErrTooDeep):
+		return "too_deep"
+	default:
+		return "malformed"
+	}
+}
+
+// maxLoggedKey bounds the item name or URI a refusal's log line quotes.
+const maxLoggedKey = 256
+
+// Screen removes from backend lists the items whose definitions
+// CheckDefinition refuses, once, before every catalog (the whole one and
+// each virtual server's) is built from them and before pinning digests
+// them: a refused item is missing everywhere, not listed, not found and
+// not callable, like an item the backend does not have, while the
+// backend's other items are unaffected. Tools, resources, resource
+// templates and prompts alike.
+//
+// Each refused definition is logged (warn: backend, name, what repeats)
+// and reported to the refused callback once, when first seen; a backend
+// whose lists did not change (the same *backend.Lists) is not read
+// again, and keeps its screened lists' pointer, so the builders and the
+// pinning guard, which cache by pointer, see nothing new. A Screen is not
+// safe for concurrent use.
+type Screen struct {
+	log     *slog.Logger
+	refused func(backend string, k Kind, reason string)
+	seen    map[string]screened
+}
+
+// screened is one backend's lists and what the screen made of them.
+type screened struct {
+	in, out *backend.Lists
+	// refusals are the definitions refused in in.
+	refusals map[refusal]bool
+}
+
+// refusal is one refused definition: a relisting that still lists it is
+// not logged or counted again.
+type refusal struct {
+	kind Kind
+	key  string
+	sum  [sha256.Size]byte
+}
+
+// NewScreen returns a Screen that logs to log and reports each refused
+// definition to refused (which may be nil).
+func NewScreen(log *slog.Logger, refused func(backend string, k Kind, reason string)) *Screen {
+	return &Screen{log: log, refused: refused, seen: map[string]screened{}}
+}
+
+// Lists returns lists without the items whose definitions are refused:
+// the same *backend.Lists for a backend that loses nothing, a copy (the
+// same one while its input is the same) for one that does.
+func (sc *Screen) Lists(lists map[string]*backend.Lists) map[string]*backend.Lists {
+	out := make(map[string]*backend.Lists, len(lists))
+	next := make(map[string]screened, len(lists))
+	for _, b := range slices.Sorted(maps.Keys(lists)) {
+		l := lists[b]
+		s, ok := sc.seen[b]
+		if !ok || s.in != l {
+			s = sc.screen(b, l, s.refusals)
+		}
+		next[b] = s
+		out[b] = s.out
+	}
+	sc.seen = next
+	return out
+}
+
+// screen reads every definition of one backend's lists; prev are the
+// refusals of its previous lists, which are not logged again.
+func (sc *Screen) screen(b string, l *backend.Lists, prev map[refusal]bool) screened {
+	s := screened{in: l, out: l}
+	if l == nil {
+		return s
+	}
+	c := *l
+	changed := false
+	check := func(k Kind, key string, def []byte) bool {
+		err := CheckDefinition(def)
+		if err == nil {
+			return true
+		}
+		r := refusal{kind: k, key: key, sum: sha256.Sum256(def)}
+		if s.refusals == nil {
+			s.refusals = map[refusal]bool{}
+		}
+		s.refusals[r] = true
+		changed = true
+		if !prev[r] {
+			sc.report(b, k, key, err)
+		}
+		return false
+	}
+	c.Tools, c.Definitions.Tools = screenKind(KindTools, l.Tools, l.Definitions.Tools, func(t *mcp.Tool) string { return t.Name }, check)
+	c.Resources, c.Definitions.Resources = screenKind(KindResources, l.Resources, l.Definitions.Resources,
+		func(r *mcp.Resource) string { return r.URI }, check)
+	c.ResourceTemplates, c.Definitions.ResourceTemplates = screenKind(KindResourceTemplates, l.ResourceTemplates, l.Definitions.ResourceTemplates,
+		func(t *mcp.ResourceTemplate) string { return t.URITemplate }, check)
+	c.Prompts, c.Definitions.Prompts = screenKind(KindPrompts, l.Prompts, l.Definitions.Prompts, func(p *mcp.Prompt) string { return p.Name }, check)
+	if changed {
+		s.out = &c
+	}
+	return s
+}
+
+// screenKind returns items and defs (index for index) without the items
+// whose definition check refuses; the same slices when it refuses none.
+// Items without a definition (lists made in code) are encoded by the
+// catalog and cannot repeat a name.
+func screenKind[T any](k Kind, items []*T, defs [][]byte, key func(*T) string, check func(Kind, string, []byte) bool) ([]*T, [][]byte) {
+	var refused []int
+	for i, it := range items {
+		if it == nil || i >= len(defs) || defs[i] == nil {
+			continue
+		}
+		if !check(k, key(it), defs[i]) {
+			refused = append(refused, i)
+		}
+	}
+	if len(refused) == 0 {
+		return items, defs
+	}
+	keptItems := make([]*T, 0, len(items)-len(refused))
+	keptDefs := make([][]byte, 0, len(defs)-len(refused))
+	next := 0
+	for i, it := range items {
+		if next < len(refused) && refused[next] == i {
+			next++
+			continue
+		}
+		keptItems = append(keptItems, it)
+		if i < len(defs) {
+			keptDefs = append(keptDefs, defs[i])
+		}
+	}
+	return keptItems, keptDefs
+}
+
+// report logs and counts one refused definition.
+func (sc *Screen) report(b string, k Kind, key string, err error) {
+	reason := RefusalReason(err)
+	sc.log.Warn("listed definition refused: it is not listed, found or callable (docs/operations.md, One reading of a definition)",
+		"backend", b, k.itemAttr(), cutKey(key), "reason", reason, "err", err.Error())
+	if sc.refused != nil {
+		sc.refused(b, k, reason)
+	}
+}
+
+// itemAttr is the log attribute that names an item of kind k.
+func (k Kind) itemAttr() string {
+	return [...]string{"tool", "resource", "resource_template", "prompt"}[k]
+}
+
+// cutKey bounds a name or URI for a log line, on a rune boundary.
+func cutKey(key string) string {
+	if len(key) <= maxLoggedKey {
+		return key
+	}
+	n := maxLoggedKey
+	for n > 0 && !utf8.RuneStart(key[n]) {
+		n--
+	}
+	return key[:n] + "…"
+}
