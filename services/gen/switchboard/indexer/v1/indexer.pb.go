@@ -3433,8 +3433,8 @@ type AuditEvent struct {
 	Time *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
 	// The service that wrote it: gateway, aggregator or indexer.
 	Service string `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`
-	// tool_call, resource_read, prompt_get, find_tool, session_start,
-	// session_end, quarantine or config_reload.
+	// tool_call, resource_read, resource_subscribe, prompt_get, completion,
+	// find_tool, session_start, session_end, quarantine or config_reload.
 	Kind string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
 	// ok, tool_error, denied, not_found, invalid, rate_limited,
 	// backend_error, timeout, cancelled, rejected, quarantined, changed or
