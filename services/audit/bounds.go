@@ -68,7 +68,8 @@ func Fit(e Event) Event {
 }
 
 // fitText is s as valid UTF-8 without NUL, at most n bytes, cut at a
-// character boundary.
+// character boundary. A cut text is a copy: an event queued with it does
+// not keep the client's whole string (a megabyte of tool name) alive.
 func fitText(s string, n int) string {
 	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 && len(s) <= n {
 		return s
@@ -81,5 +82,5 @@ func fitText(s string, n int) string {
 	for end > 0 && !utf8.RuneStart(s[end]) {
 		end--
 	}
-	return s[:end]
+	return strings.Clone(s[:end])
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Fit leaves an event within the bounds as it is, and cuts one past them
@@ -47,5 +48,22 @@ func TestFit(t *testing.T) {
 	}
 	if len(over.Groups) != 100 || over.Subject != subject {
 		t.Error("Fit changed the event it was given")
+	}
+}
+
+// A text Fit cuts is a copy: an event kept in the writer's queue does not
+// hold the client's whole string alive (a megabyte of tool name for a
+// kilobyte recorded).
+func TestFitCopiesWhatItCuts(t *testing.T) {
+	long := strings.Repeat("x", 1<<20)
+	got := Fit(Event{Tool: long, Detail: long})
+	for name, cut := range map[string]string{"tool": got.Tool, "detail": got.Detail} {
+		if len(cut) > MaxFieldBytes {
+			t.Fatalf("%s: %d bytes", name, len(cut))
+		}
+		start, end := unsafe.StringData(long), unsafe.Add(unsafe.Pointer(unsafe.StringData(long)), len(long))
+		if p := unsafe.Pointer(unsafe.StringData(cut)); uintptr(p) >= uintptr(unsafe.Pointer(start)) && uintptr(p) < uintptr(end) {
+			t.Errorf("the cut %s shares the original's memory", name)
+		}
 	}
 }

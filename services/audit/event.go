@@ -7,7 +7,8 @@
 //
 // Each event is written where its fact is known: calls, reads, prompts,
 // denials and quarantines in the aggregator, find_tool in the indexer,
-// sessions in the gateway, configuration reloads in every service.
+// sessions and the requests it refuses before asking either in the
+// gateway, configuration reloads in every service.
 package audit
 
 import (

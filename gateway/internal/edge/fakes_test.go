@@ -459,6 +459,13 @@ func testGatewayConfig(b *backends) config.Gateway {
 // startGateway serves a gateway over real HTTP in front of b.
 func startGateway(t testing.TB, b *backends, cfg config.Gateway) (*Gateway, *httptest.Server) {
 	t.Helper()
+	return startGatewayWith(t, b, cfg, nil)
+}
+
+// startGatewayWith is startGateway with deps adjusted by adjust (nil: as
+// they are), e.g. to add an audit writer.
+func startGatewayWith(t testing.TB, b *backends, cfg config.Gateway, adjust func(*Deps)) (*Gateway, *httptest.Server) {
+	t.Helper()
 	aggConn, err := rpc.Dial(cfg.Aggregator, config.TLS{})
 	if err != nil {
 		t.Fatal(err)
@@ -479,6 +486,9 @@ func startGateway(t testing.TB, b *backends, cfg config.Gateway) (*Gateway, *htt
 	}
 	if deps.Auth, err = auth.New(cfg.Auth, nil); err != nil {
 		t.Fatal(err)
+	}
+	if adjust != nil {
+		adjust(&deps)
 	}
 	gw, err := New(cfg, deps)
 	if err != nil {

@@ -58,8 +58,8 @@ type Deps struct {
 	// LoopbackOnly reports that the listener is bound to a loopback address,
 	// which turns on the DNS-rebinding Host check.
 	LoopbackOnly bool
-	// Audit records Legacy sessions' starts and ends (audit.go); nil:
-	// none.
+	// Audit records Legacy sessions' starts and ends, and the requests
+	// of the trail's the gateway refuses itself (audit.go); nil: none.
 	Audit *audit.Writer
 }
 

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -79,7 +80,10 @@ func subjectToken(a *authState, r *http.Request) string {
 // servePOST reads one JSON-RPC message and serves it in its era.
 func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint, principal *commonv1.Principal, subject string) {
 	ctx, span, rec := g.startRequest(r)
-	defer g.finishRequest(span, rec)
+	defer func() {
+		g.auditRefusal(ctx, rec)
+		g.finishRequest(span, rec)
+	}()
 	r = r.WithContext(ctx)
 
 	body, err := g.readBody(w, r)
@@ -87,20 +91,20 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 		var tooLarge *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooLarge):
-			writeJSON(w, http.StatusRequestEntityTooLarge, nil, nil, wire.NewError(wire.CodeInvalidRequest, "request body too large"))
+			refuse(w, rec, http.StatusRequestEntityTooLarge, nil, wire.NewError(wire.CodeInvalidRequest, "request body too large"))
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			// The connection cannot carry another request: the rest of
 			// the body may still be on its way.
 			w.Header().Set("Connection", "close")
-			writeJSON(w, http.StatusRequestTimeout, nil, nil, wire.NewError(wire.CodeInvalidRequest, "request body not received in time"))
+			refuse(w, rec, http.StatusRequestTimeout, nil, wire.NewError(wire.CodeInvalidRequest, "request body not received in time"))
 		default:
-			writeJSON(w, http.StatusBadRequest, nil, nil, wire.NewError(wire.CodeParseError, "cannot read request body"))
+			refuse(w, rec, http.StatusBadRequest, nil, wire.NewError(wire.CodeParseError, "cannot read request body"))
 		}
 		return
 	}
 	msg, id, rerr := wire.Parse(body)
 	if rerr != nil {
-		writeJSON(w, http.StatusBadRequest, id, nil, rerr)
+		refuse(w, rec, http.StatusBadRequest, id, rerr)
 		return
 	}
 	rec.setMethod(span, msg.Method)
@@ -109,16 +113,19 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 		// _meta and its notifications filter), not the whole body.
 		msg.Detach("_meta", "notifications")
 	}
+	req := &methods.Request{View: ep.view, Server: ep.server, Principal: principal, SubjectToken: subject, ID: msg.ID, Method: msg.Method, Params: msg.Params, Header: r.Header}
+	req.Meta, _ = wire.Meta(msg.Params)
+	if !msg.IsNotification() && !msg.IsResponse {
+		rec.req = req
+	}
 	if !wire.IsJSONContentType(r.Header) {
-		writeJSON(w, http.StatusUnsupportedMediaType, id, nil, wire.NewError(wire.CodeInvalidRequest, "Content-Type must be application/json"))
+		refuse(w, rec, http.StatusUnsupportedMediaType, id, wire.NewError(wire.CodeInvalidRequest, "Content-Type must be application/json"))
 		return
 	}
 	if !wire.AcceptsBoth(r.Header) {
-		writeJSON(w, http.StatusBadRequest, id, nil, wire.NewError(wire.CodeInvalidRequest, "Accept must list application/json and text/event-stream"))
+		refuse(w, rec, http.StatusBadRequest, id, wire.NewError(wire.CodeInvalidRequest, "Accept must list application/json and text/event-stream"))
 		return
 	}
-	req := &methods.Request{View: ep.view, Server: ep.server, Principal: principal, SubjectToken: subject, ID: msg.ID, Method: msg.Method, Params: msg.Params, Header: r.Header}
-	req.Meta, _ = wire.Meta(msg.Params)
 	headerVersion := r.Header.Get("Mcp-Protocol-Version")
 	sessionID := r.Header.Get("Mcp-Session-Id")
 	req.Era = mcpspec.Classify(mcpspec.Signals{HTTPMethod: r.Method, HeaderVersion: headerVersion, SessionID: sessionID,
@@ -134,16 +141,25 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 		rec.era, rec.outcome = mcpspec.EraLegacy, "ok"
 		writeJSON(w, http.StatusOK, msg.ID, []byte(`{}`), nil)
 	case headerVersion != "" && !mcpspec.IsLegacyVersion(headerVersion):
-		writeJSON(w, http.StatusBadRequest, msg.ID, nil, wire.UnsupportedVersion(headerVersion))
+		refuse(w, rec, http.StatusBadRequest, msg.ID, wire.UnsupportedVersion(headerVersion))
 	case msg.IsNotification() || msg.IsResponse:
 		// A notification with no era markers (a Legacy client that lost
 		// its session, or an SDK's stray cancellation): nothing to do.
 		rec.outcome = "ok"
 		w.WriteHeader(http.StatusAccepted)
 	default:
-		writeJSON(w, http.StatusBadRequest, msg.ID, nil, wire.InvalidParams(
+		refuse(w, rec, http.StatusBadRequest, msg.ID, wire.InvalidParams(
 			`missing _meta "`+mcpspec.MetaProtocolVersion+`" (MCP 2026-07-28), or Mcp-Session-Id (MCP 2025-11-25: send initialize first)`))
 	}
+}
+
+// refuse answers a message the edge refuses before a method runs with
+// rerr, and notes rerr in the request's record: its metrics and spans
+// (outcome rejected) and, for a request the trail records, its audit
+// event (auditRefusal).
+func refuse(w http.ResponseWriter, rec *requestRecord, status int, id json.RawMessage, rerr *wire.Error) {
+	rec.err = rerr
+	writeJSON(w, status, id, nil, rerr)
 }
 
 // readBody reads the request body within its size bound and within
@@ -199,12 +215,12 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, req *metho
 	if msg.IsResponse {
 		// Modern has no server-to-client requests, so there is nothing a
 		// client may answer.
-		writeJSON(w, http.StatusBadRequest, nil, nil, wire.NewError(wire.CodeInvalidRequest, "invalid request: MCP 2026-07-28 clients must not send responses"))
+		refuse(w, rec, http.StatusBadRequest, nil, wire.NewError(wire.CodeInvalidRequest, "invalid request: MCP 2026-07-28 clients must not send responses"))
 		return
 	}
 	if msg.IsNotification() {
 		if rerr := wire.CheckHeader(r.Header, "Mcp-Method", msg.Method); rerr != nil {
-			writeJSON(w, http.StatusBadRequest, nil, nil, rerr)
+			refuse(w, rec, http.StatusBadRequest, nil, rerr)
 			return
 		}
 		// The only client notification 2026-07-28 knows is
@@ -217,7 +233,7 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, req *metho
 	resp := newResponse(w)
 	modern, rerr := wire.CheckModern(r.Header, msg.Method, msg.Params, req.Meta)
 	if rerr != nil {
-		rec.outcome = "error"
+		rec.done(rerr)
 		resp.finish(req.ID, nil, rerr, true)
 		return
 	}
@@ -245,11 +261,11 @@ func (g *Gateway) serveLegacy(w http.ResponseWriter, r *http.Request, req *metho
 	}
 	claims, ok := g.openSession(r, sessionID, req.Principal, req.Server)
 	if !ok {
-		writeJSON(w, http.StatusNotFound, msg.ID, nil, wire.NewError(wire.CodeInvalidRequest, "session not found: initialize a new session"))
+		refuse(w, rec, http.StatusNotFound, msg.ID, wire.NewError(wire.CodeInvalidRequest, "session not found: initialize a new session"))
 		return
 	}
 	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && v != claims.ProtocolVersion {
-		writeJSON(w, http.StatusBadRequest, msg.ID, nil, wire.NewError(wire.CodeInvalidRequest, "MCP-Protocol-Version does not match the session's version "+claims.ProtocolVersion))
+		refuse(w, rec, http.StatusBadRequest, msg.ID, wire.NewError(wire.CodeInvalidRequest, "MCP-Protocol-Version does not match the session's version "+claims.ProtocolVersion))
 		return
 	}
 	req.Version = claims.ProtocolVersion

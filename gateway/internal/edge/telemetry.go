@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/switchboard-mcp/switchboard/gateway/internal/methods"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
@@ -99,17 +100,23 @@ func (m *Metrics) openStream(kind string) (done func()) {
 	return g.Dec
 }
 
-// requestRecord collects what a request's span and metrics report.
+// requestRecord collects what a request's span and metrics report, and
+// what the audit trail needs of a request the gateway refuses
+// (auditRefusal).
 type requestRecord struct {
 	start   time.Time
 	method  string
 	era     mcpspec.Era
 	outcome string
+	// req is the request once read (nil for a notification or a
+	// response), and err the error it was answered with, if any.
+	req *methods.Request
+	err *wire.Error
 }
 
 // done records a method's outcome.
 func (rec *requestRecord) done(rerr *wire.Error) {
-	rec.outcome = "ok"
+	rec.outcome, rec.err = "ok", rerr
 	if rerr != nil {
 		rec.outcome = "error"
 	}

@@ -18,8 +18,8 @@ import (
 // index) and call_tool calls one of them as the same principal, so
 // authorization applies to the real tool exactly as in the raw view.
 const (
-	findToolName = "find_tool"
-	callToolName = "call_tool"
+	FindToolName = "find_tool"
+	CallToolName = "call_tool"
 )
 
 var optimizerTools = []json.RawMessage{
@@ -50,9 +50,9 @@ func (s *Server) callOptimizerTool(ctx context.Context, req *Request, resp Respo
 		_ = json.Unmarshal(raw, &args)
 	}
 	switch name {
-	case findToolName:
+	case FindToolName:
 		return s.findTool(ctx, req, raw)
-	case callToolName:
+	case CallToolName:
 		return s.callThrough(ctx, req, resp, args)
 	}
 	return nil, wire.InvalidParams("unknown tool: " + name)
@@ -65,6 +65,14 @@ func (s *Server) toolError(req *Request, text string) (json.RawMessage, *wire.Er
 	res.Set("content", []map[string]string{{"type": "text", "text": text}})
 	res.Set("isError", true)
 	return s.shape(req, res.Encode(), false)
+}
+
+// refuseTool answers a meta-tool call the gateway refuses before asking
+// any service: an error result with text, for the model to read, and the
+// refusal as an error of code for the trail (Trail.Refused).
+func (s *Server) refuseTool(req *Request, code int, text string) (json.RawMessage, *wire.Error) {
+	req.Trail.Refused = wire.NewError(code, text)
+	return s.toolError(req, text)
 }
 
 // FoundTool is one find_tool hit.
@@ -89,14 +97,15 @@ func (s *Server) findTool(ctx context.Context, req *Request, args json.RawMessag
 		Keywords    []string `json:"tool_keywords"`
 	}
 	if json.Unmarshal(args, &in) != nil || in.Description == nil || *in.Description == "" {
-		return s.toolError(req, "find_tool needs tool_description (a non-empty string) and optionally tool_keywords (an array of strings)")
+		return s.refuseTool(req, wire.CodeInvalidParams, "find_tool needs tool_description (a non-empty string) and optionally tool_keywords (an array of strings)")
 	}
 	if s.idx == nil {
-		return s.toolError(req, "tool search is not available on this gateway; call_tool still works with a known tool name")
+		return s.refuseTool(req, wire.CodeInternalError, "tool search is not available on this gateway; call_tool still works with a known tool name")
 	}
 	// tools/call waits for clients (Serve), so the search is bounded here.
 	searchCtx, cancel := s.serviceCall(ctx)
 	defer cancel()
+	req.Trail.Asked = true
 	resp, err := s.idx.Search(searchCtx, &indexerv1.SearchRequest{Principal: req.Principal, Server: req.Server, Query: *in.Description, Keywords: in.Keywords, Limit: s.cfg.SearchLimit})
 	if err != nil {
 		rerr := mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
@@ -136,7 +145,7 @@ func (s *Server) callThrough(ctx context.Context, req *Request, resp Responder, 
 	params := wire.Object{}
 	if raw, ok := args["parameters"]; ok && string(raw) != "null" {
 		if json.Unmarshal(raw, &params) != nil || params == nil {
-			return s.toolError(req, "call_tool: parameters must be an object")
+			return s.refuseTool(req, wire.CodeInvalidParams, "call_tool: parameters must be an object")
 		}
 	}
 	name, ok := args.String("tool_name")
@@ -146,8 +155,9 @@ func (s *Server) callThrough(ctx context.Context, req *Request, resp Responder, 
 		}
 	}
 	if name == "" {
-		return s.toolError(req, "call_tool needs tool_name: the name of a tool returned by find_tool")
+		return s.refuseTool(req, wire.CodeInvalidParams, "call_tool needs tool_name: the name of a tool returned by find_tool")
 	}
+	req.Trail.Tool = name
 	trace.SpanFromContext(ctx).SetAttributes(attribute.String("gen_ai.tool.name", name))
 	// A retry's state is bound to the tool call_tool called and its
 	// parameters, so it cannot be carried over to another call.

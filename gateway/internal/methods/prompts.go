@@ -53,6 +53,7 @@ func (s *Server) complete(ctx context.Context, req *Request, _ Responder) (json.
 			params[k] = v
 		}
 	}
+	req.Trail.Asked = true
 	out, err := s.agg.Complete(ctx, &aggregatorv1.CompleteRequest{Principal: req.Principal, Server: req.Server, ParamsJson: string(params.Encode()), SubjectToken: req.SubjectToken})
 	if err != nil {
 		return nil, mcperr.FromError(ctx, s.log, err, req.Era, req.Method)

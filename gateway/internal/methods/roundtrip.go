@@ -82,9 +82,13 @@ func (s *Server) roundTripParams(ctx context.Context, req *Request, method, targ
 		case errors.Is(err, session.ErrUnrecorded):
 			s.log.WarnContext(ctx, "a retry's requestState could not be recorded as used; the retry is refused for now", "err", err)
 			return rt, wire.NewError(wire.CodeInternalError, "the requestState cannot be checked right now; retry later")
+		case errors.Is(err, session.ErrReplayed):
+			req.Trail.Denied = "requestState already used: a replayed retry"
+			return rt, wire.InvalidParams("requestState is invalid, expired or already used; call again without it")
 		case err != nil:
-			// Forged, another principal's, another request's, expired or
-			// used before: the client starts over.
+			// Forged, another principal's, another request's or expired:
+			// the seal does not say which. The client starts over.
+			req.Trail.Denied = "requestState not sealed for this principal and request: forged, another's, or expired"
 			return rt, wire.InvalidParams("requestState is invalid, expired or already used; call again without it")
 		}
 		rt.requestState = opened.State
@@ -119,6 +123,7 @@ type backendOp func(ctx context.Context, rt roundTrip) (resultJSON, resultType s
 // roundTrips runs op and, for Legacy sessions, answers input_required
 // results by asking the client, then shapes the final result.
 func (s *Server) roundTrips(ctx context.Context, req *Request, resp Responder, rt roundTrip, cacheable bool, op backendOp) (json.RawMessage, *wire.Error) {
+	req.Trail.Asked = true
 	for round := 0; ; round++ {
 		opCtx, cancel := s.serviceCall(ctx)
 		resultJSON, resultType, err := op(opCtx, rt)

@@ -57,6 +57,33 @@ type Request struct {
 	// end; empty for Modern.
 	Session       string
 	SessionExpiry time.Time
+	// Trail is what the handler tells the edge for the audit trail.
+	Trail Trail
+}
+
+// Trail is what a handler of a method the audit trail records
+// (tools/call, resources/read, prompts/get, completion/complete,
+// resources/subscribe) tells the edge. The services record such a request
+// where they are asked: the aggregator a call, read, prompt get or
+// completion (and a subscription when a watch opens it), the indexer a
+// find_tool's search. One the gateway refuses without asking them is the
+// edge's to record (edge/audit.go).
+type Trail struct {
+	// Asked is set once the request goes to the aggregator (a find_tool:
+	// its search to the indexer), whose event it then is, whatever the
+	// outcome.
+	Asked bool
+	// Tool is the tool a call_tool names, once read: the trail names the
+	// tool called, as the aggregator's event of the call would.
+	Tool string
+	// Denied says why a retry's requestState was refused (not this
+	// request's, or used before): the client is told invalid params, the
+	// trail says denied.
+	Denied string
+	// Refused is the refusal behind an error result the optimizer's
+	// meta-tools answer themselves (a tool result with isError, for the
+	// model to read, and no error).
+	Refused *wire.Error
 }
 
 // Responder carries what a method sends before its result: notifications
