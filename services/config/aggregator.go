@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
 )
 
 // Aggregator configures the catalog service.
@@ -18,9 +22,11 @@ type Aggregator struct {
 	// sizes callers ask for (default: the larger of PageSize and 1000).
 	PageSize    int `yaml:"pageSize"`
 	MaxPageSize int `yaml:"maxPageSize"`
-	// CatalogTTL is how long a snapshot is served before a refresh.
+	// CatalogTTL is how long a snapshot is served before a refresh
+	// (default 30s).
 	CatalogTTL Duration `yaml:"catalogTTL"`
-	// FanOut bounds concurrent backend requests while building a snapshot.
+	// FanOut bounds concurrent backend requests while building a snapshot,
+	// and concurrent probes (default 10).
 	FanOut int         `yaml:"fanOut"`
 	Health HealthCheck `yaml:"health"`
 	Authz  Authz       `yaml:"authz"`
@@ -51,6 +57,68 @@ type Aggregator struct {
 	// (rateLimits): its token is the aggregator's own credential, which
 	// the indexer must allow AggregatorMethods. Unset: pinning.indexer.
 	Indexer Endpoint `yaml:"indexer"`
+}
+
+// Aggregator defaults, applied by WithDefaults.
+const (
+	DefaultPageSize           = 1000
+	DefaultCatalogTTL         = 30 * time.Second
+	DefaultFanOut             = 10
+	DefaultShutdownGrace      = 10 * time.Second
+	DefaultHealthInterval     = 10 * time.Second
+	DefaultHealthTimeout      = 5 * time.Second
+	DefaultDegradedThreshold  = 2 * time.Second
+	DefaultUnhealthyThreshold = 3
+	DefaultBackendTimeout     = 30 * time.Second
+	DefaultInputWait          = 60 * time.Second
+	// DefaultPrefixFormat is the prefix of the prefix strategy.
+	DefaultPrefixFormat = "{backend}_"
+)
+
+// WithDefaults returns the section with every unset value at its default:
+// the one place the aggregator's defaults live. The aggregator applies it
+// once to each configuration it loads (at start and on every reload) and
+// builds its engine from the result. pageSize is brought down to
+// maxPageSize.
+func (a Aggregator) WithDefaults() Aggregator {
+	a.PageSize = orInt(a.PageSize, DefaultPageSize)
+	a.MaxPageSize = orInt(a.MaxPageSize, max(a.PageSize, DefaultPageSize))
+	a.PageSize = min(a.PageSize, a.MaxPageSize)
+	a.CatalogTTL = Duration(a.CatalogTTL.Or(DefaultCatalogTTL))
+	a.FanOut = orInt(a.FanOut, DefaultFanOut)
+	a.ShutdownGrace = Duration(a.ShutdownGrace.Or(DefaultShutdownGrace))
+	h := &a.Health
+	h.Interval = Duration(h.Interval.Or(DefaultHealthInterval))
+	h.Timeout = Duration(h.Timeout.Or(DefaultHealthTimeout))
+	h.DegradedThreshold = Duration(h.DegradedThreshold.Or(DefaultDegradedThreshold))
+	h.UnhealthyThreshold = orInt(h.UnhealthyThreshold, DefaultUnhealthyThreshold)
+	a.ConflictResolution = a.ConflictResolution.WithDefaults()
+	a.Backends = slices.Clone(a.Backends)
+	for i := range a.Backends {
+		a.Backends[i] = a.Backends[i].WithDefaults()
+	}
+	return a
+}
+
+// Validate checks the section: the backends, the naming, the peers and
+// pinning. The Cedar policy file is parsed by the aggregator on top.
+// Messages name keys, never values (a value may be an expanded secret).
+func (a Aggregator) Validate() error {
+	var errs []error
+	if a.Listen == "" {
+		errs = append(errs, errors.New("aggregator.listen is required"))
+	}
+	named := map[string]int{}
+	for i, b := range a.Backends {
+		at := fmt.Sprintf("aggregator.backends[%d]", i)
+		errs = append(errs, b.Validate(at))
+		if first, dup := named[b.Name]; dup && b.Name != "" {
+			errs = append(errs, fmt.Errorf("%s.name is also aggregator.backends[%d]'s: each backend needs a name of its own", at, first))
+		} else if !dup {
+			named[b.Name] = i
+		}
+	}
+	return errors.Join(append(errs, a.ConflictResolution.Validate(), a.ValidatePeers(), a.Pinning.Validate())...)
 }
 
 // IndexerEndpoint is aggregator.indexer, or else aggregator.pinning.indexer.
@@ -157,6 +225,15 @@ func (a Aggregator) ValidatePeers() error {
 	return nil
 }
 
+// Protocol versions a backend may be pinned to (aggregator.backends[].protocol).
+const (
+	// ProtocolAuto tries Modern first and falls back to Legacy (the
+	// default).
+	ProtocolAuto   = "auto"
+	ProtocolModern = "2026-07-28"
+	ProtocolLegacy = "2025-11-25"
+)
+
 // Backend is one backend MCP server.
 type Backend struct {
 	Name string `yaml:"name"`
@@ -179,9 +256,53 @@ type Backend struct {
 	InputWait Duration `yaml:"inputWait"`
 }
 
+// WithDefaults returns the backend with protocol auto, a 30s timeout, a
+// 60s input wait and its auth section's defaults.
+func (b Backend) WithDefaults() Backend {
+	if b.Protocol == "" {
+		b.Protocol = ProtocolAuto
+	}
+	b.Timeout = Duration(b.Timeout.Or(DefaultBackendTimeout))
+	b.InputWait = Duration(b.InputWait.Or(DefaultInputWait))
+	b.Auth = b.Auth.WithDefaults()
+	return b
+}
+
+// Validate checks the backend at key at (aggregator.backends[i]) before
+// any connection is attempted. Neither the URL (it may carry a token) nor
+// a header (its name may be a mistyped "Name: ${SECRET}") is quoted.
+func (b Backend) Validate(at string) error {
+	var errs []error
+	if b.Name == "" {
+		errs = append(errs, fmt.Errorf("%s.name is required", at))
+	}
+	if u, err := url.Parse(b.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("%s.url must be an absolute http(s) URL", at))
+	}
+	switch b.Protocol {
+	case "", ProtocolAuto, ProtocolModern, ProtocolLegacy:
+	default:
+		errs = append(errs, fmt.Errorf("%s.protocol: want %s, %s or %s", at, ProtocolAuto, ProtocolModern, ProtocolLegacy))
+	}
+	for k := range b.Headers {
+		if k == "" || strings.ContainsAny(k, " :\r\n") {
+			errs = append(errs, fmt.Errorf("%s.headers: a header name is empty or holds a space, a colon or a line break", at))
+			break
+		}
+	}
+	return errors.Join(append(errs, b.Auth.Validate(at+".auth", b.Headers))...)
+}
+
+// Conflict-resolution strategies (aggregator.conflictResolution.strategy).
+const (
+	StrategyPrefix   = "prefix"
+	StrategyPriority = "priority"
+	StrategyManual   = "manual"
+)
+
 // ConflictResolution configures advertised names.
 type ConflictResolution struct {
-	// Strategy is prefix, priority or manual.
+	// Strategy is prefix (the default), priority or manual.
 	Strategy string `yaml:"strategy"`
 	// PrefixFormat is applied as the prefix; {backend} is replaced with the
 	// backend name. Default "{backend}_".
@@ -189,6 +310,51 @@ type ConflictResolution struct {
 	PriorityOrder []string `yaml:"priorityOrder"`
 	// Overrides rename tools: key "<backend>.<tool>" (manual strategy).
 	Overrides map[string]string `yaml:"overrides"`
+}
+
+// WithDefaults returns the section with the prefix strategy and the
+// "{backend}_" prefix format when unset.
+func (c ConflictResolution) WithDefaults() ConflictResolution {
+	if c.Strategy == "" {
+		c.Strategy = StrategyPrefix
+	}
+	if c.PrefixFormat == "" {
+		c.PrefixFormat = DefaultPrefixFormat
+	}
+	return c
+}
+
+// Validate checks what the strategy needs.
+func (c ConflictResolution) Validate() error {
+	const at = "aggregator.conflictResolution"
+	c = c.WithDefaults()
+	switch c.Strategy {
+	case StrategyPrefix:
+		if !strings.Contains(c.PrefixFormat, "{backend}") {
+			return fmt.Errorf("%s.prefixFormat must contain {backend}", at)
+		}
+	case StrategyPriority:
+		if len(c.PriorityOrder) == 0 {
+			return fmt.Errorf("%s.priorityOrder must list at least one backend for the priority strategy", at)
+		}
+		seen := map[string]bool{}
+		for i, b := range c.PriorityOrder {
+			if seen[b] {
+				return fmt.Errorf("%s.priorityOrder[%d] names a backend listed before it", at, i)
+			}
+			seen[b] = true
+		}
+	case StrategyManual:
+		for k, v := range c.Overrides {
+			b, t, ok := strings.Cut(k, ".")
+			if !ok || b == "" || t == "" || v == "" {
+				return fmt.Errorf("%s.overrides: %q must map \"<backend>.<tool>\" to a non-empty name", at, k)
+			}
+		}
+	default:
+		return fmt.Errorf("%s.strategy: want %s, %s or %s", at, StrategyPrefix, StrategyPriority, StrategyManual)
+	}
+	return nil
 }
 
 // HealthCheck configures backend probes. Probes carry no user

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestAdvertiseAddr(t *testing.T) {
@@ -59,6 +60,141 @@ func TestValidatePeers(t *testing.T) {
 		err := c.a.ValidatePeers()
 		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%+v: %v, want %q", c.a, err, c.want)
+		}
+	}
+}
+
+// TestAggregatorDefaultsAtLoad: a loaded section gets every documented
+// default (docs/configuration.md) from WithDefaults, which the aggregator
+// applies to each configuration it loads; the defaults still validate,
+// and the loaded configuration itself is left as written.
+func TestAggregatorDefaultsAtLoad(t *testing.T) {
+	c, err := Parse([]byte(`
+aggregator:
+  listen: 127.0.0.1:9090
+  backends:
+    - name: plain
+      url: http://127.0.0.1:9101/mcp
+    - name: exchanged
+      url: https://mcp.example.com/mcp
+      auth: {mode: tokenExchange, audience: mcp, tokenEndpoint: "https://idp.example/token", clientID: agg, clientSecret: "${SECRET}"}
+    - name: service
+      url: https://mcp.example.com/other
+      protocol: 2025-11-25
+      timeout: 5s
+      auth: {mode: clientCredentials, tokenEndpoint: "https://idp.example/token", clientID: agg, clientSecret: "${SECRET}"}
+`), env(map[string]string{"SECRET": "s"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ValidateAggregator(); err != nil {
+		t.Fatal(err)
+	}
+	a := c.Aggregator.WithDefaults()
+	sec := time.Second
+	if a.PageSize != 1000 || a.MaxPageSize != 1000 || a.CatalogTTL.Or(0) != 30*sec || a.FanOut != 10 || a.ShutdownGrace.Or(0) != 10*sec {
+		t.Errorf("section defaults: pageSize %d, maxPageSize %d, catalogTTL %v, fanOut %d, shutdownGrace %v", a.PageSize, a.MaxPageSize, a.CatalogTTL.Or(0), a.FanOut, a.ShutdownGrace.Or(0))
+	}
+	if h := a.Health; h.Interval.Or(0) != 10*sec || h.Timeout.Or(0) != 5*sec || h.DegradedThreshold.Or(0) != 2*sec || h.UnhealthyThreshold != 3 {
+		t.Errorf("health defaults: %+v", h)
+	}
+	if cr := a.ConflictResolution; cr.Strategy != "prefix" || cr.PrefixFormat != "{backend}_" {
+		t.Errorf("conflictResolution defaults: %+v", cr)
+	}
+	for i, want := range []struct {
+		protocol string
+		timeout  time.Duration
+		cache    int
+		refresh  time.Duration
+	}{
+		{"auto", 30 * sec, 0, 0},
+		{"auto", 30 * sec, 10000, 30 * sec},
+		{"2025-11-25", 5 * sec, 0, 30 * sec},
+	} {
+		b := a.Backends[i]
+		if b.Protocol != want.protocol || b.Timeout.Or(0) != want.timeout || b.InputWait.Or(0) != 60*sec || b.Auth.CacheEntries != want.cache || b.Auth.RefreshBefore.Or(0) != want.refresh {
+			t.Errorf("backends[%d] with defaults: %+v", i, b)
+		}
+	}
+	if b := c.Aggregator.Backends[0]; b.Protocol != "" || b.Timeout != 0 || c.Aggregator.PageSize != 0 {
+		t.Errorf("WithDefaults changed the loaded configuration: %+v", c.Aggregator)
+	}
+	withDefaults := *c
+	withDefaults.Aggregator = a
+	if err := withDefaults.ValidateAggregator(); err != nil {
+		t.Errorf("the defaults do not validate: %v", err)
+	}
+
+	// maxPageSize defaults to the larger of pageSize and 1000, and
+	// pageSize is brought down to maxPageSize.
+	for _, p := range []struct{ page, max, wantPage, wantMax int }{{5000, 0, 5000, 5000}, {500, 0, 500, 1000}, {5000, 2000, 2000, 2000}, {0, 200, 200, 200}} {
+		got := Aggregator{PageSize: p.page, MaxPageSize: p.max}.WithDefaults()
+		if got.PageSize != p.wantPage || got.MaxPageSize != p.wantMax {
+			t.Errorf("pageSize %d, maxPageSize %d: got %d, %d; want %d, %d", p.page, p.max, got.PageSize, got.MaxPageSize, p.wantPage, p.wantMax)
+		}
+	}
+}
+
+// TestAggregatorValidationNamesKeys: every rule of the aggregator's
+// section is checked by ValidateAggregator, whose message names the key
+// and never quotes a value that may be a secret.
+func TestAggregatorValidationNamesKeys(t *testing.T) {
+	const secret = "s3cr3t-t0ken"
+	valid := func() *Config {
+		return &Config{Aggregator: Aggregator{Listen: "127.0.0.1:9090", Backends: []Backend{
+			{Name: "a", URL: "http://127.0.0.1:9101/mcp"},
+			{Name: "b", URL: "https://mcp.example.com/mcp?key=" + secret, Headers: map[string]string{"X-Key": secret}},
+		}}}
+	}
+	if err := valid().ValidateAggregator(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		key    string
+		change func(*Config)
+	}{
+		{"aggregator.listen is required", func(c *Config) { c.Aggregator.Listen = "" }},
+		{"aggregator.backends[1].name is required", func(c *Config) { c.Aggregator.Backends[1].Name = "" }},
+		{"aggregator.backends[1].name is also aggregator.backends[0]'s", func(c *Config) { c.Aggregator.Backends[1].Name = "a" }},
+		{"aggregator.backends[1].url must be an absolute http(s) URL", func(c *Config) { c.Aggregator.Backends[1].URL = "/mcp?key=" + secret }},
+		{"aggregator.backends[1].url must be an absolute http(s) URL", func(c *Config) { c.Aggregator.Backends[1].URL = "ftp://" + secret + "@x/mcp" }},
+		{"aggregator.backends[0].url must be an absolute http(s) URL", func(c *Config) { c.Aggregator.Backends[0].URL = "" }},
+		{"aggregator.backends[0].protocol: want auto, 2026-07-28 or 2025-11-25", func(c *Config) { c.Aggregator.Backends[0].Protocol = "2024-11-05" }},
+		{"aggregator.backends[1].headers: a header name", func(c *Config) {
+			c.Aggregator.Backends[1].Headers = map[string]string{"Authorization: Bearer " + secret: ""}
+		}},
+		{"aggregator.backends[0].auth.mode", func(c *Config) { c.Aggregator.Backends[0].Auth.Mode = "bogus" }},
+		{"aggregator.backends[0].auth.audience is required", func(c *Config) { c.Aggregator.Backends[0].Auth.Mode = BackendAuthPassthrough }},
+		{"aggregator.backends[1].auth: mode passthrough sets Authorization", func(c *Config) {
+			c.Aggregator.Backends[1].Auth = BackendAuth{Mode: BackendAuthPassthrough, Audience: "b"}
+			c.Aggregator.Backends[1].Headers = map[string]string{"authorization": "Bearer " + secret}
+		}},
+		{"aggregator.backends[1].auth: clientID and clientSecret", func(c *Config) {
+			c.Aggregator.Backends[1].Auth = BackendAuth{Mode: BackendAuthClientCredentials, TokenEndpoint: "https://idp.example/token?" + secret, ClientID: "agg"}
+		}},
+		{"aggregator.conflictResolution.strategy: want prefix, priority or manual", func(c *Config) { c.Aggregator.ConflictResolution.Strategy = "alphabetical" }},
+		{"aggregator.conflictResolution.prefixFormat must contain {backend}", func(c *Config) { c.Aggregator.ConflictResolution.PrefixFormat = "x_" }},
+		{"aggregator.conflictResolution.priorityOrder must list at least one backend", func(c *Config) { c.Aggregator.ConflictResolution.Strategy = StrategyPriority }},
+		{"aggregator.conflictResolution.priorityOrder[1] names a backend listed before it", func(c *Config) {
+			c.Aggregator.ConflictResolution = ConflictResolution{Strategy: StrategyPriority, PriorityOrder: []string{"a", "a"}}
+		}},
+		{"aggregator.conflictResolution.overrides", func(c *Config) {
+			c.Aggregator.ConflictResolution = ConflictResolution{Strategy: StrategyManual, Overrides: map[string]string{"a.create": ""}}
+		}},
+		{"servers[0] (s).backends", func(c *Config) { c.Servers = []Server{{Name: "s", Backends: []string{"nope"}}} }},
+		{"aggregator.pinning.mode", func(c *Config) { c.Aggregator.Pinning.Mode = "strict" }},
+		{"aggregator.pinning.indexer.address is required", func(c *Config) { c.Aggregator.Pinning.Mode = PinningPin }},
+		{"aggregator.peers.token is required", func(c *Config) { c.Aggregator.Peers.DNS = "agg-headless:9090" }},
+	} {
+		cfg := valid()
+		c.change(cfg)
+		err := cfg.ValidateAggregator()
+		if err == nil || !strings.Contains(err.Error(), c.key) {
+			t.Errorf("want an error naming %q, got %v", c.key, err)
+			continue
+		}
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("%s: the message quotes a value: %v", c.key, err)
 		}
 	}
 }

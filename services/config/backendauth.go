@@ -84,10 +84,9 @@ func (a BackendAuth) NeedsCaller() bool {
 	return m == BackendAuthPassthrough || m == BackendAuthTokenExchange
 }
 
-// Validate checks the auth section of the backend named name, whose static
-// headers are headers.
-func (a BackendAuth) Validate(name string, headers map[string]string) error {
-	at := fmt.Sprintf("aggregator.backends[%s].auth", name)
+// Validate checks the auth section at key at (aggregator.backends[i].auth)
+// of a backend whose static headers are headers.
+func (a BackendAuth) Validate(at string, headers map[string]string) error {
 	mode := a.EffectiveMode()
 	oauth := mode == BackendAuthTokenExchange || mode == BackendAuthClientCredentials
 	switch mode {
@@ -157,22 +156,20 @@ func isLoopbackHost(h string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// WithDefaults fills the cache bounds.
+// WithDefaults fills the cache bounds of the modes that keep tokens:
+// refreshBefore (tokenExchange, clientCredentials) and cacheEntries
+// (tokenExchange), so a section with its defaults still validates.
 func (a BackendAuth) WithDefaults() BackendAuth {
-	if a.CacheEntries == 0 {
-		a.CacheEntries = DefaultTokenCacheEntries
-	}
-	if a.RefreshBefore == 0 {
-		a.RefreshBefore = DefaultTokenRefreshBefore
+	switch a.EffectiveMode() {
+	case BackendAuthTokenExchange:
+		if a.CacheEntries == 0 {
+			a.CacheEntries = DefaultTokenCacheEntries
+		}
+		fallthrough
+	case BackendAuthClientCredentials:
+		if a.RefreshBefore == 0 {
+			a.RefreshBefore = DefaultTokenRefreshBefore
+		}
 	}
 	return a
-}
-
-// ValidateBackendAuth checks every backend's auth section.
-func (a Aggregator) ValidateBackendAuth() error {
-	var errs []error
-	for _, b := range a.Backends {
-		errs = append(errs, b.Auth.Validate(b.Name, b.Headers))
-	}
-	return errors.Join(errs...)
 }

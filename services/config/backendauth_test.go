@@ -31,7 +31,7 @@ func TestBackendAuthValidate(t *testing.T) {
 		{BackendAuth{Mode: "clientCredentials", TokenEndpoint: "https://idp/token", ClientID: "gw", ClientSecret: "s", CacheEntries: 5}, nil, "cacheEntries is for mode tokenExchange"},
 		{BackendAuth{Mode: "clientCredentials", TokenEndpoint: "ftp://idp/token", ClientID: "gw", ClientSecret: "s"}, nil, "absolute https URL"},
 	} {
-		err := c.auth.Validate("b", c.headers)
+		err := c.auth.Validate("aggregator.backends[0].auth", c.headers)
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%+v: %v", c.auth, err)
@@ -46,7 +46,7 @@ func TestBackendAuthValidate(t *testing.T) {
 
 func TestValidateAggregatorChecksBackendAuth(t *testing.T) {
 	c := &Config{Aggregator: Aggregator{Listen: ":1", Backends: []Backend{{Name: "gh", URL: "http://x", Auth: BackendAuth{Mode: "passthrough"}}}}}
-	if err := c.ValidateAggregator(); err == nil || !strings.Contains(err.Error(), "aggregator.backends[gh].auth.audience") {
+	if err := c.ValidateAggregator(); err == nil || !strings.Contains(err.Error(), "aggregator.backends[0].auth.audience") {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -22,17 +22,14 @@ func (c *Config) ValidateGateway() error {
 }
 
 // ValidateAggregator checks what switchboard-aggregator reads: its section
-// (the engine checks backends, naming and the policy on top), the service
-// credentials, the grpc section, the virtual servers and tool overrides,
-// the rate limits (and the indexer they need) and the reload interval.
+// (backends, naming, peers, pinning; the aggregator parses the Cedar
+// policy on top), the service credentials, the grpc section, the virtual
+// servers and tool overrides, the rate limits (and the indexer they need)
+// and the reload interval.
 func (c *Config) ValidateAggregator() error {
-	var errs []error
-	if c.Aggregator.Listen == "" {
-		errs = append(errs, errors.New("aggregator.listen is required"))
-	}
-	return errors.Join(append(errs, c.Aggregator.ValidatePeers(), c.Aggregator.ValidateBackendAuth(), c.ServiceAuth.Validate(), c.GRPC.Validate(),
+	return errors.Join(c.Aggregator.Validate(), c.ServiceAuth.Validate(), c.GRPC.Validate(),
 		c.ValidateServers(), c.ValidateRateLimits(), c.Reload.Validate(), c.Audit.Validate(),
-		validateAuditIndexer(c.Audit, c.AggregatorAuditIndexer(), "aggregator.indexer"))...)
+		validateAuditIndexer(c.Audit, c.AggregatorAuditIndexer(), "aggregator.indexer"))
 }
 
 // ValidateIndexer checks what switchboard-indexer reads: its section, the

@@ -14,6 +14,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -31,10 +32,10 @@ import (
 // Run serves the aggregator described by env until ctx ends. A bad
 // configuration is an error before anything listens.
 func Run(ctx context.Context, env lifecycle.Env) error {
-	cfg := env.Config.Aggregator
 	if err := Validate(env.Config); err != nil {
 		return err
 	}
+	cfg := env.Config.Aggregator.WithDefaults()
 	opts, err := engine.OptionsFromConfig(cfg)
 	if err != nil {
 		return err
@@ -136,5 +137,5 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	}
 	srv.SetServing(aggregatorv1.AggregatorService_ServiceDesc.ServiceName)
 	wg.Go(func() { e.Run(ctx) })
-	return srv.Serve(ctx, cfg.Listen, cfg.ShutdownGrace.Or(engine.DefaultShutdownGrace))
+	return srv.Serve(ctx, cfg.Listen, time.Duration(cfg.ShutdownGrace))
 }

@@ -8,13 +8,11 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/lifecycle"
 )
 
-// pinningGuard makes the guard of aggregator.pinning, calling the indexer
-// unless the mode is off.
+// pinningGuard makes the guard of aggregator.pinning (which
+// config.ValidateAggregator checked), calling the indexer unless the mode
+// is off.
 func pinningGuard(env lifecycle.Env, reg prometheus.Registerer, idx *indexers) (*pinning.Guard, error) {
 	p := env.Config.Aggregator.Pinning
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
 	mode := p.EffectiveMode()
 	if mode == config.PinningOff {
 		return nil, nil

@@ -36,14 +36,14 @@ var engineKeys = []string{"aggregator.backends", "aggregator.conflictResolution"
 	"aggregator.instructions", "aggregator.pageSize", "aggregator.maxPageSize", "servers"}
 
 // Validate checks everything the aggregator reads in cfg, as at start and
-// on every reload: the sections (config.ValidateAggregator), the TLS files,
-// and what the engine is built from (backends, naming, the Cedar policy
-// file, which is read and parsed).
+// on every reload: the sections (config.ValidateAggregator: backends,
+// naming, servers, everything with a rule), the TLS files, and the Cedar
+// policy file, which is read and parsed.
 func Validate(cfg *config.Config) error {
 	if err := errors.Join(cfg.ValidateAggregator(), rpc.CheckTLS(cfg.ServiceAuth.TLS)); err != nil {
 		return err
 	}
-	_, err := engine.OptionsFromConfig(cfg.Aggregator)
+	_, err := engine.OptionsFromConfig(cfg.Aggregator.WithDefaults())
 	return err
 }
 
@@ -115,7 +115,7 @@ func (l *live) Apply(cfg *config.Config) error {
 		return err
 	}
 	if config.ChangedUnder(config.Changed(l.applied, cfg), engineKeys...) {
-		opts, err := engine.OptionsFromConfig(cfg.Aggregator)
+		opts, err := engine.OptionsFromConfig(cfg.Aggregator.WithDefaults())
 		if err != nil {
 			return err
 		}

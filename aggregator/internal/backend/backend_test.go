@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
 )
 
 // pager serves pages from a cursor → (items, next) table.
@@ -62,27 +64,21 @@ func TestCollectCapsPages(t *testing.T) {
 	}
 }
 
-func TestConfigValidate(t *testing.T) {
-	good := Config{Name: "a", URL: "https://mcp.example.com/mcp", Protocol: ProtocolLegacy, Headers: map[string]string{"X-Key": "v"}}
-	if err := good.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	for name, c := range map[string]Config{
-		"no name":      {URL: "http://x"},
-		"relative url": {Name: "a", URL: "/mcp"},
-		"ftp url":      {Name: "a", URL: "ftp://x/mcp"},
-		"bad protocol": {Name: "a", URL: "http://x", Protocol: "2024-11-05"},
-		"bad header":   {Name: "a", URL: "http://x", Headers: map[string]string{"X Key": "v"}},
-	} {
-		if c.Validate() == nil {
-			t.Errorf("%s: accepted", name)
-		}
-	}
+// newTestClient is New of c with what it leaves unset at the defaults the
+// aggregator's configuration gives a backend at load
+// (config.Backend.WithDefaults): protocol auto, the timeout and input
+// wait, and the token cache bounds of its auth mode.
+func newTestClient(c Config) *Client {
+	d := config.Backend{Protocol: c.Protocol, Timeout: config.Duration(c.Timeout), InputWait: config.Duration(c.InputWait),
+		Auth: config.BackendAuth{Mode: c.Auth.Mode, CacheEntries: c.Auth.CacheEntries, RefreshBefore: config.Duration(c.Auth.RefreshBefore)}}.WithDefaults()
+	c.Protocol, c.Timeout, c.InputWait = d.Protocol, time.Duration(d.Timeout), time.Duration(d.InputWait)
+	c.Auth.CacheEntries, c.Auth.RefreshBefore = d.Auth.CacheEntries, time.Duration(d.Auth.RefreshBefore)
+	return New(c, nil, nil)
 }
 
 func TestHealthStates(t *testing.T) {
 	var changes []string
-	c := New(Config{Name: "a", URL: "http://127.0.0.1:1"}, nil, nil)
+	c := newTestClient(Config{Name: "a", URL: "http://127.0.0.1:1"})
 	c.SetHealthPolicy(HealthPolicy{DegradedAfter: time.Second, UnhealthyAfter: 2}, func(prev, now State, _ bool) {
 		changes = append(changes, prev.String()+">"+now.String())
 	})
@@ -104,7 +100,7 @@ func TestHealthStates(t *testing.T) {
 }
 
 func TestUnreachableBackendIsUnavailableAndRedacted(t *testing.T) {
-	c := New(Config{Name: "a", URL: "http://user:pa55word@127.0.0.1:1/mcp?token=s3cret", Timeout: 2 * time.Second}, nil, nil)
+	c := newTestClient(Config{Name: "a", URL: "http://user:pa55word@127.0.0.1:1/mcp?token=s3cret", Timeout: 2 * time.Second})
 	defer c.Close()
 	_, err := c.ListAll(context.Background())
 	if !errors.Is(err, ErrUnavailable) {

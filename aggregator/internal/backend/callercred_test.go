@@ -85,8 +85,8 @@ func TestPassthroughSendsTheCallersToken(t *testing.T) {
 	for _, protocol := range []string{ProtocolAuto, ProtocolModern, ProtocolLegacy} {
 		t.Run(protocol, func(t *testing.T) {
 			rec := &authRecorder{}
-			c := New(Config{Name: "gh", URL: startAuthRecorder(t, rec), Protocol: protocol, Auth: Auth{Mode: AuthPassthrough, Audience: "github"},
-				Headers: map[string]string{"X-Static": "s"}, Timeout: 5 * time.Second}, nil, nil)
+			c := newTestClient(Config{Name: "gh", URL: startAuthRecorder(t, rec), Protocol: protocol, Auth: Auth{Mode: AuthPassthrough, Audience: "github"},
+				Headers: map[string]string{"X-Static": "s"}, Timeout: 5 * time.Second})
 			t.Cleanup(c.Close)
 			alice, bob := fakeJWT(`{"sub":"alice","aud":"github"}`), fakeJWT(`{"sub":"bob","aud":["x","github"]}`)
 			for i := 0; i < 3; i++ { // auto moves plain calls to a Legacy session meanwhile
@@ -120,7 +120,7 @@ func TestPassthroughSendsTheCallersToken(t *testing.T) {
 // aggregator.
 func TestStaticBackendNeverSendsTheCallersToken(t *testing.T) {
 	rec := &authRecorder{}
-	c := New(Config{Name: "s", URL: startAuthRecorder(t, rec), Headers: map[string]string{"Authorization": "Bearer static"}, Timeout: 5 * time.Second}, nil, nil)
+	c := newTestClient(Config{Name: "s", URL: startAuthRecorder(t, rec), Headers: map[string]string{"Authorization": "Bearer static"}, Timeout: 5 * time.Second})
 	t.Cleanup(c.Close)
 	ctx, err := c.WithCaller(context.Background(), "s", fakeJWT(`{"aud":"s"}`))
 	if err != nil {
@@ -151,7 +151,7 @@ func TestPassthroughTokenIsNotRedirected(t *testing.T) {
 		proxyTo(t, real, w, r)
 	}))
 	defer front.Close()
-	c := New(Config{Name: "gh", URL: front.URL, Protocol: ProtocolModern, Auth: Auth{Mode: AuthPassthrough, Audience: "github"}, Timeout: 5 * time.Second}, nil, nil)
+	c := newTestClient(Config{Name: "gh", URL: front.URL, Protocol: ProtocolModern, Auth: Auth{Mode: AuthPassthrough, Audience: "github"}, Timeout: 5 * time.Second})
 	defer c.Close()
 	tok := fakeJWT(`{"sub":"alice","aud":"github"}`)
 	ctx, err := c.WithCaller(context.Background(), "s", tok)
@@ -213,7 +213,7 @@ func proxyTo(t *testing.T, target string, w http.ResponseWriter, r *http.Request
 // the transport takes it from the call's context.
 func TestPassthroughOnOwnSessions(t *testing.T) {
 	rec := &authRecorder{}
-	c := New(Config{Name: "gh", URL: startAuthRecorder(t, rec), Protocol: ProtocolLegacy, Auth: Auth{Mode: AuthPassthrough, Audience: "github"}, Timeout: 5 * time.Second}, nil, nil)
+	c := newTestClient(Config{Name: "gh", URL: startAuthRecorder(t, rec), Protocol: ProtocolLegacy, Auth: Auth{Mode: AuthPassthrough, Audience: "github"}, Timeout: 5 * time.Second})
 	t.Cleanup(c.Close)
 	tok := fakeJWT(`{"sub":"alice","aud":"github"}`)
 	ctx, err := c.WithCaller(context.Background(), "alice", tok)

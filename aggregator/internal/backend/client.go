@@ -85,7 +85,6 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 	if log == nil {
 		log = slog.Default()
 	}
-	cfg = cfg.WithDefaults()
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	// Many concurrent calls to the same backend share a pool of keep-alive
 	// connections instead of dialing per call.

@@ -3,19 +3,21 @@ package backend
 import (
 	"errors"
 	"fmt"
-	"net/url"
-	"strings"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
 )
 
-// Protocol versions a backend may be pinned to.
+// Protocol versions a backend may be pinned to (config.Backend.Protocol).
 const (
-	ProtocolAuto   = "auto"
-	ProtocolModern = "2026-07-28"
-	ProtocolLegacy = "2025-11-25"
+	ProtocolAuto   = config.ProtocolAuto
+	ProtocolModern = config.ProtocolModern
+	ProtocolLegacy = config.ProtocolLegacy
 )
 
-// Config describes one backend.
+// Config describes one backend: config.Backend as the engine translates
+// it, with its defaults and validated (config.Aggregator.WithDefaults,
+// config.ValidateAggregator). New takes it as it is.
 type Config struct {
 	Name string
 	URL  string
@@ -36,58 +38,6 @@ type Config struct {
 	// call's requestState names, so that a retry reaching another replica
 	// can be forwarded here; empty names none.
 	HeldOwner string
-}
-
-// WithDefaults fills what is unset: protocol auto, a 30 s timeout, a 60 s
-// input wait.
-func (c Config) WithDefaults() Config {
-	if c.Protocol == "" {
-		c.Protocol = ProtocolAuto
-	}
-	if c.Timeout <= 0 {
-		c.Timeout = 30 * time.Second
-	}
-	if c.InputWait <= 0 {
-		c.InputWait = 60 * time.Second
-	}
-	return c
-}
-
-// Validate checks a configuration before any connection is attempted.
-func (c Config) Validate() error {
-	if c.Name == "" {
-		return errors.New("backend without a name")
-	}
-	u, err := url.Parse(c.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("backend %q: url must be an absolute http(s) URL", c.Name)
-	}
-	switch c.Auth.Mode {
-	case AuthStatic:
-	case AuthPassthrough, AuthTokenExchange, AuthClientCredentials:
-		if c.Auth.Mode != AuthClientCredentials && c.Auth.Audience == "" {
-			return fmt.Errorf("backend %q: auth mode %s needs an audience", c.Name, c.Auth.Mode)
-		}
-		if c.Auth.Mode != AuthPassthrough && (c.Auth.TokenEndpoint == "" || c.Auth.ClientID == "" || c.Auth.ClientSecret == "") {
-			return fmt.Errorf("backend %q: auth mode %s needs a token endpoint, client id and client secret", c.Name, c.Auth.Mode)
-		}
-	default:
-		return fmt.Errorf("backend %q: unknown auth mode %q", c.Name, c.Auth.Mode)
-	}
-	switch c.Protocol {
-	case "", ProtocolAuto, ProtocolModern, ProtocolLegacy:
-	default:
-		return fmt.Errorf("backend %q: protocol %q is not auto, %s or %s", c.Name, c.Protocol, ProtocolModern, ProtocolLegacy)
-	}
-	for k := range c.Headers {
-		if k == "" || strings.ContainsAny(k, " :\r\n") {
-			return fmt.Errorf("backend %q: invalid header name %q", c.Name, k)
-		}
-		if c.Auth.Mode != AuthStatic && strings.EqualFold(k, "Authorization") {
-			return fmt.Errorf("backend %q: the headers of a backend with auth mode %s must not set Authorization", c.Name, c.Auth.Mode)
-		}
-	}
-	return nil
 }
 
 // Errors a backend operation fails with. Callers branch with errors.Is.

@@ -65,7 +65,7 @@ func TestAnswerDoesNotWaitForTheStreamEnd(t *testing.T) {
 	drainGraceAfterAnswer = time.Minute
 	t.Cleanup(func() { drainGraceAfterAnswer = saved })
 	h := &heldStreams{}
-	c := New(Config{Name: "held", URL: h.start(t)}, nil, nil)
+	c := newTestClient(Config{Name: "held", URL: h.start(t)})
 	t.Cleanup(c.Close)
 	ctx := context.Background()
 	// Calls move to a Legacy session (event streams) once it is open.

@@ -26,7 +26,7 @@ func TestHeldCallsAreBounded(t *testing.T) {
 	})
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
 	defer srv.Close()
-	c := New(Config{Name: "legacy", URL: srv.URL, Protocol: ProtocolLegacy}, nil, nil)
+	c := newTestClient(Config{Name: "legacy", URL: srv.URL, Protocol: ProtocolLegacy})
 	defer c.Close()
 	c.maxHeld = 1
 	caps := &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}
@@ -72,7 +72,7 @@ func TestHeldStateAnswersItsRoundOnce(t *testing.T) {
 	})
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
 	defer srv.Close()
-	c := New(Config{Name: "legacy", URL: srv.URL, Protocol: ProtocolLegacy}, nil, nil)
+	c := newTestClient(Config{Name: "legacy", URL: srv.URL, Protocol: ProtocolLegacy})
 	defer c.Close()
 	caps := &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}
 	ctx := context.Background()

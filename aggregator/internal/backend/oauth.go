@@ -46,10 +46,9 @@ type Auth struct {
 	ClientID      string
 	ClientSecret  string
 	Scopes        []string
-	// CacheEntries bounds the exchanged tokens kept (default 10000).
+	// CacheEntries bounds the exchanged tokens kept.
 	CacheEntries int
-	// RefreshBefore: a cached token is not used this close to its expiry
-	// (default 30s).
+	// RefreshBefore: a cached token is not used this close to its expiry.
 	RefreshBefore time.Duration
 }
 
@@ -76,11 +75,9 @@ func (e *TokenError) Unwrap() error { return ErrTokenExchange }
 
 // RFC 8693 names.
 const (
-	grantTokenExchange  = "urn:ietf:params:oauth:grant-type:token-exchange"
-	tokenTypeAccess     = "urn:ietf:params:oauth:token-type:access_token"
-	maxTokenResponse    = 64 << 10
-	defaultCacheEntries = 10000
-	defaultRefresh      = 30 * time.Second
+	grantTokenExchange = "urn:ietf:params:oauth:grant-type:token-exchange"
+	tokenTypeAccess    = "urn:ietf:params:oauth:token-type:access_token"
+	maxTokenResponse   = 64 << 10
 )
 
 type cachedToken struct {
@@ -113,12 +110,6 @@ type flight struct {
 }
 
 func newTokenSource(a Auth, timeout time.Duration) *tokenSource {
-	if a.CacheEntries <= 0 {
-		a.CacheEntries = defaultCacheEntries
-	}
-	if a.RefreshBefore <= 0 {
-		a.RefreshBefore = defaultRefresh
-	}
 	return &tokenSource{
 		auth: a,
 		// A token endpoint's redirect is not followed: the client secret

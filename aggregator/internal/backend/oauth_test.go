@@ -40,7 +40,7 @@ func TestTokenExchangeWithARealProvider(t *testing.T) {
 	rec := &authRecorder{}
 	auth := exchangeAuth(p)
 	auth.CacheEntries = 1
-	c := New(Config{Name: "web", URL: startAuthRecorder(t, rec), Protocol: ProtocolModern, Auth: auth, Timeout: 10 * time.Second}, nil, nil)
+	c := newTestClient(Config{Name: "web", URL: startAuthRecorder(t, rec), Protocol: ProtocolModern, Auth: auth, Timeout: 10 * time.Second})
 	t.Cleanup(c.Close)
 	callAs := func(subject, token string) string {
 		t.Helper()
@@ -102,7 +102,7 @@ func TestTokenExchangeWithARealProvider(t *testing.T) {
 	// A wrong client secret: refused by the provider, secret not quoted.
 	bad := exchangeAuth(p)
 	bad.ClientSecret = "wrong-secret"
-	cb := New(Config{Name: "web", URL: c.cfg.URL, Protocol: ProtocolModern, Auth: bad, Timeout: 10 * time.Second}, nil, nil)
+	cb := newTestClient(Config{Name: "web", URL: c.cfg.URL, Protocol: ProtocolModern, Auth: bad, Timeout: 10 * time.Second})
 	t.Cleanup(cb.Close)
 	_, err = cb.WithCaller(context.Background(), "alice", aliceToken)
 	if !errors.As(err, &te) || strings.Contains(err.Error(), "wrong-secret") || strings.Contains(err.Error(), aliceToken) {
@@ -140,7 +140,7 @@ func TestClientCredentialsWithARealProvider(t *testing.T) {
 	}))
 	t.Cleanup(ts.Close)
 	auth := Auth{Mode: AuthClientCredentials, TokenEndpoint: p.TokenEndpoint, ClientID: oidcop.ServiceClient, ClientSecret: oidcop.ServiceSecret, Scopes: []string{"tools"}}
-	c := New(Config{Name: "cc", URL: ts.URL, Protocol: ProtocolModern, Auth: auth, Timeout: 10 * time.Second}, nil, nil)
+	c := newTestClient(Config{Name: "cc", URL: ts.URL, Protocol: ProtocolModern, Auth: auth, Timeout: 10 * time.Second})
 	t.Cleanup(c.Close)
 	if _, err := c.ListAll(context.Background()); err != nil {
 		t.Fatal(err)
@@ -160,7 +160,7 @@ func TestClientCredentialsWithARealProvider(t *testing.T) {
 	}
 	bad := auth
 	bad.ClientSecret = "wrong"
-	cb := New(Config{Name: "cc", URL: ts.URL, Protocol: ProtocolModern, Auth: bad, Timeout: 10 * time.Second}, nil, nil)
+	cb := newTestClient(Config{Name: "cc", URL: ts.URL, Protocol: ProtocolModern, Auth: bad, Timeout: 10 * time.Second})
 	t.Cleanup(cb.Close)
 	var te *TokenError
 	if _, err := cb.WithCaller(context.Background(), "alice", ""); !errors.As(err, &te) || te.Grant != "client-credentials" || strings.Contains(err.Error(), "wrong") {
@@ -183,7 +183,7 @@ func TestBackendChallengeIsTheCallersAnswer(t *testing.T) {
 		proxyTo(t, real, w, r)
 	}))
 	t.Cleanup(front.Close)
-	c := New(Config{Name: "gh", URL: front.URL, Protocol: ProtocolModern, Auth: Auth{Mode: AuthPassthrough, Audience: "gh"}, Timeout: 5 * time.Second}, nil, nil)
+	c := newTestClient(Config{Name: "gh", URL: front.URL, Protocol: ProtocolModern, Auth: Auth{Mode: AuthPassthrough, Audience: "gh"}, Timeout: 5 * time.Second})
 	t.Cleanup(c.Close)
 	ctx, _ := c.WithCaller(context.Background(), "x", fakeJWT(`{"aud":"gh","sub":"expired"}`))
 	_, err := c.Call(ctx, echoCall(`{}`))
@@ -222,7 +222,7 @@ func TestBackendChallengeOnOwnSession(t *testing.T) {
 		proxyTo(t, real, w, r)
 	}))
 	t.Cleanup(front.Close)
-	c := New(Config{Name: "gh", URL: front.URL, Protocol: ProtocolLegacy, Auth: Auth{Mode: AuthPassthrough, Audience: "gh"}, Timeout: 5 * time.Second}, nil, nil)
+	c := newTestClient(Config{Name: "gh", URL: front.URL, Protocol: ProtocolLegacy, Auth: Auth{Mode: AuthPassthrough, Audience: "gh"}, Timeout: 5 * time.Second})
 	t.Cleanup(c.Close)
 	ctx, err := c.WithCaller(context.Background(), "x", fakeJWT(`{"aud":"gh","sub":"expired"}`))
 	if err != nil {
@@ -242,7 +242,7 @@ func TestBackendChallengeOnOwnSession(t *testing.T) {
 // Concurrent calls of one caller with a cold cache make one exchange.
 func TestConcurrentCallsShareOneExchange(t *testing.T) {
 	p := oidcop.Start(t, alice)
-	c := New(Config{Name: "web", URL: "http://127.0.0.1:1/mcp", Protocol: ProtocolModern, Auth: exchangeAuth(p), Timeout: 10 * time.Second}, nil, nil)
+	c := newTestClient(Config{Name: "web", URL: "http://127.0.0.1:1/mcp", Protocol: ProtocolModern, Auth: exchangeAuth(p), Timeout: 10 * time.Second})
 	t.Cleanup(c.Close)
 	token := p.CallerToken(t, alice.Username, alice.Password, "switchboard")
 	var wg sync.WaitGroup

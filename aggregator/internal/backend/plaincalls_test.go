@@ -75,7 +75,7 @@ func echoCall(caps string) *Call {
 // input stays Modern.
 func TestPlainCallsUseALegacySession(t *testing.T) {
 	rec := &eraRecorder{}
-	c := New(Config{Name: "dual", URL: startDualEra(t, rec, false)}, nil, nil)
+	c := newTestClient(Config{Name: "dual", URL: startDualEra(t, rec, false)})
 	t.Cleanup(c.Close)
 	ctx := context.Background()
 	deadline := time.Now().Add(10 * time.Second)
@@ -125,7 +125,7 @@ func TestPlainCallsUseALegacySession(t *testing.T) {
 // every call Modern, and the refusal is not retried for every call.
 func TestModernOnlyBackendKeepsModernCalls(t *testing.T) {
 	rec := &eraRecorder{}
-	c := New(Config{Name: "modern", URL: startDualEra(t, rec, true)}, nil, nil)
+	c := newTestClient(Config{Name: "modern", URL: startDualEra(t, rec, true)})
 	t.Cleanup(c.Close)
 	for range 20 {
 		if res, err := c.Call(context.Background(), echoCall(`{}`)); err != nil || res.IsError {

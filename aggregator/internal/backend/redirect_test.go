@@ -48,7 +48,7 @@ func TestCrossOriginRedirectIsNotFollowed(t *testing.T) {
 	}))
 	defer backend.Close()
 
-	c := New(Config{Name: "b", URL: backend.URL + "/mcp?key=url-secret", Headers: map[string]string{"Authorization": "Bearer header-secret"}, Timeout: 5 * time.Second}, nil, nil)
+	c := newTestClient(Config{Name: "b", URL: backend.URL + "/mcp?key=url-secret", Headers: map[string]string{"Authorization": "Bearer header-secret"}, Timeout: 5 * time.Second})
 	defer c.Close()
 	ctx := context.Background()
 	_, err := c.ListAll(ctx)
@@ -78,7 +78,7 @@ func TestFailureKinds(t *testing.T) {
 	refused := httptest.NewServer(http.NotFoundHandler())
 	url := refused.URL + "/mcp"
 	refused.Close() // nothing listens there any more
-	c := New(Config{Name: "down", URL: url, Timeout: 5 * time.Second}, nil, nil)
+	c := newTestClient(Config{Name: "down", URL: url, Timeout: 5 * time.Second})
 	defer c.Close()
 	if _, err := c.ListAll(context.Background()); err == nil {
 		t.Fatal("ListAll of a backend that is not there succeeded")

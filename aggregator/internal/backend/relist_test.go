@@ -23,7 +23,7 @@ func TestRelistKeepsUnchangedItems(t *testing.T) {
 	}
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
 	defer srv.Close()
-	c := New(Config{Name: "relist", URL: srv.URL, Protocol: ProtocolLegacy}, nil, nil)
+	c := newTestClient(Config{Name: "relist", URL: srv.URL, Protocol: ProtocolLegacy})
 	defer c.Close()
 	ctx := context.Background()
 

@@ -78,7 +78,7 @@ func TestEventReader(t *testing.T) {
 // TestModernStreamWithServerRequestFails: a server-to-client request on a
 // Modern response stream is a protocol violation; the call ends at once.
 func TestModernStreamWithServerRequestFails(t *testing.T) {
-	c := New(Config{Name: "m", URL: "http://127.0.0.1:1"}, nil, nil)
+	c := newTestClient(Config{Name: "m", URL: "http://127.0.0.1:1"})
 	defer c.Close()
 	body := io.NopCloser(strings.NewReader("data: {\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"roots/list\"}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"sb-1\",\"result\":{}}\n\n"))
 	_, err := c.readStream(t.Context(), body, "sb-1", &Call{Method: "tools/call"}, true, nil)
@@ -90,7 +90,7 @@ func TestModernStreamWithServerRequestFails(t *testing.T) {
 // TestStreamRelaysOwnProgressOnly: progress for another token (another
 // call on a shared session) is not relayed; the response ends the read.
 func TestStreamRelaysOwnProgressOnly(t *testing.T) {
-	c := New(Config{Name: "m", URL: "http://127.0.0.1:1"}, nil, nil)
+	c := newTestClient(Config{Name: "m", URL: "http://127.0.0.1:1"})
 	defer c.Close()
 	var relayed []string
 	call := &Call{Method: "tools/call", Progress: true, LogLevel: "warning", Notify: func(method string, params []byte) { relayed = append(relayed, method+" "+string(params)) }}

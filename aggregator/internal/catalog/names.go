@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -10,13 +11,10 @@ import (
 
 // Conflict-resolution strategies.
 const (
-	StrategyPrefix   = "prefix"
-	StrategyPriority = "priority"
-	StrategyManual   = "manual"
+	StrategyPrefix   = config.StrategyPrefix
+	StrategyPriority = config.StrategyPriority
+	StrategyManual   = config.StrategyManual
 )
-
-// DefaultPrefixFormat is the prefix format of the prefix strategy.
-const DefaultPrefixFormat = "{backend}_"
 
 // Naming decides advertised names. An advertised name depends only on the
 // configuration, the backend's name and the original name, never on which
@@ -31,42 +29,20 @@ type Naming struct {
 	overrides map[string]string
 }
 
-// NewNaming validates a conflict-resolution configuration.
-func NewNaming(c config.ConflictResolution) (*Naming, error) {
+// NewNaming makes the naming of a conflict-resolution section with its
+// defaults (config.ConflictResolution.WithDefaults), validated
+// (config.ValidateAggregator).
+func NewNaming(c config.ConflictResolution) *Naming {
 	n := &Naming{strategy: c.Strategy, prefixFormat: c.PrefixFormat, rank: map[string]int{}, overrides: map[string]string{}}
-	if n.strategy == "" {
-		n.strategy = StrategyPrefix
-	}
-	if n.prefixFormat == "" {
-		n.prefixFormat = DefaultPrefixFormat
-	}
 	switch n.strategy {
-	case StrategyPrefix:
-		if !strings.Contains(n.prefixFormat, "{backend}") {
-			return nil, fmt.Errorf("conflictResolution.prefixFormat %q must contain {backend}", n.prefixFormat)
-		}
 	case StrategyPriority:
-		if len(c.PriorityOrder) == 0 {
-			return nil, fmt.Errorf("conflictResolution.priorityOrder must list at least one backend for the priority strategy")
-		}
 		for i, b := range c.PriorityOrder {
-			if _, dup := n.rank[b]; dup {
-				return nil, fmt.Errorf("conflictResolution.priorityOrder lists %q twice", b)
-			}
 			n.rank[b] = i
 		}
 	case StrategyManual:
-		for k, v := range c.Overrides {
-			b, t, ok := strings.Cut(k, ".")
-			if !ok || b == "" || t == "" || v == "" {
-				return nil, fmt.Errorf("conflictResolution.overrides: %q must map \"<backend>.<tool>\" to a non-empty name", k)
-			}
-			n.overrides[k] = v
-		}
-	default:
-		return nil, fmt.Errorf("conflictResolution.strategy %q is not prefix, priority or manual", c.Strategy)
+		maps.Copy(n.overrides, c.Overrides)
 	}
-	return n, nil
+	return n
 }
 
 // Strategy is the configured strategy.

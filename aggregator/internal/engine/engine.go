@@ -87,12 +87,11 @@ type Engine struct {
 	updates updateHub
 }
 
-// New validates the options and builds the backend clients. It does not
-// contact any backend.
+// New builds the engine of opts (OptionsFromConfig) and its backend
+// clients. It does not contact any backend.
 func New(opts Options) (*Engine, error) {
-	opts.applyDefaults()
-	if err := opts.Validate(); err != nil {
-		return nil, err
+	if opts.Log == nil {
+		opts.Log = slog.Default()
 	}
 	e := &Engine{
 		opts:       opts,

@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -13,25 +11,25 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 )
 
-// This file is the one place where the aggregator's settings get their
-// defaults and are validated: OptionsFromConfig translates the deployment
-// configuration, applyDefaults fills what is unset (each backend's through
-// backend.Config.WithDefaults), Validate refuses what cannot work.
+// The aggregator's settings get their defaults and are validated in
+// services/config (config.Aggregator.WithDefaults, ValidateAggregator),
+// once for each configuration loaded; OptionsFromConfig only translates
+// the result.
 
-// Options configure an Engine. Zero values get the documented defaults.
+// Options configure an Engine, as OptionsFromConfig translates them from
+// a configuration with its defaults.
 type Options struct {
 	Backends []backend.Config
 	Naming   *catalog.Naming
 	// Authz decides access; nil allows everything.
 	Authz *authz.Authorizer
-	// PageSize is the default page size (1000); MaxPageSize clamps requested
-	// sizes (default: the larger of PageSize and 1000).
+	// PageSize is the default page size; MaxPageSize clamps requested
+	// sizes.
 	PageSize, MaxPageSize int
 	// CatalogTTL is how often every backend is listed again without being
-	// asked (30s).
+	// asked.
 	CatalogTTL time.Duration
-	// FanOut bounds concurrent backend listings, and concurrent probes
-	// (10).
+	// FanOut bounds concurrent backend listings, and concurrent probes.
 	FanOut int
 	// Health configures probes.
 	Health HealthOptions
@@ -43,7 +41,7 @@ type Options struct {
 	// ToolOverrides are the global tool overrides (config.ToolOverride);
 	// a server's own apply on top of them in that server.
 	ToolOverrides []config.ToolOverride
-	// Log receives the engine's logs (default slog.Default()).
+	// Log receives the engine's logs (nil: slog.Default()).
 	Log *slog.Logger
 	// Metrics records Prometheus metrics; nil records nothing.
 	Metrics *Metrics
@@ -58,32 +56,25 @@ type Options struct {
 
 // HealthOptions configure backend probes.
 type HealthOptions struct {
-	// Interval between probes (10s); Timeout of one probe (5s).
+	// Interval between probes; Timeout of one probe.
 	Interval, Timeout time.Duration
-	// DegradedThreshold: a slower answer is degraded (2s).
+	// DegradedThreshold: a slower answer is degraded.
 	DegradedThreshold time.Duration
-	// UnhealthyThreshold consecutive failures make a backend unhealthy (3).
+	// UnhealthyThreshold consecutive failures make a backend unhealthy.
 	UnhealthyThreshold int
 }
 
-// DefaultShutdownGrace is how long in-flight calls get to finish when the
-// service stops, unless configured.
-const DefaultShutdownGrace = 10 * time.Second
-
-// OptionsFromConfig translates the aggregator section of the deployment
-// configuration. A bad conflict-resolution setting or a policy file that
-// does not parse is an error.
+// OptionsFromConfig translates the aggregator section of a configuration
+// that config.ValidateAggregator accepted, with its defaults
+// (config.Aggregator.WithDefaults). A policy file that cannot be read or
+// parsed is an error.
 func OptionsFromConfig(c config.Aggregator) (Options, error) {
-	naming, err := catalog.NewNaming(c.ConflictResolution)
-	if err != nil {
-		return Options{}, err
-	}
 	az, err := authz.Load(c.Authz.PolicyFile)
 	if err != nil {
 		return Options{}, err
 	}
 	opts := Options{
-		Naming:        naming,
+		Naming:        catalog.NewNaming(c.ConflictResolution),
 		Authz:         az,
 		PageSize:      c.PageSize,
 		MaxPageSize:   c.MaxPageSize,
@@ -109,74 +100,7 @@ func OptionsFromConfig(c config.Aggregator) (Options, error) {
 			InputWait: time.Duration(b.InputWait),
 		})
 	}
-	opts.applyDefaults()
-	return opts, opts.Validate()
-}
-
-func (o *Options) applyDefaults() {
-	if o.PageSize <= 0 {
-		o.PageSize = 1000
-	}
-	if o.MaxPageSize <= 0 {
-		o.MaxPageSize = max(o.PageSize, 1000)
-	}
-	o.PageSize = min(o.PageSize, o.MaxPageSize)
-	if o.CatalogTTL <= 0 {
-		o.CatalogTTL = 30 * time.Second
-	}
-	if o.FanOut <= 0 {
-		o.FanOut = 10
-	}
-	if o.Health.Interval <= 0 {
-		o.Health.Interval = 10 * time.Second
-	}
-	if o.Health.Timeout <= 0 {
-		o.Health.Timeout = 5 * time.Second
-	}
-	if o.Health.DegradedThreshold <= 0 {
-		o.Health.DegradedThreshold = 2 * time.Second
-	}
-	if o.Health.UnhealthyThreshold <= 0 {
-		o.Health.UnhealthyThreshold = 3
-	}
-	if o.Log == nil {
-		o.Log = slog.Default()
-	}
-	for i := range o.Backends {
-		o.Backends[i] = o.Backends[i].WithDefaults()
-		o.Backends[i].HeldOwner = o.HeldOwner
-	}
-}
-
-// Validate refuses options an engine cannot run with: no naming, a
-// backend configuration that is wrong, a backend name used twice.
-func (o *Options) Validate() error {
-	if o.Naming == nil {
-		return errors.New("no naming configured")
-	}
-	seen := map[string]bool{}
-	for _, c := range o.Backends {
-		if err := c.Validate(); err != nil {
-			return err
-		}
-		if seen[c.Name] {
-			return fmt.Errorf("backend %q is configured twice", c.Name)
-		}
-		seen[c.Name] = true
-	}
-	servers := map[string]bool{}
-	for _, sv := range o.Servers {
-		if sv.Name == "" || servers[sv.Name] {
-			return fmt.Errorf("server %q is unnamed or configured twice", sv.Name)
-		}
-		servers[sv.Name] = true
-		for _, b := range sv.Backends {
-			if !seen[b] {
-				return fmt.Errorf("server %q names backend %q, which is not configured", sv.Name, b)
-			}
-		}
-	}
-	return nil
+	return opts, nil
 }
 
 // backendAuth is the backend package's form of a backend's auth section.
@@ -185,7 +109,6 @@ func backendAuth(a config.BackendAuth) backend.Auth {
 	if mode == config.BackendAuthStatic {
 		return backend.Auth{}
 	}
-	a = a.WithDefaults()
 	return backend.Auth{Mode: mode, Audience: a.Audience, TokenEndpoint: a.TokenEndpoint, ClientID: a.ClientID, ClientSecret: a.ClientSecret,
 		Scopes: a.Scopes, CacheEntries: a.CacheEntries, RefreshBefore: time.Duration(a.RefreshBefore)}
 }

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"reflect"
 	"time"
 )
@@ -9,11 +8,12 @@ import (
 // Reconfigure applies new options to a running engine without a restart:
 // the backends (added, removed, or changed: a backend whose configuration
 // changed gets a new client), the naming, the virtual servers, the
-// instructions and the page sizes. It is all or nothing: options that do
-// not validate change nothing. Requests already routed finish on the
-// clients they were routed to; every request after it sees the new setup,
-// and the catalogs are rebuilt at once, so watchers hear of every change
-// (list_changed).
+// instructions and the page sizes, as OptionsFromConfig translates a
+// configuration that config.ValidateAggregator accepted. It is all or
+// nothing: options whose tool overrides do not compile change nothing.
+// Requests already routed finish on the clients they were routed to;
+// every request after it sees the new setup, and the catalogs are rebuilt
+// at once, so watchers hear of every change (list_changed).
 //
 // What an engine is made with and cannot change while it runs — the
 // catalog TTL, the fan-out, the health checks, the held-call owner, the
@@ -25,13 +25,6 @@ func (e *Engine) Reconfigure(next Options) (needsRestart []string, err error) {
 	next.Log, next.Metrics, next.HeldOwner = e.opts.Log, e.opts.Metrics, e.opts.HeldOwner
 	next.CatalogTTL, next.FanOut, next.Health = e.opts.CatalogTTL, e.opts.FanOut, e.opts.Health
 	next.Authz, next.Pinning = e.opts.Authz, e.opts.Pinning
-	next.applyDefaults()
-	if err := next.Validate(); err != nil {
-		return nil, err
-	}
-	if next.Naming == nil {
-		return nil, errors.New("no naming configured")
-	}
 	overrides, err := compileOverrides(next)
 	if err != nil {
 		return nil, err
@@ -114,20 +107,16 @@ func kept(prev, st *setup) int {
 }
 
 // fixedChanges names the options that differ between the running engine's
-// and next's but cannot change while the engine runs. Zero values in next
-// mean the default, which the running engine already applied.
+// and next's but cannot change while the engine runs.
 func fixedChanges(running, next *Options) []string {
-	probe := *next
-	probe.Log, probe.Metrics = running.Log, running.Metrics
-	probe.applyDefaults()
 	var out []string
-	if probe.CatalogTTL != running.CatalogTTL {
+	if next.CatalogTTL != running.CatalogTTL {
 		out = append(out, "aggregator.catalogTTL")
 	}
-	if probe.FanOut != running.FanOut {
+	if next.FanOut != running.FanOut {
 		out = append(out, "aggregator.fanOut")
 	}
-	if !reflect.DeepEqual(probe.Health, running.Health) {
+	if !reflect.DeepEqual(next.Health, running.Health) {
 		out = append(out, "aggregator.health")
 	}
 	return out

@@ -44,13 +44,15 @@ type setup struct {
 
 // newSetup makes the setup of opts, keeping the members of prev whose
 // backend configuration is unchanged (their clients, sessions and
-// listers) and making new ones for the rest.
+// listers) and making new ones for the rest. Every backend's held calls
+// name opts.HeldOwner.
 func (e *Engine) newSetup(opts Options, prev *setup) *setup {
 	st := &setup{byName: map[string]*member{}, servers: map[string]config.Server{}, naming: opts.Naming,
 		instructions: opts.Instructions, pageSize: opts.PageSize, maxPageSize: opts.MaxPageSize}
 	cfgs := slices.Clone(opts.Backends)
 	slices.SortFunc(cfgs, func(a, b backend.Config) int { return strings.Compare(a.Name, b.Name) })
 	for _, c := range cfgs {
+		c.HeldOwner = opts.HeldOwner
 		m := prev.member(c.Name)
 		if m == nil || !reflect.DeepEqual(m.cfg, c) {
 			m = &member{cfg: c, client: e.newClient(c), listReq: make(chan struct{}, 1)}

@@ -244,7 +244,7 @@ func startAggregatorWith(t testing.TB, full *config.Config, log *slog.Logger, tu
 	if err := full.ValidateServers(); err != nil {
 		return nil, err
 	}
-	opts, err := engine.OptionsFromConfig(full.Aggregator)
+	opts, err := engine.OptionsFromConfig(full.Aggregator.WithDefaults())
 	if err != nil {
 		return nil, err
 	}

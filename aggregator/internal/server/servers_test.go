@@ -283,11 +283,13 @@ servers:
 		return slices.Contains(listServerTools(t, h.gateway, eng, ""), "docs-read")
 	})
 
-	// Options that do not validate change nothing.
+	// Options whose overrides do not compile change nothing (a server
+	// naming an unknown backend is refused before, by
+	// config.ValidateAggregator).
 	bad := opts
-	bad.Servers = []config.Server{{Name: "x", Backends: []string{"nope"}}}
+	bad.Servers = []config.Server{{Name: "x", Backends: []string{"tickets"}, ToolOverrides: []config.ToolOverride{{Tool: "get"}}}}
 	if _, err := h.engine.Reconfigure(bad); err == nil {
-		t.Fatal("a server naming an unknown backend was accepted")
+		t.Fatal("a tool override without a backend was accepted")
 	}
 	if got := listServerTools(t, h.gateway, eng, "support"); !slices.Equal(got, []string{"tickets-get"}) {
 		t.Errorf("after a refused reconfiguration, support lists %v", got)
@@ -298,7 +300,7 @@ servers:
 // returns the options it was given.
 func reconfigure(t *testing.T, h *harness, full *config.Config) engine.Options {
 	t.Helper()
-	opts, err := engine.OptionsFromConfig(full.Aggregator)
+	opts, err := engine.OptionsFromConfig(full.Aggregator.WithDefaults())
 	if err != nil {
 		t.Fatal(err)
 	}
