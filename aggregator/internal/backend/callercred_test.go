@@ -226,7 +226,7 @@ func TestPassthroughOnOwnSessions(t *testing.T) {
 	if got := rec.last(); got != "Bearer "+tok {
 		t.Fatalf("a streamed call on its own session reached the backend with %q", got)
 	}
-	res, err := c.CallToolAsking(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{}}, &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}, "alice\x00echo")
+	res, err := c.CallToolAsking(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{}}, &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}, "alice\x00echo", Notify{})
 	if err != nil || res.IsError {
 		t.Fatalf("a call that may be held: %v %+v", err, res)
 	}

@@ -87,6 +87,9 @@ type heldCall struct {
 	key     string
 	round   int
 	timer   *time.Timer
+	// relay hands the backend's notifications to the caller of the round
+	// in progress: the call's, then each retry's.
+	relay relay
 }
 
 type inputAsk struct {
@@ -133,17 +136,23 @@ func answer[T any](raw json.RawMessage, err error) (*T, error) {
 
 // CallToolAsking calls a tool so that the backend may ask the client for
 // input, which only clients declaring caps can give. owner binds the held
-// call to its caller: ResumeHeld accepts only the same owner.
-func (c *Client) CallToolAsking(ctx context.Context, params *mcp.CallToolParams, caps *mcp.ClientCapabilities, owner string) (*mcp.CallToolResult, error) {
+// call to its caller: ResumeHeld accepts only the same owner. n is what
+// this round's caller wants of the backend's notifications (as
+// CallToolStreamed); the backend is asked for progress and log messages
+// as n asks, once for the whole call, and each retry gets them as its own
+// Notify asks.
+func (c *Client) CallToolAsking(ctx context.Context, params *mcp.CallToolParams, caps *mcp.ClientCapabilities, owner string, n Notify) (*mcp.CallToolResult, error) {
 	id := make([]byte, 16)
 	_, _ = rand.Read(id)
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	h := &heldCall{id: hex.EncodeToString(id), owner: owner, asks: make(chan *inputAsk), done: make(chan heldOutcome, 1), cancel: cancel}
+	h.relay.set(n)
 	opts := &mcp.ClientOptions{
 		Logger:         c.log,
 		Capabilities:   caps,
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 	}
+	h.relay.handle(opts)
 	if caps.Elicitation != nil {
 		opts.ElicitationHandler = func(ctx context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			return answer[mcp.ElicitResult](h.ask(ctx, "elicitation/create", r.Params))
@@ -157,21 +166,16 @@ func (c *Client) CallToolAsking(ctx context.Context, params *mcp.CallToolParams,
 	client := mcp.NewClient(Implementation, opts)
 	go func() {
 		defer cancel()
-		s, err := c.connect(bctx, client, false)
-		if err != nil {
-			h.done <- heldOutcome{err: err}
-			return
-		}
-		res, err := s.CallTool(bctx, params)
-		closeOwnSession(bctx, s, err)
+		res, err := c.callOnOwnSession(bctx, client, params, n.Progress, n.Level)
 		h.done <- heldOutcome{res: res, err: err}
 	}()
 	return c.await(ctx, h)
 }
 
 // ResumeHeld answers the held call named by state with the client's input
-// responses (keyed as its inputRequests were) and carries the call on.
-func (c *Client) ResumeHeld(ctx context.Context, state, owner string, responses map[string]json.RawMessage) (*mcp.CallToolResult, error) {
+// responses (keyed as its inputRequests were) and carries the call on; n
+// is what this retry's caller wants of the backend's notifications.
+func (c *Client) ResumeHeld(ctx context.Context, state, owner string, responses map[string]json.RawMessage, n Notify) (*mcp.CallToolResult, error) {
 	id, round, replica, ok := ParseHeldState(state)
 	c.heldMu.Lock()
 	h := c.held[id]
@@ -185,6 +189,7 @@ func (c *Client) ResumeHeld(ctx context.Context, state, owner string, responses 
 	if h == nil {
 		return nil, ErrHeldCallGone
 	}
+	h.relay.set(n)
 	h.pending.answer <- responses[h.key]
 	return c.await(ctx, h)
 }
@@ -193,6 +198,8 @@ func (c *Client) ResumeHeld(ctx context.Context, state, owner string, responses 
 // ask for input. A question is returned as input_required and the call is
 // held for InputWait; a caller that goes away cancels the backend call.
 func (c *Client) await(ctx context.Context, h *heldCall) (*mcp.CallToolResult, error) {
+	// This round's caller gets nothing once it has its answer.
+	defer h.relay.set(Notify{})
 	wait, cancel := context.WithTimeoutCause(ctx, c.cfg.Timeout, errBudget)
 	defer cancel()
 	select {

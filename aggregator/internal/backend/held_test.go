@@ -31,11 +31,11 @@ func TestHeldCallsAreBounded(t *testing.T) {
 	c.maxHeld = 1
 	caps := &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}
 	ctx := context.Background()
-	res, err := c.CallToolAsking(ctx, &mcp.CallToolParams{Name: "confirm"}, caps, "alice")
+	res, err := c.CallToolAsking(ctx, &mcp.CallToolParams{Name: "confirm"}, caps, "alice", Notify{})
 	if err != nil || len(res.InputRequests) != 1 || c.heldCalls() != 1 {
 		t.Fatalf("first call: %v %v, %d held", res, err, c.heldCalls())
 	}
-	if _, err := c.CallToolAsking(ctx, &mcp.CallToolParams{Name: "confirm"}, caps, "alice"); !errors.Is(err, ErrTooManyHeld) {
+	if _, err := c.CallToolAsking(ctx, &mcp.CallToolParams{Name: "confirm"}, caps, "alice", Notify{}); !errors.Is(err, ErrTooManyHeld) {
 		t.Fatalf("second call: %v", err)
 	}
 	waitCancelled(t, cancelled, "the refused call")
@@ -83,25 +83,25 @@ func TestHeldStateAnswersItsRoundOnce(t *testing.T) {
 		}
 		return out
 	}
-	first, err := c.CallToolAsking(ctx, &mcp.CallToolParams{Name: "twice"}, caps, "alice")
+	first, err := c.CallToolAsking(ctx, &mcp.CallToolParams{Name: "twice"}, caps, "alice", Notify{})
 	if err != nil || len(first.InputRequests) != 1 {
 		t.Fatalf("first round: %v %v", first, err)
 	}
-	second, err := c.ResumeHeld(ctx, first.RequestState, "alice", answer(first))
+	second, err := c.ResumeHeld(ctx, first.RequestState, "alice", answer(first), Notify{})
 	if err != nil || len(second.InputRequests) != 1 || second.RequestState == first.RequestState {
 		t.Fatalf("second round: %+v %v", second, err)
 	}
-	if _, err := c.ResumeHeld(ctx, first.RequestState, "alice", answer(first)); !errors.Is(err, ErrHeldCallGone) {
+	if _, err := c.ResumeHeld(ctx, first.RequestState, "alice", answer(first), Notify{}); !errors.Is(err, ErrHeldCallGone) {
 		t.Fatalf("the first round's state replayed for the second question: %v", err)
 	}
-	if _, err := c.ResumeHeld(ctx, second.RequestState, "bob", answer(second)); !errors.Is(err, ErrHeldCallGone) {
+	if _, err := c.ResumeHeld(ctx, second.RequestState, "bob", answer(second), Notify{}); !errors.Is(err, ErrHeldCallGone) {
 		t.Fatalf("another caller's retry: %v", err)
 	}
-	done, err := c.ResumeHeld(ctx, second.RequestState, "alice", answer(second))
+	done, err := c.ResumeHeld(ctx, second.RequestState, "alice", answer(second), Notify{})
 	if err != nil || len(done.Content) != 1 {
 		t.Fatalf("last round: %+v %v", done, err)
 	}
-	if _, err := c.ResumeHeld(ctx, second.RequestState, "alice", answer(second)); !errors.Is(err, ErrHeldCallGone) {
+	if _, err := c.ResumeHeld(ctx, second.RequestState, "alice", answer(second), Notify{}); !errors.Is(err, ErrHeldCallGone) {
 		t.Fatalf("a replay after the call ended: %v", err)
 	}
 }

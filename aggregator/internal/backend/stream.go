@@ -39,40 +39,18 @@ const streamProgressToken = "switchboard-call"
 // for notifications/message at that level or above. emit is never called
 // after CallToolStreamed returns.
 func (c *Client) CallToolStreamed(ctx context.Context, params *mcp.CallToolParams, progress bool, logLevel mcp.LoggingLevel, emit func(method string, params any)) (*mcp.CallToolResult, error) {
-	var mu sync.Mutex
-	done := false
-	relay := func(method string, p any) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !done {
-			emit(method, p)
-		}
-	}
+	var r relay
+	r.set(Notify{Progress: progress, Level: logLevel, Emit: emit})
 	opts := &mcp.ClientOptions{
 		Logger:         c.log,
 		Capabilities:   &mcp.ClientCapabilities{},
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 	}
-	if progress {
-		opts.ProgressNotificationHandler = func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
-			if r.Params != nil && r.Params.ProgressToken == streamProgressToken {
-				relay(MethodProgress, r.Params)
-			}
-		}
-	}
-	if logLevel != "" {
-		opts.LoggingMessageHandler = func(_ context.Context, r *mcp.LoggingMessageRequest) {
-			if r.Params != nil && LevelAtLeast(r.Params.Level, logLevel) {
-				relay(MethodLog, r.Params)
-			}
-		}
-	}
+	r.handle(opts)
 	ctx, cancel := context.WithTimeoutCause(ctx, c.cfg.Timeout, errBudget)
 	defer cancel()
 	res, err := c.callOnOwnSession(ctx, mcp.NewClient(Implementation, opts), params, progress, logLevel)
-	mu.Lock()
-	done = true
-	mu.Unlock()
+	r.set(Notify{})
 	if err != nil {
 		if errors.Is(context.Cause(ctx), errBudget) {
 			err = fmt.Errorf("%w: %w", errBudget, err)
@@ -80,6 +58,54 @@ func (c *Client) CallToolStreamed(ctx context.Context, params *mcp.CallToolParam
 		return nil, c.classify(ctx, err)
 	}
 	return res, nil
+}
+
+// Notify is what the caller of a call on a session of its own (streamed,
+// or held for the client's input) wants of the backend's notifications:
+// progress, and log messages at or above Level (none if empty), handed to
+// Emit in the order the backend sent them.
+type Notify struct {
+	Progress bool
+	Level    mcp.LoggingLevel
+	Emit     func(method string, params any)
+}
+
+// relay hands the notifications of a session of its own to the caller it
+// is set to, as that caller's Notify asks. Set to another caller (the next
+// round of a held call) or to none, it never calls the one before again;
+// with none (a held call waiting for its client's input) it drops them.
+type relay struct {
+	mu sync.Mutex
+	to Notify
+}
+
+func (r *relay) set(n Notify) {
+	r.mu.Lock()
+	r.to = n
+	r.mu.Unlock()
+}
+
+// handle makes the sessions of a client of opts hand their notifications
+// to r.
+func (r *relay) handle(opts *mcp.ClientOptions) {
+	opts.ProgressNotificationHandler = func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+		if p := req.Params; p != nil && p.ProgressToken == streamProgressToken {
+			r.emit(MethodProgress, p, func(n Notify) bool { return n.Progress })
+		}
+	}
+	opts.LoggingMessageHandler = func(_ context.Context, req *mcp.LoggingMessageRequest) {
+		if p := req.Params; p != nil {
+			r.emit(MethodLog, p, func(n Notify) bool { return n.Level != "" && LevelAtLeast(p.Level, n.Level) })
+		}
+	}
+}
+
+func (r *relay) emit(method string, p any, wanted func(Notify) bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.to.Emit != nil && wanted(r.to) {
+		r.to.Emit(method, p)
+	}
 }
 
 func (c *Client) callOnOwnSession(ctx context.Context, client *mcp.Client, params *mcp.CallToolParams, progress bool, logLevel mcp.LoggingLevel) (*mcp.CallToolResult, error) {

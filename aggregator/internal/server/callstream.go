@@ -49,6 +49,28 @@ func (n *notifier) emit(method string, params []byte) {
 	}})
 }
 
+// relay is what the caller wants of the backend's notifications on a
+// route that calls with go-sdk; nothing for an unstreamed call.
+func (n *notifier) relay() backend.Notify {
+	if n == nil {
+		return backend.Notify{}
+	}
+	return backend.Notify{Progress: n.progress, Level: n.level, Emit: func(method string, p any) {
+		if raw, err := json.Marshal(p); err == nil {
+			n.emit(method, raw)
+		}
+	}}
+}
+
+// failed is the call's outcome err, or else the failure to relay one of
+// its notifications.
+func (n *notifier) failed(err error) error {
+	if err == nil && n != nil && n.err != nil {
+		return n.err
+	}
+	return err
+}
+
 func (s *Server) callToolStream(ctx context.Context, req *aggregatorv1.CallToolRequest, stream grpc.ServerStreamingServer[aggregatorv1.CallToolStreamResponse]) (*aggregatorv1.CallToolResponse, error) {
 	rc := req.GetContext()
 	token := rc.GetProgressTokenJson()

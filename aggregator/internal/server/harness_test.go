@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/peer"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/server"
 	"github.com/switchboard-mcp/switchboard/services/apierr"
 	"github.com/switchboard-mcp/switchboard/services/audit"
@@ -164,6 +165,9 @@ func (b *testBackend) restart() {
 	b.handler.Store(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.server }, &mcp.StreamableHTTPOptions{
 		Stateless: !b.stateful,
 		Logger:    quietLog,
+		// A Modern request is cancelled by closing its stream (the demo
+		// backend does the same); go-sdk's default lets the handler run on.
+		PropagateRequestCancellation: true,
 	}))
 }
 
@@ -250,6 +254,13 @@ func startAggregatorWith(t testing.TB, full *config.Config, log *slog.Logger, tu
 	}
 	opts.Log = log
 	opts.Servers = full.Servers
+	// With aggregator.peers, the replica serves at aggregator.listen, the
+	// address its held calls name (held_forward.go); the peers' token must
+	// be one of the credentials below.
+	listen := "127.0.0.1:0"
+	if full.Aggregator.Peers.Enabled() {
+		listen, opts.HeldOwner = full.Aggregator.Listen, full.Aggregator.Listen
+	}
 	for _, f := range tune {
 		f(&opts)
 	}
@@ -278,9 +289,11 @@ func startAggregatorWith(t testing.TB, full *config.Config, log *slog.Logger, tu
 		cancel()
 		return nil, err
 	}
-	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, server.New(e).WithLimiter(testLimiter(t, full.RateLimits)).WithAudit(trail))
+	peers := peer.New(opts.HeldOwner, full.Aggregator.Peers, config.TLS{}, log)
+	t.Cleanup(peers.Close)
+	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, server.New(e).WithPeers(peers).WithLimiter(testLimiter(t, full.RateLimits)).WithAudit(trail))
 	srv.SetServing()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	lis, err := net.Listen("tcp", listen)
 	if err != nil {
 		cancel()
 		return nil, err

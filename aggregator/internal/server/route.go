@@ -15,7 +15,9 @@ import (
 // callRoute is one way an admitted tools/call runs. Which one is decided
 // by routeOf alone; routeToolCall runs it. Every route runs under the
 // admitted context (the caller's credentials, its cancellation, the
-// tool's timeout) and reports errors the same way (status.go).
+// tool's timeout), relays a streamed call's progress and log messages
+// (but routeForward, below) and reports errors the same way (status.go);
+// route_test.go holds every route to each of these.
 type callRoute int
 
 const (
@@ -28,10 +30,13 @@ const (
 	// is held open across the client's retry (backend.CallToolAsking).
 	routeHeld
 	// routeResume carries on a call held on this replica with the
-	// client's answers (backend.ResumeHeld).
+	// client's answers (backend.ResumeHeld). The backend was asked for
+	// progress and log messages when the call began, as its first caller
+	// asked; each retry gets them as it asks itself.
 	routeResume
 	// routeForward sends the retry of a call held on another replica to
-	// that replica (held_forward.go).
+	// that replica (held_forward.go). It relays no notifications:
+	// ResumeHeldCall, the RPC between replicas, is unary.
 	routeForward
 	// routeOwnSession runs a streamed call that wants a Legacy backend's
 	// log messages on a go-sdk session of its own: a Legacy backend's log
@@ -79,44 +84,36 @@ func (s *Server) routeToolCall(ctx context.Context, req *aggregatorv1.CallToolRe
 			}
 		}
 		res, err := timed(s, b, "tools/call", func() (*mcp.CallToolResult, error) {
-			return b.ResumeHeld(ctx, req.GetRequestState(), owner, responses)
+			return b.ResumeHeld(ctx, req.GetRequestState(), owner, responses, stream.relay())
 		})
-		return heldResponse(b, res, err)
+		return heldResponse(b, res, stream.failed(err))
 	case routeHeld:
 		params, err := sdkParams(tc, req)
 		if err != nil {
 			return nil, err
 		}
 		caps := askableCapabilities(req.GetContext())
-		res, err := timed(s, b, "tools/call", func() (*mcp.CallToolResult, error) { return b.CallToolAsking(ctx, params, caps, owner) })
-		return heldResponse(b, res, err)
+		res, err := timed(s, b, "tools/call", func() (*mcp.CallToolResult, error) {
+			return b.CallToolAsking(ctx, params, caps, owner, stream.relay())
+		})
+		return heldResponse(b, res, stream.failed(err))
 	case routeOwnSession:
 		params, err := sdkParams(tc, req)
 		if err != nil {
 			return nil, err
 		}
-		emit := func(method string, p any) {
-			if raw, err := json.Marshal(p); err == nil {
-				stream.emit(method, raw)
-			}
-		}
+		n := stream.relay()
 		res, err := timed(s, b, "tools/call", func() (*mcp.CallToolResult, error) {
-			return b.CallToolStreamed(ctx, params, stream.progress, stream.level, emit)
+			return b.CallToolStreamed(ctx, params, n.Progress, n.Level, n.Emit)
 		})
-		if err == nil && stream.err != nil {
-			err = stream.err
-		}
-		return heldResponse(b, res, err)
+		return heldResponse(b, res, stream.failed(err))
 	}
 	if stream != nil {
 		tc.call.Progress, tc.call.LogLevel, tc.call.Notify = stream.progress, stream.level, stream.emit
 	}
 	res, err := timed(s, b, "tools/call", func() (*backend.Result, error) { return b.Call(ctx, &tc.call) })
-	if err != nil {
+	if err = stream.failed(err); err != nil {
 		return nil, err
-	}
-	if stream != nil && stream.err != nil {
-		return nil, stream.err
 	}
 	return &aggregatorv1.CallToolResponse{ResultJson: res.JSON, IsError: res.IsError, ResultType: resultType(res.ResultType), Backend: b.Name()}, nil
 }

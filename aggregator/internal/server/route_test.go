@@ -1,0 +1,484 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/switchboard-mcp/switchboard/services/backenderr"
+	"github.com/switchboard-mcp/switchboard/services/config"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+)
+
+// TestEveryRouteBehavesTheSame holds the five routes of an admitted
+// tools/call (route.go) to one behaviour: each column below is asserted
+// the same way on each route, against real go-sdk backends of both eras.
+// A cell a route cannot drive, or where it differs by design, says why in
+// the table; nothing is skipped silently.
+//
+//	              route cancel timeout progress log   credentials errors
+//	plain/modern  yes   yes    yes     yes      yes   yes         yes
+//	plain/legacy  yes   yes    yes     yes      n/a   yes         yes
+//	held          yes   yes    yes     yes      yes   yes         yes
+//	resume        yes   yes    yes     yes      yes   yes         yes
+//	forward       yes   yes    yes     none     none  yes         yes
+//	own-session   yes   yes    yes     yes      yes   yes         yes
+//
+// n/a: noLogLevel; none: forwardNotes (asserted: no notifications).
+func TestEveryRouteBehavesTheSame(t *testing.T) {
+	const (
+		noLogLevel   = "a streamed call with a log level to a Legacy backend is the own-session route, never plain: MCP sets a Legacy backend's log level per session (logging/setLevel), and the shared session cannot carry one caller's level"
+		peerIsUnary  = "ResumeHeldCall, the RPC between replicas, is unary: the replica holding the call cannot stream notifications to the one the client reached, so the caller gets the result and no notifications"
+		forwardNotes = "forwarded retries relay no notifications: " + peerIsUnary
+	)
+	rows := []routeRow{
+		{name: "plain/modern"},
+		{name: "plain/legacy", legacy: true, na: map[string]string{"log": noLogLevel}},
+		{name: "held", legacy: true, caps: true, sessions: 1},
+		{name: "resume", legacy: true, caps: true, retry: true},
+		{name: "forward", legacy: true, caps: true, retry: true, forward: true,
+			differs: map[string]string{"progress": forwardNotes, "log": forwardNotes}},
+		{name: "own-session", legacy: true, level: "warning", sessions: 1},
+	}
+	columns := []struct {
+		name string
+		run  func(t *testing.T, w *routeWorld)
+	}{
+		// route: the row takes its route. Held and own-session calls open a
+		// backend session of their own, a plain call or a retry none; a
+		// retry completes a call that was input_required (routeWorld.call).
+		{"route", func(t *testing.T, w *routeWorld) {
+			_, resp, err := w.call(context.Background(), "probe", probeArgs{ID: w.row.name + "-route"}, nil)
+			if err != nil || resp.GetResultType() != "complete" || resultText(t, resp.GetResultJson()) != "done "+w.row.name+"-route" {
+				t.Fatalf("call: %v %v", resp, err)
+			}
+			if w.opened != w.row.sessions {
+				t.Fatalf("the call opened %d backend sessions, want %d for the %s route", w.opened, w.row.sessions, w.row.name)
+			}
+		}},
+		// cancellation: the caller going away cancels the backend's handler.
+		{"cancellation", func(t *testing.T, w *routeWorld) {
+			id := w.row.name + "-cancel"
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				_, _, err := w.call(ctx, "probe", probeArgs{ID: id, Do: "hang"}, nil)
+				done <- err
+			}()
+			eventually(t, 5*time.Second, "the backend's handler runs", func() bool { return w.probe.is(id, "running") })
+			cancel()
+			eventually(t, 5*time.Second, "the backend's handler is cancelled", func() bool { return w.probe.is(id, "cancelled") })
+			if err := <-done; status.Code(err) != codes.Canceled {
+				t.Fatalf("the cancelled call ended with %v", err)
+			}
+		}},
+		// timeout: a tool override's timeout ends the call as a backend
+		// timeout, well before the backend's own, and ends the handler.
+		{"timeout", func(t *testing.T, w *routeWorld) {
+			id := w.row.name + "-timeout"
+			start := time.Now()
+			_, _, err := w.call(context.Background(), "slow", probeArgs{ID: id, Do: "hang"}, nil)
+			took := time.Since(start)
+			wantStatus(t, err, codes.DeadlineExceeded, commonv1.ErrorReason_ERROR_REASON_BACKEND_TIMEOUT)
+			if took > 3*time.Second {
+				t.Fatalf("timed out after %s: not the tool's timeout (%s)", took, routeToolTimeout)
+			}
+			eventually(t, 5*time.Second, "the timed-out handler is cancelled", func() bool { return w.probe.is(id, "cancelled") })
+		}},
+		// progress: the backend's progress reaches the caller before the
+		// result, with the caller's own token.
+		{"progress", func(t *testing.T, w *routeWorld) {
+			id := w.row.name + "-progress"
+			notes, resp, err := w.call(context.Background(), "probe", probeArgs{ID: id, Do: "report"}, &aggregatorv1.RequestContext{ProgressTokenJson: `"tok-` + id + `"`})
+			if err != nil || resultText(t, resp.GetResultJson()) != "done "+id {
+				t.Fatalf("call: %v %v", resp, err)
+			}
+			want := []string{fmt.Sprintf(`"tok-%s" 1 %s`, id, id), fmt.Sprintf(`"tok-%s" 2 %s`, id, id)}
+			if w.row.differs["progress"] != "" {
+				want = nil
+			}
+			if got := noteTexts(t, notes, "notifications/progress"); !reflect.DeepEqual(got, want) {
+				t.Fatalf("progress %q, want %q", got, want)
+			}
+		}},
+		// log: the backend's log messages at or above the caller's level
+		// reach the caller before the result.
+		{"log", func(t *testing.T, w *routeWorld) {
+			id := w.row.name + "-log"
+			notes, resp, err := w.call(context.Background(), "probe", probeArgs{ID: id, Do: "report"}, &aggregatorv1.RequestContext{LogLevel: "warning"})
+			if err != nil || resultText(t, resp.GetResultJson()) != "done "+id {
+				t.Fatalf("call: %v %v", resp, err)
+			}
+			want := []string{"warning " + id + " warning"}
+			if w.row.differs["log"] != "" {
+				want = nil
+			}
+			if got := noteTexts(t, notes, "notifications/message"); !reflect.DeepEqual(got, want) {
+				t.Fatalf("log messages %q, want %q", got, want)
+			}
+		}},
+		// credentials: the backend's static headers reach the tool's own
+		// request, and every request the row's backend got (so also a held
+		// call's own session and the answer a retry carries to it).
+		{"credentials", func(t *testing.T, w *routeWorld) {
+			id := w.row.name + "-credentials"
+			_, resp, err := w.call(context.Background(), "probe", probeArgs{ID: id, Do: "header"}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := resultText(t, resp.GetResultJson()); got != w.secret {
+				t.Fatalf("the tool's request carried %s %q, want %q", probeHeader, got, w.secret)
+			}
+			w.b.mu.Lock()
+			defer w.b.mu.Unlock()
+			for _, r := range w.b.requests {
+				if r.Header.Get(probeHeader) != w.secret {
+					t.Fatalf("a %s request without the backend's header", r.Method)
+				}
+			}
+		}},
+		// errors: a JSON-RPC error is the backend's error, detail for
+		// detail; an isError result is a result, the same on every route.
+		{"errors", func(t *testing.T, w *routeWorld) {
+			_, _, err := w.call(context.Background(), "probe", probeArgs{ID: w.row.name + "-rpc", Do: "rpc-error"}, nil)
+			wantStatus(t, err, codes.Unknown, commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR)
+			wantErr := &aggregatorv1.BackendError{Code: 4242, Message: "probe refused", DataJson: `{"why":"asked to"}`}
+			if got, ok := backenderr.From(err); !ok || !proto.Equal(got, wantErr) {
+				t.Fatalf("backend error %v, want %v", got, wantErr)
+			}
+			_, resp, err := w.call(context.Background(), "probe", probeArgs{ID: w.row.name + "-iserror", Do: "is-error"}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A Modern backend's result also has its era's members (resultType,
+			// _meta), passed on as the backend sent them; the rest is the same.
+			var got struct {
+				Content []map[string]any `json:"content"`
+				IsError bool             `json:"isError"`
+			}
+			want := []map[string]any{{"type": "text", "text": "probe failed"}}
+			if err := json.Unmarshal([]byte(resp.GetResultJson()), &got); err != nil || !resp.GetIsError() || !got.IsError || resp.GetResultType() != "complete" || !reflect.DeepEqual(got.Content, want) {
+				t.Fatalf("isError result: %v %s (%v)", resp.GetIsError(), resp.GetResultJson(), err)
+			}
+		}},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			t.Parallel()
+			w := startRouteWorld(t, row)
+			for _, col := range columns {
+				t.Run(col.name, func(t *testing.T) {
+					if why := row.na[col.name]; why != "" {
+						t.Log("not drivable on this route: " + why)
+						return
+					}
+					col.run(t, w)
+				})
+			}
+		})
+	}
+}
+
+// routeToolTimeout is the tool override's timeout of the slow tool.
+const routeToolTimeout = 400 * time.Millisecond
+
+// probeHeader is the backend's static credential header.
+const probeHeader = "X-Probe-Credential"
+
+// routeRow is a route and how a call takes it.
+type routeRow struct {
+	name string
+	// legacy: a Legacy-only backend (sessions); else a stateless Modern one.
+	legacy bool
+	// caps: the caller can answer elicitation, so a Legacy backend's call
+	// is held (or a held call resumed).
+	caps bool
+	// level: every call asks for log messages at this level.
+	level string
+	// retry: the behaviour runs on the retry of a held call, on the
+	// replica holding it or, with forward, on its peer.
+	retry, forward bool
+	// sessions is how many backend sessions the behaviour's request opens.
+	sessions int
+	// na: behaviours the route cannot drive; differs: behaviours where it
+	// differs by design. Each says why.
+	na, differs map[string]string
+}
+
+// routeWorld is a row's backend and aggregator replicas.
+type routeWorld struct {
+	row    routeRow
+	b      *testBackend
+	probe  *probe
+	secret string
+	// first gets every call; retry the retries of held calls.
+	first, retry aggregatorv1.AggregatorServiceClient
+	// owner is the address of the replica holding calls (forward only).
+	owner string
+	// opened is how many sessions the last behaviour request opened.
+	opened int
+}
+
+func startRouteWorld(t *testing.T, row routeRow) *routeWorld {
+	w := &routeWorld{row: row, probe: &probe{seen: map[string]string{}}, secret: "secret-" + row.name}
+	w.b = newTestBackend(t, "b", backendOptions{stateful: row.legacy, extra: w.probe.add})
+	protocol := "2026-07-28"
+	if row.legacy {
+		protocol = "2025-11-25"
+	}
+	yaml := func(listen, peers string) string {
+		return `
+aggregator:
+  catalogTTL: 1h` + listen + peers + `
+  backends:
+    - name: b
+      url: ` + w.b.url() + `
+      protocol: "` + protocol + `"
+      timeout: 10s
+      headers: {` + probeHeader + `: ` + w.secret + `}
+  toolOverrides:
+    - {backend: b, tool: slow, timeout: ` + routeToolTimeout.String() + `}
+`
+	}
+	start := func(listen, peers string) *harness {
+		full, err := config.Load(writeFile(t, "switchboard.yaml", yaml(listen, peers)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := startAggregatorWith(t, full, quietLog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	if !row.forward {
+		h := start("", "")
+		w.first, w.retry = h.gateway, h.gateway
+		return w
+	}
+	// Two replicas, peers of each other: calls are held by the first, and
+	// retries reach the second, which forwards them.
+	one, two := freeAddress(t), freeAddress(t)
+	peers := "\n  peers: {addresses: [\"" + one + "\", \"" + two + "\"], token: " + gatewayToken + "}"
+	w.first, w.retry, w.owner = start("\n  listen: \""+one+"\"", peers).gateway, start("\n  listen: \""+two+"\"", peers).gateway, one
+	return w
+}
+
+// freeAddress is a loopback address no one listens on (a replica's own
+// address must be known before it starts: its held calls name it).
+func freeAddress(t *testing.T) string {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	return lis.Addr().String()
+}
+
+// call calls the row's tool the row's way, with the request context rc
+// (plus the row's capabilities and log level), streamed, and returns the
+// behaviour request's notifications and result. A retry row first makes a
+// call that asks the client, which must come back input_required, and
+// then retries it with the answer: the behaviour runs in the retry, which
+// gets its own progress token.
+func (w *routeWorld) call(ctx context.Context, tool string, a probeArgs, rc *aggregatorv1.RequestContext) ([]*aggregatorv1.Notification, *aggregatorv1.CallToolResponse, error) {
+	if rc == nil {
+		rc = &aggregatorv1.RequestContext{}
+	}
+	if w.row.caps {
+		rc.ClientCapabilitiesJson = `{"elicitation":{}}`
+	}
+	if w.row.level != "" {
+		rc.LogLevel = w.row.level
+	}
+	a.Ask = w.row.retry
+	args, _ := json.Marshal(a)
+	req := &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "b_" + tool, ArgumentsJson: string(args), Context: rc}
+	if w.row.retry {
+		first := proto.Clone(req).(*aggregatorv1.CallToolRequest)
+		if rc.GetProgressTokenJson() != "" {
+			first.Context.ProgressTokenJson = `"first-round"`
+		}
+		_, held, err := streamCallErr(ctx, w.first, first)
+		var res struct {
+			InputRequests map[string]json.RawMessage `json:"inputRequests"`
+			RequestState  string                     `json:"requestState"`
+		}
+		if err != nil || held.GetResultType() != "input_required" || json.Unmarshal([]byte(held.GetResultJson()), &res) != nil || len(res.InputRequests) != 1 {
+			return nil, nil, fmt.Errorf("the call to retry: %v %v", held, err)
+		}
+		if w.row.forward && !strings.HasSuffix(res.RequestState, "@"+w.owner) {
+			return nil, nil, fmt.Errorf("requestState %q does not name the replica holding the call (%s)", res.RequestState, w.owner)
+		}
+		for key := range res.InputRequests {
+			req.InputResponsesJson = `{"` + key + `":{"action":"accept","content":{"sure":true}}}`
+		}
+		req.RequestState = res.RequestState
+	}
+	before := w.b.received("initialize")
+	notes, resp, err := streamCallErr(ctx, w.retryOr(), req)
+	w.opened = w.b.received("initialize") - before
+	return notes, resp, err
+}
+
+func (w *routeWorld) retryOr() aggregatorv1.AggregatorServiceClient {
+	if w.row.retry {
+		return w.retry
+	}
+	return w.first
+}
+
+// streamCallErr is streamCall that returns the call's error.
+func streamCallErr(ctx context.Context, c aggregatorv1.AggregatorServiceClient, req *aggregatorv1.CallToolRequest) ([]*aggregatorv1.Notification, *aggregatorv1.CallToolResponse, error) {
+	stream, err := c.CallToolStream(ctx, &aggregatorv1.CallToolStreamRequest{Call: req})
+	if err != nil {
+		return nil, nil, err
+	}
+	var notes []*aggregatorv1.Notification
+	var result *aggregatorv1.CallToolResponse
+	for {
+		ev, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return notes, nil, err
+		}
+		if result != nil {
+			return notes, nil, fmt.Errorf("an event after the result: %v", ev)
+		}
+		if n := ev.GetNotification(); n != nil {
+			notes = append(notes, n)
+		} else {
+			result = ev.GetResult()
+		}
+	}
+	if result == nil {
+		return notes, nil, errors.New("the stream ended without a result")
+	}
+	return notes, result, nil
+}
+
+// noteTexts are the notifications of method, one line each: a progress
+// notification's token, progress and message, a log message's level and
+// data. Params must not carry the backend's _meta.
+func noteTexts(t *testing.T, notes []*aggregatorv1.Notification, method string) []string {
+	t.Helper()
+	var out []string
+	for _, n := range notes {
+		var p struct {
+			ProgressToken json.RawMessage `json:"progressToken"`
+			Progress      float64         `json:"progress"`
+			Message       string          `json:"message"`
+			Level         string          `json:"level"`
+			Data          string          `json:"data"`
+			Meta          any             `json:"_meta"`
+		}
+		if err := json.Unmarshal([]byte(n.GetParamsJson()), &p); err != nil || p.Meta != nil {
+			t.Fatalf("%s params %s", n.GetMethod(), n.GetParamsJson())
+		}
+		switch {
+		case n.GetMethod() != method:
+		case method == "notifications/progress":
+			out = append(out, fmt.Sprintf("%s %g %s", p.ProgressToken, p.Progress, p.Message))
+		default:
+			out = append(out, p.Level+" "+p.Data)
+		}
+	}
+	return out
+}
+
+// probe is the tools probe and slow (the same, with a tool override's
+// timeout on slow): after asking the client, if told to, they do what
+// their arguments say, and note what became of each call by its id.
+type probe struct {
+	mu   sync.Mutex
+	seen map[string]string // id: running, then cancelled
+}
+
+type probeArgs struct {
+	ID string `json:"id"`
+	// Do: hang (until cancelled), report (progress twice, log at debug
+	// and warning), rpc-error, is-error, header (the credential header's
+	// value); else answer "done <id>".
+	Do  string `json:"do,omitempty"`
+	Ask bool   `json:"ask,omitempty"`
+}
+
+func (p *probe) is(id, state string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.seen[id] == state
+}
+
+func (p *probe) note(id, state string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seen[id] = state
+}
+
+func (p *probe) add(b *testBackend) {
+	handler := func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var a probeArgs
+		if err := json.Unmarshal(req.Params.Arguments, &a); err != nil {
+			return nil, err
+		}
+		if a.Ask {
+			if _, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Go on?", RequestedSchema: map[string]any{
+				"type": "object", "properties": map[string]any{"sure": map[string]any{"type": "boolean"}},
+			}}); err != nil {
+				return nil, err
+			}
+		}
+		text := func(s string) *mcp.CallToolResult {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+		}
+		switch a.Do {
+		case "hang":
+			p.note(a.ID, "running")
+			select {
+			case <-ctx.Done():
+				p.note(a.ID, "cancelled")
+				return nil, ctx.Err()
+			case <-b.release:
+				return text("released"), nil
+			}
+		case "report":
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				for i := 1; i <= 2; i++ {
+					if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 2, Message: a.ID}); err != nil {
+						return nil, err
+					}
+				}
+			}
+			_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "debug", Data: a.ID + " debug"})
+			_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Data: a.ID + " warning"})
+		case "rpc-error":
+			return nil, &jsonrpc.Error{Code: 4242, Message: "probe refused", Data: json.RawMessage(`{"why":"asked to"}`)}
+		case "is-error":
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "probe failed"}}}, nil
+		case "header":
+			return text(req.Extra.Header.Get(probeHeader)), nil
+		}
+		return text("done " + a.ID), nil
+	}
+	for _, name := range []string{"probe", "slow"} {
+		b.server.AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}}, handler)
+	}
+}
