@@ -138,6 +138,34 @@ var (
 	}
 )
 
+// The indexer's cluster-state RPCs moved from IndexerService to
+// ClusterStateService; for one release the indexer serves both names
+// (docs/grpc-api.md, "Versions"), and an allow list that names either
+// name of such an RPC (or either service with *) allows both, so that
+// configurations, clients and indexers can be upgraded in any order.
+const (
+	indexerService      = "switchboard.indexer.v1.IndexerService"
+	clusterStateService = "switchboard.indexer.v1.ClusterStateService"
+)
+
+// clusterStateRPCs are the RPCs ClusterStateService took over.
+var clusterStateRPCs = map[string]bool{
+	"RevokeSession": true, "CheckSession": true, "WatchRevocations": true, "ConsumeRequestState": true,
+	"UpdateSessionState": true, "WatchSessionEvents": true, "RelayInputResponse": true, "RelayCancellation": true,
+	"RecordToolDefinitions": true, "ApproveToolDefinition": true, "ListToolDefinitions": true, "WatchToolDefinitions": true,
+	"AcquireRateTokens": true, "ListRateLimitBuckets": true, "RecordAuditEvents": true, "QueryAuditEvents": true,
+}
+
+// canonicalMethod is fullMethod ("/package.Service/Method") under its one
+// name: a cluster-state RPC named through IndexerService is named through
+// ClusterStateService.
+func canonicalMethod(fullMethod string) string {
+	if rest, ok := strings.CutPrefix(fullMethod, "/"+indexerService+"/"); ok && clusterStateRPCs[rest] {
+		return "/" + clusterStateService + "/" + rest
+	}
+	return fullMethod
+}
+
 // MethodSet is the set of RPCs an allow list names.
 type MethodSet struct {
 	methods  map[string]bool // full method names, "/package.Service/Method"
@@ -154,8 +182,13 @@ func NewMethodSet(patterns []string) MethodSet {
 		case err != nil:
 		case method == "*":
 			m.services[service] = true
+			if service == indexerService {
+				// Every method of IndexerService includes those it
+				// serves under their new name.
+				m.services[clusterStateService] = true
+			}
 		default:
-			m.methods["/"+service+"/"+method] = true
+			m.methods[canonicalMethod("/"+service+"/"+method)] = true
 		}
 	}
 	return m
@@ -164,6 +197,7 @@ func NewMethodSet(patterns []string) MethodSet {
 // Permits reports whether the set holds fullMethod, written as gRPC does
 // ("/package.Service/Method").
 func (m MethodSet) Permits(fullMethod string) bool {
+	fullMethod = canonicalMethod(fullMethod)
 	if m.methods[fullMethod] {
 		return true
 	}

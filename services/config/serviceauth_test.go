@@ -54,3 +54,40 @@ func TestParseMethodPattern(t *testing.T) {
 		}
 	}
 }
+
+// A cluster-state RPC has two names for a release: an allow list that
+// names either (or either service with *) permits both, and nothing else
+// widens: IndexerService's search stays IndexerService's alone.
+func TestMethodSetNamesMovedRPCsEitherWay(t *testing.T) {
+	const (
+		oldRevoke = "/switchboard.indexer.v1.IndexerService/RevokeSession"
+		newRevoke = "/switchboard.indexer.v1.ClusterStateService/RevokeSession"
+		search    = "/switchboard.indexer.v1.IndexerService/Search"
+		newSearch = "/switchboard.indexer.v1.ClusterStateService/Search"
+		oldAudit  = "/switchboard.indexer.v1.IndexerService/QueryAuditEvents"
+	)
+	cases := []struct {
+		allow   []string
+		permits []string
+		refuses []string
+	}{
+		{[]string{"switchboard.indexer.v1.IndexerService/RevokeSession"}, []string{oldRevoke, newRevoke}, []string{search, oldAudit}},
+		{[]string{"switchboard.indexer.v1.ClusterStateService/RevokeSession"}, []string{oldRevoke, newRevoke}, []string{search, oldAudit}},
+		{[]string{"switchboard.indexer.v1.IndexerService/*"}, []string{oldRevoke, newRevoke, search, oldAudit}, nil},
+		{[]string{"switchboard.indexer.v1.ClusterStateService/*"}, []string{oldRevoke, newRevoke, oldAudit}, []string{search}},
+		{[]string{"switchboard.indexer.v1.IndexerService/Search"}, []string{search}, []string{newSearch, oldRevoke, newRevoke}},
+	}
+	for _, c := range cases {
+		set := NewMethodSet(c.allow)
+		for _, m := range c.permits {
+			if !set.Permits(m) {
+				t.Errorf("allow %v refuses %s", c.allow, m)
+			}
+		}
+		for _, m := range c.refuses {
+			if set.Permits(m) {
+				t.Errorf("allow %v permits %s", c.allow, m)
+			}
+		}
+	}
+}

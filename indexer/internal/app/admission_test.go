@@ -7,16 +7,20 @@ import (
 	"os"
 	"testing"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
-// TestEveryRPCIsPlaced enumerates IndexerService's RPCs from its service
-// descriptor, so that a new RPC fails here until it is placed. Search, the
+// TestEveryRPCIsPlaced enumerates the RPCs of IndexerService and
+// ClusterStateService from their service descriptors, so that a new RPC
+// fails here until it is placed. Search, the
 // one RPC that reaches the store on an end user's behalf (find_tool), is
 // driven under a limit of one per principal with the audit trail on: its
 // scope is the caller's authorized view of the server asked (from the
@@ -57,24 +61,54 @@ func TestEveryRPCIsPlaced(t *testing.T) {
 		"RecordAuditEvents":     "the audit trail's database table",
 		"QueryAuditEvents":      "the audit trail's database table (operators)",
 	}
-	desc := indexerv1.IndexerService_ServiceDesc
-	var names []string
-	for _, m := range desc.Methods {
-		names = append(names, m.MethodName)
+	// Search's service holds the search and, for one release, deprecated
+	// copies of the cluster state's RPCs; ClusterStateService holds the
+	// cluster state only.
+	for _, desc := range []grpc.ServiceDesc{indexerv1.IndexerService_ServiceDesc, indexerv1.ClusterStateService_ServiceDesc} {
+		var names []string
+		for _, m := range desc.Methods {
+			names = append(names, m.MethodName)
+		}
+		for _, s := range desc.Streams {
+			names = append(names, s.StreamName)
+		}
+		for _, name := range names {
+			switch {
+			case desc.ServiceName == "switchboard.indexer.v1.ClusterStateService" && clusterState[name] == "":
+				t.Errorf("ClusterStateService's RPC %s is not cluster state: place it in this test", name)
+			case !callerRequests[name] && clusterState[name] == "":
+				t.Errorf("RPC %s of %s is placed neither as a caller's request (admitted: scope, limit, audit) nor as cluster state: place it in this test", name, desc.ServiceName)
+			}
+		}
 	}
-	for _, s := range desc.Streams {
-		names = append(names, s.StreamName)
+
+	// The cluster state's service answers a credential whose allow list
+	// names the RPC's old name (the aggregator's built-in list still does),
+	// and so does the old name.
+	conn, err := grpc.NewClient(h.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(svcauth.TokenCredentials{Token: aggregatorToken}))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, name := range names {
-		if !callerRequests[name] && clusterState[name] == "" {
-			t.Errorf("RPC %s is placed neither as a caller's request (admitted: scope, limit, audit) nor as cluster state: place it in this test", name)
+	t.Cleanup(func() { _ = conn.Close() })
+	take := &indexerv1.AcquireRateTokensRequest{Keys: []*indexerv1.RateTokenRequest{{Key: "placed", RatePerSecond: 1, Burst: 2, Tokens: 1}}}
+	for _, acquire := range []func() (*indexerv1.AcquireRateTokensResponse, error){
+		func() (*indexerv1.AcquireRateTokensResponse, error) {
+			return indexerv1.NewClusterStateServiceClient(conn).AcquireRateTokens(t.Context(), take)
+		},
+		func() (*indexerv1.AcquireRateTokensResponse, error) {
+			return indexerv1.NewIndexerServiceClient(conn).AcquireRateTokens(t.Context(), take)
+		},
+	} {
+		if resp, err := acquire(); err != nil || resp.GetGrants()[0].GetGranted() != 1 {
+			t.Fatalf("AcquireRateTokens: %v %v", resp, err)
 		}
 	}
 
 	if _, err := h.search(t, "alice", "sales", 0); err != nil {
 		t.Fatalf("first search: %v", err)
 	}
-	_, err := h.search(t, "alice", "sales", 0)
+	_, err = h.search(t, "alice", "sales", 0)
 	wantReason(t, err, codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED)
 
 	var outcomes []audit.Outcome

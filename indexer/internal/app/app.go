@@ -203,6 +203,9 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 		Audit:   trail, AuditEvents: auditTable,
 	})
 	indexerv1.RegisterIndexerServiceServer(srv.Server, api)
+	// The cluster state's own service; IndexerService serves its RPCs too,
+	// for one release (docs/grpc-api.md, "Versions").
+	indexerv1.RegisterClusterStateServiceServer(srv.Server, api)
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.ServeListener(ctx, lis, shutdownGrace) }()

@@ -1,6 +1,10 @@
-// Package server implements the IndexerService gRPC API: one file per RPC
-// family (search.go, scopes.go, stats.go, sessions.go), and errors.go, the
-// one place errors become gRPC statuses.
+// Package server implements the indexer's two gRPC services, one file per
+// RPC family: IndexerService, the search (search.go, scopes.go, stats.go),
+// and ClusterStateService, the state the cluster's services share
+// (sessions.go and sessionstates.go for Legacy sessions, requeststates.go,
+// cancellations.go for relays, tooldefinitions.go, ratelimit.go and
+// ratebuckets.go, auditevents.go); errors.go is the one place errors
+// become gRPC statuses.
 package server
 
 import (
@@ -63,9 +67,13 @@ type Deps struct {
 	AuditEvents store.AuditEvents
 }
 
-// Server serves IndexerService.
+// Server serves IndexerService (search: search.go, scopes.go, stats.go)
+// and ClusterStateService (the state the services share: every other
+// file), with one set of handlers: IndexerService's copies of the
+// cluster-state RPCs are deprecated aliases, served for one release.
 type Server struct {
 	indexerv1.UnimplementedIndexerServiceServer
+	indexerv1.UnimplementedClusterStateServiceServer
 	Deps
 	ready atomic.Bool
 	now   func() time.Time

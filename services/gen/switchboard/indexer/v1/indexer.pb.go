@@ -5,8 +5,10 @@
 // source: switchboard/indexer/v1/indexer.proto
 
 // Package switchboard.indexer.v1 is the indexer's API: full-text search over
-// the tools a principal may call. The index is keyed by identity: a search
-// only ever sees the principal's own view as the aggregator decides it.
+// the tools a principal may call (IndexerService), and the state the
+// cluster's services share in the indexer's database (ClusterStateService,
+// in cluster_state.proto). The index is keyed by identity: a search only
+// ever sees the principal's own view as the aggregator decides it.
 
 package indexerv1
 
@@ -4205,27 +4207,27 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\x13TERM_SOURCE_KEYWORD\x10\x02\x12\x17\n" +
 	"\x13TERM_SOURCE_FRAMING\x10\x03\x12\x17\n" +
 	"\x13TERM_SOURCE_SYNONYM\x10\x04\x12\x15\n" +
-	"\x11TERM_SOURCE_TOPIC\x10\x052\xf2\x11\n" +
+	"\x11TERM_SOURCE_TOPIC\x10\x052\xc7\x12\n" +
 	"\x0eIndexerService\x12W\n" +
 	"\x06Search\x12%.switchboard.indexer.v1.SearchRequest\x1a&.switchboard.indexer.v1.SearchResponse\x12i\n" +
 	"\fRefreshScope\x12+.switchboard.indexer.v1.RefreshScopeRequest\x1a,.switchboard.indexer.v1.RefreshScopeResponse\x12T\n" +
-	"\x05Stats\x12$.switchboard.indexer.v1.StatsRequest\x1a%.switchboard.indexer.v1.StatsResponse\x12l\n" +
-	"\rRevokeSession\x12,.switchboard.indexer.v1.RevokeSessionRequest\x1a-.switchboard.indexer.v1.RevokeSessionResponse\x12i\n" +
-	"\fCheckSession\x12+.switchboard.indexer.v1.CheckSessionRequest\x1a,.switchboard.indexer.v1.CheckSessionResponse\x12w\n" +
-	"\x10WatchRevocations\x12/.switchboard.indexer.v1.WatchRevocationsRequest\x1a0.switchboard.indexer.v1.WatchRevocationsResponse0\x01\x12~\n" +
-	"\x13ConsumeRequestState\x122.switchboard.indexer.v1.ConsumeRequestStateRequest\x1a3.switchboard.indexer.v1.ConsumeRequestStateResponse\x12{\n" +
-	"\x12UpdateSessionState\x121.switchboard.indexer.v1.UpdateSessionStateRequest\x1a2.switchboard.indexer.v1.UpdateSessionStateResponse\x12}\n" +
-	"\x12WatchSessionEvents\x121.switchboard.indexer.v1.WatchSessionEventsRequest\x1a2.switchboard.indexer.v1.WatchSessionEventsResponse0\x01\x12{\n" +
-	"\x12RelayInputResponse\x121.switchboard.indexer.v1.RelayInputResponseRequest\x1a2.switchboard.indexer.v1.RelayInputResponseResponse\x12x\n" +
-	"\x11RelayCancellation\x120.switchboard.indexer.v1.RelayCancellationRequest\x1a1.switchboard.indexer.v1.RelayCancellationResponse\x12\x84\x01\n" +
-	"\x15RecordToolDefinitions\x124.switchboard.indexer.v1.RecordToolDefinitionsRequest\x1a5.switchboard.indexer.v1.RecordToolDefinitionsResponse\x12\x84\x01\n" +
-	"\x15ApproveToolDefinition\x124.switchboard.indexer.v1.ApproveToolDefinitionRequest\x1a5.switchboard.indexer.v1.ApproveToolDefinitionResponse\x12~\n" +
-	"\x13ListToolDefinitions\x122.switchboard.indexer.v1.ListToolDefinitionsRequest\x1a3.switchboard.indexer.v1.ListToolDefinitionsResponse\x12\x83\x01\n" +
-	"\x14WatchToolDefinitions\x123.switchboard.indexer.v1.WatchToolDefinitionsRequest\x1a4.switchboard.indexer.v1.WatchToolDefinitionsResponse0\x01\x12x\n" +
-	"\x11AcquireRateTokens\x120.switchboard.indexer.v1.AcquireRateTokensRequest\x1a1.switchboard.indexer.v1.AcquireRateTokensResponse\x12\x81\x01\n" +
-	"\x14ListRateLimitBuckets\x123.switchboard.indexer.v1.ListRateLimitBucketsRequest\x1a4.switchboard.indexer.v1.ListRateLimitBucketsResponse\x12x\n" +
-	"\x11RecordAuditEvents\x120.switchboard.indexer.v1.RecordAuditEventsRequest\x1a1.switchboard.indexer.v1.RecordAuditEventsResponse\x12u\n" +
-	"\x10QueryAuditEvents\x12/.switchboard.indexer.v1.QueryAuditEventsRequest\x1a0.switchboard.indexer.v1.QueryAuditEventsResponseBVZTgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1;indexerv1b\x06proto3"
+	"\x05Stats\x12$.switchboard.indexer.v1.StatsRequest\x1a%.switchboard.indexer.v1.StatsResponse\x12q\n" +
+	"\rRevokeSession\x12,.switchboard.indexer.v1.RevokeSessionRequest\x1a-.switchboard.indexer.v1.RevokeSessionResponse\"\x03\x88\x02\x01\x12n\n" +
+	"\fCheckSession\x12+.switchboard.indexer.v1.CheckSessionRequest\x1a,.switchboard.indexer.v1.CheckSessionResponse\"\x03\x88\x02\x01\x12|\n" +
+	"\x10WatchRevocations\x12/.switchboard.indexer.v1.WatchRevocationsRequest\x1a0.switchboard.indexer.v1.WatchRevocationsResponse\"\x03\x88\x02\x010\x01\x12\x83\x01\n" +
+	"\x13ConsumeRequestState\x122.switchboard.indexer.v1.ConsumeRequestStateRequest\x1a3.switchboard.indexer.v1.ConsumeRequestStateResponse\"\x03\x88\x02\x01\x12\x80\x01\n" +
+	"\x12UpdateSessionState\x121.switchboard.indexer.v1.UpdateSessionStateRequest\x1a2.switchboard.indexer.v1.UpdateSessionStateResponse\"\x03\x88\x02\x01\x12\x82\x01\n" +
+	"\x12WatchSessionEvents\x121.switchboard.indexer.v1.WatchSessionEventsRequest\x1a2.switchboard.indexer.v1.WatchSessionEventsResponse\"\x03\x88\x02\x010\x01\x12\x80\x01\n" +
+	"\x12RelayInputResponse\x121.switchboard.indexer.v1.RelayInputResponseRequest\x1a2.switchboard.indexer.v1.RelayInputResponseResponse\"\x03\x88\x02\x01\x12}\n" +
+	"\x11RelayCancellation\x120.switchboard.indexer.v1.RelayCancellationRequest\x1a1.switchboard.indexer.v1.RelayCancellationResponse\"\x03\x88\x02\x01\x12\x89\x01\n" +
+	"\x15RecordToolDefinitions\x124.switchboard.indexer.v1.RecordToolDefinitionsRequest\x1a5.switchboard.indexer.v1.RecordToolDefinitionsResponse\"\x03\x88\x02\x01\x12\x89\x01\n" +
+	"\x15ApproveToolDefinition\x124.switchboard.indexer.v1.ApproveToolDefinitionRequest\x1a5.switchboard.indexer.v1.ApproveToolDefinitionResponse\"\x03\x88\x02\x01\x12\x83\x01\n" +
+	"\x13ListToolDefinitions\x122.switchboard.indexer.v1.ListToolDefinitionsRequest\x1a3.switchboard.indexer.v1.ListToolDefinitionsResponse\"\x03\x88\x02\x01\x12\x88\x01\n" +
+	"\x14WatchToolDefinitions\x123.switchboard.indexer.v1.WatchToolDefinitionsRequest\x1a4.switchboard.indexer.v1.WatchToolDefinitionsResponse\"\x03\x88\x02\x010\x01\x12}\n" +
+	"\x11AcquireRateTokens\x120.switchboard.indexer.v1.AcquireRateTokensRequest\x1a1.switchboard.indexer.v1.AcquireRateTokensResponse\"\x03\x88\x02\x01\x12\x86\x01\n" +
+	"\x14ListRateLimitBuckets\x123.switchboard.indexer.v1.ListRateLimitBucketsRequest\x1a4.switchboard.indexer.v1.ListRateLimitBucketsResponse\"\x03\x88\x02\x01\x12}\n" +
+	"\x11RecordAuditEvents\x120.switchboard.indexer.v1.RecordAuditEventsRequest\x1a1.switchboard.indexer.v1.RecordAuditEventsResponse\"\x03\x88\x02\x01\x12z\n" +
+	"\x10QueryAuditEvents\x12/.switchboard.indexer.v1.QueryAuditEventsRequest\x1a0.switchboard.indexer.v1.QueryAuditEventsResponse\"\x03\x88\x02\x01BVZTgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1;indexerv1b\x06proto3"
 
 var (
 	file_switchboard_indexer_v1_indexer_proto_rawDescOnce sync.Once

@@ -5,8 +5,10 @@
 // source: switchboard/indexer/v1/indexer.proto
 
 // Package switchboard.indexer.v1 is the indexer's API: full-text search over
-// the tools a principal may call. The index is keyed by identity: a search
-// only ever sees the principal's own view as the aggregator decides it.
+// the tools a principal may call (IndexerService), and the state the
+// cluster's services share in the indexer's database (ClusterStateService,
+// in cluster_state.proto). The index is keyed by identity: a search only
+// ever sees the principal's own view as the aggregator decides it.
 
 package indexerv1
 
@@ -48,7 +50,10 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// IndexerService searches a principal's tools.
+// IndexerService searches a principal's tools. Its cluster-state RPCs
+// (RevokeSession through QueryAuditEvents) moved to ClusterStateService
+// (cluster_state.proto) and are served here too, unchanged, for one
+// release: new clients call ClusterStateService.
 type IndexerServiceClient interface {
 	// Search ranks the principal's tools against a natural-language query and
 	// optional keywords. The principal's search scope is built on first use
@@ -59,171 +64,53 @@ type IndexerServiceClient interface {
 	RefreshScope(ctx context.Context, in *RefreshScopeRequest, opts ...grpc.CallOption) (*RefreshScopeResponse, error)
 	// Stats reports the size of the index.
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
-	// RevokeSession records that a gateway session was deleted. Legacy
-	// (2025-11-25) session ids are sealed tokens any gateway replica can open,
-	// so deleting one must be recorded where every replica can see it; the
-	// indexer's database is the one shared durable store in the system. A
-	// caller that is not an operator holds at most
-	// indexer.maxRevocationsPerCaller live revocations recorded through one
-	// replica; past that it gets RESOURCE_EXHAUSTED until some expire.
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.RevokeSession, the same RPC.
 	RevokeSession(ctx context.Context, in *RevokeSessionRequest, opts ...grpc.CallOption) (*RevokeSessionResponse, error)
-	// CheckSession reports whether a session was revoked. Gateways do not
-	// ask it per request: they hold every revocation, kept current by
-	// WatchRevocations.
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.CheckSession, the same RPC.
 	CheckSession(ctx context.Context, in *CheckSessionRequest, opts ...grpc.CallOption) (*CheckSessionResponse, error)
-	// WatchRevocations streams the revoked sessions to a gateway, so that it
-	// can check a session without a round trip: first every revocation that
-	// has not expired that this replica holds, in one or more messages of
-	// which the last has snapshot_complete set (a single empty message when
-	// there are none), then, without a gap, each revocation as this replica
-	// hears of it: recorded through it, or on any other replica (or extended
-	// to a later expiry) and heard from PostgreSQL (LISTEN/NOTIFY) usually
-	// within milliseconds, or at the latest at the periodic re-read of the
-	// whole set (30s). A revocation recorded elsewhere just before the
-	// stream opened may so come right after the snapshot rather than in it. The stream ends only when the indexer shuts down, or with
-	// UNAVAILABLE when it cannot keep the subscriber current (its database
-	// has not been read yet, or the subscriber fell too far behind); the
-	// subscriber then reconnects and starts from a new snapshot, which it
-	// merges with what it holds (a revocation is never withdrawn; it only
-	// expires).
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.WatchRevocations, the same RPC.
 	WatchRevocations(ctx context.Context, in *WatchRevocationsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRevocationsResponse], error)
-	// ConsumeRequestState records that a gateway accepted a sealed request
-	// state: the requestState of a multi-round-trip retry, which the gateway
-	// accepts once, at whichever replica the retry reaches. The first call
-	// for a digest answers first_use true; every later one, through any
-	// indexer replica, false, until expires_at, after which the record is
-	// dropped. The record is in the database, so a replica that cannot reach
-	// it answers UNAVAILABLE (the gateway then refuses the retry for now).
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.ConsumeRequestState, the same RPC.
 	ConsumeRequestState(ctx context.Context, in *ConsumeRequestStateRequest, opts ...grpc.CallOption) (*ConsumeRequestStateResponse, error)
-	// UpdateSessionState changes what a Legacy (2025-11-25) session set after
-	// it was created: its log level (logging/setLevel) or one resource
-	// subscription (resources/subscribe, resources/unsubscribe). A sealed
-	// session id cannot carry state acquired later, so it is kept in the
-	// database, where every gateway replica hears of it (WatchSessionEvents)
-	// before the session's next request reaches it. The change is applied
-	// atomically (concurrent changes through other replicas are not lost) and
-	// bounded as the gateway bounds it (gateway.sessions.maxSubscriptions,
-	// maxURIBytes, maxPerPrincipal, maxPrincipalStateBytes, maxStateBytes):
-	// past a bound it is RESOURCE_EXHAUSTED (INVALID_ARGUMENT for a URI too
-	// long) and nothing changes. A session that was deleted (RevokeSession) or
-	// has expired is FAILED_PRECONDITION. The state is dropped when the
-	// session is deleted or expires.
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.UpdateSessionState, the same RPC.
 	UpdateSessionState(ctx context.Context, in *UpdateSessionStateRequest, opts ...grpc.CallOption) (*UpdateSessionStateResponse, error)
-	// WatchSessionEvents streams session state to a gateway replica, so that
-	// its Legacy requests and GET streams never wait on the indexer: first
-	// every live session state this indexer replica holds, in one or more
-	// messages of which the last has snapshot_complete set, then each change
-	// as any replica records it (PostgreSQL LISTEN/NOTIFY, with a full
-	// re-read every 30s as a safety net), and the input responses relayed for
-	// input requests this gateway replica (replica_id) sent. It ends with
-	// UNAVAILABLE when the subscriber fell behind or the indexer has not read
-	// the states yet; the subscriber reconnects and takes the new snapshot as
-	// the whole truth.
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.WatchSessionEvents, the same RPC.
 	WatchSessionEvents(ctx context.Context, in *WatchSessionEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSessionEventsResponse], error)
-	// RelayInputResponse carries a Legacy client's answer to a server-to-client
-	// input request (elicitation, sampling, roots) that reached a gateway
-	// replica other than the one that sent the request and waits for it: the
-	// answer is recorded and pushed to the owner's WatchSessionEvents stream,
-	// through whichever indexer replica it is connected to. Each request is
-	// answered once: a second answer for the same session and request id is
-	// ALREADY_EXISTS. An answer over 4 MiB, or expiring more than an hour
-	// (plus clock skew) ahead, is INVALID_ARGUMENT. A caller that is not an
-	// operator holds at most 10,000 live answers recorded through one
-	// replica; past that it gets RESOURCE_EXHAUSTED until some expire.
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.RelayInputResponse, the same RPC.
 	RelayInputResponse(ctx context.Context, in *RelayInputResponseRequest, opts ...grpc.CallOption) (*RelayInputResponseResponse, error)
-	// RelayCancellation carries a Legacy client's notifications/cancelled that
-	// reached a gateway replica with no such request of the session in flight:
-	// the request may run on another replica, which one is unknown, so the
-	// cancellation is pushed to every gateway replica's WatchSessionEvents
-	// stream (PostgreSQL NOTIFY between indexer replicas; nothing is stored),
-	// and the replica running that request of that session cancels it as a
-	// local cancellation does. A replica whose stream is down meanwhile misses
-	// it (the request then runs to its end). The session digest is the one the
-	// gateway computed from the session id it verified, so a session can
-	// cancel only its own requests. A request id that is not a JSON string or
-	// number of at most 256 bytes is INVALID_ARGUMENT; a caller that is not an
-	// operator may relay 200 cancellations a second through one replica (in
-	// bursts of 400), past which it gets RESOURCE_EXHAUSTED.
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.RelayCancellation, the same RPC.
 	RelayCancellation(ctx context.Context, in *RelayCancellationRequest, opts ...grpc.CallOption) (*RelayCancellationResponse, error)
-	// RecordToolDefinitions records the digest of each backend tool's
-	// definition as an aggregator listed it (docs/operations.md, "Pinned
-	// tool definitions") and answers, for each, the approved digest: the
-	// first digest ever recorded for the (backend, tool), through any
-	// replica (the first writer wins), or the one an operator approved
-	// since. A tool whose recorded digest differs from its approved one is
-	// pending. At most 10,000 tools per request, each (backend, tool) once;
-	// more, a duplicate, a backend name over 256 bytes, a tool name over
-	// 512 bytes (or empty, or holding NUL), a digest that is not a hex
-	// SHA-256 or definitions over their bounds is INVALID_ARGUMENT and
-	// nothing is recorded. The definition sent with a pending tool is kept
-	// for operators to review until the tool is approved (or its seen
-	// digest changes).
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.RecordToolDefinitions, the same RPC.
 	RecordToolDefinitions(ctx context.Context, in *RecordToolDefinitionsRequest, opts ...grpc.CallOption) (*RecordToolDefinitionsResponse, error)
-	// ApproveToolDefinition makes the latest seen definition of a tool its
-	// approved one, so that aggregators in pin mode list it again. Only an
-	// operator's credential (serviceAuth.credentials[].operator) may call
-	// it; any other caller gets PERMISSION_DENIED (reason
-	// ERROR_REASON_OPERATOR_ONLY). The request names the digest approved,
-	// which must be the latest seen one, else FAILED_PRECONDITION (reason
-	// ERROR_REASON_TOOL_DEFINITION_CHANGED): an operator never approves a
-	// definition they did not see. A tool never recorded is NOT_FOUND.
-	// Approving the approved digest again changes nothing.
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.ApproveToolDefinition, the same RPC.
 	ApproveToolDefinition(ctx context.Context, in *ApproveToolDefinitionRequest, opts ...grpc.CallOption) (*ApproveToolDefinitionResponse, error)
-	// ListToolDefinitions lists the recorded tool definitions, the pending
-	// ones only unless include_approved is set, ordered by backend and
-	// tool, in pages. Operator credentials only, like ApproveToolDefinition.
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.ListToolDefinitions, the same RPC.
 	ListToolDefinitions(ctx context.Context, in *ListToolDefinitionsRequest, opts ...grpc.CallOption) (*ListToolDefinitionsResponse, error)
-	// WatchToolDefinitions tells an aggregator that approvals happened, so
-	// that every replica records its tools again (and so lists the approved
-	// ones) at once. The first message is sent as soon as the stream is
-	// open, with resync set; then one per approval recorded through any
-	// indexer replica (PostgreSQL LISTEN/NOTIFY), and one with resync set
-	// whenever this replica may have missed some (its listen restarted).
-	// It ends only when the indexer shuts down, or with UNAVAILABLE when the
-	// subscriber fell behind; the subscriber reconnects.
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.WatchToolDefinitions, the same RPC.
 	WatchToolDefinitions(ctx context.Context, in *WatchToolDefinitionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchToolDefinitionsResponse], error)
-	// AcquireRateTokens takes tokens from the cluster's rate-limit buckets
-	// (config rateLimits), one bucket per key, kept in PostgreSQL so that
-	// every replica of every service draws from the same ones. Each bucket
-	// refills at its rate up to its burst; a key never seen is a full
-	// bucket. For each key it grants up to the tokens asked, as many whole
-	// tokens as the bucket holds, and when it grants none, says how long
-	// until one is there. Tokens granted are gone from the bucket: the
-	// caller spends them on its requests (a lease) or lets them lapse.
-	// Aggregators call it for tools/call, resources/read and prompts/get;
-	// the indexer takes find_tool's tokens itself. At most 64 keys per
-	// request, each at most 512 bytes, once; rate in (0, 1e6] per second,
-	// burst in [1, 1e6], tokens in [1, burst]; anything else is
-	// INVALID_ARGUMENT and nothing is taken.
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.AcquireRateTokens, the same RPC.
 	AcquireRateTokens(ctx context.Context, in *AcquireRateTokensRequest, opts ...grpc.CallOption) (*AcquireRateTokensResponse, error)
-	// ListRateLimitBuckets lists the rate-limit buckets as PostgreSQL holds
-	// them (what AcquireRateTokens and find_tool took), ordered by key, in
-	// pages, optionally those of one limit only. Operator credentials only
-	// (serviceAuth.credentials[].operator); any other caller is
-	// PERMISSION_DENIED (ERROR_REASON_OPERATOR_ONLY). A key not listed is a
-	// full bucket: a bucket that refilled may have been dropped (a full
-	// bucket and no row are the same). The rows do not store the rate and
-	// burst (each take names them); the indexer adds its own configuration's
-	// for the limits it knows, and with them the tokens the bucket holds now.
-	// page_size at most 1,000, limit at most 128 bytes; anything else is
-	// INVALID_ARGUMENT.
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.ListRateLimitBuckets, the same RPC.
 	ListRateLimitBuckets(ctx context.Context, in *ListRateLimitBucketsRequest, opts ...grpc.CallOption) (*ListRateLimitBucketsResponse, error)
-	// RecordAuditEvents stores audit events (docs/operations.md, "Audit
-	// trail") in the indexer's PostgreSQL table: the gateways and
-	// aggregators ship theirs here, in batches, when audit.database.enabled.
-	// Each event is stored with the name of the credential that sent it
-	// (recorded_by). At most 1,000 events per request; an event without
-	// kind, outcome or service, a field over its bound (names and ids 1,024
-	// bytes, groups 64 of 256 bytes, arguments_json 16 KiB, detail 1,024
-	// bytes) or invalid UTF-8 is INVALID_ARGUMENT and nothing is stored. An
-	// indexer without audit.database.enabled answers FAILED_PRECONDITION.
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.RecordAuditEvents, the same RPC.
 	RecordAuditEvents(ctx context.Context, in *RecordAuditEventsRequest, opts ...grpc.CallOption) (*RecordAuditEventsResponse, error)
-	// QueryAuditEvents pages through the stored audit events, newest first,
-	// filtered by principal subject, tool, server, kind, outcome, backend
-	// and a time range [since, until). Only an operator's credential
-	// (serviceAuth.credentials[].operator) may call it; any other caller
-	// gets PERMISSION_DENIED (reason ERROR_REASON_OPERATOR_ONLY). An
-	// indexer without audit.database.enabled answers FAILED_PRECONDITION.
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.QueryAuditEvents, the same RPC.
 	QueryAuditEvents(ctx context.Context, in *QueryAuditEventsRequest, opts ...grpc.CallOption) (*QueryAuditEventsResponse, error)
 }
 
@@ -265,6 +152,7 @@ func (c *indexerServiceClient) Stats(ctx context.Context, in *StatsRequest, opts
 	return out, nil
 }
 
+// Deprecated: Do not use.
 func (c *indexerServiceClient) RevokeSession(ctx context.Context, in *RevokeSessionRequest, opts ...grpc.CallOption) (*RevokeSessionResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RevokeSessionResponse)
@@ -275,6 +163,7 @@ func (c *indexerServiceClient) RevokeSession(ctx context.Context, in *RevokeSess
 	return out, nil
 }
 
+// Deprecated: Do not use.
 func (c *indexerServiceClient) CheckSession(ctx context.Context, in *CheckSessionRequest, opts ...grpc.CallOption) (*CheckSessionResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CheckSessionResponse)
@@ -285,6 +174,7 @@ func (c *indexerServiceClient) CheckSession(ctx context.Context, in *CheckSessio
 	return out, nil
 }
 
+// Deprecated: Do not use.
 func (c *indexerServiceClient) WatchRevocations(ctx context.Context, in *WatchRevocationsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRevocationsResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &IndexerService_ServiceDesc.Streams[0], IndexerService_WatchRevocations_FullMethodName, cOpts...)
@@ -304,6 +194,7 @@ func (c *indexerServiceClient) WatchRevocations(ctx context.Context, in *WatchRe
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type IndexerService_WatchRevocationsClient = grpc.ServerStreamingClient[WatchRevocationsResponse]
 
+// Deprecated: Do not use.
 func (c *indexerServiceClient) ConsumeRequestState(ctx context.Context, in *ConsumeRequestStateRequest, opts ...grpc.CallOption) (*ConsumeRequestStateResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ConsumeRequestStateResponse)
@@ -314,6 +205,7 @@ func (c *indexerServiceClient) ConsumeRequestState(ctx context.Context, in *Cons
 	return out, nil
 }
 
+// Deprecated: Do not use.
 func (c *indexerServiceClient) UpdateSessionState(ctx context.Context, in *UpdateSessionStateRequest, opts ...grpc.CallOption) (*UpdateSessionStateResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(UpdateSessionStateResponse)
@@ -324,6 +216,7 @@ func (c *indexerServiceClient) UpdateSessionState(ctx context.Context, in *Updat
 	return out, nil
 }
 
+// Deprecated: Do not use.
 func (c *indexerServiceClient) WatchSessionEvents(ctx context.Context, in *WatchSessionEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSessionEventsResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &IndexerService_ServiceDesc.Streams[1], IndexerService_WatchSessionEvents_FullMethodName, cOpts...)
@@ -343,6 +236,7 @@ func (c *indexerServiceClient) WatchSessionEvents(ctx context.Context, in *Watch
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type IndexerService_WatchSessionEventsClient = grpc.ServerStreamingClient[WatchSessionEventsResponse]
 
+// Deprecated: Do not use.
 func (c *indexerServiceClient) RelayInputResponse(ctx context.Context, in *RelayInputResponseRequest, opts ...grpc.CallOption) (*RelayInputResponseResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RelayInputResponseResponse)
@@ -353,6 +247,7 @@ func (c *indexerServiceClient) RelayInputResponse(ctx context.Context, in *Relay
 	return out, nil
 }
 
+// Deprecated: Do not use.
 func (c *indexerServiceClient) RelayCancellation(ctx context.Context, in *RelayCancellationRequest, opts ...grpc.CallOption) (*RelayCancellationResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RelayCancellationResponse)
@@ -363,6 +258,7 @@ func (c *indexerServiceClient) RelayCancellation(ctx context.Context, in *RelayC
 	return out, nil
 }
 
+// Deprecated: Do not use.
 func (c *indexerServiceClient) RecordToolDefinitions(ctx context.Context, in *RecordToolDefinitionsRequest, opts ...grpc.CallOption) (*RecordToolDefinitionsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RecordToolDefinitionsResponse)
@@ -373,6 +269,7 @@ func (c *indexerServiceClient) RecordToolDefinitions(ctx context.Context, in *Re
 	return out, nil
 }
 
+// Deprecated: Do not use.
 func (c *indexerServiceClient) ApproveToolDefinition(ctx context.Context, in *ApproveToolDefinitionRequest, opts ...grpc.CallOption) (*ApproveToolDefinitionResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ApproveToolDefinitionResponse)
@@ -383,6 +280,7 @@ func (c *indexerServiceClient) ApproveToolDefinition(ctx context.Context, in *Ap
 	return out, nil
 }
 
+// Deprecated: Do not use.
 func (c *indexerServiceClient) ListToolDefinitions(ctx context.Context, in *ListToolDefinitionsRequest, opts ...grpc.CallOption) (*ListToolDefinitionsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListToolDefinitionsResponse)
@@ -393,6 +291,7 @@ func (c *indexerServiceClient) ListToolDefinitions(ctx context.Context, in *List
 	return out, nil
 }
 
+// Deprecated: Do not use.
 func (c *indexerServiceClient) WatchToolDefinitions(ctx context.Context, in *WatchToolDefinitionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchToolDefinitionsResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &IndexerService_ServiceDesc.Streams[2], IndexerService_WatchToolDefinitions_FullMethodName, cOpts...)
@@ -412,6 +311,7 @@ func (c *indexerServiceClient) WatchToolDefinitions(ctx context.Context, in *Wat
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type IndexerService_WatchToolDefinitionsClient = grpc.ServerStreamingClient[WatchToolDefinitionsResponse]
 
+// Deprecated: Do not use.
 func (c *indexerServiceClient) AcquireRateTokens(ctx context.Context, in *AcquireRateTokensRequest, opts ...grpc.CallOption) (*AcquireRateTokensResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AcquireRateTokensResponse)
@@ -422,6 +322,7 @@ func (c *indexerServiceClient) AcquireRateTokens(ctx context.Context, in *Acquir
 	return out, nil
 }
 
+// Deprecated: Do not use.
 func (c *indexerServiceClient) ListRateLimitBuckets(ctx context.Context, in *ListRateLimitBucketsRequest, opts ...grpc.CallOption) (*ListRateLimitBucketsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListRateLimitBucketsResponse)
@@ -432,6 +333,7 @@ func (c *indexerServiceClient) ListRateLimitBuckets(ctx context.Context, in *Lis
 	return out, nil
 }
 
+// Deprecated: Do not use.
 func (c *indexerServiceClient) RecordAuditEvents(ctx context.Context, in *RecordAuditEventsRequest, opts ...grpc.CallOption) (*RecordAuditEventsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RecordAuditEventsResponse)
@@ -442,6 +344,7 @@ func (c *indexerServiceClient) RecordAuditEvents(ctx context.Context, in *Record
 	return out, nil
 }
 
+// Deprecated: Do not use.
 func (c *indexerServiceClient) QueryAuditEvents(ctx context.Context, in *QueryAuditEventsRequest, opts ...grpc.CallOption) (*QueryAuditEventsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(QueryAuditEventsResponse)
@@ -456,7 +359,10 @@ func (c *indexerServiceClient) QueryAuditEvents(ctx context.Context, in *QueryAu
 // All implementations must embed UnimplementedIndexerServiceServer
 // for forward compatibility.
 //
-// IndexerService searches a principal's tools.
+// IndexerService searches a principal's tools. Its cluster-state RPCs
+// (RevokeSession through QueryAuditEvents) moved to ClusterStateService
+// (cluster_state.proto) and are served here too, unchanged, for one
+// release: new clients call ClusterStateService.
 type IndexerServiceServer interface {
 	// Search ranks the principal's tools against a natural-language query and
 	// optional keywords. The principal's search scope is built on first use
@@ -467,171 +373,53 @@ type IndexerServiceServer interface {
 	RefreshScope(context.Context, *RefreshScopeRequest) (*RefreshScopeResponse, error)
 	// Stats reports the size of the index.
 	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
-	// RevokeSession records that a gateway session was deleted. Legacy
-	// (2025-11-25) session ids are sealed tokens any gateway replica can open,
-	// so deleting one must be recorded where every replica can see it; the
-	// indexer's database is the one shared durable store in the system. A
-	// caller that is not an operator holds at most
-	// indexer.maxRevocationsPerCaller live revocations recorded through one
-	// replica; past that it gets RESOURCE_EXHAUSTED until some expire.
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.RevokeSession, the same RPC.
 	RevokeSession(context.Context, *RevokeSessionRequest) (*RevokeSessionResponse, error)
-	// CheckSession reports whether a session was revoked. Gateways do not
-	// ask it per request: they hold every revocation, kept current by
-	// WatchRevocations.
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.CheckSession, the same RPC.
 	CheckSession(context.Context, *CheckSessionRequest) (*CheckSessionResponse, error)
-	// WatchRevocations streams the revoked sessions to a gateway, so that it
-	// can check a session without a round trip: first every revocation that
-	// has not expired that this replica holds, in one or more messages of
-	// which the last has snapshot_complete set (a single empty message when
-	// there are none), then, without a gap, each revocation as this replica
-	// hears of it: recorded through it, or on any other replica (or extended
-	// to a later expiry) and heard from PostgreSQL (LISTEN/NOTIFY) usually
-	// within milliseconds, or at the latest at the periodic re-read of the
-	// whole set (30s). A revocation recorded elsewhere just before the
-	// stream opened may so come right after the snapshot rather than in it. The stream ends only when the indexer shuts down, or with
-	// UNAVAILABLE when it cannot keep the subscriber current (its database
-	// has not been read yet, or the subscriber fell too far behind); the
-	// subscriber then reconnects and starts from a new snapshot, which it
-	// merges with what it holds (a revocation is never withdrawn; it only
-	// expires).
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.WatchRevocations, the same RPC.
 	WatchRevocations(*WatchRevocationsRequest, grpc.ServerStreamingServer[WatchRevocationsResponse]) error
-	// ConsumeRequestState records that a gateway accepted a sealed request
-	// state: the requestState of a multi-round-trip retry, which the gateway
-	// accepts once, at whichever replica the retry reaches. The first call
-	// for a digest answers first_use true; every later one, through any
-	// indexer replica, false, until expires_at, after which the record is
-	// dropped. The record is in the database, so a replica that cannot reach
-	// it answers UNAVAILABLE (the gateway then refuses the retry for now).
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.ConsumeRequestState, the same RPC.
 	ConsumeRequestState(context.Context, *ConsumeRequestStateRequest) (*ConsumeRequestStateResponse, error)
-	// UpdateSessionState changes what a Legacy (2025-11-25) session set after
-	// it was created: its log level (logging/setLevel) or one resource
-	// subscription (resources/subscribe, resources/unsubscribe). A sealed
-	// session id cannot carry state acquired later, so it is kept in the
-	// database, where every gateway replica hears of it (WatchSessionEvents)
-	// before the session's next request reaches it. The change is applied
-	// atomically (concurrent changes through other replicas are not lost) and
-	// bounded as the gateway bounds it (gateway.sessions.maxSubscriptions,
-	// maxURIBytes, maxPerPrincipal, maxPrincipalStateBytes, maxStateBytes):
-	// past a bound it is RESOURCE_EXHAUSTED (INVALID_ARGUMENT for a URI too
-	// long) and nothing changes. A session that was deleted (RevokeSession) or
-	// has expired is FAILED_PRECONDITION. The state is dropped when the
-	// session is deleted or expires.
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.UpdateSessionState, the same RPC.
 	UpdateSessionState(context.Context, *UpdateSessionStateRequest) (*UpdateSessionStateResponse, error)
-	// WatchSessionEvents streams session state to a gateway replica, so that
-	// its Legacy requests and GET streams never wait on the indexer: first
-	// every live session state this indexer replica holds, in one or more
-	// messages of which the last has snapshot_complete set, then each change
-	// as any replica records it (PostgreSQL LISTEN/NOTIFY, with a full
-	// re-read every 30s as a safety net), and the input responses relayed for
-	// input requests this gateway replica (replica_id) sent. It ends with
-	// UNAVAILABLE when the subscriber fell behind or the indexer has not read
-	// the states yet; the subscriber reconnects and takes the new snapshot as
-	// the whole truth.
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.WatchSessionEvents, the same RPC.
 	WatchSessionEvents(*WatchSessionEventsRequest, grpc.ServerStreamingServer[WatchSessionEventsResponse]) error
-	// RelayInputResponse carries a Legacy client's answer to a server-to-client
-	// input request (elicitation, sampling, roots) that reached a gateway
-	// replica other than the one that sent the request and waits for it: the
-	// answer is recorded and pushed to the owner's WatchSessionEvents stream,
-	// through whichever indexer replica it is connected to. Each request is
-	// answered once: a second answer for the same session and request id is
-	// ALREADY_EXISTS. An answer over 4 MiB, or expiring more than an hour
-	// (plus clock skew) ahead, is INVALID_ARGUMENT. A caller that is not an
-	// operator holds at most 10,000 live answers recorded through one
-	// replica; past that it gets RESOURCE_EXHAUSTED until some expire.
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.RelayInputResponse, the same RPC.
 	RelayInputResponse(context.Context, *RelayInputResponseRequest) (*RelayInputResponseResponse, error)
-	// RelayCancellation carries a Legacy client's notifications/cancelled that
-	// reached a gateway replica with no such request of the session in flight:
-	// the request may run on another replica, which one is unknown, so the
-	// cancellation is pushed to every gateway replica's WatchSessionEvents
-	// stream (PostgreSQL NOTIFY between indexer replicas; nothing is stored),
-	// and the replica running that request of that session cancels it as a
-	// local cancellation does. A replica whose stream is down meanwhile misses
-	// it (the request then runs to its end). The session digest is the one the
-	// gateway computed from the session id it verified, so a session can
-	// cancel only its own requests. A request id that is not a JSON string or
-	// number of at most 256 bytes is INVALID_ARGUMENT; a caller that is not an
-	// operator may relay 200 cancellations a second through one replica (in
-	// bursts of 400), past which it gets RESOURCE_EXHAUSTED.
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.RelayCancellation, the same RPC.
 	RelayCancellation(context.Context, *RelayCancellationRequest) (*RelayCancellationResponse, error)
-	// RecordToolDefinitions records the digest of each backend tool's
-	// definition as an aggregator listed it (docs/operations.md, "Pinned
-	// tool definitions") and answers, for each, the approved digest: the
-	// first digest ever recorded for the (backend, tool), through any
-	// replica (the first writer wins), or the one an operator approved
-	// since. A tool whose recorded digest differs from its approved one is
-	// pending. At most 10,000 tools per request, each (backend, tool) once;
-	// more, a duplicate, a backend name over 256 bytes, a tool name over
-	// 512 bytes (or empty, or holding NUL), a digest that is not a hex
-	// SHA-256 or definitions over their bounds is INVALID_ARGUMENT and
-	// nothing is recorded. The definition sent with a pending tool is kept
-	// for operators to review until the tool is approved (or its seen
-	// digest changes).
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.RecordToolDefinitions, the same RPC.
 	RecordToolDefinitions(context.Context, *RecordToolDefinitionsRequest) (*RecordToolDefinitionsResponse, error)
-	// ApproveToolDefinition makes the latest seen definition of a tool its
-	// approved one, so that aggregators in pin mode list it again. Only an
-	// operator's credential (serviceAuth.credentials[].operator) may call
-	// it; any other caller gets PERMISSION_DENIED (reason
-	// ERROR_REASON_OPERATOR_ONLY). The request names the digest approved,
-	// which must be the latest seen one, else FAILED_PRECONDITION (reason
-	// ERROR_REASON_TOOL_DEFINITION_CHANGED): an operator never approves a
-	// definition they did not see. A tool never recorded is NOT_FOUND.
-	// Approving the approved digest again changes nothing.
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.ApproveToolDefinition, the same RPC.
 	ApproveToolDefinition(context.Context, *ApproveToolDefinitionRequest) (*ApproveToolDefinitionResponse, error)
-	// ListToolDefinitions lists the recorded tool definitions, the pending
-	// ones only unless include_approved is set, ordered by backend and
-	// tool, in pages. Operator credentials only, like ApproveToolDefinition.
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.ListToolDefinitions, the same RPC.
 	ListToolDefinitions(context.Context, *ListToolDefinitionsRequest) (*ListToolDefinitionsResponse, error)
-	// WatchToolDefinitions tells an aggregator that approvals happened, so
-	// that every replica records its tools again (and so lists the approved
-	// ones) at once. The first message is sent as soon as the stream is
-	// open, with resync set; then one per approval recorded through any
-	// indexer replica (PostgreSQL LISTEN/NOTIFY), and one with resync set
-	// whenever this replica may have missed some (its listen restarted).
-	// It ends only when the indexer shuts down, or with UNAVAILABLE when the
-	// subscriber fell behind; the subscriber reconnects.
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.WatchToolDefinitions, the same RPC.
 	WatchToolDefinitions(*WatchToolDefinitionsRequest, grpc.ServerStreamingServer[WatchToolDefinitionsResponse]) error
-	// AcquireRateTokens takes tokens from the cluster's rate-limit buckets
-	// (config rateLimits), one bucket per key, kept in PostgreSQL so that
-	// every replica of every service draws from the same ones. Each bucket
-	// refills at its rate up to its burst; a key never seen is a full
-	// bucket. For each key it grants up to the tokens asked, as many whole
-	// tokens as the bucket holds, and when it grants none, says how long
-	// until one is there. Tokens granted are gone from the bucket: the
-	// caller spends them on its requests (a lease) or lets them lapse.
-	// Aggregators call it for tools/call, resources/read and prompts/get;
-	// the indexer takes find_tool's tokens itself. At most 64 keys per
-	// request, each at most 512 bytes, once; rate in (0, 1e6] per second,
-	// burst in [1, 1e6], tokens in [1, burst]; anything else is
-	// INVALID_ARGUMENT and nothing is taken.
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.AcquireRateTokens, the same RPC.
 	AcquireRateTokens(context.Context, *AcquireRateTokensRequest) (*AcquireRateTokensResponse, error)
-	// ListRateLimitBuckets lists the rate-limit buckets as PostgreSQL holds
-	// them (what AcquireRateTokens and find_tool took), ordered by key, in
-	// pages, optionally those of one limit only. Operator credentials only
-	// (serviceAuth.credentials[].operator); any other caller is
-	// PERMISSION_DENIED (ERROR_REASON_OPERATOR_ONLY). A key not listed is a
-	// full bucket: a bucket that refilled may have been dropped (a full
-	// bucket and no row are the same). The rows do not store the rate and
-	// burst (each take names them); the indexer adds its own configuration's
-	// for the limits it knows, and with them the tokens the bucket holds now.
-	// page_size at most 1,000, limit at most 128 bytes; anything else is
-	// INVALID_ARGUMENT.
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.ListRateLimitBuckets, the same RPC.
 	ListRateLimitBuckets(context.Context, *ListRateLimitBucketsRequest) (*ListRateLimitBucketsResponse, error)
-	// RecordAuditEvents stores audit events (docs/operations.md, "Audit
-	// trail") in the indexer's PostgreSQL table: the gateways and
-	// aggregators ship theirs here, in batches, when audit.database.enabled.
-	// Each event is stored with the name of the credential that sent it
-	// (recorded_by). At most 1,000 events per request; an event without
-	// kind, outcome or service, a field over its bound (names and ids 1,024
-	// bytes, groups 64 of 256 bytes, arguments_json 16 KiB, detail 1,024
-	// bytes) or invalid UTF-8 is INVALID_ARGUMENT and nothing is stored. An
-	// indexer without audit.database.enabled answers FAILED_PRECONDITION.
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.RecordAuditEvents, the same RPC.
 	RecordAuditEvents(context.Context, *RecordAuditEventsRequest) (*RecordAuditEventsResponse, error)
-	// QueryAuditEvents pages through the stored audit events, newest first,
-	// filtered by principal subject, tool, server, kind, outcome, backend
-	// and a time range [since, until). Only an operator's credential
-	// (serviceAuth.credentials[].operator) may call it; any other caller
-	// gets PERMISSION_DENIED (reason ERROR_REASON_OPERATOR_ONLY). An
-	// indexer without audit.database.enabled answers FAILED_PRECONDITION.
+	// Deprecated: Do not use.
+	// Deprecated: ClusterStateService.QueryAuditEvents, the same RPC.
 	QueryAuditEvents(context.Context, *QueryAuditEventsRequest) (*QueryAuditEventsResponse, error)
 	mustEmbedUnimplementedIndexerServiceServer()
 }
