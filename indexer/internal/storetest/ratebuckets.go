@@ -6,14 +6,16 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/services/ratelimit"
+
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
 )
 
 // rateBuckets: what was taken is listed, through another handle (replica),
 // key for key with the tokens left, in key order, in pages that neither
 // repeat nor skip a bucket, and filtered by limit name without matching a
 // limit whose name only starts the same.
-func rateBuckets(t *testing.T, b Backing) {
-	one, two := b.Open(t), b.Open(t)
+func rateBuckets(t *testing.T, open Open[store.RateBuckets]) {
+	one, two := open(t), open(t)
 	ctx := t.Context()
 	before := time.Now()
 

@@ -11,8 +11,8 @@ import (
 // several handles (replicas), exactly one is first, and every later call
 // is not; another digest is independent; garbage collection purges the
 // expired records only.
-func requestStates(t *testing.T, b Backing) {
-	one, two := b.Open(t), b.Open(t)
+func requestStates(t *testing.T, open Open[RequestStateStore]) {
+	one, two := open(t), open(t)
 	ctx := t.Context()
 	in := time.Now().Add(time.Hour)
 	var firsts atomic.Int32

@@ -13,8 +13,8 @@ func digest(c byte) string { return strings.Repeat(string(c), 64) }
 
 // A revocation holds until its expiry; revoking again keeps the later
 // expiry; garbage collection purges the expired ones.
-func sessions(t *testing.T, b Backing) {
-	st := b.Open(t)
+func sessions(t *testing.T, open Open[RevocationStore]) {
+	st := open(t)
 	ctx := t.Context()
 	live, expired, extended := digest('a'), digest('b'), digest('c')
 	in := time.Now().Add(time.Hour).Truncate(time.Microsecond)
@@ -57,8 +57,8 @@ func sessions(t *testing.T, b Backing) {
 
 // A revocation recorded through one handle (one replica) reaches a listener
 // on another, and so does its extension.
-func listenRevocationsAcrossHandles(t *testing.T, b Backing) {
-	listener, writer := b.Open(t), b.Open(t)
+func listenRevocationsAcrossHandles(t *testing.T, open Open[RevocationStore]) {
+	listener, writer := open(t), open(t)
 	var mu sync.Mutex
 	heard := map[string]time.Time{}
 	listening := make(chan struct{})

@@ -13,8 +13,8 @@ import (
 // concurrent recorders on several handles (replicas) lands first; a later
 // different digest is pending until approved, and only the latest seen
 // digest can be approved.
-func toolDefinitions(t *testing.T, b Backing) {
-	one, two := b.Open(t), b.Open(t)
+func toolDefinitions(t *testing.T, open Open[store.ToolDefinitions]) {
+	one, two := open(t), open(t)
 	ctx := t.Context()
 	var wg sync.WaitGroup
 	answers := make([]string, 16)

@@ -31,3 +31,11 @@ func (b backing) AgeScope(t *testing.T, digest string, age time.Duration) {
 func TestContract(t *testing.T) {
 	storetest.RunAll(t, func(t *testing.T) storetest.Backing { return backing{url: env.NewDatabase(t)} })
 }
+
+// It keeps the audit trail's too.
+func TestAuditEventsContract(t *testing.T) {
+	storetest.RunAuditEvents(t, func(t *testing.T) storetest.Open[store.AuditEvents] {
+		url := env.NewDatabase(t)
+		return func(t *testing.T) store.AuditEvents { return env.Open(t, url) }
+	})
+}
