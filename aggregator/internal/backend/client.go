@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -29,9 +28,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-
-	"github.com/switchboard-mcp/switchboard/aggregator/internal/h1"
 )
 
 // Client is the aggregator's connection to one backend. It is safe for
@@ -85,14 +81,6 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 	if log == nil {
 		log = slog.Default()
 	}
-	base := http.DefaultTransport.(*http.Transport).Clone()
-	// Many concurrent calls to the same backend share a pool of keep-alive
-	// connections instead of dialing per call.
-	base.MaxIdleConns = 256
-	base.MaxIdleConnsPerHost = 64
-	base.IdleConnTimeout = 90 * time.Second
-	base.DialContext = (&net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}).DialContext
-	var rt http.RoundTripper = rejections{next: detacher{next: base}}
 	var tokens *tokenSource
 	var service func(context.Context) (string, error)
 	switch cfg.Auth.Mode {
@@ -104,28 +92,10 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 		// handshake, listings and probes too.
 		service = tokens.serviceToken
 	}
-	if len(cfg.Headers) > 0 || cfg.Auth.Mode != AuthStatic {
-		rt = headerInjector{headers: cfg.Headers, service: service, next: rt}
-	}
-	// otelhttp injects the W3C trace context of the request's context, so
-	// the backend call joins the caller's trace.
-	spanName := otelhttp.WithSpanNameFormatter(func(string, *http.Request) string { return "mcp backend " + cfg.Name })
-	rt = otelhttp.NewTransport(rt, spanName)
-	// The raw path sets the configured headers itself, reads its responses
-	// to the end and joins the caller's trace itself (raw.go): otelhttp's
-	// per-request metric bookkeeping cost more than the rest of the hop.
-	// Its requests go over connections of its own (h1: each exchange on
-	// the calling goroutine), or the standard transport when a proxy is
-	// configured.
-	raw := &http.Client{Transport: h1.New(h1.Config{
-		Dial:           base.DialContext,
-		TLS:            base.TLSClientConfig,
-		Proxy:          base.Proxy,
-		Fallback:       resender{next: base},
-		MaxIdlePerHost: base.MaxIdleConnsPerHost,
-		MaxIdle:        base.MaxIdleConns,
-		IdleTimeout:    base.IdleConnTimeout,
-	}), CheckRedirect: checkRedirect}
+	// One stack carries every request to the backend (stack.go); go-sdk's
+	// and the raw path's differ only in how they hand it theirs.
+	st := newStack(cfg, service)
+	spanName := "mcp backend " + cfg.Name
 
 	// Header values, and any password or query in the URL, are secrets:
 	// they are cut out of every error message before it is logged or
@@ -154,9 +124,9 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 		redactor: strings.NewReplacer(pairs...),
 		// Both clients follow redirects on the backend's origin only
 		// (redirect.go).
-		http:     &http.Client{Transport: rt, CheckRedirect: checkRedirect},
-		raw:      raw,
-		spanName: "mcp backend " + cfg.Name,
+		http:     &http.Client{Transport: sdkTransport{s: st, spanName: spanName}, CheckRedirect: checkRedirect},
+		raw:      &http.Client{Transport: rawTransport{s: st}, CheckRedirect: checkRedirect},
+		spanName: spanName,
 		health:   newHealthTracker(),
 		held:     map[string]*heldCall{},
 		maxHeld:  maxHeldCalls,

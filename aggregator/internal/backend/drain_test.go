@@ -81,7 +81,7 @@ func TestAnswerDoesNotWaitForTheStreamEnd(t *testing.T) {
 	if res, err := c.Call(ctx, echoCall(`{}`)); err != nil || res.IsError {
 		t.Fatalf("call: %v %+v", err, res)
 	}
-	pool := c.raw.Transport.(*h1.Transport)
+	pool := c.raw.Transport.(rawTransport).s.conns.(*h1.Transport)
 	// The held call then has a connection of its own, dialed now.
 	pool.CloseIdleConnections()
 

@@ -18,7 +18,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
@@ -170,22 +169,12 @@ func (c *Client) exchange(ctx context.Context, s *mcp.ClientSession, call *Call)
 	if err != nil {
 		return nil, err
 	}
+	// The era's headers; the stack adds the configured ones, the
+	// Authorization and the trace context (stack.go).
 	h := req.Header
 	h["Content-Type"] = jsonContentType
 	h["Accept"] = acceptBoth
 	h["Mcp-Protocol-Version"] = []string{version}
-	for k, v := range c.cfg.Headers {
-		h.Set(k, v)
-	}
-	auth := callerAuthorization(ctx)
-	if auth == "" && c.cfg.Auth.Mode == AuthClientCredentials {
-		if auth, err = c.tokens.serviceToken(ctx); err != nil {
-			return nil, err
-		}
-	}
-	if auth != "" {
-		h["Authorization"] = []string{auth}
-	}
 	sessionID := ""
 	if modern {
 		h["Mcp-Method"] = []string{call.Method}
@@ -198,7 +187,6 @@ func (c *Client) exchange(ctx context.Context, s *mcp.ClientSession, call *Call)
 	} else if sessionID = s.ID(); sessionID != "" {
 		h["Mcp-Session-Id"] = []string{sessionID}
 	}
-	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(h))
 	resp, err := c.raw.Do(req)
 	if err != nil {
 		span.SetStatus(codes.Error, "no response")
@@ -331,19 +319,12 @@ func (c *Client) readAnswer(ctx context.Context, resp *http.Response, id string,
 // error if the body is one (a Modern backend answers many errors with HTTP
 // 4xx), ErrMalformedRequest for a bare 400, a transport error otherwise.
 func rejection(resp *http.Response, method string) error {
-	if ch := challengeOf(resp); ch != nil {
-		return ch
+	if err := refusal(resp); err != nil {
+		return err
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if m, err := parseMessage(body); err == nil && m.err != nil {
 		return wireError(m.err)
-	}
-	if resp.StatusCode == http.StatusBadRequest {
-		text := strings.TrimSpace(string(body))
-		if len(text) > maxRejectionText {
-			text = text[:maxRejectionText]
-		}
-		return fmt.Errorf("%w: %s", ErrMalformedRequest, text)
 	}
 	return fmt.Errorf("%s: backend answered HTTP %d", method, resp.StatusCode)
 }

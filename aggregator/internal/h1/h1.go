@@ -1,8 +1,9 @@
 // Package h1 is an HTTP/1.1 client transport that does each exchange on
 // the calling goroutine.
 //
-// The aggregator's raw call path (backend/raw.go) sends one POST per call
-// and reads its answer to the end. net/http's Transport runs two goroutines
+// It carries every request the aggregator sends to a backend (the one
+// stack of backend/stack.go): the raw call path's, one POST per call read
+// to its end, and go-sdk's session requests and event streams. net/http's Transport runs two goroutines
 // per connection and hands every request and response across them through
 // channels, and finds an idle connection through a queue of waiters; under
 // load those handoffs were a fifth of the aggregator's CPU per call, more

@@ -1,0 +1,296 @@
+package backend
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/h1"
+	"github.com/switchboard-mcp/switchboard/services/telemetry"
+)
+
+// stack is the one HTTP stack of a backend connection. Every request the
+// aggregator sends to the backend goes through send: go-sdk's (the
+// handshake, listings, probes, GET streams, held calls and calls on a
+// session of their own, through sdkTransport) and the raw path's (raw.go,
+// through rawTransport). send is the one place where
+//
+//   - the configured headers and the Authorization are set: the caller's
+//     credential (WithCaller), else the backend's own client-credentials
+//     token;
+//   - the W3C trace context goes on the request, so the backend joins the
+//     caller's trace;
+//   - the request is sent over the backend's connections, h1 (each
+//     exchange on the calling goroutine; a pooled connection found dead
+//     before the request was written is replaced once), or net/http for
+//     what h1 does not carry (a proxy, a large body), with the same single
+//     resend (resender);
+//
+// and refusal is the one reading of a backend's outright refusal of a
+// call (a 401 challenge, a plain 400), whichever path sent it.
+type stack struct {
+	headers map[string]string
+	// service is the backend's own token (client credentials), for a
+	// request without a caller's; nil for none.
+	service func(context.Context) (string, error)
+	conns   http.RoundTripper
+}
+
+// newStack is the stack of a backend with cfg; service may be nil.
+func newStack(cfg Config, service func(context.Context) (string, error)) *stack {
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	// Many concurrent calls to the same backend share a pool of keep-alive
+	// connections instead of dialing per call.
+	base.MaxIdleConns = 256
+	base.MaxIdleConnsPerHost = 64
+	base.IdleConnTimeout = 90 * time.Second
+	base.DialContext = (&net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}).DialContext
+	return &stack{headers: cfg.Headers, service: service, conns: h1.New(h1.Config{
+		Dial:           base.DialContext,
+		TLS:            base.TLSClientConfig,
+		Proxy:          base.Proxy,
+		Fallback:       resender{next: base},
+		MaxIdlePerHost: base.MaxIdleConnsPerHost,
+		MaxIdle:        base.MaxIdleConns,
+		IdleTimeout:    base.IdleConnTimeout,
+	})}
+}
+
+// send sets req's headers, its Authorization and trace context, and sends
+// it. req is the caller's to change: rawTransport's, or sdkTransport's
+// copy of go-sdk's.
+func (s *stack) send(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	auth := callerAuthorization(ctx)
+	if auth == "" && s.service != nil {
+		v, err := s.service(ctx)
+		if err != nil {
+			closeRequestBody(req)
+			return nil, err
+		}
+		auth = v
+	}
+	h := req.Header
+	for k, v := range s.headers {
+		h.Set(k, v)
+	}
+	if auth != "" {
+		h["Authorization"] = []string{auth}
+	}
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(h))
+	return s.conns.RoundTrip(req)
+}
+
+func closeRequestBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+}
+
+// rawTransport sends the raw path's requests (raw.go), which the raw path
+// made itself and reads to the end itself.
+type rawTransport struct{ s *stack }
+
+func (t rawTransport) RoundTrip(req *http.Request) (*http.Response, error) { return t.s.send(req) }
+
+// sdkTransport sends go-sdk's requests: a copy of each (a RoundTripper
+// must not change the request it is given) goes through the stack in a
+// span of its own, a 401's challenge is kept for the caller (go-sdk
+// reports only an HTTP error; classify finds it), a plain 400 to a call
+// fails that call instead of go-sdk's whole session, and the response
+// outlives the caller's context briefly (detach).
+type sdkTransport struct {
+	s        *stack
+	spanName string
+}
+
+func (t sdkTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	ctx := r.Context()
+	span := trace.SpanFromContext(ctx)
+	if telemetry.Recording() {
+		ctx, span = tracer.Start(ctx, t.spanName, spanKindClient)
+	}
+	resp, err := detach(ctx, func(ctx context.Context) (*http.Response, error) { return t.s.send(r.Clone(ctx)) })
+	if err != nil {
+		span.SetStatus(codes.Error, "no response")
+		span.End()
+		return nil, err
+	}
+	span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
+	if cred := callerCredential(r.Context()); cred != nil {
+		if ch := challengeOf(resp); ch != nil {
+			cred.challenge.Store(ch)
+		}
+	}
+	if resp.StatusCode == http.StatusBadRequest && r.GetBody != nil && callMethods[requestMethod(r)] {
+		if err := refusal(resp); err != nil {
+			span.SetStatus(codes.Error, "refused")
+			span.End()
+			return nil, err
+		}
+	}
+	resp.Body = &endSpan{ReadCloser: resp.Body, span: span}
+	return resp, nil
+}
+
+// endSpan ends a request's span when its response body is closed.
+type endSpan struct {
+	io.ReadCloser
+	span trace.Span
+	once sync.Once
+}
+
+func (b *endSpan) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(func() { b.span.End() })
+	return err
+}
+
+// refusal is the one reading of a backend's outright refusal of a call:
+// a 401 with a challenge is a *ChallengeError (the caller's credential was
+// refused: the caller's answer, not an outage); a 400 without a JSON-RPC
+// error in its body is ErrMalformedRequest (the backend refused the
+// caller's request as malformed, and must not take go-sdk's session, or
+// the backend's health, down with it). Anything else is nil: a JSON-RPC
+// error is the backend's own answer, read by whoever reads the body. It
+// reads a 400's body, leaving a copy in its place.
+func refusal(resp *http.Response) error {
+	if ch := challengeOf(resp); ch != nil {
+		return ch
+	}
+	if resp.StatusCode != http.StatusBadRequest {
+		return nil
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	if m, err := parseMessage(body); err == nil && m.err != nil {
+		return nil
+	}
+	text := strings.TrimSpace(string(body))
+	if len(text) > maxRejectionText {
+		text = text[:maxRejectionText]
+	}
+	return fmt.Errorf("%w: %s", ErrMalformedRequest, text)
+}
+
+// callMethods are the requests whose 400 is the caller's fault: a 400 to
+// a handshake is how a Legacy backend says it is not Modern.
+var callMethods = map[string]bool{"tools/call": true, "resources/read": true, "prompts/get": true, "completion/complete": true}
+
+// maxRejectionText bounds how much of a rejection's body is kept.
+const maxRejectionText = 512
+
+// requestMethod is the JSON-RPC method of a request, or "".
+func requestMethod(r *http.Request) string {
+	if m := r.Header.Get("Mcp-Method"); m != "" {
+		return m
+	}
+	rc, err := r.GetBody()
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	var msg struct {
+		Method string `json:"method"`
+	}
+	_ = json.NewDecoder(rc).Decode(&msg)
+	return msg.Method
+}
+
+// detach keeps connections reusable under go-sdk. The SDK hands a call its
+// result as soon as the response message arrives and drains the rest of
+// the event stream in the background; the caller's context usually ends
+// (the gRPC call returns) before those last bytes are read, and a request
+// whose context ends mid-body loses its connection. So once the response
+// headers are in, the request no longer dies with the caller's context:
+// after the caller is gone the body gets a short grace to finish before
+// it is cut.
+func detach(parent context.Context, send func(context.Context) (*http.Response, error)) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	// Until the headers arrive, the caller's cancellation aborts at once.
+	stop := context.AfterFunc(parent, cancel)
+	resp, err := send(ctx)
+	stop()
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	body := &watchedBody{ReadCloser: resp.Body, closed: make(chan struct{})}
+	resp.Body = body
+	go func() {
+		defer cancel()
+		select {
+		case <-body.closed:
+		case <-parent.Done():
+			select {
+			case <-body.closed:
+			case <-time.After(drainGrace):
+			}
+		}
+	}()
+	return resp, nil
+}
+
+// drainGrace is how long a response may keep streaming after its caller
+// gave up; a normal response's tail arrives within microseconds, a hung
+// stream is cut after this.
+const drainGrace = 250 * time.Millisecond
+
+type watchedBody struct {
+	io.ReadCloser
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (b *watchedBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(func() { close(b.closed) })
+	return err
+}
+
+// resender carries what h1 does not (a proxy, a large body) over
+// net/http, with h1's rule: a request that a pooled keep-alive
+// connection could not take (the backend or a proxy closed it) is sent
+// once more on a fresh one. A request that was not completely written
+// cannot have been processed, so this is safe for tool calls too; the
+// standard transport itself retries only idempotent methods, and every
+// MCP request is a POST.
+type resender struct{ next http.RoundTripper }
+
+func (t resender) RoundTrip(r *http.Request) (*http.Response, error) {
+	ctx := r.Context()
+	for attempt := 0; ; attempt++ {
+		var reused, written bool
+		trace := &httptrace.ClientTrace{
+			GotConn:      func(i httptrace.GotConnInfo) { reused = i.Reused },
+			WroteRequest: func(i httptrace.WroteRequestInfo) { written = i.Err == nil },
+		}
+		req := r.WithContext(httptrace.WithClientTrace(ctx, trace))
+		if attempt > 0 {
+			body, err := r.GetBody()
+			if err != nil {
+				return nil, err
+			}
+			req.Body = body
+		}
+		resp, err := t.next.RoundTrip(req)
+		if err == nil || attempt > 0 || !reused || written || r.GetBody == nil || ctx.Err() != nil {
+			return resp, err
+		}
+	}
+}
