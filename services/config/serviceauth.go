@@ -156,12 +156,23 @@ var clusterStateRPCs = map[string]bool{
 	"AcquireRateTokens": true, "ListRateLimitBuckets": true, "RecordAuditEvents": true, "QueryAuditEvents": true,
 }
 
+// A held call's retry is forwarded to the replica holding it with
+// ResumeHeldCall, or, streamed, with ResumeHeldCallStream: one right,
+// which an allow list grants by naming either.
+const (
+	resumeHeldCall       = "/switchboard.aggregator.v1.AggregatorService/ResumeHeldCall"
+	resumeHeldCallStream = "/switchboard.aggregator.v1.AggregatorService/ResumeHeldCallStream"
+)
+
 // canonicalMethod is fullMethod ("/package.Service/Method") under its one
 // name: a cluster-state RPC named through IndexerService is named through
-// ClusterStateService.
+// ClusterStateService, and ResumeHeldCallStream is ResumeHeldCall.
 func canonicalMethod(fullMethod string) string {
 	if rest, ok := strings.CutPrefix(fullMethod, "/"+indexerService+"/"); ok && clusterStateRPCs[rest] {
 		return "/" + clusterStateService + "/" + rest
+	}
+	if fullMethod == resumeHeldCallStream {
+		return resumeHeldCall
 	}
 	return fullMethod
 }

@@ -91,3 +91,25 @@ func TestMethodSetNamesMovedRPCsEitherWay(t *testing.T) {
 		}
 	}
 }
+
+// The forwarding of a held call's retry is one right, whichever of its
+// two RPCs carries it.
+func TestMethodSetResumeIsOneRight(t *testing.T) {
+	for _, allow := range []string{
+		"switchboard.aggregator.v1.AggregatorService/ResumeHeldCall",
+		"switchboard.aggregator.v1.AggregatorService/ResumeHeldCallStream",
+	} {
+		set := NewMethodSet([]string{allow})
+		for _, m := range []string{
+			"/switchboard.aggregator.v1.AggregatorService/ResumeHeldCall",
+			"/switchboard.aggregator.v1.AggregatorService/ResumeHeldCallStream",
+		} {
+			if !set.Permits(m) {
+				t.Errorf("allow %s refuses %s", allow, m)
+			}
+		}
+		if set.Permits("/switchboard.aggregator.v1.AggregatorService/CallToolStream") {
+			t.Errorf("allow %s permits CallToolStream", allow)
+		}
+	}
+}

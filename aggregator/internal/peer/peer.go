@@ -11,6 +11,7 @@ package peer
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"slices"
@@ -18,6 +19,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
@@ -204,9 +207,12 @@ func (f *Forwarder) evict() {
 }
 
 // Resume forwards the retry req of principal p to owner, which must be a
-// known peer. Its error is the peer's gRPC status, unchanged, or
-// ErrNotAPeer, or a dial failure.
-func (f *Forwarder) Resume(ctx context.Context, owner string, p *commonv1.Principal, req *aggregatorv1.CallToolRequest) (*aggregatorv1.CallToolResponse, error) {
+// known peer. With onNotification set (a streamed retry) it asks with
+// ResumeHeldCallStream and hands it each notification the owner relays,
+// before the result; an owner that does not serve that RPC (an older
+// replica) is asked with ResumeHeldCall, without notifications. Its error
+// is the peer's gRPC status, unchanged, or ErrNotAPeer, or a dial failure.
+func (f *Forwarder) Resume(ctx context.Context, owner string, p *commonv1.Principal, req *aggregatorv1.CallToolRequest, onNotification func(*aggregatorv1.Notification)) (*aggregatorv1.CallToolResponse, error) {
 	if f == nil || !f.known(ctx, owner) {
 		return nil, ErrNotAPeer
 	}
@@ -215,11 +221,44 @@ func (f *Forwarder) Resume(ctx context.Context, owner string, p *commonv1.Princi
 		return nil, err
 	}
 	defer release()
-	resp, err := aggregatorv1.NewAggregatorServiceClient(conn).ResumeHeldCall(ctx, &aggregatorv1.ResumeHeldCallRequest{Principal: p, Call: req})
+	client := aggregatorv1.NewAggregatorServiceClient(conn)
+	if onNotification != nil {
+		resp, err := resumeStreamed(ctx, client, p, req, onNotification)
+		if status.Code(err) != codes.Unimplemented {
+			return resp, err
+		}
+	}
+	resp, err := client.ResumeHeldCall(ctx, &aggregatorv1.ResumeHeldCallRequest{Principal: p, Call: req})
 	if err != nil {
 		return nil, err
 	}
 	return resp.GetResult(), nil
+}
+
+// resumeStreamed asks with ResumeHeldCallStream.
+func resumeStreamed(ctx context.Context, client aggregatorv1.AggregatorServiceClient, p *commonv1.Principal, req *aggregatorv1.CallToolRequest, onNotification func(*aggregatorv1.Notification)) (*aggregatorv1.CallToolResponse, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := client.ResumeHeldCallStream(ctx, &aggregatorv1.ResumeHeldCallStreamRequest{Principal: p, Call: req})
+	if err != nil {
+		return nil, err
+	}
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = errors.New("the peer ended the stream without a result")
+			}
+			return nil, err
+		}
+		if n := ev.GetNotification(); n != nil {
+			onNotification(n)
+			continue
+		}
+		if r := ev.GetResult(); r != nil {
+			return r, nil
+		}
+	}
 }
 
 // Close closes the connections to peers.

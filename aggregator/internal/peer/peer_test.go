@@ -6,12 +6,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/switchboard-mcp/switchboard/services/config"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 )
 
@@ -58,7 +63,7 @@ func TestOnlyConfiguredPeersAreKnown(t *testing.T) {
 	if !f.known(ctx, "10.0.0.2:9090") {
 		t.Error("a resolved peer is forgotten when DNS fails")
 	}
-	if _, err := f.Resume(ctx, "evil.example:9090", &commonv1.Principal{}, nil); !errors.Is(err, ErrNotAPeer) {
+	if _, err := f.Resume(ctx, "evil.example:9090", &commonv1.Principal{}, nil, nil); !errors.Is(err, ErrNotAPeer) {
 		t.Errorf("Resume to an unknown owner: %v", err)
 	}
 	if lookups == 0 {
@@ -71,7 +76,7 @@ func TestNoPeersEverythingIsLocal(t *testing.T) {
 	if f != nil || !f.Local("") || f.Local("10.0.0.2:9090") || f.Self() != "" {
 		t.Fatalf("a forwarder without peers: %+v", f)
 	}
-	if _, err := f.Resume(context.Background(), "10.0.0.2:9090", nil, nil); !errors.Is(err, ErrNotAPeer) {
+	if _, err := f.Resume(context.Background(), "10.0.0.2:9090", nil, nil, nil); !errors.Is(err, ErrNotAPeer) {
 		t.Fatalf("Resume without peers: %v", err)
 	}
 	g := New("10.0.0.1:9090", config.AggregatorPeers{Addresses: []string{"10.0.0.2:9090"}, Token: "t"}, config.TLS{}, quiet)
@@ -155,5 +160,42 @@ func TestConnectionBoundKeepsCallsInFlight(t *testing.T) {
 	if len(f.conns) != maxConns || f.conns[addr(0)] != busy || f.conns[addr(5)] != nil {
 		t.Fatalf("after the bound: %d connections, busy one kept %v, unresolved one dropped %v",
 			len(f.conns), f.conns[addr(0)] == busy, f.conns[addr(5)] == nil)
+	}
+}
+
+// olderPeer serves ResumeHeldCall only, as a replica of the version before
+// ResumeHeldCallStream does.
+type olderPeer struct {
+	aggregatorv1.UnimplementedAggregatorServiceServer
+	resumed atomic.Int32
+}
+
+func (p *olderPeer) ResumeHeldCall(_ context.Context, req *aggregatorv1.ResumeHeldCallRequest) (*aggregatorv1.ResumeHeldCallResponse, error) {
+	p.resumed.Add(1)
+	return &aggregatorv1.ResumeHeldCallResponse{Result: &aggregatorv1.CallToolResponse{ResultJson: `{"content":[]}`, Backend: "b"}}, nil
+}
+
+// A streamed retry forwarded to a peer that does not serve
+// ResumeHeldCallStream (UNIMPLEMENTED: an older replica during a rolling
+// upgrade) is resumed with ResumeHeldCall, without notifications, rather
+// than failed.
+func TestStreamedResumeFallsBackToAnOlderPeer(t *testing.T) {
+	srv := grpc.NewServer()
+	old := &olderPeer{}
+	aggregatorv1.RegisterAggregatorServiceServer(srv, old)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	owner := lis.Addr().String()
+	f := New("127.0.0.1:1", config.AggregatorPeers{Addresses: []string{owner}, Token: "t"}, config.TLS{}, quiet)
+	t.Cleanup(f.Close)
+	notes := 0
+	resp, err := f.Resume(context.Background(), owner, &commonv1.Principal{Subject: "alice"}, &aggregatorv1.CallToolRequest{Name: "t"},
+		func(*aggregatorv1.Notification) { notes++ })
+	if err != nil || resp.GetBackend() != "b" || old.resumed.Load() != 1 || notes != 0 {
+		t.Fatalf("resume: %v %v, %d unary resumes, %d notifications", resp, err, old.resumed.Load(), notes)
 	}
 }

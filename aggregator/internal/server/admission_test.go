@@ -159,12 +159,13 @@ audit:
 			return second(h.gateway.ListBackends(ctx, &aggregatorv1.ListBackendsRequest{Principal: p}))
 		},
 	}
-	// ResumeHeldCall is a held call's retry that the replica which
-	// received it forwards here: it is admitted as CallTool is (found,
-	// filtered, authorized, with the caller's credentials), and the
-	// receiving replica, which ran CallTool's admission, took its tokens
-	// and records its event (held_test.go drives it across replicas).
-	const forwardedRetry = "ResumeHeldCall"
+	// ResumeHeldCall and ResumeHeldCallStream carry a held call's retry
+	// that the replica which received it forwards here: they are admitted
+	// as CallTool is (found, filtered, authorized, with the caller's
+	// credentials), and the receiving replica, which ran CallTool's
+	// admission, took its tokens and records its event (route_test.go's
+	// forward row drives both across replicas).
+	forwardedRetry := map[string]bool{"ResumeHeldCall": true, "ResumeHeldCallStream": true}
 
 	desc := aggregatorv1.AggregatorService_ServiceDesc
 	var names []string
@@ -207,7 +208,7 @@ audit:
 			if backendCalls() != before {
 				t.Fatalf("%s reached a backend; admit it (admit.go) and drive it in this test", name)
 			}
-		case name == forwardedRetry:
+		case forwardedRetry[name]:
 		default:
 			t.Fatalf("RPC %s is neither admitted nor declared to reach no backend: place it in this test", name)
 		}

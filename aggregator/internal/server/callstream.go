@@ -15,7 +15,9 @@ import (
 // log notifications the backend sends for that call before the result.
 func (s *Server) CallToolStream(req *aggregatorv1.CallToolStreamRequest, stream grpc.ServerStreamingServer[aggregatorv1.CallToolStreamResponse]) error {
 	ctx := stream.Context()
-	resp, err := s.callToolStream(ctx, req.GetCall(), stream)
+	resp, err := s.callToolStream(ctx, req.GetCall(), func(n *aggregatorv1.Notification) error {
+		return stream.Send(&aggregatorv1.CallToolStreamResponse{Event: &aggregatorv1.CallToolStreamResponse_Notification{Notification: n}})
+	}, false)
 	if err != nil {
 		return s.fail(ctx, "CallToolStream", err)
 	}
@@ -28,8 +30,9 @@ type notifier struct {
 	level    mcp.LoggingLevel
 	// token is the caller's progress token (JSON), put back in place of
 	// the one the aggregator sent to the backend.
-	token  string
-	stream grpc.ServerStreamingServer[aggregatorv1.CallToolStreamResponse]
+	token string
+	// send puts a notification on the caller's stream.
+	send func(*aggregatorv1.Notification) error
 	// err is the first failure to send; the call then fails with it.
 	err error
 	// invalid, if set, refuses the call: the streamed request is malformed.
@@ -44,9 +47,15 @@ func (n *notifier) emit(method string, params []byte) {
 	if err != nil {
 		return
 	}
-	n.err = n.stream.Send(&aggregatorv1.CallToolStreamResponse{Event: &aggregatorv1.CallToolStreamResponse_Notification{
-		Notification: &aggregatorv1.Notification{Method: method, ParamsJson: text},
-	}})
+	n.err = n.send(&aggregatorv1.Notification{Method: method, ParamsJson: text})
+}
+
+// pass puts a notification that is the caller's already (a peer relayed
+// it, with the caller's token) on the caller's stream.
+func (n *notifier) pass(note *aggregatorv1.Notification) {
+	if n.err == nil {
+		n.err = n.send(note)
+	}
 }
 
 // relay is what the caller wants of the backend's notifications on a
@@ -71,11 +80,13 @@ func (n *notifier) failed(err error) error {
 	return err
 }
 
-func (s *Server) callToolStream(ctx context.Context, req *aggregatorv1.CallToolRequest, stream grpc.ServerStreamingServer[aggregatorv1.CallToolStreamResponse]) (*aggregatorv1.CallToolResponse, error) {
+// callToolStream admits and runs a streamed call, whose notifications go
+// to send; forwarded marks a peer's forwarded retry (ResumeHeldCallStream).
+func (s *Server) callToolStream(ctx context.Context, req *aggregatorv1.CallToolRequest, send func(*aggregatorv1.Notification) error, forwarded bool) (*aggregatorv1.CallToolResponse, error) {
 	rc := req.GetContext()
 	token := rc.GetProgressTokenJson()
 	level := mcp.LoggingLevel(rc.GetLogLevel())
-	n := &notifier{progress: token != "", level: level, token: token, stream: stream}
+	n := &notifier{progress: token != "", level: level, token: token, send: send}
 	// A malformed request is refused in the call's admission, so that it
 	// is audited like any other refusal.
 	switch {
@@ -84,7 +95,7 @@ func (s *Server) callToolStream(ctx context.Context, req *aggregatorv1.CallToolR
 	case level != "" && !backend.ValidLevel(level):
 		n.invalid = invalidArgument("log_level is not an MCP log level")
 	}
-	return s.callTool(ctx, req, n, false)
+	return s.callTool(ctx, req, n, forwarded)
 }
 
 // notificationParams encodes a backend notification's params for the

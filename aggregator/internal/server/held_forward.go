@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -48,9 +49,17 @@ func tlsFailed(err error) bool {
 	return status.Code(err) == codes.Unavailable && strings.Contains(status.Convert(err).Message(), "authentication handshake failed")
 }
 
-// forwardHeld forwards the retry req, which names a call held by owner.
-func (s *Server) forwardHeld(ctx context.Context, owner string, req *aggregatorv1.CallToolRequest) (*aggregatorv1.CallToolResponse, error) {
-	resp, err := s.peers.Resume(ctx, owner, svcauth.PrincipalFrom(ctx), req)
+// forwardHeld forwards the retry req, which names a call held by owner;
+// a streamed retry's notifications, which the owner relays, go to n.
+func (s *Server) forwardHeld(ctx context.Context, owner string, req *aggregatorv1.CallToolRequest, n *notifier) (*aggregatorv1.CallToolResponse, error) {
+	var onNotification func(*aggregatorv1.Notification)
+	if n != nil {
+		onNotification = n.pass
+	}
+	resp, err := s.peers.Resume(ctx, owner, svcauth.PrincipalFrom(ctx), req, onNotification)
+	if err == nil && n != nil && n.err != nil {
+		return nil, n.err
+	}
 	switch {
 	case err == nil:
 		return resp, nil
@@ -82,4 +91,22 @@ func (s *Server) ResumeHeldCall(ctx context.Context, req *aggregatorv1.ResumeHel
 		return nil, s.fail(ctx, "ResumeHeldCall", err)
 	}
 	return &aggregatorv1.ResumeHeldCallResponse{Result: resp}, nil
+}
+
+// ResumeHeldCallStream is ResumeHeldCall for a streamed retry: the
+// backend's notifications for the call go to the forwarding replica as
+// they come, as CallToolStream sends them.
+func (s *Server) ResumeHeldCallStream(req *aggregatorv1.ResumeHeldCallStreamRequest, stream grpc.ServerStreamingServer[aggregatorv1.ResumeHeldCallStreamResponse]) error {
+	ctx := stream.Context()
+	call := req.GetCall()
+	if _, _, owner, ok := backend.ParseHeldState(call.GetRequestState()); !ok || owner == "" || owner != s.peers.Self() {
+		return s.fail(ctx, "ResumeHeldCallStream", errHeldCallGone)
+	}
+	resp, err := s.callToolStream(ctx, call, func(n *aggregatorv1.Notification) error {
+		return stream.Send(&aggregatorv1.ResumeHeldCallStreamResponse{Event: &aggregatorv1.ResumeHeldCallStreamResponse_Notification{Notification: n}})
+	}, true)
+	if err != nil {
+		return s.fail(ctx, "ResumeHeldCallStream", err)
+	}
+	return stream.Send(&aggregatorv1.ResumeHeldCallStreamResponse{Event: &aggregatorv1.ResumeHeldCallStreamResponse_Result{Result: resp}})
 }

@@ -15,8 +15,8 @@ import (
 // callRoute is one way an admitted tools/call runs. Which one is decided
 // by routeOf alone; routeToolCall runs it. Every route runs under the
 // admitted context (the caller's credentials, its cancellation, the
-// tool's timeout), relays a streamed call's progress and log messages
-// (but routeForward, below) and reports errors the same way (status.go);
+// tool's timeout), relays a streamed call's progress and log messages and
+// reports errors the same way (status.go);
 // route_test.go holds every route to each of these.
 type callRoute int
 
@@ -35,8 +35,8 @@ const (
 	// asked; each retry gets them as it asks itself.
 	routeResume
 	// routeForward sends the retry of a call held on another replica to
-	// that replica (held_forward.go). It relays no notifications:
-	// ResumeHeldCall, the RPC between replicas, is unary.
+	// that replica (held_forward.go), a streamed retry with
+	// ResumeHeldCallStream, whose notifications the holder relays.
 	routeForward
 	// routeOwnSession runs a streamed call that wants a Legacy backend's
 	// log messages on a go-sdk session of its own: a Legacy backend's log
@@ -75,7 +75,7 @@ func (s *Server) routeToolCall(ctx context.Context, req *aggregatorv1.CallToolRe
 	owner := svcauth.PrincipalFrom(ctx).GetSubject() + "\x00" + req.GetName()
 	switch route {
 	case routeForward:
-		return s.forwardHeld(ctx, replica, req)
+		return s.forwardHeld(ctx, replica, req, stream)
 	case routeResume:
 		var responses map[string]json.RawMessage
 		if raw := req.GetInputResponsesJson(); raw != "" {

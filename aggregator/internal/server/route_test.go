@@ -28,31 +28,28 @@ import (
 // TestEveryRouteBehavesTheSame holds the five routes of an admitted
 // tools/call (route.go) to one behaviour: each column below is asserted
 // the same way on each route, against real go-sdk backends of both eras.
-// A cell a route cannot drive, or where it differs by design, says why in
-// the table; nothing is skipped silently.
+// A cell a route cannot drive says why in the table; nothing is skipped
+// silently.
 //
 //	              route cancel timeout progress log   credentials errors
 //	plain/modern  yes   yes    yes     yes      yes   yes         yes
 //	plain/legacy  yes   yes    yes     yes      n/a   yes         yes
 //	held          yes   yes    yes     yes      yes   yes         yes
 //	resume        yes   yes    yes     yes      yes   yes         yes
-//	forward       yes   yes    yes     none     none  yes         yes
+//	forward       yes   yes    yes     yes      yes   yes         yes
 //	own-session   yes   yes    yes     yes      yes   yes         yes
 //
-// n/a: noLogLevel; none: forwardNotes (asserted: no notifications).
+// n/a: noLogLevel.
 func TestEveryRouteBehavesTheSame(t *testing.T) {
 	const (
-		noLogLevel   = "a streamed call with a log level to a Legacy backend is the own-session route, never plain: MCP sets a Legacy backend's log level per session (logging/setLevel), and the shared session cannot carry one caller's level"
-		peerIsUnary  = "ResumeHeldCall, the RPC between replicas, is unary: the replica holding the call cannot stream notifications to the one the client reached, so the caller gets the result and no notifications"
-		forwardNotes = "forwarded retries relay no notifications: " + peerIsUnary
+		noLogLevel = "a streamed call with a log level to a Legacy backend is the own-session route, never plain: MCP sets a Legacy backend's log level per session (logging/setLevel), and the shared session cannot carry one caller's level"
 	)
 	rows := []routeRow{
 		{name: "plain/modern"},
 		{name: "plain/legacy", legacy: true, na: map[string]string{"log": noLogLevel}},
 		{name: "held", legacy: true, caps: true, sessions: 1},
 		{name: "resume", legacy: true, caps: true, retry: true},
-		{name: "forward", legacy: true, caps: true, retry: true, forward: true,
-			differs: map[string]string{"progress": forwardNotes, "log": forwardNotes}},
+		{name: "forward", legacy: true, caps: true, retry: true, forward: true},
 		{name: "own-session", legacy: true, level: "warning", sessions: 1},
 	}
 	columns := []struct {
@@ -110,9 +107,6 @@ func TestEveryRouteBehavesTheSame(t *testing.T) {
 				t.Fatalf("call: %v %v", resp, err)
 			}
 			want := []string{fmt.Sprintf(`"tok-%s" 1 %s`, id, id), fmt.Sprintf(`"tok-%s" 2 %s`, id, id)}
-			if w.row.differs["progress"] != "" {
-				want = nil
-			}
 			if got := noteTexts(t, notes, "notifications/progress"); !reflect.DeepEqual(got, want) {
 				t.Fatalf("progress %q, want %q", got, want)
 			}
@@ -126,9 +120,6 @@ func TestEveryRouteBehavesTheSame(t *testing.T) {
 				t.Fatalf("call: %v %v", resp, err)
 			}
 			want := []string{"warning " + id + " warning"}
-			if w.row.differs["log"] != "" {
-				want = nil
-			}
 			if got := noteTexts(t, notes, "notifications/message"); !reflect.DeepEqual(got, want) {
 				t.Fatalf("log messages %q, want %q", got, want)
 			}
@@ -216,9 +207,8 @@ type routeRow struct {
 	retry, forward bool
 	// sessions is how many backend sessions the behaviour's request opens.
 	sessions int
-	// na: behaviours the route cannot drive; differs: behaviours where it
-	// differs by design. Each says why.
-	na, differs map[string]string
+	// na: behaviours the route cannot drive, each saying why.
+	na map[string]string
 }
 
 // routeWorld is a row's backend and aggregator replicas.

@@ -46,6 +46,7 @@ const (
 	AggregatorService_WatchCatalog_FullMethodName          = "/switchboard.aggregator.v1.AggregatorService/WatchCatalog"
 	AggregatorService_ListBackends_FullMethodName          = "/switchboard.aggregator.v1.AggregatorService/ListBackends"
 	AggregatorService_ResumeHeldCall_FullMethodName        = "/switchboard.aggregator.v1.AggregatorService/ResumeHeldCall"
+	AggregatorService_ResumeHeldCallStream_FullMethodName  = "/switchboard.aggregator.v1.AggregatorService/ResumeHeldCallStream"
 )
 
 // AggregatorServiceClient is the client API for AggregatorService service.
@@ -107,6 +108,14 @@ type AggregatorServiceClient interface {
 	// that is no longer held, is INVALID_ARGUMENT. Errors are otherwise the
 	// same as CallTool's.
 	ResumeHeldCall(ctx context.Context, in *ResumeHeldCallRequest, opts ...grpc.CallOption) (*ResumeHeldCallResponse, error)
+	// ResumeHeldCallStream is ResumeHeldCall for a retry that came as a
+	// CallToolStream: it streams the progress and log notifications the
+	// backend sends for the call (as the retry's request context asks, with
+	// the caller's own progress token) and ends with exactly one result
+	// event, as CallToolStream does. An allow list that names either of the
+	// two RPCs allows both. A replica whose peer does not serve it (an older
+	// version, UNIMPLEMENTED) forwards with ResumeHeldCall instead.
+	ResumeHeldCallStream(ctx context.Context, in *ResumeHeldCallStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ResumeHeldCallStreamResponse], error)
 }
 
 type aggregatorServiceClient struct {
@@ -265,6 +274,25 @@ func (c *aggregatorServiceClient) ResumeHeldCall(ctx context.Context, in *Resume
 	return out, nil
 }
 
+func (c *aggregatorServiceClient) ResumeHeldCallStream(ctx context.Context, in *ResumeHeldCallStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ResumeHeldCallStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AggregatorService_ServiceDesc.Streams[2], AggregatorService_ResumeHeldCallStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ResumeHeldCallStreamRequest, ResumeHeldCallStreamResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AggregatorService_ResumeHeldCallStreamClient = grpc.ServerStreamingClient[ResumeHeldCallStreamResponse]
+
 // AggregatorServiceServer is the server API for AggregatorService service.
 // All implementations must embed UnimplementedAggregatorServiceServer
 // for forward compatibility.
@@ -324,6 +352,14 @@ type AggregatorServiceServer interface {
 	// that is no longer held, is INVALID_ARGUMENT. Errors are otherwise the
 	// same as CallTool's.
 	ResumeHeldCall(context.Context, *ResumeHeldCallRequest) (*ResumeHeldCallResponse, error)
+	// ResumeHeldCallStream is ResumeHeldCall for a retry that came as a
+	// CallToolStream: it streams the progress and log notifications the
+	// backend sends for the call (as the retry's request context asks, with
+	// the caller's own progress token) and ends with exactly one result
+	// event, as CallToolStream does. An allow list that names either of the
+	// two RPCs allows both. A replica whose peer does not serve it (an older
+	// version, UNIMPLEMENTED) forwards with ResumeHeldCall instead.
+	ResumeHeldCallStream(*ResumeHeldCallStreamRequest, grpc.ServerStreamingServer[ResumeHeldCallStreamResponse]) error
 	mustEmbedUnimplementedAggregatorServiceServer()
 }
 
@@ -372,6 +408,9 @@ func (UnimplementedAggregatorServiceServer) ListBackends(context.Context, *ListB
 }
 func (UnimplementedAggregatorServiceServer) ResumeHeldCall(context.Context, *ResumeHeldCallRequest) (*ResumeHeldCallResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResumeHeldCall not implemented")
+}
+func (UnimplementedAggregatorServiceServer) ResumeHeldCallStream(*ResumeHeldCallStreamRequest, grpc.ServerStreamingServer[ResumeHeldCallStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method ResumeHeldCallStream not implemented")
 }
 func (UnimplementedAggregatorServiceServer) mustEmbedUnimplementedAggregatorServiceServer() {}
 func (UnimplementedAggregatorServiceServer) testEmbeddedByValue()                           {}
@@ -614,6 +653,17 @@ func _AggregatorService_ResumeHeldCall_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AggregatorService_ResumeHeldCallStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ResumeHeldCallStreamRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AggregatorServiceServer).ResumeHeldCallStream(m, &grpc.GenericServerStream[ResumeHeldCallStreamRequest, ResumeHeldCallStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AggregatorService_ResumeHeldCallStreamServer = grpc.ServerStreamingServer[ResumeHeldCallStreamResponse]
+
 // AggregatorService_ServiceDesc is the grpc.ServiceDesc for AggregatorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -675,6 +725,11 @@ var AggregatorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchCatalog",
 			Handler:       _AggregatorService_WatchCatalog_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ResumeHeldCallStream",
+			Handler:       _AggregatorService_ResumeHeldCallStream_Handler,
 			ServerStreams: true,
 		},
 	},
