@@ -106,10 +106,12 @@ func (r *Resolver) PinRetries(pinned aggregatorv1.AggregatorServiceClient) { r.p
 // Builds is how many scopes this resolver built (not found already built).
 func (r *Resolver) Builds() int64 { return r.builds.Load() }
 
-// principalKey identifies a principal; groups arrive normalized (sorted,
-// unique) from svcauth.
-func principalKey(p *commonv1.Principal) string {
-	return p.GetSubject() + "\x00" + strings.Join(p.GetGroups(), "\x00")
+// cacheKey names the cache entry of a principal's scope in a virtual
+// server: every reader and writer of the cache uses it. Groups arrive
+// normalized (sorted, unique) from svcauth; server names never contain
+// \x01 (config.IsServerName).
+func cacheKey(server string, p *commonv1.Principal) string {
+	return server + "\x01" + p.GetSubject() + "\x00" + strings.Join(p.GetGroups(), "\x00")
 }
 
 // Resolve returns the principal's scope in the virtual server named server
@@ -118,8 +120,7 @@ func principalKey(p *commonv1.Principal) string {
 // aggregator puts the server into them), so a server's scope is never
 // another server's.
 func (r *Resolver) Resolve(ctx context.Context, p *commonv1.Principal, server string) (store.Scope, bool, error) {
-	// Server names never contain \x01 (config.IsServerName).
-	key := server + "\x01" + principalKey(p)
+	key := cacheKey(server, p)
 	r.mu.Lock()
 	e, ok := r.cache[key]
 	gen := r.generation
@@ -307,14 +308,16 @@ func viewDigest(tools []store.Tool) string {
 	return "listed:" + hex.EncodeToString(h.Sum(nil))
 }
 
-// Forget drops the principal's cached scope sc (it vanished from the
-// store), under the principal and under its digest.
-func (r *Resolver) Forget(p *commonv1.Principal, sc store.Scope) {
+// Forget drops the principal's cached scope sc in the virtual server
+// named server (it vanished from the store: another replica collected
+// it), under the principal and under its digest, so that the next Resolve
+// builds it again.
+func (r *Resolver) Forget(p *commonv1.Principal, server string, sc store.Scope) {
 	r.mu.Lock()
 	if known, ok := r.byDigest[sc.Digest]; ok && known.ID == sc.ID {
 		delete(r.byDigest, sc.Digest)
 	}
-	delete(r.cache, principalKey(p))
+	delete(r.cache, cacheKey(server, p))
 	r.mu.Unlock()
 }
 

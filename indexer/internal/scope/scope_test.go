@@ -5,11 +5,14 @@ import (
 	"errors"
 	"strconv"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
 )
 
 // pagesClient serves ListTools from a fixed list of pages, one per call,
@@ -66,5 +69,30 @@ func TestListToolsTakesEveryPageFromOneView(t *testing.T) {
 		if err != nil || view.digest != c.wantDigest || len(view.tools) != c.wantTools {
 			t.Errorf("%s: %+v, %v; want %d tools under %s", c.name, view, err, c.wantTools, c.wantDigest)
 		}
+	}
+}
+
+// TestForgetDropsTheCachedEntry: once a scope vanished from the store
+// (another replica collected it), Forget drops the very entry Resolve
+// cached for that principal in that server, and only that one, so the
+// next search builds the scope again instead of failing until the cache's
+// TTL passes.
+func TestForgetDropsTheCachedEntry(t *testing.T) {
+	alice := &commonv1.Principal{Subject: "alice", Groups: []string{"eng"}}
+	gone := store.Scope{ID: 7, Digest: "d7"}
+	r := New(nil, nil, time.Hour, nil)
+	for _, server := range []string{"", "sales"} {
+		r.cache[cacheKey(server, alice)] = entry{scope: gone, expires: time.Now().Add(time.Hour)}
+	}
+	r.byDigest[gone.Digest] = gone
+	r.Forget(alice, "sales", gone)
+	if _, ok := r.cache[cacheKey("sales", alice)]; ok {
+		t.Fatal("the collected scope is still cached for the server it was searched in")
+	}
+	if _, ok := r.byDigest[gone.Digest]; ok {
+		t.Fatal("the collected scope is still known by its digest")
+	}
+	if _, ok := r.cache[cacheKey("", alice)]; !ok {
+		t.Fatal("Forget dropped the principal's entry of another server")
 	}
 }

@@ -93,7 +93,7 @@ func (s *Server) search(ctx context.Context, req *indexerv1.SearchRequest) (*ind
 		}
 		hits, explained, err := s.rank(ctx, sc, q, req.GetExplain())
 		if errors.Is(err, store.ErrScopeNotFound) && attempt == 0 {
-			s.Resolver.Forget(p, sc)
+			s.Resolver.Forget(p, req.GetServer(), sc)
 			continue
 		}
 		if err != nil {
