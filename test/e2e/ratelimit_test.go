@@ -93,7 +93,7 @@ func TestRateLimitsLive(t *testing.T) {
 		status, retryAfter, code := rawCall(t, c.MCPURL, aliceKey)
 		statuses = append(statuses, status)
 		if status == http.StatusTooManyRequests {
-			if n, err := strconv.Atoi(retryAfter); err != nil || n < 1 || code != -32029 {
+			if n, err := strconv.Atoi(retryAfter); err != nil || n < 1 || code != 429 {
 				t.Fatalf("refusal: Retry-After %q, code %d", retryAfter, code)
 			}
 		}

@@ -57,7 +57,7 @@ func withRateLimits(c *config.Config) {
 // time, and checks that what is admitted is within 10 % of burst + rate
 // * duration (the time the clients asked, for the lower bound; until
 // their last call ended, for the upper one), that every refusal is HTTP
-// 429 with Retry-After and a -32029 error whose data carries
+// 429 with Retry-After and an error of code 429 whose data carries
 // retryAfterSeconds, and that the aggregators' metrics count exactly
 // what the clients saw.
 // find_tool's limit is held by the indexers and refused the same way.
@@ -196,7 +196,7 @@ type callReply struct {
 type caller func(t *testing.T, url string, id int) callReply
 
 // checkRefusal: HTTP 429, Retry-After in whole seconds (at least 1), and
-// a -32029 error with the same retryAfterSeconds in its data.
+// an error of code 429 with the same retryAfterSeconds in its data.
 func checkRefusal(t *testing.T, r callReply) {
 	t.Helper()
 	secs, err := strconv.Atoi(r.retryAfter)
@@ -204,8 +204,8 @@ func checkRefusal(t *testing.T, r callReply) {
 		t.Errorf("429 with Retry-After %q", r.retryAfter)
 		return
 	}
-	if r.errCode != -32029 {
-		t.Errorf("429 with error code %d, want -32029: %s", r.errCode, r.body)
+	if r.errCode != 429 {
+		t.Errorf("429 with error code %d, want 429: %s", r.errCode, r.body)
 		return
 	}
 	if v, ok := r.errData["retryAfterSeconds"].(float64); !ok || int(v) != secs {

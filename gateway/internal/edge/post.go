@@ -291,7 +291,7 @@ func (g *Gateway) serveLegacy(w http.ResponseWriter, r *http.Request, req *metho
 			if id, ok := msg.Params["requestId"]; ok && !g.local.Cancel(req.Session, id) {
 				err := g.shared.RelayCancellation(r.Context(), req.Session, session.PrincipalDigest(req.Principal), id)
 				if errors.Is(err, session.ErrCancellationsLimited) {
-					// A rate limit like any other: -32029 in a 429 with
+					// A rate limit like any other: error code 429 in an HTTP 429 with
 					// Retry-After (the relay's rate refills in a second).
 					rec.outcome = "rejected"
 					resp.finish(nil, nil, mcperr.RateLimited("1"), false)

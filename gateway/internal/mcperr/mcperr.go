@@ -77,7 +77,7 @@ func FromStatus(st *status.Status, era mcpspec.Era, method string) (mcpErr *wire
 }
 
 // RateLimited is the answer to a request a rate limit refused, in both
-// eras: -32029 in HTTP 429 with Retry-After, and data.retryAfterSeconds,
+// eras: error code 429 in HTTP 429 with Retry-After, and data.retryAfterSeconds,
 // both from the service's ErrorInfo (whole seconds; at least 1 whatever
 // it says).
 func RateLimited(retryAfter string) *wire.Error {

@@ -165,7 +165,7 @@ func TestHiddenArgumentReason(t *testing.T) {
 	}
 }
 
-// TestRateLimited: a rate limit's refusal is -32029 in HTTP 429 with
+// TestRateLimited: a rate limit's refusal is error code 429 in HTTP 429 with
 // Retry-After and data.retryAfterSeconds, in both eras, and is not an
 // internal error (nothing is logged as a failure).
 func TestRateLimited(t *testing.T) {
@@ -175,7 +175,7 @@ func TestRateLimited(t *testing.T) {
 				"retryAfterSeconds", "3", "limit", "per-user")
 			got, internal := FromStatus(status.Convert(err), era, method)
 			if internal || got.Code != wire.CodeRateLimited || got.ModernStatus() != http.StatusTooManyRequests || got.RetryAfter != 3 {
-				t.Fatalf("%v %s: %+v internal=%v; want -32029, 429, Retry-After 3", era, method, got, internal)
+				t.Fatalf("%v %s: %+v internal=%v; want 429, 429, Retry-After 3", era, method, got, internal)
 			}
 			data, _ := json.Marshal(got.Data)
 			if string(data) != `{"retryAfterSeconds":3}` {

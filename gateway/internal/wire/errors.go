@@ -13,7 +13,7 @@ import (
 )
 
 // JSON-RPC and MCP error codes the gateway emits: the codes the spec
-// defines, and one implementation-defined code (CodeRateLimited).
+// defines, and one application code (CodeRateLimited).
 const (
 	CodeParseError        = -32700
 	CodeInvalidRequest    = -32600
@@ -26,10 +26,12 @@ const (
 	CodeUnsupportedVer    = -32022
 	// CodeRateLimited refuses a request a rate limit (config rateLimits)
 	// did not admit: HTTP 429 with Retry-After, data.retryAfterSeconds.
-	// Neither MCP revision defines a code for it; -32029 is in the range
-	// JSON-RPC leaves to implementations (-32000 to -32099), next to
-	// MCP's own -32020s, and its last digits recall HTTP 429.
-	CodeRateLimited = -32029
+	// Neither MCP revision defines a code for it, and 2026-07-28 forbids
+	// new codes in -32000..-32019 and undefined ones in -32020..-32099
+	// (JSON-RPC reserves -32768..-32000 besides), so it is an
+	// application's code outside them all: 429, the HTTP status it
+	// travels with. (It was -32029 before; see docs/configuration.md.)
+	CodeRateLimited = 429
 )
 
 // Error is a JSON-RPC error on its way to the client.
