@@ -193,7 +193,10 @@ func (t *tokenSource) exchange(ctx context.Context, key [32]byte, subjectToken s
 	if err != nil {
 		return "", err
 	}
-	if callerExp, ok := tokenExpiry(subjectToken); ok && (expiry.IsZero() || callerExp.Before(expiry)) {
+	// A response without expires_in says nothing of the token's life: it
+	// serves this call only (expiry stays zero, nothing is cached). One
+	// with it is never kept past the caller's own token either.
+	if callerExp, ok := tokenExpiry(subjectToken); ok && !expiry.IsZero() && callerExp.Before(expiry) {
 		expiry = callerExp
 	}
 	if !expiry.IsZero() && t.now().Before(expiry) {

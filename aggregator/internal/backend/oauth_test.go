@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -261,5 +262,38 @@ func TestConcurrentCallsShareOneExchange(t *testing.T) {
 		if errs[i] != nil || got[i] == "" || got[i] != got[0] {
 			t.Fatalf("call %d: %q, %v; want the one exchanged token %q", i, got[i], errs[i], got[0])
 		}
+	}
+}
+
+// A token-exchange response without expires_in says nothing of how long
+// the token lives, so it is used for the one call it was asked for and
+// never cached, not even until the caller's own token expires: every call
+// exchanges again.
+func TestExchangedTokenWithoutExpiryIsUsedOnce(t *testing.T) {
+	n := 0
+	var mu sync.Mutex
+	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n++
+		token := "exchanged-" + strconv.Itoa(n)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"access_token":"`+token+`","token_type":"Bearer","issued_token_type":"urn:ietf:params:oauth:token-type:access_token"}`)
+	}))
+	t.Cleanup(endpoint.Close)
+	auth := Auth{Mode: AuthTokenExchange, Audience: "web", TokenEndpoint: endpoint.URL, ClientID: "api", ClientSecret: "s", CacheEntries: 8}
+	c := newTestClient(Config{Name: "web", URL: "http://127.0.0.1:1/mcp", Protocol: ProtocolModern, Auth: auth, Timeout: 10 * time.Second})
+	t.Cleanup(c.Close)
+	caller := fakeJWT(`{"sub":"alice","aud":"switchboard","exp":` + strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10) + `}`)
+	var got []string
+	for range 2 {
+		ctx, err := c.WithCaller(context.Background(), "alice", caller)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, callerAuthorization(ctx))
+	}
+	if got[0] == got[1] || n != 2 || c.tokens.cached() != 0 {
+		t.Fatalf("authorizations %q after %d exchanges, %d cached; want a new exchange per call and none cached", got, n, c.tokens.cached())
 	}
 }
