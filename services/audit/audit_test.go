@@ -244,3 +244,48 @@ func TestRecordAfterCloseIsCounted(t *testing.T) {
 		t.Fatalf("dropped after close = %v, want 1", got)
 	}
 }
+
+// The queue is bounded in bytes as well as in count: events whose
+// arguments are a megabyte each stop being queued once MaxQueueBytes is
+// held (the sink stuck), however large audit.queueSize, and none is lost
+// silently.
+func TestQueueBoundedInBytes(t *testing.T) {
+	sink := &blockingSink{release: make(chan struct{})}
+	m := NewMetrics(prometheus.NewRegistry())
+	w := newTestWriter(t, config.Audit{QueueSize: 100_000}, sink, m)
+	args := `{"blob":"` + strings.Repeat("x", 1<<20) + `"}`
+	const n = 200
+	for range n {
+		w.Record(Event{Kind: KindToolCall, Outcome: OutcomeOK, RawArguments: args})
+	}
+	kept := MaxQueueBytes / (1 << 20)
+	dropped := testutil.ToFloat64(m.dropped.WithLabelValues("queue", "queue_full"))
+	if dropped < float64(n-kept) {
+		t.Fatalf("dropped = %v of %d megabyte events, want at least %d (%d MiB queued at most)", dropped, n, n-kept, kept)
+	}
+	close(sink.release)
+	w.Close()
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if float64(sink.got)+dropped != n {
+		t.Fatalf("written %d + dropped %v != %d: an event was lost silently", sink.got, dropped, n)
+	}
+	if q := w.queuedBytes.Load(); q != 0 {
+		t.Fatalf("%d bytes still counted as queued after every event was written", q)
+	}
+}
+
+// Every sink gets events within the trail's bounds, whatever service
+// recorded them: a megabyte tool name and subject are cut before the
+// event is queued, and the line says so.
+func TestEverySinkGetsBoundedEvents(t *testing.T) {
+	var buf bytes.Buffer
+	w := newTestWriter(t, config.Audit{}, NewJSONLines("test", &buf), nil)
+	huge := strings.Repeat("n", 1<<20)
+	w.Record(Event{Kind: KindToolCall, Outcome: OutcomeNotFound, Tool: huge, Subject: huge})
+	w.Close()
+	line := buf.String()
+	if len(line) > 4*MaxFieldBytes || !strings.Contains(line, "cut to the audit table's bounds") {
+		t.Fatalf("a %d-byte line: %.200s", len(line), line)
+	}
+}

@@ -140,6 +140,8 @@ type Event struct {
 	// digests (and with values, redacts) them off the request path. Never
 	// encoded.
 	RawArguments string `json:"-"`
+	// queuedSize is what the writer counted of it against MaxQueueBytes.
+	queuedSize int64
 }
 
 // Call starts an event of the request in ctx for principal p: its time,

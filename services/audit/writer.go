@@ -51,6 +51,13 @@ type Writer struct {
 	flushEvery time.Duration
 	wake       chan struct{}
 
+	// queuedBytes is what the events recorded and not yet written hold
+	// (their client-chosen text and arguments, as queuedSize counts them);
+	// Record drops an event that would take it past maxQueueBytes, so the
+	// queue is bounded in memory, not only in count.
+	queuedBytes   atomic.Int64
+	maxQueueBytes int64
+
 	// closed is set by Close: later events are counted as dropped
 	// (reason shutdown) instead of waiting in a queue nobody reads.
 	closed    atomic.Bool
@@ -112,7 +119,7 @@ func New(o Options) (*Writer, error) {
 		service: o.Service, queue: make(chan Event, o.Config.EffectiveQueueSize()), sinks: sinks,
 		values: o.Config.EffectiveArguments() == config.AuditValues, redactor: NewRedactor(o.Config.AllRedactKeys()),
 		log: log, metrics: m, stop: make(chan struct{}), done: make(chan struct{}),
-		flushEvery: o.FlushEvery, wake: make(chan struct{}, 1),
+		flushEvery: o.FlushEvery, wake: make(chan struct{}, 1), maxQueueBytes: MaxQueueBytes,
 	}
 	if w.flushEvery <= 0 {
 		w.flushEvery = DefaultFlushEvery
@@ -122,10 +129,18 @@ func New(o Options) (*Writer, error) {
 	return w, nil
 }
 
-// Record queues e without waiting: a full queue drops it, counts it in
+// MaxQueueBytes bounds what the events waiting to be written hold in all,
+// their arguments included (a client's arguments can be megabytes each).
+const MaxQueueBytes = 64 << 20
+
+// Record queues e without waiting: a queue full in count (audit.queueSize)
+// or in bytes (MaxQueueBytes) drops it, counts it in
 // switchboard_audit_events_dropped_total{reason="queue_full"} and logs a
 // line (at most one per dropLogEvery). Its Schema and Service are set
-// here, its Time if unset.
+// here, its Time if unset, and its text is fitted to the trail's bounds
+// (Fit) before it is queued, whatever the sinks: every client-chosen
+// field is bounded in every sink, and a queued event keeps no client's
+// megabyte alive but its arguments, which the byte bound counts.
 func (w *Writer) Record(e Event) {
 	if w == nil {
 		return
@@ -138,6 +153,13 @@ func (w *Writer) Record(e Event) {
 		w.drop("queue", "shutdown", 1, nil)
 		return
 	}
+	e = Fit(e)
+	e.queuedSize = queuedSize(&e)
+	if w.queuedBytes.Add(e.queuedSize) > w.maxQueueBytes {
+		w.queuedBytes.Add(-e.queuedSize)
+		w.drop("queue", "queue_full", 1, nil)
+		return
+	}
 	select {
 	case w.queue <- e:
 		if len(w.queue) > cap(w.queue)/2 {
@@ -147,8 +169,20 @@ func (w *Writer) Record(e Event) {
 			}
 		}
 	default:
+		w.queuedBytes.Add(-e.queuedSize)
 		w.drop("queue", "queue_full", 1, nil)
 	}
+}
+
+// queuedSize is what a queued event holds, roughly: its text and its
+// raw arguments, and a fixed part for the rest.
+func queuedSize(e *Event) int64 {
+	n := 256 + len(e.RawArguments) + len(e.Subject) + len(e.Server) + len(e.Tool) + len(e.Resource) + len(e.Prompt) +
+		len(e.Backend) + len(e.TraceID) + len(e.Session) + len(e.Caller) + len(e.Detail)
+	for _, g := range e.Groups {
+		n += len(g)
+	}
+	return int64(n)
 }
 
 // Enabled reports whether w records anything.
@@ -215,11 +249,13 @@ func (w *Writer) fill(batch []Event) []Event {
 	return batch
 }
 
-// write prepares the arguments of a batch (off the request path) and
-// hands it to every sink.
+// write prepares the arguments of a batch (off the request path), fits
+// them to the trail's bounds, and hands the batch to every sink.
 func (w *Writer) write(batch []Event) {
 	for i := range batch {
 		w.prepare(&batch[i])
+		batch[i] = Fit(batch[i])
+		w.queuedBytes.Add(-batch[i].queuedSize)
 	}
 	for _, s := range w.sinks {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

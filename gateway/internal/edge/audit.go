@@ -62,9 +62,9 @@ func (g *Gateway) auditSession(ctx context.Context, kind audit.Kind, start time.
 // (methods.Trail.Asked), so none is recorded twice; a request that fails
 // authentication is no principal's and never gets this far.
 //
-// The event names what the client named, cut to the audit table's bounds
-// (audit.Fit) here, not only in the indexer's sink: a client's megabyte of
-// tool name reaches no sink, and no queued event holds it.
+// The event names what the client named; the writer cuts it to the
+// trail's bounds before it is queued (audit.Writer.Record), so a client's
+// megabyte of tool name reaches no sink, and no queued event holds it.
 func (g *Gateway) auditRefusal(ctx context.Context, rec *requestRecord) {
 	req := rec.req
 	if g.audit == nil || req == nil || req.Trail.Asked {
@@ -96,7 +96,7 @@ func (g *Gateway) auditRefusal(ctx context.Context, rec *requestRecord) {
 		e.Outcome, e.Detail = refusalOutcome(refusal), refusal.Message
 	}
 	e.Since(time.Now())
-	g.audit.Record(audit.Fit(e))
+	g.audit.Record(e)
 }
 
 // auditItem is the kind of event the trail has for a request, and the

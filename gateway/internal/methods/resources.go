@@ -24,8 +24,13 @@ func (s *Server) readResource(ctx context.Context, req *Request, resp Responder)
 		})
 		return out.GetResultJson(), out.GetResultType(), err
 	})
-	if rerr != nil && (rerr.Code == wire.CodeInvalidParams || rerr.Code == wire.CodeResourceNotFound) && rerr.Data == nil {
+	if rerr != nil && (rerr.Code == wire.CodeInvalidParams || rerr.Code == wire.CodeResourceNotFound) && rerr.Data == nil && len(uri) <= maxEchoedURI {
+		// A URI past the bound is not echoed: the answer is not made the
+		// size of what the client sent.
 		rerr.Data = map[string]string{"uri": uri}
 	}
 	return result, rerr
 }
+
+// maxEchoedURI bounds the URI a read's error names in its data.
+const maxEchoedURI = 2048
