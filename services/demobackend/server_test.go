@@ -3,6 +3,7 @@ package demobackend
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +17,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 const testSpec = `
@@ -191,13 +194,12 @@ func TestSleepHonoursCancellation(t *testing.T) {
 	}
 	// The backend's own count says it saw the cancellation (the handler
 	// ends after the client gave up, so poll).
-	deadline := time.Now().Add(10 * time.Second)
-	for b.Sleeps() != (SleepStats{Cancelled: 1}) {
-		if time.Now().After(deadline) {
-			t.Fatalf("sleeps %+v, want one cancelled", b.Sleeps())
+	testkit.Eventually(t, "the backend counts the cancelled sleep", 10*time.Second, func() error {
+		if s := b.Sleeps(); s != (SleepStats{Cancelled: 1}) {
+			return fmt.Errorf("sleeps %+v, want one cancelled", s)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	if _, m := callTool(t, cs, "nap", map[string]any{"duration": "1ms"}); m["slept"] != "1ms" {
 		t.Fatalf("nap = %v", m)
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/rpc"
 	"github.com/switchboard-mcp/switchboard/services/rpc/dnstest"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // Tests of dns: targets over real gRPC servers built by rpc.NewServer on
@@ -45,32 +46,21 @@ import (
 
 const replicaToken = "replica-secret"
 
-// replicaAPI answers RefreshScope with its replica's name, blocks a
-// Search until the call ends, and holds a WatchRevocations stream open
-// after one snapshot.
-type replicaAPI struct {
-	indexerv1.UnimplementedIndexerServiceServer
-	name string
-	// searching is told of every Search that started.
-	searching chan<- string
-}
-
-func (a replicaAPI) RefreshScope(context.Context, *indexerv1.RefreshScopeRequest) (*indexerv1.RefreshScopeResponse, error) {
-	return &indexerv1.RefreshScopeResponse{ToolsDigest: a.name}, nil
-}
-
-func (a replicaAPI) Search(ctx context.Context, _ *indexerv1.SearchRequest) (*indexerv1.SearchResponse, error) {
-	a.searching <- a.name
-	<-ctx.Done()
-	return nil, status.FromContextError(ctx.Err()).Err()
-}
-
-func (a replicaAPI) WatchRevocations(_ *indexerv1.WatchRevocationsRequest, stream grpc.ServerStreamingServer[indexerv1.WatchRevocationsResponse]) error {
-	if err := stream.Send(&indexerv1.WatchRevocationsResponse{SnapshotComplete: true}); err != nil {
-		return err
+// replicaAPI is a replica's fake indexer: it answers RefreshScope with
+// the replica's name, blocks a Search until the call ends (telling
+// searching it started), and holds a WatchRevocations stream open after
+// its snapshot.
+func replicaAPI(name string, searching chan<- string) *testkit.FakeIndexer {
+	return &testkit.FakeIndexer{
+		RefreshScopeFunc: func(context.Context, *indexerv1.RefreshScopeRequest) (*indexerv1.RefreshScopeResponse, error) {
+			return &indexerv1.RefreshScopeResponse{ToolsDigest: name}, nil
+		},
+		SearchFunc: func(ctx context.Context, _ *indexerv1.SearchRequest) (*indexerv1.SearchResponse, error) {
+			searching <- name
+			<-ctx.Done()
+			return nil, status.FromContextError(ctx.Err()).Err()
+		},
 	}
-	<-stream.Context().Done()
-	return nil
 }
 
 // replica is one running server.
@@ -110,7 +100,7 @@ func startReplicaOpts(t *testing.T, name string, lis net.Listener, tlsCfg config
 	if err != nil {
 		t.Fatal(err)
 	}
-	indexerv1.RegisterIndexerServiceServer(srv.Server, replicaAPI{name: name, searching: searching})
+	indexerv1.RegisterIndexerServiceServer(srv.Server, replicaAPI(name, searching))
 	srv.SetServing(indexerv1.IndexerService_ServiceDesc.ServiceName)
 	r := &replica{name: name, addr: lis.Addr().String(), srv: srv, reg: reg, done: make(chan struct{})}
 	go func() { defer close(r.done); _ = srv.ServeListener(context.Background(), lis, 0) }()
@@ -190,22 +180,6 @@ func whoAnswers(ctx context.Context, c indexerv1.IndexerServiceClient) (string, 
 	return resp.GetToolsDigest(), err
 }
 
-// eventually polls check until it succeeds or 20 seconds pass.
-func eventually(t *testing.T, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // answeredBy makes n calls and counts them by the replica that answered;
 // a failed call fails the test.
 func answeredBy(t *testing.T, c indexerv1.IndexerServiceClient, n int) map[string]int {
@@ -225,7 +199,7 @@ func answeredBy(t *testing.T, c indexerv1.IndexerServiceClient, n int) map[strin
 func waitAllAnswer(t *testing.T, c indexerv1.IndexerServiceClient, names ...string) {
 	t.Helper()
 	seen := map[string]bool{}
-	eventually(t, "every replica answers", func() error {
+	testkit.Eventually(t, "every replica answers", 20*time.Second, func() error {
 		who, err := whoAnswers(t.Context(), c)
 		if err != nil {
 			return err
@@ -271,7 +245,7 @@ func TestBalancedTargetSkipsNotServing(t *testing.T) {
 
 	b.setServing(false)
 	// The client learns of it over its health watch of b, a moment later.
-	eventually(t, "b's calls stop", func() error {
+	testkit.Eventually(t, "b's calls stop", 20*time.Second, func() error {
 		if counts := answeredBy(t, c, 10); counts["b"] > 0 {
 			return fmt.Errorf("b still answered %d of 10", counts["b"])
 		}
@@ -287,7 +261,7 @@ func TestBalancedTargetSkipsNotServing(t *testing.T) {
 
 	// Both NOT_SERVING: calls fail at once, UNAVAILABLE, rather than wait.
 	a.setServing(false)
-	eventually(t, "calls fail with no replica serving", func() error {
+	testkit.Eventually(t, "calls fail with no replica serving", 20*time.Second, func() error {
 		start := time.Now()
 		_, err := whoAnswers(t.Context(), c)
 		if status.Code(err) != codes.Unavailable {
@@ -389,7 +363,7 @@ func TestBalancedTargetLosesReplica(t *testing.T) {
 		})
 	}
 	made := func() int { mu.Lock(); defer mu.Unlock(); return len(calls) }
-	eventually(t, "load before the kill", func() error {
+	testkit.Eventually(t, "load before the kill", 20*time.Second, func() error {
 		if n := made(); n < 200 {
 			return fmt.Errorf("%d calls made", n)
 		}
@@ -398,7 +372,7 @@ func TestBalancedTargetLosesReplica(t *testing.T) {
 	b.kill()
 	killed := time.Now()
 	atKill := made()
-	eventually(t, "load after the kill", func() error {
+	testkit.Eventually(t, "load after the kill", 20*time.Second, func() error {
 		if n := made() - atKill; n < 200 {
 			return fmt.Errorf("%d calls made", n)
 		}
@@ -625,7 +599,7 @@ func TestBalancedTargetFindsNewReplica(t *testing.T) {
 	// And a replica removed from DNS stops getting calls once the name is
 	// resolved again, though it still runs.
 	dns.Set(name, netip.MustParseAddr("127.0.0.2"))
-	eventually(t, "a, out of DNS, stops getting calls", func() error {
+	testkit.Eventually(t, "a, out of DNS, stops getting calls", 20*time.Second, func() error {
 		if counts := answeredBy(t, c, 10); counts["a"] > 0 {
 			return fmt.Errorf("a answered %d of 10", counts["a"])
 		}

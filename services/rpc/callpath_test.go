@@ -108,11 +108,7 @@ func TestSequentialCallsSendNoPings(t *testing.T) {
 
 // goroutineEcho answers RefreshScope with the ID of the goroutine that ran
 // the handler.
-type goroutineEcho struct {
-	indexerv1.UnimplementedIndexerServiceServer
-}
-
-func (goroutineEcho) RefreshScope(context.Context, *indexerv1.RefreshScopeRequest) (*indexerv1.RefreshScopeResponse, error) {
+func goroutineEcho(context.Context, *indexerv1.RefreshScopeRequest) (*indexerv1.RefreshScopeResponse, error) {
 	buf := make([]byte, 64)
 	buf = buf[:runtime.Stack(buf, false)]
 	id, _, _ := strings.Cut(strings.TrimPrefix(string(buf), "goroutine "), " ")
@@ -122,7 +118,7 @@ func (goroutineEcho) RefreshScope(context.Context, *indexerv1.RefreshScopeReques
 // Calls run on goroutines the server keeps (rpc.go, streamWorkers), whose
 // stacks have already grown, rather than on a new goroutine each.
 func TestCallsRunOnKeptGoroutines(t *testing.T) {
-	addr := startIndexer(t, testCreds, goroutineEcho{})
+	addr := startIndexer(t, testCreds, goroutineEcho)
 	client := indexerv1.NewIndexerServiceClient(dial(t, addr, "gateway-secret"))
 	const calls = 200
 	seen := map[string]bool{}
@@ -140,18 +136,14 @@ func TestCallsRunOnKeptGoroutines(t *testing.T) {
 
 // sizeEcho answers RefreshScope with a digest as long as the server name
 // it was sent, so that one call carries a large message each way.
-type sizeEcho struct {
-	indexerv1.UnimplementedIndexerServiceServer
-}
-
-func (sizeEcho) RefreshScope(_ context.Context, req *indexerv1.RefreshScopeRequest) (*indexerv1.RefreshScopeResponse, error) {
+func sizeEcho(_ context.Context, req *indexerv1.RefreshScopeRequest) (*indexerv1.RefreshScopeResponse, error) {
 	return &indexerv1.RefreshScopeResponse{ToolsDigest: strings.Repeat("d", len(req.GetServer()))}, nil
 }
 
 // Messages several times the fixed stream window (rpc.go, streamWindow)
 // still cross both ways: the windows pace a large message, never stop it.
 func TestMessagesLargerThanTheWindowCross(t *testing.T) {
-	addr := startIndexer(t, testCreds, sizeEcho{})
+	addr := startIndexer(t, testCreds, sizeEcho)
 	client := indexerv1.NewIndexerServiceClient(dial(t, addr, "gateway-secret"))
 	const size = 6 << 20
 	resp, err := client.RefreshScope(context.Background(), &indexerv1.RefreshScopeRequest{Principal: &commonv1.Principal{Subject: "alice"}, Server: strings.Repeat("s", size)})

@@ -16,7 +16,7 @@ import (
 // the credential that made it and the code it ended with.
 func TestServerMetricsCountByCallerAndCode(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	addr := startIndexer(t, testCreds, principalEcho{}, rpc.ServerMetrics(reg)...)
+	addr := startIndexer(t, testCreds, principalEcho, rpc.ServerMetrics(reg)...)
 
 	gateway := indexerv1.NewIndexerServiceClient(dial(t, addr, "gateway-secret"))
 	for range 3 {

@@ -19,15 +19,12 @@ import (
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // principalEcho answers RefreshScope with the principal the interceptors
 // decided on, so tests can see exactly what a handler would act as.
-type principalEcho struct {
-	indexerv1.UnimplementedIndexerServiceServer
-}
-
-func (principalEcho) RefreshScope(ctx context.Context, _ *indexerv1.RefreshScopeRequest) (*indexerv1.RefreshScopeResponse, error) {
+func principalEcho(ctx context.Context, _ *indexerv1.RefreshScopeRequest) (*indexerv1.RefreshScopeResponse, error) {
 	p := svcauth.PrincipalFrom(ctx)
 	digest := p.GetSubject()
 	for _, g := range p.GetGroups() {
@@ -39,19 +36,20 @@ func (principalEcho) RefreshScope(ctx context.Context, _ *indexerv1.RefreshScope
 // startServer runs a real gRPC server on loopback with the given credentials.
 func startServer(t *testing.T, creds []config.ServiceCredential) string {
 	t.Helper()
-	return startIndexer(t, creds, principalEcho{})
+	return startIndexer(t, creds, principalEcho)
 }
 
-// startIndexer runs a real gRPC server on loopback serving impl as the
-// indexer service, with the given credentials and options.
-func startIndexer(t *testing.T, creds []config.ServiceCredential, impl indexerv1.IndexerServiceServer, opts ...grpc.ServerOption) string {
+// startIndexer runs a real gRPC server on loopback serving the fake
+// indexer, whose RefreshScope answers with refresh, with the given
+// credentials and options.
+func startIndexer(t *testing.T, creds []config.ServiceCredential, refresh func(context.Context, *indexerv1.RefreshScopeRequest) (*indexerv1.RefreshScopeResponse, error), opts ...grpc.ServerOption) string {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv, err := rpc.NewServer(svcauth.NewAuthenticator(creds), config.TLS{}, log, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	indexerv1.RegisterIndexerServiceServer(srv.Server, impl)
+	indexerv1.RegisterIndexerServiceServer(srv.Server, &testkit.FakeIndexer{RefreshScopeFunc: refresh})
 	srv.SetServing(indexerv1.IndexerService_ServiceDesc.ServiceName)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

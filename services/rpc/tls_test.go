@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/big"
@@ -28,6 +29,7 @@ import (
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 type testCA struct {
@@ -101,7 +103,7 @@ func TestMTLSRequiresAndReloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	indexerv1.RegisterIndexerServiceServer(srv.Server, principalEcho{})
+	indexerv1.RegisterIndexerServiceServer(srv.Server, &testkit.FakeIndexer{RefreshScopeFunc: principalEcho})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -142,22 +144,16 @@ func TestMTLSRequiresAndReloads(t *testing.T) {
 	write(t, files.CertFile, c)
 	raw := client.Clone()
 	raw.NextProtos = []string{"h2"}
-	deadline := time.Now().Add(20 * time.Second)
-	poll := time.NewTicker(50 * time.Millisecond)
-	defer poll.Stop()
-	for {
+	testkit.Eventually(t, "new connections to get the rewritten certificate", 20*time.Second, func() error {
 		conn, err := tls.Dial("tcp", addr, raw)
 		if err != nil {
 			t.Fatal(err)
 		}
 		serial := conn.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
 		conn.Close()
-		if serial == 101 {
-			break
+		if serial != 101 {
+			return fmt.Errorf("they still get certificate %d", serial)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("new connections still get certificate %d after the file was rewritten", serial)
-		}
-		<-poll.C
-	}
+		return nil
+	})
 }

@@ -2,6 +2,7 @@ package rpc_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -16,15 +17,12 @@ import (
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
 	"github.com/switchboard-mcp/switchboard/services/telemetry"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // traceEcho answers RefreshScope with the trace id its context carries
 // and the traceparent it was sent, if any.
-type traceEcho struct {
-	indexerv1.UnimplementedIndexerServiceServer
-}
-
-func (traceEcho) RefreshScope(ctx context.Context, _ *indexerv1.RefreshScopeRequest) (*indexerv1.RefreshScopeResponse, error) {
+func traceEcho(ctx context.Context, _ *indexerv1.RefreshScopeRequest) (*indexerv1.RefreshScopeResponse, error) {
 	sc := trace.SpanContextFromContext(ctx)
 	sent := metadata.ValueFromIncomingContext(ctx, "traceparent")
 	out := ""
@@ -37,7 +35,7 @@ func (traceEcho) RefreshScope(ctx context.Context, _ *indexerv1.RefreshScopeRequ
 func startTraceEcho(t *testing.T) string {
 	t.Helper()
 	creds := []config.ServiceCredential{{Name: "c", Token: "trace-secret", Subject: "svc", Allow: []string{"switchboard.indexer.v1.IndexerService/*"}}}
-	return startIndexer(t, creds, traceEcho{})
+	return startIndexer(t, creds, traceEcho)
 }
 
 // TestTraceContextCrossesHop: a service that exports no spans still hands
@@ -92,19 +90,16 @@ func TestTraceContextCrossesHop(t *testing.T) {
 		// The server ends its span after it has sent the answer, so the
 		// client can hold the answer first: poll for both spans.
 		kinds := map[trace.SpanKind]bool{}
-		deadline := time.Now().Add(10 * time.Second)
-		poll := time.NewTicker(time.Millisecond)
-		defer poll.Stop()
-		for !kinds[trace.SpanKindClient] || !kinds[trace.SpanKindServer] {
-			if time.Now().After(deadline) {
-				t.Fatalf("spans of the trace by kind: %v, want a client and a server span", kinds)
-			}
-			<-poll.C
+		testkit.Eventually(t, "a client and a server span of the trace", 10*time.Second, func() error {
 			for _, s := range spans.Ended() {
 				if s.SpanContext().TraceID() == traceID {
 					kinds[s.SpanKind()] = true
 				}
 			}
-		}
+			if !kinds[trace.SpanKindClient] || !kinds[trace.SpanKindServer] {
+				return fmt.Errorf("spans of the trace by kind: %v", kinds)
+			}
+			return nil
+		})
 	})
 }

@@ -17,6 +17,7 @@ import (
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/browser"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
@@ -100,7 +101,7 @@ func checkBackends(t *testing.T, s *stack, b *browser.Browser) {
 	// The offline backend has been found down (unhealthy, with its last
 	// error), the others up, before the page is compared with the API.
 	var want *aggregatorv1.ListBackendsResponse
-	harness.Eventually(t, "every backend probed", time.Minute, func() error {
+	testkit.Eventually(t, "every backend probed", time.Minute, func() error {
 		var err error
 		if want, err = s.aggregator.ListBackends(t.Context(), &aggregatorv1.ListBackendsRequest{}); err != nil {
 			return err
@@ -293,7 +294,7 @@ func checkEvents(t *testing.T, s *stack, b *browser.Browser) {
 
 	s.c.AddTool(t, "docs", demobackend.ToolSpec{Name: "lookup", Description: "Look an order up by its number.", Behaviour: demobackend.BehaviourEcho})
 	var version uint64
-	harness.Eventually(t, "the catalog has docs_lookup", time.Minute, func() error {
+	testkit.Eventually(t, "the catalog has docs_lookup", time.Minute, func() error {
 		resp, err := s.aggregator.ListTools(t.Context(), &aggregatorv1.ListToolsRequest{Principal: &commonv1.Principal{Subject: "erin", Groups: []string{"eng"}}})
 		if err != nil {
 			return err

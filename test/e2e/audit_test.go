@@ -17,6 +17,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -88,7 +89,7 @@ func TestAuditTrail(t *testing.T) {
 		},
 	})
 	ctx := t.Context()
-	harness.Eventually(t, "the indexer knows the tools", 60*time.Second, func() error {
+	testkit.Eventually(t, "the indexer knows the tools", 60*time.Second, func() error {
 		if hits := findTool(t, auditConnect(t, strings.TrimSuffix(c.MCPURL, "/mcp")+"/mcp/optimized", harness.Modern), "look up an order"); len(hits) == 0 {
 			return fmt.Errorf("find_tool found nothing")
 		}
@@ -166,7 +167,7 @@ func TestAuditTrail(t *testing.T) {
 			return e.Service == service && e.Kind == audit.KindConfigReload && e.Outcome == audit.OutcomeOK && e.Detail == "SIGHUP"
 		}
 	}
-	harness.Eventually(t, "every event in the JSON lines", 30*time.Second, func() error {
+	testkit.Eventually(t, "every event in the JSON lines", 30*time.Second, func() error {
 		if err := readTrail(); err != nil {
 			return err
 		}
@@ -227,7 +228,7 @@ func TestAuditTrail(t *testing.T) {
 		}
 		return resp.GetEvents()
 	}
-	harness.Eventually(t, "the trail in PostgreSQL", 30*time.Second, func() error {
+	testkit.Eventually(t, "the trail in PostgreSQL", 30*time.Second, func() error {
 		denied := query(&indexerv1.QueryAuditEventsRequest{Subject: "alice", Tool: "shop_refund", Outcome: "denied"})
 		if len(denied) != 2 {
 			return fmt.Errorf("%d denied calls stored", len(denied))

@@ -18,6 +18,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -269,7 +270,7 @@ func TestAuditGatewayRefusals(t *testing.T) {
 		modernHeader("tools/call", "shop_lookup", "Content-Type", "text/plain"), modernBody("tools/call", `"name":"shop_lookup","arguments":{}`))
 
 	byTrace := map[string][]audit.Event{}
-	harness.Eventually(t, "every request's event in the trail", 30*time.Second, func() error {
+	testkit.Eventually(t, "every request's event in the trail", 30*time.Second, func() error {
 		content, err := os.ReadFile(trail)
 		if err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -60,7 +61,7 @@ func TestLegacyCancellationAcrossReplicas(t *testing.T) {
 			done <- answer{body: resp.Status + " " + string(body), took: time.Since(start)}
 		}(id, calls[id])
 	}
-	eventually(t, "the backend runs both sleeps", func() error {
+	testkit.Eventually(t, "the backend runs both sleeps", replicaWait, func() error {
 		if got := c.Sleeps(t, "alpha"); got.Running != 2 {
 			return fmt.Errorf("sleeps %+v", got)
 		}
@@ -93,7 +94,7 @@ func TestLegacyCancellationAcrossReplicas(t *testing.T) {
 		t.Fatalf("call 7 ended on Y's cancellation: %.300s", got.body)
 	default:
 	}
-	eventually(t, "the backend saw call 8's cancellation", func() error {
+	testkit.Eventually(t, "the backend saw call 8's cancellation", replicaWait, func() error {
 		if got := c.Sleeps(t, "alpha"); got.Cancelled != 1 || got.Running != 1 {
 			return fmt.Errorf("sleeps %+v, want one cancelled and one running", got)
 		}
@@ -117,7 +118,7 @@ func TestLegacyCancellationAcrossReplicas(t *testing.T) {
 	case <-time.After(replicaWait):
 		t.Fatal("call 7 did not end on X's cancellation through B")
 	}
-	eventually(t, "the backend saw both cancellations", func() error {
+	testkit.Eventually(t, "the backend saw both cancellations", replicaWait, func() error {
 		if got := c.Sleeps(t, "alpha"); got.Cancelled != 2 || got.Running != 0 || got.Completed != 0 {
 			return fmt.Errorf("sleeps %+v, want two cancelled", got)
 		}
@@ -204,7 +205,7 @@ func TestLegacyStreamedCancellationAcrossReplicas(t *testing.T) {
 			before := c.Sleeps(t, "alpha")
 			id := 10 + i
 			answered := call(id, "alpha_nap", `{"duration":"5m"}`)
-			eventually(t, "the backend runs the sleep", func() error {
+			testkit.Eventually(t, "the backend runs the sleep", replicaWait, func() error {
 				if got := c.Sleeps(t, "alpha"); got.Running != before.Running+1 {
 					return fmt.Errorf("sleeps %+v (before %+v)", got, before)
 				}
@@ -221,7 +222,7 @@ func TestLegacyStreamedCancellationAcrossReplicas(t *testing.T) {
 			case <-time.After(replicaWait):
 				t.Fatal("the call did not end on its cancellation")
 			}
-			eventually(t, "the backend saw the cancellation", func() error {
+			testkit.Eventually(t, "the backend saw the cancellation", replicaWait, func() error {
 				if got := c.Sleeps(t, "alpha"); got.Cancelled != before.Cancelled+1 || got.Running != before.Running || got.Completed != before.Completed {
 					return fmt.Errorf("sleeps %+v (before %+v)", got, before)
 				}

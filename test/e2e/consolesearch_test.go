@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/services/config"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -67,7 +68,7 @@ func TestConsoleSearchAuditedAndNotRateLimited(t *testing.T) {
 	// The console searches as erin until the index has the tools, then
 	// more than her burst.
 	const search = "/console/search?q=look+up+an+order&subject=erin"
-	harness.Eventually(t, "the search playground finds shop_lookup for erin", 60*time.Second, func() error {
+	testkit.Eventually(t, "the search playground finds shop_lookup for erin", 60*time.Second, func() error {
 		if !strings.Contains(b.page(search), `data-tool="shop_lookup"`) {
 			return fmt.Errorf("no shop_lookup hit")
 		}
@@ -98,7 +99,7 @@ func TestConsoleSearchAuditedAndNotRateLimited(t *testing.T) {
 
 	// The trail: the console's searches name it; erin's do not.
 	op := indexerClient(t, c.Config.Indexer.Listen, c.OperatorToken)
-	harness.Eventually(t, "erin's find_tool events in the trail", 30*time.Second, func() error {
+	testkit.Eventually(t, "erin's find_tool events in the trail", 30*time.Second, func() error {
 		resp, err := op.QueryAuditEvents(t.Context(), &indexerv1.QueryAuditEventsRequest{Subject: "erin", Kind: "find_tool"})
 		if err != nil {
 			return err

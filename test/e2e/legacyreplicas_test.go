@@ -21,6 +21,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 	"github.com/switchboard-mcp/switchboard/services/demobackend"
 	"github.com/switchboard-mcp/switchboard/services/devstack"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -73,7 +74,7 @@ func TestLegacySessionAcrossReplicas(t *testing.T) {
 	if first := rt.served("initialize"); first != b {
 		t.Fatalf("initialize served by %s, want B (%s)", first, b)
 	}
-	eventually(t, "the GET stream is open on A", func() error {
+	testkit.Eventually(t, "the GET stream is open on A", replicaWait, func() error {
 		if !rt.getOpen.Load() {
 			return fmt.Errorf("no GET stream yet")
 		}
@@ -100,7 +101,7 @@ func TestLegacySessionAcrossReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	via(a)
-	eventually(t, "a call through A relays the info and warning messages (level set through B)", func() error {
+	testkit.Eventually(t, "a call through A relays the info and warning messages (level set through B)", replicaWait, func() error {
 		if levels := callLog(t, cs, logged); !slices.Equal(levels, []string{"info", "warning"}) {
 			return fmt.Errorf("log messages %v", levels)
 		}
@@ -114,7 +115,7 @@ func TestLegacySessionAcrossReplicas(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "an update of alpha://readme reaches the GET stream on A", func() error {
+	testkit.Eventually(t, "an update of alpha://readme reaches the GET stream on A", replicaWait, func() error {
 		touch(t, c.BackendURLs["alpha"], "alpha://readme")
 		return awaitUpdate(updated, "alpha://readme")
 	})
@@ -124,7 +125,7 @@ func TestLegacySessionAcrossReplicas(t *testing.T) {
 	if err := cs.Unsubscribe(t.Context(), &mcp.UnsubscribeParams{URI: "alpha://readme"}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "after unsubscribing, only alpha://notes is updated", func() error {
+	testkit.Eventually(t, "after unsubscribing, only alpha://notes is updated", replicaWait, func() error {
 		drain(updated)
 		touch(t, c.BackendURLs["alpha"], "alpha://readme")
 		touch(t, c.BackendURLs["alpha"], "alpha://notes")
@@ -172,7 +173,7 @@ func TestLegacySessionAcrossReplicas(t *testing.T) {
 	if resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("DELETE through B: %s", resp.Status)
 	}
-	eventually(t, "A refuses the session deleted through B", func() error {
+	testkit.Eventually(t, "A refuses the session deleted through B", replicaWait, func() error {
 		status, err := rawListTools(t, a, sessionID)
 		if err == nil && status != http.StatusNotFound {
 			err = fmt.Errorf("status %d, want 404", status)
@@ -488,16 +489,10 @@ func startGateway(t *testing.T, c *harness.Cluster) string {
 	return cfg.Gateway.Listen
 }
 
-// eventually is harness.Eventually with this package's deadline.
-func eventually(t *testing.T, what string, cond func() error) {
-	t.Helper()
-	harness.Eventually(t, what, replicaWait, cond)
-}
-
 // waitForMetric waits until the gateway at host exposes the metric line.
 func waitForMetric(t *testing.T, host, line string) {
 	t.Helper()
-	eventually(t, host+" reports "+line, func() error {
+	testkit.Eventually(t, host+" reports "+line, replicaWait, func() error {
 		resp, err := http.Get("http://" + host + "/metrics")
 		if err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -54,7 +55,7 @@ func TestLiveServersOverridesAndBackends(t *testing.T) {
 	})
 	// The gateway and the aggregator each take the file on their own
 	// watch: the server is served once both have.
-	harness.Eventually(t, "/mcp/team served", 20*time.Second, func() error {
+	testkit.Eventually(t, "/mcp/team served", 20*time.Second, func() error {
 		if got := status(c.MCPURL + "/team"); got != http.StatusOK {
 			return errStatus(got)
 		}
@@ -78,7 +79,7 @@ func TestLiveServersOverridesAndBackends(t *testing.T) {
 	rewrite(func(cfg *config.Config) {
 		cfg.Servers = append(cfg.Servers, config.Server{Name: "broken", Backends: []string{"nope"}})
 	})
-	harness.Eventually(t, "the bad file rejected by both services", 20*time.Second, func() error {
+	testkit.Eventually(t, "the bad file rejected by both services", 20*time.Second, func() error {
 		for _, p := range []*harness.Proc{c.Gateway, c.Aggregator} {
 			if !strings.Contains(p.Log(1<<20), "configuration reload rejected") {
 				return errStatus(0)
@@ -99,7 +100,7 @@ func TestLiveServersOverridesAndBackends(t *testing.T) {
 		cfg.Servers = nil
 		cfg.Aggregator.Backends = slices.DeleteFunc(cfg.Aggregator.Backends, func(b config.Backend) bool { return b.Name == "beta" })
 	})
-	harness.Eventually(t, "/mcp/team gone", 20*time.Second, func() error {
+	testkit.Eventually(t, "/mcp/team gone", 20*time.Second, func() error {
 		if got := status(c.MCPURL + "/team"); got != http.StatusNotFound {
 			return errStatus(got)
 		}

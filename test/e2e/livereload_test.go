@@ -29,6 +29,7 @@ import (
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -207,7 +208,7 @@ func TestLiveConfiguration(t *testing.T) {
 		writeAtomically(t, policyPath, []byte(forbidAlice))
 		awaitNotified(t, alice, written, "")
 		for _, lc := range alice {
-			harness.Eventually(t, lc.name+": alpha_add gone from tools/list", 10*time.Second, func() error {
+			testkit.Eventually(t, lc.name+": alpha_add gone from tools/list", 10*time.Second, func() error {
 				if names := harness.ToolNames(t, lc.cs); slices.Contains(names, "alpha_add") {
 					return fmt.Errorf("still listed: %v", names)
 				}
@@ -246,7 +247,7 @@ func TestLiveConfiguration(t *testing.T) {
 
 	t.Run("a broken policy is rejected and the one in force stays", func(t *testing.T) {
 		writeAtomically(t, policyPath, []byte(brokenCedar))
-		harness.Eventually(t, "the aggregator logs the rejection", 10*time.Second, func() error {
+		testkit.Eventually(t, "the aggregator logs the rejection", 10*time.Second, func() error {
 			for _, line := range strings.Split(c.Aggregator.Log(1<<20), "\n") {
 				if strings.Contains(line, "configuration reload rejected") {
 					if !strings.Contains(line, "parse policy file") {
@@ -272,7 +273,7 @@ func TestLiveConfiguration(t *testing.T) {
 		}
 		// Fixed again, it is taken.
 		writeAtomically(t, policyPath, []byte(forbidAlice+"// fixed\n"))
-		harness.Eventually(t, "the aggregator takes the fixed policy", 10*time.Second, func() error {
+		testkit.Eventually(t, "the aggregator takes the fixed policy", 10*time.Second, func() error {
 			if got := metric(t, aggOps, `switchboard_config_reloads_total{result="ok"}`); got != "2" {
 				return fmt.Errorf("ok reloads = %q, want 2", got)
 			}
@@ -286,7 +287,7 @@ func TestLiveConfiguration(t *testing.T) {
 			cfg.Gateway.Auth.APIKeys = append(slices.Clone(cfg.Gateway.Auth.APIKeys), config.APIKey{Key: carolKey, Subject: "carol"})
 		})
 		for era, pin := range map[string]string{"modern": harness.Modern, "legacy": harness.Legacy} {
-			harness.Eventually(t, "carol connects ("+era+")", 10*time.Second, func() error {
+			testkit.Eventually(t, "carol connects ("+era+")", 10*time.Second, func() error {
 				client := mcp.NewClient(&mcp.Implementation{Name: "carol", Version: "0"}, nil)
 				cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{
 					Endpoint: c.MCPURL, HTTPClient: &http.Client{Transport: bearerTransport{carolKey}}, MaxRetries: -1, DisableStandaloneSSE: true,
@@ -316,7 +317,7 @@ func TestLiveConfiguration(t *testing.T) {
 		if err := syscall.Kill(c.Gateway.Pid(), syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
-		harness.Eventually(t, "the gateway reloads on SIGHUP", 10*time.Second, func() error {
+		testkit.Eventually(t, "the gateway reloads on SIGHUP", 10*time.Second, func() error {
 			if got := metric(t, gwOps, `switchboard_config_reloads_total{result="ok"}`); got != "2" {
 				return fmt.Errorf("ok reloads = %q, want 2", got)
 			}
@@ -341,7 +342,7 @@ func TestLiveConfiguration(t *testing.T) {
 			return n
 		}
 		awaitGatewayReloads := func(want int) {
-			harness.Eventually(t, fmt.Sprintf("the gateway's reload %d", want), 10*time.Second, func() error {
+			testkit.Eventually(t, fmt.Sprintf("the gateway's reload %d", want), 10*time.Second, func() error {
 				if got := gatewayReloads(); got < want {
 					return fmt.Errorf("%d ok reloads", got)
 				}
@@ -356,7 +357,7 @@ func TestLiveConfiguration(t *testing.T) {
 				Name: "gateway-next", Token: next, AssertPrincipals: true, Allow: config.GatewayMethods})
 		})
 		for _, addr := range []string{aggAddr, idxAddr} {
-			harness.Eventually(t, "the new token is accepted at "+addr, 10*time.Second, func() error {
+			testkit.Eventually(t, "the new token is accepted at "+addr, 10*time.Second, func() error {
 				if err := serviceCall(t, addr, next); err != nil {
 					return fmt.Errorf("the new token's call: %v", err)
 				}
@@ -377,7 +378,7 @@ func TestLiveConfiguration(t *testing.T) {
 			cfg.ServiceAuth.Credentials = slices.DeleteFunc(slices.Clone(cfg.ServiceAuth.Credentials), func(cr config.ServiceCredential) bool { return cr.Name == "gateway" })
 		})
 		for _, addr := range []string{aggAddr, idxAddr} {
-			harness.Eventually(t, "the old token is refused at "+addr, 10*time.Second, func() error {
+			testkit.Eventually(t, "the old token is refused at "+addr, 10*time.Second, func() error {
 				if err := serviceCall(t, addr, c.GatewayToken); status.Code(err) != codes.Unauthenticated {
 					return fmt.Errorf("the old token's call: %v", err)
 				}
@@ -434,7 +435,7 @@ type finder struct {
 // does not.
 func (f finder) await(t *testing.T, wantAdd bool) {
 	t.Helper()
-	harness.Eventually(t, fmt.Sprintf("%s: find_tool finds alpha_add: %v", f.lc.name, wantAdd), 20*time.Second, func() error {
+	testkit.Eventually(t, fmt.Sprintf("%s: find_tool finds alpha_add: %v", f.lc.name, wantAdd), 20*time.Second, func() error {
 		res, err := f.lc.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "find_tool",
 			Arguments: map[string]any{"tool_description": "add two numbers", "tool_keywords": []string{"add"}}})
 		if err != nil {
@@ -453,7 +454,7 @@ func (f finder) await(t *testing.T, wantAdd bool) {
 func awaitNotified(t *testing.T, clients []*liveClient, since time.Time, tool string) {
 	t.Helper()
 	for _, lc := range clients {
-		harness.Eventually(t, lc.name+": tools/list_changed", 30*time.Second, func() error {
+		testkit.Eventually(t, lc.name+": tools/list_changed", 30*time.Second, func() error {
 			n := lc.notified()
 			if len(n) == 0 || n[len(n)-1].Before(since) {
 				return fmt.Errorf("none since %v (%d before)", since, len(n))

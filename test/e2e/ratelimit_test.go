@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -67,7 +68,7 @@ func TestRateLimitsLive(t *testing.T) {
 		cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: aliceKey, Subject: "alice"}, {Key: bobKey, Subject: "bob"}}}
 	}})
 	for i := range 5 {
-		harness.Eventually(t, "alpha_echo is served", 30*time.Second, func() error {
+		testkit.Eventually(t, "alpha_echo is served", 30*time.Second, func() error {
 			if status, _, _ := rawCall(t, c.MCPURL, aliceKey); status != http.StatusOK {
 				return fmt.Errorf("call %d: %d", i, status)
 			}
@@ -82,7 +83,7 @@ func TestRateLimitsLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeAtomically(t, c.ConfigPath, raw)
-	harness.Eventually(t, "the aggregator reloads", 10*time.Second, func() error {
+	testkit.Eventually(t, "the aggregator reloads", 10*time.Second, func() error {
 		if got := metric(t, aggOps, `switchboard_config_reloads_total{result="ok"}`); got != "1" {
 			return fmt.Errorf("ok reloads %q", got)
 		}

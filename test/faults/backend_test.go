@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -116,7 +117,7 @@ func testBackendKilledUnderLoad(t *testing.T, stateful bool) {
 	}
 	defer stop()
 	begin := time.Now()
-	eventually(t, "every caller succeeds before the fault", pollDeadline, func() error {
+	testkit.Eventually(t, "every caller succeeds before the fault", pollDeadline, func() error {
 		for _, l := range callers {
 			if ok, _ := l.count(begin); ok < 5 {
 				return fmt.Errorf("%s/%s: %d successful calls", l.era, l.backend, ok)
@@ -166,7 +167,7 @@ func testBackendKilledUnderLoad(t *testing.T, stateful bool) {
 		}
 	}
 
-	eventually(t, "listings drop the dead backend's tools", pollDeadline, func() error {
+	testkit.Eventually(t, "listings drop the dead backend's tools", pollDeadline, func() error {
 		for _, era := range eras {
 			names, err := toolNames(t.Context(), sessions[era.name])
 			if err != nil {
@@ -188,7 +189,7 @@ func testBackendKilledUnderLoad(t *testing.T, stateful bool) {
 			t.Errorf("%s: a call to the unhealthy backend: ok=%v after %v, %q; want a clear 'unavailable' error within %v", era.name, o.ok, o.elapsed, o.message, failFast)
 		}
 	}
-	eventually(t, "the load sees the dead backend fail in both eras", pollDeadline, func() error {
+	testkit.Eventually(t, "the load sees the dead backend fail in both eras", pollDeadline, func() error {
 		for _, l := range callers {
 			if _, failed := l.count(killedAt); l.backend == "victim" && failed == 0 {
 				return fmt.Errorf("%s: no failed call to the dead backend yet", l.era)
@@ -199,7 +200,7 @@ func testBackendKilledUnderLoad(t *testing.T, stateful bool) {
 
 	victim.Restart()
 	restartedAt := time.Now()
-	back := eventually(t, "the restarted backend is listed and callable again", pollDeadline, func() error {
+	back := testkit.Eventually(t, "the restarted backend is listed and callable again", pollDeadline, func() error {
 		for _, era := range eras {
 			names, err := toolNames(t.Context(), sessions[era.name])
 			if err != nil {
@@ -216,7 +217,7 @@ func testBackendKilledUnderLoad(t *testing.T, stateful bool) {
 		return nil
 	})
 	t.Logf("the backend came back %v after its restart", back)
-	eventually(t, "the load reaches the restarted backend in both eras", pollDeadline, func() error {
+	testkit.Eventually(t, "the load reaches the restarted backend in both eras", pollDeadline, func() error {
 		for _, l := range callers {
 			if ok, _ := l.count(restartedAt); ok < 3 {
 				return fmt.Errorf("%s/%s: %d successful calls since the restart", l.era, l.backend, ok)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/services/config"
 	"github.com/switchboard-mcp/switchboard/services/demobackend"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -71,7 +72,7 @@ func TestLegacyCancelledReachesBackend(t *testing.T) {
 				b, _ := io.ReadAll(resp.Body)
 				answered <- resp.Status + " " + string(b)
 			}()
-			eventually(t, "the backend runs the sleep", pollDeadline, func() error {
+			testkit.Eventually(t, "the backend runs the sleep", pollDeadline, func() error {
 				if got := c.Sleeps(t, tc.backend); started(got) != started(before)+1 || got.Running == 0 {
 					return fmt.Errorf("sleeps %+v (before %+v)", got, before)
 				}
@@ -82,7 +83,7 @@ func TestLegacyCancelledReachesBackend(t *testing.T) {
 			if err != nil || status != http.StatusAccepted {
 				t.Fatalf("notifications/cancelled: %d %s %v", status, body, err)
 			}
-			took := eventually(t, "the backend saw the cancellation", cleanFailure, func() error {
+			took := testkit.Eventually(t, "the backend saw the cancellation", cleanFailure, func() error {
 				got := c.Sleeps(t, tc.backend)
 				if got.Cancelled != before.Cancelled+1 || started(got) != started(before)+1 {
 					return fmt.Errorf("sleeps %+v (before %+v)", got, before)

@@ -227,6 +227,3 @@ func hasPrefix(names []string, prefix string) bool {
 	}
 	return false
 }
-
-// eventually is harness.Eventually.
-var eventually = harness.Eventually

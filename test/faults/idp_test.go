@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -195,7 +196,7 @@ func TestIdentityProviderOutage(t *testing.T) {
 		defer is.unhang()
 		// Unknown key ids make the gateway refresh its keys (once it may
 		// again); keep sending them until one such fetch is held.
-		eventually(t, "a JWKS fetch held by the issuer", pollDeadline, func() error {
+		testkit.Eventually(t, "a JWKS fetch held by the issuer", pollDeadline, func() error {
 			if is.hung.Load() > 0 {
 				return nil
 			}
@@ -214,7 +215,7 @@ func TestIdentityProviderOutage(t *testing.T) {
 	})
 
 	flood := func(t *testing.T) {
-		eventually(t, "held fetches to end", pollDeadline, func() error {
+		testkit.Eventually(t, "held fetches to end", pollDeadline, func() error {
 			if n := is.hung.Load(); n > 0 {
 				return fmt.Errorf("%d still held", n)
 			}

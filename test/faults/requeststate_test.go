@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -111,7 +112,7 @@ func TestRequestStateOnceAcrossReplicas(t *testing.T) {
 		t.Errorf("a retry with the indexer down: %s, backend requests %d -> %d; want -32603, none", r, n, c.Calls(t, "alpha")["tools/call pay"])
 	}
 	c.Indexer.Restart()
-	eventually(t, "the retry succeeds once the indexer is back", pollDeadline, func() error {
+	testkit.Eventually(t, "the retry succeeds once the indexer is back", pollDeadline, func() error {
 		if r := pay.retry(t, two, pay.params, state, key); r.Error != nil || r.member("resultType") != `"complete"` {
 			return fmt.Errorf("%s", r)
 		}

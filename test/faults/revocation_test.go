@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -34,7 +35,7 @@ func TestIndexerStoppedLegacyKeepsAnswering(t *testing.T) {
 	one := rawLegacy{url: c.MCPURL}
 	two := rawLegacy{url: second.url}
 	for _, url := range []string{c.MCPURL, second.url} {
-		eventually(t, "the revocation watch is up on "+url, pollDeadline, func() error { return watchUp(t.Context(), url) })
+		testkit.Eventually(t, "the revocation watch is up on "+url, pollDeadline, func() error { return watchUp(t.Context(), url) })
 	}
 	rt := &recordingTransport{}
 	cs := connect(t, c.MCPURL, harness.Legacy, rt)
@@ -121,7 +122,7 @@ func TestIndexerStoppedLegacyKeepsAnswering(t *testing.T) {
 	resume()
 	// The deletion is recorded in the shared store once the indexer runs
 	// again, and reaches the other gateway by its watch.
-	took := eventually(t, "the other gateway refuses the deleted session", pollDeadline, func() error {
+	took := testkit.Eventually(t, "the other gateway refuses the deleted session", pollDeadline, func() error {
 		status, body, err := two.exchange(t.Context(), doomed, listTools, cleanFailure)
 		if err != nil {
 			return err

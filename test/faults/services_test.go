@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/services/devstack"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -34,7 +35,7 @@ func TestAggregatorKilledAndRestarted(t *testing.T) {
 		sessions[era.name] = connect(t, c.MCPURL, era.pin, rt)
 	}
 	optimized := connect(t, strings.TrimSuffix(c.MCPURL, "/mcp")+"/mcp/optimized", harness.Modern, rt)
-	eventually(t, "find_tool finds alpha_echo before the fault", pollDeadline, func() error { return findsTool(t, optimized, "alpha_echo") })
+	testkit.Eventually(t, "find_tool finds alpha_echo before the fault", pollDeadline, func() error { return findsTool(t, optimized, "alpha_echo") })
 
 	// Calls that sleep far longer than the test: they are in flight when
 	// the aggregator dies.
@@ -91,7 +92,7 @@ func TestAggregatorKilledAndRestarted(t *testing.T) {
 	}
 
 	c.Aggregator.Restart()
-	back := eventually(t, "calls succeed again on the same sessions", pollDeadline, func() error {
+	back := testkit.Eventually(t, "calls succeed again on the same sessions", pollDeadline, func() error {
 		for _, era := range eras {
 			if o := call(t.Context(), sessions[era.name], "alpha_echo", nil, cleanFailure); !o.ok {
 				return fmt.Errorf("%s: %s", era.name, o.message)
@@ -104,7 +105,7 @@ func TestAggregatorKilledAndRestarted(t *testing.T) {
 		return nil
 	})
 	t.Logf("the gateway served calls again %v after the aggregator's restart", back.Round(time.Millisecond))
-	eventually(t, "find_tool works again", pollDeadline, func() error { return findsTool(t, optimized, "alpha_echo") })
+	testkit.Eventually(t, "find_tool works again", pollDeadline, func() error { return findsTool(t, optimized, "alpha_echo") })
 	if errs := rt.serverErrors(); len(errs) > 0 {
 		t.Errorf("the gateway answered with 5xx: %v", errs)
 	}
@@ -128,7 +129,7 @@ func TestPostgresStopped(t *testing.T) {
 		optimized[era.name] = connect(t, optimizedURL, era.pin, rt)
 	}
 	for _, era := range eras {
-		eventually(t, era.name+": find_tool finds alpha_echo before the fault", pollDeadline, func() error { return findsTool(t, optimized[era.name], "alpha_echo") })
+		testkit.Eventually(t, era.name+": find_tool finds alpha_echo before the fault", pollDeadline, func() error { return findsTool(t, optimized[era.name], "alpha_echo") })
 	}
 
 	stopCtx, cancel := context.WithTimeout(t.Context(), pollDeadline)
@@ -178,7 +179,7 @@ func TestPostgresStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, era := range eras {
-		back := eventually(t, era.name+": find_tool recovers", pollDeadline, func() error { return findsTool(t, optimized[era.name], "alpha_echo") })
+		back := testkit.Eventually(t, era.name+": find_tool recovers", pollDeadline, func() error { return findsTool(t, optimized[era.name], "alpha_echo") })
 		t.Logf("%s: find_tool recovered %v after PostgreSQL started", era.name, back.Round(time.Millisecond))
 	}
 	if errs := rt.serverErrors(); len(errs) > 0 {
@@ -289,7 +290,7 @@ func TestIndexerKilled(t *testing.T) {
 	for _, era := range eras {
 		raw[era.name] = connect(t, c.MCPURL, era.pin, rt)
 		optimized[era.name] = connect(t, optimizedURL, era.pin, rt)
-		eventually(t, era.name+": find_tool finds alpha_echo before the fault", pollDeadline, func() error { return findsTool(t, optimized[era.name], "alpha_echo") })
+		testkit.Eventually(t, era.name+": find_tool finds alpha_echo before the fault", pollDeadline, func() error { return findsTool(t, optimized[era.name], "alpha_echo") })
 	}
 
 	c.Indexer.Kill()
@@ -315,7 +316,7 @@ func TestIndexerKilled(t *testing.T) {
 
 	c.Indexer.Restart()
 	for _, era := range eras {
-		back := eventually(t, era.name+": find_tool recovers", pollDeadline, func() error { return findsTool(t, optimized[era.name], "alpha_echo") })
+		back := testkit.Eventually(t, era.name+": find_tool recovers", pollDeadline, func() error { return findsTool(t, optimized[era.name], "alpha_echo") })
 		t.Logf("%s: find_tool recovered %v after the indexer's restart", era.name, back.Round(time.Millisecond))
 	}
 	if errs := rt.serverErrors(); len(errs) > 0 {
@@ -342,14 +343,14 @@ func TestAggregatorLongOutage(t *testing.T) {
 	rt := &recordingTransport{}
 	cs := connect(t, c.MCPURL, harness.Legacy, rt)
 	optimized := connect(t, strings.TrimSuffix(c.MCPURL, "/mcp")+"/mcp/optimized", harness.Modern, rt)
-	eventually(t, "find_tool finds alpha_echo before the fault", pollDeadline, func() error { return findsTool(t, optimized, "alpha_echo") })
+	testkit.Eventually(t, "find_tool finds alpha_echo before the fault", pollDeadline, func() error { return findsTool(t, optimized, "alpha_echo") })
 
 	c.Aggregator.Kill()
 	down := time.Now()
 	// The indexer serves a principal's scope it validated moments ago
 	// until it sees its catalog watch break (milliseconds): from then on
 	// find_tool must fail, as calls do at once.
-	eventually(t, "the indexer to notice the aggregator is gone", pollDeadline, func() error {
+	testkit.Eventually(t, "the indexer to notice the aggregator is gone", pollDeadline, func() error {
 		if res, err := findTool(t.Context(), optimized, "echo"); err == nil && !res.IsError {
 			return errors.New("find_tool still served")
 		}
@@ -372,13 +373,13 @@ func TestAggregatorLongOutage(t *testing.T) {
 	tick.Stop()
 
 	c.Aggregator.Restart()
-	back := eventually(t, "the gateway calls through the restarted aggregator", pollDeadline, func() error {
+	back := testkit.Eventually(t, "the gateway calls through the restarted aggregator", pollDeadline, func() error {
 		if o := call(t.Context(), cs, "alpha_echo", nil, cleanFailure); !o.ok {
 			return fmt.Errorf("%s", o.message)
 		}
 		return nil
 	})
-	searchBack := eventually(t, "find_tool works through the restarted aggregator", pollDeadline, func() error { return findsTool(t, optimized, "alpha_echo") })
+	searchBack := testkit.Eventually(t, "find_tool works through the restarted aggregator", pollDeadline, func() error { return findsTool(t, optimized, "alpha_echo") })
 	t.Logf("after a %v outage: calls again %v, find_tool %v after the aggregator was ready", longOutage, back.Round(time.Millisecond), (back + searchBack).Round(time.Millisecond))
 	if back > recoveryBound {
 		t.Errorf("the gateway took %v after the aggregator was ready again to call through it (bound %v): its gRPC reconnect back-off is too long", back.Round(time.Millisecond), recoveryBound)

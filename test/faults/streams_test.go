@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/services/demobackend"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -102,7 +103,7 @@ func openStreams(t *testing.T, c *harness.Cluster) map[string]int {
 // awaitStreams waits until the gateway holds a listen and a GET stream.
 func awaitStreams(t *testing.T, c *harness.Cluster, sessions []*notifiedSession) {
 	t.Helper()
-	eventually(t, "the Modern listen and the Legacy GET stream are open at the gateway", pollDeadline, func() error {
+	testkit.Eventually(t, "the Modern listen and the Legacy GET stream are open at the gateway", pollDeadline, func() error {
 		if got := openStreams(t, c); got["listen"] < 1 || got["legacy_get"] < 1 {
 			var caps []string
 			for _, ns := range sessions {
@@ -124,7 +125,7 @@ func TestConnectedWhileBackendDown(t *testing.T) {
 	alpha := c.Backends["alpha"]
 	alpha.Stop()
 	probe := connect(t, c.MCPURL, harness.Modern, &recordingTransport{})
-	eventually(t, "alpha's tools are gone from the catalog", pollDeadline, func() error {
+	testkit.Eventually(t, "alpha's tools are gone from the catalog", pollDeadline, func() error {
 		names, err := toolNames(t.Context(), probe)
 		if err != nil || hasPrefix(names, "alpha_") {
 			return fmt.Errorf("tools %v, %v", names, err)
@@ -161,7 +162,7 @@ func TestStreamsSurviveAggregatorRestart(t *testing.T) {
 
 	c.Aggregator.Stop()
 	c.Aggregator.Restart()
-	eventually(t, "calls succeed through the restarted aggregator", pollDeadline, func() error {
+	testkit.Eventually(t, "calls succeed through the restarted aggregator", pollDeadline, func() error {
 		for _, ns := range sessions {
 			if o := call(t.Context(), ns.cs, "alpha_echo", nil, cleanFailure); !o.ok {
 				return fmt.Errorf("%s: %s", ns.era, o.message)

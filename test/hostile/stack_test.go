@@ -3,7 +3,6 @@ package hostile
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/ports"
 )
 
@@ -334,21 +334,13 @@ func (s *stack) checkAlive(t *testing.T) {
 // SQL cases exercise a real search rather than a cold start.
 func (s *stack) waitIndexed(t *testing.T, c *client) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	testkit.Eventually(t, "find_tool to find weather_forecast", 2*time.Minute, func() error {
 		r := c.modern(t, "/mcp/optimized", aliceKey, "tools/call", `"name":"find_tool","arguments":{"tool_description":"weather forecast"}`, "Mcp-Name", "find_tool")
-		if r.status == http.StatusOK && strings.Contains(string(r.body), "weather_forecast") {
-			return
+		if r.status != http.StatusOK || !strings.Contains(string(r.body), "weather_forecast") {
+			return fmt.Errorf("%d %s", r.status, r.body)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("find_tool never found weather_forecast: %d %s", r.status, r.body)
-		case <-tick.C:
-		}
-	}
+		return nil
+	})
 }
 
 func (s *stack) String() string { return fmt.Sprintf("stack at %s", s.url) }

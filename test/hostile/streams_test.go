@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // The stack's stream limits (gateway.streams in configTemplate).
@@ -154,18 +156,14 @@ func TestStreamLimits(t *testing.T) {
 	c.assertRefused(t, "bob's listen past the replica's bound", listenRequest(bobKey, 400), "400")
 
 	alice[0].close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testkit.Eventually(t, "alice's new listen once she closed a stream", 30*time.Second, func() error {
 		again := c.openSSE(t, listenRequest(aliceKey, 500))
-		if again.status == http.StatusOK {
-			again.close()
-			break
+		if again.status != http.StatusOK {
+			return fmt.Errorf("still refused: %d %s", again.status, again.body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("alice closed a stream, but a new listen is still refused after 30s: %d %s", again.status, again.body)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		again.close()
+		return nil
+	})
 	for _, st := range append(alice[1:], bob...) {
 		st.close()
 	}

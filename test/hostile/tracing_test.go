@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -270,16 +272,12 @@ func TestClientTraceContext(t *testing.T) {
 		}
 	}
 	wantNoClientBaggage(t, rec, trusted.marker, true)
-	deadline := time.After(60 * time.Second)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for got := collector.services(trusted.traceID); !got["switchboard-gateway"] || !got["switchboard-aggregator"]; got = collector.services(trusted.traceID) {
-		select {
-		case <-deadline:
-			t.Fatalf("the trusted client's sampled trace was not exported by the gateway and the aggregator: %v", got)
-		case <-tick.C:
+	testkit.Eventually(t, "the trusted client's sampled trace exported by the gateway and the aggregator", 60*time.Second, func() error {
+		if got := collector.services(trusted.traceID); !got["switchboard-gateway"] || !got["switchboard-aggregator"] {
+			return fmt.Errorf("exported by %v", got)
 		}
-	}
+		return nil
+	})
 	// Both services export in order, so the untrusted trace would be in
 	// the collector by now had anything sampled it.
 	if got := collector.services(untrusted.traceID); len(got) > 0 {

@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -138,32 +139,21 @@ func waitForView(t *testing.T, url, optimizedURL string, w world, o oracle) {
 	want := o.view(w, probe)
 	cs := connect(t, url, harness.Modern, probe)
 	opt := connect(t, optimizedURL, harness.Modern, probe)
-	start := time.Now()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	took := testkit.Eventually(t, "the probe's view after the restart", pollDeadline, func() error {
 		got, err := listAll(t.Context(), cs)
-		if err == nil && slices.Equal(got, want) {
-			res, ferr := opt.CallTool(t.Context(), &mcp.CallToolParams{Name: "find_tool", Arguments: map[string]any{"tool_description": "records"}})
-			if ferr == nil && !res.IsError {
-				t.Logf("the stack served the new policy %v after the restart", time.Since(start).Round(time.Millisecond))
-				return
-			}
-			if ferr != nil {
-				err = ferr
-			} else {
-				err = errors.New(toolText(res))
-			}
+		if err != nil || !slices.Equal(got, want) {
+			return fmt.Errorf("%v %v, want %v", got, err, want)
 		}
-		if time.Since(start) > pollDeadline {
-			t.Fatalf("the probe's view after the restart: %v %v, want %v", got, err, want)
+		res, err := opt.CallTool(t.Context(), &mcp.CallToolParams{Name: "find_tool", Arguments: map[string]any{"tool_description": "records"}})
+		if err != nil {
+			return err
 		}
-		select {
-		case <-t.Context().Done():
-			t.Fatal(t.Context().Err())
-		case <-tick.C:
+		if res.IsError {
+			return errors.New(toolText(res))
 		}
-	}
+		return nil
+	})
+	t.Logf("the stack served the new policy %v after the restart", took.Round(time.Millisecond))
 }
 
 func listAll(ctx context.Context, cs *mcp.ClientSession) ([]string, error) {

@@ -17,6 +17,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/devstack"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/grpcapi/example"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
@@ -141,7 +142,7 @@ func TestMTLSClientCertificates(t *testing.T) {
 		rotated.Write(t, dir, "aggregator")
 		client := mtlsClient(t, caOne, &reporting)
 		client.NextProtos = []string{"h2"}
-		untilOK(t, "the rotated server certificate presented", func() error {
+		testkit.Eventually(t, "the rotated server certificate presented", svcDeadline, func() error {
 			conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", aggAddr, client)
 			if err != nil {
 				return err
@@ -159,7 +160,7 @@ func TestMTLSClientCertificates(t *testing.T) {
 			t.Fatal("a certificate of a CA not (yet) trusted was accepted")
 		}
 		harness.WriteFileAtomic(t, clientCA, caTwo.PEM)
-		untilOK(t, "a certificate of the new client CA accepted", func() error {
+		testkit.Eventually(t, "a certificate of the new client CA accepted", svcDeadline, func() error {
 			return listToolsOver(t, aggAddr, mtlsClient(t, caOne, &reportingByCATwo), "")
 		})
 		if err := listToolsOver(t, aggAddr, mtlsClient(t, caOne, &reporting), ""); status.Code(err) != codes.Unavailable {

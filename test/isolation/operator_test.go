@@ -17,6 +17,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -48,7 +49,7 @@ func TestListBackendsRedactedForNonOperators(t *testing.T) {
 	for _, code := range crossCodes {
 		failing = append(failing, fmt.Sprintf("cross%d", code))
 	}
-	untilOK(t, "every failing backend reported", func() error {
+	testkit.Eventually(t, "every failing backend reported", svcDeadline, func() error {
 		resp, err := operator.ListBackends(callCtx(t), &aggregatorv1.ListBackendsRequest{})
 		if err != nil {
 			return err
@@ -146,7 +147,7 @@ func TestRevokeSessionBounded(t *testing.T) {
 		return err
 	}
 	var ready error
-	untilOK(t, "the indexer takes revocations", func() error {
+	testkit.Eventually(t, "the indexer takes revocations", svcDeadline, func() error {
 		ready = revoke(gateway, digestOf("far"), time.Now().Add(365*24*time.Hour))
 		if status.Code(ready) == codes.Unavailable {
 			return ready
@@ -200,7 +201,7 @@ func TestRevokeSessionBounded(t *testing.T) {
 			t.Errorf("an operator's revocation past the gateway's bound: %v", err)
 		}
 		// Expired revocations free their place.
-		untilOK(t, "a place freed by expiry", func() error { return revoke(gateway, over, time.Now().Add(time.Hour)) })
+		testkit.Eventually(t, "a place freed by expiry", svcDeadline, func() error { return revoke(gateway, over, time.Now().Add(time.Hour)) })
 
 		// And they are collected from the database.
 		conn, err := pgx.Connect(t.Context(), c.Config.Indexer.Database)
@@ -208,7 +209,7 @@ func TestRevokeSessionBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer conn.Close(context.Background())
-		untilOK(t, "expired revocations collected", func() error {
+		testkit.Eventually(t, "expired revocations collected", svcDeadline, func() error {
 			var n int
 			if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM revoked_sessions WHERE session_digest = ANY($1)`, short).Scan(&n); err != nil {
 				return err

@@ -18,6 +18,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 	"github.com/switchboard-mcp/switchboard/services/devstack"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -146,7 +147,7 @@ func TestBackendRedirects(t *testing.T) {
 	agg := aggregatorAs(t, s.cluster.Config.Aggregator.Listen, s.cluster.OperatorToken)
 
 	// Every cross-origin backend has been tried and has failed.
-	untilOK(t, "every cross-origin backend reported failing", func() error {
+	testkit.Eventually(t, "every cross-origin backend reported failing", svcDeadline, func() error {
 		resp, err := agg.ListBackends(callCtx(t), &aggregatorv1.ListBackendsRequest{})
 		if err != nil {
 			return err
@@ -187,7 +188,7 @@ func TestBackendRedirects(t *testing.T) {
 
 	t.Run("same-origin redirects keep the configured headers", func(t *testing.T) {
 		for _, name := range []string{"same307", "same308"} {
-			untilOK(t, name+" listed", func() error {
+			testkit.Eventually(t, name+" listed", svcDeadline, func() error {
 				resp, err := agg.ListTools(callCtx(t), &aggregatorv1.ListToolsRequest{})
 				if err != nil {
 					return err
@@ -216,7 +217,7 @@ func TestBackendRedirects(t *testing.T) {
 	})
 
 	t.Run("a call to a backend that starts redirecting elsewhere", func(t *testing.T) {
-		untilOK(t, "flip_echo callable", func() error {
+		testkit.Eventually(t, "flip_echo callable", svcDeadline, func() error {
 			_, err := agg.CallTool(callCtx(t), &aggregatorv1.CallToolRequest{Name: "flip_echo", ArgumentsJson: `{}`})
 			return err
 		})
@@ -235,7 +236,7 @@ func TestBackendRedirects(t *testing.T) {
 			}
 		}
 		// The health probes meet the redirect too.
-		untilOK(t, "flip reported failing", func() error {
+		testkit.Eventually(t, "flip reported failing", svcDeadline, func() error {
 			resp, err := agg.ListBackends(callCtx(t), &aggregatorv1.ListBackendsRequest{})
 			if err != nil {
 				return err

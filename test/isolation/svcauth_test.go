@@ -12,6 +12,7 @@ import (
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -80,7 +81,7 @@ func TestServiceCredentialsArePerRPC(t *testing.T) {
 	// find_tool's search: the indexer built alice's scope from the
 	// aggregator with its reduced credential.
 	search := indexerAs(t, c.Config.Indexer.Listen, c.GatewayToken)
-	untilOK(t, "search as the gateway", func() error {
+	testkit.Eventually(t, "search as the gateway", svcDeadline, func() error {
 		resp, err := search.Search(callCtx(t), &indexerv1.SearchRequest{Principal: alice, Query: "echo the text back"})
 		if err != nil {
 			return err

@@ -21,29 +21,6 @@ import (
 // svcDeadline bounds every wait of these tests.
 const svcDeadline = 60 * time.Second
 
-// untilOK polls check every 50ms until it returns nil, and fails the test
-// with its last error after svcDeadline.
-func untilOK(t *testing.T, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(svcDeadline)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still failing after %s: %v", what, svcDeadline, err)
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatal(t.Context().Err())
-		case <-tick.C:
-		}
-	}
-}
-
 // grpcConn dials addr in plaintext presenting token.
 func grpcConn(t *testing.T, addr, token string) *grpc.ClientConn {
 	t.Helper()

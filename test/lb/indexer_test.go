@@ -17,6 +17,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/demobackend"
 	"github.com/switchboard-mcp/switchboard/services/devstack"
 	"github.com/switchboard-mcp/switchboard/services/rpc/dnstest"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -112,7 +113,7 @@ func TestGatewaySkipsIndexerNotServing(t *testing.T) {
 		}
 		return st
 	}
-	eventually(t, "the first indexer is SERVING", func() error {
+	testkit.Eventually(t, "the first indexer is SERVING", 60*time.Second, func() error {
 		if st := health(idx[0]); st != healthpb.HealthCheckResponse_SERVING {
 			return fmt.Errorf("health %s", st)
 		}
@@ -130,7 +131,7 @@ func TestGatewaySkipsIndexerNotServing(t *testing.T) {
 	fromGateway := func(x *indexer, method string) int {
 		return (&aggregator{name: x.proc.Name, metricsURL: x.metrics}).handledAny(t, method, "gateway")
 	}
-	eventually(t, "find_tool finds alpha_echo", func() error { return findsEcho(t, optimized, "echo the arguments back") })
+	testkit.Eventually(t, "find_tool finds alpha_echo", 60*time.Second, func() error { return findsEcho(t, optimized, "echo the arguments back") })
 	for i := range 20 {
 		if err := findsEcho(t, optimized, fmt.Sprintf("echo the arguments back, attempt %d", i)); err != nil {
 			t.Fatalf("find_tool %d with one indexer NOT_SERVING: %v", i, err)
@@ -153,13 +154,13 @@ func TestGatewaySkipsIndexerNotServing(t *testing.T) {
 		t.Fatalf("config written to %s", got)
 	}
 	idx[1].proc.Restart()
-	eventually(t, "the second indexer is SERVING", func() error {
+	testkit.Eventually(t, "the second indexer is SERVING", 60*time.Second, func() error {
 		if st := health(idx[1]); st != healthpb.HealthCheckResponse_SERVING {
 			return fmt.Errorf("health %s", st)
 		}
 		return nil
 	})
-	eventually(t, "the second indexer handles searches", func() error {
+	testkit.Eventually(t, "the second indexer handles searches", 60*time.Second, func() error {
 		for i := range 10 {
 			if err := findsEcho(t, optimized, fmt.Sprintf("echo back what I send, try %d at %d", i, time.Now().UnixNano())); err != nil {
 				return err

@@ -32,6 +32,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/demobackend"
 	"github.com/switchboard-mcp/switchboard/services/devstack"
 	"github.com/switchboard-mcp/switchboard/services/rpc/dnstest"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -275,12 +276,6 @@ func (s *session) drain() {
 	}
 }
 
-// eventually is harness.Eventually with this package's deadline.
-func eventually(t *testing.T, what string, cond func() error) {
-	t.Helper()
-	harness.Eventually(t, what, 60*time.Second, cond)
-}
-
 // spread makes n echo calls on each session and returns how many
 // CallTools each aggregator handled meanwhile.
 func spread(t *testing.T, c *cluster, sessions []*session, n int) []int {
@@ -340,7 +335,7 @@ func underLoad(t *testing.T, sessions []*session, fault func()) ([]call, time.Ti
 			})
 		}
 	}
-	eventually(t, "load before the fault", func() error {
+	testkit.Eventually(t, "load before the fault", 60*time.Second, func() error {
 		if n := made(); n < 40 {
 			return fmt.Errorf("%d calls made", n)
 		}
@@ -348,7 +343,7 @@ func underLoad(t *testing.T, sessions []*session, fault func()) ([]call, time.Ti
 	})
 	fault()
 	at := time.Now()
-	eventually(t, "load after the fault", func() error {
+	testkit.Eventually(t, "load after the fault", 60*time.Second, func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		late := 0
@@ -375,7 +370,7 @@ func TestGatewaySpreadsOverAggregators(t *testing.T) {
 
 	// Both replicas get calls: round robin over the two, give or take the
 	// other calls (lists, watches) that share the channel's turns.
-	eventually(t, "both aggregators handle calls", func() error {
+	testkit.Eventually(t, "both aggregators handle calls", 60*time.Second, func() error {
 		got := spread(t, c, sessions, 20)
 		t.Logf("40 tools/call: CallTool handled by %s %d, %s %d", c.aggs[0].name, got[0], c.aggs[1].name, got[1])
 		if got[0]+got[1] != 40 {
@@ -417,7 +412,7 @@ func TestGatewaySpreadsOverAggregators(t *testing.T) {
 	// The killed replica back (same address): it gets calls again, with
 	// no restart of the gateway.
 	c.aggs[1].proc.Restart()
-	eventually(t, "the restarted aggregator gets calls again", func() error {
+	testkit.Eventually(t, "the restarted aggregator gets calls again", 60*time.Second, func() error {
 		got := spread(t, c, sessions, 10)
 		if got[1] < 5 {
 			return fmt.Errorf("CallTool handled %v", got)
@@ -492,19 +487,8 @@ func TestNewAggregatorGetsCalls(t *testing.T) {
 		t.Fatalf("with one aggregator in DNS: CallTool handled %v, want all 20 by the first", got)
 	}
 	c.dns.Set(aggregatorsName, netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2"))
-	added := time.Now()
-	deadline := added.Add(90 * time.Second)
-	for {
-		got := spread(t, c, sessions[:1], 1)
-		if got[1] > 0 {
-			t.Logf("the new aggregator got its first call %v after it joined the name", time.Since(added).Round(100*time.Millisecond))
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the new aggregator got no call within 90s of joining the name")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	took := testkit.Eventually(t, "the new aggregator gets a call after it joined the name", 90*time.Second, func() bool { return spread(t, c, sessions[:1], 1)[1] > 0 })
+	t.Logf("the new aggregator got its first call %v after it joined the name", took.Round(100*time.Millisecond))
 	if got := spread(t, c, sessions, 20); got[0] < 10 || got[1] < 10 {
 		t.Errorf("with both in DNS: CallTool handled %v of 40, want them spread", got)
 	}

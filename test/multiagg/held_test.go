@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -14,6 +15,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // askSpec is a Legacy demo backend whose tool asks the client by a real
@@ -53,7 +55,7 @@ func TestHeldCallRetryReachesItsReplica(t *testing.T) {
 	ask := func(a *aggregator) (key, state string) {
 		t.Helper()
 		var resp *aggregatorv1.CallToolResponse
-		eventually(t, "legacy_ask is served", func() error {
+		testkit.Eventually(t, "legacy_ask is served", 60*time.Second, func() error {
 			var err error
 			resp, err = a.asGateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: alice, Name: "legacy_ask", Context: caps})
 			return err
@@ -193,7 +195,7 @@ func TestHeldCallRetryWithAMisconfiguredPeer(t *testing.T) {
 	alice := &commonv1.Principal{Subject: "alice"}
 	caps := &aggregatorv1.RequestContext{ClientCapabilitiesJson: `{"elicitation":{}}`}
 	var resp *aggregatorv1.CallToolResponse
-	eventually(t, "legacy_ask is served", func() error {
+	testkit.Eventually(t, "legacy_ask is served", 60*time.Second, func() error {
 		var err error
 		resp, err = one.asGateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: alice, Name: "legacy_ask", Context: caps})
 		return err
@@ -214,7 +216,7 @@ func TestHeldCallRetryWithAMisconfiguredPeer(t *testing.T) {
 	if st := status.Convert(err); st.Code() != codes.Internal || strings.Contains(st.Message(), "no longer held") {
 		t.Fatalf("a retry forwarded with a token the peer refuses: %v, want INTERNAL naming the peer configuration", err)
 	}
-	eventually(t, "aggregator 2 to log a warning about the peer's refusal", func() error {
+	testkit.Eventually(t, "aggregator 2 to log a warning about the peer's refusal", 60*time.Second, func() error {
 		if !strings.Contains(two.proc.Log(1<<20), "refused this replica's forwarded retry") {
 			return errors.New("no warning logged")
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc/codes"
@@ -14,6 +15,7 @@ import (
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 const listToolsMethod = "/switchboard.aggregator.v1.AggregatorService/ListTools"
@@ -96,7 +98,7 @@ func TestIndexerNeverMixesReplicaViews(t *testing.T) {
 	for i := range 12 {
 		p := &commonv1.Principal{Subject: fmt.Sprintf("user-%d", i)}
 		var resp *indexerv1.SearchResponse
-		eventually(t, "search "+p.GetSubject(), func() error {
+		testkit.Eventually(t, "search "+p.GetSubject(), 60*time.Second, func() error {
 			var err error
 			resp, err = idx.Search(ctx, &indexerv1.SearchRequest{Principal: p, Query: "echo the arguments back", Limit: 50})
 			return err
@@ -159,7 +161,7 @@ func TestIndexerRefusesPagesOfTwoReplicas(t *testing.T) {
 	alice := &commonv1.Principal{Subject: "alice"}
 
 	var err error
-	eventually(t, "the indexer to refuse the mixed pages", func() error {
+	testkit.Eventually(t, "the indexer to refuse the mixed pages", 60*time.Second, func() error {
 		_, err = idx.Search(ctx, &indexerv1.SearchRequest{Principal: alice, Query: "synthetic echo tool"})
 		if status.Code(err) == codes.Unavailable && strings.Contains(status.Convert(err).Message(), "consistent") {
 			return nil

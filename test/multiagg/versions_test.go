@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/switchboard-mcp/switchboard/services/demobackend"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // catalogIdentity is everything a replica says to identify its catalog
@@ -77,17 +79,17 @@ func TestReplicasOverSameBackendsReportSameVersions(t *testing.T) {
 	// a catalog with one more tool and then the one without it again, so
 	// a count of its own would be ahead of aggregator 2's.
 	first := w.startAggregator("aggregator-1", w.config("alpha", "beta"))
-	eventually(t, "aggregator 1 lists both backends", toolCount(first, 10))
+	testkit.Eventually(t, "aggregator 1 lists both backends", 60*time.Second, toolCount(first, 10))
 	w.addTool("alpha", demobackend.ToolSpec{Name: "passing", Description: "Here for a moment."})
-	eventually(t, "aggregator 1 lists the added tool", toolCount(first, 11))
+	testkit.Eventually(t, "aggregator 1 lists the added tool", 60*time.Second, toolCount(first, 11))
 	w.removeTool("alpha", "passing")
-	eventually(t, "aggregator 1 drops the removed tool", toolCount(first, 10))
+	testkit.Eventually(t, "aggregator 1 drops the removed tool", 60*time.Second, toolCount(first, 10))
 	aggs := []*aggregator{first, w.startAggregator("aggregator-2", w.config("alpha", "beta"))}
 	// Each replica lists its backends on its own schedule: wait until both
 	// serve all ten tools.
 	ids := make([]catalogIdentity, len(aggs))
 	for i, a := range aggs {
-		eventually(t, fmt.Sprintf("aggregator %d lists both backends", i+1), func() error {
+		testkit.Eventually(t, fmt.Sprintf("aggregator %d lists both backends", i+1), 60*time.Second, func() error {
 			id, err := identify(t, ctx, a.asGateway, alice)
 			if err == nil && id.tools != 10 {
 				err = fmt.Errorf("%d tools", id.tools)
@@ -115,7 +117,7 @@ func TestReplicasOverSameBackendsReportSameVersions(t *testing.T) {
 	aggs[0].proc.Kill()
 	aggs[0].proc.Restart()
 	var again catalogIdentity
-	eventually(t, "the restarted aggregator lists both backends", func() error {
+	testkit.Eventually(t, "the restarted aggregator lists both backends", 60*time.Second, func() error {
 		id, err := identify(t, ctx, aggs[0].asGateway, alice)
 		if err == nil && id.tools != 10 {
 			err = fmt.Errorf("%d tools", id.tools)
@@ -128,7 +130,7 @@ func TestReplicasOverSameBackendsReportSameVersions(t *testing.T) {
 	// A change on one backend moves both replicas to one new version.
 	w.backends["beta"].Kill()
 	for i, a := range aggs {
-		eventually(t, fmt.Sprintf("aggregator %d hides the stopped backend", i+1), func() error {
+		testkit.Eventually(t, fmt.Sprintf("aggregator %d hides the stopped backend", i+1), 60*time.Second, func() error {
 			id, err := identify(t, ctx, a.asGateway, alice)
 			if err == nil && id.tools != 5 {
 				err = fmt.Errorf("%d tools", id.tools)

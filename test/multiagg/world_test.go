@@ -120,12 +120,6 @@ func dial(t testing.TB, addr, token string) *grpc.ClientConn {
 	return conn
 }
 
-// eventually is harness.Eventually with this package's deadline.
-func eventually(t testing.TB, what string, cond func() error) {
-	t.Helper()
-	harness.Eventually(t, what, 60*time.Second, cond)
-}
-
 func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	t.Cleanup(cancel)

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/services/demobackend"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -44,7 +45,7 @@ func awayFrom(t *testing.T, cs *mcp.ClientSession, rec *recorder, gw string) {
 func streamGateway(t *testing.T, rec *recorder) string {
 	t.Helper()
 	var gw string
-	eventually(t, "the Legacy GET stream opens", pollDeadline, func() error {
+	testkit.Eventually(t, "the Legacy GET stream opens", pollDeadline, func() error {
 		gets := servedBy(rec.exchanges(), "GET")
 		if len(gets) == 0 || gets[len(gets)-1] == "" {
 			return errors.New("no GET answered yet")
@@ -99,7 +100,7 @@ func testResources(t *testing.T, c *cluster, pin string) {
 	}
 	// The subscription reaches the backend asynchronously (through the
 	// aggregator's watch), so the update is announced until it arrives.
-	eventually(t, "notifications/resources/updated for "+uri, notice, func() error {
+	testkit.Eventually(t, "notifications/resources/updated for "+uri, notice, func() error {
 		c.backendAdmin(t, "alpha", "/admin/resources/updated", map[string]string{"uri": uri})
 		select {
 		case got := <-updated:
@@ -372,7 +373,7 @@ func testCancellation(t *testing.T, c *cluster) {
 		body, _ := io.ReadAll(resp.Body)
 		answered <- resp.Status + " " + string(body)
 	}()
-	eventually(t, "the backend runs the sleep", pollDeadline, func() error {
+	testkit.Eventually(t, "the backend runs the sleep", pollDeadline, func() error {
 		if got := c.admin().Sleeps(t, "alpha"); got.Running != before.Running+1 {
 			return fmt.Errorf("sleeps %+v (before %+v)", got, before)
 		}
@@ -394,7 +395,7 @@ func testCancellation(t *testing.T, c *cluster) {
 	case <-time.After(notice):
 		t.Fatal("the call did not end on its cancellation")
 	}
-	eventually(t, "the backend saw the cancellation", pollDeadline, func() error {
+	testkit.Eventually(t, "the backend saw the cancellation", pollDeadline, func() error {
 		if got := c.admin().Sleeps(t, "alpha"); got.Cancelled != before.Cancelled+1 || got.Completed != before.Completed {
 			return fmt.Errorf("sleeps %+v (before %+v)", got, before)
 		}

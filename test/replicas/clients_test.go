@@ -258,6 +258,3 @@ func (c *cluster) backendAdmin(t *testing.T, backend, path string, body any) {
 // admin gives the harness's /admin helpers (AddTool, RemoveTool, Calls)
 // the cluster's backends.
 func (c *cluster) admin() *harness.Cluster { return &harness.Cluster{BackendURLs: c.backendURLs} }
-
-// eventually is harness.Eventually.
-var eventually = harness.Eventually

@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -210,7 +211,7 @@ func TestReplicaKilledUnderLoad(t *testing.T) {
 	}
 	defer func() { stop(); done.Wait() }()
 	start := time.Now()
-	eventually(t, "the load is served", pollDeadline, func() error { return l.servedSince(start, clients, 3) })
+	testkit.Eventually(t, "the load is served", pollDeadline, func() error { return l.servedSince(start, clients, 3) })
 
 	var killed []*harness.Proc
 	for _, victim := range []struct {
@@ -229,7 +230,7 @@ func TestReplicaKilledUnderLoad(t *testing.T) {
 			diedAt := time.Now()
 			killed = append(killed, victim.proc)
 			t.Logf("%s took %v to die", victim.proc.Name, diedAt.Sub(killedAt).Round(time.Microsecond))
-			took := eventually(t, "every client is served by the survivors", recoverWithin, func() error {
+			took := testkit.Eventually(t, "every client is served by the survivors", recoverWithin, func() error {
 				return l.servedSince(killedAt, clients, 3)
 			})
 			t.Logf("after killing %s every client was served again within %v", victim.proc.Name, took.Round(time.Millisecond))

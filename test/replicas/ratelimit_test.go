@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -73,7 +74,7 @@ func TestRateLimitAcrossReplicas(t *testing.T) {
 			// The catalog of the server is built: one call succeeds. Its
 			// token is back in the bucket (capped at the burst) by the
 			// time the flood starts, but for the lease's one left unspent.
-			eventually(t, "the server serves alpha_echo", pollDeadline, func() error {
+			testkit.Eventually(t, "the server serves alpha_echo", pollDeadline, func() error {
 				r := send(t, url, 0)
 				if r.status != http.StatusOK {
 					return fmt.Errorf("%d %s", r.status, r.body)

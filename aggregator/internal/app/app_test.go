@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -19,6 +20,7 @@ import (
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/lifecycle"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 func freeAddr(t *testing.T) string {
@@ -66,19 +68,13 @@ aggregator:
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	testkit.Eventually(t, "the aggregator serving", 10*time.Second, func() error {
 		resp, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: aggregatorv1.AggregatorService_ServiceDesc.ServiceName})
-		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-			break
+		if err == nil && resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			err = fmt.Errorf("health %v", resp.GetStatus())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not serving within 10s: %v %v", resp, err)
-		}
-		<-tick.C
-	}
+		return err
+	})
 	tools, err := aggregatorv1.NewAggregatorServiceClient(conn).ListTools(context.Background(), &aggregatorv1.ListToolsRequest{})
 	if err != nil || len(tools.GetTools()) != 1 || tools.GetTools()[0].GetName() != "demo_hello" {
 		t.Fatalf("ListTools: %v %v", tools, err)

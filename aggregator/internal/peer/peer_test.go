@@ -18,6 +18,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -105,15 +106,11 @@ func TestResolutionsAreRateLimited(t *testing.T) {
 	for i := range 20 {
 		wg.Go(func() { f.known(context.Background(), fmt.Sprintf("10.0.9.%d:9090", i)) })
 	}
-	for {
+	testkit.Eventually(t, "a lookup started", 10*time.Second, func() bool {
 		mu.Lock()
-		n := lookups
-		mu.Unlock()
-		if n > 0 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer mu.Unlock()
+		return lookups > 0
+	})
 	close(release)
 	wg.Wait()
 	for i := range 20 {

@@ -6,73 +6,50 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/rpc"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
-// recordingIndexer serves RecordToolDefinitions and WatchToolDefinitions
-// over gRPC on a loopback port, keeping the digests in memory with the
-// indexer's rule (the first recorded digest is approved), so that the
-// guard is tested through its real client. The indexer's own tests check
-// the real store.
+// recordingIndexer is the kit's fake indexer recording tool definitions
+// in memory with the indexer's rule (the first recorded digest is
+// approved), served over gRPC on a loopback port, so that the guard is
+// tested through its real client. The indexer's own tests check the real
+// store.
 type recordingIndexer struct {
-	indexerv1.UnimplementedIndexerServiceServer
-	addr    string
-	records atomic.Int32
+	*testkit.FakeIndexer
+	srv *testkit.Server
 
 	mu       sync.Mutex
 	approved map[key]string
 	seen     map[key]string
-	watchers map[chan struct{}]bool
 	// definitions sent for review, and how many times one was sent.
 	definitions     map[key]string
 	definitionsSent int
-	srv             *grpc.Server
 }
 
+const indexerToken = "pinning-test-token"
+
 func startIndexer(t *testing.T) *recordingIndexer {
-	ix := &recordingIndexer{approved: map[key]string{}, seen: map[key]string{}, watchers: map[chan struct{}]bool{}, definitions: map[key]string{}}
-	ix.serve(t, "127.0.0.1:0")
+	ix := &recordingIndexer{approved: map[key]string{}, seen: map[key]string{}, definitions: map[key]string{}}
+	ix.FakeIndexer = &testkit.FakeIndexer{RecordToolDefinitionsFunc: ix.record}
+	ix.srv = testkit.Serve(t, []config.ServiceCredential{{Name: "aggregator", Token: indexerToken, AssertPrincipals: true, Allow: config.AggregatorMethods}}, ix.Register)
 	return ix
 }
 
-func (ix *recordingIndexer) serve(t *testing.T, addr string) {
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ix.addr = lis.Addr().String()
-	srv := grpc.NewServer()
-	indexerv1.RegisterIndexerServiceServer(srv, ix)
-	go func() { _ = srv.Serve(lis) }()
-	ix.mu.Lock()
-	ix.srv = srv
-	ix.mu.Unlock()
-	t.Cleanup(srv.Stop)
-}
-
-func (ix *recordingIndexer) stop() {
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	ix.srv.Stop()
-}
-
 func (ix *recordingIndexer) client(t *testing.T) indexerv1.IndexerServiceClient {
-	conn, err := grpc.NewClient(ix.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := rpc.Dial(config.Endpoint{Address: ix.srv.Addr, Token: indexerToken}, config.TLS{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,8 +57,7 @@ func (ix *recordingIndexer) client(t *testing.T) indexerv1.IndexerServiceClient 
 	return indexerv1.NewIndexerServiceClient(conn)
 }
 
-func (ix *recordingIndexer) RecordToolDefinitions(_ context.Context, req *indexerv1.RecordToolDefinitionsRequest) (*indexerv1.RecordToolDefinitionsResponse, error) {
-	ix.records.Add(1)
+func (ix *recordingIndexer) record(_ context.Context, req *indexerv1.RecordToolDefinitionsRequest) (*indexerv1.RecordToolDefinitionsResponse, error) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	resp := &indexerv1.RecordToolDefinitionsResponse{}
@@ -101,35 +77,12 @@ func (ix *recordingIndexer) RecordToolDefinitions(_ context.Context, req *indexe
 	return resp, nil
 }
 
-func (ix *recordingIndexer) WatchToolDefinitions(_ *indexerv1.WatchToolDefinitionsRequest, stream indexerv1.IndexerService_WatchToolDefinitionsServer) error {
-	ch := make(chan struct{}, 8)
-	ix.mu.Lock()
-	ix.watchers[ch] = true
-	ix.mu.Unlock()
-	defer func() { ix.mu.Lock(); delete(ix.watchers, ch); ix.mu.Unlock() }()
-	if err := stream.Send(&indexerv1.WatchToolDefinitionsResponse{Resync: true}); err != nil {
-		return err
-	}
-	for {
-		select {
-		case <-stream.Context().Done():
-			return nil
-		case <-ch:
-			if err := stream.Send(&indexerv1.WatchToolDefinitionsResponse{Approvals: []*indexerv1.ToolDefinitionDigest{{}}}); err != nil {
-				return err
-			}
-		}
-	}
-}
-
 // approve approves the seen digest and tells the watchers.
 func (ix *recordingIndexer) approve(b, tool string) {
 	ix.mu.Lock()
-	defer ix.mu.Unlock()
 	ix.approved[key{b, tool}] = ix.seen[key{b, tool}]
-	for ch := range ix.watchers {
-		ch <- struct{}{}
-	}
+	ix.mu.Unlock()
+	ix.SendToolDefinitions(&indexerv1.WatchToolDefinitionsResponse{Approvals: []*indexerv1.ToolDefinitionDigest{{}}})
 }
 
 // listing makes a backend's lists as a listing does: typed tools and
@@ -215,8 +168,8 @@ func TestFilterPinQuarantinesChangedTools(t *testing.T) {
 	if out["alpha"] != alpha || out["beta"] != beta {
 		t.Fatal("first seen tools were filtered: the first digest is the approved one")
 	}
-	before := ix.records.Load()
-	if out := g.Filter(t.Context(), map[string]*backend.Lists{"alpha": alpha, "beta": beta}); out["alpha"] != alpha || ix.records.Load() != before {
+	before := ix.Calls("RecordToolDefinitions")
+	if out := g.Filter(t.Context(), map[string]*backend.Lists{"alpha": alpha, "beta": beta}); out["alpha"] != alpha || ix.Calls("RecordToolDefinitions") != before {
 		t.Fatal("the same lists were recorded again, or not kept")
 	}
 
@@ -301,9 +254,9 @@ func TestFilterWarnAndOff(t *testing.T) {
 	if out := nilGuard.Filter(t.Context(), in); out["alpha"] != changed {
 		t.Fatal("a nil guard changed the lists")
 	}
-	before := ix.records.Load()
+	before := ix.Calls("RecordToolDefinitions")
 	off.Run(t.Context(), func() { t.Error("off asked for a rebuild") }) // returns at once
-	if ix.records.Load() != before {
+	if ix.Calls("RecordToolDefinitions") != before {
 		t.Error("off called the indexer")
 	}
 }
@@ -315,7 +268,7 @@ func TestFilterPinFailsClosed(t *testing.T) {
 	ix := startIndexer(t)
 	g, lg, _ := newGuard(t, config.PinningPin, ix)
 	g.Filter(t.Context(), map[string]*backend.Lists{"alpha": listing(t, tool("echo", "Echo."), tool("add", "Add."))})
-	ix.stop()
+	ix.srv.Stop()
 
 	relisted := listing(t, tool("echo", "Echo."), tool("add", "Add."), tool("fresh", "New."))
 	in := map[string]*backend.Lists{"alpha": relisted}
@@ -338,14 +291,13 @@ func TestFilterPinFailsClosed(t *testing.T) {
 		t.Fatalf("never verified tools listed: %q", names(out["alpha"]))
 	}
 
-	ix.serve(t, ix.addr)
-	deadline := time.Now().Add(10 * time.Second)
-	for out = g.Filter(t.Context(), in); out["alpha"] != relisted; out = g.Filter(t.Context(), in) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the indexer is back but alpha is still %q", names(out["alpha"]))
+	ix.srv.Start()
+	testkit.Eventually(t, "alpha listed again once the indexer is back", 10*time.Second, func() error {
+		if out = g.Filter(t.Context(), in); out["alpha"] != relisted {
+			return fmt.Errorf("the indexer is back but alpha is still %q", names(out["alpha"]))
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // syncBuffer is a buffer the audit writer's goroutine writes to.

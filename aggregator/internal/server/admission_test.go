@@ -19,6 +19,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // admissionBackend is a test backend with one item of every kind, whose
@@ -68,7 +69,7 @@ audit:
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	eventually(t, 10*time.Second, "docs listed", func() bool { return len(listToolNames(t, h.gateway, principal("lister"), 0)) > 0 })
+	testkit.Eventually(t, "docs listed", 10*time.Second, func() bool { return len(listToolNames(t, h.gateway, principal("lister"), 0)) > 0 })
 
 	// admitted drives one RPC as principal p; it reports whether the
 	// request was admitted, failing the test on any other error.
@@ -267,7 +268,7 @@ servers:
 	read := func(server, uri string) error {
 		return second(h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Principal: alice, Server: server, Uri: uri}))
 	}
-	eventually(t, 10*time.Second, "the template routed", func() bool { return read("public", "docs://items/1") == nil })
+	testkit.Eventually(t, "the template routed", 10*time.Second, func() bool { return read("public", "docs://items/1") == nil })
 	before := docs.received("resources/read")
 	wantStatus(t, read("public", "docs://items/secret-plans"), codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
 	wantStatus(t, read("public", "docs://nothing"), codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)

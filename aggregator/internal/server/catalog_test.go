@@ -13,6 +13,7 @@ import (
 
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 func TestToolAddedToRunningBackendListedWithin2s(t *testing.T) {
@@ -34,7 +35,7 @@ func TestToolAddedToRunningBackendListedWithin2s(t *testing.T) {
 	for _, b := range []*testBackend{modern, legacy} {
 		b.addEchoTool("added_later")
 		name := b.name + "_added_later"
-		took := eventually(t, 2*time.Second, name+" listed", func() bool {
+		took := testkit.Eventually(t, name+" listed", 2*time.Second, func() bool {
 			return slices.Contains(listToolNames(t, h.gateway, principal("alice"), 0), name)
 		})
 		t.Logf("%s listed %s after the backend added it", name, took)
@@ -69,7 +70,7 @@ aggregator:
 	stuck.hangLists.Store(true)
 	h.engine.Trigger()
 	lively.addEchoTool("added")
-	eventually(t, 2*time.Second, "lively_added listed while stuck hangs", func() bool {
+	testkit.Eventually(t, "lively_added listed while stuck hangs", 2*time.Second, func() bool {
 		return slices.Contains(listToolNames(t, h.gateway, nil, 0), "lively_added")
 	})
 	// stuck keeps its last lists meanwhile.

@@ -340,21 +340,6 @@ func listToolNames(t *testing.T, c aggregatorv1.AggregatorServiceClient, p *comm
 	return nil
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Since(start) > within {
-			t.Fatalf("%s: not true within %s", what, within)
-		}
-		<-tick.C
-	}
-	return time.Since(start)
-}
-
 // wantStatus checks a gRPC error's code and reason.
 func wantStatus(t *testing.T, err error, code codes.Code, reason commonv1.ErrorReason) {
 	t.Helper()

@@ -14,6 +14,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/backenderr"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 func backendHealth(t *testing.T, h *harness, name string) *aggregatorv1.Backend {
@@ -75,10 +76,10 @@ aggregator:
 	}
 
 	flaky.down.Store(true)
-	eventually(t, 3*time.Second, "flaky unhealthy", func() bool {
+	testkit.Eventually(t, "flaky unhealthy", 3*time.Second, func() bool {
 		return backendHealth(t, h, "flaky").GetHealth() == aggregatorv1.BackendHealth_BACKEND_HEALTH_UNHEALTHY
 	})
-	eventually(t, 2*time.Second, "flaky tools hidden", func() bool {
+	testkit.Eventually(t, "flaky tools hidden", 2*time.Second, func() bool {
 		return slices.Equal(listToolNames(t, h.gateway, nil, 0), []string{"steady_fail", "steady_hang", "steady_ping"})
 	})
 	b := backendHealth(t, h, "flaky")
@@ -96,7 +97,7 @@ aggregator:
 	}
 
 	flaky.down.Store(false)
-	eventually(t, 3*time.Second, "flaky recovered and listed", func() bool {
+	testkit.Eventually(t, "flaky recovered and listed", 3*time.Second, func() bool {
 		return slices.Equal(listToolNames(t, h.gateway, nil, 0), all)
 	})
 	if b := backendHealth(t, h, "flaky"); b.GetHealth() != aggregatorv1.BackendHealth_BACKEND_HEALTH_HEALTHY || b.GetLastError() != "" {
@@ -228,7 +229,7 @@ aggregator:
   backends:
     - {name: slow, url: `+slow.url()+`}
 `))
-	eventually(t, 2*time.Second, "slow degraded", func() bool {
+	testkit.Eventually(t, "slow degraded", 2*time.Second, func() bool {
 		return backendHealth(t, h, "slow").GetHealth() == aggregatorv1.BackendHealth_BACKEND_HEALTH_DEGRADED
 	})
 	if got := listToolNames(t, h.gateway, nil, 0); !slices.Contains(got, "slow_ping") {

@@ -15,6 +15,7 @@ import (
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	"github.com/switchboard-mcp/switchboard/services/ratelimit"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // testLimiter applies cfg with buckets in this process; nil without
@@ -62,7 +63,7 @@ rateLimits:
 	}
 	ctx := context.Background()
 	alice := principal("alice")
-	eventually(t, 10*time.Second, "eng_build listed", func() bool { return len(listToolNames(t, h.gateway, alice, 0)) == 1 })
+	testkit.Eventually(t, "eng_build listed", 10*time.Second, func() bool { return len(listToolNames(t, h.gateway, alice, 0)) == 1 })
 	call := func(name string) error {
 		_, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: alice, Name: name})
 		return err

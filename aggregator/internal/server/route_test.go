@@ -23,6 +23,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // TestEveryRouteBehavesTheSame holds the five routes of an admitted
@@ -78,9 +79,9 @@ func TestEveryRouteBehavesTheSame(t *testing.T) {
 				_, _, err := w.call(ctx, "probe", probeArgs{ID: id, Do: "hang"}, nil)
 				done <- err
 			}()
-			eventually(t, 5*time.Second, "the backend's handler runs", func() bool { return w.probe.is(id, "running") })
+			testkit.Eventually(t, "the backend's handler runs", 5*time.Second, func() bool { return w.probe.is(id, "running") })
 			cancel()
-			eventually(t, 5*time.Second, "the backend's handler is cancelled", func() bool { return w.probe.is(id, "cancelled") })
+			testkit.Eventually(t, "the backend's handler is cancelled", 5*time.Second, func() bool { return w.probe.is(id, "cancelled") })
 			if err := <-done; status.Code(err) != codes.Canceled {
 				t.Fatalf("the cancelled call ended with %v", err)
 			}
@@ -96,7 +97,7 @@ func TestEveryRouteBehavesTheSame(t *testing.T) {
 			if took > 3*time.Second {
 				t.Fatalf("timed out after %s: not the tool's timeout (%s)", took, routeToolTimeout)
 			}
-			eventually(t, 5*time.Second, "the timed-out handler is cancelled", func() bool { return w.probe.is(id, "cancelled") })
+			testkit.Eventually(t, "the timed-out handler is cancelled", 5*time.Second, func() bool { return w.probe.is(id, "cancelled") })
 		}},
 		// progress: the backend's progress reaches the caller before the
 		// result, with the caller's own token.

@@ -13,6 +13,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 const serversPolicy = `
@@ -279,7 +280,7 @@ servers:
 	// A backend added back is listed at once.
 	full.Aggregator.Backends = append(full.Aggregator.Backends, config.Backend{Name: "docs", URL: docs.url()})
 	opts = reconfigure(t, h, full)
-	eventually(t, 10*time.Second, "docs listed again", func() bool {
+	testkit.Eventually(t, "docs listed again", 10*time.Second, func() bool {
 		return slices.Contains(listServerTools(t, h.gateway, eng, ""), "docs-read")
 	})
 

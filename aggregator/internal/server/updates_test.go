@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // subscribeBackend is a real go-sdk server advertising
@@ -132,7 +133,7 @@ aggregator:
     - {name: subs, url: `+subs.url+`, protocol: "2025-11-25"}
     - {name: plain, url: `+plain.url()+`}
 `))
-	eventually(t, 10*time.Second, "resources listed", func() bool {
+	testkit.Eventually(t, "resources listed", 10*time.Second, func() bool {
 		r, err := h.gateway.ListResources(context.Background(), &aggregatorv1.ListResourcesRequest{Principal: principal("alice")})
 		return err == nil && len(r.GetResources()) == 3
 	})
@@ -173,21 +174,21 @@ aggregator:
 
 	// A resource that goes away is unsubscribed though its watcher stays.
 	subs.server.RemoveResources("sub://b")
-	eventually(t, 10*time.Second, "removed sub://b unsubscribed", func() bool {
+	testkit.Eventually(t, "removed sub://b unsubscribed", 10*time.Second, func() bool {
 		_, u := subs.counts("sub://b")
 		return u == 1
 	})
 	w2.cancel()
 	// w2's end leaves w1's sub://a subscribed: the watch's end has been
 	// handled once the aggregator holds one reference to it.
-	eventually(t, 10*time.Second, "w2's reference to sub://a released", func() bool {
+	testkit.Eventually(t, "w2's reference to sub://a released", 10*time.Second, func() bool {
 		return h.engine.Backends()[1].Subscriptions("sub://a") == 1
 	})
 	if _, u := subs.counts("sub://a"); u != 0 {
 		t.Fatal("sub://a unsubscribed while a watcher still holds it")
 	}
 	w1.cancel()
-	eventually(t, 10*time.Second, "sub://a unsubscribed", func() bool {
+	testkit.Eventually(t, "sub://a unsubscribed", 10*time.Second, func() bool {
 		_, u := subs.counts("sub://a")
 		return u == 1
 	})
@@ -202,7 +203,7 @@ aggregator:
   backends:
     - {name: modern, url: `+modern.url+`, protocol: "2026-07-28"}
 `))
-	eventually(t, 10*time.Second, "resources listed", func() bool {
+	testkit.Eventually(t, "resources listed", 10*time.Second, func() bool {
 		r, err := h.gateway.ListResources(context.Background(), &aggregatorv1.ListResourcesRequest{Principal: principal("alice")})
 		return err == nil && len(r.GetResources()) == 1
 	})
@@ -212,7 +213,7 @@ aggregator:
 	}
 	// The backend's listen stream may still be opening: announce until the
 	// watcher hears of it.
-	eventually(t, 10*time.Second, "update relayed", func() bool {
+	testkit.Eventually(t, "update relayed", 10*time.Second, func() bool {
 		_ = modern.server.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: "sub://m"})
 		select {
 		case ev := <-w.events:

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // TestProcess builds and runs the real binary (cmd/switchboard-gateway,
@@ -58,22 +60,22 @@ gateway:
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 
 	base := "http://" + addr
-	deadline := time.After(20 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for ready := false; !ready; {
+	testkit.Eventually(t, "the gateway to serve /healthz", 20*time.Second, func() error {
 		select {
 		case err := <-exited:
 			t.Fatalf("gateway exited early (%v):\n%s", err, logs.String())
-		case <-deadline:
-			t.Fatal("gateway did not serve /healthz")
-		case <-tick.C:
-			if resp, err := http.Get(base + "/healthz"); err == nil {
-				resp.Body.Close()
-				ready = resp.StatusCode == http.StatusOK
-			}
+		default:
 		}
-	}
+		resp, err := http.Get(base + "/healthz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/healthz answered %d", resp.StatusCode)
+		}
+		return nil
+	})
 	resp, err := http.Get(base + "/readyz")
 	if err != nil || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("/readyz without an aggregator: %v %v", resp, err)

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -19,6 +20,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 var consolePages = []string{"/console/", "/console/backends", "/console/catalog", "/console/search?q=weather", "/console/events", "/console/ratelimits", "/console/nowhere"}
@@ -387,20 +389,16 @@ func TestSearchPlaygroundExplains(t *testing.T) {
 func TestEventsPage(t *testing.T) {
 	tc := startConsole(t, nil, nil)
 	c := loggedIn(t, tc)
-	tc.agg.changes <- &aggregatorv1.WatchCatalogResponse{CatalogVersion: 43, Changed: []aggregatorv1.CatalogKind{aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS}}
-	deadline := time.Now().Add(10 * time.Second)
+	tc.agg.Notify(aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS) // catalog version 43
 	var body string
-	for {
+	testkit.Eventually(t, "the events page to show the change and the approval", 10*time.Second, func() error {
 		_, body, _ = get(t, c, tc.srv.URL+"/console/events")
 		if strings.Contains(body, "tools changed (catalog version 43)") && strings.Contains(body, "alpha/time approved at digest cccc") &&
 			strings.Contains(body, "alpha/echo is waiting for approval: seen digest bbbb, approved aaaa") {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the events page never showed the change and the approval:\n%s", body)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("the page:\n%s", body)
+	})
 	for _, want := range []string{"<th scope=\"row\">echo</th>", "bbbb", "alice", "mallory", "Reload every 10 seconds"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("events page lacks %q", want)
@@ -642,32 +640,30 @@ func TestCrossSitePostsAreRefused(t *testing.T) {
 	}
 }
 
-// eventually polls the events page until it shows want.
-func eventually(t *testing.T, tc *testConsole, c *http.Client, want string) string {
+// eventsShow polls the events page until it shows want, and returns it.
+func eventsShow(t *testing.T, tc *testConsole, c *http.Client, want string) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, body, _ := get(t, c, tc.srv.URL+"/console/events")
-		if strings.Contains(body, want) {
-			return body
+	var body string
+	testkit.Eventually(t, fmt.Sprintf("the events page to show %q", want), 10*time.Second, func() error {
+		_, body, _ = get(t, c, tc.srv.URL+"/console/events")
+		if !strings.Contains(body, want) {
+			return fmt.Errorf("the page:\n%s", body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the events page never showed %q:\n%s", want, body)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return body
 }
 
 func TestQuarantineIsALiveEvent(t *testing.T) {
 	tc := startConsole(t, nil, nil)
 	c := loggedIn(t, tc)
-	eventually(t, tc, c, "alpha/echo is waiting for approval")
+	eventsShow(t, tc, c, "alpha/echo is waiting for approval")
 	tc.idx.setPending(false,
 		&indexerv1.ToolDefinition{Backend: "alpha", Tool: "echo", ApprovedDigest: "aaaa", SeenDigest: "bbbb", Pending: true},
 		&indexerv1.ToolDefinition{Backend: "alpha", Tool: "time", ApprovedDigest: "cccc", SeenDigest: "dddd", Pending: true})
 	// The catalog change a quarantine makes wakes the poll.
-	tc.agg.changes <- &aggregatorv1.WatchCatalogResponse{CatalogVersion: 44, Changed: []aggregatorv1.CatalogKind{aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS}}
-	body := eventually(t, tc, c, "alpha/time is waiting for approval: seen digest dddd, approved cccc")
+	tc.agg.Notify(aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS)
+	body := eventsShow(t, tc, c, "alpha/time is waiting for approval: seen digest dddd, approved cccc")
 	if n := strings.Count(body, "alpha/echo is waiting for approval"); n != 1 {
 		t.Fatalf("a quarantine already told of is told again (%d times):\n%s", n, body)
 	}
@@ -683,13 +679,13 @@ func TestQuarantineIsALiveEvent(t *testing.T) {
 func TestApprovalsOfOneMessageAreOneEvent(t *testing.T) {
 	tc := startConsole(t, nil, nil)
 	c := loggedIn(t, tc)
-	eventually(t, tc, c, "alpha/time approved at digest cccc")
+	eventsShow(t, tc, c, "alpha/time approved at digest cccc")
 	m := &indexerv1.WatchToolDefinitionsResponse{}
 	for i := range 1000 {
 		m.Approvals = append(m.Approvals, &indexerv1.ToolDefinitionDigest{Backend: "beta", Tool: "t" + strconv.Itoa(i), Digest: "eeee"})
 	}
-	tc.idx.approvals <- m
-	eventually(t, tc, c, "1000 tool definitions approved: beta/t0, beta/t1")
+	tc.idx.SendToolDefinitions(m)
+	eventsShow(t, tc, c, "1000 tool definitions approved: beta/t0, beta/t1")
 	n := 0
 	for _, e := range tc.events.recent() {
 		if e.Kind == "approval" {

@@ -4,13 +4,11 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -28,9 +26,10 @@ import (
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
-// The test services answer over real gRPC behind the real service
+// The kit's fake services answer over real gRPC behind the real service
 // authentication, with the console's credential allowed exactly
 // config.ConsoleMethods. Tools named "admin_*" are visible to the group
 // "admins" only; a backend's name is hostile markup, to check escaping.
@@ -40,100 +39,66 @@ const (
 	hostileName      = `<script>alert("x")</script>`
 )
 
-type testAggregator struct {
-	aggregatorv1.UnimplementedAggregatorServiceServer
-	changes chan *aggregatorv1.WatchCatalogResponse
-}
-
 var testToolNames = []string{"admin_reset", "alpha_echo", "alpha_time", "beta_add"}
 
-func (a *testAggregator) visibleTools(ctx context.Context, server string) ([]string, error) {
+// consoleTools are the tools of testToolNames.
+func consoleTools() []*aggregatorv1.Tool {
+	var tools []*aggregatorv1.Tool
+	for _, n := range testToolNames {
+		backend, original, _ := strings.Cut(n, "_")
+		tools = append(tools, &aggregatorv1.Tool{Name: n, Backend: backend, OriginalName: original, Description: "the " + original + " tool"})
+	}
+	return tools
+}
+
+// view is what p sees of tools on server: "forecast" has alpha's tools,
+// and no other server exists.
+func view(p *commonv1.Principal, server string, tools []*aggregatorv1.Tool) ([]*aggregatorv1.Tool, error) {
 	if server != "" && server != "forecast" {
 		return nil, status.Error(codes.NotFound, "no such server")
 	}
-	p := svcauth.PrincipalFrom(ctx)
-	var out []string
-	for _, n := range testToolNames {
-		if strings.HasPrefix(n, "admin_") && !slices.Contains(p.GetGroups(), "admins") {
-			continue
-		}
-		if server == "forecast" && !strings.HasPrefix(n, "alpha_") {
-			continue
-		}
-		out = append(out, n)
-	}
-	return out, nil
+	return slices.DeleteFunc(slices.Clone(tools), func(t *aggregatorv1.Tool) bool {
+		return strings.HasPrefix(t.GetName(), "admin_") && !slices.Contains(p.GetGroups(), "admins") ||
+			server == "forecast" && !strings.HasPrefix(t.GetName(), "alpha_")
+	}), nil
 }
 
-func (a *testAggregator) ListBackends(ctx context.Context, _ *aggregatorv1.ListBackendsRequest) (*aggregatorv1.ListBackendsResponse, error) {
-	if c, _ := svcauth.CallerFrom(ctx); !c.Operator {
-		return nil, status.Error(codes.Internal, "the console's credential is not an operator's")
-	}
-	return &aggregatorv1.ListBackendsResponse{CatalogVersion: 42, Backends: []*aggregatorv1.Backend{
-		{Name: "alpha", Url: "http://alpha.internal/mcp", Health: aggregatorv1.BackendHealth_BACKEND_HEALTH_HEALTHY, ProtocolVersion: "2026-07-28",
-			ToolCount: 2, LastLatency: durationpb.New(3 * time.Millisecond), LastCheck: timestamppb.Now()},
-		{Name: hostileName, Health: aggregatorv1.BackendHealth_BACKEND_HEALTH_UNHEALTHY, ProtocolVersion: "2025-11-25",
-			LastError: "dial tcp 10.0.0.9:80: connection refused <b>"},
-	}}, nil
-}
-
-func (a *testAggregator) Discover(ctx context.Context, req *aggregatorv1.DiscoverRequest) (*aggregatorv1.DiscoverResponse, error) {
-	tools, err := a.visibleTools(ctx, req.GetServer())
-	if err != nil {
-		return nil, err
-	}
-	return &aggregatorv1.DiscoverResponse{CatalogVersion: 42, ToolCount: uint32(len(tools))}, nil
-}
-
-// ListTools pages one tool at a time, so the pager is exercised.
-func (a *testAggregator) ListTools(ctx context.Context, req *aggregatorv1.ListToolsRequest) (*aggregatorv1.ListToolsResponse, error) {
-	tools, err := a.visibleTools(ctx, req.GetServer())
-	if err != nil {
-		return nil, err
-	}
-	start := 0
-	if req.GetCursor() != "" {
-		if start, err = strconv.Atoi(req.GetCursor()); err != nil || start >= len(tools) {
-			return nil, status.Error(codes.InvalidArgument, "bad cursor")
-		}
-	}
-	resp := &aggregatorv1.ListToolsResponse{CatalogVersion: 42}
-	backend, original, _ := strings.Cut(tools[start], "_")
-	resp.Tools = []*aggregatorv1.Tool{{Name: tools[start], Backend: backend, OriginalName: original, Description: "the " + original + " tool"}}
-	if start+1 < len(tools) {
-		resp.NextCursor = strconv.Itoa(start + 1)
-	}
-	return resp, nil
-}
-
-func (a *testAggregator) ListPrompts(context.Context, *aggregatorv1.ListPromptsRequest) (*aggregatorv1.ListPromptsResponse, error) {
-	return &aggregatorv1.ListPromptsResponse{Prompts: []*aggregatorv1.Prompt{{Name: "alpha_greet", Backend: "alpha", Description: `says <i>hi</i>`}}}, nil
-}
-
-func (a *testAggregator) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream aggregatorv1.AggregatorService_WatchCatalogServer) error {
-	if !req.GetAllChanges() {
-		return status.Error(codes.InvalidArgument, "the console watches every change")
-	}
-	if err := stream.Send(&aggregatorv1.WatchCatalogResponse{CatalogVersion: 42}); err != nil {
-		return err
-	}
-	for {
-		select {
-		case <-stream.Context().Done():
-			return nil
-		case ev := <-a.changes:
-			if err := stream.Send(ev); err != nil {
-				return err
+// newAggregator is the kit's fake aggregator with the console's catalog
+// at version 42, paging one tool at a time so that the pager is
+// exercised. Only an operator may list the backends, and the console
+// watches every change.
+func newAggregator() *testkit.FakeAggregator {
+	agg := &testkit.FakeAggregator{
+		PageSize: 1,
+		View:     view,
+		Prompts:  []*aggregatorv1.Prompt{{Name: "alpha_greet", Backend: "alpha", Description: `says <i>hi</i>`}},
+		Check: func(_ context.Context, method string, req any) error {
+			if method == "WatchCatalog" && !req.(*aggregatorv1.WatchCatalogRequest).GetAllChanges() {
+				return status.Error(codes.InvalidArgument, "the console watches every change")
 			}
-		}
+			return nil
+		},
+		ListBackendsFunc: func(ctx context.Context, _ *aggregatorv1.ListBackendsRequest) (*aggregatorv1.ListBackendsResponse, error) {
+			if c, _ := svcauth.CallerFrom(ctx); !c.Operator {
+				return nil, status.Error(codes.Internal, "the console's credential is not an operator's")
+			}
+			return &aggregatorv1.ListBackendsResponse{CatalogVersion: 42, Backends: []*aggregatorv1.Backend{
+				{Name: "alpha", Url: "http://alpha.internal/mcp", Health: aggregatorv1.BackendHealth_BACKEND_HEALTH_HEALTHY, ProtocolVersion: "2026-07-28",
+					ToolCount: 2, LastLatency: durationpb.New(3 * time.Millisecond), LastCheck: timestamppb.Now()},
+				{Name: hostileName, Health: aggregatorv1.BackendHealth_BACKEND_HEALTH_UNHEALTHY, ProtocolVersion: "2025-11-25",
+					LastError: "dial tcp 10.0.0.9:80: connection refused <b>"},
+			}}, nil
+		},
 	}
+	agg.SetTools(consoleTools())
+	agg.SetVersion(42)
+	return agg
 }
 
+// testIndexer is what the console's tests set and read of the fake
+// indexer.
 type testIndexer struct {
-	indexerv1.UnimplementedIndexerServiceServer
-	noAudit bool
-	// approvals are sent on the definitions watch after its first message.
-	approvals chan *indexerv1.WatchToolDefinitionsResponse
+	*testkit.FakeIndexer
 
 	mu sync.Mutex
 	// pending is what ListToolDefinitions lists; more makes it say there
@@ -142,6 +107,19 @@ type testIndexer struct {
 	more    bool
 	// keywords are the last search's.
 	keywords []string
+}
+
+func newIndexer() *testIndexer {
+	x := &testIndexer{}
+	x.FakeIndexer = &testkit.FakeIndexer{
+		StatsFunc: func(context.Context, *indexerv1.StatsRequest) (*indexerv1.StatsResponse, error) {
+			return &indexerv1.StatsResponse{Documents: 7, Scopes: 2, ScopeBuilds: 3}, nil
+		},
+		SearchFunc:              x.search,
+		ListToolDefinitionsFunc: x.listToolDefinitions,
+		QueryAuditEventsFunc:    queryAuditEvents,
+	}
+	return x
 }
 
 func (x *testIndexer) lastKeywords() []string {
@@ -156,13 +134,9 @@ func (x *testIndexer) setPending(more bool, defs ...*indexerv1.ToolDefinition) {
 	x.mu.Unlock()
 }
 
-func (x *testIndexer) Stats(context.Context, *indexerv1.StatsRequest) (*indexerv1.StatsResponse, error) {
-	return &indexerv1.StatsResponse{Documents: 7, Scopes: 2, ScopeBuilds: 3}, nil
-}
-
-// Search ranks the visible tools holding the query, with the parts an
+// search ranks the visible tools holding the query, with the parts an
 // operator's explained search carries.
-func (x *testIndexer) Search(ctx context.Context, req *indexerv1.SearchRequest) (*indexerv1.SearchResponse, error) {
+func (x *testIndexer) search(ctx context.Context, req *indexerv1.SearchRequest) (*indexerv1.SearchResponse, error) {
 	if c, _ := svcauth.CallerFrom(ctx); req.GetExplain() && !c.Operator {
 		return nil, status.Error(codes.PermissionDenied, "explain is for operators")
 	}
@@ -175,13 +149,13 @@ func (x *testIndexer) Search(ctx context.Context, req *indexerv1.SearchRequest) 
 	case "forbidden":
 		return nil, status.Error(codes.PermissionDenied, "not for this credential")
 	}
-	agg := &testAggregator{}
-	tools, err := agg.visibleTools(ctx, req.GetServer())
+	tools, err := view(svcauth.PrincipalFrom(ctx), req.GetServer(), consoleTools())
 	if err != nil {
 		return nil, err
 	}
 	resp := &indexerv1.SearchResponse{ScopeSize: uint32(len(tools)), CatalogVersion: 42}
-	for _, n := range tools {
+	for _, t := range tools {
+		n := t.GetName()
 		if !strings.Contains(n, req.GetQuery()) {
 			continue
 		}
@@ -200,7 +174,7 @@ func (x *testIndexer) Search(ctx context.Context, req *indexerv1.SearchRequest) 
 	return resp, nil
 }
 
-func (x *testIndexer) ListToolDefinitions(context.Context, *indexerv1.ListToolDefinitionsRequest) (*indexerv1.ListToolDefinitionsResponse, error) {
+func (x *testIndexer) listToolDefinitions(context.Context, *indexerv1.ListToolDefinitionsRequest) (*indexerv1.ListToolDefinitionsResponse, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	resp := &indexerv1.ListToolDefinitionsResponse{Definitions: x.pending}
@@ -210,10 +184,7 @@ func (x *testIndexer) ListToolDefinitions(context.Context, *indexerv1.ListToolDe
 	return resp, nil
 }
 
-func (x *testIndexer) QueryAuditEvents(_ context.Context, req *indexerv1.QueryAuditEventsRequest) (*indexerv1.QueryAuditEventsResponse, error) {
-	if x.noAudit {
-		return nil, status.Error(codes.FailedPrecondition, "audit.database is not enabled")
-	}
+func queryAuditEvents(_ context.Context, req *indexerv1.QueryAuditEventsRequest) (*indexerv1.QueryAuditEventsResponse, error) {
 	all := []*indexerv1.AuditEvent{
 		{Time: timestamppb.Now(), Service: "aggregator", Kind: "tool_call", Outcome: "ok", Subject: "alice", Tool: "alpha_echo", Backend: "alpha"},
 		{Time: timestamppb.Now(), Service: "aggregator", Kind: "tool_call", Outcome: "denied", Subject: "mallory", Tool: "admin_reset"},
@@ -227,48 +198,11 @@ func (x *testIndexer) QueryAuditEvents(_ context.Context, req *indexerv1.QueryAu
 	return resp, nil
 }
 
-func (x *testIndexer) WatchToolDefinitions(_ *indexerv1.WatchToolDefinitionsRequest, stream indexerv1.IndexerService_WatchToolDefinitionsServer) error {
-	if err := stream.Send(&indexerv1.WatchToolDefinitionsResponse{Resync: true, Approvals: []*indexerv1.ToolDefinitionDigest{{Backend: "alpha", Tool: "time", Digest: "cccc"}}}); err != nil {
-		return err
-	}
-	for {
-		select {
-		case <-stream.Context().Done():
-			return nil
-		case m := <-x.approvals:
-			if err := stream.Send(m); err != nil {
-				return err
-			}
-		}
-	}
-}
-
-// serveGRPC serves register's services with the console's credential.
-func serveGRPC(t *testing.T, register func(*rpc.Server)) string {
-	t.Helper()
-	authn := svcauth.NewAuthenticator([]config.ServiceCredential{{Name: "console", Token: testServiceToken, Operator: true, AssertPrincipals: true, Allow: config.ConsoleMethods}})
-	srv, err := rpc.NewServer(authn, config.TLS{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	register(srv)
-	srv.SetServing()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = srv.ServeListener(ctx, lis, time.Second); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return lis.Addr().String()
-}
-
 // testConsole is a console over the test services, served over HTTP.
 type testConsole struct {
 	*Console
 	srv *httptest.Server
-	agg *testAggregator
+	agg *testkit.FakeAggregator
 	idx *testIndexer
 	log *syncBuffer
 }
@@ -307,11 +241,10 @@ func startConsoleOIDC(t *testing.T, rl RateLimitState, change func(*config.Confi
 	if oidc != nil {
 		login = oidc(srv.URL)
 	}
-	agg := &testAggregator{changes: make(chan *aggregatorv1.WatchCatalogResponse, 4)}
-	idx := &testIndexer{approvals: make(chan *indexerv1.WatchToolDefinitionsResponse, 1)}
+	agg, idx := newAggregator(), newIndexer()
 	idx.setPending(false, &indexerv1.ToolDefinition{Backend: "alpha", Tool: "echo", ApprovedDigest: "aaaa", SeenDigest: "bbbb", Pending: true, LastSeen: timestamppb.Now()})
-	aggAddr := serveGRPC(t, func(s *rpc.Server) { aggregatorv1.RegisterAggregatorServiceServer(s, agg) })
-	idxAddr := serveGRPC(t, func(s *rpc.Server) { indexerv1.RegisterIndexerServiceServer(s, idx) })
+	creds := []config.ServiceCredential{{Name: "console", Token: testServiceToken, Operator: true, AssertPrincipals: true, Allow: config.ConsoleMethods}}
+	aggAddr, idxAddr := testkit.Serve(t, creds, agg.Register).Addr, testkit.Serve(t, creds, idx.Register).Addr
 	cfg := &config.Config{
 		Servers: []config.Server{{Name: "forecast", Backends: []string{"alpha"}}},
 		RateLimits: config.RateLimits{Limits: []config.RateLimit{{Name: "per-user", Per: "principal", Rate: "10/s", Burst: 20,
@@ -340,6 +273,9 @@ func startConsoleOIDC(t *testing.T, rl RateLimitState, change func(*config.Confi
 	}
 	t.Cleanup(c.Close)
 	mux.Handle("/console/", c.Handler())
+	// Once the console watches, an approval: alpha/time at cccc.
+	testkit.Eventually(t, "the console's watches open", 10*time.Second, func() bool { return agg.Watchers() == 1 && idx.DefinitionWatchers() == 1 })
+	idx.SendToolDefinitions(&indexerv1.WatchToolDefinitionsResponse{Approvals: []*indexerv1.ToolDefinitionDigest{{Backend: "alpha", Tool: "time", Digest: "cccc"}}})
 	return &testConsole{Console: c, srv: srv, agg: agg, idx: idx, log: logs}
 }
 

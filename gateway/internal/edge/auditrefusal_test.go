@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	"github.com/switchboard-mcp/switchboard/services/audit"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // memorySink keeps what an audit writer writes.
@@ -164,10 +166,10 @@ func TestRefusalsAudited(t *testing.T) {
 	refused("the retry replayed", mcp, modernHeaders("tools/call", "Mcp-Name", "alpha_ask"), call(`"alpha_ask"`, answer+state),
 		want{audit.KindToolCall, "alpha_ask", audit.OutcomeDenied, "replayed", false})
 	_, fresh, _ := answered("another call asking for input", mcp, modernHeaders("tools/call", "Mcp-Name", "alpha_ask"), call(`"alpha_ask"`, "")).rpc(t)
-	b.idx.down.Store(true)
+	b.down.Store(true)
 	refused("a requestState that cannot be checked", mcp, modernHeaders("tools/call", "Mcp-Name", "alpha_ask"), call(`"alpha_ask"`, answer+string(fresh["requestState"])),
 		want{audit.KindToolCall, "alpha_ask", audit.OutcomeError, "cannot be checked", false})
-	b.idx.down.Store(false)
+	b.down.Store(false)
 	huge := strings.Repeat("é", 1<<19) // a megabyte
 	refused("a megabyte of tool name", mcp, modernHeaders("tools/call"), call(`"`+huge+`"`, ""),
 		want{audit.KindToolCall, huge[:audit.MaxFieldBytes], audit.OutcomeInvalid, "cut to the audit table's bounds: tool", false})
@@ -187,10 +189,10 @@ func TestRefusalsAudited(t *testing.T) {
 		want{audit.KindToolCall, "alpha_echo", audit.OutcomeDenied, "forged", false})
 	refused("a raw tool on the optimizer's endpoint", optimized, modernHeaders("tools/call", "Mcp-Name", "alpha_echo"), call(`"alpha_echo"`, ""),
 		want{audit.KindToolCall, "alpha_echo", audit.OutcomeInvalid, "unknown tool", false})
-	searches := b.idx.searches.Load()
+	searches := b.idx.Calls("Search")
 	refused("find_tool without a description", optimized, modernHeaders("tools/call", "Mcp-Name", "find_tool"), call(`"find_tool"`, `,"arguments":{"tool_keywords":["x"]}`),
 		want{audit.KindFindTool, "find_tool", audit.OutcomeInvalid, "tool_description", false})
-	if b.idx.searches.Load() != searches {
+	if b.idx.Calls("Search") != searches {
 		t.Fatal("a refused find_tool reached the indexer")
 	}
 
@@ -225,9 +227,12 @@ func TestRefusalsAudited(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	if !poll(10*time.Second, func() bool { return len(missing()) == 0 }) {
-		t.Fatalf("%d of %d refusals not in the trail: %s", len(missing()), len(recorded), strings.Join(missing(), "; "))
-	}
+	testkit.Eventually(t, "every refusal in the trail", 10*time.Second, func() error {
+		if m := missing(); len(m) > 0 {
+			return fmt.Errorf("%d of %d refusals not in the trail: %s", len(m), len(recorded), strings.Join(m, "; "))
+		}
+		return nil
+	})
 	for trace, w := range recorded {
 		got := sink.ofTrace(trace)
 		if len(got) != 1 {
@@ -262,28 +267,11 @@ func TestRefusedFindToolWithoutIndexer(t *testing.T) {
 	if !strings.Contains(string(resp.body), "not available") {
 		t.Fatalf("find_tool without an indexer: %d %s", resp.status, resp.body)
 	}
-	if !poll(10*time.Second, func() bool { return len(sink.ofTrace(trace)) > 0 }) {
-		t.Fatal("the refused find_tool is not in the trail")
-	}
+	testkit.Eventually(t, "the refused find_tool in the trail", 10*time.Second, func() bool { return len(sink.ofTrace(trace)) > 0 })
 	if got := sink.ofTrace(trace); len(got) != 1 || got[0].Kind != audit.KindFindTool || got[0].Tool != "find_tool" ||
 		got[0].Outcome != audit.OutcomeError || !strings.Contains(got[0].Detail, "not available") || got[0].Subject != "alice" {
 		t.Errorf("find_tool without an indexer: %+v", got)
 	}
-}
-
-// poll reports whether cond holds within d, checking it every 5 ms.
-func poll(d time.Duration, cond func() bool) bool {
-	deadline := time.After(d)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline:
-			return cond()
-		case <-tick.C:
-		}
-	}
-	return true
 }
 
 // TestRefusalOutcome: the trail's outcome of each error the gateway

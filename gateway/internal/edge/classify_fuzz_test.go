@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -20,7 +19,6 @@ import (
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
-	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
 // specErrorCodes are the JSON-RPC error codes MCP lets a server emit:
@@ -219,7 +217,7 @@ func FuzzClassifyRequest(f *testing.F) {
 				Error *wire.Error `json:"error"`
 			}
 			if err := json.Unmarshal(w.Body.Bytes(), &env); err != nil || env.Error == nil || env.Error.Code != wire.CodeRateLimited || w.Header().Get("Retry-After") == "" {
-				t.Fatalf("429 for %q is not a rate limit's answer (-32029 with Retry-After): %v %s", body, w.Header(), w.Body.String())
+				t.Fatalf("429 for %q is not a rate limit's answer (error code 429 with Retry-After): %v %s", body, w.Header(), w.Body.String())
 			}
 			return
 		case http.StatusOK, http.StatusBadRequest, http.StatusNotFound, http.StatusUnsupportedMediaType:
@@ -269,8 +267,7 @@ func FuzzClassifyRequest(f *testing.F) {
 func fuzzGateway(tb testing.TB) http.Handler {
 	tb.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	authn := svcauth.NewAuthenticator([]config.ServiceCredential{{Name: "gateway", Token: serviceToken, AssertPrincipals: true, Allow: []string{"switchboard.aggregator.v1.AggregatorService/*", "switchboard.indexer.v1.IndexerService/*"}}})
-	b := &backends{agg: newFakeAggregator(), idx: &fakeIndexer{revoked: map[string]bool{}}}
+	b := newBackends()
 	// beta_slow reports on channels nobody reads here; drain them so
 	// fuzzed calls of it never block the fake aggregator.
 	stop := make(chan struct{})
@@ -278,32 +275,14 @@ func fuzzGateway(tb testing.TB) http.Handler {
 	go func() {
 		for {
 			select {
-			case <-b.agg.slowStarted:
-			case <-b.agg.slowCancelled:
+			case <-b.slowStarted:
+			case <-b.slowCancelled:
 			case <-stop:
 				return
 			}
 		}
 	}()
-	serve := func(register func(*rpc.Server)) string {
-		srv, err := rpc.NewServer(authn, config.TLS{}, log)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		register(srv)
-		srv.SetServing()
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { _ = srv.ServeListener(ctx, lis, time.Second); close(done) }()
-		tb.Cleanup(func() { cancel(); <-done })
-		return lis.Addr().String()
-	}
-	b.aggAddr = serve(func(s *rpc.Server) { aggregatorv1.RegisterAggregatorServiceServer(s, b.agg) })
-	b.idxAddr = serve(func(s *rpc.Server) { indexerv1.RegisterIndexerServiceServer(s, b.idx) })
+	b.serve(tb)
 
 	cfg := testGatewayConfig(b)
 	cfg.Timeouts.Request = config.Duration(500 * time.Millisecond)
@@ -349,7 +328,7 @@ func validID(id json.RawMessage) json.RawMessage {
 // TestCancellationFloodIsRateLimited: a Legacy session's cancellations of
 // requests not running here are relayed within a per-principal rate; past
 // its burst the answer is a rate limit's, as every other one the gateway
-// gives (-32029 in a 429, Retry-After, data.retryAfterSeconds).
+// gives (error code 429 in an HTTP 429, Retry-After, data.retryAfterSeconds).
 func TestCancellationFloodIsRateLimited(t *testing.T) {
 	handler := fuzzGateway(t)
 	post := func(body, session string) *httptest.ResponseRecorder {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http/httptest"
 	"slices"
 	"strconv"
@@ -19,7 +18,6 @@ import (
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
@@ -31,6 +29,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // The test aggregator serves a fixed catalog over real gRPC. Tools whose
@@ -54,109 +53,79 @@ func tool(name, schema string) *aggregatorv1.Tool {
 		Backend: backend, OriginalName: original, DefinitionJson: string(def)}
 }
 
-type fakeAggregator struct {
-	aggregatorv1.UnimplementedAggregatorServiceServer
-	pageSize int
-
-	mu       sync.Mutex
-	watchers map[chan *aggregatorv1.WatchCatalogResponse]bool
-	// subscribable are the resource URIs a watch subscribes to.
-	subscribable map[string]bool
-	// slowCancelled is closed when a beta_slow call sees its context end.
+// backends are the kit's fake aggregator and indexer as these tests set
+// them up, served over real gRPC with service authentication.
+type backends struct {
+	agg     *testkit.FakeAggregator
+	idx     *testkit.FakeIndexer
+	aggAddr string
+	idxAddr string
+	// down makes the indexer unavailable (indexerDown).
+	down atomic.Bool
+	// slowStarted and slowCancelled are told when a beta_slow call starts
+	// and when it sees its context end.
 	slowStarted   chan struct{}
 	slowCancelled chan struct{}
-	calls         atomic.Int64
-	listings      atomic.Int64
+
+	mu sync.Mutex
 	// streamed are the request contexts of CallToolStream calls.
 	streamed []*aggregatorv1.RequestContext
-	// version is the catalog version (content-derived in a real
-	// aggregator: it changes with the catalog only).
-	version uint64
 }
 
-func newFakeAggregator() *fakeAggregator {
-	return &fakeAggregator{pageSize: 2, watchers: map[chan *aggregatorv1.WatchCatalogResponse]bool{},
-		slowStarted: make(chan struct{}, 1), slowCancelled: make(chan struct{}, 1), version: 1}
+// newBackends sets the fakes up: testTools with a view per principal,
+// two items a page, and the calls of this file; the indexer's Search
+// finds the caller's tools by description.
+func newBackends() *backends {
+	b := &backends{slowStarted: make(chan struct{}, 1), slowCancelled: make(chan struct{}, 1)}
+	b.agg = &testkit.FakeAggregator{
+		PageSize:          2,
+		View:              view,
+		Resources:         testResources,
+		ResourceTemplates: []*aggregatorv1.ResourceTemplate{{UriTemplate: "file:///{name}", Name: "files", Backend: "alpha"}},
+		Prompts: []*aggregatorv1.Prompt{{Name: "alpha_greet", Description: "greets", Backend: "alpha", OriginalName: "greet",
+			DefinitionJson: `{"name":"alpha_greet","description":"greets","arguments":[{"name":"who","required":true}]}`}},
+		Discovery:          &aggregatorv1.DiscoverResponse{Completions: true, Instructions: "test catalog"},
+		CallToolFunc:       b.callTool,
+		CallToolStreamFunc: b.callToolStream,
+		ReadResourceFunc:   readResource,
+		GetPromptFunc:      getPrompt,
+		CompleteFunc: func(context.Context, *aggregatorv1.CompleteRequest) (*aggregatorv1.CompleteResponse, error) {
+			return &aggregatorv1.CompleteResponse{ResultJson: `{"completion":{"values":["world"],"total":1}}`}, nil
+		},
+	}
+	b.agg.SetTools(testTools)
+	b.idx = &testkit.FakeIndexer{Check: b.indexerDown, SearchFunc: search}
+	return b
+}
+
+// startBackends serves new backends until the test ends.
+func startBackends(t testing.TB) *backends {
+	t.Helper()
+	b := newBackends()
+	b.serve(t)
+	return b
+}
+
+// serve serves b's fakes until the test ends.
+func (b *backends) serve(t testing.TB) {
+	t.Helper()
+	creds := []config.ServiceCredential{{Name: "gateway", Token: serviceToken, AssertPrincipals: true, Allow: []string{"switchboard.aggregator.v1.AggregatorService/*", "switchboard.indexer.v1.IndexerService/*"}}}
+	b.aggAddr = testkit.Serve(t, creds, b.agg.Register).Addr
+	b.idxAddr = testkit.Serve(t, creds, b.idx.Register).Addr
 }
 
 func visible(p *commonv1.Principal, name string) bool {
 	return !strings.HasPrefix(name, "admin_") || slices.Contains(p.GetGroups(), "admins")
 }
 
-func (f *fakeAggregator) view(ctx context.Context) []*aggregatorv1.Tool {
-	p := svcauth.PrincipalFrom(ctx)
-	var out []*aggregatorv1.Tool
-	for _, t := range testTools {
-		if visible(p, t.Name) {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
-func (f *fakeAggregator) Discover(ctx context.Context, _ *aggregatorv1.DiscoverRequest) (*aggregatorv1.DiscoverResponse, error) {
-	return &aggregatorv1.DiscoverResponse{CatalogVersion: 1, ToolCount: uint32(len(f.view(ctx))), ResourceCount: 2,
-		ResourceTemplateCount: 1, PromptCount: 1, Completions: true, Instructions: "test catalog"}, nil
-}
-
-// pageOf serves keyset-like pages with cursors "<kind>:<offset>".
-func pageOf[T any](kind string, items []T, cursor string, size int) ([]T, string, error) {
-	start := 0
-	if cursor != "" {
-		k, off, ok := strings.Cut(cursor, ":")
-		n, err := strconv.Atoi(off)
-		if !ok || k != kind || err != nil || n < 0 || n > len(items) {
-			return nil, "", apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_CURSOR, "invalid cursor")
-		}
-		start = n
-	}
-	end := min(start+size, len(items))
-	next := ""
-	if end < len(items) {
-		next = kind + ":" + strconv.Itoa(end)
-	}
-	return items[start:end], next, nil
-}
-
-func (f *fakeAggregator) ListTools(ctx context.Context, req *aggregatorv1.ListToolsRequest) (*aggregatorv1.ListToolsResponse, error) {
-	f.listings.Add(1)
-	page, next, err := pageOf("tools", f.view(ctx), req.GetCursor(), f.pageSize)
-	if err != nil {
-		return nil, err
-	}
-	return &aggregatorv1.ListToolsResponse{Tools: page, NextCursor: next, CatalogVersion: 1}, nil
+// view is the tools p may see.
+func view(p *commonv1.Principal, _ string, tools []*aggregatorv1.Tool) ([]*aggregatorv1.Tool, error) {
+	return slices.DeleteFunc(slices.Clone(tools), func(t *aggregatorv1.Tool) bool { return !visible(p, t.GetName()) }), nil
 }
 
 var testResources = []*aggregatorv1.Resource{
 	{Uri: "file:///a.txt", Name: "a", MimeType: "text/plain", Backend: "alpha", DefinitionJson: `{"uri":"file:///a.txt","name":"a","mimeType":"text/plain"}`},
 	{Uri: "file:///b.txt", Name: "b", MimeType: "text/plain", Backend: "beta"},
-}
-
-func (f *fakeAggregator) ListResources(_ context.Context, req *aggregatorv1.ListResourcesRequest) (*aggregatorv1.ListResourcesResponse, error) {
-	page, next, err := pageOf("resources", testResources, req.GetCursor(), f.pageSize)
-	if err != nil {
-		return nil, err
-	}
-	return &aggregatorv1.ListResourcesResponse{Resources: page, NextCursor: next}, nil
-}
-
-func (f *fakeAggregator) ListResourceTemplates(_ context.Context, req *aggregatorv1.ListResourceTemplatesRequest) (*aggregatorv1.ListResourceTemplatesResponse, error) {
-	items := []*aggregatorv1.ResourceTemplate{{UriTemplate: "file:///{name}", Name: "files", Backend: "alpha"}}
-	page, next, err := pageOf("templates", items, req.GetCursor(), f.pageSize)
-	if err != nil {
-		return nil, err
-	}
-	return &aggregatorv1.ListResourceTemplatesResponse{ResourceTemplates: page, NextCursor: next}, nil
-}
-
-func (f *fakeAggregator) ListPrompts(_ context.Context, req *aggregatorv1.ListPromptsRequest) (*aggregatorv1.ListPromptsResponse, error) {
-	items := []*aggregatorv1.Prompt{{Name: "alpha_greet", Description: "greets", Backend: "alpha", OriginalName: "greet",
-		DefinitionJson: `{"name":"alpha_greet","description":"greets","arguments":[{"name":"who","required":true}]}`}}
-	page, next, err := pageOf("prompts", items, req.GetCursor(), f.pageSize)
-	if err != nil {
-		return nil, err
-	}
-	return &aggregatorv1.ListPromptsResponse{Prompts: page, NextCursor: next}, nil
 }
 
 // textResult is a tool result as a Modern backend sends it, with its own
@@ -167,8 +136,7 @@ func textResult(text string) string {
 	return string(b)
 }
 
-func (f *fakeAggregator) CallTool(ctx context.Context, req *aggregatorv1.CallToolRequest) (*aggregatorv1.CallToolResponse, error) {
-	f.calls.Add(1)
+func (b *backends) callTool(ctx context.Context, req *aggregatorv1.CallToolRequest) (*aggregatorv1.CallToolResponse, error) {
 	p := svcauth.PrincipalFrom(ctx)
 	if !visible(p, req.GetName()) || !slices.ContainsFunc(testTools, func(t *aggregatorv1.Tool) bool { return t.Name == req.GetName() }) {
 		return nil, apierr.New(codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND, fmt.Sprintf("unknown tool %q", req.GetName()))
@@ -180,9 +148,9 @@ func (f *fakeAggregator) CallTool(ctx context.Context, req *aggregatorv1.CallToo
 	}
 	switch req.GetName() {
 	case "beta_slow":
-		f.slowStarted <- struct{}{}
+		b.slowStarted <- struct{}{}
 		<-ctx.Done()
-		f.slowCancelled <- struct{}{}
+		b.slowCancelled <- struct{}{}
 		return nil, ctx.Err()
 	case "alpha_ask":
 		if req.GetRequestState() == "" {
@@ -205,7 +173,7 @@ func (f *fakeAggregator) CallTool(ctx context.Context, req *aggregatorv1.CallToo
 	return &aggregatorv1.CallToolResponse{ResultType: "complete", ResultJson: textResult(p.GetSubject() + ":" + req.GetName() + ":" + req.GetArgumentsJson())}, nil
 }
 
-func (f *fakeAggregator) ReadResource(_ context.Context, req *aggregatorv1.ReadResourceRequest) (*aggregatorv1.ReadResourceResponse, error) {
+func readResource(_ context.Context, req *aggregatorv1.ReadResourceRequest) (*aggregatorv1.ReadResourceResponse, error) {
 	for _, r := range testResources {
 		if r.Uri == req.GetUri() {
 			b, _ := json.Marshal(map[string]any{"contents": []map[string]string{{"uri": r.Uri, "mimeType": "text/plain", "text": "content of " + r.Name}}})
@@ -215,7 +183,7 @@ func (f *fakeAggregator) ReadResource(_ context.Context, req *aggregatorv1.ReadR
 	return nil, apierr.New(codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND, "resource not found")
 }
 
-func (f *fakeAggregator) GetPrompt(_ context.Context, req *aggregatorv1.GetPromptRequest) (*aggregatorv1.GetPromptResponse, error) {
+func getPrompt(_ context.Context, req *aggregatorv1.GetPromptRequest) (*aggregatorv1.GetPromptResponse, error) {
 	if req.GetName() != "alpha_greet" {
 		return nil, apierr.New(codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND, fmt.Sprintf("unknown prompt %q", req.GetName()))
 	}
@@ -223,120 +191,24 @@ func (f *fakeAggregator) GetPrompt(_ context.Context, req *aggregatorv1.GetPromp
 	return &aggregatorv1.GetPromptResponse{ResultJson: string(b), ResultType: "complete"}, nil
 }
 
-func (f *fakeAggregator) Complete(_ context.Context, req *aggregatorv1.CompleteRequest) (*aggregatorv1.CompleteResponse, error) {
-	return &aggregatorv1.CompleteResponse{ResultJson: `{"completion":{"values":["world"],"total":1}}`}, nil
+// indexerDown answers for the indexer while down is set: Search and
+// CheckSession as an index that cannot answer, ConsumeRequestState as an
+// indexer out of reach.
+func (b *backends) indexerDown(_ context.Context, method string, _ any) error {
+	if !b.down.Load() {
+		return nil
+	}
+	switch method {
+	case "Search", "CheckSession":
+		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_INDEX_UNAVAILABLE, "index unavailable")
+	case "ConsumeRequestState":
+		return status.Error(codes.Unavailable, "indexer down")
+	}
+	return nil
 }
 
-func (f *fakeAggregator) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream aggregatorv1.AggregatorService_WatchCatalogServer) error {
-	// A nil event on ch ends the watch, as an aggregator restart would.
-	ch := make(chan *aggregatorv1.WatchCatalogResponse, 8)
-	f.mu.Lock()
-	first := &aggregatorv1.WatchCatalogResponse{CatalogVersion: f.version}
-	f.watchers[ch] = true
-	for _, uri := range req.GetResourceUris() {
-		if f.subscribable[uri] {
-			first.SubscribedResourceUris = append(first.SubscribedResourceUris, uri)
-		}
-	}
-	f.mu.Unlock()
-	defer func() {
-		f.mu.Lock()
-		delete(f.watchers, ch)
-		f.mu.Unlock()
-	}()
-	if err := stream.Send(first); err != nil {
-		return err
-	}
-	for {
-		select {
-		case <-stream.Context().Done():
-			return nil
-		case ev := <-ch:
-			if ev == nil {
-				return status.Error(codes.Unavailable, "the aggregator is shutting down")
-			}
-			if err := stream.Send(ev); err != nil {
-				return err
-			}
-		}
-	}
-}
-
-// endWatches ends every open WatchCatalog stream.
-func (f *fakeAggregator) endWatches() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for ch := range f.watchers {
-		ch <- nil
-		delete(f.watchers, ch)
-	}
-}
-
-// setSubscribable sets the resource URIs later watches subscribe to.
-func (f *fakeAggregator) setSubscribable(uris ...string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.subscribable = map[string]bool{}
-	for _, u := range uris {
-		f.subscribable[u] = true
-	}
-}
-
-// watcherCount reports open WatchCatalog streams.
-func (f *fakeAggregator) watcherCount() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.watchers)
-}
-
-// notify sends a catalog change to every watcher.
-func (f *fakeAggregator) notify(kinds ...aggregatorv1.CatalogKind) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.version++
-	for ch := range f.watchers {
-		ch <- &aggregatorv1.WatchCatalogResponse{CatalogVersion: f.version, Changed: kinds}
-	}
-}
-
-// changeUnheard changes the catalog without telling the watchers, as a
-// change made while their watches are down.
-func (f *fakeAggregator) changeUnheard() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.version++
-}
-
-type fakeIndexer struct {
-	indexerv1.UnimplementedIndexerServiceServer
-	mu       sync.Mutex
-	revoked  map[string]bool
-	watchers map[chan string]struct{}
-	down     atomic.Bool
-	searches atomic.Int64
-	// consumed are the request state digests used up.
-	consumed map[string]bool
-}
-
-func (x *fakeIndexer) ConsumeRequestState(_ context.Context, req *indexerv1.ConsumeRequestStateRequest) (*indexerv1.ConsumeRequestStateResponse, error) {
-	if x.down.Load() {
-		return nil, status.Error(codes.Unavailable, "indexer down")
-	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.consumed == nil {
-		x.consumed = map[string]bool{}
-	}
-	first := !x.consumed[req.GetStateDigest()]
-	x.consumed[req.GetStateDigest()] = true
-	return &indexerv1.ConsumeRequestStateResponse{FirstUse: first}, nil
-}
-
-func (x *fakeIndexer) Search(ctx context.Context, req *indexerv1.SearchRequest) (*indexerv1.SearchResponse, error) {
-	x.searches.Add(1)
-	if x.down.Load() {
-		return nil, apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_INDEX_UNAVAILABLE, "index unavailable")
-	}
+// search finds the caller's tools whose description holds the query.
+func search(ctx context.Context, req *indexerv1.SearchRequest) (*indexerv1.SearchResponse, error) {
 	p := svcauth.PrincipalFrom(ctx)
 	var hits []*indexerv1.SearchHit
 	for _, t := range testTools {
@@ -345,96 +217,6 @@ func (x *fakeIndexer) Search(ctx context.Context, req *indexerv1.SearchRequest) 
 		}
 	}
 	return &indexerv1.SearchResponse{Hits: hits, ScopeSize: uint32(len(testTools)), BaselineTokens: 1000}, nil
-}
-
-func (x *fakeIndexer) RevokeSession(_ context.Context, req *indexerv1.RevokeSessionRequest) (*indexerv1.RevokeSessionResponse, error) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.revoked[req.GetSessionDigest()] = true
-	for w := range x.watchers {
-		w <- req.GetSessionDigest()
-	}
-	return &indexerv1.RevokeSessionResponse{}, nil
-}
-
-// WatchRevocations sends the revocations so far, then each new one, as the
-// indexer does for every gateway replica.
-func (x *fakeIndexer) WatchRevocations(_ *indexerv1.WatchRevocationsRequest, stream indexerv1.IndexerService_WatchRevocationsServer) error {
-	expiry := timestamppb.New(time.Now().Add(time.Hour))
-	ch := make(chan string, 64)
-	x.mu.Lock()
-	snapshot := &indexerv1.WatchRevocationsResponse{SnapshotComplete: true}
-	for d := range x.revoked {
-		snapshot.Revocations = append(snapshot.Revocations, &indexerv1.SessionRevocation{SessionDigest: d, ExpiresAt: expiry})
-	}
-	if x.watchers == nil {
-		x.watchers = map[chan string]struct{}{}
-	}
-	x.watchers[ch] = struct{}{}
-	x.mu.Unlock()
-	defer func() {
-		x.mu.Lock()
-		delete(x.watchers, ch)
-		x.mu.Unlock()
-	}()
-	if err := stream.Send(snapshot); err != nil {
-		return err
-	}
-	for {
-		select {
-		case <-stream.Context().Done():
-			return nil
-		case d := <-ch:
-			if err := stream.Send(&indexerv1.WatchRevocationsResponse{Revocations: []*indexerv1.SessionRevocation{{SessionDigest: d, ExpiresAt: expiry}}}); err != nil {
-				return err
-			}
-		}
-	}
-}
-
-func (x *fakeIndexer) CheckSession(_ context.Context, req *indexerv1.CheckSessionRequest) (*indexerv1.CheckSessionResponse, error) {
-	if x.down.Load() {
-		return nil, apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_INDEX_UNAVAILABLE, "index unavailable")
-	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return &indexerv1.CheckSessionResponse{Revoked: x.revoked[req.GetSessionDigest()]}, nil
-}
-
-// backends are the in-process aggregator and indexer, served over real gRPC
-// with service authentication.
-type backends struct {
-	agg     *fakeAggregator
-	idx     *fakeIndexer
-	aggAddr string
-	idxAddr string
-}
-
-func startBackends(t testing.TB) *backends {
-	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	authn := svcauth.NewAuthenticator([]config.ServiceCredential{{Name: "gateway", Token: serviceToken, AssertPrincipals: true, Allow: []string{"switchboard.aggregator.v1.AggregatorService/*", "switchboard.indexer.v1.IndexerService/*"}}})
-	b := &backends{agg: newFakeAggregator(), idx: &fakeIndexer{revoked: map[string]bool{}}}
-	serve := func(register func(*rpc.Server)) string {
-		srv, err := rpc.NewServer(authn, config.TLS{}, log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		register(srv)
-		srv.SetServing()
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { _ = srv.ServeListener(ctx, lis, time.Second); close(done) }()
-		t.Cleanup(func() { cancel(); <-done })
-		return lis.Addr().String()
-	}
-	b.aggAddr = serve(func(s *rpc.Server) { aggregatorv1.RegisterAggregatorServiceServer(s, b.agg) })
-	b.idxAddr = serve(func(s *rpc.Server) { indexerv1.RegisterIndexerServiceServer(s, b.idx) })
-	return b
 }
 
 // testKey is a fixed session key, shared by the gateways of one test.
@@ -499,21 +281,6 @@ func startGatewayWith(t testing.TB, b *backends, cfg config.Gateway, adjust func
 	srv.Start()
 	t.Cleanup(func() { gw.Close(); srv.Close() })
 	return gw, srv
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
-	}
 }
 
 // checkRegionHeaders plays the aggregator's part of the Mcp-Param-*

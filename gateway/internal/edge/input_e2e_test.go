@@ -20,6 +20,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // startLegacyConfirmBackend serves a Legacy-only (stateful) go-sdk backend
@@ -88,7 +89,7 @@ aggregator:
 	}
 	defer conn.Close()
 	client := aggregatorv1.NewAggregatorServiceClient(conn)
-	eventually(t, "the aggregator serves the backend's tools", func() bool {
+	testkit.Eventually(t, "the aggregator serves the backend's tools", 10*time.Second, func() bool {
 		resp, err := client.ListTools(context.Background(), &aggregatorv1.ListToolsRequest{Principal: nil})
 		return err == nil && len(resp.GetTools()) > 0
 	})

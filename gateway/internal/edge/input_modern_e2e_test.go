@@ -151,9 +151,9 @@ func TestModernBackendElicitationThroughGateway(t *testing.T) {
 		}
 		// With the record unreachable the retry is refused for now, and
 		// the state is not used up.
-		b.idx.down.Store(true)
+		b.down.Store(true)
 		resp = call(`{"amount":3,"to":"bob"}`, answer)
-		b.idx.down.Store(false)
+		b.down.Store(false)
 		if _, _, rerr := resp.rpc(t); rerr == nil || rerr.Code != wire.CodeInternalError || retries.Load() != before {
 			t.Fatalf("retry with the indexer down: %d %s", resp.status, resp.body)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 func legacyHeaders(key, sessionID string) map[string]string {
@@ -105,7 +106,7 @@ func TestLegacySessionAcrossReplicas(t *testing.T) {
 	if resp.status != http.StatusNotFound {
 		t.Fatalf("after DELETE on the same replica: %d %s", resp.status, resp.body)
 	}
-	eventually(t, "the other replica to refuse the deleted session", func() bool {
+	testkit.Eventually(t, "the other replica to refuse the deleted session", 10*time.Second, func() bool {
 		resp = send(t, http.MethodPost, two.URL+"/mcp", legacyHeaders("alice-key", id), list)
 		return resp.status == http.StatusNotFound
 	})
@@ -129,7 +130,7 @@ func TestLegacySessionRevocationFailsOpen(t *testing.T) {
 	if resp := send(t, http.MethodDelete, url, legacyHeaders("alice-key", deleted), ""); resp.status != http.StatusNoContent {
 		t.Fatalf("DELETE: %d", resp.status)
 	}
-	b.idx.down.Store(true)
+	b.down.Store(true)
 	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
 	if resp := send(t, http.MethodPost, url, legacyHeaders("alice-key", live), ping); resp.status != 200 || string(resp.body) != `{"jsonrpc":"2.0","id":1,"result":{}}` {
 		t.Fatalf("ping with indexer down: %d %s", resp.status, resp.body)

@@ -13,16 +13,17 @@ import (
 
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
-// CallToolStream of the fake aggregator: for what the request context asks,
-// two progress notifications carrying the caller's token and a warning log
-// message, then CallTool's result.
-func (f *fakeAggregator) CallToolStream(req *aggregatorv1.CallToolStreamRequest, stream aggregatorv1.AggregatorService_CallToolStreamServer) error {
+// callToolStream is the fake aggregator's CallToolStream: for what the
+// request context asks, two progress notifications carrying the caller's
+// token and a warning log message, then CallTool's result.
+func (b *backends) callToolStream(req *aggregatorv1.CallToolStreamRequest, stream aggregatorv1.AggregatorService_CallToolStreamServer) error {
 	rc := req.GetCall().GetContext()
-	f.mu.Lock()
-	f.streamed = append(f.streamed, rc)
-	f.mu.Unlock()
+	b.mu.Lock()
+	b.streamed = append(b.streamed, rc)
+	b.mu.Unlock()
 	send := func(method, params string) error {
 		return stream.Send(&aggregatorv1.CallToolStreamResponse{Event: &aggregatorv1.CallToolStreamResponse_Notification{
 			Notification: &aggregatorv1.Notification{Method: method, ParamsJson: params}}})
@@ -39,17 +40,17 @@ func (f *fakeAggregator) CallToolStream(req *aggregatorv1.CallToolStreamRequest,
 			return err
 		}
 	}
-	res, err := f.CallTool(stream.Context(), req.GetCall())
+	res, err := b.agg.CallTool(stream.Context(), req.GetCall())
 	if err != nil {
 		return err
 	}
 	return stream.Send(&aggregatorv1.CallToolStreamResponse{Event: &aggregatorv1.CallToolStreamResponse_Result{Result: res}})
 }
 
-func (f *fakeAggregator) streamedContexts() []*aggregatorv1.RequestContext {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]*aggregatorv1.RequestContext(nil), f.streamed...)
+func (b *backends) streamedContexts() []*aggregatorv1.RequestContext {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]*aggregatorv1.RequestContext(nil), b.streamed...)
 }
 
 // notes collects what a go-sdk client's notification handlers receive.
@@ -83,7 +84,7 @@ func (n *notes) options() *mcp.ClientOptions {
 
 func waitNotes(t *testing.T, n *notes, want ...string) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("notifications %q", want), func() bool { return len(n.list()) >= len(want) })
+	testkit.Eventually(t, fmt.Sprintf("notifications %q", want), 10*time.Second, func() bool { return len(n.list()) >= len(want) })
 	if got := n.list(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("notifications %q, want %q", got, want)
 	}
@@ -108,7 +109,7 @@ func TestCallNotificationsReachSDKClients(t *testing.T) {
 			t.Fatalf("call: %v %v", res, err)
 		}
 		waitNotes(t, n, "progress p-modern 1/2", "progress p-modern 2/2", "log warning at least info")
-		rc := b.agg.streamedContexts()
+		rc := b.streamedContexts()
 		if last := rc[len(rc)-1]; last.GetLogLevel() != "info" || last.GetProgressTokenJson() != `"p-modern"` || last.GetClientCapabilitiesJson() == "" {
 			t.Fatalf("request context %v", last)
 		}
@@ -123,16 +124,16 @@ func TestCallNotificationsReachSDKClients(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitNotes(t, n2, "progress 7 1/2", "progress 7 2/2")
-		if rc := b.agg.streamedContexts(); rc[len(rc)-1].GetLogLevel() != "" {
+		if rc := b.streamedContexts(); rc[len(rc)-1].GetLogLevel() != "" {
 			t.Fatalf("log level sent without one in _meta: %v", rc[len(rc)-1])
 		}
 
 		// A call that asks for nothing is not streamed.
-		before := len(b.agg.streamedContexts())
+		before := len(b.streamedContexts())
 		if _, err := cs2.CallTool(ctx, &mcp.CallToolParams{Name: "alpha_echo", Arguments: map[string]any{"text": "hi"}}); err != nil {
 			t.Fatal(err)
 		}
-		if after := len(b.agg.streamedContexts()); after != before {
+		if after := len(b.streamedContexts()); after != before {
 			t.Fatalf("a call without progressToken or logLevel was streamed")
 		}
 	})

@@ -91,8 +91,8 @@ func TestOptimizerView(t *testing.T) {
 
 			// With the index down find_tool reports it as a tool error and
 			// everything else keeps working.
-			b.idx.down.Store(true)
-			defer b.idx.down.Store(false)
+			b.down.Store(true)
+			defer b.down.Store(false)
 			res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "find_tool", Arguments: map[string]any{"tool_description": "add"}})
 			if err != nil || !res.IsError || !strings.Contains(toolText(t, res), "tool search failed") {
 				t.Fatalf("find_tool with index down: %+v %v", res, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // bearer adds an Authorization header to every request.
@@ -192,8 +193,8 @@ func TestSDKListChanged(t *testing.T) {
 			cs := connect(t, ctx, srv.URL+"/mcp", "alice-key", era.version, &mcp.ClientOptions{
 				ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
 			})
-			eventually(t, "the notification stream to watch the catalog", func() bool { return b.agg.watcherCount() == 1 })
-			b.agg.notify(aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS)
+			testkit.Eventually(t, "the notification stream to watch the catalog", 10*time.Second, func() bool { return b.agg.Watchers() == 1 })
+			b.agg.Notify(aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS)
 			select {
 			case <-changed:
 			case <-ctx.Done():
@@ -202,7 +203,7 @@ func TestSDKListChanged(t *testing.T) {
 			if err := cs.Close(); err != nil && era.version != "" {
 				t.Fatalf("close: %v", err)
 			}
-			eventually(t, "closing the stream to end the catalog watch", func() bool { return b.agg.watcherCount() == 0 })
+			testkit.Eventually(t, "closing the stream to end the catalog watch", 10*time.Second, func() bool { return b.agg.Watchers() == 0 })
 		})
 	}
 }

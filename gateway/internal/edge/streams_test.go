@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // openStream POSTs body and returns the response with a line reader.
@@ -65,8 +66,8 @@ func TestListenWire(t *testing.T) {
 	}
 	// Resources were not requested, so a resources change is not sent; the
 	// tools and prompts change is, once each.
-	b.agg.notify(aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCES)
-	b.agg.notify(aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS, aggregatorv1.CatalogKind_CATALOG_KIND_PROMPTS)
+	b.agg.Notify(aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCES)
+	b.agg.Notify(aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS, aggregatorv1.CatalogKind_CATALOG_KIND_PROMPTS)
 	var got []string
 	for len(got) < 2 {
 		d := nextData(t, lines)
@@ -86,7 +87,7 @@ func TestListenWire(t *testing.T) {
 		t.Fatalf("want a keep-alive comment, got %s", d)
 	}
 	closeStream()
-	eventually(t, "the catalog watch to end with the stream", func() bool { return b.agg.watcherCount() == 0 })
+	testkit.Eventually(t, "the catalog watch to end with the stream", 10*time.Second, func() bool { return b.agg.Watchers() == 0 })
 
 	// Nothing deliverable: ack an empty subset, then the graceful result.
 	_, lines = openStream(t, ctx, srv.URL+"/mcp", modernHeaders("subscriptions/listen"),
@@ -120,13 +121,13 @@ func TestClientCloseCancelsBackendCall(t *testing.T) {
 	}()
 	deadline := time.After(10 * time.Second)
 	select {
-	case <-b.agg.slowStarted:
+	case <-b.slowStarted:
 	case <-deadline:
 		t.Fatal("the call never reached the aggregator")
 	}
 	cancel()
 	select {
-	case <-b.agg.slowCancelled:
+	case <-b.slowCancelled:
 	case <-deadline:
 		t.Fatal("the aggregator call was not cancelled")
 	}
@@ -198,10 +199,10 @@ func TestStreamsOutliveTheWatch(t *testing.T) {
 	if d := nextData(t, get); d != ": ok" {
 		t.Fatalf("GET preamble %q", d)
 	}
-	eventually(t, "both watches open", func() bool { return b.agg.watcherCount() == 2 })
+	testkit.Eventually(t, "both watches open", 10*time.Second, func() bool { return b.agg.Watchers() == 2 })
 
-	b.agg.changeUnheard()
-	b.agg.endWatches()
+	b.agg.SetVersion(b.agg.Version() + 1)
+	b.agg.EndWatches()
 	tools := `"method":"notifications/tools/list_changed"`
 	if d := nextEvent(t, listen); !strings.Contains(d, tools) || !strings.Contains(d, `"io.modelcontextprotocol/subscriptionId":3`) {
 		t.Fatalf("listen after the watch was reopened: %s", d)
@@ -215,8 +216,8 @@ func TestStreamsOutliveTheWatch(t *testing.T) {
 			t.Fatalf("GET after the watch was reopened: %v, want list_changed of %s", seen, kind)
 		}
 	}
-	eventually(t, "both watches reopened", func() bool { return b.agg.watcherCount() == 2 })
-	b.agg.notify(aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS)
+	testkit.Eventually(t, "both watches reopened", 10*time.Second, func() bool { return b.agg.Watchers() == 2 })
+	b.agg.Notify(aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS)
 	if d := nextEvent(t, listen); !strings.Contains(d, tools) {
 		t.Fatalf("listen after a change on the reopened watch: %s", d)
 	}
@@ -225,21 +226,21 @@ func TestStreamsOutliveTheWatch(t *testing.T) {
 	}
 	// Reopened at the version it had: nothing changed, nothing is said;
 	// the next event is the next change.
-	b.agg.endWatches()
-	eventually(t, "both watches reopened again", func() bool { return b.agg.watcherCount() == 2 })
-	b.agg.notify(aggregatorv1.CatalogKind_CATALOG_KIND_PROMPTS)
+	b.agg.EndWatches()
+	testkit.Eventually(t, "both watches reopened again", 10*time.Second, func() bool { return b.agg.Watchers() == 2 })
+	b.agg.Notify(aggregatorv1.CatalogKind_CATALOG_KIND_PROMPTS)
 	if d := nextEvent(t, get); !strings.Contains(d, `"method":"notifications/prompts/list_changed"`) {
 		t.Fatalf("GET after a watch reopened at the same version and a prompts change: %s, want the prompts change only", d)
 	}
 
-	b.agg.setSubscribable("file:///a.txt")
+	b.agg.SetSubscribable("file:///a.txt")
 	_, sub := openStream(t, ctx, srv.URL+"/mcp", modernHeaders("subscriptions/listen"),
 		`{"jsonrpc":"2.0","id":4,"method":"subscriptions/listen","params":{`+modernMeta+`,"notifications":{"resourceSubscriptions":["file:///a.txt"]}}}`)
 	if ack := nextEvent(t, sub); !strings.Contains(ack, `"resourceSubscriptions":["file:///a.txt"]`) {
 		t.Fatalf("ack = %s", ack)
 	}
-	b.agg.setSubscribable()
-	b.agg.endWatches()
+	b.agg.SetSubscribable()
+	b.agg.EndWatches()
 	if end := nextEvent(t, sub); !strings.Contains(end, `"id":4,"result":{`) || !strings.Contains(end, `"io.modelcontextprotocol/subscriptionId":4`) {
 		t.Fatalf("a listen whose subscription cannot be restored: %s, want its final result", end)
 	}
@@ -258,7 +259,7 @@ func TestListenURIsBounded(t *testing.T) {
 	if resp.status != http.StatusBadRequest || !strings.Contains(string(resp.body), `"code":-32602`) || !strings.Contains(string(resp.body), "longer than 64 bytes") {
 		t.Fatalf("listen with a long URI: %d %s", resp.status, resp.body)
 	}
-	if n := b.agg.watcherCount(); n != 0 {
+	if n := b.agg.Watchers(); n != 0 {
 		t.Fatalf("%d aggregator watches opened for a refused listen", n)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // startSubscribeBackend serves a go-sdk Legacy backend that supports
@@ -95,7 +97,7 @@ func TestResourceSubscriptionsEndToEnd(t *testing.T) {
 		// Until the aggregator has listed the backend no URI is known;
 		// then the ack names exactly the one that is delivered.
 		var lines *bufio.Scanner
-		eventually(t, "sub://a acknowledged", func() bool {
+		testkit.Eventually(t, "sub://a acknowledged", 10*time.Second, func() bool {
 			streamCtx, closeStream := context.WithCancel(ctx)
 			t.Cleanup(closeStream)
 			_, l := openStream(t, streamCtx, srv.URL+"/mcp", modernHeaders("subscriptions/listen"),
@@ -126,7 +128,7 @@ func TestResourceSubscriptionsEndToEnd(t *testing.T) {
 			cs := connect(t, ctx, srv.URL+"/mcp", "alice-key", era.version, u.options())
 			// The aggregator lists its backend in the background: wait
 			// until the resources are there.
-			eventually(t, "resources listed", func() bool {
+			testkit.Eventually(t, "resources listed", 10*time.Second, func() bool {
 				res, err := cs.ListResources(ctx, nil)
 				return err == nil && len(res.Resources) == 2
 			})
@@ -139,7 +141,7 @@ func TestResourceSubscriptionsEndToEnd(t *testing.T) {
 			// The subscription may still be opening: announce until the
 			// client hears of it. sub://b goes first each time, so had it
 			// been delivered it would be in the list.
-			eventually(t, "update of sub://a delivered", func() bool {
+			testkit.Eventually(t, "update of sub://a delivered", 10*time.Second, func() bool {
 				_ = server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "sub://b"})
 				_ = server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "sub://a"})
 				return len(u.list()) > 0
@@ -154,7 +156,7 @@ func TestResourceSubscriptionsEndToEnd(t *testing.T) {
 			if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "sub://a"}); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "backend subscription to sub://a ended", func() bool { return active("sub://a") == 0 })
+			testkit.Eventually(t, "backend subscription to sub://a ended", 10*time.Second, func() bool { return active("sub://a") == 0 })
 		})
 	}
 }

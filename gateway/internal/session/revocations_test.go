@@ -22,6 +22,7 @@ import (
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/pgcluster"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // gatewayToken is the gateway's service credential at the indexer.
@@ -164,20 +165,6 @@ func indexerClient(t *testing.T, addr string) indexerv1.IndexerServiceClient {
 	return indexerv1.NewIndexerServiceClient(conn)
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
-}
-
 func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	families, err := reg.Gather()
@@ -221,7 +208,7 @@ func TestRevocationsReachEveryGateway(t *testing.T) {
 	if err := two.RegisterMetrics(reg); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "both gateways to watch", func() bool { return one.Watching() && two.Watching() })
+	testkit.Eventually(t, "both gateways to watch", 60*time.Second, func() bool { return one.Watching() && two.Watching() })
 	if gauge(t, reg, "switchboard_gateway_revocation_watch_up") != 1 {
 		t.Fatal("watch-up metric is not 1 while watching")
 	}
@@ -240,7 +227,7 @@ func TestRevocationsReachEveryGateway(t *testing.T) {
 		t.Fatal("the deleting gateway does not hold its own revocation")
 	}
 	// Gateway two learns of it ahead of any request for that session.
-	eventually(t, "the deletion to reach gateway two", func() bool { return two.Len() == 1 })
+	testkit.Eventually(t, "the deletion to reach gateway two", 60*time.Second, func() bool { return two.Len() == 1 })
 	if !two.Revoked(deleted) {
 		t.Fatal("gateway two holds a revocation, but not this one")
 	}
@@ -255,7 +242,7 @@ func TestRevocationsReachEveryGateway(t *testing.T) {
 	if err := one.Revoke(IDDigest("s1.too-far"), "alice", time.Date(10001, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the refused deletion to leave the pending set", func() bool { return one.Pending() == 0 })
+	testkit.Eventually(t, "the refused deletion to leave the pending set", 60*time.Second, func() bool { return one.Pending() == 0 })
 	if !strings.Contains(logs.String(), "refused a session deletion") {
 		t.Fatalf("the refusal is not logged:\n%s", logs.String())
 	}
@@ -263,7 +250,7 @@ func TestRevocationsReachEveryGateway(t *testing.T) {
 	// A gateway that starts later gets it with its snapshot.
 	three := NewRevocations(indexerClient(t, y.addr), roomy, log)
 	t.Cleanup(three.Close)
-	eventually(t, "gateway three to watch", three.Watching)
+	testkit.Eventually(t, "gateway three to watch", 60*time.Second, three.Watching)
 	if !three.Revoked(deleted) {
 		t.Fatal("the snapshot lacks an earlier revocation")
 	}
@@ -273,7 +260,7 @@ func TestRevocationsReachEveryGateway(t *testing.T) {
 	// other replicas.
 	x.stop()
 	y.stop()
-	eventually(t, "the watches to notice", func() bool { return !one.Watching() && !two.Watching() && !three.Watching() })
+	testkit.Eventually(t, "the watches to notice", 60*time.Second, func() bool { return !one.Watching() && !two.Watching() && !three.Watching() })
 	if gauge(t, reg, "switchboard_gateway_revocation_watch_up") != 0 {
 		t.Fatal("watch-up metric is not 0 while down")
 	}
@@ -295,7 +282,7 @@ func TestRevocationsReachEveryGateway(t *testing.T) {
 	if !two.Revoked(later) || two.Pending() != 1 {
 		t.Fatalf("a deletion during the outage: revoked %v, pending %d", two.Revoked(later), two.Pending())
 	}
-	eventually(t, "the failed publication to be logged", func() bool { return strings.Contains(logs.String(), "not recorded in the indexer yet") })
+	testkit.Eventually(t, "the failed publication to be logged", 60*time.Second, func() bool { return strings.Contains(logs.String(), "not recorded in the indexer yet") })
 	if gauge(t, reg, "switchboard_gateway_revocations_pending") != 1 {
 		t.Fatal("pending metric")
 	}
@@ -304,12 +291,12 @@ func TestRevocationsReachEveryGateway(t *testing.T) {
 	// the deletion made meanwhile is recorded, and reaches the gateway
 	// that watches the same database.
 	startIndexer(t, y.addr, db)
-	eventually(t, "gateway two to watch again", two.Watching)
+	testkit.Eventually(t, "gateway two to watch again", 60*time.Second, two.Watching)
 	if !two.Revoked(deleted) {
 		t.Fatal("lost a revocation across the reconnect")
 	}
-	eventually(t, "the deletion made during the outage to be recorded", func() bool { return two.Pending() == 0 })
-	eventually(t, "the deletion made during the outage to reach gateway three", func() bool { return three.Revoked(later) })
+	testkit.Eventually(t, "the deletion made during the outage to be recorded", 60*time.Second, func() bool { return two.Pending() == 0 })
+	testkit.Eventually(t, "the deletion made during the outage to reach gateway three", 60*time.Second, func() bool { return three.Revoked(later) })
 }
 
 // roomy are bounds the tests do not reach.

@@ -41,10 +41,11 @@ import (
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/pgcluster"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/app"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
-	"github.com/switchboard-mcp/switchboard/indexer/internal/testagg"
 )
 
 type query struct {
@@ -245,18 +246,28 @@ func waitForScope(ctx context.Context, client indexerv1.IndexerServiceClient, p 
 const (
 	benchToken   = "bench-client-token"
 	benchBackend = "metatool"
+	// benchAggregatorToken is the indexer's credential at the fake
+	// aggregator.
+	benchAggregatorToken = "bench-aggregator-token"
 )
 
 // startInProcess runs the fake aggregator and the indexer in this process.
 // The fake lists each tool as the aggregator lists the demo backend's:
 // prefixed by the backend's name, with the backend's own name beside it.
 func startInProcess(ctx context.Context, dbURL string, tools map[string]string) (string, func(), error) {
-	agg := testagg.New()
+	agg := &testkit.FakeAggregator{}
 	var list []*aggregatorv1.Tool
 	for name, desc := range tools {
 		list = append(list, &aggregatorv1.Tool{Name: benchBackend + "_" + name, OriginalName: name, Description: desc, InputSchemaJson: `{"type":"object"}`})
 	}
 	agg.SetTools(list)
+	aggSrv, err := rpc.NewServer(svcauth.NewAuthenticator([]config.ServiceCredential{{Name: "indexer", Token: benchAggregatorToken, AssertPrincipals: true, Allow: config.IndexerMethods}}),
+		config.TLS{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return "", nil, err
+	}
+	agg.Register(aggSrv)
+	aggSrv.SetServing()
 	aggLis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err
@@ -267,12 +278,12 @@ func startInProcess(ctx context.Context, dbURL string, tools map[string]string) 
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	aggDone, idxDone := make(chan struct{}), make(chan struct{})
-	go func() { _ = agg.Serve(ctx, aggLis); close(aggDone) }()
+	go func() { _ = aggSrv.ServeListener(ctx, aggLis, time.Second); close(aggDone) }()
 	cfg := &config.Config{
 		ServiceAuth: config.ServiceAuth{Credentials: []config.ServiceCredential{{Name: "bench", Token: benchToken, AssertPrincipals: true, Allow: []string{"switchboard.indexer.v1.IndexerService/*"}}}},
 		Indexer: config.Indexer{
 			Database:   dbURL,
-			Aggregator: config.Endpoint{Address: aggLis.Addr().String(), Token: testagg.Token},
+			Aggregator: config.Endpoint{Address: aggLis.Addr().String(), Token: benchAggregatorToken},
 		},
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

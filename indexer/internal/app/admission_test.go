@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -16,6 +17,7 @@ import (
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // TestEveryRPCIsPlaced enumerates the RPCs of IndexerService and
@@ -112,7 +114,7 @@ func TestEveryRPCIsPlaced(t *testing.T) {
 	wantReason(t, err, codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED)
 
 	var outcomes []audit.Outcome
-	eventually(t, "both searches in the trail", func() bool {
+	testkit.Eventually(t, "both searches in the trail", 30*time.Second, func() bool {
 		outcomes = outcomes[:0]
 		raw, _ := os.ReadFile(file)
 		lines := bufio.NewScanner(bytes.NewReader(raw))

@@ -28,10 +28,10 @@ import (
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/pgcluster"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/app"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/storetest/pgtest"
-	"github.com/switchboard-mcp/switchboard/indexer/internal/testagg"
 )
 
 var env *pgtest.Env
@@ -39,6 +39,9 @@ var env *pgtest.Env
 func TestMain(m *testing.M) { pgtest.Main(m, &env) }
 
 const gatewayToken = "gateway-test-token"
+
+// fakeAggregatorToken is the indexer's credential at the fake aggregator.
+const fakeAggregatorToken = "fake-aggregator-token"
 
 // logBuffer collects the indexer's log lines.
 type logBuffer struct {
@@ -61,10 +64,10 @@ func (b *logBuffer) count(s string) int {
 type harness struct {
 	addr     string
 	httpAddr string
-	// The aggregator runs under its own context so a test can restart it.
+	// The aggregator is served apart so that a test can restart it.
 	aggAddr string
-	aggStop func()
-	agg     *testagg.Server
+	aggSrv  *testkit.Server
+	agg     *testkit.FakeAggregator
 	client  indexerv1.IndexerServiceClient
 	health  healthpb.HealthClient
 	logs    *logBuffer
@@ -91,9 +94,9 @@ func start(t testing.TB, databaseURL string, configure ...func(*config.Config)) 
 // startLimited is start with rate limits.
 func startLimited(t testing.TB, databaseURL string, limits config.RateLimits, configure ...func(*config.Config)) *harness {
 	t.Helper()
-	h := &harness{agg: testagg.New(), rateLimits: limits}
-	h.serveAggregator(listen(t))
-	t.Cleanup(h.stopAggregator)
+	h := &harness{agg: &testkit.FakeAggregator{}, rateLimits: limits}
+	h.aggSrv = testkit.Serve(t, []config.ServiceCredential{{Name: "indexer", Token: fakeAggregatorToken, AssertPrincipals: true, Allow: config.IndexerMethods}}, h.agg.Register)
+	h.aggAddr = h.aggSrv.Addr
 	h.startIndexer(t, databaseURL, configure...)
 	return h
 }
@@ -122,7 +125,7 @@ func (h *harness) startIndexer(t testing.TB, databaseURL string, configure ...fu
 		}},
 		Indexer: config.Indexer{
 			Database:   databaseURL,
-			Aggregator: config.Endpoint{Address: h.aggAddr, Token: testagg.Token},
+			Aggregator: config.Endpoint{Address: h.aggAddr, Token: fakeAggregatorToken},
 			ScopeTTL:   config.Duration(time.Hour), // invalidation must come from the watch
 		},
 		RateLimits: h.rateLimits,
@@ -154,18 +157,6 @@ func (h *harness) startIndexer(t testing.TB, databaseURL string, configure ...fu
 	h.health = healthpb.NewHealthClient(conn)
 }
 
-func (h *harness) serveAggregator(lis net.Listener) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = h.agg.Serve(ctx, lis); close(done) }()
-	h.aggAddr = lis.Addr().String()
-	h.aggStop = sync.OnceFunc(func() { cancel(); <-done })
-}
-
-// stopAggregator stops the running aggregator server (the latest one, after
-// a restart).
-func (h *harness) stopAggregator() { h.aggStop() }
-
 // get fetches path from the indexer's HTTP port.
 func (h *harness) get(t testing.TB, path string) (int, string) {
 	t.Helper()
@@ -181,20 +172,6 @@ func (h *harness) get(t testing.TB, path string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
-}
-
 func (h *harness) serving(t testing.TB) healthpb.HealthCheckResponse_ServingStatus {
 	resp, err := h.health.Check(t.Context(), &healthpb.HealthCheckRequest{})
 	if err != nil {
@@ -205,7 +182,7 @@ func (h *harness) serving(t testing.TB) healthpb.HealthCheckResponse_ServingStat
 
 func (h *harness) waitServing(t testing.TB) {
 	t.Helper()
-	eventually(t, "health SERVING", func() bool { return h.serving(t) == healthpb.HealthCheckResponse_SERVING })
+	testkit.Eventually(t, "health SERVING", 30*time.Second, func() bool { return h.serving(t) == healthpb.HealthCheckResponse_SERVING })
 }
 
 func (h *harness) search(t *testing.T, subject, query string, limit uint32) (*indexerv1.SearchResponse, error) {
@@ -263,7 +240,7 @@ func TestHealthFollowsMigrationsAndRecoversFromOutage(t *testing.T) {
 
 	h := start(t, cluster.URL("indexer"))
 	h.agg.SetTools(tools("sales_summary", "cost_breakdown"))
-	eventually(t, "two failed migration attempts", func() bool { return h.logs.count("retrying migrations") >= 2 })
+	testkit.Eventually(t, "two failed migration attempts", 30*time.Second, func() bool { return h.logs.count("retrying migrations") >= 2 })
 	if got := h.serving(t); got != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Fatalf("health before migrations: %s, want NOT_SERVING", got)
 	}
@@ -317,7 +294,7 @@ func TestHealthFollowsMigrationsAndRecoversFromOutage(t *testing.T) {
 	// the change has arrived); alice's did not, and her scope is found
 	// again in memory by its digest.
 	h.agg.SetView("carol", []string{"sales_summary"})
-	eventually(t, "the catalog change to reach the indexer", func() bool {
+	testkit.Eventually(t, "the catalog change to reach the indexer", 30*time.Second, func() bool {
 		_, err := h.search(t, "carol", "sales summary report", 0)
 		return status.Code(err) == codes.Unavailable
 	})
@@ -338,7 +315,7 @@ func TestHealthFollowsMigrationsAndRecoversFromOutage(t *testing.T) {
 		t.Fatalf("a new principal with a known view, database down: %v, %v", resp, err)
 	}
 	h.agg.SetView("bob", []string{"cost_breakdown"})
-	eventually(t, "bob's own view to need the database", func() bool {
+	testkit.Eventually(t, "bob's own view to need the database", 30*time.Second, func() bool {
 		_, err := h.search(t, "bob", "sales summary report", 0)
 		return status.Code(err) == codes.Unavailable
 	})
@@ -348,7 +325,7 @@ func TestHealthFollowsMigrationsAndRecoversFromOutage(t *testing.T) {
 	if err := cluster.StartServer(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "search to recover", func() bool {
+	testkit.Eventually(t, "search to recover", 30*time.Second, func() bool {
 		resp, err := h.search(t, "alice", "quarterly cost breakdown", 0)
 		return err == nil && len(resp.GetHits()) > 0 && resp.GetHits()[0].GetName() == "cost_breakdown"
 	})
@@ -382,7 +359,7 @@ func TestPrincipalsSeeOnlyTheirViews(t *testing.T) {
 
 	// Policy change: alice loses shared_sales and gains gamma_hidden.
 	h.agg.SetView("alice", []string{"alpha_sales", "shared_costs", "gamma_hidden"})
-	eventually(t, "alice's new view", func() bool {
+	testkit.Eventually(t, "alice's new view", 30*time.Second, func() bool {
 		resp, err := h.search(t, "alice", "report on sales and costs alpha beta gamma hidden shared", 50)
 		if err != nil {
 			return false
@@ -435,7 +412,7 @@ func TestConcurrentFirstSearchesBuildOnce(t *testing.T) {
 	if stats.GetScopeBuilds() != 1 || stats.GetScopes() != 1 || stats.GetDocuments() != 2 {
 		t.Fatalf("stats %v: want 1 build, 1 scope, 2 documents", stats)
 	}
-	if calls := h.agg.ListToolsCalls.Load(); calls != 1 {
+	if calls := h.agg.Calls("ListTools"); calls != 1 {
 		t.Fatalf("%d ListTools calls, want 1", calls)
 	}
 	// RefreshScope for a third principal with a new view builds it; a second
@@ -522,22 +499,18 @@ func TestWatchReconnectsAfterAggregatorRestart(t *testing.T) {
 		t.Fatalf("initial view %v", got)
 	}
 
-	h.stopAggregator()
-	eventually(t, "the watch to notice the restart", func() bool { return h.logs.count("catalog watch interrupted") > 0 })
+	h.aggSrv.Stop()
+	testkit.Eventually(t, "the watch to notice the restart", 30*time.Second, func() bool { return h.logs.count("catalog watch interrupted") > 0 })
 	// Without the aggregator no view can be resolved: a clear, retryable
 	// error, not an empty answer.
 	_, err := h.search(t, "newcomer", "sales report", 0)
 	wantReason(t, err, codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_NOT_READY)
-	lis, err := net.Listen("tcp", h.aggAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.serveAggregator(lis)
+	h.aggSrv.Start()
 	// Cache alice's view again, then change it: only an event on the new
 	// stream can invalidate it now (the scope TTL is an hour).
-	eventually(t, "search after the restart", func() bool { return slices.Equal(view(), []string{"alpha_sales", "beta_sales"}) })
+	testkit.Eventually(t, "search after the restart", 30*time.Second, func() bool { return slices.Equal(view(), []string{"alpha_sales", "beta_sales"}) })
 	h.agg.SetView("alice", []string{"alpha_sales", "gamma_sales"})
-	eventually(t, "alice's new view", func() bool { return slices.Equal(view(), []string{"alpha_sales", "gamma_sales"}) })
+	testkit.Eventually(t, "alice's new view", 30*time.Second, func() bool { return slices.Equal(view(), []string{"alpha_sales", "gamma_sales"}) })
 }
 
 // Replicas sharing one database build a view's scope once between them:

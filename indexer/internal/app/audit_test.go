@@ -15,6 +15,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // The indexer stores the events the other services send and its own
@@ -47,7 +48,7 @@ func TestAuditEventsStoredAndQueriedByOperators(t *testing.T) {
 		t.Fatal(err)
 	}
 	var found *indexerv1.AuditEvent
-	eventually(t, "the find_tool event in the table", func() bool {
+	testkit.Eventually(t, "the find_tool event in the table", 30*time.Second, func() bool {
 		resp, err := op.QueryAuditEvents(ctx, &indexerv1.QueryAuditEventsRequest{Subject: "alice", Kind: "find_tool"})
 		if err != nil || len(resp.GetEvents()) != 1 {
 			return false
@@ -111,7 +112,7 @@ func TestAuditEventsStoredAndQueriedByOperators(t *testing.T) {
 	wantReason(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
 
 	// The file sink has the same find_tool event as a JSON line.
-	eventually(t, "the find_tool line in the file", func() bool {
+	testkit.Eventually(t, "the find_tool line in the file", 30*time.Second, func() bool {
 		raw, _ := os.ReadFile(file)
 		for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
 			var e audit.Event

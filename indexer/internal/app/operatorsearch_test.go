@@ -11,6 +11,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // consoleToken is the operator console's credential: an operator's that
@@ -74,7 +75,7 @@ func TestOperatorSearchNotChargedAndNamedInAudit(t *testing.T) {
 	// The trail: erin's find_tool events, the console's named.
 	want := map[string]int{"console ok": burst + 2, " ok": burst, " rate_limited": 1}
 	var got map[string]int
-	eventually(t, "erin's find_tool events in the table", func() bool {
+	testkit.Eventually(t, "erin's find_tool events in the table", 30*time.Second, func() bool {
 		resp, err := console.QueryAuditEvents(ctx, &indexerv1.QueryAuditEventsRequest{Subject: "erin", Kind: "find_tool"})
 		if err != nil {
 			return false
@@ -97,7 +98,7 @@ func TestOperatorSearchNotChargedAndNamedInAudit(t *testing.T) {
 	// says who made the request, whether or not it was charged. The trail
 	// is written in the background: his events are waited for as erin's.
 	var resp *indexerv1.QueryAuditEventsResponse
-	eventually(t, "frank's find_tool events in the table", func() bool {
+	testkit.Eventually(t, "frank's find_tool events in the table", 30*time.Second, func() bool {
 		var err error
 		resp, err = console.QueryAuditEvents(ctx, &indexerv1.QueryAuditEventsRequest{Subject: "frank", Kind: "find_tool"})
 		return err == nil && len(resp.GetEvents()) >= burst+1

@@ -11,6 +11,7 @@ import (
 
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // watcher collects what one WatchRevocations stream delivers.
@@ -26,7 +27,7 @@ type watcher struct {
 func (h *harness) readyWatch(t *testing.T, what string) *watcher {
 	t.Helper()
 	var w *watcher
-	eventually(t, what+" to open", func() bool {
+	testkit.Eventually(t, what+" to open", 30*time.Second, func() bool {
 		w = h.watch(t)
 		select {
 		case err := <-w.errs:
@@ -118,7 +119,7 @@ func TestRevocationsReachEveryReplica(t *testing.T) {
 	// then its stream answers NOT_READY, and the client retries.
 	var wb *watcher
 	var first *indexerv1.WatchRevocationsResponse
-	eventually(t, "b's stream to open", func() bool {
+	testkit.Eventually(t, "b's stream to open", 30*time.Second, func() bool {
 		wb = b.watch(t)
 		select {
 		case err := <-wb.errs:

@@ -13,6 +13,7 @@ import (
 
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // eventsWatcher collects what one WatchSessionEvents stream delivers.
@@ -28,7 +29,7 @@ func (h *harness) watchEvents(t *testing.T, replica string) (*eventsWatcher, []*
 	t.Helper()
 	var w *eventsWatcher
 	var snapshot []*indexerv1.SessionState
-	eventually(t, "the session event stream to open", func() bool {
+	testkit.Eventually(t, "the session event stream to open", 30*time.Second, func() bool {
 		stream, err := h.client.WatchSessionEvents(t.Context(), &indexerv1.WatchSessionEventsRequest{ReplicaId: replica})
 		if err != nil {
 			t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store/postgres"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/storetest/pgtest"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 var env *pgtest.Env
@@ -40,6 +41,22 @@ func next(t *testing.T, events <-chan Event) Event {
 	return Event{}
 }
 
+// subscribe subscribes replica to h's events once h can take subscribers
+// (it has read the states), until the test ends.
+func subscribe(t *testing.T, h *Hub, replica string) <-chan Event {
+	t.Helper()
+	var events <-chan Event
+	testkit.Eventually(t, replica+" subscribed", 10*time.Second, func() error {
+		_, ev, unsubscribe, err := h.Subscribe(replica)
+		if err == nil {
+			events = ev
+			t.Cleanup(unsubscribe)
+		}
+		return err
+	})
+	return events
+}
+
 // A change made through one store handle reaches a hub following another
 // (another replica) through LISTEN/NOTIFY, and deleting the session drops
 // its state there too.
@@ -51,19 +68,7 @@ func TestChangesReachEveryReplica(t *testing.T) {
 	done := make(chan struct{})
 	go func() { h.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	var events <-chan Event
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		_, ev, unsubscribe, err := h.Subscribe("replica-a")
-		if err == nil {
-			events = ev
-			t.Cleanup(unsubscribe)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	events := subscribe(t, h, "replica-a")
 	at := time.Now().Add(time.Hour)
 	sub := store.SessionStateChange{Digest: digest(1), Principal: digest(100), ExpiresAt: at, Subscribe: "demo://a"}
 	if _, err := writer.UpdateSessionState(t.Context(), sub, limits); err != nil {
@@ -263,19 +268,7 @@ func TestAnswersMissedAreCaughtUp(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	g.admit <- struct{}{}
 	<-g.listening
-	var events <-chan Event
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		_, ev, unsubscribe, err := h.Subscribe("replica-a")
-		if err == nil {
-			events = ev
-			t.Cleanup(unsubscribe)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	events := subscribe(t, h, "replica-a")
 	at := time.Now().Add(time.Hour)
 	heard := func(id string) {
 		t.Helper()
@@ -380,20 +373,7 @@ func TestCancellationsReachEverySubscriber(t *testing.T) {
 	done := make(chan struct{})
 	go func() { h.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	subscribe := func(replica string) <-chan Event {
-		for deadline := time.Now().Add(10 * time.Second); ; {
-			_, ev, unsubscribe, err := h.Subscribe(replica)
-			if err == nil {
-				t.Cleanup(unsubscribe)
-				return ev
-			}
-			if time.Now().After(deadline) {
-				t.Fatal(err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	a, b := subscribe("replica-a"), subscribe("replica-b")
+	a, b := subscribe(t, h, "replica-a"), subscribe(t, h, "replica-b")
 	want := store.Cancellation{SessionDigest: digest(1), RequestID: `"call 1"`}
 	// The listen may not be up yet when the hub first reads: announce
 	// until a subscriber hears one.
@@ -422,7 +402,7 @@ func TestCancellationsReachEverySubscriber(t *testing.T) {
 
 	// replica-c never reads: past its buffer it misses cancellations, and
 	// still hears the next state change.
-	slow := subscribe("replica-c")
+	slow := subscribe(t, h, "replica-c")
 	for range subscriberBuffer + 10 {
 		h.cancelled(want)
 	}
