@@ -80,3 +80,28 @@ func TestSessionBoundsAnswers(t *testing.T) {
 		t.Fatalf("the session whose DELETE was refused: %v", rerr)
 	}
 }
+
+// TestMissingResourceEchoesABoundedURI: a Legacy read of a missing
+// resource names the URI in the error's data, unless the URI is longer
+// than the bound: the answer is never the size of what the client sent.
+func TestMissingResourceEchoesABoundedURI(t *testing.T) {
+	b := startBackends(t)
+	_, gw := startGateway(t, b, testGatewayConfig(b))
+	url := gw.URL + "/mcp"
+	session := initializeOn(t, url, "alice-key")
+	read := func(uri string) wireResponse {
+		t.Helper()
+		resp := send(t, http.MethodPost, url, legacyHeaders("alice-key", session), `{"jsonrpc":"2.0","id":5,"method":"resources/read","params":{"uri":"`+uri+`"}}`)
+		if _, _, rerr := resp.rpc(t); resp.status != http.StatusOK || rerr == nil || rerr.Code != wire.CodeResourceNotFound {
+			t.Fatalf("read of a missing resource: %d %.300s", resp.status, resp.body)
+		}
+		return resp
+	}
+	if r := read("file:///missing"); !strings.Contains(string(r.body), `"data":{"uri":"file:///missing"}`) {
+		t.Fatalf("a short URI is not named: %s", r.body)
+	}
+	long := "file:///" + strings.Repeat("x", 1<<20)
+	if r := read(long); len(r.body) > 4096 || strings.Contains(string(r.body), "xxxxxxxx") {
+		t.Fatalf("a megabyte URI came back in a %d-byte answer", len(r.body))
+	}
+}
