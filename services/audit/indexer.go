@@ -25,13 +25,15 @@ func NewIndexerSink(client indexerv1.IndexerServiceClient) *IndexerSink {
 func (*IndexerSink) Name() string { return "indexer" }
 
 // Write sends the batch in one request (batches are at most 256 events,
-// within the RPC's 1,000); the writer fitted each event to the table's
-// bounds (Fit) before any sink sees it, so no event makes the indexer
-// refuse the request.
+// within the RPC's 1,000), each event fitted to the table's bounds: the
+// indexer refuses a whole request for one event past them. The writer
+// fitted its events already (Fit is idempotent); a batch written to the
+// sink directly is fitted here.
 func (s *IndexerSink) Write(ctx context.Context, batch []Event) error {
 	req := &indexerv1.RecordAuditEventsRequest{Events: make([]*indexerv1.AuditEvent, len(batch))}
 	for i := range batch {
-		req.Events[i] = ToProto(&batch[i])
+		fitted := Fit(batch[i])
+		req.Events[i] = ToProto(&fitted)
 	}
 	_, err := s.client.RecordAuditEvents(ctx, req)
 	return err
