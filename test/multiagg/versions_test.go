@@ -84,19 +84,29 @@ func TestReplicasOverSameBackendsReportSameVersions(t *testing.T) {
 	testkit.Eventually(t, "aggregator 1 lists the added tool", 60*time.Second, toolCount(first, 11))
 	w.removeTool("alpha", "passing")
 	testkit.Eventually(t, "aggregator 1 drops the removed tool", 60*time.Second, toolCount(first, 10))
+	// identified polls a replica until its catalog holds want tools and
+	// every RPC that identifies it answered from one catalog: a replica
+	// that publishes a change between them is asked again, as for a count.
+	identified := func(a *aggregator, want int, into *catalogIdentity) func() error {
+		return func() error {
+			id, err := identify(t, ctx, a.asGateway, alice)
+			switch {
+			case err != nil:
+			case id.tools != want:
+				err = fmt.Errorf("%d tools", id.tools)
+			case id.discoverVersion != id.watchVersion:
+				err = fmt.Errorf("asked across a change: Discover %d, watch %d", id.discoverVersion, id.watchVersion)
+			}
+			*into = id
+			return err
+		}
+	}
 	aggs := []*aggregator{first, w.startAggregator("aggregator-2", w.config("alpha", "beta"))}
 	// Each replica lists its backends on its own schedule: wait until both
 	// serve all ten tools.
 	ids := make([]catalogIdentity, len(aggs))
 	for i, a := range aggs {
-		testkit.Eventually(t, fmt.Sprintf("aggregator %d lists both backends", i+1), 60*time.Second, func() error {
-			id, err := identify(t, ctx, a.asGateway, alice)
-			if err == nil && id.tools != 10 {
-				err = fmt.Errorf("%d tools", id.tools)
-			}
-			ids[i] = id
-			return err
-		})
+		testkit.Eventually(t, fmt.Sprintf("aggregator %d lists both backends", i+1), 60*time.Second, identified(a, 10, &ids[i]))
 	}
 	check := func(what string, a, b catalogIdentity) {
 		t.Helper()
@@ -117,27 +127,13 @@ func TestReplicasOverSameBackendsReportSameVersions(t *testing.T) {
 	aggs[0].proc.Kill()
 	aggs[0].proc.Restart()
 	var again catalogIdentity
-	testkit.Eventually(t, "the restarted aggregator lists both backends", 60*time.Second, func() error {
-		id, err := identify(t, ctx, aggs[0].asGateway, alice)
-		if err == nil && id.tools != 10 {
-			err = fmt.Errorf("%d tools", id.tools)
-		}
-		again = id
-		return err
-	})
+	testkit.Eventually(t, "the restarted aggregator lists both backends", 60*time.Second, identified(aggs[0], 10, &again))
 	check("the catalog before and after a restart", again, ids[1])
 
 	// A change on one backend moves both replicas to one new version.
 	w.backends["beta"].Kill()
 	for i, a := range aggs {
-		testkit.Eventually(t, fmt.Sprintf("aggregator %d hides the stopped backend", i+1), 60*time.Second, func() error {
-			id, err := identify(t, ctx, a.asGateway, alice)
-			if err == nil && id.tools != 5 {
-				err = fmt.Errorf("%d tools", id.tools)
-			}
-			ids[i] = id
-			return err
-		})
+		testkit.Eventually(t, fmt.Sprintf("aggregator %d hides the stopped backend", i+1), 60*time.Second, identified(a, 5, &ids[i]))
 	}
 	check("the replicas' catalogs after a backend stopped", ids[0], ids[1])
 	if ids[0].discoverVersion == again.discoverVersion {
