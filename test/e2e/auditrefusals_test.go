@@ -89,17 +89,7 @@ func refusalPost(t *testing.T, url string, header map[string]string, body string
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.Header.Get("Content-Type") == "text/event-stream" {
-		var last []byte
-		sc := bufio.NewScanner(bytes.NewReader(raw))
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			if d, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: ")); ok {
-				last = append([]byte(nil), d...)
-			}
-		}
-		raw = last
-	}
+	raw = harness.LastMessage(resp.Header.Get("Content-Type"), raw)
 	reply.status = resp.StatusCode
 	_ = json.Unmarshal(raw, &reply) // a 401 is no JSON-RPC answer
 	return traceID, reply

@@ -1,14 +1,14 @@
 package faults
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
 // Raw Modern MCP requests, for the tests that look at members go-sdk's
@@ -59,17 +59,7 @@ func modernRPC(t *testing.T, url, method, name, params string) rpcReply {
 	if err != nil {
 		t.Fatalf("%s %s: read: %v", method, name, err)
 	}
-	if resp.Header.Get("Content-Type") == "text/event-stream" {
-		var last []byte
-		sc := bufio.NewScanner(bytes.NewReader(raw))
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			if d, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: ")); ok {
-				last = append([]byte(nil), d...)
-			}
-		}
-		raw = last
-	}
+	raw = harness.LastMessage(resp.Header.Get("Content-Type"), raw)
 	r := rpcReply{status: resp.StatusCode}
 	if err := json.Unmarshal(raw, &r); err != nil || (r.Result == nil && r.Error == nil) {
 		t.Fatalf("%s %s: %d %q is not a JSON-RPC response", method, name, resp.StatusCode, raw)

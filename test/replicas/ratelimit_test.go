@@ -2,7 +2,6 @@ package replicas
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -263,17 +262,7 @@ func postCall(t *testing.T, url string, h http.Header, body string) callReply {
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	r := callReply{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), gateway: resp.Header.Get(servedByHeader), body: raw}
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		var last []byte
-		sc := bufio.NewScanner(bytes.NewReader(raw))
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			if d, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: ")); ok {
-				last = append([]byte(nil), d...)
-			}
-		}
-		raw = last
-	}
+	raw = harness.LastMessage(resp.Header.Get("Content-Type"), raw)
 	var msg struct {
 		Result *struct {
 			IsError bool `json:"isError"`
