@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -125,11 +126,24 @@ func (s *Server) runToolCall(ctx context.Context, req *aggregatorv1.CallToolRequ
 	ctx, cancel := context.WithTimeoutCause(ctx, limit, errToolTimeout)
 	defer cancel()
 	resp, err := s.routeToolCall(ctx, req, tc, stream)
-	if err != nil && errors.Is(context.Cause(ctx), errToolTimeout) {
-		err = fmt.Errorf("%w after %s (the tool's configured timeout)", backend.ErrTimeout, limit)
+	if err != nil {
+		if d, _ := ctx.Deadline(); time.Until(d) < deadlineSkew {
+			// The call ended at the deadline it shares with whoever ended
+			// it (a peer ends a forwarded call at its own copy of it, a
+			// hair before this replica's timer): let that timer say
+			// whether it was the tool's timeout.
+			<-ctx.Done()
+		}
+		if errors.Is(context.Cause(ctx), errToolTimeout) {
+			err = fmt.Errorf("%w after %s (the tool's configured timeout)", backend.ErrTimeout, limit)
+		}
 	}
 	return resp, err
 }
+
+// deadlineSkew is how close to its deadline a failed call is taken to
+// have ended at it.
+const deadlineSkew = 50 * time.Millisecond
 
 // errToolTimeout is the cause of a call's context that ran out of its
 // tool's configured timeout (a tool override).
