@@ -31,6 +31,11 @@ type Grant struct {
 // Acquirer takes tokens from the cluster's buckets, one grant per request
 // in order: the indexer's AcquireRateTokens RPC for an aggregator, the
 // database itself for the indexer.
+// ErrRefusedRequest is an Acquirer's error for a request the buckets
+// answered and refused as malformed: unlike a failure to reach them, it
+// fails only the request that asked.
+var ErrRefusedRequest = errors.New("the rate-limit buckets refused the token request as malformed")
+
 type Acquirer interface {
 	Acquire(ctx context.Context, reqs []TokenRequest) ([]Grant, error)
 }
@@ -209,6 +214,13 @@ func (l *Limiter) acquire(ctx context.Context, set *Set, want []matched) (decide
 	}
 	if err == nil && len(grants) != len(reqs) {
 		err = fmt.Errorf("%d grants for %d keys", len(grants), len(reqs))
+	}
+	if errors.Is(err, ErrRefusedRequest) {
+		// The buckets answered: they refused this request as malformed.
+		// That is this request's failure, not the buckets' absence: no
+		// other request is decided by onUnavailable for it.
+		l.log.Error("rate-limit buckets refused a token request as malformed", "err", err)
+		return true, err
 	}
 	if err != nil {
 		l.metrics.leased(false)

@@ -15,8 +15,8 @@ package ratelimit
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
 )
@@ -130,14 +130,35 @@ func (s *Set) match(r Request) []matched {
 // subject) are hashed, so that a key stays within the RPC's 512 bytes.
 const maxKeyValueBytes = 256
 
+// hashedValue starts the value part of a key whose value is hashed.
+const hashedValue = "sha256:"
+
 // Key is the bucket key of a limit and the value it counts:
 // "<limit>|<per>|<value>". A limit's name is unique and holds no "|".
+// The value is what a client, an identity provider or a backend chose (a
+// subject, a tool name), so no value can make a key the buckets refuse:
+// one that is long, holds anything but printable ASCII or "|", or could
+// be taken for a hashed one is hashed. Distinct values give distinct
+// keys.
 func Key(name, per, value string) string {
-	if len(value) > maxKeyValueBytes {
+	if !plainKeyValue(value) {
 		sum := sha256.Sum256([]byte(value))
-		value = "sha256:" + hex.EncodeToString(sum[:])
+		value = hashedValue + hex.EncodeToString(sum[:])
 	}
-	return fmt.Sprintf("%s|%s|%s", name, per, value)
+	return name + "|" + per + "|" + value
+}
+
+// plainKeyValue reports whether value may stand in a key as it is.
+func plainKeyValue(value string) bool {
+	if len(value) > maxKeyValueBytes || strings.HasPrefix(value, hashedValue) {
+		return false
+	}
+	for i := 0; i < len(value); i++ {
+		if c := value[i]; c < 0x20 || c > 0x7e || c == '|' {
+			return false
+		}
+	}
+	return true
 }
 
 func (l *limit) matches(r Request) bool {

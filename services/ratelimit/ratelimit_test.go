@@ -392,3 +392,71 @@ func TestConfiguredLimits(t *testing.T) {
 		t.Fatal("after Apply, the limiter does not report calls")
 	}
 }
+
+// TestKeyOfAnyValueIsValid: whatever a subject or a tool name holds (NUL,
+// a line break, non-ASCII, "|", a megabyte, or what looks like a hashed
+// value), its key is printable ASCII within the RPC's 512 bytes, and
+// distinct values give distinct keys; plain values stay readable.
+func TestKeyOfAnyValueIsValid(t *testing.T) {
+	hashedLookalike := Key("l", "tool", "\x00")[len("l|tool|"):]
+	values := []string{"alice", "", "a\x00b", "a\nb", "josé", "a|b", strings.Repeat("x", 1<<20), hashedLookalike, "\x00"}
+	seen := map[string]string{}
+	for _, v := range values {
+		k := Key("per-user", "tool", v)
+		if len(k) > 512 {
+			t.Errorf("%.20q: a key of %d bytes", v, len(k))
+		}
+		for i := 0; i < len(k); i++ {
+			if k[i] < 0x20 || k[i] > 0x7e {
+				t.Errorf("%.20q: key %q holds byte %#x", v, k, k[i])
+				break
+			}
+		}
+		if other, ok := seen[k]; ok {
+			t.Errorf("%.20q and %.20q share the key %q", v, other, k)
+		}
+		seen[k] = v
+	}
+	if k := Key("per-user", "principal", "alice"); k != "per-user|principal|alice" {
+		t.Errorf("a plain value's key is %q", k)
+	}
+}
+
+// refusingBuckets refuses as malformed any request holding one key, and
+// takes every other from MemoryBuckets.
+type refusingBuckets struct {
+	MemoryBuckets
+	bad string
+}
+
+func (b *refusingBuckets) Acquire(ctx context.Context, reqs []TokenRequest) ([]Grant, error) {
+	for _, r := range reqs {
+		if r.Key == b.bad {
+			return nil, ErrRefusedRequest
+		}
+	}
+	return b.MemoryBuckets.Acquire(ctx, reqs)
+}
+
+// TestRefusedRequestFailsOnlyItself: a token request the buckets refuse
+// as malformed fails the request that asked, and only it: the buckets
+// are not taken for unavailable, so the next request, with onUnavailable
+// closed, is admitted from its own bucket.
+func TestRefusedRequestFailsOnlyItself(t *testing.T) {
+	clk := &clock{t: time.Unix(1000, 0)}
+	cfg := perPrincipal("10/s", 20)
+	cfg.OnUnavailable = config.RateFailClosed
+	acq := &refusingBuckets{MemoryBuckets: MemoryBuckets{Now: clk.now}, bad: Key("per-user", "principal", "mallory")}
+	l, _ := newLimiter(t, cfg, clk, acq)
+	ctx := context.Background()
+	err := l.Allow(ctx, Request{Method: config.RateMethodToolsCall, Subject: "mallory", Tool: "t", Backend: "b"})
+	if !errors.Is(err, ErrRefusedRequest) {
+		t.Fatalf("the refused request: %v", err)
+	}
+	if err := l.Allow(ctx, Request{Method: config.RateMethodToolsCall, Subject: "alice", Tool: "t", Backend: "b"}); err != nil {
+		t.Fatalf("another principal's request after a refused one: %v", err)
+	}
+	if v := testutil.ToFloat64(l.metrics.unreachable.WithLabelValues("closed")); v != 0 {
+		t.Fatalf("%v requests decided as if the buckets were unavailable", v)
+	}
+}

@@ -3,9 +3,12 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/lifecycle"
@@ -49,6 +52,9 @@ func (b indexerBuckets) Acquire(ctx context.Context, reqs []ratelimit.TokenReque
 		keys[i] = &indexerv1.RateTokenRequest{Key: r.Key, RatePerSecond: r.Rate, Burst: uint32(r.Burst), Tokens: uint32(r.Tokens)}
 	}
 	resp, err := b.client.AcquireRateTokens(ctx, &indexerv1.AcquireRateTokensRequest{Keys: keys})
+	if status.Code(err) == codes.InvalidArgument {
+		return nil, fmt.Errorf("%w: %s", ratelimit.ErrRefusedRequest, status.Convert(err).Message())
+	}
 	if err != nil {
 		return nil, err
 	}
