@@ -3,9 +3,12 @@ package catalog
 import (
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -38,10 +41,42 @@ func CheckDefinition(def []byte) error {
 	return rawjson.Unique(def, MaxDefinitionDepth)
 }
 
-// RefusalReason names why CheckDefinition refused a definition, as the
-// refusal metric labels it: duplicate_member, too_deep or malformed.
+// MaxNameChars bounds a listed tool's or prompt's name: MCP 2026-07-28
+// says 1 to 128 characters.
+const MaxNameChars = 128
+
+// ErrInvalidName: a listed item's name (a tool's or prompt's) or URI (a
+// resource's or template's) is empty, not UTF-8, holds a control
+// character (U+0000 to U+001F, U+007F to U+009F), or is a name longer
+// than MaxNameChars. It would reach clients, logs, rate-limit keys and
+// headers as it is, so the item is refused. A name of other printable
+// characters than MCP's recommended [A-Za-z0-9_.-] is listed: that rule
+// is a SHOULD, and many servers' names break it harmlessly.
+var ErrInvalidName = errors.New("invalid name")
+
+// CheckName reports why the key of a listed item of kind k is refused, or
+// nil.
+func CheckName(k Kind, key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: empty", ErrInvalidName)
+	case !utf8.ValidString(key):
+		return fmt.Errorf("%w: not UTF-8", ErrInvalidName)
+	case strings.ContainsFunc(key, unicode.IsControl):
+		return fmt.Errorf("%w: a control character", ErrInvalidName)
+	case (k == KindTools || k == KindPrompts) && utf8.RuneCountInString(key) > MaxNameChars:
+		return fmt.Errorf("%w: over %d characters", ErrInvalidName, MaxNameChars)
+	}
+	return nil
+}
+
+// RefusalReason names why CheckDefinition or CheckName refused an item,
+// as the refusal metric labels it: invalid_name, duplicate_member,
+// too_deep or malformed.
 func RefusalReason(err error) string {
 	switch {
+	case errors.Is(err, ErrInvalidName):
+		return "invalid_name"
 	case errors.Is(err, rawjson.ErrDuplicateMember):
 		return "duplicate_member"
 	case errors.Is(err, rawjson.ErrTooDeep):
@@ -124,7 +159,10 @@ func (sc *Screen) screen(b string, l *backend.Lists, prev map[refusal]bool) scre
 	c := *l
 	changed := false
 	check := func(k Kind, key string, def []byte) bool {
-		err := CheckDefinition(def)
+		err := CheckName(k, key)
+		if err == nil {
+			err = CheckDefinition(def)
+		}
 		if err == nil {
 			return true
 		}

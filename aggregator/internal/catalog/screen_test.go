@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -180,5 +181,47 @@ func BenchmarkScreenRelist500(b *testing.B) {
 	for b.Loop() {
 		relisted := *l
 		sc.Lists(map[string]*backend.Lists{"b": &relisted})
+	}
+}
+
+// TestScreenRefusesInvalidNames: a listed tool whose name is empty, holds
+// NUL or another control character, is not UTF-8, or is longer than 128
+// characters is refused (not listed, logged, counted as invalid_name),
+// and so is a resource whose URI holds a line break; a name of other
+// printable characters than MCP's recommended set is listed.
+func TestScreenRefusesInvalidNames(t *testing.T) {
+	def := func(name string) string {
+		n, _ := json.Marshal(name)
+		return `{"name":` + string(n) + `,"inputSchema":{"type":"object"}}`
+	}
+	long := strings.Repeat("é", MaxNameChars+1)
+	l := listedTools(def("ok_tool"), def("a\x00b"), def("tab\there"), def(""), def(long), def(strings.Repeat("é", MaxNameChars)), def("with space:and-colon"))
+	l.Tools = append(l.Tools, &mcp.Tool{Name: "bad\xffutf8"})
+	l.Definitions.Tools = append(l.Definitions.Tools, []byte(`{"name":"bad\xffutf8","inputSchema":{"type":"object"}}`))
+	l.Resources = []*mcp.Resource{{URI: "file:///a"}, {URI: "file:///b\nc"}}
+	l.Definitions.Resources = [][]byte{[]byte(`{"uri":"file:///a","name":"a"}`), []byte(`{"uri":"file:///b\nc","name":"b"}`)}
+	var logs bytes.Buffer
+	counts := &refusedCounts{}
+	sc := NewScreen(slog.New(slog.NewTextHandler(&logs, nil)), counts.count)
+	out := sc.Lists(map[string]*backend.Lists{"shop": l})["shop"]
+	var names []string
+	for _, tl := range out.Tools {
+		names = append(names, tl.Name)
+	}
+	want := []string{"ok_tool", strings.Repeat("é", MaxNameChars), "with space:and-colon"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("listed tools %q, want %q", names, want)
+	}
+	if len(out.Resources) != 1 || out.Resources[0].URI != "file:///a" {
+		t.Fatalf("listed resources %v", out.Resources)
+	}
+	if got := counts.String(); got != "map[shop/resources/invalid_name:1 shop/tools/invalid_name:5]" {
+		t.Fatalf("counted %s", got)
+	}
+	if n := strings.Count(logs.String(), "listed definition refused"); n != 6 {
+		t.Fatalf("%d log lines for 6 refusals:\n%s", n, logs.String())
+	}
+	if strings.ContainsRune(logs.String(), 0) {
+		t.Fatal("a NUL reached the log")
 	}
 }
