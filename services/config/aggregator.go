@@ -71,6 +71,11 @@ const (
 	DefaultUnhealthyThreshold = 3
 	DefaultBackendTimeout     = 30 * time.Second
 	DefaultInputWait          = 60 * time.Second
+	// MaxHeldCalls bounds the calls one backend holds open for their
+	// clients' input, on one aggregator replica.
+	MaxHeldCalls = 1024
+	// DefaultHeldPerPrincipal is a principal's share of them.
+	DefaultHeldPerPrincipal = 64
 	// DefaultPrefixFormat is the prefix of the prefix strategy.
 	DefaultPrefixFormat = "{backend}_"
 )
@@ -254,6 +259,11 @@ type Backend struct {
 	// client's retry) waits for that retry before it is cancelled
 	// (default 60s).
 	InputWait Duration `yaml:"inputWait"`
+	// HeldPerPrincipal bounds the calls of one principal this backend
+	// holds open for the client's input on one replica (default 64, at
+	// most MaxHeldCalls, which bounds them all): one principal cannot
+	// take every other's elicitation or sampling calls from them.
+	HeldPerPrincipal int `yaml:"heldPerPrincipal"`
 }
 
 // WithDefaults returns the backend with protocol auto, a 30s timeout, a
@@ -264,6 +274,9 @@ func (b Backend) WithDefaults() Backend {
 	}
 	b.Timeout = Duration(b.Timeout.Or(DefaultBackendTimeout))
 	b.InputWait = Duration(b.InputWait.Or(DefaultInputWait))
+	if b.HeldPerPrincipal == 0 {
+		b.HeldPerPrincipal = DefaultHeldPerPrincipal
+	}
 	b.Auth = b.Auth.WithDefaults()
 	return b
 }
@@ -283,6 +296,9 @@ func (b Backend) Validate(at string) error {
 	case "", ProtocolAuto, ProtocolModern, ProtocolLegacy:
 	default:
 		errs = append(errs, fmt.Errorf("%s.protocol: want %s, %s or %s", at, ProtocolAuto, ProtocolModern, ProtocolLegacy))
+	}
+	if b.HeldPerPrincipal < 0 || b.HeldPerPrincipal > MaxHeldCalls {
+		errs = append(errs, fmt.Errorf("%s.heldPerPrincipal: want 1 to %d (or unset: %d)", at, MaxHeldCalls, DefaultHeldPerPrincipal))
 	}
 	for k := range b.Headers {
 		if k == "" || strings.ContainsAny(k, " :\r\n") {

@@ -198,3 +198,16 @@ func TestAggregatorValidationNamesKeys(t *testing.T) {
 		}
 	}
 }
+
+// A backend's share of held calls per principal defaults to 64 and is
+// refused past the backend's bound, naming its key.
+func TestBackendHeldPerPrincipal(t *testing.T) {
+	b := Backend{Name: "b", URL: "http://127.0.0.1:1/mcp"}.WithDefaults()
+	if b.HeldPerPrincipal != DefaultHeldPerPrincipal {
+		t.Fatalf("default %d, want %d", b.HeldPerPrincipal, DefaultHeldPerPrincipal)
+	}
+	b.HeldPerPrincipal = MaxHeldCalls + 1
+	if err := b.Validate("aggregator.backends[0]"); err == nil || !strings.Contains(err.Error(), "aggregator.backends[0].heldPerPrincipal") {
+		t.Fatalf("a share over the bound: %v", err)
+	}
+}

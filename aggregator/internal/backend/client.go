@@ -58,6 +58,7 @@ type Client struct {
 
 	heldMu  sync.Mutex
 	held    map[string]*heldCall // by id
+	heldBy  map[string]int       // held calls by principal (heldPrincipal)
 	maxHeld int
 
 	onUpdated atomic.Pointer[func(uri string)]
@@ -129,6 +130,7 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 		spanName: spanName,
 		health:   newHealthTracker(),
 		held:     map[string]*heldCall{},
+		heldBy:   map[string]int{},
 		maxHeld:  maxHeldCalls,
 		subs:     map[string]int{},
 	}
@@ -287,7 +289,7 @@ func (c *Client) Close() {
 	for id, h := range c.held {
 		h.timer.Stop()
 		h.cancel()
-		delete(c.held, id)
+		c.unholdLocked(id)
 	}
 	c.heldMu.Unlock()
 	c.mu.Lock()

@@ -34,6 +34,9 @@ type Config struct {
 	// InputWait bounds how long a held call waits for the client's input
 	// (see CallToolAsking).
 	InputWait time.Duration
+	// HeldPerPrincipal bounds the held calls of one principal (0: no
+	// share of its own, only the backend's bound).
+	HeldPerPrincipal int
 	// HeldOwner is the address of this aggregator replica that a held
 	// call's requestState names, so that a retry reaching another replica
 	// can be forwarded here; empty names none.

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
 )
 
 // A Legacy backend asks for the client's input (elicitation/create,
@@ -72,7 +74,7 @@ var ErrTooManyHeld = errors.New("too many calls wait for client input")
 
 // maxHeldCalls bounds the held calls per backend (Client.maxHeld): each
 // holds a backend session and a goroutine for up to InputWait.
-const maxHeldCalls = 1024
+const maxHeldCalls = config.MaxHeldCalls
 
 // heldCall is a backend call waiting for, or working on, the client's input.
 type heldCall struct {
@@ -180,7 +182,7 @@ func (c *Client) ResumeHeld(ctx context.Context, state, owner string, responses 
 	c.heldMu.Lock()
 	h := c.held[id]
 	if ok && replica == c.cfg.HeldOwner && h != nil && h.owner == owner && round == strconv.Itoa(h.round) {
-		delete(c.held, id)
+		c.unholdLocked(id)
 		h.timer.Stop()
 	} else {
 		h = nil
@@ -212,12 +214,11 @@ func (c *Client) await(ctx context.Context, h *heldCall) (*mcp.CallToolResult, e
 		h.round++
 		h.pending, h.key = q, fmt.Sprintf("input-%d", h.round)
 		c.heldMu.Lock()
-		if len(c.held) >= c.maxHeld {
+		if err := c.holdLocked(h); err != nil {
 			c.heldMu.Unlock()
 			h.cancel()
-			return nil, ErrTooManyHeld
+			return nil, err
 		}
-		c.held[h.id] = h
 		h.timer = time.AfterFunc(c.cfg.InputWait, func() { c.expire(h.id) })
 		c.heldMu.Unlock()
 		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{h.key: q.params}, RequestState: c.heldState(h)}, nil
@@ -234,13 +235,51 @@ func (c *Client) await(ctx context.Context, h *heldCall) (*mcp.CallToolResult, e
 // expire cancels a held call whose retry did not come in time.
 func (c *Client) expire(id string) {
 	c.heldMu.Lock()
-	h := c.held[id]
-	delete(c.held, id)
+	h := c.unholdLocked(id)
 	c.heldMu.Unlock()
 	if h != nil {
 		c.log.Info("held call cancelled: the client's input did not come in time", "wait", c.cfg.InputWait)
 		h.cancel()
 	}
+}
+
+// holdLocked holds h for its client's input, within the backend's bound
+// (maxHeld) and its principal's share (Config.HeldPerPrincipal), so that
+// one principal cannot fill the backend's held calls and fail every other
+// principal's elicitation or sampling. Call with heldMu held.
+func (c *Client) holdLocked(h *heldCall) error {
+	if len(c.held) >= c.maxHeld {
+		return ErrTooManyHeld
+	}
+	p := heldPrincipal(h.owner)
+	if share := c.cfg.HeldPerPrincipal; share > 0 && c.heldBy[p] >= share {
+		return fmt.Errorf("%w: this principal's share (%d) is taken", ErrTooManyHeld, share)
+	}
+	c.held[h.id] = h
+	c.heldBy[p]++
+	return nil
+}
+
+// unholdLocked ends the holding of the call id, if it is held, and
+// returns it. Call with heldMu held.
+func (c *Client) unholdLocked(id string) *heldCall {
+	h := c.held[id]
+	if h == nil {
+		return nil
+	}
+	delete(c.held, id)
+	p := heldPrincipal(h.owner)
+	if c.heldBy[p]--; c.heldBy[p] <= 0 {
+		delete(c.heldBy, p)
+	}
+	return h
+}
+
+// heldPrincipal is the principal part of a held call's owner
+// ("<subject>\x00<tool>", route.go): the key of its share.
+func heldPrincipal(owner string) string {
+	p, _, _ := strings.Cut(owner, "\x00")
+	return p
 }
 
 // heldCalls is how many calls wait for the client's input.

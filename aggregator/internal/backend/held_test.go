@@ -126,3 +126,59 @@ func TestParseHeldState(t *testing.T) {
 		}
 	}
 }
+
+// Each principal has a share of a backend's held calls: past it, that
+// principal's next call that asks for input is cancelled and refused,
+// while another principal's is still held; a share freed (the held call
+// answered) can be used again.
+func TestHeldCallsShareIsPerPrincipal(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "legacy", Version: "1"}, nil)
+	cancelled := make(chan struct{}, 4)
+	server.AddTool(&mcp.Tool{Name: "confirm", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		_, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "sure?", RequestedSchema: map[string]any{"type": "object"}})
+		if ctx.Err() != nil {
+			cancelled <- struct{}{}
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
+	})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	defer srv.Close()
+	c := newTestClient(Config{Name: "legacy", URL: srv.URL, Protocol: ProtocolLegacy, HeldPerPrincipal: 2})
+	defer c.Close()
+	caps := &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}
+	ctx := context.Background()
+	ask := func(owner string) (*mcp.CallToolResult, error) {
+		return c.CallToolAsking(ctx, &mcp.CallToolParams{Name: "confirm"}, caps, owner, Notify{})
+	}
+	var held []*mcp.CallToolResult
+	for i := range 2 {
+		res, err := ask("mallory\x00confirm")
+		if err != nil || len(res.InputRequests) != 1 {
+			t.Fatalf("mallory's call %d within the share: %v %v", i, res, err)
+		}
+		held = append(held, res)
+	}
+	if _, err := ask("mallory\x00confirm"); !errors.Is(err, ErrTooManyHeld) {
+		t.Fatalf("mallory's call past the share: %v", err)
+	}
+	waitCancelled(t, cancelled, "the call past mallory's share")
+	if res, err := ask("alice\x00confirm"); err != nil || len(res.InputRequests) != 1 {
+		t.Fatalf("alice's call while mallory's share is taken: %v %v", res, err)
+	}
+	// Answering one of mallory's held calls frees a place of the share.
+	first := held[0]
+	var key string
+	for k := range first.InputRequests {
+		key = k
+	}
+	done, err := c.ResumeHeld(ctx, first.RequestState, "mallory\x00confirm", map[string]json.RawMessage{key: json.RawMessage(`{"action":"accept","content":{}}`)}, Notify{})
+	if err != nil || done.IsError {
+		t.Fatalf("answering mallory's first call: %+v %v", done, err)
+	}
+	if res, err := ask("mallory\x00confirm"); err != nil || len(res.InputRequests) != 1 {
+		t.Fatalf("mallory's call once a place was freed: %v %v", res, err)
+	}
+}

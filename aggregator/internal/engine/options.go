@@ -91,13 +91,14 @@ func OptionsFromConfig(c config.Aggregator) (Options, error) {
 	}
 	for _, b := range c.Backends {
 		opts.Backends = append(opts.Backends, backend.Config{
-			Name:      b.Name,
-			URL:       b.URL,
-			Protocol:  b.Protocol,
-			Headers:   b.Headers,
-			Auth:      backendAuth(b.Auth),
-			Timeout:   time.Duration(b.Timeout),
-			InputWait: time.Duration(b.InputWait),
+			Name:             b.Name,
+			URL:              b.URL,
+			Protocol:         b.Protocol,
+			Headers:          b.Headers,
+			Auth:             backendAuth(b.Auth),
+			Timeout:          time.Duration(b.Timeout),
+			InputWait:        time.Duration(b.InputWait),
+			HeldPerPrincipal: b.HeldPerPrincipal,
 		})
 	}
 	return opts, nil
