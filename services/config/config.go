@@ -140,6 +140,48 @@ type Ops struct {
 	// the process is doing, and recording one costs CPU. Never served on
 	// the MCP or gRPC ports.
 	Pprof bool `yaml:"pprof"`
+	// Hosts are the names (besides IP literals and localhost) a request
+	// to an ops port may give in its Host header: the names operators
+	// reach the ops ports by. Any other name is refused, so that a page
+	// whose name was rebound to the port's address (DNS rebinding, as
+	// behind kubectl port-forward) cannot read metrics, profiles or the
+	// console.
+	Hosts []string `yaml:"hosts"`
+}
+
+// MaxOpsHosts bounds ops.hosts.
+const MaxOpsHosts = 64
+
+// Validate checks the ops section: each host a DNS name.
+func (o Ops) Validate() error {
+	if len(o.Hosts) > MaxOpsHosts {
+		return fmt.Errorf("ops.hosts: at most %d names", MaxOpsHosts)
+	}
+	for i, h := range o.Hosts {
+		if !validHostName(h) {
+			return fmt.Errorf("ops.hosts[%d] is not a host name (letters, digits, '-' and '.', at most 253 bytes)", i)
+		}
+	}
+	return nil
+}
+
+// validHostName reports whether h is a DNS host name.
+func validHostName(h string) bool {
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Endpoint is how a service reaches another service over gRPC.

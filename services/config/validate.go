@@ -17,7 +17,7 @@ import (
 // the grpc section, the virtual servers and tool overrides, and the reload
 // interval.
 func (c *Config) ValidateGateway() error {
-	return errors.Join(c.Gateway.WithDefaults().Validate(), c.GRPC.Validate(), c.ValidateServers(), c.Reload.Validate(), c.Audit.Validate(),
+	return errors.Join(c.Gateway.WithDefaults().Validate(), c.GRPC.Validate(), c.ValidateServers(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(),
 		validateAuditIndexer(c.Audit, c.Gateway.Indexer, "gateway.indexer"))
 }
 
@@ -28,7 +28,7 @@ func (c *Config) ValidateGateway() error {
 // and the reload interval.
 func (c *Config) ValidateAggregator() error {
 	return errors.Join(c.Aggregator.Validate(), c.ServiceAuth.Validate(), c.GRPC.Validate(),
-		c.ValidateServers(), c.ValidateRateLimits(), c.Reload.Validate(), c.Audit.Validate(),
+		c.ValidateServers(), c.ValidateRateLimits(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(),
 		validateAuditIndexer(c.Audit, c.AggregatorAuditIndexer(), "aggregator.indexer"))
 }
 
@@ -36,7 +36,7 @@ func (c *Config) ValidateAggregator() error {
 // service credentials, the grpc section, the rate limits and the reload
 // interval.
 func (c *Config) ValidateIndexer() error {
-	return errors.Join(c.Indexer.WithDefaults().Validate(), c.ServiceAuth.Validate(), c.GRPC.Validate(), c.RateLimits.Validate(), c.Reload.Validate(), c.Audit.Validate())
+	return errors.Join(c.Indexer.WithDefaults().Validate(), c.ServiceAuth.Validate(), c.GRPC.Validate(), c.RateLimits.Validate(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate())
 }
 
 // MinReloadInterval keeps the watch from reading the file in a tight loop.

@@ -126,7 +126,7 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 			return nil
 		}
 		wg.Go(func() {
-			opshttp.Serve(ctx, lis, opshttp.Handler(ready, reg, opshttp.Pprof(env.Config.Ops.Pprof)), env.Log)
+			opshttp.Serve(ctx, lis, opshttp.Handler(ready, reg, opshttp.Pprof(env.Config.Ops.Pprof)), env.Config.Ops.Hosts, env.Log)
 		})
 	}
 

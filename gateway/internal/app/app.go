@@ -122,14 +122,9 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 			ops = mux
 			env.Log.Info("operator console serving", "url", "http://"+opsLis.Addr().String()+"/console/")
 		}
-		if hostguard.LoopbackBind(cfg.OpsListen) {
-			// The MCP port's rule against DNS rebinding, on the whole ops
-			// mux: a rebound page must not read metrics or the console.
-			ops = hostguard.LoopbackHostOnly(ops)
-		}
 		opsCtx, stopOps := context.WithCancel(ctx)
 		opsDone := make(chan struct{})
-		go func() { opshttp.Serve(opsCtx, opsLis, ops, env.Log); close(opsDone) }()
+		go func() { opshttp.Serve(opsCtx, opsLis, ops, env.Config.Ops.Hosts, env.Log); close(opsDone) }()
 		defer func() { stopOps(); <-opsDone }()
 	}
 	// The configuration file is watched for as long as the gateway serves:

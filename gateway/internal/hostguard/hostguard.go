@@ -9,7 +9,6 @@ package hostguard
 
 import (
 	"net"
-	"net/http"
 	"strings"
 )
 
@@ -40,17 +39,4 @@ func LoopbackBind(addr string) bool {
 		return false
 	}
 	return IsLoopbackName(host)
-}
-
-// LoopbackHostOnly refuses (403) every request whose Host is not a
-// loopback name or address, before h sees it: the handler of a listener
-// that LoopbackBind reports.
-func LoopbackHostOnly(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !IsLoopbackName(HostName(r.Host)) {
-			http.Error(w, "Forbidden: Host not allowed", http.StatusForbidden)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
 }

@@ -219,7 +219,7 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 		opsCtx, stopOps := context.WithCancel(ctx)
 		opsDone := make(chan struct{})
 		ops := opshttp.Handler(ready, reg, opshttp.Pprof(cfg.Ops.Pprof))
-		go func() { opshttp.Serve(opsCtx, httpLis, ops, log); close(opsDone) }()
+		go func() { opshttp.Serve(opsCtx, httpLis, ops, cfg.Ops.Hosts, log); close(opsDone) }()
 		defer func() { stopOps(); <-opsDone }()
 	}
 
