@@ -64,11 +64,15 @@ type admission struct {
 	forwarded bool
 }
 
-// admitted is an admission that passed: the item, its backend, and the
-// context that carries the caller's credentials for that backend.
+// admitted is what an admission found: the item and its owner, and once
+// it passed, the owner's client and the context that carries the
+// caller's credentials for that backend.
 type admitted struct {
-	ctx    context.Context
-	snap   *catalog.Snapshot
+	ctx  context.Context
+	snap *catalog.Snapshot
+	// owner is the backend that owns the item in the caller's server,
+	// "" for none: a refused request's backend, for the trail.
+	owner  string
 	b      *backend.Client
 	tool   *catalog.Item[*aggregatorv1.Tool]
 	prompt *catalog.Item[*aggregatorv1.Prompt]
@@ -79,6 +83,7 @@ type admitted struct {
 // backend for a caller.
 func serve[T any](ctx context.Context, s *Server, r admission, do func(*admitted) (T, error)) (T, error) {
 	start := time.Now()
+	// a holds what was found even when the admission refused it.
 	a, err := s.admit(ctx, r)
 	var res T
 	if err == nil {
@@ -90,30 +95,32 @@ func serve[T any](ctx context.Context, s *Server, r admission, do func(*admitted
 	return res, err
 }
 
-// admit runs the steps of an admission up to the request itself.
+// admit runs the steps of an admission up to the request itself. A
+// refused admission still returns what it found (nil when it found
+// nothing to look at), for the trail.
 func (s *Server) admit(ctx context.Context, r admission) (*admitted, error) {
 	if r.malformed != nil {
 		return nil, r.malformed
 	}
 	a, err := s.route(ctx, r.server, r.kind, r.key)
 	if err != nil {
-		return nil, err
+		return a, err
 	}
 	if r.prepare != nil {
 		if err := r.prepare(a); err != nil {
-			return nil, err
+			return a, err
 		}
 	}
 	if !r.forwarded {
 		if err := s.limit(ctx, r.method, r.server, r.toolName(), a.b); err != nil {
-			return nil, err
+			return a, err
 		}
 	}
 	a.ctx = ctx
 	if !r.shared {
 		p := svcauth.PrincipalFrom(ctx)
 		if a.ctx, err = a.b.WithCaller(ctx, p.GetSubject(), r.subjectToken); err != nil {
-			return nil, err
+			return a, err
 		}
 	}
 	return a, nil
@@ -130,37 +137,36 @@ func (r admission) toolName() string {
 
 // route finds, filters and authorizes the item of kind k under key in the
 // caller's server: the first three steps of an admission, which a watch
-// also takes again for each subscription when the catalog changes.
+// also takes again for each subscription when the catalog changes. Refused,
+// it still returns what it found (nil for an unknown server).
 func (s *Server) route(ctx context.Context, server string, k catalog.Kind, key string) (*admitted, error) {
 	snap, _, err := s.e.ServerSnapshot(server)
 	if err != nil {
 		return nil, err
 	}
 	a := &admitted{snap: snap}
-	owner := ""
 	switch k {
 	case catalog.KindTools:
 		a.tool, _ = snap.Tool(key)
-		owner = a.tool.Owner()
+		a.owner = a.tool.Owner()
 	case catalog.KindPrompts:
 		a.prompt, _ = snap.Prompt(key)
-		owner = a.prompt.Owner()
+		a.owner = a.prompt.Owner()
 	case catalog.KindResourceTemplates:
 		t, _ := snap.Template(key)
-		owner = t.Owner()
+		a.owner = t.Owner()
 	case catalog.KindResources:
-		owner = resourceOwner(snap, key)
+		a.owner = resourceOwner(snap, key)
 	}
 	// The listing applied the server's filters to what it listed; a
 	// resource read through a template is a URI the listing never held,
 	// so the filter is applied to the concrete key here, for every kind.
+	owner := a.owner
 	if owner != "" && !snap.Keeps(k, key) {
 		owner = ""
 	}
-	if a.b, err = s.e.Owner(snap, svcauth.PrincipalFrom(ctx), k, key, owner); err != nil {
-		return nil, err
-	}
-	return a, nil
+	a.b, err = s.e.Owner(snap, svcauth.PrincipalFrom(ctx), k, key, owner)
+	return a, err
 }
 
 // resourceOwner routes a URI as a read does: the resource of that exact

@@ -59,39 +59,19 @@ func (s *Server) auditAdmission(ctx context.Context, r admission, start time.Tim
 		e.Backend = answered.GetBackend()
 	}
 	if e.Backend == "" && a != nil {
-		e.Backend = a.b.Name()
+		if a.b != nil {
+			e.Backend = a.b.Name()
+		} else {
+			e.Backend = a.owner
+		}
 	}
 	if err == nil {
 		if result, ok := res.(interface{ GetIsError() bool }); ok && result.GetIsError() {
 			e.Outcome = audit.OutcomeToolError
 		}
 	}
-	if err != nil && e.Backend == "" {
-		e.Backend = s.ownerOf(r.kind, r.server, r.key)
-	}
 	e.Since(time.Now())
 	s.audit.Record(e)
-}
-
-// ownerOf is the backend that owns the item in the server's snapshot, ""
-// for none: a refused request's backend, for the trail only.
-func (s *Server) ownerOf(k catalog.Kind, server, key string) string {
-	snap, _, err := s.e.ServerSnapshot(server)
-	if err != nil {
-		return ""
-	}
-	switch k {
-	case catalog.KindTools:
-		it, _ := snap.Tool(key)
-		return it.Owner()
-	case catalog.KindPrompts:
-		it, _ := snap.Prompt(key)
-		return it.Owner()
-	case catalog.KindResourceTemplates:
-		t, _ := snap.Template(key)
-		return t.Owner()
-	}
-	return resourceOwner(snap, key)
 }
 
 // promptArguments is the JSON of a prompt get's arguments, for the trail.

@@ -49,30 +49,36 @@ var routeNames = [...]string{"plain", "held", "resume", "forward", "own-session"
 func (r callRoute) String() string { return routeNames[r] }
 
 // routeOf decides how an admitted call runs, from the request and the
-// backend; replica is the peer holding the call for routeForward.
-func (s *Server) routeOf(req *aggregatorv1.CallToolRequest, b *backend.Client, stream *notifier) (route callRoute, replica string) {
+// backend; replica is the peer holding the call for routeForward, caps
+// the client's capabilities the backend may ask of for routeHeld.
+func (s *Server) routeOf(req *aggregatorv1.CallToolRequest, b *backend.Client, stream *notifier) (route callRoute, replica string, caps *mcp.ClientCapabilities) {
 	if state := req.GetRequestState(); strings.HasPrefix(state, backend.HeldStatePrefix) {
 		if _, _, replica, _ := backend.ParseHeldState(state); !s.peers.Local(replica) {
-			return routeForward, replica
+			return routeForward, replica, nil
 		}
-		return routeResume, ""
+		return routeResume, "", nil
 	}
-	if b.IsLegacy() && askableCapabilities(req.GetContext()) != nil {
-		return routeHeld, ""
+	if b.IsLegacy() {
+		if caps := askableCapabilities(req.GetContext()); caps != nil {
+			return routeHeld, "", caps
+		}
 	}
 	if stream != nil && stream.level != "" && !b.SpeaksModern() {
-		return routeOwnSession, ""
+		return routeOwnSession, "", nil
 	}
-	return routePlain, ""
+	return routePlain, "", nil
+}
+
+// heldOwner binds a held call to the principal that started it and its
+// tool: only the same may resume it.
+func heldOwner(ctx context.Context, req *aggregatorv1.CallToolRequest) string {
+	return svcauth.PrincipalFrom(ctx).GetSubject() + "\x00" + req.GetName()
 }
 
 // routeToolCall runs an admitted call on its route.
 func (s *Server) routeToolCall(ctx context.Context, req *aggregatorv1.CallToolRequest, tc *toolCall, stream *notifier) (*aggregatorv1.CallToolResponse, error) {
 	b := tc.b
-	route, replica := s.routeOf(req, b, stream)
-	// A held call's owner: only the principal that started it may resume
-	// it, for the same tool.
-	owner := svcauth.PrincipalFrom(ctx).GetSubject() + "\x00" + req.GetName()
+	route, replica, caps := s.routeOf(req, b, stream)
 	switch route {
 	case routeForward:
 		return s.forwardHeld(ctx, replica, req, stream)
@@ -84,7 +90,7 @@ func (s *Server) routeToolCall(ctx context.Context, req *aggregatorv1.CallToolRe
 			}
 		}
 		res, err := timed(s, b, "tools/call", func() (*mcp.CallToolResult, error) {
-			return b.ResumeHeld(ctx, req.GetRequestState(), owner, responses, stream.relay())
+			return b.ResumeHeld(ctx, req.GetRequestState(), heldOwner(ctx, req), responses, stream.relay())
 		})
 		return heldResponse(b, res, stream.failed(err))
 	case routeHeld:
@@ -92,9 +98,8 @@ func (s *Server) routeToolCall(ctx context.Context, req *aggregatorv1.CallToolRe
 		if err != nil {
 			return nil, err
 		}
-		caps := askableCapabilities(req.GetContext())
 		res, err := timed(s, b, "tools/call", func() (*mcp.CallToolResult, error) {
-			return b.CallToolAsking(ctx, params, caps, owner, stream.relay())
+			return b.CallToolAsking(ctx, params, caps, heldOwner(ctx, req), stream.relay())
 		})
 		return heldResponse(b, res, stream.failed(err))
 	case routeOwnSession:
