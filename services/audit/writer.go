@@ -250,11 +250,14 @@ func (w *Writer) fill(batch []Event) []Event {
 }
 
 // write prepares the arguments of a batch (off the request path), fits
-// them to the trail's bounds, and hands the batch to every sink.
+// redacted ones to the trail's bounds (Record fitted the rest), and hands
+// the batch to every sink.
 func (w *Writer) write(batch []Event) {
 	for i := range batch {
 		w.prepare(&batch[i])
-		batch[i] = Fit(batch[i])
+		if batch[i].Arguments != nil {
+			batch[i] = Fit(batch[i])
+		}
 		w.queuedBytes.Add(-batch[i].queuedSize)
 	}
 	for _, s := range w.sinks {
