@@ -1,14 +1,16 @@
-// Package hostguard is the gateway's rule against DNS rebinding by name,
-// shared by every listener that serves browsers: the MCP edge (which adds
-// its configured hosts, see edge) and the ops port (metrics, probes and
-// the operator console). A listener bound only to a loopback address
-// answers only requests whose Host is a loopback name or address: a page
-// that rebinds its own name to 127.0.0.1 still sends its own name as
-// Host (a browser sets Host from the URL it loads), never a loopback one.
+// Package hostguard is the services' rule against DNS rebinding by name:
+// a page that rebinds its own name to a listener's address still sends
+// its own name as Host (a browser sets Host from the URL it loads), never
+// the address or a loopback name. The gateway's MCP edge answers a
+// loopback bind's loopback names only (adding its configured hosts, see
+// edge); every ops port answers IP literals, localhost and the configured
+// ops.hosts only (NamedHostsOnly, opshttp.Serve).
 package hostguard
 
 import (
 	"net"
+	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -39,4 +41,21 @@ func LoopbackBind(addr string) bool {
 		return false
 	}
 	return IsLoopbackName(host)
+}
+
+// NamedHostsOnly serves h to requests whose Host is an IP literal,
+// localhost, or one of hosts (compared without case), and refuses any
+// other with 403, whatever the listener's bind: probes and scrapers name
+// the address, a rebound page its own name.
+func NamedHostsOnly(h http.Handler, hosts []string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := HostName(r.Host)
+		ok := host != "" && (net.ParseIP(host) != nil || strings.EqualFold(host, "localhost") ||
+			slices.ContainsFunc(hosts, func(n string) bool { return strings.EqualFold(n, host) }))
+		if !ok {
+			http.Error(w, "Forbidden: Host not allowed (ops.hosts)", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

@@ -18,14 +18,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/switchboard-mcp/switchboard/services/hostguard"
 	"github.com/switchboard-mcp/switchboard/services/lifecycle"
 )
 
@@ -109,28 +108,8 @@ func Serve(ctx context.Context, lis net.Listener, h http.Handler, hosts []string
 	log.Info("http serving", "addr", lis.Addr().String())
 	// No WriteTimeout: a CPU profile or trace answers after the seconds
 	// it was asked to record.
-	srv := &http.Server{Handler: HostGuard(h, hosts), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: hostguard.NamedHostsOnly(h, hosts), ReadHeaderTimeout: 10 * time.Second}
 	if err := lifecycle.ServeHTTP(ctx, srv, lis, shutdownGrace); err != nil {
 		log.Error("http server failed", "err", err)
 	}
-}
-
-// HostGuard serves h to requests whose Host header is an IP literal,
-// localhost, or one of hosts (compared without case); it refuses any
-// other with 403.
-func HostGuard(h http.Handler, hosts []string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		host := r.Host
-		if name, _, err := net.SplitHostPort(host); err == nil {
-			host = name
-		}
-		host = strings.Trim(host, "[]")
-		ok := host != "" && (net.ParseIP(host) != nil || strings.EqualFold(host, "localhost") ||
-			slices.ContainsFunc(hosts, func(n string) bool { return strings.EqualFold(n, host) }))
-		if !ok {
-			http.Error(w, "Forbidden: Host not allowed (ops.hosts)", http.StatusForbidden)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
 }

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // connCounter counts the connections a test server accepted and closed.
@@ -65,18 +67,6 @@ func readAll(t *testing.T, resp *http.Response) string {
 	}
 	_ = resp.Body.Close()
 	return string(b)
-}
-
-// waitFor polls cond until it holds or a few seconds pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func (t *Transport) idleConns() []*conn {
@@ -165,7 +155,7 @@ func TestServerClosedIdleConnection(t *testing.T) {
 	}
 	readAll(t, resp)
 	srv.CloseClientConnections()
-	waitFor(t, "the pooled connection to see its end", func() bool {
+	testkit.Eventually(t, "the pooled connection to see its end", 5*time.Second, func() bool {
 		idle := tr.idleConns()
 		return len(idle) == 1 && !idleAndOpen(idle[0].raw)
 	})
@@ -311,7 +301,7 @@ func TestConnectionCloseAndEarlyCloseNotReused(t *testing.T) {
 	if n := len(tr.idleConns()); n != 0 {
 		t.Fatalf("a connection with an unread body was pooled (%d idle)", n)
 	}
-	waitFor(t, "the server to see both connections closed", func() bool { return counter.closed.Load() == 2 })
+	testkit.Eventually(t, "the server to see both connections closed", 5*time.Second, func() bool { return counter.closed.Load() == 2 })
 	if n := counter.opened.Load(); n != 2 {
 		t.Fatalf("%d connections, want 2", n)
 	}
@@ -563,7 +553,7 @@ func TestIdleBoundAndTimeout(t *testing.T) {
 	if n := len(tr.idleConns()); n != 1 {
 		t.Fatalf("%d idle connections, bound 1", n)
 	}
-	waitFor(t, "the idle connection to time out", func() bool { return counter.closed.Load() == 3 })
+	testkit.Eventually(t, "the idle connection to time out", 5*time.Second, func() bool { return counter.closed.Load() == 3 })
 	if n := len(tr.idleConns()); n != 0 {
 		t.Fatalf("%d idle connections after the timeout", n)
 	}
@@ -634,7 +624,7 @@ func TestUnaskedBytesOverTLS(t *testing.T) {
 		if got := readAll(t, resp); got != "ok" || resp.TLS == nil {
 			t.Fatalf("answer %d: %q (TLS %v), want ok over TLS", i, got, resp.TLS != nil)
 		}
-		waitFor(t, "the unasked answer to arrive", func() bool {
+		testkit.Eventually(t, "the unasked answer to arrive", 5*time.Second, func() bool {
 			idle := tr.idleConns()
 			return len(idle) == 1 && !idle[0].alive()
 		})
@@ -791,7 +781,7 @@ func TestTinyIdleTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	readAll(t, resp)
-	waitFor(t, "the sweep", func() bool { return len(tr.idleConns()) == 0 })
+	testkit.Eventually(t, "the sweep", 5*time.Second, func() bool { return len(tr.idleConns()) == 0 })
 }
 
 // After a failed read or a Close, a body keeps saying so instead of

@@ -17,11 +17,11 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/edge"
-	"github.com/switchboard-mcp/switchboard/gateway/internal/hostguard"
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/hostguard"
 	"github.com/switchboard-mcp/switchboard/services/lifecycle"
 	"github.com/switchboard-mcp/switchboard/services/opshttp"
 	"github.com/switchboard-mcp/switchboard/services/rpc"

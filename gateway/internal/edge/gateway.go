@@ -23,13 +23,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
-	"github.com/switchboard-mcp/switchboard/gateway/internal/hostguard"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/methods"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/hostguard"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 

@@ -6,8 +6,8 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/switchboard-mcp/switchboard/gateway/internal/hostguard"
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/hostguard"
 )
 
 // The MCP endpoints. Each is a protected resource of its own (RFC 9728):

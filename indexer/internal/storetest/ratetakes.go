@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/services/ratelimit"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // slowRate is one token an hour: nothing refills within a test, so what a
@@ -64,7 +65,7 @@ func rateTakesRefillUpToBurst(t *testing.T, open Open[RateTaker]) {
 	if g := take(t, st, ratelimit.TokenRequest{Key: "refill", Rate: 100, Burst: 2, Tokens: 2}); g[0].Granted != 2 {
 		t.Fatalf("a new bucket of 2: %+v", g[0])
 	}
-	eventually(t, "the emptied bucket to refill", func() bool {
+	testkit.Eventually(t, "the emptied bucket to refill", pollDeadline, func() bool {
 		return take(t, st, ratelimit.TokenRequest{Key: "refill", Rate: 100, Burst: 2, Tokens: 1})[0].Granted == 1
 	})
 	// 1000 a second for 50 ms is 50 tokens, of which a bucket of 3 holds 3.
@@ -72,7 +73,7 @@ func rateTakesRefillUpToBurst(t *testing.T, open Open[RateTaker]) {
 		t.Fatalf("a new bucket of 3: %+v", g[0])
 	}
 	emptied := time.Now()
-	eventually(t, "50 ms to pass", func() bool { return time.Since(emptied) >= 50*time.Millisecond })
+	testkit.Eventually(t, "50 ms to pass", pollDeadline, func() bool { return time.Since(emptied) >= 50*time.Millisecond })
 	if g := take(t, st, ratelimit.TokenRequest{Key: "capped", Rate: 1000, Burst: 3, Tokens: 10}); g[0].Granted != 3 {
 		t.Fatalf("asked 10 of a bucket of 3 after 50 tokens' worth of refill: %+v, want 3", g[0])
 	}

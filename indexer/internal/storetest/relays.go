@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 func relay(t *testing.T, st store.SessionStates, r store.InputResponse, limits store.RelayLimits) int64 {
@@ -204,7 +205,7 @@ func inputResponsesExpire(t *testing.T, open Open[SessionStateStore]) {
 	case !inTime && err != nil && !errors.Is(err, store.ErrRelaysFull): // the first may have expired already (a very slow machine)
 		t.Fatal(err)
 	}
-	eventually(t, "the short-lived answer to expire", func() bool {
+	testkit.Eventually(t, "the short-lived answer to expire", pollDeadline, func() bool {
 		_, found, err := two.InputResponse(ctx, id1)
 		if err != nil {
 			t.Fatal(err)
@@ -283,30 +284,30 @@ func listenSessionEventsAcrossHandles(t *testing.T, open Open[SessionStateStore]
 
 	s := session(1)
 	updateState(t, writer, store.SessionStateChange{Digest: s, Principal: principal(1), ExpiresAt: at, Subscribe: "demo://a"}, roomyLimits)
-	eventually(t, "a state change to reach the listener", heard(func() bool { return changed[s] > 0 }))
+	testkit.Eventually(t, "a state change to reach the listener", pollDeadline, heard(func() bool { return changed[s] > 0 }))
 	n := changes(s)
 	updateState(t, listener, store.SessionStateChange{Digest: s, Principal: principal(1), ExpiresAt: at, LogLevel: "info"}, roomyLimits)
-	eventually(t, "the listener's own state change", heard(func() bool { return changed[s] > n }))
+	testkit.Eventually(t, "the listener's own state change", pollDeadline, heard(func() bool { return changed[s] > n }))
 
 	id := relay(t, writer, store.InputResponse{Owner: "replica-a", SessionDigest: s, RequestID: `"r1"`, Response: `{}`, ExpiresAt: at}, store.RelayLimits{PerSession: 8, SessionBytes: 1 << 20})
-	eventually(t, "an answer to reach the listener", heard(func() bool { return answered[id] > 0 }))
+	testkit.Eventually(t, "an answer to reach the listener", pollDeadline, heard(func() bool { return answered[id] > 0 }))
 
 	c := store.Cancellation{SessionDigest: s, RequestID: `7`}
 	if err := writer.RelayCancellation(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a cancellation to reach the listener", heard(func() bool { return cancelled[c] > 0 }))
+	testkit.Eventually(t, "a cancellation to reach the listener", pollDeadline, heard(func() bool { return cancelled[c] > 0 }))
 	own := store.Cancellation{SessionDigest: s, RequestID: `"r 8 \u00e9 é"`}
 	if err := listener.RelayCancellation(ctx, own); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the listener's own cancellation", heard(func() bool { return cancelled[own] > 0 }))
+	testkit.Eventually(t, "the listener's own cancellation", pollDeadline, heard(func() bool { return cancelled[own] > 0 }))
 
 	n = changes(s)
 	if err := writer.RevokeSession(ctx, s, at); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the revoked session's state going to reach the listener", heard(func() bool { return changed[s] > n }))
+	testkit.Eventually(t, "the revoked session's state going to reach the listener", pollDeadline, heard(func() bool { return changed[s] > n }))
 
 	mu.Lock()
 	defer mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 func digest(c byte) string { return strings.Repeat(string(c), 64) }
@@ -87,15 +88,15 @@ func listenRevocationsAcrossHandles(t *testing.T, open Open[RevocationStore]) {
 	if err := writer.RevokeSession(t.Context(), digest('e'), at); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the revocation to reach the listener", heardUntil(digest('e'), at))
+	testkit.Eventually(t, "the revocation to reach the listener", pollDeadline, heardUntil(digest('e'), at))
 	if err := writer.RevokeSession(t.Context(), digest('e'), at.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the extension to reach the listener", heardUntil(digest('e'), at.Add(time.Hour)))
+	testkit.Eventually(t, "the extension to reach the listener", pollDeadline, heardUntil(digest('e'), at.Add(time.Hour)))
 	// A revocation recorded through the listener's own handle reaches it
 	// too: every replica hears every revocation, its own included.
 	if err := listener.RevokeSession(t.Context(), digest('f'), at); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the listener's own revocation", heardUntil(digest('f'), at))
+	testkit.Eventually(t, "the listener's own revocation", pollDeadline, heardUntil(digest('f'), at))
 }

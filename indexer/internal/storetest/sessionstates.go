@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // nthDigest is a distinct 64-hex-digit digest for each (space, i): a
@@ -396,7 +397,7 @@ func sessionStateGoesWithItsSession(t *testing.T, open Open[SessionStateStore]) 
 	if time.Now().Before(soon) { // else it may have expired already (a very slow machine)
 		wantBound(t, err, false, false, "a second session of a principal that may have one")
 	}
-	eventually(t, "the short-lived state to expire", func() bool {
+	testkit.Eventually(t, "the short-lived state to expire", pollDeadline, func() bool {
 		_, found := stateOf(t, one, short.Digest)
 		return !found
 	})

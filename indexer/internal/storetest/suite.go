@@ -226,16 +226,5 @@ func run[B any](t *testing.T, fresh func(t *testing.T) B, checks []check[B]) {
 	}
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
-}
+// pollDeadline bounds what a check waits for another handle to see.
+const pollDeadline = 30 * time.Second
