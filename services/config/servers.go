@@ -35,6 +35,15 @@ type Server struct {
 	// ToolOverrides apply in this server only, on top of
 	// aggregator.toolOverrides (field by field: a field set here wins).
 	ToolOverrides []ToolOverride `yaml:"toolOverrides"`
+	// Audience, when set, makes the server a protected resource of its
+	// own: at /mcp/<name> (and its /raw and /optimized) an OIDC token is
+	// accepted only when its aud claim contains this value, and a token
+	// for gateway.auth.oidc.audience alone is refused. Unset, the server
+	// shares gateway.auth.oidc.audience with /mcp. It needs
+	// gateway.auth.mode oidc (API keys carry no audience) and must differ
+	// from that audience and from every other server's (see
+	// ValidateServerAudiences).
+	Audience string `yaml:"audience"`
 }
 
 // ItemFilter selects items by name. An item is shown when it matches an

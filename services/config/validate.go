@@ -17,7 +17,7 @@ import (
 // the grpc section, the virtual servers and tool overrides, and the reload
 // interval.
 func (c *Config) ValidateGateway() error {
-	return errors.Join(c.Gateway.WithDefaults().Validate(), c.GRPC.Validate(), c.ValidateServers(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(),
+	return errors.Join(c.Gateway.WithDefaults().Validate(), c.GRPC.Validate(), c.ValidateServers(), c.ValidateServerAudiences(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(),
 		validateAuditIndexer(c.Audit, c.Gateway.Indexer, "gateway.indexer"))
 }
 

@@ -23,7 +23,13 @@ var ErrUnauthenticated = errors.New("missing or invalid bearer token")
 
 // Authenticator resolves the principal of a request.
 type Authenticator interface {
-	Authenticate(r *http.Request) (*commonv1.Principal, error)
+	// Authenticate resolves the principal of r, a request for a protected
+	// resource whose tokens must name audience in their aud claim: a
+	// virtual server's own (servers[].audience), or "" for the shared
+	// gateway.auth.oidc.audience. Only OIDC tokens carry an audience: API
+	// keys and the anonymous principal are accepted whatever it is (the
+	// configuration allows a server's audience in oidc mode only).
+	Authenticate(r *http.Request, audience string) (*commonv1.Principal, error)
 }
 
 // New builds the authenticator for cfg.
@@ -42,7 +48,7 @@ func New(cfg config.GatewayAuth, client *http.Client) (Authenticator, error) {
 
 type anonymous struct{}
 
-func (anonymous) Authenticate(*http.Request) (*commonv1.Principal, error) {
+func (anonymous) Authenticate(*http.Request, string) (*commonv1.Principal, error) {
 	return &commonv1.Principal{}, nil
 }
 
@@ -68,7 +74,7 @@ func newAPIKeys(keys []config.APIKey) (apiKeys, error) {
 	return table, nil
 }
 
-func (t apiKeys) Authenticate(r *http.Request) (*commonv1.Principal, error) {
+func (t apiKeys) Authenticate(r *http.Request, _ string) (*commonv1.Principal, error) {
 	token, ok := BearerToken(r)
 	if !ok {
 		return nil, ErrUnauthenticated

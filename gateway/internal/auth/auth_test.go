@@ -33,7 +33,7 @@ func TestAPIKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := a.Authenticate(request("k1"))
+	p, err := a.Authenticate(request("k1"), "")
 	if err != nil || p.GetSubject() != "alice" || !slices.Equal(p.GetGroups(), []string{"g"}) {
 		t.Fatalf("valid key: %v %v", p, err)
 	}
@@ -42,7 +42,7 @@ func TestAPIKeys(t *testing.T) {
 		if tok == "k1 " {
 			r.Header.Set("Authorization", "Basic k1")
 		}
-		if _, err := a.Authenticate(r); !errors.Is(err, ErrUnauthenticated) {
+		if _, err := a.Authenticate(r, ""); !errors.Is(err, ErrUnauthenticated) {
 			t.Errorf("token %q: %v", tok, err)
 		}
 	}
@@ -119,17 +119,17 @@ func TestOIDC(t *testing.T) {
 	now := time.Now()
 	good := jwt.Claims{Issuer: "https://issuer.test", Audience: jwt.Audience{"switchboard"}, Subject: "carol",
 		Expiry: jwt.NewNumericDate(now.Add(time.Hour)), IssuedAt: jwt.NewNumericDate(now)}
-	p, err := o.Authenticate(request(is.token(t, "k1", good, map[string]any{"groups": []string{"ops", "dev"}})))
+	p, err := o.Authenticate(request(is.token(t, "k1", good, map[string]any{"groups": []string{"ops", "dev"}})), "")
 	if err != nil || p.GetSubject() != "carol" || !slices.Equal(p.GetGroups(), []string{"ops", "dev"}) {
 		t.Fatalf("valid token: %v %v", p, err)
 	}
 	// Cached: a second token with the same kid fetches nothing.
-	if _, err := o.Authenticate(request(is.token(t, "k1", good, nil))); err != nil || is.fetches.Load() != 1 {
+	if _, err := o.Authenticate(request(is.token(t, "k1", good, nil)), ""); err != nil || is.fetches.Load() != 1 {
 		t.Fatalf("cached key: %v, fetches %d", err, is.fetches.Load())
 	}
 	// Rotation: a token with a new kid triggers a refetch and works.
 	is.rotate(t, "k2")
-	if _, err := o.Authenticate(request(is.token(t, "k2", good, nil))); err != nil || is.fetches.Load() != 2 {
+	if _, err := o.Authenticate(request(is.token(t, "k2", good, nil)), ""); err != nil || is.fetches.Load() != 2 {
 		t.Fatalf("rotated key: %v, fetches %d", err, is.fetches.Load())
 	}
 
@@ -147,17 +147,68 @@ func TestOIDC(t *testing.T) {
 	c.Subject = ""
 	bad["no subject"] = c
 	for name, claims := range bad {
-		if _, err := o.Authenticate(request(is.token(t, "k2", claims, nil))); !errors.Is(err, ErrUnauthenticated) {
+		if _, err := o.Authenticate(request(is.token(t, "k2", claims, nil)), ""); !errors.Is(err, ErrUnauthenticated) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
 	// A symmetric (HS256) token is refused whatever its claims.
 	hs, _ := jose.NewSigner(jose.SigningKey{Algorithm: jose.HS256, Key: []byte("0123456789abcdef0123456789abcdef")}, nil)
 	forged, _ := jwt.Signed(hs).Claims(good).Serialize()
-	if _, err := o.Authenticate(request(forged)); !errors.Is(err, ErrUnauthenticated) {
+	if _, err := o.Authenticate(request(forged), ""); !errors.Is(err, ErrUnauthenticated) {
 		t.Errorf("HS256 token: %v", err)
 	}
-	if _, err := o.Authenticate(request("")); !errors.Is(err, ErrUnauthenticated) {
+	if _, err := o.Authenticate(request(""), ""); !errors.Is(err, ErrUnauthenticated) {
 		t.Errorf("no token: %v", err)
+	}
+}
+
+// TestOIDCAudienceOfAResource: the audience a token must carry is the
+// resource's: "" is gateway.auth.oidc.audience, another value (a server's
+// own) replaces it, so a token for the shared audience alone is refused
+// there and a token for a server's alone is refused at the shared one.
+// API keys carry no audience and are accepted whatever the resource's.
+func TestOIDCAudienceOfAResource(t *testing.T) {
+	is := newIssuer(t)
+	o, err := NewOIDC(config.OIDC{Issuer: "https://issuer.test", Audience: "switchboard", JWKSURL: is.srv.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	token := func(aud ...string) string {
+		return is.token(t, "k1", jwt.Claims{Issuer: "https://issuer.test", Audience: aud, Subject: "carol",
+			Expiry: jwt.NewNumericDate(now.Add(time.Hour)), IssuedAt: jwt.NewNumericDate(now)}, nil)
+	}
+	for _, tc := range []struct {
+		name     string
+		token    string
+		audience string
+		ok       bool
+	}{
+		{"the shared audience at the shared resource", token("switchboard"), "", true},
+		{"a server's audience at that server", token("srv-a"), "srv-a", true},
+		{"a token for both at the server", token("switchboard", "srv-a"), "srv-a", true},
+		{"a token for both at the shared resource", token("srv-a", "switchboard"), "", true},
+		{"the shared audience at a server of its own", token("switchboard"), "srv-a", false},
+		{"a server's audience at the shared resource", token("srv-a"), "", false},
+		{"a server's audience at another server", token("srv-a"), "srv-b", false},
+	} {
+		_, err := o.Authenticate(request(tc.token), tc.audience)
+		if tc.ok && err != nil {
+			t.Errorf("%s: refused: %v", tc.name, err)
+		}
+		if !tc.ok && !errors.Is(err, ErrUnauthenticated) {
+			t.Errorf("%s: %v, want ErrUnauthenticated", tc.name, err)
+		}
+	}
+	// Verify (the console's ID tokens) checks the configured audience.
+	if _, _, err := o.Verify(t.Context(), token("srv-a")); !errors.Is(err, ErrUnauthenticated) {
+		t.Errorf("Verify accepted a token for another audience: %v", err)
+	}
+	keys, err := New(config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "k1", Subject: "alice"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := keys.Authenticate(request("k1"), "srv-a"); err != nil || p.GetSubject() != "alice" {
+		t.Errorf("an API key at a resource with an audience: %v %v", p, err)
 	}
 }

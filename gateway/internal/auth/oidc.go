@@ -82,21 +82,32 @@ func NewOIDC(cfg config.OIDC, client *http.Client) (*OIDC, error) {
 	return &OIDC{cfg: cfg, client: client, groupsClaim: groups, now: time.Now}, nil
 }
 
-// Authenticate implements Authenticator.
-func (o *OIDC) Authenticate(r *http.Request) (*commonv1.Principal, error) {
+// Authenticate implements Authenticator: the bearer token must name
+// audience ("" is the configured audience) among its aud.
+func (o *OIDC) Authenticate(r *http.Request, audience string) (*commonv1.Principal, error) {
 	raw, ok := BearerToken(r)
 	if !ok {
 		return nil, ErrUnauthenticated
 	}
-	p, _, err := o.Verify(r.Context(), raw)
+	if audience == "" {
+		audience = o.cfg.Audience
+	}
+	p, _, err := o.verify(r.Context(), raw, audience)
 	return p, err
 }
 
 // Verify checks a JWT as Authenticate does (signature by a key of the
-// issuer, issuer, audience, expiry, subject) and returns its principal
-// and all of its claims. The operator console verifies ID tokens with it
-// (its audience then the console's client id) and reads their nonce.
+// issuer, issuer, the configured audience, expiry, subject) and returns
+// its principal and all of its claims. The operator console verifies ID
+// tokens with it (its audience then the console's client id) and reads
+// their nonce.
 func (o *OIDC) Verify(ctx context.Context, raw string) (*commonv1.Principal, map[string]any, error) {
+	return o.verify(ctx, raw, o.cfg.Audience)
+}
+
+// verify is the one check of a token, Authenticate's and Verify's: its
+// aud must contain audience, exactly.
+func (o *OIDC) verify(ctx context.Context, raw, audience string) (*commonv1.Principal, map[string]any, error) {
 	tok, err := jwt.ParseSigned(raw, acceptedAlgorithms)
 	if err != nil || len(tok.Headers) != 1 {
 		return nil, nil, ErrUnauthenticated
@@ -110,7 +121,7 @@ func (o *OIDC) Verify(ctx context.Context, raw string) (*commonv1.Principal, map
 	if err := tok.Claims(key, &std, &extra); err != nil {
 		return nil, nil, ErrUnauthenticated
 	}
-	expected := jwt.Expected{Issuer: o.cfg.Issuer, AnyAudience: jwt.Audience{o.cfg.Audience}, Time: o.now()}
+	expected := jwt.Expected{Issuer: o.cfg.Issuer, AnyAudience: jwt.Audience{audience}, Time: o.now()}
 	if err := std.ValidateWithLeeway(expected, clockLeeway); err != nil || std.Subject == "" || std.Expiry == nil {
 		return nil, nil, ErrUnauthenticated
 	}

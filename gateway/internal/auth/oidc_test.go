@@ -143,17 +143,17 @@ func TestOIDCHungIssuer(t *testing.T) {
 	f := newFlakyIssuer(t)
 	o, clock := newTestOIDC(t, f)
 	known := f.token(t, "k1", validClaims(), nil)
-	if _, err := o.Authenticate(request(known)); err != nil {
+	if _, err := o.Authenticate(request(known), ""); err != nil {
 		t.Fatal(err)
 	}
 	f.mode.Store(hanging)
 	clock.Advance(testMaxAge)
-	if _, err := o.Authenticate(request(known)); err != nil {
+	if _, err := o.Authenticate(request(known), ""); err != nil {
 		t.Fatalf("held key, old set: %v", err)
 	}
 	<-f.hung // the background refresh is held by the issuer
 	for range 100 {
-		if _, err := o.Authenticate(request(known)); err != nil {
+		if _, err := o.Authenticate(request(known), ""); err != nil {
 			t.Fatalf("held key while the issuer hangs: %v", err)
 		}
 	}
@@ -163,7 +163,7 @@ func TestOIDCHungIssuer(t *testing.T) {
 	rotated := f.token(t, "k2", validClaims(), nil)
 	for range 4 {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-		_, err := o.Authenticate(request(rotated).WithContext(ctx))
+		_, err := o.Authenticate(request(rotated).WithContext(ctx), "")
 		cancel()
 		if !errors.Is(err, ErrUnauthenticated) {
 			t.Fatalf("unknown kid while the fetch hangs: %v", err)
@@ -175,7 +175,7 @@ func TestOIDCHungIssuer(t *testing.T) {
 	f.mode.Store(serving)
 	close(f.release)
 	waitRefreshDone(t, o)
-	if _, err := o.Authenticate(request(rotated)); err != nil {
+	if _, err := o.Authenticate(request(rotated), ""); err != nil {
 		t.Errorf("rotated key after the held fetch returned: %v", err)
 	}
 	if n := f.fetches.Load(); n != 2 {
@@ -191,7 +191,7 @@ func TestOIDCUnknownKidsRateLimited(t *testing.T) {
 	o, clock := newTestOIDC(t, f)
 	flood := func() {
 		for i := range 50 {
-			if _, err := o.Authenticate(request(tokenNaming(t, f, fmt.Sprint("forged-", i)))); !errors.Is(err, ErrUnauthenticated) {
+			if _, err := o.Authenticate(request(tokenNaming(t, f, fmt.Sprint("forged-", i))), ""); !errors.Is(err, ErrUnauthenticated) {
 				t.Fatalf("unknown kid: %v", err)
 			}
 			waitRefreshDone(t, o)
@@ -231,7 +231,7 @@ func TestOIDCUnknownKidsRateLimited(t *testing.T) {
 	}
 	// Held keys are still used while the issuer fails.
 	held := f.token(t, f.current, validClaims(), nil)
-	if _, err := o.Authenticate(request(held)); err != nil {
+	if _, err := o.Authenticate(request(held), ""); err != nil {
 		t.Fatalf("held key while the issuer fails: %v", err)
 	}
 	f.mode.Store(serving)
@@ -251,7 +251,7 @@ func TestOIDCColdStartIssuerDown(t *testing.T) {
 	f.mode.Store(failing)
 	o, _ := newTestOIDC(t, f)
 	for range 20 {
-		_, err := o.Authenticate(request(f.token(t, "k1", validClaims(), nil)))
+		_, err := o.Authenticate(request(f.token(t, "k1", validClaims(), nil)), "")
 		if !errors.Is(err, errKeysUnavailable) {
 			t.Fatalf("issuer down at start: %v", err)
 		}

@@ -10,8 +10,16 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/hostguard"
 )
 
-// The MCP endpoints. Each is a protected resource of its own (RFC 9728):
-// its resource identifier is the public base URL followed by its path.
+// The MCP endpoints. Each has a resource identifier of its own (RFC
+// 9728): the public base URL followed by its path, which its metadata
+// names and its authentication challenge points at (§3.3 wants the
+// metadata's resource identical to the URL the client called, and MCP
+// clients ask for a token with it as the RFC 8707 resource). Which tokens
+// an endpoint accepts is its audience's affair: /mcp, /mcp/raw,
+// /mcp/optimized and the endpoints of every virtual server without an
+// audience of its own share gateway.auth.oidc.audience, so a token for one
+// of them is accepted at all of them; the three endpoints of a server with
+// servers[].audience accept only tokens naming that audience.
 const (
 	pathMCP          = "/mcp"
 	pathMCPRaw       = "/mcp/raw"
@@ -240,7 +248,9 @@ func (g *Gateway) metadataURL(r *http.Request, path string) string {
 // the well-known path followed by an endpoint's path, that endpoint's;
 // at the well-known path itself, the metadata of the resource identifier
 // without a path, the public origin (what a client that falls back to the
-// root expects, §3.3). Any other path is 404.
+// root expects, §3.3). Any other path is 404. A virtual server's document
+// is the same whether the server has an audience of its own, none, or
+// does not exist: it tells an anonymous caller nothing the URL does not.
 func (g *Gateway) serveResourceMetadata(w http.ResponseWriter, r *http.Request) {
 	if !g.guard(w, r, "GET") {
 		return

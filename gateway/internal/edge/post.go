@@ -25,20 +25,24 @@ import (
 // serveMCP applies the edge protections (Host, Origin, CORS preflight:
 // before authentication, so that neither a rebound page nor a browser's
 // preflight, which carries no credential, meets an authentication
-// answer), authenticates, and routes by HTTP method. An endpoint of a
-// virtual server that is not configured is 404, but only once the caller
-// is authenticated: an anonymous probe learns no server's name.
+// answer), authenticates, and routes by HTTP method. The caller
+// authenticates for the endpoint's audience: a virtual server's own when
+// it has one, else the shared one. An endpoint of a virtual server that
+// is not configured is 404, but only once the caller is authenticated
+// (for the shared audience): an anonymous probe learns no server's name
+// from it.
 func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, at endpointAt) {
 	if !g.guard(w, r, corsMethods) {
 		return
 	}
+	servers := g.servers.Load()
 	authState := g.auth.Load()
-	principal, err := authState.authn.Authenticate(r)
+	principal, err := authState.authn.Authenticate(r, servers.audience(r, at))
 	if err != nil {
 		g.unauthorized(w, r, r.URL.Path, err)
 		return
 	}
-	ep, ok := g.resolveEndpoint(r, at)
+	ep, ok := g.resolveEndpoint(r, at, servers)
 	if !ok {
 		http.NotFound(w, r)
 		return

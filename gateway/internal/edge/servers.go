@@ -42,6 +42,9 @@ type endpoint struct {
 type serverRoute struct {
 	// optimizer: /mcp/<server> serves find_tool and call_tool.
 	optimizer bool
+	// audience is the server's own (servers[].audience): the one an OIDC
+	// token must name at its endpoints; "" shares gateway.auth.oidc.audience.
+	audience string
 }
 
 // SetServers replaces the virtual servers the gateway serves: from the
@@ -50,7 +53,7 @@ type serverRoute struct {
 func (g *Gateway) SetServers(servers []config.Server) {
 	table := serverTable{routes: make(map[string]serverRoute, len(servers)), from: servers}
 	for _, s := range servers {
-		r := serverRoute{optimizer: g.cfg.Optimizer.Enabled}
+		r := serverRoute{optimizer: g.cfg.Optimizer.Enabled, audience: s.Audience}
 		if s.Optimizer != nil {
 			r.optimizer = *s.Optimizer
 		}
@@ -66,14 +69,26 @@ type serverTable struct {
 	from   []config.Server
 }
 
-// resolveEndpoint resolves a request's endpoint; false for a virtual
-// server that is not configured.
-func (g *Gateway) resolveEndpoint(r *http.Request, at endpointAt) (endpoint, bool) {
+// audience is the audience an OIDC token must name at the endpoint a
+// request is for: the virtual server's own, or "" (the shared
+// gateway.auth.oidc.audience) at /mcp and its variants, at a server
+// without one and at a name no server has.
+func (t *serverTable) audience(r *http.Request, at endpointAt) string {
+	if !at.ofServer {
+		return ""
+	}
+	return t.routes[r.PathValue("server")].audience
+}
+
+// resolveEndpoint resolves a request's endpoint in the virtual servers
+// of servers (the table the request was authenticated with); false for a
+// virtual server that is not configured.
+func (g *Gateway) resolveEndpoint(r *http.Request, at endpointAt, servers *serverTable) (endpoint, bool) {
 	optimizer := g.cfg.Optimizer.Enabled
 	var ep endpoint
 	if at.ofServer {
 		ep.server = r.PathValue("server")
-		route, ok := g.servers.Load().routes[ep.server]
+		route, ok := servers.routes[ep.server]
 		if !ok {
 			return endpoint{}, false
 		}
