@@ -118,7 +118,7 @@ func (a Aggregator) Validate() error {
 		at := fmt.Sprintf("aggregator.backends[%d]", i)
 		errs = append(errs, b.Validate(at))
 		if first, dup := named[b.Name]; dup && b.Name != "" {
-			errs = append(errs, fmt.Errorf("%s.name is also aggregator.backends[%d]'s: each backend needs a name of its own", at, first))
+			errs = append(errs, keyErr(at+".name", "also aggregator.backends[%d]'s: each backend needs a name of its own", first))
 		} else if !dup {
 			named[b.Name] = i
 		}
@@ -188,7 +188,7 @@ func (a Aggregator) AdvertiseAddr(getenv func(string) string, hostname func() (s
 	}
 	host, port, err := net.SplitHostPort(a.Listen)
 	if err != nil {
-		return "", fmt.Errorf("aggregator.listen %q: %w", a.Listen, err)
+		return "", keyErr("aggregator.listen", "want host:port (%s)", addrProblem(err))
 	}
 	if ip := getenv(PodIPEnv); ip != "" {
 		return net.JoinHostPort(ip, port), nil
@@ -214,17 +214,17 @@ func (a Aggregator) ValidatePeers() error {
 	}
 	if p.DNS != "" {
 		if _, _, err := net.SplitHostPort(p.DNS); err != nil {
-			return fmt.Errorf("aggregator.peers.dns %q must be name:port: %w", p.DNS, err)
+			return keyErr("aggregator.peers.dns", "want name:port (%s)", addrProblem(err))
 		}
 	}
-	for _, addr := range p.Addresses {
+	for i, addr := range p.Addresses {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return fmt.Errorf("aggregator.peers.addresses: %q must be host:port: %w", addr, err)
+			return keyErr(fmt.Sprintf("aggregator.peers.addresses[%d]", i), "want host:port (%s)", addrProblem(err))
 		}
 	}
 	if a.AdvertiseAddress != "" {
 		if _, _, err := net.SplitHostPort(a.AdvertiseAddress); err != nil {
-			return fmt.Errorf("aggregator.advertiseAddress %q must be host:port: %w", a.AdvertiseAddress, err)
+			return keyErr("aggregator.advertiseAddress", "want host:port (%s)", addrProblem(err))
 		}
 	}
 	return nil
@@ -290,19 +290,19 @@ func (b Backend) Validate(at string) error {
 		errs = append(errs, fmt.Errorf("%s.name is required", at))
 	}
 	if u, err := url.Parse(b.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		errs = append(errs, fmt.Errorf("%s.url must be an absolute http(s) URL", at))
+		errs = append(errs, keyErr(at+".url", "must be an absolute http(s) URL"))
 	}
 	switch b.Protocol {
 	case "", ProtocolAuto, ProtocolModern, ProtocolLegacy:
 	default:
-		errs = append(errs, fmt.Errorf("%s.protocol: want %s, %s or %s", at, ProtocolAuto, ProtocolModern, ProtocolLegacy))
+		errs = append(errs, keyErr(at+".protocol", "want %s, %s or %s", ProtocolAuto, ProtocolModern, ProtocolLegacy))
 	}
 	if b.HeldPerPrincipal < 0 || b.HeldPerPrincipal > MaxHeldCalls {
-		errs = append(errs, fmt.Errorf("%s.heldPerPrincipal: want 1 to %d (or unset: %d)", at, MaxHeldCalls, DefaultHeldPerPrincipal))
+		errs = append(errs, keyErr(at+".heldPerPrincipal", "want 1 to %d (or unset: %d)", MaxHeldCalls, DefaultHeldPerPrincipal))
 	}
 	for k := range b.Headers {
 		if k == "" || strings.ContainsAny(k, " :\r\n") {
-			errs = append(errs, fmt.Errorf("%s.headers: a header name is empty or holds a space, a colon or a line break", at))
+			errs = append(errs, keyErr(at+".headers", "a header name is empty or holds a space, a colon or a line break"))
 			break
 		}
 	}
@@ -347,7 +347,7 @@ func (c ConflictResolution) Validate() error {
 	switch c.Strategy {
 	case StrategyPrefix:
 		if !strings.Contains(c.PrefixFormat, "{backend}") {
-			return fmt.Errorf("%s.prefixFormat must contain {backend}", at)
+			return keyErr(at+".prefixFormat", "must contain {backend}")
 		}
 	case StrategyPriority:
 		if len(c.PriorityOrder) == 0 {
@@ -356,7 +356,7 @@ func (c ConflictResolution) Validate() error {
 		seen := map[string]bool{}
 		for i, b := range c.PriorityOrder {
 			if seen[b] {
-				return fmt.Errorf("%s.priorityOrder[%d] names a backend listed before it", at, i)
+				return keyErr(fmt.Sprintf("%s.priorityOrder[%d]", at, i), "names a backend listed before it")
 			}
 			seen[b] = true
 		}
@@ -364,11 +364,11 @@ func (c ConflictResolution) Validate() error {
 		for k, v := range c.Overrides {
 			b, t, ok := strings.Cut(k, ".")
 			if !ok || b == "" || t == "" || v == "" {
-				return fmt.Errorf("%s.overrides: %q must map \"<backend>.<tool>\" to a non-empty name", at, k)
+				return keyErr(at+".overrides."+k, "must map \"<backend>.<tool>\" to a non-empty name")
 			}
 		}
 	default:
-		return fmt.Errorf("%s.strategy: want %s, %s or %s", at, StrategyPrefix, StrategyPriority, StrategyManual)
+		return keyErr(at+".strategy", "want %s, %s or %s", StrategyPrefix, StrategyPriority, StrategyManual)
 	}
 	return nil
 }

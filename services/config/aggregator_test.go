@@ -53,8 +53,8 @@ func TestValidatePeers(t *testing.T) {
 		{Aggregator{Peers: AggregatorPeers{DNS: "agg-headless:9090", Token: "t"}}, ""},
 		{Aggregator{Peers: AggregatorPeers{Addresses: []string{"10.0.0.1:9090"}, Token: "t"}}, ""},
 		{Aggregator{Peers: AggregatorPeers{Addresses: []string{"10.0.0.1:9090"}}}, "peers.token is required"},
-		{Aggregator{Peers: AggregatorPeers{DNS: "agg-headless", Token: "t"}}, "must be name:port"},
-		{Aggregator{Peers: AggregatorPeers{Addresses: []string{"10.0.0.1"}, Token: "t"}}, "must be host:port"},
+		{Aggregator{Peers: AggregatorPeers{DNS: "agg-headless", Token: "t"}}, "aggregator.peers.dns: want name:port"},
+		{Aggregator{Peers: AggregatorPeers{Addresses: []string{"10.0.0.1"}, Token: "t"}}, "aggregator.peers.addresses[0]: want host:port"},
 		{Aggregator{AdvertiseAddress: "x", Peers: AggregatorPeers{DNS: "a:1", Token: "t"}}, "advertiseAddress"},
 	} {
 		err := c.a.ValidatePeers()
@@ -155,10 +155,10 @@ func TestAggregatorValidationNamesKeys(t *testing.T) {
 	}{
 		{"aggregator.listen is required", func(c *Config) { c.Aggregator.Listen = "" }},
 		{"aggregator.backends[1].name is required", func(c *Config) { c.Aggregator.Backends[1].Name = "" }},
-		{"aggregator.backends[1].name is also aggregator.backends[0]'s", func(c *Config) { c.Aggregator.Backends[1].Name = "a" }},
-		{"aggregator.backends[1].url must be an absolute http(s) URL", func(c *Config) { c.Aggregator.Backends[1].URL = "/mcp?key=" + secret }},
-		{"aggregator.backends[1].url must be an absolute http(s) URL", func(c *Config) { c.Aggregator.Backends[1].URL = "ftp://" + secret + "@x/mcp" }},
-		{"aggregator.backends[0].url must be an absolute http(s) URL", func(c *Config) { c.Aggregator.Backends[0].URL = "" }},
+		{"aggregator.backends[1].name: also aggregator.backends[0]'s", func(c *Config) { c.Aggregator.Backends[1].Name = "a" }},
+		{"aggregator.backends[1].url: must be an absolute http(s) URL", func(c *Config) { c.Aggregator.Backends[1].URL = "/mcp?key=" + secret }},
+		{"aggregator.backends[1].url: must be an absolute http(s) URL", func(c *Config) { c.Aggregator.Backends[1].URL = "ftp://" + secret + "@x/mcp" }},
+		{"aggregator.backends[0].url: must be an absolute http(s) URL", func(c *Config) { c.Aggregator.Backends[0].URL = "" }},
 		{"aggregator.backends[0].protocol: want auto, 2026-07-28 or 2025-11-25", func(c *Config) { c.Aggregator.Backends[0].Protocol = "2024-11-05" }},
 		{"aggregator.backends[1].headers: a header name", func(c *Config) {
 			c.Aggregator.Backends[1].Headers = map[string]string{"Authorization: Bearer " + secret: ""}
@@ -173,15 +173,15 @@ func TestAggregatorValidationNamesKeys(t *testing.T) {
 			c.Aggregator.Backends[1].Auth = BackendAuth{Mode: BackendAuthClientCredentials, TokenEndpoint: "https://idp.example/token?" + secret, ClientID: "agg"}
 		}},
 		{"aggregator.conflictResolution.strategy: want prefix, priority or manual", func(c *Config) { c.Aggregator.ConflictResolution.Strategy = "alphabetical" }},
-		{"aggregator.conflictResolution.prefixFormat must contain {backend}", func(c *Config) { c.Aggregator.ConflictResolution.PrefixFormat = "x_" }},
+		{"aggregator.conflictResolution.prefixFormat: must contain {backend}", func(c *Config) { c.Aggregator.ConflictResolution.PrefixFormat = "x_" }},
 		{"aggregator.conflictResolution.priorityOrder must list at least one backend", func(c *Config) { c.Aggregator.ConflictResolution.Strategy = StrategyPriority }},
-		{"aggregator.conflictResolution.priorityOrder[1] names a backend listed before it", func(c *Config) {
+		{"aggregator.conflictResolution.priorityOrder[1]: names a backend listed before it", func(c *Config) {
 			c.Aggregator.ConflictResolution = ConflictResolution{Strategy: StrategyPriority, PriorityOrder: []string{"a", "a"}}
 		}},
 		{"aggregator.conflictResolution.overrides", func(c *Config) {
 			c.Aggregator.ConflictResolution = ConflictResolution{Strategy: StrategyManual, Overrides: map[string]string{"a.create": ""}}
 		}},
-		{"servers[0] (s).backends", func(c *Config) { c.Servers = []Server{{Name: "s", Backends: []string{"nope"}}} }},
+		{"servers[0].backends[0]: is not in aggregator.backends", func(c *Config) { c.Servers = []Server{{Name: "s", Backends: []string{"nope"}}} }},
 		{"aggregator.pinning.mode", func(c *Config) { c.Aggregator.Pinning.Mode = "strict" }},
 		{"aggregator.pinning.indexer.address is required", func(c *Config) { c.Aggregator.Pinning.Mode = PinningPin }},
 		{"aggregator.peers.token is required", func(c *Config) { c.Aggregator.Peers.DNS = "agg-headless:9090" }},

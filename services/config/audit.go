@@ -126,23 +126,23 @@ func (a Audit) Validate() error {
 			errs = append(errs, errors.New("audit.file is required with audit.sink: file"))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("audit.sink %q: want off, stdout or file", a.Sink))
+		errs = append(errs, keyErr("audit.sink", "want off, stdout or file"))
 	}
 	switch a.EffectiveArguments() {
 	case AuditDigest, AuditValues:
 	default:
-		errs = append(errs, fmt.Errorf("audit.arguments %q: want digest or values", a.Arguments))
+		errs = append(errs, keyErr("audit.arguments", "want digest or values"))
 	}
-	for _, p := range a.RedactKeys {
+	for i, p := range a.RedactKeys {
 		if _, err := path.Match(p, ""); err != nil || p == "" {
-			errs = append(errs, fmt.Errorf("audit.redactKeys: %q is not a valid pattern", p))
+			errs = append(errs, keyErr(fmt.Sprintf("audit.redactKeys[%d]", i), "not a valid pattern"))
 		}
 	}
 	if a.QueueSize < 0 || a.QueueSize > MaxAuditQueueSize {
-		errs = append(errs, fmt.Errorf("audit.queueSize %d: want 1..%d (or unset: %d)", a.QueueSize, MaxAuditQueueSize, DefaultAuditQueueSize))
+		errs = append(errs, keyErr("audit.queueSize", "want 1..%d (or unset: %d)", MaxAuditQueueSize, DefaultAuditQueueSize))
 	}
 	if a.Retention < 0 || (a.Retention > 0 && a.Retention < Duration(time.Hour)) {
-		errs = append(errs, fmt.Errorf("audit.retention %v: want at least 1h (or unset: %v)", time.Duration(a.Retention), time.Duration(DefaultAuditRetention)))
+		errs = append(errs, keyErr("audit.retention", "want at least 1h (or unset: %v)", time.Duration(DefaultAuditRetention)))
 	}
 	return errors.Join(errs...)
 }

@@ -100,7 +100,7 @@ func (a BackendAuth) Validate(at string, headers map[string]string) error {
 		}
 	case BackendAuthClientCredentials:
 	default:
-		return fmt.Errorf("%s.mode %q: want %s, %s, %s or %s", at, a.Mode, BackendAuthStatic, BackendAuthPassthrough, BackendAuthTokenExchange, BackendAuthClientCredentials)
+		return keyErr(at+".mode", "want %s, %s or %s", BackendAuthStatic, BackendAuthTokenExchange, BackendAuthClientCredentials)
 	}
 	if mode != BackendAuthStatic {
 		for k := range headers {
@@ -116,7 +116,7 @@ func (a BackendAuth) Validate(at string, headers map[string]string) error {
 		return nil
 	}
 	if err := validTokenEndpoint(a.TokenEndpoint); err != nil {
-		return fmt.Errorf("%s.tokenEndpoint: %w", at, err)
+		return keyErr(at+".tokenEndpoint", "%w", err)
 	}
 	if a.ClientID == "" || a.ClientSecret == "" {
 		return fmt.Errorf("%s: clientID and clientSecret (${ENV}) are required with mode %s", at, mode)
@@ -127,9 +127,9 @@ func (a BackendAuth) Validate(at string, headers map[string]string) error {
 	if mode == BackendAuthClientCredentials && a.CacheEntries != 0 {
 		return fmt.Errorf("%s.cacheEntries is for mode %s (one token is kept with %s)", at, BackendAuthTokenExchange, BackendAuthClientCredentials)
 	}
-	for _, sc := range a.Scopes {
+	for i, sc := range a.Scopes {
 		if sc == "" || strings.ContainsAny(sc, " \"\\") {
-			return fmt.Errorf("%s.scopes: %q is not a scope token", at, sc)
+			return keyErr(fmt.Sprintf("%s.scopes[%d]", at, i), "not a scope token")
 		}
 	}
 	return nil

@@ -18,7 +18,7 @@ func TestBackendAuthValidate(t *testing.T) {
 		{BackendAuth{Mode: "passthrough", Audience: "a"}, map[string]string{"authorization": "Bearer x"}, "must not set one too"},
 		{BackendAuth{Audience: "a"}, nil, "not for mode static"},
 		{BackendAuth{Mode: "passthrough", Audience: "a", TokenEndpoint: "https://idp/token"}, nil, "only for modes"},
-		{BackendAuth{Mode: "bogus"}, nil, `mode "bogus": want static, passthrough, tokenExchange or clientCredentials`},
+		{BackendAuth{Mode: "bogus"}, nil, `want static, tokenExchange or clientCredentials`},
 		{BackendAuth{Mode: "tokenExchange", Audience: "gh", TokenEndpoint: "https://idp.example/token", ClientID: "agg", ClientSecret: "s", Scopes: []string{"repo"}}, nil, ""},
 		{BackendAuth{Mode: "tokenExchange", TokenEndpoint: "https://idp.example/token", ClientID: "agg", ClientSecret: "s"}, nil, "audience is required"},
 		{BackendAuth{Mode: "tokenExchange", Audience: "gh", TokenEndpoint: "http://idp.example/token", ClientID: "agg", ClientSecret: "s"}, nil, "http only to a loopback"},

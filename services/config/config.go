@@ -51,6 +51,10 @@ type Config struct {
 
 	// Audit configures the audit trail every service writes (audit.go).
 	Audit Audit `yaml:"audit"`
+
+	// sources says where each value of the file came from (its line, the
+	// variables it was expanded from), for errors about keys (keyerr.go).
+	sources sources
 }
 
 // ServiceAuth lists who may call the gRPC services.
@@ -159,7 +163,7 @@ func (o Ops) Validate() error {
 	}
 	for i, h := range o.Hosts {
 		if !validHostName(h) {
-			return fmt.Errorf("ops.hosts[%d] is not a host name (letters, digits, '-' and '.', at most 253 bytes)", i)
+			return keyErr(fmt.Sprintf("ops.hosts[%d]", i), "not a host name (letters, digits, '-' and '.', at most 253 bytes)")
 		}
 	}
 	return nil
@@ -206,7 +210,9 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
+		// time.ParseDuration's error quotes the value, which may be an
+		// expanded secret: a TypeError, which Parse names by its key.
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: not a duration (a number and a unit: 300ms, 30s, 2m, 1h)", n.Line)}}
 	}
 	*d = Duration(v)
 	return nil
@@ -240,26 +246,50 @@ func Load(path string) (*Config, error) {
 // a reference in a comment is never expanded (so a commented-out secret
 // cannot stop a service), and a secret containing YAML syntax ("#", ": ")
 // stays one value instead of changing the document's structure.
+//
+// Its errors name keys, lines and variables, never a value (keyerr.go);
+// the configuration it returns remembers where each value came from, for
+// the errors of its validation (Annotate).
 func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		// The file as written: no value in it was expanded yet.
 		return nil, fmt.Errorf("parse config: %w", err)
 	}
 	var c Config
 	if doc.Kind == 0 {
 		return &c, nil // an empty file is an empty configuration
 	}
-	var missing []string
-	expandScalars(&doc, func(v string) string {
-		out, err := Expand(v, lookup)
-		if err != nil {
-			missing = append(missing, err.Error())
-			return v
+	written := map[*yaml.Node]node{}
+	src := sources{}
+	var missing []error
+	walkPaths(&doc, "", func(n *yaml.Node, path string, key bool) {
+		info := node{path: path, key: key, src: valueSource{line: n.Line}}
+		switch n.Kind {
+		case yaml.MappingNode, yaml.SequenceNode:
+			// In block style every key and value of the re-encoded
+			// document starts a line of its own, so a decoding error's
+			// line names one node.
+			n.Style &^= yaml.FlowStyle
+		case yaml.ScalarNode:
+			info.src.vars = references(n.Value)
+			// A value that changes loses its resolved tag, so "${PORT}"
+			// (a string as written) can become an integer once expanded;
+			// it is re-resolved when re-encoded.
+			v, err := Expand(n.Value, lookup)
+			if err != nil {
+				missing = append(missing, &KeyError{Key: path, Line: n.Line, Err: err})
+			} else if v != n.Value {
+				n.Value, n.Tag, n.Style = v, "", 0
+			}
+			if !key {
+				src[path] = info.src
+			}
 		}
-		return out
+		written[n] = info
 	})
 	if len(missing) > 0 {
-		return nil, errors.New(strings.Join(missing, "; "))
+		return nil, errors.Join(missing...)
 	}
 	// Re-encode and decode strictly: yaml.Node.Decode has no strict mode.
 	expanded, err := yaml.Marshal(&doc)
@@ -269,33 +299,10 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(expanded))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("parse config: %s", withoutValues(err.Error()))
+		return nil, fmt.Errorf("parse config: %w", decodeErrors(err, &doc, expanded, written, src))
 	}
+	c.sources = src
 	return &c, nil
-}
-
-// quotedValue is how yaml quotes (part of) a value in a decoding error:
-// "cannot unmarshal !!str `abcdefg...` into int".
-var quotedValue = regexp.MustCompile("`[^`]*`")
-
-// withoutValues removes the values a decoding error quotes. They were
-// decoded after ${VAR} expansion, so a value can be (the start of) a
-// secret, and these errors are logged.
-func withoutValues(msg string) string { return quotedValue.ReplaceAllString(msg, "(value)") }
-
-// expandScalars applies expand to every scalar value under n. A value that
-// changes loses its resolved tag, so "${PORT}" (a string as written) can
-// become an integer once expanded; it is re-resolved when re-encoded.
-func expandScalars(n *yaml.Node, expand func(string) string) {
-	if n.Kind == yaml.ScalarNode {
-		if v := expand(n.Value); v != n.Value {
-			n.Value, n.Tag, n.Style = v, "", 0
-		}
-		return
-	}
-	for _, child := range n.Content {
-		expandScalars(child, expand)
-	}
 }
 
 var refPattern = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)

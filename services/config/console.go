@@ -144,7 +144,7 @@ func (g Gateway) validateConsole() error {
 	}
 	for i, k := range c.OperatorKeys {
 		if len(k) < minOperatorKeyBytes {
-			errs = append(errs, fmt.Errorf("gateway.console.operatorKeys[%d]: shorter than %d bytes", i, minOperatorKeyBytes))
+			errs = append(errs, keyErr(fmt.Sprintf("gateway.console.operatorKeys[%d]", i), "shorter than %d bytes", minOperatorKeyBytes))
 		}
 	}
 	switch c.ServiceToken {
@@ -154,7 +154,7 @@ func (g Gateway) validateConsole() error {
 		errs = append(errs, errors.New("gateway.console.serviceToken is the gateway's own token: give the console a serviceAuth credential of its own"))
 	}
 	if c.SessionTTL < 0 || time.Duration(c.SessionTTL) > MaxConsoleSessionTTL {
-		errs = append(errs, fmt.Errorf("gateway.console.sessionTTL %v: want up to %v (unset: %v)", time.Duration(c.SessionTTL), MaxConsoleSessionTTL, DefaultConsoleSessionTTL))
+		errs = append(errs, keyErr("gateway.console.sessionTTL", "want up to %v (unset: %v)", MaxConsoleSessionTTL, DefaultConsoleSessionTTL))
 	}
 	if o := c.OIDC; o.Enabled() || o.ClientSecret != "" || o.RedirectURL != "" || o.OperatorGroup != "" {
 		if !o.Enabled() {
@@ -164,14 +164,14 @@ func (g Gateway) validateConsole() error {
 			errs = append(errs, errors.New("gateway.console.oidc.operatorGroup is required: who is an operator"))
 		}
 		if u, err := url.Parse(o.RedirectURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("gateway.console.oidc.redirectURL %q: want an absolute http or https URL", o.RedirectURL))
+			errs = append(errs, keyErr("gateway.console.oidc.redirectURL", "want an absolute http or https URL"))
 		}
 		if len(o.Scopes) > MaxConsoleOIDCScopes {
 			errs = append(errs, fmt.Errorf("gateway.console.oidc.scopes: at most %d", MaxConsoleOIDCScopes))
 		}
 		for i, sc := range o.Scopes {
 			if !validScope(sc) {
-				errs = append(errs, fmt.Errorf("gateway.console.oidc.scopes[%d] %q: a scope is printable ASCII without spaces, quotes or backslashes", i, sc))
+				errs = append(errs, keyErr(fmt.Sprintf("gateway.console.oidc.scopes[%d]", i), "a scope is printable ASCII without spaces, quotes or backslashes"))
 			}
 		}
 		if len(o.Scopes) > 0 && !slices.Contains(o.Scopes, "openid") {

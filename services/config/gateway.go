@@ -2,7 +2,6 @@ package config
 
 import (
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -333,7 +332,7 @@ func (g Gateway) Validate() error {
 	switch g.Auth.Mode {
 	case "", "anonymous", "apiKeys", "oidc":
 	default:
-		return fmt.Errorf("gateway.auth.mode %q: want anonymous, apiKeys or oidc", g.Auth.Mode)
+		return keyErr("gateway.auth.mode", "want anonymous, apiKeys or oidc")
 	}
 	if g.Streams.MaxPerPrincipal < 0 || g.Streams.MaxOpen < 0 {
 		return errors.New("gateway.streams: limits must not be negative (0 takes the default)")
@@ -342,10 +341,10 @@ func (g Gateway) Validate() error {
 	// what is left to check is how the bounds relate.
 	s := g.Sessions
 	if s.MaxSubscriptions > MaxSessionSubscriptions {
-		return fmt.Errorf("gateway.sessions.maxSubscriptions %d: at most %d (the aggregator's bound on one watch)", s.MaxSubscriptions, MaxSessionSubscriptions)
+		return keyErr("gateway.sessions.maxSubscriptions", "at most %d (the aggregator's bound on one watch)", MaxSessionSubscriptions)
 	}
 	if s.MaxPrincipalStateBytes > 0 && s.MaxStateBytes > 0 && s.MaxPrincipalStateBytes > s.MaxStateBytes {
-		return fmt.Errorf("gateway.sessions.maxPrincipalStateBytes %d is more than maxStateBytes %d", s.MaxPrincipalStateBytes, s.MaxStateBytes)
+		return keyErr("gateway.sessions.maxPrincipalStateBytes", "more than gateway.sessions.maxStateBytes")
 	}
 	return errors.Join(g.validateEdge(), g.validateConsole())
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -15,7 +16,9 @@ func ParseOrigin(s string) (string, error) {
 	u, err := url.Parse(s)
 	if err != nil || u.Scheme == "" || u.Host == "" || u.Opaque != "" || u.User != nil ||
 		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(u.Host, ":") {
-		return "", fmt.Errorf("%q is not an origin (scheme://host[:port])", s)
+		// Not quoted: an origin of the configuration may be an expanded
+		// secret, one of a request is the client's.
+		return "", errors.New("not an origin (scheme://host[:port])")
 	}
 	scheme := strings.ToLower(u.Scheme)
 	host := strings.ToLower(u.Hostname())
@@ -36,7 +39,7 @@ func (g Gateway) validateEdge() error {
 	if g.PublicURL != "" {
 		u, err := url.Parse(g.PublicURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-			return fmt.Errorf("gateway.publicURL %q: want an absolute http or https URL without query", g.PublicURL)
+			return keyErr("gateway.publicURL", "want an absolute http or https URL without query")
 		}
 	}
 	for i, o := range g.HTTP.AllowedOrigins {
@@ -44,12 +47,12 @@ func (g Gateway) validateEdge() error {
 			continue
 		}
 		if _, err := ParseOrigin(o); err != nil {
-			return fmt.Errorf("gateway.http.allowedOrigins[%d]: %w", i, err)
+			return keyErr(fmt.Sprintf("gateway.http.allowedOrigins[%d]", i), "%w", err)
 		}
 	}
 	for i, h := range g.HTTP.AllowedHosts {
 		if h == "" || strings.ContainsAny(h, "/@ ") {
-			return fmt.Errorf("gateway.http.allowedHosts[%d] %q: want a host name or name:port", i, h)
+			return keyErr(fmt.Sprintf("gateway.http.allowedHosts[%d]", i), "want a host name or name:port")
 		}
 	}
 	return nil

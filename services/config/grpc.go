@@ -2,7 +2,6 @@ package config
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -71,14 +70,14 @@ func (g GRPC) Validate() error {
 		{"keepaliveTime", g.KeepaliveTime}, {"keepaliveTimeout", g.KeepaliveTimeout},
 	} {
 		if d.v < 0 {
-			errs = append(errs, fmt.Errorf("grpc.%s is negative (%v)", d.key, time.Duration(d.v)))
+			errs = append(errs, keyErr("grpc."+d.key, "is negative"))
 		}
 	}
 	if g.MaxConnectionAge > 0 && time.Duration(g.MaxConnectionAge) < MinMaxConnectionAge {
-		errs = append(errs, fmt.Errorf("grpc.maxConnectionAge %v is under %v: connections would be churned", time.Duration(g.MaxConnectionAge), MinMaxConnectionAge))
+		errs = append(errs, keyErr("grpc.maxConnectionAge", "is under %v: connections would be churned", MinMaxConnectionAge))
 	}
 	if g.KeepaliveTime > 0 && time.Duration(g.KeepaliveTime) < MinKeepaliveTime {
-		errs = append(errs, fmt.Errorf("grpc.keepaliveTime %v is under %v: servers would refuse the pings (too_many_pings)", time.Duration(g.KeepaliveTime), MinKeepaliveTime))
+		errs = append(errs, keyErr("grpc.keepaliveTime", "is under %v: servers would refuse the pings (too_many_pings)", MinKeepaliveTime))
 	}
 	return errors.Join(errs...)
 }
@@ -101,18 +100,18 @@ func (e Endpoint) ValidateAddress(key string) error {
 	}
 	rest := strings.TrimPrefix(e.Address, DNSScheme)
 	if !strings.HasPrefix(rest, "//") {
-		return fmt.Errorf("%s %q: write dns:///host:port (or dns://dns-server/host:port)", key, e.Address)
+		return keyErr(key, "write dns:///host:port (or dns://dns-server/host:port)")
 	}
 	_, hostPort, _ := strings.Cut(rest[2:], "/")
 	host, port, err := net.SplitHostPort(hostPort)
 	if err != nil {
-		return fmt.Errorf("%s %q: the name after dns:/// must be host:port: %v", key, e.Address, err)
+		return keyErr(key, "the name after dns:/// must be host:port (%s)", addrProblem(err))
 	}
 	if host == "" {
-		return fmt.Errorf("%s %q: no host name", key, e.Address)
+		return keyErr(key, "no host name")
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("%s %q: port %q is not a number from 1 to 65535", key, e.Address, port)
+		return keyErr(key, "the port is not a number from 1 to 65535")
 	}
 	return nil
 }

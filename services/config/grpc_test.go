@@ -22,10 +22,10 @@ func TestGRPCDefaultsAndValidate(t *testing.T) {
 		g    GRPC
 		want string
 	}{
-		{GRPC{MaxConnectionAge: Duration(time.Second)}, "grpc.maxConnectionAge 1s is under 10s"},
-		{GRPC{KeepaliveTime: Duration(5 * time.Second)}, "grpc.keepaliveTime 5s is under 10s"},
-		{GRPC{MaxConnectionAgeGrace: Duration(-time.Second)}, "grpc.maxConnectionAgeGrace is negative"},
-		{GRPC{KeepaliveTimeout: Duration(-time.Second)}, "grpc.keepaliveTimeout is negative"},
+		{GRPC{MaxConnectionAge: Duration(time.Second)}, "grpc.maxConnectionAge: is under 10s"},
+		{GRPC{KeepaliveTime: Duration(5 * time.Second)}, "grpc.keepaliveTime: is under 10s"},
+		{GRPC{MaxConnectionAgeGrace: Duration(-time.Second)}, "grpc.maxConnectionAgeGrace: is negative"},
+		{GRPC{KeepaliveTimeout: Duration(-time.Second)}, "grpc.keepaliveTimeout: is negative"},
 	} {
 		if err := tc.g.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.g, err, tc.want)
@@ -47,9 +47,9 @@ func TestEndpointAddressForms(t *testing.T) {
 		"dns:agg:50051":      "write dns:///host:port",
 		"dns:///agg":         "must be host:port",
 		"dns:///:50051":      "no host name",
-		"dns:///agg:http":    `port "http"`,
-		"dns:///agg:0":       `port "0"`,
-		"dns://1.2.3.4/agg:": `port ""`,
+		"dns:///agg:http":    "the port is not a number",
+		"dns:///agg:0":       "the port is not a number",
+		"dns://1.2.3.4/agg:": "the port is not a number",
 	} {
 		err := Endpoint{Address: addr}.ValidateAddress("gateway.aggregator.address")
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "gateway.aggregator.address") {

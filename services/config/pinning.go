@@ -47,7 +47,7 @@ func (p Pinning) Validate() error {
 		return nil
 	case PinningWarn, PinningPin:
 	default:
-		return fmt.Errorf("aggregator.pinning.mode %q: want off, warn or pin", p.Mode)
+		return keyErr("aggregator.pinning.mode", "want off, warn or pin")
 	}
 	if p.Indexer.Address == "" {
 		return fmt.Errorf("aggregator.pinning.indexer.address is required with mode %s: the digests are kept by the indexer", p.Mode)

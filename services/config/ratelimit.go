@@ -111,15 +111,16 @@ func (r RateLimits) EffectiveOnUnavailable() string {
 	return r.OnUnavailable
 }
 
-// ParseRate reads "<n>/s", "<n>/m" or "<n>/h" as tokens per second.
+// ParseRate reads "<n>/s", "<n>/m" or "<n>/h" as tokens per second. Its
+// errors say what is wanted, without s (it may be an expanded secret).
 func ParseRate(s string) (float64, error) {
 	num, unit, ok := strings.Cut(strings.TrimSpace(s), "/")
 	if !ok {
-		return 0, fmt.Errorf("rate %q: want <n>/s, <n>/m or <n>/h", s)
+		return 0, errors.New("want <n>/s, <n>/m or <n>/h")
 	}
 	n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
 	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("rate %q: want a positive number per period", s)
+		return 0, errors.New("want a positive number per period")
 	}
 	var per float64
 	switch strings.TrimSpace(unit) {
@@ -130,11 +131,11 @@ func ParseRate(s string) (float64, error) {
 	case "h":
 		per = 3600
 	default:
-		return 0, fmt.Errorf("rate %q: the period is s, m or h", s)
+		return 0, errors.New("the period is s, m or h")
 	}
 	r := n / per
 	if r > MaxRateLimitRate {
-		return 0, fmt.Errorf("rate %q: at most %d per second", s, MaxRateLimitRate)
+		return 0, fmt.Errorf("at most %d per second", MaxRateLimitRate)
 	}
 	return r, nil
 }
@@ -167,7 +168,7 @@ func (r RateLimits) Validate() error {
 	switch r.EffectiveOnUnavailable() {
 	case RateFailOpen, RateFailClosed:
 	default:
-		errs = append(errs, fmt.Errorf("rateLimits.onUnavailable %q: want open or closed", r.OnUnavailable))
+		errs = append(errs, keyErr("rateLimits.onUnavailable", "want open or closed"))
 	}
 	if len(r.Limits) > MaxRateLimits {
 		errs = append(errs, fmt.Errorf("rateLimits.limits: %d limits, at most %d", len(r.Limits), MaxRateLimits))
@@ -176,46 +177,46 @@ func (r RateLimits) Validate() error {
 	for i, l := range r.Limits {
 		at := fmt.Sprintf("rateLimits.limits[%d]", i)
 		if l.Name == "" || len(l.Name) > 64 || strings.ContainsAny(l.Name, "\x00|") {
-			errs = append(errs, fmt.Errorf("%s.name %q: required, at most 64 bytes, without | or NUL", at, l.Name))
+			errs = append(errs, keyErr(at+".name", "required, at most 64 bytes, without | or NUL"))
 		} else if names[l.Name] {
-			errs = append(errs, fmt.Errorf("%s.name %q: used twice", at, l.Name))
+			errs = append(errs, keyErr(at+".name", "used twice"))
 		}
 		names[l.Name] = true
-		if err := l.validate(); err != nil {
-			errs = append(errs, fmt.Errorf("%s (%s): %w", at, l.Name, err))
-		}
+		errs = append(errs, l.validate(at))
 	}
 	return errors.Join(errs...)
 }
 
-func (l RateLimit) validate() error {
+// validate checks the limit at key at (rateLimits.limits[i]).
+func (l RateLimit) validate(at string) error {
 	var errs []error
 	switch l.Per {
 	case RatePerPrincipal, RatePerTool, RatePerBackend, RatePerServer:
 	default:
-		errs = append(errs, fmt.Errorf("per %q: want principal, tool, backend or server", l.Per))
+		errs = append(errs, keyErr(at+".per", "want principal, tool, backend or server"))
 	}
 	rate, err := ParseRate(l.Rate)
 	if err != nil {
-		errs = append(errs, err)
+		errs = append(errs, &KeyError{Key: at + ".rate", Err: err})
 	}
 	if l.Burst < 0 || l.Burst > MaxRateLimitBurst {
-		errs = append(errs, fmt.Errorf("burst %d: want 1 to %d (or unset: one second's worth)", l.Burst, MaxRateLimitBurst))
+		errs = append(errs, keyErr(at+".burst", "want 1 to %d (or unset: one second's worth)", MaxRateLimitBurst))
 	} else if err == nil && l.EffectiveBurst(rate) > MaxRateLimitBurst {
-		errs = append(errs, fmt.Errorf("burst: one second of rate %q is over %d; set burst", l.Rate, MaxRateLimitBurst))
+		errs = append(errs, keyErr(at+".burst", "one second of rate is over %d; set burst", MaxRateLimitBurst))
 	}
-	for _, m := range l.Methods {
+	for i, m := range l.Methods {
+		method := fmt.Sprintf("%s.methods[%d]", at, i)
 		if !slices.Contains(RateLimitMethods, m) {
-			errs = append(errs, fmt.Errorf("methods: %q is not one of %s", m, strings.Join(RateLimitMethods, ", ")))
+			errs = append(errs, keyErr(method, "not one of %s", strings.Join(RateLimitMethods, ", ")))
 			continue
 		}
 		// A find_tool names no tool and no backend; nothing but a
-		// tools/call names a tool.
+		// tools/call names a tool (m is one of RateLimitMethods here).
 		if (l.Per == RatePerTool || len(l.Match.Tools) > 0) && m != RateMethodToolsCall {
-			errs = append(errs, fmt.Errorf("methods: %s names no tool, so a limit per tool or matching tools cannot apply to it", m))
+			errs = append(errs, keyErr(method, "%s names no tool, so a limit per tool or matching tools cannot apply to it", m))
 		}
 		if (l.Per == RatePerBackend || len(l.Match.Backends) > 0) && m == RateMethodFindTool {
-			errs = append(errs, errors.New("methods: find_tool names no backend, so a limit per backend or matching backends cannot apply to it"))
+			errs = append(errs, keyErr(method, "find_tool names no backend, so a limit per backend or matching backends cannot apply to it"))
 		}
 	}
 	for field, patterns := range map[string][]string{
@@ -223,11 +224,11 @@ func (l RateLimit) validate() error {
 		"principals": l.Match.Principals, "groups": l.Match.Groups,
 	} {
 		if len(patterns) > MaxRateLimitPatterns {
-			errs = append(errs, fmt.Errorf("match.%s: at most %d patterns", field, MaxRateLimitPatterns))
+			errs = append(errs, keyErr(at+".match."+field, "at most %d patterns", MaxRateLimitPatterns))
 		}
-		for _, p := range patterns {
+		for i, p := range patterns {
 			if p == "" || len(p) > 256 {
-				errs = append(errs, fmt.Errorf("match.%s: %q is not a name or glob", field, p))
+				errs = append(errs, keyErr(fmt.Sprintf("%s.match.%s[%d]", at, field, i), "not a name or glob"))
 			}
 		}
 	}

@@ -166,14 +166,16 @@ func (w *watcher) check(forced bool) {
 		w.reject(parseErr, forced)
 		return
 	}
+	// The service's own checks may return KeyErrors too: cfg names the
+	// variables their values came from.
 	if w.Validate != nil {
 		if err := w.Validate(cfg); err != nil {
-			w.reject(err, forced)
+			w.reject(cfg.Annotate(err), forced)
 			return
 		}
 	}
 	if err := w.Apply(cfg); err != nil {
-		w.reject(err, forced)
+		w.reject(cfg.Annotate(err), forced)
 		return
 	}
 	w.current = cfg
@@ -181,8 +183,8 @@ func (w *watcher) check(forced bool) {
 	w.report(nil, forced)
 }
 
-// reject logs why the file was not taken. Errors name keys and
-// environment variables, never a value (see Parse).
+// reject logs why the file was not taken. Errors name keys, lines and
+// environment variables, never a value (keyerr.go).
 func (w *watcher) reject(err error, forced bool) {
 	w.Log.Error("configuration reload rejected; the configuration in force is kept", "path", w.Path, "err", oneLine(err.Error()))
 	w.report(err, forced)

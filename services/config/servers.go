@@ -166,19 +166,19 @@ func (c *Config) ValidateServers() error {
 		at := fmt.Sprintf("servers[%d]", i)
 		switch {
 		case !serverNamePattern.MatchString(s.Name):
-			errs = append(errs, fmt.Errorf("%s.name %q must be 1-63 of a-z, 0-9, _ and -, starting with a letter or digit", at, s.Name))
+			errs = append(errs, keyErr(at+".name", "must be 1-63 of a-z, 0-9, _ and -, starting with a letter or digit"))
 		case s.Name == "raw" || s.Name == "optimized":
-			errs = append(errs, fmt.Errorf("%s.name %q is reserved (the /mcp/%s route)", at, s.Name, s.Name))
+			errs = append(errs, keyErr(at+".name", "is reserved (raw and optimized are routes of /mcp)"))
 		case seen[s.Name]:
-			errs = append(errs, fmt.Errorf("%s.name %q is declared twice", at, s.Name))
+			errs = append(errs, keyErr(at+".name", "is declared twice"))
 		}
 		seen[s.Name] = true
 		if len(s.Backends) == 0 {
 			errs = append(errs, fmt.Errorf("%s (%s).backends must name at least one backend", at, s.Name))
 		}
-		for _, b := range s.Backends {
+		for j, b := range s.Backends {
 			if !backends[b] {
-				errs = append(errs, fmt.Errorf("%s (%s).backends: %q is not in aggregator.backends", at, s.Name, b))
+				errs = append(errs, keyErr(fmt.Sprintf("%s.backends[%d]", at, j), "is not in aggregator.backends"))
 			}
 		}
 		for kind, f := range map[string]ItemFilter{"tools": s.Tools, "resources": s.Resources, "prompts": s.Prompts} {
@@ -214,15 +214,15 @@ func validateOverrides(at string, ovs []ToolOverride, known func(string) bool) [
 			continue
 		}
 		if !known(o.Backend) {
-			errs = append(errs, fmt.Errorf("%s: backend %q is not one of the backends in scope", here, o.Backend))
+			errs = append(errs, keyErr(here+".backend", "is not one of the backends in scope"))
 		}
 		key := o.Backend + "\x00" + o.Tool
 		if seen[key] {
-			errs = append(errs, fmt.Errorf("%s: %s.%s is overridden twice", here, o.Backend, o.Tool))
+			errs = append(errs, keyErr(here, "its backend and tool are overridden twice"))
 		}
 		seen[key] = true
 		if o.Name != "" && strings.TrimSpace(o.Name) != o.Name {
-			errs = append(errs, fmt.Errorf("%s: name %q has surrounding spaces", here, o.Name))
+			errs = append(errs, keyErr(here+".name", "has surrounding spaces"))
 		}
 		for k, v := range o.Annotations {
 			want, ok := annotationKinds[k]
@@ -256,7 +256,7 @@ func validateOverrides(at string, ovs []ToolOverride, known func(string) bool) [
 					continue
 				}
 				if _, err := json.Marshal(v); err != nil {
-					errs = append(errs, fmt.Errorf("%s: argument %q: a value JSON cannot hold: %w", here, name, err))
+					errs = append(errs, fmt.Errorf("%s: argument %q: a value JSON cannot hold (not a number, an infinity or a key that is not a string)", here, name))
 				}
 			}
 		}

@@ -65,7 +65,7 @@ func TestValidateServers(t *testing.T) {
 			c.Servers = []Server{{Name: "a", Backends: []string{"docs"}}, {Name: "a", Backends: []string{"docs"}}}
 		}, "twice"},
 		{"no backends", func(c *Config) { c.Servers = []Server{{Name: "a"}} }, "at least one backend"},
-		{"unknown backend", func(c *Config) { c.Servers = []Server{{Name: "a", Backends: []string{"nope"}}} }, `"nope" is not in aggregator.backends`},
+		{"unknown backend", func(c *Config) { c.Servers = []Server{{Name: "a", Backends: []string{"nope"}}} }, "servers[0].backends[0]: is not in aggregator.backends"},
 		{"override outside server", func(c *Config) {
 			c.Servers = []Server{{Name: "a", Backends: []string{"docs"}, ToolOverrides: []ToolOverride{{Backend: "tickets", Tool: "x", Title: "t"}}}}
 		}, "not one of the backends in scope"},

@@ -25,9 +25,9 @@ func (a ServiceAuth) Validate() error {
 		if len(c.Allow) == 0 {
 			errs = append(errs, fmt.Errorf("%s: allow is required: list the RPCs the credential may call (docs/configuration.md)", where))
 		}
-		for _, p := range c.Allow {
+		for j, p := range c.Allow {
 			if _, _, err := ParseMethodPattern(p); err != nil {
-				errs = append(errs, fmt.Errorf("%s: allow: %w", where, err))
+				errs = append(errs, keyErr(fmt.Sprintf("serviceAuth.credentials[%d].allow[%d]", i, j), "%w", err))
 			}
 		}
 		for kind, v := range map[string]string{"token": c.Token, "uriSAN": c.URISAN, "dnsSAN": c.DNSSAN, "commonName": c.CommonName} {
@@ -36,10 +36,7 @@ func (a ServiceAuth) Validate() error {
 			}
 			key := kind + " " + v
 			if other, dup := seen[key]; dup {
-				if kind == "token" {
-					v = "(secret)"
-				}
-				errs = append(errs, fmt.Errorf("%s: %s %s is also %s's: each identity names one credential", where, kind, v, other))
+				errs = append(errs, keyErr(fmt.Sprintf("serviceAuth.credentials[%d].%s", i, kind), "is also %s's: each identity names one credential", other))
 			}
 			seen[key] = c.Name
 		}
@@ -60,7 +57,7 @@ func (a ServiceAuth) Validate() error {
 func ParseMethodPattern(p string) (service, method string, err error) {
 	service, method, ok := strings.Cut(strings.TrimPrefix(p, "/"), "/")
 	if !ok || !validName(service, true) || (method != "*" && !validName(method, false)) {
-		return "", "", fmt.Errorf("%q is not package.Service/Method or package.Service/*", p)
+		return "", "", errors.New("not package.Service/Method or package.Service/*")
 	}
 	return service, method, nil
 }

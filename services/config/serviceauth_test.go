@@ -23,11 +23,11 @@ func TestServiceAuthValidate(t *testing.T) {
 	}{
 		{"no allow", ServiceAuth{Credentials: []ServiceCredential{{Name: "g", Token: "a"}}}, "allow is required"},
 		{"no name", ServiceAuth{Credentials: []ServiceCredential{{Token: "a", Allow: listTools}}}, "name is required"},
-		{"bad pattern", ServiceAuth{Credentials: []ServiceCredential{{Name: "g", Token: "a", Allow: []string{"ListTools"}}}}, `"ListTools" is not`},
-		{"wildcard service", ServiceAuth{Credentials: []ServiceCredential{{Name: "g", Token: "a", Allow: []string{"*/*"}}}}, `"*/*" is not`},
-		{"everything", ServiceAuth{Credentials: []ServiceCredential{{Name: "g", Token: "a", Allow: []string{"*"}}}}, `"*" is not`},
-		{"shared token", ServiceAuth{Credentials: []ServiceCredential{{Name: "a", Token: "t", Allow: listTools}, {Name: "b", Token: "t", Allow: listTools}}}, "token (secret) is also a's"},
-		{"shared SAN", ServiceAuth{Credentials: []ServiceCredential{{Name: "a", URISAN: "spiffe://x/a", Allow: listTools}, {Name: "b", URISAN: "spiffe://x/a", Allow: listTools}}}, "uriSAN spiffe://x/a is also a's"},
+		{"bad pattern", ServiceAuth{Credentials: []ServiceCredential{{Name: "g", Token: "a", Allow: []string{"ListTools"}}}}, "serviceAuth.credentials[0].allow[0]: not package.Service/Method"},
+		{"wildcard service", ServiceAuth{Credentials: []ServiceCredential{{Name: "g", Token: "a", Allow: []string{"*/*"}}}}, "serviceAuth.credentials[0].allow[0]: not package.Service/Method"},
+		{"everything", ServiceAuth{Credentials: []ServiceCredential{{Name: "g", Token: "a", Allow: []string{"*"}}}}, "serviceAuth.credentials[0].allow[0]: not package.Service/Method"},
+		{"shared token", ServiceAuth{Credentials: []ServiceCredential{{Name: "a", Token: "t", Allow: listTools}, {Name: "b", Token: "t", Allow: listTools}}}, "serviceAuth.credentials[1].token: is also a's"},
+		{"shared SAN", ServiceAuth{Credentials: []ServiceCredential{{Name: "a", URISAN: "spiffe://x/a", Allow: listTools}, {Name: "b", URISAN: "spiffe://x/a", Allow: listTools}}}, "serviceAuth.credentials[1].uriSAN: is also a's"},
 		{"half a key pair", ServiceAuth{TLS: TLS{CertFile: "c"}}, "go together"},
 	} {
 		err := tc.auth.Validate()

@@ -2,7 +2,6 @@ package config
 
 import (
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -12,13 +11,17 @@ import (
 // service adds the checks that need its own code (the aggregator parses
 // its Cedar policy and naming rules, the gateway builds its authenticator)
 // in its own Validate function, which calls the one here.
+//
+// A value the validation refuses is named by its key (a KeyError, with
+// the variables the value was expanded from), never quoted: it may be a
+// secret (keyerr.go).
 
 // ValidateGateway checks what switchboard-gateway reads: its section,
-// the grpc section, the virtual servers and tool overrides, and the reload
-// interval.
+// the grpc section, the virtual servers (their audiences against
+// gateway.auth too) and tool overrides, and the reload interval.
 func (c *Config) ValidateGateway() error {
-	return errors.Join(c.Gateway.WithDefaults().Validate(), c.GRPC.Validate(), c.ValidateServers(), c.ValidateServerAudiences(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(),
-		validateAuditIndexer(c.Audit, c.Gateway.Indexer, "gateway.indexer"))
+	return c.Annotate(errors.Join(c.Gateway.WithDefaults().Validate(), c.GRPC.Validate(), c.ValidateServers(), c.ValidateServerAudiences(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(),
+		validateAuditIndexer(c.Audit, c.Gateway.Indexer, "gateway.indexer")))
 }
 
 // ValidateAggregator checks what switchboard-aggregator reads: its section
@@ -27,16 +30,16 @@ func (c *Config) ValidateGateway() error {
 // servers and tool overrides, the rate limits (and the indexer they need)
 // and the reload interval.
 func (c *Config) ValidateAggregator() error {
-	return errors.Join(c.Aggregator.Validate(), c.ServiceAuth.Validate(), c.GRPC.Validate(),
+	return c.Annotate(errors.Join(c.Aggregator.Validate(), c.ServiceAuth.Validate(), c.GRPC.Validate(),
 		c.ValidateServers(), c.ValidateRateLimits(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(),
-		validateAuditIndexer(c.Audit, c.AggregatorAuditIndexer(), "aggregator.indexer"))
+		validateAuditIndexer(c.Audit, c.AggregatorAuditIndexer(), "aggregator.indexer")))
 }
 
 // ValidateIndexer checks what switchboard-indexer reads: its section, the
 // service credentials, the grpc section, the rate limits and the reload
 // interval.
 func (c *Config) ValidateIndexer() error {
-	return errors.Join(c.Indexer.WithDefaults().Validate(), c.ServiceAuth.Validate(), c.GRPC.Validate(), c.RateLimits.Validate(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate())
+	return c.Annotate(errors.Join(c.Indexer.WithDefaults().Validate(), c.ServiceAuth.Validate(), c.GRPC.Validate(), c.RateLimits.Validate(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate()))
 }
 
 // MinReloadInterval keeps the watch from reading the file in a tight loop.
@@ -45,7 +48,7 @@ const MinReloadInterval = Duration(100 * time.Millisecond)
 // Validate checks the reload section.
 func (r Reload) Validate() error {
 	if r.Interval < 0 || (r.Interval > 0 && r.Interval < MinReloadInterval) {
-		return fmt.Errorf("reload.interval %v: want at least 100ms (or unset: %v)", time.Duration(r.Interval), DefaultReloadInterval)
+		return keyErr("reload.interval", "want at least 100ms (or unset: %v)", DefaultReloadInterval)
 	}
 	return nil
 }

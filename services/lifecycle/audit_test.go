@@ -31,7 +31,7 @@ func TestRecordReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	RecordReload(w, "switchboard.yaml", nil, true)
-	RecordReload(w, "switchboard.yaml", errors.Join(errors.New("audit.sink \"x\": want off, stdout or file"), errors.New("reload.interval 1ms: want at least 100ms")), false)
+	RecordReload(w, "switchboard.yaml", errors.Join(errors.New("audit.sink (line 3, from ${AUDIT_SINK}): want off, stdout or file"), errors.New("reload.interval (line 1): want at least 100ms")), false)
 	RecordReload(nil, "switchboard.yaml", nil, false) // no trail: nothing, no panic
 	w.Close()
 	lines := strings.Split(strings.TrimSpace(out.buf.String()), "\n")
@@ -45,7 +45,7 @@ func TestRecordReload(t *testing.T) {
 	if ok.Kind != audit.KindConfigReload || ok.Outcome != audit.OutcomeOK || ok.Detail != "SIGHUP" || ok.Resource != "switchboard.yaml" || ok.Service != "gateway" {
 		t.Errorf("in force: %+v", ok)
 	}
-	if rejected.Outcome != audit.OutcomeRejected || rejected.Detail != `audit.sink "x": want off, stdout or file; reload.interval 1ms: want at least 100ms` {
+	if rejected.Outcome != audit.OutcomeRejected || rejected.Detail != `audit.sink (line 3, from ${AUDIT_SINK}): want off, stdout or file; reload.interval (line 1): want at least 100ms` {
 		t.Errorf("rejected: %+v", rejected)
 	}
 }

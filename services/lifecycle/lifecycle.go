@@ -65,6 +65,9 @@ func Main(service string, run func(ctx context.Context, env Env) error) {
 		fmt.Fprintf(os.Stderr, "%s: read config: %v\n", service, err)
 		os.Exit(1)
 	}
+	// A file refused at start is reported as a reload's refusal is: by
+	// keys, lines and environment variables, never a value (the same
+	// parse and validation; stderr reaches the same log collectors).
 	cfg, err := config.Parse(raw, os.LookupEnv)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", service, err)
@@ -88,7 +91,9 @@ func Main(service string, run func(ctx context.Context, env Env) error) {
 		log.Warn("telemetry flush failed", "err", err)
 	}
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
-		log.Error("exiting", "err", runErr)
+		// A service's own checks may name keys too (config.KeyError):
+		// cfg names the variables their values came from.
+		log.Error("exiting", "err", cfg.Annotate(runErr))
 		os.Exit(1)
 	}
 	log.Info("stopped")

@@ -60,10 +60,12 @@ type Options struct {
 func (s *Store) CacheStats() CacheStats { return s.cache.stats() }
 
 // CheckURL reports whether Open could parse url (its form only: nothing is
-// dialled). The error names no password: pgx leaves it out.
+// dialled). The error names the key, never the URL: pgx's error quotes it
+// (all but its password), and the URL is usually a secret of its own
+// (${DATABASE_URL}).
 func CheckURL(url string) error {
 	if _, err := pgxpool.ParseConfig(url); err != nil {
-		return fmt.Errorf("indexer.database: %w", err)
+		return &config.KeyError{Key: "indexer.database", Err: errors.New("not a PostgreSQL URL or connection string (postgres://user:password@host:port/database)")}
 	}
 	return nil
 }
