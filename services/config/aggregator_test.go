@@ -164,9 +164,9 @@ func TestAggregatorValidationNamesKeys(t *testing.T) {
 			c.Aggregator.Backends[1].Headers = map[string]string{"Authorization: Bearer " + secret: ""}
 		}},
 		{"aggregator.backends[0].auth.mode", func(c *Config) { c.Aggregator.Backends[0].Auth.Mode = "bogus" }},
-		{"aggregator.backends[0].auth.audience is required", func(c *Config) { c.Aggregator.Backends[0].Auth.Mode = BackendAuthPassthrough }},
-		{"aggregator.backends[1].auth: mode passthrough sets Authorization", func(c *Config) {
-			c.Aggregator.Backends[1].Auth = BackendAuth{Mode: BackendAuthPassthrough, Audience: "b"}
+		{"aggregator.backends[0].auth.mode passthrough was removed", func(c *Config) { c.Aggregator.Backends[0].Auth.Mode = BackendAuthPassthrough }},
+		{"aggregator.backends[1].auth: mode clientCredentials sets Authorization", func(c *Config) {
+			c.Aggregator.Backends[1].Auth = BackendAuth{Mode: BackendAuthClientCredentials, TokenEndpoint: "https://idp.example/token", ClientID: "agg", ClientSecret: "s"}
 			c.Aggregator.Backends[1].Headers = map[string]string{"authorization": "Bearer " + secret}
 		}},
 		{"aggregator.backends[1].auth: clientID and clientSecret", func(c *Config) {

@@ -16,9 +16,10 @@ const (
 	// BackendAuthStatic sends only the configured headers, the same on
 	// every request (the default).
 	BackendAuthStatic = "static"
-	// BackendAuthPassthrough sends the caller's own bearer token
-	// (gateway.auth.mode oidc), and only when its aud claim names
-	// auth.audience.
+	// BackendAuthPassthrough is refused: it handed backends the caller's
+	// own token, which the gateway accepts, so a backend (or whoever
+	// controls it) could replay it at the gateway as the user. Use
+	// BackendAuthTokenExchange.
 	BackendAuthPassthrough = "passthrough"
 	// BackendAuthTokenExchange trades the caller's token (RFC 8693) at
 	// auth.tokenEndpoint for one scoped to the backend (auth.audience,
@@ -41,14 +42,10 @@ const DefaultTokenRefreshBefore = Duration(30 * time.Second)
 
 // BackendAuth is how the aggregator authenticates to one backend.
 type BackendAuth struct {
-	// Mode is static (default), passthrough, tokenExchange or
-	// clientCredentials.
+	// Mode is static (default), tokenExchange or clientCredentials.
 	Mode string `yaml:"mode"`
-	// Audience: with passthrough, the value the caller's token's aud claim
-	// must contain for the token to be sent to this backend (a token
-	// issued for another service is never handed to this one); with
-	// tokenExchange (required) and clientCredentials (optional), the
-	// audience asked for.
+	// Audience: with tokenExchange (required) and clientCredentials
+	// (optional), the audience asked for.
 	Audience string `yaml:"audience"`
 	// TokenEndpoint is the authorization server's token endpoint
 	// (tokenExchange, clientCredentials): https, or http to a loopback
@@ -81,8 +78,12 @@ func (a BackendAuth) EffectiveMode() string {
 // backend's calls need the caller's token.
 func (a BackendAuth) NeedsCaller() bool {
 	m := a.EffectiveMode()
-	return m == BackendAuthPassthrough || m == BackendAuthTokenExchange
+	return m == BackendAuthTokenExchange
 }
+
+// errPassthroughRemoved explains the refusal of mode passthrough and how
+// to migrate.
+var errPassthroughRemoved = errors.New("was removed: it sent the backend the caller's own token, which the gateway accepts, so the backend could replay it at the gateway as the user; use mode tokenExchange with the backend's audience (docs/configuration.md, Migrating from passthrough)")
 
 // Validate checks the auth section at key at (aggregator.backends[i].auth)
 // of a backend whose static headers are headers.
@@ -94,7 +95,9 @@ func (a BackendAuth) Validate(at string, headers map[string]string) error {
 		if a.Audience != "" {
 			return fmt.Errorf("%s.audience is not for mode %s", at, BackendAuthStatic)
 		}
-	case BackendAuthPassthrough, BackendAuthTokenExchange:
+	case BackendAuthPassthrough:
+		return fmt.Errorf("%s.mode %s %w", at, BackendAuthPassthrough, errPassthroughRemoved)
+	case BackendAuthTokenExchange:
 		if strings.TrimSpace(a.Audience) == "" {
 			return fmt.Errorf("%s.audience is required with mode %s: the backend's own audience", at, mode)
 		}

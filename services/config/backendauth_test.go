@@ -13,11 +13,11 @@ func TestBackendAuthValidate(t *testing.T) {
 	}{
 		{BackendAuth{}, nil, ""},
 		{BackendAuth{Mode: "static"}, map[string]string{"Authorization": "Bearer x"}, ""},
-		{BackendAuth{Mode: "passthrough", Audience: "github-mcp"}, map[string]string{"X-Api-Key": "k"}, ""},
-		{BackendAuth{Mode: "passthrough"}, nil, "audience is required"},
-		{BackendAuth{Mode: "passthrough", Audience: "a"}, map[string]string{"authorization": "Bearer x"}, "must not set one too"},
+		// passthrough handed backends a token the gateway accepts: refused,
+		// whatever else is set, with the way to migrate.
+		{BackendAuth{Mode: "passthrough", Audience: "github-mcp"}, map[string]string{"X-Api-Key": "k"}, "mode passthrough was removed"},
+		{BackendAuth{Mode: "passthrough"}, nil, "use mode tokenExchange"},
 		{BackendAuth{Audience: "a"}, nil, "not for mode static"},
-		{BackendAuth{Mode: "passthrough", Audience: "a", TokenEndpoint: "https://idp/token"}, nil, "only for modes"},
 		{BackendAuth{Mode: "bogus"}, nil, `want static, tokenExchange or clientCredentials`},
 		{BackendAuth{Mode: "tokenExchange", Audience: "gh", TokenEndpoint: "https://idp.example/token", ClientID: "agg", ClientSecret: "s", Scopes: []string{"repo"}}, nil, ""},
 		{BackendAuth{Mode: "tokenExchange", TokenEndpoint: "https://idp.example/token", ClientID: "agg", ClientSecret: "s"}, nil, "audience is required"},
@@ -39,13 +39,13 @@ func TestBackendAuthValidate(t *testing.T) {
 			t.Errorf("%+v: got %v, want %q", c.auth, err, c.want)
 		}
 	}
-	if (BackendAuth{}).NeedsCaller() || !(BackendAuth{Mode: "passthrough"}).NeedsCaller() || !(BackendAuth{Mode: "tokenExchange"}).NeedsCaller() || (BackendAuth{Mode: "clientCredentials"}).NeedsCaller() {
+	if (BackendAuth{}).NeedsCaller() || (BackendAuth{Mode: "passthrough"}).NeedsCaller() || !(BackendAuth{Mode: "tokenExchange"}).NeedsCaller() || (BackendAuth{Mode: "clientCredentials"}).NeedsCaller() {
 		t.Error("NeedsCaller")
 	}
 }
 
 func TestValidateAggregatorChecksBackendAuth(t *testing.T) {
-	c := &Config{Aggregator: Aggregator{Listen: ":1", Backends: []Backend{{Name: "gh", URL: "http://x", Auth: BackendAuth{Mode: "passthrough"}}}}}
+	c := &Config{Aggregator: Aggregator{Listen: ":1", Backends: []Backend{{Name: "gh", URL: "http://x", Auth: BackendAuth{Mode: "tokenExchange"}}}}}
 	if err := c.ValidateAggregator(); err == nil || !strings.Contains(err.Error(), "aggregator.backends[0].auth.audience") {
 		t.Fatalf("got %v", err)
 	}

@@ -10,8 +10,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/switchboard-mcp/switchboard/services/config"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	"github.com/switchboard-mcp/switchboard/services/oidcop"
+	"github.com/switchboard-mcp/switchboard/services/rpc"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -41,13 +47,13 @@ func (b callerBearer) RoundTrip(req *http.Request) (*http.Response, error) {
 // Provider (the pinned zitadel example, which implements RFC 8693), with
 // the gateway authenticating callers by OIDC: two users calling the same
 // tool of a tokenExchange backend reach it each with a token the provider
-// exchanged for their own (for the backend's audience, their subject);
-// a passthrough backend gets each caller's own token, and one the token's
-// audience does not name gets nothing and the caller a clear error; a
-// failed exchange is an error result for that call, not an outage; a
-// backend's 401 challenge reaches the client in the error's data; a Legacy
-// session carries the token on each POST as a Modern client does; no
-// token appears in any service's log.
+// exchanged for their own (for the backend's audience, their subject),
+// never the token the gateway accepted; a service credential presenting
+// one user's token beside another principal gets nothing exchanged and
+// reaches no backend; a failed exchange is an error result for that call,
+// not an outage; a backend's 401 challenge reaches the client in the
+// error's data; a Legacy session carries the token on each POST as a
+// Modern client does; no token appears in any service's log.
 func TestPerUserCredentials(t *testing.T) {
 	alice := oidcop.User{ID: "alice", Username: "alice", Password: "pw-alice"}
 	bob := oidcop.User{ID: "bob", Username: "bob", Password: "pw-bob"}
@@ -58,13 +64,11 @@ func TestPerUserCredentials(t *testing.T) {
 	broken.ClientSecret = "not-the-secret"
 	auth := map[string]config.BackendAuth{
 		"tx":     exchange,
-		"gh":     {Mode: config.BackendAuthPassthrough, Audience: "gh"},
-		"slack":  {Mode: config.BackendAuthPassthrough, Audience: "slack"},
 		"broken": broken,
 	}
 	c := harness.Start(t, harness.Options{
 		Backends: []harness.Backend{
-			{Name: "tx", Spec: whoamiSpec}, {Name: "gh", Spec: whoamiSpec}, {Name: "slack", Spec: whoamiSpec}, {Name: "broken", Spec: whoamiSpec},
+			{Name: "tx", Spec: whoamiSpec}, {Name: "broken", Spec: whoamiSpec},
 			{Name: "locked", Spec: "tools:\n  - {name: deny, behaviour: challenge, text: '" + lockedChallenge + "'}\n"},
 		},
 		Configure: func(cfg *config.Config) {
@@ -75,8 +79,8 @@ func TestPerUserCredentials(t *testing.T) {
 		},
 	})
 	tokens := map[string]string{
-		"alice": idp.CallerToken(t, alice.Username, alice.Password, "switchboard", "gh"),
-		"bob":   idp.CallerToken(t, bob.Username, bob.Password, "switchboard", "gh"),
+		"alice": idp.CallerToken(t, alice.Username, alice.Password, "switchboard"),
+		"bob":   idp.CallerToken(t, bob.Username, bob.Password, "switchboard"),
 	}
 	sessions := map[string]*mcp.ClientSession{}
 	for user, tok := range tokens {
@@ -131,13 +135,6 @@ func TestPerUserCredentials(t *testing.T) {
 		t.Fatal("alice and bob reached the backend with the same token")
 	}
 
-	// passthrough: the caller's own token, to the backend its aud names.
-	for user, tok := range tokens {
-		if got, err := whoami(user, "gh_whoami"); err != nil || got != "Bearer "+tok {
-			t.Fatalf("gh_whoami as %s: the backend got %q (%v), want the caller's token", user, got, err)
-		}
-		seen = append(seen, tok)
-	}
 	// The same through a Legacy session: each POST carries the token.
 	legacy, err := mcp.NewClient(&mcp.Implementation{Name: "peruser-legacy", Version: "0"}, nil).Connect(t.Context(),
 		&mcp.StreamableClientTransport{Endpoint: c.MCPURL, MaxRetries: -1, HTTPClient: &http.Client{Transport: callerBearer{tokens["bob"]}}},
@@ -147,37 +144,47 @@ func TestPerUserCredentials(t *testing.T) {
 	}
 	t.Cleanup(func() { legacy.Close() })
 	sessions["bob-legacy"] = legacy
-	if got, err := whoami("bob-legacy", "gh_whoami"); err != nil || got != "Bearer "+tokens["bob"] {
-		t.Fatalf("gh_whoami in bob's Legacy session: the backend got %q (%v)", got, err)
-	}
 	if got, err := whoami("bob-legacy", "tx_whoami"); err != nil || got != "Bearer "+exchanged["bob"] {
 		t.Fatalf("tx_whoami in bob's Legacy session: the backend got %q (%v), want bob's cached exchanged token", got, err)
 	}
-	// ... and nothing to one it does not name.
-	_, err = whoami("alice", "slack_whoami")
-	var rpcErr *jsonrpc.Error
-	if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams || !strings.Contains(rpcErr.Message, "acts as the calling user") {
-		t.Fatalf("slack_whoami with a token for other audiences: %v", err)
+	// completion/complete carries the caller's token too.
+	res, err := sessions["alice"].Complete(t.Context(), &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "tx_greet"},
+		Argument: mcp.CompleteParamsArgument{Name: "who", Value: "a"}})
+	if err != nil || len(res.Completion.Values) != 1 || res.Completion.Values[0] != "alice" {
+		t.Fatalf("completion at the tokenExchange backend: %+v, %v", res, err)
 	}
-	if n := c.Calls(t, "slack")["tools/call whoami"]; n != 0 {
-		t.Errorf("the backend outside the token's audience was called %d times", n)
+
+	// A token is bound to the principal asserted with it: the gateway's
+	// own credential, used directly, cannot present alice's token as bob
+	// (or with groups her token does not hold). Nothing is exchanged and
+	// no backend is called; as alice herself the same call goes through.
+	conn, err := rpc.Dial(config.Endpoint{Address: c.Config.Aggregator.Listen, Token: c.GatewayToken}, config.TLS{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	// completion/complete carries the caller's token too: completed by the
-	// backend the token names, refused by the one it does not.
-	complete := func(prompt string) (*mcp.CompleteResult, error) {
-		return sessions["alice"].Complete(t.Context(), &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: prompt},
-			Argument: mcp.CompleteParamsArgument{Name: "who", Value: "a"}})
+	t.Cleanup(func() { conn.Close() })
+	agg := aggregatorv1.NewAggregatorServiceClient(conn)
+	before := c.Calls(t, "tx")["tools/call whoami"]
+	for _, p := range []*commonv1.Principal{{Subject: "bob"}, {Subject: "alice", Groups: []string{"admins"}}, {}} {
+		_, err := agg.CallTool(t.Context(), &aggregatorv1.CallToolRequest{Principal: p, Name: "tx_whoami", ArgumentsJson: "{}",
+			Context: &aggregatorv1.RequestContext{SubjectToken: tokens["alice"]}})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "acts as the calling user") {
+			t.Errorf("alice's token as principal %v: %v; want InvalidArgument", p, err)
+		}
 	}
-	if res, err := complete("gh_greet"); err != nil || len(res.Completion.Values) != 1 || res.Completion.Values[0] != "alice" {
-		t.Fatalf("completion at the passthrough backend the token names: %+v, %v", res, err)
+	if n := c.Calls(t, "tx")["tools/call whoami"]; n != before {
+		t.Errorf("a token presented beside another principal reached the backend (%d calls)", n-before)
 	}
-	if _, err := complete("slack_greet"); !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams {
-		t.Fatalf("completion at a passthrough backend the token does not name: %v; want -32602", err)
+	out, err := agg.CallTool(t.Context(), &aggregatorv1.CallToolRequest{Principal: &commonv1.Principal{Subject: "alice"}, Name: "tx_whoami", ArgumentsJson: "{}",
+		Context: &aggregatorv1.RequestContext{SubjectToken: tokens["alice"]}})
+	if err != nil || !strings.Contains(out.GetResultJson(), exchanged["alice"]) {
+		t.Fatalf("alice's token as alice: %v, %v; want her exchanged token", out, err)
 	}
 
 	// A failed exchange: this call's error, with the OAuth error; the
 	// backend is not contacted and stays listed.
 	_, err = whoami("bob", "broken_whoami")
+	var rpcErr *jsonrpc.Error
 	if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInternalError || !strings.Contains(rpcErr.Message, "issued no token") {
 		t.Fatalf("broken_whoami: %v", err)
 	}

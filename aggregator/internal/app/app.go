@@ -100,7 +100,7 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	}
 	peers := peer.New(self, cfg.Peers, env.Config.ServiceAuth.TLS, env.Log)
 	defer peers.Close()
-	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, server.New(e).WithPeers(peers).WithLimiter(limiter).WithAudit(trail))
+	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, server.New(e).WithPeers(peers).WithLimiter(limiter).WithAudit(trail).WithGroupsClaim(env.Config.Gateway.Auth.OIDC.GroupsClaim))
 
 	var wg sync.WaitGroup
 	defer wg.Wait()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -24,28 +25,17 @@ func fakeJWT(payload string) string {
 	return enc([]byte(`{"alg":"RS256"}`)) + "." + enc([]byte(payload)) + ".c2ln"
 }
 
-func TestAudienceNames(t *testing.T) {
-	for _, c := range []struct {
-		payload string
-		want    bool
-	}{
-		{`{"aud":"github"}`, true},
-		{`{"aud":["other","github"]}`, true},
-		{`{"aud":"githubx"}`, false},
-		{`{"aud":["other"]}`, false},
-		{`{"sub":"alice"}`, false},
-		{`{"aud":7}`, false},
-		{`not json`, false},
-	} {
-		if got := audienceNames(fakeJWT(c.payload), "github"); got != c.want {
-			t.Errorf("%s: %v, want %v", c.payload, got, c.want)
-		}
-	}
-	for _, bad := range []string{"", "a.b", "a.!!!.c", "a.b.c.d"} {
-		if audienceNames(bad, "github") {
-			t.Errorf("%q names the audience", bad)
-		}
-	}
+// startExchanger is a token endpoint that answers every exchange with a
+// new token, valid for an hour, and an Auth that uses it.
+func startExchanger(t *testing.T) Auth {
+	t.Helper()
+	var n atomic.Int32
+	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, `{"access_token":"exchanged-%d","token_type":"Bearer","expires_in":3600,"issued_token_type":"urn:ietf:params:oauth:token-type:access_token"}`, n.Add(1))
+	}))
+	t.Cleanup(endpoint.Close)
+	return Auth{Mode: AuthTokenExchange, Audience: "github", TokenEndpoint: endpoint.URL, ClientID: "api", ClientSecret: "s", CacheEntries: 8}
 }
 
 // authRecorder is a real go-sdk server in both eras that records the
@@ -78,17 +68,17 @@ func startAuthRecorder(t *testing.T, a *authRecorder) string {
 	return ts.URL
 }
 
-// A passthrough backend gets each caller's own token on that caller's
-// calls, in either era and on the plain-call session too; a token for
-// another audience, or none, is refused before anything is sent.
-func TestPassthroughSendsTheCallersToken(t *testing.T) {
+// A tokenExchange backend gets each caller's exchanged token on that
+// caller's calls, never the caller's own, in either era and on the
+// plain-call session too; no token is refused before anything is sent.
+func TestExchangedTokenReachesTheBackend(t *testing.T) {
 	for _, protocol := range []string{ProtocolAuto, ProtocolModern, ProtocolLegacy} {
 		t.Run(protocol, func(t *testing.T) {
 			rec := &authRecorder{}
-			c := newTestClient(Config{Name: "gh", URL: startAuthRecorder(t, rec), Protocol: protocol, Auth: Auth{Mode: AuthPassthrough, Audience: "github"},
+			c := newTestClient(Config{Name: "gh", URL: startAuthRecorder(t, rec), Protocol: protocol, Auth: startExchanger(t),
 				Headers: map[string]string{"X-Static": "s"}, Timeout: 5 * time.Second})
 			t.Cleanup(c.Close)
-			alice, bob := fakeJWT(`{"sub":"alice","aud":"github"}`), fakeJWT(`{"sub":"bob","aud":["x","github"]}`)
+			alice, bob := fakeJWT(`{"sub":"alice","aud":"switchboard"}`), fakeJWT(`{"sub":"bob","aud":["x","switchboard"]}`)
 			for i := 0; i < 3; i++ { // auto moves plain calls to a Legacy session meanwhile
 				for _, tok := range []string{alice, bob} {
 					ctx, err := c.WithCaller(context.Background(), "s", tok)
@@ -98,16 +88,14 @@ func TestPassthroughSendsTheCallersToken(t *testing.T) {
 					if res, err := c.Call(ctx, echoCall(`{}`)); err != nil || res.IsError {
 						t.Fatalf("call: %v %+v", err, res)
 					}
-					if got := rec.last(); got != "Bearer "+tok {
-						t.Fatalf("backend saw Authorization %q, want the caller's token", got)
+					if got := rec.last(); got != callerAuthorization(ctx) || !strings.HasPrefix(got, "Bearer exchanged-") {
+						t.Fatalf("backend saw Authorization %q, want the exchanged token %q", got, callerAuthorization(ctx))
 					}
 				}
 			}
 			n := len(rec.seen)
-			for _, tok := range []string{"", fakeJWT(`{"sub":"eve","aud":"slack"}`), "opaque-token"} {
-				if _, err := c.WithCaller(context.Background(), "s", tok); !errors.Is(err, ErrCallerCredential) {
-					t.Errorf("token %q: %v, want ErrCallerCredential", tok, err)
-				}
+			if _, err := c.WithCaller(context.Background(), "s", ""); !errors.Is(err, ErrCallerCredential) {
+				t.Errorf("no token: %v, want ErrCallerCredential", err)
 			}
 			if len(rec.seen) != n {
 				t.Error("a refused caller reached the backend")
@@ -134,9 +122,9 @@ func TestStaticBackendNeverSendsTheCallersToken(t *testing.T) {
 	}
 }
 
-// The caller's token is never carried to another origin: a redirect there
-// is refused before anything is sent, like the static headers.
-func TestPassthroughTokenIsNotRedirected(t *testing.T) {
+// A caller's credential is never carried to another origin: a redirect
+// there is refused before anything is sent, like the static headers.
+func TestCallerCredentialIsNotRedirected(t *testing.T) {
 	var reached atomic.Int32
 	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) }))
 	defer other.Close()
@@ -151,10 +139,9 @@ func TestPassthroughTokenIsNotRedirected(t *testing.T) {
 		proxyTo(t, real, w, r)
 	}))
 	defer front.Close()
-	c := newTestClient(Config{Name: "gh", URL: front.URL, Protocol: ProtocolModern, Auth: Auth{Mode: AuthPassthrough, Audience: "github"}, Timeout: 5 * time.Second})
+	c := newTestClient(Config{Name: "gh", URL: front.URL, Protocol: ProtocolModern, Auth: startExchanger(t), Timeout: 5 * time.Second})
 	defer c.Close()
-	tok := fakeJWT(`{"sub":"alice","aud":"github"}`)
-	ctx, err := c.WithCaller(context.Background(), "s", tok)
+	ctx, err := c.WithCaller(context.Background(), "s", fakeJWT(`{"sub":"alice","aud":"switchboard"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +153,7 @@ func TestPassthroughTokenIsNotRedirected(t *testing.T) {
 	if !errors.Is(err, ErrRedirected) {
 		t.Fatalf("call redirected elsewhere: %v, want ErrRedirected", err)
 	}
-	if strings.Contains(err.Error(), tok) {
+	if tok := strings.TrimPrefix(callerAuthorization(ctx), "Bearer "); strings.Contains(err.Error(), tok) {
 		t.Error("the error quotes the token")
 	}
 	if n := reached.Load(); n != 0 {
@@ -209,28 +196,28 @@ func proxyTo(t *testing.T, target string, w http.ResponseWriter, r *http.Request
 }
 
 // The go-sdk paths (a call on a session of its own: streamed with a log
-// level, or held for the client's input) carry the caller's token too:
-// the transport takes it from the call's context.
-func TestPassthroughOnOwnSessions(t *testing.T) {
+// level, or held for the client's input) carry the caller's credential
+// too: the transport takes it from the call's context.
+func TestCallerCredentialOnOwnSessions(t *testing.T) {
 	rec := &authRecorder{}
-	c := newTestClient(Config{Name: "gh", URL: startAuthRecorder(t, rec), Protocol: ProtocolLegacy, Auth: Auth{Mode: AuthPassthrough, Audience: "github"}, Timeout: 5 * time.Second})
+	c := newTestClient(Config{Name: "gh", URL: startAuthRecorder(t, rec), Protocol: ProtocolLegacy, Auth: startExchanger(t), Timeout: 5 * time.Second})
 	t.Cleanup(c.Close)
-	tok := fakeJWT(`{"sub":"alice","aud":"github"}`)
-	ctx, err := c.WithCaller(context.Background(), "alice", tok)
+	ctx, err := c.WithCaller(context.Background(), "alice", fakeJWT(`{"sub":"alice","aud":"switchboard"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
+	want := callerAuthorization(ctx)
 	if _, err := c.CallToolStreamed(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{}}, true, "info", func(string, any) {}); err != nil {
 		t.Fatal(err)
 	}
-	if got := rec.last(); got != "Bearer "+tok {
-		t.Fatalf("a streamed call on its own session reached the backend with %q", got)
+	if got := rec.last(); got != want {
+		t.Fatalf("a streamed call on its own session reached the backend with %q, want %q", got, want)
 	}
 	res, err := c.CallToolAsking(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{}}, &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}, "alice\x00echo", Notify{})
 	if err != nil || res.IsError {
 		t.Fatalf("a call that may be held: %v %+v", err, res)
 	}
-	if got := rec.last(); got != "Bearer "+tok {
-		t.Fatalf("a call that may be held reached the backend with %q", got)
+	if got := rec.last(); got != want {
+		t.Fatalf("a call that may be held reached the backend with %q, want %q", got, want)
 	}
 }

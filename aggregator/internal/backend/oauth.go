@@ -28,7 +28,6 @@ import (
 // Credential modes of Auth.Mode.
 const (
 	AuthStatic            = ""
-	AuthPassthrough       = "passthrough"
 	AuthTokenExchange     = "tokenExchange"
 	AuthClientCredentials = "clientCredentials"
 )
@@ -36,11 +35,10 @@ const (
 // Auth is how a backend's requests are authenticated beyond its static
 // headers.
 type Auth struct {
-	// Mode is AuthStatic, AuthPassthrough, AuthTokenExchange or
-	// AuthClientCredentials.
+	// Mode is AuthStatic, AuthTokenExchange or AuthClientCredentials.
 	Mode string
-	// Audience: the aud a passthrough token must name; the audience asked
-	// for by an exchange or the client credentials grant.
+	// Audience: the audience asked for by an exchange or the client
+	// credentials grant.
 	Audience      string
 	TokenEndpoint string
 	ClientID      string

@@ -175,7 +175,8 @@ func TestBackendChallengeIsTheCallersAnswer(t *testing.T) {
 	rec := &authRecorder{}
 	real := startAuthRecorder(t, rec)
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") == "Bearer "+fakeJWT(`{"aud":"gh","sub":"expired"}`) && r.Header.Get("Mcp-Method") == "tools/call" {
+		// The first caller's exchanged token is refused.
+		if r.Header.Get("Authorization") == "Bearer exchanged-1" && r.Header.Get("Mcp-Method") == "tools/call" {
 			w.Header().Add("WWW-Authenticate", `Bearer realm="gh", error="invalid_token"`)
 			w.Header().Add("WWW-Authenticate", "Bearer resource_metadata=\"https://gh.example/.well-known/oauth-protected-resource\"\r\n")
 			w.WriteHeader(http.StatusUnauthorized)
@@ -184,9 +185,9 @@ func TestBackendChallengeIsTheCallersAnswer(t *testing.T) {
 		proxyTo(t, real, w, r)
 	}))
 	t.Cleanup(front.Close)
-	c := newTestClient(Config{Name: "gh", URL: front.URL, Protocol: ProtocolModern, Auth: Auth{Mode: AuthPassthrough, Audience: "gh"}, Timeout: 5 * time.Second})
+	c := newTestClient(Config{Name: "gh", URL: front.URL, Protocol: ProtocolModern, Auth: startExchanger(t), Timeout: 5 * time.Second})
 	t.Cleanup(c.Close)
-	ctx, _ := c.WithCaller(context.Background(), "x", fakeJWT(`{"aud":"gh","sub":"expired"}`))
+	ctx, _ := c.WithCaller(context.Background(), "x", fakeJWT(`{"aud":"switchboard","sub":"expired"}`))
 	_, err := c.Call(ctx, echoCall(`{}`))
 	var ch *ChallengeError
 	if !errors.As(err, &ch) || errors.Is(err, ErrUnavailable) {
@@ -196,7 +197,7 @@ func TestBackendChallengeIsTheCallersAnswer(t *testing.T) {
 	if ch.Challenge != want {
 		t.Errorf("challenge %q, want %q", ch.Challenge, want)
 	}
-	ctx, _ = c.WithCaller(context.Background(), "y", fakeJWT(`{"aud":"gh","sub":"fine"}`))
+	ctx, _ = c.WithCaller(context.Background(), "y", fakeJWT(`{"aud":"switchboard","sub":"fine"}`))
 	if _, err := c.Call(ctx, echoCall(`{}`)); err != nil {
 		t.Fatalf("the next call: %v", err)
 	}
@@ -211,7 +212,8 @@ func TestBackendChallengeIsTheCallersAnswer(t *testing.T) {
 func TestBackendChallengeOnOwnSession(t *testing.T) {
 	rec := &authRecorder{}
 	real := startAuthRecorder(t, rec)
-	expired := "Bearer " + fakeJWT(`{"aud":"gh","sub":"expired"}`)
+	// The first caller's exchanged token is refused.
+	expired := "Bearer exchanged-1"
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -223,9 +225,9 @@ func TestBackendChallengeOnOwnSession(t *testing.T) {
 		proxyTo(t, real, w, r)
 	}))
 	t.Cleanup(front.Close)
-	c := newTestClient(Config{Name: "gh", URL: front.URL, Protocol: ProtocolLegacy, Auth: Auth{Mode: AuthPassthrough, Audience: "gh"}, Timeout: 5 * time.Second})
+	c := newTestClient(Config{Name: "gh", URL: front.URL, Protocol: ProtocolLegacy, Auth: startExchanger(t), Timeout: 5 * time.Second})
 	t.Cleanup(c.Close)
-	ctx, err := c.WithCaller(context.Background(), "x", fakeJWT(`{"aud":"gh","sub":"expired"}`))
+	ctx, err := c.WithCaller(context.Background(), "x", fakeJWT(`{"aud":"switchboard","sub":"expired"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +236,7 @@ func TestBackendChallengeOnOwnSession(t *testing.T) {
 	if !errors.As(err, &ch) || ch.Challenge != `Bearer realm="gh", error="invalid_token"` {
 		t.Fatalf("a 401 challenge on a session of the call's own: %v", err)
 	}
-	ctx, _ = c.WithCaller(context.Background(), "y", fakeJWT(`{"aud":"gh","sub":"fine"}`))
+	ctx, _ = c.WithCaller(context.Background(), "y", fakeJWT(`{"aud":"switchboard","sub":"fine"}`))
 	if _, err := c.CallToolStreamed(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{}}, false, "info", func(string, any) {}); err != nil {
 		t.Fatalf("the next caller's call: %v", err)
 	}

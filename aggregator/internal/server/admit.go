@@ -7,6 +7,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/services/audit"
+	"github.com/switchboard-mcp/switchboard/services/callerid"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
@@ -24,7 +25,9 @@ import (
 //  4. prepare: the method's own checks of the request against the item
 //     (arguments, headers), so that an invalid request costs no token;
 //  5. limit: the rate limits (ratelimit.go);
-//  6. credentials: the caller's credentials for that backend;
+//  6. credentials: the caller's credentials for that backend, made only
+//     from a token that belongs to the principal asserted with it
+//     (callerid.Bound);
 //
 // then the method runs, and 7. audit records one event of the outcome,
 // whatever it was (audit.go). A handler names what it asks for and what it
@@ -119,6 +122,13 @@ func (s *Server) admit(ctx context.Context, r admission) (*admitted, error) {
 	a.ctx = ctx
 	if !r.shared {
 		p := svcauth.PrincipalFrom(ctx)
+		// A service credential may act for many principals, so the token
+		// it presents must be the asserted principal's own: else Cedar,
+		// the limits and the trail would see one user while the backend
+		// acts as another.
+		if a.b.NeedsCaller() && r.subjectToken != "" && !callerid.Bound(r.subjectToken, p, s.groupsClaim) {
+			return a, backend.ErrCallerCredential
+		}
 		if a.ctx, err = a.b.WithCaller(ctx, p.GetSubject(), r.subjectToken); err != nil {
 			return a, err
 		}

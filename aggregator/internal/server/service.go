@@ -36,6 +36,10 @@ type Server struct {
 	limiter *ratelimit.Limiter
 	// audit records calls, reads and prompt gets (audit.go); nil: none.
 	audit *audit.Writer
+	// groupsClaim is the claim of a caller's token holding its groups
+	// (gateway.auth.oidc.groupsClaim), for binding the token to the
+	// principal asserted with it (admit.go).
+	groupsClaim string
 }
 
 // New serves e.
@@ -45,6 +49,13 @@ func New(e *engine.Engine) *Server { return &Server{e: e, log: e.Log()} }
 // through f (see held_forward.go).
 func (s *Server) WithPeers(f *peer.Forwarder) *Server {
 	s.peers = f
+	return s
+}
+
+// WithGroupsClaim names the claim of a caller's token that holds its
+// groups, as the gateway reads it; unset, callerid.DefaultGroupsClaim.
+func (s *Server) WithGroupsClaim(claim string) *Server {
+	s.groupsClaim = claim
 	return s
 }
 
