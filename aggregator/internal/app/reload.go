@@ -107,19 +107,28 @@ type live struct {
 // and the rate limits (rateLimits).
 // Everything is read and built before anything is swapped, and the engine
 // goes first (it refuses options it cannot run with before changing
-// anything), so an error changes nothing. The other keys that differ from
+// anything), so an error changes nothing. A policy that changes with the
+// backends or servers goes into force with them, in one build. The other keys that differ from
 // the configuration at start are logged as needing a restart.
 func (l *live) Apply(cfg *config.Config) error {
 	pol, err := readPolicy(cfg.Aggregator.Authz.PolicyFile)
 	if err != nil {
 		return err
 	}
-	if config.ChangedUnder(config.Changed(l.applied, cfg), engineKeys...) {
+	policyChanged := pol.path != l.policy.path || pol.sum != l.policy.sum
+	if !policyChanged {
+		pol = l.policy
+	}
+	engineChanged := config.ChangedUnder(config.Changed(l.applied, cfg), engineKeys...)
+	if engineChanged {
 		opts, err := engine.OptionsFromConfig(cfg.Aggregator.WithDefaults())
 		if err != nil {
 			return err
 		}
 		opts.Servers = cfg.Servers
+		// The policy comes with the new catalogs, in one build: never the
+		// new backends and servers under the old policy.
+		opts.Authz = pol.authz
 		if _, err := l.engine.Reconfigure(opts); err != nil {
 			return err
 		}
@@ -132,7 +141,6 @@ func (l *live) Apply(cfg *config.Config) error {
 		}
 	}
 	l.applied = cfg
-	policyChanged := pol.path != l.policy.path || pol.sum != l.policy.sum
 	creds := slices.Clone(cfg.ServiceAuth.Credentials)
 	credsChanged := !reflect.DeepEqual(creds, l.creds)
 
@@ -144,7 +152,9 @@ func (l *live) Apply(cfg *config.Config) error {
 		l.log.Info("serviceAuth.credentials reloaded", "credentials", len(creds))
 	}
 	if policyChanged {
-		l.engine.SetAuthorizer(pol.authz)
+		if !engineChanged {
+			l.engine.SetAuthorizer(pol.authz)
+		}
 		l.policy = pol
 		l.log.Info("aggregator.authz policy reloaded", "policy_file", pol.path)
 	}

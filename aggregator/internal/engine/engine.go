@@ -81,7 +81,8 @@ type Engine struct {
 	// current holds every catalog as served.
 	current atomic.Pointer[catalogSet]
 	ready   atomic.Bool
-	// policy is the Cedar policy in force (policy.go).
+	// policy is the Cedar policy the next build publishes under; the one
+	// in force is the current catalogs' (policy.go).
 	policy atomic.Pointer[policy]
 
 	updates updateHub
@@ -333,7 +334,7 @@ func (e *Engine) build() *catalog.Snapshot {
 	e.rebuildMu.Lock()
 	defer e.rebuildMu.Unlock()
 	start := time.Now()
-	pol := e.currentPolicy()
+	pol := e.nextPolicy()
 	e.listsMu.Lock()
 	lists := maps.Clone(e.lists)
 	e.listsMu.Unlock()

@@ -12,21 +12,29 @@ import (
 // now gets with the one it had, so a principal whose view the policy
 // changed is told (list_changed) and one whose view it did not change is
 // not.
+//
+// The policy in force is the one the current catalogs were published
+// under, never a newer one waiting for a build: a reload that changes the
+// backends or servers and the policy together (Reconfigure with
+// Options.Authz) publishes both in one build, so no request sees the new
+// catalog under the old policy, or the old catalog under the new one.
 
-// policy is one authorizer in force. It is replaced whole; published
-// snapshots name the policy their views are decided by.
+// policy is one authorizer. It is replaced whole; published snapshots
+// name the policy their views are decided by.
 type policy struct {
 	authz *authz.Authorizer
 }
 
-// authorizer returns the policy in force; nil allows everything.
-func (e *Engine) authorizer() *authz.Authorizer { return e.policy.Load().authz }
+// authorizer returns the policy in force, the one the current catalogs
+// were published under; nil allows everything.
+func (e *Engine) authorizer() *authz.Authorizer {
+	return e.current.Load().byServer[""].policy.authz
+}
 
-// currentPolicy returns the policy in force, as a published snapshot
-// records it.
-func (e *Engine) currentPolicy() *policy { return e.policy.Load() }
+// nextPolicy returns the policy the next build publishes under.
+func (e *Engine) nextPolicy() *policy { return e.policy.Load() }
 
-// SetAuthorizer puts a new policy in force (nil allows everything) and
+// SetAuthorizer puts a new policy in force (nil allows everything): it
 // publishes the current catalog again under it. Calls decided before it
 // returns may still have used the old policy; every view and decision
 // made on the snapshot it publishes uses the new one.

@@ -8,7 +8,9 @@ import (
 // Reconfigure applies new options to a running engine without a restart:
 // the backends (added, removed, or changed: a backend whose configuration
 // changed gets a new client), the naming, the virtual servers, the
-// instructions and the page sizes, as OptionsFromConfig translates a
+// instructions, the page sizes and the Cedar policy (next.Authz, nil
+// allowing everything; the new catalogs are published under it in one
+// build, policy.go), as OptionsFromConfig translates a
 // configuration that config.ValidateAggregator accepted. It is all or
 // nothing: options whose tool overrides do not compile change nothing.
 // Requests already routed finish on the clients they were routed to;
@@ -19,12 +21,12 @@ import (
 // catalog TTL, the fan-out, the health checks, the held-call owner, the
 // pinning guard, the logger and the metrics — is taken from the running engine; a change to
 // those is reported in the returned list of option names (they take
-// effect at the next restart). The Cedar policy is not an option here.
+// effect at the next restart).
 func (e *Engine) Reconfigure(next Options) (needsRestart []string, err error) {
 	needsRestart = fixedChanges(&e.opts, &next)
 	next.Log, next.Metrics, next.HeldOwner = e.opts.Log, e.opts.Metrics, e.opts.HeldOwner
 	next.CatalogTTL, next.FanOut, next.Health = e.opts.CatalogTTL, e.opts.FanOut, e.opts.Health
-	next.Authz, next.Pinning = e.opts.Authz, e.opts.Pinning
+	next.Pinning = e.opts.Pinning
 	overrides, err := compileOverrides(next)
 	if err != nil {
 		return nil, err
@@ -41,6 +43,9 @@ func (e *Engine) Reconfigure(next Options) (needsRestart []string, err error) {
 	e.rebuildMu.Lock()
 	e.setup.Store(st)
 	e.builders = newBuilders(st, e.log)
+	if e.policy.Load().authz != next.Authz {
+		e.policy.Store(&policy{authz: next.Authz})
+	}
 	e.listsMu.Lock()
 	var gone []*member
 	for _, m := range prev.members {

@@ -2,15 +2,22 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/authz"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
+	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // watchEvents opens a watch and returns its first event and a channel of
@@ -104,5 +111,65 @@ aggregator:
 	ev = nextEvent(t, "bob", bobEvents)
 	if ev.GetCatalogVersion() == bobFirst.GetCatalogVersion() {
 		t.Fatalf("bob got an event for the policy swap, which did not change his view: %v", ev)
+	}
+}
+
+// TestReconfigurePublishesBackendsAndPolicyTogether: a reload that adds a
+// backend and a policy forbidding one of its tools puts both in force in
+// one build. The new backend's tools are never listed or callable under
+// the old (permissive) policy: from the first catalog that holds them,
+// alice's view lacks the forbidden one.
+func TestReconfigurePublishesBackendsAndPolicyTogether(t *testing.T) {
+	eng := newTestBackend(t, "eng", backendOptions{tools: []string{"build"}})
+	ops := newTestBackend(t, "ops", backendOptions{tools: []string{"status", "restart"}})
+	full := &config.Config{Aggregator: parseConfig(t, `
+aggregator:
+  authz: {policyFile: `+writeFile(t, "policy.cedar", "permit (principal, action, resource);\n")+`}
+  backends:
+    - {name: eng, url: `+eng.url()+`}
+`)}
+	h := startAggregator(t, full.Aggregator)
+	alice := principal("alice")
+	if got := listToolNames(t, h.gateway, alice, 0); !slices.Contains(got, "eng_build") || slices.Contains(got, "ops_status") {
+		t.Fatalf("before the reload alice sees %v", got)
+	}
+	// Every catalog published from here on is looked at as it is
+	// published: none may show alice ops_restart.
+	var leaked atomic.Bool
+	stop := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			snap, superseded := h.engine.Snapshot()
+			if item, ok := snap.Tool("ops_restart"); ok {
+				if _, err := h.engine.Owner(snap, alice, catalog.KindTools, item.Key, item.Backend); !errors.Is(err, engine.ErrNotFound) {
+					leaked.Store(true)
+				}
+			}
+			select {
+			case <-superseded:
+			case <-stop:
+				return
+			}
+		}
+	}()
+
+	full.Aggregator.Authz.PolicyFile = writeFile(t, "policy2.cedar", "permit (principal, action, resource);\nforbid (principal == User::\"alice\", action, resource == Tool::\"ops_restart\");\n")
+	full.Aggregator.Backends = append(full.Aggregator.Backends, config.Backend{Name: "ops", URL: ops.url()})
+	reconfigure(t, h, full)
+	testkit.Eventually(t, "ops listed", 10*time.Second, func() bool {
+		return slices.Contains(listToolNames(t, h.gateway, alice, 0), "ops_status")
+	})
+	close(stop)
+	<-watched
+	if got := listToolNames(t, h.gateway, alice, 0); slices.Contains(got, "ops_restart") {
+		t.Errorf("after the reload alice sees %v", got)
+	}
+	if _, err := h.gateway.CallTool(context.Background(), &aggregatorv1.CallToolRequest{Principal: alice, Name: "ops_restart", ArgumentsJson: "{}"}); status.Code(err) != codes.NotFound {
+		t.Errorf("alice calls ops_restart after the reload: %v, want NotFound", err)
+	}
+	if leaked.Load() {
+		t.Error("a catalog holding ops_restart was published under the old policy")
 	}
 }
