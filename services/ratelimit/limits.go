@@ -32,6 +32,13 @@ type Request struct {
 	// advertised tool name (tools/call only), Backend the owning backend
 	// (not for find_tool).
 	Server, Tool, Backend string
+	// Refused marks a request refused before its item was known: missing,
+	// denied or malformed. Only limits per principal count it (a bucket
+	// per tool or server name the client chose would let it make
+	// buckets without end), and Backend is empty, so a limit that matches
+	// backends does not apply and a denied item costs what a missing one
+	// does.
+	Refused bool
 }
 
 // limit is one compiled config.RateLimit.
@@ -116,6 +123,9 @@ func (s *Set) match(r Request) []matched {
 			value = r.Backend
 		case config.RatePerServer:
 			value = r.Server
+		}
+		if r.Refused && l.per != config.RatePerPrincipal {
+			continue
 		}
 		if (l.per == config.RatePerTool && r.Tool == "") || (l.per == config.RatePerBackend && r.Backend == "") {
 			// Nothing to count by (find_tool has no backend).

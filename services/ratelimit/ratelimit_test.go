@@ -460,3 +460,35 @@ func TestRefusedRequestFailsOnlyItself(t *testing.T) {
 		t.Fatalf("%v requests decided as if the buckets were unavailable", v)
 	}
 }
+
+// A refused request counts against the limits per principal only: a
+// bucket per tool or server name the client chose would be a bucket per
+// made-up name, and a limit on backends cannot see one (it is unknown, so
+// a denied item costs what a missing one does).
+func TestRefusedRequestsMatchOnlyLimitsPerPrincipal(t *testing.T) {
+	set, err := Compile(config.RateLimits{Limits: []config.RateLimit{
+		{Name: "user", Per: config.RatePerPrincipal, Rate: "1/s"},
+		{Name: "ops-users", Per: config.RatePerPrincipal, Rate: "1/s", Match: config.RateLimitMatch{Backends: []string{"ops"}}},
+		{Name: "tool", Per: config.RatePerTool, Rate: "1/s"},
+		{Name: "server", Per: config.RatePerServer, Rate: "1/s"},
+		{Name: "backend", Per: config.RatePerBackend, Rate: "1/s"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(r Request) []string {
+		var out []string
+		for _, m := range set.match(r) {
+			out = append(out, m.l.name)
+		}
+		return out
+	}
+	r := Request{Method: config.RateMethodToolsCall, Subject: "alice", Server: "made-up", Tool: "made-up"}
+	if got := names(Request{Method: r.Method, Subject: "alice", Server: "s", Tool: "t", Backend: "ops"}); len(got) != 5 {
+		t.Fatalf("an admitted call matches %v, want every limit", got)
+	}
+	r.Refused = true
+	if got := names(r); len(got) != 1 || got[0] != "user" {
+		t.Fatalf("a refused call matches %v, want only user", got)
+	}
+}

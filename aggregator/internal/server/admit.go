@@ -9,6 +9,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/callerid"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
@@ -23,8 +24,9 @@ import (
 //  3. authorize: Cedar, then the owning backend's health (denied is
 //     engine.ErrDenied, answered exactly like missing);
 //  4. prepare: the method's own checks of the request against the item
-//     (arguments, headers), so that an invalid request costs no token;
-//  5. limit: the rate limits (ratelimit.go);
+//     (arguments, headers);
+//  5. limit: the rate limits (ratelimit.go). A request refused by steps
+//     1–4 takes its token from the limits per principal only (refused);
 //  6. credentials: the caller's credentials for that backend, made only
 //     from a token that belongs to the principal asserted with it
 //     (callerid.Bound);
@@ -103,19 +105,19 @@ func serve[T any](ctx context.Context, s *Server, r admission, do func(*admitted
 // nothing to look at), for the trail.
 func (s *Server) admit(ctx context.Context, r admission) (*admitted, error) {
 	if r.malformed != nil {
-		return nil, r.malformed
+		return nil, s.refused(ctx, r, r.malformed)
 	}
 	a, err := s.route(ctx, r.server, r.kind, r.key)
 	if err != nil {
-		return a, err
+		return a, s.refused(ctx, r, err)
 	}
 	if r.prepare != nil {
 		if err := r.prepare(a); err != nil {
-			return a, err
+			return a, s.refused(ctx, r, err)
 		}
 	}
 	if !r.forwarded {
-		if err := s.limit(ctx, r.method, r.server, r.toolName(), a.b); err != nil {
+		if err := s.limit(ctx, ratelimit.Request{Method: r.method, Server: r.server, Tool: r.toolName(), Backend: a.b.Name()}); err != nil {
 			return a, err
 		}
 	}
@@ -134,6 +136,28 @@ func (s *Server) admit(ctx context.Context, r admission) (*admitted, error) {
 		}
 	}
 	return a, nil
+}
+
+// refused is err, the refusal of r before its item was known, after it
+// took its token from the limits per principal (ratelimit.Request.Refused):
+// refusals cost the aggregator a lookup and the trail an event, so a
+// client sending names that do not exist is limited like one calling
+// tools that do. When the limit is reached the refusal is the limit's.
+func (s *Server) refused(ctx context.Context, r admission, err error) error {
+	if r.forwarded || !refusal(err) {
+		return err
+	}
+	if lerr := s.limit(ctx, ratelimit.Request{Method: r.method, Server: r.server, Tool: r.toolName(), Refused: true}); lerr != nil {
+		return lerr
+	}
+	return err
+}
+
+// refusal reports whether err refuses a request on what the client asked
+// (missing, denied, invalid), rather than on the state of a backend.
+func refusal(err error) bool {
+	outcome, _ := auditOutcome(err)
+	return outcome == audit.OutcomeNotFound || outcome == audit.OutcomeDenied || outcome == audit.OutcomeInvalid
 }
 
 // toolName is what a rate limit matches as the tool: tools/call names

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 
-	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
@@ -16,14 +15,15 @@ func (s *Server) WithLimiter(l *ratelimit.Limiter) *Server {
 }
 
 // limit takes the request's rate-limit tokens: an admission's step. It
-// runs after the item is found and authorized (a missing or denied one is NOT_FOUND and costs
-// nothing) and before the backend is called; a refusal is a
-// *ratelimit.LimitedError (RESOURCE_EXHAUSTED, status.go).
-func (s *Server) limit(ctx context.Context, method, server, tool string, b *backend.Client) error {
+// runs after the item is found, authorized and checked, and before the
+// backend is called; a request refused before (missing, denied, invalid)
+// takes its token from the limits per principal only (admit.go refused).
+// A refusal is a *ratelimit.LimitedError (RESOURCE_EXHAUSTED, status.go).
+func (s *Server) limit(ctx context.Context, r ratelimit.Request) error {
 	if s.limiter == nil {
 		return nil
 	}
 	p := svcauth.PrincipalFrom(ctx)
-	return s.limiter.Allow(ctx, ratelimit.Request{Method: method, Subject: p.GetSubject(), Groups: p.GetGroups(),
-		Server: server, Tool: tool, Backend: b.Name()})
+	r.Subject, r.Groups = p.GetSubject(), p.GetGroups()
+	return s.limiter.Allow(ctx, r)
 }

@@ -32,11 +32,13 @@ func testLimiter(t testing.TB, cfg config.RateLimits) *ratelimit.Limiter {
 	return ratelimit.New(set, &ratelimit.MemoryBuckets{}, quietLog, nil)
 }
 
-// TestRateLimitAfterAuthorization: a denied or missing tool is NOT_FOUND
-// and takes no token; an allowed call takes one; past the burst the call
-// is RESOURCE_EXHAUSTED with ERROR_REASON_RATE_LIMITED and a retry-after,
-// and the backend never sees it. A limit per backend counts reads and
-// prompts too.
+// TestRateLimitAfterAuthorization: an allowed call takes a token from
+// every limit it matches; past the burst the call is RESOURCE_EXHAUSTED
+// with ERROR_REASON_RATE_LIMITED and a retry-after, and the backend never
+// sees it. A denied or missing tool is NOT_FOUND and takes a token from
+// the limits per principal only, the same for both, so a client sending
+// names that do not exist is limited too, and limits per backend (which
+// would tell denied from missing) never count it.
 func TestRateLimitAfterAuthorization(t *testing.T) {
 	var ran atomic.Int64
 	eng := newTestBackend(t, "eng", backendOptions{tools: []string{"deploy"}, extra: func(b *testBackend) {
@@ -53,6 +55,7 @@ aggregator:
 rateLimits:
   limits:
     - {name: each-user, per: principal, rate: 1/h, burst: 3}
+    - {name: eng, per: backend, rate: 1/h, burst: 1}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -62,38 +65,42 @@ rateLimits:
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	alice := principal("alice")
+	alice, bob := principal("alice"), principal("bob")
 	testkit.Eventually(t, "eng_build listed", 10*time.Second, func() bool { return len(listToolNames(t, h.gateway, alice, 0)) == 1 })
-	call := func(name string) error {
-		_, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: alice, Name: name})
+	call := func(p *commonv1.Principal, name string) error {
+		_, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: p, Name: name})
 		return err
 	}
-	// Denied and missing, many times: no token taken.
-	for range 10 {
-		wantStatus(t, call("eng_deploy"), codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
-		wantStatus(t, call("eng_nothing"), codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
-	}
-	for i := range 3 {
-		if err := call("eng_build"); err != nil {
-			t.Fatalf("call %d within the burst: %v", i, err)
+	limitedBy := func(err error, limit string) {
+		t.Helper()
+		wantStatus(t, err, codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED)
+		reason, meta := apierr.Info(err)
+		if reason != commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED || meta["limit"] != limit || meta["retryAfterSeconds"] == "" {
+			t.Fatalf("refusal %v: reason %v metadata %v, want limit %s", status.Convert(err).Message(), reason, meta, limit)
 		}
 	}
-	calls := func() int { return int(ran.Load()) }
-	seen := calls()
-	if seen != 3 {
-		t.Fatalf("the backend saw %d calls, want the 3 admitted", seen)
+	// Denied and missing: NOT_FOUND, a token of alice's each.
+	wantStatus(t, call(alice, "eng_deploy"), codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	wantStatus(t, call(alice, "eng_nothing"), codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	// The backend's bucket is untouched: the call takes its one token and
+	// alice's last.
+	if err := call(alice, "eng_build"); err != nil {
+		t.Fatalf("a call within the bursts: %v", err)
 	}
-	err = call("eng_build")
-	wantStatus(t, err, codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED)
-	reason, meta := apierr.Info(err)
-	if reason != commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED || meta["limit"] != "each-user" || meta["retryAfterSeconds"] == "" {
-		t.Fatalf("refusal %v: reason %v metadata %v", status.Convert(err).Message(), reason, meta)
+	if got := ran.Load(); got != 1 {
+		t.Fatalf("the backend saw %d calls, want the 1 admitted", got)
 	}
-	if got := calls(); got != seen {
-		t.Fatalf("the backend saw %d more requests after the refusal", got-seen)
-	}
-	// Another principal has a bucket of its own.
-	if _, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("bob"), Name: "eng_build"}); err != nil {
-		t.Fatalf("bob: %v", err)
+	// alice's bucket is empty: missing and denied alike are refused as
+	// rate limited, and so is a call.
+	limitedBy(call(alice, "eng_nothing"), "each-user")
+	limitedBy(call(alice, "eng_deploy"), "each-user")
+	limitedBy(call(alice, "eng_build"), "each-user")
+	// bob has a bucket of his own; the empty backend bucket does not
+	// count his refusals, only his call.
+	wantStatus(t, call(bob, "eng_nothing"), codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	wantStatus(t, call(bob, "eng_deploy"), codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	limitedBy(call(bob, "eng_build"), "eng")
+	if got := ran.Load(); got != 1 {
+		t.Fatalf("the backend saw %d more requests after the refusals", got-1)
 	}
 }
