@@ -104,6 +104,14 @@ type ServiceCredential struct {
 	// principals (an internal client acting for itself).
 	Subject string   `yaml:"subject,omitempty"`
 	Groups  []string `yaml:"groups,omitempty"`
+	// AuditService is the service whose audit events the credential may
+	// ship to the indexer (RecordAuditEvents): one of AuditServices. The
+	// indexer stores an event only when its service is this one and its
+	// kind one that service records. Unset: the credential's name when it
+	// is one of AuditServices (the gateway's credential is named gateway,
+	// the aggregators' aggregator), otherwise none, and the credential may
+	// write no event (EffectiveAuditService).
+	AuditService string `yaml:"auditService,omitempty"`
 }
 
 // TLS configures transport security for gRPC, as server and as client.

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -30,6 +31,9 @@ func (a ServiceAuth) Validate() error {
 				errs = append(errs, keyErr(fmt.Sprintf("serviceAuth.credentials[%d].allow[%d]", i, j), "%w", err))
 			}
 		}
+		if c.AuditService != "" && !slices.Contains(AuditServices, c.AuditService) {
+			errs = append(errs, keyErr(fmt.Sprintf("serviceAuth.credentials[%d].auditService", i), "want %s or %s", strings.Join(AuditServices[:len(AuditServices)-1], ", "), AuditServices[len(AuditServices)-1]))
+		}
 		for kind, v := range map[string]string{"token": c.Token, "uriSAN": c.URISAN, "dnsSAN": c.DNSSAN, "commonName": c.CommonName} {
 			if v == "" {
 				continue
@@ -48,6 +52,24 @@ func (a ServiceAuth) Validate() error {
 		errs = append(errs, errors.New("serviceAuth.tls.clientCAFile needs certFile and keyFile: client certificates are verified on a TLS server"))
 	}
 	return errors.Join(errs...)
+}
+
+// AuditServices are the services that write audit events, the values of
+// serviceAuth.credentials[].auditService (services/audit has the kinds
+// each records).
+var AuditServices = []string{"aggregator", "gateway", "indexer"}
+
+// EffectiveAuditService is the service whose audit events the credential
+// may write: AuditService, or when that is unset the credential's name if
+// it names one of AuditServices; "" for none.
+func (c ServiceCredential) EffectiveAuditService() string {
+	if c.AuditService != "" {
+		return c.AuditService
+	}
+	if slices.Contains(AuditServices, c.Name) {
+		return c.Name
+	}
+	return ""
 }
 
 // ParseMethodPattern reads one allow entry: a full gRPC method name,

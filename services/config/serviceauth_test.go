@@ -12,6 +12,7 @@ func TestServiceAuthValidate(t *testing.T) {
 		{Name: "indexer", Token: "", Allow: listTools}, // a secret this pod does not get
 		{Name: "other", Token: "", Allow: listTools},
 		{Name: "svc", URISAN: "spiffe://x/svc", DNSSAN: "svc.x", CommonName: "svc", Allow: listTools},
+		{Name: "gateway-next", Token: "b", AuditService: "gateway", Allow: listTools},
 	}}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("valid configuration refused: %v", err)
@@ -29,10 +30,35 @@ func TestServiceAuthValidate(t *testing.T) {
 		{"shared token", ServiceAuth{Credentials: []ServiceCredential{{Name: "a", Token: "t", Allow: listTools}, {Name: "b", Token: "t", Allow: listTools}}}, "serviceAuth.credentials[1].token: is also a's"},
 		{"shared SAN", ServiceAuth{Credentials: []ServiceCredential{{Name: "a", URISAN: "spiffe://x/a", Allow: listTools}, {Name: "b", URISAN: "spiffe://x/a", Allow: listTools}}}, "serviceAuth.credentials[1].uriSAN: is also a's"},
 		{"half a key pair", ServiceAuth{TLS: TLS{CertFile: "c"}}, "go together"},
+		{"unknown audit service", ServiceAuth{Credentials: []ServiceCredential{{Name: "g", Token: "a", Allow: listTools, AuditService: "console"}}},
+			"serviceAuth.credentials[0].auditService: want aggregator, gateway or indexer"},
 	} {
 		err := tc.auth.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// A credential writes the audit events of the service auditService names,
+// or, unset, of the service its name names; any other credential writes
+// none.
+func TestEffectiveAuditService(t *testing.T) {
+	for _, tc := range []struct {
+		cred ServiceCredential
+		want string
+	}{
+		{ServiceCredential{Name: "gateway"}, "gateway"},
+		{ServiceCredential{Name: "aggregator"}, "aggregator"},
+		{ServiceCredential{Name: "indexer"}, "indexer"},
+		{ServiceCredential{Name: "gateway-next", AuditService: "gateway"}, "gateway"},
+		{ServiceCredential{Name: "gateway", AuditService: "aggregator"}, "aggregator"},
+		{ServiceCredential{Name: "gateway-next"}, ""},
+		{ServiceCredential{Name: "console"}, ""},
+		{ServiceCredential{Name: "Gateway"}, ""},
+	} {
+		if got := tc.cred.EffectiveAuditService(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.cred, got, tc.want)
 		}
 	}
 }

@@ -1,11 +1,14 @@
 package svcauth
 
 import (
+	"context"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"net/url"
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
@@ -97,6 +100,36 @@ func TestCallerForCert(t *testing.T) {
 		c, ok := a.table.Load().callerForCert(tc.cert)
 		if got := map[bool]string{true: c.Name}[ok]; got != tc.want {
 			t.Errorf("certificate CN %q DNS %v URIs %v: %q, want %q", tc.cert.Subject.CommonName, tc.cert.DNSNames, tc.cert.URIs, got, tc.want)
+		}
+	}
+}
+
+// A caller carries how it authenticated (a token, or the certificate name
+// that named its credential, never the token) and the service whose audit
+// events its credential may write.
+func TestCallerIdentityAndAuditService(t *testing.T) {
+	a := NewAuthenticator([]config.ServiceCredential{
+		{Name: "gateway", Token: "gateway-token", URISAN: "spiffe://x/gateway", Allow: config.GatewayMethods},
+		{Name: "gateway-next", DNSSAN: "gw.x", AuditService: "gateway", Allow: config.GatewayMethods},
+		{Name: "console", CommonName: "console", Allow: config.IndexerMethods},
+	})
+	tbl := a.table.Load()
+	byToken, ok := tbl.authenticate(metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer gateway-token")))
+	if !ok || byToken.Name != "gateway" || byToken.Identity != identityToken || byToken.AuditService != "gateway" {
+		t.Errorf("by token: %+v %v", byToken, ok)
+	}
+	for _, tc := range []struct {
+		cert                     *x509.Certificate
+		name, identity, auditFor string
+	}{
+		{&x509.Certificate{URIs: []*url.URL{{Scheme: "spiffe", Host: "x", Path: "/gateway"}}}, "gateway", "uriSAN spiffe://x/gateway", "gateway"},
+		{&x509.Certificate{DNSNames: []string{"other.x", "gw.x"}}, "gateway-next", "dnsSAN gw.x", "gateway"},
+		{&x509.Certificate{Subject: pkix.Name{CommonName: "console"}}, "console", "commonName console", ""},
+	} {
+		c, ok := tbl.callerForCert(tc.cert)
+		if !ok || c.Name != tc.name || c.Identity != tc.identity || c.AuditService != tc.auditFor {
+			t.Errorf("certificate %v %v %q: %+v %v, want %s as %q bound to %q", tc.cert.URIs, tc.cert.DNSNames, tc.cert.Subject.CommonName, c, ok,
+				tc.name, tc.identity, tc.auditFor)
 		}
 	}
 }

@@ -39,8 +39,24 @@ type Caller struct {
 	Operator bool
 	// Bound is the identity of a caller that may not assert principals.
 	Bound *commonv1.Principal
-	allow config.MethodSet
+	// AuditService is the service whose audit events the credential may
+	// write (config.ServiceCredential.EffectiveAuditService); "" for none.
+	AuditService string
+	// Identity says how the caller authenticated as its credential: "token"
+	// for its bearer token, or the verified client certificate's name that
+	// named it, "uriSAN <uri>", "dnsSAN <name>" or "commonName <name>".
+	// Never the token itself.
+	Identity string
+	allow    config.MethodSet
 }
+
+// How a caller authenticated (Caller.Identity).
+const (
+	identityToken      = "token"
+	identityURISAN     = "uriSAN "
+	identityDNSSAN     = "dnsSAN "
+	identityCommonName = "commonName "
+)
 
 // MayCall reports whether the caller's credential allows fullMethod
 // ("/package.Service/Method").
@@ -95,12 +111,15 @@ func (a *Authenticator) Update(creds []config.ServiceCredential) {
 func newCredentialTable(creds []config.ServiceCredential) *credentialTable {
 	a := &credentialTable{byURI: map[string]*Caller{}, byDNS: map[string]*Caller{}, byCN: map[string]*Caller{}}
 	for _, c := range creds {
-		caller := &Caller{Name: c.Name, AssertPrincipals: c.AssertPrincipals, Operator: c.Operator, allow: config.NewMethodSet(c.Allow)}
+		caller := &Caller{Name: c.Name, AssertPrincipals: c.AssertPrincipals, Operator: c.Operator, AuditService: c.EffectiveAuditService(),
+			allow: config.NewMethodSet(c.Allow)}
 		if !c.AssertPrincipals {
 			caller.Bound = &commonv1.Principal{Subject: c.Subject, Groups: slices.Clone(c.Groups)}
 		}
 		if c.Token != "" {
-			a.byToken = append(a.byToken, tokenEntry{token: []byte(c.Token), caller: *caller})
+			byToken := *caller
+			byToken.Identity = identityToken
+			a.byToken = append(a.byToken, tokenEntry{token: []byte(c.Token), caller: byToken})
 		}
 		for _, id := range []struct {
 			by   map[string]*Caller
@@ -175,8 +194,10 @@ func (a *credentialTable) callerForCert(cert *x509.Certificate) (Caller, bool) {
 	for _, kind := range []struct {
 		names []string
 		by    map[string]*Caller
-	}{{uris, a.byURI}, {cert.DNSNames, a.byDNS}, {commonName, a.byCN}} {
+		as    string
+	}{{uris, a.byURI, identityURISAN}, {cert.DNSNames, a.byDNS, identityDNSSAN}, {commonName, a.byCN, identityCommonName}} {
 		var found *Caller
+		var foundAs string
 		for _, name := range kind.names {
 			c, ok := kind.by[name]
 			if !ok {
@@ -185,10 +206,15 @@ func (a *credentialTable) callerForCert(cert *x509.Certificate) (Caller, bool) {
 			if found != nil && found != c {
 				return Caller{}, false
 			}
+			if found == nil {
+				foundAs = kind.as + name
+			}
 			found = c
 		}
 		if found != nil {
-			return *found, true
+			c := *found
+			c.Identity = foundAs
+			return c, true
 		}
 	}
 	return Caller{}, false

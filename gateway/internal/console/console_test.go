@@ -399,7 +399,8 @@ func TestEventsPage(t *testing.T) {
 		}
 		return fmt.Errorf("the page:\n%s", body)
 	})
-	for _, want := range []string{"<th scope=\"row\">echo</th>", "bbbb", "alice", "mallory", "Reload every 10 seconds"} {
+	for _, want := range []string{"<th scope=\"row\">echo</th>", "bbbb", "alice", "mallory", "Reload every 10 seconds",
+		"<td>aggregator (uriSAN spiffe://switchboard/aggregator)</td>"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("events page lacks %q", want)
 		}

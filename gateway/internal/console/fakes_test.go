@@ -186,7 +186,8 @@ func (x *testIndexer) listToolDefinitions(context.Context, *indexerv1.ListToolDe
 
 func queryAuditEvents(_ context.Context, req *indexerv1.QueryAuditEventsRequest) (*indexerv1.QueryAuditEventsResponse, error) {
 	all := []*indexerv1.AuditEvent{
-		{Time: timestamppb.Now(), Service: "aggregator", Kind: "tool_call", Outcome: "ok", Subject: "alice", Tool: "alpha_echo", Backend: "alpha"},
+		{Time: timestamppb.Now(), Service: "aggregator", Kind: "tool_call", Outcome: "ok", Subject: "alice", Tool: "alpha_echo", Backend: "alpha",
+			RecordedBy: "aggregator", RecordedByIdentity: "uriSAN spiffe://switchboard/aggregator"},
 		{Time: timestamppb.Now(), Service: "aggregator", Kind: "tool_call", Outcome: "denied", Subject: "mallory", Tool: "admin_reset"},
 	}
 	resp := &indexerv1.QueryAuditEventsResponse{}

@@ -30,7 +30,7 @@ type tableSink struct{ st store.AuditEvents }
 
 func (tableSink) Name() string { return "database" }
 func (t tableSink) Write(ctx context.Context, batch []audit.Event) error {
-	return t.st.RecordAuditEvents(ctx, batch, "indexer")
+	return t.st.RecordAuditEvents(ctx, batch, store.AuditWriterLocal)
 }
 func (tableSink) Close() error { return nil }
 

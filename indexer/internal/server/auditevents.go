@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/switchboard-mcp/switchboard/services/audit"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 
@@ -39,17 +40,73 @@ const (
 var errAuditDisabled = errors.New("the audit table is off on this indexer: set audit.database.enabled")
 
 // RecordAuditEvents stores a batch of events sent by a gateway or an
-// aggregator.
+// aggregator, each with the credential that sent it and how that
+// authenticated, once every event is one the credential may write
+// (auditWritable); otherwise the whole batch is refused and counted.
 func (s *Server) RecordAuditEvents(ctx context.Context, req *indexerv1.RecordAuditEventsRequest) (*indexerv1.RecordAuditEventsResponse, error) {
+	caller, _ := svcauth.CallerFrom(ctx)
 	events, err := s.validAuditEvents(req.GetEvents())
 	if err == nil {
-		caller, _ := svcauth.CallerFrom(ctx)
-		err = s.AuditEvents.RecordAuditEvents(ctx, events, caller.Name)
+		if refused := auditWritable(caller, events); refused != nil {
+			s.Metrics.auditEventsRefused(caller.Name, refused.reason, len(events))
+			err = refused
+		}
+	}
+	if err == nil {
+		err = s.AuditEvents.RecordAuditEvents(ctx, events, store.AuditWriter{Credential: caller.Name, Identity: caller.Identity})
 	}
 	if err != nil {
 		return nil, s.toStatus(ctx, "RecordAuditEvents", err)
 	}
 	return &indexerv1.RecordAuditEventsResponse{Recorded: uint32(len(events))}, nil
+}
+
+// auditRefusal is the first event of a RecordAuditEvents batch that its
+// credential may not write; the whole batch is refused with it
+// (PERMISSION_DENIED, ERROR_REASON_AUDIT_EVENT_NOT_ALLOWED). Storing the
+// rest would keep a batch that is partly forged, and the writer would not
+// learn which of its events were lost: refused whole, the writer counts
+// the batch as dropped (switchboard_audit_events_dropped_total, reason
+// sink_error) and the indexer as refused
+// (switchboard_indexer_audit_events_refused_total).
+type auditRefusal struct {
+	index int
+	// reason labels the metric: credential (bound to no service), service
+	// (another service's event), kind (a kind its service does not
+	// record), subject (another principal's, from a credential that may
+	// not assert principals).
+	reason string
+	msg    string
+}
+
+func (e *auditRefusal) Error() string { return fmt.Sprintf("event %d: %s", e.index, e.msg) }
+
+// auditWritable returns nil when caller may write every event, or the
+// refusal of the first it may not. A credential writes the events of the
+// service it is bound to (svcauth.Caller.AuditService, from
+// serviceAuth.credentials[].auditService or the credential's name), of
+// the kinds that service records (audit.Emits, the one table of them);
+// one that may not assert principals, only events of its own principal,
+// as it may act for no other (svcauth.Resolve).
+func auditWritable(caller svcauth.Caller, events []audit.Event) *auditRefusal {
+	for i, e := range events {
+		switch {
+		case caller.AuditService == "":
+			return &auditRefusal{index: i, reason: "credential", msg: fmt.Sprintf(
+				"service credential %s may write no audit events: it is bound to no service (serviceAuth.credentials[].auditService)", caller.Name)}
+		case e.Service != caller.AuditService:
+			return &auditRefusal{index: i, reason: "service", msg: fmt.Sprintf(
+				"service %q: service credential %s writes the %s's audit events only", e.Service, caller.Name, caller.AuditService)}
+		case !audit.Emits(e.Service, e.Kind):
+			return &auditRefusal{index: i, reason: "kind", msg: fmt.Sprintf("kind %q: the %s records no such events", e.Kind, e.Service)}
+		case !caller.AssertPrincipals && (e.Subject != "" || len(e.Groups) > 0):
+			if _, err := svcauth.Resolve(caller, &commonv1.Principal{Subject: e.Subject, Groups: e.Groups}); err != nil {
+				return &auditRefusal{index: i, reason: "subject", msg: fmt.Sprintf(
+					"service credential %s may not assert principals: its events name its own principal only", caller.Name)}
+			}
+		}
+	}
+	return nil
 }
 
 func (s *Server) validAuditEvents(in []*indexerv1.AuditEvent) ([]audit.Event, error) {
@@ -156,7 +213,7 @@ func (s *Server) queryAuditEvents(ctx context.Context, req *indexerv1.QueryAudit
 	resp := &indexerv1.QueryAuditEventsResponse{Events: make([]*indexerv1.AuditEvent, len(recs))}
 	for i := range recs {
 		p := audit.ToProto(&recs[i].Event)
-		p.Id, p.RecordedBy = recs[i].ID, recs[i].RecordedBy
+		p.Id, p.RecordedBy, p.RecordedByIdentity = recs[i].ID, recs[i].RecordedBy, recs[i].RecordedByIdentity
 		resp.Events[i] = p
 	}
 	if len(recs) == size {

@@ -39,12 +39,19 @@ func (s *Server) toStatus(ctx context.Context, method string, err error) error {
 		bound       *store.SessionStateBoundError
 	)
 	var limited *ratelimit.LimitedError
+	var auditRefused *auditRefusal
 	switch {
 	case errors.As(err, &limited):
 		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED, limited.Error(),
 			"retryAfterSeconds", strconv.Itoa(limited.RetryAfterSeconds()), "limit", limited.Limit)
 	case errors.As(err, &invalid):
 		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, invalid.msg)
+	case errors.As(err, &auditRefused):
+		caller, _ := svcauth.CallerFrom(ctx)
+		s.Log.WarnContext(ctx, "audit events refused: the service credential may not write them; nothing of the batch is stored",
+			"method", method, "caller", caller.Name, "identity", caller.Identity, "auditService", caller.AuditService,
+			"reason", auditRefused.reason, "error", auditRefused.Error())
+		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_AUDIT_EVENT_NOT_ALLOWED, auditRefused.Error())
 	case errors.Is(err, errExplainOperatorOnly):
 		caller, _ := svcauth.CallerFrom(ctx)
 		s.Log.WarnContext(ctx, "explained search refused: the caller is not an operator", "method", method, "caller", caller.Name)

@@ -12,6 +12,7 @@ type Metrics struct {
 	searchSeconds *prometheus.HistogramVec
 	scopeBuilds   prometheus.Counter
 	ready         prometheus.Gauge
+	auditRefused  *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics with reg.
@@ -27,8 +28,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ready: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "switchboard_indexer_ready", Help: "1 once the schema is migrated and searches are served.",
 		}),
+		auditRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_indexer_audit_events_refused_total",
+			Help: "Audit events RecordAuditEvents refused, every event of a batch holding one its credential may not write, by credential and the first such event's reason (credential, service, kind, subject).",
+		}, []string{"credential", "reason"}),
 	}
-	reg.MustRegister(m.searchSeconds, m.scopeBuilds, m.ready)
+	reg.MustRegister(m.searchSeconds, m.scopeBuilds, m.ready, m.auditRefused)
 	return m
 }
 
@@ -47,5 +52,11 @@ func (m *Metrics) scopeBuilt() {
 func (m *Metrics) setReady() {
 	if m != nil {
 		m.ready.Set(1)
+	}
+}
+
+func (m *Metrics) auditEventsRefused(credential, reason string, n int) {
+	if m != nil {
+		m.auditRefused.WithLabelValues(credential, reason).Add(float64(n))
 	}
 }

@@ -11,8 +11,8 @@ import (
 // It is apart from Store: a deployment without audit.database never uses
 // it.
 type AuditEvents interface {
-	// RecordAuditEvents stores events as sent by the credential named by.
-	RecordAuditEvents(ctx context.Context, events []audit.Event, by string) error
+	// RecordAuditEvents stores events as written by the writer by.
+	RecordAuditEvents(ctx context.Context, events []audit.Event, by AuditWriter) error
 	// QueryAuditEvents returns at most limit events matching q, newest
 	// first (by time, then id), after the key q.After when set.
 	QueryAuditEvents(ctx context.Context, q AuditQuery, limit int) ([]AuditRecord, error)
@@ -37,9 +37,21 @@ type AuditKey struct {
 	ID   int64
 }
 
+// AuditWriter is who wrote stored events: the service credential that
+// shipped them and how it authenticated (svcauth.Caller.Name and
+// Identity), or the indexer itself (AuditWriterLocal).
+type AuditWriter struct {
+	Credential, Identity string
+}
+
+// AuditWriterLocal writes the indexer's own events.
+var AuditWriterLocal = AuditWriter{Credential: "indexer", Identity: "local"}
+
 // AuditRecord is a stored event.
 type AuditRecord struct {
 	audit.Event
-	ID         int64
-	RecordedBy string
+	ID int64
+	// RecordedBy and RecordedByIdentity are its AuditWriter; the identity
+	// is empty for events stored before it was kept.
+	RecordedBy, RecordedByIdentity string
 }

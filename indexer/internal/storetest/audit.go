@@ -88,13 +88,15 @@ func auditEventsStoredAndFiltered(t *testing.T, open Open[store.AuditEvents]) {
 		}
 		events = append(events, e)
 	}
-	if err := one.RecordAuditEvents(ctx, events[:20], "aggregator-cred"); err != nil {
+	aggregatorWriter := store.AuditWriter{Credential: "aggregator-cred", Identity: "uriSAN spiffe://switchboard/aggregator"}
+	gatewayWriter := store.AuditWriter{Credential: "gateway-cred", Identity: "token"}
+	if err := one.RecordAuditEvents(ctx, events[:20], aggregatorWriter); err != nil {
 		t.Fatal(err)
 	}
-	if err := two.RecordAuditEvents(ctx, events[20:], "gateway-cred"); err != nil {
+	if err := two.RecordAuditEvents(ctx, events[20:], gatewayWriter); err != nil {
 		t.Fatal(err)
 	}
-	if err := one.RecordAuditEvents(ctx, nil, "nobody"); err != nil {
+	if err := one.RecordAuditEvents(ctx, nil, store.AuditWriter{Credential: "nobody"}); err != nil {
 		t.Fatalf("an empty batch: %v", err)
 	}
 
@@ -108,12 +110,12 @@ func auditEventsStoredAndFiltered(t *testing.T, open Open[store.AuditEvents]) {
 		if diff := sameEvent(r, events[i]); diff != "" {
 			t.Fatalf("event %d: %s", i, diff)
 		}
-		by := "aggregator-cred"
+		by := aggregatorWriter
 		if i >= 20 {
-			by = "gateway-cred"
+			by = gatewayWriter
 		}
-		if r.RecordedBy != by || r.ID == 0 {
-			t.Fatalf("event %d: id %d, recorded by %q; want an id and %q", i, r.ID, r.RecordedBy, by)
+		if r.RecordedBy != by.Credential || r.RecordedByIdentity != by.Identity || r.ID == 0 {
+			t.Fatalf("event %d: id %d, recorded by %q with %q; want an id and %v", i, r.ID, r.RecordedBy, r.RecordedByIdentity, by)
 		}
 	}
 
@@ -188,7 +190,7 @@ func auditEventsPaged(t *testing.T, open Open[store.AuditEvents]) {
 				batch = append(batch, audit.Event{Time: instant(j % 4), Service: "gateway", Kind: audit.KindSessionStart, Outcome: audit.OutcomeOK,
 					Subject: subject, ArgumentsSHA256: fmt.Sprintf("event-%02d", i)})
 			}
-			if err := handles[w%2].RecordAuditEvents(ctx, batch, fmt.Sprintf("writer-%d", w)); err != nil {
+			if err := handles[w%2].RecordAuditEvents(ctx, batch, store.AuditWriter{Credential: fmt.Sprintf("writer-%d", w), Identity: "token"}); err != nil {
 				t.Error(err)
 			}
 		})
@@ -260,7 +262,7 @@ func auditEventsRetention(t *testing.T, open Open[store.AuditEvents]) {
 		events = append(events, audit.Event{Time: now.Add(-time.Duration(i) * time.Hour), Service: "gateway", Kind: audit.KindSessionStart,
 			Outcome: audit.OutcomeOK, ArgumentsSHA256: fmt.Sprintf("event-%02d", i)})
 	}
-	if err := one.RecordAuditEvents(ctx, events, "gateway"); err != nil {
+	if err := one.RecordAuditEvents(ctx, events, store.AuditWriter{Credential: "gateway", Identity: "token"}); err != nil {
 		t.Fatal(err)
 	}
 	cutoff := now.Add(-24 * time.Hour) // event 24's time
@@ -280,7 +282,7 @@ func auditEventsRetention(t *testing.T, open Open[store.AuditEvents]) {
 	for i := range old {
 		old[i] = audit.Event{Time: now.Add(-48*time.Hour - time.Duration(i)*time.Millisecond), Service: "gateway", Kind: audit.KindSessionEnd, Outcome: audit.OutcomeOK}
 	}
-	if err := two.RecordAuditEvents(ctx, old, "gateway"); err != nil {
+	if err := two.RecordAuditEvents(ctx, old, store.AuditWriter{Credential: "gateway", Identity: "token"}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := one.DeleteAuditEventsBefore(ctx, cutoff); err != nil || n != int64(len(old)) {

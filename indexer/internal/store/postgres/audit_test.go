@@ -26,7 +26,7 @@ func TestAuditEventsInsertQueryPage(t *testing.T) {
 		}
 		events = append(events, e)
 	}
-	if err := st.RecordAuditEvents(ctx, events, "aggregator-cred"); err != nil {
+	if err := st.RecordAuditEvents(ctx, events, store.AuditWriter{Credential: "aggregator-cred", Identity: "token"}); err != nil {
 		t.Fatal(err)
 	}
 	// Filters.
@@ -102,7 +102,7 @@ func TestAuditEventsRetention(t *testing.T) {
 		age := time.Duration(i) * time.Hour
 		events = append(events, audit.Event{Time: now.Add(-age), Service: "gateway", Kind: audit.KindSessionStart, Outcome: audit.OutcomeOK})
 	}
-	if err := st.RecordAuditEvents(ctx, events, "gateway"); err != nil {
+	if err := st.RecordAuditEvents(ctx, events, store.AuditWriter{Credential: "gateway", Identity: "token"}); err != nil {
 		t.Fatal(err)
 	}
 	n, err := st.DeleteAuditEventsBefore(ctx, now.Add(-24*time.Hour+time.Minute))

@@ -93,6 +93,14 @@ const (
 	// "retryAfterSeconds" says when to try again (whole seconds, at least
 	// 1) and "limit" names the limit.
 	ErrorReason_ERROR_REASON_RATE_LIMITED ErrorReason = 20
+	// A RecordAuditEvents request holds an event its service credential may
+	// not write: of another service than the one the credential is bound to
+	// (serviceAuth.credentials[].auditService), of a kind that service does
+	// not record, or, from a credential that may not assert principals, of
+	// another principal. The status is PERMISSION_DENIED; the message names
+	// the first such event by its index, and nothing of the request is
+	// stored.
+	ErrorReason_ERROR_REASON_AUDIT_EVENT_NOT_ALLOWED ErrorReason = 21
 )
 
 // Enum value maps for ErrorReason.
@@ -119,6 +127,7 @@ var (
 		18: "ERROR_REASON_HIDDEN_ARGUMENT",
 		19: "ERROR_REASON_TOOL_DEFINITION_CHANGED",
 		20: "ERROR_REASON_RATE_LIMITED",
+		21: "ERROR_REASON_AUDIT_EVENT_NOT_ALLOWED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":             0,
@@ -142,6 +151,7 @@ var (
 		"ERROR_REASON_HIDDEN_ARGUMENT":         18,
 		"ERROR_REASON_TOOL_DEFINITION_CHANGED": 19,
 		"ERROR_REASON_RATE_LIMITED":            20,
+		"ERROR_REASON_AUDIT_EVENT_NOT_ALLOWED": 21,
 	}
 )
 
@@ -241,7 +251,7 @@ const file_switchboard_common_v1_principal_proto_rawDesc = "" +
 	"%switchboard/common/v1/principal.proto\x12\x15switchboard.common.v1\"=\n" +
 	"\tPrincipal\x12\x18\n" +
 	"\asubject\x18\x01 \x01(\tR\asubject\x12\x16\n" +
-	"\x06groups\x18\x02 \x03(\tR\x06groups*\xe4\x05\n" +
+	"\x06groups\x18\x02 \x03(\tR\x06groups*\x8e\x06\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cERROR_REASON_UNAUTHENTICATED\x10\x01\x12&\n" +
@@ -264,7 +274,8 @@ const file_switchboard_common_v1_principal_proto_rawDesc = "" +
 	"\x19ERROR_REASON_URI_TOO_LONG\x10\x11\x12 \n" +
 	"\x1cERROR_REASON_HIDDEN_ARGUMENT\x10\x12\x12(\n" +
 	"$ERROR_REASON_TOOL_DEFINITION_CHANGED\x10\x13\x12\x1d\n" +
-	"\x19ERROR_REASON_RATE_LIMITED\x10\x14BTZRgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1;commonv1b\x06proto3"
+	"\x19ERROR_REASON_RATE_LIMITED\x10\x14\x12(\n" +
+	"$ERROR_REASON_AUDIT_EVENT_NOT_ALLOWED\x10\x15BTZRgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1;commonv1b\x06proto3"
 
 var (
 	file_switchboard_common_v1_principal_proto_rawDescOnce sync.Once

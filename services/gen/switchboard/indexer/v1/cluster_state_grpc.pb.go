@@ -203,11 +203,19 @@ type ClusterStateServiceClient interface {
 	// trail") in the indexer's PostgreSQL table: the gateways and
 	// aggregators ship theirs here, in batches, when audit.database.enabled.
 	// Each event is stored with the name of the credential that sent it
-	// (recorded_by). At most 1,000 events per request; an event without
-	// kind, outcome or service, a field over its bound (names and ids 1,024
-	// bytes, groups 64 of 256 bytes, arguments_json 16 KiB, detail 1,024
-	// bytes) or invalid UTF-8 is INVALID_ARGUMENT and nothing is stored. An
-	// indexer without audit.database.enabled answers FAILED_PRECONDITION.
+	// (recorded_by) and how it authenticated (recorded_by_identity). At most
+	// 1,000 events per request; an event without kind, outcome or service,
+	// a field over its bound (names and ids 1,024 bytes, groups 64 of 256
+	// bytes, arguments_json 16 KiB, detail 1,024 bytes) or invalid UTF-8 is
+	// INVALID_ARGUMENT and nothing is stored. A credential writes only the
+	// events of the service it is bound to
+	// (serviceAuth.credentials[].auditService, by default its name when
+	// that names a service), of the kinds that service records, and, when it
+	// may not assert principals, only events of its own principal: a request
+	// holding any other event is PERMISSION_DENIED
+	// (ERROR_REASON_AUDIT_EVENT_NOT_ALLOWED, the message naming the first
+	// such event by its index) and nothing of it is stored. An indexer
+	// without audit.database.enabled answers FAILED_PRECONDITION.
 	RecordAuditEvents(ctx context.Context, in *RecordAuditEventsRequest, opts ...grpc.CallOption) (*RecordAuditEventsResponse, error)
 	// QueryAuditEvents pages through the stored audit events, newest first,
 	// filtered by principal subject, tool, server, kind, outcome, backend
@@ -579,11 +587,19 @@ type ClusterStateServiceServer interface {
 	// trail") in the indexer's PostgreSQL table: the gateways and
 	// aggregators ship theirs here, in batches, when audit.database.enabled.
 	// Each event is stored with the name of the credential that sent it
-	// (recorded_by). At most 1,000 events per request; an event without
-	// kind, outcome or service, a field over its bound (names and ids 1,024
-	// bytes, groups 64 of 256 bytes, arguments_json 16 KiB, detail 1,024
-	// bytes) or invalid UTF-8 is INVALID_ARGUMENT and nothing is stored. An
-	// indexer without audit.database.enabled answers FAILED_PRECONDITION.
+	// (recorded_by) and how it authenticated (recorded_by_identity). At most
+	// 1,000 events per request; an event without kind, outcome or service,
+	// a field over its bound (names and ids 1,024 bytes, groups 64 of 256
+	// bytes, arguments_json 16 KiB, detail 1,024 bytes) or invalid UTF-8 is
+	// INVALID_ARGUMENT and nothing is stored. A credential writes only the
+	// events of the service it is bound to
+	// (serviceAuth.credentials[].auditService, by default its name when
+	// that names a service), of the kinds that service records, and, when it
+	// may not assert principals, only events of its own principal: a request
+	// holding any other event is PERMISSION_DENIED
+	// (ERROR_REASON_AUDIT_EVENT_NOT_ALLOWED, the message naming the first
+	// such event by its index) and nothing of it is stored. An indexer
+	// without audit.database.enabled answers FAILED_PRECONDITION.
 	RecordAuditEvents(context.Context, *RecordAuditEventsRequest) (*RecordAuditEventsResponse, error)
 	// QueryAuditEvents pages through the stored audit events, newest first,
 	// filtered by principal subject, tool, server, kind, outcome, backend

@@ -3474,9 +3474,17 @@ type AuditEvent struct {
 	// calling as its own bound identity. Empty for the end user's own
 	// requests and for events no request made. Unlike recorded_by, which
 	// names who shipped the event, it is sent in RecordAuditEvents.
-	Caller        string `protobuf:"bytes,20,opt,name=caller,proto3" json:"caller,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Caller string `protobuf:"bytes,20,opt,name=caller,proto3" json:"caller,omitempty"`
+	// Set by the indexer when stored: how the credential named by
+	// recorded_by authenticated when it shipped the event: "token" (its
+	// bearer token), or the verified client certificate's name that named
+	// it, "uriSAN <uri>", "dnsSAN <name>" or "commonName <name>"; "local"
+	// for the indexer's own events, written to the table directly; empty
+	// for events stored before the indexer recorded it. Ignored in
+	// RecordAuditEvents.
+	RecordedByIdentity string `protobuf:"bytes,21,opt,name=recorded_by_identity,json=recordedByIdentity,proto3" json:"recorded_by_identity,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *AuditEvent) Reset() {
@@ -3645,6 +3653,13 @@ func (x *AuditEvent) GetRecordedBy() string {
 func (x *AuditEvent) GetCaller() string {
 	if x != nil {
 		return x.Caller
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetRecordedByIdentity() string {
+	if x != nil {
+		return x.RecordedByIdentity
 	}
 	return ""
 }
@@ -4146,7 +4161,7 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	" \x01(\x01R\rratePerSecond\x12\x14\n" +
 	"\x05burst\x18\v \x01(\rR\x05burst\x12\x1d\n" +
 	"\n" +
-	"tokens_now\x18\f \x01(\x01R\ttokensNow\"\xb7\x04\n" +
+	"tokens_now\x18\f \x01(\x01R\ttokensNow\"\xe9\x04\n" +
 	"\n" +
 	"AuditEvent\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x18\n" +
@@ -4171,7 +4186,8 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\x02id\x18\x12 \x01(\x03R\x02id\x12\x1f\n" +
 	"\vrecorded_by\x18\x13 \x01(\tR\n" +
 	"recordedBy\x12\x16\n" +
-	"\x06caller\x18\x14 \x01(\tR\x06caller\"V\n" +
+	"\x06caller\x18\x14 \x01(\tR\x06caller\x120\n" +
+	"\x14recorded_by_identity\x18\x15 \x01(\tR\x12recordedByIdentity\"V\n" +
 	"\x18RecordAuditEventsRequest\x12:\n" +
 	"\x06events\x18\x01 \x03(\v2\".switchboard.indexer.v1.AuditEventR\x06events\"7\n" +
 	"\x19RecordAuditEventsResponse\x12\x1a\n" +
