@@ -2,6 +2,7 @@ package faults
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/switchboard-mcp/switchboard/services/testkit"
@@ -50,7 +51,9 @@ func (m mrtrCase) retry(t *testing.T, url, params, state, key string) rpcReply {
 func TestRequestStateOnceAcrossReplicas(t *testing.T) {
 	c := startClusterWith(t, true,
 		harness.Backend{Name: "alpha", Spec: confirmSpec},
-		harness.Backend{Name: "legacy", Spec: confirmSpec, Stateful: true})
+		// A URI of its own: two backends listing one URI give it to
+		// neither under the prefix strategy.
+		harness.Backend{Name: "legacy", Spec: strings.ReplaceAll(confirmSpec, "vault://key", "vault://legacy-key"), Stateful: true})
 	one, two := c.MCPURL, startSecondGateway(t, c).url
 	for _, tc := range []struct {
 		backend string

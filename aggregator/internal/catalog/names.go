@@ -75,7 +75,8 @@ func (n *Naming) prefix(backend string) string {
 	return strings.ReplaceAll(n.prefixFormat, "{backend}", backend)
 }
 
-// Conflict is an advertised name claimed by more than one backend.
+// Conflict is an advertised name, a URI or a URI template claimed by more
+// than one backend.
 type Conflict struct {
 	Kind     Kind
 	Name     string
@@ -83,10 +84,30 @@ type Conflict struct {
 	// Winner is the backend that got the name; empty when every claimant was
 	// dropped.
 	Winner string
+	// Overlaps is, for a URI or template that others could match
+	// (uris.go), the template of Backends[1] that overlaps Name, the
+	// resource or template of Backends[0]; "" for one key claimed as such.
+	Overlaps string
 }
 
+// Cut is c with its name and overlapping template cut to at most
+// maxLoggedKey bytes each, as String quotes them.
+func (c Conflict) Cut() Conflict {
+	c.Name, c.Overlaps = cutKey(c.Name), cutKey(c.Overlaps)
+	return c
+}
+
+// String describes the conflict for a log line: backends' names and at
+// most maxLoggedKey bytes of each key, never a URI a client asked for.
 func (c Conflict) String() string {
-	s := fmt.Sprintf("%s %q claimed by backends %s", c.Kind, c.Name, strings.Join(c.Backends, ", "))
+	if c.Overlaps != "" {
+		s := fmt.Sprintf("%s %q of backend %s overlaps %q of backend %s: ", c.Kind, cutKey(c.Name), c.Backends[0], cutKey(c.Overlaps), c.Backends[1])
+		if c.Winner == "" {
+			return s + "neither wins where both match"
+		}
+		return s + c.Winner + " wins where both match"
+	}
+	s := fmt.Sprintf("%s %q claimed by backends %s", c.Kind, cutKey(c.Name), strings.Join(c.Backends, ", "))
 	if c.Winner == "" {
 		return s + " (all dropped)"
 	}
@@ -102,9 +123,14 @@ type claim struct {
 // resolve picks, for each advertised name claimed by several backends, the
 // owner (or none). byName maps a name to claims in backend-name order.
 //
-//   - Resources and templates, and prompts under manual: the first backend
-//     in name order wins (locators are never renamed).
-//   - priority: the best-ranked backend wins, ties in name order.
+//   - priority: the best-ranked backend wins; between tools or prompts of
+//     equally ranked backends, the first in name order.
+//   - Resources and templates (locators, never renamed) are ranked the same
+//     way under every strategy (under prefix and manual every backend
+//     ranks alike), but names never decide: a tie for the best rank drops
+//     every claimant, so no backend is handed a URI the configuration did
+//     not give it.
+//   - Prompts under manual: the first backend in name order wins.
 //   - prefix and manual tools: a name composed identically for two backends
 //     (b1 + "x_y" and b1_x + "y") or renamed onto each other is ambiguous and
 //     every claimant is dropped. Under manual it is also reported as
@@ -118,15 +144,23 @@ func (n *Naming) resolve(kind Kind, name string, claims []claim) (winner int, co
 		c.Backends = append(c.Backends, cl.backend)
 	}
 	winner = -1
+	locator := kind == KindResources || kind == KindResourceTemplates
 	switch {
-	case kind == KindResources || kind == KindResourceTemplates || (kind == KindPrompts && n.strategy == StrategyManual):
+	case kind == KindPrompts && n.strategy == StrategyManual:
 		winner = 0
-	case n.strategy == StrategyPriority:
+	case n.strategy == StrategyPriority || locator:
 		winner = 0
-		for i, cl := range claims {
-			if n.rankOf(cl.backend) < n.rankOf(claims[winner].backend) {
-				winner = i
+		tied := false
+		for i, cl := range claims[1:] {
+			switch r, best := n.rankOf(cl.backend), n.rankOf(claims[winner].backend); {
+			case r < best:
+				winner, tied = i+1, false
+			case r == best:
+				tied = true
 			}
+		}
+		if tied && locator {
+			winner = -1
 		}
 	}
 	if winner >= 0 {

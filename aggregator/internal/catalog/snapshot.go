@@ -7,16 +7,17 @@
 package catalog
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"log/slog"
-	"regexp"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/yosida95/uritemplate/v3"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/override"
@@ -99,14 +100,18 @@ type Snapshot struct {
 	// never held: see Keeps.
 	filters Spec
 
-	templateRE []*regexp.Regexp
-	toolIdx    map[string]int
-	resIdx     map[string]int
-	tmplIdx    map[string]int
-	promptIdx  map[string]int
-	digest     [sha256.Size]byte
-	views      viewCache
-	decisions  decisionCache
+	// naming ranks backends; matchers are the templates in the order a
+	// read tries them, and reported the overlaps reads found (uris.go).
+	naming    *Naming
+	matchers  []matcher
+	reported  reportSet
+	toolIdx   map[string]int
+	resIdx    map[string]int
+	tmplIdx   map[string]int
+	promptIdx map[string]int
+	digest    [sha256.Size]byte
+	views     viewCache
+	decisions decisionCache
 }
 
 // Digest identifies the snapshot's content.
@@ -158,16 +163,6 @@ func (s *Snapshot) Template(uriTemplate string) (*Item[*aggregatorv1.ResourceTem
 		return nil, false
 	}
 	return &s.Templates[i], true
-}
-
-// MatchTemplates calls yield, in template order, for each template whose
-// RFC 6570 expansion can produce uri, until yield returns false.
-func (s *Snapshot) MatchTemplates(uri string, yield func(*Item[*aggregatorv1.ResourceTemplate]) bool) {
-	for i, re := range s.templateRE {
-		if re != nil && re.MatchString(uri) && !yield(&s.Templates[i]) {
-			return
-		}
-	}
 }
 
 // Build makes a snapshot from each backend's lists. The result depends only
@@ -239,7 +234,7 @@ func (bd *Builder) Build(lists map[string]*backend.Lists, down map[string]bool) 
 		lists = held
 	}
 	bd.forget(lists)
-	s := &Snapshot{Server: spec.Server, Down: map[string]bool{}, Capabilities: map[string]*mcp.ServerCapabilities{},
+	s := &Snapshot{Server: spec.Server, naming: naming, Down: map[string]bool{}, Capabilities: map[string]*mcp.ServerCapabilities{},
 		filters: Spec{Tools: spec.Tools, Resources: spec.Resources, Prompts: spec.Prompts}}
 	names := sortedNames(lists)
 	for _, b := range names {
@@ -270,15 +265,10 @@ func (bd *Builder) Build(lists map[string]*backend.Lists, down map[string]bool) 
 	},
 		func(t *mcp.ResourceTemplate) string { return t.URITemplate }, keep, templateItem, bd.templates, spec, &s.Conflicts)
 
-	s.templateRE = make([]*regexp.Regexp, len(s.Templates))
-	for i, t := range s.Templates {
-		tmpl, err := uritemplate.New(t.Key)
-		if err != nil {
-			log.Warn("resource template is not RFC 6570; it is listed but matches no URI", "backend", t.Backend, "template", t.Key)
-			continue
-		}
-		s.templateRE[i] = tmpl.Regexp()
-	}
+	s.matchURIs(log)
+	slices.SortStableFunc(s.Conflicts, func(a, b Conflict) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), strings.Compare(a.Name, b.Name), strings.Compare(a.Overlaps, b.Overlaps))
+	})
 	s.toolIdx, s.promptIdx = index(s.Tools), index(s.Prompts)
 	s.resIdx, s.tmplIdx = index(s.Resources), index(s.Templates)
 
@@ -376,13 +366,6 @@ func build[T any, M any](naming *Naming, kind Kind, backends []string, items fun
 		out = append(out, it)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
-	sort.Slice(*conflicts, func(i, j int) bool {
-		a, b := (*conflicts)[i], (*conflicts)[j]
-		if a.Kind != b.Kind {
-			return a.Kind < b.Kind
-		}
-		return a.Name < b.Name
-	})
 	return out
 }
 

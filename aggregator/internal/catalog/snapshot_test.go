@@ -132,17 +132,6 @@ func TestManualReportsEveryUnresolvedConflict(t *testing.T) {
 	}
 }
 
-func TestDuplicateResourcesFirstBackendInNameOrderWins(t *testing.T) {
-	s := Build(mustNaming(t, config.ConflictResolution{}), map[string]*backend.Lists{
-		"zed":   {Resources: []*mcp.Resource{{URI: "file:///shared", Name: "from-zed"}}},
-		"alpha": {Resources: []*mcp.Resource{{URI: "file:///shared", Name: "from-alpha"}, {URI: "file:///shared", Name: "alpha-again"}}},
-	}, nil, quiet)
-	r, ok := s.Resource("file:///shared")
-	if len(s.Resources) != 1 || !ok || r.Backend != "alpha" || r.Msg.GetName() != "from-alpha" {
-		t.Fatalf("resources %+v", s.Resources)
-	}
-}
-
 func TestAdvertisedNameIsPureFunction(t *testing.T) {
 	for _, c := range []config.ConflictResolution{{}, {Strategy: "priority", PriorityOrder: []string{"x"}}, {Strategy: "manual", Overrides: map[string]string{"a.t": "renamed"}}} {
 		n := mustNaming(t, c)
@@ -229,8 +218,7 @@ func TestTemplateMatchingRFC6570(t *testing.T) {
 		"users": {ResourceTemplates: []*mcp.ResourceTemplate{{URITemplate: "users://{id}/profile"}}},
 	}, nil, quiet)
 	match := func(uri string) string {
-		owner := ""
-		s.MatchTemplates(uri, func(it *Item[*aggregatorv1.ResourceTemplate]) bool { owner = it.Backend; return false })
+		owner, _ := s.ResourceOwner(uri)
 		return owner
 	}
 	for uri, want := range map[string]string{

@@ -362,11 +362,9 @@ func (e *Engine) build() *catalog.Snapshot {
 		}
 		if name == "" {
 			// A server's conflicts are the whole catalog's among fewer
-			// backends (logged once, here), and the catalog metrics
+			// backends (reported once, here), and the catalog metrics
 			// describe the whole catalog.
-			for _, c := range snap.Conflicts {
-				e.log.Warn("name conflict", "conflict", c.String())
-			}
+			e.reportConflicts(snap.Conflicts)
 			e.opts.Metrics.catalogBuilt(snap, time.Since(start))
 		}
 		next[name] = &published{snap: snap, superseded: make(chan struct{}), policy: pol}
@@ -394,6 +392,29 @@ func (e *Engine) build() *catalog.Snapshot {
 	}
 	return next[""].snap
 }
+
+// maxLoggedConflicts bounds the conflicts one report logs one by one; the
+// rest are counted, and logged as a number.
+const maxLoggedConflicts = 32
+
+// reportConflicts logs and counts conflicts between backends (a published
+// catalog's, or one a read met).
+func (e *Engine) reportConflicts(cs []catalog.Conflict) {
+	for i, c := range cs {
+		if i < maxLoggedConflicts {
+			e.log.Warn("name conflict", "conflict", c.String())
+		}
+		e.opts.Metrics.conflict(c)
+	}
+	if n := len(cs) - maxLoggedConflicts; n > 0 {
+		e.log.Warn("more name conflicts, not logged one by one", "count", n)
+	}
+}
+
+// ReportConflict logs and counts a conflict between backends that a read
+// met in a snapshot (catalog.Snapshot.ResourceOwner), as a catalog's own
+// conflicts are when it is published.
+func (e *Engine) ReportConflict(c catalog.Conflict) { e.reportConflicts([]catalog.Conflict{c}) }
 
 // Snapshot returns the whole catalog's current snapshot and a channel
 // closed when it is superseded.

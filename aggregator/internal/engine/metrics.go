@@ -18,6 +18,7 @@ type Metrics struct {
 	backendHealth  *prometheus.GaugeVec
 	backendCalls   *prometheus.HistogramVec
 	refused        *prometheus.CounterVec
+	conflicts      *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics with reg.
@@ -44,8 +45,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "switchboard_aggregator_catalog_refused_definitions_total",
 			Help: "Listed definitions left out of the catalog because they cannot be read one way (reason duplicate_member: an object in them names a member twice; too_deep; malformed), by backend, kind and reason; once per refused definition.",
 		}, []string{"backend", "kind", "reason"}),
+		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_aggregator_catalog_conflicts_total",
+			Help: "Names, URIs and URI templates that several backends claim, by kind and outcome (resolved: the conflict strategy gave it to one backend; unresolved: to none, so it is not listed, or a read of a URI that both match is refused); counted once per published catalog that holds the conflict, and once per catalog in which a read first meets two backends' overlapping resources or templates.",
+		}, []string{"kind", "outcome"}),
 	}
-	reg.MustRegister(m.catalogVersion, m.catalogItems, m.buildSeconds, m.backendHealth, m.backendCalls, m.refused)
+	reg.MustRegister(m.catalogVersion, m.catalogItems, m.buildSeconds, m.backendHealth, m.backendCalls, m.refused, m.conflicts)
 	return m
 }
 
@@ -67,6 +72,18 @@ func (m *Metrics) definitionRefused(backend string, k catalog.Kind, reason strin
 		return
 	}
 	m.refused.WithLabelValues(backend, k.String(), reason).Inc()
+}
+
+// conflict counts a conflict between backends (catalog.Conflict).
+func (m *Metrics) conflict(c catalog.Conflict) {
+	if m == nil {
+		return
+	}
+	outcome := "resolved"
+	if c.Winner == "" {
+		outcome = "unresolved"
+	}
+	m.conflicts.WithLabelValues(c.Kind.String(), outcome).Inc()
 }
 
 func (m *Metrics) backendState(name string, s backend.State) {

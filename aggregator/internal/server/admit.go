@@ -190,7 +190,7 @@ func (s *Server) route(ctx context.Context, server string, k catalog.Kind, key s
 		t, _ := snap.Template(key)
 		a.owner = t.Owner()
 	case catalog.KindResources:
-		a.owner = resourceOwner(snap, key)
+		a.owner = s.resourceOwner(snap, key)
 	}
 	// The listing applied the server's filters to what it listed; a
 	// resource read through a template is a URI the listing never held,
@@ -203,17 +203,12 @@ func (s *Server) route(ctx context.Context, server string, k catalog.Kind, key s
 	return a, err
 }
 
-// resourceOwner routes a URI as a read does: the resource of that exact
-// URI first, else the first template (in sorted order) that matches it;
-// "" for none.
-func resourceOwner(snap *catalog.Snapshot, uri string) string {
-	if r, ok := snap.Resource(uri); ok {
-		return r.Backend
+// resourceOwner routes a URI as a read does (catalog.Snapshot.ResourceOwner):
+// "" for none. A conflict between backends the read meets is reported.
+func (s *Server) resourceOwner(snap *catalog.Snapshot, uri string) string {
+	owner, found := snap.ResourceOwner(uri)
+	if found != nil {
+		s.e.ReportConflict(*found)
 	}
-	var owner string
-	snap.MatchTemplates(uri, func(t *catalog.Item[*aggregatorv1.ResourceTemplate]) bool {
-		owner = t.Backend
-		return false
-	})
 	return owner
 }

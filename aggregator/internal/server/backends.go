@@ -73,6 +73,13 @@ func (s *Server) ListBackends(ctx context.Context, req *aggregatorv1.ListBackend
 		}
 		out.Backends = append(out.Backends, msg)
 	}
+	if c.Operator {
+		for _, cf := range snap.AllConflicts() {
+			cf = cf.Cut()
+			out.Conflicts = append(out.Conflicts, &aggregatorv1.CatalogConflict{Kind: cf.Kind.String(), Name: cf.Name,
+				Backends: cf.Backends, Winner: cf.Winner, Overlaps: cf.Overlaps})
+		}
+	}
 	return out, nil
 }
 

@@ -19,6 +19,8 @@ type backendRow struct {
 type backendsData struct {
 	Backends       []backendRow
 	CatalogVersion uint64
+	// Conflicts are the catalog's conflicts between backends.
+	Conflicts []*aggregatorv1.CatalogConflict
 	// Index is the indexer's statistics; nil when not available, with
 	// IndexNote saying why.
 	Index     *indexerv1.StatsResponse
@@ -56,7 +58,7 @@ func (c *Console) backendsPage(w http.ResponseWriter, r *http.Request, s session
 		c.renderFailure(w, r, "backends", p, "ListBackends", err)
 		return
 	}
-	d := backendsData{CatalogVersion: resp.GetCatalogVersion()}
+	d := backendsData{CatalogVersion: resp.GetCatalogVersion(), Conflicts: resp.GetConflicts()}
 	for _, b := range resp.GetBackends() {
 		d.Backends = append(d.Backends, backendRow{Backend: b, Era: eraOf(b.GetProtocolVersion()), Health: healthNames[b.GetHealth()],
 			Down: b.GetHealth() == aggregatorv1.BackendHealth_BACKEND_HEALTH_UNHEALTHY})

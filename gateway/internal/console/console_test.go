@@ -299,6 +299,9 @@ func TestBackendsPageEscapesWhatItShows(t *testing.T) {
 		`data-backend="alpha"`, "healthy", "Modern", "2026-07-28", "3ms", "http://alpha.internal/mcp",
 		"&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;", "unhealthy", "Legacy", "connection refused &lt;b&gt;",
 		"7 tool documents", `aria-current="page"`, `class="scroll"`,
+		// Conflicts between backends: who got each, or that none did.
+		`<code>notes://{id}</code> overlaps <code>notes://{&#43;id}</code>`, "<td>alpha</td>",
+		"<code>shared://&lt;i&gt;x&lt;/i&gt;</code>", "no backend (the strategy cannot decide)",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("backends page lacks %q", want)

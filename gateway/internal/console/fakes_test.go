@@ -87,6 +87,9 @@ func newAggregator() *testkit.FakeAggregator {
 					ToolCount: 2, LastLatency: durationpb.New(3 * time.Millisecond), LastCheck: timestamppb.Now()},
 				{Name: hostileName, Health: aggregatorv1.BackendHealth_BACKEND_HEALTH_UNHEALTHY, ProtocolVersion: "2025-11-25",
 					LastError: "dial tcp 10.0.0.9:80: connection refused <b>"},
+			}, Conflicts: []*aggregatorv1.CatalogConflict{
+				{Kind: "resourceTemplates", Name: "notes://{id}", Backends: []string{"alpha", hostileName}, Winner: "alpha", Overlaps: "notes://{+id}"},
+				{Kind: "resources", Name: "shared://<i>x</i>", Backends: []string{"alpha", hostileName}},
 			}}, nil
 		},
 	}

@@ -1317,11 +1317,12 @@ type RequestContext struct {
 	// ("debug" ... "emergency"); empty means no log notifications.
 	LogLevel string `protobuf:"bytes,4,opt,name=log_level,json=logLevel,proto3" json:"log_level,omitempty"`
 	// The caller's own bearer token as the gateway received and validated it
-	// (gateway.auth.mode oidc only; empty otherwise). The aggregator sends
-	// it, or a token exchanged for it, only to a backend whose auth.mode
-	// needs the caller's identity (passthrough, tokenExchange), and never to
-	// any other; it is a secret: never logged, traced, audited or quoted in
-	// an error.
+	// (gateway.auth.mode oidc only; empty otherwise). It must belong to the
+	// request's principal (its sub and groups claim), or a backend that
+	// acts as the caller refuses the call. The aggregator exchanges it for
+	// a token of a backend whose auth.mode is tokenExchange and sends it to
+	// no backend itself; it is a secret: never logged, traced, audited or
+	// quoted in an error.
 	SubjectToken  string `protobuf:"bytes,5,opt,name=subject_token,json=subjectToken,proto3" json:"subject_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2352,8 +2353,8 @@ type CompleteRequest struct {
 	// NOT_FOUND, exactly like an item the principal may not see.
 	Server string `protobuf:"bytes,3,opt,name=server,proto3" json:"server,omitempty"`
 	// The caller's validated bearer token (see RequestContext.subject_token),
-	// for a backend whose auth mode acts as the caller (passthrough,
-	// tokenExchange); empty otherwise. Never logged.
+	// for a backend whose auth mode acts as the caller (tokenExchange);
+	// empty otherwise. Never logged.
 	SubjectToken  string `protobuf:"bytes,4,opt,name=subject_token,json=subjectToken,proto3" json:"subject_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2906,8 +2907,14 @@ type ListBackendsResponse struct {
 	Backends []*Backend             `protobuf:"bytes,1,rep,name=backends,proto3" json:"backends,omitempty"`
 	// The current catalog version (see DiscoverResponse.catalog_version).
 	CatalogVersion uint64 `protobuf:"varint,2,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The conflicts between backends in the catalog asked about: names,
+	// URIs and URI templates claimed by more than one backend when the
+	// catalog was built, then the template overlaps reads have met since
+	// (at most 1,024 of those per catalog version). Only operator callers
+	// get them; they name items of every backend.
+	Conflicts     []*CatalogConflict `protobuf:"bytes,3,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListBackendsResponse) Reset() {
@@ -2952,6 +2959,100 @@ func (x *ListBackendsResponse) GetCatalogVersion() uint64 {
 		return x.CatalogVersion
 	}
 	return 0
+}
+
+func (x *ListBackendsResponse) GetConflicts() []*CatalogConflict {
+	if x != nil {
+		return x.Conflicts
+	}
+	return nil
+}
+
+// CatalogConflict is one name, URI or URI template claimed by more than
+// one backend, and who got it.
+type CatalogConflict struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "tools", "prompts", "resources" or "resourceTemplates".
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The name, URI or URI template, at most 256 bytes (longer ones are cut
+	// and end in "…").
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The backends that claim it.
+	Backends []string `protobuf:"bytes,3,rep,name=backends,proto3" json:"backends,omitempty"`
+	// The backend that got it; empty when none did (the configured strategy
+	// could not decide, so every claimant was left out).
+	Winner string `protobuf:"bytes,4,opt,name=winner,proto3" json:"winner,omitempty"`
+	// For a template overlap: the template of backends[1] that can expand
+	// to what name (of backends[0]) also matches, at most 256 bytes; empty
+	// for a name claimed as such.
+	Overlaps      string `protobuf:"bytes,5,opt,name=overlaps,proto3" json:"overlaps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CatalogConflict) Reset() {
+	*x = CatalogConflict{}
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CatalogConflict) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CatalogConflict) ProtoMessage() {}
+
+func (x *CatalogConflict) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CatalogConflict.ProtoReflect.Descriptor instead.
+func (*CatalogConflict) Descriptor() ([]byte, []int) {
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *CatalogConflict) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *CatalogConflict) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CatalogConflict) GetBackends() []string {
+	if x != nil {
+		return x.Backends
+	}
+	return nil
+}
+
+func (x *CatalogConflict) GetWinner() string {
+	if x != nil {
+		return x.Winner
+	}
+	return ""
+}
+
+func (x *CatalogConflict) GetOverlaps() string {
+	if x != nil {
+		return x.Overlaps
+	}
+	return ""
 }
 
 var File_switchboard_aggregator_v1_aggregator_proto protoreflect.FileDescriptor
@@ -3168,10 +3269,17 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\n" +
 	"last_check\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\tlastCheck\x12<\n" +
-	"\flast_latency\x18\v \x01(\v2\x19.google.protobuf.DurationR\vlastLatency\"\x7f\n" +
+	"\flast_latency\x18\v \x01(\v2\x19.google.protobuf.DurationR\vlastLatency\"\xc9\x01\n" +
 	"\x14ListBackendsResponse\x12>\n" +
 	"\bbackends\x18\x01 \x03(\v2\".switchboard.aggregator.v1.BackendR\bbackends\x12'\n" +
-	"\x0fcatalog_version\x18\x02 \x01(\x04R\x0ecatalogVersion*\x9e\x01\n" +
+	"\x0fcatalog_version\x18\x02 \x01(\x04R\x0ecatalogVersion\x12H\n" +
+	"\tconflicts\x18\x03 \x03(\v2*.switchboard.aggregator.v1.CatalogConflictR\tconflicts\"\x89\x01\n" +
+	"\x0fCatalogConflict\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n" +
+	"\bbackends\x18\x03 \x03(\tR\bbackends\x12\x16\n" +
+	"\x06winner\x18\x04 \x01(\tR\x06winner\x12\x1a\n" +
+	"\boverlaps\x18\x05 \x01(\tR\boverlaps*\x9e\x01\n" +
 	"\vCatalogKind\x12\x1c\n" +
 	"\x18CATALOG_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12CATALOG_KIND_TOOLS\x10\x01\x12\x1a\n" +
@@ -3213,7 +3321,7 @@ func file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP() []byte {
 }
 
 var file_switchboard_aggregator_v1_aggregator_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_switchboard_aggregator_v1_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_switchboard_aggregator_v1_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_switchboard_aggregator_v1_aggregator_proto_goTypes = []any{
 	(CatalogKind)(0),                      // 0: switchboard.aggregator.v1.CatalogKind
 	(BackendHealth)(0),                    // 1: switchboard.aggregator.v1.BackendHealth
@@ -3253,82 +3361,84 @@ var file_switchboard_aggregator_v1_aggregator_proto_goTypes = []any{
 	(*ListBackendsRequest)(nil),           // 35: switchboard.aggregator.v1.ListBackendsRequest
 	(*Backend)(nil),                       // 36: switchboard.aggregator.v1.Backend
 	(*ListBackendsResponse)(nil),          // 37: switchboard.aggregator.v1.ListBackendsResponse
-	nil,                                   // 38: switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntry
-	nil,                                   // 39: switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
-	(*v1.Principal)(nil),                  // 40: switchboard.common.v1.Principal
-	(*timestamppb.Timestamp)(nil),         // 41: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),           // 42: google.protobuf.Duration
+	(*CatalogConflict)(nil),               // 38: switchboard.aggregator.v1.CatalogConflict
+	nil,                                   // 39: switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntry
+	nil,                                   // 40: switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
+	(*v1.Principal)(nil),                  // 41: switchboard.common.v1.Principal
+	(*timestamppb.Timestamp)(nil),         // 42: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),           // 43: google.protobuf.Duration
 }
 var file_switchboard_aggregator_v1_aggregator_proto_depIdxs = []int32{
-	40, // 0: switchboard.aggregator.v1.DiscoverRequest.principal:type_name -> switchboard.common.v1.Principal
-	40, // 1: switchboard.aggregator.v1.ListToolsRequest.principal:type_name -> switchboard.common.v1.Principal
-	40, // 2: switchboard.aggregator.v1.ListResourcesRequest.principal:type_name -> switchboard.common.v1.Principal
-	40, // 3: switchboard.aggregator.v1.ListResourceTemplatesRequest.principal:type_name -> switchboard.common.v1.Principal
-	40, // 4: switchboard.aggregator.v1.ListPromptsRequest.principal:type_name -> switchboard.common.v1.Principal
+	41, // 0: switchboard.aggregator.v1.DiscoverRequest.principal:type_name -> switchboard.common.v1.Principal
+	41, // 1: switchboard.aggregator.v1.ListToolsRequest.principal:type_name -> switchboard.common.v1.Principal
+	41, // 2: switchboard.aggregator.v1.ListResourcesRequest.principal:type_name -> switchboard.common.v1.Principal
+	41, // 3: switchboard.aggregator.v1.ListResourceTemplatesRequest.principal:type_name -> switchboard.common.v1.Principal
+	41, // 4: switchboard.aggregator.v1.ListPromptsRequest.principal:type_name -> switchboard.common.v1.Principal
 	8,  // 5: switchboard.aggregator.v1.ListToolsResponse.tools:type_name -> switchboard.aggregator.v1.Tool
 	10, // 6: switchboard.aggregator.v1.ListResourcesResponse.resources:type_name -> switchboard.aggregator.v1.Resource
 	12, // 7: switchboard.aggregator.v1.ListResourceTemplatesResponse.resource_templates:type_name -> switchboard.aggregator.v1.ResourceTemplate
 	14, // 8: switchboard.aggregator.v1.ListPromptsResponse.prompts:type_name -> switchboard.aggregator.v1.Prompt
-	40, // 9: switchboard.aggregator.v1.CallToolRequest.principal:type_name -> switchboard.common.v1.Principal
+	41, // 9: switchboard.aggregator.v1.CallToolRequest.principal:type_name -> switchboard.common.v1.Principal
 	16, // 10: switchboard.aggregator.v1.CallToolRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	38, // 11: switchboard.aggregator.v1.CallToolRequest.param_headers:type_name -> switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntry
+	39, // 11: switchboard.aggregator.v1.CallToolRequest.param_headers:type_name -> switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntry
 	17, // 12: switchboard.aggregator.v1.CallToolStreamRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
-	40, // 13: switchboard.aggregator.v1.CallToolStreamRequest.principal:type_name -> switchboard.common.v1.Principal
+	41, // 13: switchboard.aggregator.v1.CallToolStreamRequest.principal:type_name -> switchboard.common.v1.Principal
 	20, // 14: switchboard.aggregator.v1.CallToolStreamResponse.notification:type_name -> switchboard.aggregator.v1.Notification
 	21, // 15: switchboard.aggregator.v1.CallToolStreamResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
-	40, // 16: switchboard.aggregator.v1.ResumeHeldCallRequest.principal:type_name -> switchboard.common.v1.Principal
+	41, // 16: switchboard.aggregator.v1.ResumeHeldCallRequest.principal:type_name -> switchboard.common.v1.Principal
 	17, // 17: switchboard.aggregator.v1.ResumeHeldCallRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
 	21, // 18: switchboard.aggregator.v1.ResumeHeldCallResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
-	40, // 19: switchboard.aggregator.v1.ResumeHeldCallStreamRequest.principal:type_name -> switchboard.common.v1.Principal
+	41, // 19: switchboard.aggregator.v1.ResumeHeldCallStreamRequest.principal:type_name -> switchboard.common.v1.Principal
 	17, // 20: switchboard.aggregator.v1.ResumeHeldCallStreamRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
 	20, // 21: switchboard.aggregator.v1.ResumeHeldCallStreamResponse.notification:type_name -> switchboard.aggregator.v1.Notification
 	21, // 22: switchboard.aggregator.v1.ResumeHeldCallStreamResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
-	40, // 23: switchboard.aggregator.v1.ReadResourceRequest.principal:type_name -> switchboard.common.v1.Principal
+	41, // 23: switchboard.aggregator.v1.ReadResourceRequest.principal:type_name -> switchboard.common.v1.Principal
 	16, // 24: switchboard.aggregator.v1.ReadResourceRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	40, // 25: switchboard.aggregator.v1.GetPromptRequest.principal:type_name -> switchboard.common.v1.Principal
-	39, // 26: switchboard.aggregator.v1.GetPromptRequest.arguments:type_name -> switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
+	41, // 25: switchboard.aggregator.v1.GetPromptRequest.principal:type_name -> switchboard.common.v1.Principal
+	40, // 26: switchboard.aggregator.v1.GetPromptRequest.arguments:type_name -> switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
 	16, // 27: switchboard.aggregator.v1.GetPromptRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	40, // 28: switchboard.aggregator.v1.CompleteRequest.principal:type_name -> switchboard.common.v1.Principal
-	40, // 29: switchboard.aggregator.v1.WatchCatalogRequest.principal:type_name -> switchboard.common.v1.Principal
+	41, // 28: switchboard.aggregator.v1.CompleteRequest.principal:type_name -> switchboard.common.v1.Principal
+	41, // 29: switchboard.aggregator.v1.WatchCatalogRequest.principal:type_name -> switchboard.common.v1.Principal
 	0,  // 30: switchboard.aggregator.v1.WatchCatalogResponse.changed:type_name -> switchboard.aggregator.v1.CatalogKind
-	40, // 31: switchboard.aggregator.v1.ListBackendsRequest.principal:type_name -> switchboard.common.v1.Principal
+	41, // 31: switchboard.aggregator.v1.ListBackendsRequest.principal:type_name -> switchboard.common.v1.Principal
 	1,  // 32: switchboard.aggregator.v1.Backend.health:type_name -> switchboard.aggregator.v1.BackendHealth
-	41, // 33: switchboard.aggregator.v1.Backend.last_check:type_name -> google.protobuf.Timestamp
-	42, // 34: switchboard.aggregator.v1.Backend.last_latency:type_name -> google.protobuf.Duration
+	42, // 33: switchboard.aggregator.v1.Backend.last_check:type_name -> google.protobuf.Timestamp
+	43, // 34: switchboard.aggregator.v1.Backend.last_latency:type_name -> google.protobuf.Duration
 	36, // 35: switchboard.aggregator.v1.ListBackendsResponse.backends:type_name -> switchboard.aggregator.v1.Backend
-	2,  // 36: switchboard.aggregator.v1.AggregatorService.Discover:input_type -> switchboard.aggregator.v1.DiscoverRequest
-	4,  // 37: switchboard.aggregator.v1.AggregatorService.ListTools:input_type -> switchboard.aggregator.v1.ListToolsRequest
-	5,  // 38: switchboard.aggregator.v1.AggregatorService.ListResources:input_type -> switchboard.aggregator.v1.ListResourcesRequest
-	6,  // 39: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:input_type -> switchboard.aggregator.v1.ListResourceTemplatesRequest
-	7,  // 40: switchboard.aggregator.v1.AggregatorService.ListPrompts:input_type -> switchboard.aggregator.v1.ListPromptsRequest
-	17, // 41: switchboard.aggregator.v1.AggregatorService.CallTool:input_type -> switchboard.aggregator.v1.CallToolRequest
-	18, // 42: switchboard.aggregator.v1.AggregatorService.CallToolStream:input_type -> switchboard.aggregator.v1.CallToolStreamRequest
-	26, // 43: switchboard.aggregator.v1.AggregatorService.ReadResource:input_type -> switchboard.aggregator.v1.ReadResourceRequest
-	28, // 44: switchboard.aggregator.v1.AggregatorService.GetPrompt:input_type -> switchboard.aggregator.v1.GetPromptRequest
-	30, // 45: switchboard.aggregator.v1.AggregatorService.Complete:input_type -> switchboard.aggregator.v1.CompleteRequest
-	32, // 46: switchboard.aggregator.v1.AggregatorService.WatchCatalog:input_type -> switchboard.aggregator.v1.WatchCatalogRequest
-	35, // 47: switchboard.aggregator.v1.AggregatorService.ListBackends:input_type -> switchboard.aggregator.v1.ListBackendsRequest
-	22, // 48: switchboard.aggregator.v1.AggregatorService.ResumeHeldCall:input_type -> switchboard.aggregator.v1.ResumeHeldCallRequest
-	24, // 49: switchboard.aggregator.v1.AggregatorService.ResumeHeldCallStream:input_type -> switchboard.aggregator.v1.ResumeHeldCallStreamRequest
-	3,  // 50: switchboard.aggregator.v1.AggregatorService.Discover:output_type -> switchboard.aggregator.v1.DiscoverResponse
-	9,  // 51: switchboard.aggregator.v1.AggregatorService.ListTools:output_type -> switchboard.aggregator.v1.ListToolsResponse
-	11, // 52: switchboard.aggregator.v1.AggregatorService.ListResources:output_type -> switchboard.aggregator.v1.ListResourcesResponse
-	13, // 53: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:output_type -> switchboard.aggregator.v1.ListResourceTemplatesResponse
-	15, // 54: switchboard.aggregator.v1.AggregatorService.ListPrompts:output_type -> switchboard.aggregator.v1.ListPromptsResponse
-	21, // 55: switchboard.aggregator.v1.AggregatorService.CallTool:output_type -> switchboard.aggregator.v1.CallToolResponse
-	19, // 56: switchboard.aggregator.v1.AggregatorService.CallToolStream:output_type -> switchboard.aggregator.v1.CallToolStreamResponse
-	27, // 57: switchboard.aggregator.v1.AggregatorService.ReadResource:output_type -> switchboard.aggregator.v1.ReadResourceResponse
-	29, // 58: switchboard.aggregator.v1.AggregatorService.GetPrompt:output_type -> switchboard.aggregator.v1.GetPromptResponse
-	31, // 59: switchboard.aggregator.v1.AggregatorService.Complete:output_type -> switchboard.aggregator.v1.CompleteResponse
-	33, // 60: switchboard.aggregator.v1.AggregatorService.WatchCatalog:output_type -> switchboard.aggregator.v1.WatchCatalogResponse
-	37, // 61: switchboard.aggregator.v1.AggregatorService.ListBackends:output_type -> switchboard.aggregator.v1.ListBackendsResponse
-	23, // 62: switchboard.aggregator.v1.AggregatorService.ResumeHeldCall:output_type -> switchboard.aggregator.v1.ResumeHeldCallResponse
-	25, // 63: switchboard.aggregator.v1.AggregatorService.ResumeHeldCallStream:output_type -> switchboard.aggregator.v1.ResumeHeldCallStreamResponse
-	50, // [50:64] is the sub-list for method output_type
-	36, // [36:50] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	38, // 36: switchboard.aggregator.v1.ListBackendsResponse.conflicts:type_name -> switchboard.aggregator.v1.CatalogConflict
+	2,  // 37: switchboard.aggregator.v1.AggregatorService.Discover:input_type -> switchboard.aggregator.v1.DiscoverRequest
+	4,  // 38: switchboard.aggregator.v1.AggregatorService.ListTools:input_type -> switchboard.aggregator.v1.ListToolsRequest
+	5,  // 39: switchboard.aggregator.v1.AggregatorService.ListResources:input_type -> switchboard.aggregator.v1.ListResourcesRequest
+	6,  // 40: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:input_type -> switchboard.aggregator.v1.ListResourceTemplatesRequest
+	7,  // 41: switchboard.aggregator.v1.AggregatorService.ListPrompts:input_type -> switchboard.aggregator.v1.ListPromptsRequest
+	17, // 42: switchboard.aggregator.v1.AggregatorService.CallTool:input_type -> switchboard.aggregator.v1.CallToolRequest
+	18, // 43: switchboard.aggregator.v1.AggregatorService.CallToolStream:input_type -> switchboard.aggregator.v1.CallToolStreamRequest
+	26, // 44: switchboard.aggregator.v1.AggregatorService.ReadResource:input_type -> switchboard.aggregator.v1.ReadResourceRequest
+	28, // 45: switchboard.aggregator.v1.AggregatorService.GetPrompt:input_type -> switchboard.aggregator.v1.GetPromptRequest
+	30, // 46: switchboard.aggregator.v1.AggregatorService.Complete:input_type -> switchboard.aggregator.v1.CompleteRequest
+	32, // 47: switchboard.aggregator.v1.AggregatorService.WatchCatalog:input_type -> switchboard.aggregator.v1.WatchCatalogRequest
+	35, // 48: switchboard.aggregator.v1.AggregatorService.ListBackends:input_type -> switchboard.aggregator.v1.ListBackendsRequest
+	22, // 49: switchboard.aggregator.v1.AggregatorService.ResumeHeldCall:input_type -> switchboard.aggregator.v1.ResumeHeldCallRequest
+	24, // 50: switchboard.aggregator.v1.AggregatorService.ResumeHeldCallStream:input_type -> switchboard.aggregator.v1.ResumeHeldCallStreamRequest
+	3,  // 51: switchboard.aggregator.v1.AggregatorService.Discover:output_type -> switchboard.aggregator.v1.DiscoverResponse
+	9,  // 52: switchboard.aggregator.v1.AggregatorService.ListTools:output_type -> switchboard.aggregator.v1.ListToolsResponse
+	11, // 53: switchboard.aggregator.v1.AggregatorService.ListResources:output_type -> switchboard.aggregator.v1.ListResourcesResponse
+	13, // 54: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:output_type -> switchboard.aggregator.v1.ListResourceTemplatesResponse
+	15, // 55: switchboard.aggregator.v1.AggregatorService.ListPrompts:output_type -> switchboard.aggregator.v1.ListPromptsResponse
+	21, // 56: switchboard.aggregator.v1.AggregatorService.CallTool:output_type -> switchboard.aggregator.v1.CallToolResponse
+	19, // 57: switchboard.aggregator.v1.AggregatorService.CallToolStream:output_type -> switchboard.aggregator.v1.CallToolStreamResponse
+	27, // 58: switchboard.aggregator.v1.AggregatorService.ReadResource:output_type -> switchboard.aggregator.v1.ReadResourceResponse
+	29, // 59: switchboard.aggregator.v1.AggregatorService.GetPrompt:output_type -> switchboard.aggregator.v1.GetPromptResponse
+	31, // 60: switchboard.aggregator.v1.AggregatorService.Complete:output_type -> switchboard.aggregator.v1.CompleteResponse
+	33, // 61: switchboard.aggregator.v1.AggregatorService.WatchCatalog:output_type -> switchboard.aggregator.v1.WatchCatalogResponse
+	37, // 62: switchboard.aggregator.v1.AggregatorService.ListBackends:output_type -> switchboard.aggregator.v1.ListBackendsResponse
+	23, // 63: switchboard.aggregator.v1.AggregatorService.ResumeHeldCall:output_type -> switchboard.aggregator.v1.ResumeHeldCallResponse
+	25, // 64: switchboard.aggregator.v1.AggregatorService.ResumeHeldCallStream:output_type -> switchboard.aggregator.v1.ResumeHeldCallStreamResponse
+	51, // [51:65] is the sub-list for method output_type
+	37, // [37:51] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_aggregator_v1_aggregator_proto_init() }
@@ -3350,7 +3460,7 @@ func file_switchboard_aggregator_v1_aggregator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_aggregator_v1_aggregator_proto_rawDesc), len(file_switchboard_aggregator_v1_aggregator_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   38,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

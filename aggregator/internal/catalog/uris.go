@@ -1,0 +1,220 @@
+package catalog
+
+import (
+	"cmp"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/yosida95/uritemplate/v3"
+
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+)
+
+// A URI is claimed by the resource listed under it and by every resource
+// template whose RFC 6570 expansion can produce it, possibly of several
+// backends. A read (and a subscription) goes to one claimant's backend:
+//
+//  1. the best-ranked backend (Naming.rankOf: priorityOrder under the
+//     priority strategy; under prefix and manual every backend ranks
+//     alike);
+//  2. then the most specific claim: a listed resource before any template;
+//     between templates, the longer literal prefix (before the first
+//     expression), then more literal characters, then fewer broad
+//     expressions (reserved {+x} and fragment {#x} expansions, which
+//     match "/", and exploded {x*} ones);
+//  3. claims that tie on both, of different backends, are a conflict no
+//     backend wins: the read is refused as for an unknown URI.
+//
+// Backend names never decide. A key two backends list as such (the same
+// URI, the same URI template) is settled first, by the same ranking, in
+// Naming.resolve. A resource that a better-ranked backend's template
+// matches is not listed (Build); every other overlap between backends is
+// found by the reads that meet it, and reported once per snapshot
+// (ResourceOwner).
+
+// matcher is one template that matches URIs.
+type matcher struct {
+	index   int // in Snapshot.Templates
+	backend string
+	prefix  string // the literal prefix: a URI it matches starts with it
+	re      *regexp.Regexp
+	rank    int
+	spec    specificity
+}
+
+func (m *matcher) matches(uri string) bool {
+	return strings.HasPrefix(uri, m.prefix) && m.re.MatchString(uri)
+}
+
+// specificity measures how narrow a URI template is (rule 2 above).
+type specificity struct{ prefix, literals, broad int }
+
+// compare is positive when a is more specific than b, 0 when neither is.
+func (a specificity) compare(b specificity) int {
+	if c := cmp.Compare(a.prefix, b.prefix); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.literals, b.literals); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.broad, a.broad)
+}
+
+// specificityOf measures the template t (an RFC 6570 template) and returns
+// its literal prefix.
+func specificityOf(t string) (specificity, string) {
+	var s specificity
+	in, started := false, false
+	for i := 0; i < len(t); i++ {
+		switch c := t[i]; {
+		case c == '{':
+			in, started = true, true
+			if i+1 < len(t) && (t[i+1] == '+' || t[i+1] == '#') {
+				s.broad++
+			}
+		case c == '}':
+			in = false
+		case in:
+			if c == '*' {
+				s.broad++
+			}
+		default:
+			s.literals++
+			if !started {
+				s.prefix++
+			}
+		}
+	}
+	return s, t[:s.prefix]
+}
+
+// matchURIs makes the snapshot's matchers, in the order reads try them:
+// best rank first, then most specific, then by key. A template that is
+// not RFC 6570 is listed but matches nothing. It then leaves out, and
+// reports, every resource that a better-ranked backend's template
+// matches.
+func (s *Snapshot) matchURIs(log *slog.Logger) {
+	for i, t := range s.Templates {
+		tmpl, err := uritemplate.New(t.Key)
+		if err != nil {
+			log.Warn("resource template is not RFC 6570; it is listed but matches no URI", "backend", t.Backend, "template", cutKey(t.Key))
+			continue
+		}
+		spec, prefix := specificityOf(t.Key)
+		s.matchers = append(s.matchers, matcher{index: i, backend: t.Backend, prefix: prefix, re: tmpl.Regexp(), rank: s.naming.rankOf(t.Backend), spec: spec})
+	}
+	// Stable: templates are in key order already.
+	slices.SortStableFunc(s.matchers, func(a, b matcher) int {
+		if c := cmp.Compare(a.rank, b.rank); c != 0 {
+			return c
+		}
+		return b.spec.compare(a.spec)
+	})
+	s.Resources = slices.DeleteFunc(s.Resources, func(r Item[*aggregatorv1.Resource]) bool {
+		rank := s.naming.rankOf(r.Backend)
+		for i := range s.matchers {
+			m := &s.matchers[i]
+			if m.rank >= rank {
+				return false
+			}
+			if m.matches(r.Key) {
+				s.Conflicts = append(s.Conflicts, Conflict{Kind: KindResources, Name: r.Key, Overlaps: s.Templates[m.index].Key,
+					Backends: []string{r.Backend, m.backend}, Winner: m.backend})
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// ResourceOwner is the backend a read of uri goes to, "" for none. found
+// is a conflict between backends that this read met, the first time the
+// snapshot meets it (nil otherwise, and once maxReported conflicts were
+// found), for the caller to report; it never quotes uri.
+func (s *Snapshot) ResourceOwner(uri string) (owner string, found *Conflict) {
+	if i, ok := s.resIdx[uri]; ok {
+		// No better-ranked template matches it (matchURIs); an equally
+		// ranked one is less specific.
+		r := &s.Resources[i]
+		rank := s.naming.rankOf(r.Backend)
+		for j := range s.matchers {
+			m := &s.matchers[j]
+			if m.rank > rank {
+				break
+			}
+			if m.rank == rank && m.backend != r.Backend && m.matches(uri) {
+				return r.Backend, s.reported.first(-1-i, m.index, Conflict{Kind: KindResources, Name: r.Key,
+					Overlaps: s.Templates[m.index].Key, Backends: []string{r.Backend, m.backend}, Winner: r.Backend})
+			}
+		}
+		return r.Backend, nil
+	}
+	var w *matcher
+	for j := range s.matchers {
+		m := &s.matchers[j]
+		if w != nil && m.rank != w.rank {
+			break
+		}
+		if !m.matches(uri) {
+			continue
+		}
+		if w == nil {
+			w = m
+			continue
+		}
+		if m.backend == w.backend {
+			continue
+		}
+		c := Conflict{Kind: KindResourceTemplates, Name: s.Templates[w.index].Key, Overlaps: s.Templates[m.index].Key,
+			Backends: []string{w.backend, m.backend}}
+		if m.spec == w.spec {
+			return "", s.reported.first(w.index, m.index, c)
+		}
+		c.Winner = w.backend
+		return w.backend, s.reported.first(w.index, m.index, c)
+	}
+	if w == nil {
+		return "", nil
+	}
+	return w.backend, nil
+}
+
+// maxReported bounds the overlaps one snapshot reports.
+const maxReported = 1024
+
+// reportSet holds the overlaps a snapshot's reads have reported, by the
+// positions of the two items (a resource's as -1-i).
+type reportSet struct {
+	mu sync.Mutex
+	m  map[[2]int]bool
+	// found are the conflicts reported, in the order reads met them.
+	found []Conflict
+}
+
+// first returns &c the first time the pair a, b is reported, nil after.
+func (r *reportSet) first(a, b int, c Conflict) *Conflict {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := [2]int{a, b}
+	if r.m[k] || len(r.m) >= maxReported {
+		return nil
+	}
+	if r.m == nil {
+		r.m = map[[2]int]bool{}
+	}
+	r.m[k] = true
+	r.found = append(r.found, c)
+	return &c
+}
+
+// AllConflicts is every conflict of the snapshot: those found when it was
+// built, then the overlaps its reads have met so far (at most
+// maxReported), for operators (ListBackends).
+func (s *Snapshot) AllConflicts() []Conflict {
+	s.reported.mu.Lock()
+	defer s.reported.mu.Unlock()
+	return append(slices.Clip(s.Conflicts), s.reported.found...)
+}
