@@ -15,6 +15,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 
+	"github.com/switchboard-mcp/switchboard/services/callerid"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 )
@@ -75,11 +76,7 @@ func NewOIDC(cfg config.OIDC, client *http.Client) (*OIDC, error) {
 	if client == nil {
 		client = &http.Client{}
 	}
-	groups := cfg.GroupsClaim
-	if groups == "" {
-		groups = "groups"
-	}
-	return &OIDC{cfg: cfg, client: client, groupsClaim: groups, now: time.Now}, nil
+	return &OIDC{cfg: cfg, client: client, groupsClaim: cfg.GroupsClaim, now: time.Now}, nil
 }
 
 // Authenticate implements Authenticator: the bearer token must name
@@ -125,7 +122,9 @@ func (o *OIDC) verify(ctx context.Context, raw, audience string) (*commonv1.Prin
 	if err := std.ValidateWithLeeway(expected, clockLeeway); err != nil || std.Subject == "" || std.Expiry == nil {
 		return nil, nil, ErrUnauthenticated
 	}
-	return &commonv1.Principal{Subject: std.Subject, Groups: stringList(extra[o.groupsClaim])}, extra, nil
+	// The one rule of claims to principal, which the aggregator applies
+	// again to bind the forwarded token to the principal (callerid.Bound).
+	return callerid.FromClaims(extra, o.groupsClaim), extra, nil
 }
 
 // errKeysUnavailable answers a token whose key could not be looked up
@@ -255,21 +254,4 @@ func (o *OIDC) fetch() (jose.JSONWebKeySet, error) {
 		return set, fmt.Errorf("jwks: %w", err)
 	}
 	return set, nil
-}
-
-// stringList reads a groups claim: an array of strings or one string.
-func stringList(v any) []string {
-	switch v := v.(type) {
-	case string:
-		return []string{v}
-	case []any:
-		out := make([]string, 0, len(v))
-		for _, e := range v {
-			if s, ok := e.(string); ok {
-				out = append(out, s)
-			}
-		}
-		return out
-	}
-	return nil
 }
