@@ -102,7 +102,9 @@ type Snapshot struct {
 
 	// naming ranks backends; matchers are the templates in the order a
 	// read tries them, and reported the overlaps reads found (uris.go).
-	naming    *Naming
+	naming *Naming
+	// global are the whole catalog's tool overrides, for PolicyName.
+	global    *override.Set
 	matchers  []matcher
 	reported  reportSet
 	toolIdx   map[string]int
@@ -234,7 +236,7 @@ func (bd *Builder) Build(lists map[string]*backend.Lists, down map[string]bool) 
 		lists = held
 	}
 	bd.forget(lists)
-	s := &Snapshot{Server: spec.Server, naming: naming, Down: map[string]bool{}, Capabilities: map[string]*mcp.ServerCapabilities{},
+	s := &Snapshot{Server: spec.Server, naming: naming, global: spec.Global, Down: map[string]bool{}, Capabilities: map[string]*mcp.ServerCapabilities{},
 		filters: Spec{Tools: spec.Tools, Resources: spec.Resources, Prompts: spec.Prompts}}
 	names := sortedNames(lists)
 	for _, b := range names {

@@ -22,12 +22,18 @@ type Spec struct {
 	// Overrides rewrite the catalog's tools (names before the naming rule,
 	// definitions, call arguments, timeouts); nil rewrites nothing.
 	Overrides *override.Set
+	// Global are the whole catalog's overrides (aggregator.toolOverrides),
+	// which name a tool in the whole catalog: the name the policy and the
+	// rate limits know it by in every server (Snapshot.PolicyName). Unset
+	// for the whole catalog itself, whose Overrides they are.
+	Global *override.Set
 }
 
 // ServerSpec is the Spec of a configured virtual server, with its
-// compiled overrides (the global ones and the server's on top).
-func ServerSpec(s config.Server, overrides *override.Set) Spec {
-	sp := Spec{Server: s.Name, Backends: map[string]bool{}, Tools: s.Tools, Resources: s.Resources, Prompts: s.Prompts, Overrides: overrides}
+// compiled overrides (the global ones and the server's on top) and the
+// global ones alone.
+func ServerSpec(s config.Server, overrides, global *override.Set) Spec {
+	sp := Spec{Server: s.Name, Backends: map[string]bool{}, Tools: s.Tools, Resources: s.Resources, Prompts: s.Prompts, Overrides: overrides, Global: global}
 	for _, b := range s.Backends {
 		sp.Backends[b] = true
 	}
@@ -57,4 +63,24 @@ func (sp *Spec) keeps(k Kind, key string) bool {
 	default:
 		return sp.Resources.Allows(key)
 	}
+}
+
+// PolicyName is the name the authorization policy (Cedar's Tool::"...")
+// and the rate limits (per and match tools) know the item of kind k
+// listed under key by. For a tool it is its name in the whole catalog
+// (/mcp): the naming rule over its backend and its name there after
+// aggregator.toolOverrides, whatever a server's own overrides rename it
+// to, so that a forbid or a limit written against that name holds
+// through every server, and a server's rename is only what its clients
+// see. Every other kind is known by its key (prompts are not renamed per
+// server, URIs never are). An unknown key is its own name.
+func (s *Snapshot) PolicyName(k Kind, key string) string {
+	if k != KindTools || s.Server == "" {
+		return key
+	}
+	it, ok := s.Tool(key)
+	if !ok {
+		return key
+	}
+	return s.naming.ToolName(it.Backend, s.global.Tool(it.Backend, it.Original).Name(it.Original))
 }

@@ -40,7 +40,9 @@ func (e *Engine) View(snap *catalog.Snapshot, p *commonv1.Principal) *catalog.Vi
 	// Principal keys start with "user:" so no principal can ever be handed
 	// the unfiltered view cached under fullViewKey.
 	key := "user:" + ap.Subject + "\x00" + strings.Join(groups, "\x00")
-	return snap.View(key, func(k catalog.Kind, key, backend string) bool { return allowed(az, ap, k, key, backend, snap.Server) })
+	return snap.View(key, func(k catalog.Kind, key, backend string) bool {
+		return allowed(az, ap, k, snap.PolicyName(k, key), backend, snap.Server)
+	})
 }
 
 // fullViewKey caches the unfiltered view.
@@ -52,7 +54,8 @@ func (e *Engine) FullView(snap *catalog.Snapshot) *catalog.View {
 }
 
 // allowed is the one authorization decision behind lists, Discover and
-// calls, under policy az, for an item of the catalog of server.
+// calls, under policy az, for an item of the catalog of server, named as
+// the policy knows it (catalog.Snapshot.PolicyName).
 func allowed(az *authz.Authorizer, p authz.Principal, k catalog.Kind, key, backend, server string) bool {
 	switch k {
 	case catalog.KindTools:
@@ -75,7 +78,7 @@ func (e *Engine) mayUse(snap *catalog.Snapshot, p *commonv1.Principal, k catalog
 		return true
 	}
 	return snap.Decide(decisionKey(p, k, key), func() bool {
-		return allowed(az, authz.Principal{Subject: p.GetSubject(), Groups: p.GetGroups()}, k, key, backend, snap.Server)
+		return allowed(az, authz.Principal{Subject: p.GetSubject(), Groups: p.GetGroups()}, k, snap.PolicyName(k, key), backend, snap.Server)
 	})
 }
 

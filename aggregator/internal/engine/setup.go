@@ -78,7 +78,7 @@ func (st *setup) member(name string) *member {
 func newBuilders(st *setup, log *slog.Logger) map[string]*catalog.Builder {
 	bs := map[string]*catalog.Builder{"": catalog.NewSpecBuilder(st.naming, catalog.Spec{Overrides: st.overrides[""]}, log)}
 	for name, sv := range st.servers {
-		bs[name] = catalog.NewSpecBuilder(st.naming, catalog.ServerSpec(sv, st.overrides[name]), log)
+		bs[name] = catalog.NewSpecBuilder(st.naming, catalog.ServerSpec(sv, st.overrides[name], st.overrides[""]), log)
 	}
 	return bs
 }

@@ -117,7 +117,10 @@ func (s *Server) admit(ctx context.Context, r admission) (*admitted, error) {
 		}
 	}
 	if !r.forwarded {
-		if err := s.limit(ctx, ratelimit.Request{Method: r.method, Server: r.server, Tool: r.toolName(), Backend: a.b.Name()}); err != nil {
+		// A tool is counted by the name the policy knows it by, so a
+		// server's rename does not give it a bucket of its own.
+		tool := a.snap.PolicyName(r.kind, r.toolName())
+		if err := s.limit(ctx, ratelimit.Request{Method: r.method, Server: r.server, Tool: tool, Backend: a.b.Name()}); err != nil {
 			return a, err
 		}
 	}

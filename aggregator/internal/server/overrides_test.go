@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/codes"
@@ -13,6 +14,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // startOverrides serves a backend whose search tool takes tenant, query
@@ -143,4 +145,56 @@ func TestToolOverrides(t *testing.T) {
 	// A per-tool timeout cuts the call as a backend timeout.
 	_, err = h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: p, Name: "tickets_hang"})
 	wantStatus(t, err, codes.DeadlineExceeded, commonv1.ErrorReason_ERROR_REASON_BACKEND_TIMEOUT)
+}
+
+// TestServerRenameKeepsThePolicyName: a server that renames a tool (its
+// own toolOverrides) changes what its clients see, not what the policy
+// and the rate limits know the tool by. A forbid written against the
+// tool's name at /mcp holds through the server, and a limit on that name
+// counts the calls of both in one bucket.
+func TestServerRenameKeepsThePolicyName(t *testing.T) {
+	eng := newTestBackend(t, "eng", backendOptions{tools: []string{"deploy", "build"}})
+	full, err := config.Load(writeFile(t, "switchboard.yaml", `
+aggregator:
+  authz: {policyFile: `+writeFile(t, "policy.cedar", "permit (principal, action, resource);\nforbid (principal == User::\"alice\", action, resource == Tool::\"eng_deploy\");\n")+`}
+  backends:
+    - {name: eng, url: `+eng.url()+`}
+servers:
+  - name: ops
+    backends: [eng]
+    toolOverrides:
+      - {backend: eng, tool: deploy, name: ship}
+rateLimits:
+  limits:
+    - {name: deploys, per: tool, match: {tools: [eng_deploy]}, rate: 1/h, burst: 1}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := startAggregatorWith(t, full, quietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	alice, bob := principal("alice"), principal("bob")
+	testkit.Eventually(t, "eng listed", 10*time.Second, func() bool {
+		return slices.Contains(listServerTools(t, h.gateway, bob, "ops"), "eng_ship")
+	})
+	if got := listServerTools(t, h.gateway, alice, "ops"); slices.Contains(got, "eng_ship") || !slices.Contains(got, "eng_build") {
+		t.Errorf("alice at ops sees %v; the forbid on eng_deploy must hold for its rename", got)
+	}
+	call := func(p *commonv1.Principal, server, name string) error {
+		_, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: p, Server: server, Name: name, ArgumentsJson: "{}"})
+		return err
+	}
+	wantStatus(t, call(alice, "ops", "eng_ship"), codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	// bob's call at /mcp takes the one token of eng_deploy's bucket; his
+	// call of the same tool through its rename finds it empty.
+	if err := call(bob, "", "eng_deploy"); err != nil {
+		t.Fatalf("bob calls eng_deploy: %v", err)
+	}
+	wantStatus(t, call(bob, "ops", "eng_ship"), codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED)
+	if n := eng.received("tools/call"); n != 1 {
+		t.Errorf("the backend received %d calls, want the 1 admitted", n)
+	}
 }
