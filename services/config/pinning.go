@@ -30,7 +30,25 @@ type Pinning struct {
 	// aggregator's own credential, which the indexer must allow
 	// AggregatorMethods. Required unless the mode is off.
 	Indexer Endpoint `yaml:"indexer"`
+	// NewTools is what a tool name a backend lists for the first time
+	// gets once that backend has tools recorded: approve (the default:
+	// its first definition is approved by being first) or review (it is
+	// pending, so quarantined in pin mode, until an operator approves
+	// it). A backend that renames a tool lists a new name, which approve
+	// lets through unreviewed.
+	NewTools string `yaml:"newTools"`
 }
+
+// What aggregator.pinning.newTools gives a new tool of a backend with
+// tools recorded.
+const (
+	PinningNewToolsApprove = "approve"
+	PinningNewToolsReview  = "review"
+)
+
+// ReviewNewTools reports whether new tools of a backend with tools
+// recorded start pending (newTools review).
+func (p Pinning) ReviewNewTools() bool { return p.NewTools == PinningNewToolsReview }
 
 // EffectiveMode is the mode with the default applied.
 func (p Pinning) EffectiveMode() string {
@@ -42,6 +60,11 @@ func (p Pinning) EffectiveMode() string {
 
 // Validate checks the mode and, when it is not off, the indexer endpoint.
 func (p Pinning) Validate() error {
+	switch p.NewTools {
+	case "", PinningNewToolsApprove, PinningNewToolsReview:
+	default:
+		return keyErr("aggregator.pinning.newTools", "want %s or %s", PinningNewToolsApprove, PinningNewToolsReview)
+	}
 	switch p.EffectiveMode() {
 	case PinningOff:
 		return nil

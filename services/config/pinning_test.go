@@ -26,3 +26,25 @@ func TestPinningValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestPinningNewTools(t *testing.T) {
+	idx := Endpoint{Address: "idx:1", Token: "t"}
+	for _, c := range []struct {
+		p      Pinning
+		review bool
+		err    string
+	}{
+		{Pinning{Mode: PinningPin, Indexer: idx}, false, ""},
+		{Pinning{Mode: PinningPin, Indexer: idx, NewTools: PinningNewToolsApprove}, false, ""},
+		{Pinning{Mode: PinningPin, Indexer: idx, NewTools: PinningNewToolsReview}, true, ""},
+		{Pinning{Mode: PinningPin, Indexer: idx, NewTools: "s3cr3t"}, false, "aggregator.pinning.newTools: want approve or review"},
+	} {
+		err := c.p.Validate()
+		if (c.err == "") != (err == nil) || (err != nil && (!strings.Contains(err.Error(), c.err) || strings.Contains(err.Error(), "s3cr3t"))) {
+			t.Errorf("%+v: %v, want %q", c.p, err, c.err)
+		}
+		if c.p.ReviewNewTools() != c.review {
+			t.Errorf("%+v: ReviewNewTools %v", c.p, c.p.ReviewNewTools())
+		}
+	}
+}

@@ -21,6 +21,8 @@ func pinningGuard(env lifecycle.Env, reg prometheus.Registerer, idx *indexers) (
 	if err != nil {
 		return nil, err
 	}
-	env.Log.Info("pinned tool definitions", "mode", mode, "indexer", p.Indexer.Address)
-	return pinning.New(mode, client, env.Log, pinning.NewMetrics(reg)), nil
+	env.Log.Info("pinned tool definitions", "mode", mode, "review_new_tools", p.ReviewNewTools(), "indexer", p.Indexer.Address)
+	g := pinning.New(mode, client, env.Log, pinning.NewMetrics(reg))
+	g.ReviewNewTools(p.ReviewNewTools())
+	return g, nil
 }

@@ -78,6 +78,9 @@ type Guard struct {
 	trail *audit.Writer
 	// retry asks Run for a rebuild after a failed record.
 	retry chan struct{}
+	// reviewNew records the new tools of a backend with tools recorded
+	// as pending (aggregator.pinning.newTools review).
+	reviewNew bool
 
 	mu      sync.Mutex
 	digests map[string]digested
@@ -110,6 +113,12 @@ func New(mode string, client indexerv1.IndexerServiceClient, log *slog.Logger, m
 // (mode warn) in w, once per changed definition, as the log line is.
 // Call before the guard is used.
 func (g *Guard) SetAudit(w *audit.Writer) { g.trail = w }
+
+// ReviewNewTools makes a tool name a backend lists for the first time,
+// once the backend has tools recorded, pending until an operator approves
+// it, instead of approved by being first: a backend that renames a tool
+// does not skip review. Call before the guard is used.
+func (g *Guard) ReviewNewTools(on bool) { g.reviewNew = on }
 
 // Mode is the guard's mode.
 func (g *Guard) Mode() string { return g.mode }
@@ -179,19 +188,24 @@ func (g *Guard) Filter(ctx context.Context, lists map[string]*backend.Lists) map
 // logChange logs (once per changed definition) and counts a tool whose
 // definition is not the approved one.
 func (g *Guard) logChange(b, tool, approved, seen string) {
-	e := audit.Event{Kind: audit.KindQuarantine, Outcome: audit.OutcomeChanged, Backend: b, Tool: tool,
-		Detail: "definition changed since approved: approved sha256 " + approved + ", seen sha256 " + seen}
+	// No approved digest: a new tool of a backend whose tools were
+	// recorded before, pending review (ReviewNewTools).
+	what, detail := "tool definition changed since it was approved", "definition changed since approved: approved sha256 "+approved+", seen sha256 "+seen
+	if approved == "" {
+		what, detail = "new tool of a backend whose tools are pinned", "new tool since the backend's tools were recorded: seen sha256 "+seen
+	}
+	e := audit.Event{Kind: audit.KindQuarantine, Outcome: audit.OutcomeChanged, Backend: b, Tool: tool, Detail: detail}
 	if g.mode == config.PinningPin {
 		e.Outcome = audit.OutcomeQuarantined
 	}
 	g.trail.Record(e)
 	if g.mode == config.PinningPin {
-		g.log.Warn("tool definition changed since it was approved: quarantined until an operator approves the new one (docs/operations.md, Pinned tool definitions)",
+		g.log.Warn(what+": quarantined until an operator approves it (docs/operations.md, Pinned tool definitions)",
 			"backend", b, "tool", tool, "approved_digest", approved, "seen_digest", seen)
 		g.metrics.quarantine(b)
 		return
 	}
-	g.log.Warn("tool definition changed since it was approved (aggregator.pinning.mode warn: still listed)",
+	g.log.Warn(what+" (aggregator.pinning.mode warn: still listed)",
 		"backend", b, "tool", tool, "approved_digest", approved, "seen_digest", seen)
 	g.metrics.warning(b)
 }
@@ -249,7 +263,7 @@ func (g *Guard) record(ctx context.Context, lists map[string]*backend.Lists) {
 	defer cancel()
 	approved := make(map[key]string, len(tools))
 	for chunk := range slices.Chunk(tools, maxPerRequest) {
-		resp, err := g.client.RecordToolDefinitions(ctx, &indexerv1.RecordToolDefinitionsRequest{Tools: chunk})
+		resp, err := g.client.RecordToolDefinitions(ctx, &indexerv1.RecordToolDefinitionsRequest{Tools: chunk, NewToolsPending: g.reviewNew})
 		if err == nil && len(resp.GetVerdicts()) != len(chunk) {
 			err = errShortAnswer
 		}

@@ -678,6 +678,14 @@ func TestQuarantineIsALiveEvent(t *testing.T) {
 	if _, body, _ := get(t, c, tc.srv.URL+"/console/events"); !strings.Contains(body, "Only the first 100 pending definitions are shown") {
 		t.Fatalf("a cut pending table does not say so:\n%s", body)
 	}
+	// A new tool of a pinned backend (pinning.newTools review) has no
+	// approved digest: the event and the table say it is new.
+	tc.idx.setPending(false, &indexerv1.ToolDefinition{Backend: "alpha", Tool: "refund_all", SeenDigest: "ffff", Pending: true})
+	tc.agg.Notify(aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS)
+	body = eventsShow(t, tc, c, "alpha/refund_all is a new tool waiting for approval: seen digest ffff")
+	if !strings.Contains(body, "none: a new tool") {
+		t.Fatalf("the pending table does not mark the new tool:\n%s", body)
+	}
 }
 
 func TestApprovalsOfOneMessageAreOneEvent(t *testing.T) {

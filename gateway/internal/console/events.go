@@ -236,6 +236,11 @@ func (c *Console) pollQuarantines(ctx context.Context, known map[string]bool) {
 	clear(known)
 	maps.Copy(known, seen)
 	switch {
+	case n == 1 && first.GetApprovedDigest() == "":
+		// A new tool of a backend whose tools are pinned
+		// (aggregator.pinning.newTools review): nothing approved yet.
+		c.events.add("quarantine", fmt.Sprintf("%s/%s is a new tool waiting for approval: seen digest %s",
+			first.GetBackend(), first.GetTool(), first.GetSeenDigest()))
 	case n == 1:
 		c.events.add("quarantine", fmt.Sprintf("%s/%s is waiting for approval: seen digest %s, approved %s",
 			first.GetBackend(), first.GetTool(), first.GetSeenDigest(), first.GetApprovedDigest()))

@@ -64,6 +64,9 @@ func (s *Server) RecordToolDefinitions(ctx context.Context, req *indexerv1.Recor
 	if err == nil {
 		digests, err = validToolDigests(req.GetTools())
 	}
+	for i := range digests {
+		digests[i].PendingIfNew = req.GetNewToolsPending()
+	}
 	var recs []store.ToolDefinition
 	if err == nil {
 		recs, err = s.Store.RecordToolDefinitions(ctx, digests)

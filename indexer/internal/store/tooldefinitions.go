@@ -17,7 +17,10 @@ type ToolDefinitions interface {
 	// other digests, its SeenDigest may already be another's: compare
 	// ApprovedDigest with the digest recorded). The first digest ever recorded
 	// for a (backend, tool), through any handle, becomes its approved
-	// one; a later record only updates the seen digest and time. Each
+	// one, unless the digest is PendingIfNew and its backend has other
+	// tools recorded already: then the tool is recorded with no approved
+	// digest, pending until approved. A later record only updates the
+	// seen digest and time. Each
 	// (backend, tool) appears at most once in digests. A Definition given
 	// with a pending digest is kept with the record (SeenDefinition) until
 	// the tool is approved or its seen digest changes; with a digest that
@@ -45,6 +48,9 @@ type ToolDefinitions interface {
 type ToolDefinitionDigest struct {
 	Backend, Tool, Digest string
 	Definition            string
+	// PendingIfNew records a tool seen for the first time as pending when
+	// its backend has tools recorded already (RecordToolDefinitions).
+	PendingIfNew bool
 }
 
 // ToolDefinition is the record of one backend tool's definition.

@@ -177,6 +177,7 @@ func RunSessionStates(t *testing.T, fresh Fresh[SessionStateStore]) {
 func RunToolDefinitions(t *testing.T, fresh Fresh[store.ToolDefinitions]) {
 	run(t, fresh, []check[Open[store.ToolDefinitions]]{
 		{"ToolDefinitions", toolDefinitions},
+		{"NewToolsOfARecordedBackendPending", newToolsOfARecordedBackendPending},
 	})
 }
 

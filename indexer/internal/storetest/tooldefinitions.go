@@ -149,3 +149,40 @@ func toolDefinitions(t *testing.T, open Open[store.ToolDefinitions]) {
 		}
 	}
 }
+
+// With PendingIfNew, a backend's first listing is approved whole, and a
+// tool it lists later (a new name, as a rename makes) is recorded with no
+// approved digest, pending until approved; without it a new tool is
+// approved by being first, as always.
+func newToolsOfARecordedBackendPending(t *testing.T, open Open[store.ToolDefinitions]) {
+	one, two := open(t), open(t)
+	ctx := t.Context()
+	recs, err := one.RecordToolDefinitions(ctx, []store.ToolDefinitionDigest{
+		{Backend: "gamma", Tool: "get", Digest: digest('g'), PendingIfNew: true},
+		{Backend: "gamma", Tool: "put", Digest: digest('p'), PendingIfNew: true},
+	})
+	if err != nil || len(recs) != 2 || recs[0].Pending() || recs[1].Pending() || recs[0].ApprovedDigest != digest('g') {
+		t.Fatalf("a backend's first listing: %+v, %v; want both approved", recs, err)
+	}
+	recs, err = two.RecordToolDefinitions(ctx, []store.ToolDefinitionDigest{
+		{Backend: "gamma", Tool: "get", Digest: digest('g'), PendingIfNew: true},
+		{Backend: "gamma", Tool: "fetch", Digest: digest('f'), PendingIfNew: true},
+	})
+	if err != nil || len(recs) != 2 || recs[0].Pending() || !recs[1].Pending() || recs[1].ApprovedDigest != "" || recs[1].SeenDigest != digest('f') {
+		t.Fatalf("a new tool of a recorded backend: %+v, %v; want fetch pending with no approved digest", recs, err)
+	}
+	// It is listed for review, and approving its seen digest approves it.
+	pending, err := one.ListToolDefinitions(ctx, false, "gamma", "", 100)
+	if err != nil || len(pending) != 1 || pending[0].Tool != "fetch" {
+		t.Fatalf("pending after gamma: %+v, %v", pending, err)
+	}
+	rec, changed, err := one.ApproveToolDefinition(ctx, store.ToolDefinitionDigest{Backend: "gamma", Tool: "fetch", Digest: digest('f')}, "op")
+	if err != nil || !changed || rec.Pending() || rec.ApprovedDigest != digest('f') {
+		t.Fatalf("approving the new tool: %+v, %v, %v", rec, changed, err)
+	}
+	// Without PendingIfNew a new tool is approved by being first.
+	recs, err = one.RecordToolDefinitions(ctx, []store.ToolDefinitionDigest{{Backend: "gamma", Tool: "list", Digest: digest('l')}})
+	if err != nil || recs[0].Pending() {
+		t.Fatalf("a new tool without PendingIfNew: %+v, %v", recs, err)
+	}
+}

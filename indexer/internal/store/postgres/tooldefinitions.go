@@ -33,25 +33,29 @@ func (s *Store) RecordToolDefinitions(ctx context.Context, digests []store.ToolD
 		return nil, nil
 	}
 	n := len(digests)
-	backends, tools, sums := make([]string, n), make([]string, n), make([]string, n)
+	backends, tools, sums, pendingIfNew := make([]string, n), make([]string, n), make([]string, n), make([]bool, n)
 	var withDefs []store.ToolDefinitionDigest
 	for i, d := range digests {
-		backends[i], tools[i], sums[i] = d.Backend, d.Tool, d.Digest
+		backends[i], tools[i], sums[i], pendingIfNew[i] = d.Backend, d.Tool, d.Digest, d.PendingIfNew
 		if d.Definition != "" {
 			withDefs = append(withDefs, d)
 		}
 	}
 	// Rows are inserted (and so locked) in one order on every replica,
 	// so that two replicas recording the same tools cannot deadlock. A
-	// definition kept for review goes when the seen digest changes.
+	// definition kept for review goes when the seen digest changes. A new
+	// tool of a backend with tools recorded (as of the statement's
+	// start, so a backend's first listing is approved whole) starts
+	// pending when asked to: an empty approved digest.
 	rows, err := s.pool.Query(ctx, `
 		INSERT INTO tool_definitions AS t (backend, tool, approved_digest, seen_digest)
-		SELECT b, n, d, d FROM unnest($1::text[], $2::text[], $3::text[]) AS u(b, n, d)
+		SELECT b, n, CASE WHEN p AND EXISTS (SELECT 1 FROM tool_definitions x WHERE x.backend = u.b) THEN '' ELSE d END, d
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[]) AS u(b, n, d, p)
 		ORDER BY b COLLATE "C", n COLLATE "C"
 		ON CONFLICT (backend, tool) DO UPDATE SET seen_digest = EXCLUDED.seen_digest, last_seen = now(),
 			seen_definition = CASE WHEN t.seen_digest = EXCLUDED.seen_digest THEN t.seen_definition ELSE '' END
 		WHERE t.seen_digest <> EXCLUDED.seen_digest OR t.last_seen < now() - interval '1 minute'
-		RETURNING `+toolDefinitionColumns, backends, tools, sums)
+		RETURNING `+toolDefinitionColumns, backends, tools, sums, pendingIfNew)
 	if err != nil {
 		return nil, classify(fmt.Errorf("record tool definitions: %w", err))
 	}

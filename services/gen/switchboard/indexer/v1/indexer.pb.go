@@ -2313,9 +2313,15 @@ func (x *ToolDefinitionDigest) GetDefinitionJson() string {
 type RecordToolDefinitionsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// At most 10,000.
-	Tools         []*ToolDefinitionDigest `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Tools []*ToolDefinitionDigest `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	// When set, a tool recorded for the first time whose backend already
+	// has tools recorded starts pending (approved_digest empty) until an
+	// operator approves it, instead of being approved by being first
+	// (aggregator.pinning.newTools review). The tools of a backend never
+	// recorded before are approved by being first either way.
+	NewToolsPending bool `protobuf:"varint,2,opt,name=new_tools_pending,json=newToolsPending,proto3" json:"new_tools_pending,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RecordToolDefinitionsRequest) Reset() {
@@ -2353,6 +2359,13 @@ func (x *RecordToolDefinitionsRequest) GetTools() []*ToolDefinitionDigest {
 		return x.Tools
 	}
 	return nil
+}
+
+func (x *RecordToolDefinitionsRequest) GetNewToolsPending() bool {
+	if x != nil {
+		return x.NewToolsPending
+	}
+	return false
 }
 
 // RecordToolDefinitionsResponse answers each recorded tool, in request
@@ -4076,9 +4089,10 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\abackend\x18\x01 \x01(\tR\abackend\x12\x12\n" +
 	"\x04tool\x18\x02 \x01(\tR\x04tool\x12\x16\n" +
 	"\x06digest\x18\x03 \x01(\tR\x06digest\x12'\n" +
-	"\x0fdefinition_json\x18\x04 \x01(\tR\x0edefinitionJson\"b\n" +
+	"\x0fdefinition_json\x18\x04 \x01(\tR\x0edefinitionJson\"\x8e\x01\n" +
 	"\x1cRecordToolDefinitionsRequest\x12B\n" +
-	"\x05tools\x18\x01 \x03(\v2,.switchboard.indexer.v1.ToolDefinitionDigestR\x05tools\"j\n" +
+	"\x05tools\x18\x01 \x03(\v2,.switchboard.indexer.v1.ToolDefinitionDigestR\x05tools\x12*\n" +
+	"\x11new_tools_pending\x18\x02 \x01(\bR\x0fnewToolsPending\"j\n" +
 	"\x1dRecordToolDefinitionsResponse\x12I\n" +
 	"\bverdicts\x18\x01 \x03(\v2-.switchboard.indexer.v1.ToolDefinitionVerdictR\bverdicts\"\x88\x01\n" +
 	"\x15ToolDefinitionVerdict\x12\x18\n" +
