@@ -263,7 +263,7 @@ func (g *Gateway) serveLegacy(w http.ResponseWriter, r *http.Request, req *metho
 		resp.finish(req.ID, result, rerr, false)
 		return
 	}
-	claims, ok := g.openSession(r, sessionID, req.Principal, req.Server)
+	claims, digest, ok := g.openSession(r, sessionID, req.Principal, req.Server)
 	if !ok {
 		refuse(w, rec, http.StatusNotFound, msg.ID, wire.NewError(wire.CodeInvalidRequest, "session not found: initialize a new session"))
 		return
@@ -273,7 +273,7 @@ func (g *Gateway) serveLegacy(w http.ResponseWriter, r *http.Request, req *metho
 		return
 	}
 	req.Version = claims.ProtocolVersion
-	req.Session, req.SessionExpiry = session.IDDigest(sessionID), claims.Expiry()
+	req.Session, req.SessionExpiry = digest, claims.Expiry()
 	span.SetAttributes(attribute.String("mcp.protocol.version", req.Version))
 	if msg.IsResponse {
 		// The client's answer to an input request sent on a response

@@ -13,18 +13,20 @@ import (
 )
 
 // openSession opens a sealed session id for principal at the virtual
-// server named server and checks that no replica deleted it. A session of
-// another server is unknown here, like any other session that is not
-// this principal's.
-func (g *Gateway) openSession(r *http.Request, id string, principal *commonv1.Principal, server string) (session.Claims, bool) {
+// server named server and checks that no replica deleted it; it returns
+// the session's claims and its id's digest (session.IDDigest, computed
+// once per request). A session of another server is unknown here, like
+// any other session that is not this principal's.
+func (g *Gateway) openSession(r *http.Request, id string, principal *commonv1.Principal, server string) (session.Claims, string, bool) {
 	claims, err := g.sealer.Open(id, principal)
 	if err != nil || claims.Server != server {
-		return session.Claims{}, false
+		return session.Claims{}, "", false
 	}
-	if g.revocations.Revoked(session.IDDigest(id)) {
-		return session.Claims{}, false
+	digest := session.IDDigest(id)
+	if g.revocations.Revoked(digest) {
+		return session.Claims{}, "", false
 	}
-	return claims, true
+	return claims, digest, true
 }
 
 // serveSessionDelete ends a session: on this replica at once, on the
@@ -41,13 +43,12 @@ func (g *Gateway) serveSessionDelete(w http.ResponseWriter, r *http.Request, ep 
 	id := r.Header.Get("Mcp-Session-Id")
 	status := http.StatusNoContent
 	defer func() { g.auditSession(ctx, audit.KindSessionEnd, rec.start, principal, ep.server, id, nil, status) }()
-	claims, ok := g.openSession(r, id, principal, ep.server)
+	claims, digest, ok := g.openSession(r, id, principal, ep.server)
 	if !ok {
 		status = http.StatusNotFound
 		http.Error(w, "session not found", status)
 		return
 	}
-	digest := session.IDDigest(id)
 	switch err := g.revocations.Revoke(digest, claims.PrincipalDigest, claims.Expiry()); {
 	case errors.Is(err, session.ErrPrincipalDeletedLimit):
 		status = http.StatusTooManyRequests
@@ -83,13 +84,13 @@ func (g *Gateway) serveSessionStream(w http.ResponseWriter, r *http.Request, ep 
 		return
 	}
 	id := r.Header.Get("Mcp-Session-Id")
-	claims, ok := g.openSession(r, id, principal, ep.server)
+	claims, digest, ok := g.openSession(r, id, principal, ep.server)
 	if !ok {
 		http.Error(w, "session not found", http.StatusNotFound)
 		return
 	}
 	req := &methods.Request{Era: mcpspec.EraLegacy, View: ep.view, Server: ep.server, Principal: principal, Method: "GET",
-		Session: session.IDDigest(id), SessionExpiry: claims.Expiry(), Version: claims.ProtocolVersion}
+		Session: digest, SessionExpiry: claims.Expiry(), Version: claims.ProtocolVersion}
 	// The stream follows the session's subscriptions on this replica,
 	// including the first one, made after it opened.
 	defer g.local.OpenStream(req.Session)()
