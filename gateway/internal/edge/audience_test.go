@@ -122,6 +122,18 @@ func TestServerAudiences(t *testing.T) {
 		}
 	}
 
+	// A path that names no endpoint (no server can be called so) is
+	// challenged with /mcp's metadata: the challenge never quotes what the
+	// client sent, so a quote in the path cannot end the parameter and add
+	// a resource_metadata of an attacker's.
+	for _, path := range []string{`/mcp/x%22,resource_metadata=%22https:evil.example%22,x=%22`, "/mcp/x%5C", "/mcp/Nope/raw"} {
+		resp := call(path, forAlpha)
+		want := `Bearer error="invalid_token", resource_metadata="` + metadata + `/mcp"`
+		if got := resp.header.Get("WWW-Authenticate"); resp.status != http.StatusUnauthorized || got != want {
+			t.Errorf("%s: %d, WWW-Authenticate %q, want %q", path, resp.status, got, want)
+		}
+	}
+
 	// Each server's metadata names its own URL, the issuer, and nothing
 	// that tells a server declared with an audience (or at all) from a
 	// name no server has.

@@ -204,7 +204,14 @@ func isToken(s string) bool {
 
 // unauthorized answers a failed authentication with the challenge that
 // points at the metadata of the endpoint the client used (RFC 9728 §5.1).
+// A path that names no endpoint (isEndpointPath: /mcp, its variants and
+// server names of a-z, 0-9, _ and -) gets /mcp's: the challenge is a
+// quoted parameter, and a path a client chose could otherwise close the
+// quote and add a resource_metadata of its own.
 func (g *Gateway) unauthorized(w http.ResponseWriter, r *http.Request, path string, err error) {
+	if !isEndpointPath(path) {
+		path = pathMCP
+	}
 	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token", resource_metadata="`+g.metadataURL(r, path)+`"`)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusUnauthorized)
