@@ -49,13 +49,19 @@ func LoopbackBind(addr string) bool {
 // the address, a rebound page its own name.
 func NamedHostsOnly(h http.Handler, hosts []string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		host := HostName(r.Host)
-		ok := host != "" && (net.ParseIP(host) != nil || strings.EqualFold(host, "localhost") ||
-			slices.ContainsFunc(hosts, func(n string) bool { return strings.EqualFold(n, host) }))
-		if !ok {
+		if !Named(r.Host, hosts) {
 			http.Error(w, "Forbidden: Host not allowed (ops.hosts)", http.StatusForbidden)
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// Named reports whether a request's Host (host[:port]) is an IP literal,
+// localhost, or one of hosts (compared without case): the rule of every
+// endpoint that serves operators and scrapers rather than browsers.
+func Named(hostport string, hosts []string) bool {
+	host := HostName(hostport)
+	return host != "" && (net.ParseIP(host) != nil || strings.EqualFold(host, "localhost") ||
+		slices.ContainsFunc(hosts, func(n string) bool { return strings.EqualFold(n, host) }))
 }

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -201,16 +200,17 @@ func (g *Gateway) Handler() http.Handler {
 	return g.checkHost(mux)
 }
 
-// checkHost applies the Host rule (hostAllowed) to /readyz and /metrics,
-// which guard does not cover (/healthz tells nothing and stays open): a
-// rebound page could otherwise read them with a same-origin GET, which
-// carries no Origin. They also accept an IP address as Host, since
-// kubelet and Prometheus address a pod by its IP, and a rebound page
-// always sends its own name.
+// checkHost applies the ops ports' Host rule (hostguard.Named: an IP
+// literal, localhost, or a name of gateway.http.allowedHosts or
+// publicURL) to /readyz and /metrics, which guard does not cover
+// (/healthz tells nothing and stays open): a rebound page could otherwise
+// read them with a same-origin GET, which carries no Origin, on any bind.
+// kubelet and Prometheus address a pod by its IP; a rebound page always
+// sends its own name.
 func (g *Gateway) checkHost(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ops := r.URL.Path == "/readyz" || r.URL.Path == "/metrics"
-		if ops && !hostIsIP(r.Host) && !g.hostAllowed(r) {
+		if ops && !hostguard.Named(r.Host, g.rules.hosts) {
 			http.Error(w, "Forbidden: Host not allowed", http.StatusForbidden)
 			return
 		}
@@ -245,6 +245,3 @@ func (g *Gateway) serveReady(w http.ResponseWriter, r *http.Request) {
 	}
 	_, _ = io.WriteString(w, "ok\n")
 }
-
-// hostIsIP reports whether a Host header names an IP address.
-func hostIsIP(host string) bool { return net.ParseIP(hostguard.HostName(host)) != nil }

@@ -176,6 +176,31 @@ func TestOwnLoopbackOrigin(t *testing.T) {
 	}
 }
 
+// TestOpsPathsRefuseNamesOnAnyBind: bound to every address with no host
+// configured (the shipped manifests), the metrics and readiness paths
+// still refuse a name that is not localhost, as every ops port does: a
+// rebound page sends its own name, probes and scrapers an address.
+func TestOpsPathsRefuseNamesOnAnyBind(t *testing.T) {
+	b := startBackends(t)
+	cfg := testGatewayConfig(b)
+	cfg.Listen = "0.0.0.0:8080"
+	_, srv := startGateway(t, b, cfg)
+	for host, want := range map[string]int{"attacker.example": http.StatusForbidden, "10.1.2.3:8080": http.StatusOK, "localhost:8080": http.StatusOK} {
+		for _, path := range []string{"/metrics", "/readyz"} {
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+			req.Host = host
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if (resp.StatusCode == http.StatusForbidden) != (want == http.StatusForbidden) {
+				t.Errorf("%s with Host %s: %d, want %d", path, host, resp.StatusCode, want)
+			}
+		}
+	}
+}
+
 // TestOpsPathsFollowTheHostRule: with accepted hosts configured, the
 // metrics and readiness paths refuse another name (a rebound page could
 // read them) but accept an IP address, as probes and scrapers send.
