@@ -114,8 +114,15 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 	rec.setMethod(span, msg.Method)
 	if mcpspec.Methods[msg.Method].Streams {
 		// A stream lives long: it keeps only what it reads (the era's
-		// _meta and its notifications filter), not the whole body.
-		msg.Detach("_meta", "notifications")
+		// _meta and its notifications filter), not the whole body, and
+		// only so much of that.
+		if rerr := msg.Detach("_meta", "notifications"); rerr != nil {
+			if len(id) > wire.MaxStreamIDBytes {
+				id = nil // not echoed: the answer would be as long
+			}
+			refuse(w, rec, http.StatusBadRequest, id, rerr)
+			return
+		}
 	}
 	req := &methods.Request{View: ep.view, Server: ep.server, Principal: principal, SubjectToken: subject, ID: msg.ID, Method: msg.Method, Params: msg.Params, Header: r.Header}
 	req.Meta, _ = wire.Meta(msg.Params)

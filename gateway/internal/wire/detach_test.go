@@ -13,7 +13,9 @@ func TestDetach(t *testing.T) {
 	if rerr != nil {
 		t.Fatal(rerr)
 	}
-	m.Detach("_meta", "notifications")
+	if rerr := m.Detach("_meta", "notifications"); rerr != nil {
+		t.Fatal(rerr)
+	}
 	for i := range body {
 		body[i] = '#'
 	}
@@ -22,5 +24,29 @@ func TestDetach(t *testing.T) {
 	}
 	if _, ok := m.Params["pad"]; ok || len(m.Params) != 2 {
 		t.Fatalf("members kept: %v", m.Params)
+	}
+}
+
+// TestDetachIsBounded: what a stream would keep is bounded, whichever
+// member a client pads: a long id, a padded _meta or notifications is
+// refused with -32602, and the message keeps nothing of its body.
+func TestDetachIsBounded(t *testing.T) {
+	pad := strings.Repeat("x", MaxStreamKeptBytes)
+	for name, body := range map[string]string{
+		"id":            `{"jsonrpc":"2.0","id":"` + strings.Repeat("i", MaxStreamIDBytes) + `","method":"subscriptions/listen","params":{}}`,
+		"_meta":         `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"_meta":{"pad":"` + pad + `"}}}`,
+		"notifications": `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"pad":"` + pad + `"}}}`,
+	} {
+		m, _, rerr := Parse([]byte(body))
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		if rerr := m.Detach("_meta", "notifications"); rerr == nil || rerr.Code != CodeInvalidParams {
+			t.Errorf("a padded %s: %v, want -32602", name, rerr)
+		}
+	}
+	m, _, _ := Parse([]byte(`{"jsonrpc":"2.0","id":"` + strings.Repeat("i", MaxStreamIDBytes-2) + `","method":"subscriptions/listen","params":{"_meta":{"pad":"` + strings.Repeat("x", MaxStreamKeptBytes-32) + `"}}}`))
+	if rerr := m.Detach("_meta", "notifications"); rerr != nil {
+		t.Errorf("within the bounds: %v", rerr)
 	}
 }
