@@ -255,6 +255,23 @@ func (l *Local) Forget(session string) {
 	}
 }
 
+// Wake wakes the session's open GET streams on this replica, if any, as
+// a change of its subscriptions does: each looks again, and one whose
+// session was deleted (on another replica: Revocations.OnRevoked) ends.
+// Nothing held changes.
+func (l *Local) Wake(session string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if st, ok := l.sessions[session]; ok {
+		close(st.changed)
+		st.changed = make(chan struct{})
+	}
+	if w := l.streams[session]; w != nil {
+		close(w.changed)
+		w.changed = make(chan struct{})
+	}
+}
+
 // Held reports what all sessions hold on this replica: how many have
 // state, and its bytes.
 func (l *Local) Held() (sessions int, bytes int64) {

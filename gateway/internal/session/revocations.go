@@ -56,6 +56,9 @@ type Revocations struct {
 	now    func() time.Time
 	limits RevocationLimits
 
+	// onRevoked is told of revocations the watch brings (OnRevoked).
+	onRevoked atomic.Pointer[func(digest string)]
+
 	mu      sync.RWMutex
 	revoked map[digestKey]revocation
 	// local counts the revocations this replica recorded, in total and by
@@ -267,8 +270,9 @@ func (r *Revocations) RegisterMetrics(reg prometheus.Registerer) error {
 }
 
 // remember holds a revocation the watch delivered until its expiry,
-// keeping the later expiry of two.
-func (r *Revocations) remember(k digestKey, expiry time.Time) {
+// keeping the later expiry of two; it reports whether the session was not
+// known deleted here before.
+func (r *Revocations) remember(k digestKey, expiry time.Time) (fresh bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
@@ -276,13 +280,22 @@ func (r *Revocations) remember(k digestKey, expiry time.Time) {
 		r.prune(now)
 	}
 	if !now.Before(expiry) {
-		return
+		return false
 	}
-	if old, ok := r.revoked[k]; !ok || expiry.Unix() > old.expires {
+	old, ok := r.revoked[k]
+	if !ok || expiry.Unix() > old.expires {
 		old.expires = expiry.Unix()
 		r.revoked[k] = old
 	}
+	return !ok
 }
+
+// OnRevoked has f called with the digest of each session the watch
+// reports deleted that was not known deleted here, after it is recorded:
+// the gateway wakes the session's open GET streams on this replica, which
+// then find it deleted and end. Revocations heard before f is set (at
+// start, when no stream is open) are not reported.
+func (r *Revocations) OnRevoked(f func(digest string)) { r.onRevoked.Store(&f) }
 
 // prune drops expired revocations, so the map stays bounded by the live
 // deleted sessions (expired ids fail to open anyway). Call with r.mu held.
@@ -336,7 +349,11 @@ func (r *Revocations) watchOnce(ctx context.Context, connected func()) error {
 		}
 		for _, rev := range msg.GetRevocations() {
 			if k, ok := parseDigest(rev.GetSessionDigest()); ok && rev.GetExpiresAt().IsValid() {
-				r.remember(k, rev.GetExpiresAt().AsTime())
+				if r.remember(k, rev.GetExpiresAt().AsTime()) {
+					if f := r.onRevoked.Load(); f != nil {
+						(*f)(rev.GetSessionDigest())
+					}
+				}
 			}
 		}
 		if msg.GetSnapshotComplete() && !r.watching.Swap(true) {
