@@ -89,6 +89,14 @@ func TestAuditEventsOnlyTheWritersOwn(t *testing.T) {
 			t.Fatalf("%s: %q does not name event %d", tc.name, msg, tc.bad)
 		}
 	}
+	// An event dated ahead of the indexer's clock (beyond a few minutes'
+	// skew) would sort first in every query and outlive retention.
+	ahead := ev("gateway", "session_start", "alice")
+	ahead.Time = timestamppb.New(time.Now().Add(time.Hour))
+	_, err := gw.RecordAuditEvents(ctx, &indexerv1.RecordAuditEventsRequest{Events: []*indexerv1.AuditEvent{ev("gateway", "session_start", "alice"), ahead}})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "event 1:") {
+		t.Fatalf("an event an hour ahead: %v, want INVALID_ARGUMENT naming event 1", err)
+	}
 	if got := stored(); len(got) != 0 {
 		t.Fatalf("refused batches stored %d events (their permitted ones included): %v", len(got), got)
 	}

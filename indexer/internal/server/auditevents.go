@@ -120,8 +120,14 @@ func (s *Server) validAuditEvents(in []*indexerv1.AuditEvent) ([]audit.Event, er
 		return nil, invalidArgument(fmt.Sprintf("too many events (at most %d per request)", maxAuditEventsPerRequest))
 	}
 	out := make([]audit.Event, len(in))
+	latest := time.Now().Add(maxAuditClockSkew)
 	for i, p := range in {
 		e, err := auditEventFromProto(p)
+		if err == nil && e.Time.After(latest) {
+			// An event dated ahead would sort first in every newest-first
+			// query and outlive the retention that follows its time.
+			err = fmt.Errorf("time is more than %v ahead of the indexer's clock", maxAuditClockSkew)
+		}
 		if err != nil {
 			return nil, invalidArgument(fmt.Sprintf("event %d: %v", i, err))
 		}
@@ -129,6 +135,10 @@ func (s *Server) validAuditEvents(in []*indexerv1.AuditEvent) ([]audit.Event, er
 	}
 	return out, nil
 }
+
+// maxAuditClockSkew is how far ahead of the indexer's clock an event's
+// time may be: the writers' clocks differ a little, never by minutes.
+const maxAuditClockSkew = 5 * time.Minute
 
 func auditEventFromProto(p *indexerv1.AuditEvent) (audit.Event, error) {
 	e := audit.Event{Schema: audit.Schema, Time: p.GetTime().AsTime(), Service: p.GetService(), Kind: audit.Kind(p.GetKind()),
