@@ -314,6 +314,11 @@ func TestChartCheckCatchesMistakes(t *testing.T) {
 			"serviceAuth.tls.certFile /etc/other/tls.crt is not a file of a mounted volume"},
 		{"session key missing with several gateways", "development", []string{"--set", "config.gateway.sessions.key="},
 			"gateway.sessions.key"},
+		{"indexer given the gateway's token to the aggregator", "production", []string{"--set-json",
+			`indexer.extraEnv=[{"name":"X","valueFrom":{"secretKeyRef":{"name":"switchboard-service-tokens","key":"gateway-aggregator"}}}]`},
+			"env X holds token gateway-aggregator of Secret switchboard-service-tokens, which the indexer does not present"},
+		{"gateway presenting one token to both servers", "defaults", []string{"--set", "config.gateway.indexer.token=${SWITCHBOARD_GATEWAY_AGGREGATOR_TOKEN:-}"},
+			"present the same token: give each client→server pair a token of its own"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

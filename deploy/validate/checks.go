@@ -16,9 +16,11 @@ import (
 // (deploy/README.md shows how), with the keys the manifests read. Nothing
 // else may be referenced unless an operator in the render creates it.
 var DeployerSecrets = map[string][]string{
-	"switchboard-service-tokens": {"gateway", "indexer", "aggregator", "internal-client", "console"},
-	"switchboard-gateway":        {"session-key", "api-key-operator", "console-operator-key"},
-	"switchboard-database":       {"url"},
+	// One token per client→server pair, and its SHA-256 (tokens.go).
+	ServiceTokensSecret:      servicePairs,
+	ServiceTokenDigestSecret: servicePairs,
+	"switchboard-gateway":    {"session-key", "api-key-operator", "console-operator-key"},
+	"switchboard-database":   {"url"},
 }
 
 type problems []error

@@ -40,7 +40,7 @@ func (p *problems) checkAggregatorPeers(r *Render, d *appsv1.Deployment, c corev
 	// The credential a peer verifies the token against asserts the end
 	// user's principal, so it may resume held calls and do nothing else.
 	creds := cfg.ServiceAuth.Credentials
-	i := slices.IndexFunc(creds, func(cr config.ServiceCredential) bool { return peers.Token != "" && cr.Token == peers.Token })
+	i := slices.IndexFunc(creds, func(cr config.ServiceCredential) bool { return namesToken(cr, peers.Token) })
 	var cred config.ServiceCredential
 	if i < 0 || !creds[i].AssertPrincipals {
 		p.addf("%s: aggregator.peers.token is not a principal-asserting credential of the aggregator: a peer would refuse the forwarded retry", who)

@@ -54,7 +54,11 @@ func mountedFile(d *appsv1.Deployment, c corev1.Container, file string) (vol cor
 
 // envLookup resolves ${NAME} as the container would see it. A value from a
 // Secret is unknown here, so it stands in as a non-empty placeholder: the
-// check is that the reference is wired, not what the secret holds.
+// check is that the reference is wired, not what the secret holds. A key
+// of the token digests Secret stands in as the digest of the placeholder
+// of the same key of the tokens Secret (digestPlaceholder), so that a
+// server's tokenSHA256 and a client's token match when they name one
+// client→server pair.
 func envLookup(c corev1.Container) func(string) (string, bool) {
 	return func(name string) (string, bool) {
 		for _, e := range c.Env {
@@ -64,8 +68,10 @@ func envLookup(c corev1.Container) func(string) (string, bool) {
 			switch {
 			case e.ValueFrom == nil:
 				return e.Value, true
+			case e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Name == ServiceTokenDigestSecret:
+				return digestPlaceholder(e.ValueFrom.SecretKeyRef.Key), true
 			case e.ValueFrom.SecretKeyRef != nil:
-				return "secret:" + e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key, true
+				return secretPlaceholder(e.ValueFrom.SecretKeyRef.Name, e.ValueFrom.SecretKeyRef.Key), true
 			case e.ValueFrom.ConfigMapKeyRef != nil:
 				return "configmap:" + e.ValueFrom.ConfigMapKeyRef.Name + "/" + e.ValueFrom.ConfigMapKeyRef.Key, true
 			default:
@@ -345,19 +351,34 @@ func checkSwitchboardConfig(p *problems, r *Render) {
 	p.expectSet(idxWho, "indexer.database", idx.cfg.Indexer.Database)
 	p.expectSet(idxWho, "indexer.aggregator.token", idx.cfg.Indexer.Aggregator.Token)
 	// A server verifies the token of every credential that may call one
-	// of its RPCs; one that allows only the other server's (the
-	// aggregators' own, seen by the indexer) needs no secret there.
+	// of its RPCs, by its digest (or, with no certificate identity, by
+	// nothing); one that allows only the other server's (the indexer's
+	// own, seen by the indexer) needs no secret there.
 	for _, server := range []struct {
 		loaded
 		service string
 	}{{agg, "switchboard.aggregator."}, {idx, "switchboard.indexer."}} {
 		for i, cred := range server.cfg.ServiceAuth.Credentials {
-			if !slices.ContainsFunc(cred.Allow, func(a string) bool { return strings.HasPrefix(strings.TrimPrefix(a, "/"), server.service) }) {
+			if !allowsService(cred, server.service) {
 				continue
 			}
-			p.expectSet("Deployment "+server.d.Name, fmt.Sprintf("serviceAuth.credentials[%d] (%s).token", i, cred.Name), cred.Token)
+			if _, ok := cred.TokenDigest(); !ok {
+				p.expectSet("Deployment "+server.d.Name, credentialTokenKey(i, cred), "")
+			}
 		}
 	}
+	// Each pod holds only the tokens its service presents, and each
+	// client→server pair has a token of its own.
+	var presented []presentedToken
+	for _, l := range []struct {
+		loaded
+		comp string
+	}{{gw, "gateway"}, {agg, "aggregator"}, {idx, "indexer"}} {
+		own := presentedTokens(l.comp, "Deployment "+l.d.Name, l.cfg)
+		p.checkTokensHeld(l.d, l.c, l.comp, l.cfg, own)
+		presented = append(presented, own...)
+	}
+	p.checkTokensPerPair(presented, agg.cfg, idx.cfg)
 	// The aggregator replicas reach each other for held calls.
 	p.checkAggregatorPeers(r, agg.d, agg.c, agg.cfg, aggPort)
 	// The NetworkPolicies let each client reach the servers it calls.
@@ -391,7 +412,7 @@ func checkSwitchboardConfig(p *problems, r *Render) {
 		if t.key == "aggregator.pinning.indexer.token" && !pinned {
 			continue
 		}
-		i := slices.IndexFunc(t.creds, func(c config.ServiceCredential) bool { return c.Token == t.token && c.AssertPrincipals })
+		i := slices.IndexFunc(t.creds, func(c config.ServiceCredential) bool { return namesToken(c, t.token) && c.AssertPrincipals })
 		if i < 0 {
 			p.addf("%s: %s is not a principal-asserting credential of the %s", t.who, t.key, t.server)
 			continue
@@ -416,12 +437,13 @@ func checkSwitchboardConfig(p *problems, r *Render) {
 	// anything more would let a console session call tools.
 	if console := gw.cfg.Gateway.Console; console.Enabled {
 		for _, srv := range []struct {
-			name  string
-			creds []config.ServiceCredential
-		}{{"aggregator", agg.cfg.ServiceAuth.Credentials}, {"indexer", idx.cfg.ServiceAuth.Credentials}} {
-			i := slices.IndexFunc(srv.creds, func(c config.ServiceCredential) bool { return c.Token == console.ServiceToken })
+			name, token string
+			creds       []config.ServiceCredential
+		}{{"aggregator", console.AggregatorServiceToken(), agg.cfg.ServiceAuth.Credentials}, {"indexer", console.IndexerServiceToken(), idx.cfg.ServiceAuth.Credentials}} {
+			key := consoleTokenKey(console, srv.name)
+			i := slices.IndexFunc(srv.creds, func(c config.ServiceCredential) bool { return namesToken(c, srv.token) })
 			if i < 0 {
-				p.addf("%s: gateway.console.serviceToken is not a credential of the %s", gwWho, srv.name)
+				p.addf("%s: %s is not a credential of the %s", gwWho, key, srv.name)
 				continue
 			}
 			cred := srv.creds[i]
@@ -440,7 +462,7 @@ func checkSwitchboardConfig(p *problems, r *Render) {
 			slices.Sort(want)
 			slices.Sort(got)
 			if !cred.Operator || !cred.AssertPrincipals || !slices.Equal(got, want) {
-				p.addf("%s: the %s's credential %s for gateway.console.serviceToken must be operator and assertPrincipals and allow exactly %v of it (config.ConsoleMethods); it allows %v", gwWho, srv.name, cred.Name, want, got)
+				p.addf("%s: the %s's credential %s for %s must be operator and assertPrincipals and allow exactly %v of it (config.ConsoleMethods); it allows %v", gwWho, srv.name, cred.Name, key, want, got)
 			}
 		}
 	}

@@ -395,7 +395,7 @@ func TestCheckCatchesMistakes(t *testing.T) {
 		}, "gateway.sessions.key"},
 		{"server lacks a caller's token", func(r *Render) {
 			c := container(r, "switchboard-aggregator")
-			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "SWITCHBOARD_INDEXER_TOKEN" })
+			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "SWITCHBOARD_INDEXER_TOKEN_SHA256" })
 		}, "indexer.aggregator.token is not a principal-asserting credential of the aggregator"},
 		{"missing config map", func(r *Render) {
 			vols := r.deployment("switchboard-indexer").Spec.Template.Spec.Volumes
@@ -446,7 +446,7 @@ func TestCheckCatchesMistakes(t *testing.T) {
 		}, "must carry a release tag"},
 		{"aggregator lacks its own token", func(r *Render) {
 			c := container(r, "switchboard-aggregator")
-			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "SWITCHBOARD_AGGREGATOR_TOKEN" })
+			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "SWITCHBOARD_AGGREGATOR_AGGREGATOR_TOKEN" })
 		}, "aggregator.peers.token is empty: the pod lacks the secret it references"},
 		{"aggregator credential allows more than ResumeHeldCall", func(r *Render) {
 			editConfig(r, "        - switchboard.aggregator.v1.AggregatorService/ResumeHeldCall\n", "        - switchboard.aggregator.v1.AggregatorService/ResumeHeldCall\n        - switchboard.aggregator.v1.AggregatorService/CallTool\n")
@@ -458,7 +458,7 @@ func TestCheckCatchesMistakes(t *testing.T) {
 			editConfig(r, "      commonName: switchboard-aggregator\n      assertPrincipals: true\n", "      commonName: switchboard-aggregator\n")
 		}, "aggregator.peers.token is not a principal-asserting credential of the aggregator"},
 		{"peers unset with several replicas", func(r *Render) {
-			editConfig(r, "  peers:\n    dns: switchboard-aggregator-headless:50051\n    token: ${SWITCHBOARD_AGGREGATOR_TOKEN:-}\n", "")
+			editConfig(r, "  peers:\n    dns: switchboard-aggregator-headless:50051\n    token: ${SWITCHBOARD_AGGREGATOR_AGGREGATOR_TOKEN:-}\n", "")
 		}, "aggregator.peers is unset but up to 2 replicas run"},
 		{"peers.dns names a missing Service", func(r *Render) {
 			editConfig(r, "dns: switchboard-aggregator-headless:50051", "dns: switchboard-aggregators:50051")
@@ -504,20 +504,23 @@ func TestCheckCatchesMistakes(t *testing.T) {
 			editConfig(r, "    mode: warn\n", "    mode: strict\n")
 		}, "aggregator.pinning.mode: want off, warn or pin"},
 		{"pinning token the indexer does not know", func(r *Render) {
-			editConfig(r, "      address: dns:///switchboard-indexer-headless:50052\n      token: ${SWITCHBOARD_AGGREGATOR_TOKEN:-}\n",
-				"      address: dns:///switchboard-indexer-headless:50052\n      token: ${SWITCHBOARD_GATEWAY_TOKEN:-}\n")
+			c := container(r, "switchboard-aggregator")
+			c.Env = append(c.Env, corev1.EnvVar{Name: "SWITCHBOARD_GATEWAY_INDEXER_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: ServiceTokensSecret}, Key: "gateway-indexer"}}})
+			editConfig(r, "      address: dns:///switchboard-indexer-headless:50052\n      token: ${SWITCHBOARD_AGGREGATOR_INDEXER_TOKEN:-}\n",
+				"      address: dns:///switchboard-indexer-headless:50052\n      token: ${SWITCHBOARD_GATEWAY_INDEXER_TOKEN:-}\n")
 		}, "the indexer's credential for aggregator.pinning.indexer.token does not allow switchboard.indexer.v1.IndexerService/RecordToolDefinitions"},
 		{"pinning to the indexer without the Service", func(r *Render) {
 			editConfig(r, "      address: dns:///switchboard-indexer-headless:50052\n", "      address: switchboard-indexer:50052\n")
 		}, "aggregator.pinning.indexer.address"},
 		{"console credential allowed a call", func(r *Render) {
 			editConfig(r, "        - switchboard.indexer.v1.IndexerService/ListRateLimitBuckets\n", "        - switchboard.indexer.v1.IndexerService/ListRateLimitBuckets\n        - switchboard.aggregator.v1.AggregatorService/CallTool\n")
-		}, "for gateway.console.serviceToken must be operator and assertPrincipals and allow exactly"},
+		}, "for gateway.console.aggregatorToken must be operator and assertPrincipals and allow exactly"},
 		{"console credential not an operator", func(r *Render) {
-			editConfig(r, "      token: ${SWITCHBOARD_CONSOLE_TOKEN:-}\n      operator: true\n", "      token: ${SWITCHBOARD_CONSOLE_TOKEN:-}\n")
-		}, "for gateway.console.serviceToken must be operator"},
+			editConfig(r, "      hostedBy: gateway\n      operator: true\n", "      hostedBy: gateway\n")
+		}, "for gateway.console.aggregatorToken must be operator"},
 		{"console token unknown", func(r *Render) {
-			editConfig(r, "  serviceToken: ${SWITCHBOARD_CONSOLE_TOKEN:-}\n", "  serviceToken: ${SWITCHBOARD_CONSOLE_OTHER:-}\n")
+			editConfig(r, "  aggregatorToken: ${SWITCHBOARD_CONSOLE_AGGREGATOR_TOKEN:-}\n", "  aggregatorToken: ${SWITCHBOARD_CONSOLE_OTHER:-}\n")
 		}, "gateway.console.serviceToken is not a credential of the aggregator"},
 		{"ops port differs from the container port", func(r *Render) {
 			editConfig(r, "opsListen: 0.0.0.0:9090", "opsListen: 0.0.0.0:9091")

@@ -75,6 +75,16 @@ type ServiceCredential struct {
 	Name string `yaml:"name"`
 	// Token is the bearer token; use ${ENV} so it stays out of the file.
 	Token string `yaml:"token,omitempty"`
+	// TokenSHA256 is the bearer token's SHA-256 as 64 hexadecimal digits,
+	// instead of Token: a server that only verifies a caller's token need
+	// not hold the token itself. One of Token and TokenSHA256.
+	TokenSHA256 string `yaml:"tokenSHA256,omitempty"`
+	// HostedBy names the credential whose verified client certificate may
+	// carry this credential's token: a client that runs in another
+	// service's pods and presents that service's certificate (the
+	// operator console in the gateway's). Otherwise a call whose token and
+	// certificate name different credentials is refused.
+	HostedBy string `yaml:"hostedBy,omitempty"`
 	// URISAN, DNSSAN and CommonName authenticate this credential by a
 	// verified mTLS client certificate: a URI subject alternative name
 	// (spiffe://...), a DNS one, or the subject's common name. A

@@ -26,10 +26,34 @@ type Console struct {
 	// and assertPrincipals set, allowed only the read RPCs the console
 	// calls (ConsoleMethods). It must not be the gateway's own token.
 	ServiceToken string `yaml:"serviceToken"`
+	// AggregatorToken and IndexerToken are the console's credential to
+	// gateway.aggregator and to gateway.indexer, one token per server
+	// (${ENV}), so that neither server holds a token the other accepts;
+	// each replaces ServiceToken toward its server.
+	AggregatorToken string `yaml:"aggregatorToken"`
+	IndexerToken    string `yaml:"indexerToken"`
 	// SessionTTL bounds a login session (default 8h); the operator then
 	// logs in again.
 	SessionTTL Duration    `yaml:"sessionTTL"`
 	OIDC       ConsoleOIDC `yaml:"oidc"`
+}
+
+// AggregatorServiceToken is the token the console presents to the
+// aggregator: AggregatorToken, else ServiceToken.
+func (c Console) AggregatorServiceToken() string {
+	if c.AggregatorToken != "" {
+		return c.AggregatorToken
+	}
+	return c.ServiceToken
+}
+
+// IndexerServiceToken is the token the console presents to the indexer:
+// IndexerToken, else ServiceToken.
+func (c Console) IndexerServiceToken() string {
+	if c.IndexerToken != "" {
+		return c.IndexerToken
+	}
+	return c.ServiceToken
 }
 
 // ConsoleOIDC is operator login through the OpenID provider's
@@ -147,11 +171,18 @@ func (g Gateway) validateConsole() error {
 			errs = append(errs, keyErr(fmt.Sprintf("gateway.console.operatorKeys[%d]", i), "shorter than %d bytes", minOperatorKeyBytes))
 		}
 	}
-	switch c.ServiceToken {
-	case "":
+	switch {
+	case c.ServiceToken == "" && c.AggregatorToken == "" && c.IndexerToken == "":
 		errs = append(errs, errors.New("gateway.console.serviceToken is required: the console reads the services with a credential of its own"))
-	case g.Aggregator.Token, g.Indexer.Token:
-		errs = append(errs, errors.New("gateway.console.serviceToken is the gateway's own token: give the console a serviceAuth credential of its own"))
+	case c.AggregatorServiceToken() == "":
+		errs = append(errs, errors.New("gateway.console.aggregatorToken (or serviceToken) is required: the console's token to the aggregator"))
+	case c.IndexerServiceToken() == "":
+		errs = append(errs, errors.New("gateway.console.indexerToken (or serviceToken) is required: the console's token to the indexer"))
+	}
+	for key, tok := range map[string]string{"serviceToken": c.ServiceToken, "aggregatorToken": c.AggregatorToken, "indexerToken": c.IndexerToken} {
+		if tok != "" && (tok == g.Aggregator.Token || tok == g.Indexer.Token) {
+			errs = append(errs, fmt.Errorf("gateway.console.%s is the gateway's own token: give the console a serviceAuth credential of its own", key))
+		}
 	}
 	if c.SessionTTL < 0 || time.Duration(c.SessionTTL) > MaxConsoleSessionTTL {
 		errs = append(errs, keyErr("gateway.console.sessionTTL", "want up to %v (unset: %v)", MaxConsoleSessionTTL, DefaultConsoleSessionTTL))

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,7 +11,9 @@ import (
 
 // Validate reports what would make the gRPC services' authentication
 // ambiguous or open: a credential without a name or without an allow list,
-// a malformed method pattern, two credentials sharing a token or a
+// a malformed method pattern, a token given both as itself and as its
+// SHA-256 or as a malformed digest, a hostedBy that names no other
+// credential, two credentials sharing a token (in either form) or a
 // certificate identity, and TLS files given by halves. Credentials whose
 // token and certificate identities are all empty are kept (they match no
 // caller: a pod that lacks another service's secret sees it that way).
@@ -34,13 +38,37 @@ func (a ServiceAuth) Validate() error {
 		if c.AuditService != "" && !slices.Contains(AuditServices, c.AuditService) {
 			errs = append(errs, keyErr(fmt.Sprintf("serviceAuth.credentials[%d].auditService", i), "want %s or %s", strings.Join(AuditServices[:len(AuditServices)-1], ", "), AuditServices[len(AuditServices)-1]))
 		}
-		for kind, v := range map[string]string{"token": c.Token, "uriSAN": c.URISAN, "dnsSAN": c.DNSSAN, "commonName": c.CommonName} {
-			if v == "" {
+		if c.Token != "" && c.TokenSHA256 != "" {
+			errs = append(errs, fmt.Errorf("%s: token and tokenSHA256 are two forms of one token: set one", where))
+		}
+		if c.TokenSHA256 != "" && !validTokenSHA256(c.TokenSHA256) {
+			errs = append(errs, keyErr(fmt.Sprintf("serviceAuth.credentials[%d].tokenSHA256", i), "want the token's SHA-256 as 64 hexadecimal digits"))
+		}
+		switch {
+		case c.HostedBy == "":
+		case c.HostedBy == c.Name:
+			errs = append(errs, keyErr(fmt.Sprintf("serviceAuth.credentials[%d].hostedBy", i), "names the credential itself"))
+		case !slices.ContainsFunc(a.Credentials, func(o ServiceCredential) bool { return o.Name == c.HostedBy }):
+			errs = append(errs, keyErr(fmt.Sprintf("serviceAuth.credentials[%d].hostedBy", i), "no credential %s: name the credential whose client certificate carries this token", c.HostedBy))
+		}
+		// A token and a digest are compared as the token's SHA-256, so
+		// the two forms of one token are the same identity.
+		ids := []struct{ kind, key, value string }{
+			{"token", "tokenSHA256", ""}, {"uriSAN", "uriSAN", c.URISAN}, {"dnsSAN", "dnsSAN", c.DNSSAN}, {"commonName", "commonName", c.CommonName},
+		}
+		if d, ok := c.TokenDigest(); ok {
+			ids[0].value = hex.EncodeToString(d[:])
+			if c.Token != "" {
+				ids[0].key = "token"
+			}
+		}
+		for _, id := range ids {
+			if id.value == "" {
 				continue
 			}
-			key := kind + " " + v
+			key := id.kind + " " + id.value
 			if other, dup := seen[key]; dup {
-				errs = append(errs, keyErr(fmt.Sprintf("serviceAuth.credentials[%d].%s", i, kind), "is also %s's: each identity names one credential", other))
+				errs = append(errs, keyErr(fmt.Sprintf("serviceAuth.credentials[%d].%s", i, id.key), "is also %s's: each identity names one credential", other))
 			}
 			seen[key] = c.Name
 		}
@@ -52,6 +80,32 @@ func (a ServiceAuth) Validate() error {
 		errs = append(errs, errors.New("serviceAuth.tls.clientCAFile needs certFile and keyFile: client certificates are verified on a TLS server"))
 	}
 	return errors.Join(errs...)
+}
+
+// validTokenSHA256 reports whether s is a SHA-256 digest written as 64
+// hexadecimal digits (either case).
+func validTokenSHA256(s string) bool {
+	if len(s) != 2*sha256.Size {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
+// TokenDigest is the SHA-256 of the credential's bearer token: of Token,
+// or TokenSHA256 decoded. ok is false when the credential has neither (or
+// a malformed TokenSHA256, which Validate refuses). The service
+// authenticator compares presented tokens with this digest alone,
+// whichever form the configuration gave.
+func (c ServiceCredential) TokenDigest() (d [sha256.Size]byte, ok bool) {
+	switch {
+	case c.Token != "":
+		return sha256.Sum256([]byte(c.Token)), true
+	case c.TokenSHA256 != "" && validTokenSHA256(c.TokenSHA256):
+		_, _ = hex.Decode(d[:], []byte(c.TokenSHA256))
+		return d, true
+	}
+	return d, false
 }
 
 // AuditServices are the services that write audit events, the values of

@@ -7,11 +7,14 @@
 // identity bound to its own credential, and naming someone else is rejected.
 // A call with no valid credential is rejected before any handler runs, and
 // so is a call of a method the caller's credential does not allow
-// (allow.go).
+// (allow.go). Tokens are compared as SHA-256 digests only, and a call that
+// sends a verified client certificate and a token is admitted only when
+// both name one credential (Authenticate).
 package svcauth
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/x509"
 	"slices"
@@ -85,9 +88,22 @@ type credentialTable struct {
 	byURI, byDNS, byCN map[string]*Caller
 }
 
+// tokenEntry is a credential's token, kept as its SHA-256 only: the
+// configured token is hashed when the table is built, and a
+// tokenSHA256 is taken as it is (config.ServiceCredential.TokenDigest),
+// so both forms are compared the same way.
 type tokenEntry struct {
-	token  []byte
+	digest [sha256.Size]byte
 	caller Caller
+	// hostedBy names the credential whose verified client certificate
+	// may carry this token (config.ServiceCredential.HostedBy).
+	hostedBy string
+}
+
+// digestsEqual compares two token digests in constant time (a variable
+// so that a test can see every comparison).
+var digestsEqual = func(a, b *[sha256.Size]byte) bool {
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
 }
 
 // NewAuthenticator builds an authenticator from the configured credentials
@@ -116,10 +132,10 @@ func newCredentialTable(creds []config.ServiceCredential) *credentialTable {
 		if !c.AssertPrincipals {
 			caller.Bound = &commonv1.Principal{Subject: c.Subject, Groups: slices.Clone(c.Groups)}
 		}
-		if c.Token != "" {
+		if d, ok := c.TokenDigest(); ok {
 			byToken := *caller
 			byToken.Identity = identityToken
-			a.byToken = append(a.byToken, tokenEntry{token: []byte(c.Token), caller: byToken})
+			a.byToken = append(a.byToken, tokenEntry{digest: d, caller: byToken, hostedBy: c.HostedBy})
 		}
 		for _, id := range []struct {
 			by   map[string]*Caller
@@ -134,45 +150,92 @@ func newCredentialTable(creds []config.ServiceCredential) *credentialTable {
 }
 
 // Authenticate identifies the caller of an incoming call from its bearer
-// token or, failing that, its verified mTLS client certificate.
+// token and its verified mTLS client certificate. A call that presents
+// both is admitted only when they name the same credential, or the
+// token's credential is hosted by the certificate's (hostedBy): a token
+// sent with another service's certificate, or with a certificate that
+// names no credential, authenticates as nobody, so that mTLS limits who
+// can use a token. A call that presents one of them is the credential it
+// names.
 func (a *Authenticator) Authenticate(ctx context.Context) (Caller, bool) {
 	return a.table.Load().authenticate(ctx)
 }
 
 func (a *credentialTable) authenticate(ctx context.Context) (Caller, bool) {
+	byToken, hostedBy, presented, tokenOK := a.callerForToken(ctx)
+	certs := verifiedLeaves(ctx)
+	switch {
+	case presented && len(certs) > 0:
+		if !tokenOK {
+			return Caller{}, false
+		}
+		for _, cert := range certs {
+			if c, ok := a.callerForCert(cert); ok && (c.Name == byToken.Name || c.Name == hostedBy) {
+				return byToken, true
+			}
+		}
+		return Caller{}, false
+	case presented:
+		return byToken, tokenOK
+	}
+	for _, cert := range certs {
+		if c, ok := a.callerForCert(cert); ok {
+			return c, true
+		}
+	}
+	return Caller{}, false
+}
+
+// callerForToken finds the credential the call's bearer tokens name.
+// presented reports whether the call sent any; ok is false when none of
+// them names a credential, or they name two. Each presented token is
+// hashed once and its digest compared with every stored digest in
+// constant time, never stopping at a match, so timing reveals neither how
+// much of a token matched nor which entry did.
+func (a *credentialTable) callerForToken(ctx context.Context) (c Caller, hostedBy string, presented, ok bool) {
 	// Only the authorization values are read (copied), not the whole
 	// metadata.
+	var match *tokenEntry
+	ambiguous := false
 	for _, v := range metadata.ValueFromIncomingContext(ctx, "authorization") {
 		tok, found := strings.CutPrefix(v, "Bearer ")
 		if !found || tok == "" {
 			continue
 		}
-		presented := []byte(tok)
-		// Compare against every entry in constant time so timing does
-		// not reveal how much of a token matched.
-		var match *Caller
+		presented = true
+		digest := sha256.Sum256([]byte(tok))
 		for i := range a.byToken {
-			if subtle.ConstantTimeCompare(a.byToken[i].token, presented) == 1 {
-				match = &a.byToken[i].caller
-			}
-		}
-		if match != nil {
-			return *match, true
-		}
-	}
-	if p, ok := peer.FromContext(ctx); ok {
-		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
-			for _, chain := range ti.State.VerifiedChains {
-				if len(chain) == 0 {
-					continue
-				}
-				if c, ok := a.callerForCert(chain[0]); ok {
-					return c, true
-				}
+			if digestsEqual(&a.byToken[i].digest, &digest) {
+				ambiguous = ambiguous || (match != nil && match.caller.Name != a.byToken[i].caller.Name)
+				match = &a.byToken[i]
 			}
 		}
 	}
-	return Caller{}, false
+	if match == nil || ambiguous {
+		return Caller{}, "", presented, false
+	}
+	return match.caller, match.hostedBy, presented, true
+}
+
+// verifiedLeaves are the client certificates of the call's connection
+// that the TLS handshake verified (the leaf of each verified chain); none
+// without mTLS.
+func verifiedLeaves(ctx context.Context) []*x509.Certificate {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok {
+		return nil
+	}
+	var out []*x509.Certificate
+	for _, chain := range ti.State.VerifiedChains {
+		if len(chain) > 0 {
+			out = append(out, chain[0])
+		}
+	}
+	return out
 }
 
 // callerForCert finds the credential a verified client certificate names:

@@ -1,8 +1,10 @@
 package isolation
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -23,9 +25,10 @@ import (
 )
 
 const (
-	reportingURI  = "spiffe://switchboard.test/reporting"
-	auditorDNS    = "auditor.switchboard.test"
-	tokenOnlyCred = "token-only-client-secret"
+	reportingURI       = "spiffe://switchboard.test/reporting"
+	auditorDNS         = "auditor.switchboard.test"
+	tokenOnlyCred      = "token-only-client-secret"
+	reportingCertToken = "reporting-client-secret"
 )
 
 // mtlsClient is a TLS client configuration trusting roots and presenting
@@ -83,7 +86,8 @@ func TestMTLSClientCertificates(t *testing.T) {
 	cfg := &config.Config{
 		ServiceAuth: config.ServiceAuth{
 			Credentials: []config.ServiceCredential{
-				{Name: "reporting", URISAN: reportingURI, Subject: "reporting", Allow: []string{listTools}},
+				// The server holds the reporting token's SHA-256 only.
+				{Name: "reporting", URISAN: reportingURI, TokenSHA256: sha256Hex(reportingCertToken), Subject: "reporting", Allow: []string{listTools}},
 				{Name: "auditor", DNSSAN: auditorDNS, Subject: "auditor", Allow: []string{"switchboard.aggregator.v1.AggregatorService/ListBackends"}},
 				{Name: "token-only", Token: tokenOnlyCred, Subject: "token-only", Allow: []string{listTools}},
 			},
@@ -137,6 +141,28 @@ func TestMTLSClientCertificates(t *testing.T) {
 		wantMethodDenied(t, "auditor's ListTools", err)
 	})
 
+	// A token and a certificate sent together must name one credential:
+	// a client that learnt another credential's token cannot use it with
+	// its own certificate, and is told no more than for a bad token.
+	t.Run("token and certificate of one credential", func(t *testing.T) {
+		if err := listToolsOver(t, aggAddr, mtlsClient(t, caOne, &reporting), reportingCertToken); err != nil {
+			t.Errorf("ListTools with reporting's certificate and token (verified by its SHA-256): %v", err)
+		}
+	})
+	t.Run("token of another credential than the certificate's: refused", func(t *testing.T) {
+		mismatched := listToolsOver(t, aggAddr, mtlsClient(t, caOne, &reporting), tokenOnlyCred)
+		badToken := listToolsOver(t, aggAddr, mtlsClient(t, caOne, &reporting), "not-a-token")
+		if status.Code(mismatched) != codes.Unauthenticated {
+			t.Fatalf("ListTools with reporting's certificate and token-only's token: %v, want UNAUTHENTICATED", mismatched)
+		}
+		if status.Convert(mismatched).Message() != status.Convert(badToken).Message() || apierr.Reason(mismatched) != apierr.Reason(badToken) {
+			t.Errorf("refused with %v, a bad token with %v: the caller must not learn which half failed", mismatched, badToken)
+		}
+		if err := listToolsOver(t, aggAddr, mtlsClient(t, caOne, &auditor), reportingCertToken); status.Code(err) != codes.Unauthenticated {
+			t.Errorf("ListTools with auditor's certificate and reporting's token: %v, want UNAUTHENTICATED", err)
+		}
+	})
+
 	t.Run("a rewritten server certificate serves new connections", func(t *testing.T) {
 		rotated := caOne.Issue(t, serverSpec)
 		rotated.Write(t, dir, "aggregator")
@@ -167,4 +193,9 @@ func TestMTLSClientCertificates(t *testing.T) {
 			t.Errorf("a certificate of the CA no longer in the file: %v, want the connection refused", err)
 		}
 	})
+}
+
+func sha256Hex(s string) string {
+	d := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(d[:])
 }

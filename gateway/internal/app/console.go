@@ -19,7 +19,11 @@ import (
 // (gateway.console.serviceToken), never the gateway's.
 type operatorConsole struct {
 	*console.Console
-	token *svcauth.LiveToken
+	// token and indexerToken are the console's tokens to the aggregator
+	// and to the indexer (gateway.console.aggregatorToken, indexerToken,
+	// or serviceToken for both).
+	token, indexerToken *svcauth.LiveToken
+
 	conns []*grpc.ClientConn
 }
 
@@ -27,7 +31,8 @@ type operatorConsole struct {
 func startConsole(cfg *config.Config, keepalive grpc.DialOption, log *slog.Logger) (*operatorConsole, error) {
 	gw := cfg.Gateway.WithDefaults()
 	tls := cfg.ServiceAuth.TLS
-	oc := &operatorConsole{token: svcauth.NewLiveToken(gw.Console.ServiceToken, tls.Enabled())}
+	oc := &operatorConsole{token: svcauth.NewLiveToken(gw.Console.AggregatorServiceToken(), tls.Enabled()),
+		indexerToken: svcauth.NewLiveToken(gw.Console.IndexerServiceToken(), tls.Enabled())}
 	aggConn, err := rpc.DialLive(gw.Aggregator, tls, oc.token, keepalive)
 	if err != nil {
 		return nil, fmt.Errorf("gateway.console: gateway.aggregator: %w", err)
@@ -35,7 +40,7 @@ func startConsole(cfg *config.Config, keepalive grpc.DialOption, log *slog.Logge
 	oc.conns = append(oc.conns, aggConn)
 	deps := console.Deps{Aggregator: aggregatorv1.NewAggregatorServiceClient(aggConn), Log: log.With("component", "console")}
 	if gw.Indexer.Address != "" {
-		idxConn, err := rpc.DialLive(gw.Indexer, tls, oc.token, keepalive)
+		idxConn, err := rpc.DialLive(gw.Indexer, tls, oc.indexerToken, keepalive)
 		if err != nil {
 			oc.close()
 			return nil, fmt.Errorf("gateway.console: gateway.indexer: %w", err)
@@ -57,10 +62,11 @@ func startConsole(cfg *config.Config, keepalive grpc.DialOption, log *slog.Logge
 	return oc, nil
 }
 
-// reload applies what the console takes live: its service token, the
+// reload applies what the console takes live: its service tokens, the
 // operator keys, the servers and rate limits it shows.
 func (oc *operatorConsole) reload(cfg *config.Config) {
-	oc.token.Set(cfg.Gateway.Console.ServiceToken)
+	oc.token.Set(cfg.Gateway.Console.AggregatorServiceToken())
+	oc.indexerToken.Set(cfg.Gateway.Console.IndexerServiceToken())
 	oc.Update(cfg)
 }
 

@@ -24,7 +24,7 @@ var readKeys = []string{"gateway", "grpc", "serviceAuth.tls", "telemetry", "logg
 // by the watch itself).
 var liveKeys = []string{"gateway.auth", "gateway.aggregator.token", "gateway.indexer.token", "servers", "reload",
 	// The console's (gateway/internal/console), applied by its Update.
-	"gateway.console.operatorKeys", "gateway.console.serviceToken"}
+	"gateway.console.operatorKeys", "gateway.console.serviceToken", "gateway.console.aggregatorToken", "gateway.console.indexerToken"}
 
 // Validate checks everything the gateway reads in cfg, as at start and on
 // every reload: the sections (config.ValidateGateway), the TLS files, the
