@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 )
@@ -139,20 +138,11 @@ func (a BackendAuth) Validate(at string, headers map[string]string) error {
 }
 
 // validTokenEndpoint: client secrets and user tokens go there, so only
-// over TLS, except to this machine.
-func validTokenEndpoint(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
-		return errors.New("want an absolute https URL")
-	}
-	if u.Scheme == "http" && !isLoopbackHost(u.Hostname()) {
-		return errors.New("want https (http only to a loopback address)")
-	}
-	return nil
-}
+// over TLS, except to this machine (SecureURL).
+func validTokenEndpoint(raw string) error { return SecureURL(raw) }
 
 func isLoopbackHost(h string) bool {
-	if h == "localhost" {
+	if strings.EqualFold(h, "localhost") {
 		return true
 	}
 	ip := net.ParseIP(h)

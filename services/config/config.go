@@ -263,7 +263,10 @@ func Load(path string) (*Config, error) {
 // References are expanded in scalar values only, after the YAML is parsed:
 // a reference in a comment is never expanded (so a commented-out secret
 // cannot stop a service), and a secret containing YAML syntax ("#", ": ")
-// stays one value instead of changing the document's structure.
+// stays one value instead of changing the document's structure. What an
+// expanded value is, the field it lands in decides (expandtypes.go): text
+// in a string or any-typed field, that field's type in a number, bool or
+// duration field.
 //
 // Its errors name keys, lines and variables, never a value (keyerr.go);
 // the configuration it returns remembers where each value came from, for
@@ -280,6 +283,7 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 	}
 	written := map[*yaml.Node]node{}
 	src := sources{}
+	text := textScalars(&doc)
 	var missing []error
 	walkPaths(&doc, "", func(n *yaml.Node, path string, key bool) {
 		info := node{path: path, key: key, src: valueSource{line: n.Line}}
@@ -291,14 +295,27 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 			n.Style &^= yaml.FlowStyle
 		case yaml.ScalarNode:
 			info.src.vars = references(n.Value)
-			// A value that changes loses its resolved tag, so "${PORT}"
-			// (a string as written) can become an integer once expanded;
-			// it is re-resolved when re-encoded.
 			v, err := Expand(n.Value, lookup)
 			if err != nil {
 				missing = append(missing, &KeyError{Key: path, Line: n.Line, Err: err})
 			} else if v != n.Value {
-				n.Value, n.Tag, n.Style = v, "", 0
+				n.Value = v
+				switch {
+				case n.Style&yaml.TaggedStyle != 0:
+					// An explicit tag (!!int ${N}) is kept.
+				case text[n] && (v != "" || n.Style&quotedStyles != 0):
+					// A text field gets the text, whatever YAML
+					// would make of it (expandtypes.go).
+					n.Tag = "!!str"
+				default:
+					// A number, bool or duration: "${PORT}" (a
+					// string as written) loses its resolved tag and
+					// is read as the field's type once re-encoded.
+					// So does an unquoted reference that expands to
+					// nothing: an empty value, as if none was
+					// written.
+					n.Tag, n.Style = "", 0
+				}
 			}
 			if !key {
 				src[path] = info.src

@@ -68,12 +68,17 @@ type APIKey struct {
 // are fetched from JWKSURL, cached, and refetched when a token names an
 // unknown key id (rotation) or the cache is JWKSRefresh.MaxAge old; see
 // JWKSRefresh for how often.
+//
+// Issuer and JWKSURL are https, or http to a loopback address (SecureURL),
+// whatever the mode: the operator console's OIDC login uses them too.
 type OIDC struct {
 	// Issuer must equal the token's iss claim.
 	Issuer string `yaml:"issuer"`
 	// Audience must be among the token's aud claim.
 	Audience string `yaml:"audience"`
-	JWKSURL  string `yaml:"jwksURL"`
+	// JWKSURL serves the issuer's signing keys, fetched without
+	// following redirects.
+	JWKSURL string `yaml:"jwksURL"`
 	// GroupsClaim names the claim holding the user's groups ("groups"); an
 	// array of strings or a single string.
 	GroupsClaim string      `yaml:"groupsClaim"`
@@ -346,7 +351,7 @@ func (g Gateway) Validate() error {
 	if s.MaxPrincipalStateBytes > 0 && s.MaxStateBytes > 0 && s.MaxPrincipalStateBytes > s.MaxStateBytes {
 		return keyErr("gateway.sessions.maxPrincipalStateBytes", "more than gateway.sessions.maxStateBytes")
 	}
-	return errors.Join(g.validateEdge(), g.validateConsole())
+	return errors.Join(g.Auth.OIDC.validate(g.Auth.Mode), g.validateEdge(), g.validateConsole())
 }
 
 // orInt is v, or def when v is not positive (unset).

@@ -135,10 +135,16 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 		apply := gw.Reload
 		if con != nil {
 			apply = func(c *config.Config) error {
+				// The console's part is built first: an error in
+				// either part changes nothing.
+				next, err := con.prepare(c)
+				if err != nil {
+					return err
+				}
 				if err := gw.Reload(c); err != nil {
 					return err
 				}
-				con.reload(c)
+				next.commit()
 				return nil
 			}
 		}

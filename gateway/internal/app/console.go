@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 	"log/slog"
+	"reflect"
 
 	"google.golang.org/grpc"
 
@@ -25,6 +26,30 @@ type operatorConsole struct {
 	token, indexerToken *svcauth.LiveToken
 
 	conns []*grpc.ClientConn
+	log   *slog.Logger
+	// oidcFrom is what the OIDC login in force was built from.
+	oidcFrom oidcSettings
+}
+
+// oidcSettings are the keys the console's OIDC login is built from: its
+// client (gateway.console.oidc) and the provider (gateway.auth.oidc, with
+// its defaults).
+type oidcSettings struct {
+	client   config.ConsoleOIDC
+	provider config.OIDC
+}
+
+func oidcSettingsOf(gw config.Gateway) oidcSettings {
+	return oidcSettings{client: gw.Console.OIDC, provider: gw.Auth.OIDC}
+}
+
+// build is the OIDC login of s; nil when gateway.console.oidc has no
+// client.
+func (s oidcSettings) build() (*console.OIDCLogin, error) {
+	if !s.client.Enabled() {
+		return nil, nil
+	}
+	return console.NewOIDCLogin(s.client, s.provider, nil)
 }
 
 // startConsole builds the console when gateway.console.enabled.
@@ -32,7 +57,7 @@ func startConsole(cfg *config.Config, keepalive grpc.DialOption, log *slog.Logge
 	gw := cfg.Gateway.WithDefaults()
 	tls := cfg.ServiceAuth.TLS
 	oc := &operatorConsole{token: svcauth.NewLiveToken(gw.Console.AggregatorServiceToken(), tls.Enabled()),
-		indexerToken: svcauth.NewLiveToken(gw.Console.IndexerServiceToken(), tls.Enabled())}
+		indexerToken: svcauth.NewLiveToken(gw.Console.IndexerServiceToken(), tls.Enabled()), log: log, oidcFrom: oidcSettingsOf(gw)}
 	aggConn, err := rpc.DialLive(gw.Aggregator, tls, oc.token, keepalive)
 	if err != nil {
 		return nil, fmt.Errorf("gateway.console: gateway.aggregator: %w", err)
@@ -49,11 +74,9 @@ func startConsole(cfg *config.Config, keepalive grpc.DialOption, log *slog.Logge
 		deps.Indexer = indexerv1.NewIndexerServiceClient(idxConn)
 		deps.RateLimits = indexerRateBuckets{client: deps.Indexer}
 	}
-	if gw.Console.OIDC.Enabled() {
-		if deps.OIDC, err = console.NewOIDCLogin(gw.Console.OIDC, gw.Auth.OIDC, nil); err != nil {
-			oc.close()
-			return nil, err
-		}
+	if deps.OIDC, err = oc.oidcFrom.build(); err != nil {
+		oc.close()
+		return nil, err
 	}
 	if oc.Console, err = console.New(cfg, deps); err != nil {
 		oc.close()
@@ -62,12 +85,56 @@ func startConsole(cfg *config.Config, keepalive grpc.DialOption, log *slog.Logge
 	return oc, nil
 }
 
-// reload applies what the console takes live: its service tokens, the
-// operator keys, the servers and rate limits it shows.
-func (oc *operatorConsole) reload(cfg *config.Config) {
-	oc.token.Set(cfg.Gateway.Console.AggregatorServiceToken())
-	oc.indexerToken.Set(cfg.Gateway.Console.IndexerServiceToken())
-	oc.Update(cfg)
+// consoleReload is the console's part of a reload, built and not yet in
+// force.
+type consoleReload struct {
+	oc  *operatorConsole
+	cfg *config.Config
+	// oidcChanged: oidc (nil: none), built from oidcFrom, replaces the
+	// login in force.
+	oidcChanged bool
+	oidc        *console.OIDCLogin
+	oidcFrom    oidcSettings
+}
+
+// prepare builds what the console takes live of cfg, changing nothing:
+// an error leaves the console (and, as the gateway applies it after this,
+// the rest of the reload) as it was. The OIDC login is rebuilt when
+// gateway.auth.oidc or gateway.console.oidc changed.
+func (oc *operatorConsole) prepare(cfg *config.Config) (*consoleReload, error) {
+	r := &consoleReload{oc: oc, cfg: cfg, oidcFrom: oidcSettingsOf(cfg.Gateway.WithDefaults())}
+	if !reflect.DeepEqual(r.oidcFrom, oc.oidcFrom) {
+		o, err := r.oidcFrom.build()
+		if err != nil {
+			return nil, err
+		}
+		r.oidcChanged, r.oidc = true, o
+	}
+	return r, nil
+}
+
+// commit puts the reload in force: the service tokens, the operator keys,
+// the servers and rate limits the console shows, and the OIDC login.
+func (r *consoleReload) commit() {
+	oc := r.oc
+	oc.token.Set(r.cfg.Gateway.Console.AggregatorServiceToken())
+	oc.indexerToken.Set(r.cfg.Gateway.Console.IndexerServiceToken())
+	oc.Update(r.cfg)
+	if r.oidcChanged {
+		oc.SetOIDC(r.oidc)
+		oc.oidcFrom = r.oidcFrom
+		oc.log.Info("gateway.console: OIDC login reloaded", "enabled", r.oidc != nil)
+	}
+}
+
+// reload prepares and commits cfg at once.
+func (oc *operatorConsole) reload(cfg *config.Config) error {
+	r, err := oc.prepare(cfg)
+	if err != nil {
+		return err
+	}
+	r.commit()
+	return nil
 }
 
 func (oc *operatorConsole) close() {

@@ -41,7 +41,9 @@ func TestConsolePresentsOneTokenPerServer(t *testing.T) {
 	next := *cfg
 	next.Gateway.Console.AggregatorToken, next.Gateway.Console.IndexerToken = "", ""
 	next.Gateway.Console.ServiceToken = "console-shared"
-	oc.reload(&next)
+	if err := oc.reload(&next); err != nil {
+		t.Fatal(err)
+	}
 	if a, i := sends(oc.token), sends(oc.indexerToken); a != "Bearer console-shared" || i != "Bearer console-shared" {
 		t.Errorf("after a reload to serviceToken: %q to the aggregator, %q to the indexer", a, i)
 	}

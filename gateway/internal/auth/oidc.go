@@ -67,16 +67,45 @@ type refresh struct {
 	err  error
 }
 
-// NewOIDC builds an OIDC authenticator. Keys are fetched on first use.
+// NewOIDC builds an OIDC authenticator. Keys are fetched on first use,
+// with client (nil: a default one) made to follow no redirect
+// (WithoutRedirects). The issuer and the JWKS URL must be https, or http
+// to a loopback address (config.SecureURL).
 func NewOIDC(cfg config.OIDC, client *http.Client) (*OIDC, error) {
 	if cfg.Issuer == "" || cfg.Audience == "" || cfg.JWKSURL == "" {
 		return nil, errors.New("gateway.auth.oidc: issuer, audience and jwksURL are required")
 	}
-	cfg = cfg.WithDefaults()
-	if client == nil {
-		client = &http.Client{}
+	if err := config.SecureURL(cfg.Issuer); err != nil {
+		return nil, fmt.Errorf("gateway.auth.oidc.issuer: %w", err)
 	}
-	return &OIDC{cfg: cfg, client: client, groupsClaim: cfg.GroupsClaim, now: time.Now}, nil
+	if err := config.SecureURL(cfg.JWKSURL); err != nil {
+		return nil, fmt.Errorf("gateway.auth.oidc.jwksURL: %w", err)
+	}
+	cfg = cfg.WithDefaults()
+	return &OIDC{cfg: cfg, client: WithoutRedirects(client), groupsClaim: cfg.GroupsClaim, now: time.Now}, nil
+}
+
+// WithoutRedirects returns a copy of client (nil: a default client) that
+// follows no redirect: a 3xx answer is the answer. The signing keys, the
+// discovery document and the token request go to the URL configured or
+// discovered, checked by config.SecureURL, and nowhere a redirect names
+// (which could be plain http, or another server).
+func WithoutRedirects(client *http.Client) *http.Client {
+	c := &http.Client{}
+	if client != nil {
+		*c = *client
+	}
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return c
+}
+
+// HTTPStatusError describes an unexpected HTTP status, naming a redirect
+// as one that is not followed (and never where it pointed).
+func HTTPStatusError(what string, code int) error {
+	if code >= 300 && code < 400 {
+		return fmt.Errorf("%s: HTTP %d: redirects are not followed", what, code)
+	}
+	return fmt.Errorf("%s: HTTP %d", what, code)
 }
 
 // Authenticate implements Authenticator: the bearer token must name
@@ -248,7 +277,7 @@ func (o *OIDC) fetch() (jose.JSONWebKeySet, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return set, fmt.Errorf("jwks: HTTP %d", resp.StatusCode)
+		return set, HTTPStatusError("jwks", resp.StatusCode)
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxJWKSBytes)).Decode(&set); err != nil {
 		return set, fmt.Errorf("jwks: %w", err)

@@ -53,7 +53,10 @@ type Console struct {
 	revoked    *revocations
 	sessionTTL time.Duration
 	// live is the part of the configuration a reload replaces.
-	live   atomic.Pointer[liveConfig]
+	live atomic.Pointer[liveConfig]
+	// oidc is the OIDC login in force (nil: none), Deps.OIDC at first,
+	// replaced by SetOIDC.
+	oidc   atomic.Pointer[OIDCLogin]
 	fails  *failureLimiter
 	events *eventLog
 	// catalogChanged wakes the quarantine poll (capacity 1: a change
@@ -99,6 +102,7 @@ func New(cfg *config.Config, deps Deps) (*Console, error) {
 		done:           make(chan struct{}),
 	}
 	c.sealer.Store(s)
+	c.oidc.Store(deps.OIDC)
 	c.Update(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	c.stopped = cancel
@@ -125,6 +129,13 @@ func (c *Console) Update(cfg *config.Config) {
 	}
 	c.live.Store(l)
 }
+
+// SetOIDC puts o in force as the OIDC login (nil: none), as a reload of
+// gateway.auth.oidc or gateway.console.oidc built it: the next login
+// goes through it. An OIDC session that the login in force would not
+// have admitted (another provider, client, groups claim or operator
+// group) ends at once; one it would have stays open.
+func (c *Console) SetOIDC(o *OIDCLogin) { c.oidc.Store(o) }
 
 // Close stops the event watchers.
 func (c *Console) Close() {

@@ -155,7 +155,9 @@ func TestTamperedCookiesAreRefused(t *testing.T) {
 		code, _, _ := get(t, c, tc.srv.URL+"/console/backends")
 		return code
 	}
-	good, _ := tc.sealer.Load().seal(purposeSession, session{Operator: "x", Method: "oidc", ID: "z", CSRF: "y", Expires: time.Now().Add(time.Hour).Unix()})
+	// A key session: an OIDC one needs an OIDC login in force
+	// (TestOIDCSessionsFollowTheLogin).
+	good, _ := tc.sealer.Load().seal(purposeSession, session{Operator: "x", Method: "key", Key: keyDigest([]byte(testOperatorKey)), ID: "z", CSRF: "y", Expires: time.Now().Add(time.Hour).Unix()})
 	if try(sessionCookie, good) != http.StatusOK {
 		t.Fatal("a good session is refused")
 	}

@@ -32,7 +32,7 @@ func (c *Console) showLogin(w http.ResponseWriter, r *http.Request, code int, ne
 		return
 	}
 	c.render(w, r, code, "login", page{Title: "Log in", Error: failure, Data: loginData{
-		CSRF: l.CSRF, Next: next, Keys: len(c.live.Load().operatorKeys) > 0, OIDC: c.deps.OIDC != nil,
+		CSRF: l.CSRF, Next: next, Keys: len(c.live.Load().operatorKeys) > 0, OIDC: c.oidc.Load() != nil,
 	}})
 }
 

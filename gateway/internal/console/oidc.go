@@ -34,12 +34,18 @@ const (
 )
 
 // OIDCLogin logs operators in through the OpenID provider's
-// authorization-code flow, with PKCE (S256), state and nonce.
+// authorization-code flow, with PKCE (S256), state and nonce. A reload
+// that changes gateway.auth.oidc or gateway.console.oidc replaces it
+// whole (Console.SetOIDC).
 type OIDCLogin struct {
 	cfg      config.ConsoleOIDC
 	issuer   string
 	verifier *auth.OIDC
 	client   *http.Client
+	// admits is the SHA-256 of who admits operators: the provider, the
+	// client, the groups claim and the operator group. A session it made
+	// opens only while the login in force has the same (sessionFrom).
+	admits []byte
 
 	mu      sync.Mutex
 	meta    *providerMeta
@@ -51,22 +57,60 @@ type providerMeta struct {
 	Issuer                string `json:"issuer"`
 	AuthorizationEndpoint string `json:"authorization_endpoint"`
 	TokenEndpoint         string `json:"token_endpoint"`
+	// JWKSURI is not used (the keys are gateway.auth.oidc.jwksURL's),
+	// but a document that names an insecure one is refused with the rest.
+	JWKSURI string `json:"jwks_uri"`
+}
+
+// check refuses a document of another issuer, without the endpoints the
+// login needs, or naming an endpoint that is not https (http only to a
+// loopback address, config.SecureURL): the operator's browser is sent to
+// the authorization endpoint, and the client secret, the code and the
+// PKCE verifier to the token endpoint. Its errors name the fields, never
+// their values.
+func (m *providerMeta) check(issuer string) error {
+	if m.Issuer != issuer {
+		return errors.New("discovery: the document names another issuer")
+	}
+	for _, e := range []struct {
+		field, value string
+		required     bool
+	}{
+		{"authorization_endpoint", m.AuthorizationEndpoint, true},
+		{"token_endpoint", m.TokenEndpoint, true},
+		{"jwks_uri", m.JWKSURI, false},
+	} {
+		if e.value == "" && !e.required {
+			continue
+		}
+		if e.value == "" {
+			return fmt.Errorf("discovery: the document lacks %s", e.field)
+		}
+		if err := config.SecureURL(e.value); err != nil {
+			return fmt.Errorf("discovery: %s: %w", e.field, err)
+		}
+	}
+	return nil
 }
 
 // NewOIDCLogin builds the login from gateway.console.oidc and the provider
 // of gateway.auth.oidc (issuer, signing keys, groups claim); the ID
-// token's audience is the console's client id.
+// token's audience is the console's client id. Its HTTP client (nil: a
+// default one) follows no redirect: discovery, the keys and the token
+// request go to the issuer's and the discovered endpoints only.
 func NewOIDCLogin(cfg config.ConsoleOIDC, provider config.OIDC, client *http.Client) (*OIDCLogin, error) {
 	if client == nil {
 		client = &http.Client{Timeout: oidcTimeout}
 	}
+	client = auth.WithoutRedirects(client)
 	idp := provider
 	idp.Audience = cfg.ClientID
 	v, err := auth.NewOIDC(idp, client)
 	if err != nil {
 		return nil, fmt.Errorf("gateway.console.oidc: %w", err)
 	}
-	return &OIDCLogin{cfg: cfg, issuer: provider.Issuer, verifier: v, client: client}, nil
+	admits := sha256.Sum256([]byte(strings.Join([]string{provider.Issuer, cfg.ClientID, provider.GroupsClaim, cfg.OperatorGroup}, "\x00")))
+	return &OIDCLogin{cfg: cfg, issuer: provider.Issuer, verifier: v, client: client, admits: admits[:]}, nil
 }
 
 // discover returns the provider's endpoints, fetched at most once per
@@ -87,14 +131,14 @@ func (o *OIDCLogin) discover(ctx context.Context) (*providerMeta, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("discovery: HTTP %d", resp.StatusCode)
+		return nil, auth.HTTPStatusError("discovery", resp.StatusCode)
 	}
 	var m providerMeta
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxOIDCBody)).Decode(&m); err != nil {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
-	if m.Issuer != o.issuer || m.AuthorizationEndpoint == "" || m.TokenEndpoint == "" {
-		return nil, errors.New("discovery: the document names another issuer or lacks an endpoint")
+	if err := m.check(o.issuer); err != nil {
+		return nil, err
 	}
 	o.meta, o.fetched = &m, time.Now()
 	return o.meta, nil
@@ -102,7 +146,7 @@ func (o *OIDCLogin) discover(ctx context.Context) (*providerMeta, error) {
 
 // oidcStart sends the operator to the provider.
 func (c *Console) oidcStart(w http.ResponseWriter, r *http.Request) {
-	o := c.deps.OIDC
+	o := c.oidc.Load()
 	if o == nil {
 		http.NotFound(w, r)
 		return
@@ -140,7 +184,7 @@ func (c *Console) oidcStart(w http.ResponseWriter, r *http.Request) {
 // oidcCallback redeems the provider's code, verifies the ID token and
 // admits members of the operator group.
 func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
-	o := c.deps.OIDC
+	o := c.oidc.Load()
 	if o == nil {
 		http.NotFound(w, r)
 		return
@@ -187,7 +231,7 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	c.fails.succeeded(client)
 	operator := "oidc:" + p.GetSubject()
-	if err := c.startSession(w, r, operator, "oidc", nil); errors.Is(err, errSessionTooLarge) {
+	if err := c.startSession(w, r, operator, "oidc", o.admits); errors.Is(err, errSessionTooLarge) {
 		// Refused here, clearly: a cookie the browser drops or the console
 		// cannot open would send the operator round the login again and
 		// again.
@@ -242,6 +286,9 @@ func (o *OIDCLogin) redeem(ctx context.Context, code, verifier string) (*commonv
 	var tok struct {
 		IDToken string `json:"id_token"`
 		Error   string `json:"error"`
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		return nil, nil, auth.HTTPStatusError("token endpoint", resp.StatusCode)
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxOIDCBody)).Decode(&tok); err != nil {
 		return nil, nil, fmt.Errorf("token endpoint: HTTP %d, %v", resp.StatusCode, err)

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
@@ -49,7 +50,11 @@ type session struct {
 	ID string `json:"id"`
 	// Key is the SHA-256 of the operator key a key session was made with:
 	// the session opens only while that key is a live one, so a key a
-	// reload removes ends its sessions at once.
+	// reload removes ends its sessions at once. Of an OIDC session, it is
+	// the digest of the login that admitted it (OIDCLogin.admits): the
+	// session opens only while a login with the same provider, client,
+	// groups claim and operator group is in force, so a reload that
+	// changes one of them, or removes the OIDC login, ends it at once.
 	Key []byte `json:"k,omitempty"`
 }
 
@@ -170,6 +175,9 @@ func (c *Console) sessionFrom(r *http.Request) (session, bool) {
 			return session{}, false
 		}
 	case "oidc":
+		if o := c.oidc.Load(); o == nil || !bytes.Equal(s.Key, o.admits) {
+			return session{}, false
+		}
 	default:
 		return session{}, false
 	}
@@ -177,7 +185,7 @@ func (c *Console) sessionFrom(r *http.Request) (session, bool) {
 }
 
 // startSession sets the session cookie for operator; key is the digest
-// of a key session's operator key (nil for OIDC).
+// of a key session's operator key, or of an OIDC session's login.
 func (c *Console) startSession(w http.ResponseWriter, r *http.Request, operator, method string, key []byte) error {
 	ttl := c.sessionTTL
 	v, err := c.sealer.Load().seal(purposeSession, session{Operator: operator, Method: method, CSRF: randomToken(), ID: randomToken(),

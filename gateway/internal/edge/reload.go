@@ -23,8 +23,10 @@ var readKeys = []string{"gateway", "grpc", "serviceAuth.tls", "telemetry", "logg
 // liveKeys are those of readKeys that Reload applies ("reload" is applied
 // by the watch itself).
 var liveKeys = []string{"gateway.auth", "gateway.aggregator.token", "gateway.indexer.token", "servers", "reload",
-	// The console's (gateway/internal/console), applied by its Update.
-	"gateway.console.operatorKeys", "gateway.console.serviceToken", "gateway.console.aggregatorToken", "gateway.console.indexerToken"}
+	// The console's (gateway/internal/console), applied by its Update,
+	// and its OIDC login, rebuilt with gateway.auth.oidc (app's console
+	// reload).
+	"gateway.console.operatorKeys", "gateway.console.serviceToken", "gateway.console.aggregatorToken", "gateway.console.indexerToken", "gateway.console.oidc"}
 
 // Validate checks everything the gateway reads in cfg, as at start and on
 // every reload: the sections (config.ValidateGateway), the TLS files, the

@@ -1,0 +1,107 @@
+package app
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/rpc"
+)
+
+// discoveryServer is an OpenID provider as far as the console's start of
+// a login goes: its discovery document.
+func discoveryServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/.well-known/openid-configuration" {
+			http.NotFound(w, r)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]string{"issuer": srv.URL, "authorization_endpoint": srv.URL + "/authorize",
+			"token_endpoint": srv.URL + "/token", "jwks_uri": srv.URL + "/keys"})
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func consoleConfig(issuer, clientID string) *config.Config {
+	cfg := &config.Config{}
+	cfg.Gateway.Aggregator = config.Endpoint{Address: "127.0.0.1:1", Token: "gateway-token"}
+	cfg.Gateway.OpsListen = "127.0.0.1:0"
+	cfg.Gateway.Auth.OIDC = config.OIDC{Issuer: issuer, Audience: "switchboard", JWKSURL: issuer + "/keys"}
+	cfg.Gateway.Console = config.Console{Enabled: true, ServiceToken: "console-token", OperatorKeys: []string{"an-operator-key-of-some-length"},
+		OIDC: config.ConsoleOIDC{ClientID: clientID, RedirectURL: "https://ops.example/console/oidc/callback", OperatorGroup: "ops"}}
+	return cfg
+}
+
+// startLogin asks the console to start an OIDC login and returns where
+// it sends the browser (nil when it offers no OIDC login).
+func startLogin(t *testing.T, h http.Handler) *url.URL {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://127.0.0.1/console/oidc/start", nil))
+	if rec.Code == http.StatusNotFound {
+		return nil
+	}
+	if rec.Code != http.StatusSeeOther {
+		body, _ := io.ReadAll(rec.Body)
+		t.Fatalf("start: %d %s", rec.Code, body)
+	}
+	u, err := url.Parse(rec.Header().Get("Location"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// TestConsoleOIDCFollowsReload: a reload that changes gateway.auth.oidc
+// (the provider) or gateway.console.oidc (the console's client) reaches
+// the console's login at once, as it reaches the gateway's bearer
+// authentication; a reload that removes the console's client stops
+// offering the OIDC login.
+func TestConsoleOIDCFollowsReload(t *testing.T) {
+	a, b := discoveryServer(t), discoveryServer(t)
+	oc, err := startConsole(consoleConfig(a.URL, "console"), rpc.ClientKeepalive(config.GRPC{}), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(oc.close)
+	h := oc.Handler()
+	if u := startLogin(t, h); u == nil || !strings.HasPrefix(u.String(), a.URL+"/authorize?") {
+		t.Fatalf("before the reload the login goes to %v, want provider A", u)
+	}
+
+	if err := oc.reload(consoleConfig(b.URL, "console")); err != nil {
+		t.Fatal(err)
+	}
+	if u := startLogin(t, h); u == nil || !strings.HasPrefix(u.String(), b.URL+"/authorize?") {
+		t.Fatalf("after gateway.auth.oidc.issuer changed the login goes to %v, want provider B", u)
+	}
+
+	if err := oc.reload(consoleConfig(b.URL, "console-2")); err != nil {
+		t.Fatal(err)
+	}
+	if u := startLogin(t, h); u == nil || u.Query().Get("client_id") != "console-2" {
+		t.Fatalf("after gateway.console.oidc.clientID changed the login asks for %v", u)
+	}
+
+	if err := oc.reload(consoleConfig(b.URL, "")); err != nil {
+		t.Fatal(err)
+	}
+	if u := startLogin(t, h); u != nil {
+		t.Fatalf("with no console client the login still goes to %v", u)
+	}
+	if err := oc.reload(consoleConfig(a.URL, "console")); err != nil {
+		t.Fatal(err)
+	}
+	if u := startLogin(t, h); u == nil || !strings.HasPrefix(u.String(), a.URL+"/authorize?") {
+		t.Fatalf("with the client back the login goes to %v, want provider A", u)
+	}
+}
