@@ -58,12 +58,22 @@ func (p Pinning) EffectiveMode() string {
 	return p.Mode
 }
 
-// Validate checks the mode and, when it is not off, the indexer endpoint.
-func (p Pinning) Validate() error {
+// ValidateNewTools checks newTools alone: the indexer reads it too (it
+// makes new tools pending on its own when it is review).
+func (p Pinning) ValidateNewTools() error {
 	switch p.NewTools {
 	case "", PinningNewToolsApprove, PinningNewToolsReview:
+		return nil
 	default:
 		return keyErr("aggregator.pinning.newTools", "want %s or %s", PinningNewToolsApprove, PinningNewToolsReview)
+	}
+}
+
+// Validate checks the mode, newTools and, when the mode is not off, the
+// indexer endpoint.
+func (p Pinning) Validate() error {
+	if err := p.ValidateNewTools(); err != nil {
+		return err
 	}
 	switch p.EffectiveMode() {
 	case PinningOff:

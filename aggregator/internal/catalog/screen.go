@@ -15,15 +15,17 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/services/rawjson"
+	"github.com/switchboard-mcp/switchboard/services/tooldigest"
 )
 
 // MaxDefinitionDepth bounds how deeply a listed definition may nest
 // arrays and objects: the gateway's bound for what clients send
 // (go-sdk refuses more than 1000 levels); no schema a model can use
-// comes near it. The size of a definition is bounded by the listing's
-// message (backend.maxMessageBytes), and checking it takes time linear
-// in it.
-const MaxDefinitionDepth = 512
+// comes near it. It is the pinning digest's bound (tooldigest), so that
+// the catalog and the digest refuse the same definitions. The size of a
+// definition is bounded by the listing's message
+// (backend.maxMessageBytes), and checking it takes time linear in it.
+const MaxDefinitionDepth = tooldigest.MaxDefinitionDepth
 
 // CheckDefinition reports why a listed item's definition (its JSON object
 // as the backend listed it, schemas, annotations and _meta included)

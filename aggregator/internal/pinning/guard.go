@@ -30,6 +30,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/tooldigest"
 )
 
 const (
@@ -228,7 +229,7 @@ func (g *Guard) digestAll(lists map[string]*backend.Lists) {
 			if len(l.Definitions.Tools) == len(l.Tools) {
 				def = l.Definitions.Tools[i]
 			}
-			sum, err := Digest(def, t)
+			sum, err := tooldigest.Digest(def, t)
 			if err != nil {
 				// Never verified: held back in pin mode.
 				g.log.Warn("tool definition cannot be digested", "backend", b, "tool", t.Name, "err", err)

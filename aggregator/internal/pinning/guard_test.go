@@ -13,6 +13,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/services/audit"
@@ -20,6 +22,7 @@ import (
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
 	"github.com/switchboard-mcp/switchboard/services/testkit"
+	"github.com/switchboard-mcp/switchboard/services/tooldigest"
 )
 
 // recordingIndexer is the kit's fake indexer recording tool definitions
@@ -61,6 +64,16 @@ func (ix *recordingIndexer) record(_ context.Context, req *indexerv1.RecordToolD
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	resp := &indexerv1.RecordToolDefinitionsResponse{}
+	// As the indexer, refuse the request if a definition sent for review
+	// does not hash to its digest: what the guard sends must be what it
+	// digested.
+	for i, d := range req.GetTools() {
+		if def := d.GetDefinitionJson(); def != "" {
+			if sum, err := tooldigest.Digest([]byte(def), nil); err != nil || sum != d.GetDigest() {
+				return nil, status.Errorf(codes.InvalidArgument, "tools[%d]: definition_json does not hash to digest", i)
+			}
+		}
+	}
 	for _, d := range req.GetTools() {
 		k := key{d.GetBackend(), d.GetTool()}
 		if d.GetDefinitionJson() != "" {

@@ -14,6 +14,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,20 +52,23 @@ type Listeners struct {
 }
 
 // readKeys are the parts of the configuration file the indexer reads
-// (the gateway's session bounds, which it enforces for the cluster,
-// included); liveKeys are those a reload applies ("reload" is applied by
-// the watch itself). A change of any other key it reads is logged as
-// needing a restart.
+// (the gateway's session bounds, which it enforces for the cluster, and
+// the aggregators' aggregator.pinning.newTools, which it applies to what
+// they record, included); liveKeys are those a reload applies ("reload"
+// is applied by the watch itself). A change of any other key it reads is
+// logged as needing a restart.
 var (
-	readKeys = []string{"indexer", "serviceAuth", "grpc", "telemetry", "logging", "ops", "gateway.sessions", "rateLimits", "reload", "audit"}
-	liveKeys = []string{"serviceAuth.credentials", "indexer.aggregator.token", "rateLimits", "reload"}
+	readKeys = []string{"indexer", "serviceAuth", "grpc", "telemetry", "logging", "ops", "gateway.sessions", "rateLimits", "reload", "audit",
+		"aggregator.pinning.newTools"}
+	liveKeys = []string{"serviceAuth.credentials", "indexer.aggregator.token", "rateLimits", "reload", "aggregator.pinning.newTools"}
 )
 
 // Validate checks everything the indexer reads in cfg, as at start and on
-// every reload: the sections (config.ValidateIndexer), the TLS files and
-// the database URL's form.
+// every reload: the sections (config.ValidateIndexer), the TLS files, the
+// database URL's form and aggregator.pinning.newTools.
 func Validate(cfg *config.Config) error {
-	return errors.Join(cfg.ValidateIndexer(), rpc.CheckTLS(cfg.ServiceAuth.TLS), postgres.CheckURL(cfg.Indexer.Database))
+	return errors.Join(cfg.ValidateIndexer(), rpc.CheckTLS(cfg.ServiceAuth.TLS), postgres.CheckURL(cfg.Indexer.Database),
+		cfg.Aggregator.Pinning.ValidateNewTools())
 }
 
 // Run serves the indexer until ctx ends: gRPC, and /healthz, /readyz and
@@ -155,11 +159,19 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 		return err
 	}
 	limiter := ratelimit.New(limits, server.StoreBuckets{Store: st}, log, ratelimit.NewMetrics(reg, "indexer"))
+	// aggregator.pinning.newTools review makes new tools of a backend with
+	// tools recorded pending whatever the aggregators ask; a reload
+	// applies a change.
+	var reviewNewTools atomic.Bool
+	reviewNewTools.Store(cfg.Aggregator.Pinning.ReviewNewTools())
+	if reviewNewTools.Load() {
+		log.Info("new tools of a backend with tools recorded are pending until approved (aggregator.pinning.newTools review)")
+	}
 	// The configuration file is watched for as long as the indexer runs.
 	reloadCtx, stopReload := context.WithCancel(ctx)
 	reloadDone := make(chan struct{})
 	go func() {
-		creds, token, rateLimits := cfg.ServiceAuth.Credentials, ic.Aggregator.Token, cfg.RateLimits
+		creds, token, rateLimits, newTools := cfg.ServiceAuth.Credentials, ic.Aggregator.Token, cfg.RateLimits, cfg.Aggregator.Pinning.NewTools
 		env.WatchConfig(reloadCtx, reg, lifecycle.Reloader{Validate: Validate, Apply: func(next *config.Config) error {
 			if !reflect.DeepEqual(next.ServiceAuth.Credentials, creds) {
 				creds = slices.Clone(next.ServiceAuth.Credentials)
@@ -180,6 +192,11 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 				limiter.Apply(set)
 				log.Info("rateLimits reloaded", "limits", len(rateLimits.Limits))
 			}
+			if next.Aggregator.Pinning.NewTools != newTools {
+				newTools = next.Aggregator.Pinning.NewTools
+				reviewNewTools.Store(next.Aggregator.Pinning.ReviewNewTools())
+				log.Info("aggregator.pinning.newTools reloaded", "review", reviewNewTools.Load())
+			}
 			if restart := config.NeedRestart(config.Changed(cfg, next), readKeys, liveKeys); len(restart) > 0 {
 				log.Warn("needs a restart: configuration changes not applied", "keys", restart)
 			}
@@ -195,6 +212,7 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 		MaxRevocationsPerCaller: ic.MaxRevocationsPerCaller,
 		SessionEvents:           sessionHub,
 		Approvals:               approvalHub,
+		ReviewNewTools:          &reviewNewTools,
 		SessionLimits: store.SessionStateLimits{Subscriptions: gs.MaxSubscriptions, URIBytes: gs.MaxURIBytes,
 			PerPrincipal: gs.MaxPerPrincipal, PrincipalBytes: int64(gs.MaxPrincipalStateBytes)},
 		MaxSessionStateBytes: ic.SessionStates.MaxBytes,

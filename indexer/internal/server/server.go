@@ -40,6 +40,11 @@ type Deps struct {
 	SessionEvents *sessionevents.Hub
 	// Approvals streams tool definition approvals to aggregators.
 	Approvals *approvals.Hub
+	// ReviewNewTools, when it holds true (aggregator.pinning.newTools
+	// review in the indexer's configuration, applied live), records every
+	// new tool of a backend with tools recorded as pending, whether or
+	// not the aggregator asks (new_tools_pending); nil: only when asked.
+	ReviewNewTools *atomic.Bool
 	// SessionLimits and MaxSessionStateBytes bound session states as the
 	// gateway does (gateway.sessions).
 	SessionLimits        store.SessionStateLimits

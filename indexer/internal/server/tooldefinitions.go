@@ -5,13 +5,16 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
+	"github.com/switchboard-mcp/switchboard/services/tooldigest"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/approvals"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
@@ -64,8 +67,13 @@ func (s *Server) RecordToolDefinitions(ctx context.Context, req *indexerv1.Recor
 	if err == nil {
 		digests, err = validToolDigests(req.GetTools())
 	}
+	// A new tool of a backend with tools recorded is pending when the
+	// aggregator asks, or when this indexer's configuration says so
+	// (aggregator.pinning.newTools review): an aggregator's credential
+	// alone cannot record a new tool name approved by being first.
+	pendingIfNew := req.GetNewToolsPending() || s.ReviewNewTools != nil && s.ReviewNewTools.Load()
 	for i := range digests {
-		digests[i].PendingIfNew = req.GetNewToolsPending()
+		digests[i].PendingIfNew = pendingIfNew
 	}
 	var recs []store.ToolDefinition
 	if err == nil {
@@ -83,7 +91,8 @@ func (s *Server) RecordToolDefinitions(ctx context.Context, req *indexerv1.Recor
 	return resp, nil
 }
 
-// validToolDigests checks a request's bounds and forms.
+// validToolDigests checks a request's bounds and forms, and that each
+// definition sent for review hashes to its digest (checkDefinitionDigest).
 func validToolDigests(tools []*indexerv1.ToolDefinitionDigest) ([]store.ToolDefinitionDigest, error) {
 	if len(tools) > maxToolDefinitionsPerRequest {
 		return nil, invalidArgument("at most 10,000 tools per request; send more in several")
@@ -109,6 +118,9 @@ func validToolDigests(tools []*indexerv1.ToolDefinitionDigest) ([]store.ToolDefi
 			case def[0] != '{' || !json.Valid([]byte(def)):
 				return nil, invalidArgument("definition_json must be a JSON object")
 			}
+			if err := checkDefinitionDigest(i, t); err != nil {
+				return nil, err
+			}
 		}
 		k := key{t.GetBackend(), t.GetTool()}
 		if seen[k] {
@@ -118,6 +130,31 @@ func validToolDigests(tools []*indexerv1.ToolDefinitionDigest) ([]store.ToolDefi
 		out[i] = store.ToolDefinitionDigest{Backend: t.GetBackend(), Tool: t.GetTool(), Digest: t.GetDigest(), Definition: t.GetDefinitionJson()}
 	}
 	return out, nil
+}
+
+// checkDefinitionDigest refuses the definition sent with tools[i] unless
+// it hashes to its digest: the digest an aggregator computes of the
+// definition as its backend listed it (tooldigest.Digest, of the JSON
+// object the aggregator sends, which is that definition, or the tool
+// encoded when the list was made in code). Otherwise a credential that
+// records digests could show reviewers a harmless text for a harmful
+// definition's digest, and the approval of that digest would let the
+// harmful one through. The refusal names the tool, never the text.
+func checkDefinitionDigest(i int, t *indexerv1.ToolDefinitionDigest) error {
+	which := fmt.Sprintf("tools[%d] (backend %q, tool %q)", i, t.GetBackend(), t.GetTool())
+	sum, err := tooldigest.Digest([]byte(t.GetDefinitionJson()), nil)
+	switch {
+	case errors.Is(err, rawjson.ErrDuplicateMember):
+		return invalidArgument(which + ": definition_json has no digest: an object in it names a member twice")
+	case errors.Is(err, rawjson.ErrTooDeep):
+		return invalidArgument(which + fmt.Sprintf(": definition_json has no digest: it nests deeper than %d levels", tooldigest.MaxDefinitionDepth))
+	case err != nil:
+		return invalidArgument(which + ": definition_json has no digest: it is not a JSON object that can be read one way")
+	case sum != t.GetDigest():
+		return invalidArgument(which + ": definition_json does not hash to digest; send the definition the digest was computed from " +
+			"(docs/operations.md, Pinned tool definitions)")
+	}
+	return nil
 }
 
 // validToolKey bounds the names; PostgreSQL text holds no NUL.

@@ -24,7 +24,10 @@ type ToolDefinitions interface {
 	// (backend, tool) appears at most once in digests. A Definition given
 	// with a pending digest is kept with the record (SeenDefinition) until
 	// the tool is approved or its seen digest changes; with a digest that
-	// is approved it is ignored.
+	// is approved, or not the one seen, it is ignored. The first
+	// Definition kept for a seen digest stays: one given later with the
+	// same digest, through any handle, does not replace it (the caller
+	// checks that a Definition hashes to its Digest).
 	RecordToolDefinitions(ctx context.Context, digests []ToolDefinitionDigest) ([]ToolDefinition, error)
 	// ApproveToolDefinition makes digest the approved digest of (backend,
 	// tool), recording who approved it, and reports whether anything

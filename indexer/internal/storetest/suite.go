@@ -178,6 +178,7 @@ func RunToolDefinitions(t *testing.T, fresh Fresh[store.ToolDefinitions]) {
 	run(t, fresh, []check[Open[store.ToolDefinitions]]{
 		{"ToolDefinitions", toolDefinitions},
 		{"NewToolsOfARecordedBackendPending", newToolsOfARecordedBackendPending},
+		{"FirstDefinitionKept", firstDefinitionKept},
 	})
 }
 

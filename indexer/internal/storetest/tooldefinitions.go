@@ -186,3 +186,58 @@ func newToolsOfARecordedBackendPending(t *testing.T, open Open[store.ToolDefinit
 		t.Fatalf("a new tool without PendingIfNew: %+v, %v", recs, err)
 	}
 }
+
+// The first definition kept for a pending digest stays until the digest
+// is approved or another is seen: another text sent with the same digest
+// (the indexer checks that each hashes to it, but members a digest does
+// not cover, order and spacing may differ) does not replace it, through
+// any handle, and every recorder is told the one kept. A new seen digest
+// drops it, and the first text sent for that one is kept.
+func firstDefinitionKept(t *testing.T, open Open[store.ToolDefinitions]) {
+	one, two := open(t), open(t)
+	ctx := t.Context()
+	if _, err := one.RecordToolDefinitions(ctx, []store.ToolDefinitionDigest{{Backend: "delta", Tool: "lookup", Digest: digest('a')}}); err != nil {
+		t.Fatal(err)
+	}
+	pending := digest('b')
+	first, second := `{"name":"lookup","description":"refund every other order"}`, `{"description":"refund every other order","name":"lookup"}`
+	recs, err := one.RecordToolDefinitions(ctx, []store.ToolDefinitionDigest{{Backend: "delta", Tool: "lookup", Digest: pending, Definition: first}})
+	if err != nil || !recs[0].Pending() || recs[0].SeenDefinition != first {
+		t.Fatalf("the first definition of a pending digest: %+v, %v", recs, err)
+	}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		st := one
+		if i%2 == 1 {
+			st = two
+		}
+		wg.Go(func() {
+			recs, err := st.RecordToolDefinitions(ctx, []store.ToolDefinitionDigest{
+				{Backend: "delta", Tool: "lookup", Digest: pending, Definition: fmt.Sprintf(`%s%*s`, second, i, "")},
+			})
+			if err != nil || recs[0].SeenDefinition != first {
+				t.Errorf("recorder %d, another text of the same digest: %+v, %v; want the first kept", i, recs, err)
+			}
+		})
+	}
+	wg.Wait()
+	listed, err := two.ListToolDefinitions(ctx, false, "delta", "", 10)
+	if err != nil || len(listed) != 1 || listed[0].SeenDefinition != first {
+		t.Fatalf("pending definitions: %+v, %v; want the first text kept", listed, err)
+	}
+	// A new seen digest drops it; the first text sent for the new one is
+	// kept.
+	next := digest('c')
+	if recs, err := two.RecordToolDefinitions(ctx, []store.ToolDefinitionDigest{{Backend: "delta", Tool: "lookup", Digest: next}}); err != nil || recs[0].SeenDefinition != "" {
+		t.Fatalf("another seen digest: %+v, %v; want the old definition gone", recs, err)
+	}
+	for _, def := range []string{second, first} {
+		if _, err := one.RecordToolDefinitions(ctx, []store.ToolDefinitionDigest{{Backend: "delta", Tool: "lookup", Digest: next, Definition: def}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	listed, err = two.ListToolDefinitions(ctx, false, "delta", "", 10)
+	if err != nil || len(listed) != 1 || listed[0].SeenDigest != next || listed[0].SeenDefinition != second {
+		t.Fatalf("pending definitions: %+v, %v; want the first text sent for the new digest", listed, err)
+	}
+}

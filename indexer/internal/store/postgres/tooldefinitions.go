@@ -89,14 +89,14 @@ func (s *Store) RecordToolDefinitions(ctx context.Context, digests []store.ToolD
 		}
 	}
 	if len(withDefs) > 0 {
-		if err := s.keepDefinitions(ctx, withDefs); err != nil {
+		kept, err := s.keepDefinitions(ctx, withDefs)
+		if err != nil {
 			return nil, err
 		}
-		for _, d := range withDefs {
-			if rec := found[key{d.Backend, d.Tool}]; rec.Pending() && rec.SeenDigest == d.Digest {
-				rec.SeenDefinition = d.Definition
-				found[key{d.Backend, d.Tool}] = rec
-			}
+		// The records as they are after keeping: their definition is the
+		// first kept for the seen digest, which may be another's.
+		for _, rec := range kept {
+			found[key{rec.Backend, rec.Tool}] = rec
 		}
 	}
 	out := make([]store.ToolDefinition, len(digests))
@@ -111,23 +111,42 @@ func (s *Store) RecordToolDefinitions(ctx context.Context, digests []store.ToolD
 }
 
 // keepDefinitions keeps the definitions sent with pending digests (only
-// for the digest still seen, and not approved), for operators to review:
-// one statement per tool, in one round trip, in the order the upsert
-// locks rows, so that concurrent recorders cannot deadlock.
-func (s *Store) keepDefinitions(ctx context.Context, defs []store.ToolDefinitionDigest) error {
+// for the digest still seen, and not approved), for operators to review,
+// and returns the records of the tools whose digest that is. The first
+// definition kept for a seen digest stays: another text sent later with
+// the same digest (through any replica) leaves it, so what a reviewer
+// reads cannot be replaced under them (the upsert clears it when the
+// seen digest changes, an approval when it is approved). One statement
+// per tool, in one round trip, in the order the upsert locks rows, so
+// that concurrent recorders cannot deadlock.
+func (s *Store) keepDefinitions(ctx context.Context, defs []store.ToolDefinitionDigest) ([]store.ToolDefinition, error) {
 	defs = slices.Clone(defs)
 	slices.SortFunc(defs, func(a, b store.ToolDefinitionDigest) int {
 		return cmp.Or(strings.Compare(a.Backend, b.Backend), strings.Compare(a.Tool, b.Tool))
 	})
 	var batch pgx.Batch
 	for _, d := range defs {
-		batch.Queue(`UPDATE tool_definitions SET seen_definition = $4
-			WHERE backend = $1 AND tool = $2 AND seen_digest = $3 AND approved_digest <> $3`, d.Backend, d.Tool, d.Digest, d.Definition)
+		batch.Queue(`UPDATE tool_definitions SET seen_definition = CASE WHEN seen_definition = '' THEN $4 ELSE seen_definition END
+			WHERE backend = $1 AND tool = $2 AND seen_digest = $3 AND approved_digest <> $3
+			RETURNING `+toolDefinitionColumns, d.Backend, d.Tool, d.Digest, d.Definition)
 	}
-	if err := s.pool.SendBatch(ctx, &batch).Close(); err != nil {
-		return classify(fmt.Errorf("keep tool definitions: %w", err))
+	br := s.pool.SendBatch(ctx, &batch)
+	var kept []store.ToolDefinition
+	for range defs {
+		rec, err := scanToolDefinition(br.QueryRow())
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // approved, or another digest seen since
+		}
+		if err != nil {
+			_ = br.Close()
+			return nil, classify(fmt.Errorf("keep tool definitions: %w", err))
+		}
+		kept = append(kept, rec)
 	}
-	return nil
+	if err := br.Close(); err != nil {
+		return nil, classify(fmt.Errorf("keep tool definitions: %w", err))
+	}
+	return kept, nil
 }
 
 // ApproveToolDefinition approves the seen digest if it is d.Digest.

@@ -1,4 +1,10 @@
-package pinning
+// Package tooldigest is the one definition of a pinned tool's digest
+// (docs/operations.md, "Pinned tool definitions"): the aggregator digests
+// each tool its backends list with it, and the indexer digests the
+// definitions aggregators send for review with it, refusing one that does
+// not hash to the digest it comes with, so that what an operator reviews
+// is what the digest they approve stands for.
+package tooldigest
 
 import (
 	"bytes"
@@ -10,8 +16,15 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
 )
+
+// MaxDefinitionDepth bounds how deeply a definition may nest arrays and
+// objects: the gateway's bound for what clients send (go-sdk refuses more
+// than 1000 levels); no schema a model can use comes near it. The
+// aggregator's catalog refuses a listed definition past it
+// (catalog.MaxDefinitionDepth is this bound).
+const MaxDefinitionDepth = 512
 
 // reviewedMembers are the members of a tool's definition a reviewer reads
 // and a model acts on; a change of any of them changes the digest. Other
@@ -30,10 +43,11 @@ const digestDomain = "switchboard tool definition v1\n"
 // absent or null left out; so reordering members or reformatting changes
 // nothing, and any change of content does.
 //
-// A definition the catalog refuses (catalog.CheckDefinition: an object in
-// it, reviewed or not, names a member twice, or it nests too deeply) has
-// no digest: decoding keeps the last of two members where the catalog
-// reads the first, so its digest would not be of what clients see.
+// A definition the aggregator's catalog refuses (catalog.CheckDefinition:
+// an object in it, reviewed or not, names a member twice, or it nests
+// deeper than MaxDefinitionDepth) has no digest: decoding keeps the last
+// of two members where the catalog reads the first, so its digest would
+// not be of what clients see.
 func Digest(def []byte, tool *mcp.Tool) (string, error) {
 	if def == nil {
 		var err error
@@ -41,7 +55,7 @@ func Digest(def []byte, tool *mcp.Tool) (string, error) {
 			return "", err
 		}
 	}
-	if err := catalog.CheckDefinition(def); err != nil {
+	if err := rawjson.Unique(def, MaxDefinitionDepth); err != nil {
 		return "", fmt.Errorf("tool definition cannot be read one way: %w", err)
 	}
 	var obj map[string]json.RawMessage

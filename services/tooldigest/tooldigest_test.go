@@ -1,4 +1,4 @@
-package pinning
+package tooldigest
 
 import (
 	"encoding/json"
