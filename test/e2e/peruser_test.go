@@ -51,9 +51,11 @@ func (b callerBearer) RoundTrip(req *http.Request) (*http.Response, error) {
 // never the token the gateway accepted; a service credential presenting
 // one user's token beside another principal gets nothing exchanged and
 // reaches no backend; a failed exchange is an error result for that call,
-// not an outage; a backend's 401 challenge reaches the client in the
-// error's data; a Legacy session carries the token on each POST as a
-// Modern client does; no token appears in any service's log.
+// not an outage; a tokenExchange backend's 401 challenge (to the caller's
+// own credential) reaches the client in the error's data, a static
+// backend's (to the aggregator's own) only the aggregator's log; a Legacy
+// session carries the token on each POST as a Modern client does; no
+// token appears in any service's log.
 func TestPerUserCredentials(t *testing.T) {
 	alice := oidcop.User{ID: "alice", Username: "alice", Password: "pw-alice"}
 	bob := oidcop.User{ID: "bob", Username: "bob", Password: "pw-bob"}
@@ -65,11 +67,13 @@ func TestPerUserCredentials(t *testing.T) {
 	auth := map[string]config.BackendAuth{
 		"tx":     exchange,
 		"broken": broken,
+		"locked": exchange,
 	}
 	c := harness.Start(t, harness.Options{
 		Backends: []harness.Backend{
 			{Name: "tx", Spec: whoamiSpec}, {Name: "broken", Spec: whoamiSpec},
 			{Name: "locked", Spec: "tools:\n  - {name: deny, behaviour: challenge, text: '" + lockedChallenge + "'}\n"},
+			{Name: "sealed", Spec: "tools:\n  - {name: deny, behaviour: challenge, text: '" + lockedChallenge + "'}\n"},
 		},
 		Configure: func(cfg *config.Config) {
 			cfg.Gateway.Auth = config.GatewayAuth{Mode: "oidc", OIDC: config.OIDC{Issuer: idp.Issuer, Audience: "switchboard", JWKSURL: idp.JWKSURL}}
@@ -199,14 +203,30 @@ func TestPerUserCredentials(t *testing.T) {
 		t.Errorf("after a failed exchange the backend's tools are gone: %v", names)
 	}
 
-	// A backend's 401: the challenge in the error's data.
+	// A tokenExchange backend's 401 refuses the caller's own credential:
+	// the challenge in the error's data, for the client to act on.
 	_, err = sessions["alice"].CallTool(t.Context(), &mcp.CallToolParams{Name: "locked_deny", Arguments: map[string]any{}})
 	if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInternalError {
 		t.Fatalf("locked_deny: %v", err)
 	}
 	data = nil
 	if json.Unmarshal(rpcErr.Data, &data) != nil || data["reason"] != "unauthorized" || data["httpStatus"] != float64(401) || data["wwwAuthenticate"] != lockedChallenge {
-		t.Errorf("a backend's 401: data %s", rpcErr.Data)
+		t.Errorf("a tokenExchange backend's 401: data %s", rpcErr.Data)
+	}
+	// A static backend's 401 refuses the aggregator's own credential: the
+	// client gets the error without the challenge, the operator the
+	// challenge in the aggregator's log.
+	_, err = sessions["alice"].CallTool(t.Context(), &mcp.CallToolParams{Name: "sealed_deny", Arguments: map[string]any{}})
+	if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInternalError {
+		t.Fatalf("sealed_deny: %v", err)
+	}
+	data = nil
+	if json.Unmarshal(rpcErr.Data, &data) != nil || data["reason"] != "unauthorized" || data["httpStatus"] != float64(401) || data["wwwAuthenticate"] != nil ||
+		strings.Contains(rpcErr.Message+string(rpcErr.Data), "locked.example") {
+		t.Errorf("a static backend's 401: %q, data %s", rpcErr.Message, rpcErr.Data)
+	}
+	if log := c.Aggregator.Log(64 << 20); !strings.Contains(log, "locked.example/.well-known/oauth-protected-resource") {
+		t.Error("the aggregator's log lacks the static backend's challenge")
 	}
 
 	// No token in any log (the services log at debug level here).

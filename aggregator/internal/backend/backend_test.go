@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -68,12 +69,16 @@ func TestCollectCapsPages(t *testing.T) {
 // aggregator's configuration gives a backend at load
 // (config.Backend.WithDefaults): protocol auto, the timeout and input
 // wait, and the token cache bounds of its auth mode.
-func newTestClient(c Config) *Client {
+func newTestClient(c Config) *Client { return newTestClientLogging(c, nil) }
+
+// newTestClientLogging is newTestClient logging to log (nil: the default
+// logger).
+func newTestClientLogging(c Config, log *slog.Logger) *Client {
 	d := config.Backend{Protocol: c.Protocol, Timeout: config.Duration(c.Timeout), InputWait: config.Duration(c.InputWait),
 		Auth: config.BackendAuth{Mode: c.Auth.Mode, CacheEntries: c.Auth.CacheEntries, RefreshBefore: config.Duration(c.Auth.RefreshBefore)}}.WithDefaults()
 	c.Protocol, c.Timeout, c.InputWait = d.Protocol, time.Duration(d.Timeout), time.Duration(d.InputWait)
 	c.Auth.CacheEntries, c.Auth.RefreshBefore = d.Auth.CacheEntries, time.Duration(d.Auth.RefreshBefore)
-	return New(c, nil, nil)
+	return New(c, nil, log)
 }
 
 func TestHealthStates(t *testing.T) {
@@ -110,5 +115,13 @@ func TestUnreachableBackendIsUnavailableAndRedacted(t *testing.T) {
 		if msg := err.Error() + c.Status().LastError; strings.Contains(msg, secret) {
 			t.Fatalf("error leaks %q: %s", secret, msg)
 		}
+	}
+	// A credential in the user name alone (https://TOKEN@host) is the
+	// whole credential: the user information goes as a whole.
+	c = newTestClient(Config{Name: "b", URL: "http://tok3n-in-the-user-name@127.0.0.1:1/mcp", Timeout: 2 * time.Second})
+	defer c.Close()
+	_, err = c.ListAll(context.Background())
+	if msg := err.Error() + c.Status().LastError; !errors.Is(err, ErrUnavailable) || strings.Contains(msg, "tok3n") || !strings.Contains(msg, "127.0.0.1") {
+		t.Fatalf("a user-name credential: %s", msg)
 	}
 }

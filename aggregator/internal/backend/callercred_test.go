@@ -26,7 +26,9 @@ func fakeJWT(payload string) string {
 }
 
 // startExchanger is a token endpoint that answers every exchange with a
-// new token, valid for an hour, and an Auth that uses it.
+// new token, valid for an hour, and an Auth that uses it. Its client
+// secret is a realistic one: the redactor cuts a configured secret of any
+// length out of error texts (a one-letter one out of every word).
 func startExchanger(t *testing.T) Auth {
 	t.Helper()
 	var n atomic.Int32
@@ -35,7 +37,7 @@ func startExchanger(t *testing.T) Auth {
 		_, _ = fmt.Fprintf(w, `{"access_token":"exchanged-%d","token_type":"Bearer","expires_in":3600,"issued_token_type":"urn:ietf:params:oauth:token-type:access_token"}`, n.Add(1))
 	}))
 	t.Cleanup(endpoint.Close)
-	return Auth{Mode: AuthTokenExchange, Audience: "github", TokenEndpoint: endpoint.URL, ClientID: "api", ClientSecret: "s", CacheEntries: 8}
+	return Auth{Mode: AuthTokenExchange, Audience: "github", TokenEndpoint: endpoint.URL, ClientID: "api", ClientSecret: "exchange-client-secret", CacheEntries: 8}
 }
 
 // authRecorder is a real go-sdk server in both eras that records the

@@ -7,25 +7,33 @@ import (
 
 // ChallengeError: the backend answered a call HTTP 401 with a
 // WWW-Authenticate challenge (RFC 6750 §3, RFC 9728): it refused the
-// credential the call carried (the caller's own, an exchanged or the
-// gateway's token). It is the caller's answer, not an outage: the session
-// and the backend's health are untouched, and the client gets the
-// challenge (see the aggregator's status mapping).
+// credential the call carried (the caller's exchanged token, or the
+// aggregator's own: its static headers, its client-credentials token). It
+// is not an outage: the session and the backend's health are untouched.
+// Only a caller whose own credential was refused (tokenExchange) can act
+// on the challenge, and gets it (see the aggregator's status mapping);
+// a refused credential of the aggregator's own is the operator's to fix,
+// and the challenge goes to the log instead (Client.classify).
 type ChallengeError struct {
 	// Challenge is the WWW-Authenticate value(s), joined with ", ",
-	// printable ASCII only and bounded.
+	// printable ASCII only, redacted and bounded; empty when the refused
+	// credential is the aggregator's own.
 	Challenge string
 }
 
 func (e *ChallengeError) Error() string {
+	if e.Challenge == "" {
+		return "the backend refused the aggregator's own credentials for it (HTTP 401)"
+	}
 	return "the backend refused the call's credentials (HTTP 401): " + e.Challenge
 }
 
-// maxChallenge bounds the challenge text passed on.
+// maxChallenge bounds the challenge text passed on, once redacted.
 const maxChallenge = 1024
 
 // challengeOf is the ChallengeError of a 401 answer with a challenge, or
-// nil.
+// nil. Its text is as the backend sent it (within the transport's bound
+// on headers): classify redacts and bounds it before it goes anywhere.
 func challengeOf(resp *http.Response) *ChallengeError {
 	if resp.StatusCode != http.StatusUnauthorized {
 		return nil
@@ -40,8 +48,5 @@ func challengeOf(resp *http.Response) *ChallengeError {
 		}
 		return r
 	}, strings.Join(values, ", "))
-	if len(text) > maxChallenge {
-		text = text[:maxChallenge]
-	}
 	return &ChallengeError{Challenge: text}
 }

@@ -15,13 +15,13 @@
 package backend
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,7 +37,7 @@ type Client struct {
 	// tokens obtains the OAuth modes' tokens (oauth.go); nil otherwise.
 	tokens   *tokenSource
 	log      *slog.Logger
-	redactor *strings.Replacer
+	redactor *redactor
 	http     *http.Client
 	// raw sends the raw path's calls (raw.go) over the same connection
 	// pool; ids numbers their requests.
@@ -98,31 +98,13 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 	st := newStack(cfg, service)
 	spanName := "mcp backend " + cfg.Name
 
-	// Header values, and any password or query in the URL, are secrets:
-	// they are cut out of every error message before it is logged or
-	// reported.
-	var pairs []string
-	for _, v := range cfg.Headers {
-		if v != "" {
-			pairs = append(pairs, v, "[redacted]")
-		}
-	}
-	if cfg.Auth.ClientSecret != "" {
-		pairs = append(pairs, cfg.Auth.ClientSecret, "[redacted]")
-	}
-	if u, err := url.Parse(cfg.URL); err == nil {
-		if pw, ok := u.User.Password(); ok && pw != "" {
-			pairs = append(pairs, pw, "[redacted]")
-		}
-		if u.RawQuery != "" {
-			pairs = append(pairs, u.RawQuery, "[redacted]")
-		}
-	}
 	c := &Client{
-		cfg:      cfg,
-		tokens:   tokens,
-		log:      log.With("backend", cfg.Name),
-		redactor: strings.NewReplacer(pairs...),
+		cfg:    cfg,
+		tokens: tokens,
+		log:    log.With("backend", cfg.Name),
+		// The backend's secrets are cut out of everything it sends back
+		// (redact.go).
+		redactor: newRedactor(cfg, tokens),
 		// Both clients follow redirects on the backend's origin only
 		// (redirect.go).
 		http:     &http.Client{Transport: sdkTransport{s: st, spanName: spanName}, CheckRedirect: checkRedirect},
@@ -378,8 +360,8 @@ func bounded[T any](ctx context.Context, c *Client, f func(context.Context) (T, 
 
 // classify maps an SDK or raw-path error to the caller's own context
 // error, ErrMalformedRequest, ErrProtocolViolation, ErrTimeout,
-// *ProtocolError or ErrUnavailable, with
-// secrets removed.
+// *ProtocolError, *ChallengeError or ErrUnavailable, with the backend's
+// secrets and the call's own Authorization removed (redact.go).
 func (c *Client) classify(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -389,36 +371,131 @@ func (c *Client) classify(ctx context.Context, err error) error {
 	}
 	var challenge *ChallengeError
 	if errors.As(err, &challenge) {
-		// The caller's credential was refused; the backend is fine.
-		return challenge
+		// A credential was refused; the backend is fine.
+		return c.refused(ctx, challenge)
 	}
 	if cred := callerCredential(ctx); cred != nil {
 		if ch := cred.challenge.Load(); ch != nil {
 			// The same, seen by the transport under a go-sdk session,
 			// which reports only an HTTP error.
-			return ch
+			return c.refused(ctx, ch)
 		}
 	}
 	if errors.Is(err, ErrMalformedRequest) {
-		return fmt.Errorf("%w (%s)", ErrMalformedRequest, c.Redact(err.Error()))
+		// The rejection's body is bounded only once its secrets are out,
+		// so that none is cut in two.
+		return fmt.Errorf("%w (%s)", ErrMalformedRequest, bound(c.redactCall(ctx, err.Error()), maxRejectionText))
 	}
 	if errors.Is(err, ErrProtocolViolation) {
 		// One bad answer; the session stays.
-		return fmt.Errorf("%w (%s)", ErrProtocolViolation, c.Redact(err.Error()))
+		return fmt.Errorf("%w (%s)", ErrProtocolViolation, c.redactCall(ctx, err.Error()))
 	}
 	if errors.Is(err, errBudget) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%w after %s", ErrTimeout, c.cfg.Timeout)
 	}
 	var wire *jsonrpc.Error
 	if errors.As(err, &wire) && !errors.Is(err, mcp.ErrConnectionClosed) && !errors.Is(err, mcp.ErrSessionMissing) && wire.Code != rejectedCode {
-		return &ProtocolError{Code: wire.Code, Message: c.Redact(wire.Message), Data: c.Redact(string(wire.Data))}
+		set := c.redactor.forCall(ctx)
+		return &ProtocolError{Code: wire.Code, Message: set.redactText(wire.Message), Data: set.redactJSON(string(wire.Data))}
 	}
-	return &unavailableError{text: c.Redact(err.Error()), failure: failureOf(err)}
+	return &unavailableError{text: c.redactCall(ctx, err.Error()), failure: failureOf(err)}
+}
+
+// refused is the error of a 401 challenge to the call in ctx. The caller
+// can act on a challenge to its own credential (tokenExchange: it signs in
+// again) and gets it, redacted. A refused static or client-credentials
+// credential is the aggregator's own: the caller gets the challenge-less
+// error, the operator the challenge in the log, redacted.
+func (c *Client) refused(ctx context.Context, ch *ChallengeError) error {
+	text := bound(c.redactCall(ctx, ch.Challenge), maxChallenge)
+	if c.cfg.Auth.Mode == AuthTokenExchange {
+		return &ChallengeError{Challenge: text}
+	}
+	mode := c.cfg.Auth.Mode
+	if mode == AuthStatic {
+		mode = "static"
+	}
+	c.log.WarnContext(ctx, "the backend refused the aggregator's own credentials (HTTP 401): check them", "auth", mode, "challenge", text)
+	return &ChallengeError{}
+}
+
+// bound cuts text to at most n bytes.
+func bound(text string, n int) string {
+	if len(text) > n {
+		return text[:n]
+	}
+	return text
 }
 
 // rejectedCode is the code the SDK's transport gives requests it could not
 // deliver (HTTP failures); they are transport errors, not backend answers.
 const rejectedCode = -32005
 
-// Redact removes the configured header values from a message.
-func (c *Client) Redact(msg string) string { return c.redactor.Replace(msg) }
+// Redact cuts the backend's secrets (redact.go) out of a message.
+func (c *Client) Redact(msg string) string { return c.redactor.shared().redactText(msg) }
+
+// redactCall cuts the backend's secrets and the call's own Authorization
+// out of an error text of the call in ctx.
+func (c *Client) redactCall(ctx context.Context, msg string) string {
+	return c.redactor.forCall(ctx).redactText(msg)
+}
+
+// redactResult cuts the backend's secrets out of a result of the call in
+// ctx (redact.go: those of at least MinRedactedHidden bytes; for a result
+// marked isError, the call's own Authorization too).
+func (c *Client) redactResult(ctx context.Context, res *Result) *Result {
+	res.JSON = c.redactor.forResult(ctx, res.IsError).redactJSON(res.JSON)
+	return res
+}
+
+// redactToolResult is redactResult for a result of the go-sdk paths
+// (held calls, calls on a session of their own), input_required results
+// (which carry the backend's questions) included.
+func (c *Client) redactToolResult(ctx context.Context, res *mcp.CallToolResult) (*mcp.CallToolResult, error) {
+	set := c.redactor.forResult(ctx, res.IsError)
+	if set.empty() {
+		return res, nil
+	}
+	text, err := json.Marshal(res)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrProtocolViolation, err)
+	}
+	redacted := set.redactJSON(string(text))
+	if redacted == string(text) {
+		return res, nil
+	}
+	out := new(mcp.CallToolResult)
+	if err := json.Unmarshal([]byte(redacted), out); err != nil {
+		return nil, fmt.Errorf("%w: a result that could not be redacted", ErrProtocolViolation)
+	}
+	return out, nil
+}
+
+// redactNotice is redactNotification for a go-sdk notification's params:
+// the same, as JSON, when a secret was cut out.
+func (c *Client) redactNotice(params any) any {
+	if c.redactor.forNotification().empty() {
+		return params
+	}
+	text, err := json.Marshal(params)
+	if err != nil {
+		return params
+	}
+	if redacted := c.redactNotification(text); !bytes.Equal(redacted, text) {
+		return json.RawMessage(redacted)
+	}
+	return params
+}
+
+// redactNotification cuts the backend's secrets out of a notification's
+// params (JSON) relayed for a call.
+func (c *Client) redactNotification(params []byte) []byte {
+	set := c.redactor.forNotification()
+	if set.empty() {
+		return params
+	}
+	if text := set.redactJSON(string(params)); text != string(params) {
+		return []byte(text)
+	}
+	return params
+}

@@ -29,6 +29,12 @@ type Config struct {
 	// Auth adds per-caller or OAuth credentials to the static headers
 	// (callercred.go, oauth.go); the zero value: static headers only.
 	Auth Auth
+	// Hidden are the strings the tool overrides' hidden arguments inject
+	// into this backend's calls (every string inside each value, sorted,
+	// without repeats; nil for none). They may be secrets: the redactor
+	// cuts those of at least MinRedactedHidden bytes out of what the
+	// backend sends back (redact.go).
+	Hidden []string
 	// Timeout bounds every request to the backend.
 	Timeout time.Duration
 	// InputWait bounds how long a held call waits for the client's input

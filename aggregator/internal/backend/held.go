@@ -148,6 +148,7 @@ func (c *Client) CallToolAsking(ctx context.Context, params *mcp.CallToolParams,
 	_, _ = rand.Read(id)
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	h := &heldCall{id: hex.EncodeToString(id), owner: owner, asks: make(chan *inputAsk), done: make(chan heldOutcome, 1), cancel: cancel}
+	h.relay.redact = c.redactNotice
 	h.relay.set(n)
 	opts := &mcp.ClientOptions{
 		Logger:         c.log,
@@ -209,7 +210,7 @@ func (c *Client) await(ctx context.Context, h *heldCall) (*mcp.CallToolResult, e
 		if o.err != nil {
 			return nil, c.classify(wait, o.err)
 		}
-		return o.res, nil
+		return c.redactToolResult(wait, o.res)
 	case q := <-h.asks:
 		h.round++
 		h.pending, h.key = q, fmt.Sprintf("input-%d", h.round)
@@ -221,7 +222,9 @@ func (c *Client) await(ctx context.Context, h *heldCall) (*mcp.CallToolResult, e
 		}
 		h.timer = time.AfterFunc(c.cfg.InputWait, func() { c.expire(h.id) })
 		c.heldMu.Unlock()
-		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{h.key: q.params}, RequestState: c.heldState(h)}, nil
+		// The backend's question goes to the client with its secrets cut
+		// out; the backend gets the client's answer as it is.
+		return c.redactToolResult(ctx, &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{h.key: q.params}, RequestState: c.heldState(h)})
 	case <-wait.Done():
 		h.cancel()
 		err := wait.Err()

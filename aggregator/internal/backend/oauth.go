@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -90,6 +91,10 @@ type tokenSource struct {
 	client *http.Client
 	now    func() time.Time
 
+	// lastService is the last client-credentials token issued, cached or
+	// not: the redactor cuts it out of what the backend sends back.
+	lastService atomic.Pointer[string]
+
 	mu      sync.Mutex
 	service *cachedToken // client credentials
 	order   *list.List   // exchanged tokens, most recently used first
@@ -134,12 +139,21 @@ func (t *tokenSource) serviceToken(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	t.lastService.Store(&value)
 	if !expiry.IsZero() {
 		t.mu.Lock()
 		t.service = &cachedToken{value: value, expiry: expiry}
 		t.mu.Unlock()
 	}
 	return value, nil
+}
+
+// last is the last client-credentials token issued ("Bearer ..."), or "".
+func (t *tokenSource) last() string {
+	if v := t.lastService.Load(); v != nil {
+		return *v
+	}
+	return ""
 }
 
 // exchanged is a token exchanged for the caller's subjectToken, cached per

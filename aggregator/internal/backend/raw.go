@@ -121,18 +121,25 @@ var ErrProtocolViolation = errors.New("the backend broke the MCP protocol")
 const maxMessageBytes = 32 << 20
 
 // Call sends c on the raw path. Arguments and results are not decoded:
-// the result's bytes are the backend's.
+// the result's bytes are the backend's, but for the secrets the redactor
+// cuts out of them (redact.go).
 func (c *Client) Call(ctx context.Context, call *Call) (*Result, error) {
-	if res, handled, err := c.callPlain(ctx, call); handled {
-		return res, err
+	res, handled, err := c.callPlain(ctx, call)
+	if !handled {
+		policy := retryIdempotent
+		if call.Method == "tools/call" {
+			policy = retryUnsent
+		}
+		res, err = do(ctx, c, policy, c.cfg.Timeout, func(ctx context.Context, s *mcp.ClientSession) (*Result, error) {
+			return c.exchange(ctx, s, call)
+		})
 	}
-	policy := retryIdempotent
-	if call.Method == "tools/call" {
-		policy = retryUnsent
+	if err != nil {
+		return nil, err
 	}
-	return do(ctx, c, policy, c.cfg.Timeout, func(ctx context.Context, s *mcp.ClientSession) (*Result, error) {
-		return c.exchange(ctx, s, call)
-	})
+	// The one change to the backend's bytes: its secrets are cut out
+	// (redact.go).
+	return c.redactResult(ctx, res), nil
 }
 
 // SpeaksModern reports whether calls to the backend are stateless Modern
@@ -452,14 +459,14 @@ func (c *Client) relay(m message, id string, call *Call) {
 	switch {
 	case call.Progress && m.methodIs(MethodProgress):
 		if token, ok := rawjson.Get(m.params, "progressToken"); ok && idIs(token, id) {
-			call.Notify(MethodProgress, m.params)
+			call.Notify(MethodProgress, c.redactNotification(m.params))
 		}
 	case call.LogLevel != "" && m.methodIs(MethodLog):
 		var p struct {
 			Level mcp.LoggingLevel `json:"level"`
 		}
 		if json.Unmarshal(m.params, &p) == nil && LevelAtLeast(p.Level, call.LogLevel) {
-			call.Notify(MethodLog, m.params)
+			call.Notify(MethodLog, c.redactNotification(m.params))
 		}
 	}
 }

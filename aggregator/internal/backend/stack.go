@@ -181,18 +181,17 @@ func refusal(resp *http.Response) error {
 	if m, err := parseMessage(body); err == nil && m.err != nil {
 		return nil
 	}
-	text := strings.TrimSpace(string(body))
-	if len(text) > maxRejectionText {
-		text = text[:maxRejectionText]
-	}
-	return fmt.Errorf("%w: %s", ErrMalformedRequest, text)
+	// classify bounds the text (maxRejectionText) once the backend's
+	// secrets are cut out of it.
+	return fmt.Errorf("%w: %s", ErrMalformedRequest, strings.TrimSpace(string(body)))
 }
 
 // callMethods are the requests whose 400 is the caller's fault: a 400 to
 // a handshake is how a Legacy backend says it is not Modern.
 var callMethods = map[string]bool{"tools/call": true, "resources/read": true, "prompts/get": true, "completion/complete": true}
 
-// maxRejectionText bounds how much of a rejection's body is kept.
+// maxRejectionText bounds how much of a rejection's body is kept in its
+// error, redacted.
 const maxRejectionText = 512
 
 // requestMethod is the JSON-RPC method of a request, or "".

@@ -39,7 +39,7 @@ const streamProgressToken = "switchboard-call"
 // for notifications/message at that level or above. emit is never called
 // after CallToolStreamed returns.
 func (c *Client) CallToolStreamed(ctx context.Context, params *mcp.CallToolParams, progress bool, logLevel mcp.LoggingLevel, emit func(method string, params any)) (*mcp.CallToolResult, error) {
-	var r relay
+	r := relay{redact: c.redactNotice}
 	r.set(Notify{Progress: progress, Level: logLevel, Emit: emit})
 	opts := &mcp.ClientOptions{
 		Logger:         c.log,
@@ -57,7 +57,7 @@ func (c *Client) CallToolStreamed(ctx context.Context, params *mcp.CallToolParam
 		}
 		return nil, c.classify(ctx, err)
 	}
-	return res, nil
+	return c.redactToolResult(ctx, res)
 }
 
 // Notify is what the caller of a call on a session of its own (streamed,
@@ -75,6 +75,10 @@ type Notify struct {
 // round of a held call) or to none, it never calls the one before again;
 // with none (a held call waiting for its client's input) it drops them.
 type relay struct {
+	// redact cuts the backend's secrets out of a notification's params
+	// (Client.redactNotice); nil leaves them.
+	redact func(params any) any
+
 	mu sync.Mutex
 	to Notify
 }
@@ -104,6 +108,9 @@ func (r *relay) emit(method string, p any, wanted func(Notify) bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.to.Emit != nil && wanted(r.to) {
+		if r.redact != nil {
+			p = r.redact(p)
+		}
 		r.to.Emit(method, p)
 	}
 }

@@ -107,8 +107,7 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := e.newSetup(opts, nil)
-	st.overrides = overrides
+	st := e.newSetup(opts, nil, overrides)
 	e.setup.Store(st)
 	e.builders = newBuilders(st, e.log)
 	e.screen = catalog.NewScreen(e.log, opts.Metrics.definitionRefused)

@@ -35,8 +35,7 @@ func (e *Engine) Reconfigure(next Options) (needsRestart []string, err error) {
 	e.reconfMu.Lock()
 	defer e.reconfMu.Unlock()
 	prev := e.setup.Load()
-	st := e.newSetup(next, prev)
-	st.overrides = overrides
+	st := e.newSetup(next, prev, overrides)
 
 	// The catalogs are rebuilt with the new builders under rebuildMu, so
 	// no build mixes the old naming or servers with the new.

@@ -42,17 +42,21 @@ type setup struct {
 	pageSize, maxPageSize int
 }
 
-// newSetup makes the setup of opts, keeping the members of prev whose
-// backend configuration is unchanged (their clients, sessions and
-// listers) and making new ones for the rest. Every backend's held calls
-// name opts.HeldOwner.
-func (e *Engine) newSetup(opts Options, prev *setup) *setup {
+// newSetup makes the setup of opts with its compiled tool overrides,
+// keeping the members of prev whose backend configuration is unchanged
+// (their clients, sessions and listers) and making new ones for the rest.
+// Every backend's held calls name opts.HeldOwner; every backend's client
+// knows the hidden argument values the overrides inject into its calls,
+// which it keeps out of what the backend sends back (a change to them
+// makes a new client).
+func (e *Engine) newSetup(opts Options, prev *setup, overrides map[string]*override.Set) *setup {
 	st := &setup{byName: map[string]*member{}, servers: map[string]config.Server{}, naming: opts.Naming,
-		instructions: opts.Instructions, pageSize: opts.PageSize, maxPageSize: opts.MaxPageSize}
+		instructions: opts.Instructions, pageSize: opts.PageSize, maxPageSize: opts.MaxPageSize, overrides: overrides}
 	cfgs := slices.Clone(opts.Backends)
 	slices.SortFunc(cfgs, func(a, b backend.Config) int { return strings.Compare(a.Name, b.Name) })
 	for _, c := range cfgs {
 		c.HeldOwner = opts.HeldOwner
+		c.Hidden = hiddenStrings(overrides, c.Name)
 		m := prev.member(c.Name)
 		if m == nil || !reflect.DeepEqual(m.cfg, c) {
 			m = &member{cfg: c, client: e.newClient(c), listReq: make(chan struct{}, 1)}
@@ -81,6 +85,21 @@ func newBuilders(st *setup, log *slog.Logger) map[string]*catalog.Builder {
 		bs[name] = catalog.NewSpecBuilder(st.naming, catalog.ServerSpec(sv, st.overrides[name], st.overrides[""]), log)
 	}
 	return bs
+}
+
+// hiddenStrings are the strings the hidden arguments of every catalog's
+// overrides inject into backend's calls, sorted, without repeats; nil for
+// none.
+func hiddenStrings(overrides map[string]*override.Set, backend string) []string {
+	var out []string
+	for _, set := range overrides {
+		out = append(out, set.HiddenStrings(backend)...)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // compileOverrides compiles the tool overrides of every catalog: the

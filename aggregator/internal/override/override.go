@@ -76,6 +76,44 @@ func (s *Set) Len() int {
 	return len(s.tools)
 }
 
+// HiddenStrings are the strings the set's hidden arguments inject into
+// the calls of backend's tools: every string inside each value, at any
+// depth (object member names aside). They may be secrets, which the
+// backend's client cuts out of what the backend sends back.
+func (s *Set) HiddenStrings(backend string) []string {
+	if s == nil {
+		return nil
+	}
+	var out []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case string:
+			out = append(out, v)
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		case map[string]any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	for k, t := range s.tools {
+		if k.backend != backend {
+			continue
+		}
+		for _, a := range t.hidden {
+			var v any
+			if json.Unmarshal(a.value, &v) == nil {
+				walk(v)
+			}
+		}
+	}
+	return out
+}
+
 // Tool is the compiled override of one tool. It is never modified after
 // Compile, so any number of calls may use it at once. A nil *Tool
 // overrides nothing: every method then returns its input.

@@ -38,7 +38,8 @@ func TestAuditTrail(t *testing.T) {
 	tickets := newTestBackend(t, "tickets", backendOptions{extra: func(b *testBackend) {
 		b.server.AddTool(&mcp.Tool{Name: "search", InputSchema: map[string]any{"type": "object"}},
 			func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				// The backend gets the hidden value, and echoes it back.
+				// The backend gets the hidden value, and echoes it back
+				// (which the aggregator redacts).
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(req.Params.Arguments)}}}, nil
 			})
 	}})
@@ -76,8 +77,10 @@ audit:
 		return h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: p, Server: server, Name: name, ArgumentsJson: args})
 	}
 	resp, err := call(alice, "support", "tickets_search", args)
-	if err != nil || !strings.Contains(resp.GetResultJson(), hiddenTenant) {
-		t.Fatalf("normal call: %v %v (the backend should get and echo the hidden value)", resp, err)
+	// The backend gets the hidden value and echoes it back, which the
+	// client gets redacted.
+	if err != nil || !strings.Contains(resultText(t, resp.GetResultJson()), `"tenant":"[redacted]"`) || strings.Contains(resp.GetResultJson(), hiddenTenant) {
+		t.Fatalf("normal call: %v %v (the backend should get and echo the hidden value, redacted on its way back)", resp, err)
 	}
 	_, err = call(bob, "support", "tickets_search", args)
 	wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)

@@ -98,9 +98,16 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 		return backenderr.New("token exchange failed", &aggregatorv1.BackendError{Code: jsonrpcInternalError, Message: tokenErr.Error(),
 			DataJson: dataJSON(map[string]string{"reason": "token_exchange_failed", "grant": tokenErr.Grant, "error": tokenErr.Code})})
 	case errors.As(err, &challenge):
-		// MCP clients answer a 401 challenge by (re)authorizing: the
-		// challenge goes to them in the error's data, as the backend sent
-		// it.
+		// MCP clients answer a 401 challenge by (re)authorizing: a
+		// challenge to the caller's own credential (tokenExchange) goes to
+		// them in the error's data, redacted. A refused credential of the
+		// aggregator's own (static, clientCredentials) is no challenge
+		// the caller can answer: the backend logged it for the operator.
+		if challenge.Challenge == "" {
+			return backenderr.New("backend refused the credentials", &aggregatorv1.BackendError{Code: jsonrpcInternalError,
+				Message:  "the tool's server refused the credentials Switchboard holds for it (HTTP 401); an operator must fix them",
+				DataJson: dataJSON(map[string]any{"reason": "unauthorized", "httpStatus": 401})})
+		}
 		return backenderr.New("backend refused the credentials", &aggregatorv1.BackendError{Code: jsonrpcInternalError,
 			Message:  "the tool's server refused the credentials of this call (HTTP 401)",
 			DataJson: dataJSON(map[string]any{"reason": "unauthorized", "httpStatus": 401, "wwwAuthenticate": challenge.Challenge})})

@@ -1,0 +1,396 @@
+package backend
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/services/dualera"
+)
+
+// logBuffer collects a client's log output.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func (l *logBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// startLeaky is a real go-sdk server, in both eras, whose tools quote their
+// arguments and the call's Authorization back, as careless servers do:
+// reject in a JSON-RPC error (message and data), fail in a result marked
+// isError, echo in a normal result (text and structured content) and in a
+// log message. A call of the tool malformed is answered HTTP 400 with the
+// request's body, as some proxies do.
+func startLeaky(t *testing.T) string {
+	t.Helper()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "leaky", Version: "1"}, nil)
+	quote := func(req *mcp.CallToolRequest) string {
+		return fmt.Sprintf("arguments %s, authorization %q", req.Params.Arguments, req.Extra.Header.Get("Authorization"))
+	}
+	args := func(req *mcp.CallToolRequest) map[string]any {
+		var m map[string]any
+		_ = json.Unmarshal(req.Params.Arguments, &m)
+		return m
+	}
+	add := func(name string, h mcp.ToolHandler) {
+		srv.AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}}, h)
+	}
+	add("reject", func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		a := args(req)
+		data, _ := json.Marshal(map[string]any{"input_value": a["key"], "odd": a["odd"], "authorization": req.Extra.Header.Get("Authorization")})
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("input_value='%v' rejected; %s", a["key"], quote(req)), Data: data}
+	})
+	add("fail", func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "upstream refused: " + quote(req)}}}, nil
+	})
+	add("echo", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Data: "calling upstream with " + quote(req)})
+		a := args(req)
+		a["authorization"] = req.Extra.Header.Get("Authorization")
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done: " + quote(req)}}, StructuredContent: a}, nil
+	})
+	router := dualera.New(srv, nil, nil)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if bytes.Contains(body, []byte(`"name":"malformed"`)) {
+				http.Error(w, "bad request: "+string(body), http.StatusBadRequest)
+				return
+			}
+		}
+		router.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// leakCall is a tools/call of tool with arguments args.
+func leakCall(tool string, args []byte) *Call {
+	var p ParamsBuilder
+	p.String("name", tool)
+	p.Raw("arguments", args)
+	return &Call{Method: "tools/call", Name: tool, Params: p.Bytes()}
+}
+
+// leaked names the first secret found in text, as it is, JSON-escaped
+// either way, or in any string of text read as JSON; "" for none.
+func leaked(text string, secrets ...string) string {
+	var strs []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case string:
+			strs = append(strs, v)
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		case map[string]any:
+			for k, e := range v {
+				strs = append(strs, k)
+				walk(e)
+			}
+		}
+	}
+	var v any
+	if json.Unmarshal([]byte(text), &v) == nil {
+		walk(v)
+	}
+	for _, s := range secrets {
+		html, _ := json.Marshal(s)
+		var plain bytes.Buffer
+		enc := json.NewEncoder(&plain)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(s)
+		forms := []string{s, string(html[1 : len(html)-1]), strings.TrimSpace(plain.String())[1 : len(strings.TrimSpace(plain.String()))-1]}
+		for _, f := range forms {
+			if strings.Contains(text, f) {
+				return s
+			}
+		}
+		for _, str := range strs {
+			if strings.Contains(str, s) {
+				return s
+			}
+		}
+	}
+	return ""
+}
+
+// The strings of hidden argument values (Config.Hidden) that a backend
+// sends back are cut out of everything the client gets and the log holds:
+// its JSON-RPC errors (message and data), the rejection of a malformed
+// call, results marked isError, normal results and the log messages
+// relayed for a call, in either era and on a session of the call's own.
+// Values shorter than MinRedactedHidden stay. What is cut out of a JSON
+// text leaves it valid JSON.
+func TestHiddenValuesAreRedactedFromAnswers(t *testing.T) {
+	const key = "sk-live-0123456789abcdef"
+	// A value that JSON escapes (quotes, and <>& escaped by encoding/json).
+	const odd = `pw<&>"q"-and-more`
+	args, _ := json.Marshal(map[string]any{"key": key, "odd": odd, "tenant": "acme"})
+	url := startLeaky(t)
+	for _, protocol := range []string{ProtocolModern, ProtocolLegacy} {
+		t.Run(protocol, func(t *testing.T) {
+			logs := &logBuffer{}
+			c := newTestClientLogging(Config{Name: "leaky", URL: url, Protocol: protocol, Timeout: 5 * time.Second,
+				Hidden: []string{"acme", key, odd}}, logs.logger())
+			t.Cleanup(c.Close)
+			ctx := context.Background()
+			check := func(what, text string) {
+				t.Helper()
+				if s := leaked(text, key, odd); s != "" {
+					t.Errorf("%s holds %q: %s", what, s, text)
+				}
+			}
+
+			_, err := c.Call(ctx, leakCall("reject", args))
+			var perr *ProtocolError
+			if !errors.As(err, &perr) || perr.Code != jsonrpc.CodeInvalidParams {
+				t.Fatalf("reject: %v", err)
+			}
+			check("a JSON-RPC error's message", perr.Message)
+			check("a JSON-RPC error's data", perr.Data)
+			if !strings.Contains(perr.Message, "[redacted]") || !json.Valid([]byte(perr.Data)) || !strings.Contains(perr.Data, "[redacted]") {
+				t.Errorf("reject: message %q, data %s", perr.Message, perr.Data)
+			}
+
+			res, err := c.Call(ctx, leakCall("fail", args))
+			if err != nil || !res.IsError {
+				t.Fatalf("fail: %v %+v", err, res)
+			}
+			check("a result marked isError", res.JSON)
+			if !json.Valid([]byte(res.JSON)) || !strings.Contains(res.JSON, "[redacted]") || !strings.Contains(res.JSON, "acme") {
+				t.Errorf("fail: %s", res.JSON)
+			}
+
+			var notes []string
+			call := leakCall("echo", args)
+			if protocol == ProtocolModern {
+				call.LogLevel, call.Notify = "info", func(_ string, params []byte) { notes = append(notes, string(params)) }
+			}
+			res, err = c.Call(ctx, call)
+			if err != nil || res.IsError {
+				t.Fatalf("echo: %v %+v", err, res)
+			}
+			check("a result", res.JSON)
+			if !json.Valid([]byte(res.JSON)) || !strings.Contains(res.JSON, `"tenant":"acme"`) {
+				t.Errorf("echo: %s", res.JSON)
+			}
+			if protocol == ProtocolModern && len(notes) != 1 {
+				t.Errorf("echo's log messages: %q", notes)
+			}
+			for _, n := range notes {
+				check("a relayed log message", n)
+			}
+
+			_, err = c.Call(ctx, leakCall("malformed", args))
+			if !errors.Is(err, ErrMalformedRequest) {
+				t.Fatalf("malformed: %v", err)
+			}
+			check("a rejection", err.Error())
+
+			// A session of the call's own (go-sdk), as a streamed call
+			// wanting a Legacy backend's log messages takes.
+			var emitted []string
+			own, err := c.CallToolStreamed(ctx, &mcp.CallToolParams{Name: "echo", Arguments: json.RawMessage(args)}, false, "info", func(_ string, p any) {
+				b, _ := json.Marshal(p)
+				emitted = append(emitted, string(b))
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			text, _ := json.Marshal(own)
+			check("a result on a session of its own", string(text))
+			if len(emitted) != 1 {
+				t.Errorf("log messages on a session of its own: %q", emitted)
+			}
+			for _, n := range emitted {
+				check("a log message on a session of its own", n)
+			}
+			_, err = c.CallToolStreamed(ctx, &mcp.CallToolParams{Name: "reject", Arguments: json.RawMessage(args)}, false, "", func(string, any) {})
+			if !errors.As(err, &perr) {
+				t.Fatalf("reject on a session of its own: %v", err)
+			}
+			check("an error on a session of its own", perr.Message+perr.Data)
+
+			check("the log", logs.String())
+		})
+	}
+}
+
+// A backend's 401 challenge is the caller's to act on only when the
+// refused credential is the caller's own (tokenExchange): then it is
+// passed on, redacted. A refused static or client-credentials credential
+// is the aggregator's own: the call fails without the challenge, which
+// the log keeps, redacted.
+func TestChallengeIsForwardedOnlyForTheCallersCredential(t *testing.T) {
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Method") == "tools/call" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="locked", error="invalid_token", error_description="refused `+r.Header.Get("Authorization")+`"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		dualEraEcho("locked").ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		forward bool
+	}{
+		{"static", Config{Headers: map[string]string{"Authorization": "Bearer static-secret-0123"}}, false},
+		{"clientCredentials", Config{Auth: func() Auth { a := startExchanger(t); a.Mode = AuthClientCredentials; return a }()}, false},
+		{"tokenExchange", Config{Auth: startExchanger(t)}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logs := &logBuffer{}
+			cfg := tc.cfg
+			cfg.Name, cfg.URL, cfg.Protocol, cfg.Timeout = "locked", front.URL, ProtocolModern, 5*time.Second
+			c := newTestClientLogging(cfg, logs.logger())
+			t.Cleanup(c.Close)
+			ctx, err := c.WithCaller(context.Background(), "alice", fakeJWT(`{"sub":"alice","aud":"switchboard"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			token := strings.TrimPrefix(callerAuthorization(ctx), "Bearer ")
+			if token == "" {
+				token = "static-secret-0123"
+			}
+			_, err = c.Call(ctx, echoCall(`{}`))
+			var ch *ChallengeError
+			if !errors.As(err, &ch) || errors.Is(err, ErrUnavailable) {
+				t.Fatalf("a 401: %v", err)
+			}
+			if strings.Contains(err.Error(), token) {
+				t.Errorf("the error quotes the refused credential: %v", err)
+			}
+			if tc.forward {
+				if !strings.HasPrefix(ch.Challenge, `Bearer realm="locked", error="invalid_token"`) || !strings.Contains(ch.Challenge, "[redacted]") {
+					t.Errorf("the caller's challenge: %q", ch.Challenge)
+				}
+			} else {
+				if ch.Challenge != "" {
+					t.Errorf("the challenge to the aggregator's own credential reached the caller: %q", ch.Challenge)
+				}
+				if out := logs.String(); !strings.Contains(out, `realm=\"locked\"`) {
+					t.Errorf("the log lacks the challenge:\n%s", out)
+				}
+			}
+			if out := logs.String(); strings.Contains(out, token) {
+				t.Errorf("the log holds the refused credential:\n%s", out)
+			}
+			if st := c.Status(); st.Failure != FailureNone {
+				t.Errorf("the 401 counted as a backend failure: %+v", st)
+			}
+		})
+	}
+}
+
+// The call's own Authorization (an exchanged token, the shared
+// client-credentials token) is cut out of a backend's errors; the shared
+// token is cut out of its results too, while a caller's exchanged token is
+// the caller's own.
+func TestCallTokensAreRedactedFromErrors(t *testing.T) {
+	url := startLeaky(t)
+	for _, mode := range []string{AuthTokenExchange, AuthClientCredentials} {
+		t.Run(mode, func(t *testing.T) {
+			logs := &logBuffer{}
+			auth := startExchanger(t)
+			auth.Mode = mode
+			c := newTestClientLogging(Config{Name: "leaky", URL: url, Protocol: ProtocolModern, Auth: auth, Timeout: 5 * time.Second}, logs.logger())
+			t.Cleanup(c.Close)
+			ctx, err := c.WithCaller(context.Background(), "alice", fakeJWT(`{"sub":"alice","aud":"switchboard"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			token := strings.TrimPrefix(callerAuthorization(ctx), "Bearer ")
+			if !strings.HasPrefix(token, "exchanged-") {
+				t.Fatalf("authorization %q", callerAuthorization(ctx))
+			}
+			_, err = c.Call(ctx, leakCall("reject", []byte(`{}`)))
+			var perr *ProtocolError
+			if !errors.As(err, &perr) {
+				t.Fatalf("reject: %v", err)
+			}
+			if strings.Contains(perr.Message+perr.Data, token) || !strings.Contains(perr.Message, `authorization "Bearer [redacted]"`) {
+				t.Errorf("the error quotes the call's token: %q %s", perr.Message, perr.Data)
+			}
+			res, err := c.Call(ctx, leakCall("fail", []byte(`{}`)))
+			if err != nil || strings.Contains(res.JSON, token) {
+				t.Errorf("a result marked isError: %v %+v", err, res)
+			}
+			res, err = c.Call(ctx, leakCall("echo", []byte(`{}`)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if own := strings.Contains(res.JSON, token); own != (mode == AuthTokenExchange) {
+				t.Errorf("a result holds the call's token: %v (the caller's own exchanged token stays, the shared one goes): %s", own, res.JSON)
+			}
+			if strings.Contains(logs.String(), token) {
+				t.Errorf("the log holds the token:\n%s", logs.String())
+			}
+		})
+	}
+}
+
+// The redactor's sets: configured credentials of any length leave error
+// texts and logs, only those of MinRedactedHidden bytes or more leave
+// results; hidden values shorter than that stay everywhere; a JSON text
+// stays valid JSON, whatever the escapes around a secret.
+func TestRedactorSets(t *testing.T) {
+	r := newRedactor(Config{
+		URL:     "https://user:pw@backend.example/mcp",
+		Headers: map[string]string{"X-Api-Version": "2", "Authorization": "Bearer tok-0123456789"},
+		Hidden:  []string{"eu", "n-secret-value", `quote"d-secret`},
+	}, nil)
+	ctx := context.Background()
+	if got := r.shared().redactText(`v2 with tok-0123456789 for user:pw and eu`); got != `v[redacted] with [redacted] for [redacted] and eu` {
+		t.Errorf("an error text: %q", got)
+	}
+	for _, tc := range []struct{ in, want string }{
+		{`{"v":"2","region":"eu"}`, `{"v":"2","region":"eu"}`},
+		{`{"a":"x\n-secret-value"}`, `{"a":"x\n-secret-value"}`},
+		{`{"a":"\n-secret-value and n-secret-value"}`, `{"a":"\n-secret-value and [redacted]"}`},
+		{`{"n-secret-value":[1, "\u006e-secret-value"]}`, `{"[redacted]":[1, "[redacted]"]}`},
+		{`{"a":"say \"quote\"d-secret\" now"}`, `{"a":"say \"[redacted]\" now"}`},
+		{`{"a":"Bearer tok-0123456789","b":"tok-0123456789"}`, `{"a":"[redacted]","b":"[redacted]"}`},
+	} {
+		got := r.forResult(ctx, false).redactJSON(tc.in)
+		if got != tc.want || !json.Valid([]byte(got)) {
+			t.Errorf("redactJSON(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+	if in := `{"a": "nothing to see"}`; r.forResult(ctx, false).redactJSON(in) != in {
+		t.Error("a text without secrets changed")
+	}
+}
