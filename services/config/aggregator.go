@@ -57,6 +57,13 @@ type Aggregator struct {
 	// (rateLimits): its token is the aggregator's own credential, which
 	// the indexer must allow AggregatorMethods. Unset: pinning.indexer.
 	Indexer Endpoint `yaml:"indexer"`
+	// MaxWatchesPerCaller bounds the WatchCatalog streams one service
+	// credential that is not an operator's holds open on one replica
+	// (default DefaultMaxWatchesPerCaller). The gateway opens one per open
+	// MCP notification stream, and its replicas may share one credential,
+	// so it is at least their gateway.streams.maxOpen together (over the
+	// aggregator replicas their watches spread over). Read at start.
+	MaxWatchesPerCaller int `yaml:"maxWatchesPerCaller"`
 }
 
 // Aggregator defaults, applied by WithDefaults.
@@ -78,6 +85,10 @@ const (
 	DefaultHeldPerPrincipal = 64
 	// DefaultPrefixFormat is the prefix of the prefix strategy.
 	DefaultPrefixFormat = "{backend}_"
+	// DefaultMaxWatchesPerCaller is four gateway replicas' streams at
+	// their default gateway.streams.maxOpen (4096); a watch costs the
+	// aggregator about 15 KiB.
+	DefaultMaxWatchesPerCaller = 16384
 )
 
 // WithDefaults returns the section with every unset value at its default:
@@ -92,6 +103,7 @@ func (a Aggregator) WithDefaults() Aggregator {
 	a.CatalogTTL = Duration(a.CatalogTTL.Or(DefaultCatalogTTL))
 	a.FanOut = orInt(a.FanOut, DefaultFanOut)
 	a.ShutdownGrace = Duration(a.ShutdownGrace.Or(DefaultShutdownGrace))
+	a.MaxWatchesPerCaller = orInt(a.MaxWatchesPerCaller, DefaultMaxWatchesPerCaller)
 	h := &a.Health
 	h.Interval = Duration(h.Interval.Or(DefaultHealthInterval))
 	h.Timeout = Duration(h.Timeout.Or(DefaultHealthTimeout))
@@ -112,6 +124,9 @@ func (a Aggregator) Validate() error {
 	var errs []error
 	if a.Listen == "" {
 		errs = append(errs, errors.New("aggregator.listen is required"))
+	}
+	if a.MaxWatchesPerCaller < 0 {
+		errs = append(errs, keyErr("aggregator.maxWatchesPerCaller", "is negative (unset: %d)", DefaultMaxWatchesPerCaller))
 	}
 	named := map[string]int{}
 	for i, b := range a.Backends {

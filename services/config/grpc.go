@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -34,6 +35,14 @@ type GRPC struct {
 	// replicas.
 	KeepaliveTime    Duration `yaml:"keepaliveTime"`
 	KeepaliveTimeout Duration `yaml:"keepaliveTimeout"`
+	// MaxConcurrentStreams bounds the calls and streams one client
+	// connection may have open at once on a server (HTTP/2
+	// SETTINGS_MAX_CONCURRENT_STREAMS; default 16384). A client past it
+	// waits for one to end, so it must leave room: a gateway replica holds
+	// one aggregator catalog watch per open MCP notification stream
+	// (gateway.streams.maxOpen) beside its calls, on one connection to
+	// each aggregator replica.
+	MaxConcurrentStreams int `yaml:"maxConcurrentStreams"`
 }
 
 // Defaults and bounds of the grpc section.
@@ -47,6 +56,12 @@ const (
 	MinKeepaliveTime = 10 * time.Second
 	// MinMaxConnectionAge keeps connections from being churned.
 	MinMaxConnectionAge = 10 * time.Second
+	// DefaultMaxConcurrentStreams leaves a gateway replica at its
+	// default gateway.streams.maxOpen (4096) room for three times as
+	// many calls beside its watches; MinMaxConcurrentStreams is the least
+	// maxConcurrentStreams may be.
+	DefaultMaxConcurrentStreams = 16384
+	MinMaxConcurrentStreams     = 1024
 )
 
 // WithDefaults returns the section with every unset value at its default.
@@ -55,6 +70,7 @@ func (g GRPC) WithDefaults() GRPC {
 	g.MaxConnectionAgeGrace = Duration(g.MaxConnectionAgeGrace.Or(DefaultMaxConnectionAgeGrace))
 	g.KeepaliveTime = Duration(g.KeepaliveTime.Or(DefaultKeepaliveTime))
 	g.KeepaliveTimeout = Duration(g.KeepaliveTimeout.Or(DefaultKeepaliveTimeout))
+	g.MaxConcurrentStreams = orInt(g.MaxConcurrentStreams, DefaultMaxConcurrentStreams)
 	return g
 }
 
@@ -79,7 +95,22 @@ func (g GRPC) Validate() error {
 	if g.KeepaliveTime > 0 && time.Duration(g.KeepaliveTime) < MinKeepaliveTime {
 		errs = append(errs, keyErr("grpc.keepaliveTime", "is under %v: servers would refuse the pings (too_many_pings)", MinKeepaliveTime))
 	}
+	if n := int64(g.MaxConcurrentStreams); n < 0 || (n > 0 && n < MinMaxConcurrentStreams) || n > math.MaxUint32 {
+		errs = append(errs, keyErr("grpc.maxConcurrentStreams", "want %d to %d (or unset: %d)", MinMaxConcurrentStreams, uint32(math.MaxUint32), DefaultMaxConcurrentStreams))
+	}
 	return errors.Join(errs...)
+}
+
+// validateGatewayStreams checks that a gateway replica holding maxOpen
+// notification streams, each with a catalog watch on its one connection
+// to an aggregator replica, leaves as much room again for its calls under
+// the servers' maxConcurrentStreams: past it the calls would wait behind
+// the watches.
+func (g GRPC) validateGatewayStreams(maxOpen int) error {
+	if limit := g.WithDefaults().MaxConcurrentStreams; maxOpen > limit/2 {
+		return keyErr("gateway.streams.maxOpen", "is over half of grpc.maxConcurrentStreams (default %d): each open stream holds an aggregator watch on the connection its calls take; raise grpc.maxConcurrentStreams to at least twice maxOpen", DefaultMaxConcurrentStreams)
+	}
+	return nil
 }
 
 // DNSScheme starts a target that is resolved to every address of a name

@@ -26,9 +26,31 @@ func TestGRPCDefaultsAndValidate(t *testing.T) {
 		{GRPC{KeepaliveTime: Duration(5 * time.Second)}, "grpc.keepaliveTime: is under 10s"},
 		{GRPC{MaxConnectionAgeGrace: Duration(-time.Second)}, "grpc.maxConnectionAgeGrace: is negative"},
 		{GRPC{KeepaliveTimeout: Duration(-time.Second)}, "grpc.keepaliveTimeout: is negative"},
+		{GRPC{MaxConcurrentStreams: -1}, "grpc.maxConcurrentStreams: want 1024 to"},
+		{GRPC{MaxConcurrentStreams: 100}, "grpc.maxConcurrentStreams: want 1024 to"},
+		{GRPC{MaxConcurrentStreams: 1 << 33}, "grpc.maxConcurrentStreams: want 1024 to"},
 	} {
 		if err := tc.g.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.g, err, tc.want)
+		}
+	}
+}
+
+// The servers' bound on a connection's streams leaves a gateway replica
+// room for its calls beside one aggregator watch per open notification
+// stream: gateway.streams.maxOpen is at most half of it.
+func TestMaxConcurrentStreamsLeavesTheGatewayRoom(t *testing.T) {
+	if d := (GRPC{}).WithDefaults(); d.MaxConcurrentStreams != DefaultMaxConcurrentStreams || DefaultMaxStreams > DefaultMaxConcurrentStreams/2 {
+		t.Fatalf("default maxConcurrentStreams %d, gateway.streams.maxOpen %d", d.MaxConcurrentStreams, DefaultMaxStreams)
+	}
+	for _, tc := range []struct {
+		grpc, maxOpen int
+		ok            bool
+	}{{0, DefaultMaxStreams, true}, {0, DefaultMaxConcurrentStreams/2 + 1, false}, {40000, 20000, true}, {40000, 20001, false}} {
+		c := &Config{GRPC: GRPC{MaxConcurrentStreams: tc.grpc}, Gateway: Gateway{Aggregator: Endpoint{Address: "agg:50051"}, Streams: StreamLimits{MaxOpen: tc.maxOpen}}}
+		err := c.ValidateGateway()
+		if tc.ok && err != nil || !tc.ok && (err == nil || !strings.Contains(err.Error(), "gateway.streams.maxOpen")) {
+			t.Errorf("maxConcurrentStreams %d, maxOpen %d: %v", tc.grpc, tc.maxOpen, err)
 		}
 	}
 }

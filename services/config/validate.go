@@ -17,10 +17,12 @@ import (
 // secret (keyerr.go).
 
 // ValidateGateway checks what switchboard-gateway reads: its section,
-// the grpc section, the virtual servers (their audiences against
+// the grpc section (and that it leaves room for gateway.streams.maxOpen),
+// the virtual servers (their audiences against
 // gateway.auth too) and tool overrides, and the reload interval.
 func (c *Config) ValidateGateway() error {
-	return c.Annotate(errors.Join(c.Gateway.WithDefaults().Validate(), c.GRPC.Validate(), c.ValidateServers(), c.ValidateServerAudiences(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(),
+	return c.Annotate(errors.Join(c.Gateway.WithDefaults().Validate(), c.GRPC.Validate(), c.GRPC.validateGatewayStreams(c.Gateway.WithDefaults().Streams.MaxOpen),
+		c.ValidateServers(), c.ValidateServerAudiences(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(),
 		validateAuditIndexer(c.Audit, c.Gateway.Indexer, "gateway.indexer")))
 }
 

@@ -70,12 +70,14 @@ func PickFirst() grpc.DialOption {
 }
 
 // ConnectionOptions are the server options that bound a client
-// connection's age and set the keep-alive pings, from the grpc section.
-// NewServer applies the defaults; pass these among its extra options to
-// apply a deployment's values.
+// connection's age and the streams it may have open at once, and set the
+// keep-alive pings, from the grpc section. NewServer applies the
+// defaults; pass these among its extra options to apply a deployment's
+// values.
 func ConnectionOptions(c config.GRPC) []grpc.ServerOption {
 	c = c.WithDefaults()
 	return []grpc.ServerOption{
+		grpc.MaxConcurrentStreams(uint32(c.MaxConcurrentStreams)),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionAge:      time.Duration(c.MaxConnectionAge),
 			MaxConnectionAgeGrace: time.Duration(c.MaxConnectionAgeGrace),

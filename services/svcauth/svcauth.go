@@ -312,8 +312,13 @@ type principalCarrier interface {
 }
 
 // Resolve decides the effective principal for a request that named
-// requested (nil if the request carries no principal).
+// requested (nil if the request carries no principal). A requested
+// principal past its bounds (MaxSubjectBytes, MaxGroups, MaxGroupBytes,
+// MaxGroupsBytes) is INVALID_ARGUMENT.
 func Resolve(c Caller, requested *commonv1.Principal) (*commonv1.Principal, error) {
+	if err := checkBounds(requested); err != nil {
+		return nil, err
+	}
 	if c.AssertPrincipals {
 		if requested == nil {
 			return &commonv1.Principal{}, nil

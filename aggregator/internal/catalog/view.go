@@ -35,22 +35,30 @@ func (v *View) Key(k Kind, i int) string {
 	return key
 }
 
-// viewCache holds the views of one snapshot by principal key. Principals
-// are many and snapshots few, so views are computed once per snapshot.
+// viewCache holds the views of one snapshot by the SHA-256 of the
+// principal key. Principals are many and snapshots few, so views are
+// computed once per snapshot.
 type viewCache struct {
 	mu sync.Mutex
-	m  map[string]*View
+	m  map[[viewKeyBytes]byte]*View
 }
 
 // maxCachedViews bounds memory when very many distinct principals call
-// between two snapshots; the cache starts over when it is full.
-const maxCachedViews = 10000
+// between two snapshots; the cache starts over when it is full. A view
+// costs the same whoever it is for: its key is a digest of the principal
+// (viewKeyBytes), not the principal, which callers choose (up to 65 KiB,
+// svcauth's bounds).
+const (
+	maxCachedViews = 10000
+	viewKeyBytes   = sha256.Size
+)
 
 // View returns the view for the principal identified by principalKey,
 // computing it with allow on first use. A nil allow shows everything.
 func (s *Snapshot) View(principalKey string, allow Decider) *View {
+	key := sha256.Sum256([]byte(principalKey))
 	s.views.mu.Lock()
-	if v, ok := s.views.m[principalKey]; ok {
+	if v, ok := s.views.m[key]; ok {
 		s.views.mu.Unlock()
 		return v
 	}
@@ -61,12 +69,12 @@ func (s *Snapshot) View(principalKey string, allow Decider) *View {
 	s.views.mu.Lock()
 	defer s.views.mu.Unlock()
 	if s.views.m == nil || len(s.views.m) >= maxCachedViews {
-		s.views.m = map[string]*View{}
+		s.views.m = map[[viewKeyBytes]byte]*View{}
 	}
-	if prev, ok := s.views.m[principalKey]; ok {
+	if prev, ok := s.views.m[key]; ok {
 		return prev
 	}
-	s.views.m[principalKey] = v
+	s.views.m[key] = v
 	return v
 }
 

@@ -52,6 +52,9 @@ type Options struct {
 	// Pinning quarantines tools whose definitions changed since they were
 	// approved; nil lists every tool.
 	Pinning *pinning.Guard
+	// MaxWatchesPerCaller bounds the WatchCatalog streams one caller that
+	// is not an operator holds open (0: rpc.DefaultStreamsPerCaller).
+	MaxWatchesPerCaller int
 }
 
 // HealthOptions configure backend probes.
@@ -82,6 +85,8 @@ func OptionsFromConfig(c config.Aggregator) (Options, error) {
 		FanOut:        c.FanOut,
 		Instructions:  c.Instructions,
 		ToolOverrides: c.ToolOverrides,
+		// Read at start (Reconfigure: fixedChanges).
+		MaxWatchesPerCaller: c.MaxWatchesPerCaller,
 		Health: HealthOptions{
 			Interval:           time.Duration(c.Health.Interval),
 			Timeout:            time.Duration(c.Health.Timeout),

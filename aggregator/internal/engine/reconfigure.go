@@ -19,14 +19,15 @@ import (
 //
 // What an engine is made with and cannot change while it runs — the
 // catalog TTL, the fan-out, the health checks, the held-call owner, the
-// pinning guard, the logger and the metrics — is taken from the running engine; a change to
+// pinning guard, the bound on each caller's watches, the logger and the
+// metrics — is taken from the running engine; a change to
 // those is reported in the returned list of option names (they take
 // effect at the next restart).
 func (e *Engine) Reconfigure(next Options) (needsRestart []string, err error) {
 	needsRestart = fixedChanges(&e.opts, &next)
 	next.Log, next.Metrics, next.HeldOwner = e.opts.Log, e.opts.Metrics, e.opts.HeldOwner
 	next.CatalogTTL, next.FanOut, next.Health = e.opts.CatalogTTL, e.opts.FanOut, e.opts.Health
-	next.Pinning = e.opts.Pinning
+	next.Pinning, next.MaxWatchesPerCaller = e.opts.Pinning, e.opts.MaxWatchesPerCaller
 	overrides, err := compileOverrides(next)
 	if err != nil {
 		return nil, err
@@ -122,6 +123,9 @@ func fixedChanges(running, next *Options) []string {
 	}
 	if !reflect.DeepEqual(next.Health, running.Health) {
 		out = append(out, "aggregator.health")
+	}
+	if next.MaxWatchesPerCaller != running.MaxWatchesPerCaller {
+		out = append(out, "aggregator.maxWatchesPerCaller")
 	}
 	return out
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/ratelimit"
+	"github.com/switchboard-mcp/switchboard/services/rpc"
 )
 
 // Server implements aggregatorv1.AggregatorServiceServer on an Engine.
@@ -40,10 +41,15 @@ type Server struct {
 	// (gateway.auth.oidc.groupsClaim), for binding the token to the
 	// principal asserted with it (admit.go).
 	groupsClaim string
+	// watchers bounds the open WatchCatalog streams of each caller that
+	// is not an operator (aggregator.maxWatchesPerCaller).
+	watchers *rpc.StreamQuota
 }
 
 // New serves e.
-func New(e *engine.Engine) *Server { return &Server{e: e, log: e.Log()} }
+func New(e *engine.Engine) *Server {
+	return &Server{e: e, log: e.Log(), watchers: &rpc.StreamQuota{Max: e.Options().MaxWatchesPerCaller}}
+}
 
 // WithPeers makes retries of calls held by another replica go to it
 // through f (see held_forward.go).

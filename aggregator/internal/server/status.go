@@ -19,6 +19,8 @@ import (
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	"github.com/switchboard-mcp/switchboard/services/ratelimit"
+	"github.com/switchboard-mcp/switchboard/services/rpc"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
 // errAllChangesDenied: all_changes asked by an untrusted caller.
@@ -76,6 +78,11 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 		return apierr.New(codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND, "not found")
 	case errors.Is(err, errAllChangesDenied):
 		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_NOT_ALLOWED, errAllChangesDenied.Error())
+	case errors.Is(err, rpc.ErrTooManyStreams):
+		caller, _ := svcauth.CallerFrom(ctx)
+		log.WarnContext(ctx, "watch refused: the caller has as many open as it may (aggregator.maxWatchesPerCaller)", "method", method, "caller", caller.Name)
+		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED,
+			"this caller has as many catalog watches open as it may (aggregator.maxWatchesPerCaller); close some first")
 	case errors.Is(err, engine.ErrBackendDown):
 		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_BACKEND_UNAVAILABLE, "backend unavailable")
 	case errors.Is(err, backend.ErrRedirected):

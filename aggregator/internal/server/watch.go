@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 
 	"google.golang.org/grpc"
@@ -16,14 +17,26 @@ import (
 )
 
 // WatchCatalog sends the current version, then an event whenever the
-// caller's view changes.
+// caller's view changes. A caller that is not an operator holds at most
+// aggregator.maxWatchesPerCaller watches open here, of either kind.
 func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc.ServerStreamingServer[aggregatorv1.WatchCatalogResponse]) error {
 	ctx := stream.Context()
 	p := svcauth.PrincipalFrom(ctx)
-	if req.GetAllChanges() {
-		if c, _ := svcauth.CallerFrom(ctx); !c.AssertPrincipals {
-			return s.fail(ctx, "WatchCatalog", errAllChangesDenied)
+	caller, _ := svcauth.CallerFrom(ctx)
+	switch {
+	case req.GetAllChanges() && !caller.AssertPrincipals:
+		return s.fail(ctx, "WatchCatalog", errAllChangesDenied)
+	case len(req.GetResourceUris()) > maxWatchedResources:
+		return s.fail(ctx, "WatchCatalog", errTooManyWatchedResources)
+	}
+	if !caller.Operator {
+		release, err := s.watchers.Acquire(caller.Name)
+		if err != nil {
+			return s.fail(ctx, "WatchCatalog", err)
 		}
+		defer release()
+	}
+	if req.GetAllChanges() {
 		return s.watchAllChanges(stream)
 	}
 	snap, superseded, err := s.e.ServerSnapshot(req.GetServer())
@@ -148,21 +161,30 @@ func (s *Server) fullDigests(snaps map[string]*catalog.Snapshot) map[string][len
 	return out
 }
 
-// maxWatchedResources bounds the resource URIs one watch may subscribe to.
-const maxWatchedResources = 256
+// maxWatchedResources bounds the resource URIs one watch may name, and so
+// subscribe to: the gateway's bound on one session's or listen's
+// subscriptions (config.MaxSessionSubscriptions), which it never sends
+// more than.
+const maxWatchedResources = config.MaxSessionSubscriptions
 
-// subscribeResources subscribes ch to every URI of uris that the caller's
-// server holds, that the caller may read and whose owner advertises
-// resources.subscribe, each admitted on its own (admit.go: filtered,
-// authorized, limited and audited); the others are left out silently, so
-// a denied URI cannot be told from an unknown one. It returns the
-// unsubscribe function of each subscribed URI.
+// errTooManyWatchedResources: a watch named more resource URIs than it may.
+var errTooManyWatchedResources = invalidArgument(fmt.Sprintf("resource_uris holds more than %d URIs", maxWatchedResources))
+
+// subscribeResources subscribes ch to every URI of uris (at most
+// maxWatchedResources) that the caller's server holds, that the caller
+// may read and whose owner advertises resources.subscribe, each admitted
+// once however often it is named (admit.go: filtered, authorized, limited
+// and audited); the others are left out silently, so a denied URI cannot
+// be told from an unknown one. It returns the unsubscribe function of each
+// subscribed URI.
 func (s *Server) subscribeResources(ctx context.Context, server string, uris []string, ch chan<- string) map[string]func() {
 	subscribed := map[string]func(){}
+	seen := make(map[string]bool, len(uris))
 	for _, uri := range uris {
-		if _, dup := subscribed[uri]; dup || uri == "" || len(subscribed) == maxWatchedResources {
+		if seen[uri] || uri == "" {
 			continue
 		}
+		seen[uri] = true
 		r := admission{method: config.RateMethodResourceSubscribe, trail: audit.KindResourceSubscribe, server: server,
 			kind: catalog.KindResources, key: uri, shared: true,
 			prepare: func(a *admitted) error {

@@ -1,19 +1,21 @@
 // Package scope maps a principal to its search scope. The view comes from
 // the aggregator alone: Discover gives the principal's tools_digest, and a
 // scope missing for that digest is built from ListTools pages fetched as
-// that principal. The principal→scope mapping is cached with a TTL and
-// dropped whenever the aggregator's WatchCatalog stream reports a tool
-// change (or breaks, since changes may then have been missed).
+// that principal. The principal→scope mapping is cached with a TTL, for
+// at most maxCachedPrincipals principals, and dropped whenever the
+// aggregator's WatchCatalog stream reports a tool change (or breaks,
+// since changes may then have been missed).
 package scope
 
 import (
+	"container/list"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,8 +65,11 @@ type Resolver struct {
 	ttl    time.Duration
 	log    *slog.Logger
 
+	// now is the clock of the cache's expiries.
+	now func() time.Time
+
 	mu    sync.Mutex
-	cache map[string]entry
+	cache principalCache
 	// generation increases on every invalidation; a resolution that began
 	// under an older generation is not cached, so it cannot resurrect a
 	// view the watch just invalidated.
@@ -85,15 +90,75 @@ type Resolver struct {
 // maxScopesByDigest bounds byDigest; it starts over when full.
 const maxScopesByDigest = 10000
 
+// maxCachedPrincipals bounds the principal→scope mappings cached: past it
+// the one that expires first goes. An entry costs the same whoever it is
+// for (its key is a digest of the principal, which callers choose).
+const maxCachedPrincipals = 10000
+
+// principalCache maps the digest of (server, principal) to a scope until
+// the entry expires. Every entry lives the same TTL from when it was
+// stored, so the order of storing is the order of expiry: order holds the
+// entries oldest first, the expired ones are dropped from its front, and
+// when the cache is full the front (the next to expire) makes room. The
+// zero value is ready.
+type principalCache struct {
+	byKey map[principalKey]*list.Element
+	order list.List // of *entry, oldest first
+}
+
+// principalKey is the SHA-256 of a cache key (cacheKey).
+type principalKey [sha256.Size]byte
+
 type entry struct {
+	key     principalKey
 	scope   store.Scope
 	expires time.Time
 }
 
+// get returns the unexpired scope cached under key.
+func (c *principalCache) get(key principalKey, now time.Time) (store.Scope, bool) {
+	c.prune(now)
+	el, ok := c.byKey[key]
+	if !ok {
+		return store.Scope{}, false
+	}
+	return el.Value.(*entry).scope, true
+}
+
+// put caches sc under key until expires, which is no earlier than any
+// entry's before (one TTL after now).
+func (c *principalCache) put(key principalKey, sc store.Scope, expires, now time.Time) {
+	c.prune(now)
+	c.remove(key)
+	if c.byKey == nil {
+		c.byKey = map[principalKey]*list.Element{}
+	}
+	for c.order.Len() >= maxCachedPrincipals {
+		c.remove(c.order.Front().Value.(*entry).key)
+	}
+	c.byKey[key] = c.order.PushBack(&entry{key: key, scope: sc, expires: expires})
+}
+
+func (c *principalCache) remove(key principalKey) {
+	if el, ok := c.byKey[key]; ok {
+		c.order.Remove(el)
+		delete(c.byKey, key)
+	}
+}
+
+// prune drops the entries expired at now.
+func (c *principalCache) prune(now time.Time) {
+	for el := c.order.Front(); el != nil && !now.Before(el.Value.(*entry).expires); el = c.order.Front() {
+		c.remove(el.Value.(*entry).key)
+	}
+}
+
+func (c *principalCache) len() int { return c.order.Len() }
+
 // New returns a resolver. ttl bounds how long a principal's scope is used
 // without asking the aggregator again.
 func New(agg aggregatorv1.AggregatorServiceClient, st store.Index, ttl time.Duration, log *slog.Logger) *Resolver {
-	return &Resolver{agg: agg, pinned: agg, store: st, ttl: ttl, log: log, cache: map[string]entry{}, byDigest: map[string]store.Scope{}}
+	return &Resolver{agg: agg, pinned: agg, store: st, ttl: ttl, log: log, now: time.Now, byDigest: map[string]store.Scope{}}
 }
 
 // PinRetries makes the builds that saw pages of two views list again
@@ -107,11 +172,24 @@ func (r *Resolver) PinRetries(pinned aggregatorv1.AggregatorServiceClient) { r.p
 func (r *Resolver) Builds() int64 { return r.builds.Load() }
 
 // cacheKey names the cache entry of a principal's scope in a virtual
-// server: every reader and writer of the cache uses it. Groups arrive
-// normalized (sorted, unique) from svcauth; server names never contain
-// \x01 (config.IsServerName).
-func cacheKey(server string, p *commonv1.Principal) string {
-	return server + "\x01" + p.GetSubject() + "\x00" + strings.Join(p.GetGroups(), "\x00")
+// server: every reader and writer of the cache uses it. It is a digest of
+// the server, the subject and the groups, each length-prefixed, so no two
+// of them share it. Groups arrive normalized (sorted, unique) from
+// svcauth.
+func cacheKey(server string, p *commonv1.Principal) principalKey {
+	h := sha256.New()
+	field := func(s string) {
+		h.Write(binary.BigEndian.AppendUint64(nil, uint64(len(s))))
+		h.Write([]byte(s))
+	}
+	field(server)
+	field(p.GetSubject())
+	for _, g := range p.GetGroups() {
+		field(g)
+	}
+	var k principalKey
+	h.Sum(k[:0])
+	return k
 }
 
 // Resolve returns the principal's scope in the virtual server named server
@@ -122,11 +200,11 @@ func cacheKey(server string, p *commonv1.Principal) string {
 func (r *Resolver) Resolve(ctx context.Context, p *commonv1.Principal, server string) (store.Scope, bool, error) {
 	key := cacheKey(server, p)
 	r.mu.Lock()
-	e, ok := r.cache[key]
+	cached, ok := r.cache.get(key, r.now())
 	gen := r.generation
 	r.mu.Unlock()
-	if ok && time.Now().Before(e.expires) {
-		return e.scope, false, nil
+	if ok {
+		return cached, false, nil
 	}
 	var (
 		sc    store.Scope
@@ -151,7 +229,8 @@ func (r *Resolver) Resolve(ctx context.Context, p *commonv1.Principal, server st
 	}
 	r.mu.Lock()
 	if r.generation == gen {
-		r.cache[key] = entry{scope: sc, expires: time.Now().Add(r.ttl)}
+		now := r.now()
+		r.cache.put(key, sc, now.Add(r.ttl), now)
 	}
 	r.mu.Unlock()
 	return sc, built, nil
@@ -317,14 +396,14 @@ func (r *Resolver) Forget(p *commonv1.Principal, server string, sc store.Scope) 
 	if known, ok := r.byDigest[sc.Digest]; ok && known.ID == sc.ID {
 		delete(r.byDigest, sc.Digest)
 	}
-	delete(r.cache, cacheKey(server, p))
+	r.cache.remove(cacheKey(server, p))
 	r.mu.Unlock()
 }
 
 // Invalidate drops every cached principal→scope mapping.
 func (r *Resolver) Invalidate() {
 	r.mu.Lock()
-	r.cache = map[string]entry{}
+	r.cache = principalCache{}
 	r.generation++
 	r.mu.Unlock()
 }

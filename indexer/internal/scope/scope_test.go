@@ -3,7 +3,11 @@ package scope
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,18 +85,87 @@ func TestForgetDropsTheCachedEntry(t *testing.T) {
 	alice := &commonv1.Principal{Subject: "alice", Groups: []string{"eng"}}
 	gone := store.Scope{ID: 7, Digest: "d7"}
 	r := New(nil, nil, time.Hour, nil)
+	now := time.Now()
 	for _, server := range []string{"", "sales"} {
-		r.cache[cacheKey(server, alice)] = entry{scope: gone, expires: time.Now().Add(time.Hour)}
+		r.cache.put(cacheKey(server, alice), gone, now.Add(time.Hour), now)
 	}
 	r.byDigest[gone.Digest] = gone
 	r.Forget(alice, "sales", gone)
-	if _, ok := r.cache[cacheKey("sales", alice)]; ok {
+	if _, ok := r.cache.get(cacheKey("sales", alice), now); ok {
 		t.Fatal("the collected scope is still cached for the server it was searched in")
 	}
 	if _, ok := r.byDigest[gone.Digest]; ok {
 		t.Fatal("the collected scope is still known by its digest")
 	}
-	if _, ok := r.cache[cacheKey("", alice)]; !ok {
+	if _, ok := r.cache.get(cacheKey("", alice), now); !ok {
 		t.Fatal("Forget dropped the principal's entry of another server")
+	}
+}
+
+// discoverClient answers Discover with one view's digest, counting the
+// calls.
+type discoverClient struct {
+	aggregatorv1.AggregatorServiceClient
+	calls int
+}
+
+func (c *discoverClient) Discover(context.Context, *aggregatorv1.DiscoverRequest, ...grpc.CallOption) (*aggregatorv1.DiscoverResponse, error) {
+	c.calls++
+	return &aggregatorv1.DiscoverResponse{CatalogVersion: 1, ToolsDigest: "d1"}, nil
+}
+
+// TestResolverCacheIsBounded: principals are chosen by callers, so the
+// principal→scope cache holds at most maxCachedPrincipals of them (the
+// one that expires first makes room, the newest stay) and drops expired
+// ones rather than keeping them until the catalog changes; its keys are
+// digests, whatever a principal's size; equal principals in other
+// servers, or whose fields split differently, are told apart.
+func TestResolverCacheIsBounded(t *testing.T) {
+	agg := &discoverClient{}
+	r := New(agg, nil, time.Hour, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	now := time.Now()
+	r.now = func() time.Time { return now }
+	r.byDigest["d1"] = store.Scope{ID: 1, Digest: "d1"}
+	resolve := func(p *commonv1.Principal, server string) {
+		t.Helper()
+		if sc, _, err := r.Resolve(context.Background(), p, server); err != nil || sc.ID != 1 {
+			t.Fatalf("resolve %s: %v, %v", p.GetSubject(), sc, err)
+		}
+	}
+	long := strings.Repeat("g", 1024)
+	for i := range maxCachedPrincipals + 100 {
+		now = now.Add(time.Millisecond)
+		resolve(&commonv1.Principal{Subject: fmt.Sprint("p", i), Groups: []string{long}}, "")
+	}
+	if n := r.cache.len(); n != maxCachedPrincipals || len(r.cache.byKey) != n {
+		t.Fatalf("%d principals cached (%d keys), want the bound, %d", n, len(r.cache.byKey), maxCachedPrincipals)
+	}
+	calls := agg.calls
+	resolve(&commonv1.Principal{Subject: fmt.Sprint("p", maxCachedPrincipals+99), Groups: []string{long}}, "")
+	if agg.calls != calls {
+		t.Fatal("the newest principal was not cached")
+	}
+	now = now.Add(time.Millisecond)
+	resolve(&commonv1.Principal{Subject: "p0", Groups: []string{long}}, "")
+	if agg.calls != calls+1 {
+		t.Fatal("the oldest principal is still cached past the bound")
+	}
+
+	// An hour after the newest but p0 was stored, all but p0 have
+	// expired: they are dropped.
+	now = now.Add(time.Hour - time.Millisecond)
+	resolve(&commonv1.Principal{Subject: "fresh"}, "")
+	if n := r.cache.len(); n != 2 {
+		t.Fatalf("%d principals cached after an hour, want p0's and fresh's", n)
+	}
+
+	for _, pair := range [][2]principalKey{
+		{cacheKey("", &commonv1.Principal{Subject: "a"}), cacheKey("sales", &commonv1.Principal{Subject: "a"})},
+		{cacheKey("", &commonv1.Principal{Subject: "a", Groups: []string{"b"}}), cacheKey("", &commonv1.Principal{Subject: "ab"})},
+		{cacheKey("", &commonv1.Principal{Groups: []string{"a", "b"}}), cacheKey("", &commonv1.Principal{Groups: []string{"a\x00b"}})},
+	} {
+		if pair[0] == pair[1] {
+			t.Errorf("two principals share the cache key %x", pair[0])
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/apierr"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	"github.com/switchboard-mcp/switchboard/services/ratelimit"
+	"github.com/switchboard-mcp/switchboard/services/rpc"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/revocation"
@@ -97,14 +98,18 @@ func (s *Server) toStatus(ctx context.Context, method string, err error) error {
 		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_TOO_MANY_SUBSCRIPTIONS, bound.Msg)
 	case errors.As(err, &bound):
 		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_STATE_FULL, bound.Msg)
+	case errors.Is(err, errTooManyRequestStates):
+		s.Log.WarnContext(ctx, "request state use refused: the caller holds as many live records as it may", "method", method, "max", maxRequestStatesPerCaller)
+		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "this caller holds as many live request state records as it may; retry when some have expired")
 	case errors.Is(err, errTooManyInputResponses):
 		s.Log.WarnContext(ctx, "relayed input response refused: the caller holds as many as it may", "method", method, "max", maxInputResponsesPerCaller)
 		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "this caller holds as many live relayed input responses as it may; retry when some have expired")
 	case errors.Is(err, errTooManyCancellations):
 		s.Log.WarnContext(ctx, "relayed cancellation refused: the caller relays them faster than it may", "method", method, "rate", cancellationRate)
 		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "this caller relays cancellations faster than it may; retry in a second")
-	case errors.Is(err, errTooManyWatchStreams):
-		s.Log.WarnContext(ctx, "watch stream refused: the caller has as many open as it may", "method", method, "max", maxWatchStreamsPerCaller)
+	case errors.Is(err, rpc.ErrTooManyStreams):
+		caller, _ := svcauth.CallerFrom(ctx)
+		s.Log.WarnContext(ctx, "watch stream refused: the caller has as many open as it may", "method", method, "caller", caller.Name, "max", rpc.DefaultStreamsPerCaller)
 		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "this caller has as many streams of this kind open as it may; close some first")
 	case errors.Is(err, errPrincipalRelaysFull):
 		s.Log.WarnContext(ctx, "relayed input response refused: the principal holds as many as it may", "method", method,

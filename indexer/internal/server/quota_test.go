@@ -45,29 +45,8 @@ func TestRevocationQuota(t *testing.T) {
 	}
 }
 
-// A caller has at most maxWatchStreamsPerCaller streams open; closing one
-// makes room, and another caller is not held to the first's count.
-func TestStreamQuota(t *testing.T) {
-	var q streamQuota
-	var releases []func()
-	for range maxWatchStreamsPerCaller {
-		release, err := q.acquire("gateway")
-		if err != nil {
-			t.Fatal(err)
-		}
-		releases = append(releases, release)
-	}
-	if _, err := q.acquire("gateway"); !errors.Is(err, errTooManyWatchStreams) {
-		t.Fatalf("one stream too many: %v", err)
-	}
-	if _, err := q.acquire("other"); err != nil {
-		t.Fatalf("another caller: %v", err)
-	}
-	releases[0]()
-	if _, err := q.acquire("gateway"); err != nil {
-		t.Fatalf("after one closed: %v", err)
-	}
-}
+// The bound on each caller's open streams (streamQuota) is
+// rpc.StreamQuota's, tested there (services/rpc TestStreamQuota).
 
 // A principal's live relayed answers are bounded by count and by bytes;
 // failed writes give their place back, expired answers free theirs, and

@@ -21,22 +21,28 @@ const (
 var errPrincipalRelaysFull = errors.New("too many live relayed input responses for this principal")
 
 // relayQuota counts each principal's live relayed answers and their bytes
-// until they expire. The zero value is ready.
+// until they expire. Principals are digests the caller chooses, so one is
+// tracked only while it has an answer live or being written: every
+// recorded answer is in one heap by expiry, and an expired one leaves its
+// principal's counts, and the principal the map once none is left. The
+// zero value is ready.
 type relayQuota struct {
 	mu          sync.Mutex
 	byPrincipal map[string]*principalRelays
+	live        relayHeap
 }
 
 type principalRelays struct {
-	live         relayHeap
+	live         int
 	bytes        int64
 	pending      int
 	pendingBytes int64
 }
 
 type liveRelay struct {
-	expires time.Time
-	bytes   int64
+	expires   time.Time
+	principal string
+	bytes     int64
 }
 
 // reserve takes a place for one answer of size bytes; done must be called
@@ -44,6 +50,7 @@ type liveRelay struct {
 func (q *relayQuota) reserve(principal string, now time.Time, size int64) (done func(recorded bool, expiresAt time.Time), err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.expire(now)
 	if q.byPrincipal == nil {
 		q.byPrincipal = map[string]*principalRelays{}
 	}
@@ -52,13 +59,8 @@ func (q *relayQuota) reserve(principal string, now time.Time, size int64) (done 
 		p = &principalRelays{}
 		q.byPrincipal[principal] = p
 	}
-	for len(p.live) > 0 && p.live[0].expires.Before(now) {
-		p.bytes -= heap.Pop(&p.live).(liveRelay).bytes
-	}
-	if len(p.live)+p.pending >= maxInputResponsesPerPrincipal || p.bytes+p.pendingBytes+size > maxInputResponseBytesPerPrincipal {
-		if len(p.live) == 0 && p.pending == 0 {
-			delete(q.byPrincipal, principal)
-		}
+	if p.live+p.pending >= maxInputResponsesPerPrincipal || p.bytes+p.pendingBytes+size > maxInputResponseBytesPerPrincipal {
+		q.forgetIdle(principal, p)
 		return nil, errPrincipalRelaysFull
 	}
 	p.pending++
@@ -69,12 +71,34 @@ func (q *relayQuota) reserve(principal string, now time.Time, size int64) (done 
 		p.pending--
 		p.pendingBytes -= size
 		if recorded {
-			heap.Push(&p.live, liveRelay{expires: expiresAt, bytes: size})
+			heap.Push(&q.live, liveRelay{expires: expiresAt, principal: principal, bytes: size})
+			p.live++
 			p.bytes += size
-		} else if len(p.live) == 0 && p.pending == 0 {
-			delete(q.byPrincipal, principal)
 		}
+		// An answer recorded expired already leaves at once.
+		q.expire(now)
+		q.forgetIdle(principal, p)
 	}, nil
+}
+
+// expire drops the answers expired at now from their principals' counts.
+func (q *relayQuota) expire(now time.Time) {
+	for len(q.live) > 0 && q.live[0].expires.Before(now) {
+		r := heap.Pop(&q.live).(liveRelay)
+		if p := q.byPrincipal[r.principal]; p != nil {
+			p.live--
+			p.bytes -= r.bytes
+			q.forgetIdle(r.principal, p)
+		}
+	}
+}
+
+// forgetIdle stops tracking principal p when it has nothing live or being
+// written.
+func (q *relayQuota) forgetIdle(principal string, p *principalRelays) {
+	if p.live == 0 && p.pending == 0 && q.byPrincipal[principal] == p {
+		delete(q.byPrincipal, principal)
+	}
 }
 
 type relayHeap []liveRelay

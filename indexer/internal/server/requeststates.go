@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
 // maxRequestStateTTL bounds how far ahead a request state record may
@@ -12,8 +14,23 @@ import (
 // its state would only take space.
 const maxRequestStateTTL = time.Hour
 
+// maxRequestStatesPerCaller bounds the live request state records one
+// caller that is not an operator has made through this replica (a
+// gateway records one per retry of a multi-round-trip request; every
+// gateway may share one credential), so that a credential that is misused
+// cannot fill the table: past it ConsumeRequestState is
+// RESOURCE_EXHAUSTED until some expire, and the gateway refuses the retry
+// for now.
+const maxRequestStatesPerCaller = 100_000
+
+// errTooManyRequestStates: the caller holds as many live request state
+// records as it may.
+var errTooManyRequestStates = errors.New("too many live request state records for this caller")
+
 // ConsumeRequestState records one use of a gateway's sealed request state
-// and says whether it was the first, across every replica.
+// and says whether it was the first, across every replica. A first use
+// (a record made) counts against the caller's bound until the record
+// expires; a replay makes none and counts nothing.
 func (s *Server) ConsumeRequestState(ctx context.Context, req *indexerv1.ConsumeRequestStateRequest) (*indexerv1.ConsumeRequestStateResponse, error) {
 	err := s.checkReady()
 	if err == nil && validDigest(req.GetStateDigest()) != nil {
@@ -31,7 +48,14 @@ func (s *Server) ConsumeRequestState(ctx context.Context, req *indexerv1.Consume
 	}
 	var first bool
 	if err == nil {
-		first, err = s.Store.ConsumeRequestState(ctx, req.GetStateDigest(), at.AsTime())
+		done := func(bool, time.Time) {}
+		if caller, _ := svcauth.CallerFrom(ctx); !caller.Operator {
+			done, err = s.requestStates.reserve(caller.Name, s.now())
+		}
+		if err == nil {
+			first, err = s.Store.ConsumeRequestState(ctx, req.GetStateDigest(), at.AsTime())
+			done(err == nil && first, at.AsTime())
+		}
 	}
 	if err != nil {
 		return nil, s.toStatus(ctx, "ConsumeRequestState", err)

@@ -85,6 +85,9 @@ type Server struct {
 	quota *revocationQuota
 	// answers bounds the live relayed input responses of each caller.
 	answers *revocationQuota
+	// requestStates bounds the live request state records of each
+	// caller.
+	requestStates *revocationQuota
 	// cancellations bounds the rate of each caller's relayed
 	// cancellations.
 	cancellations *rateQuota
@@ -93,6 +96,9 @@ type Server struct {
 	// approvalWatchers bounds the open WatchToolDefinitions streams of
 	// each caller.
 	approvalWatchers streamQuota
+	// revocationWatchers bounds the open WatchRevocations streams of each
+	// caller.
+	revocationWatchers streamQuota
 	// relays bounds the live relayed input responses of each principal.
 	relays relayQuota
 }
@@ -101,6 +107,7 @@ type Server struct {
 func New(d Deps) *Server {
 	return &Server{Deps: d, now: time.Now, quota: newRevocationQuota(d.MaxRevocationsPerCaller),
 		answers:       newLiveQuota(maxInputResponsesPerCaller, errTooManyInputResponses),
+		requestStates: newLiveQuota(maxRequestStatesPerCaller, errTooManyRequestStates),
 		cancellations: newRateQuota(cancellationRate, cancellationBurst, maxCancellationCallers)}
 }
 

@@ -93,11 +93,20 @@ func (s *Server) CheckSession(ctx context.Context, req *indexerv1.CheckSessionRe
 	return &indexerv1.CheckSessionResponse{Revoked: revoked}, nil
 }
 
-// WatchRevocations streams every live revocation, then each new one.
+// WatchRevocations streams every live revocation, then each new one. A
+// caller that is not an operator holds at most 256 open here
+// (streamQuota).
 func (s *Server) WatchRevocations(_ *indexerv1.WatchRevocationsRequest, stream indexerv1.IndexerService_WatchRevocationsServer) error {
 	ctx := stream.Context()
 	if err := s.checkReady(); err != nil {
 		return s.toStatus(ctx, "WatchRevocations", err)
+	}
+	if caller, _ := svcauth.CallerFrom(ctx); !caller.Operator {
+		release, err := s.revocationWatchers.acquire(caller.Name)
+		if err != nil {
+			return s.toStatus(ctx, "WatchRevocations", err)
+		}
+		defer release()
 	}
 	snapshot, updates, cancel, err := s.Revocations.Subscribe()
 	if err != nil {

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"sync"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+	"github.com/switchboard-mcp/switchboard/services/rpc"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/sessionevents"
@@ -64,40 +64,17 @@ const (
 	messageBytes     = 4 << 20
 )
 
-// maxWatchStreamsPerCaller bounds the open WatchSessionEvents streams of
-// one caller that is not an operator on this replica: each gateway replica
-// holds one (all of them may share one credential), and each stream may
-// queue up to 64 MiB of events.
-const maxWatchStreamsPerCaller = 256
+// streamQuota bounds the open streams of one watch RPC (WatchSessionEvents,
+// WatchToolDefinitions, WatchRevocations) of each caller that is not an
+// operator on this replica, at rpc.DefaultStreamsPerCaller (256): each
+// gateway or aggregator replica holds one of each (all of them may share
+// one credential), and a session event stream may queue up to 64 MiB of
+// events. It is rpc.StreamQuota, the one bound every service's watches
+// use, under the name the handlers call; the zero value is ready, and past
+// the bound acquire fails with rpc.ErrTooManyStreams (RESOURCE_EXHAUSTED).
+type streamQuota struct{ rpc.StreamQuota }
 
-// errTooManyWatchStreams: the caller has as many streams open as it may.
-var errTooManyWatchStreams = errors.New("too many open session event streams for this caller")
-
-// streamQuota counts the open streams of each caller; the zero value is
-// ready.
-type streamQuota struct {
-	mu       sync.Mutex
-	byCaller map[string]int
-}
-
-func (q *streamQuota) acquire(caller string) (release func(), err error) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.byCaller == nil {
-		q.byCaller = map[string]int{}
-	}
-	if q.byCaller[caller] >= maxWatchStreamsPerCaller {
-		return nil, errTooManyWatchStreams
-	}
-	q.byCaller[caller]++
-	return func() {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		if q.byCaller[caller]--; q.byCaller[caller] == 0 {
-			delete(q.byCaller, caller)
-		}
-	}, nil
-}
+func (q *streamQuota) acquire(caller string) (release func(), err error) { return q.Acquire(caller) }
 
 // errSessionEventsBehind ends a WatchSessionEvents stream whose subscriber
 // did not keep up.
@@ -290,8 +267,8 @@ func (s *Server) RelayInputResponse(ctx context.Context, req *indexerv1.RelayInp
 		err = invalidArgument("expires_at is required and must be a valid timestamp")
 	case at.AsTime().After(s.now().Add(maxInputResponseTTL + clockSkew)):
 		err = invalidArgument("expires_at is further ahead than an input request waits (" + maxInputResponseTTL.String() + ")")
-	case req.GetPrincipalDigest() != "" && validDigest(req.GetPrincipalDigest()) != nil:
-		err = invalidArgument("principal_digest must be empty or a hex SHA-256 (64 characters)")
+	case validDigest(req.GetPrincipalDigest()) != nil:
+		err = invalidArgument("principal_digest is required: a hex SHA-256 (64 characters)")
 	}
 	if err == nil {
 		answer := store.InputResponse{Owner: req.GetOwnerReplica(), SessionDigest: r.GetSessionDigest(),
@@ -300,11 +277,8 @@ func (s *Server) RelayInputResponse(ctx context.Context, req *indexerv1.RelayInp
 			_, err = s.Store.RelayInputResponse(ctx, answer, relayLimits)
 		} else {
 			size := int64(len(answer.Response) + len(answer.RequestID))
-			principalDone := func(bool, time.Time) {}
-			if p := req.GetPrincipalDigest(); p != "" {
-				principalDone, err = s.relays.reserve(p, s.now(), size)
-			}
-			var done func(bool, time.Time)
+			var principalDone, done func(bool, time.Time)
+			principalDone, err = s.relays.reserve(req.GetPrincipalDigest(), s.now(), size)
 			if err == nil {
 				if done, err = s.answers.reserve(caller.Name, s.now()); err == nil {
 					_, err = s.Store.RelayInputResponse(ctx, answer, relayLimits)

@@ -2479,6 +2479,8 @@ type WatchCatalogRequest struct {
 	// subscription lives as long as this stream, in the aggregator replica
 	// serving it, or until its URI is gone from the principal's view. The
 	// backend sees one subscription per URI, whatever the number of watchers.
+	// At most 256 entries (more is INVALID_ARGUMENT); a URI named again is
+	// decided, limited and audited once.
 	ResourceUris []string `protobuf:"bytes,3,rep,name=resource_uris,json=resourceUris,proto3" json:"resource_uris,omitempty"`
 	// The virtual server whose view to use (servers[].name, as served at
 	// /mcp/<server>); empty is the whole catalog. An unknown server is

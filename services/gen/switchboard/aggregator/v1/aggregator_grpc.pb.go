@@ -91,7 +91,10 @@ type AggregatorServiceClient interface {
 	Complete(ctx context.Context, in *CompleteRequest, opts ...grpc.CallOption) (*CompleteResponse, error)
 	// WatchCatalog streams an event whenever the principal's view of the
 	// catalog changes. The first event reports the current version, so a
-	// watcher never misses a change that races its subscription.
+	// watcher never misses a change that races its subscription. A caller
+	// that is not an operator holds at most aggregator.maxWatchesPerCaller
+	// (default 16,384) watches open on one replica, of either kind; past it
+	// a watch is RESOURCE_EXHAUSTED.
 	WatchCatalog(ctx context.Context, in *WatchCatalogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchCatalogResponse], error)
 	// ListBackends reports every configured backend with its health and
 	// counts. Backends are listed in name order. URLs and failure texts are
@@ -335,7 +338,10 @@ type AggregatorServiceServer interface {
 	Complete(context.Context, *CompleteRequest) (*CompleteResponse, error)
 	// WatchCatalog streams an event whenever the principal's view of the
 	// catalog changes. The first event reports the current version, so a
-	// watcher never misses a change that races its subscription.
+	// watcher never misses a change that races its subscription. A caller
+	// that is not an operator holds at most aggregator.maxWatchesPerCaller
+	// (default 16,384) watches open on one replica, of either kind; past it
+	// a watch is RESOURCE_EXHAUSTED.
 	WatchCatalog(*WatchCatalogRequest, grpc.ServerStreamingServer[WatchCatalogResponse]) error
 	// ListBackends reports every configured backend with its health and
 	// counts. Backends are listed in name order. URLs and failure texts are

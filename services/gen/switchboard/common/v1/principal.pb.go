@@ -187,7 +187,11 @@ func (ErrorReason) EnumDescriptor() ([]byte, []int) {
 // itself authenticated as a service that is trusted to assert principals. A
 // caller that is not trusted acts as the identity bound to its own
 // credential, and a principal it sends that differs from that identity is
-// rejected with PERMISSION_DENIED.
+// rejected with PERMISSION_DENIED. A principal is bounded: a subject of at
+// most 1,024 bytes, at most 1,024 groups (repeats included) of at most
+// 1,024 bytes each and 64 KiB together; a request naming a larger one is
+// refused with INVALID_ARGUMENT (reason ERROR_REASON_INVALID_ARGUMENT)
+// before anything runs, from any caller.
 type Principal struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Subject is the stable user identifier (Cedar entity User::"<subject>").

@@ -76,7 +76,9 @@ type ClusterStateServiceClient interface {
 	// has not been read yet, or the subscriber fell too far behind); the
 	// subscriber then reconnects and starts from a new snapshot, which it
 	// merges with what it holds (a revocation is never withdrawn; it only
-	// expires).
+	// expires). A caller that is not an operator holds at most 256 such
+	// streams open on one replica (as WatchSessionEvents and
+	// WatchToolDefinitions streams); past it a stream is RESOURCE_EXHAUSTED.
 	WatchRevocations(ctx context.Context, in *WatchRevocationsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRevocationsResponse], error)
 	// ConsumeRequestState records that a gateway accepted a sealed request
 	// state: the requestState of a multi-round-trip retry, which the gateway
@@ -84,7 +86,10 @@ type ClusterStateServiceClient interface {
 	// for a digest answers first_use true; every later one, through any
 	// indexer replica, false, until expires_at, after which the record is
 	// dropped. The record is in the database, so a replica that cannot reach
-	// it answers UNAVAILABLE (the gateway then refuses the retry for now).
+	// it answers UNAVAILABLE (the gateway then refuses the retry for now). A
+	// caller that is not an operator holds at most 100,000 live records
+	// made through one replica (a first use makes one; a replay none); past
+	// that every call is RESOURCE_EXHAUSTED until some expire.
 	ConsumeRequestState(ctx context.Context, in *ConsumeRequestStateRequest, opts ...grpc.CallOption) (*ConsumeRequestStateResponse, error)
 	// UpdateSessionState changes what a Legacy (2025-11-25) session set after
 	// it was created: its log level (logging/setLevel) or one resource
@@ -117,10 +122,12 @@ type ClusterStateServiceClient interface {
 	// answer is recorded and pushed to the owner's WatchSessionEvents stream,
 	// through whichever indexer replica it is connected to. Each request is
 	// answered once: a second answer for the same session and request id is
-	// ALREADY_EXISTS. An answer over 4 MiB, or expiring more than an hour
-	// (plus clock skew) ahead, is INVALID_ARGUMENT. A caller that is not an
-	// operator holds at most 10,000 live answers recorded through one
-	// replica; past that it gets RESOURCE_EXHAUSTED until some expire.
+	// ALREADY_EXISTS. An answer over 4 MiB, expiring more than an hour
+	// (plus clock skew) ahead, or without principal_digest is
+	// INVALID_ARGUMENT. A caller that is not an operator holds at most
+	// 100,000 live answers recorded through one replica, and each principal
+	// (principal_digest) at most 1,000 and 64 MiB of them; past either it
+	// gets RESOURCE_EXHAUSTED until some expire.
 	RelayInputResponse(ctx context.Context, in *RelayInputResponseRequest, opts ...grpc.CallOption) (*RelayInputResponseResponse, error)
 	// RelayCancellation carries a Legacy client's notifications/cancelled that
 	// reached a gateway replica with no such request of the session in flight:
@@ -460,7 +467,9 @@ type ClusterStateServiceServer interface {
 	// has not been read yet, or the subscriber fell too far behind); the
 	// subscriber then reconnects and starts from a new snapshot, which it
 	// merges with what it holds (a revocation is never withdrawn; it only
-	// expires).
+	// expires). A caller that is not an operator holds at most 256 such
+	// streams open on one replica (as WatchSessionEvents and
+	// WatchToolDefinitions streams); past it a stream is RESOURCE_EXHAUSTED.
 	WatchRevocations(*WatchRevocationsRequest, grpc.ServerStreamingServer[WatchRevocationsResponse]) error
 	// ConsumeRequestState records that a gateway accepted a sealed request
 	// state: the requestState of a multi-round-trip retry, which the gateway
@@ -468,7 +477,10 @@ type ClusterStateServiceServer interface {
 	// for a digest answers first_use true; every later one, through any
 	// indexer replica, false, until expires_at, after which the record is
 	// dropped. The record is in the database, so a replica that cannot reach
-	// it answers UNAVAILABLE (the gateway then refuses the retry for now).
+	// it answers UNAVAILABLE (the gateway then refuses the retry for now). A
+	// caller that is not an operator holds at most 100,000 live records
+	// made through one replica (a first use makes one; a replay none); past
+	// that every call is RESOURCE_EXHAUSTED until some expire.
 	ConsumeRequestState(context.Context, *ConsumeRequestStateRequest) (*ConsumeRequestStateResponse, error)
 	// UpdateSessionState changes what a Legacy (2025-11-25) session set after
 	// it was created: its log level (logging/setLevel) or one resource
@@ -501,10 +513,12 @@ type ClusterStateServiceServer interface {
 	// answer is recorded and pushed to the owner's WatchSessionEvents stream,
 	// through whichever indexer replica it is connected to. Each request is
 	// answered once: a second answer for the same session and request id is
-	// ALREADY_EXISTS. An answer over 4 MiB, or expiring more than an hour
-	// (plus clock skew) ahead, is INVALID_ARGUMENT. A caller that is not an
-	// operator holds at most 10,000 live answers recorded through one
-	// replica; past that it gets RESOURCE_EXHAUSTED until some expire.
+	// ALREADY_EXISTS. An answer over 4 MiB, expiring more than an hour
+	// (plus clock skew) ahead, or without principal_digest is
+	// INVALID_ARGUMENT. A caller that is not an operator holds at most
+	// 100,000 live answers recorded through one replica, and each principal
+	// (principal_digest) at most 1,000 and 64 MiB of them; past either it
+	// gets RESOURCE_EXHAUSTED until some expire.
 	RelayInputResponse(context.Context, *RelayInputResponseRequest) (*RelayInputResponseResponse, error)
 	// RelayCancellation carries a Legacy client's notifications/cancelled that
 	// reached a gateway replica with no such request of the session in flight:

@@ -1989,9 +1989,8 @@ type RelayInputResponseRequest struct {
 	// The hex SHA-256 of the principal whose session answered (as
 	// UpdateSessionStateRequest.principal_digest): the indexer bounds the
 	// live answers of each principal, rows and bytes, so that no principal
-	// can use up what every gateway's credential may relay. Empty from a
-	// gateway that predates it; its answers count against the caller's
-	// bound only.
+	// can use up what every gateway's credential may relay. Required: a
+	// request without it is INVALID_ARGUMENT.
 	PrincipalDigest string `protobuf:"bytes,4,opt,name=principal_digest,json=principalDigest,proto3" json:"principal_digest,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
@@ -2245,7 +2244,11 @@ type ToolDefinitionDigest struct {
 	// listed it, for operators to review (ToolDefinition.seen_definition_json).
 	// Aggregators send it only for a tool whose digest is pending, in a
 	// second request after the verdicts; at most 64 KiB, and 8 MiB for all
-	// of a request's tools.
+	// of a request's tools. It must hash to digest (the indexer computes
+	// the digest itself; a definition that does not, or that names a member
+	// twice, fails the whole request with INVALID_ARGUMENT), and the first
+	// one kept for a seen digest stays: another sent with the same digest
+	// does not replace it.
 	DefinitionJson string `protobuf:"bytes,4,opt,name=definition_json,json=definitionJson,proto3" json:"definition_json,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -2317,8 +2320,10 @@ type RecordToolDefinitionsRequest struct {
 	// When set, a tool recorded for the first time whose backend already
 	// has tools recorded starts pending (approved_digest empty) until an
 	// operator approves it, instead of being approved by being first
-	// (aggregator.pinning.newTools review). The tools of a backend never
-	// recorded before are approved by being first either way.
+	// (aggregator.pinning.newTools review). The indexer does so too,
+	// whether or not this is set, when its own configuration says review.
+	// The tools of a backend never recorded before are approved by being
+	// first either way.
 	NewToolsPending bool `protobuf:"varint,2,opt,name=new_tools_pending,json=newToolsPending,proto3" json:"new_tools_pending,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache

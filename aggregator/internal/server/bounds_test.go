@@ -1,0 +1,181 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/switchboard-mcp/switchboard/services/audit"
+	"github.com/switchboard-mcp/switchboard/services/config"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
+)
+
+// A principal past svcauth's bounds is refused before any handler runs,
+// over real gRPC, on a unary call and on a stream: no view, cache entry or
+// audit event is made for it.
+func TestOversizedPrincipalIsRefused(t *testing.T) {
+	h, _, _ := twoEras(t)
+	ctx := context.Background()
+	huge := principal(strings.Repeat("s", 4<<20))
+	_, err := h.gateway.Discover(ctx, &aggregatorv1.DiscoverRequest{Principal: huge})
+	wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+	_, err = h.gateway.ListTools(ctx, &aggregatorv1.ListToolsRequest{Principal: principal("alice", strings.Split(strings.Repeat("g,", 2000), ",")...)})
+	wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+	stream, err := h.gateway.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{Principal: huge})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+	if _, err := h.gateway.Discover(ctx, &aggregatorv1.DiscoverRequest{Principal: principal("alice", "eng")}); err != nil {
+		t.Fatalf("an ordinary principal: %v", err)
+	}
+}
+
+// resourceSubscribeEvents reads the resource_subscribe events of an audit
+// file.
+func resourceSubscribeEvents(t *testing.T, file string) []audit.Event {
+	t.Helper()
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []audit.Event
+	lines := bufio.NewScanner(strings.NewReader(string(raw)))
+	lines.Buffer(nil, 1<<20)
+	for lines.Scan() {
+		var e audit.Event
+		if err := json.Unmarshal(lines.Bytes(), &e); err != nil {
+			t.Fatalf("line %q: %v", lines.Text(), err)
+		}
+		if e.Kind == audit.KindResourceSubscribe {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// A watch names at most 256 resource URIs (the bound on what it may
+// subscribe): more is INVALID_ARGUMENT, with nothing admitted. Within the
+// bound each URI is admitted once however often it is repeated, so a
+// missing or denied URI repeated costs one route lookup, one rate-limit
+// token and one audit event, as a subscribed one does.
+func TestWatchCatalogResourceURIsAreBoundedAndDeduplicated(t *testing.T) {
+	docs := admissionBackend(t)
+	file := t.TempDir() + "/audit.jsonl"
+	full, err := config.Load(writeFile(t, "switchboard.yaml", `
+aggregator:
+  backends:
+    - {name: docs, url: `+docs.url()+`}
+audit:
+  sink: file
+  file: `+file+`
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := startAggregatorWith(t, full, quietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "docs listed", 10*time.Second, func() bool { return len(listToolNames(t, h.gateway, principal("lister"), 0)) > 0 })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	watch := func(uris []string) (*aggregatorv1.WatchCatalogResponse, error) {
+		stream, err := h.gateway.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{Principal: principal("alice"), ResourceUris: uris})
+		if err != nil {
+			return nil, err
+		}
+		return stream.Recv()
+	}
+	repeat := func(uri string, n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = uri
+		}
+		return out
+	}
+	_, err = watch(repeat("docs://nope", 5000))
+	wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+	_, err = watch(append(repeat("docs://a", 1), repeat("docs://nope", 256)...))
+	wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+
+	uris := append(repeat("docs://nope", 250), "docs://a", "docs://a", "", "docs://nope")
+	first, err := watch(uris)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := first.GetSubscribedResourceUris(); len(got) != 1 || got[0] != "docs://a" {
+		t.Fatalf("subscribed %v, want only docs://a", got)
+	}
+	h.audit.Close() // flushes
+	events := resourceSubscribeEvents(t, file)
+	byURI := map[string]int{}
+	for _, e := range events {
+		byURI[e.Resource]++
+	}
+	if len(events) != 2 || byURI["docs://nope"] != 1 || byURI["docs://a"] != 1 {
+		t.Fatalf("%d resource_subscribe events, by URI %v; want one for docs://nope and one for docs://a", len(events), byURI)
+	}
+}
+
+// A caller that is not an operator holds at most
+// aggregator.maxWatchesPerCaller catalog watches open on one replica;
+// past it a watch is RESOURCE_EXHAUSTED, closing one makes room, and
+// other callers (an operator's credential is not held to the bound) are
+// not held to its count.
+func TestWatchCatalogStreamsPerCaller(t *testing.T) {
+	b := newTestBackend(t, "b", backendOptions{tools: []string{"x"}})
+	h := startAggregator(t, parseConfig(t, `
+aggregator:
+  maxWatchesPerCaller: 3
+  backends:
+    - {name: b, url: `+b.url()+`}
+`))
+	open := func(c aggregatorv1.AggregatorServiceClient, req *aggregatorv1.WatchCatalogRequest) (context.CancelFunc, error) {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		stream, err := c.WatchCatalog(ctx, req)
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		return cancel, err
+	}
+	var first context.CancelFunc
+	for i := range 3 {
+		// Watches of every kind count: a principal's, and all changes.
+		req := &aggregatorv1.WatchCatalogRequest{Principal: principal("alice")}
+		if i == 2 {
+			req = &aggregatorv1.WatchCatalogRequest{AllChanges: true}
+		}
+		cancel, err := open(h.gateway, req)
+		if err != nil {
+			t.Fatalf("watch %d: %v", i+1, err)
+		}
+		if first == nil {
+			first = cancel
+		}
+	}
+	_, err := open(h.gateway, &aggregatorv1.WatchCatalogRequest{Principal: principal("bob")})
+	wantStatus(t, err, codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED)
+	if _, err := open(h.internal, &aggregatorv1.WatchCatalogRequest{}); err != nil {
+		t.Fatalf("another caller: %v", err)
+	}
+	for i := range 4 {
+		if _, err := open(h.operator, &aggregatorv1.WatchCatalogRequest{AllChanges: true}); err != nil {
+			t.Fatalf("operator watch %d: %v", i+1, err)
+		}
+	}
+	first()
+	testkit.Eventually(t, "a closed watch makes room", 10*time.Second, func() bool {
+		_, err := open(h.gateway, &aggregatorv1.WatchCatalogRequest{Principal: principal("bob")})
+		return err == nil
+	})
+}

@@ -1,0 +1,142 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
+
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+)
+
+// A principal digest is chosen by the caller, so the relay quota keeps no
+// principal whose answers have all expired: answers recorded already
+// expired (a past expires_at) under ever new digests leave nothing
+// behind, and neither do the principals whose answers expired since.
+func TestRelayQuotaForgetsExpiredPrincipals(t *testing.T) {
+	var q relayQuota
+	now := time.Now()
+	for i := range 10000 {
+		done, err := q.reserve(fmt.Sprintf("%064x", i), now, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done(true, now.Add(-time.Minute))
+	}
+	for i := range 100 {
+		done, err := q.reserve(fmt.Sprintf("live%060x", i), now, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done(true, now.Add(time.Minute))
+	}
+	if n := len(q.byPrincipal); n > 100 {
+		t.Fatalf("%d principals tracked, want only the 100 with live answers", n)
+	}
+	now = now.Add(2 * time.Minute)
+	done, err := q.reserve("last", now, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done(false, time.Time{})
+	if n := len(q.byPrincipal); n != 0 {
+		t.Fatalf("%d principals tracked once every answer expired, want none", n)
+	}
+}
+
+// requestStateStore records request state uses in memory.
+type requestStateStore struct {
+	store.Store
+	used map[string]bool
+}
+
+func (s *requestStateStore) ConsumeRequestState(_ context.Context, digest string, _ time.Time) (bool, error) {
+	first := !s.used[digest]
+	s.used[digest] = true
+	return first, nil
+}
+
+// A caller that is not an operator holds at most
+// maxRequestStatesPerCaller live request state records through one
+// replica, as it does revocations and relayed answers: past it
+// ConsumeRequestState is RESOURCE_EXHAUSTED and records nothing until
+// some expire (a call at the bound is refused before the store is asked,
+// so a replay then too: the gateway refuses the retry for now). A replay
+// records nothing and counts nothing; operators are not held to the
+// bound, and callers are counted apart.
+func TestConsumeRequestStatePerCaller(t *testing.T) {
+	st := &requestStateStore{used: map[string]bool{}}
+	s := New(Deps{Store: st, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s.SetReady()
+	now := time.Now()
+	s.now = func() time.Time { return now }
+	// The calls go through the service authentication the indexer uses,
+	// in process (100,000 of them over a socket would take long).
+	allow := []string{"switchboard.indexer.v1.IndexerService/ConsumeRequestState"}
+	intercept := svcauth.NewAuthenticator([]config.ServiceCredential{
+		{Name: "gateway", Token: "gateway-token", AssertPrincipals: true, Allow: allow},
+		{Name: "other", Token: "other-token", AssertPrincipals: true, Allow: allow},
+		{Name: "operator", Token: "operator-token", Operator: true, Allow: allow},
+	}).UnaryInterceptor()
+	info := &grpc.UnaryServerInfo{FullMethod: "/switchboard.indexer.v1.IndexerService/ConsumeRequestState"}
+	handler := func(ctx context.Context, req any) (any, error) {
+		return s.ConsumeRequestState(ctx, req.(*indexerv1.ConsumeRequestStateRequest))
+	}
+	gateway, other, operator := "gateway-token", "other-token", "operator-token"
+	n := 0
+	consume := func(token, digest string) (*indexerv1.ConsumeRequestStateResponse, error) {
+		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+token))
+		resp, err := intercept(ctx, &indexerv1.ConsumeRequestStateRequest{StateDigest: digest, ExpiresAt: timestamppb.New(now.Add(10 * time.Minute))}, info, handler)
+		r, _ := resp.(*indexerv1.ConsumeRequestStateResponse)
+		return r, err
+	}
+	fresh := func() string {
+		n++
+		sum := sha256.Sum256(fmt.Append(nil, n))
+		return hex.EncodeToString(sum[:])
+	}
+	for i := range maxRequestStatesPerCaller {
+		digest := fresh()
+		if resp, err := consume(gateway, digest); err != nil || !resp.GetFirstUse() {
+			t.Fatalf("state %d: %v, %v", i+1, resp, err)
+		}
+		if i == 0 {
+			// Replays record nothing, so they leave the bound as it was.
+			for range 10 {
+				if resp, err := consume(gateway, digest); err != nil || resp.GetFirstUse() {
+					t.Fatalf("a replay: %v, %v; want first_use false", resp, err)
+				}
+			}
+		}
+	}
+	tooMany := fresh()
+	if _, err := consume(gateway, tooMany); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("one state past the bound: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	if st.used[tooMany] {
+		t.Fatal("a refused state was recorded")
+	}
+	for name, token := range map[string]string{"another caller": other, "an operator": operator} {
+		if _, err := consume(token, fresh()); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	now = now.Add(11 * time.Minute)
+	if _, err := consume(gateway, fresh()); err != nil {
+		t.Fatalf("once the states expired: %v", err)
+	}
+}
