@@ -306,6 +306,13 @@ func (b Backend) Validate(at string) error {
 	}
 	if u, err := url.Parse(b.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, keyErr(at+".url", "must be an absolute http(s) URL"))
+	} else if mode := b.Auth.EffectiveMode(); mode == BackendAuthTokenExchange || mode == BackendAuthClientCredentials {
+		// The backend receives OAuth access tokens (a user's exchanged
+		// token, or the aggregator's own), which must not cross the
+		// network in clear, as their token endpoint may not either.
+		if err := SecureURL(b.URL); err != nil {
+			errs = append(errs, keyErr(at+".url", "%w with auth.mode %s: the backend receives OAuth access tokens", err, mode))
+		}
 	}
 	switch b.Protocol {
 	case "", ProtocolAuto, ProtocolModern, ProtocolLegacy:

@@ -211,3 +211,25 @@ func TestBackendHeldPerPrincipal(t *testing.T) {
 		t.Fatalf("a share over the bound: %v", err)
 	}
 }
+
+// A backend that receives OAuth access tokens (tokenExchange,
+// clientCredentials) is reached over https, or http to a loopback
+// address, as its token endpoint is; static headers keep any http URL.
+func TestBackendReceivingTokensNeedsHTTPS(t *testing.T) {
+	oauth := BackendAuth{Mode: BackendAuthClientCredentials, TokenEndpoint: "https://idp.example/token", ClientID: "agg", ClientSecret: "s"}
+	for _, tc := range []struct {
+		url  string
+		auth BackendAuth
+		ok   bool
+	}{
+		{"http://tickets.internal/mcp", BackendAuth{}, true},
+		{"http://tickets.internal/mcp", oauth, false},
+		{"https://tickets.internal/mcp", oauth, true},
+		{"http://127.0.0.1:9000/mcp", oauth, true},
+	} {
+		err := Backend{Name: "t", URL: tc.url, Auth: tc.auth}.Validate("aggregator.backends[0]")
+		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "aggregator.backends[0].url")) {
+			t.Errorf("%s with mode %q: %v", tc.url, tc.auth.Mode, err)
+		}
+	}
+}
