@@ -276,8 +276,11 @@ const (
 
 	// MaxSessionSubscriptions is the most resource URIs one session may
 	// subscribe to: the aggregator's bound on one watch.
-	MaxSessionSubscriptions           = 256
-	DefaultSessionMaxURIBytes         = 4096
+	MaxSessionSubscriptions   = 256
+	DefaultSessionMaxURIBytes = 4096
+	// MaxSessionURIBytes is the most gateway.sessions.maxURIBytes may be:
+	// the aggregator's bound on one URI a catalog watch names.
+	MaxSessionURIBytes                = 16 << 10
 	DefaultSessionsPerPrincipal       = 1024
 	DefaultPrincipalSessionStateBytes = 1 << 20
 	DefaultSessionStateBytes          = 8 << 20
@@ -347,6 +350,9 @@ func (g Gateway) Validate() error {
 	s := g.Sessions
 	if s.MaxSubscriptions > MaxSessionSubscriptions {
 		return keyErr("gateway.sessions.maxSubscriptions", "at most %d (the aggregator's bound on one watch)", MaxSessionSubscriptions)
+	}
+	if s.MaxURIBytes > MaxSessionURIBytes {
+		return keyErr("gateway.sessions.maxURIBytes", "at most %d (the aggregator's bound on one watched URI)", MaxSessionURIBytes)
 	}
 	if s.MaxPrincipalStateBytes > 0 && s.MaxStateBytes > 0 && s.MaxPrincipalStateBytes > s.MaxStateBytes {
 		return keyErr("gateway.sessions.maxPrincipalStateBytes", "more than gateway.sessions.maxStateBytes")

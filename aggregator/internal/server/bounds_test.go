@@ -106,6 +106,17 @@ audit:
 	wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
 	_, err = watch(append(repeat("docs://a", 1), repeat("docs://nope", 256)...))
 	wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+	// No URI longer than any the gateway sends (a watch keeps its URIs
+	// for as long as it is open).
+	_, err = watch([]string{"docs://" + strings.Repeat("a", config.MaxSessionURIBytes)})
+	wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+	// The indexer's credential watches views; it may not read resources,
+	// so it may not subscribe to them either.
+	stream, err := h.indexer.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{Principal: principal("alice"), ResourceUris: []string{"docs://a"}})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	wantStatus(t, err, codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_METHOD_NOT_ALLOWED)
 
 	uris := append(repeat("docs://nope", 250), "docs://a", "docs://a", "", "docs://nope")
 	first, err := watch(uris)

@@ -50,6 +50,7 @@ const (
 	gatewayToken  = "gateway-test-token"
 	internalToken = "internal-test-token"
 	operatorToken = "operator-test-token"
+	indexerToken  = "indexer-test-token"
 )
 
 // testBackend is a real go-sdk MCP server on a real HTTP listener.
@@ -220,6 +221,7 @@ type harness struct {
 	gateway  aggregatorv1.AggregatorServiceClient // trusted: asserts principals
 	internal aggregatorv1.AggregatorServiceClient // untrusted: acts as itself
 	operator aggregatorv1.AggregatorServiceClient // an operator's: sees URLs, errors and conflicts
+	indexer  aggregatorv1.AggregatorServiceClient // the indexer's: views only (config.IndexerMethods)
 	anon     aggregatorv1.AggregatorServiceClient // no credentials
 	// audit is the trail of the configuration's audit section; nil: off.
 	audit *audit.Writer
@@ -279,6 +281,7 @@ func startAggregatorWith(t testing.TB, full *config.Config, log *slog.Logger, tu
 		{Name: "gateway", Token: gatewayToken, AssertPrincipals: true, Allow: []string{"switchboard.aggregator.v1.AggregatorService/*"}},
 		{Name: "internal", Token: internalToken, Subject: "svc-reporter", Groups: []string{"ops"}, Allow: []string{"switchboard.aggregator.v1.AggregatorService/*"}},
 		{Name: "operator", Token: operatorToken, AssertPrincipals: true, Operator: true, Allow: []string{"switchboard.aggregator.v1.AggregatorService/*"}},
+		{Name: "indexer", Token: indexerToken, AssertPrincipals: true, Allow: config.IndexerMethods},
 	})
 	srv, err := rpc.NewServer(auth, config.TLS{}, log)
 	if err != nil {
@@ -314,7 +317,7 @@ func startAggregatorWith(t testing.TB, full *config.Config, log *slog.Logger, tu
 		t.Cleanup(func() { _ = conn.Close() })
 		return aggregatorv1.NewAggregatorServiceClient(conn)
 	}
-	return &harness{engine: e, gateway: dial(gatewayToken), internal: dial(internalToken), operator: dial(operatorToken), anon: dial(""), audit: trail}, nil
+	return &harness{engine: e, gateway: dial(gatewayToken), internal: dial(internalToken), operator: dial(operatorToken), indexer: dial(indexerToken), anon: dial(""), audit: trail}, nil
 }
 
 func principal(subject string, groups ...string) *commonv1.Principal {

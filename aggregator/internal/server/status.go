@@ -26,6 +26,10 @@ import (
 // errAllChangesDenied: all_changes asked by an untrusted caller.
 var errAllChangesDenied = errors.New("all_changes requires a trusted service caller")
 
+// errSubscribeNeedsRead: a credential that may not call ReadResource
+// named resource_uris in a watch.
+var errSubscribeNeedsRead = errors.New("resource_uris needs a credential allowed ReadResource")
+
 // invalidArgument is a malformed request field; its text is client-safe.
 type invalidArgument string
 
@@ -78,6 +82,8 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 		return apierr.New(codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND, "not found")
 	case errors.Is(err, errAllChangesDenied):
 		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_NOT_ALLOWED, errAllChangesDenied.Error())
+	case errors.Is(err, errSubscribeNeedsRead):
+		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_METHOD_NOT_ALLOWED, errSubscribeNeedsRead.Error())
 	case errors.Is(err, rpc.ErrTooManyStreams):
 		caller, _ := svcauth.CallerFrom(ctx)
 		log.WarnContext(ctx, "watch refused: the caller has as many open as it may (aggregator.maxWatchesPerCaller)", "method", method, "caller", caller.Name)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"google.golang.org/grpc"
 
@@ -28,6 +29,22 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 		return s.fail(ctx, "WatchCatalog", errAllChangesDenied)
 	case len(req.GetResourceUris()) > maxWatchedResources:
 		return s.fail(ctx, "WatchCatalog", errTooManyWatchedResources)
+	case len(req.GetResourceUris()) > 0 && !caller.MayCall(aggregatorv1.AggregatorService_ReadResource_FullMethodName):
+		// A subscription makes backends send the caller what it could
+		// read: a credential that may not read (the indexer's, which
+		// watches views only) may not subscribe either.
+		return s.fail(ctx, "WatchCatalog", errSubscribeNeedsRead)
+	}
+	for _, uri := range req.GetResourceUris() {
+		if len(uri) > config.MaxSessionURIBytes {
+			return s.fail(ctx, "WatchCatalog", errWatchedURITooLong)
+		}
+	}
+	// The watch lives long: it keeps copies of the URIs, not the request
+	// they arrived in.
+	req.ResourceUris = slices.Clone(req.ResourceUris)
+	for i, uri := range req.ResourceUris {
+		req.ResourceUris[i] = strings.Clone(uri)
 	}
 	if !caller.Operator {
 		release, err := s.watchers.Acquire(caller.Name)
@@ -169,6 +186,10 @@ const maxWatchedResources = config.MaxSessionSubscriptions
 
 // errTooManyWatchedResources: a watch named more resource URIs than it may.
 var errTooManyWatchedResources = invalidArgument(fmt.Sprintf("resource_uris holds more than %d URIs", maxWatchedResources))
+
+// errWatchedURITooLong: a watch named a URI longer than any the gateway
+// sends (config.MaxSessionURIBytes).
+var errWatchedURITooLong = invalidArgument(fmt.Sprintf("a resource_uris URI is longer than %d bytes", config.MaxSessionURIBytes))
 
 // subscribeResources subscribes ch to every URI of uris (at most
 // maxWatchedResources) that the caller's server holds, that the caller
