@@ -65,7 +65,7 @@ func StringValue(v []byte) (string, bool) {
 	if len(v) < 2 || v[0] != '"' {
 		return "", false
 	}
-	end, escaped := skipString(v, 0)
+	end, escaped := StringEnd(v, 0)
 	if end != len(v) {
 		return "", false
 	}

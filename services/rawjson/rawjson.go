@@ -44,7 +44,7 @@ func Each(b []byte, f func(Member) bool) bool {
 		if b[i] != '"' {
 			return false
 		}
-		end, escaped := skipString(b, i)
+		end, escaped := StringEnd(b, i)
 		if end < 0 {
 			return false
 		}
@@ -126,9 +126,10 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// skipString returns the index just past the string starting at b[i] (a
-// '"'), and whether it holds escapes; -1 if it does not end.
-func skipString(b []byte, i int) (int, bool) {
+// StringEnd returns the index just past the JSON string starting at b[i]
+// (a '"'), and whether it holds escapes; -1 if it does not end. It reads
+// bytes and text alike, so a scanner of either need not copy.
+func StringEnd[T ~string | ~[]byte](b T, i int) (int, bool) {
 	escaped := false
 	for j := i + 1; j < len(b); j++ {
 		switch b[j] {
@@ -151,14 +152,14 @@ func SkipValue(b []byte, i int) int {
 	}
 	switch b[i] {
 	case '"':
-		end, _ := skipString(b, i)
+		end, _ := StringEnd(b, i)
 		return end
 	case '{', '[':
 		depth := 0
 		for j := i; j < len(b); j++ {
 			switch b[j] {
 			case '"':
-				end, _ := skipString(b, j)
+				end, _ := StringEnd(b, j)
 				if end < 0 {
 					return -1
 				}

@@ -154,7 +154,7 @@ func (u *uniqueScan) value(i, depth int) (int, error) {
 	case '[':
 		return u.array(i, depth+1)
 	case '"':
-		end, _ := skipString(b, i)
+		end, _ := StringEnd(b, i)
 		if end < 0 {
 			return 0, ErrMalformed
 		}
@@ -192,7 +192,7 @@ func (u *uniqueScan) members(i, depth, first int) (int, error) {
 		if i >= len(b) || b[i] != '"' {
 			return 0, ErrMalformed
 		}
-		end, escaped := skipString(b, i)
+		end, escaped := StringEnd(b, i)
 		if end < 0 {
 			return 0, ErrMalformed
 		}

@@ -264,7 +264,7 @@ func (s *secretSet) redactJSON(text string) string {
 			break
 		}
 		start := i + j
-		end, escaped := stringEnd(text, start)
+		end, escaped := rawjson.StringEnd(text, start)
 		if end < 0 {
 			return s.redactText(text)
 		}
@@ -325,20 +325,4 @@ func (s *secretSet) holds(content string) bool {
 		}
 	}
 	return false
-}
-
-// stringEnd is the index just past the JSON string starting at text[i] (a
-// '"'), and whether it holds escapes; -1 if it does not end.
-func stringEnd(text string, i int) (int, bool) {
-	escaped := false
-	for j := i + 1; j < len(text); j++ {
-		switch text[j] {
-		case '\\':
-			escaped = true
-			j++
-		case '"':
-			return j + 1, escaped
-		}
-	}
-	return -1, false
 }
