@@ -49,7 +49,8 @@ const (
 	carolKey    = "carol-key-0123456789"
 )
 
-// bearerTransport sends an API key with every request.
+// bearerTransport sends one bearer credential (an API key, an OIDC
+// token) with every request.
 type bearerTransport struct{ key string }
 
 func (b bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {

@@ -34,15 +34,6 @@ prompts:
 // lockedChallenge is what the locked backend answers every call with.
 const lockedChallenge = `Bearer realm="locked", error="invalid_token", resource_metadata="https://locked.example/.well-known/oauth-protected-resource"`
 
-// callerBearer presents one caller's OIDC token on every request.
-type callerBearer struct{ token string }
-
-func (b callerBearer) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	req.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(req)
-}
-
 // TestPerUserCredentials: through the real processes and a real OpenID
 // Provider (the pinned zitadel example, which implements RFC 8693), with
 // the gateway authenticating callers by OIDC: two users calling the same
@@ -89,7 +80,7 @@ func TestPerUserCredentials(t *testing.T) {
 	sessions := map[string]*mcp.ClientSession{}
 	for user, tok := range tokens {
 		client := mcp.NewClient(&mcp.Implementation{Name: "peruser-" + user, Version: "0"}, nil)
-		cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: c.MCPURL, MaxRetries: -1, HTTPClient: &http.Client{Transport: callerBearer{tok}}},
+		cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: c.MCPURL, MaxRetries: -1, HTTPClient: &http.Client{Transport: bearerTransport{tok}}},
 			&mcp.ClientSessionOptions{ProtocolVersion: harness.Modern})
 		if err != nil {
 			t.Fatalf("connect as %s: %v", user, err)
@@ -141,7 +132,7 @@ func TestPerUserCredentials(t *testing.T) {
 
 	// The same through a Legacy session: each POST carries the token.
 	legacy, err := mcp.NewClient(&mcp.Implementation{Name: "peruser-legacy", Version: "0"}, nil).Connect(t.Context(),
-		&mcp.StreamableClientTransport{Endpoint: c.MCPURL, MaxRetries: -1, HTTPClient: &http.Client{Transport: callerBearer{tokens["bob"]}}},
+		&mcp.StreamableClientTransport{Endpoint: c.MCPURL, MaxRetries: -1, HTTPClient: &http.Client{Transport: bearerTransport{tokens["bob"]}}},
 		&mcp.ClientSessionOptions{ProtocolVersion: harness.Legacy})
 	if err != nil {
 		t.Fatal(err)

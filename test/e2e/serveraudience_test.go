@@ -14,15 +14,6 @@ import (
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
-// audienceBearer presents one OIDC token on every request.
-type audienceBearer struct{ token string }
-
-func (b audienceBearer) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	req.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(req)
-}
-
 // TestServerAudiences: through the real processes and a real OpenID
 // Provider, virtual servers with an audience of their own are protected
 // resources of their own. A token the provider minted for server alpha's
@@ -55,7 +46,7 @@ func TestServerAudiences(t *testing.T) {
 	connect := func(path, token string) error {
 		t.Helper()
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "audience-test", Version: "0"}, nil).Connect(t.Context(),
-			&mcp.StreamableClientTransport{Endpoint: base + path, MaxRetries: -1, HTTPClient: &http.Client{Transport: audienceBearer{token}}},
+			&mcp.StreamableClientTransport{Endpoint: base + path, MaxRetries: -1, HTTPClient: &http.Client{Transport: bearerTransport{token}}},
 			&mcp.ClientSessionOptions{ProtocolVersion: harness.Modern})
 		if err != nil {
 			return err

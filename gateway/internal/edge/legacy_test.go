@@ -246,69 +246,41 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 
 // TestGetStreamEndsWithItsSession: deleting a session ends its open GET
 // stream on the replica that deleted it; the stream does not outlive the
-// session however often its watch is reopened.
+// session however often its watch is reopened. On another replica the
+// stream ends as soon as the revocation reaches it (the indexer's watch),
+// not when the session expires: a stolen session id stops hearing of
+// changes once its owner deletes the session.
 func TestGetStreamEndsWithItsSession(t *testing.T) {
-	b := startBackends(t)
-	_, srv := startGateway(t, b, testGatewayConfig(b))
-	id := initializeOn(t, srv.URL+"/mcp", "alice-key")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/mcp", nil)
-	req.Header.Set("Authorization", "Bearer alice-key")
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Mcp-Session-Id", id)
-	stream, err := http.DefaultClient.Do(req)
-	if err != nil || stream.StatusCode != 200 {
-		t.Fatalf("GET stream: %v %v", err, stream)
-	}
-	defer stream.Body.Close()
-	lines := bufio.NewScanner(stream.Body)
-	if !lines.Scan() || lines.Text() != ": ok" {
-		t.Fatalf("GET stream starts with %q", lines.Text())
-	}
-	if del := send(t, http.MethodDelete, srv.URL+"/mcp", legacyHeaders("alice-key", id), ""); del.status != http.StatusNoContent {
-		t.Fatalf("DELETE: %d %s", del.status, del.body)
-	}
-	for lines.Scan() {
-		// keep-alives until the stream ends
-	}
-	if ctx.Err() != nil {
-		t.Fatal("the GET stream of a deleted session is still open")
-	}
-}
-
-// TestGetStreamEndsWithItsSessionOnAnotherReplica: a session deleted
-// through one replica ends its GET stream open on another as soon as the
-// revocation reaches that replica (the indexer's watch), not when the
-// session expires: a stolen session id stops hearing of changes once its
-// owner deletes the session.
-func TestGetStreamEndsWithItsSessionOnAnotherReplica(t *testing.T) {
 	b := startBackends(t)
 	_, one := startGateway(t, b, testGatewayConfig(b))
 	_, two := startGateway(t, b, testGatewayConfig(b))
-	id := initializeOn(t, one.URL+"/mcp", "alice-key")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, two.URL+"/mcp", nil)
-	req.Header.Set("Authorization", "Bearer alice-key")
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Mcp-Session-Id", id)
-	stream, err := http.DefaultClient.Do(req)
-	if err != nil || stream.StatusCode != 200 {
-		t.Fatalf("GET stream on the second replica: %v %v", err, stream)
-	}
-	defer stream.Body.Close()
-	lines := bufio.NewScanner(stream.Body)
-	if !lines.Scan() || lines.Text() != ": ok" {
-		t.Fatalf("GET stream starts with %q", lines.Text())
-	}
-	if del := send(t, http.MethodDelete, one.URL+"/mcp", legacyHeaders("alice-key", id), ""); del.status != http.StatusNoContent {
-		t.Fatalf("DELETE on the first replica: %d %s", del.status, del.body)
-	}
-	for lines.Scan() {
-		// keep-alives until the stream ends
-	}
-	if ctx.Err() != nil {
-		t.Fatal("the GET stream on the other replica outlived the session's deletion")
+	for name, streamAt := range map[string]string{"the same replica": one.URL, "another replica": two.URL} {
+		t.Run(name, func(t *testing.T) {
+			id := initializeOn(t, one.URL+"/mcp", "alice-key")
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, streamAt+"/mcp", nil)
+			req.Header.Set("Authorization", "Bearer alice-key")
+			req.Header.Set("Accept", "text/event-stream")
+			req.Header.Set("Mcp-Session-Id", id)
+			stream, err := http.DefaultClient.Do(req)
+			if err != nil || stream.StatusCode != 200 {
+				t.Fatalf("GET stream: %v %v", err, stream)
+			}
+			defer stream.Body.Close()
+			lines := bufio.NewScanner(stream.Body)
+			if !lines.Scan() || lines.Text() != ": ok" {
+				t.Fatalf("GET stream starts with %q", lines.Text())
+			}
+			if del := send(t, http.MethodDelete, one.URL+"/mcp", legacyHeaders("alice-key", id), ""); del.status != http.StatusNoContent {
+				t.Fatalf("DELETE: %d %s", del.status, del.body)
+			}
+			for lines.Scan() {
+				// keep-alives until the stream ends
+			}
+			if ctx.Err() != nil {
+				t.Fatal("the GET stream of a deleted session is still open")
+			}
+		})
 	}
 }
