@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -18,6 +19,7 @@ import (
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	"github.com/switchboard-mcp/switchboard/services/oidcop"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -216,9 +218,10 @@ func TestPerUserCredentials(t *testing.T) {
 		strings.Contains(rpcErr.Message+string(rpcErr.Data), "locked.example") {
 		t.Errorf("a static backend's 401: %q, data %s", rpcErr.Message, rpcErr.Data)
 	}
-	if log := c.Aggregator.Log(64 << 20); !strings.Contains(log, "locked.example/.well-known/oauth-protected-resource") {
-		t.Error("the aggregator's log lacks the static backend's challenge")
-	}
+	// The line may reach the process's output just after the answer.
+	testkit.Eventually(t, "the static backend's challenge in the aggregator's log", 10*time.Second, func() bool {
+		return strings.Contains(c.Aggregator.Log(64<<20), "locked.example/.well-known/oauth-protected-resource")
+	})
 
 	// No token in any log (the services log at debug level here).
 	for name, proc := range map[string]*harness.Proc{"gateway": c.Gateway, "aggregator": c.Aggregator, "indexer": c.Indexer} {
