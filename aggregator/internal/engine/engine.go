@@ -26,11 +26,16 @@ import (
 
 // published is one snapshot as served; superseded is closed when a newer
 // snapshot replaces it, which wakes every watcher. policy is the Cedar
-// policy its views and decisions are made under (policy.go).
+// policy its views and decisions are made under (policy.go); builder is
+// the one it was built with, whose naming (the ranks that route URIs,
+// the global overrides that name tools for the policy) its content
+// digest does not cover, so a snapshot of another builder is never kept
+// in its place.
 type published struct {
 	snap       *catalog.Snapshot
 	superseded chan struct{}
 	policy     *policy
+	builder    *catalog.Builder
 }
 
 // catalogSet is every catalog as served, by server name ("" for the whole
@@ -114,7 +119,7 @@ func New(opts Options) (*Engine, error) {
 	e.policy.Store(&policy{authz: opts.Authz})
 	empty := &catalogSet{byServer: map[string]*published{}, superseded: make(chan struct{})}
 	for name, bd := range e.builders {
-		empty.byServer[name] = &published{snap: bd.Build(nil, nil), superseded: make(chan struct{}), policy: e.policy.Load()}
+		empty.byServer[name] = &published{snap: bd.Build(nil, nil), superseded: make(chan struct{}), policy: e.policy.Load(), builder: bd}
 	}
 	e.current.Store(empty)
 	return e, nil
@@ -355,7 +360,7 @@ func (e *Engine) build() *catalog.Snapshot {
 	for name, bd := range e.builders {
 		snap := bd.Build(lists, down)
 		old := prev[name]
-		if old != nil && snap.SameContent(old.snap) && old.policy == pol {
+		if old != nil && snap.SameContent(old.snap) && old.policy == pol && old.builder == bd {
 			next[name] = old
 			continue
 		}
@@ -366,7 +371,7 @@ func (e *Engine) build() *catalog.Snapshot {
 			e.reportConflicts(snap.Conflicts)
 			e.opts.Metrics.catalogBuilt(snap, time.Since(start))
 		}
-		next[name] = &published{snap: snap, superseded: make(chan struct{}), policy: pol}
+		next[name] = &published{snap: snap, superseded: make(chan struct{}), policy: pol, builder: bd}
 		if old != nil {
 			replaced = append(replaced, old)
 		}

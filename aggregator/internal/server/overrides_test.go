@@ -198,3 +198,58 @@ rateLimits:
 		t.Errorf("the backend received %d calls, want the 1 admitted", n)
 	}
 }
+
+// TestReloadOfAGlobalRenameReachesServers: a reload that renames a tool
+// in aggregator.toolOverrides changes its name at /mcp, the name the
+// policy and the rate limits know it by in every server, even in a server
+// whose own override gives it a name of its own (so that server's listing
+// does not change). A limit on the new name counts the server's calls at
+// once.
+func TestReloadOfAGlobalRenameReachesServers(t *testing.T) {
+	eng := newTestBackend(t, "eng", backendOptions{tools: []string{"deploy"}})
+	conf := func(global string) *config.Config {
+		full, err := config.Load(writeFile(t, "switchboard.yaml", `
+aggregator:
+  catalogTTL: 1h
+  backends:
+    - {name: eng, url: `+eng.url()+`}
+  toolOverrides:
+    - {backend: eng, tool: deploy, name: `+global+`}
+servers:
+  - name: ops
+    backends: [eng]
+    toolOverrides:
+      - {backend: eng, tool: deploy, name: ship}
+rateLimits:
+  limits:
+    - {name: releases, per: tool, match: {tools: [eng_release]}, rate: 1/h, burst: 1}
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return full
+	}
+	h, err := startAggregatorWith(t, conf("rollout"), quietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := principal("alice")
+	testkit.Eventually(t, "eng listed", 10*time.Second, func() bool {
+		return slices.Contains(listServerTools(t, h.gateway, alice, "ops"), "eng_ship")
+	})
+	call := func() error {
+		_, err := h.gateway.CallTool(context.Background(), &aggregatorv1.CallToolRequest{Principal: alice, Server: "ops", Name: "eng_ship", ArgumentsJson: "{}"})
+		return err
+	}
+	// Known as eng_rollout: the limit does not count it.
+	for range 3 {
+		if err := call(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reconfigure(t, h, conf("release"))
+	if err := call(); err != nil {
+		t.Fatalf("the first call known as eng_release: %v", err)
+	}
+	wantStatus(t, call(), codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED)
+}
