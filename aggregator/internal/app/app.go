@@ -100,7 +100,8 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	}
 	peers := peer.New(self, cfg.Peers, env.Config.ServiceAuth.TLS, env.Log)
 	defer peers.Close()
-	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, server.New(e).WithPeers(peers).WithLimiter(limiter).WithAudit(trail).WithGroupsClaim(env.Config.Gateway.Auth.OIDC.GroupsClaim))
+	api := server.New(e).WithPeers(peers).WithLimiter(limiter).WithAudit(trail).WithGroupsClaim(env.Config.Gateway.Auth.OIDC.GroupsClaim)
+	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, api)
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -109,7 +110,7 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	defer cancel()
 	// The configuration file is watched from here on, so that a policy
 	// written while the first catalog is built is not missed.
-	reload := &live{started: env.Config, applied: env.Config, engine: e, services: services, log: env.Log, limiter: limiter,
+	reload := &live{started: env.Config, applied: env.Config, engine: e, services: services, log: env.Log, limiter: limiter, api: api,
 		policy: policy, creds: slices.Clone(env.Config.ServiceAuth.Credentials)}
 	wg.Go(func() {
 		env.WatchConfig(ctx, reg, lifecycle.Reloader{Validate: Validate, Apply: reload.Apply, Related: policyPaths, Audit: trail})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/authz"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/server"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
@@ -23,11 +24,16 @@ import (
 // logged as needing a restart.
 
 // readKeys are the parts of the configuration file the aggregator reads.
-var readKeys = []string{"aggregator", "serviceAuth", "grpc", "telemetry", "logging", "ops", "servers", "rateLimits", "reload", "audit"}
+var readKeys = []string{"aggregator", "serviceAuth", "grpc", "telemetry", "logging", "ops", "servers", "rateLimits", "reload", "audit",
+	"gateway.auth.oidc.groupsClaim"}
 
 // liveKeys are those of readKeys that Apply puts in force ("reload" is
 // applied by the watch itself).
-var liveKeys = append([]string{"aggregator.authz", "serviceAuth.credentials", "rateLimits", "reload"}, engineKeys...)
+var liveKeys = append([]string{"aggregator.authz", "serviceAuth.credentials", "rateLimits", "reload",
+	// The claim the gateway makes a principal's groups of, which binding a
+	// caller's token to its principal reads too: applied as the gateway
+	// applies it, live.
+	"gateway.auth.oidc.groupsClaim"}, engineKeys...)
 
 // engineKeys are what the engine reconfigures live (engine.Reconfigure):
 // the backends, the naming, the virtual servers, the tool overrides, the
@@ -93,6 +99,8 @@ type live struct {
 	services *svcauth.Authenticator
 	log      *slog.Logger
 	limiter  *ratelimit.Limiter
+	// api is the gRPC service, for the groups claim it binds tokens with.
+	api *server.Server
 
 	policy policyFile
 	creds  []config.ServiceCredential
@@ -140,6 +148,7 @@ func (l *live) Apply(cfg *config.Config) error {
 			return err
 		}
 	}
+	claimChanged := cfg.Gateway.Auth.OIDC.GroupsClaim != l.applied.Gateway.Auth.OIDC.GroupsClaim
 	l.applied = cfg
 	creds := slices.Clone(cfg.ServiceAuth.Credentials)
 	credsChanged := !reflect.DeepEqual(creds, l.creds)
@@ -157,6 +166,10 @@ func (l *live) Apply(cfg *config.Config) error {
 		}
 		l.policy = pol
 		l.log.Info("aggregator.authz policy reloaded", "policy_file", pol.path)
+	}
+	if claimChanged && l.api != nil {
+		l.api.SetGroupsClaim(cfg.Gateway.Auth.OIDC.GroupsClaim)
+		l.log.Info("gateway.auth.oidc.groupsClaim reloaded: callers' tokens are bound with it")
 	}
 	if limitsChanged {
 		l.limiter.Apply(limits)

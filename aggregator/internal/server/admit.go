@@ -131,7 +131,7 @@ func (s *Server) admit(ctx context.Context, r admission) (*admitted, error) {
 		// it presents must be the asserted principal's own: else Cedar,
 		// the limits and the trail would see one user while the backend
 		// acts as another.
-		if a.b.NeedsCaller() && r.subjectToken != "" && !callerid.Bound(r.subjectToken, p, s.groupsClaim) {
+		if a.b.NeedsCaller() && r.subjectToken != "" && !callerid.Bound(r.subjectToken, p, s.GroupsClaim()) {
 			return a, backend.ErrCallerCredential
 		}
 		if a.ctx, err = a.b.WithCaller(ctx, p.GetSubject(), r.subjectToken); err != nil {

@@ -15,6 +15,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
@@ -39,8 +40,9 @@ type Server struct {
 	audit *audit.Writer
 	// groupsClaim is the claim of a caller's token holding its groups
 	// (gateway.auth.oidc.groupsClaim), for binding the token to the
-	// principal asserted with it (admit.go).
-	groupsClaim string
+	// principal asserted with it (admit.go); a reload may change it, as
+	// the gateway applies it live.
+	groupsClaim atomic.Pointer[string]
 	// watchers bounds the open WatchCatalog streams of each caller that
 	// is not an operator (aggregator.maxWatchesPerCaller).
 	watchers *rpc.StreamQuota
@@ -61,8 +63,20 @@ func (s *Server) WithPeers(f *peer.Forwarder) *Server {
 // WithGroupsClaim names the claim of a caller's token that holds its
 // groups, as the gateway reads it; unset, callerid.DefaultGroupsClaim.
 func (s *Server) WithGroupsClaim(claim string) *Server {
-	s.groupsClaim = claim
+	s.SetGroupsClaim(claim)
 	return s
+}
+
+// SetGroupsClaim puts a new groups claim in force (a reload of
+// gateway.auth.oidc.groupsClaim) for the admissions that start after it.
+func (s *Server) SetGroupsClaim(claim string) { s.groupsClaim.Store(&claim) }
+
+// GroupsClaim is the groups claim in force.
+func (s *Server) GroupsClaim() string {
+	if c := s.groupsClaim.Load(); c != nil {
+		return *c
+	}
+	return ""
 }
 
 var _ aggregatorv1.AggregatorServiceServer = (*Server)(nil)
