@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -116,10 +117,13 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 		// A stream lives long: it keeps only what it reads (the era's
 		// _meta and its notifications filter), not the whole body, and
 		// only so much of that.
-		if rerr := msg.Detach("_meta", "notifications"); rerr != nil {
-			if len(id) > wire.MaxStreamIDBytes {
-				id = nil // not echoed: the answer would be as long
-			}
+		rerr := msg.Detach("_meta", "notifications")
+		if rerr != nil && len(id) > wire.MaxStreamIDBytes {
+			id = nil // not echoed: the answer would be as long
+		} else if rerr == nil && len(msg.Params["_meta"]) > wire.MaxStreamMetaBytes {
+			rerr = wire.InvalidParams(fmt.Sprintf("the _meta of a streaming request is longer than %d bytes", wire.MaxStreamMetaBytes))
+		}
+		if rerr != nil {
 			refuse(w, rec, http.StatusBadRequest, id, rerr)
 			return
 		}

@@ -3,6 +3,7 @@ package edge
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -275,5 +276,35 @@ func TestListenSubscriptionsBounded(t *testing.T) {
 		`{"jsonrpc":"2.0","id":9,"method":"subscriptions/listen","params":{`+modernMeta+`,"notifications":{"resourceSubscriptions":["a://1","a://2","a://3"]}}}`)
 	if resp.status != http.StatusBadRequest || !strings.Contains(string(resp.body), "more than 2 resourceSubscriptions") {
 		t.Fatalf("listen with 3 URIs, bound 2: %d %s", resp.status, resp.body)
+	}
+}
+
+// TestListenKeepsOnlyWhatItReads: what a listen stream keeps of its
+// request is bounded without refusing what the bounds allow. Its _meta
+// is at most 16 KiB (a padded one is -32602); its notifications may be as
+// long as maxSubscriptions URIs of maxURIBytes make them (here 200 URIs,
+// 17 KB), since the stream keeps the filter it parsed, not the member.
+func TestListenKeepsOnlyWhatItReads(t *testing.T) {
+	b := startBackends(t)
+	_, srv := startGateway(t, b, testGatewayConfig(b))
+	padded := strings.TrimSuffix(modernMeta, "}") + `,"pad":"` + strings.Repeat("x", wire.MaxStreamMetaBytes) + `"}`
+	resp := send(t, http.MethodPost, srv.URL+"/mcp", modernHeaders("subscriptions/listen"),
+		`{"jsonrpc":"2.0","id":10,"method":"subscriptions/listen","params":{`+padded+`,"notifications":{"toolsListChanged":true}}}`)
+	if resp.status != http.StatusBadRequest || !strings.Contains(string(resp.body), "_meta of a streaming request is longer") {
+		t.Fatalf("listen with a padded _meta: %d %s", resp.status, resp.body)
+	}
+	uris := make([]string, 200)
+	for i := range uris {
+		uris[i] = fmt.Sprintf(`"file:///%080d"`, i)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, lines := openStream(t, ctx, srv.URL+"/mcp", modernHeaders("subscriptions/listen"),
+		`{"jsonrpc":"2.0","id":11,"method":"subscriptions/listen","params":{`+modernMeta+`,"notifications":{"resourceSubscriptions":[`+strings.Join(uris, ",")+`]}}}`)
+	if stream.StatusCode != http.StatusOK {
+		t.Fatalf("listen with 200 URIs: %d", stream.StatusCode)
+	}
+	if !lines.Scan() {
+		t.Fatal("the listen with 200 URIs sent nothing")
 	}
 }

@@ -44,6 +44,9 @@ func (s *Server) listen(ctx context.Context, req *Request, resp Responder) (json
 	if !ok || json.Unmarshal(raw, &filter) != nil {
 		return nil, wire.InvalidParams("missing or invalid 'notifications' field")
 	}
+	// The stream keeps the filter it parsed (bounded below), never the
+	// member as sent, which a client could pad to the body's size.
+	delete(req.Params, "notifications")
 	maxSubscriptions := session.MaxSubscriptions
 	if n := s.cfg.MaxSubscriptions; n > 0 {
 		maxSubscriptions = min(n, maxSubscriptions)

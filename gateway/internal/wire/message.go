@@ -140,15 +140,15 @@ func validID(id json.RawMessage) json.RawMessage {
 	return nil
 }
 
-// What a long-lived stream may keep of its request (Detach): its id, and
-// the params members it reads, together. Generous for any real client
-// (an id is a number or a short string; _meta holds a version, client
-// info, capabilities and trace context), and small enough that the
-// streams a replica allows (gateway.streams.maxOpen) hold at most
-// MaxOpen × (MaxStreamIDBytes + MaxStreamKeptBytes).
+// What a long-lived stream may keep of its request: its id (Detach), and
+// its _meta (the edge checks it). Generous for any real client (an id is
+// a number or a short string; _meta holds a version, client info,
+// capabilities and trace context), small enough that the streams a
+// replica allows (gateway.streams.maxOpen) hold little. What else a
+// stream keeps it parses and bounds itself (a listen's filter).
 const (
 	MaxStreamIDBytes   = 256
-	MaxStreamKeptBytes = 16 << 10
+	MaxStreamMetaBytes = 16 << 10
 )
 
 // Detach makes m independent of the request body it was parsed from:
@@ -157,19 +157,11 @@ const (
 // body, so a long-lived stream that kept m would keep the whole body
 // (up to http.maxBodyBytes, whatever padding a client put in it) for as
 // long as it is open.
-// It refuses, with -32602, a message whose id is over MaxStreamIDBytes or
-// whose members kept are over MaxStreamKeptBytes together: a client
-// could otherwise pad them to the body's size, once per stream.
+// It refuses, with -32602, a message whose id is over MaxStreamIDBytes:
+// a client could otherwise pad it to the body's size, once per stream.
 func (m *Message) Detach(keep ...string) *Error {
 	if len(m.ID) > MaxStreamIDBytes {
 		return InvalidParams(fmt.Sprintf("the id of a streaming request is longer than %d bytes", MaxStreamIDBytes))
-	}
-	kept := 0
-	for _, k := range keep {
-		kept += len(m.Params[k])
-	}
-	if kept > MaxStreamKeptBytes {
-		return InvalidParams(fmt.Sprintf("the members a streaming request keeps (%v) are longer than %d bytes together", keep, MaxStreamKeptBytes))
 	}
 	m.ID = bytes.Clone(m.ID)
 	params := make(Object, len(keep))
