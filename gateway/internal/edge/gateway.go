@@ -213,7 +213,9 @@ func (g *Gateway) Handler() http.Handler {
 func (g *Gateway) checkHost(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ops := r.URL.Path == "/readyz" || r.URL.Path == "/metrics"
-		if ops && !hostguard.Named(r.Host, g.rules.hosts) {
+		// A configured name:port entry counts as hostAllowed reads it.
+		named := hostguard.Named(r.Host, g.rules.hosts) || len(g.rules.hosts) > 0 && g.hostAllowed(r)
+		if ops && !named {
 			http.Error(w, "Forbidden: Host not allowed", http.StatusForbidden)
 			return
 		}

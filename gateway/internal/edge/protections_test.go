@@ -207,7 +207,7 @@ func TestOpsPathsRefuseNamesOnAnyBind(t *testing.T) {
 func TestOpsPathsFollowTheHostRule(t *testing.T) {
 	b := startBackends(t)
 	cfg := testGatewayConfig(b)
-	cfg.HTTP.AllowedHosts = []string{"mcp.example.com"}
+	cfg.HTTP.AllowedHosts = []string{"mcp.example.com", "ops.example.com:8443"}
 	_, srv := startGateway(t, b, cfg)
 	for _, tc := range []struct {
 		path, host string
@@ -217,6 +217,8 @@ func TestOpsPathsFollowTheHostRule(t *testing.T) {
 		{"/readyz", "attacker.example", http.StatusForbidden},
 		{"/metrics", "10.1.2.3:8080", http.StatusOK},
 		{"/metrics", "mcp.example.com", http.StatusOK},
+		{"/readyz", "ops.example.com:8443", http.StatusOK},
+		{"/readyz", "ops.example.com:9443", http.StatusForbidden},
 		{"/healthz", "10.1.2.3", http.StatusOK},
 		{"/mcp", "10.1.2.3:8080", http.StatusForbidden},
 	} {
