@@ -138,7 +138,12 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 		ctx, cancel = context.WithDeadline(ctx, req.SessionExpiry)
 		defer cancel()
 	}
+	// The wake-up channel is taken before deletion is looked for: a
+	// deletion heard after the look closes a channel this stream holds.
 	uris, changed := s.local.Subscriptions(req.Session, req.SessionExpiry)
+	if s.revoked(req.Session) {
+		return nil
+	}
 	w, err := s.openWatch(ctx, req, uris)
 	if err != nil {
 		return mcperr.FromError(ctx, s.log, err, mcpspec.EraLegacy, "GET")
@@ -155,12 +160,13 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 		stop, version := s.pump(ctx, resp, w, k, changed, nil)
 		w.close()
 		before := w
+		// Each change of the session's subscriptions reopens the watch
+		// with the new set; the stream itself stays open. The channel
+		// first, then the look for a deletion, as above.
+		uris, changed = s.local.Subscriptions(req.Session, req.SessionExpiry)
 		if s.revoked(req.Session) {
 			return nil
 		}
-		// Each change of the session's subscriptions reopens the watch
-		// with the new set; the stream itself stays open.
-		uris, changed = s.local.Subscriptions(req.Session, req.SessionExpiry)
 		switch stop {
 		case stopSubscriptionsChanged:
 			if w, err = s.openWatch(ctx, req, uris); err != nil {
