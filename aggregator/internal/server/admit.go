@@ -116,7 +116,7 @@ func (s *Server) admit(ctx context.Context, r admission) (*admitted, error) {
 			return a, s.refused(ctx, r, err)
 		}
 	}
-	if !r.forwarded {
+	if !r.forwarded && s.limiter != nil {
 		// A tool is counted by the name the policy knows it by, so a
 		// server's rename does not give it a bucket of its own.
 		tool := a.snap.PolicyName(r.kind, r.toolName())
