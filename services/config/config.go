@@ -230,11 +230,14 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if err != nil {
 		// time.ParseDuration's error quotes the value, which may be an
 		// expanded secret: a TypeError, which Parse names by its key.
-		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: not a duration (a number and a unit: 300ms, 30s, 2m, 1h)", n.Line)}}
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %s", n.Line, notADuration)}}
 	}
 	*d = Duration(v)
 	return nil
 }
+
+// notADuration is what Duration says of a value that is not one.
+const notADuration = "not a duration (a number and a unit: 300ms, 30s, 2m, 1h)"
 
 // MarshalYAML writes the duration as a string.
 func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
@@ -284,7 +287,7 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 	written := map[*yaml.Node]node{}
 	src := sources{}
 	text := textScalars(&doc)
-	var missing []error
+	var refused []error
 	walkPaths(&doc, "", func(n *yaml.Node, path string, key bool) {
 		info := node{path: path, key: key, src: valueSource{line: n.Line}}
 		switch n.Kind {
@@ -297,12 +300,20 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 			info.src.vars = references(n.Value)
 			v, err := Expand(n.Value, lookup)
 			if err != nil {
-				missing = append(missing, &KeyError{Key: path, Line: n.Line, Err: err})
+				refused = append(refused, &KeyError{Key: path, Line: n.Line, Err: err})
 			} else if v != n.Value {
 				n.Value = v
 				switch {
 				case n.Style&yaml.TaggedStyle != 0:
-					// An explicit tag (!!int ${N}) is kept.
+					// An explicit tag (!!int ${N}) is kept. A
+					// value that does not fit it is refused here,
+					// by its key: yaml's own error would quote
+					// the value and name no key.
+					var decoded any
+					if n.Decode(&decoded) != nil {
+						refused = append(refused, &KeyError{Key: path, Line: n.Line, Vars: info.src.vars,
+							Err: fmt.Errorf("does not read as its explicit tag %s", n.ShortTag())})
+					}
 				case text[n] && (v != "" || n.Style&quotedStyles != 0):
 					// A text field gets the text, whatever YAML
 					// would make of it (expandtypes.go).
@@ -323,8 +334,8 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 		}
 		written[n] = info
 	})
-	if len(missing) > 0 {
-		return nil, errors.Join(missing...)
+	if len(refused) > 0 {
+		return nil, errors.Join(refused...)
 	}
 	// Re-encode and decode strictly: yaml.Node.Decode has no strict mode.
 	expanded, err := yaml.Marshal(&doc)

@@ -29,7 +29,9 @@ type Console struct {
 	// AggregatorToken and IndexerToken are the console's credential to
 	// gateway.aggregator and to gateway.indexer, one token per server
 	// (${ENV}), so that neither server holds a token the other accepts;
-	// each replaces ServiceToken toward its server.
+	// each replaces ServiceToken toward its server. A gateway without
+	// gateway.indexer needs no token to it: the console skips the
+	// indexer's pages.
 	AggregatorToken string `yaml:"aggregatorToken"`
 	IndexerToken    string `yaml:"indexerToken"`
 	// SessionTTL bounds a login session (default 8h); the operator then
@@ -176,7 +178,9 @@ func (g Gateway) validateConsole() error {
 		errs = append(errs, errors.New("gateway.console.serviceToken is required: the console reads the services with a credential of its own"))
 	case c.AggregatorServiceToken() == "":
 		errs = append(errs, errors.New("gateway.console.aggregatorToken (or serviceToken) is required: the console's token to the aggregator"))
-	case c.IndexerServiceToken() == "":
+	case c.IndexerServiceToken() == "" && g.Indexer.Address != "":
+		// Without gateway.indexer the console skips the indexer's pages,
+		// and needs no token to it.
 		errs = append(errs, errors.New("gateway.console.indexerToken (or serviceToken) is required: the console's token to the indexer"))
 	}
 	for key, tok := range map[string]string{"serviceToken": c.ServiceToken, "aggregatorToken": c.AggregatorToken, "indexerToken": c.IndexerToken} {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -177,5 +178,46 @@ aggregator:
 	c, err = Parse([]byte("gateway:\n  http:\n    maxBodyBytes: ${N}\n  timeouts:\n    request: ${N}\nops:\n  pprof: ${N}\n"), env(map[string]string{"N": ""}))
 	if err != nil || c.Gateway.HTTP.MaxBodyBytes != 0 || c.Gateway.Timeouts.Request != 0 || c.Ops.Pprof {
 		t.Fatalf("empty variable in typed fields: %v %+v", err, c)
+	}
+}
+
+// Tool-override annotations are a known schema: title is text, the hints
+// are booleans. A hint from ${VAR} is read as a bool field reads it, quoted
+// or not, so that `readOnlyHint: ${RO}` with RO=true is the boolean true
+// (as it was before values from variables were typed by their field), and
+// a value that is no boolean is refused naming the key and the variable.
+func TestExpandedAnnotationHints(t *testing.T) {
+	const file = `aggregator:
+  listen: ":1"
+  backends:
+  - {name: a, url: "http://a"}
+  toolOverrides:
+  - backend: a
+    tool: t
+    annotations:
+      title: ${T}
+      readOnlyHint: ${RO}
+      destructiveHint: "${NO}"
+      idempotentHint: ${RO}
+      openWorldHint: ${NO}
+`
+	c, err := Parse([]byte(file), env(map[string]string{"T": "true", "RO": "true", "NO": "false"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"title": "true", "readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
+	if got := c.Aggregator.ToolOverrides[0].Annotations; !reflect.DeepEqual(got, want) {
+		t.Fatalf("annotations %#v, want %#v", got, want)
+	}
+	if err := c.ValidateAggregator(); err != nil {
+		t.Fatalf("annotations from variables refused: %v", err)
+	}
+
+	c, err = Parse([]byte(file), env(map[string]string{"T": "x", "RO": "s3cr3t", "NO": "false"}))
+	if err == nil {
+		err = c.ValidateAggregator()
+	}
+	if err == nil || !strings.Contains(err.Error(), "aggregator.toolOverrides[0].annotations.readOnlyHint (line 10, from ${RO}): must be a bool") || strings.Contains(err.Error(), "s3cr3t") {
+		t.Fatalf("a hint that is no boolean: %v", err)
 	}
 }

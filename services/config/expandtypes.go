@@ -25,7 +25,15 @@ import (
 //     the reference do not change that, as they did not before.
 //   - A value written with an explicit tag (!!str ${X}, !!int ${X}) keeps
 //     it: the way to a number or a bool from a variable in an any-typed
-//     field.
+//     field. A value that does not fit its tag is refused by its key.
+//   - Tool-override annotations are any-typed but a known schema
+//     (annotationKinds): title is text, and the hints (readOnlyHint,
+//     destructiveHint, idempotentHint, openWorldHint) are booleans: read
+//     as YAML reads a bare value of the file, quoted or not, so that
+//     `readOnlyHint: ${RO}` with RO=true is the boolean true, as it was
+//     before values were typed by their field (and RO=yes the text "yes",
+//     which the validation refuses, as it does `readOnlyHint: yes`).
+//     Other keys are text (and refused by the validation).
 
 // quotedStyles are the styles of a scalar written as text: quoted, or a
 // literal or folded block.
@@ -96,8 +104,49 @@ func markText(n *yaml.Node, t reflect.Type, text map[*yaml.Node]bool, depth int)
 					markText(v, t, text, depth+1) // merged into this mapping
 					continue
 				}
+				if t == toolOverrideType && k.Value == "annotations" {
+					markAnnotations(v, text, depth+1)
+					continue
+				}
 				markText(v, fieldType(t, k.Value), text, depth+1)
 			}
+		}
+	}
+}
+
+var toolOverrideType = reflect.TypeOf(ToolOverride{})
+
+// markAnnotations marks the text of a tool override's annotations (n,
+// any-typed): every key, title and the keys that are not annotations,
+// but not the hints, which annotationKinds says are bools: they are read
+// as YAML reads a bare value (true, false).
+func markAnnotations(n *yaml.Node, text map[*yaml.Node]bool, depth int) {
+	if depth > maxTypeDepth {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		markAll(n, text, depth)
+		return
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind == yaml.ScalarNode {
+			text[k] = true
+		}
+		switch {
+		case k.Value == "<<" && k.Tag == "!!merge":
+			// Merged into this mapping: a mapping, or a list of them.
+			if v.Kind == yaml.SequenceNode {
+				for _, c := range v.Content {
+					markAnnotations(c, text, depth+1)
+				}
+			} else {
+				markAnnotations(v, text, depth+1)
+			}
+		case k.Kind == yaml.ScalarNode && annotationKinds[k.Value] == "bool" && v.Kind == yaml.ScalarNode:
+			// A bool: not text.
+		default:
+			markAll(v, text, depth+1)
 		}
 	}
 }

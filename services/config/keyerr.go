@@ -223,10 +223,23 @@ type lineNode struct {
 }
 
 var (
-	decodeLine    = regexp.MustCompile(`^line (\d+): (.*)$`)
+	decodeLine    = regexp.MustCompile(`(?s)^line (\d+): (.*)$`)
 	unknownField  = regexp.MustCompile(`^field (\S+) (?:not found|already set) in type`)
-	quotedInError = regexp.MustCompile("( ?`[^`]*`| ?\"(?:[^\"\\\\]|\\\\.)*\")")
-	mappingKeyDup = regexp.MustCompile(`^mapping key .* already defined at line \d+$`)
+	fieldProblem  = regexp.MustCompile(`^field .+ (?:not found|already set) in type [\w.]+$`)
+	mappingKeyDup = regexp.MustCompile(`(?s)^mapping key .* already defined at line \d+$`)
+	yamlShortTag  = regexp.MustCompile(`^!![a-z]+$`)
+	goTypeName    = regexp.MustCompile(`^[\w.\[\]*{} ]+$`)
+	// valueFreeFailures are the messages of yaml's decoder, outside its
+	// type errors, that hold no value: anchors are names of the file as
+	// written (references are expanded in values only).
+	valueFreeFailures = regexp.MustCompile(`^yaml: (?:` + strings.Join([]string{
+		`document contains excessive aliasing`,
+		`unknown anchor '[^'\s]*' referenced`,
+		`anchor '[^'\s]*' value contains itself`,
+		`!!binary value contains invalid base64 data`,
+		`invalid array: want \d+ elements but got \d+`,
+		`map merge requires map or sequence of maps as the value`,
+	}, "|") + `)$`)
 )
 
 // pick is the node of the file that a decoding error on a line of the
@@ -276,7 +289,7 @@ func pick(on []lineNode, msg string) (lineNode, bool) {
 func decodeErrors(err error, written *yaml.Node, encodedRaw []byte, seen map[*yaml.Node]node, src sources) error {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
-		return errors.New(withoutValues(err.Error()))
+		return errors.New(decodeFailure(err.Error()))
 	}
 	var encoded yaml.Node
 	index := map[int][]lineNode{}
@@ -287,16 +300,12 @@ func decodeErrors(err error, written *yaml.Node, encodedRaw []byte, seen map[*ya
 	for _, msg := range te.Errors {
 		m := decodeLine.FindStringSubmatch(msg)
 		if m == nil {
-			errs = append(errs, errors.New(withoutValues(msg)))
+			errs = append(errs, errors.New(decodeProblem(msg)))
 			continue
 		}
 		line, _ := strconv.Atoi(m[1])
-		text := m[2]
-		if mappingKeyDup.MatchString(text) {
-			text = "a key given twice"
-		}
-		text = withoutValues(text)
-		n, ok := pick(index[line], m[2])
+		text := decodeProblem(m[2])
+		n, ok := pick(index[line], text)
 		if !ok {
 			errs = append(errs, errors.New(text))
 			continue
@@ -306,7 +315,71 @@ func decodeErrors(err error, written *yaml.Node, encodedRaw []byte, seen map[*ya
 	return errors.Join(errs...)
 }
 
-// withoutValues removes the values a decoding error quotes: "cannot
-// unmarshal !!str `abcdefg...` into int" becomes "cannot unmarshal !!str
-// into int".
-func withoutValues(msg string) string { return quotedInError.ReplaceAllString(msg, "") }
+// cannotDecode is what is left of a message yaml's decoder cannot be
+// trusted not to quote a value in.
+const cannotDecode = "cannot be decoded (the decoder's message is left out: it may quote the value)"
+
+// decodeProblem is what one type error of yaml's decoder says is wrong,
+// rebuilt from the parts of the forms it is known to take, never by
+// cutting the value out of it (a value may hold the quotes that would
+// end the cut early):
+//
+//   - "cannot unmarshal !!str `abcdefg...` into int" (yaml quotes the
+//     value, or its first seven bytes) is "cannot unmarshal !!str into
+//     int": the tag, then the Go type after the last " into ", which
+//     follows the value;
+//   - "mapping key "k" already defined at line 3" is "a key given twice";
+//   - "field k not found in type config.Gateway" names a key, and stays;
+//   - the Duration's own message stays.
+//
+// Any other form is cannotDecode.
+func decodeProblem(msg string) string {
+	const unmarshal = "cannot unmarshal "
+	switch {
+	case strings.HasPrefix(msg, unmarshal):
+		rest := msg[len(unmarshal):]
+		i := strings.LastIndex(rest, " into ")
+		if i < 0 {
+			return cannotDecode
+		}
+		tag, _, _ := strings.Cut(rest, " ")
+		goType := rest[i+len(" into "):]
+		if !yamlShortTag.MatchString(tag) {
+			tag = "a value"
+		}
+		if !goTypeName.MatchString(goType) {
+			return unmarshal + tag
+		}
+		return unmarshal + tag + " into " + goType
+	case mappingKeyDup.MatchString(msg):
+		return "a key given twice"
+	case fieldProblem.MatchString(msg), msg == notADuration:
+		return msg
+	}
+	return cannotDecode
+}
+
+// decodeFailure is what an error of yaml's decoder that is not a list of
+// type errors says, rebuilt like decodeProblem's: "yaml: cannot decode
+// !!str `value` as a !!int" (a value that does not fit its explicit tag;
+// Parse names the key of one from ${VAR} before decoding) keeps its two
+// tags, a known message without a value stays, anything else is
+// cannotDecode.
+func decodeFailure(msg string) string {
+	const tagMismatch, as = "yaml: cannot decode ", " as a "
+	switch {
+	case strings.HasPrefix(msg, tagMismatch):
+		rest := msg[len(tagMismatch):]
+		got, _, _ := strings.Cut(rest, " ")
+		i := strings.LastIndex(rest, as)
+		if i < 0 || !yamlShortTag.MatchString(got) || !yamlShortTag.MatchString(rest[i+len(as):]) {
+			return "yaml: a value does not fit its explicit tag"
+		}
+		return tagMismatch + "a " + got + " value" + as + rest[i+len(as):]
+	case strings.HasPrefix(msg, "yaml: invalid map key: "):
+		return "yaml: invalid map key: a list or a mapping cannot be a key"
+	case valueFreeFailures.MatchString(msg):
+		return msg
+	}
+	return "yaml: the expanded file " + cannotDecode
+}

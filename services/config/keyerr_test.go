@@ -10,6 +10,31 @@ import (
 // the first seven bytes of a long value).
 const secretValue = "s3cr3t-VALUE-xyz"
 
+// trickySecrets are secrets that end or confuse the quoting of a value in
+// a yaml error: backticks (yaml quotes a value as `value`, or its first
+// seven bytes as `abcdefg...`), double quotes and backslashes.
+var trickySecrets = []string{
+	"ab`SECRETPART-xyz",
+	"`SECRETPART`xyz",
+	"SE`CRETPART",
+	"a`b`SECRETPART",
+	"S`C`R`T",
+	"ab\"SECRETPART\\\"-xyz",
+}
+
+// showsValue reports whether msg shows value, or four bytes of it in a row.
+func showsValue(msg, value string) bool {
+	if len(value) < 4 {
+		return strings.Contains(msg, value)
+	}
+	for i := 0; i+4 <= len(value); i++ {
+		if strings.Contains(msg, value[i:i+4]) {
+			return true
+		}
+	}
+	return false
+}
+
 // gatewayBase is a gateway section the validation accepts, under which a
 // case adds keys.
 const gatewayBase = "gateway:\n  aggregator: {address: \"127.0.0.1:1\"}\n"
@@ -53,36 +78,77 @@ func TestErrorsNameKeysNotValues(t *testing.T) {
 		{"bounded duration", "reload: {interval: \"${V}\"}\n", "7ms", (*Config).ValidateGateway, "reload.interval"},
 		{"service credential method", "serviceAuth:\n  credentials:\n  - {name: gw, token: t, allow: [\"${V}\"]}\n", "", (*Config).ValidateIndexer, "serviceAuth.credentials[0].allow[0]"},
 		{"server backend", "aggregator: {listen: \":1\", backends: [{name: a, url: \"http://a\"}]}\nservers:\n- {name: s, backends: [\"${V}\"]}\n", "", (*Config).ValidateAggregator, "servers[0].backends[0]"},
+		{"service credential hostedBy", "serviceAuth:\n  credentials:\n  - {name: gw, token: t, allow: [\"a.B/*\"], hostedBy: \"${V}\"}\n", "", (*Config).ValidateIndexer, "serviceAuth.credentials[0].hostedBy"},
+
+		// Refused while decoding: an explicit tag the value does not fit.
+		{"tagged int", "aggregator:\n  toolOverrides:\n  - {backend: a, tool: t, arguments: {n: {hidden: true, value: !!int \"${V}\"}}}\n", "", (*Config).ValidateAggregator, "aggregator.toolOverrides[0].arguments.n.value"},
+		{"tagged bool", "ops:\n  pprof: !!bool ${V}\n", "", (*Config).ValidateGateway, "ops.pprof"},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			value := c.value
-			if value == "" {
-				value = secretValue
-			}
-			lookup := func(name string) (string, bool) {
-				if name == "V" {
-					return value, true
+		values := []string{c.value}
+		if c.value == "" {
+			values = append([]string{secretValue}, trickySecrets...)
+		}
+		for _, value := range values {
+			t.Run(c.name+"/"+value, func(t *testing.T) {
+				lookup := func(name string) (string, bool) {
+					if name == "V" {
+						return value, true
+					}
+					return "", false
 				}
-				return "", false
-			}
-			cfg, err := Parse([]byte(c.yaml), lookup)
+				cfg, err := Parse([]byte(c.yaml), lookup)
+				if err == nil {
+					err = c.validate(cfg)
+				}
+				if err == nil {
+					t.Fatal("accepted")
+				}
+				msg := err.Error()
+				if showsValue(msg, value) {
+					t.Errorf("the error shows the value: %s", msg)
+				}
+				if !strings.Contains(msg, c.key) {
+					t.Errorf("the error does not name %s: %s", c.key, msg)
+				}
+				if !strings.Contains(msg, "${V}") {
+					t.Errorf("the error does not name the variable ${V}: %s", msg)
+				}
+			})
+		}
+	}
+}
+
+// A value that holds the words yaml writes after it is not mistaken for
+// the end of the message: the error is rebuilt from its parts.
+func TestDecodeErrorIsRebuilt(t *testing.T) {
+	for _, value := range []string{"Q` into Q", "` into `", "Q into Q` into Q"} {
+		_, err := Parse([]byte("gateway:\n  http:\n    maxBodyBytes: ${V}\n"), env(map[string]string{"V": value}))
+		const want = "parse config: gateway.http.maxBodyBytes (line 3, from ${V}): cannot unmarshal !!str into int64"
+		if err == nil || err.Error() != want {
+			t.Errorf("%q: got %v, want %s", value, err, want)
+		}
+	}
+}
+
+// The decoding errors yaml raises outside its list of type errors (an
+// explicit tag the value does not fit, a key that cannot be one) show no
+// value either.
+func TestDecodeFailuresShowNoValue(t *testing.T) {
+	for _, file := range []string{
+		"aggregator:\n  toolOverrides:\n  - {backend: a, tool: t, arguments: {n: {hidden: true, value: {? [\"${V}\"] : 1}}}}\n",
+		"aggregator:\n  toolOverrides:\n  - {backend: a, tool: t, arguments: {n: {hidden: true, value: !!float ${V}}}}\n",
+		"gateway:\n  http:\n    maxBodyBytes: !!int ${V}\n",
+	} {
+		for _, value := range append([]string{secretValue}, trickySecrets...) {
+			_, err := Parse([]byte(file), env(map[string]string{"V": value}))
 			if err == nil {
-				err = c.validate(cfg)
+				t.Errorf("%q with %q: accepted", file, value)
+				continue
 			}
-			if err == nil {
-				t.Fatal("accepted")
+			if showsValue(err.Error(), value) {
+				t.Errorf("%q with %q: the error shows the value: %v", file, value, err)
 			}
-			msg := err.Error()
-			if strings.Contains(msg, value) || strings.Contains(msg, value[:min(len(value), 6)]) {
-				t.Errorf("the error shows the value: %s", msg)
-			}
-			if !strings.Contains(msg, c.key) {
-				t.Errorf("the error does not name %s: %s", c.key, msg)
-			}
-			if !strings.Contains(msg, "${V}") {
-				t.Errorf("the error does not name the variable ${V}: %s", msg)
-			}
-		})
+		}
 	}
 }
 
@@ -106,5 +172,43 @@ func TestErrorsWithoutVariables(t *testing.T) {
 	err = cfg.ValidateGateway()
 	if err == nil || !strings.Contains(err.Error(), "gateway.auth.mode") || strings.Contains(err.Error(), "${") || strings.Contains(err.Error(), "bogus") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// Every form of yaml's decoding messages is rebuilt from its parts or
+// dropped, whatever the value it quotes holds.
+func TestDecodeMessagesRebuilt(t *testing.T) {
+	const s = "ab`SECRETPART-xyz"
+	for msg, want := range map[string]string{
+		"cannot unmarshal !!str `" + s[:7] + "...` into int64":     "cannot unmarshal !!str into int64",
+		"cannot unmarshal !!str `a` into b` into bool":             "cannot unmarshal !!str into bool",
+		"cannot unmarshal !!map into string":                       "cannot unmarshal !!map into string",
+		"cannot unmarshal !!seq into map[string]interface {}":      "cannot unmarshal !!seq into map[string]interface {}",
+		"cannot unmarshal !weird `" + s + "` into config.Duration": "cannot unmarshal a value into config.Duration",
+		"cannot unmarshal !!str `" + s + "`":                       cannotDecode,
+		"mapping key \"" + s + "\" already defined at line 3":      "a key given twice",
+		"mapping key \"a\nb\" already defined at line 3":           "a key given twice",
+		"field tokn not found in type config.Endpoint":             "field tokn not found in type config.Endpoint",
+		"field token already set in type config.Endpoint":          "field token already set in type config.Endpoint",
+		notADuration:                 notADuration,
+		"something else `" + s + "`": cannotDecode,
+	} {
+		if got := decodeProblem(msg); got != want {
+			t.Errorf("%q: got %q, want %q", msg, got, want)
+		}
+	}
+	for msg, want := range map[string]string{
+		"yaml: cannot decode !!str `" + s + "` as a !!int":            "yaml: cannot decode a !!str value as a !!int",
+		"yaml: cannot decode !!str `x as a !!int` as a !!bool":        "yaml: cannot decode a !!str value as a !!bool",
+		"yaml: cannot decode !!str `" + s + "` as a !x":               "yaml: a value does not fit its explicit tag",
+		"yaml: invalid map key: []interface {}{\"" + s + "\"}":        "yaml: invalid map key: a list or a mapping cannot be a key",
+		"yaml: unknown anchor 'a' referenced":                         "yaml: unknown anchor 'a' referenced",
+		"yaml: document contains excessive aliasing":                  "yaml: document contains excessive aliasing",
+		"invalid IP address: " + s:                                    "yaml: the expanded file " + cannotDecode,
+		"yaml: runtime error: hash of unhashable type []interface {}": "yaml: the expanded file " + cannotDecode,
+	} {
+		if got := decodeFailure(msg); got != want {
+			t.Errorf("%q: got %q, want %q", msg, got, want)
+		}
 	}
 }

@@ -231,7 +231,7 @@ func validateOverrides(at string, ovs []ToolOverride, known func(string) bool) [
 				continue
 			}
 			if _, isBool := v.(bool); (want == "bool") != isBool {
-				errs = append(errs, fmt.Errorf("%s: annotation %q must be a %s", here, k, want))
+				errs = append(errs, keyErr(here+".annotations."+k, "must be a %s", want))
 			}
 		}
 		if len(o.Arguments) > MaxArgumentsPerOverride {

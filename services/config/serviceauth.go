@@ -49,7 +49,7 @@ func (a ServiceAuth) Validate() error {
 		case c.HostedBy == c.Name:
 			errs = append(errs, keyErr(fmt.Sprintf("serviceAuth.credentials[%d].hostedBy", i), "names the credential itself"))
 		case !slices.ContainsFunc(a.Credentials, func(o ServiceCredential) bool { return o.Name == c.HostedBy }):
-			errs = append(errs, keyErr(fmt.Sprintf("serviceAuth.credentials[%d].hostedBy", i), "no credential %s: name the credential whose client certificate carries this token", c.HostedBy))
+			errs = append(errs, keyErr(fmt.Sprintf("serviceAuth.credentials[%d].hostedBy", i), "names no credential: name the credential whose client certificate carries this token"))
 		}
 		// A token and a digest are compared as the token's SHA-256, so
 		// the two forms of one token are the same identity.

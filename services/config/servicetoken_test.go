@@ -49,7 +49,7 @@ func TestServiceAuthTokenSHA256(t *testing.T) {
 		{"token of another's digest", []ServiceCredential{{Name: "a", TokenSHA256: strings.ToUpper(hexSHA256("t")), Allow: listTools}, {Name: "b", Token: "t", Allow: listTools}},
 			"serviceAuth.credentials[1].token: is also a's"},
 		{"hosted by nobody", []ServiceCredential{{Name: "a", Token: "t", HostedBy: "gateway", Allow: listTools}},
-			"serviceAuth.credentials[0].hostedBy: no credential gateway"},
+			"serviceAuth.credentials[0].hostedBy: names no credential"},
 		{"hosted by itself", []ServiceCredential{{Name: "a", Token: "t", URISAN: "spiffe://x/a", HostedBy: "a", Allow: listTools}},
 			"serviceAuth.credentials[0].hostedBy: names the credential itself"},
 	} {
@@ -57,6 +57,15 @@ func TestServiceAuthTokenSHA256(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// A hostedBy that names no credential is refused by its key: the value,
+// which may come from ${VAR}, is not shown.
+func TestServiceAuthHostedByNotShown(t *testing.T) {
+	err := ServiceAuth{Credentials: []ServiceCredential{{Name: "a", Token: "t", HostedBy: "s3cr3t-host", Allow: []string{"switchboard.aggregator.v1.AggregatorService/ListTools"}}}}.Validate()
+	if err == nil || !strings.Contains(err.Error(), "serviceAuth.credentials[0].hostedBy") || strings.Contains(err.Error(), "s3cr3t") {
+		t.Fatalf("got %v, want an error naming serviceAuth.credentials[0].hostedBy without its value", err)
 	}
 }
 
@@ -122,5 +131,21 @@ func TestConsolePerServerTokens(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", name, err, tc.want)
 		}
+	}
+}
+
+// A gateway without an indexer (gateway.indexer.address unset) runs a
+// console that skips the indexer's pages: it needs no token to the indexer.
+func TestConsoleWithoutIndexer(t *testing.T) {
+	g := consoleGateway()
+	g.Indexer = Endpoint{}
+	g.Console.ServiceToken = ""
+	g.Console.AggregatorToken = "console-to-aggregator"
+	if err := g.WithDefaults().Validate(); err != nil {
+		t.Fatalf("a console without an indexer refused for want of an indexer token: %v", err)
+	}
+	g.Console.AggregatorToken = ""
+	if err := g.WithDefaults().Validate(); err == nil || !strings.Contains(err.Error(), "serviceToken is required") {
+		t.Fatalf("a console without any token: %v", err)
 	}
 }
