@@ -441,8 +441,9 @@ func (c *Client) redactCall(ctx context.Context, msg string) string {
 }
 
 // redactResult cuts the backend's secrets out of a result of the call in
-// ctx (redact.go: those of at least MinRedactedHidden bytes; for a result
-// marked isError, the call's own Authorization too).
+// ctx (redact.go: those of at least MinRedactedHidden bytes, the
+// client-credentials tokens, the last one and the call's own; for a result
+// marked isError, the call's own Authorization whatever it is).
 func (c *Client) redactResult(ctx context.Context, res *Result) *Result {
 	res.JSON = c.redactor.forResult(ctx, res.IsError).redactJSON(res.JSON)
 	return res
@@ -473,24 +474,24 @@ func (c *Client) redactToolResult(ctx context.Context, res *mcp.CallToolResult) 
 
 // redactNotice is redactNotification for a go-sdk notification's params:
 // the same, as JSON, when a secret was cut out.
-func (c *Client) redactNotice(params any) any {
-	if c.redactor.forNotification().empty() {
+func (c *Client) redactNotice(ctx context.Context, params any) any {
+	if c.redactor.forNotification(ctx).empty() {
 		return params
 	}
 	text, err := json.Marshal(params)
 	if err != nil {
 		return params
 	}
-	if redacted := c.redactNotification(text); !bytes.Equal(redacted, text) {
+	if redacted := c.redactNotification(ctx, text); !bytes.Equal(redacted, text) {
 		return json.RawMessage(redacted)
 	}
 	return params
 }
 
 // redactNotification cuts the backend's secrets out of a notification's
-// params (JSON) relayed for a call.
-func (c *Client) redactNotification(params []byte) []byte {
-	set := c.redactor.forNotification()
+// params (JSON) relayed for the call in ctx.
+func (c *Client) redactNotification(ctx context.Context, params []byte) []byte {
+	set := c.redactor.forNotification(ctx)
 	if set.empty() {
 		return params
 	}

@@ -92,6 +92,9 @@ type heldCall struct {
 	// relay hands the backend's notifications to the caller of the round
 	// in progress: the call's, then each retry's.
 	relay relay
+	// cred is the credential the call's requests carry (WithCaller, the
+	// first round's; nil for none), whichever round's caller awaits it.
+	cred *callerCred
 }
 
 type inputAsk struct {
@@ -147,8 +150,8 @@ func (c *Client) CallToolAsking(ctx context.Context, params *mcp.CallToolParams,
 	id := make([]byte, 16)
 	_, _ = rand.Read(id)
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	h := &heldCall{id: hex.EncodeToString(id), owner: owner, asks: make(chan *inputAsk), done: make(chan heldOutcome, 1), cancel: cancel}
-	h.relay.redact = c.redactNotice
+	h := &heldCall{id: hex.EncodeToString(id), owner: owner, asks: make(chan *inputAsk), done: make(chan heldOutcome, 1), cancel: cancel, cred: callerCredential(ctx)}
+	h.relay.redact = func(p any) any { return c.redactNotice(bctx, p) }
 	h.relay.set(n)
 	opts := &mcp.ClientOptions{
 		Logger:         c.log,
@@ -203,6 +206,9 @@ func (c *Client) ResumeHeld(ctx context.Context, state, owner string, responses 
 func (c *Client) await(ctx context.Context, h *heldCall) (*mcp.CallToolResult, error) {
 	// This round's caller gets nothing once it has its answer.
 	defer h.relay.set(Notify{})
+	// What the backend sends back is read and redacted with the credential
+	// the call's requests carried (a retry's own may be another token).
+	ctx = context.WithValue(ctx, callerKey{}, h.cred)
 	wait, cancel := context.WithTimeoutCause(ctx, c.cfg.Timeout, errBudget)
 	defer cancel()
 	select {

@@ -92,7 +92,11 @@ type tokenSource struct {
 	now    func() time.Time
 
 	// lastService is the last client-credentials token issued, cached or
-	// not: the redactor cuts it out of what the backend sends back.
+	// not: the redactor cuts it out of what the backend sends back. An
+	// uncached token (no expires_in) is a call's own, which the call's
+	// texts lose anyway, or that of a handshake, listing or probe, whose
+	// failures reach the log and Status.LastError with no call to name
+	// it. Storing it costs the redactor nothing: its sets hold no token.
 	lastService atomic.Pointer[string]
 
 	mu      sync.Mutex

@@ -427,7 +427,7 @@ func (c *Client) readStream(ctx context.Context, body io.ReadCloser, id string, 
 		}
 		switch {
 		case m.isNotification():
-			c.relay(m, id, call)
+			c.relay(ctx, m, id, call)
 		case m.isRequest():
 			if modern {
 				return nil, fmt.Errorf("%w: a server-to-client request (%s) on a Modern response stream", ErrProtocolViolation, m.method)
@@ -451,22 +451,22 @@ func (c *Client) readStream(ctx context.Context, body io.ReadCloser, id string, 
 	}
 }
 
-// relay hands a notification the call asked for to call.Notify.
-func (c *Client) relay(m message, id string, call *Call) {
+// relay hands a notification the call in ctx asked for to call.Notify.
+func (c *Client) relay(ctx context.Context, m message, id string, call *Call) {
 	if call.Notify == nil {
 		return
 	}
 	switch {
 	case call.Progress && m.methodIs(MethodProgress):
 		if token, ok := rawjson.Get(m.params, "progressToken"); ok && idIs(token, id) {
-			call.Notify(MethodProgress, c.redactNotification(m.params))
+			call.Notify(MethodProgress, c.redactNotification(ctx, m.params))
 		}
 	case call.LogLevel != "" && m.methodIs(MethodLog):
 		var p struct {
 			Level mcp.LoggingLevel `json:"level"`
 		}
 		if json.Unmarshal(m.params, &p) == nil && LevelAtLeast(p.Level, call.LogLevel) {
-			call.Notify(MethodLog, c.redactNotification(m.params))
+			call.Notify(MethodLog, c.redactNotification(ctx, m.params))
 		}
 	}
 }

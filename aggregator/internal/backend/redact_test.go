@@ -10,8 +10,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,6 +79,12 @@ func startLeaky(t *testing.T) string {
 		a["authorization"] = req.Extra.Header.Get("Authorization")
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done: " + quote(req)}}, StructuredContent: a}, nil
 	})
+	add("ask", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if _, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "sure?", RequestedSchema: map[string]any{"type": "object"}}); err != nil {
+			return nil, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "asked: " + quote(req)}}}, nil
+	})
 	router := dualera.New(srv, nil, nil)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
@@ -131,7 +139,8 @@ func leaked(text string, secrets ...string) string {
 		enc := json.NewEncoder(&plain)
 		enc.SetEscapeHTML(false)
 		_ = enc.Encode(s)
-		forms := []string{s, string(html[1 : len(html)-1]), strings.TrimSpace(plain.String())[1 : len(strings.TrimSpace(plain.String()))-1]}
+		forms := []string{s, string(html[1 : len(html)-1]), strings.TrimSpace(plain.String())[1 : len(strings.TrimSpace(plain.String()))-1],
+			url.QueryEscape(s), url.PathEscape(s)}
 		for _, f := range forms {
 			if strings.Contains(text, f) {
 				return s
@@ -392,5 +401,235 @@ func TestRedactorSets(t *testing.T) {
 	}
 	if in := `{"a": "nothing to see"}`; r.forResult(ctx, false).redactJSON(in) != in {
 		t.Error("a text without secrets changed")
+	}
+}
+
+// A secret is cut out as URL query and path encoding write it, from a
+// plain text and from the strings of a JSON text alike (a backend's
+// "fetch https://api/?key=... failed"), a secret without any letter or
+// digit too.
+func TestRedactorCutsURLEncodedSecrets(t *testing.T) {
+	const key = "AbCdEf0123+/xyz=="
+	const bare = "+/+/&?=+/"
+	r := newRedactor(Config{Hidden: []string{key, bare}}, nil)
+	ctx := context.Background()
+	type cutter interface {
+		redactText(string) string
+		redactJSON(string) string
+	}
+	sets := map[string]cutter{"a result": r.forResult(ctx, false), "an error": r.forCall(ctx), "a log": r.shared()}
+	for _, encoded := range []string{url.QueryEscape(key), url.PathEscape(key), url.QueryEscape(bare), url.PathEscape(bare)} {
+		text := "fetch https://api/?key=" + encoded + " failed"
+		js, _ := json.Marshal(map[string]string{"error": text})
+		for name, set := range sets {
+			if got := set.redactText(text); got != "fetch https://api/?key=[redacted] failed" {
+				t.Errorf("%s, as a text: %q", name, got)
+			}
+			if got := set.redactJSON(string(js)); got != `{"error":"fetch https://api/?key=[redacted] failed"}` {
+				t.Errorf("%s, as JSON: %s", name, got)
+			}
+		}
+	}
+}
+
+// startServiceTokens is a client-credentials token endpoint that answers
+// each request with a new token, valid for an hour or, without expiresIn,
+// for no stated time (every request then gets a new one).
+func startServiceTokens(t *testing.T, expiresIn bool) Auth {
+	t.Helper()
+	var n atomic.Int32
+	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		exp := ""
+		if expiresIn {
+			exp = `,"expires_in":3600`
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, `{"access_token":"service-token-%04d","token_type":"Bearer"%s}`, n.Add(1), exp)
+	}))
+	t.Cleanup(endpoint.Close)
+	return Auth{Mode: AuthClientCredentials, Audience: "leaky", TokenEndpoint: endpoint.URL, ClientID: "api", ClientSecret: "service-client-secret"}
+}
+
+// A client-credentials token is the aggregator's own, shared by every
+// caller: a call's own token never reaches its caller, even when it is not
+// the last one issued (a refresh came between, or the token endpoint gives
+// every call a new token), in a result or a relayed notification, on the
+// raw path or a session of the call's own.
+func TestClientCredentialsTokenNeverReachesACaller(t *testing.T) {
+	leaky := startLeaky(t)
+	for _, tc := range []struct {
+		name      string
+		expiresIn bool
+	}{{"refreshed", true}, {"uncached", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			logs := &logBuffer{}
+			c := newTestClientLogging(Config{Name: "leaky", URL: leaky, Protocol: ProtocolModern, Auth: startServiceTokens(t, tc.expiresIn), Timeout: 5 * time.Second}, logs.logger())
+			t.Cleanup(c.Close)
+			ctx, err := c.WithCaller(context.Background(), "alice", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			own := bearer(callerAuthorization(ctx))
+			if tc.expiresIn {
+				// The cached token expires; the next call gets a new one.
+				c.tokens.mu.Lock()
+				c.tokens.service = nil
+				c.tokens.mu.Unlock()
+			}
+			other, err := c.WithCaller(context.Background(), "bob", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if next := bearer(callerAuthorization(other)); !strings.HasPrefix(own, "service-token-") || next == own || c.tokens.last() == "Bearer "+own {
+				t.Fatalf("tokens %q then %q, last %q", own, next, c.tokens.last())
+			}
+			check := func(what, text string) {
+				t.Helper()
+				if strings.Contains(text, own) {
+					t.Errorf("%s holds the call's client-credentials token: %s", what, text)
+				}
+			}
+			var notes []string
+			call := leakCall("echo", []byte(`{}`))
+			call.LogLevel, call.Notify = "info", func(_ string, params []byte) { notes = append(notes, string(params)) }
+			res, err := c.Call(ctx, call)
+			if err != nil || res.IsError {
+				t.Fatalf("echo: %v %+v", err, res)
+			}
+			check("a result", res.JSON)
+			if !strings.Contains(res.JSON, "[redacted]") || len(notes) != 1 {
+				t.Errorf("echo: %s, log messages %q", res.JSON, notes)
+			}
+			for _, n := range notes {
+				check("a relayed log message", n)
+			}
+			var emitted []string
+			streamed, err := c.CallToolStreamed(ctx, &mcp.CallToolParams{Name: "echo", Arguments: json.RawMessage(`{}`)}, false, "info", func(_ string, p any) {
+				b, _ := json.Marshal(p)
+				emitted = append(emitted, string(b))
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			text, _ := json.Marshal(streamed)
+			check("a result on a session of its own", string(text))
+			if len(emitted) != 1 {
+				t.Errorf("log messages on a session of its own: %q", emitted)
+			}
+			for _, n := range emitted {
+				check("a log message on a session of its own", n)
+			}
+			check("the log", logs.String())
+		})
+	}
+}
+
+// isErrorFixture is a tokenExchange backend's redactor with a few
+// configured secrets, a call's context carrying an exchanged token (a
+// JWT) and a result marked isError that does not hold it.
+func isErrorFixture() (*redactor, context.Context, string, string) {
+	cfg := Config{
+		Auth:    Auth{Mode: AuthTokenExchange, TokenEndpoint: "https://auth.example/token", ClientID: "api", ClientSecret: "exchange-client-secret"},
+		Headers: map[string]string{"X-Api-Key": "static-key-0123456789"},
+		Hidden:  []string{"n-secret-value", "sk-live-0123456789abcdef"},
+	}
+	r := newRedactor(cfg, newTokenSource(cfg.Auth, time.Second))
+	token := fakeJWT(`{"sub":"alice","aud":"github","scope":"repo read:org","exp":4102444800,"iat":1700000000,"jti":"` + strings.Repeat("0123456789abcdef", 8) + `"}`)
+	ctx := context.WithValue(context.Background(), callerKey{}, &callerCred{authorization: "Bearer " + token})
+	text := `{"content":[{"type":"text","text":"upstream refused the request: quota exceeded for project 42, retry in 30s"}],"isError":true}`
+	return r, ctx, token, text
+}
+
+// A call held for the client's input is answered with the credential its
+// requests carried, the first round's: its result loses that token, not
+// only the retry's own.
+func TestHeldCallLosesItsOwnClientCredentialsToken(t *testing.T) {
+	leaky := startLeaky(t)
+	for _, tc := range []struct {
+		name      string
+		expiresIn bool
+	}{{"refreshed", true}, {"uncached", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newTestClient(Config{Name: "leaky", URL: leaky, Protocol: ProtocolLegacy, Auth: startServiceTokens(t, tc.expiresIn), Timeout: 5 * time.Second})
+			t.Cleanup(c.Close)
+			first, err := c.WithCaller(context.Background(), "alice", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			own := bearer(callerAuthorization(first))
+			caps := &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}
+			asked, err := c.CallToolAsking(first, &mcp.CallToolParams{Name: "ask", Arguments: json.RawMessage(`{}`)}, caps, "alice", Notify{})
+			if err != nil || len(asked.InputRequests) != 1 {
+				t.Fatalf("first round: %+v %v", asked, err)
+			}
+			if tc.expiresIn {
+				c.tokens.mu.Lock()
+				c.tokens.service = nil
+				c.tokens.mu.Unlock()
+			}
+			retry, err := c.WithCaller(context.Background(), "alice", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bearer(callerAuthorization(retry)) == own || c.tokens.last() == "Bearer "+own {
+				t.Fatalf("the retry's token is the first round's %q", own)
+			}
+			answers := map[string]json.RawMessage{}
+			for key := range asked.InputRequests {
+				answers[key] = json.RawMessage(`{"action":"accept","content":{}}`)
+			}
+			done, err := c.ResumeHeld(retry, asked.RequestState, "alice", answers, Notify{})
+			if err != nil || len(done.Content) != 1 {
+				t.Fatalf("last round: %+v %v", done, err)
+			}
+			text, _ := json.Marshal(done)
+			if strings.Contains(string(text), own) || !strings.Contains(string(text), "[redacted]") {
+				t.Errorf("the held call's result: %s", text)
+			}
+		})
+	}
+}
+
+// A result marked isError that does not hold the call's own token costs
+// what a normal result costs: no set of secrets is built for it. One that
+// holds the token loses it.
+func TestIsErrorResultBuildsNoSetWithoutTheToken(t *testing.T) {
+	r, ctx, token, text := isErrorFixture()
+	normal := testing.AllocsPerRun(100, func() { _ = r.forResult(ctx, false).redactJSON(text) })
+	isError := testing.AllocsPerRun(100, func() { _ = r.forResult(ctx, true).redactJSON(text) })
+	if isError > normal {
+		t.Errorf("a result marked isError without the token: %v allocations, a normal result %v", isError, normal)
+	}
+	errText := testing.AllocsPerRun(100, func() { _ = r.forCall(ctx).redactText("upstream refused the request") })
+	logText := testing.AllocsPerRun(100, func() { _ = r.shared().redactText("upstream refused the request") })
+	if errText > logText {
+		t.Errorf("an error text without the token: %v allocations, a log line %v", errText, logText)
+	}
+	leak := `{"content":[{"type":"text","text":"refused Bearer ` + token + `"}],"isError":true}`
+	if got := r.forResult(ctx, true).redactJSON(leak); got != `{"content":[{"type":"text","text":"refused Bearer [redacted]"}],"isError":true}` {
+		t.Errorf("a result marked isError holding the token: %s", got)
+	}
+	if got := r.forCall(ctx).redactText("refused " + url.QueryEscape(token)); got != "refused [redacted]" {
+		t.Errorf("an error text holding the token: %s", got)
+	}
+}
+
+// The cost of redacting a tokenExchange backend's result: normal, marked
+// isError (the call's own token is cut out too), and marked isError with
+// the token in it.
+func BenchmarkRedactResult(b *testing.B) {
+	r, ctx, token, text := isErrorFixture()
+	leak := `{"content":[{"type":"text","text":"refused Bearer ` + token + `"}],"isError":true}`
+	for _, bc := range []struct {
+		name    string
+		isError bool
+		text    string
+	}{{"normal", false, text}, {"isError", true, text}, {"isErrorHoldingToken", true, leak}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = r.forResult(ctx, bc.isError).redactJSON(bc.text)
+			}
+		})
 	}
 }

@@ -39,7 +39,7 @@ const streamProgressToken = "switchboard-call"
 // for notifications/message at that level or above. emit is never called
 // after CallToolStreamed returns.
 func (c *Client) CallToolStreamed(ctx context.Context, params *mcp.CallToolParams, progress bool, logLevel mcp.LoggingLevel, emit func(method string, params any)) (*mcp.CallToolResult, error) {
-	r := relay{redact: c.redactNotice}
+	r := relay{redact: func(p any) any { return c.redactNotice(ctx, p) }}
 	r.set(Notify{Progress: progress, Level: logLevel, Emit: emit})
 	opts := &mcp.ClientOptions{
 		Logger:         c.log,
@@ -76,7 +76,8 @@ type Notify struct {
 // with none (a held call waiting for its client's input) it drops them.
 type relay struct {
 	// redact cuts the backend's secrets out of a notification's params
-	// (Client.redactNotice); nil leaves them.
+	// (Client.redactNotice with the call's context, which names the call's
+	// own Authorization); nil leaves them.
 	redact func(params any) any
 
 	mu sync.Mutex
