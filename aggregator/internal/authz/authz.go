@@ -12,6 +12,7 @@
 package authz
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"os"
 
@@ -33,6 +34,8 @@ const (
 // everything (no policy file configured).
 type Authorizer struct {
 	policies *cedar.PolicySet
+	// sum is the SHA-256 of the source the policies were parsed from.
+	sum [sha256.Size]byte
 }
 
 // Load reads a Cedar policy file. An empty path means no policy: allow all.
@@ -54,7 +57,17 @@ func Parse(name string, src []byte) (*Authorizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse policy file %s: %w", name, err)
 	}
-	return &Authorizer{policies: ps}, nil
+	return &Authorizer{policies: ps, sum: sha256.Sum256(src)}, nil
+}
+
+// Same reports whether a and b were parsed from the same source: a
+// reload that reads an unchanged policy file again changes no decision.
+// Two nil authorizers (no policy) are the same.
+func Same(a, b *Authorizer) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.sum == b.sum
 }
 
 // Principal is the identity a decision is made for.

@@ -100,3 +100,18 @@ func TestUnparsablePolicyIsAnError(t *testing.T) {
 		t.Fatal("a missing policy file was accepted")
 	}
 }
+
+// Two authorizers parsed from the same source are the same policy, so a
+// reload that reads an unchanged file again republishes nothing.
+func TestSame(t *testing.T) {
+	src := []byte(`permit (principal, action, resource);`)
+	a, err := Parse("a", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Parse("b", src)
+	c, _ := Parse("c", []byte(`forbid (principal, action, resource);`))
+	if !Same(a, b) || Same(a, c) || Same(a, nil) || !Same(nil, nil) {
+		t.Fatal("Same does not compare sources")
+	}
+}

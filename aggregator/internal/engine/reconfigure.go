@@ -3,6 +3,8 @@ package engine
 import (
 	"reflect"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/authz"
 )
 
 // Reconfigure applies new options to a running engine without a restart:
@@ -43,7 +45,7 @@ func (e *Engine) Reconfigure(next Options) (needsRestart []string, err error) {
 	e.rebuildMu.Lock()
 	e.setup.Store(st)
 	e.builders = newBuilders(st, e.log)
-	if e.policy.Load().authz != next.Authz {
+	if !authz.Same(e.policy.Load().authz, next.Authz) {
 		e.policy.Store(&policy{authz: next.Authz})
 	}
 	e.listsMu.Lock()
