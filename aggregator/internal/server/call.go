@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -217,7 +218,48 @@ func capabilities(rc *aggregatorv1.RequestContext) ([]byte, error) {
 	if !isObject([]byte(raw)) {
 		return nil, invalidArgument("client_capabilities_json must be a JSON object")
 	}
-	return []byte(raw), nil
+	return withoutUnsupportedExtensions([]byte(raw)), nil
+}
+
+// unsupportedExtensions are the extensions a client may declare that
+// Switchboard does not carry across its hops, so it never declares them
+// to a backend on the client's behalf: a backend that answered a tools/call
+// with a task (io.modelcontextprotocol/tasks) would hand the client a task
+// id no replica could serve tasks/get for.
+var unsupportedExtensions = []string{"io.modelcontextprotocol/tasks"}
+
+// withoutUnsupportedExtensions is caps, a client capabilities object,
+// without unsupportedExtensions in its extensions member; caps itself when
+// it declares none of them.
+func withoutUnsupportedExtensions(caps []byte) []byte {
+	ext, ok := rawjson.Get(caps, "extensions")
+	if !ok || !rawjson.StartsObject(ext) {
+		return caps
+	}
+	found := false
+	rawjson.Each(ext, func(m rawjson.Member) bool {
+		found = found || slices.Contains(unsupportedExtensions, string(m.Name))
+		return !found
+	})
+	if !found {
+		return caps
+	}
+	out, err := rawjson.MapMembers(caps, func(m rawjson.Member) ([]byte, bool) {
+		if string(m.Name) != "extensions" {
+			return m.Value, true
+		}
+		kept, err := rawjson.MapMembers(m.Value, func(e rawjson.Member) ([]byte, bool) {
+			return e.Value, !slices.Contains(unsupportedExtensions, string(e.Name))
+		})
+		if err != nil {
+			return m.Value, true
+		}
+		return kept, true
+	})
+	if err != nil {
+		return caps
+	}
+	return out
 }
 
 // mrtrParams adds a multi-round-trip retry's inputResponses and
