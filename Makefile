@@ -241,10 +241,7 @@ FUZZTIME     ?= 15s
 
 .PHONY: fuzz-short
 fuzz-short: ## run each fuzz target briefly (CI)
-	@for t in $(FUZZ_TARGETS); do \
-		echo "fuzz $${t%%:*} $${t##*:} for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$${t##*:}\$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
-	done
+	@GO=$(GO) test/fuzz-short.sh $(FUZZTIME) $(FUZZ_TARGETS)
 
 # ---- benchmarks (not part of make test) -----------------------------------
 
