@@ -26,7 +26,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -357,79 +356,6 @@ func bounded[T any](ctx context.Context, c *Client, f func(context.Context) (T, 
 	}
 	return res, err
 }
-
-// classify maps an SDK or raw-path error to the caller's own context
-// error, ErrMalformedRequest, ErrProtocolViolation, ErrTimeout,
-// *ProtocolError, *ChallengeError or ErrUnavailable, with the backend's
-// secrets and the call's own Authorization removed (redact.go).
-func (c *Client) classify(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	if refused := refusedRedirect(err); refused != nil {
-		return refused
-	}
-	var challenge *ChallengeError
-	if errors.As(err, &challenge) {
-		// A credential was refused; the backend is fine.
-		return c.refused(ctx, challenge)
-	}
-	if cred := callerCredential(ctx); cred != nil {
-		if ch := cred.challenge.Load(); ch != nil {
-			// The same, seen by the transport under a go-sdk session,
-			// which reports only an HTTP error.
-			return c.refused(ctx, ch)
-		}
-	}
-	if errors.Is(err, ErrMalformedRequest) {
-		// The rejection's body is bounded only once its secrets are out,
-		// so that none is cut in two.
-		return fmt.Errorf("%w (%s)", ErrMalformedRequest, bound(c.redactCall(ctx, err.Error()), maxRejectionText))
-	}
-	if errors.Is(err, ErrProtocolViolation) {
-		// One bad answer; the session stays.
-		return fmt.Errorf("%w (%s)", ErrProtocolViolation, c.redactCall(ctx, err.Error()))
-	}
-	if errors.Is(err, errBudget) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%w after %s", ErrTimeout, c.cfg.Timeout)
-	}
-	var wire *jsonrpc.Error
-	if errors.As(err, &wire) && !errors.Is(err, mcp.ErrConnectionClosed) && !errors.Is(err, mcp.ErrSessionMissing) && wire.Code != rejectedCode {
-		set := c.redactor.forCall(ctx)
-		return &ProtocolError{Code: wire.Code, Message: set.redactText(wire.Message), Data: set.redactJSON(string(wire.Data))}
-	}
-	return &unavailableError{text: c.redactCall(ctx, err.Error()), failure: failureOf(err)}
-}
-
-// refused is the error of a 401 challenge to the call in ctx. The caller
-// can act on a challenge to its own credential (tokenExchange: it signs in
-// again) and gets it, redacted. A refused static or client-credentials
-// credential is the aggregator's own: the caller gets the challenge-less
-// error, the operator the challenge in the log, redacted.
-func (c *Client) refused(ctx context.Context, ch *ChallengeError) error {
-	text := bound(c.redactCall(ctx, ch.Challenge), maxChallenge)
-	if c.cfg.Auth.Mode == AuthTokenExchange {
-		return &ChallengeError{Challenge: text}
-	}
-	mode := c.cfg.Auth.Mode
-	if mode == AuthStatic {
-		mode = "static"
-	}
-	c.log.WarnContext(ctx, "the backend refused the aggregator's own credentials (HTTP 401): check them", "auth", mode, "challenge", text)
-	return &ChallengeError{}
-}
-
-// bound cuts text to at most n bytes.
-func bound(text string, n int) string {
-	if len(text) > n {
-		return text[:n]
-	}
-	return text
-}
-
-// rejectedCode is the code the SDK's transport gives requests it could not
-// deliver (HTTP failures); they are transport errors, not backend answers.
-const rejectedCode = -32005
 
 // Redact cuts the backend's secrets (redact.go) out of a message.
 func (c *Client) Redact(msg string) string { return c.redactor.shared().redactText(msg) }
