@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -140,14 +139,6 @@ func (a BackendAuth) Validate(at string, headers map[string]string) error {
 // validTokenEndpoint: client secrets and user tokens go there, so only
 // over TLS, except to this machine (SecureURL).
 func validTokenEndpoint(raw string) error { return SecureURL(raw) }
-
-func isLoopbackHost(h string) bool {
-	if strings.EqualFold(h, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
-}
 
 // WithDefaults fills the cache bounds of the modes that keep tokens:
 // refreshBefore (tokenExchange, clientCredentials) and cacheEntries

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+
+	"github.com/switchboard-mcp/switchboard/services/hostguard"
 )
 
 // SecureURL is the rule of every URL that credentials, tokens or the keys
@@ -18,7 +20,7 @@ func SecureURL(raw string) error {
 	if err != nil || u.Hostname() == "" || (u.Scheme != "https" && u.Scheme != "http") {
 		return errors.New("want an absolute https URL")
 	}
-	if u.Scheme == "http" && !isLoopbackHost(u.Hostname()) {
+	if u.Scheme == "http" && !hostguard.IsLoopbackName(u.Hostname()) {
 		return errors.New("want https (http only to a loopback address)")
 	}
 	return nil
