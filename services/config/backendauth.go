@@ -116,7 +116,8 @@ func (a BackendAuth) Validate(at string, headers map[string]string) error {
 		}
 		return nil
 	}
-	if err := validTokenEndpoint(a.TokenEndpoint); err != nil {
+	// Client secrets and user tokens go there (SecureURL).
+	if err := SecureURL(a.TokenEndpoint); err != nil {
 		return keyErr(at+".tokenEndpoint", "%w", err)
 	}
 	if a.ClientID == "" || a.ClientSecret == "" {
@@ -135,10 +136,6 @@ func (a BackendAuth) Validate(at string, headers map[string]string) error {
 	}
 	return nil
 }
-
-// validTokenEndpoint: client secrets and user tokens go there, so only
-// over TLS, except to this machine (SecureURL).
-func validTokenEndpoint(raw string) error { return SecureURL(raw) }
 
 // WithDefaults fills the cache bounds of the modes that keep tokens:
 // refreshBefore (tokenExchange, clientCredentials) and cacheEntries
