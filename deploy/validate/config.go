@@ -283,11 +283,11 @@ func checkSwitchboardConfig(p *problems, r *Render) {
 	// anything more would let a console session call tools.
 	if console := gw.cfg.Gateway.Console; console.Enabled {
 		for _, srv := range []struct {
-			name, token string
-			creds       []config.ServiceCredential
-		}{{"aggregator", console.AggregatorServiceToken(), agg.cfg.ServiceAuth.Credentials}, {"indexer", console.IndexerServiceToken(), idx.cfg.ServiceAuth.Credentials}} {
-			key := consoleTokenKey(console, srv.name)
-			i := slices.IndexFunc(srv.creds, func(c config.ServiceCredential) bool { return namesToken(c, srv.token) })
+			name  string
+			creds []config.ServiceCredential
+		}{{"aggregator", agg.cfg.ServiceAuth.Credentials}, {"indexer", idx.cfg.ServiceAuth.Credentials}} {
+			key, token := console.ServerToken(srv.name)
+			i := slices.IndexFunc(srv.creds, func(c config.ServiceCredential) bool { return namesToken(c, token) })
 			if i < 0 {
 				p.addf("%s: %s is not a credential of the %s", gwWho, key, srv.name)
 				continue

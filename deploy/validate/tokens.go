@@ -77,8 +77,10 @@ func presentedTokens(comp, who string, cfg *config.Config) []presentedToken {
 		add("gateway.aggregator.token", g.Aggregator.Token, "gateway→aggregator")
 		add("gateway.indexer.token", g.Indexer.Token, "gateway→indexer")
 		if g.Console.Enabled {
-			add(consoleTokenKey(g.Console, "aggregator"), g.Console.AggregatorServiceToken(), "console→aggregator")
-			add(consoleTokenKey(g.Console, "indexer"), g.Console.IndexerServiceToken(), "console→indexer")
+			key, token := g.Console.ServerToken("aggregator")
+			add(key, token, "console→aggregator")
+			key, token = g.Console.ServerToken("indexer")
+			add(key, token, "console→indexer")
 		}
 	case "aggregator":
 		a := cfg.Aggregator
@@ -89,14 +91,6 @@ func presentedTokens(comp, who string, cfg *config.Config) []presentedToken {
 		add("indexer.aggregator.token", cfg.Indexer.Aggregator.Token, "indexer→aggregator")
 	}
 	return out
-}
-
-// consoleTokenKey is the key of the console's token to server.
-func consoleTokenKey(c config.Console, server string) string {
-	if (server == "aggregator" && c.AggregatorToken != "") || (server == "indexer" && c.IndexerToken != "") {
-		return "gateway.console." + server + "Token"
-	}
-	return "gateway.console.serviceToken"
 }
 
 // checkTokensHeld: a Switchboard pod holds only the tokens its service

@@ -32,14 +32,3 @@ var emitters = map[string][]Kind{
 func Emits(service string, kind Kind) bool {
 	return slices.Contains(emitters[service], kind)
 }
-
-// Services are the services the table knows, as config.AuditServices
-// names them (a test keeps the two the same).
-func Services() []string {
-	out := make([]string, 0, len(emitters))
-	for s := range emitters {
-		out = append(out, s)
-	}
-	slices.Sort(out)
-	return out
-}

@@ -40,22 +40,32 @@ type Console struct {
 	OIDC       ConsoleOIDC `yaml:"oidc"`
 }
 
-// AggregatorServiceToken is the token the console presents to the
-// aggregator: AggregatorToken, else ServiceToken.
-func (c Console) AggregatorServiceToken() string {
-	if c.AggregatorToken != "" {
-		return c.AggregatorToken
+// ServerToken is the token the console presents to server ("aggregator"
+// or "indexer") and the key it comes from: gateway.console.<server>Token,
+// else gateway.console.serviceToken.
+func (c Console) ServerToken(server string) (key, token string) {
+	own := c.AggregatorToken
+	if server == "indexer" {
+		own = c.IndexerToken
 	}
-	return c.ServiceToken
+	if own != "" {
+		return "gateway.console." + server + "Token", own
+	}
+	return "gateway.console.serviceToken", c.ServiceToken
 }
 
-// IndexerServiceToken is the token the console presents to the indexer:
-// IndexerToken, else ServiceToken.
+// AggregatorServiceToken is the token the console presents to the
+// aggregator (ServerToken).
+func (c Console) AggregatorServiceToken() string {
+	_, token := c.ServerToken("aggregator")
+	return token
+}
+
+// IndexerServiceToken is the token the console presents to the indexer
+// (ServerToken).
 func (c Console) IndexerServiceToken() string {
-	if c.IndexerToken != "" {
-		return c.IndexerToken
-	}
-	return c.ServiceToken
+	_, token := c.ServerToken("indexer")
+	return token
 }
 
 // ConsoleOIDC is operator login through the OpenID provider's

@@ -60,8 +60,9 @@ func FilterElements(b []byte, keep func(value []byte) bool) ([]byte, error) {
 }
 
 // StringValue returns the text of v when v is one JSON string, escapes
-// decoded (through encoding/json only when it holds any).
-func StringValue(v []byte) (string, bool) {
+// decoded (through encoding/json only when it holds any). Like StringEnd
+// it reads bytes and text alike; text without escapes is not copied.
+func StringValue[T ~string | ~[]byte](v T) (string, bool) {
 	if len(v) < 2 || v[0] != '"' {
 		return "", false
 	}
@@ -73,7 +74,7 @@ func StringValue(v []byte) (string, bool) {
 		return string(v[1 : len(v)-1]), true
 	}
 	var s string
-	if json.Unmarshal(v, &s) != nil {
+	if json.Unmarshal([]byte(v), &s) != nil {
 		return "", false
 	}
 	return s, true

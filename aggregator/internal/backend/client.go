@@ -15,7 +15,6 @@
 package backend
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -401,14 +400,15 @@ func (c *Client) redactToolResult(ctx context.Context, res *mcp.CallToolResult) 
 // redactNotice is redactNotification for a go-sdk notification's params:
 // the same, as JSON, when a secret was cut out.
 func (c *Client) redactNotice(ctx context.Context, params any) any {
-	if c.redactor.forNotification(ctx).empty() {
+	set := c.redactor.forNotification(ctx)
+	if set.empty() {
 		return params
 	}
 	text, err := json.Marshal(params)
 	if err != nil {
 		return params
 	}
-	if redacted := c.redactNotification(ctx, text); !bytes.Equal(redacted, text) {
+	if redacted := set.redactJSON(string(text)); redacted != string(text) {
 		return json.RawMessage(redacted)
 	}
 	return params

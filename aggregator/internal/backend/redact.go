@@ -363,13 +363,12 @@ func (s *secretSet) redactJSON(text string) string {
 		if end < 0 {
 			return s.redactText(text)
 		}
-		content := text[start+1 : end-1]
+		content, ok := text[start+1:end-1], true
 		if escaped {
-			var decoded string
-			if json.Unmarshal([]byte(text[start:end]), &decoded) != nil {
-				return s.redactText(text)
-			}
-			content = decoded
+			content, ok = rawjson.StringValue(text[start:end])
+		}
+		if !ok {
+			return s.redactText(text)
 		}
 		if s.holds(content) {
 			out = append(out, text[last:start]...)

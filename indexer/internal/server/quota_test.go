@@ -45,7 +45,7 @@ func TestRevocationQuota(t *testing.T) {
 	}
 }
 
-// The bound on each caller's open streams (streamQuota) is
+// The bound on each caller's open streams (rpc.StreamQuota) is
 // rpc.StreamQuota's, tested there (services/rpc TestStreamQuota).
 
 // A principal's live relayed answers are bounded by count and by bytes;

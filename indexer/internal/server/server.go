@@ -17,6 +17,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/ratelimit"
+	"github.com/switchboard-mcp/switchboard/services/rpc"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/approvals"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/revocation"
@@ -91,14 +92,18 @@ type Server struct {
 	// cancellations bounds the rate of each caller's relayed
 	// cancellations.
 	cancellations *rateQuota
-	// watchers bounds the open WatchSessionEvents streams of each caller.
-	watchers streamQuota
+	// watchers bounds the open WatchSessionEvents streams of each caller
+	// that is not an operator, at rpc.DefaultStreamsPerCaller (the zero
+	// value's bound): each gateway replica holds one, all of them may
+	// share one credential, and a stream may queue up to 64 MiB of events.
+	// approvalWatchers and revocationWatchers do the same for their RPCs.
+	watchers rpc.StreamQuota
 	// approvalWatchers bounds the open WatchToolDefinitions streams of
 	// each caller.
-	approvalWatchers streamQuota
+	approvalWatchers rpc.StreamQuota
 	// revocationWatchers bounds the open WatchRevocations streams of each
 	// caller.
-	revocationWatchers streamQuota
+	revocationWatchers rpc.StreamQuota
 	// relays bounds the live relayed input responses of each principal.
 	relays relayQuota
 }

@@ -95,14 +95,14 @@ func (s *Server) CheckSession(ctx context.Context, req *indexerv1.CheckSessionRe
 
 // WatchRevocations streams every live revocation, then each new one. A
 // caller that is not an operator holds at most 256 open here
-// (streamQuota).
+// (rpc.StreamQuota).
 func (s *Server) WatchRevocations(_ *indexerv1.WatchRevocationsRequest, stream indexerv1.IndexerService_WatchRevocationsServer) error {
 	ctx := stream.Context()
 	if err := s.checkReady(); err != nil {
 		return s.toStatus(ctx, "WatchRevocations", err)
 	}
 	if caller, _ := svcauth.CallerFrom(ctx); !caller.Operator {
-		release, err := s.revocationWatchers.acquire(caller.Name)
+		release, err := s.revocationWatchers.Acquire(caller.Name)
 		if err != nil {
 			return s.toStatus(ctx, "WatchRevocations", err)
 		}

@@ -10,7 +10,6 @@ import (
 
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
-	"github.com/switchboard-mcp/switchboard/services/rpc"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/sessionevents"
@@ -63,18 +62,6 @@ const (
 	statesPerMessage = 1000
 	messageBytes     = 4 << 20
 )
-
-// streamQuota bounds the open streams of one watch RPC (WatchSessionEvents,
-// WatchToolDefinitions, WatchRevocations) of each caller that is not an
-// operator on this replica, at rpc.DefaultStreamsPerCaller (256): each
-// gateway or aggregator replica holds one of each (all of them may share
-// one credential), and a session event stream may queue up to 64 MiB of
-// events. It is rpc.StreamQuota, the one bound every service's watches
-// use, under the name the handlers call; the zero value is ready, and past
-// the bound acquire fails with rpc.ErrTooManyStreams (RESOURCE_EXHAUSTED).
-type streamQuota struct{ rpc.StreamQuota }
-
-func (q *streamQuota) acquire(caller string) (release func(), err error) { return q.Acquire(caller) }
 
 // errSessionEventsBehind ends a WatchSessionEvents stream whose subscriber
 // did not keep up.
@@ -161,7 +148,7 @@ func (s *Server) WatchSessionEvents(req *indexerv1.WatchSessionEventsRequest, st
 		return s.toStatus(ctx, "WatchSessionEvents", invalidArgument("replica_id is longer than 64 characters"))
 	}
 	if caller, _ := svcauth.CallerFrom(ctx); !caller.Operator {
-		release, err := s.watchers.acquire(caller.Name)
+		release, err := s.watchers.Acquire(caller.Name)
 		if err != nil {
 			return s.toStatus(ctx, "WatchSessionEvents", err)
 		}

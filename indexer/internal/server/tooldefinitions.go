@@ -281,7 +281,7 @@ func (s *Server) WatchToolDefinitions(_ *indexerv1.WatchToolDefinitionsRequest, 
 		return s.toStatus(ctx, "WatchToolDefinitions", err)
 	}
 	if caller, _ := svcauth.CallerFrom(ctx); !caller.Operator {
-		release, err := s.approvalWatchers.acquire(caller.Name)
+		release, err := s.approvalWatchers.Acquire(caller.Name)
 		if err != nil {
 			return s.toStatus(ctx, "WatchToolDefinitions", err)
 		}
