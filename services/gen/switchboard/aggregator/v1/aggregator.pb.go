@@ -1421,7 +1421,10 @@ type CallToolRequest struct {
 	// The virtual server whose view to use (servers[].name, as served at
 	// /mcp/<server>); empty is the whole catalog. An unknown server is
 	// NOT_FOUND, exactly like an item the principal may not see.
-	Server        string `protobuf:"bytes,9,opt,name=server,proto3" json:"server,omitempty"`
+	Server string `protobuf:"bytes,9,opt,name=server,proto3" json:"server,omitempty"`
+	// Whether, and how, the client takes a task for an answer (see
+	// TaskRequest). Unset: the call is answered when it ends.
+	Task          *TaskRequest `protobuf:"bytes,10,opt,name=task,proto3" json:"task,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1519,6 +1522,66 @@ func (x *CallToolRequest) GetServer() string {
 	return ""
 }
 
+func (x *CallToolRequest) GetTask() *TaskRequest {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+// TaskRequest says a client can take a task as the answer to a tools/call:
+// a Modern client that declared io.modelcontextprotocol/tasks for the
+// request, or a Legacy client that sent params.task. Whether the call
+// becomes a task is the tool's (its toolOverrides taskSupport): a tool
+// that does not support tasks is called as usual; a tool that requires
+// them, called without a TaskRequest, is FAILED_PRECONDITION with reason
+// ERROR_REASON_TASK_REQUIRED.
+type TaskRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The TTL the client asked for, in milliseconds (Legacy params.task.ttl);
+	// 0 means the configured default. Capped by tasks.maxTTL.
+	TtlMs         int64 `protobuf:"varint,1,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskRequest) Reset() {
+	*x = TaskRequest{}
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskRequest) ProtoMessage() {}
+
+func (x *TaskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskRequest.ProtoReflect.Descriptor instead.
+func (*TaskRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *TaskRequest) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
 // CallToolStreamRequest is a CallToolRequest whose notifications are
 // streamed back.
 type CallToolStreamRequest struct {
@@ -1533,7 +1596,7 @@ type CallToolStreamRequest struct {
 
 func (x *CallToolStreamRequest) Reset() {
 	*x = CallToolStreamRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[16]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1545,7 +1608,7 @@ func (x *CallToolStreamRequest) String() string {
 func (*CallToolStreamRequest) ProtoMessage() {}
 
 func (x *CallToolStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[16]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1558,7 +1621,7 @@ func (x *CallToolStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolStreamRequest.ProtoReflect.Descriptor instead.
 func (*CallToolStreamRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{16}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CallToolStreamRequest) GetCall() *CallToolRequest {
@@ -1589,7 +1652,7 @@ type CallToolStreamResponse struct {
 
 func (x *CallToolStreamResponse) Reset() {
 	*x = CallToolStreamResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[17]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +1664,7 @@ func (x *CallToolStreamResponse) String() string {
 func (*CallToolStreamResponse) ProtoMessage() {}
 
 func (x *CallToolStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[17]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +1677,7 @@ func (x *CallToolStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolStreamResponse.ProtoReflect.Descriptor instead.
 func (*CallToolStreamResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{17}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CallToolStreamResponse) GetEvent() isCallToolStreamResponse_Event {
@@ -1674,7 +1737,7 @@ type Notification struct {
 
 func (x *Notification) Reset() {
 	*x = Notification{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[18]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1686,7 +1749,7 @@ func (x *Notification) String() string {
 func (*Notification) ProtoMessage() {}
 
 func (x *Notification) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[18]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1699,7 +1762,7 @@ func (x *Notification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notification.ProtoReflect.Descriptor instead.
 func (*Notification) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{18}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Notification) GetMethod() string {
@@ -1723,16 +1786,18 @@ type CallToolResponse struct {
 	ResultJson string `protobuf:"bytes,1,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
 	// Mirrors result.isError, for clients that do not parse the JSON.
 	IsError bool `protobuf:"varint,2,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
-	// "complete" or "input_required".
-	ResultType    string `protobuf:"bytes,3,opt,name=result_type,json=resultType,proto3" json:"result_type,omitempty"`
-	Backend       string `protobuf:"bytes,4,opt,name=backend,proto3" json:"backend,omitempty"`
+	// "complete", "input_required" or "task".
+	ResultType string `protobuf:"bytes,3,opt,name=result_type,json=resultType,proto3" json:"result_type,omitempty"`
+	Backend    string `protobuf:"bytes,4,opt,name=backend,proto3" json:"backend,omitempty"`
+	// result_type "task": the task the call became; result_json is empty.
+	Task          *Task `protobuf:"bytes,5,opt,name=task,proto3" json:"task,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[19]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1744,7 +1809,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[19]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1757,7 +1822,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{19}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CallToolResponse) GetResultJson() string {
@@ -1788,6 +1853,625 @@ func (x *CallToolResponse) GetBackend() string {
 	return ""
 }
 
+func (x *CallToolResponse) GetTask() *Task {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+// Task is one task as its owner sees it, in any era: the fields of
+// 2026-07-28's DetailedTask (and 2025-11-25's Task).
+type Task struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task id: "t1." and 43 characters of base64url, unguessable.
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// "working", "input_required", "completed", "failed" or "cancelled".
+	Status        string                 `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	StatusMessage string                 `protobuf:"bytes,3,opt,name=status_message,json=statusMessage,proto3" json:"status_message,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	LastUpdatedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=last_updated_at,json=lastUpdatedAt,proto3" json:"last_updated_at,omitempty"`
+	// How long after created_at the task and its result are kept.
+	TtlMs          int64 `protobuf:"varint,6,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	PollIntervalMs int64 `protobuf:"varint,7,opt,name=poll_interval_ms,json=pollIntervalMs,proto3" json:"poll_interval_ms,omitempty"`
+	// input_required: the requests the client is to answer (JSON object text,
+	// keyed by request key).
+	InputRequestsJson string `protobuf:"bytes,8,opt,name=input_requests_json,json=inputRequestsJson,proto3" json:"input_requests_json,omitempty"`
+	// completed: the CallToolResult (JSON object text).
+	ResultJson string `protobuf:"bytes,9,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
+	// failed: the JSON-RPC error object (code, message, data).
+	ErrorJson string `protobuf:"bytes,10,opt,name=error_json,json=errorJson,proto3" json:"error_json,omitempty"`
+	// The tool's advertised name in the server the task was created through.
+	Tool          string `protobuf:"bytes,11,opt,name=tool,proto3" json:"tool,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Task) Reset() {
+	*x = Task{}
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Task) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Task) ProtoMessage() {}
+
+func (x *Task) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Task.ProtoReflect.Descriptor instead.
+func (*Task) Descriptor() ([]byte, []int) {
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *Task) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *Task) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *Task) GetStatusMessage() string {
+	if x != nil {
+		return x.StatusMessage
+	}
+	return ""
+}
+
+func (x *Task) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *Task) GetLastUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastUpdatedAt
+	}
+	return nil
+}
+
+func (x *Task) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *Task) GetPollIntervalMs() int64 {
+	if x != nil {
+		return x.PollIntervalMs
+	}
+	return 0
+}
+
+func (x *Task) GetInputRequestsJson() string {
+	if x != nil {
+		return x.InputRequestsJson
+	}
+	return ""
+}
+
+func (x *Task) GetResultJson() string {
+	if x != nil {
+		return x.ResultJson
+	}
+	return ""
+}
+
+func (x *Task) GetErrorJson() string {
+	if x != nil {
+		return x.ErrorJson
+	}
+	return ""
+}
+
+func (x *Task) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+// GetTaskRequest reads a task (tasks/get) by its id, as the principal sees
+// it through a server. A task of another principal or server, an expired one, and one that never
+// existed are all NOT_FOUND, alike.
+type GetTaskRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Principal     *v1.Principal          `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	Server        string                 `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	TaskId        string                 `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Context       *RequestContext        `protobuf:"bytes,4,opt,name=context,proto3" json:"context,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTaskRequest) Reset() {
+	*x = GetTaskRequest{}
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTaskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTaskRequest) ProtoMessage() {}
+
+func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTaskRequest.ProtoReflect.Descriptor instead.
+func (*GetTaskRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *GetTaskRequest) GetPrincipal() *v1.Principal {
+	if x != nil {
+		return x.Principal
+	}
+	return nil
+}
+
+func (x *GetTaskRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *GetTaskRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *GetTaskRequest) GetContext() *RequestContext {
+	if x != nil {
+		return x.Context
+	}
+	return nil
+}
+
+// GetTaskResponse is the task now.
+type GetTaskResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Task          *Task                  `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTaskResponse) Reset() {
+	*x = GetTaskResponse{}
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTaskResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTaskResponse) ProtoMessage() {}
+
+func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTaskResponse.ProtoReflect.Descriptor instead.
+func (*GetTaskResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *GetTaskResponse) GetTask() *Task {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+// UpdateTaskRequest answers an input_required task's requests
+// (tasks/update): input_responses_json is a JSON object keyed by request
+// key; keys not outstanding are ignored.
+type UpdateTaskRequest struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Principal          *v1.Principal          `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	Server             string                 `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	TaskId             string                 `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	InputResponsesJson string                 `protobuf:"bytes,4,opt,name=input_responses_json,json=inputResponsesJson,proto3" json:"input_responses_json,omitempty"`
+	Context            *RequestContext        `protobuf:"bytes,5,opt,name=context,proto3" json:"context,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *UpdateTaskRequest) Reset() {
+	*x = UpdateTaskRequest{}
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateTaskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateTaskRequest) ProtoMessage() {}
+
+func (x *UpdateTaskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateTaskRequest.ProtoReflect.Descriptor instead.
+func (*UpdateTaskRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *UpdateTaskRequest) GetPrincipal() *v1.Principal {
+	if x != nil {
+		return x.Principal
+	}
+	return nil
+}
+
+func (x *UpdateTaskRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *UpdateTaskRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *UpdateTaskRequest) GetInputResponsesJson() string {
+	if x != nil {
+		return x.InputResponsesJson
+	}
+	return ""
+}
+
+func (x *UpdateTaskRequest) GetContext() *RequestContext {
+	if x != nil {
+		return x.Context
+	}
+	return nil
+}
+
+// UpdateTaskResponse is the task after the answers.
+type UpdateTaskResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Task          *Task                  `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateTaskResponse) Reset() {
+	*x = UpdateTaskResponse{}
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateTaskResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateTaskResponse) ProtoMessage() {}
+
+func (x *UpdateTaskResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateTaskResponse.ProtoReflect.Descriptor instead.
+func (*UpdateTaskResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *UpdateTaskResponse) GetTask() *Task {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+// CancelTaskRequest cancels a task (tasks/cancel).
+type CancelTaskRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Principal     *v1.Principal          `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	Server        string                 `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	TaskId        string                 `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Context       *RequestContext        `protobuf:"bytes,4,opt,name=context,proto3" json:"context,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelTaskRequest) Reset() {
+	*x = CancelTaskRequest{}
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelTaskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelTaskRequest) ProtoMessage() {}
+
+func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
+func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *CancelTaskRequest) GetPrincipal() *v1.Principal {
+	if x != nil {
+		return x.Principal
+	}
+	return nil
+}
+
+func (x *CancelTaskRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *CancelTaskRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *CancelTaskRequest) GetContext() *RequestContext {
+	if x != nil {
+		return x.Context
+	}
+	return nil
+}
+
+// CancelTaskResponse is the task after the cancellation (terminal).
+type CancelTaskResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Task          *Task                  `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelTaskResponse) Reset() {
+	*x = CancelTaskResponse{}
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelTaskResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelTaskResponse) ProtoMessage() {}
+
+func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
+func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *CancelTaskResponse) GetTask() *Task {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+// ListTasksRequest pages through the principal's tasks in a server, newest
+// first (2025-11-25 tasks/list, and the console). page_size at most 100, 0
+// means 50.
+type ListTasksRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Principal     *v1.Principal          `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	Server        string                 `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	Cursor        string                 `protobuf:"bytes,3,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	PageSize      uint32                 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTasksRequest) Reset() {
+	*x = ListTasksRequest{}
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTasksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTasksRequest) ProtoMessage() {}
+
+func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTasksRequest.ProtoReflect.Descriptor instead.
+func (*ListTasksRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ListTasksRequest) GetPrincipal() *v1.Principal {
+	if x != nil {
+		return x.Principal
+	}
+	return nil
+}
+
+func (x *ListTasksRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *ListTasksRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+func (x *ListTasksRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+// ListTasksResponse is one page; its tasks carry no result or error.
+type ListTasksResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tasks         []*Task                `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	NextCursor    string                 `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTasksResponse) Reset() {
+	*x = ListTasksResponse{}
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTasksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTasksResponse) ProtoMessage() {}
+
+func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
+func (*ListTasksResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ListTasksResponse) GetTasks() []*Task {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+func (x *ListTasksResponse) GetNextCursor() string {
+	if x != nil {
+		return x.NextCursor
+	}
+	return ""
+}
+
 // ResumeHeldCallRequest is a client's retry of a held call, forwarded.
 type ResumeHeldCallRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1802,7 +2486,7 @@ type ResumeHeldCallRequest struct {
 
 func (x *ResumeHeldCallRequest) Reset() {
 	*x = ResumeHeldCallRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[20]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1814,7 +2498,7 @@ func (x *ResumeHeldCallRequest) String() string {
 func (*ResumeHeldCallRequest) ProtoMessage() {}
 
 func (x *ResumeHeldCallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[20]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1827,7 +2511,7 @@ func (x *ResumeHeldCallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeHeldCallRequest.ProtoReflect.Descriptor instead.
 func (*ResumeHeldCallRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{20}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ResumeHeldCallRequest) GetPrincipal() *v1.Principal {
@@ -1855,7 +2539,7 @@ type ResumeHeldCallResponse struct {
 
 func (x *ResumeHeldCallResponse) Reset() {
 	*x = ResumeHeldCallResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[21]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1867,7 +2551,7 @@ func (x *ResumeHeldCallResponse) String() string {
 func (*ResumeHeldCallResponse) ProtoMessage() {}
 
 func (x *ResumeHeldCallResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[21]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1880,7 +2564,7 @@ func (x *ResumeHeldCallResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeHeldCallResponse.ProtoReflect.Descriptor instead.
 func (*ResumeHeldCallResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{21}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ResumeHeldCallResponse) GetResult() *CallToolResponse {
@@ -1904,7 +2588,7 @@ type ResumeHeldCallStreamRequest struct {
 
 func (x *ResumeHeldCallStreamRequest) Reset() {
 	*x = ResumeHeldCallStreamRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[22]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1916,7 +2600,7 @@ func (x *ResumeHeldCallStreamRequest) String() string {
 func (*ResumeHeldCallStreamRequest) ProtoMessage() {}
 
 func (x *ResumeHeldCallStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[22]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1929,7 +2613,7 @@ func (x *ResumeHeldCallStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeHeldCallStreamRequest.ProtoReflect.Descriptor instead.
 func (*ResumeHeldCallStreamRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{22}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ResumeHeldCallStreamRequest) GetPrincipal() *v1.Principal {
@@ -1961,7 +2645,7 @@ type ResumeHeldCallStreamResponse struct {
 
 func (x *ResumeHeldCallStreamResponse) Reset() {
 	*x = ResumeHeldCallStreamResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[23]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1973,7 +2657,7 @@ func (x *ResumeHeldCallStreamResponse) String() string {
 func (*ResumeHeldCallStreamResponse) ProtoMessage() {}
 
 func (x *ResumeHeldCallStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[23]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1986,7 +2670,7 @@ func (x *ResumeHeldCallStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeHeldCallStreamResponse.ProtoReflect.Descriptor instead.
 func (*ResumeHeldCallStreamResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{23}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ResumeHeldCallStreamResponse) GetEvent() isResumeHeldCallStreamResponse_Event {
@@ -2050,7 +2734,7 @@ type ReadResourceRequest struct {
 
 func (x *ReadResourceRequest) Reset() {
 	*x = ReadResourceRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[24]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +2746,7 @@ func (x *ReadResourceRequest) String() string {
 func (*ReadResourceRequest) ProtoMessage() {}
 
 func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[24]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +2759,7 @@ func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResourceRequest.ProtoReflect.Descriptor instead.
 func (*ReadResourceRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{24}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReadResourceRequest) GetPrincipal() *v1.Principal {
@@ -2133,7 +2817,7 @@ type ReadResourceResponse struct {
 
 func (x *ReadResourceResponse) Reset() {
 	*x = ReadResourceResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[25]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2145,7 +2829,7 @@ func (x *ReadResourceResponse) String() string {
 func (*ReadResourceResponse) ProtoMessage() {}
 
 func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[25]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2158,7 +2842,7 @@ func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResourceResponse.ProtoReflect.Descriptor instead.
 func (*ReadResourceResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{25}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReadResourceResponse) GetResultJson() string {
@@ -2202,7 +2886,7 @@ type GetPromptRequest struct {
 
 func (x *GetPromptRequest) Reset() {
 	*x = GetPromptRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[26]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2214,7 +2898,7 @@ func (x *GetPromptRequest) String() string {
 func (*GetPromptRequest) ProtoMessage() {}
 
 func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[26]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2227,7 +2911,7 @@ func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptRequest.ProtoReflect.Descriptor instead.
 func (*GetPromptRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{26}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetPromptRequest) GetPrincipal() *v1.Principal {
@@ -2292,7 +2976,7 @@ type GetPromptResponse struct {
 
 func (x *GetPromptResponse) Reset() {
 	*x = GetPromptResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[27]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2304,7 +2988,7 @@ func (x *GetPromptResponse) String() string {
 func (*GetPromptResponse) ProtoMessage() {}
 
 func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[27]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2317,7 +3001,7 @@ func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptResponse.ProtoReflect.Descriptor instead.
 func (*GetPromptResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{27}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetPromptResponse) GetResultJson() string {
@@ -2362,7 +3046,7 @@ type CompleteRequest struct {
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[28]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2374,7 +3058,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[28]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2387,7 +3071,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{28}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CompleteRequest) GetPrincipal() *v1.Principal {
@@ -2429,7 +3113,7 @@ type CompleteResponse struct {
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[29]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2441,7 +3125,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[29]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2454,7 +3138,7 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{29}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CompleteResponse) GetResultJson() string {
@@ -2492,7 +3176,7 @@ type WatchCatalogRequest struct {
 
 func (x *WatchCatalogRequest) Reset() {
 	*x = WatchCatalogRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[30]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2504,7 +3188,7 @@ func (x *WatchCatalogRequest) String() string {
 func (*WatchCatalogRequest) ProtoMessage() {}
 
 func (x *WatchCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[30]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2517,7 +3201,7 @@ func (x *WatchCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCatalogRequest.ProtoReflect.Descriptor instead.
 func (*WatchCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{30}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *WatchCatalogRequest) GetPrincipal() *v1.Principal {
@@ -2575,7 +3259,7 @@ type WatchCatalogResponse struct {
 
 func (x *WatchCatalogResponse) Reset() {
 	*x = WatchCatalogResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[31]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2587,7 +3271,7 @@ func (x *WatchCatalogResponse) String() string {
 func (*WatchCatalogResponse) ProtoMessage() {}
 
 func (x *WatchCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[31]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2600,7 +3284,7 @@ func (x *WatchCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCatalogResponse.ProtoReflect.Descriptor instead.
 func (*WatchCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{31}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *WatchCatalogResponse) GetCatalogVersion() uint64 {
@@ -2659,7 +3343,7 @@ type BackendError struct {
 
 func (x *BackendError) Reset() {
 	*x = BackendError{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[32]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2671,7 +3355,7 @@ func (x *BackendError) String() string {
 func (*BackendError) ProtoMessage() {}
 
 func (x *BackendError) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[32]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2684,7 +3368,7 @@ func (x *BackendError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackendError.ProtoReflect.Descriptor instead.
 func (*BackendError) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{32}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *BackendError) GetCode() int64 {
@@ -2723,7 +3407,7 @@ type ListBackendsRequest struct {
 
 func (x *ListBackendsRequest) Reset() {
 	*x = ListBackendsRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[33]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2735,7 +3419,7 @@ func (x *ListBackendsRequest) String() string {
 func (*ListBackendsRequest) ProtoMessage() {}
 
 func (x *ListBackendsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[33]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2748,7 +3432,7 @@ func (x *ListBackendsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackendsRequest.ProtoReflect.Descriptor instead.
 func (*ListBackendsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{33}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListBackendsRequest) GetPrincipal() *v1.Principal {
@@ -2798,7 +3482,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[34]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2810,7 +3494,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[34]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2823,7 +3507,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{34}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Backend) GetName() string {
@@ -2921,7 +3605,7 @@ type ListBackendsResponse struct {
 
 func (x *ListBackendsResponse) Reset() {
 	*x = ListBackendsResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[35]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2933,7 +3617,7 @@ func (x *ListBackendsResponse) String() string {
 func (*ListBackendsResponse) ProtoMessage() {}
 
 func (x *ListBackendsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[35]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2946,7 +3630,7 @@ func (x *ListBackendsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackendsResponse.ProtoReflect.Descriptor instead.
 func (*ListBackendsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{35}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListBackendsResponse) GetBackends() []*Backend {
@@ -2994,7 +3678,7 @@ type CatalogConflict struct {
 
 func (x *CatalogConflict) Reset() {
 	*x = CatalogConflict{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[36]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3006,7 +3690,7 @@ func (x *CatalogConflict) String() string {
 func (*CatalogConflict) ProtoMessage() {}
 
 func (x *CatalogConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[36]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3019,7 +3703,7 @@ func (x *CatalogConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogConflict.ProtoReflect.Descriptor instead.
 func (*CatalogConflict) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{36}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CatalogConflict) GetKind() string {
@@ -3154,7 +3838,7 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\x13progress_token_json\x18\x01 \x01(\tR\x11progressTokenJson\x128\n" +
 	"\x18client_capabilities_json\x18\x03 \x01(\tR\x16clientCapabilitiesJson\x12\x1b\n" +
 	"\tlog_level\x18\x04 \x01(\tR\blogLevel\x12#\n" +
-	"\rsubject_token\x18\x05 \x01(\tR\fsubjectTokenJ\x04\b\x02\x10\x03\"\x94\x04\n" +
+	"\rsubject_token\x18\x05 \x01(\tR\fsubjectTokenJ\x04\b\x02\x10\x03\"\xd0\x04\n" +
 	"\x0fCallToolRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12%\n" +
@@ -3164,10 +3848,14 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\rrequest_state\x18\x06 \x01(\tR\frequestState\x12a\n" +
 	"\rparam_headers\x18\a \x03(\v2<.switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntryR\fparamHeaders\x12.\n" +
 	"\x13check_param_headers\x18\b \x01(\bR\x11checkParamHeaders\x12\x16\n" +
-	"\x06server\x18\t \x01(\tR\x06server\x1a?\n" +
+	"\x06server\x18\t \x01(\tR\x06server\x12:\n" +
+	"\x04task\x18\n" +
+	" \x01(\v2&.switchboard.aggregator.v1.TaskRequestR\x04task\x1a?\n" +
 	"\x11ParamHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x97\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"$\n" +
+	"\vTaskRequest\x12\x15\n" +
+	"\x06ttl_ms\x18\x01 \x01(\x03R\x05ttlMs\"\x97\x01\n" +
 	"\x15CallToolStreamRequest\x12>\n" +
 	"\x04call\x18\x01 \x01(\v2*.switchboard.aggregator.v1.CallToolRequestR\x04call\x12>\n" +
 	"\tprincipal\x18\x02 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\"\xb7\x01\n" +
@@ -3178,14 +3866,62 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\fNotification\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x1f\n" +
 	"\vparams_json\x18\x02 \x01(\tR\n" +
-	"paramsJson\"\x89\x01\n" +
+	"paramsJson\"\xbe\x01\n" +
 	"\x10CallToolResponse\x12\x1f\n" +
 	"\vresult_json\x18\x01 \x01(\tR\n" +
 	"resultJson\x12\x19\n" +
 	"\bis_error\x18\x02 \x01(\bR\aisError\x12\x1f\n" +
 	"\vresult_type\x18\x03 \x01(\tR\n" +
 	"resultType\x12\x18\n" +
-	"\abackend\x18\x04 \x01(\tR\abackend\"\x97\x01\n" +
+	"\abackend\x18\x04 \x01(\tR\abackend\x123\n" +
+	"\x04task\x18\x05 \x01(\v2\x1f.switchboard.aggregator.v1.TaskR\x04task\"\xa2\x03\n" +
+	"\x04Task\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12%\n" +
+	"\x0estatus_message\x18\x03 \x01(\tR\rstatusMessage\x129\n" +
+	"\n" +
+	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12B\n" +
+	"\x0flast_updated_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\rlastUpdatedAt\x12\x15\n" +
+	"\x06ttl_ms\x18\x06 \x01(\x03R\x05ttlMs\x12(\n" +
+	"\x10poll_interval_ms\x18\a \x01(\x03R\x0epollIntervalMs\x12.\n" +
+	"\x13input_requests_json\x18\b \x01(\tR\x11inputRequestsJson\x12\x1f\n" +
+	"\vresult_json\x18\t \x01(\tR\n" +
+	"resultJson\x12\x1d\n" +
+	"\n" +
+	"error_json\x18\n" +
+	" \x01(\tR\terrorJson\x12\x12\n" +
+	"\x04tool\x18\v \x01(\tR\x04tool\"\xc6\x01\n" +
+	"\x0eGetTaskRequest\x12>\n" +
+	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x16\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\x12\x17\n" +
+	"\atask_id\x18\x03 \x01(\tR\x06taskId\x12C\n" +
+	"\acontext\x18\x04 \x01(\v2).switchboard.aggregator.v1.RequestContextR\acontext\"F\n" +
+	"\x0fGetTaskResponse\x123\n" +
+	"\x04task\x18\x01 \x01(\v2\x1f.switchboard.aggregator.v1.TaskR\x04task\"\xfb\x01\n" +
+	"\x11UpdateTaskRequest\x12>\n" +
+	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x16\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\x12\x17\n" +
+	"\atask_id\x18\x03 \x01(\tR\x06taskId\x120\n" +
+	"\x14input_responses_json\x18\x04 \x01(\tR\x12inputResponsesJson\x12C\n" +
+	"\acontext\x18\x05 \x01(\v2).switchboard.aggregator.v1.RequestContextR\acontext\"I\n" +
+	"\x12UpdateTaskResponse\x123\n" +
+	"\x04task\x18\x01 \x01(\v2\x1f.switchboard.aggregator.v1.TaskR\x04task\"\xc9\x01\n" +
+	"\x11CancelTaskRequest\x12>\n" +
+	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x16\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\x12\x17\n" +
+	"\atask_id\x18\x03 \x01(\tR\x06taskId\x12C\n" +
+	"\acontext\x18\x04 \x01(\v2).switchboard.aggregator.v1.RequestContextR\acontext\"I\n" +
+	"\x12CancelTaskResponse\x123\n" +
+	"\x04task\x18\x01 \x01(\v2\x1f.switchboard.aggregator.v1.TaskR\x04task\"\x9f\x01\n" +
+	"\x10ListTasksRequest\x12>\n" +
+	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x16\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\x12\x16\n" +
+	"\x06cursor\x18\x03 \x01(\tR\x06cursor\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\rR\bpageSize\"k\n" +
+	"\x11ListTasksResponse\x125\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x1f.switchboard.aggregator.v1.TaskR\x05tasks\x12\x1f\n" +
+	"\vnext_cursor\x18\x02 \x01(\tR\n" +
+	"nextCursor\"\x97\x01\n" +
 	"\x15ResumeHeldCallRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12>\n" +
 	"\x04call\x18\x02 \x01(\v2*.switchboard.aggregator.v1.CallToolRequestR\x04call\"]\n" +
@@ -3293,7 +4029,7 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\x16BACKEND_HEALTH_UNKNOWN\x10\x01\x12\x1a\n" +
 	"\x16BACKEND_HEALTH_HEALTHY\x10\x02\x12\x1b\n" +
 	"\x17BACKEND_HEALTH_DEGRADED\x10\x03\x12\x1c\n" +
-	"\x18BACKEND_HEALTH_UNHEALTHY\x10\x042\xd2\f\n" +
+	"\x18BACKEND_HEALTH_UNHEALTHY\x10\x042\xf2\x0f\n" +
 	"\x11AggregatorService\x12c\n" +
 	"\bDiscover\x12*.switchboard.aggregator.v1.DiscoverRequest\x1a+.switchboard.aggregator.v1.DiscoverResponse\x12f\n" +
 	"\tListTools\x12+.switchboard.aggregator.v1.ListToolsRequest\x1a,.switchboard.aggregator.v1.ListToolsResponse\x12r\n" +
@@ -3308,7 +4044,13 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\fWatchCatalog\x12..switchboard.aggregator.v1.WatchCatalogRequest\x1a/.switchboard.aggregator.v1.WatchCatalogResponse0\x01\x12o\n" +
 	"\fListBackends\x12..switchboard.aggregator.v1.ListBackendsRequest\x1a/.switchboard.aggregator.v1.ListBackendsResponse\x12u\n" +
 	"\x0eResumeHeldCall\x120.switchboard.aggregator.v1.ResumeHeldCallRequest\x1a1.switchboard.aggregator.v1.ResumeHeldCallResponse\x12\x89\x01\n" +
-	"\x14ResumeHeldCallStream\x126.switchboard.aggregator.v1.ResumeHeldCallStreamRequest\x1a7.switchboard.aggregator.v1.ResumeHeldCallStreamResponse0\x01B\\ZZgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1;aggregatorv1b\x06proto3"
+	"\x14ResumeHeldCallStream\x126.switchboard.aggregator.v1.ResumeHeldCallStreamRequest\x1a7.switchboard.aggregator.v1.ResumeHeldCallStreamResponse0\x01\x12`\n" +
+	"\aGetTask\x12).switchboard.aggregator.v1.GetTaskRequest\x1a*.switchboard.aggregator.v1.GetTaskResponse\x12i\n" +
+	"\n" +
+	"UpdateTask\x12,.switchboard.aggregator.v1.UpdateTaskRequest\x1a-.switchboard.aggregator.v1.UpdateTaskResponse\x12i\n" +
+	"\n" +
+	"CancelTask\x12,.switchboard.aggregator.v1.CancelTaskRequest\x1a-.switchboard.aggregator.v1.CancelTaskResponse\x12f\n" +
+	"\tListTasks\x12+.switchboard.aggregator.v1.ListTasksRequest\x1a,.switchboard.aggregator.v1.ListTasksResponseB\\ZZgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1;aggregatorv1b\x06proto3"
 
 var (
 	file_switchboard_aggregator_v1_aggregator_proto_rawDescOnce sync.Once
@@ -3323,7 +4065,7 @@ func file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP() []byte {
 }
 
 var file_switchboard_aggregator_v1_aggregator_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_switchboard_aggregator_v1_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_switchboard_aggregator_v1_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_switchboard_aggregator_v1_aggregator_proto_goTypes = []any{
 	(CatalogKind)(0),                      // 0: switchboard.aggregator.v1.CatalogKind
 	(BackendHealth)(0),                    // 1: switchboard.aggregator.v1.BackendHealth
@@ -3343,104 +4085,137 @@ var file_switchboard_aggregator_v1_aggregator_proto_goTypes = []any{
 	(*ListPromptsResponse)(nil),           // 15: switchboard.aggregator.v1.ListPromptsResponse
 	(*RequestContext)(nil),                // 16: switchboard.aggregator.v1.RequestContext
 	(*CallToolRequest)(nil),               // 17: switchboard.aggregator.v1.CallToolRequest
-	(*CallToolStreamRequest)(nil),         // 18: switchboard.aggregator.v1.CallToolStreamRequest
-	(*CallToolStreamResponse)(nil),        // 19: switchboard.aggregator.v1.CallToolStreamResponse
-	(*Notification)(nil),                  // 20: switchboard.aggregator.v1.Notification
-	(*CallToolResponse)(nil),              // 21: switchboard.aggregator.v1.CallToolResponse
-	(*ResumeHeldCallRequest)(nil),         // 22: switchboard.aggregator.v1.ResumeHeldCallRequest
-	(*ResumeHeldCallResponse)(nil),        // 23: switchboard.aggregator.v1.ResumeHeldCallResponse
-	(*ResumeHeldCallStreamRequest)(nil),   // 24: switchboard.aggregator.v1.ResumeHeldCallStreamRequest
-	(*ResumeHeldCallStreamResponse)(nil),  // 25: switchboard.aggregator.v1.ResumeHeldCallStreamResponse
-	(*ReadResourceRequest)(nil),           // 26: switchboard.aggregator.v1.ReadResourceRequest
-	(*ReadResourceResponse)(nil),          // 27: switchboard.aggregator.v1.ReadResourceResponse
-	(*GetPromptRequest)(nil),              // 28: switchboard.aggregator.v1.GetPromptRequest
-	(*GetPromptResponse)(nil),             // 29: switchboard.aggregator.v1.GetPromptResponse
-	(*CompleteRequest)(nil),               // 30: switchboard.aggregator.v1.CompleteRequest
-	(*CompleteResponse)(nil),              // 31: switchboard.aggregator.v1.CompleteResponse
-	(*WatchCatalogRequest)(nil),           // 32: switchboard.aggregator.v1.WatchCatalogRequest
-	(*WatchCatalogResponse)(nil),          // 33: switchboard.aggregator.v1.WatchCatalogResponse
-	(*BackendError)(nil),                  // 34: switchboard.aggregator.v1.BackendError
-	(*ListBackendsRequest)(nil),           // 35: switchboard.aggregator.v1.ListBackendsRequest
-	(*Backend)(nil),                       // 36: switchboard.aggregator.v1.Backend
-	(*ListBackendsResponse)(nil),          // 37: switchboard.aggregator.v1.ListBackendsResponse
-	(*CatalogConflict)(nil),               // 38: switchboard.aggregator.v1.CatalogConflict
-	nil,                                   // 39: switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntry
-	nil,                                   // 40: switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
-	(*v1.Principal)(nil),                  // 41: switchboard.common.v1.Principal
-	(*timestamppb.Timestamp)(nil),         // 42: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),           // 43: google.protobuf.Duration
+	(*TaskRequest)(nil),                   // 18: switchboard.aggregator.v1.TaskRequest
+	(*CallToolStreamRequest)(nil),         // 19: switchboard.aggregator.v1.CallToolStreamRequest
+	(*CallToolStreamResponse)(nil),        // 20: switchboard.aggregator.v1.CallToolStreamResponse
+	(*Notification)(nil),                  // 21: switchboard.aggregator.v1.Notification
+	(*CallToolResponse)(nil),              // 22: switchboard.aggregator.v1.CallToolResponse
+	(*Task)(nil),                          // 23: switchboard.aggregator.v1.Task
+	(*GetTaskRequest)(nil),                // 24: switchboard.aggregator.v1.GetTaskRequest
+	(*GetTaskResponse)(nil),               // 25: switchboard.aggregator.v1.GetTaskResponse
+	(*UpdateTaskRequest)(nil),             // 26: switchboard.aggregator.v1.UpdateTaskRequest
+	(*UpdateTaskResponse)(nil),            // 27: switchboard.aggregator.v1.UpdateTaskResponse
+	(*CancelTaskRequest)(nil),             // 28: switchboard.aggregator.v1.CancelTaskRequest
+	(*CancelTaskResponse)(nil),            // 29: switchboard.aggregator.v1.CancelTaskResponse
+	(*ListTasksRequest)(nil),              // 30: switchboard.aggregator.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),             // 31: switchboard.aggregator.v1.ListTasksResponse
+	(*ResumeHeldCallRequest)(nil),         // 32: switchboard.aggregator.v1.ResumeHeldCallRequest
+	(*ResumeHeldCallResponse)(nil),        // 33: switchboard.aggregator.v1.ResumeHeldCallResponse
+	(*ResumeHeldCallStreamRequest)(nil),   // 34: switchboard.aggregator.v1.ResumeHeldCallStreamRequest
+	(*ResumeHeldCallStreamResponse)(nil),  // 35: switchboard.aggregator.v1.ResumeHeldCallStreamResponse
+	(*ReadResourceRequest)(nil),           // 36: switchboard.aggregator.v1.ReadResourceRequest
+	(*ReadResourceResponse)(nil),          // 37: switchboard.aggregator.v1.ReadResourceResponse
+	(*GetPromptRequest)(nil),              // 38: switchboard.aggregator.v1.GetPromptRequest
+	(*GetPromptResponse)(nil),             // 39: switchboard.aggregator.v1.GetPromptResponse
+	(*CompleteRequest)(nil),               // 40: switchboard.aggregator.v1.CompleteRequest
+	(*CompleteResponse)(nil),              // 41: switchboard.aggregator.v1.CompleteResponse
+	(*WatchCatalogRequest)(nil),           // 42: switchboard.aggregator.v1.WatchCatalogRequest
+	(*WatchCatalogResponse)(nil),          // 43: switchboard.aggregator.v1.WatchCatalogResponse
+	(*BackendError)(nil),                  // 44: switchboard.aggregator.v1.BackendError
+	(*ListBackendsRequest)(nil),           // 45: switchboard.aggregator.v1.ListBackendsRequest
+	(*Backend)(nil),                       // 46: switchboard.aggregator.v1.Backend
+	(*ListBackendsResponse)(nil),          // 47: switchboard.aggregator.v1.ListBackendsResponse
+	(*CatalogConflict)(nil),               // 48: switchboard.aggregator.v1.CatalogConflict
+	nil,                                   // 49: switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntry
+	nil,                                   // 50: switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
+	(*v1.Principal)(nil),                  // 51: switchboard.common.v1.Principal
+	(*timestamppb.Timestamp)(nil),         // 52: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),           // 53: google.protobuf.Duration
 }
 var file_switchboard_aggregator_v1_aggregator_proto_depIdxs = []int32{
-	41, // 0: switchboard.aggregator.v1.DiscoverRequest.principal:type_name -> switchboard.common.v1.Principal
-	41, // 1: switchboard.aggregator.v1.ListToolsRequest.principal:type_name -> switchboard.common.v1.Principal
-	41, // 2: switchboard.aggregator.v1.ListResourcesRequest.principal:type_name -> switchboard.common.v1.Principal
-	41, // 3: switchboard.aggregator.v1.ListResourceTemplatesRequest.principal:type_name -> switchboard.common.v1.Principal
-	41, // 4: switchboard.aggregator.v1.ListPromptsRequest.principal:type_name -> switchboard.common.v1.Principal
+	51, // 0: switchboard.aggregator.v1.DiscoverRequest.principal:type_name -> switchboard.common.v1.Principal
+	51, // 1: switchboard.aggregator.v1.ListToolsRequest.principal:type_name -> switchboard.common.v1.Principal
+	51, // 2: switchboard.aggregator.v1.ListResourcesRequest.principal:type_name -> switchboard.common.v1.Principal
+	51, // 3: switchboard.aggregator.v1.ListResourceTemplatesRequest.principal:type_name -> switchboard.common.v1.Principal
+	51, // 4: switchboard.aggregator.v1.ListPromptsRequest.principal:type_name -> switchboard.common.v1.Principal
 	8,  // 5: switchboard.aggregator.v1.ListToolsResponse.tools:type_name -> switchboard.aggregator.v1.Tool
 	10, // 6: switchboard.aggregator.v1.ListResourcesResponse.resources:type_name -> switchboard.aggregator.v1.Resource
 	12, // 7: switchboard.aggregator.v1.ListResourceTemplatesResponse.resource_templates:type_name -> switchboard.aggregator.v1.ResourceTemplate
 	14, // 8: switchboard.aggregator.v1.ListPromptsResponse.prompts:type_name -> switchboard.aggregator.v1.Prompt
-	41, // 9: switchboard.aggregator.v1.CallToolRequest.principal:type_name -> switchboard.common.v1.Principal
+	51, // 9: switchboard.aggregator.v1.CallToolRequest.principal:type_name -> switchboard.common.v1.Principal
 	16, // 10: switchboard.aggregator.v1.CallToolRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	39, // 11: switchboard.aggregator.v1.CallToolRequest.param_headers:type_name -> switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntry
-	17, // 12: switchboard.aggregator.v1.CallToolStreamRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
-	41, // 13: switchboard.aggregator.v1.CallToolStreamRequest.principal:type_name -> switchboard.common.v1.Principal
-	20, // 14: switchboard.aggregator.v1.CallToolStreamResponse.notification:type_name -> switchboard.aggregator.v1.Notification
-	21, // 15: switchboard.aggregator.v1.CallToolStreamResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
-	41, // 16: switchboard.aggregator.v1.ResumeHeldCallRequest.principal:type_name -> switchboard.common.v1.Principal
-	17, // 17: switchboard.aggregator.v1.ResumeHeldCallRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
-	21, // 18: switchboard.aggregator.v1.ResumeHeldCallResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
-	41, // 19: switchboard.aggregator.v1.ResumeHeldCallStreamRequest.principal:type_name -> switchboard.common.v1.Principal
-	17, // 20: switchboard.aggregator.v1.ResumeHeldCallStreamRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
-	20, // 21: switchboard.aggregator.v1.ResumeHeldCallStreamResponse.notification:type_name -> switchboard.aggregator.v1.Notification
-	21, // 22: switchboard.aggregator.v1.ResumeHeldCallStreamResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
-	41, // 23: switchboard.aggregator.v1.ReadResourceRequest.principal:type_name -> switchboard.common.v1.Principal
-	16, // 24: switchboard.aggregator.v1.ReadResourceRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	41, // 25: switchboard.aggregator.v1.GetPromptRequest.principal:type_name -> switchboard.common.v1.Principal
-	40, // 26: switchboard.aggregator.v1.GetPromptRequest.arguments:type_name -> switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
-	16, // 27: switchboard.aggregator.v1.GetPromptRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	41, // 28: switchboard.aggregator.v1.CompleteRequest.principal:type_name -> switchboard.common.v1.Principal
-	41, // 29: switchboard.aggregator.v1.WatchCatalogRequest.principal:type_name -> switchboard.common.v1.Principal
-	0,  // 30: switchboard.aggregator.v1.WatchCatalogResponse.changed:type_name -> switchboard.aggregator.v1.CatalogKind
-	41, // 31: switchboard.aggregator.v1.ListBackendsRequest.principal:type_name -> switchboard.common.v1.Principal
-	1,  // 32: switchboard.aggregator.v1.Backend.health:type_name -> switchboard.aggregator.v1.BackendHealth
-	42, // 33: switchboard.aggregator.v1.Backend.last_check:type_name -> google.protobuf.Timestamp
-	43, // 34: switchboard.aggregator.v1.Backend.last_latency:type_name -> google.protobuf.Duration
-	36, // 35: switchboard.aggregator.v1.ListBackendsResponse.backends:type_name -> switchboard.aggregator.v1.Backend
-	38, // 36: switchboard.aggregator.v1.ListBackendsResponse.conflicts:type_name -> switchboard.aggregator.v1.CatalogConflict
-	2,  // 37: switchboard.aggregator.v1.AggregatorService.Discover:input_type -> switchboard.aggregator.v1.DiscoverRequest
-	4,  // 38: switchboard.aggregator.v1.AggregatorService.ListTools:input_type -> switchboard.aggregator.v1.ListToolsRequest
-	5,  // 39: switchboard.aggregator.v1.AggregatorService.ListResources:input_type -> switchboard.aggregator.v1.ListResourcesRequest
-	6,  // 40: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:input_type -> switchboard.aggregator.v1.ListResourceTemplatesRequest
-	7,  // 41: switchboard.aggregator.v1.AggregatorService.ListPrompts:input_type -> switchboard.aggregator.v1.ListPromptsRequest
-	17, // 42: switchboard.aggregator.v1.AggregatorService.CallTool:input_type -> switchboard.aggregator.v1.CallToolRequest
-	18, // 43: switchboard.aggregator.v1.AggregatorService.CallToolStream:input_type -> switchboard.aggregator.v1.CallToolStreamRequest
-	26, // 44: switchboard.aggregator.v1.AggregatorService.ReadResource:input_type -> switchboard.aggregator.v1.ReadResourceRequest
-	28, // 45: switchboard.aggregator.v1.AggregatorService.GetPrompt:input_type -> switchboard.aggregator.v1.GetPromptRequest
-	30, // 46: switchboard.aggregator.v1.AggregatorService.Complete:input_type -> switchboard.aggregator.v1.CompleteRequest
-	32, // 47: switchboard.aggregator.v1.AggregatorService.WatchCatalog:input_type -> switchboard.aggregator.v1.WatchCatalogRequest
-	35, // 48: switchboard.aggregator.v1.AggregatorService.ListBackends:input_type -> switchboard.aggregator.v1.ListBackendsRequest
-	22, // 49: switchboard.aggregator.v1.AggregatorService.ResumeHeldCall:input_type -> switchboard.aggregator.v1.ResumeHeldCallRequest
-	24, // 50: switchboard.aggregator.v1.AggregatorService.ResumeHeldCallStream:input_type -> switchboard.aggregator.v1.ResumeHeldCallStreamRequest
-	3,  // 51: switchboard.aggregator.v1.AggregatorService.Discover:output_type -> switchboard.aggregator.v1.DiscoverResponse
-	9,  // 52: switchboard.aggregator.v1.AggregatorService.ListTools:output_type -> switchboard.aggregator.v1.ListToolsResponse
-	11, // 53: switchboard.aggregator.v1.AggregatorService.ListResources:output_type -> switchboard.aggregator.v1.ListResourcesResponse
-	13, // 54: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:output_type -> switchboard.aggregator.v1.ListResourceTemplatesResponse
-	15, // 55: switchboard.aggregator.v1.AggregatorService.ListPrompts:output_type -> switchboard.aggregator.v1.ListPromptsResponse
-	21, // 56: switchboard.aggregator.v1.AggregatorService.CallTool:output_type -> switchboard.aggregator.v1.CallToolResponse
-	19, // 57: switchboard.aggregator.v1.AggregatorService.CallToolStream:output_type -> switchboard.aggregator.v1.CallToolStreamResponse
-	27, // 58: switchboard.aggregator.v1.AggregatorService.ReadResource:output_type -> switchboard.aggregator.v1.ReadResourceResponse
-	29, // 59: switchboard.aggregator.v1.AggregatorService.GetPrompt:output_type -> switchboard.aggregator.v1.GetPromptResponse
-	31, // 60: switchboard.aggregator.v1.AggregatorService.Complete:output_type -> switchboard.aggregator.v1.CompleteResponse
-	33, // 61: switchboard.aggregator.v1.AggregatorService.WatchCatalog:output_type -> switchboard.aggregator.v1.WatchCatalogResponse
-	37, // 62: switchboard.aggregator.v1.AggregatorService.ListBackends:output_type -> switchboard.aggregator.v1.ListBackendsResponse
-	23, // 63: switchboard.aggregator.v1.AggregatorService.ResumeHeldCall:output_type -> switchboard.aggregator.v1.ResumeHeldCallResponse
-	25, // 64: switchboard.aggregator.v1.AggregatorService.ResumeHeldCallStream:output_type -> switchboard.aggregator.v1.ResumeHeldCallStreamResponse
-	51, // [51:65] is the sub-list for method output_type
-	37, // [37:51] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	49, // 11: switchboard.aggregator.v1.CallToolRequest.param_headers:type_name -> switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntry
+	18, // 12: switchboard.aggregator.v1.CallToolRequest.task:type_name -> switchboard.aggregator.v1.TaskRequest
+	17, // 13: switchboard.aggregator.v1.CallToolStreamRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
+	51, // 14: switchboard.aggregator.v1.CallToolStreamRequest.principal:type_name -> switchboard.common.v1.Principal
+	21, // 15: switchboard.aggregator.v1.CallToolStreamResponse.notification:type_name -> switchboard.aggregator.v1.Notification
+	22, // 16: switchboard.aggregator.v1.CallToolStreamResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
+	23, // 17: switchboard.aggregator.v1.CallToolResponse.task:type_name -> switchboard.aggregator.v1.Task
+	52, // 18: switchboard.aggregator.v1.Task.created_at:type_name -> google.protobuf.Timestamp
+	52, // 19: switchboard.aggregator.v1.Task.last_updated_at:type_name -> google.protobuf.Timestamp
+	51, // 20: switchboard.aggregator.v1.GetTaskRequest.principal:type_name -> switchboard.common.v1.Principal
+	16, // 21: switchboard.aggregator.v1.GetTaskRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
+	23, // 22: switchboard.aggregator.v1.GetTaskResponse.task:type_name -> switchboard.aggregator.v1.Task
+	51, // 23: switchboard.aggregator.v1.UpdateTaskRequest.principal:type_name -> switchboard.common.v1.Principal
+	16, // 24: switchboard.aggregator.v1.UpdateTaskRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
+	23, // 25: switchboard.aggregator.v1.UpdateTaskResponse.task:type_name -> switchboard.aggregator.v1.Task
+	51, // 26: switchboard.aggregator.v1.CancelTaskRequest.principal:type_name -> switchboard.common.v1.Principal
+	16, // 27: switchboard.aggregator.v1.CancelTaskRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
+	23, // 28: switchboard.aggregator.v1.CancelTaskResponse.task:type_name -> switchboard.aggregator.v1.Task
+	51, // 29: switchboard.aggregator.v1.ListTasksRequest.principal:type_name -> switchboard.common.v1.Principal
+	23, // 30: switchboard.aggregator.v1.ListTasksResponse.tasks:type_name -> switchboard.aggregator.v1.Task
+	51, // 31: switchboard.aggregator.v1.ResumeHeldCallRequest.principal:type_name -> switchboard.common.v1.Principal
+	17, // 32: switchboard.aggregator.v1.ResumeHeldCallRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
+	22, // 33: switchboard.aggregator.v1.ResumeHeldCallResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
+	51, // 34: switchboard.aggregator.v1.ResumeHeldCallStreamRequest.principal:type_name -> switchboard.common.v1.Principal
+	17, // 35: switchboard.aggregator.v1.ResumeHeldCallStreamRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
+	21, // 36: switchboard.aggregator.v1.ResumeHeldCallStreamResponse.notification:type_name -> switchboard.aggregator.v1.Notification
+	22, // 37: switchboard.aggregator.v1.ResumeHeldCallStreamResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
+	51, // 38: switchboard.aggregator.v1.ReadResourceRequest.principal:type_name -> switchboard.common.v1.Principal
+	16, // 39: switchboard.aggregator.v1.ReadResourceRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
+	51, // 40: switchboard.aggregator.v1.GetPromptRequest.principal:type_name -> switchboard.common.v1.Principal
+	50, // 41: switchboard.aggregator.v1.GetPromptRequest.arguments:type_name -> switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
+	16, // 42: switchboard.aggregator.v1.GetPromptRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
+	51, // 43: switchboard.aggregator.v1.CompleteRequest.principal:type_name -> switchboard.common.v1.Principal
+	51, // 44: switchboard.aggregator.v1.WatchCatalogRequest.principal:type_name -> switchboard.common.v1.Principal
+	0,  // 45: switchboard.aggregator.v1.WatchCatalogResponse.changed:type_name -> switchboard.aggregator.v1.CatalogKind
+	51, // 46: switchboard.aggregator.v1.ListBackendsRequest.principal:type_name -> switchboard.common.v1.Principal
+	1,  // 47: switchboard.aggregator.v1.Backend.health:type_name -> switchboard.aggregator.v1.BackendHealth
+	52, // 48: switchboard.aggregator.v1.Backend.last_check:type_name -> google.protobuf.Timestamp
+	53, // 49: switchboard.aggregator.v1.Backend.last_latency:type_name -> google.protobuf.Duration
+	46, // 50: switchboard.aggregator.v1.ListBackendsResponse.backends:type_name -> switchboard.aggregator.v1.Backend
+	48, // 51: switchboard.aggregator.v1.ListBackendsResponse.conflicts:type_name -> switchboard.aggregator.v1.CatalogConflict
+	2,  // 52: switchboard.aggregator.v1.AggregatorService.Discover:input_type -> switchboard.aggregator.v1.DiscoverRequest
+	4,  // 53: switchboard.aggregator.v1.AggregatorService.ListTools:input_type -> switchboard.aggregator.v1.ListToolsRequest
+	5,  // 54: switchboard.aggregator.v1.AggregatorService.ListResources:input_type -> switchboard.aggregator.v1.ListResourcesRequest
+	6,  // 55: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:input_type -> switchboard.aggregator.v1.ListResourceTemplatesRequest
+	7,  // 56: switchboard.aggregator.v1.AggregatorService.ListPrompts:input_type -> switchboard.aggregator.v1.ListPromptsRequest
+	17, // 57: switchboard.aggregator.v1.AggregatorService.CallTool:input_type -> switchboard.aggregator.v1.CallToolRequest
+	19, // 58: switchboard.aggregator.v1.AggregatorService.CallToolStream:input_type -> switchboard.aggregator.v1.CallToolStreamRequest
+	36, // 59: switchboard.aggregator.v1.AggregatorService.ReadResource:input_type -> switchboard.aggregator.v1.ReadResourceRequest
+	38, // 60: switchboard.aggregator.v1.AggregatorService.GetPrompt:input_type -> switchboard.aggregator.v1.GetPromptRequest
+	40, // 61: switchboard.aggregator.v1.AggregatorService.Complete:input_type -> switchboard.aggregator.v1.CompleteRequest
+	42, // 62: switchboard.aggregator.v1.AggregatorService.WatchCatalog:input_type -> switchboard.aggregator.v1.WatchCatalogRequest
+	45, // 63: switchboard.aggregator.v1.AggregatorService.ListBackends:input_type -> switchboard.aggregator.v1.ListBackendsRequest
+	32, // 64: switchboard.aggregator.v1.AggregatorService.ResumeHeldCall:input_type -> switchboard.aggregator.v1.ResumeHeldCallRequest
+	34, // 65: switchboard.aggregator.v1.AggregatorService.ResumeHeldCallStream:input_type -> switchboard.aggregator.v1.ResumeHeldCallStreamRequest
+	24, // 66: switchboard.aggregator.v1.AggregatorService.GetTask:input_type -> switchboard.aggregator.v1.GetTaskRequest
+	26, // 67: switchboard.aggregator.v1.AggregatorService.UpdateTask:input_type -> switchboard.aggregator.v1.UpdateTaskRequest
+	28, // 68: switchboard.aggregator.v1.AggregatorService.CancelTask:input_type -> switchboard.aggregator.v1.CancelTaskRequest
+	30, // 69: switchboard.aggregator.v1.AggregatorService.ListTasks:input_type -> switchboard.aggregator.v1.ListTasksRequest
+	3,  // 70: switchboard.aggregator.v1.AggregatorService.Discover:output_type -> switchboard.aggregator.v1.DiscoverResponse
+	9,  // 71: switchboard.aggregator.v1.AggregatorService.ListTools:output_type -> switchboard.aggregator.v1.ListToolsResponse
+	11, // 72: switchboard.aggregator.v1.AggregatorService.ListResources:output_type -> switchboard.aggregator.v1.ListResourcesResponse
+	13, // 73: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:output_type -> switchboard.aggregator.v1.ListResourceTemplatesResponse
+	15, // 74: switchboard.aggregator.v1.AggregatorService.ListPrompts:output_type -> switchboard.aggregator.v1.ListPromptsResponse
+	22, // 75: switchboard.aggregator.v1.AggregatorService.CallTool:output_type -> switchboard.aggregator.v1.CallToolResponse
+	20, // 76: switchboard.aggregator.v1.AggregatorService.CallToolStream:output_type -> switchboard.aggregator.v1.CallToolStreamResponse
+	37, // 77: switchboard.aggregator.v1.AggregatorService.ReadResource:output_type -> switchboard.aggregator.v1.ReadResourceResponse
+	39, // 78: switchboard.aggregator.v1.AggregatorService.GetPrompt:output_type -> switchboard.aggregator.v1.GetPromptResponse
+	41, // 79: switchboard.aggregator.v1.AggregatorService.Complete:output_type -> switchboard.aggregator.v1.CompleteResponse
+	43, // 80: switchboard.aggregator.v1.AggregatorService.WatchCatalog:output_type -> switchboard.aggregator.v1.WatchCatalogResponse
+	47, // 81: switchboard.aggregator.v1.AggregatorService.ListBackends:output_type -> switchboard.aggregator.v1.ListBackendsResponse
+	33, // 82: switchboard.aggregator.v1.AggregatorService.ResumeHeldCall:output_type -> switchboard.aggregator.v1.ResumeHeldCallResponse
+	35, // 83: switchboard.aggregator.v1.AggregatorService.ResumeHeldCallStream:output_type -> switchboard.aggregator.v1.ResumeHeldCallStreamResponse
+	25, // 84: switchboard.aggregator.v1.AggregatorService.GetTask:output_type -> switchboard.aggregator.v1.GetTaskResponse
+	27, // 85: switchboard.aggregator.v1.AggregatorService.UpdateTask:output_type -> switchboard.aggregator.v1.UpdateTaskResponse
+	29, // 86: switchboard.aggregator.v1.AggregatorService.CancelTask:output_type -> switchboard.aggregator.v1.CancelTaskResponse
+	31, // 87: switchboard.aggregator.v1.AggregatorService.ListTasks:output_type -> switchboard.aggregator.v1.ListTasksResponse
+	70, // [70:88] is the sub-list for method output_type
+	52, // [52:70] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_aggregator_v1_aggregator_proto_init() }
@@ -3448,11 +4223,11 @@ func file_switchboard_aggregator_v1_aggregator_proto_init() {
 	if File_switchboard_aggregator_v1_aggregator_proto != nil {
 		return
 	}
-	file_switchboard_aggregator_v1_aggregator_proto_msgTypes[17].OneofWrappers = []any{
+	file_switchboard_aggregator_v1_aggregator_proto_msgTypes[18].OneofWrappers = []any{
 		(*CallToolStreamResponse_Notification)(nil),
 		(*CallToolStreamResponse_Result)(nil),
 	}
-	file_switchboard_aggregator_v1_aggregator_proto_msgTypes[23].OneofWrappers = []any{
+	file_switchboard_aggregator_v1_aggregator_proto_msgTypes[33].OneofWrappers = []any{
 		(*ResumeHeldCallStreamResponse_Notification)(nil),
 		(*ResumeHeldCallStreamResponse_Result)(nil),
 	}
@@ -3462,7 +4237,7 @@ func file_switchboard_aggregator_v1_aggregator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_aggregator_v1_aggregator_proto_rawDesc), len(file_switchboard_aggregator_v1_aggregator_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   39,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -47,6 +47,10 @@ const (
 	AggregatorService_ListBackends_FullMethodName          = "/switchboard.aggregator.v1.AggregatorService/ListBackends"
 	AggregatorService_ResumeHeldCall_FullMethodName        = "/switchboard.aggregator.v1.AggregatorService/ResumeHeldCall"
 	AggregatorService_ResumeHeldCallStream_FullMethodName  = "/switchboard.aggregator.v1.AggregatorService/ResumeHeldCallStream"
+	AggregatorService_GetTask_FullMethodName               = "/switchboard.aggregator.v1.AggregatorService/GetTask"
+	AggregatorService_UpdateTask_FullMethodName            = "/switchboard.aggregator.v1.AggregatorService/UpdateTask"
+	AggregatorService_CancelTask_FullMethodName            = "/switchboard.aggregator.v1.AggregatorService/CancelTask"
+	AggregatorService_ListTasks_FullMethodName             = "/switchboard.aggregator.v1.AggregatorService/ListTasks"
 )
 
 // AggregatorServiceClient is the client API for AggregatorService service.
@@ -119,6 +123,15 @@ type AggregatorServiceClient interface {
 	// two RPCs allows both. A replica whose peer does not serve it (an older
 	// version, UNIMPLEMENTED) forwards with ResumeHeldCall instead.
 	ResumeHeldCallStream(ctx context.Context, in *ResumeHeldCallStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ResumeHeldCallStreamResponse], error)
+	// GetTask, UpdateTask and CancelTask are tasks/get, tasks/update and
+	// tasks/cancel of a task a CallTool created (CallToolResponse.task), on
+	// any replica; ListTasks lists a principal's tasks. Each is admitted like
+	// a call of the task's tool (Cedar, rate limits under the method names
+	// tasks/get, tasks/update, tasks/cancel and tasks/list, audit).
+	GetTask(ctx context.Context, in *GetTaskRequest, opts ...grpc.CallOption) (*GetTaskResponse, error)
+	UpdateTask(ctx context.Context, in *UpdateTaskRequest, opts ...grpc.CallOption) (*UpdateTaskResponse, error)
+	CancelTask(ctx context.Context, in *CancelTaskRequest, opts ...grpc.CallOption) (*CancelTaskResponse, error)
+	ListTasks(ctx context.Context, in *ListTasksRequest, opts ...grpc.CallOption) (*ListTasksResponse, error)
 }
 
 type aggregatorServiceClient struct {
@@ -296,6 +309,46 @@ func (c *aggregatorServiceClient) ResumeHeldCallStream(ctx context.Context, in *
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AggregatorService_ResumeHeldCallStreamClient = grpc.ServerStreamingClient[ResumeHeldCallStreamResponse]
 
+func (c *aggregatorServiceClient) GetTask(ctx context.Context, in *GetTaskRequest, opts ...grpc.CallOption) (*GetTaskResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetTaskResponse)
+	err := c.cc.Invoke(ctx, AggregatorService_GetTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *aggregatorServiceClient) UpdateTask(ctx context.Context, in *UpdateTaskRequest, opts ...grpc.CallOption) (*UpdateTaskResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateTaskResponse)
+	err := c.cc.Invoke(ctx, AggregatorService_UpdateTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *aggregatorServiceClient) CancelTask(ctx context.Context, in *CancelTaskRequest, opts ...grpc.CallOption) (*CancelTaskResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelTaskResponse)
+	err := c.cc.Invoke(ctx, AggregatorService_CancelTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *aggregatorServiceClient) ListTasks(ctx context.Context, in *ListTasksRequest, opts ...grpc.CallOption) (*ListTasksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTasksResponse)
+	err := c.cc.Invoke(ctx, AggregatorService_ListTasks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AggregatorServiceServer is the server API for AggregatorService service.
 // All implementations must embed UnimplementedAggregatorServiceServer
 // for forward compatibility.
@@ -366,6 +419,15 @@ type AggregatorServiceServer interface {
 	// two RPCs allows both. A replica whose peer does not serve it (an older
 	// version, UNIMPLEMENTED) forwards with ResumeHeldCall instead.
 	ResumeHeldCallStream(*ResumeHeldCallStreamRequest, grpc.ServerStreamingServer[ResumeHeldCallStreamResponse]) error
+	// GetTask, UpdateTask and CancelTask are tasks/get, tasks/update and
+	// tasks/cancel of a task a CallTool created (CallToolResponse.task), on
+	// any replica; ListTasks lists a principal's tasks. Each is admitted like
+	// a call of the task's tool (Cedar, rate limits under the method names
+	// tasks/get, tasks/update, tasks/cancel and tasks/list, audit).
+	GetTask(context.Context, *GetTaskRequest) (*GetTaskResponse, error)
+	UpdateTask(context.Context, *UpdateTaskRequest) (*UpdateTaskResponse, error)
+	CancelTask(context.Context, *CancelTaskRequest) (*CancelTaskResponse, error)
+	ListTasks(context.Context, *ListTasksRequest) (*ListTasksResponse, error)
 	mustEmbedUnimplementedAggregatorServiceServer()
 }
 
@@ -417,6 +479,18 @@ func (UnimplementedAggregatorServiceServer) ResumeHeldCall(context.Context, *Res
 }
 func (UnimplementedAggregatorServiceServer) ResumeHeldCallStream(*ResumeHeldCallStreamRequest, grpc.ServerStreamingServer[ResumeHeldCallStreamResponse]) error {
 	return status.Error(codes.Unimplemented, "method ResumeHeldCallStream not implemented")
+}
+func (UnimplementedAggregatorServiceServer) GetTask(context.Context, *GetTaskRequest) (*GetTaskResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetTask not implemented")
+}
+func (UnimplementedAggregatorServiceServer) UpdateTask(context.Context, *UpdateTaskRequest) (*UpdateTaskResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateTask not implemented")
+}
+func (UnimplementedAggregatorServiceServer) CancelTask(context.Context, *CancelTaskRequest) (*CancelTaskResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelTask not implemented")
+}
+func (UnimplementedAggregatorServiceServer) ListTasks(context.Context, *ListTasksRequest) (*ListTasksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTasks not implemented")
 }
 func (UnimplementedAggregatorServiceServer) mustEmbedUnimplementedAggregatorServiceServer() {}
 func (UnimplementedAggregatorServiceServer) testEmbeddedByValue()                           {}
@@ -670,6 +744,78 @@ func _AggregatorService_ResumeHeldCallStream_Handler(srv interface{}, stream grp
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AggregatorService_ResumeHeldCallStreamServer = grpc.ServerStreamingServer[ResumeHeldCallStreamResponse]
 
+func _AggregatorService_GetTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetTaskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AggregatorServiceServer).GetTask(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AggregatorService_GetTask_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AggregatorServiceServer).GetTask(ctx, req.(*GetTaskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AggregatorService_UpdateTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateTaskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AggregatorServiceServer).UpdateTask(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AggregatorService_UpdateTask_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AggregatorServiceServer).UpdateTask(ctx, req.(*UpdateTaskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AggregatorService_CancelTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelTaskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AggregatorServiceServer).CancelTask(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AggregatorService_CancelTask_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AggregatorServiceServer).CancelTask(ctx, req.(*CancelTaskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AggregatorService_ListTasks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTasksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AggregatorServiceServer).ListTasks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AggregatorService_ListTasks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AggregatorServiceServer).ListTasks(ctx, req.(*ListTasksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AggregatorService_ServiceDesc is the grpc.ServiceDesc for AggregatorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -720,6 +866,22 @@ var AggregatorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResumeHeldCall",
 			Handler:    _AggregatorService_ResumeHeldCall_Handler,
+		},
+		{
+			MethodName: "GetTask",
+			Handler:    _AggregatorService_GetTask_Handler,
+		},
+		{
+			MethodName: "UpdateTask",
+			Handler:    _AggregatorService_UpdateTask_Handler,
+		},
+		{
+			MethodName: "CancelTask",
+			Handler:    _AggregatorService_CancelTask_Handler,
+		},
+		{
+			MethodName: "ListTasks",
+			Handler:    _AggregatorService_ListTasks_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -101,6 +101,14 @@ const (
 	// the first such event by its index, and nothing of the request is
 	// stored.
 	ErrorReason_ERROR_REASON_AUDIT_EVENT_NOT_ALLOWED ErrorReason = 21
+	// A tools/call of a tool whose taskSupport is "required" came from a
+	// client that cannot take a task (MCP -32021 for a Modern client, which
+	// must declare io.modelcontextprotocol/tasks; -32601 for a Legacy one,
+	// which must send params.task).
+	ErrorReason_ERROR_REASON_TASK_REQUIRED ErrorReason = 22
+	// The principal holds tasks.maxPerPrincipal unexpired tasks, or the
+	// cluster tasks.maxTasks: no task is created until some expire.
+	ErrorReason_ERROR_REASON_TASKS_FULL ErrorReason = 23
 )
 
 // Enum value maps for ErrorReason.
@@ -128,6 +136,8 @@ var (
 		19: "ERROR_REASON_TOOL_DEFINITION_CHANGED",
 		20: "ERROR_REASON_RATE_LIMITED",
 		21: "ERROR_REASON_AUDIT_EVENT_NOT_ALLOWED",
+		22: "ERROR_REASON_TASK_REQUIRED",
+		23: "ERROR_REASON_TASKS_FULL",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":             0,
@@ -152,6 +162,8 @@ var (
 		"ERROR_REASON_TOOL_DEFINITION_CHANGED": 19,
 		"ERROR_REASON_RATE_LIMITED":            20,
 		"ERROR_REASON_AUDIT_EVENT_NOT_ALLOWED": 21,
+		"ERROR_REASON_TASK_REQUIRED":           22,
+		"ERROR_REASON_TASKS_FULL":              23,
 	}
 )
 
@@ -255,7 +267,7 @@ const file_switchboard_common_v1_principal_proto_rawDesc = "" +
 	"%switchboard/common/v1/principal.proto\x12\x15switchboard.common.v1\"=\n" +
 	"\tPrincipal\x12\x18\n" +
 	"\asubject\x18\x01 \x01(\tR\asubject\x12\x16\n" +
-	"\x06groups\x18\x02 \x03(\tR\x06groups*\x8e\x06\n" +
+	"\x06groups\x18\x02 \x03(\tR\x06groups*\xcb\x06\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cERROR_REASON_UNAUTHENTICATED\x10\x01\x12&\n" +
@@ -279,7 +291,9 @@ const file_switchboard_common_v1_principal_proto_rawDesc = "" +
 	"\x1cERROR_REASON_HIDDEN_ARGUMENT\x10\x12\x12(\n" +
 	"$ERROR_REASON_TOOL_DEFINITION_CHANGED\x10\x13\x12\x1d\n" +
 	"\x19ERROR_REASON_RATE_LIMITED\x10\x14\x12(\n" +
-	"$ERROR_REASON_AUDIT_EVENT_NOT_ALLOWED\x10\x15BTZRgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1;commonv1b\x06proto3"
+	"$ERROR_REASON_AUDIT_EVENT_NOT_ALLOWED\x10\x15\x12\x1e\n" +
+	"\x1aERROR_REASON_TASK_REQUIRED\x10\x16\x12\x1b\n" +
+	"\x17ERROR_REASON_TASKS_FULL\x10\x17BTZRgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1;commonv1b\x06proto3"
 
 var (
 	file_switchboard_common_v1_principal_proto_rawDescOnce sync.Once

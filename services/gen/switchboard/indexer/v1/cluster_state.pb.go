@@ -24,7 +24,7 @@ var File_switchboard_indexer_v1_cluster_state_proto protoreflect.FileDescriptor
 
 const file_switchboard_indexer_v1_cluster_state_proto_rawDesc = "" +
 	"\n" +
-	"*switchboard/indexer/v1/cluster_state.proto\x12\x16switchboard.indexer.v1\x1a$switchboard/indexer/v1/indexer.proto2\xdd\x0f\n" +
+	"*switchboard/indexer/v1/cluster_state.proto\x12\x16switchboard.indexer.v1\x1a$switchboard/indexer/v1/indexer.proto\x1a\"switchboard/indexer/v1/tasks.proto2\xa6\x15\n" +
 	"\x13ClusterStateService\x12l\n" +
 	"\rRevokeSession\x12,.switchboard.indexer.v1.RevokeSessionRequest\x1a-.switchboard.indexer.v1.RevokeSessionResponse\x12i\n" +
 	"\fCheckSession\x12+.switchboard.indexer.v1.CheckSessionRequest\x1a,.switchboard.indexer.v1.CheckSessionResponse\x12w\n" +
@@ -41,7 +41,17 @@ const file_switchboard_indexer_v1_cluster_state_proto_rawDesc = "" +
 	"\x11AcquireRateTokens\x120.switchboard.indexer.v1.AcquireRateTokensRequest\x1a1.switchboard.indexer.v1.AcquireRateTokensResponse\x12\x81\x01\n" +
 	"\x14ListRateLimitBuckets\x123.switchboard.indexer.v1.ListRateLimitBucketsRequest\x1a4.switchboard.indexer.v1.ListRateLimitBucketsResponse\x12x\n" +
 	"\x11RecordAuditEvents\x120.switchboard.indexer.v1.RecordAuditEventsRequest\x1a1.switchboard.indexer.v1.RecordAuditEventsResponse\x12u\n" +
-	"\x10QueryAuditEvents\x12/.switchboard.indexer.v1.QueryAuditEventsRequest\x1a0.switchboard.indexer.v1.QueryAuditEventsResponseBVZTgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1;indexerv1b\x06proto3"
+	"\x10QueryAuditEvents\x12/.switchboard.indexer.v1.QueryAuditEventsRequest\x1a0.switchboard.indexer.v1.QueryAuditEventsResponse\x12c\n" +
+	"\n" +
+	"CreateTask\x12).switchboard.indexer.v1.CreateTaskRequest\x1a*.switchboard.indexer.v1.CreateTaskResponse\x12Z\n" +
+	"\aGetTask\x12&.switchboard.indexer.v1.GetTaskRequest\x1a'.switchboard.indexer.v1.GetTaskResponse\x12`\n" +
+	"\tListTasks\x12(.switchboard.indexer.v1.ListTasksRequest\x1a).switchboard.indexer.v1.ListTasksResponse\x12f\n" +
+	"\vAdvanceTask\x12*.switchboard.indexer.v1.AdvanceTaskRequest\x1a+.switchboard.indexer.v1.AdvanceTaskResponse\x12c\n" +
+	"\n" +
+	"AnswerTask\x12).switchboard.indexer.v1.AnswerTaskRequest\x1a*.switchboard.indexer.v1.AnswerTaskResponse\x12c\n" +
+	"\n" +
+	"CancelTask\x12).switchboard.indexer.v1.CancelTaskRequest\x1a*.switchboard.indexer.v1.CancelTaskResponse\x12r\n" +
+	"\x0fRenewTaskLeases\x12..switchboard.indexer.v1.RenewTaskLeasesRequest\x1a/.switchboard.indexer.v1.RenewTaskLeasesResponseBVZTgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1;indexerv1b\x06proto3"
 
 var file_switchboard_indexer_v1_cluster_state_proto_goTypes = []any{
 	(*RevokeSessionRequest)(nil),          // 0: switchboard.indexer.v1.RevokeSessionRequest
@@ -60,22 +70,36 @@ var file_switchboard_indexer_v1_cluster_state_proto_goTypes = []any{
 	(*ListRateLimitBucketsRequest)(nil),   // 13: switchboard.indexer.v1.ListRateLimitBucketsRequest
 	(*RecordAuditEventsRequest)(nil),      // 14: switchboard.indexer.v1.RecordAuditEventsRequest
 	(*QueryAuditEventsRequest)(nil),       // 15: switchboard.indexer.v1.QueryAuditEventsRequest
-	(*RevokeSessionResponse)(nil),         // 16: switchboard.indexer.v1.RevokeSessionResponse
-	(*CheckSessionResponse)(nil),          // 17: switchboard.indexer.v1.CheckSessionResponse
-	(*WatchRevocationsResponse)(nil),      // 18: switchboard.indexer.v1.WatchRevocationsResponse
-	(*ConsumeRequestStateResponse)(nil),   // 19: switchboard.indexer.v1.ConsumeRequestStateResponse
-	(*UpdateSessionStateResponse)(nil),    // 20: switchboard.indexer.v1.UpdateSessionStateResponse
-	(*WatchSessionEventsResponse)(nil),    // 21: switchboard.indexer.v1.WatchSessionEventsResponse
-	(*RelayInputResponseResponse)(nil),    // 22: switchboard.indexer.v1.RelayInputResponseResponse
-	(*RelayCancellationResponse)(nil),     // 23: switchboard.indexer.v1.RelayCancellationResponse
-	(*RecordToolDefinitionsResponse)(nil), // 24: switchboard.indexer.v1.RecordToolDefinitionsResponse
-	(*ApproveToolDefinitionResponse)(nil), // 25: switchboard.indexer.v1.ApproveToolDefinitionResponse
-	(*ListToolDefinitionsResponse)(nil),   // 26: switchboard.indexer.v1.ListToolDefinitionsResponse
-	(*WatchToolDefinitionsResponse)(nil),  // 27: switchboard.indexer.v1.WatchToolDefinitionsResponse
-	(*AcquireRateTokensResponse)(nil),     // 28: switchboard.indexer.v1.AcquireRateTokensResponse
-	(*ListRateLimitBucketsResponse)(nil),  // 29: switchboard.indexer.v1.ListRateLimitBucketsResponse
-	(*RecordAuditEventsResponse)(nil),     // 30: switchboard.indexer.v1.RecordAuditEventsResponse
-	(*QueryAuditEventsResponse)(nil),      // 31: switchboard.indexer.v1.QueryAuditEventsResponse
+	(*CreateTaskRequest)(nil),             // 16: switchboard.indexer.v1.CreateTaskRequest
+	(*GetTaskRequest)(nil),                // 17: switchboard.indexer.v1.GetTaskRequest
+	(*ListTasksRequest)(nil),              // 18: switchboard.indexer.v1.ListTasksRequest
+	(*AdvanceTaskRequest)(nil),            // 19: switchboard.indexer.v1.AdvanceTaskRequest
+	(*AnswerTaskRequest)(nil),             // 20: switchboard.indexer.v1.AnswerTaskRequest
+	(*CancelTaskRequest)(nil),             // 21: switchboard.indexer.v1.CancelTaskRequest
+	(*RenewTaskLeasesRequest)(nil),        // 22: switchboard.indexer.v1.RenewTaskLeasesRequest
+	(*RevokeSessionResponse)(nil),         // 23: switchboard.indexer.v1.RevokeSessionResponse
+	(*CheckSessionResponse)(nil),          // 24: switchboard.indexer.v1.CheckSessionResponse
+	(*WatchRevocationsResponse)(nil),      // 25: switchboard.indexer.v1.WatchRevocationsResponse
+	(*ConsumeRequestStateResponse)(nil),   // 26: switchboard.indexer.v1.ConsumeRequestStateResponse
+	(*UpdateSessionStateResponse)(nil),    // 27: switchboard.indexer.v1.UpdateSessionStateResponse
+	(*WatchSessionEventsResponse)(nil),    // 28: switchboard.indexer.v1.WatchSessionEventsResponse
+	(*RelayInputResponseResponse)(nil),    // 29: switchboard.indexer.v1.RelayInputResponseResponse
+	(*RelayCancellationResponse)(nil),     // 30: switchboard.indexer.v1.RelayCancellationResponse
+	(*RecordToolDefinitionsResponse)(nil), // 31: switchboard.indexer.v1.RecordToolDefinitionsResponse
+	(*ApproveToolDefinitionResponse)(nil), // 32: switchboard.indexer.v1.ApproveToolDefinitionResponse
+	(*ListToolDefinitionsResponse)(nil),   // 33: switchboard.indexer.v1.ListToolDefinitionsResponse
+	(*WatchToolDefinitionsResponse)(nil),  // 34: switchboard.indexer.v1.WatchToolDefinitionsResponse
+	(*AcquireRateTokensResponse)(nil),     // 35: switchboard.indexer.v1.AcquireRateTokensResponse
+	(*ListRateLimitBucketsResponse)(nil),  // 36: switchboard.indexer.v1.ListRateLimitBucketsResponse
+	(*RecordAuditEventsResponse)(nil),     // 37: switchboard.indexer.v1.RecordAuditEventsResponse
+	(*QueryAuditEventsResponse)(nil),      // 38: switchboard.indexer.v1.QueryAuditEventsResponse
+	(*CreateTaskResponse)(nil),            // 39: switchboard.indexer.v1.CreateTaskResponse
+	(*GetTaskResponse)(nil),               // 40: switchboard.indexer.v1.GetTaskResponse
+	(*ListTasksResponse)(nil),             // 41: switchboard.indexer.v1.ListTasksResponse
+	(*AdvanceTaskResponse)(nil),           // 42: switchboard.indexer.v1.AdvanceTaskResponse
+	(*AnswerTaskResponse)(nil),            // 43: switchboard.indexer.v1.AnswerTaskResponse
+	(*CancelTaskResponse)(nil),            // 44: switchboard.indexer.v1.CancelTaskResponse
+	(*RenewTaskLeasesResponse)(nil),       // 45: switchboard.indexer.v1.RenewTaskLeasesResponse
 }
 var file_switchboard_indexer_v1_cluster_state_proto_depIdxs = []int32{
 	0,  // 0: switchboard.indexer.v1.ClusterStateService.RevokeSession:input_type -> switchboard.indexer.v1.RevokeSessionRequest
@@ -94,24 +118,38 @@ var file_switchboard_indexer_v1_cluster_state_proto_depIdxs = []int32{
 	13, // 13: switchboard.indexer.v1.ClusterStateService.ListRateLimitBuckets:input_type -> switchboard.indexer.v1.ListRateLimitBucketsRequest
 	14, // 14: switchboard.indexer.v1.ClusterStateService.RecordAuditEvents:input_type -> switchboard.indexer.v1.RecordAuditEventsRequest
 	15, // 15: switchboard.indexer.v1.ClusterStateService.QueryAuditEvents:input_type -> switchboard.indexer.v1.QueryAuditEventsRequest
-	16, // 16: switchboard.indexer.v1.ClusterStateService.RevokeSession:output_type -> switchboard.indexer.v1.RevokeSessionResponse
-	17, // 17: switchboard.indexer.v1.ClusterStateService.CheckSession:output_type -> switchboard.indexer.v1.CheckSessionResponse
-	18, // 18: switchboard.indexer.v1.ClusterStateService.WatchRevocations:output_type -> switchboard.indexer.v1.WatchRevocationsResponse
-	19, // 19: switchboard.indexer.v1.ClusterStateService.ConsumeRequestState:output_type -> switchboard.indexer.v1.ConsumeRequestStateResponse
-	20, // 20: switchboard.indexer.v1.ClusterStateService.UpdateSessionState:output_type -> switchboard.indexer.v1.UpdateSessionStateResponse
-	21, // 21: switchboard.indexer.v1.ClusterStateService.WatchSessionEvents:output_type -> switchboard.indexer.v1.WatchSessionEventsResponse
-	22, // 22: switchboard.indexer.v1.ClusterStateService.RelayInputResponse:output_type -> switchboard.indexer.v1.RelayInputResponseResponse
-	23, // 23: switchboard.indexer.v1.ClusterStateService.RelayCancellation:output_type -> switchboard.indexer.v1.RelayCancellationResponse
-	24, // 24: switchboard.indexer.v1.ClusterStateService.RecordToolDefinitions:output_type -> switchboard.indexer.v1.RecordToolDefinitionsResponse
-	25, // 25: switchboard.indexer.v1.ClusterStateService.ApproveToolDefinition:output_type -> switchboard.indexer.v1.ApproveToolDefinitionResponse
-	26, // 26: switchboard.indexer.v1.ClusterStateService.ListToolDefinitions:output_type -> switchboard.indexer.v1.ListToolDefinitionsResponse
-	27, // 27: switchboard.indexer.v1.ClusterStateService.WatchToolDefinitions:output_type -> switchboard.indexer.v1.WatchToolDefinitionsResponse
-	28, // 28: switchboard.indexer.v1.ClusterStateService.AcquireRateTokens:output_type -> switchboard.indexer.v1.AcquireRateTokensResponse
-	29, // 29: switchboard.indexer.v1.ClusterStateService.ListRateLimitBuckets:output_type -> switchboard.indexer.v1.ListRateLimitBucketsResponse
-	30, // 30: switchboard.indexer.v1.ClusterStateService.RecordAuditEvents:output_type -> switchboard.indexer.v1.RecordAuditEventsResponse
-	31, // 31: switchboard.indexer.v1.ClusterStateService.QueryAuditEvents:output_type -> switchboard.indexer.v1.QueryAuditEventsResponse
-	16, // [16:32] is the sub-list for method output_type
-	0,  // [0:16] is the sub-list for method input_type
+	16, // 16: switchboard.indexer.v1.ClusterStateService.CreateTask:input_type -> switchboard.indexer.v1.CreateTaskRequest
+	17, // 17: switchboard.indexer.v1.ClusterStateService.GetTask:input_type -> switchboard.indexer.v1.GetTaskRequest
+	18, // 18: switchboard.indexer.v1.ClusterStateService.ListTasks:input_type -> switchboard.indexer.v1.ListTasksRequest
+	19, // 19: switchboard.indexer.v1.ClusterStateService.AdvanceTask:input_type -> switchboard.indexer.v1.AdvanceTaskRequest
+	20, // 20: switchboard.indexer.v1.ClusterStateService.AnswerTask:input_type -> switchboard.indexer.v1.AnswerTaskRequest
+	21, // 21: switchboard.indexer.v1.ClusterStateService.CancelTask:input_type -> switchboard.indexer.v1.CancelTaskRequest
+	22, // 22: switchboard.indexer.v1.ClusterStateService.RenewTaskLeases:input_type -> switchboard.indexer.v1.RenewTaskLeasesRequest
+	23, // 23: switchboard.indexer.v1.ClusterStateService.RevokeSession:output_type -> switchboard.indexer.v1.RevokeSessionResponse
+	24, // 24: switchboard.indexer.v1.ClusterStateService.CheckSession:output_type -> switchboard.indexer.v1.CheckSessionResponse
+	25, // 25: switchboard.indexer.v1.ClusterStateService.WatchRevocations:output_type -> switchboard.indexer.v1.WatchRevocationsResponse
+	26, // 26: switchboard.indexer.v1.ClusterStateService.ConsumeRequestState:output_type -> switchboard.indexer.v1.ConsumeRequestStateResponse
+	27, // 27: switchboard.indexer.v1.ClusterStateService.UpdateSessionState:output_type -> switchboard.indexer.v1.UpdateSessionStateResponse
+	28, // 28: switchboard.indexer.v1.ClusterStateService.WatchSessionEvents:output_type -> switchboard.indexer.v1.WatchSessionEventsResponse
+	29, // 29: switchboard.indexer.v1.ClusterStateService.RelayInputResponse:output_type -> switchboard.indexer.v1.RelayInputResponseResponse
+	30, // 30: switchboard.indexer.v1.ClusterStateService.RelayCancellation:output_type -> switchboard.indexer.v1.RelayCancellationResponse
+	31, // 31: switchboard.indexer.v1.ClusterStateService.RecordToolDefinitions:output_type -> switchboard.indexer.v1.RecordToolDefinitionsResponse
+	32, // 32: switchboard.indexer.v1.ClusterStateService.ApproveToolDefinition:output_type -> switchboard.indexer.v1.ApproveToolDefinitionResponse
+	33, // 33: switchboard.indexer.v1.ClusterStateService.ListToolDefinitions:output_type -> switchboard.indexer.v1.ListToolDefinitionsResponse
+	34, // 34: switchboard.indexer.v1.ClusterStateService.WatchToolDefinitions:output_type -> switchboard.indexer.v1.WatchToolDefinitionsResponse
+	35, // 35: switchboard.indexer.v1.ClusterStateService.AcquireRateTokens:output_type -> switchboard.indexer.v1.AcquireRateTokensResponse
+	36, // 36: switchboard.indexer.v1.ClusterStateService.ListRateLimitBuckets:output_type -> switchboard.indexer.v1.ListRateLimitBucketsResponse
+	37, // 37: switchboard.indexer.v1.ClusterStateService.RecordAuditEvents:output_type -> switchboard.indexer.v1.RecordAuditEventsResponse
+	38, // 38: switchboard.indexer.v1.ClusterStateService.QueryAuditEvents:output_type -> switchboard.indexer.v1.QueryAuditEventsResponse
+	39, // 39: switchboard.indexer.v1.ClusterStateService.CreateTask:output_type -> switchboard.indexer.v1.CreateTaskResponse
+	40, // 40: switchboard.indexer.v1.ClusterStateService.GetTask:output_type -> switchboard.indexer.v1.GetTaskResponse
+	41, // 41: switchboard.indexer.v1.ClusterStateService.ListTasks:output_type -> switchboard.indexer.v1.ListTasksResponse
+	42, // 42: switchboard.indexer.v1.ClusterStateService.AdvanceTask:output_type -> switchboard.indexer.v1.AdvanceTaskResponse
+	43, // 43: switchboard.indexer.v1.ClusterStateService.AnswerTask:output_type -> switchboard.indexer.v1.AnswerTaskResponse
+	44, // 44: switchboard.indexer.v1.ClusterStateService.CancelTask:output_type -> switchboard.indexer.v1.CancelTaskResponse
+	45, // 45: switchboard.indexer.v1.ClusterStateService.RenewTaskLeases:output_type -> switchboard.indexer.v1.RenewTaskLeasesResponse
+	23, // [23:46] is the sub-list for method output_type
+	0,  // [0:23] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name
@@ -123,6 +161,7 @@ func file_switchboard_indexer_v1_cluster_state_proto_init() {
 		return
 	}
 	file_switchboard_indexer_v1_indexer_proto_init()
+	file_switchboard_indexer_v1_tasks_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

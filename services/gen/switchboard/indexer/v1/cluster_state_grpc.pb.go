@@ -35,6 +35,13 @@ const (
 	ClusterStateService_ListRateLimitBuckets_FullMethodName  = "/switchboard.indexer.v1.ClusterStateService/ListRateLimitBuckets"
 	ClusterStateService_RecordAuditEvents_FullMethodName     = "/switchboard.indexer.v1.ClusterStateService/RecordAuditEvents"
 	ClusterStateService_QueryAuditEvents_FullMethodName      = "/switchboard.indexer.v1.ClusterStateService/QueryAuditEvents"
+	ClusterStateService_CreateTask_FullMethodName            = "/switchboard.indexer.v1.ClusterStateService/CreateTask"
+	ClusterStateService_GetTask_FullMethodName               = "/switchboard.indexer.v1.ClusterStateService/GetTask"
+	ClusterStateService_ListTasks_FullMethodName             = "/switchboard.indexer.v1.ClusterStateService/ListTasks"
+	ClusterStateService_AdvanceTask_FullMethodName           = "/switchboard.indexer.v1.ClusterStateService/AdvanceTask"
+	ClusterStateService_AnswerTask_FullMethodName            = "/switchboard.indexer.v1.ClusterStateService/AnswerTask"
+	ClusterStateService_CancelTask_FullMethodName            = "/switchboard.indexer.v1.ClusterStateService/CancelTask"
+	ClusterStateService_RenewTaskLeases_FullMethodName       = "/switchboard.indexer.v1.ClusterStateService/RenewTaskLeases"
 )
 
 // ClusterStateServiceClient is the client API for ClusterStateService service.
@@ -231,6 +238,28 @@ type ClusterStateServiceClient interface {
 	// gets PERMISSION_DENIED (reason ERROR_REASON_OPERATOR_ONLY). An
 	// indexer without audit.database.enabled answers FAILED_PRECONDITION.
 	QueryAuditEvents(ctx context.Context, in *QueryAuditEventsRequest, opts ...grpc.CallOption) (*QueryAuditEventsResponse, error)
+	// CreateTask stores a new task (tasks.proto) once its id is minted, before
+	// the client is told of it, so that any replica answers for it at once.
+	// An owner holding limits.per_owner unexpired tasks, or a table holding
+	// limits.total, is RESOURCE_EXHAUSTED and nothing is stored. A key that
+	// exists is ALREADY_EXISTS.
+	CreateTask(ctx context.Context, in *CreateTaskRequest, opts ...grpc.CallOption) (*CreateTaskResponse, error)
+	// GetTask reads a task. A task that does not exist, expired, or belongs
+	// to another owner or server is NOT_FOUND, alike. A working task whose
+	// runner's lease lapsed is failed first (the replica running it is gone;
+	// a tool call is not resumed, it may not be idempotent).
+	GetTask(ctx context.Context, in *GetTaskRequest, opts ...grpc.CallOption) (*GetTaskResponse, error)
+	// ListTasks pages through an owner's tasks in one server.
+	ListTasks(ctx context.Context, in *ListTasksRequest, opts ...grpc.CallOption) (*ListTasksResponse, error)
+	// AdvanceTask is a runner's change of its task's status.
+	AdvanceTask(ctx context.Context, in *AdvanceTaskRequest, opts ...grpc.CallOption) (*AdvanceTaskResponse, error)
+	// AnswerTask records a client's answers to an input_required task.
+	AnswerTask(ctx context.Context, in *AnswerTaskRequest, opts ...grpc.CallOption) (*AnswerTaskResponse, error)
+	// CancelTask cancels a task that has not ended.
+	CancelTask(ctx context.Context, in *CancelTaskRequest, opts ...grpc.CallOption) (*CancelTaskResponse, error)
+	// RenewTaskLeases keeps a runner's tasks its own and tells it which have
+	// ended (cancelled through another replica, expired, failed).
+	RenewTaskLeases(ctx context.Context, in *RenewTaskLeasesRequest, opts ...grpc.CallOption) (*RenewTaskLeasesResponse, error)
 }
 
 type clusterStateServiceClient struct {
@@ -422,6 +451,76 @@ func (c *clusterStateServiceClient) QueryAuditEvents(ctx context.Context, in *Qu
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(QueryAuditEventsResponse)
 	err := c.cc.Invoke(ctx, ClusterStateService_QueryAuditEvents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterStateServiceClient) CreateTask(ctx context.Context, in *CreateTaskRequest, opts ...grpc.CallOption) (*CreateTaskResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateTaskResponse)
+	err := c.cc.Invoke(ctx, ClusterStateService_CreateTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterStateServiceClient) GetTask(ctx context.Context, in *GetTaskRequest, opts ...grpc.CallOption) (*GetTaskResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetTaskResponse)
+	err := c.cc.Invoke(ctx, ClusterStateService_GetTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterStateServiceClient) ListTasks(ctx context.Context, in *ListTasksRequest, opts ...grpc.CallOption) (*ListTasksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTasksResponse)
+	err := c.cc.Invoke(ctx, ClusterStateService_ListTasks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterStateServiceClient) AdvanceTask(ctx context.Context, in *AdvanceTaskRequest, opts ...grpc.CallOption) (*AdvanceTaskResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AdvanceTaskResponse)
+	err := c.cc.Invoke(ctx, ClusterStateService_AdvanceTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterStateServiceClient) AnswerTask(ctx context.Context, in *AnswerTaskRequest, opts ...grpc.CallOption) (*AnswerTaskResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AnswerTaskResponse)
+	err := c.cc.Invoke(ctx, ClusterStateService_AnswerTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterStateServiceClient) CancelTask(ctx context.Context, in *CancelTaskRequest, opts ...grpc.CallOption) (*CancelTaskResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelTaskResponse)
+	err := c.cc.Invoke(ctx, ClusterStateService_CancelTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterStateServiceClient) RenewTaskLeases(ctx context.Context, in *RenewTaskLeasesRequest, opts ...grpc.CallOption) (*RenewTaskLeasesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RenewTaskLeasesResponse)
+	err := c.cc.Invoke(ctx, ClusterStateService_RenewTaskLeases_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -622,6 +721,28 @@ type ClusterStateServiceServer interface {
 	// gets PERMISSION_DENIED (reason ERROR_REASON_OPERATOR_ONLY). An
 	// indexer without audit.database.enabled answers FAILED_PRECONDITION.
 	QueryAuditEvents(context.Context, *QueryAuditEventsRequest) (*QueryAuditEventsResponse, error)
+	// CreateTask stores a new task (tasks.proto) once its id is minted, before
+	// the client is told of it, so that any replica answers for it at once.
+	// An owner holding limits.per_owner unexpired tasks, or a table holding
+	// limits.total, is RESOURCE_EXHAUSTED and nothing is stored. A key that
+	// exists is ALREADY_EXISTS.
+	CreateTask(context.Context, *CreateTaskRequest) (*CreateTaskResponse, error)
+	// GetTask reads a task. A task that does not exist, expired, or belongs
+	// to another owner or server is NOT_FOUND, alike. A working task whose
+	// runner's lease lapsed is failed first (the replica running it is gone;
+	// a tool call is not resumed, it may not be idempotent).
+	GetTask(context.Context, *GetTaskRequest) (*GetTaskResponse, error)
+	// ListTasks pages through an owner's tasks in one server.
+	ListTasks(context.Context, *ListTasksRequest) (*ListTasksResponse, error)
+	// AdvanceTask is a runner's change of its task's status.
+	AdvanceTask(context.Context, *AdvanceTaskRequest) (*AdvanceTaskResponse, error)
+	// AnswerTask records a client's answers to an input_required task.
+	AnswerTask(context.Context, *AnswerTaskRequest) (*AnswerTaskResponse, error)
+	// CancelTask cancels a task that has not ended.
+	CancelTask(context.Context, *CancelTaskRequest) (*CancelTaskResponse, error)
+	// RenewTaskLeases keeps a runner's tasks its own and tells it which have
+	// ended (cancelled through another replica, expired, failed).
+	RenewTaskLeases(context.Context, *RenewTaskLeasesRequest) (*RenewTaskLeasesResponse, error)
 	mustEmbedUnimplementedClusterStateServiceServer()
 }
 
@@ -679,6 +800,27 @@ func (UnimplementedClusterStateServiceServer) RecordAuditEvents(context.Context,
 }
 func (UnimplementedClusterStateServiceServer) QueryAuditEvents(context.Context, *QueryAuditEventsRequest) (*QueryAuditEventsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method QueryAuditEvents not implemented")
+}
+func (UnimplementedClusterStateServiceServer) CreateTask(context.Context, *CreateTaskRequest) (*CreateTaskResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateTask not implemented")
+}
+func (UnimplementedClusterStateServiceServer) GetTask(context.Context, *GetTaskRequest) (*GetTaskResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetTask not implemented")
+}
+func (UnimplementedClusterStateServiceServer) ListTasks(context.Context, *ListTasksRequest) (*ListTasksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTasks not implemented")
+}
+func (UnimplementedClusterStateServiceServer) AdvanceTask(context.Context, *AdvanceTaskRequest) (*AdvanceTaskResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AdvanceTask not implemented")
+}
+func (UnimplementedClusterStateServiceServer) AnswerTask(context.Context, *AnswerTaskRequest) (*AnswerTaskResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AnswerTask not implemented")
+}
+func (UnimplementedClusterStateServiceServer) CancelTask(context.Context, *CancelTaskRequest) (*CancelTaskResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelTask not implemented")
+}
+func (UnimplementedClusterStateServiceServer) RenewTaskLeases(context.Context, *RenewTaskLeasesRequest) (*RenewTaskLeasesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RenewTaskLeases not implemented")
 }
 func (UnimplementedClusterStateServiceServer) mustEmbedUnimplementedClusterStateServiceServer() {}
 func (UnimplementedClusterStateServiceServer) testEmbeddedByValue()                             {}
@@ -968,6 +1110,132 @@ func _ClusterStateService_QueryAuditEvents_Handler(srv interface{}, ctx context.
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClusterStateService_CreateTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateTaskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterStateServiceServer).CreateTask(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterStateService_CreateTask_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterStateServiceServer).CreateTask(ctx, req.(*CreateTaskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ClusterStateService_GetTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetTaskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterStateServiceServer).GetTask(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterStateService_GetTask_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterStateServiceServer).GetTask(ctx, req.(*GetTaskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ClusterStateService_ListTasks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTasksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterStateServiceServer).ListTasks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterStateService_ListTasks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterStateServiceServer).ListTasks(ctx, req.(*ListTasksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ClusterStateService_AdvanceTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AdvanceTaskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterStateServiceServer).AdvanceTask(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterStateService_AdvanceTask_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterStateServiceServer).AdvanceTask(ctx, req.(*AdvanceTaskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ClusterStateService_AnswerTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AnswerTaskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterStateServiceServer).AnswerTask(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterStateService_AnswerTask_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterStateServiceServer).AnswerTask(ctx, req.(*AnswerTaskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ClusterStateService_CancelTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelTaskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterStateServiceServer).CancelTask(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterStateService_CancelTask_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterStateServiceServer).CancelTask(ctx, req.(*CancelTaskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ClusterStateService_RenewTaskLeases_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RenewTaskLeasesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterStateServiceServer).RenewTaskLeases(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterStateService_RenewTaskLeases_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterStateServiceServer).RenewTaskLeases(ctx, req.(*RenewTaskLeasesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ClusterStateService_ServiceDesc is the grpc.ServiceDesc for ClusterStateService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1026,6 +1294,34 @@ var ClusterStateService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "QueryAuditEvents",
 			Handler:    _ClusterStateService_QueryAuditEvents_Handler,
+		},
+		{
+			MethodName: "CreateTask",
+			Handler:    _ClusterStateService_CreateTask_Handler,
+		},
+		{
+			MethodName: "GetTask",
+			Handler:    _ClusterStateService_GetTask_Handler,
+		},
+		{
+			MethodName: "ListTasks",
+			Handler:    _ClusterStateService_ListTasks_Handler,
+		},
+		{
+			MethodName: "AdvanceTask",
+			Handler:    _ClusterStateService_AdvanceTask_Handler,
+		},
+		{
+			MethodName: "AnswerTask",
+			Handler:    _ClusterStateService_AnswerTask_Handler,
+		},
+		{
+			MethodName: "CancelTask",
+			Handler:    _ClusterStateService_CancelTask_Handler,
+		},
+		{
+			MethodName: "RenewTaskLeases",
+			Handler:    _ClusterStateService_RenewTaskLeases_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
