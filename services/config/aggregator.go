@@ -64,6 +64,8 @@ type Aggregator struct {
 	// so it is at least their gateway.streams.maxOpen together (over the
 	// aggregator replicas their watches spread over). Read at start.
 	MaxWatchesPerCaller int `yaml:"maxWatchesPerCaller"`
+	// Tasks configures the tasks the aggregator runs (tasks.go).
+	Tasks Tasks `yaml:"tasks"`
 }
 
 // Aggregator defaults, applied by WithDefaults.
@@ -110,6 +112,7 @@ func (a Aggregator) WithDefaults() Aggregator {
 	h.DegradedThreshold = Duration(h.DegradedThreshold.Or(DefaultDegradedThreshold))
 	h.UnhealthyThreshold = orInt(h.UnhealthyThreshold, DefaultUnhealthyThreshold)
 	a.ConflictResolution = a.ConflictResolution.WithDefaults()
+	a.Tasks = a.Tasks.WithDefaults()
 	a.Backends = slices.Clone(a.Backends)
 	for i := range a.Backends {
 		a.Backends[i] = a.Backends[i].WithDefaults()

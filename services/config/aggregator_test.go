@@ -185,6 +185,19 @@ func TestAggregatorValidationNamesKeys(t *testing.T) {
 		{"aggregator.pinning.mode", func(c *Config) { c.Aggregator.Pinning.Mode = "strict" }},
 		{"aggregator.pinning.indexer.address is required", func(c *Config) { c.Aggregator.Pinning.Mode = PinningPin }},
 		{"aggregator.peers.token is required", func(c *Config) { c.Aggregator.Peers.DNS = "agg-headless:9090" }},
+		{"aggregator.toolOverrides[0].taskSupport: is not one of", func(c *Config) {
+			c.Aggregator.ToolOverrides = []ToolOverride{{Backend: "a", Tool: "t", TaskSupport: "always"}}
+		}},
+		{"aggregator.indexer: (address and token) is required when a toolOverrides entry sets taskSupport", func(c *Config) {
+			c.Servers = []Server{{Name: "s", ToolOverrides: []ToolOverride{{Backend: "a", Tool: "t", TaskSupport: TaskSupportRequired}}}}
+		}},
+		{"aggregator.tasks.defaultTTL: must be positive and at most maxTTL", func(c *Config) {
+			c.Aggregator.Tasks = Tasks{DefaultTTL: Duration(2 * time.Hour), MaxTTL: Duration(time.Hour)}
+		}},
+		{"aggregator.tasks.maxTTL: is over", func(c *Config) { c.Aggregator.Tasks.MaxTTL = Duration(30 * 24 * time.Hour) }},
+		{"aggregator.tasks.pollInterval: must be between", func(c *Config) { c.Aggregator.Tasks.PollInterval = Duration(time.Millisecond) }},
+		{"aggregator.tasks.maxResultBytes: must be between", func(c *Config) { c.Aggregator.Tasks.MaxResultBytes = 64 << 20 }},
+		{"aggregator.tasks.maxTasks: must be at least maxPerPrincipal", func(c *Config) { c.Aggregator.Tasks = Tasks{MaxPerPrincipal: 10, MaxTasks: 5} }},
 	} {
 		cfg := valid()
 		c.change(cfg)

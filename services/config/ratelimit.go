@@ -32,11 +32,23 @@ const (
 	// subscriptions).
 	RateMethodResourceSubscribe = "resources/subscribe"
 	RateMethodFindTool          = "find_tool"
+	// The requests about a task (aggregator.tasks) a client makes after
+	// the tools/call that created it: each names the task's tool and
+	// backend, but tasks/list.
+	RateMethodTasksGet    = "tasks/get"
+	RateMethodTasksUpdate = "tasks/update"
+	RateMethodTasksCancel = "tasks/cancel"
+	RateMethodTasksList   = "tasks/list"
 )
 
 // RateLimitMethods are every method a limit can apply to, its default.
 var RateLimitMethods = []string{RateMethodToolsCall, RateMethodResourceRead, RateMethodPromptsGet,
-	RateMethodCompletion, RateMethodResourceSubscribe, RateMethodFindTool}
+	RateMethodCompletion, RateMethodResourceSubscribe, RateMethodFindTool,
+	RateMethodTasksGet, RateMethodTasksUpdate, RateMethodTasksCancel, RateMethodTasksList}
+
+// toolMethods are the methods that name a tool: a tools/call, and the
+// requests about the task one created.
+var toolMethods = []string{RateMethodToolsCall, RateMethodTasksGet, RateMethodTasksUpdate, RateMethodTasksCancel}
 
 // backendMethods are the methods that reach a backend: every one but
 // find_tool, the default of a limit per backend.
@@ -210,13 +222,14 @@ func (l RateLimit) validate(at string) error {
 			errs = append(errs, keyErr(method, "not one of %s", strings.Join(RateLimitMethods, ", ")))
 			continue
 		}
-		// A find_tool names no tool and no backend; nothing but a
-		// tools/call names a tool (m is one of RateLimitMethods here).
-		if (l.Per == RatePerTool || len(l.Match.Tools) > 0) && m != RateMethodToolsCall {
+		// A find_tool names no tool and no backend, a tasks/list no
+		// tool and no backend either; only a tools/call and the requests
+		// about its task name a tool (m is one of RateLimitMethods here).
+		if (l.Per == RatePerTool || len(l.Match.Tools) > 0) && !slices.Contains(toolMethods, m) {
 			errs = append(errs, keyErr(method, "%s names no tool, so a limit per tool or matching tools cannot apply to it", m))
 		}
-		if (l.Per == RatePerBackend || len(l.Match.Backends) > 0) && m == RateMethodFindTool {
-			errs = append(errs, keyErr(method, "find_tool names no backend, so a limit per backend or matching backends cannot apply to it"))
+		if (l.Per == RatePerBackend || len(l.Match.Backends) > 0) && (m == RateMethodFindTool || m == RateMethodTasksList) {
+			errs = append(errs, keyErr(method, "%s names no backend, so a limit per backend or matching backends cannot apply to it", m))
 		}
 	}
 	for field, patterns := range map[string][]string{

@@ -25,6 +25,7 @@ func TestRateLimitsValidate(t *testing.T) {
 		{Name: "github", Per: "backend", Rate: "100/s", Match: RateLimitMatch{Backends: []string{"github"}}},
 		{Name: "support", Per: "server", Rate: "200/s", Match: RateLimitMatch{Servers: []string{"support"}}},
 		{Name: "bots", Per: "principal", Rate: "600/m", Methods: []string{"find_tool"}, Match: RateLimitMatch{Groups: []string{"bot-*"}}},
+		{Name: "polls", Per: "tool", Rate: "5/s", Methods: []string{"tasks/get", "tasks/update", "tasks/cancel"}},
 	}}
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
@@ -36,16 +37,18 @@ func TestRateLimitsValidate(t *testing.T) {
 		t.Fatalf("per-tool methods %v", m)
 	}
 	cases := map[string]RateLimits{
-		"onUnavailable":      {OnUnavailable: "maybe"},
-		"name":               {Limits: []RateLimit{{Per: "principal", Rate: "1/s"}}},
-		"used twice":         {Limits: []RateLimit{{Name: "a", Per: "principal", Rate: "1/s"}, {Name: "a", Per: "tool", Rate: "1/s"}}},
-		"per":                {Limits: []RateLimit{{Name: "a", Per: "session", Rate: "1/s"}}},
-		"rate":               {Limits: []RateLimit{{Name: "a", Per: "principal", Rate: "fast"}}},
-		"burst":              {Limits: []RateLimit{{Name: "a", Per: "principal", Rate: "1/s", Burst: -1}}},
-		"not one of":         {Limits: []RateLimit{{Name: "a", Per: "principal", Rate: "1/s", Methods: []string{"tools/list"}}}},
-		"names no tool":      {Limits: []RateLimit{{Name: "a", Per: "tool", Rate: "1/s", Methods: []string{"find_tool"}}}},
-		"names no backend":   {Limits: []RateLimit{{Name: "a", Per: "backend", Rate: "1/s", Methods: []string{"find_tool"}}}},
-		"not a name or glob": {Limits: []RateLimit{{Name: "a", Per: "principal", Rate: "1/s", Match: RateLimitMatch{Tools: []string{""}}}}},
+		"onUnavailable":               {OnUnavailable: "maybe"},
+		"name":                        {Limits: []RateLimit{{Per: "principal", Rate: "1/s"}}},
+		"used twice":                  {Limits: []RateLimit{{Name: "a", Per: "principal", Rate: "1/s"}, {Name: "a", Per: "tool", Rate: "1/s"}}},
+		"per":                         {Limits: []RateLimit{{Name: "a", Per: "session", Rate: "1/s"}}},
+		"rate":                        {Limits: []RateLimit{{Name: "a", Per: "principal", Rate: "fast"}}},
+		"burst":                       {Limits: []RateLimit{{Name: "a", Per: "principal", Rate: "1/s", Burst: -1}}},
+		"not one of":                  {Limits: []RateLimit{{Name: "a", Per: "principal", Rate: "1/s", Methods: []string{"tools/list"}}}},
+		"names no tool":               {Limits: []RateLimit{{Name: "a", Per: "tool", Rate: "1/s", Methods: []string{"find_tool"}}}},
+		"names no backend":            {Limits: []RateLimit{{Name: "a", Per: "backend", Rate: "1/s", Methods: []string{"find_tool"}}}},
+		"tasks/list names no tool":    {Limits: []RateLimit{{Name: "a", Per: "tool", Rate: "1/s", Methods: []string{"tasks/list"}}}},
+		"tasks/list names no backend": {Limits: []RateLimit{{Name: "a", Per: "backend", Rate: "1/s", Methods: []string{"tasks/list"}}}},
+		"not a name or glob":          {Limits: []RateLimit{{Name: "a", Per: "principal", Rate: "1/s", Match: RateLimitMatch{Tools: []string{""}}}}},
 	}
 	for want, rl := range cases {
 		if err := rl.Validate(); err == nil || !strings.Contains(err.Error(), want) {

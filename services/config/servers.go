@@ -115,7 +115,19 @@ type ToolOverride struct {
 	Arguments map[string]ArgumentOverride `yaml:"arguments"`
 	// Timeout bounds a call of this tool instead of the backend's timeout.
 	Timeout Duration `yaml:"timeout"`
+	// TaskSupport lets a call of the tool become a task Switchboard runs
+	// (aggregator.tasks) for a client that can take one: "optional" (a
+	// client that cannot gets the result as usual) or "required" (a client
+	// that cannot is refused); "forbidden", the default, never.
+	TaskSupport string `yaml:"taskSupport"`
 }
+
+// Values of ToolOverride.TaskSupport.
+const (
+	TaskSupportForbidden = "forbidden"
+	TaskSupportOptional  = "optional"
+	TaskSupportRequired  = "required"
+)
 
 // ArgumentOverride fixes or defaults one argument of a tool.
 type ArgumentOverride struct {
@@ -233,6 +245,11 @@ func validateOverrides(at string, ovs []ToolOverride, known func(string) bool) [
 			if _, isBool := v.(bool); (want == "bool") != isBool {
 				errs = append(errs, keyErr(here+".annotations."+k, "must be a %s", want))
 			}
+		}
+		switch o.TaskSupport {
+		case "", TaskSupportForbidden, TaskSupportOptional, TaskSupportRequired:
+		default:
+			errs = append(errs, keyErr(here+".taskSupport", "is not one of forbidden, optional, required"))
 		}
 		if len(o.Arguments) > MaxArgumentsPerOverride {
 			errs = append(errs, fmt.Errorf("%s: at most %d arguments", here, MaxArgumentsPerOverride))

@@ -163,8 +163,8 @@ func validName(s string, dotted bool) bool {
 var (
 	// GatewayMethods are the RPCs the gateway calls: every catalog read and
 	// call of the aggregator but ListBackends, the indexer's search, and
-	// the session revocations, the record of used request states, and the
-	// Legacy session states and relayed input answers.
+	// the session revocations, the record of used request states, the
+	// Legacy session states and relayed input answers, and tasks.
 	GatewayMethods = []string{
 		"switchboard.aggregator.v1.AggregatorService/Discover",
 		"switchboard.aggregator.v1.AggregatorService/ListTools",
@@ -177,6 +177,10 @@ var (
 		"switchboard.aggregator.v1.AggregatorService/GetPrompt",
 		"switchboard.aggregator.v1.AggregatorService/Complete",
 		"switchboard.aggregator.v1.AggregatorService/WatchCatalog",
+		"switchboard.aggregator.v1.AggregatorService/GetTask",
+		"switchboard.aggregator.v1.AggregatorService/UpdateTask",
+		"switchboard.aggregator.v1.AggregatorService/CancelTask",
+		"switchboard.aggregator.v1.AggregatorService/ListTasks",
 		"switchboard.indexer.v1.IndexerService/Search",
 		"switchboard.indexer.v1.IndexerService/RevokeSession",
 		"switchboard.indexer.v1.IndexerService/CheckSession",
@@ -194,13 +198,20 @@ var (
 	// definitions and the stream of approvals (aggregator.pinning), never
 	// the approval itself, which is an operator's; the rate-limit tokens of
 	// its calls (rateLimits); and the storing of its audit events
-	// (audit.database).
+	// (audit.database); and the tasks it runs (aggregator.tasks).
 	AggregatorMethods = []string{
 		"switchboard.aggregator.v1.AggregatorService/ResumeHeldCall",
 		"switchboard.indexer.v1.IndexerService/RecordToolDefinitions",
 		"switchboard.indexer.v1.IndexerService/WatchToolDefinitions",
 		"switchboard.indexer.v1.IndexerService/AcquireRateTokens",
 		"switchboard.indexer.v1.IndexerService/RecordAuditEvents",
+		"switchboard.indexer.v1.ClusterStateService/CreateTask",
+		"switchboard.indexer.v1.ClusterStateService/GetTask",
+		"switchboard.indexer.v1.ClusterStateService/ListTasks",
+		"switchboard.indexer.v1.ClusterStateService/AdvanceTask",
+		"switchboard.indexer.v1.ClusterStateService/AnswerTask",
+		"switchboard.indexer.v1.ClusterStateService/CancelTask",
+		"switchboard.indexer.v1.ClusterStateService/RenewTaskLeases",
 	}
 	// IndexerMethods are the RPCs the indexer calls on the aggregator to
 	// build search scopes: views, never calls.

@@ -19,7 +19,7 @@ import (
 // reads views only.
 func TestBuiltInAllowLists(t *testing.T) {
 	exists := map[string]bool{}
-	for _, sd := range []grpc.ServiceDesc{aggregatorv1.AggregatorService_ServiceDesc, indexerv1.IndexerService_ServiceDesc} {
+	for _, sd := range []grpc.ServiceDesc{aggregatorv1.AggregatorService_ServiceDesc, indexerv1.IndexerService_ServiceDesc, indexerv1.ClusterStateService_ServiceDesc} {
 		for _, m := range methodsOf(sd) {
 			exists[sd.ServiceName+"/"+m] = true
 		}

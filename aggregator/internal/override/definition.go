@@ -17,6 +17,8 @@ import (
 //   - annotations are merged member by member into the tool's own (an
 //     absent, null or non-object annotations member is replaced by the
 //     override's);
+//   - execution.taskSupport is set when the override lets the tool run
+//     as a task;
 //   - inputSchema, when it is an object: a hidden argument leaves its
 //     properties and its required list; a defaulted argument leaves
 //     required (a call without it gets the default) and its property
@@ -59,6 +61,19 @@ func (t *Tool) Definition(raw []byte) ([]byte, error) {
 			}
 		}
 		set("annotations", ann)
+	}
+	if t.taskSupport != "" {
+		// Switchboard runs the tool's tasks, so its listing says so
+		// (execution.taskSupport, as a task-capable server's would),
+		// whatever the backend said.
+		exec, ok := rawjson.Get(def, "execution")
+		if !ok || !rawjson.StartsObject(exec) {
+			exec = []byte("{}")
+		}
+		if exec, err = rawjson.WithMember(exec, "taskSupport", rawjson.AppendString(nil, t.taskSupport)); err != nil {
+			return nil, err
+		}
+		set("execution", exec)
 	}
 	if len(t.hidden)+len(t.defaults) > 0 {
 		if schema, ok := rawjson.Get(def, "inputSchema"); ok && rawjson.StartsObject(schema) {

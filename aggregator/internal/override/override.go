@@ -129,6 +129,9 @@ type Tool struct {
 	// defaults[i-1], <0 is hidden[-i-1]. nil for few (linear scan).
 	index   map[string]int
 	timeout time.Duration
+	// taskSupport is config.TaskSupportOptional or Required, or "" (the
+	// tool never runs as a task).
+	taskSupport string
 }
 
 type member struct {
@@ -203,6 +206,9 @@ func merge(base, top config.ToolOverride) config.ToolOverride {
 	if top.Timeout != 0 {
 		out.Timeout = top.Timeout
 	}
+	if top.TaskSupport != "" {
+		out.TaskSupport = top.TaskSupport
+	}
 	if len(top.Annotations) > 0 {
 		out.Annotations = maps.Clone(base.Annotations)
 		if out.Annotations == nil {
@@ -225,6 +231,13 @@ func compile(o config.ToolOverride) (*Tool, error) {
 		return nil, errors.New("timeout must be positive")
 	}
 	t := &Tool{name: o.Name, timeout: time.Duration(o.Timeout)}
+	switch o.TaskSupport {
+	case "", config.TaskSupportForbidden:
+	case config.TaskSupportOptional, config.TaskSupportRequired:
+		t.taskSupport = o.TaskSupport
+	default:
+		return nil, fmt.Errorf("taskSupport %q is not one of forbidden, optional, required", o.TaskSupport)
+	}
 	if o.Title != "" {
 		t.title = rawjson.AppendString(nil, o.Title)
 	}
@@ -294,6 +307,15 @@ func (t *Tool) Timeout() time.Duration {
 		return 0
 	}
 	return t.timeout
+}
+
+// TaskSupport is config.TaskSupportOptional or config.TaskSupportRequired
+// when a call of the tool may become a task, else "".
+func (t *Tool) TaskSupport() string {
+	if t == nil {
+		return ""
+	}
+	return t.taskSupport
 }
 
 // lookup finds the argument named name: a defaulted one (i >= 0, hidden

@@ -28,10 +28,11 @@ type view struct {
 	Annotations              map[string]string
 	Hidden, Defaults         map[string]string
 	Timeout                  time.Duration
+	TaskSupport              string
 }
 
 func viewOf(t *Tool) view {
-	v := view{Name: t.name, Timeout: t.timeout, Annotations: map[string]string{}, Hidden: map[string]string{}, Defaults: map[string]string{}}
+	v := view{Name: t.name, Timeout: t.timeout, TaskSupport: t.TaskSupport(), Annotations: map[string]string{}, Hidden: map[string]string{}, Defaults: map[string]string{}}
 	if t.title != nil {
 		v.Title = string(t.title)
 	}
@@ -55,7 +56,7 @@ func TestCompileMerge(t *testing.T) {
 		{Backend: "tickets", Tool: "search", Name: "find", Title: "Find tickets", Description: "global",
 			Annotations: map[string]any{"readOnlyHint": true, "title": "G"},
 			Arguments:   map[string]config.ArgumentOverride{"tenant": hidden("acme"), "limit": defaulted(10)},
-			Timeout:     config.Duration(5 * time.Second)},
+			Timeout:     config.Duration(5 * time.Second), TaskSupport: config.TaskSupportOptional},
 		{Backend: "tickets", Tool: "close", Description: "only global"},
 	}
 	cases := []struct {
@@ -66,19 +67,19 @@ func TestCompileMerge(t *testing.T) {
 	}{
 		{"global alone", nil, "search", view{Name: "find", Title: `"Find tickets"`, Description: `"global"`,
 			Annotations: map[string]string{"readOnlyHint": "true", "title": `"G"`},
-			Hidden:      map[string]string{"tenant": `"acme"`}, Defaults: map[string]string{"limit": "10"}, Timeout: 5 * time.Second}},
+			Hidden:      map[string]string{"tenant": `"acme"`}, Defaults: map[string]string{"limit": "10"}, Timeout: 5 * time.Second, TaskSupport: "optional"}},
 		{"server fields win, unset ones inherit", []config.ToolOverride{{Backend: "tickets", Tool: "search", Description: "server",
 			Annotations: map[string]any{"title": "S", "openWorldHint": false},
 			Arguments:   map[string]config.ArgumentOverride{"limit": defaulted(50), "region": hidden(map[string]any{"eu": []any{1, "x"}})},
-			Timeout:     config.Duration(time.Second)}}, "search",
+			Timeout:     config.Duration(time.Second), TaskSupport: config.TaskSupportRequired}}, "search",
 			view{Name: "find", Title: `"Find tickets"`, Description: `"server"`,
 				Annotations: map[string]string{"readOnlyHint": "true", "title": `"S"`, "openWorldHint": "false"},
-				Hidden:      map[string]string{"tenant": `"acme"`, "region": `{"eu":[1,"x"]}`}, Defaults: map[string]string{"limit": "50"}, Timeout: time.Second}},
+				Hidden:      map[string]string{"tenant": `"acme"`, "region": `{"eu":[1,"x"]}`}, Defaults: map[string]string{"limit": "50"}, Timeout: time.Second, TaskSupport: "required"}},
 		{"server turns a hidden argument into a default, whole", []config.ToolOverride{{Backend: "tickets", Tool: "search",
 			Arguments: map[string]config.ArgumentOverride{"tenant": defaulted("beta")}}}, "search",
 			view{Name: "find", Title: `"Find tickets"`, Description: `"global"`,
 				Annotations: map[string]string{"readOnlyHint": "true", "title": `"G"`},
-				Hidden:      map[string]string{}, Defaults: map[string]string{"limit": "10", "tenant": `"beta"`}, Timeout: 5 * time.Second}},
+				Hidden:      map[string]string{}, Defaults: map[string]string{"limit": "10", "tenant": `"beta"`}, Timeout: 5 * time.Second, TaskSupport: "optional"}},
 		{"server-only tool", []config.ToolOverride{{Backend: "docs", Tool: "get", Name: "read", Title: "<T & \"q\">"}}, "",
 			view{Name: "read", Title: `"\u003cT \u0026 \"q\"\u003e"`, Annotations: map[string]string{}, Hidden: map[string]string{}, Defaults: map[string]string{}}},
 	}
@@ -120,6 +121,7 @@ func TestCompileRefuses(t *testing.T) {
 		"not JSON":           {{Backend: "b", Tool: "x", Arguments: map[string]config.ArgumentOverride{"a": hidden(map[any]any{1: 2})}}},
 		"negative timeout":   {{Backend: "b", Tool: "x", Timeout: -1}},
 		"unnamed argument":   {{Backend: "b", Tool: "x", Arguments: map[string]config.ArgumentOverride{"": hidden(1)}}},
+		"task support typo":  {{Backend: "b", Tool: "x", TaskSupport: "always"}},
 	}
 	for name, list := range cases {
 		if _, err := Compile(nil, list); err == nil {

@@ -1,0 +1,109 @@
+package config
+
+import (
+	"errors"
+	"time"
+)
+
+// Tasks configures the tasks Switchboard runs: a tools/call of a tool whose
+// override sets taskSupport, from a client that can take a task, is
+// answered at once with a task the aggregator runs to its end and keeps in
+// the indexer's PostgreSQL, where every replica finds it
+// (docs/operations.md, "Tasks"). Read by the aggregator, on every reload.
+type Tasks struct {
+	// DefaultTTL is how long a task and its result are kept after it is
+	// created, when the client asks for no TTL (a Modern client never
+	// does); MaxTTL caps what a client asks for.
+	DefaultTTL Duration `yaml:"defaultTTL"`
+	MaxTTL     Duration `yaml:"maxTTL"`
+	// PollInterval is the interval clients are told to poll at.
+	PollInterval Duration `yaml:"pollInterval"`
+	// MaxResultBytes bounds the result (or error) a task keeps: a bigger
+	// one fails the task, saying so.
+	MaxResultBytes int `yaml:"maxResultBytes"`
+	// MaxPerPrincipal bounds the unexpired tasks of one principal, and
+	// MaxTasks those of the whole cluster: past them a call that would
+	// become a task is refused until some expire.
+	MaxPerPrincipal int `yaml:"maxPerPrincipal"`
+	MaxTasks        int `yaml:"maxTasks"`
+}
+
+// Tasks defaults and bounds.
+const (
+	DefaultTaskTTL          = time.Hour
+	DefaultTaskMaxTTL       = 24 * time.Hour
+	DefaultTaskPollInterval = time.Second
+	DefaultTaskResultBytes  = 1 << 20
+	// MaxTaskResultBytes is what the indexer stores of one result.
+	MaxTaskResultBytes        = 4 << 20
+	DefaultTasksPerPrincipal  = 100
+	DefaultTasks              = 100_000
+	MaxTaskTTL                = 7 * 24 * time.Hour
+	MinTaskPollInterval       = 100 * time.Millisecond
+	MaxTaskPollInterval       = time.Minute
+	MaxTasksPerPrincipalLimit = 100_000
+)
+
+// WithDefaults is the section with every unset value at its default.
+func (t Tasks) WithDefaults() Tasks {
+	t.DefaultTTL = Duration(t.DefaultTTL.Or(DefaultTaskTTL))
+	t.MaxTTL = Duration(t.MaxTTL.Or(max(DefaultTaskMaxTTL, time.Duration(t.DefaultTTL))))
+	t.PollInterval = Duration(t.PollInterval.Or(DefaultTaskPollInterval))
+	t.MaxResultBytes = orInt(t.MaxResultBytes, DefaultTaskResultBytes)
+	t.MaxPerPrincipal = orInt(t.MaxPerPrincipal, DefaultTasksPerPrincipal)
+	t.MaxTasks = orInt(t.MaxTasks, DefaultTasks)
+	return t
+}
+
+// Validate checks the section as WithDefaults returns it.
+func (t Tasks) Validate() error {
+	var errs []error
+	if t.DefaultTTL <= 0 || time.Duration(t.DefaultTTL) > time.Duration(t.MaxTTL) {
+		errs = append(errs, keyErr("aggregator.tasks.defaultTTL", "must be positive and at most maxTTL"))
+	}
+	if time.Duration(t.MaxTTL) > MaxTaskTTL {
+		errs = append(errs, keyErr("aggregator.tasks.maxTTL", "is over %s", MaxTaskTTL))
+	}
+	if p := time.Duration(t.PollInterval); p < MinTaskPollInterval || p > MaxTaskPollInterval {
+		errs = append(errs, keyErr("aggregator.tasks.pollInterval", "must be between %s and %s", MinTaskPollInterval, MaxTaskPollInterval))
+	}
+	if t.MaxResultBytes <= 0 || t.MaxResultBytes > MaxTaskResultBytes {
+		errs = append(errs, keyErr("aggregator.tasks.maxResultBytes", "must be between 1 and %d", MaxTaskResultBytes))
+	}
+	if t.MaxPerPrincipal <= 0 || t.MaxPerPrincipal > MaxTasksPerPrincipalLimit {
+		errs = append(errs, keyErr("aggregator.tasks.maxPerPrincipal", "must be between 1 and %d", MaxTasksPerPrincipalLimit))
+	}
+	if t.MaxTasks < t.MaxPerPrincipal {
+		errs = append(errs, keyErr("aggregator.tasks.maxTasks", "must be at least maxPerPrincipal"))
+	}
+	return errors.Join(errs...)
+}
+
+// validateTasks checks aggregator.tasks and, when an override lets a tool
+// run as a task, the indexer that keeps tasks.
+func (c *Config) validateTasks() error {
+	err := c.Aggregator.Tasks.WithDefaults().Validate()
+	if !c.runsTasks() {
+		return err
+	}
+	if ep := c.Aggregator.IndexerEndpoint(); ep.Address == "" || ep.Token == "" {
+		err = errors.Join(err, keyErr("aggregator.indexer", "(address and token) is required when a toolOverrides entry sets taskSupport: tasks are kept by the indexer"))
+	}
+	return err
+}
+
+// runsTasks reports whether any tool override lets a tool run as a task.
+func (c *Config) runsTasks() bool {
+	lists := [][]ToolOverride{c.Aggregator.ToolOverrides}
+	for _, s := range c.Servers {
+		lists = append(lists, s.ToolOverrides)
+	}
+	for _, list := range lists {
+		for _, o := range list {
+			if o.TaskSupport == TaskSupportOptional || o.TaskSupport == TaskSupportRequired {
+				return true
+			}
+		}
+	}
+	return false
+}
