@@ -62,6 +62,13 @@ func TestEveryRPCIsPlaced(t *testing.T) {
 		"ListRateLimitBuckets":  "the shared rate-limit buckets (operators)",
 		"RecordAuditEvents":     "the audit trail's database table",
 		"QueryAuditEvents":      "the audit trail's database table (operators)",
+		"CreateTask":            "the aggregators' MCP tasks, for every aggregator replica",
+		"GetTask":               "the aggregators' MCP tasks",
+		"ListTasks":             "the aggregators' MCP tasks",
+		"AdvanceTask":           "the aggregators' MCP tasks (their runners' changes)",
+		"AnswerTask":            "the aggregators' MCP tasks (their clients' answers)",
+		"CancelTask":            "the aggregators' MCP tasks",
+		"RenewTaskLeases":       "the aggregators' MCP tasks (their runners' leases)",
 	}
 	// Search's service holds the search and, for one release, deprecated
 	// copies of the cluster state's RPCs; ClusterStateService holds the

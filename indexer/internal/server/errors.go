@@ -70,6 +70,19 @@ func (s *Server) toStatus(ctx context.Context, method string, err error) error {
 	case errors.Is(err, store.ErrToolDefinitionChanged):
 		return apierr.New(codes.FailedPrecondition, commonv1.ErrorReason_ERROR_REASON_TOOL_DEFINITION_CHANGED,
 			"the digest is not the latest seen definition of the tool: list the pending definitions again and approve what you reviewed")
+	case errors.Is(err, store.ErrTaskNotFound):
+		// One answer for every task the caller may not see, so that none
+		// is told apart from one that does not exist.
+		return apierr.New(codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND, "no such task")
+	case errors.Is(err, store.ErrTaskExists):
+		return apierr.New(codes.AlreadyExists, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "a task with this key exists")
+	case errors.Is(err, store.ErrTasksFull):
+		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_TASKS_FULL,
+			"the principal, or the cluster, holds as many unexpired tasks as it may; retry when some have expired")
+	case errors.Is(err, errTaskOwnerNotAllowed), errors.Is(err, errTaskRunnerOnly):
+		caller, _ := svcauth.CallerFrom(ctx)
+		s.Log.WarnContext(ctx, "task RPC refused: the caller may not assert principals", "method", method, "caller", caller.Name)
+		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_NOT_ALLOWED, err.Error())
 	case errors.Is(err, errApprovalsBehind):
 		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "tool approval stream fell behind; reconnect")
 	case errors.Is(err, context.Canceled):

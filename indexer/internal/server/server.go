@@ -3,8 +3,9 @@
 // and ClusterStateService, the state the cluster's services share
 // (sessions.go and sessionstates.go for Legacy sessions, requeststates.go,
 // cancellations.go for relays, tooldefinitions.go, ratelimit.go and
-// ratebuckets.go, auditevents.go); errors.go is the one place errors
-// become gRPC statuses.
+// ratebuckets.go, auditevents.go, tasks.go and taskrequests.go for the
+// aggregators' MCP tasks); errors.go is the one place errors become gRPC
+// statuses.
 package server
 
 import (

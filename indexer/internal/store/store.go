@@ -8,9 +8,9 @@
 // changes gets a new digest and so a new scope. Searches rank the documents
 // of one scope only.
 //
-// The index also keeps the revoked Legacy gateway sessions and the request
-// states gateways accepted, because it is the one durable store every
-// replica of every service shares.
+// The index also keeps the revoked Legacy gateway sessions, the request
+// states gateways accepted and the MCP tasks aggregators run, because it is
+// the one durable store every replica of every service shares.
 //
 // Store is the contract; package postgres implements it, and the suite in
 // package storetest checks any implementation against it.
@@ -33,6 +33,7 @@ type Store interface {
 	SessionStates
 	ToolDefinitions
 	RateBuckets
+	Tasks
 	// Migrate brings the schema up to date and reports how many steps it
 	// applied. Concurrent replicas may call it at once; each step is
 	// applied once. An unreachable backing store is an UnavailableError.
@@ -61,8 +62,8 @@ type Index interface {
 	Explainer
 	// CollectGarbage deletes scopes unused for longer than retention, the
 	// documents no scope references any more, expired revocations and
-	// expired request state records, session states and relayed input
-	// responses.
+	// expired request state records, session states, relayed input
+	// responses and tasks.
 	CollectGarbage(ctx context.Context, retention time.Duration) (Collected, error)
 	// Stats counts documents, scopes and builds.
 	Stats(ctx context.Context) (Stats, error)
@@ -123,6 +124,8 @@ type Collected struct {
 	RateBuckets int64
 	// SessionStates counts expired session states and input responses.
 	SessionStates int64
+	// Tasks counts expired tasks.
+	Tasks int64
 }
 
 // Revocation is one revoked session: the SHA-256 of its id, hex, and when

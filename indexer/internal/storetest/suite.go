@@ -12,6 +12,8 @@
 //	RunRateTakes        the takes of store.RateBuckets (TakeRateTokens), which
 //	                    ratelimit.MemoryBuckets keeps in memory too
 //	RunRateBuckets      store.RateBuckets: takes and listing
+//	RunTasks            store.Tasks: the aggregators' MCP tasks, their
+//	                    rounds, leases and bounds, and their expiry
 //	RunAuditEvents      store.AuditEvents (apart from store.Store)
 //
 // RunAll runs every part of store.Store against one implementation, which
@@ -87,6 +89,12 @@ type SessionStateStore interface {
 	Collector
 }
 
+// TaskStore is what RunTasks checks.
+type TaskStore interface {
+	store.Tasks
+	Collector
+}
+
 // RateTaker is the half of store.RateBuckets that takes tokens, what
 // RunRateTakes checks.
 type RateTaker interface {
@@ -100,6 +108,7 @@ var (
 	_ SessionStateStore     = store.Store(nil)
 	_ store.ToolDefinitions = store.Store(nil)
 	_ store.RateBuckets     = store.Store(nil)
+	_ TaskStore             = store.Store(nil)
 	_ RateTaker             = store.RateBuckets(nil)
 )
 
@@ -113,6 +122,7 @@ func RunAll(t *testing.T, newBacking NewBacking) {
 	RunSessionStates(t, part[SessionStateStore](newBacking))
 	RunToolDefinitions(t, part[store.ToolDefinitions](newBacking))
 	RunRateBuckets(t, part[store.RateBuckets](newBacking))
+	RunTasks(t, part[TaskStore](newBacking))
 }
 
 // part is the backing stores of newBacking as stores of one part.
@@ -203,6 +213,21 @@ func RunRateBuckets(t *testing.T, fresh Fresh[store.RateBuckets]) {
 	run(t, takers, rateTakeChecks)
 	run(t, fresh, []check[Open[store.RateBuckets]]{
 		{"RateBuckets", rateBuckets},
+	})
+}
+
+// RunTasks runs the checks of store.Tasks.
+func RunTasks(t *testing.T, fresh Fresh[TaskStore]) {
+	run(t, fresh, []check[Open[TaskStore]]{
+		{"TasksStoredAndIsolated", tasksStoredAndIsolated},
+		{"TasksListed", tasksListed},
+		{"TaskLimits", taskLimits},
+		{"LapsedLeaseFailsTask", lapsedLeaseFailsTask},
+		{"AdvanceTaskGuards", advanceTaskGuards},
+		{"AnswerTaskMerges", answerTaskMerges},
+		{"CancellationEndsTask", cancellationEndsTask},
+		{"RenewTaskLeases", renewTaskLeases},
+		{"TasksCollected", tasksCollected},
 	})
 }
 

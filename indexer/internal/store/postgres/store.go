@@ -7,7 +7,8 @@
 // of each of its lexemes in scope_lexemes. Revoked sessions live in
 // revoked_sessions; a trigger announces each one on a notification
 // channel, which ListenRevocations follows. The request states gateways
-// accepted live in consumed_request_states.
+// accepted live in consumed_request_states, the aggregators' tasks in tasks
+// (tasks.go).
 //
 // A search is ranked in this process (see search.go): a scope never
 // changes once built, so its documents, with the lexemes and weights
@@ -167,8 +168,8 @@ func (s *Store) LookupScope(ctx context.Context, digest string) (store.Scope, er
 
 // CollectGarbage deletes scopes unused for longer than retention, then
 // documents no scope references, then expired revocations, request
-// state records, session states, relayed input responses and full
-// rate-limit buckets.
+// state records, session states, relayed input responses, full
+// rate-limit buckets and expired tasks.
 func (s *Store) CollectGarbage(ctx context.Context, retention time.Duration) (store.Collected, error) {
 	var c store.Collected
 	tx, err := s.pool.Begin(ctx)
@@ -215,6 +216,11 @@ func (s *Store) CollectGarbage(ctx context.Context, retention time.Duration) (st
 		return c, classify(fmt.Errorf("purge rate buckets: %w", err))
 	}
 	c.RateBuckets = tag.RowsAffected()
+	tag, err = tx.Exec(ctx, `DELETE FROM tasks WHERE expires_at < now()`)
+	if err != nil {
+		return c, classify(fmt.Errorf("purge tasks: %w", err))
+	}
+	c.Tasks = tag.RowsAffected()
 	return c, classify(tx.Commit(ctx))
 }
 
