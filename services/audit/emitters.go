@@ -17,11 +17,11 @@ var emitters = map[string][]Kind{
 	// indexer (gateway/internal/edge/audit.go); its reloads.
 	"gateway": {KindSessionStart, KindSessionEnd, KindToolCall, KindResourceRead, KindResourceSubscribe, KindPromptGet,
 		KindCompletion, KindFindTool, KindConfigReload},
-	// The aggregator: every call, read, prompt, completion and
-	// subscription it is asked (aggregator/internal/server), quarantines
+	// The aggregator: every call, read, prompt, completion, subscription
+	// and request about a task it is asked (aggregator/internal/server), quarantines
 	// (aggregator/internal/pinning); its reloads.
 	"aggregator": {KindToolCall, KindResourceRead, KindResourceSubscribe, KindPromptGet, KindCompletion, KindQuarantine,
-		KindConfigReload},
+		KindConfigReload, KindTaskGet, KindTaskUpdate, KindTaskCancel},
 	// The indexer: find_tool (indexer/internal/server/search.go); its
 	// reloads. It writes its own table directly, never through
 	// RecordAuditEvents.

@@ -45,6 +45,11 @@ const (
 	KindSessionEnd   Kind = "session_end"
 	KindQuarantine   Kind = "quarantine"
 	KindConfigReload Kind = "config_reload"
+	// The requests about a task a tools/call created (tasks/get,
+	// tasks/update, tasks/cancel): their Tool is the task's tool.
+	KindTaskGet    Kind = "task_get"
+	KindTaskUpdate Kind = "task_update"
+	KindTaskCancel Kind = "task_cancel"
 )
 
 // Outcome is how it ended.

@@ -120,6 +120,12 @@ type ToolOverride struct {
 	// client that cannot gets the result as usual) or "required" (a client
 	// that cannot is refused); "forbidden", the default, never.
 	TaskSupport string `yaml:"taskSupport"`
+	// TaskAfterInput, for a tool that asks its questions before it works,
+	// answers the questions a call asks at once (within 250 ms) as a
+	// multi-round-trip round, and makes the call a task only in a round
+	// that does not: the questions stay in the client's request, and only
+	// the work is a task. Unset, a call becomes a task at once.
+	TaskAfterInput bool `yaml:"taskAfterInput"`
 }
 
 // Values of ToolOverride.TaskSupport.

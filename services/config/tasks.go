@@ -9,7 +9,7 @@ import (
 // override sets taskSupport, from a client that can take a task, is
 // answered at once with a task the aggregator runs to its end and keeps in
 // the indexer's PostgreSQL, where every replica finds it
-// (docs/operations.md, "Tasks"). Read by the aggregator, on every reload.
+// (docs/operations.md, "Tasks"). Read by the aggregator at start.
 type Tasks struct {
 	// DefaultTTL is how long a task and its result are kept after it is
 	// created, when the client asks for no TTL (a Modern client never
@@ -83,7 +83,7 @@ func (t Tasks) Validate() error {
 // run as a task, the indexer that keeps tasks.
 func (c *Config) validateTasks() error {
 	err := c.Aggregator.Tasks.WithDefaults().Validate()
-	if !c.runsTasks() {
+	if !c.RunsTasks() {
 		return err
 	}
 	if ep := c.Aggregator.IndexerEndpoint(); ep.Address == "" || ep.Token == "" {
@@ -92,8 +92,8 @@ func (c *Config) validateTasks() error {
 	return err
 }
 
-// runsTasks reports whether any tool override lets a tool run as a task.
-func (c *Config) runsTasks() bool {
+// RunsTasks reports whether any tool override lets a tool run as a task.
+func (c *Config) RunsTasks() bool {
 	lists := [][]ToolOverride{c.Aggregator.ToolOverrides}
 	for _, s := range c.Servers {
 		lists = append(lists, s.ToolOverrides)

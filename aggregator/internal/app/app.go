@@ -101,6 +101,9 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	peers := peer.New(self, cfg.Peers, env.Config.ServiceAuth.TLS, env.Log)
 	defer peers.Close()
 	api := server.New(e).WithPeers(peers).WithLimiter(limiter).WithAudit(trail).WithGroupsClaim(env.Config.Gateway.Auth.OIDC.GroupsClaim)
+	if err := withTasks(env, api, idx, self); err != nil {
+		return err
+	}
 	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, api)
 
 	var wg sync.WaitGroup
@@ -112,6 +115,7 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	// written while the first catalog is built is not missed.
 	reload := &live{started: env.Config, applied: env.Config, engine: e, services: services, log: env.Log, limiter: limiter, api: api,
 		policy: policy, creds: slices.Clone(env.Config.ServiceAuth.Credentials)}
+	wg.Go(func() { api.RunTaskLeases(ctx) })
 	wg.Go(func() {
 		env.WatchConfig(ctx, reg, lifecycle.Reloader{Validate: Validate, Apply: reload.Apply, Related: policyPaths, Audit: trail})
 	})

@@ -27,6 +27,24 @@ func newIndexers(env lifecycle.Env) *indexers {
 // client is a client of the indexer at ep, dialled on first use; key
 // names ep in an error.
 func (x *indexers) client(ep config.Endpoint, key string) (indexerv1.IndexerServiceClient, error) {
+	conn, err := x.conn(ep, key)
+	if err != nil {
+		return nil, err
+	}
+	return indexerv1.NewIndexerServiceClient(conn), nil
+}
+
+// clusterState is a client of the indexer's ClusterStateService at ep,
+// over the same connection as client's.
+func (x *indexers) clusterState(ep config.Endpoint, key string) (indexerv1.ClusterStateServiceClient, error) {
+	conn, err := x.conn(ep, key)
+	if err != nil {
+		return nil, err
+	}
+	return indexerv1.NewClusterStateServiceClient(conn), nil
+}
+
+func (x *indexers) conn(ep config.Endpoint, key string) (*grpc.ClientConn, error) {
 	conn, ok := x.conns[ep]
 	if !ok {
 		// serviceAuth.tls.serverName is the name the aggregator checks in
@@ -40,7 +58,7 @@ func (x *indexers) client(ep config.Endpoint, key string) (indexerv1.IndexerServ
 		}
 		x.conns[ep] = conn
 	}
-	return indexerv1.NewIndexerServiceClient(conn), nil
+	return conn, nil
 }
 
 // Close closes every connection; what uses them is stopped first.

@@ -132,6 +132,9 @@ type Tool struct {
 	// taskSupport is config.TaskSupportOptional or Required, or "" (the
 	// tool never runs as a task).
 	taskSupport string
+	// taskAfterInput: questions asked at once are answered inline, and
+	// the call becomes a task in a round that does not ask.
+	taskAfterInput bool
 }
 
 type member struct {
@@ -209,6 +212,7 @@ func merge(base, top config.ToolOverride) config.ToolOverride {
 	if top.TaskSupport != "" {
 		out.TaskSupport = top.TaskSupport
 	}
+	out.TaskAfterInput = out.TaskAfterInput || top.TaskAfterInput
 	if len(top.Annotations) > 0 {
 		out.Annotations = maps.Clone(base.Annotations)
 		if out.Annotations == nil {
@@ -234,7 +238,7 @@ func compile(o config.ToolOverride) (*Tool, error) {
 	switch o.TaskSupport {
 	case "", config.TaskSupportForbidden:
 	case config.TaskSupportOptional, config.TaskSupportRequired:
-		t.taskSupport = o.TaskSupport
+		t.taskSupport, t.taskAfterInput = o.TaskSupport, o.TaskAfterInput
 	default:
 		return nil, fmt.Errorf("taskSupport %q is not one of forbidden, optional, required", o.TaskSupport)
 	}
@@ -317,6 +321,10 @@ func (t *Tool) TaskSupport() string {
 	}
 	return t.taskSupport
 }
+
+// TaskAfterInput reports whether a call of the tool answers the questions
+// it asks at once inline, becoming a task only in a round that does not.
+func (t *Tool) TaskAfterInput() bool { return t != nil && t.taskAfterInput }
 
 // lookup finds the argument named name: a defaulted one (i >= 0, hidden
 // false), a hidden one, or none (i < 0).

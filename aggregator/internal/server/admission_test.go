@@ -167,6 +167,26 @@ audit:
 	// admission, took its tokens and records its event (route_test.go's
 	// forward row drives both across replicas).
 	forwardedRetry := map[string]bool{"ResumeHeldCall": true, "ResumeHeldCallStream": true}
+	// The requests about a task read it from the task store by its
+	// owner, server and id first: one that is not the caller's is
+	// NOT_FOUND before any step. Those about the caller's task are
+	// admitted as calls of its tool (tasks.go), which test/e2e's task
+	// tests drive through real processes.
+	const unknownTask = "t1.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	taskRequests := map[string]func(p *commonv1.Principal) error{
+		"GetTask": func(p *commonv1.Principal) error {
+			return second(h.gateway.GetTask(ctx, &aggregatorv1.GetTaskRequest{Principal: p, TaskId: unknownTask}))
+		},
+		"UpdateTask": func(p *commonv1.Principal) error {
+			return second(h.gateway.UpdateTask(ctx, &aggregatorv1.UpdateTaskRequest{Principal: p, TaskId: unknownTask, InputResponsesJson: "{}"}))
+		},
+		"CancelTask": func(p *commonv1.Principal) error {
+			return second(h.gateway.CancelTask(ctx, &aggregatorv1.CancelTaskRequest{Principal: p, TaskId: unknownTask}))
+		},
+	}
+	catalogOnly["ListTasks"] = func(p *commonv1.Principal) error {
+		return second(h.gateway.ListTasks(ctx, &aggregatorv1.ListTasksRequest{Principal: p}))
+	}
 
 	desc := aggregatorv1.AggregatorService_ServiceDesc
 	var names []string
@@ -210,6 +230,14 @@ audit:
 				t.Fatalf("%s reached a backend; admit it (admit.go) and drive it in this test", name)
 			}
 		case forwardedRetry[name]:
+		case taskRequests[name] != nil:
+			before := backendCalls()
+			if err := taskRequests[name](p); status.Code(err) != codes.NotFound {
+				t.Fatalf("%s of a task that does not exist: %v, want NotFound", name, err)
+			}
+			if backendCalls() != before {
+				t.Fatalf("%s of a task that does not exist reached a backend", name)
+			}
 		default:
 			t.Fatalf("RPC %s is neither admitted nor declared to reach no backend: place it in this test", name)
 		}

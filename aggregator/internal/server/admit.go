@@ -2,10 +2,12 @@ package server
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/callerid"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
@@ -67,6 +69,10 @@ type admission struct {
 	// forwarded marks a held call's retry that a peer forwarded here: the
 	// replica that received it took its tokens and records its event.
 	forwarded bool
+	// taskState marks a request that reads or changes a task's state
+	// (tasks/get, tasks/cancel) and sends the backend nothing: a backend
+	// that is down does not refuse it, and it carries no credentials.
+	taskState bool
 }
 
 // admitted is what an admission found: the item and its owner, and once
@@ -108,6 +114,9 @@ func (s *Server) admit(ctx context.Context, r admission) (*admitted, error) {
 		return nil, s.refused(ctx, r, r.malformed)
 	}
 	a, err := s.route(ctx, r.server, r.kind, r.key)
+	if r.taskState && errors.Is(err, engine.ErrBackendDown) {
+		err = nil
+	}
 	if err != nil {
 		return a, s.refused(ctx, r, err)
 	}
@@ -120,12 +129,12 @@ func (s *Server) admit(ctx context.Context, r admission) (*admitted, error) {
 		// A tool is counted by the name the policy knows it by, so a
 		// server's rename does not give it a bucket of its own.
 		tool := a.snap.PolicyName(r.kind, r.toolName())
-		if err := s.limit(ctx, ratelimit.Request{Method: r.method, Server: r.server, Tool: tool, Backend: a.b.Name()}); err != nil {
+		if err := s.limit(ctx, ratelimit.Request{Method: r.method, Server: r.server, Tool: tool, Backend: a.owner}); err != nil {
 			return a, err
 		}
 	}
 	a.ctx = ctx
-	if !r.shared {
+	if !r.shared && !r.taskState {
 		p := svcauth.PrincipalFrom(ctx)
 		// A service credential may act for many principals, so the token
 		// it presents must be the asserted principal's own: else Cedar,

@@ -41,7 +41,7 @@ func (s *Server) auditAdmission(ctx context.Context, r admission, start time.Tim
 	e := audit.Call(ctx, r.trail, svcauth.PrincipalFrom(ctx), start)
 	e.Server, e.RawArguments = r.server, r.args
 	switch r.trail {
-	case audit.KindToolCall:
+	case audit.KindToolCall, audit.KindTaskGet, audit.KindTaskUpdate, audit.KindTaskCancel:
 		e.Tool = r.key
 	case audit.KindPromptGet:
 		e.Prompt = r.key
@@ -106,8 +106,10 @@ func auditOutcome(err error) (audit.Outcome, string) {
 		return audit.OutcomeError, "no token from the authorization server"
 	case errors.As(err, &challenge):
 		return audit.OutcomeDenied, "the backend refused the call's credentials (HTTP 401)"
-	case errors.Is(err, engine.ErrNotFound):
+	case errors.Is(err, engine.ErrNotFound), errors.Is(err, errTaskNotFound):
 		return audit.OutcomeNotFound, ""
+	case errors.Is(err, errTaskRequired):
+		return audit.OutcomeInvalid, "the tool runs only as a task"
 	case errors.Is(err, catalog.ErrInvalidCursor), errors.As(err, &mismatch), errors.Is(err, override.ErrHiddenArgument),
 		errors.Is(err, override.ErrArgumentsNotObject), errors.As(err, &inv), errors.Is(err, backend.ErrMalformedRequest):
 		return audit.OutcomeInvalid, ""

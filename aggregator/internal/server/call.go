@@ -74,6 +74,9 @@ func prepareToolCall(req *aggregatorv1.CallToolRequest, a *admitted, tc *toolCal
 	} else if len(args) > 0 && !isObject(args) {
 		return invalidArgument("arguments_json must be a JSON object")
 	}
+	if it.Override.TaskSupport() == config.TaskSupportRequired && req.GetTask() == nil {
+		return errTaskRequired
+	}
 	if req.GetCheckParamHeaders() {
 		if len(req.GetParamHeaders()) > maxParamHeaders {
 			return invalidArgument("too many param_headers")
@@ -113,6 +116,9 @@ func (s *Server) callTool(ctx context.Context, req *aggregatorv1.CallToolRequest
 		r.malformed = stream.invalid
 	}
 	return serve(ctx, s, r, func(a *admitted) (*aggregatorv1.CallToolResponse, error) {
+		if s.runsAsTask(req, &tc, stream, forwarded) {
+			return s.startTask(ctx, a, req, &tc)
+		}
 		return s.runToolCall(a.ctx, req, &tc, stream)
 	})
 }

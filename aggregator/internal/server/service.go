@@ -46,6 +46,8 @@ type Server struct {
 	// watchers bounds the open WatchCatalog streams of each caller that
 	// is not an operator (aggregator.maxWatchesPerCaller).
 	watchers *rpc.StreamQuota
+	// tasks runs the calls that become tasks (taskrun.go); nil: none do.
+	tasks *taskRunner
 }
 
 // New serves e.

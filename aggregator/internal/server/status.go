@@ -60,6 +60,15 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 	case errors.As(err, &fromPeer):
 		// A peer's status for a forwarded retry, mapped by the peer.
 		return fromPeer.err
+	case errors.Is(err, errTaskRequired):
+		return apierr.New(codes.FailedPrecondition, commonv1.ErrorReason_ERROR_REASON_TASK_REQUIRED, errTaskRequired.Error())
+	case errors.Is(err, errTasksFull):
+		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_TASKS_FULL, errTasksFull.Error())
+	case errors.Is(err, errTaskNotFound):
+		return apierr.New(codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND, "task not found")
+	case errors.Is(err, errTasksUnavailable):
+		log.WarnContext(ctx, "task store unavailable", "method", method, "err", err)
+		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_INDEX_UNAVAILABLE, "the task store cannot be reached; try again")
 	case errors.Is(err, catalog.ErrInvalidCursor):
 		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_CURSOR, "invalid cursor")
 	case errors.As(err, &mismatch):

@@ -1,0 +1,352 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
+)
+
+// Tasks Switchboard runs. A tools/call of a tool whose override sets
+// taskSupport, from a client that can take a task (CallToolRequest.task),
+// runs detached from the client's request on the replica that admitted it:
+//
+//  1. the task is stored in the indexer (CreateTask), working, before the
+//     call starts and the client hears of it. For a tool whose override
+//     sets taskAfterInput, the call starts first: if it ends within
+//     firstRoundWait asking for input (a multi-round-trip
+//     input_required), that is the answer and no task is made (the
+//     client retries as for any call, and the retry may become the
+//     task); otherwise the task is stored then, working, or already
+//     ended when the round ended within the wait;
+//  2. the client gets the task;
+//  3. the round runs on under a lease this replica renews every
+//     leaseRenewal; its end is stored (AdvanceTask): completed, failed, or
+//     input_required with the backend's input requests, whose keys are
+//     made unique over the task's life by the round's number;
+//  4. answers come through any replica (tasks/update, UpdateTask); the one
+//     whose answers complete a round runs the next under its own lease.
+//
+// A replica that stops takes its leases with it: the indexer fails a task
+// whose lease lapsed instead of resuming it, because a tool call may not
+// be idempotent. Cancelling a task ends its round's call at once on the
+// replica running it, and at its next renewal elsewhere.
+
+const (
+	// firstRoundWait is how long a call that may become a task is given to
+	// end, or to ask for input, before the task is made.
+	firstRoundWait = 250 * time.Millisecond
+	// leaseDuration and leaseRenewal: a lease outlives two renewals that
+	// fail.
+	leaseDuration = 30 * time.Second
+	leaseRenewal  = 10 * time.Second
+	// advanceTimeout bounds storing a round's end.
+	advanceTimeout = 10 * time.Second
+	// taskIDPrefix versions the form of task ids.
+	taskIDPrefix = "t1."
+)
+
+var (
+	errTaskRequired     = errors.New("this tool runs only as a task: call it as a client that takes tasks")
+	errTasksFull        = errors.New("the principal holds as many tasks as it may (aggregator.tasks.maxPerPrincipal), or the cluster does (maxTasks); try again once some expire")
+	errTaskNotFound     = errors.New("task not found")
+	errTasksUnavailable = errors.New("task store unavailable")
+)
+
+// taskRunner keeps the tasks of one aggregator replica.
+type taskRunner struct {
+	store indexerv1.ClusterStateServiceClient
+	cfg   config.Tasks
+	// id names this replica as the runner of its tasks' rounds.
+	id  string
+	log *slog.Logger
+
+	mu sync.Mutex
+	// running cancels the round this replica runs, by task key.
+	running map[string]context.CancelCauseFunc
+}
+
+// WithTasks makes calls of task-supporting tools tasks, kept in store
+// under cfg (config.Tasks with its defaults); runner names this replica.
+// Without it, those calls run as any other.
+func (s *Server) WithTasks(store indexerv1.ClusterStateServiceClient, cfg config.Tasks, runner string) *Server {
+	s.tasks = &taskRunner{store: store, cfg: cfg, id: runner, log: s.log, running: map[string]context.CancelCauseFunc{}}
+	return s
+}
+
+// runsAsTask reports whether an admitted call is to become a task.
+func (s *Server) runsAsTask(req *aggregatorv1.CallToolRequest, tc *toolCall, stream *notifier, forwarded bool) bool {
+	return s.tasks != nil && req.GetTask() != nil && tc.tool.Override.TaskSupport() != "" && stream == nil && !forwarded
+}
+
+// taskCall is what the next round of a task's call needs, kept with the
+// task (TaskRecord.call_json); never a credential.
+// TTLMs comes first: taskOf reads it without decoding the rest.
+type taskCall struct {
+	TTLMs              int64           `json:"ttlMs"`
+	ID                 string          `json:"id"`
+	Arguments          json.RawMessage `json:"arguments,omitempty"`
+	ClientCapabilities json.RawMessage `json:"clientCapabilities,omitempty"`
+}
+
+// newTaskID mints an unguessable task id and its key.
+func newTaskID() (id, key string) {
+	var b [32]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	id = taskIDPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+	return id, taskKey(id)
+}
+
+// taskKey is the key the indexer keeps a task under.
+func taskKey(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:])
+}
+
+// roundOutcome is how a round of a task's call ended.
+type roundOutcome struct {
+	resp *aggregatorv1.CallToolResponse
+	err  error
+}
+
+// startRound runs an admitted call detached from the client's request
+// (its values, the caller's credentials among them, are kept), until its
+// tool's timeout, the task's expiry or a cancellation ends it.
+func (s *Server) startRound(a *admitted, req *aggregatorv1.CallToolRequest, tc *toolCall, expires time.Time) (context.CancelCauseFunc, <-chan roundOutcome) {
+	ctx, stop := context.WithDeadline(context.WithoutCancel(a.ctx), expires)
+	ctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan roundOutcome, 1)
+	go func() {
+		defer stop()
+		resp, err := s.runToolCall(ctx, req, tc, nil)
+		done <- roundOutcome{resp, err}
+	}()
+	return cancel, done
+}
+
+// startTask runs an admitted call as a task (see above).
+func (s *Server) startTask(ctx context.Context, a *admitted, req *aggregatorv1.CallToolRequest, tc *toolCall) (*aggregatorv1.CallToolResponse, error) {
+	t := s.tasks
+	ttl := t.ttl(req.GetTask().GetTtlMs())
+	now := time.Now()
+	id, key := newTaskID()
+	call, err := json.Marshal(taskCall{ID: id, Arguments: json.RawMessage(req.GetArgumentsJson()),
+		ClientCapabilities: rawOrNil(req.GetContext().GetClientCapabilitiesJson()), TTLMs: ttl.Milliseconds()})
+	if err != nil {
+		return nil, err
+	}
+	rec := &indexerv1.TaskRecord{Key: key, Owner: svcauth.PrincipalFrom(ctx).GetSubject(), Server: req.GetServer(),
+		Tool: req.GetName(), Backend: a.b.Name(), Status: "working", ExpiresAt: timestamppb.New(now.Add(ttl)),
+		PollIntervalMs: uint32(time.Duration(t.cfg.PollInterval).Milliseconds()), CallJson: string(call)}
+	made := func(stored *indexerv1.TaskRecord) *aggregatorv1.CallToolResponse {
+		return &aggregatorv1.CallToolResponse{ResultType: "task", Backend: rec.Backend, Task: taskOf(id, stored, false)}
+	}
+	if !tc.tool.Override.TaskAfterInput() {
+		// Stored before the call starts: a client never hears of a task
+		// that any replica could not answer for.
+		rec.Runner, rec.LeaseExpiresAt = t.id, timestamppb.New(now.Add(leaseDuration))
+		stored, err := t.create(ctx, rec)
+		if err != nil {
+			return nil, err
+		}
+		cancel, done := s.startRound(a, req, tc, now.Add(ttl))
+		t.hold(key, cancel)
+		go t.finish(key, 0, done)
+		return made(stored), nil
+	}
+	cancel, done := s.startRound(a, req, tc, now.Add(ttl))
+	timer := time.NewTimer(firstRoundWait)
+	defer timer.Stop()
+	select {
+	case out := <-done:
+		cancel(nil)
+		if out.err == nil && out.resp.GetResultType() == "input_required" {
+			return out.resp, nil
+		}
+		t.settle(rec, 0, out)
+		stored, err := t.create(ctx, rec)
+		if err != nil {
+			// The call ran: its result is not lost for want of a task.
+			return out.resp, out.err
+		}
+		return made(stored), nil
+	case <-timer.C:
+	case <-ctx.Done():
+		cancel(context.Cause(ctx))
+		return nil, context.Cause(ctx)
+	}
+	rec.Runner, rec.LeaseExpiresAt = t.id, timestamppb.New(time.Now().Add(leaseDuration))
+	t.hold(key, cancel)
+	stored, err := t.create(ctx, rec)
+	if err != nil {
+		t.release(key)
+		cancel(err)
+		return nil, err
+	}
+	go t.finish(key, 0, done)
+	return made(stored), nil
+}
+
+// ttl is the TTL of a new task: what the client asked for, or the
+// default, within the cap.
+func (t *taskRunner) ttl(askedMs int64) time.Duration {
+	ttl := time.Duration(t.cfg.DefaultTTL)
+	if askedMs > 0 {
+		ttl = time.Duration(askedMs) * time.Millisecond
+	}
+	return min(ttl, time.Duration(t.cfg.MaxTTL))
+}
+
+// create stores a new task.
+func (t *taskRunner) create(ctx context.Context, rec *indexerv1.TaskRecord) (*indexerv1.TaskRecord, error) {
+	resp, err := t.store.CreateTask(ctx, &indexerv1.CreateTaskRequest{Record: rec,
+		Limits: &indexerv1.TaskLimits{PerOwner: uint32(t.cfg.MaxPerPrincipal), Total: uint32(t.cfg.MaxTasks)}})
+	if err != nil {
+		return nil, storeError(err)
+	}
+	return resp.GetRecord(), nil
+}
+
+// storeError is the error of a failed request to the task store.
+func storeError(err error) error {
+	switch status.Code(err) {
+	case codes.NotFound:
+		return errTaskNotFound
+	case codes.ResourceExhausted:
+		return errTasksFull
+	case codes.Canceled, codes.DeadlineExceeded:
+		return err
+	}
+	return fmt.Errorf("%w: %w", errTasksUnavailable, err)
+}
+
+// hold and release keep the cancel of the round this replica runs.
+func (t *taskRunner) hold(key string, cancel context.CancelCauseFunc) {
+	t.mu.Lock()
+	t.running[key] = cancel
+	t.mu.Unlock()
+}
+
+func (t *taskRunner) release(key string) {
+	t.mu.Lock()
+	delete(t.running, key)
+	t.mu.Unlock()
+}
+
+// stop ends the round of key this replica runs, if it runs one.
+func (t *taskRunner) stop(key string, cause error) {
+	t.mu.Lock()
+	cancel := t.running[key]
+	delete(t.running, key)
+	t.mu.Unlock()
+	if cancel != nil {
+		cancel(cause)
+	}
+}
+
+// errTaskEnded is the cause of a round stopped because its task ended
+// (cancelled, expired) elsewhere.
+var errTaskEnded = errors.New("the task ended")
+
+// finish stores how round of the task under key ended.
+func (t *taskRunner) finish(key string, round uint32, done <-chan roundOutcome) {
+	out := <-done
+	t.release(key)
+	rec := &indexerv1.TaskRecord{}
+	t.settle(rec, round, out)
+	req := &indexerv1.AdvanceTaskRequest{Key: key, Runner: t.id, Round: round, Status: rec.Status, StatusMessage: rec.StatusMessage,
+		InputRequestsJson: rec.InputRequestsJson, RequestState: rec.RequestState, ResultJson: rec.ResultJson, ErrorJson: rec.ErrorJson}
+	for attempt := range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), advanceTimeout)
+		_, err := t.store.AdvanceTask(ctx, req)
+		cancel()
+		if err == nil || status.Code(err) == codes.NotFound {
+			return
+		}
+		t.log.Warn("storing a task's round failed", "attempt", attempt+1, "status", rec.Status, "err", err)
+		time.Sleep(time.Duration(attempt+1) * time.Second)
+	}
+	t.log.Error("a task's round ended and could not be stored: the task fails when its lease lapses", "status", rec.Status)
+}
+
+// settle fills rec with how a round ended: input_required with its
+// requests (keys prefixed by the round), completed with the result, or
+// failed with the JSON-RPC error.
+func (t *taskRunner) settle(rec *indexerv1.TaskRecord, round uint32, out roundOutcome) {
+	if out.err != nil {
+		rec.Status, rec.ErrorJson = "failed", t.taskError(out.err)
+		rec.StatusMessage = "the call failed"
+		return
+	}
+	result := []byte(out.resp.GetResultJson())
+	if out.resp.GetResultType() == "input_required" {
+		var shape struct {
+			InputRequests map[string]json.RawMessage `json:"inputRequests"`
+			RequestState  string                     `json:"requestState"`
+		}
+		if json.Unmarshal(result, &shape) == nil && len(shape.InputRequests) > 0 {
+			prefixed := make(map[string]json.RawMessage, len(shape.InputRequests))
+			for k, v := range shape.InputRequests {
+				prefixed[roundKey(round, k)] = v
+			}
+			requests, _ := json.Marshal(prefixed) // raw values that parsed
+			rec.Status, rec.InputRequestsJson, rec.RequestState = "input_required", string(requests), shape.RequestState
+			rec.StatusMessage = "the call needs input"
+			return
+		}
+		rec.Status, rec.ErrorJson = "failed", `{"code":-32603,"message":"the backend asked for input in a form Switchboard cannot relay"}`
+		return
+	}
+	if len(result) > t.cfg.MaxResultBytes {
+		rec.Status = "failed"
+		rec.ErrorJson = fmt.Sprintf(`{"code":-32603,"message":"the result of %d bytes is larger than a task keeps (aggregator.tasks.maxResultBytes)"}`, len(result))
+		return
+	}
+	rec.Status, rec.ResultJson = "completed", string(result)
+}
+
+// rawOrNil is s as raw JSON, nil when empty.
+func rawOrNil(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	return json.RawMessage(s)
+}
+
+// roundKey is the key of a backend's input request of round: unique over
+// the task's life, as the tasks extension wants, where a backend may use
+// the same key in two rounds.
+func roundKey(round uint32, key string) string { return fmt.Sprintf("%d.%s", round, key) }
+
+// backendResponses are a round's answers under the backend's own keys.
+func backendResponses(round uint32, answers string) (string, error) {
+	var in map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(answers), &in); err != nil {
+		return "", err
+	}
+	prefix := roundKey(round, "")
+	out := make(map[string]json.RawMessage, len(in))
+	for k, v := range in {
+		if len(k) > len(prefix) && k[:len(prefix)] == prefix {
+			out[k[len(prefix):]] = v
+		}
+	}
+	b, err := json.Marshal(out)
+	return string(b), err
+}

@@ -1,0 +1,300 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/services/audit"
+	"github.com/switchboard-mcp/switchboard/services/backenderr"
+	"github.com/switchboard-mcp/switchboard/services/config"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/ratelimit"
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
+)
+
+// The requests about a task (tasks/get, tasks/update, tasks/cancel) are
+// admitted like a call of the task's tool, through the server it was
+// created through (admit.go): a principal the policy no longer lets call
+// the tool no longer sees its task. The task is first read from the
+// indexer by its owner and server, so another principal's task, or one
+// created through another server, is NOT_FOUND exactly like one that never
+// existed. tasks/list (ListTasks) lists the principal's own tasks.
+
+// maxTaskIDBytes bounds a task id a client sends.
+const maxTaskIDBytes = 128
+
+// GetTask answers tasks/get.
+func (s *Server) GetTask(ctx context.Context, req *aggregatorv1.GetTaskRequest) (*aggregatorv1.GetTaskResponse, error) {
+	resp, err := s.getTask(ctx, req)
+	return resp, s.fail(ctx, "GetTask", err)
+}
+
+func (s *Server) getTask(ctx context.Context, req *aggregatorv1.GetTaskRequest) (*aggregatorv1.GetTaskResponse, error) {
+	rec, err := s.readTask(ctx, req.GetServer(), req.GetTaskId())
+	if err != nil {
+		return nil, err
+	}
+	r := taskAdmission(config.RateMethodTasksGet, audit.KindTaskGet, req.GetServer(), rec)
+	return serve(ctx, s, r, func(*admitted) (*aggregatorv1.GetTaskResponse, error) {
+		return &aggregatorv1.GetTaskResponse{Task: taskOf(req.GetTaskId(), rec, true)}, nil
+	})
+}
+
+// CancelTask answers tasks/cancel: a task that has not ended is cancelled
+// at once, and its call stopped (here, or at the next lease renewal of the
+// replica running it).
+func (s *Server) CancelTask(ctx context.Context, req *aggregatorv1.CancelTaskRequest) (*aggregatorv1.CancelTaskResponse, error) {
+	resp, err := s.cancelTask(ctx, req)
+	return resp, s.fail(ctx, "CancelTask", err)
+}
+
+func (s *Server) cancelTask(ctx context.Context, req *aggregatorv1.CancelTaskRequest) (*aggregatorv1.CancelTaskResponse, error) {
+	rec, err := s.readTask(ctx, req.GetServer(), req.GetTaskId())
+	if err != nil {
+		return nil, err
+	}
+	r := taskAdmission(config.RateMethodTasksCancel, audit.KindTaskCancel, req.GetServer(), rec)
+	return serve(ctx, s, r, func(*admitted) (*aggregatorv1.CancelTaskResponse, error) {
+		resp, err := s.tasks.store.CancelTask(ctx, &indexerv1.CancelTaskRequest{Ref: ref(ctx, rec.GetKey(), req.GetServer()),
+			StatusMessage: "cancelled by the client"})
+		if err != nil {
+			return nil, storeError(err)
+		}
+		s.tasks.stop(rec.GetKey(), errTaskEnded)
+		return &aggregatorv1.CancelTaskResponse{Task: taskOf(req.GetTaskId(), resp.GetRecord(), true)}, nil
+	})
+}
+
+// UpdateTask answers tasks/update. The answers that complete a round
+// start the next one here, with this request's credentials.
+func (s *Server) UpdateTask(ctx context.Context, req *aggregatorv1.UpdateTaskRequest) (*aggregatorv1.UpdateTaskResponse, error) {
+	resp, err := s.updateTask(ctx, req)
+	return resp, s.fail(ctx, "UpdateTask", err)
+}
+
+func (s *Server) updateTask(ctx context.Context, req *aggregatorv1.UpdateTaskRequest) (*aggregatorv1.UpdateTaskResponse, error) {
+	if !isObject([]byte(req.GetInputResponsesJson())) {
+		return nil, invalidArgument("input_responses_json must be a JSON object")
+	}
+	rec, err := s.readTask(ctx, req.GetServer(), req.GetTaskId())
+	if err != nil {
+		return nil, err
+	}
+	var call taskCall
+	if err := json.Unmarshal([]byte(rec.GetCallJson()), &call); err != nil {
+		return nil, err
+	}
+	// The next round is the same call with the answers: it is admitted
+	// as a call of the tool would be, under tasks/update's name.
+	next := &aggregatorv1.CallToolRequest{Principal: svcauth.PrincipalFrom(ctx), Name: rec.GetTool(), Server: req.GetServer(),
+		ArgumentsJson: string(call.Arguments), Task: &aggregatorv1.TaskRequest{TtlMs: call.TTLMs},
+		Context: &aggregatorv1.RequestContext{ClientCapabilitiesJson: string(call.ClientCapabilities), SubjectToken: req.GetContext().GetSubjectToken()}}
+	var tc toolCall
+	r := toolCallAdmission(next, &tc, false)
+	r.method, r.trail, r.args = config.RateMethodTasksUpdate, audit.KindTaskUpdate, ""
+	return serve(ctx, s, r, func(a *admitted) (*aggregatorv1.UpdateTaskResponse, error) {
+		t := s.tasks
+		resp, err := t.store.AnswerTask(ctx, &indexerv1.AnswerTaskRequest{Ref: ref(ctx, rec.GetKey(), req.GetServer()),
+			InputResponsesJson: req.GetInputResponsesJson(), Runner: t.id, LeaseExpiresAt: timestamppb.New(time.Now().Add(leaseDuration))})
+		if err != nil {
+			return nil, storeError(err)
+		}
+		after := resp.GetRecord()
+		if resp.GetResume() {
+			if err := s.resumeTask(a, next, &tc, after); err != nil {
+				return nil, err
+			}
+		}
+		return &aggregatorv1.UpdateTaskResponse{Task: taskOf(req.GetTaskId(), after, false)}, nil
+	})
+}
+
+// resumeTask runs the next round of a task whose answers are all in.
+func (s *Server) resumeTask(a *admitted, next *aggregatorv1.CallToolRequest, tc *toolCall, rec *indexerv1.TaskRecord) error {
+	t := s.tasks
+	answers, err := backendResponses(rec.GetRound()-1, rec.GetInputResponsesJson())
+	if err != nil {
+		return err
+	}
+	next.InputResponsesJson, next.RequestState = answers, rec.GetRequestState()
+	// The round's params carry the answers: built again.
+	if err := prepareToolCall(next, a, tc); err != nil {
+		return err
+	}
+	cancel, done := s.startRound(a, next, tc, rec.GetExpiresAt().AsTime())
+	t.hold(rec.GetKey(), cancel)
+	go t.finish(rec.GetKey(), rec.GetRound(), done)
+	return nil
+}
+
+// ListTasks answers tasks/list: the principal's tasks in the server.
+func (s *Server) ListTasks(ctx context.Context, req *aggregatorv1.ListTasksRequest) (*aggregatorv1.ListTasksResponse, error) {
+	resp, err := s.listTasks(ctx, req)
+	return resp, s.fail(ctx, "ListTasks", err)
+}
+
+func (s *Server) listTasks(ctx context.Context, req *aggregatorv1.ListTasksRequest) (*aggregatorv1.ListTasksResponse, error) {
+	if s.tasks == nil {
+		return &aggregatorv1.ListTasksResponse{}, nil
+	}
+	if req.GetPageSize() > 100 || len(req.GetCursor()) > 1024 {
+		return nil, invalidArgument("page_size is at most 100 and cursor at most 1,024 bytes")
+	}
+	if s.limiter != nil {
+		if err := s.limit(ctx, ratelimit.Request{Method: config.RateMethodTasksList, Server: req.GetServer()}); err != nil {
+			return nil, err
+		}
+	}
+	resp, err := s.tasks.store.ListTasks(ctx, &indexerv1.ListTasksRequest{Owner: svcauth.PrincipalFrom(ctx).GetSubject(),
+		Server: req.GetServer(), PageSize: req.GetPageSize(), Cursor: req.GetCursor()})
+	if status.Code(err) == codes.InvalidArgument { // the cursor
+		return nil, catalog.ErrInvalidCursor
+	}
+	if err != nil {
+		return nil, storeError(err)
+	}
+	out := &aggregatorv1.ListTasksResponse{NextCursor: resp.GetNextCursor()}
+	for _, rec := range resp.GetRecords() {
+		var call taskCall
+		if json.Unmarshal([]byte(rec.GetCallJson()), &call) != nil || call.ID == "" {
+			continue
+		}
+		out.Tasks = append(out.Tasks, taskOf(call.ID, rec, false))
+	}
+	return out, nil
+}
+
+// readTask reads the caller's task by id through server; anything but
+// its own task is errTaskNotFound.
+func (s *Server) readTask(ctx context.Context, server, id string) (*indexerv1.TaskRecord, error) {
+	if s.tasks == nil || id == "" || len(id) > maxTaskIDBytes {
+		return nil, errTaskNotFound
+	}
+	resp, err := s.tasks.store.GetTask(ctx, &indexerv1.GetTaskRequest{Ref: ref(ctx, taskKey(id), server)})
+	if err != nil {
+		return nil, storeError(err)
+	}
+	return resp.GetRecord(), nil
+}
+
+// ref names the caller's task under key in server.
+func ref(ctx context.Context, key, server string) *indexerv1.TaskRef {
+	return &indexerv1.TaskRef{Key: key, Owner: svcauth.PrincipalFrom(ctx).GetSubject(), Server: server}
+}
+
+// taskAdmission admits a request about the task rec as a call of its
+// tool, which sends the backend nothing.
+func taskAdmission(method string, trail audit.Kind, server string, rec *indexerv1.TaskRecord) admission {
+	return admission{method: method, trail: trail, server: server, kind: catalog.KindTools, key: rec.GetTool(), taskState: true}
+}
+
+// taskOf is the API's task of rec under id; detailed adds what goes with
+// its status (input requests still unanswered, result, error).
+func taskOf(id string, rec *indexerv1.TaskRecord, detailed bool) *aggregatorv1.Task {
+	t := &aggregatorv1.Task{TaskId: id, Status: rec.GetStatus(), StatusMessage: rec.GetStatusMessage(),
+		CreatedAt: rec.GetCreatedAt(), LastUpdatedAt: rec.GetUpdatedAt(), PollIntervalMs: int64(rec.GetPollIntervalMs()),
+		Tool: rec.GetTool()}
+	// The TTL the task was given, exactly; its expiry is counted from the
+	// aggregator's clock, its creation from the database's.
+	if raw, ok := rawjson.Get([]byte(rec.GetCallJson()), "ttlMs"); ok {
+		t.TtlMs, _ = strconv.ParseInt(string(raw), 10, 64)
+	}
+	if !detailed {
+		return t
+	}
+	switch rec.GetStatus() {
+	case "input_required":
+		t.InputRequestsJson = outstanding(rec.GetInputRequestsJson(), rec.GetInputResponsesJson())
+	case "completed":
+		t.ResultJson = rec.GetResultJson()
+	case "failed":
+		t.ErrorJson = rec.GetErrorJson()
+	}
+	return t
+}
+
+// outstanding are the requests of a round not answered yet.
+func outstanding(requests, answers string) string {
+	var req, ans map[string]json.RawMessage
+	if json.Unmarshal([]byte(requests), &req) != nil {
+		return "{}"
+	}
+	_ = json.Unmarshal([]byte(answers), &ans) // none yet: empty
+	for k := range ans {
+		delete(req, k)
+	}
+	b, _ := json.Marshal(req) // raw values that parsed
+	return string(b)
+}
+
+// taskError is the JSON-RPC error object a failed round keeps: the
+// backend's own error, or the one the gateway would have answered the
+// call with (code -32603, the client-safe message and its reason).
+func (t *taskRunner) taskError(err error) string {
+	st := toStatus(context.Background(), t.log, "task", err)
+	if be, ok := backenderr.From(st); ok {
+		obj := map[string]any{"code": be.GetCode(), "message": be.GetMessage()}
+		if be.GetDataJson() != "" && json.Valid([]byte(be.GetDataJson())) {
+			obj["data"] = json.RawMessage(be.GetDataJson())
+		}
+		b, _ := json.Marshal(obj)
+		return string(b)
+	}
+	msg := status.Convert(st).Message()
+	if errors.Is(err, errTaskEnded) {
+		msg = "the task ended"
+	}
+	b, _ := json.Marshal(map[string]any{"code": jsonrpcInternalError, "message": msg})
+	return string(b)
+}
+
+// RunTaskLeases renews the leases of the rounds this replica runs until
+// ctx ends, and stops those whose task ended elsewhere (cancelled through
+// another replica, expired).
+func (s *Server) RunTaskLeases(ctx context.Context) {
+	if s.tasks == nil {
+		return
+	}
+	t := s.tasks
+	tick := time.NewTicker(leaseRenewal)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		t.mu.Lock()
+		keys := make([]string, 0, len(t.running))
+		for k := range t.running {
+			keys = append(keys, k)
+		}
+		t.mu.Unlock()
+		for len(keys) > 0 {
+			batch := keys[:min(len(keys), maxLeaseBatch)]
+			keys = keys[len(batch):]
+			resp, err := t.store.RenewTaskLeases(ctx, &indexerv1.RenewTaskLeasesRequest{Runner: t.id, Keys: batch,
+				LeaseExpiresAt: timestamppb.New(time.Now().Add(leaseDuration))})
+			if err != nil {
+				t.log.WarnContext(ctx, "renewing the leases of running tasks failed", "tasks", len(batch), "err", err)
+				continue
+			}
+			for _, k := range resp.GetEndedKeys() {
+				t.stop(k, errTaskEnded)
+			}
+		}
+	}
+}
+
+// maxLeaseBatch is RenewTaskLeases' bound on keys.
+const maxLeaseBatch = 1000
