@@ -108,6 +108,10 @@ type Method struct {
 	Target string
 	// Streams: the response is a long-lived notification stream.
 	Streams bool
+	// Task: a request about a task (the tasks extension of 2026-07-28, the
+	// experimental tasks of 2025-11-25); a Modern client must declare the
+	// extension to make one.
+	Task bool
 }
 
 // Methods is the client request method set of both eras. Everything else,
@@ -128,6 +132,15 @@ var Methods = map[string]Method{
 	"prompts/list":             {Modern: true, Legacy: true},
 	"prompts/get":              {Modern: true, Legacy: true, Target: "name"},
 	"completion/complete":      {Modern: true, Legacy: true},
+	// Tasks: 2026-07-28's extension has tasks/get, tasks/update and
+	// tasks/cancel, each naming its task in Mcp-Name; 2025-11-25's
+	// experimental tasks have tasks/get, tasks/list, tasks/cancel and
+	// tasks/result.
+	"tasks/get":    {Modern: true, Legacy: true, Target: "taskId", Task: true},
+	"tasks/update": {Modern: true, Target: "taskId", Task: true},
+	"tasks/cancel": {Modern: true, Legacy: true, Target: "taskId", Task: true},
+	"tasks/list":   {Legacy: true, Task: true},
+	"tasks/result": {Legacy: true, Task: true},
 }
 
 // Defined reports whether era defines method.

@@ -1,6 +1,7 @@
 package mcpspec_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
@@ -50,5 +51,27 @@ func TestMethodSet(t *testing.T) {
 	}
 	if mcpspec.Methods["resources/read"].Target != "uri" || mcpspec.Methods["tools/call"].Target != "name" {
 		t.Error("Mcp-Name targets")
+	}
+}
+
+// TestTaskMethodsPerEra: Modern has tasks/get, tasks/update and
+// tasks/cancel, each naming its task in Mcp-Name; Legacy has tasks/get,
+// tasks/list, tasks/cancel and tasks/result.
+func TestTaskMethodsPerEra(t *testing.T) {
+	for method, want := range map[string][2]bool{
+		"tasks/get": {true, true}, "tasks/update": {true, false}, "tasks/cancel": {true, true},
+		"tasks/list": {false, true}, "tasks/result": {false, true}, "tools/call": {true, true}, "ping": {false, true},
+	} {
+		if got := [2]bool{mcpspec.Defined(mcpspec.EraModern, method), mcpspec.Defined(mcpspec.EraLegacy, method)}; got != want {
+			t.Errorf("%s defined (Modern, Legacy) = %v, want %v", method, got, want)
+		}
+		if task := mcpspec.Methods[method].Task; task != strings.HasPrefix(method, "tasks/") {
+			t.Errorf("%s: Task is %v", method, task)
+		}
+	}
+	for _, m := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
+		if mcpspec.Methods[m].Target != "taskId" {
+			t.Errorf("%s's Mcp-Name target is %q", m, mcpspec.Methods[m].Target)
+		}
 	}
 }

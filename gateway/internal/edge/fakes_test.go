@@ -54,7 +54,8 @@ func tool(name, schema string) *aggregatorv1.Tool {
 }
 
 // backends are the kit's fake aggregator and indexer as these tests set
-// them up, served over real gRPC with service authentication.
+// them up, served over real gRPC with service authentication; the
+// aggregator also serves tasks (taskAggregator).
 type backends struct {
 	agg     *testkit.FakeAggregator
 	idx     *testkit.FakeIndexer
@@ -70,6 +71,9 @@ type backends struct {
 	mu sync.Mutex
 	// streamed are the request contexts of CallToolStream calls.
 	streamed []*aggregatorv1.RequestContext
+
+	// tasks are the aggregator's tasks (tasks_fakes_test.go).
+	tasks taskState
 }
 
 // newBackends sets the fakes up: testTools with a view per principal,
@@ -110,7 +114,7 @@ func startBackends(t testing.TB) *backends {
 func (b *backends) serve(t testing.TB) {
 	t.Helper()
 	creds := []config.ServiceCredential{{Name: "gateway", Token: serviceToken, AssertPrincipals: true, Allow: []string{"switchboard.aggregator.v1.AggregatorService/*", "switchboard.indexer.v1.IndexerService/*"}}}
-	b.aggAddr = testkit.Serve(t, creds, b.agg.Register).Addr
+	b.aggAddr = testkit.Serve(t, creds, b.registerTasks).Addr
 	b.idxAddr = testkit.Serve(t, creds, b.idx.Register).Addr
 }
 

@@ -28,6 +28,17 @@ import (
 // FromStatus translates st for a request of method in era; internal
 // reports whether the status is worth logging with its detail.
 func FromStatus(st *status.Status, era mcpspec.Era, method string) (mcpErr *wire.Error, internal bool) {
+	// The task reasons mean the same whatever the status code carrying
+	// them.
+	switch apierr.Reason(st.Err()) {
+	case commonv1.ErrorReason_ERROR_REASON_TASK_REQUIRED:
+		return TaskRequired(era), false
+	case commonv1.ErrorReason_ERROR_REASON_TASKS_FULL:
+		// A bound of the caller's own, not a failure of the services: it
+		// clears as the caller's tasks expire, at no time a Retry-After
+		// could name, so it is no rate limit.
+		return wire.NewError(wire.CodeInternalError, "too many tasks held: no new task is created until some expire; retry later"), false
+	}
 	switch st.Code() {
 	case codes.InvalidArgument, codes.OutOfRange:
 		if apierr.Reason(st.Err()) == commonv1.ErrorReason_ERROR_REASON_HEADER_MISMATCH {
@@ -90,6 +101,44 @@ func RateLimited(retryAfter string) *wire.Error {
 	e.Data = map[string]int{"retryAfterSeconds": seconds}
 	e.HTTPStatus = http.StatusTooManyRequests
 	e.RetryAfter = seconds
+	return e
+}
+
+// TaskRequired is the answer to a call of a tool that must run as a task
+// from a client that cannot take one: a Modern client lacks the tasks
+// extension (-32021, naming it), a Legacy one sent no params.task (-32601,
+// as 2025-11-25 has servers answer it).
+func TaskRequired(era mcpspec.Era) *wire.Error {
+	if era == mcpspec.EraModern {
+		return wire.MissingTasksCapability("this tool runs only as a task: declare the client capability extensions[\"" + wire.TasksExtension + "\"]")
+	}
+	return wire.NewError(wire.CodeMethodNotFound, "this tool must be called as a task: send tools/call with params.task")
+}
+
+// TaskFailed is a failed task's error as its client gets it: the JSON-RPC
+// error the task stored (code, message, data), passed on by the rule of a
+// backend's own error; one that cannot be read is an internal error.
+func TaskFailed(errorJSON string, era mcpspec.Era) *wire.Error {
+	var stored struct {
+		Code    int64           `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	}
+	if json.Unmarshal([]byte(errorJSON), &stored) != nil {
+		return wire.NewError(wire.CodeInternalError, "the task failed")
+	}
+	b := backend{code: stored.Code, message: stored.Message}
+	if len(stored.Data) > 0 && string(stored.Data) != "null" {
+		b.dataJSON = string(stored.Data)
+	}
+	return b.translate(era)
+}
+
+// TaskCancelled is a Legacy tasks/result's answer for a cancelled task,
+// which has no result to give.
+func TaskCancelled(id string) *wire.Error {
+	e := wire.NewError(wire.CodeInternalError, "the task was cancelled")
+	e.Data = map[string]any{wire.MetaRelatedTask: map[string]string{"taskId": id}}
 	return e
 }
 

@@ -55,6 +55,9 @@ func (s *Server) discover(ctx context.Context, req *Request, _ Responder) (json.
 	if rerr != nil {
 		return nil, rerr
 	}
+	// Tasks are the aggregator's, for any tool it runs as one, in every
+	// view (the optimizer's call_tool too).
+	caps.Set("extensions", map[string]struct{}{wire.TasksExtension: {}})
 	res := wire.Object{}
 	res.Set("supportedVersions", mcpspec.SupportedVersions)
 	res.Set("capabilities", caps)
@@ -63,6 +66,8 @@ func (s *Server) discover(ctx context.Context, req *Request, _ Responder) (json.
 	}
 	return s.shape(req, res.Encode(), true)
 }
+
+var legacyTasksCapability = map[string]any{"list": struct{}{}, "cancel": struct{}{}, "requests": map[string]any{"tools": map[string]any{"call": struct{}{}}}}
 
 // maxSessionCapabilities bounds the capabilities sealed into a session id,
 // which travels in a header on every request.
@@ -106,6 +111,9 @@ func (s *Server) Initialize(ctx context.Context, req *Request) (result json.RawM
 		return nil, "", rerr
 	}
 	caps.Set("logging", struct{}{})
+	// 2025-11-25's experimental tasks: task-augmented tools/call, tasks/list
+	// and tasks/cancel (tasks/get and tasks/result come with them).
+	caps.Set("tasks", legacyTasksCapability)
 	id, _, err := s.sealer.Mint(req.Principal, req.Server, mcpspec.Legacy, sessionCapabilities(declared))
 	if err != nil {
 		s.log.ErrorContext(ctx, "mint session", "err", err)

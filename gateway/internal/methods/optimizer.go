@@ -159,14 +159,22 @@ func (s *Server) callThrough(ctx context.Context, req *Request, resp Responder, 
 	}
 	req.Trail.Tool = name
 	trace.SpanFromContext(ctx).SetAttributes(attribute.String("gen_ai.tool.name", name))
-	// A retry's state is bound to the tool call_tool called and its
-	// parameters, so it cannot be carried over to another call.
-	arguments := params.Encode()
-	rt, rerr := s.roundTripParams(ctx, req, "tools/call", name, arguments)
+	call := toolCall{name: name, args: params.Encode()}
+	// The task request is the client's, not the model's: one it cannot
+	// read is a protocol error, and one it makes lets the called tool
+	// become a task as in the raw view.
+	task, rerr := taskRequest(req)
 	if rerr != nil {
 		return nil, rerr
 	}
-	result, rerr := s.callAggregatorTool(ctx, req, resp, name, arguments, nil, rt)
+	call.task = task
+	// A retry's state is bound to the tool call_tool called and its
+	// parameters, so it cannot be carried over to another call.
+	rt, rerr := s.roundTripParams(ctx, req, "tools/call", name, call.args)
+	if rerr != nil {
+		return nil, rerr
+	}
+	result, rerr := s.callAggregatorTool(ctx, req, resp, call, rt)
 	if rerr != nil && rerr.Code == wire.CodeInvalidParams {
 		// Unknown and forbidden tools look alike here too.
 		return s.toolError(req, "call_tool: "+rerr.Message+"; use find_tool to look up available tools")

@@ -25,12 +25,12 @@ func (s *Server) getPrompt(ctx context.Context, req *Request, resp Responder) (j
 	if rerr != nil {
 		return nil, rerr
 	}
-	return s.roundTrips(ctx, req, resp, rt, false, func(ctx context.Context, rt roundTrip) (string, string, error) {
+	return s.roundTrips(ctx, req, resp, rt, false, func(ctx context.Context, rt roundTrip) (backendResult, error) {
 		out, err := s.agg.GetPrompt(ctx, &aggregatorv1.GetPromptRequest{
 			Principal: req.Principal, Server: req.Server, Name: name, Arguments: args, Context: rt.context,
 			InputResponsesJson: rt.inputResponses, RequestState: rt.requestState,
 		})
-		return out.GetResultJson(), out.GetResultType(), err
+		return backendResult{json: out.GetResultJson(), resultType: out.GetResultType()}, err
 	})
 }
 

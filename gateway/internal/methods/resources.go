@@ -17,12 +17,12 @@ func (s *Server) readResource(ctx context.Context, req *Request, resp Responder)
 	if rerr != nil {
 		return nil, rerr
 	}
-	result, rerr := s.roundTrips(ctx, req, resp, rt, true, func(ctx context.Context, rt roundTrip) (string, string, error) {
+	result, rerr := s.roundTrips(ctx, req, resp, rt, true, func(ctx context.Context, rt roundTrip) (backendResult, error) {
 		out, err := s.agg.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{
 			Principal: req.Principal, Server: req.Server, Uri: uri, Context: rt.context,
 			InputResponsesJson: rt.inputResponses, RequestState: rt.requestState,
 		})
-		return out.GetResultJson(), out.GetResultType(), err
+		return backendResult{json: out.GetResultJson(), resultType: out.GetResultType()}, err
 	})
 	if rerr != nil && (rerr.Code == wire.CodeInvalidParams || rerr.Code == wire.CodeResourceNotFound) && rerr.Data == nil && len(uri) <= maxEchoedURI {
 		// A URI past the bound is not echoed: the answer is not made the

@@ -93,11 +93,18 @@ func (s *Server) roundTripParams(ctx context.Context, req *Request, method, targ
 		}
 		rt.requestState = opened.State
 	}
-	rt.context = &aggregatorv1.RequestContext{}
-	rt.context.ClientCapabilitiesJson = string(req.ClientCaps)
-	rt.context.SubjectToken = req.SubjectToken
+	var rerr *wire.Error
+	rt.context, rerr = s.requestContext(req)
+	return rt, rerr
+}
+
+// requestContext is what the aggregator forwards of a request to the
+// backend: the client's capabilities, its token for backends that act as
+// it, its progress token and the log level it wants.
+func (s *Server) requestContext(req *Request) (*aggregatorv1.RequestContext, *wire.Error) {
+	rc := &aggregatorv1.RequestContext{ClientCapabilitiesJson: string(req.ClientCaps), SubjectToken: req.SubjectToken}
 	if tok, ok := req.Meta["progressToken"]; ok && string(tok) != "null" {
-		rt.context.ProgressTokenJson = string(tok)
+		rc.ProgressTokenJson = string(tok)
 	}
 	switch req.Era {
 	case mcpspec.EraModern:
@@ -106,19 +113,27 @@ func (s *Server) roundTripParams(ctx context.Context, req *Request, method, targ
 		if raw, ok := req.Meta[mcpspec.MetaLogLevel]; ok {
 			var level string
 			if json.Unmarshal(raw, &level) != nil || !mcpspec.IsLogLevel(level) {
-				return rt, wire.InvalidParams(`_meta "` + mcpspec.MetaLogLevel + `" must be an MCP log level`)
+				return nil, wire.InvalidParams(`_meta "` + mcpspec.MetaLogLevel + `" must be an MCP log level`)
 			}
-			rt.context.LogLevel = level
+			rc.LogLevel = level
 		}
 	case mcpspec.EraLegacy:
-		rt.context.LogLevel = s.local.LogLevel(req.Session)
+		rc.LogLevel = s.local.LogLevel(req.Session)
 	}
-	return rt, nil
+	return rc, nil
+}
+
+// backendResult is what one attempt of tools/call, resources/read or
+// prompts/get answered: a result of resultType, or (a tools/call that
+// became one) a task.
+type backendResult struct {
+	json, resultType string
+	task             *aggregatorv1.Task
 }
 
 // backendOp performs one attempt of tools/call, resources/read or
 // prompts/get with the given round-trip state.
-type backendOp func(ctx context.Context, rt roundTrip) (resultJSON, resultType string, err error)
+type backendOp func(ctx context.Context, rt roundTrip) (backendResult, error)
 
 // roundTrips runs op and, for Legacy sessions, answers input_required
 // results by asking the client, then shapes the final result.
@@ -126,27 +141,32 @@ func (s *Server) roundTrips(ctx context.Context, req *Request, resp Responder, r
 	req.Trail.Asked = true
 	for round := 0; ; round++ {
 		opCtx, cancel := s.serviceCall(ctx)
-		resultJSON, resultType, err := op(opCtx, rt)
+		out, err := op(opCtx, rt)
 		cancel()
 		if err != nil {
 			return nil, mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
 		}
-		result := []byte(resultJSON)
+		result, resultType := []byte(out.json), out.resultType
 		if resultType == "" {
 			if raw, ok := wire.Member(result, "resultType"); ok {
 				_ = json.Unmarshal(raw, &resultType)
 			}
 		}
-		if resultType != "input_required" {
+		switch {
+		case resultType == "task":
+			return s.createdTask(req, out.task)
+		case resultType != "input_required":
 			return s.shapeBackendResult(req, result, cacheable, rt.retry())
-		}
-		if req.Era != mcpspec.EraLegacy {
+		case req.Era != mcpspec.EraLegacy:
 			return s.inputRequired(req, rt, result)
-		}
-		if round == maxInputRounds {
+		case round == maxInputRounds:
 			return nil, wire.NewError(wire.CodeInternalError, "the server kept asking the client for input; giving up")
 		}
-		answers, rerr := s.askLegacyClient(ctx, req, resp, result)
+		requests, rerr := inputRequests(result)
+		if rerr != nil {
+			return nil, rerr
+		}
+		answers, rerr := s.askLegacyClient(ctx, req, resp, requests)
 		if rerr != nil {
 			return nil, rerr
 		}
@@ -177,10 +197,18 @@ func (s *Server) shapeBackendResult(req *Request, result []byte, cacheable, retr
 }
 
 // inputRequests reads the inputRequests member of an input_required result
-// and checks that every one is a kind of request the spec defines.
+// (see parseInputRequests).
 func inputRequests(result []byte) (map[string]inputRequest, *wire.Error) {
+	raw, _ := wire.Member(result, "inputRequests")
+	return parseInputRequests(raw)
+}
+
+// parseInputRequests reads input requests keyed as the backend asked (nil
+// or null: none) and checks that every one is a kind of request the spec
+// defines.
+func parseInputRequests(raw json.RawMessage) (map[string]inputRequest, *wire.Error) {
 	var requests map[string]inputRequest
-	if raw, ok := wire.Member(result, "inputRequests"); ok && json.Unmarshal(raw, &requests) != nil {
+	if len(raw) > 0 && json.Unmarshal(raw, &requests) != nil {
 		return nil, wire.NewError(wire.CodeInternalError, "internal error: malformed input requests from the server")
 	}
 	for _, r := range requests {
@@ -247,14 +275,9 @@ func (s *Server) inputRequired(req *Request, rt roundTrip, result []byte) (json.
 	return out, nil
 }
 
-// askLegacyClient sends the input requests of result to the Legacy client
-// on the response stream and collects its answers, keyed as the backend
-// asked.
-func (s *Server) askLegacyClient(ctx context.Context, req *Request, resp Responder, result []byte) (string, *wire.Error) {
-	requests, rerr := inputRequests(result)
-	if rerr != nil {
-		return "", rerr
-	}
+// askLegacyClient sends the input requests to the Legacy client on the
+// response stream and collects its answers, keyed as the backend asked.
+func (s *Server) askLegacyClient(ctx context.Context, req *Request, resp Responder, requests map[string]inputRequest) (string, *wire.Error) {
 	if len(requests) == 0 {
 		// Load shedding: only requestState, retry with it.
 		return "", nil

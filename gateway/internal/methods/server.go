@@ -189,6 +189,11 @@ var handlers = map[string]handler{
 	"prompts/list":             listOf(promptsList),
 	"prompts/get":              (*Server).getPrompt,
 	"completion/complete":      (*Server).complete,
+	"tasks/get":                (*Server).getTask,
+	"tasks/update":             (*Server).updateTask,
+	"tasks/cancel":             (*Server).cancelTask,
+	"tasks/list":               (*Server).listTasks,
+	"tasks/result":             (*Server).taskResult,
 }
 
 // Serve runs the handler of req.Method, which the caller checked the era
@@ -208,10 +213,11 @@ func (s *Server) Serve(ctx context.Context, req *Request, resp Responder) (json.
 }
 
 // asksClient are the methods whose handlers may wait for a Legacy client's
-// answers to input requests (roundTrips), which the request timeout must
-// not cut while the client is there; they bound each of their calls to the
-// services themselves (serviceCall).
-var asksClient = map[string]bool{"tools/call": true, "resources/read": true, "prompts/get": true}
+// answers to input requests (roundTrips), or for a task to end
+// (tasks/result), which the request timeout must not cut while the client
+// is there; they bound each of their calls to the services themselves
+// (serviceCall).
+var asksClient = map[string]bool{"tools/call": true, "resources/read": true, "prompts/get": true, "tasks/result": true}
 
 // serviceCall bounds one call to the services by the request timeout.
 func (s *Server) serviceCall(ctx context.Context) (context.Context, context.CancelFunc) {

@@ -38,33 +38,45 @@ func (s *Server) callTool(ctx context.Context, req *Request, resp Responder) (js
 		return nil, rerr
 	}
 	trace.SpanFromContext(ctx).SetAttributes(attribute.String("gen_ai.tool.name", name))
+	call := toolCall{name: name, args: args}
+	if call.task, rerr = taskRequest(req); rerr != nil {
+		return nil, rerr
+	}
 	rt, rerr := s.roundTripParams(ctx, req, "tools/call", name, args)
 	if rerr != nil {
 		return nil, rerr
 	}
-	var headers map[string]string
 	if req.Era == mcpspec.EraModern {
 		// The aggregator checks them against the tool's x-mcp-header
 		// arguments after authorization, so a tool the caller may not call
 		// answers like a missing one whatever headers it carries.
-		if headers, rerr = wire.ParamHeaders(req.Header); rerr != nil {
+		if call.paramHeaders, rerr = wire.ParamHeaders(req.Header); rerr != nil {
 			return nil, rerr
 		}
 	}
-	return s.callAggregatorTool(ctx, req, resp, name, args, headers, rt)
+	return s.callAggregatorTool(ctx, req, resp, call, rt)
 }
 
-// callAggregatorTool calls a tool as the request's principal, with its
-// arguments as the client sent them; it serves tools/call and the
-// optimizer's call_tool.
-// paramHeaders are the Modern request's Mcp-Param-* headers (nil for
-// Legacy and for call_tool, whose client mirrors nothing).
-func (s *Server) callAggregatorTool(ctx context.Context, req *Request, resp Responder, name string, args json.RawMessage, paramHeaders map[string]string, rt roundTrip) (json.RawMessage, *wire.Error) {
-	return s.roundTrips(ctx, req, resp, rt, false, func(ctx context.Context, rt roundTrip) (string, string, error) {
+// toolCall is one call of a tool as the client asked for it.
+type toolCall struct {
+	name string
+	// args are the arguments as the client sent them.
+	args json.RawMessage
+	// paramHeaders are the Modern request's Mcp-Param-* headers (nil for
+	// Legacy and for call_tool, whose client mirrors nothing).
+	paramHeaders map[string]string
+	// task says the client takes a task for an answer (taskRequest).
+	task *aggregatorv1.TaskRequest
+}
+
+// callAggregatorTool calls a tool as the request's principal; it serves
+// tools/call and the optimizer's call_tool.
+func (s *Server) callAggregatorTool(ctx context.Context, req *Request, resp Responder, c toolCall, rt roundTrip) (json.RawMessage, *wire.Error) {
+	return s.roundTrips(ctx, req, resp, rt, false, func(ctx context.Context, rt roundTrip) (backendResult, error) {
 		call := &aggregatorv1.CallToolRequest{
-			Principal: req.Principal, Server: req.Server, Name: name, ArgumentsJson: string(args), Context: rt.context,
+			Principal: req.Principal, Server: req.Server, Name: c.name, ArgumentsJson: string(c.args), Context: rt.context,
 			InputResponsesJson: rt.inputResponses, RequestState: rt.requestState,
-			ParamHeaders: paramHeaders, CheckParamHeaders: paramHeaders != nil,
+			ParamHeaders: c.paramHeaders, CheckParamHeaders: c.paramHeaders != nil, Task: c.task,
 		}
 		invoke := s.agg.CallTool
 		if wantsNotifications(rt.context) {
@@ -73,6 +85,6 @@ func (s *Server) callAggregatorTool(ctx context.Context, req *Request, resp Resp
 			}
 		}
 		out, err := invoke(ctx, call)
-		return out.GetResultJson(), out.GetResultType(), err
+		return backendResult{json: out.GetResultJson(), resultType: out.GetResultType(), task: out.GetTask()}, err
 	})
 }

@@ -29,8 +29,9 @@ type ModernRequest struct {
 // CheckModern applies every Modern wire rule to a request, in the order
 // the spec's error codes imply: _meta (-32602), the version header against
 // the body (-32020) before the version itself (-32022), the client's
-// capabilities (-32602), Mcp-Method (-32020), the method set (-32601), and
-// Mcp-Name against the request's target (-32020). meta is params._meta
+// capabilities (-32602), Mcp-Method (-32020), the method set (-32601), the
+// tasks extension a tasks method needs (-32021), and Mcp-Name against the
+// request's target (-32020). meta is params._meta
 // as Meta read it (nil when it is absent or not an object).
 func CheckModern(h http.Header, method string, params, meta Object) (ModernRequest, *Error) {
 	var req ModernRequest
@@ -58,6 +59,11 @@ func CheckModern(h http.Header, method string, params, meta Object) (ModernReque
 	}
 	if !mcpspec.Defined(mcpspec.EraModern, method) {
 		return req, MethodNotFound(method)
+	}
+	if mcpspec.Methods[method].Task && !DeclaresTasks(caps) {
+		// Before the task id is looked at: without the extension a client
+		// has no tasks, whatever it names.
+		return req, MissingTasksCapability(method + " needs the client capability extensions[\"" + TasksExtension + "\"]")
 	}
 	if target := mcpspec.Methods[method].Target; target != "" {
 		if value, ok := params.String(target); ok {

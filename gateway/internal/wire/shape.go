@@ -2,7 +2,9 @@ package wire
 
 import (
 	"encoding/json"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
@@ -159,6 +161,31 @@ func shapeMeta(meta []byte, modern bool, serverInfo json.RawMessage) ([]byte, er
 		return nil, nil
 	}
 	return append(out, '}'), nil
+}
+
+// EditMeta returns a copy of the object with the keys of set put in its
+// _meta (replacing theirs) and the keys drop taken out of it, every other
+// member and key copied byte for byte; a _meta left empty is dropped.
+func EditMeta(object []byte, set map[string]json.RawMessage, drop ...string) ([]byte, error) {
+	meta, ok := rawjson.Get(object, "_meta")
+	if !ok || string(meta) == "null" {
+		meta = []byte(`{}`)
+	}
+	meta, err := rawjson.MapMembers(meta, func(m rawjson.Member) ([]byte, bool) {
+		return m.Value, !contains(drop, string(m.Name))
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		if meta, err = rawjson.WithMember(meta, k, set[k]); err != nil {
+			return nil, err
+		}
+	}
+	if string(meta) == "{}" {
+		return rawjson.MapMembers(object, func(m rawjson.Member) ([]byte, bool) { return m.Value, string(m.Name) != "_meta" })
+	}
+	return rawjson.WithMember(object, "_meta", meta)
 }
 
 // Member returns the raw value of one member of a result object, without

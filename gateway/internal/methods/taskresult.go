@@ -1,0 +1,150 @@
+package methods
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/gateway/internal/mcperr"
+	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+)
+
+// The Legacy tasks/result: it blocks until the task ends and answers as
+// the tools/call would have (2025-11-25). The task is polled at its
+// pollInterval; while it waits for input, its input requests go to the
+// client on the response stream, and the answers to the task
+// (UpdateTask). The request timeout bounds each call to the services, not
+// the wait: the task's TTL does (an expired task is not found), and a
+// client that goes away or cancels ends it.
+
+// Bounds of the poll interval a task names: often enough that a result is
+// not held back long, seldom enough not to load the aggregator.
+const (
+	defaultTaskPoll = time.Second
+	minTaskPoll     = 50 * time.Millisecond
+	maxTaskPoll     = 5 * time.Second
+)
+
+// taskPoll is how long to wait before reading task t again.
+func taskPoll(t *aggregatorv1.Task) time.Duration {
+	d := time.Duration(t.GetPollIntervalMs()) * time.Millisecond
+	if d <= 0 {
+		return defaultTaskPoll
+	}
+	return min(max(d, minTaskPoll), maxTaskPoll)
+}
+
+// inputRound names the input a task waits for, so that input already
+// answered is not asked again while the task has not yet moved on: a new
+// round has other requests or at least a later lastUpdatedAt.
+func inputRound(t *aggregatorv1.Task) string {
+	return t.GetInputRequestsJson() + "\x00" + t.GetLastUpdatedAt().AsTime().String()
+}
+
+func (s *Server) taskResult(ctx context.Context, req *Request, resp Responder) (json.RawMessage, *wire.Error) {
+	id, rerr := taskID(req.Params)
+	if rerr != nil {
+		return nil, rerr
+	}
+	keepAlive := time.NewTicker(s.cfg.KeepAlive)
+	defer keepAlive.Stop()
+	answered, rounds := "", 0
+	t, rerr := s.fetchTask(ctx, req, id)
+	for {
+		if rerr != nil {
+			return nil, rerr
+		}
+		switch t.GetStatus() {
+		case wire.TaskCompleted:
+			result, err := wire.TaskCallResult([]byte(t.GetResultJson()), id, mcpspec.EraLegacy)
+			if err != nil || !json.Valid(result) {
+				return nil, malformedTask()
+			}
+			return result, nil
+		case wire.TaskFailed:
+			return nil, mcperr.TaskFailed(t.GetErrorJson(), req.Era)
+		case wire.TaskCancelled:
+			return nil, mcperr.TaskCancelled(id)
+		case wire.TaskInputRequired:
+			if round := inputRound(t); round != answered {
+				if rounds == maxInputRounds {
+					return nil, wire.NewError(wire.CodeInternalError, "the task kept asking the client for input; giving up (the task goes on: call tasks/result again)")
+				}
+				rounds++
+				answered = round
+				updated, rerr := s.answerTaskInput(ctx, req, resp, t)
+				if rerr != nil {
+					return nil, rerr
+				}
+				if updated != nil {
+					t = updated
+					continue
+				}
+			}
+		}
+		if rerr := s.awaitPoll(ctx, resp, keepAlive.C, taskPoll(t)); rerr != nil {
+			return nil, rerr
+		}
+		t, rerr = s.fetchTask(ctx, req, id)
+	}
+}
+
+// answerTaskInput asks the client the task's input requests, each tied
+// to the task in its _meta, and gives the answers to the task; it returns
+// the task after them (nil if the aggregator did not say).
+func (s *Server) answerTaskInput(ctx context.Context, req *Request, resp Responder, t *aggregatorv1.Task) (*aggregatorv1.Task, *wire.Error) {
+	requests, rerr := parseInputRequests(json.RawMessage(t.GetInputRequestsJson()))
+	if rerr != nil {
+		return nil, rerr
+	}
+	if len(requests) == 0 {
+		return nil, nil
+	}
+	for key, r := range requests {
+		params, err := wire.WithRelatedTask(r.Params, t.GetTaskId())
+		if err != nil {
+			return nil, malformedTask()
+		}
+		r.Params = params
+		requests[key] = r
+	}
+	answers, rerr := s.askLegacyClient(ctx, req, resp, requests)
+	if rerr != nil {
+		return nil, rerr
+	}
+	rc, rerr := s.requestContext(req)
+	if rerr != nil {
+		return nil, rerr
+	}
+	callCtx, cancel := s.serviceCall(ctx)
+	defer cancel()
+	out, err := s.agg.UpdateTask(callCtx, &aggregatorv1.UpdateTaskRequest{Principal: req.Principal, Server: req.Server,
+		TaskId: t.GetTaskId(), InputResponsesJson: answers, Context: rc})
+	if err != nil {
+		return nil, mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
+	}
+	return out.GetTask(), nil
+}
+
+// awaitPoll waits d, keeping the response stream alive, so that proxies
+// keep it open and a client that went away is noticed.
+func (s *Server) awaitPoll(ctx context.Context, resp Responder, keepAlive <-chan time.Time, d time.Duration) *wire.Error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		select {
+		case <-timer.C:
+			return nil
+		case <-keepAlive:
+			if resp.Comment("keep-alive") != nil {
+				return wire.NewError(wire.CodeInternalError, "request cancelled")
+			}
+		case <-ctx.Done():
+			return wire.NewError(wire.CodeInternalError, "request cancelled")
+		case <-s.closing:
+			return wire.NewError(wire.CodeInternalError, "the gateway is shutting down; call tasks/result again")
+		}
+	}
+}
