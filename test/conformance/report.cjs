@@ -7,10 +7,13 @@
 //     needed because a stale entry fails a run: a scenario that fails in one
 //     era and passes in the other may be listed for that era only.
 //
-//   node report.cjs summary <requirements.yml> <results-dir> <revision> <baseline.yml>
+//   node report.cjs summary <requirements.yml> <results-dir> <revision> <baseline.yml> [<expected-failures.yml>]
 //     Prints how the revision's required server scenarios fared, from the
 //     checks.json files the suite wrote. A scenario fails when any check is
-//     FAILURE or WARNING, which is how the suite judges a baseline.
+//     FAILURE or WARNING, which is how the suite judges a baseline. With
+//     the expected-failures file, the scenarios its revision section lists
+//     under "required" are required too, though the suite does not score
+//     them (extensions Switchboard implements).
 "use strict";
 const fs = require("fs");
 const path = require("path");
@@ -35,9 +38,11 @@ function latestChecks(resultsDir, dirs, scenario) {
 
 const failing = (c) => c.status === "FAILURE" || c.status === "WARNING";
 
-function summary(requirementsFile, resultsDir, revision, baselineFile) {
+function summary(requirementsFile, resultsDir, revision, baselineFile, expectedFile) {
   const requirements = YAML.parse(fs.readFileSync(requirementsFile, "utf8"));
-  const required = requirements.server ?? [];
+  const ownRequired = expectedFile ? ((YAML.parse(fs.readFileSync(expectedFile, "utf8")) ?? {})[revision]?.required ?? []) : [];
+  if (!Array.isArray(ownRequired)) throw new Error(`${expectedFile}: ${revision}.required must be a list`);
+  const required = [...(requirements.server ?? []), ...ownRequired.filter((s) => !(requirements.server ?? []).includes(s))];
   // Baseline entries are "scenario" (every check may fail) or
   // "scenario:check-id" (that check may fail).
   const entries = (YAML.parse(fs.readFileSync(baselineFile, "utf8"))?.server ?? []).map(String);
@@ -62,7 +67,9 @@ function summary(requirementsFile, resultsDir, revision, baselineFile) {
     lines.push(`  ${known ? "~" : "✗"} ${scenario}: ${bad.map((c) => c.id).join(", ")}${known ? " (expected)" : ""}`);
   }
   console.log(
-    `${revision}: ${required.length} required server scenarios: ${counts.passed} passed, ` +
+    `${revision}: ${required.length} required server scenarios` +
+      (ownRequired.length ? ` (${ownRequired.length} of them required by Switchboard)` : "") +
+      `: ${counts.passed} passed, ` +
       `${counts.expected} failed as expected, ${counts.unexpected} failed unexpectedly` +
       (counts.missing ? `, ${counts.missing} produced no results` : ""),
   );
@@ -70,7 +77,8 @@ function summary(requirementsFile, resultsDir, revision, baselineFile) {
   // Not-scored scenarios (extensions, pending) never fail a run; they are
   // listed so that a regression in them is still visible.
   const notScored = (requirements.not_scored ?? []).filter(
-    (e, i, all) => e.leg === "server" && all.findIndex((o) => o.leg === "server" && o.scenario === e.scenario) === i,
+    (e, i, all) =>
+      e.leg === "server" && !required.includes(e.scenario) && all.findIndex((o) => o.leg === "server" && o.scenario === e.scenario) === i,
   );
   const notScoredFailing = notScored.filter((e) => (latestChecks(resultsDir, dirs, e.scenario) ?? [{ status: "FAILURE" }]).some(failing));
   if (notScored.length > 0) {
@@ -80,14 +88,15 @@ function summary(requirementsFile, resultsDir, revision, baselineFile) {
     );
   }
   // No results for a required scenario means the run did not happen as
-  // intended; never let that pass as success.
-  return counts.missing > 0 ? 1 : 0;
+  // intended; never let that pass as success. A scenario the suite does
+  // not score fails the run here, as the suite's own verdict leaves it out.
+  return counts.missing > 0 || counts.unexpected > 0 ? 1 : 0;
 }
 
 const [cmd, ...args] = process.argv.slice(2);
 try {
   if (cmd === "baseline" && args.length === 3) baseline(...args);
-  else if (cmd === "summary" && args.length === 4) process.exitCode = summary(...args);
+  else if (cmd === "summary" && (args.length === 4 || args.length === 5)) process.exitCode = summary(...args);
   else throw new Error("usage: report.cjs baseline FILE REVISION OUT | summary REQUIREMENTS RESULTS REVISION BASELINE");
 } catch (err) {
   console.error(`report.cjs: ${err.message}`);
