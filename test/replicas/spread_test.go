@@ -11,9 +11,13 @@ import (
 )
 
 // handledCalls is how many CallTool RPCs the aggregator serving cfg has
-// handled for the gateways, from switchboard_grpc_server_handled_total on
-// its ops port.
-func handledCalls(t *testing.T, cfg *config.Config) int {
+// handled for the gateways.
+func handledCalls(t *testing.T, cfg *config.Config) int { return handledRPCs(t, cfg, "CallTool") }
+
+// handledRPCs is how many of one AggregatorService RPC the aggregator
+// serving cfg has handled for the gateways, from
+// switchboard_grpc_server_handled_total on its ops port.
+func handledRPCs(t *testing.T, cfg *config.Config, rpc string) int {
 	t.Helper()
 	resp, err := http.Get("http://" + cfg.Aggregator.HTTPListen + "/metrics")
 	if err != nil {
@@ -29,7 +33,7 @@ func handledCalls(t *testing.T, cfg *config.Config) int {
 	for sc.Scan() {
 		line := sc.Text()
 		if !strings.HasPrefix(line, "switchboard_grpc_server_handled_total{") ||
-			!strings.Contains(line, `caller="gateway"`) || !strings.Contains(line, "AggregatorService/CallTool") {
+			!strings.Contains(line, `caller="gateway"`) || !strings.Contains(line, "AggregatorService/"+rpc+`"`) {
 			continue
 		}
 		n, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
