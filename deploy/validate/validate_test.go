@@ -450,7 +450,7 @@ func TestCheckCatchesMistakes(t *testing.T) {
 		}, "aggregator.peers.token is empty: the pod lacks the secret it references"},
 		{"aggregator credential allows more than ResumeHeldCall", func(r *Render) {
 			editConfig(r, "        - switchboard.aggregator.v1.AggregatorService/ResumeHeldCall\n", "        - switchboard.aggregator.v1.AggregatorService/ResumeHeldCall\n        - switchboard.aggregator.v1.AggregatorService/CallTool\n")
-		}, "it must allow exactly [switchboard.aggregator.v1.AggregatorService/ResumeHeldCall switchboard.indexer.v1.IndexerService/RecordToolDefinitions switchboard.indexer.v1.IndexerService/WatchToolDefinitions switchboard.indexer.v1.IndexerService/AcquireRateTokens switchboard.indexer.v1.IndexerService/RecordAuditEvents]"},
+		}, "it must allow exactly [switchboard.aggregator.v1.AggregatorService/ResumeHeldCall switchboard.indexer.v1.IndexerService/RecordToolDefinitions switchboard.indexer.v1.IndexerService/WatchToolDefinitions switchboard.indexer.v1.IndexerService/AcquireRateTokens switchboard.indexer.v1.IndexerService/RecordAuditEvents switchboard.indexer.v1.ClusterStateService/CreateTask"},
 		{"aggregator credential allows its whole service", func(r *Render) {
 			editConfig(r, "        - switchboard.aggregator.v1.AggregatorService/ResumeHeldCall\n", "        - switchboard.aggregator.v1.AggregatorService/*\n")
 		}, "it must allow exactly"},

@@ -32,7 +32,7 @@ const maxAdminBody = 1 << 20
 // the catalog of a running backend. Bind the backend to loopback.
 func (b *Backend) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(MCPPath, b.withChallenges(b.withExtensions(b.mcpHandler())))
+	mux.Handle(MCPPath, b.withChallenges(b.withTasks(b.withExtensions(b.mcpHandler()))))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})

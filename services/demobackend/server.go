@@ -55,6 +55,9 @@ type Backend struct {
 	extensions [][2][]byte
 	server     *mcp.Server
 	log        *slog.Logger
+	// tasks are the backend's own tasks (tasks.go); nil unless the spec
+	// sets tasks.
+	tasks *taskTable
 
 	mu    sync.Mutex
 	tools map[string]bool
@@ -127,6 +130,10 @@ func New(spec Spec, opts Options) (*Backend, error) {
 		if t.behaviour() == BehaviourLog {
 			caps.Logging = &mcp.LoggingCapabilities{}
 		}
+	}
+	if spec.Tasks {
+		caps.Extensions = map[string]any{tasksExtension: map[string]any{}}
+		b.tasks = &taskTable{tasks: map[string]*backendTask{}}
 	}
 	b.server = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: "demo"}, &mcp.ServerOptions{
 		Instructions:      spec.Instructions,

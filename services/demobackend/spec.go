@@ -69,6 +69,10 @@ type Spec struct {
 	// lists, resources/read) these cache hints instead of go-sdk's
 	// defaults (ttlMs 0, cacheScope "public").
 	Cache *CacheSpec `yaml:"cache" json:"cache,omitempty"`
+	// Tasks gives the backend tasks of its own (tasks.go): a Modern
+	// tools/call from a client that declares io.modelcontextprotocol/tasks
+	// becomes a task the backend runs.
+	Tasks bool `yaml:"tasks" json:"tasks,omitempty"`
 }
 
 // CacheSpec are the cache hints of a backend's cacheable results. Any

@@ -108,16 +108,25 @@ func (c *cluster) procs() []*harness.Proc {
 // change the configuration every replica shares before it is written.
 func startCluster(t *testing.T, edits ...func(*config.Config)) *cluster {
 	t.Helper()
+	return startClusterOf(t, defaultBackends, edits...)
+}
+
+// demoBackend is one demo backend of the cluster.
+type demoBackend struct {
+	name, spec string
+	stateful   bool
+}
+
+// defaultBackends are the cluster's backends unless a test names others.
+var defaultBackends = []demoBackend{{"alpha", modernSpec, false}, {"legacy", legacySpec, true}}
+
+// startClusterOf is startCluster with the given demo backends.
+func startClusterOf(t *testing.T, demo []demoBackend, edits ...func(*config.Config)) *cluster {
+	t.Helper()
 	c := &cluster{Backends: map[string]*harness.Proc{}, backendURLs: map[string]string{}}
 	dir := t.TempDir()
 	var backends []config.Backend
-	for _, b := range []struct {
-		name, spec string
-		stateful   bool
-	}{
-		{"alpha", modernSpec, false},
-		{"legacy", legacySpec, true},
-	} {
+	for _, b := range demo {
 		backends = append(backends, config.Backend{Name: b.name, URL: c.startBackend(t, dir, b.name, b.spec, b.stateful)})
 	}
 	pg := harness.StartPostgres(t)

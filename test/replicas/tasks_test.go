@@ -158,6 +158,7 @@ func TestTasksAcrossReplicas(t *testing.T) {
 			t.Fatal("no task")
 		}
 		tc.await(id, "working", 10*time.Second)
+		waitSleeping(t, c, "alpha", before.Running+1)
 		if r := tc.send("tasks/cancel", id, map[string]any{"taskId": id}); r.ErrCode != 0 || r.Result["resultType"] != "complete" {
 			t.Fatalf("cancel: %v (error %d)", r.Result, r.ErrCode)
 		}
@@ -351,5 +352,90 @@ func TestLegacyTasksAcrossReplicas(t *testing.T) {
 	long := taskOf(lt.send("tools/call", map[string]any{"name": "alpha_sleep", "arguments": map[string]any{"duration": "50s"}, "task": map[string]any{}}))
 	if got := lt.send("tasks/cancel", map[string]any{"taskId": long}); got["status"] != "cancelled" {
 		t.Fatalf("tasks/cancel: %v", got)
+	}
+}
+
+// taskySpec is a backend with tasks of its own.
+const taskySpec = `
+tasks: true
+tools:
+  - {name: sleep, description: Wait for a duration., behaviour: sleep}
+  - {name: ask, description: Ask the user before acting., behaviour: ask, text: "Proceed?"}
+`
+
+// TestBackendTasksAcrossReplicas: a backend that runs tasks itself makes
+// the task; Switchboard hands the client a task of its own for it, and any
+// gateway and aggregator replica polls, answers and cancels it at the
+// backend.
+func TestBackendTasksAcrossReplicas(t *testing.T) {
+	c := startClusterOf(t, []demoBackend{{"alpha", modernSpec, false}, {"tasky", taskySpec, false}}, func(cfg *config.Config) {
+		cfg.Aggregator.Indexer = config.Endpoint{Address: cfg.Gateway.Indexer.Address, Token: cfg.Aggregator.Peers.Token}
+	})
+	tc := &taskClient{t: t, url: c.MCPURL}
+
+	before := []int{handledRPCs(t, c.configs[0], "GetTask"), handledRPCs(t, c.configs[1], "GetTask")}
+	id, created := tc.call("tasky_sleep", map[string]any{"duration": "2s"})
+	if !strings.HasPrefix(id, "t1.") || created.Result["resultType"] != "task" {
+		t.Fatalf("not a task of Switchboard's: %v (error %d)", created.Result, created.ErrCode)
+	}
+	done := tc.await(id, "completed", 30*time.Second)
+	if sc, _ := done.Result["result"].(map[string]any)["structuredContent"].(map[string]any); sc["slept"] != "2s" || sc["backend"] != "tasky" {
+		t.Fatalf("completed: %v", done.Result)
+	}
+	for i, cfg := range c.configs {
+		if handledRPCs(t, cfg, "GetTask") == before[i] {
+			t.Fatalf("aggregator %d answered no tasks/get", i+1)
+		}
+	}
+
+	id, _ = tc.call("tasky_ask", map[string]any{})
+	waiting := tc.await(id, "input_required", 10*time.Second)
+	if r := tc.send("tasks/update", id, map[string]any{"taskId": id, "inputResponses": answerAll(waiting.Result["inputRequests"])}); r.ErrCode != 0 {
+		t.Fatalf("update: error %d", r.ErrCode)
+	}
+	if sc, _ := tc.await(id, "completed", 10*time.Second).Result["result"].(map[string]any)["structuredContent"].(map[string]any); sc["action"] != "accept" {
+		t.Fatal("the answer did not reach the backend's task")
+	}
+
+	sleeps := c.admin().Sleeps(t, "tasky")
+	id, _ = tc.call("tasky_sleep", map[string]any{"duration": "50s"})
+	waitSleeping(t, c, "tasky", sleeps.Running+1)
+	tc.send("tasks/cancel", id, map[string]any{"taskId": id})
+	tc.await(id, "cancelled", 5*time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for c.admin().Sleeps(t, "tasky").Cancelled == sleeps.Cancelled {
+		if time.Now().After(deadline) {
+			t.Fatal("the backend's task was not cancelled")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// A backend that forgets its task (here: restarted) fails it, rather
+	// than leaving it working or unknown.
+	id, _ = tc.call("tasky_sleep", map[string]any{"duration": "50s"})
+	tc.await(id, "working", 5*time.Second)
+	c.Backends["tasky"].Kill()
+	c.Backends["tasky"].Restart()
+	if e, _ := tc.await(id, "failed", 30*time.Second).Result["error"].(map[string]any); !strings.Contains(fmt.Sprint(e["message"]), "no longer has") {
+		t.Fatalf("a forgotten task's error: %v", e)
+	}
+
+	// A client that takes no task gets the result, from the same backend.
+	r := modernRPCCall(t, c.MCPURL, 1, "tasky_sleep", `{"duration":"1ms"}`)
+	if r.isError || strings.Contains(string(r.body), `"taskId"`) {
+		t.Fatalf("a call without the extension: %s", r.body)
+	}
+}
+
+// waitSleeping waits until backend runs n sleeps: a cancel sent before
+// the backend began the call would end it before it was counted.
+func waitSleeping(t *testing.T, c *cluster, backend string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.admin().Sleeps(t, backend).Running < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s runs fewer than %d sleeps", backend, n)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

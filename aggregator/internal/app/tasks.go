@@ -9,16 +9,19 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/lifecycle"
 )
 
-// withTasks lets api run tasks when a tool override asks for them: they are
-// kept by the indexer (aggregator.indexer), read at start. self, the
+// withTasks lets api make tasks when it has an indexer to keep them
+// (aggregator.indexer, read at start): the tasks a tool override asks
+// Switchboard to run, and those of backends that run tasks themselves.
+// Without one, calls run as any other. self, the
 // replica's advertised address when it has peers, names it as the runner
 // of its tasks' rounds, with a random part so that a restarted replica
 // never takes its predecessor's leases for its own.
 func withTasks(env lifecycle.Env, api *server.Server, idx *indexers, self string) error {
-	if !env.Config.RunsTasks() {
+	ep := env.Config.Aggregator.IndexerEndpoint()
+	if ep.Address == "" || ep.Token == "" {
 		return nil
 	}
-	store, err := idx.clusterState(env.Config.Aggregator.IndexerEndpoint(), "aggregator.indexer (aggregator.tasks)")
+	store, err := idx.clusterState(ep, "aggregator.indexer (aggregator.tasks)")
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -45,12 +46,15 @@ const plainRetry = 5 * time.Minute
 // isPlain reports whether call means the same in a shared Legacy session.
 // The capability test is textual and errs towards Modern: a member named
 // elicitation or sampling anywhere in the object keeps the call Modern.
+// A call that declares the tasks extension, and a request about a task,
+// are the extension's, which a Legacy session does not have.
 func isPlain(call *Call) bool {
-	if call.LogLevel != "" {
+	if call.LogLevel != "" || strings.HasPrefix(call.Method, "tasks/") {
 		return false
 	}
 	caps := call.ClientCapabilities
-	return !bytes.Contains(caps, []byte(`"elicitation"`)) && !bytes.Contains(caps, []byte(`"sampling"`))
+	return !bytes.Contains(caps, []byte(`"elicitation"`)) && !bytes.Contains(caps, []byte(`"sampling"`)) &&
+		!bytes.Contains(caps, []byte(`"io.modelcontextprotocol/tasks"`))
 }
 
 // plainSession returns the Legacy session for plain calls, or nil while

@@ -154,3 +154,21 @@ func TestModernOnlyBackendKeepsModernCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestTasksAreNeverPlain: a call declaring the tasks extension, and a
+// request about a task, keep the Modern path, which alone carries them.
+func TestTasksAreNeverPlain(t *testing.T) {
+	for _, c := range []struct {
+		call  Call
+		plain bool
+	}{
+		{Call{Method: "tools/call", ClientCapabilities: []byte(`{"roots":{}}`)}, true},
+		{Call{Method: "tools/call", ClientCapabilities: []byte(`{"extensions":{"io.modelcontextprotocol/tasks":{}}}`)}, false},
+		{Call{Method: "tasks/get"}, false},
+		{Call{Method: "tasks/cancel"}, false},
+	} {
+		if got := isPlain(&c.call); got != c.plain {
+			t.Errorf("%s %s: plain %v, want %v", c.call.Method, c.call.ClientCapabilities, got, c.plain)
+		}
+	}
+}

@@ -116,8 +116,11 @@ func (s *Server) callTool(ctx context.Context, req *aggregatorv1.CallToolRequest
 		r.malformed = stream.invalid
 	}
 	return serve(ctx, s, r, func(a *admitted) (*aggregatorv1.CallToolResponse, error) {
-		if s.runsAsTask(req, &tc, stream, forwarded) {
+		switch s.taskRouteOf(a, req, &tc, stream, forwarded) {
+		case switchboardTask:
 			return s.startTask(ctx, a, req, &tc)
+		case backendTask:
+			return s.proxyTask(ctx, a, req, &tc)
 		}
 		return s.runToolCall(a.ctx, req, &tc, stream)
 	})

@@ -90,17 +90,39 @@ func (s *Server) WithTasks(store indexerv1.ClusterStateServiceClient, cfg config
 	return s
 }
 
-// runsAsTask reports whether an admitted call is to become a task.
-func (s *Server) runsAsTask(req *aggregatorv1.CallToolRequest, tc *toolCall, stream *notifier, forwarded bool) bool {
-	return s.tasks != nil && req.GetTask() != nil && tc.tool.Override.TaskSupport() != "" && stream == nil && !forwarded
+// taskRoute is how an admitted call runs: as any call, as a task
+// Switchboard runs, or as a task its backend runs (taskproxy.go).
+type taskRoute int
+
+const (
+	noTask taskRoute = iota
+	switchboardTask
+	backendTask
+)
+
+// taskRouteOf says how an admitted call runs. A backend that runs tasks
+// itself runs them for every tool; otherwise the tool's override decides.
+func (s *Server) taskRouteOf(a *admitted, req *aggregatorv1.CallToolRequest, tc *toolCall, stream *notifier, forwarded bool) taskRoute {
+	switch {
+	case s.tasks == nil || req.GetTask() == nil || stream != nil || forwarded:
+		return noTask
+	case backendRunsTasks(a.b):
+		return backendTask
+	case tc.tool.Override.TaskSupport() != "":
+		return switchboardTask
+	}
+	return noTask
 }
 
 // taskCall is what the next round of a task's call needs, kept with the
 // task (TaskRecord.call_json); never a credential.
 // TTLMs comes first: taskOf reads it without decoding the rest.
 type taskCall struct {
-	TTLMs              int64           `json:"ttlMs"`
-	ID                 string          `json:"id"`
+	TTLMs int64  `json:"ttlMs"`
+	ID    string `json:"id"`
+	// BackendTaskID names the backend's own task, for a backend that runs
+	// tasks itself (taskproxy.go); empty for a task Switchboard runs.
+	BackendTaskID      string          `json:"backendTaskId,omitempty"`
 	Arguments          json.RawMessage `json:"arguments,omitempty"`
 	ClientCapabilities json.RawMessage `json:"clientCapabilities,omitempty"`
 }

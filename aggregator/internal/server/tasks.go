@@ -44,10 +44,31 @@ func (s *Server) getTask(ctx context.Context, req *aggregatorv1.GetTaskRequest) 
 	if err != nil {
 		return nil, err
 	}
+	if bid := backendTaskID(rec); bid != "" {
+		r := proxiedAdmission(config.RateMethodTasksGet, audit.KindTaskGet, req.GetServer(), rec, req.GetContext().GetSubjectToken())
+		return serve(ctx, s, r, func(a *admitted) (*aggregatorv1.GetTaskResponse, error) {
+			now, err := s.followBackendTask(a, rec, bid)
+			if err != nil {
+				return nil, err
+			}
+			return &aggregatorv1.GetTaskResponse{Task: taskOf(req.GetTaskId(), now, true)}, nil
+		})
+	}
 	r := taskAdmission(config.RateMethodTasksGet, audit.KindTaskGet, req.GetServer(), rec)
 	return serve(ctx, s, r, func(*admitted) (*aggregatorv1.GetTaskResponse, error) {
 		return &aggregatorv1.GetTaskResponse{Task: taskOf(req.GetTaskId(), rec, true)}, nil
 	})
+}
+
+// backendTaskID is the backend's id of a task its backend runs, "" for a
+// task Switchboard runs.
+func backendTaskID(rec *indexerv1.TaskRecord) string {
+	raw, ok := rawjson.Get([]byte(rec.GetCallJson()), "backendTaskId")
+	if !ok {
+		return ""
+	}
+	id, _ := rawjson.StringValue(raw)
+	return id
 }
 
 // CancelTask answers tasks/cancel: a task that has not ended is cancelled
@@ -64,7 +85,18 @@ func (s *Server) cancelTask(ctx context.Context, req *aggregatorv1.CancelTaskReq
 		return nil, err
 	}
 	r := taskAdmission(config.RateMethodTasksCancel, audit.KindTaskCancel, req.GetServer(), rec)
-	return serve(ctx, s, r, func(*admitted) (*aggregatorv1.CancelTaskResponse, error) {
+	bid := backendTaskID(rec)
+	if bid != "" {
+		r = proxiedAdmission(config.RateMethodTasksCancel, audit.KindTaskCancel, req.GetServer(), rec, req.GetContext().GetSubjectToken())
+	}
+	return serve(ctx, s, r, func(a *admitted) (*aggregatorv1.CancelTaskResponse, error) {
+		if bid != "" {
+			// The backend's word on its task stays the backend's: a
+			// cancel it refuses (it may have ended) is not an error here.
+			if _, err := s.backendTaskRequest(a, "tasks/cancel", bid, nil); err != nil {
+				s.log.InfoContext(ctx, "the backend did not take the cancellation of its task", "backend", rec.GetBackend(), "err", err)
+			}
+		}
 		resp, err := s.tasks.store.CancelTask(ctx, &indexerv1.CancelTaskRequest{Ref: ref(ctx, rec.GetKey(), req.GetServer()),
 			StatusMessage: "cancelled by the client"})
 		if err != nil {
@@ -89,6 +121,16 @@ func (s *Server) updateTask(ctx context.Context, req *aggregatorv1.UpdateTaskReq
 	rec, err := s.readTask(ctx, req.GetServer(), req.GetTaskId())
 	if err != nil {
 		return nil, err
+	}
+	if bid := backendTaskID(rec); bid != "" {
+		r := proxiedAdmission(config.RateMethodTasksUpdate, audit.KindTaskUpdate, req.GetServer(), rec, req.GetContext().GetSubjectToken())
+		return serve(ctx, s, r, func(a *admitted) (*aggregatorv1.UpdateTaskResponse, error) {
+			answers := map[string]json.RawMessage{"inputResponses": json.RawMessage(req.GetInputResponsesJson())}
+			if _, err := s.backendTaskRequest(a, "tasks/update", bid, answers); err != nil {
+				return nil, err
+			}
+			return &aggregatorv1.UpdateTaskResponse{Task: taskOf(req.GetTaskId(), rec, false)}, nil
+		})
 	}
 	var call taskCall
 	if err := json.Unmarshal([]byte(rec.GetCallJson()), &call); err != nil {

@@ -226,7 +226,9 @@ func taskAdvance(req *indexerv1.AdvanceTaskRequest) (store.TaskAdvance, error) {
 		return a, invalidArgument("status must be working, input_required, completed, failed or cancelled")
 	}
 	for _, check := range []func() error{
-		func() error { return checkRunner(a.Runner) },
+		// A task nobody in the cluster runs (its backend does) is advanced
+		// by whoever reads it from the backend: runner "".
+		func() error { return checkTaskText("runner", a.Runner, maxTaskNameBytes) },
 		func() error { return checkTaskText("status_message", a.StatusMessage, maxTaskStatusMessageBytes) },
 		func() error {
 			return checkInputJSON("input_requests_json", a.InputRequestsJSON, a.Status == store.TaskInputRequired)

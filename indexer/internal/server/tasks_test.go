@@ -209,7 +209,7 @@ func TestTaskRequestBounds(t *testing.T) {
 		list("with a long cursor", &indexerv1.ListTasksRequest{Owner: "alice", Cursor: strings.Repeat("A", 129)}),
 		list("with a long owner", &indexerv1.ListTasksRequest{Owner: long}),
 		adv("with a bad key", func(r *indexerv1.AdvanceTaskRequest) { r.Key = "" }),
-		adv("without a runner", func(r *indexerv1.AdvanceTaskRequest) { r.Runner = "" }),
+		adv("with a runner past its bound", func(r *indexerv1.AdvanceTaskRequest) { r.Runner = strings.Repeat("r", 1025) }),
 		adv("with another status", func(r *indexerv1.AdvanceTaskRequest) { r.Status = "paused" }),
 		adv("to input_required without requests", func(r *indexerv1.AdvanceTaskRequest) { r.Status = "input_required" }),
 		adv("to completed without a result", func(r *indexerv1.AdvanceTaskRequest) { r.ResultJson = "" }),

@@ -136,6 +136,7 @@ func advanceTaskGuards(t *testing.T, open Open[TaskStore]) {
 	for what, a := range map[string]store.TaskAdvance{
 		"another runner": {Key: key, Runner: "agg-2", Status: store.TaskCompleted, ResultJSON: "{}"},
 		"another round":  {Key: key, Runner: "agg-1", Round: 1, Status: store.TaskCompleted, ResultJSON: "{}"},
+		"no runner":      {Key: key, Runner: "", Status: store.TaskCompleted, ResultJSON: "{}"},
 	} {
 		got, applied := advance(t, two, a)
 		if applied {
@@ -184,6 +185,17 @@ func advanceTaskGuards(t *testing.T, open Open[TaskStore]) {
 			t.Fatalf("a change of a completed task to %s applied", status)
 		}
 		wantTask(t, got, done, "a completed task")
+	}
+
+	// A task nobody in the cluster runs (its backend does) is advanced by
+	// whoever reads it from the backend, naming no runner.
+	backends := createTask(t, two, workingTask(3, "alice", "sales", ""))
+	if got, applied := advance(t, one, store.TaskAdvance{Key: backends.Key, Status: store.TaskInputRequired,
+		InputRequestsJSON: `{"q":{}}`}); !applied || got.Status != store.TaskInputRequired {
+		t.Fatalf("a backend's task waiting for input: applied %v, %+v", applied, got)
+	}
+	if got, applied := advance(t, two, store.TaskAdvance{Key: backends.Key, Status: store.TaskCompleted, ResultJSON: "{}"}); !applied || got.ResultJSON != "{}" {
+		t.Fatalf("a backend's task completed: applied %v, %+v", applied, got)
 	}
 
 	failing := createTask(t, two, workingTask(2, "alice", "sales", "agg-1"))

@@ -1,0 +1,213 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	"github.com/switchboard-mcp/switchboard/services/audit"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
+)
+
+// Tasks of a backend that has its own. A Modern backend that advertises
+// the tasks extension runs the tasks of its tools itself: a call from a
+// client that can take a task declares the extension to it, and when the
+// backend answers with a task, Switchboard keeps a task of its own that
+// names the backend's (in the indexer, like any task), and answers the
+// client with that. tasks/get, tasks/update and tasks/cancel of it are
+// sent to the backend, from any replica, naming the backend's task in
+// Mcp-Name, as the extension asks of routing intermediaries. The backend's
+// task id never reaches the client: it is not Switchboard's to hand out,
+// and only Switchboard's ids are bound to their owner and server. What the
+// backend last said is kept on the task, so that a task that ended is
+// answered without the backend, and listings show its status.
+
+const tasksExtension = "io.modelcontextprotocol/tasks"
+
+// jsonrpcInvalidParams is what a backend answers a task it does not know.
+const jsonrpcInvalidParams = -32602
+
+// backendRunsTasks reports whether b runs tasks of its own.
+func backendRunsTasks(b *backend.Client) bool {
+	if !b.SpeaksModern() {
+		return false
+	}
+	caps := b.Capabilities()
+	if caps == nil {
+		return false
+	}
+	_, ok := caps.Extensions[tasksExtension]
+	return ok
+}
+
+// backendTaskState is a task as a backend's CreateTaskResult and tasks/get
+// show it.
+type backendTaskState struct {
+	ResultType     string          `json:"resultType"`
+	TaskID         string          `json:"taskId"`
+	Status         string          `json:"status"`
+	StatusMessage  string          `json:"statusMessage"`
+	TTLMs          *int64          `json:"ttlMs"`
+	PollIntervalMs int64           `json:"pollIntervalMs"`
+	InputRequests  json.RawMessage `json:"inputRequests"`
+	Result         json.RawMessage `json:"result"`
+	Error          json.RawMessage `json:"error"`
+}
+
+// proxyTask calls a backend that runs tasks, declaring the extension the
+// client declared; a task the backend makes becomes one of Switchboard's.
+func (s *Server) proxyTask(ctx context.Context, a *admitted, req *aggregatorv1.CallToolRequest, tc *toolCall) (*aggregatorv1.CallToolResponse, error) {
+	t := s.tasks
+	tc.call.ClientCapabilities = withTasksExtension([]byte(req.GetContext().GetClientCapabilitiesJson()))
+	resp, err := s.runToolCall(a.ctx, req, tc, nil)
+	if err != nil {
+		return nil, err
+	}
+	var bt backendTaskState
+	if json.Unmarshal([]byte(resp.GetResultJson()), &bt) != nil || bt.ResultType != "task" {
+		return resp, nil
+	}
+	if bt.TaskID == "" || len(bt.TaskID) > maxTaskIDBytes*8 {
+		return nil, backend.ErrProtocolViolation
+	}
+	// The backend's TTL, within Switchboard's cap.
+	ttl := time.Duration(t.cfg.MaxTTL)
+	if bt.TTLMs != nil && *bt.TTLMs > 0 {
+		ttl = min(ttl, time.Duration(*bt.TTLMs)*time.Millisecond)
+	}
+	poll := max(bt.PollIntervalMs, time.Duration(t.cfg.PollInterval).Milliseconds())
+	id, key := newTaskID()
+	call, err := json.Marshal(taskCall{TTLMs: ttl.Milliseconds(), ID: id, BackendTaskID: bt.TaskID,
+		ClientCapabilities: rawOrNil(req.GetContext().GetClientCapabilitiesJson())})
+	if err != nil {
+		return nil, err
+	}
+	status := bt.Status
+	if !knownStatus(status) {
+		status = "working"
+	}
+	rec := &indexerv1.TaskRecord{Key: key, Owner: svcauth.PrincipalFrom(ctx).GetSubject(), Server: req.GetServer(),
+		Tool: req.GetName(), Backend: a.b.Name(), Status: status, StatusMessage: bt.StatusMessage,
+		ExpiresAt: timestamppb.New(time.Now().Add(ttl)), PollIntervalMs: uint32(min(poll, 60_000)), CallJson: string(call)}
+	if status == "input_required" || status == "completed" || status == "failed" {
+		// What goes with these comes with tasks/get.
+		rec.Status = "working"
+	}
+	stored, err := t.create(ctx, rec)
+	if err != nil {
+		// The backend's task runs on; cancel it, as nobody can reach it.
+		s.backendTaskRequest(a, "tasks/cancel", bt.TaskID, nil)
+		return nil, err
+	}
+	return &aggregatorv1.CallToolResponse{ResultType: "task", Backend: rec.Backend, Task: taskOf(id, stored, false)}, nil
+}
+
+// knownStatus reports a task status of the extension.
+func knownStatus(s string) bool {
+	switch s {
+	case "working", "input_required", "completed", "failed", "cancelled":
+		return true
+	}
+	return false
+}
+
+// withTasksExtension is caps, a client capabilities object, declaring the
+// tasks extension (which the client declared: it asked for a task).
+func withTasksExtension(caps []byte) []byte {
+	var c map[string]json.RawMessage
+	if json.Unmarshal(caps, &c) != nil || c == nil {
+		c = map[string]json.RawMessage{}
+	}
+	var ext map[string]json.RawMessage
+	_ = json.Unmarshal(c["extensions"], &ext)
+	if ext == nil {
+		ext = map[string]json.RawMessage{}
+	}
+	ext[tasksExtension] = json.RawMessage(`{}`)
+	c["extensions"], _ = json.Marshal(ext)
+	out, _ := json.Marshal(c)
+	return out
+}
+
+// backendTaskRequest sends a tasks method for the backend's task id,
+// with params beyond taskId, and returns the backend's result.
+func (s *Server) backendTaskRequest(a *admitted, method, backendID string, more map[string]json.RawMessage) (*backendTaskState, error) {
+	params := map[string]json.RawMessage{}
+	for k, v := range more {
+		params[k] = v
+	}
+	params["taskId"], _ = json.Marshal(backendID)
+	body, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(a.ctx, a.b.Timeout())
+	defer cancel()
+	res, err := a.b.Call(ctx, &backend.Call{Method: method, Name: backendID, Params: body,
+		ClientCapabilities: []byte(`{"extensions":{"` + tasksExtension + `":{}}}`)})
+	if err != nil {
+		return nil, err
+	}
+	var bt backendTaskState
+	if err := json.Unmarshal([]byte(res.JSON), &bt); err != nil {
+		return nil, backend.ErrProtocolViolation
+	}
+	return &bt, nil
+}
+
+// proxiedAdmission admits a request about a backend's task: it is sent
+// to the backend, with the caller's credentials.
+func proxiedAdmission(method string, trail audit.Kind, server string, rec *indexerv1.TaskRecord, subjectToken string) admission {
+	r := taskAdmission(method, trail, server, rec)
+	r.taskState, r.subjectToken = false, subjectToken
+	return r
+}
+
+// followBackendTask reads the backend's task and keeps what it says on
+// Switchboard's; a task that ended is answered from there.
+func (s *Server) followBackendTask(a *admitted, rec *indexerv1.TaskRecord, backendID string) (*indexerv1.TaskRecord, error) {
+	if rec.GetStatus() == "completed" || rec.GetStatus() == "failed" || rec.GetStatus() == "cancelled" {
+		return rec, nil
+	}
+	bt, err := s.backendTaskRequest(a, "tasks/get", backendID, nil)
+	var perr *backend.ProtocolError
+	if errors.As(err, &perr) && perr.Code == jsonrpcInvalidParams || errors.Is(err, backend.ErrMalformedRequest) {
+		// The backend no longer knows its task (it restarted, or dropped
+		// it): the task cannot end any other way.
+		bt, err = &backendTaskState{Status: "failed", StatusMessage: "the backend no longer has this task",
+			Error: json.RawMessage(`{"code":-32603,"message":"the backend no longer has this task"}`)}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	adv := &indexerv1.AdvanceTaskRequest{Key: rec.GetKey(), Status: bt.Status, StatusMessage: bt.StatusMessage}
+	switch bt.Status {
+	case "input_required":
+		adv.InputRequestsJson = string(bt.InputRequests)
+	case "completed":
+		if len(bt.Result) > s.tasks.cfg.MaxResultBytes {
+			adv.Status, adv.ErrorJson = "failed", `{"code":-32603,"message":"the result is larger than a task keeps (aggregator.tasks.maxResultBytes)"}`
+		} else {
+			adv.ResultJson = string(bt.Result)
+		}
+	case "failed":
+		adv.ErrorJson = string(bt.Error)
+	case "working", "cancelled":
+	default:
+		return nil, backend.ErrProtocolViolation
+	}
+	if adv.Status == rec.GetStatus() && adv.StatusMessage == rec.GetStatusMessage() && adv.InputRequestsJson == rec.GetInputRequestsJson() {
+		return rec, nil
+	}
+	resp, err := s.tasks.store.AdvanceTask(a.ctx, adv)
+	if err != nil {
+		return nil, storeError(err)
+	}
+	return resp.GetRecord(), nil
+}
