@@ -135,8 +135,9 @@ const MaxConsoleOperatorKeys = 64
 // password typed into a form, so a short one could be guessed.
 const minOperatorKeyBytes = 16
 
-// ConsoleMethods are the RPCs the console calls: catalog and backend reads
-// of the aggregator, the indexer's search, statistics, pinned tool
+// ConsoleMethods are the RPCs the console calls: catalog, backend and
+// task reads of the aggregator (never UpdateTask or CancelTask: the
+// console only reads), the indexer's search, statistics, pinned tool
 // definitions, audit trail and rate-limit buckets. The console's
 // serviceAuth credential should allow exactly these.
 var ConsoleMethods = []string{
@@ -147,6 +148,8 @@ var ConsoleMethods = []string{
 	"switchboard.aggregator.v1.AggregatorService/ListResourceTemplates",
 	"switchboard.aggregator.v1.AggregatorService/ListPrompts",
 	"switchboard.aggregator.v1.AggregatorService/WatchCatalog",
+	"switchboard.aggregator.v1.AggregatorService/ListTasks",
+	"switchboard.aggregator.v1.AggregatorService/GetTask",
 	"switchboard.indexer.v1.IndexerService/Search",
 	"switchboard.indexer.v1.IndexerService/Stats",
 	"switchboard.indexer.v1.IndexerService/ListToolDefinitions",

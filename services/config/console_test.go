@@ -97,9 +97,16 @@ func TestConsoleMethodsParse(t *testing.T) {
 		}
 	}
 	set := NewMethodSet(ConsoleMethods)
-	for _, forbidden := range []string{"/switchboard.aggregator.v1.AggregatorService/CallTool", "/switchboard.indexer.v1.IndexerService/ApproveToolDefinition"} {
+	// The console reads tasks and never acts on one in a user's name.
+	for _, forbidden := range []string{"/switchboard.aggregator.v1.AggregatorService/CallTool", "/switchboard.indexer.v1.IndexerService/ApproveToolDefinition",
+		"/switchboard.aggregator.v1.AggregatorService/CancelTask", "/switchboard.aggregator.v1.AggregatorService/UpdateTask"} {
 		if set.Permits(forbidden) {
 			t.Errorf("the console's methods include %s", forbidden)
+		}
+	}
+	for _, read := range []string{"/switchboard.aggregator.v1.AggregatorService/ListTasks", "/switchboard.aggregator.v1.AggregatorService/GetTask"} {
+		if !set.Permits(read) {
+			t.Errorf("the console's methods lack %s, which the tasks pages call", read)
 		}
 	}
 }

@@ -19,7 +19,8 @@ import (
 // FakeAggregator is an AggregatorService whose catalog the test sets: the
 // tools (SetTools), what each caller sees of them (View, SetView), the
 // resources, templates and prompts. Discover, the lists and WatchCatalog
-// answer from it; the calls answer with the functions the test sets.
+// answer from it; the calls and the task RPCs answer with the functions
+// the test sets.
 // Its zero value is an empty catalog at version 1; set the fields before
 // it serves.
 type FakeAggregator struct {
@@ -55,6 +56,10 @@ type FakeAggregator struct {
 	GetPromptFunc      func(context.Context, *aggregatorv1.GetPromptRequest) (*aggregatorv1.GetPromptResponse, error)
 	CompleteFunc       func(context.Context, *aggregatorv1.CompleteRequest) (*aggregatorv1.CompleteResponse, error)
 	ListBackendsFunc   func(context.Context, *aggregatorv1.ListBackendsRequest) (*aggregatorv1.ListBackendsResponse, error)
+	GetTaskFunc        func(context.Context, *aggregatorv1.GetTaskRequest) (*aggregatorv1.GetTaskResponse, error)
+	UpdateTaskFunc     func(context.Context, *aggregatorv1.UpdateTaskRequest) (*aggregatorv1.UpdateTaskResponse, error)
+	CancelTaskFunc     func(context.Context, *aggregatorv1.CancelTaskRequest) (*aggregatorv1.CancelTaskResponse, error)
+	ListTasksFunc      func(context.Context, *aggregatorv1.ListTasksRequest) (*aggregatorv1.ListTasksResponse, error)
 
 	calls calls
 
@@ -322,4 +327,24 @@ func (f *FakeAggregator) Complete(ctx context.Context, req *aggregatorv1.Complet
 // ListBackends answers with ListBackendsFunc.
 func (f *FakeAggregator) ListBackends(ctx context.Context, req *aggregatorv1.ListBackendsRequest) (*aggregatorv1.ListBackendsResponse, error) {
 	return answer(f.calls.begin(ctx, f.Check, "ListBackends", req), f.ListBackendsFunc, f.UnimplementedAggregatorServiceServer.ListBackends, ctx, req)
+}
+
+// GetTask answers with GetTaskFunc.
+func (f *FakeAggregator) GetTask(ctx context.Context, req *aggregatorv1.GetTaskRequest) (*aggregatorv1.GetTaskResponse, error) {
+	return answer(f.calls.begin(ctx, f.Check, "GetTask", req), f.GetTaskFunc, f.UnimplementedAggregatorServiceServer.GetTask, ctx, req)
+}
+
+// UpdateTask answers with UpdateTaskFunc.
+func (f *FakeAggregator) UpdateTask(ctx context.Context, req *aggregatorv1.UpdateTaskRequest) (*aggregatorv1.UpdateTaskResponse, error) {
+	return answer(f.calls.begin(ctx, f.Check, "UpdateTask", req), f.UpdateTaskFunc, f.UnimplementedAggregatorServiceServer.UpdateTask, ctx, req)
+}
+
+// CancelTask answers with CancelTaskFunc.
+func (f *FakeAggregator) CancelTask(ctx context.Context, req *aggregatorv1.CancelTaskRequest) (*aggregatorv1.CancelTaskResponse, error) {
+	return answer(f.calls.begin(ctx, f.Check, "CancelTask", req), f.CancelTaskFunc, f.UnimplementedAggregatorServiceServer.CancelTask, ctx, req)
+}
+
+// ListTasks answers with ListTasksFunc.
+func (f *FakeAggregator) ListTasks(ctx context.Context, req *aggregatorv1.ListTasksRequest) (*aggregatorv1.ListTasksResponse, error) {
+	return answer(f.calls.begin(ctx, f.Check, "ListTasks", req), f.ListTasksFunc, f.UnimplementedAggregatorServiceServer.ListTasks, ctx, req)
 }

@@ -52,6 +52,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		{"search", checkSearch},
 		{"events", checkEvents},
 		{"ratelimits", checkRateLimits},
+		{"tasks", checkTasks},
 		{"logout", checkLogout},
 	}
 	for _, step := range steps {

@@ -37,8 +37,8 @@ permit (principal in Group::"eng", action, resource);
 
 // The credentials of the test: the operator's console login key, the
 // console's own service credential, the aggregators' credential (rate
-// limits and audit events go to the indexer with it), and the API keys
-// of two MCP users.
+// limits, audit events and tasks go to the indexer with it), and the API
+// keys of two MCP users.
 const (
 	operatorKey    = "operator-key-of-the-console-test"
 	consoleToken   = "console-token-of-the-console-test"
@@ -92,6 +92,12 @@ func startStack(t *testing.T) *stack {
 			}
 			cfg.Servers = []config.Server{
 				{Name: "support", Backends: []string{"tickets", "docs"}, Tools: config.ItemFilter{Include: []string{"tickets_*", "docs_hello"}}},
+			}
+			// Tasks the tasks page lists: erin's sleep stays working while
+			// the test reads it; her echo completes at once.
+			cfg.Aggregator.ToolOverrides = []config.ToolOverride{
+				{Backend: "tickets", Tool: "sleep", TaskSupport: config.TaskSupportOptional, Timeout: config.Duration(10 * time.Minute)},
+				{Backend: "tickets", Tool: "echo", TaskSupport: config.TaskSupportOptional},
 			}
 			cfg.RateLimits.Limits = []config.RateLimit{{Name: limitName, Per: config.RatePerPrincipal, Rate: "1/h", Burst: limitBurst,
 				Methods: []string{config.RateMethodToolsCall}}}

@@ -10,6 +10,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/callerid"
+	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
@@ -125,7 +126,7 @@ func (s *Server) admit(ctx context.Context, r admission) (*admitted, error) {
 			return a, s.refused(ctx, r, err)
 		}
 	}
-	if !r.forwarded && s.limiter != nil {
+	if !r.forwarded && s.limiter != nil && !operatorRead(ctx, r) {
 		// A tool is counted by the name the policy knows it by, so a
 		// server's rename does not give it a bucket of its own.
 		tool := a.snap.PolicyName(r.kind, r.toolName())
@@ -223,4 +224,13 @@ func (s *Server) resourceOwner(snap *catalog.Snapshot, uri string) string {
 		s.e.ReportConflict(*found)
 	}
 	return owner
+}
+
+// operatorRead reports a read of a task's state by an operator's credential
+// (the console viewing as a principal): it is not the principal's request,
+// so it takes none of the principal's tokens. Its audit event still names
+// the credential.
+func operatorRead(ctx context.Context, r admission) bool {
+	caller, _ := svcauth.CallerFrom(ctx)
+	return r.method == config.RateMethodTasksGet && caller.Operator
 }

@@ -1,8 +1,8 @@
 // Package console is the operator console: server-rendered pages on the
 // gateway's ops port, under /console/, that show what the gateway is
 // doing (backends, the catalog of each virtual server as any principal
-// sees it, a search playground with the ranking explained, live events,
-// rate limits). Operators log in with an operator key or through the
+// sees it, a search playground with the ranking explained, a principal's
+// tasks, live events, rate limits). Operators log in with an operator key or through the
 // OpenID provider; the pages read the aggregator and the indexer through
 // their documented gRPC APIs with the console's own service credential
 // (gateway.console.serviceToken), never the gateway's.
@@ -159,6 +159,8 @@ func (c *Console) Handler() http.Handler {
 	mux.Handle("GET /console/backends", c.authed(c.backendsPage))
 	mux.Handle("GET /console/catalog", c.authed(c.catalogPage))
 	mux.Handle("GET /console/search", c.authed(c.searchPage))
+	mux.Handle("GET /console/tasks", c.authed(c.tasksPage))
+	mux.Handle("GET /console/task", c.authed(c.taskPage))
 	mux.Handle("GET /console/events", c.authed(c.eventsPage))
 	mux.Handle("GET /console/ratelimits", c.authed(c.rateLimitsPage))
 	mux.Handle("/console/", c.authed(func(w http.ResponseWriter, r *http.Request, s session) {

@@ -23,7 +23,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
-var consolePages = []string{"/console/", "/console/backends", "/console/catalog", "/console/search?q=weather", "/console/events", "/console/ratelimits", "/console/nowhere"}
+var consolePages = []string{"/console/", "/console/backends", "/console/catalog", "/console/search?q=weather", "/console/tasks", "/console/task?id=t1.x", "/console/events", "/console/ratelimits", "/console/nowhere"}
 
 func checkSecurityHeaders(t *testing.T, what string, h http.Header) {
 	t.Helper()

@@ -205,10 +205,11 @@ func queryAuditEvents(_ context.Context, req *indexerv1.QueryAuditEventsRequest)
 // testConsole is a console over the test services, served over HTTP.
 type testConsole struct {
 	*Console
-	srv *httptest.Server
-	agg *testkit.FakeAggregator
-	idx *testIndexer
-	log *syncBuffer
+	srv   *httptest.Server
+	agg   *testkit.FakeAggregator
+	idx   *testIndexer
+	tasks *testTasks
+	log   *syncBuffer
 }
 
 // syncBuffer is the console's log, read by tests while it writes.
@@ -245,7 +246,8 @@ func startConsoleOIDC(t *testing.T, rl RateLimitState, change func(*config.Confi
 	if oidc != nil {
 		login = oidc(srv.URL)
 	}
-	agg, idx := newAggregator(), newIndexer()
+	agg, idx, tasks := newAggregator(), newIndexer(), newTestTasks()
+	tasks.serve(agg)
 	idx.setPending(false, &indexerv1.ToolDefinition{Backend: "alpha", Tool: "echo", ApprovedDigest: "aaaa", SeenDigest: "bbbb", Pending: true, LastSeen: timestamppb.Now()})
 	creds := []config.ServiceCredential{{Name: "console", Token: testServiceToken, Operator: true, AssertPrincipals: true, Allow: config.ConsoleMethods}}
 	aggAddr, idxAddr := testkit.Serve(t, creds, agg.Register).Addr, testkit.Serve(t, creds, idx.Register).Addr
@@ -280,7 +282,7 @@ func startConsoleOIDC(t *testing.T, rl RateLimitState, change func(*config.Confi
 	// Once the console watches, an approval: alpha/time at cccc.
 	testkit.Eventually(t, "the console's watches open", 10*time.Second, func() bool { return agg.Watchers() == 1 && idx.DefinitionWatchers() == 1 })
 	idx.SendToolDefinitions(&indexerv1.WatchToolDefinitionsResponse{Approvals: []*indexerv1.ToolDefinitionDigest{{Backend: "alpha", Tool: "time", Digest: "cccc"}}})
-	return &testConsole{Console: c, srv: srv, agg: agg, idx: idx, log: logs}
+	return &testConsole{Console: c, srv: srv, agg: agg, idx: idx, tasks: tasks, log: logs}
 }
 
 // client is a browser-like client: a cookie jar, no redirects followed.

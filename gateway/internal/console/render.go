@@ -51,7 +51,7 @@ var funcs = template.FuncMap{
 }
 
 func init() {
-	for _, name := range []string{"login", "backends", "catalog", "search", "events", "ratelimits", "notfound", "continue"} {
+	for _, name := range []string{"login", "backends", "catalog", "search", "tasks", "task", "events", "ratelimits", "notfound", "continue"} {
 		pages[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/partials.html", "templates/"+name+".html"))
 	}
 }
