@@ -186,10 +186,11 @@ func tasksListed(t *testing.T, open Open[TaskStore]) {
 }
 
 // An owner holds at most TaskLimits.PerOwner unexpired tasks, whatever
-// the server, and the store at most Total: past either a creation is
-// ErrTasksFull and stores nothing. Expired tasks count for neither, 0
-// bounds nothing, and concurrent creations through several handles never
-// pass a bound.
+// the server, and the store at most Total tasks: past either a creation
+// is ErrTasksFull and stores nothing. Expired tasks count for the owner's
+// bound not at all, for the total until garbage collection deletes them;
+// 0 bounds nothing, and concurrent creations through several handles
+// never pass a bound.
 func taskLimits(t *testing.T, open Open[TaskStore]) {
 	one, two := open(t), open(t)
 	ctx := t.Context()
@@ -213,12 +214,19 @@ func taskLimits(t *testing.T, open Open[TaskStore]) {
 	if _, err := one.CreateTask(ctx, workingTask(15, "alice", "sales", ""), noTaskLimits); err != nil {
 		t.Fatalf("a task without bounds: %v", err)
 	}
-	// 6 stored, 5 of them unexpired.
-	if _, err := two.CreateTask(ctx, workingTask(16, "carol", "", ""), store.TaskLimits{Total: 5}); !errors.Is(err, store.ErrTasksFull) {
+	// 6 stored, 5 of them unexpired: the expired one counts until it is
+	// collected.
+	if _, err := two.CreateTask(ctx, workingTask(16, "carol", "", ""), store.TaskLimits{Total: 6}); !errors.Is(err, store.ErrTasksFull) {
 		t.Fatalf("a task past the total: %v, want ErrTasksFull", err)
 	}
+	if _, err := one.CollectGarbage(ctx, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := two.CreateTask(ctx, workingTask(16, "carol", "", ""), store.TaskLimits{Total: 5}); !errors.Is(err, store.ErrTasksFull) {
+		t.Fatalf("a task past the total once collected: %v, want ErrTasksFull", err)
+	}
 	if _, err := two.CreateTask(ctx, workingTask(16, "carol", "", ""), store.TaskLimits{Total: 6, PerOwner: 1}); err != nil {
-		t.Fatalf("a task within the total: %v", err)
+		t.Fatalf("a task within the total once the expired one is collected: %v", err)
 	}
 
 	// Racing creations: of one owner's, exactly the bound lands; of

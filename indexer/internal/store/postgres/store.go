@@ -221,6 +221,9 @@ func (s *Store) CollectGarbage(ctx context.Context, retention time.Duration) (st
 		return c, classify(fmt.Errorf("purge tasks: %w", err))
 	}
 	c.Tasks = tag.RowsAffected()
+	if _, err := tx.Exec(ctx, `UPDATE task_rows SET count = count - $1`, c.Tasks); err != nil {
+		return c, classify(fmt.Errorf("count tasks: %w", err))
+	}
 	return c, classify(tx.Commit(ctx))
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,14 +24,10 @@ const taskColumns = `task_key, owner, server, tool, backend, status, status_mess
 	poll_interval_ms, call_json, input_requests_json, input_responses_json, request_state, result_json, error_json,
 	runner, lease_expires_at, round`
 
-// Advisory locks of task creation: an owner's (hashed from its subject in
-// taskOwnerLockSpace) serializes the count of its tasks with the insert;
-// taskTotalLockKey, held exclusively by a creation that counts the whole
-// table and shared by every other, does the same for the table's bound.
-const (
-	taskOwnerLockSpace int64 = 0x5377_6964_7835
-	taskTotalLockKey   int64 = 0x5377_6964_7836
-)
+// taskOwnerLockSpace holds the advisory locks of task creation: an
+// owner's (hashed from its subject) serializes the count of its tasks with
+// the insert. The table's bound is the task_rows counter's.
+const taskOwnerLockSpace int64 = 0x5377_6964_7835
 
 // scanTask reads taskColumns and then the database's clock.
 func scanTask(row pgx.Row) (store.Task, time.Time, error) {
@@ -88,22 +85,6 @@ func (s *Store) createTask(ctx context.Context, t store.Task, limits store.TaskL
 			return store.Task{}, store.ErrTasksFull
 		}
 	}
-	if limits.Total > 0 {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, taskTotalLockKey); err != nil {
-			return store.Task{}, fmt.Errorf("lock tasks: %w", err)
-		}
-		full, err := atLeast(ctx, tx, `SELECT 1 FROM tasks WHERE expires_at > now() LIMIT $1`, limits.Total)
-		if err != nil {
-			return store.Task{}, err
-		}
-		if full {
-			return store.Task{}, store.ErrTasksFull
-		}
-	} else if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1)`, taskTotalLockKey); err != nil {
-		// Shared, so that a creation that counts the table waits for this
-		// insert to commit.
-		return store.Task{}, fmt.Errorf("lock tasks: %w", err)
-	}
 	created, _, err := scanTask(tx.QueryRow(ctx, `
 		INSERT INTO tasks (task_key, owner, server, tool, backend, status, status_message, created_at, updated_at, expires_at,
 			poll_interval_ms, call_json, input_requests_json, input_responses_json, request_state, result_json, error_json,
@@ -118,6 +99,19 @@ func (s *Store) createTask(ctx context.Context, t store.Task, limits store.TaskL
 	}
 	if err != nil {
 		return store.Task{}, err
+	}
+	// The total, in the counter row: a row lock held to the commit, not
+	// a count of the table.
+	limit := int64(math.MaxInt64)
+	if limits.Total > 0 {
+		limit = int64(limits.Total)
+	}
+	tag, err := tx.Exec(ctx, `UPDATE task_rows SET count = count + 1 WHERE count < $1`, limit)
+	if err != nil {
+		return store.Task{}, fmt.Errorf("count tasks: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return store.Task{}, store.ErrTasksFull
 	}
 	return created, tx.Commit(ctx)
 }

@@ -32,3 +32,12 @@ CREATE TABLE tasks (
 CREATE INDEX tasks_owner_listing ON tasks (owner, server, created_at DESC, task_key DESC);
 -- The unexpired tasks against tasks.maxTasks, and garbage collection.
 CREATE INDEX tasks_expiry ON tasks (expires_at);
+-- How many rows tasks holds, against tasks.maxTasks: one row, changed by
+-- the statements that insert and delete tasks in their transactions, so
+-- that a creation checks the total without counting the table or taking
+-- turns with every other creation.
+CREATE TABLE task_rows (
+    only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+    count    bigint NOT NULL CHECK (count >= 0)
+);
+INSERT INTO task_rows (only_row, count) VALUES (true, 0);
