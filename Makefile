@@ -248,7 +248,7 @@ fuzz-short: ## run each fuzz target briefly (CI)
 SHARED := $(ROOT)/../shared
 
 .PHONY: bench
-bench: build ## load harness: W1 direct / plain proxy / Switchboard, and like-for-like pairs, at 1,000 and 10,000 tools, find_tool, W2-W4; rewrites docs/load-results.md (about 13 minutes)
+bench: build ## load harness: W1 direct / plain proxy / Switchboard, and like-for-like pairs, at 1,000 and 10,000 tools, find_tool, tasks, W2-W4; rewrites docs/load-results.md (about 13 minutes)
 	$(BIN)/switchboard-load bench --bin $(BIN) --out docs/load-results.md
 
 # Where bench-profile writes its profiles and its report (results/ is not

@@ -31,6 +31,11 @@ type BenchOptions struct {
 	// each for FindDuration.
 	Find         []FindSpec
 	FindDuration time.Duration
+	// TaskDuration is the length of each part of the tasks measurement
+	// (tasks.go) on the first W1 cluster, at the lowest and the top of
+	// Concurrency, run once; zero skips it, and leaves the tasks keys out
+	// of the configuration (for binaries that predate tasks).
+	TaskDuration time.Duration
 	// Walks is the number of warm tools/list walks (W2) and Connects the
 	// number of connects (W3) per side, era and catalog size.
 	Walks    int
@@ -122,6 +127,7 @@ type BenchResults struct {
 	Calls    []CallTable
 	Memory   []MemoryRow
 	Finds    []FindRun
+	Tasks    []TaskTable
 	Catalogs []CatalogPair
 	Profiles []ProfileFile
 	Took     time.Duration
@@ -153,6 +159,7 @@ func RunBench(ctx context.Context, env *Env, opts BenchOptions) (*BenchResults, 
 	for _, w := range w1 {
 		t := w.topology
 		t.Principals, t.Proxy = opts.Principals, true
+		t.Tasks = w.first && opts.TaskDuration > 0
 		progress("W1: starting %d backends × %d tools, the reference proxy, %d principals", t.Backends, t.ToolsPerBackend, t.Principals)
 		c, err := env.Start(ctx, t)
 		if err != nil {
@@ -201,8 +208,9 @@ func RunBench(ctx context.Context, env *Env, opts BenchOptions) (*BenchResults, 
 	return res, nil
 }
 
-// runW1Cluster measures W1 (and W4 when first), find_tool and, on the
-// first cluster when asked, the profiles, adding them to res.
+// runW1Cluster measures W1 (and W4 when first), find_tool, the tasks
+// when the cluster runs them and, on the first cluster when asked, the
+// profiles, adding them to res.
 func runW1Cluster(ctx context.Context, c *Cluster, opts BenchOptions, concurrency []int, first bool, res *BenchResults, progress func(string, ...any)) error {
 	table, memory, err := runCallsAndMemory(ctx, c, opts, concurrency, progress)
 	if err != nil {
@@ -224,6 +232,17 @@ func runW1Cluster(ctx context.Context, c *Cluster, opts BenchOptions, concurrenc
 		progress("find_tool %d tools c=%d, %d principals: %.0f queries/s p50 %s p99 %s, CPU/query %s, errors %d",
 			c.Topology.Tools(), spec.Concurrency, spec.Principals, run.Rate(), ms(run.P50), ms(run.P99), ms(run.CPUPerCall(findRoles...)), run.Errors)
 		res.Finds = append(res.Finds, FindRun{Topology: c.Topology, Spec: spec, Run: run, LoadAvg: load})
+	}
+	if c.Topology.Tasks {
+		levels := []int{concurrency[0]}
+		if top := concurrency[len(concurrency)-1]; top != levels[0] {
+			levels = append(levels, top)
+		}
+		tasks, err := RunTasks(ctx, c, levels, opts.TaskDuration, opts.MaxCallsPerRun, progress)
+		if err != nil {
+			return err
+		}
+		res.Tasks = append(res.Tasks, tasks)
 	}
 	if opts.ProfileDir != "" {
 		files, err := runProfiles(ctx, c, opts, concurrency[len(concurrency)-1], progress)

@@ -15,6 +15,9 @@ func BenchMarkdown(r *BenchResults) string {
 	b.WriteString(MachineMarkdown(r.Machine))
 	fmt.Fprintf(&b, "- Run took %s. W1: %s per run, median of %d runs; find_tool: %s per configuration; W2: median of %d warm walks; W3: median of %d connects.\n",
 		r.Took.Round(time.Second), o.CallDuration, max(o.Runs, 1), o.FindDuration, o.Walks, o.Connects)
+	if o.TaskDuration > 0 {
+		fmt.Fprintf(&b, "- Tasks: %s per part, once, on the first W1 cluster.\n", o.TaskDuration)
+	}
 	if o.Principals > 0 {
 		fmt.Fprintf(&b, "- The W1 clusters' gateway authenticates API keys, %d principals; W1 presents the first key on every side (the backends ignore it), find_tool as many as a row says.\n", o.Principals)
 	}
@@ -32,6 +35,7 @@ func BenchMarkdown(r *BenchResults) string {
 		writeCallTable(&b, o, t)
 	}
 	writeFinds(&b, r.Finds)
+	writeTasks(&b, o, r.Tasks)
 	writeCatalogs(&b, r)
 	writeMemory(&b, r)
 	writeProfiles(&b, r)
@@ -177,6 +181,23 @@ func writeTargets(b *strings.Builder, r *BenchResults) {
 			}
 			v := f.Run.CPUPerCall(findRoles...)
 			return cell{msf(v) + " ms", float64(v)}
+		})
+	}
+	if len(r.Tasks) > 0 {
+		row(fmt.Sprintf("Modern c=%d, tasks: CPU per task (create, polls until completed) ÷ per plain call of the same tool, gateway + aggregator + indexer + PostgreSQL", hi), "reported", func(t CallTable) cell {
+			tr, ok := findTaskRow(r.Tasks, t.Topology, hi)
+			if !ok || tr.RoundTrip.Calls == 0 {
+				return none
+			}
+			task, plain, x := taskCPURatio(tr)
+			return cell{fmt.Sprintf("%s ÷ %s ms = **%s**, %.1f polls per task", msf(task), msf(plain), x, tr.PollsPerTask()), 0}
+		})
+		row(fmt.Sprintf("Modern c=%d, tasks/get of a completed task: p50 (p99)", lo), "reported", func(t CallTable) cell {
+			tr, ok := findTaskRow(r.Tasks, t.Topology, lo)
+			if !ok || tr.Get.Calls == 0 {
+				return none
+			}
+			return cell{fmt.Sprintf("**%s ms** (%s)", msf(tr.Get.P50), msf(tr.Get.P99)), 0}
 		})
 	}
 	b.WriteString("\n")

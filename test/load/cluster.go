@@ -47,6 +47,11 @@ type Topology struct {
 	// Proxy starts the reference proxy (httputil.ReverseProxy, a process
 	// of its own) in front of the direct backend: the floor of one hop.
 	Proxy bool
+	// Tasks lets one tool of the first backend run as a task, at the
+	// virtual server of the tasks measurement (Cluster.TasksURL); /mcp
+	// and its catalog are as without it. Off, the configuration carries no
+	// tasks keys, so it also suits binaries that predate them.
+	Tasks bool
 }
 
 // Tools is the number of tools the gateway lists.
@@ -143,6 +148,9 @@ type Cluster struct {
 	// ProxyURL is the MCP endpoint through the reference proxy, in front
 	// of the direct backend; empty unless the topology asks for it.
 	ProxyURL string
+	// TasksURL is the MCP endpoint of the virtual server whose one tool,
+	// TaskTool, may run as a task; empty unless the topology asks for it.
+	TasksURL string
 	// Keys are the gateway's API keys, one per principal; empty when the
 	// gateway runs anonymous.
 	Keys []string
@@ -237,6 +245,10 @@ func (e *Env) Start(ctx context.Context, t Topology) (c *Cluster, err error) {
 	if data.Keys, err = newKeys(t.Principals); err != nil {
 		return nil, err
 	}
+	if t.Tasks {
+		data.Tasks, data.TasksServer, data.TaskBackend, data.TaskTool = true, tasksServer, data.Backends[0].Name, taskBackendTool
+		data.AggregatorAllow, data.MaxTasks = aggregatorTaskMethods(), maxBenchTasks
+	}
 	db := fmt.Sprintf("load%d", n)
 	if err := e.pg.CreateDatabase(ctx, db); err != nil {
 		return nil, err
@@ -268,6 +280,9 @@ func (e *Env) Start(ctx context.Context, t Topology) (c *Cluster, err error) {
 	}
 	if data.GatewayOps != "" {
 		c.Ops["gateway"] = "http://" + data.GatewayOps
+	}
+	if data.Tasks {
+		c.TasksURL = c.GatewayURL + "/" + tasksServer
 	}
 	defer func() {
 		if err != nil {

@@ -44,7 +44,7 @@ func TestWorkloadsAgainstRealCluster(t *testing.T) {
 	defer env.Close()
 
 	env.Profiling = true
-	c, err := env.Start(ctx, Topology{Backends: 2, ToolsPerBackend: 10, DirectTools: 20, Principals: 3, Proxy: true})
+	c, err := env.Start(ctx, Topology{Backends: 2, ToolsPerBackend: 10, DirectTools: 20, Principals: 3, Proxy: true, Tasks: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,6 +133,26 @@ func TestWorkloadsAgainstRealCluster(t *testing.T) {
 	if _, err := RunFinds(ctx, c, FindSpec{Concurrency: 1, Principals: 4}, time.Second, 1); err == nil {
 		t.Error("find_tool over more principals than the cluster has keys must be refused")
 	}
+	tasks, err := RunTasks(ctx, c, []int{1, 2}, 300*time.Millisecond, 100, func(string, ...any) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range tasks.Rows {
+		for name, run := range map[string]CallRun{"plain": r.Plain, "round trip": r.RoundTrip, "tasks/get": r.Get} {
+			if run.Calls == 0 || run.Errors != 0 || run.Calls > 100 || run.P50 <= 0 {
+				t.Errorf("tasks c=%d %s: %d operations, %d errors (%s), p50 %v", r.Concurrency, name, run.Calls, run.Errors, run.FirstError, run.P50)
+			}
+		}
+		if r.PollsPerTask() < 1 || r.Held < int64(r.RoundTrip.Calls) || r.CreateP50 <= 0 || r.CreateP50 > r.RoundTrip.P50 {
+			t.Errorf("tasks c=%d: %.1f polls per task, %d held, create p50 %v, round trip p50 %v", r.Concurrency, r.PollsPerTask(), r.Held, r.CreateP50, r.RoundTrip.P50)
+		}
+		// A task is kept by the indexer in PostgreSQL: both worked.
+		for _, role := range []string{"indexer", "postgres"} {
+			if r.RoundTrip.CPU[role] <= 0 {
+				t.Errorf("tasks c=%d: %s used no CPU for the tasks (%v)", r.Concurrency, role, r.RoundTrip.CPU)
+			}
+		}
+	}
 	if cpu, err := c.Postgres.CPUTime(); err != nil || cpu <= 0 {
 		t.Errorf("PostgreSQL CPU time %v, %v", cpu, err)
 	}
@@ -189,8 +209,8 @@ func TestWorkloadsAgainstRealCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer plain.Stop()
-	if _, ok := plain.Ops["gateway"]; ok || plain.ProxyURL != "" || len(plain.Keys) != 0 {
-		t.Errorf("plain cluster: ops %v, proxy %q, %d keys", plain.Ops, plain.ProxyURL, len(plain.Keys))
+	if _, ok := plain.Ops["gateway"]; ok || plain.ProxyURL != "" || len(plain.Keys) != 0 || plain.TasksURL != "" {
+		t.Errorf("plain cluster: ops %v, proxy %q, %d keys, tasks %q", plain.Ops, plain.ProxyURL, len(plain.Keys), plain.TasksURL)
 	}
 	for _, role := range []string{"aggregator", "indexer"} {
 		if code := httpStatus(t, plain.Ops[role]+"/debug/pprof/"); code != http.StatusNotFound {

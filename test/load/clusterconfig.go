@@ -17,7 +17,7 @@ import (
 // children's environment. The API keys are written into the file: there
 // may be hundreds, the file is private to the run (mode 0600, in the
 // run's own directory) and the keys are random per cluster.
-var configTemplate = template.Must(template.New("config").Funcs(template.FuncMap{"principal": PrincipalName}).Parse(`serviceAuth:
+var configTemplate = template.Must(template.New("config").Funcs(template.FuncMap{"principal": PrincipalName, "join": strings.Join}).Parse(`serviceAuth:
   credentials:
     - name: gateway
       token: ${SWITCHBOARD_GATEWAY_TOKEN}
@@ -27,6 +27,12 @@ var configTemplate = template.Must(template.New("config").Funcs(template.FuncMap
       token: ${SWITCHBOARD_INDEXER_TOKEN}
       assertPrincipals: true
       allow: [switchboard.aggregator.v1.AggregatorService/Discover, switchboard.aggregator.v1.AggregatorService/ListTools, switchboard.aggregator.v1.AggregatorService/WatchCatalog]
+{{- if .Tasks}}
+    - name: aggregator
+      token: ${SWITCHBOARD_AGGREGATOR_TOKEN}
+      assertPrincipals: true
+      allow: [{{join .AggregatorAllow ", "}}]
+{{- end}}
 logging:
   level: warn
   format: text
@@ -69,6 +75,23 @@ aggregator:
     - name: {{.Name}}
       url: http://{{.Listen}}/mcp
 {{- end}}
+{{- if .Tasks}}
+  indexer:
+    address: {{.Indexer}}
+    token: ${SWITCHBOARD_AGGREGATOR_TOKEN}
+  tasks:
+    maxPerPrincipal: {{.MaxTasks}}
+    maxTasks: {{.MaxTasks}}
+servers:
+  - name: {{.TasksServer}}
+    backends: [{{.TaskBackend}}]
+    tools:
+      include: ["{{.TaskBackend}}_{{.TaskTool}}"]
+    toolOverrides:
+      - backend: {{.TaskBackend}}
+        tool: {{.TaskTool}}
+        taskSupport: optional
+{{- end}}
 indexer:
   listen: {{.Indexer}}
   httpListen: {{.IndexerHTTP}}
@@ -86,6 +109,13 @@ type configData struct {
 	Backends                                                                        []backendAddr
 	Keys                                                                            []string
 	Pprof                                                                           bool
+	// Tasks adds the virtual server of the tasks measurement (tasks.go)
+	// and what an aggregator needs to run tasks: the indexer that keeps
+	// them, and a credential of its own allowed AggregatorAllow there.
+	Tasks                              bool
+	TasksServer, TaskBackend, TaskTool string
+	AggregatorAllow                    []string
+	MaxTasks                           int
 }
 
 // PrincipalName is the subject of the i-th API key of a cluster.
@@ -122,9 +152,9 @@ func renderConfig(d configData, env []string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("generated configuration: %w", err)
 	}
-	if len(parsed.Gateway.Auth.APIKeys) != len(d.Keys) || parsed.Ops.Pprof != d.Pprof {
-		return nil, fmt.Errorf("generated configuration: %d API keys and pprof %v, want %d and %v",
-			len(parsed.Gateway.Auth.APIKeys), parsed.Ops.Pprof, len(d.Keys), d.Pprof)
+	if len(parsed.Gateway.Auth.APIKeys) != len(d.Keys) || parsed.Ops.Pprof != d.Pprof || parsed.RunsTasks() != d.Tasks {
+		return nil, fmt.Errorf("generated configuration: %d API keys, pprof %v and tasks %v, want %d, %v and %v",
+			len(parsed.Gateway.Auth.APIKeys), parsed.Ops.Pprof, parsed.RunsTasks(), len(d.Keys), d.Pprof, d.Tasks)
 	}
 	return cfg.Bytes(), nil
 }
@@ -133,7 +163,7 @@ func renderConfig(d configData, env []string) ([]byte, error) {
 // one cluster; they reach the children through their environment only.
 func secretEnv() ([]string, error) {
 	var env []string
-	for _, name := range []string{"SWITCHBOARD_GATEWAY_TOKEN", "SWITCHBOARD_INDEXER_TOKEN", "SWITCHBOARD_SESSION_KEY"} {
+	for _, name := range []string{"SWITCHBOARD_GATEWAY_TOKEN", "SWITCHBOARD_INDEXER_TOKEN", "SWITCHBOARD_AGGREGATOR_TOKEN", "SWITCHBOARD_SESSION_KEY"} {
 		secret := make([]byte, 32)
 		if _, err := rand.Read(secret); err != nil {
 			return nil, err

@@ -9,8 +9,9 @@
 //
 // bench runs W1 (tools/call throughput and latency at 1,000 and 10,000
 // tools, directly, through a plain reverse proxy and through Switchboard),
-// find_tool through the stack, W2 (tools/list walks, cold and warm), W3
-// (connect cost) and W4 (resident memory); with --profile it also writes
+// find_tool through the stack, tasks (what a call that becomes a task
+// costs over a plain one, and tasks/get), W2 (tools/list walks, cold and
+// warm), W3 (connect cost) and W4 (resident memory); with --profile it also writes
 // CPU and allocation profiles of the services. soak runs mixed traffic at a
 // fixed rate and reports whether memory or goroutines grow. Both stop by
 // themselves; Ctrl-C stops them early and cleanly.
@@ -129,6 +130,7 @@ func bench(ctx context.Context, args []string) (err error) {
 	principals := fs.Int("principals", 100, "API keys of the W1 clusters' gateway; find_tool runs once at 1 client over all of them")
 	findConcurrency := fs.String("find-concurrency", "1,4", "find_tool numbers of concurrent clients, one principal")
 	findDuration := fs.Duration("find-duration", 5*time.Second, "length of each find_tool run")
+	tasksDuration := fs.Duration("tasks-duration", 0, "length of each part of the tasks measurement (plain call, task round trip, tasks/get), run once at the lowest and the top --concurrency; default --call-duration, 0 skips it (for binaries without tasks)")
 	walks := fs.Int("walks", 5, "W2 warm walks per side, size and era")
 	connects := fs.Int("connects", 20, "W3 connects per side, size and era")
 	small := fs.Bool("small", false, "skip the second W1 catalog and the 10,000-tool W2/W3 catalog (smoke runs)")
@@ -136,6 +138,12 @@ func bench(ctx context.Context, args []string) (err error) {
 	profileSeconds := fs.Int("profile-seconds", 10, "length of each profile")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	// Unset, the tasks measurement runs as long as a W1 run.
+	tasksSet := false
+	fs.Visit(func(f *flag.Flag) { tasksSet = tasksSet || f.Name == "tasks-duration" })
+	if !tasksSet {
+		*tasksDuration = *callDuration
 	}
 	levels, err := parseLevels("--concurrency", *concurrency)
 	if err != nil {
@@ -157,6 +165,9 @@ func bench(ctx context.Context, args []string) (err error) {
 		*walks < 1 || *connects < 1 || *maxCalls < 1 || *runs < 1 || *runs > 20 {
 		return errors.New("--call-duration and --find-duration must be in (0, 10m]; --walks, --connects and --max-calls at least 1; --runs in [1, 20]")
 	}
+	if *tasksDuration < 0 || *tasksDuration > 10*time.Minute {
+		return errors.New("--tasks-duration must be in [0, 10m]")
+	}
 	if *principals < 1 || *principals > 10000 || *profileSeconds < 1 || *profileSeconds > 300 {
 		return errors.New("--principals must be in [1, 10000], --profile-seconds in [1, 300]")
 	}
@@ -175,7 +186,7 @@ func bench(ctx context.Context, args []string) (err error) {
 	opts := load.BenchOptions{
 		CallDuration: *callDuration, Concurrency: levels, MaxCallsPerRun: *maxCalls, Runs: *runs,
 		Large: largeTopology, LargeConcurrency: largeLevels, Principals: *principals,
-		Find: finds, FindDuration: *findDuration,
+		Find: finds, FindDuration: *findDuration, TaskDuration: *tasksDuration,
 		Walks: *walks, Connects: *connects, Catalogs: catalogs,
 		ProfileDir: *profile, ProfileSeconds: *profileSeconds, Progress: os.Stderr,
 	}
