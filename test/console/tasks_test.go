@@ -3,12 +3,8 @@ package console
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"reflect"
 	"slices"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,56 +12,31 @@ import (
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/browser"
-	"github.com/switchboard-mcp/switchboard/test/harness"
+	"github.com/switchboard-mcp/switchboard/test/mcpraw"
 )
 
 // hostileArgument is echoed into a task's result: the task's page must
 // show it as text.
 const hostileArgument = `</pre><script>document.title="owned"</script>`
 
-// taskClient makes tasks the way an MCP client of the 2026-07-28 tasks
-// extension does (go-sdk has no tasks): raw JSON-RPC POSTs with an API key.
-type taskClient struct {
-	url, key string
-	id       atomic.Int64
-}
-
-// callAsTask sends a tools/call that may become a task and returns the
+// callAsTask sends a tools/call as an MCP client of the 2026-07-28 tasks
+// extension does (go-sdk has no tasks), with an API key, and returns the
 // task's id, failing when the answer is not a task.
-func (tc *taskClient) callAsTask(t *testing.T, tool string, args map[string]any) string {
+func callAsTask(t *testing.T, url, key, tool string, args map[string]any) string {
 	t.Helper()
-	params := map[string]any{"name": tool, "arguments": args, "_meta": map[string]any{
-		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
-		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "console-tasks", "version": "0"},
-		"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}},
-	}}
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": tc.id.Add(1), "method": "tools/call", "params": params})
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, tc.url, strings.NewReader(string(body)))
+	c := mcpraw.Client{URL: url, Authorization: "Bearer " + key, Capabilities: mcpraw.TasksCapabilities, Name: "console-tasks"}
+	a, err := c.Send(t.Context(), "tools/call", tool, map[string]any{"name": tool, "arguments": args})
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+tc.key)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "tools/call")
-	req.Header.Set("Mcp-Name", tool)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	var res struct {
+		ResultType string `json:"resultType"`
+		TaskID     string `json:"taskId"`
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var msg struct {
-		Result struct {
-			ResultType string `json:"resultType"`
-			TaskID     string `json:"taskId"`
-		} `json:"result"`
+	if a.Error != nil || json.Unmarshal(a.Result, &res) != nil || res.ResultType != "task" || res.TaskID == "" {
+		t.Fatalf("tools/call %s as a task: HTTP %d, %s %v", tool, a.HTTPStatus, a.Result, a.Error)
 	}
-	if err := json.Unmarshal(harness.LastMessage(resp.Header.Get("Content-Type"), raw), &msg); err != nil || msg.Result.ResultType != "task" || msg.Result.TaskID == "" {
-		t.Fatalf("tools/call %s as a task: HTTP %d, %s (%v)", tool, resp.StatusCode, raw, err)
-	}
-	return msg.Result.TaskID
+	return res.TaskID
 }
 
 // taskRow is one row of the tasks page.
@@ -78,9 +49,9 @@ type taskRow struct {
 // with its status; the page of a completed one shows its result, hostile
 // markup in it as text; the page of one still working says so.
 func checkTasks(t *testing.T, s *stack, b *browser.Browser) {
-	erin := &taskClient{url: s.c.MCPURL + "/support", key: erinKey}
-	sleeping := erin.callAsTask(t, "tickets_sleep", map[string]any{"duration": "5m"})
-	echoed := erin.callAsTask(t, "tickets_echo", map[string]any{"note": hostileArgument})
+	support := s.c.MCPURL + "/support"
+	sleeping := callAsTask(t, support, erinKey, "tickets_sleep", map[string]any{"duration": "5m"})
+	echoed := callAsTask(t, support, erinKey, "tickets_echo", map[string]any{"note": hostileArgument})
 	asErin := &commonv1.Principal{Subject: "erin", Groups: []string{"eng"}}
 	var result *aggregatorv1.Task
 	testkit.Eventually(t, "erin's echo task completes", time.Minute, func() error {

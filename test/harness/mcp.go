@@ -1,9 +1,6 @@
 package harness
 
 import (
-	"bufio"
-	"bytes"
-	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -50,22 +47,4 @@ func ToolNames(t testing.TB, cs *mcp.ClientSession) []string {
 		names = append(names, tool.Name)
 	}
 	return names
-}
-
-// LastMessage is the JSON-RPC message a POST was answered with, given the
-// answer's Content-Type and body: the body itself, or the data of the last
-// event of an event stream (notifications come before the response).
-func LastMessage(contentType string, body []byte) []byte {
-	if !strings.HasPrefix(contentType, "text/event-stream") {
-		return body
-	}
-	var last []byte
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if d, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: ")); ok {
-			last = append(last[:0], d...)
-		}
-	}
-	return last
 }

@@ -1,13 +1,10 @@
 package load
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -16,6 +13,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/test/mcpraw"
 )
 
 // The tasks measurement: what a tools/call that becomes a task costs over
@@ -113,10 +111,11 @@ func RunTasks(ctx context.Context, c *Cluster, concurrency []int, d time.Duratio
 	if c.TasksURL == "" {
 		return TaskTable{}, errors.New("the cluster runs no tasks (Topology.Tasks)")
 	}
-	tc := &taskClient{url: c.TasksURL}
+	authorization := ""
 	if key := c.firstKey(); key != "" {
-		tc.authorization = "Bearer " + key
+		authorization = "Bearer " + key
 	}
+	tc := newTaskClient(c.TasksURL, authorization)
 	procs := slices.Concat(c.Services("gateway"), c.Services("aggregator"), c.Services("indexer"), c.Services("backend")[:1])
 	table := TaskTable{Topology: c.Topology}
 	for _, n := range concurrency {
@@ -200,23 +199,23 @@ func RunTasks(ctx context.Context, c *Cluster, concurrency []int, d time.Duratio
 	return table, nil
 }
 
-// taskClient speaks 2026-07-28 over raw HTTP, one stateless request each,
-// as go-sdk's Modern client does (which has no tasks extension).
+// taskClient speaks 2026-07-28 over raw HTTP (mcpraw), one stateless
+// request each, as go-sdk's Modern client does (which has no tasks
+// extension): the same client, declaring the tasks extension (tasks) or
+// not (plain).
 type taskClient struct {
-	url string
-	// authorization is the Authorization header value, or "".
-	authorization string
-	ids           atomic.Int64
+	plain, tasks *mcpraw.Client
 	// created counts the tasks made through the client.
 	created atomic.Int64
 }
 
-// The _meta of every request: the same client, declaring the tasks
-// extension or not.
-var (
-	plainMeta = json.RawMessage(`{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"switchboard-load","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`)
-	tasksMeta = json.RawMessage(`{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"switchboard-load","version":"1"},"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`)
-)
+func newTaskClient(url, authorization string) *taskClient {
+	hc := &http.Client{Transport: sharedTransport}
+	client := func(caps json.RawMessage) *mcpraw.Client {
+		return &mcpraw.Client{URL: url, Authorization: authorization, Capabilities: caps, Name: "switchboard-load", HTTP: hc}
+	}
+	return &taskClient{plain: client(mcpraw.NoCapabilities), tasks: client(mcpraw.TasksCapabilities)}
+}
 
 const taskCompleted = "completed"
 
@@ -235,79 +234,27 @@ type taskAnswer struct {
 	Error         json.RawMessage `json:"error"`
 }
 
-// send posts one request and decodes its answer.
-func (tc *taskClient) send(ctx context.Context, method, name string, meta json.RawMessage, params map[string]any) (taskAnswer, error) {
-	params["_meta"] = meta
-	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": tc.ids.Add(1), "method": method, "params": params})
+// send sends one request through c and decodes its result; a JSON-RPC
+// error is an error.
+func (tc *taskClient) send(ctx context.Context, c *mcpraw.Client, method, name string, params map[string]any) (taskAnswer, error) {
+	a, err := c.Send(ctx, method, name, params)
 	if err != nil {
-		return taskAnswer{}, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tc.url, bytes.NewReader(body))
-	if err != nil {
-		return taskAnswer{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", method)
-	req.Header.Set("Mcp-Name", name)
-	if tc.authorization != "" {
-		req.Header.Set("Authorization", tc.authorization)
-	}
-	resp, err := sharedTransport.RoundTrip(req)
-	if err == nil {
-		defer resp.Body.Close()
-		var raw []byte
-		if raw, err = io.ReadAll(resp.Body); err == nil {
-			a, err := decodeTaskAnswer(resp.Header.Get("Content-Type"), raw)
-			if err != nil || resp.StatusCode != http.StatusOK {
-				return taskAnswer{}, fmt.Errorf("%s: HTTP %d: %v; %s", method, resp.StatusCode, err, oneLine(string(raw)))
-			}
-			return a, nil
+		// The run's end cuts requests; the caller tells that from a
+		// failure by the context's error, which the transport's may not
+		// wrap.
+		if ctx.Err() != nil {
+			err = ctx.Err()
 		}
+		return taskAnswer{}, fmt.Errorf("%s: %w", method, err)
 	}
-	// The run's end cuts requests; the caller tells that from a failure
-	// by the context's error, which the transport's may not wrap.
-	if ctx.Err() != nil {
-		err = ctx.Err()
+	if a.Error != nil {
+		return taskAnswer{}, fmt.Errorf("%s: %w", method, a.Error)
 	}
-	return taskAnswer{}, fmt.Errorf("%s: %w", method, err)
-}
-
-// decodeTaskAnswer reads a JSON-RPC answer, as JSON or as the last message
-// of an event stream: its result, or its error as an error.
-func decodeTaskAnswer(contentType string, body []byte) (taskAnswer, error) {
-	if strings.HasPrefix(contentType, "text/event-stream") {
-		var last []byte
-		sc := bufio.NewScanner(bytes.NewReader(body))
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			if d, ok := bytes.CutPrefix(sc.Bytes(), []byte("data:")); ok {
-				last = append(last[:0], bytes.TrimSpace(d)...)
-			}
-		}
-		if err := sc.Err(); err != nil {
-			return taskAnswer{}, err
-		}
-		body = last
+	var ans taskAnswer
+	if err := json.Unmarshal(a.Result, &ans); err != nil || a.HTTPStatus != http.StatusOK {
+		return taskAnswer{}, fmt.Errorf("%s: HTTP %d: %v", method, a.HTTPStatus, err)
 	}
-	var msg struct {
-		Result *taskAnswer `json:"result"`
-		Error  *struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(body, &msg); err != nil {
-		return taskAnswer{}, fmt.Errorf("undecodable answer: %w", err)
-	}
-	switch {
-	case msg.Error != nil:
-		return taskAnswer{}, fmt.Errorf("error %d: %s", msg.Error.Code, msg.Error.Message)
-	case msg.Result == nil:
-		return taskAnswer{}, errors.New("an answer with neither result nor error")
-	}
-	return *msg.Result, nil
+	return ans, nil
 }
 
 // callParams are a tools/call of TaskTool, as CallEcho makes it.
@@ -318,7 +265,7 @@ func callParams() map[string]any {
 // plainCall calls TaskTool without the tasks extension; it must be
 // answered as usual.
 func (tc *taskClient) plainCall(ctx context.Context) error {
-	a, err := tc.send(ctx, "tools/call", TaskTool, plainMeta, callParams())
+	a, err := tc.send(ctx, tc.plain, "tools/call", TaskTool, callParams())
 	switch {
 	case err != nil:
 		return err
@@ -333,7 +280,7 @@ func (tc *taskClient) plainCall(ctx context.Context) error {
 // createTask calls TaskTool declaring the tasks extension and returns the
 // task it became.
 func (tc *taskClient) createTask(ctx context.Context) (string, error) {
-	a, err := tc.send(ctx, "tools/call", TaskTool, tasksMeta, callParams())
+	a, err := tc.send(ctx, tc.tasks, "tools/call", TaskTool, callParams())
 	if err != nil {
 		return "", err
 	}
@@ -347,7 +294,7 @@ func (tc *taskClient) createTask(ctx context.Context) (string, error) {
 // getTask is tasks/get of task id: its status, and an error for a task
 // that ended otherwise than completed or whose result is an error.
 func (tc *taskClient) getTask(ctx context.Context, id string) (string, error) {
-	a, err := tc.send(ctx, "tasks/get", id, tasksMeta, map[string]any{"taskId": id})
+	a, err := tc.send(ctx, tc.tasks, "tasks/get", id, map[string]any{"taskId": id})
 	switch {
 	case err != nil:
 		return "", err

@@ -9,41 +9,6 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 )
 
-func TestDecodeTaskAnswer(t *testing.T) {
-	task := `{"jsonrpc":"2.0","id":3,"result":{"resultType":"task","taskId":"t1.abc","status":"working","ttlMs":3600000}}`
-	completed := `{"jsonrpc":"2.0","id":4,"result":{"resultType":"complete","taskId":"t1.abc","status":"completed","result":{"content":[],"isError":false}}}`
-	for _, tc := range []struct {
-		name, contentType, body string
-		want                    taskAnswer
-	}{
-		{"json", "application/json", task, taskAnswer{ResultType: "task", TaskID: "t1.abc", Status: "working"}},
-		// An event stream's last message is the answer; "data:" may or
-		// may not be followed by a space.
-		{"event stream", "text/event-stream; charset=utf-8", "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\nevent: message\ndata:" + task + "\n\n",
-			taskAnswer{ResultType: "task", TaskID: "t1.abc", Status: "working"}},
-	} {
-		got, err := decodeTaskAnswer(tc.contentType, []byte(tc.body))
-		if err != nil || got.ResultType != tc.want.ResultType || got.TaskID != tc.want.TaskID || got.Status != tc.want.Status || got.Result != nil {
-			t.Errorf("%s: %+v, %v; want %+v", tc.name, got, err, tc.want)
-		}
-	}
-	got, err := decodeTaskAnswer("application/json", []byte(completed))
-	if err != nil || got.Status != taskCompleted || got.Result == nil || got.Result.IsError {
-		t.Errorf("completed: %+v, %v", got, err)
-	}
-	for name, body := range map[string]string{
-		"error":   `{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"unknown task"}}`,
-		"neither": `{"jsonrpc":"2.0","id":1}`,
-		"garbage": `<html>`,
-	} {
-		if _, err := decodeTaskAnswer("application/json", []byte(body)); err == nil {
-			t.Errorf("%s: decoded without an error", name)
-		} else if name == "error" && !strings.Contains(err.Error(), "-32602") {
-			t.Errorf("error: %v does not name the code", err)
-		}
-	}
-}
-
 // A tasks cluster's configuration lets the one tool run as a task at its
 // virtual server only, and the aggregator's credential call exactly the
 // task RPCs; without tasks it carries none of it.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/services/config"
 	"github.com/switchboard-mcp/switchboard/test/harness"
+	"github.com/switchboard-mcp/switchboard/test/mcpraw"
 )
 
 // withTasks lets alpha's sleep and ask, and legacy's ask, run as tasks
@@ -30,12 +30,15 @@ func withTasks(cfg *config.Config) {
 	cfg.Aggregator.Tasks.PollInterval = config.Duration(200 * time.Millisecond)
 }
 
-// taskClient speaks the 2026-07-28 tasks extension over raw HTTP, through
-// the load balancer, so that consecutive requests land on other gateways.
+// taskClient speaks the 2026-07-28 tasks extension through the load
+// balancer, so that consecutive requests land on other gateways.
 type taskClient struct {
-	t   *testing.T
-	url string
-	id  atomic.Int64
+	t *testing.T
+	c mcpraw.Client
+}
+
+func newTaskClient(t *testing.T, url string) *taskClient {
+	return &taskClient{t: t, c: mcpraw.Client{URL: url, Capabilities: mcpraw.AskableTasksCapabilities}}
 }
 
 // taskReply is one answer: its JSON-RPC result or error, and the gateway
@@ -48,39 +51,15 @@ type taskReply struct {
 
 func (tc *taskClient) send(method, name string, params map[string]any) taskReply {
 	tc.t.Helper()
-	params["_meta"] = map[string]any{
-		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
-		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "tasks", "version": "0"},
-		"io.modelcontextprotocol/clientCapabilities": map[string]any{"elicitation": map[string]any{}, "extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}},
-	}
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": tc.id.Add(1), "method": method, "params": params})
-	req, err := http.NewRequestWithContext(tc.t.Context(), http.MethodPost, tc.url, strings.NewReader(string(body)))
+	a, err := tc.c.Send(tc.t.Context(), method, name, params)
 	if err != nil {
 		tc.t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", method)
-	req.Header.Set("Mcp-Name", name)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tc.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var msg struct {
-		Result map[string]any `json:"result"`
-		Error  *struct {
-			Code int `json:"code"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(harness.LastMessage(resp.Header.Get("Content-Type"), raw), &msg); err != nil {
-		tc.t.Fatalf("%s: HTTP %d, %s", method, resp.StatusCode, raw)
-	}
-	r := taskReply{Result: msg.Result, Gateway: resp.Header.Get(servedByHeader)}
-	if msg.Error != nil {
-		r.ErrCode = msg.Error.Code
+	r := taskReply{Gateway: a.Header.Get(servedByHeader)}
+	if a.Error != nil {
+		r.ErrCode = a.Error.Code
+	} else if err := json.Unmarshal(a.Result, &r.Result); err != nil {
+		tc.t.Fatalf("%s: %v", method, err)
 	}
 	return r
 }
@@ -119,7 +98,7 @@ func (tc *taskClient) await(id, want string, within time.Duration) taskReply {
 // aggregator dies mid-call ends failed, never working forever.
 func TestTasksAcrossReplicas(t *testing.T) {
 	c := startCluster(t, withTasks)
-	tc := &taskClient{t: t, url: c.MCPURL}
+	tc := newTaskClient(t, c.MCPURL)
 
 	t.Run("created through one, polled through another", func(t *testing.T) {
 		tc.t = t
@@ -371,7 +350,7 @@ func TestBackendTasksAcrossReplicas(t *testing.T) {
 	c := startClusterOf(t, []demoBackend{{"alpha", modernSpec, false}, {"tasky", taskySpec, false}}, func(cfg *config.Config) {
 		cfg.Aggregator.Indexer = config.Endpoint{Address: cfg.Gateway.Indexer.Address, Token: cfg.Aggregator.Peers.Token}
 	})
-	tc := &taskClient{t: t, url: c.MCPURL}
+	tc := newTaskClient(t, c.MCPURL)
 
 	before := []int{handledRPCs(t, c.configs[0], "GetTask"), handledRPCs(t, c.configs[1], "GetTask")}
 	id, created := tc.call("tasky_sleep", map[string]any{"duration": "2s"})

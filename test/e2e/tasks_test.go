@@ -1,0 +1,124 @@
+package e2e
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/test/harness"
+	"github.com/switchboard-mcp/switchboard/test/mcpraw"
+)
+
+// tasksSpec is a backend whose sleep runs as a task Switchboard runs.
+const tasksSpec = `
+tools:
+  - {name: sleep, description: Wait for a duration., behaviour: sleep}
+  - {name: echo, description: Echo the arguments back., behaviour: echo}
+`
+
+// startTasks starts a cluster whose ops_sleep runs as a task, with API
+// keys for alice and bob and a virtual server "ops".
+func startTasks(t *testing.T) *harness.Cluster {
+	aggregatorToken := "aggregator-" + t.Name()
+	return harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: tasksSpec}},
+		Configure: func(cfg *config.Config) {
+			cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials, config.ServiceCredential{
+				Name: "aggregator", Token: aggregatorToken, AssertPrincipals: true, Allow: config.AggregatorMethods})
+			cfg.Aggregator.Indexer = config.Endpoint{Address: cfg.Indexer.Listen, Token: aggregatorToken}
+			cfg.Aggregator.ToolOverrides = []config.ToolOverride{{Backend: "ops", Tool: "sleep", TaskSupport: config.TaskSupportOptional}}
+			cfg.Servers = []config.Server{{Name: "ops", Backends: []string{"ops"}}}
+			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{
+				{Key: "alice-key", Subject: "alice"}, {Key: "bob-key", Subject: "bob"}}}
+		}})
+}
+
+// rawTasks is a tasks client of a principal on one endpoint.
+func rawTasks(url, key string) *mcpraw.Client {
+	return &mcpraw.Client{URL: url, Authorization: "Bearer " + key, Capabilities: mcpraw.TasksCapabilities}
+}
+
+// taskResult decodes an answer's result, failing on an error.
+func taskResult(t *testing.T) func(mcpraw.Answer, error) map[string]any {
+	return func(a mcpraw.Answer, err error) map[string]any {
+		t.Helper()
+		if err != nil || a.Error != nil {
+			t.Fatalf("answer: %v %v", err, a.Error)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(a.Result, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+}
+
+// TestTaskIsolation: a task is its creator's, through the server it was
+// made at: another principal, and its creator through another virtual
+// server, get -32602 exactly as for an id that never
+// existed, for tasks/get, tasks/update and tasks/cancel, and cannot end
+// it. Every route makes tasks: /mcp, /mcp/raw, /mcp/<server> and the
+// optimizer's call_tool.
+func TestTaskIsolation(t *testing.T) {
+	c := startTasks(t)
+	base := c.MCPURL
+	alice := rawTasks(base, "alice-key")
+	created := taskResult(t)(alice.Send(t.Context(), "tools/call", "ops_sleep", map[string]any{"name": "ops_sleep", "arguments": map[string]any{"duration": "30s"}}))
+	id, _ := created["taskId"].(string)
+	if created["resultType"] != "task" || id == "" {
+		t.Fatalf("no task: %v", created)
+	}
+	unknown := func(who *mcpraw.Client, method, id string) {
+		t.Helper()
+		params := map[string]any{"taskId": id}
+		if method == "tasks/update" {
+			params["inputResponses"] = map[string]any{"x": map[string]any{"action": "accept"}}
+		}
+		a, err := who.Send(t.Context(), method, id, params)
+		if err != nil || a.Error == nil || a.Error.Code != -32602 {
+			t.Fatalf("%s of %s through %s: %+v %v, want -32602", method, id, who.URL, a.Error, err)
+		}
+	}
+	never := "t1.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	for _, who := range []*mcpraw.Client{rawTasks(base, "bob-key"), rawTasks(base+"/ops", "alice-key"), rawTasks(base+"/ops/raw", "alice-key")} {
+		for _, method := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
+			unknown(who, method, id)
+			unknown(who, method, never)
+		}
+	}
+	// /mcp/raw is /mcp's server: the same task.
+	for _, url := range []string{base, base + "/raw"} {
+		if got := taskResult(t)(rawTasks(url, "alice-key").Send(t.Context(), "tasks/get", id, map[string]any{"taskId": id})); got["status"] != "working" {
+			t.Fatalf("alice's task through %s after the others' attempts: %v", url, got)
+		}
+	}
+	alice.Send(t.Context(), "tasks/cancel", id, map[string]any{"taskId": id})
+	if got := taskResult(t)(alice.Send(t.Context(), "tasks/get", id, map[string]any{"taskId": id})); got["status"] != "cancelled" {
+		t.Fatalf("alice's cancelled task: %v", got)
+	}
+
+	// Every route makes tasks of the tool, and answers for them.
+	for _, route := range []struct{ path, tool string }{{"/raw", "ops_sleep"}, {"/ops", "ops_sleep"}, {"/optimized", "call_tool"}} {
+		client := rawTasks(base+route.path, "alice-key")
+		params := map[string]any{"name": route.tool, "arguments": map[string]any{"duration": "10ms"}}
+		if route.tool == "call_tool" {
+			params["arguments"] = map[string]any{"tool_name": "ops_sleep", "parameters": map[string]any{"duration": "10ms"}}
+		}
+		made := taskResult(t)(client.Send(t.Context(), "tools/call", route.tool, params))
+		id, _ := made["taskId"].(string)
+		if id == "" {
+			t.Fatalf("%s: no task: %v", route.path, made)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			got := taskResult(t)(client.Send(t.Context(), "tasks/get", id, map[string]any{"taskId": id}))
+			if got["status"] == "completed" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: task %v", route.path, got)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}

@@ -1,0 +1,142 @@
+// Package mcpraw speaks MCP 2026-07-28 over raw HTTP: one stateless POST
+// per request, with the per-request _meta and the headers the revision
+// binds (Mcp-Protocol-Version, Mcp-Method, Mcp-Name), as go-sdk's Modern
+// client sends them. Tests and the load tool use it for what go-sdk's
+// client has no API for (the tasks extension), and to measure the gateway
+// without a client library's costs.
+package mcpraw
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+)
+
+// Version is the revision the client speaks.
+const Version = "2026-07-28"
+
+// Client capabilities a request may declare.
+var (
+	NoCapabilities    = json.RawMessage(`{}`)
+	TasksCapabilities = json.RawMessage(`{"extensions":{"io.modelcontextprotocol/tasks":{}}}`)
+	// AskableTasksCapabilities also answer elicitations.
+	AskableTasksCapabilities = json.RawMessage(`{"elicitation":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}`)
+)
+
+// Client sends requests to one MCP endpoint.
+type Client struct {
+	URL string
+	// Authorization is the Authorization header's value, or "".
+	Authorization string
+	// Capabilities are declared in every request's _meta; nil declares
+	// none.
+	Capabilities json.RawMessage
+	// Name is the clientInfo name ("mcpraw" when empty).
+	Name string
+	// HTTP sends the requests; nil is http.DefaultClient.
+	HTTP *http.Client
+	ids  atomic.Int64
+}
+
+// Error is a JSON-RPC error.
+type Error struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("error %d: %s", e.Code, e.Message) }
+
+// Answer is one response: its result (raw) or its error.
+type Answer struct {
+	HTTPStatus int
+	Header     http.Header
+	Result     json.RawMessage
+	Error      *Error
+}
+
+// Send posts one request of method, whose Mcp-Name is name ("" for none),
+// with params (its _meta is set here) and reads the answer; err is a
+// transport failure or an answer that is no JSON-RPC response.
+func (c *Client) Send(ctx context.Context, method, name string, params map[string]any) (Answer, error) {
+	if params == nil {
+		params = map[string]any{}
+	}
+	caps := c.Capabilities
+	if caps == nil {
+		caps = NoCapabilities
+	}
+	clientName := c.Name
+	if clientName == "" {
+		clientName = "mcpraw"
+	}
+	params["_meta"] = map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    Version,
+		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": clientName, "version": "0"},
+		"io.modelcontextprotocol/clientCapabilities": caps,
+	}
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": c.ids.Add(1), "method": method, "params": params})
+	if err != nil {
+		return Answer{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(body))
+	if err != nil {
+		return Answer{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", Version)
+	req.Header.Set("Mcp-Method", method)
+	if name != "" {
+		req.Header.Set("Mcp-Name", name)
+	}
+	if c.Authorization != "" {
+		req.Header.Set("Authorization", c.Authorization)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return Answer{}, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return Answer{}, err
+	}
+	a := Answer{HTTPStatus: resp.StatusCode, Header: resp.Header}
+	var msg struct {
+		Result json.RawMessage `json:"result"`
+		Error  *Error          `json:"error"`
+	}
+	if err := json.Unmarshal(LastMessage(resp.Header.Get("Content-Type"), raw), &msg); err != nil || (msg.Result == nil && msg.Error == nil) {
+		return a, fmt.Errorf("%s: HTTP %d, not a JSON-RPC response: %.300s", method, resp.StatusCode, raw)
+	}
+	a.Result, a.Error = msg.Result, msg.Error
+	return a, nil
+}
+
+// LastMessage is the last message of a body: the body itself unless it is
+// an event stream.
+func LastMessage(contentType string, body []byte) []byte {
+	if !strings.HasPrefix(contentType, "text/event-stream") {
+		return body
+	}
+	var last []byte
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(nil, 32<<20)
+	for sc.Scan() {
+		if d, ok := bytes.CutPrefix(sc.Bytes(), []byte("data:")); ok {
+			last = append(last[:0], bytes.TrimSpace(d)...)
+		}
+	}
+	return last
+}
