@@ -50,6 +50,8 @@ const (
 	KindTaskGet    Kind = "task_get"
 	KindTaskUpdate Kind = "task_update"
 	KindTaskCancel Kind = "task_cancel"
+	// KindTaskList is a listing of the principal's tasks (tasks/list).
+	KindTaskList Kind = "task_list"
 )
 
 // Outcome is how it ended.

@@ -2,10 +2,16 @@ package e2e
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 	"github.com/switchboard-mcp/switchboard/test/mcpraw"
 )
@@ -19,7 +25,7 @@ tools:
 
 // startTasks starts a cluster whose ops_sleep runs as a task, with API
 // keys for alice and bob and a virtual server "ops".
-func startTasks(t *testing.T) *harness.Cluster {
+func startTasks(t *testing.T, policyPath string) *harness.Cluster {
 	aggregatorToken := "aggregator-" + t.Name()
 	return harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: tasksSpec}},
 		Configure: func(cfg *config.Config) {
@@ -30,6 +36,8 @@ func startTasks(t *testing.T) *harness.Cluster {
 			cfg.Servers = []config.Server{{Name: "ops", Backends: []string{"ops"}}}
 			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{
 				{Key: "alice-key", Subject: "alice"}, {Key: "bob-key", Subject: "bob"}}}
+			cfg.Aggregator.Authz.PolicyFile = policyPath
+			cfg.Reload.Interval = config.Duration(200 * time.Millisecond)
 		}})
 }
 
@@ -60,7 +68,9 @@ func taskResult(t *testing.T) func(mcpraw.Answer, error) map[string]any {
 // it. Every route makes tasks: /mcp, /mcp/raw, /mcp/<server> and the
 // optimizer's call_tool.
 func TestTaskIsolation(t *testing.T) {
-	c := startTasks(t)
+	policyPath := filepath.Join(t.TempDir(), "policy.cedar")
+	writeAtomically(t, policyPath, []byte(permitAll))
+	c := startTasks(t, policyPath)
 	base := c.MCPURL
 	alice := rawTasks(base, "alice-key")
 	created := taskResult(t)(alice.Send(t.Context(), "tools/call", "ops_sleep", map[string]any{"name": "ops_sleep", "arguments": map[string]any{"duration": "30s"}}))
@@ -121,4 +131,64 @@ func TestTaskIsolation(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+}
+
+// TestTaskFollowsThePolicy: a task is admitted as a call of its tool, so
+// once the policy forbids its owner the tool, tasks/get answers -32602 as
+// for an unknown task and tasks/list (2025-11-25) no longer lists it; a
+// policy that permits the tool again shows it again.
+func TestTaskFollowsThePolicy(t *testing.T) {
+	policyPath := filepath.Join(t.TempDir(), "policy.cedar")
+	writeAtomically(t, policyPath, []byte(permitAll))
+	c := startTasks(t, policyPath)
+	alice := rawTasks(c.MCPURL, "alice-key")
+	made := taskResult(t)(alice.Send(t.Context(), "tools/call", "ops_sleep", map[string]any{"name": "ops_sleep", "arguments": map[string]any{"duration": "1ms"}}))
+	id, _ := made["taskId"].(string)
+	if id == "" {
+		t.Fatalf("no task: %v", made)
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "tasks", Version: "0"}, nil)
+	legacy, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: c.MCPURL,
+		HTTPClient: &http.Client{Transport: bearerTransport{"alice-key"}}, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: harness.Legacy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { legacy.Close() })
+	// tasks/list of alice's Legacy session (go-sdk has no tasks API).
+	listed := func() bool {
+		body := `{"jsonrpc":"2.0","id":7,"method":"tasks/list","params":{}}`
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, c.MCPURL, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", harness.Legacy)
+		req.Header.Set("Mcp-Session-Id", legacy.ID())
+		req.Header.Set("Authorization", "Bearer alice-key")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		msg := mcpraw.LastMessage(resp.Header.Get("Content-Type"), raw)
+		if !strings.Contains(string(msg), `"tasks"`) {
+			t.Fatalf("tasks/list: HTTP %d %s", resp.StatusCode, raw)
+		}
+		return strings.Contains(string(msg), id)
+	}
+	if !listed() {
+		t.Fatal("tasks/list does not list alice's task")
+	}
+	writeAtomically(t, policyPath, []byte(permitAll+`forbid (principal == User::"alice", action, resource == Tool::"ops_sleep");`+"\n"))
+	testkit.Eventually(t, "alice's task hidden by the policy", 10*time.Second, func() bool {
+		a, err := alice.Send(t.Context(), "tasks/get", id, map[string]any{"taskId": id})
+		return err == nil && a.Error != nil && a.Error.Code == -32602
+	})
+	if listed() {
+		t.Fatal("tasks/list lists a task whose tool the policy forbids")
+	}
+	writeAtomically(t, policyPath, []byte(permitAll+"// again\n"))
+	testkit.Eventually(t, "alice's task shown again", 10*time.Second, listed)
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/backenderr"
 	"github.com/switchboard-mcp/switchboard/services/config"
@@ -185,10 +186,13 @@ func (s *Server) ListTasks(ctx context.Context, req *aggregatorv1.ListTasksReque
 	return resp, s.fail(ctx, "ListTasks", err)
 }
 
-func (s *Server) listTasks(ctx context.Context, req *aggregatorv1.ListTasksRequest) (*aggregatorv1.ListTasksResponse, error) {
+func (s *Server) listTasks(ctx context.Context, req *aggregatorv1.ListTasksRequest) (resp *aggregatorv1.ListTasksResponse, err error) {
 	if s.tasks == nil {
 		return &aggregatorv1.ListTasksResponse{}, nil
 	}
+	start := time.Now()
+	r := admission{method: config.RateMethodTasksList, trail: audit.KindTaskList, server: req.GetServer()}
+	defer func() { s.auditAdmission(ctx, r, start, nil, resp, err) }()
 	if req.GetPageSize() > 100 || len(req.GetCursor()) > 1024 {
 		return nil, invalidArgument("page_size is at most 100 and cursor at most 1,024 bytes")
 	}
@@ -197,7 +201,7 @@ func (s *Server) listTasks(ctx context.Context, req *aggregatorv1.ListTasksReque
 			return nil, err
 		}
 	}
-	resp, err := s.tasks.store.ListTasks(ctx, &indexerv1.ListTasksRequest{Owner: svcauth.PrincipalFrom(ctx).GetSubject(),
+	page, err := s.tasks.store.ListTasks(ctx, &indexerv1.ListTasksRequest{Owner: svcauth.PrincipalFrom(ctx).GetSubject(),
 		Server: req.GetServer(), PageSize: req.GetPageSize(), Cursor: req.GetCursor()})
 	if status.Code(err) == codes.InvalidArgument { // the cursor
 		return nil, catalog.ErrInvalidCursor
@@ -205,10 +209,15 @@ func (s *Server) listTasks(ctx context.Context, req *aggregatorv1.ListTasksReque
 	if err != nil {
 		return nil, storeError(err)
 	}
-	out := &aggregatorv1.ListTasksResponse{NextCursor: resp.GetNextCursor()}
-	for _, rec := range resp.GetRecords() {
+	out := &aggregatorv1.ListTasksResponse{NextCursor: page.GetNextCursor()}
+	for _, rec := range page.GetRecords() {
 		var call taskCall
 		if json.Unmarshal([]byte(rec.GetCallJson()), &call) != nil || call.ID == "" {
+			continue
+		}
+		// As tasks/get: a task whose tool the principal may no longer
+		// call through the server is not shown.
+		if _, err := s.route(ctx, req.GetServer(), catalog.KindTools, rec.GetTool()); err != nil && !errors.Is(err, engine.ErrBackendDown) {
 			continue
 		}
 		out.Tasks = append(out.Tasks, taskOf(call.ID, rec, false))
