@@ -93,6 +93,10 @@ type ServiceCredential struct {
 	URISAN     string `yaml:"uriSAN,omitempty"`
 	DNSSAN     string `yaml:"dnsSAN,omitempty"`
 	CommonName string `yaml:"commonName,omitempty"`
+	// Role names what the credential is (gateway, indexer, aggregator,
+	// console, client; roles.go): it grants the role's RPCs and flags, in
+	// place of Allow.
+	Role string `yaml:"role,omitempty"`
 	// Allow names the RPCs the credential may call: full gRPC method names
 	// ("switchboard.aggregator.v1.AggregatorService/ListTools") or every
 	// method of a service ("switchboard.indexer.v1.IndexerService/*").
@@ -348,6 +352,10 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 		return nil, fmt.Errorf("parse config: %w", decodeErrors(err, &doc, expanded, written, src))
 	}
 	c.sources = src
+	if err := c.ServiceAuth.applyRoles(); err != nil {
+		return nil, c.Annotate(err)
+	}
+	c.applyLocalDefaults()
 	return &c, nil
 }
 

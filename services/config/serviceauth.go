@@ -28,7 +28,7 @@ func (a ServiceAuth) Validate() error {
 			where += " (" + c.Name + ")"
 		}
 		if len(c.Allow) == 0 {
-			errs = append(errs, fmt.Errorf("%s: allow is required: list the RPCs the credential may call (docs/configuration.md)", where))
+			errs = append(errs, fmt.Errorf("%s: role or allow is required: name the credential's role, or list the RPCs it may call (docs/configuration.md)", where))
 		}
 		for j, p := range c.Allow {
 			if _, _, err := ParseMethodPattern(p); err != nil {

@@ -104,7 +104,7 @@ aggregator:
 
 func TestRunRejectsBadConfig(t *testing.T) {
 	for name, yaml := range map[string]string{
-		"no listen":      "aggregator: {}",
+		"bad listen":     "aggregator: {listen: 'not-an-address'}",
 		"bad strategy":   "aggregator: {listen: '127.0.0.1:0', conflictResolution: {strategy: alphabetical}}",
 		"bad policy":     "aggregator: {listen: '127.0.0.1:0', authz: {policyFile: /nonexistent/policy.cedar}}",
 		"bad protocol":   "aggregator: {listen: '127.0.0.1:0', backends: [{name: a, url: 'http://127.0.0.1:1', protocol: '2024-01-01'}]}",
