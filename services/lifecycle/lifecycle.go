@@ -40,11 +40,15 @@ type Env struct {
 
 // Main parses flags, builds the environment and calls run with a context
 // that is cancelled on SIGINT/SIGTERM. It exits the process with status 1 if
-// run fails, 2 on bad usage.
-func Main(service string, run func(ctx context.Context, env Env) error) {
+// run fails, 2 on bad usage. With --check it only reads the configuration
+// file and validates it with validate, the service's check at start and on
+// every reload, prints every problem (by key, line and variable, never a
+// value) or "ok", and exits 1 on any problem.
+func Main(service string, run func(ctx context.Context, env Env) error, validate func(*config.Config) error) {
 	fs := flag.NewFlagSet(service, flag.ContinueOnError)
 	path := fs.String("config", "", "configuration file (YAML)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	check := fs.Bool("check", false, "validate the configuration file as the service would at start, print its problems, and exit")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
@@ -69,9 +73,16 @@ func Main(service string, run func(ctx context.Context, env Env) error) {
 	// keys, lines and environment variables, never a value (the same
 	// parse and validation; stderr reaches the same log collectors).
 	cfg, err := config.Parse(raw, os.LookupEnv)
+	if err == nil && *check {
+		err = cfg.Annotate(validate(cfg))
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", service, err)
 		os.Exit(1)
+	}
+	if *check {
+		fmt.Printf("%s: %s: ok\n", service, *path)
+		return
 	}
 	log := logging.New(os.Stderr, cfg.Logging, service)
 	slog.SetDefault(log)

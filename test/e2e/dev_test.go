@@ -322,3 +322,48 @@ func descendants(pid int) []int {
 	}
 	return out
 }
+
+// TestDevCheck: switchboard-dev check validates a file as every service
+// would: the example passes; a broken one fails with every problem named
+// by key and line, never its values, and starts nothing.
+func TestDevCheck(t *testing.T) {
+	bin := harness.BinDir(t)
+	configPath, _, _ := copyExample(t)
+	run := func(path string) (string, error) {
+		out, err := exec.Command(filepath.Join(bin, "switchboard-dev"), "check", "--config", path).CombinedOutput()
+		return string(out), err
+	}
+	out, err := run(configPath)
+	if err != nil {
+		t.Fatalf("the example: %v\n%s", err, out)
+	}
+	for _, svc := range []string{"switchboard-aggregator", "switchboard-indexer", "switchboard-gateway"} {
+		if !strings.Contains(out, svc+": "+configPath+": ok") {
+			t.Fatalf("no verdict of %s:\n%s", svc, out)
+		}
+	}
+
+	raw, err := os.ReadFile(configPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const secret = "s3cr3t-in-a-url"
+	broken := strings.Replace(string(raw), "    backends: [weather]", "    backends: [nowhere]", 1)
+	broken = strings.Replace(broken, "url: http://", "url: ftp://"+secret+"@", 1)
+	brokenPath := filepath.Join(filepath.Dir(configPath), "broken.yaml")
+	if err := os.WriteFile(brokenPath, []byte(broken), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err = run(brokenPath)
+	if err == nil {
+		t.Fatalf("a broken file passed:\n%s", out)
+	}
+	for _, want := range []string{"servers[0].backends[0]", "aggregator.backends[0].url", "(line ", "refused by"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the check does not say %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, secret) {
+		t.Errorf("the check quotes a value:\n%s", out)
+	}
+}

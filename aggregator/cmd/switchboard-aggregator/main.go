@@ -9,4 +9,4 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/lifecycle"
 )
 
-func main() { lifecycle.Main("switchboard-aggregator", app.Run) }
+func main() { lifecycle.Main("switchboard-aggregator", app.Run, app.Validate) }

@@ -8,7 +8,8 @@ package main
 
 import (
 	"github.com/switchboard-mcp/switchboard/gateway/internal/app"
+	"github.com/switchboard-mcp/switchboard/gateway/internal/edge"
 	"github.com/switchboard-mcp/switchboard/services/lifecycle"
 )
 
-func main() { lifecycle.Main("switchboard-gateway", app.Run) }
+func main() { lifecycle.Main("switchboard-gateway", app.Run, edge.Validate) }

@@ -15,5 +15,5 @@ import (
 func main() {
 	lifecycle.Main("switchboard-indexer", func(ctx context.Context, env lifecycle.Env) error {
 		return app.RunEnv(ctx, env, app.Listeners{})
-	})
+	}, app.Validate)
 }

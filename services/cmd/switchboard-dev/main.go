@@ -4,6 +4,10 @@
 // throwaway PostgreSQL when indexer.database is empty.
 //
 //	switchboard-dev --config deploy/examples/switchboard-dev.yaml
+//	switchboard-dev check --config deploy/examples/switchboard-dev.yaml
+//
+// check validates the file as every service would at start and on reload,
+// prints each problem by key and line (never a value), and exits 1 on any.
 //
 // Once the gateway serves it prints one line, "ready <MCP URL>", on stdout;
 // its own log and the children's output (prefixed with their names) go to
@@ -26,6 +30,10 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "check" {
+		check(os.Args[2:])
+		return
+	}
 	fs := flag.NewFlagSet("switchboard-dev", flag.ContinueOnError)
 	configPath := fs.String("config", "", "configuration file (YAML)")
 	binDir := fs.String("bin-dir", "", "directory of the Switchboard binaries (default: dev.binDir, else this binary's directory)")
@@ -51,4 +59,24 @@ func main() {
 		os.Exit(1)
 	}
 	log.Info("stopped")
+}
+
+// check validates a configuration file as every service would
+// (devstack.Check) and exits 1 if any refuses it.
+func check(args []string) {
+	fs := flag.NewFlagSet("switchboard-dev check", flag.ContinueOnError)
+	configPath := fs.String("config", "", "configuration file (YAML)")
+	binDir := fs.String("bin-dir", "", "directory of the Switchboard binaries (default: dev.binDir, else this binary's directory)")
+	if err := fs.Parse(args); err != nil {
+		os.Exit(2)
+	}
+	if *configPath == "" {
+		fmt.Fprintln(os.Stderr, "switchboard-dev check: --config FILE is required")
+		os.Exit(2)
+	}
+	if err := devstack.Check(context.Background(), devstack.CheckOptions{ConfigPath: *configPath, BinDir: *binDir, Output: os.Stdout}); err != nil {
+		fmt.Fprintf(os.Stderr, "switchboard-dev check: %s: %v\n", *configPath, err)
+		os.Exit(1)
+	}
+	fmt.Printf("switchboard-dev check: %s: ok\n", *configPath)
 }
