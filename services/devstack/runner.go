@@ -1,6 +1,7 @@
 package devstack
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -14,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -129,6 +131,14 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 		if err := os.WriteFile(childConfig, derived, 0o600); err != nil {
 			return err
 		}
+		// The services watch the copy; edits of the file the runner was
+		// started with reach them through it, as in production.
+		dbURL := s.pg.URL(devDatabase)
+		var followCtx context.Context
+		followCtx, s.stopFollowing = context.WithCancel(ctx)
+		s.followers.Go(func() {
+			follow(followCtx, log, opts.ConfigPath, raw, childConfig, func(raw []byte) ([]byte, error) { return withDatabase(raw, dbURL) })
+		})
 	}
 
 	start := func(name, bin string, args []string, probe Probe) error {
@@ -189,6 +199,43 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 	return s.wait(ctx)
 }
 
+// followInterval is how often the runner looks at its configuration file
+// for edits to pass on to its private copy.
+const followInterval = 250 * time.Millisecond
+
+// follow rewrites copyPath from source whenever source's content changes
+// (derive makes the copy's content), atomically, until ctx ends. A content
+// that does not derive is logged and not passed on: the services keep the
+// last good copy, as they keep a configuration they refuse.
+func follow(ctx context.Context, log *slog.Logger, source string, last []byte, copyPath string, derive func([]byte) ([]byte, error)) {
+	tick := time.NewTicker(followInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		raw, err := os.ReadFile(source)
+		if err != nil || bytes.Equal(raw, last) {
+			continue
+		}
+		last = raw
+		derived, err := derive(raw)
+		if err == nil {
+			tmp := copyPath + ".next"
+			if err = os.WriteFile(tmp, derived, 0o600); err == nil {
+				err = os.Rename(tmp, copyPath)
+			}
+		}
+		if err != nil {
+			log.Warn("the edited configuration was not passed on to the services", "file", source, "err", err)
+			continue
+		}
+		log.Info("configuration edited: passed on to the services, which reload it", "file", source)
+	}
+}
+
 // stack is what Run started, in order.
 type stack struct {
 	log        *slog.Logger
@@ -197,6 +244,10 @@ type stack struct {
 	privateDir string
 	pg         *pgcluster.Cluster
 	procs      []*Process
+	// followers pass edits of the configuration file on to the private
+	// copy until stopFollowing (follow).
+	followers     sync.WaitGroup
+	stopFollowing context.CancelFunc
 }
 
 // wait returns when ctx ends (nil) or a child exits (an error naming it).
@@ -223,6 +274,10 @@ func (s *stack) wait(ctx context.Context) error {
 // stop stops the children in reverse order of start, then PostgreSQL, then
 // removes the private directory.
 func (s *stack) stop() error {
+	if s.stopFollowing != nil {
+		s.stopFollowing()
+	}
+	s.followers.Wait()
 	var errs []error
 	for _, p := range slices.Backward(s.procs) {
 		if err := p.Stop(s.grace); err != nil {

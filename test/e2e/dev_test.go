@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/services/devstack"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -111,6 +113,44 @@ func TestDevRunnerStopsWhenAChildDies(t *testing.T) {
 	dev.assertNothingLeft(t, family)
 }
 
+// TestDevRunnerFollowsEdits: an edit of the file switchboard-dev was
+// started with reaches the running services, as a reload does in
+// production: a virtual server added to it is served.
+func TestDevRunnerFollowsEdits(t *testing.T) {
+	dev := startDev(t)
+	raw, err := os.ReadFile(dev.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(raw), "\nservers:\n", "\nservers:\n  - name: edited\n    backends: [notes]\n", 1)
+	if edited == string(raw) {
+		t.Fatal("the example configuration has no servers section to edit")
+	}
+	harness.WriteFileAtomic(t, dev.config, []byte(edited))
+	testkit.Eventually(t, "the edited server served", 30*time.Second, func() error {
+		client := mcp.NewClient(&mcp.Implementation{Name: "dev-edit", Version: "0"}, nil)
+		cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: dev.url + "/edited", MaxRetries: -1},
+			&mcp.ClientSessionOptions{ProtocolVersion: harness.Modern})
+		if err != nil {
+			return err
+		}
+		defer cs.Close()
+		res, err := cs.ListTools(t.Context(), nil)
+		if err != nil {
+			return err
+		}
+		for _, tool := range res.Tools {
+			if strings.HasPrefix(tool.Name, "weather_") {
+				return fmt.Errorf("the edited server lists %s", tool.Name)
+			}
+		}
+		if len(res.Tools) == 0 {
+			return errors.New("no tools yet")
+		}
+		return nil
+	})
+}
+
 // devRun is a running switchboard-dev.
 type devRun struct {
 	cmd *exec.Cmd
@@ -118,8 +158,10 @@ type devRun struct {
 	// console is the operator console's base URL (the gateway's ops port).
 	console string
 	tmp     string
-	lines   chan string
-	exited  chan error
+	// config is the configuration file the runner was started with.
+	config string
+	lines  chan string
+	exited chan error
 }
 
 // startDev starts switchboard-dev on a copy of the example configuration
@@ -165,7 +207,8 @@ func startDev(t *testing.T) *devRun {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	d := &devRun{cmd: cmd, url: "http://" + gatewayAddr + "/mcp", console: "http://" + opsAddr, tmp: tmp, lines: make(chan string, 8), exited: make(chan error, 1)}
+	d := &devRun{cmd: cmd, url: "http://" + gatewayAddr + "/mcp", console: "http://" + opsAddr, tmp: tmp, config: configPath,
+		lines: make(chan string, 8), exited: make(chan error, 1)}
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
