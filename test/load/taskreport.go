@@ -42,7 +42,7 @@ func writeTasks(b *strings.Builder, o BenchOptions, tables []TaskTable) {
 			"(the servers' `pollIntervalMs`, 1 s by default, is what a real client waits and would be all the figure); create is the tools/call's latency, round trip until the completed answer. "+
 			"CPU per call in ms over gateway + aggregator + indexer + PostgreSQL for both, so \"÷ plain\" is what making the call a task costs: its creation and its polls, "+
 			"the aggregator running the call detached and the task's writes and reads in PostgreSQL. "+
-			"Held is the unexpired tasks when the round trips ended (each creation counts them, up to `aggregator.tasks.maxTasks`, under a cluster-wide lock).\n\n",
+			"Held is the unexpired tasks when the round trips ended (a creation counts only the principal's, and the table's bound `aggregator.tasks.maxTasks` is a counter).\n\n",
 			tasksServer, TaskTool, o.TaskDuration, taskPollPause)
 		b.WriteString("| Clients | calls/s: plain / task | p50: plain / create / round trip | p99: plain / create / round trip | polls per task | CPU: plain / task | ÷ plain | plain: gateway, aggregator, indexer, PostgreSQL | task: gateway, aggregator, indexer, PostgreSQL | backend: plain / task | client: plain / task | errors: plain / task | held | load avg |\n")
 		b.WriteString("|---:|---|---|---|---:|---|---:|---|---|---|---|---|---:|---|\n")
