@@ -314,6 +314,11 @@ func checkSwitchboardConfig(p *problems, r *Render) {
 	}
 	// Backends inside the cluster are named by their Service.
 	for _, b := range agg.cfg.Aggregator.Backends {
+		if len(b.Command) > 0 {
+			// A stdio server runs in the aggregator's pod: its
+			// program must be in the aggregator's image.
+			continue
+		}
 		host := hostOfURL(b.URL)
 		if host == "" {
 			p.addf("Deployment %s: backend %s has no host in %q", agg.d.Name, b.Name, b.URL)

@@ -539,6 +539,16 @@ func TestCheckCatchesMistakes(t *testing.T) {
 			expectProblem(t, Check(r), tc.want)
 		})
 	}
+	// A stdio server runs in the aggregator's pod: it has no host to
+	// resolve, and is no mistake.
+	t.Run("a stdio backend", func(t *testing.T) {
+		r := decodeClean(t, "development", dev)
+		editConfig(r, "      url: http://switchboard-demo-backend:9101/mcp\n",
+			"      url: http://switchboard-demo-backend:9101/mcp\n    - name: files\n      command: [mcp-server-filesystem, /data]\n")
+		if errs := Check(r); len(errs) != 0 {
+			t.Fatalf("a stdio backend: %v", errs)
+		}
+	})
 }
 
 // TestCheckCatchesCertificateWithoutTargetName: with mTLS (production),

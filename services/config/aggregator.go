@@ -261,6 +261,14 @@ const (
 type Backend struct {
 	Name string `yaml:"name"`
 	URL  string `yaml:"url"`
+	// Command, instead of URL, is a stdio backend: the program and its
+	// arguments, which each aggregator replica runs and speaks MCP with
+	// over its stdin and stdout (aggregator/internal/stdio). Env is its
+	// whole environment (PATH and HOME come from the aggregator unless
+	// set), Dir its working directory.
+	Command []string          `yaml:"command"`
+	Env     map[string]string `yaml:"env"`
+	Dir     string            `yaml:"dir"`
 	// Protocol is auto (Modern first, Legacy fallback), 2026-07-28 or
 	// 2025-11-25.
 	Protocol string `yaml:"protocol"`
@@ -307,8 +315,10 @@ func (b Backend) Validate(at string) error {
 	if b.Name == "" {
 		errs = append(errs, fmt.Errorf("%s.name is required", at))
 	}
-	if u, err := url.Parse(b.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		errs = append(errs, keyErr(at+".url", "must be an absolute http(s) URL"))
+	if len(b.Command) > 0 || b.URL == "" && (len(b.Env) > 0 || b.Dir != "") {
+		errs = append(errs, b.validateStdio(at)...)
+	} else if u, err := url.Parse(b.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, keyErr(at+".url", "must be an absolute http(s) URL (or give command for a stdio server)"))
 	} else if mode := b.Auth.EffectiveMode(); mode == BackendAuthTokenExchange || mode == BackendAuthClientCredentials {
 		// The backend receives OAuth access tokens (a user's exchanged
 		// token, or the aggregator's own), which must not cross the

@@ -185,6 +185,19 @@ func TestAggregatorValidationNamesKeys(t *testing.T) {
 		{"aggregator.pinning.mode", func(c *Config) { c.Aggregator.Pinning.Mode = "strict" }},
 		{"aggregator.pinning.indexer.address is required", func(c *Config) { c.Aggregator.Pinning.Mode = PinningPin }},
 		{"aggregator.peers.token is required", func(c *Config) { c.Aggregator.Peers.DNS = "agg-headless:9090" }},
+		{"aggregator.backends[0].command: and url are two kinds of backend", func(c *Config) { c.Aggregator.Backends[0].Command = []string{"npx", secret} }},
+		{"aggregator.backends[0].command: is required with env or dir", func(c *Config) {
+			c.Aggregator.Backends[0].URL, c.Aggregator.Backends[0].Env = "", map[string]string{"TOKEN": secret}
+		}},
+		{"aggregator.backends[0].env: a variable name", func(c *Config) {
+			c.Aggregator.Backends[0] = Backend{Name: "a", Command: []string{"npx"}, Env: map[string]string{"BAD NAME": secret}}
+		}},
+		{"aggregator.backends[0].headers: are HTTP's", func(c *Config) {
+			c.Aggregator.Backends[0] = Backend{Name: "a", Command: []string{"npx"}, Headers: map[string]string{"X": secret}}
+		}},
+		{"aggregator.backends[0].protocol: 2026-07-28 is not spoken over stdio", func(c *Config) {
+			c.Aggregator.Backends[0] = Backend{Name: "a", Command: []string{"npx"}, Protocol: ProtocolModern}
+		}},
 		{"aggregator.toolOverrides[0].taskSupport: is not one of", func(c *Config) {
 			c.Aggregator.ToolOverrides = []ToolOverride{{Backend: "a", Tool: "t", TaskSupport: "always"}}
 		}},

@@ -411,3 +411,11 @@ func (h quietHandler) WithAttrs(a []slog.Attr) slog.Handler {
 
 // WithGroup keeps the filter on derived handlers.
 func (h quietHandler) WithGroup(n string) slog.Handler { return quietHandler{h.Handler.WithGroup(n)} }
+
+// ServeStdio serves the backend's MCP server on standard input and output
+// (one session, 2025-11-25) until ctx ends or the input closes: a stdio
+// server, as the aggregator runs one. The HTTP layer (/admin, tasks,
+// extensions) is not served.
+func (b *Backend) ServeStdio(ctx context.Context) error {
+	return b.server.Run(ctx, &mcp.StdioTransport{})
+}

@@ -58,6 +58,7 @@ func Check(ctx context.Context, opts CheckOptions) error {
 	if err != nil {
 		return err
 	}
+	env = append(env, binPath(binDir))
 	var refused []string
 	if err := checkConfig(cfg, binDir); err != nil {
 		fmt.Fprintf(opts.Output, "switchboard-dev: %v\n", err)

@@ -87,6 +87,9 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 	if err := checkConfig(cfg, binDir); err != nil {
 		return err
 	}
+	// The binaries are on the children's PATH, so that a stdio backend
+	// of the file names one by its name (switchboard-demo-backend).
+	env = append(env, binPath(binDir))
 	startTimeout := cfg.Dev.StartTimeout.Or(60 * time.Second)
 	grace := cfg.Dev.StopGrace.Or(10 * time.Second)
 
@@ -424,4 +427,9 @@ func relativeTo(dir, path string) string {
 		return path
 	}
 	return filepath.Join(dir, path)
+}
+
+// binPath is the PATH entry of children: binDir first.
+func binPath(binDir string) string {
+	return "PATH=" + binDir + string(os.PathListSeparator) + os.Getenv("PATH")
 }

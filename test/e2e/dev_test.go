@@ -38,7 +38,7 @@ func TestDevRunner(t *testing.T) {
 	for _, pin := range []string{harness.Modern, harness.Legacy} {
 		cs := harness.Connect(t, dev.url, pin)
 		names := strings.Join(harness.ToolNames(t, cs), ",")
-		for _, want := range []string{"weather_forecast", "notes_create_note", "toolbox_echo"} {
+		for _, want := range []string{"weather_forecast", "notes_create_note", "toolbox_echo", "local_echo"} {
 			if !strings.Contains(names, want) {
 				t.Fatalf("version %q: tools %s lack %s", pin, names, want)
 			}
@@ -49,6 +49,14 @@ func TestDevRunner(t *testing.T) {
 		}
 		if answer := structured(t, res); answer["backend"] != "weather" {
 			t.Fatalf("weather_forecast answered by %v", answer["backend"])
+		}
+		// local is a stdio server the aggregator runs.
+		res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "local_echo", Arguments: map[string]any{"pin": pin}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if answer := structured(t, res); answer["backend"] != "local" {
+			t.Fatalf("local_echo answered by %v", answer["backend"])
 		}
 		// toolbox serves Legacy sessions only: the aggregator fell back.
 		res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "toolbox_echo"})

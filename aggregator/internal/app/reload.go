@@ -12,6 +12,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/authz"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/server"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/stdio"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
@@ -43,10 +44,11 @@ var engineKeys = []string{"aggregator.backends", "aggregator.conflictResolution"
 
 // Validate checks everything the aggregator reads in cfg, as at start and
 // on every reload: the sections (config.ValidateAggregator: backends,
-// naming, servers, everything with a rule), the TLS files, and the Cedar
-// policy file, which is read and parsed.
+// naming, servers, everything with a rule), the TLS files, the stdio
+// backends' programs (found), and the Cedar policy file, which is read and
+// parsed.
 func Validate(cfg *config.Config) error {
-	if err := errors.Join(cfg.ValidateAggregator(), rpc.CheckTLS(cfg.ServiceAuth.TLS)); err != nil {
+	if err := errors.Join(cfg.ValidateAggregator(), rpc.CheckTLS(cfg.ServiceAuth.TLS), stdio.CheckCommands(cfg.Aggregator.Backends)); err != nil {
 		return err
 	}
 	_, err := engine.OptionsFromConfig(cfg.Aggregator.WithDefaults())

@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/stdio"
 )
 
 // Client is the aggregator's connection to one backend. It is safe for
@@ -68,6 +70,8 @@ type Client struct {
 	plain plainCalls
 	// decoded is the last listing's items by their bytes (ops.go).
 	decoded decodedItems
+	// bridge runs a stdio backend (Config.Command); nil for HTTP.
+	bridge *stdio.Bridge
 }
 
 // Implementation is how the aggregator introduces itself to backends.
@@ -79,6 +83,23 @@ var Implementation = &mcp.Implementation{Name: "switchboard-aggregator", Version
 func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Client {
 	if log == nil {
 		log = slog.Default()
+	}
+	var bridge *stdio.Bridge
+	if len(cfg.Command) > 0 {
+		// A stdio server is reached through its bridge, as any HTTP
+		// backend: one path for everything the client does.
+		var err error
+		bridge, err = stdio.Start(stdio.Spec{Name: cfg.Name, Command: cfg.Command, Env: cfg.Env, Dir: cfg.Dir, Log: log})
+		if err != nil {
+			// Validated at start and reload (the command is found);
+			// what fails now leaves the backend down, and says why.
+			log.Error("the stdio backend cannot start", "backend", cfg.Name, "err", err)
+			cfg.URL = "http://127.0.0.1:0/stdio-backend-not-started"
+		} else {
+			cfg.URL = bridge.URL()
+			cfg.Headers = map[string]string{"Authorization": "Bearer " + bridge.Token()}
+			cfg.Protocol = ProtocolLegacy
+		}
 	}
 	var tokens *tokenSource
 	var service func(context.Context) (string, error)
@@ -113,6 +134,7 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 		heldBy:   map[string]int{},
 		maxHeld:  maxHeldCalls,
 		subs:     map[string]int{},
+		bridge:   bridge,
 	}
 	notify := func() {
 		if onListChanged != nil {
@@ -282,6 +304,9 @@ func (c *Client) Close() {
 	c.closePlain()
 	c.http.CloseIdleConnections()
 	c.raw.CloseIdleConnections()
+	if c.bridge != nil {
+		c.bridge.Close()
+	}
 }
 
 // Capabilities returns the capabilities of the current session, or nil when

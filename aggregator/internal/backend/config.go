@@ -47,6 +47,12 @@ type Config struct {
 	// call's requestState names, so that a retry reaching another replica
 	// can be forwarded here; empty names none.
 	HeldOwner string
+	// Command, Env and Dir make a stdio backend: the client runs the
+	// command behind a loopback bridge (aggregator/internal/stdio) and
+	// reaches it there, URL and Headers being the bridge's.
+	Command []string
+	Env     map[string]string
+	Dir     string
 }
 
 // Errors a backend operation fails with. Callers branch with errors.Is.

@@ -104,6 +104,9 @@ func OptionsFromConfig(c config.Aggregator) (Options, error) {
 			Timeout:          time.Duration(b.Timeout),
 			InputWait:        time.Duration(b.InputWait),
 			HeldPerPrincipal: b.HeldPerPrincipal,
+			Command:          b.Command,
+			Env:              b.Env,
+			Dir:              b.Dir,
 		})
 	}
 	return opts, nil

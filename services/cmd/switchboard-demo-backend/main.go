@@ -6,6 +6,7 @@
 //	switchboard-demo-backend --listen 127.0.0.1:9101 --name weather --config weather.yaml
 //	switchboard-demo-backend --listen 127.0.0.1:9102 --name load --synthetic 500
 //	switchboard-demo-backend --listen 127.0.0.1:9103 --name corpus --tools-json tools.json
+//	switchboard-demo-backend --stdio --name local
 //
 // Without --config, --synthetic or --tools-json it serves one tool of each
 // behaviour (echo, add, hello, fail, sleep).
@@ -48,6 +49,7 @@ func run() error {
 	synthetic := fs.Int("synthetic", 0, "also serve N generated echo tools tool_0000...")
 	toolsJSON := fs.String("tools-json", "", `also serve one echo tool per entry of a JSON object {"name": "description"}`)
 	stateful := fs.Bool("stateful", false, "serve Legacy (2025-11-25) sessions only, refusing Modern requests")
+	stdio := fs.Bool("stdio", false, "serve MCP on standard input and output (one session) instead of HTTP; logs go to standard error")
 	otlpEndpoint := fs.String("otlp-endpoint", "", "export spans to this OTLP/gRPC collector (host:port)")
 	otlpInsecure := fs.Bool("otlp-insecure", false, "send OTLP without TLS (a local collector)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -81,6 +83,12 @@ func run() error {
 	backend, err := demobackend.New(spec, demobackend.Options{Name: *name, StatefulOnly: *stateful, Log: log})
 	if err != nil {
 		return err
+	}
+	if *stdio {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		log.Info("serving on stdio", "tools", len(spec.Tools))
+		return backend.ServeStdio(ctx)
 	}
 	lis, err := net.Listen("tcp", *listen)
 	if err != nil {

@@ -1,0 +1,267 @@
+// Package stdio runs a backend MCP server that is a command (an npx or uvx
+// package, a local binary) speaking MCP over its stdin and stdout, and
+// serves it to the rest of the aggregator as an MCP server over HTTP on a
+// loopback port only this process knows the token of. The backend layer
+// then treats it as any backend (one path for every call: admission,
+// overrides, pinning, limits, both eras), while the process is the one MCP
+// session a stdio server has.
+//
+// A Bridge starts the command, mirrors what it lists (tools, resources,
+// templates, prompts) into a go-sdk server and keeps the mirror current on
+// its list_changed notifications, forwards every call, read, prompt,
+// completion and subscription to it, and logs its stderr, bounded. When
+// the process exits the bridge starts it again with back-off (1 s doubling
+// to 30 s, reset after a minute of running); meanwhile requests fail as a
+// backend that is down does. Close stops it. The process sees only the
+// environment configured for it, and PATH and HOME unless configured, so
+// that the aggregator's own secrets never reach it.
+//
+// The bridge declares no client capabilities to the process: a stdio
+// server cannot ask the client for input (elicitation, sampling, roots)
+// through it.
+package stdio
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+)
+
+// Spec is one stdio backend.
+type Spec struct {
+	// Name is the backend's name, for logs.
+	Name string
+	// Command is argv: the program and its arguments.
+	Command []string
+	// Env is the process's whole environment beyond PATH and HOME, which
+	// it gets from the aggregator unless Env sets them.
+	Env map[string]string
+	// Dir is the working directory; empty is the aggregator's.
+	Dir string
+	// Log receives the bridge's and the process's lines.
+	Log *slog.Logger
+}
+
+// Back-off of restarts.
+const (
+	minBackoff = time.Second
+	maxBackoff = 30 * time.Second
+	// steadyRun is how long a process must have run for the back-off to
+	// start again from minBackoff.
+	steadyRun = time.Minute
+)
+
+// ErrNotRunning answers a request while the process is not running.
+var ErrNotRunning = errors.New("the stdio server is not running")
+
+// Bridge is one running stdio backend and its HTTP face.
+type Bridge struct {
+	spec   Spec
+	log    *slog.Logger
+	token  string
+	url    string
+	server *mcp.Server
+	http   *http.Server
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	session *mcp.ClientSession
+	// syncMu serialises resyncs; mirrored is what the server lists now,
+	// by kind, to remove on the next.
+	syncMu   sync.Mutex
+	mirrored mirrored
+}
+
+// Start listens on a loopback port and starts the command in the
+// background; the first listing waits for it.
+func Start(spec Spec) (*Bridge, error) {
+	if len(spec.Command) == 0 || spec.Command[0] == "" {
+		return nil, errors.New("a stdio backend needs a command")
+	}
+	if _, err := exec.LookPath(spec.Command[0]); err != nil {
+		return nil, fmt.Errorf("command %q not found: install it, or name it by its full path (%w)", spec.Command[0], err)
+	}
+	log := spec.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	var raw [32]byte
+	_, _ = rand.Read(raw[:]) // never fails (crypto/rand)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	b := &Bridge{spec: spec, log: log.With("backend", spec.Name, "stdio", spec.Command[0]), token: hex.EncodeToString(raw[:]),
+		url: "http://" + lis.Addr().String() + "/mcp", done: make(chan struct{})}
+	b.server = mcp.NewServer(&mcp.Implementation{Name: spec.Name, Version: "stdio"}, &mcp.ServerOptions{
+		Capabilities: &mcp.ServerCapabilities{
+			Tools:     &mcp.ToolCapabilities{ListChanged: true},
+			Resources: &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
+			Prompts:   &mcp.PromptCapabilities{ListChanged: true},
+		},
+		CompletionHandler:  b.complete,
+		SubscribeHandler:   b.subscribe,
+		UnsubscribeHandler: b.unsubscribe,
+		Logger:             slog.New(slog.DiscardHandler),
+	})
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.server }, nil)
+	b.http = &http.Server{Handler: b.authorized(mcpHandler), ReadHeaderTimeout: 10 * time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.cancel = cancel
+	go func() { _ = b.http.Serve(lis) }()
+	go b.supervise(ctx)
+	return b, nil
+}
+
+// URL is where the bridge serves MCP; Token is the bearer token it wants.
+func (b *Bridge) URL() string   { return b.url }
+func (b *Bridge) Token() string { return b.token }
+
+// Close stops the process and the HTTP server.
+func (b *Bridge) Close() {
+	b.cancel()
+	<-b.done
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = b.http.Shutdown(ctx)
+}
+
+// authorized lets through only requests that carry the bridge's token: the
+// port is on loopback, but other local processes must not use the
+// backend as the aggregator does.
+func (b *Bridge) authorized(next http.Handler) http.Handler {
+	want := []byte("Bearer " + b.token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// current is the process's session, nil while it does not run.
+func (b *Bridge) current() *mcp.ClientSession {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.session
+}
+
+// supervise runs the process until ctx ends, again with back-off after
+// each exit.
+func (b *Bridge) supervise(ctx context.Context) {
+	defer close(b.done)
+	backoff := minBackoff
+	for ctx.Err() == nil {
+		started := time.Now()
+		err := b.runOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(started) > steadyRun {
+			backoff = minBackoff
+		}
+		b.log.Warn("the stdio server stopped; starting it again", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// runOnce starts the process, mirrors it and waits until it exits (or ctx
+// ends, which stops it).
+func (b *Bridge) runOnce(ctx context.Context) error {
+	cmd := exec.Command(b.spec.Command[0], b.spec.Command[1:]...)
+	cmd.Env = environment(b.spec.Env)
+	cmd.Dir = b.spec.Dir
+	stderr := newLineLog(b.log)
+	cmd.Stderr = stderr
+	defer stderr.Flush()
+	client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-aggregator", Version: "1"}, &mcp.ClientOptions{
+		Capabilities:               &mcp.ClientCapabilities{},
+		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { b.resync() },
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { b.resync() },
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { b.resync() },
+		ResourceUpdatedHandler: func(ctx context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+			_ = b.server.ResourceUpdated(ctx, r.Params)
+		},
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	connectCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	cs, err := client.Connect(connectCtx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("start %s: %w", b.spec.Command[0], err)
+	}
+	b.log.Info("stdio server started", "pid", pid(cmd))
+	b.mu.Lock()
+	b.session = cs
+	b.mu.Unlock()
+	b.resync()
+	stop := context.AfterFunc(ctx, func() { _ = cs.Close() })
+	defer stop()
+	err = cs.Wait()
+	b.mu.Lock()
+	b.session = nil
+	b.mu.Unlock()
+	return err
+}
+
+func pid(cmd *exec.Cmd) int {
+	if cmd.Process == nil {
+		return 0
+	}
+	return cmd.Process.Pid
+}
+
+// environment is the process's environment: spec's, and the aggregator's
+// PATH and HOME unless spec sets them.
+func environment(spec map[string]string) []string {
+	env := make([]string, 0, len(spec)+2)
+	for _, k := range []string{"PATH", "HOME"} {
+		if _, set := spec[k]; !set {
+			if v, ok := os.LookupEnv(k); ok {
+				env = append(env, k+"="+v)
+			}
+		}
+	}
+	for k, v := range spec {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// CheckCommands reports, by key, each stdio backend whose command is not
+// found: at start and on each reload, before a backend is replaced by one
+// that cannot run.
+func CheckCommands(backends []config.Backend) error {
+	var errs []error
+	for i, b := range backends {
+		if len(b.Command) == 0 || b.Command[0] == "" {
+			continue
+		}
+		if _, err := exec.LookPath(b.Command[0]); err != nil {
+			errs = append(errs, &config.KeyError{Key: fmt.Sprintf("aggregator.backends[%d].command", i),
+				Err: errors.New("its program is not found: install it, or name it by its full path")})
+		}
+	}
+	return errors.Join(errs...)
+}

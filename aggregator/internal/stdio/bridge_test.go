@@ -1,0 +1,214 @@
+package stdio
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/services/testkit"
+)
+
+// serverEnv makes the test binary a stdio MCP server (TestMain), so the
+// bridge runs a real process.
+const serverEnv = "SWITCHBOARD_STDIO_TEST_SERVER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(serverEnv) == "1" {
+		serveStdio()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// serveStdio is the test's stdio server: echo reports its pid and what it
+// sees of the environment; add adds a tool; crash exits.
+func serveStdio() {
+	fmt.Fprintln(os.Stderr, "hello from stderr")
+	server := mcp.NewServer(&mcp.Implementation{Name: "stdio-test", Version: "0"}, nil)
+	schema := map[string]any{"type": "object"}
+	server.AddTool(&mcp.Tool{Name: "echo", InputSchema: schema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		text := fmt.Sprintf("pid=%d visible=%s secret=%s", os.Getpid(), os.Getenv("TEST_VISIBLE"), os.Getenv("AGGREGATOR_SECRET"))
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil
+	})
+	server.AddTool(&mcp.Tool{Name: "add", InputSchema: schema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		server.AddTool(&mcp.Tool{Name: "added", InputSchema: schema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "added"}}}, nil
+		})
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+	})
+	server.AddTool(&mcp.Tool{Name: "crash", InputSchema: schema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		os.Exit(3)
+		return nil, nil
+	})
+	server.AddResource(&mcp.Resource{URI: "test://readme", Name: "readme", MIMEType: "text/plain"}, func(_ context.Context, r *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: r.Params.URI, Text: "read me"}}}, nil
+	})
+	_ = server.Run(context.Background(), &mcp.StdioTransport{})
+}
+
+// recorder keeps the log's messages and attributes as text.
+type recorder struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.buf.Write(p)
+}
+
+func (r *recorder) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.buf.String()
+}
+
+type bearer string
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(b))
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func echoText(t *testing.T, cs *mcp.ClientSession) (string, error) {
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "echo"})
+	if err != nil {
+		return "", err
+	}
+	if res.IsError || len(res.Content) == 0 {
+		return "", fmt.Errorf("echo: %+v", res)
+	}
+	return res.Content[0].(*mcp.TextContent).Text, nil
+}
+
+// TestBridge: the bridge runs the command with only its configured
+// environment, serves what it lists to holders of its token only, keeps
+// the listing current, logs its stderr, starts it again when it exits, and
+// stops it on Close.
+func TestBridge(t *testing.T) {
+	t.Setenv("AGGREGATOR_SECRET", "must-not-leak")
+	logs := &recorder{}
+	b, err := Start(Spec{Name: "test", Command: []string{os.Args[0], "-test.run=^$"},
+		Env: map[string]string{serverEnv: "1", "TEST_VISIBLE": "yes"}, Log: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			b.Close()
+		}
+	})
+
+	if resp, err := http.Post(b.URL(), "application/json", strings.NewReader(`{}`)); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("without the token: %v %v", resp, err)
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "0"}, nil)
+	connect := func() *mcp.ClientSession {
+		cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: b.URL(), HTTPClient: &http.Client{Transport: bearer(b.Token())}},
+			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	cs := connect()
+	var first string
+	testkit.Eventually(t, "echo served", 20*time.Second, func() error {
+		var err error
+		first, err = echoText(t, cs)
+		return err
+	})
+	if !strings.HasSuffix(first, "visible=yes secret=") {
+		t.Fatalf("the process's environment: %s", first)
+	}
+	read, err := cs.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: "test://readme"})
+	if err != nil || read.Contents[0].Text != "read me" {
+		t.Fatalf("read: %+v %v", read, err)
+	}
+	testkit.Eventually(t, "stderr logged", 10*time.Second, func() bool { return strings.Contains(logs.String(), "hello from stderr") })
+
+	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "add"}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "the added tool mirrored", 10*time.Second, func() error {
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "added"})
+		if err != nil {
+			return err
+		}
+		if res.IsError {
+			return fmt.Errorf("added: %+v", res.Content)
+		}
+		return nil
+	})
+
+	_, _ = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "crash"})
+	testkit.Eventually(t, "the process started again", 20*time.Second, func() error {
+		text, err := echoText(t, connect())
+		if err != nil {
+			return err
+		}
+		if text == first {
+			return fmt.Errorf("the same process answers: %s", text)
+		}
+		return nil
+	})
+	if !strings.Contains(logs.String(), "starting it again") {
+		t.Fatalf("the restart was not logged:\n%s", logs.String())
+	}
+
+	text, err := echoText(t, connect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if _, err := fmt.Sscanf(text, "pid=%d", &pid); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	closed = true
+	testkit.Eventually(t, "the process stopped", 10*time.Second, func() bool {
+		return syscall.Kill(pid, 0) != nil
+	})
+}
+
+// TestStartRefusesAMissingCommand: a command that is not found is an
+// error at once that says what to do.
+func TestStartRefusesAMissingCommand(t *testing.T) {
+	_, err := Start(Spec{Name: "x", Command: []string{"switchboard-no-such-command"}})
+	if err == nil || !strings.Contains(err.Error(), "not found") || !strings.Contains(err.Error(), "full path") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// TestLineLogBounds: a long line is cut, and lines past the minute's bound
+// are counted, not logged.
+func TestLineLogBounds(t *testing.T) {
+	out := &recorder{}
+	l := newLineLog(slog.New(slog.NewTextHandler(out, nil)))
+	fmt.Fprintf(l, "%s\n", strings.Repeat("x", 3*maxLineBytes))
+	for i := range maxLinesPerMinute + 10 {
+		fmt.Fprintf(l, "line %d\n", i)
+	}
+	l.Flush()
+	got := out.String()
+	if strings.Contains(got, strings.Repeat("x", maxLineBytes+1)) || !strings.Contains(got, "cut=true") {
+		t.Fatalf("a long line was not cut:\n%.300s", got)
+	}
+	if strings.Contains(got, fmt.Sprintf("line %d", maxLinesPerMinute+5)) || !strings.Contains(got, "lines=11") {
+		t.Fatalf("lines past the bound: %s", got[max(0, len(got)-400):])
+	}
+}

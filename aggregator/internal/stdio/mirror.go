@@ -1,0 +1,241 @@
+package stdio
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// mirrored is what the bridge's server lists of the process.
+type mirrored struct {
+	tools, resources, templates, prompts []string
+}
+
+// listTimeout bounds one resync's listings.
+const listTimeout = 30 * time.Second
+
+// resync lists everything the process offers and makes the server list
+// exactly that, each item forwarding to the process.
+func (b *Bridge) resync() {
+	cs := b.current()
+	if cs == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), listTimeout)
+	defer cancel()
+	var next mirrored
+	var tools []*mcp.Tool
+	for t, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			b.log.Warn("listing the stdio server's tools failed", "err", err)
+			return
+		}
+		tools = append(tools, t)
+	}
+	var resources []*mcp.Resource
+	var templates []*mcp.ResourceTemplate
+	var prompts []*mcp.Prompt
+	caps := cs.InitializeResult().Capabilities
+	if caps != nil && caps.Resources != nil {
+		for r, err := range cs.Resources(ctx, nil) {
+			if err != nil {
+				b.log.Warn("listing the stdio server's resources failed", "err", err)
+				return
+			}
+			resources = append(resources, r)
+		}
+		for t, err := range cs.ResourceTemplates(ctx, nil) {
+			if err != nil {
+				b.log.Warn("listing the stdio server's resource templates failed", "err", err)
+				return
+			}
+			templates = append(templates, t)
+		}
+	}
+	if caps != nil && caps.Prompts != nil {
+		for p, err := range cs.Prompts(ctx, nil) {
+			if err != nil {
+				b.log.Warn("listing the stdio server's prompts failed", "err", err)
+				return
+			}
+			prompts = append(prompts, p)
+		}
+	}
+
+	// Not under mu: the server's changes notify its sessions, while
+	// handlers take mu to find the process.
+	b.syncMu.Lock()
+	defer b.syncMu.Unlock()
+	prev := b.mirrored
+	b.server.RemoveTools(prev.tools...)
+	b.server.RemoveResources(prev.resources...)
+	b.server.RemoveResourceTemplates(prev.templates...)
+	b.server.RemovePrompts(prev.prompts...)
+	for _, t := range tools {
+		if !objectSchema(t.InputSchema) {
+			// go-sdk's server takes only object schemas, as MCP asks.
+			b.log.Warn("a tool of the stdio server has an input schema that is not an object; not listed", "tool", t.Name)
+			continue
+		}
+		b.server.AddTool(t, b.callTool)
+		next.tools = append(next.tools, t.Name)
+	}
+	for _, r := range resources {
+		b.server.AddResource(r, b.readResource)
+		next.resources = append(next.resources, r.URI)
+	}
+	for _, t := range templates {
+		b.server.AddResourceTemplate(t, b.readResource)
+		next.templates = append(next.templates, t.URITemplate)
+	}
+	for _, p := range prompts {
+		b.server.AddPrompt(p, b.getPrompt)
+		next.prompts = append(next.prompts, p.Name)
+	}
+	b.mirrored = next
+}
+
+// objectSchema reports whether a tool's input schema is a JSON object of
+// type "object".
+func objectSchema(schema any) bool {
+	raw, err := json.Marshal(schema)
+	if err != nil {
+		return false
+	}
+	var m map[string]any
+	return json.Unmarshal(raw, &m) == nil && m["type"] == "object"
+}
+
+func (b *Bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	cs := b.current()
+	if cs == nil {
+		return nil, ErrNotRunning
+	}
+	params := &mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments}
+	return cs.CallTool(ctx, params)
+}
+
+func (b *Bridge) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	cs := b.current()
+	if cs == nil {
+		return nil, ErrNotRunning
+	}
+	return cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: req.Params.URI})
+}
+
+func (b *Bridge) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	cs := b.current()
+	if cs == nil {
+		return nil, ErrNotRunning
+	}
+	return cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: req.Params.Name, Arguments: req.Params.Arguments})
+}
+
+func (b *Bridge) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	cs := b.current()
+	if cs == nil {
+		return nil, ErrNotRunning
+	}
+	return cs.Complete(ctx, req.Params)
+}
+
+func (b *Bridge) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	cs := b.current()
+	if cs == nil {
+		return ErrNotRunning
+	}
+	return cs.Subscribe(ctx, req.Params)
+}
+
+func (b *Bridge) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+	cs := b.current()
+	if cs == nil {
+		return nil
+	}
+	return cs.Unsubscribe(ctx, req.Params)
+}
+
+// Bounds of what the process's stderr costs: a line is cut at
+// maxLineBytes, and past maxLinesPerMinute a minute's further lines are
+// counted, not logged.
+const (
+	maxLineBytes      = 1024
+	maxLinesPerMinute = 120
+)
+
+// lineLog logs what a process writes to stderr, a line at a time, bounded.
+type lineLog struct {
+	log *slog.Logger
+
+	mu      sync.Mutex
+	buf     []byte
+	window  time.Time
+	lines   int
+	dropped int
+}
+
+func newLineLog(log *slog.Logger) *lineLog { return &lineLog{log: log} }
+
+func (l *lineLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			// Keep at most one line's bound of a line in progress.
+			room := max(0, maxLineBytes+1-len(l.buf))
+			l.buf = append(l.buf, p[:min(len(p), room)]...)
+			return n, nil
+		}
+		room := max(0, maxLineBytes+1-len(l.buf))
+		l.buf = append(l.buf, p[:min(i, room)]...)
+		l.emitLocked()
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+// Flush logs a last line without its newline.
+func (l *lineLog) Flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.buf) > 0 {
+		l.emitLocked()
+	}
+	if l.dropped > 0 {
+		l.log.Warn("stdio server's stderr: lines not logged (over the bound)", "lines", l.dropped)
+		l.dropped = 0
+	}
+}
+
+func (l *lineLog) emitLocked() {
+	line := l.buf
+	l.buf = l.buf[:0]
+	now := time.Now()
+	if now.Sub(l.window) > time.Minute {
+		if l.dropped > 0 {
+			l.log.Warn("stdio server's stderr: lines not logged (over the bound)", "lines", l.dropped)
+		}
+		l.window, l.lines, l.dropped = now, 0, 0
+	}
+	if l.lines >= maxLinesPerMinute {
+		l.dropped++
+		return
+	}
+	l.lines++
+	cut := len(line) > maxLineBytes
+	if cut {
+		line = line[:maxLineBytes]
+		for len(line) > 0 && !utf8.Valid(line) {
+			line = line[:len(line)-1]
+		}
+	}
+	l.log.Info("stdio server", "stderr", string(line), "cut", cut)
+}
