@@ -206,6 +206,11 @@ test-conformance: build ## the official MCP conformance suite through the gatewa
 test-deploy: $(TOOLS_BIN)/kustomize $(TOOLS_BIN)/helm ## render every kustomize overlay and the Helm chart and validate them offline against the Kubernetes API types
 	KUSTOMIZE=$(TOOLS_BIN)/kustomize HELM=$(TOOLS_BIN)/helm deploy/validate/run.sh
 
+.PHONY: schema
+schema: $(TOOLS_BIN)/kustomize $(TOOLS_BIN)/helm ## write the configuration file's JSON Schema (docs/switchboard.schema.json) and the chart's values.schema.json from the Go types
+	cd services && go test ./config -run TestSchemaIsCurrent -count=1 -args -update
+	KUSTOMIZE=$(TOOLS_BIN)/kustomize HELM=$(TOOLS_BIN)/helm deploy/validate/run.sh -run TestChartSchemaHasTheConfigSchema -args -update
+
 HELM_CHART := deploy/helm/switchboard
 
 # helm lint --strict fails on warnings too; each values file in the chart's
