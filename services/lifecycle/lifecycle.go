@@ -104,8 +104,22 @@ func Main(service string, run func(ctx context.Context, env Env) error, validate
 	if runErr != nil && !errors.Is(runErr, context.Canceled) {
 		// A service's own checks may name keys too (config.KeyError):
 		// cfg names the variables their values came from.
-		log.Error("exiting", "err", cfg.Annotate(runErr))
+		attrs := []any{"err", cfg.Annotate(runErr)}
+		if advice := exitAdvice(runErr); advice != "" {
+			attrs = append(attrs, "advice", advice)
+		}
+		log.Error("exiting", attrs...)
 		os.Exit(1)
 	}
 	log.Info("stopped")
+}
+
+// exitAdvice says what to do about an error a service stops with, when it
+// is one a first run meets; "" otherwise.
+func exitAdvice(err error) string {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return "another process listens at that address (an earlier run still going?): stop it, or set another address in the configuration " +
+			"(gateway.listen, gateway.opsListen, aggregator.listen, aggregator.httpListen, indexer.listen, indexer.httpListen)"
+	}
+	return ""
 }

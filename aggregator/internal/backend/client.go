@@ -195,7 +195,7 @@ func (c *Client) connect(ctx context.Context, client *mcp.Client, standaloneSSE 
 	}
 	if v := s.InitializeResult().ProtocolVersion; c.cfg.Protocol == ProtocolModern && v != ProtocolModern {
 		_ = s.Close()
-		return nil, fmt.Errorf("backend negotiated protocol %s, but %s is configured", v, ProtocolModern)
+		return nil, &eraError{negotiated: v, configured: ProtocolModern}
 	}
 	return s, nil
 }

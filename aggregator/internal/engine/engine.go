@@ -265,7 +265,11 @@ func (e *Engine) list(ctx context.Context, m *member) {
 	<-e.listSlots
 	if err != nil {
 		if ctx.Err() == nil {
-			e.log.Warn("backend listing failed; backend skipped", "backend", b.Name(), "err", err)
+			if advice := backend.Advice(err); advice != "" {
+				e.log.Warn("backend listing failed; backend skipped", "backend", b.Name(), "err", err, "advice", advice)
+			} else {
+				e.log.Warn("backend listing failed; backend skipped", "backend", b.Name(), "err", err)
+			}
 		}
 		return
 	}

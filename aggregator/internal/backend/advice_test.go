@@ -1,0 +1,54 @@
+package backend
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestAdvice: the failures a first configuration meets, as the client meets
+// them, come with what to do about them.
+func TestAdvice(t *testing.T) {
+	// A port nothing listens on.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + lis.Addr().String() + "/mcp"
+	lis.Close()
+	// A server whose MCP endpoint is at /mcp, asked at /.
+	server := mcp.NewServer(&mcp.Implementation{Name: "s", Version: "0"}, nil)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	for _, tc := range []struct {
+		name, url, protocol, want string
+	}{
+		{"nothing listens", closed, ProtocolAuto, "nothing listens at the backend's address"},
+		{"wrong path", srv.URL + "/", ProtocolAuto, "usually serve at a path such as /mcp"},
+		{"no such host", "http://no-such-host.invalid/mcp", ProtocolAuto, "host name does not resolve"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newTestClient(Config{Name: "b", URL: tc.url, Protocol: tc.protocol, Timeout: 5 * time.Second})
+			t.Cleanup(c.Close)
+			_, err := c.ListAll(context.Background())
+			if err == nil {
+				t.Fatal("listed")
+			}
+			if got := Advice(err); !strings.Contains(got, tc.want) {
+				t.Fatalf("advice %q for %v", got, err)
+			}
+		})
+	}
+	if got := Advice(&eraError{negotiated: ProtocolLegacy, configured: ProtocolModern}); !strings.Contains(got, "protocol to auto") {
+		t.Fatalf("era advice %q", got)
+	}
+}
