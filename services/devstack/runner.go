@@ -190,7 +190,7 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 	}{
 		{"aggregator", AggregatorBin, GRPCServing(DialAddress(cfg.Aggregator.Listen), tls)},
 		{"indexer", IndexerBin, GRPCServing(DialAddress(cfg.Indexer.Listen), tls)},
-		{"gateway", GatewayBin, HTTPOK("http://" + DialAddress(cfg.Gateway.Listen) + "/readyz")},
+		{"gateway", GatewayBin, HTTPOK("http://" + DialAddress(cfg.Gateway.WithDefaults().Listen) + "/readyz")},
 	}
 	for _, svc := range services {
 		if err := start(svc.name, svc.bin, []string{"--config", childConfig}, svc.probe); err != nil {
@@ -198,7 +198,7 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 		}
 	}
 
-	fmt.Fprintf(opts.Ready, "ready http://%s/mcp\n", DialAddress(cfg.Gateway.Listen))
+	fmt.Fprintf(opts.Ready, "ready http://%s/mcp\n", DialAddress(cfg.Gateway.WithDefaults().Listen))
 	return s.wait(ctx)
 }
 
@@ -385,7 +385,7 @@ func checkConfig(cfg *config.Config, binDir string) error {
 		}
 	}
 	for name, addr := range map[string]string{
-		"gateway.listen": cfg.Gateway.Listen, "aggregator.listen": cfg.Aggregator.Listen, "indexer.listen": cfg.Indexer.Listen,
+		"gateway.listen": cfg.Gateway.WithDefaults().Listen, "aggregator.listen": cfg.Aggregator.Listen, "indexer.listen": cfg.Indexer.Listen,
 	} {
 		if addr == "" {
 			errs = append(errs, fmt.Errorf("%s is required", name))
