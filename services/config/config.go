@@ -286,7 +286,10 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 	}
 	var c Config
 	if doc.Kind == 0 {
-		return &c, nil // an empty file is an empty configuration
+		// An empty file is an empty configuration, with the defaults of
+		// one.
+		c.applyLocalDefaults()
+		return &c, nil
 	}
 	written := map[*yaml.Node]node{}
 	src := sources{}

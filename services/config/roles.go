@@ -24,25 +24,19 @@ const (
 var Roles = []string{RoleGateway, RoleIndexer, RoleAggregator, RoleConsole, RoleClient}
 
 // ClientMethods are what an internal client acting as its own identity
-// (subject and groups) calls: the catalog, its calls and their tasks, and
-// the search. It asserts no principal.
-var ClientMethods = []string{
-	"switchboard.aggregator.v1.AggregatorService/Discover",
-	"switchboard.aggregator.v1.AggregatorService/ListTools",
-	"switchboard.aggregator.v1.AggregatorService/ListResources",
-	"switchboard.aggregator.v1.AggregatorService/ListResourceTemplates",
-	"switchboard.aggregator.v1.AggregatorService/ListPrompts",
-	"switchboard.aggregator.v1.AggregatorService/CallTool",
-	"switchboard.aggregator.v1.AggregatorService/CallToolStream",
-	"switchboard.aggregator.v1.AggregatorService/ReadResource",
-	"switchboard.aggregator.v1.AggregatorService/GetPrompt",
-	"switchboard.aggregator.v1.AggregatorService/Complete",
-	"switchboard.aggregator.v1.AggregatorService/WatchCatalog",
-	"switchboard.aggregator.v1.AggregatorService/GetTask",
-	"switchboard.aggregator.v1.AggregatorService/UpdateTask",
-	"switchboard.aggregator.v1.AggregatorService/CancelTask",
-	"switchboard.aggregator.v1.AggregatorService/ListTasks",
-	"switchboard.indexer.v1.IndexerService/Search",
+// (subject and groups) calls: the gateway's calls of the aggregator (the
+// catalog, its calls and their tasks) and the search. It asserts no
+// principal.
+var ClientMethods = clientMethods()
+
+func clientMethods() []string {
+	var out []string
+	for _, m := range GatewayMethods {
+		if strings.HasPrefix(m, "switchboard.aggregator.v1.AggregatorService/") {
+			out = append(out, m)
+		}
+	}
+	return append(out, "switchboard.indexer.v1.IndexerService/Search")
 }
 
 // roleGrant is what a role gives a credential.

@@ -41,15 +41,7 @@ func Check(ctx context.Context, opts CheckOptions) error {
 	if err != nil {
 		return err
 	}
-	lookup := func(name string) (string, bool) {
-		for _, kv := range env {
-			if k, v, _ := strings.Cut(kv, "="); k == name {
-				return v, true
-			}
-		}
-		return os.LookupEnv(name)
-	}
-	cfg, err := config.Parse(raw, lookup)
+	cfg, err := config.Parse(raw, lookupWith(env))
 	if err != nil {
 		fmt.Fprintf(opts.Output, "switchboard-dev: %v\n", err)
 		return errors.New("the file does not parse")

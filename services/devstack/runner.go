@@ -67,15 +67,7 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 		// The names only: the values are secrets.
 		log.Info("generated random service tokens for unset variables", "variables", strings.Join(generated, ","))
 	}
-	lookup := func(name string) (string, bool) {
-		for _, kv := range env {
-			if k, v, _ := strings.Cut(kv, "="); k == name {
-				return v, true
-			}
-		}
-		return os.LookupEnv(name)
-	}
-	cfg, err := config.Parse(raw, lookup)
+	cfg, err := config.Parse(raw, lookupWith(env))
 	if err != nil {
 		return err
 	}
@@ -432,4 +424,17 @@ func relativeTo(dir, path string) string {
 // binPath is the PATH entry of children: binDir first.
 func binPath(binDir string) string {
 	return "PATH=" + binDir + string(os.PathListSeparator) + os.Getenv("PATH")
+}
+
+// lookupWith looks a variable up in env (NAME=value entries) first, then
+// in the runner's environment: what the children will see.
+func lookupWith(env []string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		for _, kv := range env {
+			if k, v, _ := strings.Cut(kv, "="); k == name {
+				return v, true
+			}
+		}
+		return os.LookupEnv(name)
+	}
 }
