@@ -64,7 +64,7 @@ func (b *Backend) withTasks(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.Header.Get("Mcp-Protocol-Version") < "2026-07-28" {
+		if r.Method != http.MethodPost {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -79,6 +79,11 @@ func (b *Backend) withTasks(next http.Handler) http.Handler {
 			Params map[string]any  `json:"params"`
 		}
 		_ = json.Unmarshal(body, &msg)
+		if r.Header.Get("Mcp-Protocol-Version") < "2026-07-28" {
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			b.tasks.serveLegacy(w, r, next, msg.ID, msg.Method, msg.Params)
+			return
+		}
 		switch {
 		case msg.Method == "tools/call" && declaresTasks(msg.Params):
 			writeRPC(w, msg.ID, b.tasks.create(next, r, msg.Params), nil)
@@ -137,7 +142,9 @@ func (tt *taskTable) create(next http.Handler, r *http.Request, params map[strin
 func (tt *taskTable) startLocked(next http.Handler, r *http.Request, t *backendTask) {
 	params := map[string]any{}
 	for k, v := range t.call {
-		params[k] = v
+		if k != "task" { // a 2025-11-25 client's task augmentation is this layer's
+			params[k] = v
+		}
 	}
 	if len(t.answers) > 0 {
 		params["inputResponses"] = t.answers

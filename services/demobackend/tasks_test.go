@@ -122,3 +122,78 @@ func toJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// legacyRPC sends one request in a Legacy session (session "" for
+// initialize) and returns its result, error and the session's id.
+func legacyRPC(t *testing.T, url, session, method string, params map[string]any) (map[string]any, map[string]any, string) {
+	t.Helper()
+	msgOut := map[string]any{"jsonrpc": "2.0", "method": method, "params": params}
+	notification := strings.HasPrefix(method, "notifications/")
+	if !notification {
+		msgOut["id"] = 1
+	}
+	body, _ := json.Marshal(msgOut)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var raw bytes.Buffer
+	_, _ = raw.ReadFrom(resp.Body)
+	if notification {
+		return nil, nil, ""
+	}
+	var msg struct {
+		Result map[string]any `json:"result"`
+		Error  map[string]any `json:"error"`
+	}
+	if err := json.Unmarshal(lastMessage(resp.Header.Get("Content-Type"), raw.Bytes()), &msg); err != nil {
+		t.Fatalf("%s: %s", method, raw.String())
+	}
+	return msg.Result, msg.Error, resp.Header.Get("Mcp-Session-Id")
+}
+
+// TestBackendLegacyTasks: in a Legacy session, the backend advertises
+// 2025-11-25's tasks, lists its tools as taking them, makes a task of a
+// call with params.task, and serves tasks/get, tasks/result and
+// tasks/cancel.
+func TestBackendLegacyTasks(t *testing.T) {
+	b, err := New(Spec{Tasks: true, Tools: []ToolSpec{{Name: "sleep", Behaviour: BehaviourSleep}}}, Options{Name: "old", StatefulOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(b.Handler())
+	t.Cleanup(srv.Close)
+	url := srv.URL + MCPPath
+	init, _, session := legacyRPC(t, url, "", "initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "t", "version": "0"}})
+	if caps, _ := init["capabilities"].(map[string]any); caps["tasks"] == nil || session == "" {
+		t.Fatalf("initialize: %v (session %q)", init, session)
+	}
+	legacyRPC(t, url, session, "notifications/initialized", map[string]any{})
+	listed, _, _ := legacyRPC(t, url, session, "tools/list", map[string]any{})
+	if !strings.Contains(toJSON(listed), `"taskSupport":"optional"`) {
+		t.Fatalf("tools/list: %v", listed)
+	}
+	made, _, _ := legacyRPC(t, url, session, "tools/call", map[string]any{"name": "sleep", "arguments": map[string]any{"duration": "10ms"}, "task": map[string]any{"ttl": 60000}})
+	task, _ := made["task"].(map[string]any)
+	id, _ := task["taskId"].(string)
+	if id == "" || task["ttl"] == nil || task["ttlMs"] != nil {
+		t.Fatalf("tools/call with task: %v", made)
+	}
+	res, rpcErr, _ := legacyRPC(t, url, session, "tasks/result", map[string]any{"taskId": id})
+	if rpcErr != nil || !strings.Contains(toJSON(res), "10ms") {
+		t.Fatalf("tasks/result: %v %v", res, rpcErr)
+	}
+	got, _, _ := legacyRPC(t, url, session, "tasks/get", map[string]any{"taskId": id})
+	if got["status"] != "completed" || got["result"] != nil {
+		t.Fatalf("tasks/get: %v", got)
+	}
+}

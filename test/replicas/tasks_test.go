@@ -347,7 +347,7 @@ tools:
 // gateway and aggregator replica polls, answers and cancels it at the
 // backend.
 func TestBackendTasksAcrossReplicas(t *testing.T) {
-	c := startClusterOf(t, []demoBackend{{"alpha", modernSpec, false}, {"tasky", taskySpec, false}}, func(cfg *config.Config) {
+	c := startClusterOf(t, []demoBackend{{"alpha", modernSpec, false}, {"tasky", taskySpec, false}, {"oldtasks", taskySpec, true}}, func(cfg *config.Config) {
 		cfg.Aggregator.Indexer = config.Endpoint{Address: cfg.Gateway.Indexer.Address, Token: cfg.Aggregator.Peers.Token}
 	})
 	tc := newTaskClient(t, c.MCPURL)
@@ -398,6 +398,21 @@ func TestBackendTasksAcrossReplicas(t *testing.T) {
 	if e, _ := tc.await(id, "failed", 30*time.Second).Result["error"].(map[string]any); !strings.Contains(fmt.Sprint(e["message"]), "no longer has") {
 		t.Fatalf("a forgotten task's error: %v", e)
 	}
+
+	// A 2025-11-25 backend's own tasks (params.task, tasks/get,
+	// tasks/result, tasks/cancel) become Switchboard's the same way.
+	id, created = tc.call("oldtasks_sleep", map[string]any{"duration": "1s"})
+	if !strings.HasPrefix(id, "t1.") {
+		t.Fatalf("a Legacy backend's task: %v (error %d)", created.Result, created.ErrCode)
+	}
+	if sc, _ := tc.await(id, "completed", 30*time.Second).Result["result"].(map[string]any)["structuredContent"].(map[string]any); sc["backend"] != "oldtasks" || sc["slept"] != "1s" {
+		t.Fatal("the Legacy backend's task did not complete with its result")
+	}
+	// Its cancellation is the backend's to honour (the demo backend's
+	// Legacy session does not stop the call); the task is cancelled.
+	id, _ = tc.call("oldtasks_sleep", map[string]any{"duration": "50s"})
+	tc.send("tasks/cancel", id, map[string]any{"taskId": id})
+	tc.await(id, "cancelled", 5*time.Second)
 
 	// A client that takes no task gets the result, from the same backend.
 	r := modernRPCCall(t, c.MCPURL, 1, "tasky_sleep", `{"duration":"1ms"}`)

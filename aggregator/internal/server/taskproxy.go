@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -12,6 +14,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
@@ -46,8 +49,25 @@ func backendRunsTasks(b *backend.Client) bool {
 	return ok
 }
 
+// legacyTaskTool reports whether a 2025-11-25 backend runs the tasks of
+// the tool whose advertised definition is def: its listing says
+// execution.taskSupport optional or required (the revision's tool-level
+// declaration; go-sdk keeps no capabilities.tasks).
+func legacyTaskTool(b *backend.Client, def string) bool {
+	if b.SpeaksModern() || !strings.Contains(def, `"taskSupport"`) {
+		return false
+	}
+	var d struct {
+		Execution struct {
+			TaskSupport string `json:"taskSupport"`
+		} `json:"execution"`
+	}
+	return json.Unmarshal([]byte(def), &d) == nil && (d.Execution.TaskSupport == "optional" || d.Execution.TaskSupport == "required")
+}
+
 // backendTaskState is a task as a backend's CreateTaskResult and tasks/get
-// show it.
+// show it, in either revision's names (2025-11-25's CreateTaskResult
+// wraps it in task, and names ttl and pollInterval without the unit).
 type backendTaskState struct {
 	ResultType     string          `json:"resultType"`
 	TaskID         string          `json:"taskId"`
@@ -58,19 +78,63 @@ type backendTaskState struct {
 	InputRequests  json.RawMessage `json:"inputRequests"`
 	Result         json.RawMessage `json:"result"`
 	Error          json.RawMessage `json:"error"`
+	// 2025-11-25.
+	Task         *backendTaskState `json:"task"`
+	TTL          *int64            `json:"ttl"`
+	PollInterval int64             `json:"pollInterval"`
+}
+
+// normalized is the task in 2026-07-28's names, unwrapped.
+func (t *backendTaskState) normalized() *backendTaskState {
+	if t.Task != nil {
+		inner := t.Task.normalized()
+		inner.ResultType = "task"
+		return inner
+	}
+	if t.TTLMs == nil {
+		t.TTLMs = t.TTL
+	}
+	if t.PollIntervalMs == 0 {
+		t.PollIntervalMs = t.PollInterval
+	}
+	return t
 }
 
 // proxyTask calls a backend that runs tasks, declaring the extension the
 // client declared; a task the backend makes becomes one of Switchboard's.
 func (s *Server) proxyTask(ctx context.Context, a *admitted, req *aggregatorv1.CallToolRequest, tc *toolCall) (*aggregatorv1.CallToolResponse, error) {
 	t := s.tasks
-	tc.call.ClientCapabilities = withTasksExtension([]byte(req.GetContext().GetClientCapabilitiesJson()))
-	resp, err := s.runToolCall(a.ctx, req, tc, nil)
-	if err != nil {
+	legacy := !a.b.SpeaksModern()
+	if legacy {
+		// 2025-11-25 asks for a task in the call's params.
+		ttl := t.ttl(req.GetTask().GetTtlMs()).Milliseconds()
+		params, err := rawjson.WithMember(tc.call.Params, "task", fmt.Appendf(nil, `{"ttl":%d}`, ttl))
+		if err != nil {
+			return nil, err
+		}
+		tc.call.Params = params
+	} else {
+		tc.call.ClientCapabilities = withTasksExtension([]byte(req.GetContext().GetClientCapabilitiesJson()))
+	}
+	var resp *aggregatorv1.CallToolResponse
+	var err error
+	if legacy {
+		// The raw path, whatever the client declared: the held path's
+		// go-sdk call has no params.task.
+		res, cerr := timed(s, a.b, "tools/call", func() (*backend.Result, error) { return a.b.Call(a.ctx, &tc.call) })
+		if cerr != nil {
+			return nil, cerr
+		}
+		resp = &aggregatorv1.CallToolResponse{ResultJson: res.JSON, IsError: res.IsError, ResultType: resultType(res.ResultType), Backend: a.b.Name()}
+	} else if resp, err = s.runToolCall(a.ctx, req, tc, nil); err != nil {
 		return nil, err
 	}
-	var bt backendTaskState
-	if json.Unmarshal([]byte(resp.GetResultJson()), &bt) != nil || bt.ResultType != "task" {
+	var raw backendTaskState
+	if json.Unmarshal([]byte(resp.GetResultJson()), &raw) != nil {
+		return resp, nil
+	}
+	bt := *raw.normalized()
+	if bt.ResultType != "task" {
 		return resp, nil
 	}
 	if bt.TaskID == "" || len(bt.TaskID) > maxTaskIDBytes*8 {
@@ -83,7 +147,7 @@ func (s *Server) proxyTask(ctx context.Context, a *admitted, req *aggregatorv1.C
 	}
 	poll := max(bt.PollIntervalMs, time.Duration(t.cfg.PollInterval).Milliseconds())
 	id, key := newTaskID()
-	call, err := json.Marshal(taskCall{TTLMs: ttl.Milliseconds(), ID: id, BackendTaskID: bt.TaskID,
+	call, err := json.Marshal(taskCall{TTLMs: ttl.Milliseconds(), ID: id, BackendTaskID: bt.TaskID, LegacyBackend: legacy,
 		ClientCapabilities: rawOrNil(req.GetContext().GetClientCapabilitiesJson())})
 	if err != nil {
 		return nil, err
@@ -158,7 +222,7 @@ func (s *Server) backendTaskRequest(a *admitted, method, backendID string, more 
 	if err := json.Unmarshal([]byte(res.JSON), &bt); err != nil {
 		return nil, backend.ErrProtocolViolation
 	}
-	return &bt, nil
+	return bt.normalized(), nil
 }
 
 // proxiedAdmission admits a request about a backend's task: it is sent
@@ -186,6 +250,11 @@ func (s *Server) followBackendTask(a *admitted, rec *indexerv1.TaskRecord, backe
 	if err != nil {
 		return nil, err
 	}
+	if legacyBackendTask(rec) {
+		if bt, err = s.legacyOutcome(a, backendID, bt); err != nil {
+			return nil, err
+		}
+	}
 	adv := &indexerv1.AdvanceTaskRequest{Key: rec.GetKey(), Status: bt.Status, StatusMessage: bt.StatusMessage}
 	switch bt.Status {
 	case "input_required":
@@ -210,4 +279,58 @@ func (s *Server) followBackendTask(a *admitted, rec *indexerv1.TaskRecord, backe
 		return nil, storeError(err)
 	}
 	return resp.GetRecord(), nil
+}
+
+// legacyBackendTask reports a task a 2025-11-25 backend runs.
+func legacyBackendTask(rec *indexerv1.TaskRecord) bool {
+	raw, ok := rawjson.Get([]byte(rec.GetCallJson()), "legacyBackend")
+	return ok && string(raw) == "true"
+}
+
+// legacyOutcome completes what a 2025-11-25 backend's tasks/get said: the
+// result or error of a task that ended comes from tasks/result, and its
+// questions (input_required) come on tasks/result's stream, which this
+// path cannot relay to the client, so the task says it waits.
+func (s *Server) legacyOutcome(a *admitted, backendID string, bt *backendTaskState) (*backendTaskState, error) {
+	switch bt.Status {
+	case "completed", "failed":
+		res, err := s.backendTaskResult(a, backendID)
+		var perr *backend.ProtocolError
+		switch {
+		case errors.As(err, &perr):
+			obj := map[string]any{"code": perr.Code, "message": perr.Message}
+			if perr.Data != "" && json.Valid([]byte(perr.Data)) {
+				obj["data"] = json.RawMessage(perr.Data)
+			}
+			bt.Status, bt.Error = "failed", mustJSON(obj)
+		case err != nil:
+			return nil, err
+		default:
+			bt.Result = res
+		}
+	case "input_required":
+		bt.Status, bt.StatusMessage = "working", "the backend waits for input, which Switchboard does not relay for a 2025-11-25 backend's own task"
+	}
+	return bt, nil
+}
+
+// backendTaskResult is tasks/result of a task that ended: its result, or
+// the backend's JSON-RPC error.
+func (s *Server) backendTaskResult(a *admitted, backendID string) (json.RawMessage, error) {
+	params, err := json.Marshal(map[string]string{"taskId": backendID})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(a.ctx, a.b.Timeout())
+	defer cancel()
+	res, err := a.b.Call(ctx, &backend.Call{Method: "tasks/result", Name: backendID, Params: params})
+	if err != nil {
+		return nil, err
+	}
+	return json.RawMessage(res.JSON), nil
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v) // maps of text and raw JSON always encode
+	return b
 }

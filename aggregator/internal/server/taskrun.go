@@ -100,8 +100,10 @@ const (
 	backendTask
 )
 
-// taskRouteOf says how an admitted call runs. A backend that runs tasks
-// itself runs them for every tool; otherwise the tool's override decides.
+// taskRouteOf says how an admitted call runs. A 2026-07-28 backend that
+// runs tasks itself runs them for every tool; otherwise the tool's override
+// decides, and without one, a 2025-11-25 backend whose listing of the tool
+// says it takes tasks runs them (taskproxy.go).
 func (s *Server) taskRouteOf(a *admitted, req *aggregatorv1.CallToolRequest, tc *toolCall, stream *notifier, forwarded bool) taskRoute {
 	switch {
 	case s.tasks == nil || req.GetTask() == nil || stream != nil || forwarded:
@@ -110,6 +112,8 @@ func (s *Server) taskRouteOf(a *admitted, req *aggregatorv1.CallToolRequest, tc 
 		return backendTask
 	case tc.tool.Override.TaskSupport() != "":
 		return switchboardTask
+	case legacyTaskTool(a.b, tc.tool.Msg.GetDefinitionJson()):
+		return backendTask
 	}
 	return noTask
 }
@@ -122,7 +126,9 @@ type taskCall struct {
 	ID    string `json:"id"`
 	// BackendTaskID names the backend's own task, for a backend that runs
 	// tasks itself (taskproxy.go); empty for a task Switchboard runs.
-	BackendTaskID      string          `json:"backendTaskId,omitempty"`
+	BackendTaskID string `json:"backendTaskId,omitempty"`
+	// LegacyBackend marks a backend task of a 2025-11-25 backend.
+	LegacyBackend      bool            `json:"legacyBackend,omitempty"`
 	Arguments          json.RawMessage `json:"arguments,omitempty"`
 	ClientCapabilities json.RawMessage `json:"clientCapabilities,omitempty"`
 }

@@ -123,7 +123,9 @@ func (s *Server) updateTask(ctx context.Context, req *aggregatorv1.UpdateTaskReq
 	if err != nil {
 		return nil, err
 	}
-	if bid := backendTaskID(rec); bid != "" {
+	if bid := backendTaskID(rec); bid != "" && legacyBackendTask(rec) {
+		return nil, invalidArgument("this task's backend (2025-11-25) takes no answers through tasks/update")
+	} else if bid != "" {
 		r := proxiedAdmission(config.RateMethodTasksUpdate, audit.KindTaskUpdate, req.GetServer(), rec, req.GetContext().GetSubjectToken())
 		return serve(ctx, s, r, func(a *admitted) (*aggregatorv1.UpdateTaskResponse, error) {
 			answers := map[string]json.RawMessage{"inputResponses": json.RawMessage(req.GetInputResponsesJson())}
