@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
@@ -166,12 +167,12 @@ func (c *Client) exchange(ctx context.Context, s *mcp.ClientSession, call *Call)
 	id := c.nextID()
 	buf := bufPool.Get().(*bytes.Buffer)
 	buf.Reset()
-	writeRequest(buf, id, call, modern, version)
 	span := trace.SpanFromContext(ctx)
 	if telemetry.Recording() {
 		ctx, span = tracer.Start(ctx, c.spanName, spanKindClient)
 		defer span.End()
 	}
+	writeRequest(buf, id, call, modern, version, traceMeta(ctx))
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.URL, bytes.NewReader(buf.Bytes()))
 	if err != nil {
 		return nil, err
@@ -230,8 +231,20 @@ var (
 	acceptBoth      = []string{"application/json, text/event-stream"}
 )
 
+// traceMeta is the trace context of a request to a backend, for its
+// _meta (SEP-414: traceparent, tracestate), the same as the headers the
+// stack sets (stack.go): nil when there is none. Baggage is never sent.
+func traceMeta(ctx context.Context) propagation.MapCarrier {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return nil
+	}
+	carrier := propagation.MapCarrier{}
+	otel.GetTextMapPropagator().Inject(ctx, carrier)
+	return carrier
+}
+
 // writeRequest writes the JSON-RPC request: params with _meta in front.
-func writeRequest(buf *bytes.Buffer, id string, call *Call, modern bool, version string) {
+func writeRequest(buf *bytes.Buffer, id string, call *Call, modern bool, version string, traceCtx propagation.MapCarrier) {
 	b := buf.AvailableBuffer()
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = rawjson.AppendString(b, id)
@@ -261,6 +274,12 @@ func writeRequest(buf *bytes.Buffer, id string, call *Call, modern bool, version
 		if call.LogLevel != "" {
 			member(mcp.MetaKeyLogLevel)
 			b = rawjson.AppendString(b, string(call.LogLevel))
+		}
+	}
+	for _, k := range []string{"traceparent", "tracestate"} {
+		if v := traceCtx[k]; v != "" {
+			member(k)
+			b = rawjson.AppendString(b, v)
 		}
 	}
 	if call.Progress {

@@ -112,6 +112,8 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 		refuse(w, rec, http.StatusBadRequest, id, rerr)
 		return
 	}
+	ctx, span = g.joinMetaTrace(ctx, span, rec, msg.Params)
+	r = r.WithContext(ctx)
 	rec.setMethod(span, msg.Method)
 	if mcpspec.Methods[msg.Method].Streams {
 		// A stream lives long: it keeps only what it reads (the era's

@@ -112,6 +112,10 @@ type requestRecord struct {
 	// response), and err the error it was answered with, if any.
 	req *methods.Request
 	err *wire.Error
+	// spanPending: the request's span waits for its body, whose _meta may
+	// name the trusted parent (joinMetaTrace); r is what it describes.
+	spanPending bool
+	r           *http.Request
 }
 
 // done records a method's outcome.
@@ -160,7 +164,21 @@ func (g *Gateway) startRequest(r *http.Request) (context.Context, trace.Span, *r
 	if !telemetry.Recording() {
 		return ctx, trace.SpanFromContext(ctx), rec
 	}
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer),
+	if g.cfg.HTTP.TrustClientTraceparent && !client.IsValid() && r.Method == http.MethodPost {
+		// The body's _meta may carry the trusted parent (SEP-414): the
+		// span starts once it is read, dated from now.
+		rec.spanPending, rec.r = true, r
+		return ctx, trace.SpanFromContext(ctx), rec
+	}
+	return g.openSpan(ctx, r, rec, client, trusted)
+}
+
+// openSpan starts the request's span, dated from the request's start: a
+// child of the trusted client's span context, or a root of the gateway's
+// own linked to an untrusted one.
+func (g *Gateway) openSpan(ctx context.Context, r *http.Request, rec *requestRecord, client trace.SpanContext, trusted bool) (context.Context, trace.Span, *requestRecord) {
+	rec.spanPending = false
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(rec.start),
 		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path))}
 	if client.IsValid() && !trusted {
 		opts = append(opts, trace.WithNewRoot(), trace.WithLinks(trace.Link{SpanContext: client}))
@@ -169,7 +187,43 @@ func (g *Gateway) startRequest(r *http.Request) (context.Context, trace.Span, *r
 	return ctx, span, rec
 }
 
+// joinMetaTrace takes the trace context a request's _meta carries
+// (SEP-414: traceparent, tracestate) when its headers carried none, under
+// the header's trust: gateway.http.trustClientTraceparent makes it the
+// span's parent, else the span links to it.
+func (g *Gateway) joinMetaTrace(ctx context.Context, span trace.Span, rec *requestRecord, params wire.Object) (context.Context, trace.Span) {
+	var client trace.SpanContext
+	if meta, ok := params.Object("_meta"); ok && (rec.spanPending || span.IsRecording()) {
+		if tp, ok := meta.String("traceparent"); ok {
+			carrier := propagation.MapCarrier{"traceparent": tp}
+			if ts, ok := meta.String("tracestate"); ok {
+				carrier["tracestate"] = ts
+			}
+			client = trace.SpanContextFromContext(clientPropagator.Extract(context.Background(), carrier))
+		}
+	}
+	if !rec.spanPending {
+		if client.IsValid() {
+			span.AddLink(trace.Link{SpanContext: client})
+		}
+		return ctx, span
+	}
+	if client.IsValid() {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, client)
+	}
+	ctx, span, _ = g.openSpan(ctx, rec.r, rec, client, true)
+	return ctx, span
+}
+
 func (g *Gateway) finishRequest(span trace.Span, rec *requestRecord) {
+	if rec.spanPending {
+		// Refused before its body was read: a span of its own.
+		_, span, _ = g.openSpan(rec.r.Context(), rec.r, rec, trace.SpanContext{}, false)
+		if rec.method != "" {
+			span.SetName(rec.method)
+			span.SetAttributes(attribute.String("mcp.method.name", rec.method))
+		}
+	}
 	method := methodLabel(rec.method)
 	era := rec.era.String()
 	if rec.era == mcpspec.EraUnknown {

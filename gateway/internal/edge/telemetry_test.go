@@ -176,3 +176,56 @@ func TestHealthEndpoints(t *testing.T) {
 		t.Fatalf("readyz with the aggregator down: %d", resp.status)
 	}
 }
+
+// TestMetaTraceContext: a request whose headers carry no traceparent but
+// whose _meta does (SEP-414) is treated as the header would be: trusted,
+// its span continues the client's trace; not trusted, its span is a root
+// of the gateway's own, linked to the client's.
+func TestMetaTraceContext(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	provider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	prevProvider, prevProp, prevTracer := otel.GetTracerProvider(), otel.GetTextMapPropagator(), tracer
+	otel.SetTracerProvider(provider)
+	tracer = provider.Tracer("github.com/switchboard-mcp/switchboard/gateway")
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	t.Cleanup(func() { otel.SetTracerProvider(prevProvider); otel.SetTextMapPropagator(prevProp); tracer = prevTracer })
+	telemetry.SetRecording(true)
+	t.Cleanup(func() { telemetry.SetRecording(false) })
+
+	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	meta := strings.Replace(modernMeta, `"_meta":{`, `"_meta":{"traceparent":"00-`+traceID+`-`+parentID+`-01","tracestate":"v=1",`, 1)
+	b := startBackends(t)
+	serverSpan := func(trusted bool) sdktrace.ReadOnlySpan {
+		t.Helper()
+		spans.Reset()
+		cfg := testGatewayConfig(b)
+		cfg.HTTP.TrustClientTraceparent = trusted
+		_, srv := startGateway(t, b, cfg)
+		if resp := send(t, http.MethodPost, srv.URL+"/mcp", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{`+meta+`}}`); resp.status != 200 {
+			t.Fatalf("list: %d %s", resp.status, resp.body)
+		}
+		_ = provider.ForceFlush(context.Background())
+		for _, s := range spans.Ended() {
+			if s.SpanKind() == trace.SpanKindServer && s.Name() == "tools/list" {
+				return s
+			}
+		}
+		t.Fatal("no server span")
+		return nil
+	}
+
+	trusted := serverSpan(true)
+	if trusted.SpanContext().TraceID().String() != traceID || trusted.Parent().SpanID().String() != parentID {
+		t.Fatalf("trusted: trace %s, parent %s; want the client's", trusted.SpanContext().TraceID(), trusted.Parent().SpanID())
+	}
+	if got := trusted.SpanContext().TraceState().Get("v"); got != "1" {
+		t.Fatalf("trusted: tracestate %q", got)
+	}
+	untrusted := serverSpan(false)
+	if untrusted.SpanContext().TraceID().String() == traceID || untrusted.Parent().IsValid() {
+		t.Fatalf("untrusted: the span continues the client's trace")
+	}
+	if links := untrusted.Links(); len(links) != 1 || links[0].SpanContext.TraceID().String() != traceID {
+		t.Fatalf("untrusted: links %v, want one to the client's span context", links)
+	}
+}
