@@ -131,7 +131,7 @@ func render(w io.Writer, spans []*span, traceID, rootName string) {
 				t.start = s.start
 			}
 		}
-		if rootName != "" && !slices.ContainsFunc(t.roots, func(s *span) bool { return s.name == rootName }) {
+		if rootName != "" && !slices.ContainsFunc(t.roots, func(s *span) bool { return named(s.name, rootName) }) {
 			continue
 		}
 		trees = append(trees, t)
@@ -155,7 +155,7 @@ func render(w io.Writer, spans []*span, traceID, rootName string) {
 
 func main() {
 	traceID := flag.String("trace", "", "show only this trace id")
-	rootName := flag.String("name", "", "show only traces whose root span has this name (e.g. tools/call)")
+	rootName := flag.String("name", "", "show only traces whose root span has this name, or this method (e.g. tools/call, or tools/call weather_forecast)")
 	flag.Parse()
 	spans, err := parse(os.Stdin)
 	if err != nil {
@@ -163,4 +163,11 @@ func main() {
 		os.Exit(1)
 	}
 	render(os.Stdout, spans, *traceID, *rootName)
+}
+
+// named reports whether a span's name is want, or is want's method with
+// its target ("tools/call weather_forecast" for tools/call), as the MCP
+// conventions name spans.
+func named(name, want string) bool {
+	return name == want || strings.HasPrefix(name, want+" ")
 }

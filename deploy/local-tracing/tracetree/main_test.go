@@ -54,3 +54,23 @@ func TestParseRejectsBadTimes(t *testing.T) {
 		t.Error("a malformed start time was accepted")
 	}
 }
+
+// TestNamedByMethod: a span named by the MCP conventions, "{method}
+// {target}", is found by its method or by its whole name, not by a longer
+// method.
+func TestNamedByMethod(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		ok         bool
+	}{
+		{"tools/call weather_forecast", "tools/call", true},
+		{"tools/call weather_forecast", "tools/call weather_forecast", true},
+		{"tools/call", "tools/call", true},
+		{"tools/callx", "tools/call", false},
+		{"tools/list", "tools/call", false},
+	} {
+		if got := named(tc.name, tc.want); got != tc.ok {
+			t.Errorf("named(%q, %q) = %v", tc.name, tc.want, got)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -134,6 +135,48 @@ func (rec *requestRecord) setMethod(span trace.Span, method string) {
 	}
 }
 
+// describe names the request's span and sets its attributes as the
+// OpenTelemetry conventions for MCP define them (semantic-conventions-genai
+// v0.1.0, status Development): the span is "{mcp.method.name} {target}",
+// the target being the tool or prompt named (a resource's URI is an
+// attribute, never the name: its cardinality is unbounded), with
+// jsonrpc.request.id, gen_ai.tool.name or gen_ai.prompt.name, and
+// mcp.resource.uri. mcp.session.id is left out: a Legacy session id is a
+// credential. The optimizer's call_tool names the tool it calls
+// (methods/optimizer.go).
+func describe(span trace.Span, msg *wire.Message) {
+	if !span.IsRecording() {
+		return
+	}
+	attrs := []attribute.KeyValue{attribute.String("mcp.method.name", msg.Method)}
+	if len(msg.ID) > 0 {
+		id := string(msg.ID)
+		if s, err := strconv.Unquote(id); err == nil {
+			id = s
+		}
+		attrs = append(attrs, attribute.String("jsonrpc.request.id", id))
+	}
+	name := msg.Method
+	switch msg.Method {
+	case "tools/call":
+		if tool, ok := msg.Params.String("name"); ok {
+			name += " " + tool
+			attrs = append(attrs, attribute.String("gen_ai.tool.name", tool), attribute.String("gen_ai.operation.name", "execute_tool"))
+		}
+	case "prompts/get":
+		if prompt, ok := msg.Params.String("name"); ok {
+			name += " " + prompt
+			attrs = append(attrs, attribute.String("gen_ai.prompt.name", prompt))
+		}
+	case "resources/read", "resources/subscribe", "resources/unsubscribe":
+		if uri, ok := msg.Params.String("uri"); ok {
+			attrs = append(attrs, attribute.String("mcp.resource.uri", uri))
+		}
+	}
+	span.SetName(name)
+	span.SetAttributes(attrs...)
+}
+
 var tracer = otel.Tracer("github.com/switchboard-mcp/switchboard/gateway")
 
 // clientPropagator reads the trace context MCP clients send: W3C
@@ -232,6 +275,11 @@ func (g *Gateway) finishRequest(span trace.Span, rec *requestRecord) {
 	}
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("mcp.outcome", rec.outcome))
+		if rec.err != nil {
+			// The conventions' error.type of a JSON-RPC error is its code.
+			code := strconv.Itoa(rec.err.Code)
+			span.SetAttributes(attribute.String("error.type", code), attribute.String("rpc.response.status_code", code))
+		}
 		if rec.outcome != "ok" {
 			span.SetStatus(codes.Error, rec.outcome)
 		}

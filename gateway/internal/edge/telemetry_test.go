@@ -20,9 +20,9 @@ import (
 )
 
 // TestRequestSpanAndMetrics checks that one server span covers an MCP
-// request, continues the caller's traceparent (when trusted to), carries
-// the MCP attributes, parents the gRPC client span, and that the request
-// is counted.
+// request, continues the caller's traceparent (when trusted to), is named
+// and carries the attributes as the MCP conventions say, parents the gRPC
+// client span, and that the request is counted.
 func TestRequestSpanAndMetrics(t *testing.T) {
 	spans := tracetest.NewSpanRecorder()
 	provider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
@@ -55,7 +55,7 @@ func TestRequestSpanAndMetrics(t *testing.T) {
 		}
 		switch s.SpanKind() {
 		case trace.SpanKindServer:
-			if s.Name() == "tools/call" {
+			if s.Name() == "tools/call beta_add" {
 				server = s
 			}
 		case trace.SpanKindClient:
@@ -71,11 +71,32 @@ func TestRequestSpanAndMetrics(t *testing.T) {
 	for _, kv := range server.Attributes() {
 		attrs[kv.Key] = kv.Value.Emit()
 	}
-	if attrs["mcp.method.name"] != "tools/call" || attrs["gen_ai.tool.name"] != "beta_add" || attrs["mcp.protocol.version"] != mcpspec.Modern {
+	if attrs["mcp.method.name"] != "tools/call" || attrs["gen_ai.tool.name"] != "beta_add" || attrs["mcp.protocol.version"] != mcpspec.Modern ||
+		attrs["jsonrpc.request.id"] != "1" || attrs["gen_ai.operation.name"] != "execute_tool" {
 		t.Fatalf("server span attributes = %v", attrs)
 	}
 	if client.Parent().SpanID() != server.SpanContext().SpanID() {
 		t.Fatal("the gRPC client span is not a child of the MCP request span")
+	}
+	// An error's code is its error.type.
+	send(t, http.MethodPost, srv.URL+"/mcp", modernHeaders("tools/call", "Mcp-Name", "nope"),
+		`{"jsonrpc":"2.0","id":"two","method":"tools/call","params":{`+modernMeta+`,"name":"nope","arguments":{}}}`)
+	_ = provider.ForceFlush(context.Background())
+	var failed sdktrace.ReadOnlySpan
+	for _, s := range spans.Ended() {
+		if s.SpanKind() == trace.SpanKindServer && s.Name() == "tools/call nope" {
+			failed = s
+		}
+	}
+	if failed == nil {
+		t.Fatal("no span of the failed call")
+	}
+	fattrs := map[attribute.Key]string{}
+	for _, kv := range failed.Attributes() {
+		fattrs[kv.Key] = kv.Value.Emit()
+	}
+	if fattrs["error.type"] != "-32602" || fattrs["jsonrpc.request.id"] != "two" {
+		t.Fatalf("failed call's attributes = %v", fattrs)
 	}
 
 	metrics := send(t, http.MethodGet, srv.URL+"/metrics", nil, "")

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
@@ -37,7 +35,6 @@ func (s *Server) callTool(ctx context.Context, req *Request, resp Responder) (js
 	if rerr != nil {
 		return nil, rerr
 	}
-	trace.SpanFromContext(ctx).SetAttributes(attribute.String("gen_ai.tool.name", name))
 	call := toolCall{name: name, args: args}
 	if call.task, rerr = taskRequest(req); rerr != nil {
 		return nil, rerr
