@@ -28,8 +28,16 @@ const MaxDefinitionDepth = 512
 
 // reviewedMembers are the members of a tool's definition a reviewer reads
 // and a model acts on; a change of any of them changes the digest. Other
-// members (_meta, icons, vendor extensions) do not.
+// members (icons, vendor extensions, the rest of _meta) do not.
 var reviewedMembers = []string{"name", "title", "description", "inputSchema", "outputSchema", "annotations"}
+
+// reviewedMeta are the members of a tool's _meta that are reviewed too:
+// its MCP App (SEP-1865), the page a host renders and runs beside the
+// tool, and who may call the tool (visibility); a changed UI is a changed
+// definition. They are digested under the names "_meta.ui" and
+// "_meta.ui/resourceUri", so a tool without them keeps the digest it had
+// before they were reviewed.
+var reviewedMeta = []string{"ui", "ui/resourceUri"}
 
 // digestDomain prefixes the hashed text, so that a later change of what is
 // hashed cannot collide with this one.
@@ -63,17 +71,34 @@ func Digest(def []byte, tool *mcp.Tool) (string, error) {
 		return "", fmt.Errorf("tool definition is not a JSON object: %w", err)
 	}
 	reviewed := map[string]any{}
-	for _, m := range reviewedMembers {
-		raw, ok := obj[m]
+	review := func(from map[string]json.RawMessage, m, as string) error {
+		raw, ok := from[m]
 		if !ok {
-			continue
+			return nil
 		}
 		v, err := decode(raw)
 		if err != nil {
-			return "", fmt.Errorf("tool definition member %s: %w", m, err)
+			return fmt.Errorf("tool definition member %s: %w", as, err)
 		}
 		if v != nil {
-			reviewed[m] = v
+			reviewed[as] = v
+		}
+		return nil
+	}
+	for _, m := range reviewedMembers {
+		if err := review(obj, m, m); err != nil {
+			return "", err
+		}
+	}
+	if raw, ok := obj["_meta"]; ok {
+		var meta map[string]json.RawMessage
+		// A _meta that is not an object names no UI.
+		if json.Unmarshal(raw, &meta) == nil {
+			for _, m := range reviewedMeta {
+				if err := review(meta, m, "_meta."+m); err != nil {
+					return "", err
+				}
+			}
 		}
 	}
 	var buf bytes.Buffer

@@ -104,3 +104,39 @@ func TestDigestRefusesDuplicateMembers(t *testing.T) {
 		}
 	}
 }
+
+// A tool's MCP App is reviewed: changing its page, its visibility or its
+// other ui members changes the digest, and a tool without one keeps
+// the digest it always had (the members it has are digested as before).
+func TestDigestReviewsTheToolsUI(t *testing.T) {
+	with := func(ui string) string {
+		return strings.Replace(echoDef, `"_meta":{"v":1}`, `"_meta":{"v":1,`+ui+`}`, 1)
+	}
+	base := mustDigest(t, with(`"ui":{"resourceUri":"ui://echo/app.html"}`))
+	if base == mustDigest(t, echoDef) {
+		t.Error("adding a UI left the digest alone")
+	}
+	for _, changed := range []string{
+		`"ui":{"resourceUri":"ui://echo/other.html"}`,
+		`"ui":{"resourceUri":"ui://echo/app.html","visibility":["app"]}`,
+		`"ui/resourceUri":"ui://echo/app.html"`,
+	} {
+		if mustDigest(t, with(changed)) == base {
+			t.Errorf("digest unchanged by %s", changed)
+		}
+	}
+	if got := mustDigest(t, with(`"other":true`)); got != mustDigest(t, echoDef) {
+		t.Error("a _meta member other than the UI changed the digest")
+	}
+	// The digest of a tool without a UI is what it was before UIs were
+	// reviewed: the reviewed members only.
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(echoDef), &obj); err != nil {
+		t.Fatal(err)
+	}
+	delete(obj, "_meta")
+	bare, _ := json.Marshal(obj)
+	if mustDigest(t, string(bare)) != mustDigest(t, echoDef) {
+		t.Error("a tool without a UI changed digest")
+	}
+}

@@ -144,7 +144,7 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 	noMRTR := &mcp.MultiRoundTripOptions{Disabled: true}
 	c.mcp = mcp.NewClient(Implementation, &mcp.ClientOptions{
 		Logger:                     c.log,
-		Capabilities:               &mcp.ClientCapabilities{},
+		Capabilities:               listingCapabilities(),
 		MultiRoundTrip:             noMRTR,
 		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { notify() },
 		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { notify() },
@@ -153,10 +153,24 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 	})
 	c.probe = mcp.NewClient(Implementation, &mcp.ClientOptions{
 		Logger:         c.log,
-		Capabilities:   &mcp.ClientCapabilities{},
+		Capabilities:   listingCapabilities(),
 		MultiRoundTrip: noMRTR,
 	})
 	return c
+}
+
+// UIExtension names MCP Apps (SEP-1865) in capabilities.extensions.
+const UIExtension = "io.modelcontextprotocol/ui"
+
+// listingCapabilities are the capabilities the aggregator's own sessions
+// declare. They declare MCP Apps (HTML pages), because a server may list
+// its UI tools only to hosts that declare it, and the catalog carries
+// UIs through to clients (catalog/ui.go); a client that renders none
+// ignores a tool's _meta.ui, as the extension provides.
+func listingCapabilities() *mcp.ClientCapabilities {
+	caps := &mcp.ClientCapabilities{}
+	caps.AddExtension(UIExtension, map[string]any{"mimeTypes": []string{"text/html;profile=mcp-app"}})
+	return caps
 }
 
 // Name is the backend's configured name.

@@ -26,6 +26,7 @@ func toolItem(t *mcp.Tool, raw []byte, name, b string) (*aggregatorv1.Tool, []by
 		raw, _ = json.Marshal(t)
 	}
 	def := definition(raw, t, name, func(adv *mcp.Tool) { adv.Name = name })
+	def, _ = toolUI(def, b)
 	f := override.FieldsOf(raw)
 	msg := &aggregatorv1.Tool{
 		Name:             name,
@@ -46,14 +47,17 @@ func promptItem(p *mcp.Prompt, raw []byte, name, b string) (*aggregatorv1.Prompt
 	return &aggregatorv1.Prompt{Name: name, Title: p.Title, Description: p.Description, Backend: b, OriginalName: p.Name, DefinitionJson: string(def)}, def
 }
 
-func resourceItem(r *mcp.Resource, raw []byte, _, b string) (*aggregatorv1.Resource, []byte) {
-	def := definition(raw, r, "", nil)
-	return &aggregatorv1.Resource{Uri: r.URI, Name: r.Name, Title: r.Title, Description: r.Description, MimeType: r.MIMEType, Backend: b, DefinitionJson: string(def)}, def
+// resourceItem and templateItem make an item under its advertised URI or
+// URI template: a ui:// one's is its backend's (UIURI), any other's its
+// own.
+func resourceItem(r *mcp.Resource, raw []byte, uri, b string) (*aggregatorv1.Resource, []byte) {
+	def := withURI(definition(raw, r, "", nil), "uri", r.URI, uri)
+	return &aggregatorv1.Resource{Uri: uri, Name: r.Name, Title: r.Title, Description: r.Description, MimeType: r.MIMEType, Backend: b, DefinitionJson: string(def)}, def
 }
 
-func templateItem(t *mcp.ResourceTemplate, raw []byte, _, b string) (*aggregatorv1.ResourceTemplate, []byte) {
-	def := definition(raw, t, "", nil)
-	return &aggregatorv1.ResourceTemplate{UriTemplate: t.URITemplate, Name: t.Name, Title: t.Title, Description: t.Description, MimeType: t.MIMEType, Backend: b, DefinitionJson: string(def)}, def
+func templateItem(t *mcp.ResourceTemplate, raw []byte, uriTemplate, b string) (*aggregatorv1.ResourceTemplate, []byte) {
+	def := withURI(definition(raw, t, "", nil), "uriTemplate", t.URITemplate, uriTemplate)
+	return &aggregatorv1.ResourceTemplate{UriTemplate: uriTemplate, Name: t.Name, Title: t.Title, Description: t.Description, MimeType: t.MIMEType, Backend: b, DefinitionJson: string(def)}, def
 }
 
 // definition is the advertised definition of an item: raw with its name
@@ -73,5 +77,17 @@ func definition[T any](raw []byte, typed *T, name string, rename func(*T)) []byt
 		rename(&adv)
 	}
 	def, _ := json.Marshal(&adv)
+	return def
+}
+
+// withURI is def with its member named member set to adv when that is not
+// the item's own URI (or template).
+func withURI(def []byte, member, own, adv string) []byte {
+	if adv == own {
+		return def
+	}
+	if out, err := rawjson.WithMember(def, member, rawjson.AppendString(nil, adv)); err == nil {
+		return out
+	}
 	return def
 }

@@ -69,7 +69,12 @@ type Item[M any] struct {
 	// Override is the tool's override in this catalog (its call's
 	// arguments and timeout); nil for none (tools only).
 	Override *override.Tool
-	digest   [sha256.Size]byte
+	// UI is the advertised ui:// URI of the tool's MCP App, "" for none;
+	// noUI is Msg without it, for callers who may not read it (ui.go;
+	// tools only).
+	UI     string
+	noUI   *aggregatorv1.Tool
+	digest [sha256.Size]byte
 }
 
 // Snapshot is one immutable catalog. It holds the items of every backend
@@ -104,9 +109,11 @@ type Snapshot struct {
 	// read tries them, and reported the overlaps reads found (uris.go).
 	naming *Naming
 	// global are the whole catalog's tool overrides, for PolicyName.
-	global    *override.Set
-	matchers  []matcher
-	reported  reportSet
+	global   *override.Set
+	matchers []matcher
+	reported reportSet
+	// ui holds the advertised ui:// URIs (ui.go).
+	ui        map[string]*uiEntry
 	toolIdx   map[string]int
 	resIdx    map[string]int
 	tmplIdx   map[string]int
@@ -261,12 +268,13 @@ func (bd *Builder) Build(lists map[string]*backend.Lists, down map[string]bool) 
 	s.Resources = build(naming, KindResources, names, func(b string) ([]*mcp.Resource, [][]byte) {
 		return lists[b].Resources, lists[b].Definitions.Resources
 	},
-		func(r *mcp.Resource) string { return r.URI }, keep, resourceItem, bd.resources, spec, &s.Conflicts)
+		func(r *mcp.Resource) string { return r.URI }, UIURI, resourceItem, bd.resources, spec, &s.Conflicts)
 	s.Templates = build(naming, KindResourceTemplates, names, func(b string) ([]*mcp.ResourceTemplate, [][]byte) {
 		return lists[b].ResourceTemplates, lists[b].Definitions.ResourceTemplates
 	},
-		func(t *mcp.ResourceTemplate) string { return t.URITemplate }, keep, templateItem, bd.templates, spec, &s.Conflicts)
+		func(t *mcp.ResourceTemplate) string { return t.URITemplate }, UIURI, templateItem, bd.templates, spec, &s.Conflicts)
 
+	s.indexUI()
 	s.matchURIs(log)
 	slices.SortStableFunc(s.Conflicts, func(a, b Conflict) int {
 		return cmp.Or(cmp.Compare(a.Kind, b.Kind), strings.Compare(a.Name, b.Name), strings.Compare(a.Overlaps, b.Overlaps))
@@ -312,8 +320,6 @@ func versionOf(digest [sha256.Size]byte) uint64 {
 	}
 	return 1
 }
-
-func keep(_, key string) string { return key }
 
 // build names one kind's items, resolves conflicts and sorts by key.
 func build[T any, M any](naming *Naming, kind Kind, backends []string, items func(string) ([]*T, [][]byte), key func(*T) string,
@@ -377,6 +383,9 @@ func newItem[T any, M any](t *T, raw []byte, adv, backend string, key func(*T) s
 	it := Item[M]{Key: adv, Backend: backend, Original: key(t), Msg: msg}
 	if tool, ok := any(msg).(*aggregatorv1.Tool); ok {
 		it.ParamHeaders = paramheader.Extract([]byte(tool.GetInputSchemaJson()))
+		if it.UI = uiOf([]byte(tool.GetDefinitionJson())); it.UI != "" {
+			it.noUI = noUIMsg(tool)
+		}
 	}
 	h := sha256.New()
 	for _, part := range []string{adv, backend, it.Original} {

@@ -114,6 +114,9 @@ func (s *Snapshot) matchURIs(log *slog.Logger) {
 		return b.spec.compare(a.spec)
 	})
 	s.Resources = slices.DeleteFunc(s.Resources, func(r Item[*aggregatorv1.Resource]) bool {
+		if s.ui[r.Key] != nil {
+			return false // its URI names its backend (ui.go)
+		}
 		rank := s.naming.rankOf(r.Backend)
 		for i := range s.matchers {
 			m := &s.matchers[i]
@@ -135,6 +138,9 @@ func (s *Snapshot) matchURIs(log *slog.Logger) {
 // snapshot meets it (nil otherwise, and once maxReported conflicts were
 // found), for the caller to report; it never quotes uri.
 func (s *Snapshot) ResourceOwner(uri string) (owner string, found *Conflict) {
+	if e := s.ui[uri]; e != nil {
+		return e.backend, nil // its URI names its backend (ui.go)
+	}
 	if i, ok := s.resIdx[uri]; ok {
 		// No better-ranked template matches it (matchURIs); an equally
 		// ranked one is less specific.

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"sync"
+
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 )
 
 // Decider says whether a principal may use the item of kind k with key,
@@ -17,6 +19,19 @@ type View struct {
 	Snapshot *Snapshot
 	items    [numKinds][]int32
 	digests  [numKinds]string
+	// noUI holds the snapshot positions of the visible tools whose UI the
+	// principal may not read (ui.go); nil for none.
+	noUI map[int32]bool
+}
+
+// Tool is the message of the tool at snapshot position i as this view
+// shows it: without its UI when the principal may not read it.
+func (v *View) Tool(i int32) *aggregatorv1.Tool {
+	t := &v.Snapshot.Tools[i]
+	if v.noUI[i] {
+		return t.noUI
+	}
+	return t.Msg
 }
 
 // Items returns the snapshot positions of the visible items of kind k.
@@ -98,6 +113,15 @@ func (s *Snapshot) newView(allow Decider) *View {
 			}
 			idx = append(idx, int32(i))
 			h.Write(d)
+			if k == KindTools && allow != nil {
+				if ui := s.Tools[i].UI; ui != "" && !allow(KindResources, ui, b) {
+					if v.noUI == nil {
+						v.noUI = map[int32]bool{}
+					}
+					v.noUI[int32(i)] = true
+					h.Write([]byte("no ui"))
+				}
+			}
 		})
 		v.items[k] = idx
 		v.digests[k] = hex.EncodeToString(h.Sum(nil))

@@ -117,6 +117,12 @@ func (e *Engine) Owner(snap *catalog.Snapshot, p *commonv1.Principal, k catalog.
 	if !e.mayUse(snap, p, k, key, backendName) {
 		return nil, ErrDenied
 	}
+	// An app's page that its backend does not list is the tools' that name
+	// it: a caller who may call none of them may not read it either.
+	if tools := snap.UIOnlyTools(key); k == catalog.KindResources && tools != nil &&
+		!slices.ContainsFunc(tools, func(t string) bool { return e.mayUse(snap, p, catalog.KindTools, t, backendName) }) {
+		return nil, ErrDenied
+	}
 	m := e.setup.Load().member(backendName)
 	if m == nil {
 		return nil, ErrNotFound

@@ -13,8 +13,10 @@ type resourceKey struct{ backend, uri string }
 // updateHub routes a backend's notifications/resources/updated to the
 // watchers that subscribed to that URI, and only to them.
 type updateHub struct {
-	mu       sync.Mutex
-	watchers map[resourceKey]map[chan<- string]struct{}
+	mu sync.Mutex
+	// watchers holds, per URI at a backend, each watcher's channel and
+	// the URI it knows that resource by (catalog.UIURI).
+	watchers map[resourceKey]map[chan<- string]string
 }
 
 // UpdateBuffer is how many updates a watcher may fall behind; past it
@@ -22,18 +24,19 @@ type updateHub struct {
 // it again", so a burst loses nothing a later one does not repeat).
 const UpdateBuffer = 64
 
-// Subscribe subscribes at the backend (reference counted there) and routes
-// its updates of uri to ch until the returned function is called.
-func (e *Engine) Subscribe(ctx context.Context, b *backend.Client, uri string, ch chan<- string) (func(), error) {
+// Subscribe subscribes at the backend (reference counted there) to the
+// resource it calls uri and routes its updates to ch, as advertised (the
+// URI the watcher knows it by), until the returned function is called.
+func (e *Engine) Subscribe(ctx context.Context, b *backend.Client, uri, advertised string, ch chan<- string) (func(), error) {
 	if err := b.Subscribe(ctx, uri); err != nil {
 		return nil, err
 	}
 	k := resourceKey{b.Name(), uri}
 	e.updates.mu.Lock()
 	if e.updates.watchers[k] == nil {
-		e.updates.watchers[k] = map[chan<- string]struct{}{}
+		e.updates.watchers[k] = map[chan<- string]string{}
 	}
-	e.updates.watchers[k][ch] = struct{}{}
+	e.updates.watchers[k][ch] = advertised
 	e.updates.mu.Unlock()
 	return func() {
 		e.updates.mu.Lock()
@@ -50,9 +53,9 @@ func (e *Engine) Subscribe(ctx context.Context, b *backend.Client, uri string, c
 func (e *Engine) resourceUpdated(name, uri string) {
 	e.updates.mu.Lock()
 	defer e.updates.mu.Unlock()
-	for ch := range e.updates.watchers[resourceKey{name, uri}] {
+	for ch, advertised := range e.updates.watchers[resourceKey{name, uri}] {
 		select {
-		case ch <- uri:
+		case ch <- advertised:
 		default:
 			e.log.Debug("resource update dropped for a slow watcher", "backend", name)
 		}

@@ -38,7 +38,26 @@ func (s *Server) Discover(ctx context.Context, req *aggregatorv1.DiscoverRequest
 	for _, i := range v.Items(catalog.KindPrompts) {
 		resp.Completions = resp.Completions || completes(snap.Capabilities[snap.Prompts[i].Backend])
 	}
+	// MCP Apps: the tools and pages of a backend that advertises it.
+	apps := false
+	for _, i := range v.Items(catalog.KindTools) {
+		apps = apps || hasApps(snap.Capabilities[snap.Tools[i].Backend])
+	}
+	for _, i := range v.Items(catalog.KindResources) {
+		apps = apps || hasApps(snap.Capabilities[snap.Resources[i].Backend])
+	}
+	if apps {
+		resp.Extensions = append(resp.Extensions, catalog.UIExtension)
+	}
 	return resp, nil
+}
+
+func hasApps(c *mcp.ServerCapabilities) bool {
+	if c == nil {
+		return false
+	}
+	_, ok := c.Extensions[catalog.UIExtension]
+	return ok
 }
 
 func subscribes(c *mcp.ServerCapabilities) bool {

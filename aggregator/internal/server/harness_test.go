@@ -84,6 +84,8 @@ type backendOptions struct {
 	// subscribe advertises resources.subscribe (and accepts every
 	// subscription).
 	subscribe bool
+	// capabilities, if set, are advertised (go-sdk infers the rest).
+	capabilities *mcp.ServerCapabilities
 }
 
 func newTestBackend(t testing.TB, name string, o backendOptions) *testBackend {
@@ -96,6 +98,7 @@ func newTestBackend(t testing.TB, name string, o backendOptions) *testBackend {
 			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{name + ":" + req.Params.Ref.Name + req.Params.Ref.URI + ":" + req.Params.Argument.Value}}}, nil
 		},
 	}
+	opts.Capabilities = o.capabilities
 	if o.subscribe {
 		opts.SubscribeHandler = func(context.Context, *mcp.SubscribeRequest) error { return nil }
 		opts.UnsubscribeHandler = func(context.Context, *mcp.UnsubscribeRequest) error { return nil }

@@ -13,9 +13,9 @@ import (
 // how its response is assembled.
 
 // page serves one page of kind k of the caller's view: the prebuilt API
-// messages of the page, the next cursor (empty on the last page) and the
+// messages of the page (msg: as the view shows them), the next cursor (empty on the last page) and the
 // view the page was cut from (its snapshot's version, its digests).
-func page[M any](s *Server, ctx context.Context, k catalog.Kind, items func(*catalog.Snapshot) []catalog.Item[M], server, cursor string, size uint32) ([]M, string, *catalog.View, error) {
+func page[M any](s *Server, ctx context.Context, k catalog.Kind, msg func(v *catalog.View, i int32) M, server, cursor string, size uint32) ([]M, string, *catalog.View, error) {
 	snap, _, err := s.e.ServerSnapshot(server)
 	if err != nil {
 		return nil, "", nil, s.fail(ctx, "List"+k.API(), err)
@@ -30,17 +30,16 @@ func page[M any](s *Server, ctx context.Context, k catalog.Kind, items func(*cat
 	if err != nil {
 		return nil, "", nil, s.fail(ctx, "List"+k.API(), err)
 	}
-	all := items(snap)
 	out := make([]M, end-start)
 	for j, i := range visible[start:end] {
-		out[j] = all[i].Msg
+		out[j] = msg(v, i)
 	}
 	return out, next, v, nil
 }
 
 // ListTools serves one page of tools.
 func (s *Server) ListTools(ctx context.Context, req *aggregatorv1.ListToolsRequest) (*aggregatorv1.ListToolsResponse, error) {
-	items, next, view, err := page(s, ctx, catalog.KindTools, func(s *catalog.Snapshot) []catalog.Item[*aggregatorv1.Tool] { return s.Tools }, req.GetServer(), req.GetCursor(), req.GetPageSize())
+	items, next, view, err := page(s, ctx, catalog.KindTools, (*catalog.View).Tool, req.GetServer(), req.GetCursor(), req.GetPageSize())
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +49,7 @@ func (s *Server) ListTools(ctx context.Context, req *aggregatorv1.ListToolsReque
 
 // ListResources serves one page of resources.
 func (s *Server) ListResources(ctx context.Context, req *aggregatorv1.ListResourcesRequest) (*aggregatorv1.ListResourcesResponse, error) {
-	items, next, view, err := page(s, ctx, catalog.KindResources, func(s *catalog.Snapshot) []catalog.Item[*aggregatorv1.Resource] { return s.Resources }, req.GetServer(), req.GetCursor(), req.GetPageSize())
+	items, next, view, err := page(s, ctx, catalog.KindResources, func(v *catalog.View, i int32) *aggregatorv1.Resource { return v.Snapshot.Resources[i].Msg }, req.GetServer(), req.GetCursor(), req.GetPageSize())
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +58,7 @@ func (s *Server) ListResources(ctx context.Context, req *aggregatorv1.ListResour
 
 // ListResourceTemplates serves one page of resource templates.
 func (s *Server) ListResourceTemplates(ctx context.Context, req *aggregatorv1.ListResourceTemplatesRequest) (*aggregatorv1.ListResourceTemplatesResponse, error) {
-	items, next, view, err := page(s, ctx, catalog.KindResourceTemplates, func(s *catalog.Snapshot) []catalog.Item[*aggregatorv1.ResourceTemplate] { return s.Templates }, req.GetServer(), req.GetCursor(), req.GetPageSize())
+	items, next, view, err := page(s, ctx, catalog.KindResourceTemplates, func(v *catalog.View, i int32) *aggregatorv1.ResourceTemplate { return v.Snapshot.Templates[i].Msg }, req.GetServer(), req.GetCursor(), req.GetPageSize())
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +67,7 @@ func (s *Server) ListResourceTemplates(ctx context.Context, req *aggregatorv1.Li
 
 // ListPrompts serves one page of prompts.
 func (s *Server) ListPrompts(ctx context.Context, req *aggregatorv1.ListPromptsRequest) (*aggregatorv1.ListPromptsResponse, error) {
-	items, next, view, err := page(s, ctx, catalog.KindPrompts, func(s *catalog.Snapshot) []catalog.Item[*aggregatorv1.Prompt] { return s.Prompts }, req.GetServer(), req.GetCursor(), req.GetPageSize())
+	items, next, view, err := page(s, ctx, catalog.KindPrompts, func(v *catalog.View, i int32) *aggregatorv1.Prompt { return v.Snapshot.Prompts[i].Msg }, req.GetServer(), req.GetCursor(), req.GetPageSize())
 	if err != nil {
 		return nil, err
 	}

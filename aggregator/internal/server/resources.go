@@ -8,6 +8,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
 )
 
 // ReadResource reads a resource from its owning backend, passed through
@@ -23,17 +24,18 @@ func (s *Server) readResource(ctx context.Context, req *aggregatorv1.ReadResourc
 	r := admission{
 		method: config.RateMethodResourceRead, trail: audit.KindResourceRead, server: req.GetServer(),
 		kind: catalog.KindResources, key: uri, subjectToken: req.GetContext().GetSubjectToken(),
-		prepare: func(*admitted) error {
+		prepare: func(a *admitted) error {
 			caps, err := capabilities(req.GetContext())
 			if err != nil {
 				return err
 			}
 			var p backend.ParamsBuilder
-			p.String("uri", uri)
+			own := catalog.BackendURI(a.owner, uri)
+			p.String("uri", own)
 			if err := mrtrParams(&p, req.GetInputResponsesJson(), req.GetRequestState()); err != nil {
 				return err
 			}
-			call = backend.Call{Method: "resources/read", Name: uri, Params: p.Bytes(), ClientCapabilities: caps}
+			call = backend.Call{Method: "resources/read", Name: own, Params: p.Bytes(), ClientCapabilities: caps}
 			return nil
 		},
 	}
@@ -45,6 +47,45 @@ func (s *Server) readResource(ctx context.Context, req *aggregatorv1.ReadResourc
 		if err != nil {
 			return nil, err
 		}
+		if orig := catalog.BackendURI(a.owner, uri); orig != uri {
+			res.JSON = string(contentsUnder([]byte(res.JSON), orig, uri))
+		}
 		return &aggregatorv1.ReadResourceResponse{ResultJson: res.JSON, ResultType: resultType(res.ResultType), Backend: a.b.Name()}, nil
 	})
+}
+
+// contentsUnder is a resources/read result with each of its contents that
+// the backend gave under its own URI orig given under the advertised uri
+// instead (a ui:// page, catalog.UIURI), so a host finds the page it asked
+// for. A result it cannot read is returned as it is.
+func contentsUnder(result []byte, orig, uri string) []byte {
+	contents, ok := rawjson.Get(result, "contents")
+	if !ok {
+		return result
+	}
+	renamed := make([]byte, 0, len(contents)+len(uri))
+	renamed = append(renamed, '[')
+	n := 0
+	if !rawjson.Elements(contents, func(c []byte) bool {
+		if u, ok := rawjson.Get(c, "uri"); ok {
+			if s, _ := rawjson.StringValue(u); s == orig {
+				if out, err := rawjson.WithMember(c, "uri", rawjson.AppendString(nil, uri)); err == nil {
+					c = out
+				}
+			}
+		}
+		if n > 0 {
+			renamed = append(renamed, ',')
+		}
+		n++
+		renamed = append(renamed, c...)
+		return true
+	}) {
+		return result
+	}
+	out, err := rawjson.WithMember(result, "contents", append(renamed, ']'))
+	if err != nil {
+		return result
+	}
+	return out
 }

@@ -19,6 +19,9 @@ import (
 // subscribe and completions describe the backends behind the view, so
 // they follow the view: some backend the principal sees something of
 // supports them.
+//
+// extensions are those the view's backends advertise and the catalog
+// carries through (MCP Apps), plus the gateway's own in Modern (tasks).
 func (s *Server) capabilities(ctx context.Context, req *Request) (wire.Object, string, *wire.Error) {
 	d, err := s.agg.Discover(ctx, &aggregatorv1.DiscoverRequest{Principal: req.Principal, Server: req.Server})
 	if err != nil {
@@ -43,6 +46,19 @@ func (s *Server) capabilities(ctx context.Context, req *Request) (wire.Object, s
 	if d.GetCompletions() {
 		caps.Set("completions", struct{}{})
 	}
+	extensions := map[string]struct{}{}
+	for _, name := range d.GetExtensions() {
+		extensions[name] = struct{}{}
+	}
+	// Tasks are the aggregator's, for any tool it runs as one, in every
+	// view (the optimizer's call_tool too); 2025-11-25 has tasks of its
+	// own (Initialize).
+	if req.Era == mcpspec.EraModern {
+		extensions[wire.TasksExtension] = struct{}{}
+	}
+	if len(extensions) > 0 {
+		caps.Set("extensions", extensions)
+	}
 	instructions := d.GetInstructions()
 	if instructions == "" {
 		instructions = s.cfg.Instructions
@@ -55,9 +71,6 @@ func (s *Server) discover(ctx context.Context, req *Request, _ Responder) (json.
 	if rerr != nil {
 		return nil, rerr
 	}
-	// Tasks are the aggregator's, for any tool it runs as one, in every
-	// view (the optimizer's call_tool too).
-	caps.Set("extensions", map[string]struct{}{wire.TasksExtension: {}})
 	res := wire.Object{}
 	res.Set("supportedVersions", mcpspec.SupportedVersions)
 	res.Set("capabilities", caps)

@@ -237,7 +237,12 @@ type DiscoverResponse struct {
 	// True when some backend in the view supports completion/complete.
 	Completions bool `protobuf:"varint,8,opt,name=completions,proto3" json:"completions,omitempty"`
 	// Server instructions to pass to clients, if configured.
-	Instructions  string `protobuf:"bytes,9,opt,name=instructions,proto3" json:"instructions,omitempty"`
+	Instructions string `protobuf:"bytes,9,opt,name=instructions,proto3" json:"instructions,omitempty"`
+	// The MCP extensions (capabilities.extensions) that some backend of the
+	// view advertises and that the catalog carries through, sorted:
+	// "io.modelcontextprotocol/ui" (MCP Apps) when a backend whose tool or
+	// resource the principal sees advertises it.
+	Extensions    []string `protobuf:"bytes,10,rep,name=extensions,proto3" json:"extensions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -333,6 +338,13 @@ func (x *DiscoverResponse) GetInstructions() string {
 		return x.Instructions
 	}
 	return ""
+}
+
+func (x *DiscoverResponse) GetExtensions() []string {
+	if x != nil {
+		return x.Extensions
+	}
+	return nil
 }
 
 // ListToolsRequest asks for one page of tools.
@@ -3748,7 +3760,7 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"*switchboard/aggregator/v1/aggregator.proto\x12\x19switchboard.aggregator.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%switchboard/common/v1/principal.proto\"i\n" +
 	"\x0fDiscoverRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x16\n" +
-	"\x06server\x18\x02 \x01(\tR\x06server\"\xf6\x02\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\"\x96\x03\n" +
 	"\x10DiscoverResponse\x12'\n" +
 	"\x0fcatalog_version\x18\x01 \x01(\x04R\x0ecatalogVersion\x12\x1d\n" +
 	"\n" +
@@ -3759,7 +3771,11 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\ftools_digest\x18\x06 \x01(\tR\vtoolsDigest\x12/\n" +
 	"\x13resources_subscribe\x18\a \x01(\bR\x12resourcesSubscribe\x12 \n" +
 	"\vcompletions\x18\b \x01(\bR\vcompletions\x12\"\n" +
-	"\finstructions\x18\t \x01(\tR\finstructions\"\x9f\x01\n" +
+	"\finstructions\x18\t \x01(\tR\finstructions\x12\x1e\n" +
+	"\n" +
+	"extensions\x18\n" +
+	" \x03(\tR\n" +
+	"extensions\"\x9f\x01\n" +
 	"\x10ListToolsRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x16\n" +
 	"\x06cursor\x18\x02 \x01(\tR\x06cursor\x12\x1b\n" +

@@ -1,0 +1,240 @@
+package catalog
+
+import (
+	"crypto/sha256"
+	"net/url"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
+)
+
+// MCP Apps (extension io.modelcontextprotocol/ui, SEP-1865): a tool names
+// the interactive UI that renders its results in _meta.ui.resourceUri (or
+// the deprecated flat _meta["ui/resourceUri"]), a ui:// resource of its
+// own server that hosts read with resources/read. Behind one endpoint,
+// two backends may well both call their page ui://app/index.html, and an
+// app's page belongs to the server whose tools it calls. So every ui://
+// URI of a backend is advertised under a name of that backend's
+// (UIURI), in its resources, its resource templates and its tools' _meta
+// alike; a read of that name goes to that backend under its own URI
+// (BackendURI).
+//
+// A UI is part of what its tool shows a caller, and no more visible than
+// the resource it is: a tool whose UI the server's filters or the policy
+// hide from the caller is listed without its resourceUri (view.go), and
+// a UI page that its backend does not list as a resource (the extension
+// allows that) is readable only by a caller who may call one of the
+// tools that name it (Snapshot.UIOnlyTools), so a hidden tool does not
+// leak its page. Everything else under _meta.ui (csp, permissions,
+// domain, prefersBorder, visibility) passes as the backend wrote it.
+
+// UIExtension names the MCP Apps extension in capabilities.extensions.
+const UIExtension = backend.UIExtension
+
+const uiScheme = "ui://"
+
+// isUI reports whether uri is of the ui: scheme (schemes are
+// case-insensitive, RFC 3986 §3.1).
+func isUI(uri string) bool {
+	return len(uri) >= len(uiScheme) && strings.EqualFold(uri[:len(uiScheme)], uiScheme)
+}
+
+// UIURI is the URI under which backend's ui:// resource uri is advertised:
+// ui://<backend>/<the rest of uri>, the backend's name escaped as a path
+// segment so that no two backends' URIs meet. Any other URI is advertised
+// as it is.
+func UIURI(backend, uri string) string {
+	if !isUI(uri) {
+		return uri
+	}
+	return uiScheme + url.PathEscape(backend) + "/" + uri[len(uiScheme):]
+}
+
+// uiEntry is one advertised ui:// URI: its backend, whether the backend
+// lists it as a resource, and the tools (advertised names) that name it.
+type uiEntry struct {
+	backend string
+	listed  bool
+	tools   []string
+}
+
+// Tool _meta members that name a UI.
+const (
+	metaUI           = "ui"
+	metaUIResource   = "resourceUri"
+	metaUIDeprecated = "ui/resourceUri"
+)
+
+// toolUI rewrites the ui:// URIs a tool definition's _meta names (of
+// backend) to their advertised URIs, and returns the advertised UI:
+// _meta.ui.resourceUri's, else the deprecated member's; "" for none. A
+// definition it cannot read is returned as it is, with no UI.
+func toolUI(def []byte, backend string) ([]byte, string) {
+	meta, ok := rawjson.Get(def, "_meta")
+	if !ok || !rawjson.StartsObject(meta) {
+		return def, ""
+	}
+	var ui string
+	rewrite := func(v []byte) []byte {
+		s, ok := rawjson.StringValue(v)
+		if !ok || !isUI(s) {
+			return v
+		}
+		adv := UIURI(backend, s)
+		if ui == "" {
+			ui = adv
+		}
+		return rawjson.AppendString(nil, adv)
+	}
+	newMeta, err := rawjson.MapMembers(meta, func(m rawjson.Member) ([]byte, bool) {
+		switch string(m.Name) {
+		case metaUI:
+			if !rawjson.StartsObject(m.Value) {
+				return m.Value, true
+			}
+			v, err := rawjson.MapMembers(m.Value, func(u rawjson.Member) ([]byte, bool) {
+				if string(u.Name) == metaUIResource {
+					return rewrite(u.Value), true
+				}
+				return u.Value, true
+			})
+			if err != nil {
+				return m.Value, true
+			}
+			return v, true
+		case metaUIDeprecated:
+			return rewrite(m.Value), true
+		}
+		return m.Value, true
+	})
+	if err != nil || ui == "" {
+		return def, ""
+	}
+	out, err := rawjson.WithMember(def, "_meta", newMeta)
+	if err != nil {
+		return def, ""
+	}
+	return out, ui
+}
+
+// uiOf is the UI a tool definition's _meta names: _meta.ui.resourceUri,
+// else the deprecated member; "" for none, or for one not of ui:.
+func uiOf(def []byte) string {
+	meta, _ := rawjson.Get(def, "_meta")
+	for _, v := range [][]byte{uiMember(meta), deprecatedMember(meta)} {
+		if s, ok := rawjson.StringValue(v); ok && isUI(s) {
+			return s
+		}
+	}
+	return ""
+}
+
+func uiMember(meta []byte) []byte {
+	ui, _ := rawjson.Get(meta, metaUI)
+	v, _ := rawjson.Get(ui, metaUIResource)
+	return v
+}
+
+func deprecatedMember(meta []byte) []byte {
+	v, _ := rawjson.Get(meta, metaUIDeprecated)
+	return v
+}
+
+// withoutUI is a tool definition with the members that name its UI
+// removed (the rest of _meta.ui, such as visibility, stays): what a caller
+// who may not read the UI is shown.
+func withoutUI(def []byte) []byte {
+	meta, ok := rawjson.Get(def, "_meta")
+	if !ok {
+		return def
+	}
+	newMeta, err := rawjson.MapMembers(meta, func(m rawjson.Member) ([]byte, bool) {
+		switch string(m.Name) {
+		case metaUI:
+			v, err := rawjson.MapMembers(m.Value, func(u rawjson.Member) ([]byte, bool) {
+				return u.Value, string(u.Name) != metaUIResource
+			})
+			if err != nil {
+				return m.Value, true
+			}
+			return v, true
+		case metaUIDeprecated:
+			return nil, false
+		}
+		return m.Value, true
+	})
+	if err != nil {
+		return def
+	}
+	out, err := rawjson.WithMember(def, "_meta", newMeta)
+	if err != nil {
+		return def
+	}
+	return out
+}
+
+// noUIMsg is msg without its UI (withoutUI).
+func noUIMsg(msg *aggregatorv1.Tool) *aggregatorv1.Tool {
+	c := proto.CloneOf(msg)
+	c.DefinitionJson = string(withoutUI([]byte(msg.GetDefinitionJson())))
+	return c
+}
+
+// indexUI records every advertised ui:// URI of the snapshot: the listed
+// ui:// resources and the UIs its tools name. A tool whose UI the server's
+// filters leave out is stripped of it here, for every caller.
+func (s *Snapshot) indexUI() {
+	s.ui = map[string]*uiEntry{}
+	for i := range s.Resources {
+		r := &s.Resources[i]
+		if isUI(r.Original) {
+			s.ui[r.Key] = &uiEntry{backend: r.Backend, listed: true}
+		}
+	}
+	for i := range s.Tools {
+		t := &s.Tools[i]
+		if t.UI == "" {
+			continue
+		}
+		if !s.filters.keeps(KindResources, t.UI) {
+			t.Msg, t.UI = t.noUI, ""
+			t.digest = sha256.Sum256(append(t.digest[:], "no ui"...))
+			continue
+		}
+		e := s.ui[t.UI]
+		if e == nil {
+			e = &uiEntry{backend: t.Backend}
+			s.ui[t.UI] = e
+		}
+		if !e.listed {
+			e.tools = append(e.tools, t.Key)
+		}
+	}
+}
+
+// BackendURI is the URI on its backend owner of the resource advertised
+// as uri: UIURI's inverse.
+func BackendURI(owner, uri string) string {
+	if !isUI(uri) {
+		return uri
+	}
+	rest, ok := strings.CutPrefix(uri[len(uiScheme):], url.PathEscape(owner)+"/")
+	if !ok {
+		return uri
+	}
+	return uiScheme + rest
+}
+
+// UIOnlyTools are the tools that name the UI page uri when its backend
+// does not list it as a resource: a caller may read it only if it may
+// call one of them. Nil for any other URI.
+func (s *Snapshot) UIOnlyTools(uri string) []string {
+	if e := s.ui[uri]; e != nil && !e.listed {
+		return e.tools
+	}
+	return nil
+}

@@ -1,0 +1,166 @@
+package server_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+)
+
+const uiExtension = "io.modelcontextprotocol/ui"
+
+// withApp gives a backend an MCP App: the tool show naming the listed page
+// ui://app/index.html, the tool secret naming ui://app/secret.html, which
+// only the template ui://app/{page} serves, and pages that say whose they
+// are and which URI the backend was asked for.
+func withApp(b *testBackend) {
+	page := func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/html;profile=mcp-app",
+			Text: "<!doctype html><p>" + b.name + " page " + req.Params.URI + "</p>",
+			Meta: mcp.Meta{"ui": map[string]any{"csp": map[string]any{"connectDomains": []string{"https://api.example.com"}}}}}}}, nil
+	}
+	b.server.AddResource(&mcp.Resource{URI: "ui://app/index.html", Name: "app", MIMEType: "text/html;profile=mcp-app",
+		Meta: mcp.Meta{"ui": map[string]any{"prefersBorder": true}}}, page)
+	b.server.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "ui://app/{page}", Name: "pages"}, page)
+	for name, uri := range map[string]string{"show": "ui://app/index.html", "secret": "ui://app/secret.html"} {
+		b.server.AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"},
+			Meta: mcp.Meta{"ui": map[string]any{"resourceUri": uri, "visibility": []string{"model", "app"}}}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.name + " " + name}}}, nil
+			})
+	}
+}
+
+const appsPolicy = `
+permit (principal in Group::"users", action, resource);
+// nopages may call the tools but not read the maps page.
+forbid (principal in Group::"nopages", action == Action::"read_resource", resource == Resource::"ui://maps/app/index.html");
+// nosecret may not call maps_secret, so it may not read its unlisted page.
+forbid (principal in Group::"nosecret", action == Action::"call_tool", resource == Tool::"maps_secret");
+`
+
+// TestAppsThroughTheCatalog: two backends, one of each era, with the same
+// page URI. Each page is advertised under its backend's name, in the
+// resources and in the tools that name it, and reads reach the right
+// backend under its own URI; the extension is advertised to callers who
+// see the backend that advertises it. A policy that hides a page removes
+// it from its tools, and a tool hidden from a caller does not leak its
+// unlisted page.
+func TestAppsThroughTheCatalog(t *testing.T) {
+	apps := &mcp.ServerCapabilities{}
+	apps.AddExtension(uiExtension, nil)
+	maps := newTestBackend(t, "maps", backendOptions{extra: withApp, capabilities: apps})
+	charts := newTestBackend(t, "charts", backendOptions{stateful: true, extra: withApp})
+	h := startAggregator(t, parseConfig(t, `
+aggregator:
+  authz: {policyFile: `+writeFile(t, "policy.cedar", appsPolicy)+`}
+  backends:
+    - {name: maps, url: `+maps.url()+`}
+    - {name: charts, url: `+charts.url()+`, protocol: "2025-11-25"}
+`))
+	ctx := context.Background()
+	alice, bob, carol := principal("alice", "users"), principal("bob", "users", "nopages"), principal("carol", "users", "nosecret")
+
+	tools := func(p *commonv1.Principal) map[string]string {
+		resp, err := h.gateway.ListTools(ctx, &aggregatorv1.ListToolsRequest{Principal: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, tool := range resp.GetTools() {
+			out[tool.GetName()] = tool.GetDefinitionJson()
+		}
+		return out
+	}
+	read := func(p *commonv1.Principal, uri string) (string, error) {
+		resp, err := h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Principal: p, Uri: uri})
+		return resp.GetResultJson(), err
+	}
+
+	all := tools(alice)
+	for name, want := range map[string]string{
+		"maps_show": "ui://maps/app/index.html", "charts_show": "ui://charts/app/index.html",
+		"maps_secret": "ui://maps/app/secret.html", "charts_secret": "ui://charts/app/secret.html",
+	} {
+		if !strings.Contains(all[name], `"resourceUri":"`+want+`","visibility":["model","app"]`) {
+			t.Errorf("%s: %s, want its page %s", name, all[name], want)
+		}
+	}
+	res, err := h.gateway.ListResources(ctx, &aggregatorv1.ListResourcesRequest{Principal: alice})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uris []string
+	for _, r := range res.GetResources() {
+		uris = append(uris, r.GetUri())
+		if !strings.Contains(r.GetDefinitionJson(), `"prefersBorder":true`) {
+			t.Errorf("resource metadata lost: %s", r.GetDefinitionJson())
+		}
+	}
+	if strings.Join(uris, " ") != "ui://charts/app/index.html ui://maps/app/index.html" {
+		t.Errorf("resources %v", uris)
+	}
+	for _, c := range []struct{ uri, backend, asked string }{
+		{"ui://maps/app/index.html", "maps", "ui://app/index.html"},
+		{"ui://charts/app/index.html", "charts", "ui://app/index.html"},
+		{"ui://maps/app/secret.html", "maps", "ui://app/secret.html"},
+		{"ui://charts/app/other.html", "charts", "ui://app/other.html"},
+	} {
+		got, err := read(alice, c.uri)
+		if err != nil {
+			t.Fatalf("read %s: %v", c.uri, err)
+		}
+		if !strings.Contains(got, c.backend+" page "+c.asked) || !strings.Contains(got, `"uri":"`+c.uri+`"`) ||
+			!strings.Contains(got, `"connectDomains":["https://api.example.com"]`) {
+			t.Errorf("read %s: %s", c.uri, got)
+		}
+	}
+	// The backends' own URIs name nothing here.
+	_, err = read(alice, "ui://app/index.html")
+	wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+
+	// bob may not read the maps page: maps_show is listed without it, the
+	// read is refused like a missing page, and charts' is untouched.
+	bobs := tools(bob)
+	if strings.Contains(bobs["maps_show"], "resourceUri") || !strings.Contains(bobs["maps_show"], `"visibility":["model","app"]`) {
+		t.Errorf("bob's maps_show: %s", bobs["maps_show"])
+	}
+	if bobs["charts_show"] != all["charts_show"] {
+		t.Errorf("bob's charts_show: %s", bobs["charts_show"])
+	}
+	_, denied := read(bob, "ui://maps/app/index.html")
+	_, missing := read(bob, "ui://maps/app/none-such.html.missing/")
+	wantStatus(t, denied, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	if ds, ms := status.Convert(denied), status.Convert(missing); ds.Code() != ms.Code() || ds.Message() != ms.Message() {
+		t.Errorf("denied %v differs from missing %v", ds, ms)
+	}
+
+	// carol may not call maps_secret: its page, which maps does not list,
+	// is not hers to read, though the template would serve it.
+	if _, ok := tools(carol)["maps_secret"]; ok {
+		t.Error("carol lists maps_secret")
+	}
+	_, err = read(carol, "ui://maps/app/secret.html")
+	wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	if _, err := read(carol, "ui://maps/app/index.html"); err != nil {
+		t.Errorf("carol reads the page of a tool she may call: %v", err)
+	}
+
+	// The extension: for a caller who sees maps, not for one who sees
+	// nothing.
+	for p, want := range map[*commonv1.Principal]bool{alice: true, principal("mallory"): false} {
+		d, err := h.gateway.Discover(ctx, &aggregatorv1.DiscoverRequest{Principal: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(d.GetExtensions(), ","); (got == uiExtension) != want {
+			t.Errorf("%s discovers extensions %q", p.GetSubject(), got)
+		}
+	}
+}
