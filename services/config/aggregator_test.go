@@ -201,6 +201,15 @@ func TestAggregatorValidationNamesKeys(t *testing.T) {
 		{"aggregator.toolOverrides[0].taskSupport: is not one of", func(c *Config) {
 			c.Aggregator.ToolOverrides = []ToolOverride{{Backend: "a", Tool: "t", TaskSupport: "always"}}
 		}},
+		{"aggregator.toolOverrides[0].ui.resourceUri: must be a ui:// URI", func(c *Config) {
+			c.Aggregator.ToolOverrides = []ToolOverride{{Backend: "a", Tool: "t", UI: &UIOverride{ResourceURI: "https://x/" + secret}}}
+		}},
+		{"aggregator.toolOverrides[0].ui.visibility: lists something other than model and app", func(c *Config) {
+			c.Aggregator.ToolOverrides = []ToolOverride{{Backend: "a", Tool: "t", UI: &UIOverride{Visibility: []string{"everyone"}}}}
+		}},
+		{"aggregator.toolOverrides[0].ui: removes the app and changes it", func(c *Config) {
+			c.Aggregator.ToolOverrides = []ToolOverride{{Backend: "a", Tool: "t", UI: &UIOverride{Remove: true, Visibility: []string{"app"}}}}
+		}},
 		{"aggregator.indexer: (address and token) is required when a toolOverrides entry sets taskSupport", func(c *Config) {
 			c.Servers = []Server{{Name: "s", ToolOverrides: []ToolOverride{{Backend: "a", Tool: "t", TaskSupport: TaskSupportRequired}}}}
 		}},

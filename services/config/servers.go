@@ -126,6 +126,22 @@ type ToolOverride struct {
 	// that does not: the questions stay in the client's request, and only
 	// the work is a task. Unset, a call becomes a task at once.
 	TaskAfterInput bool `yaml:"taskAfterInput"`
+	// UI changes the tool's MCP App (_meta.ui); nil leaves it as listed.
+	UI *UIOverride `yaml:"ui"`
+}
+
+// UIOverride changes a tool's MCP App (SEP-1865, _meta.ui).
+type UIOverride struct {
+	// Remove drops the app: the tool is listed without _meta.ui (and
+	// without the deprecated _meta["ui/resourceUri"]), as a plain tool.
+	Remove bool `yaml:"remove"`
+	// ResourceURI names another page of the same backend, a ui:// URI
+	// as the backend lists it (the catalog advertises it under the
+	// backend's name, like any).
+	ResourceURI string `yaml:"resourceUri"`
+	// Visibility replaces who may use the tool: "model" (the agent) and
+	// "app" (the backend's apps).
+	Visibility []string `yaml:"visibility"`
 }
 
 // Values of ToolOverride.TaskSupport.
@@ -257,6 +273,7 @@ func validateOverrides(at string, ovs []ToolOverride, known func(string) bool) [
 		default:
 			errs = append(errs, keyErr(here+".taskSupport", "is not one of forbidden, optional, required"))
 		}
+		errs = append(errs, o.UI.validate(here+".ui")...)
 		if len(o.Arguments) > MaxArgumentsPerOverride {
 			errs = append(errs, fmt.Errorf("%s: at most %d arguments", here, MaxArgumentsPerOverride))
 		}
@@ -297,4 +314,26 @@ func (c *Config) ServerByName(name string) (Server, bool) {
 		return Server{}, false
 	}
 	return c.Servers[i], true
+}
+
+func (u *UIOverride) validate(at string) []error {
+	if u == nil {
+		return nil
+	}
+	var errs []error
+	if u.Remove && (u.ResourceURI != "" || u.Visibility != nil) {
+		errs = append(errs, keyErr(at, "removes the app and changes it: set remove alone"))
+	}
+	if u.ResourceURI != "" && (len(u.ResourceURI) < len("ui://") || !strings.EqualFold(u.ResourceURI[:len("ui://")], "ui://")) {
+		errs = append(errs, keyErr(at+".resourceUri", "must be a ui:// URI"))
+	}
+	if u.Visibility != nil && len(u.Visibility) == 0 {
+		errs = append(errs, keyErr(at+".visibility", "is empty: list model, app or both (or remove the app)"))
+	}
+	for _, v := range u.Visibility {
+		if v != "model" && v != "app" {
+			errs = append(errs, keyErr(at+".visibility", "lists something other than model and app"))
+		}
+	}
+	return errs
 }

@@ -19,6 +19,9 @@ import (
 //     override's);
 //   - execution.taskSupport is set when the override lets the tool run
 //     as a task;
+//   - _meta.ui (the tool's MCP App) loses its page and the deprecated
+//     _meta["ui/resourceUri"] when the override removes the app, else
+//     gets the override's resourceUri and visibility;
 //   - inputSchema, when it is an object: a hidden argument leaves its
 //     properties and its required list; a defaulted argument leaves
 //     required (a call without it gets the default) and its property
@@ -75,6 +78,9 @@ func (t *Tool) Definition(raw []byte) ([]byte, error) {
 		}
 		set("execution", exec)
 	}
+	if t.ui != nil {
+		set("_meta", t.meta(def))
+	}
 	if len(t.hidden)+len(t.defaults) > 0 {
 		if schema, ok := rawjson.Get(def, "inputSchema"); ok && rawjson.StartsObject(schema) {
 			rewritten, serr := t.schema(schema)
@@ -88,6 +94,51 @@ func (t *Tool) Definition(raw []byte) ([]byte, error) {
 		return nil, err
 	}
 	return def, nil
+}
+
+// meta is the tool's _meta as the override's ui makes it; nil when there
+// is nothing to change.
+func (t *Tool) meta(def []byte) []byte {
+	meta, ok := rawjson.Get(def, "_meta")
+	if !ok || !rawjson.StartsObject(meta) {
+		if t.ui.Remove {
+			return nil
+		}
+		meta = []byte("{}")
+	}
+	if t.ui.Remove {
+		out, err := rawjson.MapMembers(meta, func(m rawjson.Member) ([]byte, bool) {
+			return m.Value, string(m.Name) != "ui" && string(m.Name) != "ui/resourceUri"
+		})
+		if err != nil {
+			return nil
+		}
+		return out
+	}
+	ui, ok := rawjson.Get(meta, "ui")
+	if !ok || !rawjson.StartsObject(ui) {
+		ui = []byte("{}")
+	}
+	var err error
+	if t.ui.ResourceURI != "" {
+		ui, err = rawjson.WithMember(ui, "resourceUri", rawjson.AppendString(nil, t.ui.ResourceURI))
+		if err == nil {
+			// The page is the one named now; the deprecated member would
+			// name the old one.
+			meta, err = rawjson.MapMembers(meta, func(m rawjson.Member) ([]byte, bool) { return m.Value, string(m.Name) != "ui/resourceUri" })
+		}
+	}
+	if err == nil && t.ui.Visibility != nil {
+		v, _ := json.Marshal(t.ui.Visibility)
+		ui, err = rawjson.WithMember(ui, "visibility", v)
+	}
+	if err == nil {
+		meta, err = rawjson.WithMember(meta, "ui", ui)
+	}
+	if err != nil {
+		return nil
+	}
+	return meta
 }
 
 // schema rewrites an input schema object's properties and required.

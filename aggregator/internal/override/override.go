@@ -135,6 +135,8 @@ type Tool struct {
 	// taskAfterInput: questions asked at once are answered inline, and
 	// the call becomes a task in a round that does not ask.
 	taskAfterInput bool
+	// ui changes the tool's MCP App; nil leaves it.
+	ui *config.UIOverride
 }
 
 type member struct {
@@ -212,6 +214,9 @@ func merge(base, top config.ToolOverride) config.ToolOverride {
 	if top.TaskSupport != "" {
 		out.TaskSupport = top.TaskSupport
 	}
+	if top.UI != nil {
+		out.UI = top.UI
+	}
 	out.TaskAfterInput = out.TaskAfterInput || top.TaskAfterInput
 	if len(top.Annotations) > 0 {
 		out.Annotations = maps.Clone(base.Annotations)
@@ -234,7 +239,7 @@ func compile(o config.ToolOverride) (*Tool, error) {
 	if o.Timeout < 0 {
 		return nil, errors.New("timeout must be positive")
 	}
-	t := &Tool{name: o.Name, timeout: time.Duration(o.Timeout)}
+	t := &Tool{name: o.Name, timeout: time.Duration(o.Timeout), ui: o.UI}
 	switch o.TaskSupport {
 	case "", config.TaskSupportForbidden:
 	case config.TaskSupportOptional, config.TaskSupportRequired:
