@@ -80,6 +80,9 @@ type FoundTool struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	InputSchema json.RawMessage `json:"inputSchema"`
+	// Meta is the tool's _meta as tools/list shows the caller (an MCP
+	// App's page among others).
+	Meta json.RawMessage `json:"_meta,omitempty"`
 }
 
 // FindResult is find_tool's result, as structuredContent and as the text
@@ -123,7 +126,11 @@ func (s *Server) findTool(ctx context.Context, req *Request, args json.RawMessag
 		if json.Valid([]byte(h.GetInputSchemaJson())) && h.GetInputSchemaJson() != "" {
 			schema = json.RawMessage(h.GetInputSchemaJson())
 		}
-		out.Tools = append(out.Tools, FoundTool{Name: h.GetName(), Description: h.GetDescription(), InputSchema: schema})
+		hit := FoundTool{Name: h.GetName(), Description: h.GetDescription(), InputSchema: schema}
+		if m := h.GetMetaJson(); m != "" && json.Valid([]byte(m)) {
+			hit.Meta = json.RawMessage(m)
+		}
+		out.Tools = append(out.Tools, hit)
 	}
 	toolsJSON, _ := json.Marshal(out.Tools)
 	// Same estimate as the indexer's baseline: JSON bytes / 4.

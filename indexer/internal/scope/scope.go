@@ -24,6 +24,7 @@ import (
 
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
 )
@@ -362,6 +363,7 @@ func (r *Resolver) listTools(ctx context.Context, agg aggregatorv1.AggregatorSer
 				Description:     t.GetDescription(),
 				InputSchemaJSON: t.GetInputSchemaJson(),
 				DefinitionJSON:  t.GetDefinitionJson(),
+				MetaJSON:        metaOf(t.GetDefinitionJson()),
 			})
 		}
 		cursor = page.GetNextCursor()
@@ -457,4 +459,14 @@ func toolsChanged(ev *aggregatorv1.WatchCatalogResponse) bool {
 		}
 	}
 	return false
+}
+
+// metaOf is the _meta object of a tool definition, "" for none (or one
+// that is not an object).
+func metaOf(def string) string {
+	meta, ok := rawjson.Get([]byte(def), "_meta")
+	if !ok || !rawjson.StartsObject(meta) {
+		return ""
+	}
+	return string(meta)
 }

@@ -107,7 +107,7 @@ func (s *Server) search(ctx context.Context, req *indexerv1.SearchRequest) (*ind
 		}
 		for _, h := range hits {
 			resp.Hits = append(resp.Hits, &indexerv1.SearchHit{
-				Name: h.Name, Description: h.Description, InputSchemaJson: h.InputSchemaJSON, Score: h.Score,
+				Name: h.Name, Description: h.Description, InputSchemaJson: h.InputSchemaJSON, MetaJson: h.MetaJSON, Score: h.Score,
 			})
 		}
 		if req.GetExplain() {

@@ -18,6 +18,9 @@ type Tool struct {
 	// DefinitionJSON is the complete MCP tool object; its size estimates
 	// the tokens the tool costs in a tools/list answer. Optional.
 	DefinitionJSON string
+	// MetaJSON is the tool's _meta object as its view lists it, carried in
+	// hits (an MCP App's page among others); "" for none.
+	MetaJSON string
 }
 
 // Document is a tool as the index stores it: its text cleaned and its
@@ -29,6 +32,8 @@ type Document struct {
 	Name            string
 	Description     string
 	InputSchemaJSON string
+	// MetaJSON is the tool's _meta ("" for none).
+	MetaJSON string
 	// NameWords is the name split into words (NameWords).
 	NameWords string
 	// NameKey is the name folded to one token, for trigram similarity
@@ -48,7 +53,7 @@ type Document struct {
 // whole scope. A missing input schema is the empty object schema.
 func (t Tool) Document() Document {
 	clean := func(s string) string { return strings.ReplaceAll(s, "\x00", "") }
-	d := Document{Name: clean(t.Name), Description: clean(t.Description), InputSchemaJSON: clean(t.InputSchemaJSON)}
+	d := Document{Name: clean(t.Name), Description: clean(t.Description), InputSchemaJSON: clean(t.InputSchemaJSON), MetaJSON: clean(t.MetaJSON)}
 	if d.InputSchemaJSON == "" {
 		d.InputSchemaJSON = `{"type":"object"}`
 	}
@@ -62,6 +67,10 @@ func (t Tool) Document() Document {
 		// Only then: a tool advertised under its own name keeps the hash
 		// (and so the stored document) it always had.
 		parts = append(parts, original)
+	}
+	if d.MetaJSON != "" {
+		// Likewise: a tool without _meta keeps its hash.
+		parts = append(parts, "_meta", d.MetaJSON)
 	}
 	for _, part := range parts {
 		h.Write([]byte(part))

@@ -82,7 +82,9 @@ type Hit struct {
 	Name            string
 	Description     string
 	InputSchemaJSON string
-	Score           float64
+	// MetaJSON is the tool's _meta ("" for none).
+	MetaJSON string
+	Score    float64
 }
 
 const (

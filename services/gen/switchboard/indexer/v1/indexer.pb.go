@@ -307,7 +307,11 @@ type SearchHit struct {
 	// the tool's name added, then what the similarity of their meaning
 	// added. Their contributions, added up in this order starting from zero
 	// (IEEE double additions), give score exactly.
-	Explanation   []*ScorePart `protobuf:"bytes,5,rep,name=explanation,proto3" json:"explanation,omitempty"`
+	Explanation []*ScorePart `protobuf:"bytes,5,rep,name=explanation,proto3" json:"explanation,omitempty"`
+	// The tool's _meta object as the principal's view lists it (an MCP
+	// App's page, rewritten by the catalog, among others), JSON text; empty
+	// for none.
+	MetaJson      string `protobuf:"bytes,6,opt,name=meta_json,json=metaJson,proto3" json:"meta_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -375,6 +379,13 @@ func (x *SearchHit) GetExplanation() []*ScorePart {
 		return x.Explanation
 	}
 	return nil
+}
+
+func (x *SearchHit) GetMetaJson() string {
+	if x != nil {
+		return x.MetaJson
+	}
+	return ""
 }
 
 // ScorePart is one addend of a hit's score.
@@ -3959,13 +3970,14 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\bkeywords\x18\x03 \x03(\tR\bkeywords\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\rR\x05limit\x12\x18\n" +
 	"\aexplain\x18\x05 \x01(\bR\aexplain\x12\x16\n" +
-	"\x06server\x18\x06 \x01(\tR\x06server\"\xc8\x01\n" +
+	"\x06server\x18\x06 \x01(\tR\x06server\"\xe5\x01\n" +
 	"\tSearchHit\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12*\n" +
 	"\x11input_schema_json\x18\x03 \x01(\tR\x0finputSchemaJson\x12\x14\n" +
 	"\x05score\x18\x04 \x01(\x01R\x05score\x12C\n" +
-	"\vexplanation\x18\x05 \x03(\v2!.switchboard.indexer.v1.ScorePartR\vexplanation\"\xd8\x04\n" +
+	"\vexplanation\x18\x05 \x03(\v2!.switchboard.indexer.v1.ScorePartR\vexplanation\x12\x1b\n" +
+	"\tmeta_json\x18\x06 \x01(\tR\bmetaJson\"\xd8\x04\n" +
 	"\tScorePart\x129\n" +
 	"\x04kind\x18\x01 \x01(\x0e2%.switchboard.indexer.v1.ScorePartKindR\x04kind\x12\"\n" +
 	"\fcontribution\x18\x02 \x01(\x01R\fcontribution\x12\x16\n" +
