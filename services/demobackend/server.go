@@ -131,8 +131,13 @@ func New(spec Spec, opts Options) (*Backend, error) {
 			caps.Logging = &mcp.LoggingCapabilities{}
 		}
 	}
+	for _, t := range spec.Tools {
+		if t.UI != "" {
+			caps.AddExtension(uiExtension, nil)
+		}
+	}
 	if spec.Tasks {
-		caps.Extensions = map[string]any{tasksExtension: map[string]any{}}
+		caps.AddExtension(tasksExtension, nil)
 		b.tasks = &taskTable{tasks: map[string]*backendTask{}}
 	}
 	b.server = mcp.NewServer(&mcp.Implementation{Name: opts.Name, Version: "demo"}, &mcp.ServerOptions{
@@ -213,6 +218,7 @@ func (b *Backend) addTool(t ToolSpec) {
 		Name:        t.Name,
 		Description: t.Description,
 		InputSchema: t.inputSchema(),
+		Meta:        t.toolMeta(),
 	}, b.toolHandler(t))
 }
 
@@ -251,6 +257,12 @@ func (b *Backend) toolHandler(t ToolSpec) mcp.ToolHandler {
 			answer["sum"] = x + y
 		case BehaviourError:
 			return b.toolError(answer, b.expand(t.Text, map[string]string{"tool": t.Name})), nil
+		case BehaviourForecast:
+			city, _ := args["city"].(string)
+			if city = strings.TrimSpace(city); city == "" || len(city) > 60 {
+				return b.toolError(answer, "city must be a name of 1 to 60 characters"), nil
+			}
+			forecast(answer, city)
 		case BehaviourSleep:
 			s, _ := args["duration"].(string)
 			d, err := time.ParseDuration(s)
@@ -315,14 +327,22 @@ func result(answer map[string]any, isError bool) *mcp.CallToolResult {
 }
 
 func (b *Backend) addResource(r ResourceSpec) {
-	b.server.AddResource(&mcp.Resource{
-		URI: r.URI, Name: r.Name, Description: r.Description, MIMEType: r.MIMEType,
-	}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	res := &mcp.Resource{URI: r.URI, Name: r.Name, Description: r.Description, MIMEType: r.MIMEType}
+	if r.App {
+		var page string
+		res, page = appResource(r)
+		r.MIMEType, r.Text = res.MIMEType, page
+	}
+	b.server.AddResource(res, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		b.count("resources/read " + r.URI)
 		if r.Confirm {
 			if res := b.confirmation(r.URI, req.Params.InputResponses, req.Params.RequestState); res != nil {
 				return &mcp.ReadResourceResult{InputRequests: res.requests, RequestState: res.state}, nil
 			}
+		}
+		if r.App {
+			// The page as it is (no placeholders), with its metadata.
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: r.MIMEType, Text: r.Text, Meta: res.Meta}}}, nil
 		}
 		return b.contents(req.Params.URI, r.MIMEType, r.Text), nil
 	})

@@ -47,9 +47,13 @@ const (
 	// BehaviourChallenge refuses every call with HTTP 401 and the tool's
 	// text as its WWW-Authenticate challenge (challenge.go).
 	BehaviourChallenge = "challenge"
+	// BehaviourForecast returns five days of made-up highs and lows for
+	// the city argument, the same for the same city: data for the demo's
+	// MCP App (apps.go).
+	BehaviourForecast = "forecast"
 )
 
-var behaviours = []string{BehaviourEcho, BehaviourText, BehaviourAdd, BehaviourError, BehaviourSleep, BehaviourConfirm, BehaviourAsk, BehaviourLog, BehaviourWhoAmI, BehaviourChallenge}
+var behaviours = []string{BehaviourEcho, BehaviourText, BehaviourAdd, BehaviourError, BehaviourSleep, BehaviourConfirm, BehaviourAsk, BehaviourLog, BehaviourWhoAmI, BehaviourChallenge, BehaviourForecast}
 
 // Spec is what a demo backend serves. It is read from YAML (--config) and
 // the tool entries are also the body of POST /admin/tools (JSON).
@@ -95,6 +99,10 @@ type ToolSpec struct {
 	// InputSchema replaces the behaviour's default schema; it must be a JSON
 	// Schema object with "type": "object".
 	InputSchema map[string]any `yaml:"inputSchema" json:"inputSchema,omitempty"`
+	// UI names the tool's MCP App page, a ui:// resource (apps.go), and
+	// Visibility who may call it (model, app); both go in _meta.ui.
+	UI         string   `yaml:"ui" json:"ui,omitempty"`
+	Visibility []string `yaml:"visibility" json:"visibility,omitempty"`
 }
 
 // ResourceSpec is one fixed resource. Text may use {backend} and {uri}.
@@ -107,6 +115,9 @@ type ResourceSpec struct {
 	// Confirm makes a read ask the client to confirm first, as the confirm
 	// tool behaviour does.
 	Confirm bool `yaml:"confirm" json:"confirm,omitempty"`
+	// App serves the demo's MCP App page (apps.go) instead of Text; the
+	// URI must be a ui:// one.
+	App bool `yaml:"app" json:"app,omitempty"`
 }
 
 // TemplateSpec is one resource template (RFC 6570). Text may use
@@ -221,6 +232,9 @@ func (s Spec) Validate() error {
 		if uris[r.URI] {
 			errs = append(errs, fmt.Errorf("resource %q is defined twice", r.URI))
 		}
+		if r.App && !strings.HasPrefix(r.URI, "ui://") {
+			errs = append(errs, fmt.Errorf("resource %q: an app's page needs a ui:// URI", r.URI))
+		}
 		uris[r.URI] = true
 	}
 	for _, t := range s.ResourceTemplates {
@@ -256,6 +270,14 @@ func (t ToolSpec) validate() error {
 	if t.InputSchema != nil && t.InputSchema["type"] != "object" {
 		return fmt.Errorf("tool %q: inputSchema must have \"type\": \"object\"", t.Name)
 	}
+	if t.UI != "" && !strings.HasPrefix(t.UI, "ui://") {
+		return fmt.Errorf("tool %q: ui must be a ui:// URI", t.Name)
+	}
+	for _, v := range t.Visibility {
+		if v != "model" && v != "app" {
+			return fmt.Errorf("tool %q: visibility lists %q, not model or app", t.Name, v)
+		}
+	}
 	return nil
 }
 
@@ -281,6 +303,12 @@ func (t ToolSpec) inputSchema() map[string]any {
 				"b": map[string]any{"type": "number", "description": "second addend"},
 			},
 			"required": []any{"a", "b"},
+		}
+	case BehaviourForecast:
+		return map[string]any{
+			"type":       "object",
+			"properties": map[string]any{"city": map[string]any{"type": "string", "description": "the city", "maxLength": 60}},
+			"required":   []any{"city"},
 		}
 	case BehaviourSleep:
 		return map[string]any{
