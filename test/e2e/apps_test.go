@@ -89,6 +89,16 @@ func TestAppsThroughTheGateway(t *testing.T) {
 			t.Errorf("era %q: the backends' own page URI was readable", era)
 		}
 
+		raw := harness.Connect(t, strings.TrimSuffix(c.MCPURL, "/mcp")+"/mcp/raw", era)
+		for tool, err := range raw.Tools(ctx, nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want, ok := pages[tool.Name]; ok && toolUI(tool.Meta) != want {
+				t.Errorf("era %q: /mcp/raw: %s names page %q, want %q", era, tool.Name, toolUI(tool.Meta), want)
+			}
+		}
+
 		// A server whose filter leaves pages out: the tool is listed
 		// without its page, and the page is not read.
 		filtered := harness.Connect(t, strings.TrimSuffix(c.MCPURL, "/mcp")+"/mcp/nopages", era)
