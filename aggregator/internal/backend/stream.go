@@ -127,6 +127,10 @@ func (c *Client) callOnOwnSession(ctx context.Context, client *mcp.Client, param
 	for k, v := range params.Meta {
 		p.Meta[k] = v
 	}
+	// SEP-414: the trace context in _meta too, as the raw path sends it.
+	for k, v := range traceMeta(ctx) {
+		p.Meta[k] = v
+	}
 	if progress {
 		p.Meta["progressToken"] = streamProgressToken
 	}
