@@ -41,10 +41,9 @@ type Client struct {
 	http     *http.Client
 	// raw sends the raw path's calls (raw.go) over the same connection
 	// pool; ids numbers their requests.
-	raw      *http.Client
-	ids      atomic.Uint64
-	spanName string
-	mcp      *mcp.Client
+	raw *http.Client
+	ids atomic.Uint64
+	mcp *mcp.Client
 	// probe connects without list_changed handlers, so a Modern health probe
 	// is a bare server/discover that opens no subscription.
 	probe *mcp.Client
@@ -115,7 +114,6 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 	// One stack carries every request to the backend (stack.go); go-sdk's
 	// and the raw path's differ only in how they hand it theirs.
 	st := newStack(cfg, service)
-	spanName := "mcp backend " + cfg.Name
 
 	c := &Client{
 		cfg:    cfg,
@@ -126,15 +124,14 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 		redactor: newRedactor(cfg, tokens),
 		// Both clients follow redirects on the backend's origin only
 		// (redirect.go).
-		http:     &http.Client{Transport: sdkTransport{s: st, spanName: spanName}, CheckRedirect: checkRedirect},
-		raw:      &http.Client{Transport: rawTransport{s: st}, CheckRedirect: checkRedirect},
-		spanName: spanName,
-		health:   newHealthTracker(),
-		held:     map[string]*heldCall{},
-		heldBy:   map[string]int{},
-		maxHeld:  maxHeldCalls,
-		subs:     map[string]int{},
-		bridge:   bridge,
+		http:    &http.Client{Transport: sdkTransport{s: st, backend: cfg.Name}, CheckRedirect: checkRedirect},
+		raw:     &http.Client{Transport: rawTransport{s: st}, CheckRedirect: checkRedirect},
+		health:  newHealthTracker(),
+		held:    map[string]*heldCall{},
+		heldBy:  map[string]int{},
+		maxHeld: maxHeldCalls,
+		subs:    map[string]int{},
+		bridge:  bridge,
 	}
 	notify := func() {
 		if onListChanged != nil {

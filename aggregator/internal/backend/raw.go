@@ -169,7 +169,7 @@ func (c *Client) exchange(ctx context.Context, s *mcp.ClientSession, call *Call)
 	buf.Reset()
 	span := trace.SpanFromContext(ctx)
 	if telemetry.Recording() {
-		ctx, span = tracer.Start(ctx, c.spanName, spanKindClient)
+		ctx, span = startSpan(ctx, c.cfg.Name, call.Method, call.Name, version)
 		defer span.End()
 	}
 	writeRequest(buf, id, call, modern, version, traceMeta(ctx))
@@ -218,13 +218,6 @@ func (c *Client) exchange(ctx context.Context, s *mcp.ClientSession, call *Call)
 	}
 	return res, err
 }
-
-// tracer makes the span of each raw backend request; its W3C context goes
-// to the backend with the request, so the backend joins the caller's trace.
-var (
-	tracer         = otel.Tracer("github.com/switchboard-mcp/switchboard/aggregator/internal/backend")
-	spanKindClient = trace.WithSpanKind(trace.SpanKindClient)
-)
 
 var (
 	jsonContentType = []string{"application/json"}

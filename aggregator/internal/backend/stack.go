@@ -3,7 +3,6 @@ package backend
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -114,15 +113,16 @@ func (t rawTransport) RoundTrip(req *http.Request) (*http.Response, error) { ret
 // fails that call instead of go-sdk's whole session, and the response
 // outlives the caller's context briefly (detach).
 type sdkTransport struct {
-	s        *stack
-	spanName string
+	s       *stack
+	backend string
 }
 
 func (t sdkTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	ctx := r.Context()
 	span := trace.SpanFromContext(ctx)
 	if telemetry.Recording() {
-		ctx, span = tracer.Start(ctx, t.spanName, spanKindClient)
+		method, target := describeRequest(r)
+		ctx, span = startSpan(ctx, t.backend, method, target, r.Header.Get("Mcp-Protocol-Version"))
 	}
 	resp, err := detach(ctx, func(ctx context.Context) (*http.Response, error) { return t.s.send(r.Clone(ctx)) })
 	if err != nil {
@@ -193,23 +193,6 @@ var callMethods = map[string]bool{"tools/call": true, "resources/read": true, "p
 // maxRejectionText bounds how much of a rejection's body is kept in its
 // error, redacted.
 const maxRejectionText = 512
-
-// requestMethod is the JSON-RPC method of a request, or "".
-func requestMethod(r *http.Request) string {
-	if m := r.Header.Get("Mcp-Method"); m != "" {
-		return m
-	}
-	rc, err := r.GetBody()
-	if err != nil {
-		return ""
-	}
-	defer rc.Close()
-	var msg struct {
-		Method string `json:"method"`
-	}
-	_ = json.NewDecoder(rc).Decode(&msg)
-	return msg.Method
-}
 
 // detach keeps connections reusable under go-sdk. The SDK hands a call its
 // result as soon as the response message arrives and drains the rest of

@@ -1,0 +1,74 @@
+package backend
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/switchboard-mcp/switchboard/services/telemetry"
+)
+
+// TestClientSpansFollowTheConventions: the client span of a request to a
+// backend is named "{method} {target}" with the MCP conventions'
+// attributes, on the raw path and on go-sdk's (a Legacy session's
+// requests, whose method and target are in the body).
+func TestClientSpansFollowTheConventions(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	provider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	prev := tracer
+	tracer = provider.Tracer("test")
+	t.Cleanup(func() { tracer = prev })
+	telemetry.SetRecording(true)
+	t.Cleanup(func() { telemetry.SetRecording(false) })
+
+	srv := mcp.NewServer(&mcp.Implementation{Name: "b", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+	})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	c := newTestClient(Config{Name: "weather", URL: hs.URL, Protocol: ProtocolLegacy, Timeout: 5 * time.Second})
+	t.Cleanup(c.Close)
+	ctx := context.Background()
+
+	var p ParamsBuilder
+	p.String("name", "echo")
+	if _, err := c.Call(ctx, &Call{Method: "tools/call", Name: "echo", Params: p.Bytes()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CallToolStreamed(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{}}, false, "info", func(string, any) {}); err != nil {
+		t.Fatal(err)
+	}
+	var calls []sdktrace.ReadOnlySpan
+	for _, s := range spans.Ended() {
+		if s.Name() == "tools/call echo" {
+			calls = append(calls, s)
+		}
+	}
+	if len(calls) != 2 {
+		var names []string
+		for _, s := range spans.Ended() {
+			names = append(names, s.Name())
+		}
+		t.Fatalf("spans %v, want two named tools/call echo (raw and go-sdk)", names)
+	}
+	for _, s := range calls {
+		for _, want := range []attribute.KeyValue{
+			attribute.String("mcp.method.name", "tools/call"), attribute.String("gen_ai.tool.name", "echo"),
+			attribute.String("gen_ai.operation.name", "execute_tool"), attribute.String("switchboard.backend", "weather"),
+			attribute.String("mcp.protocol.version", ProtocolLegacy),
+		} {
+			if !slices.Contains(s.Attributes(), want) {
+				t.Errorf("span %s lacks %v: %v", s.Name(), want, s.Attributes())
+			}
+		}
+	}
+}
