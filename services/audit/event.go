@@ -52,6 +52,10 @@ const (
 	KindTaskCancel Kind = "task_cancel"
 	// KindTaskList is a listing of the principal's tasks (tasks/list).
 	KindTaskList Kind = "task_list"
+	// KindCodeRun is a code mode program's run (run_code): its Detail
+	// names the run, which the events of the tool calls it made name in
+	// their Via.
+	KindCodeRun Kind = "code_run"
 )
 
 // Outcome is how it ended.
@@ -142,6 +146,9 @@ type Event struct {
 	// Detail says more in a few words: why a reload was rejected, what
 	// changed in a quarantined tool, which error class failed a call.
 	Detail string `json:"detail,omitempty"`
+	// Via is the request this one was made by, when it is not the
+	// client's own: "run_code <run id>" for a code mode program's call.
+	Via string `json:"via,omitempty"`
 
 	// RawArguments are the client's arguments as received; the writer
 	// digests (and with values, redacts) them off the request path. Never

@@ -48,5 +48,5 @@ func ToProto(e *Event) *indexerv1.AuditEvent {
 	return &indexerv1.AuditEvent{Time: timestamppb.New(e.Time), Service: e.Service, Kind: string(e.Kind), Outcome: string(e.Outcome),
 		Subject: e.Subject, Groups: e.Groups, Server: e.Server, Tool: e.Tool, Resource: e.Resource, Prompt: e.Prompt,
 		Backend: e.Backend, LatencyMs: e.LatencyMS, TraceId: e.TraceID, Session: e.Session, ArgumentsSha256: e.ArgumentsSHA256,
-		ArgumentsJson: string(e.Arguments), Detail: e.Detail, Caller: e.Caller}
+		ArgumentsJson: string(e.Arguments), Detail: e.Detail, Caller: e.Caller, Via: e.Via}
 }

@@ -145,7 +145,7 @@ func auditEventFromProto(p *indexerv1.AuditEvent) (audit.Event, error) {
 		Outcome: audit.Outcome(p.GetOutcome()), Subject: p.GetSubject(), Groups: p.GetGroups(), Server: p.GetServer(),
 		Tool: p.GetTool(), Resource: p.GetResource(), Prompt: p.GetPrompt(), Backend: p.GetBackend(), LatencyMS: p.GetLatencyMs(),
 		TraceID: p.GetTraceId(), Session: p.GetSession(), ArgumentsSHA256: p.GetArgumentsSha256(), Detail: p.GetDetail(),
-		Caller: p.GetCaller()}
+		Caller: p.GetCaller(), Via: p.GetVia()}
 	if p.GetTime() == nil {
 		return e, errors.New("time is required")
 	}
@@ -153,7 +153,7 @@ func auditEventFromProto(p *indexerv1.AuditEvent) (audit.Event, error) {
 		return e, errors.New("service, kind and outcome are required")
 	}
 	fields := []string{e.Service, string(e.Kind), string(e.Outcome), e.Subject, e.Server, e.Tool, e.Resource, e.Prompt, e.Backend,
-		e.TraceID, e.Session, e.ArgumentsSHA256, e.Detail, e.Caller}
+		e.TraceID, e.Session, e.ArgumentsSHA256, e.Detail, e.Caller, e.Via}
 	for _, f := range fields {
 		if len(f) > maxAuditFieldBytes || !utf8.ValidString(f) || strings.IndexByte(f, 0) >= 0 {
 			return e, fmt.Errorf("a field is over %d bytes, not UTF-8 or holds NUL", maxAuditFieldBytes)

@@ -16,7 +16,7 @@ import (
 var _ store.AuditEvents = (*Store)(nil)
 
 var auditColumns = []string{"time", "service", "kind", "outcome", "subject", "groups", "server", "tool", "resource", "prompt",
-	"backend", "latency_ms", "trace_id", "session", "arguments_sha256", "arguments", "detail", "recorded_by", "caller", "recorded_by_identity"}
+	"backend", "latency_ms", "trace_id", "session", "arguments_sha256", "arguments", "detail", "recorded_by", "caller", "recorded_by_identity", "via"}
 
 // RecordAuditEvents copies the events in (COPY: one round trip a batch).
 func (s *Store) RecordAuditEvents(ctx context.Context, events []audit.Event, by store.AuditWriter) error {
@@ -30,7 +30,7 @@ func (s *Store) RecordAuditEvents(ctx context.Context, events []audit.Event, by 
 			groups = []string{}
 		}
 		rows[i] = []any{e.Time, e.Service, string(e.Kind), string(e.Outcome), e.Subject, groups, e.Server, e.Tool, e.Resource, e.Prompt,
-			e.Backend, e.LatencyMS, e.TraceID, e.Session, e.ArgumentsSHA256, string(e.Arguments), e.Detail, by.Credential, e.Caller, by.Identity}
+			e.Backend, e.LatencyMS, e.TraceID, e.Session, e.ArgumentsSHA256, string(e.Arguments), e.Detail, by.Credential, e.Caller, by.Identity, e.Via}
 	}
 	if _, err := s.pool.CopyFrom(ctx, pgx.Identifier{"audit_events"}, auditColumns, pgx.CopyFromRows(rows)); err != nil {
 		return classify(fmt.Errorf("record audit events: %w", err))
@@ -64,7 +64,7 @@ func (s *Store) QueryAuditEvents(ctx context.Context, q store.AuditQuery, limit 
 		where = append(where, "(time, id) < ("+arg(q.After.Time)+", "+arg(q.After.ID)+")")
 	}
 	sql := `SELECT id, time, service, kind, outcome, subject, groups, server, tool, resource, prompt,
-			backend, latency_ms, trace_id, session, arguments_sha256, arguments, detail, recorded_by, caller, recorded_by_identity
+			backend, latency_ms, trace_id, session, arguments_sha256, arguments, detail, recorded_by, caller, recorded_by_identity, via
 		FROM audit_events`
 	if len(where) > 0 {
 		sql += " WHERE " + strings.Join(where, " AND ")
@@ -79,7 +79,7 @@ func (s *Store) QueryAuditEvents(ctx context.Context, q store.AuditQuery, limit 
 		var kind, outcome, args string
 		err := r.Scan(&rec.ID, &rec.Time, &rec.Service, &kind, &outcome, &rec.Subject, &rec.Groups, &rec.Server, &rec.Tool,
 			&rec.Resource, &rec.Prompt, &rec.Backend, &rec.LatencyMS, &rec.TraceID, &rec.Session, &rec.ArgumentsSHA256, &args,
-			&rec.Detail, &rec.RecordedBy, &rec.Caller, &rec.RecordedByIdentity)
+			&rec.Detail, &rec.RecordedBy, &rec.Caller, &rec.RecordedByIdentity, &rec.Via)
 		rec.Kind, rec.Outcome, rec.Schema = audit.Kind(kind), audit.Outcome(outcome), audit.Schema
 		if args != "" {
 			rec.Arguments = []byte(args)

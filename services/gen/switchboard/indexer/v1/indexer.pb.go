@@ -3512,8 +3512,13 @@ type AuditEvent struct {
 	// for events stored before the indexer recorded it. Ignored in
 	// RecordAuditEvents.
 	RecordedByIdentity string `protobuf:"bytes,21,opt,name=recorded_by_identity,json=recordedByIdentity,proto3" json:"recorded_by_identity,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The request an event's request was made by, when it is not the
+	// client's own: a code mode program's tool call names its run
+	// ("run_code <run id>", the run's own code_run event having that id in
+	// its detail).
+	Via           string `protobuf:"bytes,22,opt,name=via,proto3" json:"via,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AuditEvent) Reset() {
@@ -3689,6 +3694,13 @@ func (x *AuditEvent) GetCaller() string {
 func (x *AuditEvent) GetRecordedByIdentity() string {
 	if x != nil {
 		return x.RecordedByIdentity
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetVia() string {
+	if x != nil {
+		return x.Via
 	}
 	return ""
 }
@@ -4192,7 +4204,7 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	" \x01(\x01R\rratePerSecond\x12\x14\n" +
 	"\x05burst\x18\v \x01(\rR\x05burst\x12\x1d\n" +
 	"\n" +
-	"tokens_now\x18\f \x01(\x01R\ttokensNow\"\xe9\x04\n" +
+	"tokens_now\x18\f \x01(\x01R\ttokensNow\"\xfb\x04\n" +
 	"\n" +
 	"AuditEvent\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x18\n" +
@@ -4218,7 +4230,8 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\vrecorded_by\x18\x13 \x01(\tR\n" +
 	"recordedBy\x12\x16\n" +
 	"\x06caller\x18\x14 \x01(\tR\x06caller\x120\n" +
-	"\x14recorded_by_identity\x18\x15 \x01(\tR\x12recordedByIdentity\"V\n" +
+	"\x14recorded_by_identity\x18\x15 \x01(\tR\x12recordedByIdentity\x12\x10\n" +
+	"\x03via\x18\x16 \x01(\tR\x03via\"V\n" +
 	"\x18RecordAuditEventsRequest\x12:\n" +
 	"\x06events\x18\x01 \x03(\v2\".switchboard.indexer.v1.AuditEventR\x06events\"7\n" +
 	"\x19RecordAuditEventsResponse\x12\x1a\n" +
