@@ -66,6 +66,8 @@ type Aggregator struct {
 	MaxWatchesPerCaller int `yaml:"maxWatchesPerCaller"`
 	// Tasks configures the tasks the aggregator runs (tasks.go).
 	Tasks Tasks `yaml:"tasks"`
+	// CodeMode configures the run_code tool (codemode.go).
+	CodeMode CodeMode `yaml:"codeMode"`
 }
 
 // Aggregator defaults, applied by WithDefaults.

@@ -29,6 +29,9 @@ type Server struct {
 	// and call_tool (true) or the server's tools (false). Unset: as
 	// gateway.optimizer.enabled says for /mcp.
 	Optimizer *bool `yaml:"optimizer"`
+	// CodeMode offers run_code in the server's optimizer view (true) or
+	// not (false). Unset: as aggregator.codeMode.enabled says.
+	CodeMode *bool `yaml:"codeMode"`
 	// Instructions are the server's instructions to MCP clients; unset,
 	// aggregator.instructions.
 	Instructions string `yaml:"instructions"`

@@ -34,7 +34,7 @@ func (c *Config) ValidateGateway() error {
 func (c *Config) ValidateAggregator() error {
 	return c.Annotate(errors.Join(c.Aggregator.Validate(), c.ServiceAuth.Validate(), c.GRPC.Validate(),
 		c.ValidateServers(), c.ValidateRateLimits(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(),
-		validateAuditIndexer(c.Audit, c.AggregatorAuditIndexer(), "aggregator.indexer"), c.validateTasks()))
+		validateAuditIndexer(c.Audit, c.AggregatorAuditIndexer(), "aggregator.indexer"), c.validateTasks(), c.Aggregator.CodeMode.WithDefaults().Validate()))
 }
 
 // ValidateIndexer checks what switchboard-indexer reads: its section, the

@@ -104,6 +104,10 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	if err := withTasks(env, api, idx, self); err != nil {
 		return err
 	}
+	if err := withCodeMode(env, api); err != nil {
+		return err
+	}
+	defer api.CloseCodeMode()
 	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, api)
 
 	var wg sync.WaitGroup

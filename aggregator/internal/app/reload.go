@@ -171,6 +171,7 @@ func (l *live) Apply(cfg *config.Config) error {
 	}
 	if claimChanged && l.api != nil {
 		l.api.SetGroupsClaim(cfg.Gateway.Auth.OIDC.GroupsClaim)
+		l.api.SetCodeModeOffered(cfg.CodeModeIn)
 		l.log.Info("gateway.auth.oidc.groupsClaim reloaded: callers' tokens are bound with it")
 	}
 	if limitsChanged {

@@ -184,6 +184,13 @@ audit:
 			return second(h.gateway.CancelTask(ctx, &aggregatorv1.CancelTaskRequest{Principal: p, TaskId: unknownTask}))
 		},
 	}
+	// RunCode reaches backends only through the tool calls its program
+	// makes, each admitted by callTool as a CallTool (codemode_test.go
+	// shows them filtered, authorized, limited and audited); where code
+	// mode is off, as here, it is NOT_FOUND before anything.
+	taskRequests["RunCode"] = func(p *commonv1.Principal) error {
+		return second(h.gateway.RunCode(ctx, &aggregatorv1.RunCodeRequest{Principal: p, Program: "result = docs_echo()"}))
+	}
 	catalogOnly["ListTasks"] = func(p *commonv1.Principal) error {
 		return second(h.gateway.ListTasks(ctx, &aggregatorv1.ListTasksRequest{Principal: p}))
 	}

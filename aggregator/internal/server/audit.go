@@ -39,7 +39,7 @@ func (s *Server) auditAdmission(ctx context.Context, r admission, start time.Tim
 		return
 	}
 	e := audit.Call(ctx, r.trail, svcauth.PrincipalFrom(ctx), start)
-	e.Server, e.RawArguments = r.server, r.args
+	e.Server, e.RawArguments, e.Via = r.server, r.args, viaOf(ctx)
 	switch r.trail {
 	case audit.KindToolCall, audit.KindTaskGet, audit.KindTaskUpdate, audit.KindTaskCancel:
 		e.Tool = r.key

@@ -25,6 +25,7 @@ func (s *Server) Discover(ctx context.Context, req *aggregatorv1.DiscoverRequest
 		PromptCount:           uint32(v.Len(catalog.KindPrompts)),
 		ToolsDigest:           v.Digest(catalog.KindTools),
 		Instructions:          s.e.Instructions(req.GetServer()),
+		CodeMode:              s.codeModeIn(req.GetServer()),
 	}
 	// Capabilities count only for backends the principal sees something of.
 	for _, i := range v.Items(catalog.KindResources) {

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/codemode"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/peer"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/server"
@@ -36,6 +37,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// The test binary is code mode's runner, as the aggregator's is.
+	if len(os.Args) > 1 && os.Args[1] == codemode.RunnerFlag {
+		os.Exit(codemode.RunnerMain(os.Args[2:]))
+	}
 	// Production installs this in lifecycle.Main; the backend transport uses
 	// the global propagator to forward W3C trace context.
 	otel.SetTextMapPropagator(propagation.TraceContext{})
@@ -300,7 +305,12 @@ func startAggregatorWith(t testing.TB, full *config.Config, log *slog.Logger, tu
 	}
 	peers := peer.New(opts.HeldOwner, full.Aggregator.Peers, config.TLS{}, log)
 	t.Cleanup(peers.Close)
-	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, server.New(e).WithPeers(peers).WithLimiter(testLimiter(t, full.RateLimits)).WithAudit(trail))
+	api := server.New(e).WithPeers(peers).WithLimiter(testLimiter(t, full.RateLimits)).WithAudit(trail)
+	if full.Aggregator.CodeMode.Enabled {
+		api.WithCodeMode(full.Aggregator.CodeMode.WithDefaults(), []string{os.Args[0], codemode.RunnerFlag}, full.CodeModeIn)
+		t.Cleanup(api.CloseCodeMode)
+	}
+	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, api)
 	srv.SetServing()
 	lis, err := net.Listen("tcp", listen)
 	if err != nil {

@@ -48,6 +48,8 @@ type Server struct {
 	watchers *rpc.StreamQuota
 	// tasks runs the calls that become tasks (taskrun.go); nil: none do.
 	tasks *taskRunner
+	// code runs code mode's programs (codemode.go); nil: code mode is off.
+	code *codeMode
 }
 
 // New serves e.

@@ -153,6 +153,129 @@ func (BackendHealth) EnumDescriptor() ([]byte, []int) {
 	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{1}
 }
 
+// RunCodeRequest is one program to run as a principal.
+type RunCodeRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Principal *v1.Principal          `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// The virtual server whose tools the program may call; empty is the
+	// whole catalog.
+	Server string `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	// The program's text (Starlark).
+	Program string `protobuf:"bytes,3,opt,name=program,proto3" json:"program,omitempty"`
+	// The request's context, as for CallTool: the caller's token for its
+	// tools' backends, the trail's session. Client capabilities are not
+	// passed on: a program cannot answer a tool's questions.
+	Context       *RequestContext `protobuf:"bytes,4,opt,name=context,proto3" json:"context,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunCodeRequest) Reset() {
+	*x = RunCodeRequest{}
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunCodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunCodeRequest) ProtoMessage() {}
+
+func (x *RunCodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunCodeRequest.ProtoReflect.Descriptor instead.
+func (*RunCodeRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *RunCodeRequest) GetPrincipal() *v1.Principal {
+	if x != nil {
+		return x.Principal
+	}
+	return nil
+}
+
+func (x *RunCodeRequest) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *RunCodeRequest) GetProgram() string {
+	if x != nil {
+		return x.Program
+	}
+	return ""
+}
+
+func (x *RunCodeRequest) GetContext() *RequestContext {
+	if x != nil {
+		return x.Context
+	}
+	return nil
+}
+
+// RunCodeResponse is the program's outcome.
+type RunCodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An MCP CallToolResult, JSON text: the program's result variable as
+	// structuredContent ({"result": ...}) and as text, or, with isError,
+	// the error, the line it happened on and the bound it reached.
+	ResultJson    string `protobuf:"bytes,1,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunCodeResponse) Reset() {
+	*x = RunCodeResponse{}
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunCodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunCodeResponse) ProtoMessage() {}
+
+func (x *RunCodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunCodeResponse.ProtoReflect.Descriptor instead.
+func (*RunCodeResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RunCodeResponse) GetResultJson() string {
+	if x != nil {
+		return x.ResultJson
+	}
+	return ""
+}
+
 // DiscoverRequest asks what a principal can see.
 type DiscoverRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -167,7 +290,7 @@ type DiscoverRequest struct {
 
 func (x *DiscoverRequest) Reset() {
 	*x = DiscoverRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[0]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -179,7 +302,7 @@ func (x *DiscoverRequest) String() string {
 func (*DiscoverRequest) ProtoMessage() {}
 
 func (x *DiscoverRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[0]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -192,7 +315,7 @@ func (x *DiscoverRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoverRequest.ProtoReflect.Descriptor instead.
 func (*DiscoverRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{0}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *DiscoverRequest) GetPrincipal() *v1.Principal {
@@ -242,14 +365,17 @@ type DiscoverResponse struct {
 	// view advertises and that the catalog carries through, sorted:
 	// "io.modelcontextprotocol/ui" (MCP Apps) when a backend whose tool or
 	// resource the principal sees advertises it.
-	Extensions    []string `protobuf:"bytes,10,rep,name=extensions,proto3" json:"extensions,omitempty"`
+	Extensions []string `protobuf:"bytes,10,rep,name=extensions,proto3" json:"extensions,omitempty"`
+	// True when the view offers code mode (run_code) beside the optimizer's
+	// meta-tools: aggregator.codeMode.enabled, or the server's codeMode.
+	CodeMode      bool `protobuf:"varint,11,opt,name=code_mode,json=codeMode,proto3" json:"code_mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DiscoverResponse) Reset() {
 	*x = DiscoverResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[1]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -261,7 +387,7 @@ func (x *DiscoverResponse) String() string {
 func (*DiscoverResponse) ProtoMessage() {}
 
 func (x *DiscoverResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[1]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -274,7 +400,7 @@ func (x *DiscoverResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoverResponse.ProtoReflect.Descriptor instead.
 func (*DiscoverResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{1}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *DiscoverResponse) GetCatalogVersion() uint64 {
@@ -347,6 +473,13 @@ func (x *DiscoverResponse) GetExtensions() []string {
 	return nil
 }
 
+func (x *DiscoverResponse) GetCodeMode() bool {
+	if x != nil {
+		return x.CodeMode
+	}
+	return false
+}
+
 // ListToolsRequest asks for one page of tools.
 type ListToolsRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -368,7 +501,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[2]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -380,7 +513,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[2]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -393,7 +526,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{2}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ListToolsRequest) GetPrincipal() *v1.Principal {
@@ -445,7 +578,7 @@ type ListResourcesRequest struct {
 
 func (x *ListResourcesRequest) Reset() {
 	*x = ListResourcesRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[3]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -457,7 +590,7 @@ func (x *ListResourcesRequest) String() string {
 func (*ListResourcesRequest) ProtoMessage() {}
 
 func (x *ListResourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[3]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -470,7 +603,7 @@ func (x *ListResourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourcesRequest.ProtoReflect.Descriptor instead.
 func (*ListResourcesRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{3}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListResourcesRequest) GetPrincipal() *v1.Principal {
@@ -522,7 +655,7 @@ type ListResourceTemplatesRequest struct {
 
 func (x *ListResourceTemplatesRequest) Reset() {
 	*x = ListResourceTemplatesRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[4]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -534,7 +667,7 @@ func (x *ListResourceTemplatesRequest) String() string {
 func (*ListResourceTemplatesRequest) ProtoMessage() {}
 
 func (x *ListResourceTemplatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[4]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -547,7 +680,7 @@ func (x *ListResourceTemplatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourceTemplatesRequest.ProtoReflect.Descriptor instead.
 func (*ListResourceTemplatesRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{4}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListResourceTemplatesRequest) GetPrincipal() *v1.Principal {
@@ -599,7 +732,7 @@ type ListPromptsRequest struct {
 
 func (x *ListPromptsRequest) Reset() {
 	*x = ListPromptsRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[5]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -611,7 +744,7 @@ func (x *ListPromptsRequest) String() string {
 func (*ListPromptsRequest) ProtoMessage() {}
 
 func (x *ListPromptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[5]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -624,7 +757,7 @@ func (x *ListPromptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPromptsRequest.ProtoReflect.Descriptor instead.
 func (*ListPromptsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{5}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListPromptsRequest) GetPrincipal() *v1.Principal {
@@ -680,7 +813,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[6]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -692,7 +825,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[6]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -705,7 +838,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{6}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Tool) GetName() string {
@@ -793,7 +926,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[7]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -805,7 +938,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[7]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -818,7 +951,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{7}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListToolsResponse) GetTools() []*Tool {
@@ -866,7 +999,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[8]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -878,7 +1011,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[8]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -891,7 +1024,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{8}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Resource) GetUri() string {
@@ -957,7 +1090,7 @@ type ListResourcesResponse struct {
 
 func (x *ListResourcesResponse) Reset() {
 	*x = ListResourcesResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[9]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -969,7 +1102,7 @@ func (x *ListResourcesResponse) String() string {
 func (*ListResourcesResponse) ProtoMessage() {}
 
 func (x *ListResourcesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[9]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -982,7 +1115,7 @@ func (x *ListResourcesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourcesResponse.ProtoReflect.Descriptor instead.
 func (*ListResourcesResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{9}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListResourcesResponse) GetResources() []*Resource {
@@ -1023,7 +1156,7 @@ type ResourceTemplate struct {
 
 func (x *ResourceTemplate) Reset() {
 	*x = ResourceTemplate{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[10]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1035,7 +1168,7 @@ func (x *ResourceTemplate) String() string {
 func (*ResourceTemplate) ProtoMessage() {}
 
 func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[10]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1048,7 +1181,7 @@ func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceTemplate.ProtoReflect.Descriptor instead.
 func (*ResourceTemplate) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{10}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResourceTemplate) GetUriTemplate() string {
@@ -1114,7 +1247,7 @@ type ListResourceTemplatesResponse struct {
 
 func (x *ListResourceTemplatesResponse) Reset() {
 	*x = ListResourceTemplatesResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[11]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1259,7 @@ func (x *ListResourceTemplatesResponse) String() string {
 func (*ListResourceTemplatesResponse) ProtoMessage() {}
 
 func (x *ListResourceTemplatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[11]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1272,7 @@ func (x *ListResourceTemplatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourceTemplatesResponse.ProtoReflect.Descriptor instead.
 func (*ListResourceTemplatesResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{11}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListResourceTemplatesResponse) GetResourceTemplates() []*ResourceTemplate {
@@ -1180,7 +1313,7 @@ type Prompt struct {
 
 func (x *Prompt) Reset() {
 	*x = Prompt{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[12]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1192,7 +1325,7 @@ func (x *Prompt) String() string {
 func (*Prompt) ProtoMessage() {}
 
 func (x *Prompt) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[12]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1205,7 +1338,7 @@ func (x *Prompt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
 func (*Prompt) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{12}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Prompt) GetName() string {
@@ -1264,7 +1397,7 @@ type ListPromptsResponse struct {
 
 func (x *ListPromptsResponse) Reset() {
 	*x = ListPromptsResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[13]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1276,7 +1409,7 @@ func (x *ListPromptsResponse) String() string {
 func (*ListPromptsResponse) ProtoMessage() {}
 
 func (x *ListPromptsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[13]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1289,7 +1422,7 @@ func (x *ListPromptsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPromptsResponse.ProtoReflect.Descriptor instead.
 func (*ListPromptsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{13}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListPromptsResponse) GetPrompts() []*Prompt {
@@ -1342,7 +1475,7 @@ type RequestContext struct {
 
 func (x *RequestContext) Reset() {
 	*x = RequestContext{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[14]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +1487,7 @@ func (x *RequestContext) String() string {
 func (*RequestContext) ProtoMessage() {}
 
 func (x *RequestContext) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[14]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +1500,7 @@ func (x *RequestContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestContext.ProtoReflect.Descriptor instead.
 func (*RequestContext) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{14}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RequestContext) GetProgressTokenJson() string {
@@ -1443,7 +1576,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[15]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1588,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[15]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1601,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{15}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CallToolRequest) GetPrincipal() *v1.Principal {
@@ -1559,7 +1692,7 @@ type TaskRequest struct {
 
 func (x *TaskRequest) Reset() {
 	*x = TaskRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[16]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1571,7 +1704,7 @@ func (x *TaskRequest) String() string {
 func (*TaskRequest) ProtoMessage() {}
 
 func (x *TaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[16]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1584,7 +1717,7 @@ func (x *TaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskRequest.ProtoReflect.Descriptor instead.
 func (*TaskRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{16}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TaskRequest) GetTtlMs() int64 {
@@ -1608,7 +1741,7 @@ type CallToolStreamRequest struct {
 
 func (x *CallToolStreamRequest) Reset() {
 	*x = CallToolStreamRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[17]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1620,7 +1753,7 @@ func (x *CallToolStreamRequest) String() string {
 func (*CallToolStreamRequest) ProtoMessage() {}
 
 func (x *CallToolStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[17]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1633,7 +1766,7 @@ func (x *CallToolStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolStreamRequest.ProtoReflect.Descriptor instead.
 func (*CallToolStreamRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{17}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CallToolStreamRequest) GetCall() *CallToolRequest {
@@ -1664,7 +1797,7 @@ type CallToolStreamResponse struct {
 
 func (x *CallToolStreamResponse) Reset() {
 	*x = CallToolStreamResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[18]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1676,7 +1809,7 @@ func (x *CallToolStreamResponse) String() string {
 func (*CallToolStreamResponse) ProtoMessage() {}
 
 func (x *CallToolStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[18]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1689,7 +1822,7 @@ func (x *CallToolStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolStreamResponse.ProtoReflect.Descriptor instead.
 func (*CallToolStreamResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{18}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CallToolStreamResponse) GetEvent() isCallToolStreamResponse_Event {
@@ -1749,7 +1882,7 @@ type Notification struct {
 
 func (x *Notification) Reset() {
 	*x = Notification{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[19]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1761,7 +1894,7 @@ func (x *Notification) String() string {
 func (*Notification) ProtoMessage() {}
 
 func (x *Notification) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[19]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1774,7 +1907,7 @@ func (x *Notification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notification.ProtoReflect.Descriptor instead.
 func (*Notification) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{19}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Notification) GetMethod() string {
@@ -1809,7 +1942,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[20]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1821,7 +1954,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[20]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1834,7 +1967,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{20}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CallToolResponse) GetResultJson() string {
@@ -1901,7 +2034,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[21]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1913,7 +2046,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[21]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1926,7 +2059,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{21}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Task) GetTaskId() string {
@@ -2021,7 +2154,7 @@ type GetTaskRequest struct {
 
 func (x *GetTaskRequest) Reset() {
 	*x = GetTaskRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[22]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2033,7 +2166,7 @@ func (x *GetTaskRequest) String() string {
 func (*GetTaskRequest) ProtoMessage() {}
 
 func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[22]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2046,7 +2179,7 @@ func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{22}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetTaskRequest) GetPrincipal() *v1.Principal {
@@ -2087,7 +2220,7 @@ type GetTaskResponse struct {
 
 func (x *GetTaskResponse) Reset() {
 	*x = GetTaskResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[23]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2099,7 +2232,7 @@ func (x *GetTaskResponse) String() string {
 func (*GetTaskResponse) ProtoMessage() {}
 
 func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[23]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2112,7 +2245,7 @@ func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{23}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetTaskResponse) GetTask() *Task {
@@ -2138,7 +2271,7 @@ type UpdateTaskRequest struct {
 
 func (x *UpdateTaskRequest) Reset() {
 	*x = UpdateTaskRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[24]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2150,7 +2283,7 @@ func (x *UpdateTaskRequest) String() string {
 func (*UpdateTaskRequest) ProtoMessage() {}
 
 func (x *UpdateTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[24]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2163,7 +2296,7 @@ func (x *UpdateTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTaskRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTaskRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{24}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *UpdateTaskRequest) GetPrincipal() *v1.Principal {
@@ -2211,7 +2344,7 @@ type UpdateTaskResponse struct {
 
 func (x *UpdateTaskResponse) Reset() {
 	*x = UpdateTaskResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[25]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2223,7 +2356,7 @@ func (x *UpdateTaskResponse) String() string {
 func (*UpdateTaskResponse) ProtoMessage() {}
 
 func (x *UpdateTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[25]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2236,7 +2369,7 @@ func (x *UpdateTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTaskResponse.ProtoReflect.Descriptor instead.
 func (*UpdateTaskResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{25}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *UpdateTaskResponse) GetTask() *Task {
@@ -2259,7 +2392,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[26]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2271,7 +2404,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[26]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2284,7 +2417,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{26}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CancelTaskRequest) GetPrincipal() *v1.Principal {
@@ -2325,7 +2458,7 @@ type CancelTaskResponse struct {
 
 func (x *CancelTaskResponse) Reset() {
 	*x = CancelTaskResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[27]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2337,7 +2470,7 @@ func (x *CancelTaskResponse) String() string {
 func (*CancelTaskResponse) ProtoMessage() {}
 
 func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[27]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2350,7 +2483,7 @@ func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
 func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{27}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CancelTaskResponse) GetTask() *Task {
@@ -2375,7 +2508,7 @@ type ListTasksRequest struct {
 
 func (x *ListTasksRequest) Reset() {
 	*x = ListTasksRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[28]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2387,7 +2520,7 @@ func (x *ListTasksRequest) String() string {
 func (*ListTasksRequest) ProtoMessage() {}
 
 func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[28]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2400,7 +2533,7 @@ func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksRequest.ProtoReflect.Descriptor instead.
 func (*ListTasksRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{28}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListTasksRequest) GetPrincipal() *v1.Principal {
@@ -2442,7 +2575,7 @@ type ListTasksResponse struct {
 
 func (x *ListTasksResponse) Reset() {
 	*x = ListTasksResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[29]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2454,7 +2587,7 @@ func (x *ListTasksResponse) String() string {
 func (*ListTasksResponse) ProtoMessage() {}
 
 func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[29]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2467,7 +2600,7 @@ func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
 func (*ListTasksResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{29}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListTasksResponse) GetTasks() []*Task {
@@ -2498,7 +2631,7 @@ type ResumeHeldCallRequest struct {
 
 func (x *ResumeHeldCallRequest) Reset() {
 	*x = ResumeHeldCallRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[30]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2510,7 +2643,7 @@ func (x *ResumeHeldCallRequest) String() string {
 func (*ResumeHeldCallRequest) ProtoMessage() {}
 
 func (x *ResumeHeldCallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[30]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2523,7 +2656,7 @@ func (x *ResumeHeldCallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeHeldCallRequest.ProtoReflect.Descriptor instead.
 func (*ResumeHeldCallRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{30}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ResumeHeldCallRequest) GetPrincipal() *v1.Principal {
@@ -2551,7 +2684,7 @@ type ResumeHeldCallResponse struct {
 
 func (x *ResumeHeldCallResponse) Reset() {
 	*x = ResumeHeldCallResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[31]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2563,7 +2696,7 @@ func (x *ResumeHeldCallResponse) String() string {
 func (*ResumeHeldCallResponse) ProtoMessage() {}
 
 func (x *ResumeHeldCallResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[31]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2576,7 +2709,7 @@ func (x *ResumeHeldCallResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeHeldCallResponse.ProtoReflect.Descriptor instead.
 func (*ResumeHeldCallResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{31}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ResumeHeldCallResponse) GetResult() *CallToolResponse {
@@ -2600,7 +2733,7 @@ type ResumeHeldCallStreamRequest struct {
 
 func (x *ResumeHeldCallStreamRequest) Reset() {
 	*x = ResumeHeldCallStreamRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[32]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2612,7 +2745,7 @@ func (x *ResumeHeldCallStreamRequest) String() string {
 func (*ResumeHeldCallStreamRequest) ProtoMessage() {}
 
 func (x *ResumeHeldCallStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[32]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2625,7 +2758,7 @@ func (x *ResumeHeldCallStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeHeldCallStreamRequest.ProtoReflect.Descriptor instead.
 func (*ResumeHeldCallStreamRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{32}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ResumeHeldCallStreamRequest) GetPrincipal() *v1.Principal {
@@ -2657,7 +2790,7 @@ type ResumeHeldCallStreamResponse struct {
 
 func (x *ResumeHeldCallStreamResponse) Reset() {
 	*x = ResumeHeldCallStreamResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[33]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2669,7 +2802,7 @@ func (x *ResumeHeldCallStreamResponse) String() string {
 func (*ResumeHeldCallStreamResponse) ProtoMessage() {}
 
 func (x *ResumeHeldCallStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[33]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2682,7 +2815,7 @@ func (x *ResumeHeldCallStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeHeldCallStreamResponse.ProtoReflect.Descriptor instead.
 func (*ResumeHeldCallStreamResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{33}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ResumeHeldCallStreamResponse) GetEvent() isResumeHeldCallStreamResponse_Event {
@@ -2746,7 +2879,7 @@ type ReadResourceRequest struct {
 
 func (x *ReadResourceRequest) Reset() {
 	*x = ReadResourceRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[34]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2758,7 +2891,7 @@ func (x *ReadResourceRequest) String() string {
 func (*ReadResourceRequest) ProtoMessage() {}
 
 func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[34]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2771,7 +2904,7 @@ func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResourceRequest.ProtoReflect.Descriptor instead.
 func (*ReadResourceRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{34}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReadResourceRequest) GetPrincipal() *v1.Principal {
@@ -2829,7 +2962,7 @@ type ReadResourceResponse struct {
 
 func (x *ReadResourceResponse) Reset() {
 	*x = ReadResourceResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[35]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2841,7 +2974,7 @@ func (x *ReadResourceResponse) String() string {
 func (*ReadResourceResponse) ProtoMessage() {}
 
 func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[35]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2854,7 +2987,7 @@ func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResourceResponse.ProtoReflect.Descriptor instead.
 func (*ReadResourceResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{35}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReadResourceResponse) GetResultJson() string {
@@ -2898,7 +3031,7 @@ type GetPromptRequest struct {
 
 func (x *GetPromptRequest) Reset() {
 	*x = GetPromptRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[36]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2910,7 +3043,7 @@ func (x *GetPromptRequest) String() string {
 func (*GetPromptRequest) ProtoMessage() {}
 
 func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[36]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2923,7 +3056,7 @@ func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptRequest.ProtoReflect.Descriptor instead.
 func (*GetPromptRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{36}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetPromptRequest) GetPrincipal() *v1.Principal {
@@ -2988,7 +3121,7 @@ type GetPromptResponse struct {
 
 func (x *GetPromptResponse) Reset() {
 	*x = GetPromptResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[37]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3000,7 +3133,7 @@ func (x *GetPromptResponse) String() string {
 func (*GetPromptResponse) ProtoMessage() {}
 
 func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[37]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3013,7 +3146,7 @@ func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptResponse.ProtoReflect.Descriptor instead.
 func (*GetPromptResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{37}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetPromptResponse) GetResultJson() string {
@@ -3058,7 +3191,7 @@ type CompleteRequest struct {
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[38]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3070,7 +3203,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[38]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3083,7 +3216,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{38}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CompleteRequest) GetPrincipal() *v1.Principal {
@@ -3125,7 +3258,7 @@ type CompleteResponse struct {
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[39]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3137,7 +3270,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[39]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3150,7 +3283,7 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{39}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CompleteResponse) GetResultJson() string {
@@ -3188,7 +3321,7 @@ type WatchCatalogRequest struct {
 
 func (x *WatchCatalogRequest) Reset() {
 	*x = WatchCatalogRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[40]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3200,7 +3333,7 @@ func (x *WatchCatalogRequest) String() string {
 func (*WatchCatalogRequest) ProtoMessage() {}
 
 func (x *WatchCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[40]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3213,7 +3346,7 @@ func (x *WatchCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCatalogRequest.ProtoReflect.Descriptor instead.
 func (*WatchCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{40}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *WatchCatalogRequest) GetPrincipal() *v1.Principal {
@@ -3271,7 +3404,7 @@ type WatchCatalogResponse struct {
 
 func (x *WatchCatalogResponse) Reset() {
 	*x = WatchCatalogResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[41]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3283,7 +3416,7 @@ func (x *WatchCatalogResponse) String() string {
 func (*WatchCatalogResponse) ProtoMessage() {}
 
 func (x *WatchCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[41]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3296,7 +3429,7 @@ func (x *WatchCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCatalogResponse.ProtoReflect.Descriptor instead.
 func (*WatchCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{41}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *WatchCatalogResponse) GetCatalogVersion() uint64 {
@@ -3355,7 +3488,7 @@ type BackendError struct {
 
 func (x *BackendError) Reset() {
 	*x = BackendError{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[42]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3367,7 +3500,7 @@ func (x *BackendError) String() string {
 func (*BackendError) ProtoMessage() {}
 
 func (x *BackendError) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[42]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3380,7 +3513,7 @@ func (x *BackendError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackendError.ProtoReflect.Descriptor instead.
 func (*BackendError) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{42}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *BackendError) GetCode() int64 {
@@ -3419,7 +3552,7 @@ type ListBackendsRequest struct {
 
 func (x *ListBackendsRequest) Reset() {
 	*x = ListBackendsRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[43]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3431,7 +3564,7 @@ func (x *ListBackendsRequest) String() string {
 func (*ListBackendsRequest) ProtoMessage() {}
 
 func (x *ListBackendsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[43]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3444,7 +3577,7 @@ func (x *ListBackendsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackendsRequest.ProtoReflect.Descriptor instead.
 func (*ListBackendsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{43}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListBackendsRequest) GetPrincipal() *v1.Principal {
@@ -3494,7 +3627,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[44]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3506,7 +3639,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[44]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3519,7 +3652,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{44}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Backend) GetName() string {
@@ -3617,7 +3750,7 @@ type ListBackendsResponse struct {
 
 func (x *ListBackendsResponse) Reset() {
 	*x = ListBackendsResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[45]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3629,7 +3762,7 @@ func (x *ListBackendsResponse) String() string {
 func (*ListBackendsResponse) ProtoMessage() {}
 
 func (x *ListBackendsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[45]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3642,7 +3775,7 @@ func (x *ListBackendsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackendsResponse.ProtoReflect.Descriptor instead.
 func (*ListBackendsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{45}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListBackendsResponse) GetBackends() []*Backend {
@@ -3690,7 +3823,7 @@ type CatalogConflict struct {
 
 func (x *CatalogConflict) Reset() {
 	*x = CatalogConflict{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[46]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3702,7 +3835,7 @@ func (x *CatalogConflict) String() string {
 func (*CatalogConflict) ProtoMessage() {}
 
 func (x *CatalogConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[46]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3715,7 +3848,7 @@ func (x *CatalogConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogConflict.ProtoReflect.Descriptor instead.
 func (*CatalogConflict) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{46}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CatalogConflict) GetKind() string {
@@ -3757,10 +3890,18 @@ var File_switchboard_aggregator_v1_aggregator_proto protoreflect.FileDescriptor
 
 const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\n" +
-	"*switchboard/aggregator/v1/aggregator.proto\x12\x19switchboard.aggregator.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%switchboard/common/v1/principal.proto\"i\n" +
+	"*switchboard/aggregator/v1/aggregator.proto\x12\x19switchboard.aggregator.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%switchboard/common/v1/principal.proto\"\xc7\x01\n" +
+	"\x0eRunCodeRequest\x12>\n" +
+	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x16\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\x12\x18\n" +
+	"\aprogram\x18\x03 \x01(\tR\aprogram\x12C\n" +
+	"\acontext\x18\x04 \x01(\v2).switchboard.aggregator.v1.RequestContextR\acontext\"2\n" +
+	"\x0fRunCodeResponse\x12\x1f\n" +
+	"\vresult_json\x18\x01 \x01(\tR\n" +
+	"resultJson\"i\n" +
 	"\x0fDiscoverRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x16\n" +
-	"\x06server\x18\x02 \x01(\tR\x06server\"\x96\x03\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\"\xb3\x03\n" +
 	"\x10DiscoverResponse\x12'\n" +
 	"\x0fcatalog_version\x18\x01 \x01(\x04R\x0ecatalogVersion\x12\x1d\n" +
 	"\n" +
@@ -3775,7 +3916,8 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\n" +
 	"extensions\x18\n" +
 	" \x03(\tR\n" +
-	"extensions\"\x9f\x01\n" +
+	"extensions\x12\x1b\n" +
+	"\tcode_mode\x18\v \x01(\bR\bcodeMode\"\x9f\x01\n" +
 	"\x10ListToolsRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x16\n" +
 	"\x06cursor\x18\x02 \x01(\tR\x06cursor\x12\x1b\n" +
@@ -4045,7 +4187,7 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\x16BACKEND_HEALTH_UNKNOWN\x10\x01\x12\x1a\n" +
 	"\x16BACKEND_HEALTH_HEALTHY\x10\x02\x12\x1b\n" +
 	"\x17BACKEND_HEALTH_DEGRADED\x10\x03\x12\x1c\n" +
-	"\x18BACKEND_HEALTH_UNHEALTHY\x10\x042\xf2\x0f\n" +
+	"\x18BACKEND_HEALTH_UNHEALTHY\x10\x042\xd4\x10\n" +
 	"\x11AggregatorService\x12c\n" +
 	"\bDiscover\x12*.switchboard.aggregator.v1.DiscoverRequest\x1a+.switchboard.aggregator.v1.DiscoverResponse\x12f\n" +
 	"\tListTools\x12+.switchboard.aggregator.v1.ListToolsRequest\x1a,.switchboard.aggregator.v1.ListToolsResponse\x12r\n" +
@@ -4066,7 +4208,8 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"UpdateTask\x12,.switchboard.aggregator.v1.UpdateTaskRequest\x1a-.switchboard.aggregator.v1.UpdateTaskResponse\x12i\n" +
 	"\n" +
 	"CancelTask\x12,.switchboard.aggregator.v1.CancelTaskRequest\x1a-.switchboard.aggregator.v1.CancelTaskResponse\x12f\n" +
-	"\tListTasks\x12+.switchboard.aggregator.v1.ListTasksRequest\x1a,.switchboard.aggregator.v1.ListTasksResponseB\\ZZgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1;aggregatorv1b\x06proto3"
+	"\tListTasks\x12+.switchboard.aggregator.v1.ListTasksRequest\x1a,.switchboard.aggregator.v1.ListTasksResponse\x12`\n" +
+	"\aRunCode\x12).switchboard.aggregator.v1.RunCodeRequest\x1a*.switchboard.aggregator.v1.RunCodeResponseB\\ZZgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1;aggregatorv1b\x06proto3"
 
 var (
 	file_switchboard_aggregator_v1_aggregator_proto_rawDescOnce sync.Once
@@ -4081,157 +4224,163 @@ func file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP() []byte {
 }
 
 var file_switchboard_aggregator_v1_aggregator_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_switchboard_aggregator_v1_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_switchboard_aggregator_v1_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_switchboard_aggregator_v1_aggregator_proto_goTypes = []any{
 	(CatalogKind)(0),                      // 0: switchboard.aggregator.v1.CatalogKind
 	(BackendHealth)(0),                    // 1: switchboard.aggregator.v1.BackendHealth
-	(*DiscoverRequest)(nil),               // 2: switchboard.aggregator.v1.DiscoverRequest
-	(*DiscoverResponse)(nil),              // 3: switchboard.aggregator.v1.DiscoverResponse
-	(*ListToolsRequest)(nil),              // 4: switchboard.aggregator.v1.ListToolsRequest
-	(*ListResourcesRequest)(nil),          // 5: switchboard.aggregator.v1.ListResourcesRequest
-	(*ListResourceTemplatesRequest)(nil),  // 6: switchboard.aggregator.v1.ListResourceTemplatesRequest
-	(*ListPromptsRequest)(nil),            // 7: switchboard.aggregator.v1.ListPromptsRequest
-	(*Tool)(nil),                          // 8: switchboard.aggregator.v1.Tool
-	(*ListToolsResponse)(nil),             // 9: switchboard.aggregator.v1.ListToolsResponse
-	(*Resource)(nil),                      // 10: switchboard.aggregator.v1.Resource
-	(*ListResourcesResponse)(nil),         // 11: switchboard.aggregator.v1.ListResourcesResponse
-	(*ResourceTemplate)(nil),              // 12: switchboard.aggregator.v1.ResourceTemplate
-	(*ListResourceTemplatesResponse)(nil), // 13: switchboard.aggregator.v1.ListResourceTemplatesResponse
-	(*Prompt)(nil),                        // 14: switchboard.aggregator.v1.Prompt
-	(*ListPromptsResponse)(nil),           // 15: switchboard.aggregator.v1.ListPromptsResponse
-	(*RequestContext)(nil),                // 16: switchboard.aggregator.v1.RequestContext
-	(*CallToolRequest)(nil),               // 17: switchboard.aggregator.v1.CallToolRequest
-	(*TaskRequest)(nil),                   // 18: switchboard.aggregator.v1.TaskRequest
-	(*CallToolStreamRequest)(nil),         // 19: switchboard.aggregator.v1.CallToolStreamRequest
-	(*CallToolStreamResponse)(nil),        // 20: switchboard.aggregator.v1.CallToolStreamResponse
-	(*Notification)(nil),                  // 21: switchboard.aggregator.v1.Notification
-	(*CallToolResponse)(nil),              // 22: switchboard.aggregator.v1.CallToolResponse
-	(*Task)(nil),                          // 23: switchboard.aggregator.v1.Task
-	(*GetTaskRequest)(nil),                // 24: switchboard.aggregator.v1.GetTaskRequest
-	(*GetTaskResponse)(nil),               // 25: switchboard.aggregator.v1.GetTaskResponse
-	(*UpdateTaskRequest)(nil),             // 26: switchboard.aggregator.v1.UpdateTaskRequest
-	(*UpdateTaskResponse)(nil),            // 27: switchboard.aggregator.v1.UpdateTaskResponse
-	(*CancelTaskRequest)(nil),             // 28: switchboard.aggregator.v1.CancelTaskRequest
-	(*CancelTaskResponse)(nil),            // 29: switchboard.aggregator.v1.CancelTaskResponse
-	(*ListTasksRequest)(nil),              // 30: switchboard.aggregator.v1.ListTasksRequest
-	(*ListTasksResponse)(nil),             // 31: switchboard.aggregator.v1.ListTasksResponse
-	(*ResumeHeldCallRequest)(nil),         // 32: switchboard.aggregator.v1.ResumeHeldCallRequest
-	(*ResumeHeldCallResponse)(nil),        // 33: switchboard.aggregator.v1.ResumeHeldCallResponse
-	(*ResumeHeldCallStreamRequest)(nil),   // 34: switchboard.aggregator.v1.ResumeHeldCallStreamRequest
-	(*ResumeHeldCallStreamResponse)(nil),  // 35: switchboard.aggregator.v1.ResumeHeldCallStreamResponse
-	(*ReadResourceRequest)(nil),           // 36: switchboard.aggregator.v1.ReadResourceRequest
-	(*ReadResourceResponse)(nil),          // 37: switchboard.aggregator.v1.ReadResourceResponse
-	(*GetPromptRequest)(nil),              // 38: switchboard.aggregator.v1.GetPromptRequest
-	(*GetPromptResponse)(nil),             // 39: switchboard.aggregator.v1.GetPromptResponse
-	(*CompleteRequest)(nil),               // 40: switchboard.aggregator.v1.CompleteRequest
-	(*CompleteResponse)(nil),              // 41: switchboard.aggregator.v1.CompleteResponse
-	(*WatchCatalogRequest)(nil),           // 42: switchboard.aggregator.v1.WatchCatalogRequest
-	(*WatchCatalogResponse)(nil),          // 43: switchboard.aggregator.v1.WatchCatalogResponse
-	(*BackendError)(nil),                  // 44: switchboard.aggregator.v1.BackendError
-	(*ListBackendsRequest)(nil),           // 45: switchboard.aggregator.v1.ListBackendsRequest
-	(*Backend)(nil),                       // 46: switchboard.aggregator.v1.Backend
-	(*ListBackendsResponse)(nil),          // 47: switchboard.aggregator.v1.ListBackendsResponse
-	(*CatalogConflict)(nil),               // 48: switchboard.aggregator.v1.CatalogConflict
-	nil,                                   // 49: switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntry
-	nil,                                   // 50: switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
-	(*v1.Principal)(nil),                  // 51: switchboard.common.v1.Principal
-	(*timestamppb.Timestamp)(nil),         // 52: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),           // 53: google.protobuf.Duration
+	(*RunCodeRequest)(nil),                // 2: switchboard.aggregator.v1.RunCodeRequest
+	(*RunCodeResponse)(nil),               // 3: switchboard.aggregator.v1.RunCodeResponse
+	(*DiscoverRequest)(nil),               // 4: switchboard.aggregator.v1.DiscoverRequest
+	(*DiscoverResponse)(nil),              // 5: switchboard.aggregator.v1.DiscoverResponse
+	(*ListToolsRequest)(nil),              // 6: switchboard.aggregator.v1.ListToolsRequest
+	(*ListResourcesRequest)(nil),          // 7: switchboard.aggregator.v1.ListResourcesRequest
+	(*ListResourceTemplatesRequest)(nil),  // 8: switchboard.aggregator.v1.ListResourceTemplatesRequest
+	(*ListPromptsRequest)(nil),            // 9: switchboard.aggregator.v1.ListPromptsRequest
+	(*Tool)(nil),                          // 10: switchboard.aggregator.v1.Tool
+	(*ListToolsResponse)(nil),             // 11: switchboard.aggregator.v1.ListToolsResponse
+	(*Resource)(nil),                      // 12: switchboard.aggregator.v1.Resource
+	(*ListResourcesResponse)(nil),         // 13: switchboard.aggregator.v1.ListResourcesResponse
+	(*ResourceTemplate)(nil),              // 14: switchboard.aggregator.v1.ResourceTemplate
+	(*ListResourceTemplatesResponse)(nil), // 15: switchboard.aggregator.v1.ListResourceTemplatesResponse
+	(*Prompt)(nil),                        // 16: switchboard.aggregator.v1.Prompt
+	(*ListPromptsResponse)(nil),           // 17: switchboard.aggregator.v1.ListPromptsResponse
+	(*RequestContext)(nil),                // 18: switchboard.aggregator.v1.RequestContext
+	(*CallToolRequest)(nil),               // 19: switchboard.aggregator.v1.CallToolRequest
+	(*TaskRequest)(nil),                   // 20: switchboard.aggregator.v1.TaskRequest
+	(*CallToolStreamRequest)(nil),         // 21: switchboard.aggregator.v1.CallToolStreamRequest
+	(*CallToolStreamResponse)(nil),        // 22: switchboard.aggregator.v1.CallToolStreamResponse
+	(*Notification)(nil),                  // 23: switchboard.aggregator.v1.Notification
+	(*CallToolResponse)(nil),              // 24: switchboard.aggregator.v1.CallToolResponse
+	(*Task)(nil),                          // 25: switchboard.aggregator.v1.Task
+	(*GetTaskRequest)(nil),                // 26: switchboard.aggregator.v1.GetTaskRequest
+	(*GetTaskResponse)(nil),               // 27: switchboard.aggregator.v1.GetTaskResponse
+	(*UpdateTaskRequest)(nil),             // 28: switchboard.aggregator.v1.UpdateTaskRequest
+	(*UpdateTaskResponse)(nil),            // 29: switchboard.aggregator.v1.UpdateTaskResponse
+	(*CancelTaskRequest)(nil),             // 30: switchboard.aggregator.v1.CancelTaskRequest
+	(*CancelTaskResponse)(nil),            // 31: switchboard.aggregator.v1.CancelTaskResponse
+	(*ListTasksRequest)(nil),              // 32: switchboard.aggregator.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),             // 33: switchboard.aggregator.v1.ListTasksResponse
+	(*ResumeHeldCallRequest)(nil),         // 34: switchboard.aggregator.v1.ResumeHeldCallRequest
+	(*ResumeHeldCallResponse)(nil),        // 35: switchboard.aggregator.v1.ResumeHeldCallResponse
+	(*ResumeHeldCallStreamRequest)(nil),   // 36: switchboard.aggregator.v1.ResumeHeldCallStreamRequest
+	(*ResumeHeldCallStreamResponse)(nil),  // 37: switchboard.aggregator.v1.ResumeHeldCallStreamResponse
+	(*ReadResourceRequest)(nil),           // 38: switchboard.aggregator.v1.ReadResourceRequest
+	(*ReadResourceResponse)(nil),          // 39: switchboard.aggregator.v1.ReadResourceResponse
+	(*GetPromptRequest)(nil),              // 40: switchboard.aggregator.v1.GetPromptRequest
+	(*GetPromptResponse)(nil),             // 41: switchboard.aggregator.v1.GetPromptResponse
+	(*CompleteRequest)(nil),               // 42: switchboard.aggregator.v1.CompleteRequest
+	(*CompleteResponse)(nil),              // 43: switchboard.aggregator.v1.CompleteResponse
+	(*WatchCatalogRequest)(nil),           // 44: switchboard.aggregator.v1.WatchCatalogRequest
+	(*WatchCatalogResponse)(nil),          // 45: switchboard.aggregator.v1.WatchCatalogResponse
+	(*BackendError)(nil),                  // 46: switchboard.aggregator.v1.BackendError
+	(*ListBackendsRequest)(nil),           // 47: switchboard.aggregator.v1.ListBackendsRequest
+	(*Backend)(nil),                       // 48: switchboard.aggregator.v1.Backend
+	(*ListBackendsResponse)(nil),          // 49: switchboard.aggregator.v1.ListBackendsResponse
+	(*CatalogConflict)(nil),               // 50: switchboard.aggregator.v1.CatalogConflict
+	nil,                                   // 51: switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntry
+	nil,                                   // 52: switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
+	(*v1.Principal)(nil),                  // 53: switchboard.common.v1.Principal
+	(*timestamppb.Timestamp)(nil),         // 54: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),           // 55: google.protobuf.Duration
 }
 var file_switchboard_aggregator_v1_aggregator_proto_depIdxs = []int32{
-	51, // 0: switchboard.aggregator.v1.DiscoverRequest.principal:type_name -> switchboard.common.v1.Principal
-	51, // 1: switchboard.aggregator.v1.ListToolsRequest.principal:type_name -> switchboard.common.v1.Principal
-	51, // 2: switchboard.aggregator.v1.ListResourcesRequest.principal:type_name -> switchboard.common.v1.Principal
-	51, // 3: switchboard.aggregator.v1.ListResourceTemplatesRequest.principal:type_name -> switchboard.common.v1.Principal
-	51, // 4: switchboard.aggregator.v1.ListPromptsRequest.principal:type_name -> switchboard.common.v1.Principal
-	8,  // 5: switchboard.aggregator.v1.ListToolsResponse.tools:type_name -> switchboard.aggregator.v1.Tool
-	10, // 6: switchboard.aggregator.v1.ListResourcesResponse.resources:type_name -> switchboard.aggregator.v1.Resource
-	12, // 7: switchboard.aggregator.v1.ListResourceTemplatesResponse.resource_templates:type_name -> switchboard.aggregator.v1.ResourceTemplate
-	14, // 8: switchboard.aggregator.v1.ListPromptsResponse.prompts:type_name -> switchboard.aggregator.v1.Prompt
-	51, // 9: switchboard.aggregator.v1.CallToolRequest.principal:type_name -> switchboard.common.v1.Principal
-	16, // 10: switchboard.aggregator.v1.CallToolRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	49, // 11: switchboard.aggregator.v1.CallToolRequest.param_headers:type_name -> switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntry
-	18, // 12: switchboard.aggregator.v1.CallToolRequest.task:type_name -> switchboard.aggregator.v1.TaskRequest
-	17, // 13: switchboard.aggregator.v1.CallToolStreamRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
-	51, // 14: switchboard.aggregator.v1.CallToolStreamRequest.principal:type_name -> switchboard.common.v1.Principal
-	21, // 15: switchboard.aggregator.v1.CallToolStreamResponse.notification:type_name -> switchboard.aggregator.v1.Notification
-	22, // 16: switchboard.aggregator.v1.CallToolStreamResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
-	23, // 17: switchboard.aggregator.v1.CallToolResponse.task:type_name -> switchboard.aggregator.v1.Task
-	52, // 18: switchboard.aggregator.v1.Task.created_at:type_name -> google.protobuf.Timestamp
-	52, // 19: switchboard.aggregator.v1.Task.last_updated_at:type_name -> google.protobuf.Timestamp
-	51, // 20: switchboard.aggregator.v1.GetTaskRequest.principal:type_name -> switchboard.common.v1.Principal
-	16, // 21: switchboard.aggregator.v1.GetTaskRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	23, // 22: switchboard.aggregator.v1.GetTaskResponse.task:type_name -> switchboard.aggregator.v1.Task
-	51, // 23: switchboard.aggregator.v1.UpdateTaskRequest.principal:type_name -> switchboard.common.v1.Principal
-	16, // 24: switchboard.aggregator.v1.UpdateTaskRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	23, // 25: switchboard.aggregator.v1.UpdateTaskResponse.task:type_name -> switchboard.aggregator.v1.Task
-	51, // 26: switchboard.aggregator.v1.CancelTaskRequest.principal:type_name -> switchboard.common.v1.Principal
-	16, // 27: switchboard.aggregator.v1.CancelTaskRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	23, // 28: switchboard.aggregator.v1.CancelTaskResponse.task:type_name -> switchboard.aggregator.v1.Task
-	51, // 29: switchboard.aggregator.v1.ListTasksRequest.principal:type_name -> switchboard.common.v1.Principal
-	23, // 30: switchboard.aggregator.v1.ListTasksResponse.tasks:type_name -> switchboard.aggregator.v1.Task
-	51, // 31: switchboard.aggregator.v1.ResumeHeldCallRequest.principal:type_name -> switchboard.common.v1.Principal
-	17, // 32: switchboard.aggregator.v1.ResumeHeldCallRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
-	22, // 33: switchboard.aggregator.v1.ResumeHeldCallResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
-	51, // 34: switchboard.aggregator.v1.ResumeHeldCallStreamRequest.principal:type_name -> switchboard.common.v1.Principal
-	17, // 35: switchboard.aggregator.v1.ResumeHeldCallStreamRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
-	21, // 36: switchboard.aggregator.v1.ResumeHeldCallStreamResponse.notification:type_name -> switchboard.aggregator.v1.Notification
-	22, // 37: switchboard.aggregator.v1.ResumeHeldCallStreamResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
-	51, // 38: switchboard.aggregator.v1.ReadResourceRequest.principal:type_name -> switchboard.common.v1.Principal
-	16, // 39: switchboard.aggregator.v1.ReadResourceRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	51, // 40: switchboard.aggregator.v1.GetPromptRequest.principal:type_name -> switchboard.common.v1.Principal
-	50, // 41: switchboard.aggregator.v1.GetPromptRequest.arguments:type_name -> switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
-	16, // 42: switchboard.aggregator.v1.GetPromptRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	51, // 43: switchboard.aggregator.v1.CompleteRequest.principal:type_name -> switchboard.common.v1.Principal
-	51, // 44: switchboard.aggregator.v1.WatchCatalogRequest.principal:type_name -> switchboard.common.v1.Principal
-	0,  // 45: switchboard.aggregator.v1.WatchCatalogResponse.changed:type_name -> switchboard.aggregator.v1.CatalogKind
-	51, // 46: switchboard.aggregator.v1.ListBackendsRequest.principal:type_name -> switchboard.common.v1.Principal
-	1,  // 47: switchboard.aggregator.v1.Backend.health:type_name -> switchboard.aggregator.v1.BackendHealth
-	52, // 48: switchboard.aggregator.v1.Backend.last_check:type_name -> google.protobuf.Timestamp
-	53, // 49: switchboard.aggregator.v1.Backend.last_latency:type_name -> google.protobuf.Duration
-	46, // 50: switchboard.aggregator.v1.ListBackendsResponse.backends:type_name -> switchboard.aggregator.v1.Backend
-	48, // 51: switchboard.aggregator.v1.ListBackendsResponse.conflicts:type_name -> switchboard.aggregator.v1.CatalogConflict
-	2,  // 52: switchboard.aggregator.v1.AggregatorService.Discover:input_type -> switchboard.aggregator.v1.DiscoverRequest
-	4,  // 53: switchboard.aggregator.v1.AggregatorService.ListTools:input_type -> switchboard.aggregator.v1.ListToolsRequest
-	5,  // 54: switchboard.aggregator.v1.AggregatorService.ListResources:input_type -> switchboard.aggregator.v1.ListResourcesRequest
-	6,  // 55: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:input_type -> switchboard.aggregator.v1.ListResourceTemplatesRequest
-	7,  // 56: switchboard.aggregator.v1.AggregatorService.ListPrompts:input_type -> switchboard.aggregator.v1.ListPromptsRequest
-	17, // 57: switchboard.aggregator.v1.AggregatorService.CallTool:input_type -> switchboard.aggregator.v1.CallToolRequest
-	19, // 58: switchboard.aggregator.v1.AggregatorService.CallToolStream:input_type -> switchboard.aggregator.v1.CallToolStreamRequest
-	36, // 59: switchboard.aggregator.v1.AggregatorService.ReadResource:input_type -> switchboard.aggregator.v1.ReadResourceRequest
-	38, // 60: switchboard.aggregator.v1.AggregatorService.GetPrompt:input_type -> switchboard.aggregator.v1.GetPromptRequest
-	40, // 61: switchboard.aggregator.v1.AggregatorService.Complete:input_type -> switchboard.aggregator.v1.CompleteRequest
-	42, // 62: switchboard.aggregator.v1.AggregatorService.WatchCatalog:input_type -> switchboard.aggregator.v1.WatchCatalogRequest
-	45, // 63: switchboard.aggregator.v1.AggregatorService.ListBackends:input_type -> switchboard.aggregator.v1.ListBackendsRequest
-	32, // 64: switchboard.aggregator.v1.AggregatorService.ResumeHeldCall:input_type -> switchboard.aggregator.v1.ResumeHeldCallRequest
-	34, // 65: switchboard.aggregator.v1.AggregatorService.ResumeHeldCallStream:input_type -> switchboard.aggregator.v1.ResumeHeldCallStreamRequest
-	24, // 66: switchboard.aggregator.v1.AggregatorService.GetTask:input_type -> switchboard.aggregator.v1.GetTaskRequest
-	26, // 67: switchboard.aggregator.v1.AggregatorService.UpdateTask:input_type -> switchboard.aggregator.v1.UpdateTaskRequest
-	28, // 68: switchboard.aggregator.v1.AggregatorService.CancelTask:input_type -> switchboard.aggregator.v1.CancelTaskRequest
-	30, // 69: switchboard.aggregator.v1.AggregatorService.ListTasks:input_type -> switchboard.aggregator.v1.ListTasksRequest
-	3,  // 70: switchboard.aggregator.v1.AggregatorService.Discover:output_type -> switchboard.aggregator.v1.DiscoverResponse
-	9,  // 71: switchboard.aggregator.v1.AggregatorService.ListTools:output_type -> switchboard.aggregator.v1.ListToolsResponse
-	11, // 72: switchboard.aggregator.v1.AggregatorService.ListResources:output_type -> switchboard.aggregator.v1.ListResourcesResponse
-	13, // 73: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:output_type -> switchboard.aggregator.v1.ListResourceTemplatesResponse
-	15, // 74: switchboard.aggregator.v1.AggregatorService.ListPrompts:output_type -> switchboard.aggregator.v1.ListPromptsResponse
-	22, // 75: switchboard.aggregator.v1.AggregatorService.CallTool:output_type -> switchboard.aggregator.v1.CallToolResponse
-	20, // 76: switchboard.aggregator.v1.AggregatorService.CallToolStream:output_type -> switchboard.aggregator.v1.CallToolStreamResponse
-	37, // 77: switchboard.aggregator.v1.AggregatorService.ReadResource:output_type -> switchboard.aggregator.v1.ReadResourceResponse
-	39, // 78: switchboard.aggregator.v1.AggregatorService.GetPrompt:output_type -> switchboard.aggregator.v1.GetPromptResponse
-	41, // 79: switchboard.aggregator.v1.AggregatorService.Complete:output_type -> switchboard.aggregator.v1.CompleteResponse
-	43, // 80: switchboard.aggregator.v1.AggregatorService.WatchCatalog:output_type -> switchboard.aggregator.v1.WatchCatalogResponse
-	47, // 81: switchboard.aggregator.v1.AggregatorService.ListBackends:output_type -> switchboard.aggregator.v1.ListBackendsResponse
-	33, // 82: switchboard.aggregator.v1.AggregatorService.ResumeHeldCall:output_type -> switchboard.aggregator.v1.ResumeHeldCallResponse
-	35, // 83: switchboard.aggregator.v1.AggregatorService.ResumeHeldCallStream:output_type -> switchboard.aggregator.v1.ResumeHeldCallStreamResponse
-	25, // 84: switchboard.aggregator.v1.AggregatorService.GetTask:output_type -> switchboard.aggregator.v1.GetTaskResponse
-	27, // 85: switchboard.aggregator.v1.AggregatorService.UpdateTask:output_type -> switchboard.aggregator.v1.UpdateTaskResponse
-	29, // 86: switchboard.aggregator.v1.AggregatorService.CancelTask:output_type -> switchboard.aggregator.v1.CancelTaskResponse
-	31, // 87: switchboard.aggregator.v1.AggregatorService.ListTasks:output_type -> switchboard.aggregator.v1.ListTasksResponse
-	70, // [70:88] is the sub-list for method output_type
-	52, // [52:70] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	53, // 0: switchboard.aggregator.v1.RunCodeRequest.principal:type_name -> switchboard.common.v1.Principal
+	18, // 1: switchboard.aggregator.v1.RunCodeRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
+	53, // 2: switchboard.aggregator.v1.DiscoverRequest.principal:type_name -> switchboard.common.v1.Principal
+	53, // 3: switchboard.aggregator.v1.ListToolsRequest.principal:type_name -> switchboard.common.v1.Principal
+	53, // 4: switchboard.aggregator.v1.ListResourcesRequest.principal:type_name -> switchboard.common.v1.Principal
+	53, // 5: switchboard.aggregator.v1.ListResourceTemplatesRequest.principal:type_name -> switchboard.common.v1.Principal
+	53, // 6: switchboard.aggregator.v1.ListPromptsRequest.principal:type_name -> switchboard.common.v1.Principal
+	10, // 7: switchboard.aggregator.v1.ListToolsResponse.tools:type_name -> switchboard.aggregator.v1.Tool
+	12, // 8: switchboard.aggregator.v1.ListResourcesResponse.resources:type_name -> switchboard.aggregator.v1.Resource
+	14, // 9: switchboard.aggregator.v1.ListResourceTemplatesResponse.resource_templates:type_name -> switchboard.aggregator.v1.ResourceTemplate
+	16, // 10: switchboard.aggregator.v1.ListPromptsResponse.prompts:type_name -> switchboard.aggregator.v1.Prompt
+	53, // 11: switchboard.aggregator.v1.CallToolRequest.principal:type_name -> switchboard.common.v1.Principal
+	18, // 12: switchboard.aggregator.v1.CallToolRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
+	51, // 13: switchboard.aggregator.v1.CallToolRequest.param_headers:type_name -> switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntry
+	20, // 14: switchboard.aggregator.v1.CallToolRequest.task:type_name -> switchboard.aggregator.v1.TaskRequest
+	19, // 15: switchboard.aggregator.v1.CallToolStreamRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
+	53, // 16: switchboard.aggregator.v1.CallToolStreamRequest.principal:type_name -> switchboard.common.v1.Principal
+	23, // 17: switchboard.aggregator.v1.CallToolStreamResponse.notification:type_name -> switchboard.aggregator.v1.Notification
+	24, // 18: switchboard.aggregator.v1.CallToolStreamResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
+	25, // 19: switchboard.aggregator.v1.CallToolResponse.task:type_name -> switchboard.aggregator.v1.Task
+	54, // 20: switchboard.aggregator.v1.Task.created_at:type_name -> google.protobuf.Timestamp
+	54, // 21: switchboard.aggregator.v1.Task.last_updated_at:type_name -> google.protobuf.Timestamp
+	53, // 22: switchboard.aggregator.v1.GetTaskRequest.principal:type_name -> switchboard.common.v1.Principal
+	18, // 23: switchboard.aggregator.v1.GetTaskRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
+	25, // 24: switchboard.aggregator.v1.GetTaskResponse.task:type_name -> switchboard.aggregator.v1.Task
+	53, // 25: switchboard.aggregator.v1.UpdateTaskRequest.principal:type_name -> switchboard.common.v1.Principal
+	18, // 26: switchboard.aggregator.v1.UpdateTaskRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
+	25, // 27: switchboard.aggregator.v1.UpdateTaskResponse.task:type_name -> switchboard.aggregator.v1.Task
+	53, // 28: switchboard.aggregator.v1.CancelTaskRequest.principal:type_name -> switchboard.common.v1.Principal
+	18, // 29: switchboard.aggregator.v1.CancelTaskRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
+	25, // 30: switchboard.aggregator.v1.CancelTaskResponse.task:type_name -> switchboard.aggregator.v1.Task
+	53, // 31: switchboard.aggregator.v1.ListTasksRequest.principal:type_name -> switchboard.common.v1.Principal
+	25, // 32: switchboard.aggregator.v1.ListTasksResponse.tasks:type_name -> switchboard.aggregator.v1.Task
+	53, // 33: switchboard.aggregator.v1.ResumeHeldCallRequest.principal:type_name -> switchboard.common.v1.Principal
+	19, // 34: switchboard.aggregator.v1.ResumeHeldCallRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
+	24, // 35: switchboard.aggregator.v1.ResumeHeldCallResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
+	53, // 36: switchboard.aggregator.v1.ResumeHeldCallStreamRequest.principal:type_name -> switchboard.common.v1.Principal
+	19, // 37: switchboard.aggregator.v1.ResumeHeldCallStreamRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
+	23, // 38: switchboard.aggregator.v1.ResumeHeldCallStreamResponse.notification:type_name -> switchboard.aggregator.v1.Notification
+	24, // 39: switchboard.aggregator.v1.ResumeHeldCallStreamResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
+	53, // 40: switchboard.aggregator.v1.ReadResourceRequest.principal:type_name -> switchboard.common.v1.Principal
+	18, // 41: switchboard.aggregator.v1.ReadResourceRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
+	53, // 42: switchboard.aggregator.v1.GetPromptRequest.principal:type_name -> switchboard.common.v1.Principal
+	52, // 43: switchboard.aggregator.v1.GetPromptRequest.arguments:type_name -> switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
+	18, // 44: switchboard.aggregator.v1.GetPromptRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
+	53, // 45: switchboard.aggregator.v1.CompleteRequest.principal:type_name -> switchboard.common.v1.Principal
+	53, // 46: switchboard.aggregator.v1.WatchCatalogRequest.principal:type_name -> switchboard.common.v1.Principal
+	0,  // 47: switchboard.aggregator.v1.WatchCatalogResponse.changed:type_name -> switchboard.aggregator.v1.CatalogKind
+	53, // 48: switchboard.aggregator.v1.ListBackendsRequest.principal:type_name -> switchboard.common.v1.Principal
+	1,  // 49: switchboard.aggregator.v1.Backend.health:type_name -> switchboard.aggregator.v1.BackendHealth
+	54, // 50: switchboard.aggregator.v1.Backend.last_check:type_name -> google.protobuf.Timestamp
+	55, // 51: switchboard.aggregator.v1.Backend.last_latency:type_name -> google.protobuf.Duration
+	48, // 52: switchboard.aggregator.v1.ListBackendsResponse.backends:type_name -> switchboard.aggregator.v1.Backend
+	50, // 53: switchboard.aggregator.v1.ListBackendsResponse.conflicts:type_name -> switchboard.aggregator.v1.CatalogConflict
+	4,  // 54: switchboard.aggregator.v1.AggregatorService.Discover:input_type -> switchboard.aggregator.v1.DiscoverRequest
+	6,  // 55: switchboard.aggregator.v1.AggregatorService.ListTools:input_type -> switchboard.aggregator.v1.ListToolsRequest
+	7,  // 56: switchboard.aggregator.v1.AggregatorService.ListResources:input_type -> switchboard.aggregator.v1.ListResourcesRequest
+	8,  // 57: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:input_type -> switchboard.aggregator.v1.ListResourceTemplatesRequest
+	9,  // 58: switchboard.aggregator.v1.AggregatorService.ListPrompts:input_type -> switchboard.aggregator.v1.ListPromptsRequest
+	19, // 59: switchboard.aggregator.v1.AggregatorService.CallTool:input_type -> switchboard.aggregator.v1.CallToolRequest
+	21, // 60: switchboard.aggregator.v1.AggregatorService.CallToolStream:input_type -> switchboard.aggregator.v1.CallToolStreamRequest
+	38, // 61: switchboard.aggregator.v1.AggregatorService.ReadResource:input_type -> switchboard.aggregator.v1.ReadResourceRequest
+	40, // 62: switchboard.aggregator.v1.AggregatorService.GetPrompt:input_type -> switchboard.aggregator.v1.GetPromptRequest
+	42, // 63: switchboard.aggregator.v1.AggregatorService.Complete:input_type -> switchboard.aggregator.v1.CompleteRequest
+	44, // 64: switchboard.aggregator.v1.AggregatorService.WatchCatalog:input_type -> switchboard.aggregator.v1.WatchCatalogRequest
+	47, // 65: switchboard.aggregator.v1.AggregatorService.ListBackends:input_type -> switchboard.aggregator.v1.ListBackendsRequest
+	34, // 66: switchboard.aggregator.v1.AggregatorService.ResumeHeldCall:input_type -> switchboard.aggregator.v1.ResumeHeldCallRequest
+	36, // 67: switchboard.aggregator.v1.AggregatorService.ResumeHeldCallStream:input_type -> switchboard.aggregator.v1.ResumeHeldCallStreamRequest
+	26, // 68: switchboard.aggregator.v1.AggregatorService.GetTask:input_type -> switchboard.aggregator.v1.GetTaskRequest
+	28, // 69: switchboard.aggregator.v1.AggregatorService.UpdateTask:input_type -> switchboard.aggregator.v1.UpdateTaskRequest
+	30, // 70: switchboard.aggregator.v1.AggregatorService.CancelTask:input_type -> switchboard.aggregator.v1.CancelTaskRequest
+	32, // 71: switchboard.aggregator.v1.AggregatorService.ListTasks:input_type -> switchboard.aggregator.v1.ListTasksRequest
+	2,  // 72: switchboard.aggregator.v1.AggregatorService.RunCode:input_type -> switchboard.aggregator.v1.RunCodeRequest
+	5,  // 73: switchboard.aggregator.v1.AggregatorService.Discover:output_type -> switchboard.aggregator.v1.DiscoverResponse
+	11, // 74: switchboard.aggregator.v1.AggregatorService.ListTools:output_type -> switchboard.aggregator.v1.ListToolsResponse
+	13, // 75: switchboard.aggregator.v1.AggregatorService.ListResources:output_type -> switchboard.aggregator.v1.ListResourcesResponse
+	15, // 76: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:output_type -> switchboard.aggregator.v1.ListResourceTemplatesResponse
+	17, // 77: switchboard.aggregator.v1.AggregatorService.ListPrompts:output_type -> switchboard.aggregator.v1.ListPromptsResponse
+	24, // 78: switchboard.aggregator.v1.AggregatorService.CallTool:output_type -> switchboard.aggregator.v1.CallToolResponse
+	22, // 79: switchboard.aggregator.v1.AggregatorService.CallToolStream:output_type -> switchboard.aggregator.v1.CallToolStreamResponse
+	39, // 80: switchboard.aggregator.v1.AggregatorService.ReadResource:output_type -> switchboard.aggregator.v1.ReadResourceResponse
+	41, // 81: switchboard.aggregator.v1.AggregatorService.GetPrompt:output_type -> switchboard.aggregator.v1.GetPromptResponse
+	43, // 82: switchboard.aggregator.v1.AggregatorService.Complete:output_type -> switchboard.aggregator.v1.CompleteResponse
+	45, // 83: switchboard.aggregator.v1.AggregatorService.WatchCatalog:output_type -> switchboard.aggregator.v1.WatchCatalogResponse
+	49, // 84: switchboard.aggregator.v1.AggregatorService.ListBackends:output_type -> switchboard.aggregator.v1.ListBackendsResponse
+	35, // 85: switchboard.aggregator.v1.AggregatorService.ResumeHeldCall:output_type -> switchboard.aggregator.v1.ResumeHeldCallResponse
+	37, // 86: switchboard.aggregator.v1.AggregatorService.ResumeHeldCallStream:output_type -> switchboard.aggregator.v1.ResumeHeldCallStreamResponse
+	27, // 87: switchboard.aggregator.v1.AggregatorService.GetTask:output_type -> switchboard.aggregator.v1.GetTaskResponse
+	29, // 88: switchboard.aggregator.v1.AggregatorService.UpdateTask:output_type -> switchboard.aggregator.v1.UpdateTaskResponse
+	31, // 89: switchboard.aggregator.v1.AggregatorService.CancelTask:output_type -> switchboard.aggregator.v1.CancelTaskResponse
+	33, // 90: switchboard.aggregator.v1.AggregatorService.ListTasks:output_type -> switchboard.aggregator.v1.ListTasksResponse
+	3,  // 91: switchboard.aggregator.v1.AggregatorService.RunCode:output_type -> switchboard.aggregator.v1.RunCodeResponse
+	73, // [73:92] is the sub-list for method output_type
+	54, // [54:73] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_aggregator_v1_aggregator_proto_init() }
@@ -4239,11 +4388,11 @@ func file_switchboard_aggregator_v1_aggregator_proto_init() {
 	if File_switchboard_aggregator_v1_aggregator_proto != nil {
 		return
 	}
-	file_switchboard_aggregator_v1_aggregator_proto_msgTypes[18].OneofWrappers = []any{
+	file_switchboard_aggregator_v1_aggregator_proto_msgTypes[20].OneofWrappers = []any{
 		(*CallToolStreamResponse_Notification)(nil),
 		(*CallToolStreamResponse_Result)(nil),
 	}
-	file_switchboard_aggregator_v1_aggregator_proto_msgTypes[33].OneofWrappers = []any{
+	file_switchboard_aggregator_v1_aggregator_proto_msgTypes[35].OneofWrappers = []any{
 		(*ResumeHeldCallStreamResponse_Notification)(nil),
 		(*ResumeHeldCallStreamResponse_Result)(nil),
 	}
@@ -4253,7 +4402,7 @@ func file_switchboard_aggregator_v1_aggregator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_aggregator_v1_aggregator_proto_rawDesc), len(file_switchboard_aggregator_v1_aggregator_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   49,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -51,6 +51,7 @@ const (
 	AggregatorService_UpdateTask_FullMethodName            = "/switchboard.aggregator.v1.AggregatorService/UpdateTask"
 	AggregatorService_CancelTask_FullMethodName            = "/switchboard.aggregator.v1.AggregatorService/CancelTask"
 	AggregatorService_ListTasks_FullMethodName             = "/switchboard.aggregator.v1.AggregatorService/ListTasks"
+	AggregatorService_RunCode_FullMethodName               = "/switchboard.aggregator.v1.AggregatorService/RunCode"
 )
 
 // AggregatorServiceClient is the client API for AggregatorService service.
@@ -132,6 +133,17 @@ type AggregatorServiceClient interface {
 	UpdateTask(ctx context.Context, in *UpdateTaskRequest, opts ...grpc.CallOption) (*UpdateTaskResponse, error)
 	CancelTask(ctx context.Context, in *CancelTaskRequest, opts ...grpc.CallOption) (*CancelTaskResponse, error)
 	ListTasks(ctx context.Context, in *ListTasksRequest, opts ...grpc.CallOption) (*ListTasksResponse, error)
+	// RunCode runs a code mode program (the run_code tool): a short
+	// Starlark program in which each tool of the principal's view is a
+	// function. Every tool call it makes is admitted like a CallTool of the
+	// principal (server filters, Cedar, rate limits, the caller's
+	// credentials, audit naming the run), within the program's bounds
+	// (aggregator.codeMode). A server without code mode is NOT_FOUND; a
+	// program over maxProgramBytes is INVALID_ARGUMENT; every runner busy
+	// past the program's timeout is RESOURCE_EXHAUSTED. A program that
+	// fails, or reaches a bound, is a successful RPC whose result has
+	// is_error set.
+	RunCode(ctx context.Context, in *RunCodeRequest, opts ...grpc.CallOption) (*RunCodeResponse, error)
 }
 
 type aggregatorServiceClient struct {
@@ -349,6 +361,16 @@ func (c *aggregatorServiceClient) ListTasks(ctx context.Context, in *ListTasksRe
 	return out, nil
 }
 
+func (c *aggregatorServiceClient) RunCode(ctx context.Context, in *RunCodeRequest, opts ...grpc.CallOption) (*RunCodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RunCodeResponse)
+	err := c.cc.Invoke(ctx, AggregatorService_RunCode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AggregatorServiceServer is the server API for AggregatorService service.
 // All implementations must embed UnimplementedAggregatorServiceServer
 // for forward compatibility.
@@ -428,6 +450,17 @@ type AggregatorServiceServer interface {
 	UpdateTask(context.Context, *UpdateTaskRequest) (*UpdateTaskResponse, error)
 	CancelTask(context.Context, *CancelTaskRequest) (*CancelTaskResponse, error)
 	ListTasks(context.Context, *ListTasksRequest) (*ListTasksResponse, error)
+	// RunCode runs a code mode program (the run_code tool): a short
+	// Starlark program in which each tool of the principal's view is a
+	// function. Every tool call it makes is admitted like a CallTool of the
+	// principal (server filters, Cedar, rate limits, the caller's
+	// credentials, audit naming the run), within the program's bounds
+	// (aggregator.codeMode). A server without code mode is NOT_FOUND; a
+	// program over maxProgramBytes is INVALID_ARGUMENT; every runner busy
+	// past the program's timeout is RESOURCE_EXHAUSTED. A program that
+	// fails, or reaches a bound, is a successful RPC whose result has
+	// is_error set.
+	RunCode(context.Context, *RunCodeRequest) (*RunCodeResponse, error)
 	mustEmbedUnimplementedAggregatorServiceServer()
 }
 
@@ -491,6 +524,9 @@ func (UnimplementedAggregatorServiceServer) CancelTask(context.Context, *CancelT
 }
 func (UnimplementedAggregatorServiceServer) ListTasks(context.Context, *ListTasksRequest) (*ListTasksResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTasks not implemented")
+}
+func (UnimplementedAggregatorServiceServer) RunCode(context.Context, *RunCodeRequest) (*RunCodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RunCode not implemented")
 }
 func (UnimplementedAggregatorServiceServer) mustEmbedUnimplementedAggregatorServiceServer() {}
 func (UnimplementedAggregatorServiceServer) testEmbeddedByValue()                           {}
@@ -816,6 +852,24 @@ func _AggregatorService_ListTasks_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AggregatorService_RunCode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RunCodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AggregatorServiceServer).RunCode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AggregatorService_RunCode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AggregatorServiceServer).RunCode(ctx, req.(*RunCodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AggregatorService_ServiceDesc is the grpc.ServiceDesc for AggregatorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -882,6 +936,10 @@ var AggregatorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListTasks",
 			Handler:    _AggregatorService_ListTasks_Handler,
+		},
+		{
+			MethodName: "RunCode",
+			Handler:    _AggregatorService_RunCode_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,41 @@
+package codemode
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+)
+
+// RunnerMain is a runner process's main (the aggregator binary started
+// with RunnerFlag): it limits itself, then serves programs on its
+// standard input and output until the aggregator closes them.
+func RunnerMain(args []string) int {
+	var memory int64
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == MemoryFlag {
+			memory, _ = strconv.ParseInt(args[i+1], 10, 64)
+		}
+	}
+	if memory <= 0 {
+		fmt.Fprintln(os.Stderr, "code runner: "+MemoryFlag+" is required")
+		return 2
+	}
+	// One core at most, at a lower priority than the aggregator: a
+	// program spinning to its step bound leaves the rest of the machine
+	// to the callers who are not running code.
+	runtime.GOMAXPROCS(1)
+	// The heap is kept under the bound by the collector where it can
+	// be; the process's data limit makes the bound hard.
+	debug.SetMemoryLimit(memory)
+	if err := limit(memory); err != nil {
+		fmt.Fprintln(os.Stderr, "code runner: "+err.Error())
+		return 2
+	}
+	if err := Serve(os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "code runner: "+err.Error())
+		return 1
+	}
+	return 0
+}

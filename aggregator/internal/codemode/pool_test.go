@@ -1,0 +1,202 @@
+package codemode
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The test binary is its own code runner, as the aggregator's binary is.
+func TestMain(m *testing.M) {
+	if slices.Contains(os.Args, RunnerFlag) {
+		os.Exit(RunnerMain(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+func testBounds() Bounds {
+	return Bounds{MaxSteps: 1_000_000, Timeout: 10 * time.Second, MaxMemory: 64 << 20, MaxCalls: 10, MaxOutputBytes: 4096}
+}
+
+var testPool = sync.OnceValue(func() *Pool { return NewPool([]string{os.Args[0], RunnerFlag}, 2) })
+
+// weather answers like a forecast tool: {"city": c, "highC": len(c)*3}; a
+// city named "error" fails.
+func weather(calls *[]string) CallFunc {
+	var mu sync.Mutex
+	return func(_ context.Context, tool string, args json.RawMessage) Answer {
+		mu.Lock()
+		*calls = append(*calls, tool+" "+string(args))
+		mu.Unlock()
+		var in struct{ City string }
+		_ = json.Unmarshal(args, &in)
+		if !slices.Contains([]string{"weather_forecast", "odd-name", "echo"}, tool) {
+			return Answer{Error: fmt.Sprintf("no tool named %q is available to you (find tools with find_tool)", tool)}
+		}
+		if in.City == "error" {
+			return Answer{Error: "weather_forecast failed: no such city"}
+		}
+		v, _ := json.Marshal(map[string]any{"city": in.City, "highC": len(in.City) * 3})
+		return Answer{Value: v}
+	}
+}
+
+func runProgram(t *testing.T, program string, b Bounds, call CallFunc) Result {
+	t.Helper()
+	res, err := testPool().Run(t.Context(), program, []string{"weather_forecast", "odd-name", "echo"}, b, call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestProgramCallsToolsAndReturnsItsResult(t *testing.T) {
+	var calls []string
+	res := runProgram(t, `
+cities = ["Oslo", "Lisbon", "Rome"]
+best = None
+for c in cities:
+    f = weather_forecast(city=c)
+    if best == None or f["highC"] > best["highC"]:
+        best = f
+print("checked", len(cities))
+other = call("odd-name", n=1)
+result = {"warmest": best["city"], "other": other["city"]}
+`, testBounds(), weather(&calls))
+	if res.Error != "" {
+		t.Fatalf("error at line %d: %s", res.Line, res.Error)
+	}
+	if string(res.Value) != `{"other":"","warmest":"Lisbon"}` {
+		t.Errorf("value %s", res.Value)
+	}
+	if want := []string{`weather_forecast {"city":"Oslo"}`, `weather_forecast {"city":"Lisbon"}`, `weather_forecast {"city":"Rome"}`, `odd-name {"n":1}`}; !slices.Equal(calls, want) {
+		t.Errorf("calls %q, want %q", calls, want)
+	}
+	if res.Calls != 4 || res.Steps == 0 || !slices.Equal(res.Printed, []string{"checked 3"}) {
+		t.Errorf("calls %d steps %d printed %q", res.Calls, res.Steps, res.Printed)
+	}
+}
+
+func TestErrorsCarryTheLineAndToolErrorsCanBeCaught(t *testing.T) {
+	var calls []string
+	res := runProgram(t, `
+v, err = try_call(weather_forecast, city="error")
+w, err2 = try_call(weather_forecast, city="Oslo")
+result = {"v": v, "err": err, "w": w["city"], "err2": err2}
+`, testBounds(), weather(&calls))
+	if res.Error != "" || string(res.Value) != `{"err":"weather_forecast failed: no such city","err2":null,"v":null,"w":"Oslo"}` {
+		t.Fatalf("result %s, error %q", res.Value, res.Error)
+	}
+	for program, want := range map[string]struct {
+		line int
+		msg  string
+	}{
+		"x = 1\nweather_forecast(city=\"error\")\n":     {2, "weather_forecast failed: no such city"},
+		"x = 1\n\nweather_forecast(\"Oslo\")\n":         {3, "pass the tool's arguments by name"},
+		"x = 1\ny = nope(1)\n":                          {2, "undefined: nope"},
+		"def f(:\n":                                     {1, "got ':'"},
+		"result = call(\"secret_tool\")\n":              {1, `no tool named "secret_tool" is available to you`},
+		"def f():\n    return 1 / 0\nresult = f()\n":    {2, "division by zero"},
+		"result = weather_forecast(city=lambda x: x)\n": {1, "cannot be JSON"},
+	} {
+		res := runProgram(t, program, testBounds(), weather(&calls))
+		if res.Line != want.line || !strings.Contains(res.Error, want.msg) || res.Bound != "" {
+			t.Errorf("%q: line %d, error %q; want line %d, %q", program, res.Line, res.Error, want.line, want.msg)
+		}
+	}
+}
+
+// Each bound stops the program with an error that names it, try_call
+// cannot catch one, and the pool keeps working after each.
+func TestBoundsStopPrograms(t *testing.T) {
+	var calls []string
+	b := testBounds()
+	b.MaxSteps, b.MaxCalls, b.MaxOutputBytes = 10_000, 3, 1000
+	slow := b
+	slow.MaxSteps, slow.Timeout = 1<<62, 300*time.Millisecond
+	cases := []struct {
+		name, program string
+		bounds        Bounds
+		bound, msg    string
+	}{
+		{"steps", "x = 0\nwhile True:\n    x += 1\n", b, BoundSteps, "more than 10000 steps (aggregator.codeMode.maxSteps)"},
+		{"time", "x = 0\nwhile True:\n    x += 1\n", slow, BoundTime, "longer than 300ms (aggregator.codeMode.timeout)"},
+		{"memory", "s = \"x\" * (200 * 1024 * 1024)\nresult = len(s)\n", b, BoundMemory, "more than 64 MiB of memory (aggregator.codeMode.maxMemory)"},
+		{"memory, a little at a time", "l = []\nfor i in range(100000):\n    l.append(\"y\" * 4096)\n", func() Bounds { x := b; x.MaxSteps = 1 << 40; return x }(), BoundMemory, "aggregator.codeMode.maxMemory"},
+		{"calls", "for i in range(10):\n    try_call(weather_forecast, city=\"Oslo\")\n", b, BoundCalls, "more than 3 tool calls (aggregator.codeMode.maxCalls)"},
+		{"output", "result = \"x\" * 5000\n", b, BoundOutput, "more than 1000 (aggregator.codeMode.maxOutputBytes)"},
+	}
+	for _, c := range cases {
+		res := runProgram(t, c.program, c.bounds, weather(&calls))
+		if res.Bound != c.bound || !strings.Contains(res.Error, c.msg) || res.Value != nil {
+			t.Errorf("%s: bound %q, error %q, value %s", c.name, res.Bound, res.Error, res.Value)
+		}
+		if ok := runProgram(t, "result = 1 + 1\n", testBounds(), weather(&calls)); string(ok.Value) != "2" {
+			t.Fatalf("after %s: %+v", c.name, ok)
+		}
+	}
+}
+
+// A tool call whose answer takes the program past its timeout ends it at
+// the timeout, and the caller's calls get the program's deadline.
+func TestToolCallsShareTheTimeout(t *testing.T) {
+	b := testBounds()
+	b.Timeout = 300 * time.Millisecond
+	start := time.Now()
+	res := runProgram(t, "weather_forecast(city=\"Oslo\")\n", b, func(ctx context.Context, _ string, _ json.RawMessage) Answer {
+		<-ctx.Done()
+		return Answer{Error: "cancelled"}
+	})
+	if res.Bound != BoundTime {
+		t.Fatalf("%+v", res)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("took %v", took)
+	}
+}
+
+// Programs run at once up to the pool's size; a caller that cannot wait
+// is told the pool is busy.
+func TestPoolIsBounded(t *testing.T) {
+	p := NewPool([]string{os.Args[0], RunnerFlag}, 1)
+	t.Cleanup(p.Close)
+	release := make(chan struct{})
+	started := make(chan struct{})
+	go func() {
+		_, _ = p.Run(context.Background(), "weather_forecast(city=\"Oslo\")\n", []string{"weather_forecast"}, testBounds(), func(context.Context, string, json.RawMessage) Answer {
+			close(started)
+			<-release
+			return Answer{Value: json.RawMessage(`{}`)}
+		})
+	}()
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := p.Run(ctx, "result = 1\n", nil, testBounds(), nil); err != ErrBusy {
+		t.Fatalf("a second program on a pool of one: %v, want ErrBusy", err)
+	}
+	close(release)
+	res, err := p.Run(context.Background(), "result = 2\n", nil, testBounds(), nil)
+	if err != nil || string(res.Value) != "2" {
+		t.Fatalf("after the first: %+v %v", res, err)
+	}
+}
+
+func ExamplePool_Run() {
+	p := NewPool([]string{os.Args[0], RunnerFlag}, 1)
+	defer p.Close()
+	res, _ := p.Run(context.Background(), `result = [add(a=i, b=i) for i in range(3)]`, []string{"add"}, testBounds(),
+		func(_ context.Context, _ string, args json.RawMessage) Answer {
+			var in struct{ A, B int }
+			_ = json.Unmarshal(args, &in)
+			return Answer{Value: json.RawMessage(fmt.Sprint(in.A + in.B))}
+		})
+	fmt.Println(string(res.Value), res.Calls)
+	// Output: [0,2,4] 3
+}

@@ -1,0 +1,110 @@
+// Package codemode runs code mode's programs: short Starlark programs
+// (go.starlark.net) in which each tool a caller may use is a function, so
+// that one tools/call of run_code does the work of several calls and
+// returns only what matters.
+//
+// A program runs in a runner, a child process of the aggregator
+// (switchboard-aggregator --code-runner) that holds no configuration, no
+// credential and no connection: it asks its parent for each tool call
+// over its standard input and output, and the parent makes the call
+// through the aggregator's one admission path as the caller (internal/
+// server, codemode.go). The runner enforces the program's bounds
+// (execution steps, wall time, memory, tool calls, output size); the
+// memory bound is the process's own (RLIMIT_DATA, and a heap watchdog
+// that stops the program first with a clear error), which no bound inside
+// a shared process could be. The parent keeps a pool of runners, one
+// program at a time each, so programs can use no more than the pool's
+// share of the machine however they misbehave.
+//
+// The protocol is JSON, one message a line, each at most MaxMessageBytes.
+package codemode
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// MaxMessageBytes bounds one protocol message: a program, a tool call's
+// arguments, a tool's result, or the program's result (each bounded by
+// less: Bounds).
+const MaxMessageBytes = 8 << 20
+
+// Bounds are one program's limits.
+type Bounds struct {
+	// MaxSteps bounds the Starlark execution steps.
+	MaxSteps uint64 `json:"maxSteps"`
+	// Timeout bounds the program's wall time, tool calls included.
+	Timeout time.Duration `json:"timeout"`
+	// MaxMemory bounds the runner's heap while the program runs.
+	MaxMemory int64 `json:"maxMemory"`
+	// MaxCalls bounds the tool calls the program makes.
+	MaxCalls int `json:"maxCalls"`
+	// MaxOutputBytes bounds the program's result, as JSON, and its
+	// printed lines.
+	MaxOutputBytes int `json:"maxOutputBytes"`
+}
+
+// toRunner is a message from the aggregator to a runner: a program to
+// run, or the answer to one of its tool calls.
+type toRunner struct {
+	Run    *runRequest `json:"run,omitempty"`
+	Answer *answer     `json:"answer,omitempty"`
+}
+
+type runRequest struct {
+	Program string `json:"program"`
+	// Tools are the names of the tools the caller may call.
+	Tools  []string `json:"tools"`
+	Bounds Bounds   `json:"bounds"`
+}
+
+// answer is the outcome of a tool call: its value, or an error the
+// program may catch (try_call), or a bound reached, which it may not.
+type answer struct {
+	ID    int             `json:"id"`
+	Value json.RawMessage `json:"value,omitempty"`
+	Error string          `json:"error,omitempty"`
+	Bound string          `json:"bound,omitempty"`
+}
+
+// fromRunner is a message from a runner: a tool call, or the program's
+// end.
+type fromRunner struct {
+	Call *toolCallMsg `json:"call,omitempty"`
+	Done *Result      `json:"done,omitempty"`
+}
+
+type toolCallMsg struct {
+	ID        int             `json:"id"`
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// Result is how a program ended.
+type Result struct {
+	// Value is the program's result variable, as JSON (null when it set
+	// none); empty when it failed.
+	Value json.RawMessage `json:"value,omitempty"`
+	// Printed are the lines the program printed, cut to the output bound.
+	Printed []string `json:"printed,omitempty"`
+	// Error is why it failed ("" when it did not), Line where (0 for
+	// none), and Bound the bound it reached, if that is why: one of the
+	// Bound* names.
+	Error string `json:"error,omitempty"`
+	Line  int    `json:"line,omitempty"`
+	Bound string `json:"bound,omitempty"`
+	// Steps and Calls are what it used.
+	Steps uint64 `json:"steps"`
+	Calls int    `json:"calls"`
+}
+
+// The bounds, as errors and metrics name them (each is the
+// aggregator.codeMode key that sets it).
+const (
+	BoundSteps   = "maxSteps"
+	BoundTime    = "timeout"
+	BoundMemory  = "maxMemory"
+	BoundCalls   = "maxCalls"
+	BoundOutput  = "maxOutputBytes"
+	BoundProgram = "maxProgramBytes"
+)
