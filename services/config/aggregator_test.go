@@ -218,7 +218,7 @@ func TestAggregatorValidationNamesKeys(t *testing.T) {
 		}},
 		{"aggregator.codeMode.maxMemory: must be between", func(c *Config) { c.Aggregator.CodeMode.MaxMemory = 1 << 10 }},
 		{"aggregator.codeMode.timeout: must be positive", func(c *Config) { c.Aggregator.CodeMode.Timeout = Duration(time.Hour) }},
-		{"aggregator.codeMode.maxCalls: must be between", func(c *Config) { c.Aggregator.CodeMode.MaxCalls = -1 }},
+		{"aggregator.codeMode.maxCalls: must be between", func(c *Config) { c.Aggregator.CodeMode.MaxCalls = 20_000 }},
 		{"aggregator.tasks.maxTTL: is over", func(c *Config) { c.Aggregator.Tasks.MaxTTL = Duration(30 * 24 * time.Hour) }},
 		{"aggregator.tasks.pollInterval: must be between", func(c *Config) { c.Aggregator.Tasks.PollInterval = Duration(time.Millisecond) }},
 		{"aggregator.tasks.maxResultBytes: must be between", func(c *Config) { c.Aggregator.Tasks.MaxResultBytes = 64 << 20 }},

@@ -9,7 +9,7 @@ import (
 // CodeMode configures code mode: the run_code tool, offered beside the
 // optimizer's find_tool and call_tool, runs a short Starlark program in
 // which each tool the caller may use is a function; every call it makes
-// is admitted like a direct one (docs/operations.md, "Code mode"). Read by
+// is admitted like a direct one (docs/code-mode.md). Read by
 // the aggregator at start; servers[].codeMode turns it on or off per
 // server.
 type CodeMode struct {

@@ -181,6 +181,7 @@ var (
 		"switchboard.aggregator.v1.AggregatorService/UpdateTask",
 		"switchboard.aggregator.v1.AggregatorService/CancelTask",
 		"switchboard.aggregator.v1.AggregatorService/ListTasks",
+		"switchboard.aggregator.v1.AggregatorService/RunCode",
 		"switchboard.indexer.v1.IndexerService/Search",
 		"switchboard.indexer.v1.IndexerService/RevokeSession",
 		"switchboard.indexer.v1.IndexerService/CheckSession",

@@ -65,7 +65,7 @@ for c in cities:
     f = weather_forecast(city=c)
     if best == None or f["highC"] > best["highC"]:
         best = f
-print("checked", len(cities))
+print("checked", len(cities), sum([1, 2, 3]), sum([0.5], 1))
 other = call("odd-name", n=1)
 result = {"warmest": best["city"], "other": other["city"]}
 `, testBounds(), weather(&calls))
@@ -78,7 +78,7 @@ result = {"warmest": best["city"], "other": other["city"]}
 	if want := []string{`weather_forecast {"city":"Oslo"}`, `weather_forecast {"city":"Lisbon"}`, `weather_forecast {"city":"Rome"}`, `odd-name {"n":1}`}; !slices.Equal(calls, want) {
 		t.Errorf("calls %q, want %q", calls, want)
 	}
-	if res.Calls != 4 || res.Steps == 0 || !slices.Equal(res.Printed, []string{"checked 3"}) {
+	if res.Calls != 4 || res.Steps == 0 || !slices.Equal(res.Printed, []string{"checked 3 6 1.5"}) {
 		t.Errorf("calls %d steps %d printed %q", res.Calls, res.Steps, res.Printed)
 	}
 }

@@ -138,6 +138,7 @@ func run(req *runRequest, c *conn) Result {
 		"json":     starlarkjson.Module,
 		"call":     starlark.NewBuiltin("call", p.callBuiltin),
 		"try_call": starlark.NewBuiltin("try_call", p.tryCall),
+		"sum":      starlark.NewBuiltin("sum", sum),
 	}
 	for _, name := range req.Tools {
 		if _, taken := predeclared[name]; !taken && isIdentifier(name) && starlark.Universe[name] == nil {
@@ -294,6 +295,26 @@ func (p *program) tryCall(thread *starlark.Thread, b *starlark.Builtin, args sta
 		return nil, err
 	}
 	return starlark.Tuple{starlark.None, starlark.String(messageOf(err))}, nil
+}
+
+// sum is Python's sum(iterable, start=0), which Starlark lacks and models
+// reach for.
+func sum(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var iterable starlark.Iterable
+	var acc starlark.Value = starlark.MakeInt(0)
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "iterable", &iterable, "start?", &acc); err != nil {
+		return nil, err
+	}
+	it := iterable.Iterate()
+	defer it.Done()
+	var x starlark.Value
+	for it.Next(&x) {
+		var err error
+		if acc, err = starlark.Binary(syntax.PLUS, acc, x); err != nil {
+			return nil, fmt.Errorf("%s: %v", b.Name(), err)
+		}
+	}
+	return acc, nil
 }
 
 var (

@@ -114,7 +114,7 @@ func (s *Server) page(req *Request, member string, items []json.RawMessage, next
 // listTools serves the raw view's tools, or the optimizer's two.
 func (s *Server) listTools(ctx context.Context, req *Request, resp Responder) (json.RawMessage, *wire.Error) {
 	if req.View == ViewOptimized {
-		return s.listOptimizerTools(req)
+		return s.listOptimizerTools(ctx, req)
 	}
 	return listOf(toolsList)(s, ctx, req, resp)
 }

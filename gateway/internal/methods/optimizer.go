@@ -27,7 +27,7 @@ var optimizerTools = []json.RawMessage{
 	json.RawMessage(`{"name":"call_tool","title":"Call a tool","description":"Call a tool found with find_tool, by its exact name, with arguments matching its input schema.","inputSchema":{"type":"object","properties":{"tool_name":{"type":"string","description":"The tool's name as returned by find_tool."},"parameters":{"type":"object","description":"The tool's arguments."}},"required":["tool_name"]}}`),
 }
 
-func (s *Server) listOptimizerTools(req *Request) (json.RawMessage, *wire.Error) {
+func (s *Server) listOptimizerTools(ctx context.Context, req *Request) (json.RawMessage, *wire.Error) {
 	cursor, rerr := req.Params.Cursor()
 	if rerr != nil {
 		return nil, rerr
@@ -35,6 +35,13 @@ func (s *Server) listOptimizerTools(req *Request) (json.RawMessage, *wire.Error)
 	if cursor != "" {
 		// The list has one page, so no cursor can be valid.
 		return nil, wire.InvalidParams("invalid cursor")
+	}
+	code, rerr := s.offersCode(ctx, req)
+	if rerr != nil {
+		return nil, rerr
+	}
+	if code {
+		return s.page(req, "tools", append(optimizerTools[:len(optimizerTools):len(optimizerTools)], runCodeTool), "")
 	}
 	return s.page(req, "tools", optimizerTools, "")
 }
@@ -54,6 +61,8 @@ func (s *Server) callOptimizerTool(ctx context.Context, req *Request, resp Respo
 		return s.findTool(ctx, req, raw)
 	case CallToolName:
 		return s.callThrough(ctx, req, resp, args)
+	case RunCodeName:
+		return s.runCode(ctx, req, args)
 	}
 	return nil, wire.InvalidParams("unknown tool: " + name)
 }
