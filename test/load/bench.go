@@ -128,6 +128,7 @@ type BenchResults struct {
 	Memory   []MemoryRow
 	Finds    []FindRun
 	Tasks    []TaskTable
+	Code     []CodeTable
 	Catalogs []CatalogPair
 	Profiles []ProfileFile
 	Took     time.Duration
@@ -243,6 +244,11 @@ func runW1Cluster(ctx context.Context, c *Cluster, opts BenchOptions, concurrenc
 			return err
 		}
 		res.Tasks = append(res.Tasks, tasks)
+		code, err := RunCodeMode(ctx, c, levels, opts.TaskDuration, opts.MaxCallsPerRun, progress)
+		if err != nil {
+			return err
+		}
+		res.Code = append(res.Code, code)
 	}
 	if opts.ProfileDir != "" {
 		files, err := runProfiles(ctx, c, opts, concurrency[len(concurrency)-1], progress)

@@ -16,7 +16,7 @@ func BenchMarkdown(r *BenchResults) string {
 	fmt.Fprintf(&b, "- Run took %s. W1: %s per run, median of %d runs; find_tool: %s per configuration; W2: median of %d warm walks; W3: median of %d connects.\n",
 		r.Took.Round(time.Second), o.CallDuration, max(o.Runs, 1), o.FindDuration, o.Walks, o.Connects)
 	if o.TaskDuration > 0 {
-		fmt.Fprintf(&b, "- Tasks: %s per part, once, on the first W1 cluster.\n", o.TaskDuration)
+		fmt.Fprintf(&b, "- Tasks and code mode: %s per part, once, on the first W1 cluster.\n", o.TaskDuration)
 	}
 	if o.Principals > 0 {
 		fmt.Fprintf(&b, "- The W1 clusters' gateway authenticates API keys, %d principals; W1 presents the first key on every side (the backends ignore it), find_tool as many as a row says.\n", o.Principals)
@@ -36,6 +36,7 @@ func BenchMarkdown(r *BenchResults) string {
 	}
 	writeFinds(&b, r.Finds)
 	writeTasks(&b, o, r.Tasks)
+	writeCodeMode(&b, o, r.Code)
 	writeCatalogs(&b, r)
 	writeMemory(&b, r)
 	writeProfiles(&b, r)

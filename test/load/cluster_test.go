@@ -156,6 +156,21 @@ func TestWorkloadsAgainstRealCluster(t *testing.T) {
 	if cpu, err := c.Postgres.CPUTime(); err != nil || cpu <= 0 {
 		t.Errorf("PostgreSQL CPU time %v, %v", cpu, err)
 	}
+	code, err := RunCodeMode(ctx, c, []int{1}, 300*time.Millisecond, 50, func(string, ...any) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range code.Rows {
+		for name, run := range map[string]CallRun{"direct": r.Direct, "run 1": r.One, "run 11": r.Many} {
+			if run.Calls == 0 || run.Errors != 0 || run.P50 <= 0 || run.CPU["aggregator"] <= 0 {
+				t.Errorf("code mode c=%d %s: %d operations, %d errors (%s), p50 %v, CPU %v", r.Concurrency, name, run.Calls, run.Errors, run.FirstError, run.P50, run.CPU)
+			}
+		}
+		// A program of 11 calls takes longer than one of 1.
+		if r.Many.P50 <= r.One.P50 {
+			t.Errorf("code mode: run 11 p50 %v, run 1 %v", r.Many.P50, r.One.P50)
+		}
+	}
 
 	// Profiles: on every ops port, never on the gateway's MCP port.
 	for _, role := range []string{"gateway", "aggregator", "indexer"} {

@@ -82,9 +82,12 @@ aggregator:
   tasks:
     maxPerPrincipal: {{.MaxTasks}}
     maxTasks: {{.MaxTasks}}
+  codeMode:
+    maxCalls: 100
 servers:
   - name: {{.TasksServer}}
     backends: [{{.TaskBackend}}]
+    codeMode: true
     tools:
       include: ["{{.TaskBackend}}_{{.TaskTool}}"]
     toolOverrides:

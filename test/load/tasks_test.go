@@ -54,6 +54,10 @@ func TestTasksConfiguration(t *testing.T) {
 	if got := cfg.Aggregator.Tasks; got.MaxPerPrincipal != maxBenchTasks || got.MaxTasks != maxBenchTasks {
 		t.Errorf("aggregator.tasks %+v", got)
 	}
+	// Code mode: at the tasks server only, with room for a run's calls.
+	if !cfg.CodeModeIn(tasksServer) || cfg.CodeModeIn("") || cfg.Aggregator.CodeMode.MaxCalls < codeCalls+1 {
+		t.Errorf("code mode: at the tasks server %v, at /mcp %v, maxCalls %d", cfg.CodeModeIn(tasksServer), cfg.CodeModeIn(""), cfg.Aggregator.CodeMode.MaxCalls)
+	}
 	methods := aggregatorTaskMethods()
 	if len(methods) != 7 || !slices.Contains(methods, "switchboard.indexer.v1.ClusterStateService/CreateTask") ||
 		!slices.Contains(methods, "switchboard.indexer.v1.ClusterStateService/GetTask") {
@@ -104,7 +108,7 @@ func TestBenchMarkdownTasks(t *testing.T) {
 	}
 	md := BenchMarkdown(res)
 	for _, want := range []string{
-		"- Tasks: 2s per part, once, on the first W1 cluster.",
+		"- Tasks and code mode: 2s per part, once, on the first W1 cluster.",
 		// The larger catalog ran no tasks.
 		"| Modern c=16, tasks: CPU per task (create, polls until completed) ÷ per plain call of the same tool, gateway + aggregator + indexer + PostgreSQL | 6.00 ÷ 0.60 ms = **10.00×**, 2.0 polls per task | – | – | reported |",
 		"| Modern c=1, tasks/get of a completed task: p50 (p99) | **0.80 ms** (2.40) | – | – | reported |",
@@ -120,5 +124,24 @@ func TestBenchMarkdownTasks(t *testing.T) {
 	res.Tasks, res.Options.TaskDuration = nil, 0
 	if md := BenchMarkdown(res); strings.Contains(md, "tasks") {
 		t.Errorf("a run without tasks reports them:\n%s", md)
+	}
+}
+
+func TestBenchMarkdownCodeMode(t *testing.T) {
+	ms := time.Millisecond
+	run := func(calls int, p50 time.Duration, gateway, aggregator time.Duration) CallRun {
+		return CallRun{Calls: calls, P50: p50, CPU: map[string]time.Duration{"gateway": gateway, "aggregator": aggregator}}
+	}
+	// Direct: 1 ms, 0.5 ms CPU a call. Run 1: 3 ms, 1.5 ms CPU; run 11:
+	// 5 ms, 3.5 ms CPU: an inner call is 0.2 ms, 0.2 ms CPU.
+	table := CodeTable{Topology: Topology{Backends: 5, ToolsPerBackend: 200}, Rows: []CodeRow{{Concurrency: 1, LoadAvg: "1.00",
+		Direct: run(1000, ms, 200*ms, 300*ms), One: run(100, 3*ms, 50*ms, 100*ms), Many: run(100, 5*ms, 50*ms, 300*ms)}}}
+	if r := table.Rows[0]; r.InnerP50() != 200*time.Microsecond || r.InnerCPU() != 200*time.Microsecond {
+		t.Fatalf("inner call %v, CPU %v", r.InnerP50(), r.InnerCPU())
+	}
+	var b strings.Builder
+	writeCodeMode(&b, BenchOptions{TaskDuration: time.Second}, []CodeTable{table})
+	if want := "| 1 | 1.00 / 3.00 / 5.00 | 0.50 / 1.50 / 3.50 | 0.20 / 0.20 | 0.20× / 0.40× | 0 / 0 / 0 | 1.00 |"; !strings.Contains(b.String(), want) {
+		t.Errorf("the report lacks %q:\n%s", want, b.String())
 	}
 }
