@@ -177,7 +177,13 @@ func (r *runner) run(ctx context.Context, req *runRequest, call CallFunc) (res R
 		mu.Unlock()
 		_ = r.cmd.Process.Kill()
 	})
-	defer stopKill()
+	defer func() {
+		// A kill that started as the program ended (its caller went away
+		// at that moment) ends the runner: it is not used again.
+		if !stopKill() {
+			ok = false
+		}
+	}()
 
 	if err := r.send(toRunner{Run: req}); err != nil {
 		return r.ended(req.Bounds, false), false

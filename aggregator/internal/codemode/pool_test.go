@@ -200,3 +200,25 @@ func ExamplePool_Run() {
 	fmt.Println(string(res.Value), res.Calls)
 	// Output: [0,2,4] 3
 }
+
+// A caller that goes away as its program ends leaves no dead runner in
+// the pool: the next program runs.
+func TestCallersGoingAwayLeaveWorkingRunners(t *testing.T) {
+	p := NewPool([]string{os.Args[0], RunnerFlag}, 1)
+	t.Cleanup(p.Close)
+	for i := range 200 {
+		// The tool answers around when the caller gives up.
+		wait := 1500*time.Microsecond + time.Duration(i%11)*100*time.Microsecond
+		slow := func(context.Context, string, json.RawMessage) Answer {
+			time.Sleep(wait)
+			return Answer{Value: json.RawMessage(`1`)}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Millisecond)
+		_, _ = p.Run(ctx, "result = weather_forecast(city=\"Oslo\")\n", []string{"weather_forecast"}, testBounds(), slow)
+		cancel()
+		res, err := p.Run(context.Background(), "result = 2\n", nil, testBounds(), nil)
+		if err != nil || string(res.Value) != "2" {
+			t.Fatalf("after a caller went away (%d): %+v %v", i, res, err)
+		}
+	}
+}

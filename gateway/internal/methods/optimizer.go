@@ -36,11 +36,9 @@ func (s *Server) listOptimizerTools(ctx context.Context, req *Request) (json.Raw
 		// The list has one page, so no cursor can be valid.
 		return nil, wire.InvalidParams("invalid cursor")
 	}
-	code, rerr := s.offersCode(ctx, req)
-	if rerr != nil {
-		return nil, rerr
-	}
-	if code {
+	// find_tool and call_tool are listed whatever the aggregator's state,
+	// as always; run_code only when it says the view offers it.
+	if code, rerr := s.offersCode(ctx, req); rerr == nil && code {
 		return s.page(req, "tools", append(optimizerTools[:len(optimizerTools):len(optimizerTools)], runCodeTool), "")
 	}
 	return s.page(req, "tools", optimizerTools, "")
