@@ -213,6 +213,10 @@ schema: $(TOOLS_BIN)/kustomize $(TOOLS_BIN)/helm ## write the configuration file
 
 HELM_CHART := deploy/helm/switchboard
 
+.PHONY: monitoring
+monitoring: $(TOOLS_BIN)/kustomize $(TOOLS_BIN)/helm ## write deploy/monitoring/prometheusrule.yaml (the Prometheus Operator's copy) from deploy/monitoring/alerts.yaml
+	KUSTOMIZE=$(TOOLS_BIN)/kustomize HELM=$(TOOLS_BIN)/helm deploy/validate/run.sh -run '^TestMonitoring$$' -args -update
+
 # helm lint --strict fails on warnings too; each values file in the chart's
 # ci/ directory is linted and rendered on its own.
 .PHONY: test-helm

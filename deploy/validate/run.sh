@@ -4,7 +4,8 @@
 # them, then runs the Go test that renders every overlay and the Helm chart
 # with each of its values files, decodes every object strictly,
 # cross-checks them, compares the chart's renders with the overlays', and
-# checks the Dockerfile and the operations guide.
+# checks the Dockerfile, the operations guide and the monitoring (alerting
+# rules, PrometheusRule, Grafana dashboard).
 # Usage: deploy/validate/run.sh [go test flags]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"

@@ -13,7 +13,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 )
 
-var updateSchema = flag.Bool("update", false, "write the chart's values.schema.json with the configuration's schema")
+var updateSchema = flag.Bool("update", false, "write the generated files instead of comparing them: the chart's values.schema.json with the configuration's schema, deploy/monitoring/prometheusrule.yaml from alerts.yaml")
 
 // TestChartSchemaHasTheConfigSchema: the chart's values.schema.json checks
 // values.config with the configuration file's schema (config.Schema), so

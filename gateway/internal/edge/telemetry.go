@@ -51,6 +51,11 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			Help: "Open long-lived streams: Modern subscriptions/listen and Legacy GET.",
 		}, []string{"kind"}),
 	}
+	// Both kinds of stream exist from the start (methods/listen.go), so the
+	// dashboard's open streams read 0 rather than nothing.
+	for _, kind := range []string{"listen", "legacy_get"} {
+		m.streams.WithLabelValues(kind)
+	}
 	reg.MustRegister(m.requests, m.latency, m.streams)
 	return m
 }
