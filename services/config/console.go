@@ -150,6 +150,7 @@ var ConsoleMethods = []string{
 	"switchboard.aggregator.v1.AggregatorService/WatchCatalog",
 	"switchboard.aggregator.v1.AggregatorService/ListTasks",
 	"switchboard.aggregator.v1.AggregatorService/GetTask",
+	"switchboard.aggregator.v1.AggregatorService/GetTraffic",
 	"switchboard.indexer.v1.IndexerService/Search",
 	"switchboard.indexer.v1.IndexerService/Stats",
 	"switchboard.indexer.v1.IndexerService/ListToolDefinitions",

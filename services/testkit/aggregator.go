@@ -56,6 +56,7 @@ type FakeAggregator struct {
 	GetPromptFunc      func(context.Context, *aggregatorv1.GetPromptRequest) (*aggregatorv1.GetPromptResponse, error)
 	CompleteFunc       func(context.Context, *aggregatorv1.CompleteRequest) (*aggregatorv1.CompleteResponse, error)
 	ListBackendsFunc   func(context.Context, *aggregatorv1.ListBackendsRequest) (*aggregatorv1.ListBackendsResponse, error)
+	GetTrafficFunc     func(context.Context, *aggregatorv1.GetTrafficRequest) (*aggregatorv1.GetTrafficResponse, error)
 	GetTaskFunc        func(context.Context, *aggregatorv1.GetTaskRequest) (*aggregatorv1.GetTaskResponse, error)
 	UpdateTaskFunc     func(context.Context, *aggregatorv1.UpdateTaskRequest) (*aggregatorv1.UpdateTaskResponse, error)
 	CancelTaskFunc     func(context.Context, *aggregatorv1.CancelTaskRequest) (*aggregatorv1.CancelTaskResponse, error)
@@ -327,6 +328,11 @@ func (f *FakeAggregator) Complete(ctx context.Context, req *aggregatorv1.Complet
 // ListBackends answers with ListBackendsFunc.
 func (f *FakeAggregator) ListBackends(ctx context.Context, req *aggregatorv1.ListBackendsRequest) (*aggregatorv1.ListBackendsResponse, error) {
 	return answer(f.calls.begin(ctx, f.Check, "ListBackends", req), f.ListBackendsFunc, f.UnimplementedAggregatorServiceServer.ListBackends, ctx, req)
+}
+
+// GetTraffic answers with GetTrafficFunc.
+func (f *FakeAggregator) GetTraffic(ctx context.Context, req *aggregatorv1.GetTrafficRequest) (*aggregatorv1.GetTrafficResponse, error) {
+	return answer(f.calls.begin(ctx, f.Check, "GetTraffic", req), f.GetTrafficFunc, f.UnimplementedAggregatorServiceServer.GetTraffic, ctx, req)
 }
 
 // GetTask answers with GetTaskFunc.

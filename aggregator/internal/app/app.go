@@ -22,6 +22,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/peer"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/server"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/traffic"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/lifecycle"
 	"github.com/switchboard-mcp/switchboard/services/opshttp"
@@ -66,6 +67,8 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	opts.Log = env.Log
 	opts.Metrics = engine.NewMetrics(reg)
+	recorder := traffic.New()
+	opts.Traffic = recorder
 	// Closed last: the trail below ships its events over it until it is
 	// closed.
 	idx := newIndexers(env)
@@ -100,7 +103,8 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	}
 	peers := peer.New(self, cfg.Peers, env.Config.ServiceAuth.TLS, env.Log)
 	defer peers.Close()
-	api := server.New(e).WithPeers(peers).WithLimiter(limiter).WithAudit(trail).WithGroupsClaim(env.Config.Gateway.Auth.OIDC.GroupsClaim)
+	api := server.New(e).WithPeers(peers).WithLimiter(limiter).WithAudit(trail).WithGroupsClaim(env.Config.Gateway.Auth.OIDC.GroupsClaim).
+		WithTraffic(recorder, cfg.AdvertiseAddress)
 	if err := withTasks(env, api, idx, self); err != nil {
 		return err
 	}

@@ -82,6 +82,9 @@ type Engine struct {
 	// read one way, before pinning and every builder; guarded by
 	// rebuildMu.
 	screen *catalog.Screen
+	// held is how many tools of each backend pinning held back at the
+	// last build, for the traffic page's timeline; guarded by rebuildMu.
+	held map[string]int
 
 	// current holds every catalog as served.
 	current atomic.Pointer[catalogSet]
@@ -350,7 +353,9 @@ func (e *Engine) build() *catalog.Snapshot {
 	// member twice), then quarantined tools, are left out here, so they
 	// are missing everywhere (pinning; the guard bounds its indexer call).
 	lists = e.screen.Lists(lists)
+	screened := lists
 	lists = e.opts.Pinning.Filter(context.Background(), lists)
+	e.noteHeld(screened, lists)
 	down := map[string]bool{}
 	for _, m := range e.setup.Load().members {
 		if m.client.Status().State == backend.Unhealthy {
@@ -487,3 +492,25 @@ func (e *Engine) Options() *Options { return &e.opts }
 
 // Log is the engine's logger.
 func (e *Engine) Log() *slog.Logger { return e.log }
+
+// noteHeld records, for the traffic page's timeline, each backend whose
+// number of tools held back by pinning (in before, not in after) changed
+// since the last build. Called under rebuildMu.
+func (e *Engine) noteHeld(before, after map[string]*backend.Lists) {
+	if e.opts.Traffic == nil {
+		return
+	}
+	if e.held == nil {
+		e.held = map[string]int{}
+	}
+	for b, l := range before {
+		n := len(l.Tools)
+		if a := after[b]; a != nil {
+			n -= len(a.Tools)
+		}
+		if n != e.held[b] {
+			e.opts.Traffic.Health(b, "quarantine", fmt.Sprintf("%d tools held for review", n))
+			e.held[b] = n
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/pinning"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/traffic"
 	"github.com/switchboard-mcp/switchboard/services/config"
 )
 
@@ -55,6 +56,9 @@ type Options struct {
 	// MaxWatchesPerCaller bounds the WatchCatalog streams one caller that
 	// is not an operator holds open (0: rpc.DefaultStreamsPerCaller).
 	MaxWatchesPerCaller int
+	// Traffic records the backends' health changes, quarantines and
+	// reloads for the console's traffic page; nil records nothing.
+	Traffic *traffic.Recorder
 }
 
 // HealthOptions configure backend probes.

@@ -29,7 +29,7 @@ func (e *Engine) Reconfigure(next Options) (needsRestart []string, err error) {
 	needsRestart = fixedChanges(&e.opts, &next)
 	next.Log, next.Metrics, next.HeldOwner = e.opts.Log, e.opts.Metrics, e.opts.HeldOwner
 	next.CatalogTTL, next.FanOut, next.Health = e.opts.CatalogTTL, e.opts.FanOut, e.opts.Health
-	next.Pinning, next.MaxWatchesPerCaller = e.opts.Pinning, e.opts.MaxWatchesPerCaller
+	next.Pinning, next.MaxWatchesPerCaller, next.Traffic = e.opts.Pinning, e.opts.MaxWatchesPerCaller, e.opts.Traffic
 	overrides, err := compileOverrides(next)
 	if err != nil {
 		return nil, err
@@ -37,6 +37,7 @@ func (e *Engine) Reconfigure(next Options) (needsRestart []string, err error) {
 
 	e.reconfMu.Lock()
 	defer e.reconfMu.Unlock()
+	e.opts.Traffic.Health("", "reload", "the configuration was reloaded")
 	prev := e.setup.Load()
 	st := e.newSetup(next, prev, overrides)
 

@@ -136,6 +136,7 @@ func (e *Engine) newClient(c backend.Config) *backend.Client {
 	}, func(prev, now backend.State, listed bool) {
 		e.log.Info("backend health changed", "backend", c.Name, "from", prev.String(), "to", now.String())
 		e.opts.Metrics.backendState(c.Name, now)
+		e.opts.Traffic.Health(c.Name, now.String(), "was "+prev.String())
 		// A backend that a probe found up again may bring items, one
 		// going unhealthy hides them (its "listing" is skipped, the
 		// rebuild hides it). Moving between healthy and degraded

@@ -191,6 +191,10 @@ audit:
 	taskRequests["RunCode"] = func(p *commonv1.Principal) error {
 		return second(h.gateway.RunCode(ctx, &aggregatorv1.RunCodeRequest{Principal: p, Program: "result = docs_echo()"}))
 	}
+	// GetTraffic reads what the replica counted, for operators.
+	catalogOnly["GetTraffic"] = func(*commonv1.Principal) error {
+		return second(h.operator.GetTraffic(ctx, &aggregatorv1.GetTrafficRequest{}))
+	}
 	catalogOnly["ListTasks"] = func(p *commonv1.Principal) error {
 		return second(h.gateway.ListTasks(ctx, &aggregatorv1.ListTasksRequest{Principal: p}))
 	}

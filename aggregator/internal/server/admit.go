@@ -103,6 +103,8 @@ func serve[T any](ctx context.Context, s *Server, r admission, do func(*admitted
 	}
 	if !r.forwarded {
 		s.auditAdmission(ctx, r, start, a, res, err)
+		outcome, _ := admissionOutcome(res, err)
+		s.recordTraffic(ctx, r, start, admissionBackend(a, res, err), outcome)
 	}
 	return res, err
 }

@@ -54,24 +54,37 @@ func (s *Server) auditAdmission(ctx context.Context, r admission, start time.Tim
 	default:
 		e.Resource = r.key
 	}
-	e.Outcome, e.Detail = auditOutcome(err)
-	if answered, ok := res.(interface{ GetBackend() string }); ok && err == nil {
-		e.Backend = answered.GetBackend()
-	}
-	if e.Backend == "" && a != nil {
-		if a.b != nil {
-			e.Backend = a.b.Name()
-		} else {
-			e.Backend = a.owner
-		}
-	}
-	if err == nil {
-		if result, ok := res.(interface{ GetIsError() bool }); ok && result.GetIsError() {
-			e.Outcome = audit.OutcomeToolError
-		}
-	}
+	e.Outcome, e.Detail = admissionOutcome(res, err)
+	e.Backend = admissionBackend(a, res, err)
 	e.Since(time.Now())
 	s.audit.Record(e)
+}
+
+// admissionOutcome is how an admission ended, as the trail (and the
+// traffic page) tell it: by its error, or a tool error result.
+func admissionOutcome(res any, err error) (audit.Outcome, string) {
+	outcome, detail := auditOutcome(err)
+	if err == nil {
+		if result, ok := res.(interface{ GetIsError() bool }); ok && result.GetIsError() {
+			outcome = audit.OutcomeToolError
+		}
+	}
+	return outcome, detail
+}
+
+// admissionBackend is the backend that answered, else the owner in the
+// caller's server, if any (a refused request's, for the trail only).
+func admissionBackend(a *admitted, res any, err error) string {
+	if answered, ok := res.(interface{ GetBackend() string }); ok && err == nil && answered.GetBackend() != "" {
+		return answered.GetBackend()
+	}
+	if a == nil {
+		return ""
+	}
+	if a.b != nil {
+		return a.b.Name()
+	}
+	return a.owner
 }
 
 // promptArguments is the JSON of a prompt get's arguments, for the trail.

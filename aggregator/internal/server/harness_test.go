@@ -24,6 +24,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/peer"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/server"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/traffic"
 	"github.com/switchboard-mcp/switchboard/services/apierr"
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
@@ -276,6 +277,8 @@ func startAggregatorWith(t testing.TB, full *config.Config, log *slog.Logger, tu
 	for _, f := range tune {
 		f(&opts)
 	}
+	recorder := traffic.New()
+	opts.Traffic = recorder
 	e, err := engine.New(opts)
 	if err != nil {
 		return nil, err
@@ -305,7 +308,7 @@ func startAggregatorWith(t testing.TB, full *config.Config, log *slog.Logger, tu
 	}
 	peers := peer.New(opts.HeldOwner, full.Aggregator.Peers, config.TLS{}, log)
 	t.Cleanup(peers.Close)
-	api := server.New(e).WithPeers(peers).WithLimiter(testLimiter(t, full.RateLimits)).WithAudit(trail)
+	api := server.New(e).WithPeers(peers).WithLimiter(testLimiter(t, full.RateLimits)).WithAudit(trail).WithTraffic(recorder, "test-replica")
 	if full.Aggregator.CodeMode.Enabled {
 		api.WithCodeMode(full.Aggregator.CodeMode.WithDefaults(), []string{os.Args[0], codemode.RunnerFlag}, full.CodeModeIn)
 		t.Cleanup(api.CloseCodeMode)

@@ -21,6 +21,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/peer"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/traffic"
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/ratelimit"
@@ -50,6 +51,10 @@ type Server struct {
 	tasks *taskRunner
 	// code runs code mode's programs (codemode.go); nil: code mode is off.
 	code *codeMode
+	// traffic counts the tool calls for GetTraffic (traffic.go), replica
+	// naming this replica there; nil: none.
+	traffic *traffic.Recorder
+	replica string
 }
 
 // New serves e.

@@ -23,6 +23,9 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
+// errOperatorsOnly: an RPC for operators asked by another caller.
+var errOperatorsOnly = errors.New("this RPC is for operator credentials (serviceAuth.credentials[].operator)")
+
 // errAllChangesDenied: all_changes asked by an untrusted caller.
 var errAllChangesDenied = errors.New("all_changes requires a trusted service caller")
 
@@ -91,6 +94,8 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, inv.Error())
 	case errors.Is(err, engine.ErrNotFound):
 		return apierr.New(codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND, "not found")
+	case errors.Is(err, errOperatorsOnly):
+		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_NOT_ALLOWED, errOperatorsOnly.Error())
 	case errors.Is(err, errAllChangesDenied):
 		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_NOT_ALLOWED, errAllChangesDenied.Error())
 	case errors.Is(err, errSubscribeNeedsRead):

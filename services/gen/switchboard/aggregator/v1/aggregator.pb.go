@@ -153,6 +153,346 @@ func (BackendHealth) EnumDescriptor() ([]byte, []int) {
 	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{1}
 }
 
+// GetTrafficRequest asks for the last hour.
+type GetTrafficRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTrafficRequest) Reset() {
+	*x = GetTrafficRequest{}
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTrafficRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTrafficRequest) ProtoMessage() {}
+
+func (x *GetTrafficRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTrafficRequest.ProtoReflect.Descriptor instead.
+func (*GetTrafficRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{0}
+}
+
+// GetTrafficResponse is one replica's last hour.
+type GetTrafficResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The 60 minutes ending with the current one, oldest first; a minute
+	// without calls has no cells.
+	Minutes []*TrafficMinute `protobuf:"bytes,1,rep,name=minutes,proto3" json:"minutes,omitempty"`
+	// The upper bounds, in milliseconds, of the latency histograms' buckets
+	// (the last bucket also counts every longer call).
+	LatencyBucketMs []float64 `protobuf:"fixed64,2,rep,packed,name=latency_bucket_ms,json=latencyBucketMs,proto3" json:"latency_bucket_ms,omitempty"`
+	// The backends' changes of health and the reloads of the hour, oldest
+	// first (at most 500).
+	HealthEvents []*HealthEvent `protobuf:"bytes,3,rep,name=health_events,json=healthEvents,proto3" json:"health_events,omitempty"`
+	// The replica that answered (aggregator.advertiseAddress, else its host
+	// name).
+	Replica       string `protobuf:"bytes,4,opt,name=replica,proto3" json:"replica,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTrafficResponse) Reset() {
+	*x = GetTrafficResponse{}
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTrafficResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTrafficResponse) ProtoMessage() {}
+
+func (x *GetTrafficResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTrafficResponse.ProtoReflect.Descriptor instead.
+func (*GetTrafficResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GetTrafficResponse) GetMinutes() []*TrafficMinute {
+	if x != nil {
+		return x.Minutes
+	}
+	return nil
+}
+
+func (x *GetTrafficResponse) GetLatencyBucketMs() []float64 {
+	if x != nil {
+		return x.LatencyBucketMs
+	}
+	return nil
+}
+
+func (x *GetTrafficResponse) GetHealthEvents() []*HealthEvent {
+	if x != nil {
+		return x.HealthEvents
+	}
+	return nil
+}
+
+func (x *GetTrafficResponse) GetReplica() string {
+	if x != nil {
+		return x.Replica
+	}
+	return ""
+}
+
+// TrafficMinute is one minute's calls.
+type TrafficMinute struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Start         *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=start,proto3" json:"start,omitempty"`
+	Cells         []*TrafficCell         `protobuf:"bytes,2,rep,name=cells,proto3" json:"cells,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrafficMinute) Reset() {
+	*x = TrafficMinute{}
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrafficMinute) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrafficMinute) ProtoMessage() {}
+
+func (x *TrafficMinute) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrafficMinute.ProtoReflect.Descriptor instead.
+func (*TrafficMinute) Descriptor() ([]byte, []int) {
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *TrafficMinute) GetStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *TrafficMinute) GetCells() []*TrafficCell {
+	if x != nil {
+		return x.Cells
+	}
+	return nil
+}
+
+// TrafficCell is the calls of one minute under one name of a dimension.
+type TrafficCell struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "total" (name empty), "backend", "tool" (the tool's name in the whole
+	// catalog; only calls a backend owned) or "server" ("/mcp" for the
+	// whole catalog). At most 200 names a dimension and minute; the calls
+	// of others are under "(other)".
+	Dimension string `protobuf:"bytes,1,opt,name=dimension,proto3" json:"dimension,omitempty"`
+	Name      string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Calls     int64  `protobuf:"varint,3,opt,name=calls,proto3" json:"calls,omitempty"`
+	// Failed: the backend or a service failed, or the tool answered isError.
+	Errors int64 `protobuf:"varint,4,opt,name=errors,proto3" json:"errors,omitempty"`
+	// Refused by a rate limit.
+	RateLimited int64 `protobuf:"varint,5,opt,name=rate_limited,json=rateLimited,proto3" json:"rate_limited,omitempty"`
+	// Refused as denied, missing or invalid: the caller's request.
+	Refused int64 `protobuf:"varint,6,opt,name=refused,proto3" json:"refused,omitempty"`
+	// Calls per latency bucket (latency_bucket_ms).
+	LatencyHistogram []int64 `protobuf:"varint,7,rep,packed,name=latency_histogram,json=latencyHistogram,proto3" json:"latency_histogram,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *TrafficCell) Reset() {
+	*x = TrafficCell{}
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrafficCell) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrafficCell) ProtoMessage() {}
+
+func (x *TrafficCell) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrafficCell.ProtoReflect.Descriptor instead.
+func (*TrafficCell) Descriptor() ([]byte, []int) {
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *TrafficCell) GetDimension() string {
+	if x != nil {
+		return x.Dimension
+	}
+	return ""
+}
+
+func (x *TrafficCell) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TrafficCell) GetCalls() int64 {
+	if x != nil {
+		return x.Calls
+	}
+	return 0
+}
+
+func (x *TrafficCell) GetErrors() int64 {
+	if x != nil {
+		return x.Errors
+	}
+	return 0
+}
+
+func (x *TrafficCell) GetRateLimited() int64 {
+	if x != nil {
+		return x.RateLimited
+	}
+	return 0
+}
+
+func (x *TrafficCell) GetRefused() int64 {
+	if x != nil {
+		return x.Refused
+	}
+	return 0
+}
+
+func (x *TrafficCell) GetLatencyHistogram() []int64 {
+	if x != nil {
+		return x.LatencyHistogram
+	}
+	return nil
+}
+
+// HealthEvent is one change of a backend's health, or a reload.
+type HealthEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Time  *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	// Empty for a reload, which concerns every backend.
+	Backend string `protobuf:"bytes,2,opt,name=backend,proto3" json:"backend,omitempty"`
+	// "unknown", "healthy", "degraded", "unhealthy"; "quarantine" when the
+	// number of its tools held for review changed; "reload".
+	State         string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	Detail        string `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HealthEvent) Reset() {
+	*x = HealthEvent{}
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HealthEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HealthEvent) ProtoMessage() {}
+
+func (x *HealthEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HealthEvent.ProtoReflect.Descriptor instead.
+func (*HealthEvent) Descriptor() ([]byte, []int) {
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *HealthEvent) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *HealthEvent) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
+}
+
+func (x *HealthEvent) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *HealthEvent) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 // RunCodeRequest is one program to run as a principal.
 type RunCodeRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -172,7 +512,7 @@ type RunCodeRequest struct {
 
 func (x *RunCodeRequest) Reset() {
 	*x = RunCodeRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[0]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -184,7 +524,7 @@ func (x *RunCodeRequest) String() string {
 func (*RunCodeRequest) ProtoMessage() {}
 
 func (x *RunCodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[0]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -197,7 +537,7 @@ func (x *RunCodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCodeRequest.ProtoReflect.Descriptor instead.
 func (*RunCodeRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{0}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RunCodeRequest) GetPrincipal() *v1.Principal {
@@ -241,7 +581,7 @@ type RunCodeResponse struct {
 
 func (x *RunCodeResponse) Reset() {
 	*x = RunCodeResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[1]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -253,7 +593,7 @@ func (x *RunCodeResponse) String() string {
 func (*RunCodeResponse) ProtoMessage() {}
 
 func (x *RunCodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[1]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -266,7 +606,7 @@ func (x *RunCodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCodeResponse.ProtoReflect.Descriptor instead.
 func (*RunCodeResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{1}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RunCodeResponse) GetResultJson() string {
@@ -290,7 +630,7 @@ type DiscoverRequest struct {
 
 func (x *DiscoverRequest) Reset() {
 	*x = DiscoverRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[2]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -302,7 +642,7 @@ func (x *DiscoverRequest) String() string {
 func (*DiscoverRequest) ProtoMessage() {}
 
 func (x *DiscoverRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[2]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -315,7 +655,7 @@ func (x *DiscoverRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoverRequest.ProtoReflect.Descriptor instead.
 func (*DiscoverRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{2}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DiscoverRequest) GetPrincipal() *v1.Principal {
@@ -375,7 +715,7 @@ type DiscoverResponse struct {
 
 func (x *DiscoverResponse) Reset() {
 	*x = DiscoverResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[3]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -387,7 +727,7 @@ func (x *DiscoverResponse) String() string {
 func (*DiscoverResponse) ProtoMessage() {}
 
 func (x *DiscoverResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[3]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -400,7 +740,7 @@ func (x *DiscoverResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoverResponse.ProtoReflect.Descriptor instead.
 func (*DiscoverResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{3}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DiscoverResponse) GetCatalogVersion() uint64 {
@@ -501,7 +841,7 @@ type ListToolsRequest struct {
 
 func (x *ListToolsRequest) Reset() {
 	*x = ListToolsRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[4]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -513,7 +853,7 @@ func (x *ListToolsRequest) String() string {
 func (*ListToolsRequest) ProtoMessage() {}
 
 func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[4]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -526,7 +866,7 @@ func (x *ListToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{4}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListToolsRequest) GetPrincipal() *v1.Principal {
@@ -578,7 +918,7 @@ type ListResourcesRequest struct {
 
 func (x *ListResourcesRequest) Reset() {
 	*x = ListResourcesRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[5]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -590,7 +930,7 @@ func (x *ListResourcesRequest) String() string {
 func (*ListResourcesRequest) ProtoMessage() {}
 
 func (x *ListResourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[5]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -603,7 +943,7 @@ func (x *ListResourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourcesRequest.ProtoReflect.Descriptor instead.
 func (*ListResourcesRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{5}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListResourcesRequest) GetPrincipal() *v1.Principal {
@@ -655,7 +995,7 @@ type ListResourceTemplatesRequest struct {
 
 func (x *ListResourceTemplatesRequest) Reset() {
 	*x = ListResourceTemplatesRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[6]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -667,7 +1007,7 @@ func (x *ListResourceTemplatesRequest) String() string {
 func (*ListResourceTemplatesRequest) ProtoMessage() {}
 
 func (x *ListResourceTemplatesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[6]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -680,7 +1020,7 @@ func (x *ListResourceTemplatesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourceTemplatesRequest.ProtoReflect.Descriptor instead.
 func (*ListResourceTemplatesRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{6}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListResourceTemplatesRequest) GetPrincipal() *v1.Principal {
@@ -732,7 +1072,7 @@ type ListPromptsRequest struct {
 
 func (x *ListPromptsRequest) Reset() {
 	*x = ListPromptsRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[7]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -744,7 +1084,7 @@ func (x *ListPromptsRequest) String() string {
 func (*ListPromptsRequest) ProtoMessage() {}
 
 func (x *ListPromptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[7]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -757,7 +1097,7 @@ func (x *ListPromptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPromptsRequest.ProtoReflect.Descriptor instead.
 func (*ListPromptsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{7}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListPromptsRequest) GetPrincipal() *v1.Principal {
@@ -813,7 +1153,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[8]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -825,7 +1165,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[8]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -838,7 +1178,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{8}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Tool) GetName() string {
@@ -926,7 +1266,7 @@ type ListToolsResponse struct {
 
 func (x *ListToolsResponse) Reset() {
 	*x = ListToolsResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[9]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -938,7 +1278,7 @@ func (x *ListToolsResponse) String() string {
 func (*ListToolsResponse) ProtoMessage() {}
 
 func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[9]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -951,7 +1291,7 @@ func (x *ListToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{9}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListToolsResponse) GetTools() []*Tool {
@@ -999,7 +1339,7 @@ type Resource struct {
 
 func (x *Resource) Reset() {
 	*x = Resource{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[10]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1351,7 @@ func (x *Resource) String() string {
 func (*Resource) ProtoMessage() {}
 
 func (x *Resource) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[10]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1364,7 @@ func (x *Resource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resource.ProtoReflect.Descriptor instead.
 func (*Resource) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{10}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Resource) GetUri() string {
@@ -1090,7 +1430,7 @@ type ListResourcesResponse struct {
 
 func (x *ListResourcesResponse) Reset() {
 	*x = ListResourcesResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[11]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1442,7 @@ func (x *ListResourcesResponse) String() string {
 func (*ListResourcesResponse) ProtoMessage() {}
 
 func (x *ListResourcesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[11]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1455,7 @@ func (x *ListResourcesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourcesResponse.ProtoReflect.Descriptor instead.
 func (*ListResourcesResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{11}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListResourcesResponse) GetResources() []*Resource {
@@ -1156,7 +1496,7 @@ type ResourceTemplate struct {
 
 func (x *ResourceTemplate) Reset() {
 	*x = ResourceTemplate{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[12]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1508,7 @@ func (x *ResourceTemplate) String() string {
 func (*ResourceTemplate) ProtoMessage() {}
 
 func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[12]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1521,7 @@ func (x *ResourceTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceTemplate.ProtoReflect.Descriptor instead.
 func (*ResourceTemplate) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{12}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ResourceTemplate) GetUriTemplate() string {
@@ -1247,7 +1587,7 @@ type ListResourceTemplatesResponse struct {
 
 func (x *ListResourceTemplatesResponse) Reset() {
 	*x = ListResourceTemplatesResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[13]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1259,7 +1599,7 @@ func (x *ListResourceTemplatesResponse) String() string {
 func (*ListResourceTemplatesResponse) ProtoMessage() {}
 
 func (x *ListResourceTemplatesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[13]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1272,7 +1612,7 @@ func (x *ListResourceTemplatesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResourceTemplatesResponse.ProtoReflect.Descriptor instead.
 func (*ListResourceTemplatesResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{13}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListResourceTemplatesResponse) GetResourceTemplates() []*ResourceTemplate {
@@ -1313,7 +1653,7 @@ type Prompt struct {
 
 func (x *Prompt) Reset() {
 	*x = Prompt{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[14]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1665,7 @@ func (x *Prompt) String() string {
 func (*Prompt) ProtoMessage() {}
 
 func (x *Prompt) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[14]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1678,7 @@ func (x *Prompt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
 func (*Prompt) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{14}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Prompt) GetName() string {
@@ -1397,7 +1737,7 @@ type ListPromptsResponse struct {
 
 func (x *ListPromptsResponse) Reset() {
 	*x = ListPromptsResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[15]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1409,7 +1749,7 @@ func (x *ListPromptsResponse) String() string {
 func (*ListPromptsResponse) ProtoMessage() {}
 
 func (x *ListPromptsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[15]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1422,7 +1762,7 @@ func (x *ListPromptsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPromptsResponse.ProtoReflect.Descriptor instead.
 func (*ListPromptsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{15}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListPromptsResponse) GetPrompts() []*Prompt {
@@ -1475,7 +1815,7 @@ type RequestContext struct {
 
 func (x *RequestContext) Reset() {
 	*x = RequestContext{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[16]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1487,7 +1827,7 @@ func (x *RequestContext) String() string {
 func (*RequestContext) ProtoMessage() {}
 
 func (x *RequestContext) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[16]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1500,7 +1840,7 @@ func (x *RequestContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestContext.ProtoReflect.Descriptor instead.
 func (*RequestContext) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{16}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RequestContext) GetProgressTokenJson() string {
@@ -1576,7 +1916,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[17]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1928,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[17]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1941,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{17}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CallToolRequest) GetPrincipal() *v1.Principal {
@@ -1692,7 +2032,7 @@ type TaskRequest struct {
 
 func (x *TaskRequest) Reset() {
 	*x = TaskRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[18]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1704,7 +2044,7 @@ func (x *TaskRequest) String() string {
 func (*TaskRequest) ProtoMessage() {}
 
 func (x *TaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[18]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1717,7 +2057,7 @@ func (x *TaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskRequest.ProtoReflect.Descriptor instead.
 func (*TaskRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{18}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TaskRequest) GetTtlMs() int64 {
@@ -1741,7 +2081,7 @@ type CallToolStreamRequest struct {
 
 func (x *CallToolStreamRequest) Reset() {
 	*x = CallToolStreamRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[19]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1753,7 +2093,7 @@ func (x *CallToolStreamRequest) String() string {
 func (*CallToolStreamRequest) ProtoMessage() {}
 
 func (x *CallToolStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[19]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1766,7 +2106,7 @@ func (x *CallToolStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolStreamRequest.ProtoReflect.Descriptor instead.
 func (*CallToolStreamRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{19}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CallToolStreamRequest) GetCall() *CallToolRequest {
@@ -1797,7 +2137,7 @@ type CallToolStreamResponse struct {
 
 func (x *CallToolStreamResponse) Reset() {
 	*x = CallToolStreamResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[20]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1809,7 +2149,7 @@ func (x *CallToolStreamResponse) String() string {
 func (*CallToolStreamResponse) ProtoMessage() {}
 
 func (x *CallToolStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[20]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1822,7 +2162,7 @@ func (x *CallToolStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolStreamResponse.ProtoReflect.Descriptor instead.
 func (*CallToolStreamResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{20}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CallToolStreamResponse) GetEvent() isCallToolStreamResponse_Event {
@@ -1882,7 +2222,7 @@ type Notification struct {
 
 func (x *Notification) Reset() {
 	*x = Notification{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[21]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1894,7 +2234,7 @@ func (x *Notification) String() string {
 func (*Notification) ProtoMessage() {}
 
 func (x *Notification) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[21]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1907,7 +2247,7 @@ func (x *Notification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Notification.ProtoReflect.Descriptor instead.
 func (*Notification) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{21}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Notification) GetMethod() string {
@@ -1942,7 +2282,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[22]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1954,7 +2294,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[22]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1967,7 +2307,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{22}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CallToolResponse) GetResultJson() string {
@@ -2034,7 +2374,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[23]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2046,7 +2386,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[23]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2059,7 +2399,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{23}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Task) GetTaskId() string {
@@ -2154,7 +2494,7 @@ type GetTaskRequest struct {
 
 func (x *GetTaskRequest) Reset() {
 	*x = GetTaskRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[24]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2166,7 +2506,7 @@ func (x *GetTaskRequest) String() string {
 func (*GetTaskRequest) ProtoMessage() {}
 
 func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[24]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2179,7 +2519,7 @@ func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{24}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetTaskRequest) GetPrincipal() *v1.Principal {
@@ -2220,7 +2560,7 @@ type GetTaskResponse struct {
 
 func (x *GetTaskResponse) Reset() {
 	*x = GetTaskResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[25]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2232,7 +2572,7 @@ func (x *GetTaskResponse) String() string {
 func (*GetTaskResponse) ProtoMessage() {}
 
 func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[25]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2245,7 +2585,7 @@ func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{25}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetTaskResponse) GetTask() *Task {
@@ -2271,7 +2611,7 @@ type UpdateTaskRequest struct {
 
 func (x *UpdateTaskRequest) Reset() {
 	*x = UpdateTaskRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[26]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2283,7 +2623,7 @@ func (x *UpdateTaskRequest) String() string {
 func (*UpdateTaskRequest) ProtoMessage() {}
 
 func (x *UpdateTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[26]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2296,7 +2636,7 @@ func (x *UpdateTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTaskRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTaskRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{26}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *UpdateTaskRequest) GetPrincipal() *v1.Principal {
@@ -2344,7 +2684,7 @@ type UpdateTaskResponse struct {
 
 func (x *UpdateTaskResponse) Reset() {
 	*x = UpdateTaskResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[27]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2696,7 @@ func (x *UpdateTaskResponse) String() string {
 func (*UpdateTaskResponse) ProtoMessage() {}
 
 func (x *UpdateTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[27]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2709,7 @@ func (x *UpdateTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTaskResponse.ProtoReflect.Descriptor instead.
 func (*UpdateTaskResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{27}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *UpdateTaskResponse) GetTask() *Task {
@@ -2392,7 +2732,7 @@ type CancelTaskRequest struct {
 
 func (x *CancelTaskRequest) Reset() {
 	*x = CancelTaskRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[28]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2404,7 +2744,7 @@ func (x *CancelTaskRequest) String() string {
 func (*CancelTaskRequest) ProtoMessage() {}
 
 func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[28]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2417,7 +2757,7 @@ func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
 func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{28}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CancelTaskRequest) GetPrincipal() *v1.Principal {
@@ -2458,7 +2798,7 @@ type CancelTaskResponse struct {
 
 func (x *CancelTaskResponse) Reset() {
 	*x = CancelTaskResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[29]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2470,7 +2810,7 @@ func (x *CancelTaskResponse) String() string {
 func (*CancelTaskResponse) ProtoMessage() {}
 
 func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[29]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2483,7 +2823,7 @@ func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
 func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{29}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CancelTaskResponse) GetTask() *Task {
@@ -2508,7 +2848,7 @@ type ListTasksRequest struct {
 
 func (x *ListTasksRequest) Reset() {
 	*x = ListTasksRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[30]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2520,7 +2860,7 @@ func (x *ListTasksRequest) String() string {
 func (*ListTasksRequest) ProtoMessage() {}
 
 func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[30]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2533,7 +2873,7 @@ func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksRequest.ProtoReflect.Descriptor instead.
 func (*ListTasksRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{30}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListTasksRequest) GetPrincipal() *v1.Principal {
@@ -2575,7 +2915,7 @@ type ListTasksResponse struct {
 
 func (x *ListTasksResponse) Reset() {
 	*x = ListTasksResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[31]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2587,7 +2927,7 @@ func (x *ListTasksResponse) String() string {
 func (*ListTasksResponse) ProtoMessage() {}
 
 func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[31]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2600,7 +2940,7 @@ func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
 func (*ListTasksResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{31}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListTasksResponse) GetTasks() []*Task {
@@ -2631,7 +2971,7 @@ type ResumeHeldCallRequest struct {
 
 func (x *ResumeHeldCallRequest) Reset() {
 	*x = ResumeHeldCallRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[32]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2643,7 +2983,7 @@ func (x *ResumeHeldCallRequest) String() string {
 func (*ResumeHeldCallRequest) ProtoMessage() {}
 
 func (x *ResumeHeldCallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[32]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2656,7 +2996,7 @@ func (x *ResumeHeldCallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeHeldCallRequest.ProtoReflect.Descriptor instead.
 func (*ResumeHeldCallRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{32}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ResumeHeldCallRequest) GetPrincipal() *v1.Principal {
@@ -2684,7 +3024,7 @@ type ResumeHeldCallResponse struct {
 
 func (x *ResumeHeldCallResponse) Reset() {
 	*x = ResumeHeldCallResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[33]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2696,7 +3036,7 @@ func (x *ResumeHeldCallResponse) String() string {
 func (*ResumeHeldCallResponse) ProtoMessage() {}
 
 func (x *ResumeHeldCallResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[33]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2709,7 +3049,7 @@ func (x *ResumeHeldCallResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeHeldCallResponse.ProtoReflect.Descriptor instead.
 func (*ResumeHeldCallResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{33}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ResumeHeldCallResponse) GetResult() *CallToolResponse {
@@ -2733,7 +3073,7 @@ type ResumeHeldCallStreamRequest struct {
 
 func (x *ResumeHeldCallStreamRequest) Reset() {
 	*x = ResumeHeldCallStreamRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[34]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2745,7 +3085,7 @@ func (x *ResumeHeldCallStreamRequest) String() string {
 func (*ResumeHeldCallStreamRequest) ProtoMessage() {}
 
 func (x *ResumeHeldCallStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[34]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2758,7 +3098,7 @@ func (x *ResumeHeldCallStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeHeldCallStreamRequest.ProtoReflect.Descriptor instead.
 func (*ResumeHeldCallStreamRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{34}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ResumeHeldCallStreamRequest) GetPrincipal() *v1.Principal {
@@ -2790,7 +3130,7 @@ type ResumeHeldCallStreamResponse struct {
 
 func (x *ResumeHeldCallStreamResponse) Reset() {
 	*x = ResumeHeldCallStreamResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[35]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2802,7 +3142,7 @@ func (x *ResumeHeldCallStreamResponse) String() string {
 func (*ResumeHeldCallStreamResponse) ProtoMessage() {}
 
 func (x *ResumeHeldCallStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[35]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2815,7 +3155,7 @@ func (x *ResumeHeldCallStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeHeldCallStreamResponse.ProtoReflect.Descriptor instead.
 func (*ResumeHeldCallStreamResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{35}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ResumeHeldCallStreamResponse) GetEvent() isResumeHeldCallStreamResponse_Event {
@@ -2879,7 +3219,7 @@ type ReadResourceRequest struct {
 
 func (x *ReadResourceRequest) Reset() {
 	*x = ReadResourceRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[36]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2891,7 +3231,7 @@ func (x *ReadResourceRequest) String() string {
 func (*ReadResourceRequest) ProtoMessage() {}
 
 func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[36]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2904,7 +3244,7 @@ func (x *ReadResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResourceRequest.ProtoReflect.Descriptor instead.
 func (*ReadResourceRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{36}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ReadResourceRequest) GetPrincipal() *v1.Principal {
@@ -2962,7 +3302,7 @@ type ReadResourceResponse struct {
 
 func (x *ReadResourceResponse) Reset() {
 	*x = ReadResourceResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[37]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2974,7 +3314,7 @@ func (x *ReadResourceResponse) String() string {
 func (*ReadResourceResponse) ProtoMessage() {}
 
 func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[37]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2987,7 +3327,7 @@ func (x *ReadResourceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResourceResponse.ProtoReflect.Descriptor instead.
 func (*ReadResourceResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{37}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReadResourceResponse) GetResultJson() string {
@@ -3031,7 +3371,7 @@ type GetPromptRequest struct {
 
 func (x *GetPromptRequest) Reset() {
 	*x = GetPromptRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[38]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3043,7 +3383,7 @@ func (x *GetPromptRequest) String() string {
 func (*GetPromptRequest) ProtoMessage() {}
 
 func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[38]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3056,7 +3396,7 @@ func (x *GetPromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptRequest.ProtoReflect.Descriptor instead.
 func (*GetPromptRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{38}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetPromptRequest) GetPrincipal() *v1.Principal {
@@ -3121,7 +3461,7 @@ type GetPromptResponse struct {
 
 func (x *GetPromptResponse) Reset() {
 	*x = GetPromptResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[39]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3133,7 +3473,7 @@ func (x *GetPromptResponse) String() string {
 func (*GetPromptResponse) ProtoMessage() {}
 
 func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[39]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3146,7 +3486,7 @@ func (x *GetPromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPromptResponse.ProtoReflect.Descriptor instead.
 func (*GetPromptResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{39}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetPromptResponse) GetResultJson() string {
@@ -3191,7 +3531,7 @@ type CompleteRequest struct {
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[40]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3203,7 +3543,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[40]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3216,7 +3556,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{40}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CompleteRequest) GetPrincipal() *v1.Principal {
@@ -3258,7 +3598,7 @@ type CompleteResponse struct {
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[41]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3270,7 +3610,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[41]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3283,7 +3623,7 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{41}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CompleteResponse) GetResultJson() string {
@@ -3321,7 +3661,7 @@ type WatchCatalogRequest struct {
 
 func (x *WatchCatalogRequest) Reset() {
 	*x = WatchCatalogRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[42]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3333,7 +3673,7 @@ func (x *WatchCatalogRequest) String() string {
 func (*WatchCatalogRequest) ProtoMessage() {}
 
 func (x *WatchCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[42]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3346,7 +3686,7 @@ func (x *WatchCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCatalogRequest.ProtoReflect.Descriptor instead.
 func (*WatchCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{42}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *WatchCatalogRequest) GetPrincipal() *v1.Principal {
@@ -3404,7 +3744,7 @@ type WatchCatalogResponse struct {
 
 func (x *WatchCatalogResponse) Reset() {
 	*x = WatchCatalogResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[43]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3416,7 +3756,7 @@ func (x *WatchCatalogResponse) String() string {
 func (*WatchCatalogResponse) ProtoMessage() {}
 
 func (x *WatchCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[43]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3429,7 +3769,7 @@ func (x *WatchCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchCatalogResponse.ProtoReflect.Descriptor instead.
 func (*WatchCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{43}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *WatchCatalogResponse) GetCatalogVersion() uint64 {
@@ -3488,7 +3828,7 @@ type BackendError struct {
 
 func (x *BackendError) Reset() {
 	*x = BackendError{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[44]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3500,7 +3840,7 @@ func (x *BackendError) String() string {
 func (*BackendError) ProtoMessage() {}
 
 func (x *BackendError) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[44]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3513,7 +3853,7 @@ func (x *BackendError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackendError.ProtoReflect.Descriptor instead.
 func (*BackendError) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{44}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *BackendError) GetCode() int64 {
@@ -3552,7 +3892,7 @@ type ListBackendsRequest struct {
 
 func (x *ListBackendsRequest) Reset() {
 	*x = ListBackendsRequest{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[45]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3564,7 +3904,7 @@ func (x *ListBackendsRequest) String() string {
 func (*ListBackendsRequest) ProtoMessage() {}
 
 func (x *ListBackendsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[45]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3577,7 +3917,7 @@ func (x *ListBackendsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackendsRequest.ProtoReflect.Descriptor instead.
 func (*ListBackendsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{45}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListBackendsRequest) GetPrincipal() *v1.Principal {
@@ -3627,7 +3967,7 @@ type Backend struct {
 
 func (x *Backend) Reset() {
 	*x = Backend{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[46]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3639,7 +3979,7 @@ func (x *Backend) String() string {
 func (*Backend) ProtoMessage() {}
 
 func (x *Backend) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[46]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3652,7 +3992,7 @@ func (x *Backend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backend.ProtoReflect.Descriptor instead.
 func (*Backend) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{46}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Backend) GetName() string {
@@ -3750,7 +4090,7 @@ type ListBackendsResponse struct {
 
 func (x *ListBackendsResponse) Reset() {
 	*x = ListBackendsResponse{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[47]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3762,7 +4102,7 @@ func (x *ListBackendsResponse) String() string {
 func (*ListBackendsResponse) ProtoMessage() {}
 
 func (x *ListBackendsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[47]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3775,7 +4115,7 @@ func (x *ListBackendsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBackendsResponse.ProtoReflect.Descriptor instead.
 func (*ListBackendsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{47}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListBackendsResponse) GetBackends() []*Backend {
@@ -3823,7 +4163,7 @@ type CatalogConflict struct {
 
 func (x *CatalogConflict) Reset() {
 	*x = CatalogConflict{}
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[48]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3835,7 +4175,7 @@ func (x *CatalogConflict) String() string {
 func (*CatalogConflict) ProtoMessage() {}
 
 func (x *CatalogConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[48]
+	mi := &file_switchboard_aggregator_v1_aggregator_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3848,7 +4188,7 @@ func (x *CatalogConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogConflict.ProtoReflect.Descriptor instead.
 func (*CatalogConflict) Descriptor() ([]byte, []int) {
-	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{48}
+	return file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CatalogConflict) GetKind() string {
@@ -3890,7 +4230,29 @@ var File_switchboard_aggregator_v1_aggregator_proto protoreflect.FileDescriptor
 
 const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\n" +
-	"*switchboard/aggregator/v1/aggregator.proto\x12\x19switchboard.aggregator.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%switchboard/common/v1/principal.proto\"\xc7\x01\n" +
+	"*switchboard/aggregator/v1/aggregator.proto\x12\x19switchboard.aggregator.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a%switchboard/common/v1/principal.proto\"\x13\n" +
+	"\x11GetTrafficRequest\"\xeb\x01\n" +
+	"\x12GetTrafficResponse\x12B\n" +
+	"\aminutes\x18\x01 \x03(\v2(.switchboard.aggregator.v1.TrafficMinuteR\aminutes\x12*\n" +
+	"\x11latency_bucket_ms\x18\x02 \x03(\x01R\x0flatencyBucketMs\x12K\n" +
+	"\rhealth_events\x18\x03 \x03(\v2&.switchboard.aggregator.v1.HealthEventR\fhealthEvents\x12\x18\n" +
+	"\areplica\x18\x04 \x01(\tR\areplica\"\x7f\n" +
+	"\rTrafficMinute\x120\n" +
+	"\x05start\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05start\x12<\n" +
+	"\x05cells\x18\x02 \x03(\v2&.switchboard.aggregator.v1.TrafficCellR\x05cells\"\xd7\x01\n" +
+	"\vTrafficCell\x12\x1c\n" +
+	"\tdimension\x18\x01 \x01(\tR\tdimension\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05calls\x18\x03 \x01(\x03R\x05calls\x12\x16\n" +
+	"\x06errors\x18\x04 \x01(\x03R\x06errors\x12!\n" +
+	"\frate_limited\x18\x05 \x01(\x03R\vrateLimited\x12\x18\n" +
+	"\arefused\x18\x06 \x01(\x03R\arefused\x12+\n" +
+	"\x11latency_histogram\x18\a \x03(\x03R\x10latencyHistogram\"\x85\x01\n" +
+	"\vHealthEvent\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x18\n" +
+	"\abackend\x18\x02 \x01(\tR\abackend\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x16\n" +
+	"\x06detail\x18\x04 \x01(\tR\x06detail\"\xc7\x01\n" +
 	"\x0eRunCodeRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x16\n" +
 	"\x06server\x18\x02 \x01(\tR\x06server\x12\x18\n" +
@@ -4187,7 +4549,7 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\x16BACKEND_HEALTH_UNKNOWN\x10\x01\x12\x1a\n" +
 	"\x16BACKEND_HEALTH_HEALTHY\x10\x02\x12\x1b\n" +
 	"\x17BACKEND_HEALTH_DEGRADED\x10\x03\x12\x1c\n" +
-	"\x18BACKEND_HEALTH_UNHEALTHY\x10\x042\xd4\x10\n" +
+	"\x18BACKEND_HEALTH_UNHEALTHY\x10\x042\xbf\x11\n" +
 	"\x11AggregatorService\x12c\n" +
 	"\bDiscover\x12*.switchboard.aggregator.v1.DiscoverRequest\x1a+.switchboard.aggregator.v1.DiscoverResponse\x12f\n" +
 	"\tListTools\x12+.switchboard.aggregator.v1.ListToolsRequest\x1a,.switchboard.aggregator.v1.ListToolsResponse\x12r\n" +
@@ -4209,7 +4571,9 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\n" +
 	"CancelTask\x12,.switchboard.aggregator.v1.CancelTaskRequest\x1a-.switchboard.aggregator.v1.CancelTaskResponse\x12f\n" +
 	"\tListTasks\x12+.switchboard.aggregator.v1.ListTasksRequest\x1a,.switchboard.aggregator.v1.ListTasksResponse\x12`\n" +
-	"\aRunCode\x12).switchboard.aggregator.v1.RunCodeRequest\x1a*.switchboard.aggregator.v1.RunCodeResponseB\\ZZgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1;aggregatorv1b\x06proto3"
+	"\aRunCode\x12).switchboard.aggregator.v1.RunCodeRequest\x1a*.switchboard.aggregator.v1.RunCodeResponse\x12i\n" +
+	"\n" +
+	"GetTraffic\x12,.switchboard.aggregator.v1.GetTrafficRequest\x1a-.switchboard.aggregator.v1.GetTrafficResponseB\\ZZgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1;aggregatorv1b\x06proto3"
 
 var (
 	file_switchboard_aggregator_v1_aggregator_proto_rawDescOnce sync.Once
@@ -4224,163 +4588,175 @@ func file_switchboard_aggregator_v1_aggregator_proto_rawDescGZIP() []byte {
 }
 
 var file_switchboard_aggregator_v1_aggregator_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_switchboard_aggregator_v1_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_switchboard_aggregator_v1_aggregator_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_switchboard_aggregator_v1_aggregator_proto_goTypes = []any{
 	(CatalogKind)(0),                      // 0: switchboard.aggregator.v1.CatalogKind
 	(BackendHealth)(0),                    // 1: switchboard.aggregator.v1.BackendHealth
-	(*RunCodeRequest)(nil),                // 2: switchboard.aggregator.v1.RunCodeRequest
-	(*RunCodeResponse)(nil),               // 3: switchboard.aggregator.v1.RunCodeResponse
-	(*DiscoverRequest)(nil),               // 4: switchboard.aggregator.v1.DiscoverRequest
-	(*DiscoverResponse)(nil),              // 5: switchboard.aggregator.v1.DiscoverResponse
-	(*ListToolsRequest)(nil),              // 6: switchboard.aggregator.v1.ListToolsRequest
-	(*ListResourcesRequest)(nil),          // 7: switchboard.aggregator.v1.ListResourcesRequest
-	(*ListResourceTemplatesRequest)(nil),  // 8: switchboard.aggregator.v1.ListResourceTemplatesRequest
-	(*ListPromptsRequest)(nil),            // 9: switchboard.aggregator.v1.ListPromptsRequest
-	(*Tool)(nil),                          // 10: switchboard.aggregator.v1.Tool
-	(*ListToolsResponse)(nil),             // 11: switchboard.aggregator.v1.ListToolsResponse
-	(*Resource)(nil),                      // 12: switchboard.aggregator.v1.Resource
-	(*ListResourcesResponse)(nil),         // 13: switchboard.aggregator.v1.ListResourcesResponse
-	(*ResourceTemplate)(nil),              // 14: switchboard.aggregator.v1.ResourceTemplate
-	(*ListResourceTemplatesResponse)(nil), // 15: switchboard.aggregator.v1.ListResourceTemplatesResponse
-	(*Prompt)(nil),                        // 16: switchboard.aggregator.v1.Prompt
-	(*ListPromptsResponse)(nil),           // 17: switchboard.aggregator.v1.ListPromptsResponse
-	(*RequestContext)(nil),                // 18: switchboard.aggregator.v1.RequestContext
-	(*CallToolRequest)(nil),               // 19: switchboard.aggregator.v1.CallToolRequest
-	(*TaskRequest)(nil),                   // 20: switchboard.aggregator.v1.TaskRequest
-	(*CallToolStreamRequest)(nil),         // 21: switchboard.aggregator.v1.CallToolStreamRequest
-	(*CallToolStreamResponse)(nil),        // 22: switchboard.aggregator.v1.CallToolStreamResponse
-	(*Notification)(nil),                  // 23: switchboard.aggregator.v1.Notification
-	(*CallToolResponse)(nil),              // 24: switchboard.aggregator.v1.CallToolResponse
-	(*Task)(nil),                          // 25: switchboard.aggregator.v1.Task
-	(*GetTaskRequest)(nil),                // 26: switchboard.aggregator.v1.GetTaskRequest
-	(*GetTaskResponse)(nil),               // 27: switchboard.aggregator.v1.GetTaskResponse
-	(*UpdateTaskRequest)(nil),             // 28: switchboard.aggregator.v1.UpdateTaskRequest
-	(*UpdateTaskResponse)(nil),            // 29: switchboard.aggregator.v1.UpdateTaskResponse
-	(*CancelTaskRequest)(nil),             // 30: switchboard.aggregator.v1.CancelTaskRequest
-	(*CancelTaskResponse)(nil),            // 31: switchboard.aggregator.v1.CancelTaskResponse
-	(*ListTasksRequest)(nil),              // 32: switchboard.aggregator.v1.ListTasksRequest
-	(*ListTasksResponse)(nil),             // 33: switchboard.aggregator.v1.ListTasksResponse
-	(*ResumeHeldCallRequest)(nil),         // 34: switchboard.aggregator.v1.ResumeHeldCallRequest
-	(*ResumeHeldCallResponse)(nil),        // 35: switchboard.aggregator.v1.ResumeHeldCallResponse
-	(*ResumeHeldCallStreamRequest)(nil),   // 36: switchboard.aggregator.v1.ResumeHeldCallStreamRequest
-	(*ResumeHeldCallStreamResponse)(nil),  // 37: switchboard.aggregator.v1.ResumeHeldCallStreamResponse
-	(*ReadResourceRequest)(nil),           // 38: switchboard.aggregator.v1.ReadResourceRequest
-	(*ReadResourceResponse)(nil),          // 39: switchboard.aggregator.v1.ReadResourceResponse
-	(*GetPromptRequest)(nil),              // 40: switchboard.aggregator.v1.GetPromptRequest
-	(*GetPromptResponse)(nil),             // 41: switchboard.aggregator.v1.GetPromptResponse
-	(*CompleteRequest)(nil),               // 42: switchboard.aggregator.v1.CompleteRequest
-	(*CompleteResponse)(nil),              // 43: switchboard.aggregator.v1.CompleteResponse
-	(*WatchCatalogRequest)(nil),           // 44: switchboard.aggregator.v1.WatchCatalogRequest
-	(*WatchCatalogResponse)(nil),          // 45: switchboard.aggregator.v1.WatchCatalogResponse
-	(*BackendError)(nil),                  // 46: switchboard.aggregator.v1.BackendError
-	(*ListBackendsRequest)(nil),           // 47: switchboard.aggregator.v1.ListBackendsRequest
-	(*Backend)(nil),                       // 48: switchboard.aggregator.v1.Backend
-	(*ListBackendsResponse)(nil),          // 49: switchboard.aggregator.v1.ListBackendsResponse
-	(*CatalogConflict)(nil),               // 50: switchboard.aggregator.v1.CatalogConflict
-	nil,                                   // 51: switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntry
-	nil,                                   // 52: switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
-	(*v1.Principal)(nil),                  // 53: switchboard.common.v1.Principal
-	(*timestamppb.Timestamp)(nil),         // 54: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),           // 55: google.protobuf.Duration
+	(*GetTrafficRequest)(nil),             // 2: switchboard.aggregator.v1.GetTrafficRequest
+	(*GetTrafficResponse)(nil),            // 3: switchboard.aggregator.v1.GetTrafficResponse
+	(*TrafficMinute)(nil),                 // 4: switchboard.aggregator.v1.TrafficMinute
+	(*TrafficCell)(nil),                   // 5: switchboard.aggregator.v1.TrafficCell
+	(*HealthEvent)(nil),                   // 6: switchboard.aggregator.v1.HealthEvent
+	(*RunCodeRequest)(nil),                // 7: switchboard.aggregator.v1.RunCodeRequest
+	(*RunCodeResponse)(nil),               // 8: switchboard.aggregator.v1.RunCodeResponse
+	(*DiscoverRequest)(nil),               // 9: switchboard.aggregator.v1.DiscoverRequest
+	(*DiscoverResponse)(nil),              // 10: switchboard.aggregator.v1.DiscoverResponse
+	(*ListToolsRequest)(nil),              // 11: switchboard.aggregator.v1.ListToolsRequest
+	(*ListResourcesRequest)(nil),          // 12: switchboard.aggregator.v1.ListResourcesRequest
+	(*ListResourceTemplatesRequest)(nil),  // 13: switchboard.aggregator.v1.ListResourceTemplatesRequest
+	(*ListPromptsRequest)(nil),            // 14: switchboard.aggregator.v1.ListPromptsRequest
+	(*Tool)(nil),                          // 15: switchboard.aggregator.v1.Tool
+	(*ListToolsResponse)(nil),             // 16: switchboard.aggregator.v1.ListToolsResponse
+	(*Resource)(nil),                      // 17: switchboard.aggregator.v1.Resource
+	(*ListResourcesResponse)(nil),         // 18: switchboard.aggregator.v1.ListResourcesResponse
+	(*ResourceTemplate)(nil),              // 19: switchboard.aggregator.v1.ResourceTemplate
+	(*ListResourceTemplatesResponse)(nil), // 20: switchboard.aggregator.v1.ListResourceTemplatesResponse
+	(*Prompt)(nil),                        // 21: switchboard.aggregator.v1.Prompt
+	(*ListPromptsResponse)(nil),           // 22: switchboard.aggregator.v1.ListPromptsResponse
+	(*RequestContext)(nil),                // 23: switchboard.aggregator.v1.RequestContext
+	(*CallToolRequest)(nil),               // 24: switchboard.aggregator.v1.CallToolRequest
+	(*TaskRequest)(nil),                   // 25: switchboard.aggregator.v1.TaskRequest
+	(*CallToolStreamRequest)(nil),         // 26: switchboard.aggregator.v1.CallToolStreamRequest
+	(*CallToolStreamResponse)(nil),        // 27: switchboard.aggregator.v1.CallToolStreamResponse
+	(*Notification)(nil),                  // 28: switchboard.aggregator.v1.Notification
+	(*CallToolResponse)(nil),              // 29: switchboard.aggregator.v1.CallToolResponse
+	(*Task)(nil),                          // 30: switchboard.aggregator.v1.Task
+	(*GetTaskRequest)(nil),                // 31: switchboard.aggregator.v1.GetTaskRequest
+	(*GetTaskResponse)(nil),               // 32: switchboard.aggregator.v1.GetTaskResponse
+	(*UpdateTaskRequest)(nil),             // 33: switchboard.aggregator.v1.UpdateTaskRequest
+	(*UpdateTaskResponse)(nil),            // 34: switchboard.aggregator.v1.UpdateTaskResponse
+	(*CancelTaskRequest)(nil),             // 35: switchboard.aggregator.v1.CancelTaskRequest
+	(*CancelTaskResponse)(nil),            // 36: switchboard.aggregator.v1.CancelTaskResponse
+	(*ListTasksRequest)(nil),              // 37: switchboard.aggregator.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),             // 38: switchboard.aggregator.v1.ListTasksResponse
+	(*ResumeHeldCallRequest)(nil),         // 39: switchboard.aggregator.v1.ResumeHeldCallRequest
+	(*ResumeHeldCallResponse)(nil),        // 40: switchboard.aggregator.v1.ResumeHeldCallResponse
+	(*ResumeHeldCallStreamRequest)(nil),   // 41: switchboard.aggregator.v1.ResumeHeldCallStreamRequest
+	(*ResumeHeldCallStreamResponse)(nil),  // 42: switchboard.aggregator.v1.ResumeHeldCallStreamResponse
+	(*ReadResourceRequest)(nil),           // 43: switchboard.aggregator.v1.ReadResourceRequest
+	(*ReadResourceResponse)(nil),          // 44: switchboard.aggregator.v1.ReadResourceResponse
+	(*GetPromptRequest)(nil),              // 45: switchboard.aggregator.v1.GetPromptRequest
+	(*GetPromptResponse)(nil),             // 46: switchboard.aggregator.v1.GetPromptResponse
+	(*CompleteRequest)(nil),               // 47: switchboard.aggregator.v1.CompleteRequest
+	(*CompleteResponse)(nil),              // 48: switchboard.aggregator.v1.CompleteResponse
+	(*WatchCatalogRequest)(nil),           // 49: switchboard.aggregator.v1.WatchCatalogRequest
+	(*WatchCatalogResponse)(nil),          // 50: switchboard.aggregator.v1.WatchCatalogResponse
+	(*BackendError)(nil),                  // 51: switchboard.aggregator.v1.BackendError
+	(*ListBackendsRequest)(nil),           // 52: switchboard.aggregator.v1.ListBackendsRequest
+	(*Backend)(nil),                       // 53: switchboard.aggregator.v1.Backend
+	(*ListBackendsResponse)(nil),          // 54: switchboard.aggregator.v1.ListBackendsResponse
+	(*CatalogConflict)(nil),               // 55: switchboard.aggregator.v1.CatalogConflict
+	nil,                                   // 56: switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntry
+	nil,                                   // 57: switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
+	(*timestamppb.Timestamp)(nil),         // 58: google.protobuf.Timestamp
+	(*v1.Principal)(nil),                  // 59: switchboard.common.v1.Principal
+	(*durationpb.Duration)(nil),           // 60: google.protobuf.Duration
 }
 var file_switchboard_aggregator_v1_aggregator_proto_depIdxs = []int32{
-	53, // 0: switchboard.aggregator.v1.RunCodeRequest.principal:type_name -> switchboard.common.v1.Principal
-	18, // 1: switchboard.aggregator.v1.RunCodeRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	53, // 2: switchboard.aggregator.v1.DiscoverRequest.principal:type_name -> switchboard.common.v1.Principal
-	53, // 3: switchboard.aggregator.v1.ListToolsRequest.principal:type_name -> switchboard.common.v1.Principal
-	53, // 4: switchboard.aggregator.v1.ListResourcesRequest.principal:type_name -> switchboard.common.v1.Principal
-	53, // 5: switchboard.aggregator.v1.ListResourceTemplatesRequest.principal:type_name -> switchboard.common.v1.Principal
-	53, // 6: switchboard.aggregator.v1.ListPromptsRequest.principal:type_name -> switchboard.common.v1.Principal
-	10, // 7: switchboard.aggregator.v1.ListToolsResponse.tools:type_name -> switchboard.aggregator.v1.Tool
-	12, // 8: switchboard.aggregator.v1.ListResourcesResponse.resources:type_name -> switchboard.aggregator.v1.Resource
-	14, // 9: switchboard.aggregator.v1.ListResourceTemplatesResponse.resource_templates:type_name -> switchboard.aggregator.v1.ResourceTemplate
-	16, // 10: switchboard.aggregator.v1.ListPromptsResponse.prompts:type_name -> switchboard.aggregator.v1.Prompt
-	53, // 11: switchboard.aggregator.v1.CallToolRequest.principal:type_name -> switchboard.common.v1.Principal
-	18, // 12: switchboard.aggregator.v1.CallToolRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	51, // 13: switchboard.aggregator.v1.CallToolRequest.param_headers:type_name -> switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntry
-	20, // 14: switchboard.aggregator.v1.CallToolRequest.task:type_name -> switchboard.aggregator.v1.TaskRequest
-	19, // 15: switchboard.aggregator.v1.CallToolStreamRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
-	53, // 16: switchboard.aggregator.v1.CallToolStreamRequest.principal:type_name -> switchboard.common.v1.Principal
-	23, // 17: switchboard.aggregator.v1.CallToolStreamResponse.notification:type_name -> switchboard.aggregator.v1.Notification
-	24, // 18: switchboard.aggregator.v1.CallToolStreamResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
-	25, // 19: switchboard.aggregator.v1.CallToolResponse.task:type_name -> switchboard.aggregator.v1.Task
-	54, // 20: switchboard.aggregator.v1.Task.created_at:type_name -> google.protobuf.Timestamp
-	54, // 21: switchboard.aggregator.v1.Task.last_updated_at:type_name -> google.protobuf.Timestamp
-	53, // 22: switchboard.aggregator.v1.GetTaskRequest.principal:type_name -> switchboard.common.v1.Principal
-	18, // 23: switchboard.aggregator.v1.GetTaskRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	25, // 24: switchboard.aggregator.v1.GetTaskResponse.task:type_name -> switchboard.aggregator.v1.Task
-	53, // 25: switchboard.aggregator.v1.UpdateTaskRequest.principal:type_name -> switchboard.common.v1.Principal
-	18, // 26: switchboard.aggregator.v1.UpdateTaskRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	25, // 27: switchboard.aggregator.v1.UpdateTaskResponse.task:type_name -> switchboard.aggregator.v1.Task
-	53, // 28: switchboard.aggregator.v1.CancelTaskRequest.principal:type_name -> switchboard.common.v1.Principal
-	18, // 29: switchboard.aggregator.v1.CancelTaskRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	25, // 30: switchboard.aggregator.v1.CancelTaskResponse.task:type_name -> switchboard.aggregator.v1.Task
-	53, // 31: switchboard.aggregator.v1.ListTasksRequest.principal:type_name -> switchboard.common.v1.Principal
-	25, // 32: switchboard.aggregator.v1.ListTasksResponse.tasks:type_name -> switchboard.aggregator.v1.Task
-	53, // 33: switchboard.aggregator.v1.ResumeHeldCallRequest.principal:type_name -> switchboard.common.v1.Principal
-	19, // 34: switchboard.aggregator.v1.ResumeHeldCallRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
-	24, // 35: switchboard.aggregator.v1.ResumeHeldCallResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
-	53, // 36: switchboard.aggregator.v1.ResumeHeldCallStreamRequest.principal:type_name -> switchboard.common.v1.Principal
-	19, // 37: switchboard.aggregator.v1.ResumeHeldCallStreamRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
-	23, // 38: switchboard.aggregator.v1.ResumeHeldCallStreamResponse.notification:type_name -> switchboard.aggregator.v1.Notification
-	24, // 39: switchboard.aggregator.v1.ResumeHeldCallStreamResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
-	53, // 40: switchboard.aggregator.v1.ReadResourceRequest.principal:type_name -> switchboard.common.v1.Principal
-	18, // 41: switchboard.aggregator.v1.ReadResourceRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	53, // 42: switchboard.aggregator.v1.GetPromptRequest.principal:type_name -> switchboard.common.v1.Principal
-	52, // 43: switchboard.aggregator.v1.GetPromptRequest.arguments:type_name -> switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
-	18, // 44: switchboard.aggregator.v1.GetPromptRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
-	53, // 45: switchboard.aggregator.v1.CompleteRequest.principal:type_name -> switchboard.common.v1.Principal
-	53, // 46: switchboard.aggregator.v1.WatchCatalogRequest.principal:type_name -> switchboard.common.v1.Principal
-	0,  // 47: switchboard.aggregator.v1.WatchCatalogResponse.changed:type_name -> switchboard.aggregator.v1.CatalogKind
-	53, // 48: switchboard.aggregator.v1.ListBackendsRequest.principal:type_name -> switchboard.common.v1.Principal
-	1,  // 49: switchboard.aggregator.v1.Backend.health:type_name -> switchboard.aggregator.v1.BackendHealth
-	54, // 50: switchboard.aggregator.v1.Backend.last_check:type_name -> google.protobuf.Timestamp
-	55, // 51: switchboard.aggregator.v1.Backend.last_latency:type_name -> google.protobuf.Duration
-	48, // 52: switchboard.aggregator.v1.ListBackendsResponse.backends:type_name -> switchboard.aggregator.v1.Backend
-	50, // 53: switchboard.aggregator.v1.ListBackendsResponse.conflicts:type_name -> switchboard.aggregator.v1.CatalogConflict
-	4,  // 54: switchboard.aggregator.v1.AggregatorService.Discover:input_type -> switchboard.aggregator.v1.DiscoverRequest
-	6,  // 55: switchboard.aggregator.v1.AggregatorService.ListTools:input_type -> switchboard.aggregator.v1.ListToolsRequest
-	7,  // 56: switchboard.aggregator.v1.AggregatorService.ListResources:input_type -> switchboard.aggregator.v1.ListResourcesRequest
-	8,  // 57: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:input_type -> switchboard.aggregator.v1.ListResourceTemplatesRequest
-	9,  // 58: switchboard.aggregator.v1.AggregatorService.ListPrompts:input_type -> switchboard.aggregator.v1.ListPromptsRequest
-	19, // 59: switchboard.aggregator.v1.AggregatorService.CallTool:input_type -> switchboard.aggregator.v1.CallToolRequest
-	21, // 60: switchboard.aggregator.v1.AggregatorService.CallToolStream:input_type -> switchboard.aggregator.v1.CallToolStreamRequest
-	38, // 61: switchboard.aggregator.v1.AggregatorService.ReadResource:input_type -> switchboard.aggregator.v1.ReadResourceRequest
-	40, // 62: switchboard.aggregator.v1.AggregatorService.GetPrompt:input_type -> switchboard.aggregator.v1.GetPromptRequest
-	42, // 63: switchboard.aggregator.v1.AggregatorService.Complete:input_type -> switchboard.aggregator.v1.CompleteRequest
-	44, // 64: switchboard.aggregator.v1.AggregatorService.WatchCatalog:input_type -> switchboard.aggregator.v1.WatchCatalogRequest
-	47, // 65: switchboard.aggregator.v1.AggregatorService.ListBackends:input_type -> switchboard.aggregator.v1.ListBackendsRequest
-	34, // 66: switchboard.aggregator.v1.AggregatorService.ResumeHeldCall:input_type -> switchboard.aggregator.v1.ResumeHeldCallRequest
-	36, // 67: switchboard.aggregator.v1.AggregatorService.ResumeHeldCallStream:input_type -> switchboard.aggregator.v1.ResumeHeldCallStreamRequest
-	26, // 68: switchboard.aggregator.v1.AggregatorService.GetTask:input_type -> switchboard.aggregator.v1.GetTaskRequest
-	28, // 69: switchboard.aggregator.v1.AggregatorService.UpdateTask:input_type -> switchboard.aggregator.v1.UpdateTaskRequest
-	30, // 70: switchboard.aggregator.v1.AggregatorService.CancelTask:input_type -> switchboard.aggregator.v1.CancelTaskRequest
-	32, // 71: switchboard.aggregator.v1.AggregatorService.ListTasks:input_type -> switchboard.aggregator.v1.ListTasksRequest
-	2,  // 72: switchboard.aggregator.v1.AggregatorService.RunCode:input_type -> switchboard.aggregator.v1.RunCodeRequest
-	5,  // 73: switchboard.aggregator.v1.AggregatorService.Discover:output_type -> switchboard.aggregator.v1.DiscoverResponse
-	11, // 74: switchboard.aggregator.v1.AggregatorService.ListTools:output_type -> switchboard.aggregator.v1.ListToolsResponse
-	13, // 75: switchboard.aggregator.v1.AggregatorService.ListResources:output_type -> switchboard.aggregator.v1.ListResourcesResponse
-	15, // 76: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:output_type -> switchboard.aggregator.v1.ListResourceTemplatesResponse
-	17, // 77: switchboard.aggregator.v1.AggregatorService.ListPrompts:output_type -> switchboard.aggregator.v1.ListPromptsResponse
-	24, // 78: switchboard.aggregator.v1.AggregatorService.CallTool:output_type -> switchboard.aggregator.v1.CallToolResponse
-	22, // 79: switchboard.aggregator.v1.AggregatorService.CallToolStream:output_type -> switchboard.aggregator.v1.CallToolStreamResponse
-	39, // 80: switchboard.aggregator.v1.AggregatorService.ReadResource:output_type -> switchboard.aggregator.v1.ReadResourceResponse
-	41, // 81: switchboard.aggregator.v1.AggregatorService.GetPrompt:output_type -> switchboard.aggregator.v1.GetPromptResponse
-	43, // 82: switchboard.aggregator.v1.AggregatorService.Complete:output_type -> switchboard.aggregator.v1.CompleteResponse
-	45, // 83: switchboard.aggregator.v1.AggregatorService.WatchCatalog:output_type -> switchboard.aggregator.v1.WatchCatalogResponse
-	49, // 84: switchboard.aggregator.v1.AggregatorService.ListBackends:output_type -> switchboard.aggregator.v1.ListBackendsResponse
-	35, // 85: switchboard.aggregator.v1.AggregatorService.ResumeHeldCall:output_type -> switchboard.aggregator.v1.ResumeHeldCallResponse
-	37, // 86: switchboard.aggregator.v1.AggregatorService.ResumeHeldCallStream:output_type -> switchboard.aggregator.v1.ResumeHeldCallStreamResponse
-	27, // 87: switchboard.aggregator.v1.AggregatorService.GetTask:output_type -> switchboard.aggregator.v1.GetTaskResponse
-	29, // 88: switchboard.aggregator.v1.AggregatorService.UpdateTask:output_type -> switchboard.aggregator.v1.UpdateTaskResponse
-	31, // 89: switchboard.aggregator.v1.AggregatorService.CancelTask:output_type -> switchboard.aggregator.v1.CancelTaskResponse
-	33, // 90: switchboard.aggregator.v1.AggregatorService.ListTasks:output_type -> switchboard.aggregator.v1.ListTasksResponse
-	3,  // 91: switchboard.aggregator.v1.AggregatorService.RunCode:output_type -> switchboard.aggregator.v1.RunCodeResponse
-	73, // [73:92] is the sub-list for method output_type
-	54, // [54:73] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	4,  // 0: switchboard.aggregator.v1.GetTrafficResponse.minutes:type_name -> switchboard.aggregator.v1.TrafficMinute
+	6,  // 1: switchboard.aggregator.v1.GetTrafficResponse.health_events:type_name -> switchboard.aggregator.v1.HealthEvent
+	58, // 2: switchboard.aggregator.v1.TrafficMinute.start:type_name -> google.protobuf.Timestamp
+	5,  // 3: switchboard.aggregator.v1.TrafficMinute.cells:type_name -> switchboard.aggregator.v1.TrafficCell
+	58, // 4: switchboard.aggregator.v1.HealthEvent.time:type_name -> google.protobuf.Timestamp
+	59, // 5: switchboard.aggregator.v1.RunCodeRequest.principal:type_name -> switchboard.common.v1.Principal
+	23, // 6: switchboard.aggregator.v1.RunCodeRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
+	59, // 7: switchboard.aggregator.v1.DiscoverRequest.principal:type_name -> switchboard.common.v1.Principal
+	59, // 8: switchboard.aggregator.v1.ListToolsRequest.principal:type_name -> switchboard.common.v1.Principal
+	59, // 9: switchboard.aggregator.v1.ListResourcesRequest.principal:type_name -> switchboard.common.v1.Principal
+	59, // 10: switchboard.aggregator.v1.ListResourceTemplatesRequest.principal:type_name -> switchboard.common.v1.Principal
+	59, // 11: switchboard.aggregator.v1.ListPromptsRequest.principal:type_name -> switchboard.common.v1.Principal
+	15, // 12: switchboard.aggregator.v1.ListToolsResponse.tools:type_name -> switchboard.aggregator.v1.Tool
+	17, // 13: switchboard.aggregator.v1.ListResourcesResponse.resources:type_name -> switchboard.aggregator.v1.Resource
+	19, // 14: switchboard.aggregator.v1.ListResourceTemplatesResponse.resource_templates:type_name -> switchboard.aggregator.v1.ResourceTemplate
+	21, // 15: switchboard.aggregator.v1.ListPromptsResponse.prompts:type_name -> switchboard.aggregator.v1.Prompt
+	59, // 16: switchboard.aggregator.v1.CallToolRequest.principal:type_name -> switchboard.common.v1.Principal
+	23, // 17: switchboard.aggregator.v1.CallToolRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
+	56, // 18: switchboard.aggregator.v1.CallToolRequest.param_headers:type_name -> switchboard.aggregator.v1.CallToolRequest.ParamHeadersEntry
+	25, // 19: switchboard.aggregator.v1.CallToolRequest.task:type_name -> switchboard.aggregator.v1.TaskRequest
+	24, // 20: switchboard.aggregator.v1.CallToolStreamRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
+	59, // 21: switchboard.aggregator.v1.CallToolStreamRequest.principal:type_name -> switchboard.common.v1.Principal
+	28, // 22: switchboard.aggregator.v1.CallToolStreamResponse.notification:type_name -> switchboard.aggregator.v1.Notification
+	29, // 23: switchboard.aggregator.v1.CallToolStreamResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
+	30, // 24: switchboard.aggregator.v1.CallToolResponse.task:type_name -> switchboard.aggregator.v1.Task
+	58, // 25: switchboard.aggregator.v1.Task.created_at:type_name -> google.protobuf.Timestamp
+	58, // 26: switchboard.aggregator.v1.Task.last_updated_at:type_name -> google.protobuf.Timestamp
+	59, // 27: switchboard.aggregator.v1.GetTaskRequest.principal:type_name -> switchboard.common.v1.Principal
+	23, // 28: switchboard.aggregator.v1.GetTaskRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
+	30, // 29: switchboard.aggregator.v1.GetTaskResponse.task:type_name -> switchboard.aggregator.v1.Task
+	59, // 30: switchboard.aggregator.v1.UpdateTaskRequest.principal:type_name -> switchboard.common.v1.Principal
+	23, // 31: switchboard.aggregator.v1.UpdateTaskRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
+	30, // 32: switchboard.aggregator.v1.UpdateTaskResponse.task:type_name -> switchboard.aggregator.v1.Task
+	59, // 33: switchboard.aggregator.v1.CancelTaskRequest.principal:type_name -> switchboard.common.v1.Principal
+	23, // 34: switchboard.aggregator.v1.CancelTaskRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
+	30, // 35: switchboard.aggregator.v1.CancelTaskResponse.task:type_name -> switchboard.aggregator.v1.Task
+	59, // 36: switchboard.aggregator.v1.ListTasksRequest.principal:type_name -> switchboard.common.v1.Principal
+	30, // 37: switchboard.aggregator.v1.ListTasksResponse.tasks:type_name -> switchboard.aggregator.v1.Task
+	59, // 38: switchboard.aggregator.v1.ResumeHeldCallRequest.principal:type_name -> switchboard.common.v1.Principal
+	24, // 39: switchboard.aggregator.v1.ResumeHeldCallRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
+	29, // 40: switchboard.aggregator.v1.ResumeHeldCallResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
+	59, // 41: switchboard.aggregator.v1.ResumeHeldCallStreamRequest.principal:type_name -> switchboard.common.v1.Principal
+	24, // 42: switchboard.aggregator.v1.ResumeHeldCallStreamRequest.call:type_name -> switchboard.aggregator.v1.CallToolRequest
+	28, // 43: switchboard.aggregator.v1.ResumeHeldCallStreamResponse.notification:type_name -> switchboard.aggregator.v1.Notification
+	29, // 44: switchboard.aggregator.v1.ResumeHeldCallStreamResponse.result:type_name -> switchboard.aggregator.v1.CallToolResponse
+	59, // 45: switchboard.aggregator.v1.ReadResourceRequest.principal:type_name -> switchboard.common.v1.Principal
+	23, // 46: switchboard.aggregator.v1.ReadResourceRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
+	59, // 47: switchboard.aggregator.v1.GetPromptRequest.principal:type_name -> switchboard.common.v1.Principal
+	57, // 48: switchboard.aggregator.v1.GetPromptRequest.arguments:type_name -> switchboard.aggregator.v1.GetPromptRequest.ArgumentsEntry
+	23, // 49: switchboard.aggregator.v1.GetPromptRequest.context:type_name -> switchboard.aggregator.v1.RequestContext
+	59, // 50: switchboard.aggregator.v1.CompleteRequest.principal:type_name -> switchboard.common.v1.Principal
+	59, // 51: switchboard.aggregator.v1.WatchCatalogRequest.principal:type_name -> switchboard.common.v1.Principal
+	0,  // 52: switchboard.aggregator.v1.WatchCatalogResponse.changed:type_name -> switchboard.aggregator.v1.CatalogKind
+	59, // 53: switchboard.aggregator.v1.ListBackendsRequest.principal:type_name -> switchboard.common.v1.Principal
+	1,  // 54: switchboard.aggregator.v1.Backend.health:type_name -> switchboard.aggregator.v1.BackendHealth
+	58, // 55: switchboard.aggregator.v1.Backend.last_check:type_name -> google.protobuf.Timestamp
+	60, // 56: switchboard.aggregator.v1.Backend.last_latency:type_name -> google.protobuf.Duration
+	53, // 57: switchboard.aggregator.v1.ListBackendsResponse.backends:type_name -> switchboard.aggregator.v1.Backend
+	55, // 58: switchboard.aggregator.v1.ListBackendsResponse.conflicts:type_name -> switchboard.aggregator.v1.CatalogConflict
+	9,  // 59: switchboard.aggregator.v1.AggregatorService.Discover:input_type -> switchboard.aggregator.v1.DiscoverRequest
+	11, // 60: switchboard.aggregator.v1.AggregatorService.ListTools:input_type -> switchboard.aggregator.v1.ListToolsRequest
+	12, // 61: switchboard.aggregator.v1.AggregatorService.ListResources:input_type -> switchboard.aggregator.v1.ListResourcesRequest
+	13, // 62: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:input_type -> switchboard.aggregator.v1.ListResourceTemplatesRequest
+	14, // 63: switchboard.aggregator.v1.AggregatorService.ListPrompts:input_type -> switchboard.aggregator.v1.ListPromptsRequest
+	24, // 64: switchboard.aggregator.v1.AggregatorService.CallTool:input_type -> switchboard.aggregator.v1.CallToolRequest
+	26, // 65: switchboard.aggregator.v1.AggregatorService.CallToolStream:input_type -> switchboard.aggregator.v1.CallToolStreamRequest
+	43, // 66: switchboard.aggregator.v1.AggregatorService.ReadResource:input_type -> switchboard.aggregator.v1.ReadResourceRequest
+	45, // 67: switchboard.aggregator.v1.AggregatorService.GetPrompt:input_type -> switchboard.aggregator.v1.GetPromptRequest
+	47, // 68: switchboard.aggregator.v1.AggregatorService.Complete:input_type -> switchboard.aggregator.v1.CompleteRequest
+	49, // 69: switchboard.aggregator.v1.AggregatorService.WatchCatalog:input_type -> switchboard.aggregator.v1.WatchCatalogRequest
+	52, // 70: switchboard.aggregator.v1.AggregatorService.ListBackends:input_type -> switchboard.aggregator.v1.ListBackendsRequest
+	39, // 71: switchboard.aggregator.v1.AggregatorService.ResumeHeldCall:input_type -> switchboard.aggregator.v1.ResumeHeldCallRequest
+	41, // 72: switchboard.aggregator.v1.AggregatorService.ResumeHeldCallStream:input_type -> switchboard.aggregator.v1.ResumeHeldCallStreamRequest
+	31, // 73: switchboard.aggregator.v1.AggregatorService.GetTask:input_type -> switchboard.aggregator.v1.GetTaskRequest
+	33, // 74: switchboard.aggregator.v1.AggregatorService.UpdateTask:input_type -> switchboard.aggregator.v1.UpdateTaskRequest
+	35, // 75: switchboard.aggregator.v1.AggregatorService.CancelTask:input_type -> switchboard.aggregator.v1.CancelTaskRequest
+	37, // 76: switchboard.aggregator.v1.AggregatorService.ListTasks:input_type -> switchboard.aggregator.v1.ListTasksRequest
+	7,  // 77: switchboard.aggregator.v1.AggregatorService.RunCode:input_type -> switchboard.aggregator.v1.RunCodeRequest
+	2,  // 78: switchboard.aggregator.v1.AggregatorService.GetTraffic:input_type -> switchboard.aggregator.v1.GetTrafficRequest
+	10, // 79: switchboard.aggregator.v1.AggregatorService.Discover:output_type -> switchboard.aggregator.v1.DiscoverResponse
+	16, // 80: switchboard.aggregator.v1.AggregatorService.ListTools:output_type -> switchboard.aggregator.v1.ListToolsResponse
+	18, // 81: switchboard.aggregator.v1.AggregatorService.ListResources:output_type -> switchboard.aggregator.v1.ListResourcesResponse
+	20, // 82: switchboard.aggregator.v1.AggregatorService.ListResourceTemplates:output_type -> switchboard.aggregator.v1.ListResourceTemplatesResponse
+	22, // 83: switchboard.aggregator.v1.AggregatorService.ListPrompts:output_type -> switchboard.aggregator.v1.ListPromptsResponse
+	29, // 84: switchboard.aggregator.v1.AggregatorService.CallTool:output_type -> switchboard.aggregator.v1.CallToolResponse
+	27, // 85: switchboard.aggregator.v1.AggregatorService.CallToolStream:output_type -> switchboard.aggregator.v1.CallToolStreamResponse
+	44, // 86: switchboard.aggregator.v1.AggregatorService.ReadResource:output_type -> switchboard.aggregator.v1.ReadResourceResponse
+	46, // 87: switchboard.aggregator.v1.AggregatorService.GetPrompt:output_type -> switchboard.aggregator.v1.GetPromptResponse
+	48, // 88: switchboard.aggregator.v1.AggregatorService.Complete:output_type -> switchboard.aggregator.v1.CompleteResponse
+	50, // 89: switchboard.aggregator.v1.AggregatorService.WatchCatalog:output_type -> switchboard.aggregator.v1.WatchCatalogResponse
+	54, // 90: switchboard.aggregator.v1.AggregatorService.ListBackends:output_type -> switchboard.aggregator.v1.ListBackendsResponse
+	40, // 91: switchboard.aggregator.v1.AggregatorService.ResumeHeldCall:output_type -> switchboard.aggregator.v1.ResumeHeldCallResponse
+	42, // 92: switchboard.aggregator.v1.AggregatorService.ResumeHeldCallStream:output_type -> switchboard.aggregator.v1.ResumeHeldCallStreamResponse
+	32, // 93: switchboard.aggregator.v1.AggregatorService.GetTask:output_type -> switchboard.aggregator.v1.GetTaskResponse
+	34, // 94: switchboard.aggregator.v1.AggregatorService.UpdateTask:output_type -> switchboard.aggregator.v1.UpdateTaskResponse
+	36, // 95: switchboard.aggregator.v1.AggregatorService.CancelTask:output_type -> switchboard.aggregator.v1.CancelTaskResponse
+	38, // 96: switchboard.aggregator.v1.AggregatorService.ListTasks:output_type -> switchboard.aggregator.v1.ListTasksResponse
+	8,  // 97: switchboard.aggregator.v1.AggregatorService.RunCode:output_type -> switchboard.aggregator.v1.RunCodeResponse
+	3,  // 98: switchboard.aggregator.v1.AggregatorService.GetTraffic:output_type -> switchboard.aggregator.v1.GetTrafficResponse
+	79, // [79:99] is the sub-list for method output_type
+	59, // [59:79] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_switchboard_aggregator_v1_aggregator_proto_init() }
@@ -4388,11 +4764,11 @@ func file_switchboard_aggregator_v1_aggregator_proto_init() {
 	if File_switchboard_aggregator_v1_aggregator_proto != nil {
 		return
 	}
-	file_switchboard_aggregator_v1_aggregator_proto_msgTypes[20].OneofWrappers = []any{
+	file_switchboard_aggregator_v1_aggregator_proto_msgTypes[25].OneofWrappers = []any{
 		(*CallToolStreamResponse_Notification)(nil),
 		(*CallToolStreamResponse_Result)(nil),
 	}
-	file_switchboard_aggregator_v1_aggregator_proto_msgTypes[35].OneofWrappers = []any{
+	file_switchboard_aggregator_v1_aggregator_proto_msgTypes[40].OneofWrappers = []any{
 		(*ResumeHeldCallStreamResponse_Notification)(nil),
 		(*ResumeHeldCallStreamResponse_Result)(nil),
 	}
@@ -4402,7 +4778,7 @@ func file_switchboard_aggregator_v1_aggregator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_aggregator_v1_aggregator_proto_rawDesc), len(file_switchboard_aggregator_v1_aggregator_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   51,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -52,6 +52,7 @@ const (
 	AggregatorService_CancelTask_FullMethodName            = "/switchboard.aggregator.v1.AggregatorService/CancelTask"
 	AggregatorService_ListTasks_FullMethodName             = "/switchboard.aggregator.v1.AggregatorService/ListTasks"
 	AggregatorService_RunCode_FullMethodName               = "/switchboard.aggregator.v1.AggregatorService/RunCode"
+	AggregatorService_GetTraffic_FullMethodName            = "/switchboard.aggregator.v1.AggregatorService/GetTraffic"
 )
 
 // AggregatorServiceClient is the client API for AggregatorService service.
@@ -144,6 +145,14 @@ type AggregatorServiceClient interface {
 	// fails, or reaches a bound, is a successful RPC whose result has
 	// is_error set.
 	RunCode(ctx context.Context, in *RunCodeRequest, opts ...grpc.CallOption) (*RunCodeResponse, error)
+	// GetTraffic reports this replica's last hour of tool calls, minute by
+	// minute, in total, by backend, by tool and by server, and its
+	// backends' health changes and reloads of that hour, for the operator
+	// console. Operator callers only (PERMISSION_DENIED otherwise): it names
+	// every backend, tool and server. Each replica counts the calls it
+	// admitted; a cluster's whole traffic is the sum over its replicas (the
+	// shipped Grafana dashboard shows it from Prometheus).
+	GetTraffic(ctx context.Context, in *GetTrafficRequest, opts ...grpc.CallOption) (*GetTrafficResponse, error)
 }
 
 type aggregatorServiceClient struct {
@@ -371,6 +380,16 @@ func (c *aggregatorServiceClient) RunCode(ctx context.Context, in *RunCodeReques
 	return out, nil
 }
 
+func (c *aggregatorServiceClient) GetTraffic(ctx context.Context, in *GetTrafficRequest, opts ...grpc.CallOption) (*GetTrafficResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetTrafficResponse)
+	err := c.cc.Invoke(ctx, AggregatorService_GetTraffic_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AggregatorServiceServer is the server API for AggregatorService service.
 // All implementations must embed UnimplementedAggregatorServiceServer
 // for forward compatibility.
@@ -461,6 +480,14 @@ type AggregatorServiceServer interface {
 	// fails, or reaches a bound, is a successful RPC whose result has
 	// is_error set.
 	RunCode(context.Context, *RunCodeRequest) (*RunCodeResponse, error)
+	// GetTraffic reports this replica's last hour of tool calls, minute by
+	// minute, in total, by backend, by tool and by server, and its
+	// backends' health changes and reloads of that hour, for the operator
+	// console. Operator callers only (PERMISSION_DENIED otherwise): it names
+	// every backend, tool and server. Each replica counts the calls it
+	// admitted; a cluster's whole traffic is the sum over its replicas (the
+	// shipped Grafana dashboard shows it from Prometheus).
+	GetTraffic(context.Context, *GetTrafficRequest) (*GetTrafficResponse, error)
 	mustEmbedUnimplementedAggregatorServiceServer()
 }
 
@@ -527,6 +554,9 @@ func (UnimplementedAggregatorServiceServer) ListTasks(context.Context, *ListTask
 }
 func (UnimplementedAggregatorServiceServer) RunCode(context.Context, *RunCodeRequest) (*RunCodeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RunCode not implemented")
+}
+func (UnimplementedAggregatorServiceServer) GetTraffic(context.Context, *GetTrafficRequest) (*GetTrafficResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetTraffic not implemented")
 }
 func (UnimplementedAggregatorServiceServer) mustEmbedUnimplementedAggregatorServiceServer() {}
 func (UnimplementedAggregatorServiceServer) testEmbeddedByValue()                           {}
@@ -870,6 +900,24 @@ func _AggregatorService_RunCode_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AggregatorService_GetTraffic_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetTrafficRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AggregatorServiceServer).GetTraffic(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AggregatorService_GetTraffic_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AggregatorServiceServer).GetTraffic(ctx, req.(*GetTrafficRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AggregatorService_ServiceDesc is the grpc.ServiceDesc for AggregatorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -940,6 +988,10 @@ var AggregatorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RunCode",
 			Handler:    _AggregatorService_RunCode_Handler,
+		},
+		{
+			MethodName: "GetTraffic",
+			Handler:    _AggregatorService_GetTraffic_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,77 @@
+package traffic
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+func TestRecorderKeepsTheHourByDimension(t *testing.T) {
+	now := time.Date(2026, 12, 6, 10, 0, 30, 0, time.UTC)
+	r := &Recorder{now: func() time.Time { return now }}
+	r.Call("", "weather_forecast", "weather", OutcomeOK, 3*time.Millisecond)
+	r.Call("support", "weather_forecast", "weather", OutcomeError, 40*time.Millisecond)
+	r.Call("", "nope", "", OutcomeRefused, time.Millisecond)
+	r.Health("weather", "unhealthy", "was healthy")
+	now = now.Add(2 * time.Minute)
+	r.Call("", "notes_add", "notes", OutcomeRateLimited, time.Millisecond)
+
+	minutes, events := r.Snapshot()
+	if len(minutes) != Minutes || !minutes[Minutes-1].Start.Equal(now.Truncate(time.Minute)) {
+		t.Fatalf("%d minutes ending %v", len(minutes), minutes[len(minutes)-1].Start)
+	}
+	first := minutes[Minutes-3]
+	if c := first.Cells[DimTotal][""]; c.Calls != 3 || c.Errors != 1 || c.Refused != 1 {
+		t.Errorf("total of the first minute: %+v", c)
+	}
+	if c := first.Cells[DimBackend]["weather"]; c.Calls != 2 || c.Quantile(0.5) != 4 || c.Quantile(1) != 64 {
+		t.Errorf("weather: %+v, p50 %v, max %v", c, c.Quantile(0.5), c.Quantile(1))
+	}
+	if _, ok := first.Cells[DimTool]["nope"]; ok {
+		t.Error("a refused call's tool name was kept")
+	}
+	if c := first.Cells[DimServer]["/mcp"]; c.Calls != 2 {
+		t.Errorf("server /mcp: %+v", c)
+	}
+	if len(minutes[Minutes-2].Cells) != 0 {
+		t.Errorf("a minute without calls has cells: %v", minutes[Minutes-2].Cells)
+	}
+	if c := minutes[Minutes-1].Cells[DimBackend]["notes"]; c.RateLimited != 1 {
+		t.Errorf("notes: %+v", c)
+	}
+	if sum := Sum(minutes, DimBackend); sum["weather"].Calls != 2 || sum["notes"].Calls != 1 {
+		t.Errorf("sum %v", sum)
+	}
+	if len(events) != 1 || events[0].Backend != "weather" || events[0].State != "unhealthy" {
+		t.Errorf("events %+v", events)
+	}
+
+	// An hour later the first minute is gone, and its slot reused.
+	now = now.Add(60 * time.Minute)
+	r.Call("", "weather_forecast", "weather", OutcomeOK, time.Millisecond)
+	minutes, events = r.Snapshot()
+	if s := Sum(minutes, DimTotal)[""]; s.Calls != 1 || len(events) != 0 {
+		t.Errorf("an hour later: %d calls, %d events", s.Calls, len(events))
+	}
+}
+
+func TestRecorderIsBounded(t *testing.T) {
+	r := New()
+	for i := range MaxNames + 50 {
+		r.Call("", fmt.Sprintf("tool_%d", i), "b", OutcomeOK, time.Millisecond)
+	}
+	for i := range MaxEvents + 10 {
+		r.Health("b", "healthy", fmt.Sprint(i))
+	}
+	minutes, events := r.Snapshot()
+	tools := minutes[Minutes-1].Cells[DimTool]
+	if len(tools) != MaxNames+1 || tools[Other].Calls != 50 {
+		t.Errorf("%d tool names, %d calls under %s", len(tools), tools[Other].Calls, Other)
+	}
+	if len(events) != MaxEvents || events[0].Detail != "10" {
+		t.Errorf("%d events, first %+v", len(events), events[0])
+	}
+	var nilRecorder *Recorder
+	nilRecorder.Call("", "t", "b", OutcomeOK, 0) // records nothing, does not panic
+	nilRecorder.Health("b", "healthy", "")
+}
