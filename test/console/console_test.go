@@ -51,6 +51,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		{"catalog", checkCatalog},
 		{"search", checkSearch},
 		{"events", checkEvents},
+		{"traffic", checkTraffic},
 		{"ratelimits", checkRateLimits},
 		{"tasks", checkTasks},
 		{"logout", checkLogout},
@@ -336,6 +337,61 @@ func checkEvents(t *testing.T, s *stack, b *browser.Browser) {
 	}
 	b.CheckPhone("events")
 	b.Screenshot("events")
+}
+
+// checkTraffic: the traffic page charts sue's calls of tickets_echo as
+// the aggregator counted them (its own GetTraffic, read as the console's
+// credential), with a row for the tool, its server and its backend, and a
+// health lane per backend; the audit search narrows the trail to a tool
+// and a time range.
+func checkTraffic(t *testing.T, s *stack, b *browser.Browser) {
+	b.Navigate(s.console + "/traffic")
+	b.WaitText("h1", "Traffic")
+	checkSkipLink(t, b)
+	want, err := s.aggregator.GetTraffic(t.Context(), &aggregatorv1.GetTrafficRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls int64
+	for _, m := range want.GetMinutes() {
+		for _, c := range m.GetCells() {
+			if c.GetDimension() == "tool" && c.GetName() == "tickets_echo" {
+				calls += c.GetCalls()
+			}
+		}
+	}
+	if calls < sueCalls {
+		t.Fatalf("the aggregator counted %d calls of tickets_echo, want at least %d", calls, sueCalls)
+	}
+	row := b.Text("#traffic-tools tbody tr")
+	if !strings.HasPrefix(row, "tickets_echo") || !strings.Contains(row, strconv.FormatInt(calls, 10)) {
+		t.Errorf("the busiest tool's row: %q, want tickets_echo with %d calls", row, calls)
+	}
+	if servers := b.Text("#traffic-servers"); !strings.Contains(servers, "support") {
+		t.Errorf("no row for the support server: %q", servers)
+	}
+	for _, sel := range []string{".chart polyline.series.calls", ".chart polyline.series.p95", "#traffic-backends svg.spark polyline", "#traffic-health rect.state"} {
+		if n := browser.Eval[int](b, fmt.Sprintf(`document.querySelectorAll(%q).length`, sel)); n == 0 {
+			t.Errorf("the page draws no %s", sel)
+		}
+	}
+	b.CheckPhone("traffic")
+	b.Screenshot("traffic")
+
+	// The audit search: sue's calls of tickets_echo in the last hour.
+	since := time.Now().UTC().Add(-time.Hour).Format("2006-01-02T15:04")
+	b.Navigate(s.console + "/events?" + url.Values{"tool": {"tickets_echo"}, "since": {since}}.Encode())
+	b.WaitText("h1", "events")
+	rows := b.Texts("#audit-events tbody tr")
+	if len(rows) < sueCalls {
+		t.Errorf("the audit search for tickets_echo found %d events: %q", len(rows), rows)
+	}
+	for _, r := range rows {
+		if !strings.Contains(r, "tickets_echo") {
+			t.Errorf("a row of another tool: %q", r)
+		}
+	}
+	b.Screenshot("audit-search")
 }
 
 // checkRateLimits: the page shows the configured limit, and sue's bucket

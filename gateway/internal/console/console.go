@@ -162,6 +162,7 @@ func (c *Console) Handler() http.Handler {
 	mux.Handle("GET /console/tasks", c.authed(c.tasksPage))
 	mux.Handle("GET /console/task", c.authed(c.taskPage))
 	mux.Handle("GET /console/events", c.authed(c.eventsPage))
+	mux.Handle("GET /console/traffic", c.authed(c.trafficPage))
 	mux.Handle("GET /console/ratelimits", c.authed(c.rateLimitsPage))
 	mux.Handle("/console/", c.authed(func(w http.ResponseWriter, r *http.Request, s session) {
 		c.render(w, r, http.StatusNotFound, "notfound", page{Title: "Not found", Session: &s})

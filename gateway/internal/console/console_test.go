@@ -777,3 +777,38 @@ func TestSearchKeywordsAndLog(t *testing.T) {
 		t.Errorf("no log line names the operator and the principal:\n%s", tc.log.String())
 	}
 }
+
+// TestTrafficPage draws the hour: charts as SVG with a polyline per
+// series, a row per backend, server and tool with its figures, the health
+// timeline with its segments and marks, markup in names escaped, and
+// live reloading only when asked.
+func TestTrafficPage(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	c := loggedIn(t, tc)
+	status, body, _ := get(t, c, tc.srv.URL+"/console/traffic")
+	if status != http.StatusOK {
+		t.Fatalf("status %d:\n%s", status, body)
+	}
+	for _, want := range []string{
+		"aggregator replica <code>aggregator-0</code>",
+		// 590 calls of alpha_echo, 3 of the hostile tool, 1 error, 1
+		// limited; p50 and p95 at most 4 ms; a minute without calls
+		// leaves the latency lines a gap, their points marked.
+		`<p id="summary">Calls: 590; failed: 1 (0.2%); refused by rate limits: 0;`,
+		`<polyline class="series calls"`, `<polyline class="series p95"`, `<circle class="dot p95"`,
+		`<th scope="row">alpha_echo</th>`, "<td>590</td><td>9.8</td><td>10</td>",
+		"≤ 4 ms",
+		`<rect class="state unhealthy"`, `<rect class="mark reload"`,
+		"&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the traffic page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, hostileName) || strings.Contains(body, `http-equiv="refresh"`) {
+		t.Error("the page shows unescaped markup, or reloads unasked")
+	}
+	if _, body, _ = get(t, c, tc.srv.URL+"/console/traffic?live=1"); !strings.Contains(body, `http-equiv="refresh" content="10"`) {
+		t.Error("live traffic does not reload")
+	}
+}

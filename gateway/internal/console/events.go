@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/services/follow"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
@@ -260,6 +262,9 @@ type eventsData struct {
 	PendingShown           int
 	Audit                  []*indexerv1.AuditEvent
 	Kind, Outcome, Subject string
+	// Tool, Since and Until narrow the trail further: a tool's name, and a
+	// time range (UTC, as a datetime-local field gives it).
+	Tool, Since, Until string
 	// LiveURL and StillURL switch live mode on and off.
 	LiveURL, StillURL string
 }
@@ -269,14 +274,22 @@ type eventsData struct {
 // few seconds (no script: a meta refresh).
 func (c *Console) eventsPage(w http.ResponseWriter, r *http.Request, s session) {
 	q := r.URL.Query()
-	d := eventsData{Live: q.Get("live") == "1", Events: c.events.recent(), Kind: q.Get("kind"), Outcome: q.Get("outcome"), Subject: q.Get("subject")}
+	d := eventsData{Live: q.Get("live") == "1", Events: c.events.recent(), Kind: q.Get("kind"), Outcome: q.Get("outcome"), Subject: q.Get("subject"),
+		Tool: q.Get("tool"), Since: q.Get("since"), Until: q.Get("until")}
 	p := page{Title: "Live events", Active: "events", Session: &s, Data: &d}
-	if len(d.Kind) > maxGroupBytes || len(d.Outcome) > maxGroupBytes || len(d.Subject) > maxSubjectBytes {
+	if len(d.Kind) > maxGroupBytes || len(d.Outcome) > maxGroupBytes || len(d.Subject) > maxSubjectBytes || len(d.Tool) > maxSubjectBytes {
 		p.Error = "a filter is too long"
 		c.render(w, r, http.StatusBadRequest, "events", p)
 		return
 	}
-	filters := url.Values{"kind": {d.Kind}, "outcome": {d.Outcome}, "subject": {d.Subject}}
+	since, errSince := formTime(d.Since)
+	until, errUntil := formTime(d.Until)
+	if errSince != nil || errUntil != nil {
+		p.Error = "a time must be a date and time, as 2026-12-06T09:30 (UTC)"
+		c.render(w, r, http.StatusBadRequest, "events", p)
+		return
+	}
+	filters := url.Values{"kind": {d.Kind}, "outcome": {d.Outcome}, "subject": {d.Subject}, "tool": {d.Tool}, "since": {d.Since}, "until": {d.Until}}
 	d.StillURL = "/console/events?" + filters.Encode()
 	filters.Set("live", "1")
 	d.LiveURL = "/console/events?" + filters.Encode()
@@ -297,11 +310,24 @@ func (c *Console) eventsPage(w http.ResponseWriter, r *http.Request, s session) 
 		d.PendingCut, d.PendingShown = resp.GetNextPageToken() != "", pendingShown
 	}
 	if resp, err := c.deps.Indexer.QueryAuditEvents(ctx, &indexerv1.QueryAuditEventsRequest{
-		Kind: d.Kind, Outcome: d.Outcome, Subject: d.Subject, PageSize: auditTail,
+		Kind: d.Kind, Outcome: d.Outcome, Subject: d.Subject, Tool: d.Tool, Since: since, Until: until, PageSize: auditTail,
 	}); err != nil {
 		_, d.AuditNote, _ = rpcFailure("QueryAuditEvents", err)
 	} else {
 		d.Audit = resp.GetEvents()
 	}
 	c.render(w, r, http.StatusOK, "events", p)
+}
+
+// formTime reads a datetime-local field's value as UTC; nil for none.
+func formTime(v string) (*timestamppb.Timestamp, error) {
+	if v == "" {
+		return nil, nil
+	}
+	for _, layout := range []string{"2006-01-02T15:04", "2006-01-02T15:04:05"} {
+		if t, err := time.ParseInLocation(layout, v, time.UTC); err == nil {
+			return timestamppb.New(t), nil
+		}
+	}
+	return nil, errors.New("not a date and time")
 }

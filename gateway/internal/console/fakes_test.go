@@ -92,10 +92,53 @@ func newAggregator() *testkit.FakeAggregator {
 				{Kind: "resources", Name: "shared://<i>x</i>", Backends: []string{"alpha", hostileName}},
 			}}, nil
 		},
+		GetTrafficFunc: func(ctx context.Context, _ *aggregatorv1.GetTrafficRequest) (*aggregatorv1.GetTrafficResponse, error) {
+			if c, _ := svcauth.CallerFrom(ctx); !c.Operator {
+				return nil, status.Error(codes.PermissionDenied, "operators only")
+			}
+			return testTraffic(time.Now()), nil
+		},
 	}
 	agg.SetTools(consoleTools())
 	agg.SetVersion(42)
 	return agg
+}
+
+// testTraffic is an hour of traffic ending at now: alpha_echo called 10
+// times a minute (but one) at about 4 ms (1 error), the hostile backend's tool
+// twice in the last minute and refused once by a rate limit; alpha went
+// unhealthy 10 minutes ago and back 5 minutes later; a reload.
+func testTraffic(now time.Time) *aggregatorv1.GetTrafficResponse {
+	start := now.Truncate(time.Minute).Add(-59 * time.Minute)
+	hist := func(n int64) []int64 { return []int64{0, 0, 0, 0, n, 0, 0, 0} } // ≤ 4 ms
+	resp := &aggregatorv1.GetTrafficResponse{Replica: "aggregator-0", LatencyBucketMs: []float64{0.25, 0.5, 1, 2, 4, 8, 16, 32}}
+	for i := range 60 {
+		m := &aggregatorv1.TrafficMinute{Start: timestamppb.New(start.Add(time.Duration(i) * time.Minute))}
+		cell := func(dim, name string, calls, errors, limited int64) *aggregatorv1.TrafficCell {
+			return &aggregatorv1.TrafficCell{Dimension: dim, Name: name, Calls: calls, Errors: errors, RateLimited: limited, LatencyHistogram: hist(calls)}
+		}
+		if i == 10 { // a minute without calls
+			resp.Minutes = append(resp.Minutes, m)
+			continue
+		}
+		var errs int64
+		if i == 30 {
+			errs = 1
+		}
+		m.Cells = []*aggregatorv1.TrafficCell{cell("total", "", 10, errs, 0), cell("backend", "alpha", 10, errs, 0),
+			cell("tool", "alpha_echo", 10, errs, 0), cell("server", "/mcp", 10, errs, 0)}
+		if i == 59 {
+			m.Cells = append(m.Cells, cell("backend", hostileName, 3, 0, 1), cell("tool", hostileName+"_x", 3, 0, 1))
+		}
+		resp.Minutes = append(resp.Minutes, m)
+	}
+	at := func(m int) *timestamppb.Timestamp { return timestamppb.New(start.Add(time.Duration(m) * time.Minute)) }
+	resp.HealthEvents = []*aggregatorv1.HealthEvent{
+		{Time: at(40), Backend: "", State: "reload", Detail: "the configuration was reloaded"},
+		{Time: at(50), Backend: "alpha", State: "unhealthy", Detail: "was healthy"},
+		{Time: at(55), Backend: "alpha", State: "healthy", Detail: "was unhealthy"},
+	}
+	return resp
 }
 
 // testIndexer is what the console's tests set and read of the fake

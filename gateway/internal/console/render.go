@@ -46,12 +46,13 @@ var funcs = template.FuncMap{
 	"join":       strings.Join,
 	"f4":         func(v float64) string { return fmt.Sprintf("%.4f", v) },
 	"add1":       func(i int) int { return i + 1 },
+	"add":        func(a, b float64) float64 { return a + b },
 	"partKind":   func(k indexerv1.ScorePartKind) string { return partKinds[k] },
 	"termSource": func(s indexerv1.TermSource) string { return termSources[s] },
 }
 
 func init() {
-	for _, name := range []string{"login", "backends", "catalog", "search", "tasks", "task", "events", "ratelimits", "notfound", "continue"} {
+	for _, name := range []string{"login", "backends", "catalog", "search", "tasks", "task", "events", "ratelimits", "traffic", "notfound", "continue"} {
 		pages[name] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/partials.html", "templates/"+name+".html"))
 	}
 }

@@ -1,0 +1,385 @@
+package console
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+)
+
+// The traffic page draws the last hour of tool calls as the aggregator
+// replica that answers GetTraffic counted them, minute by minute: charts
+// of calls, errors, rate-limit refusals and latency in total, a row with
+// a small chart for each backend, server and busiest tool, and a health
+// timeline per backend. The charts are SVG drawn here, with tables of the
+// same figures beside them: nothing runs in the browser, and ?live=1
+// reloads the page every 10 seconds.
+
+// Chart geometry, in SVG user units.
+const (
+	chartW, chartH = 600.0, 160.0
+	sparkW, sparkH = 180.0, 28.0
+	// toolsShown is how many of the busiest tools get a row.
+	toolsShown = 20
+)
+
+// line is one series of a chart: its points as an SVG polyline's points.
+type line struct {
+	Name, Class, Points string
+	// Dots mark each point of a series with gaps (minutes without
+	// calls have no latency), where a lone point draws no line.
+	Dots []dot
+	// Last is its value in the current minute, for the legend.
+	Last string
+}
+
+// chart is one SVG chart over the hour.
+type chart struct {
+	Title, Unit string
+	W, H        float64
+	Lines       []line
+	// Max is the value of the top edge; Ticks label the time axis.
+	Max   string
+	Ticks []tick
+}
+
+type dot struct{ X, Y float64 }
+
+type tick struct {
+	X     float64
+	Label string
+}
+
+// trafficRow is one name of a dimension over the hour.
+type trafficRow struct {
+	Name                                 string
+	Calls, Errors, RateLimited, Refused  int64
+	P50, P95                             string
+	Spark                                chart
+	ErrorsPercent, PerMinute, LastMinute string
+}
+
+// healthLane is one backend's health over the hour: segments of a state,
+// and marks (reloads, quarantines).
+type healthLane struct {
+	Backend  string
+	Segments []segment
+	Marks    []mark
+	Now      string
+}
+
+type segment struct {
+	X, W  float64
+	State string
+	Title string
+}
+
+type mark struct {
+	X     float64
+	Kind  string
+	Title string
+}
+
+type trafficData struct {
+	Replica                  string
+	Live                     bool
+	LiveURL, StillURL        string
+	From, To                 time.Time
+	Calls, Latency           chart
+	Total                    trafficRow
+	Backends, Servers, Tools []trafficRow
+	ToolsCut                 int
+	Health                   []healthLane
+	HealthW                  float64
+	Events                   []*aggregatorv1.HealthEvent
+	BackendsNote             string
+}
+
+// trafficPage is /console/traffic.
+func (c *Console) trafficPage(w http.ResponseWriter, r *http.Request, s session) {
+	ctx, cancel := rpcContext(r)
+	defer cancel()
+	d := trafficData{Live: r.URL.Query().Get("live") == "1", LiveURL: "/console/traffic?live=1", StillURL: "/console/traffic", HealthW: chartW}
+	p := page{Title: "Traffic", Active: "traffic", Session: &s, Data: &d}
+	if d.Live {
+		p.Refresh = liveRefresh
+	}
+	resp, err := c.deps.Aggregator.GetTraffic(ctx, &aggregatorv1.GetTrafficRequest{})
+	if err != nil {
+		c.renderFailure(w, r, "traffic", p, "GetTraffic", err)
+		return
+	}
+	d.Replica = resp.GetReplica()
+	minutes := resp.GetMinutes()
+	if len(minutes) > 0 {
+		d.From, d.To = minutes[0].GetStart().AsTime(), minutes[len(minutes)-1].GetStart().AsTime().Add(time.Minute)
+	}
+	bounds := resp.GetLatencyBucketMs()
+	series := perName(minutes)
+	total := series[key{"total", ""}]
+	d.Total = row("all calls", total, bounds)
+	d.Calls = chart{Title: "Calls per minute", Unit: "calls", W: chartW, H: chartH, Ticks: timeTicks(d.From, len(minutes))}
+	d.Calls.Max, d.Calls.Lines = lines(chartW, chartH, []namedSeries{
+		{"calls", "calls", counts(total, func(c *aggregatorv1.TrafficCell) int64 { return c.GetCalls() })},
+		{"errors", "errors", counts(total, func(c *aggregatorv1.TrafficCell) int64 { return c.GetErrors() })},
+		{"rate limited", "limited", counts(total, func(c *aggregatorv1.TrafficCell) int64 { return c.GetRateLimited() })},
+	}, "")
+	d.Latency = chart{Title: "Latency per minute", Unit: "ms", W: chartW, H: chartH, Ticks: timeTicks(d.From, len(minutes))}
+	d.Latency.Max, d.Latency.Lines = lines(chartW, chartH, []namedSeries{
+		{"p50", "p50", quantiles(total, bounds, 0.5)},
+		{"p95", "p95", quantiles(total, bounds, 0.95)},
+	}, " ms")
+	for k, cells := range series {
+		switch k.dim {
+		case "backend":
+			d.Backends = append(d.Backends, row(k.name, cells, bounds))
+		case "server":
+			d.Servers = append(d.Servers, row(k.name, cells, bounds))
+		case "tool":
+			d.Tools = append(d.Tools, row(k.name, cells, bounds))
+		}
+	}
+	for _, rows := range [][]trafficRow{d.Backends, d.Servers, d.Tools} {
+		slices.SortFunc(rows, func(a, b trafficRow) int {
+			return cmp.Or(cmp.Compare(b.Calls, a.Calls), strings.Compare(a.Name, b.Name))
+		})
+	}
+	if len(d.Tools) > toolsShown {
+		d.ToolsCut, d.Tools = len(d.Tools)-toolsShown, d.Tools[:toolsShown]
+	}
+	d.Events = resp.GetHealthEvents()
+	if backends, err := c.deps.Aggregator.ListBackends(ctx, &aggregatorv1.ListBackendsRequest{}); err != nil {
+		_, d.BackendsNote, _ = rpcFailure("ListBackends", err)
+	} else {
+		d.Health = healthLanes(backends.GetBackends(), d.Events, d.From, d.To)
+	}
+	c.render(w, r, http.StatusOK, "traffic", p)
+}
+
+type key struct{ dim, name string }
+
+// perName is each dimension's names' cells, one per minute (nil for a
+// minute without calls).
+func perName(minutes []*aggregatorv1.TrafficMinute) map[key][]*aggregatorv1.TrafficCell {
+	out := map[key][]*aggregatorv1.TrafficCell{{"total", ""}: make([]*aggregatorv1.TrafficCell, len(minutes))}
+	for i, m := range minutes {
+		for _, c := range m.GetCells() {
+			k := key{c.GetDimension(), c.GetName()}
+			if out[k] == nil {
+				out[k] = make([]*aggregatorv1.TrafficCell, len(minutes))
+			}
+			out[k][i] = c
+		}
+	}
+	return out
+}
+
+type namedSeries struct {
+	name, class string
+	values      []float64
+}
+
+func counts(cells []*aggregatorv1.TrafficCell, f func(*aggregatorv1.TrafficCell) int64) []float64 {
+	out := make([]float64, len(cells))
+	for i, c := range cells {
+		if c != nil {
+			out[i] = float64(f(c))
+		}
+	}
+	return out
+}
+
+// quantiles is each minute's q-quantile latency (NaN for a minute
+// without calls).
+func quantiles(cells []*aggregatorv1.TrafficCell, bounds []float64, q float64) []float64 {
+	out := make([]float64, len(cells))
+	for i, c := range cells {
+		out[i] = math.NaN()
+		if c != nil {
+			out[i] = quantile(c.GetLatencyHistogram(), bounds, q)
+		}
+	}
+	return out
+}
+
+// quantile is the upper bound of the histogram bucket holding the
+// q-quantile; NaN for an empty histogram.
+func quantile(hist []int64, bounds []float64, q float64) float64 {
+	var n int64
+	for _, v := range hist {
+		n += v
+	}
+	if n == 0 || len(bounds) == 0 {
+		return math.NaN()
+	}
+	rank, seen := int64(math.Ceil(q*float64(n))), int64(0)
+	for i, v := range hist {
+		seen += v
+		if seen >= rank {
+			return bounds[min(i, len(bounds)-1)]
+		}
+	}
+	return bounds[len(bounds)-1]
+}
+
+// lines scales series into a w×h chart (the top edge a round number over
+// their maximum) and returns that maximum's label and the lines.
+func lines(w, h float64, series []namedSeries, unit string) (string, []line) {
+	top := 0.0
+	for _, s := range series {
+		for _, v := range s.values {
+			if !math.IsNaN(v) {
+				top = max(top, v)
+			}
+		}
+	}
+	top = niceCeil(top)
+	out := make([]line, len(series))
+	for i, s := range series {
+		var b strings.Builder
+		var dots []dot
+		gaps := slices.ContainsFunc(s.values, math.IsNaN)
+		n := len(s.values)
+		for j, v := range s.values {
+			if math.IsNaN(v) {
+				continue
+			}
+			x := w * (float64(j) + 0.5) / float64(max(n, 1))
+			y := h - h*v/top
+			fmt.Fprintf(&b, "%.1f,%.1f ", x, y)
+			if gaps {
+				dots = append(dots, dot{X: math.Round(x*10) / 10, Y: math.Round(y*10) / 10})
+			}
+		}
+		last := "–"
+		if n > 0 && !math.IsNaN(s.values[n-1]) {
+			last = number(s.values[n-1]) + unit
+		}
+		out[i] = line{Name: s.name, Class: s.class, Points: strings.TrimSpace(b.String()), Last: last, Dots: dots}
+	}
+	return number(top) + unit, out
+}
+
+// niceCeil is the smallest of 1, 2 or 5 times a power of ten at least v
+// (1 for nothing).
+func niceCeil(v float64) float64 {
+	if v <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*p >= v {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+func number(v float64) string {
+	if v == math.Trunc(v) {
+		return fmt.Sprintf("%.0f", v)
+	}
+	if v < 10 {
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+// timeTicks labels the time axis every 15 minutes of the n minutes from
+// from.
+func timeTicks(from time.Time, n int) []tick {
+	var out []tick
+	for i := 0; i < n; i++ {
+		t := from.Add(time.Duration(i) * time.Minute)
+		if t.Minute()%15 == 0 {
+			out = append(out, tick{X: chartW * (float64(i) + 0.5) / float64(n), Label: t.UTC().Format("15:04")})
+		}
+	}
+	return out
+}
+
+// row sums a name's hour and draws its calls per minute.
+func row(name string, cells []*aggregatorv1.TrafficCell, bounds []float64) trafficRow {
+	r := trafficRow{Name: name, Spark: chart{W: sparkW, H: sparkH}}
+	hist := make([]int64, len(bounds))
+	for _, c := range cells {
+		if c == nil {
+			continue
+		}
+		r.Calls += c.GetCalls()
+		r.Errors += c.GetErrors()
+		r.RateLimited += c.GetRateLimited()
+		r.Refused += c.GetRefused()
+		for i, v := range c.GetLatencyHistogram() {
+			if i < len(hist) {
+				hist[i] += v
+			}
+		}
+	}
+	r.P50, r.P95 = latencyText(quantile(hist, bounds, 0.5)), latencyText(quantile(hist, bounds, 0.95))
+	if r.Calls > 0 {
+		r.ErrorsPercent = fmt.Sprintf("%.1f%%", 100*float64(r.Errors)/float64(r.Calls))
+	}
+	r.PerMinute = strconv.FormatFloat(math.Round(10*float64(r.Calls)/float64(max(len(cells), 1)))/10, 'f', -1, 64)
+	calls := counts(cells, func(c *aggregatorv1.TrafficCell) int64 { return c.GetCalls() })
+	if len(calls) > 0 {
+		r.LastMinute = number(calls[len(calls)-1])
+	}
+	r.Spark.Max, r.Spark.Lines = lines(sparkW, sparkH, []namedSeries{{"calls", "calls", calls}}, "")
+	return r
+}
+
+func latencyText(ms float64) string {
+	if math.IsNaN(ms) {
+		return "–"
+	}
+	return "≤ " + number(ms) + " ms"
+}
+
+// healthLanes draws each backend's hour from its changes: the state it
+// was in before the first (the change says it), else the one it is in
+// now, then each change's; reloads and quarantines as marks.
+func healthLanes(backends []*aggregatorv1.Backend, events []*aggregatorv1.HealthEvent, from, to time.Time) []healthLane {
+	span := to.Sub(from)
+	if span <= 0 {
+		return nil
+	}
+	x := func(t time.Time) float64 { return chartW * float64(max(t.Sub(from), 0)) / float64(span) }
+	var lanes []healthLane
+	for _, b := range backends {
+		lane := healthLane{Backend: b.GetName(), Now: healthNames[b.GetHealth()]}
+		state, at := lane.Now, from
+		var changes []*aggregatorv1.HealthEvent
+		for _, e := range events {
+			switch {
+			case e.GetBackend() == "" && e.GetState() == "reload":
+				lane.Marks = append(lane.Marks, mark{X: x(e.GetTime().AsTime()), Kind: "reload", Title: e.GetTime().AsTime().UTC().Format("15:04:05") + " reload: " + e.GetDetail()})
+			case e.GetBackend() != b.GetName():
+			case e.GetState() == "quarantine":
+				lane.Marks = append(lane.Marks, mark{X: x(e.GetTime().AsTime()), Kind: "quarantine", Title: e.GetTime().AsTime().UTC().Format("15:04:05") + " " + e.GetDetail()})
+			default:
+				changes = append(changes, e)
+			}
+		}
+		if len(changes) > 0 {
+			if was, ok := strings.CutPrefix(changes[0].GetDetail(), "was "); ok {
+				state = was
+			}
+		}
+		for _, e := range changes {
+			t := e.GetTime().AsTime()
+			lane.Segments = append(lane.Segments, segment{X: x(at), W: x(t) - x(at), State: state,
+				Title: fmt.Sprintf("%s from %s", state, at.UTC().Format("15:04:05"))})
+			state, at = e.GetState(), t
+		}
+		lane.Segments = append(lane.Segments, segment{X: x(at), W: chartW - x(at), State: state, Title: fmt.Sprintf("%s from %s", state, at.UTC().Format("15:04:05"))})
+		lanes = append(lanes, lane)
+	}
+	return lanes
+}
