@@ -205,6 +205,7 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 		close(reloadDone)
 	}()
 	defer func() { stopReload(); <-reloadDone }()
+	metrics := server.NewMetrics(reg)
 	api := server.New(server.Deps{
 		Store: st, Resolver: resolver, Revocations: hub, Ranking: store.DefaultRanking,
 		Limits:                  server.Limits{Default: ic.DefaultLimit, Max: ic.MaxLimit},
@@ -216,7 +217,7 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 		SessionLimits: store.SessionStateLimits{Subscriptions: gs.MaxSubscriptions, URIBytes: gs.MaxURIBytes,
 			PerPrincipal: gs.MaxPerPrincipal, PrincipalBytes: int64(gs.MaxPrincipalStateBytes)},
 		MaxSessionStateBytes: ic.SessionStates.MaxBytes,
-		Stopping:             ctx.Done(), Log: log, Metrics: server.NewMetrics(reg),
+		Stopping:             ctx.Done(), Log: log, Metrics: metrics,
 		Limiter: limiter,
 		Audit:   trail, AuditEvents: auditTable,
 	})
@@ -253,6 +254,7 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 	var background sync.WaitGroup
 	defer background.Wait()
 	background.Go(func() { resolver.Watch(ctx) })
+	background.Go(func() { metrics.WatchDatabase(ctx, st, server.DatabasePingEvery) })
 	background.Go(func() { hub.Run(ctx) })
 	background.Go(func() { sessionHub.Run(ctx) })
 	background.Go(func() { approvalHub.Run(ctx) })

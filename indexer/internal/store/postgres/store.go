@@ -98,6 +98,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 // Close closes the pool.
 func (s *Store) Close() { s.pool.Close() }
 
+// Ping checks that PostgreSQL answers.
+func (s *Store) Ping(ctx context.Context) error { return classify(s.pool.Ping(ctx)) }
+
 // Pool exposes the pool to tests and benchmarks in this module.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
