@@ -492,25 +492,3 @@ func (e *Engine) Options() *Options { return &e.opts }
 
 // Log is the engine's logger.
 func (e *Engine) Log() *slog.Logger { return e.log }
-
-// noteHeld records, for the traffic page's timeline, each backend whose
-// number of tools held back by pinning (in before, not in after) changed
-// since the last build. Called under rebuildMu.
-func (e *Engine) noteHeld(before, after map[string]*backend.Lists) {
-	if e.opts.Traffic == nil {
-		return
-	}
-	if e.held == nil {
-		e.held = map[string]int{}
-	}
-	for b, l := range before {
-		n := len(l.Tools)
-		if a := after[b]; a != nil {
-			n -= len(a.Tools)
-		}
-		if n != e.held[b] {
-			e.opts.Traffic.Health(b, "quarantine", fmt.Sprintf("%d tools held for review", n))
-			e.held[b] = n
-		}
-	}
-}
