@@ -223,3 +223,31 @@ aggregator:
 		}
 	})
 }
+
+// An app's page is subscribed to at its backend under the backend's own
+// URI, and its updates reach the watcher under the advertised one.
+func TestWatchCatalogRelaysAppPageUpdates(t *testing.T) {
+	subs := newSubscribeBackend(t, false, "ui://app/page")
+	h := startAggregator(t, parseConfig(t, `
+aggregator:
+  backends:
+    - {name: subs, url: `+subs.url+`, protocol: "2025-11-25"}
+`))
+	testkit.Eventually(t, "the page listed", 10*time.Second, func() bool {
+		r, err := h.gateway.ListResources(context.Background(), &aggregatorv1.ListResourcesRequest{Principal: principal("alice")})
+		return err == nil && len(r.GetResources()) == 1 && r.GetResources()[0].GetUri() == "ui://subs/app/page"
+	})
+	w := startWatch(t, h.gateway, "ui://subs/app/page")
+	if got := w.first.GetSubscribedResourceUris(); !slices.Equal(got, []string{"ui://subs/app/page"}) {
+		t.Fatalf("subscribed %v", got)
+	}
+	if s, _ := subs.counts("ui://app/page"); s != 1 {
+		t.Fatalf("the backend saw %d subscribes of its own URI, want 1", s)
+	}
+	if err := subs.server.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: "ui://app/page"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.nextUpdate(t); got != "ui://subs/app/page" {
+		t.Fatalf("the update came as %q, want the advertised URI", got)
+	}
+}
