@@ -189,6 +189,9 @@ func replicaConfigs(t *testing.T, backends []config.Backend, database, dns strin
 			// The aggregators' own credential: a retry of a call another
 			// replica holds is forwarded to it (aggregator.peers).
 			{Name: "aggregator", Token: aggregatorToken, AssertPrincipals: true, Allow: config.AggregatorMethods},
+			// An operator's, as the console's: it reads each replica's
+			// traffic through the balanced address.
+			{Name: "operator", Token: operatorToken, AssertPrincipals: true, Operator: true, Allow: config.ConsoleMethods},
 		}},
 		Logging: config.Logging{Level: "info", Format: "text"},
 	}

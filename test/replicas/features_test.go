@@ -31,6 +31,7 @@ func TestFeaturesAcrossReplicas(t *testing.T) {
 	t.Run("legacy/cancellation", func(t *testing.T) { testCancellation(t, c) })
 	t.Run("list_changed", func(t *testing.T) { testListChanged(t, c) })
 	t.Run("aggregators share the calls", func(t *testing.T) { testAggregatorsShare(t, c) })
+	t.Run("traffic of every replica", func(t *testing.T) { testTrafficOfEveryReplica(t, c) })
 }
 
 // testPagination lists the tools three to a page: every page after the

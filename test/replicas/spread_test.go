@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/rpc"
 )
 
 // handledCalls is how many CallTool RPCs the aggregator serving cfg has
@@ -78,4 +80,49 @@ func testAggregatorsShare(t *testing.T, c *cluster) {
 		t.Errorf("the aggregators handled %d CallTool RPCs for %d calls", sum, calls)
 	}
 	t.Logf("CallTool RPCs per aggregator replica for %d calls: %v", calls, got)
+}
+
+// operatorToken is the replicas' operator credential (the console's).
+const operatorToken = "operator-" + "5e5e5e5e5e5e5e5e"
+
+// testTrafficOfEveryReplica: over the balanced address the console reads
+// GetTraffic through, consecutive calls reach every aggregator replica,
+// each naming itself apart, so the console's traffic page sums them all;
+// together they counted every call testAggregatorsShare made.
+func testTrafficOfEveryReplica(t *testing.T, c *cluster) {
+	conn, err := rpc.Dial(config.Endpoint{Address: c.configs[0].Gateway.Aggregator.Address, Token: operatorToken}, config.TLS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	agg := aggregatorv1.NewAggregatorServiceClient(conn)
+	seen := map[string]int64{}
+	for range 2 * len(c.configs) {
+		resp, err := agg.GetTraffic(t.Context(), &aggregatorv1.GetTrafficRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var calls int64
+		for _, m := range resp.GetMinutes() {
+			for _, cell := range m.GetCells() {
+				if cell.GetDimension() == "tool" && cell.GetName() == "alpha_echo" {
+					calls += cell.GetCalls()
+				}
+			}
+		}
+		seen[resp.GetReplica()] = calls
+	}
+	if len(seen) != len(c.configs) {
+		t.Fatalf("consecutive GetTraffic calls reached replicas %v, want %d distinct", seen, len(c.configs))
+	}
+	var sum int64
+	for name, n := range seen {
+		if n == 0 {
+			t.Errorf("replica %q counted no call of alpha_echo", name)
+		}
+		sum += n
+	}
+	if sum < 20 {
+		t.Errorf("the replicas counted %d calls of alpha_echo in all (%v), want at least the 20 made", sum, seen)
+	}
 }

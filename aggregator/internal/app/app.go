@@ -104,7 +104,7 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	peers := peer.New(self, cfg.Peers, env.Config.ServiceAuth.TLS, env.Log)
 	defer peers.Close()
 	api := server.New(e).WithPeers(peers).WithLimiter(limiter).WithAudit(trail).WithGroupsClaim(env.Config.Gateway.Auth.OIDC.GroupsClaim).
-		WithTraffic(recorder, cfg.AdvertiseAddress)
+		WithTraffic(recorder, replicaName(cfg.AdvertiseAddress, cfg.Listen))
 	if err := withTasks(env, api, idx, self); err != nil {
 		return err
 	}
@@ -151,4 +151,15 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	srv.SetServing(aggregatorv1.AggregatorService_ServiceDesc.ServiceName)
 	wg.Go(func() { e.Run(ctx) })
 	return srv.Serve(ctx, cfg.Listen, time.Duration(cfg.ShutdownGrace))
+}
+
+// replicaName names this replica on the console's traffic page, where the
+// replicas' counts are told apart by it: its advertised address, else its
+// host name and listen address (replicas on one host share the name).
+func replicaName(advertise, listen string) string {
+	if advertise != "" {
+		return advertise
+	}
+	host, _ := os.Hostname()
+	return host + " " + listen
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"os"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -14,12 +13,8 @@ import (
 )
 
 // WithTraffic counts every tool call's outcome in t for the console's
-// traffic page (GetTraffic), naming this replica replica ("": its host
-// name).
+// traffic page (GetTraffic), naming this replica replica there.
 func (s *Server) WithTraffic(t *traffic.Recorder, replica string) *Server {
-	if replica == "" {
-		replica, _ = os.Hostname()
-	}
 	s.traffic, s.replica = t, replica
 	return s
 }

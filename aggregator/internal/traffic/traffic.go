@@ -1,4 +1,5 @@
-// Package traffic keeps an aggregator replica's last hour of tool calls,
+// Package traffic keeps an aggregator replica's last hour of tool calls
+// (the console sums its replicas'),
 // minute by minute, by backend, by tool and by server (calls, errors,
 // rate-limit refusals, latency), and the events of its backends' health,
 // for the operator console's traffic page (GetTraffic). It is fed where

@@ -790,13 +790,15 @@ func TestTrafficPage(t *testing.T) {
 		t.Fatalf("status %d:\n%s", status, body)
 	}
 	for _, want := range []string{
-		"aggregator replica <code>aggregator-0</code>",
-		// 590 calls of alpha_echo, 3 of the hostile tool, 1 error, 1
+		// Two replicas, summed: the second adds 5 calls of alpha_echo in
+		// the last minute, and its sight of the reload is the same one.
+		"summed over 2 aggregator replicas: <code>aggregator-0</code>, <code>aggregator-1</code>",
+		// 595 calls of alpha_echo, 3 of the hostile tool, 1 error, 1
 		// limited; p50 and p95 at most 4 ms; a minute without calls
 		// leaves the latency lines a gap, their points marked.
-		`<p id="summary">Calls: 590; failed: 1 (0.2%); refused by rate limits: 0;`,
+		`<p id="summary">Calls: 595; failed: 1 (0.2%); refused by rate limits: 0;`,
 		`<polyline class="series calls"`, `<polyline class="series p95"`, `<circle class="dot p95"`,
-		`<th scope="row">alpha_echo</th>`, "<td>590</td><td>9.8</td><td>10</td>",
+		`<th scope="row">alpha_echo</th>`, "<td>595</td><td>9.9</td><td>15</td>",
 		"≤ 4 ms",
 		`<rect class="state unhealthy"`, `<rect class="mark reload"`,
 		"&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;",
@@ -807,6 +809,10 @@ func TestTrafficPage(t *testing.T) {
 	}
 	if strings.Contains(body, hostileName) || strings.Contains(body, `http-equiv="refresh"`) {
 		t.Error("the page shows unescaped markup, or reloads unasked")
+	}
+	// A mark in each of the two backends' lanes and one row: once.
+	if n := strings.Count(body, "the configuration was reloaded"); n != 3 {
+		t.Errorf("the reload both replicas saw appears %d times, want once in each lane and once as a row", n)
 	}
 	if _, body, _ = get(t, c, tc.srv.URL+"/console/traffic?live=1"); !strings.Contains(body, `http-equiv="refresh" content="10"`) {
 		t.Error("live traffic does not reload")

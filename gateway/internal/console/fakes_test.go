@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,12 +97,39 @@ func newAggregator() *testkit.FakeAggregator {
 			if c, _ := svcauth.CallerFrom(ctx); !c.Operator {
 				return nil, status.Error(codes.PermissionDenied, "operators only")
 			}
+			// Two replicas answer in turn, as a balanced channel's calls
+			// reach them.
+			if trafficReads.Add(1)%2 == 0 {
+				return otherReplicaTraffic(time.Now()), nil
+			}
 			return testTraffic(time.Now()), nil
 		},
 	}
 	agg.SetTools(consoleTools())
 	agg.SetVersion(42)
 	return agg
+}
+
+// trafficReads counts GetTraffic calls, for the replicas' turns.
+var trafficReads atomic.Int64
+
+// otherReplicaTraffic is a second replica's hour: alpha_echo called 5
+// times in the last minute, and the reload every replica saw.
+func otherReplicaTraffic(now time.Time) *aggregatorv1.GetTrafficResponse {
+	resp := testTraffic(now)
+	resp.Replica = "aggregator-1"
+	for i, m := range resp.Minutes {
+		m.Cells = nil
+		if i == 59 {
+			m.Cells = []*aggregatorv1.TrafficCell{
+				{Dimension: "total", Calls: 5, LatencyHistogram: []int64{0, 0, 0, 0, 5}},
+				{Dimension: "backend", Name: "alpha", Calls: 5, LatencyHistogram: []int64{0, 0, 0, 0, 5}},
+				{Dimension: "tool", Name: "alpha_echo", Calls: 5, LatencyHistogram: []int64{0, 0, 0, 0, 5}},
+			}
+		}
+	}
+	resp.HealthEvents = resp.HealthEvents[:1]
+	return resp
 }
 
 // testTraffic is an hour of traffic ending at now: alpha_echo called 10

@@ -2,7 +2,9 @@ package console
 
 import (
 	"cmp"
+	"context"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -11,10 +13,12 @@ import (
 	"time"
 
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // The traffic page draws the last hour of tool calls as the aggregator
-// replica that answers GetTraffic counted them, minute by minute: charts
+// replicas counted them (each the calls it admitted; clusterTraffic sums
+// them), minute by minute: charts
 // of calls, errors, rate-limit refusals and latency in total, a row with
 // a small chart for each backend, server and busiest tool, and a health
 // timeline per backend. The charts are SVG drawn here, with tables of the
@@ -87,7 +91,8 @@ type mark struct {
 }
 
 type trafficData struct {
-	Replica                  string
+	// Replicas are the aggregator replicas whose counts the page sums.
+	Replicas                 []string
 	Live                     bool
 	LiveURL, StillURL        string
 	From, To                 time.Time
@@ -110,12 +115,12 @@ func (c *Console) trafficPage(w http.ResponseWriter, r *http.Request, s session)
 	if d.Live {
 		p.Refresh = liveRefresh
 	}
-	resp, err := c.deps.Aggregator.GetTraffic(ctx, &aggregatorv1.GetTrafficRequest{})
+	resp, replicas, err := c.clusterTraffic(ctx)
 	if err != nil {
 		c.renderFailure(w, r, "traffic", p, "GetTraffic", err)
 		return
 	}
-	d.Replica = resp.GetReplica()
+	d.Replicas = replicas
 	minutes := resp.GetMinutes()
 	if len(minutes) > 0 {
 		d.From, d.To = minutes[0].GetStart().AsTime(), minutes[len(minutes)-1].GetStart().AsTime().Add(time.Minute)
@@ -382,4 +387,109 @@ func healthLanes(backends []*aggregatorv1.Backend, events []*aggregatorv1.Health
 		lanes = append(lanes, lane)
 	}
 	return lanes
+}
+
+// maxReplicaReads bounds the GetTraffic calls of one page.
+const maxReplicaReads = 16
+
+// clusterTraffic reads GetTraffic of every aggregator replica the
+// console's channel reaches and sums them. A dns: address spreads calls
+// over the healthy replicas in turn (services/rpc, balance.go), so
+// consecutive calls reach new replicas until one answers again; a plain
+// address reaches one. Each replica's snapshot is of its own moment.
+func (c *Console) clusterTraffic(ctx context.Context) (*aggregatorv1.GetTrafficResponse, []string, error) {
+	var parts []*aggregatorv1.GetTrafficResponse
+	seen := map[string]bool{}
+	for range maxReplicaReads {
+		resp, err := c.deps.Aggregator.GetTraffic(ctx, &aggregatorv1.GetTrafficRequest{})
+		if err != nil {
+			if len(parts) > 0 {
+				break // the replicas read so far
+			}
+			return nil, nil, err
+		}
+		if seen[resp.GetReplica()] {
+			break
+		}
+		seen[resp.GetReplica()] = true
+		parts = append(parts, resp)
+	}
+	replicas := make([]string, len(parts))
+	for i, p := range parts {
+		replicas[i] = p.GetReplica()
+	}
+	slices.Sort(replicas)
+	return mergeTraffic(parts), replicas, nil
+}
+
+// mergeTraffic sums replicas' hours: minute by minute (by start), each
+// name's counts and latency histograms; their health events in time
+// order, a change every replica saw once (the same backend, state and
+// detail within a minute of the last).
+func mergeTraffic(parts []*aggregatorv1.GetTrafficResponse) *aggregatorv1.GetTrafficResponse {
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	out := &aggregatorv1.GetTrafficResponse{LatencyBucketMs: parts[0].GetLatencyBucketMs()}
+	type cellKey struct {
+		start     int64
+		dim, name string
+	}
+	cells := map[cellKey]*aggregatorv1.TrafficCell{}
+	starts := map[int64]bool{}
+	for _, p := range parts {
+		for _, m := range p.GetMinutes() {
+			start := m.GetStart().AsTime().Unix()
+			starts[start] = true
+			for _, c := range m.GetCells() {
+				k := cellKey{start, c.GetDimension(), c.GetName()}
+				sum := cells[k]
+				if sum == nil {
+					sum = &aggregatorv1.TrafficCell{Dimension: c.GetDimension(), Name: c.GetName(), LatencyHistogram: make([]int64, len(out.GetLatencyBucketMs()))}
+					cells[k] = sum
+				}
+				sum.Calls += c.GetCalls()
+				sum.Errors += c.GetErrors()
+				sum.RateLimited += c.GetRateLimited()
+				sum.Refused += c.GetRefused()
+				for i, v := range c.GetLatencyHistogram() {
+					if i < len(sum.LatencyHistogram) {
+						sum.LatencyHistogram[i] += v
+					}
+				}
+			}
+		}
+	}
+	// The newest hour of minutes any replica reported.
+	ordered := slices.Sorted(maps.Keys(starts))
+	if len(ordered) > 60 {
+		ordered = ordered[len(ordered)-60:]
+	}
+	for _, start := range ordered {
+		m := &aggregatorv1.TrafficMinute{Start: timestamppb.New(time.Unix(start, 0))}
+		for k, c := range cells {
+			if k.start == start {
+				m.Cells = append(m.Cells, c)
+			}
+		}
+		slices.SortFunc(m.Cells, func(a, b *aggregatorv1.TrafficCell) int {
+			return cmp.Or(strings.Compare(a.GetDimension(), b.GetDimension()), strings.Compare(a.GetName(), b.GetName()))
+		})
+		out.Minutes = append(out.Minutes, m)
+	}
+	var events []*aggregatorv1.HealthEvent
+	for _, p := range parts {
+		events = append(events, p.GetHealthEvents()...)
+	}
+	slices.SortStableFunc(events, func(a, b *aggregatorv1.HealthEvent) int { return a.GetTime().AsTime().Compare(b.GetTime().AsTime()) })
+	last := map[string]*aggregatorv1.HealthEvent{}
+	for _, e := range events {
+		k := e.GetBackend() + "\x00" + e.GetState() + "\x00" + e.GetDetail()
+		if prev := last[k]; prev != nil && e.GetTime().AsTime().Sub(prev.GetTime().AsTime()) < time.Minute {
+			continue
+		}
+		last[k] = e
+		out.HealthEvents = append(out.HealthEvents, e)
+	}
+	return out
 }
