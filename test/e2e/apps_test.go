@@ -259,8 +259,11 @@ func TestAppRendersInChromium(t *testing.T) {
 	b.WaitText("#log", "rendered 5 days for Lisbon")
 	b.Screenshot("app-lisbon")
 
-	// Into the app's city field, as a keyboard user gets there.
+	// Into the app's city field, as a keyboard user gets there; typing
+	// waits until the focus is inside the app's frame (keys sent while it
+	// moves across frames are lost).
 	b.Press("\t")
+	b.WaitFor("the focus inside the app", `document.activeElement === document.getElementById("app")`)
 	b.Type("Oslo\r")
 	b.WaitText("#log", "app calls weather_forecast_chart")
 	b.WaitText("#log", "rendered 5 days for Oslo")
