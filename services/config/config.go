@@ -159,7 +159,7 @@ type Logging struct {
 
 // Ops configures what every service serves on its ops port
 // (gateway.opsListen, aggregator.httpListen, indexer.httpListen) besides
-// /healthz, /readyz and /metrics.
+// /healthz, /readyz and /metrics, and its garbage collector.
 type Ops struct {
 	// Pprof serves Go's runtime profiles (net/http/pprof) under
 	// /debug/pprof/ on the ops port. Off by default: a profile shows what
@@ -173,15 +173,38 @@ type Ops struct {
 	// behind kubectl port-forward) cannot read metrics, profiles or the
 	// console.
 	Hosts []string `yaml:"hosts"`
+	// HeapFloorMiB is the heap goal each service's garbage collector
+	// keeps at least (services/heapfloor); nil is DefaultHeapFloorMiB, 0
+	// leaves Go's own pacing. GOGC in the environment overrides it.
+	HeapFloorMiB *int `yaml:"heapFloorMiB"`
 }
 
 // MaxOpsHosts bounds ops.hosts.
 const MaxOpsHosts = 64
 
+// DefaultHeapFloorMiB is ops.heapFloorMiB's default, and MaxHeapFloorMiB
+// its bound.
+const (
+	DefaultHeapFloorMiB = 64
+	MaxHeapFloorMiB     = 64 << 10
+)
+
+// HeapFloorBytes is ops.heapFloorMiB in bytes, its default when unset.
+func (o Ops) HeapFloorBytes() uint64 {
+	mib := DefaultHeapFloorMiB
+	if o.HeapFloorMiB != nil {
+		mib = *o.HeapFloorMiB
+	}
+	return uint64(mib) << 20
+}
+
 // Validate checks the ops section: each host a DNS name.
 func (o Ops) Validate() error {
 	if len(o.Hosts) > MaxOpsHosts {
 		return fmt.Errorf("ops.hosts: at most %d names", MaxOpsHosts)
+	}
+	if f := o.HeapFloorMiB; f != nil && (*f < 0 || *f > MaxHeapFloorMiB) {
+		return keyErr("ops.heapFloorMiB", "from 0 (Go's own pacing) to %d", MaxHeapFloorMiB)
 	}
 	for i, h := range o.Hosts {
 		if !validHostName(h) {

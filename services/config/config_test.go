@@ -127,6 +127,35 @@ func TestOpsSettings(t *testing.T) {
 	}
 }
 
+// ops.heapFloorMiB: 64 MiB unless set, 0 turns it off, and a value out of
+// its range is refused by key.
+func TestHeapFloorSetting(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want uint64
+	}{{"", 64 << 20}, {"ops:\n  heapFloorMiB: 0\n", 0}, {"ops:\n  heapFloorMiB: 256\n", 256 << 20}} {
+		c, err := Parse([]byte(tc.yaml), env(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Ops.Validate(); err != nil {
+			t.Errorf("%q: %v", tc.yaml, err)
+		}
+		if got := c.Ops.HeapFloorBytes(); got != tc.want {
+			t.Errorf("%q: floor %d bytes, want %d", tc.yaml, got, tc.want)
+		}
+	}
+	for _, bad := range []string{"-1", "65537"} {
+		c, err := Parse([]byte("ops:\n  heapFloorMiB: "+bad+"\n"), env(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Ops.Validate(); err == nil || !strings.Contains(err.Error(), "ops.heapFloorMiB") {
+			t.Errorf("heapFloorMiB %s: %v, want a refusal naming the key", bad, err)
+		}
+	}
+}
+
 // TestGatewayBoundsDefaultsAndValidation: every bound of client-held state
 // has a default, and bounds that contradict each other are refused.
 func TestGatewayBoundsDefaultsAndValidation(t *testing.T) {

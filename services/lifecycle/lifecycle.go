@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/heapfloor"
 	"github.com/switchboard-mcp/switchboard/services/logging"
 	"github.com/switchboard-mcp/switchboard/services/telemetry"
 )
@@ -86,6 +87,9 @@ func Main(service string, run func(ctx context.Context, env Env) error, validate
 	}
 	log := logging.New(os.Stderr, cfg.Logging, service)
 	slog.SetDefault(log)
+	if _, off := heapfloor.Start(cfg.Ops.HeapFloorBytes()); off != "" {
+		log.Info("garbage collector paced by Go alone", "reason", off)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
