@@ -18,7 +18,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -195,15 +196,24 @@ func decodeCanonical(text string) ([]byte, bool) {
 // PrincipalDigest is a stable digest of a principal (subject and the set of
 // groups), so the sealed id does not carry the identity in clear.
 func PrincipalDigest(p *commonv1.Principal) string {
-	groups := append([]string(nil), p.GetGroups()...)
-	sort.Strings(groups)
-	h := sha256.New()
-	// Length-prefix each field so distinct principals never collide.
-	fmt.Fprintf(h, "%d:%s", len(p.GetSubject()), p.GetSubject())
-	for _, g := range groups {
-		fmt.Fprintf(h, "|%d:%s", len(g), g)
+	groups := p.GetGroups()
+	if !slices.IsSorted(groups) {
+		groups = slices.Sorted(slices.Values(groups))
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	// Length-prefix each field so distinct principals never collide:
+	// "len:subject", then "|len:group" for each group. Every Legacy
+	// request computes it, so it is written into one buffer, not
+	// formatted.
+	subject := p.GetSubject()
+	var buf [256]byte
+	b := strconv.AppendInt(buf[:0], int64(len(subject)), 10)
+	b = append(append(b, ':'), subject...)
+	for _, g := range groups {
+		b = strconv.AppendInt(append(b, '|'), int64(len(g)), 10)
+		b = append(append(b, ':'), g...)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // IDDigest is the SHA-256 of a session id, hex: what the revocation store

@@ -168,3 +168,28 @@ func TestOpenedIDsStillChecked(t *testing.T) {
 		t.Fatalf("%d ids remembered, bound %d", n, maxOpened)
 	}
 }
+
+// TestPrincipalDigestIsStable: sealed session ids and relays carry the
+// digest, so a gateway of a new version must compute what the old one
+// did (a rolling upgrade keeps its sessions): SHA-256 of "len:subject"
+// and "|len:group" for each group in order, hex.
+func TestPrincipalDigestIsStable(t *testing.T) {
+	for _, tc := range []struct {
+		p    *commonv1.Principal
+		want string
+	}{
+		{&commonv1.Principal{Subject: "alice", Groups: []string{"dev", "admin"}}, "f16e2c1431303d6e3801830b9a42174dfb13e6edb49bca3d81b346794e04bed8"},
+		{&commonv1.Principal{Subject: "alice", Groups: []string{"admin", "dev"}}, "f16e2c1431303d6e3801830b9a42174dfb13e6edb49bca3d81b346794e04bed8"},
+		{&commonv1.Principal{Subject: "alice"}, "8c9038777a9c5c17ffc2d2a35b3acdce34789ccdc6aa66081f3649075a2083b8"},
+		{&commonv1.Principal{}, "ba768b331fd86cec803be04e56ab2b3d4c0e98ef4ee4fcd4e72ad7cce61a1d1f"},
+	} {
+		if got := PrincipalDigest(tc.p); got != tc.want {
+			t.Errorf("PrincipalDigest(%v) = %s, want %s", tc.p, got, tc.want)
+		}
+	}
+	groups := []string{"dev", "admin"}
+	PrincipalDigest(&commonv1.Principal{Subject: "alice", Groups: groups})
+	if groups[0] != "dev" {
+		t.Error("PrincipalDigest reordered the principal's groups")
+	}
+}
