@@ -5,11 +5,14 @@
 // alive (tens of MiB) and allocate for every request, so at Go's default
 // a replica under load collects dozens of times a second, and the
 // collector's work is a large share of the CPU a call costs (profile
-// under make bench-profile). Raising GOGC for good would multiply
-// the heap of an aggregator holding a large catalog as well; a floor costs
-// at most the floor. After each cycle the tuner sets the GC percentage that
-// puts the next goal at the floor, and Go's default once the live heap
-// alone reaches half of it. GOMEMLIMIT, when set, still bounds the heap:
+// under make bench-profile). Raising GOGC for good would multiply the heap
+// of an aggregator holding a large catalog as well; a floor costs about
+// the floor. After each cycle the tuner sets the GC percentage that puts
+// the next goal at the floor, and Go's default once the live heap alone
+// reaches half of it. The percentage follows the last cycle's live heap:
+// when that grows several-fold in one cycle (a large catalog loaded), the
+// goal passes the floor until the tuner runs after that cycle, or at the
+// latest within a second. GOMEMLIMIT, when set, bounds the heap all along:
 // the runtime collects earlier as the limit nears, whatever the percentage.
 package heapfloor
 
@@ -18,7 +21,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
-	"sync/atomic"
+	"sync"
+	"time"
 )
 
 // defaultPercent is Go's own GOGC, which the tuner never goes below.
@@ -29,33 +33,51 @@ const defaultPercent = 100
 // floor is also the most the floor asks for.
 const runtimeHeapMinimum = 4 << 20
 
+// backstop is how often the tuner adjusts besides after each cycle: the
+// finalizer that runs it after a cycle waits behind any other finalizer.
+const backstop = time.Second
+
 // Start keeps the heap goal at floor bytes or more until stop is called,
 // which restores Go's default. It does nothing, and says why in reason,
-// when floor is 0 or GOGC is set in the environment (the operator chose).
+// when floor is 0 or GOGC is set in the environment (the operator chose;
+// an empty GOGC is Go's default, and the floor applies).
 func Start(floor uint64) (stop func(), reason string) {
 	if floor == 0 {
 		return func() {}, "ops.heapFloorMiB is 0"
 	}
-	if _, set := os.LookupEnv("GOGC"); set {
+	if os.Getenv("GOGC") != "" {
 		return func() {}, "GOGC is set"
 	}
-	t := &tuner{floor: floor}
+	t := &tuner{floor: floor, done: make(chan struct{})}
 	t.adjust()
 	t.arm()
-	return func() {
-		t.stopped.Store(true)
-		debug.SetGCPercent(defaultPercent)
-	}, ""
+	go t.tick()
+	return t.stop, ""
 }
 
 type tuner struct {
-	floor   uint64
-	stopped atomic.Bool
+	floor uint64
+	done  chan struct{}
+	// mu orders adjustments (after a cycle, by the backstop) with stop:
+	// none sets a percentage once stop has restored Go's.
+	mu      sync.Mutex
+	stopped bool
 	// samples are the collector's own figures of the last cycle: what it
 	// found live and scanned besides the heap, which count towards the
 	// next goal too.
 	samples [3]metrics.Sample
 	percent int
+}
+
+func (t *tuner) stop() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		return
+	}
+	t.stopped = true
+	close(t.done)
+	debug.SetGCPercent(defaultPercent)
 }
 
 // sentinel is garbage made for its finalizer, which runs once a cycle has
@@ -66,18 +88,35 @@ type sentinel struct{ _ *int }
 
 func (t *tuner) arm() {
 	runtime.SetFinalizer(&sentinel{}, func(*sentinel) {
-		if t.stopped.Load() {
-			return
+		if t.adjust() {
+			t.arm()
 		}
-		t.adjust()
-		t.arm()
 	})
 }
 
-// adjust sets the percentage for the next cycle. The runtime's goal is
-// live + (live + stacks + globals) × percent / 100, solved here for the
-// floor, but never less than 4 MiB × percent / 100, which caps it.
-func (t *tuner) adjust() {
+func (t *tuner) tick() {
+	ticker := time.NewTicker(backstop)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-t.done:
+			return
+		case <-ticker.C:
+			t.adjust()
+		}
+	}
+}
+
+// adjust sets the percentage for the next cycle, and reports false once
+// the tuner has stopped. The runtime's goal is live + (live + stacks +
+// globals) × percent / 100, solved here for the floor, but never less
+// than 4 MiB × percent / 100, which caps it.
+func (t *tuner) adjust() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		return false
+	}
 	t.samples[0].Name = "/gc/heap/live:bytes"
 	t.samples[1].Name = "/gc/scan/stack:bytes"
 	t.samples[2].Name = "/gc/scan/globals:bytes"
@@ -93,4 +132,5 @@ func (t *tuner) adjust() {
 		t.percent = percent
 		debug.SetGCPercent(percent)
 	}
+	return true
 }

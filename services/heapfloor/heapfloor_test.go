@@ -1,10 +1,16 @@
 package heapfloor
 
 import (
+	"fmt"
+	"math"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"testing"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // gcPercent is the runtime's current GOGC.
@@ -35,11 +41,39 @@ func churn(n int) {
 	}
 }
 
-// TestFloorCutsCycles: with a small live heap, a 64 MiB floor makes
-// 256 MiB of garbage take a handful of cycles instead of Go's dozens, and
-// stop restores Go's default.
+// goDefaults gives the test Go's own pacing, whatever GOGC and GOMEMLIMIT
+// the test process started with, and restores them after it.
+func goDefaults(t *testing.T) {
+	t.Setenv("GOGC", "")
+	if err := os.Unsetenv("GOGC"); err != nil {
+		t.Fatal(err)
+	}
+	percent := debug.SetGCPercent(defaultPercent)
+	limit := debug.SetMemoryLimit(math.MaxInt64)
+	t.Cleanup(func() {
+		debug.SetGCPercent(percent)
+		debug.SetMemoryLimit(limit)
+	})
+}
+
+// waitPercent polls until the runtime's GOGC satisfies ok: the tuner runs
+// in a finalizer after a cycle, or on its backstop.
+func waitPercent(t *testing.T, what string, ok func(uint64) bool) {
+	t.Helper()
+	testkit.Eventually(t, what, 10*time.Second, func() error {
+		runtime.GC()
+		if p := gcPercent(); !ok(p) {
+			return fmt.Errorf("GOGC %d", p)
+		}
+		return nil
+	})
+}
+
+// TestFloorCutsCycles: with a small live heap, a 64 MiB floor puts the
+// goal at 64 MiB, so 256 MiB of garbage takes a handful of cycles instead
+// of Go's dozens; stop restores Go's default.
 func TestFloorCutsCycles(t *testing.T) {
-	unsetGOGC(t)
+	goDefaults(t)
 	runtime.GC()
 	before := gcCycles()
 	churn(256 << 20)
@@ -49,11 +83,7 @@ func TestFloorCutsCycles(t *testing.T) {
 	if reason != "" {
 		t.Fatalf("Start: %s", reason)
 	}
-	runtime.GC()
-	runtime.GC() // the finalizer of the first cycle has run once the second starts
-	if p := gcPercent(); p <= defaultPercent {
-		t.Fatalf("GOGC %d under a 64 MiB floor with a small heap, want more than %d", p, defaultPercent)
-	}
+	waitPercent(t, "a GOGC above Go's under a 64 MiB floor with a small heap", func(p uint64) bool { return p > defaultPercent })
 	// The goal is the floor, not more: the runtime's own minimum grows
 	// with the percentage too.
 	if goal := heapGoal(); goal < 60<<20 || goal > 68<<20 {
@@ -75,39 +105,43 @@ func TestFloorCutsCycles(t *testing.T) {
 // TestLargeLiveHeapKeepsTheDefault: once the live heap is half the floor
 // or more, the percentage is Go's own.
 func TestLargeLiveHeapKeepsTheDefault(t *testing.T) {
-	unsetGOGC(t)
-	live := make([]byte, 48<<20)
+	goDefaults(t)
 	stop, _ := Start(64 << 20)
 	defer stop()
-	runtime.GC()
-	runtime.GC()
-	runtime.GC()
-	if p := gcPercent(); p != defaultPercent {
-		t.Errorf("GOGC %d with 48 MiB live under a 64 MiB floor, want %d", p, defaultPercent)
-	}
+	waitPercent(t, "a GOGC above Go's with a small heap", func(p uint64) bool { return p > defaultPercent })
+	live := make([]byte, 48<<20)
+	waitPercent(t, "Go's GOGC with 48 MiB live under a 64 MiB floor", func(p uint64) bool { return p == defaultPercent })
 	runtime.KeepAlive(live)
 }
 
 // TestOperatorsChoiceWins: GOGC in the environment, or a floor of 0,
 // leaves the runtime alone.
 func TestOperatorsChoiceWins(t *testing.T) {
+	goDefaults(t)
 	t.Setenv("GOGC", "200")
-	was := gcPercent()
 	if _, reason := Start(64 << 20); reason != "GOGC is set" {
 		t.Errorf("with GOGC set: reason %q", reason)
 	}
 	if _, reason := Start(0); reason == "" {
 		t.Error("a floor of 0 started the tuner")
 	}
-	if p := gcPercent(); p != was {
-		t.Errorf("GOGC %d, want it left at %d", p, was)
+	if p := gcPercent(); p != defaultPercent {
+		t.Errorf("GOGC %d, want it left at %d", p, defaultPercent)
 	}
 }
 
-// unsetGOGC removes GOGC from the environment for the test.
-func unsetGOGC(t *testing.T) {
-	t.Setenv("GOGC", "")
-	if err := os.Unsetenv("GOGC"); err != nil {
-		t.Fatal(err)
+// TestStopWins: a stop that races with the tuner's adjustments leaves
+// Go's default in place.
+func TestStopWins(t *testing.T) {
+	goDefaults(t)
+	for range 50 {
+		stop, _ := Start(64 << 20)
+		go runtime.GC()
+		stop()
+		runtime.GC()
+		runtime.GC()
+		if p := gcPercent(); p != defaultPercent {
+			t.Fatalf("GOGC %d after stop, want %d", p, defaultPercent)
+		}
 	}
 }

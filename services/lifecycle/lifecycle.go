@@ -87,8 +87,12 @@ func Main(service string, run func(ctx context.Context, env Env) error, validate
 	}
 	log := logging.New(os.Stderr, cfg.Logging, service)
 	slog.SetDefault(log)
-	if _, off := heapfloor.Start(cfg.Ops.HeapFloorBytes()); off != "" {
-		log.Info("garbage collector paced by Go alone", "reason", off)
+	// The floor starts before run validates the file, so only a valid
+	// ops section sets it (run refuses an invalid one).
+	if cfg.Ops.Validate() == nil {
+		if _, off := heapfloor.Start(cfg.Ops.HeapFloorBytes()); off != "" {
+			log.Info("garbage collector paced by Go alone", "reason", off)
+		}
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
