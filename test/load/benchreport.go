@@ -26,7 +26,9 @@ func BenchMarkdown(r *BenchResults) string {
 		"Go's `httputil.ReverseProxy` (a process of its own, parsing nothing) in front of that same backend. " +
 		"Modern is go-sdk's default Connect (server/discover, 2026-07-28); Legacy pins `ProtocolVersion: \"2025-11-25\"` (initialize, session). " +
 		"The harness checks the negotiated version, every tool result, every find_tool answer and every listed count. " +
-		"CPU per call is the CPU time (utime + stime, from /proc) a process used during a run divided by the calls completed.\n\n")
+		"CPU per call is the CPU time (utime + stime, from /proc) a process used during a run divided by the calls completed. " +
+		"Switchboard's services run as shipped, their collector's heap goal at least `ops.heapFloorMiB` (64 MiB); " +
+		"the proxy, the backends and the client run with Go's default pacing (`GOGC=100`), as a plain Go proxy ships.\n\n")
 	b.WriteString("Reproduce: `make bench` (builds, then runs `switchboard-load bench --bin bin --out docs/load-results.md`). " +
 		"`switchboard-load bench --call-duration 1s --runs 1 --walks 1 --connects 1 --find-duration 1s --small` is a smoke run of under a minute.\n\n")
 
