@@ -25,16 +25,7 @@ import (
 // client span, and that the request is counted.
 func TestRequestSpanAndMetrics(t *testing.T) {
 	spans := tracetest.NewSpanRecorder()
-	provider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	prevProvider, prevProp, prevTracer := otel.GetTracerProvider(), otel.GetTextMapPropagator(), tracer
-	otel.SetTracerProvider(provider)
-	tracer = provider.Tracer("github.com/switchboard-mcp/switchboard/gateway")
-	otel.SetTextMapPropagator(propagation.TraceContext{})
-	t.Cleanup(func() { otel.SetTracerProvider(prevProvider); otel.SetTextMapPropagator(prevProp); tracer = prevTracer })
-	// As a gateway configured to export spans: its services' connections
-	// and its requests open spans only then.
-	telemetry.SetRecording(true)
-	t.Cleanup(func() { telemetry.SetRecording(false) })
+	provider := traceInto(t, spans)
 
 	b := startBackends(t)
 	cfg := testGatewayConfig(b)
@@ -112,21 +103,7 @@ func TestRequestSpanAndMetrics(t *testing.T) {
 // and links to the client's span context.
 func TestUntrustedTraceparent(t *testing.T) {
 	spans := tracetest.NewSpanRecorder()
-	prevProvider, prevProp, prevTracer := otel.GetTracerProvider(), otel.GetTextMapPropagator(), tracer
-	t.Cleanup(func() { otel.SetTracerProvider(prevProvider); otel.SetTextMapPropagator(prevProp); tracer = prevTracer })
-	// As a gateway configured to export spans: its services' connections
-	// and its requests open spans only then.
-	telemetry.SetRecording(true)
-	t.Cleanup(func() { telemetry.SetRecording(false) })
-	// The package's tracer was bound to the first provider ever set;
-	// point it at this test's.
-	use := func(p *sdktrace.TracerProvider) {
-		otel.SetTracerProvider(p)
-		tracer = p.Tracer("github.com/switchboard-mcp/switchboard/gateway")
-	}
-	provider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans), sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())))
-	use(provider)
-	otel.SetTextMapPropagator(propagation.TraceContext{})
+	provider := traceInto(t, spans, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())))
 
 	b := startBackends(t)
 	_, srv := startGateway(t, b, testGatewayConfig(b))
@@ -141,8 +118,7 @@ func TestUntrustedTraceparent(t *testing.T) {
 	}
 
 	// Sampled by the gateway: the span is a root, linked to the client's.
-	provider = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	use(provider)
+	provider = traceInto(t, spans)
 	if resp := send(t, http.MethodPost, srv.URL+"/mcp", h, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{`+modernMeta+`}}`); resp.status != 200 {
 		t.Fatalf("list: %d %s", resp.status, resp.body)
 	}
@@ -204,14 +180,7 @@ func TestHealthEndpoints(t *testing.T) {
 // of the gateway's own, linked to the client's.
 func TestMetaTraceContext(t *testing.T) {
 	spans := tracetest.NewSpanRecorder()
-	provider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	prevProvider, prevProp, prevTracer := otel.GetTracerProvider(), otel.GetTextMapPropagator(), tracer
-	otel.SetTracerProvider(provider)
-	tracer = provider.Tracer("github.com/switchboard-mcp/switchboard/gateway")
-	otel.SetTextMapPropagator(propagation.TraceContext{})
-	t.Cleanup(func() { otel.SetTracerProvider(prevProvider); otel.SetTextMapPropagator(prevProp); tracer = prevTracer })
-	telemetry.SetRecording(true)
-	t.Cleanup(func() { telemetry.SetRecording(false) })
+	provider := traceInto(t, spans)
 
 	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	meta := strings.Replace(modernMeta, `"_meta":{`, `"_meta":{"traceparent":"00-`+traceID+`-`+parentID+`-01","tracestate":"v=1",`, 1)
@@ -249,4 +218,26 @@ func TestMetaTraceContext(t *testing.T) {
 	if links := untrusted.Links(); len(links) != 1 || links[0].SpanContext.TraceID().String() != traceID {
 		t.Fatalf("untrusted: links %v, want one to the client's span context", links)
 	}
+}
+
+// traceInto makes the gateway trace into spans for the test, through a
+// provider with opts, as a gateway configured to export spans does (its
+// connections and requests open spans only then), with the trace-context
+// propagator; the cleanup restores what was there. The package's tracer
+// was bound to the first provider ever set, so it is pointed at this one.
+func traceInto(t *testing.T, spans *tracetest.SpanRecorder, opts ...sdktrace.TracerProviderOption) *sdktrace.TracerProvider {
+	t.Helper()
+	provider := sdktrace.NewTracerProvider(append(opts, sdktrace.WithSpanProcessor(spans))...)
+	prevProvider, prevProp, prevTracer := otel.GetTracerProvider(), otel.GetTextMapPropagator(), tracer
+	otel.SetTracerProvider(provider)
+	tracer = provider.Tracer("github.com/switchboard-mcp/switchboard/gateway")
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	telemetry.SetRecording(true)
+	t.Cleanup(func() {
+		otel.SetTracerProvider(prevProvider)
+		otel.SetTextMapPropagator(prevProp)
+		tracer = prevTracer
+		telemetry.SetRecording(false)
+	})
+	return provider
 }
