@@ -102,9 +102,10 @@ func serve[T any](ctx context.Context, s *Server, r admission, do func(*admitted
 		res, err = do(a)
 	}
 	if !r.forwarded {
-		s.auditAdmission(ctx, r, start, a, res, err)
-		outcome, _ := admissionOutcome(res, err)
-		s.recordTraffic(ctx, r, start, admissionBackend(a, res, err), outcome)
+		outcome, detail := admissionOutcome(res, err)
+		backend := admissionBackend(a, res, err)
+		s.auditAdmission(ctx, r, start, backend, outcome, detail)
+		s.recordTraffic(r, a, start, backend, outcome)
 	}
 	return res, err
 }

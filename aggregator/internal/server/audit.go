@@ -34,7 +34,7 @@ func (s *Server) WithAudit(w *audit.Writer) *Server {
 // start, was admitted as a (nil when refused) and ended with res and err.
 // The backend is the one that answered, else the owner in the caller's
 // server, if any (a refused request's, for the trail only).
-func (s *Server) auditAdmission(ctx context.Context, r admission, start time.Time, a *admitted, res any, err error) {
+func (s *Server) auditAdmission(ctx context.Context, r admission, start time.Time, backend string, outcome audit.Outcome, detail string) {
 	if s.audit == nil {
 		return
 	}
@@ -54,8 +54,7 @@ func (s *Server) auditAdmission(ctx context.Context, r admission, start time.Tim
 	default:
 		e.Resource = r.key
 	}
-	e.Outcome, e.Detail = admissionOutcome(res, err)
-	e.Backend = admissionBackend(a, res, err)
+	e.Outcome, e.Detail, e.Backend = outcome, detail, backend
 	e.Since(time.Now())
 	s.audit.Record(e)
 }

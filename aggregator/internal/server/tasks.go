@@ -194,7 +194,10 @@ func (s *Server) listTasks(ctx context.Context, req *aggregatorv1.ListTasksReque
 	}
 	start := time.Now()
 	r := admission{method: config.RateMethodTasksList, trail: audit.KindTaskList, server: req.GetServer()}
-	defer func() { s.auditAdmission(ctx, r, start, nil, resp, err) }()
+	defer func() {
+		outcome, detail := admissionOutcome(resp, err)
+		s.auditAdmission(ctx, r, start, "", outcome, detail)
+	}()
 	if req.GetPageSize() > 100 || len(req.GetCursor()) > 1024 {
 		return nil, invalidArgument("page_size is at most 100 and cursor at most 1,024 bytes")
 	}

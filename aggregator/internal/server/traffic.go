@@ -20,22 +20,18 @@ func (s *Server) WithTraffic(t *traffic.Recorder, replica string) *Server {
 }
 
 // recordTraffic counts one admission of a tool call, with the outcome and
-// backend the trail records it with.
-func (s *Server) recordTraffic(ctx context.Context, r admission, start time.Time, backend string, outcome audit.Outcome) {
+// backend the trail records it with, under the tool's name in the whole
+// catalog, which the page counts it under in every server (as the policy
+// and the limits do; the snapshot it was admitted under names it).
+func (s *Server) recordTraffic(r admission, a *admitted, start time.Time, backend string, outcome audit.Outcome) {
 	if s.traffic == nil || r.trail != audit.KindToolCall {
 		return
 	}
-	s.traffic.Call(r.server, s.policyToolName(ctx, r), backend, trafficOutcome(outcome), time.Since(start))
-}
-
-// policyToolName is the tool's name in the whole catalog, which the page
-// counts it under in every server (as the policy and the limits do).
-func (s *Server) policyToolName(_ context.Context, r admission) string {
-	snap, _, err := s.e.ServerSnapshot(r.server)
-	if err != nil {
-		return r.key
+	tool := r.key
+	if a != nil && a.snap != nil {
+		tool = a.snap.PolicyName(r.kind, r.key)
 	}
-	return snap.PolicyName(r.kind, r.key)
+	s.traffic.Call(r.server, tool, backend, trafficOutcome(outcome), time.Since(start))
 }
 
 func trafficOutcome(o audit.Outcome) string {
