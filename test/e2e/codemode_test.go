@@ -88,6 +88,12 @@ result = {"city": best[0], "highC": best[1], "plusOne": total}
 		if !isErr || sc["line"] != float64(2) || !strings.HasPrefix(text, "line 2: weather_forecast_chart failed: ") {
 			t.Errorf("era %q: a failing call: %v %q", era, sc, text)
 		}
+		// A program over its bound fails as a call, naming the bound; it
+		// is not answered as a tool that does not exist.
+		_, isErr, text = runCode(t, cs, "result = 1\n"+strings.Repeat("#", 17<<10))
+		if !isErr || !strings.Contains(text, "maxProgramBytes") {
+			t.Errorf("era %q: a program of 17 KiB: error %v, %q", era, isErr, text)
+		}
 		// A tool that asks for input: its backend is told the client can
 		// answer no questions, so it refuses the call (go-sdk's does), or
 		// asks anyway and the aggregator fails the call; either way the
