@@ -95,10 +95,8 @@ func (c CodeMode) Validate() error {
 // CodeModeIn reports whether run_code is offered in server's optimizer
 // view ("" for the whole catalog).
 func (c *Config) CodeModeIn(server string) bool {
-	for _, s := range c.Servers {
-		if s.Name == server && s.CodeMode != nil {
-			return *s.CodeMode
-		}
+	if s, ok := c.ServerByName(server); ok && s.CodeMode != nil {
+		return *s.CodeMode
 	}
 	return c.Aggregator.CodeMode.Enabled
 }

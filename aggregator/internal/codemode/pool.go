@@ -169,14 +169,7 @@ func (r *runner) run(ctx context.Context, req *runRequest, call CallFunc) (res R
 	defer cancel()
 	killCtx, cancelKill := context.WithTimeout(ctx, req.Bounds.Timeout+runGrace)
 	defer cancelKill()
-	killed := false
-	var mu sync.Mutex
-	stopKill := context.AfterFunc(killCtx, func() {
-		mu.Lock()
-		killed = true
-		mu.Unlock()
-		_ = r.cmd.Process.Kill()
-	})
+	stopKill := context.AfterFunc(killCtx, func() { _ = r.cmd.Process.Kill() })
 	defer func() {
 		// A kill that started as the program ended (its caller went away
 		// at that moment) ends the runner: it is not used again.
@@ -192,10 +185,8 @@ func (r *runner) run(ctx context.Context, req *runRequest, call CallFunc) (res R
 	for {
 		var m fromRunner
 		if !r.out.Scan() || json.Unmarshal(r.out.Bytes(), &m) != nil {
-			mu.Lock()
-			k := killed
-			mu.Unlock()
-			return r.ended(req.Bounds, k && ctx.Err() == nil), false
+			// Killed at its own deadline, not for a caller gone.
+			return r.ended(req.Bounds, killCtx.Err() != nil && ctx.Err() == nil), false
 		}
 		switch {
 		case m.Done != nil:
@@ -203,6 +194,8 @@ func (r *runner) run(ctx context.Context, req *runRequest, call CallFunc) (res R
 		case m.Call != nil:
 			calls++
 			var a Answer
+			// The runner counts too, but runs the program: the cap
+			// holds here whatever it does.
 			if calls > req.Bounds.MaxCalls {
 				a = Answer{Bound: BoundCalls, Error: fmt.Sprintf("the program made more than %d tool calls (aggregator.codeMode.maxCalls)", req.Bounds.MaxCalls)}
 			} else {

@@ -53,7 +53,8 @@ type toRunner struct {
 
 type runRequest struct {
 	Program string `json:"program"`
-	// Tools are the names of the tools the caller may call.
+	// Tools are the names of the tools the caller may call that the
+	// program names (Identifiers).
 	Tools  []string `json:"tools"`
 	Bounds Bounds   `json:"bounds"`
 }

@@ -102,9 +102,12 @@ func (s *Server) runCode(ctx context.Context, req *aggregatorv1.RunCodeRequest) 
 			return nil, serr
 		}
 		v := s.e.View(snap, svcauth.PrincipalFrom(ctx))
-		tools := make([]string, v.Len(catalog.KindTools))
-		for i := range tools {
-			tools[i] = v.Key(catalog.KindTools, i)
+		named := codemode.Identifiers(req.GetProgram())
+		var tools []string
+		for i := range v.Len(catalog.KindTools) {
+			if key := v.Key(catalog.KindTools, i); named[key] {
+				tools = append(tools, key)
+			}
 		}
 		res, err = s.code.pool.Run(ctx, req.GetProgram(), tools, s.code.bounds, func(ctx context.Context, tool string, args json.RawMessage) codemode.Answer {
 			return s.innerCall(ctx, req, run, tool, args)
