@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
 
 // MCP Apps (SEP-1865): a tool names an interactive page in
@@ -14,7 +16,7 @@ import (
 // tool advertises the extension.
 
 // uiExtension names MCP Apps in capabilities.extensions.
-const uiExtension = "io.modelcontextprotocol/ui"
+const uiExtension = mcpspec.ExtensionUI
 
 // appMIMEType is the MIME type of an MCP App's page.
 const appMIMEType = "text/html;profile=mcp-app"

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
 
 // A backend whose spec sets tasks has tasks of its own, as 2026-07-28's
@@ -27,7 +29,7 @@ import (
 // tested against a real server.
 
 const (
-	tasksExtension = "io.modelcontextprotocol/tasks"
+	tasksExtension = mcpspec.ExtensionTasks
 	// taskTTL and taskPoll are what every task of the backend says.
 	taskTTL  = time.Hour
 	taskPoll = 200 * time.Millisecond

@@ -33,6 +33,16 @@ const (
 	MetaLogLevel           = "io.modelcontextprotocol/logLevel"
 )
 
+// Extensions a client or server may declare in capabilities.extensions.
+const (
+	// ExtensionTasks is tasks (2026-07-28): tools/call may answer with a
+	// task, and tasks/get, tasks/update and tasks/cancel serve it.
+	ExtensionTasks = "io.modelcontextprotocol/tasks"
+	// ExtensionUI is MCP Apps (SEP-1865): tools name ui:// pages a host
+	// renders.
+	ExtensionUI = "io.modelcontextprotocol/ui"
+)
+
 // Era is the protocol generation a request is served under.
 type Era int
 

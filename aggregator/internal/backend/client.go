@@ -28,6 +28,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/stdio"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
 
 // Client is the aggregator's connection to one backend. It is safe for
@@ -157,7 +158,7 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 }
 
 // UIExtension names MCP Apps (SEP-1865) in capabilities.extensions.
-const UIExtension = "io.modelcontextprotocol/ui"
+const UIExtension = mcpspec.ExtensionUI
 
 // listingCapabilities are the capabilities the aggregator's own sessions
 // declare. They declare MCP Apps (HTML pages), because a server may list

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
 
 // Plain calls to a dual-era backend run in a Legacy session.
@@ -54,7 +56,7 @@ func isPlain(call *Call) bool {
 	}
 	caps := call.ClientCapabilities
 	return !bytes.Contains(caps, []byte(`"elicitation"`)) && !bytes.Contains(caps, []byte(`"sampling"`)) &&
-		!bytes.Contains(caps, []byte(`"io.modelcontextprotocol/tasks"`))
+		!bytes.Contains(caps, []byte(`"`+mcpspec.ExtensionTasks+`"`))
 }
 
 // plainSession returns the Legacy session for plain calls, or nil while

@@ -229,11 +229,11 @@ func (s *Server) resourceOwner(snap *catalog.Snapshot, uri string) string {
 	return owner
 }
 
-// operatorRead reports a read of a task's state by an operator's credential
-// (the console viewing as a principal): it is not the principal's request,
-// so it takes none of the principal's tokens. Its audit event still names
-// the credential.
+// operatorRead reports a read of a task's state or of the task list by
+// an operator's credential (the console viewing as a principal): it is
+// not the principal's request, so it takes none of the principal's
+// tokens. Its audit event still names the credential.
 func operatorRead(ctx context.Context, r admission) bool {
 	caller, _ := svcauth.CallerFrom(ctx)
-	return r.method == config.RateMethodTasksGet && caller.Operator
+	return (r.method == config.RateMethodTasksGet || r.method == config.RateMethodTasksList) && caller.Operator
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 	"github.com/switchboard-mcp/switchboard/services/rawjson"
 )
 
@@ -235,7 +236,7 @@ func capabilities(rc *aggregatorv1.RequestContext) ([]byte, error) {
 // to a backend on the client's behalf: a backend that answered a tools/call
 // with a task (io.modelcontextprotocol/tasks) would hand the client a task
 // id no replica could serve tasks/get for.
-var unsupportedExtensions = []string{"io.modelcontextprotocol/tasks"}
+var unsupportedExtensions = []string{mcpspec.ExtensionTasks}
 
 // withoutUnsupportedExtensions is caps, a client capabilities object,
 // without unsupportedExtensions in its extensions member; caps itself when

@@ -14,6 +14,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 	"github.com/switchboard-mcp/switchboard/services/rawjson"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
@@ -31,7 +32,7 @@ import (
 // backend last said is kept on the task, so that a task that ended is
 // answered without the backend, and listings show its status.
 
-const tasksExtension = "io.modelcontextprotocol/tasks"
+const tasksExtension = mcpspec.ExtensionTasks
 
 // jsonrpcInvalidParams is what a backend answers a task it does not know.
 const jsonrpcInvalidParams = -32602
@@ -152,17 +153,16 @@ func (s *Server) proxyTask(ctx context.Context, a *admitted, req *aggregatorv1.C
 	if err != nil {
 		return nil, err
 	}
-	status := bt.Status
-	if !knownStatus(status) {
-		status = "working"
+	// A task starts working, or cancelled: what goes with any other
+	// status the backend gave (input_required, completed, failed) comes
+	// with tasks/get, and an unknown one is not passed on.
+	status := "working"
+	if bt.Status == "cancelled" {
+		status = "cancelled"
 	}
 	rec := &indexerv1.TaskRecord{Key: key, Owner: svcauth.PrincipalFrom(ctx).GetSubject(), Server: req.GetServer(),
 		Tool: req.GetName(), Backend: a.b.Name(), Status: status, StatusMessage: bt.StatusMessage,
 		ExpiresAt: timestamppb.New(time.Now().Add(ttl)), PollIntervalMs: uint32(min(poll, 60_000)), CallJson: string(call)}
-	if status == "input_required" || status == "completed" || status == "failed" {
-		// What goes with these comes with tasks/get.
-		rec.Status = "working"
-	}
 	stored, err := t.create(ctx, rec)
 	if err != nil {
 		// The backend's task runs on; cancel it, as nobody can reach it.
@@ -170,15 +170,6 @@ func (s *Server) proxyTask(ctx context.Context, a *admitted, req *aggregatorv1.C
 		return nil, err
 	}
 	return &aggregatorv1.CallToolResponse{ResultType: "task", Backend: rec.Backend, Task: taskOf(id, stored, false)}, nil
-}
-
-// knownStatus reports a task status of the extension.
-func knownStatus(s string) bool {
-	switch s {
-	case "working", "input_required", "completed", "failed", "cancelled":
-		return true
-	}
-	return false
 }
 
 // withTasksExtension is caps, a client capabilities object, declaring the

@@ -201,7 +201,7 @@ func (s *Server) listTasks(ctx context.Context, req *aggregatorv1.ListTasksReque
 	if req.GetPageSize() > 100 || len(req.GetCursor()) > 1024 {
 		return nil, invalidArgument("page_size is at most 100 and cursor at most 1,024 bytes")
 	}
-	if caller, _ := svcauth.CallerFrom(ctx); s.limiter != nil && !caller.Operator {
+	if s.limiter != nil && !operatorRead(ctx, r) {
 		if err := s.limit(ctx, ratelimit.Request{Method: config.RateMethodTasksList, Server: req.GetServer()}); err != nil {
 			return nil, err
 		}

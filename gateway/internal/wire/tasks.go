@@ -19,7 +19,7 @@ import (
 // tasks/list and tasks/result.
 
 // TasksExtension names the tasks extension in capabilities.extensions.
-const TasksExtension = "io.modelcontextprotocol/tasks"
+const TasksExtension = mcpspec.ExtensionTasks
 
 // MetaRelatedTask is the _meta key that ties a Legacy message to its task.
 const MetaRelatedTask = "io.modelcontextprotocol/related-task"

@@ -59,9 +59,11 @@ func lease(t store.Task) *time.Time {
 	return &t.LeaseExpiresAt
 }
 
-// CreateTask counts the owner's and the table's unexpired tasks under the
-// advisory locks of the bounds asked, and inserts the task in the same
-// transaction.
+// CreateTask inserts the task within the bounds asked, in one
+// transaction: the owner's unexpired tasks are counted under an advisory
+// lock of the owner's, the table's in the task_rows counter row, whose
+// row lock is held to the commit (a count of the table under one lock
+// made every creation of the cluster take turns).
 func (s *Store) CreateTask(ctx context.Context, t store.Task, limits store.TaskLimits) (store.Task, error) {
 	created, err := s.createTask(ctx, t, limits)
 	return created, classify(err)
