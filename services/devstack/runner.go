@@ -376,13 +376,6 @@ func checkConfig(cfg *config.Config, binDir string) error {
 			errs = append(errs, fmt.Errorf("%s not found in %s (run make build)", bin, binDir))
 		}
 	}
-	for name, addr := range map[string]string{
-		"gateway.listen": cfg.Gateway.WithDefaults().Listen, "aggregator.listen": cfg.Aggregator.Listen, "indexer.listen": cfg.Indexer.Listen,
-	} {
-		if addr == "" {
-			errs = append(errs, fmt.Errorf("%s is required", name))
-		}
-	}
 	names := map[string]bool{}
 	for i, b := range cfg.Dev.Backends {
 		if b.Name == "" || b.Listen == "" {

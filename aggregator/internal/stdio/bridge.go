@@ -39,6 +39,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/follow"
 )
 
 // Spec is one stdio backend.
@@ -163,32 +164,25 @@ func (b *Bridge) current() *mcp.ClientSession {
 }
 
 // supervise runs the process until ctx ends, again with back-off after
-// each exit.
+// each exit (follow.Run's: jittered, doubling from minBackoff to
+// maxBackoff, from minBackoff again after a run of steadyRun or more).
 func (b *Bridge) supervise(ctx context.Context) {
 	defer close(b.done)
-	backoff := minBackoff
-	for ctx.Err() == nil {
-		started := time.Now()
-		err := b.runOnce(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if time.Since(started) > steadyRun {
-			backoff = minBackoff
-		}
-		b.log.Warn("the stdio server stopped; starting it again", "err", err, "in", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, maxBackoff)
-	}
+	follow.Run(ctx, follow.Backoff{Min: minBackoff, Max: maxBackoff}, b.runOnce, func(err error, _ bool, wait time.Duration) {
+		b.log.Warn("the stdio server stopped; starting it again", "err", err, "in", wait.Round(time.Millisecond))
+	})
 }
 
 // runOnce starts the process, mirrors it and waits until it exits (or ctx
-// ends, which stops it).
-func (b *Bridge) runOnce(ctx context.Context) error {
+// ends, which stops it); a run of steadyRun or more was steady, which
+// starts the back-off over.
+func (b *Bridge) runOnce(ctx context.Context, steady func()) error {
+	started := time.Now()
+	defer func() {
+		if time.Since(started) >= steadyRun {
+			steady()
+		}
+	}()
 	cmd := exec.Command(b.spec.Command[0], b.spec.Command[1:]...)
 	cmd.Env = environment(b.spec.Env)
 	cmd.Dir = b.spec.Dir
