@@ -10,7 +10,6 @@
 package traffic
 
 import (
-	"math"
 	"slices"
 	"sync"
 	"time"
@@ -59,27 +58,6 @@ type Cell struct {
 	hist                                [32]int64
 }
 
-// Quantile is the latency (ms) below which a fraction q of the cell's
-// calls ended, the upper bound of its histogram bucket; 0 without calls.
-func (c *Cell) Quantile(q float64) float64 {
-	var n int64
-	for _, v := range c.hist {
-		n += v
-	}
-	if n == 0 {
-		return 0
-	}
-	rank := int64(math.Ceil(q * float64(n)))
-	var seen int64
-	for i, v := range c.hist {
-		seen += v
-		if seen >= rank {
-			return latencyBuckets[min(i, len(latencyBuckets)-1)]
-		}
-	}
-	return latencyBuckets[len(latencyBuckets)-1]
-}
-
 // Histogram is the cell's calls per latency bucket (LatencyBucketsMs).
 func (c *Cell) Histogram() []int64 { return slices.Clone(c.hist[:len(latencyBuckets)]) }
 
@@ -99,16 +77,6 @@ func (c *Cell) add(outcome string, latency time.Duration) {
 	ms := float64(latency) / float64(time.Millisecond)
 	i, _ := slices.BinarySearch(latencyBuckets, ms)
 	c.hist[min(i, len(latencyBuckets)-1)]++
-}
-
-func (c *Cell) merge(o *Cell) {
-	c.Calls += o.Calls
-	c.Errors += o.Errors
-	c.RateLimited += o.RateLimited
-	c.Refused += o.Refused
-	for i := range c.hist {
-		c.hist[i] += o.hist[i]
-	}
 }
 
 // minute is one minute's cells by dimension and name.
@@ -239,18 +207,4 @@ func (r *Recorder) Snapshot() ([]Minute, []HealthEvent) {
 		}
 	}
 	return out, events
-}
-
-// Sum is the hour's cells of one dimension by name.
-func Sum(minutes []Minute, dim string) map[string]*Cell {
-	out := map[string]*Cell{}
-	for _, m := range minutes {
-		for name, c := range m.Cells[dim] {
-			if out[name] == nil {
-				out[name] = &Cell{}
-			}
-			out[name].merge(&c)
-		}
-	}
-	return out
 }

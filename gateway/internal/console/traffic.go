@@ -312,21 +312,14 @@ func timeTicks(from time.Time, n int) []tick {
 // row sums a name's hour and draws its calls per minute.
 func row(name string, cells []*aggregatorv1.TrafficCell, bounds []float64) trafficRow {
 	r := trafficRow{Name: name, Spark: chart{W: sparkW, H: sparkH}}
-	hist := make([]int64, len(bounds))
+	sum := &aggregatorv1.TrafficCell{LatencyHistogram: make([]int64, len(bounds))}
 	for _, c := range cells {
-		if c == nil {
-			continue
-		}
-		r.Calls += c.GetCalls()
-		r.Errors += c.GetErrors()
-		r.RateLimited += c.GetRateLimited()
-		r.Refused += c.GetRefused()
-		for i, v := range c.GetLatencyHistogram() {
-			if i < len(hist) {
-				hist[i] += v
-			}
+		if c != nil {
+			addCell(sum, c)
 		}
 	}
+	r.Calls, r.Errors, r.RateLimited, r.Refused = sum.GetCalls(), sum.GetErrors(), sum.GetRateLimited(), sum.GetRefused()
+	hist := sum.GetLatencyHistogram()
 	r.P50, r.P95 = latencyText(quantile(hist, bounds, 0.5)), latencyText(quantile(hist, bounds, 0.95))
 	if r.Calls > 0 {
 		r.ErrorsPercent = fmt.Sprintf("%.1f%%", 100*float64(r.Errors)/float64(r.Calls))
@@ -422,6 +415,23 @@ func (c *Console) clusterTraffic(ctx context.Context) (*aggregatorv1.GetTrafficR
 	return mergeTraffic(parts), replicas, nil
 }
 
+// trafficMinutes is the hour an aggregator reports, a minute at a time.
+const trafficMinutes = 60
+
+// addCell adds src's counts and latency histogram to dst's (whose
+// histogram has the buckets of the page).
+func addCell(dst, src *aggregatorv1.TrafficCell) {
+	dst.Calls += src.GetCalls()
+	dst.Errors += src.GetErrors()
+	dst.RateLimited += src.GetRateLimited()
+	dst.Refused += src.GetRefused()
+	for i, v := range src.GetLatencyHistogram() {
+		if i < len(dst.LatencyHistogram) {
+			dst.LatencyHistogram[i] += v
+		}
+	}
+}
+
 // mergeTraffic sums replicas' hours: minute by minute (by start), each
 // name's counts and latency histograms; their health events in time
 // order, a change every replica saw once (the same backend, state and
@@ -436,42 +446,32 @@ func mergeTraffic(parts []*aggregatorv1.GetTrafficResponse) *aggregatorv1.GetTra
 		dim, name string
 	}
 	cells := map[cellKey]*aggregatorv1.TrafficCell{}
-	starts := map[int64]bool{}
+	byStart := map[int64][]*aggregatorv1.TrafficCell{}
 	for _, p := range parts {
 		for _, m := range p.GetMinutes() {
 			start := m.GetStart().AsTime().Unix()
-			starts[start] = true
+			if byStart[start] == nil {
+				byStart[start] = []*aggregatorv1.TrafficCell{}
+			}
 			for _, c := range m.GetCells() {
 				k := cellKey{start, c.GetDimension(), c.GetName()}
 				sum := cells[k]
 				if sum == nil {
 					sum = &aggregatorv1.TrafficCell{Dimension: c.GetDimension(), Name: c.GetName(), LatencyHistogram: make([]int64, len(out.GetLatencyBucketMs()))}
 					cells[k] = sum
+					byStart[start] = append(byStart[start], sum)
 				}
-				sum.Calls += c.GetCalls()
-				sum.Errors += c.GetErrors()
-				sum.RateLimited += c.GetRateLimited()
-				sum.Refused += c.GetRefused()
-				for i, v := range c.GetLatencyHistogram() {
-					if i < len(sum.LatencyHistogram) {
-						sum.LatencyHistogram[i] += v
-					}
-				}
+				addCell(sum, c)
 			}
 		}
 	}
 	// The newest hour of minutes any replica reported.
-	ordered := slices.Sorted(maps.Keys(starts))
-	if len(ordered) > 60 {
-		ordered = ordered[len(ordered)-60:]
+	ordered := slices.Sorted(maps.Keys(byStart))
+	if len(ordered) > trafficMinutes {
+		ordered = ordered[len(ordered)-trafficMinutes:]
 	}
 	for _, start := range ordered {
-		m := &aggregatorv1.TrafficMinute{Start: timestamppb.New(time.Unix(start, 0))}
-		for k, c := range cells {
-			if k.start == start {
-				m.Cells = append(m.Cells, c)
-			}
-		}
+		m := &aggregatorv1.TrafficMinute{Start: timestamppb.New(time.Unix(start, 0)), Cells: byStart[start]}
 		slices.SortFunc(m.Cells, func(a, b *aggregatorv1.TrafficCell) int {
 			return cmp.Or(strings.Compare(a.GetDimension(), b.GetDimension()), strings.Compare(a.GetName(), b.GetName()))
 		})
