@@ -26,7 +26,7 @@ func toolItem(t *mcp.Tool, raw []byte, name, b string) (*aggregatorv1.Tool, []by
 		raw, _ = json.Marshal(t)
 	}
 	def := definition(raw, t, name, func(adv *mcp.Tool) { adv.Name = name })
-	def, _ = toolUI(def, b)
+	def = toolUI(def, b)
 	f := override.FieldsOf(raw)
 	msg := &aggregatorv1.Tool{
 		Name:             name,

@@ -70,35 +70,39 @@ const (
 )
 
 // toolUI rewrites the ui:// URIs a tool definition's _meta names (of
-// backend) to their advertised URIs, and returns the advertised UI:
-// _meta.ui.resourceUri's, else the deprecated member's; "" for none. A
-// definition it cannot read is returned as it is, with no UI.
-func toolUI(def []byte, backend string) ([]byte, string) {
-	meta, ok := rawjson.Get(def, "_meta")
-	if !ok || !rawjson.StartsObject(meta) {
-		return def, ""
-	}
-	var ui string
-	rewrite := func(v []byte) []byte {
+// backend) to their advertised URIs; a definition it cannot read, or
+// that names none, is returned as it is.
+func toolUI(def []byte, backend string) []byte {
+	changed := false
+	out := mapUIRefs(def, func(v []byte) ([]byte, bool) {
 		s, ok := rawjson.StringValue(v)
 		if !ok || !isUI(s) {
-			return v
+			return v, true
 		}
-		adv := UIURI(backend, s)
-		if ui == "" {
-			ui = adv
-		}
-		return rawjson.AppendString(nil, adv)
+		changed = true
+		return rawjson.AppendString(nil, UIURI(backend, s)), true
+	})
+	if !changed {
+		return def
+	}
+	return out
+}
+
+// mapUIRefs is def with each member of its _meta that names a UI
+// (_meta.ui.resourceUri, and the deprecated _meta["ui/resourceUri"])
+// replaced by what f makes of its value, or removed where f does not keep
+// it; def itself when its _meta is not an object it can read.
+func mapUIRefs(def []byte, f func(v []byte) ([]byte, bool)) []byte {
+	meta, ok := rawjson.Get(def, "_meta")
+	if !ok || !rawjson.StartsObject(meta) {
+		return def
 	}
 	newMeta, err := rawjson.MapMembers(meta, func(m rawjson.Member) ([]byte, bool) {
 		switch string(m.Name) {
 		case metaUI:
-			if !rawjson.StartsObject(m.Value) {
-				return m.Value, true
-			}
 			v, err := rawjson.MapMembers(m.Value, func(u rawjson.Member) ([]byte, bool) {
 				if string(u.Name) == metaUIResource {
-					return rewrite(u.Value), true
+					return f(u.Value)
 				}
 				return u.Value, true
 			})
@@ -107,18 +111,18 @@ func toolUI(def []byte, backend string) ([]byte, string) {
 			}
 			return v, true
 		case metaUIDeprecated:
-			return rewrite(m.Value), true
+			return f(m.Value)
 		}
 		return m.Value, true
 	})
-	if err != nil || ui == "" {
-		return def, ""
+	if err != nil {
+		return def
 	}
 	out, err := rawjson.WithMember(def, "_meta", newMeta)
 	if err != nil {
-		return def, ""
+		return def
 	}
-	return out, ui
+	return out
 }
 
 // uiOf is the UI a tool definition's _meta names: _meta.ui.resourceUri,
@@ -148,33 +152,7 @@ func deprecatedMember(meta []byte) []byte {
 // removed (the rest of _meta.ui, such as visibility, stays): what a caller
 // who may not read the UI is shown.
 func withoutUI(def []byte) []byte {
-	meta, ok := rawjson.Get(def, "_meta")
-	if !ok {
-		return def
-	}
-	newMeta, err := rawjson.MapMembers(meta, func(m rawjson.Member) ([]byte, bool) {
-		switch string(m.Name) {
-		case metaUI:
-			v, err := rawjson.MapMembers(m.Value, func(u rawjson.Member) ([]byte, bool) {
-				return u.Value, string(u.Name) != metaUIResource
-			})
-			if err != nil {
-				return m.Value, true
-			}
-			return v, true
-		case metaUIDeprecated:
-			return nil, false
-		}
-		return m.Value, true
-	})
-	if err != nil {
-		return def
-	}
-	out, err := rawjson.WithMember(def, "_meta", newMeta)
-	if err != nil {
-		return def
-	}
-	return out
+	return mapUIRefs(def, func([]byte) ([]byte, bool) { return nil, false })
 }
 
 // noUIMsg is msg without its UI (withoutUI).
