@@ -8,6 +8,8 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/switchboard-mcp/switchboard/services/telemetry"
 )
 
 // tracer makes the client span of each request to a backend; its W3C
@@ -20,14 +22,9 @@ var (
 
 // startSpan opens the client span of one MCP request to backend, named
 // and described as the OpenTelemetry conventions for MCP define client
-// spans (semantic-conventions-genai v0.1.0, status Development, the
-// gateway's too): "{mcp.method.name} {target}", the target being the
-// tool or prompt named on the backend (a resource's URI is an attribute,
-// never the name: its cardinality is unbounded), with mcp.method.name,
-// mcp.protocol.version, gen_ai.tool.name and gen_ai.operation.name
-// (execute_tool) or gen_ai.prompt.name, mcp.resource.uri, and the backend
-// as switchboard.backend. A request whose method is not known is "mcp
-// backend <name>".
+// spans (telemetry.MCPSpan, the target as the backend names it), with
+// mcp.protocol.version and the backend as switchboard.backend. A request
+// whose method is not known is "mcp backend <name>".
 func startSpan(ctx context.Context, backend, method, target, version string) (context.Context, trace.Span) {
 	name := "mcp backend " + backend
 	attrs := []attribute.KeyValue{attribute.String("switchboard.backend", backend)}
@@ -35,24 +32,7 @@ func startSpan(ctx context.Context, backend, method, target, version string) (co
 		attrs = append(attrs, attribute.String("mcp.protocol.version", version))
 	}
 	if method != "" {
-		name = method
-		attrs = append(attrs, attribute.String("mcp.method.name", method))
-		switch method {
-		case "tools/call":
-			if target != "" {
-				name += " " + target
-				attrs = append(attrs, attribute.String("gen_ai.tool.name", target), attribute.String("gen_ai.operation.name", "execute_tool"))
-			}
-		case "prompts/get":
-			if target != "" {
-				name += " " + target
-				attrs = append(attrs, attribute.String("gen_ai.prompt.name", target))
-			}
-		case "resources/read", "resources/subscribe", "resources/unsubscribe":
-			if target != "" {
-				attrs = append(attrs, attribute.String("mcp.resource.uri", target))
-			}
-		}
+		name, attrs = telemetry.MCPSpan(method, target, attrs)
 	}
 	return tracer.Start(ctx, name, spanKindClient, trace.WithAttributes(attrs...))
 }

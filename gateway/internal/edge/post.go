@@ -114,7 +114,7 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 	}
 	ctx, span = g.joinMetaTrace(ctx, span, rec, msg.Params)
 	r = r.WithContext(ctx)
-	rec.setMethod(span, msg.Method)
+	rec.method = msg.Method
 	describe(span, msg)
 	if mcpspec.Methods[msg.Method].Streams {
 		// A stream lives long: it keeps only what it reads (the era's

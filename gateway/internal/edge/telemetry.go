@@ -141,19 +141,15 @@ func (rec *requestRecord) setMethod(span trace.Span, method string) {
 }
 
 // describe names the request's span and sets its attributes as the
-// OpenTelemetry conventions for MCP define them (semantic-conventions-genai
-// v0.1.0, status Development): the span is "{mcp.method.name} {target}",
-// the target being the tool or prompt named (a resource's URI is an
-// attribute, never the name: its cardinality is unbounded), with
-// jsonrpc.request.id, gen_ai.tool.name or gen_ai.prompt.name, and
-// mcp.resource.uri. mcp.session.id is left out: a Legacy session id is a
-// credential. The optimizer's call_tool names the tool it calls
+// OpenTelemetry conventions for MCP define them (telemetry.MCPSpan), with
+// jsonrpc.request.id. mcp.session.id is left out: a Legacy session id is
+// a credential. The optimizer's call_tool names the tool it calls
 // (methods/optimizer.go).
 func describe(span trace.Span, msg *wire.Message) {
 	if !span.IsRecording() {
 		return
 	}
-	attrs := []attribute.KeyValue{attribute.String("mcp.method.name", msg.Method)}
+	var attrs []attribute.KeyValue
 	if len(msg.ID) > 0 {
 		id := string(msg.ID)
 		if s, err := strconv.Unquote(id); err == nil {
@@ -161,23 +157,11 @@ func describe(span trace.Span, msg *wire.Message) {
 		}
 		attrs = append(attrs, attribute.String("jsonrpc.request.id", id))
 	}
-	name := msg.Method
-	switch msg.Method {
-	case "tools/call":
-		if tool, ok := msg.Params.String("name"); ok {
-			name += " " + tool
-			attrs = append(attrs, attribute.String("gen_ai.tool.name", tool), attribute.String("gen_ai.operation.name", "execute_tool"))
-		}
-	case "prompts/get":
-		if prompt, ok := msg.Params.String("name"); ok {
-			name += " " + prompt
-			attrs = append(attrs, attribute.String("gen_ai.prompt.name", prompt))
-		}
-	case "resources/read", "resources/subscribe", "resources/unsubscribe":
-		if uri, ok := msg.Params.String("uri"); ok {
-			attrs = append(attrs, attribute.String("mcp.resource.uri", uri))
-		}
+	target := ""
+	if param := telemetry.MCPTargetParam(msg.Method); param != "" {
+		target, _ = msg.Params.String(param)
 	}
+	name, attrs := telemetry.MCPSpan(msg.Method, target, attrs)
 	span.SetName(name)
 	span.SetAttributes(attrs...)
 }
@@ -268,8 +252,7 @@ func (g *Gateway) finishRequest(span trace.Span, rec *requestRecord) {
 		// Refused before its body was read: a span of its own.
 		_, span, _ = g.openSpan(rec.r.Context(), rec.r, rec, trace.SpanContext{}, false)
 		if rec.method != "" {
-			span.SetName(rec.method)
-			span.SetAttributes(attribute.String("mcp.method.name", rec.method))
+			rec.setMethod(span, rec.method)
 		}
 	}
 	method := methodLabel(rec.method)
