@@ -47,6 +47,10 @@ type toolCall struct {
 	// args are the arguments the backend gets: the client's, with the
 	// tool override's fixed and default values in.
 	args []byte
+	// plain sends the call on the plain route whatever the client could
+	// answer: its params carry what go-sdk's calls cannot (a 2025-11-25
+	// task request).
+	plain bool
 }
 
 // toolCallAdmission is the admission of req; tc receives the call that

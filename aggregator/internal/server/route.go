@@ -51,12 +51,16 @@ func (r callRoute) String() string { return routeNames[r] }
 // routeOf decides how an admitted call runs, from the request and the
 // backend; replica is the peer holding the call for routeForward, caps
 // the client's capabilities the backend may ask of for routeHeld.
-func (s *Server) routeOf(req *aggregatorv1.CallToolRequest, b *backend.Client, stream *notifier) (route callRoute, replica string, caps *mcp.ClientCapabilities) {
+func (s *Server) routeOf(req *aggregatorv1.CallToolRequest, tc *toolCall, stream *notifier) (route callRoute, replica string, caps *mcp.ClientCapabilities) {
 	if state := req.GetRequestState(); strings.HasPrefix(state, backend.HeldStatePrefix) {
 		if _, _, replica, _ := backend.ParseHeldState(state); !s.peers.Local(replica) {
 			return routeForward, replica, nil
 		}
 		return routeResume, "", nil
+	}
+	b := tc.b
+	if tc.plain {
+		return routePlain, "", nil
 	}
 	if b.IsLegacy() {
 		if caps := askableCapabilities(req.GetContext()); caps != nil {
@@ -78,7 +82,7 @@ func heldOwner(ctx context.Context, req *aggregatorv1.CallToolRequest) string {
 // routeToolCall runs an admitted call on its route.
 func (s *Server) routeToolCall(ctx context.Context, req *aggregatorv1.CallToolRequest, tc *toolCall, stream *notifier) (*aggregatorv1.CallToolResponse, error) {
 	b := tc.b
-	route, replica, caps := s.routeOf(req, b, stream)
+	route, replica, caps := s.routeOf(req, tc, stream)
 	switch route {
 	case routeForward:
 		return s.forwardHeld(ctx, replica, req, stream)

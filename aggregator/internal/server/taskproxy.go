@@ -114,20 +114,14 @@ func (s *Server) proxyTask(ctx context.Context, a *admitted, req *aggregatorv1.C
 			return nil, err
 		}
 		tc.call.Params = params
+		// The raw path, whatever the client declared: the held path's
+		// go-sdk call has no params.task.
+		tc.plain = true
 	} else {
 		tc.call.ClientCapabilities = withTasksExtension([]byte(req.GetContext().GetClientCapabilitiesJson()))
 	}
-	var resp *aggregatorv1.CallToolResponse
-	var err error
-	if legacy {
-		// The raw path, whatever the client declared: the held path's
-		// go-sdk call has no params.task.
-		res, cerr := timed(s, a.b, "tools/call", func() (*backend.Result, error) { return a.b.Call(a.ctx, &tc.call) })
-		if cerr != nil {
-			return nil, cerr
-		}
-		resp = &aggregatorv1.CallToolResponse{ResultJson: res.JSON, IsError: res.IsError, ResultType: resultType(res.ResultType), Backend: a.b.Name()}
-	} else if resp, err = s.runToolCall(a.ctx, req, tc, nil); err != nil {
+	resp, err := s.runToolCall(a.ctx, req, tc, nil)
+	if err != nil {
 		return nil, err
 	}
 	var raw backendTaskState
