@@ -185,21 +185,9 @@ func withTasksExtension(caps []byte) []byte {
 }
 
 // backendTaskRequest sends a tasks method for the backend's task id,
-// with params beyond taskId, and returns the backend's result.
+// with params beyond taskId, and returns the backend's task.
 func (s *Server) backendTaskRequest(a *admitted, method, backendID string, more map[string]json.RawMessage) (*backendTaskState, error) {
-	params := map[string]json.RawMessage{}
-	for k, v := range more {
-		params[k] = v
-	}
-	params["taskId"], _ = json.Marshal(backendID)
-	body, err := json.Marshal(params)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(a.ctx, a.b.Timeout())
-	defer cancel()
-	res, err := a.b.Call(ctx, &backend.Call{Method: method, Name: backendID, Params: body,
-		ClientCapabilities: []byte(`{"extensions":{"` + tasksExtension + `":{}}}`)})
+	res, err := s.backendTaskCall(a, method, backendID, more)
 	if err != nil {
 		return nil, err
 	}
@@ -208,6 +196,24 @@ func (s *Server) backendTaskRequest(a *admitted, method, backendID string, more 
 		return nil, backend.ErrProtocolViolation
 	}
 	return bt.normalized(), nil
+}
+
+// backendTaskCall sends a tasks method for the backend's task id, with
+// more params beyond taskId (more is the caller's to change), within the
+// backend's timeout, and returns the backend's result as it came.
+func (s *Server) backendTaskCall(a *admitted, method, backendID string, more map[string]json.RawMessage) (*backend.Result, error) {
+	if more == nil {
+		more = map[string]json.RawMessage{}
+	}
+	more["taskId"], _ = json.Marshal(backendID)
+	body, err := json.Marshal(more)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(a.ctx, a.b.Timeout())
+	defer cancel()
+	return a.b.Call(ctx, &backend.Call{Method: method, Name: backendID, Params: body,
+		ClientCapabilities: []byte(`{"extensions":{"` + tasksExtension + `":{}}}`)})
 }
 
 // proxiedAdmission admits a request about a backend's task: it is sent
@@ -279,43 +285,20 @@ func legacyBackendTask(rec *indexerv1.TaskRecord) bool {
 func (s *Server) legacyOutcome(a *admitted, backendID string, bt *backendTaskState) (*backendTaskState, error) {
 	switch bt.Status {
 	case "completed", "failed":
-		res, err := s.backendTaskResult(a, backendID)
+		// tasks/result of a task that ended: its result, or the
+		// backend's JSON-RPC error.
+		res, err := s.backendTaskCall(a, "tasks/result", backendID, nil)
 		var perr *backend.ProtocolError
 		switch {
 		case errors.As(err, &perr):
-			obj := map[string]any{"code": perr.Code, "message": perr.Message}
-			if perr.Data != "" && json.Valid([]byte(perr.Data)) {
-				obj["data"] = json.RawMessage(perr.Data)
-			}
-			bt.Status, bt.Error = "failed", mustJSON(obj)
+			bt.Status, bt.Error = "failed", json.RawMessage(s.tasks.taskError(err))
 		case err != nil:
 			return nil, err
 		default:
-			bt.Result = res
+			bt.Result = json.RawMessage(res.JSON)
 		}
 	case "input_required":
 		bt.Status, bt.StatusMessage = "working", "the backend waits for input, which Switchboard does not relay for a 2025-11-25 backend's own task"
 	}
 	return bt, nil
-}
-
-// backendTaskResult is tasks/result of a task that ended: its result, or
-// the backend's JSON-RPC error.
-func (s *Server) backendTaskResult(a *admitted, backendID string) (json.RawMessage, error) {
-	params, err := json.Marshal(map[string]string{"taskId": backendID})
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(a.ctx, a.b.Timeout())
-	defer cancel()
-	res, err := a.b.Call(ctx, &backend.Call{Method: "tasks/result", Name: backendID, Params: params})
-	if err != nil {
-		return nil, err
-	}
-	return json.RawMessage(res.JSON), nil
-}
-
-func mustJSON(v any) json.RawMessage {
-	b, _ := json.Marshal(v) // maps of text and raw JSON always encode
-	return b
 }
