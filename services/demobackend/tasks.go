@@ -1,7 +1,6 @@
 package demobackend
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -10,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"time"
 
@@ -167,7 +165,7 @@ func (tt *taskTable) startLocked(next http.Handler, r *http.Request, t *backendT
 	go func() {
 		rec := httptest.NewRecorder()
 		next.ServeHTTP(rec, req)
-		tt.settle(t, ctx, lastMessage(rec.Header().Get("Content-Type"), rec.Body.Bytes()))
+		tt.settle(t, ctx, mcpspec.LastMessage(rec.Header().Get("Content-Type"), rec.Body.Bytes()))
 	}()
 }
 
@@ -264,20 +262,4 @@ func (tt *taskTable) viewLocked(t *backendTask, detailed bool) map[string]any {
 		v["error"] = t.errObj
 	}
 	return v
-}
-
-// lastMessage is the last JSON-RPC message of a JSON or event-stream body.
-func lastMessage(contentType string, body []byte) []byte {
-	if !strings.HasPrefix(contentType, "text/event-stream") {
-		return body
-	}
-	var last []byte
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(nil, maxTaskBody*32)
-	for sc.Scan() {
-		if d, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: ")); ok {
-			last = append(last[:0], d...)
-		}
-	}
-	return last
 }

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
 
 // 2025-11-25's experimental tasks, for a backend whose spec sets tasks,
@@ -105,7 +107,7 @@ func rewriteResult(w http.ResponseWriter, r *http.Request, next http.Handler, ed
 	rec := httptest.NewRecorder()
 	next.ServeHTTP(rec, r)
 	var msg map[string]any
-	if json.Unmarshal(lastMessage(rec.Header().Get("Content-Type"), rec.Body.Bytes()), &msg) != nil {
+	if json.Unmarshal(mcpspec.LastMessage(rec.Header().Get("Content-Type"), rec.Body.Bytes()), &msg) != nil {
 		copyAnswer(w, rec)
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
@@ -46,7 +47,7 @@ func taskRPC(t *testing.T, url, method string, params map[string]any, tasks bool
 		Result map[string]any `json:"result"`
 		Error  map[string]any `json:"error"`
 	}
-	if err := json.Unmarshal(lastMessage(resp.Header.Get("Content-Type"), raw.Bytes()), &msg); err != nil {
+	if err := json.Unmarshal(mcpspec.LastMessage(resp.Header.Get("Content-Type"), raw.Bytes()), &msg); err != nil {
 		t.Fatalf("%s: %s", method, raw.String())
 	}
 	return msg.Result, msg.Error
@@ -154,7 +155,7 @@ func legacyRPC(t *testing.T, url, session, method string, params map[string]any)
 		Result map[string]any `json:"result"`
 		Error  map[string]any `json:"error"`
 	}
-	if err := json.Unmarshal(lastMessage(resp.Header.Get("Content-Type"), raw.Bytes()), &msg); err != nil {
+	if err := json.Unmarshal(mcpspec.LastMessage(resp.Header.Get("Content-Type"), raw.Bytes()), &msg); err != nil {
 		t.Fatalf("%s: %s", method, raw.String())
 	}
 	return msg.Result, msg.Error, resp.Header.Get("Mcp-Session-Id")

@@ -4,6 +4,12 @@
 // apart on one Streamable HTTP endpoint. It is pure: no I/O, no state.
 package mcpspec
 
+import (
+	"bufio"
+	"bytes"
+	"strings"
+)
+
 // Protocol revisions.
 const (
 	// Modern is the stateless revision: every request carries its version
@@ -187,4 +193,23 @@ func IsLogLevel(l string) bool {
 		}
 	}
 	return false
+}
+
+// LastMessage is the last JSON-RPC message of a Streamable HTTP response
+// body: the body itself unless it is an event stream (Content-Type
+// text/event-stream), whose last data line it is then; at most 32 MiB a
+// line.
+func LastMessage(contentType string, body []byte) []byte {
+	if !strings.HasPrefix(contentType, "text/event-stream") {
+		return body
+	}
+	var last []byte
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(nil, 32<<20)
+	for sc.Scan() {
+		if d, ok := bytes.CutPrefix(sc.Bytes(), []byte("data:")); ok {
+			last = append(last[:0], bytes.TrimSpace(d)...)
+		}
+	}
+	return last
 }

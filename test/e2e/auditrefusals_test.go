@@ -18,9 +18,9 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
-	"github.com/switchboard-mcp/switchboard/test/mcpraw"
 )
 
 // refusalSpec serves a tool that answers, one that asks its client to
@@ -90,7 +90,7 @@ func refusalPost(t *testing.T, url string, header map[string]string, body string
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw = mcpraw.LastMessage(resp.Header.Get("Content-Type"), raw)
+	raw = mcpspec.LastMessage(resp.Header.Get("Content-Type"), raw)
 	reply.status = resp.StatusCode
 	_ = json.Unmarshal(raw, &reply) // a 401 is no JSON-RPC answer
 	return traceID, reply

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 	"github.com/switchboard-mcp/switchboard/test/mcpraw"
@@ -172,7 +174,7 @@ func TestTaskFollowsThePolicy(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		raw, _ := io.ReadAll(resp.Body)
-		msg := mcpraw.LastMessage(resp.Header.Get("Content-Type"), raw)
+		msg := mcpspec.LastMessage(resp.Header.Get("Content-Type"), raw)
 		if !strings.Contains(string(msg), `"tasks"`) {
 			t.Fatalf("tasks/list: HTTP %d %s", resp.StatusCode, raw)
 		}

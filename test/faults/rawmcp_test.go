@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/switchboard-mcp/switchboard/test/mcpraw"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
 
 // Raw Modern MCP requests, for the tests that look at members go-sdk's
@@ -59,7 +59,7 @@ func modernRPC(t *testing.T, url, method, name, params string) rpcReply {
 	if err != nil {
 		t.Fatalf("%s %s: read: %v", method, name, err)
 	}
-	raw = mcpraw.LastMessage(resp.Header.Get("Content-Type"), raw)
+	raw = mcpspec.LastMessage(resp.Header.Get("Content-Type"), raw)
 	r := rpcReply{status: resp.StatusCode}
 	if err := json.Unmarshal(raw, &r); err != nil || (r.Result == nil && r.Error == nil) {
 		t.Fatalf("%s %s: %d %q is not a JSON-RPC response", method, name, resp.StatusCode, raw)

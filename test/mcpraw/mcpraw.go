@@ -7,15 +7,15 @@
 package mcpraw
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync/atomic"
+
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
 
 // Version is the revision the client speaks.
@@ -117,26 +117,9 @@ func (c *Client) Send(ctx context.Context, method, name string, params map[strin
 		Result json.RawMessage `json:"result"`
 		Error  *Error          `json:"error"`
 	}
-	if err := json.Unmarshal(LastMessage(resp.Header.Get("Content-Type"), raw), &msg); err != nil || (msg.Result == nil && msg.Error == nil) {
+	if err := json.Unmarshal(mcpspec.LastMessage(resp.Header.Get("Content-Type"), raw), &msg); err != nil || (msg.Result == nil && msg.Error == nil) {
 		return a, fmt.Errorf("%s: HTTP %d, not a JSON-RPC response: %.300s", method, resp.StatusCode, raw)
 	}
 	a.Result, a.Error = msg.Result, msg.Error
 	return a, nil
-}
-
-// LastMessage is the last message of a body: the body itself unless it is
-// an event stream.
-func LastMessage(contentType string, body []byte) []byte {
-	if !strings.HasPrefix(contentType, "text/event-stream") {
-		return body
-	}
-	var last []byte
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(nil, 32<<20)
-	for sc.Scan() {
-		if d, ok := bytes.CutPrefix(sc.Bytes(), []byte("data:")); ok {
-			last = append(last[:0], bytes.TrimSpace(d)...)
-		}
-	}
-	return last
 }

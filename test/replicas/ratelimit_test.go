@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
-	"github.com/switchboard-mcp/switchboard/test/mcpraw"
 )
 
 // The rate limits of TestRateLimitAcrossReplicas: one principal (the
@@ -263,7 +263,7 @@ func postCall(t *testing.T, url string, h http.Header, body string) callReply {
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	r := callReply{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), gateway: resp.Header.Get(servedByHeader), body: raw}
-	raw = mcpraw.LastMessage(resp.Header.Get("Content-Type"), raw)
+	raw = mcpspec.LastMessage(resp.Header.Get("Content-Type"), raw)
 	var msg struct {
 		Result *struct {
 			IsError bool `json:"isError"`
