@@ -157,9 +157,6 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 	return c
 }
 
-// UIExtension names MCP Apps (SEP-1865) in capabilities.extensions.
-const UIExtension = mcpspec.ExtensionUI
-
 // listingCapabilities are the capabilities the aggregator's own sessions
 // declare. They declare MCP Apps (HTML pages), because a server may list
 // its UI tools only to hosts that declare it, and the catalog carries
@@ -167,7 +164,7 @@ const UIExtension = mcpspec.ExtensionUI
 // ignores a tool's _meta.ui, as the extension provides.
 func listingCapabilities() *mcp.ClientCapabilities {
 	caps := &mcp.ClientCapabilities{}
-	caps.AddExtension(UIExtension, map[string]any{"mimeTypes": []string{"text/html;profile=mcp-app"}})
+	caps.AddExtension(mcpspec.ExtensionUI, map[string]any{"mimeTypes": []string{"text/html;profile=mcp-app"}})
 	return caps
 }
 

@@ -7,7 +7,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/rawjson"
 )
@@ -31,9 +30,6 @@ import (
 // tools that name it (Snapshot.UIOnlyTools), so a hidden tool does not
 // leak its page. Everything else under _meta.ui (csp, permissions,
 // domain, prefersBorder, visibility) passes as the backend wrote it.
-
-// UIExtension names the MCP Apps extension in capabilities.extensions.
-const UIExtension = backend.UIExtension
 
 const uiScheme = "ui://"
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
@@ -48,7 +49,7 @@ func (s *Server) Discover(ctx context.Context, req *aggregatorv1.DiscoverRequest
 		apps = apps || hasApps(snap.Capabilities[snap.Resources[i].Backend])
 	}
 	if apps {
-		resp.Extensions = append(resp.Extensions, catalog.UIExtension)
+		resp.Extensions = append(resp.Extensions, mcpspec.ExtensionUI)
 	}
 	return resp, nil
 }
@@ -57,7 +58,7 @@ func hasApps(c *mcp.ServerCapabilities) bool {
 	if c == nil {
 		return false
 	}
-	_, ok := c.Extensions[catalog.UIExtension]
+	_, ok := c.Extensions[mcpspec.ExtensionUI]
 	return ok
 }
 

@@ -47,7 +47,8 @@ func (s *Server) readResource(ctx context.Context, req *aggregatorv1.ReadResourc
 		if err != nil {
 			return nil, err
 		}
-		if orig := catalog.BackendURI(a.owner, uri); orig != uri {
+		// call.Name is the URI under the backend's name for it.
+		if orig := call.Name; orig != uri {
 			res.JSON = string(contentsUnder([]byte(res.JSON), orig, uri))
 		}
 		return &aggregatorv1.ReadResourceResponse{ResultJson: res.JSON, ResultType: resultType(res.ResultType), Backend: a.b.Name()}, nil
