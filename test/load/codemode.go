@@ -156,24 +156,11 @@ func runProgram(ctx context.Context, c *mcpraw.Client, program string, calls int
 // sendTool makes one tools/call; an error result or a JSON-RPC error is
 // an error.
 func sendTool(ctx context.Context, c *mcpraw.Client, name string, params map[string]any) (toolAnswer, error) {
-	a, err := c.Send(ctx, "tools/call", name, params)
-	if err != nil {
-		if ctx.Err() != nil {
-			err = ctx.Err()
-		}
-		return toolAnswer{}, err
+	res, err := send[toolAnswer](ctx, c, "tools/call", name, params)
+	if err == nil && res.IsError {
+		err = fmt.Errorf("%s answered isError: %s", name, strings.TrimSpace(string(res.StructuredContent)))
 	}
-	if a.Error != nil {
-		return toolAnswer{}, a.Error
-	}
-	var res toolAnswer
-	if err := json.Unmarshal(a.Result, &res); err != nil || a.HTTPStatus != http.StatusOK {
-		return toolAnswer{}, fmt.Errorf("HTTP %d: %v", a.HTTPStatus, err)
-	}
-	if res.IsError {
-		return res, fmt.Errorf("%s answered isError: %s", name, strings.TrimSpace(string(res.StructuredContent)))
-	}
-	return res, nil
+	return res, err
 }
 
 type toolAnswer struct {

@@ -234,9 +234,10 @@ type taskAnswer struct {
 	Error         json.RawMessage `json:"error"`
 }
 
-// send sends one request through c and decodes its result; a JSON-RPC
-// error is an error.
-func (tc *taskClient) send(ctx context.Context, c *mcpraw.Client, method, name string, params map[string]any) (taskAnswer, error) {
+// send sends one request through c and decodes its result as T; a
+// JSON-RPC error is an error.
+func send[T any](ctx context.Context, c *mcpraw.Client, method, name string, params map[string]any) (T, error) {
+	var ans T
 	a, err := c.Send(ctx, method, name, params)
 	if err != nil {
 		// The run's end cuts requests; the caller tells that from a
@@ -245,14 +246,13 @@ func (tc *taskClient) send(ctx context.Context, c *mcpraw.Client, method, name s
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
-		return taskAnswer{}, fmt.Errorf("%s: %w", method, err)
+		return ans, fmt.Errorf("%s: %w", method, err)
 	}
 	if a.Error != nil {
-		return taskAnswer{}, fmt.Errorf("%s: %w", method, a.Error)
+		return ans, fmt.Errorf("%s: %w", method, a.Error)
 	}
-	var ans taskAnswer
 	if err := json.Unmarshal(a.Result, &ans); err != nil || a.HTTPStatus != http.StatusOK {
-		return taskAnswer{}, fmt.Errorf("%s: HTTP %d: %v", method, a.HTTPStatus, err)
+		return ans, fmt.Errorf("%s: HTTP %d: %v", method, a.HTTPStatus, err)
 	}
 	return ans, nil
 }
@@ -265,7 +265,7 @@ func callParams() map[string]any {
 // plainCall calls TaskTool without the tasks extension; it must be
 // answered as usual.
 func (tc *taskClient) plainCall(ctx context.Context) error {
-	a, err := tc.send(ctx, tc.plain, "tools/call", TaskTool, callParams())
+	a, err := send[taskAnswer](ctx, tc.plain, "tools/call", TaskTool, callParams())
 	switch {
 	case err != nil:
 		return err
@@ -280,7 +280,7 @@ func (tc *taskClient) plainCall(ctx context.Context) error {
 // createTask calls TaskTool declaring the tasks extension and returns the
 // task it became.
 func (tc *taskClient) createTask(ctx context.Context) (string, error) {
-	a, err := tc.send(ctx, tc.tasks, "tools/call", TaskTool, callParams())
+	a, err := send[taskAnswer](ctx, tc.tasks, "tools/call", TaskTool, callParams())
 	if err != nil {
 		return "", err
 	}
@@ -294,7 +294,7 @@ func (tc *taskClient) createTask(ctx context.Context) (string, error) {
 // getTask is tasks/get of task id: its status, and an error for a task
 // that ended otherwise than completed or whose result is an error.
 func (tc *taskClient) getTask(ctx context.Context, id string) (string, error) {
-	a, err := tc.send(ctx, tc.tasks, "tasks/get", id, map[string]any{"taskId": id})
+	a, err := send[taskAnswer](ctx, tc.tasks, "tasks/get", id, map[string]any{"taskId": id})
 	switch {
 	case err != nil:
 		return "", err
