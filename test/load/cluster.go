@@ -284,10 +284,12 @@ func (e *Env) Start(ctx context.Context, t Topology) (c *Cluster, err error) {
 	if data.Tasks {
 		c.TasksURL = c.GatewayURL + "/" + tasksServer
 	}
+	// Stop what started through started: a failed step's "return nil,
+	// err" has already cleared c when this runs.
+	started := c
 	defer func() {
 		if err != nil {
-			c.Stop()
-			c = nil
+			started.Stop()
 		}
 	}()
 	start := func(name, role, path string, args []string, probe devstack.Probe) error {

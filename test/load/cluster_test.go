@@ -281,3 +281,43 @@ func TestSoakPlumbing(t *testing.T) {
 		}
 	}
 }
+
+// TestStartFailureStopsWhatStarted fails a start after the backends are up
+// (the reference proxy's executable exits at once) and checks that Start
+// returns the error with every process it started gone, where it once
+// stopped a nil cluster and panicked.
+func TestStartFailureStopsWhatStarted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL and processes")
+	}
+	bin := harness.BinDir(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	env, err := NewEnv(ctx, bin, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	env.self = "/bin/false"
+	c, err := env.Start(ctx, Topology{Backends: 2, ToolsPerBackend: 1, Proxy: true})
+	if err == nil {
+		c.Stop()
+		t.Fatal("the start succeeded with a proxy that exits at once")
+	}
+	if c != nil {
+		t.Fatalf("a failed start returned a cluster: %+v", c)
+	}
+	// The postmaster is the Env's; every other child was the cluster's.
+	var left []string
+	err = eachProcess(func(pid int, st procStat) {
+		if st.PPid == os.Getpid() && pid != env.postgres.Pid {
+			left = append(left, fmt.Sprintf("%s (%d)", st.Comm, pid))
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Fatalf("processes still running after a failed start: %v", left)
+	}
+}
