@@ -31,17 +31,7 @@ func TestMain(m *testing.M) {
 // small real cluster, so a change in the services or the SDK that breaks
 // the harness shows up in make test rather than in the next make bench.
 func TestWorkloadsAgainstRealCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts PostgreSQL and a cluster of processes")
-	}
-	bin := harness.BinDir(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	env, err := NewEnv(ctx, bin, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Close()
+	ctx, env := startEnv(t, 4*time.Minute)
 
 	env.Profiling = true
 	c, err := env.Start(ctx, Topology{Backends: 2, ToolsPerBackend: 10, DirectTools: 20, Principals: 3, Proxy: true, Tasks: true})
@@ -250,17 +240,7 @@ func httpStatus(t *testing.T, url string) int {
 // TestSoakPlumbing runs a very short soak: every operation kind must
 // succeed and every series must have samples.
 func TestSoakPlumbing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts PostgreSQL and a cluster of processes")
-	}
-	bin := harness.BinDir(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	env, err := NewEnv(ctx, bin, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Close()
+	ctx, env := startEnv(t, 4*time.Minute)
 	res, err := RunSoak(ctx, env, SoakOptions{
 		Duration: 3 * time.Second, Rate: 40, SampleEvery: 250 * time.Millisecond, RelTolerance: 0.1, Progress: io.Discard,
 	})
@@ -287,17 +267,7 @@ func TestSoakPlumbing(t *testing.T) {
 // returns the error with every process it started gone, where it once
 // stopped a nil cluster and panicked.
 func TestStartFailureStopsWhatStarted(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts PostgreSQL and processes")
-	}
-	bin := harness.BinDir(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	env, err := NewEnv(ctx, bin, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Close()
+	ctx, env := startEnv(t, 2*time.Minute)
 	env.self = "/bin/false"
 	c, err := env.Start(ctx, Topology{Backends: 2, ToolsPerBackend: 1, Proxy: true})
 	if err == nil {
@@ -320,4 +290,22 @@ func TestStartFailureStopsWhatStarted(t *testing.T) {
 	if len(left) > 0 {
 		t.Fatalf("processes still running after a failed start: %v", left)
 	}
+}
+
+// startEnv is an Env over the test's binaries and a PostgreSQL of its own,
+// closed when the test ends, and a context that bounds the test.
+func startEnv(t *testing.T, bound time.Duration) (context.Context, *Env) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts PostgreSQL and a cluster of processes")
+	}
+	bin := harness.BinDir(t)
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	t.Cleanup(cancel)
+	env, err := NewEnv(ctx, bin, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { env.Close() })
+	return ctx, env
 }
