@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/authz"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/traffic"
 )
 
 // Reconfigure applies new options to a running engine without a restart:
@@ -37,7 +38,7 @@ func (e *Engine) Reconfigure(next Options) (needsRestart []string, err error) {
 
 	e.reconfMu.Lock()
 	defer e.reconfMu.Unlock()
-	e.opts.Traffic.Health("", "reload", "the configuration was reloaded")
+	e.opts.Traffic.Health(traffic.HealthEvent{State: "reload", Detail: "the configuration was reloaded"})
 	prev := e.setup.Load()
 	st := e.newSetup(next, prev, overrides)
 

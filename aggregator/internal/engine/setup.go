@@ -11,6 +11,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/override"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/traffic"
 	"github.com/switchboard-mcp/switchboard/services/config"
 )
 
@@ -136,7 +137,7 @@ func (e *Engine) newClient(c backend.Config) *backend.Client {
 	}, func(prev, now backend.State, listed bool) {
 		e.log.Info("backend health changed", "backend", c.Name, "from", prev.String(), "to", now.String())
 		e.opts.Metrics.backendState(c.Name, now)
-		e.opts.Traffic.Health(c.Name, now.String(), "was "+prev.String())
+		e.opts.Traffic.Health(traffic.HealthEvent{Backend: c.Name, State: now.String(), Previous: prev.String(), Detail: "was " + prev.String()})
 		// A backend that a probe found up again may bring items, one
 		// going unhealthy hides them (its "listing" is skipped, the
 		// rebuild hides it). Moving between healthy and degraded

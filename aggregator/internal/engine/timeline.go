@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/traffic"
 )
 
 // The traffic page's timeline (opts.Traffic) hears of each backend's
@@ -26,7 +27,7 @@ func (e *Engine) noteHeld(before, after map[string]*backend.Lists) {
 			n -= len(a.Tools)
 		}
 		if n != e.held[b] {
-			e.opts.Traffic.Health(b, "quarantine", fmt.Sprintf("%d tools held for review", n))
+			e.opts.Traffic.Health(traffic.HealthEvent{Backend: b, State: "quarantine", Detail: fmt.Sprintf("%d tools held for review", n)})
 			e.held[b] = n
 		}
 	}

@@ -67,7 +67,7 @@ func (s *Server) GetTraffic(ctx context.Context, _ *aggregatorv1.GetTrafficReque
 		resp.Minutes = append(resp.Minutes, tm)
 	}
 	for _, e := range events {
-		resp.HealthEvents = append(resp.HealthEvents, &aggregatorv1.HealthEvent{Time: timestamppb.New(e.Time), Backend: e.Backend, State: e.State, Detail: e.Detail})
+		resp.HealthEvents = append(resp.HealthEvents, &aggregatorv1.HealthEvent{Time: timestamppb.New(e.Time), Backend: e.Backend, State: e.State, Detail: e.Detail, PreviousState: e.Previous})
 	}
 	return resp, nil
 }

@@ -86,13 +86,16 @@ rateLimits:
 	}
 
 	eng.down.Store(true)
-	testkit.Eventually(t, "a health event of eng going unhealthy", 5*time.Second, func() bool {
+	// The event names the state it left in a field of its own, which the
+	// console's timeline starts from.
+	testkit.Eventually(t, "a health event of eng going unhealthy from up", 5*time.Second, func() bool {
 		resp, err := h.operator.GetTraffic(ctx, &aggregatorv1.GetTrafficRequest{})
 		if err != nil {
 			return false
 		}
 		for _, e := range resp.GetHealthEvents() {
-			if e.GetBackend() == "eng" && e.GetState() == "unhealthy" && e.GetDetail() != "" {
+			if e.GetBackend() == "eng" && e.GetState() == "unhealthy" && e.GetDetail() != "" &&
+				(e.GetPreviousState() == "healthy" || e.GetPreviousState() == "degraded") {
 				return true
 			}
 		}

@@ -90,7 +90,9 @@ type HealthEvent struct {
 	Time    time.Time
 	Backend string // "" for a reload, which concerns every backend
 	State   string // unknown, healthy, degraded, unhealthy; "reload"
-	Detail  string
+	// Previous is the state a health change left; "" for the others.
+	Previous string
+	Detail   string
 }
 
 // Recorder keeps the last hour. Safe for concurrent use.
@@ -126,9 +128,9 @@ func (r *Recorder) Call(server, tool, backend, outcome string, latency time.Dura
 	r.cell(m, DimServer, server).add(outcome, latency)
 }
 
-// Health records a backend's change of state (or, with backend "", a
-// reload).
-func (r *Recorder) Health(backend, state, detail string) {
+// Health records e, stamped now: a backend's change of state, the number
+// of its tools held for review, or (Backend "") a reload.
+func (r *Recorder) Health(e HealthEvent) {
 	if r == nil {
 		return
 	}
@@ -137,7 +139,8 @@ func (r *Recorder) Health(backend, state, detail string) {
 	if len(r.events) == MaxEvents {
 		r.events = slices.Delete(r.events, 0, 1)
 	}
-	r.events = append(r.events, HealthEvent{Time: r.now(), Backend: backend, State: state, Detail: detail})
+	e.Time = r.now()
+	r.events = append(r.events, e)
 }
 
 // current is the minute now falls in, reset if it held an older one.

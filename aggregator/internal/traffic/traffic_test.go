@@ -13,7 +13,7 @@ func TestRecorderKeepsTheHourByDimension(t *testing.T) {
 	r.Call("", "weather_forecast", "weather", OutcomeOK, 3*time.Millisecond)
 	r.Call("support", "weather_forecast", "weather", OutcomeError, 40*time.Millisecond)
 	r.Call("", "nope", "", OutcomeRefused, time.Millisecond)
-	r.Health("weather", "unhealthy", "was healthy")
+	r.Health(HealthEvent{Backend: "weather", State: "unhealthy", Previous: "healthy", Detail: "was healthy"})
 	now = now.Add(2 * time.Minute)
 	r.Call("", "notes_add", "notes", OutcomeRateLimited, time.Millisecond)
 
@@ -44,7 +44,7 @@ func TestRecorderKeepsTheHourByDimension(t *testing.T) {
 	if w, n := calls(minutes, DimBackend, "weather"), calls(minutes, DimBackend, "notes"); w != 2 || n != 1 {
 		t.Errorf("the hour's calls: weather %d, notes %d", w, n)
 	}
-	if len(events) != 1 || events[0].Backend != "weather" || events[0].State != "unhealthy" {
+	if len(events) != 1 || events[0].Backend != "weather" || events[0].State != "unhealthy" || events[0].Previous != "healthy" || !events[0].Time.Equal(first.Start.Add(30*time.Second)) {
 		t.Errorf("events %+v", events)
 	}
 
@@ -79,7 +79,7 @@ func TestRecorderIsBounded(t *testing.T) {
 		r.Call("", fmt.Sprintf("tool_%d", i), "b", OutcomeOK, time.Millisecond)
 	}
 	for i := range MaxEvents + 10 {
-		r.Health("b", "healthy", fmt.Sprint(i))
+		r.Health(HealthEvent{Backend: "b", State: "healthy", Detail: fmt.Sprint(i)})
 	}
 	minutes, events := r.Snapshot()
 	tools := minutes[Minutes-1].Cells[DimTool]
@@ -91,5 +91,5 @@ func TestRecorderIsBounded(t *testing.T) {
 	}
 	var nilRecorder *Recorder
 	nilRecorder.Call("", "t", "b", OutcomeOK, 0) // records nothing, does not panic
-	nilRecorder.Health("b", "healthy", "")
+	nilRecorder.Health(HealthEvent{Backend: "b", State: "healthy"})
 }

@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
@@ -816,5 +817,37 @@ func TestTrafficPage(t *testing.T) {
 	}
 	if _, body, _ = get(t, c, tc.srv.URL+"/console/traffic?live=1"); !strings.Contains(body, `http-equiv="refresh" content="10"`) {
 		t.Error("live traffic does not reload")
+	}
+}
+
+// TestHealthLanesStartFromThePreviousState draws a lane whose first change
+// names the state it left in previous_state: the hour starts in that
+// state, whatever the change's text says, and a lane without changes is
+// in its backend's state now. The timeline once read the state out of
+// the text ("was healthy").
+func TestHealthLanesStartFromThePreviousState(t *testing.T) {
+	from := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	at := func(m int) *timestamppb.Timestamp { return timestamppb.New(from.Add(time.Duration(m) * time.Minute)) }
+	backends := []*aggregatorv1.Backend{
+		{Name: "alpha", Health: aggregatorv1.BackendHealth_BACKEND_HEALTH_HEALTHY},
+		{Name: "beta", Health: aggregatorv1.BackendHealth_BACKEND_HEALTH_DEGRADED},
+	}
+	events := []*aggregatorv1.HealthEvent{
+		{Time: at(20), Backend: "alpha", State: "unhealthy", PreviousState: "degraded", Detail: "probe failed"},
+		{Time: at(40), Backend: "alpha", State: "healthy", PreviousState: "unhealthy"},
+	}
+	lanes := healthLanes(backends, events, from, from.Add(time.Hour))
+	if len(lanes) != 2 {
+		t.Fatalf("%d lanes", len(lanes))
+	}
+	var got []string
+	for _, s := range lanes[0].Segments {
+		got = append(got, s.State)
+	}
+	if want := []string{"degraded", "unhealthy", "healthy"}; !slices.Equal(got, want) {
+		t.Errorf("alpha's segments %v, want %v", got, want)
+	}
+	if s := lanes[1].Segments; len(s) != 1 || s[0].State != "degraded" {
+		t.Errorf("beta's segments %+v, want one, degraded", s)
 	}
 }

@@ -163,8 +163,8 @@ func testTraffic(now time.Time) *aggregatorv1.GetTrafficResponse {
 	at := func(m int) *timestamppb.Timestamp { return timestamppb.New(start.Add(time.Duration(m) * time.Minute)) }
 	resp.HealthEvents = []*aggregatorv1.HealthEvent{
 		{Time: at(40), Backend: "", State: "reload", Detail: "the configuration was reloaded"},
-		{Time: at(50), Backend: "alpha", State: "unhealthy", Detail: "was healthy"},
-		{Time: at(55), Backend: "alpha", State: "healthy", Detail: "was unhealthy"},
+		{Time: at(50), Backend: "alpha", State: "unhealthy", PreviousState: "healthy", Detail: "was healthy"},
+		{Time: at(55), Backend: "alpha", State: "healthy", PreviousState: "unhealthy", Detail: "was unhealthy"},
 	}
 	return resp
 }

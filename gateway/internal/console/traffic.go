@@ -341,8 +341,8 @@ func latencyText(ms float64) string {
 }
 
 // healthLanes draws each backend's hour from its changes: the state it
-// was in before the first (the change says it), else the one it is in
-// now, then each change's; reloads and quarantines as marks.
+// was in before the first (the change's previous_state), else the one it
+// is in now, then each change's; reloads and quarantines as marks.
 func healthLanes(backends []*aggregatorv1.Backend, events []*aggregatorv1.HealthEvent, from, to time.Time) []healthLane {
 	span := to.Sub(from)
 	if span <= 0 {
@@ -365,10 +365,8 @@ func healthLanes(backends []*aggregatorv1.Backend, events []*aggregatorv1.Health
 				changes = append(changes, e)
 			}
 		}
-		if len(changes) > 0 {
-			if was, ok := strings.CutPrefix(changes[0].GetDetail(), "was "); ok {
-				state = was
-			}
+		if len(changes) > 0 && changes[0].GetPreviousState() != "" {
+			state = changes[0].GetPreviousState()
 		}
 		for _, e := range changes {
 			t := e.GetTime().AsTime()

@@ -429,8 +429,14 @@ type HealthEvent struct {
 	Backend string `protobuf:"bytes,2,opt,name=backend,proto3" json:"backend,omitempty"`
 	// "unknown", "healthy", "degraded", "unhealthy"; "quarantine" when the
 	// number of its tools held for review changed; "reload".
-	State         string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
-	Detail        string `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	State string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	// Text for people: "was healthy", "3 tools held for review", a
+	// reload's cause. Read previous_state, not this, for the state before.
+	Detail string `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	// For a backend's health change, the state it left ("unknown",
+	// "healthy", "degraded", "unhealthy"); empty for a quarantine or a
+	// reload.
+	PreviousState string `protobuf:"bytes,5,opt,name=previous_state,json=previousState,proto3" json:"previous_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -489,6 +495,13 @@ func (x *HealthEvent) GetState() string {
 func (x *HealthEvent) GetDetail() string {
 	if x != nil {
 		return x.Detail
+	}
+	return ""
+}
+
+func (x *HealthEvent) GetPreviousState() string {
+	if x != nil {
+		return x.PreviousState
 	}
 	return ""
 }
@@ -4247,12 +4260,13 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\x06errors\x18\x04 \x01(\x03R\x06errors\x12!\n" +
 	"\frate_limited\x18\x05 \x01(\x03R\vrateLimited\x12\x18\n" +
 	"\arefused\x18\x06 \x01(\x03R\arefused\x12+\n" +
-	"\x11latency_histogram\x18\a \x03(\x03R\x10latencyHistogram\"\x85\x01\n" +
+	"\x11latency_histogram\x18\a \x03(\x03R\x10latencyHistogram\"\xac\x01\n" +
 	"\vHealthEvent\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x18\n" +
 	"\abackend\x18\x02 \x01(\tR\abackend\x12\x14\n" +
 	"\x05state\x18\x03 \x01(\tR\x05state\x12\x16\n" +
-	"\x06detail\x18\x04 \x01(\tR\x06detail\"\xc7\x01\n" +
+	"\x06detail\x18\x04 \x01(\tR\x06detail\x12%\n" +
+	"\x0eprevious_state\x18\x05 \x01(\tR\rpreviousState\"\xc7\x01\n" +
 	"\x0eRunCodeRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x16\n" +
 	"\x06server\x18\x02 \x01(\tR\x06server\x12\x18\n" +
