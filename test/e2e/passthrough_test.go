@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -124,7 +124,11 @@ func (c *rawClient) request(method, params string, headers ...string) []byte {
 	}
 	resp := c.post([]byte(body), hs)
 	defer resp.Body.Close()
-	msg := lastMessage(c.t, resp)
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	msg := mcpspec.LastMessage(resp.Header.Get("Content-Type"), raw)
 	var env struct {
 		Result json.RawMessage `json:"result"`
 		Error  json.RawMessage `json:"error"`
@@ -185,26 +189,4 @@ func (c *rawClient) post(body []byte, headers []string) *http.Response {
 		c.t.Fatal(err)
 	}
 	return resp
-}
-
-// lastMessage is a JSON response's body, or an event stream's last data
-// line.
-func lastMessage(t *testing.T, resp *http.Response) []byte {
-	t.Helper()
-	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	var last []byte
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 16<<20)
-	for sc.Scan() {
-		if data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: ")); ok {
-			last = append(last[:0], data...)
-		}
-	}
-	return last
 }

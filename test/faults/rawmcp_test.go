@@ -3,12 +3,10 @@ package faults
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 	"testing"
 
-	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+	"github.com/switchboard-mcp/switchboard/test/mcpraw"
 )
 
 // Raw Modern MCP requests, for the tests that look at members go-sdk's
@@ -16,53 +14,36 @@ import (
 
 // modernCaps are the client capabilities of the raw requests: enough for
 // the confirm behaviour's elicitation.
-const modernCaps = `{"elicitation":{"form":{}}}`
+var modernCaps = json.RawMessage(`{"elicitation":{"form":{}}}`)
 
-// rpcReply is a JSON-RPC response.
+// rpcReply is a JSON-RPC response and its HTTP status.
 type rpcReply struct {
 	status int
-	Result map[string]json.RawMessage `json:"result"`
-	Error  *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
+	Result map[string]json.RawMessage
+	Error  *mcpraw.Error
 }
 
 // modernRPC sends one Modern request of method to url; name is the
 // Mcp-Name (tool name or URI) when the method needs one, params the
-// members after _meta. The answer may be JSON or the last event of SSE.
+// members after _meta, as JSON text.
 func modernRPC(t *testing.T, url, method, name, params string) rpcReply {
 	t.Helper()
-	if params != "" {
-		params = "," + params
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal([]byte("{"+params+"}"), &members); err != nil {
+		t.Fatalf("%s %s: params %s: %v", method, name, params, err)
 	}
-	body := `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
-		`"io.modelcontextprotocol/clientCapabilities":` + modernCaps + `,"io.modelcontextprotocol/clientInfo":{"name":"faults","version":"0"}}` + params + `}}`
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
+	p := make(map[string]any, len(members))
+	for k, v := range members {
+		p[k] = v
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", method)
-	if name != "" {
-		req.Header.Set("Mcp-Name", name)
-	}
-	client := &http.Client{Timeout: pollDeadline}
-	resp, err := client.Do(req)
+	c := &mcpraw.Client{URL: url, Capabilities: modernCaps, Name: "faults", HTTP: &http.Client{Timeout: pollDeadline}}
+	a, err := c.Send(t.Context(), method, name, p)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, name, err)
 	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s %s: read: %v", method, name, err)
-	}
-	raw = mcpspec.LastMessage(resp.Header.Get("Content-Type"), raw)
-	r := rpcReply{status: resp.StatusCode}
-	if err := json.Unmarshal(raw, &r); err != nil || (r.Result == nil && r.Error == nil) {
-		t.Fatalf("%s %s: %d %q is not a JSON-RPC response", method, name, resp.StatusCode, raw)
+	r := rpcReply{status: a.HTTPStatus, Error: a.Error}
+	if a.Result != nil && json.Unmarshal(a.Result, &r.Result) != nil {
+		t.Fatalf("%s %s: the result %.300s is no object", method, name, a.Result)
 	}
 	return r
 }
