@@ -112,22 +112,16 @@ func RunCodeMode(ctx context.Context, c *Cluster, concurrency []int, d time.Dura
 // runners, live or exited) counted as the aggregator.
 func cpuWithRunners(procs []*Proc) map[string]time.Duration {
 	out := cpuByRole(procs, nil)
-	aggregators := map[int]bool{}
+	var aggregators time.Duration
 	for _, p := range procs {
-		if p.Role == "aggregator" {
-			aggregators[p.Pid()] = true
+		if p.Role != "aggregator" {
+			continue
+		}
+		if v, err := TreeCPU(p.Pid()); err == nil {
+			aggregators += v
 		}
 	}
-	_ = eachProcess(func(_ int, st procStat) {
-		if aggregators[st.PPid] {
-			out["aggregator"] += st.CPU
-		}
-	})
-	for pid := range aggregators {
-		if st, err := readStat(pid); err == nil {
-			out["aggregator"] += st.Children
-		}
-	}
+	out["aggregator"] = aggregators
 	return out
 }
 

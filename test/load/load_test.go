@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -248,5 +249,28 @@ func TestDirectSpreadMakesSwitchboardsCalls(t *testing.T) {
 		if len(reached) != 3 {
 			t.Errorf("worker %d reached backends %v, want all 3", w, reached)
 		}
+	}
+}
+
+// TestTreeCPUCountsReapedChildren runs a child that spends CPU and waits
+// for it: the tree's CPU exceeds the process's own by most of the
+// child's (the kernel's tick accounting and the child's rusage differ by
+// a few per cent).
+func TestTreeCPUCountsReapedChildren(t *testing.T) {
+	child := exec.Command("sh", "-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done")
+	if err := child.Run(); err != nil {
+		t.Fatal(err)
+	}
+	used := child.ProcessState.UserTime() + child.ProcessState.SystemTime()
+	tree, err := TreeCPU(selfPid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := CPUTime(selfPid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tick := time.Second / clockTicks; used < 2*tick || tree-own < used*8/10 {
+		t.Errorf("the child used %v; the tree %v, the process itself %v", used, tree, own)
 	}
 }

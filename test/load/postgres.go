@@ -35,18 +35,27 @@ func FindPostgresServer(parent int) (*PostgresServer, error) {
 	return &PostgresServer{Pid: found[0]}, nil
 }
 
-// CPUTime is the CPU time of the postmaster, of its live children and of
-// the children it has reaped: a connection's process that ended during a
-// run still counts, through the postmaster's cutime and cstime.
+// CPUTime is the CPU time of the postmaster and its children (TreeCPU): a
+// connection's process that ended during a run still counts.
 func (p *PostgresServer) CPUTime() (time.Duration, error) {
-	master, err := readStat(p.Pid)
+	total, err := TreeCPU(p.Pid)
 	if err != nil {
 		return 0, fmt.Errorf("postmaster %d: %w", p.Pid, err)
 	}
-	total := master.CPU + master.Children
-	err = eachProcess(func(_ int, st procStat) {
-		if st.PPid == p.Pid {
-			total += st.CPU
+	return total, nil
+}
+
+// TreeCPU is the CPU time of process pid, of its live children and of the
+// children it has reaped (its cutime and cstime).
+func TreeCPU(pid int) (time.Duration, error) {
+	st, err := readStat(pid)
+	if err != nil {
+		return 0, err
+	}
+	total := st.CPU + st.Children
+	err = eachProcess(func(_ int, child procStat) {
+		if child.PPid == pid {
+			total += child.CPU
 		}
 	})
 	return total, err
