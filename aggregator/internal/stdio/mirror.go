@@ -188,14 +188,17 @@ func (l *lineLog) Write(p []byte) (int, error) {
 	n := len(p)
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
+		end := i
 		if i < 0 {
-			// Keep at most one line's bound of a line in progress.
-			room := max(0, maxLineBytes+1-len(l.buf))
-			l.buf = append(l.buf, p[:min(len(p), room)]...)
+			end = len(p)
+		}
+		// Keep at most one byte past a line's bound: enough to know it
+		// was cut.
+		room := max(0, maxLineBytes+1-len(l.buf))
+		l.buf = append(l.buf, p[:min(end, room)]...)
+		if i < 0 {
 			return n, nil
 		}
-		room := max(0, maxLineBytes+1-len(l.buf))
-		l.buf = append(l.buf, p[:min(i, room)]...)
 		l.emitLocked()
 		p = p[i+1:]
 	}
@@ -209,6 +212,12 @@ func (l *lineLog) Flush() {
 	if len(l.buf) > 0 {
 		l.emitLocked()
 	}
+	l.reportDroppedLocked()
+}
+
+// reportDroppedLocked logs how many lines went unlogged since the last
+// report, if any.
+func (l *lineLog) reportDroppedLocked() {
 	if l.dropped > 0 {
 		l.log.Warn("stdio server's stderr: lines not logged (over the bound)", "lines", l.dropped)
 		l.dropped = 0
@@ -220,10 +229,8 @@ func (l *lineLog) emitLocked() {
 	l.buf = l.buf[:0]
 	now := time.Now()
 	if now.Sub(l.window) > time.Minute {
-		if l.dropped > 0 {
-			l.log.Warn("stdio server's stderr: lines not logged (over the bound)", "lines", l.dropped)
-		}
-		l.window, l.lines, l.dropped = now, 0, 0
+		l.reportDroppedLocked()
+		l.window, l.lines = now, 0
 	}
 	if l.lines >= maxLinesPerMinute {
 		l.dropped++
