@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -50,5 +51,36 @@ func TestAdvice(t *testing.T) {
 	}
 	if got := Advice(&eraError{negotiated: ProtocolLegacy, configured: ProtocolModern}); !strings.Contains(got, "protocol to auto") {
 		t.Fatalf("era advice %q", got)
+	}
+}
+
+// TestNoAdviceForABackendsOwnError: a backend that is up and answers its
+// listing with a JSON-RPC error whose text mentions a refused connection
+// and a 404 of its own (its database's, say) is not told that nothing
+// listens at its address or that its path is wrong. Advice once read any
+// error's text.
+func TestNoAdviceForABackendsOwnError(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "s", Version: "0"}, nil)
+	server.AddTool(&mcp.Tool{Name: "t", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	})
+	server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/list" {
+				return nil, &jsonrpc.Error{Code: -32603, Message: "catalog store: dial tcp 10.0.0.7:5432: connect: connection refused (Not Found)"}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	t.Cleanup(srv.Close)
+	c := newTestClient(Config{Name: "b", URL: srv.URL, Protocol: ProtocolAuto, Timeout: 5 * time.Second})
+	t.Cleanup(c.Close)
+	_, err := c.ListAll(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("listing: %v, want the backend's error", err)
+	}
+	if got := Advice(err); got != "" {
+		t.Fatalf("advice %q for the backend's own error %v", got, err)
 	}
 }

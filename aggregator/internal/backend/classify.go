@@ -53,7 +53,7 @@ func (c *Client) classify(ctx context.Context, err error) error {
 		set := c.redactor.forCall(ctx)
 		return &ProtocolError{Code: wire.Code, Message: set.redactText(wire.Message), Data: set.redactJSON(string(wire.Data))}
 	}
-	return &unavailableError{text: c.redactCall(ctx, err.Error()), failure: failureOf(err)}
+	return &unavailableError{text: c.redactCall(ctx, err.Error()), failure: failureOf(err), advice: adviceFor(err)}
 }
 
 // refused is the error of a 401 challenge to the call in ctx. The caller

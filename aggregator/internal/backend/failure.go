@@ -81,6 +81,8 @@ func failureOf(err error) Failure {
 type unavailableError struct {
 	text    string
 	failure Failure
+	// advice is Advice's, read from the cause (adviceFor).
+	advice string
 }
 
 func (e *unavailableError) Error() string { return ErrUnavailable.Error() + ": " + e.text }
