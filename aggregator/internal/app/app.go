@@ -84,6 +84,7 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	}
 	if guard != nil {
 		guard.SetAudit(trail)
+		guard.SetTimeline(recorder)
 	}
 	opts.Pinning = guard
 	limiter, err := rateLimiter(env, reg, idx)

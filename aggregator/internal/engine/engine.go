@@ -82,9 +82,6 @@ type Engine struct {
 	// read one way, before pinning and every builder; guarded by
 	// rebuildMu.
 	screen *catalog.Screen
-	// held is how many tools of each backend pinning held back at the
-	// last build, for the traffic page's timeline; guarded by rebuildMu.
-	held map[string]int
 
 	// current holds every catalog as served.
 	current atomic.Pointer[catalogSet]
@@ -353,9 +350,7 @@ func (e *Engine) build() *catalog.Snapshot {
 	// member twice), then quarantined tools, are left out here, so they
 	// are missing everywhere (pinning; the guard bounds its indexer call).
 	lists = e.screen.Lists(lists)
-	screened := lists
 	lists = e.opts.Pinning.Filter(context.Background(), lists)
-	e.noteHeld(screened, lists)
 	down := map[string]bool{}
 	for _, m := range e.setup.Load().members {
 		if m.client.Status().State == backend.Unhealthy {

@@ -56,8 +56,9 @@ type Options struct {
 	// MaxWatchesPerCaller bounds the WatchCatalog streams one caller that
 	// is not an operator holds open (0: rpc.DefaultStreamsPerCaller).
 	MaxWatchesPerCaller int
-	// Traffic records the backends' health changes, quarantines and
-	// reloads for the console's traffic page; nil records nothing.
+	// Traffic records the backends' health changes and reloads for the
+	// console's traffic page (the pinning guard its quarantines); nil
+	// records nothing.
 	Traffic *traffic.Recorder
 }
 

@@ -16,6 +16,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -27,6 +28,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/traffic"
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
@@ -77,6 +79,9 @@ type Guard struct {
 	metrics *Metrics
 	// trail records each quarantine (SetAudit); nil: none.
 	trail *audit.Writer
+	// timeline hears each change of a backend's number of held tools
+	// (SetTimeline); nil: nothing.
+	timeline *traffic.Recorder
 	// retry asks Run for a rebuild after a failed record.
 	retry chan struct{}
 	// reviewNew records the new tools of a backend with tools recorded
@@ -99,6 +104,9 @@ type Guard struct {
 	flagged map[key]string
 	// sent holds the pending digests whose definitions the indexer has.
 	sent map[key]string
+	// held is how many tools of each backend the last Filter held back,
+	// for backends with any.
+	held map[string]int
 }
 
 // New returns a guard in mode (config.PinningOff, PinningWarn,
@@ -107,13 +115,18 @@ type Guard struct {
 func New(mode string, client indexerv1.IndexerServiceClient, log *slog.Logger, metrics *Metrics) *Guard {
 	return &Guard{mode: mode, client: client, timeout: DefaultTimeout, log: log, metrics: metrics, retry: make(chan struct{}, 1),
 		digests: map[string]digested{}, approved: map[key]string{}, recorded: map[string]*backend.Lists{},
-		derived: map[string]derived{}, flagged: map[key]string{}, sent: map[key]string{}}
+		derived: map[string]derived{}, flagged: map[key]string{}, sent: map[key]string{}, held: map[string]int{}}
 }
 
 // SetAudit records every quarantine (mode pin) and every flagged change
 // (mode warn) in w, once per changed definition, as the log line is.
 // Call before the guard is used.
 func (g *Guard) SetAudit(w *audit.Writer) { g.trail = w }
+
+// SetTimeline tells r, for the traffic page's timeline, each time the
+// number of a backend's tools held back changes. Call before the guard is
+// used.
+func (g *Guard) SetTimeline(r *traffic.Recorder) { g.timeline = r }
 
 // ReviewNewTools makes a tool name a backend lists for the first time,
 // once the backend has tools recorded, pending until an operator approves
@@ -164,7 +177,7 @@ func (g *Guard) Filter(ctx context.Context, lists map[string]*backend.Lists) map
 				removed = append(removed, i)
 			}
 		}
-		g.metrics.quarantined(b, len(removed))
+		g.heldBack(b, len(removed))
 		if len(removed) == 0 {
 			out[b] = l
 			continue
@@ -177,13 +190,28 @@ func (g *Guard) Filter(ctx context.Context, lists map[string]*backend.Lists) map
 		derivedNow[b] = d
 		out[b] = d.out
 	}
-	for b := range g.derived {
+	for b := range g.held {
 		if _, listed := lists[b]; !listed {
-			g.metrics.quarantined(b, 0) // the backend is gone
+			g.heldBack(b, 0) // the backend is gone
 		}
 	}
 	g.derived, g.flagged = derivedNow, flaggedNow
 	return out
+}
+
+// heldBack records that n tools of backend b are held back: in the gauge
+// and, when the number changed, on the timeline.
+func (g *Guard) heldBack(b string, n int) {
+	g.metrics.quarantined(b, n)
+	if g.held[b] == n {
+		return
+	}
+	if n == 0 {
+		delete(g.held, b)
+	} else {
+		g.held[b] = n
+	}
+	g.timeline.Health(traffic.HealthEvent{Backend: b, State: "quarantine", Detail: fmt.Sprintf("%d tools held for review", n)})
 }
 
 // logChange logs (once per changed definition) and counts a tool whose

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/traffic"
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
@@ -166,10 +168,13 @@ func metric(t *testing.T, reg *prometheus.Registry, name, b string) float64 {
 // In pin mode a changed tool is left out of its backend's lists (typed
 // and raw, index for index) until approved; a backend that loses nothing
 // keeps its pointer, the same input and verdicts give the same derived
-// pointer, and an approval heard on the watch brings the tool back.
+// pointer, and an approval heard on the watch brings the tool back. The
+// traffic page's timeline hears each change of the number held.
 func TestFilterPinQuarantinesChangedTools(t *testing.T) {
 	ix := startIndexer(t)
 	g, lg, reg := newGuard(t, config.PinningPin, ix)
+	timeline := traffic.New()
+	g.SetTimeline(timeline)
 	var trail syncBuffer
 	w, err := audit.New(audit.Options{Service: "aggregator", Sinks: []audit.Sink{audit.NewJSONLines("test", &trail)}})
 	if err != nil {
@@ -242,6 +247,16 @@ func TestFilterPinQuarantinesChangedTools(t *testing.T) {
 	}
 	if metric(t, reg, "switchboard_aggregator_pinning_quarantined_tools", "alpha") != 0 {
 		t.Error("the gauge still counts the approved tool")
+	}
+	// Held, then released: two events of alpha, none for the filters
+	// that changed nothing, none of beta.
+	_, events := timeline.Snapshot()
+	var got []string
+	for _, e := range events {
+		got = append(got, e.Backend+" "+e.State+": "+e.Detail)
+	}
+	if want := []string{"alpha quarantine: 1 tools held for review", "alpha quarantine: 0 tools held for review"}; !slices.Equal(got, want) {
+		t.Errorf("timeline %q, want %q", got, want)
 	}
 }
 
