@@ -142,8 +142,9 @@ func (s *Server) proxyTask(ctx context.Context, a *admitted, req *aggregatorv1.C
 	}
 	poll := max(bt.PollIntervalMs, time.Duration(t.cfg.PollInterval).Milliseconds())
 	id, key := newTaskID()
-	call, err := json.Marshal(taskCall{TTLMs: ttl.Milliseconds(), ID: id, BackendTaskID: bt.TaskID, LegacyBackend: legacy,
-		ClientCapabilities: rawOrNil(req.GetContext().GetClientCapabilitiesJson())})
+	call := taskCall{TTLMs: ttl.Milliseconds(), ID: id, BackendTaskID: bt.TaskID, LegacyBackend: legacy,
+		ClientCapabilities: rawOrNil(req.GetContext().GetClientCapabilitiesJson())}
+	callJSON, err := json.Marshal(call)
 	if err != nil {
 		return nil, err
 	}
@@ -156,14 +157,14 @@ func (s *Server) proxyTask(ctx context.Context, a *admitted, req *aggregatorv1.C
 	}
 	rec := &indexerv1.TaskRecord{Key: key, Owner: svcauth.PrincipalFrom(ctx).GetSubject(), Server: req.GetServer(),
 		Tool: req.GetName(), Backend: a.b.Name(), Status: status, StatusMessage: bt.StatusMessage,
-		ExpiresAt: timestamppb.New(time.Now().Add(ttl)), PollIntervalMs: uint32(min(poll, 60_000)), CallJson: string(call)}
+		ExpiresAt: timestamppb.New(time.Now().Add(ttl)), PollIntervalMs: uint32(min(poll, 60_000)), CallJson: string(callJSON)}
 	stored, err := t.create(ctx, rec)
 	if err != nil {
 		// The backend's task runs on; cancel it, as nobody can reach it.
 		s.backendTaskRequest(a, "tasks/cancel", bt.TaskID, nil)
 		return nil, err
 	}
-	return &aggregatorv1.CallToolResponse{ResultType: "task", Backend: rec.Backend, Task: taskOf(id, stored, false)}, nil
+	return &aggregatorv1.CallToolResponse{ResultType: "task", Backend: rec.Backend, Task: taskOf(call, stored, false)}, nil
 }
 
 // withTasksExtension is caps, a client capabilities object, declaring the
@@ -226,7 +227,8 @@ func proxiedAdmission(method string, trail audit.Kind, server string, rec *index
 
 // followBackendTask reads the backend's task and keeps what it says on
 // Switchboard's; a task that ended is answered from there.
-func (s *Server) followBackendTask(a *admitted, rec *indexerv1.TaskRecord, backendID string) (*indexerv1.TaskRecord, error) {
+func (s *Server) followBackendTask(a *admitted, rec *indexerv1.TaskRecord, call taskCall) (*indexerv1.TaskRecord, error) {
+	backendID := call.BackendTaskID
 	if rec.GetStatus() == "completed" || rec.GetStatus() == "failed" || rec.GetStatus() == "cancelled" {
 		return rec, nil
 	}
@@ -241,7 +243,7 @@ func (s *Server) followBackendTask(a *admitted, rec *indexerv1.TaskRecord, backe
 	if err != nil {
 		return nil, err
 	}
-	if legacyBackendTask(rec) {
+	if call.LegacyBackend {
 		if bt, err = s.legacyOutcome(a, backendID, bt); err != nil {
 			return nil, err
 		}
@@ -270,12 +272,6 @@ func (s *Server) followBackendTask(a *admitted, rec *indexerv1.TaskRecord, backe
 		return nil, storeError(err)
 	}
 	return resp.GetRecord(), nil
-}
-
-// legacyBackendTask reports a task a 2025-11-25 backend runs.
-func legacyBackendTask(rec *indexerv1.TaskRecord) bool {
-	raw, ok := rawjson.Get([]byte(rec.GetCallJson()), "legacyBackend")
-	return ok && string(raw) == "true"
 }
 
 // legacyOutcome completes what a 2025-11-25 backend's tasks/get said: the

@@ -174,16 +174,17 @@ func (s *Server) startTask(ctx context.Context, a *admitted, req *aggregatorv1.C
 	ttl := t.ttl(req.GetTask().GetTtlMs())
 	now := time.Now()
 	id, key := newTaskID()
-	call, err := json.Marshal(taskCall{ID: id, Arguments: json.RawMessage(req.GetArgumentsJson()),
-		ClientCapabilities: rawOrNil(req.GetContext().GetClientCapabilitiesJson()), TTLMs: ttl.Milliseconds()})
+	call := taskCall{ID: id, Arguments: json.RawMessage(req.GetArgumentsJson()),
+		ClientCapabilities: rawOrNil(req.GetContext().GetClientCapabilitiesJson()), TTLMs: ttl.Milliseconds()}
+	callJSON, err := json.Marshal(call)
 	if err != nil {
 		return nil, err
 	}
 	rec := &indexerv1.TaskRecord{Key: key, Owner: svcauth.PrincipalFrom(ctx).GetSubject(), Server: req.GetServer(),
 		Tool: req.GetName(), Backend: a.b.Name(), Status: "working", ExpiresAt: timestamppb.New(now.Add(ttl)),
-		PollIntervalMs: uint32(time.Duration(t.cfg.PollInterval).Milliseconds()), CallJson: string(call)}
+		PollIntervalMs: uint32(time.Duration(t.cfg.PollInterval).Milliseconds()), CallJson: string(callJSON)}
 	made := func(stored *indexerv1.TaskRecord) *aggregatorv1.CallToolResponse {
-		return &aggregatorv1.CallToolResponse{ResultType: "task", Backend: rec.Backend, Task: taskOf(id, stored, false)}
+		return &aggregatorv1.CallToolResponse{ResultType: "task", Backend: rec.Backend, Task: taskOf(call, stored, false)}
 	}
 	if !tc.tool.Override.TaskAfterInput() {
 		// Stored before the call starts: a client never hears of a task

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strconv"
+	"fmt"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -19,7 +19,6 @@ import (
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/ratelimit"
-	"github.com/switchboard-mcp/switchboard/services/rawjson"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
@@ -41,35 +40,24 @@ func (s *Server) GetTask(ctx context.Context, req *aggregatorv1.GetTaskRequest) 
 }
 
 func (s *Server) getTask(ctx context.Context, req *aggregatorv1.GetTaskRequest) (*aggregatorv1.GetTaskResponse, error) {
-	rec, err := s.readTask(ctx, req.GetServer(), req.GetTaskId())
+	rec, call, err := s.readTask(ctx, req.GetServer(), req.GetTaskId())
 	if err != nil {
 		return nil, err
 	}
-	if bid := backendTaskID(rec); bid != "" {
+	if call.BackendTaskID != "" {
 		r := proxiedAdmission(config.RateMethodTasksGet, audit.KindTaskGet, req.GetServer(), rec, req.GetContext().GetSubjectToken())
 		return serve(ctx, s, r, func(a *admitted) (*aggregatorv1.GetTaskResponse, error) {
-			now, err := s.followBackendTask(a, rec, bid)
+			now, err := s.followBackendTask(a, rec, call)
 			if err != nil {
 				return nil, err
 			}
-			return &aggregatorv1.GetTaskResponse{Task: taskOf(req.GetTaskId(), now, true)}, nil
+			return &aggregatorv1.GetTaskResponse{Task: taskOf(call, now, true)}, nil
 		})
 	}
 	r := taskAdmission(config.RateMethodTasksGet, audit.KindTaskGet, req.GetServer(), rec)
 	return serve(ctx, s, r, func(*admitted) (*aggregatorv1.GetTaskResponse, error) {
-		return &aggregatorv1.GetTaskResponse{Task: taskOf(req.GetTaskId(), rec, true)}, nil
+		return &aggregatorv1.GetTaskResponse{Task: taskOf(call, rec, true)}, nil
 	})
-}
-
-// backendTaskID is the backend's id of a task its backend runs, "" for a
-// task Switchboard runs.
-func backendTaskID(rec *indexerv1.TaskRecord) string {
-	raw, ok := rawjson.Get([]byte(rec.GetCallJson()), "backendTaskId")
-	if !ok {
-		return ""
-	}
-	id, _ := rawjson.StringValue(raw)
-	return id
 }
 
 // CancelTask answers tasks/cancel: a task that has not ended is cancelled
@@ -81,12 +69,12 @@ func (s *Server) CancelTask(ctx context.Context, req *aggregatorv1.CancelTaskReq
 }
 
 func (s *Server) cancelTask(ctx context.Context, req *aggregatorv1.CancelTaskRequest) (*aggregatorv1.CancelTaskResponse, error) {
-	rec, err := s.readTask(ctx, req.GetServer(), req.GetTaskId())
+	rec, call, err := s.readTask(ctx, req.GetServer(), req.GetTaskId())
 	if err != nil {
 		return nil, err
 	}
 	r := taskAdmission(config.RateMethodTasksCancel, audit.KindTaskCancel, req.GetServer(), rec)
-	bid := backendTaskID(rec)
+	bid := call.BackendTaskID
 	if bid != "" {
 		r = proxiedAdmission(config.RateMethodTasksCancel, audit.KindTaskCancel, req.GetServer(), rec, req.GetContext().GetSubjectToken())
 	}
@@ -104,7 +92,7 @@ func (s *Server) cancelTask(ctx context.Context, req *aggregatorv1.CancelTaskReq
 			return nil, storeError(err)
 		}
 		s.tasks.stop(rec.GetKey(), errTaskEnded)
-		return &aggregatorv1.CancelTaskResponse{Task: taskOf(req.GetTaskId(), resp.GetRecord(), true)}, nil
+		return &aggregatorv1.CancelTaskResponse{Task: taskOf(call, resp.GetRecord(), true)}, nil
 	})
 }
 
@@ -119,11 +107,11 @@ func (s *Server) updateTask(ctx context.Context, req *aggregatorv1.UpdateTaskReq
 	if !isObject([]byte(req.GetInputResponsesJson())) {
 		return nil, invalidArgument("input_responses_json must be a JSON object")
 	}
-	rec, err := s.readTask(ctx, req.GetServer(), req.GetTaskId())
+	rec, call, err := s.readTask(ctx, req.GetServer(), req.GetTaskId())
 	if err != nil {
 		return nil, err
 	}
-	if bid := backendTaskID(rec); bid != "" && legacyBackendTask(rec) {
+	if bid := call.BackendTaskID; bid != "" && call.LegacyBackend {
 		return nil, invalidArgument("this task's backend (2025-11-25) takes no answers through tasks/update")
 	} else if bid != "" {
 		r := proxiedAdmission(config.RateMethodTasksUpdate, audit.KindTaskUpdate, req.GetServer(), rec, req.GetContext().GetSubjectToken())
@@ -132,12 +120,8 @@ func (s *Server) updateTask(ctx context.Context, req *aggregatorv1.UpdateTaskReq
 			if _, err := s.backendTaskRequest(a, "tasks/update", bid, answers); err != nil {
 				return nil, err
 			}
-			return &aggregatorv1.UpdateTaskResponse{Task: taskOf(req.GetTaskId(), rec, false)}, nil
+			return &aggregatorv1.UpdateTaskResponse{Task: taskOf(call, rec, false)}, nil
 		})
-	}
-	var call taskCall
-	if err := json.Unmarshal([]byte(rec.GetCallJson()), &call); err != nil {
-		return nil, err
 	}
 	// The next round is the same call with the answers: it is admitted
 	// as a call of the tool would be, under tasks/update's name.
@@ -160,7 +144,7 @@ func (s *Server) updateTask(ctx context.Context, req *aggregatorv1.UpdateTaskReq
 				return nil, err
 			}
 		}
-		return &aggregatorv1.UpdateTaskResponse{Task: taskOf(req.GetTaskId(), after, false)}, nil
+		return &aggregatorv1.UpdateTaskResponse{Task: taskOf(call, after, false)}, nil
 	})
 }
 
@@ -216,8 +200,8 @@ func (s *Server) listTasks(ctx context.Context, req *aggregatorv1.ListTasksReque
 	}
 	out := &aggregatorv1.ListTasksResponse{NextCursor: page.GetNextCursor()}
 	for _, rec := range page.GetRecords() {
-		var call taskCall
-		if json.Unmarshal([]byte(rec.GetCallJson()), &call) != nil || call.ID == "" {
+		call, err := storedCall(rec)
+		if err != nil {
 			continue
 		}
 		// As tasks/get: a task whose tool the principal may no longer
@@ -225,22 +209,36 @@ func (s *Server) listTasks(ctx context.Context, req *aggregatorv1.ListTasksReque
 		if _, err := s.route(ctx, req.GetServer(), catalog.KindTools, rec.GetTool()); err != nil && !errors.Is(err, engine.ErrBackendDown) {
 			continue
 		}
-		out.Tasks = append(out.Tasks, taskOf(call.ID, rec, false))
+		out.Tasks = append(out.Tasks, taskOf(call, rec, false))
 	}
 	return out, nil
 }
 
 // readTask reads the caller's task by id through server; anything but
 // its own task is errTaskNotFound.
-func (s *Server) readTask(ctx context.Context, server, id string) (*indexerv1.TaskRecord, error) {
+func (s *Server) readTask(ctx context.Context, server, id string) (*indexerv1.TaskRecord, taskCall, error) {
 	if s.tasks == nil || id == "" || len(id) > maxTaskIDBytes {
-		return nil, errTaskNotFound
+		return nil, taskCall{}, errTaskNotFound
 	}
 	resp, err := s.tasks.store.GetTask(ctx, &indexerv1.GetTaskRequest{Ref: ref(ctx, taskKey(id), server)})
 	if err != nil {
-		return nil, storeError(err)
+		return nil, taskCall{}, storeError(err)
 	}
-	return resp.GetRecord(), nil
+	call, err := storedCall(resp.GetRecord())
+	if err != nil {
+		return nil, taskCall{}, err
+	}
+	return resp.GetRecord(), call, nil
+}
+
+// storedCall reads the call a task record keeps, once for every use of it
+// a request makes.
+func storedCall(rec *indexerv1.TaskRecord) (taskCall, error) {
+	var call taskCall
+	if err := json.Unmarshal([]byte(rec.GetCallJson()), &call); err != nil || call.ID == "" {
+		return taskCall{}, fmt.Errorf("task %s: its stored call is unreadable", rec.GetKey())
+	}
+	return call, nil
 }
 
 // ref names the caller's task under key in server.
@@ -254,17 +252,15 @@ func taskAdmission(method string, trail audit.Kind, server string, rec *indexerv
 	return admission{method: method, trail: trail, server: server, kind: catalog.KindTools, key: rec.GetTool(), taskState: true}
 }
 
-// taskOf is the API's task of rec under id; detailed adds what goes with
-// its status (input requests still unanswered, result, error).
-func taskOf(id string, rec *indexerv1.TaskRecord, detailed bool) *aggregatorv1.Task {
-	t := &aggregatorv1.Task{TaskId: id, Status: rec.GetStatus(), StatusMessage: rec.GetStatusMessage(),
+// taskOf is the API's task of call as rec stands; detailed adds what goes
+// with its status (input requests still unanswered, result, error).
+func taskOf(call taskCall, rec *indexerv1.TaskRecord, detailed bool) *aggregatorv1.Task {
+	// The TTL is the one the task was given, exactly (its expiry is
+	// counted from the aggregator's clock, its creation from the
+	// database's).
+	t := &aggregatorv1.Task{TaskId: call.ID, Status: rec.GetStatus(), StatusMessage: rec.GetStatusMessage(),
 		CreatedAt: rec.GetCreatedAt(), LastUpdatedAt: rec.GetUpdatedAt(), PollIntervalMs: int64(rec.GetPollIntervalMs()),
-		Tool: rec.GetTool()}
-	// The TTL the task was given, exactly; its expiry is counted from the
-	// aggregator's clock, its creation from the database's.
-	if raw, ok := rawjson.Get([]byte(rec.GetCallJson()), "ttlMs"); ok {
-		t.TtlMs, _ = strconv.ParseInt(string(raw), 10, 64)
-	}
+		Tool: rec.GetTool(), TtlMs: call.TTLMs}
 	if !detailed {
 		return t
 	}
