@@ -89,8 +89,6 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 		g.auditRefusal(ctx, rec)
 		g.finishRequest(span, rec)
 	}()
-	r = r.WithContext(ctx)
-
 	body, err := g.readBody(w, r)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -113,7 +111,11 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 		return
 	}
 	ctx, span = g.joinMetaTrace(ctx, span, rec, msg.Params)
-	r = r.WithContext(ctx)
+	if ctx != r.Context() {
+		// A copy of the request per call otherwise: only a span changes
+		// the context.
+		r = r.WithContext(ctx)
+	}
 	rec.method = msg.Method
 	describe(span, msg)
 	if mcpspec.Methods[msg.Method].Streams {
@@ -257,7 +259,7 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, req *metho
 	}
 	req.Version, req.ClientCaps = modern.Version, modern.ClientCaps
 	span.SetAttributes(attribute.String("mcp.protocol.version", req.Version))
-	g.serve(r, req, resp, rec, nil)
+	g.serve(r.Context(), req, resp, rec, nil)
 }
 
 // serveLegacy serves initialize and every request of an existing session.
@@ -328,15 +330,15 @@ func (g *Gateway) serveLegacy(w http.ResponseWriter, r *http.Request, req *metho
 	defer cancel()
 	cancelled, done := g.local.Track(req.Session, msg.ID, cancel)
 	defer done()
-	g.serve(r.WithContext(ctx), req, resp, rec, cancelled)
+	g.serve(ctx, req, resp, rec, cancelled)
 }
 
 // serve runs a validated request's method and writes its outcome.
 // cancelled, for a Legacy request, reports that its client cancelled it:
 // the spec says the server then sends no response, so the answer is a
 // stream that ends without one.
-func (g *Gateway) serve(r *http.Request, req *methods.Request, resp *response, rec *requestRecord, cancelled func() bool) {
-	result, rerr := g.methods.Serve(r.Context(), req, resp)
+func (g *Gateway) serve(ctx context.Context, req *methods.Request, resp *response, rec *requestRecord, cancelled func() bool) {
+	result, rerr := g.methods.Serve(ctx, req, resp)
 	rec.done(rerr)
 	if cancelled != nil && cancelled() {
 		rec.outcome = "cancelled"
