@@ -191,6 +191,40 @@ func TestFailedLoginsAreLimited(t *testing.T) {
 	}
 }
 
+// TestRequestsWithoutALoginDoNotUseUpAttempts: posts of the login form
+// without its token (which any page can make) and bare OIDC callbacks
+// (which any page or peer can send) are refused without counting as the
+// address's login attempts, so they cannot lock the operators out; they
+// once did, before the token or the login was looked at.
+func TestRequestsWithoutALoginDoNotUseUpAttempts(t *testing.T) {
+	tc, _ := startOIDCConsole(t, "console", "")
+	stranger := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for range 2 * maxFailures {
+		for _, send := range []func() (*http.Response, error){
+			func() (*http.Response, error) {
+				return stranger.Get(tc.srv.URL + "/console/oidc/callback?state=x&code=y")
+			},
+			func() (*http.Response, error) {
+				return stranger.PostForm(tc.srv.URL+"/console/login", url.Values{"key": {"guess"}})
+			},
+		} {
+			resp, err := send()
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusTooManyRequests {
+				t.Fatalf("a request without a login was limited: %s", resp.Request.URL.Path)
+			}
+		}
+	}
+	c := tc.client(t)
+	_, body, _ := get(t, c, tc.srv.URL+"/console/login")
+	if code, _, _ := post(t, c, tc.srv.URL+"/console/login", url.Values{"csrf": {formValue(t, body, "csrf")}, "key": {testOperatorKey}}); code == http.StatusTooManyRequests {
+		t.Fatalf("the operator key was refused %d after requests without a login", code)
+	}
+}
+
 func TestFailureLimiterIsBounded(t *testing.T) {
 	now := time.Unix(1000, 0)
 	l := newFailureLimiter()

@@ -36,14 +36,20 @@ func (c *Console) showLogin(w http.ResponseWriter, r *http.Request, code int, ne
 	}})
 }
 
+// limited takes one login attempt of client, or answers 429 and reports
+// true when its attempts are used up.
+func (c *Console) limited(w http.ResponseWriter, r *http.Request, client string) bool {
+	wait, blocked := c.fails.attempt(client)
+	if blocked {
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+		c.showLogin(w, r, http.StatusTooManyRequests, "", "Too many failed logins from this address: wait a minute and try again.")
+	}
+	return blocked
+}
+
 // loginKey checks an operator key posted by the login form.
 func (c *Console) loginKey(w http.ResponseWriter, r *http.Request) {
 	client := clientOf(r)
-	if wait, blocked := c.fails.attempt(client); blocked {
-		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
-		c.showLogin(w, r, http.StatusTooManyRequests, "", "Too many failed logins from this address: wait a minute and try again.")
-		return
-	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil {
 		c.showLogin(w, r, http.StatusBadRequest, "", "The form could not be read.")
@@ -53,6 +59,11 @@ func (c *Console) loginKey(w http.ResponseWriter, r *http.Request) {
 	l, ok := c.loginFrom(r)
 	if !ok || !tokensEqual(l.CSRF, r.PostForm.Get("csrf")) {
 		c.showLogin(w, r, http.StatusForbidden, next, "The login form expired or did not come from this console: try again.")
+		return
+	}
+	// Counted only now, with the form's token: a post any page can make
+	// without it must not use up the address's attempts.
+	if c.limited(w, r, client) {
 		return
 	}
 	key := r.PostForm.Get("key")

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -190,11 +189,6 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	client := clientOf(r)
-	if wait, blocked := c.fails.attempt(client); blocked {
-		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
-		c.showLogin(w, r, http.StatusTooManyRequests, "", "Too many failed logins from this address: wait a minute and try again.")
-		return
-	}
 	var st loginState
 	ck, err := r.Cookie(oidcCookie)
 	if err != nil || c.sealer.Load().open(purposeOIDC, ck.Value, &st) != nil || time.Now().Unix() >= st.Expires || st.State == "" {
@@ -205,6 +199,12 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if !tokensEqual(st.State, q.Get("state")) {
 		c.showLogin(w, r, http.StatusBadRequest, st.Next, "The identity provider's answer does not belong to this login: try again.")
+		return
+	}
+	// Counted only now, as a login this browser started: a request that
+	// any page or peer can send without one must not use up the
+	// address's attempts (loginKey's too).
+	if c.limited(w, r, client) {
 		return
 	}
 	if e := q.Get("error"); e != "" {
