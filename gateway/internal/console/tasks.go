@@ -1,7 +1,6 @@
 package console
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"html/template"
@@ -221,11 +220,8 @@ func ptr[T any](v T) *T { return &v }
 // (pretty), then cut to maxShownBytes on a character boundary.
 func shown(s string, pretty bool) shownText {
 	out := shownText{Text: s, Total: len(s)}
-	if pretty {
-		var buf bytes.Buffer
-		if json.Indent(&buf, []byte(s), "", "  ") == nil {
-			out.Text = buf.String()
-		}
+	if pretty && json.Valid([]byte(s)) {
+		out.Text = indented(s, maxShownBytes)
 	}
 	if len(out.Text) > maxShownBytes {
 		cut := maxShownBytes
