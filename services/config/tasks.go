@@ -35,7 +35,13 @@ const (
 	DefaultTaskPollInterval = time.Second
 	DefaultTaskResultBytes  = 1 << 20
 	// MaxTaskResultBytes is what the indexer stores of one result.
-	MaxTaskResultBytes        = 4 << 20
+	MaxTaskResultBytes = 4 << 20
+	// MaxTaskCallBytes is what the indexer stores of a task's call (its
+	// arguments and the client's capabilities), and MaxTaskInputBytes of
+	// its questions and of the client's answers: the aggregator refuses
+	// more before a call starts.
+	MaxTaskCallBytes          = 256 << 10
+	MaxTaskInputBytes         = 256 << 10
 	DefaultTasksPerPrincipal  = 100
 	DefaultTasks              = 100_000
 	MaxTaskTTL                = 7 * 24 * time.Hour

@@ -135,6 +135,33 @@ func TestTaskIsolation(t *testing.T) {
 	}
 }
 
+// TestTaskRefusalsAreTheClients: requests a task cannot keep are the
+// client's to fix, -32602 before anything runs, not an outage to retry
+// (they were -32603 "retry later", from the task store's refusal):
+// arguments past what a task keeps, and answers that answer nothing.
+func TestTaskRefusalsAreTheClients(t *testing.T) {
+	policyPath := filepath.Join(t.TempDir(), "policy.cedar")
+	writeAtomically(t, policyPath, []byte(permitAll))
+	c := startTasks(t, policyPath)
+	alice := rawTasks(c.MCPURL, "alice-key")
+	big := strings.Repeat("x", config.MaxTaskCallBytes)
+	a, err := alice.Send(t.Context(), "tools/call", "ops_sleep", map[string]any{"name": "ops_sleep", "arguments": map[string]any{"duration": "10ms", "pad": big}})
+	if err != nil || a.Error == nil || a.Error.Code != -32602 || !strings.Contains(a.Error.Message, "KiB") {
+		t.Fatalf("a task with %d bytes of arguments: %+v %v, want -32602", len(big), a.Error, err)
+	}
+	// Without the tasks extension the same call runs plainly.
+	plain := &mcpraw.Client{URL: c.MCPURL, Authorization: "Bearer alice-key"}
+	if a, err := plain.Send(t.Context(), "tools/call", "ops_sleep", map[string]any{"name": "ops_sleep", "arguments": map[string]any{"duration": "10ms", "pad": big}}); err != nil || a.Error != nil {
+		t.Fatalf("the plain call: %+v %v", a.Error, err)
+	}
+	created := taskResult(t)(alice.Send(t.Context(), "tools/call", "ops_sleep", map[string]any{"name": "ops_sleep", "arguments": map[string]any{"duration": "30s"}}))
+	id, _ := created["taskId"].(string)
+	a, err = alice.Send(t.Context(), "tasks/update", id, map[string]any{"taskId": id, "inputResponses": map[string]any{}})
+	if err != nil || a.Error == nil || a.Error.Code != -32602 {
+		t.Fatalf("tasks/update answering nothing: %+v %v, want -32602", a.Error, err)
+	}
+}
+
 // TestTaskFollowsThePolicy: a task is admitted as a call of its tool, so
 // once the policy forbids its owner the tool, tasks/get answers -32602 as
 // for an unknown task and tasks/list (2025-11-25) no longer lists it; a

@@ -311,6 +311,12 @@ func TestLegacyTasksAcrossReplicas(t *testing.T) {
 	if got := lt.send("tasks/get", map[string]any{"taskId": id}); got["taskId"] != id || got["ttl"] != float64(60000) {
 		t.Fatalf("tasks/get: %v", got)
 	}
+	// A TTL past what a Duration holds is capped, not wrapped to one
+	// already expired (the call once failed as "retry later").
+	huge := taskOf(lt.send("tools/call", map[string]any{"name": "alpha_sleep", "arguments": map[string]any{"duration": "10ms"}, "task": map[string]any{"ttl": 9300000000000}}))
+	if got := lt.send("tasks/get", map[string]any{"taskId": huge}); got["ttl"] != float64(config.DefaultTaskMaxTTL.Milliseconds()) {
+		t.Fatalf("a task asked for 9.3e12 ms: %v, want the cap's ttl", got)
+	}
 	listed := lt.send("tasks/list", map[string]any{})
 	if !strings.Contains(fmt.Sprint(listed["tasks"]), id) {
 		t.Fatalf("tasks/list does not list %s: %v", id, listed)

@@ -136,10 +136,11 @@ func (s *Server) proxyTask(ctx context.Context, a *admitted, req *aggregatorv1.C
 		return nil, backend.ErrProtocolViolation
 	}
 	// The backend's TTL, within Switchboard's cap.
-	ttl := time.Duration(t.cfg.MaxTTL)
-	if bt.TTLMs != nil && *bt.TTLMs > 0 {
-		ttl = min(ttl, time.Duration(*bt.TTLMs)*time.Millisecond)
+	var askedMs int64
+	if bt.TTLMs != nil {
+		askedMs = *bt.TTLMs
 	}
+	ttl := cappedTTL(askedMs, time.Duration(t.cfg.MaxTTL), time.Duration(t.cfg.MaxTTL))
 	poll := max(bt.PollIntervalMs, time.Duration(t.cfg.PollInterval).Milliseconds())
 	id, key := newTaskID()
 	call := taskCall{TTLMs: ttl.Milliseconds(), ID: id, BackendTaskID: bt.TaskID, LegacyBackend: legacy,

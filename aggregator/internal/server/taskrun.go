@@ -180,6 +180,10 @@ func (s *Server) startTask(ctx context.Context, a *admitted, req *aggregatorv1.C
 	if err != nil {
 		return nil, err
 	}
+	if len(callJSON) > config.MaxTaskCallBytes {
+		// Refused before the call starts: the task could not be kept.
+		return nil, invalidArgument(fmt.Sprintf("a task keeps at most %d KiB of its call's arguments; call the tool without a task, or with less", config.MaxTaskCallBytes>>10))
+	}
 	rec := &indexerv1.TaskRecord{Key: key, Owner: svcauth.PrincipalFrom(ctx).GetSubject(), Server: req.GetServer(),
 		Tool: req.GetName(), Backend: a.b.Name(), Status: "working", ExpiresAt: timestamppb.New(now.Add(ttl)),
 		PollIntervalMs: uint32(time.Duration(t.cfg.PollInterval).Milliseconds()), CallJson: string(callJSON)}
@@ -235,11 +239,18 @@ func (s *Server) startTask(ctx context.Context, a *admitted, req *aggregatorv1.C
 // ttl is the TTL of a new task: what the client asked for, or the
 // default, within the cap.
 func (t *taskRunner) ttl(askedMs int64) time.Duration {
-	ttl := time.Duration(t.cfg.DefaultTTL)
-	if askedMs > 0 {
-		ttl = time.Duration(askedMs) * time.Millisecond
+	return cappedTTL(askedMs, time.Duration(t.cfg.DefaultTTL), time.Duration(t.cfg.MaxTTL))
+}
+
+// cappedTTL is askedMs milliseconds, or def when not positive, at most
+// limit. The cap applies before the conversion: a client's (or a
+// backend's) number of milliseconds past about 292 years overflows a
+// Duration and would wrap to a negative or tiny TTL.
+func cappedTTL(askedMs int64, def, limit time.Duration) time.Duration {
+	if askedMs <= 0 {
+		return min(def, limit)
 	}
-	return min(ttl, time.Duration(t.cfg.MaxTTL))
+	return time.Duration(min(askedMs, limit.Milliseconds())) * time.Millisecond
 }
 
 // create stores a new task.
@@ -261,6 +272,10 @@ func storeError(err error) error {
 		return errTasksFull
 	case codes.Canceled, codes.DeadlineExceeded:
 		return err
+	case codes.InvalidArgument:
+		// The store's bounds, which the requests are checked against
+		// first: the request's fault, not an outage to retry.
+		return invalidArgument("the task store refused the request as larger than a task may keep, or malformed")
 	}
 	return fmt.Errorf("%w: %w", errTasksUnavailable, err)
 }

@@ -19,6 +19,7 @@ import (
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/ratelimit"
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
@@ -104,8 +105,15 @@ func (s *Server) UpdateTask(ctx context.Context, req *aggregatorv1.UpdateTaskReq
 }
 
 func (s *Server) updateTask(ctx context.Context, req *aggregatorv1.UpdateTaskRequest) (*aggregatorv1.UpdateTaskResponse, error) {
-	if !isObject([]byte(req.GetInputResponsesJson())) {
+	answers := req.GetInputResponsesJson()
+	switch {
+	case !isObject([]byte(answers)):
 		return nil, invalidArgument("input_responses_json must be a JSON object")
+	case len(answers) > config.MaxTaskInputBytes:
+		return nil, invalidArgument(fmt.Sprintf("inputResponses may be at most %d KiB", config.MaxTaskInputBytes>>10))
+	case !rawjson.Each([]byte(answers), func(rawjson.Member) bool { return false }):
+		// Each stops at the first member: true only for an object with one.
+		return nil, invalidArgument("inputResponses must answer at least one input request")
 	}
 	rec, call, err := s.readTask(ctx, req.GetServer(), req.GetTaskId())
 	if err != nil {

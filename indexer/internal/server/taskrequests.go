@@ -24,10 +24,10 @@ const (
 	// alike by svcauth), the server, the tool, the backend and the runner.
 	maxTaskNameBytes          = 1024
 	maxTaskStatusMessageBytes = 64 << 10
-	maxTaskCallBytes          = 256 << 10
+	maxTaskCallBytes          = config.MaxTaskCallBytes
 	// maxTaskInputBytes bounds input_requests_json and
 	// input_responses_json.
-	maxTaskInputBytes        = 256 << 10
+	maxTaskInputBytes        = config.MaxTaskInputBytes
 	maxTaskRequestStateBytes = 1 << 20
 	// maxTaskResultBytes bounds result_json and error_json: the most
 	// aggregator.tasks.maxResultBytes may be.
