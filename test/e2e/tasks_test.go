@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/demobackend"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
@@ -132,6 +134,52 @@ func TestTaskIsolation(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+	}
+}
+
+// TestTaskStaysWithTheBackendThatRanIt: under the priority strategy a
+// tool's name moves to the next backend when the first stops listing it.
+// A task that the first backend runs is then as missing (-32602): its id,
+// and the caller's credentials, are not sent to the other backend, which
+// would not know it (and the task once failed for it); once the first
+// backend lists the tool again the task is there, still working.
+func TestTaskStaysWithTheBackendThatRanIt(t *testing.T) {
+	const spec = "tasks: true\ntools:\n  - {name: sleep, description: %s, behaviour: sleep}\n"
+	aggregatorToken := "aggregator-" + t.Name()
+	c := harness.Start(t, harness.Options{Backends: []harness.Backend{
+		{Name: "ops", Spec: fmt.Sprintf(spec, "The first's wait.")}, {Name: "spare", Spec: fmt.Sprintf(spec, "The spare's wait.")}},
+		Configure: func(cfg *config.Config) {
+			cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials, config.ServiceCredential{
+				Name: "aggregator", Token: aggregatorToken, AssertPrincipals: true, Allow: config.AggregatorMethods})
+			cfg.Aggregator.Indexer = config.Endpoint{Address: cfg.Indexer.Listen, Token: aggregatorToken}
+			cfg.Aggregator.ConflictResolution = config.ConflictResolution{Strategy: config.StrategyPriority, PriorityOrder: []string{"ops", "spare"}}
+			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "alice-key", Subject: "alice"}}}
+		}})
+	alice := rawTasks(c.MCPURL, "alice-key")
+	created := taskResult(t)(alice.Send(t.Context(), "tools/call", "sleep", map[string]any{"name": "sleep", "arguments": map[string]any{"duration": "60s"}}))
+	id, _ := created["taskId"].(string)
+	if created["resultType"] != "task" || id == "" {
+		t.Fatalf("no task: %v", created)
+	}
+	listedAs := func(description string) {
+		t.Helper()
+		testkit.Eventually(t, "sleep listed as "+description, 10*time.Second, func() bool {
+			a, err := alice.Send(t.Context(), "tools/list", "", nil)
+			return err == nil && a.Error == nil && strings.Contains(string(a.Result), description)
+		})
+	}
+	c.RemoveTool(t, "ops", "sleep")
+	listedAs("The spare's wait.")
+	for _, method := range []string{"tasks/get", "tasks/cancel"} {
+		a, err := alice.Send(t.Context(), method, id, map[string]any{"taskId": id})
+		if err != nil || a.Error == nil || a.Error.Code != -32602 {
+			t.Fatalf("%s once the spare owns the tool: %+v %v %s, want -32602", method, a.Error, err, a.Result)
+		}
+	}
+	c.AddTool(t, "ops", demobackend.ToolSpec{Name: "sleep", Description: "The first's wait.", Behaviour: "sleep"})
+	listedAs("The first's wait.")
+	if got := taskResult(t)(alice.Send(t.Context(), "tasks/get", id, map[string]any{"taskId": id})); got["status"] != "working" {
+		t.Fatalf("the task once its backend lists the tool again: %v", got)
 	}
 }
 

@@ -139,6 +139,7 @@ func (s *Server) updateTask(ctx context.Context, req *aggregatorv1.UpdateTaskReq
 	var tc toolCall
 	r := toolCallAdmission(next, &tc, false)
 	r.method, r.trail, r.args = config.RateMethodTasksUpdate, audit.KindTaskUpdate, ""
+	r.prepare = ranBy(rec, r.prepare)
 	return serve(ctx, s, r, func(a *admitted) (*aggregatorv1.UpdateTaskResponse, error) {
 		t := s.tasks
 		resp, err := t.store.AnswerTask(ctx, &indexerv1.AnswerTaskRequest{Ref: ref(ctx, rec.GetKey(), req.GetServer()),
@@ -214,7 +215,8 @@ func (s *Server) listTasks(ctx context.Context, req *aggregatorv1.ListTasksReque
 		}
 		// As tasks/get: a task whose tool the principal may no longer
 		// call through the server is not shown.
-		if _, err := s.route(ctx, req.GetServer(), catalog.KindTools, rec.GetTool()); err != nil && !errors.Is(err, engine.ErrBackendDown) {
+		a, err := s.route(ctx, req.GetServer(), catalog.KindTools, rec.GetTool())
+		if err != nil && !errors.Is(err, engine.ErrBackendDown) || a == nil || ranBy(rec, nil)(a) != nil {
 			continue
 		}
 		out.Tasks = append(out.Tasks, taskOf(call, rec, false))
@@ -257,7 +259,25 @@ func ref(ctx context.Context, key, server string) *indexerv1.TaskRef {
 // taskAdmission admits a request about the task rec as a call of its
 // tool, which sends the backend nothing.
 func taskAdmission(method string, trail audit.Kind, server string, rec *indexerv1.TaskRecord) admission {
-	return admission{method: method, trail: trail, server: server, kind: catalog.KindTools, key: rec.GetTool(), taskState: true}
+	return admission{method: method, trail: trail, server: server, kind: catalog.KindTools, key: rec.GetTool(), taskState: true,
+		prepare: ranBy(rec, nil)}
+}
+
+// ranBy refuses a request about the task rec, as for a task that does not
+// exist, once rec's tool belongs to another backend than the one that ran
+// it (a reload, or a backend that stopped listing it under the priority
+// strategy): the task's id, its state and the caller's credentials are
+// that backend's, and would go to the other. next, if set, follows.
+func ranBy(rec *indexerv1.TaskRecord, next func(*admitted) error) func(*admitted) error {
+	return func(a *admitted) error {
+		if a.owner != rec.GetBackend() {
+			return errTaskNotFound
+		}
+		if next != nil {
+			return next(a)
+		}
+		return nil
+	}
 }
 
 // taskOf is the API's task of call as rec stands; detailed adds what goes
