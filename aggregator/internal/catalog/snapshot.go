@@ -190,7 +190,10 @@ type Builder struct {
 	spec   Spec
 	log    *slog.Logger
 	// seen is the lists each backend's cached items were made from.
-	seen      map[string]*backend.Lists
+	seen map[string]*backend.Lists
+	// namedUI holds the UIs each backend's tools name (namedUIs), for
+	// the lists in seen.
+	namedUI   map[string][]string
 	tools     itemCache[*aggregatorv1.Tool]
 	prompts   itemCache[*aggregatorv1.Prompt]
 	resources itemCache[*aggregatorv1.Resource]
@@ -208,7 +211,7 @@ func NewBuilder(naming *Naming, log *slog.Logger) *Builder {
 // NewSpecBuilder returns a Builder of the catalog spec says, with an empty
 // cache.
 func NewSpecBuilder(naming *Naming, spec Spec, log *slog.Logger) *Builder {
-	return &Builder{naming: naming, spec: spec, log: log, seen: map[string]*backend.Lists{},
+	return &Builder{naming: naming, spec: spec, log: log, seen: map[string]*backend.Lists{}, namedUI: map[string][]string{},
 		tools: itemCache[*aggregatorv1.Tool]{}, prompts: itemCache[*aggregatorv1.Prompt]{},
 		resources: itemCache[*aggregatorv1.Resource]{}, templates: itemCache[*aggregatorv1.ResourceTemplate]{}}
 }
@@ -219,6 +222,7 @@ func (bd *Builder) forget(lists map[string]*backend.Lists) {
 	for b, l := range bd.seen {
 		if lists[b] != l {
 			delete(bd.seen, b)
+			delete(bd.namedUI, b)
 			delete(bd.tools, b)
 			delete(bd.prompts, b)
 			delete(bd.resources, b)
@@ -226,6 +230,9 @@ func (bd *Builder) forget(lists map[string]*backend.Lists) {
 		}
 	}
 	for b, l := range lists {
+		if _, ok := bd.seen[b]; !ok {
+			bd.namedUI[b] = namedUIs(b, l)
+		}
 		bd.seen[b] = l
 	}
 }
@@ -274,7 +281,7 @@ func (bd *Builder) Build(lists map[string]*backend.Lists, down map[string]bool) 
 	},
 		func(t *mcp.ResourceTemplate) string { return t.URITemplate }, UIURI, templateItem, bd.templates, spec, &s.Conflicts)
 
-	s.indexUI()
+	s.indexUI(bd.namedUI)
 	s.matchURIs(log)
 	slices.SortStableFunc(s.Conflicts, func(a, b Conflict) int {
 		return cmp.Or(cmp.Compare(a.Kind, b.Kind), strings.Compare(a.Name, b.Name), strings.Compare(a.Overlaps, b.Overlaps))

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/rawjson"
 )
@@ -56,6 +57,11 @@ type uiEntry struct {
 	backend string
 	listed  bool
 	tools   []string
+	// hidden marks the page of tools the snapshot does not show (the
+	// server's filters, an override that removed their UI, a conflict
+	// they lost): no read reaches it, not even through a template that
+	// matches its URI.
+	hidden bool
 }
 
 // Tool _meta members that name a UI.
@@ -160,9 +166,20 @@ func noUIMsg(msg *aggregatorv1.Tool) *aggregatorv1.Tool {
 
 // indexUI records every advertised ui:// URI of the snapshot: the listed
 // ui:// resources and the UIs its tools name. A tool whose UI the server's
-// filters leave out is stripped of it here, for every caller.
-func (s *Snapshot) indexUI() {
+// filters leave out is stripped of it here, for every caller. named are
+// the UIs every listed tool names, shown or not (namedUIs): those the
+// snapshot does not advertise are hidden.
+func (s *Snapshot) indexUI(named map[string][]string) {
 	s.ui = map[string]*uiEntry{}
+	defer func() {
+		for b, uris := range named {
+			for _, uri := range uris {
+				if s.ui[uri] == nil {
+					s.ui[uri] = &uiEntry{backend: b, hidden: true}
+				}
+			}
+		}
+	}()
 	for i := range s.Resources {
 		r := &s.Resources[i]
 		if isUI(r.Original) {
@@ -188,6 +205,18 @@ func (s *Snapshot) indexUI() {
 			e.tools = append(e.tools, t.Key)
 		}
 	}
+}
+
+// namedUIs are the UIs (as advertised) that the tools of l name, before
+// any filter or override.
+func namedUIs(backend string, l *backend.Lists) []string {
+	var out []string
+	for _, def := range l.Definitions.Tools {
+		if uri := uiOf(def); uri != "" {
+			out = append(out, UIURI(backend, uri))
+		}
+	}
+	return out
 }
 
 // BackendURI is the URI on its backend owner of the resource advertised

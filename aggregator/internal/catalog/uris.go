@@ -139,6 +139,12 @@ func (s *Snapshot) matchURIs(log *slog.Logger) {
 // found), for the caller to report; it never quotes uri.
 func (s *Snapshot) ResourceOwner(uri string) (owner string, found *Conflict) {
 	if e := s.ui[uri]; e != nil {
+		if e.hidden {
+			// The page of tools the snapshot does not show: no template
+			// that matches it serves it either, to callers who may not
+			// call those tools.
+			return "", nil
+		}
 		return e.backend, nil // its URI names its backend (ui.go)
 	}
 	if i, ok := s.resIdx[uri]; ok {

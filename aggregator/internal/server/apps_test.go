@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 )
@@ -161,6 +162,46 @@ aggregator:
 		}
 		if got := strings.Join(d.GetExtensions(), ","); (got == uiExtension) != want {
 			t.Errorf("%s discovers extensions %q", p.GetSubject(), got)
+		}
+	}
+}
+
+// TestAppsPageOfAToolAServerLeavesOut: a virtual server that leaves out a
+// tool does not serve that tool's unlisted page, even through a template
+// of the server's that matches its URI (it once did, to every caller of
+// the server); a page no tool names is still the template's, and the
+// whole catalog still serves the page to callers of its tool.
+func TestAppsPageOfAToolAServerLeavesOut(t *testing.T) {
+	apps := &mcp.ServerCapabilities{}
+	apps.AddExtension(uiExtension, nil)
+	maps := newTestBackend(t, "maps", backendOptions{extra: withApp, capabilities: apps})
+	full, err := config.Load(writeFile(t, "switchboard.yaml", `
+aggregator:
+  backends:
+    - {name: maps, url: `+maps.url()+`}
+servers:
+  - name: public
+    backends: [maps]
+    tools: {exclude: ["maps_secret"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := startAggregatorWith(t, full, quietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := principal("alice", "users")
+	read := func(server, uri string) error {
+		_, err := h.gateway.ReadResource(context.Background(), &aggregatorv1.ReadResourceRequest{Principal: alice, Server: server, Uri: uri})
+		return err
+	}
+	wantStatus(t, read("public", "ui://maps/app/secret.html"), codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	for _, c := range []struct{ server, uri string }{
+		{"public", "ui://maps/app/index.html"}, {"public", "ui://maps/app/other.html"}, {"", "ui://maps/app/secret.html"},
+	} {
+		if err := read(c.server, c.uri); err != nil {
+			t.Errorf("read %s through %q: %v", c.uri, c.server, err)
 		}
 	}
 }
