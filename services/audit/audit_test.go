@@ -110,6 +110,25 @@ func TestEventEncoding(t *testing.T) {
 	}
 }
 
+// TestValuesOnlyOfObjects: with audit.arguments: values, arguments that
+// are not an object (a code mode program, one JSON string) keep their
+// digest alone, since nothing in them can be redacted by name; a
+// program's string literal once reached the trail whole.
+func TestValuesOnlyOfObjects(t *testing.T) {
+	var buf bytes.Buffer
+	w := newTestWriter(t, config.Audit{Arguments: config.AuditValues}, NewJSONLines("test", &buf), nil)
+	program := `"result = weather(city=\"Oslo\", api_token=\"hunter2-s3cret\")"`
+	w.Record(Event{Kind: KindCodeRun, Outcome: OutcomeOK, RawArguments: program})
+	w.Close()
+	var got Event
+	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.ArgumentsSHA256 != Digest([]byte(program)) || got.Arguments != nil || strings.Contains(buf.String(), "s3cret") {
+		t.Fatalf("a program's event: %s", buf.String())
+	}
+}
+
 func TestDigestModeRecordsNoValues(t *testing.T) {
 	var buf bytes.Buffer
 	w := newTestWriter(t, config.Audit{}, NewJSONLines("test", &buf), nil)

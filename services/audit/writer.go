@@ -286,7 +286,10 @@ func (w *Writer) prepare(e *Event) {
 		return
 	}
 	e.ArgumentsSHA256 = digestOf(encode(v))
-	if w.values {
+	// Only an object's members can be redacted, by name: any other value
+	// (a code mode program's text, whose literals may hold a secret)
+	// keeps its digest alone.
+	if _, object := v.(map[string]any); w.values && object {
 		e.Arguments = w.redactor.redactValue(v)
 	}
 }
