@@ -31,6 +31,9 @@ var readKeys = []string{"aggregator", "serviceAuth", "grpc", "telemetry", "loggi
 // liveKeys are those of readKeys that Apply puts in force ("reload" is
 // applied by the watch itself).
 var liveKeys = append([]string{"aggregator.authz", "serviceAuth.credentials", "rateLimits", "reload",
+	// Where code mode is offered (servers[].codeMode is under
+	// "servers"); its bounds are read at start.
+	"aggregator.codeMode.enabled",
 	// The claim the gateway makes a principal's groups of, which binding a
 	// caller's token to its principal reads too: applied as the gateway
 	// applies it, live.
@@ -171,8 +174,11 @@ func (l *live) Apply(cfg *config.Config) error {
 	}
 	if claimChanged && l.api != nil {
 		l.api.SetGroupsClaim(cfg.Gateway.Auth.OIDC.GroupsClaim)
-		l.api.SetCodeModeOffered(cfg.CodeModeIn)
 		l.log.Info("gateway.auth.oidc.groupsClaim reloaded: callers' tokens are bound with it")
+	}
+	if l.api != nil {
+		// Cheap, and read from cfg: every reload puts it in force.
+		l.api.SetCodeModeOffered(cfg.CodeModeIn)
 	}
 	if limitsChanged {
 		l.limiter.Apply(limits)

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/server"
 	"github.com/switchboard-mcp/switchboard/services/config"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
@@ -38,5 +40,44 @@ func TestReloadAppliesTheGroupsClaim(t *testing.T) {
 	}
 	if got := api.GroupsClaim(); got != "roles" {
 		t.Fatalf("after the reload tokens are bound with claim %q, want roles", got)
+	}
+}
+
+// TestReloadAppliesWhereCodeModeIsOffered: aggregator.codeMode.enabled
+// follows a reload, as documented (servers[].codeMode is read by the same
+// function); run_code was once offered as at start until the groups claim
+// changed too.
+func TestReloadAppliesWhereCodeModeIsOffered(t *testing.T) {
+	cfg := &config.Config{}
+	cfg.Aggregator.CodeMode.Enabled = true
+	opts, err := engine.OptionsFromConfig(cfg.Aggregator.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	opts.Log = log
+	e, err := engine.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := server.New(e).WithCodeMode(cfg.Aggregator.CodeMode.WithDefaults(), []string{"unused"}, cfg.CodeModeIn)
+	l := &live{started: cfg, applied: cfg, engine: e, api: api, log: log, services: svcauth.NewAuthenticator(nil)}
+	offered := func() bool {
+		t.Helper()
+		d, err := api.Discover(context.Background(), &aggregatorv1.DiscoverRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.GetCodeMode()
+	}
+	for _, enabled := range []bool{true, false, true} {
+		next := *cfg
+		next.Aggregator.CodeMode.Enabled = enabled
+		if err := l.Apply(&next); err != nil {
+			t.Fatal(err)
+		}
+		if offered() != enabled {
+			t.Fatalf("after a reload with aggregator.codeMode.enabled %v, run_code offered %v", enabled, offered())
+		}
 	}
 }
