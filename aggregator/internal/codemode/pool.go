@@ -72,15 +72,21 @@ func (p *Pool) Close() {
 }
 
 // Run runs program with bounds, the caller's tools being tools, making
-// each tool call with call. It waits for a runner while ctx allows
-// (ErrBusy after). The Result says how the program ended, a bound it
-// reached included; an error is the pool's (busy, a runner that cannot
-// start).
+// each tool call with call. It waits for a runner for at most the
+// program's timeout, while ctx allows (ErrBusy after): a program that
+// waited longer would run past it. The Result says how the program
+// ended, a bound it reached included; an error is the pool's (busy, a
+// runner that cannot start).
 func (p *Pool) Run(ctx context.Context, program string, tools []string, b Bounds, call CallFunc) (Result, error) {
 	var r *runner
+	wait := time.NewTimer(b.Timeout)
 	select {
 	case r = <-p.idle:
+		wait.Stop()
+	case <-wait.C:
+		return Result{}, ErrBusy
 	case <-ctx.Done():
+		wait.Stop()
 		return Result{}, ErrBusy
 	}
 	keep := false

@@ -141,6 +141,14 @@ func TestBoundsStopPrograms(t *testing.T) {
 			t.Fatalf("after %s: %+v", c.name, ok)
 		}
 	}
+	// A program's own error text is output too: cut to the bound (it once
+	// came back whole, megabytes of it).
+	for _, program := range []string{"fail(\"x\" * 100000)\n", "d = {}\nd[\"k\" * 100000]\n"} {
+		res := runProgram(t, program, b, weather(&calls))
+		if res.Error == "" || len(res.Error) > b.MaxOutputBytes || !strings.HasSuffix(res.Error, "(cut: aggregator.codeMode.maxOutputBytes)") {
+			t.Errorf("%q: error of %d bytes (bound %d): %.80q", program, len(res.Error), b.MaxOutputBytes, res.Error)
+		}
+	}
 }
 
 // A tool call whose answer takes the program past its timeout ends it at
@@ -162,7 +170,9 @@ func TestToolCallsShareTheTimeout(t *testing.T) {
 }
 
 // Programs run at once up to the pool's size; a caller that cannot wait
-// is told the pool is busy.
+// is told the pool is busy, and so is a program that found no runner
+// within its own timeout, however long its caller could wait (it once
+// waited for as long as the caller's context allowed).
 func TestPoolIsBounded(t *testing.T) {
 	p := NewPool([]string{os.Args[0], RunnerFlag}, 1)
 	t.Cleanup(p.Close)
@@ -180,6 +190,13 @@ func TestPoolIsBounded(t *testing.T) {
 	defer cancel()
 	if _, err := p.Run(ctx, "result = 1\n", nil, testBounds(), nil); err != ErrBusy {
 		t.Fatalf("a second program on a pool of one: %v, want ErrBusy", err)
+	}
+	patient, cancelPatient := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelPatient()
+	short := testBounds()
+	short.Timeout = 100 * time.Millisecond
+	if _, err := p.Run(patient, "result = 1\n", nil, short, nil); err != ErrBusy || patient.Err() != nil {
+		t.Fatalf("a program whose timeout passed waiting: %v (the caller's context: %v), want ErrBusy before the caller gave up", err, patient.Err())
 	}
 	close(release)
 	res, err := p.Run(context.Background(), "result = 2\n", nil, testBounds(), nil)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	starlarkjson "go.starlark.net/lib/json"
 	"go.starlark.net/resolve"
@@ -152,7 +153,9 @@ func run(req *runRequest, c *conn) Result {
 		return res
 	}
 	if err != nil {
-		res.Error, res.Line = messageOf(err), lineOf(err)
+		// A program's own error text (fail("..."), a key it made) is
+		// output like its result, within the same bound.
+		res.Error, res.Line = cutText(messageOf(err), b.MaxOutputBytes), lineOf(err)
 		return res
 	}
 	value, err := encode(p.thread, resultOf(globals))
@@ -391,4 +394,17 @@ func isIdentifier(name string) bool {
 	e, err := syntax.ParseExpr("", name, 0)
 	_, ok := e.(*syntax.Ident)
 	return err == nil && ok
+}
+
+// cutText is s cut to at most n bytes on a character boundary, saying so.
+func cutText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const note = "… (cut: aggregator.codeMode.maxOutputBytes)"
+	end := max(n-len(note), 0)
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return s[:end] + note
 }
