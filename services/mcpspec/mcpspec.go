@@ -195,6 +195,22 @@ func IsLogLevel(l string) bool {
 	return false
 }
 
+// Task statuses (the tasks of 2025-11-25 and of the 2026-07-28 tasks
+// extension name them alike).
+const (
+	TaskWorking       = "working"
+	TaskInputRequired = "input_required"
+	TaskCompleted     = "completed"
+	TaskFailed        = "failed"
+	TaskCancelled     = "cancelled"
+)
+
+// TaskEnded reports whether a task in status has ended: nothing changes
+// it any more.
+func TaskEnded(status string) bool {
+	return status == TaskCompleted || status == TaskFailed || status == TaskCancelled
+}
+
 // LastMessage is the last JSON-RPC message of a Streamable HTTP response
 // body: the body itself unless it is an event stream (Content-Type
 // text/event-stream), whose last data line it is then; at most 32 MiB a

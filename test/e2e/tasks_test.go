@@ -183,6 +183,41 @@ func TestTaskStaysWithTheBackendThatRanIt(t *testing.T) {
 	}
 }
 
+// TestEndedBackendTaskWithoutItsBackend: a task its backend ran that has
+// ended is answered from Switchboard's record while the backend is down,
+// as docs/operations.md says (tasks/get once failed, "unavailable"), and
+// cancelling it is acknowledged without the backend.
+func TestEndedBackendTaskWithoutItsBackend(t *testing.T) {
+	aggregatorToken := "aggregator-" + t.Name()
+	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: "tasks: true\ntools:\n  - {name: sleep, behaviour: sleep}\n"}},
+		Configure: func(cfg *config.Config) {
+			cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials, config.ServiceCredential{
+				Name: "aggregator", Token: aggregatorToken, AssertPrincipals: true, Allow: config.AggregatorMethods})
+			cfg.Aggregator.Indexer = config.Endpoint{Address: cfg.Indexer.Listen, Token: aggregatorToken}
+			cfg.Aggregator.Health = config.HealthCheck{Interval: config.Duration(100 * time.Millisecond), UnhealthyThreshold: 1}
+			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "alice-key", Subject: "alice"}}}
+		}})
+	alice := rawTasks(c.MCPURL, "alice-key")
+	created := taskResult(t)(alice.Send(t.Context(), "tools/call", "ops_sleep", map[string]any{"name": "ops_sleep", "arguments": map[string]any{"duration": "10ms"}}))
+	id, _ := created["taskId"].(string)
+	if created["resultType"] != "task" || id == "" {
+		t.Fatalf("no task: %v", created)
+	}
+	testkit.Eventually(t, "the task completed", 20*time.Second, func() bool {
+		got := taskResult(t)(alice.Send(t.Context(), "tasks/get", id, map[string]any{"taskId": id}))
+		return got["status"] == "completed"
+	})
+	c.Backends["ops"].Kill()
+	testkit.Eventually(t, "ops down: its tool unlisted", 20*time.Second, func() bool {
+		a, err := alice.Send(t.Context(), "tools/list", "", nil)
+		return err == nil && a.Error == nil && !strings.Contains(string(a.Result), "ops_sleep")
+	})
+	if got := taskResult(t)(alice.Send(t.Context(), "tasks/get", id, map[string]any{"taskId": id})); got["status"] != "completed" {
+		t.Fatalf("the ended task while its backend is down: %v", got)
+	}
+	taskResult(t)(alice.Send(t.Context(), "tasks/cancel", id, map[string]any{"taskId": id}))
+}
+
 // TestTaskRefusalsAreTheClients: requests a task cannot keep are the
 // client's to fix, -32602 before anything runs, not an outage to retry
 // (they were -32603 "retry later", from the task store's refusal):

@@ -223,8 +223,19 @@ type legacyTasks struct {
 }
 
 // send posts one request and reads its response stream to the end,
-// answering every elicitation/create the gateway sends on it with accept.
+// answering every elicitation/create the gateway sends on it with accept;
+// an error answer fails the test.
 func (lt *legacyTasks) send(method string, params map[string]any) map[string]any {
+	lt.t.Helper()
+	res, code, msg := lt.exchange(method, params)
+	if code != 0 {
+		lt.t.Fatalf("%s: error %d %s", method, code, msg)
+	}
+	return res
+}
+
+// exchange is send, an error answer returned as its code and message.
+func (lt *legacyTasks) exchange(method string, params map[string]any) (result map[string]any, code int, message string) {
 	lt.t.Helper()
 	id := lt.id.Add(1)
 	resp := lt.post(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
@@ -259,13 +270,13 @@ func (lt *legacyTasks) send(method string, params map[string]any) map[string]any
 				lt.t.Fatalf("answering an elicitation: HTTP %d", answer.StatusCode)
 			}
 		case msg.Error != nil:
-			lt.t.Fatalf("%s: error %d %s", method, msg.Error.Code, msg.Error.Message)
+			return nil, msg.Error.Code, msg.Error.Message
 		case msg.Result != nil:
-			return msg.Result
+			return msg.Result, 0, ""
 		}
 	}
 	lt.t.Fatalf("%s: the response ended without a result (HTTP %d)", method, resp.StatusCode)
-	return nil
+	return nil, 0, ""
 }
 
 func (lt *legacyTasks) post(msg map[string]any) *http.Response {
@@ -324,6 +335,11 @@ func TestLegacyTasksAcrossReplicas(t *testing.T) {
 	res := lt.send("tasks/result", map[string]any{"taskId": id})
 	if sc, _ := res["structuredContent"].(map[string]any); sc["slept"] != "1s" {
 		t.Fatalf("tasks/result: %v", res)
+	}
+	// 2025-11-25: a task that ended cannot be cancelled (it once answered
+	// the completed task as if cancelled).
+	if _, code, msg := lt.exchange("tasks/cancel", map[string]any{"taskId": id}); code != -32602 {
+		t.Fatalf("tasks/cancel of a completed task: error %d %q, want -32602", code, msg)
 	}
 
 	// The task's question is asked on tasks/result's stream, and the

@@ -230,7 +230,7 @@ func proxiedAdmission(method string, trail audit.Kind, server string, rec *index
 // Switchboard's; a task that ended is answered from there.
 func (s *Server) followBackendTask(a *admitted, rec *indexerv1.TaskRecord, call taskCall) (*indexerv1.TaskRecord, error) {
 	backendID := call.BackendTaskID
-	if rec.GetStatus() == "completed" || rec.GetStatus() == "failed" || rec.GetStatus() == "cancelled" {
+	if mcpspec.TaskEnded(rec.GetStatus()) {
 		return rec, nil
 	}
 	bt, err := s.backendTaskRequest(a, "tasks/get", backendID, nil)

@@ -18,6 +18,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 	"github.com/switchboard-mcp/switchboard/services/rawjson"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
@@ -45,7 +46,9 @@ func (s *Server) getTask(ctx context.Context, req *aggregatorv1.GetTaskRequest) 
 	if err != nil {
 		return nil, err
 	}
-	if call.BackendTaskID != "" {
+	// A task that ended is answered from its record, its backend up or
+	// not; one its backend runs is read there.
+	if call.BackendTaskID != "" && !mcpspec.TaskEnded(rec.GetStatus()) {
 		r := proxiedAdmission(config.RateMethodTasksGet, audit.KindTaskGet, req.GetServer(), rec, req.GetContext().GetSubjectToken())
 		return serve(ctx, s, r, func(a *admitted) (*aggregatorv1.GetTaskResponse, error) {
 			now, err := s.followBackendTask(a, rec, call)
@@ -75,7 +78,11 @@ func (s *Server) cancelTask(ctx context.Context, req *aggregatorv1.CancelTaskReq
 		return nil, err
 	}
 	r := taskAdmission(config.RateMethodTasksCancel, audit.KindTaskCancel, req.GetServer(), rec)
+	ended := mcpspec.TaskEnded(rec.GetStatus())
 	bid := call.BackendTaskID
+	if ended {
+		bid = "" // nothing to stop at the backend, up or not
+	}
 	if bid != "" {
 		r = proxiedAdmission(config.RateMethodTasksCancel, audit.KindTaskCancel, req.GetServer(), rec, req.GetContext().GetSubjectToken())
 	}
@@ -93,7 +100,7 @@ func (s *Server) cancelTask(ctx context.Context, req *aggregatorv1.CancelTaskReq
 			return nil, storeError(err)
 		}
 		s.tasks.stop(rec.GetKey(), errTaskEnded)
-		return &aggregatorv1.CancelTaskResponse{Task: taskOf(call, resp.GetRecord(), true)}, nil
+		return &aggregatorv1.CancelTaskResponse{Task: taskOf(call, resp.GetRecord(), true), EndedBefore: ended}, nil
 	})
 }
 

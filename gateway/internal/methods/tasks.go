@@ -171,6 +171,12 @@ func (s *Server) cancelTask(ctx context.Context, req *Request, _ Responder) (jso
 		return nil, mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
 	}
 	if req.Era == mcpspec.EraLegacy {
+		if out.GetEndedBefore() {
+			// 2025-11-25: a task in a terminal status cannot be
+			// cancelled. The 2026-07-28 extension acknowledges any
+			// cancellation: its task's status tells what happened.
+			return nil, wire.InvalidParams("the task has already ended (" + out.GetTask().GetStatus() + "): it cannot be cancelled")
+		}
 		return wire.LegacyTask(wireTask(out.GetTask())), nil
 	}
 	return s.shape(req, []byte(`{}`), false)

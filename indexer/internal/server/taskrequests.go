@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/services/config"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
 )
@@ -201,7 +202,7 @@ func (s *Server) newTask(rec *indexerv1.TaskRecord) (store.Task, error) {
 	switch {
 	case t.Runner == "" && rec.GetLeaseExpiresAt() != nil:
 		return t, invalidArgument("record.lease_expires_at is a runner's: name the runner")
-	case t.Runner != "" && store.TaskTerminal(t.Status):
+	case t.Runner != "" && mcpspec.TaskEnded(t.Status):
 		return t, invalidArgument("record.runner: a task that ended has none")
 	case t.Runner != "":
 		lease, err := s.taskLease(rec.GetLeaseExpiresAt())

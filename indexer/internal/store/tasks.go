@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
 
 // Tasks keeps the MCP tasks the aggregators run for their clients, so that
@@ -56,28 +58,18 @@ type Tasks interface {
 	RenewTaskLeases(ctx context.Context, runner string, keys []string, leaseExpiresAt time.Time) (ended []string, err error)
 }
 
-// Task statuses, as MCP names them.
+// Task statuses, as MCP names them (mcpspec).
 const (
-	TaskWorking       = "working"
-	TaskInputRequired = "input_required"
-	TaskCompleted     = "completed"
-	TaskFailed        = "failed"
-	TaskCancelled     = "cancelled"
+	TaskWorking       = mcpspec.TaskWorking
+	TaskInputRequired = mcpspec.TaskInputRequired
+	TaskCompleted     = mcpspec.TaskCompleted
+	TaskFailed        = mcpspec.TaskFailed
+	TaskCancelled     = mcpspec.TaskCancelled
 )
 
 // ValidTaskStatus reports whether status is one of the task statuses.
 func ValidTaskStatus(status string) bool {
-	switch status {
-	case TaskWorking, TaskInputRequired, TaskCompleted, TaskFailed, TaskCancelled:
-		return true
-	}
-	return false
-}
-
-// TaskTerminal reports whether a task in status has ended: nothing changes
-// it any more.
-func TaskTerminal(status string) bool {
-	return status == TaskCompleted || status == TaskFailed || status == TaskCancelled
+	return status == TaskWorking || status == TaskInputRequired || mcpspec.TaskEnded(status)
 }
 
 // What a task whose runner's lease lapsed is failed with.
@@ -199,7 +191,7 @@ func (t *Task) stopRunning(now time.Time) {
 // Advance applies a runner's change if the task is not terminal and is in
 // a.Round, run by a.Runner.
 func (t *Task) Advance(a TaskAdvance, now time.Time) bool {
-	if TaskTerminal(t.Status) || t.Round != a.Round || t.Runner != a.Runner {
+	if mcpspec.TaskEnded(t.Status) || t.Round != a.Round || t.Runner != a.Runner {
 		return false
 	}
 	t.Status, t.StatusMessage, t.UpdatedAt = a.Status, a.StatusMessage, now
@@ -269,7 +261,7 @@ func (t *Task) Answer(a TaskAnswer, now time.Time) (changed, resume bool, err er
 
 // Cancel cancels the task unless it ended.
 func (t *Task) Cancel(statusMessage string, now time.Time) bool {
-	if TaskTerminal(t.Status) {
+	if mcpspec.TaskEnded(t.Status) {
 		return false
 	}
 	t.Status, t.StatusMessage = TaskCancelled, statusMessage

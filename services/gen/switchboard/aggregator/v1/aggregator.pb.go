@@ -2803,8 +2803,12 @@ func (x *CancelTaskRequest) GetContext() *RequestContext {
 
 // CancelTaskResponse is the task after the cancellation (terminal).
 type CancelTaskResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Task          *Task                  `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Task  *Task                  `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	// The task had ended before this request (completed, failed or
+	// cancelled): nothing was cancelled, and task is as it ended. A
+	// 2025-11-25 client is told so with -32602.
+	EndedBefore   bool `protobuf:"varint,2,opt,name=ended_before,json=endedBefore,proto3" json:"ended_before,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2844,6 +2848,13 @@ func (x *CancelTaskResponse) GetTask() *Task {
 		return x.Task
 	}
 	return nil
+}
+
+func (x *CancelTaskResponse) GetEndedBefore() bool {
+	if x != nil {
+		return x.EndedBefore
+	}
+	return false
 }
 
 // ListTasksRequest pages through the principal's tasks in a server, newest
@@ -4444,9 +4455,10 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x16\n" +
 	"\x06server\x18\x02 \x01(\tR\x06server\x12\x17\n" +
 	"\atask_id\x18\x03 \x01(\tR\x06taskId\x12C\n" +
-	"\acontext\x18\x04 \x01(\v2).switchboard.aggregator.v1.RequestContextR\acontext\"I\n" +
+	"\acontext\x18\x04 \x01(\v2).switchboard.aggregator.v1.RequestContextR\acontext\"l\n" +
 	"\x12CancelTaskResponse\x123\n" +
-	"\x04task\x18\x01 \x01(\v2\x1f.switchboard.aggregator.v1.TaskR\x04task\"\x9f\x01\n" +
+	"\x04task\x18\x01 \x01(\v2\x1f.switchboard.aggregator.v1.TaskR\x04task\x12!\n" +
+	"\fended_before\x18\x02 \x01(\bR\vendedBefore\"\x9f\x01\n" +
 	"\x10ListTasksRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x16\n" +
 	"\x06server\x18\x02 \x01(\tR\x06server\x12\x16\n" +
