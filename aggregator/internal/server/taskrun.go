@@ -17,8 +17,10 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/switchboard-mcp/switchboard/services/apierr"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
@@ -269,7 +271,9 @@ func storeError(err error) error {
 	case codes.NotFound:
 		return errTaskNotFound
 	case codes.ResourceExhausted:
-		return errTasksFull
+		if apierr.Reason(err) == commonv1.ErrorReason_ERROR_REASON_TASKS_FULL {
+			return errTasksFull
+		}
 	case codes.Canceled, codes.DeadlineExceeded:
 		return err
 	case codes.InvalidArgument:

@@ -126,7 +126,12 @@ func (s *Server) listTasks(ctx context.Context, req *indexerv1.ListTasksRequest)
 		resp.NextCursor = taskCursor(tasks[size-1].Position())
 	}
 	for _, t := range tasks {
-		resp.Records = append(resp.Records, taskProto(t))
+		// A page carries no task's payloads (result, error, questions,
+		// answers, state: GetTask reads them): a page of tasks with
+		// results of megabytes each would pass any message's bound.
+		rec := taskProto(t)
+		rec.ResultJson, rec.ErrorJson, rec.InputRequestsJson, rec.InputResponsesJson, rec.RequestState = "", "", "", "", ""
+		resp.Records = append(resp.Records, rec)
 	}
 	return resp, nil
 }

@@ -443,4 +443,17 @@ func TestListTasksPages(t *testing.T) {
 	if err != nil || st.limit != 51 || len(resp.GetRecords()) != 2 || resp.GetNextCursor() != "" || st.after != nil {
 		t.Fatalf("the last page: asked for %d after %v, %v, %v", st.limit, st.after, resp, err)
 	}
+	// A page carries no payloads: fifty results of megabytes each once
+	// made a page larger than the aggregator takes.
+	big := strings.Repeat("x", 1<<20)
+	st.list = []store.Task{{Key: strings.Repeat("z", 64), CreatedAt: at, Status: store.TaskCompleted, CallJSON: `{"id":"t"}`,
+		ResultJSON: `{"r":"` + big + `"}`, ErrorJSON: `{}`, InputRequestsJSON: `{}`, InputResponsesJSON: `{}`, RequestState: big}}
+	resp, err = client.ListTasks(ctx, &indexerv1.ListTasksRequest{Owner: "alice"})
+	if err != nil || len(resp.GetRecords()) != 1 {
+		t.Fatal(resp, err)
+	}
+	if r := resp.GetRecords()[0]; r.GetCallJson() == "" || r.GetStatus() != store.TaskCompleted ||
+		r.GetResultJson()+r.GetErrorJson()+r.GetInputRequestsJson()+r.GetInputResponsesJson()+r.GetRequestState() != "" {
+		t.Errorf("a listed record carries payloads (%d bytes of result): status %q, call %q", len(r.GetResultJson()), r.GetStatus(), r.GetCallJson())
+	}
 }

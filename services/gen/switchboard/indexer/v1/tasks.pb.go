@@ -611,7 +611,9 @@ func (x *ListTasksRequest) GetCursor() string {
 	return ""
 }
 
-// ListTasksResponse is one page.
+// ListTasksResponse is one page. Its records carry no payload: result_json,
+// error_json, input_requests_json, input_responses_json and request_state
+// are empty (GetTask reads them).
 type ListTasksResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Records       []*TaskRecord          `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
