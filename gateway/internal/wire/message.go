@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
 )
 
 // Message is one incoming JSON-RPC message.
@@ -30,34 +32,6 @@ func (m *Message) IsNotification() bool { return m.ID == nil && !m.IsResponse }
 // client's malformed input from looking like a backend failure.
 const MaxNestingDepth = 512
 
-// nestingExceeds reports whether the JSON text in body (already known to be
-// valid) nests arrays and objects deeper than limit.
-func nestingExceeds(body []byte, limit int) bool {
-	depth, inString, escaped := 0, false, false
-	for _, c := range body {
-		switch {
-		case inString:
-			if escaped {
-				escaped = false
-			} else if c == '\\' {
-				escaped = true
-			} else if c == '"' {
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '[' || c == '{':
-			depth++
-			if depth > limit {
-				return true
-			}
-		case c == ']' || c == '}':
-			depth--
-		}
-	}
-	return false
-}
-
 // Parse decodes one JSON-RPC message. On failure it still returns whatever
 // id it could read, so the error response keeps it.
 func Parse(body []byte) (*Message, json.RawMessage, *Error) {
@@ -71,7 +45,7 @@ func Parse(body []byte) (*Message, json.RawMessage, *Error) {
 	if !utf8.Valid(body) {
 		return nil, nil, NewError(CodeParseError, "parse error: body is not valid UTF-8")
 	}
-	if nestingExceeds(body, MaxNestingDepth) {
+	if rawjson.NestingExceeds(body, MaxNestingDepth) {
 		return nil, nil, NewError(CodeParseError, fmt.Sprintf("parse error: JSON nested deeper than %d levels", MaxNestingDepth))
 	}
 	if !json.Valid(body) {
