@@ -210,7 +210,13 @@ func (r *runner) run(ctx context.Context, req *runRequest, call CallFunc) (res R
 					a = Answer{Bound: BoundTime, Error: fmt.Sprintf("the program ran longer than %s (aggregator.codeMode.timeout)", req.Bounds.Timeout)}
 				}
 			}
-			if err := r.send(toRunner{Answer: &answer{ID: m.Call.ID, Value: a.Value, Error: a.Error, Bound: a.Bound}}); err != nil {
+			err := r.send(toRunner{Answer: &answer{ID: m.Call.ID, Value: a.Value, Error: a.Error, Bound: a.Bound}})
+			if errors.Is(err, errUnsendable) {
+				// A result too large for the runner to read: an error the
+				// program can catch, not a runner that stops.
+				err = r.send(toRunner{Answer: &answer{ID: m.Call.ID, Error: m.Call.Tool + ": its result is too large for a program to read"}})
+			}
+			if err != nil {
 				return r.ended(req.Bounds, false), false
 			}
 		default:
@@ -222,10 +228,10 @@ func (r *runner) run(ctx context.Context, req *runRequest, call CallFunc) (res R
 func (r *runner) send(m toRunner) error {
 	b, err := json.Marshal(m)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", errUnsendable, err)
 	}
 	if len(b) > MaxMessageBytes {
-		return errors.New("message too large")
+		return fmt.Errorf("%w: %d bytes as JSON, more than %d", errUnsendable, len(b), MaxMessageBytes)
 	}
 	_, err = r.in.Write(append(b, '\n'))
 	return err

@@ -239,3 +239,39 @@ func TestCallersGoingAwayLeaveWorkingRunners(t *testing.T) {
 		}
 	}
 }
+
+// TestProgramsNearTheirBounds: what a program may do within its bounds
+// ends as the program says, not with a runner that stopped or a bound it
+// did not reach. Each once failed: garbage counted against maxMemory
+// stopped a program holding half of it; a value nested deeper than JSON
+// goes ended the runner (as a result) or read as a timeout (as a tool's
+// arguments); a result whose JSON escapes made it larger than one
+// protocol message ended the runner.
+func TestProgramsNearTheirBounds(t *testing.T) {
+	var calls []string
+	b := testBounds()
+	b.MaxSteps = 1 << 40
+	garbage := "keep = \"x\" * (36 * 1024 * 1024)\nfor i in range(400):\n    t = \"y\" * (256 * 1024)\nresult = len(keep)\n"
+	if res := runProgram(t, garbage, b, weather(&calls)); res.Error != "" || string(res.Value) != "37748736" {
+		t.Errorf("36 MiB kept and garbage made, under 64 MiB: %+v", res)
+	}
+	deep := "v = 1\nfor i in range(20000):\n    v = [v]\n"
+	for _, c := range []struct{ program, want string }{
+		{deep + "result = v\n", "nests lists and dicts more than 512 deep"},
+		{deep + "r, err = try_call(echo, v=v)\nresult = err\n", "nests lists and dicts more than 512 deep"},
+	} {
+		res := runProgram(t, c.program, b, weather(&calls))
+		if res.Bound != "" || !strings.Contains(res.Error+string(res.Value), c.want) {
+			t.Errorf("%q: %+v, want a program error %q", c.program[len(deep):], res, c.want)
+		}
+	}
+	big := b
+	big.MaxOutputBytes = 4 << 20
+	res := runProgram(t, "result = \"<\" * (3 * 1024 * 1024)\n", big, weather(&calls))
+	if res.Bound != BoundOutput || !strings.Contains(res.Error, "too large to send") {
+		t.Errorf("a result that escapes past one message: bound %q, error %q", res.Bound, res.Error)
+	}
+	if ok := runProgram(t, "result = 1 + 1\n", testBounds(), weather(&calls)); string(ok.Value) != "2" {
+		t.Fatalf("after the large result: %+v", ok)
+	}
+}

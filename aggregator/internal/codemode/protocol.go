@@ -21,6 +21,7 @@ package codemode
 
 import (
 	"encoding/json"
+	"errors"
 	"time"
 )
 
@@ -28,6 +29,10 @@ import (
 // arguments, a tool's result, or the program's result (each bounded by
 // less: Bounds).
 const MaxMessageBytes = 8 << 20
+
+// errUnsendable is a message that cannot go out as one protocol message:
+// not JSON, or larger than MaxMessageBytes.
+var errUnsendable = errors.New("code runner: the message cannot be sent")
 
 // Bounds are one program's limits.
 type Bounds struct {

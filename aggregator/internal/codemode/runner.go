@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"strings"
@@ -17,6 +18,8 @@ import (
 	"go.starlark.net/resolve"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
+
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
 )
 
 // Serve runs the programs it reads from in, one at a time, answering on
@@ -37,7 +40,16 @@ func Serve(in io.Reader, out io.Writer) error {
 			return errors.New("code runner: expected a program")
 		}
 		res := run(m.Run, c)
-		if err := c.write(fromRunner{Done: &res}); err != nil {
+		err := c.write(fromRunner{Done: &res})
+		if errors.Is(err, errUnsendable) {
+			// Each part within its bound, the whole as JSON (escapes
+			// included) may still not fit one message: a clear error,
+			// not a runner that stops.
+			res = Result{Steps: res.Steps, Calls: res.Calls, Bound: BoundOutput,
+				Error: "the program's result and printed lines together are too large to send (aggregator.codeMode.maxOutputBytes)"}
+			err = c.write(fromRunner{Done: &res})
+		}
+		if err != nil {
 			return err
 		}
 		// What the program left is collected now, not counted against
@@ -67,7 +79,11 @@ func (c *conn) read(m *toRunner) error {
 func (c *conn) write(m fromRunner) error {
 	b, err := json.Marshal(m)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", errUnsendable, err)
+	}
+	if len(b) > MaxMessageBytes {
+		// The aggregator would stop reading, and the runner with it.
+		return fmt.Errorf("%w: %d bytes as JSON, more than %d", errUnsendable, len(b), MaxMessageBytes)
 	}
 	if _, err := c.out.Write(append(b, '\n')); err != nil {
 		return err
@@ -206,7 +222,16 @@ func heapBytes() int64 {
 	return int64(sample[0].Value.Uint64())
 }
 
-// watchMemory stops the program when the heap grows past max: before the
+// liveHeapBytes is the heap's live objects: the garbage a program made
+// and the collector did not take yet counts in heapBytes, and would stop
+// a program far under its bound. A collection is a pause, so it runs only
+// once the heap is past the bound.
+func liveHeapBytes() int64 {
+	runtime.GC()
+	return heapBytes()
+}
+
+// watchMemory stops the program when its live heap grows past max: before the
 // process's own limit (RLIMIT_DATA, set a little above it) ends the
 // runner, so the caller gets a clear error. It returns the watchdog's
 // stop function.
@@ -221,7 +246,7 @@ func (p *program) watchMemory(max int64) func() {
 				return
 			case <-tick.C:
 			}
-			if heapBytes() > max {
+			if heapBytes() > max && liveHeapBytes() > max {
 				_ = p.reach(BoundMemory, fmt.Sprintf("the program used more than %d MiB of memory (aggregator.codeMode.maxMemory)", max>>20))
 				return
 			}
@@ -266,7 +291,9 @@ func (p *program) callTool(thread *starlark.Thread, name string, kwargs []starla
 	}
 	p.nextID++
 	id := p.nextID
-	if err := p.c.write(fromRunner{Call: &toolCallMsg{ID: id, Tool: name, Arguments: argsJSON}}); err != nil {
+	if err := p.c.write(fromRunner{Call: &toolCallMsg{ID: id, Tool: name, Arguments: argsJSON}}); errors.Is(err, errUnsendable) {
+		return nil, fmt.Errorf("%s: the arguments are too large to send", name)
+	} else if err != nil {
 		return nil, p.reach(BoundTime, "the aggregator stopped answering")
 	}
 	var m toRunner
@@ -330,8 +357,18 @@ func encode(thread *starlark.Thread, v starlark.Value) (json.RawMessage, error) 
 	if err != nil {
 		return nil, errors.New(messageOf(err))
 	}
-	return json.RawMessage(s.(starlark.String)), nil
+	text := string(s.(starlark.String))
+	if rawjson.NestingExceeds(text, maxNesting) {
+		// Deeper than a request may be (the gateway's bound), and than
+		// the protocol's JSON can carry: refused here, catchably.
+		return nil, fmt.Errorf("the value nests lists and dicts more than %d deep", maxNesting)
+	}
+	return json.RawMessage(text), nil
 }
+
+// maxNesting bounds how deep a value a program sends or returns may nest:
+// as deep as a client's request may (the gateway's wire.MaxNestingDepth).
+const maxNesting = 512
 
 func decode(thread *starlark.Thread, raw json.RawMessage) (starlark.Value, error) {
 	if len(raw) == 0 {
