@@ -95,12 +95,13 @@ func (s *Server) runCode(ctx context.Context, req *aggregatorv1.RunCodeRequest) 
 	start := time.Now()
 	run := newRunID()
 	var res codemode.Result
-	err := s.startRun(ctx, req)
+	// An unknown server is refused before a rate-limit token is taken,
+	// and in the trail, like code mode off there.
+	snap, _, err := s.e.ServerSnapshot(req.GetServer())
 	if err == nil {
-		snap, _, serr := s.e.ServerSnapshot(req.GetServer())
-		if serr != nil {
-			return nil, serr
-		}
+		err = s.startRun(ctx, req)
+	}
+	if err == nil {
 		v := s.e.View(snap, svcauth.PrincipalFrom(ctx))
 		named := codemode.Identifiers(req.GetProgram())
 		var tools []string

@@ -151,6 +151,10 @@ result = err`)
 	// Code mode off for a server: no run_code, as for a missing tool.
 	_, err = h.gateway.RunCode(ctx, &aggregatorv1.RunCodeRequest{Principal: alice, Server: "plain", Program: "result = 1"})
 	wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	// An unknown server is answered alike, and recorded alike (it once
+	// took a rate-limit token and left no event).
+	_, err = h.gateway.RunCode(ctx, &aggregatorv1.RunCodeRequest{Principal: alice, Server: "no-such", Program: "result = 1"})
+	wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
 	for server, want := range map[string]bool{"": true, "public": true, "plain": false} {
 		d, err := h.gateway.Discover(ctx, &aggregatorv1.DiscoverRequest{Principal: alice, Server: server})
 		if err != nil || d.GetCodeMode() != want {
@@ -162,9 +166,13 @@ result = err`)
 	h.audit.Close()
 	runs := map[string]bool{}
 	var inner []audit.Event
+	refusedRuns := map[string]audit.Outcome{}
 	for _, e := range readTrail(t, file) {
 		switch e.Kind {
 		case audit.KindCodeRun:
+			if e.Server == "plain" || e.Server == "no-such" {
+				refusedRuns[e.Server] = e.Outcome
+			}
 			if id, ok := strings.CutPrefix(e.Detail, "run "); ok {
 				id, _, _ = strings.Cut(id, ":")
 				runs["run_code "+id] = true
@@ -174,7 +182,10 @@ result = err`)
 		}
 	}
 	if len(runs) != 9 {
-		t.Errorf("%d runs recorded, want 9 (the one refused names none)", len(runs))
+		t.Errorf("%d runs recorded, want 9 (the ones refused name none)", len(runs))
+	}
+	if refusedRuns["plain"] != audit.OutcomeNotFound || refusedRuns["no-such"] != audit.OutcomeNotFound {
+		t.Errorf("refused runs recorded as %v, want not_found for plain and no-such", refusedRuns)
 	}
 	outcomes := map[audit.Outcome]int{}
 	for _, e := range inner {
