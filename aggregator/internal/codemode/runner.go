@@ -18,8 +18,6 @@ import (
 	"go.starlark.net/resolve"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
-
-	"github.com/switchboard-mcp/switchboard/services/rawjson"
 )
 
 // Serve runs the programs it reads from in, one at a time, answering on
@@ -228,7 +226,12 @@ func heapBytes() int64 {
 // once the heap is past the bound.
 func liveHeapBytes() int64 {
 	runtime.GC()
-	return heapBytes()
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(sample)
+	if sample[0].Value.Kind() != metrics.KindUint64 {
+		return heapBytes()
+	}
+	return int64(sample[0].Value.Uint64())
 }
 
 // watchMemory stops the program when its live heap grows past max: before the
@@ -353,17 +356,47 @@ var (
 )
 
 func encode(thread *starlark.Thread, v starlark.Value) (json.RawMessage, error) {
+	if nestsDeeper(v, maxNesting) {
+		// Deeper than a request may be (the gateway's bound), and than
+		// the protocol's JSON can carry: refused before the encoder
+		// recurses through it (its stack is the runner's memory),
+		// catchably.
+		return nil, fmt.Errorf("the value nests lists and dicts more than %d deep", maxNesting)
+	}
 	s, err := starlark.Call(thread, jsonEncode, starlark.Tuple{v}, nil)
 	if err != nil {
 		return nil, errors.New(messageOf(err))
 	}
-	text := string(s.(starlark.String))
-	if rawjson.NestingExceeds(text, maxNesting) {
-		// Deeper than a request may be (the gateway's bound), and than
-		// the protocol's JSON can carry: refused here, catchably.
-		return nil, fmt.Errorf("the value nests lists and dicts more than %d deep", maxNesting)
+	return json.RawMessage(s.(starlark.String)), nil
+}
+
+// nestsDeeper reports whether v nests lists, tuples and dicts more than
+// limit deep; it looks no deeper than limit.
+func nestsDeeper(v starlark.Value, limit int) bool {
+	if limit < 0 {
+		return true
 	}
-	return json.RawMessage(text), nil
+	switch c := v.(type) {
+	case *starlark.List:
+		for i := range c.Len() {
+			if nestsDeeper(c.Index(i), limit-1) {
+				return true
+			}
+		}
+	case starlark.Tuple:
+		for _, e := range c {
+			if nestsDeeper(e, limit-1) {
+				return true
+			}
+		}
+	case *starlark.Dict:
+		for _, kv := range c.Items() {
+			if nestsDeeper(kv[1], limit-1) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // maxNesting bounds how deep a value a program sends or returns may nest:
