@@ -218,6 +218,61 @@ func TestEndedBackendTaskWithoutItsBackend(t *testing.T) {
 	taskResult(t)(alice.Send(t.Context(), "tasks/cancel", id, map[string]any{"taskId": id}))
 }
 
+// TestTaskAfterInput: a tool whose override sets taskAfterInput starts
+// its call first. A call that asks for input within the first wait is
+// answered input_required, no task made; one that ends within it is a
+// task already completed; a longer one is a task, working. A client
+// that goes away during the wait does not end the call (it once did).
+func TestTaskAfterInput(t *testing.T) {
+	aggregatorToken := "aggregator-" + t.Name()
+	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: `
+tools:
+  - {name: sleep, behaviour: sleep}
+  - {name: ask, behaviour: ask, text: "Proceed?"}
+`}},
+		Configure: func(cfg *config.Config) {
+			cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials, config.ServiceCredential{
+				Name: "aggregator", Token: aggregatorToken, AssertPrincipals: true, Allow: config.AggregatorMethods})
+			cfg.Aggregator.Indexer = config.Endpoint{Address: cfg.Indexer.Listen, Token: aggregatorToken}
+			cfg.Aggregator.ToolOverrides = []config.ToolOverride{
+				{Backend: "ops", Tool: "sleep", TaskSupport: config.TaskSupportOptional, TaskAfterInput: true},
+				{Backend: "ops", Tool: "ask", TaskSupport: config.TaskSupportOptional, TaskAfterInput: true}}
+			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "alice-key", Subject: "alice"}}}
+		}})
+	alice := &mcpraw.Client{URL: c.MCPURL, Authorization: "Bearer alice-key", Capabilities: mcpraw.AskableTasksCapabilities}
+	sleep := func(d string) map[string]any {
+		return taskResult(t)(alice.Send(t.Context(), "tools/call", "ops_sleep", map[string]any{"name": "ops_sleep", "arguments": map[string]any{"duration": d}}))
+	}
+	if got := taskResult(t)(alice.Send(t.Context(), "tools/call", "ops_ask", map[string]any{"name": "ops_ask", "arguments": map[string]any{}})); got["resultType"] != "input_required" {
+		t.Fatalf("a call that asks at once: %v, want input_required", got)
+	}
+	if got := sleep("10ms"); got["resultType"] != "task" || got["status"] != "completed" {
+		t.Fatalf("a call that ends within the wait: %v, want a completed task", got)
+	}
+	long := sleep("1s")
+	id, _ := long["taskId"].(string)
+	if long["resultType"] != "task" || long["status"] != "working" || id == "" {
+		t.Fatalf("a longer call: %v, want a working task", long)
+	}
+	testkit.Eventually(t, "the task completed", 20*time.Second, func() bool {
+		return taskResult(t)(alice.Send(t.Context(), "tasks/get", id, map[string]any{"taskId": id}))["status"] == "completed"
+	})
+
+	before := c.Sleeps(t, "ops")
+	impatient := &mcpraw.Client{URL: alice.URL, Authorization: alice.Authorization, Capabilities: alice.Capabilities,
+		HTTP: &http.Client{Timeout: 100 * time.Millisecond}}
+	if _, err := impatient.Send(t.Context(), "tools/call", "ops_sleep", map[string]any{"name": "ops_sleep", "arguments": map[string]any{"duration": "1s"}}); err == nil {
+		t.Fatal("the impatient client got an answer within 100ms")
+	}
+	testkit.Eventually(t, "the abandoned call completed", 20*time.Second, func() bool {
+		now := c.Sleeps(t, "ops")
+		if now.Cancelled != before.Cancelled {
+			t.Fatalf("the abandoned call was cancelled: %+v, before %+v", now, before)
+		}
+		return now.Completed == before.Completed+1
+	})
+}
+
 // TestTaskRefusalsAreTheClients: requests a task cannot keep are the
 // client's to fix, -32602 before anything runs, not an outage to retry
 // (they were -32603 "retry later", from the task store's refusal):

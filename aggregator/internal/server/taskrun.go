@@ -223,20 +223,31 @@ func (s *Server) startTask(ctx context.Context, a *admitted, req *aggregatorv1.C
 		return made(stored), nil
 	case <-timer.C:
 	case <-ctx.Done():
-		cancel(context.Cause(ctx))
-		return nil, context.Cause(ctx)
+		// The client went away: the call goes on, as any task's does,
+		// and is kept as a task (its id is the client's to have lost).
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeout(context.WithoutCancel(ctx), detachedStoreTimeout)
+		defer stop()
 	}
 	rec.Runner, rec.LeaseExpiresAt = t.id, timestamppb.New(time.Now().Add(leaseDuration))
 	t.hold(key, cancel)
 	stored, err := t.create(ctx, rec)
 	if err != nil {
 		t.release(key)
-		cancel(err)
-		return nil, err
+		// The call started and may have acted: it runs to its end, and
+		// its outcome is the answer, as a plain call's would be, where
+		// the task could not be kept.
+		out := <-done
+		cancel(nil)
+		return out.resp, out.err
 	}
 	go t.finish(key, 0, done)
 	return made(stored), nil
 }
+
+// detachedStoreTimeout bounds storing the task of a call whose client went
+// away while it started.
+const detachedStoreTimeout = 10 * time.Second
 
 // ttl is the TTL of a new task: what the client asked for, or the
 // default, within the cap.
