@@ -27,8 +27,11 @@ func RunnerMain(args []string) int {
 	// to the callers who are not running code.
 	runtime.GOMAXPROCS(1)
 	// The heap is kept under the bound by the collector where it can
-	// be; the process's data limit makes the bound hard.
-	debug.SetMemoryLimit(memory)
+	// be; the process's data limit makes the bound hard. The collector
+	// starts working hard well below that limit (half the headroom), so
+	// that garbage and the runtime's own memory do not reach it before a
+	// collection, for a program whose live heap is within its bound.
+	debug.SetMemoryLimit(memory - memoryHeadroom/2)
 	if err := limit(memory); err != nil {
 		fmt.Fprintln(os.Stderr, "code runner: "+err.Error())
 		return 2

@@ -110,7 +110,7 @@ func (p *Pool) Run(ctx context.Context, program string, tools []string, b Bounds
 	res, ok := r.run(ctx, &runRequest{Program: program, Tools: tools, Bounds: b}, call)
 	// A runner whose program filled its memory is not kept: what the
 	// program left, the next one would pay for.
-	keep = ok && res.Bound != BoundMemory
+	keep = ok && res.Bound != BoundMemory && !res.Spent
 	return res, nil
 }
 

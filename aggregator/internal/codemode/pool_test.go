@@ -251,9 +251,12 @@ func TestProgramsNearTheirBounds(t *testing.T) {
 	var calls []string
 	b := testBounds()
 	b.MaxSteps = 1 << 40
+	// On a runner of its own, which no earlier program has used.
+	fresh := NewPool([]string{os.Args[0], RunnerFlag}, 1)
+	defer fresh.Close()
 	garbage := "keep = \"x\" * (36 * 1024 * 1024)\nfor i in range(400):\n    t = \"y\" * (256 * 1024)\nresult = len(keep)\n"
-	if res := runProgram(t, garbage, b, weather(&calls)); res.Error != "" || string(res.Value) != "37748736" {
-		t.Errorf("36 MiB kept and garbage made, under 64 MiB: %+v", res)
+	if res, err := fresh.Run(t.Context(), garbage, nil, b, nil); err != nil || res.Error != "" || string(res.Value) != "37748736" {
+		t.Errorf("36 MiB kept and garbage made, under 64 MiB: %+v %v", res, err)
 	}
 	deep := "v = 1\nfor i in range(20000):\n    v = [v]\n"
 	for _, c := range []struct{ program, want string }{

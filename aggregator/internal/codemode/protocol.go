@@ -102,6 +102,11 @@ type Result struct {
 	// Steps and Calls are what it used.
 	Steps uint64 `json:"steps"`
 	Calls int    `json:"calls"`
+	// Spent says the runner mapped more memory than the program's bound
+	// while it ran: the runtime keeps what it maps, which counts against
+	// the process's limit, so the next program would start with less
+	// room than its bound. The pool does not keep such a runner.
+	Spent bool `json:"spent,omitempty"`
 }
 
 // The bounds, as errors and metrics name them (each is the

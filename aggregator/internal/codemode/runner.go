@@ -38,6 +38,7 @@ func Serve(in io.Reader, out io.Writer) error {
 			return errors.New("code runner: expected a program")
 		}
 		res := run(m.Run, c)
+		res.Spent = mappedBytes() > m.Run.Bounds.MaxMemory
 		err := c.write(fromRunner{Done: &res})
 		if errors.Is(err, errUnsendable) {
 			// Each part within its bound, the whole as JSON (escapes
@@ -209,6 +210,17 @@ func (p *program) print(_ *starlark.Thread, msg string) {
 // heapObjects is the runtime metric the memory watchdog reads: the bytes
 // of heap objects, live or not yet swept.
 const heapObjects = "/memory/classes/heap/objects:bytes"
+
+// mappedBytes is the memory the Go runtime has mapped read-write, which
+// it keeps once mapped: what the process's data limit counts.
+func mappedBytes() int64 {
+	sample := []metrics.Sample{{Name: "/memory/classes/total:bytes"}}
+	metrics.Read(sample)
+	if sample[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return int64(sample[0].Value.Uint64())
+}
 
 // heapBytes is the heap's objects, live or not yet swept.
 func heapBytes() int64 {
