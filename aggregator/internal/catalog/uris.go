@@ -230,3 +230,74 @@ func (s *Snapshot) AllConflicts() []Conflict {
 	defer s.reported.mu.Unlock()
 	return append(slices.Clip(s.Conflicts), s.reported.found...)
 }
+
+// CanonicalURI is uri in the one form its equivalent spellings share (RFC
+// 3986, section 6.2.2): the scheme in lower case, percent-encoded
+// unreserved characters decoded, and the hex digits of other escapes in
+// upper case. A read is routed, filtered and authorized under this form,
+// and the backend asked for it, so that "docs://%73ecret" cannot pass a
+// filter or a policy written for "docs://secret" through a template that
+// matches both.
+func CanonicalURI(uri string) string {
+	scheme := ""
+	if colon := strings.IndexByte(uri, ':'); colon > 0 && isScheme(uri[:colon]) {
+		scheme = uri[:colon]
+	}
+	if !strings.ContainsRune(uri, '%') && strings.ToLower(scheme) == scheme {
+		return uri
+	}
+	var b strings.Builder
+	b.Grow(len(uri))
+	b.WriteString(strings.ToLower(scheme))
+	for i := len(scheme); i < len(uri); i++ {
+		c := uri[i]
+		if c != '%' || i+2 >= len(uri) {
+			b.WriteByte(c)
+			continue
+		}
+		hi, lo := unhex(uri[i+1]), unhex(uri[i+2])
+		if hi < 0 || lo < 0 {
+			b.WriteByte(c) // not an escape: left as written
+			continue
+		}
+		if d := byte(hi<<4 | lo); unreserved(d) {
+			b.WriteByte(d)
+		} else {
+			b.WriteByte('%')
+			b.WriteString(strings.ToUpper(uri[i+1 : i+3]))
+		}
+		i += 2
+	}
+	return b.String()
+}
+
+// isScheme reports RFC 3986's scheme: a letter, then letters, digits,
+// "+", "-" and ".".
+func isScheme(s string) bool {
+	for i := range len(s) {
+		c := s[i]
+		letter := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+		if !letter && (i == 0 || !('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func unhex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c-'a') + 10
+	case 'A' <= c && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
+
+// unreserved reports RFC 3986's unreserved characters, whose escapes mean
+// the characters themselves.
+func unreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
+}

@@ -311,6 +311,11 @@ servers:
 	before := docs.received("resources/read")
 	wantStatus(t, read("public", "docs://items/secret-plans"), codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
 	wantStatus(t, read("public", "docs://nothing"), codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	// Nor under another spelling of the same URI (RFC 3986's equivalents),
+	// which the template matches too and a backend may decode.
+	for _, uri := range []string{"docs://items/%73ecret-plans", "DOCS://items/secret-plans", "docs://items/secret%2Dplans"} {
+		wantStatus(t, read("public", uri), codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	}
 	if got := docs.received("resources/read"); got != before {
 		t.Fatalf("the backend received %d reads the server's filter excludes", got-before)
 	}

@@ -19,7 +19,9 @@ func (s *Server) ReadResource(ctx context.Context, req *aggregatorv1.ReadResourc
 }
 
 func (s *Server) readResource(ctx context.Context, req *aggregatorv1.ReadResourceRequest) (*aggregatorv1.ReadResourceResponse, error) {
-	uri := req.GetUri()
+	// Routed, filtered, authorized and asked for in its canonical form:
+	// an equivalent spelling is the same resource.
+	uri := catalog.CanonicalURI(req.GetUri())
 	var call backend.Call
 	r := admission{
 		method: config.RateMethodResourceRead, trail: audit.KindResourceRead, server: req.GetServer(),
