@@ -21,18 +21,7 @@ import (
 func TestReloadAppliesTheGroupsClaim(t *testing.T) {
 	cfg := &config.Config{}
 	cfg.Gateway.Auth.OIDC.GroupsClaim = "groups"
-	opts, err := engine.OptionsFromConfig(cfg.Aggregator.WithDefaults())
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	opts.Log = log
-	e, err := engine.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := server.New(e).WithGroupsClaim(cfg.Gateway.Auth.OIDC.GroupsClaim)
-	l := &live{started: cfg, applied: cfg, engine: e, api: api, log: log, services: svcauth.NewAuthenticator(nil)}
+	l, api := newLive(t, cfg, func(api *server.Server) *server.Server { return api.WithGroupsClaim(cfg.Gateway.Auth.OIDC.GroupsClaim) })
 	next := *cfg
 	next.Gateway.Auth.OIDC.GroupsClaim = "roles"
 	if err := l.Apply(&next); err != nil {
@@ -50,18 +39,9 @@ func TestReloadAppliesTheGroupsClaim(t *testing.T) {
 func TestReloadAppliesWhereCodeModeIsOffered(t *testing.T) {
 	cfg := &config.Config{}
 	cfg.Aggregator.CodeMode.Enabled = true
-	opts, err := engine.OptionsFromConfig(cfg.Aggregator.WithDefaults())
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	opts.Log = log
-	e, err := engine.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := server.New(e).WithCodeMode(cfg.Aggregator.CodeMode.WithDefaults(), []string{"unused"}, cfg.CodeModeIn)
-	l := &live{started: cfg, applied: cfg, engine: e, api: api, log: log, services: svcauth.NewAuthenticator(nil)}
+	l, api := newLive(t, cfg, func(api *server.Server) *server.Server {
+		return api.WithCodeMode(cfg.Aggregator.CodeMode.WithDefaults(), []string{"unused"}, cfg.CodeModeIn)
+	})
 	offered := func() bool {
 		t.Helper()
 		d, err := api.Discover(context.Background(), &aggregatorv1.DiscoverRequest{})
@@ -80,4 +60,22 @@ func TestReloadAppliesWhereCodeModeIsOffered(t *testing.T) {
 			t.Fatalf("after a reload with aggregator.codeMode.enabled %v, run_code offered %v", enabled, offered())
 		}
 	}
+}
+
+// newLive is the reload of an aggregator started with cfg, its API made
+// by with; nothing is listening.
+func newLive(t *testing.T, cfg *config.Config, with func(*server.Server) *server.Server) (*live, *server.Server) {
+	t.Helper()
+	opts, err := engine.OptionsFromConfig(cfg.Aggregator.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	opts.Log = log
+	e, err := engine.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := with(server.New(e))
+	return &live{started: cfg, applied: cfg, engine: e, api: api, log: log, services: svcauth.NewAuthenticator(nil)}, api
 }

@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mcp/switchboard/services/audit"
-	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	"github.com/switchboard-mcp/switchboard/services/testkit"
@@ -50,7 +49,7 @@ func admissionBackend(t *testing.T) *testBackend {
 func TestEveryRPCIsAdmitted(t *testing.T) {
 	docs := admissionBackend(t)
 	file := t.TempDir() + "/audit.jsonl"
-	full, err := config.Load(writeFile(t, "switchboard.yaml", `
+	h := startAggregatorFile(t, `
 aggregator:
   backends:
     - {name: docs, url: `+docs.url()+`}
@@ -60,14 +59,7 @@ rateLimits:
 audit:
   sink: file
   file: `+file+`
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := startAggregatorWith(t, full, quietLog)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	ctx := context.Background()
 	testkit.Eventually(t, "docs listed", 10*time.Second, func() bool { return len(listToolNames(t, h.gateway, principal("lister"), 0)) > 0 })
 
@@ -286,7 +278,7 @@ audit:
 // backend never sees the read; another URI of the same template is read.
 func TestServerFilterAppliesToTheURIRead(t *testing.T) {
 	docs := admissionBackend(t)
-	full, err := config.Load(writeFile(t, "switchboard.yaml", `
+	h := startAggregatorFile(t, `
 aggregator:
   backends:
     - {name: docs, url: `+docs.url()+`}
@@ -294,14 +286,7 @@ servers:
   - name: public
     backends: [docs]
     resources: {exclude: ["docs://items/secret*"]}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := startAggregatorWith(t, full, quietLog)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	ctx := context.Background()
 	alice := principal("alice")
 	read := func(server, uri string) error {

@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 )
@@ -175,7 +174,7 @@ func TestAppsPageOfAToolAServerLeavesOut(t *testing.T) {
 	apps := &mcp.ServerCapabilities{}
 	apps.AddExtension(uiExtension, nil)
 	maps := newTestBackend(t, "maps", backendOptions{extra: withApp, capabilities: apps})
-	full, err := config.Load(writeFile(t, "switchboard.yaml", `
+	h := startAggregatorFile(t, `
 aggregator:
   backends:
     - {name: maps, url: `+maps.url()+`}
@@ -183,14 +182,7 @@ servers:
   - name: public
     backends: [maps]
     tools: {exclude: ["maps_secret"]}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := startAggregatorWith(t, full, quietLog)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	alice := principal("alice", "users")
 	read := func(server, uri string) error {
 		_, err := h.gateway.ReadResource(context.Background(), &aggregatorv1.ReadResourceRequest{Principal: alice, Server: server, Uri: uri})

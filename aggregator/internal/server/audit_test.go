@@ -14,7 +14,6 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/server"
 	"github.com/switchboard-mcp/switchboard/services/audit"
-	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 )
@@ -44,7 +43,7 @@ func TestAuditTrail(t *testing.T) {
 			})
 	}})
 	file := t.TempDir() + "/audit.jsonl"
-	full, err := config.Load(writeFile(t, "switchboard.yaml", `
+	h := startAggregatorFile(t, `
 aggregator:
   authz: {policyFile: `+writeFile(t, "policy.cedar", auditPolicy)+`}
   backends:
@@ -62,14 +61,7 @@ audit:
   file: `+file+`
   arguments: values
   redactKeys: ["ssn"]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := startAggregatorWith(t, full, quietLog)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	ctx := context.Background()
 	alice, bob := principal("alice", "eng"), principal("bob", "sales")
 	args := `{"query": "printer", "ssn": "078-05-1120"}`

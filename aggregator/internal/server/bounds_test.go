@@ -70,21 +70,14 @@ func resourceSubscribeEvents(t *testing.T, file string) []audit.Event {
 func TestWatchCatalogResourceURIsAreBoundedAndDeduplicated(t *testing.T) {
 	docs := admissionBackend(t)
 	file := t.TempDir() + "/audit.jsonl"
-	full, err := config.Load(writeFile(t, "switchboard.yaml", `
+	h := startAggregatorFile(t, `
 aggregator:
   backends:
     - {name: docs, url: `+docs.url()+`}
 audit:
   sink: file
   file: `+file+`
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := startAggregatorWith(t, full, quietLog)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	testkit.Eventually(t, "docs listed", 10*time.Second, func() bool { return len(listToolNames(t, h.gateway, principal("lister"), 0)) > 0 })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -102,7 +95,7 @@ audit:
 		}
 		return out
 	}
-	_, err = watch(repeat("docs://nope", 5000))
+	_, err := watch(repeat("docs://nope", 5000))
 	wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
 	_, err = watch(append(repeat("docs://a", 1), repeat("docs://nope", 256)...))
 	wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/switchboard-mcp/switchboard/services/audit"
-	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 )
@@ -48,7 +47,7 @@ forbid (principal in Group::"nosecret", action == Action::"call_tool", resource 
 func TestCodeModeCallsAreAdmittedLikeDirectOnes(t *testing.T) {
 	weather := newTestBackend(t, "weather", backendOptions{extra: withWeather})
 	file := t.TempDir() + "/audit.jsonl"
-	full, err := config.Load(writeFile(t, "switchboard.yaml", `
+	h := startAggregatorFile(t, `
 aggregator:
   authz: {policyFile: `+writeFile(t, "policy.cedar", codePolicy)+`}
   backends:
@@ -63,14 +62,7 @@ rateLimits:
 audit:
   sink: file
   file: `+file+`
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := startAggregatorWith(t, full, quietLog)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	ctx := context.Background()
 	alice, carol := principal("alice", "users"), principal("carol", "users", "nosecret")
 	run := func(p *commonv1.Principal, server, program string) map[string]any {
@@ -149,7 +141,7 @@ result = err`)
 	}
 
 	// Code mode off for a server: no run_code, as for a missing tool.
-	_, err = h.gateway.RunCode(ctx, &aggregatorv1.RunCodeRequest{Principal: alice, Server: "plain", Program: "result = 1"})
+	_, err := h.gateway.RunCode(ctx, &aggregatorv1.RunCodeRequest{Principal: alice, Server: "plain", Program: "result = 1"})
 	wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
 	// An unknown server is answered alike, and recorded alike (it once
 	// took a rate-limit token and left no event).

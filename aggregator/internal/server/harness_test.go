@@ -409,3 +409,19 @@ func writeFile(t testing.TB, name, content string) string {
 	}
 	return path
 }
+
+// startAggregatorFile starts an aggregator of the configuration file whose
+// text is yaml (every section: servers, limits and audit included),
+// logging nowhere.
+func startAggregatorFile(t testing.TB, yaml string) *harness {
+	t.Helper()
+	full, err := config.Load(writeFile(t, "switchboard.yaml", yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := startAggregatorWith(t, full, quietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}

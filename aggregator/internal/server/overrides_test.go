@@ -35,7 +35,7 @@ func startOverrides(t *testing.T) *harness {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(req.Params.Arguments)}}}, nil
 		})
 	}})
-	full, err := config.Load(writeFile(t, "switchboard.yaml", `
+	h := startAggregatorFile(t, `
 aggregator:
   backends:
     - {name: tickets, url: `+tickets.url()+`}
@@ -60,14 +60,7 @@ servers:
         title: Support search
         arguments:
           limit: {default: 5}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := startAggregatorWith(t, full, quietLog)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	return h
 }
 
@@ -154,7 +147,7 @@ func TestToolOverrides(t *testing.T) {
 // counts the calls of both in one bucket.
 func TestServerRenameKeepsThePolicyName(t *testing.T) {
 	eng := newTestBackend(t, "eng", backendOptions{tools: []string{"deploy", "build"}})
-	full, err := config.Load(writeFile(t, "switchboard.yaml", `
+	h := startAggregatorFile(t, `
 aggregator:
   authz: {policyFile: `+writeFile(t, "policy.cedar", "permit (principal, action, resource);\nforbid (principal == User::\"alice\", action, resource == Tool::\"eng_deploy\");\n")+`}
   backends:
@@ -167,14 +160,7 @@ servers:
 rateLimits:
   limits:
     - {name: deploys, per: tool, match: {tools: [eng_deploy]}, rate: 1/h, burst: 1}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := startAggregatorWith(t, full, quietLog)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	ctx := context.Background()
 	alice, bob := principal("alice"), principal("bob")
 	testkit.Eventually(t, "eng listed", 10*time.Second, func() bool {

@@ -20,7 +20,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchboard-mcp/switchboard/services/backenderr"
-	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	"github.com/switchboard-mcp/switchboard/services/testkit"
@@ -248,17 +247,7 @@ aggregator:
     - {backend: b, tool: slow, timeout: ` + routeToolTimeout.String() + `}
 `
 	}
-	start := func(listen, peers string) *harness {
-		full, err := config.Load(writeFile(t, "switchboard.yaml", yaml(listen, peers)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := startAggregatorWith(t, full, quietLog)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return h
-	}
+	start := func(listen, peers string) *harness { return startAggregatorFile(t, yaml(listen, peers)) }
 	if !row.forward {
 		h := start("", "")
 		w.first, w.retry = h.gateway, h.gateway

@@ -9,7 +9,6 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/services/testkit"
 
-	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 )
@@ -20,7 +19,7 @@ import (
 // not named), a health change among its events, and only to operators.
 func TestTrafficCountsEveryCall(t *testing.T) {
 	eng := newTestBackend(t, "eng", backendOptions{tools: []string{"build"}})
-	full, err := config.Load(writeFile(t, "switchboard.yaml", `
+	h := startAggregatorFile(t, `
 aggregator:
   health: {interval: 50ms, timeout: 500ms, unhealthyThreshold: 2}
   backends:
@@ -30,14 +29,7 @@ servers:
 rateLimits:
   limits:
     - {name: builds, per: principal, match: {tools: [eng_build]}, rate: 1/h, burst: 2, methods: [tools/call]}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := startAggregatorWith(t, full, quietLog)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	ctx := context.Background()
 	call := func(server, name string) {
 		_, _ = h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Server: server, Name: name, ArgumentsJson: "{}"})
@@ -48,7 +40,7 @@ rateLimits:
 	call("", "eng_fail")  // a tool error
 	call("", "eng_nope")  // missing
 
-	_, err = h.gateway.GetTraffic(ctx, &aggregatorv1.GetTrafficRequest{})
+	_, err := h.gateway.GetTraffic(ctx, &aggregatorv1.GetTrafficRequest{})
 	wantStatus(t, err, codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_NOT_ALLOWED)
 	resp, err := h.operator.GetTraffic(ctx, &aggregatorv1.GetTrafficRequest{})
 	if err != nil {

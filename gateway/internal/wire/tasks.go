@@ -57,13 +57,13 @@ type Task struct {
 	PollIntervalMs int64
 }
 
-// Task statuses.
+// Task statuses (mcpspec's).
 const (
-	TaskWorking       = "working"
-	TaskInputRequired = "input_required"
-	TaskCompleted     = "completed"
-	TaskFailed        = "failed"
-	TaskCancelled     = "cancelled"
+	TaskWorking       = mcpspec.TaskWorking
+	TaskInputRequired = mcpspec.TaskInputRequired
+	TaskCompleted     = mcpspec.TaskCompleted
+	TaskFailed        = mcpspec.TaskFailed
+	TaskCancelled     = mcpspec.TaskCancelled
 )
 
 // taskTime is RFC 3339 in UTC with milliseconds, as both eras' schemas
