@@ -101,13 +101,15 @@ func visibleBackends(v *catalog.View) map[string]bool {
 	return m
 }
 
-// redactURL hides credentials a backend URL may carry (user info, query).
+// redactURL hides credentials a backend URL may carry (user info, query,
+// fragment): a query's values replaced, so that the page still shows one
+// is set.
 func redactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return ""
 	}
-	u.User = nil
+	u.User, u.Fragment, u.RawFragment = nil, "", ""
 	if u.RawQuery != "" {
 		u.RawQuery = "redacted"
 	}
