@@ -40,8 +40,11 @@ const (
 	// arguments and the client's capabilities), and MaxTaskInputBytes of
 	// its questions and of the client's answers: the aggregator refuses
 	// more before a call starts.
-	MaxTaskCallBytes          = 256 << 10
-	MaxTaskInputBytes         = 256 << 10
+	MaxTaskCallBytes  = 256 << 10
+	MaxTaskInputBytes = 256 << 10
+	// MaxTaskRequestStateBytes is what the indexer stores of a round's
+	// requestState.
+	MaxTaskRequestStateBytes  = 1 << 20
 	DefaultTasksPerPrincipal  = 100
 	DefaultTasks              = 100_000
 	MaxTaskTTL                = 7 * 24 * time.Hour

@@ -273,6 +273,37 @@ tools:
 	})
 }
 
+// TestTaskWhoseQuestionsATaskCannotKeep: a round that asks questions larger
+// than a task keeps fails the task at once, saying so, where the store's
+// refusal once left it working until its lease lapsed (with a message
+// blaming a replica that stopped).
+func TestTaskWhoseQuestionsATaskCannotKeep(t *testing.T) {
+	aggregatorToken := "aggregator-" + t.Name()
+	question := strings.Repeat("Proceed? ", config.MaxTaskInputBytes/9+1)
+	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: "tools:\n  - {name: ask, behaviour: ask, text: \"" + question + "\"}\n"}},
+		Configure: func(cfg *config.Config) {
+			cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials, config.ServiceCredential{
+				Name: "aggregator", Token: aggregatorToken, AssertPrincipals: true, Allow: config.AggregatorMethods})
+			cfg.Aggregator.Indexer = config.Endpoint{Address: cfg.Indexer.Listen, Token: aggregatorToken}
+			cfg.Aggregator.ToolOverrides = []config.ToolOverride{{Backend: "ops", Tool: "ask", TaskSupport: config.TaskSupportOptional}}
+			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "alice-key", Subject: "alice"}}}
+		}})
+	alice := &mcpraw.Client{URL: c.MCPURL, Authorization: "Bearer alice-key", Capabilities: mcpraw.AskableTasksCapabilities}
+	created := taskResult(t)(alice.Send(t.Context(), "tools/call", "ops_ask", map[string]any{"name": "ops_ask", "arguments": map[string]any{}}))
+	id, _ := created["taskId"].(string)
+	if id == "" {
+		t.Fatalf("no task: %v", created)
+	}
+	var got map[string]any
+	testkit.Eventually(t, "the task failed", 10*time.Second, func() bool {
+		got = taskResult(t)(alice.Send(t.Context(), "tasks/get", id, map[string]any{"taskId": id}))
+		return got["status"] == "failed"
+	})
+	if e, _ := got["error"].(map[string]any); !strings.Contains(fmt.Sprint(e["message"]), "larger than a task keeps") {
+		t.Fatalf("the failed task: %v", got)
+	}
+}
+
 // TestTaskRefusalsAreTheClients: requests a task cannot keep are the
 // client's to fix, -32602 before anything runs, not an outage to retry
 // (they were -32603 "retry later", from the task store's refusal):

@@ -331,12 +331,23 @@ func (t *taskRunner) finish(key string, round uint32, done <-chan roundOutcome) 
 	t.settle(rec, round, out)
 	req := &indexerv1.AdvanceTaskRequest{Key: key, Runner: t.id, Round: round, Status: rec.Status, StatusMessage: rec.StatusMessage,
 		InputRequestsJson: rec.InputRequestsJson, RequestState: rec.RequestState, ResultJson: rec.ResultJson, ErrorJson: rec.ErrorJson}
+	refused := false
 	for attempt := range 3 {
 		ctx, cancel := context.WithTimeout(context.Background(), advanceTimeout)
 		_, err := t.store.AdvanceTask(ctx, req)
 		cancel()
 		if err == nil || status.Code(err) == codes.NotFound {
 			return
+		}
+		if status.Code(err) == codes.InvalidArgument && !refused {
+			// The store refused what the round left, past a bound settle
+			// does not know: the task fails saying so, now, not when its
+			// lease lapses.
+			refused = true
+			req = &indexerv1.AdvanceTaskRequest{Key: key, Runner: t.id, Round: round, Status: "failed",
+				StatusMessage: "the call's outcome could not be kept",
+				ErrorJson:     `{"code":-32603,"message":"the call's outcome is larger than a task keeps"}`}
+			continue
 		}
 		t.log.Warn("storing a task's round failed", "attempt", attempt+1, "status", rec.Status, "err", err)
 		time.Sleep(time.Duration(attempt+1) * time.Second)
@@ -365,6 +376,14 @@ func (t *taskRunner) settle(rec *indexerv1.TaskRecord, round uint32, out roundOu
 				prefixed[roundKey(round, k)] = v
 			}
 			requests, _ := json.Marshal(prefixed) // raw values that parsed
+			if len(requests) > config.MaxTaskInputBytes || len(shape.RequestState) > config.MaxTaskRequestStateBytes {
+				// The store would refuse the round: the task fails
+				// saying why, rather than when its lease lapses.
+				rec.Status = "failed"
+				rec.ErrorJson = fmt.Sprintf(`{"code":-32603,"message":"the backend's questions (%d bytes) or state (%d bytes) are larger than a task keeps (%d and %d)"}`,
+					len(requests), len(shape.RequestState), config.MaxTaskInputBytes, config.MaxTaskRequestStateBytes)
+				return
+			}
 			rec.Status, rec.InputRequestsJson, rec.RequestState = "input_required", string(requests), shape.RequestState
 			rec.StatusMessage = "the call needs input"
 			return

@@ -29,7 +29,7 @@ const (
 	// maxTaskInputBytes bounds input_requests_json and
 	// input_responses_json.
 	maxTaskInputBytes        = config.MaxTaskInputBytes
-	maxTaskRequestStateBytes = 1 << 20
+	maxTaskRequestStateBytes = config.MaxTaskRequestStateBytes
 	// maxTaskResultBytes bounds result_json and error_json: the most
 	// aggregator.tasks.maxResultBytes may be.
 	maxTaskResultBytes = config.MaxTaskResultBytes
