@@ -80,15 +80,15 @@ type taskRunner struct {
 	log *slog.Logger
 
 	mu sync.Mutex
-	// running cancels the round this replica runs, by task key.
-	running map[string]context.CancelCauseFunc
+	// running is the round of each task this replica runs, by task key.
+	running map[string]heldRound
 }
 
 // WithTasks makes calls of task-supporting tools tasks, kept in store
 // under cfg (config.Tasks with its defaults); runner names this replica.
 // Without it, those calls run as any other.
 func (s *Server) WithTasks(store indexerv1.ClusterStateServiceClient, cfg config.Tasks, runner string) *Server {
-	s.tasks = &taskRunner{store: store, cfg: cfg, id: runner, log: s.log, running: map[string]context.CancelCauseFunc{}}
+	s.tasks = &taskRunner{store: store, cfg: cfg, id: runner, log: s.log, running: map[string]heldRound{}}
 	return s
 }
 
@@ -201,7 +201,7 @@ func (s *Server) startTask(ctx context.Context, a *admitted, req *aggregatorv1.C
 			return nil, err
 		}
 		cancel, done := s.startRound(a, req, tc, now.Add(ttl))
-		t.hold(key, cancel)
+		t.hold(key, 0, cancel)
 		go t.finish(key, 0, done)
 		return made(stored), nil
 	}
@@ -230,10 +230,10 @@ func (s *Server) startTask(ctx context.Context, a *admitted, req *aggregatorv1.C
 		defer stop()
 	}
 	rec.Runner, rec.LeaseExpiresAt = t.id, timestamppb.New(time.Now().Add(leaseDuration))
-	t.hold(key, cancel)
+	t.hold(key, 0, cancel)
 	stored, err := t.create(ctx, rec)
 	if err != nil {
-		t.release(key)
+		t.release(key, 0)
 		// The call started and may have acted: it runs to its end, and
 		// its outcome is the answer, as a plain call's would be, where
 		// the task could not be kept.
@@ -296,26 +296,44 @@ func storeError(err error) error {
 }
 
 // hold and release keep the cancel of the round this replica runs.
-func (t *taskRunner) hold(key string, cancel context.CancelCauseFunc) {
+// heldRound is a round this replica runs, and how to end it.
+type heldRound struct {
+	round  uint32
+	cancel context.CancelCauseFunc
+}
+
+// anyRound, given to stop, ends whichever round of the task runs here.
+const anyRound = ^uint32(0)
+
+func (t *taskRunner) hold(key string, round uint32, cancel context.CancelCauseFunc) {
 	t.mu.Lock()
-	t.running[key] = cancel
+	t.running[key] = heldRound{round, cancel}
 	t.mu.Unlock()
 }
 
-func (t *taskRunner) release(key string) {
+// release forgets round of key, if it is the one held.
+func (t *taskRunner) release(key string, round uint32) {
 	t.mu.Lock()
-	delete(t.running, key)
+	if h, ok := t.running[key]; ok && h.round == round {
+		delete(t.running, key)
+	}
 	t.mu.Unlock()
 }
 
-// stop ends the round of key this replica runs, if it runs one.
-func (t *taskRunner) stop(key string, cause error) {
+// stop ends round of the task under key (anyRound: whichever), if this
+// replica runs it. A round is named so that a lease renewal answered for
+// one round cannot end the next, started here meanwhile.
+func (t *taskRunner) stop(key string, round uint32, cause error) {
 	t.mu.Lock()
-	cancel := t.running[key]
-	delete(t.running, key)
+	h, ok := t.running[key]
+	if ok && (round == anyRound || h.round == round) {
+		delete(t.running, key)
+	} else {
+		ok = false
+	}
 	t.mu.Unlock()
-	if cancel != nil {
-		cancel(cause)
+	if ok {
+		h.cancel(cause)
 	}
 }
 
@@ -326,7 +344,7 @@ var errTaskEnded = errors.New("the task ended")
 // finish stores how round of the task under key ended.
 func (t *taskRunner) finish(key string, round uint32, done <-chan roundOutcome) {
 	out := <-done
-	t.release(key)
+	t.release(key, round)
 	rec := &indexerv1.TaskRecord{}
 	t.settle(rec, round, out)
 	req := &indexerv1.AdvanceTaskRequest{Key: key, Runner: t.id, Round: round, Status: rec.Status, StatusMessage: rec.StatusMessage,

@@ -99,7 +99,7 @@ func (s *Server) cancelTask(ctx context.Context, req *aggregatorv1.CancelTaskReq
 		if err != nil {
 			return nil, storeError(err)
 		}
-		s.tasks.stop(rec.GetKey(), errTaskEnded)
+		s.tasks.stop(rec.GetKey(), anyRound, errTaskEnded)
 		return &aggregatorv1.CancelTaskResponse{Task: taskOf(call, resp.GetRecord(), true), EndedBefore: ended}, nil
 	})
 }
@@ -177,7 +177,7 @@ func (s *Server) resumeTask(a *admitted, next *aggregatorv1.CallToolRequest, tc 
 		return err
 	}
 	cancel, done := s.startRound(a, next, tc, rec.GetExpiresAt().AsTime())
-	t.hold(rec.GetKey(), cancel)
+	t.hold(rec.GetKey(), rec.GetRound(), cancel)
 	go t.finish(rec.GetKey(), rec.GetRound(), done)
 	return nil
 }
@@ -363,8 +363,10 @@ func (s *Server) RunTaskLeases(ctx context.Context) {
 		}
 		t.mu.Lock()
 		keys := make([]string, 0, len(t.running))
-		for k := range t.running {
+		rounds := make(map[string]uint32, len(t.running))
+		for k, h := range t.running {
 			keys = append(keys, k)
+			rounds[k] = h.round
 		}
 		t.mu.Unlock()
 		for len(keys) > 0 {
@@ -377,7 +379,7 @@ func (s *Server) RunTaskLeases(ctx context.Context) {
 				continue
 			}
 			for _, k := range resp.GetEndedKeys() {
-				t.stop(k, errTaskEnded)
+				t.stop(k, rounds[k], errTaskEnded)
 			}
 		}
 	}
