@@ -326,8 +326,8 @@ func TestTaskRefusalsAreTheClients(t *testing.T) {
 	created := taskResult(t)(alice.Send(t.Context(), "tools/call", "ops_sleep", map[string]any{"name": "ops_sleep", "arguments": map[string]any{"duration": "30s"}}))
 	id, _ := created["taskId"].(string)
 	a, err = alice.Send(t.Context(), "tasks/update", id, map[string]any{"taskId": id, "inputResponses": map[string]any{}})
-	if err != nil || a.Error == nil || a.Error.Code != -32602 {
-		t.Fatalf("tasks/update answering nothing: %+v %v, want -32602", a.Error, err)
+	if err != nil || a.Error == nil || a.Error.Code != -32602 || !strings.Contains(a.Error.Message, "at least one") {
+		t.Fatalf("tasks/update answering nothing: %+v %v, want -32602 saying it answers nothing", a.Error, err)
 	}
 }
 

@@ -171,15 +171,6 @@ func noUIMsg(msg *aggregatorv1.Tool) *aggregatorv1.Tool {
 // snapshot does not advertise are hidden.
 func (s *Snapshot) indexUI(named map[string][]string) {
 	s.ui = map[string]*uiEntry{}
-	defer func() {
-		for b, uris := range named {
-			for _, uri := range uris {
-				if s.ui[uri] == nil {
-					s.ui[uri] = &uiEntry{backend: b, hidden: true}
-				}
-			}
-		}
-	}()
 	for i := range s.Resources {
 		r := &s.Resources[i]
 		if isUI(r.Original) {
@@ -203,6 +194,13 @@ func (s *Snapshot) indexUI(named map[string][]string) {
 		}
 		if !e.listed {
 			e.tools = append(e.tools, t.Key)
+		}
+	}
+	for b, uris := range named {
+		for _, uri := range uris {
+			if s.ui[uri] == nil {
+				s.ui[uri] = &uiEntry{backend: b, hidden: true}
+			}
 		}
 	}
 }

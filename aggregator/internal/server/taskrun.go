@@ -326,10 +326,9 @@ func (t *taskRunner) release(key string, round uint32) {
 func (t *taskRunner) stop(key string, round uint32, cause error) {
 	t.mu.Lock()
 	h, ok := t.running[key]
-	if ok && (round == anyRound || h.round == round) {
+	ok = ok && (round == anyRound || h.round == round)
+	if ok {
 		delete(t.running, key)
-	} else {
-		ok = false
 	}
 	t.mu.Unlock()
 	if ok {

@@ -118,8 +118,7 @@ func (s *Server) updateTask(ctx context.Context, req *aggregatorv1.UpdateTaskReq
 		return nil, invalidArgument("input_responses_json must be a JSON object")
 	case len(answers) > config.MaxTaskInputBytes:
 		return nil, invalidArgument(fmt.Sprintf("inputResponses may be at most %d KiB", config.MaxTaskInputBytes>>10))
-	case !rawjson.Each([]byte(answers), func(rawjson.Member) bool { return false }):
-		// Each stops at the first member: true only for an object with one.
+	case !hasMember([]byte(answers)):
 		return nil, invalidArgument("inputResponses must answer at least one input request")
 	}
 	rec, call, err := s.readTask(ctx, req.GetServer(), req.GetTaskId())
@@ -387,3 +386,10 @@ func (s *Server) RunTaskLeases(ctx context.Context) {
 
 // maxLeaseBatch is RenewTaskLeases' bound on keys.
 const maxLeaseBatch = 1000
+
+// hasMember reports whether the JSON object b has a member.
+func hasMember(b []byte) bool {
+	found := false
+	rawjson.Each(b, func(rawjson.Member) bool { found = true; return false })
+	return found
+}
