@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/switchboard-mcp/switchboard/services/textcut"
 )
 
 // The bounds of one event in the audit table: the indexer's
@@ -78,9 +80,5 @@ func fitText(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	end := n
-	for end > 0 && !utf8.RuneStart(s[end]) {
-		end--
-	}
-	return strings.Clone(s[:end])
+	return strings.Clone(textcut.Prefix(s, n))
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/switchboard-mcp/switchboard/services/textcut"
 )
 
 // ErrDuplicateMember: an object names a member twice. Unique's error for
@@ -117,24 +119,13 @@ func (d *duplicate) report() *DuplicateError {
 		p.WriteByte('/')
 		p.WriteString(d.segments[i])
 	}
-	return &DuplicateError{Name: cut(string(d.name), maxReportedName), Pointer: cut(p.String(), maxReportedPointer)}
-}
-
-// cut shortens s to at most n bytes, on a rune boundary.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return &DuplicateError{Name: textcut.Prefix(string(d.name), maxReportedName), Pointer: textcut.Prefix(p.String(), maxReportedPointer)}
 }
 
 // pointerSegment is a member name as a JSON Pointer segment (RFC 6901:
 // "~" as "~0", "/" as "~1"), cut to maxReportedName bytes.
 func pointerSegment(name []byte) string {
-	s := cut(string(name), maxReportedName)
+	s := textcut.Prefix(string(name), maxReportedName)
 	if strings.ContainsAny(s, "~/") {
 		s = strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/services/rawjson"
+	"github.com/switchboard-mcp/switchboard/services/textcut"
 	"github.com/switchboard-mcp/switchboard/services/tooldigest"
 )
 
@@ -244,9 +245,5 @@ func cutKey(key string) string {
 	if len(key) <= maxLoggedKey {
 		return key
 	}
-	n := maxLoggedKey
-	for n > 0 && !utf8.RuneStart(key[n]) {
-		n--
-	}
-	return key[:n] + "…"
+	return textcut.Prefix(key, maxLoggedKey) + "…"
 }

@@ -226,14 +226,11 @@ func (r *runner) run(ctx context.Context, req *runRequest, call CallFunc) (res R
 }
 
 func (r *runner) send(m toRunner) error {
-	b, err := json.Marshal(m)
+	b, err := encodeMessage(m)
 	if err != nil {
-		return fmt.Errorf("%w: %w", errUnsendable, err)
+		return err
 	}
-	if len(b) > MaxMessageBytes {
-		return fmt.Errorf("%w: %d bytes as JSON, more than %d", errUnsendable, len(b), MaxMessageBytes)
-	}
-	_, err = r.in.Write(append(b, '\n'))
+	_, err = r.in.Write(b)
 	return err
 }
 

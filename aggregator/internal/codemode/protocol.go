@@ -22,6 +22,7 @@ package codemode
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -33,6 +34,19 @@ const MaxMessageBytes = 8 << 20
 // errUnsendable is a message that cannot go out as one protocol message:
 // not JSON, or larger than MaxMessageBytes.
 var errUnsendable = errors.New("code runner: the message cannot be sent")
+
+// encodeMessage is m as one protocol line, or errUnsendable: a line the
+// other side would refuse to read would end the runner.
+func encodeMessage(m any) ([]byte, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errUnsendable, err)
+	}
+	if len(b) > MaxMessageBytes {
+		return nil, fmt.Errorf("%w: %d bytes as JSON, more than %d", errUnsendable, len(b), MaxMessageBytes)
+	}
+	return append(b, '\n'), nil
+}
 
 // Bounds are one program's limits.
 type Bounds struct {

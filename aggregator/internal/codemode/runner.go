@@ -12,12 +12,13 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	starlarkjson "go.starlark.net/lib/json"
 	"go.starlark.net/resolve"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
+
+	"github.com/switchboard-mcp/switchboard/services/textcut"
 )
 
 // Serve runs the programs it reads from in, one at a time, answering on
@@ -76,15 +77,11 @@ func (c *conn) read(m *toRunner) error {
 }
 
 func (c *conn) write(m fromRunner) error {
-	b, err := json.Marshal(m)
+	b, err := encodeMessage(m)
 	if err != nil {
-		return fmt.Errorf("%w: %w", errUnsendable, err)
+		return err
 	}
-	if len(b) > MaxMessageBytes {
-		// The aggregator would stop reading, and the runner with it.
-		return fmt.Errorf("%w: %d bytes as JSON, more than %d", errUnsendable, len(b), MaxMessageBytes)
-	}
-	if _, err := c.out.Write(append(b, '\n')); err != nil {
+	if _, err := c.out.Write(b); err != nil {
 		return err
 	}
 	return c.out.Flush()
@@ -207,30 +204,23 @@ func (p *program) print(_ *starlark.Thread, msg string) {
 	p.printedBytes += len(msg)
 }
 
-// heapObjects is the runtime metric the memory watchdog reads: the bytes
-// of heap objects, live or not yet swept.
-const heapObjects = "/memory/classes/heap/objects:bytes"
+// runtimeBytes is one of the Go runtime's byte metrics, 0 where it has
+// none of that name.
+func runtimeBytes(name string) int64 {
+	sample := []metrics.Sample{{Name: name}}
+	metrics.Read(sample)
+	if sample[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return int64(sample[0].Value.Uint64())
+}
 
 // mappedBytes is the memory the Go runtime has mapped read-write, which
 // it keeps once mapped: what the process's data limit counts.
-func mappedBytes() int64 {
-	sample := []metrics.Sample{{Name: "/memory/classes/total:bytes"}}
-	metrics.Read(sample)
-	if sample[0].Value.Kind() != metrics.KindUint64 {
-		return 0
-	}
-	return int64(sample[0].Value.Uint64())
-}
+func mappedBytes() int64 { return runtimeBytes("/memory/classes/total:bytes") }
 
 // heapBytes is the heap's objects, live or not yet swept.
-func heapBytes() int64 {
-	sample := []metrics.Sample{{Name: heapObjects}}
-	metrics.Read(sample)
-	if sample[0].Value.Kind() != metrics.KindUint64 {
-		return 0
-	}
-	return int64(sample[0].Value.Uint64())
-}
+func heapBytes() int64 { return runtimeBytes("/memory/classes/heap/objects:bytes") }
 
 // liveHeapBytes is the heap's live objects: the garbage a program made
 // and the collector did not take yet counts in heapBytes, and would stop
@@ -238,12 +228,7 @@ func heapBytes() int64 {
 // once the heap is past the bound.
 func liveHeapBytes() int64 {
 	runtime.GC()
-	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(sample)
-	if sample[0].Value.Kind() != metrics.KindUint64 {
-		return heapBytes()
-	}
-	return int64(sample[0].Value.Uint64())
+	return runtimeBytes("/gc/heap/live:bytes")
 }
 
 // watchMemory stops the program when its live heap grows past max: before the
@@ -484,9 +469,5 @@ func cutText(s string, n int) string {
 		return s
 	}
 	const note = "… (cut: aggregator.codeMode.maxOutputBytes)"
-	end := max(n-len(note), 0)
-	for end > 0 && !utf8.RuneStart(s[end]) {
-		end--
-	}
-	return s[:end] + note
+	return textcut.Prefix(s, n-len(note)) + note
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/textcut"
 )
 
 // The tasks pages read a principal's tasks as that principal's MCP client
@@ -224,11 +225,7 @@ func shown(s string, pretty bool) shownText {
 		out.Text = indented(s, maxShownBytes)
 	}
 	if len(out.Text) > maxShownBytes {
-		cut := maxShownBytes
-		for cut > 0 && !utf8.RuneStart(out.Text[cut]) {
-			cut--
-		}
-		out.Text, out.Cut = out.Text[:cut], true
+		out.Text, out.Cut = textcut.Prefix(out.Text, maxShownBytes), true
 	}
 	return out
 }
