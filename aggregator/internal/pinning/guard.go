@@ -60,7 +60,9 @@ type key struct{ backend, tool string }
 type derived struct {
 	in      *backend.Lists
 	removed string
-	out     *backend.Lists
+	// held is how many tools it removed.
+	held int
+	out  *backend.Lists
 }
 
 // digested holds the digests of one backend's listed tools, index for
@@ -104,9 +106,6 @@ type Guard struct {
 	flagged map[key]string
 	// sent holds the pending digests whose definitions the indexer has.
 	sent map[key]string
-	// held is how many tools of each backend the last Filter held back,
-	// for backends with any.
-	held map[string]int
 }
 
 // New returns a guard in mode (config.PinningOff, PinningWarn,
@@ -115,7 +114,7 @@ type Guard struct {
 func New(mode string, client indexerv1.IndexerServiceClient, log *slog.Logger, metrics *Metrics) *Guard {
 	return &Guard{mode: mode, client: client, timeout: DefaultTimeout, log: log, metrics: metrics, retry: make(chan struct{}, 1),
 		digests: map[string]digested{}, approved: map[key]string{}, recorded: map[string]*backend.Lists{},
-		derived: map[string]derived{}, flagged: map[key]string{}, sent: map[key]string{}, held: map[string]int{}}
+		derived: map[string]derived{}, flagged: map[key]string{}, sent: map[key]string{}}
 }
 
 // SetAudit records every quarantine (mode pin) and every flagged change
@@ -185,12 +184,12 @@ func (g *Guard) Filter(ctx context.Context, lists map[string]*backend.Lists) map
 		sig := signature(removed)
 		d, ok := g.derived[b]
 		if !ok || d.in != l || d.removed != sig {
-			d = derived{in: l, removed: sig, out: without(l, removed)}
+			d = derived{in: l, removed: sig, held: len(removed), out: without(l, removed)}
 		}
 		derivedNow[b] = d
 		out[b] = d.out
 	}
-	for b := range g.held {
+	for b := range g.derived {
 		if _, listed := lists[b]; !listed {
 			g.heldBack(b, 0) // the backend is gone
 		}
@@ -200,16 +199,12 @@ func (g *Guard) Filter(ctx context.Context, lists map[string]*backend.Lists) map
 }
 
 // heldBack records that n tools of backend b are held back: in the gauge
-// and, when the number changed, on the timeline.
+// and, when the number changed since the last Filter (g.derived, not yet
+// replaced), on the timeline.
 func (g *Guard) heldBack(b string, n int) {
 	g.metrics.quarantined(b, n)
-	if g.held[b] == n {
+	if g.derived[b].held == n {
 		return
-	}
-	if n == 0 {
-		delete(g.held, b)
-	} else {
-		g.held[b] = n
 	}
 	g.timeline.Health(traffic.HealthEvent{Backend: b, State: "quarantine", Detail: fmt.Sprintf("%d tools held for review", n)})
 }
