@@ -170,7 +170,7 @@ audit:
 			return second(h.gateway.GetTask(ctx, &aggregatorv1.GetTaskRequest{Principal: p, TaskId: unknownTask}))
 		},
 		"UpdateTask": func(p *commonv1.Principal) error {
-			return second(h.gateway.UpdateTask(ctx, &aggregatorv1.UpdateTaskRequest{Principal: p, TaskId: unknownTask, InputResponsesJson: "{}"}))
+			return second(h.gateway.UpdateTask(ctx, &aggregatorv1.UpdateTaskRequest{Principal: p, TaskId: unknownTask, InputResponsesJson: `{"q":{"action":"accept"}}`}))
 		},
 		"CancelTask": func(p *commonv1.Principal) error {
 			return second(h.gateway.CancelTask(ctx, &aggregatorv1.CancelTaskRequest{Principal: p, TaskId: unknownTask}))
