@@ -30,12 +30,9 @@ tools:
 // startTasks starts a cluster whose ops_sleep runs as a task, with API
 // keys for alice and bob and a virtual server "ops".
 func startTasks(t *testing.T, policyPath string) *harness.Cluster {
-	aggregatorToken := "aggregator-" + t.Name()
 	return harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: tasksSpec}},
 		Configure: func(cfg *config.Config) {
-			cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials, config.ServiceCredential{
-				Name: "aggregator", Token: aggregatorToken, AssertPrincipals: true, Allow: config.AggregatorMethods})
-			cfg.Aggregator.Indexer = config.Endpoint{Address: cfg.Indexer.Listen, Token: aggregatorToken}
+			withTaskStore(t, cfg)
 			cfg.Aggregator.ToolOverrides = []config.ToolOverride{{Backend: "ops", Tool: "sleep", TaskSupport: config.TaskSupportOptional}}
 			cfg.Servers = []config.Server{{Name: "ops", Backends: []string{"ops"}}}
 			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{
@@ -43,6 +40,27 @@ func startTasks(t *testing.T, policyPath string) *harness.Cluster {
 			cfg.Aggregator.Authz.PolicyFile = policyPath
 			cfg.Reload.Interval = config.Duration(200 * time.Millisecond)
 		}})
+}
+
+// withTaskStore gives the aggregator of cfg the indexer's task store, with
+// a credential of its own that may act for the principals it serves.
+func withTaskStore(t *testing.T, cfg *config.Config) {
+	token := "aggregator-" + t.Name()
+	cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials, config.ServiceCredential{
+		Name: "aggregator", Token: token, AssertPrincipals: true, Allow: config.AggregatorMethods})
+	cfg.Aggregator.Indexer = config.Endpoint{Address: cfg.Indexer.Listen, Token: token}
+}
+
+// createTask calls tool with arguments as client, which must get a task
+// for an answer; it returns the task's id.
+func createTask(t *testing.T, client *mcpraw.Client, tool string, arguments map[string]any) string {
+	t.Helper()
+	created := taskResult(t)(client.Send(t.Context(), "tools/call", tool, map[string]any{"name": tool, "arguments": arguments}))
+	id, _ := created["taskId"].(string)
+	if created["resultType"] != "task" || id == "" {
+		t.Fatalf("no task: %v", created)
+	}
+	return id
 }
 
 // rawTasks is a tasks client of a principal on one endpoint.
@@ -77,11 +95,7 @@ func TestTaskIsolation(t *testing.T) {
 	c := startTasks(t, policyPath)
 	base := c.MCPURL
 	alice := rawTasks(base, "alice-key")
-	created := taskResult(t)(alice.Send(t.Context(), "tools/call", "ops_sleep", map[string]any{"name": "ops_sleep", "arguments": map[string]any{"duration": "30s"}}))
-	id, _ := created["taskId"].(string)
-	if created["resultType"] != "task" || id == "" {
-		t.Fatalf("no task: %v", created)
-	}
+	id := createTask(t, alice, "ops_sleep", map[string]any{"duration": "30s"})
 	unknown := func(who *mcpraw.Client, method, id string) {
 		t.Helper()
 		params := map[string]any{"taskId": id}
@@ -145,22 +159,15 @@ func TestTaskIsolation(t *testing.T) {
 // backend lists the tool again the task is there, still working.
 func TestTaskStaysWithTheBackendThatRanIt(t *testing.T) {
 	const spec = "tasks: true\ntools:\n  - {name: sleep, description: %s, behaviour: sleep}\n"
-	aggregatorToken := "aggregator-" + t.Name()
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{
 		{Name: "ops", Spec: fmt.Sprintf(spec, "The first's wait.")}, {Name: "spare", Spec: fmt.Sprintf(spec, "The spare's wait.")}},
 		Configure: func(cfg *config.Config) {
-			cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials, config.ServiceCredential{
-				Name: "aggregator", Token: aggregatorToken, AssertPrincipals: true, Allow: config.AggregatorMethods})
-			cfg.Aggregator.Indexer = config.Endpoint{Address: cfg.Indexer.Listen, Token: aggregatorToken}
+			withTaskStore(t, cfg)
 			cfg.Aggregator.ConflictResolution = config.ConflictResolution{Strategy: config.StrategyPriority, PriorityOrder: []string{"ops", "spare"}}
 			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "alice-key", Subject: "alice"}}}
 		}})
 	alice := rawTasks(c.MCPURL, "alice-key")
-	created := taskResult(t)(alice.Send(t.Context(), "tools/call", "sleep", map[string]any{"name": "sleep", "arguments": map[string]any{"duration": "60s"}}))
-	id, _ := created["taskId"].(string)
-	if created["resultType"] != "task" || id == "" {
-		t.Fatalf("no task: %v", created)
-	}
+	id := createTask(t, alice, "sleep", map[string]any{"duration": "60s"})
 	listedAs := func(description string) {
 		t.Helper()
 		testkit.Eventually(t, "sleep listed as "+description, 10*time.Second, func() bool {
@@ -188,21 +195,14 @@ func TestTaskStaysWithTheBackendThatRanIt(t *testing.T) {
 // as docs/operations.md says (tasks/get once failed, "unavailable"), and
 // cancelling it is acknowledged without the backend.
 func TestEndedBackendTaskWithoutItsBackend(t *testing.T) {
-	aggregatorToken := "aggregator-" + t.Name()
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: "tasks: true\ntools:\n  - {name: sleep, behaviour: sleep}\n"}},
 		Configure: func(cfg *config.Config) {
-			cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials, config.ServiceCredential{
-				Name: "aggregator", Token: aggregatorToken, AssertPrincipals: true, Allow: config.AggregatorMethods})
-			cfg.Aggregator.Indexer = config.Endpoint{Address: cfg.Indexer.Listen, Token: aggregatorToken}
+			withTaskStore(t, cfg)
 			cfg.Aggregator.Health = config.HealthCheck{Interval: config.Duration(100 * time.Millisecond), UnhealthyThreshold: 1}
 			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "alice-key", Subject: "alice"}}}
 		}})
 	alice := rawTasks(c.MCPURL, "alice-key")
-	created := taskResult(t)(alice.Send(t.Context(), "tools/call", "ops_sleep", map[string]any{"name": "ops_sleep", "arguments": map[string]any{"duration": "10ms"}}))
-	id, _ := created["taskId"].(string)
-	if created["resultType"] != "task" || id == "" {
-		t.Fatalf("no task: %v", created)
-	}
+	id := createTask(t, alice, "ops_sleep", map[string]any{"duration": "10ms"})
 	testkit.Eventually(t, "the task completed", 20*time.Second, func() bool {
 		got := taskResult(t)(alice.Send(t.Context(), "tasks/get", id, map[string]any{"taskId": id}))
 		return got["status"] == "completed"
@@ -224,16 +224,13 @@ func TestEndedBackendTaskWithoutItsBackend(t *testing.T) {
 // task already completed; a longer one is a task, working. A client
 // that goes away during the wait does not end the call (it once did).
 func TestTaskAfterInput(t *testing.T) {
-	aggregatorToken := "aggregator-" + t.Name()
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: `
 tools:
   - {name: sleep, behaviour: sleep}
   - {name: ask, behaviour: ask, text: "Proceed?"}
 `}},
 		Configure: func(cfg *config.Config) {
-			cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials, config.ServiceCredential{
-				Name: "aggregator", Token: aggregatorToken, AssertPrincipals: true, Allow: config.AggregatorMethods})
-			cfg.Aggregator.Indexer = config.Endpoint{Address: cfg.Indexer.Listen, Token: aggregatorToken}
+			withTaskStore(t, cfg)
 			cfg.Aggregator.ToolOverrides = []config.ToolOverride{
 				{Backend: "ops", Tool: "sleep", TaskSupport: config.TaskSupportOptional, TaskAfterInput: true},
 				{Backend: "ops", Tool: "ask", TaskSupport: config.TaskSupportOptional, TaskAfterInput: true}}
@@ -278,22 +275,15 @@ tools:
 // refusal once left it working until its lease lapsed (with a message
 // blaming a replica that stopped).
 func TestTaskWhoseQuestionsATaskCannotKeep(t *testing.T) {
-	aggregatorToken := "aggregator-" + t.Name()
 	question := strings.Repeat("Proceed? ", config.MaxTaskInputBytes/9+1)
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: "tools:\n  - {name: ask, behaviour: ask, text: \"" + question + "\"}\n"}},
 		Configure: func(cfg *config.Config) {
-			cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials, config.ServiceCredential{
-				Name: "aggregator", Token: aggregatorToken, AssertPrincipals: true, Allow: config.AggregatorMethods})
-			cfg.Aggregator.Indexer = config.Endpoint{Address: cfg.Indexer.Listen, Token: aggregatorToken}
+			withTaskStore(t, cfg)
 			cfg.Aggregator.ToolOverrides = []config.ToolOverride{{Backend: "ops", Tool: "ask", TaskSupport: config.TaskSupportOptional}}
 			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "alice-key", Subject: "alice"}}}
 		}})
 	alice := &mcpraw.Client{URL: c.MCPURL, Authorization: "Bearer alice-key", Capabilities: mcpraw.AskableTasksCapabilities}
-	created := taskResult(t)(alice.Send(t.Context(), "tools/call", "ops_ask", map[string]any{"name": "ops_ask", "arguments": map[string]any{}}))
-	id, _ := created["taskId"].(string)
-	if id == "" {
-		t.Fatalf("no task: %v", created)
-	}
+	id := createTask(t, alice, "ops_ask", map[string]any{})
 	var got map[string]any
 	testkit.Eventually(t, "the task failed", 10*time.Second, func() bool {
 		got = taskResult(t)(alice.Send(t.Context(), "tasks/get", id, map[string]any{"taskId": id}))
@@ -323,8 +313,7 @@ func TestTaskRefusalsAreTheClients(t *testing.T) {
 	if a, err := plain.Send(t.Context(), "tools/call", "ops_sleep", map[string]any{"name": "ops_sleep", "arguments": map[string]any{"duration": "10ms", "pad": big}}); err != nil || a.Error != nil {
 		t.Fatalf("the plain call: %+v %v", a.Error, err)
 	}
-	created := taskResult(t)(alice.Send(t.Context(), "tools/call", "ops_sleep", map[string]any{"name": "ops_sleep", "arguments": map[string]any{"duration": "30s"}}))
-	id, _ := created["taskId"].(string)
+	id := createTask(t, alice, "ops_sleep", map[string]any{"duration": "30s"})
 	a, err = alice.Send(t.Context(), "tasks/update", id, map[string]any{"taskId": id, "inputResponses": map[string]any{}})
 	if err != nil || a.Error == nil || a.Error.Code != -32602 || !strings.Contains(a.Error.Message, "at least one") {
 		t.Fatalf("tasks/update answering nothing: %+v %v, want -32602 saying it answers nothing", a.Error, err)
