@@ -42,6 +42,11 @@ func (e invalidArgument) Error() string { return string(e) }
 // statuses. Messages are client-safe; internal detail is logged with the
 // request's trace context.
 func toStatus(ctx context.Context, log *slog.Logger, method string, err error) error {
+	if err == nil {
+		// Before the targets of errors.As below: they escape to the heap,
+		// and every successful call would pay for them.
+		return nil
+	}
 	var inv invalidArgument
 	var perr *backend.ProtocolError
 	var tokenErr *backend.TokenError
@@ -51,8 +56,6 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 	var refused peerRefused
 	var limited *ratelimit.LimitedError
 	switch {
-	case err == nil:
-		return nil
 	case errors.As(err, &limited):
 		// Not attempted: the client may retry after retryAfterSeconds.
 		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED, limited.Error(),
