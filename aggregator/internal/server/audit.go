@@ -98,6 +98,10 @@ func (s *Server) promptArguments(args map[string]string) string {
 // auditOutcome is the trail's outcome of an error, and a few words on its
 // class; it follows the cases of toStatus.
 func auditOutcome(err error) (audit.Outcome, string) {
+	if err == nil {
+		// Before the errors.As targets, which escape to the heap.
+		return audit.OutcomeOK, ""
+	}
 	var inv invalidArgument
 	var perr *backend.ProtocolError
 	var challenge *backend.ChallengeError
@@ -105,8 +109,6 @@ func auditOutcome(err error) (audit.Outcome, string) {
 	var fromPeer peerStatus
 	var outcomer audit.Outcomer
 	switch {
-	case err == nil:
-		return audit.OutcomeOK, ""
 	case errors.As(err, &outcomer):
 		// An error that says its outcome (a rate limit's refusal).
 		return outcomer.AuditOutcome(), ""
