@@ -3,12 +3,14 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mcp/switchboard/services/apierr"
+	"github.com/switchboard-mcp/switchboard/services/config"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
@@ -74,6 +76,9 @@ func (s *Server) toStatus(ctx context.Context, method string, err error) error {
 		// One answer for every task the caller may not see, so that none
 		// is told apart from one that does not exist.
 		return apierr.New(codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND, "no such task")
+	case errors.Is(err, store.ErrAnswersTooLarge):
+		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT,
+			fmt.Sprintf("a task's answers together may be at most %d KiB", config.MaxTaskInputBytes>>10))
 	case errors.Is(err, store.ErrTaskExists):
 		return apierr.New(codes.AlreadyExists, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "a task with this key exists")
 	case errors.Is(err, store.ErrTasksFull):

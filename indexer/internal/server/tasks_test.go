@@ -325,6 +325,7 @@ func TestTaskErrorsMapped(t *testing.T) {
 	}{
 		{store.ErrTaskExists, codes.AlreadyExists, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED},
 		{store.ErrTasksFull, codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_TASKS_FULL},
+		{store.ErrAnswersTooLarge, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT},
 		{&store.UnavailableError{Err: errors.New("connection refused")}, codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_INDEX_UNAVAILABLE},
 	} {
 		st.err = c.err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/switchboard-mcp/switchboard/services/config"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
 
@@ -168,6 +169,9 @@ var (
 	// ErrTasksFull: the owner, or the store, holds as many unexpired
 	// tasks as the limits allow.
 	ErrTasksFull = errors.New("as many tasks as the limits allow are held")
+	// ErrAnswersTooLarge: the task's answers with these would be larger
+	// than one update may carry (config.MaxTaskInputBytes).
+	ErrAnswersTooLarge = errors.New("the task's answers together would be larger than a task may keep")
 )
 
 // The changes of a task, the same whatever keeps it: each takes the
@@ -246,6 +250,13 @@ func (t *Task) Answer(a TaskAnswer, now time.Time) (changed, resume bool, err er
 		merged, err := json.Marshal(answers)
 		if err != nil {
 			return false, false, fmt.Errorf("merge answers: %w", err)
+		}
+		// Each update is bounded where it enters; answers given one by
+		// one are bounded together alike, or the row (and the next
+		// round's request, which carries them all) would grow with the
+		// number of requests.
+		if len(merged) > config.MaxTaskInputBytes {
+			return false, false, ErrAnswersTooLarge
 		}
 		t.InputResponsesJSON, t.UpdatedAt = string(merged), now
 	}

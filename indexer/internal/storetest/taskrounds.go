@@ -2,14 +2,17 @@ package storetest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+	"github.com/switchboard-mcp/switchboard/services/config"
 	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
@@ -253,6 +256,17 @@ func answerTaskMerges(t *testing.T, open Open[TaskStore]) {
 		t.Fatal("an answer to a working task resumed it")
 	}
 	wantTask(t, after, resumed, "an answer to a working task")
+
+	// Answers given one by one are bounded together as one update's are:
+	// the one that would take them past the bound changes nothing.
+	big := waitFor(3, requests)
+	half := strings.Repeat("x", config.MaxTaskInputBytes/2)
+	first, _ := answer(t, one, big.Ref(), `{"a":"`+half+`"}`, "agg-2", lease)
+	if _, _, err := two.AnswerTask(t.Context(), store.TaskAnswer{Ref: big.Ref(), InputResponsesJSON: `{"b":"` + half + `"}`,
+		Runner: "agg-2", LeaseExpiresAt: lease}); !errors.Is(err, store.ErrAnswersTooLarge) {
+		t.Fatalf("answers past the bound together: %v, want store.ErrAnswersTooLarge", err)
+	}
+	wantTask(t, getTask(t, one, big.Ref()), first, "the task after answers past the bound")
 
 	raced := waitFor(2, `{"q":{"method":"elicitation/create"}}`)
 	var mu sync.Mutex
