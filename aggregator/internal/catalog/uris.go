@@ -232,18 +232,20 @@ func (s *Snapshot) AllConflicts() []Conflict {
 }
 
 // CanonicalURI is uri in the one form its equivalent spellings share (RFC
-// 3986, section 6.2.2): the scheme in lower case, percent-encoded
-// unreserved characters decoded, and the hex digits of other escapes in
-// upper case. A read is routed, filtered and authorized under this form,
-// and the backend asked for it, so that "docs://%73ecret" cannot pass a
-// filter or a policy written for "docs://secret" through a template that
-// matches both.
+// 3986, section 6.2.2): the scheme and the host in lower case,
+// percent-encoded unreserved characters decoded, the hex digits of other
+// escapes in upper case, and the dot segments of a path that starts with
+// "/" removed. A request that names a resource is routed, filtered and
+// authorized under this form, and the backend asked for it, so that
+// "docs://%73ecret" or "docs://pub/../secret" cannot pass a filter or a
+// policy written for "docs://secret" through a template that matches
+// both.
 func CanonicalURI(uri string) string {
 	scheme := ""
 	if colon := strings.IndexByte(uri, ':'); colon > 0 && isScheme(uri[:colon]) {
 		scheme = uri[:colon]
 	}
-	if !strings.ContainsRune(uri, '%') && strings.ToLower(scheme) == scheme {
+	if !strings.ContainsAny(uri, "%.ABCDEFGHIJKLMNOPQRSTUVWXYZ") {
 		return uri
 	}
 	var b strings.Builder
@@ -268,7 +270,79 @@ func CanonicalURI(uri string) string {
 		}
 		i += 2
 	}
-	return b.String()
+	return normalizeHierarchy(b.String(), len(scheme))
+}
+
+// normalizeHierarchy is uri (its escapes normalized, its scheme ending at
+// index colon) with the host of its authority in lower case and the dot
+// segments of its path removed; the query and the fragment are kept as
+// they are.
+func normalizeHierarchy(uri string, colon int) string {
+	if colon == 0 {
+		return uri // no scheme: a name, not a URI to take apart
+	}
+	rest := uri[colon+1:]
+	end := strings.IndexAny(rest, "?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	hier, tail := rest[:end], rest[end:]
+	authority := ""
+	if strings.HasPrefix(hier, "//") {
+		slash := strings.IndexByte(hier[2:], '/')
+		if slash < 0 {
+			slash = len(hier) - 2
+		}
+		authority, hier = hier[:2+slash], hier[2+slash:]
+		// The userinfo keeps its case; the host (and port) need not.
+		at := strings.LastIndexByte(authority, '@') + 1
+		authority = authority[:at] + lowerOutsideEscapes(authority[at:])
+	}
+	return uri[:colon+1] + authority + removeDotSegments(hier) + tail
+}
+
+// lowerOutsideEscapes is s in lower case but for the hex digits of its
+// escapes, which stay in upper case.
+func lowerOutsideEscapes(s string) string {
+	b := []byte(s)
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '%':
+			i += 2
+		case 'A' <= c && c <= 'Z':
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// removeDotSegments is RFC 3986's remove_dot_segments (section 5.2.4) for
+// a path that starts with "/": "." and ".." segments resolved, a ".." at
+// the root dropped. Other paths are returned as they are.
+func removeDotSegments(path string) string {
+	if !strings.HasPrefix(path, "/") || !strings.Contains(path, ".") {
+		return path
+	}
+	segments := strings.Split(path[1:], "/")
+	out := make([]string, 0, len(segments))
+	for i, seg := range segments {
+		last := i == len(segments)-1
+		switch seg {
+		case ".":
+		case "..":
+			if len(out) > 0 {
+				out = out[:len(out)-1]
+			}
+		default:
+			out = append(out, seg)
+			continue
+		}
+		if last {
+			// "/a/b/." and "/a/b/.." end in a directory.
+			out = append(out, "")
+		}
+	}
+	return "/" + strings.Join(out, "/")
 }
 
 // isScheme reports RFC 3986's scheme: a letter, then letters, digits,

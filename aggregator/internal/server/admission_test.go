@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path"
 	"strings"
 	"testing"
 	"time"
@@ -316,7 +317,106 @@ servers:
 	if err := complete("docs://items/{id}"); err != nil {
 		t.Fatalf("completion of the template: %v", err)
 	}
-	wantStatus(t, complete("docs://items/secret-plans"), codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	completions := docs.received("completion/complete")
+	for _, uri := range []string{"docs://items/secret-plans", "docs://items/%73ecret-plans", "docs://items/x/../secret-plans"} {
+		wantStatus(t, complete(uri), codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	}
+	if got := docs.received("completion/complete"); got != completions {
+		t.Fatalf("the backend received %d completions the server's filter excludes", got-completions)
+	}
+	// And a subscription, under every spelling.
+	subscribes := docs.received("resources/subscribe")
+	if got := watchedURIs(t, h, alice, "public", "docs://items/secret-plans", "docs://items/%73ecret-plans", "docs://items/x/../secret-plans"); len(got) != 0 {
+		t.Fatalf("subscribed through the server's filter: %v", got)
+	}
+	if got := docs.received("resources/subscribe"); got != subscribes {
+		t.Fatalf("the backend received %d subscriptions the server's filter excludes", got-subscribes)
+	}
+}
+
+// TestPolicyAppliesToEverySpellingOfAURI: a Cedar forbid on a resource
+// holds for every request naming it, under any of its spellings.
+func TestPolicyAppliesToEverySpellingOfAURI(t *testing.T) {
+	docs := admissionBackend(t)
+	h := startAggregatorFile(t, `
+aggregator:
+  backends:
+    - {name: docs, url: `+docs.url()+`}
+  authz: {policyFile: `+writeFile(t, "policy.cedar", "permit (principal, action, resource);\nforbid (principal == User::\"alice\", action, resource == Resource::\"docs://items/secret\");\n")+`}
+`)
+	ctx := context.Background()
+	alice := principal("alice")
+	read := func(uri string) error {
+		return second(h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Principal: alice, Uri: uri}))
+	}
+	testkit.Eventually(t, "the template routed", 10*time.Second, func() bool { return read("docs://items/1") == nil })
+	spellings := []string{"docs://items/secret", "docs://items/%73ecret", "DOCS://ITEMS/secret", "docs://items/a/../secret"}
+	for _, uri := range spellings {
+		wantStatus(t, read(uri), codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+		wantStatus(t, second(h.gateway.Complete(ctx, &aggregatorv1.CompleteRequest{Principal: alice,
+			ParamsJson: `{"ref":{"type":"ref/resource","uri":"` + uri + `"},"argument":{"name":"id","value":"s"}}`})),
+			codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	}
+	if got := watchedURIs(t, h, alice, "", spellings...); len(got) != 0 {
+		t.Fatalf("alice subscribed to a resource the policy forbids her: %v", got)
+	}
+	if got := watchedURIs(t, h, principal("bob"), "", spellings...); len(got) != len(spellings) {
+		t.Fatalf("bob, whom the policy allows, subscribed to %v of %v", got, spellings)
+	}
+}
+
+// watchedURIs opens a watch of server subscribing to uris and returns
+// those its first message says are subscribed.
+func watchedURIs(t *testing.T, h *harness, p *commonv1.Principal, server string, uris ...string) []string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	stream, err := h.gateway.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{Principal: p, Server: server, ResourceUris: uris})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return first.GetSubscribedResourceUris()
+}
+
+// TestServerFilterAppliesAfterDotSegments: a URI with dot segments is the
+// URI they resolve to (RFC 3986, 5.2.4), for a backend that resolves
+// paths serves that one; the filter holds for it, and the backend is
+// asked for the resolved form.
+func TestServerFilterAppliesAfterDotSegments(t *testing.T) {
+	docs := newTestBackend(t, "docs", backendOptions{tools: []string{"echo"}, extra: func(b *testBackend) {
+		b.server.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "docs://files/{+path}", Name: "file"},
+			func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				p := path.Clean("/" + strings.TrimPrefix(req.Params.URI, "docs://files/"))
+				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "contents of " + p}}}, nil
+			})
+	}})
+	h := startAggregatorFile(t, `
+aggregator:
+  backends:
+    - {name: docs, url: `+docs.url()+`}
+servers:
+  - name: public
+    backends: [docs]
+    resources: {exclude: ["docs://files/secret/*"]}
+`)
+	ctx := context.Background()
+	read := func(uri string) (string, error) {
+		r, err := h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Principal: principal("alice"), Server: "public", Uri: uri})
+		return r.GetResultJson(), err
+	}
+	testkit.Eventually(t, "the template routed", 10*time.Second, func() bool { _, err := read("docs://files/pub/a"); return err == nil })
+	for _, uri := range []string{"docs://files/secret/keys", "docs://files/pub/../secret/keys", "docs://files/pub/%2E%2E/secret/keys", "docs://files/./secret/keys"} {
+		_, err := read(uri)
+		wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	}
+	got, err := read("docs://files/secret/../pub/b")
+	if err != nil || !strings.Contains(got, `"uri":"docs://files/pub/b"`) {
+		t.Fatalf("read of a kept file through dot segments: %v %s, want docs://files/pub/b asked for", err, got)
+	}
 }
 
 // second is the error of a (result, error) pair.

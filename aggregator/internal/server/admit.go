@@ -190,6 +190,11 @@ func (r admission) toolName() string {
 // also takes again for each subscription when the catalog changes. Refused,
 // it still returns what it found (nil for an unknown server).
 func (s *Server) route(ctx context.Context, server string, k catalog.Kind, key string) (*admitted, error) {
+	if k == catalog.KindResources {
+		// Every spelling of a URI is routed, filtered and authorized as
+		// its one canonical form, whatever the method that names it.
+		key = catalog.CanonicalURI(key)
+	}
 	snap, _, err := s.e.ServerSnapshot(server)
 	if err != nil {
 		return nil, err

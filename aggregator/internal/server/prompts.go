@@ -79,7 +79,7 @@ func (s *Server) complete(ctx context.Context, req *aggregatorv1.CompleteRequest
 	case "ref/prompt":
 		r.kind, r.key = catalog.KindPrompts, ref.Name
 		r.prepare = func(a *admitted) (err error) {
-			params["ref"], err = renamedRef(params["ref"], a.prompt.Original)
+			params["ref"], err = withRefMember(params["ref"], "name", a.prompt.Original)
 			return err
 		}
 	case "ref/resource":
@@ -88,6 +88,13 @@ func (s *Server) complete(ctx context.Context, req *aggregatorv1.CompleteRequest
 		if snap, _, err := s.e.ServerSnapshot(req.GetServer()); err == nil {
 			if _, ok := snap.Template(ref.URI); ok {
 				r.kind = catalog.KindResourceTemplates
+			}
+		}
+		if r.kind == catalog.KindResources {
+			// The backend is asked about the form admitted (route).
+			r.prepare = func(*admitted) (err error) {
+				params["ref"], err = withRefMember(params["ref"], "uri", catalog.CanonicalURI(ref.URI))
+				return err
 			}
 		}
 	default:
@@ -109,13 +116,13 @@ func (s *Server) complete(ctx context.Context, req *aggregatorv1.CompleteRequest
 	})
 }
 
-// renamedRef is a prompt reference with its name replaced, other members
-// kept.
-func renamedRef(raw json.RawMessage, name string) (json.RawMessage, error) {
+// withRefMember is a completion reference with its member (a prompt's
+// name, a resource's uri) set to value, other members kept.
+func withRefMember(raw json.RawMessage, member, value string) (json.RawMessage, error) {
 	var ref map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &ref); err != nil {
 		return nil, invalidArgument("params_json must be completion params with a ref")
 	}
-	ref["name"], _ = json.Marshal(name)
+	ref[member], _ = json.Marshal(value)
 	return json.Marshal(ref)
 }
