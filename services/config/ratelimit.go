@@ -50,10 +50,13 @@ var RateLimitMethods = []string{RateMethodToolsCall, RateMethodResourceRead, Rat
 // requests about the task one created.
 var toolMethods = []string{RateMethodToolsCall, RateMethodTasksGet, RateMethodTasksUpdate, RateMethodTasksCancel}
 
-// backendMethods are the methods that reach a backend: every one but
-// find_tool, the default of a limit per backend.
+// backendMethods are the methods that reach a backend, the default of a
+// limit per backend: every one but find_tool and tasks/list. The
+// requests about a task count too, as they name the task's backend: they
+// are sent there (a task the backend runs, a round an answer starts), and
+// a read of one Switchboard runs polls what that backend's call did.
 var backendMethods = []string{RateMethodToolsCall, RateMethodResourceRead, RateMethodPromptsGet,
-	RateMethodCompletion, RateMethodResourceSubscribe}
+	RateMethodCompletion, RateMethodResourceSubscribe, RateMethodTasksGet, RateMethodTasksUpdate, RateMethodTasksCancel}
 
 // Bounds of the rateLimits section.
 const (

@@ -492,3 +492,28 @@ func TestRefusedRequestsMatchOnlyLimitsPerPrincipal(t *testing.T) {
 		t.Fatalf("a refused call matches %v, want only user", got)
 	}
 }
+
+// A limit per backend counts by default every request that reaches its
+// backend: the requests about a task, which the backend runs or whose
+// next round it is asked for, as well as the calls and reads; never a
+// request that names no backend.
+func TestBackendLimitsCountTaskRequests(t *testing.T) {
+	set, err := Compile(config.RateLimits{Limits: []config.RateLimit{
+		{Name: "ops", Per: config.RatePerBackend, Rate: "1/s", Match: config.RateLimitMatch{Backends: []string{"ops"}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{config.RateMethodToolsCall, config.RateMethodResourceRead, config.RateMethodPromptsGet,
+		config.RateMethodCompletion, config.RateMethodResourceSubscribe,
+		config.RateMethodTasksGet, config.RateMethodTasksUpdate, config.RateMethodTasksCancel} {
+		if got := set.match(Request{Method: m, Subject: "alice", Tool: "ops_sleep", Backend: "ops"}); len(got) != 1 {
+			t.Errorf("%s to backend ops matches %d limits, want the limit on ops", m, len(got))
+		}
+	}
+	for _, m := range []string{config.RateMethodFindTool, config.RateMethodTasksList} {
+		if got := set.match(Request{Method: m, Subject: "alice"}); len(got) != 0 {
+			t.Errorf("%s, which names no backend, matches %d limits", m, len(got))
+		}
+	}
+}

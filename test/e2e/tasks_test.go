@@ -218,6 +218,37 @@ func TestEndedBackendTaskWithoutItsBackend(t *testing.T) {
 	taskResult(t)(alice.Send(t.Context(), "tasks/cancel", id, map[string]any{"taskId": id}))
 }
 
+// TestBackendLimitCountsItsTasks: a limit per backend counts the
+// requests about a task its backend runs, each of which is sent there
+// (configuration.md, limits[].methods): past the burst they are refused
+// with 429 like the backend's calls.
+func TestBackendLimitCountsItsTasks(t *testing.T) {
+	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: "tasks: true\ntools:\n  - {name: sleep, behaviour: sleep}\n"}},
+		Configure: func(cfg *config.Config) {
+			withTaskStore(t, cfg)
+			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "alice-key", Subject: "alice"}}}
+			cfg.RateLimits = config.RateLimits{Limits: []config.RateLimit{{Name: "ops-flood", Per: config.RatePerBackend,
+				Match: config.RateLimitMatch{Backends: []string{"ops"}}, Rate: "1/h", Burst: 4}}}
+		}})
+	alice := rawTasks(c.MCPURL, "alice-key")
+	id := createTask(t, alice, "ops_sleep", map[string]any{"duration": "60s"}) // the first token
+	var answered int
+	for range 5 {
+		a, err := alice.Send(t.Context(), "tasks/get", id, map[string]any{"taskId": id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Error == nil {
+			answered++
+		} else if a.HTTPStatus != http.StatusTooManyRequests {
+			t.Fatalf("tasks/get: %+v (HTTP %d), want an answer or 429", a.Error, a.HTTPStatus)
+		}
+	}
+	if answered != 3 {
+		t.Fatalf("%d of 5 tasks/get answered under a limit of 4 with one spent on the call, want 3", answered)
+	}
+}
+
 // TestTaskAfterInput: a tool whose override sets taskAfterInput starts
 // its call first. A call that asks for input within the first wait is
 // answered input_required, no task made; one that ends within it is a
