@@ -249,6 +249,39 @@ func TestBackendLimitCountsItsTasks(t *testing.T) {
 	}
 }
 
+// TestTaskProbesAreLimited: a request about a task that is not the
+// caller's is refused as missing, and takes a token from the caller's
+// limits like any refused request, so that a client probing task ids is
+// held to its limit.
+func TestTaskProbesAreLimited(t *testing.T) {
+	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: tasksSpec}},
+		Configure: func(cfg *config.Config) {
+			withTaskStore(t, cfg)
+			cfg.Aggregator.ToolOverrides = []config.ToolOverride{{Backend: "ops", Tool: "sleep", TaskSupport: config.TaskSupportOptional}}
+			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{
+				{Key: "alice-key", Subject: "alice"}, {Key: "bob-key", Subject: "bob"}}}
+			cfg.RateLimits = config.RateLimits{Limits: []config.RateLimit{{Name: "bob", Per: config.RatePerPrincipal,
+				Match: config.RateLimitMatch{Principals: []string{"bob"}}, Rate: "1/h", Burst: 3}}}
+		}})
+	id := createTask(t, rawTasks(c.MCPURL, "alice-key"), "ops_sleep", map[string]any{"duration": "30s"})
+	bob := rawTasks(c.MCPURL, "bob-key")
+	var got []string
+	for _, method := range []string{"tasks/get", "tasks/cancel", "tasks/update", "tasks/get"} {
+		params := map[string]any{"taskId": id}
+		if method == "tasks/update" {
+			params["inputResponses"] = map[string]any{"q": map[string]any{"action": "accept"}}
+		}
+		a, err := bob.Send(t.Context(), method, id, params)
+		if err != nil || a.Error == nil {
+			t.Fatalf("bob's %s of alice's task: %+v %v", method, a, err)
+		}
+		got = append(got, fmt.Sprintf("%d/%d", a.HTTPStatus, a.Error.Code))
+	}
+	if want := "[400/-32602 400/-32602 400/-32602 429/429]"; fmt.Sprint(got) != want {
+		t.Fatalf("bob's probes of alice's task: %v, want %s", got, want)
+	}
+}
+
 // TestTaskAfterInput: a tool whose override sets taskAfterInput starts
 // its call first. A call that asks for input within the first wait is
 // answered input_required, no task made; one that ends within it is a

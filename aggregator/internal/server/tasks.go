@@ -42,7 +42,7 @@ func (s *Server) GetTask(ctx context.Context, req *aggregatorv1.GetTaskRequest) 
 }
 
 func (s *Server) getTask(ctx context.Context, req *aggregatorv1.GetTaskRequest) (*aggregatorv1.GetTaskResponse, error) {
-	rec, call, err := s.readTask(ctx, req.GetServer(), req.GetTaskId())
+	rec, call, err := s.readTask(ctx, config.RateMethodTasksGet, req.GetServer(), req.GetTaskId())
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +73,7 @@ func (s *Server) CancelTask(ctx context.Context, req *aggregatorv1.CancelTaskReq
 }
 
 func (s *Server) cancelTask(ctx context.Context, req *aggregatorv1.CancelTaskRequest) (*aggregatorv1.CancelTaskResponse, error) {
-	rec, call, err := s.readTask(ctx, req.GetServer(), req.GetTaskId())
+	rec, call, err := s.readTask(ctx, config.RateMethodTasksCancel, req.GetServer(), req.GetTaskId())
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +121,7 @@ func (s *Server) updateTask(ctx context.Context, req *aggregatorv1.UpdateTaskReq
 	case !hasMember([]byte(answers)):
 		return nil, invalidArgument("inputResponses must answer at least one input request")
 	}
-	rec, call, err := s.readTask(ctx, req.GetServer(), req.GetTaskId())
+	rec, call, err := s.readTask(ctx, config.RateMethodTasksUpdate, req.GetServer(), req.GetTaskId())
 	if err != nil {
 		return nil, err
 	}
@@ -232,13 +232,20 @@ func (s *Server) listTasks(ctx context.Context, req *aggregatorv1.ListTasksReque
 
 // readTask reads the caller's task by id through server; anything but
 // its own task is errTaskNotFound.
-func (s *Server) readTask(ctx context.Context, server, id string) (*indexerv1.TaskRecord, taskCall, error) {
+func (s *Server) readTask(ctx context.Context, method, server, id string) (*indexerv1.TaskRecord, taskCall, error) {
+	// A task that is not the caller's is refused like a missing item:
+	// the lookup takes its token from the limits per principal, so that
+	// a client probing task ids is held to them.
+	notFound := func() error { return s.refused(ctx, admission{method: method, server: server}, errTaskNotFound) }
 	if s.tasks == nil || id == "" || len(id) > maxTaskIDBytes {
-		return nil, taskCall{}, errTaskNotFound
+		return nil, taskCall{}, notFound()
 	}
 	resp, err := s.tasks.store.GetTask(ctx, &indexerv1.GetTaskRequest{Ref: ref(ctx, taskKey(id), server)})
 	if err != nil {
-		return nil, taskCall{}, storeError(err)
+		if err = storeError(err); errors.Is(err, errTaskNotFound) {
+			return nil, taskCall{}, notFound()
+		}
+		return nil, taskCall{}, err
 	}
 	call, err := storedCall(resp.GetRecord())
 	if err != nil {
