@@ -1,6 +1,9 @@
 package wire
 
-import "encoding/json"
+import (
+	"bytes"
+	"encoding/json"
+)
 
 type responseEnvelope struct {
 	JSONRPC string          `json:"jsonrpc"`
@@ -56,11 +59,23 @@ func Request(id json.RawMessage, method string, params json.RawMessage) []byte {
 	return b
 }
 
-// SSEEvent frames one JSON-RPC message as a server-sent event.
+// SSEEvent frames one JSON-RPC message as a server-sent event, on one
+// data line. A line break in JSON is whitespace between tokens (inside a
+// string it is escaped), and a backend's result is passed on byte for
+// byte: each is sent as a space, or the line after it would be no field
+// of the event and the client's reader would fail.
 func SSEEvent(data []byte) []byte {
 	out := make([]byte, 0, len(data)+24)
 	out = append(out, "event: message\ndata: "...)
+	start := len(out)
 	out = append(out, data...)
+	if bytes.ContainsAny(data, "\r\n") {
+		for i, c := range out[start:] {
+			if c == '\r' || c == '\n' {
+				out[start+i] = ' '
+			}
+		}
+	}
 	return append(out, "\n\n"...)
 }
 

@@ -142,3 +142,28 @@ func FuzzShape(f *testing.F) {
 		}
 	})
 }
+
+// A backend's result passed on byte for byte may hold line breaks between
+// its tokens; its SSE event stays one data line (every other line would
+// be no field of the event, and a client's reader fails on it), and its
+// data is the same JSON.
+func TestSSEEventOfAResultWithLineBreaks(t *testing.T) {
+	shaped, err := Shape([]byte("{\"content\":[\r\n {\"type\":\"text\",\"text\":\"a\\nb\"}\n]}"), Shaping{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := Response([]byte("1"), shaped, nil)
+	ev := string(SSEEvent(msg))
+	lines := strings.Split(strings.TrimSuffix(ev, "\n\n"), "\n")
+	if len(lines) != 2 || lines[0] != "event: message" || !strings.HasPrefix(lines[1], "data: ") {
+		t.Fatalf("event %q: want an event line and one data line", ev)
+	}
+	var got, want any
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(lines[1], "data: ")), &got); err != nil {
+		t.Fatalf("data %q: %v", lines[1], err)
+	}
+	_ = json.Unmarshal(msg, &want)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("data %v, want %v", got, want)
+	}
+}
