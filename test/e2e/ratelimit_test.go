@@ -1,17 +1,22 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
@@ -119,4 +124,78 @@ func TestRateLimitsLive(t *testing.T) {
 	if status, _, _ := rawCall(t, c.MCPURL, aliceKey); status != http.StatusTooManyRequests {
 		t.Fatalf("alice with the indexer down: %d, want 429 (her bucket is known empty)", status)
 	}
+}
+
+// TestLegacySubscriptionsCountedOnce: each resource a Legacy session
+// subscribes to takes one token and leaves one event, however many it
+// subscribes to after it. The gateway opens the session's watch again
+// with every subscription at each change; the watch renews those it had,
+// so four subscriptions one by one fit a burst of four and every one
+// stays delivered (each once re-admitted all those before it: ten tokens,
+// and the limit then dropped subscriptions the client had been answered).
+func TestLegacySubscriptionsCountedOnce(t *testing.T) {
+	const spec = `
+tools:
+  - {name: echo, behaviour: echo}
+resources:
+  - {uri: "alpha://r1", name: r1, text: "1"}
+  - {uri: "alpha://r2", name: r2, text: "2"}
+  - {uri: "alpha://r3", name: r3, text: "3"}
+  - {uri: "alpha://r4", name: r4, text: "4"}
+`
+	trail := filepath.Join(t.TempDir(), "audit.jsonl")
+	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "alpha", Spec: spec}},
+		Configure: func(cfg *config.Config) {
+			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "alice-key", Subject: "alice"}}}
+			withTaskStore(t, cfg) // the buckets live in the indexer
+			cfg.RateLimits = config.RateLimits{Limits: []config.RateLimit{{Name: "subs", Per: config.RatePerPrincipal,
+				Methods: []string{config.RateMethodResourceSubscribe}, Rate: "1/h", Burst: 4}}}
+			cfg.Audit = config.Audit{Sink: config.AuditFile, File: trail}
+		}})
+	updated := make(chan string, 64)
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "0"}, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) { updated <- req.Params.URI },
+	})
+	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: c.MCPURL,
+		HTTPClient: &http.Client{Transport: bearer("alice-key")}, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: harness.Legacy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	uris := []string{"alpha://r1", "alpha://r2", "alpha://r3", "alpha://r4"}
+	delivered := func(uri string) {
+		t.Helper()
+		testkit.Eventually(t, "updates of "+uri+" delivered", 20*time.Second, func() error {
+			drain(updated)
+			touch(t, c.BackendURLs["alpha"], uri)
+			return awaitUpdate(updated, uri)
+		})
+	}
+	for _, uri := range uris {
+		if err := cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: uri}); err != nil {
+			t.Fatalf("subscribe %s: %v", uri, err)
+		}
+		// The session's watch has it (its GET stream open) before the next.
+		delivered(uri)
+	}
+	delivered("alpha://r1")
+	testkit.Eventually(t, "one resource_subscribe event, ok, per URI", 10*time.Second, func() error {
+		raw, err := os.ReadFile(trail)
+		if err != nil {
+			return err
+		}
+		events := map[string][]audit.Outcome{}
+		for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+			var e audit.Event
+			if json.Unmarshal([]byte(line), &e) == nil && e.Kind == audit.KindResourceSubscribe {
+				events[e.Resource] = append(events[e.Resource], e.Outcome)
+			}
+		}
+		for _, uri := range uris {
+			if got := events[uri]; len(got) != 1 || got[0] != audit.OutcomeOK {
+				return fmt.Errorf("events %v, want one ok for each of %v", events, uris)
+			}
+		}
+		return nil
+	})
 }

@@ -360,6 +360,17 @@ aggregator:
 	if got := watchedURIs(t, h, alice, "", spellings...); len(got) != 0 {
 		t.Fatalf("alice subscribed to a resource the policy forbids her: %v", got)
 	}
+	// A renewed subscription (the gateway's reopened watch) is decided
+	// again: renewal spares only its token and event.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := h.gateway.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{Principal: alice, ResourceUris: spellings, RenewedResourceUris: spellings})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first, err := stream.Recv(); err != nil || len(first.GetSubscribedResourceUris()) != 0 {
+		t.Fatalf("alice renewed subscriptions the policy forbids her: %v %v", first.GetSubscribedResourceUris(), err)
+	}
 	if got := watchedURIs(t, h, principal("bob"), "", spellings...); len(got) != len(spellings) {
 		t.Fatalf("bob, whom the policy allows, subscribed to %v of %v", got, spellings)
 	}

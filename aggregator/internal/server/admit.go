@@ -67,9 +67,12 @@ type admission struct {
 	// every caller alike (a subscription, reference counted across
 	// watchers): it carries no caller's credentials.
 	shared bool
-	// forwarded marks a held call's retry that a peer forwarded here: the
-	// replica that received it took its tokens and records its event.
-	forwarded bool
+	// accounted marks a request whose tokens were taken, and whose event
+	// is recorded, elsewhere: a held call's retry that a peer forwarded
+	// here (the replica that received it does both), or a subscription
+	// renewed on a watch that replaces the one it was first made on.
+	// Every other step is taken again.
+	accounted bool
 	// taskState marks a request that reads or changes a task's state
 	// (tasks/get, tasks/cancel) and sends the backend nothing: a backend
 	// that is down does not refuse it, and it carries no credentials.
@@ -101,7 +104,7 @@ func serve[T any](ctx context.Context, s *Server, r admission, do func(*admitted
 	if err == nil {
 		res, err = do(a)
 	}
-	if !r.forwarded {
+	if !r.accounted {
 		outcome, detail := admissionOutcome(res, err)
 		backend := admissionBackend(a, res, err)
 		s.auditAdmission(ctx, r, start, backend, outcome, detail)
@@ -129,7 +132,7 @@ func (s *Server) admit(ctx context.Context, r admission) (*admitted, error) {
 			return a, s.refused(ctx, r, err)
 		}
 	}
-	if !r.forwarded && s.limiter != nil && !operatorRead(ctx, r) {
+	if !r.accounted && s.limiter != nil && !operatorRead(ctx, r) {
 		// A tool is counted by the name the policy knows it by, so a
 		// server's rename does not give it a bucket of its own.
 		tool := a.snap.PolicyName(r.kind, r.toolName())
@@ -160,7 +163,7 @@ func (s *Server) admit(ctx context.Context, r admission) (*admitted, error) {
 // client sending names that do not exist is limited like one calling
 // tools that do. When the limit is reached the refusal is the limit's.
 func (s *Server) refused(ctx context.Context, r admission, err error) error {
-	if r.forwarded || !refusal(err) {
+	if r.accounted || !refusal(err) {
 		return err
 	}
 	if lerr := s.limit(ctx, ratelimit.Request{Method: r.method, Server: r.server, Tool: r.toolName(), Refused: true}); lerr != nil {

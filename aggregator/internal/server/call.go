@@ -59,7 +59,7 @@ func toolCallAdmission(req *aggregatorv1.CallToolRequest, tc *toolCall, forwarde
 	return admission{
 		method: config.RateMethodToolsCall, trail: audit.KindToolCall, server: req.GetServer(),
 		kind: catalog.KindTools, key: req.GetName(), subjectToken: req.GetContext().GetSubjectToken(),
-		args: req.GetArgumentsJson(), forwarded: forwarded,
+		args: req.GetArgumentsJson(), accounted: forwarded,
 		prepare: func(a *admitted) error { return prepareToolCall(req, a, tc) },
 	}
 }

@@ -27,7 +27,7 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 	switch {
 	case req.GetAllChanges() && !caller.AssertPrincipals:
 		return s.fail(ctx, "WatchCatalog", errAllChangesDenied)
-	case len(req.GetResourceUris()) > maxWatchedResources:
+	case len(req.GetResourceUris()) > maxWatchedResources || len(req.GetRenewedResourceUris()) > maxWatchedResources:
 		return s.fail(ctx, "WatchCatalog", errTooManyWatchedResources)
 	case len(req.GetResourceUris()) > 0 && !caller.MayCall(aggregatorv1.AggregatorService_ReadResource_FullMethodName):
 		// A subscription makes backends send the caller what it could
@@ -62,7 +62,7 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 	}
 	view := s.e.View(snap, p)
 	updated := make(chan string, engine.UpdateBuffer)
-	subscribed := s.subscribeResources(ctx, req.GetServer(), req.GetResourceUris(), updated)
+	subscribed := s.subscribeResources(ctx, req.GetServer(), req.GetResourceUris(), req.GetRenewedResourceUris(), updated)
 	defer func() {
 		for _, unsubscribe := range subscribed {
 			unsubscribe()
@@ -198,7 +198,7 @@ var errWatchedURITooLong = invalidArgument(fmt.Sprintf("a resource_uris URI is l
 // and audited); the others are left out silently, so a denied URI cannot
 // be told from an unknown one. It returns the unsubscribe function of each
 // subscribed URI.
-func (s *Server) subscribeResources(ctx context.Context, server string, uris []string, ch chan<- string) map[string]func() {
+func (s *Server) subscribeResources(ctx context.Context, server string, uris, renewed []string, ch chan<- string) map[string]func() {
 	subscribed := map[string]func(){}
 	seen := make(map[string]bool, len(uris))
 	for _, uri := range uris {
@@ -207,7 +207,7 @@ func (s *Server) subscribeResources(ctx context.Context, server string, uris []s
 		}
 		seen[uri] = true
 		r := admission{method: config.RateMethodResourceSubscribe, trail: audit.KindResourceSubscribe, server: server,
-			kind: catalog.KindResources, key: uri, shared: true,
+			kind: catalog.KindResources, key: uri, shared: true, accounted: slices.Contains(renewed, uri),
 			prepare: func(a *admitted) error {
 				if !subscribes(a.snap.Capabilities[a.b.Name()]) {
 					return engine.ErrNotFound

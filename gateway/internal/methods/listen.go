@@ -81,7 +81,7 @@ func (s *Server) listen(ctx context.Context, req *Request, resp Responder) (json
 		}
 		defer release()
 		var err error
-		if w, err = s.openWatch(ctx, req, filter.ResourceSubscriptions); err != nil {
+		if w, err = s.openWatch(ctx, req, filter.ResourceSubscriptions, nil); err != nil {
 			return nil, mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
 		}
 		// w changes when the watch is reopened.
@@ -108,7 +108,7 @@ func (s *Server) listen(ctx context.Context, req *Request, resp Responder) (json
 		}
 		w.close()
 		before := w
-		if w = s.reopenWatch(ctx, resp, req, agreed.ResourceSubscriptions); w == nil {
+		if w = s.reopenWatch(ctx, resp, req, agreed.ResourceSubscriptions, agreed.ResourceSubscriptions); w == nil {
 			return nil, nil
 		}
 		if len(w.first.GetSubscribedResourceUris()) < len(agreed.ResourceSubscriptions) {
@@ -144,7 +144,7 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 	if s.revoked(req.Session) {
 		return nil
 	}
-	w, err := s.openWatch(ctx, req, uris)
+	w, err := s.openWatch(ctx, req, uris, nil)
 	if err != nil {
 		return mcperr.FromError(ctx, s.log, err, mcpspec.EraLegacy, "GET")
 	}
@@ -167,15 +167,18 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 		if s.revoked(req.Session) {
 			return nil
 		}
+		// What the replaced watch subscribed was limited and audited when
+		// the client subscribed to it: the new watch renews it.
+		renewed := before.first.GetSubscribedResourceUris()
 		switch stop {
 		case stopSubscriptionsChanged:
-			if w, err = s.openWatch(ctx, req, uris); err != nil {
-				w = s.reopenWatch(ctx, resp, req, uris)
+			if w, err = s.openWatch(ctx, req, uris, renewed); err != nil {
+				w = s.reopenWatch(ctx, resp, req, uris, renewed)
 			} else if w.first.GetCatalogVersion() == version && w.first.GetToolsDigest() == before.toolsDigest {
 				continue
 			}
 		case stopWatchEnded:
-			w = s.reopenWatch(ctx, resp, req, uris)
+			w = s.reopenWatch(ctx, resp, req, uris, renewed)
 		default:
 			return nil
 		}

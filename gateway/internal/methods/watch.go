@@ -100,10 +100,12 @@ var errWatchUnconfirmed = status.Error(codes.Unavailable, "the aggregator did no
 // resourceURIs, and reads its first event, which confirms the subscription
 // (the current version, and which of resourceURIs it delivers updates
 // for): after it no change can be missed. The watch ends with ctx or its
-// close.
-func (s *Server) openWatch(ctx context.Context, req *Request, resourceURIs []string) (*catalogWatch, error) {
+// close. renewed are those of resourceURIs a watch this one replaces had
+// subscribed: their first subscription was limited and audited.
+func (s *Server) openWatch(ctx context.Context, req *Request, resourceURIs, renewed []string) (*catalogWatch, error) {
 	wctx, cancel := context.WithCancel(ctx)
-	stream, err := s.agg.WatchCatalog(wctx, &aggregatorv1.WatchCatalogRequest{Principal: req.Principal, Server: req.Server, ResourceUris: resourceURIs})
+	stream, err := s.agg.WatchCatalog(wctx, &aggregatorv1.WatchCatalogRequest{Principal: req.Principal, Server: req.Server,
+		ResourceUris: resourceURIs, RenewedResourceUris: renewed})
 	if err != nil {
 		cancel()
 		return nil, err
@@ -124,7 +126,7 @@ func (s *Server) openWatch(ctx context.Context, req *Request, resourceURIs []str
 // retrying with back-off and keeping the client's stream alive meanwhile.
 // It returns nil when the client went away or the gateway shuts down
 // first.
-func (s *Server) reopenWatch(ctx context.Context, resp Responder, req *Request, resourceURIs []string) *catalogWatch {
+func (s *Server) reopenWatch(ctx context.Context, resp Responder, req *Request, resourceURIs, renewed []string) *catalogWatch {
 	keepAlive := time.NewTicker(s.cfg.KeepAlive)
 	defer keepAlive.Stop()
 	for delay := reopenFirst; ; delay = min(2*delay, reopenMax) {
@@ -149,7 +151,7 @@ func (s *Server) reopenWatch(ctx context.Context, resp Responder, req *Request, 
 				break wait
 			}
 		}
-		w, err := s.openWatch(ctx, req, resourceURIs)
+		w, err := s.openWatch(ctx, req, resourceURIs, renewed)
 		if err == nil {
 			s.log.InfoContext(ctx, "catalog watch reopened; the notification stream carries on")
 			return w

@@ -3678,9 +3678,16 @@ type WatchCatalogRequest struct {
 	// The virtual server whose view to use (servers[].name, as served at
 	// /mcp/<server>); empty is the whole catalog. An unknown server is
 	// NOT_FOUND, exactly like an item the principal may not see.
-	Server        string `protobuf:"bytes,4,opt,name=server,proto3" json:"server,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Server string `protobuf:"bytes,4,opt,name=server,proto3" json:"server,omitempty"`
+	// Those of resource_uris the watcher had subscribed on a watch this one
+	// replaces (the gateway reopens a session's watch when its
+	// subscriptions change, or after an aggregator ended it): each is
+	// decided again like ReadResource, but takes no rate-limit token and
+	// leaves no audit event, which its first subscription took. A URI not
+	// in resource_uris is ignored.
+	RenewedResourceUris []string `protobuf:"bytes,5,rep,name=renewed_resource_uris,json=renewedResourceUris,proto3" json:"renewed_resource_uris,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *WatchCatalogRequest) Reset() {
@@ -3739,6 +3746,13 @@ func (x *WatchCatalogRequest) GetServer() string {
 		return x.Server
 	}
 	return ""
+}
+
+func (x *WatchCatalogRequest) GetRenewedResourceUris() []string {
+	if x != nil {
+		return x.RenewedResourceUris
+	}
+	return nil
 }
 
 // WatchCatalogResponse is one catalog event: the view changed.
@@ -4518,13 +4532,14 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\rsubject_token\x18\x04 \x01(\tR\fsubjectToken\"3\n" +
 	"\x10CompleteResponse\x12\x1f\n" +
 	"\vresult_json\x18\x01 \x01(\tR\n" +
-	"resultJson\"\xb3\x01\n" +
+	"resultJson\"\xe7\x01\n" +
 	"\x13WatchCatalogRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x1f\n" +
 	"\vall_changes\x18\x02 \x01(\bR\n" +
 	"allChanges\x12#\n" +
 	"\rresource_uris\x18\x03 \x03(\tR\fresourceUris\x12\x16\n" +
-	"\x06server\x18\x04 \x01(\tR\x06server\"\x92\x02\n" +
+	"\x06server\x18\x04 \x01(\tR\x06server\x122\n" +
+	"\x15renewed_resource_uris\x18\x05 \x03(\tR\x13renewedResourceUris\"\x92\x02\n" +
 	"\x14WatchCatalogResponse\x12'\n" +
 	"\x0fcatalog_version\x18\x01 \x01(\x04R\x0ecatalogVersion\x12@\n" +
 	"\achanged\x18\x02 \x03(\x0e2&.switchboard.aggregator.v1.CatalogKindR\achanged\x12!\n" +
