@@ -82,6 +82,11 @@ type Bridge struct {
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
+	// ready is set once the running process's listing is mirrored: until
+	// then the bridge answers as a backend that is down (503), so that
+	// health checks see it down and a replaced backend keeps its last
+	// listing rather than an empty one.
+	ready bool
 	// syncMu serialises resyncs; mirrored is what the server lists now,
 	// by kind, to remove on the next.
 	syncMu   sync.Mutex
@@ -152,8 +157,19 @@ func (b *Bridge) authorized(next http.Handler) http.Handler {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
+		if r.Method == http.MethodPost && !b.isReady() {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, ErrNotRunning.Error(), http.StatusServiceUnavailable)
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+func (b *Bridge) isReady() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ready
 }
 
 // current is the process's session, nil while it does not run.
@@ -186,8 +202,13 @@ func (b *Bridge) runOnce(ctx context.Context, steady func()) error {
 	cmd := exec.Command(b.spec.Command[0], b.spec.Command[1:]...)
 	cmd.Env = environment(b.spec.Env)
 	cmd.Dir = b.spec.Dir
+	ownGroup(cmd)
+	defer killGroup(cmd)
 	stderr := newLineLog(b.log)
 	cmd.Stderr = stderr
+	// A child that kept the server's stderr open must not keep Wait (and
+	// the restart) waiting: killGroup stops it afterwards.
+	cmd.WaitDelay = time.Second
 	defer stderr.Flush()
 	client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-aggregator", Version: "1"}, &mcp.ClientOptions{
 		Capabilities:               &mcp.ClientCapabilities{},
@@ -214,7 +235,7 @@ func (b *Bridge) runOnce(ctx context.Context, steady func()) error {
 	defer stop()
 	err = cs.Wait()
 	b.mu.Lock()
-	b.session = nil
+	b.session, b.ready = nil, false
 	b.mu.Unlock()
 	return err
 }

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,9 +25,12 @@ import (
 const serverEnv = "SWITCHBOARD_STDIO_TEST_SERVER"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(serverEnv) == "1" {
+	switch os.Getenv(serverEnv) {
+	case "1":
 		serveStdio()
 		return
+	case "exit":
+		os.Exit(1) // a server that never starts
 	}
 	os.Exit(m.Run())
 }
@@ -117,11 +122,14 @@ func TestBridge(t *testing.T) {
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "0"}, nil)
 	connect := func() *mcp.ClientSession {
-		cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: b.URL(), HTTPClient: &http.Client{Transport: bearer(b.Token())}},
-			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		var cs *mcp.ClientSession
+		// Until the process is up and mirrored the bridge answers 503.
+		testkit.Eventually(t, "the bridge serves", 20*time.Second, func() error {
+			var err error
+			cs, err = client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: b.URL(), HTTPClient: &http.Client{Transport: bearer(b.Token())}},
+				&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+			return err
+		})
 		t.Cleanup(func() { cs.Close() })
 		return cs
 	}
@@ -185,6 +193,39 @@ func TestBridge(t *testing.T) {
 	})
 }
 
+// TestBridgeOfAServerThatNeverStarts: while its process is not running
+// (here it exits at once, and is started again and again), the bridge
+// answers every MCP request 503, as a backend that is down, so that the
+// aggregator's health checks see it down and its last listing is kept;
+// it never lists an empty catalog as if the server had no tools.
+func TestBridgeOfAServerThatNeverStarts(t *testing.T) {
+	logs := &recorder{}
+	b, err := Start(Spec{Name: "dead", Command: []string{os.Args[0], "-test.run=^$"},
+		Env: map[string]string{serverEnv: "exit"}, Log: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	post := func() int {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, b.URL(), strings.NewReader(
+			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := (&http.Client{Transport: bearer(b.Token())}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	testkit.Eventually(t, "the process exited and is started again", 20*time.Second, func() bool {
+		return strings.Contains(logs.String(), "starting it again")
+	})
+	if got := post(); got != http.StatusServiceUnavailable {
+		t.Fatalf("initialize while the server does not run: HTTP %d, want 503", got)
+	}
+}
+
 // TestStartRefusesAMissingCommand: a command that is not found is an
 // error at once that says what to do.
 func TestStartRefusesAMissingCommand(t *testing.T) {
@@ -211,4 +252,30 @@ func TestLineLogBounds(t *testing.T) {
 	if strings.Contains(got, fmt.Sprintf("line %d", maxLinesPerMinute+5)) || !strings.Contains(got, "lines=11") {
 		t.Fatalf("lines past the bound: %s", got[max(0, len(got)-400):])
 	}
+}
+
+// TestBridgeStopsTheServersChildren: what a stdio server starts (npx's
+// node, a wrapper's helper) stops with it, here a helper holding the
+// server's stderr.
+func TestBridgeStopsTheServersChildren(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "helper.pid")
+	script := "sleep 300 & echo $! > " + pidFile + "; exec " + strconv.Quote(os.Args[0]) + " -test.run=^$"
+	b, err := Start(Spec{Name: "wrapped", Command: []string{"/bin/sh", "-c", script},
+		Env: map[string]string{serverEnv: "1"}, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	testkit.Eventually(t, "the helper started", 20*time.Second, func() error {
+		raw, err := os.ReadFile(pidFile)
+		if err == nil {
+			pid, err = strconv.Atoi(strings.TrimSpace(string(raw)))
+		}
+		return err
+	})
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	b.Close()
+	testkit.Eventually(t, "the helper stopped with the server", 10*time.Second, func() bool {
+		return syscall.Kill(pid, 0) != nil
+	})
 }

@@ -99,6 +99,10 @@ func (b *Bridge) resync() {
 		next.prompts = append(next.prompts, p.Name)
 	}
 	b.mirrored = next
+	b.mu.Lock()
+	// The process may have exited meanwhile: ready only while it runs.
+	b.ready = b.session == cs
+	b.mu.Unlock()
 }
 
 // objectSchema reports whether a tool's input schema is a JSON object of
