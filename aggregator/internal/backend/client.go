@@ -294,6 +294,10 @@ func (c *Client) drop(s *mcp.ClientSession) {
 	go func() { _ = s.Close() }()
 }
 
+// RunsProcess reports whether the backend is a stdio server this client
+// runs.
+func (c *Client) RunsProcess() bool { return c.bridge != nil }
+
 // Close ends the session and cancels every held call.
 func (c *Client) Close() {
 	c.heldMu.Lock()

@@ -167,13 +167,28 @@ func (e *Engine) Run(ctx context.Context) {
 	wg.Wait()
 	e.reconfMu.Lock()
 	e.listers.Wait()
+	var retired []*backend.Client
 	for client, timer := range e.retiring {
 		timer.Stop()
-		client.Close()
+		retired = append(retired, client)
 	}
 	clear(e.retiring)
 	e.reconfMu.Unlock()
-	e.closeBackends()
+	e.closeBackends(retired...)
+}
+
+// closeBackends closes every backend's client, and retired, together: a
+// stdio server that ignores its stdin closing takes seconds to stop, and
+// one after another they would outlast a pod's termination grace period.
+func (e *Engine) closeBackends(retired ...*backend.Client) {
+	var wg sync.WaitGroup
+	for _, c := range retired {
+		wg.Go(c.Close)
+	}
+	for _, m := range e.setup.Load().members {
+		wg.Go(m.client.Close)
+	}
+	wg.Wait()
 }
 
 // startLister runs m's lister under runCtx; reconfMu is held.
@@ -181,12 +196,6 @@ func (e *Engine) startLister(m *member) {
 	ctx, stop := context.WithCancel(e.runCtx)
 	m.stop = stop
 	e.listers.Go(func() { e.lister(ctx, m) })
-}
-
-func (e *Engine) closeBackends() {
-	for _, m := range e.setup.Load().members {
-		m.client.Close()
-	}
 }
 
 // Trigger asks for every backend to be listed again and the snapshot

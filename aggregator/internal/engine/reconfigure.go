@@ -77,8 +77,15 @@ func (e *Engine) Reconfigure(next Options) (needsRestart []string, err error) {
 			m.stop()
 		}
 		// Calls already routed to the old client may still run: it is
-		// closed once the longest of them would have ended.
+		// closed once the longest of them would have ended. A stdio
+		// server's process is stopped at once instead, its calls with
+		// it: the new one starts now and may need what the old holds (a
+		// lock, a port), and a removed server must not keep running, or
+		// be started again, for a minute.
 		client, grace := m.client, max(m.cfg.Timeout, m.cfg.InputWait)
+		if client.RunsProcess() {
+			grace = 0
+		}
 		e.retiring[client] = time.AfterFunc(grace, func() {
 			e.reconfMu.Lock()
 			defer e.reconfMu.Unlock()

@@ -1,0 +1,125 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/rpc"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
+	"github.com/switchboard-mcp/switchboard/test/harness"
+)
+
+// TestStdioBackendLifecycle: a stdio server that never starts is a
+// backend that is down (unhealthy, as the backend-down alert expects),
+// not a healthy one with no tools; one that runs is served; and a reload
+// that removes it stops its process at once, not after the minute a
+// replaced HTTP backend's calls are given, and never starts it again.
+func TestStdioBackendLifecycle(t *testing.T) {
+	demo := filepath.Join(harness.BinDir(t), "switchboard-demo-backend")
+	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "alpha"}},
+		Configure: func(cfg *config.Config) {
+			cfg.Aggregator.Health = config.HealthCheck{Interval: config.Duration(100 * time.Millisecond), UnhealthyThreshold: 1}
+			cfg.Reload.Interval = config.Duration(200 * time.Millisecond)
+			cfg.Aggregator.Backends = append(cfg.Aggregator.Backends,
+				config.Backend{Name: "local", Command: []string{demo, "--stdio", "--name", "local"}},
+				config.Backend{Name: "dead", Command: []string{"/bin/false"}})
+		}})
+	conn, err := rpc.Dial(config.Endpoint{Address: c.Config.Aggregator.Listen, Token: c.OperatorToken}, config.TLS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	agg := aggregatorv1.NewAggregatorServiceClient(conn)
+	health := func() (map[string]aggregatorv1.BackendHealth, error) {
+		resp, err := agg.ListBackends(t.Context(), &aggregatorv1.ListBackendsRequest{})
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]aggregatorv1.BackendHealth{}
+		for _, b := range resp.GetBackends() {
+			out[b.GetName()] = b.GetHealth()
+		}
+		return out, nil
+	}
+	testkit.Eventually(t, "local healthy, dead unhealthy", 30*time.Second, func() error {
+		got, err := health()
+		if err != nil {
+			return err
+		}
+		if got["local"] != aggregatorv1.BackendHealth_BACKEND_HEALTH_HEALTHY || got["dead"] != aggregatorv1.BackendHealth_BACKEND_HEALTH_UNHEALTHY {
+			return fmt.Errorf("health %v", got)
+		}
+		return nil
+	})
+	cs := harness.Connect(t, c.MCPURL, harness.Modern)
+	if names := strings.Join(harness.ToolNames(t, cs), ","); !strings.Contains(names, "local_echo") {
+		t.Fatalf("tools %s lack local_echo", names)
+	}
+	pid := stdioServerPID(t, c.Aggregator.Pid(), "local")
+
+	configRewriter(t, c)(func(cfg *config.Config) {
+		cfg.Aggregator.Backends = cfg.Aggregator.Backends[:1]
+	})
+	testkit.Eventually(t, "the removed stdio server stopped", 20*time.Second, func() error {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+			return fmt.Errorf("process %d still runs", pid)
+		}
+		return nil
+	})
+	got, err := health()
+	if err != nil || len(got) != 1 {
+		t.Fatalf("after the removal: %v %v", got, err)
+	}
+	if others := childrenNamed(c.Aggregator.Pid(), "--stdio"); len(others) > 0 {
+		t.Fatalf("stdio servers still run after their removal: %v", others)
+	}
+}
+
+// stdioServerPID is the pid of the stdio server named name that the
+// aggregator at aggregator runs, once it runs.
+func stdioServerPID(t *testing.T, aggregator int, name string) int {
+	t.Helper()
+	var pid int
+	testkit.Eventually(t, "the stdio server "+name+" runs", 20*time.Second, func() error {
+		pids := childrenNamed(aggregator, "--name\x00"+name+"\x00")
+		if len(pids) != 1 {
+			return fmt.Errorf("processes %v", pids)
+		}
+		pid = pids[0]
+		return nil
+	})
+	return pid
+}
+
+// childrenNamed lists the children of parent whose command line holds
+// part (arguments separated by NUL, as /proc has them).
+func childrenNamed(parent int, part string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// The parent is the fourth field, after the command in parentheses.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) < 2 || fields[1] != strconv.Itoa(parent) {
+			continue
+		}
+		if cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.Contains(string(cmdline), part) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
