@@ -8,6 +8,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/services/config"
 	"github.com/switchboard-mcp/switchboard/services/hostguard"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
 
 // The MCP endpoints. Each has a resource identifier of its own (RFC
@@ -212,6 +213,13 @@ func (g *Gateway) unauthorized(w http.ResponseWriter, r *http.Request, path stri
 	if !isEndpointPath(path) {
 		path = pathMCP
 	}
+	// Counted as a request the client got wrong, by the method its
+	// headers name (a Modern request's Mcp-Method): its body is not read.
+	method, era := r.Method, mcpspec.EraLegacy
+	if m := r.Header.Get("Mcp-Method"); m != "" {
+		method, era = m, mcpspec.EraModern
+	}
+	g.metrics.requests.WithLabelValues(methodLabel(method), era.String(), "rejected").Inc()
 	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token", resource_metadata="`+g.metadataURL(r, path)+`"`)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusUnauthorized)

@@ -124,10 +124,16 @@ type requestRecord struct {
 	r           *http.Request
 }
 
-// done records a method's outcome.
+// done records a method's outcome: an error the client caused (bad
+// input, a limit, an item it may not see) is rejected, not a failure of
+// the service, which the availability objective counts.
 func (rec *requestRecord) done(rerr *wire.Error) {
 	rec.outcome, rec.err = "ok", rerr
-	if rerr != nil {
+	switch {
+	case rerr == nil:
+	case rerr.ClientFault():
+		rec.outcome = "rejected"
+	default:
 		rec.outcome = "error"
 	}
 }
@@ -268,7 +274,9 @@ func (g *Gateway) finishRequest(span trace.Span, rec *requestRecord) {
 			code := strconv.Itoa(rec.err.Code)
 			span.SetAttributes(attribute.String("error.type", code), attribute.String("rpc.response.status_code", code))
 		}
-		if rec.outcome != "ok" {
+		if rec.outcome == "error" {
+			// A server span's status is an error only for the service's
+			// own failures, not for what the client got wrong.
 			span.SetStatus(codes.Error, rec.outcome)
 		}
 		span.End()

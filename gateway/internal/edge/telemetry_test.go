@@ -90,7 +90,20 @@ func TestRequestSpanAndMetrics(t *testing.T) {
 		t.Fatalf("failed call's attributes = %v", fattrs)
 	}
 
+	if r := send(t, http.MethodPost, srv.URL+"/mcp", modernHeaders("tools/list", "Authorization", "Bearer wrong"),
+		`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{`+modernMeta+`}}`); r.status != http.StatusUnauthorized {
+		t.Fatalf("a wrong key: %d", r.status)
+	}
+
 	metrics := send(t, http.MethodGet, srv.URL+"/metrics", nil, "")
+	// A request of a tool that does not exist is the client's mistake:
+	// rejected, not a failure of the service; so is one without
+	// credentials.
+	if !strings.Contains(string(metrics.body), `switchboard_gateway_mcp_requests_total{era="modern",method="tools/call",outcome="rejected"} 1`) ||
+		!strings.Contains(string(metrics.body), `switchboard_gateway_mcp_requests_total{era="modern",method="tools/list",outcome="rejected"} 1`) ||
+		strings.Contains(string(metrics.body), `outcome="error"`) {
+		t.Fatalf("the unknown tool's outcome:\n%s", metrics.body)
+	}
 	if !strings.Contains(string(metrics.body), `switchboard_gateway_mcp_requests_total{era="modern",method="tools/call",outcome="ok"} 1`) ||
 		!strings.Contains(string(metrics.body), "switchboard_gateway_mcp_request_duration_seconds_bucket") {
 		t.Fatalf("metrics:\n%s", metrics.body)

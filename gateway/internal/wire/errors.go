@@ -75,6 +75,14 @@ func (e *Error) ModernStatus() int {
 	return http.StatusOK
 }
 
+// ClientFault reports whether e answers what the client got wrong (bad
+// input, an item it may not see, a limit): an HTTP 4xx in Modern, and
+// Legacy's resource not found. What else fails is the service's.
+func (e *Error) ClientFault() bool {
+	s := e.ModernStatus()
+	return s >= 400 && s < 500 || e.Code == CodeResourceNotFound
+}
+
 // UnsupportedVersion is -32022 with the versions served.
 func UnsupportedVersion(requested string) *Error {
 	e := NewError(CodeUnsupportedVer, "unsupported protocol version: "+requested)
