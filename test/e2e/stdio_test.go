@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,11 +22,16 @@ import (
 // backend that is down (unhealthy, as the backend-down alert expects),
 // not a healthy one with no tools; one that runs is served; and a reload
 // that removes it stops its process at once, not after the minute a
-// replaced HTTP backend's calls are given, and never starts it again.
+// replaced HTTP backend's calls are given, and never starts it again;
+// the health series of the backends removed are gone with them, so an
+// alert on a backend that was down does not page for ever.
 func TestStdioBackendLifecycle(t *testing.T) {
 	demo := filepath.Join(harness.BinDir(t), "switchboard-demo-backend")
+	var metricsURL string
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "alpha"}},
 		Configure: func(cfg *config.Config) {
+			cfg.Aggregator.HTTPListen = harness.FreeAddr(t)
+			metricsURL = "http://" + cfg.Aggregator.HTTPListen + "/metrics"
 			cfg.Aggregator.Health = config.HealthCheck{Interval: config.Duration(100 * time.Millisecond), UnhealthyThreshold: 1}
 			cfg.Reload.Interval = config.Duration(200 * time.Millisecond)
 			cfg.Aggregator.Backends = append(cfg.Aggregator.Backends,
@@ -63,6 +70,10 @@ func TestStdioBackendLifecycle(t *testing.T) {
 		t.Fatalf("tools %s lack local_echo", names)
 	}
 	pid := stdioServerPID(t, c.Aggregator.Pid(), "local")
+	const deadSeries = `switchboard_aggregator_backend_health{backend="dead",state="unhealthy"} 1`
+	if m := metricsText(t, metricsURL); !strings.Contains(m, deadSeries) {
+		t.Fatalf("metrics lack %s:\n%s", deadSeries, m)
+	}
 
 	configRewriter(t, c)(func(cfg *config.Config) {
 		cfg.Aggregator.Backends = cfg.Aggregator.Backends[:1]
@@ -80,6 +91,24 @@ func TestStdioBackendLifecycle(t *testing.T) {
 	if others := childrenNamed(c.Aggregator.Pid(), "--stdio"); len(others) > 0 {
 		t.Fatalf("stdio servers still run after their removal: %v", others)
 	}
+	if m := metricsText(t, metricsURL); strings.Contains(m, `backend="dead"`) || strings.Contains(m, `backend="local"`) {
+		t.Fatalf("series of removed backends remain:\n%s", m)
+	}
+}
+
+// metricsText is what url (a /metrics endpoint) serves.
+func metricsText(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
 }
 
 // stdioServerPID is the pid of the stdio server named name that the

@@ -86,6 +86,17 @@ func (m *Metrics) conflict(c catalog.Conflict) {
 	m.conflicts.WithLabelValues(c.Kind.String(), outcome).Inc()
 }
 
+// backendRemoved drops the series of a backend a reload removed: its
+// health would otherwise stay as it last was (an unhealthy backend paging
+// until the aggregator restarts), and its request series with it.
+func (m *Metrics) backendRemoved(name string) {
+	if m == nil {
+		return
+	}
+	m.backendHealth.DeletePartialMatch(prometheus.Labels{"backend": name})
+	m.backendCalls.DeletePartialMatch(prometheus.Labels{"backend": name})
+}
+
 func (m *Metrics) backendState(name string, s backend.State) {
 	if m == nil {
 		return

@@ -62,6 +62,7 @@ func (e *Engine) Reconfigure(next Options) (needsRestart []string, err error) {
 			// A replaced backend keeps its last listing until its new
 			// client lists it (same name, most likely the same tools).
 			delete(e.lists, m.cfg.Name)
+			e.opts.Metrics.backendRemoved(m.cfg.Name)
 		}
 	}
 	e.listsMu.Unlock()

@@ -136,7 +136,11 @@ func (e *Engine) newClient(c backend.Config) *backend.Client {
 		UnhealthyAfter: e.opts.Health.UnhealthyThreshold,
 	}, func(prev, now backend.State, listed bool) {
 		e.log.Info("backend health changed", "backend", c.Name, "from", prev.String(), "to", now.String())
-		e.opts.Metrics.backendState(c.Name, now)
+		if st := e.setup.Load(); st != nil && st.member(c.Name) != nil && st.member(c.Name).client == b {
+			// Not a retired client's (removed, or replaced by one under
+			// the same name): the series is the backend in service's.
+			e.opts.Metrics.backendState(c.Name, now)
+		}
 		e.opts.Traffic.Health(traffic.HealthEvent{Backend: c.Name, State: now.String(), Previous: prev.String(), Detail: "was " + prev.String()})
 		// A backend that a probe found up again may bring items, one
 		// going unhealthy hides them (its "listing" is skipped, the
