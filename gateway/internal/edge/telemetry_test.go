@@ -105,7 +105,7 @@ func TestRequestSpanAndMetrics(t *testing.T) {
 		t.Fatalf("the unknown tool's outcome:\n%s", metrics.body)
 	}
 	if !strings.Contains(string(metrics.body), `switchboard_gateway_mcp_requests_total{era="modern",method="tools/call",outcome="ok"} 1`) ||
-		!strings.Contains(string(metrics.body), "switchboard_gateway_mcp_request_duration_seconds_bucket") {
+		!strings.Contains(string(metrics.body), `switchboard_gateway_mcp_request_duration_seconds_bucket{era="modern",method="tools/call",le="2"}`) {
 		t.Fatalf("metrics:\n%s", metrics.body)
 	}
 }
