@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -108,5 +110,23 @@ func TestConsoleMethodsParse(t *testing.T) {
 		if !set.Permits(read) {
 			t.Errorf("the console's methods lack %s, which the tasks pages call", read)
 		}
+	}
+}
+
+// The credential docs/console.md shows allows exactly ConsoleMethods, the
+// reads the pages make: a page the example leaves out answers 403.
+func TestConsoleDocAllowsTheConsoleMethods(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/console.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var allowed []string
+	for _, line := range strings.Split(string(raw), "\n") {
+		if m, ok := strings.CutPrefix(strings.TrimSpace(line), "- switchboard."); ok && strings.Contains(m, "Service/") {
+			allowed = append(allowed, "switchboard."+m)
+		}
+	}
+	if !slices.Equal(allowed, ConsoleMethods) {
+		t.Fatalf("docs/console.md allows %v, want config.ConsoleMethods %v", allowed, ConsoleMethods)
 	}
 }
