@@ -93,6 +93,9 @@ func TestModernWire(t *testing.T) {
 		{"no version header", modernHeaders("tools/list", "Mcp-Protocol-Version", ""), `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{` + modernMeta + `}}`, 400, wire.CodeHeaderMismatch, "3", "Mcp-Protocol-Version"},
 		{"version header differs", modernHeaders("tools/list", "Mcp-Protocol-Version", "2025-11-25"), `{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{` + modernMeta + `}}`, 400, wire.CodeHeaderMismatch, "4", ""},
 		{"future version", modernHeaders("tools/list", "Mcp-Protocol-Version", "2099-01-01"), `{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}`, 400, wire.CodeUnsupportedVer, "5", ""},
+		// Legacy is negotiated by initialize: declared per request it is
+		// refused, and supported names what a retry may declare.
+		{"legacy version per request", modernHeaders("tools/list", "Mcp-Protocol-Version", "2025-11-25"), `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25","io.modelcontextprotocol/clientCapabilities":{}}}}`, 400, wire.CodeUnsupportedVer, "7", ""},
 		{"ancient version", modernHeaders("tools/list", "Mcp-Protocol-Version", "1900-01-01"), `{"jsonrpc":"2.0","id":6,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"1900-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}`, 400, wire.CodeUnsupportedVer, "6", ""},
 		{"missing Mcp-Method", modernHeaders("tools/list", "Mcp-Method", ""), `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{` + modernMeta + `}}`, 400, wire.CodeHeaderMismatch, "7", "Mcp-Method"},
 		{"wrong Mcp-Method", modernHeaders("prompts/list"), `{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{` + modernMeta + `}}`, 400, wire.CodeHeaderMismatch, "8", ""},
@@ -162,7 +165,7 @@ func TestModernWire(t *testing.T) {
 			}
 			if tc.code == wire.CodeUnsupportedVer {
 				data, _ := json.Marshal(rerr.Data)
-				if !bytes.Contains(data, []byte(`"supported":["2026-07-28","2025-11-25"]`)) || !bytes.Contains(data, []byte(`"requested"`)) {
+				if !bytes.Contains(data, []byte(`"supported":["2026-07-28"]`)) || !bytes.Contains(data, []byte(`"requested"`)) {
 					t.Fatalf("-32022 data = %s", data)
 				}
 			}

@@ -83,10 +83,14 @@ func (e *Error) ClientFault() bool {
 	return s >= 400 && s < 500 || e.Code == CodeResourceNotFound
 }
 
-// UnsupportedVersion is -32022 with the versions served.
+// UnsupportedVersion is -32022 for a request that declared requested
+// itself (in _meta or its header). Its supported are the versions such a
+// request may declare, which a client retries with: Modern only, as
+// Legacy is negotiated by initialize, not declared per request, and a
+// client retrying with it would be refused again.
 func UnsupportedVersion(requested string) *Error {
 	e := NewError(CodeUnsupportedVer, "unsupported protocol version: "+requested)
-	e.Data = map[string]any{"supported": mcpspec.SupportedVersions, "requested": requested}
+	e.Data = map[string]any{"supported": []string{mcpspec.Modern}, "requested": requested}
 	return e
 }
 
