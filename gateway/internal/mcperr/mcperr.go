@@ -42,7 +42,8 @@ func FromStatus(st *status.Status, era mcpspec.Era, method string) (mcpErr *wire
 	switch st.Code() {
 	case codes.InvalidArgument, codes.OutOfRange:
 		if apierr.Reason(st.Err()) == commonv1.ErrorReason_ERROR_REASON_HEADER_MISMATCH {
-			return wire.NewError(wire.CodeHeaderMismatch, "header mismatch: "+st.Message()), false
+			// The aggregator's text says what mismatched, prefix included.
+			return wire.NewError(wire.CodeHeaderMismatch, st.Message()), false
 		}
 		return wire.InvalidParams(st.Message()), false
 	case codes.NotFound:

@@ -137,9 +137,10 @@ func TestBackendErrorPassThrough(t *testing.T) {
 // TestHeaderMismatchReason: the aggregator's header check becomes -32020
 // (HTTP 400 under Modern), other invalid arguments -32602.
 func TestHeaderMismatchReason(t *testing.T) {
-	st, _ := status.FromError(apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_HEADER_MISMATCH, "Mcp-Param-Region does not match the argument", "header", "Mcp-Param-Region"))
+	const text = "header mismatch: Mcp-Param-Region: missing for argument region"
+	st, _ := status.FromError(apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_HEADER_MISMATCH, text, "header", "Mcp-Param-Region"))
 	got, internal := FromStatus(st, mcpspec.EraModern, "tools/call")
-	if got.Code != wire.CodeHeaderMismatch || got.ModernStatus() != 400 || internal {
+	if got.Code != wire.CodeHeaderMismatch || got.ModernStatus() != 400 || internal || got.Message != text {
 		t.Fatalf("header mismatch: %+v internal=%v", got, internal)
 	}
 	st, _ = status.FromError(apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "bad"))
