@@ -2,8 +2,8 @@
 // or the indexer becomes an MCP error. Only the messages of INVALID_ARGUMENT
 // and NOT_FOUND reach the client: services promise those are client-safe.
 // A backend's own JSON-RPC error arrives as a typed detail and is re-emitted
-// when it describes the client's request. Every other status gets a fixed
-// message, and its detail goes to the log with the trace id.
+// (translate). Every other status gets a fixed message, and its detail goes
+// to the log with the trace id.
 package mcperr
 
 import (
@@ -177,10 +177,14 @@ type backend struct {
 	dataJSON string
 }
 
-// translate re-emits a backend's error. Only codes that describe the
-// client's request are kept; codes about the aggregator's own exchange with
-// the backend (parse errors, header or version problems on that hop) become
-// internal errors, since the client did nothing wrong.
+// translate re-emits a backend's error. Codes that describe the client's
+// request are kept; codes about the aggregator's own exchange with the
+// backend (parse errors, header or version problems on that hop, a method
+// the backend lacks though the gateway serves it) become internal errors
+// with a fixed message, since the client did nothing wrong. Any other
+// error is the backend's answer to the request, its message and data
+// passed on (with the backend's credentials cut out by the aggregator) as
+// a direct client would see them, under -32603.
 func (b backend) translate(era mcpspec.Era) *wire.Error {
 	if b.message == "" {
 		return wire.NewError(wire.CodeInternalError, "the server behind this request failed")
@@ -188,7 +192,7 @@ func (b backend) translate(era mcpspec.Era) *wire.Error {
 	code, msg := int(b.code), b.message
 	var out *wire.Error
 	switch {
-	case code == wire.CodeInvalidParams || code == wire.CodeMethodNotFound:
+	case code == wire.CodeInvalidParams:
 		out = wire.NewError(code, msg)
 	case code == wire.CodeResourceNotFound && era == mcpspec.EraLegacy:
 		out = wire.NewError(wire.CodeResourceNotFound, msg)
@@ -196,7 +200,8 @@ func (b backend) translate(era mcpspec.Era) *wire.Error {
 		out = wire.NewError(wire.CodeInvalidParams, msg)
 	case code == wire.CodeMissingCapability && era == mcpspec.EraModern:
 		out = wire.NewError(code, msg)
-	case code == wire.CodeParseError, code == wire.CodeInvalidRequest, code == wire.CodeHeaderMismatch, code == wire.CodeUnsupportedVer:
+	case code == wire.CodeParseError, code == wire.CodeInvalidRequest, code == wire.CodeMethodNotFound, code == wire.CodeHeaderMismatch,
+		code == wire.CodeUnsupportedVer:
 		return wire.NewError(wire.CodeInternalError, "the server behind this request failed")
 	default:
 		// Internal errors and implementation-defined codes: keep the

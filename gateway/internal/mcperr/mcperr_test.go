@@ -120,7 +120,9 @@ func TestBackendErrorPassThrough(t *testing.T) {
 		{"-32602", "", mcpspec.EraModern, wire.CodeInvalidParams, ""},
 		{"-32002", `{"uri":"x"}`, mcpspec.EraLegacy, wire.CodeResourceNotFound, `{"uri":"x"}`},
 		{"-32002", "", mcpspec.EraModern, wire.CodeInvalidParams, ""},
-		{"-32601", "", mcpspec.EraModern, wire.CodeMethodNotFound, ""},
+		// A backend without a method the gateway routed to it failed: the
+		// gateway has the method (a 404 would say it has not).
+		{"-32601", "", mcpspec.EraModern, wire.CodeInternalError, ""},
 		{"-32022", "", mcpspec.EraModern, wire.CodeInternalError, ""},
 		{"-32000", "", mcpspec.EraModern, wire.CodeInternalError, ""},
 		{"junk", "", mcpspec.EraModern, wire.CodeInternalError, ""},

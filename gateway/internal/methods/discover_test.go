@@ -40,3 +40,16 @@ func TestEveryMethodHasAHandler(t *testing.T) {
 }
 
 func mcpspecMethods() map[string]mcpspec.Method { return mcpspec.Methods }
+
+// TestBackendResultIsComplete: a complete result from a backend carries
+// resultType "complete" to a Modern client whatever the backend set (a
+// value no revision defines is invalid), and none to a Legacy one.
+func TestBackendResultIsComplete(t *testing.T) {
+	s := &Server{}
+	for era, want := range map[mcpspec.Era]string{mcpspec.EraModern: `{"content":[],"resultType":"complete"}`, mcpspec.EraLegacy: `{"content":[]}`} {
+		got, rerr := s.shapeBackendResult(&Request{Era: era}, []byte(`{"content":[],"resultType":"bogus"}`), false, false)
+		if rerr != nil || string(got) != want {
+			t.Errorf("%s: %s %v, want %s", era, got, rerr, want)
+		}
+	}
+}

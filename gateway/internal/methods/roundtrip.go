@@ -185,7 +185,9 @@ func (s *Server) roundTrips(ctx context.Context, req *Request, resp Responder, r
 // read result, and no retry cached).
 func (s *Server) shapeBackendResult(req *Request, result []byte, cacheable, retry bool) (json.RawMessage, *wire.Error) {
 	shaping := s.shaping(req, cacheable)
-	shaping.FromBackend = true
+	// Complete by now (a task or input_required went elsewhere): a value
+	// of the backend's own that no revision defines is not passed on.
+	shaping.FromBackend, shaping.ResultType = true, "complete"
 	if retry {
 		shaping.TTLms = 0
 	}
