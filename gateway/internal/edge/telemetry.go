@@ -128,6 +128,9 @@ type requestRecord struct {
 	// name the trusted parent (joinMetaTrace); r is what it describes.
 	spanPending bool
 	r           *http.Request
+	// metaParent: no span is recorded, and a trusted parent in the body's
+	// _meta becomes the request context's remote parent (joinMetaTrace).
+	metaParent bool
 }
 
 // done records a method's outcome: an error the client caused (bad
@@ -206,6 +209,9 @@ func (g *Gateway) startRequest(r *http.Request) (context.Context, trace.Span, *r
 		ctx = trace.ContextWithRemoteSpanContext(ctx, client)
 	}
 	if !telemetry.Recording() {
+		// No span, but the trusted parent a body's _meta names still
+		// travels on to the services and backends, as a header's does.
+		rec.metaParent = g.cfg.HTTP.TrustClientTraceparent && !client.IsValid() && r.Method == http.MethodPost
 		return ctx, trace.SpanFromContext(ctx), rec
 	}
 	if g.cfg.HTTP.TrustClientTraceparent && !client.IsValid() && r.Method == http.MethodPost {
@@ -237,7 +243,7 @@ func (g *Gateway) openSpan(ctx context.Context, r *http.Request, rec *requestRec
 // span's parent, else the span links to it.
 func (g *Gateway) joinMetaTrace(ctx context.Context, span trace.Span, rec *requestRecord, params wire.Object) (context.Context, trace.Span) {
 	var client trace.SpanContext
-	if meta, ok := params.Object("_meta"); ok && (rec.spanPending || span.IsRecording()) {
+	if meta, ok := params.Object("_meta"); ok && (rec.spanPending || rec.metaParent || span.IsRecording()) {
 		if tp, ok := meta.String("traceparent"); ok {
 			carrier := propagation.MapCarrier{"traceparent": tp}
 			if ts, ok := meta.String("tracestate"); ok {
@@ -246,7 +252,13 @@ func (g *Gateway) joinMetaTrace(ctx context.Context, span trace.Span, rec *reque
 			client = trace.SpanContextFromContext(clientPropagator.Extract(context.Background(), carrier))
 		}
 	}
-	if !rec.spanPending {
+	switch {
+	case rec.metaParent:
+		if client.IsValid() {
+			ctx = trace.ContextWithRemoteSpanContext(ctx, client)
+		}
+		return ctx, span
+	case !rec.spanPending:
 		if client.IsValid() {
 			span.AddLink(trace.Link{SpanContext: client})
 		}

@@ -2,8 +2,10 @@ package edge
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 	"github.com/switchboard-mcp/switchboard/services/telemetry"
 )
@@ -230,6 +233,26 @@ func TestMetaTraceContext(t *testing.T) {
 	}
 	if links := untrusted.Links(); len(links) != 1 || links[0].SpanContext.TraceID().String() != traceID {
 		t.Fatalf("untrusted: links %v, want one to the client's span context", links)
+	}
+}
+
+// TestMetaTraceContextWithoutSpans: with no spans exported, a trusted
+// parent in _meta still becomes the request's parent context, which the
+// calls to the services carry on, as a trusted header's does; an
+// untrusted one does not.
+func TestMetaTraceContextWithoutSpans(t *testing.T) {
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	params := wire.Object{"_meta": json.RawMessage(`{"traceparent":"00-` + traceID + `-00f067aa0ba902b7-01"}`)}
+	for _, trusted := range []bool{true, false} {
+		g := &Gateway{}
+		g.cfg.HTTP.TrustClientTraceparent = trusted
+		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		ctx, span, rec := g.startRequest(r)
+		ctx, _ = g.joinMetaTrace(ctx, span, rec, params)
+		got := trace.SpanContextFromContext(ctx).TraceID().String()
+		if (got == traceID) != trusted {
+			t.Errorf("trusted %v: the request's context is in trace %s", trusted, got)
+		}
 	}
 }
 
