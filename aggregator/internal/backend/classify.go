@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -50,6 +51,9 @@ func (c *Client) classify(ctx context.Context, err error) error {
 	}
 	var wire *jsonrpc.Error
 	if errors.As(err, &wire) && !errors.Is(err, mcp.ErrConnectionClosed) && !errors.Is(err, mcp.ErrSessionMissing) && wire.Code != rejectedCode {
+		if caps := missingCapability(wire); caps != "" {
+			return &ProtocolError{Code: mcp.CodeMissingRequiredClientCapabilities, Message: "missing required client capability", Data: caps}
+		}
 		set := c.redactor.forCall(ctx)
 		return &ProtocolError{Code: wire.Code, Message: set.redactText(wire.Message), Data: set.redactJSON(string(wire.Data))}
 	}
@@ -85,3 +89,26 @@ func bound(text string, n int) string {
 // rejectedCode is the code the SDK's transport gives requests it could not
 // deliver (HTTP failures); they are transport errors, not backend answers.
 const rejectedCode = -32005
+
+// missingCapability is the requiredCapabilities (JSON) of a backend's
+// error that says a tool needed a client capability the caller did not
+// declare, "" for any other. A Modern backend says so with -32021; a
+// go-sdk backend in a Legacy session (the plain route's, which declares
+// no capabilities, as the caller declared none) fails the call with its
+// own text instead, which is read here, so that the caller gets the same
+// answer on every route.
+func missingCapability(e *jsonrpc.Error) string {
+	if e.Code == mcp.CodeMissingRequiredClientCapabilities {
+		return ""
+	}
+	switch {
+	case strings.Contains(e.Message, `client does not support "url" elicitation`):
+		return `{"requiredCapabilities":{"elicitation":{"url":{}}}}`
+	case strings.Contains(e.Message, "client does not support elicitation"),
+		strings.Contains(e.Message, `client does not support "form" elicitation`):
+		return `{"requiredCapabilities":{"elicitation":{}}}`
+	case strings.Contains(e.Message, "client does not support CreateMessage"):
+		return `{"requiredCapabilities":{"sampling":{}}}`
+	}
+	return ""
+}

@@ -43,13 +43,15 @@ import (
 func TestEveryRouteBehavesTheSame(t *testing.T) {
 	const (
 		noLogLevel = "a streamed call with a log level to a Legacy backend is the own-session route, never plain: MCP sets a Legacy backend's log level per session (logging/setLevel), and the shared session cannot carry one caller's level"
+		declared   = "the caller declared elicitation: that is what holds the call, and the tool asks it"
 	)
+	heldNA := map[string]string{"capability": declared}
 	rows := []routeRow{
 		{name: "plain/modern"},
 		{name: "plain/legacy", legacy: true, na: map[string]string{"log": noLogLevel}},
-		{name: "held", legacy: true, caps: true, sessions: 1},
-		{name: "resume", legacy: true, caps: true, retry: true},
-		{name: "forward", legacy: true, caps: true, retry: true, forward: true},
+		{name: "held", legacy: true, caps: true, sessions: 1, na: heldNA},
+		{name: "resume", legacy: true, caps: true, retry: true, na: heldNA},
+		{name: "forward", legacy: true, caps: true, retry: true, forward: true, na: heldNA},
 		{name: "own-session", legacy: true, level: "warning", sessions: 1},
 	}
 	columns := []struct {
@@ -143,6 +145,25 @@ func TestEveryRouteBehavesTheSame(t *testing.T) {
 				if r.Header.Get(probeHeader) != w.secret {
 					t.Fatalf("a %s request without the backend's header", r.Method)
 				}
+			}
+		}},
+		// capability: a tool that asks the client for input it did not
+		// declare it can give. A Modern backend returns its question,
+		// which the gateway answers -32021 for such a client; a go-sdk
+		// backend in a Legacy session fails the call with its own text,
+		// which becomes the same -32021, on every route.
+		{"capability", func(t *testing.T, w *routeWorld) {
+			_, resp, err := w.call(context.Background(), "probe", probeArgs{ID: w.row.name + "-capability", Do: "input"}, nil)
+			if !w.row.legacy {
+				if err != nil || resp.GetResultType() != "input_required" || !strings.Contains(resp.GetResultJson(), "elicitation/create") {
+					t.Fatalf("Modern backend: %v %v, want its question", resp, err)
+				}
+				return
+			}
+			wantStatus(t, err, codes.Unknown, commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR)
+			got, ok := backenderr.From(err)
+			if !ok || got.GetCode() != -32021 || got.GetDataJson() != `{"requiredCapabilities":{"elicitation":{}}}` {
+				t.Fatalf("backend error %v, want -32021 naming elicitation", got)
 			}
 		}},
 		// errors: a JSON-RPC error is the backend's error, detail for
@@ -450,6 +471,13 @@ func (p *probe) add(b *testBackend) {
 			}
 			_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "debug", Data: a.ID + " debug"})
 			_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Data: a.ID + " warning"})
+		case "input":
+			// Modern-style: the tool returns its question (go-sdk asks it
+			// of a Legacy client itself, or fails without the capability).
+			if _, answered := req.Params.InputResponses["q"]; !answered {
+				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"q": &mcp.ElicitParams{Message: "Go on?",
+					RequestedSchema: map[string]any{"type": "object"}}}}, nil
+			}
 		case "rpc-error":
 			return nil, &jsonrpc.Error{Code: 4242, Message: "probe refused", Data: json.RawMessage(`{"why":"asked to"}`)}
 		case "is-error":
