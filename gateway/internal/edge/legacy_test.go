@@ -200,6 +200,18 @@ func TestLegacyWire(t *testing.T) {
 	if _, res, _ := resp.rpc(t); string(res["_meta"]) != `{"trace":"kept"}` || res["resultType"] != nil {
 		t.Fatalf("Legacy tools/call result: %s", resp.body)
 	}
+	// A version other than the session's is a bad request on its GET
+	// stream and its DELETE too, as on its POSTs; the session stays.
+	wrongVersion := legacyHeaders("alice-key", id)
+	wrongVersion["Mcp-Protocol-Version"] = "1900-01-01"
+	for _, method := range []string{http.MethodGet, http.MethodDelete} {
+		if resp := send(t, method, url, wrongVersion, ""); resp.status != http.StatusBadRequest {
+			t.Fatalf("%s with another version: %d", method, resp.status)
+		}
+	}
+	if resp := send(t, http.MethodPost, url, legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":21,"method":"ping"}`); resp.status != http.StatusOK {
+		t.Fatalf("the session after the refused DELETE: %d %s", resp.status, resp.body)
+	}
 	if resp := send(t, http.MethodDelete, url, legacyHeaders("alice-key", "s1.nonsense"), ""); resp.status != http.StatusNotFound {
 		t.Fatalf("DELETE unknown session: %d", resp.status)
 	}

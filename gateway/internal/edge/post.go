@@ -284,7 +284,7 @@ func (g *Gateway) serveLegacy(w http.ResponseWriter, r *http.Request, req *metho
 		refuse(w, rec, http.StatusNotFound, msg.ID, wire.NewError(wire.CodeInvalidRequest, "session not found: initialize a new session"))
 		return
 	}
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && v != claims.ProtocolVersion {
+	if versionMismatch(r, claims) {
 		refuse(w, rec, http.StatusBadRequest, msg.ID, wire.NewError(wire.CodeInvalidRequest, "MCP-Protocol-Version does not match the session's version "+claims.ProtocolVersion))
 		return
 	}

@@ -29,6 +29,14 @@ func (g *Gateway) openSession(r *http.Request, id string, principal *commonv1.Pr
 	return claims, digest, true
 }
 
+// versionMismatch reports whether r names, in MCP-Protocol-Version, a
+// version other than its session's: a bad request on every request of
+// the session, POST, GET and DELETE alike.
+func versionMismatch(r *http.Request, claims session.Claims) bool {
+	v := r.Header.Get("Mcp-Protocol-Version")
+	return v != "" && v != claims.ProtocolVersion
+}
+
 // serveSessionDelete ends a session: on this replica at once, on the
 // others once the indexer has it (session.Revocations publishes it in the
 // background, so a DELETE never waits on the indexer). Past the bounds of
@@ -47,6 +55,11 @@ func (g *Gateway) serveSessionDelete(w http.ResponseWriter, r *http.Request, ep 
 	if !ok {
 		status = http.StatusNotFound
 		http.Error(w, "session not found", status)
+		return
+	}
+	if versionMismatch(r, claims) {
+		status = http.StatusBadRequest
+		http.Error(w, "Bad Request: MCP-Protocol-Version does not match the session's version "+claims.ProtocolVersion, status)
 		return
 	}
 	switch err := g.revocations.Revoke(digest, claims.PrincipalDigest, claims.Expiry()); {
@@ -87,6 +100,10 @@ func (g *Gateway) serveSessionStream(w http.ResponseWriter, r *http.Request, ep 
 	claims, digest, ok := g.openSession(r, id, principal, ep.server)
 	if !ok {
 		http.Error(w, "session not found", http.StatusNotFound)
+		return
+	}
+	if versionMismatch(r, claims) {
+		http.Error(w, "Bad Request: MCP-Protocol-Version does not match the session's version "+claims.ProtocolVersion, http.StatusBadRequest)
 		return
 	}
 	req := &methods.Request{Era: mcpspec.EraLegacy, View: ep.view, Server: ep.server, Principal: principal, Method: "GET",
