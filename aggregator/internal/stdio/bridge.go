@@ -11,7 +11,8 @@
 // its list_changed notifications, forwards every call, read, prompt,
 // completion and subscription to it, and logs its stderr, bounded. When
 // the process exits the bridge starts it again with back-off (1 s doubling
-// to 30 s, reset after a minute of running); meanwhile requests fail as a
+// to 30 s, reset after a minute of running). A request waits up to
+// readyWait for a process that is starting, and then fails as one to a
 // backend that is down does. Close stops it. The process sees only the
 // environment configured for it, and PATH and HOME unless configured, so
 // that the aggregator's own secrets never reach it.
@@ -85,8 +86,9 @@ type Bridge struct {
 	// ready is set once the running process's listing is mirrored: until
 	// then the bridge answers as a backend that is down (503), so that
 	// health checks see it down and a replaced backend keeps its last
-	// listing rather than an empty one.
-	ready bool
+	// listing rather than an empty one. readyCh is closed while ready.
+	ready   bool
+	readyCh chan struct{}
 	// syncMu serialises resyncs; mirrored is what the server lists now,
 	// by kind, to remove on the next.
 	syncMu   sync.Mutex
@@ -113,7 +115,7 @@ func Start(spec Spec) (*Bridge, error) {
 		return nil, err
 	}
 	b := &Bridge{spec: spec, log: log.With("backend", spec.Name, "stdio", spec.Command[0]), token: hex.EncodeToString(raw[:]),
-		url: "http://" + lis.Addr().String() + "/mcp", done: make(chan struct{})}
+		url: "http://" + lis.Addr().String() + "/mcp", done: make(chan struct{}), readyCh: make(chan struct{})}
 	b.server = mcp.NewServer(&mcp.Implementation{Name: spec.Name, Version: "stdio"}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:     &mcp.ToolCapabilities{ListChanged: true},
@@ -157,7 +159,7 @@ func (b *Bridge) authorized(next http.Handler) http.Handler {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
-		if r.Method == http.MethodPost && !b.isReady() {
+		if r.Method == http.MethodPost && !b.waitReady(r.Context()) {
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, ErrNotRunning.Error(), http.StatusServiceUnavailable)
 			return
@@ -166,10 +168,40 @@ func (b *Bridge) authorized(next http.Handler) http.Handler {
 	})
 }
 
-func (b *Bridge) isReady() bool {
+// readyWait is how long a request waits for a process that is starting:
+// the first listing and calls made meanwhile are served once it runs.
+const readyWait = 10 * time.Second
+
+// waitReady reports whether the process runs and is mirrored, waiting up
+// to readyWait (or ctx) for it.
+func (b *Bridge) waitReady(ctx context.Context) bool {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.ready
+	ready, ch := b.ready, b.readyCh
+	b.mu.Unlock()
+	if ready {
+		return true
+	}
+	t := time.NewTimer(readyWait)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// setReadyLocked records whether the process runs and is mirrored; mu is
+// held.
+func (b *Bridge) setReadyLocked(ready bool) {
+	switch {
+	case ready && !b.ready:
+		close(b.readyCh)
+	case !ready && b.ready:
+		b.readyCh = make(chan struct{})
+	}
+	b.ready = ready
 }
 
 // current is the process's session, nil while it does not run.
@@ -235,7 +267,8 @@ func (b *Bridge) runOnce(ctx context.Context, steady func()) error {
 	defer stop()
 	err = cs.Wait()
 	b.mu.Lock()
-	b.session, b.ready = nil, false
+	b.session = nil
+	b.setReadyLocked(false)
 	b.mu.Unlock()
 	return err
 }

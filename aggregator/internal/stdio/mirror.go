@@ -101,7 +101,7 @@ func (b *Bridge) resync() {
 	b.mirrored = next
 	b.mu.Lock()
 	// The process may have exited meanwhile: ready only while it runs.
-	b.ready = b.session == cs
+	b.setReadyLocked(b.session == cs)
 	b.mu.Unlock()
 }
 
