@@ -93,6 +93,7 @@ type Bridge struct {
 	// by kind, to remove on the next.
 	syncMu   sync.Mutex
 	mirrored mirrored
+	progress progressRelay
 }
 
 // Start listens on a loopback port and starts the command in the
@@ -253,7 +254,8 @@ func (b *Bridge) runOnce(ctx context.Context, steady func()) error {
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	connectCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	cs, err := client.Connect(connectCtx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	transport := progressTapped{Transport: &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, relay: &b.progress}
+	cs, err := client.Connect(connectCtx, transport, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	cancel()
 	if err != nil {
 		return fmt.Errorf("start %s: %w", b.spec.Command[0], err)

@@ -51,6 +51,13 @@ func serveStdio() {
 		})
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
 	})
+	server.AddTool(&mcp.Tool{Name: "progress", InputSchema: schema}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		token := req.Params.GetProgressToken()
+		for i := 1; i <= 2 && token != nil; i++ {
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: float64(i), Total: 2})
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("traceparent=%v", req.Params.Meta["traceparent"])}}}, nil
+	})
 	server.AddTool(&mcp.Tool{Name: "crash", InputSchema: schema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		os.Exit(3)
 		return nil, nil
@@ -191,6 +198,56 @@ func TestBridge(t *testing.T) {
 	testkit.Eventually(t, "the process stopped", 10*time.Second, func() bool {
 		return syscall.Kill(pid, 0) != nil
 	})
+}
+
+// TestBridgeRelaysProgressAndMeta: a call's _meta reaches the process,
+// and the process's progress comes back to the call under the caller's
+// own token, though two callers chose the same one.
+func TestBridgeRelaysProgressAndMeta(t *testing.T) {
+	b, err := Start(Spec{Name: "test", Command: []string{os.Args[0], "-test.run=^$"},
+		Env: map[string]string{serverEnv: "1"}, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	type note struct {
+		caller string
+		token  any
+		n      float64
+	}
+	notes := make(chan note, 16)
+	connect := func(caller string) *mcp.ClientSession {
+		client := mcp.NewClient(&mcp.Implementation{Name: caller, Version: "0"}, &mcp.ClientOptions{
+			ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+				notes <- note{caller, r.Params.ProgressToken, r.Params.Progress}
+			}})
+		var cs *mcp.ClientSession
+		testkit.Eventually(t, "the bridge serves", 20*time.Second, func() error {
+			cs, err = client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: b.URL(), HTTPClient: &http.Client{Transport: bearer(b.Token())}},
+				&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+			return err
+		})
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	for _, caller := range []string{"one", "two"} {
+		params := &mcp.CallToolParams{Name: "progress", Meta: mcp.Meta{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}
+		params.SetProgressToken("tok")
+		res, err := connect(caller).CallTool(t.Context(), params)
+		if err != nil || res.Content[0].(*mcp.TextContent).Text != "traceparent=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" {
+			t.Fatalf("%s: %+v %v, want the call's traceparent seen by the process", caller, res, err)
+		}
+		for i := 1; i <= 2; i++ {
+			select {
+			case got := <-notes:
+				if got != (note{caller, "tok", float64(i)}) {
+					t.Fatalf("progress %+v, want %s's %d under its token", got, caller, i)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%s: no progress %d", caller, i)
+			}
+		}
+	}
 }
 
 // TestBridgeOfAServerThatNeverStarts: while its process is not running

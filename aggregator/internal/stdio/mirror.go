@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
+	"strconv"
 	"sync"
 	"time"
 	"unicode/utf8"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -121,8 +124,67 @@ func (b *Bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 	if cs == nil {
 		return nil, ErrNotRunning
 	}
-	params := &mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments}
+	// The call's _meta (its trace context among it) goes to the process.
+	params := &mcp.CallToolParams{Meta: maps.Clone(req.Params.Meta), Name: req.Params.Name, Arguments: req.Params.Arguments}
+	if token := req.Params.GetProgressToken(); token != nil {
+		// The process's progress is relayed to this request under the
+		// caller's token; the process gets one of the bridge's, unique
+		// among the calls it runs, whatever the callers chose.
+		own, done := b.progress.add(ctx, req.Session, token)
+		defer done()
+		params.SetProgressToken(own)
+	}
 	return cs.CallTool(ctx, params)
+}
+
+// progressRelay maps the progress tokens the bridge gave the process's
+// calls to the requests they came with.
+type progressRelay struct {
+	mu    sync.Mutex
+	next  int64
+	calls map[string]progressCall
+}
+
+type progressCall struct {
+	// ctx is the call's: a notification sent under it goes on the call's
+	// own response stream.
+	ctx     context.Context
+	session *mcp.ServerSession
+	token   any
+}
+
+// add records a call's session and token, and returns the token the
+// process gets for it and what forgets it.
+func (r *progressRelay) add(ctx context.Context, session *mcp.ServerSession, token any) (string, func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.next++
+	own := "bridge-" + strconv.FormatInt(r.next, 10)
+	if r.calls == nil {
+		r.calls = map[string]progressCall{}
+	}
+	r.calls[own] = progressCall{ctx: ctx, session: session, token: token}
+	return own, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		delete(r.calls, own)
+	}
+}
+
+// relay sends a progress notification of the process to the request its
+// token names, under the caller's token; one naming no call in flight is
+// dropped.
+func (r *progressRelay) relay(p *mcp.ProgressNotificationParams) {
+	own, _ := p.ProgressToken.(string)
+	r.mu.Lock()
+	call, ok := r.calls[own]
+	r.mu.Unlock()
+	if !ok || call.session == nil {
+		return
+	}
+	relayed := *p
+	relayed.ProgressToken = call.token
+	_ = call.session.NotifyProgress(call.ctx, &relayed)
 }
 
 func (b *Bridge) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
@@ -249,4 +311,38 @@ func (l *lineLog) emitLocked() {
 		}
 	}
 	l.log.Info("stdio server", "stderr", string(line), "cut", cut)
+}
+
+// progressTapped is the process's transport, whose connection relays the
+// process's progress notifications as they are read: go-sdk hands
+// notifications to their handler on a goroutine of its own, where the
+// call's response, read next, could overtake them and end the stream
+// they go on.
+type progressTapped struct {
+	mcp.Transport
+	relay *progressRelay
+}
+
+func (t progressTapped) Connect(ctx context.Context) (mcp.Connection, error) {
+	conn, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return progressTap{Connection: conn, relay: t.relay}, nil
+}
+
+type progressTap struct {
+	mcp.Connection
+	relay *progressRelay
+}
+
+func (c progressTap) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && !req.ID.IsValid() && req.Method == "notifications/progress" {
+		var p mcp.ProgressNotificationParams
+		if json.Unmarshal(req.Params, &p) == nil {
+			c.relay.relay(&p)
+		}
+	}
+	return msg, err
 }
