@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/stdio"
 	"github.com/switchboard-mcp/switchboard/services/rawjson"
 )
 
@@ -104,6 +105,8 @@ func newRedactor(cfg Config, tokens *tokenSource) *redactor {
 			static = append(static, v)
 		}
 	}
+	// A stdio server's credentials are in its environment.
+	static = append(static, stdio.SecretEnv(cfg.Env, MinRedactedHidden)...)
 	long := slices.DeleteFunc(slices.Clone(static), func(v string) bool { return len(v) < MinRedactedHidden })
 	r := &redactor{all: newSecretSet(static), long: newSecretSet(long)}
 	if cfg.Auth.Mode == AuthClientCredentials {

@@ -633,3 +633,19 @@ func BenchmarkRedactResult(b *testing.B) {
 		})
 	}
 }
+
+// A stdio server's credentials are in its environment: the values of
+// variables named as credentials leave its results, errors and logs as an
+// HTTP backend's headers do; other values, and short ones, stay.
+func TestRedactorCutsStdioCredentials(t *testing.T) {
+	r := newRedactor(Config{Command: []string{"server"}, Env: map[string]string{
+		"GITHUB_PERSONAL_ACCESS_TOKEN": "ghp-0123456789abcdef", "API_KEY": "k-0123456789", "MODE": "production", "DB_PASSWORD": "short",
+	}}, nil)
+	ctx := context.Background()
+	if got := r.shared().redactText(`ghp-0123456789abcdef k-0123456789 in production, password short`); got != `[redacted] [redacted] in production, password short` {
+		t.Errorf("an error text: %q", got)
+	}
+	if got := r.forResult(ctx, false).redactJSON(`{"echo":"k-0123456789","mode":"production"}`); got != `{"echo":"[redacted]","mode":"production"}` {
+		t.Errorf("a result: %s", got)
+	}
+}

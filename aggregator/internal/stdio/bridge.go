@@ -56,6 +56,9 @@ type Spec struct {
 	Dir string
 	// Log receives the bridge's and the process's lines.
 	Log *slog.Logger
+	// Secrets are cut out of the process's stderr before it is logged
+	// (SecretEnv).
+	Secrets []string
 }
 
 // Back-off of restarts.
@@ -237,7 +240,7 @@ func (b *Bridge) runOnce(ctx context.Context, steady func()) error {
 	cmd.Dir = b.spec.Dir
 	ownGroup(cmd)
 	defer killGroup(cmd)
-	stderr := newLineLog(b.log)
+	stderr := newLineLog(b.log, b.spec.Secrets)
 	cmd.Stderr = stderr
 	// A child that kept the server's stderr open must not keep Wait (and
 	// the restart) waiting: killGroup stops it afterwards.

@@ -296,7 +296,7 @@ func TestStartRefusesAMissingCommand(t *testing.T) {
 // are counted, not logged.
 func TestLineLogBounds(t *testing.T) {
 	out := &recorder{}
-	l := newLineLog(slog.New(slog.NewTextHandler(out, nil)))
+	l := newLineLog(slog.New(slog.NewTextHandler(out, nil)), nil)
 	fmt.Fprintf(l, "%s\n", strings.Repeat("x", 3*maxLineBytes))
 	for i := range maxLinesPerMinute + 10 {
 		fmt.Fprintf(l, "line %d\n", i)
@@ -335,4 +335,19 @@ func TestBridgeStopsTheServersChildren(t *testing.T) {
 	testkit.Eventually(t, "the helper stopped with the server", 10*time.Second, func() bool {
 		return syscall.Kill(pid, 0) != nil
 	})
+}
+
+// TestLineLogRedactsSecrets: the server's credentials leave its stderr
+// before it is logged, whole even where the line is cut.
+func TestLineLogRedactsSecrets(t *testing.T) {
+	out := &recorder{}
+	secret := "s3cr3t-value-0123456789"
+	l := newLineLog(slog.New(slog.NewTextHandler(out, nil)), SecretEnv(map[string]string{"API_TOKEN": secret, "MODE": "production-mode"}, 8))
+	fmt.Fprintf(l, "token %s in production-mode\n", secret)
+	fmt.Fprintf(l, "%s%s\n", strings.Repeat("x", maxLineBytes-5), secret)
+	l.Flush()
+	got := out.String()
+	if strings.Contains(got, secret[:5]) || !strings.Contains(got, "token [redacted] in production-mode") {
+		t.Fatalf("the log:\n%s", got)
+	}
 }

@@ -237,7 +237,12 @@ const (
 
 // lineLog logs what a process writes to stderr, a line at a time, bounded.
 type lineLog struct {
-	log *slog.Logger
+	log     *slog.Logger
+	secrets []string
+	// keep is how much of a line is buffered: one byte past its bound,
+	// to know it was cut, and the longest secret, so that none is cut
+	// in two before it is redacted.
+	keep int
 
 	mu      sync.Mutex
 	buf     []byte
@@ -246,7 +251,13 @@ type lineLog struct {
 	dropped int
 }
 
-func newLineLog(log *slog.Logger) *lineLog { return &lineLog{log: log} }
+func newLineLog(log *slog.Logger, secrets []string) *lineLog {
+	l := &lineLog{log: log, secrets: secrets, keep: maxLineBytes + 1}
+	for _, s := range secrets {
+		l.keep = max(l.keep, maxLineBytes+1+len(s))
+	}
+	return l
+}
 
 func (l *lineLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
@@ -258,9 +269,7 @@ func (l *lineLog) Write(p []byte) (int, error) {
 		if i < 0 {
 			end = len(p)
 		}
-		// Keep at most one byte past a line's bound: enough to know it
-		// was cut.
-		room := max(0, maxLineBytes+1-len(l.buf))
+		room := max(0, l.keep-len(l.buf))
 		l.buf = append(l.buf, p[:min(end, room)]...)
 		if i < 0 {
 			return n, nil
@@ -303,6 +312,8 @@ func (l *lineLog) emitLocked() {
 		return
 	}
 	l.lines++
+	// Secrets go before the line is cut, so that none is cut in two.
+	line = []byte(redactLine(string(line), l.secrets))
 	cut := len(line) > maxLineBytes
 	if cut {
 		line = line[:maxLineBytes]

@@ -1,0 +1,38 @@
+package stdio
+
+import "strings"
+
+// credentialWords mark a variable whose value is a credential: a stdio
+// server gets its credentials in its environment (headers and auth are
+// HTTP's), e.g. GITHUB_PERSONAL_ACCESS_TOKEN, API_KEY, DB_PASSWORD.
+var credentialWords = []string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "AUTH", "PRIVATE", "COOKIE"}
+
+// SecretEnv are the values of env that are credentials, at least minLen
+// bytes long: those of variables named as one (credentialWords). They are
+// cut out of what the server sends back and of its stderr in the log, as
+// an HTTP backend's headers are. Other values (a path, a mode) are kept:
+// cutting them would garble results that mention them.
+func SecretEnv(env map[string]string, minLen int) []string {
+	var out []string
+	for k, v := range env {
+		if len(v) < minLen {
+			continue
+		}
+		name := strings.ToUpper(k)
+		for _, w := range credentialWords {
+			if strings.Contains(name, w) {
+				out = append(out, v)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// redactLine is line with each of secrets replaced.
+func redactLine(line string, secrets []string) string {
+	for _, s := range secrets {
+		line = strings.ReplaceAll(line, s, "[redacted]")
+	}
+	return line
+}
