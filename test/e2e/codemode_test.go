@@ -95,13 +95,14 @@ result = {"city": best[0], "highC": best[1], "plusOne": total}
 			t.Errorf("era %q: a program of 17 KiB: error %v, %q", era, isErr, text)
 		}
 		// A tool that asks for input: its backend is told the client can
-		// answer no questions, so it refuses the call (go-sdk's does), or
-		// asks anyway and the aggregator fails the call; either way the
-		// program's call fails, saying why, and try_call may catch it.
+		// answer no questions, so it refuses the call (the capability it
+		// needs named, on every route), or asks anyway and the aggregator
+		// fails the call; either way the program's call fails, saying
+		// why, and try_call may catch it.
 		sc, isErr, text = runCode(t, cs, "v, err = try_call(weather_confirm_alert, text=\"storm\")\nresult = err\n")
 		msg, _ := sc["result"].(string)
 		if isErr || !strings.HasPrefix(msg, "weather_confirm_alert ") ||
-			!strings.Contains(msg, "client does not support elicitation") && !strings.Contains(msg, "asked for input (input_required), which a program cannot give") {
+			!strings.Contains(msg, "missing required client capability: elicitation") && !strings.Contains(msg, "asked for input (input_required), which a program cannot give") {
 			t.Errorf("era %q: a tool that asks: %v %q", era, sc, text)
 		}
 	}

@@ -51,8 +51,8 @@ func (c *Client) classify(ctx context.Context, err error) error {
 	}
 	var wire *jsonrpc.Error
 	if errors.As(err, &wire) && !errors.Is(err, mcp.ErrConnectionClosed) && !errors.Is(err, mcp.ErrSessionMissing) && wire.Code != rejectedCode {
-		if caps := missingCapability(wire); caps != "" {
-			return &ProtocolError{Code: mcp.CodeMissingRequiredClientCapabilities, Message: "missing required client capability", Data: caps}
+		if name, caps := missingCapability(wire); caps != "" {
+			return &ProtocolError{Code: mcp.CodeMissingRequiredClientCapabilities, Message: "missing required client capability: " + name, Data: caps}
 		}
 		set := c.redactor.forCall(ctx)
 		return &ProtocolError{Code: wire.Code, Message: set.redactText(wire.Message), Data: set.redactJSON(string(wire.Data))}
@@ -90,25 +90,25 @@ func bound(text string, n int) string {
 // deliver (HTTP failures); they are transport errors, not backend answers.
 const rejectedCode = -32005
 
-// missingCapability is the requiredCapabilities (JSON) of a backend's
-// error that says a tool needed a client capability the caller did not
+// missingCapability is the name and the requiredCapabilities (JSON) of a
+// backend's error that says a tool needed a client capability the caller did not
 // declare, "" for any other. A Modern backend says so with -32021; a
 // go-sdk backend in a Legacy session (the plain route's, which declares
 // no capabilities, as the caller declared none) fails the call with its
 // own text instead, which is read here, so that the caller gets the same
 // answer on every route.
-func missingCapability(e *jsonrpc.Error) string {
+func missingCapability(e *jsonrpc.Error) (name, requiredJSON string) {
 	if e.Code == mcp.CodeMissingRequiredClientCapabilities {
-		return ""
+		return "", ""
 	}
 	switch {
 	case strings.Contains(e.Message, `client does not support "url" elicitation`):
-		return `{"requiredCapabilities":{"elicitation":{"url":{}}}}`
+		return "elicitation (url)", `{"requiredCapabilities":{"elicitation":{"url":{}}}}`
 	case strings.Contains(e.Message, "client does not support elicitation"),
 		strings.Contains(e.Message, `client does not support "form" elicitation`):
-		return `{"requiredCapabilities":{"elicitation":{}}}`
+		return "elicitation", `{"requiredCapabilities":{"elicitation":{}}}`
 	case strings.Contains(e.Message, "client does not support CreateMessage"):
-		return `{"requiredCapabilities":{"sampling":{}}}`
+		return "sampling", `{"requiredCapabilities":{"sampling":{}}}`
 	}
-	return ""
+	return "", ""
 }
