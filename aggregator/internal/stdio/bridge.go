@@ -75,7 +75,9 @@ var ErrNotRunning = errors.New("the stdio server is not running")
 
 // Bridge is one running stdio backend and its HTTP face.
 type Bridge struct {
-	spec   Spec
+	spec Spec
+	// path is the program spec.Command names (program).
+	path   string
 	log    *slog.Logger
 	token  string
 	url    string
@@ -105,7 +107,8 @@ func Start(spec Spec) (*Bridge, error) {
 	if len(spec.Command) == 0 || spec.Command[0] == "" {
 		return nil, errors.New("a stdio backend needs a command")
 	}
-	if _, err := exec.LookPath(spec.Command[0]); err != nil {
+	path, err := program(spec.Command[0], spec.Env, spec.Dir)
+	if err != nil {
 		return nil, fmt.Errorf("command %q not found: install it, or name it by its full path (%w)", spec.Command[0], err)
 	}
 	log := spec.Log
@@ -118,7 +121,7 @@ func Start(spec Spec) (*Bridge, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Bridge{spec: spec, log: log.With("backend", spec.Name, "stdio", spec.Command[0]), token: hex.EncodeToString(raw[:]),
+	b := &Bridge{spec: spec, path: path, log: log.With("backend", spec.Name, "stdio", spec.Command[0]), token: hex.EncodeToString(raw[:]),
 		url: "http://" + lis.Addr().String() + "/mcp", done: make(chan struct{}), readyCh: make(chan struct{})}
 	b.server = mcp.NewServer(&mcp.Implementation{Name: spec.Name, Version: "stdio"}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{
@@ -235,7 +238,8 @@ func (b *Bridge) runOnce(ctx context.Context, steady func()) error {
 			steady()
 		}
 	}()
-	cmd := exec.Command(b.spec.Command[0], b.spec.Command[1:]...)
+	cmd := exec.Command(b.path, b.spec.Command[1:]...)
+	cmd.Args[0] = b.spec.Command[0]
 	cmd.Env = environment(b.spec.Env)
 	cmd.Dir = b.spec.Dir
 	ownGroup(cmd)
@@ -311,7 +315,7 @@ func CheckCommands(backends []config.Backend) error {
 		if len(b.Command) == 0 || b.Command[0] == "" {
 			continue
 		}
-		if _, err := exec.LookPath(b.Command[0]); err != nil {
+		if _, err := program(b.Command[0], b.Env, b.Dir); err != nil {
 			errs = append(errs, &config.KeyError{Key: fmt.Sprintf("aggregator.backends[%d].command", i),
 				Err: errors.New("its program is not found: install it, or name it by its full path")})
 		}

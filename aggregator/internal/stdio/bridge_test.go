@@ -351,3 +351,34 @@ func TestLineLogRedactsSecrets(t *testing.T) {
 		t.Fatalf("the log:\n%s", got)
 	}
 }
+
+// TestProgramIsFoundAsTheServerWouldFindIt: a command is looked up in the
+// PATH of the server's own environment, and a relative one in its working
+// directory, not in the aggregator's.
+func TestProgramIsFoundAsTheServerWouldFindIt(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "myserver"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		dir  string
+		want string
+	}{
+		{"myserver", map[string]string{"PATH": bin}, "", filepath.Join(bin, "myserver")},
+		{"myserver", map[string]string{"PATH": "bin"}, dir, filepath.Join(bin, "myserver")},
+		{"./bin/myserver", nil, dir, filepath.Join(bin, "myserver")},
+		{"myserver", nil, "", ""},
+		{"./bin/myserver", nil, "", ""},
+	} {
+		got, err := program(tc.name, tc.env, tc.dir)
+		if got != tc.want || (err == nil) != (tc.want != "") {
+			t.Errorf("program(%q, %v, %q) = %q, %v; want %q", tc.name, tc.env, tc.dir, got, err, tc.want)
+		}
+	}
+}
