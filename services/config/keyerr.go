@@ -84,7 +84,7 @@ type valueSource struct {
 type sources map[string]valueSource
 
 // Annotate completes the KeyErrors in err with what c's file says of
-// their keys: the line, when the key is a value of the file, and the
+// their keys: the line of the value, or of the first value under it, and the
 // environment variables its value, or the values under it, were expanded
 // from. Other errors are left as they are. It returns err.
 func (c *Config) Annotate(err error) error {
@@ -92,15 +92,29 @@ func (c *Config) Annotate(err error) error {
 		return err
 	}
 	visitKeyErrors(err, func(e *KeyError) {
-		src, exact := c.sources[e.Key]
-		if exact && e.Line == 0 {
-			e.Line = src.line
+		if e.Line == 0 {
+			e.Line = c.sources.lineOf(e.Key)
 		}
 		if len(e.Vars) == 0 {
 			e.Vars = c.sources.varsUnder(e.Key)
 		}
 	})
 	return err
+}
+
+// lineOf is the line of the value at key, or of the first value under it
+// (a list's, a map's: command, env); 0 for none.
+func (s sources) lineOf(key string) int {
+	if src, ok := s[key]; ok {
+		return src.line
+	}
+	line := 0
+	for k, src := range s {
+		if strings.HasPrefix(k, key) && len(k) > len(key) && (k[len(key)] == '.' || k[len(key)] == '[') && (line == 0 || src.line < line) {
+			line = src.line
+		}
+	}
+	return line
 }
 
 // varsUnder lists the variables the value at key, or a value under it,

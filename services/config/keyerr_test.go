@@ -212,3 +212,17 @@ func TestDecodeMessagesRebuilt(t *testing.T) {
 		}
 	}
 }
+
+// A list's or a map's key (a stdio server's command, its env) is refused
+// with the line of its first value: the file's line of it, as a scalar's.
+func TestErrorsOnListsGiveTheirLine(t *testing.T) {
+	raw := "aggregator:\n  backends:\n    - name: local\n      url: http://x/mcp\n      command:\n        - server\n"
+	cfg, err := Parse([]byte(raw), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cfg.ValidateAggregator()
+	if err == nil || !strings.Contains(err.Error(), "aggregator.backends[0].command (line 6)") {
+		t.Fatalf("got %v, want the command's key at line 6", err)
+	}
+}
