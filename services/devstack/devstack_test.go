@@ -65,6 +65,14 @@ func TestServiceTokens(t *testing.T) {
 	if len(again) != 1 || env2[0] == env[0] {
 		t.Fatal("two runs generated the same token")
 	}
+	// An edit may reference the tokens generated at start, not new ones:
+	// the running children have no value for those.
+	if err := newTokens([]byte(raw), names); err != nil {
+		t.Fatalf("an edit with the tokens of the start: %v", err)
+	}
+	if err := newTokens([]byte(raw+"f: ${SWITCHBOARD_CONSOLE_TOKEN}\n"), names); err == nil || !strings.Contains(err.Error(), "SWITCHBOARD_CONSOLE_TOKEN") {
+		t.Fatalf("an edit with a new token: %v", err)
+	}
 }
 
 func TestDialAddress(t *testing.T) {

@@ -132,7 +132,12 @@ func Run(ctx context.Context, opts RunOptions) (err error) {
 		var followCtx context.Context
 		followCtx, s.stopFollowing = context.WithCancel(ctx)
 		s.followers.Go(func() {
-			follow(followCtx, log, opts.ConfigPath, raw, childConfig, func(raw []byte) ([]byte, error) { return withDatabase(raw, dbURL) })
+			follow(followCtx, log, opts.ConfigPath, raw, childConfig, func(raw []byte) ([]byte, error) {
+				if err := newTokens(raw, generated); err != nil {
+					return nil, err
+				}
+				return withDatabase(raw, dbURL)
+			})
 		})
 	}
 
@@ -306,19 +311,40 @@ var tokenRef = regexp.MustCompile(`\$\{(SWITCHBOARD_[A-Za-z0-9_]*)\}`)
 // run needs no secrets set by hand. The children get them in their
 // environment; they are never printed.
 func serviceTokens(raw string) (env, names []string, err error) {
-	for _, m := range tokenRef.FindAllStringSubmatch(raw, -1) {
-		name := m[1]
-		if _, set := os.LookupEnv(name); set || slices.Contains(names, name) {
-			continue
-		}
+	names = unsetTokens(raw, nil)
+	for _, name := range names {
 		secret := make([]byte, 32)
 		if _, err := rand.Read(secret); err != nil {
 			return nil, nil, err
 		}
 		env = append(env, name+"="+base64.RawURLEncoding.EncodeToString(secret))
-		names = append(names, name)
 	}
 	return env, names, nil
+}
+
+// unsetTokens lists, once each, the ${SWITCHBOARD_...} references of raw
+// whose variable is neither set nor one of known.
+func unsetTokens(raw string, known []string) []string {
+	var names []string
+	for _, m := range tokenRef.FindAllStringSubmatch(raw, -1) {
+		name := m[1]
+		if _, set := os.LookupEnv(name); set || slices.Contains(known, name) || slices.Contains(names, name) {
+			continue
+		}
+		names = append(names, name)
+	}
+	return names
+}
+
+// newTokens refuses an edit that references a token the running stack
+// has no value for: the children's environment was set when they
+// started, so every service would refuse the file.
+func newTokens(raw []byte, generated []string) error {
+	if missing := unsetTokens(string(raw), generated); len(missing) > 0 {
+		return fmt.Errorf("it references %s, unset when the stack started (tokens are generated then): stop and start switchboard-dev again, or set them first",
+			strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 // withDatabase returns the configuration raw with indexer.database set to
