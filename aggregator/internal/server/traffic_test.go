@@ -49,9 +49,25 @@ rateLimits:
 	if len(resp.GetMinutes()) != 60 || resp.GetReplica() != "test-replica" || len(resp.GetLatencyBucketMs()) == 0 {
 		t.Fatalf("%d minutes, replica %q, %d buckets", len(resp.GetMinutes()), resp.GetReplica(), len(resp.GetLatencyBucketMs()))
 	}
+	// The calls fall in this minute, or in the last one and this one when
+	// a minute turned meanwhile: the counts are summed over the hour.
 	cells := map[string]*aggregatorv1.TrafficCell{}
-	for _, c := range resp.GetMinutes()[59].GetCells() {
-		cells[c.GetDimension()+"/"+c.GetName()] = c
+	for _, m := range resp.GetMinutes() {
+		for _, c := range m.GetCells() {
+			k := c.GetDimension() + "/" + c.GetName()
+			sum := cells[k]
+			if sum == nil {
+				sum = &aggregatorv1.TrafficCell{LatencyHistogram: make([]int64, len(c.GetLatencyHistogram()))}
+				cells[k] = sum
+			}
+			sum.Calls += c.GetCalls()
+			sum.Errors += c.GetErrors()
+			sum.RateLimited += c.GetRateLimited()
+			sum.Refused += c.GetRefused()
+			for i, v := range c.GetLatencyHistogram() {
+				sum.LatencyHistogram[i] += v
+			}
+		}
 	}
 	for k, want := range map[string][4]int64{ // calls, errors, rate limited, refused
 		"total/":         {5, 1, 1, 1},
