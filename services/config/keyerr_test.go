@@ -226,3 +226,28 @@ func TestErrorsOnListsGiveTheirLine(t *testing.T) {
 		t.Fatalf("got %v, want the command's key at line 6", err)
 	}
 }
+
+// A code mode timeout the gateway's request timeout would cut is refused
+// where it would bite, the gateway, naming both keys; one within it, or
+// code mode offered nowhere, is fine.
+func TestCodeModeTimeoutFitsTheGatewaysRequests(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		ok   bool
+	}{
+		{"aggregator:\n  codeMode: {enabled: true, timeout: 5m}\n", false},
+		{"aggregator:\n  codeMode: {timeout: 5m}\nservers:\n  - {name: ops, backends: [b], codeMode: true}\n", false},
+		{"aggregator:\n  codeMode: {enabled: true, timeout: 5m}\ngateway:\n  timeouts: {request: 6m}\n", true},
+		{"aggregator:\n  codeMode: {enabled: true, timeout: 90s}\n", true},
+		{"aggregator:\n  codeMode: {timeout: 5m}\n", true},
+	} {
+		cfg, err := Parse([]byte(tc.yaml), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = cfg.validateRunsFitRequests()
+		if (err == nil) != tc.ok || err != nil && !strings.Contains(err.Error(), "gateway.timeouts.request") {
+			t.Errorf("%s: %v", tc.yaml, err)
+		}
+	}
+}

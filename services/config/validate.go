@@ -23,7 +23,23 @@ import (
 func (c *Config) ValidateGateway() error {
 	return c.Annotate(errors.Join(c.Gateway.WithDefaults().Validate(), c.GRPC.Validate(), c.GRPC.validateGatewayStreams(c.Gateway.WithDefaults().Streams.MaxOpen),
 		c.ValidateServers(), c.ValidateServerAudiences(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(),
-		validateAuditIndexer(c.Audit, c.Gateway.Indexer, "gateway.indexer")))
+		validateAuditIndexer(c.Audit, c.Gateway.Indexer, "gateway.indexer"), c.validateRunsFitRequests()))
+}
+
+// validateRunsFitRequests refuses a code mode timeout longer than the
+// gateway's request timeout: a program runs within one call of the
+// request to the aggregator, which the gateway ends at
+// gateway.timeouts.request, so the run would be cut there.
+func (c *Config) validateRunsFitRequests() error {
+	offered := c.Aggregator.CodeMode.Enabled
+	for _, s := range c.Servers {
+		offered = offered || s.CodeMode != nil && *s.CodeMode
+	}
+	run, request := time.Duration(c.Aggregator.CodeMode.WithDefaults().Timeout), time.Duration(c.Gateway.WithDefaults().Timeouts.Request)
+	if offered && run > request {
+		return keyErr("aggregator.codeMode.timeout", "is %s, longer than gateway.timeouts.request (%s), which would cut runs: raise gateway.timeouts.request", run, request)
+	}
+	return nil
 }
 
 // ValidateAggregator checks what switchboard-aggregator reads: its section
