@@ -73,13 +73,15 @@ func CheckName(k Kind, key string) error {
 	return nil
 }
 
-// RefusalReason names why CheckDefinition or CheckName refused an item,
-// as the refusal metric labels it: invalid_name, duplicate_member,
-// too_deep or malformed.
+// RefusalReason names why CheckDefinition, CheckName or checkUI refused
+// an item, as the refusal metric labels it: invalid_name,
+// duplicate_member, conflicting_ui, too_deep or malformed.
 func RefusalReason(err error) string {
 	switch {
 	case errors.Is(err, ErrInvalidName):
 		return "invalid_name"
+	case errors.Is(err, ErrConflictingUI):
+		return "conflicting_ui"
 	case errors.Is(err, rawjson.ErrDuplicateMember):
 		return "duplicate_member"
 	case errors.Is(err, rawjson.ErrTooDeep):
@@ -165,6 +167,9 @@ func (sc *Screen) screen(b string, l *backend.Lists, prev map[refusal]bool) scre
 		err := CheckName(k, key)
 		if err == nil {
 			err = CheckDefinition(def)
+		}
+		if err == nil && k == KindTools {
+			err = checkUI(def)
 		}
 		if err == nil {
 			return true

@@ -225,3 +225,28 @@ func TestScreenRefusesInvalidNames(t *testing.T) {
 		t.Fatal("a NUL reached the log")
 	}
 }
+
+// TestScreenRefusesConflictingUIs: a tool naming one UI in
+// _meta.ui.resourceUri and another in the deprecated _meta["ui/resourceUri"]
+// is refused, as one read two ways; naming one page in both, or in
+// either, is fine.
+func TestScreenRefusesConflictingUIs(t *testing.T) {
+	l := listedTools(
+		`{"name":"both_same","inputSchema":{"type":"object"},"_meta":{"ui":{"resourceUri":"ui://a/page"},"ui/resourceUri":"ui://a/page"}}`,
+		`{"name":"current","inputSchema":{"type":"object"},"_meta":{"ui":{"resourceUri":"ui://a/page"}}}`,
+		`{"name":"deprecated","inputSchema":{"type":"object"},"_meta":{"ui/resourceUri":"ui://a/page"}}`,
+		`{"name":"two_pages","inputSchema":{"type":"object"},"_meta":{"ui":{"resourceUri":"ui://a/page"},"ui/resourceUri":"ui://a/other"}}`,
+	)
+	counts := &refusedCounts{}
+	out := NewScreen(slog.New(slog.DiscardHandler), counts.count).Lists(map[string]*backend.Lists{"shop": l})["shop"]
+	var names []string
+	for _, tl := range out.Tools {
+		names = append(names, tl.Name)
+	}
+	if want := []string{"both_same", "current", "deprecated"}; !slices.Equal(names, want) {
+		t.Fatalf("listed tools %q, want %q", names, want)
+	}
+	if got := counts.String(); got != "map[shop/tools/conflicting_ui:1]" {
+		t.Fatalf("counted %s", got)
+	}
+}

@@ -1,7 +1,10 @@
 package catalog
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 
@@ -125,6 +128,22 @@ func mapUIRefs(def []byte, f func(v []byte) ([]byte, bool)) []byte {
 		return def
 	}
 	return out
+}
+
+// ErrConflictingUI: a tool definition names one UI in _meta.ui.resourceUri
+// and another in the deprecated _meta["ui/resourceUri"]. A host reads one
+// or the other, and the catalog's checks of who may read the page follow
+// one: the definition is refused, as one read two ways (CheckDefinition).
+var ErrConflictingUI = errors.New("two different UIs named")
+
+// checkUI reports whether a tool definition's two UI members disagree.
+func checkUI(def []byte) error {
+	meta, _ := rawjson.Get(def, "_meta")
+	current, deprecated := uiMember(meta), deprecatedMember(meta)
+	if current != nil && deprecated != nil && !bytes.Equal(current, deprecated) {
+		return fmt.Errorf("%w: _meta.ui.%s and _meta[%q] differ", ErrConflictingUI, metaUIResource, metaUIDeprecated)
+	}
+	return nil
 }
 
 // uiOf is the UI a tool definition's _meta names: _meta.ui.resourceUri,

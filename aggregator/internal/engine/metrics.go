@@ -43,7 +43,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"backend", "method", "outcome"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_aggregator_catalog_refused_definitions_total",
-			Help: "Listed definitions left out of the catalog because they cannot be read one way (reason duplicate_member: an object in them names a member twice; too_deep; malformed), by backend, kind and reason; once per refused definition.",
+			Help: "Listed definitions left out of the catalog because they cannot be read one way (reason duplicate_member: an object in them names a member twice; conflicting_ui: a tool's two UI members differ; invalid_name; too_deep; malformed), by backend, kind and reason; once per refused definition.",
 		}, []string{"backend", "kind", "reason"}),
 		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_aggregator_catalog_conflicts_total",
