@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -276,5 +277,45 @@ func TestProgramsNearTheirBounds(t *testing.T) {
 	}
 	if ok := runProgram(t, "result = 1 + 1\n", testBounds(), weather(&calls)); string(ok.Value) != "2" {
 		t.Fatalf("after the large result: %+v", ok)
+	}
+}
+
+// TestRunnersRunBelowTheAggregator: every thread of a runner, not its
+// main thread alone, has the runner's lower priority (a nice value is a
+// thread's on Linux).
+func TestRunnersRunBelowTheAggregator(t *testing.T) {
+	var calls []string
+	runProgram(t, "result = 1\n", testBounds(), weather(&calls))
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, e := range entries {
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !strings.Contains(string(cmdline), RunnerFlag) {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil || strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))[1] != strconv.Itoa(os.Getpid()) {
+			continue // not a runner of this test's pool
+		}
+		tasks, _ := os.ReadDir("/proc/" + e.Name() + "/task")
+		for _, task := range tasks {
+			raw, err := os.ReadFile("/proc/" + e.Name() + "/task/" + task.Name() + "/stat")
+			if err != nil {
+				continue
+			}
+			// The nice value is the 19th field; fields after the command
+			// in parentheses start at the 3rd.
+			fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+			if nice := fields[16]; nice != strconv.Itoa(runnerNice) {
+				t.Errorf("runner %s thread %s has nice %s, want %d", e.Name(), task.Name(), nice, runnerNice)
+			}
+			checked++
+		}
+	}
+	if checked < 2 {
+		t.Fatalf("checked %d runner threads", checked)
 	}
 }
