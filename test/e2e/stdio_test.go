@@ -88,7 +88,7 @@ func TestStdioBackendLifecycle(t *testing.T) {
 	if err != nil || len(got) != 1 {
 		t.Fatalf("after the removal: %v %v", got, err)
 	}
-	if others := childrenNamed(c.Aggregator.Pid(), "--stdio"); len(others) > 0 {
+	if others := descendantsNamed(c.Aggregator.Pid(), "--stdio"); len(others) > 0 {
 		t.Fatalf("stdio servers still run after their removal: %v", others)
 	}
 	if m := metricsText(t, metricsURL); strings.Contains(m, `backend="dead"`) || strings.Contains(m, `backend="local"`) {
@@ -117,7 +117,7 @@ func stdioServerPID(t *testing.T, aggregator int, name string) int {
 	t.Helper()
 	var pid int
 	testkit.Eventually(t, "the stdio server "+name+" runs", 20*time.Second, func() error {
-		pids := childrenNamed(aggregator, "--name\x00"+name+"\x00")
+		pids := descendantsNamed(aggregator, "--name\x00"+name+"\x00")
 		if len(pids) != 1 {
 			return fmt.Errorf("processes %v", pids)
 		}
@@ -127,26 +127,12 @@ func stdioServerPID(t *testing.T, aggregator int, name string) int {
 	return pid
 }
 
-// childrenNamed lists the children of parent whose command line holds
-// part (arguments separated by NUL, as /proc has them).
-func childrenNamed(parent int, part string) []int {
-	entries, _ := os.ReadDir("/proc")
+// descendantsNamed lists the descendants of parent whose command line
+// holds part (arguments separated by NUL, as /proc has them).
+func descendantsNamed(parent int, part string) []int {
 	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// The parent is the fourth field, after the command in parentheses.
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(fields) < 2 || fields[1] != strconv.Itoa(parent) {
-			continue
-		}
-		if cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.Contains(string(cmdline), part) {
+	for _, pid := range descendants(parent) {
+		if cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); err == nil && strings.Contains(string(cmdline), part) {
 			out = append(out, pid)
 		}
 	}
