@@ -260,9 +260,46 @@ func (r *Resolver) resolve(ctx context.Context, agg aggregatorv1.AggregatorServi
 	if sc, ok := r.known(digest); ok {
 		return sc, false, nil
 	}
-	// Concurrent first searches of one view (same or different principals)
-	// share one build here; other replicas are held off by the store's
-	// advisory lock.
+	res, shared, err := r.build(ctx, agg, p, server, disc, digest, listed)
+	if err == nil && shared && res.scope.Digest != digest {
+		// The build listed its first caller's view, which came back as
+		// another view than its Discover named (another replica's, or a
+		// catalog or policy change in between): that is the first
+		// caller's, not this caller's. This caller lists its own.
+		// Not shared again: another first caller's listing could differ
+		// anew; the store builds one digest once across callers.
+		if listed, err = r.listTools(ctx, agg, p, server, disc); err != nil {
+			return store.Scope{}, false, err
+		}
+		if sc, ok := r.known(listed.digest); ok {
+			res, shared = buildResult{scope: sc}, false
+		} else {
+			ctx, cancel := context.WithTimeout(ctx, buildTimeout)
+			res, err = r.buildView(ctx, listed)
+			cancel()
+			shared = false
+		}
+	}
+	if err != nil {
+		return store.Scope{}, false, err
+	}
+	r.mu.Lock()
+	if len(r.byDigest) >= maxScopesByDigest {
+		r.byDigest = map[string]store.Scope{}
+	}
+	r.byDigest[res.scope.Digest] = res.scope
+	r.mu.Unlock()
+	return res.scope, res.built && !shared, nil
+}
+
+// build finds or builds the scope of digest, the view disc named for p
+// (listed, when already listed, whose digest is digest). Concurrent first
+// searches of one digest (same or different principals) share one build
+// here, which lists its first caller's view unless listed is given; other
+// replicas are held off by the store's advisory lock. shared reports
+// whether the build was another caller's.
+func (r *Resolver) build(ctx context.Context, agg aggregatorv1.AggregatorServiceClient, p *commonv1.Principal, server string,
+	disc *aggregatorv1.DiscoverResponse, digest string, listed *listedView) (buildResult, bool, error) {
 	v, err, shared := r.flight.Do(digest, func() (any, error) {
 		// The build serves every caller waiting on it, so one caller
 		// going away must not abort it.
@@ -284,34 +321,33 @@ func (r *Resolver) resolve(ctx context.Context, agg aggregatorv1.AggregatorServi
 		// The scope is stored under the digest of the view its pages came
 		// from. With load-balanced calls that can be another replica's
 		// view than the one Discover described; it is still one whole
-		// view, named by its own digest, never a mix.
+		// view, named by its own digest, never a mix (and a waiter whose
+		// digest it is not lists its own: resolve).
 		if view.digest != digest {
 			if sc, ok := r.known(view.digest); ok {
 				return buildResult{scope: sc}, nil
 			}
 		}
-		start := time.Now()
-		sc, built, err := r.store.BuildScope(ctx, view.digest, view.version, view.tools)
-		if err != nil {
-			return nil, err
-		}
-		if built {
-			r.builds.Add(1)
-			r.log.InfoContext(ctx, "scope built", "tools", len(view.tools), "duration", time.Since(start), "catalog_version", view.version)
-		}
-		return buildResult{scope: sc, built: built}, nil
+		return r.buildView(ctx, view)
 	})
 	if err != nil {
-		return store.Scope{}, false, err
+		return buildResult{}, shared, err
 	}
-	res := v.(buildResult)
-	r.mu.Lock()
-	if len(r.byDigest) >= maxScopesByDigest {
-		r.byDigest = map[string]store.Scope{}
+	return v.(buildResult), shared, nil
+}
+
+// buildView stores the scope of view, unless the store has it already.
+func (r *Resolver) buildView(ctx context.Context, view *listedView) (buildResult, error) {
+	start := time.Now()
+	sc, built, err := r.store.BuildScope(ctx, view.digest, view.version, view.tools)
+	if err != nil {
+		return buildResult{}, err
 	}
-	r.byDigest[res.scope.Digest] = res.scope
-	r.mu.Unlock()
-	return res.scope, res.built && !shared, nil
+	if built {
+		r.builds.Add(1)
+		r.log.InfoContext(ctx, "scope built", "tools", len(view.tools), "duration", time.Since(start), "catalog_version", view.version)
+	}
+	return buildResult{scope: sc, built: built}, nil
 }
 
 // known returns the scope found or built here for digest.
