@@ -280,8 +280,12 @@ func NewMethodSet(patterns []string) MethodSet {
 			m.services[service] = true
 			if service == indexerService {
 				// Every method of IndexerService includes those it
-				// serves under their new name.
-				m.services[clusterStateService] = true
+				// served before they took their new name: those, not
+				// every method of ClusterStateService (the tasks are
+				// the aggregators' alone, and never were IndexerService's).
+				for rpc := range clusterStateRPCs {
+					m.methods["/"+clusterStateService+"/"+rpc] = true
+				}
 			}
 		default:
 			m.methods[canonicalMethod("/"+service+"/"+method)] = true

@@ -83,7 +83,8 @@ func TestParseMethodPattern(t *testing.T) {
 
 // A cluster-state RPC has two names for a release: an allow list that
 // names either (or either service with *) permits both, and nothing else
-// widens: IndexerService's search stays IndexerService's alone.
+// widens: IndexerService's search stays IndexerService's alone, and
+// IndexerService/* does not reach ClusterStateService's tasks.
 func TestMethodSetNamesMovedRPCsEitherWay(t *testing.T) {
 	const (
 		oldRevoke = "/switchboard.indexer.v1.IndexerService/RevokeSession"
@@ -91,6 +92,8 @@ func TestMethodSetNamesMovedRPCsEitherWay(t *testing.T) {
 		search    = "/switchboard.indexer.v1.IndexerService/Search"
 		newSearch = "/switchboard.indexer.v1.ClusterStateService/Search"
 		oldAudit  = "/switchboard.indexer.v1.IndexerService/QueryAuditEvents"
+		// The tasks were never IndexerService's: its * does not reach them.
+		getTask = "/switchboard.indexer.v1.ClusterStateService/GetTask"
 	)
 	cases := []struct {
 		allow   []string
@@ -99,8 +102,8 @@ func TestMethodSetNamesMovedRPCsEitherWay(t *testing.T) {
 	}{
 		{[]string{"switchboard.indexer.v1.IndexerService/RevokeSession"}, []string{oldRevoke, newRevoke}, []string{search, oldAudit}},
 		{[]string{"switchboard.indexer.v1.ClusterStateService/RevokeSession"}, []string{oldRevoke, newRevoke}, []string{search, oldAudit}},
-		{[]string{"switchboard.indexer.v1.IndexerService/*"}, []string{oldRevoke, newRevoke, search, oldAudit}, nil},
-		{[]string{"switchboard.indexer.v1.ClusterStateService/*"}, []string{oldRevoke, newRevoke, oldAudit}, []string{search}},
+		{[]string{"switchboard.indexer.v1.IndexerService/*"}, []string{oldRevoke, newRevoke, search, oldAudit}, []string{getTask}},
+		{[]string{"switchboard.indexer.v1.ClusterStateService/*"}, []string{oldRevoke, newRevoke, oldAudit, getTask}, []string{search}},
 		{[]string{"switchboard.indexer.v1.IndexerService/Search"}, []string{search}, []string{newSearch, oldRevoke, newRevoke}},
 	}
 	for _, c := range cases {

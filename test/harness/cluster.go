@@ -18,7 +18,8 @@ import (
 
 // AllMethods allows every RPC of the aggregator and the indexer: for test
 // credentials that are not the services' own.
-var AllMethods = []string{"switchboard.aggregator.v1.AggregatorService/*", "switchboard.indexer.v1.IndexerService/*"}
+var AllMethods = []string{"switchboard.aggregator.v1.AggregatorService/*", "switchboard.indexer.v1.IndexerService/*",
+	"switchboard.indexer.v1.ClusterStateService/*"}
 
 // Backend is a demo backend of a cluster.
 type Backend struct {
