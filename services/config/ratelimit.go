@@ -63,7 +63,11 @@ const (
 	MaxRateLimits        = 64
 	MaxRateLimitPatterns = 64
 	MaxRateLimitRate     = 1_000_000 // per second
-	MaxRateLimitBurst    = 1_000_000
+	// MinRateLimitRate is the slowest rate, one token an hour: a bucket
+	// is then full again within MaxRateLimitBurst hours of its last
+	// use, when the indexer's collection may delete it.
+	MinRateLimitRate  = 1.0 / 3600
+	MaxRateLimitBurst = 1_000_000
 )
 
 // What happens to a request when the shared buckets cannot be reached
@@ -151,6 +155,9 @@ func ParseRate(s string) (float64, error) {
 	r := n / per
 	if r > MaxRateLimitRate {
 		return 0, fmt.Errorf("at most %d per second", MaxRateLimitRate)
+	}
+	if r < MinRateLimitRate {
+		return 0, errors.New("at least 1 per hour")
 	}
 	return r, nil
 }

@@ -6,12 +6,13 @@ import (
 )
 
 func TestParseRate(t *testing.T) {
-	for in, want := range map[string]float64{"100/s": 100, "600/m": 10, "36/h": 0.01, " 2.5 / s ": 2.5} {
+	for in, want := range map[string]float64{"100/s": 100, "600/m": 10, "36/h": 0.01, " 2.5 / s ": 2.5, "1/h": MinRateLimitRate} {
 		if got, err := ParseRate(in); err != nil || got != want {
 			t.Errorf("ParseRate(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "100", "0/s", "-1/s", "x/s", "10/d", "2000000/s"} {
+	// Slower than one an hour would keep a bucket's row for years.
+	for _, in := range []string{"", "100", "0/s", "-1/s", "x/s", "10/d", "2000000/s", "0.5/h", "1e-9/s"} {
 		if _, err := ParseRate(in); err == nil {
 			t.Errorf("ParseRate(%q) accepted", in)
 		}

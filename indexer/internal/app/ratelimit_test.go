@@ -57,6 +57,9 @@ func TestAcquireRateTokens(t *testing.T) {
 		{},
 		key(6), // more than the burst
 		{Keys: []*indexerv1.RateTokenRequest{{Key: "k", RatePerSecond: 0, Burst: 5, Tokens: 1}}},
+		// Slower than one an hour: the bucket's row would outlive years.
+		{Keys: []*indexerv1.RateTokenRequest{{Key: "k", RatePerSecond: 1e-9, Burst: 5, Tokens: 1}}},
+		{Keys: []*indexerv1.RateTokenRequest{{Key: "k", RatePerSecond: 1e-300, Burst: 5, Tokens: 1}}},
 		{Keys: []*indexerv1.RateTokenRequest{{Key: "k", RatePerSecond: 1, Burst: 5, Tokens: 1}, {Key: "k", RatePerSecond: 1, Burst: 5, Tokens: 1}}},
 	} {
 		_, err := aggA.AcquireRateTokens(t.Context(), bad)

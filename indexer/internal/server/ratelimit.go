@@ -58,8 +58,10 @@ func validRateTokenRequests(keys []*indexerv1.RateTokenRequest) ([]ratelimit.Tok
 			return nil, invalidArgument(fmt.Sprintf("keys[%d].key: want 1 to %d bytes without NUL", i, maxRateKeyBytes))
 		case seen[key]:
 			return nil, invalidArgument(fmt.Sprintf("keys[%d].key is named twice", i))
-		case !(rate > 0 && rate <= config.MaxRateLimitRate):
-			return nil, invalidArgument(fmt.Sprintf("keys[%d].rate_per_second: want more than 0 and at most %d", i, config.MaxRateLimitRate))
+		case !(rate >= config.MinRateLimitRate && rate <= config.MaxRateLimitRate):
+			// A slower rate would keep a bucket's row, which collection
+			// deletes once it is full, for years.
+			return nil, invalidArgument(fmt.Sprintf("keys[%d].rate_per_second: want 1 per hour to %d per second", i, config.MaxRateLimitRate))
 		case burst < 1 || burst > config.MaxRateLimitBurst:
 			return nil, invalidArgument(fmt.Sprintf("keys[%d].burst: want 1 to %d", i, config.MaxRateLimitBurst))
 		case n < 1 || n > burst:
