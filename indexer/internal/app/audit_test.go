@@ -183,3 +183,22 @@ func TestAuditBatchWithAnOversizedEvent(t *testing.T) {
 		t.Error("carol's event, within the bounds, was lost")
 	}
 }
+
+// TestAuditTimestampsOutOfRange: a time no timestamp can be (before year
+// 1 or after 9999), in a query or in an event, is the request's fault:
+// INVALID_ARGUMENT, never an internal error.
+func TestAuditTimestampsOutOfRange(t *testing.T) {
+	h := start(t, env.NewDatabase(t), func(c *config.Config) {
+		c.Audit = config.Audit{Database: config.AuditDatabase{Enabled: true}}
+	})
+	h.waitServing(t)
+	ctx := t.Context()
+	far := &timestamppb.Timestamp{Seconds: -1 << 50}
+	_, err := h.as(t, operatorToken).QueryAuditEvents(ctx, &indexerv1.QueryAuditEventsRequest{Until: far})
+	wantReason(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+	_, err = h.as(t, operatorToken).QueryAuditEvents(ctx, &indexerv1.QueryAuditEventsRequest{Since: &timestamppb.Timestamp{Nanos: -1}})
+	wantReason(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+	_, err = h.as(t, aggregatorToken).RecordAuditEvents(ctx, &indexerv1.RecordAuditEventsRequest{Events: []*indexerv1.AuditEvent{
+		{Time: far, Service: "aggregator", Kind: string(audit.KindToolCall), Outcome: string(audit.OutcomeOK)}}})
+	wantReason(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+}

@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
@@ -149,6 +151,9 @@ func auditEventFromProto(p *indexerv1.AuditEvent) (audit.Event, error) {
 	if p.GetTime() == nil {
 		return e, errors.New("time is required")
 	}
+	if p.GetTime().CheckValid() != nil {
+		return e, errors.New("time is not a valid timestamp (years 1 to 9999)")
+	}
 	if e.Service == "" || e.Kind == "" || e.Outcome == "" {
 		return e, errors.New("service, kind and outcome are required")
 	}
@@ -201,6 +206,11 @@ func (s *Server) queryAuditEvents(ctx context.Context, req *indexerv1.QueryAudit
 	for _, f := range []string{q.Subject, q.Tool, q.Server, q.Kind, q.Outcome, q.Backend} {
 		if len(f) > maxAuditFieldBytes || !utf8.ValidString(f) || strings.IndexByte(f, 0) >= 0 {
 			return nil, invalidArgument(fmt.Sprintf("a filter is over %d bytes, not UTF-8 or holds NUL", maxAuditFieldBytes))
+		}
+	}
+	for _, t := range []*timestamppb.Timestamp{req.GetSince(), req.GetUntil()} {
+		if t != nil && t.CheckValid() != nil {
+			return nil, invalidArgument("since and until must be valid timestamps (years 1 to 9999)")
 		}
 	}
 	if t := req.GetSince(); t != nil {
