@@ -172,7 +172,14 @@ func refusal(resp *http.Response) error {
 	if ch := challengeOf(resp); ch != nil {
 		return ch
 	}
-	if resp.StatusCode != http.StatusBadRequest {
+	switch resp.StatusCode {
+	case http.StatusRequestEntityTooLarge, http.StatusRequestHeaderFieldsTooLarge:
+		// This request was too large for the backend (or a proxy before
+		// it): its own fault, like a 400, not an outage that would end
+		// the session every caller shares.
+		return fmt.Errorf("%w: the backend refused the request as too large (HTTP %d)", ErrMalformedRequest, resp.StatusCode)
+	case http.StatusBadRequest:
+	default:
 		return nil
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
