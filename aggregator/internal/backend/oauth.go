@@ -187,12 +187,22 @@ func (t *tokenSource) exchanged(ctx context.Context, subject, subjectToken strin
 	f := &flight{done: make(chan struct{})}
 	t.flights[key] = f
 	t.mu.Unlock()
-	f.value, f.err = t.exchange(ctx, key, subjectToken)
-	t.mu.Lock()
-	delete(t.flights, key)
-	t.mu.Unlock()
-	close(f.done)
-	return f.value, f.err
+	// The exchange serves every call of the caller that waits on it, so
+	// the call that began it going away must not end it for the others:
+	// it runs on its own, bounded by the token client's timeout.
+	go func() {
+		f.value, f.err = t.exchange(context.WithoutCancel(ctx), key, subjectToken)
+		t.mu.Lock()
+		delete(t.flights, key)
+		t.mu.Unlock()
+		close(f.done)
+	}()
+	select {
+	case <-f.done:
+		return f.value, f.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
 }
 
 // exchange makes one exchange and caches its token under key.
@@ -280,7 +290,7 @@ func (t *tokenSource) request(ctx context.Context, grant string, form url.Values
 	if resp.StatusCode != http.StatusOK {
 		return "", time.Time{}, &TokenError{Grant: grant, Code: errorCode(answer.Error, resp.StatusCode)}
 	}
-	if answer.AccessToken == "" || !strings.EqualFold(answer.TokenType, "bearer") || strings.ContainsAny(answer.AccessToken, " \r\n") {
+	if answer.AccessToken == "" || !strings.EqualFold(answer.TokenType, "bearer") || !headerSafe(answer.AccessToken) {
 		return "", time.Time{}, &TokenError{Grant: grant, Code: "invalid_response"}
 	}
 	var expiry time.Time
@@ -302,4 +312,16 @@ func errorCode(code string, status int) string {
 		}
 	}
 	return code
+}
+
+// headerSafe reports whether a token can go in an Authorization header as
+// it is: visible ASCII only. Any other token would fail every request it
+// went with, before it left, as if the backend were down.
+func headerSafe(token string) bool {
+	for i := range len(token) {
+		if c := token[i]; c < 0x21 || c > 0x7e {
+			return false
+		}
+	}
+	return true
 }

@@ -299,3 +299,74 @@ func TestExchangedTokenWithoutExpiryIsUsedOnce(t *testing.T) {
 		t.Fatalf("authorizations %q after %d exchanges, %d cached; want a new exchange per call and none cached", got, n, c.tokens.cached())
 	}
 }
+
+// One exchange serves every concurrent call of a caller: the call that
+// began it going away (its client gave up) does not end it for the
+// others, which get the token.
+func TestSharedExchangeOutlivesTheCallThatBeganIt(t *testing.T) {
+	release := make(chan struct{})
+	var asked sync.WaitGroup
+	asked.Add(1)
+	var once sync.Once
+	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(asked.Done)
+		<-release
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"access_token":"exchanged-1","token_type":"Bearer","expires_in":300}`)
+	}))
+	t.Cleanup(endpoint.Close)
+	auth := Auth{Mode: AuthTokenExchange, Audience: "web", TokenEndpoint: endpoint.URL, ClientID: "api", ClientSecret: "s", CacheEntries: 8}
+	c := newTestClient(Config{Name: "web", URL: "http://127.0.0.1:1/mcp", Protocol: ProtocolModern, Auth: auth, Timeout: 10 * time.Second})
+	t.Cleanup(c.Close)
+	caller := fakeJWT(`{"sub":"alice","aud":"switchboard","exp":` + strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10) + `}`)
+	first, giveUp := context.WithCancel(context.Background())
+	firstErr := make(chan error, 1)
+	go func() {
+		_, err := c.WithCaller(first, "alice", caller)
+		firstErr <- err
+	}()
+	asked.Wait() // the first call's exchange is at the endpoint
+	second := make(chan string, 1)
+	go func() {
+		ctx, err := c.WithCaller(context.Background(), "alice", caller)
+		if err != nil {
+			t.Error(err)
+		}
+		second <- callerAuthorization(ctx)
+	}()
+	giveUp()
+	if err := <-firstErr; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the call that gave up: %v", err)
+	}
+	close(release)
+	if got := <-second; got != "Bearer exchanged-1" {
+		t.Fatalf("the other call: %q, want the shared exchange's token", got)
+	}
+}
+
+// A token the endpoint issues that cannot go in a header as it is (a
+// control character in it) is the endpoint's bad answer, invalid_response,
+// never cached and never sent to the backend as if the backend were down.
+func TestExchangedTokenMustFitAHeader(t *testing.T) {
+	n := 0
+	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n++
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"access_token":"bad\u0001token","token_type":"Bearer","expires_in":300}`)
+	}))
+	t.Cleanup(endpoint.Close)
+	auth := Auth{Mode: AuthTokenExchange, Audience: "web", TokenEndpoint: endpoint.URL, ClientID: "api", ClientSecret: "s", CacheEntries: 8}
+	c := newTestClient(Config{Name: "web", URL: "http://127.0.0.1:1/mcp", Protocol: ProtocolModern, Auth: auth, Timeout: 10 * time.Second})
+	t.Cleanup(c.Close)
+	caller := fakeJWT(`{"sub":"alice","aud":"switchboard","exp":` + strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10) + `}`)
+	for range 2 {
+		_, err := c.WithCaller(context.Background(), "alice", caller)
+		var te *TokenError
+		if !errors.As(err, &te) || te.Code != "invalid_response" {
+			t.Fatalf("an unusable token: %v, want invalid_response", err)
+		}
+	}
+	if n != 2 || c.tokens.cached() != 0 {
+		t.Fatalf("%d exchanges, %d cached; want each call to ask and none cached", n, c.tokens.cached())
+	}
+}
