@@ -181,6 +181,14 @@ func (c *Client) CallToolAsking(ctx context.Context, params *mcp.CallToolParams,
 // ResumeHeld answers the held call named by state with the client's input
 // responses (keyed as its inputRequests were) and carries the call on; n
 // is what this retry's caller wants of the backend's notifications.
+// Holds reports whether this client holds the call state names.
+func (c *Client) Holds(state string) bool {
+	id, _, replica, ok := ParseHeldState(state)
+	c.heldMu.Lock()
+	defer c.heldMu.Unlock()
+	return ok && replica == c.cfg.HeldOwner && c.held[id] != nil
+}
+
 func (c *Client) ResumeHeld(ctx context.Context, state, owner string, responses map[string]json.RawMessage, n Notify) (*mcp.CallToolResult, error) {
 	id, round, replica, ok := ParseHeldState(state)
 	c.heldMu.Lock()

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/authz"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/traffic"
 )
 
@@ -140,4 +141,23 @@ func fixedChanges(running, next *Options) []string {
 		out = append(out, "aggregator.maxWatchesPerCaller")
 	}
 	return out
+}
+
+// Holder is the client that holds the call state names, of the backend
+// whose client in service is b: b, or a client of the same backend a
+// reload retired (a changed header, a rotated secret), which keeps the
+// calls held on it until it closes, their inputWait elapsed. A retry
+// finds the call it answers either way.
+func (e *Engine) Holder(b *backend.Client, state string) *backend.Client {
+	if b.Holds(state) {
+		return b
+	}
+	e.reconfMu.Lock()
+	defer e.reconfMu.Unlock()
+	for c := range e.retiring {
+		if c.Name() == b.Name() && c.Holds(state) {
+			return c
+		}
+	}
+	return b
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/codes"
 
+	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 )
@@ -149,5 +150,53 @@ aggregator:
 		RequestState: res.RequestState, InputResponsesJson: `{"input-1":{"action":"decline"}}`})
 	if second.GetResultType() != "complete" || resultText(t, second.GetResultJson()) != "answer decline null" {
 		t.Fatalf("retry: %s %s", second.GetResultType(), second.GetResultJson())
+	}
+}
+
+// A call held for the client's input outlives a reload that changes its
+// backend (here a rotated header): the retry reaches the retired client
+// that holds it, which answers the backend's question and completes it.
+func TestHeldCallOutlivesAReloadOfItsBackend(t *testing.T) {
+	cancelled := make(chan struct{}, 4)
+	legacy := newTestBackend(t, "legacy", backendOptions{stateful: true, extra: withLegacyConfirm(cancelled)})
+	file := func(token string) *config.Config {
+		full, err := config.Parse([]byte(`
+aggregator:
+  catalogTTL: 1h
+  backends:
+    - name: legacy
+      url: `+legacy.url()+`
+      protocol: "2025-11-25"
+      timeout: 5s
+      inputWait: 10s
+      headers: {X-Api-Token: `+token+`}
+`), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return full
+	}
+	h := startAggregator(t, file("credential-1").Aggregator)
+	ctx := context.Background()
+	caps := &aggregatorv1.RequestContext{ClientCapabilitiesJson: `{"elicitation":{}}`}
+	resp, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "legacy_confirm", Context: caps})
+	if err != nil || resp.GetResultType() != "input_required" {
+		t.Fatalf("first call: %v %v", resp, err)
+	}
+	var res struct {
+		InputRequests map[string]json.RawMessage `json:"inputRequests"`
+		RequestState  string                     `json:"requestState"`
+	}
+	if err := json.Unmarshal([]byte(resp.GetResultJson()), &res); err != nil || len(res.InputRequests) != 1 {
+		t.Fatalf("first call: %s (%v)", resp.GetResultJson(), err)
+	}
+	var key string
+	for key = range res.InputRequests {
+	}
+	reconfigure(t, h, file("credential-2"))
+	resp, err = h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "legacy_confirm", Context: caps,
+		RequestState: res.RequestState, InputResponsesJson: `{"` + key + `":{"action":"accept","content":{"sure":true}}}`})
+	if err != nil || resp.GetResultType() != "complete" || resultText(t, resp.GetResultJson()) != `answer accept {"sure":true}` {
+		t.Fatalf("the retry after the reload: %v %v", resp, err)
 	}
 }

@@ -93,8 +93,9 @@ func (s *Server) routeToolCall(ctx context.Context, req *aggregatorv1.CallToolRe
 				return nil, invalidArgument("input_responses_json is not a valid map of input responses")
 			}
 		}
+		holder := s.e.Holder(b, req.GetRequestState())
 		res, err := timed(s, b, "tools/call", func() (*mcp.CallToolResult, error) {
-			return b.ResumeHeld(ctx, req.GetRequestState(), heldOwner(ctx, req), responses, stream.relay())
+			return holder.ResumeHeld(ctx, req.GetRequestState(), heldOwner(ctx, req), responses, stream.relay())
 		})
 		return heldResponse(b, res, stream.failed(err))
 	case routeHeld:
