@@ -2,15 +2,19 @@ package backend
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // TestAdvice: the failures a first configuration meets, as the client meets
@@ -83,4 +87,43 @@ func TestNoAdviceForABackendsOwnError(t *testing.T) {
 	if got := Advice(err); got != "" {
 		t.Fatalf("advice %q for the backend's own error %v", got, err)
 	}
+}
+
+// A closed client leaves no connection to its backend open: a reload that
+// replaces a backend's client many times must not pile them up until they
+// idle out.
+func TestClosedClientClosesItsConnections(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "s", Version: "0"}, nil)
+	server.AddTool(&mcp.Tool{Name: "t", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	})
+	var open atomic.Int64
+	srv := httptest.NewUnstartedServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c := newTestClient(Config{Name: "b", URL: srv.URL, Protocol: ProtocolAuto, Timeout: 5 * time.Second})
+	if _, err := c.ListAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Call(context.Background(), &Call{Method: "tools/call", Name: "t", Params: []byte(`{"name":"t","arguments":{}}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if open.Load() == 0 {
+		t.Fatal("no connection was open")
+	}
+	c.Close()
+	testkit.Eventually(t, "the closed client's connections closed", 5*time.Second, func() error {
+		if n := open.Load(); n != 0 {
+			return fmt.Errorf("%d connections open", n)
+		}
+		return nil
+	})
 }

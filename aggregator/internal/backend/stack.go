@@ -106,6 +106,17 @@ type rawTransport struct{ s *stack }
 
 func (t rawTransport) RoundTrip(req *http.Request) (*http.Response, error) { return t.s.send(req) }
 
+// CloseIdleConnections closes the stack's idle connections: http.Client
+// reaches a transport's pool only through this method, so without it a
+// closed client's connections stayed open until they idled out.
+func (t rawTransport) CloseIdleConnections() { t.s.closeIdle() }
+
+func (s *stack) closeIdle() {
+	if c, ok := s.conns.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
 // sdkTransport sends go-sdk's requests: a copy of each (a RoundTripper
 // must not change the request it is given) goes through the stack in a
 // span of its own, a 401's challenge is kept for the caller (go-sdk
@@ -116,6 +127,8 @@ type sdkTransport struct {
 	s       *stack
 	backend string
 }
+
+func (t sdkTransport) CloseIdleConnections() { t.s.closeIdle() }
 
 func (t sdkTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	ctx := r.Context()
@@ -260,6 +273,12 @@ func (b *watchedBody) Close() error {
 // standard transport itself retries only idempotent methods, and every
 // MCP request is a POST.
 type resender struct{ next http.RoundTripper }
+
+func (t resender) CloseIdleConnections() {
+	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
 
 func (t resender) RoundTrip(r *http.Request) (*http.Response, error) {
 	ctx := r.Context()
