@@ -75,7 +75,7 @@ func TestLegacySessionAcrossReplicas(t *testing.T) {
 		t.Fatalf("GET stream: %v %v", err, stream)
 	}
 	lines := bufio.NewScanner(stream.Body)
-	if !lines.Scan() || lines.Text() != ": ok" {
+	if !lines.Scan() || lines.Text() != "event: prime" {
 		t.Fatalf("GET stream starts with %q", lines.Text())
 	}
 	cancel()
@@ -281,7 +281,7 @@ func TestGetStreamEndsWithItsSession(t *testing.T) {
 			}
 			defer stream.Body.Close()
 			lines := bufio.NewScanner(stream.Body)
-			if !lines.Scan() || lines.Text() != ": ok" {
+			if !lines.Scan() || lines.Text() != "event: prime" {
 				t.Fatalf("GET stream starts with %q", lines.Text())
 			}
 			if del := send(t, http.MethodDelete, one.URL+"/mcp", legacyHeaders("alice-key", id), ""); del.status != http.StatusNoContent {

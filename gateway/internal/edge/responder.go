@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 )
@@ -51,6 +52,12 @@ func (r *response) Send(msg []byte) error {
 func (r *response) Comment(text string) error {
 	r.startSSE()
 	return r.flushed(wire.SSEComment(text))
+}
+
+// Prime implements methods.Responder.
+func (r *response) Prime(id string, retry time.Duration) error {
+	r.startSSE()
+	return r.flushed(wire.SSEPrime(id, retry))
 }
 
 // finish writes the final response. On a stream it is the last event;

@@ -197,8 +197,8 @@ func TestStreamsOutliveTheWatch(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	get := bufio.NewScanner(resp.Body)
-	if d := nextData(t, get); d != ": ok" {
-		t.Fatalf("GET preamble %q", d)
+	if d := nextData(t, get); d != "" {
+		t.Fatalf("GET preamble %q, want the priming event's empty data", d)
 	}
 	testkit.Eventually(t, "both watches open", 10*time.Second, func() bool { return b.agg.Watchers() == 2 })
 
@@ -306,5 +306,85 @@ func TestListenKeepsOnlyWhatItReads(t *testing.T) {
 	}
 	if !lines.Scan() {
 		t.Fatal("the listen with 200 URIs sent nothing")
+	}
+}
+
+// TestLegacyStreamReconnects: a GET stream starts with a priming event
+// whose id is new on every stream (go-sdk counts a reconnect that saw a
+// new id as progress). A reconnect (Last-Event-ID) is told that every
+// list may have changed while it had no stream; one past the principal's
+// stream bound gets an empty stream asking it to come back in 30 s,
+// rather than a refusal, which would end the client's session.
+func TestLegacyStreamReconnects(t *testing.T) {
+	b := startBackends(t)
+	cfg := testGatewayConfig(b)
+	cfg.Streams.MaxPerPrincipal = 1
+	_, srv := startGateway(t, b, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	session := initializeOn(t, srv.URL+"/mcp", "alice-key")
+	get := func(lastEventID string) (*http.Response, *bufio.Scanner) {
+		h := legacyHeaders("alice-key", session)
+		h["Accept"] = "text/event-stream"
+		if lastEventID != "" {
+			h["Last-Event-ID"] = lastEventID
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/mcp", nil)
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp, bufio.NewScanner(resp.Body)
+	}
+	primeID := func(lines *bufio.Scanner) (id, retry string) {
+		t.Helper()
+		for lines.Scan() {
+			l := lines.Text()
+			switch {
+			case strings.HasPrefix(l, "id: "):
+				id = strings.TrimPrefix(l, "id: ")
+			case strings.HasPrefix(l, "retry: "):
+				retry = strings.TrimPrefix(l, "retry: ")
+			case l == "":
+				return id, retry
+			}
+		}
+		t.Fatalf("no priming event: %v", lines.Err())
+		return "", ""
+	}
+	first, lines := get("")
+	id, _ := primeID(lines)
+	if first.StatusCode != http.StatusOK || id == "" {
+		t.Fatalf("first GET: %d, id %q", first.StatusCode, id)
+	}
+	// Past the bound (this stream is the principal's one): a first GET is
+	// refused, as go-sdk takes for "no stream"; a reconnect is not.
+	if refused, _ := get(""); refused.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("a second first GET past the bound: %d, want 429", refused.StatusCode)
+	}
+	later, laterLines := get(id)
+	next, retry := primeID(laterLines)
+	if later.StatusCode != http.StatusOK || next == "" || next == id || retry != "30000" || laterLines.Scan() {
+		t.Fatalf("a reconnect past the bound: %d, id %q (was %q), retry %q; want an empty stream asking for 30 s", later.StatusCode, next, id, retry)
+	}
+	first.Body.Close()
+	testkit.Eventually(t, "the first stream's watch closed", 10*time.Second, func() bool { return b.agg.Watchers() == 0 })
+	// A reconnect within the bound: a new id, then every list's change.
+	_, again := get(id)
+	if next, _ := primeID(again); next == "" || next == id {
+		t.Fatalf("the reconnect's id %q (was %q)", next, id)
+	}
+	seen := map[string]bool{}
+	for len(seen) < 3 {
+		seen[nextEvent(t, again)] = true
+	}
+	for _, kind := range []string{"tools", "resources", "prompts"} {
+		if !seen[`{"jsonrpc":"2.0","method":"notifications/`+kind+`/list_changed","params":{}}`] {
+			t.Fatalf("the reconnected stream says %v, want list_changed of %s", seen, kind)
+		}
 	}
 }

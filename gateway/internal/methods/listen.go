@@ -2,8 +2,11 @@ package methods
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/mcperr"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
@@ -127,6 +130,14 @@ func (s *Server) listen(ctx context.Context, req *Request, resp Responder) (json
 func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder) *wire.Error {
 	kinds := listKinds{tools: req.View == ViewRaw, resources: true, prompts: true}
 	release, rerr := s.limits.acquire(req.Principal)
+	if rerr != nil && req.Reconnected {
+		// A client refused its reconnect ends the session (go-sdk takes a
+		// refused first GET as "no stream", a refused reconnect as the
+		// end): it gets an empty stream with a new id instead, asking it
+		// to come back later, and keeps its session meanwhile.
+		_ = resp.Prime(streamID(), refusedStreamRetry)
+		return nil
+	}
 	if rerr != nil {
 		return rerr
 	}
@@ -149,9 +160,17 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 		return mcperr.FromError(ctx, s.log, err, mcpspec.EraLegacy, "GET")
 	}
 	defer func() { w.close() }()
-	// The stream counts as open from its first byte on.
+	// The stream counts as open from its first byte on, a priming event
+	// whose id is new on every stream: go-sdk counts a reconnect that saw
+	// a new id as progress, and would end the session after five cuts
+	// without one (a rolling restart of the gateways).
 	defer s.streams("legacy_get")()
-	if resp.Comment("ok") != nil {
+	if resp.Prime(streamID(), 0) != nil {
+		return nil
+	}
+	// A stream opened again after the client lost one missed what changed
+	// meanwhile: every list may have.
+	if req.Reconnected && !s.sendChanged(resp, allKinds, kinds, nil) {
 		return nil
 	}
 	for {
@@ -189,4 +208,16 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 			return nil
 		}
 	}
+}
+
+// refusedStreamRetry is how long a client whose reconnect met the
+// principal's stream bound waits before it tries again.
+const refusedStreamRetry = 30 * time.Second
+
+// streamID is a new id for a Legacy GET stream's priming event. Nothing
+// is replayed from it (no event is stored): it marks the stream.
+func streamID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
 }

@@ -57,6 +57,9 @@ type Request struct {
 	// end; empty for Modern.
 	Session       string
 	SessionExpiry time.Time
+	// Reconnected marks a Legacy GET stream the client opens again after
+	// losing one (it names the last event id it saw).
+	Reconnected bool
 	// Trail is what the handler tells the edge for the audit trail.
 	Trail Trail
 }
@@ -95,6 +98,9 @@ type Responder interface {
 	Send(msg []byte) error
 	// Comment writes an SSE comment (a keep-alive) and flushes it.
 	Comment(text string) error
+	// Prime writes a Legacy GET stream's priming event, id and no data,
+	// asking the client to wait retry before it reconnects if positive.
+	Prime(id string, retry time.Duration) error
 }
 
 // Config are the settings of the methods, defaults applied.

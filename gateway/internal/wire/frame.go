@@ -3,6 +3,8 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
+	"time"
 )
 
 type responseEnvelope struct {
@@ -77,6 +79,18 @@ func SSEEvent(data []byte) []byte {
 		}
 	}
 	return append(out, "\n\n"...)
+}
+
+// SSEPrime is an SSE priming event (2025-11-25): an id and no data. A
+// client's reconnect names the last id it saw (Last-Event-ID), and go-sdk
+// counts a reconnect that saw a new one as progress; retry, if positive,
+// is how long the client waits before it reconnects.
+func SSEPrime(id string, retry time.Duration) []byte {
+	out := []byte("event: prime\nid: " + id + "\n")
+	if retry > 0 {
+		out = append(out, "retry: "+strconv.FormatInt(retry.Milliseconds(), 10)+"\n"...)
+	}
+	return append(out, "data: \n\n"...)
 }
 
 // SSEComment is an SSE comment line: a keep-alive, or a stream's preamble.
