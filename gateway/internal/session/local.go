@@ -163,6 +163,9 @@ func (l *Local) SetLogLevel(session, principal, level string, expires time.Time)
 		return err
 	}
 	st.level = strings.Clone(level)
+	if len(st.uris) == 0 && st.level == "" {
+		l.drop(session, st) // no state left (see Unsubscribe)
+	}
 	return nil
 }
 
@@ -221,6 +224,12 @@ func (l *Local) Unsubscribe(session, uri string) {
 	_ = l.charge(st, -int64(len(uri)+uriOverhead))
 	close(st.changed)
 	st.changed = make(chan struct{})
+	if len(st.uris) == 0 && st.level == "" {
+		// A session holding no state costs nothing: it no longer counts
+		// against the principal's sessions (its open GET stream, woken
+		// above, finds it without state).
+		l.drop(session, st)
+	}
 }
 
 // Subscriptions returns the session's URIs and a channel closed when they

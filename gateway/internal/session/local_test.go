@@ -237,3 +237,32 @@ func TestLogLevels(t *testing.T) {
 		t.Fatal("levels")
 	}
 }
+
+// TestSessionsWithoutStateCostNothing: a session that unsubscribes from
+// everything, or clears its log level, holds no state and no longer
+// counts against the principal's sessions.
+func TestSessionsWithoutStateCostNothing(t *testing.T) {
+	limits := testLimits
+	limits.PerPrincipal = 2
+	l := NewLocal(limits)
+	later := time.Now().Add(time.Hour)
+	for _, s := range []string{"s1", "s2"} {
+		if err := l.Subscribe(s, "alice", "u://readme", later); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Unsubscribe("s1", "u://readme")
+	if err := l.SetLogLevel("s2", "alice", "debug", later); err != nil {
+		t.Fatal(err)
+	}
+	l.Unsubscribe("s2", "u://readme")
+	if err := l.SetLogLevel("s2", "alice", "", later); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := l.Held(); n != 0 {
+		t.Fatalf("%d sessions held, want none: none holds state", n)
+	}
+	if err := l.Subscribe("s3", "alice", "u://readme", later); err != nil {
+		t.Fatalf("a third session's subscription: %v", err)
+	}
+}

@@ -90,6 +90,10 @@ const (
 )
 
 // Cost is what the state counts against the bytes bounds.
+// Holds reports whether the session holds any state: a subscription or a
+// log level. One that holds none counts against no bound.
+func (s SessionState) Holds() bool { return len(s.URIs) > 0 || s.LogLevel != "" }
+
 func (s SessionState) Cost() int64 {
 	n := int64(SessionStateOverhead + len(s.LogLevel))
 	for _, u := range s.URIs {

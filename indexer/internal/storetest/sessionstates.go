@@ -256,6 +256,14 @@ func sessionStateBounds(t *testing.T, open Open[SessionStateStore]) {
 	if _, err := sub(one, session(3), p, "demo://a"); err != nil {
 		t.Fatalf("the third session once the second was revoked: %v", err)
 	}
+	// A session that unsubscribed from everything holds no state, and
+	// no longer counts either.
+	if _, err := one.UpdateSessionState(ctx, store.SessionStateChange{Digest: session(3), Principal: p, ExpiresAt: at, Unsubscribe: "demo://a"}, limits); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub(two, session(5), p, "demo://a"); err != nil {
+		t.Fatalf("a session once another unsubscribed from everything: %v", err)
+	}
 
 	// The bytes of one principal's sessions: at most PrincipalBytes.
 	q := principal(3)

@@ -96,11 +96,14 @@ func (s *Store) updateSessionState(ctx context.Context, c store.SessionStateChan
 	if delta > 0 {
 		var sessions int
 		var bytes int64
-		if err := tx.QueryRow(ctx, `SELECT count(*), coalesce(sum(cost), 0) FROM session_states WHERE principal_digest = $1 AND expires_at > now()`,
+		// Only sessions holding state count (one that unsubscribed from
+		// everything costs nothing), as on the gateways.
+		if err := tx.QueryRow(ctx, `SELECT count(*), coalesce(sum(cost), 0) FROM session_states
+			WHERE principal_digest = $1 AND expires_at > now() AND (log_level <> '' OR cardinality(uris) > 0)`,
 			c.Principal).Scan(&sessions, &bytes); err != nil {
 			return store.SessionState{}, fmt.Errorf("count principal's states: %w", err)
 		}
-		if !found && sessions >= limits.PerPrincipal || bytes+delta > limits.PrincipalBytes {
+		if !old.Holds() && sessions >= limits.PerPrincipal || bytes+delta > limits.PrincipalBytes {
 			return store.SessionState{}, &store.SessionStateBoundError{Msg: "this principal's sessions hold as much state as they may"}
 		}
 	}
