@@ -83,3 +83,22 @@ func TestAcquireRateTokens(t *testing.T) {
 		t.Fatalf("empty bucket: %v, want nothing and about an hour's wait", g)
 	}
 }
+
+// TestRateTokensAreTheAggregatorsToTake: a credential that may not assert
+// principals, allowed AcquireRateTokens all the same, takes no token: the
+// keys name principals, and taking one's tokens is acting for it.
+func TestRateTokensAreTheAggregatorsToTake(t *testing.T) {
+	const internalToken = "internal-test-token"
+	h := start(t, env.NewDatabase(t), func(c *config.Config) {
+		c.ServiceAuth.Credentials = append(c.ServiceAuth.Credentials, config.ServiceCredential{Name: "reporting", Token: internalToken,
+			Subject: "reporting", Allow: []string{"switchboard.indexer.v1.ClusterStateService/*"}})
+	})
+	h.waitServing(t)
+	drain := &indexerv1.AcquireRateTokensRequest{Keys: []*indexerv1.RateTokenRequest{{Key: "searches|principal|alice", RatePerSecond: 1, Burst: 5, Tokens: 5}}}
+	_, err := h.as(t, internalToken).AcquireRateTokens(t.Context(), drain)
+	wantReason(t, err, codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_NOT_ALLOWED)
+	resp, err := h.as(t, aggregatorToken).AcquireRateTokens(t.Context(), drain)
+	if err != nil || resp.GetGrants()[0].GetGranted() != 5 {
+		t.Fatalf("the aggregator's take of alice's bucket: %v %v, want all 5 still there", resp, err)
+	}
+}

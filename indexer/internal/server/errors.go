@@ -84,9 +84,9 @@ func (s *Server) toStatus(ctx context.Context, method string, err error) error {
 	case errors.Is(err, store.ErrTasksFull):
 		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_TASKS_FULL,
 			"the principal, or the cluster, holds as many unexpired tasks as it may; retry when some have expired")
-	case errors.Is(err, errTaskOwnerNotAllowed), errors.Is(err, errTaskRunnerOnly):
+	case errors.Is(err, errTaskOwnerNotAllowed), errors.Is(err, errTaskRunnerOnly), errors.Is(err, errRateTakerOnly):
 		caller, _ := svcauth.CallerFrom(ctx)
-		s.Log.WarnContext(ctx, "task RPC refused: the caller may not assert principals", "method", method, "caller", caller.Name)
+		s.Log.WarnContext(ctx, "refused: the caller may not assert principals", "method", method, "caller", caller.Name)
 		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_NOT_ALLOWED, err.Error())
 	case errors.Is(err, errApprovalsBehind):
 		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "tool approval stream fell behind; reconnect")

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -24,6 +25,13 @@ const (
 // an aggregator's requests.
 func (s *Server) AcquireRateTokens(ctx context.Context, req *indexerv1.AcquireRateTokensRequest) (*indexerv1.AcquireRateTokensResponse, error) {
 	err := s.checkReady()
+	if caller, _ := svcauth.CallerFrom(ctx); err == nil && !caller.AssertPrincipals {
+		// The buckets are keyed by principals, tools and backends the
+		// caller names: taking another principal's tokens is acting for
+		// it, which only a credential that asserts principals (an
+		// aggregator's) may do.
+		err = errRateTakerOnly
+	}
 	var reqs []ratelimit.TokenRequest
 	if err == nil {
 		reqs, err = validRateTokenRequests(req.GetKeys())
@@ -72,6 +80,10 @@ func validRateTokenRequests(keys []*indexerv1.RateTokenRequest) ([]ratelimit.Tok
 	}
 	return out, nil
 }
+
+// errRateTakerOnly refuses AcquireRateTokens to a credential that may not
+// assert principals.
+var errRateTakerOnly = errors.New("only a service credential that asserts principals (an aggregator's) takes rate-limit tokens")
 
 // StoreBuckets takes the indexer's own tokens (find_tool's) from the
 // database directly: the indexer is where the buckets are.
