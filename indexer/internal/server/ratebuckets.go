@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -51,7 +52,9 @@ func (s *Server) listRateLimitBuckets(ctx context.Context, req *indexerv1.ListRa
 	after := ""
 	if tok := req.GetPageToken(); tok != "" {
 		raw, err := base64.RawURLEncoding.DecodeString(tok)
-		if len(tok) > 2*maxRateKeyBytes || err != nil || len(raw) == 0 {
+		// A key reaches PostgreSQL as text: UTF-8 without NUL, as every
+		// token this RPC returns is.
+		if len(tok) > 2*maxRateKeyBytes || err != nil || len(raw) == 0 || !utf8.Valid(raw) || bytes.IndexByte(raw, 0) >= 0 {
 			return nil, invalidArgument("page_token is not one this RPC returned")
 		}
 		after = string(raw)

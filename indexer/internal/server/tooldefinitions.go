@@ -255,7 +255,9 @@ func (s *Server) ListToolDefinitions(ctx context.Context, req *indexerv1.ListToo
 func parseToolPageToken(tok string) (backend, tool string, err error) {
 	raw, err := base64.RawURLEncoding.DecodeString(tok)
 	b, t, ok := strings.Cut(string(raw), "\x00")
-	if len(tok) > 2048 || err != nil || !ok {
+	// Its parts reach PostgreSQL as text: UTF-8 without NUL, as every
+	// token this RPC returns is.
+	if len(tok) > 2048 || err != nil || !ok || !utf8.ValidString(b+t) || strings.ContainsRune(t, 0) {
 		return "", "", invalidArgument("page_token is not one this RPC returned")
 	}
 	return b, t, nil

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/base64"
 	"log/slog"
 	"strings"
 	"testing"
@@ -21,7 +22,8 @@ import (
 // logged with the caller.
 func TestToolDefinitionOperatorRPCsAreForOperatorsOnly(t *testing.T) {
 	var logs strings.Builder
-	rpcs := []string{"switchboard.indexer.v1.IndexerService/ListToolDefinitions", "switchboard.indexer.v1.IndexerService/ApproveToolDefinition"}
+	rpcs := []string{"switchboard.indexer.v1.IndexerService/ListToolDefinitions", "switchboard.indexer.v1.IndexerService/ApproveToolDefinition",
+		"switchboard.indexer.v1.IndexerService/ListRateLimitBuckets"}
 	creds := []config.ServiceCredential{
 		{Name: "aggregator", Token: "aggregator-token", AssertPrincipals: true, Allow: append(rpcs, config.AggregatorMethods...)},
 		{Name: "reporting", Token: "reporting-token", Subject: "reporting", Allow: rpcs},
@@ -56,8 +58,19 @@ func TestToolDefinitionOperatorRPCsAreForOperatorsOnly(t *testing.T) {
 	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("operator, malformed digest: %v, want INVALID_ARGUMENT", err)
 	}
-	_, err = client("operator-token").ListToolDefinitions(ctx, &indexerv1.ListToolDefinitionsRequest{PageToken: "not a token of ours"})
-	if status.Code(err) != codes.InvalidArgument {
-		t.Fatalf("operator, foreign page token: %v, want INVALID_ARGUMENT", err)
+	// Tokens of ours decode to UTF-8 without NUL; another would reach
+	// PostgreSQL and fail there, as an internal error.
+	for _, tok := range []string{"not a token of ours", base64.RawURLEncoding.EncodeToString([]byte("demo\x00\xff")),
+		base64.RawURLEncoding.EncodeToString([]byte("demo\x00a\x00b"))} {
+		_, err = client("operator-token").ListToolDefinitions(ctx, &indexerv1.ListToolDefinitionsRequest{PageToken: tok})
+		if status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("operator, foreign page token %q: %v, want INVALID_ARGUMENT", tok, err)
+		}
+	}
+	for _, tok := range []string{base64.RawURLEncoding.EncodeToString([]byte("searches|principal|\xff")), base64.RawURLEncoding.EncodeToString([]byte("a\x00b"))} {
+		_, err = client("operator-token").ListRateLimitBuckets(ctx, &indexerv1.ListRateLimitBucketsRequest{Limit: "searches", PageToken: tok})
+		if status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("operator, foreign bucket page token %q: %v, want INVALID_ARGUMENT", tok, err)
+		}
 	}
 }
