@@ -98,7 +98,7 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 	case errors.Is(err, engine.ErrNotFound):
 		return apierr.New(codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND, "not found")
 	case errors.Is(err, errOperatorsOnly):
-		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_NOT_ALLOWED, errOperatorsOnly.Error())
+		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_OPERATOR_ONLY, errOperatorsOnly.Error())
 	case errors.Is(err, errAllChangesDenied):
 		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_NOT_ALLOWED, errAllChangesDenied.Error())
 	case errors.Is(err, errSubscribeNeedsRead):

@@ -41,7 +41,7 @@ rateLimits:
 	call("", "eng_nope")  // missing
 
 	_, err := h.gateway.GetTraffic(ctx, &aggregatorv1.GetTrafficRequest{})
-	wantStatus(t, err, codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_NOT_ALLOWED)
+	wantStatus(t, err, codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_OPERATOR_ONLY)
 	resp, err := h.operator.GetTraffic(ctx, &aggregatorv1.GetTrafficRequest{})
 	if err != nil {
 		t.Fatal(err)
