@@ -200,6 +200,11 @@ func (s *Server) listTasks(ctx context.Context, req *aggregatorv1.ListTasksReque
 	if req.GetPageSize() > 100 || len(req.GetCursor()) > 1024 {
 		return nil, invalidArgument("page_size is at most 100 and cursor at most 1,024 bytes")
 	}
+	// A server that is not configured is NOT_FOUND, as for every RPC
+	// that names one, before the store is asked.
+	if _, _, err := s.e.ServerSnapshot(req.GetServer()); err != nil {
+		return nil, err
+	}
 	if s.limiter != nil && !operatorRead(ctx, r) {
 		if err := s.limit(ctx, ratelimit.Request{Method: config.RateMethodTasksList, Server: req.GetServer()}); err != nil {
 			return nil, err
@@ -207,7 +212,10 @@ func (s *Server) listTasks(ctx context.Context, req *aggregatorv1.ListTasksReque
 	}
 	page, err := s.tasks.store.ListTasks(ctx, &indexerv1.ListTasksRequest{Owner: svcauth.PrincipalFrom(ctx).GetSubject(),
 		Server: req.GetServer(), PageSize: req.GetPageSize(), Cursor: req.GetCursor()})
-	if status.Code(err) == codes.InvalidArgument { // the cursor
+	if status.Code(err) == codes.InvalidArgument && req.GetCursor() != "" {
+		// The server and the owner are the aggregator's to know good
+		// (above, and svcauth's bounds): what the store refuses is the
+		// client's cursor.
 		return nil, catalog.ErrInvalidCursor
 	}
 	if err != nil {
