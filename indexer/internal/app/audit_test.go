@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"strings"
@@ -197,6 +198,10 @@ func TestAuditTimestampsOutOfRange(t *testing.T) {
 	_, err := h.as(t, operatorToken).QueryAuditEvents(ctx, &indexerv1.QueryAuditEventsRequest{Until: far})
 	wantReason(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
 	_, err = h.as(t, operatorToken).QueryAuditEvents(ctx, &indexerv1.QueryAuditEventsRequest{Since: &timestamppb.Timestamp{Nanos: -1}})
+	wantReason(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+	// A forged page token of such a time too.
+	_, err = h.as(t, operatorToken).QueryAuditEvents(ctx, &indexerv1.QueryAuditEventsRequest{
+		PageToken: base64.RawURLEncoding.EncodeToString([]byte("-9223372036854775807.1"))})
 	wantReason(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
 	_, err = h.as(t, aggregatorToken).RecordAuditEvents(ctx, &indexerv1.RecordAuditEventsRequest{Events: []*indexerv1.AuditEvent{
 		{Time: far, Service: "aggregator", Kind: string(audit.KindToolCall), Outcome: string(audit.OutcomeOK)}}})

@@ -261,7 +261,7 @@ func parseAuditToken(tok string) (store.AuditKey, error) {
 	us, id, ok := strings.Cut(string(raw), ".")
 	micros, err1 := strconv.ParseInt(us, 10, 64)
 	n, err2 := strconv.ParseInt(id, 10, 64)
-	if !ok || err1 != nil || err2 != nil || n <= 0 {
+	if !ok || err1 != nil || err2 != nil || n <= 0 || !cursorTime(micros) {
 		return store.AuditKey{}, bad
 	}
 	return store.AuditKey{Time: time.UnixMicro(micros).UTC(), ID: n}, nil

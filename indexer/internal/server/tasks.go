@@ -153,10 +153,17 @@ func parseTaskCursor(c string) (store.TaskPosition, error) {
 	}
 	us, key, ok := strings.Cut(string(raw), ".")
 	micros, err := strconv.ParseInt(us, 10, 64)
-	if !ok || err != nil || !validTaskKey(key) {
+	if !ok || err != nil || !validTaskKey(key) || !cursorTime(micros) {
 		return store.TaskPosition{}, bad
 	}
 	return store.TaskPosition{CreatedAt: time.UnixMicro(micros), Key: key}, nil
+}
+
+// cursorTime reports whether micros, a cursor's time, is one a row can
+// have (a timestamp of years 1 to 9999): a forged one past PostgreSQL's
+// range would overflow on its way there and page from nowhere.
+func cursorTime(micros int64) bool {
+	return timestamppb.New(time.UnixMicro(micros)).CheckValid() == nil
 }
 
 // AdvanceTask is a runner's change of its task.

@@ -207,6 +207,8 @@ func TestTaskRequestBounds(t *testing.T) {
 		list("with a cursor not base64", &indexerv1.ListTasksRequest{Owner: "alice", Cursor: "!!"}),
 		list("with a cursor of another form", &indexerv1.ListTasksRequest{Owner: "alice", Cursor: base64.RawURLEncoding.EncodeToString([]byte("12.nope"))}),
 		list("with a long cursor", &indexerv1.ListTasksRequest{Owner: "alice", Cursor: strings.Repeat("A", 129)}),
+		list("with a cursor of a time no row can have", &indexerv1.ListTasksRequest{Owner: "alice",
+			Cursor: base64.RawURLEncoding.EncodeToString([]byte("-9223372036854775807." + taskTestKey))}),
 		list("with a long owner", &indexerv1.ListTasksRequest{Owner: long}),
 		adv("with a bad key", func(r *indexerv1.AdvanceTaskRequest) { r.Key = "" }),
 		adv("with a runner past its bound", func(r *indexerv1.AdvanceTaskRequest) { r.Runner = strings.Repeat("r", 1025) }),
