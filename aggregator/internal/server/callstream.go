@@ -15,9 +15,11 @@ import (
 // log notifications the backend sends for that call before the result.
 func (s *Server) CallToolStream(req *aggregatorv1.CallToolStreamRequest, stream grpc.ServerStreamingServer[aggregatorv1.CallToolStreamResponse]) error {
 	ctx := stream.Context()
-	resp, err := s.callToolStream(ctx, req.GetCall(), func(n *aggregatorv1.Notification) error {
+	q := newNoteQueue(func(n *aggregatorv1.Notification) error {
 		return stream.Send(&aggregatorv1.CallToolStreamResponse{Event: &aggregatorv1.CallToolStreamResponse_Notification{Notification: n}})
-	}, false)
+	})
+	resp, err := s.callToolStream(ctx, req.GetCall(), q.put, false)
+	q.close()
 	if err != nil {
 		return s.fail(ctx, "CallToolStream", err)
 	}

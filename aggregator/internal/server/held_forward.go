@@ -102,9 +102,11 @@ func (s *Server) ResumeHeldCallStream(req *aggregatorv1.ResumeHeldCallStreamRequ
 	if _, _, owner, ok := backend.ParseHeldState(call.GetRequestState()); !ok || owner == "" || owner != s.peers.Self() {
 		return s.fail(ctx, "ResumeHeldCallStream", errHeldCallGone)
 	}
-	resp, err := s.callToolStream(ctx, call, func(n *aggregatorv1.Notification) error {
+	q := newNoteQueue(func(n *aggregatorv1.Notification) error {
 		return stream.Send(&aggregatorv1.ResumeHeldCallStreamResponse{Event: &aggregatorv1.ResumeHeldCallStreamResponse_Notification{Notification: n}})
-	}, true)
+	})
+	resp, err := s.callToolStream(ctx, call, q.put, true)
+	q.close()
 	if err != nil {
 		return s.fail(ctx, "ResumeHeldCallStream", err)
 	}

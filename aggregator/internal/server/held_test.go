@@ -200,3 +200,44 @@ aggregator:
 		t.Fatalf("the retry after the reload: %v %v", resp, err)
 	}
 }
+
+// A streamed call whose caller stops reading its stream still ends at
+// the tool's timeout, and the backend is told: the notifications it
+// floods wait for the caller in a bounded queue, never blocking the
+// backend's session.
+func TestStreamedCallEndsThoughItsCallerStopsReading(t *testing.T) {
+	cancelled := make(chan struct{})
+	flood := newTestBackend(t, "flood", backendOptions{stateful: true, extra: func(b *testBackend) {
+		b.server.AddTool(&mcp.Tool{Name: "spam", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			pad := strings.Repeat("x", 32<<10)
+			for i := 0; ctx.Err() == nil; i++ {
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(i), Message: pad})
+			}
+			close(cancelled)
+			return nil, ctx.Err()
+		})
+	}})
+	h := startAggregator(t, parseConfig(t, `
+aggregator:
+  catalogTTL: 1h
+  backends:
+    - name: flood
+      url: `+flood.url()+`
+      protocol: "2025-11-25"
+      timeout: 1s
+`))
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	stream, err := h.gateway.CallToolStream(ctx, &aggregatorv1.CallToolStreamRequest{Call: &aggregatorv1.CallToolRequest{
+		Principal: principal("alice"), Name: "flood_spam", ArgumentsJson: "{}",
+		Context: &aggregatorv1.RequestContext{ProgressTokenJson: `"tok"`}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = stream // never read
+	select {
+	case <-cancelled:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the backend's call outlived its 1 s timeout while its caller did not read")
+	}
+}

@@ -1,0 +1,90 @@
+package server
+
+import (
+	"sync"
+
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+)
+
+// maxQueuedNotes bounds the notifications of a streamed call waiting for
+// its caller to read them.
+const maxQueuedNotes = 256
+
+// noteQueue puts a streamed call's notifications on its gRPC stream from
+// a goroutine of its own, so that a caller that stops reading never
+// blocks the backend's session (go-sdk hands the notifications over
+// inside its handler): the call still ends at its timeout, and the
+// backend is told. Past maxQueuedNotes unread, notifications are dropped,
+// as progress and log messages may be; the result is sent after every
+// queued one.
+type noteQueue struct {
+	send func(*aggregatorv1.Notification) error
+
+	mu     sync.Mutex
+	notes  []*aggregatorv1.Notification
+	err    error // the stream's failure, once it failed
+	wake   chan struct{}
+	closed bool
+	done   chan struct{}
+}
+
+func newNoteQueue(send func(*aggregatorv1.Notification) error) *noteQueue {
+	q := &noteQueue{send: send, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go q.run()
+	return q
+}
+
+// put queues n; it fails only once the stream has failed.
+func (q *noteQueue) put(n *aggregatorv1.Notification) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.err != nil {
+		return q.err
+	}
+	if len(q.notes) < maxQueuedNotes {
+		q.notes = append(q.notes, n)
+	}
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (q *noteQueue) run() {
+	defer close(q.done)
+	for {
+		q.mu.Lock()
+		notes := q.notes
+		q.notes = nil
+		closed := q.closed
+		q.mu.Unlock()
+		for _, n := range notes {
+			if err := q.send(n); err != nil {
+				q.mu.Lock()
+				q.err = err
+				q.mu.Unlock()
+				return
+			}
+		}
+		if closed && len(notes) == 0 {
+			return
+		}
+		if len(notes) == 0 {
+			<-q.wake
+		}
+	}
+}
+
+// close waits until every queued notification is sent (or the stream
+// failed); nothing is queued after it.
+func (q *noteQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	<-q.done
+}
