@@ -85,7 +85,9 @@ type AggregatorServiceClient interface {
 	// backend sends while the tool runs: progress (when the request context
 	// carries a progress token) and log messages (when it carries a log
 	// level). It streams those notifications in order and ends with exactly
-	// one result event. Errors are the same as CallTool's.
+	// one result event. Errors are the same as CallTool's. Notifications the
+	// caller has not read wait for it, at most 256; past that they are
+	// dropped, and the call carries on (its timeout is its backend's).
 	CallToolStream(ctx context.Context, in *CallToolStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CallToolStreamResponse], error)
 	// ReadResource reads a resource by URI from its owning backend. URIs that
 	// match no resource are matched against resource templates (RFC 6570).
@@ -420,7 +422,9 @@ type AggregatorServiceServer interface {
 	// backend sends while the tool runs: progress (when the request context
 	// carries a progress token) and log messages (when it carries a log
 	// level). It streams those notifications in order and ends with exactly
-	// one result event. Errors are the same as CallTool's.
+	// one result event. Errors are the same as CallTool's. Notifications the
+	// caller has not read wait for it, at most 256; past that they are
+	// dropped, and the call carries on (its timeout is its backend's).
 	CallToolStream(*CallToolStreamRequest, grpc.ServerStreamingServer[CallToolStreamResponse]) error
 	// ReadResource reads a resource by URI from its owning backend. URIs that
 	// match no resource are matched against resource templates (RFC 6570).
