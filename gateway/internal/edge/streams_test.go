@@ -17,7 +17,14 @@ import (
 // openStream POSTs body and returns the response with a line reader.
 func openStream(t *testing.T, ctx context.Context, url string, header map[string]string, body string) (*http.Response, *bufio.Scanner) {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	return openRequest(t, ctx, http.MethodPost, url, header, body)
+}
+
+// openRequest sends a request of method and returns its response, read
+// line by line; the body is closed when the test ends.
+func openRequest(t *testing.T, ctx context.Context, method, url string, header map[string]string, body string) (*http.Response, *bufio.Scanner) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
@@ -329,16 +336,7 @@ func TestLegacyStreamReconnects(t *testing.T) {
 		if lastEventID != "" {
 			h["Last-Event-ID"] = lastEventID
 		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/mcp", nil)
-		for k, v := range h {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { resp.Body.Close() })
-		return resp, bufio.NewScanner(resp.Body)
+		return openRequest(t, ctx, http.MethodGet, srv.URL+"/mcp", h, "")
 	}
 	primeID := func(lines *bufio.Scanner) (id, retry string) {
 		t.Helper()
