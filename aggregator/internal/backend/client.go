@@ -90,7 +90,7 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 		// backend: one path for everything the client does.
 		var err error
 		bridge, err = stdio.Start(stdio.Spec{Name: cfg.Name, Command: cfg.Command, Env: cfg.Env, Dir: cfg.Dir, Log: log,
-			Secrets: stdio.SecretEnv(cfg.Env, MinRedactedHidden)})
+			Redact: newSecretSet(stdio.SecretEnv(cfg.Env, MinRedactedHidden)).redactText})
 		if err != nil {
 			// Validated at start and reload (the command is found);
 			// what fails now leaves the backend down, and says why.

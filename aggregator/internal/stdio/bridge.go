@@ -56,9 +56,9 @@ type Spec struct {
 	Dir string
 	// Log receives the bridge's and the process's lines.
 	Log *slog.Logger
-	// Secrets are cut out of the process's stderr before it is logged
-	// (SecretEnv).
-	Secrets []string
+	// Redact cuts the process's credentials (SecretEnv) out of its
+	// stderr before it is logged; nil keeps it as it is.
+	Redact func(string) string
 }
 
 // Back-off of restarts.
@@ -88,12 +88,11 @@ type Bridge struct {
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
-	// ready is set once the running process's listing is mirrored: until
-	// then the bridge answers as a backend that is down (503), so that
-	// health checks see it down and a replaced backend keeps its last
-	// listing rather than an empty one. readyCh is closed while ready.
-	ready   bool
-	readyCh chan struct{}
+	// ready is closed once the running process's listing is mirrored,
+	// and made anew when it stops: until then the bridge answers as a
+	// backend that is down (503), so that health checks see it down and a
+	// replaced backend keeps its last listing rather than an empty one.
+	ready chan struct{}
 	// syncMu serialises resyncs; mirrored is what the server lists now,
 	// by kind, to remove on the next.
 	syncMu   sync.Mutex
@@ -122,7 +121,7 @@ func Start(spec Spec) (*Bridge, error) {
 		return nil, err
 	}
 	b := &Bridge{spec: spec, path: path, log: log.With("backend", spec.Name, "stdio", spec.Command[0]), token: hex.EncodeToString(raw[:]),
-		url: "http://" + lis.Addr().String() + "/mcp", done: make(chan struct{}), readyCh: make(chan struct{})}
+		url: "http://" + lis.Addr().String() + "/mcp", done: make(chan struct{}), ready: make(chan struct{})}
 	b.server = mcp.NewServer(&mcp.Implementation{Name: spec.Name, Version: "stdio"}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:     &mcp.ToolCapabilities{ListChanged: true},
@@ -183,9 +182,9 @@ const readyWait = 10 * time.Second
 // to readyWait (or ctx) for it.
 func (b *Bridge) waitReady(ctx context.Context) bool {
 	b.mu.Lock()
-	ready, ch := b.ready, b.readyCh
+	ch := b.ready
 	b.mu.Unlock()
-	if ready {
+	if closed(ch) {
 		return true
 	}
 	t := time.NewTimer(readyWait)
@@ -202,13 +201,21 @@ func (b *Bridge) waitReady(ctx context.Context) bool {
 // setReadyLocked records whether the process runs and is mirrored; mu is
 // held.
 func (b *Bridge) setReadyLocked(ready bool) {
-	switch {
-	case ready && !b.ready:
-		close(b.readyCh)
-	case !ready && b.ready:
-		b.readyCh = make(chan struct{})
+	switch was := closed(b.ready); {
+	case ready && !was:
+		close(b.ready)
+	case !ready && was:
+		b.ready = make(chan struct{})
 	}
-	b.ready = ready
+}
+
+func closed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // current is the process's session, nil while it does not run.
@@ -244,7 +251,7 @@ func (b *Bridge) runOnce(ctx context.Context, steady func()) error {
 	cmd.Dir = b.spec.Dir
 	ownGroup(cmd)
 	defer killGroup(cmd)
-	stderr := newLineLog(b.log, b.spec.Secrets)
+	stderr := newLineLog(b.log, b.spec.Redact)
 	cmd.Stderr = stderr
 	// A child that kept the server's stderr open must not keep Wait (and
 	// the restart) waiting: killGroup stops it afterwards.

@@ -342,7 +342,13 @@ func TestBridgeStopsTheServersChildren(t *testing.T) {
 func TestLineLogRedactsSecrets(t *testing.T) {
 	out := &recorder{}
 	secret := "s3cr3t-value-0123456789"
-	l := newLineLog(slog.New(slog.NewTextHandler(out, nil)), SecretEnv(map[string]string{"API_TOKEN": secret, "MODE": "production-mode"}, 8))
+	secrets := SecretEnv(map[string]string{"API_TOKEN": secret, "MODE": "production-mode"}, 8)
+	l := newLineLog(slog.New(slog.NewTextHandler(out, nil)), func(s string) string {
+		for _, v := range secrets {
+			s = strings.ReplaceAll(s, v, "[redacted]")
+		}
+		return s
+	})
 	fmt.Fprintf(l, "token %s in production-mode\n", secret)
 	fmt.Fprintf(l, "%s%s\n", strings.Repeat("x", maxLineBytes-5), secret)
 	l.Flush()

@@ -237,12 +237,8 @@ const (
 
 // lineLog logs what a process writes to stderr, a line at a time, bounded.
 type lineLog struct {
-	log     *slog.Logger
-	secrets []string
-	// keep is how much of a line is buffered: one byte past its bound,
-	// to know it was cut, and the longest secret, so that none is cut
-	// in two before it is redacted.
-	keep int
+	log    *slog.Logger
+	redact func(string) string
 
 	mu      sync.Mutex
 	buf     []byte
@@ -251,13 +247,18 @@ type lineLog struct {
 	dropped int
 }
 
-func newLineLog(log *slog.Logger, secrets []string) *lineLog {
-	l := &lineLog{log: log, secrets: secrets, keep: maxLineBytes + 1}
-	for _, s := range secrets {
-		l.keep = max(l.keep, maxLineBytes+1+len(s))
+func newLineLog(log *slog.Logger, redact func(string) string) *lineLog {
+	if redact == nil {
+		redact = func(s string) string { return s }
 	}
-	return l
+	return &lineLog{log: log, redact: redact}
 }
+
+// lineKeep is how much of a line is buffered: one byte past its bound, to
+// know it was cut, and room for a secret that crosses the bound, so that
+// none is cut in two before it is redacted (a credential of up to 8 KiB:
+// a PEM private key fits).
+const lineKeep = maxLineBytes + 1 + 8<<10
 
 func (l *lineLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
@@ -269,7 +270,7 @@ func (l *lineLog) Write(p []byte) (int, error) {
 		if i < 0 {
 			end = len(p)
 		}
-		room := max(0, l.keep-len(l.buf))
+		room := max(0, lineKeep-len(l.buf))
 		l.buf = append(l.buf, p[:min(end, room)]...)
 		if i < 0 {
 			return n, nil
@@ -313,7 +314,7 @@ func (l *lineLog) emitLocked() {
 	}
 	l.lines++
 	// Secrets go before the line is cut, so that none is cut in two.
-	line = []byte(redactLine(string(line), l.secrets))
+	line = []byte(l.redact(string(line)))
 	cut := len(line) > maxLineBytes
 	if cut {
 		line = line[:maxLineBytes]

@@ -10,7 +10,8 @@ var credentialWords = []string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "
 // SecretEnv are the values of env that are credentials, at least minLen
 // bytes long: those of variables named as one (credentialWords). They are
 // cut out of what the server sends back and of its stderr in the log, as
-// an HTTP backend's headers are. Other values (a path, a mode) are kept:
+// an HTTP backend's headers are (the backend's redactor, which knows
+// their encodings, does it). Other values (a path, a mode) are kept:
 // cutting them would garble results that mention them.
 func SecretEnv(env map[string]string, minLen int) []string {
 	var out []string
@@ -27,12 +28,4 @@ func SecretEnv(env map[string]string, minLen int) []string {
 		}
 	}
 	return out
-}
-
-// redactLine is line with each of secrets replaced.
-func redactLine(line string, secrets []string) string {
-	for _, s := range secrets {
-		line = strings.ReplaceAll(line, s, "[redacted]")
-	}
-	return line
 }
