@@ -136,9 +136,8 @@ func (e *Engine) newClient(c backend.Config) *backend.Client {
 		UnhealthyAfter: e.opts.Health.UnhealthyThreshold,
 	}, func(prev, now backend.State, listed bool) {
 		e.log.Info("backend health changed", "backend", c.Name, "from", prev.String(), "to", now.String())
-		if st := e.setup.Load(); st != nil && st.member(c.Name) != nil && st.member(c.Name).client == b {
-			// Not a retired client's (removed, or replaced by one under
-			// the same name): the series is the backend in service's.
+		if e.inService(b) {
+			// The series is the backend's, whose client is in service.
 			e.opts.Metrics.backendState(c.Name, now)
 		}
 		e.opts.Traffic.Health(traffic.HealthEvent{Backend: c.Name, State: now.String(), Previous: prev.String(), Detail: "was " + prev.String()})
@@ -152,4 +151,15 @@ func (e *Engine) newClient(c backend.Config) *backend.Client {
 		}
 	})
 	return b
+}
+
+// inService reports whether b is the client in service of its backend,
+// not one a reload retired (removed, or replaced under the same name).
+func (e *Engine) inService(b *backend.Client) bool {
+	st := e.setup.Load()
+	if st == nil {
+		return false
+	}
+	m := st.member(b.Name())
+	return m != nil && m.client == b
 }

@@ -284,8 +284,8 @@ func (g *Gateway) serveLegacy(w http.ResponseWriter, r *http.Request, req *metho
 		refuse(w, rec, http.StatusNotFound, msg.ID, wire.NewError(wire.CodeInvalidRequest, "session not found: initialize a new session"))
 		return
 	}
-	if versionMismatch(r, claims) {
-		refuse(w, rec, http.StatusBadRequest, msg.ID, wire.NewError(wire.CodeInvalidRequest, "MCP-Protocol-Version does not match the session's version "+claims.ProtocolVersion))
+	if why := versionMismatch(r, claims); why != "" {
+		refuse(w, rec, http.StatusBadRequest, msg.ID, wire.NewError(wire.CodeInvalidRequest, why))
 		return
 	}
 	req.Version = claims.ProtocolVersion

@@ -29,12 +29,14 @@ func (g *Gateway) openSession(r *http.Request, id string, principal *commonv1.Pr
 	return claims, digest, true
 }
 
-// versionMismatch reports whether r names, in MCP-Protocol-Version, a
-// version other than its session's: a bad request on every request of
-// the session, POST, GET and DELETE alike.
-func versionMismatch(r *http.Request, claims session.Claims) bool {
-	v := r.Header.Get("Mcp-Protocol-Version")
-	return v != "" && v != claims.ProtocolVersion
+// versionMismatch is why r, naming in MCP-Protocol-Version a version
+// other than its session's, is a bad request, or "": the same on every
+// request of the session, POST, GET and DELETE alike.
+func versionMismatch(r *http.Request, claims session.Claims) string {
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && v != claims.ProtocolVersion {
+		return "MCP-Protocol-Version does not match the session's version " + claims.ProtocolVersion
+	}
+	return ""
 }
 
 // serveSessionDelete ends a session: on this replica at once, on the
@@ -57,9 +59,9 @@ func (g *Gateway) serveSessionDelete(w http.ResponseWriter, r *http.Request, ep 
 		http.Error(w, "session not found", status)
 		return
 	}
-	if versionMismatch(r, claims) {
+	if why := versionMismatch(r, claims); why != "" {
 		status = http.StatusBadRequest
-		http.Error(w, "Bad Request: MCP-Protocol-Version does not match the session's version "+claims.ProtocolVersion, status)
+		http.Error(w, "Bad Request: "+why, status)
 		return
 	}
 	switch err := g.revocations.Revoke(digest, claims.PrincipalDigest, claims.Expiry()); {
@@ -102,8 +104,8 @@ func (g *Gateway) serveSessionStream(w http.ResponseWriter, r *http.Request, ep 
 		http.Error(w, "session not found", http.StatusNotFound)
 		return
 	}
-	if versionMismatch(r, claims) {
-		http.Error(w, "Bad Request: MCP-Protocol-Version does not match the session's version "+claims.ProtocolVersion, http.StatusBadRequest)
+	if why := versionMismatch(r, claims); why != "" {
+		http.Error(w, "Bad Request: "+why, http.StatusBadRequest)
 		return
 	}
 	req := &methods.Request{Era: mcpspec.EraLegacy, View: ep.view, Server: ep.server, Principal: principal, Method: "GET",

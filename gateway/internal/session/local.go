@@ -163,7 +163,7 @@ func (l *Local) SetLogLevel(session, principal, level string, expires time.Time)
 		return err
 	}
 	st.level = strings.Clone(level)
-	if len(st.uris) == 0 && st.level == "" {
+	if !st.holds() {
 		l.drop(session, st) // no state left (see Unsubscribe)
 	}
 	return nil
@@ -224,7 +224,7 @@ func (l *Local) Unsubscribe(session, uri string) {
 	_ = l.charge(st, -int64(len(uri)+uriOverhead))
 	close(st.changed)
 	st.changed = make(chan struct{})
-	if len(st.uris) == 0 && st.level == "" {
+	if !st.holds() {
 		// A session holding no state costs nothing: it no longer counts
 		// against the principal's sessions (its open GET stream, woken
 		// above, finds it without state).
@@ -355,9 +355,13 @@ func (l *Local) charge(st *sessionState, delta int64) error {
 	return nil
 }
 
+// holds reports whether the session holds state: a subscription or a log
+// level.
+func (st *sessionState) holds() bool { return len(st.uris) > 0 || st.level != "" }
+
 // dropIfEmpty drops state created for a change that was then refused.
 func (l *Local) dropIfEmpty(session string, st *sessionState, created bool) {
-	if created && len(st.uris) == 0 && st.level == "" {
+	if created && !st.holds() {
 		l.drop(session, st)
 	}
 }
