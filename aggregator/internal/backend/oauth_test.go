@@ -282,11 +282,7 @@ func TestExchangedTokenWithoutExpiryIsUsedOnce(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"access_token":"`+token+`","token_type":"Bearer","issued_token_type":"urn:ietf:params:oauth:token-type:access_token"}`)
 	}))
-	t.Cleanup(endpoint.Close)
-	auth := Auth{Mode: AuthTokenExchange, Audience: "web", TokenEndpoint: endpoint.URL, ClientID: "api", ClientSecret: "s", CacheEntries: 8}
-	c := newTestClient(Config{Name: "web", URL: "http://127.0.0.1:1/mcp", Protocol: ProtocolModern, Auth: auth, Timeout: 10 * time.Second})
-	t.Cleanup(c.Close)
-	caller := fakeJWT(`{"sub":"alice","aud":"switchboard","exp":` + strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10) + `}`)
+	c, caller := exchangeClient(t, endpoint)
 	var got []string
 	for range 2 {
 		ctx, err := c.WithCaller(context.Background(), "alice", caller)
@@ -314,11 +310,7 @@ func TestSharedExchangeOutlivesTheCallThatBeganIt(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"access_token":"exchanged-1","token_type":"Bearer","expires_in":300}`)
 	}))
-	t.Cleanup(endpoint.Close)
-	auth := Auth{Mode: AuthTokenExchange, Audience: "web", TokenEndpoint: endpoint.URL, ClientID: "api", ClientSecret: "s", CacheEntries: 8}
-	c := newTestClient(Config{Name: "web", URL: "http://127.0.0.1:1/mcp", Protocol: ProtocolModern, Auth: auth, Timeout: 10 * time.Second})
-	t.Cleanup(c.Close)
-	caller := fakeJWT(`{"sub":"alice","aud":"switchboard","exp":` + strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10) + `}`)
+	c, caller := exchangeClient(t, endpoint)
 	first, giveUp := context.WithCancel(context.Background())
 	firstErr := make(chan error, 1)
 	go func() {
@@ -354,11 +346,7 @@ func TestExchangedTokenMustFitAHeader(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"access_token":"bad\u0001token","token_type":"Bearer","expires_in":300}`)
 	}))
-	t.Cleanup(endpoint.Close)
-	auth := Auth{Mode: AuthTokenExchange, Audience: "web", TokenEndpoint: endpoint.URL, ClientID: "api", ClientSecret: "s", CacheEntries: 8}
-	c := newTestClient(Config{Name: "web", URL: "http://127.0.0.1:1/mcp", Protocol: ProtocolModern, Auth: auth, Timeout: 10 * time.Second})
-	t.Cleanup(c.Close)
-	caller := fakeJWT(`{"sub":"alice","aud":"switchboard","exp":` + strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10) + `}`)
+	c, caller := exchangeClient(t, endpoint)
 	for range 2 {
 		_, err := c.WithCaller(context.Background(), "alice", caller)
 		var te *TokenError
@@ -369,4 +357,15 @@ func TestExchangedTokenMustFitAHeader(t *testing.T) {
 	if n != 2 || c.tokens.cached() != 0 {
 		t.Fatalf("%d exchanges, %d cached; want each call to ask and none cached", n, c.tokens.cached())
 	}
+}
+
+// exchangeClient is a client of a backend whose calls exchange alice's
+// token (returned, valid for an hour) at endpoint, closed with it.
+func exchangeClient(t *testing.T, endpoint *httptest.Server) (*Client, string) {
+	t.Helper()
+	t.Cleanup(endpoint.Close)
+	auth := Auth{Mode: AuthTokenExchange, Audience: "web", TokenEndpoint: endpoint.URL, ClientID: "api", ClientSecret: "s", CacheEntries: 8}
+	c := newTestClient(Config{Name: "web", URL: "http://127.0.0.1:1/mcp", Protocol: ProtocolModern, Auth: auth, Timeout: 10 * time.Second})
+	t.Cleanup(c.Close)
+	return c, fakeJWT(`{"sub":"alice","aud":"switchboard","exp":` + strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10) + `}`)
 }
