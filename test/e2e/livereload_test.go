@@ -254,14 +254,16 @@ func TestLiveConfiguration(t *testing.T) {
 					if !strings.Contains(line, "parse policy file") {
 						return fmt.Errorf("the rejection does not say the policy does not parse: %s", line)
 					}
+					// The line is written before the counter moves:
+					// wait for both.
+					if got := metric(t, aggOps, `switchboard_config_reloads_total{result="rejected"}`); got != "1" {
+						return fmt.Errorf("aggregator rejected reloads = %q, want 1", got)
+					}
 					return nil
 				}
 			}
 			return errors.New("not logged yet")
 		})
-		if got := metric(t, aggOps, `switchboard_config_reloads_total{result="rejected"}`); got != "1" {
-			t.Fatalf("aggregator rejected reloads = %q, want 1", got)
-		}
 		for _, lc := range alice {
 			if got := callSignature(t.Context(), lc.cs, "alpha_add"); got == "ok" {
 				t.Fatalf("%s: alpha_add is callable: the broken policy opened it", lc.name)
@@ -306,9 +308,13 @@ func TestLiveConfiguration(t *testing.T) {
 		if c.Gateway.Pid() != gatewayPid || !c.Gateway.Running() {
 			t.Fatal("the gateway restarted")
 		}
-		if got := metric(t, gwOps, `switchboard_config_reloads_total{result="ok"}`); got != "1" {
-			t.Fatalf("gateway ok reloads = %q, want 1", got)
-		}
+		// The file is applied before the reload is counted.
+		testkit.Eventually(t, "the gateway counts the reload", 10*time.Second, func() error {
+			if got := metric(t, gwOps, `switchboard_config_reloads_total{result="ok"}`); got != "1" {
+				return fmt.Errorf("gateway ok reloads = %q, want 1", got)
+			}
+			return nil
+		})
 		for _, p := range []*harness.Proc{c.Gateway, c.Aggregator, c.Indexer} {
 			if log := p.Log(4 << 20); strings.Contains(log, "needs a restart") {
 				t.Errorf("%s: a change it applies live is logged as needing a restart:\n%s", p.Name, log)
