@@ -8,10 +8,13 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/services/audit"
+	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
@@ -124,15 +127,20 @@ func (s *Server) proxyTask(ctx context.Context, a *admitted, req *aggregatorv1.C
 	if err != nil {
 		return nil, err
 	}
+	// A member of the wrong type (a fractional ttlMs) fails the decoding
+	// but leaves the others read: a result that says it is a task is one,
+	// and is never passed on, where its id would reach the client and the
+	// backend's task run on with nobody to answer for it.
 	var raw backendTaskState
-	if json.Unmarshal([]byte(resp.GetResultJson()), &raw) != nil {
-		return resp, nil
-	}
+	decodeErr := json.Unmarshal([]byte(resp.GetResultJson()), &raw)
 	bt := *raw.normalized()
 	if bt.ResultType != "task" {
 		return resp, nil
 	}
-	if bt.TaskID == "" || len(bt.TaskID) > maxTaskIDBytes*8 {
+	if idOK := bt.TaskID != "" && len(bt.TaskID) <= maxTaskIDBytes*8; decodeErr != nil || !idOK {
+		if idOK {
+			_, _ = s.backendTaskRequest(a, "tasks/cancel", bt.TaskID, nil)
+		}
 		return nil, backend.ErrProtocolViolation
 	}
 	// The backend's TTL, within Switchboard's cap.
@@ -249,30 +257,77 @@ func (s *Server) followBackendTask(a *admitted, rec *indexerv1.TaskRecord, call 
 			return nil, err
 		}
 	}
-	adv := &indexerv1.AdvanceTaskRequest{Key: rec.GetKey(), Status: bt.Status, StatusMessage: bt.StatusMessage}
-	switch bt.Status {
-	case "input_required":
-		adv.InputRequestsJson = string(bt.InputRequests)
-	case "completed":
-		if len(bt.Result) > s.tasks.cfg.MaxResultBytes {
-			adv.Status, adv.ErrorJson = "failed", `{"code":-32603,"message":"the result is larger than a task keeps (aggregator.tasks.maxResultBytes)"}`
-		} else {
-			adv.ResultJson = string(bt.Result)
-		}
-	case "failed":
-		adv.ErrorJson = string(bt.Error)
-	case "working", "cancelled":
-	default:
-		return nil, backend.ErrProtocolViolation
+	adv, err := s.tasks.keptState(rec.GetKey(), bt)
+	if err != nil {
+		return nil, err
 	}
 	if adv.Status == rec.GetStatus() && adv.StatusMessage == rec.GetStatusMessage() && adv.InputRequestsJson == rec.GetInputRequestsJson() {
 		return rec, nil
 	}
 	resp, err := s.tasks.store.AdvanceTask(a.ctx, adv)
+	if status.Code(err) == codes.InvalidArgument {
+		// Past a bound of the store's that keptState does not know: the
+		// task fails saying so, rather than every poll failing.
+		resp, err = s.tasks.store.AdvanceTask(a.ctx, unkeptOutcome(rec.GetKey(), "", 0))
+	}
 	if err != nil {
 		return nil, storeError(err)
 	}
 	return resp.GetRecord(), nil
+}
+
+// keptState is what Switchboard keeps of the state a backend reported
+// for its task under key. What the task cannot keep (questions that are
+// not an object, or past their bound; a result or an error that is not an
+// object; a result past aggregator.tasks.maxResultBytes) fails it saying
+// why, so that a backend's mistake ends its task instead of making every
+// poll of it fail.
+func (t *taskRunner) keptState(key string, bt *backendTaskState) (*indexerv1.AdvanceTaskRequest, error) {
+	adv := &indexerv1.AdvanceTaskRequest{Key: key, Status: bt.Status, StatusMessage: bt.StatusMessage}
+	unkept := func(what string) (*indexerv1.AdvanceTaskRequest, error) {
+		adv.Status, adv.StatusMessage = "failed", "the backend's task could not be kept"
+		adv.InputRequestsJson, adv.ResultJson = "", ""
+		adv.ErrorJson = t.keptError(jsonrpcInternalError, "the backend's task "+what, nil)
+		return adv, nil
+	}
+	switch bt.Status {
+	case "input_required":
+		if !nonEmptyObject(bt.InputRequests) {
+			return unkept("asked for input without questions Switchboard can relay")
+		}
+		if len(bt.InputRequests) > config.MaxTaskInputBytes {
+			return unkept(fmt.Sprintf("asked questions of %d bytes, more than a task keeps (%d)", len(bt.InputRequests), config.MaxTaskInputBytes))
+		}
+		adv.InputRequestsJson = string(bt.InputRequests)
+	case "completed":
+		if !rawjson.StartsObject(bt.Result) || !json.Valid(bt.Result) {
+			return unkept("completed without a result")
+		}
+		if len(bt.Result) > t.cfg.MaxResultBytes {
+			return unkept(fmt.Sprintf("has a result of %d bytes, larger than a task keeps (aggregator.tasks.maxResultBytes)", len(bt.Result)))
+		}
+		adv.ResultJson = string(bt.Result)
+	case "failed":
+		var e struct {
+			Code    *int64          `json:"code"`
+			Message string          `json:"message"`
+			Data    json.RawMessage `json:"data"`
+		}
+		if !rawjson.StartsObject(bt.Error) || json.Unmarshal(bt.Error, &e) != nil || e.Code == nil {
+			return unkept("failed without an error")
+		}
+		adv.ErrorJson = t.keptError(*e.Code, e.Message, e.Data)
+	case "working", "cancelled":
+	default:
+		return nil, backend.ErrProtocolViolation
+	}
+	return adv, nil
+}
+
+// nonEmptyObject reports whether b is a JSON object with a member.
+func nonEmptyObject(b json.RawMessage) bool {
+	m, err := rawjson.Object(b)
+	return err == nil && len(m) > 0
 }
 
 // legacyOutcome completes what a 2025-11-25 backend's tasks/get said: the

@@ -361,15 +361,21 @@ func (t *taskRunner) finish(key string, round uint32, done <-chan roundOutcome) 
 			// does not know: the task fails saying so, now, not when its
 			// lease lapses.
 			refused = true
-			req = &indexerv1.AdvanceTaskRequest{Key: key, Runner: t.id, Round: round, Status: "failed",
-				StatusMessage: "the call's outcome could not be kept",
-				ErrorJson:     `{"code":-32603,"message":"the call's outcome is larger than a task keeps"}`}
+			req = unkeptOutcome(key, t.id, round)
 			continue
 		}
 		t.log.Warn("storing a task's round failed", "attempt", attempt+1, "status", rec.Status, "err", err)
 		time.Sleep(time.Duration(attempt+1) * time.Second)
 	}
 	t.log.Error("a task's round ended and could not be stored: the task fails when its lease lapses", "status", rec.Status)
+}
+
+// unkeptOutcome fails the task under key (its round, run by runner) whose
+// outcome the store refused to keep.
+func unkeptOutcome(key, runner string, round uint32) *indexerv1.AdvanceTaskRequest {
+	return &indexerv1.AdvanceTaskRequest{Key: key, Runner: runner, Round: round, Status: "failed",
+		StatusMessage: "the call's outcome could not be kept",
+		ErrorJson:     `{"code":-32603,"message":"the call's outcome is larger than a task keeps"}`}
 }
 
 // settle fills rec with how a round ended: input_required with its

@@ -22,6 +22,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 	"github.com/switchboard-mcp/switchboard/services/rawjson"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
+	"github.com/switchboard-mcp/switchboard/services/textcut"
 )
 
 // The requests about a task (tasks/get, tasks/update, tasks/cancel) are
@@ -344,18 +345,33 @@ func outstanding(requests, answers string) string {
 func (t *taskRunner) taskError(err error) string {
 	st := toStatus(context.Background(), t.log, "task", err)
 	if be, ok := backenderr.From(st); ok {
-		obj := map[string]any{"code": be.GetCode(), "message": be.GetMessage()}
-		if be.GetDataJson() != "" && json.Valid([]byte(be.GetDataJson())) {
-			obj["data"] = json.RawMessage(be.GetDataJson())
-		}
-		b, _ := json.Marshal(obj)
-		return string(b)
+		return t.keptError(be.GetCode(), be.GetMessage(), json.RawMessage(be.GetDataJson()))
 	}
 	msg := status.Convert(st).Message()
 	if errors.Is(err, errTaskEnded) {
 		msg = "the task ended"
 	}
-	b, _ := json.Marshal(map[string]any{"code": jsonrpcInternalError, "message": msg})
+	return t.keptError(jsonrpcInternalError, msg, nil)
+}
+
+// keptError is the JSON-RPC error object a task keeps. A result and an
+// error are bounded alike (aggregator.tasks.maxResultBytes): past it the
+// error keeps its code and the start of its message, without data.
+func (t *taskRunner) keptError(code int64, message string, data json.RawMessage) string {
+	obj := map[string]any{"code": code, "message": message}
+	if len(data) > 0 && json.Valid(data) {
+		obj["data"] = data
+	}
+	b, _ := json.Marshal(obj)
+	if len(b) <= t.cfg.MaxResultBytes {
+		return string(b)
+	}
+	kept := textcut.Prefix(message, 1024)
+	if kept != message {
+		kept += "…"
+	}
+	b, _ = json.Marshal(map[string]any{"code": code,
+		"message": fmt.Sprintf("%s (the error of %d bytes is larger than a task keeps: aggregator.tasks.maxResultBytes)", kept, len(b))})
 	return string(b)
 }
 

@@ -1,0 +1,34 @@
+package server
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+)
+
+// TestKeptErrorIsBounded: a task keeps an error within the bound of a
+// result (aggregator.tasks.maxResultBytes), its code and the start of its
+// message kept; one within the bound is kept whole.
+func TestKeptErrorIsBounded(t *testing.T) {
+	tr := &taskRunner{cfg: config.Tasks{MaxResultBytes: 4096}}
+	small := tr.keptError(-32000, "boom", json.RawMessage(`{"why":"x"}`))
+	if small != `{"code":-32000,"data":{"why":"x"},"message":"boom"}` {
+		t.Errorf("a small error: %s", small)
+	}
+	for name, kept := range map[string]string{
+		"data":    tr.keptError(-32000, "boom", json.RawMessage(`"`+strings.Repeat("x", 8192)+`"`)),
+		"message": tr.keptError(-32001, strings.Repeat("é", 8192), nil),
+	} {
+		var e struct {
+			Code    int64           `json:"code"`
+			Message string          `json:"message"`
+			Data    json.RawMessage `json:"data"`
+		}
+		if err := json.Unmarshal([]byte(kept), &e); err != nil || len(kept) > 4096 || e.Data != nil ||
+			!strings.Contains(e.Message, "larger than a task keeps") || e.Code == 0 {
+			t.Errorf("an error past the bound in its %s: %d bytes, %.300s (%v)", name, len(kept), kept, err)
+		}
+	}
+}
