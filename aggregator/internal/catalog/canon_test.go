@@ -22,11 +22,12 @@ func TestCanonicalURI(t *testing.T) {
 		"docs://files/a//b/../c":          "docs://files/a//c",
 		"docs://files/a/..b/c.d":          "docs://files/a/..b/c.d",
 		"docs://files/x?p=../q#../f":      "docs://files/x?p=../q#../f",
-		"docs://Files.Example/A":          "docs://files.example/A",
-		"docs://User@HOST:80/P":           "docs://User@host:80/P",
+		"docs://Files.Example/A":          "docs://Files.Example/A",
+		"docs://User@HOST:80/P":           "docs://User@HOST:80/P",
 		"urn:isbn:0-486-27557-4":          "urn:isbn:0-486-27557-4",
 		"urn:x:../y":                      "urn:x:../y",
-		"docs://H%C3%A9/x":                "docs://h%C3%A9/x",
+		"docs://H%c3%a9/x":                "docs://H%C3%A9/x",
+		"ui://Maps/app/./index.html":      "ui://Maps/app/index.html",
 		"ui://maps/app/index.html":        "ui://maps/app/index.html",
 	} {
 		if got := CanonicalURI(in); got != want {

@@ -114,6 +114,7 @@ type Snapshot struct {
 	reported reportSet
 	// ui holds the advertised ui:// URIs (ui.go).
 	ui        map[string]*uiEntry
+	uiPages   map[string]*uiEntry // by pageKey (ui.go)
 	toolIdx   map[string]int
 	resIdx    map[string]int
 	tmplIdx   map[string]int
@@ -156,9 +157,9 @@ func (s *Snapshot) Prompt(name string) (*Item[*aggregatorv1.Prompt], bool) {
 	return &s.Prompts[i], true
 }
 
-// Resource finds a resource by exact URI.
+// Resource finds a listed resource by URI, in any of its spellings.
 func (s *Snapshot) Resource(uri string) (*Item[*aggregatorv1.Resource], bool) {
-	i, ok := s.resIdx[uri]
+	i, ok := s.resIdx[CanonicalURI(uri)]
 	if !ok {
 		return nil, false
 	}
@@ -287,7 +288,11 @@ func (bd *Builder) Build(lists map[string]*backend.Lists, down map[string]bool) 
 		return cmp.Or(cmp.Compare(a.Kind, b.Kind), strings.Compare(a.Name, b.Name), strings.Compare(a.Overlaps, b.Overlaps))
 	})
 	s.toolIdx, s.promptIdx = index(s.Tools), index(s.Prompts)
-	s.resIdx, s.tmplIdx = index(s.Resources), index(s.Templates)
+	// Resources under their canonical URIs, as requests name them.
+	s.resIdx, s.tmplIdx = make(map[string]int, len(s.Resources)), index(s.Templates)
+	for i := range s.Resources {
+		s.resIdx[CanonicalURI(s.Resources[i].Key)] = i
+	}
 
 	h := sha256.New()
 	if s.Server != "" {

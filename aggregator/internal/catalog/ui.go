@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -188,12 +189,16 @@ func noUIMsg(msg *aggregatorv1.Tool) *aggregatorv1.Tool {
 // filters leave out is stripped of it here, for every caller. named are
 // the UIs every listed tool names, shown or not (namedUIs): those the
 // snapshot does not advertise are hidden.
+//
+// Entries are keyed by the URI's canonical form, as requests are routed,
+// and each page also under pageKey, for the spellings of it a backend
+// serving pages by path through a template resolves to the same page.
 func (s *Snapshot) indexUI(named map[string][]string) {
 	s.ui = map[string]*uiEntry{}
 	for i := range s.Resources {
 		r := &s.Resources[i]
 		if isUI(r.Original) {
-			s.ui[r.Key] = &uiEntry{backend: r.Backend, listed: true}
+			s.ui[CanonicalURI(r.Key)] = &uiEntry{backend: r.Backend, listed: true}
 		}
 	}
 	for i := range s.Tools {
@@ -206,10 +211,11 @@ func (s *Snapshot) indexUI(named map[string][]string) {
 			t.digest = sha256.Sum256(append(t.digest[:], "no ui"...))
 			continue
 		}
-		e := s.ui[t.UI]
+		key := CanonicalURI(t.UI)
+		e := s.ui[key]
 		if e == nil {
 			e = &uiEntry{backend: t.Backend}
-			s.ui[t.UI] = e
+			s.ui[key] = e
 		}
 		if !e.listed {
 			e.tools = append(e.tools, t.Key)
@@ -217,11 +223,62 @@ func (s *Snapshot) indexUI(named map[string][]string) {
 	}
 	for b, uris := range named {
 		for _, uri := range uris {
-			if s.ui[uri] == nil {
-				s.ui[uri] = &uiEntry{backend: b, hidden: true}
+			if key := CanonicalURI(uri); s.ui[key] == nil {
+				s.ui[key] = &uiEntry{backend: b, hidden: true}
 			}
 		}
 	}
+	// Under its page's key an entry merges every spelling of the page,
+	// the most guarded of them deciding.
+	s.uiPages = make(map[string]*uiEntry, len(s.ui))
+	for uri, e := range s.ui {
+		key := pageKey(uri)
+		m := s.uiPages[key]
+		if m == nil {
+			c := *e
+			c.tools = slices.Clone(e.tools)
+			s.uiPages[key] = &c
+			continue
+		}
+		m.hidden = m.hidden || e.hidden || m.backend != e.backend
+		if m.listed && !e.listed {
+			m.listed, m.tools = false, slices.Clone(e.tools)
+		} else if !m.listed && !e.listed {
+			m.tools = append(m.tools, e.tools...)
+		}
+	}
+}
+
+// uiEntryOf is the entry of the page uri (canonical) names: its own, or,
+// for another spelling of an advertised page (a query or fragment added,
+// a slash doubled), the page's.
+func (s *Snapshot) uiEntryOf(uri string) *uiEntry {
+	if e := s.ui[uri]; e != nil || !isUI(uri) {
+		return e
+	}
+	return s.uiPages[pageKey(uri)]
+}
+
+// pageKey is the page a ui:// URI names, as a server that serves pages by
+// their path finds it: without query or fragment, and with empty path
+// segments dropped.
+func pageKey(uri string) string {
+	if end := strings.IndexAny(uri, "?#"); end >= 0 {
+		uri = uri[:end]
+	}
+	rest := uri[len(uiScheme):]
+	var b strings.Builder
+	b.WriteString(uiScheme)
+	for seg := range strings.SplitSeq(rest, "/") {
+		if seg == "" {
+			continue
+		}
+		if b.Len() > len(uiScheme) {
+			b.WriteByte('/')
+		}
+		b.WriteString(seg)
+	}
+	return b.String()
 }
 
 // namedUIs are the UIs (as advertised) that the tools of l name, before
@@ -249,11 +306,22 @@ func BackendURI(owner, uri string) string {
 	return uiScheme + rest
 }
 
+// AskedURI is what the backend owner is asked for when a request names
+// uri (in its canonical form): a resource the backend lists, as it lists
+// it; an app's page, under the backend's own URI for it; any other URI as
+// it is.
+func (s *Snapshot) AskedURI(owner, uri string) string {
+	if r, ok := s.Resource(uri); ok && r.Backend == owner {
+		uri = r.Key
+	}
+	return BackendURI(owner, uri)
+}
+
 // UIOnlyTools are the tools that name the UI page uri when its backend
 // does not list it as a resource: a caller may read it only if it may
 // call one of them. Nil for any other URI.
 func (s *Snapshot) UIOnlyTools(uri string) []string {
-	if e := s.ui[uri]; e != nil && !e.listed {
+	if e := s.uiEntryOf(uri); e != nil && !e.listed {
 		return e.tools
 	}
 	return nil

@@ -114,7 +114,7 @@ func (s *Snapshot) matchURIs(log *slog.Logger) {
 		return b.spec.compare(a.spec)
 	})
 	s.Resources = slices.DeleteFunc(s.Resources, func(r Item[*aggregatorv1.Resource]) bool {
-		if s.ui[r.Key] != nil {
+		if s.ui[CanonicalURI(r.Key)] != nil {
 			return false // its URI names its backend (ui.go)
 		}
 		rank := s.naming.rankOf(r.Backend)
@@ -138,7 +138,7 @@ func (s *Snapshot) matchURIs(log *slog.Logger) {
 // snapshot meets it (nil otherwise, and once maxReported conflicts were
 // found), for the caller to report; it never quotes uri.
 func (s *Snapshot) ResourceOwner(uri string) (owner string, found *Conflict) {
-	if e := s.ui[uri]; e != nil {
+	if e := s.uiEntryOf(uri); e != nil {
 		if e.hidden {
 			// The page of tools the snapshot does not show: no template
 			// that matches it serves it either, to callers who may not
@@ -232,20 +232,21 @@ func (s *Snapshot) AllConflicts() []Conflict {
 }
 
 // CanonicalURI is uri in the one form its equivalent spellings share (RFC
-// 3986, section 6.2.2): the scheme and the host in lower case,
-// percent-encoded unreserved characters decoded, the hex digits of other
-// escapes in upper case, and the dot segments of a path that starts with
-// "/" removed. A request that names a resource is routed, filtered and
-// authorized under this form, and the backend asked for it, so that
-// "docs://%73ecret" or "docs://pub/../secret" cannot pass a filter or a
-// policy written for "docs://secret" through a template that matches
-// both.
+// 3986, section 6.2.2): the scheme in lower case, percent-encoded
+// unreserved characters decoded, the hex digits of other escapes in upper
+// case, and the dot segments of a path that starts with "/" removed. A
+// request that names a resource is routed, filtered and authorized under
+// this form, so that "docs://%73ecret" or "docs://pub/../secret" cannot
+// pass a filter or a policy written for "docs://secret" through a template
+// that matches both. The authority keeps its case: MCP servers use it as a
+// name (a backend's in its app pages' URIs, an owner's, a collection's)
+// and match it as written, as filters and policies compare it.
 func CanonicalURI(uri string) string {
 	scheme := ""
 	if colon := strings.IndexByte(uri, ':'); colon > 0 && isScheme(uri[:colon]) {
 		scheme = uri[:colon]
 	}
-	if !strings.ContainsAny(uri, "%.ABCDEFGHIJKLMNOPQRSTUVWXYZ") {
+	if !strings.ContainsAny(uri, "%.") && scheme == strings.ToLower(scheme) {
 		return uri
 	}
 	var b strings.Builder
@@ -274,9 +275,8 @@ func CanonicalURI(uri string) string {
 }
 
 // normalizeHierarchy is uri (its escapes normalized, its scheme ending at
-// index colon) with the host of its authority in lower case and the dot
-// segments of its path removed; the query and the fragment are kept as
-// they are.
+// index colon) with the dot segments of its path removed; the authority,
+// the query and the fragment are kept as they are.
 func normalizeHierarchy(uri string, colon int) string {
 	if colon == 0 {
 		return uri // no scheme: a name, not a URI to take apart
@@ -294,26 +294,8 @@ func normalizeHierarchy(uri string, colon int) string {
 			slash = len(hier) - 2
 		}
 		authority, hier = hier[:2+slash], hier[2+slash:]
-		// The userinfo keeps its case; the host (and port) need not.
-		at := strings.LastIndexByte(authority, '@') + 1
-		authority = authority[:at] + lowerOutsideEscapes(authority[at:])
 	}
 	return uri[:colon+1] + authority + removeDotSegments(hier) + tail
-}
-
-// lowerOutsideEscapes is s in lower case but for the hex digits of its
-// escapes, which stay in upper case.
-func lowerOutsideEscapes(s string) string {
-	b := []byte(s)
-	for i := 0; i < len(b); i++ {
-		switch c := b[i]; {
-		case c == '%':
-			i += 2
-		case 'A' <= c && c <= 'Z':
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
 }
 
 // removeDotSegments is RFC 3986's remove_dot_segments (section 5.2.4) for

@@ -350,7 +350,7 @@ aggregator:
 		return second(h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Principal: alice, Uri: uri}))
 	}
 	testkit.Eventually(t, "the template routed", 10*time.Second, func() bool { return read("docs://items/1") == nil })
-	spellings := []string{"docs://items/secret", "docs://items/%73ecret", "DOCS://ITEMS/secret", "docs://items/a/../secret"}
+	spellings := []string{"docs://items/secret", "docs://items/%73ecret", "DOCS://items/secret", "docs://items/a/../secret"}
 	for _, uri := range spellings {
 		wantStatus(t, read(uri), codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
 		wantStatus(t, second(h.gateway.Complete(ctx, &aggregatorv1.CompleteRequest{Principal: alice,

@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"net/url"
+	"path"
 	"strings"
 	"testing"
 
@@ -194,6 +196,77 @@ servers:
 	} {
 		if err := read(c.server, c.uri); err != nil {
 			t.Errorf("read %s through %q: %v", c.uri, c.server, err)
+		}
+	}
+}
+
+// TestAppPageUnderAnotherSpelling: a page only a hidden tool names,
+// served by a template that resolves pages by their path, is refused
+// under every spelling of its URI that such a server takes for the same
+// page, not only the advertised one.
+func TestAppPageUnderAnotherSpelling(t *testing.T) {
+	pages := func(b *testBackend) {
+		page := func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			u, err := url.Parse(req.Params.URI)
+			if err != nil {
+				return nil, err
+			}
+			text := "page " + path.Clean(u.Path)
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/html;profile=mcp-app", Text: text}}}, nil
+		}
+		b.server.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "ui://app/{+page}", Name: "pages"}, page)
+		b.server.AddTool(&mcp.Tool{Name: "secret", InputSchema: map[string]any{"type": "object"},
+			Meta: mcp.Meta{"ui": map[string]any{"resourceUri": "ui://app/secret.html"}}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "x"}}}, nil
+			})
+	}
+	maps := newTestBackend(t, "maps", backendOptions{extra: pages})
+	h := startAggregator(t, parseConfig(t, `
+aggregator:
+  authz: {policyFile: `+writeFile(t, "policy.cedar", appsPolicy)+`}
+  backends:
+    - {name: maps, url: `+maps.url()+`}
+`))
+	ctx := context.Background()
+	carol, alice := principal("carol", "users", "nosecret"), principal("alice", "users")
+	// Whether the backend serves the spelling (the template matches it).
+	for uri, served := range map[string]bool{"ui://maps/app/secret.html": true, "ui://maps/app/secret.html?": true,
+		"ui://maps/app/secret.html#x": true, "ui://maps/app//secret.html": true, "ui://maps//app/secret.html/": false,
+		"ui://maps/app/x/../secret.html": true} {
+		resp, err := h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Principal: carol, Uri: uri})
+		if status.Code(err) != codes.NotFound {
+			t.Errorf("carol, who may not call maps_secret, reads its page as %q: %v %s", uri, err, resp.GetResultJson())
+		}
+		if _, err := h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Principal: alice, Uri: uri}); served && err != nil {
+			t.Errorf("alice, who may call maps_secret, reads its page as %q: %v", uri, err)
+		}
+	}
+	// Another page the template serves stays readable.
+	if _, err := h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Principal: carol, Uri: "ui://maps/app/other.html"}); err != nil {
+		t.Errorf("carol reads another page: %v", err)
+	}
+}
+
+// TestAppPagesOfABackendNamedInCapitals: a page is read under the URI it
+// is advertised under, whatever the case of its backend's name, and from
+// that backend, not from one named alike but for case.
+func TestAppPagesOfABackendNamedInCapitals(t *testing.T) {
+	upper := newTestBackend(t, "Maps", backendOptions{extra: withApp})
+	lower := newTestBackend(t, "maps", backendOptions{extra: withApp})
+	h := startAggregator(t, parseConfig(t, `
+aggregator:
+  backends:
+    - {name: Maps, url: `+upper.url()+`}
+    - {name: maps, url: `+lower.url()+`}
+`))
+	ctx := context.Background()
+	alice := principal("alice", "users")
+	for _, owner := range []string{"Maps", "maps"} {
+		uri := "ui://" + owner + "/app/index.html"
+		resp, err := h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Principal: alice, Uri: uri})
+		if err != nil || resp.GetBackend() != owner || !strings.Contains(resp.GetResultJson(), owner+" page ui://app/index.html") {
+			t.Errorf("read of %s: %v, backend %q, %.200s", uri, err, resp.GetBackend(), resp.GetResultJson())
 		}
 	}
 }

@@ -91,9 +91,10 @@ func (s *Server) complete(ctx context.Context, req *aggregatorv1.CompleteRequest
 			}
 		}
 		if r.kind == catalog.KindResources {
-			// The backend is asked about the form admitted (route).
-			r.prepare = func(*admitted) (err error) {
-				params["ref"], err = withRefMember(params["ref"], "uri", catalog.CanonicalURI(ref.URI))
+			// The backend is asked about the resource admitted (route),
+			// under its own name for it.
+			r.prepare = func(a *admitted) (err error) {
+				params["ref"], err = withRefMember(params["ref"], "uri", a.snap.AskedURI(a.owner, catalog.CanonicalURI(ref.URI)))
 				return err
 			}
 		}

@@ -19,8 +19,9 @@ func (s *Server) ReadResource(ctx context.Context, req *aggregatorv1.ReadResourc
 }
 
 func (s *Server) readResource(ctx context.Context, req *aggregatorv1.ReadResourceRequest) (*aggregatorv1.ReadResourceResponse, error) {
-	// Routed, filtered, authorized and asked for in its canonical form:
-	// an equivalent spelling is the same resource.
+	// Routed, filtered and authorized in its canonical form: an
+	// equivalent spelling is the same resource (AskedURI says what the
+	// backend is asked for).
 	uri := catalog.CanonicalURI(req.GetUri())
 	var call backend.Call
 	r := admission{
@@ -32,7 +33,7 @@ func (s *Server) readResource(ctx context.Context, req *aggregatorv1.ReadResourc
 				return err
 			}
 			var p backend.ParamsBuilder
-			own := catalog.BackendURI(a.owner, uri)
+			own := a.snap.AskedURI(a.owner, uri)
 			p.String("uri", own)
 			if err := mrtrParams(&p, req.GetInputResponsesJson(), req.GetRequestState()); err != nil {
 				return err

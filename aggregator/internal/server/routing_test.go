@@ -280,3 +280,35 @@ func TestInputRequiredRoundTrip(t *testing.T) {
 	_, err = h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Name: "asker_confirm", InputResponsesJson: `[1]`})
 	wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
 }
+
+// TestListedResourcesReadAsListed: a resource is read under the URI its
+// backend lists, however that is spelled (the case of its authority, an
+// escape of an unreserved character), and the backend is asked for it as
+// it listed it; an equivalent spelling reads the same resource.
+func TestListedResourcesReadAsListed(t *testing.T) {
+	listed := []string{"docs://Items/Readme", "docs://items/%7Euser/notes"}
+	docs := newTestBackend(t, "docs", backendOptions{extra: func(b *testBackend) {
+		for _, uri := range listed {
+			b.server.AddResource(&mcp.Resource{URI: uri, Name: uri}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "asked for " + req.Params.URI}}}, nil
+			})
+		}
+	}})
+	h := startAggregator(t, parseConfig(t, `
+aggregator:
+  backends:
+    - {name: docs, url: `+docs.url()+`}
+`))
+	for uri, asked := range map[string]string{
+		"docs://Items/Readme":          "docs://Items/Readme",
+		"docs://Items/./Readme":        "docs://Items/Readme",
+		"docs://items/%7Euser/notes":   "docs://items/%7Euser/notes",
+		"DOCS://items/~user/notes":     "docs://items/%7Euser/notes",
+		"docs://items/%7euser/./notes": "docs://items/%7Euser/notes",
+	} {
+		resp, err := h.gateway.ReadResource(context.Background(), &aggregatorv1.ReadResourceRequest{Principal: principal("alice"), Uri: uri})
+		if err != nil || !strings.Contains(resp.GetResultJson(), `"asked for `+asked+`"`) {
+			t.Errorf("read of %s: %v %.200s; want the backend asked for %s", uri, err, resp.GetResultJson(), asked)
+		}
+	}
+}
