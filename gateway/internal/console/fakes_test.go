@@ -98,11 +98,13 @@ func newAggregator() *testkit.FakeAggregator {
 				return nil, status.Error(codes.PermissionDenied, "operators only")
 			}
 			// Two replicas answer in turn, as a balanced channel's calls
-			// reach them.
-			if trafficReads.Add(1)%2 == 0 {
-				return otherReplicaTraffic(time.Now()), nil
+			// reach them, and the gateway's other calls take every third
+			// turn: the first replica answers twice before the second
+			// does. Both hours end in the same minute.
+			if trafficReads.Add(1)%3 == 0 {
+				return otherReplicaTraffic(trafficNow), nil
 			}
-			return testTraffic(time.Now()), nil
+			return testTraffic(trafficNow), nil
 		},
 	}
 	agg.SetTools(consoleTools())
@@ -112,6 +114,10 @@ func newAggregator() *testkit.FakeAggregator {
 
 // trafficReads counts GetTraffic calls, for the replicas' turns.
 var trafficReads atomic.Int64
+
+// trafficNow is when the replicas' hours end: one moment for both, as a
+// minute turning between their answers would move one hour apart.
+var trafficNow = time.Now()
 
 // otherReplicaTraffic is a second replica's hour: alpha_echo called 5
 // times in the last minute, and the reload every replica saw.

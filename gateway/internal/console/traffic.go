@@ -386,12 +386,15 @@ const maxReplicaReads = 16
 // clusterTraffic reads GetTraffic of every aggregator replica the
 // console's channel reaches and sums them. A dns: address spreads calls
 // over the healthy replicas in turn (services/rpc, balance.go), so
-// consecutive calls reach new replicas until one answers again; a plain
-// address reaches one. Each replica's snapshot is of its own moment.
+// consecutive calls reach new replicas; a plain address reaches one. The
+// turn is the channel's, which the gateway's other calls take too, so a
+// replica answering again does not mean every one was read: reading stops
+// after twice as many repeats in a row as replicas were found, and two
+// more. Each replica's snapshot is of its own moment.
 func (c *Console) clusterTraffic(ctx context.Context) (*aggregatorv1.GetTrafficResponse, []string, error) {
 	var parts []*aggregatorv1.GetTrafficResponse
 	seen := map[string]bool{}
-	for range maxReplicaReads {
+	for repeats, reads := 0, 0; reads < maxReplicaReads && repeats < 2*len(parts)+2; reads++ {
 		resp, err := c.deps.Aggregator.GetTraffic(ctx, &aggregatorv1.GetTrafficRequest{})
 		if err != nil {
 			if len(parts) > 0 {
@@ -400,8 +403,10 @@ func (c *Console) clusterTraffic(ctx context.Context) (*aggregatorv1.GetTrafficR
 			return nil, nil, err
 		}
 		if seen[resp.GetReplica()] {
-			break
+			repeats++
+			continue
 		}
+		repeats = 0
 		seen[resp.GetReplica()] = true
 		parts = append(parts, resp)
 	}
