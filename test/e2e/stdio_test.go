@@ -70,10 +70,14 @@ func TestStdioBackendLifecycle(t *testing.T) {
 		t.Fatalf("tools %s lack local_echo", names)
 	}
 	pid := stdioServerPID(t, c.Aggregator.Pid(), "local")
+	// The state is listed before the health gauge moves.
 	const deadSeries = `switchboard_aggregator_backend_health{backend="dead",state="unhealthy"} 1`
-	if m := metricsText(t, metricsURL); !strings.Contains(m, deadSeries) {
-		t.Fatalf("metrics lack %s:\n%s", deadSeries, m)
-	}
+	testkit.Eventually(t, "the dead server's health series", 10*time.Second, func() error {
+		if m := metricsText(t, metricsURL); !strings.Contains(m, deadSeries) {
+			return fmt.Errorf("metrics lack %s", deadSeries)
+		}
+		return nil
+	})
 
 	configRewriter(t, c)(func(cfg *config.Config) {
 		cfg.Aggregator.Backends = cfg.Aggregator.Backends[:1]

@@ -1,14 +1,17 @@
 package harness
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/services/devstack"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // stopGrace is how long a process gets to exit after SIGTERM.
@@ -121,6 +124,23 @@ func (p *Proc) Log(max int64) string {
 	}
 	b, _ := io.ReadAll(f)
 	return string(b)
+}
+
+// AwaitLog waits until the process's output holds every one of texts. A
+// line reaches the log file through a goroutine of the test process that
+// copies the process's output, so a line written before an effect the
+// test saw may reach the file after it: a test reads its log by waiting.
+func (p *Proc) AwaitLog(t testing.TB, texts ...string) {
+	t.Helper()
+	testkit.Eventually(t, p.Name+" to log "+strings.Join(texts, " and "), 10*time.Second, func() error {
+		log := p.Log(4 << 20)
+		for _, text := range texts {
+			if !strings.Contains(log, text) {
+				return fmt.Errorf("no %q in its log", text)
+			}
+		}
+		return nil
+	})
 }
 
 func (p *Proc) current() *devstack.Process {

@@ -2,6 +2,7 @@ package replicas
 
 import (
 	"bufio"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // handledCalls is how many CallTool RPCs the aggregator serving cfg has
@@ -97,10 +99,12 @@ func testTrafficOfEveryReplica(t *testing.T, c *cluster) {
 	t.Cleanup(func() { _ = conn.Close() })
 	agg := aggregatorv1.NewAggregatorServiceClient(conn)
 	seen := map[string]int64{}
-	for range 2 * len(c.configs) {
+	// A new channel's first calls go to the replicas it reached first:
+	// the others take their turns once connected and found healthy.
+	testkit.Eventually(t, "GetTraffic reaches every replica", pollDeadline, func() error {
 		resp, err := agg.GetTraffic(t.Context(), &aggregatorv1.GetTrafficRequest{})
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		var calls int64
 		for _, m := range resp.GetMinutes() {
@@ -111,10 +115,11 @@ func testTrafficOfEveryReplica(t *testing.T, c *cluster) {
 			}
 		}
 		seen[resp.GetReplica()] = calls
-	}
-	if len(seen) != len(c.configs) {
-		t.Fatalf("consecutive GetTraffic calls reached replicas %v, want %d distinct", seen, len(c.configs))
-	}
+		if len(seen) != len(c.configs) {
+			return fmt.Errorf("reached replicas %v, want %d distinct", seen, len(c.configs))
+		}
+		return nil
+	})
 	var sum int64
 	for name, n := range seen {
 		if n == 0 {
