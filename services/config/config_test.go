@@ -1,6 +1,7 @@
 package config
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -178,6 +179,19 @@ func TestGatewayBoundsDefaultsAndValidation(t *testing.T) {
 	for name, bad := range map[string]Gateway{"maxSubscriptions": tooMany, "maxPrincipalStateBytes": unfair} {
 		if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func TestTelemetryValidate(t *testing.T) {
+	for _, r := range []float64{0, 0.25, 1} {
+		if err := (Telemetry{SampleRatio: &r}).Validate(); err != nil {
+			t.Errorf("sampleRatio %v: %v", r, err)
+		}
+	}
+	for _, r := range []float64{-0.1, 1.5, math.NaN(), math.Inf(1)} {
+		if err := (Telemetry{SampleRatio: &r}).Validate(); err == nil {
+			t.Errorf("sampleRatio %v accepted", r)
 		}
 	}
 }

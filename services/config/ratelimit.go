@@ -137,8 +137,10 @@ func ParseRate(s string) (float64, error) {
 	if !ok {
 		return 0, errors.New("want <n>/s, <n>/m or <n>/h")
 	}
+	// Written as "not above zero" so that NaN, which compares false with
+	// everything, is refused too; Inf is past the maximum below.
 	n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-	if err != nil || n <= 0 {
+	if err != nil || !(n > 0) {
 		return 0, errors.New("want a positive number per period")
 	}
 	var per float64
@@ -153,7 +155,7 @@ func ParseRate(s string) (float64, error) {
 		return 0, errors.New("the period is s, m or h")
 	}
 	r := n / per
-	if r > MaxRateLimitRate {
+	if !(r <= MaxRateLimitRate) {
 		return 0, fmt.Errorf("at most %d per second", MaxRateLimitRate)
 	}
 	if r < MinRateLimitRate {

@@ -12,7 +12,7 @@ func TestParseRate(t *testing.T) {
 		}
 	}
 	// Slower than one an hour would keep a bucket's row for years.
-	for _, in := range []string{"", "100", "0/s", "-1/s", "x/s", "10/d", "2000000/s", "0.5/h", "1e-9/s"} {
+	for _, in := range []string{"", "100", "0/s", "-1/s", "x/s", "10/d", "2000000/s", "0.5/h", "1e-9/s", "NaN/s", "nan/m", "Inf/s", "+Inf/h", "1e400/s"} {
 		if _, err := ParseRate(in); err == nil {
 			t.Errorf("ParseRate(%q) accepted", in)
 		}

@@ -23,7 +23,7 @@ import (
 func (c *Config) ValidateGateway() error {
 	return c.Annotate(errors.Join(c.Gateway.WithDefaults().Validate(), c.GRPC.Validate(), c.GRPC.validateGatewayStreams(c.Gateway.WithDefaults().Streams.MaxOpen),
 		c.ValidateServers(), c.ValidateServerAudiences(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(),
-		validateAuditIndexer(c.Audit, c.Gateway.Indexer, "gateway.indexer"), c.validateRunsFitRequests()))
+		validateAuditIndexer(c.Audit, c.Gateway.Indexer, "gateway.indexer"), c.validateRunsFitRequests(), c.Telemetry.Validate()))
 }
 
 // validateRunsFitRequests refuses a code mode timeout longer than the
@@ -50,14 +50,23 @@ func (c *Config) validateRunsFitRequests() error {
 func (c *Config) ValidateAggregator() error {
 	return c.Annotate(errors.Join(c.Aggregator.Validate(), c.ServiceAuth.Validate(), c.GRPC.Validate(),
 		c.ValidateServers(), c.ValidateRateLimits(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(),
-		validateAuditIndexer(c.Audit, c.AggregatorAuditIndexer(), "aggregator.indexer"), c.validateTasks(), c.Aggregator.CodeMode.WithDefaults().Validate()))
+		validateAuditIndexer(c.Audit, c.AggregatorAuditIndexer(), "aggregator.indexer"), c.validateTasks(), c.Aggregator.CodeMode.WithDefaults().Validate(), c.Telemetry.Validate()))
 }
 
 // ValidateIndexer checks what switchboard-indexer reads: its section, the
 // service credentials, the grpc section, the rate limits and the reload
 // interval.
 func (c *Config) ValidateIndexer() error {
-	return c.Annotate(errors.Join(c.Indexer.WithDefaults().Validate(), c.ServiceAuth.Validate(), c.GRPC.Validate(), c.RateLimits.Validate(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate()))
+	return c.Annotate(errors.Join(c.Indexer.WithDefaults().Validate(), c.ServiceAuth.Validate(), c.GRPC.Validate(), c.RateLimits.Validate(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(), c.Telemetry.Validate()))
+}
+
+// Validate checks the telemetry section: a sampling ratio is a fraction
+// (NaN, which compares false with everything, is refused with the rest).
+func (t Telemetry) Validate() error {
+	if r := t.SampleRatio; r != nil && !(*r >= 0 && *r <= 1) {
+		return keyErr("telemetry.sampleRatio", "want a number from 0 to 1")
+	}
+	return nil
 }
 
 // MinReloadInterval keeps the watch from reading the file in a tight loop.
