@@ -162,8 +162,10 @@ func (s *Server) admit(ctx context.Context, r admission) (*admitted, error) {
 // refusals cost the aggregator a lookup and the trail an event, so a
 // client sending names that do not exist is limited like one calling
 // tools that do. When the limit is reached the refusal is the limit's.
+// An operator's read takes no token of the principal it reads for, found
+// or not (operatorRead).
 func (s *Server) refused(ctx context.Context, r admission, err error) error {
-	if r.accounted || !refusal(err) {
+	if r.accounted || !refusal(err) || operatorRead(ctx, r) {
 		return err
 	}
 	if lerr := s.limit(ctx, ratelimit.Request{Method: r.method, Server: r.server, Tool: r.toolName(), Refused: true}); lerr != nil {

@@ -104,3 +104,38 @@ rateLimits:
 		t.Fatalf("the backend saw %d more requests after the refusals", got-1)
 	}
 }
+
+// TestOperatorTaskReadsTakeNoTokens: the console's reads of a principal's
+// tasks take none of that principal's tokens (console.md), found or not:
+// an operator looking at ids that are gone does not spend the user's
+// bucket, nor get refused by it.
+func TestOperatorTaskReadsTakeNoTokens(t *testing.T) {
+	eng := newTestBackend(t, "eng", backendOptions{tools: []string{"build"}})
+	full, err := config.Load(writeFile(t, "switchboard.yaml", `
+aggregator:
+  backends:
+    - {name: eng, url: `+eng.url()+`}
+rateLimits:
+  limits:
+    - {name: each-user, per: principal, rate: 1/h, burst: 2}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := startAggregatorWith(t, full, quietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	alice := principal("alice")
+	for range 3 {
+		if _, err := h.operator.GetTask(ctx, &aggregatorv1.GetTaskRequest{Principal: alice, TaskId: "no-such-task"}); status.Code(err) != codes.NotFound {
+			t.Fatalf("the operator's read of a task that is not there: %v, want NOT_FOUND", err)
+		}
+	}
+	for i := range 2 {
+		if _, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: alice, Name: "eng_build"}); err != nil {
+			t.Fatalf("alice's call %d after the operator's reads: %v", i+1, err)
+		}
+	}
+}
