@@ -503,7 +503,9 @@ func TestRateLimitsPage(t *testing.T) {
 			if code != http.StatusOK {
 				t.Fatalf("%d\n%s", code, body)
 			}
-			for _, want := range append(tc.want, "per-user", "10/s", "groups &lt;users&gt;", "let through") {
+			// A limit per tool counts tools/call alone unless it names
+			// methods (config.RateLimit.EffectiveMethods).
+			for _, want := range append(tc.want, "per-user", "10/s", "groups &lt;users&gt;", "let through", `<th scope="row">slow-tool</th><td>tool</td><td>1/s</td><td>default</td><td>tools/call</td>`) {
 				if !strings.Contains(body, want) {
 					t.Errorf("rate limits page lacks %q:\n%s", want, body)
 				}

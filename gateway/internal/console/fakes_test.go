@@ -331,7 +331,8 @@ func startConsoleOIDC(t *testing.T, rl RateLimitState, change func(*config.Confi
 	cfg := &config.Config{
 		Servers: []config.Server{{Name: "forecast", Backends: []string{"alpha"}}},
 		RateLimits: config.RateLimits{Limits: []config.RateLimit{{Name: "per-user", Per: "principal", Rate: "10/s", Burst: 20,
-			Match: config.RateLimitMatch{Groups: []string{"<users>"}}}, {Name: "hourly", Per: "principal", Rate: "1/h", Burst: 2}}},
+			Match: config.RateLimitMatch{Groups: []string{"<users>"}}}, {Name: "hourly", Per: "principal", Rate: "1/h", Burst: 2},
+			{Name: "slow-tool", Per: "tool", Rate: "1/s"}}},
 	}
 	cfg.Gateway.Console = config.Console{Enabled: true, OperatorKeys: []string{"another-operator-key", testOperatorKey}, ServiceToken: testServiceToken}
 	if change != nil {

@@ -69,11 +69,7 @@ func (c *Console) rateLimitsPage(w http.ResponseWriter, r *http.Request, s sessi
 	rl := c.live.Load().rateLimits
 	d := rateLimitsData{OnUnavailable: rl.EffectiveOnUnavailable()}
 	for _, l := range rl.Limits {
-		methods := l.Methods
-		if len(methods) == 0 {
-			methods = config.RateLimitMethods
-		}
-		d.Limits = append(d.Limits, limitRow{RateLimit: l, Methods: strings.Join(methods, ", "), Match: describeMatch(l.Match)})
+		d.Limits = append(d.Limits, limitRow{RateLimit: l, Methods: strings.Join(l.EffectiveMethods(), ", "), Match: describeMatch(l.Match)})
 	}
 	p := page{Title: "Rate limits", Active: "ratelimits", Session: &s, Data: &d}
 	switch {
