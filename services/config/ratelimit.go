@@ -106,7 +106,8 @@ type RateLimit struct {
 	// worth, at least 1).
 	Burst int `yaml:"burst"`
 	// Methods are those of RateLimitMethods the limit applies to
-	// (default all).
+	// (default: all its Per applies to, tools/call alone per tool;
+	// EffectiveMethods).
 	Methods []string `yaml:"methods"`
 }
 
