@@ -113,10 +113,19 @@ func (r *Redactor) Matches(name string) bool {
 	if d, ok := r.decided[name]; ok {
 		return d
 	}
+	// A name is matched as written (lower-cased) and run together, so
+	// that a pattern need not spell every separator: api-key, api_key,
+	// api.key and "API Key" are all apikey.
 	lower := strings.ToLower(name)
+	compact := strings.Map(func(r rune) rune {
+		if r == '-' || r == '_' || r == '.' || r == ' ' {
+			return -1
+		}
+		return r
+	}, lower)
 	d := false
 	for _, m := range r.patterns {
-		if m.match(lower) {
+		if m.match(lower) || m.match(compact) {
 			d = true
 			break
 		}

@@ -253,6 +253,23 @@ func TestRedactorPatternForms(t *testing.T) {
 	}
 }
 
+// TestDefaultRedactionNames: the built-in patterns match the names
+// credentials commonly go by, separators or not, and leave alike names
+// that carry none.
+func TestDefaultRedactionNames(t *testing.T) {
+	r := NewRedactor(config.Audit{}.AllRedactKeys())
+	for name, want := range map[string]bool{
+		"api-key": true, "X-Api-Key": true, "api_key": true, "API Key": true, "passphrase": true, "access_key": true,
+		"AWS.AccessKey": true, "pwd": true, "db_pwd": true, "auth": true, "basic_auth": true, "OAuth": true,
+		"client_secret": true, "refresh-token": true,
+		"author": false, "authors": false, "query": false, "cwd": false, "path": false, "keyword": false,
+	} {
+		if got := r.Matches(name); got != want {
+			t.Errorf("Matches(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
 func TestRecordAfterCloseIsCounted(t *testing.T) {
 	m := NewMetrics(prometheus.NewRegistry())
 	var buf bytes.Buffer

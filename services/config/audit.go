@@ -38,9 +38,13 @@ const (
 )
 
 // DefaultAuditRedactKeys are the argument names whose values are never
-// recorded, even with audit.arguments: values.
-var DefaultAuditRedactKeys = []string{"*password*", "*passwd*", "*secret*", "*token*", "*apikey*", "*api_key*",
-	"*authorization*", "*credential*", "*cookie*", "*private*"}
+// recorded, even with audit.arguments: values. Names are also matched
+// without their "-", "_", "." and spaces (audit.Redactor), so *apikey*
+// covers api_key, api-key and X-Api-Key. A guess at what names carry
+// secrets, never a guarantee: "auth" and names ending in it are, author
+// is not.
+var DefaultAuditRedactKeys = []string{"*password*", "*passwd*", "*passphrase*", "pwd", "*pwd", "*secret*", "*token*",
+	"*apikey*", "*accesskey*", "auth", "*auth", "*authorization*", "*credential*", "*cookie*", "*private*"}
 
 // Audit configures the audit trail (docs/operations.md, "Audit trail"),
 // read by every service: each writes the events it knows of.
