@@ -38,18 +38,33 @@ type Answer struct {
 type CallFunc func(ctx context.Context, tool string, arguments json.RawMessage) Answer
 
 // Pool runs programs in runner processes, one program at a time each, at
-// most size at once. A runner is started when first needed and kept for
-// the next program, unless its program ended it (a bound it could not
-// survive, a crash) or the memory bound changed.
+// most size at once, and at most half of them (at least one) for one
+// caller: a caller sending programs faster than they end waits for its
+// own, while others still find runners. A runner is started when first
+// needed and kept for the next program, unless its program ended it (a
+// bound it could not survive, a crash) or the memory bound changed.
 type Pool struct {
 	command []string
 	idle    chan *runner
+	share   int
+
+	mu sync.Mutex
+	// callers holds the runner slots of each caller with a program
+	// running or waiting (so as many entries as such programs, at most).
+	callers map[string]*callerSlots
+}
+
+// callerSlots are one caller's share of the runners, and how many of its
+// programs use them (the entry goes with the last).
+type callerSlots struct {
+	slots chan struct{}
+	users int
 }
 
 // NewPool returns a pool of size runners started with command (the
 // aggregator's own binary and RunnerFlag).
 func NewPool(command []string, size int) *Pool {
-	p := &Pool{command: command, idle: make(chan *runner, size)}
+	p := &Pool{command: command, idle: make(chan *runner, size), share: max(1, size/2), callers: map[string]*callerSlots{}}
 	for range size {
 		p.idle <- nil // a slot with no runner started yet
 	}
@@ -71,22 +86,31 @@ func (p *Pool) Close() {
 	}
 }
 
-// Run runs program with bounds, the caller's tools being tools, making
-// each tool call with call. It waits for a runner for at most the
-// program's timeout, while ctx allows (ErrBusy after): a program that
-// waited longer would run past it. The Result says how the program
-// ended, a bound it reached included; an error is the pool's (busy, a
-// runner that cannot start).
-func (p *Pool) Run(ctx context.Context, program string, tools []string, b Bounds, call CallFunc) (Result, error) {
-	var r *runner
+// Run runs program for caller with bounds, the caller's tools being
+// tools, making each tool call with call. It waits for a runner (and for
+// the caller's share of them) for at most the program's timeout, while
+// ctx allows (ErrBusy after): a program that waited longer would run past
+// it. The Result says how the program ended, a bound it reached included;
+// an error is the pool's (busy, a runner that cannot start).
+func (p *Pool) Run(ctx context.Context, caller, program string, tools []string, b Bounds, call CallFunc) (Result, error) {
+	slots, done := p.slotsOf(caller)
+	defer done()
 	wait := time.NewTimer(b.Timeout)
+	defer wait.Stop()
 	select {
-	case r = <-p.idle:
-		wait.Stop()
+	case slots <- struct{}{}:
+		defer func() { <-slots }()
 	case <-wait.C:
 		return Result{}, ErrBusy
 	case <-ctx.Done():
-		wait.Stop()
+		return Result{}, ErrBusy
+	}
+	var r *runner
+	select {
+	case r = <-p.idle:
+	case <-wait.C:
+		return Result{}, ErrBusy
+	case <-ctx.Done():
 		return Result{}, ErrBusy
 	}
 	keep := false
@@ -112,6 +136,26 @@ func (p *Pool) Run(ctx context.Context, program string, tools []string, b Bounds
 	// program left, the next one would pay for.
 	keep = ok && res.Bound != BoundMemory && !res.Spent
 	return res, nil
+}
+
+// slotsOf is caller's share of the runners; done gives it back when the
+// program no longer needs it.
+func (p *Pool) slotsOf(caller string) (slots chan struct{}, done func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.callers[caller]
+	if c == nil {
+		c = &callerSlots{slots: make(chan struct{}, p.share)}
+		p.callers[caller] = c
+	}
+	c.users++
+	return c.slots, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if c.users--; c.users == 0 {
+			delete(p.callers, caller)
+		}
+	}
 }
 
 // runner is one runner process.

@@ -50,7 +50,7 @@ func weather(calls *[]string) CallFunc {
 
 func runProgram(t *testing.T, program string, b Bounds, call CallFunc) Result {
 	t.Helper()
-	res, err := testPool().Run(t.Context(), program, []string{"weather_forecast", "odd-name", "echo"}, b, call)
+	res, err := testPool().Run(t.Context(), "alice", program, []string{"weather_forecast", "odd-name", "echo"}, b, call)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestPoolIsBounded(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan struct{})
 	go func() {
-		_, _ = p.Run(context.Background(), "weather_forecast(city=\"Oslo\")\n", []string{"weather_forecast"}, testBounds(), func(context.Context, string, json.RawMessage) Answer {
+		_, _ = p.Run(context.Background(), "alice", "weather_forecast(city=\"Oslo\")\n", []string{"weather_forecast"}, testBounds(), func(context.Context, string, json.RawMessage) Answer {
 			close(started)
 			<-release
 			return Answer{Value: json.RawMessage(`{}`)}
@@ -189,18 +189,18 @@ func TestPoolIsBounded(t *testing.T) {
 	<-started
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if _, err := p.Run(ctx, "result = 1\n", nil, testBounds(), nil); err != ErrBusy {
+	if _, err := p.Run(ctx, "alice", "result = 1\n", nil, testBounds(), nil); err != ErrBusy {
 		t.Fatalf("a second program on a pool of one: %v, want ErrBusy", err)
 	}
 	patient, cancelPatient := context.WithTimeout(context.Background(), time.Minute)
 	defer cancelPatient()
 	short := testBounds()
 	short.Timeout = 100 * time.Millisecond
-	if _, err := p.Run(patient, "result = 1\n", nil, short, nil); err != ErrBusy || patient.Err() != nil {
+	if _, err := p.Run(patient, "alice", "result = 1\n", nil, short, nil); err != ErrBusy || patient.Err() != nil {
 		t.Fatalf("a program whose timeout passed waiting: %v (the caller's context: %v), want ErrBusy before the caller gave up", err, patient.Err())
 	}
 	close(release)
-	res, err := p.Run(context.Background(), "result = 2\n", nil, testBounds(), nil)
+	res, err := p.Run(context.Background(), "alice", "result = 2\n", nil, testBounds(), nil)
 	if err != nil || string(res.Value) != "2" {
 		t.Fatalf("after the first: %+v %v", res, err)
 	}
@@ -209,7 +209,7 @@ func TestPoolIsBounded(t *testing.T) {
 func ExamplePool_Run() {
 	p := NewPool([]string{os.Args[0], RunnerFlag}, 1)
 	defer p.Close()
-	res, _ := p.Run(context.Background(), `result = [add(a=i, b=i) for i in range(3)]`, []string{"add"}, testBounds(),
+	res, _ := p.Run(context.Background(), "alice", `result = [add(a=i, b=i) for i in range(3)]`, []string{"add"}, testBounds(),
 		func(_ context.Context, _ string, args json.RawMessage) Answer {
 			var in struct{ A, B int }
 			_ = json.Unmarshal(args, &in)
@@ -232,9 +232,9 @@ func TestCallersGoingAwayLeaveWorkingRunners(t *testing.T) {
 			return Answer{Value: json.RawMessage(`1`)}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Millisecond)
-		_, _ = p.Run(ctx, "result = weather_forecast(city=\"Oslo\")\n", []string{"weather_forecast"}, testBounds(), slow)
+		_, _ = p.Run(ctx, "alice", "result = weather_forecast(city=\"Oslo\")\n", []string{"weather_forecast"}, testBounds(), slow)
 		cancel()
-		res, err := p.Run(context.Background(), "result = 2\n", nil, testBounds(), nil)
+		res, err := p.Run(context.Background(), "alice", "result = 2\n", nil, testBounds(), nil)
 		if err != nil || string(res.Value) != "2" {
 			t.Fatalf("after a caller went away (%d): %+v %v", i, res, err)
 		}
@@ -256,7 +256,7 @@ func TestProgramsNearTheirBounds(t *testing.T) {
 	fresh := NewPool([]string{os.Args[0], RunnerFlag}, 1)
 	defer fresh.Close()
 	garbage := "keep = \"x\" * (36 * 1024 * 1024)\nfor i in range(400):\n    t = \"y\" * (256 * 1024)\nresult = len(keep)\n"
-	if res, err := fresh.Run(t.Context(), garbage, nil, b, nil); err != nil || res.Error != "" || string(res.Value) != "37748736" {
+	if res, err := fresh.Run(t.Context(), "alice", garbage, nil, b, nil); err != nil || res.Error != "" || string(res.Value) != "37748736" {
 		t.Errorf("36 MiB kept and garbage made, under 64 MiB: %+v %v", res, err)
 	}
 	deep := "v = 1\nfor i in range(20000):\n    v = [v]\n"
@@ -317,5 +317,53 @@ func TestRunnersRunBelowTheAggregator(t *testing.T) {
 	}
 	if checked < 2 {
 		t.Fatalf("checked %d runner threads", checked)
+	}
+}
+
+// A value that holds another many times over is refused as the encoder
+// would have to write it, not walked until the runner is killed past its
+// timeout (x = [x, x] eighty times is 2^80 values); empty printed lines
+// count against the output bound too.
+func TestValuesAndLinesAreBoundedAsWritten(t *testing.T) {
+	var calls []string
+	for _, last := range []string{"result = x", "result = echo(v=x)"} {
+		res := runProgram(t, "x = [1]\nfor i in range(80):\n    x = [x, x]\n"+last+"\n", testBounds(), weather(&calls))
+		if res.Bound != "" || !strings.Contains(res.Error, "holds more than") {
+			t.Errorf("%s, x sharing its values: bound %q, error %q", last, res.Bound, res.Error)
+		}
+	}
+	b := testBounds()
+	res := runProgram(t, "for i in range(90000):\n    print(\"\")\nresult = 1\n", b, weather(&calls))
+	if printed, _ := json.Marshal(res.Printed); len(printed) > b.MaxOutputBytes+200 {
+		t.Errorf("empty lines: %d printed, %d bytes as JSON, past the bound of %d", len(res.Printed), len(printed), b.MaxOutputBytes)
+	}
+}
+
+// A caller holds at most half the runners (at least one): its next
+// program waits for its own, while another caller's runs.
+func TestCallersShareTheRunners(t *testing.T) {
+	p := NewPool([]string{os.Args[0], RunnerFlag}, 2)
+	t.Cleanup(p.Close)
+	release := make(chan struct{})
+	started := make(chan struct{})
+	go func() {
+		_, _ = p.Run(context.Background(), "mallory", "weather_forecast(city=\"Oslo\")\n", []string{"weather_forecast"}, testBounds(), func(context.Context, string, json.RawMessage) Answer {
+			close(started)
+			<-release
+			return Answer{Value: json.RawMessage(`{}`)}
+		})
+	}()
+	<-started
+	short := testBounds()
+	short.Timeout = 200 * time.Millisecond
+	if _, err := p.Run(context.Background(), "mallory", "result = 1\n", nil, short, nil); err != ErrBusy {
+		t.Fatalf("a caller's second program on a pool of two: %v, want ErrBusy", err)
+	}
+	if res, err := p.Run(context.Background(), "bob", "result = 2\n", nil, testBounds(), nil); err != nil || string(res.Value) != "2" {
+		t.Fatalf("another caller's program: %+v %v", res, err)
+	}
+	close(release)
+	if res, err := p.Run(context.Background(), "mallory", "result = 3\n", nil, testBounds(), nil); err != nil || string(res.Value) != "3" {
+		t.Fatalf("the caller's program after its first: %+v %v", res, err)
 	}
 }

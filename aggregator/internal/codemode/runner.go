@@ -191,9 +191,12 @@ func resultOf(globals starlark.StringDict) starlark.Value {
 	return starlark.None
 }
 
-// print keeps the program's printed lines, up to the output bound.
+// print keeps the program's printed lines, up to the output bound. A
+// line costs its text and the quotes and comma that carry it in the
+// result, so that empty lines are bounded too.
 func (p *program) print(_ *starlark.Thread, msg string) {
-	if p.printedBytes+len(msg) > p.req.Bounds.MaxOutputBytes {
+	const lineCost = 3
+	if p.printedBytes+len(msg)+lineCost > p.req.Bounds.MaxOutputBytes {
 		if p.printedBytes <= p.req.Bounds.MaxOutputBytes {
 			p.printed = append(p.printed, "(more printed lines were left out: aggregator.codeMode.maxOutputBytes)")
 			p.printedBytes = p.req.Bounds.MaxOutputBytes + 1
@@ -201,7 +204,7 @@ func (p *program) print(_ *starlark.Thread, msg string) {
 		return
 	}
 	p.printed = append(p.printed, msg)
-	p.printedBytes += len(msg)
+	p.printedBytes += len(msg) + lineCost
 }
 
 // runtimeBytes is one of the Go runtime's byte metrics, 0 where it has
@@ -358,7 +361,7 @@ func encode(thread *starlark.Thread, v starlark.Value) (json.RawMessage, error) 
 		// the protocol's JSON can carry: refused before the encoder
 		// recurses through it (its stack is the runner's memory),
 		// catchably.
-		return nil, fmt.Errorf("the value nests lists and dicts more than %d deep", maxNesting)
+		return nil, fmt.Errorf("the value nests lists and dicts more than %d deep, or holds more than %d values", maxNesting, maxValueNodes)
 	}
 	s, err := starlark.Call(thread, jsonEncode, starlark.Tuple{v}, nil)
 	if err != nil {
@@ -368,27 +371,43 @@ func encode(thread *starlark.Thread, v starlark.Value) (json.RawMessage, error) 
 }
 
 // nestsDeeper reports whether v nests lists, tuples and dicts more than
-// limit deep; it looks no deeper than limit.
+// limit deep, or holds more than maxValueNodes values counted as the
+// encoder would write them: a value that holds another twice is written
+// twice, so x = [x, x] eighty times over is a few lines of program but
+// 2^80 values to walk and write, inside one step of the interpreter
+// where nothing could stop it. It looks no deeper than limit.
 func nestsDeeper(v starlark.Value, limit int) bool {
-	if limit < 0 {
+	budget := maxValueNodes
+	return (&valueWalk{budget: &budget}).deeper(v, limit)
+}
+
+// maxValueNodes bounds the values a program may send or return, each
+// written at least one byte long: far more than the bounds of a request
+// or a result let through.
+const maxValueNodes = 1 << 20
+
+type valueWalk struct{ budget *int }
+
+func (w *valueWalk) deeper(v starlark.Value, limit int) bool {
+	if *w.budget--; limit < 0 || *w.budget < 0 {
 		return true
 	}
 	switch c := v.(type) {
 	case *starlark.List:
 		for i := range c.Len() {
-			if nestsDeeper(c.Index(i), limit-1) {
+			if w.deeper(c.Index(i), limit-1) {
 				return true
 			}
 		}
 	case starlark.Tuple:
 		for _, e := range c {
-			if nestsDeeper(e, limit-1) {
+			if w.deeper(e, limit-1) {
 				return true
 			}
 		}
 	case *starlark.Dict:
 		for _, kv := range c.Items() {
-			if nestsDeeper(kv[1], limit-1) {
+			if w.deeper(kv[1], limit-1) {
 				return true
 			}
 		}

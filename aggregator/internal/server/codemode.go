@@ -110,7 +110,7 @@ func (s *Server) runCode(ctx context.Context, req *aggregatorv1.RunCodeRequest) 
 				tools = append(tools, key)
 			}
 		}
-		res, err = s.code.pool.Run(ctx, req.GetProgram(), tools, s.code.bounds, func(ctx context.Context, tool string, args json.RawMessage) codemode.Answer {
+		res, err = s.code.pool.Run(ctx, svcauth.PrincipalFrom(ctx).GetSubject(), req.GetProgram(), tools, s.code.bounds, func(ctx context.Context, tool string, args json.RawMessage) codemode.Answer {
 			return s.innerCall(ctx, req, run, tool, args)
 		})
 		if errors.Is(err, codemode.ErrBusy) {
