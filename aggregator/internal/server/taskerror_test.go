@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 )
 
 // TestKeptErrorIsBounded: a task keeps an error within the bound of a
@@ -29,6 +30,26 @@ func TestKeptErrorIsBounded(t *testing.T) {
 		if err := json.Unmarshal([]byte(kept), &e); err != nil || len(kept) > 4096 || e.Data != nil ||
 			!strings.Contains(e.Message, "larger than a task keeps") || e.Code == 0 {
 			t.Errorf("an error past the bound in its %s: %d bytes, %.300s (%v)", name, len(kept), kept, err)
+		}
+	}
+}
+
+// TestTaskOfSaysWhenItsResultIsAnError: a completed task whose result is
+// a tool error says so (2025-11-25 calls it failed); one whose result is
+// not, or that is not completed, does not.
+func TestTaskOfSaysWhenItsResultIsAnError(t *testing.T) {
+	for _, c := range []struct {
+		status, result string
+		want           bool
+	}{
+		{"completed", `{"content":[],"isError":true}`, true},
+		{"completed", `{"content":[{"type":"text","text":"\"isError\":true"}]}`, false},
+		{"completed", `{"content":[],"isError":false}`, false},
+		{"working", `{"isError":true}`, false},
+	} {
+		rec := &indexerv1.TaskRecord{Status: c.status, ResultJson: c.result}
+		if got := taskOf(taskCall{ID: "t1.x"}, rec, false).GetResultIsError(); got != c.want {
+			t.Errorf("%s %s: result_is_error %v, want %v", c.status, c.result, got, c.want)
 		}
 	}
 }

@@ -311,6 +311,10 @@ func taskOf(call taskCall, rec *indexerv1.TaskRecord, detailed bool) *aggregator
 	t := &aggregatorv1.Task{TaskId: call.ID, Status: rec.GetStatus(), StatusMessage: rec.GetStatusMessage(),
 		CreatedAt: rec.GetCreatedAt(), LastUpdatedAt: rec.GetUpdatedAt(), PollIntervalMs: int64(rec.GetPollIntervalMs()),
 		Tool: rec.GetTool(), TtlMs: call.TTLMs}
+	if rec.GetStatus() == mcpspec.TaskCompleted {
+		isError, _ := rawjson.Get([]byte(rec.GetResultJson()), "isError")
+		t.ResultIsError = string(isError) == "true"
+	}
 	if !detailed {
 		return t
 	}

@@ -66,7 +66,7 @@ func taskID(params wire.Object) (string, *wire.Error) {
 func wireTask(t *aggregatorv1.Task) wire.Task {
 	return wire.Task{ID: t.GetTaskId(), Status: t.GetStatus(), StatusMessage: t.GetStatusMessage(),
 		CreatedAt: t.GetCreatedAt().AsTime(), LastUpdatedAt: t.GetLastUpdatedAt().AsTime(),
-		TTLms: t.GetTtlMs(), PollIntervalMs: t.GetPollIntervalMs()}
+		TTLms: t.GetTtlMs(), PollIntervalMs: t.GetPollIntervalMs(), ResultIsError: t.GetResultIsError()}
 }
 
 func malformedTask() *wire.Error {

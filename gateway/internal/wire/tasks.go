@@ -55,6 +55,11 @@ type Task struct {
 	// PollIntervalMs is left out when not positive: the spec allows it
 	// absent, never zero.
 	PollIntervalMs int64
+	// ResultIsError: completed with a result whose isError is true,
+	// which 2025-11-25 calls failed ("this includes cases where the tool
+	// call result has isError set to true"); tasks/result still answers
+	// with the result.
+	ResultIsError bool
 }
 
 // Task statuses (mcpspec's).
@@ -76,6 +81,9 @@ func (t Task) members(era mcpspec.Era) Object {
 	ttl, poll := "ttlMs", "pollIntervalMs"
 	if era != mcpspec.EraModern {
 		ttl, poll = "ttl", "pollInterval"
+		if t.Status == TaskCompleted && t.ResultIsError {
+			t.Status = TaskFailed
+		}
 	}
 	o := Object{}
 	o.Set("taskId", t.ID)
@@ -106,6 +114,13 @@ func CreateTaskResult(t Task, s Shaping) ([]byte, error) {
 	if s.Era == mcpspec.EraModern {
 		s.ResultType = "task"
 		return shapeModernTask(t.members(s.Era), s)
+	}
+	// "Tasks MUST begin in the working status" (2025-11-25): a call
+	// that ended while its task was being made (taskAfterInput) is
+	// working as far as its creation says, and ended at the first
+	// tasks/get.
+	if t.Status != TaskWorking {
+		t.Status, t.StatusMessage = TaskWorking, ""
 	}
 	o := Object{"task": t.members(s.Era).Encode()}
 	return EditMeta(o.Encode(), relatedTask(t.ID))

@@ -127,6 +127,24 @@ func TestTaskRenderings(t *testing.T) {
 	if got := decodeObject(t, LegacyTask(task)); !reflect.DeepEqual(got, inner) {
 		t.Errorf("LegacyTask %v, want the CreateTaskResult's task %v", got, inner)
 	}
+
+	// 2025-11-25: a task begins working, whatever its call did while it
+	// was made; one whose result is a tool error is failed, in Legacy's
+	// renderings only.
+	ended := task
+	ended.Status, ended.StatusMessage, ended.ResultIsError = TaskCompleted, "done", true
+	out, _ = CreateTaskResult(ended, Shaping{Era: mcpspec.EraLegacy, ServerInfo: info})
+	inner = decodeObject(t, decodeObject(t, out)["task"])
+	if string(inner["status"]) != `"working"` || inner["statusMessage"] != nil {
+		t.Errorf("Legacy CreateTaskResult of a call that ended: %s", out)
+	}
+	if got := decodeObject(t, LegacyTask(ended)); string(got["status"]) != `"failed"` {
+		t.Errorf("LegacyTask of a completed task whose result is an error: %s", got["status"])
+	}
+	out, _ = DetailedTask(ended, Object{}, modern)
+	if got := decodeObject(t, out); string(got["status"]) != `"completed"` {
+		t.Errorf("Modern tasks/get of a completed task whose result is an error: %s", got["status"])
+	}
 }
 
 // TestTaskCallResult: a completed task's result loses the backend's

@@ -2380,7 +2380,10 @@ type Task struct {
 	// failed: the JSON-RPC error object (code, message, data).
 	ErrorJson string `protobuf:"bytes,10,opt,name=error_json,json=errorJson,proto3" json:"error_json,omitempty"`
 	// The tool's advertised name in the server the task was created through.
-	Tool          string `protobuf:"bytes,11,opt,name=tool,proto3" json:"tool,omitempty"`
+	Tool string `protobuf:"bytes,11,opt,name=tool,proto3" json:"tool,omitempty"`
+	// completed with a CallToolResult whose isError is true: 2025-11-25
+	// calls such a task failed (its tasks/result is still the result).
+	ResultIsError bool `protobuf:"varint,12,opt,name=result_is_error,json=resultIsError,proto3" json:"result_is_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2490,6 +2493,13 @@ func (x *Task) GetTool() string {
 		return x.Tool
 	}
 	return ""
+}
+
+func (x *Task) GetResultIsError() bool {
+	if x != nil {
+		return x.ResultIsError
+	}
+	return false
 }
 
 // GetTaskRequest reads a task (tasks/get) by its id, as the principal sees
@@ -4433,7 +4443,7 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\vresult_type\x18\x03 \x01(\tR\n" +
 	"resultType\x12\x18\n" +
 	"\abackend\x18\x04 \x01(\tR\abackend\x123\n" +
-	"\x04task\x18\x05 \x01(\v2\x1f.switchboard.aggregator.v1.TaskR\x04task\"\xa2\x03\n" +
+	"\x04task\x18\x05 \x01(\v2\x1f.switchboard.aggregator.v1.TaskR\x04task\"\xca\x03\n" +
 	"\x04Task\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12%\n" +
@@ -4449,7 +4459,8 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\n" +
 	"error_json\x18\n" +
 	" \x01(\tR\terrorJson\x12\x12\n" +
-	"\x04tool\x18\v \x01(\tR\x04tool\"\xc6\x01\n" +
+	"\x04tool\x18\v \x01(\tR\x04tool\x12&\n" +
+	"\x0fresult_is_error\x18\f \x01(\bR\rresultIsError\"\xc6\x01\n" +
 	"\x0eGetTaskRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x16\n" +
 	"\x06server\x18\x02 \x01(\tR\x06server\x12\x17\n" +
