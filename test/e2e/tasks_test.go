@@ -443,3 +443,51 @@ func TestTaskFollowsThePolicy(t *testing.T) {
 	writeAtomically(t, policyPath, []byte(permitAll+"// again\n"))
 	testkit.Eventually(t, "alice's task shown again", 10*time.Second, listed)
 }
+
+// TestLegacyTaskOfASessionWithALogLevel: a 2025-11-25 session that set a
+// log level (its calls are streamed, to carry their log messages) still
+// gets the task it asks for; it once got the call's plain result.
+func TestLegacyTaskOfASessionWithALogLevel(t *testing.T) {
+	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: tasksSpec}},
+		Configure: func(cfg *config.Config) {
+			withTaskStore(t, cfg)
+			cfg.Aggregator.ToolOverrides = []config.ToolOverride{{Backend: "ops", Tool: "sleep", TaskSupport: config.TaskSupportOptional}}
+			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "alice-key", Subject: "alice"}}}
+		}})
+	client := mcp.NewClient(&mcp.Implementation{Name: "alice", Version: "0"}, nil)
+	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: c.MCPURL,
+		HTTPClient: &http.Client{Transport: bearerTransport{"alice-key"}}, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: harness.Legacy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if err := cs.SetLoggingLevel(t.Context(), &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ops_sleep","arguments":{"duration":"10ms"},"task":{"ttl":60000}}}`
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, c.MCPURL, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Authorization": "Bearer alice-key", "Mcp-Session-Id": cs.ID(), "Mcp-Protocol-Version": harness.Legacy} {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var answer struct {
+		Result struct {
+			Task struct {
+				TaskID string `json:"taskId"`
+				Status string `json:"status"`
+			} `json:"task"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(mcpspec.LastMessage(resp.Header.Get("Content-Type"), raw), &answer); err != nil || answer.Result.Task.TaskID == "" || answer.Result.Task.Status != "working" {
+		t.Fatalf("a task asked for in a session with a log level: HTTP %d %s", resp.StatusCode, raw)
+	}
+}

@@ -121,7 +121,7 @@ func (s *Server) callTool(ctx context.Context, req *aggregatorv1.CallToolRequest
 		r.malformed = stream.invalid
 	}
 	return serve(ctx, s, r, func(a *admitted) (*aggregatorv1.CallToolResponse, error) {
-		switch s.taskRouteOf(a, req, &tc, stream, forwarded) {
+		switch s.taskRouteOf(a, req, &tc, forwarded) {
 		case switchboardTask:
 			return s.startTask(ctx, a, req, &tc)
 		case backendTask:

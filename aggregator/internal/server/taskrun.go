@@ -105,10 +105,13 @@ const (
 // taskRouteOf says how an admitted call runs. A 2026-07-28 backend that
 // runs tasks itself runs them for every tool; otherwise the tool's override
 // decides, and without one, a 2025-11-25 backend whose listing of the tool
-// says it takes tasks runs them (taskproxy.go).
-func (s *Server) taskRouteOf(a *admitted, req *aggregatorv1.CallToolRequest, tc *toolCall, stream *notifier, forwarded bool) taskRoute {
+// says it takes tasks runs them (taskproxy.go). A call whose client also
+// asked for its notifications (a streamed call) becomes a task all the
+// same, as the client asked: the task's own notifications are not
+// relayed, as it runs past the request that made it.
+func (s *Server) taskRouteOf(a *admitted, req *aggregatorv1.CallToolRequest, tc *toolCall, forwarded bool) taskRoute {
 	switch {
-	case s.tasks == nil || req.GetTask() == nil || stream != nil || forwarded:
+	case s.tasks == nil || req.GetTask() == nil || forwarded:
 		return noTask
 	case backendRunsTasks(a.b):
 		return backendTask
