@@ -446,7 +446,9 @@ func TestTaskFollowsThePolicy(t *testing.T) {
 
 // TestLegacyTaskOfASessionWithALogLevel: a 2025-11-25 session that set a
 // log level (its calls are streamed, to carry their log messages) still
-// gets the task it asks for; it once got the call's plain result.
+// gets the task it asks for; it once got the call's plain result. A task
+// asked of a tool that does not run as one is -32601, and the tool is not
+// called (2025-11-25: servers SHOULD answer so).
 func TestLegacyTaskOfASessionWithALogLevel(t *testing.T) {
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: tasksSpec}},
 		Configure: func(cfg *config.Config) {
@@ -464,30 +466,44 @@ func TestLegacyTaskOfASessionWithALogLevel(t *testing.T) {
 	if err := cs.SetLoggingLevel(t.Context(), &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
 		t.Fatal(err)
 	}
-	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ops_sleep","arguments":{"duration":"10ms"},"task":{"ttl":60000}}}`
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, c.MCPURL, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-		"Authorization": "Bearer alice-key", "Mcp-Session-Id": cs.ID(), "Mcp-Protocol-Version": harness.Legacy} {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var answer struct {
+	type answer struct {
 		Result struct {
 			Task struct {
 				TaskID string `json:"taskId"`
 				Status string `json:"status"`
 			} `json:"task"`
 		} `json:"result"`
+		Error *mcpraw.Error `json:"error"`
 	}
-	if err := json.Unmarshal(mcpspec.LastMessage(resp.Header.Get("Content-Type"), raw), &answer); err != nil || answer.Result.Task.TaskID == "" || answer.Result.Task.Status != "working" {
-		t.Fatalf("a task asked for in a session with a log level: HTTP %d %s", resp.StatusCode, raw)
+	callAsTask := func(tool string) (answer, string) {
+		body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + tool + `","arguments":{"duration":"10ms"},"task":{"ttl":60000}}}`
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, c.MCPURL, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+			"Authorization": "Bearer alice-key", "Mcp-Session-Id": cs.ID(), "Mcp-Protocol-Version": harness.Legacy} {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		var a answer
+		if err := json.Unmarshal(mcpspec.LastMessage(resp.Header.Get("Content-Type"), raw), &a); err != nil {
+			t.Fatalf("HTTP %d %s", resp.StatusCode, raw)
+		}
+		return a, string(raw)
+	}
+	if a, raw := callAsTask("ops_sleep"); a.Result.Task.TaskID == "" || a.Result.Task.Status != "working" {
+		t.Fatalf("a task asked for in a session with a log level: %s", raw)
+	}
+	if a, raw := callAsTask("ops_echo"); a.Error == nil || a.Error.Code != -32601 {
+		t.Fatalf("a task asked of a tool that does not run as one: %s, want -32601", raw)
+	}
+	if calls := c.Calls(t, "ops"); calls["tools/call echo"] != 0 {
+		t.Fatalf("the tool was called: %v", calls)
 	}
 }

@@ -124,6 +124,8 @@ func auditOutcome(err error) (audit.Outcome, string) {
 		return audit.OutcomeNotFound, ""
 	case errors.Is(err, errTaskRequired):
 		return audit.OutcomeInvalid, "the tool runs only as a task"
+	case errors.Is(err, errTaskNotSupported):
+		return audit.OutcomeInvalid, "the tool does not run as a task"
 	case errors.Is(err, catalog.ErrInvalidCursor), errors.As(err, &mismatch), errors.Is(err, override.ErrHiddenArgument),
 		errors.Is(err, override.ErrArgumentsNotObject), errors.As(err, &inv), errors.Is(err, backend.ErrMalformedRequest):
 		return audit.OutcomeInvalid, ""

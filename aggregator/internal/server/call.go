@@ -127,6 +127,12 @@ func (s *Server) callTool(ctx context.Context, req *aggregatorv1.CallToolRequest
 		case backendTask:
 			return s.proxyTask(ctx, a, req, &tc)
 		}
+		if s.tasks != nil && req.GetTask().GetExplicit() && !forwarded {
+			// 2025-11-25: a server that keeps tasks answers a task asked
+			// of a tool that does not run as one with an error, and does
+			// not run it (one that keeps none ignores the request's task).
+			return nil, errTaskNotSupported
+		}
 		return s.runToolCall(a.ctx, req, &tc, stream)
 	})
 }

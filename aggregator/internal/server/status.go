@@ -68,6 +68,8 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 		return fromPeer.err
 	case errors.Is(err, errTaskRequired):
 		return apierr.New(codes.FailedPrecondition, commonv1.ErrorReason_ERROR_REASON_TASK_REQUIRED, errTaskRequired.Error())
+	case errors.Is(err, errTaskNotSupported):
+		return apierr.New(codes.FailedPrecondition, commonv1.ErrorReason_ERROR_REASON_TASK_NOT_SUPPORTED, errTaskNotSupported.Error())
 	case errors.Is(err, errCodeBusy):
 		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, errCodeBusy.Error())
 	case errors.Is(err, errTasksFull):

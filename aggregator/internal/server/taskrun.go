@@ -66,6 +66,7 @@ const (
 
 var (
 	errTaskRequired     = errors.New("this tool runs only as a task: call it as a client that takes tasks")
+	errTaskNotSupported = errors.New("this tool does not run as a task: call it without asking for one")
 	errTasksFull        = errors.New("the principal holds as many tasks as it may (aggregator.tasks.maxPerPrincipal), or the cluster does (maxTasks); try again once some expire")
 	errTaskNotFound     = errors.New("task not found")
 	errTasksUnavailable = errors.New("task store unavailable")

@@ -33,6 +33,8 @@ func FromStatus(st *status.Status, era mcpspec.Era, method string) (mcpErr *wire
 	switch apierr.Reason(st.Err()) {
 	case commonv1.ErrorReason_ERROR_REASON_TASK_REQUIRED:
 		return TaskRequired(era), false
+	case commonv1.ErrorReason_ERROR_REASON_TASK_NOT_SUPPORTED:
+		return wire.NewError(wire.CodeMethodNotFound, "this tool does not run as a task: call it without params.task"), false
 	case commonv1.ErrorReason_ERROR_REASON_TASKS_FULL:
 		// A bound of the caller's own, not a failure of the services: it
 		// clears as the caller's tasks expire, at no time a Retry-After

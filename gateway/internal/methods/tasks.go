@@ -47,7 +47,7 @@ func taskRequest(req *Request) (*aggregatorv1.TaskRequest, *wire.Error) {
 		}
 		// The aggregator caps it (tasks.maxTTL); this only keeps a huge
 		// number an int64.
-		return &aggregatorv1.TaskRequest{TtlMs: int64(min(ttl, math.MaxInt64/2))}, nil
+		return &aggregatorv1.TaskRequest{TtlMs: int64(min(ttl, math.MaxInt64/2)), Explicit: true}, nil
 	}
 	return nil, nil
 }

@@ -2038,7 +2038,12 @@ type TaskRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The TTL the client asked for, in milliseconds (Legacy params.task.ttl);
 	// 0 means the configured default. Capped by tasks.maxTTL.
-	TtlMs         int64 `protobuf:"varint,1,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	TtlMs int64 `protobuf:"varint,1,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// The request itself asked for a task (2025-11-25's params.task), not
+	// only the client's capabilities: a call of a tool that does not run as
+	// a task is refused (ERROR_REASON_TASK_NOT_SUPPORTED) where tasks are
+	// kept, rather than run plainly.
+	Explicit      bool `protobuf:"varint,2,opt,name=explicit,proto3" json:"explicit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2078,6 +2083,13 @@ func (x *TaskRequest) GetTtlMs() int64 {
 		return x.TtlMs
 	}
 	return 0
+}
+
+func (x *TaskRequest) GetExplicit() bool {
+	if x != nil {
+		return x.Explicit
+	}
+	return false
 }
 
 // CallToolStreamRequest is a CallToolRequest whose notifications are
@@ -4422,9 +4434,10 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	" \x01(\v2&.switchboard.aggregator.v1.TaskRequestR\x04task\x1a?\n" +
 	"\x11ParamHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"$\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"@\n" +
 	"\vTaskRequest\x12\x15\n" +
-	"\x06ttl_ms\x18\x01 \x01(\x03R\x05ttlMs\"\x97\x01\n" +
+	"\x06ttl_ms\x18\x01 \x01(\x03R\x05ttlMs\x12\x1a\n" +
+	"\bexplicit\x18\x02 \x01(\bR\bexplicit\"\x97\x01\n" +
 	"\x15CallToolStreamRequest\x12>\n" +
 	"\x04call\x18\x01 \x01(\v2*.switchboard.aggregator.v1.CallToolRequestR\x04call\x12>\n" +
 	"\tprincipal\x18\x02 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\"\xb7\x01\n" +

@@ -109,6 +109,10 @@ const (
 	// The principal holds tasks.maxPerPrincipal unexpired tasks, or the
 	// cluster tasks.maxTasks: no task is created until some expire.
 	ErrorReason_ERROR_REASON_TASKS_FULL ErrorReason = 23
+	// A tools/call that asked for a task itself (2025-11-25's params.task)
+	// names a tool that does not run as one (MCP -32601, as 2025-11-25 has
+	// servers answer it).
+	ErrorReason_ERROR_REASON_TASK_NOT_SUPPORTED ErrorReason = 24
 )
 
 // Enum value maps for ErrorReason.
@@ -138,6 +142,7 @@ var (
 		21: "ERROR_REASON_AUDIT_EVENT_NOT_ALLOWED",
 		22: "ERROR_REASON_TASK_REQUIRED",
 		23: "ERROR_REASON_TASKS_FULL",
+		24: "ERROR_REASON_TASK_NOT_SUPPORTED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":             0,
@@ -164,6 +169,7 @@ var (
 		"ERROR_REASON_AUDIT_EVENT_NOT_ALLOWED": 21,
 		"ERROR_REASON_TASK_REQUIRED":           22,
 		"ERROR_REASON_TASKS_FULL":              23,
+		"ERROR_REASON_TASK_NOT_SUPPORTED":      24,
 	}
 )
 
@@ -267,7 +273,7 @@ const file_switchboard_common_v1_principal_proto_rawDesc = "" +
 	"%switchboard/common/v1/principal.proto\x12\x15switchboard.common.v1\"=\n" +
 	"\tPrincipal\x12\x18\n" +
 	"\asubject\x18\x01 \x01(\tR\asubject\x12\x16\n" +
-	"\x06groups\x18\x02 \x03(\tR\x06groups*\xcb\x06\n" +
+	"\x06groups\x18\x02 \x03(\tR\x06groups*\xf0\x06\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cERROR_REASON_UNAUTHENTICATED\x10\x01\x12&\n" +
@@ -293,7 +299,8 @@ const file_switchboard_common_v1_principal_proto_rawDesc = "" +
 	"\x19ERROR_REASON_RATE_LIMITED\x10\x14\x12(\n" +
 	"$ERROR_REASON_AUDIT_EVENT_NOT_ALLOWED\x10\x15\x12\x1e\n" +
 	"\x1aERROR_REASON_TASK_REQUIRED\x10\x16\x12\x1b\n" +
-	"\x17ERROR_REASON_TASKS_FULL\x10\x17BTZRgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1;commonv1b\x06proto3"
+	"\x17ERROR_REASON_TASKS_FULL\x10\x17\x12#\n" +
+	"\x1fERROR_REASON_TASK_NOT_SUPPORTED\x10\x18BTZRgithub.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1;commonv1b\x06proto3"
 
 var (
 	file_switchboard_common_v1_principal_proto_rawDescOnce sync.Once
