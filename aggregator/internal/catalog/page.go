@@ -18,16 +18,18 @@ const MaxCursorLen = 512
 var ErrInvalidCursor = errors.New("invalid cursor")
 
 // cursor is the decoded position: the list kind, the last key served (or a
-// prefix of it, when the whole key would make the cursor too long), and how
-// many items at or after that key were delivered so far. Every delivered
-// item at or after the prefix starts with it, since it sorts between the
-// prefix and the last key served. The cursor is opaque to clients
-// (base64url JSON) and not a secret: it can only position within a view
-// the caller may already see.
+// prefix of it, when the whole key would make the cursor too long, which
+// Cut says), and how many items at or after that key were delivered so
+// far: those equal to the whole key, or every one starting with the
+// prefix (every delivered item at or after the prefix starts with it,
+// since it sorts between the prefix and the last key served). The cursor
+// is opaque to clients (base64url JSON) and not a secret: it can only
+// position within a view the caller may already see.
 type cursor struct {
 	Kind      string `json:"k"`
 	LastKey   string `json:"l"`
 	Delivered int    `json:"d"`
+	Cut       bool   `json:"c,omitempty"`
 }
 
 func encodeCursor(c cursor) string {
@@ -90,7 +92,10 @@ func decodeCursor(s string, kind Kind) (cursor, error) {
 // Equal keys are allowed: the cursor carries how many items with the last
 // key were already delivered, so a run of equal keys across a page
 // boundary loses and repeats nothing. A cursor whose key has vanished
-// resumes at the next larger key.
+// resumes at the next larger key, even one the vanished key is a prefix
+// of. (A cursor whose key was cut to fit resumes after as many items
+// starting with the cut as it delivered: a change among those between
+// pages can repeat or skip one of them, for keys of hundreds of bytes.)
 func Page(kind Kind, n int, key func(int) string, cur string, size int) (start, end int, next string, err error) {
 	if size < 1 {
 		size = 1
@@ -101,7 +106,11 @@ func Page(kind Kind, n int, key func(int) string, cur string, size int) (start, 
 			return 0, 0, "", err
 		}
 		start = sort.Search(n, func(i int) bool { return key(i) >= c.LastKey })
-		for skipped := 0; skipped < c.Delivered && start < n && strings.HasPrefix(key(start), c.LastKey); skipped++ {
+		delivered := func(k string) bool { return k == c.LastKey }
+		if c.Cut {
+			delivered = func(k string) bool { return strings.HasPrefix(k, c.LastKey) }
+		}
+		for skipped := 0; skipped < c.Delivered && start < n && delivered(key(start)); skipped++ {
 			start++
 		}
 	}
@@ -109,7 +118,10 @@ func Page(kind Kind, n int, key func(int) string, cur string, size int) (start, 
 	if end < n && end > start {
 		// Delivered will be at most end, so sizing the key with end is safe.
 		c := cursor{Kind: kind.String(), LastKey: key(end - 1), Delivered: end}
-		c.LastKey = fitKey(c)
+		if len(encodeCursor(c)) > MaxCursorLen {
+			c.Cut = true
+			c.LastKey = fitKey(c)
+		}
 		first := sort.Search(end, func(i int) bool { return key(i) >= c.LastKey })
 		c.Delivered = end - first
 		next = encodeCursor(c)

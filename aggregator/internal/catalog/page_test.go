@@ -110,19 +110,25 @@ func TestPageLongKeysKeepCursorShort(t *testing.T) {
 	}
 }
 
+// A key that vanished between pages resumes at the next larger key, even
+// one it is a prefix of (which was once skipped as if delivered).
 func TestPageKeyVanishedResumesAtNextKey(t *testing.T) {
-	keys := []string{"a", "b", "c", "d"}
-	_, _, next, err := Page(KindTools, len(keys), func(i int) string { return keys[i] }, "", 2)
-	if err != nil || next == "" {
-		t.Fatalf("first page: next %q, err %v", next, err)
-	}
-	shrunk := []string{"a", "c", "d"} // "b" disappeared between pages
-	start, end, _, err := Page(KindTools, len(shrunk), func(i int) string { return shrunk[i] }, next, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := shrunk[start:end]; !slices.Equal(got, []string{"c", "d"}) {
-		t.Fatalf("resumed with %v, want [c d]", got)
+	for _, c := range []struct{ keys, shrunk, want []string }{
+		{[]string{"a", "b", "c", "d"}, []string{"a", "c", "d"}, []string{"c", "d"}},
+		{[]string{"a", "weather_get", "weather_get_forecast", "z"}, []string{"a", "weather_get_forecast", "z"}, []string{"weather_get_forecast", "z"}},
+		{[]string{"file:///a", "file:///a/b", "file:///a/b/c"}, []string{"file:///a/b", "file:///a/b/c"}, []string{"file:///a/b", "file:///a/b/c"}},
+	} {
+		_, _, next, err := Page(KindTools, len(c.keys), func(i int) string { return c.keys[i] }, "", len(c.keys)-len(c.want))
+		if err != nil || next == "" {
+			t.Fatalf("first page: next %q, err %v", next, err)
+		}
+		start, end, _, err := Page(KindTools, len(c.shrunk), func(i int) string { return c.shrunk[i] }, next, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.shrunk[start:end]; !slices.Equal(got, c.want) {
+			t.Errorf("%v then %v: resumed with %v, want %v", c.keys, c.shrunk, got, c.want)
+		}
 	}
 }
 
