@@ -2,6 +2,7 @@ package edge
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
 
@@ -256,5 +258,44 @@ func TestModernResults(t *testing.T) {
 		if resp.status != http.StatusMethodNotAllowed || resp.header.Get("Allow") != "POST" {
 			t.Fatalf("%s: %d Allow=%q", m, resp.status, resp.header.Get("Allow"))
 		}
+	}
+}
+
+// TestInputRequestsNeedTheirModes: an input request goes to a client only
+// if it declared what the request needs, beyond the kind: a URL-mode
+// elicitation needs elicitation.url, a sampling request offering tools or
+// asking for other servers' context needs sampling.tools or
+// sampling.context. Otherwise the client is told -32021 naming them (a
+// URL a backend chose once reached a client that declared forms only).
+func TestInputRequestsNeedTheirModes(t *testing.T) {
+	b := newBackends()
+	orig := b.agg.CallToolFunc
+	b.agg.CallToolFunc = func(ctx context.Context, req *aggregatorv1.CallToolRequest) (*aggregatorv1.CallToolResponse, error) {
+		if req.GetName() == "alpha_ask" {
+			return &aggregatorv1.CallToolResponse{ResultType: "input_required",
+				ResultJson: `{"resultType":"input_required","requestState":"st-1","inputRequests":{"u":{"method":"elicitation/create","params":{"mode":"url","url":"https://elsewhere.example/login","message":"log in","elicitationId":"e1"}},"s":{"method":"sampling/createMessage","params":{"messages":[],"maxTokens":5,"tools":[{"name":"x","inputSchema":{"type":"object"}}],"includeContext":"allServers"}}}}`}, nil
+		}
+		return orig(ctx, req)
+	}
+	b.serve(t)
+	_, srv := startGateway(t, b, testGatewayConfig(b))
+	call := func(caps string) wireResponse {
+		meta := strings.Replace(modernMeta, `clientCapabilities":{}`, `clientCapabilities":`+caps, 1)
+		return send(t, http.MethodPost, srv.URL+"/mcp", modernHeaders("tools/call", "Mcp-Name", "alpha_ask"),
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{`+meta+`,"name":"alpha_ask"}}`)
+	}
+	resp := call(`{"elicitation":{"form":{}},"sampling":{}}`)
+	_, _, rerr := resp.rpc(t)
+	want := `{"requiredCapabilities":{"elicitation":{"url":{}},"sampling":{"context":{},"tools":{}}}}`
+	var data []byte
+	if rerr != nil {
+		data, _ = json.Marshal(rerr.Data)
+	}
+	if resp.status != http.StatusBadRequest || rerr == nil || rerr.Code != wire.CodeMissingCapability || string(data) != want {
+		t.Fatalf("a client that declared forms and plain sampling: %d %s, want -32021 with %s", resp.status, resp.body, want)
+	}
+	resp = call(`{"elicitation":{"url":{}},"sampling":{"tools":{},"context":{}}}`)
+	if _, result, rerr := resp.rpc(t); resp.status != http.StatusOK || rerr != nil || !strings.Contains(string(result["inputRequests"]), `"mode":"url"`) {
+		t.Fatalf("a client that declared them: %d %s", resp.status, resp.body)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/mcperr"
@@ -11,7 +13,6 @@ import (
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
-	"github.com/switchboard-mcp/switchboard/services/rawjson"
 )
 
 // Multi-round-trip requests. A Modern backend asks for client input
@@ -226,18 +227,34 @@ type inputRequest struct {
 	Params json.RawMessage `json:"params"`
 }
 
-// missingCapabilities names the client capabilities requests need that
-// caps does not declare.
-func missingCapabilities(requests map[string]inputRequest, declared json.RawMessage) map[string]struct{} {
-	caps, _ := rawjson.Object(declared)
-	missing := map[string]struct{}{}
+// missingCapabilities are the client capabilities requests need that
+// declared does not declare (mcpspec.InputNeeds: an elicitation's mode, a
+// sampling request's tools or context too), as the requiredCapabilities
+// of -32021 name them ({"elicitation":{"url":{}}}), and their paths.
+func missingCapabilities(requests map[string]inputRequest, declared json.RawMessage) (map[string]any, []string) {
+	missing := map[string]any{}
+	var paths []string
 	for _, r := range requests {
-		capName := mcpspec.InputCapability[r.Method]
-		if _, declared := caps[capName]; !declared {
-			missing[capName] = struct{}{}
+		for _, path := range mcpspec.InputNeeds(r.Method, r.Params) {
+			if mcpspec.Declares(declared, path) || slices.Contains(paths, path) {
+				continue
+			}
+			paths = append(paths, path)
+			top, sub, _ := strings.Cut(path, ".")
+			m, _ := missing[top].(map[string]any)
+			if m == nil {
+				m = map[string]any{}
+				missing[top] = m
+			}
+			// A form elicitation of a client that declared no elicitation
+			// asks for the plain declaration, which means form.
+			if sub != "" && (sub != "form" || mcpspec.Declares(declared, top)) {
+				m[sub] = struct{}{}
+			}
 		}
 	}
-	return missing
+	slices.Sort(paths)
+	return missing, paths
 }
 
 // inputRequired passes an input_required result to a Modern client that
@@ -248,7 +265,7 @@ func (s *Server) inputRequired(req *Request, rt roundTrip, result []byte) (json.
 	if rerr != nil {
 		return nil, rerr
 	}
-	if missing := missingCapabilities(requests, req.ClientCaps); len(missing) > 0 {
+	if missing, _ := missingCapabilities(requests, req.ClientCaps); len(missing) > 0 {
 		e := wire.NewError(wire.CodeMissingCapability, "missing required client capability")
 		e.Data = map[string]any{"requiredCapabilities": missing}
 		return nil, e
@@ -284,8 +301,8 @@ func (s *Server) askLegacyClient(ctx context.Context, req *Request, resp Respond
 		// Load shedding: only requestState, retry with it.
 		return "", nil
 	}
-	for capName := range missingCapabilities(requests, req.ClientCaps) {
-		return "", wire.NewError(wire.CodeInternalError, "this request needs the client capability "+capName+", which the session did not declare")
+	if _, paths := missingCapabilities(requests, req.ClientCaps); len(paths) > 0 {
+		return "", wire.NewError(wire.CodeInternalError, "this request needs the client capability "+strings.Join(paths, " and ")+", which the session did not declare")
 	}
 	waits := map[string]<-chan json.RawMessage{}
 	// The ids name this replica, which waits until the client's time to
