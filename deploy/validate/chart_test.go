@@ -137,6 +137,16 @@ func TestChartToggles(t *testing.T) {
 				t.Error("an empty ingress.clusterIssuer still sets the annotation")
 			}
 		}},
+		{"a Cedar policy", []string{"--set-string", "files.policy\\.cedar=permit (principal\\, action\\, resource);",
+			"--set", "config.aggregator.authz.policyFile=/etc/switchboard/policy.cedar"}, func(t *testing.T, r *Render) {
+			if cm := r.configMap("switchboard-config"); cm == nil || !strings.Contains(cm.Data["policy.cedar"], "permit") {
+				t.Error("the policy is not in the configuration's ConfigMap")
+			}
+			plain := decodeChart(t, defaults)
+			if got, was := r.deployment("switchboard-aggregator").Spec.Template.Annotations["checksum/config"], plain.deployment("switchboard-aggregator").Spec.Template.Annotations["checksum/config"]; got == was {
+				t.Error("a policy file leaves the checksum as it was: a changed policy would not roll the pods")
+			}
+		}},
 		{"fixed replicas", []string{"--set", "gateway.autoscaling.enabled=false", "--set", "aggregator.autoscaling.enabled=false", "--set", "aggregator.replicas=3"}, func(t *testing.T, r *Render) {
 			if hasNamed(r.HPAs, "switchboard-gateway") || hasNamed(r.HPAs, "switchboard-aggregator") || !hasNamed(r.HPAs, "switchboard-indexer") {
 				t.Errorf("want an HPA for the indexer only, got %d", len(r.HPAs))
@@ -312,6 +322,10 @@ func TestChartCheckCatchesMistakes(t *testing.T) {
 			"uses undefined exporter otlp"},
 		{"TLS file not mounted", "production", []string{"--set", "config.serviceAuth.tls.certFile=/etc/other/tls.crt"},
 			"serviceAuth.tls.certFile /etc/other/tls.crt is not a file of a mounted volume"},
+		{"policy file not in the ConfigMap", "defaults", []string{"--set", "config.aggregator.authz.policyFile=/etc/switchboard/policy.cedar"},
+			"aggregator.authz.policyFile /etc/switchboard/policy.cedar: ConfigMap switchboard-config has no key policy.cedar"},
+		{"policy file in no volume", "defaults", []string{"--set", "config.aggregator.authz.policyFile=/srv/policy.cedar"},
+			"aggregator.authz.policyFile /srv/policy.cedar is not a file of a mounted volume"},
 		{"session key missing with several gateways", "development", []string{"--set", "config.gateway.sessions.key="},
 			"gateway.sessions.key"},
 		{"indexer given the gateway's token to the aggregator", "production", []string{"--set-json",

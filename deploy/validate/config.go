@@ -227,6 +227,10 @@ func checkSwitchboardConfig(p *problems, r *Render) {
 	p.checkTokensPerPair(presented, agg.cfg, idx.cfg)
 	// The aggregator replicas reach each other for held calls.
 	p.checkAggregatorPeers(r, agg.d, agg.c, agg.cfg, aggPort)
+	// The files the configuration names are in the pod.
+	if f := agg.cfg.Aggregator.Authz.PolicyFile; f != "" {
+		p.expectMountedFile(r, agg.d, agg.c, "aggregator.authz.policyFile", f)
+	}
 	// The NetworkPolicies let each client reach the servers it calls.
 	for _, link := range []struct {
 		from, to loadedConfig

@@ -69,16 +69,8 @@ func loadServiceConfigs(p *problems, r *Render) map[string]loadedConfig {
 
 		tls := cfg.ServiceAuth.TLS
 		for k, f := range map[string]string{"certFile": tls.CertFile, "keyFile": tls.KeyFile, "caFile": tls.CAFile, "clientCAFile": tls.ClientCAFile} {
-			if f == "" {
-				continue
-			}
-			v, key, ok := mountedFile(d, c, f)
-			if !ok {
-				p.addf("%s: serviceAuth.tls.%s %s is not a file of a mounted volume", who, k, f)
-				continue
-			}
-			if v.Secret != nil && !slices.Contains(r.availableSecrets()[v.Secret.SecretName], key) {
-				p.addf("%s: serviceAuth.tls.%s %s: Secret %s has no key %s", who, k, f, v.Secret.SecretName, key)
+			if f != "" {
+				p.expectMountedFile(r, d, c, "serviceAuth.tls."+k, f)
 			}
 		}
 		if tls.Enabled() && (tls.CertFile == "" || tls.KeyFile == "" || tls.CAFile == "") {
@@ -97,6 +89,24 @@ func loadServiceConfigs(p *problems, r *Render) map[string]loadedConfig {
 		}
 	}
 	return byComponent
+}
+
+// expectMountedFile checks that file, which key of the configuration
+// names, is a file of a volume c mounts: a key of the ConfigMap or Secret
+// behind it (a service refuses to start on a file it cannot read).
+func (p *problems) expectMountedFile(r *Render, d *appsv1.Deployment, c corev1.Container, key, file string) {
+	who := "Deployment " + d.Name
+	v, name, ok := mountedFile(d, c, file)
+	switch {
+	case !ok:
+		p.addf("%s: %s %s is not a file of a mounted volume", who, key, file)
+	case v.Secret != nil && !slices.Contains(r.availableSecrets()[v.Secret.SecretName], name):
+		p.addf("%s: %s %s: Secret %s has no key %s", who, key, file, v.Secret.SecretName, name)
+	case v.ConfigMap != nil:
+		if cm := r.configMap(v.ConfigMap.Name); cm == nil || cm.Data[name] == "" {
+			p.addf("%s: %s %s: ConfigMap %s has no key %s", who, key, file, v.ConfigMap.Name, name)
+		}
+	}
 }
 
 // mountedFile finds what a container sees at file: the ConfigMap or Secret

@@ -52,7 +52,7 @@ const (
 )
 
 // WithDefaults is the section with every unset value at its default;
-// MaxConcurrent defaults to the replica's cores.
+// MaxConcurrent defaults to the cores the replica may use (GOMAXPROCS).
 func (c CodeMode) WithDefaults() CodeMode {
 	if c.MaxSteps == 0 {
 		c.MaxSteps = DefaultCodeSteps
@@ -64,7 +64,10 @@ func (c CodeMode) WithDefaults() CodeMode {
 	c.MaxCalls = orInt(c.MaxCalls, DefaultCodeCalls)
 	c.MaxOutputBytes = orInt(c.MaxOutputBytes, DefaultCodeOutputBytes)
 	c.MaxProgramBytes = orInt(c.MaxProgramBytes, DefaultCodeProgramBytes)
-	c.MaxConcurrent = orInt(c.MaxConcurrent, runtime.NumCPU())
+	// GOMAXPROCS follows the container's CPU limit (NumCPU is the
+	// node's): each runner takes a core and its memory bound, which a
+	// pod sized for two cores must hold, not one sized for the node.
+	c.MaxConcurrent = orInt(c.MaxConcurrent, runtime.GOMAXPROCS(0))
 	return c
 }
 

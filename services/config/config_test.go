@@ -166,7 +166,8 @@ func TestGatewayBoundsDefaultsAndValidation(t *testing.T) {
 		s.MaxPrincipalStateBytes != DefaultPrincipalSessionStateBytes || s.MaxStateBytes != DefaultSessionStateBytes || s.MaxDeleted != DefaultMaxDeletedSessions {
 		t.Fatalf("session bounds %+v", s)
 	}
-	if g.HTTP.BodyTimeout.Or(0) != DefaultBodyTimeout || g.HTTP.ReadHeaderTimeout.Or(0) != DefaultReadHeaderTimeout || g.Timeouts.ClientInput.Or(0) != DefaultClientInputTimeout {
+	if g.HTTP.BodyTimeout.Or(0) != DefaultBodyTimeout || g.HTTP.ReadHeaderTimeout.Or(0) != DefaultReadHeaderTimeout || g.Timeouts.ClientInput.Or(0) != DefaultClientInputTimeout ||
+		g.ShutdownGrace.Or(0) != DefaultShutdownGrace {
 		t.Fatalf("timeouts %+v %+v", g.HTTP, g.Timeouts)
 	}
 	if err := g.Validate(); err != nil {

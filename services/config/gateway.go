@@ -42,6 +42,9 @@ type Gateway struct {
 	Streams    StreamLimits  `yaml:"streams"`
 	// Console is the operator console on the ops port (console.go).
 	Console Console `yaml:"console"`
+	// ShutdownGrace is how long in-flight requests get to finish on
+	// shutdown (default 10s); notification streams are cut after it.
+	ShutdownGrace Duration `yaml:"shutdownGrace"`
 }
 
 // GatewayAuth selects how MCP callers authenticate.
@@ -308,6 +311,7 @@ func (g Gateway) WithDefaults() Gateway {
 	g.HTTP.ReadHeaderTimeout = Duration(g.HTTP.ReadHeaderTimeout.Or(DefaultReadHeaderTimeout))
 	g.HTTP.BodyTimeout = Duration(g.HTTP.BodyTimeout.Or(DefaultBodyTimeout))
 	g.Timeouts.Request = Duration(g.Timeouts.Request.Or(DefaultRequestTimeout))
+	g.ShutdownGrace = Duration(g.ShutdownGrace.Or(DefaultShutdownGrace))
 	g.Auth.OIDC = g.Auth.OIDC.WithDefaults()
 	g.Timeouts.ClientInput = Duration(g.Timeouts.ClientInput.Or(DefaultClientInputTimeout))
 	g.Console = g.Console.WithDefaults()

@@ -27,10 +27,6 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/rpc"
 )
 
-// shutdownGrace bounds how long in-flight requests may finish at shutdown;
-// long-lived notification streams are cut after it (clients reconnect).
-const shutdownGrace = 10 * time.Second
-
 // Run serves the gateway described by env until ctx ends: MCP (with
 // /healthz, /readyz and Prometheus /metrics) on gateway.listen, and the ops
 // endpoints, with the operator console when it is enabled, on
@@ -154,5 +150,7 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	defer func() { stopReload(); <-reloadDone }()
 	env.Log.Info("gateway serving", "addr", lis.Addr().String(), "mcp", "http://"+lis.Addr().String()+"/mcp",
 		"auth", cfg.Auth.Mode, "optimizer", cfg.Optimizer.Enabled)
-	return lifecycle.ServeHTTP(ctx, srv, lis, shutdownGrace)
+	// In-flight requests get gateway.shutdownGrace to finish; long-lived
+	// notification streams are cut after it (clients reconnect).
+	return lifecycle.ServeHTTP(ctx, srv, lis, time.Duration(cfg.ShutdownGrace))
 }

@@ -161,7 +161,7 @@ values>.
 */}}
 {{- define "switchboard.podAnnotations" -}}
 annotations:
-  checksum/config: {{ toYaml .ctx.Values.config | sha256sum }}
+  checksum/config: {{ toYaml (list .ctx.Values.config .ctx.Values.files) | sha256sum }}
   {{- with .values.podAnnotations }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
