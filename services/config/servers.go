@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // Server is one virtual MCP server: a named view over some of the
@@ -67,15 +68,24 @@ func (f ItemFilter) Allows(name string) bool {
 }
 
 // GlobMatch reports whether name matches pattern, where * matches any run
-// of characters and ? exactly one; every other character matches itself.
+// of characters and ? exactly one (a character, however many bytes UTF-8
+// takes for it); every other character matches itself.
 func GlobMatch(pattern, name string) bool {
 	// Iterative matching with one backtrack point: linear in practice and
-	// never exponential, whatever the pattern.
+	// never exponential, whatever the pattern. Positions in name move a
+	// character at a time.
+	next := func(n int) int {
+		_, size := utf8.DecodeRuneInString(name[n:])
+		return n + size
+	}
 	p, n := 0, 0
 	star, mark := -1, 0
 	for n < len(name) {
 		switch {
-		case p < len(pattern) && (pattern[p] == '?' || pattern[p] == name[n]):
+		case p < len(pattern) && pattern[p] == '?':
+			p++
+			n = next(n)
+		case p < len(pattern) && pattern[p] == name[n]:
 			p++
 			n++
 		case p < len(pattern) && pattern[p] == '*':
@@ -83,7 +93,7 @@ func GlobMatch(pattern, name string) bool {
 			p++
 		case star >= 0:
 			p = star + 1
-			mark++
+			mark = next(mark)
 			n = mark
 		default:
 			return false

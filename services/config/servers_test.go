@@ -22,6 +22,13 @@ func TestGlobMatch(t *testing.T) {
 		{"*a*a*a*a*b", strings.Repeat("a", 200), false},
 		{"tickets_*_read", "tickets_x_read", true},
 		{"tickets_*_read", "tickets_x_read_more", false},
+		// ? is one character, whatever its length in UTF-8.
+		{"eng_?", "eng_é", true},
+		{"eng_?", "eng_日", true},
+		{"eng_??", "eng_é", false},
+		{"*?", "é", true},
+		{"*é?", "aéé", true},
+		{"d?c/*", "dóc/x", true},
 	}
 	for _, c := range cases {
 		if got := GlobMatch(c.pattern, c.name); got != c.want {
