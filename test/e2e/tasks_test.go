@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -505,5 +506,59 @@ func TestLegacyTaskOfASessionWithALogLevel(t *testing.T) {
 	}
 	if calls := c.Calls(t, "ops"); calls["tools/call echo"] != 0 {
 		t.Fatalf("the tool was called: %v", calls)
+	}
+}
+
+// TestTaskFollowsItsToolThroughARename: a task belongs to its tool, not to
+// the name the tool had: after a reload renames the tool, the task is
+// found under the new name and admitted as it (a policy on the new name
+// applies); a tool of the same backend that takes the old name does not
+// take the task (it was once admitted, and would have run its next
+// round, as that tool).
+func TestTaskFollowsItsToolThroughARename(t *testing.T) {
+	policyPath := filepath.Join(t.TempDir(), "policy.cedar")
+	writeAtomically(t, policyPath, []byte(permitAll))
+	c := startTasks(t, policyPath)
+	rewrite := configRewriter(t, c)
+	alice := rawTasks(c.MCPURL, "alice-key")
+	id := createTask(t, alice, "ops_sleep", map[string]any{"duration": "60s"})
+	get := func() error {
+		a, err := alice.Send(t.Context(), "tasks/get", id, map[string]any{"taskId": id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Error != nil {
+			return a.Error
+		}
+		return nil
+	}
+	listed := func(name, description string) func() bool {
+		return func() bool {
+			a, err := alice.Send(t.Context(), "tools/list", "", nil)
+			return err == nil && a.Error == nil && strings.Contains(string(a.Result), `"name":"`+name+`"`) && strings.Contains(string(a.Result), description)
+		}
+	}
+	rewrite(func(cfg *config.Config) {
+		cfg.Aggregator.ToolOverrides = []config.ToolOverride{{Backend: "ops", Tool: "sleep", Name: "nap", TaskSupport: config.TaskSupportOptional}}
+	})
+	testkit.Eventually(t, "sleep renamed nap", 10*time.Second, listed("ops_nap", "Wait for a duration."))
+	if err := get(); err != nil {
+		t.Fatalf("tasks/get after the task's tool was renamed: %v", err)
+	}
+	writeAtomically(t, policyPath, []byte(permitAll+`forbid (principal == User::"alice", action, resource == Tool::"ops_nap");`+"\n"))
+	testkit.Eventually(t, "the policy on the new name applies to the task", 10*time.Second, func() error {
+		if err := get(); err == nil {
+			return errors.New("alice still reads her task of the tool forbidden her")
+		}
+		return nil
+	})
+	rewrite(func(cfg *config.Config) {
+		cfg.Aggregator.ToolOverrides = []config.ToolOverride{
+			{Backend: "ops", Tool: "sleep", Name: "nap", TaskSupport: config.TaskSupportOptional},
+			{Backend: "ops", Tool: "echo", Name: "sleep"}}
+	})
+	testkit.Eventually(t, "echo listed as ops_sleep", 10*time.Second, listed("ops_sleep", "Echo the arguments back."))
+	if err := get(); err == nil {
+		t.Fatal("the task is admitted as ops_sleep, now another tool, though alice may not call its own")
 	}
 }

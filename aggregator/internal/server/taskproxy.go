@@ -151,7 +151,7 @@ func (s *Server) proxyTask(ctx context.Context, a *admitted, req *aggregatorv1.C
 	ttl := cappedTTL(askedMs, time.Duration(t.cfg.MaxTTL), time.Duration(t.cfg.MaxTTL))
 	poll := max(bt.PollIntervalMs, time.Duration(t.cfg.PollInterval).Milliseconds())
 	id, key := newTaskID()
-	call := taskCall{TTLMs: ttl.Milliseconds(), ID: id, BackendTaskID: bt.TaskID, LegacyBackend: legacy,
+	call := taskCall{TTLMs: ttl.Milliseconds(), ID: id, BackendTaskID: bt.TaskID, LegacyBackend: legacy, Tool: tc.tool.Original,
 		ClientCapabilities: rawOrNil(req.GetContext().GetClientCapabilitiesJson())}
 	callJSON, err := json.Marshal(call)
 	if err != nil {
@@ -228,8 +228,8 @@ func (s *Server) backendTaskCall(a *admitted, method, backendID string, more map
 
 // proxiedAdmission admits a request about a backend's task: it is sent
 // to the backend, with the caller's credentials.
-func proxiedAdmission(method string, trail audit.Kind, server string, rec *indexerv1.TaskRecord, subjectToken string) admission {
-	r := taskAdmission(method, trail, server, rec)
+func proxiedAdmission(method string, trail audit.Kind, server string, rec *indexerv1.TaskRecord, call taskCall, subjectToken string) admission {
+	r := taskAdmission(method, trail, server, rec, call)
 	r.taskState, r.subjectToken = false, subjectToken
 	return r
 }

@@ -134,7 +134,11 @@ type taskCall struct {
 	// tasks itself (taskproxy.go); empty for a task Switchboard runs.
 	BackendTaskID string `json:"backendTaskId,omitempty"`
 	// LegacyBackend marks a backend task of a 2025-11-25 backend.
-	LegacyBackend      bool            `json:"legacyBackend,omitempty"`
+	LegacyBackend bool `json:"legacyBackend,omitempty"`
+	// Tool is the backend's own name of the task's tool: a request about
+	// the task is refused once its advertised name (the record's) names
+	// another tool (ranBy). Empty in tasks made before it was kept.
+	Tool               string          `json:"tool,omitempty"`
 	Arguments          json.RawMessage `json:"arguments,omitempty"`
 	ClientCapabilities json.RawMessage `json:"clientCapabilities,omitempty"`
 }
@@ -180,7 +184,7 @@ func (s *Server) startTask(ctx context.Context, a *admitted, req *aggregatorv1.C
 	ttl := t.ttl(req.GetTask().GetTtlMs())
 	now := time.Now()
 	id, key := newTaskID()
-	call := taskCall{ID: id, Arguments: json.RawMessage(req.GetArgumentsJson()),
+	call := taskCall{ID: id, Arguments: json.RawMessage(req.GetArgumentsJson()), Tool: tc.tool.Original,
 		ClientCapabilities: rawOrNil(req.GetContext().GetClientCapabilitiesJson()), TTLMs: ttl.Milliseconds()}
 	callJSON, err := json.Marshal(call)
 	if err != nil {

@@ -50,7 +50,7 @@ func (s *Server) getTask(ctx context.Context, req *aggregatorv1.GetTaskRequest) 
 	// A task that ended is answered from its record, its backend up or
 	// not; one its backend runs is read there.
 	if call.BackendTaskID != "" && !mcpspec.TaskEnded(rec.GetStatus()) {
-		r := proxiedAdmission(config.RateMethodTasksGet, audit.KindTaskGet, req.GetServer(), rec, req.GetContext().GetSubjectToken())
+		r := proxiedAdmission(config.RateMethodTasksGet, audit.KindTaskGet, req.GetServer(), rec, call, req.GetContext().GetSubjectToken())
 		return serve(ctx, s, r, func(a *admitted) (*aggregatorv1.GetTaskResponse, error) {
 			now, err := s.followBackendTask(a, rec, call)
 			if err != nil {
@@ -59,7 +59,7 @@ func (s *Server) getTask(ctx context.Context, req *aggregatorv1.GetTaskRequest) 
 			return &aggregatorv1.GetTaskResponse{Task: taskOf(call, now, true)}, nil
 		})
 	}
-	r := taskAdmission(config.RateMethodTasksGet, audit.KindTaskGet, req.GetServer(), rec)
+	r := taskAdmission(config.RateMethodTasksGet, audit.KindTaskGet, req.GetServer(), rec, call)
 	return serve(ctx, s, r, func(*admitted) (*aggregatorv1.GetTaskResponse, error) {
 		return &aggregatorv1.GetTaskResponse{Task: taskOf(call, rec, true)}, nil
 	})
@@ -78,14 +78,14 @@ func (s *Server) cancelTask(ctx context.Context, req *aggregatorv1.CancelTaskReq
 	if err != nil {
 		return nil, err
 	}
-	r := taskAdmission(config.RateMethodTasksCancel, audit.KindTaskCancel, req.GetServer(), rec)
+	r := taskAdmission(config.RateMethodTasksCancel, audit.KindTaskCancel, req.GetServer(), rec, call)
 	ended := mcpspec.TaskEnded(rec.GetStatus())
 	bid := call.BackendTaskID
 	if ended {
 		bid = "" // nothing to stop at the backend, up or not
 	}
 	if bid != "" {
-		r = proxiedAdmission(config.RateMethodTasksCancel, audit.KindTaskCancel, req.GetServer(), rec, req.GetContext().GetSubjectToken())
+		r = proxiedAdmission(config.RateMethodTasksCancel, audit.KindTaskCancel, req.GetServer(), rec, call, req.GetContext().GetSubjectToken())
 	}
 	return serve(ctx, s, r, func(a *admitted) (*aggregatorv1.CancelTaskResponse, error) {
 		if bid != "" {
@@ -129,7 +129,7 @@ func (s *Server) updateTask(ctx context.Context, req *aggregatorv1.UpdateTaskReq
 	if bid := call.BackendTaskID; bid != "" && call.LegacyBackend {
 		return nil, invalidArgument("this task's backend (2025-11-25) takes no answers through tasks/update")
 	} else if bid != "" {
-		r := proxiedAdmission(config.RateMethodTasksUpdate, audit.KindTaskUpdate, req.GetServer(), rec, req.GetContext().GetSubjectToken())
+		r := proxiedAdmission(config.RateMethodTasksUpdate, audit.KindTaskUpdate, req.GetServer(), rec, call, req.GetContext().GetSubjectToken())
 		return serve(ctx, s, r, func(a *admitted) (*aggregatorv1.UpdateTaskResponse, error) {
 			answers := map[string]json.RawMessage{"inputResponses": json.RawMessage(req.GetInputResponsesJson())}
 			if _, err := s.backendTaskRequest(a, "tasks/update", bid, answers); err != nil {
@@ -146,7 +146,7 @@ func (s *Server) updateTask(ctx context.Context, req *aggregatorv1.UpdateTaskReq
 	var tc toolCall
 	r := toolCallAdmission(next, &tc, false)
 	r.method, r.trail, r.args = config.RateMethodTasksUpdate, audit.KindTaskUpdate, ""
-	r.prepare = ranBy(rec, r.prepare)
+	r.prepare = ranBy(rec, call, r.prepare)
 	return serve(ctx, s, r, func(a *admitted) (*aggregatorv1.UpdateTaskResponse, error) {
 		t := s.tasks
 		resp, err := t.store.AnswerTask(ctx, &indexerv1.AnswerTaskRequest{Ref: ref(ctx, rec.GetKey(), req.GetServer()),
@@ -228,10 +228,11 @@ func (s *Server) listTasks(ctx context.Context, req *aggregatorv1.ListTasksReque
 		if err != nil {
 			continue
 		}
+		rec.Tool = s.taskTool(req.GetServer(), rec, call)
 		// As tasks/get: a task whose tool the principal may no longer
 		// call through the server is not shown.
 		a, err := s.route(ctx, req.GetServer(), catalog.KindTools, rec.GetTool())
-		if err != nil && !errors.Is(err, engine.ErrBackendDown) || a == nil || ranBy(rec, nil)(a) != nil {
+		if err != nil && !errors.Is(err, engine.ErrBackendDown) || a == nil || ranBy(rec, call, nil)(a) != nil {
 			continue
 		}
 		out.Tasks = append(out.Tasks, taskOf(call, rec, false))
@@ -256,11 +257,41 @@ func (s *Server) readTask(ctx context.Context, method, server, id string) (*inde
 		}
 		return nil, taskCall{}, err
 	}
-	call, err := storedCall(resp.GetRecord())
+	rec := resp.GetRecord()
+	call, err := storedCall(rec)
 	if err != nil {
 		return nil, taskCall{}, err
 	}
-	return resp.GetRecord(), call, nil
+	rec.Tool = s.taskTool(server, rec, call)
+	return rec, call, nil
+}
+
+// taskTool is the name the task's tool goes by in server now: the one the
+// task was made under, or the tool's new name after a reload renamed it,
+// found by its backend and the backend's own name for it. A request about
+// the task is admitted under it, as a call of that tool would be; ranBy
+// refuses one whose name no longer names the tool.
+func (s *Server) taskTool(server string, rec *indexerv1.TaskRecord, call taskCall) string {
+	name := rec.GetTool()
+	if call.Tool == "" {
+		return name
+	}
+	snap, _, err := s.e.ServerSnapshot(server)
+	if err != nil {
+		return name
+	}
+	same := func(it *catalog.Item[*aggregatorv1.Tool]) bool {
+		return it.Backend == rec.GetBackend() && it.Original == call.Tool
+	}
+	if it, ok := snap.Tool(name); ok && same(it) {
+		return name
+	}
+	for i := range snap.Tools {
+		if same(&snap.Tools[i]) {
+			return snap.Tools[i].Key
+		}
+	}
+	return name
 }
 
 // storedCall reads the call a task record keeps, once for every use of it
@@ -280,19 +311,22 @@ func ref(ctx context.Context, key, server string) *indexerv1.TaskRef {
 
 // taskAdmission admits a request about the task rec as a call of its
 // tool, which sends the backend nothing.
-func taskAdmission(method string, trail audit.Kind, server string, rec *indexerv1.TaskRecord) admission {
+func taskAdmission(method string, trail audit.Kind, server string, rec *indexerv1.TaskRecord, call taskCall) admission {
 	return admission{method: method, trail: trail, server: server, kind: catalog.KindTools, key: rec.GetTool(), taskState: true,
-		prepare: ranBy(rec, nil)}
+		prepare: ranBy(rec, call, nil)}
 }
 
 // ranBy refuses a request about the task rec, as for a task that does not
 // exist, once rec's tool belongs to another backend than the one that ran
 // it (a reload, or a backend that stopped listing it under the priority
 // strategy): the task's id, its state and the caller's credentials are
-// that backend's, and would go to the other. next, if set, follows.
-func ranBy(rec *indexerv1.TaskRecord, next func(*admitted) error) func(*admitted) error {
+// that backend's, and would go to the other. So it does once the name
+// names another tool of the same backend (a reload's rename): the task
+// would be authorized, and its next round sent, as that tool. next, if
+// set, follows.
+func ranBy(rec *indexerv1.TaskRecord, call taskCall, next func(*admitted) error) func(*admitted) error {
 	return func(a *admitted) error {
-		if a.owner != rec.GetBackend() {
+		if a.owner != rec.GetBackend() || call.Tool != "" && (a.tool == nil || a.tool.Original != call.Tool) {
 			return errTaskNotFound
 		}
 		if next != nil {
