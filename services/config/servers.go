@@ -254,11 +254,22 @@ func validateOverrides(at string, ovs []ToolOverride, known func(string) bool) [
 		errs = append(errs, fmt.Errorf("%s: %d overrides, at most %d", at, len(ovs), MaxToolOverrides))
 	}
 	seen := map[string]bool{}
+	renamed := map[string]int{} // backend and new name: the override's index
 	for i, o := range ovs {
 		here := fmt.Sprintf("%s[%d]", at, i)
 		if o.Backend == "" || o.Tool == "" {
 			errs = append(errs, fmt.Errorf("%s: backend and tool are required", here))
 			continue
+		}
+		if o.Name != "" {
+			// Two tools of one backend under one name would both be
+			// dropped from the catalog (catalog.build); say so here.
+			to := o.Backend + "\x00" + o.Name
+			if first, dup := renamed[to]; dup {
+				errs = append(errs, keyErr(here+".name", "is also %s[%d]'s name for another tool of the same backend", at, first))
+			} else {
+				renamed[to] = i
+			}
 		}
 		if !known(o.Backend) {
 			errs = append(errs, keyErr(here+".backend", "is not one of the backends in scope"))

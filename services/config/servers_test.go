@@ -88,6 +88,9 @@ func TestValidateServers(t *testing.T) {
 		{"override twice", func(c *Config) {
 			c.Aggregator.ToolOverrides = []ToolOverride{{Backend: "docs", Tool: "x", Title: "a"}, {Backend: "docs", Tool: "x", Title: "b"}}
 		}, "overridden twice"},
+		{"two tools renamed to one name", func(c *Config) {
+			c.Aggregator.ToolOverrides = []ToolOverride{{Backend: "docs", Tool: "x", Name: "find"}, {Backend: "docs", Tool: "y", Name: "find"}}
+		}, "is also aggregator.toolOverrides[0]'s name for another tool of the same backend"},
 	}
 	for _, b := range bad {
 		c := base()

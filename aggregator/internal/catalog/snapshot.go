@@ -345,7 +345,9 @@ func build[T any, M any](naming *Naming, kind Kind, backends []string, items fun
 	claims := map[string][]claim{}
 	var cands []candidate
 	for _, b := range backends {
-		seen := map[string]bool{}
+		// seen is the key that claimed each name of the backend's.
+		seen := map[string]string{}
+		var clashes []string
 		typed, raws := items(b)
 		for i, it := range typed {
 			if it == nil {
@@ -356,13 +358,28 @@ func build[T any, M any](naming *Naming, kind Kind, backends []string, items fun
 				raw = raws[i]
 			}
 			adv := name(b, key(it))
-			// A backend that lists one key twice keeps its first entry.
-			if adv == "" || seen[adv] || !spec.keeps(kind, adv) {
+			if adv == "" || !spec.keeps(kind, adv) {
 				continue
 			}
-			seen[adv] = true
+			if first, dup := seen[adv]; dup {
+				// A backend that lists one key twice keeps its first
+				// entry; two of its keys under one name (an override
+				// renamed one onto the other) keep neither, as a conflict
+				// would, rather than whichever it listed first.
+				if first != key(it) && !slices.Contains(clashes, adv) {
+					clashes = append(clashes, adv)
+					*conflicts = append(*conflicts, Conflict{Kind: kind, Name: adv, Backends: []string{b, b}})
+				}
+				continue
+			}
+			seen[adv] = key(it)
 			claims[adv] = append(claims[adv], claim{backend: b, index: len(cands)})
 			cands = append(cands, candidate{backend: b, item: it, raw: raw})
+		}
+		for _, adv := range clashes {
+			if claims[adv] = slices.DeleteFunc(claims[adv], func(c claim) bool { return c.backend == b }); len(claims[adv]) == 0 {
+				delete(claims, adv)
+			}
 		}
 	}
 	out := make([]Item[M], 0, len(claims))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
@@ -238,4 +239,50 @@ rateLimits:
 		t.Fatalf("the first call known as eng_release: %v", err)
 	}
 	wantStatus(t, call(), codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED)
+}
+
+// TestRenameOntoASiblingTool: an override that renames one tool of a
+// backend onto another of its tools makes a conflict, not a shadow: the
+// name goes to neither and is reported (it once ran the renamed tool and
+// hid the other silently, by the backend's listing order), and under the
+// manual strategy the aggregator refuses to start.
+func TestRenameOntoASiblingTool(t *testing.T) {
+	eng := newTestBackend(t, "eng", backendOptions{tools: []string{"alpha", "beta", "gamma"}})
+	h := startAggregatorFile(t, `
+aggregator:
+  backends:
+    - {name: eng, url: `+eng.url()+`}
+  toolOverrides:
+    - {backend: eng, tool: alpha, name: beta}
+`)
+	ctx := context.Background()
+	p := principal("alice")
+	if got := listServerTools(t, h.gateway, p, ""); slices.Contains(got, "eng_beta") || !slices.Contains(got, "eng_gamma") {
+		t.Errorf("tools %v, want eng_gamma and no eng_beta", got)
+	}
+	if _, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: p, Name: "eng_beta", ArgumentsJson: "{}"}); status.Code(err) != codes.NotFound {
+		t.Errorf("eng_beta: %v, want NOT_FOUND", err)
+	}
+	bk, err := h.operator.ListBackends(ctx, &aggregatorv1.ListBackendsRequest{Principal: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := bk.GetConflicts(); len(c) != 1 || c[0].GetName() != "eng_beta" || c[0].GetWinner() != "" {
+		t.Errorf("conflicts %v, want eng_beta with no winner", c)
+	}
+
+	manual, err := config.Load(writeFile(t, "manual.yaml", `
+aggregator:
+  conflictResolution: {strategy: manual}
+  backends:
+    - {name: eng, url: `+eng.url()+`}
+  toolOverrides:
+    - {backend: eng, tool: alpha, name: beta}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := startAggregatorWith(t, manual, quietLog); err == nil || !strings.Contains(err.Error(), "beta") {
+		t.Errorf("the manual strategy started with beta claimed twice: %v", err)
+	}
 }
