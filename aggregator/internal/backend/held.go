@@ -193,19 +193,47 @@ func (c *Client) ResumeHeld(ctx context.Context, state, owner string, responses 
 	id, round, replica, ok := ParseHeldState(state)
 	c.heldMu.Lock()
 	h := c.held[id]
-	if ok && replica == c.cfg.HeldOwner && h != nil && h.owner == owner && round == strconv.Itoa(h.round) {
-		c.unholdLocked(id)
-		h.timer.Stop()
-	} else {
-		h = nil
-	}
-	c.heldMu.Unlock()
-	if h == nil {
+	if !ok || replica != c.cfg.HeldOwner || h == nil || h.owner != owner || round != strconv.Itoa(h.round) {
+		c.heldMu.Unlock()
 		return nil, ErrHeldCallGone
 	}
+	reply := responses[h.key]
+	if !answers(h.pending.method, reply) {
+		// The retry does not answer the question (no answer under its
+		// key, or not one of the kind asked): the call stays held and
+		// the question is asked again, in a round of its own, as a
+		// server asks again for what is still missing, rather than
+		// failing the backend's call on the client's slip.
+		h.round++
+		h.key = fmt.Sprintf("input-%d", h.round)
+		h.timer.Reset(c.cfg.InputWait)
+		again := &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{h.key: h.pending.params}, RequestState: c.heldState(h)}
+		c.heldMu.Unlock()
+		return c.redactToolResult(context.WithValue(ctx, callerKey{}, h.cred), again)
+	}
+	c.unholdLocked(id)
+	h.timer.Stop()
+	c.heldMu.Unlock()
 	h.relay.set(n)
-	h.pending.answer <- responses[h.key]
+	h.pending.answer <- reply
 	return c.await(ctx, h)
+}
+
+// answers reports whether reply is an answer of the kind method asks for:
+// an elicitation's result with its action, a sampling request's message.
+func answers(method string, reply json.RawMessage) bool {
+	if len(reply) == 0 {
+		return false
+	}
+	switch method {
+	case "elicitation/create":
+		var r mcp.ElicitResult
+		return json.Unmarshal(reply, &r) == nil && r.Action != ""
+	case "sampling/createMessage":
+		var r mcp.CreateMessageResult
+		return json.Unmarshal(reply, &r) == nil && r.Content != nil
+	}
+	return json.Valid(reply)
 }
 
 // await waits, within the caller's request, for the held call to end or to

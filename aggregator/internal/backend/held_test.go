@@ -182,3 +182,61 @@ func TestHeldCallsShareIsPerPrincipal(t *testing.T) {
 		t.Fatalf("mallory's call once a place was freed: %v %v", res, err)
 	}
 }
+
+// A retry that does not answer the held call's question (nothing under
+// its key, or not an answer of its kind) gets the question again, in a
+// round of its own, and the call stays held: the backend's call once
+// failed on the client's slip, and the client had to start over.
+func TestHeldQuestionAskedAgainUntilAnswered(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "legacy", Version: "1"}, nil)
+	server.AddTool(&mcp.Tool{Name: "confirm", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "sure?", RequestedSchema: map[string]any{"type": "object"}})
+		if err != nil {
+			return nil, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Action}}}, nil
+	})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	defer srv.Close()
+	c := newTestClient(Config{Name: "legacy", URL: srv.URL, Protocol: ProtocolLegacy})
+	defer c.Close()
+	caps := &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}
+	ctx := context.Background()
+	res, err := c.CallToolAsking(ctx, &mcp.CallToolParams{Name: "confirm"}, caps, "alice", Notify{})
+	if err != nil || len(res.InputRequests) != 1 {
+		t.Fatalf("first round: %v %v", res, err)
+	}
+	for _, wrong := range []func(key string) map[string]json.RawMessage{
+		func(string) map[string]json.RawMessage { return nil },
+		func(string) map[string]json.RawMessage {
+			return map[string]json.RawMessage{"other": json.RawMessage(`{"action":"accept"}`)}
+		},
+		func(key string) map[string]json.RawMessage {
+			return map[string]json.RawMessage{key: json.RawMessage(`"garbage"`)}
+		},
+		func(key string) map[string]json.RawMessage {
+			return map[string]json.RawMessage{key: json.RawMessage(`{"content":{}}`)}
+		},
+	} {
+		var key string
+		for k := range res.InputRequests {
+			key = k
+		}
+		again, err := c.ResumeHeld(ctx, res.RequestState, "alice", wrong(key), Notify{})
+		if err != nil || len(again.InputRequests) != 1 || again.RequestState == res.RequestState {
+			t.Fatalf("a retry answering nothing (%v): %+v %v, want the question again", wrong(key), again, err)
+		}
+		if _, err := c.ResumeHeld(ctx, res.RequestState, "alice", wrong(key), Notify{}); !errors.Is(err, ErrHeldCallGone) {
+			t.Fatalf("the round asked again answered by its old state: %v", err)
+		}
+		res = again
+	}
+	var key string
+	for k := range res.InputRequests {
+		key = k
+	}
+	done, err := c.ResumeHeld(ctx, res.RequestState, "alice", map[string]json.RawMessage{key: json.RawMessage(`{"action":"accept","content":{}}`)}, Notify{})
+	if err != nil || len(done.Content) != 1 || done.Content[0].(*mcp.TextContent).Text != "accept" {
+		t.Fatalf("the answer at last: %+v %v", done, err)
+	}
+}
