@@ -66,14 +66,14 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func IsModern(r *http.Request) bool {
 	sig := mcpspec.Signals{HTTPMethod: r.Method, HeaderVersion: r.Header.Get("Mcp-Protocol-Version"), SessionID: r.Header.Get("Mcp-Session-Id")}
 	if r.Method == http.MethodPost {
-		sig.Method, sig.HasMetaVersion = peek(r)
+		sig.Method, sig.MetaVersion = peek(r)
 	}
 	return mcpspec.Classify(sig) == mcpspec.EraModern
 }
 
-// peek reads the JSON-RPC method and whether params._meta names a
-// protocol version, restoring the body.
-func peek(r *http.Request) (method string, hasMetaVersion bool) {
+// peek reads the JSON-RPC method and the protocol version params._meta
+// names (nil for none), restoring the body.
+func peek(r *http.Request) (method string, metaVersion json.RawMessage) {
 	original := r.Body
 	body, err := io.ReadAll(io.LimitReader(original, maxPeekBytes+1))
 	r.Body = struct {
@@ -81,7 +81,7 @@ func peek(r *http.Request) (method string, hasMetaVersion bool) {
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(body), original), original}
 	if err != nil || len(body) > maxPeekBytes {
-		return "", false
+		return "", nil
 	}
 	var msg struct {
 		Method string `json:"method"`
@@ -90,8 +90,7 @@ func peek(r *http.Request) (method string, hasMetaVersion bool) {
 		} `json:"params"`
 	}
 	if json.Unmarshal(body, &msg) != nil {
-		return "", false
+		return "", nil
 	}
-	_, ok := msg.Params.Meta[mcpspec.MetaProtocolVersion]
-	return msg.Method, ok
+	return msg.Method, msg.Params.Meta[mcpspec.MetaProtocolVersion]
 }

@@ -7,6 +7,7 @@ package mcpspec
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"strings"
 )
 
@@ -81,10 +82,10 @@ type Signals struct {
 	SessionID string
 	// Method is the JSON-RPC method of a POST body ("" for a response).
 	Method string
-	// HasMetaVersion: the body's params._meta has a protocolVersion member
-	// (of any type: a non-string one is still a Modern request, an invalid
-	// one).
-	HasMetaVersion bool
+	// MetaVersion is the body's params._meta protocolVersion member as
+	// written (of any type: a non-string one still marks a Modern request,
+	// an invalid one); nil when it is absent.
+	MetaVersion json.RawMessage
 }
 
 // Classify is the one rule that tells the eras apart, in this order:
@@ -92,7 +93,9 @@ type Signals struct {
 //  1. Only a POST can be Modern; GET and DELETE belong to a Legacy session.
 //  2. A body with Modern _meta is Modern (the spec: "a request with Modern
 //     _meta is served statelessly"), whatever its headers say, so that its
-//     header problems are answered with Modern errors.
+//     header problems are answered with Modern errors. A request in a
+//     session whose _meta names a revision before 2026-07-28 is not: go-sdk
+//     reads such a _meta as Legacy, and so does a client that sends it.
 //  3. initialize, or any request in a session, is Legacy.
 //  4. An MCP-Protocol-Version header naming a Modern revision is Modern
 //     (its missing _meta is then a Modern error).
@@ -105,7 +108,7 @@ func Classify(s Signals) Era {
 		return EraUnknown
 	}
 	switch {
-	case s.HasMetaVersion:
+	case s.MetaVersion != nil && !(s.SessionID != "" && namesLegacy(s.MetaVersion)):
 		return EraModern
 	case s.Method == "initialize" || s.SessionID != "":
 		return EraLegacy
@@ -113,6 +116,12 @@ func Classify(s Signals) Era {
 		return EraModern
 	}
 	return EraUnknown
+}
+
+// namesLegacy reports whether v is a revision string before Modern.
+func namesLegacy(v json.RawMessage) bool {
+	var version string
+	return json.Unmarshal(v, &version) == nil && version < Modern
 }
 
 // Method describes one client request method.

@@ -1,6 +1,7 @@
 package mcpspec_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -16,9 +17,12 @@ func TestClassify(t *testing.T) {
 		{"GET in a session", mcpspec.Signals{HTTPMethod: "GET", SessionID: "s"}, mcpspec.EraLegacy},
 		{"GET without a session", mcpspec.Signals{HTTPMethod: "GET"}, mcpspec.EraUnknown},
 		{"DELETE in a session", mcpspec.Signals{HTTPMethod: "DELETE", SessionID: "s"}, mcpspec.EraLegacy},
-		{"Modern _meta", mcpspec.Signals{HTTPMethod: "POST", Method: "tools/list", HasMetaVersion: true}, mcpspec.EraModern},
-		{"Modern _meta wins over a session", mcpspec.Signals{HTTPMethod: "POST", Method: "tools/list", SessionID: "s", HasMetaVersion: true}, mcpspec.EraModern},
-		{"Modern _meta wins over initialize", mcpspec.Signals{HTTPMethod: "POST", Method: "initialize", HasMetaVersion: true}, mcpspec.EraModern},
+		{"Modern _meta", mcpspec.Signals{HTTPMethod: "POST", Method: "tools/list", MetaVersion: json.RawMessage(`"2026-07-28"`)}, mcpspec.EraModern},
+		{"Modern _meta wins over a session", mcpspec.Signals{HTTPMethod: "POST", Method: "tools/list", SessionID: "s", MetaVersion: json.RawMessage(`"2026-07-28"`)}, mcpspec.EraModern},
+		{"an older revision in _meta in a session", mcpspec.Signals{HTTPMethod: "POST", Method: "tools/list", SessionID: "s", MetaVersion: json.RawMessage(`"2025-11-25"`)}, mcpspec.EraLegacy},
+		{"an older revision in _meta without a session", mcpspec.Signals{HTTPMethod: "POST", Method: "tools/list", MetaVersion: json.RawMessage(`"2025-11-25"`)}, mcpspec.EraModern},
+		{"a version that is no string in a session", mcpspec.Signals{HTTPMethod: "POST", Method: "tools/list", SessionID: "s", MetaVersion: json.RawMessage(`7`)}, mcpspec.EraModern},
+		{"Modern _meta wins over initialize", mcpspec.Signals{HTTPMethod: "POST", Method: "initialize", MetaVersion: json.RawMessage(`"2026-07-28"`)}, mcpspec.EraModern},
 		{"initialize", mcpspec.Signals{HTTPMethod: "POST", Method: "initialize"}, mcpspec.EraLegacy},
 		{"initialize under a Modern header", mcpspec.Signals{HTTPMethod: "POST", Method: "initialize", HeaderVersion: mcpspec.Modern}, mcpspec.EraLegacy},
 		{"session under a Modern header", mcpspec.Signals{HTTPMethod: "POST", Method: "tools/list", SessionID: "s", HeaderVersion: mcpspec.Modern}, mcpspec.EraLegacy},

@@ -166,6 +166,9 @@ func TestLegacyWire(t *testing.T) {
 		{"input required", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"alpha_ask"}}`, 200, wire.CodeInternalError},
 		{"client response", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":8,"result":{}}`, 202, 0},
 		{"ping before initialize", legacyHeaders("alice-key", ""), `{"jsonrpc":"2.0","id":13,"method":"ping"}`, 200, 0},
+		// A _meta naming the session's own revision is no Modern marker
+		// (go-sdk reads it so): it was once refused -32022.
+		{"session request with a Legacy _meta version", legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":14,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}}}`, 200, 0},
 		{"no session", legacyHeaders("alice-key", ""), `{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{}}`, 400, wire.CodeInvalidParams},
 		{"unknown session", legacyHeaders("alice-key", "s1.nonsense"), `{"jsonrpc":"2.0","id":10,"method":"tools/list","params":{}}`, 404, wire.CodeInvalidRequest},
 		{"version differs from session", func() map[string]string {

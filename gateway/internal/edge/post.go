@@ -149,7 +149,7 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 	headerVersion := r.Header.Get("Mcp-Protocol-Version")
 	sessionID := r.Header.Get("Mcp-Session-Id")
 	req.Era = mcpspec.Classify(mcpspec.Signals{HTTPMethod: r.Method, HeaderVersion: headerVersion, SessionID: sessionID,
-		Method: msg.Method, HasMetaVersion: wire.HasMetaVersion(req.Meta)})
+		Method: msg.Method, MetaVersion: req.Meta[mcpspec.MetaProtocolVersion]})
 	rec.era = req.Era
 	switch {
 	case req.Era == mcpspec.EraModern:

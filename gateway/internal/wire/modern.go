@@ -10,14 +10,6 @@ import (
 // Meta reads params._meta: ok is false when it is absent or not an object.
 func Meta(params Object) (Object, bool) { return params.Object("_meta") }
 
-// HasMetaVersion reports whether a request's _meta (nil when absent) has a
-// protocolVersion member of any type: the marker of a Modern request
-// (mcpspec.Classify).
-func HasMetaVersion(meta Object) bool {
-	_, ok := meta[mcpspec.MetaProtocolVersion]
-	return ok
-}
-
 // ModernRequest is what the per-request _meta of a valid Modern request
 // declares.
 type ModernRequest struct {
