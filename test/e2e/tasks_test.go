@@ -467,42 +467,23 @@ func TestLegacyTaskOfASessionWithALogLevel(t *testing.T) {
 	if err := cs.SetLoggingLevel(t.Context(), &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
 		t.Fatal(err)
 	}
-	type answer struct {
-		Result struct {
-			Task struct {
-				TaskID string `json:"taskId"`
-				Status string `json:"status"`
-			} `json:"task"`
-		} `json:"result"`
-		Error *mcpraw.Error `json:"error"`
-	}
-	callAsTask := func(tool string) (answer, string) {
-		body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + tool + `","arguments":{"duration":"10ms"},"task":{"ttl":60000}}}`
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, c.MCPURL, strings.NewReader(body))
+	legacy := &mcpraw.Client{URL: c.MCPURL, Authorization: "Bearer alice-key", Session: cs.ID()}
+	callAsTask := func(tool string) (task map[string]any, rerr *mcpraw.Error, raw string) {
+		a, err := legacy.Send(t.Context(), "tools/call", "", map[string]any{"name": tool, "arguments": map[string]any{"duration": "10ms"}, "task": map[string]any{"ttl": 60000}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-			"Authorization": "Bearer alice-key", "Mcp-Session-Id": cs.ID(), "Mcp-Protocol-Version": harness.Legacy} {
-			req.Header.Set(k, v)
+		var res struct {
+			Task map[string]any `json:"task"`
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		var a answer
-		if err := json.Unmarshal(mcpspec.LastMessage(resp.Header.Get("Content-Type"), raw), &a); err != nil {
-			t.Fatalf("HTTP %d %s", resp.StatusCode, raw)
-		}
-		return a, string(raw)
+		_ = json.Unmarshal(a.Result, &res)
+		return res.Task, a.Error, string(a.Result)
 	}
-	if a, raw := callAsTask("ops_sleep"); a.Result.Task.TaskID == "" || a.Result.Task.Status != "working" {
-		t.Fatalf("a task asked for in a session with a log level: %s", raw)
+	if task, rerr, raw := callAsTask("ops_sleep"); rerr != nil || task["taskId"] == nil || task["status"] != "working" {
+		t.Fatalf("a task asked for in a session with a log level: %v %s", rerr, raw)
 	}
-	if a, raw := callAsTask("ops_echo"); a.Error == nil || a.Error.Code != -32601 {
-		t.Fatalf("a task asked of a tool that does not run as one: %s, want -32601", raw)
+	if _, rerr, raw := callAsTask("ops_echo"); rerr == nil || rerr.Code != -32601 {
+		t.Fatalf("a task asked of a tool that does not run as one: %v %s, want -32601", rerr, raw)
 	}
 	if calls := c.Calls(t, "ops"); calls["tools/call echo"] != 0 {
 		t.Fatalf("the tool was called: %v", calls)

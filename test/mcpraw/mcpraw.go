@@ -41,8 +41,15 @@ type Client struct {
 	Name string
 	// HTTP sends the requests; nil is http.DefaultClient.
 	HTTP *http.Client
-	ids  atomic.Int64
+	// Session, when set, sends each request in that 2025-11-25 session
+	// (Mcp-Session-Id, that revision's version header), without the
+	// Modern _meta, Mcp-Method and Mcp-Name.
+	Session string
+	ids     atomic.Int64
 }
+
+// LegacyVersion is the revision a Session's requests name.
+const LegacyVersion = "2025-11-25"
 
 // Error is a JSON-RPC error.
 type Error struct {
@@ -76,10 +83,12 @@ func (c *Client) Send(ctx context.Context, method, name string, params map[strin
 	if clientName == "" {
 		clientName = "mcpraw"
 	}
-	params["_meta"] = map[string]any{
-		"io.modelcontextprotocol/protocolVersion":    Version,
-		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": clientName, "version": "0"},
-		"io.modelcontextprotocol/clientCapabilities": caps,
+	if c.Session == "" {
+		params["_meta"] = map[string]any{
+			"io.modelcontextprotocol/protocolVersion":    Version,
+			"io.modelcontextprotocol/clientInfo":         map[string]any{"name": clientName, "version": "0"},
+			"io.modelcontextprotocol/clientCapabilities": caps,
+		}
 	}
 	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": c.ids.Add(1), "method": method, "params": params})
 	if err != nil {
@@ -91,10 +100,15 @@ func (c *Client) Send(ctx context.Context, method, name string, params map[strin
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", Version)
-	req.Header.Set("Mcp-Method", method)
-	if name != "" {
-		req.Header.Set("Mcp-Name", name)
+	if c.Session != "" {
+		req.Header.Set("Mcp-Protocol-Version", LegacyVersion)
+		req.Header.Set("Mcp-Session-Id", c.Session)
+	} else {
+		req.Header.Set("Mcp-Protocol-Version", Version)
+		req.Header.Set("Mcp-Method", method)
+		if name != "" {
+			req.Header.Set("Mcp-Name", name)
+		}
 	}
 	if c.Authorization != "" {
 		req.Header.Set("Authorization", c.Authorization)

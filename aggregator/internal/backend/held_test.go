@@ -14,19 +14,26 @@ import (
 
 // Held calls are bounded per backend: past the bound a call that asks for
 // input is cancelled and refused instead of held.
-func TestHeldCallsAreBounded(t *testing.T) {
+// legacyToolServer serves one tool, name, run by handler, as a 2025-11-25
+// go-sdk server does, for the test's length; it returns its URL.
+func legacyToolServer(t *testing.T, name string, handler mcp.ToolHandler) string {
 	server := mcp.NewServer(&mcp.Implementation{Name: "legacy", Version: "1"}, nil)
+	server.AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}}, handler)
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func TestHeldCallsAreBounded(t *testing.T) {
 	cancelled := make(chan struct{}, 2)
-	server.AddTool(&mcp.Tool{Name: "confirm", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	url := legacyToolServer(t, "confirm", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		_, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "sure?", RequestedSchema: map[string]any{"type": "object"}})
 		if ctx.Err() != nil {
 			cancelled <- struct{}{}
 		}
 		return nil, err
 	})
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
-	defer srv.Close()
-	c := newTestClient(Config{Name: "legacy", URL: srv.URL, Protocol: ProtocolLegacy})
+	c := newTestClient(Config{Name: "legacy", URL: url, Protocol: ProtocolLegacy})
 	defer c.Close()
 	c.maxHeld = 1
 	caps := &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}
@@ -61,8 +68,7 @@ func waitCancelled(t *testing.T, cancelled <-chan struct{}, what string) {
 // A held call's requestState answers its own round once: replayed after
 // the call asked again, it does not answer the new question.
 func TestHeldStateAnswersItsRoundOnce(t *testing.T) {
-	server := mcp.NewServer(&mcp.Implementation{Name: "legacy", Version: "1"}, nil)
-	server.AddTool(&mcp.Tool{Name: "twice", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	url := legacyToolServer(t, "twice", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		for range 2 {
 			if _, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "sure?", RequestedSchema: map[string]any{"type": "object"}}); err != nil {
 				return nil, err
@@ -70,9 +76,7 @@ func TestHeldStateAnswersItsRoundOnce(t *testing.T) {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
 	})
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
-	defer srv.Close()
-	c := newTestClient(Config{Name: "legacy", URL: srv.URL, Protocol: ProtocolLegacy})
+	c := newTestClient(Config{Name: "legacy", URL: url, Protocol: ProtocolLegacy})
 	defer c.Close()
 	caps := &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}
 	ctx := context.Background()
@@ -132,9 +136,8 @@ func TestParseHeldState(t *testing.T) {
 // while another principal's is still held; a share freed (the held call
 // answered) can be used again.
 func TestHeldCallsShareIsPerPrincipal(t *testing.T) {
-	server := mcp.NewServer(&mcp.Implementation{Name: "legacy", Version: "1"}, nil)
 	cancelled := make(chan struct{}, 4)
-	server.AddTool(&mcp.Tool{Name: "confirm", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	url := legacyToolServer(t, "confirm", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		_, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "sure?", RequestedSchema: map[string]any{"type": "object"}})
 		if ctx.Err() != nil {
 			cancelled <- struct{}{}
@@ -144,9 +147,7 @@ func TestHeldCallsShareIsPerPrincipal(t *testing.T) {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
 	})
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
-	defer srv.Close()
-	c := newTestClient(Config{Name: "legacy", URL: srv.URL, Protocol: ProtocolLegacy, HeldPerPrincipal: 2})
+	c := newTestClient(Config{Name: "legacy", URL: url, Protocol: ProtocolLegacy, HeldPerPrincipal: 2})
 	defer c.Close()
 	caps := &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}
 	ctx := context.Background()
@@ -188,17 +189,14 @@ func TestHeldCallsShareIsPerPrincipal(t *testing.T) {
 // round of its own, and the call stays held: the backend's call once
 // failed on the client's slip, and the client had to start over.
 func TestHeldQuestionAskedAgainUntilAnswered(t *testing.T) {
-	server := mcp.NewServer(&mcp.Implementation{Name: "legacy", Version: "1"}, nil)
-	server.AddTool(&mcp.Tool{Name: "confirm", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	url := legacyToolServer(t, "confirm", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "sure?", RequestedSchema: map[string]any{"type": "object"}})
 		if err != nil {
 			return nil, err
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Action}}}, nil
 	})
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
-	defer srv.Close()
-	c := newTestClient(Config{Name: "legacy", URL: srv.URL, Protocol: ProtocolLegacy})
+	c := newTestClient(Config{Name: "legacy", URL: url, Protocol: ProtocolLegacy})
 	defer c.Close()
 	caps := &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}
 	ctx := context.Background()

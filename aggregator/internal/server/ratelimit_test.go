@@ -111,21 +111,14 @@ rateLimits:
 // bucket, nor get refused by it.
 func TestOperatorTaskReadsTakeNoTokens(t *testing.T) {
 	eng := newTestBackend(t, "eng", backendOptions{tools: []string{"build"}})
-	full, err := config.Load(writeFile(t, "switchboard.yaml", `
+	h := startAggregatorFile(t, `
 aggregator:
   backends:
     - {name: eng, url: `+eng.url()+`}
 rateLimits:
   limits:
     - {name: each-user, per: principal, rate: 1/h, burst: 2}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := startAggregatorWith(t, full, quietLog)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	ctx := context.Background()
 	alice := principal("alice")
 	for range 3 {
