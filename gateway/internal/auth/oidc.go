@@ -156,6 +156,25 @@ func (o *OIDC) verify(ctx context.Context, raw, audience string) (*commonv1.Prin
 	return callerid.FromClaims(extra, o.groupsClaim), extra, nil
 }
 
+// TokenExpiry is the expiry of r's bearer token, a JWT that Authenticate
+// accepted for this same request (it is not verified again here); false
+// when the request carries none. A stream the token opened ends then.
+func TokenExpiry(r *http.Request) (time.Time, bool) {
+	raw, ok := BearerToken(r)
+	if !ok {
+		return time.Time{}, false
+	}
+	tok, err := jwt.ParseSigned(raw, acceptedAlgorithms)
+	if err != nil {
+		return time.Time{}, false
+	}
+	var std jwt.Claims
+	if tok.UnsafeClaimsWithoutVerification(&std) != nil || std.Expiry == nil {
+		return time.Time{}, false
+	}
+	return std.Expiry.Time(), true
+}
+
 // errKeysUnavailable answers a token whose key could not be looked up
 // because the issuer could not be reached.
 var errKeysUnavailable = fmt.Errorf("%w (signing keys unavailable)", ErrUnauthenticated)

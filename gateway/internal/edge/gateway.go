@@ -69,7 +69,10 @@ type Gateway struct {
 	aggHealth healthpb.HealthClient
 	// auth and tokens are replaced by Reload (one at a time: reloadMu);
 	// started is the configuration at start.
-	auth        atomic.Pointer[authState]
+	auth atomic.Pointer[authState]
+	// credStreams are the open notification streams with the credential
+	// that opened each (credstreams.go).
+	credStreams credentialStreams
 	tokens      serviceTokens
 	reloadMu    sync.Mutex
 	started     *config.Config

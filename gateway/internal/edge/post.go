@@ -38,7 +38,8 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, at endpointAt
 	}
 	servers := g.servers.Load()
 	authState := g.auth.Load()
-	principal, err := authState.authn.Authenticate(r, servers.audience(r, at))
+	audience := servers.audience(r, at)
+	principal, err := authState.authn.Authenticate(r, audience)
 	if err != nil {
 		g.unauthorized(w, r, r.URL.Path, err)
 		return
@@ -48,9 +49,11 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, at endpointAt
 		http.NotFound(w, r)
 		return
 	}
+	// A stream is held with its credential, and ends with it.
+	cred := streamCredential{audience: audience, oidc: authState.cfg.Mode == "oidc"}
 	switch r.Method {
 	case http.MethodPost:
-		g.servePOST(w, r, ep, principal, subjectToken(authState, r))
+		g.servePOST(w, r, ep, principal, subjectToken(authState, r), cred)
 	case http.MethodGet, http.MethodDelete:
 		if mcpspec.Classify(mcpspec.Signals{HTTPMethod: r.Method, SessionID: r.Header.Get("Mcp-Session-Id")}) != mcpspec.EraLegacy {
 			// Modern has no GET stream and no DELETE; only a Legacy
@@ -60,7 +63,7 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, at endpointAt
 			return
 		}
 		if r.Method == http.MethodGet {
-			g.serveSessionStream(w, r, ep, principal)
+			g.serveSessionStream(w, r, ep, principal, cred)
 		} else {
 			g.serveSessionDelete(w, r, ep, principal)
 		}
@@ -83,7 +86,7 @@ func subjectToken(a *authState, r *http.Request) string {
 }
 
 // servePOST reads one JSON-RPC message and serves it in its era.
-func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint, principal *commonv1.Principal, subject string) {
+func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint, principal *commonv1.Principal, subject string, cred streamCredential) {
 	ctx, span, rec := g.startRequest(r)
 	defer func() {
 		g.auditRefusal(ctx, rec)
@@ -132,6 +135,10 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 			refuse(w, rec, http.StatusBadRequest, id, rerr)
 			return
 		}
+		var release func()
+		ctx, release = g.credStreams.hold(ctx, r, cred.audience, principal, cred.oidc)
+		defer release()
+		r = r.WithContext(ctx)
 	}
 	req := &methods.Request{View: ep.view, Server: ep.server, Principal: principal, SubjectToken: subject, ID: msg.ID, Method: msg.Method, Params: msg.Params, Header: r.Header}
 	req.Meta, _ = wire.Meta(msg.Params)

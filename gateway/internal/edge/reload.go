@@ -93,6 +93,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	if authNext != nil {
 		g.auth.Store(authNext)
 		g.log.Info("gateway.auth reloaded", "mode", modeName(next.Auth.Mode), "api_keys", len(next.Auth.APIKeys))
+		g.credStreams.recheck(authNext.authn)
 	}
 	live := liveKeys
 	if t := &g.tokens; t.aggregator != nil && t.indexer != nil {

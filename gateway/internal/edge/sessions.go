@@ -88,9 +88,11 @@ const retryDeleteAfter = "60"
 
 // serveSessionStream opens the session's GET stream of server
 // notifications (see methods.Server.SessionStream).
-func (g *Gateway) serveSessionStream(w http.ResponseWriter, r *http.Request, ep endpoint, principal *commonv1.Principal) {
+func (g *Gateway) serveSessionStream(w http.ResponseWriter, r *http.Request, ep endpoint, principal *commonv1.Principal, cred streamCredential) {
 	ctx, span, rec := g.startRequest(r)
 	defer g.finishRequest(span, rec)
+	ctx, release := g.credStreams.hold(ctx, r, cred.audience, principal, cred.oidc)
+	defer release()
 	r = r.WithContext(ctx)
 	rec.era = mcpspec.EraLegacy
 	rec.setMethod(span, "GET")

@@ -1,0 +1,89 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
+	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+)
+
+// credentialStreams holds the notification streams open on this replica
+// (a Legacy session's GET stream, a Modern subscriptions/listen) with the
+// credential that opened each. A request answered at once is
+// authenticated when it comes; a stream would otherwise outlive its
+// credential by as long as it stays open. So a stream ends when a reload
+// of gateway.auth no longer authenticates its credential as the same
+// principal (a key removed, an issuer or audience changed), and one an
+// OIDC token opened ends at the token's expiry.
+type credentialStreams struct {
+	mu   sync.Mutex
+	open map[*credentialStream]struct{}
+}
+
+// streamCredential is how a request was authenticated, for the stream it
+// may open: the audience, and whether its bearer is an OIDC token.
+type streamCredential struct {
+	audience string
+	oidc     bool
+}
+
+// credentialStream is one open stream: the request that opened it (its
+// headers carry the credential), the audience it was authenticated for,
+// its principal, and how to end it.
+type credentialStream struct {
+	r         *http.Request
+	audience  string
+	principal string
+	end       context.CancelCauseFunc
+}
+
+var (
+	errCredentialRevoked = errors.New("the credential that opened this stream no longer authenticates")
+	errCredentialExpired = errors.New("the token that opened this stream expired")
+)
+
+// hold keeps r's stream, authenticated as p for audience, until release;
+// ctx ends when the credential stops authenticating, or expires (oidc:
+// the token's exp).
+func (c *credentialStreams) hold(ctx context.Context, r *http.Request, audience string, p *commonv1.Principal, oidc bool) (context.Context, func()) {
+	ctx, end := context.WithCancelCause(ctx)
+	stopExpiry := func() bool { return false }
+	if exp, ok := auth.TokenExpiry(r); ok && oidc {
+		stopExpiry = time.AfterFunc(time.Until(exp), func() { end(errCredentialExpired) }).Stop
+	}
+	s := &credentialStream{r: r, audience: audience, principal: session.PrincipalDigest(p), end: end}
+	c.mu.Lock()
+	if c.open == nil {
+		c.open = map[*credentialStream]struct{}{}
+	}
+	c.open[s] = struct{}{}
+	c.mu.Unlock()
+	return ctx, func() {
+		stopExpiry()
+		c.mu.Lock()
+		delete(c.open, s)
+		c.mu.Unlock()
+		end(nil)
+	}
+}
+
+// recheck ends every open stream whose credential a no longer
+// authenticates as the principal that opened it.
+func (c *credentialStreams) recheck(a auth.Authenticator) {
+	c.mu.Lock()
+	open := make([]*credentialStream, 0, len(c.open))
+	for s := range c.open {
+		open = append(open, s)
+	}
+	c.mu.Unlock()
+	for _, s := range open {
+		if p, err := a.Authenticate(s.r, s.audience); err != nil || session.PrincipalDigest(p) != s.principal {
+			s.end(errCredentialRevoked)
+		}
+	}
+}

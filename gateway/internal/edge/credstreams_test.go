@@ -1,0 +1,54 @@
+package edge
+
+import (
+	"bufio"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+)
+
+// TestStreamsEndWithTheirCredential: a reload that removes an API key ends
+// the notification streams it opened (a listen, a Legacy session's GET
+// stream), which otherwise went on delivering to a key now refused; the
+// streams of keys still in force go on.
+func TestStreamsEndWithTheirCredential(t *testing.T) {
+	b := startBackends(t)
+	cfg := testGatewayConfig(b)
+	gw, srv := startGateway(t, b, cfg)
+	url := srv.URL + "/mcp"
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	listen := func(key string) *bufio.Scanner {
+		_, lines := openStream(t, ctx, url, modernHeaders("subscriptions/listen", "Authorization", "Bearer "+key),
+			`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{`+modernMeta+`,"notifications":{"toolsListChanged":true}}}`)
+		if ack := nextData(t, lines); !strings.Contains(ack, "acknowledged") {
+			t.Fatalf("ack %s", ack)
+		}
+		return lines
+	}
+	alice, bob := listen("alice-key"), listen("bob-key")
+	_, aliceGet := openRequest(t, ctx, "GET", url, legacyHeaders("alice-key", initializeOn(t, url, "alice-key")), "")
+
+	next := &config.Config{Gateway: cfg}
+	next.Gateway.Auth.APIKeys = []config.APIKey{cfg.Auth.APIKeys[1]} // bob's alone
+	if err := gw.Reload(next); err != nil {
+		t.Fatal(err)
+	}
+	for name, lines := range map[string]*bufio.Scanner{"listen": alice, "GET stream": aliceGet} {
+		for lines.Scan() {
+			// Keep-alives and priming events until it ends.
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("alice's %s outlived her removed key", name)
+		}
+	}
+	// Bob's stream goes on: its keep-alives keep coming.
+	for range 2 {
+		if d := nextData(t, bob); !strings.HasPrefix(d, ":") {
+			t.Fatalf("bob's stream: %q", d)
+		}
+	}
+}
