@@ -253,32 +253,40 @@ func (s *Snapshot) indexUI(named map[string][]string) {
 // for another spelling of an advertised page (a query or fragment added,
 // a slash doubled), the page's.
 func (s *Snapshot) uiEntryOf(uri string) *uiEntry {
-	if e := s.ui[uri]; e != nil || !isUI(uri) {
+	if e := s.ui[CanonicalURI(uri)]; e != nil || !isUI(uri) {
 		return e
 	}
 	return s.uiPages[pageKey(uri)]
 }
 
 // pageKey is the page a ui:// URI names, as a server that serves pages by
-// their path finds it: without query or fragment, and with empty path
-// segments dropped.
+// their path may find it: without query or fragment, its escapes decoded
+// (an escaped slash or dot included), backslashes taken for slashes, and
+// empty, "." and ".." segments resolved, never above the backend's name.
 func pageKey(uri string) string {
-	if end := strings.IndexAny(uri, "?#"); end >= 0 {
-		uri = uri[:end]
-	}
 	rest := uri[len(uiScheme):]
-	var b strings.Builder
-	b.WriteString(uiScheme)
-	for seg := range strings.SplitSeq(rest, "/") {
-		if seg == "" {
-			continue
+	for range 2 {
+		// Once as written, once as a server that decodes first reads it.
+		if end := strings.IndexAny(rest, "?#"); end >= 0 {
+			rest = rest[:end]
 		}
-		if b.Len() > len(uiScheme) {
-			b.WriteByte('/')
+		if decoded, err := url.PathUnescape(rest); err == nil {
+			rest = decoded
 		}
-		b.WriteString(seg)
 	}
-	return b.String()
+	var segs []string
+	for seg := range strings.SplitSeq(strings.ReplaceAll(rest, "\\", "/"), "/") {
+		switch seg {
+		case "", ".":
+		case "..":
+			if len(segs) > 1 {
+				segs = segs[:len(segs)-1]
+			}
+		default:
+			segs = append(segs, seg)
+		}
+	}
+	return uiScheme + strings.Join(segs, "/")
 }
 
 // namedUIs are the UIs (as advertised) that the tools of l name, before

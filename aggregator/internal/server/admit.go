@@ -217,6 +217,13 @@ func (s *Server) route(ctx context.Context, server string, k catalog.Kind, key s
 		a.owner = t.Owner()
 	case catalog.KindResources:
 		a.owner = s.resourceOwner(snap, key)
+		if r, ok := snap.Resource(key); ok && r.Backend == a.owner {
+			// A resource the listing holds is filtered and authorized
+			// under the URI it is listed by, as the listing did, whatever
+			// spelling named it: a policy written for the listed URI
+			// holds for every spelling of it.
+			key = r.Key
+		}
 	}
 	// The listing applied the server's filters to what it listed; a
 	// resource read through a template is a URI the listing never held,

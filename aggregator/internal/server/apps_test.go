@@ -233,7 +233,8 @@ aggregator:
 	// Whether the backend serves the spelling (the template matches it).
 	for uri, served := range map[string]bool{"ui://maps/app/secret.html": true, "ui://maps/app/secret.html?": true,
 		"ui://maps/app/secret.html#x": true, "ui://maps/app//secret.html": true, "ui://maps//app/secret.html/": false,
-		"ui://maps/app/x/../secret.html": true} {
+		"ui://maps/app/x/../secret.html": true, "ui://maps/app/%2Fsecret.html": false, "ui://maps/app/x%2F..%2Fsecret.html": false,
+		"ui://maps/app/%2e/secret.html": true, `ui://maps/app\secret.html`: false} {
 		resp, err := h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Principal: carol, Uri: uri})
 		if status.Code(err) != codes.NotFound {
 			t.Errorf("carol, who may not call maps_secret, reads its page as %q: %v %s", uri, err, resp.GetResultJson())

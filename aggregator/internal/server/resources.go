@@ -50,9 +50,10 @@ func (s *Server) readResource(ctx context.Context, req *aggregatorv1.ReadResourc
 		if err != nil {
 			return nil, err
 		}
-		// call.Name is the URI under the backend's name for it.
-		if orig := call.Name; orig != uri {
-			res.JSON = string(contentsUnder([]byte(res.JSON), orig, uri))
+		// call.Name is the URI under the backend's name for it; the
+		// client gets its contents under the URI it asked for.
+		if orig := call.Name; orig != req.GetUri() {
+			res.JSON = string(contentsUnder([]byte(res.JSON), orig, req.GetUri()))
 		}
 		return &aggregatorv1.ReadResourceResponse{ResultJson: res.JSON, ResultType: resultType(res.ResultType), Backend: a.b.Name()}, nil
 	})

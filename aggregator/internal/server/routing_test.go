@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mcp/switchboard/services/backenderr"
 	"github.com/switchboard-mcp/switchboard/services/config"
@@ -294,11 +295,19 @@ func TestListedResourcesReadAsListed(t *testing.T) {
 			})
 		}
 	}})
+	// Bob may not read the notes, forbidden by their listed URI.
 	h := startAggregator(t, parseConfig(t, `
 aggregator:
+  authz: {policyFile: `+writeFile(t, "policy.cedar", `permit (principal, action, resource);
+forbid (principal == User::"bob", action, resource == Resource::"docs://items/%7Euser/notes");`)+`}
   backends:
     - {name: docs, url: `+docs.url()+`}
 `))
+	for _, uri := range []string{"docs://items/%7Euser/notes", "docs://items/~user/notes", "docs://items/%7euser/./notes"} {
+		if _, err := h.gateway.ReadResource(context.Background(), &aggregatorv1.ReadResourceRequest{Principal: principal("bob"), Uri: uri}); status.Code(err) != codes.NotFound {
+			t.Errorf("bob, forbidden the notes by their listed URI, reads them as %s: %v", uri, err)
+		}
+	}
 	for uri, asked := range map[string]string{
 		"docs://Items/Readme":          "docs://Items/Readme",
 		"docs://Items/./Readme":        "docs://Items/Readme",
@@ -307,8 +316,8 @@ aggregator:
 		"docs://items/%7euser/./notes": "docs://items/%7Euser/notes",
 	} {
 		resp, err := h.gateway.ReadResource(context.Background(), &aggregatorv1.ReadResourceRequest{Principal: principal("alice"), Uri: uri})
-		if err != nil || !strings.Contains(resp.GetResultJson(), `"asked for `+asked+`"`) {
-			t.Errorf("read of %s: %v %.200s; want the backend asked for %s", uri, err, resp.GetResultJson(), asked)
+		if err != nil || !strings.Contains(resp.GetResultJson(), `"asked for `+asked+`"`) || !strings.Contains(resp.GetResultJson(), `"uri":"`+uri+`"`) {
+			t.Errorf("read of %s: %v %.200s; want the backend asked for %s, the contents under %s", uri, err, resp.GetResultJson(), asked, uri)
 		}
 	}
 }
