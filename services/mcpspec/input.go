@@ -17,7 +17,8 @@ import (
 func InputNeeds(method string, params json.RawMessage) []string {
 	switch method {
 	case "elicitation/create":
-		if mode, _ := member(params, "mode"); string(mode) == `"url"` {
+		// Any mode but a form's needs more than forms: fail closed.
+		if mode, ok := member(params, "mode"); ok && stringValue(mode) != "form" {
 			return []string{"elicitation.url"}
 		}
 		return []string{"elicitation.form"}
@@ -26,7 +27,7 @@ func InputNeeds(method string, params json.RawMessage) []string {
 		if declaredValue(params, "tools") || declaredValue(params, "toolChoice") {
 			needs = append(needs, "sampling.tools")
 		}
-		if ctx, _ := member(params, "includeContext"); string(ctx) == `"thisServer"` || string(ctx) == `"allServers"` {
+		if ctx, ok := member(params, "includeContext"); ok && stringValue(ctx) != "none" {
 			needs = append(needs, "sampling.context")
 		}
 		return needs
@@ -69,6 +70,14 @@ func member(obj json.RawMessage, name string) (json.RawMessage, bool) {
 	}
 	v, ok := fields[name]
 	return v, ok && string(v) != "null"
+}
+
+// stringValue is v decoded as a JSON string (escapes and all), "" when it
+// is not one.
+func stringValue(v json.RawMessage) string {
+	var s string
+	_ = json.Unmarshal(v, &s)
+	return s
 }
 
 // declaredValue reports whether obj has member name, not null.

@@ -17,6 +17,10 @@ func TestInputNeedsAndDeclares(t *testing.T) {
 		{"sampling/createMessage", `{"messages":[]}`, []string{"sampling"}},
 		{"sampling/createMessage", `{"tools":[],"includeContext":"allServers"}`, []string{"sampling", "sampling.tools", "sampling.context"}},
 		{"sampling/createMessage", `{"tools":null,"includeContext":"none"}`, []string{"sampling"}},
+		{"elicitation/create", `{"mode":"\u0075rl"}`, []string{"elicitation.url"}},
+		{"elicitation/create", `{"mode":"\u0066orm"}`, []string{"elicitation.form"}},
+		{"elicitation/create", `{"mode":"something new"}`, []string{"elicitation.url"}},
+		{"sampling/createMessage", `{"includeContext":"\u0061llServers"}`, []string{"sampling", "sampling.context"}},
 		{"roots/list", `{}`, []string{"roots"}},
 		{"tools/call", `{}`, nil},
 	} {
