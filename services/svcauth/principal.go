@@ -2,6 +2,8 @@ package svcauth
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 
@@ -26,8 +28,16 @@ const (
 	MaxGroupsBytes = 64 << 10
 )
 
-// checkBounds refuses a principal past its bounds.
-func checkBounds(p *commonv1.Principal) error {
+// CheckPrincipal refuses a principal past its bounds, or whose subject or
+// a group holds a control character: caches, buckets and held calls are
+// keyed by them, and no identity provider names anyone with a NUL. The
+// gateway applies it to the principals it authenticates, every service
+// to those a request names.
+func CheckPrincipal(p *commonv1.Principal) error {
+	if hasControl(p.GetSubject()) || slices.ContainsFunc(p.GetGroups(), hasControl) {
+		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT,
+			"the principal's subject or a group holds a control character")
+	}
 	if len(p.GetSubject()) > MaxSubjectBytes {
 		return apierr.New(codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT,
 			fmt.Sprintf("the principal's subject is longer than %d bytes", MaxSubjectBytes))
@@ -50,4 +60,9 @@ func checkBounds(p *commonv1.Principal) error {
 			fmt.Sprintf("the principal's groups are longer than %d bytes together", MaxGroupsBytes))
 	}
 	return nil
+}
+
+// hasControl reports whether s holds an ASCII control character.
+func hasControl(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })
 }

@@ -38,6 +38,8 @@ func TestResolveBoundsThePrincipal(t *testing.T) {
 		"one group too many":        {Subject: "alice", Groups: manyGroups(MaxGroups+1, 8)},
 		"a million repeated groups": {Subject: "alice", Groups: strings.Split(strings.Repeat("eng,", 1<<20), ",")},
 		"groups over their bytes":   {Subject: "alice", Groups: manyGroups(MaxGroupsBytes/MaxGroupBytes+1, MaxGroupBytes)},
+		"a NUL in the subject":      {Subject: "alice\x00admins", Groups: []string{"x"}},
+		"a control in a group":      {Subject: "alice", Groups: []string{"ops\nadmins"}},
 	}
 	edge := Caller{Name: "gateway", AssertPrincipals: true}
 	for _, p := range atBounds {

@@ -316,7 +316,7 @@ type principalCarrier interface {
 // principal past its bounds (MaxSubjectBytes, MaxGroups, MaxGroupBytes,
 // MaxGroupsBytes) is INVALID_ARGUMENT.
 func Resolve(c Caller, requested *commonv1.Principal) (*commonv1.Principal, error) {
-	if err := checkBounds(requested); err != nil {
+	if err := CheckPrincipal(requested); err != nil {
 		return nil, err
 	}
 	if c.AssertPrincipals {

@@ -38,9 +38,17 @@ func (e *Engine) View(snap *catalog.Snapshot, p *commonv1.Principal) *catalog.Vi
 	groups = slices.Compact(groups)
 	ap := authz.Principal{Subject: p.GetSubject(), Groups: groups}
 	// Principal keys start with "user:" so no principal can ever be handed
-	// the unfiltered view cached under fullViewKey.
-	key := "user:" + ap.Subject + "\x00" + strings.Join(groups, "\x00")
-	return snap.View(key, func(k catalog.Kind, key, backend string) bool {
+	// the unfiltered view cached under fullViewKey; their fields are
+	// length-prefixed, so that no subject or group can spell another
+	// principal's key (a subject "alice\x00admins" with no groups is not
+	// alice in admins).
+	var b strings.Builder
+	b.WriteString("user:")
+	writeField(&b, ap.Subject)
+	for _, g := range groups {
+		writeField(&b, g)
+	}
+	return snap.View(b.String(), func(k catalog.Kind, key, backend string) bool {
 		return allowed(az, ap, k, snap.PolicyName(k, key), backend, snap.Server)
 	})
 }
@@ -92,18 +100,21 @@ func decisionKey(p *commonv1.Principal, k catalog.Kind, key string) string {
 		n += len(g) + 4
 	}
 	b.Grow(n)
-	writeField := func(s string) {
-		b.WriteString(strconv.Itoa(len(s)))
-		b.WriteByte(':')
-		b.WriteString(s)
-	}
 	b.WriteByte(byte('0' + k))
-	writeField(key)
-	writeField(p.GetSubject())
+	writeField(&b, key)
+	writeField(&b, p.GetSubject())
 	for _, g := range p.GetGroups() {
-		writeField(g)
+		writeField(&b, g)
 	}
 	return b.String()
+}
+
+// writeField writes s to b after its length: fields so written never run
+// into each other, whatever bytes they hold.
+func writeField(b *strings.Builder, s string) {
+	b.WriteString(strconv.Itoa(len(s)))
+	b.WriteByte(':')
+	b.WriteString(s)
 }
 
 // Owner checks that principal p may use the item of kind k with key, owned

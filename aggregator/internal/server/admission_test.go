@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -424,9 +425,11 @@ servers:
 		_, err := read(uri)
 		wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
 	}
+	// The backend is asked for the canonical form; the client gets the
+	// contents under the URI it asked for.
 	got, err := read("docs://files/secret/../pub/b")
-	if err != nil || !strings.Contains(got, `"uri":"docs://files/pub/b"`) {
-		t.Fatalf("read of a kept file through dot segments: %v %s, want docs://files/pub/b asked for", err, got)
+	if err != nil || !strings.Contains(got, `"contents of /pub/b"`) || !strings.Contains(got, `"uri":"docs://files/secret/../pub/b"`) {
+		t.Fatalf("read of a kept file through dot segments: %v %s, want /pub/b under the URI asked for", err, got)
 	}
 }
 
@@ -450,4 +453,34 @@ func readTrail(t *testing.T, file string) []audit.Event {
 		events = append(events, e)
 	}
 	return events
+}
+
+// TestViewsOfPrincipalsSpelledAlike: a principal is never handed another's
+// view. A subject "alice\x00admins" in group x once got the view cached
+// for alice in admins and x (and its own, empty, view was served to her
+// when it came first): a principal with a control character is refused
+// now, and views are cached under keys no principal can spell alike.
+func TestViewsOfPrincipalsSpelledAlike(t *testing.T) {
+	tickets := newTestBackend(t, "tickets", backendOptions{tools: []string{"get"}})
+	h := startAggregatorFile(t, `
+aggregator:
+  authz: {policyFile: `+writeFile(t, "policy.cedar", `permit (principal in Group::"admins", action, resource);`)+`}
+  backends:
+    - {name: tickets, url: `+tickets.url()+`}
+`)
+	alice := &commonv1.Principal{Subject: "alice", Groups: []string{"admins", "x"}}
+	mallory := &commonv1.Principal{Subject: "alice\x00admins", Groups: []string{"x"}}
+	list := func(p *commonv1.Principal) error {
+		_, err := h.gateway.ListTools(context.Background(), &aggregatorv1.ListToolsRequest{Principal: p})
+		return err
+	}
+	if err := list(mallory); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a subject with a NUL: %v, want INVALID_ARGUMENT", err)
+	}
+	if got := listToolNames(t, h.gateway, alice, 0); !slices.Contains(got, "tickets_get") {
+		t.Fatalf("alice, listing after mallory, sees %v", got)
+	}
+	if err := list(mallory); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a subject with a NUL, after alice: %v", err)
+	}
 }

@@ -13,8 +13,11 @@ import (
 	"net/http"
 	"strings"
 
+	"google.golang.org/grpc/status"
+
 	"github.com/switchboard-mcp/switchboard/services/config"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
 // ErrUnauthenticated means the request carries no valid credential. Its
@@ -69,7 +72,11 @@ func newAPIKeys(keys []config.APIKey) (apiKeys, error) {
 		if _, dup := table[sum]; dup {
 			return nil, fmt.Errorf("gateway.auth.apiKeys[%d]: duplicate key", i)
 		}
-		table[sum] = &commonv1.Principal{Subject: k.Subject, Groups: append([]string(nil), k.Groups...)}
+		p := &commonv1.Principal{Subject: k.Subject, Groups: append([]string(nil), k.Groups...)}
+		if err := svcauth.CheckPrincipal(p); err != nil {
+			return nil, fmt.Errorf("gateway.auth.apiKeys[%d]: %s", i, status.Convert(err).Message())
+		}
+		table[sum] = p
 	}
 	return table, nil
 }

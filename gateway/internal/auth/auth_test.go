@@ -6,9 +6,11 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,6 +52,7 @@ func TestAPIKeys(t *testing.T) {
 		{Mode: "apiKeys"},
 		{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "k", Subject: ""}}},
 		{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "k", Subject: "a"}, {Key: "k", Subject: "b"}}},
+		{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "k", Subject: "alice\x00admins"}}},
 		{Mode: "ldap"},
 		{Mode: "oidc"},
 	} {
@@ -146,8 +149,26 @@ func TestOIDC(t *testing.T) {
 	c = good
 	c.Subject = ""
 	bad["no subject"] = c
+	c = good
+	c.Subject = "alice\x00admins"
+	bad["a subject with a NUL"] = c
 	for name, claims := range bad {
 		if _, err := o.Authenticate(request(is.token(t, "k2", claims, nil)), ""); !errors.Is(err, ErrUnauthenticated) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// A principal the services would refuse, or a token too large to bind
+	// to it, is refused here rather than failing every request after it.
+	many := make([]string, 2000)
+	for i := range many {
+		many[i] = fmt.Sprintf("group-%d", i)
+	}
+	for name, extra := range map[string]map[string]any{
+		"2,000 groups":       {"groups": many},
+		"a group with a NUL": {"groups": []string{"ops\x00admins"}},
+		"a 20 KiB token":     {"pad": strings.Repeat("x", 20<<10)},
+	} {
+		if _, err := o.Authenticate(request(is.token(t, "k2", good, extra)), ""); !errors.Is(err, ErrUnauthenticated) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/callerid"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
 // acceptedAlgorithms are the asymmetric JWS algorithms OIDC providers use.
@@ -153,7 +154,14 @@ func (o *OIDC) verify(ctx context.Context, raw, audience string) (*commonv1.Prin
 	}
 	// The one rule of claims to principal, which the aggregator applies
 	// again to bind the forwarded token to the principal (callerid.Bound).
-	return callerid.FromClaims(extra, o.groupsClaim), extra, nil
+	// A principal the services would refuse (past their bounds, a control
+	// character), or a token too large to bind, is refused here, at the
+	// edge, rather than failing every request after it.
+	p := callerid.FromClaims(extra, o.groupsClaim)
+	if len(raw) > callerid.MaxToken || svcauth.CheckPrincipal(p) != nil {
+		return nil, nil, ErrUnauthenticated
+	}
+	return p, extra, nil
 }
 
 // TokenExpiry is the expiry of r's bearer token, a JWT that Authenticate
