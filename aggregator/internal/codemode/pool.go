@@ -39,8 +39,8 @@ type CallFunc func(ctx context.Context, tool string, arguments json.RawMessage) 
 
 // Pool runs programs in runner processes, one program at a time each, at
 // most size at once, and at most half of them (at least one) for one
-// caller: a caller sending programs faster than they end waits for its
-// own, while others still find runners. A runner is started when first
+// caller but the anonymous one: a caller sending programs faster than
+// they end waits for its own, while others still find runners. A runner is started when first
 // needed and kept for the next program, unless its program ended it (a
 // bound it could not survive, a crash) or the memory bound changed.
 type Pool struct {
@@ -93,17 +93,21 @@ func (p *Pool) Close() {
 // it. The Result says how the program ended, a bound it reached included;
 // an error is the pool's (busy, a runner that cannot start).
 func (p *Pool) Run(ctx context.Context, caller, program string, tools []string, b Bounds, call CallFunc) (Result, error) {
-	slots, done := p.slotsOf(caller)
-	defer done()
 	wait := time.NewTimer(b.Timeout)
 	defer wait.Stop()
-	select {
-	case slots <- struct{}{}:
-		defer func() { <-slots }()
-	case <-wait.C:
-		return Result{}, ErrBusy
-	case <-ctx.Done():
-		return Result{}, ErrBusy
+	// The anonymous principal ("") is every client of a gateway without
+	// authentication: sharing among them is not by principal.
+	if caller != "" {
+		slots, done := p.slotsOf(caller)
+		defer done()
+		select {
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
+		case <-wait.C:
+			return Result{}, ErrBusy
+		case <-ctx.Done():
+			return Result{}, ErrBusy
+		}
 	}
 	var r *runner
 	select {

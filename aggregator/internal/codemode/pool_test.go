@@ -362,7 +362,22 @@ func TestCallersShareTheRunners(t *testing.T) {
 	if res, err := p.Run(context.Background(), "bob", "result = 2\n", nil, testBounds(), nil); err != nil || string(res.Value) != "2" {
 		t.Fatalf("another caller's program: %+v %v", res, err)
 	}
+	// The anonymous principal (every client of a gateway without
+	// authentication) is held to no share: its second program runs.
+	anonRelease, anonStarted := make(chan struct{}), make(chan struct{})
+	go func() {
+		_, _ = p.Run(context.Background(), "", "weather_forecast(city=\"Oslo\")\n", []string{"weather_forecast"}, testBounds(), func(context.Context, string, json.RawMessage) Answer {
+			close(anonStarted)
+			<-anonRelease
+			return Answer{Value: json.RawMessage(`{}`)}
+		})
+	}()
 	close(release)
+	<-anonStarted
+	if res, err := p.Run(context.Background(), "", "result = 4\n", nil, testBounds(), nil); err != nil || string(res.Value) != "4" {
+		t.Fatalf("the anonymous principal's second program: %+v %v", res, err)
+	}
+	close(anonRelease)
 	if res, err := p.Run(context.Background(), "mallory", "result = 3\n", nil, testBounds(), nil); err != nil || string(res.Value) != "3" {
 		t.Fatalf("the caller's program after its first: %+v %v", res, err)
 	}
