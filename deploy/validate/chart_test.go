@@ -137,7 +137,7 @@ func TestChartToggles(t *testing.T) {
 				t.Error("an empty ingress.clusterIssuer still sets the annotation")
 			}
 		}},
-		{"a Cedar policy", []string{"--set-string", "files.policy\\.cedar=permit (principal\\, action\\, resource);",
+		{"a Cedar policy", []string{"--set-string", "files.policy\\.cedar=  // indented first line\npermit (principal\\, action\\, resource);",
 			"--set", "config.aggregator.authz.policyFile=/etc/switchboard/policy.cedar"}, func(t *testing.T, r *Render) {
 			if cm := r.configMap("switchboard-config"); cm == nil || !strings.Contains(cm.Data["policy.cedar"], "permit") {
 				t.Error("the policy is not in the configuration's ConfigMap")
