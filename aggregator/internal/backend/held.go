@@ -89,6 +89,8 @@ type heldCall struct {
 	key     string
 	round   int
 	timer   *time.Timer
+	// reasked counts the times the pending question was asked again.
+	reasked int
 	// relay hands the backend's notifications to the caller of the round
 	// in progress: the call's, then each retry's.
 	relay relay
@@ -198,15 +200,18 @@ func (c *Client) ResumeHeld(ctx context.Context, state, owner string, responses 
 		return nil, ErrHeldCallGone
 	}
 	reply := responses[h.key]
-	if !answers(h.pending.method, reply) {
+	if !answers(h.pending.method, reply) && h.reasked < maxReasks {
 		// The retry does not answer the question (no answer under its
 		// key, or not one of the kind asked): the call stays held and
 		// the question is asked again, in a round of its own, as a
 		// server asks again for what is still missing, rather than
-		// failing the backend's call on the client's slip.
+		// failing the backend's call on the client's slip. A few times:
+		// a client that never answers does not hold the call for good.
+		h.reasked++
 		h.round++
 		h.key = fmt.Sprintf("input-%d", h.round)
-		h.timer.Reset(c.cfg.InputWait)
+		h.timer.Stop()
+		c.armExpiry(h)
 		again := &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{h.key: h.pending.params}, RequestState: c.heldState(h)}
 		c.heldMu.Unlock()
 		return c.redactToolResult(context.WithValue(ctx, callerKey{}, h.cred), again)
@@ -255,14 +260,14 @@ func (c *Client) await(ctx context.Context, h *heldCall) (*mcp.CallToolResult, e
 		return c.redactToolResult(wait, o.res)
 	case q := <-h.asks:
 		h.round++
-		h.pending, h.key = q, fmt.Sprintf("input-%d", h.round)
+		h.pending, h.key, h.reasked = q, fmt.Sprintf("input-%d", h.round), 0
 		c.heldMu.Lock()
 		if err := c.holdLocked(h); err != nil {
 			c.heldMu.Unlock()
 			h.cancel()
 			return nil, err
 		}
-		h.timer = time.AfterFunc(c.cfg.InputWait, func() { c.expire(h.id) })
+		c.armExpiry(h)
 		c.heldMu.Unlock()
 		// The backend's question goes to the client with its secrets cut
 		// out; the backend gets the client's answer as it is.
@@ -277,10 +282,25 @@ func (c *Client) await(ctx context.Context, h *heldCall) (*mcp.CallToolResult, e
 	}
 }
 
-// expire cancels a held call whose retry did not come in time.
-func (c *Client) expire(id string) {
+// maxReasks bounds how often one question of a held call is asked again
+// for retries that do not answer it.
+const maxReasks = 3
+
+// armExpiry ends h's current round after InputWait unless a retry comes.
+// Call with heldMu held.
+func (c *Client) armExpiry(h *heldCall) {
+	round := h.round
+	h.timer = time.AfterFunc(c.cfg.InputWait, func() { c.expire(h.id, round) })
+}
+
+// expire cancels a held call whose retry of round did not come in time;
+// a round asked again since has a timer of its own.
+func (c *Client) expire(id string, round int) {
 	c.heldMu.Lock()
-	h := c.unholdLocked(id)
+	var h *heldCall
+	if held := c.held[id]; held != nil && held.round == round {
+		h = c.unholdLocked(id)
+	}
 	c.heldMu.Unlock()
 	if h != nil {
 		c.log.Info("held call cancelled: the client's input did not come in time", "wait", c.cfg.InputWait)

@@ -205,7 +205,6 @@ func TestHeldQuestionAskedAgainUntilAnswered(t *testing.T) {
 		t.Fatalf("first round: %v %v", res, err)
 	}
 	for _, wrong := range []func(key string) map[string]json.RawMessage{
-		func(string) map[string]json.RawMessage { return nil },
 		func(string) map[string]json.RawMessage {
 			return map[string]json.RawMessage{"other": json.RawMessage(`{"action":"accept"}`)}
 		},
@@ -236,5 +235,24 @@ func TestHeldQuestionAskedAgainUntilAnswered(t *testing.T) {
 	done, err := c.ResumeHeld(ctx, res.RequestState, "alice", map[string]json.RawMessage{key: json.RawMessage(`{"action":"accept","content":{}}`)}, Notify{})
 	if err != nil || len(done.Content) != 1 || done.Content[0].(*mcp.TextContent).Text != "accept" {
 		t.Fatalf("the answer at last: %+v %v", done, err)
+	}
+	// A client that never answers does not hold the call for good: past
+	// three questions asked again, the call ends.
+	res, err = c.CallToolAsking(ctx, &mcp.CallToolParams{Name: "confirm"}, caps, "alice", Notify{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range maxReasks + 1 {
+		next, err := c.ResumeHeld(ctx, res.RequestState, "alice", nil, Notify{})
+		if i < maxReasks {
+			if err != nil || len(next.InputRequests) != 1 {
+				t.Fatalf("unanswered retry %d: %+v %v, want the question again", i+1, next, err)
+			}
+			res = next
+			continue
+		}
+		if err == nil && len(next.InputRequests) > 0 {
+			t.Fatalf("unanswered retry %d: the question once more, want the call ended", i+1)
+		}
 	}
 }
