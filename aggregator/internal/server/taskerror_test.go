@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 )
 
@@ -35,7 +36,8 @@ func TestKeptErrorIsBounded(t *testing.T) {
 }
 
 // TestTaskOfSaysWhenItsResultIsAnError: a completed task whose result is
-// a tool error says so (2025-11-25 calls it failed); one whose result is
+// a tool error says so (2025-11-25 calls it failed), in a tasks/get and
+// on a page of tasks/list, which holds no result; one whose result is
 // not, or that is not completed, does not.
 func TestTaskOfSaysWhenItsResultIsAnError(t *testing.T) {
 	for _, c := range []struct {
@@ -50,6 +52,15 @@ func TestTaskOfSaysWhenItsResultIsAnError(t *testing.T) {
 		rec := &indexerv1.TaskRecord{Status: c.status, ResultJson: c.result}
 		if got := taskOf(taskCall{ID: "t1.x"}, rec, false).GetResultIsError(); got != c.want {
 			t.Errorf("%s %s: result_is_error %v, want %v", c.status, c.result, got, c.want)
+		}
+		// A page of tasks/list holds no result: what settle wrote of it
+		// says the same.
+		tr := &taskRunner{cfg: config.Tasks{MaxResultBytes: 1 << 20}}
+		settled := &indexerv1.TaskRecord{}
+		tr.settle(settled, 0, roundOutcome{resp: &aggregatorv1.CallToolResponse{ResultJson: c.result}})
+		settled.ResultJson = ""
+		if got := taskOf(taskCall{ID: "t1.x"}, settled, false).GetResultIsError(); c.status == "completed" && got != c.want {
+			t.Errorf("%s, settled and listed without its result: result_is_error %v, want %v", c.result, got, c.want)
 		}
 	}
 }

@@ -307,6 +307,9 @@ func (t *taskRunner) keptState(key string, bt *backendTaskState) (*indexerv1.Adv
 			return unkept(fmt.Sprintf("has a result of %d bytes, larger than a task keeps (aggregator.tasks.maxResultBytes)", len(bt.Result)))
 		}
 		adv.ResultJson = string(bt.Result)
+		if adv.StatusMessage == "" && resultIsError(bt.Result) {
+			adv.StatusMessage = toolErrorMessage
+		}
 	case "failed":
 		var e struct {
 			Code    *int64          `json:"code"`

@@ -22,6 +22,7 @@ import (
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
@@ -428,6 +429,20 @@ func (t *taskRunner) settle(rec *indexerv1.TaskRecord, round uint32, out roundOu
 		return
 	}
 	rec.Status, rec.ResultJson = "completed", string(result)
+	if resultIsError(result) {
+		rec.StatusMessage = toolErrorMessage
+	}
+}
+
+// toolErrorMessage is the status message of a task completed with a tool
+// error (isError): the record says so where its result is not read (a
+// page of tasks/list), and 2025-11-25 calls such a task failed.
+const toolErrorMessage = "the tool reported an error"
+
+// resultIsError reports whether a CallToolResult is a tool error.
+func resultIsError(result []byte) bool {
+	isError, _ := rawjson.Get(result, "isError")
+	return string(isError) == "true"
 }
 
 // rawOrNil is s as raw JSON, nil when empty.

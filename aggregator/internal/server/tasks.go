@@ -346,8 +346,7 @@ func taskOf(call taskCall, rec *indexerv1.TaskRecord, detailed bool) *aggregator
 		CreatedAt: rec.GetCreatedAt(), LastUpdatedAt: rec.GetUpdatedAt(), PollIntervalMs: int64(rec.GetPollIntervalMs()),
 		Tool: rec.GetTool(), TtlMs: call.TTLMs}
 	if rec.GetStatus() == mcpspec.TaskCompleted {
-		isError, _ := rawjson.Get([]byte(rec.GetResultJson()), "isError")
-		t.ResultIsError = string(isError) == "true"
+		t.ResultIsError = rec.GetStatusMessage() == toolErrorMessage || resultIsError([]byte(rec.GetResultJson()))
 	}
 	if !detailed {
 		return t
