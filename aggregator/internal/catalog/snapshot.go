@@ -339,6 +339,7 @@ func build[T any, M any](naming *Naming, kind Kind, backends []string, items fun
 ) []Item[M] {
 	type candidate struct {
 		backend string
+		adv     string // its advertised key
 		item    *T
 		raw     []byte // as listed; nil when the lists were made in code
 	}
@@ -361,30 +362,37 @@ func build[T any, M any](naming *Naming, kind Kind, backends []string, items fun
 			if adv == "" || !spec.keeps(kind, adv) {
 				continue
 			}
-			if first, dup := seen[adv]; dup {
+			// A resource is claimed by its canonical URI: two spellings
+			// of one URI name one resource, which two backends cannot
+			// both serve.
+			claimed := adv
+			if kind == KindResources {
+				claimed = CanonicalURI(adv)
+			}
+			if first, dup := seen[claimed]; dup {
 				// A backend that lists one key twice keeps its first
-				// entry; two of its keys under one name (an override
+				// entry; two of its tools under one name (an override
 				// renamed one onto the other) keep neither, as a conflict
 				// would, rather than whichever it listed first.
-				if first != key(it) && !slices.Contains(clashes, adv) {
-					clashes = append(clashes, adv)
-					*conflicts = append(*conflicts, Conflict{Kind: kind, Name: adv, Backends: []string{b, b}})
+				if kind == KindTools && first != key(it) && !slices.Contains(clashes, claimed) {
+					clashes = append(clashes, claimed)
+					*conflicts = append(*conflicts, Conflict{Kind: kind, Name: claimed, Backends: []string{b, b}})
 				}
 				continue
 			}
-			seen[adv] = key(it)
-			claims[adv] = append(claims[adv], claim{backend: b, index: len(cands)})
-			cands = append(cands, candidate{backend: b, item: it, raw: raw})
+			seen[claimed] = key(it)
+			claims[claimed] = append(claims[claimed], claim{backend: b, index: len(cands)})
+			cands = append(cands, candidate{backend: b, adv: adv, item: it, raw: raw})
 		}
-		for _, adv := range clashes {
-			if claims[adv] = slices.DeleteFunc(claims[adv], func(c claim) bool { return c.backend == b }); len(claims[adv]) == 0 {
-				delete(claims, adv)
+		for _, claimed := range clashes {
+			if claims[claimed] = slices.DeleteFunc(claims[claimed], func(c claim) bool { return c.backend == b }); len(claims[claimed]) == 0 {
+				delete(claims, claimed)
 			}
 		}
 	}
 	out := make([]Item[M], 0, len(claims))
-	for adv, cl := range claims {
-		w, c := naming.resolve(kind, adv, cl)
+	for claimed, cl := range claims {
+		w, c := naming.resolve(kind, claimed, cl)
 		if c != nil {
 			*conflicts = append(*conflicts, *c)
 		}
@@ -392,13 +400,13 @@ func build[T any, M any](naming *Naming, kind Kind, backends []string, items fun
 			continue
 		}
 		cand := cands[cl[w].index]
-		it, ok := cache[cand.backend][adv]
+		it, ok := cache[cand.backend][cand.adv]
 		if !ok {
-			it = newItem(cand.item, cand.raw, adv, cand.backend, key, toMsg)
+			it = newItem(cand.item, cand.raw, cand.adv, cand.backend, key, toMsg)
 			if cache[cand.backend] == nil {
 				cache[cand.backend] = map[string]Item[M]{}
 			}
-			cache[cand.backend][adv] = it
+			cache[cand.backend][cand.adv] = it
 		}
 		out = append(out, it)
 	}

@@ -321,3 +321,44 @@ forbid (principal == User::"bob", action, resource == Resource::"docs://items/%7
 		}
 	}
 }
+
+// TestTwoSpellingsOfOneResourceConflict: two backends listing one URI
+// under two spellings list one resource, which both cannot serve: a
+// conflict, as for the same spelling (a read of one's exact URI was once
+// served by the other, with nothing reported).
+func TestTwoSpellingsOfOneResourceConflict(t *testing.T) {
+	lists := func(uri string) func(*testBackend) {
+		return func(b *testBackend) {
+			b.server.AddResource(&mcp.Resource{URI: uri, Name: uri}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: b.name}}}, nil
+			})
+		}
+	}
+	alpha := newTestBackend(t, "alpha", backendOptions{extra: lists("docs://x/%7Ea")})
+	beta := newTestBackend(t, "beta", backendOptions{extra: lists("docs://x/~a")})
+	h := startAggregator(t, parseConfig(t, `
+aggregator:
+  backends:
+    - {name: alpha, url: `+alpha.url()+`}
+    - {name: beta, url: `+beta.url()+`}
+`))
+	ctx := context.Background()
+	bk, err := h.operator.ListBackends(ctx, &aggregatorv1.ListBackendsRequest{Principal: principal("alice")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, c := range bk.GetConflicts() {
+		found = found || c.GetKind() == "resources" && c.GetName() == "docs://x/~a"
+	}
+	if !found {
+		t.Errorf("conflicts %v, want docs://x/~a", bk.GetConflicts())
+	}
+	res, err := h.gateway.ListResources(ctx, &aggregatorv1.ListResourcesRequest{Principal: principal("alice")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(res.GetResources()); n > 1 {
+		t.Errorf("%d resources listed for one URI: %v", n, res.GetResources())
+	}
+}
