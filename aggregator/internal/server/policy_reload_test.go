@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/authz"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
@@ -171,5 +173,37 @@ aggregator:
 	}
 	if leaked.Load() {
 		t.Error("a catalog holding ops_restart was published under the old policy")
+	}
+}
+
+// TestViewDigestSeesAPolicyOnPrompts: a policy that changes only a
+// principal's prompts keeps the catalog version and the tools digest but
+// not the view digest, so a watch reopened after it (a replica's restart
+// with the policy, a failover) tells the change from no change.
+func TestViewDigestSeesAPolicyOnPrompts(t *testing.T) {
+	b := newTestBackend(t, "eng", backendOptions{tools: []string{"build"}, extra: func(b *testBackend) {
+		b.server.AddPrompt(&mcp.Prompt{Name: "greet"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{}, nil
+		})
+	}})
+	h := startAggregator(t, parseConfig(t, `
+aggregator:
+  authz: {policyFile: `+writeFile(t, "policy.cedar", "permit (principal, action, resource);\n")+`}
+  backends:
+    - {name: eng, url: `+b.url()+`}
+`))
+	alice := principal("alice")
+	before, events := watchEvents(t, h.gateway, &aggregatorv1.WatchCatalogRequest{Principal: alice})
+	az, err := authz.Parse("new", []byte("permit (principal, action, resource);\nforbid (principal == User::\"alice\", action, resource == Prompt::\"eng_greet\");\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.engine.SetAuthorizer(az)
+	if ev := nextEvent(t, "alice", events); !slices.Equal(ev.GetChanged(), []aggregatorv1.CatalogKind{aggregatorv1.CatalogKind_CATALOG_KIND_PROMPTS}) || ev.GetViewDigest() == before.GetViewDigest() {
+		t.Fatalf("live event %v, want prompts changed under a new view digest", ev)
+	}
+	after, _ := watchEvents(t, h.gateway, &aggregatorv1.WatchCatalogRequest{Principal: alice})
+	if after.GetViewDigest() == "" || after.GetViewDigest() == before.GetViewDigest() {
+		t.Fatalf("a watch opened after the policy: view digest %q, as before (%q)", after.GetViewDigest(), before.GetViewDigest())
 	}
 }

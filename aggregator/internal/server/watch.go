@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -68,7 +70,7 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 			unsubscribe()
 		}
 	}()
-	first := &aggregatorv1.WatchCatalogResponse{CatalogVersion: snap.Version, ToolsDigest: view.Digest(catalog.KindTools)}
+	first := &aggregatorv1.WatchCatalogResponse{CatalogVersion: snap.Version, ToolsDigest: view.Digest(catalog.KindTools), ViewDigest: viewDigest(view)}
 	for _, uri := range req.GetResourceUris() {
 		if _, ok := subscribed[uri]; ok && !slices.Contains(first.SubscribedResourceUris, uri) {
 			first.SubscribedResourceUris = append(first.SubscribedResourceUris, uri)
@@ -103,7 +105,7 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 			}
 		}
 		next := s.e.View(snap, p)
-		ev := &aggregatorv1.WatchCatalogResponse{CatalogVersion: snap.Version, ToolsDigest: next.Digest(catalog.KindTools)}
+		ev := &aggregatorv1.WatchCatalogResponse{CatalogVersion: snap.Version, ToolsDigest: next.Digest(catalog.KindTools), ViewDigest: viewDigest(next)}
 		for _, k := range catalog.Kinds {
 			if next.Digest(k) != view.Digest(k) {
 				ev.Changed = append(ev.Changed, apiKind[k])
@@ -117,6 +119,16 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 			return err
 		}
 	}
+}
+
+// viewDigest is the digest of every kind of v together.
+func viewDigest(v *catalog.View) string {
+	h := sha256.New()
+	for _, k := range catalog.Kinds {
+		h.Write([]byte(v.Digest(k)))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // watchAllChanges serves a watch of every change (the indexer's): an event

@@ -193,7 +193,7 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 		case stopSubscriptionsChanged:
 			if w, err = s.openWatch(ctx, req, uris, renewed); err != nil {
 				w = s.reopenWatch(ctx, resp, req, uris, renewed)
-			} else if w.first.GetCatalogVersion() == version && w.first.GetToolsDigest() == before.toolsDigest {
+			} else if w.first.GetCatalogVersion() == version && sameView(before, w.first) {
 				continue
 			}
 		case stopWatchEnded:

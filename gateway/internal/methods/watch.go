@@ -50,10 +50,9 @@ const (
 // on a spurious notice can be cached after the next, real one cleared
 // the cache, hiding the change until the cache expires.
 func missedWhileReopening(before, after *catalogWatch) *aggregatorv1.WatchCatalogResponse {
-	// The same version with another tools digest is a new Cedar policy:
-	// the catalog is the same, the caller's view of it is not.
-	sameTools := before.toolsDigest == "" || before.toolsDigest == after.first.GetToolsDigest()
-	if before.versionSeen && before.version == after.first.GetCatalogVersion() && sameTools {
+	// The same version with another digest is a new Cedar policy: the
+	// catalog is the same, the caller's view of it is not.
+	if before.versionSeen && before.version == after.first.GetCatalogVersion() && sameView(before, after.first) {
 		return &aggregatorv1.WatchCatalogResponse{}
 	}
 	if before.toolsDigest != "" && before.toolsDigest == after.first.GetToolsDigest() {
@@ -62,6 +61,15 @@ func missedWhileReopening(before, after *catalogWatch) *aggregatorv1.WatchCatalo
 		}}
 	}
 	return allKinds
+}
+
+// sameView reports whether first, a reopened watch's first event, shows
+// the view before showed: the same tools, and the same whole view when
+// both say (an aggregator before view_digest says nothing of it).
+func sameView(before *catalogWatch, first *aggregatorv1.WatchCatalogResponse) bool {
+	sameTools := before.toolsDigest == "" || before.toolsDigest == first.GetToolsDigest()
+	sameRest := before.viewDigest == "" || first.GetViewDigest() == "" || before.viewDigest == first.GetViewDigest()
+	return sameTools && sameRest
 }
 
 // allKinds is an event in which every kind changed.
@@ -73,9 +81,10 @@ var allKinds = &aggregatorv1.WatchCatalogResponse{Changed: []aggregatorv1.Catalo
 type catalogWatch struct {
 	stream aggregatorv1.AggregatorService_WatchCatalogClient
 	first  *aggregatorv1.WatchCatalogResponse
-	// toolsDigest is the digest of the caller's tools in the last event
-	// pump handled (first's until then).
-	toolsDigest string
+	// toolsDigest and viewDigest are the digests of the caller's tools
+	// and of its whole view in the last event pump handled (first's until
+	// then).
+	toolsDigest, viewDigest string
 	// version is the catalog version in the last event pump handled
 	// (first's until then); versionSeen says pump has set it.
 	version     uint64
@@ -211,6 +220,9 @@ func (s *Server) pump(ctx context.Context, resp Responder, w *catalogWatch,
 	if w.toolsDigest == "" {
 		w.toolsDigest = w.first.GetToolsDigest()
 	}
+	if w.viewDigest == "" {
+		w.viewDigest = w.first.GetViewDigest()
+	}
 	events := make(chan *aggregatorv1.WatchCatalogResponse)
 	go func() {
 		defer close(events)
@@ -250,6 +262,9 @@ func (s *Server) pump(ctx context.Context, resp Responder, w *catalogWatch,
 			w.version = version
 			if d := ev.GetToolsDigest(); d != "" {
 				w.toolsDigest = d
+			}
+			if d := ev.GetViewDigest(); d != "" {
+				w.viewDigest = d
 			}
 			if !s.sendChanged(resp, ev, kinds, subscriptionID) {
 				return stopDone, version

@@ -48,3 +48,20 @@ func TestNothingMissedAtTheSameVersion(t *testing.T) {
 		t.Fatalf("reopened at another version: announced %v, want resources and prompts", ev.GetChanged())
 	}
 }
+
+// TestPolicyChangeOfResourcesSeenWhileReopening: a watch reopened at the
+// same version and tools, but another view (a policy that changed only
+// the caller's resources or prompts), announces resources and prompts;
+// it once announced nothing, and the client's cached lists stayed stale.
+func TestPolicyChangeOfResourcesSeenWhileReopening(t *testing.T) {
+	before := &catalogWatch{toolsDigest: "d1", viewDigest: "v1", version: 7, versionSeen: true}
+	same := &catalogWatch{first: &aggregatorv1.WatchCatalogResponse{CatalogVersion: 7, ToolsDigest: "d1", ViewDigest: "v1"}}
+	if ev := missedWhileReopening(before, same); len(ev.GetChanged()) != 0 {
+		t.Fatalf("the same view: announced %v", ev.GetChanged())
+	}
+	other := &catalogWatch{first: &aggregatorv1.WatchCatalogResponse{CatalogVersion: 7, ToolsDigest: "d1", ViewDigest: "v2"}}
+	ev := missedWhileReopening(before, other)
+	if len(ev.GetChanged()) != 2 || slices.Contains(ev.GetChanged(), aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS) {
+		t.Fatalf("another view of resources or prompts: announced %v, want resources and prompts", ev.GetChanged())
+	}
+}

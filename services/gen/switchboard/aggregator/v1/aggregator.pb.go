@@ -3798,8 +3798,14 @@ type WatchCatalogResponse struct {
 	// principal, or owned by a backend without resources.subscribe is left
 	// out, all alike.
 	SubscribedResourceUris []string `protobuf:"bytes,5,rep,name=subscribed_resource_uris,json=subscribedResourceUris,proto3" json:"subscribed_resource_uris,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// The digest of the principal's whole view (tools, resources, templates
+	// and prompts) with catalog_version, on the initial event and on every
+	// change: a watch reopened after a policy changed only resources or
+	// prompts tells them from a view that did not change, which the version
+	// (content-derived, blind to policy) and tools_digest cannot.
+	ViewDigest    string `protobuf:"bytes,6,opt,name=view_digest,json=viewDigest,proto3" json:"view_digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchCatalogResponse) Reset() {
@@ -3865,6 +3871,13 @@ func (x *WatchCatalogResponse) GetSubscribedResourceUris() []string {
 		return x.SubscribedResourceUris
 	}
 	return nil
+}
+
+func (x *WatchCatalogResponse) GetViewDigest() string {
+	if x != nil {
+		return x.ViewDigest
+	}
+	return ""
 }
 
 // BackendError is a backend's own JSON-RPC error, returned for a routed
@@ -4563,13 +4576,15 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"allChanges\x12#\n" +
 	"\rresource_uris\x18\x03 \x03(\tR\fresourceUris\x12\x16\n" +
 	"\x06server\x18\x04 \x01(\tR\x06server\x122\n" +
-	"\x15renewed_resource_uris\x18\x05 \x03(\tR\x13renewedResourceUris\"\x92\x02\n" +
+	"\x15renewed_resource_uris\x18\x05 \x03(\tR\x13renewedResourceUris\"\xb3\x02\n" +
 	"\x14WatchCatalogResponse\x12'\n" +
 	"\x0fcatalog_version\x18\x01 \x01(\x04R\x0ecatalogVersion\x12@\n" +
 	"\achanged\x18\x02 \x03(\x0e2&.switchboard.aggregator.v1.CatalogKindR\achanged\x12!\n" +
 	"\ftools_digest\x18\x03 \x01(\tR\vtoolsDigest\x122\n" +
 	"\x15updated_resource_uris\x18\x04 \x03(\tR\x13updatedResourceUris\x128\n" +
-	"\x18subscribed_resource_uris\x18\x05 \x03(\tR\x16subscribedResourceUris\"Y\n" +
+	"\x18subscribed_resource_uris\x18\x05 \x03(\tR\x16subscribedResourceUris\x12\x1f\n" +
+	"\vview_digest\x18\x06 \x01(\tR\n" +
+	"viewDigest\"Y\n" +
 	"\fBackendError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x03R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1b\n" +
