@@ -120,6 +120,13 @@ func (o *OIDC) Authenticate(r *http.Request, audience string) (*commonv1.Princip
 		audience = o.cfg.Audience
 	}
 	p, _, err := o.verify(r.Context(), raw, audience)
+	// A principal the services would refuse (past their bounds, a control
+	// character), or a token too large to bind to it, is refused here, at
+	// the edge, rather than failing every request after it. (The console's
+	// login, through Verify, says so in its own words.)
+	if err == nil && (len(raw) > callerid.MaxToken || svcauth.CheckPrincipal(p) != nil) {
+		return nil, ErrUnauthenticated
+	}
 	return p, err
 }
 
@@ -154,14 +161,7 @@ func (o *OIDC) verify(ctx context.Context, raw, audience string) (*commonv1.Prin
 	}
 	// The one rule of claims to principal, which the aggregator applies
 	// again to bind the forwarded token to the principal (callerid.Bound).
-	// A principal the services would refuse (past their bounds, a control
-	// character), or a token too large to bind, is refused here, at the
-	// edge, rather than failing every request after it.
-	p := callerid.FromClaims(extra, o.groupsClaim)
-	if len(raw) > callerid.MaxToken || svcauth.CheckPrincipal(p) != nil {
-		return nil, nil, ErrUnauthenticated
-	}
-	return p, extra, nil
+	return callerid.FromClaims(extra, o.groupsClaim), extra, nil
 }
 
 // TokenExpiry is the expiry of r's bearer token, a JWT that Authenticate
