@@ -112,9 +112,6 @@ func (g *Gateway) serveSessionStream(w http.ResponseWriter, r *http.Request, ep 
 	}
 	req := &methods.Request{Era: mcpspec.EraLegacy, View: ep.view, Server: ep.server, Principal: principal, Method: "GET",
 		Session: digest, SessionExpiry: claims.Expiry(), Version: claims.ProtocolVersion, Reconnected: r.Header.Get("Last-Event-ID") != ""}
-	// The stream follows the session's subscriptions on this replica,
-	// including the first one, made after it opened.
-	defer g.local.OpenStream(req.Session)()
 	if rerr := g.methods.SessionStream(ctx, req, newResponse(w)); rerr != nil {
 		rec.outcome = "error"
 		status := http.StatusServiceUnavailable

@@ -142,6 +142,14 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 		return rerr
 	}
 	defer release()
+	// The stream follows the session's subscriptions on this replica,
+	// including the first one, made after it opened (registered before
+	// Subscriptions is read, below). A session has one stream here
+	// (2025-11-25 sends each message on one only): this one ends the one
+	// before, and ends when another opens.
+	ctx, endStream := context.WithCancel(ctx)
+	defer endStream()
+	defer s.local.OpenStream(req.Session, endStream)()
 	// The stream ends with its session: when it expires, and when it is
 	// deleted (below).
 	if !req.SessionExpiry.IsZero() {

@@ -94,6 +94,10 @@ type Local struct {
 type streamWatch struct {
 	open    int
 	changed chan struct{}
+	// end ends the newest open stream (nil when it gave none), the
+	// gen-th opened.
+	end func()
+	gen uint64
 }
 
 // usage is what one principal's sessions hold.
@@ -132,7 +136,12 @@ func NewLocal(limits Limits) *Local {
 // (Subscriptions) even though the session had no state when it opened.
 // It holds no state itself: what it costs lasts as long as the stream,
 // and open streams are bounded where they are served.
-func (l *Local) OpenStream(session string) (done func()) {
+//
+// A session has one GET stream on a replica: 2025-11-25 sends each
+// message on one stream only, never on several. end (if not nil) ends
+// this one; opening another ends the one before (a client that opens a
+// second stream has lost the first, or reconnects).
+func (l *Local) OpenStream(session string, end func()) (done func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w := l.streams[session]
@@ -140,10 +149,19 @@ func (l *Local) OpenStream(session string) (done func()) {
 		w = &streamWatch{changed: make(chan struct{})}
 		l.streams[strings.Clone(session)] = w
 	}
+	if w.end != nil {
+		w.end()
+	}
 	w.open++
+	w.gen++
+	mine := w.gen
+	w.end = end
 	return func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
+		if w.gen == mine {
+			w.end = nil
+		}
 		if w.open--; w.open == 0 {
 			delete(l.streams, session)
 		}

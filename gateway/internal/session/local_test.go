@@ -82,7 +82,7 @@ func TestSubscriptions(t *testing.T) {
 	}
 	// A GET stream open before the first subscription hears of it, and
 	// holds no state.
-	closeStream := s.OpenStream("one")
+	closeStream := s.OpenStream("one", nil)
 	uris, changed := s.Subscriptions("one", expires)
 	if len(uris) != 0 || changed == nil {
 		t.Fatalf("new session with a stream has %v, %v", uris, changed)

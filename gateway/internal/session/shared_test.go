@@ -80,7 +80,7 @@ func TestMirror(t *testing.T) {
 	limits := testLimits
 	limits.PerPrincipal = 1
 	l := NewLocal(limits)
-	done := l.OpenStream("s1")
+	done := l.OpenStream("s1", nil)
 	defer done()
 	_, woken := l.Subscriptions("s1", time.Time{})
 	expires := time.Now().Add(time.Hour)
