@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	"github.com/switchboard-mcp/switchboard/services/hostguard"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
@@ -220,10 +221,19 @@ func (g *Gateway) unauthorized(w http.ResponseWriter, r *http.Request, path stri
 		method, era = m, mcpspec.EraModern
 	}
 	g.metrics.requests.WithLabelValues(methodLabel(method), era.String(), "rejected").Inc()
-	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token", resource_metadata="`+g.metadataURL(r, path)+`"`)
+	// A request with no credential gets the challenge without an error
+	// code (RFC 6750, 3.1): clients take invalid_token for "refresh the
+	// token", not "authorize". The description is one for every failure,
+	// so that an anonymous caller learns nothing of the issuer's state.
+	challenge, body := `Bearer resource_metadata="`+g.metadataURL(r, path)+`"`, map[string]string{"error": "invalid_request"}
+	if _, ok := auth.BearerToken(r); ok {
+		challenge = `Bearer error="invalid_token", resource_metadata="` + g.metadataURL(r, path) + `"`
+		body = map[string]string{"error": "invalid_token", "error_description": auth.ErrUnauthenticated.Error()}
+	}
+	w.Header().Set("WWW-Authenticate", challenge)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusUnauthorized)
-	_ = json.NewEncoder(w).Encode(map[string]string{"error": "invalid_token", "error_description": err.Error()})
+	_ = json.NewEncoder(w).Encode(body)
 }
 
 // publicBase is the base URL clients reach the gateway at: gateway.publicURL

@@ -26,11 +26,15 @@ func TestEdgeProtections(t *testing.T) {
 	url := srv.URL + "/mcp"
 	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + modernMeta + `}}`
 
-	for _, authorization := range []string{"", "Bearer wrong-key"} {
+	// A request with no credential is challenged without an error code
+	// (RFC 6750, 3.1); a wrong one as an invalid token.
+	for authorization, challenge := range map[string]string{
+		"":                 `Bearer resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp"`,
+		"Bearer wrong-key": `Bearer error="invalid_token", resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp"`,
+	} {
 		resp := send(t, http.MethodPost, url, modernHeaders("tools/list", "Authorization", authorization), list)
-		if resp.status != http.StatusUnauthorized ||
-			resp.header.Get("WWW-Authenticate") != `Bearer error="invalid_token", resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp"` {
-			t.Fatalf("Authorization %q: %d %q", authorization, resp.status, resp.header.Get("WWW-Authenticate"))
+		if resp.status != http.StatusUnauthorized || resp.header.Get("WWW-Authenticate") != challenge {
+			t.Fatalf("Authorization %q: %d %q, want %q", authorization, resp.status, resp.header.Get("WWW-Authenticate"), challenge)
 		}
 	}
 	for path, resource := range map[string]string{"": "https://mcp.example.com", "/mcp": "https://mcp.example.com/mcp", "/mcp/raw": "https://mcp.example.com/mcp/raw"} {
