@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
-	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
-	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // TestStreamsEndWithTheirCredential: a reload that removes an API key ends
@@ -53,33 +51,4 @@ func TestStreamsEndWithTheirCredential(t *testing.T) {
 			t.Fatalf("bob's stream: %q", d)
 		}
 	}
-}
-
-// TestOneGetStreamPerSession: a session's second GET stream ends its first
-// (2025-11-25 sends each message on one stream only: both once carried
-// every notification), and the notifications go on the second.
-func TestOneGetStreamPerSession(t *testing.T) {
-	b := startBackends(t)
-	_, gw := startGateway(t, b, testGatewayConfig(b))
-	url := gw.URL + "/mcp"
-	id := initializeOn(t, url, "alice-key")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	_, first := openRequest(t, ctx, "GET", url, legacyHeaders("alice-key", id), "")
-	testkit.Eventually(t, "the first stream's watch", 10*time.Second, func() bool { return b.agg.Watchers() == 1 })
-	_, second := openRequest(t, ctx, "GET", url, legacyHeaders("alice-key", id), "")
-	for first.Scan() {
-		// Its priming event, until it ends.
-	}
-	if ctx.Err() != nil {
-		t.Fatal("the first stream of the session went on beside the second")
-	}
-	testkit.Eventually(t, "one watch left", 10*time.Second, func() bool { return b.agg.Watchers() == 1 })
-	b.agg.Notify(aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS)
-	for second.Scan() {
-		if strings.Contains(second.Text(), "notifications/tools/list_changed") {
-			return
-		}
-	}
-	t.Fatalf("the second stream ended without the notification: %v", second.Err())
 }

@@ -386,3 +386,55 @@ func TestLegacyStreamReconnects(t *testing.T) {
 		}
 	}
 }
+
+// TestOneGetStreamPerSession: a session's second GET stream ends its first
+// (2025-11-25 sends each message on one stream only: both once carried
+// every notification), and the notifications go on the second.
+func TestOneGetStreamPerSession(t *testing.T) {
+	b := startBackends(t)
+	_, gw := startGateway(t, b, testGatewayConfig(b))
+	url := gw.URL + "/mcp"
+	id := initializeOn(t, url, "alice-key")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, first := openRequest(t, ctx, "GET", url, legacyHeaders("alice-key", id), "")
+	testkit.Eventually(t, "the first stream's watch", 10*time.Second, func() bool { return b.agg.Watchers() == 1 })
+	_, second := openRequest(t, ctx, "GET", url, legacyHeaders("alice-key", id), "")
+	for first.Scan() {
+		// Its priming event, until it ends.
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the first stream of the session went on beside the second")
+	}
+	testkit.Eventually(t, "one watch left", 10*time.Second, func() bool { return b.agg.Watchers() == 1 })
+	b.agg.Notify(aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS)
+	for second.Scan() {
+		if strings.Contains(second.Text(), "notifications/tools/list_changed") {
+			return
+		}
+	}
+	t.Fatalf("the second stream ended without the notification: %v", second.Err())
+}
+
+// TestLegacySubscriptionMadeOnceItCanBe: a Legacy session's subscription
+// its watch could not make (the URI not yet listed, denied, its backend
+// down: the client was answered {}) is tried again on the next change of
+// the catalog; it was once never tried again, and its updates never came.
+func TestLegacySubscriptionMadeOnceItCanBe(t *testing.T) {
+	b := startBackends(t)
+	_, gw := startGateway(t, b, testGatewayConfig(b))
+	url := gw.URL + "/mcp"
+	id := initializeOn(t, url, "alice-key")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	openRequest(t, ctx, "GET", url, legacyHeaders("alice-key", id), "")
+	testkit.Eventually(t, "the stream's watch", 10*time.Second, func() bool { return b.agg.Watchers() == 1 })
+	watches := b.agg.Calls("WatchCatalog")
+	if resp := send(t, http.MethodPost, url, legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"file:///later"}}`); resp.status != http.StatusOK {
+		t.Fatalf("subscribe: %d %s", resp.status, resp.body)
+	}
+	testkit.Eventually(t, "the watch reopened with the subscription", 10*time.Second, func() bool { return b.agg.Calls("WatchCatalog") == watches+1 })
+	b.agg.SetSubscribable("file:///later")
+	b.agg.Notify(aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCES)
+	testkit.Eventually(t, "the subscription tried again", 10*time.Second, func() bool { return b.agg.Calls("WatchCatalog") == watches+2 })
+}

@@ -22,6 +22,11 @@ import (
 type listKinds struct {
 	tools, resources, prompts bool
 	resourceUpdates           bool
+	// resubscribe: the stream holds subscriptions its watch could not
+	// make (a URI not yet listed, denied, on a backend down), which a
+	// change of the catalog may let it make now (a Legacy session's: its
+	// client was answered {} for them).
+	resubscribe bool
 }
 
 func (k listKinds) empty() bool {
@@ -184,6 +189,7 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 	for {
 		k := kinds
 		k.resourceUpdates = len(w.first.GetSubscribedResourceUris()) > 0
+		k.resubscribe = len(w.first.GetSubscribedResourceUris()) < len(uris)
 		stop, version := s.pump(ctx, resp, w, k, changed, nil)
 		w.close()
 		before := w

@@ -269,6 +269,11 @@ func (s *Server) pump(ctx context.Context, resp Responder, w *catalogWatch,
 			if !s.sendChanged(resp, ev, kinds, subscriptionID) {
 				return stopDone, version
 			}
+			if kinds.resubscribe && len(ev.GetChanged()) > 0 {
+				// What could not be subscribed may be now: the watch is
+				// opened again with every subscription.
+				return stopSubscriptionsChanged, version
+			}
 			if kinds.resourceUpdates {
 				for _, uri := range ev.GetUpdatedResourceUris() {
 					p := notificationParams(subscriptionID)
