@@ -21,7 +21,7 @@ var emitters = map[string][]Kind{
 	// and request about a task it is asked (aggregator/internal/server), quarantines
 	// (aggregator/internal/pinning); its reloads.
 	"aggregator": {KindToolCall, KindResourceRead, KindResourceSubscribe, KindPromptGet, KindCompletion, KindQuarantine,
-		KindConfigReload, KindTaskGet, KindTaskUpdate, KindTaskCancel, KindTaskList, KindCodeRun},
+		KindConfigReload, KindTaskGet, KindTaskUpdate, KindTaskCancel, KindTaskList, KindTaskEnd, KindCodeRun},
 	// The indexer: find_tool (indexer/internal/server/search.go); its
 	// reloads. It writes its own table directly, never through
 	// RecordAuditEvents.

@@ -17,7 +17,7 @@ func TestEmittersTable(t *testing.T) {
 		t.Fatalf("the table's services %v, config.AuditServices %v", got, config.AuditServices)
 	}
 	for _, k := range []Kind{KindToolCall, KindResourceRead, KindPromptGet, KindResourceSubscribe, KindCompletion, KindFindTool,
-		KindSessionStart, KindSessionEnd, KindQuarantine, KindConfigReload, KindTaskGet, KindTaskUpdate, KindTaskCancel, KindTaskList} {
+		KindSessionStart, KindSessionEnd, KindQuarantine, KindConfigReload, KindTaskGet, KindTaskUpdate, KindTaskCancel, KindTaskList, KindTaskEnd, KindCodeRun} {
 		var by []string
 		for _, s := range services {
 			if Emits(s, k) {

@@ -52,6 +52,9 @@ const (
 	KindTaskCancel Kind = "task_cancel"
 	// KindTaskList is a listing of the principal's tasks (tasks/list).
 	KindTaskList Kind = "task_list"
+	// KindTaskEnd is the end of a task Switchboard runs: the outcome of
+	// the call it ran (its tool_call event was written when it was made).
+	KindTaskEnd Kind = "task_end"
 	// KindCodeRun is a code mode program's run (run_code): its Detail
 	// names the run, which the events of the tool calls it made name in
 	// their Via.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	"github.com/switchboard-mcp/switchboard/services/demobackend"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
@@ -542,4 +544,40 @@ func TestTaskFollowsItsToolThroughARename(t *testing.T) {
 	if err := get(); err == nil {
 		t.Fatal("the task is admitted as ops_sleep, now another tool, though alice may not call its own")
 	}
+}
+
+// TestTaskEndIsAudited: the trail records a task's end with the outcome
+// of the call it ran (task_end), which its tool_call event, written when
+// the task was made, could not know: a completed call and a tool error.
+func TestTaskEndIsAudited(t *testing.T) {
+	trail := filepath.Join(t.TempDir(), "audit.jsonl")
+	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: tasksSpec + "  - {name: fail, behaviour: error, text: \"failed on purpose\"}\n"}},
+		Configure: func(cfg *config.Config) {
+			withTaskStore(t, cfg)
+			cfg.Aggregator.ToolOverrides = []config.ToolOverride{
+				{Backend: "ops", Tool: "sleep", TaskSupport: config.TaskSupportOptional},
+				{Backend: "ops", Tool: "fail", TaskSupport: config.TaskSupportOptional}}
+			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "alice-key", Subject: "alice"}}}
+			cfg.Audit = config.Audit{Sink: config.AuditFile, File: trail}
+		}})
+	alice := rawTasks(c.MCPURL, "alice-key")
+	createTask(t, alice, "ops_sleep", map[string]any{"duration": "10ms"})
+	createTask(t, alice, "ops_fail", map[string]any{})
+	testkit.Eventually(t, "both tasks' ends in the trail", 20*time.Second, func() error {
+		raw, err := os.ReadFile(trail)
+		if err != nil {
+			return err
+		}
+		ends := map[string]string{}
+		for line := range strings.SplitSeq(string(raw), "\n") {
+			var e audit.Event
+			if json.Unmarshal([]byte(line), &e) == nil && e.Kind == audit.KindTaskEnd && e.Subject == "alice" {
+				ends[e.Tool] = string(e.Outcome)
+			}
+		}
+		if ends["ops_sleep"] != "ok" || ends["ops_fail"] != "tool_error" {
+			return fmt.Errorf("task_end events by tool: %v", ends)
+		}
+		return nil
+	})
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/override"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/paramheader"
 	"github.com/switchboard-mcp/switchboard/services/audit"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
@@ -57,6 +59,31 @@ func (s *Server) auditAdmission(ctx context.Context, r admission, start time.Tim
 	e.Outcome, e.Detail, e.Backend = outcome, detail, backend
 	e.Since(time.Now())
 	s.audit.Record(e)
+}
+
+// taskEnded records, once a round of the task of call req (admitted as
+// a, begun at start) ended it, the trail's task_end: the outcome of the
+// call the task ran, which its tool_call event, written when the task was
+// made, could not know. A round that asks for input ends nothing.
+func (s *Server) taskEnded(a *admitted, req *aggregatorv1.CallToolRequest, start time.Time) func(status string, out roundOutcome) {
+	return func(status string, out roundOutcome) {
+		if s.audit == nil || !mcpspec.TaskEnded(status) {
+			return
+		}
+		ctx := context.WithoutCancel(a.ctx)
+		e := audit.Call(ctx, audit.KindTaskEnd, svcauth.PrincipalFrom(ctx), start)
+		e.Server, e.Tool, e.Via = req.GetServer(), req.GetName(), viaOf(ctx)
+		if a.b != nil {
+			e.Backend = a.b.Name()
+		}
+		e.Outcome, e.Detail = admissionOutcome(out.resp, out.err)
+		if status == mcpspec.TaskFailed && out.err == nil {
+			// The call answered, but the task could not keep it.
+			e.Outcome, e.Detail = audit.OutcomeError, "the call's outcome could not be kept"
+		}
+		e.Since(time.Now())
+		s.audit.Record(e)
+	}
 }
 
 // admissionOutcome is how an admission ended, as the trail (and the

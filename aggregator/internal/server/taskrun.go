@@ -211,7 +211,7 @@ func (s *Server) startTask(ctx context.Context, a *admitted, req *aggregatorv1.C
 		}
 		cancel, done := s.startRound(a, req, tc, now.Add(ttl))
 		t.hold(key, 0, cancel)
-		go t.finish(key, 0, done)
+		go t.finish(key, 0, done, s.taskEnded(a, req, now))
 		return made(stored), nil
 	}
 	cancel, done := s.startRound(a, req, tc, now.Add(ttl))
@@ -229,6 +229,7 @@ func (s *Server) startTask(ctx context.Context, a *admitted, req *aggregatorv1.C
 			// The call ran: its result is not lost for want of a task.
 			return out.resp, out.err
 		}
+		s.taskEnded(a, req, now)(rec.GetStatus(), out)
 		return made(stored), nil
 	case <-timer.C:
 	case <-ctx.Done():
@@ -250,7 +251,7 @@ func (s *Server) startTask(ctx context.Context, a *admitted, req *aggregatorv1.C
 		cancel(nil)
 		return out.resp, out.err
 	}
-	go t.finish(key, 0, done)
+	go t.finish(key, 0, done, s.taskEnded(a, req, now))
 	return made(stored), nil
 }
 
@@ -350,7 +351,10 @@ func (t *taskRunner) stop(key string, round uint32, cause error) {
 var errTaskEnded = errors.New("the task ended")
 
 // finish stores how round of the task under key ended.
-func (t *taskRunner) finish(key string, round uint32, done <-chan roundOutcome) {
+// finish stores how round of the task under key ended, and tells ended
+// the status stored (not when the task had ended meanwhile: cancelled,
+// expired).
+func (t *taskRunner) finish(key string, round uint32, done <-chan roundOutcome, ended func(status string, out roundOutcome)) {
 	out := <-done
 	t.release(key, round)
 	rec := &indexerv1.TaskRecord{}
@@ -362,7 +366,11 @@ func (t *taskRunner) finish(key string, round uint32, done <-chan roundOutcome) 
 		ctx, cancel := context.WithTimeout(context.Background(), advanceTimeout)
 		_, err := t.store.AdvanceTask(ctx, req)
 		cancel()
-		if err == nil || status.Code(err) == codes.NotFound {
+		if err == nil {
+			ended(req.GetStatus(), out)
+			return
+		}
+		if status.Code(err) == codes.NotFound {
 			return
 		}
 		if status.Code(err) == codes.InvalidArgument && !refused {
