@@ -164,9 +164,10 @@ func (o *OIDC) verify(ctx context.Context, raw, audience string) (*commonv1.Prin
 	return callerid.FromClaims(extra, o.groupsClaim), extra, nil
 }
 
-// TokenExpiry is the expiry of r's bearer token, a JWT that Authenticate
-// accepted for this same request (it is not verified again here); false
-// when the request carries none. A stream the token opened ends then.
+// TokenExpiry is when Authenticate stops accepting r's bearer token, a
+// JWT it accepted for this same request (not verified again here): its
+// exp and the clock leeway; false when the request carries none. A stream
+// the token opened ends then.
 func TokenExpiry(r *http.Request) (time.Time, bool) {
 	raw, ok := BearerToken(r)
 	if !ok {
@@ -180,12 +181,12 @@ func TokenExpiry(r *http.Request) (time.Time, bool) {
 	if tok.UnsafeClaimsWithoutVerification(&std) != nil || std.Expiry == nil {
 		return time.Time{}, false
 	}
-	return std.Expiry.Time(), true
+	return std.Expiry.Time().Add(clockLeeway), true
 }
 
-// errKeysUnavailable answers a token whose key could not be looked up
+// ErrKeysUnavailable answers a token whose key could not be looked up
 // because the issuer could not be reached.
-var errKeysUnavailable = fmt.Errorf("%w (signing keys unavailable)", ErrUnauthenticated)
+var ErrKeysUnavailable = fmt.Errorf("%w (signing keys unavailable)", ErrUnauthenticated)
 
 // key returns the verification key for kid. A held key is returned at
 // once (an old set is refreshed in the background meanwhile). An unknown
@@ -203,7 +204,7 @@ func (o *OIDC) key(ctx context.Context, kid string) (*jose.JSONWebKey, error) {
 	r := o.startRefresh()
 	if r == nil {
 		if o.keys.Load() == nil {
-			return nil, errKeysUnavailable
+			return nil, ErrKeysUnavailable
 		}
 		return nil, ErrUnauthenticated
 	}
@@ -218,7 +219,7 @@ func (o *OIDC) key(ctx context.Context, kid string) (*jose.JSONWebKey, error) {
 		}
 	}
 	if r.err != nil {
-		return nil, errKeysUnavailable
+		return nil, ErrKeysUnavailable
 	}
 	return nil, ErrUnauthenticated
 }

@@ -252,7 +252,7 @@ func TestOIDCColdStartIssuerDown(t *testing.T) {
 	o, _ := newTestOIDC(t, f)
 	for range 20 {
 		_, err := o.Authenticate(request(f.token(t, "k1", validClaims(), nil)), "")
-		if !errors.Is(err, errKeysUnavailable) {
+		if !errors.Is(err, ErrKeysUnavailable) {
 			t.Fatalf("issuer down at start: %v", err)
 		}
 	}

@@ -26,10 +26,10 @@ type credentialStreams struct {
 }
 
 // streamCredential is how a request was authenticated, for the stream it
-// may open: the audience, and whether its bearer is an OIDC token.
+// may open: the audience, and the authentication in force then.
 type streamCredential struct {
 	audience string
-	oidc     bool
+	state    *authState
 }
 
 // credentialStream is one open stream: the request that opened it (its
@@ -47,9 +47,36 @@ var (
 	errCredentialExpired = errors.New("the token that opened this stream expired")
 )
 
+// holdStream keeps r's stream, which authenticated as p under cred, until
+// release: ctx ends when the credential stops authenticating. A reload of
+// gateway.auth between the request's authentication and now, which the
+// reload's recheck did not see the stream for, is caught up with here.
+func (g *Gateway) holdStream(ctx context.Context, r *http.Request, p *commonv1.Principal, cred streamCredential) (context.Context, func()) {
+	ctx, release := g.credStreams.hold(ctx, r, cred.audience, p, cred.state.cfg.Mode == "oidc")
+	if now := g.auth.Load(); now != cred.state {
+		g.credStreams.recheckOne(r, now.authn)
+	}
+	return ctx, release
+}
+
+// recheckOne rechecks the stream r opened, if it is held.
+func (c *credentialStreams) recheckOne(r *http.Request, a auth.Authenticator) {
+	c.mu.Lock()
+	var held *credentialStream
+	for s := range c.open {
+		if s.r == r {
+			held = s
+		}
+	}
+	c.mu.Unlock()
+	if held != nil {
+		held.recheck(a)
+	}
+}
+
 // hold keeps r's stream, authenticated as p for audience, until release;
 // ctx ends when the credential stops authenticating, or expires (oidc:
-// the token's exp).
+// the token's exp, and the leeway its check allows).
 func (c *credentialStreams) hold(ctx context.Context, r *http.Request, audience string, p *commonv1.Principal, oidc bool) (context.Context, func()) {
 	ctx, end := context.WithCancelCause(ctx)
 	stopExpiry := func() bool { return false }
@@ -82,8 +109,19 @@ func (c *credentialStreams) recheck(a auth.Authenticator) {
 	}
 	c.mu.Unlock()
 	for _, s := range open {
-		if p, err := a.Authenticate(s.r, s.audience); err != nil || session.PrincipalDigest(p) != s.principal {
-			s.end(errCredentialRevoked)
-		}
+		s.recheck(a)
+	}
+}
+
+// recheck ends s when a refuses its credential, or takes it for another
+// principal. An issuer whose keys cannot be fetched now refuses nothing
+// for good: the stream goes on (it ends at its token's expiry anyway).
+func (s *credentialStream) recheck(a auth.Authenticator) {
+	p, err := a.Authenticate(s.r, s.audience)
+	if errors.Is(err, auth.ErrKeysUnavailable) {
+		return
+	}
+	if err != nil || session.PrincipalDigest(p) != s.principal {
+		s.end(errCredentialRevoked)
 	}
 }

@@ -52,3 +52,34 @@ func TestStreamsEndWithTheirCredential(t *testing.T) {
 		}
 	}
 }
+
+// TestOIDCStreamsOutliveAnIssuerOutage: a reload of gateway.auth while the
+// issuer's keys cannot be fetched ends no stream whose token is valid (it
+// once ended every one: the new authenticator, with no keys yet, refused
+// them all); a token's stream ends when the token does.
+func TestOIDCStreamsOutliveAnIssuerOutage(t *testing.T) {
+	is := newTestIssuer(t)
+	b := startBackends(t)
+	cfg := testGatewayConfig(b)
+	cfg.Auth = config.GatewayAuth{Mode: "oidc", OIDC: config.OIDC{Issuer: testIssuerName, Audience: "switchboard", JWKSURL: is.srv.URL,
+		JWKSRefresh: config.JWKSRefresh{Timeout: config.Duration(time.Second)}}}
+	gw, srv := startGateway(t, b, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, lines := openStream(t, ctx, srv.URL+"/mcp", modernHeaders("subscriptions/listen", "Authorization", "Bearer "+is.token(t, "carol", "switchboard")),
+		`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{`+modernMeta+`,"notifications":{"toolsListChanged":true}}}`)
+	if ack := nextData(t, lines); !strings.Contains(ack, "acknowledged") {
+		t.Fatalf("ack %s", ack)
+	}
+	is.srv.Close()
+	next := &config.Config{Gateway: cfg}
+	next.Gateway.Auth.OIDC.GroupsClaim = "roles"
+	if err := gw.Reload(next); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if d := nextData(t, lines); !strings.HasPrefix(d, ":") {
+			t.Fatalf("carol's stream after the reload: %q", d)
+		}
+	}
+}

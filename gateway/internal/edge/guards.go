@@ -225,7 +225,7 @@ func (g *Gateway) unauthorized(w http.ResponseWriter, r *http.Request, path stri
 	// code (RFC 6750, 3.1): clients take invalid_token for "refresh the
 	// token", not "authorize". The description is one for every failure,
 	// so that an anonymous caller learns nothing of the issuer's state.
-	challenge, body := `Bearer resource_metadata="`+g.metadataURL(r, path)+`"`, map[string]string{"error": "invalid_request"}
+	challenge, body := `Bearer resource_metadata="`+g.metadataURL(r, path)+`"`, map[string]string{"error_description": "this endpoint needs a bearer token"}
 	if _, ok := auth.BearerToken(r); ok {
 		challenge = `Bearer error="invalid_token", resource_metadata="` + g.metadataURL(r, path) + `"`
 		body = map[string]string{"error": "invalid_token", "error_description": auth.ErrUnauthenticated.Error()}

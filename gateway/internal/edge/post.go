@@ -50,7 +50,7 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, at endpointAt
 		return
 	}
 	// A stream is held with its credential, and ends with it.
-	cred := streamCredential{audience: audience, oidc: authState.cfg.Mode == "oidc"}
+	cred := streamCredential{audience: audience, state: authState}
 	switch r.Method {
 	case http.MethodPost:
 		g.servePOST(w, r, ep, principal, subjectToken(authState, r), cred)
@@ -136,7 +136,7 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 			return
 		}
 		var release func()
-		ctx, release = g.credStreams.hold(ctx, r, cred.audience, principal, cred.oidc)
+		ctx, release = g.holdStream(ctx, r, principal, cred)
 		defer release()
 		r = r.WithContext(ctx)
 	}

@@ -91,7 +91,7 @@ const retryDeleteAfter = "60"
 func (g *Gateway) serveSessionStream(w http.ResponseWriter, r *http.Request, ep endpoint, principal *commonv1.Principal, cred streamCredential) {
 	ctx, span, rec := g.startRequest(r)
 	defer g.finishRequest(span, rec)
-	ctx, release := g.credStreams.hold(ctx, r, cred.audience, principal, cred.oidc)
+	ctx, release := g.holdStream(ctx, r, principal, cred)
 	defer release()
 	r = r.WithContext(ctx)
 	rec.era = mcpspec.EraLegacy

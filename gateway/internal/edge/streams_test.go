@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -418,23 +420,46 @@ func TestOneGetStreamPerSession(t *testing.T) {
 
 // TestLegacySubscriptionMadeOnceItCanBe: a Legacy session's subscription
 // its watch could not make (the URI not yet listed, denied, its backend
-// down: the client was answered {}) is tried again on the next change of
-// the catalog; it was once never tried again, and its updates never came.
+// down: the client was answered {}) is tried again when the resources
+// change, as a renewal (charged and audited when the client asked); it
+// was once never tried again, and its updates never came.
 func TestLegacySubscriptionMadeOnceItCanBe(t *testing.T) {
-	b := startBackends(t)
+	b := newBackends()
+	var mu sync.Mutex
+	var watches []*aggregatorv1.WatchCatalogRequest
+	b.agg.Check = func(_ context.Context, method string, req any) error {
+		if w, ok := req.(*aggregatorv1.WatchCatalogRequest); ok && method == "WatchCatalog" {
+			mu.Lock()
+			watches = append(watches, w)
+			mu.Unlock()
+		}
+		return nil
+	}
+	b.serve(t)
 	_, gw := startGateway(t, b, testGatewayConfig(b))
 	url := gw.URL + "/mcp"
 	id := initializeOn(t, url, "alice-key")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	openRequest(t, ctx, "GET", url, legacyHeaders("alice-key", id), "")
+	opened := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(watches)
+	}
 	testkit.Eventually(t, "the stream's watch", 10*time.Second, func() bool { return b.agg.Watchers() == 1 })
-	watches := b.agg.Calls("WatchCatalog")
+	n := opened()
 	if resp := send(t, http.MethodPost, url, legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"file:///later"}}`); resp.status != http.StatusOK {
 		t.Fatalf("subscribe: %d %s", resp.status, resp.body)
 	}
-	testkit.Eventually(t, "the watch reopened with the subscription", 10*time.Second, func() bool { return b.agg.Calls("WatchCatalog") == watches+1 })
+	testkit.Eventually(t, "the watch reopened with the subscription", 10*time.Second, func() bool { return opened() == n+1 })
 	b.agg.SetSubscribable("file:///later")
 	b.agg.Notify(aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCES)
-	testkit.Eventually(t, "the subscription tried again", 10*time.Second, func() bool { return b.agg.Calls("WatchCatalog") == watches+2 })
+	testkit.Eventually(t, "the subscription tried again", 10*time.Second, func() bool { return opened() == n+2 })
+	mu.Lock()
+	last := watches[len(watches)-1]
+	mu.Unlock()
+	if !slices.Equal(last.GetResourceUris(), []string{"file:///later"}) || !slices.Equal(last.GetRenewedResourceUris(), []string{"file:///later"}) {
+		t.Fatalf("the watch opened again: uris %v, renewed %v; want file:///later, renewed", last.GetResourceUris(), last.GetRenewedResourceUris())
+	}
 }

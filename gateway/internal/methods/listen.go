@@ -196,6 +196,7 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 		// Each change of the session's subscriptions reopens the watch
 		// with the new set; the stream itself stays open. The channel
 		// first, then the look for a deletion, as above.
+		asked := uris
 		uris, changed = s.local.Subscriptions(req.Session, req.SessionExpiry)
 		if s.revoked(req.Session) {
 			return nil
@@ -203,6 +204,11 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 		// What the replaced watch subscribed was limited and audited when
 		// the client subscribed to it: the new watch renews it.
 		renewed := before.first.GetSubscribedResourceUris()
+		if stop == stopResubscribe {
+			// Those not made were limited and audited when the client
+			// asked for them: trying them again costs the client nothing.
+			renewed, stop = asked, stopSubscriptionsChanged
+		}
 		switch stop {
 		case stopSubscriptionsChanged:
 			if w, err = s.openWatch(ctx, req, uris, renewed); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -185,6 +186,9 @@ const (
 	stopSubscriptionsChanged
 	// stopWatchEnded: the aggregator ended the watch; it can be reopened.
 	stopWatchEnded
+	// stopResubscribe: the resources changed while some subscriptions
+	// were not made (listKinds.resubscribe).
+	stopResubscribe
 )
 
 // sendChanged sends the list_changed notifications ev triggers within
@@ -269,10 +273,10 @@ func (s *Server) pump(ctx context.Context, resp Responder, w *catalogWatch,
 			if !s.sendChanged(resp, ev, kinds, subscriptionID) {
 				return stopDone, version
 			}
-			if kinds.resubscribe && len(ev.GetChanged()) > 0 {
+			if kinds.resubscribe && slices.Contains(ev.GetChanged(), aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCES) {
 				// What could not be subscribed may be now: the watch is
 				// opened again with every subscription.
-				return stopSubscriptionsChanged, version
+				return stopResubscribe, version
 			}
 			if kinds.resourceUpdates {
 				for _, uri := range ev.GetUpdatedResourceUris() {
