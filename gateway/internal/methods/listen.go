@@ -128,6 +128,29 @@ func (s *Server) listen(ctx context.Context, req *Request, resp Responder) (json
 	}
 }
 
+// keepQuiet keeps a stream open with keep-alives alone until its client
+// goes away, or until (when set): a stream whose messages a newer one of
+// its session took.
+func (s *Server) keepQuiet(ctx context.Context, resp Responder, until time.Time) {
+	if !until.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, until)
+		defer cancel()
+	}
+	keepAlive := time.NewTicker(s.cfg.KeepAlive)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-keepAlive.C:
+			if resp.Comment("keep-alive") != nil {
+				return
+			}
+		}
+	}
+}
+
 // SessionStream serves a Legacy session's GET stream: the list_changed
 // notifications of the principal's view, and the updates of the resources
 // the session subscribed to on this replica. An error is returned only
@@ -149,12 +172,21 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 	defer release()
 	// The stream follows the session's subscriptions on this replica,
 	// including the first one, made after it opened (registered before
-	// Subscriptions is read, below). A session has one stream here
-	// (2025-11-25 sends each message on one only): this one ends the one
-	// before, and ends when another opens.
-	ctx, endStream := context.WithCancel(ctx)
-	defer endStream()
-	defer s.local.OpenStream(req.Session, endStream)()
+	// Subscriptions is read, below). A session's messages go on one
+	// stream here (2025-11-25 sends each on one only): a newer stream
+	// takes them from this one, which then keeps its connection quiet,
+	// keep-alives only, until its client closes it, so that a client that
+	// holds two streams is not cut from them in turns.
+	whole := ctx
+	live, silence := context.WithCancel(ctx)
+	ctx = live
+	defer silence()
+	defer s.local.OpenStream(req.Session, silence)()
+	defer func() {
+		if live.Err() != nil && whole.Err() == nil {
+			s.keepQuiet(whole, resp, req.SessionExpiry)
+		}
+	}()
 	// The stream ends with its session: when it expires, and when it is
 	// deleted (below).
 	if !req.SessionExpiry.IsZero() {

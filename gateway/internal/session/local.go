@@ -137,10 +137,10 @@ func NewLocal(limits Limits) *Local {
 // It holds no state itself: what it costs lasts as long as the stream,
 // and open streams are bounded where they are served.
 //
-// A session has one GET stream on a replica: 2025-11-25 sends each
-// message on one stream only, never on several. end (if not nil) ends
-// this one; opening another ends the one before (a client that opens a
-// second stream has lost the first, or reconnects).
+// A session's messages go on one GET stream on a replica: 2025-11-25
+// sends each on one stream only, never on several. end (if not nil) takes
+// them from this stream; opening another does so for the one before (a
+// client that opens a second stream has lost the first, or reconnects).
 func (l *Local) OpenStream(session string, end func()) (done func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
