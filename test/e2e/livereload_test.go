@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -141,15 +140,11 @@ func writeAtomically(t *testing.T, path string, content []byte) {
 	}
 }
 
+// metric is the value of the series name (its labels included) that the
+// ops port at addr serves, "" when it serves none.
 func metric(t *testing.T, addr, name string) string {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(metricsText(t, "http://"+addr+"/metrics"), "\n") {
 		if strings.HasPrefix(line, name+" ") {
 			return strings.TrimPrefix(line, name+" ")
 		}

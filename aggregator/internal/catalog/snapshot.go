@@ -157,9 +157,10 @@ func (s *Snapshot) Prompt(name string) (*Item[*aggregatorv1.Prompt], bool) {
 	return &s.Prompts[i], true
 }
 
-// Resource finds a listed resource by URI, in any of its spellings.
+// Resource finds a listed resource by the canonical form of its URI
+// (CanonicalURI), which every spelling of it shares.
 func (s *Snapshot) Resource(uri string) (*Item[*aggregatorv1.Resource], bool) {
-	i, ok := s.resIdx[CanonicalURI(uri)]
+	i, ok := s.resIdx[uri]
 	if !ok {
 		return nil, false
 	}

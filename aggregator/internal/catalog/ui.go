@@ -314,17 +314,6 @@ func BackendURI(owner, uri string) string {
 	return uiScheme + rest
 }
 
-// AskedURI is what the backend owner is asked for when a request names
-// uri (in its canonical form): a resource the backend lists, as it lists
-// it; an app's page, under the backend's own URI for it; any other URI as
-// it is.
-func (s *Snapshot) AskedURI(owner, uri string) string {
-	if r, ok := s.Resource(uri); ok && r.Backend == owner {
-		uri = r.Key
-	}
-	return BackendURI(owner, uri)
-}
-
 // UIOnlyTools are the tools that name the UI page uri when its backend
 // does not list it as a resource: a caller may read it only if it may
 // call one of them. Nil for any other URI.

@@ -91,6 +91,9 @@ type admitted struct {
 	b      *backend.Client
 	tool   *catalog.Item[*aggregatorv1.Tool]
 	prompt *catalog.Item[*aggregatorv1.Prompt]
+	// key is what the item was admitted under: a resource the listing
+	// holds by the URI it is listed by, any other by its canonical form.
+	key string
 }
 
 // serve admits r and runs do with what was admitted, then records the
@@ -221,10 +224,12 @@ func (s *Server) route(ctx context.Context, server string, k catalog.Kind, key s
 			// A resource the listing holds is filtered and authorized
 			// under the URI it is listed by, as the listing did, whatever
 			// spelling named it: a policy written for the listed URI
-			// holds for every spelling of it.
+			// holds for every spelling of it. The backend is asked for
+			// it as it lists it too.
 			key = r.Key
 		}
 	}
+	a.key = key
 	// The listing applied the server's filters to what it listed; a
 	// resource read through a template is a URI the listing never held,
 	// so the filter is applied to the concrete key here, for every kind.

@@ -40,6 +40,22 @@ func jsonText(v any) string {
 	return string(b)
 }
 
+// heldQuestion reads an input_required answer that asks one question:
+// its key and the request state to retry with; ok is false for any other
+// answer.
+func heldQuestion(resp *aggregatorv1.CallToolResponse) (key, state string, ok bool) {
+	var res struct {
+		InputRequests map[string]json.RawMessage `json:"inputRequests"`
+		RequestState  string                     `json:"requestState"`
+	}
+	if resp.GetResultType() != "input_required" || json.Unmarshal([]byte(resp.GetResultJson()), &res) != nil || len(res.InputRequests) != 1 {
+		return "", "", false
+	}
+	for key = range res.InputRequests {
+	}
+	return key, res.RequestState, true
+}
+
 // A Modern caller reaches a Legacy backend that asks for input mid-call:
 // the call comes back input_required, the retry answers the held backend
 // request and completes the same call; a retry that never comes cancels
@@ -183,19 +199,13 @@ aggregator:
 	if err != nil || resp.GetResultType() != "input_required" {
 		t.Fatalf("first call: %v %v", resp, err)
 	}
-	var res struct {
-		InputRequests map[string]json.RawMessage `json:"inputRequests"`
-		RequestState  string                     `json:"requestState"`
-	}
-	if err := json.Unmarshal([]byte(resp.GetResultJson()), &res); err != nil || len(res.InputRequests) != 1 {
-		t.Fatalf("first call: %s (%v)", resp.GetResultJson(), err)
-	}
-	var key string
-	for key = range res.InputRequests {
+	key, state, ok := heldQuestion(resp)
+	if !ok {
+		t.Fatalf("first call: %s", resp.GetResultJson())
 	}
 	reconfigure(t, h, file("credential-2"))
 	resp, err = h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "legacy_confirm", Context: caps,
-		RequestState: res.RequestState, InputResponsesJson: `{"` + key + `":{"action":"accept","content":{"sure":true}}}`})
+		RequestState: state, InputResponsesJson: `{"` + key + `":{"action":"accept","content":{"sure":true}}}`})
 	if err != nil || resp.GetResultType() != "complete" || resultText(t, resp.GetResultJson()) != `answer accept {"sure":true}` {
 		t.Fatalf("the retry after the reload: %v %v", resp, err)
 	}

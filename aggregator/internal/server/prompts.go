@@ -94,7 +94,7 @@ func (s *Server) complete(ctx context.Context, req *aggregatorv1.CompleteRequest
 			// The backend is asked about the resource admitted (route),
 			// under its own name for it.
 			r.prepare = func(a *admitted) (err error) {
-				params["ref"], err = withRefMember(params["ref"], "uri", a.snap.AskedURI(a.owner, catalog.CanonicalURI(ref.URI)))
+				params["ref"], err = withRefMember(params["ref"], "uri", catalog.BackendURI(a.owner, a.key))
 				return err
 			}
 		}

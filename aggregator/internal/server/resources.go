@@ -20,7 +20,7 @@ func (s *Server) ReadResource(ctx context.Context, req *aggregatorv1.ReadResourc
 
 func (s *Server) readResource(ctx context.Context, req *aggregatorv1.ReadResourceRequest) (*aggregatorv1.ReadResourceResponse, error) {
 	// Routed, filtered and authorized in its canonical form: an
-	// equivalent spelling is the same resource (AskedURI says what the
+	// equivalent spelling is the same resource (route says what the
 	// backend is asked for).
 	uri := catalog.CanonicalURI(req.GetUri())
 	var call backend.Call
@@ -33,7 +33,7 @@ func (s *Server) readResource(ctx context.Context, req *aggregatorv1.ReadResourc
 				return err
 			}
 			var p backend.ParamsBuilder
-			own := a.snap.AskedURI(a.owner, uri)
+			own := catalog.BackendURI(a.owner, a.key)
 			p.String("uri", own)
 			if err := mrtrParams(&p, req.GetInputResponsesJson(), req.GetRequestState()); err != nil {
 				return err

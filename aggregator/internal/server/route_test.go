@@ -318,20 +318,15 @@ func (w *routeWorld) call(ctx context.Context, tool string, a probeArgs, rc *agg
 			first.Context.ProgressTokenJson = `"first-round"`
 		}
 		_, held, err := streamCallErr(ctx, w.first, first)
-		var res struct {
-			InputRequests map[string]json.RawMessage `json:"inputRequests"`
-			RequestState  string                     `json:"requestState"`
-		}
-		if err != nil || held.GetResultType() != "input_required" || json.Unmarshal([]byte(held.GetResultJson()), &res) != nil || len(res.InputRequests) != 1 {
+		key, state, ok := heldQuestion(held)
+		if err != nil || !ok {
 			return nil, nil, fmt.Errorf("the call to retry: %v %v", held, err)
 		}
-		if w.row.forward && !strings.HasSuffix(res.RequestState, "@"+w.owner) {
-			return nil, nil, fmt.Errorf("requestState %q does not name the replica holding the call (%s)", res.RequestState, w.owner)
+		if w.row.forward && !strings.HasSuffix(state, "@"+w.owner) {
+			return nil, nil, fmt.Errorf("requestState %q does not name the replica holding the call (%s)", state, w.owner)
 		}
-		for key := range res.InputRequests {
-			req.InputResponsesJson = `{"` + key + `":{"action":"accept","content":{"sure":true}}}`
-		}
-		req.RequestState = res.RequestState
+		req.InputResponsesJson = `{"` + key + `":{"action":"accept","content":{"sure":true}}}`
+		req.RequestState = state
 	}
 	before := w.b.received("initialize")
 	notes, resp, err := streamCallErr(ctx, w.retryOr(), req)

@@ -230,7 +230,7 @@ func (s *Server) subscribeResources(ctx context.Context, server string, uris, re
 			// The backend is asked for the resource admitted (route), under
 			// its own name for it; updates are reported under the client's
 			// spelling.
-			unsubscribe, err := s.e.Subscribe(a.ctx, a.b, a.snap.AskedURI(a.owner, catalog.CanonicalURI(uri)), uri, ch)
+			unsubscribe, err := s.e.Subscribe(a.ctx, a.b, catalog.BackendURI(a.owner, a.key), uri, ch)
 			if err != nil {
 				s.log.Warn("backend subscribe failed", "backend", a.b.Name(), "err", a.b.Redact(err.Error()))
 			}

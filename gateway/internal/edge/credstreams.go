@@ -52,32 +52,17 @@ var (
 // gateway.auth between the request's authentication and now, which the
 // reload's recheck did not see the stream for, is caught up with here.
 func (g *Gateway) holdStream(ctx context.Context, r *http.Request, p *commonv1.Principal, cred streamCredential) (context.Context, func()) {
-	ctx, release := g.credStreams.hold(ctx, r, cred.audience, p, cred.state.cfg.Mode == "oidc")
+	ctx, held, release := g.credStreams.hold(ctx, r, cred.audience, p, cred.state.cfg.Mode == "oidc")
 	if now := g.auth.Load(); now != cred.state {
-		g.credStreams.recheckOne(r, now.authn)
+		held.recheck(now.authn)
 	}
 	return ctx, release
 }
 
-// recheckOne rechecks the stream r opened, if it is held.
-func (c *credentialStreams) recheckOne(r *http.Request, a auth.Authenticator) {
-	c.mu.Lock()
-	var held *credentialStream
-	for s := range c.open {
-		if s.r == r {
-			held = s
-		}
-	}
-	c.mu.Unlock()
-	if held != nil {
-		held.recheck(a)
-	}
-}
-
-// hold keeps r's stream, authenticated as p for audience, until release;
-// ctx ends when the credential stops authenticating, or expires (oidc:
+// hold keeps r's stream, authenticated as p for audience, until release,
+// and returns it; ctx ends when the credential stops authenticating, or expires (oidc:
 // the token's exp, and the leeway its check allows).
-func (c *credentialStreams) hold(ctx context.Context, r *http.Request, audience string, p *commonv1.Principal, oidc bool) (context.Context, func()) {
+func (c *credentialStreams) hold(ctx context.Context, r *http.Request, audience string, p *commonv1.Principal, oidc bool) (context.Context, *credentialStream, func()) {
 	ctx, end := context.WithCancelCause(ctx)
 	stopExpiry := func() bool { return false }
 	if exp, ok := auth.TokenExpiry(r); ok && oidc {
@@ -90,7 +75,7 @@ func (c *credentialStreams) hold(ctx context.Context, r *http.Request, audience 
 	}
 	c.open[s] = struct{}{}
 	c.mu.Unlock()
-	return ctx, func() {
+	return ctx, s, func() {
 		stopExpiry()
 		c.mu.Lock()
 		delete(c.open, s)
