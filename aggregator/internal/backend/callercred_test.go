@@ -1,12 +1,16 @@
 package backend
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/services/dualera"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // fakeJWT is a token with the given payload; the signature is not looked
@@ -221,5 +226,63 @@ func TestCallerCredentialOnOwnSessions(t *testing.T) {
 	}
 	if got := rec.last(); got != want {
 		t.Fatalf("a call that may be held reached the backend with %q, want %q", got, want)
+	}
+}
+
+// The backend's main session belongs to no caller, even when a caller's
+// call is what opens it (the first call, or the first after the backend
+// forgot the session): its handshake and its standalone stream carry no
+// caller's token. A backend binding sessions to the user of their first
+// request would otherwise serve, or refuse, everyone as that caller.
+func TestMainSessionOpenedByACallCarriesNoCallersToken(t *testing.T) {
+	for _, protocol := range []string{ProtocolModern, ProtocolLegacy} {
+		t.Run(protocol, func(t *testing.T) {
+			srv := mcp.NewServer(&mcp.Implementation{Name: "rec", Version: "1"}, nil)
+			mcp.AddTool(srv, &mcp.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest, map[string]any) (*mcp.CallToolResult, any, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
+			})
+			inner := dualera.New(srv, nil, nil)
+			var mu sync.Mutex
+			var seen []string // each request: its method (GET for a stream) and Authorization
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				what := r.Method
+				if r.Method == http.MethodPost {
+					body, _ := io.ReadAll(r.Body)
+					r.Body = io.NopCloser(bytes.NewReader(body))
+					var m struct {
+						Method string `json:"method"`
+					}
+					_ = json.Unmarshal(body, &m)
+					what = m.Method
+				}
+				mu.Lock()
+				seen = append(seen, what+" "+r.Header.Get("Authorization"))
+				mu.Unlock()
+				inner.ServeHTTP(w, r)
+			}))
+			t.Cleanup(ts.Close)
+			c := newTestClient(Config{Name: "gh", URL: ts.URL, Protocol: protocol, Auth: startExchanger(t), Timeout: 5 * time.Second})
+			t.Cleanup(c.Close)
+			alice, err := c.WithCaller(context.Background(), "alice", fakeJWT(`{"sub":"alice","aud":"switchboard"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Call(alice, echoCall(`{}`)); err != nil {
+				t.Fatal(err)
+			}
+			stream := map[string]string{ProtocolModern: "subscriptions/listen", ProtocolLegacy: "GET"}[protocol]
+			testkit.Eventually(t, "the session's standalone stream opened", 5*time.Second, func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return slices.ContainsFunc(seen, func(s string) bool { return strings.HasPrefix(s, stream+" ") })
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			for _, s := range seen {
+				if !strings.HasPrefix(s, "tools/call ") && strings.HasSuffix(s, " "+callerAuthorization(alice)) {
+					t.Errorf("the main session's %q carried alice's exchanged token (requests: %q)", s, seen)
+				}
+			}
+		})
 	}
 }

@@ -239,14 +239,16 @@ func (c *Client) current(ctx context.Context) (*mcp.ClientSession, error) {
 	c.connecting = a
 	c.mu.Unlock()
 
-	// The session outlives this request: connect under a context that is
-	// not cancelled with it, bounded by the backend timeout (or the
-	// request's deadline, if sooner).
+	// The session outlives this request and belongs to no caller: connect
+	// under a context that carries nothing of the request (its caller's
+	// credential would reach the backend with the handshake and the
+	// session's stream, for as long as the session lives), bounded by the
+	// backend timeout (or the request's deadline, if sooner).
 	limit := c.cfg.Timeout
 	if d, ok := ctx.Deadline(); ok {
 		limit = min(limit, time.Until(d))
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
+	cctx, cancel := context.WithTimeout(context.Background(), limit)
 	a.session, a.err = c.connect(cctx, c.mcp, true)
 	cancel()
 
