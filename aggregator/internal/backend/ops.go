@@ -182,7 +182,7 @@ func decodePage[T any](method, member string, result []byte, prev, seen map[stri
 		item, ok := prev[string(v)].(*T)
 		if !ok {
 			item = new(T)
-			if err := decodeAsSDK(v, item); err != nil {
+			if err := DecodeAsSDK(v, item); err != nil {
 				decodeErr = fmt.Errorf("%w: %s: an item of %s does not decode: %v", ErrProtocolViolation, method, member, err)
 				return false
 			}
@@ -201,9 +201,9 @@ func decodePage[T any](method, member string, result []byte, prev, seen map[stri
 	return out, next, nil
 }
 
-// decodeAsSDK decodes an item as go-sdk's client does: member names match
+// DecodeAsSDK decodes JSON as go-sdk does: member names match
 // case-sensitively, so a "Name" is not a "name".
-func decodeAsSDK(data []byte, v any) error {
+func DecodeAsSDK(data []byte, v any) error {
 	dec := sdkjson.NewDecoder(bytes.NewReader(data))
 	dec.DontMatchCaseInsensitiveStructFields()
 	return dec.Decode(v)

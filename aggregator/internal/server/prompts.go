@@ -9,6 +9,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
 )
 
 // GetPrompt renders a prompt on its owning backend, passed through raw
@@ -56,8 +57,9 @@ func (s *Server) getPrompt(ctx context.Context, req *aggregatorv1.GetPromptReque
 
 // Complete routes a completion request by its reference: a prompt by
 // advertised name, or a resource template (or resource) by URI. The
-// params reach the backend as the client sent them, except for a prompt
-// reference's name, which becomes the backend's own.
+// params reach the backend as the client sent them, but for the
+// reference, which is rebuilt from what was admitted: the backend's own
+// name for the prompt, or its own URI for the template or resource.
 func (s *Server) Complete(ctx context.Context, req *aggregatorv1.CompleteRequest) (*aggregatorv1.CompleteResponse, error) {
 	resp, err := s.complete(ctx, req)
 	return resp, s.fail(ctx, "Complete", err)
@@ -65,22 +67,18 @@ func (s *Server) Complete(ctx context.Context, req *aggregatorv1.CompleteRequest
 
 func (s *Server) complete(ctx context.Context, req *aggregatorv1.CompleteRequest) (*aggregatorv1.CompleteResponse, error) {
 	var params map[string]json.RawMessage
-	var ref struct {
-		Type string `json:"type"`
-		Name string `json:"name"`
-		URI  string `json:"uri"`
-	}
+	var ref completionRef
 	r := admission{method: config.RateMethodCompletion, trail: audit.KindCompletion, server: req.GetServer(), subjectToken: req.GetSubjectToken()}
-	if err := json.Unmarshal([]byte(req.GetParamsJson()), &params); err != nil || params == nil || json.Unmarshal(params["ref"], &ref) != nil {
-		r.malformed = invalidArgument("params_json must be completion params with a ref")
+	if err := json.Unmarshal([]byte(req.GetParamsJson()), &params); err != nil || params == nil || ref.read(params["ref"]) != nil {
+		r.malformed = invalidArgument("params_json must be completion params with a ref (an object naming each member once)")
 	}
 	delete(params, "_meta")
 	switch ref.Type {
 	case "ref/prompt":
 		r.kind, r.key = catalog.KindPrompts, ref.Name
-		r.prepare = func(a *admitted) (err error) {
-			params["ref"], err = withRefMember(params["ref"], "name", a.prompt.Original)
-			return err
+		r.prepare = func(a *admitted) error {
+			params["ref"] = completionRef{Type: ref.Type, Name: a.prompt.Original}.encode()
+			return nil
 		}
 	case "ref/resource":
 		// A reference names a template by its URI template, or a resource.
@@ -90,13 +88,11 @@ func (s *Server) complete(ctx context.Context, req *aggregatorv1.CompleteRequest
 				r.kind = catalog.KindResourceTemplates
 			}
 		}
-		if r.kind == catalog.KindResources {
-			// The backend is asked about the resource admitted (route),
-			// under its own name for it.
-			r.prepare = func(a *admitted) (err error) {
-				params["ref"], err = withRefMember(params["ref"], "uri", catalog.BackendURI(a.owner, a.key))
-				return err
-			}
+		// The backend is asked about the template or resource admitted
+		// (route), under its own name for it.
+		r.prepare = func(a *admitted) error {
+			params["ref"] = completionRef{Type: ref.Type, URI: catalog.BackendURI(a.owner, a.key)}.encode()
+			return nil
 		}
 	default:
 		if r.malformed == nil {
@@ -117,13 +113,30 @@ func (s *Server) complete(ctx context.Context, req *aggregatorv1.CompleteRequest
 	})
 }
 
-// withRefMember is a completion reference with its member (a prompt's
-// name, a resource's uri) set to value, other members kept.
-func withRefMember(raw json.RawMessage, member, value string) (json.RawMessage, error) {
-	var ref map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &ref); err != nil {
-		return nil, invalidArgument("params_json must be completion params with a ref")
-	}
-	ref[member], _ = json.Marshal(value)
-	return json.Marshal(ref)
+// completionRef is a completion's reference: a prompt's name or a
+// template's (or resource's) URI.
+type completionRef struct {
+	Type string `json:"type"`
+	Name string `json:"name,omitempty"`
+	URI  string `json:"uri,omitempty"`
 }
+
+// read decodes raw as a go-sdk server would, member names matching case
+// sensitively ("Uri" is not "uri"), and refuses a reference naming a
+// member twice: what the admission reads is what the reference says to
+// every reader.
+func (ref *completionRef) read(raw json.RawMessage) error {
+	if err := rawjson.Unique(raw, maxRefDepth); err != nil {
+		return err
+	}
+	return backend.DecodeAsSDK(raw, ref)
+}
+
+func (ref completionRef) encode() json.RawMessage {
+	b, _ := json.Marshal(ref)
+	return b
+}
+
+// maxRefDepth bounds the nesting a reference may carry in members it
+// does not need (its own are strings).
+const maxRefDepth = 8

@@ -17,6 +17,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // withContent gives a backend a resource, a template and a prompt.
@@ -360,5 +361,56 @@ aggregator:
 	}
 	if n := len(res.GetResources()); n > 1 {
 		t.Errorf("%d resources listed for one URI: %v", n, res.GetResources())
+	}
+}
+
+// TestCompletionAsksAboutWhatWasAdmitted: a completion's reference is
+// read as a go-sdk backend reads it and sent rebuilt from what was
+// admitted. A second member spelled in another case ("Uri") or twice
+// cannot have one template admitted and another completed, and an
+// app page template is completed under the backend's own URI.
+func TestCompletionAsksAboutWhatWasAdmitted(t *testing.T) {
+	docs := newTestBackend(t, "docs", backendOptions{stateful: true, tools: []string{"echo"}, extra: func(b *testBackend) {
+		for _, tmpl := range []string{"docs://items/{id}", "docs://secret/{id}", "ui://pages/{id}"} {
+			b.server.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: tmpl, Name: tmpl}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "x"}}}, nil
+			})
+		}
+	}})
+	h := startAggregatorFile(t, `
+aggregator:
+  backends:
+    - {name: docs, url: `+docs.url()+`}
+servers:
+  - name: public
+    backends: [docs]
+    resources: {exclude: ["docs://secret/*"]}
+`)
+	ctx := context.Background()
+	complete := func(ref string) (string, error) {
+		r, err := h.gateway.Complete(ctx, &aggregatorv1.CompleteRequest{Principal: principal("alice"), Server: "public",
+			ParamsJson: `{"ref":` + ref + `,"argument":{"name":"id","value":"s"}}`})
+		return r.GetResultJson(), err
+	}
+	testkit.Eventually(t, "the templates routed", 10*time.Second, func() bool {
+		_, err := complete(`{"type":"ref/resource","uri":"docs://items/{id}"}`)
+		return err == nil
+	})
+	_, err := complete(`{"type":"ref/resource","uri":"docs://secret/{id}"}`)
+	wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	for _, ref := range []string{
+		`{"type":"ref/resource","uri":"docs://secret/{id}","Uri":"docs://items/{id}"}`,
+		`{"type":"ref/resource","Uri":"docs://secret/{id}","uri":"docs://items/{id}"}`,
+		`{"type":"ref/resource","uri":"docs://secret/{id}","uri":"docs://items/{id}"}`,
+		`{"Type":"ref/prompt","type":"ref/resource","name":"x","uri":"docs://items/{id}"}`,
+	} {
+		got, err := complete(ref)
+		if strings.Contains(got, "secret") || (err == nil && !strings.Contains(got, "docs:docs://items/{id}:s")) {
+			t.Errorf("ref %s: the backend completed %s (%v)", ref, got, err)
+		}
+	}
+	got, err := complete(`{"type":"ref/resource","uri":"ui://docs/pages/{id}"}`)
+	if err != nil || !strings.Contains(got, `"docs:ui://pages/{id}:s"`) {
+		t.Fatalf("the app page template ui://docs/pages/{id}: %s %v, want the backend's own ui://pages/{id} completed", got, err)
 	}
 }
