@@ -16,7 +16,7 @@ var emitters = map[string][]Kind{
 	// of the trail's that it refuses before asking the aggregator or the
 	// indexer (gateway/internal/edge/audit.go); its reloads.
 	"gateway": {KindSessionStart, KindSessionEnd, KindToolCall, KindResourceRead, KindResourceSubscribe, KindPromptGet,
-		KindCompletion, KindFindTool, KindConfigReload},
+		KindCompletion, KindFindTool, KindConfigReload, KindTaskGet, KindTaskUpdate, KindTaskCancel, KindTaskList},
 	// The aggregator: every call, read, prompt, completion, subscription
 	// and request about a task it is asked (aggregator/internal/server), quarantines
 	// (aggregator/internal/pinning); its reloads.

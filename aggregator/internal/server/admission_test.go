@@ -163,7 +163,7 @@ audit:
 	forwardedRetry := map[string]bool{"ResumeHeldCall": true, "ResumeHeldCallStream": true}
 	// The requests about a task read it from the task store by its
 	// owner, server and id first: one that is not the caller's is
-	// NOT_FOUND before any step. Those about the caller's task are
+	// NOT_FOUND before any other step, recorded as such. Those about the caller's task are
 	// admitted as calls of its tool (tasks.go), which test/e2e's task
 	// tests drive through real processes.
 	const unknownTask = "t1.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
@@ -270,6 +270,19 @@ audit:
 			if e.Subject == "caller-of-"+name {
 				t.Errorf("%s left an event %+v", name, e)
 			}
+		}
+	}
+	// A refused request about a task is in the trail like any refusal:
+	// a client probing task ids leaves its events.
+	for name, kind := range map[string]audit.Kind{"GetTask": audit.KindTaskGet, "UpdateTask": audit.KindTaskUpdate, "CancelTask": audit.KindTaskCancel} {
+		var got []string
+		for _, e := range events {
+			if e.Subject == "caller-of-"+name {
+				got = append(got, string(e.Kind)+" "+string(e.Outcome))
+			}
+		}
+		if want := string(kind) + " " + string(audit.OutcomeNotFound); !slices.Equal(got, []string{want}) {
+			t.Errorf("%s of a task that does not exist left events %q, want [%s]", name, got, want)
 		}
 	}
 }

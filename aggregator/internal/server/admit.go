@@ -58,9 +58,10 @@ type admission struct {
 	subjectToken string
 	// args are the client's arguments as it sent them, for the trail.
 	args string
-	// malformed, if set, refuses the request before any step: it is wrong
-	// on its own terms, whatever it names.
-	malformed error
+	// refusal, if set, refuses the request before any step: it is wrong
+	// on its own terms (malformed), or names a task that is not the
+	// caller's, whatever else it names.
+	refusal error
 	// prepare, if set, checks the request against the found item.
 	prepare func(*admitted) error
 	// shared marks a request made on the backend's shared session for
@@ -120,8 +121,8 @@ func serve[T any](ctx context.Context, s *Server, r admission, do func(*admitted
 // refused admission still returns what it found (nil when it found
 // nothing to look at), for the trail.
 func (s *Server) admit(ctx context.Context, r admission) (*admitted, error) {
-	if r.malformed != nil {
-		return nil, s.refused(ctx, r, r.malformed)
+	if r.refusal != nil {
+		return nil, s.refused(ctx, r, r.refusal)
 	}
 	a, err := s.route(ctx, r.server, r.kind, r.key)
 	if r.taskState && errors.Is(err, engine.ErrBackendDown) {

@@ -118,7 +118,7 @@ func (s *Server) callTool(ctx context.Context, req *aggregatorv1.CallToolRequest
 	var tc toolCall
 	r := toolCallAdmission(req, &tc, forwarded)
 	if stream != nil {
-		r.malformed = stream.invalid
+		r.refusal = stream.invalid
 	}
 	return serve(ctx, s, r, func(a *admitted) (*aggregatorv1.CallToolResponse, error) {
 		switch s.taskRouteOf(a, req, &tc, forwarded) {

@@ -70,7 +70,7 @@ func (s *Server) complete(ctx context.Context, req *aggregatorv1.CompleteRequest
 	var ref completionRef
 	r := admission{method: config.RateMethodCompletion, trail: audit.KindCompletion, server: req.GetServer(), subjectToken: req.GetSubjectToken()}
 	if err := json.Unmarshal([]byte(req.GetParamsJson()), &params); err != nil || params == nil || ref.read(params["ref"]) != nil {
-		r.malformed = invalidArgument("params_json must be completion params with a ref (an object naming each member once)")
+		r.refusal = invalidArgument("params_json must be completion params with a ref (an object naming each member once)")
 	}
 	delete(params, "_meta")
 	switch ref.Type {
@@ -95,8 +95,8 @@ func (s *Server) complete(ctx context.Context, req *aggregatorv1.CompleteRequest
 			return nil
 		}
 	default:
-		if r.malformed == nil {
-			r.malformed = invalidArgument("ref.type must be ref/prompt or ref/resource")
+		if r.refusal == nil {
+			r.refusal = invalidArgument("ref.type must be ref/prompt or ref/resource")
 		}
 	}
 	return serve(ctx, s, r, func(a *admitted) (*aggregatorv1.CompleteResponse, error) {

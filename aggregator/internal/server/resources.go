@@ -43,7 +43,7 @@ func (s *Server) readResource(ctx context.Context, req *aggregatorv1.ReadResourc
 		},
 	}
 	if uri == "" {
-		r.malformed = invalidArgument("uri is required")
+		r.refusal = invalidArgument("uri is required")
 	}
 	return serve(ctx, s, r, func(a *admitted) (*aggregatorv1.ReadResourceResponse, error) {
 		res, err := timed(s, a.b, "resources/read", func() (*backend.Result, error) { return a.b.Call(a.ctx, &call) })

@@ -43,9 +43,9 @@ func (s *Server) GetTask(ctx context.Context, req *aggregatorv1.GetTaskRequest) 
 }
 
 func (s *Server) getTask(ctx context.Context, req *aggregatorv1.GetTaskRequest) (*aggregatorv1.GetTaskResponse, error) {
-	rec, call, err := s.readTask(ctx, config.RateMethodTasksGet, req.GetServer(), req.GetTaskId())
+	rec, call, err := s.readTask(ctx, req.GetServer(), req.GetTaskId())
 	if err != nil {
-		return nil, err
+		return refuseTask[*aggregatorv1.GetTaskResponse](ctx, s, config.RateMethodTasksGet, audit.KindTaskGet, req.GetServer(), err)
 	}
 	// A task that ended is answered from its record, its backend up or
 	// not; one its backend runs is read there.
@@ -74,9 +74,9 @@ func (s *Server) CancelTask(ctx context.Context, req *aggregatorv1.CancelTaskReq
 }
 
 func (s *Server) cancelTask(ctx context.Context, req *aggregatorv1.CancelTaskRequest) (*aggregatorv1.CancelTaskResponse, error) {
-	rec, call, err := s.readTask(ctx, config.RateMethodTasksCancel, req.GetServer(), req.GetTaskId())
+	rec, call, err := s.readTask(ctx, req.GetServer(), req.GetTaskId())
 	if err != nil {
-		return nil, err
+		return refuseTask[*aggregatorv1.CancelTaskResponse](ctx, s, config.RateMethodTasksCancel, audit.KindTaskCancel, req.GetServer(), err)
 	}
 	r := taskAdmission(config.RateMethodTasksCancel, audit.KindTaskCancel, req.GetServer(), rec, call)
 	ended := mcpspec.TaskEnded(rec.GetStatus())
@@ -113,21 +113,24 @@ func (s *Server) UpdateTask(ctx context.Context, req *aggregatorv1.UpdateTaskReq
 }
 
 func (s *Server) updateTask(ctx context.Context, req *aggregatorv1.UpdateTaskRequest) (*aggregatorv1.UpdateTaskResponse, error) {
+	refuse := func(err error) (*aggregatorv1.UpdateTaskResponse, error) {
+		return refuseTask[*aggregatorv1.UpdateTaskResponse](ctx, s, config.RateMethodTasksUpdate, audit.KindTaskUpdate, req.GetServer(), err)
+	}
 	answers := req.GetInputResponsesJson()
 	switch {
 	case !isObject([]byte(answers)):
-		return nil, invalidArgument("input_responses_json must be a JSON object")
+		return refuse(invalidArgument("input_responses_json must be a JSON object"))
 	case len(answers) > config.MaxTaskInputBytes:
-		return nil, invalidArgument(fmt.Sprintf("inputResponses may be at most %d KiB", config.MaxTaskInputBytes>>10))
+		return refuse(invalidArgument(fmt.Sprintf("inputResponses may be at most %d KiB", config.MaxTaskInputBytes>>10)))
 	case !hasMember([]byte(answers)):
-		return nil, invalidArgument("inputResponses must answer at least one input request")
+		return refuse(invalidArgument("inputResponses must answer at least one input request"))
 	}
-	rec, call, err := s.readTask(ctx, config.RateMethodTasksUpdate, req.GetServer(), req.GetTaskId())
+	rec, call, err := s.readTask(ctx, req.GetServer(), req.GetTaskId())
 	if err != nil {
-		return nil, err
+		return refuse(err)
 	}
 	if bid := call.BackendTaskID; bid != "" && call.LegacyBackend {
-		return nil, invalidArgument("this task's backend (2025-11-25) takes no answers through tasks/update")
+		return refuse(invalidArgument("this task's backend (2025-11-25) takes no answers through tasks/update"))
 	} else if bid != "" {
 		r := proxiedAdmission(config.RateMethodTasksUpdate, audit.KindTaskUpdate, req.GetServer(), rec, call, req.GetContext().GetSubjectToken())
 		return serve(ctx, s, r, func(a *admitted) (*aggregatorv1.UpdateTaskResponse, error) {
@@ -241,21 +244,15 @@ func (s *Server) listTasks(ctx context.Context, req *aggregatorv1.ListTasksReque
 }
 
 // readTask reads the caller's task by id through server; anything but
-// its own task is errTaskNotFound.
-func (s *Server) readTask(ctx context.Context, method, server, id string) (*indexerv1.TaskRecord, taskCall, error) {
-	// A task that is not the caller's is refused like a missing item:
-	// the lookup takes its token from the limits per principal, so that
-	// a client probing task ids is held to them.
-	notFound := func() error { return s.refused(ctx, admission{method: method, server: server}, errTaskNotFound) }
+// its own task is errTaskNotFound, which the request is refused with
+// through its admission (refuseTask).
+func (s *Server) readTask(ctx context.Context, server, id string) (*indexerv1.TaskRecord, taskCall, error) {
 	if s.tasks == nil || id == "" || len(id) > maxTaskIDBytes {
-		return nil, taskCall{}, notFound()
+		return nil, taskCall{}, errTaskNotFound
 	}
 	resp, err := s.tasks.store.GetTask(ctx, &indexerv1.GetTaskRequest{Ref: ref(ctx, taskKey(id), server)})
 	if err != nil {
-		if err = storeError(err); errors.Is(err, errTaskNotFound) {
-			return nil, taskCall{}, notFound()
-		}
-		return nil, taskCall{}, err
+		return nil, taskCall{}, storeError(err)
 	}
 	rec := resp.GetRecord()
 	call, err := storedCall(rec)
@@ -264,6 +261,19 @@ func (s *Server) readTask(ctx context.Context, method, server, id string) (*inde
 	}
 	rec.Tool = s.taskTool(server, rec, call)
 	return rec, call, nil
+}
+
+// refuseTask refuses a request about a task, through the admission of
+// its method, with err: readTask's (a task that is not the caller's is
+// refused like a missing item, and takes its token from the limits per
+// principal, so that a client probing task ids is held to them), or the
+// request's own. Like every refusal it leaves its event in the trail.
+func refuseTask[T any](ctx context.Context, s *Server, method string, trail audit.Kind, server string, err error) (T, error) {
+	r := admission{method: method, trail: trail, server: server, refusal: err}
+	return serve(ctx, s, r, func(*admitted) (T, error) {
+		var none T
+		return none, err
+	})
 }
 
 // taskTool is the name the task's tool goes by in server now: the one the

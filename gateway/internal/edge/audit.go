@@ -146,6 +146,15 @@ func auditedItem(req *methods.Request) (item auditItem, ok bool) {
 				item.resource = str(ref, "uri")
 			}
 		}
+	case "tasks/get", "tasks/result":
+		// tasks/result reads the task as tasks/get does, until it ends.
+		item = auditItem{kind: audit.KindTaskGet}
+	case "tasks/update":
+		item = auditItem{kind: audit.KindTaskUpdate}
+	case "tasks/cancel":
+		item = auditItem{kind: audit.KindTaskCancel}
+	case "tasks/list":
+		item = auditItem{kind: audit.KindTaskList}
 	default:
 		return auditItem{}, false
 	}

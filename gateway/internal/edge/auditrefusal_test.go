@@ -82,8 +82,8 @@ func tracedSend(t *testing.T, url string, header map[string]string, body string)
 }
 
 // TestRefusalsAudited: every tools/call, resources/read, prompts/get,
-// completion/complete and resources/subscribe (and the optimizer's
-// call_tool and find_tool) the gateway refuses before asking the
+// completion/complete, resources/subscribe and request about a task (and
+// the optimizer's call_tool and find_tool) the gateway refuses before asking the
 // aggregator or the indexer is one event of the gateway's, with the
 // principal, what the client named (within the audit table's bound), the
 // outcome (invalid; denied for a forged or replayed requestState; error
@@ -179,6 +179,16 @@ func TestRefusalsAudited(t *testing.T) {
 		want{audit.KindCompletion, "alpha_greet", audit.OutcomeInvalid, "argument is required", false})
 	refused("a completion without ref", mcp, modernHeaders("completion/complete"), `{"jsonrpc":"2.0","id":9,"method":"completion/complete","params":{`+modernMeta+`}}`,
 		want{audit.KindCompletion, "", audit.OutcomeInvalid, "ref is required", false})
+
+	refused("a task cancelled under another Mcp-Name", mcp, modernHeaders("tasks/cancel", "Mcp-Name", "t1.other"),
+		`{"jsonrpc":"2.0","id":13,"method":"tasks/cancel","params":{`+tasksMeta+`,"taskId":"t1.victim"}}`,
+		want{audit.KindTaskCancel, "", audit.OutcomeInvalid, "Mcp-Name", false})
+	refused("a task read without taskId", mcp, modernHeaders("tasks/get"),
+		`{"jsonrpc":"2.0","id":14,"method":"tasks/get","params":{`+tasksMeta+`}}`,
+		want{audit.KindTaskGet, "", audit.OutcomeInvalid, "taskId", false})
+	refused("a task answered with nothing", mcp, modernHeaders("tasks/update", "Mcp-Name", "t1.mine"),
+		`{"jsonrpc":"2.0","id":15,"method":"tasks/update","params":{`+tasksMeta+`,"taskId":"t1.mine","inputResponses":[]}}`,
+		want{audit.KindTaskUpdate, "", audit.OutcomeInvalid, "inputResponses", false})
 
 	optimized := url + "/mcp/optimized"
 	refused("call_tool with parameters not an object", optimized, modernHeaders("tools/call", "Mcp-Name", "call_tool"),
