@@ -47,7 +47,7 @@ func (c *Client) classify(ctx context.Context, err error) error {
 		return fmt.Errorf("%w (%s)", ErrProtocolViolation, c.redactCall(ctx, err.Error()))
 	}
 	if errors.Is(err, errBudget) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%w after %s", ErrTimeout, c.cfg.Timeout)
+		return fmt.Errorf("%w after %s", ErrTimeout, c.budget(ctx))
 	}
 	var wire *jsonrpc.Error
 	if errors.As(err, &wire) && !errors.Is(err, mcp.ErrConnectionClosed) && !errors.Is(err, mcp.ErrSessionMissing) && wire.Code != rejectedCode {

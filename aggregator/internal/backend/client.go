@@ -386,9 +386,27 @@ func do[T any](ctx context.Context, c *Client, policy retry, budget time.Duratio
 // errBudget is the cause of a context that ran out of the backend timeout.
 var errBudget = errors.New("backend timeout")
 
-// bounded runs one request under the backend timeout.
+type callTimeoutKey struct{}
+
+// WithCallTimeout returns ctx in which a call's requests to the backend
+// are bounded by d instead of the backend's timeout, longer or shorter:
+// a tool's own timeout (its override).
+func WithCallTimeout(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, callTimeoutKey{}, d)
+}
+
+// budget bounds a request made in ctx: the call's own timeout
+// (WithCallTimeout), else the backend's.
+func (c *Client) budget(ctx context.Context) time.Duration {
+	if d, ok := ctx.Value(callTimeoutKey{}).(time.Duration); ok && d > 0 {
+		return d
+	}
+	return c.cfg.Timeout
+}
+
+// bounded runs one request under its budget.
 func bounded[T any](ctx context.Context, c *Client, f func(context.Context) (T, error)) (T, error) {
-	ctx, cancel := context.WithTimeoutCause(ctx, c.cfg.Timeout, errBudget)
+	ctx, cancel := context.WithTimeoutCause(ctx, c.budget(ctx), errBudget)
 	defer cancel()
 	res, err := f(ctx)
 	if err != nil && errors.Is(context.Cause(ctx), errBudget) {

@@ -250,12 +250,14 @@ func (c *Client) await(ctx context.Context, h *heldCall) (*mcp.CallToolResult, e
 	// What the backend sends back is read and redacted with the credential
 	// the call's requests carried (a retry's own may be another token).
 	ctx = context.WithValue(ctx, callerKey{}, h.cred)
-	wait, cancel := context.WithTimeoutCause(ctx, c.cfg.Timeout, errBudget)
+	wait, cancel := context.WithTimeoutCause(ctx, c.budget(ctx), errBudget)
 	defer cancel()
 	select {
 	case o := <-h.done:
 		if o.err != nil {
-			return nil, c.classify(wait, o.err)
+			// Classified in the caller's context: the budget's own end is
+			// a timeout, not the caller's deadline.
+			return nil, c.classify(ctx, o.err)
 		}
 		return c.redactToolResult(wait, o.res)
 	case q := <-h.asks:
@@ -278,7 +280,7 @@ func (c *Client) await(ctx context.Context, h *heldCall) (*mcp.CallToolResult, e
 		if errors.Is(context.Cause(wait), errBudget) {
 			err = fmt.Errorf("%w: %w", errBudget, err)
 		}
-		return nil, c.classify(wait, err)
+		return nil, c.classify(ctx, err)
 	}
 }
 

@@ -131,7 +131,7 @@ func (c *Client) Call(ctx context.Context, call *Call) (*Result, error) {
 		if call.Method == "tools/call" {
 			policy = retryUnsent
 		}
-		res, err = do(ctx, c, policy, c.cfg.Timeout, func(ctx context.Context, s *mcp.ClientSession) (*Result, error) {
+		res, err = do(ctx, c, policy, c.budget(ctx), func(ctx context.Context, s *mcp.ClientSession) (*Result, error) {
 			return c.exchange(ctx, s, call)
 		})
 	}

@@ -47,14 +47,16 @@ func (c *Client) CallToolStreamed(ctx context.Context, params *mcp.CallToolParam
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 	}
 	r.handle(opts)
-	ctx, cancel := context.WithTimeoutCause(ctx, c.cfg.Timeout, errBudget)
+	bctx, cancel := context.WithTimeoutCause(ctx, c.budget(ctx), errBudget)
 	defer cancel()
-	res, err := c.callOnOwnSession(ctx, mcp.NewClient(Implementation, opts), params, progress, logLevel)
+	res, err := c.callOnOwnSession(bctx, mcp.NewClient(Implementation, opts), params, progress, logLevel)
 	r.set(Notify{})
 	if err != nil {
-		if errors.Is(context.Cause(ctx), errBudget) {
+		if errors.Is(context.Cause(bctx), errBudget) {
 			err = fmt.Errorf("%w: %w", errBudget, err)
 		}
+		// Classified in the caller's context: the budget's own end is a
+		// timeout, not the caller's deadline.
 		return nil, c.classify(ctx, err)
 	}
 	return c.redactToolResult(ctx, res)

@@ -79,12 +79,16 @@ func (e *Engine) Reconfigure(next Options) (needsRestart []string, err error) {
 			m.stop()
 		}
 		// Calls already routed to the old client may still run: it is
-		// closed once the longest of them would have ended. A stdio
+		// closed once the longest of them would have ended (a tool's own
+		// timeout may be longer than the backend's). A stdio
 		// server's process is stopped at once instead, its calls with
 		// it: the new one starts now and may need what the old holds (a
 		// lock, a port), and a removed server must not keep running, or
 		// be started again, for a minute.
 		client, grace := m.client, max(m.cfg.Timeout, m.cfg.InputWait)
+		for _, set := range prev.overrides {
+			grace = max(grace, set.LongestTimeout(m.cfg.Name))
+		}
 		if client.RunsProcess() {
 			grace = 0
 		}

@@ -76,6 +76,21 @@ func (s *Set) Len() int {
 	return len(s.tools)
 }
 
+// LongestTimeout is the longest timeout the set gives a tool of backend
+// (0 for none): how long a call routed to it may run.
+func (s *Set) LongestTimeout(backend string) time.Duration {
+	if s == nil {
+		return 0
+	}
+	var longest time.Duration
+	for k, t := range s.tools {
+		if k.backend == backend {
+			longest = max(longest, t.timeout)
+		}
+	}
+	return longest
+}
+
 // HiddenStrings are the strings the set's hidden arguments inject into
 // the calls of backend's tools: every string inside each value, at any
 // depth (object member names aside). They may be secrets, which the

@@ -206,3 +206,21 @@ func TestHiddenArgumentError(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A removed backend's client is kept for its longest call: the longest
+// timeout a set gives one of its tools, a server's over the global ones.
+func TestLongestTimeout(t *testing.T) {
+	set := mustCompile(t, []config.ToolOverride{
+		{Backend: "b", Tool: "quick", Timeout: config.Duration(time.Second)},
+		{Backend: "b", Tool: "slow", Timeout: config.Duration(time.Minute)},
+		{Backend: "c", Tool: "slower", Timeout: config.Duration(time.Hour)},
+	}, []config.ToolOverride{{Backend: "b", Tool: "quick", Timeout: config.Duration(2 * time.Minute)}})
+	for backend, want := range map[string]time.Duration{"b": 2 * time.Minute, "c": time.Hour, "d": 0} {
+		if got := set.LongestTimeout(backend); got != want {
+			t.Errorf("LongestTimeout(%s) = %s, want %s", backend, got, want)
+		}
+	}
+	if got := (*Set)(nil).LongestTimeout("b"); got != 0 {
+		t.Errorf("a nil set: %s", got)
+	}
+}

@@ -138,12 +138,14 @@ func (s *Server) callTool(ctx context.Context, req *aggregatorv1.CallToolRequest
 }
 
 // runToolCall runs an admitted call within its tool's timeout, if the
-// tool's override sets one.
+// tool's override sets one: on every route, that timeout bounds the call
+// instead of the backend's, longer or shorter.
 func (s *Server) runToolCall(ctx context.Context, req *aggregatorv1.CallToolRequest, tc *toolCall, stream *notifier) (*aggregatorv1.CallToolResponse, error) {
 	limit := tc.tool.Override.Timeout()
 	if limit <= 0 {
 		return s.routeToolCall(ctx, req, tc, stream)
 	}
+	ctx = backend.WithCallTimeout(ctx, limit)
 	ctx, cancel := context.WithTimeoutCause(ctx, limit, errToolTimeout)
 	defer cancel()
 	resp, err := s.routeToolCall(ctx, req, tc, stream)

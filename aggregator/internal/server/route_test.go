@@ -87,18 +87,31 @@ func TestEveryRouteBehavesTheSame(t *testing.T) {
 				t.Fatalf("the cancelled call ended with %v", err)
 			}
 		}},
-		// timeout: a tool override's timeout ends the call as a backend
-		// timeout, well before the backend's own, and ends the handler.
+		// timeout: a tool override's timeout bounds the call instead of
+		// the backend's: a longer one lets the call outlast the backend's
+		// timeout; a shorter one ends the call as a backend timeout, well
+		// before the backend's own, and ends the handler.
 		{"timeout", func(t *testing.T, w *routeWorld) {
+			outlast := w.row.name + "-outlast"
+			_, resp, err := w.call(context.Background(), "probe", probeArgs{ID: outlast, Do: "outlast"}, nil)
+			if err != nil || resultText(t, resp.GetResultJson()) != "done "+outlast {
+				t.Fatalf("a call of a tool whose timeout is longer than the backend's (%s): %v %v", routeBackendTimeout, resp, err)
+			}
 			id := w.row.name + "-timeout"
 			start := time.Now()
-			_, _, err := w.call(context.Background(), "slow", probeArgs{ID: id, Do: "hang"}, nil)
+			_, _, err = w.call(context.Background(), "slow", probeArgs{ID: id, Do: "hang"}, nil)
 			took := time.Since(start)
 			wantStatus(t, err, codes.DeadlineExceeded, commonv1.ErrorReason_ERROR_REASON_BACKEND_TIMEOUT)
 			if took > 3*time.Second {
 				t.Fatalf("timed out after %s: not the tool's timeout (%s)", took, routeToolTimeout)
 			}
 			testkit.Eventually(t, "the timed-out handler is cancelled", 5*time.Second, func() bool { return w.probe.is(id, "cancelled") })
+			// Without an override, the backend's timeout ends the call
+			// the same way.
+			bare := w.row.name + "-bare"
+			_, _, err = w.call(context.Background(), "bare", probeArgs{ID: bare, Do: "hang"}, nil)
+			wantStatus(t, err, codes.DeadlineExceeded, commonv1.ErrorReason_ERROR_REASON_BACKEND_TIMEOUT)
+			testkit.Eventually(t, "the handler past the backend's timeout is cancelled", 5*time.Second, func() bool { return w.probe.is(bare, "cancelled") })
 		}},
 		// progress: the backend's progress reaches the caller before the
 		// result, with the caller's own token.
@@ -208,8 +221,13 @@ func TestEveryRouteBehavesTheSame(t *testing.T) {
 	}
 }
 
-// routeToolTimeout is the tool override's timeout of the slow tool.
-const routeToolTimeout = 400 * time.Millisecond
+// routeToolTimeout is the tool override's timeout of the slow tool,
+// routeBackendTimeout the backend's: the probe tool's override is longer
+// (10s).
+const (
+	routeToolTimeout    = 400 * time.Millisecond
+	routeBackendTimeout = time.Second
+)
 
 // probeHeader is the backend's static credential header.
 const probeHeader = "X-Probe-Credential"
@@ -262,10 +280,11 @@ aggregator:
     - name: b
       url: ` + w.b.url() + `
       protocol: "` + protocol + `"
-      timeout: 10s
+      timeout: ` + routeBackendTimeout.String() + `
       headers: {` + probeHeader + `: ` + w.secret + `}
   toolOverrides:
     - {backend: b, tool: slow, timeout: ` + routeToolTimeout.String() + `}
+    - {backend: b, tool: probe, timeout: 10s}
 `
 	}
 	start := func(listen, peers string) *harness { return startAggregatorFile(t, yaml(listen, peers)) }
@@ -401,8 +420,8 @@ func noteTexts(t *testing.T, notes []*aggregatorv1.Notification, method string) 
 	return out
 }
 
-// probe is the tools probe and slow (the same, with a tool override's
-// timeout on slow): after asking the client, if told to, they do what
+// probe is the tools probe, slow and bare (the same, with a tool
+// override's timeout on probe and slow, none on bare): after asking the client, if told to, they do what
 // their arguments say, and note what became of each call by its id.
 type probe struct {
 	mu   sync.Mutex
@@ -412,8 +431,9 @@ type probe struct {
 type probeArgs struct {
 	ID string `json:"id"`
 	// Do: hang (until cancelled), report (progress twice, log at debug
-	// and warning), rpc-error, is-error, header (the credential header's
-	// value); else answer "done <id>".
+	// and warning), outlast (the backend's timeout, then answer), input,
+	// rpc-error, is-error, header (the credential header's value); else
+	// answer "done <id>".
 	Do  string `json:"do,omitempty"`
 	Ask bool   `json:"ask,omitempty"`
 }
@@ -473,6 +493,12 @@ func (p *probe) add(b *testBackend) {
 				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"q": &mcp.ElicitParams{Message: "Go on?",
 					RequestedSchema: map[string]any{"type": "object"}}}}, nil
 			}
+		case "outlast":
+			select {
+			case <-time.After(routeBackendTimeout + 200*time.Millisecond):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
 		case "rpc-error":
 			return nil, &jsonrpc.Error{Code: 4242, Message: "probe refused", Data: json.RawMessage(`{"why":"asked to"}`)}
 		case "is-error":
@@ -482,7 +508,7 @@ func (p *probe) add(b *testBackend) {
 		}
 		return text("done " + a.ID), nil
 	}
-	for _, name := range []string{"probe", "slow"} {
+	for _, name := range []string{"probe", "slow", "bare"} {
 		b.server.AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}}, handler)
 	}
 }
