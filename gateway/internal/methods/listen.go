@@ -228,18 +228,18 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 		// Each change of the session's subscriptions reopens the watch
 		// with the new set; the stream itself stays open. The channel
 		// first, then the look for a deletion, as above.
-		asked := uris
 		uris, changed = s.local.Subscriptions(req.Session, req.SessionExpiry)
 		if s.revoked(req.Session) {
 			return nil
 		}
 		// What the replaced watch subscribed was limited and audited when
-		// the client subscribed to it: the new watch renews it.
+		// the client subscribed to it: the new watch renews it. Those it
+		// could not make (refused, missing, not subscribable) are tried
+		// again as new, each limited and audited: a subscription a limit
+		// refused is not made past it later.
 		renewed := before.first.GetSubscribedResourceUris()
 		if stop == stopResubscribe {
-			// Those not made were limited and audited when the client
-			// asked for them: trying them again costs the client nothing.
-			renewed, stop = asked, stopSubscriptionsChanged
+			stop = stopSubscriptionsChanged
 		}
 		switch stop {
 		case stopSubscriptionsChanged:
