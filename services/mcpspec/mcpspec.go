@@ -133,6 +133,9 @@ type Method struct {
 	Target string
 	// Streams: the response is a long-lived notification stream.
 	Streams bool
+	// Waits: the response may come long after the request (tasks/result
+	// waits for its task to end), which acts for its caller meanwhile.
+	Waits bool
 	// Task: a request about a task (the tasks extension of 2026-07-28, the
 	// experimental tasks of 2025-11-25); a Modern client must declare the
 	// extension to make one.
@@ -165,7 +168,7 @@ var Methods = map[string]Method{
 	"tasks/update": {Modern: true, Target: "taskId", Task: true},
 	"tasks/cancel": {Modern: true, Legacy: true, Target: "taskId", Task: true},
 	"tasks/list":   {Legacy: true, Task: true},
-	"tasks/result": {Legacy: true, Task: true},
+	"tasks/result": {Legacy: true, Task: true, Waits: true},
 }
 
 // Defined reports whether era defines method.

@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // TestStreamsEndWithTheirCredential: a reload that removes an API key ends
 // the notification streams it opened (a listen, a Legacy session's GET
-// stream), which otherwise went on delivering to a key now refused; the
-// streams of keys still in force go on.
+// stream) and a tasks/result waiting for its task, which otherwise went on
+// delivering to, and acting for, a key now refused; the streams of keys
+// still in force go on.
 func TestStreamsEndWithTheirCredential(t *testing.T) {
 	b := startBackends(t)
 	cfg := testGatewayConfig(b)
@@ -31,15 +33,28 @@ func TestStreamsEndWithTheirCredential(t *testing.T) {
 	}
 	alice, bob := listen("alice-key"), listen("bob-key")
 	_, aliceGet := openRequest(t, ctx, "GET", url, legacyHeaders("alice-key", initializeOn(t, url, "alice-key")), "")
+	// A tasks/result waits for its task as long as it runs, acting for
+	// alice meanwhile (its polls, the task's questions).
+	session, _ := initializeEliciting(t, url)
+	task := taskIDOf(t, createLegacyTask(t, url, session))
+	_, aliceResult := openStream(t, ctx, url, legacyHeaders("alice-key", session),
+		`{"jsonrpc":"2.0","id":"r1","method":"tasks/result","params":{"taskId":"`+task+`"}}`)
+	testkit.Eventually(t, "tasks/result polls the task", 10*time.Second, func() bool {
+		_, gets, _, _, _ := b.taskRequests()
+		return len(gets) > 0
+	})
 
 	next := &config.Config{Gateway: cfg}
 	next.Gateway.Auth.APIKeys = []config.APIKey{cfg.Auth.APIKeys[1]} // bob's alone
 	if err := gw.Reload(next); err != nil {
 		t.Fatal(err)
 	}
-	for name, lines := range map[string]*bufio.Scanner{"listen": alice, "GET stream": aliceGet} {
+	for name, lines := range map[string]*bufio.Scanner{"listen": alice, "GET stream": aliceGet, "tasks/result": aliceResult} {
 		for lines.Scan() {
 			// Keep-alives and priming events until it ends.
+			if strings.Contains(lines.Text(), `"result"`) {
+				t.Fatalf("alice's %s answered after her key was removed: %s", name, lines.Text())
+			}
 		}
 		if ctx.Err() != nil {
 			t.Fatalf("alice's %s outlived her removed key", name)

@@ -121,7 +121,8 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 	}
 	rec.method = msg.Method
 	describe(span, msg)
-	if mcpspec.Methods[msg.Method].Streams {
+	method := mcpspec.Methods[msg.Method]
+	if method.Streams {
 		// A stream lives long: it keeps only what it reads (the era's
 		// _meta and its notifications filter), not the whole body, and
 		// only so much of that.
@@ -135,6 +136,10 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 			refuse(w, rec, http.StatusBadRequest, id, rerr)
 			return
 		}
+	}
+	if method.Streams || method.Waits {
+		// It lives as long as its credential does: no longer acting for a
+		// caller whose key was removed or whose token expired.
 		var release func()
 		ctx, release = g.holdStream(ctx, r, principal, cred)
 		defer release()
