@@ -9,9 +9,10 @@
 // A Bridge starts the command, mirrors what it lists (tools, resources,
 // templates, prompts) into a go-sdk server and keeps the mirror current on
 // its list_changed notifications, forwards every call, read, prompt,
-// completion and subscription to it, and logs its stderr, bounded. When
-// the process exits the bridge starts it again with back-off (1 s doubling
-// to 30 s, reset after a minute of running). A request waits up to
+// completion, subscription and ping to it, and logs its stderr, bounded.
+// When the process exits, or answers no ping maxMissedPings times in a
+// row, the bridge starts it again with back-off (1 s doubling to 30 s,
+// reset after a minute of running), and makes its subscriptions again. A request waits up to
 // readyWait for a process that is starting, and then fails as one to a
 // backend that is down does. Close stops it. The process sees only the
 // environment configured for it, and PATH and HOME unless configured, so
@@ -30,10 +31,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"sync"
 	"time"
 
@@ -93,11 +96,20 @@ type Bridge struct {
 	// backend that is down (503), so that health checks see it down and a
 	// replaced backend keeps its last listing rather than an empty one.
 	ready chan struct{}
+	// subscriptions counts the bridge's subscriptions by URI, made again
+	// on each new process (which knows none of its predecessor's);
+	// missedPings counts the pings in a row the running process did not
+	// answer. Both under mu.
+	subscriptions map[string]int
+	missedPings   int
 	// syncMu serialises resyncs; mirrored is what the server lists now,
 	// by kind, to remove on the next.
 	syncMu   sync.Mutex
 	mirrored mirrored
 	progress progressRelay
+	// stderr logs every run's stderr under one bound: a server that
+	// exits at once and is started again logs no more than one that runs.
+	stderr *lineLog
 }
 
 // Start listens on a loopback port and starts the command in the
@@ -121,7 +133,9 @@ func Start(spec Spec) (*Bridge, error) {
 		return nil, err
 	}
 	b := &Bridge{spec: spec, path: path, log: log.With("backend", spec.Name, "stdio", spec.Command[0]), token: hex.EncodeToString(raw[:]),
-		url: "http://" + lis.Addr().String() + "/mcp", done: make(chan struct{}), ready: make(chan struct{})}
+		url: "http://" + lis.Addr().String() + "/mcp", done: make(chan struct{}), ready: make(chan struct{}),
+		subscriptions: map[string]int{}}
+	b.stderr = newLineLog(b.log, spec.Redact)
 	b.server = mcp.NewServer(&mcp.Implementation{Name: spec.Name, Version: "stdio"}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:     &mcp.ToolCapabilities{ListChanged: true},
@@ -133,6 +147,7 @@ func Start(spec Spec) (*Bridge, error) {
 		UnsubscribeHandler: b.unsubscribe,
 		Logger:             slog.New(slog.DiscardHandler),
 	})
+	b.server.AddReceivingMiddleware(b.passPing)
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return b.server }, nil)
 	b.http = &http.Server{Handler: b.authorized(mcpHandler), ReadHeaderTimeout: 10 * time.Second}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -251,17 +266,16 @@ func (b *Bridge) runOnce(ctx context.Context, steady func()) error {
 	cmd.Dir = b.spec.Dir
 	ownGroup(cmd)
 	defer killGroup(cmd)
-	stderr := newLineLog(b.log, b.spec.Redact)
-	cmd.Stderr = stderr
+	cmd.Stderr = b.stderr
 	// A child that kept the server's stderr open must not keep Wait (and
 	// the restart) waiting: killGroup stops it afterwards.
 	cmd.WaitDelay = time.Second
-	defer stderr.Flush()
+	defer b.stderr.Flush()
 	client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-aggregator", Version: "1"}, &mcp.ClientOptions{
 		Capabilities:               &mcp.ClientCapabilities{},
-		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { b.resync() },
-		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { b.resync() },
-		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { b.resync() },
+		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { b.listChanged() },
+		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { b.listChanged() },
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { b.listChanged() },
 		ResourceUpdatedHandler: func(ctx context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
 			_ = b.server.ResourceUpdated(ctx, r.Params)
 		},
@@ -276,17 +290,114 @@ func (b *Bridge) runOnce(ctx context.Context, steady func()) error {
 	}
 	b.log.Info("stdio server started", "pid", pid(cmd))
 	b.mu.Lock()
-	b.session = cs
+	b.session, b.missedPings = cs, 0
 	b.mu.Unlock()
-	b.resync()
 	stop := context.AfterFunc(ctx, func() { _ = cs.Close() })
 	defer stop()
+	ended := make(chan struct{})
+	go func() {
+		_ = cs.Wait()
+		close(ended)
+	}()
+	b.resubscribe(cs)
+	b.firstListing(ended)
 	err = cs.Wait()
 	b.mu.Lock()
 	b.session = nil
 	b.setReadyLocked(false)
 	b.mu.Unlock()
 	return err
+}
+
+// firstListing mirrors a process that has just started, trying again with
+// back-off while its listing fails (a server still warming up, one slow
+// to list the first time) until it succeeds or the process ends: until
+// then the bridge answers as a backend that is down.
+func (b *Bridge) firstListing(ended <-chan struct{}) {
+	wait := minBackoff
+	for {
+		err := b.resync()
+		if err == nil {
+			return
+		}
+		b.log.Warn("listing the stdio server failed; trying again", "err", err, "in", wait)
+		select {
+		case <-time.After(wait):
+		case <-ended:
+			return
+		}
+		wait = min(2*wait, maxBackoff)
+	}
+}
+
+// listChanged mirrors the process's listing again on its list_changed; a
+// listing that fails keeps the mirror as it was.
+func (b *Bridge) listChanged() {
+	if err := b.resync(); err != nil {
+		b.log.Warn("listing the stdio server again failed; its last listing stays", "err", err)
+	}
+}
+
+// maxMissedPings is how many pings in a row a running process may leave
+// unanswered before it is taken for hung and started again.
+const maxMissedPings = 3
+
+// passPing answers a ping (the aggregator's health probe) only once the
+// process answers one: the bridge's server would answer it itself, and a
+// process that stopped reading its stdin would look healthy forever.
+// After maxMissedPings unanswered in a row the process is stopped, and
+// started again like one that exited.
+func (b *Bridge) passPing(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method != "ping" {
+			return next(ctx, method, req)
+		}
+		cs := b.current()
+		if cs == nil {
+			return nil, ErrNotRunning
+		}
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, readyWait)
+			defer cancel()
+		}
+		err := cs.Ping(ctx, nil)
+		b.mu.Lock()
+		missed := 0
+		if b.session == cs {
+			if err != nil && ctx.Err() != nil {
+				b.missedPings++
+			} else {
+				b.missedPings = 0
+			}
+			missed = b.missedPings
+		}
+		b.mu.Unlock()
+		if missed >= maxMissedPings {
+			b.log.Warn("the stdio server answers no ping; stopping it to start it again", "missed", missed)
+			_ = cs.Close()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("the stdio server did not answer a ping: %w", err)
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// resubscribe makes the bridge's subscriptions again on a process that
+// has just started.
+func (b *Bridge) resubscribe(cs *mcp.ClientSession) {
+	b.mu.Lock()
+	uris := slices.Collect(maps.Keys(b.subscriptions))
+	b.mu.Unlock()
+	for _, uri := range uris {
+		ctx, cancel := context.WithTimeout(context.Background(), listTimeout)
+		err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
+		cancel()
+		if err != nil {
+			b.log.Warn("subscribing again on the restarted stdio server failed", "err", err)
+		}
+	}
 }
 
 func pid(cmd *exec.Cmd) int {

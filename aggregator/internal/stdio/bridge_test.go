@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -25,22 +26,47 @@ import (
 const serverEnv = "SWITCHBOARD_STDIO_TEST_SERVER"
 
 func TestMain(m *testing.M) {
-	switch os.Getenv(serverEnv) {
-	case "1":
+	switch mode := os.Getenv(serverEnv); {
+	case mode == "1":
 		serveStdio()
 		return
-	case "exit":
+	case mode == "exit":
 		os.Exit(1) // a server that never starts
+	case mode == "noisy":
+		for i := range 2 * maxLinesPerMinute {
+			fmt.Fprintf(os.Stderr, "noise %d\n", i)
+		}
+		os.Exit(1)
+	case strings.HasPrefix(mode, "raw-"):
+		serveRaw(mode)
+		return
+	case mode == "stubborn":
+		// Serves, then outlives its stdin's end and ignores SIGTERM.
+		signal.Ignore(syscall.SIGTERM)
+		serveRaw(mode)
+		select {}
+	case mode == "host":
+		hostStubborn()
+		return
 	}
 	os.Exit(m.Run())
 }
 
 // serveStdio is the test's stdio server: echo reports its pid and what it
-// sees of the environment; add adds a tool; crash exits.
+// sees of the environment; add adds a tool; touch updates the resource
+// test://readme; crash exits.
 func serveStdio() {
 	fmt.Fprintln(os.Stderr, "hello from stderr")
-	server := mcp.NewServer(&mcp.Implementation{Name: "stdio-test", Version: "0"}, nil)
+	server := mcp.NewServer(&mcp.Implementation{Name: "stdio-test", Version: "0"}, &mcp.ServerOptions{
+		SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
 	schema := map[string]any{"type": "object"}
+	server.AddTool(&mcp.Tool{Name: "touch", InputSchema: schema}, func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		// go-sdk sends the update to the sessions subscribed to it only.
+		_ = server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "test://readme"})
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "touched"}}}, nil
+	})
 	server.AddTool(&mcp.Tool{Name: "echo", InputSchema: schema}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		text := fmt.Sprintf("pid=%d visible=%s secret=%s", os.Getpid(), os.Getenv("TEST_VISIBLE"), os.Getenv("AGGREGATOR_SECRET"))
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil

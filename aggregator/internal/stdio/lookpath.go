@@ -15,14 +15,15 @@ var errNotFound = errors.New("its program is not found")
 // itself would find it: a name with a slash relative to dir (the
 // server's working directory), any other in the PATH of env (the
 // server's own, or the aggregator's unless env sets one), each relative
-// entry of it relative to dir too.
+// entry of it relative to dir too. The path is absolute: the process is
+// started in dir, where a relative one would be looked for again.
 func program(name string, env map[string]string, dir string) (string, error) {
 	if strings.Contains(name, "/") {
 		if !filepath.IsAbs(name) && dir != "" {
 			name = filepath.Join(dir, name)
 		}
 		if executable(name) {
-			return name, nil
+			return filepath.Abs(name)
 		}
 		return "", errNotFound
 	}
@@ -38,7 +39,7 @@ func program(name string, env map[string]string, dir string) (string, error) {
 			d = filepath.Join(dir, d)
 		}
 		if p := filepath.Join(d, name); executable(p) {
-			return p, nil
+			return filepath.Abs(p)
 		}
 	}
 	return "", errNotFound

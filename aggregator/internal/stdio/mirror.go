@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"maps"
 	"strconv"
@@ -24,20 +25,22 @@ type mirrored struct {
 const listTimeout = 30 * time.Second
 
 // resync lists everything the process offers and makes the server list
-// exactly that, each item forwarding to the process.
-func (b *Bridge) resync() {
+// exactly that, each item forwarding to the process. Resyncs run one at a
+// time, listing included, so an older listing never replaces a newer one.
+// A listing that fails changes nothing and is reported.
+func (b *Bridge) resync() error {
+	b.syncMu.Lock()
+	defer b.syncMu.Unlock()
 	cs := b.current()
 	if cs == nil {
-		return
+		return ErrNotRunning
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), listTimeout)
 	defer cancel()
-	var next mirrored
 	var tools []*mcp.Tool
 	for t, err := range cs.Tools(ctx, nil) {
 		if err != nil {
-			b.log.Warn("listing the stdio server's tools failed", "err", err)
-			return
+			return fmt.Errorf("listing the stdio server's tools: %w", err)
 		}
 		tools = append(tools, t)
 	}
@@ -48,15 +51,13 @@ func (b *Bridge) resync() {
 	if caps != nil && caps.Resources != nil {
 		for r, err := range cs.Resources(ctx, nil) {
 			if err != nil {
-				b.log.Warn("listing the stdio server's resources failed", "err", err)
-				return
+				return fmt.Errorf("listing the stdio server's resources: %w", err)
 			}
 			resources = append(resources, r)
 		}
 		for t, err := range cs.ResourceTemplates(ctx, nil) {
 			if err != nil {
-				b.log.Warn("listing the stdio server's resource templates failed", "err", err)
-				return
+				return fmt.Errorf("listing the stdio server's resource templates: %w", err)
 			}
 			templates = append(templates, t)
 		}
@@ -64,48 +65,84 @@ func (b *Bridge) resync() {
 	if caps != nil && caps.Prompts != nil {
 		for p, err := range cs.Prompts(ctx, nil) {
 			if err != nil {
-				b.log.Warn("listing the stdio server's prompts failed", "err", err)
-				return
+				return fmt.Errorf("listing the stdio server's prompts: %w", err)
 			}
 			prompts = append(prompts, p)
 		}
 	}
 
-	// Not under mu: the server's changes notify its sessions, while
-	// handlers take mu to find the process.
-	b.syncMu.Lock()
-	defer b.syncMu.Unlock()
-	prev := b.mirrored
-	b.server.RemoveTools(prev.tools...)
-	b.server.RemoveResources(prev.resources...)
-	b.server.RemoveResourceTemplates(prev.templates...)
-	b.server.RemovePrompts(prev.prompts...)
+	// Every item of the listing is added (go-sdk replaces one of the same
+	// name or URI) before those that are gone are removed: a call of a
+	// tool the process had all along never meets a server without it.
+	var next mirrored
 	for _, t := range tools {
 		if !objectSchema(t.InputSchema) {
 			// go-sdk's server takes only object schemas, as MCP asks.
 			b.log.Warn("a tool of the stdio server has an input schema that is not an object; not listed", "tool", t.Name)
 			continue
 		}
-		b.server.AddTool(t, b.callTool)
-		next.tools = append(next.tools, t.Name)
+		if b.mirror("tool", t.Name, func() { b.server.AddTool(t, b.callTool) }) {
+			next.tools = append(next.tools, t.Name)
+		}
 	}
 	for _, r := range resources {
-		b.server.AddResource(r, b.readResource)
-		next.resources = append(next.resources, r.URI)
+		if b.mirror("resource", r.URI, func() { b.server.AddResource(r, b.readResource) }) {
+			next.resources = append(next.resources, r.URI)
+		}
 	}
 	for _, t := range templates {
-		b.server.AddResourceTemplate(t, b.readResource)
-		next.templates = append(next.templates, t.URITemplate)
+		if b.mirror("resource template", t.URITemplate, func() { b.server.AddResourceTemplate(t, b.readResource) }) {
+			next.templates = append(next.templates, t.URITemplate)
+		}
 	}
 	for _, p := range prompts {
-		b.server.AddPrompt(p, b.getPrompt)
-		next.prompts = append(next.prompts, p.Name)
+		if b.mirror("prompt", p.Name, func() { b.server.AddPrompt(p, b.getPrompt) }) {
+			next.prompts = append(next.prompts, p.Name)
+		}
 	}
+	prev := b.mirrored
+	b.server.RemoveTools(gone(prev.tools, next.tools)...)
+	b.server.RemoveResources(gone(prev.resources, next.resources)...)
+	b.server.RemoveResourceTemplates(gone(prev.templates, next.templates)...)
+	b.server.RemovePrompts(gone(prev.prompts, next.prompts)...)
 	b.mirrored = next
 	b.mu.Lock()
 	// The process may have exited meanwhile: ready only while it runs.
 	b.setReadyLocked(b.session == cs)
 	b.mu.Unlock()
+	return nil
+}
+
+// mirror adds one item of the process's listing to the bridge's server
+// with add, and reports whether it could. go-sdk's Add functions panic on
+// an item they cannot serve (a URI that does not parse, a URI template
+// that is not one, a schema or parameter-header annotation they reject):
+// a process's listing is input, so such an item is logged and left out,
+// not a crash of the aggregator.
+func (b *Bridge) mirror(kind, name string, add func()) (ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			b.log.Warn("an item of the stdio server's listing cannot be served; not listed", "kind", kind, "name", name, "why", fmt.Sprint(r))
+			ok = false
+		}
+	}()
+	add()
+	return true
+}
+
+// gone are the names of prev that next does not hold.
+func gone(prev, next []string) []string {
+	kept := make(map[string]bool, len(next))
+	for _, name := range next {
+		kept[name] = true
+	}
+	var out []string
+	for _, name := range prev {
+		if !kept[name] {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // objectSchema reports whether a tool's input schema is a JSON object of
@@ -211,20 +248,48 @@ func (b *Bridge) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.C
 	return cs.Complete(ctx, req.Params)
 }
 
+// subscribe subscribes at the process and counts the subscription, which
+// the next process is asked for again (resubscribe). It is counted first,
+// so that a process started meanwhile is asked for it too.
 func (b *Bridge) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
-	cs := b.current()
+	b.mu.Lock()
+	cs := b.session
+	if cs != nil {
+		b.subscriptions[req.Params.URI]++
+	}
+	b.mu.Unlock()
 	if cs == nil {
 		return ErrNotRunning
 	}
-	return cs.Subscribe(ctx, req.Params)
+	err := cs.Subscribe(ctx, req.Params)
+	if err != nil {
+		b.forget(req.Params.URI)
+	}
+	return err
 }
 
 func (b *Bridge) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+	if !b.forget(req.Params.URI) {
+		return nil // another subscription to it remains
+	}
 	cs := b.current()
 	if cs == nil {
 		return nil
 	}
 	return cs.Unsubscribe(ctx, req.Params)
+}
+
+// forget drops one count of the subscription to uri and reports whether
+// none remains.
+func (b *Bridge) forget(uri string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.subscriptions[uri] > 1 {
+		b.subscriptions[uri]--
+		return false
+	}
+	delete(b.subscriptions, uri)
+	return true
 }
 
 // Bounds of what the process's stderr costs: a line is cut at

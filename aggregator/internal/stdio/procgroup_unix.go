@@ -13,6 +13,7 @@ import (
 // server starts (npx's node, a wrapper's child) can be stopped with it.
 func ownGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	dieWithParent(cmd.SysProcAttr)
 }
 
 // killGroup kills what is left of cmd's process group once the server

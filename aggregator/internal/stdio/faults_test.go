@@ -1,0 +1,267 @@
+package stdio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/services/testkit"
+)
+
+// startMode starts a bridge of the test binary as the server serverEnv's
+// mode makes it, logging to logs (nil: nowhere).
+func startMode(t *testing.T, mode string, logs *recorder) *Bridge {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	if logs != nil {
+		log = slog.New(slog.NewTextHandler(logs, nil))
+	}
+	b, err := Start(Spec{Name: mode, Command: []string{os.Args[0], "-test.run=^$"}, Env: map[string]string{serverEnv: mode}, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b
+}
+
+// connectTo opens a Legacy session to b once it serves, within 20 s.
+func connectTo(t *testing.T, b *Bridge, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "0"}, opts)
+	var cs *mcp.ClientSession
+	testkit.Eventually(t, "the bridge serves", 20*time.Second, func() error {
+		var err error
+		cs, err = client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: b.URL(), HTTPClient: &http.Client{Transport: bearer(b.Token())}},
+			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		return err
+	})
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// callText calls tool and returns its text.
+func callText(ctx context.Context, cs *mcp.ClientSession, tool string) (string, error) {
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool})
+	if err != nil {
+		return "", err
+	}
+	if res.IsError || len(res.Content) == 0 {
+		return "", fmt.Errorf("%s: %+v", tool, res.Content)
+	}
+	return res.Content[0].(*mcp.TextContent).Text, nil
+}
+
+// TestBridgeLeavesOutWhatItCannotServe: a listing item go-sdk's server
+// cannot serve (a URI that does not parse, a URI template that is not
+// one, an invalid parameter header annotation) is left out and logged;
+// it once panicked on the bridge's goroutine, which took the aggregator
+// down for every backend and user, on every restart.
+func TestBridgeLeavesOutWhatItCannotServe(t *testing.T) {
+	logs := &recorder{}
+	cs := connectTo(t, startMode(t, "raw-odd", logs), nil)
+	var tools, resources []string
+	for tool, err := range cs.Tools(t.Context(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		tools = append(tools, tool.Name)
+	}
+	for r, err := range cs.Resources(t.Context(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		resources = append(resources, r.URI)
+	}
+	templates := 0
+	for _, err := range cs.ResourceTemplates(t.Context(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		templates++
+	}
+	slices.Sort(tools)
+	if !slices.Equal(tools, []string{"hang", "ok"}) || !slices.Equal(resources, []string{"file:///data/fine.txt"}) || templates != 0 {
+		t.Fatalf("listed tools %v, resources %v, %d templates; want the valid ones only", tools, resources, templates)
+	}
+	if _, err := callText(t.Context(), cs, "ok"); err != nil {
+		t.Fatal(err)
+	}
+	// (go-sdk's client drops the tool odd itself, as it reads the listing.)
+	for _, name := range []string{"file:///data/50%off.txt", "file:///{unclosed"} {
+		if !strings.Contains(logs.String(), "name="+strconv.Quote(name)) && !strings.Contains(logs.String(), "name="+name) {
+			t.Errorf("leaving out %s was not logged:\n%s", name, logs.String())
+		}
+	}
+}
+
+// TestBridgeListsAServerWhoseFirstListingFailed: a listing that fails
+// once (a server still warming up) is tried again; the bridge once stayed
+// down for as long as the process ran.
+func TestBridgeListsAServerWhoseFirstListingFailed(t *testing.T) {
+	cs := connectTo(t, startMode(t, "raw-warming", nil), nil)
+	if _, err := callText(t.Context(), cs, "ok"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBridgeServesItsToolsWhileItResyncs: a tool the process has all along
+// answers every call while its listing is mirrored again; a resync once
+// removed every tool before adding them back, and calls between failed
+// as unknown tools.
+func TestBridgeServesItsToolsWhileItResyncs(t *testing.T) {
+	var resyncs atomic.Int64
+	cs := connectTo(t, startMode(t, "raw-churn", nil), &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { resyncs.Add(1) },
+	})
+	ctx, stop := context.WithCancel(t.Context())
+	var calls, failed atomic.Int64
+	var firstErr atomic.Value
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			calls.Add(1)
+			if _, err := callText(t.Context(), cs, "t0099"); err != nil {
+				failed.Add(1)
+				firstErr.CompareAndSwap(nil, err.Error())
+			}
+		}
+	}()
+	for i := range 10 {
+		if _, err := callText(t.Context(), cs, "poke"); err != nil {
+			t.Fatal(err)
+		}
+		testkit.Eventually(t, "the listing mirrored again", 10*time.Second, func() bool { return resyncs.Load() > int64(i) })
+	}
+	stop()
+	<-done
+	if failed.Load() > 0 {
+		t.Fatalf("%d of %d calls of a tool the process always had failed during resyncs; the first: %v", failed.Load(), calls.Load(), firstErr.Load())
+	}
+}
+
+// TestBridgeRestartsAServerThatAnswersNoPing: a process that stops
+// reading its stdin answers no ping, so the aggregator's health probes
+// (pings) see it down, and after maxMissedPings in a row it is started
+// again; the bridge once answered pings itself, and a hung server stayed
+// healthy, and hung, for ever.
+func TestBridgeRestartsAServerThatAnswersNoPing(t *testing.T) {
+	cs := connectTo(t, startMode(t, "raw-wedged", nil), nil)
+	first, err := callText(t.Context(), cs, "ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hung, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	_, _ = cs.CallTool(hung, &mcp.CallToolParams{Name: "hang"})
+	cancel()
+	for i := range maxMissedPings {
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		err := cs.Ping(ctx, nil)
+		cancel()
+		if err == nil {
+			t.Fatalf("ping %d of a hung server answered", i+1)
+		}
+	}
+	testkit.Eventually(t, "the hung server started again", 20*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		now, err := callText(ctx, cs, "ok")
+		if err == nil && now == first {
+			return errors.New("the hung process still runs")
+		}
+		return err
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := cs.Ping(ctx, nil); err != nil {
+		t.Fatalf("a ping of the new process: %v", err)
+	}
+}
+
+// TestBridgeSubscriptionsOutliveARestart: what the bridge subscribed to
+// is subscribed again on a process started again, which knows nothing of
+// its predecessor's subscriptions; updates once stopped for good.
+func TestBridgeSubscriptionsOutliveARestart(t *testing.T) {
+	updates := make(chan string, 16)
+	cs := connectTo(t, startMode(t, "1", nil), &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) { updates <- r.Params.URI },
+	})
+	if err := cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: "test://readme"}); err != nil {
+		t.Fatal(err)
+	}
+	updated := func(when string) {
+		t.Helper()
+		for len(updates) > 0 {
+			<-updates
+		}
+		if _, err := callText(t.Context(), cs, "touch"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-updates:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no update of the subscribed resource %s", when)
+		}
+	}
+	updated("before the restart")
+	first, err := echoText(t, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "crash"})
+	testkit.Eventually(t, "the process started again", 20*time.Second, func() error {
+		now, err := echoText(t, cs)
+		if err == nil && now == first {
+			return errors.New("the same process")
+		}
+		return err
+	})
+	updated("after the restart")
+}
+
+// TestStderrBoundHoldsAcrossRestarts: a server that writes to its stderr
+// and exits, again and again, logs no more lines a minute than one that
+// runs; the bound once started over with each run.
+func TestStderrBoundHoldsAcrossRestarts(t *testing.T) {
+	logs := &recorder{}
+	startMode(t, "noisy", logs)
+	// Two runs ended: each wrote twice the minute's bound.
+	testkit.Eventually(t, "two runs", 20*time.Second, func() bool { return strings.Count(logs.String(), "starting it again") >= 2 })
+	if n := strings.Count(logs.String(), `stderr="noise `); n > maxLinesPerMinute {
+		t.Fatalf("%d stderr lines logged within a minute, bound %d", n, maxLinesPerMinute)
+	}
+}
+
+// TestRelativeDirAndCommand: a relative command in a relative working
+// directory runs; it was once looked for again in the directory, under
+// dir/dir/name, and never started.
+func TestRelativeDirAndCommand(t *testing.T) {
+	t.Chdir(t.TempDir())
+	if err := os.Mkdir("srv", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/sh\nexec " + strconv.Quote(os.Args[0]) + " -test.run=^$\n"
+	if err := os.WriteFile(filepath.Join("srv", "run"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Start(Spec{Name: "relative", Command: []string{"./run"}, Dir: "srv", Env: map[string]string{serverEnv: "1"}, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	if _, err := echoText(t, connectTo(t, b, nil)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,87 @@
+package stdio
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// serveRaw is a stdio server written by hand, one JSON-RPC line at a
+// time, for what go-sdk's server would never send (mode is serverEnv's):
+//
+//   - raw-odd lists, beside the tool ok, a resource whose URI does not
+//     parse, a URI template that is not one and a tool whose parameter
+//     header annotation is not valid;
+//   - raw-warming fails its first tools/list, as a server still starting;
+//   - raw-churn has 102 tools, and a call of poke tells the client its
+//     tool list changed;
+//   - raw-wedged stops reading its stdin at the first call of hang.
+//
+// Every other call of a tool answers "pid=<its pid>".
+func serveRaw(mode string) {
+	lists := 0
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 1<<20)
+	for in.Scan() {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(in.Bytes(), &req) != nil || req.ID == nil {
+			continue
+		}
+		var result string
+		switch req.Method {
+		case "initialize":
+			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true},"resources":{}},"serverInfo":{"name":"raw","version":"0"}}`
+		case "ping":
+			result = `{}`
+		case "tools/list":
+			lists++
+			if mode == "raw-warming" && lists == 1 {
+				fmt.Printf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"warming up"}}`+"\n", req.ID)
+				continue
+			}
+			var b strings.Builder
+			b.WriteString(`{"tools":[{"name":"ok","inputSchema":{"type":"object"}},{"name":"hang","inputSchema":{"type":"object"}}`)
+			switch mode {
+			case "raw-odd":
+				b.WriteString(`,{"name":"odd","inputSchema":{"type":"object","properties":{"a":{"type":"string","x-mcp-header":"not a header"}}}}`)
+			case "raw-churn":
+				b.WriteString(`,{"name":"poke","inputSchema":{"type":"object"}}`)
+				for i := range 100 {
+					fmt.Fprintf(&b, `,{"name":"t%04d","inputSchema":{"type":"object"}}`, i)
+				}
+			}
+			b.WriteString(`]}`)
+			result = b.String()
+		case "resources/list":
+			result = `{"resources":[]}`
+			if mode == "raw-odd" {
+				result = `{"resources":[{"uri":"file:///data/50%off.txt","name":"offer"},{"uri":"file:///data/fine.txt","name":"fine"}]}`
+			}
+		case "resources/templates/list":
+			result = `{"resourceTemplates":[]}`
+			if mode == "raw-odd" {
+				result = `{"resourceTemplates":[{"uriTemplate":"file:///{unclosed","name":"bad"}]}`
+			}
+		case "tools/call":
+			switch {
+			case mode == "raw-wedged" && req.Params.Name == "hang":
+				select {} // reads nothing more
+			case mode == "raw-churn" && req.Params.Name == "poke":
+				fmt.Println(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+			}
+			result = fmt.Sprintf(`{"content":[{"type":"text","text":"pid=%d"}]}`, os.Getpid())
+		default:
+			fmt.Printf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no such method"}}`+"\n", req.ID)
+			continue
+		}
+		fmt.Printf(`{"jsonrpc":"2.0","id":%s,"result":%s}`+"\n", req.ID, result)
+	}
+}
