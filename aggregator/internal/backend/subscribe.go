@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -65,6 +66,30 @@ func (c *Client) Subscriptions(uri string) int {
 	c.subMu.Lock()
 	defer c.subMu.Unlock()
 	return c.subs[uri]
+}
+
+// AdoptSubscriptions takes over prev's subscriptions, for a client that
+// replaces prev for the same backend (a reload changed its settings):
+// they are made on this client's session, now if it is open, else as it
+// opens; prev's end when prev is closed.
+func (c *Client) AdoptSubscriptions(prev *Client) {
+	prev.subMu.Lock()
+	adopted := maps.Clone(prev.subs)
+	prev.subMu.Unlock()
+	if len(adopted) == 0 {
+		return
+	}
+	c.subMu.Lock()
+	for uri, n := range adopted {
+		c.subs[uri] += n
+	}
+	c.subMu.Unlock()
+	c.mu.Lock()
+	s := c.session
+	c.mu.Unlock()
+	if s != nil {
+		go c.resubscribe(s)
+	}
 }
 
 // resubscribe renews every subscription on a new session: the backend

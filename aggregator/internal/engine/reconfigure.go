@@ -78,6 +78,12 @@ func (e *Engine) Reconfigure(next Options) (needsRestart []string, err error) {
 		if m.stop != nil {
 			m.stop()
 		}
+		if next := st.member(m.cfg.Name); next != nil {
+			// Replaced: the watchers' subscriptions go on on the new
+			// client, made at the backend again (the old client's end
+			// with it, below).
+			next.client.AdoptSubscriptions(m.client)
+		}
 		// Calls already routed to the old client may still run: it is
 		// closed once the longest of them would have ended (a tool's own
 		// timeout may be longer than the backend's). A stdio

@@ -45,8 +45,18 @@ func (e *Engine) Subscribe(ctx context.Context, b *backend.Client, uri, advertis
 			delete(e.updates.watchers, k)
 		}
 		e.updates.mu.Unlock()
-		b.Unsubscribe(ctx, uri)
+		e.subscriber(b).Unsubscribe(ctx, uri)
 	}, nil
+}
+
+// subscriber is the client that holds b's subscriptions now: the client
+// that replaced b for its backend in a reload, which adopted them
+// (Reconfigure), else b.
+func (e *Engine) subscriber(b *backend.Client) *backend.Client {
+	if m := e.setup.Load().member(b.Name()); m != nil {
+		return m.client
+	}
+	return b
 }
 
 // resourceUpdated is called by backend name's client for each update.

@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
@@ -250,4 +253,61 @@ aggregator:
 	if got := w.nextUpdate(t); got != "ui://subs/app/page" {
 		t.Fatalf("the update came as %q, want the advertised URI", got)
 	}
+}
+
+// TestSubscriptionsOutliveAReloadThatChangesTheirBackend: a reload that
+// changes a backend's settings (a rotated credential header) replaces its
+// client; the watchers' subscriptions move to the new client, made at the
+// backend again, and their updates go on once the old client is closed.
+// They once stayed on the old client and stopped with it; the watcher
+// still believed itself subscribed.
+func TestSubscriptionsOutliveAReloadThatChangesTheirBackend(t *testing.T) {
+	subs := newSubscribeBackend(t, false, "sub://a")
+	full := &config.Config{Aggregator: config.Aggregator{Backends: []config.Backend{
+		{Name: "subs", URL: subs.url, Protocol: "2025-11-25", Timeout: config.Duration(time.Second), InputWait: config.Duration(time.Second),
+			Headers: map[string]string{"X-Token": "old-token-value"}},
+	}}}
+	h, err := startAggregatorWith(t, full, quietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "the resource listed", 10*time.Second, func() bool {
+		r, err := h.gateway.ListResources(context.Background(), &aggregatorv1.ListResourcesRequest{Principal: principal("alice")})
+		return err == nil && len(r.GetResources()) == 1
+	})
+	w := startWatch(t, h.gateway, "sub://a")
+	if got := w.first.GetSubscribedResourceUris(); !slices.Equal(got, []string{"sub://a"}) {
+		t.Fatalf("subscribed %v", got)
+	}
+	updated := func(when string) {
+		t.Helper()
+		if err := subs.server.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: "sub://a"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := w.nextUpdate(t); got != "sub://a" {
+			t.Fatalf("%s: update of %q", when, got)
+		}
+	}
+	updated("before the reload")
+	old := slices.Collect(subs.server.Sessions())
+	full.Aggregator.Backends[0].Headers = map[string]string{"X-Token": "new-token-value"}
+	reconfigure(t, h, full)
+	testkit.Eventually(t, "the new client subscribed and the old one closed", 10*time.Second, func() error {
+		if n, _ := subs.counts("sub://a"); n < 2 {
+			return fmt.Errorf("%d subscriptions at the backend", n)
+		}
+		for s := range subs.server.Sessions() {
+			if slices.Contains(old, s) {
+				return errors.New("a session of the old client is open")
+			}
+		}
+		return nil
+	})
+	updated("after the old client closed")
+	// The watcher's unsubscribe reaches the client that holds it now.
+	w.cancel()
+	testkit.Eventually(t, "the subscription dropped at the backend", 10*time.Second, func() bool {
+		_, n := subs.counts("sub://a")
+		return n == 1
+	})
 }
