@@ -100,9 +100,12 @@ func (e *Engine) Reconfigure(next Options) (needsRestart []string, err error) {
 		}
 		e.retiring[client] = time.AfterFunc(grace, func() {
 			e.reconfMu.Lock()
-			defer e.reconfMu.Unlock()
-			if _, still := e.retiring[client]; still {
-				delete(e.retiring, client)
+			_, still := e.retiring[client]
+			delete(e.retiring, client)
+			e.reconfMu.Unlock()
+			// Not under reconfMu: a stdio server may take seconds to stop,
+			// and the next reload and held calls' retries must not wait.
+			if still {
 				client.Close()
 			}
 		})

@@ -10,9 +10,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,6 +30,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/apierr"
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/demobackend"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
@@ -42,10 +45,28 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == codemode.RunnerFlag {
 		os.Exit(codemode.RunnerMain(os.Args[2:]))
 	}
+	if os.Getenv(stubbornStdioEnv) != "" {
+		serveStubbornStdio()
+	}
 	// Production installs this in lifecycle.Main; the backend transport uses
 	// the global propagator to forward W3C trace context.
 	otel.SetTextMapPropagator(propagation.TraceContext{})
 	os.Exit(m.Run())
+}
+
+// stubbornStdioEnv makes the test binary a stdio server (the demo
+// backend's) that, as many Node servers, neither exits when its stdin
+// ends nor on SIGTERM: stopping it takes the bridge its whole grace.
+const stubbornStdioEnv = "SWITCHBOARD_SERVER_TEST_STUBBORN_STDIO"
+
+func serveStubbornStdio() {
+	signal.Ignore(syscall.SIGTERM)
+	b, err := demobackend.New(demobackend.DefaultSpec(), demobackend.Options{Name: "stubborn"})
+	if err != nil {
+		panic(err)
+	}
+	_ = b.ServeStdio(context.Background())
+	select {}
 }
 
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/demobackend"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	"github.com/switchboard-mcp/switchboard/services/testkit"
@@ -310,4 +312,39 @@ func reconfigure(t *testing.T, h *harness, full *config.Config) engine.Options {
 		t.Fatal(err)
 	}
 	return opts
+}
+
+// TestReloadIsNotHeldByStoppingStdioServers: stdio servers a reload
+// removed are stopped beside the next reload, not in front of it: each
+// may take its whole grace (stdin closed, then SIGTERM, then SIGKILL),
+// and they once were stopped one after another under the lock every
+// reload takes, so the next waited for all of them.
+func TestReloadIsNotHeldByStoppingStdioServers(t *testing.T) {
+	full := &config.Config{}
+	for _, name := range []string{"s1", "s2", "s3"} {
+		full.Aggregator.Backends = append(full.Aggregator.Backends, config.Backend{Name: name,
+			Command: []string{os.Args[0], "-test.run=^$"}, Env: map[string]string{stubbornStdioEnv: "1"}})
+	}
+	h, err := startAggregatorWith(t, full, quietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "the three servers listed", 20*time.Second, func() bool {
+		return len(listToolNames(t, h.gateway, principal("alice"), 0)) == 3*len(demobackend.DefaultSpec().Tools)
+	})
+	full.Aggregator.Backends = nil
+	reconfigure(t, h, full)
+	other := newTestBackend(t, "other", backendOptions{tools: []string{"echo"}})
+	full.Aggregator.Backends = []config.Backend{{Name: "other", URL: other.url()}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		reconfigure(t, h, full)
+	}()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		// One server's stop takes 4 s: the reload waited for one at least.
+		t.Fatal("the next reload waited for the removed stdio servers to stop")
+	}
 }
