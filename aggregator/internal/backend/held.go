@@ -343,7 +343,7 @@ func (c *Client) unholdLocked(id string) *heldCall {
 }
 
 // heldPrincipal is the principal part of a held call's owner
-// ("<subject>\x00<tool>", route.go): the key of its share.
+// ("<subject>\x00<server>\x00<tool>", route.go): the key of its share.
 func heldPrincipal(owner string) string {
 	p, _, _ := strings.Cut(owner, "\x00")
 	return p

@@ -57,13 +57,14 @@ func heldQuestion(resp *aggregatorv1.CallToolResponse) (key, state string, ok bo
 }
 
 // A Modern caller reaches a Legacy backend that asks for input mid-call:
-// the call comes back input_required, the retry answers the held backend
-// request and completes the same call; a retry that never comes cancels
+// the call comes back input_required, the retry (by the same principal,
+// through the same server) answers the held backend request and
+// completes the same call; a retry that never comes cancels
 // the backend call after inputWait, and its state is then refused.
 func TestLegacyBackendInputHeldAcrossRetry(t *testing.T) {
 	cancelled := make(chan struct{}, 4)
 	legacy := newTestBackend(t, "legacy", backendOptions{stateful: true, extra: withLegacyConfirm(cancelled)})
-	h := startAggregator(t, parseConfig(t, `
+	h := startAggregatorFile(t, `
 aggregator:
   catalogTTL: 1h
   backends:
@@ -72,7 +73,9 @@ aggregator:
       protocol: "2025-11-25"
       timeout: 5s
       inputWait: 300ms
-`))
+servers:
+  - {name: other, backends: [legacy]}
+`)
 	ctx := context.Background()
 	caps := &aggregatorv1.RequestContext{ClientCapabilitiesJson: `{"elicitation":{}}`}
 	ask := func() (string, string) {
@@ -107,8 +110,13 @@ aggregator:
 	}
 
 	key, state := ask()
-	// Another caller cannot answer it.
+	// Another caller cannot answer it, nor the caller through another
+	// server that shows the same tool under the same name (its policy,
+	// limits and trail are another's).
 	_, err := retry(principal("mallory"), key, state)
+	wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+	_, err = h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Server: "other", Name: "legacy_confirm", Context: caps,
+		RequestState: state, InputResponsesJson: `{"` + key + `":{"action":"accept","content":{"sure":true}}}`})
 	wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
 	resp, err := retry(principal("alice"), key, state)
 	if err != nil || resp.GetResultType() != "complete" || resultText(t, resp.GetResultJson()) != `answer accept {"sure":true}` {

@@ -73,10 +73,12 @@ func (s *Server) routeOf(req *aggregatorv1.CallToolRequest, tc *toolCall, stream
 	return routePlain, "", nil
 }
 
-// heldOwner binds a held call to the principal that started it and its
-// tool: only the same may resume it.
+// heldOwner binds a held call to the principal that started it, the
+// server it was called through and its tool: only the same may resume
+// it (another server may show the same backend's tool under the same
+// name, under other filters, policy, limits and overrides).
 func heldOwner(ctx context.Context, req *aggregatorv1.CallToolRequest) string {
-	return svcauth.PrincipalFrom(ctx).GetSubject() + "\x00" + req.GetName()
+	return svcauth.PrincipalFrom(ctx).GetSubject() + "\x00" + req.GetServer() + "\x00" + req.GetName()
 }
 
 // routeToolCall runs an admitted call on its route.
