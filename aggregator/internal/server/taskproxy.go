@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -56,9 +55,11 @@ func backendRunsTasks(b *backend.Client) bool {
 // legacyTaskTool reports whether a 2025-11-25 backend runs the tasks of
 // the tool whose advertised definition is def: its listing says
 // execution.taskSupport optional or required (the revision's tool-level
-// declaration; go-sdk keeps no capabilities.tasks).
+// declaration; go-sdk keeps no capabilities.tasks). It is read as
+// clients read it, member names matching case-sensitively: an
+// "Execution" is no declaration.
 func legacyTaskTool(b *backend.Client, def string) bool {
-	if b.SpeaksModern() || !strings.Contains(def, `"taskSupport"`) {
+	if b.SpeaksModern() {
 		return false
 	}
 	var d struct {
@@ -66,7 +67,7 @@ func legacyTaskTool(b *backend.Client, def string) bool {
 			TaskSupport string `json:"taskSupport"`
 		} `json:"execution"`
 	}
-	return json.Unmarshal([]byte(def), &d) == nil && (d.Execution.TaskSupport == "optional" || d.Execution.TaskSupport == "required")
+	return backend.DecodeAsSDK([]byte(def), &d) == nil && (d.Execution.TaskSupport == "optional" || d.Execution.TaskSupport == "required")
 }
 
 // backendTaskState is a task as a backend's CreateTaskResult and tasks/get
