@@ -244,3 +244,34 @@ func TestLegacyTaskResultWaitsAndAsks(t *testing.T) {
 		t.Errorf("the client was asked %d times", len(updates))
 	}
 }
+
+// TestLegacyTaskResultEndsWithItsSession: a tasks/result waiting for its
+// task ends, with an error saying why, once its session is deleted: it
+// acted for the session (asking its client, answering the task) for as
+// long as the task ran. The task itself goes on.
+func TestLegacyTaskResultEndsWithItsSession(t *testing.T) {
+	b := startBackends(t)
+	_, srv := startGateway(t, b, testGatewayConfig(b))
+	url := srv.URL + "/mcp"
+	session, _ := initializeEliciting(t, url)
+	id := taskIDOf(t, createLegacyTask(t, url, session))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, lines := openStream(t, ctx, url, legacyHeaders("alice-key", session), `{"jsonrpc":"2.0","id":"r1","method":"tasks/result","params":{"taskId":"`+id+`"}}`)
+	testkit.Eventually(t, "tasks/result polls the task", 10*time.Second, func() bool {
+		_, gets, _, _, _ := b.taskRequests()
+		return len(gets) > 0
+	})
+	if resp := send(t, http.MethodDelete, url, legacyHeaders("alice-key", session), ""); resp.status != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", resp.status, resp.body)
+	}
+	var final struct {
+		Error *wire.Error `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(nextEvent(t, lines)), &final); err != nil || final.Error == nil || !strings.Contains(final.Error.Message, "session was deleted") {
+		t.Fatalf("tasks/result after its session was deleted: %+v %v", final.Error, err)
+	}
+	if _, _, _, cancels, _ := b.taskRequests(); len(cancels) != 0 {
+		t.Fatalf("the task was cancelled: %v", cancels)
+	}
+}

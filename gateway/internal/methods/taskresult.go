@@ -48,6 +48,13 @@ func (s *Server) taskResult(ctx context.Context, req *Request, resp Responder) (
 	if rerr != nil {
 		return nil, rerr
 	}
+	// It waits no longer than its session lives: it acts for the session
+	// (it asks the session's client, and answers the task for it).
+	if !req.SessionExpiry.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, req.SessionExpiry)
+		defer cancel()
+	}
 	keepAlive := time.NewTicker(s.cfg.KeepAlive)
 	defer keepAlive.Stop()
 	answered, rounds := "", 0
@@ -55,6 +62,9 @@ func (s *Server) taskResult(ctx context.Context, req *Request, resp Responder) (
 	for {
 		if rerr != nil {
 			return nil, rerr
+		}
+		if req.Session != "" && s.revoked(req.Session) {
+			return nil, wire.NewError(wire.CodeInvalidRequest, "the session was deleted: initialize a new session and call tasks/result again")
 		}
 		switch t.GetStatus() {
 		case wire.TaskCompleted:
