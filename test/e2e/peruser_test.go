@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/rpc"
 	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
+	"github.com/switchboard-mcp/switchboard/test/mcpraw"
 )
 
 const whoamiSpec = `
@@ -73,6 +75,9 @@ func TestPerUserCredentials(t *testing.T) {
 			for i, b := range cfg.Aggregator.Backends {
 				cfg.Aggregator.Backends[i].Auth = auth[b.Name]
 			}
+			// whoami may run as a task, for a client that asks for one.
+			withTaskStore(t, cfg)
+			cfg.Aggregator.ToolOverrides = []config.ToolOverride{{Backend: "tx", Tool: "whoami", TaskSupport: config.TaskSupportOptional}}
 		},
 	})
 	tokens := map[string]string{
@@ -149,6 +154,23 @@ func TestPerUserCredentials(t *testing.T) {
 		Argument: mcp.CompleteParamsArgument{Name: "who", Value: "a"}})
 	if err != nil || len(res.Completion.Values) != 1 || res.Completion.Values[0] != "alice" {
 		t.Fatalf("completion at the tokenExchange backend: %+v, %v", res, err)
+	}
+
+	// A task's outcome is kept in the cluster's database and shown to
+	// operators: the caller's exchanged token, which the plain call's
+	// result holds for her, is not in it.
+	tasks := &mcpraw.Client{URL: c.MCPURL, Authorization: "Bearer " + tokens["alice"], Capabilities: mcpraw.TasksCapabilities}
+	task := createTask(t, tasks, "tx_whoami", map[string]any{})
+	var kept map[string]any
+	testkit.Eventually(t, "the task completed", 10*time.Second, func() error {
+		kept = taskResult(t)(tasks.Send(t.Context(), "tasks/get", task, map[string]any{"taskId": task}))
+		if kept["status"] != "completed" {
+			return fmt.Errorf("status %v", kept["status"])
+		}
+		return nil
+	})
+	if text, _ := json.Marshal(kept); strings.Contains(string(text), exchanged["alice"]) || !strings.Contains(string(text), "Bearer [redacted]") {
+		t.Errorf("the task's kept result: %s", text)
 	}
 
 	// A token is bound to the principal asserted with it: the gateway's

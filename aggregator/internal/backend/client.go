@@ -433,6 +433,15 @@ func (c *Client) redactResult(ctx context.Context, res *Result) *Result {
 	return res
 }
 
+// RedactKept cuts out of a result of the call in ctx what it loses when
+// it is kept beyond the call (a task's outcome, stored in the cluster's
+// database and shown to operators): what a result marked isError loses,
+// the caller's own exchanged token included, which a normal result keeps
+// for the caller it belongs to.
+func (c *Client) RedactKept(ctx context.Context, result string) string {
+	return c.redactor.forResult(ctx, true).redactJSON(result)
+}
+
 // redactToolResult is redactResult for a result of the go-sdk paths
 // (held calls, calls on a session of their own), input_required results
 // (which carry the backend's questions) included.

@@ -365,6 +365,10 @@ func TestCallTokensAreRedactedFromErrors(t *testing.T) {
 			if own := strings.Contains(res.JSON, token); own != (mode == AuthTokenExchange) {
 				t.Errorf("a result holds the call's token: %v (the caller's own exchanged token stays, the shared one goes): %s", own, res.JSON)
 			}
+			// Kept beyond the call (a task's result), it holds none.
+			if kept := c.RedactKept(ctx, res.JSON); strings.Contains(kept, token) || !json.Valid([]byte(kept)) {
+				t.Errorf("a kept result holds the call's token: %s", kept)
+			}
 			if strings.Contains(logs.String(), token) {
 				t.Errorf("the log holds the token:\n%s", logs.String())
 			}

@@ -211,7 +211,7 @@ func (s *Server) backendTaskRequest(a *admitted, method, backendID string, more 
 
 // backendTaskCall sends a tasks method for the backend's task id, with
 // more params beyond taskId (more is the caller's to change), within the
-// backend's timeout, and returns the backend's result as it came.
+// backend's timeout, and returns the backend's result.
 func (s *Server) backendTaskCall(a *admitted, method, backendID string, more map[string]json.RawMessage) (*backend.Result, error) {
 	if more == nil {
 		more = map[string]json.RawMessage{}
@@ -223,8 +223,15 @@ func (s *Server) backendTaskCall(a *admitted, method, backendID string, more map
 	}
 	ctx, cancel := context.WithTimeout(a.ctx, a.b.Timeout())
 	defer cancel()
-	return a.b.Call(ctx, &backend.Call{Method: method, Name: backendID, Params: body,
+	res, err := a.b.Call(ctx, &backend.Call{Method: method, Name: backendID, Params: body,
 		ClientCapabilities: []byte(`{"extensions":{"` + tasksExtension + `":{}}}`)})
+	if err != nil {
+		return nil, err
+	}
+	// What the backend says of its task is kept on Switchboard's record:
+	// redacted as what is kept (backend.Client.RedactKept).
+	res.JSON = a.b.RedactKept(ctx, res.JSON)
+	return res, nil
 }
 
 // proxiedAdmission admits a request about a backend's task: it is sent

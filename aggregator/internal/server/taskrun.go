@@ -166,7 +166,8 @@ type roundOutcome struct {
 
 // startRound runs an admitted call detached from the client's request
 // (its values, the caller's credentials among them, are kept), until its
-// tool's timeout, the task's expiry or a cancellation ends it.
+// tool's timeout, the task's expiry or a cancellation ends it. Its
+// outcome is redacted as what is kept (backend.Client.RedactKept).
 func (s *Server) startRound(a *admitted, req *aggregatorv1.CallToolRequest, tc *toolCall, expires time.Time) (context.CancelCauseFunc, <-chan roundOutcome) {
 	ctx, stop := context.WithDeadline(context.WithoutCancel(a.ctx), expires)
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -174,6 +175,12 @@ func (s *Server) startRound(a *admitted, req *aggregatorv1.CallToolRequest, tc *
 	go func() {
 		defer stop()
 		resp, err := s.runToolCall(ctx, req, tc, nil)
+		if resp != nil {
+			// The outcome is kept, in the cluster's database, and shown
+			// to operators: the caller's own exchanged token, which a
+			// plain call's result keeps for the caller, leaves it.
+			resp.ResultJson = a.b.RedactKept(ctx, resp.GetResultJson())
+		}
 		done <- roundOutcome{resp, err}
 	}()
 	return cancel, done
