@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	sdkjson "github.com/segmentio/encoding/json"
 
@@ -100,7 +101,15 @@ func (c *Client) listAll(ctx context.Context, s *mcp.ClientSession) (*Lists, err
 		if out.Resources, out.Definitions.Resources, err = listKind[mcp.Resource](ctx, c, s, "resources/list", "resources"); err != nil {
 			return nil, err
 		}
-		if out.ResourceTemplates, out.Definitions.ResourceTemplates, err = listKind[mcp.ResourceTemplate](ctx, c, s, "resources/templates/list", "resourceTemplates"); err != nil {
+		out.ResourceTemplates, out.Definitions.ResourceTemplates, err = listKind[mcp.ResourceTemplate](ctx, c, s, "resources/templates/list", "resourceTemplates")
+		var wire *jsonrpc.Error
+		if errors.As(err, &wire) && wire.Code == jsonrpc.CodeMethodNotFound {
+			// One capability names resources and their templates; a
+			// server that lists resources and implements no templates
+			// (many do) has none, and its resources are listed.
+			out.ResourceTemplates, out.Definitions.ResourceTemplates, err = nil, nil, nil
+		}
+		if err != nil {
 			return nil, err
 		}
 	}

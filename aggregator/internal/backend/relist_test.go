@@ -6,8 +6,12 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/services/dualera"
 )
 
 // Listing a backend again decodes only what changed: an unchanged item is
@@ -72,4 +76,39 @@ func TestRelistKeepsUnchangedItems(t *testing.T) {
 
 func contains(b []byte, s string) bool {
 	return strings.Contains(string(b), s)
+}
+
+// TestResourcesWithoutTemplates: a server whose capabilities name
+// resources and that answers resources/templates/list "method not found"
+// (many implement no templates) is listed, its resources with it, in both
+// eras; its whole listing once failed, and the backend was down.
+func TestResourcesWithoutTemplates(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "notemplates", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest, map[string]any) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{}, nil, nil
+	})
+	srv.AddResource(&mcp.Resource{URI: "docs://readme", Name: "readme"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{}, nil
+	})
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "resources/templates/list" {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found"}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	ts := httptest.NewServer(dualera.New(srv, nil, nil))
+	t.Cleanup(ts.Close)
+	for _, protocol := range []string{ProtocolModern, ProtocolLegacy} {
+		c := newTestClient(Config{Name: "notemplates", URL: ts.URL, Protocol: protocol, Timeout: 5 * time.Second})
+		t.Cleanup(c.Close)
+		lists, err := c.ListAll(context.Background())
+		if err != nil {
+			t.Fatalf("%s: %v", protocol, err)
+		}
+		if len(lists.Tools) != 1 || len(lists.Resources) != 1 || len(lists.ResourceTemplates) != 0 {
+			t.Fatalf("%s: %d tools, %d resources, %d templates", protocol, len(lists.Tools), len(lists.Resources), len(lists.ResourceTemplates))
+		}
+	}
 }

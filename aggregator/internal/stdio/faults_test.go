@@ -108,7 +108,8 @@ func TestBridgeLeavesOutWhatItCannotServe(t *testing.T) {
 
 // TestBridgeListsAServerWhoseFirstListingFailed: a listing that fails
 // once (a server still warming up) is tried again; the bridge once stayed
-// down for as long as the process ran.
+// down for as long as the process ran. The server implements no
+// resources/templates/list, which lists no templates, not no server.
 func TestBridgeListsAServerWhoseFirstListingFailed(t *testing.T) {
 	cs := connectTo(t, startMode(t, "raw-warming", nil), nil)
 	if _, err := callText(t.Context(), cs, "ok"); err != nil {

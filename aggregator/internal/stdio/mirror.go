@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -56,6 +57,12 @@ func (b *Bridge) resync() error {
 			resources = append(resources, r)
 		}
 		for t, err := range cs.ResourceTemplates(ctx, nil) {
+			var wire *jsonrpc.Error
+			if errors.As(err, &wire) && wire.Code == jsonrpc.CodeMethodNotFound {
+				// Resources without templates, as many servers have.
+				templates = nil
+				break
+			}
 			if err != nil {
 				return fmt.Errorf("listing the stdio server's resource templates: %w", err)
 			}

@@ -14,7 +14,8 @@ import (
 //   - raw-odd lists, beside the tool ok, a resource whose URI does not
 //     parse, a URI template that is not one and a tool whose parameter
 //     header annotation is not valid;
-//   - raw-warming fails its first tools/list, as a server still starting;
+//   - raw-warming fails its first tools/list, as a server still starting,
+//     and implements no resources/templates/list;
 //   - raw-churn has 102 tools, and a call of poke tells the client its
 //     tool list changed;
 //   - raw-wedged stops reading its stdin at the first call of hang.
@@ -67,6 +68,11 @@ func serveRaw(mode string) {
 			}
 		case "resources/templates/list":
 			result = `{"resourceTemplates":[]}`
+			if mode == "raw-warming" {
+				// Resources without templates, as many servers have.
+				fmt.Printf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no such method"}}`+"\n", req.ID)
+				continue
+			}
 			if mode == "raw-odd" {
 				result = `{"resourceTemplates":[{"uriTemplate":"file:///{unclosed","name":"bad"}]}`
 			}
