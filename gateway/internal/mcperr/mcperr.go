@@ -28,6 +28,12 @@ import (
 // FromStatus translates st for a request of method in era; internal
 // reports whether the status is worth logging with its detail.
 func FromStatus(st *status.Status, era mcpspec.Era, method string) (mcpErr *wire.Error, internal bool) {
+	return fromStatus(st, era, method, nil)
+}
+
+// fromStatus is FromStatus for a request whose client declared caps (nil:
+// not known), which a backend's own error may need (translate).
+func fromStatus(st *status.Status, era mcpspec.Era, method string, caps json.RawMessage) (mcpErr *wire.Error, internal bool) {
 	// The task reasons mean the same whatever the status code carrying
 	// them.
 	switch apierr.Reason(st.Err()) {
@@ -60,7 +66,7 @@ func FromStatus(st *status.Status, era mcpspec.Era, method string) (mcpErr *wire
 		return wire.NewError(wire.CodeInvalidParams, st.Message()), false
 	case codes.Unknown:
 		if be, ok := backendError(st.Err()); ok {
-			return be.translate(era), false
+			return be.translate(era, caps), false
 		}
 		return wire.NewError(wire.CodeInternalError, "internal error"), true
 	case codes.Unimplemented:
@@ -134,7 +140,7 @@ func TaskFailed(errorJSON string, era mcpspec.Era) *wire.Error {
 	if len(stored.Data) > 0 && string(stored.Data) != "null" {
 		b.dataJSON = string(stored.Data)
 	}
-	return b.translate(era)
+	return b.translate(era, nil)
 }
 
 // TaskCancelled is a Legacy tasks/result's answer for a cancelled task,
@@ -152,6 +158,13 @@ const maxRetryAfterSeconds = 3600
 // FromError maps err of a service call to MCP, logging internal detail with
 // the trace id (which the client also gets, to quote in a report).
 func FromError(ctx context.Context, log *slog.Logger, err error, era mcpspec.Era, method string) *wire.Error {
+	return FromCallError(ctx, log, err, era, method, nil)
+}
+
+// FromCallError is FromError for a request that reached a backend for a
+// client that declared caps: a backend's error that only such a client
+// may get (a 2025-11-25 URL elicitation required) is passed on to it.
+func FromCallError(ctx context.Context, log *slog.Logger, err error, era mcpspec.Era, method string, caps json.RawMessage) *wire.Error {
 	st, ok := status.FromError(err)
 	if !ok {
 		if errors.Is(err, context.Canceled) {
@@ -160,7 +173,7 @@ func FromError(ctx context.Context, log *slog.Logger, err error, era mcpspec.Era
 			st = status.New(codes.Unknown, err.Error())
 		}
 	}
-	mcpErr, internal := FromStatus(st, era, method)
+	mcpErr, internal := fromStatus(st, era, method, caps)
 	if internal {
 		attrs := []any{"method", method, "code", st.Code().String(), "reason", apierr.Reason(err).String(), "detail", st.Message()}
 		if traceID := trace.SpanContextFromContext(ctx).TraceID(); traceID.IsValid() {
@@ -187,7 +200,7 @@ type backend struct {
 // error is the backend's answer to the request, its message and data
 // passed on (with the backend's credentials cut out by the aggregator) as
 // a direct client would see them, under -32603.
-func (b backend) translate(era mcpspec.Era) *wire.Error {
+func (b backend) translate(era mcpspec.Era, caps json.RawMessage) *wire.Error {
 	if b.message == "" {
 		return wire.NewError(wire.CodeInternalError, "the server behind this request failed")
 	}
@@ -201,6 +214,12 @@ func (b backend) translate(era mcpspec.Era) *wire.Error {
 	case code == wire.CodeResourceNotFound:
 		out = wire.NewError(wire.CodeInvalidParams, msg)
 	case code == wire.CodeMissingCapability && era == mcpspec.EraModern:
+		out = wire.NewError(code, msg)
+	case code == wire.CodeURLElicitationRequired && era == mcpspec.EraLegacy && mcpspec.Declares(caps, "elicitation.url"):
+		// 2025-11-25's way for a server to send the client to a URL (its
+		// data names the elicitations), to a client that declared URL
+		// mode; any other client, and 2026-07-28 (which asks for a URL in
+		// an input request instead), get an internal error.
 		out = wire.NewError(code, msg)
 	case code == wire.CodeParseError, code == wire.CodeInvalidRequest, code == wire.CodeMethodNotFound, code == wire.CodeHeaderMismatch,
 		code == wire.CodeUnsupportedVer:

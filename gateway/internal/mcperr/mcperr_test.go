@@ -109,29 +109,39 @@ func TestBackendErrorPassThrough(t *testing.T) {
 		st, _ := status.FromError(backenderr.New("backend error: backend says no", &aggregatorv1.BackendError{Code: n, Message: msg, DataJson: data}))
 		return st
 	}
+	urlMode := json.RawMessage(`{"elicitation":{"form":{},"url":{}}}`)
+	elicitations := `{"elicitations":[{"mode":"url","elicitationId":"e1","url":"https://auth.example/x","message":"sign in"}]}`
 	cases := []struct {
 		code, data string
 		era        mcpspec.Era
+		caps       json.RawMessage
 		want       int
 		wantData   string
 	}{
-		{"-32021", `{"requiredCapabilities":{"sampling":{}}}`, mcpspec.EraModern, wire.CodeMissingCapability, `{"requiredCapabilities":{"sampling":{}}}`},
-		{"-32021", "", mcpspec.EraLegacy, wire.CodeInternalError, ""},
-		{"-32602", "", mcpspec.EraModern, wire.CodeInvalidParams, ""},
-		{"-32002", `{"uri":"x"}`, mcpspec.EraLegacy, wire.CodeResourceNotFound, `{"uri":"x"}`},
-		{"-32002", "", mcpspec.EraModern, wire.CodeInvalidParams, ""},
+		// 2025-11-25's URL elicitation required reaches a Legacy client
+		// that declared URL mode, with its elicitations; no other client.
+		{"-32042", elicitations, mcpspec.EraLegacy, urlMode, wire.CodeURLElicitationRequired, elicitations},
+		{"-32042", elicitations, mcpspec.EraLegacy, json.RawMessage(`{"elicitation":{}}`), wire.CodeInternalError, ""},
+		{"-32042", elicitations, mcpspec.EraLegacy, nil, wire.CodeInternalError, ""},
+		{"-32042", elicitations, mcpspec.EraModern, urlMode, wire.CodeInternalError, ""},
+		{"-32021", `{"requiredCapabilities":{"sampling":{}}}`, mcpspec.EraModern, nil, wire.CodeMissingCapability, `{"requiredCapabilities":{"sampling":{}}}`},
+		{"-32021", "", mcpspec.EraLegacy, nil, wire.CodeInternalError, ""},
+		{"-32602", "", mcpspec.EraModern, nil, wire.CodeInvalidParams, ""},
+		{"-32002", `{"uri":"x"}`, mcpspec.EraLegacy, nil, wire.CodeResourceNotFound, `{"uri":"x"}`},
+		{"-32002", "", mcpspec.EraModern, nil, wire.CodeInvalidParams, ""},
 		// A backend without a method the gateway routed to it failed: the
 		// gateway has the method (a 404 would say it has not).
-		{"-32601", "", mcpspec.EraModern, wire.CodeInternalError, ""},
-		{"-32022", "", mcpspec.EraModern, wire.CodeInternalError, ""},
-		{"-32000", "", mcpspec.EraModern, wire.CodeInternalError, ""},
-		{"junk", "", mcpspec.EraModern, wire.CodeInternalError, ""},
+		{"-32601", "", mcpspec.EraModern, nil, wire.CodeInternalError, ""},
+		{"-32022", "", mcpspec.EraModern, nil, wire.CodeInternalError, ""},
+		{"-32000", "", mcpspec.EraModern, nil, wire.CodeInternalError, ""},
+		{"junk", "", mcpspec.EraModern, nil, wire.CodeInternalError, ""},
 	}
 	for _, tc := range cases {
-		got, internal := FromStatus(backendStatus(tc.code, tc.data), tc.era, "tools/call")
+		logs := &bytes.Buffer{}
+		got := FromCallError(context.Background(), slog.New(slog.NewTextHandler(logs, nil)), backendStatus(tc.code, tc.data).Err(), tc.era, "tools/call", tc.caps)
 		data, _ := json.Marshal(got.Data)
-		if got.Code != tc.want || internal || (tc.wantData != "" && string(data) != tc.wantData) {
-			t.Errorf("%s/%s: got %d %s (internal %v), want %d %s", tc.code, tc.era, got.Code, data, internal, tc.want, tc.wantData)
+		if got.Code != tc.want || logs.Len() > 0 || (tc.wantData != "" && string(data) != tc.wantData) {
+			t.Errorf("%s/%s: got %d %s (logged %q), want %d %s", tc.code, tc.era, got.Code, data, logs, tc.want, tc.wantData)
 		}
 	}
 }

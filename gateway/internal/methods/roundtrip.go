@@ -145,7 +145,7 @@ func (s *Server) roundTrips(ctx context.Context, req *Request, resp Responder, r
 		out, err := op(opCtx, rt)
 		cancel()
 		if err != nil {
-			return nil, mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
+			return nil, mcperr.FromCallError(ctx, s.log, err, req.Era, req.Method, req.ClientCaps)
 		}
 		result, resultType := []byte(out.json), out.resultType
 		if resultType == "" {

@@ -24,6 +24,10 @@ const (
 	CodeHeaderMismatch    = -32020
 	CodeMissingCapability = -32021
 	CodeUnsupportedVer    = -32022
+	// CodeURLElicitationRequired: a backend's error sending a 2025-11-25
+	// client that declared URL mode to its elicitations' URLs (Legacy
+	// only; 2026-07-28 must not emit it).
+	CodeURLElicitationRequired = -32042
 	// CodeRateLimited refuses a request a rate limit (config rateLimits)
 	// did not admit: HTTP 429 with Retry-After, data.retryAfterSeconds.
 	// Neither MCP revision defines a code for it, and 2026-07-28 forbids
