@@ -153,19 +153,8 @@ func TestBridge(t *testing.T) {
 	if resp, err := http.Post(b.URL(), "application/json", strings.NewReader(`{}`)); err != nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("without the token: %v %v", resp, err)
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "0"}, nil)
-	connect := func() *mcp.ClientSession {
-		var cs *mcp.ClientSession
-		// Until the process is up and mirrored the bridge answers 503.
-		testkit.Eventually(t, "the bridge serves", 20*time.Second, func() error {
-			var err error
-			cs, err = client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: b.URL(), HTTPClient: &http.Client{Transport: bearer(b.Token())}},
-				&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-			return err
-		})
-		t.Cleanup(func() { cs.Close() })
-		return cs
-	}
+	// Until the process is up and mirrored the bridge answers 503.
+	connect := func() *mcp.ClientSession { return connectTo(t, b, nil) }
 	cs := connect()
 	var first string
 	testkit.Eventually(t, "echo served", 20*time.Second, func() error {
@@ -230,12 +219,7 @@ func TestBridge(t *testing.T) {
 // and the process's progress comes back to the call under the caller's
 // own token, though two callers chose the same one.
 func TestBridgeRelaysProgressAndMeta(t *testing.T) {
-	b, err := Start(Spec{Name: "test", Command: []string{os.Args[0], "-test.run=^$"},
-		Env: map[string]string{serverEnv: "1"}, Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b := startMode(t, "1", nil)
 	type note struct {
 		caller string
 		token  any
@@ -243,18 +227,10 @@ func TestBridgeRelaysProgressAndMeta(t *testing.T) {
 	}
 	notes := make(chan note, 16)
 	connect := func(caller string) *mcp.ClientSession {
-		client := mcp.NewClient(&mcp.Implementation{Name: caller, Version: "0"}, &mcp.ClientOptions{
+		return connectTo(t, b, &mcp.ClientOptions{
 			ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
 				notes <- note{caller, r.Params.ProgressToken, r.Params.Progress}
 			}})
-		var cs *mcp.ClientSession
-		testkit.Eventually(t, "the bridge serves", 20*time.Second, func() error {
-			cs, err = client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: b.URL(), HTTPClient: &http.Client{Transport: bearer(b.Token())}},
-				&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-			return err
-		})
-		t.Cleanup(func() { cs.Close() })
-		return cs
 	}
 	for _, caller := range []string{"one", "two"} {
 		params := &mcp.CallToolParams{Name: "progress", Meta: mcp.Meta{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}
@@ -283,12 +259,7 @@ func TestBridgeRelaysProgressAndMeta(t *testing.T) {
 // it never lists an empty catalog as if the server had no tools.
 func TestBridgeOfAServerThatNeverStarts(t *testing.T) {
 	logs := &recorder{}
-	b, err := Start(Spec{Name: "dead", Command: []string{os.Args[0], "-test.run=^$"},
-		Env: map[string]string{serverEnv: "exit"}, Log: slog.New(slog.NewTextHandler(logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
+	b := startMode(t, "exit", logs)
 	post := func() int {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, b.URL(), strings.NewReader(
 			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`))
