@@ -78,6 +78,8 @@ const (
 	internalToken = "internal-test-token"
 	operatorToken = "operator-test-token"
 	indexerToken  = "indexer-test-token"
+	// aggregatorToken is the peers' (aggregator.peers.token).
+	aggregatorToken = "aggregator-test-token"
 )
 
 // testBackend is a real go-sdk MCP server on a real HTTP listener.
@@ -314,6 +316,7 @@ func startAggregatorWith(t testing.TB, full *config.Config, log *slog.Logger, tu
 		{Name: "internal", Token: internalToken, Subject: "svc-reporter", Groups: []string{"ops"}, Allow: []string{"switchboard.aggregator.v1.AggregatorService/*"}},
 		{Name: "operator", Token: operatorToken, AssertPrincipals: true, Operator: true, Allow: []string{"switchboard.aggregator.v1.AggregatorService/*"}},
 		{Name: "indexer", Token: indexerToken, AssertPrincipals: true, Allow: config.IndexerMethods},
+		{Name: "aggregator", Token: aggregatorToken, AssertPrincipals: true, Allow: config.AggregatorMethods},
 	})
 	srv, err := rpc.NewServer(auth, config.TLS{}, log)
 	if err != nil {

@@ -78,8 +78,23 @@ func (s *Server) forwardHeld(ctx context.Context, owner string, req *aggregatorv
 	}
 }
 
+// fromPeer reports whether the caller is an aggregator replica: the only
+// caller whose forwarded retry was limited and recorded before it came
+// (the replica that received it did both), so that it is not again. A
+// peer presents the aggregators' own credential (aggregator.peers.token):
+// one that asserts principals and may not call tools itself (it allows
+// exactly config.AggregatorMethods). Any other caller may call tools, and
+// sends its retries with CallTool, limited and recorded.
+func fromPeer(ctx context.Context) bool {
+	caller, _ := svcauth.CallerFrom(ctx)
+	return caller.AssertPrincipals && !caller.MayCall(aggregatorv1.AggregatorService_CallTool_FullMethodName)
+}
+
 // ResumeHeldCall resumes, for a peer, a held call of this replica.
 func (s *Server) ResumeHeldCall(ctx context.Context, req *aggregatorv1.ResumeHeldCallRequest) (*aggregatorv1.ResumeHeldCallResponse, error) {
+	if !fromPeer(ctx) {
+		return nil, s.fail(ctx, "ResumeHeldCall", errPeersOnly)
+	}
 	call := req.GetCall()
 	// Only a call that names this replica is resumed here, never forwarded
 	// again: a forwarded retry cannot travel on.
@@ -98,6 +113,9 @@ func (s *Server) ResumeHeldCall(ctx context.Context, req *aggregatorv1.ResumeHel
 // they come, as CallToolStream sends them.
 func (s *Server) ResumeHeldCallStream(req *aggregatorv1.ResumeHeldCallStreamRequest, stream grpc.ServerStreamingServer[aggregatorv1.ResumeHeldCallStreamResponse]) error {
 	ctx := stream.Context()
+	if !fromPeer(ctx) {
+		return s.fail(ctx, "ResumeHeldCallStream", errPeersOnly)
+	}
 	call := req.GetCall()
 	if _, _, owner, ok := backend.ParseHeldState(call.GetRequestState()); !ok || owner == "" || owner != s.peers.Self() {
 		return s.fail(ctx, "ResumeHeldCallStream", errHeldCallGone)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
@@ -257,5 +258,53 @@ aggregator:
 	case <-cancelled:
 	case <-time.After(20 * time.Second):
 		t.Fatal("the backend's call outlived its 1 s timeout while its caller did not read")
+	}
+}
+
+// TestResumeHeldCallIsForPeersOnly: ResumeHeldCall carries a retry an
+// aggregator replica forwarded, after it took the retry's rate-limit token
+// and recorded its event; from any other caller (an internal client, whose
+// credential may allow the service's every RPC, or the gateway) it is
+// refused, so no retry passes unlimited and unrecorded. The retry itself,
+// sent with CallTool, completes the call.
+func TestResumeHeldCallIsForPeersOnly(t *testing.T) {
+	cancelled := make(chan struct{}, 4)
+	legacy := newTestBackend(t, "legacy", backendOptions{stateful: true, extra: withLegacyConfirm(cancelled)})
+	// A replica with peers: its held calls name it, as a forwarded
+	// retry's must.
+	self := freeAddress(t)
+	h := startAggregatorFile(t, `
+aggregator:
+  catalogTTL: 1h
+  listen: "`+self+`"
+  peers: {addresses: ["`+self+`"], token: `+aggregatorToken+`}
+  backends:
+    - name: legacy
+      url: `+legacy.url()+`
+      protocol: "2025-11-25"
+`)
+	ctx := context.Background()
+	caps := &aggregatorv1.RequestContext{ClientCapabilitiesJson: `{"elicitation":{}}`}
+	first, err := h.internal.CallTool(ctx, &aggregatorv1.CallToolRequest{Name: "legacy_confirm", Context: caps})
+	key, state, ok := heldQuestion(first)
+	if err != nil || !ok {
+		t.Fatalf("first call: %v %v", first, err)
+	}
+	retry := &aggregatorv1.CallToolRequest{Name: "legacy_confirm", Context: caps, RequestState: state,
+		InputResponsesJson: `{"` + key + `":{"action":"accept","content":{"sure":true}}}`}
+	for name, c := range map[string]aggregatorv1.AggregatorServiceClient{"internal": h.internal, "gateway": h.gateway} {
+		_, err := c.ResumeHeldCall(ctx, &aggregatorv1.ResumeHeldCallRequest{Call: retry})
+		wantStatus(t, err, codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_METHOD_NOT_ALLOWED)
+		stream, err := c.ResumeHeldCallStream(ctx, &aggregatorv1.ResumeHeldCallStreamRequest{Call: retry})
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		if status.Code(err) != codes.PermissionDenied {
+			t.Errorf("%s's ResumeHeldCallStream: %v, want PermissionDenied", name, err)
+		}
+	}
+	resp, err := h.internal.CallTool(ctx, retry)
+	if err != nil || resultText(t, resp.GetResultJson()) != `answer accept {"sure":true}` {
+		t.Fatalf("the retry with CallTool: %v %v", resp, err)
 	}
 }

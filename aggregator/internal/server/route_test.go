@@ -296,7 +296,7 @@ aggregator:
 	// Two replicas, peers of each other: calls are held by the first, and
 	// retries reach the second, which forwards them.
 	one, two := freeAddress(t), freeAddress(t)
-	peers := "\n  peers: {addresses: [\"" + one + "\", \"" + two + "\"], token: " + gatewayToken + "}"
+	peers := "\n  peers: {addresses: [\"" + one + "\", \"" + two + "\"], token: " + aggregatorToken + "}"
 	w.first, w.retry, w.owner = start("\n  listen: \""+one+"\"", peers).gateway, start("\n  listen: \""+two+"\"", peers).gateway, one
 	return w
 }

@@ -26,6 +26,10 @@ import (
 // errOperatorsOnly: an RPC for operators asked by another caller.
 var errOperatorsOnly = errors.New("this RPC is for operator credentials (serviceAuth.credentials[].operator)")
 
+// errPeersOnly: a held call's forwarded retry sent by a caller that is no
+// aggregator replica (fromPeer).
+var errPeersOnly = errors.New("this RPC is for aggregator replicas forwarding a held call's retry (the aggregators' own credential, aggregator.peers.token); send the retry with CallTool")
+
 // errAllChangesDenied: all_changes asked by an untrusted caller.
 var errAllChangesDenied = errors.New("all_changes requires a trusted service caller")
 
@@ -101,6 +105,8 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 		return apierr.New(codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND, "not found")
 	case errors.Is(err, errOperatorsOnly):
 		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_OPERATOR_ONLY, errOperatorsOnly.Error())
+	case errors.Is(err, errPeersOnly):
+		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_METHOD_NOT_ALLOWED, errPeersOnly.Error())
 	case errors.Is(err, errAllChangesDenied):
 		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_NOT_ALLOWED, errAllChangesDenied.Error())
 	case errors.Is(err, errSubscribeNeedsRead):
