@@ -13,19 +13,28 @@ import (
 // ambiguous or open: a credential without a name or without an allow list,
 // a malformed method pattern, a token given both as itself and as its
 // SHA-256 or as a malformed digest, a hostedBy that names no other
-// credential, two credentials sharing a token (in either form) or a
-// certificate identity, and TLS files given by halves. Credentials whose
+// credential, two credentials sharing a name, a token (in either form) or
+// a certificate identity, and TLS files given by halves. Credentials whose
 // token and certificate identities are all empty are kept (they match no
 // caller: a pod that lacks another service's secret sees it that way).
 func (a ServiceAuth) Validate() error {
 	var errs []error
 	seen := map[string]string{} // "kind value" -> credential name
+	names := map[string]int{}   // name -> index of the first credential of it
 	for i, c := range a.Credentials {
 		where := fmt.Sprintf("serviceAuth.credentials[%d]", i)
 		if c.Name == "" {
 			errs = append(errs, fmt.Errorf("%s: name is required", where))
 		} else {
 			where += " (" + c.Name + ")"
+			// A token and a certificate presented together must name one
+			// credential, which the services tell by its name (so do
+			// hostedBy, the stream bounds, the metrics and the trail).
+			if first, dup := names[c.Name]; dup {
+				errs = append(errs, keyErr(fmt.Sprintf("serviceAuth.credentials[%d].name", i), "is also credentials[%d]'s: each credential has a name of its own", first))
+			} else {
+				names[c.Name] = i
+			}
 		}
 		if len(c.Allow) == 0 {
 			errs = append(errs, fmt.Errorf("%s: role or allow is required: name the credential's role, or list the RPCs it may call (docs/configuration.md)", where))

@@ -29,6 +29,9 @@ func TestServiceAuthValidate(t *testing.T) {
 		{"everything", ServiceAuth{Credentials: []ServiceCredential{{Name: "g", Token: "a", Allow: []string{"*"}}}}, "serviceAuth.credentials[0].allow[0]: not package.Service/Method"},
 		{"shared token", ServiceAuth{Credentials: []ServiceCredential{{Name: "a", Token: "t", Allow: listTools}, {Name: "b", Token: "t", Allow: listTools}}}, "serviceAuth.credentials[1].token: is also a's"},
 		{"shared SAN", ServiceAuth{Credentials: []ServiceCredential{{Name: "a", URISAN: "spiffe://x/a", Allow: listTools}, {Name: "b", URISAN: "spiffe://x/a", Allow: listTools}}}, "serviceAuth.credentials[1].uriSAN: is also a's"},
+		// A certificate of one and a token of the other would name "one"
+		// credential by its name.
+		{"shared name", ServiceAuth{Credentials: []ServiceCredential{{Name: "svc", URISAN: "spiffe://x/reporting", Allow: listTools}, {Name: "svc", Token: "other", AssertPrincipals: true, Allow: listTools}}}, "serviceAuth.credentials[1].name: is also credentials[0]'s"},
 		{"half a key pair", ServiceAuth{TLS: TLS{CertFile: "c"}}, "go together"},
 		{"unknown audit service", ServiceAuth{Credentials: []ServiceCredential{{Name: "g", Token: "a", Allow: listTools, AuditService: "console"}}},
 			"serviceAuth.credentials[0].auditService: want aggregator, gateway or indexer"},
