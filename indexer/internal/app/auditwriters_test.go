@@ -25,7 +25,7 @@ const (
 // (serviceAuth.credentials[].auditService, by default the credential's
 // name when that names a service), of the kinds that service records
 // (audit.Emits), and a credential that may not assert principals only
-// events of its own; a batch holding one event it may not write is
+// events of its own principal (not the anonymous principal's); a batch holding one event it may not write is
 // refused whole, PERMISSION_DENIED naming the event, stores nothing and
 // is counted. Every stored event carries the credential that wrote it and
 // how it authenticated.
@@ -79,6 +79,9 @@ func TestAuditEventsOnlyTheWritersOwn(t *testing.T) {
 			[]*indexerv1.AuditEvent{ev("gateway", "session_start", "alice")}, 0},
 		{"a bound identity writes another principal's event", batch,
 			[]*indexerv1.AuditEvent{ev("aggregator", "tool_call", "batch-job"), ev("aggregator", "tool_call", "alice")}, 1},
+		// An event naming no principal is the anonymous principal's.
+		{"a bound identity writes the anonymous principal's event", batch,
+			[]*indexerv1.AuditEvent{ev("aggregator", "tool_call", "batch-job"), ev("aggregator", "resource_read", "")}, 1},
 	} {
 		_, err := tc.client.RecordAuditEvents(ctx, &indexerv1.RecordAuditEventsRequest{Events: tc.events})
 		if status.Code(err) != codes.PermissionDenied {
@@ -109,7 +112,7 @@ func TestAuditEventsOnlyTheWritersOwn(t *testing.T) {
 		{gw, []*indexerv1.AuditEvent{ev("gateway", "session_start", "alice"), ev("gateway", "tool_call", "alice"), ev("gateway", "config_reload", "")}},
 		{agg, []*indexerv1.AuditEvent{ev("aggregator", "quarantine", ""), ev("aggregator", "tool_call", "bob")}},
 		{next, []*indexerv1.AuditEvent{ev("gateway", "session_end", "alice")}},
-		{batch, []*indexerv1.AuditEvent{ev("aggregator", "tool_call", "batch-job"), ev("aggregator", "resource_read", "")}},
+		{batch, []*indexerv1.AuditEvent{ev("aggregator", "tool_call", "batch-job"), ev("aggregator", "resource_read", "batch-job")}},
 	} {
 		if _, err := w.client.RecordAuditEvents(ctx, &indexerv1.RecordAuditEventsRequest{Events: w.events}); err != nil {
 			t.Fatalf("%s events: %v", w.events[0].GetService(), err)
@@ -119,7 +122,7 @@ func TestAuditEventsOnlyTheWritersOwn(t *testing.T) {
 		"gateway/session_start/alice": "gateway", "gateway/tool_call/alice": "gateway", "gateway/config_reload/": "gateway",
 		"aggregator/quarantine/": "aggregator", "aggregator/tool_call/bob": "aggregator",
 		"gateway/session_end/alice":      "gateway-next",
-		"aggregator/tool_call/batch-job": "batch", "aggregator/resource_read/": "batch",
+		"aggregator/tool_call/batch-job": "batch", "aggregator/resource_read/batch-job": "batch",
 	}
 	got := stored()
 	if len(got) != len(want) {
@@ -141,7 +144,7 @@ func TestAuditEventsOnlyTheWritersOwn(t *testing.T) {
 		`switchboard_indexer_audit_events_refused_total{credential="aggregator",reason="service"} 4`,
 		`switchboard_indexer_audit_events_refused_total{credential="aggregator",reason="kind"} 1`,
 		`switchboard_indexer_audit_events_refused_total{credential="operator",reason="credential"} 1`,
-		`switchboard_indexer_audit_events_refused_total{credential="batch",reason="subject"} 2`,
+		`switchboard_indexer_audit_events_refused_total{credential="batch",reason="subject"} 4`,
 	} {
 		if !strings.Contains(metrics, line) {
 			t.Errorf("/metrics lacks %s", line)

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,7 +14,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboard-mcp/switchboard/services/audit"
-	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 
@@ -101,11 +101,11 @@ func auditWritable(caller svcauth.Caller, events []audit.Event) *auditRefusal {
 				"service %q: service credential %s writes the %s's audit events only", e.Service, caller.Name, caller.AuditService)}
 		case !audit.Emits(e.Service, e.Kind):
 			return &auditRefusal{index: i, reason: "kind", msg: fmt.Sprintf("kind %q: the %s records no such events", e.Kind, e.Service)}
-		case !caller.AssertPrincipals && (e.Subject != "" || len(e.Groups) > 0):
-			if _, err := svcauth.Resolve(caller, &commonv1.Principal{Subject: e.Subject, Groups: e.Groups}); err != nil {
-				return &auditRefusal{index: i, reason: "subject", msg: fmt.Sprintf(
-					"service credential %s may not assert principals: its events name its own principal only", caller.Name)}
-			}
+		case !caller.AssertPrincipals && (e.Subject != caller.Bound.GetSubject() || !slices.Equal(e.Groups, caller.Bound.GetGroups())):
+			// Its own principal, named: not another's, nor the anonymous
+			// principal's (an event naming none).
+			return &auditRefusal{index: i, reason: "subject", msg: fmt.Sprintf(
+				"service credential %s may not assert principals: its events name its own principal only", caller.Name)}
 		}
 	}
 	return nil
