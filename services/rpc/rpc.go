@@ -66,6 +66,9 @@ type Server struct {
 func NewServer(auth *svcauth.Authenticator, tlsCfg config.TLS, log *slog.Logger, extra ...grpc.ServerOption) (*Server, error) {
 	// Tracing comes first: its interceptors are the outermost.
 	opts := append(serverTracing(),
+		// Callers are authenticated on a call's headers, before its
+		// messages are read (svcauth.Authenticator.Tap).
+		grpc.InTapHandle(auth.Tap),
 		grpc.ChainUnaryInterceptor(recoverUnary(log), auth.UnaryInterceptor()),
 		grpc.ChainStreamInterceptor(recoverStream(log), auth.StreamInterceptor()),
 		grpc.MaxRecvMsgSize(16<<20),

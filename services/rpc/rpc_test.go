@@ -180,3 +180,48 @@ func TestHealthStartsNotServing(t *testing.T) {
 		t.Fatalf("initial health = %v, want NOT_SERVING", resp.GetStatus())
 	}
 }
+
+// rawCodec sends and receives a message's bytes as they are, so a test
+// can send what no protobuf encoder writes.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return *(v.(*[]byte)), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*(v.(*[]byte)) = append([]byte(nil), data...)
+	return nil
+}
+func (rawCodec) Name() string { return "proto" }
+
+// TestCallersAreRefusedBeforeTheirMessagesAreRead: a caller without a
+// credential, or calling a method its credential does not allow, is
+// refused on the call's headers, whatever it sends: gRPC once read and
+// decoded a unary request (up to 16 MiB) before the interceptors ran,
+// and answered the decoder's error instead.
+func TestCallersAreRefusedBeforeTheirMessagesAreRead(t *testing.T) {
+	addr := startServer(t, testCreds)
+	for _, caller := range []struct {
+		token string
+		want  codes.Code
+	}{{"", codes.Unauthenticated}, {"wrong-secret", codes.Unauthenticated}} {
+		conn := dial(t, addr, caller.token)
+		for name, body := range map[string][]byte{
+			"malformed protobuf": {0x0a, 0x05},
+			"invalid UTF-8":      {0x12, 0x01, 0xff},
+			"oversized":          append([]byte{0x12, 0x80, 0x80, 0x80, 0x08}, make([]byte, 16<<20)...),
+		} {
+			var out []byte
+			err := conn.Invoke(context.Background(), indexerv1.IndexerService_RefreshScope_FullMethodName, &body, &out,
+				grpc.ForceCodec(rawCodec{}), grpc.MaxCallSendMsgSize(64<<20))
+			if status.Code(err) != caller.want || apierr.Reason(err) != commonv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED {
+				t.Errorf("token %q, %s: %v, want %v", caller.token, name, err, caller.want)
+			}
+		}
+	}
+	// Allowed RefreshScope only, the reporting credential may not Search.
+	body := []byte{0x0a, 0x05}
+	var out []byte
+	err := dial(t, addr, "reporting-secret").Invoke(context.Background(), indexerv1.IndexerService_Search_FullMethodName, &body, &out, grpc.ForceCodec(rawCodec{}))
+	if status.Code(err) != codes.PermissionDenied {
+		t.Errorf("a method the credential does not allow, with a malformed message: %v, want PermissionDenied", err)
+	}
+}
