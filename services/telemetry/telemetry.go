@@ -54,6 +54,9 @@ func Setup(ctx context.Context, cfg config.Telemetry, serviceName, version strin
 	}
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(2*time.Second)),
+		// A backstop under the bounds of what clients write (MaxSpanText):
+		// no attribute value of any span is longer than this.
+		sdktrace.WithRawSpanLimits(spanLimits()),
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))),
 	)
@@ -75,3 +78,15 @@ func Recording() bool { return recording.Load() }
 // SetRecording overrides what Recording reports, for tests that install a
 // tracer provider of their own instead of calling Setup.
 func SetRecording(on bool) { recording.Store(on) }
+
+// maxAttributeBytes bounds every attribute value a span exports (an
+// error's text, a statement): a backstop, well above MaxSpanText.
+const maxAttributeBytes = 4 << 10
+
+// spanLimits are the SDK's default limits with every attribute value cut
+// to maxAttributeBytes.
+func spanLimits() sdktrace.SpanLimits {
+	l := sdktrace.NewSpanLimits()
+	l.AttributeValueLengthLimit = maxAttributeBytes
+	return l
+}

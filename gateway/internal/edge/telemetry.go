@@ -19,6 +19,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 	"github.com/switchboard-mcp/switchboard/services/telemetry"
+	"github.com/switchboard-mcp/switchboard/services/textcut"
 )
 
 // Metrics are the gateway's Prometheus metrics.
@@ -150,8 +151,9 @@ func (rec *requestRecord) done(rerr *wire.Error) {
 func (rec *requestRecord) setMethod(span trace.Span, method string) {
 	rec.method = method
 	if span.IsRecording() {
-		span.SetName(method)
-		span.SetAttributes(attribute.String("mcp.method.name", method))
+		// The client's method, before it is known to be one.
+		span.SetName(textcut.Prefix(method, telemetry.MaxSpanText))
+		span.SetAttributes(telemetry.TextAttribute("mcp.method.name", method))
 	}
 }
 
@@ -170,7 +172,7 @@ func describe(span trace.Span, msg *wire.Message) {
 		if s, err := strconv.Unquote(id); err == nil {
 			id = s
 		}
-		attrs = append(attrs, attribute.String("jsonrpc.request.id", id))
+		attrs = append(attrs, telemetry.TextAttribute("jsonrpc.request.id", id))
 	}
 	target := ""
 	if param := telemetry.MCPTargetParam(msg.Method); param != "" {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -276,4 +277,50 @@ func traceInto(t *testing.T, spans *tracetest.SpanRecorder, opts ...sdktrace.Tra
 		telemetry.SetRecording(false)
 	})
 	return provider
+}
+
+// TestSpansBoundWhatClientsWrite: what a client names (a tool, a URI,
+// its request id, a method, the optimizer's tool_name) goes into the
+// request's span cut to telemetry.MaxSpanText bytes: a span is exported
+// in a batch with others' spans, which a collector refuses whole past
+// its message bound, so one request's megabyte of tool name cost every
+// span in its batch.
+func TestSpansBoundWhatClientsWrite(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	provider := traceInto(t, spans)
+	b := startBackends(t)
+	_, srv := startGateway(t, b, testGatewayConfig(b))
+	long := strings.Repeat("é", 256<<10) // half a megabyte
+	for _, c := range []struct{ path, method, params string }{
+		{"/mcp", "tools/call", `"name":"` + long + `","arguments":{}`},
+		{"/mcp", "resources/read", `"uri":"file:///` + long + `"`},
+		{"/mcp", long, ``},
+		{"/mcp/optimized", "tools/call", `"name":"call_tool","arguments":{"tool_name":"` + long + `"}`},
+	} {
+		params := modernMeta
+		if c.params != "" {
+			params += "," + c.params
+		}
+		send(t, http.MethodPost, srv.URL+c.path, modernHeaders(c.method, "Mcp-Name", "short"),
+			`{"jsonrpc":"2.0","id":"`+long+`","method":"`+c.method+`","params":{`+params+`}}`)
+	}
+	_ = provider.ForceFlush(context.Background())
+	n := 0
+	for _, s := range spans.Ended() {
+		if s.SpanKind() != trace.SpanKindServer {
+			continue
+		}
+		n++
+		if len(s.Name()) > len("resources/read ")+telemetry.MaxSpanText || !utf8.ValidString(s.Name()) {
+			t.Errorf("span name of %d bytes", len(s.Name()))
+		}
+		for _, kv := range s.Attributes() {
+			if v := kv.Value.Emit(); len(v) > telemetry.MaxSpanText || !utf8.ValidString(v) {
+				t.Errorf("span %.40q: attribute %s of %d bytes", s.Name(), kv.Key, len(v))
+			}
+		}
+	}
+	if n < 4 {
+		t.Fatalf("%d server spans, want one per request", n)
+	}
 }

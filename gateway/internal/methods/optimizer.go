@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"math"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/mcperr"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/telemetry"
 )
 
 // The optimizer view replaces a principal's tools with two meta-tools:
@@ -49,7 +49,7 @@ func (s *Server) callOptimizerTool(ctx context.Context, req *Request, resp Respo
 	if rerr != nil {
 		return nil, rerr
 	}
-	trace.SpanFromContext(ctx).SetAttributes(attribute.String("gen_ai.tool.name", name))
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.TextAttribute("gen_ai.tool.name", name))
 	args := wire.Object{}
 	if raw != nil {
 		_ = json.Unmarshal(raw, &args)
@@ -172,7 +172,7 @@ func (s *Server) callThrough(ctx context.Context, req *Request, resp Responder, 
 		return s.refuseTool(req, wire.CodeInvalidParams, "call_tool needs tool_name: the name of a tool returned by find_tool")
 	}
 	req.Trail.Tool = name
-	trace.SpanFromContext(ctx).SetAttributes(attribute.String("gen_ai.tool.name", name))
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.TextAttribute("gen_ai.tool.name", name))
 	call := toolCall{name: name, args: params.Encode()}
 	// The task request is the client's, not the model's: one it cannot
 	// read is a protocol error, and one it makes lets the called tool
