@@ -119,12 +119,20 @@ func New(set *Set, acq Acquirer, log *slog.Logger, m *Metrics) *Limiter {
 }
 
 // Apply swaps the limits (live configuration reload). Leases already held
-// are kept: they lapse within LeaseTTL.
+// are kept: they lapse within LeaseTTL. What was known empty is not: it
+// was worked out at the old rates, and a limit raised to let refused
+// callers through would keep them out until then (up to an hour); the
+// buckets are asked again.
 func (l *Limiter) Apply(set *Set) {
 	if set == nil {
 		set = &Set{}
 	}
 	l.set.Store(set)
+	l.mu.Lock()
+	for _, a := range l.local {
+		a.emptyUntil = time.Time{}
+	}
+	l.mu.Unlock()
 }
 
 // Limits is the set in force (the last applied).

@@ -312,6 +312,13 @@ func TestApplySwapsLimits(t *testing.T) {
 	if l.Allow(context.Background(), r) != nil || !errors.Is(l.Allow(context.Background(), r), ErrLimited) {
 		t.Fatal("the applied limit of 1 did not hold")
 	}
+	// Raised to let the refused caller through, at once: what was known
+	// empty at the old rate (for the next hour) is asked again.
+	l.Apply(compile(t, perPrincipal("100/s", 100)))
+	clk.add(2 * time.Second)
+	if err := l.Allow(context.Background(), r); err != nil {
+		t.Fatalf("2 s after the limit was raised to 100/s: %v", err)
+	}
 }
 
 func TestKeyBounded(t *testing.T) {
