@@ -86,6 +86,20 @@ func NewOIDC(cfg config.OIDC, client *http.Client) (*OIDC, error) {
 	return &OIDC{cfg: cfg, client: WithoutRedirects(client), groupsClaim: cfg.GroupsClaim, now: time.Now}, nil
 }
 
+// KeepKeysOf gives o the signing keys prev holds, when prev verifies the
+// same issuer's tokens against the same JWKS (a reload that changed other
+// settings: the refresh bounds, the groups claim, the audience): keys
+// already held outlast an outage of the issuer, a reload included.
+func (o *OIDC) KeepKeysOf(prev Authenticator) {
+	p, ok := prev.(*OIDC)
+	if !ok || p.cfg.Issuer != o.cfg.Issuer || p.cfg.JWKSURL != o.cfg.JWKSURL {
+		return
+	}
+	if held := p.keys.Load(); held != nil {
+		o.keys.Store(held)
+	}
+}
+
 // WithoutRedirects returns a copy of client (nil: a default client) that
 // follows no redirect: a 3xx answer is the answer. The signing keys, the
 // discovery document and the token request go to the URL configured or

@@ -3,6 +3,7 @@ package edge
 import (
 	"bufio"
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -96,5 +97,31 @@ func TestOIDCStreamsOutliveAnIssuerOutage(t *testing.T) {
 		if d := nextData(t, lines); !strings.HasPrefix(d, ":") {
 			t.Fatalf("carol's stream after the reload: %q", d)
 		}
+	}
+}
+
+// TestReloadKeepsHeldSigningKeys: a reload of gateway.auth that keeps the
+// issuer and its JWKS (here the keys' maximum age) keeps the signing keys
+// the gateway holds, so tokens it verified are still verified during an
+// outage of the issuer; the new authenticator once started with none,
+// and refused every token until the issuer came back.
+func TestReloadKeepsHeldSigningKeys(t *testing.T) {
+	is := newTestIssuer(t)
+	b := startBackends(t)
+	cfg := testGatewayConfig(b)
+	cfg.Auth = config.GatewayAuth{Mode: "oidc", OIDC: config.OIDC{Issuer: testIssuerName, Audience: "switchboard", JWKSURL: is.srv.URL}}
+	gw, srv := startGateway(t, b, cfg)
+	tok := is.token(t, "alice", "switchboard")
+	if got := postDiscover(t, srv.URL, tok); got != http.StatusOK {
+		t.Fatalf("before the outage: HTTP %d", got)
+	}
+	is.srv.Close()
+	next := &config.Config{Gateway: cfg}
+	next.Gateway.Auth.OIDC.JWKSRefresh.MaxAge = config.Duration(20 * time.Minute)
+	if err := gw.Reload(next); err != nil {
+		t.Fatal(err)
+	}
+	if got := postDiscover(t, srv.URL, tok); got != http.StatusOK {
+		t.Errorf("during the outage, after a reload of gateway.auth.oidc.jwksRefresh.maxAge: HTTP %d", got)
 	}
 }

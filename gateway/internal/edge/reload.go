@@ -82,6 +82,9 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 		if err != nil {
 			return err
 		}
+		if o, ok := a.(*auth.OIDC); ok {
+			o.KeepKeysOf(cur.authn)
+		}
 		authNext = &authState{authn: a, cfg: next.Auth}
 	}
 
