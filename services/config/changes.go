@@ -11,9 +11,11 @@ import (
 )
 
 // maxKeyDepth is how deep Changed names keys: "gateway.http.maxBodyBytes",
-// but "aggregator.conflictResolution.overrides" for any of its entries.
-// Lists are named whole ("aggregator.backends").
-const maxKeyDepth = 3
+// "aggregator.pinning.indexer.token" (a token is live where its address
+// is not), and a map's entry at most one level below a section's key
+// ("aggregator.conflictResolution.overrides.<backend>.<tool>"). Lists are
+// named whole ("aggregator.backends").
+const maxKeyDepth = 4
 
 // Changed lists the keys whose values differ between two configurations,
 // sorted, in the file's spelling ("gateway.auth.apiKeys"). It names keys

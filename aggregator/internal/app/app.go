@@ -123,7 +123,7 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	// The configuration file is watched from here on, so that a policy
 	// written while the first catalog is built is not missed.
 	reload := &live{started: env.Config, applied: env.Config, engine: e, services: services, log: env.Log, limiter: limiter, api: api,
-		policy: policy, creds: slices.Clone(env.Config.ServiceAuth.Credentials)}
+		indexers: idx, policy: policy, creds: slices.Clone(env.Config.ServiceAuth.Credentials)}
 	wg.Go(func() { api.RunTaskLeases(ctx) })
 	wg.Go(func() {
 		env.WatchConfig(ctx, reg, lifecycle.Reloader{Validate: Validate, Apply: reload.Apply, Related: policyPaths, Audit: trail})

@@ -37,7 +37,9 @@ var liveKeys = append([]string{"aggregator.authz", "serviceAuth.credentials", "r
 	// The claim the gateway makes a principal's groups of, which binding a
 	// caller's token to its principal reads too: applied as the gateway
 	// applies it, live.
-	"gateway.auth.oidc.groupsClaim"}, engineKeys...)
+	"gateway.auth.oidc.groupsClaim",
+	// The tokens the aggregator presents to the indexer (SetTokens).
+	"aggregator.indexer.token", "aggregator.pinning.indexer.token"}, engineKeys...)
 
 // engineKeys are what the engine reconfigures live (engine.Reconfigure):
 // the backends, the naming, the virtual servers, the tool overrides, the
@@ -106,6 +108,9 @@ type live struct {
 	limiter  *ratelimit.Limiter
 	// api is the gRPC service, for the groups claim it binds tokens with.
 	api *server.Server
+	// indexers are the connections to the indexer, whose tokens a reload
+	// replaces.
+	indexers *indexers
 
 	policy policyFile
 	creds  []config.ServiceCredential
@@ -183,6 +188,9 @@ func (l *live) Apply(cfg *config.Config) error {
 	if limitsChanged {
 		l.limiter.Apply(limits)
 		l.log.Info("rateLimits reloaded", "limits", len(cfg.RateLimits.Limits))
+	}
+	if l.indexers != nil && l.indexers.SetTokens(cfg) {
+		l.log.Info("the aggregator's indexer tokens reloaded")
 	}
 	if restart := config.NeedRestart(config.Changed(l.started, cfg), readKeys, liveKeys); len(restart) > 0 {
 		l.log.Warn("needs a restart: configuration changes not applied", "keys", restart)

@@ -4,13 +4,20 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/server"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/lifecycle"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // A reload of gateway.auth.oidc.groupsClaim, which the gateway applies
@@ -78,4 +85,46 @@ func newLive(t *testing.T, cfg *config.Config, with func(*server.Server) *server
 	}
 	api := with(server.New(e))
 	return &live{started: cfg, applied: cfg, engine: e, api: api, log: log, services: svcauth.NewAuthenticator(nil)}, api
+}
+
+// TestReloadRotatesTheIndexerTokens: the tokens the aggregator presents
+// to the indexer follow a reload, without a restart, as the rotation of
+// service tokens the operations guide describes needs: the new token
+// alone is accepted, and the aggregator's calls get through once the
+// reload named it. They were read at start only, and the aggregator was
+// cut off from the indexer (rate limits, pinning, tasks, the audit
+// table) once the old token was removed.
+func TestReloadRotatesTheIndexerTokens(t *testing.T) {
+	idx := testkit.Serve(t, []config.ServiceCredential{{Name: "aggregator", Token: "new-token", AssertPrincipals: true, Allow: config.AggregatorMethods}},
+		(&testkit.FakeIndexer{}).Register)
+	cfg := &config.Config{}
+	cfg.Aggregator.Indexer = config.Endpoint{Address: idx.Addr, Token: "old-token"}
+	cfg.Aggregator.Pinning.Indexer = cfg.Aggregator.Indexer
+	l, _ := newLive(t, cfg, func(api *server.Server) *server.Server { return api })
+	logs := &strings.Builder{}
+	l.log = slog.New(slog.NewTextHandler(logs, nil))
+	l.indexers = newIndexers(lifecycle.Env{Config: cfg})
+	t.Cleanup(l.indexers.Close)
+	client, err := l.indexers.client(cfg.Aggregator.IndexerEndpoint(), "aggregator.indexer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := func() error {
+		_, err := client.RecordToolDefinitions(context.Background(), &indexerv1.RecordToolDefinitionsRequest{})
+		return err
+	}
+	if err := record(); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("with the old token: %v, want Unauthenticated", err)
+	}
+	next := *cfg
+	next.Aggregator.Indexer.Token, next.Aggregator.Pinning.Indexer.Token = "new-token", "new-token"
+	if err := l.Apply(&next); err != nil {
+		t.Fatal(err)
+	}
+	if err := record(); status.Code(err) == codes.Unauthenticated {
+		t.Fatalf("after the reload named the new token: %v", err)
+	}
+	if strings.Contains(logs.String(), "needs a restart") {
+		t.Errorf("the rotation was reported as needing a restart:\n%s", logs.String())
+	}
 }
