@@ -58,8 +58,13 @@ type Listeners struct {
 // is applied by the watch itself). A change of any other key it reads is
 // logged as needing a restart.
 var (
-	readKeys = []string{"indexer", "serviceAuth", "grpc", "telemetry", "logging", "ops", "gateway.sessions", "rateLimits", "reload", "audit",
-		"aggregator.pinning.newTools"}
+	readKeys = []string{"indexer", "serviceAuth", "grpc", "telemetry", "logging", "ops", "rateLimits", "reload", "audit",
+		"aggregator.pinning.newTools",
+		// The session state bounds; not the sessions' key, TTL or the
+		// gateway's own bounds, which a rotation or a change of restarts
+		// no indexer.
+		"gateway.sessions.maxSubscriptions", "gateway.sessions.maxURIBytes", "gateway.sessions.maxPerPrincipal",
+		"gateway.sessions.maxPrincipalStateBytes"}
 	liveKeys = []string{"serviceAuth.credentials", "indexer.aggregator.token", "rateLimits", "reload", "aggregator.pinning.newTools"}
 )
 

@@ -355,13 +355,16 @@ func recordTools(t *testing.T, c indexerv1.IndexerServiceClient, tools ...string
 }
 
 // aggregator.pinning.newTools is read live: a reload to review makes the
-// next new tool pending, without a restart.
+// next new tool pending, without a restart. The same reload rotates
+// gateway.sessions.key, which the indexer does not read: no restart is
+// asked for it either (the indexer once asked one for any change under
+// gateway.sessions).
 func TestNewToolsReviewReloadedLive(t *testing.T) {
 	db := env.NewDatabase(t)
 	fake := &testkit.FakeAggregator{}
 	aggSrv := testkit.Serve(t, []config.ServiceCredential{{Name: "indexer", Token: fakeAggregatorToken, AssertPrincipals: true, Allow: config.IndexerMethods}}, fake.Register)
 	path := filepath.Join(t.TempDir(), "switchboard.yaml")
-	write := func(newTools string) {
+	write := func(newTools, sessionKey string) {
 		t.Helper()
 		raw := fmt.Sprintf(`reload:
   interval: 100ms
@@ -380,7 +383,10 @@ indexer:
 aggregator:
   pinning:
     newTools: %s
-`, aggregatorToken, strings.Join(config.AggregatorMethods, ", "), db, aggSrv.Addr, fakeAggregatorToken, newTools)
+gateway:
+  sessions:
+    key: %s
+`, aggregatorToken, strings.Join(config.AggregatorMethods, ", "), db, aggSrv.Addr, fakeAggregatorToken, newTools, sessionKey)
 		tmp := path + ".tmp"
 		if err := os.WriteFile(tmp, []byte(raw), 0o600); err != nil {
 			t.Fatal(err)
@@ -389,7 +395,7 @@ aggregator:
 			t.Fatal(err)
 		}
 	}
-	write(config.PinningNewToolsApprove)
+	write(config.PinningNewToolsApprove, "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=")
 	cfg, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -420,7 +426,7 @@ aggregator:
 	if v := recordTools(t, agg, "put"); v[0].GetPending() {
 		t.Fatalf("a new tool with newTools approve: %v; want it approved by being first", v)
 	}
-	write(config.PinningNewToolsReview)
+	write(config.PinningNewToolsReview, "ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA=")
 	// Each new tool is approved until the reload is in force, then
 	// pending with no approved digest.
 	n := 0
