@@ -160,7 +160,9 @@ func (s *Shared) RelayCancellation(ctx context.Context, session, principal strin
 		return nil
 	default:
 		s.cancels.outcomes.WithLabelValues("failed").Inc()
-		s.log.WarnContext(ctx, "a Legacy cancellation of a request running on another replica was not relayed; that request runs to its end", "err", err)
+		if s.cancelWarn.allow(time.Now()) {
+			s.log.WarnContext(ctx, "a Legacy cancellation of a request running on another replica was not relayed; that request runs to its end (logged at most once a minute)", "err", err)
+		}
 		return nil
 	}
 }

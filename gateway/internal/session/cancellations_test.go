@@ -1,10 +1,12 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -189,5 +191,24 @@ func TestRelayedCancellationCancelsOnlyItsSessionsRequest(t *testing.T) {
 	}
 	if n := outcomes(t, s, "applied"); n != 1 {
 		t.Fatalf("applied %v", n)
+	}
+}
+
+// TestFailedCancellationRelaysLogBounded: while the indexer cannot take
+// cancellations, each one a client sends is counted but logged at most
+// once a minute: a client could otherwise fill the log at its
+// cancellation budget for as long as the outage lasts.
+func TestFailedCancellationRelaysLogBounded(t *testing.T) {
+	var logs bytes.Buffer
+	s := newCancelShared(&cancelRecorder{err: status.Error(codes.Unavailable, "indexer down")})
+	s.log = slog.New(slog.NewTextHandler(&logs, nil))
+	for i := range 20 {
+		_ = s.RelayCancellation(t.Context(), "session-a", "one-client", json.RawMessage(strconv.Itoa(i)))
+	}
+	if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
+		t.Errorf("one client's 20 cancellations while the indexer is down: %d warnings, want 1", n)
+	}
+	if got := outcomes(t, s, "failed"); got != 20 {
+		t.Errorf("failed cancellations counted %v, want 20", got)
 	}
 }

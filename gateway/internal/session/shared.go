@@ -62,9 +62,10 @@ type Shared struct {
 	// logged.
 	cancels      *cancelRelay
 	warnedCancel atomic.Bool
-	// relayWarn limits the warnings for refused relays: clients choose
-	// what they answer, so they could otherwise fill the log.
-	relayWarn logLimiter
+	// relayWarn and cancelWarn limit the warnings for answers and
+	// cancellations not relayed: clients choose what they send, so they
+	// could otherwise fill the log (the metrics count every one).
+	relayWarn, cancelWarn logLimiter
 	// echoes lets a change wait for the stream to carry it back (echo.go).
 	echoes *echoes
 	stop   context.CancelFunc
