@@ -367,9 +367,9 @@ func (h *Hub) Apply(st store.SessionState) {
 	if ok && st.Version <= old.Version || !h.now().Before(st.ExpiresAt) {
 		return
 	}
-	h.bytes += st.Cost()
+	h.bytes += st.Charge()
 	if ok {
-		h.bytes -= old.Cost()
+		h.bytes -= old.Charge()
 	}
 	h.live[st.Digest] = st
 	h.broadcast(Event{State: st})
@@ -388,7 +388,7 @@ func (h *Hub) Remove(digest string) {
 // drop forgets a held state. Call with h.mu held.
 func (h *Hub) drop(digest string, st store.SessionState) {
 	delete(h.live, digest)
-	h.bytes -= st.Cost()
+	h.bytes -= st.Charge()
 	h.broadcast(Event{State: store.SessionState{Digest: digest}, Removed: true})
 }
 
@@ -438,7 +438,8 @@ func (h *Hub) deliver(r store.InputResponse) bool {
 	return false
 }
 
-// Bytes is what the live states cost together (store.SessionState.Cost).
+// Bytes is what the live states count together against the bounds
+// (store.SessionState.Charge).
 func (h *Hub) Bytes() int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -222,6 +222,16 @@ func TestResyncRepairsWhatWasMissed(t *testing.T) {
 	if h.Live() != 1 || h.Bytes() != heard[digest(2)].State.Cost() {
 		t.Fatalf("holds %d states, %d bytes", h.Live(), h.Bytes())
 	}
+	// A session that holds nothing any more counts nothing against the
+	// cluster's bound, though its (empty) state is still held.
+	empty, err := st.UpdateSessionState(t.Context(), store.SessionStateChange{Digest: digest(2), Principal: digest(100), ExpiresAt: at, Unsubscribe: "demo://b"}, limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Apply(empty)
+	if h.Bytes() != 0 {
+		t.Fatalf("a session holding nothing counts %d bytes", h.Bytes())
+	}
 }
 
 // gatedListen is a store whose listens the test ends and admits: listen n

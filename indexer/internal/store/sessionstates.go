@@ -89,11 +89,24 @@ const (
 	URIOverhead          = 32
 )
 
-// Cost is what the state counts against the bytes bounds.
 // Holds reports whether the session holds any state: a subscription or a
 // log level. One that holds none counts against no bound.
 func (s SessionState) Holds() bool { return len(s.URIs) > 0 || s.LogLevel != "" }
 
+// Charge is what the state counts against the bytes bounds (a
+// principal's, every session's): its Cost while it holds any state,
+// nothing once it holds none, as on the gateways. A session that
+// unsubscribed from everything is charged its whole Cost again, the
+// overhead included, when it takes state again.
+func (s SessionState) Charge() int64 {
+	if !s.Holds() {
+		return 0
+	}
+	return s.Cost()
+}
+
+// Cost is the state's size as it is held and sent: its bytes and
+// overheads.
 func (s SessionState) Cost() int64 {
 	n := int64(SessionStateOverhead + len(s.LogLevel))
 	for _, u := range s.URIs {

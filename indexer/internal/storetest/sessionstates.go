@@ -302,6 +302,28 @@ func sessionStateBounds(t *testing.T, open Open[SessionStateStore]) {
 	if _, err := two.UpdateSessionState(ctx, store.SessionStateChange{Digest: session(13), Principal: principal(4), ExpiresAt: at, LogLevel: "info"}, bytesLimits); err != nil {
 		t.Fatalf("another principal under the same bytes bound: %v", err)
 	}
+
+	// A session that held state, then none, is charged in full when it
+	// takes state again, its overhead included: it once was charged only
+	// its new bytes, and each such session took its principal an
+	// overhead past its bound.
+	r := principal(5)
+	withURI := store.SessionState{URIs: []string{"demo://a"}}
+	withLevel := store.SessionState{LogLevel: "info"}
+	tight := store.SessionStateLimits{Subscriptions: 8, URIBytes: 64, PerPrincipal: 8, PrincipalBytes: withURI.Cost() + withLevel.Cost() - 1}
+	change := func(c store.SessionStateChange) error {
+		c.Principal, c.ExpiresAt = r, at
+		_, err := one.UpdateSessionState(ctx, c, tight)
+		return err
+	}
+	for _, c := range []store.SessionStateChange{{Digest: session(20), Subscribe: "demo://a"}, {Digest: session(20), Unsubscribe: "demo://a"},
+		{Digest: session(21), LogLevel: "info"}} {
+		if err := change(c); err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+	}
+	wantBound(t, change(store.SessionStateChange{Digest: session(20), Subscribe: "demo://a"}), false, false,
+		"a session that held nothing taking state again, one byte past the principal's bytes")
 }
 
 // The bounds hold across handles (replicas) changing at once: of many

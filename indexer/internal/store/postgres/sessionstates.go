@@ -89,9 +89,9 @@ func (s *Store) updateSessionState(ctx context.Context, c store.SessionStateChan
 		}
 		next.LogLevel = c.LogLevel
 	}
-	delta := next.Cost()
+	delta := next.Charge()
 	if found {
-		delta -= old.Cost()
+		delta -= old.Charge()
 	}
 	if delta > 0 {
 		var sessions int
@@ -116,7 +116,7 @@ func (s *Store) updateSessionState(ctx context.Context, c store.SessionStateChan
 		ON CONFLICT (session_digest) DO UPDATE SET principal_digest = EXCLUDED.principal_digest, log_level = EXCLUDED.log_level,
 			uris = EXCLUDED.uris, cost = EXCLUDED.cost, version = EXCLUDED.version, expires_at = EXCLUDED.expires_at
 		RETURNING version`,
-		next.Digest, next.Principal, next.LogLevel, next.URIs, next.Cost(), next.ExpiresAt).Scan(&next.Version)
+		next.Digest, next.Principal, next.LogLevel, next.URIs, next.Charge(), next.ExpiresAt).Scan(&next.Version)
 	if err != nil {
 		return store.SessionState{}, fmt.Errorf("write session state: %w", err)
 	}
