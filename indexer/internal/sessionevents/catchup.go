@@ -2,13 +2,15 @@ package sessionevents
 
 import "context"
 
-// askCatchUpAll asks for every live answer above the last heard: those
-// announced while the listen was down were not heard.
+// askCatchUpAll asks for every live answer: those announced while the
+// listen was down were not heard, and not only above the last heard, as
+// ids are taken when a relay is written but committed in any order (one
+// below the last heard may have committed while the listen was down).
+// Each subscriber gets an answer once however often it is read
+// (deliver), and answers live an hour at most.
 func (h *Hub) askCatchUpAll() {
 	h.mu.Lock()
-	if h.catchUpAfter < 0 || h.lastAnswer < h.catchUpAfter {
-		h.catchUpAfter = h.lastAnswer
-	}
+	h.catchUpAfter = 0
 	h.mu.Unlock()
 }
 
@@ -30,12 +32,17 @@ func (h *Hub) catchUpLater(owners map[string]struct{}, after int64) {
 // live answer above after if it is not negative.
 func (h *Hub) catchUpAnswers(ctx context.Context, owners map[string]struct{}, after int64) error {
 	var ids []int64
-	if after >= 0 {
-		all, err := h.states.InputResponseIDs(ctx, "", after, maxQueued)
+	for after >= 0 {
+		// Every page: the answers above after are not all one page.
+		page, err := h.states.InputResponseIDs(ctx, "", after, maxQueued)
 		if err != nil {
 			return err
 		}
-		ids = all
+		ids = append(ids, page...)
+		if len(page) < maxQueued {
+			break
+		}
+		after = page[len(page)-1]
 	}
 	for owner := range owners {
 		theirs, err := h.states.InputResponseIDs(ctx, owner, 0, maxQueued)

@@ -199,8 +199,9 @@ func (h *Hub) answered(id int64) {
 	h.mu.Lock()
 	if len(h.answers) < maxQueued {
 		h.answers[id] = struct{}{}
-	} else if h.catchUpAfter < 0 || h.lastAnswer < h.catchUpAfter {
-		h.catchUpAfter = h.lastAnswer
+	} else {
+		// Dropped: read again with every live answer (askCatchUpAll).
+		h.catchUpAfter = 0
 	}
 	h.lastAnswer = max(h.lastAnswer, id)
 	h.mu.Unlock()

@@ -1,0 +1,84 @@
+package sessionevents
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
+)
+
+// TestAnswerCommittedOutOfOrderWhileNotListening: an answer whose id is
+// below the last one heard, committed while the hub's listen was down
+// (ids are taken when a relay is written, commits land in any order),
+// reaches its replica once the hub listens again. The hub once caught up
+// only above the last id heard, and the answer was lost for good: the
+// client's reply had been taken, and the request waited until its
+// timeout.
+func TestAnswerCommittedOutOfOrderWhileNotListening(t *testing.T) {
+	url := env.NewDatabase(t)
+	writer, reader := env.Open(t, url), env.Open(t, url)
+	ctx := t.Context()
+	h := New(reader, time.Hour, slog.New(slog.DiscardHandler))
+	hctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { h.Run(hctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	events := subscribe(t, h, "replica-a")
+	at := time.Now().Add(time.Hour)
+	conn := func() *pgx.Conn {
+		c, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close(context.WithoutCancel(ctx)) })
+		return c
+	}
+	// The watcher reads pg_stat_activity outside the writer's open
+	// transaction, whose view would be a snapshot.
+	admin, watcher := conn(), conn()
+	listeners := func() []int32 {
+		rows, _ := watcher.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN switchboard_session_events'`)
+		pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pids
+	}
+	testkit.Eventually(t, "the hub listens", 10*time.Second, func() bool { return len(listeners()) == 1 })
+
+	// A relay in flight: its row (the lower id) written, not committed.
+	slow, err := admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := slow.Exec(ctx, `INSERT INTO relayed_input_responses (owner_replica, session_digest, request_id, response, expires_at)
+		VALUES ('replica-a', $1, '"sb-slow"', '{"result":{}}', $2)`, digest(1), at); err != nil {
+		t.Fatal(err)
+	}
+	// Another relay commits first and is heard.
+	fast := store.InputResponse{Owner: "replica-a", SessionDigest: digest(2), RequestID: `"sb-fast"`, Response: `{"result":{}}`, ExpiresAt: at}
+	if _, err := writer.RelayInputResponse(ctx, fast, relayLimits); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(t, events); ev.Response == nil || ev.Response.RequestID != `"sb-fast"` {
+		t.Fatalf("heard %+v", ev)
+	}
+	// The hub's listen breaks; the slow relay commits meanwhile.
+	pid := listeners()[0]
+	if _, err := watcher.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "the listen ended", 10*time.Second, func() bool { return len(listeners()) == 0 })
+	if err := slow.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The hub listens again, and catches up.
+	if ev := next(t, events); ev.Response == nil || ev.Response.RequestID != `"sb-slow"` {
+		t.Fatalf("after the hub listened again: %+v, want the answer committed while it did not", ev)
+	}
+}
