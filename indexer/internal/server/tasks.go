@@ -22,9 +22,12 @@ import (
 
 // Who may call the task RPCs, besides the allow lists: a credential that
 // asserts principals (an aggregator's) acts for any owner; one that may not
-// only for its own principal (the owner is the principal's subject), as
-// for audit events, and runs no task, since AdvanceTask and
-// RenewTaskLeases name no owner and would reach any owner's tasks.
+// only for its own principal (the owner is the principal's subject, which
+// it must have), as for audit events: it may read and cancel its
+// principal's tasks, and runs none. Running a task (CreateTask and
+// AnswerTask, which take a runner's lease and bounds the aggregator
+// applies; AdvanceTask and RenewTaskLeases, which name no owner and would
+// reach any owner's tasks) is an aggregator's.
 var (
 	errTaskOwnerNotAllowed = errors.New("this service credential may not assert principals: it names its own principal's tasks only")
 	errTaskRunnerOnly      = errors.New("only a service credential that asserts principals (an aggregator's) runs tasks")
@@ -32,7 +35,7 @@ var (
 
 func ownerAllowed(ctx context.Context, owner string) error {
 	caller, _ := svcauth.CallerFrom(ctx)
-	if caller.AssertPrincipals || owner == caller.Bound.GetSubject() {
+	if caller.AssertPrincipals || caller.Bound.GetSubject() != "" && owner == caller.Bound.GetSubject() {
 		return nil
 	}
 	return errTaskOwnerNotAllowed
@@ -53,7 +56,7 @@ func (s *Server) CreateTask(ctx context.Context, req *indexerv1.CreateTaskReques
 		t, err = s.newTask(req.GetRecord())
 	}
 	if err == nil {
-		err = ownerAllowed(ctx, t.Owner)
+		err = runnerAllowed(ctx)
 	}
 	if err == nil {
 		limits := store.TaskLimits{PerOwner: int(req.GetLimits().GetPerOwner()), Total: int(req.GetLimits().GetTotal())}
@@ -191,6 +194,9 @@ func (s *Server) AdvanceTask(ctx context.Context, req *indexerv1.AdvanceTaskRequ
 func (s *Server) AnswerTask(ctx context.Context, req *indexerv1.AnswerTaskRequest) (*indexerv1.AnswerTaskResponse, error) {
 	ref, err := s.taskRef(ctx, req.GetRef())
 	a := store.TaskAnswer{Ref: ref, InputResponsesJSON: req.GetInputResponsesJson(), Runner: req.GetRunner()}
+	if err == nil {
+		err = runnerAllowed(ctx)
+	}
 	if err == nil {
 		err = checkInputJSON("input_responses_json", a.InputResponsesJSON, true)
 	}

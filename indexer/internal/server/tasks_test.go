@@ -78,6 +78,8 @@ func (s *taskStub) RenewTaskLeases(_ context.Context, _ string, keys []string, _
 var taskCreds = []config.ServiceCredential{
 	{Name: "aggregator", Token: "aggregator-token", AssertPrincipals: true, Allow: []string{"switchboard.indexer.v1.ClusterStateService/*"}},
 	{Name: "reporting", Token: "reporting-token", Subject: "reporting", Allow: []string{"switchboard.indexer.v1.ClusterStateService/*"}},
+	// Bound to no subject: the anonymous principal's tasks are not its.
+	{Name: "nobody", Token: "nobody-token", Allow: []string{"switchboard.indexer.v1.ClusterStateService/*"}},
 }
 
 // serveTasks runs a server on st over gRPC, behind the service
@@ -338,16 +340,18 @@ func TestTaskErrorsMapped(t *testing.T) {
 }
 
 // A credential that may not assert principals acts for its own principal
-// only: it names its own tasks (the owner is its subject) and no other
-// owner's, and runs none (AdvanceTask and RenewTaskLeases name no owner);
-// what it may not do is PERMISSION_DENIED with
+// only: it reads and cancels its own tasks (the owner is its subject,
+// which it must have) and no other owner's, and runs none (CreateTask and
+// AnswerTask take a runner's lease and the aggregator's bounds, which it
+// once chose itself, none; AdvanceTask and RenewTaskLeases name no
+// owner); what it may not do is PERMISSION_DENIED with
 // ERROR_REASON_PRINCIPAL_NOT_ALLOWED, logged with the caller, before the
 // store is asked. The aggregator's credential acts for any owner.
 func TestTaskCallersActForTheirPrincipal(t *testing.T) {
 	st := &taskStub{}
 	var logs strings.Builder
 	serve := serveTasks(t, st, &logs)
-	reporting, aggregator := serve("reporting-token"), serve("aggregator-token")
+	reporting, aggregator, nobody := serve("reporting-token"), serve("aggregator-token"), serve("nobody-token")
 	ctx := t.Context()
 	lease := timestamppb.New(time.Now().Add(time.Minute))
 	own, other := &indexerv1.TaskRef{Key: taskTestKey, Owner: "reporting"}, &indexerv1.TaskRef{Key: taskTestKey, Owner: "alice"}
@@ -380,10 +384,22 @@ func TestTaskCallersActForTheirPrincipal(t *testing.T) {
 			_, err := reporting.RenewTaskLeases(ctx, &indexerv1.RenewTaskLeasesRequest{Runner: "r", Keys: []string{taskTestKey}, LeaseExpiresAt: lease})
 			return err
 		},
+		"CreateTask of its own principal's task": func() error {
+			_, err := reporting.CreateTask(ctx, &indexerv1.CreateTaskRequest{Record: ownTask})
+			return err
+		},
+		"AnswerTask of its own principal's task": func() error {
+			_, err := reporting.AnswerTask(ctx, &indexerv1.AnswerTaskRequest{Ref: own, InputResponsesJson: `{"a":1}`, Runner: "r", LeaseExpiresAt: lease})
+			return err
+		},
+		"GetTask of the anonymous principal's task, by a credential bound to no subject": func() error {
+			_, err := nobody.GetTask(ctx, &indexerv1.GetTaskRequest{Ref: &indexerv1.TaskRef{Key: taskTestKey}})
+			return err
+		},
 	}
 	for name, call := range denied {
 		if err := call(); status.Code(err) != codes.PermissionDenied || apierr.Reason(err) != commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_NOT_ALLOWED {
-			t.Errorf("%s by a credential bound to another principal: %v, want PERMISSION_DENIED / PRINCIPAL_NOT_ALLOWED", name, err)
+			t.Errorf("%s (a credential bound to a principal of its own): %v, want PERMISSION_DENIED / PRINCIPAL_NOT_ALLOWED", name, err)
 		}
 	}
 	if len(st.calls) != 0 {
@@ -393,10 +409,6 @@ func TestTaskCallersActForTheirPrincipal(t *testing.T) {
 		t.Errorf("refusals not logged with the caller:\n%s", logs.String())
 	}
 	allowed := []func() error{
-		func() error {
-			_, err := reporting.CreateTask(ctx, &indexerv1.CreateTaskRequest{Record: ownTask})
-			return err
-		},
 		func() error { _, err := reporting.GetTask(ctx, &indexerv1.GetTaskRequest{Ref: own}); return err },
 		func() error {
 			_, err := reporting.ListTasks(ctx, &indexerv1.ListTasksRequest{Owner: "reporting"})
