@@ -286,25 +286,7 @@ type testConsole struct {
 	agg   *testkit.FakeAggregator
 	idx   *testIndexer
 	tasks *testTasks
-	log   *syncBuffer
-}
-
-// syncBuffer is the console's log, read by tests while it writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	log   *testkit.LogBuffer
 }
 
 func startConsole(t *testing.T, rl RateLimitState, change func(*config.Config)) *testConsole {
@@ -347,7 +329,7 @@ func startConsoleOIDC(t *testing.T, rl RateLimitState, change func(*config.Confi
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { aggConn.Close(); idxConn.Close() })
-	logs := &syncBuffer{}
+	logs := &testkit.LogBuffer{}
 	c, err := New(cfg, Deps{
 		Aggregator: aggregatorv1.NewAggregatorServiceClient(aggConn), Indexer: indexerv1.NewIndexerServiceClient(idxConn),
 		RateLimits: rl, OIDC: login, Log: slog.New(slog.NewTextHandler(logs, nil)),

@@ -17,10 +17,16 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
+	"github.com/switchboard-mcp/switchboard/services/config"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/logging"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 	"github.com/switchboard-mcp/switchboard/services/telemetry"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // TestRequestSpanAndMetrics checks that one server span covers an MCP
@@ -322,5 +328,38 @@ func TestSpansBoundWhatClientsWrite(t *testing.T) {
 	}
 	if n < 4 {
 		t.Fatalf("%d server spans, want one per request", n)
+	}
+}
+
+// TestRequestsHaveATraceIDWithoutAnExporter: a gateway that exports no
+// spans (no telemetry.otlpEndpoint, the default) still gives each request
+// a trace id, unsampled: the client's internal error names it, and so do
+// the gateway's log line of the failure (and the services' lines and
+// audit events of the request, which get it over gRPC). Requests once
+// had none, and an internal error could not be found in the logs.
+func TestRequestsHaveATraceIDWithoutAnExporter(t *testing.T) {
+	b := startBackends(t)
+	b.agg.CallToolFunc = func(context.Context, *aggregatorv1.CallToolRequest) (*aggregatorv1.CallToolResponse, error) {
+		return nil, status.Error(codes.Internal, "boom")
+	}
+	var logs testkit.LogBuffer
+	_, srv := startGatewayWith(t, b, testGatewayConfig(b), func(d *Deps) {
+		d.Log = logging.New(&logs, config.Logging{}, "gateway") // the production handler
+	})
+	resp := send(t, http.MethodPost, srv.URL+"/mcp", modernHeaders("tools/call", "Mcp-Name", "beta_add"),
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{`+modernMeta+`,"name":"beta_add","arguments":{}}}`)
+	var answer struct {
+		Error struct {
+			Message string `json:"message"`
+			Data    struct {
+				TraceID string `json:"traceId"`
+			} `json:"data"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(resp.body, &answer); err != nil || answer.Error.Message != "internal error" || len(answer.Error.Data.TraceID) != 32 {
+		t.Fatalf("the client's internal error: %s", resp.body)
+	}
+	if line := logs.String(); !strings.Contains(line, `"msg":"service call failed"`) || !strings.Contains(line, `"trace_id":"`+answer.Error.Data.TraceID+`"`) {
+		t.Errorf("the failure's log line does not name trace %s:\n%s", answer.Error.Data.TraceID, line)
 	}
 }

@@ -1,7 +1,6 @@
 package session
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -79,24 +78,6 @@ func indexerBinary(t *testing.T) string {
 	return indexerPath
 }
 
-// syncBuffer is a log sink safe for concurrent writes and reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // indexerProcess is one switchboard-indexer serving on addr.
 type indexerProcess struct {
 	addr string
@@ -131,7 +112,7 @@ indexer:
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testkit.LogBuffer{}
 	proc, err := devstack.StartProcess(devstack.ProcessSpec{Name: "indexer " + addr, Path: indexerBinary(t),
 		Args: []string{"--config", path}, Output: logs})
 	if err != nil {
@@ -198,7 +179,7 @@ func TestRevocationsReachEveryGateway(t *testing.T) {
 	x := startIndexer(t, freeAddr(t), db)
 	y := startIndexer(t, freeAddr(t), db)
 
-	logs := &syncBuffer{}
+	logs := &testkit.LogBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	one := NewRevocations(indexerClient(t, x.addr), roomy, log)
 	t.Cleanup(one.Close)
