@@ -52,6 +52,9 @@ type Console struct {
 	sealer     atomic.Pointer[sealer]
 	revoked    *revocations
 	sessionTTL time.Duration
+	// optimizer is gateway.optimizer as the gateway serves it: as at
+	// start, which a reload does not change (it needs a restart).
+	optimizer config.Optimizer
 	// live is the part of the configuration a reload replaces.
 	live atomic.Pointer[liveConfig]
 	// oidc is the OIDC login in force (nil: none), Deps.OIDC at first,
@@ -96,6 +99,7 @@ func New(cfg *config.Config, deps Deps) (*Console, error) {
 		deps:           deps,
 		revoked:        newRevocations(maxRevoked),
 		sessionTTL:     time.Duration(cfg.Gateway.Console.WithDefaults().SessionTTL),
+		optimizer:      cfg.Gateway.WithDefaults().Optimizer,
 		fails:          newFailureLimiter(),
 		events:         newEventLog(maxEvents),
 		catalogChanged: make(chan struct{}, 1),
@@ -111,17 +115,16 @@ func New(cfg *config.Config, deps Deps) (*Console, error) {
 }
 
 // Update applies a reloaded configuration: operator keys, servers, rate
-// limits. A session made with an operator key the new configuration no
+// limits (gateway.optimizer stays as the gateway serves it, as at start). A session made with an operator key the new configuration no
 // longer has ends at once (its next request goes to the login page);
 // others stay open until they expire.
 func (c *Console) Update(cfg *config.Config) {
-	gw := cfg.Gateway.WithDefaults()
-	l := &liveConfig{rateLimits: cfg.RateLimits, rootOptimizer: gw.Optimizer.Enabled, searchLimit: gw.Optimizer.Limit}
+	l := &liveConfig{rateLimits: cfg.RateLimits, rootOptimizer: c.optimizer.Enabled, searchLimit: c.optimizer.Limit}
 	for _, k := range cfg.Gateway.Console.OperatorKeys {
 		l.operatorKeys = append(l.operatorKeys, []byte(k))
 	}
 	for _, s := range cfg.Servers {
-		opt := gw.Optimizer.Enabled
+		opt := c.optimizer.Enabled
 		if s.Optimizer != nil {
 			opt = *s.Optimizer
 		}

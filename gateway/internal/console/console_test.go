@@ -545,6 +545,26 @@ func TestReloadReplacesOperatorKeys(t *testing.T) {
 	}
 }
 
+// TestReloadKeepsTheOptimizerInForce: gateway.optimizer takes a restart
+// in the gateway, so a reload that changes it leaves the console showing
+// what the gateway serves: /mcp and a server without an optimizer setting
+// of its own as they are. The console once showed the new file's, and
+// called /mcp the optimizer view while clients still got every tool.
+func TestReloadKeepsTheOptimizerInForce(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	c := loggedIn(t, tc)
+	next := &config.Config{Servers: []config.Server{{Name: "forecast", Backends: []string{"alpha"}}}}
+	next.Gateway.Console = config.Console{Enabled: true, OperatorKeys: []string{"another-operator-key", testOperatorKey}, ServiceToken: testServiceToken}
+	next.Gateway.Optimizer.Enabled = true
+	tc.Update(next)
+	for _, page := range []string{"/console/catalog", "/console/catalog?server=forecast"} {
+		code, body, _ := get(t, c, tc.srv.URL+page)
+		if code != http.StatusOK || strings.Contains(body, `id="optimizer-view"`) {
+			t.Errorf("%s after a reload of gateway.optimizer.enabled (restart-only): %d, shown as the optimizer view", page, code)
+		}
+	}
+}
+
 // TestConcurrentWrongGuessesStopAtTheLimit holds every guess's form body
 // back until each request has either been answered or been let through
 // to read its body (the server's 100 Continue): a check that does not
