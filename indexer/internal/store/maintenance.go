@@ -52,9 +52,9 @@ func CollectGarbageEvery(ctx context.Context, ix Index, every, retention time.Du
 			log.WarnContext(ctx, "garbage collection failed", "error", err)
 			continue
 		}
-		if c.Scopes+c.Documents+c.Revocations+c.RequestStates+c.SessionStates+c.Tasks > 0 {
+		if c.Scopes+c.Documents+c.Revocations+c.RequestStates+c.SessionStates+c.Tasks+c.ToolDefinitions > 0 {
 			log.InfoContext(ctx, "garbage collected", "scopes", c.Scopes, "documents", c.Documents, "revocations", c.Revocations,
-				"request_states", c.RequestStates, "session_states", c.SessionStates, "tasks", c.Tasks)
+				"request_states", c.RequestStates, "session_states", c.SessionStates, "tasks", c.Tasks, "tool_definitions", c.ToolDefinitions)
 		}
 	}
 }

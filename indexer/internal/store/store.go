@@ -126,7 +126,16 @@ type Collected struct {
 	SessionStates int64
 	// Tasks counts expired tasks.
 	Tasks int64
+	// ToolDefinitions counts the records of tools never approved and not
+	// seen for ToolDefinitionRetention, dropped.
+	ToolDefinitions int64
 }
+
+// ToolDefinitionRetention is how long the record of a tool never approved
+// is kept unseen; past it, it is dropped (recorded anew, as new, if its
+// backend lists it again). An approved record is never dropped: the next
+// digest recorded for the tool would be approved as its first.
+const ToolDefinitionRetention = 30 * 24 * time.Hour
 
 // Revocation is one revoked session: the SHA-256 of its id, hex, and when
 // the session expires anyway (after which the record may be dropped).

@@ -172,7 +172,8 @@ func (s *Store) LookupScope(ctx context.Context, digest string) (store.Scope, er
 // CollectGarbage deletes scopes unused for longer than retention, then
 // documents no scope references, then expired revocations, request
 // state records, session states, relayed input responses, full
-// rate-limit buckets and expired tasks.
+// rate-limit buckets and expired tasks, and the records of tools unseen
+// for store.ToolDefinitionRetention (ToolDefinitions).
 func (s *Store) CollectGarbage(ctx context.Context, retention time.Duration) (store.Collected, error) {
 	var c store.Collected
 	tx, err := s.pool.Begin(ctx)
@@ -227,6 +228,14 @@ func (s *Store) CollectGarbage(ctx context.Context, retention time.Duration) (st
 	if _, err := tx.Exec(ctx, `UPDATE task_rows SET count = count - $1`, c.Tasks); err != nil {
 		return c, classify(fmt.Errorf("count tasks: %w", err))
 	}
+	// A backend listing ever new tool names (generated ones, or a hostile
+	// one) grows the table otherwise (store.ToolDefinitionRetention).
+	unseen := store.ToolDefinitionRetention.Seconds()
+	tag, err = tx.Exec(ctx, `DELETE FROM tool_definitions WHERE approved_digest = '' AND last_seen < now() - make_interval(secs => $1)`, unseen)
+	if err != nil {
+		return c, classify(fmt.Errorf("purge tool definitions: %w", err))
+	}
+	c.ToolDefinitions = tag.RowsAffected()
 	return c, classify(tx.Commit(ctx))
 }
 

@@ -1,10 +1,12 @@
 package postgres_test
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store/postgres"
@@ -199,4 +201,47 @@ func searchScopesTwice(t *testing.T, opts postgres.Options, n int, tools func(i 
 		}
 	}
 	return st
+}
+
+// TestUnseenToolDefinitionsAreCollected: the record of a tool never
+// approved and unseen for store.ToolDefinitionRetention is dropped, so a
+// backend listing ever new names (generated tools, or a hostile backend)
+// does not grow the table and the pending list without bound; an
+// approved record is kept however old, or the next digest of its tool
+// would be approved as the first. Nothing collected these records once.
+func TestUnseenToolDefinitionsAreCollected(t *testing.T) {
+	st := env.OpenStore(t)
+	ctx := t.Context()
+	digest := func(s string) string { return fmt.Sprintf("%064x", sha256.Sum256([]byte(s))) }
+	// The backend's first listing is approved whole; its new tools after
+	// it are pending, each with its definition kept for review.
+	if _, err := st.RecordToolDefinitions(ctx, []store.ToolDefinitionDigest{{Backend: "b", Tool: "approved", Digest: digest("approved")}}); err != nil {
+		t.Fatal(err)
+	}
+	var generated []store.ToolDefinitionDigest
+	for i := range 20 {
+		name := fmt.Sprintf("gen-%d", i)
+		generated = append(generated, store.ToolDefinitionDigest{Backend: "b", Tool: name, Digest: digest(name),
+			Definition: `{"name":"` + name + `","description":"` + strings.Repeat("d", 60<<10) + `"}`, PendingIfNew: true})
+	}
+	if _, err := st.RecordToolDefinitions(ctx, generated); err != nil {
+		t.Fatal(err)
+	}
+	count := func() (rows int) {
+		if err := st.Pool().QueryRow(ctx, `SELECT count(*) FROM tool_definitions`).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+	if _, err := st.CollectGarbage(ctx, time.Hour); err != nil || count() != 21 {
+		t.Fatalf("records seen just now: %d left (%v), want all 21", count(), err)
+	}
+	if _, err := st.Pool().Exec(ctx, `UPDATE tool_definitions SET last_seen = now() - make_interval(secs => $1)`,
+		(store.ToolDefinitionRetention + time.Hour).Seconds()); err != nil {
+		t.Fatal(err)
+	}
+	c, err := st.CollectGarbage(ctx, time.Hour)
+	if err != nil || c.ToolDefinitions != 20 || count() != 1 {
+		t.Fatalf("after the retention: collected %d (%v), %d left; want the 20 never approved dropped, the approved one kept", c.ToolDefinitions, err, count())
+	}
 }
