@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,16 +59,40 @@ func TestRelayQuotaForgetsExpiredPrincipals(t *testing.T) {
 	}
 }
 
-// requestStateStore records request state uses in memory.
+// requestStateStore records request state uses in memory, and until
+// when each record is kept.
 type requestStateStore struct {
 	store.Store
 	used map[string]bool
+	kept map[string]time.Time
 }
 
-func (s *requestStateStore) ConsumeRequestState(_ context.Context, digest string, _ time.Time) (bool, error) {
+func (s *requestStateStore) ConsumeRequestState(_ context.Context, digest string, until time.Time) (bool, error) {
 	first := !s.used[digest]
 	s.used[digest] = true
+	if s.kept != nil {
+		s.kept[digest] = until
+	}
 	return first, nil
+}
+
+// TestRequestStateRecordsOutliveClockSkew: the record of a used request
+// state is kept clockSkew past the state's expiry, as revocations are: a
+// gateway whose clock runs behind the indexer's still accepts the state
+// a little after it expired by the indexer's, and a record dropped at
+// the expiry would let a replay through then.
+func TestRequestStateRecordsOutliveClockSkew(t *testing.T) {
+	st := &requestStateStore{used: map[string]bool{}, kept: map[string]time.Time{}}
+	s := New(Deps{Store: st, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s.SetReady()
+	expires := time.Now().Add(10 * time.Minute)
+	digest := strings.Repeat("ab", 32)
+	if _, err := s.ConsumeRequestState(context.Background(), &indexerv1.ConsumeRequestStateRequest{StateDigest: digest, ExpiresAt: timestamppb.New(expires)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := st.kept[digest]; got.Before(expires.Add(clockSkew)) {
+		t.Fatalf("the record is kept until %v, %v after the state expires; want at least %v", got, got.Sub(expires), clockSkew)
+	}
 }
 
 // A caller that is not an operator holds at most

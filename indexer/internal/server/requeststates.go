@@ -53,7 +53,9 @@ func (s *Server) ConsumeRequestState(ctx context.Context, req *indexerv1.Consume
 			done, err = s.requestStates.reserve(caller.Name, s.now())
 		}
 		if err == nil {
-			first, err = s.Store.ConsumeRequestState(ctx, req.GetStateDigest(), at.AsTime())
+			// Kept clockSkew past the state's expiry, as revocations are:
+			// a gateway whose clock runs behind still takes the state then.
+			first, err = s.Store.ConsumeRequestState(ctx, req.GetStateDigest(), at.AsTime().Add(clockSkew))
 			done(err == nil && first, at.AsTime())
 		}
 	}
