@@ -1,7 +1,6 @@
 package devstack
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -10,12 +9,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 func TestWithDatabaseKeepsReferences(t *testing.T) {
@@ -87,7 +86,7 @@ func TestDialAddress(t *testing.T) {
 }
 
 func TestProcessOutputAndStop(t *testing.T) {
-	var out lockedBuffer
+	var out testkit.LogBuffer
 	sh, err := exec.LookPath("sh")
 	if err != nil {
 		t.Fatal(err)
@@ -107,26 +106,8 @@ func TestProcessOutputAndStop(t *testing.T) {
 	}
 }
 
-// lockedBuffer is an output a test can read while a child writes to it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // waitOutput waits until out contains want.
-func waitOutput(t *testing.T, p *Process, out *lockedBuffer, want string) {
+func waitOutput(t *testing.T, p *Process, out *testkit.LogBuffer, want string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -142,7 +123,7 @@ func waitOutput(t *testing.T, p *Process, out *lockedBuffer, want string) {
 }
 
 func TestStopKillsAfterGrace(t *testing.T) {
-	var out lockedBuffer
+	var out testkit.LogBuffer
 	p, err := StartProcess(ProcessSpec{Name: "stubborn", Path: "/bin/sh", Args: []string{"-c", `trap '' TERM; echo trapped; while :; do sleep 0.05; done`}, Output: &out})
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +201,7 @@ func TestRunStopsWhenCancelledDuringStart(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	out := &lockedBuffer{}
+	out := &testkit.LogBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, RunOptions{ConfigPath: cfgPath, BinDir: dir, Ready: io.Discard, Output: out, Log: slog.New(slog.DiscardHandler)})

@@ -1,17 +1,16 @@
 package e2e
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
 
@@ -47,24 +46,6 @@ func gettingStartedSteps(t *testing.T) []step {
 		steps = append(steps, step{verb: m[1], arg: m[2], body: strings.Join(body, "\n") + "\n"})
 	}
 	return steps
-}
-
-// syncBuffer is a process's output, read while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 var quoted = regexp.MustCompile(`"([^"]*)"`)
@@ -141,7 +122,7 @@ func TestGettingStarted(t *testing.T) {
 			edited := strings.Replace(string(raw), indexerListen, localize(s.body)+indexerListen, 1)
 			harness.WriteFileAtomic(t, path, []byte(edited))
 		case s.verb == "start" && what != nil:
-			cmd, out := shell(s.body), &syncBuffer{}
+			cmd, out := shell(s.body), &testkit.LogBuffer{}
 			cmd.Stdout, cmd.Stderr = out, out
 			if err := cmd.Start(); err != nil {
 				t.Fatalf("step %d: %v", i+1, err)

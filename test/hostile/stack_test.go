@@ -2,7 +2,6 @@ package hostile
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,7 +11,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -162,27 +160,10 @@ type stack struct {
 	base    string // http://host:port
 	runner  *exec.Cmd
 	exited  chan struct{}
-	log     *syncBuffer
+	log     *testkit.LogBuffer
 	healthz map[string]string // process name → its HTTP health URL
 	// aggregatorOps is the aggregator's ops endpoint, http://host:port.
 	aggregatorOps string
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // binDir returns the directory of the Switchboard binaries: $SWITCHBOARD_BIN
@@ -243,7 +224,7 @@ func startStack(t *testing.T) *stack {
 		}
 	}
 
-	s := &stack{exited: make(chan struct{}), log: &syncBuffer{}, aggregatorOps: "http://127.0.0.1:" + ports["aggregatorops"], healthz: map[string]string{
+	s := &stack{exited: make(chan struct{}), log: &testkit.LogBuffer{}, aggregatorOps: "http://127.0.0.1:" + ports["aggregatorops"], healthz: map[string]string{
 		"backend:weather": "http://127.0.0.1:" + ports["weather"] + "/healthz",
 		"backend:notes":   "http://127.0.0.1:" + ports["notes"] + "/healthz",
 		"gateway":         "http://127.0.0.1:" + ports["gateway"] + "/healthz",

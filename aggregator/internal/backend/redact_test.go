@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,27 +20,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/services/dualera"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
-// logBuffer collects a client's log output.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func (l *logBuffer) logger() *slog.Logger {
+// debugLogger logs into l at debug level, as the clients' tests read it.
+func debugLogger(l *testkit.LogBuffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
@@ -170,9 +153,9 @@ func TestHiddenValuesAreRedactedFromAnswers(t *testing.T) {
 	url := startLeaky(t)
 	for _, protocol := range []string{ProtocolModern, ProtocolLegacy} {
 		t.Run(protocol, func(t *testing.T) {
-			logs := &logBuffer{}
+			logs := &testkit.LogBuffer{}
 			c := newTestClientLogging(Config{Name: "leaky", URL: url, Protocol: protocol, Timeout: 5 * time.Second,
-				Hidden: []string{"acme", key, odd}}, logs.logger())
+				Hidden: []string{"acme", key, odd}}, debugLogger(logs))
 			t.Cleanup(c.Close)
 			ctx := context.Background()
 			check := func(what, text string) {
@@ -282,10 +265,10 @@ func TestChallengeIsForwardedOnlyForTheCallersCredential(t *testing.T) {
 		{"tokenExchange", Config{Auth: startExchanger(t)}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			logs := &logBuffer{}
+			logs := &testkit.LogBuffer{}
 			cfg := tc.cfg
 			cfg.Name, cfg.URL, cfg.Protocol, cfg.Timeout = "locked", front.URL, ProtocolModern, 5*time.Second
-			c := newTestClientLogging(cfg, logs.logger())
+			c := newTestClientLogging(cfg, debugLogger(logs))
 			t.Cleanup(c.Close)
 			ctx, err := c.WithCaller(context.Background(), "alice", fakeJWT(`{"sub":"alice","aud":"switchboard"}`))
 			if err != nil {
@@ -333,10 +316,10 @@ func TestCallTokensAreRedactedFromErrors(t *testing.T) {
 	url := startLeaky(t)
 	for _, mode := range []string{AuthTokenExchange, AuthClientCredentials} {
 		t.Run(mode, func(t *testing.T) {
-			logs := &logBuffer{}
+			logs := &testkit.LogBuffer{}
 			auth := startExchanger(t)
 			auth.Mode = mode
-			c := newTestClientLogging(Config{Name: "leaky", URL: url, Protocol: ProtocolModern, Auth: auth, Timeout: 5 * time.Second}, logs.logger())
+			c := newTestClientLogging(Config{Name: "leaky", URL: url, Protocol: ProtocolModern, Auth: auth, Timeout: 5 * time.Second}, debugLogger(logs))
 			t.Cleanup(c.Close)
 			ctx, err := c.WithCaller(context.Background(), "alice", fakeJWT(`{"sub":"alice","aud":"switchboard"}`))
 			if err != nil {
@@ -466,8 +449,8 @@ func TestClientCredentialsTokenNeverReachesACaller(t *testing.T) {
 		expiresIn bool
 	}{{"refreshed", true}, {"uncached", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			logs := &logBuffer{}
-			c := newTestClientLogging(Config{Name: "leaky", URL: leaky, Protocol: ProtocolModern, Auth: startServiceTokens(t, tc.expiresIn), Timeout: 5 * time.Second}, logs.logger())
+			logs := &testkit.LogBuffer{}
+			c := newTestClientLogging(Config{Name: "leaky", URL: leaky, Protocol: ProtocolModern, Auth: startServiceTokens(t, tc.expiresIn), Timeout: 5 * time.Second}, debugLogger(logs))
 			t.Cleanup(c.Close)
 			ctx, err := c.WithCaller(context.Background(), "alice", "")
 			if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // rewriteWriter rewrites a real go-sdk backend's wire: each old becomes
@@ -104,7 +105,7 @@ func TestDuplicateMembersRefused(t *testing.T) {
 		}}
 	}
 	shop.wrap.Store(&wrap)
-	logs := &syncBuffer{}
+	logs := &testkit.LogBuffer{}
 	reg := prometheus.NewRegistry()
 	h, err := startAggregatorWith(t, &config.Config{Aggregator: parseConfig(t, `
 aggregator:

@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -405,24 +404,6 @@ func resultText(t *testing.T, resultJSON string) string {
 		t.Fatalf("result %s: %v", resultJSON, err)
 	}
 	return res.Content[0].Text
-}
-
-// syncBuffer collects log output from many goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
 }
 
 func writeFile(t testing.TB, name, content string) string {

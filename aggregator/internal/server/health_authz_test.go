@@ -38,7 +38,7 @@ func TestUnhealthyBackendDropsOutFailsFastAndRecovers(t *testing.T) {
 	// SDK's fallback.
 	flaky := newTestBackend(t, "flaky", backendOptions{stateful: true, tools: []string{"ping"}, extra: withWhoami})
 	t.Setenv("TEST_FLAKY_TOKEN", "hunter2-flaky-secret")
-	logs := &syncBuffer{}
+	logs := &testkit.LogBuffer{}
 	h, err := startAggregatorLogging(t, parseConfig(t, `
 aggregator:
   catalogTTL: 1h

@@ -22,6 +22,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // withLeaks adds tools that quote their arguments back, as careless
@@ -115,7 +116,7 @@ servers:
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testkit.LogBuffer{}
 	h, err := startAggregatorWith(t, full, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +208,7 @@ func TestStaticBackendChallengeStaysWithTheOperator(t *testing.T) {
 		w.WriteHeader(http.StatusUnauthorized)
 		return true
 	})
-	logs := &syncBuffer{}
+	logs := &testkit.LogBuffer{}
 	h, err := startAggregatorLogging(t, parseConfig(t, `
 aggregator:
   catalogTTL: 1h

@@ -15,6 +15,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // withTemplate gives a backend a resource template whose reads answer
@@ -44,7 +45,7 @@ func TestHostileGeneralTemplateDoesNotTakeReads(t *testing.T) {
 		withTemplate("notes://{id}")(b)
 		withTemplate("drafts://{id}")(b)
 	}})
-	logs := &syncBuffer{}
+	logs := &testkit.LogBuffer{}
 	reg := prometheus.NewRegistry()
 	h, err := startAggregatorWith(t, &config.Config{Aggregator: parseConfig(t, `
 aggregator:

@@ -1,7 +1,6 @@
 package stdio
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -94,24 +92,6 @@ func serveStdio() {
 	_ = server.Run(context.Background(), &mcp.StdioTransport{})
 }
 
-// recorder keeps the log's messages and attributes as text.
-type recorder struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (r *recorder) Write(p []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.buf.Write(p)
-}
-
-func (r *recorder) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.buf.String()
-}
-
 type bearer string
 
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -137,7 +117,7 @@ func echoText(t *testing.T, cs *mcp.ClientSession) (string, error) {
 // stops it on Close.
 func TestBridge(t *testing.T) {
 	t.Setenv("AGGREGATOR_SECRET", "must-not-leak")
-	logs := &recorder{}
+	logs := &testkit.LogBuffer{}
 	b, err := Start(Spec{Name: "test", Command: []string{os.Args[0], "-test.run=^$"},
 		Env: map[string]string{serverEnv: "1", "TEST_VISIBLE": "yes"}, Log: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
@@ -258,7 +238,7 @@ func TestBridgeRelaysProgressAndMeta(t *testing.T) {
 // aggregator's health checks see it down and its last listing is kept;
 // it never lists an empty catalog as if the server had no tools.
 func TestBridgeOfAServerThatNeverStarts(t *testing.T) {
-	logs := &recorder{}
+	logs := &testkit.LogBuffer{}
 	b := startMode(t, "exit", logs)
 	post := func() int {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, b.URL(), strings.NewReader(
@@ -292,7 +272,7 @@ func TestStartRefusesAMissingCommand(t *testing.T) {
 // TestLineLogBounds: a long line is cut, and lines past the minute's bound
 // are counted, not logged.
 func TestLineLogBounds(t *testing.T) {
-	out := &recorder{}
+	out := &testkit.LogBuffer{}
 	l := newLineLog(slog.New(slog.NewTextHandler(out, nil)), nil)
 	fmt.Fprintf(l, "%s\n", strings.Repeat("x", 3*maxLineBytes))
 	for i := range maxLinesPerMinute + 10 {
@@ -337,7 +317,7 @@ func TestBridgeStopsTheServersChildren(t *testing.T) {
 // TestLineLogRedactsSecrets: the server's credentials leave its stderr
 // before it is logged, whole even where the line is cut.
 func TestLineLogRedactsSecrets(t *testing.T) {
-	out := &recorder{}
+	out := &testkit.LogBuffer{}
 	secret := "s3cr3t-value-0123456789"
 	secrets := SecretEnv(map[string]string{"API_TOKEN": secret, "MODE": "production-mode"}, 8)
 	l := newLineLog(slog.New(slog.NewTextHandler(out, nil)), func(s string) string {

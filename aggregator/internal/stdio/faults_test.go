@@ -22,7 +22,7 @@ import (
 
 // startMode starts a bridge of the test binary as the server serverEnv's
 // mode makes it, logging to logs (nil: nowhere).
-func startMode(t *testing.T, mode string, logs *recorder) *Bridge {
+func startMode(t *testing.T, mode string, logs *testkit.LogBuffer) *Bridge {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	if logs != nil {
@@ -69,7 +69,7 @@ func callText(ctx context.Context, cs *mcp.ClientSession, tool string) (string, 
 // it once panicked on the bridge's goroutine, which took the aggregator
 // down for every backend and user, on every restart.
 func TestBridgeLeavesOutWhatItCannotServe(t *testing.T) {
-	logs := &recorder{}
+	logs := &testkit.LogBuffer{}
 	cs := connectTo(t, startMode(t, "raw-odd", logs), nil)
 	var tools, resources []string
 	for tool, err := range cs.Tools(t.Context(), nil) {
@@ -236,7 +236,7 @@ func TestBridgeSubscriptionsOutliveARestart(t *testing.T) {
 // and exits, again and again, logs no more lines a minute than one that
 // runs; the bound once started over with each run.
 func TestStderrBoundHoldsAcrossRestarts(t *testing.T) {
-	logs := &recorder{}
+	logs := &testkit.LogBuffer{}
 	startMode(t, "noisy", logs)
 	// Two runs ended: each wrote twice the minute's bound.
 	testkit.Eventually(t, "two runs", 20*time.Second, func() bool { return strings.Count(logs.String(), "starting it again") >= 2 })
