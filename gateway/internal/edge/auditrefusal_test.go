@@ -180,6 +180,10 @@ func TestRefusalsAudited(t *testing.T) {
 	refused("a completion without ref", mcp, modernHeaders("completion/complete"), `{"jsonrpc":"2.0","id":9,"method":"completion/complete","params":{`+modernMeta+`}}`,
 		want{audit.KindCompletion, "", audit.OutcomeInvalid, "ref is required", false})
 
+	// A request about a task the aggregator was asked is its to record,
+	// refused there or not.
+	answered("a task read the aggregator refused", mcp, modernHeaders("tasks/get", "Mcp-Name", "t1.nosuch"),
+		`{"jsonrpc":"2.0","id":16,"method":"tasks/get","params":{`+tasksMeta+`,"taskId":"t1.nosuch"}}`)
 	refused("a task cancelled under another Mcp-Name", mcp, modernHeaders("tasks/cancel", "Mcp-Name", "t1.other"),
 		`{"jsonrpc":"2.0","id":13,"method":"tasks/cancel","params":{`+tasksMeta+`,"taskId":"t1.victim"}}`,
 		want{audit.KindTaskCancel, "", audit.OutcomeInvalid, "Mcp-Name", false})

@@ -147,6 +147,7 @@ func (s *Server) updateTask(ctx context.Context, req *Request, _ Responder) (jso
 	if rerr != nil {
 		return nil, rerr
 	}
+	req.Trail.Asked = true // the aggregator records it from here on
 	_, err := s.agg.UpdateTask(ctx, &aggregatorv1.UpdateTaskRequest{Principal: req.Principal, Server: req.Server, TaskId: id,
 		InputResponsesJson: string(responses), Context: rc})
 	if err != nil {
@@ -166,6 +167,7 @@ func (s *Server) cancelTask(ctx context.Context, req *Request, _ Responder) (jso
 	if rerr != nil {
 		return nil, rerr
 	}
+	req.Trail.Asked = true // the aggregator records it from here on
 	out, err := s.agg.CancelTask(ctx, &aggregatorv1.CancelTaskRequest{Principal: req.Principal, Server: req.Server, TaskId: id, Context: rc})
 	if err != nil {
 		return nil, mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
@@ -189,6 +191,7 @@ func (s *Server) listTasks(ctx context.Context, req *Request, _ Responder) (json
 	if rerr != nil {
 		return nil, rerr
 	}
+	req.Trail.Asked = true // the aggregator records it from here on
 	out, err := s.agg.ListTasks(ctx, &aggregatorv1.ListTasksRequest{Principal: req.Principal, Server: req.Server, Cursor: cursor})
 	if err != nil {
 		return nil, mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
@@ -209,6 +212,7 @@ func (s *Server) fetchTask(ctx context.Context, req *Request, id string) (*aggre
 	}
 	callCtx, cancel := s.serviceCall(ctx)
 	defer cancel()
+	req.Trail.Asked = true // the aggregator records it from here on
 	out, err := s.agg.GetTask(callCtx, &aggregatorv1.GetTaskRequest{Principal: req.Principal, Server: req.Server, TaskId: id, Context: rc})
 	if err != nil {
 		return nil, mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
