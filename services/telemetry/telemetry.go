@@ -13,6 +13,7 @@ package telemetry
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"sync/atomic"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
 )
@@ -31,6 +33,11 @@ import (
 // returned function flushes and stops the exporter; call it on shutdown.
 func Setup(ctx context.Context, cfg config.Telemetry, serviceName, version string) (func(context.Context) error, error) {
 	otel.SetTextMapPropagator(propagation.TraceContext{})
+	ratio := 1.0
+	if cfg.SampleRatio != nil {
+		ratio = *cfg.SampleRatio
+	}
+	rootSampler.Store(ratio)
 	if cfg.OTLPEndpoint == "" {
 		recording.Store(false)
 		return func(context.Context) error { return nil }, nil
@@ -47,10 +54,6 @@ func Setup(ctx context.Context, cfg config.Telemetry, serviceName, version strin
 		semconv.ServiceName(serviceName), semconv.ServiceVersion(version), semconv.ServiceNamespace("switchboard")))
 	if err != nil && !errors.Is(err, resource.ErrSchemaURLConflict) {
 		return nil, err
-	}
-	ratio := 1.0
-	if cfg.SampleRatio != nil {
-		ratio = *cfg.SampleRatio
 	}
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(2*time.Second)),
@@ -89,4 +92,29 @@ func spanLimits() sdktrace.SpanLimits {
 	l := sdktrace.NewSpanLimits()
 	l.AttributeValueLengthLimit = maxAttributeBytes
 	return l
+}
+
+// rootSampler is telemetry.sampleRatio, as Setup was given it (1 until).
+var rootSampler = func() *atomic.Value {
+	var v atomic.Value
+	v.Store(1.0)
+	return &v
+}()
+
+// NewRoot is the span context of a new trace for a request a process
+// opens no span of (it exports none): random ids, sampled as
+// telemetry.sampleRatio samples a new trace, so that the services after
+// it, which may export, sample it as they would have sampled one of
+// their own. Its trace id names the request in every service's logs and
+// audit events and in the error a client is told.
+func NewRoot() trace.SpanContext {
+	var ids [24]byte
+	_, _ = rand.Read(ids[:]) // never fails (crypto/rand)
+	cfg := trace.SpanContextConfig{TraceID: trace.TraceID(ids[:16]), SpanID: trace.SpanID(ids[16:])}
+	ratio, _ := rootSampler.Load().(float64)
+	p := sdktrace.SamplingParameters{ParentContext: context.Background(), TraceID: cfg.TraceID}
+	if sdktrace.TraceIDRatioBased(ratio).ShouldSample(p).Decision == sdktrace.RecordAndSample {
+		cfg.TraceFlags = trace.FlagsSampled
+	}
+	return trace.NewSpanContext(cfg)
 }

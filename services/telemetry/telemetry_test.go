@@ -9,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 
@@ -79,5 +80,36 @@ func TestOneSpanCostsNoOtherSpans(t *testing.T) {
 	}
 	if listed != 10 || len(col.names) != 11 {
 		t.Fatalf("the collector received %d spans, %d of the 10 others", len(col.names), listed)
+	}
+}
+
+// TestNewRootIsSampledAsNewTraces: a process that exports no spans
+// gives its requests a new trace's context sampled as
+// telemetry.sampleRatio samples new traces, so that the services after it
+// sample them as their own; an unsampled one would have made every
+// service after it, exporting at any ratio, drop the request's trace.
+func TestNewRootIsSampledAsNewTraces(t *testing.T) {
+	t.Cleanup(func() { rootSampler.Store(1.0) })
+	for _, c := range []struct {
+		ratio       float64
+		sampled, of int
+	}{{1, 100, 100}, {0, 0, 100}} {
+		if _, err := Setup(context.Background(), config.Telemetry{SampleRatio: &c.ratio}, "switchboard-test", "test"); err != nil {
+			t.Fatal(err)
+		}
+		sampled, ids := 0, map[trace.TraceID]bool{}
+		for range c.of {
+			sc := NewRoot()
+			if !sc.IsValid() || ids[sc.TraceID()] {
+				t.Fatalf("a root context %v: invalid, or its trace id repeated", sc)
+			}
+			ids[sc.TraceID()] = true
+			if sc.IsSampled() {
+				sampled++
+			}
+		}
+		if sampled != c.sampled {
+			t.Errorf("sampleRatio %v: %d of %d new roots sampled, want %d", c.ratio, sampled, c.of, c.sampled)
+		}
 	}
 }

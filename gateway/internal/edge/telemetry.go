@@ -2,7 +2,6 @@ package edge
 
 import (
 	"context"
-	"crypto/rand"
 	"net/http"
 	"strconv"
 	"time"
@@ -216,10 +215,10 @@ func (g *Gateway) startRequest(r *http.Request) (context.Context, trace.Span, *r
 		// travels on to the services and backends, as a header's does.
 		rec.metaParent = g.cfg.HTTP.TrustClientTraceparent && !client.IsValid() && r.Method == http.MethodPost
 		if !trusted {
-			// A trace id all the same, unsampled, which nothing exports:
-			// the request's log lines, audit events and the id a client
-			// quotes of an internal error name it in every service.
-			ctx = trace.ContextWithSpanContext(ctx, untracedContext())
+			// A trace id all the same (telemetry.NewRoot): the request's
+			// log lines, audit events and the id a client quotes of an
+			// internal error name it in every service.
+			ctx = trace.ContextWithSpanContext(ctx, telemetry.NewRoot())
 		}
 		return ctx, trace.SpanFromContext(ctx), rec
 	}
@@ -230,14 +229,6 @@ func (g *Gateway) startRequest(r *http.Request) (context.Context, trace.Span, *r
 		return ctx, trace.SpanFromContext(ctx), rec
 	}
 	return g.openSpan(ctx, r, rec, client, trusted)
-}
-
-// untracedContext is a new trace's span context for a request no span is
-// exported of: random ids, not sampled.
-func untracedContext() trace.SpanContext {
-	var ids [24]byte
-	_, _ = rand.Read(ids[:]) // never fails (crypto/rand)
-	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID(ids[:16]), SpanID: trace.SpanID(ids[16:])})
 }
 
 // openSpan starts the request's span, dated from the request's start: a

@@ -338,8 +338,13 @@ func TestSpansBoundWhatClientsWrite(t *testing.T) {
 // audit events of the request, which get it over gRPC). Requests once
 // had none, and an internal error could not be found in the logs.
 func TestRequestsHaveATraceIDWithoutAnExporter(t *testing.T) {
+	prev := otel.GetTextMapPropagator()
+	otel.SetTextMapPropagator(propagation.TraceContext{}) // as telemetry.Setup installs it
+	t.Cleanup(func() { otel.SetTextMapPropagator(prev) })
 	b := startBackends(t)
-	b.agg.CallToolFunc = func(context.Context, *aggregatorv1.CallToolRequest) (*aggregatorv1.CallToolResponse, error) {
+	parent := make(chan trace.SpanContext, 1)
+	b.agg.CallToolFunc = func(ctx context.Context, _ *aggregatorv1.CallToolRequest) (*aggregatorv1.CallToolResponse, error) {
+		parent <- trace.SpanContextFromContext(ctx)
 		return nil, status.Error(codes.Internal, "boom")
 	}
 	var logs testkit.LogBuffer
@@ -361,5 +366,11 @@ func TestRequestsHaveATraceIDWithoutAnExporter(t *testing.T) {
 	}
 	if line := logs.String(); !strings.Contains(line, `"msg":"service call failed"`) || !strings.Contains(line, `"trace_id":"`+answer.Error.Data.TraceID+`"`) {
 		t.Errorf("the failure's log line does not name trace %s:\n%s", answer.Error.Data.TraceID, line)
+	}
+	// The aggregator gets the trace, sampled as a new trace is at the
+	// sample ratio (1 here): an unsampled parent would have made every
+	// service after the gateway, exporting at any ratio, drop it.
+	if p := <-parent; p.TraceID().String() != answer.Error.Data.TraceID || !p.IsSampled() {
+		t.Errorf("the aggregator's parent: trace %s, sampled %v; want trace %s, sampled", p.TraceID(), p.IsSampled(), answer.Error.Data.TraceID)
 	}
 }
