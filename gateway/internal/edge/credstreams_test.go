@@ -51,11 +51,20 @@ func TestStreamsEndWithTheirCredential(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, lines := range map[string]*bufio.Scanner{"listen": alice, "GET stream": aliceGet, "tasks/result": aliceResult} {
+		last := ""
 		for lines.Scan() {
 			// Keep-alives and priming events until it ends.
 			if strings.Contains(lines.Text(), `"result"`) {
 				t.Fatalf("alice's %s answered after her key was removed: %s", name, lines.Text())
 			}
+			if d, ok := strings.CutPrefix(lines.Text(), "data: "); ok {
+				last = d
+			}
+		}
+		// tasks/result says why it ended, as the client's to renew
+		// (not the gateway's failure).
+		if name == "tasks/result" && (!strings.Contains(last, `"code":-32600`) || !strings.Contains(last, "no longer authenticates")) {
+			t.Errorf("alice's tasks/result ended with %s", last)
 		}
 		if ctx.Err() != nil {
 			t.Fatalf("alice's %s outlived her removed key", name)

@@ -3,6 +3,7 @@ package methods
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/mcperr"
@@ -61,7 +62,7 @@ func (s *Server) taskResult(ctx context.Context, req *Request, resp Responder) (
 	t, rerr := s.fetchTask(ctx, req, id)
 	for {
 		if rerr != nil {
-			return nil, rerr
+			return nil, waitEnded(ctx, req, rerr)
 		}
 		if req.Session != "" && s.revoked(req.Session) {
 			return nil, wire.NewError(wire.CodeInvalidRequest, "the session was deleted: initialize a new session and call tasks/result again")
@@ -95,10 +96,27 @@ func (s *Server) taskResult(ctx context.Context, req *Request, resp Responder) (
 			}
 		}
 		if rerr := s.awaitPoll(ctx, resp, keepAlive.C, taskPoll(t)); rerr != nil {
-			return nil, rerr
+			return nil, waitEnded(ctx, req, rerr)
 		}
 		t, rerr = s.fetchTask(ctx, req, id)
 	}
+}
+
+// waitEnded is rerr, or, when the wait ended with its session (it
+// expired) or its credential (removed by a reload, or an expired token:
+// the context's cause), an error that says so: the client's to renew, and
+// call tasks/result again, not a failure of the gateway's.
+func waitEnded(ctx context.Context, req *Request, rerr *wire.Error) *wire.Error {
+	if ctx.Err() == nil {
+		return rerr
+	}
+	if !req.SessionExpiry.IsZero() && !time.Now().Before(req.SessionExpiry) {
+		return wire.NewError(wire.CodeInvalidRequest, "the session expired: initialize a new session and call tasks/result again")
+	}
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
+		return wire.NewError(wire.CodeInvalidRequest, cause.Error()+": call tasks/result again with a valid credential")
+	}
+	return rerr
 }
 
 // answerTaskInput asks the client the task's input requests, each tied
