@@ -25,7 +25,8 @@ var Roles = []string{RoleGateway, RoleIndexer, RoleAggregator, RoleConsole, Role
 
 // ClientMethods are what an internal client acting as its own identity
 // (subject and groups) calls: the gateway's calls of the aggregator (the
-// catalog, its calls and their tasks) and the search. It asserts no
+// catalog, its calls and their tasks), the backends' health as its
+// identity sees them (ListBackends) and the search. It asserts no
 // principal.
 var ClientMethods = clientMethods()
 
@@ -36,7 +37,7 @@ func clientMethods() []string {
 			out = append(out, m)
 		}
 	}
-	return append(out, "switchboard.indexer.v1.IndexerService/Search")
+	return append(out, "switchboard.aggregator.v1.AggregatorService/ListBackends", "switchboard.indexer.v1.IndexerService/Search")
 }
 
 // roleGrant is what a role gives a credential.

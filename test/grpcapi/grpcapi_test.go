@@ -35,9 +35,6 @@ const (
 	aggregatorToken  = "aggregator-token-for-the-grpcapi-test"
 )
 
-// reportingAllow is what docs/grpc-api.md's internal client may call.
-var reportingAllow = []string{"switchboard.aggregator.v1.AggregatorService/*", "switchboard.indexer.v1.IndexerService/Search"}
-
 // stack is the running system under test.
 type stack struct {
 	aggregator, indexer string // host:port
@@ -73,7 +70,7 @@ func startStack(t *testing.T) stack {
 		Backends: []harness.Backend{{Name: "demo"}},
 		Configure: func(cfg *config.Config) {
 			cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials, config.ServiceCredential{
-				Name: "reporting", Token: reportingToken, Subject: reportingSubject, Groups: []string{"analysts"}, Allow: reportingAllow,
+				Name: "reporting", Token: reportingToken, Subject: reportingSubject, Groups: []string{"analysts"}, Role: config.RoleClient,
 			})
 			// The audit trail in PostgreSQL (the document's QueryAuditEvents
 			// example): the aggregator ships its events to the indexer

@@ -64,7 +64,7 @@ func TestMTLS(t *testing.T) {
 	cfg := &config.Config{
 		ServiceAuth: config.ServiceAuth{
 			Credentials: []config.ServiceCredential{
-				{Name: "reporting", CommonName: "reporting.internal", Subject: reportingSubject, Groups: []string{"analysts"}, Allow: reportingAllow},
+				{Name: "reporting", CommonName: "reporting.internal", Subject: reportingSubject, Groups: []string{"analysts"}, Role: config.RoleClient},
 			},
 			TLS: config.TLS{CertFile: serverCert, KeyFile: serverKey, CAFile: ca.caFile, ClientCAFile: ca.caFile},
 		},
