@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboard-mcp/switchboard/services/audit"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 
@@ -101,14 +101,24 @@ func auditWritable(caller svcauth.Caller, events []audit.Event) *auditRefusal {
 				"service %q: service credential %s writes the %s's audit events only", e.Service, caller.Name, caller.AuditService)}
 		case !audit.Emits(e.Service, e.Kind):
 			return &auditRefusal{index: i, reason: "kind", msg: fmt.Sprintf("kind %q: the %s records no such events", e.Kind, e.Service)}
-		case !caller.AssertPrincipals && (e.Subject != caller.Bound.GetSubject() || !slices.Equal(e.Groups, caller.Bound.GetGroups())):
-			// Its own principal, named: not another's, nor the anonymous
-			// principal's (an event naming none).
+		case !caller.AssertPrincipals && !ownPrincipal(caller, e):
 			return &auditRefusal{index: i, reason: "subject", msg: fmt.Sprintf(
 				"service credential %s may not assert principals: its events name its own principal only", caller.Name)}
 		}
 	}
 	return nil
+}
+
+// ownPrincipal reports whether e names the principal of caller, one that
+// may not assert principals: its subject, and its groups in any order
+// (svcauth.Resolve); not another's, nor the anonymous principal's (an
+// event naming none, for a credential that has a subject).
+func ownPrincipal(caller svcauth.Caller, e audit.Event) bool {
+	if e.Subject != caller.Bound.GetSubject() {
+		return false
+	}
+	_, err := svcauth.Resolve(caller, &commonv1.Principal{Subject: e.Subject, Groups: e.Groups})
+	return err == nil
 }
 
 func (s *Server) validAuditEvents(in []*indexerv1.AuditEvent) ([]audit.Event, error) {
