@@ -2,16 +2,31 @@ package sessionevents
 
 import "context"
 
-// askCatchUpAll asks for every live answer: those announced while the
-// listen was down were not heard, and not only above the last heard, as
-// ids are taken when a relay is written but committed in any order (one
-// below the last heard may have committed while the listen was down).
-// Each subscriber gets an answer once however often it is read
-// (deliver), and answers live an hour at most.
+// askCatchUpAll asks for the live answers announced while the listen was
+// down, which were not heard. Not only those above the last heard: ids
+// are taken when a relay is written and committed in any order, so one
+// below it may have committed while the listen was down. Relays commit
+// out of order only among those written together, so the catch-up starts
+// catchUpWindow ids below the last heard; each subscriber remembers four
+// times as many answers it got (deliver), so none of them is sent it
+// twice, in whatever order they were delivered.
 func (h *Hub) askCatchUpAll() {
 	h.mu.Lock()
-	h.catchUpAfter = 0
+	h.catchUpFromWindowLocked()
 	h.mu.Unlock()
+}
+
+// catchUpWindow is how far below the last answer heard a catch-up
+// starts: more relays than are ever written at once.
+const catchUpWindow = rememberedAnswers / 4
+
+// catchUpFromWindowLocked asks for every live answer above the window
+// below the last heard (askCatchUpAll). Call with h.mu held.
+func (h *Hub) catchUpFromWindowLocked() {
+	from := max(0, h.lastAnswer-catchUpWindow)
+	if h.catchUpAfter < 0 || from < h.catchUpAfter {
+		h.catchUpAfter = from
+	}
 }
 
 // catchUpLater puts back what a failed read did not catch up on.

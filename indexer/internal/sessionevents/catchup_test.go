@@ -82,3 +82,72 @@ func TestAnswerCommittedOutOfOrderWhileNotListening(t *testing.T) {
 		t.Fatalf("after the hub listened again: %+v, want the answer committed while it did not", ev)
 	}
 }
+
+// TestCatchUpSendsNoAnswerTwice: when the hub listens again it reads
+// again the answers it may have missed, from a window below the last one
+// heard, and sends none a subscriber already got: a catch-up of every
+// live answer once sent again those a subscriber no longer remembered
+// (it remembers rememberedAnswers).
+func TestCatchUpSendsNoAnswerTwice(t *testing.T) {
+	url := env.NewDatabase(t)
+	reader := env.Open(t, url)
+	ctx := t.Context()
+	h := New(reader, time.Hour, slog.New(slog.DiscardHandler))
+	hctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { h.Run(hctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	events := subscribe(t, h, "replica-a")
+	conn := func() *pgx.Conn {
+		c, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close(context.WithoutCancel(ctx)) })
+		return c
+	}
+	admin, watcher := conn(), conn()
+	listeners := func() []int32 {
+		rows, _ := watcher.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN switchboard_session_events'`)
+		pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pids
+	}
+	testkit.Eventually(t, "the hub listens", 10*time.Second, func() bool { return len(listeners()) == 1 })
+	relay := func(from, n int) {
+		if _, err := admin.Exec(ctx, `INSERT INTO relayed_input_responses (owner_replica, session_digest, request_id, response, expires_at)
+			SELECT 'replica-a', lpad(to_hex(i), 64, '0'), '"sb-1"', '{"result":{}}', now() + interval '1 hour' FROM generate_series($1::int, $2::int) AS i`, from, from+n-1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = rememberedAnswers + 100
+	relay(1, n)
+	seen := map[string]int{}
+	for range n {
+		if ev := next(t, events); ev.Response != nil {
+			seen[ev.Response.SessionDigest]++
+		}
+	}
+	pid := listeners()[0]
+	if _, err := watcher.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "the hub listens again", 10*time.Second, func() bool { l := listeners(); return len(l) == 1 && l[0] != pid })
+	// A new answer after the catch-up marks the end of what it sent.
+	relay(n+1, 1)
+	marker := digest(n + 1)
+	for {
+		ev := next(t, events)
+		if ev.Response == nil {
+			continue
+		}
+		if ev.Response.SessionDigest == marker {
+			break
+		}
+		if seen[ev.Response.SessionDigest]++; seen[ev.Response.SessionDigest] > 1 {
+			t.Fatalf("an answer the subscriber had was sent to it again: %s", ev.Response.SessionDigest)
+		}
+	}
+}

@@ -29,6 +29,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -200,8 +202,8 @@ func (h *Hub) answered(id int64) {
 	if len(h.answers) < maxQueued {
 		h.answers[id] = struct{}{}
 	} else {
-		// Dropped: read again with every live answer (askCatchUpAll).
-		h.catchUpAfter = 0
+		// Dropped: read again, from below the last heard (askCatchUpAll).
+		h.catchUpFromWindowLocked()
 	}
 	h.lastAnswer = max(h.lastAnswer, id)
 	h.mu.Unlock()
@@ -295,7 +297,10 @@ func (h *Hub) read(ctx context.Context, full bool, changed map[string]struct{}, 
 			}
 		}
 	}
-	for id := range answers {
+	// In id order, as a catch-up reads them: a subscriber's most recent
+	// answers, which it remembers, are then the highest ids, the window a
+	// catch-up reads again (askCatchUpAll).
+	for _, id := range slices.Sorted(maps.Keys(answers)) {
 		r, found, err := h.states.InputResponse(ctx, id)
 		if err != nil {
 			return err
