@@ -96,12 +96,15 @@ type Bridge struct {
 	// backend that is down (503), so that health checks see it down and a
 	// replaced backend keeps its last listing rather than an empty one.
 	ready chan struct{}
-	// subscriptions counts the bridge's subscriptions by URI, made again
-	// on each new process (which knows none of its predecessor's);
-	// missedPings counts the pings in a row the running process did not
-	// answer. Both under mu.
-	subscriptions map[string]int
+	// subscriptions are the bridge's sessions subscribed to each URI,
+	// made again on each new process (which knows none of its
+	// predecessor's); missedPings counts the pings in a row the running
+	// process did not answer. Both under mu.
+	subscriptions map[string]map[*mcp.ServerSession]struct{}
 	missedPings   int
+	// kill stops the running process and what it started at once (nil
+	// while none runs), for one that does not stop when asked.
+	kill func()
 	// syncMu serialises resyncs; mirrored is what the server lists now,
 	// by kind, to remove on the next.
 	syncMu   sync.Mutex
@@ -134,7 +137,7 @@ func Start(spec Spec) (*Bridge, error) {
 	}
 	b := &Bridge{spec: spec, path: path, log: log.With("backend", spec.Name, "stdio", spec.Command[0]), token: hex.EncodeToString(raw[:]),
 		url: "http://" + lis.Addr().String() + "/mcp", done: make(chan struct{}), ready: make(chan struct{}),
-		subscriptions: map[string]int{}}
+		subscriptions: map[string]map[*mcp.ServerSession]struct{}{}}
 	b.stderr = newLineLog(b.log, spec.Redact)
 	b.server = mcp.NewServer(&mcp.Implementation{Name: spec.Name, Version: "stdio"}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{
@@ -290,9 +293,9 @@ func (b *Bridge) runOnce(ctx context.Context, steady func()) error {
 	}
 	b.log.Info("stdio server started", "pid", pid(cmd))
 	b.mu.Lock()
-	b.session, b.missedPings = cs, 0
+	b.session, b.missedPings, b.kill = cs, 0, func() { killGroup(cmd) }
 	b.mu.Unlock()
-	stop := context.AfterFunc(ctx, func() { _ = cs.Close() })
+	stop := context.AfterFunc(ctx, func() { stopSession(cs, cmd) })
 	defer stop()
 	ended := make(chan struct{})
 	go func() {
@@ -303,10 +306,31 @@ func (b *Bridge) runOnce(ctx context.Context, steady func()) error {
 	b.firstListing(ended)
 	err = cs.Wait()
 	b.mu.Lock()
-	b.session = nil
+	b.session, b.kill = nil, nil
 	b.setReadyLocked(false)
 	b.mu.Unlock()
 	return err
+}
+
+// stopGrace bounds how long a process is given to stop when asked (its
+// stdin closed, then SIGTERM: go-sdk's TerminateDuration twice, and a
+// second): one that reads nothing has a write to it blocked on a full
+// pipe, which holds the session's close, until the process is killed.
+const stopGrace = 5 * time.Second
+
+// stopSession closes cs, the session of cmd, and kills cmd's process
+// group if the close takes longer than stopGrace.
+func stopSession(cs *mcp.ClientSession, cmd *exec.Cmd) {
+	closed := make(chan struct{})
+	go func() {
+		_ = cs.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(stopGrace):
+		killGroup(cmd)
+	}
 }
 
 // firstListing mirrors a process that has just started, trying again with
@@ -361,9 +385,19 @@ func (b *Bridge) passPing(next mcp.MethodHandler) mcp.MethodHandler {
 			ctx, cancel = context.WithTimeout(ctx, readyWait)
 			defer cancel()
 		}
-		err := cs.Ping(ctx, nil)
+		// go-sdk's write to the process ignores the context: once a
+		// process that reads nothing has filled its stdin's pipe, a ping
+		// waits for ever. It counts as missed when the context ends.
+		pinged := make(chan error, 1)
+		go func() { pinged <- cs.Ping(ctx, nil) }()
+		var err error
+		select {
+		case err = <-pinged:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
 		b.mu.Lock()
-		missed := 0
+		missed, kill := 0, b.kill
 		if b.session == cs {
 			if err != nil && ctx.Err() != nil {
 				b.missedPings++
@@ -373,9 +407,11 @@ func (b *Bridge) passPing(next mcp.MethodHandler) mcp.MethodHandler {
 			missed = b.missedPings
 		}
 		b.mu.Unlock()
-		if missed >= maxMissedPings {
-			b.log.Warn("the stdio server answers no ping; stopping it to start it again", "missed", missed)
-			_ = cs.Close()
+		if missed >= maxMissedPings && kill != nil {
+			// Killed, not asked: it reads nothing, and writes to it wait
+			// (the session's close too) until it is gone.
+			b.log.Warn("the stdio server answers no ping; killing it to start it again", "missed", missed)
+			kill()
 		}
 		if err != nil {
 			return nil, fmt.Errorf("the stdio server did not answer a ping: %w", err)
@@ -388,6 +424,9 @@ func (b *Bridge) passPing(next mcp.MethodHandler) mcp.MethodHandler {
 // has just started.
 func (b *Bridge) resubscribe(cs *mcp.ClientSession) {
 	b.mu.Lock()
+	for uri := range b.subscriptions {
+		b.pruneLocked(uri)
+	}
 	uris := slices.Collect(maps.Keys(b.subscriptions))
 	b.mu.Unlock()
 	for _, uri := range uris {

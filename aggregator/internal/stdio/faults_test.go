@@ -155,9 +155,12 @@ func TestBridgeServesItsToolsWhileItResyncs(t *testing.T) {
 
 // TestBridgeRestartsAServerThatAnswersNoPing: a process that stops
 // reading its stdin answers no ping, so the aggregator's health probes
-// (pings) see it down, and after maxMissedPings in a row it is started
-// again; the bridge once answered pings itself, and a hung server stayed
-// healthy, and hung, for ever.
+// (pings) see it down, and after maxMissedPings in a row it is killed and
+// started again, also once its stdin's pipe is full (every write to it
+// waits then, and a ping once waited with them, uncounted); the bridge
+// once answered pings itself, and a hung server stayed healthy, and hung,
+// for ever. The bridge then closes (the test's cleanup): its close of a
+// process that reads nothing kills it after stopGrace.
 func TestBridgeRestartsAServerThatAnswersNoPing(t *testing.T) {
 	cs := connectTo(t, startMode(t, "raw-wedged", nil), nil)
 	first, err := callText(t.Context(), cs, "ok")
@@ -166,6 +169,12 @@ func TestBridgeRestartsAServerThatAnswersNoPing(t *testing.T) {
 	}
 	hung, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	_, _ = cs.CallTool(hung, &mcp.CallToolParams{Name: "hang"})
+	cancel()
+	// A call whose arguments are larger than the pipe to its stdin holds
+	// (64 KiB): the bridge's write to it never ends, nor do the writes
+	// after it (pings included) until the process is killed.
+	big, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	_, _ = cs.CallTool(big, &mcp.CallToolParams{Name: "ok", Arguments: map[string]any{"blob": strings.Repeat("x", 256<<10)}})
 	cancel()
 	for i := range maxMissedPings {
 		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
@@ -264,5 +273,36 @@ func TestRelativeDirAndCommand(t *testing.T) {
 	t.Cleanup(b.Close)
 	if _, err := echoText(t, connectTo(t, b, nil)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBridgeSubscriptionsFollowSessions: the bridge subscribes at the
+// process while a session of its own is subscribed: a session that ended
+// without unsubscribing (the aggregator drops a broken session and
+// subscribes again on a new one) holds nothing, so the last live one's
+// unsubscribe reaches the process, and no process started after is asked
+// for it. A count of subscribe calls once kept such a subscription for
+// good.
+func TestBridgeSubscriptionsFollowSessions(t *testing.T) {
+	b := startMode(t, "1", nil)
+	old := connectTo(t, b, nil)
+	if err := old.Subscribe(t.Context(), &mcp.SubscribeParams{URI: "test://readme"}); err != nil {
+		t.Fatal(err)
+	}
+	old.Close() // ended without unsubscribing
+	cs := connectTo(t, b, nil)
+	for range 2 { // a repeated subscribe of one session is one
+		if err := cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: "test://readme"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cs.Unsubscribe(t.Context(), &mcp.UnsubscribeParams{URI: "test://readme"}); err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	n := len(b.subscriptions["test://readme"])
+	b.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("no session is subscribed, yet the bridge holds %d subscriptions to test://readme", n)
 	}
 }

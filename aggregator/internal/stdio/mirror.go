@@ -255,29 +255,41 @@ func (b *Bridge) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.C
 	return cs.Complete(ctx, req.Params)
 }
 
-// subscribe subscribes at the process and counts the subscription, which
-// the next process is asked for again (resubscribe). It is counted first,
-// so that a process started meanwhile is asked for it too.
+// subscribe subscribes at the process, once for every session of the
+// bridge subscribed to the URI, and remembers which sessions are, so that
+// the next process is asked for it again (resubscribe) while any is. The
+// session is recorded first, so that a process started meanwhile is
+// asked for it too.
 func (b *Bridge) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	uri := req.Params.URI
 	b.mu.Lock()
 	cs := b.session
+	first := false
 	if cs != nil {
-		b.subscriptions[req.Params.URI]++
+		b.pruneLocked(uri)
+		first = len(b.subscriptions[uri]) == 0
+		if b.subscriptions[uri] == nil {
+			b.subscriptions[uri] = map[*mcp.ServerSession]struct{}{}
+		}
+		b.subscriptions[uri][req.Session] = struct{}{}
 	}
 	b.mu.Unlock()
 	if cs == nil {
 		return ErrNotRunning
 	}
+	if !first {
+		return nil // subscribed at the process already
+	}
 	err := cs.Subscribe(ctx, req.Params)
 	if err != nil {
-		b.forget(req.Params.URI)
+		b.forget(uri, req.Session)
 	}
 	return err
 }
 
 func (b *Bridge) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
-	if !b.forget(req.Params.URI) {
-		return nil // another subscription to it remains
+	if !b.forget(req.Params.URI, req.Session) {
+		return nil // another session is subscribed to it
 	}
 	cs := b.current()
 	if cs == nil {
@@ -286,17 +298,37 @@ func (b *Bridge) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) e
 	return cs.Unsubscribe(ctx, req.Params)
 }
 
-// forget drops one count of the subscription to uri and reports whether
-// none remains.
-func (b *Bridge) forget(uri string) bool {
+// forget drops session's subscription to uri and reports whether no live
+// session is subscribed to it any more.
+func (b *Bridge) forget(uri string, session *mcp.ServerSession) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.subscriptions[uri] > 1 {
-		b.subscriptions[uri]--
-		return false
+	delete(b.subscriptions[uri], session)
+	b.pruneLocked(uri)
+	return len(b.subscriptions[uri]) == 0
+}
+
+// pruneLocked drops the subscriptions to uri of sessions that ended
+// without unsubscribing (a session's end tells the bridge nothing); mu
+// is held.
+func (b *Bridge) pruneLocked(uri string) {
+	sessions := b.subscriptions[uri]
+	if len(sessions) == 0 {
+		delete(b.subscriptions, uri)
+		return
 	}
-	delete(b.subscriptions, uri)
-	return true
+	live := map[*mcp.ServerSession]bool{}
+	for s := range b.server.Sessions() {
+		live[s] = true
+	}
+	for s := range sessions {
+		if !live[s] {
+			delete(sessions, s)
+		}
+	}
+	if len(sessions) == 0 {
+		delete(b.subscriptions, uri)
+	}
 }
 
 // Bounds of what the process's stderr costs: a line is cut at
