@@ -20,39 +20,13 @@ import (
 // client's reply had been taken, and the request waited until its
 // timeout.
 func TestAnswerCommittedOutOfOrderWhileNotListening(t *testing.T) {
-	url := env.NewDatabase(t)
-	writer, reader := env.Open(t, url), env.Open(t, url)
+	l := startListeningHub(t)
 	ctx := t.Context()
-	h := New(reader, time.Hour, slog.New(slog.DiscardHandler))
-	hctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { h.Run(hctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	events := subscribe(t, h, "replica-a")
+	writer := env.Open(t, l.url)
 	at := time.Now().Add(time.Hour)
-	conn := func() *pgx.Conn {
-		c, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close(context.WithoutCancel(ctx)) })
-		return c
-	}
-	// The watcher reads pg_stat_activity outside the writer's open
-	// transaction, whose view would be a snapshot.
-	admin, watcher := conn(), conn()
-	listeners := func() []int32 {
-		rows, _ := watcher.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN switchboard_session_events'`)
-		pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pids
-	}
-	testkit.Eventually(t, "the hub listens", 10*time.Second, func() bool { return len(listeners()) == 1 })
 
 	// A relay in flight: its row (the lower id) written, not committed.
-	slow, err := admin.Begin(ctx)
+	slow, err := l.admin.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,20 +39,16 @@ func TestAnswerCommittedOutOfOrderWhileNotListening(t *testing.T) {
 	if _, err := writer.RelayInputResponse(ctx, fast, relayLimits); err != nil {
 		t.Fatal(err)
 	}
-	if ev := next(t, events); ev.Response == nil || ev.Response.RequestID != `"sb-fast"` {
+	if ev := next(t, l.events); ev.Response == nil || ev.Response.RequestID != `"sb-fast"` {
 		t.Fatalf("heard %+v", ev)
 	}
 	// The hub's listen breaks; the slow relay commits meanwhile.
-	pid := listeners()[0]
-	if _, err := watcher.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
-		t.Fatal(err)
-	}
-	testkit.Eventually(t, "the listen ended", 10*time.Second, func() bool { return len(listeners()) == 0 })
+	l.breakListen(t)
 	if err := slow.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// The hub listens again, and catches up.
-	if ev := next(t, events); ev.Response == nil || ev.Response.RequestID != `"sb-slow"` {
+	if ev := next(t, l.events); ev.Response == nil || ev.Response.RequestID != `"sb-slow"` {
 		t.Fatalf("after the hub listened again: %+v, want the answer committed while it did not", ev)
 	}
 }
@@ -89,35 +59,9 @@ func TestAnswerCommittedOutOfOrderWhileNotListening(t *testing.T) {
 // live answer once sent again those a subscriber no longer remembered
 // (it remembers rememberedAnswers).
 func TestCatchUpSendsNoAnswerTwice(t *testing.T) {
-	url := env.NewDatabase(t)
-	reader := env.Open(t, url)
-	ctx := t.Context()
-	h := New(reader, time.Hour, slog.New(slog.DiscardHandler))
-	hctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { h.Run(hctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	events := subscribe(t, h, "replica-a")
-	conn := func() *pgx.Conn {
-		c, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close(context.WithoutCancel(ctx)) })
-		return c
-	}
-	admin, watcher := conn(), conn()
-	listeners := func() []int32 {
-		rows, _ := watcher.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN switchboard_session_events'`)
-		pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pids
-	}
-	testkit.Eventually(t, "the hub listens", 10*time.Second, func() bool { return len(listeners()) == 1 })
+	l := startListeningHub(t)
 	relay := func(from, n int) {
-		if _, err := admin.Exec(ctx, `INSERT INTO relayed_input_responses (owner_replica, session_digest, request_id, response, expires_at)
+		if _, err := l.admin.Exec(t.Context(), `INSERT INTO relayed_input_responses (owner_replica, session_digest, request_id, response, expires_at)
 			SELECT 'replica-a', lpad(to_hex(i), 64, '0'), '"sb-1"', '{"result":{}}', now() + interval '1 hour' FROM generate_series($1::int, $2::int) AS i`, from, from+n-1); err != nil {
 			t.Fatal(err)
 		}
@@ -126,20 +70,16 @@ func TestCatchUpSendsNoAnswerTwice(t *testing.T) {
 	relay(1, n)
 	seen := map[string]int{}
 	for range n {
-		if ev := next(t, events); ev.Response != nil {
+		if ev := next(t, l.events); ev.Response != nil {
 			seen[ev.Response.SessionDigest]++
 		}
 	}
-	pid := listeners()[0]
-	if _, err := watcher.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
-		t.Fatal(err)
-	}
-	testkit.Eventually(t, "the hub listens again", 10*time.Second, func() bool { l := listeners(); return len(l) == 1 && l[0] != pid })
+	l.breakListen(t)()
 	// A new answer after the catch-up marks the end of what it sent.
 	relay(n+1, 1)
 	marker := digest(n + 1)
 	for {
-		ev := next(t, events)
+		ev := next(t, l.events)
 		if ev.Response == nil {
 			continue
 		}
@@ -149,5 +89,69 @@ func TestCatchUpSendsNoAnswerTwice(t *testing.T) {
 		if seen[ev.Response.SessionDigest]++; seen[ev.Response.SessionDigest] > 1 {
 			t.Fatalf("an answer the subscriber had was sent to it again: %s", ev.Response.SessionDigest)
 		}
+	}
+}
+
+// listeningHub is a hub on a fresh database, listening, with replica-a
+// subscribed to its events; admin is a connection of the test's own,
+// and listeners names the hub's LISTEN connections (read by another
+// connection, outside any transaction admin holds open), so a test can
+// break one (pg_terminate_backend) and see the hub listen again.
+type listeningHub struct {
+	url       string
+	events    <-chan Event
+	admin     *pgx.Conn
+	watcher   *pgx.Conn
+	listeners func() []int32
+}
+
+func startListeningHub(t *testing.T) *listeningHub {
+	t.Helper()
+	url := env.NewDatabase(t)
+	ctx := t.Context()
+	h := New(env.Open(t, url), time.Hour, slog.New(slog.DiscardHandler))
+	hctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { h.Run(hctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	conn := func() *pgx.Conn {
+		c, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close(context.WithoutCancel(ctx)) })
+		return c
+	}
+	l := &listeningHub{url: url, events: subscribe(t, h, "replica-a"), admin: conn(), watcher: conn()}
+	l.listeners = func() []int32 {
+		rows, _ := l.watcher.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN switchboard_session_events'`)
+		pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pids
+	}
+	testkit.Eventually(t, "the hub listens", 10*time.Second, func() bool { return len(l.listeners()) == 1 })
+	return l
+}
+
+// breakListen ends the hub's LISTEN connection and waits until it is
+// gone; then follows the hub's listening again.
+func (l *listeningHub) breakListen(t *testing.T) (listensAgain func()) {
+	t.Helper()
+	pid := l.listeners()[0]
+	if _, err := l.watcher.Exec(t.Context(), `SELECT pg_terminate_backend($1)`, pid); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "the listen ended", 10*time.Second, func() bool {
+		for _, p := range l.listeners() {
+			if p == pid {
+				return false
+			}
+		}
+		return true
+	})
+	return func() {
+		testkit.Eventually(t, "the hub listens again", 10*time.Second, func() bool { return len(l.listeners()) == 1 })
 	}
 }
