@@ -124,10 +124,11 @@ func TaskRequired(era mcpspec.Era) *wire.Error {
 	return wire.NewError(wire.CodeMethodNotFound, "this tool must be called as a task: send tools/call with params.task")
 }
 
-// TaskFailed is a failed task's error as its client gets it: the JSON-RPC
-// error the task stored (code, message, data), passed on by the rule of a
-// backend's own error; one that cannot be read is an internal error.
-func TaskFailed(errorJSON string, era mcpspec.Era) *wire.Error {
+// TaskFailed is a failed task's error as its client, which declared caps,
+// gets it: the JSON-RPC error the task stored (code, message, data),
+// passed on by the rule of a backend's own error; one that cannot be read
+// is an internal error.
+func TaskFailed(errorJSON string, era mcpspec.Era, caps json.RawMessage) *wire.Error {
 	var stored struct {
 		Code    int64           `json:"code"`
 		Message string          `json:"message"`
@@ -140,7 +141,7 @@ func TaskFailed(errorJSON string, era mcpspec.Era) *wire.Error {
 	if len(stored.Data) > 0 && string(stored.Data) != "null" {
 		b.dataJSON = string(stored.Data)
 	}
-	return b.translate(era, nil)
+	return b.translate(era, caps)
 }
 
 // TaskCancelled is a Legacy tasks/result's answer for a cancelled task,

@@ -53,18 +53,28 @@ func TestTaskReasons(t *testing.T) {
 // are kept with message and data, codes of the services' own exchanges
 // become internal errors, and an unreadable one is an internal error.
 func TestTaskFailed(t *testing.T) {
-	got := TaskFailed(`{"code":-32602,"message":"bad input","data":{"field":"a"}}`, mcpspec.EraLegacy)
+	got := TaskFailed(`{"code":-32602,"message":"bad input","data":{"field":"a"}}`, mcpspec.EraLegacy, nil)
 	if data, _ := json.Marshal(got.Data); got.Code != wire.CodeInvalidParams || got.Message != "bad input" || string(data) != `{"field":"a"}` {
 		t.Errorf("invalid params: %+v", got)
 	}
-	if got := TaskFailed(`{"code":-32002,"message":"gone"}`, mcpspec.EraModern); got.Code != wire.CodeInvalidParams || got.Data != nil {
+	if got := TaskFailed(`{"code":-32002,"message":"gone"}`, mcpspec.EraModern, nil); got.Code != wire.CodeInvalidParams || got.Data != nil {
 		t.Errorf("resource not found under Modern: %+v", got)
 	}
-	if got := TaskFailed(`{"code":-32020,"message":"header mismatch on the backend hop"}`, mcpspec.EraModern); got.Code != wire.CodeInternalError || strings.Contains(got.Message, "hop") {
+	if got := TaskFailed(`{"code":-32020,"message":"header mismatch on the backend hop"}`, mcpspec.EraModern, nil); got.Code != wire.CodeInternalError || strings.Contains(got.Message, "hop") {
 		t.Errorf("a hop's error: %+v", got)
 	}
-	if got := TaskFailed(`not json`, mcpspec.EraLegacy); got.Code != wire.CodeInternalError {
+	if got := TaskFailed(`not json`, mcpspec.EraLegacy, nil); got.Code != wire.CodeInternalError {
 		t.Errorf("unreadable: %+v", got)
+	}
+	// A task that failed asking for a URL elicitation (2025-11-25) tells a
+	// client that declared URL mode so, with its data, as a direct call's
+	// error does; any other client gets an internal error.
+	urlRequired := `{"code":-32042,"message":"sign in first","data":{"elicitations":[{"mode":"url","elicitationId":"e1","url":"https://auth.example/x","message":"sign in"}]}}`
+	if got := TaskFailed(urlRequired, mcpspec.EraLegacy, json.RawMessage(`{"elicitation":{"url":{}}}`)); got.Code != wire.CodeURLElicitationRequired || got.Data == nil {
+		t.Errorf("URL elicitation required, for a client with URL mode: %+v", got)
+	}
+	if got := TaskFailed(urlRequired, mcpspec.EraLegacy, json.RawMessage(`{"elicitation":{}}`)); got.Code != wire.CodeInternalError {
+		t.Errorf("URL elicitation required, for a client without URL mode: %+v", got)
 	}
 	if got := TaskCancelled("t1.x"); got.Code != wire.CodeInternalError || !strings.Contains(got.Message, "cancelled") {
 		t.Errorf("cancelled: %+v", got)

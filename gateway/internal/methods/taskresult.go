@@ -75,7 +75,7 @@ func (s *Server) taskResult(ctx context.Context, req *Request, resp Responder) (
 			}
 			return result, nil
 		case wire.TaskFailed:
-			return nil, mcperr.TaskFailed(t.GetErrorJson(), req.Era)
+			return nil, mcperr.TaskFailed(t.GetErrorJson(), req.Era, req.ClientCaps)
 		case wire.TaskCancelled:
 			return nil, mcperr.TaskCancelled(id)
 		case wire.TaskInputRequired:

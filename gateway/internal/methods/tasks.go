@@ -126,7 +126,7 @@ func (s *Server) taskDetails(req *Request, t *aggregatorv1.Task) (wire.Object, *
 		}
 		details["result"] = result
 	case wire.TaskFailed:
-		details.Set("error", mcperr.TaskFailed(t.GetErrorJson(), req.Era))
+		details.Set("error", mcperr.TaskFailed(t.GetErrorJson(), req.Era, req.ClientCaps))
 	}
 	return details, nil
 }
