@@ -37,7 +37,7 @@ func Setup(ctx context.Context, cfg config.Telemetry, serviceName, version strin
 	if cfg.SampleRatio != nil {
 		ratio = *cfg.SampleRatio
 	}
-	rootSampler.Store(ratio)
+	setRootSampler(sdktrace.TraceIDRatioBased(ratio))
 	if cfg.OTLPEndpoint == "" {
 		recording.Store(false)
 		return func(context.Context) error { return nil }, nil
@@ -94,12 +94,13 @@ func spanLimits() sdktrace.SpanLimits {
 	return l
 }
 
-// rootSampler is telemetry.sampleRatio, as Setup was given it (1 until).
-var rootSampler = func() *atomic.Value {
-	var v atomic.Value
-	v.Store(1.0)
-	return &v
-}()
+// rootSampler samples the new traces NewRoot makes at
+// telemetry.sampleRatio, as Setup was given it; every one until then.
+var rootSampler atomic.Pointer[sdktrace.Sampler]
+
+func init() { setRootSampler(sdktrace.AlwaysSample()) }
+
+func setRootSampler(s sdktrace.Sampler) { rootSampler.Store(&s) }
 
 // NewRoot is the span context of a new trace for a request a process
 // opens no span of (it exports none): random ids, sampled as
@@ -111,9 +112,8 @@ func NewRoot() trace.SpanContext {
 	var ids [24]byte
 	_, _ = rand.Read(ids[:]) // never fails (crypto/rand)
 	cfg := trace.SpanContextConfig{TraceID: trace.TraceID(ids[:16]), SpanID: trace.SpanID(ids[16:])}
-	ratio, _ := rootSampler.Load().(float64)
 	p := sdktrace.SamplingParameters{ParentContext: context.Background(), TraceID: cfg.TraceID}
-	if sdktrace.TraceIDRatioBased(ratio).ShouldSample(p).Decision == sdktrace.RecordAndSample {
+	if (*rootSampler.Load()).ShouldSample(p).Decision == sdktrace.RecordAndSample {
 		cfg.TraceFlags = trace.FlagsSampled
 	}
 	return trace.NewSpanContext(cfg)

@@ -9,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
@@ -89,7 +90,7 @@ func TestOneSpanCostsNoOtherSpans(t *testing.T) {
 // sample them as their own; an unsampled one would have made every
 // service after it, exporting at any ratio, drop the request's trace.
 func TestNewRootIsSampledAsNewTraces(t *testing.T) {
-	t.Cleanup(func() { rootSampler.Store(1.0) })
+	t.Cleanup(func() { setRootSampler(sdktrace.AlwaysSample()) })
 	for _, c := range []struct {
 		ratio       float64
 		sampled, of int
