@@ -1,31 +1,19 @@
 package lifecycle
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/switchboard-mcp/switchboard/services/audit"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
 
 // A reload attempt is one config_reload event: ok, or rejected with the
 // reason on one line.
 func TestRecordReload(t *testing.T) {
-	var out lockedBuffer
+	var out testkit.LogBuffer
 	w, err := audit.New(audit.Options{Service: "gateway", Sinks: []audit.Sink{audit.NewJSONLines("test", &out)}})
 	if err != nil {
 		t.Fatal(err)
@@ -34,13 +22,13 @@ func TestRecordReload(t *testing.T) {
 	RecordReload(w, "switchboard.yaml", errors.Join(errors.New("audit.sink (line 3, from ${AUDIT_SINK}): want off, stdout or file"), errors.New("reload.interval (line 1): want at least 100ms")), false)
 	RecordReload(nil, "switchboard.yaml", nil, false) // no trail: nothing, no panic
 	w.Close()
-	lines := strings.Split(strings.TrimSpace(out.buf.String()), "\n")
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 2 {
-		t.Fatalf("%d events, want 2:\n%s", len(lines), out.buf.String())
+		t.Fatalf("%d events, want 2:\n%s", len(lines), out.String())
 	}
 	var ok, rejected audit.Event
 	if json.Unmarshal([]byte(lines[0]), &ok) != nil || json.Unmarshal([]byte(lines[1]), &rejected) != nil {
-		t.Fatalf("not JSON lines:\n%s", out.buf.String())
+		t.Fatalf("not JSON lines:\n%s", out.String())
 	}
 	if ok.Kind != audit.KindConfigReload || ok.Outcome != audit.OutcomeOK || ok.Detail != "SIGHUP" || ok.Resource != "switchboard.yaml" || ok.Service != "gateway" {
 		t.Errorf("in force: %+v", ok)

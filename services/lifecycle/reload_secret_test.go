@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // eventSink hands the events written to it to the test.
@@ -49,7 +50,7 @@ func TestRejectedReloadShowsNoExpandedValue(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	var log lockedBuffer
+	var log testkit.LogBuffer
 	env := Env{Service: "gateway", Config: cfg, Log: slog.New(slog.NewTextHandler(&log, nil)), ConfigPath: path, configRaw: raw}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -109,10 +110,4 @@ func TestRejectedReloadShowsNoExpandedValue(t *testing.T) {
 	if !strings.Contains(logged, "${SWITCHBOARD_TEST_RELOAD_SECRET}") {
 		t.Errorf("the log does not name the variable:\n%s", logged)
 	}
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -1,7 +1,6 @@
 package pinning
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -126,17 +125,9 @@ func names(l *backend.Lists) string {
 	return strings.Join(n, ",")
 }
 
-type logs struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
+type logs struct{ testkit.LogBuffer }
 
-func (l *logs) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.buf.Write(p) }
-func (l *logs) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.buf.String(), s)
-}
+func (l *logs) count(s string) int { return strings.Count(l.String(), s) }
 
 func newGuard(t *testing.T, mode string, ix *recordingIndexer) (*Guard, *logs, *prometheus.Registry) {
 	lg := &logs{}
@@ -175,7 +166,7 @@ func TestFilterPinQuarantinesChangedTools(t *testing.T) {
 	g, lg, reg := newGuard(t, config.PinningPin, ix)
 	timeline := traffic.New()
 	g.SetTimeline(timeline)
-	var trail syncBuffer
+	var trail testkit.LogBuffer
 	w, err := audit.New(audit.Options{Service: "aggregator", Sinks: []audit.Sink{audit.NewJSONLines("test", &trail)}})
 	if err != nil {
 		t.Fatal(err)
@@ -217,15 +208,15 @@ func TestFilterPinQuarantinesChangedTools(t *testing.T) {
 	if n := lg.count("quarantined until an operator approves"); n != 1 {
 		t.Errorf("%d quarantine log lines, want 1 (once per changed definition)", n)
 	}
-	if !strings.Contains(lg.buf.String(), "tool=echo") || metric(t, reg, "switchboard_aggregator_pinning_quarantined_tools", "alpha") != 1 ||
+	if !strings.Contains(lg.String(), "tool=echo") || metric(t, reg, "switchboard_aggregator_pinning_quarantined_tools", "alpha") != 1 ||
 		metric(t, reg, "switchboard_aggregator_pinning_quarantines_total", "alpha") != 1 {
-		t.Errorf("quarantine not logged with the tool, or not counted:\n%s", lg.buf.String())
+		t.Errorf("quarantine not logged with the tool, or not counted:\n%s", lg.String())
 	}
 	// One quarantine event in the audit trail, like the log line.
 	w.Close()
 	var e audit.Event
-	if err := json.Unmarshal(trail.bytes(), &e); err != nil || strings.Count(string(trail.bytes()), "\n") != 1 {
-		t.Fatalf("trail %q: %v; want one event", trail.bytes(), err)
+	if err := json.Unmarshal([]byte(trail.String()), &e); err != nil || strings.Count(string([]byte(trail.String())), "\n") != 1 {
+		t.Fatalf("trail %q: %v; want one event", []byte(trail.String()), err)
 	}
 	if e.Kind != audit.KindQuarantine || e.Outcome != audit.OutcomeQuarantined || e.Backend != "alpha" || e.Tool != "echo" || !strings.Contains(e.Detail, "sha256") {
 		t.Errorf("quarantine event %+v", e)
@@ -270,7 +261,7 @@ func TestFilterWarnAndOff(t *testing.T) {
 		t.Fatal("warn mode filtered a changed tool")
 	}
 	if lg.count("warn: still listed") != 1 || metric(t, reg, "switchboard_aggregator_pinning_warnings_total", "alpha") != 1 {
-		t.Errorf("warn mode did not log and count the change:\n%s", lg.buf.String())
+		t.Errorf("warn mode did not log and count the change:\n%s", lg.String())
 	}
 
 	off := New(config.PinningOff, nil, slog.New(slog.NewTextHandler(lg, nil)), nil)
@@ -305,7 +296,7 @@ func TestFilterPinFailsClosed(t *testing.T) {
 		t.Fatalf("with the indexer down: %q, want the approved echo,add and fresh held back", names(out["alpha"]))
 	}
 	if lg.count("recording tool definitions with the indexer failed") != 1 {
-		t.Errorf("the failure was not logged once:\n%s", lg.buf.String())
+		t.Errorf("the failure was not logged once:\n%s", lg.String())
 	}
 	select {
 	case <-g.retry:
@@ -326,21 +317,4 @@ func TestFilterPinFailsClosed(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-// syncBuffer is a buffer the audit writer's goroutine writes to.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-func (b *syncBuffer) bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]byte(nil), b.buf.Bytes()...)
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -83,12 +84,7 @@ func TestStreamsEndWithTheirCredential(t *testing.T) {
 // once ended every one: the new authenticator, with no keys yet, refused
 // them all); a token's stream ends when the token does.
 func TestOIDCStreamsOutliveAnIssuerOutage(t *testing.T) {
-	is := newTestIssuer(t)
-	b := startBackends(t)
-	cfg := testGatewayConfig(b)
-	cfg.Auth = config.GatewayAuth{Mode: "oidc", OIDC: config.OIDC{Issuer: testIssuerName, Audience: "switchboard", JWKSURL: is.srv.URL,
-		JWKSRefresh: config.JWKSRefresh{Timeout: config.Duration(time.Second)}}}
-	gw, srv := startGateway(t, b, cfg)
+	is, cfg, gw, srv := startOIDCGateway(t, config.JWKSRefresh{Timeout: config.Duration(time.Second)})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	_, lines := openStream(t, ctx, srv.URL+"/mcp", modernHeaders("subscriptions/listen", "Authorization", "Bearer "+is.token(t, "carol", "switchboard")),
@@ -115,11 +111,7 @@ func TestOIDCStreamsOutliveAnIssuerOutage(t *testing.T) {
 // outage of the issuer; the new authenticator once started with none,
 // and refused every token until the issuer came back.
 func TestReloadKeepsHeldSigningKeys(t *testing.T) {
-	is := newTestIssuer(t)
-	b := startBackends(t)
-	cfg := testGatewayConfig(b)
-	cfg.Auth = config.GatewayAuth{Mode: "oidc", OIDC: config.OIDC{Issuer: testIssuerName, Audience: "switchboard", JWKSURL: is.srv.URL}}
-	gw, srv := startGateway(t, b, cfg)
+	is, cfg, gw, srv := startOIDCGateway(t, config.JWKSRefresh{})
 	tok := is.token(t, "alice", "switchboard")
 	if got := postDiscover(t, srv.URL, tok); got != http.StatusOK {
 		t.Fatalf("before the outage: HTTP %d", got)
@@ -133,4 +125,16 @@ func TestReloadKeepsHeldSigningKeys(t *testing.T) {
 	if got := postDiscover(t, srv.URL, tok); got != http.StatusOK {
 		t.Errorf("during the outage, after a reload of gateway.auth.oidc.jwksRefresh.maxAge: HTTP %d", got)
 	}
+}
+
+// startOIDCGateway is a gateway authenticating callers with a test
+// issuer's tokens (its keys fetched with refresh), and its configuration.
+func startOIDCGateway(t *testing.T, refresh config.JWKSRefresh) (*testIssuer, config.Gateway, *Gateway, *httptest.Server) {
+	t.Helper()
+	is := newTestIssuer(t)
+	b := startBackends(t)
+	cfg := testGatewayConfig(b)
+	cfg.Auth = config.GatewayAuth{Mode: "oidc", OIDC: config.OIDC{Issuer: testIssuerName, Audience: "switchboard", JWKSURL: is.srv.URL, JWKSRefresh: refresh}}
+	gw, srv := startGateway(t, b, cfg)
+	return is, cfg, gw, srv
 }

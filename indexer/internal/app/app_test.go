@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -44,22 +43,10 @@ const gatewayToken = "gateway-test-token"
 const fakeAggregatorToken = "fake-aggregator-token"
 
 // logBuffer collects the indexer's log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
+type logBuffer struct{ testkit.LogBuffer }
 
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) count(s string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Count(b.buf.String(), s)
-}
+// count is how many times s was logged.
+func (b *logBuffer) count(s string) int { return strings.Count(b.String(), s) }
 
 type harness struct {
 	addr     string
@@ -149,7 +136,7 @@ func (h *harness) startIndexer(t testing.TB, databaseURL string, configure ...fu
 			t.Errorf("app.Run: %v", err)
 		}
 		if t.Failed() {
-			t.Logf("indexer log:\n%s", h.logs.buf.String())
+			t.Logf("indexer log:\n%s", h.logs.String())
 		}
 	})
 	h.addr = idxLis.Addr().String()

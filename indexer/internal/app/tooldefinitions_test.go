@@ -413,7 +413,7 @@ gateway:
 			t.Errorf("app.RunEnv: %v", err)
 		}
 		if t.Failed() {
-			t.Logf("indexer log:\n%s", logs.buf.String())
+			t.Logf("indexer log:\n%s", logs.String())
 		}
 	})
 	h := &harness{addr: lis.Addr().String()}
