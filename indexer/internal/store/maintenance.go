@@ -9,7 +9,8 @@ import (
 )
 
 // MigrateWithRetry applies the migrations, retrying with capped
-// exponential backoff while the backing store is unreachable. Other
+// exponential backoff while the backing store is unreachable or a table a
+// migration changes is held by another session (ErrLockBusy). Other
 // failures (a broken migration) are returned: retrying would not fix them.
 // It returns nil without migrating when ctx ends first.
 func MigrateWithRetry(ctx context.Context, st Store, log *slog.Logger) error {
@@ -24,10 +25,14 @@ func MigrateWithRetry(ctx context.Context, st Store, log *slog.Logger) error {
 			return nil
 		}
 		var unavailable *UnavailableError
-		if !errors.As(err, &unavailable) {
+		switch {
+		case errors.Is(err, ErrLockBusy):
+			log.WarnContext(ctx, "a migration waited too long for a table another session holds; retrying", "error", err, "backoff", backoff)
+		case errors.As(err, &unavailable):
+			log.WarnContext(ctx, "database unreachable; retrying migrations", "error", err, "backoff", backoff)
+		default:
 			return fmt.Errorf("migrate: %w", err)
 		}
-		log.WarnContext(ctx, "database unreachable; retrying migrations", "error", err, "backoff", backoff)
 		select {
 		case <-ctx.Done():
 			return nil

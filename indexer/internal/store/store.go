@@ -93,6 +93,11 @@ type Sessions interface {
 // garbage-collected since it was looked up).
 var ErrScopeNotFound = errors.New("scope not found")
 
+// ErrLockBusy: a migration gave up waiting for a lock on a table it
+// changes, held by another session (a replica of the previous version in
+// a transaction); nothing of it was applied. Try again later.
+var ErrLockBusy = errors.New("a table the migration changes is locked by another session")
+
 // UnavailableError wraps an error that means the backing store cannot be
 // reached; callers may retry later.
 type UnavailableError struct{ Err error }

@@ -12,6 +12,11 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
 )
 
 //go:embed migrations/*.sql
@@ -46,10 +51,25 @@ func loadMigrations() ([]migration, error) {
 	return ms, nil
 }
 
+// defaultMigrationLockTimeout is how long a migration waits for a lock on
+// a table it changes. A migration that alters a table needs it alone, and
+// while it waits behind a transaction of a replica still running the
+// previous version, every other statement on that table queues behind
+// the migration: a short wait that gives up and is tried again later
+// costs the upgrade a few seconds instead of stalling the cluster's
+// traffic for as long as the other transaction lasts.
+const defaultMigrationLockTimeout = 3 * time.Second
+
+// lockNotAvailable is PostgreSQL's SQLSTATE for a lock_timeout expiring.
+const lockNotAvailable = "55P03"
+
 // Migrate applies the embedded migrations that the schema_migrations table
 // does not list yet, each in its own transaction. A session advisory lock
 // makes concurrent replicas take turns: the first applies, the others find
-// nothing left to do. It returns how many migrations it applied.
+// nothing left to do. It returns how many migrations it applied. A
+// migration that waited longer than the store's migration lock timeout
+// for a table is rolled back and the error is a store.ErrLockBusy: try
+// again later.
 func (s *Store) Migrate(ctx context.Context) (int, error) {
 	n, err := s.migrate(ctx)
 	return n, classify(err)
@@ -97,8 +117,16 @@ func (s *Store) migrate(ctx context.Context) (int, error) {
 		if err != nil {
 			return count, err
 		}
+		// SET LOCAL takes no parameters; the value is the store's own.
+		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", s.migrationLockTimeout.Milliseconds())); err != nil {
+			_ = tx.Rollback(ctx)
+			return count, fmt.Errorf("migration %s: %w", m.name, err)
+		}
 		if _, err := tx.Exec(ctx, m.sql); err != nil {
 			_ = tx.Rollback(ctx)
+			if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == lockNotAvailable {
+				return count, fmt.Errorf("migration %s: %w (waited %s)", m.name, store.ErrLockBusy, s.migrationLockTimeout)
+			}
 			return count, fmt.Errorf("migration %s: %w", m.name, err)
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {

@@ -38,6 +38,8 @@ type Store struct {
 	pool  *pgxpool.Pool
 	cache *scopeCache
 	stems *stemCache
+	// migrationLockTimeout is Options.MigrationLockTimeout (migrate.go).
+	migrationLockTimeout time.Duration
 }
 
 var _ store.Store = (*Store)(nil)
@@ -54,6 +56,9 @@ type Options struct {
 	// kilobyte (the document's postings, its vector of meaning, its
 	// places), each document about three more (docs/operations.md).
 	CachedMemberships int
+	// MigrationLockTimeout bounds how long a migration waits for a lock on
+	// a table it changes (defaultMigrationLockTimeout when 0).
+	MigrationLockTimeout time.Duration
 }
 
 // CacheStats reports what the cache of scopes searched from memory holds
@@ -92,7 +97,11 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if opts.CachedMemberships <= 0 {
 		opts.CachedMemberships = config.DefaultScopeCacheMemberships
 	}
-	return &Store{pool: pool, cache: newScopeCache(opts.CachedDocuments, opts.CachedMemberships), stems: newStemCache(stemCacheBytes)}, nil
+	if opts.MigrationLockTimeout <= 0 {
+		opts.MigrationLockTimeout = defaultMigrationLockTimeout
+	}
+	return &Store{pool: pool, cache: newScopeCache(opts.CachedDocuments, opts.CachedMemberships), stems: newStemCache(stemCacheBytes),
+		migrationLockTimeout: opts.MigrationLockTimeout}, nil
 }
 
 // Close closes the pool.

@@ -1,7 +1,9 @@
 package postgres_test
 
 import (
+	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -243,5 +245,56 @@ func TestUnseenToolDefinitionsAreCollected(t *testing.T) {
 	c, err := st.CollectGarbage(ctx, time.Hour)
 	if err != nil || c.ToolDefinitions != 20 || count() != 1 {
 		t.Fatalf("after the retention: collected %d (%v), %d left; want the 20 never approved dropped, the approved one kept", c.ToolDefinitions, err, count())
+	}
+}
+
+// A migration that needs a table another session holds (a replica of the
+// previous version in a long transaction) gives up after the lock timeout
+// instead of waiting as long as that transaction lasts, with every other
+// statement on the table queued behind it, and applies once the table is
+// free.
+func TestMigrationGivesUpOnAHeldTable(t *testing.T) {
+	ctx := t.Context()
+	if err := env.Cluster.CreateDatabase(ctx, "heldtable"); err != nil {
+		t.Fatal(err)
+	}
+	url := env.Cluster.URL("heldtable")
+	st, err := postgres.Open(ctx, url, postgres.Options{MigrationLockTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Make the last migration pending again.
+	if _, err := st.Pool().Exec(ctx, `ALTER TABLE audit_events DROP COLUMN via; DELETE FROM schema_migrations WHERE version = 13`); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := st.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback(ctx) }()
+	if _, err := holder.Exec(ctx, `SELECT count(*) FROM audit_events`); err != nil {
+		t.Fatal(err)
+	}
+
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	applied, err := st.Migrate(waitCtx)
+	if !errors.Is(err, store.ErrLockBusy) || applied != 0 {
+		t.Fatalf("Migrate with the table held = %d, %v; want 0, ErrLockBusy", applied, err)
+	}
+	var recorded int
+	if err := st.Pool().QueryRow(ctx, `SELECT count(*) FROM schema_migrations WHERE version = 13`).Scan(&recorded); err != nil || recorded != 0 {
+		t.Fatalf("the migration given up on is recorded: %d, %v", recorded, err)
+	}
+
+	if err := holder.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if applied, err := st.Migrate(ctx); err != nil || applied != 1 {
+		t.Fatalf("Migrate with the table free = %d, %v; want 1", applied, err)
 	}
 }
