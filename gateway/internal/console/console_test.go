@@ -907,3 +907,39 @@ func TestHealthLanesStartFromThePreviousState(t *testing.T) {
 		t.Errorf("beta's segments %+v, want one, degraded", s)
 	}
 }
+
+// TestMergeKeepsEachReplicasOwnChanges merges two replicas that each saw
+// a backend fail, recover and fail again within a minute, and two
+// reloads half a minute apart: every change appears once, the second
+// failure and the second reload included. The merge once took any
+// repeat of a change within a minute for another replica's report of it,
+// so the lane ended healthy.
+func TestMergeKeepsEachReplicasOwnChanges(t *testing.T) {
+	from := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	at := func(s int) *timestamppb.Timestamp { return timestamppb.New(from.Add(30*time.Minute + time.Duration(s)*time.Second)) }
+	seen := func(skew int) []*aggregatorv1.HealthEvent {
+		return []*aggregatorv1.HealthEvent{
+			{Time: at(skew), Backend: "alpha", State: "unhealthy", PreviousState: "healthy", Detail: "was healthy"},
+			{Time: at(5 + skew), State: "reload", Detail: "the configuration was reloaded"},
+			{Time: at(10 + skew), Backend: "alpha", State: "healthy", PreviousState: "unhealthy", Detail: "was unhealthy"},
+			{Time: at(20 + skew), Backend: "alpha", State: "unhealthy", PreviousState: "healthy", Detail: "was healthy"},
+			{Time: at(35 + skew), State: "reload", Detail: "the configuration was reloaded"},
+		}
+	}
+	merged := mergeTraffic([]*aggregatorv1.GetTrafficResponse{
+		{Replica: "aggregator-0", HealthEvents: seen(0)},
+		{Replica: "aggregator-1", HealthEvents: seen(1)},
+	})
+	var got []string
+	for _, e := range merged.GetHealthEvents() {
+		got = append(got, e.GetState())
+	}
+	if want := []string{"unhealthy", "reload", "healthy", "unhealthy", "reload"}; !slices.Equal(got, want) {
+		t.Fatalf("merged changes %v, want %v", got, want)
+	}
+	lanes := healthLanes([]*aggregatorv1.Backend{{Name: "alpha", Health: aggregatorv1.BackendHealth_BACKEND_HEALTH_UNHEALTHY}},
+		merged.GetHealthEvents(), from, from.Add(time.Hour))
+	if segs := lanes[0].Segments; segs[len(segs)-1].State != "unhealthy" {
+		t.Errorf("the lane ends %q although the backend failed again", segs[len(segs)-1].State)
+	}
+}

@@ -12,8 +12,9 @@ import (
 	"strings"
 	"time"
 
-	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 )
 
 // The traffic page draws the last hour of tool calls as the aggregator
@@ -340,46 +341,6 @@ func latencyText(ms float64) string {
 	return "≤ " + number(ms) + " ms"
 }
 
-// healthLanes draws each backend's hour from its changes: the state it
-// was in before the first (the change's previous_state), else the one it
-// is in now, then each change's; reloads and quarantines as marks.
-func healthLanes(backends []*aggregatorv1.Backend, events []*aggregatorv1.HealthEvent, from, to time.Time) []healthLane {
-	span := to.Sub(from)
-	if span <= 0 {
-		return nil
-	}
-	x := func(t time.Time) float64 { return chartW * float64(max(t.Sub(from), 0)) / float64(span) }
-	var lanes []healthLane
-	for _, b := range backends {
-		lane := healthLane{Backend: b.GetName(), Now: healthNames[b.GetHealth()]}
-		state, at := lane.Now, from
-		var changes []*aggregatorv1.HealthEvent
-		for _, e := range events {
-			switch {
-			case e.GetBackend() == "" && e.GetState() == "reload":
-				lane.Marks = append(lane.Marks, mark{X: x(e.GetTime().AsTime()), Kind: "reload", Title: e.GetTime().AsTime().UTC().Format("15:04:05") + " reload: " + e.GetDetail()})
-			case e.GetBackend() != b.GetName():
-			case e.GetState() == "quarantine":
-				lane.Marks = append(lane.Marks, mark{X: x(e.GetTime().AsTime()), Kind: "quarantine", Title: e.GetTime().AsTime().UTC().Format("15:04:05") + " " + e.GetDetail()})
-			default:
-				changes = append(changes, e)
-			}
-		}
-		if len(changes) > 0 && changes[0].GetPreviousState() != "" {
-			state = changes[0].GetPreviousState()
-		}
-		for _, e := range changes {
-			t := e.GetTime().AsTime()
-			lane.Segments = append(lane.Segments, segment{X: x(at), W: x(t) - x(at), State: state,
-				Title: fmt.Sprintf("%s from %s", state, at.UTC().Format("15:04:05"))})
-			state, at = e.GetState(), t
-		}
-		lane.Segments = append(lane.Segments, segment{X: x(at), W: chartW - x(at), State: state, Title: fmt.Sprintf("%s from %s", state, at.UTC().Format("15:04:05"))})
-		lanes = append(lanes, lane)
-	}
-	return lanes
-}
-
 // maxReplicaReads bounds the GetTraffic calls of one page.
 const maxReplicaReads = 16
 
@@ -436,9 +397,8 @@ func addCell(dst, src *aggregatorv1.TrafficCell) {
 }
 
 // mergeTraffic sums replicas' hours: minute by minute (by start), each
-// name's counts and latency histograms; their health events in time
-// order, a change every replica saw once (the same backend, state and
-// detail within a minute of the last).
+// name's counts and latency histograms; their health events as
+// mergeHealthEvents merges them.
 func mergeTraffic(parts []*aggregatorv1.GetTrafficResponse) *aggregatorv1.GetTrafficResponse {
 	if len(parts) == 1 {
 		return parts[0]
@@ -480,19 +440,6 @@ func mergeTraffic(parts []*aggregatorv1.GetTrafficResponse) *aggregatorv1.GetTra
 		})
 		out.Minutes = append(out.Minutes, m)
 	}
-	var events []*aggregatorv1.HealthEvent
-	for _, p := range parts {
-		events = append(events, p.GetHealthEvents()...)
-	}
-	slices.SortStableFunc(events, func(a, b *aggregatorv1.HealthEvent) int { return a.GetTime().AsTime().Compare(b.GetTime().AsTime()) })
-	last := map[string]*aggregatorv1.HealthEvent{}
-	for _, e := range events {
-		k := e.GetBackend() + "\x00" + e.GetState() + "\x00" + e.GetDetail()
-		if prev := last[k]; prev != nil && e.GetTime().AsTime().Sub(prev.GetTime().AsTime()) < time.Minute {
-			continue
-		}
-		last[k] = e
-		out.HealthEvents = append(out.HealthEvents, e)
-	}
+	out.HealthEvents = mergeHealthEvents(parts)
 	return out
 }
