@@ -318,6 +318,8 @@ func (g Gateway) WithDefaults() Gateway {
 	if g.Optimizer.Limit <= 0 {
 		g.Optimizer.Limit = DefaultSearchLimit
 	}
+	// The indexer answers at most MaxIndexerLimit hits, whatever is asked.
+	g.Optimizer.Limit = min(g.Optimizer.Limit, MaxIndexerLimit)
 	if g.Streams.MaxPerPrincipal <= 0 {
 		g.Streams.MaxPerPrincipal = DefaultStreamsPerPrincipal
 	}

@@ -45,3 +45,16 @@ func TestValidateEdge(t *testing.T) {
 		}
 	}
 }
+
+// find_tool's hits are at most the indexer's bound: a larger
+// optimizer.limit is taken as that bound, so that nothing built on it
+// (the console's search form, whose field allows at most the bound)
+// asks for more than any search answers.
+func TestOptimizerLimitIsAtMostTheIndexers(t *testing.T) {
+	for _, c := range []struct{ set, want int }{{0, DefaultSearchLimit}, {12, 12}, {MaxIndexerLimit, MaxIndexerLimit}, {100, MaxIndexerLimit}} {
+		g := Gateway{Optimizer: Optimizer{Limit: c.set}}.WithDefaults()
+		if g.Optimizer.Limit != c.want {
+			t.Errorf("optimizer.limit %d became %d, want %d", c.set, g.Optimizer.Limit, c.want)
+		}
+	}
+}

@@ -6,19 +6,18 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/switchboard-mcp/switchboard/services/config"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 )
-
-// maxSearchLimit is the indexer's bound on hits.
-const maxSearchLimit = 50
 
 type searchData struct {
 	View     viewAs
 	Query    string
 	Keywords string
 	// Limit is the hits asked for: gateway.optimizer.limit, find_tool's
-	// own, unless the form says otherwise.
-	Limit int
+	// own, unless the form says otherwise; at most MaxLimit, the
+	// indexer's bound.
+	Limit, MaxLimit int
 	// Searched is set once a query ran.
 	Searched bool
 	Resp     *indexerv1.SearchResponse
@@ -47,10 +46,10 @@ func (c *Console) searchPage(w http.ResponseWriter, r *http.Request, s session) 
 	// Keywords are find_tool's keyword array: one per line, or repeated
 	// keywords= parameters (a keyword may hold a comma).
 	keywords := readLines(q["keywords"])
-	d := searchData{View: v, Query: q.Get("q"), Keywords: strings.Join(keywords, "\n"), Limit: c.live.Load().searchLimit}
+	d := searchData{View: v, Query: q.Get("q"), Keywords: strings.Join(keywords, "\n"), Limit: c.live.Load().searchLimit, MaxLimit: config.MaxIndexerLimit}
 	p.Data = &d
 	if n, convErr := strconv.Atoi(q.Get("limit")); convErr == nil && n > 0 {
-		d.Limit = min(n, maxSearchLimit)
+		d.Limit = min(n, config.MaxIndexerLimit)
 	}
 	switch {
 	case err != nil:
