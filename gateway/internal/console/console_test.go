@@ -468,10 +468,10 @@ func TestEventLogIsARing(t *testing.T) {
 	}
 }
 
-type stateFunc func(context.Context, int) ([]RateLimitBucket, error)
+type stateFunc func(context.Context, BucketQuery) ([]RateLimitBucket, string, error)
 
-func (f stateFunc) RateLimitBuckets(ctx context.Context, n int) ([]RateLimitBucket, error) {
-	return f(ctx, n)
+func (f stateFunc) RateLimitBuckets(ctx context.Context, q BucketQuery) ([]RateLimitBucket, string, error) {
+	return f(ctx, q)
 }
 
 func TestRateLimitsPage(t *testing.T) {
@@ -480,21 +480,21 @@ func TestRateLimitsPage(t *testing.T) {
 		want  []string
 	}{
 		"no RPC": {nil, []string{"not available"}},
-		"unimplemented": {stateFunc(func(context.Context, int) ([]RateLimitBucket, error) {
-			return nil, status.Error(codes.Unimplemented, "unknown method")
+		"unimplemented": {stateFunc(func(context.Context, BucketQuery) ([]RateLimitBucket, string, error) {
+			return nil, "", status.Error(codes.Unimplemented, "unknown method")
 		}), []string{"not available"}},
-		"failing": {stateFunc(func(context.Context, int) ([]RateLimitBucket, error) {
-			return nil, status.Error(codes.Unavailable, "indexer down")
+		"failing": {stateFunc(func(context.Context, BucketQuery) ([]RateLimitBucket, string, error) {
+			return nil, "", status.Error(codes.Unavailable, "indexer down")
 		}), []string{"indexer down"}},
-		"state": {stateFunc(func(_ context.Context, n int) ([]RateLimitBucket, error) {
-			return []RateLimitBucket{{Key: "per-user|principal|<alice>", Tokens: 3.5, Burst: 20, RatePerSecond: 10, Updated: time.Now(), Configured: true}}, nil
+		"state": {stateFunc(func(context.Context, BucketQuery) ([]RateLimitBucket, string, error) {
+			return []RateLimitBucket{{Key: "per-user|principal|<alice>", Tokens: 3.5, Burst: 20, RatePerSecond: 10, Updated: time.Now(), Configured: true}}, "", nil
 		}), []string{"per-user|principal|&lt;alice&gt;", "3.50", "<td>20</td><td>10/s</td>"}},
-		"slow and unconfigured": {stateFunc(func(_ context.Context, n int) ([]RateLimitBucket, error) {
+		"slow and unconfigured": {stateFunc(func(context.Context, BucketQuery) ([]RateLimitBucket, string, error) {
 			return []RateLimitBucket{
 				{Key: "hourly|principal|bob", Tokens: 0.5, Burst: 2, RatePerSecond: 1.0 / 3600, Updated: time.Now(), Configured: true},
 				{Key: "per-minute|principal|bob", Tokens: 1, Burst: 2, RatePerSecond: 0.5, Updated: time.Now(), Configured: true},
 				{Key: "removed|principal|carol", Tokens: 4.25, Updated: time.Now()},
-			}, nil
+			}, "", nil
 		}), []string{"<td>2</td><td>1/h</td>", "<td>2</td><td>30/m</td>", "4.25", `<td colspan="2" class="unconfigured">limit no longer configured</td>`}},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -514,6 +514,50 @@ func TestRateLimitsPage(t *testing.T) {
 				t.Errorf("a rate or burst is shown as zero:\n%s", body)
 			}
 		})
+	}
+}
+
+// More buckets than a page shows: the page says so and links to the next
+// ones, and a limit's link shows that limit's buckets alone. The page
+// once showed the first 500 and said nothing of the rest, so a
+// principal beyond them looked as if it had never taken a token.
+func TestRateLimitsPageLeadsToEveryBucket(t *testing.T) {
+	const exist = 600
+	var asked []BucketQuery
+	state := stateFunc(func(_ context.Context, q BucketQuery) ([]RateLimitBucket, string, error) {
+		asked = append(asked, q)
+		first := 0
+		if q.After != "" {
+			first, _ = strconv.Atoi(q.After)
+		}
+		var out []RateLimitBucket
+		for i := first; i < exist && len(out) < q.Size; i++ {
+			out = append(out, RateLimitBucket{Key: fmt.Sprintf("per-user|principal|user-%04d", i), Tokens: 1, Burst: 20, RatePerSecond: 10, Updated: time.Now(), Configured: true})
+		}
+		next := ""
+		if first+len(out) < exist {
+			next = strconv.Itoa(first + len(out))
+		}
+		return out, next, nil
+	})
+	con := startConsole(t, state, nil)
+	c := loggedIn(t, con)
+	_, body, _ := get(t, c, con.srv.URL+"/console/ratelimits")
+	if !strings.Contains(body, "user-0499") || strings.Contains(body, "user-0500") || !strings.Contains(body, `<a href="/console/ratelimits?after=500">the next ones</a>`) {
+		t.Fatalf("the first page does not lead to the buckets after it:\n%s", body)
+	}
+	code, body, _ := get(t, c, con.srv.URL+"/console/ratelimits?after=500&limit=per-user")
+	if code != http.StatusOK || !strings.Contains(body, "user-0599") || strings.Contains(body, "user-0499") || strings.Contains(body, "the next ones") {
+		t.Fatalf("the second page (%d):\n%s", code, body)
+	}
+	if q := asked[len(asked)-1]; q.Limit != "per-user" || q.After != "500" || q.Size != maxBuckets {
+		t.Fatalf("asked %+v", q)
+	}
+	for _, bad := range []string{"?limit=nosuch", "?after=" + strings.Repeat("x", maxBucketTokenBytes+1)} {
+		n := len(asked)
+		if code, _, _ := get(t, c, con.srv.URL+"/console/ratelimits"+bad); code != http.StatusBadRequest || len(asked) != n {
+			t.Errorf("%s: %d after asking the indexer %d times; want 400 without asking", bad[:min(len(bad), 20)], code, len(asked)-n)
+		}
 	}
 }
 

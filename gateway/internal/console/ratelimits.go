@@ -3,8 +3,11 @@ package console
 import (
 	"context"
 	"errors"
+	"html/template"
 	"math"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,8 +18,13 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 )
 
-// maxBuckets is the most bucket states the page asks for.
+// maxBuckets is the most bucket states one page shows; a link leads to
+// the next ones.
 const maxBuckets = 500
+
+// maxBucketTokenBytes bounds a page token the page passes on (the RPC's
+// tokens are a bucket key, at most 1 KiB, in base64).
+const maxBucketTokenBytes = 2048
 
 // RateLimitBucket is the state of one rate-limit bucket.
 type RateLimitBucket struct {
@@ -41,12 +49,23 @@ type bucketRow struct {
 	Rate string
 }
 
+// BucketQuery asks for a page of buckets in key order.
+type BucketQuery struct {
+	// Limit is the name of the limit whose buckets are asked for; empty
+	// for every limit's.
+	Limit string
+	// After is the Next of the previous page; empty for the first.
+	After string
+	// Size is the most buckets the page holds.
+	Size int
+}
+
 // RateLimitState reads the buckets' state from the indexer (its
 // ListRateLimitBuckets RPC). An implementation whose indexer does not
 // have the RPC answers a status with code Unimplemented: the page then
-// shows the state as not available.
+// shows the state as not available. Next is empty on the last page.
 type RateLimitState interface {
-	RateLimitBuckets(ctx context.Context, limit int) ([]RateLimitBucket, error)
+	RateLimitBuckets(ctx context.Context, q BucketQuery) (buckets []RateLimitBucket, next string, err error)
 }
 
 // limitRow is one configured limit.
@@ -59,6 +78,10 @@ type rateLimitsData struct {
 	OnUnavailable string
 	Limits        []limitRow
 	Buckets       []bucketRow
+	// Shown is the limit whose buckets are shown, empty for every
+	// limit's; Next links to the buckets after these, if any.
+	Shown string
+	Next  template.URL
 	// StateNote says why the state is not shown.
 	StateNote string
 }
@@ -72,25 +95,41 @@ func (c *Console) rateLimitsPage(w http.ResponseWriter, r *http.Request, s sessi
 		d.Limits = append(d.Limits, limitRow{RateLimit: l, Methods: strings.Join(l.EffectiveMethods(), ", "), Match: describeMatch(l.Match)})
 	}
 	p := page{Title: "Rate limits", Active: "ratelimits", Session: &s, Data: &d}
+	q := r.URL.Query()
+	d.Shown = q.Get("limit")
+	code := http.StatusOK
 	switch {
 	case c.deps.RateLimits == nil:
 		d.StateNote = "Bucket state is not available from this indexer."
+	case d.Shown != "" && !slices.ContainsFunc(rl.Limits, func(l config.RateLimit) bool { return l.Name == d.Shown }):
+		code, d.StateNote, d.Shown = http.StatusBadRequest, "No rate limit of that name is configured.", ""
+	case len(q.Get("after")) > maxBucketTokenBytes:
+		code, d.StateNote = http.StatusBadRequest, "The page asked for is not one this page links to."
 	default:
 		ctx, cancel := rpcContext(r)
 		defer cancel()
-		buckets, err := c.deps.RateLimits.RateLimitBuckets(ctx, maxBuckets)
+		buckets, next, err := c.deps.RateLimits.RateLimitBuckets(ctx, BucketQuery{Limit: d.Shown, After: q.Get("after"), Size: maxBuckets})
 		switch {
 		case status.Code(err) == codes.Unimplemented || errors.Is(err, errors.ErrUnsupported):
 			d.StateNote = "Bucket state is not available from this indexer."
+		case status.Code(err) == codes.InvalidArgument:
+			code, d.StateNote = http.StatusBadRequest, "The page asked for is not one this page links to."
 		case err != nil:
 			_, d.StateNote, _ = rpcFailure("ListRateLimitBuckets", err)
 		default:
 			for _, b := range buckets {
 				d.Buckets = append(d.Buckets, bucketRow{RateLimitBucket: b, Rate: describeRate(b, rl)})
 			}
+			if next != "" {
+				v := url.Values{"after": {next}}
+				if d.Shown != "" {
+					v.Set("limit", d.Shown)
+				}
+				d.Next = template.URL("/console/ratelimits?" + v.Encode())
+			}
 		}
 	}
-	c.render(w, r, http.StatusOK, "ratelimits", p)
+	c.render(w, r, code, "ratelimits", p)
 }
 
 // describeMatch writes a limit's match as text.
