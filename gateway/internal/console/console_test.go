@@ -587,6 +587,15 @@ func TestReloadReplacesOperatorKeys(t *testing.T) {
 	if code != http.StatusBadRequest || !strings.Contains(body, "no virtual server") {
 		t.Fatalf("a server removed by the reload: %d\n%s", code, body)
 	}
+	// It is named by its key's place in the new list (second): a session
+	// once kept the place its key had at login (first), which now names
+	// another operator's key, on every page and log line.
+	if !strings.Contains(body, `<span class="who">operator key 2</span>`) || strings.Contains(body, "operator key 1") {
+		t.Errorf("the kept key's session is not named operator key 2:\n%s", body)
+	}
+	if _, body, _ = get(t, kept, tc.srv.URL+"/console/catalog"); !strings.Contains(tc.log.String(), `msg="console: catalog viewed as" operator="operator key 2"`) {
+		t.Errorf("the view is not logged as operator key 2:\n%s", tc.log.String())
+	}
 }
 
 // TestReloadKeepsTheOptimizerInForce: gateway.optimizer takes a restart

@@ -1,9 +1,6 @@
 package console
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -67,14 +64,17 @@ func (c *Console) loginKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := r.PostForm.Get("key")
-	n := c.matchKey(key)
+	n := 0
+	if key != "" {
+		n = keyPosition(keyDigest([]byte(key)), c.live.Load().operatorKeys)
+	}
 	if n == 0 {
 		c.deps.Log.Warn("console: failed login", "method", "key", "client", client)
 		c.showLogin(w, r, http.StatusUnauthorized, next, "That is not an operator key.")
 		return
 	}
 	c.fails.succeeded(client)
-	operator := fmt.Sprintf("operator key %d", n)
+	operator := keyOperator(n)
 	if err := c.startSession(w, r, operator, "key", keyDigest([]byte(key))); err != nil {
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
@@ -84,25 +84,6 @@ func (c *Console) loginKey(w http.ResponseWriter, r *http.Request) {
 		next = "/console/backends"
 	}
 	http.Redirect(w, r, next, http.StatusSeeOther)
-}
-
-// matchKey returns the 1-based index of the operator key equal to key, or
-// 0. Every key is compared, as SHA-256 digests in constant time, so the
-// time taken tells neither which key nor how much of one matched, nor its
-// length.
-func (c *Console) matchKey(key string) int {
-	if key == "" {
-		return 0
-	}
-	got := sha256.Sum256([]byte(key))
-	match := 0
-	for i, k := range c.live.Load().operatorKeys {
-		want := sha256.Sum256(k)
-		if subtle.ConstantTimeCompare(got[:], want[:]) == 1 {
-			match = i + 1
-		}
-	}
-	return match
 }
 
 // logout ends the session: the browser's cookie is deleted and the

@@ -3,6 +3,7 @@ package console
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -70,12 +71,24 @@ func keyDigest(key []byte) []byte {
 	return d[:]
 }
 
-// keyLive reports whether digest is that of one of the live operator
-// keys; every key is compared, in constant time.
-func keyLive(digest []byte, keys [][]byte) bool {
-	live := 0
-	for _, k := range keys {
-		live |= subtle.ConstantTimeCompare(digest, keyDigest(k))
+// keyPosition is the 1-based position among the live operator keys of
+// the key whose digest this is, or 0 for none. Every key is compared, as
+// SHA-256 digests in constant time, so the time taken tells neither which
+// key nor how much of one matched, nor its length.
+func keyPosition(digest []byte, keys [][]byte) int {
+	if len(digest) != sha256.Size {
+		return 0
 	}
-	return live == 1 && len(digest) == sha256.Size
+	match := 0
+	for i, k := range keys {
+		eq := subtle.ConstantTimeCompare(digest, keyDigest(k))
+		match = subtle.ConstantTimeSelect(eq, i+1, match)
+	}
+	return match
 }
+
+// keyOperator names the operator of a key session: by the key's position
+// among the live keys when the name is used, so that a reload that
+// reorders the keys never leaves a session named for another's key; the
+// key itself is never shown.
+func keyOperator(position int) string { return fmt.Sprintf("operator key %d", position) }

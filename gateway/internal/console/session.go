@@ -171,9 +171,11 @@ func (c *Console) sessionFrom(r *http.Request) (session, bool) {
 	}
 	switch s.Method {
 	case "key":
-		if !keyLive(s.Key, c.live.Load().operatorKeys) {
+		n := keyPosition(s.Key, c.live.Load().operatorKeys)
+		if n == 0 {
 			return session{}, false
 		}
+		s.Operator = keyOperator(n)
 	case "oidc":
 		if o := c.oidc.Load(); o == nil || !bytes.Equal(s.Key, o.admits) {
 			return session{}, false
