@@ -107,8 +107,10 @@ const shutdownGrace = 5 * time.Second
 func Serve(ctx context.Context, lis net.Listener, h http.Handler, hosts []string, log *slog.Logger) {
 	log.Info("http serving", "addr", lis.Addr().String())
 	// No WriteTimeout: a CPU profile or trace answers after the seconds
-	// it was asked to record.
-	srv := &http.Server{Handler: hostguard.NamedHostsOnly(h, hosts), ReadHeaderTimeout: 10 * time.Second}
+	// it was asked to record; no ReadTimeout either, which would end such
+	// a request's context when it passed (a handler that reads a body
+	// bounds its time itself). An idle keep-alive connection is closed.
+	srv := &http.Server{Handler: hostguard.NamedHostsOnly(h, hosts), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	if err := lifecycle.ServeHTTP(ctx, srv, lis, shutdownGrace); err != nil {
 		log.Error("http server failed", "err", err)
 	}

@@ -9,6 +9,22 @@ import (
 // maxFormBytes bounds a posted form.
 const maxFormBytes = 16 << 10
 
+// formTimeout is how long a posted form's body may take to arrive (a
+// variable for tests).
+var formTimeout = 10 * time.Second
+
+// readForm parses a posted form of at most maxFormBytes arriving within
+// formTimeout. The ops port's server bounds only the headers' time (a
+// CPU profile's request must outlive any whole-request bound), so a
+// client holding back a form's body would otherwise keep its connection
+// and a goroutine for as long as it likes, before any login attempt of
+// it is counted.
+func readForm(w http.ResponseWriter, r *http.Request) error {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(formTimeout))
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	return r.ParseForm()
+}
+
 // loginData is the login page's content.
 type loginData struct {
 	CSRF string
@@ -47,8 +63,7 @@ func (c *Console) limited(w http.ResponseWriter, r *http.Request, client string)
 // loginKey checks an operator key posted by the login form.
 func (c *Console) loginKey(w http.ResponseWriter, r *http.Request) {
 	client := clientOf(r)
-	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-	if err := r.ParseForm(); err != nil {
+	if err := readForm(w, r); err != nil {
 		c.showLogin(w, r, http.StatusBadRequest, "", "The form could not be read.")
 		return
 	}
@@ -90,8 +105,7 @@ func (c *Console) loginKey(w http.ResponseWriter, r *http.Request) {
 // session's id revoked until its expiry, so a copy of the cookie no
 // longer opens either. The form must carry the session's CSRF token.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, s session) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-	if err := r.ParseForm(); err != nil || !tokensEqual(s.CSRF, r.PostForm.Get("csrf")) {
+	if err := readForm(w, r); err != nil || !tokensEqual(s.CSRF, r.PostForm.Get("csrf")) {
 		http.Error(w, "forbidden: the form did not come from this session", http.StatusForbidden)
 		return
 	}
