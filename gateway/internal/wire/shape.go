@@ -28,7 +28,8 @@ type Shaping struct {
 	// an absent one when FromBackend says the result is a backend's own
 	// (resources/read), which an old backend may send without hints.
 	FromBackend bool
-	// ResultType, when set, replaces the result's own resultType (Modern).
+	// ResultType is the result's resultType under Modern, "complete" when
+	// empty; the result's own is never passed on.
 	ResultType string
 	// Set are members added or replaced (a sealed requestState); Drop are
 	// members removed.
@@ -39,7 +40,7 @@ type Shaping struct {
 // Shape reshapes the text of a result object by splicing: the members the
 // era does not allow are dropped, the ones it requires are added, and every
 // other member, known to go-sdk or not, is copied byte for byte. Under
-// Modern the result gets resultType ("complete" unless it has one),
+// Modern the result gets resultType (ResultType, else "complete"),
 // serverInfo in _meta and, when cacheable, ttlMs and cacheScope; under
 // Legacy it loses those Modern-only members.
 func Shape(result []byte, s Shaping) ([]byte, error) {
@@ -75,9 +76,10 @@ func Shape(result []byte, s Shaping) ([]byte, error) {
 		}
 		switch name {
 		case "resultType":
-			if resultType == "" {
-				resultType, _ = unquote(m.Value)
-			}
+			// What a result is, the gateway decides (ResultType): a
+			// backend's own could be one the method may not return
+			// (input_required from completion/complete) or one no
+			// revision defines.
 			continue
 		case "ttlMs":
 			ttl = min(s.TTLms, backendTTL(m.Value))
@@ -192,14 +194,6 @@ func EditMeta(object []byte, set map[string]json.RawMessage, drop ...string) ([]
 // decoding the rest.
 func Member(result []byte, key string) (json.RawMessage, bool) {
 	return rawjson.Get(result, key)
-}
-
-func unquote(raw []byte) (string, bool) {
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return "", false
-	}
-	return s, true
 }
 
 func contains(list []string, s string) bool {

@@ -42,6 +42,22 @@ func TestShapeKeepsUnknownMembers(t *testing.T) {
 	}
 }
 
+// A result's own resultType is never passed on: a backend's
+// completion/complete answered input_required (which only tools/call,
+// resources/read and prompts/get may return) or a value no revision
+// defines, and the gateway sent it to the client as it was.
+func TestShapeDecidesTheResultType(t *testing.T) {
+	for _, own := range []string{`"input_required"`, `"bogus"`, `"task"`, `7`} {
+		out, err := Shape([]byte(`{"completion":{"values":["w"]},"resultType":`+own+`}`), Shaping{Era: mcpspec.EraModern, ServerInfo: info})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := decode(t, out); m["resultType"] != "complete" || strings.Count(string(out), "resultType") != 1 {
+			t.Errorf("a result of resultType %s became %s", own, out)
+		}
+	}
+}
+
 func TestShapeModernAndLegacy(t *testing.T) {
 	backend := `{"resultType":"complete","ttlMs":5000,"cacheScope":"public","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"backend"},"trace":"t1"},"contents":[]}`
 	out, err := Shape([]byte(backend), Shaping{Era: mcpspec.EraModern, ServerInfo: info, Cacheable: true, TTLms: 60000})
