@@ -168,12 +168,12 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 		g.serveModern(w, r, req, msg, rec, span)
 	case req.Era == mcpspec.EraLegacy:
 		g.serveLegacy(w, r, req, msg, sessionID, rec, span)
+	case headerVersion != "" && !mcpspec.IsLegacyVersion(headerVersion):
+		refuse(w, rec, http.StatusBadRequest, msg.ID, wire.UnsupportedVersion(headerVersion))
 	case msg.Method == "ping" && !msg.IsNotification():
 		// Legacy clients may ping before initialize, so without a session.
 		rec.era, rec.outcome = mcpspec.EraLegacy, "ok"
 		writeJSON(w, http.StatusOK, msg.ID, []byte(`{}`), nil)
-	case headerVersion != "" && !mcpspec.IsLegacyVersion(headerVersion):
-		refuse(w, rec, http.StatusBadRequest, msg.ID, wire.UnsupportedVersion(headerVersion))
 	case msg.IsNotification() || msg.IsResponse:
 		// A notification with no era markers (a Legacy client that lost
 		// its session, or an SDK's stray cancellation): nothing to do.

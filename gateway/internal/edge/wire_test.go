@@ -137,6 +137,9 @@ func TestModernWire(t *testing.T) {
 		{"invalid UTF-8 in an argument", modernHeaders("tools/call", "Mcp-Name", "beta_add"), "{\"jsonrpc\":\"2.0\",\"id\":44,\"method\":\"tools/call\",\"params\":{" + modernMeta + ",\"name\":\"beta_add\",\"arguments\":{\"a\":\"Os\xc0\xaflo\"}}}", 400, wire.CodeParseError, "null", "UTF-8"},
 		{"nesting deeper than backends accept", modernHeaders("tools/call", "Mcp-Name", "beta_add"), `{"jsonrpc":"2.0","id":45,"method":"tools/call","params":{` + modernMeta + `,"name":"beta_add","arguments":{"a":` + strings.Repeat("[", 600) + strings.Repeat("]", 600) + `}}}`, 400, wire.CodeParseError, "null", "nested"},
 		{"brackets inside strings do not nest", modernHeaders("tools/call", "Mcp-Name", "beta_add"), `{"jsonrpc":"2.0","id":46,"method":"tools/call","params":{` + modernMeta + `,"name":"beta_add","arguments":{"a":1,"b":2,"note":"` + strings.Repeat("[{", 600) + `\""}}}`, 200, 0, "46", ""},
+		// Checked before the ping a Legacy client may send before
+		// initialize: such a ping was once answered 200.
+		{"ping naming an unsupported version", modernHeaders("ping", "Mcp-Protocol-Version", "2026-01-01"), `{"jsonrpc":"2.0","id":47,"method":"ping"}`, 400, wire.CodeUnsupportedVer, "47", ""},
 		{"no era markers", modernHeaders("tools/list", "Mcp-Protocol-Version", ""), `{"jsonrpc":"2.0","id":35,"method":"tools/list","params":{}}`, 400, wire.CodeInvalidParams, "35", ""},
 	}
 	for _, tc := range cases {
