@@ -125,6 +125,7 @@ func TestModernWire(t *testing.T) {
 		{"null cursor", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":26,"method":"tools/list","params":{` + modernMeta + `,"cursor":null}}`, 200, 0, "26", ""},
 		{"undeclared elicitation", modernHeaders("tools/call", "Mcp-Name", "alpha_ask"), `{"jsonrpc":"2.0","id":27,"method":"tools/call","params":{` + modernMeta + `,"name":"alpha_ask"}}`, 400, wire.CodeMissingCapability, "27", ""},
 		{"listen without notifications", modernHeaders("subscriptions/listen"), `{"jsonrpc":"2.0","id":28,"method":"subscriptions/listen","params":{` + modernMeta + `}}`, 400, wire.CodeInvalidParams, "28", "notifications"},
+		{"listen with null notifications", modernHeaders("subscriptions/listen"), `{"jsonrpc":"2.0","id":48,"method":"subscriptions/listen","params":{` + modernMeta + `,"notifications":null}}`, 400, wire.CodeInvalidParams, "48", "notifications"},
 		{"parse error", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":29,`, 400, wire.CodeParseError, "null", ""},
 		{"batch", modernHeaders("tools/list"), `[{"jsonrpc":"2.0","id":30,"method":"tools/list","params":{` + modernMeta + `}}]`, 400, wire.CodeInvalidRequest, "null", "batch"},
 		{"wrong jsonrpc", modernHeaders("tools/list"), `{"jsonrpc":"1.0","id":31,"method":"tools/list"}`, 400, wire.CodeInvalidRequest, "31", ""},

@@ -49,7 +49,8 @@ type subscriptionFilter struct {
 func (s *Server) listen(ctx context.Context, req *Request, resp Responder) (json.RawMessage, *wire.Error) {
 	raw, ok := req.Params["notifications"]
 	var filter subscriptionFilter
-	if !ok || json.Unmarshal(raw, &filter) != nil {
+	// An object: null unmarshals into an empty filter without an error.
+	if !ok || !wire.IsObjectText(raw) || json.Unmarshal(raw, &filter) != nil {
 		return nil, wire.InvalidParams("missing or invalid 'notifications' field")
 	}
 	// The stream keeps the filter it parsed (bounded below), never the
