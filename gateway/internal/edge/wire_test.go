@@ -125,6 +125,11 @@ func TestModernWire(t *testing.T) {
 		{"null cursor", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":26,"method":"tools/list","params":{` + modernMeta + `,"cursor":null}}`, 200, 0, "26", ""},
 		{"undeclared elicitation", modernHeaders("tools/call", "Mcp-Name", "alpha_ask"), `{"jsonrpc":"2.0","id":27,"method":"tools/call","params":{` + modernMeta + `,"name":"alpha_ask"}}`, 400, wire.CodeMissingCapability, "27", ""},
 		{"listen without notifications", modernHeaders("subscriptions/listen"), `{"jsonrpc":"2.0","id":28,"method":"subscriptions/listen","params":{` + modernMeta + `}}`, 400, wire.CodeInvalidParams, "28", "notifications"},
+		// The aggregator's refusals of these named its own API's fields
+		// (params_json, input_responses_json).
+		{"completion ref not an object", modernHeaders("completion/complete"), `{"jsonrpc":"2.0","id":49,"method":"completion/complete","params":{` + modernMeta + `,"ref":5,"argument":{"name":"a","value":"b"}}}`, 400, wire.CodeInvalidParams, "49", "ref is required: an object"},
+		{"completion argument not an object", modernHeaders("completion/complete"), `{"jsonrpc":"2.0","id":50,"method":"completion/complete","params":{` + modernMeta + `,"ref":{"type":"ref/prompt","name":"p"},"argument":"a"}}`, 400, wire.CodeInvalidParams, "50", "argument is required: an object"},
+		{"an input response not an object", modernHeaders("tools/call", "Mcp-Name", "beta_add"), `{"jsonrpc":"2.0","id":51,"method":"tools/call","params":{` + modernMeta + `,"name":"beta_add","arguments":{"a":1,"b":2},"inputResponses":{"k":5}}}`, 400, wire.CodeInvalidParams, "51", "members are objects"},
 		{"listen with null notifications", modernHeaders("subscriptions/listen"), `{"jsonrpc":"2.0","id":48,"method":"subscriptions/listen","params":{` + modernMeta + `,"notifications":null}}`, 400, wire.CodeInvalidParams, "48", "notifications"},
 		{"parse error", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":29,`, 400, wire.CodeParseError, "null", ""},
 		{"batch", modernHeaders("tools/list"), `[{"jsonrpc":"2.0","id":30,"method":"tools/list","params":{` + modernMeta + `}}]`, 400, wire.CodeInvalidRequest, "null", "batch"},

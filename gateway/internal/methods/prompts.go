@@ -38,11 +38,13 @@ func (s *Server) getPrompt(ctx context.Context, req *Request, resp Responder) (j
 // requestState or inputResponses, go to the
 // aggregator, which routes them by their ref.
 func (s *Server) complete(ctx context.Context, req *Request, _ Responder) (json.RawMessage, *wire.Error) {
-	if _, ok := req.Params["ref"]; !ok {
-		return nil, wire.InvalidParams("ref is required")
+	// The aggregator reads the rest; its refusals of these would name its
+	// own API's fields.
+	if _, ok := req.Params.Object("ref"); !ok {
+		return nil, wire.InvalidParams("ref is required: an object (ref/prompt or ref/resource)")
 	}
-	if _, ok := req.Params["argument"]; !ok {
-		return nil, wire.InvalidParams("argument is required")
+	if _, ok := req.Params.Object("argument"); !ok {
+		return nil, wire.InvalidParams("argument is required: an object with name and value")
 	}
 	params := wire.Object{}
 	for k, v := range req.Params {

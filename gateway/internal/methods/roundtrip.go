@@ -13,6 +13,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
 )
 
 // Multi-round-trip requests. A Modern backend asks for client input
@@ -65,8 +66,11 @@ func (s *Server) roundTripParams(ctx context.Context, req *Request, method, targ
 	params := req.Params
 	rt := roundTrip{server: req.Server, method: method, target: target, arguments: arguments}
 	if raw, ok := params["inputResponses"]; ok && string(raw) != "null" {
-		if !wire.IsObjectText(raw) {
-			return rt, wire.InvalidParams("inputResponses must be an object")
+		// Each member answers an input request: a result, an object.
+		answers := true
+		rawjson.Each(raw, func(m rawjson.Member) bool { answers = rawjson.StartsObject(m.Value); return answers })
+		if !wire.IsObjectText(raw) || !answers {
+			return rt, wire.InvalidParams("inputResponses must be an object whose members are objects (the answers to the input requests)")
 		}
 		rt.inputResponses = string(raw)
 	}
