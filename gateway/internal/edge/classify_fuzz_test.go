@@ -276,7 +276,7 @@ func fuzzGateway(tb testing.TB) http.Handler {
 		for {
 			select {
 			case <-b.slowStarted:
-			case <-b.slowCancelled:
+			case <-b.slowEnded:
 			case <-stop:
 				return
 			}

@@ -63,10 +63,10 @@ type backends struct {
 	idxAddr string
 	// down makes the indexer unavailable (indexerDown).
 	down atomic.Bool
-	// slowStarted and slowCancelled are told when a beta_slow call starts
-	// and when it sees its context end.
-	slowStarted   chan struct{}
-	slowCancelled chan struct{}
+	// slowStarted and slowEnded are told when a beta_slow call starts
+	// and when it sees its context end, and why.
+	slowStarted chan struct{}
+	slowEnded   chan error
 
 	mu sync.Mutex
 	// streamed are the request contexts of CallToolStream calls.
@@ -80,7 +80,7 @@ type backends struct {
 // two items a page, and the calls of this file; the indexer's Search
 // finds the caller's tools by description.
 func newBackends() *backends {
-	b := &backends{slowStarted: make(chan struct{}, 1), slowCancelled: make(chan struct{}, 1)}
+	b := &backends{slowStarted: make(chan struct{}, 1), slowEnded: make(chan error, 1)}
 	b.agg = &testkit.FakeAggregator{
 		PageSize:          2,
 		View:              view,
@@ -154,7 +154,7 @@ func (b *backends) callTool(ctx context.Context, req *aggregatorv1.CallToolReque
 	case "beta_slow":
 		b.slowStarted <- struct{}{}
 		<-ctx.Done()
-		b.slowCancelled <- struct{}{}
+		b.slowEnded <- ctx.Err()
 		return nil, ctx.Err()
 	case "alpha_ask":
 		if req.GetRequestState() == "" {

@@ -337,8 +337,19 @@ func (g *Gateway) serveLegacy(w http.ResponseWriter, r *http.Request, req *metho
 	}
 	req.ClientCaps = claims.ClientCapabilities
 	// The request can be cancelled by the session's notifications/cancelled
-	// naming its id, as long as it runs.
-	ctx, cancel := context.WithCancel(r.Context())
+	// naming its id, as long as it runs. In this era that is the only
+	// cancellation: a disconnect is not one (a proxy's idle timeout or a
+	// network blip must not stop a tool with side effects halfway), so a
+	// request answered once it ends runs to its end, bounded as ever by
+	// the request timeout of each call to the services, and its answer is
+	// dropped if the client is gone; a wait for the client's own input
+	// ends when a keep-alive cannot be written. A stream (a GET, a
+	// tasks/result waiting) ends with its connection.
+	parent := r.Context()
+	if m := mcpspec.Methods[msg.Method]; !m.Streams && !m.Waits {
+		parent = context.WithoutCancel(parent)
+	}
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	cancelled, done := g.local.Track(req.Session, msg.ID, cancel)
 	defer done()

@@ -3,6 +3,7 @@ package edge
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
+	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
@@ -137,11 +139,62 @@ func TestClientCloseCancelsBackendCall(t *testing.T) {
 	}
 	cancel()
 	select {
-	case <-b.slowCancelled:
+	case err := <-b.slowEnded:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the aggregator call ended with %v, want cancelled", err)
+		}
 	case <-deadline:
 		t.Fatal("the aggregator call was not cancelled")
 	}
 	<-done
+}
+
+// TestLegacyDisconnectIsNotACancellation: in 2025-11-25 a client cancels
+// with notifications/cancelled, and a dropped connection is not one (a
+// proxy's idle timeout must not stop a tool halfway). The call runs on
+// to its bound, the request timeout. A dropped Legacy connection once
+// cancelled the call at once.
+func TestLegacyDisconnectIsNotACancellation(t *testing.T) {
+	b := startBackends(t)
+	cfg := testGatewayConfig(b)
+	cfg.Timeouts.Request = config.Duration(time.Second)
+	_, srv := startGateway(t, b, cfg)
+	sid := initializeOn(t, srv.URL+"/mcp", "alice-key")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/mcp",
+			strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"beta_slow"}}`))
+		for k, v := range legacyHeaders("alice-key", sid) {
+			req.Header.Set(k, v)
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	deadline := time.After(10 * time.Second)
+	select {
+	case <-b.slowStarted:
+	case <-deadline:
+		t.Fatal("the call never reached the aggregator")
+	}
+	cancel() // the connection drops; no notifications/cancelled is sent
+	dropped := time.Now()
+	<-done
+	select {
+	case <-b.slowEnded:
+		// Ended by the request timeout: its deadline, or the gateway's
+		// cancellation when the deadline passed, whichever the aggregator
+		// heard first; either way not before half of it (a machine
+		// slower than expected only makes it later).
+		if ran := time.Since(dropped); ran < time.Duration(cfg.Timeouts.Request)/2 {
+			t.Fatalf("the aggregator call ended %v after the connection dropped, want it to run until the request timeout (%v)", ran, time.Duration(cfg.Timeouts.Request))
+		}
+	case <-deadline:
+		t.Fatal("the aggregator call never ended")
+	}
 }
 
 // TestStreamsWithoutAggregator: when the catalog cannot be watched, a listen

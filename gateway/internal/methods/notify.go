@@ -29,6 +29,7 @@ func (s *Server) callToolStreaming(ctx context.Context, resp Responder, call *ag
 	if err != nil {
 		return nil, err
 	}
+	gone := false
 	for {
 		ev, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -44,8 +45,11 @@ func (s *Server) callToolStreaming(ctx context.Context, resp Responder, call *ag
 		if n == nil || !json.Valid([]byte(n.GetParamsJson())) {
 			continue
 		}
-		if err := resp.Send(wire.Notification(n.GetMethod(), json.RawMessage(n.GetParamsJson()))); err != nil {
-			return nil, err
+		// A client that cannot be written to is gone: a Modern call ends
+		// with its stream (ctx), while a Legacy one runs on, since in that
+		// era a disconnect is not a cancellation; what it says is dropped.
+		if !gone && resp.Send(wire.Notification(n.GetMethod(), json.RawMessage(n.GetParamsJson()))) != nil {
+			gone = true
 		}
 	}
 }
