@@ -128,6 +128,11 @@ func TestBoundsStopPrograms(t *testing.T) {
 	}{
 		{"steps", "x = 0\nwhile True:\n    x += 1\n", b, BoundSteps, "more than 10000 steps (aggregator.codeMode.maxSteps)"},
 		{"time", "x = 0\nwhile True:\n    x += 1\n", slow, BoundTime, "longer than 300ms (aggregator.codeMode.timeout)"},
+		// A loop inside a built-in is one step of the interpreter's, which
+		// once let these run until the runner was killed.
+		{"steps inside a built-in", "result = max(range(1 << 50))\n", b, BoundSteps, "more than 10000 steps (aggregator.codeMode.maxSteps)"},
+		{"steps inside sum", "result = sum(range(1 << 50))\n", b, BoundSteps, "more than 10000 steps (aggregator.codeMode.maxSteps)"},
+		{"time inside a built-in", "result = any([x < 0 for x in []]) or max(range(1 << 50))\n", func() Bounds { x := slow; x.MaxSteps = 1 << 60; return x }(), BoundTime, "longer than 300ms (aggregator.codeMode.timeout)"},
 		{"memory", "s = \"x\" * (200 * 1024 * 1024)\nresult = len(s)\n", b, BoundMemory, "more than 64 MiB of memory (aggregator.codeMode.maxMemory)"},
 		{"memory, a little at a time", "l = []\nfor i in range(100000):\n    l.append(\"y\" * 4096)\n", func() Bounds { x := b; x.MaxSteps = 1 << 40; return x }(), BoundMemory, "aggregator.codeMode.maxMemory"},
 		{"calls", "for i in range(10):\n    try_call(weather_forecast, city=\"Oslo\")\n", b, BoundCalls, "more than 3 tool calls (aggregator.codeMode.maxCalls)"},
@@ -144,11 +149,21 @@ func TestBoundsStopPrograms(t *testing.T) {
 	}
 	// A program's own error text is output too: cut to the bound (it once
 	// came back whole, megabytes of it).
-	for _, program := range []string{"fail(\"x\" * 100000)\n", "d = {}\nd[\"k\" * 100000]\n"} {
+	for _, program := range []string{"fail(\"x\" * 100000)\n", "d = {}\nd[\"k\" * 100000]\n", "result = {\"k\" * 100000: len}\n"} {
 		res := runProgram(t, program, b, weather(&calls))
 		if res.Error == "" || len(res.Error) > b.MaxOutputBytes || !strings.HasSuffix(res.Error, "(cut: aggregator.codeMode.maxOutputBytes)") {
 			t.Errorf("%q: error of %d bytes (bound %d): %.80q", program, len(res.Error), b.MaxOutputBytes, res.Error)
 		}
+	}
+}
+
+// range is Starlark's, counted: its length, elements, slices, membership,
+// equality and text are as they were.
+func TestRangeIsStarlarks(t *testing.T) {
+	var calls []string
+	res := runProgram(t, "r = range(2, 20, 3)\nresult = [len(r), r[1], list(r[1:3]), 8 in r, 9 in r, r == range(2, 20, 3), r != range(5), str(r), type(r), list(range(3)), bool(range(0))]\n", testBounds(), weather(&calls))
+	if want := `[6,5,[5,8],true,false,true,true,"range(2, 20, 3)","range",[0,1,2],false]`; res.Error != "" || string(res.Value) != want {
+		t.Fatalf("got %s %q, want %s", res.Value, res.Error, want)
 	}
 }
 

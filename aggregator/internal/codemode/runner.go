@@ -11,6 +11,7 @@ import (
 	"runtime/metrics"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	starlarkjson "go.starlark.net/lib/json"
@@ -100,9 +101,14 @@ type program struct {
 	calls  int
 	nextID int
 
+	// builtinSteps are the steps taken inside built-ins (steps.go).
+	builtinSteps uint64
+
 	mu sync.Mutex
 	// bound is the bound reached, and boundMsg says so; set once.
 	bound, boundMsg string
+	// stopped is set once a bound is reached.
+	stopped atomic.Bool
 
 	printed      []string
 	printedBytes int
@@ -122,6 +128,7 @@ func (p *program) reach(bound, msg string) error {
 	}
 	msg = p.boundMsg
 	p.mu.Unlock()
+	p.stopped.Store(true)
 	p.thread.Cancel(msg)
 	return &boundError{msg}
 }
@@ -137,9 +144,7 @@ func run(req *runRequest, c *conn) Result {
 	b := req.Bounds
 	p.thread = &starlark.Thread{Name: "run_code", Print: p.print}
 	p.thread.SetMaxExecutionSteps(b.MaxSteps)
-	p.thread.OnMaxSteps = func(*starlark.Thread) {
-		_ = p.reach(BoundSteps, fmt.Sprintf("the program ran more than %d steps (aggregator.codeMode.maxSteps)", b.MaxSteps))
-	}
+	p.thread.OnMaxSteps = func(*starlark.Thread) { p.stepsExceeded() }
 	timer := time.AfterFunc(b.Timeout, func() {
 		_ = p.reach(BoundTime, fmt.Sprintf("the program ran longer than %s (aggregator.codeMode.timeout)", b.Timeout))
 	})
@@ -151,7 +156,8 @@ func run(req *runRequest, c *conn) Result {
 		"json":     starlarkjson.Module,
 		"call":     starlark.NewBuiltin("call", p.callBuiltin),
 		"try_call": starlark.NewBuiltin("try_call", p.tryCall),
-		"sum":      starlark.NewBuiltin("sum", sum),
+		"sum":      starlark.NewBuiltin("sum", p.sum),
+		"range":    starlark.NewBuiltin("range", p.rangeBuiltin),
 	}
 	for _, name := range req.Tools {
 		if _, taken := predeclared[name]; !taken && isIdentifier(name) && starlark.Universe[name] == nil {
@@ -159,7 +165,7 @@ func run(req *runRequest, c *conn) Result {
 		}
 	}
 	globals, err := starlark.ExecFileOptions(fileOptions, p.thread, "program", req.Program, predeclared)
-	res := Result{Steps: p.thread.ExecutionSteps(), Calls: p.calls, Printed: p.printed}
+	res := Result{Steps: p.steps(), Calls: p.calls, Printed: p.printed}
 	if bound, msg := p.reached(); bound != "" {
 		res.Bound, res.Error, res.Line = bound, msg, lineOf(err)
 		return res
@@ -172,7 +178,9 @@ func run(req *runRequest, c *conn) Result {
 	}
 	value, err := encode(p.thread, resultOf(globals))
 	if err != nil {
-		res.Error = "the program's result cannot be JSON: " + err.Error()
+		// The text names what the program made (a key of its own), so it
+		// is output within the same bound.
+		res.Error = cutText("the program's result cannot be JSON: "+err.Error(), b.MaxOutputBytes)
 		return res
 	}
 	if len(value) > b.MaxOutputBytes {
@@ -328,26 +336,6 @@ func (p *program) tryCall(thread *starlark.Thread, b *starlark.Builtin, args sta
 		return nil, err
 	}
 	return starlark.Tuple{starlark.None, starlark.String(messageOf(err))}, nil
-}
-
-// sum is Python's sum(iterable, start=0), which Starlark lacks and models
-// reach for.
-func sum(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var iterable starlark.Iterable
-	var acc starlark.Value = starlark.MakeInt(0)
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "iterable", &iterable, "start?", &acc); err != nil {
-		return nil, err
-	}
-	it := iterable.Iterate()
-	defer it.Done()
-	var x starlark.Value
-	for it.Next(&x) {
-		var err error
-		if acc, err = starlark.Binary(syntax.PLUS, acc, x); err != nil {
-			return nil, fmt.Errorf("%s: %v", b.Name(), err)
-		}
-	}
-	return acc, nil
 }
 
 var (
