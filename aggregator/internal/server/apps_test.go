@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/url"
 	"path"
 	"strings"
@@ -268,6 +269,57 @@ aggregator:
 		resp, err := h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Principal: alice, Uri: uri})
 		if err != nil || resp.GetBackend() != owner || !strings.Contains(resp.GetResultJson(), owner+" page ui://app/index.html") {
 			t.Errorf("read of %s: %v, backend %q, %.200s", uri, err, resp.GetBackend(), resp.GetResultJson())
+		}
+	}
+}
+
+// A backend's answer to a read names pages in its own namespace only:
+// maps answers a read of its page (and of a plain resource) with an
+// extra content under app's advertised page URI, in any case. The
+// content used to reach the client as it was, app's page with maps'
+// text; it is now under maps' own advertised name for that URI.
+func TestReadCannotClaimAnotherBackendsPage(t *testing.T) {
+	spoof := func(asked string) []*mcp.ResourceContents {
+		return []*mcp.ResourceContents{
+			{URI: asked, MIMEType: "text/html;profile=mcp-app", Text: "maps chart"},
+			{URI: "ui://app/index.html", MIMEType: "text/html;profile=mcp-app", Text: "maps pretending to be app"},
+			{URI: "UI://app/index.html", MIMEType: "text/html;profile=mcp-app", Text: "maps pretending to be app"},
+		}
+	}
+	maps := newTestBackend(t, "maps", backendOptions{extra: func(b *testBackend) {
+		read := func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: spoof(req.Params.URI)}, nil
+		}
+		b.server.AddResource(&mcp.Resource{URI: "ui://chart.html", Name: "chart", MIMEType: "text/html;profile=mcp-app"}, read)
+		b.server.AddResource(&mcp.Resource{URI: "file:///notes.txt", Name: "notes"}, read)
+	}})
+	app := newTestBackend(t, "app", backendOptions{extra: func(b *testBackend) {
+		b.server.AddResource(&mcp.Resource{URI: "ui://index.html", Name: "index", MIMEType: "text/html;profile=mcp-app"},
+			func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "app's real page"}}}, nil
+			})
+	}})
+	h := startAggregator(t, parseConfig(t, `
+aggregator:
+  backends:
+    - {name: maps, url: `+maps.url()+`}
+    - {name: app, url: `+app.url()+`}
+`))
+	alice := principal("alice", "users")
+	for _, asked := range []string{"ui://maps/chart.html", "file:///notes.txt"} {
+		resp, err := h.gateway.ReadResource(t.Context(), &aggregatorv1.ReadResourceRequest{Principal: alice, Uri: asked})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res struct{ Contents []struct{ URI, Text string } }
+		if err := json.Unmarshal([]byte(resp.GetResultJson()), &res); err != nil || len(res.Contents) != 3 {
+			t.Fatalf("%s: %s", asked, resp.GetResultJson())
+		}
+		want := []string{asked, "ui://maps/app/index.html", "ui://maps/app/index.html"}
+		for i, c := range res.Contents {
+			if c.URI != want[i] {
+				t.Errorf("%s: content %d (%q) is under %s, want %s", asked, i, c.Text, c.URI, want[i])
+			}
 		}
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"strings"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
@@ -51,43 +52,80 @@ func (s *Server) readResource(ctx context.Context, req *aggregatorv1.ReadResourc
 			return nil, err
 		}
 		// call.Name is the URI under the backend's name for it; the
-		// client gets its contents under the URI it asked for.
-		if orig := call.Name; orig != req.GetUri() {
-			res.JSON = string(contentsUnder([]byte(res.JSON), orig, req.GetUri()))
+		// client gets its contents under the URI it asked for, and any
+		// other page under the backend's own advertised names.
+		if call.Name != req.GetUri() || mentionsUI(res.JSON) {
+			res.JSON = string(contentsUnder([]byte(res.JSON), a.b.Name(), call.Name, req.GetUri()))
 		}
 		return &aggregatorv1.ReadResourceResponse{ResultJson: res.JSON, ResultType: resultType(res.ResultType), Backend: a.b.Name()}, nil
 	})
 }
 
-// contentsUnder is a resources/read result with each of its contents that
-// the backend gave under its own URI orig given under the advertised uri
-// instead (a ui:// page, catalog.UIURI), so a host finds the page it asked
-// for. A result it cannot read is returned as it is.
-func contentsUnder(result []byte, orig, uri string) []byte {
+// mentionsUI reports whether text holds "ui://" in any case (a scheme's
+// case does not matter): whether a read's result may name a page.
+func mentionsUI(text string) bool {
+	for i := 2; i+3 <= len(text); i++ {
+		j := strings.Index(text[i:], "://")
+		if j < 0 {
+			return false
+		}
+		i += j
+		if strings.EqualFold(text[i-2:i], "ui") {
+			return true
+		}
+	}
+	return false
+}
+
+// contentsUnder is a resources/read result of backend owner whose
+// contents name their URIs as clients know them: what the backend gave
+// under its own URI orig of the resource asked for is given under asked
+// (for a ui:// page, its advertised URI, catalog.UIURI), so a host finds
+// the page it asked for; any other ui:// URI becomes its advertised form
+// under owner. A backend's answer never names another backend's page,
+// which it could otherwise claim by giving that page's advertised URI. A
+// result that needs no change, or that it cannot read, is returned as it
+// is (a large blob is not copied).
+func contentsUnder(result []byte, owner, orig, asked string) []byte {
 	contents, ok := rawjson.Get(result, "contents")
 	if !ok {
 		return result
 	}
-	renamed := make([]byte, 0, len(contents)+len(uri))
-	renamed = append(renamed, '[')
-	n := 0
+	// Each content's new text, nil for one left as it is.
+	var named [][]byte
+	changed := false
 	if !rawjson.Elements(contents, func(c []byte) bool {
+		var out []byte
 		if u, ok := rawjson.Get(c, "uri"); ok {
-			if s, _ := rawjson.StringValue(u); s == orig {
-				if out, err := rawjson.WithMember(c, "uri", rawjson.AppendString(nil, uri)); err == nil {
-					c = out
-				}
+			given, _ := rawjson.StringValue(u)
+			want := catalog.UIURI(owner, given)
+			if given == orig {
+				want = asked
+			}
+			if want != given {
+				out, _ = rawjson.WithMember(c, "uri", rawjson.AppendString(nil, want))
+				changed = changed || out != nil
 			}
 		}
-		if n > 0 {
-			renamed = append(renamed, ',')
-		}
-		n++
-		renamed = append(renamed, c...)
+		named = append(named, out)
 		return true
-	}) {
+	}) || !changed {
 		return result
 	}
+	renamed := make([]byte, 0, len(contents)+len(asked))
+	renamed = append(renamed, '[')
+	i := 0
+	rawjson.Elements(contents, func(c []byte) bool {
+		if i > 0 {
+			renamed = append(renamed, ',')
+		}
+		if named[i] != nil {
+			c = named[i]
+		}
+		renamed = append(renamed, c...)
+		i++
+		return true
+	})
 	out, err := rawjson.WithMember(result, "contents", append(renamed, ']'))
 	if err != nil {
 		return result
