@@ -17,8 +17,11 @@
 ARG GO_VERSION=1.26.8
 
 FROM --platform=$BUILDPLATFORM golang:${GO_VERSION}-bookworm AS build
-ARG TARGETOS=linux
-ARG TARGETARCH=amd64
+# Filled from --platform by BuildKit, which it does only for arguments
+# declared without a default (a default would win, and an arm64 image
+# would get amd64 binaries).
+ARG TARGETOS
+ARG TARGETARCH
 ARG VERSION=dev
 WORKDIR /src
 # Module files first, so dependency downloads are cached until they change.

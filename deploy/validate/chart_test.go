@@ -146,6 +146,19 @@ func TestChartToggles(t *testing.T) {
 			if got, was := r.deployment("switchboard-aggregator").Spec.Template.Annotations["checksum/config"], plain.deployment("switchboard-aggregator").Spec.Template.Annotations["checksum/config"]; got == was {
 				t.Error("a policy file leaves the checksum as it was: a changed policy would not roll the pods")
 			}
+			// The ConfigMap is named by its content, so a changed file is a
+			// new ConfigMap that only the rollout's pods mount: an
+			// in-place update once reached every running pod at once,
+			// past the rollout a bad file should stop.
+			was, now := plain.configMap("switchboard-config").Name, r.configMap("switchboard-config").Name
+			if was == now || !strings.HasPrefix(now, "switchboard-config-") {
+				t.Errorf("the configuration's ConfigMap is %s with the policy and %s without: not named by its content", now, was)
+			}
+			for _, d := range []string{"switchboard-gateway", "switchboard-aggregator", "switchboard-indexer"} {
+				if !slices.ContainsFunc(r.deployment(d).Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.ConfigMap != nil && v.ConfigMap.Name == now }) {
+					t.Errorf("%s does not mount %s", d, now)
+				}
+			}
 		}},
 		{"fixed replicas", []string{"--set", "gateway.autoscaling.enabled=false", "--set", "aggregator.autoscaling.enabled=false", "--set", "aggregator.replicas=3"}, func(t *testing.T, r *Render) {
 			if hasNamed(r.HPAs, "switchboard-gateway") || hasNamed(r.HPAs, "switchboard-aggregator") || !hasNamed(r.HPAs, "switchboard-indexer") {
@@ -323,7 +336,7 @@ func TestChartCheckCatchesMistakes(t *testing.T) {
 		{"TLS file not mounted", "production", []string{"--set", "config.serviceAuth.tls.certFile=/etc/other/tls.crt"},
 			"serviceAuth.tls.certFile /etc/other/tls.crt is not a file of a mounted volume"},
 		{"policy file not in the ConfigMap", "defaults", []string{"--set", "config.aggregator.authz.policyFile=/etc/switchboard/policy.cedar"},
-			"aggregator.authz.policyFile /etc/switchboard/policy.cedar: ConfigMap switchboard-config has no key policy.cedar"},
+			" has no key policy.cedar"},
 		{"policy file in no volume", "defaults", []string{"--set", "config.aggregator.authz.policyFile=/srv/policy.cedar"},
 			"aggregator.authz.policyFile /srv/policy.cedar is not a file of a mounted volume"},
 		{"session key missing with several gateways", "development", []string{"--set", "config.gateway.sessions.key="},

@@ -10,6 +10,10 @@ import (
 	"strings"
 )
 
+// platformArgDefault finds a BuildKit platform argument declared with a
+// default value.
+var platformArgDefault = regexp.MustCompile(`(?m)^\s*ARG\s+(TARGET(?:OS|ARCH|PLATFORM|VARIANT)|BUILDPLATFORM)=`)
+
 // Stage is one FROM section of a Dockerfile.
 type Stage struct {
 	Name   string
@@ -198,7 +202,16 @@ func CheckDockerfile(text, repoRoot string) []error {
 	if build == nil {
 		return []error{fmt.Errorf("no stage runs go build")}
 	}
+	// BuildKit fills the platform arguments from --platform only where
+	// they are declared without a value: a default wins over the platform,
+	// and every image of a multi-platform build gets the default's binary.
+	for _, m := range platformArgDefault.FindAllStringSubmatch(text, -1) {
+		p.addf("ARG %s has a default, which BuildKit uses instead of the --platform being built: declare it without one", m[1])
+	}
 	buildCmd := strings.Join(build.Runs, " ")
+	if !strings.Contains(buildCmd, "GOARCH=$TARGETARCH") || !strings.Contains(buildCmd, "GOOS=$TARGETOS") {
+		p.addf("build stage %s: go build does not take GOOS and GOARCH from TARGETOS and TARGETARCH, so a multi-platform build gets one platform's binaries", build.Name)
+	}
 	if build.Env["CGO_ENABLED"] != "0" && !strings.Contains(buildCmd, "CGO_ENABLED=0") {
 		p.addf("build stage %s: CGO_ENABLED=0 is not set, so the binaries may link libc", build.Name)
 	}

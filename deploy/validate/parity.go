@@ -23,22 +23,16 @@ import (
 // What may differ, and is normalised away first: metadata labels and
 // annotations (each tool adds its own; the Ingress's annotations are
 // compared), pod template annotations (the chart's checksum/config), the
-// content hash kustomize appends to a generated ConfigMap's name, the
+// content hash kustomize and the chart append to a ConfigMap's name, the
 // order of a container's env, volumeMounts and a pod's volumes (kustomize
 // patches prepend), and a Deployment without replicas, which means one.
 func Compare(want, got *Render) []error {
 	var p problems
-	hashed := map[string]string{}
-	for _, cm := range want.ConfigMaps {
-		if h := kustomizeHash(cm.Name); h != "" {
-			hashed[cm.Name] = strings.TrimSuffix(cm.Name, "-"+h)
-		}
-	}
-	wantObjs, err := normalisedObjects(want, hashed)
+	wantObjs, err := normalisedObjects(want, hashedNames(want))
 	if err != nil {
 		return []error{fmt.Errorf("%s: %w", want.Name, err)}
 	}
-	gotObjs, err := normalisedObjects(got, nil)
+	gotObjs, err := normalisedObjects(got, hashedNames(got))
 	if err != nil {
 		return []error{fmt.Errorf("%s: %w", got.Name, err)}
 	}
@@ -62,20 +56,35 @@ func Compare(want, got *Render) []error {
 	return p
 }
 
-// kustomizeHash returns the last dash-separated part of a generated
-// ConfigMap's name if it has the shape of kustomize's content hash (ten
-// characters of its alphabet: hexadecimal digits with 0, 1, 3, a and e
-// spelled g, h, k, m and t), else "".
-func kustomizeHash(name string) string {
+// hashedNames maps each ConfigMap of r named by its content to its name
+// without the hash.
+func hashedNames(r *Render) map[string]string {
+	hashed := map[string]string{}
+	for _, cm := range r.ConfigMaps {
+		if h := contentHash(cm.Name); h != "" {
+			hashed[cm.Name] = strings.TrimSuffix(cm.Name, "-"+h)
+		}
+	}
+	return hashed
+}
+
+// contentHash returns the last dash-separated part of a ConfigMap's name
+// if it has the shape of a content hash, else "": ten characters of
+// kustomize's alphabet (hexadecimal digits with 0, 1, 3, a and e spelled
+// g, h, k, m and t) or of hexadecimal (the chart's, a SHA-256 cut).
+func contentHash(name string) string {
 	i := strings.LastIndex(name, "-")
 	if i < 0 || len(name)-i-1 != 10 {
 		return ""
 	}
 	h := name[i+1:]
+	kustomize, hex := true, true
 	for _, c := range h {
-		if !strings.ContainsRune("bcdfghkmt2456789", c) {
-			return ""
-		}
+		kustomize = kustomize && strings.ContainsRune("bcdfghkmt2456789", c)
+		hex = hex && strings.ContainsRune("0123456789abcdef", c)
+	}
+	if !kustomize && !hex {
+		return ""
 	}
 	return h
 }

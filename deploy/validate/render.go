@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -173,6 +174,12 @@ func decodeCRD(doc []byte, into any) error {
 func (r *Render) configMap(name string) *corev1.ConfigMap {
 	for _, c := range r.ConfigMaps {
 		if c.Name == name {
+			return c
+		}
+	}
+	// Tests name a ConfigMap named by its content without the hash.
+	for _, c := range r.ConfigMaps {
+		if h := contentHash(c.Name); h != "" && strings.TrimSuffix(c.Name, "-"+h) == name {
 			return c
 		}
 	}

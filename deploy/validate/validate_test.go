@@ -262,6 +262,8 @@ func TestDockerfileCheckCatchesMistakes(t *testing.T) {
 		{"fat base", "FROM gcr.io/distroless/static-debian12:nonroot AS runtime", "FROM debian:12 AS runtime", "not distroless"},
 		{"no source label", "org.opencontainers.image.source=", "org.opencontainers.image.sauce=", "org.opencontainers.image.source missing"},
 		{"binary not built", "./indexer/cmd/switchboard-indexer \\", "\\", "does not build switchboard-indexer"},
+		{"platform default", "ARG TARGETARCH\n", "ARG TARGETARCH=amd64\n", "ARG TARGETARCH has a default"},
+		{"one platform's binaries", "GOARCH=$TARGETARCH", "GOARCH=amd64", "GOOS and GOARCH from TARGETOS and TARGETARCH"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

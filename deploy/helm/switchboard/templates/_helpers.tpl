@@ -161,10 +161,29 @@ values>.
 */}}
 {{- define "switchboard.podAnnotations" -}}
 annotations:
-  checksum/config: {{ toYaml (list .ctx.Values.config .ctx.Values.files) | sha256sum }}
+  checksum/config: {{ include "switchboard.configDigest" .ctx }}
   {{- with .values.podAnnotations }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
+{{- end }}
+
+{{/*
+The digest of the configuration file and the files beside it.
+*/}}
+{{- define "switchboard.configDigest" -}}
+{{ toYaml (list .Values.config .Values.files) | sha256sum }}
+{{- end }}
+
+{{/*
+The name of the configuration's ConfigMap: switchboard-config and the
+start of its content's digest, as kustomize names a generated one. A
+changed file is a new ConfigMap, which only the pods of the rollout it
+starts mount: the running pods keep the file they started with instead
+of taking the new one live, all at once, from an in-place update, so
+that a bad file stops the rollout rather than reaching every replica.
+*/}}
+{{- define "switchboard.configName" -}}
+switchboard-config-{{ include "switchboard.configDigest" . | trunc 10 }}
 {{- end }}
 
 {{/*
@@ -174,7 +193,7 @@ small writable /tmp.
 {{- define "switchboard.configVolumes" -}}
 - name: config
   configMap:
-    name: switchboard-config
+    name: {{ include "switchboard.configName" . }}
 - name: tmp
   emptyDir:
     sizeLimit: 64Mi
