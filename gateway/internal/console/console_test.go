@@ -971,7 +971,9 @@ func TestHealthLanesStartFromThePreviousState(t *testing.T) {
 // so the lane ended healthy.
 func TestMergeKeepsEachReplicasOwnChanges(t *testing.T) {
 	from := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
-	at := func(s int) *timestamppb.Timestamp { return timestamppb.New(from.Add(30*time.Minute + time.Duration(s)*time.Second)) }
+	at := func(s int) *timestamppb.Timestamp {
+		return timestamppb.New(from.Add(30*time.Minute + time.Duration(s)*time.Second))
+	}
 	seen := func(skew int) []*aggregatorv1.HealthEvent {
 		return []*aggregatorv1.HealthEvent{
 			{Time: at(skew), Backend: "alpha", State: "unhealthy", PreviousState: "healthy", Detail: "was healthy"},
