@@ -94,6 +94,11 @@ func Main(service string, run func(ctx context.Context, env Env) error, validate
 			log.Info("garbage collector paced by Go alone", "reason", off)
 		}
 	}
+	if limit, off := heapfloor.SetMemoryLimit(); off == "" {
+		log.Info("soft memory limit set below the container's", "limit_bytes", limit)
+	} else {
+		log.Info("soft memory limit not set", "reason", off)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

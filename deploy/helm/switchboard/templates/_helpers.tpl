@@ -61,7 +61,8 @@ operator) creates. Argument: list <variable> <Secret> <key>.
       key: {{ index . 2 }}
 {{- end }}
 
-{{/* GOMEMLIMIT follows the container's memory limit. */}}
+{{/* GOMEMLIMIT follows the container's memory limit (the collector's; the
+services set their own below it, from their cgroup). */}}
 {{- define "switchboard.gomemlimit" -}}
 - name: GOMEMLIMIT
   valueFrom:
