@@ -112,41 +112,58 @@ func TestListenWire(t *testing.T) {
 	}
 }
 
-// TestClientCloseCancelsBackendCall: when the client gives up on a
-// tools/call, the aggregator call under it is cancelled.
-func TestClientCloseCancelsBackendCall(t *testing.T) {
-	b := startBackends(t)
-	_, srv := startGateway(t, b, testGatewayConfig(b))
+// slowCallDropped posts a call of beta_slow with header, waits for it to
+// reach the aggregator, then drops the connection (no
+// notifications/cancelled) and returns when that was, once the client
+// has let go of the request.
+func slowCallDropped(t *testing.T, b *backends, url, body string, header map[string]string) time.Time {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/mcp",
-			strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{`+modernMeta+`,"name":"beta_slow"}}`))
-		for k, v := range modernHeaders("tools/call", "Mcp-Name", "beta_slow") {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+		for k, v := range header {
 			req.Header.Set(k, v)
 		}
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 		}
 	}()
-	deadline := time.After(10 * time.Second)
 	select {
 	case <-b.slowStarted:
-	case <-deadline:
+	case <-time.After(10 * time.Second):
 		t.Fatal("the call never reached the aggregator")
 	}
 	cancel()
+	dropped := time.Now()
+	<-done
+	return dropped
+}
+
+// slowCallEnd is how the beta_slow call under way ended.
+func slowCallEnd(t *testing.T, b *backends) error {
+	t.Helper()
 	select {
 	case err := <-b.slowEnded:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("the aggregator call ended with %v, want cancelled", err)
-		}
-	case <-deadline:
-		t.Fatal("the aggregator call was not cancelled")
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("the aggregator call never ended")
+		return nil
 	}
-	<-done
+}
+
+// TestClientCloseCancelsBackendCall: when the client gives up on a
+// tools/call, the aggregator call under it is cancelled.
+func TestClientCloseCancelsBackendCall(t *testing.T) {
+	b := startBackends(t)
+	_, srv := startGateway(t, b, testGatewayConfig(b))
+	slowCallDropped(t, b, srv.URL+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{`+modernMeta+`,"name":"beta_slow"}}`,
+		modernHeaders("tools/call", "Mcp-Name", "beta_slow"))
+	if err := slowCallEnd(t, b); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the aggregator call ended with %v, want cancelled", err)
+	}
 }
 
 // TestLegacyDisconnectIsNotACancellation: in 2025-11-25 a client cancels
@@ -160,40 +177,15 @@ func TestLegacyDisconnectIsNotACancellation(t *testing.T) {
 	cfg.Timeouts.Request = config.Duration(time.Second)
 	_, srv := startGateway(t, b, cfg)
 	sid := initializeOn(t, srv.URL+"/mcp", "alice-key")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/mcp",
-			strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"beta_slow"}}`))
-		for k, v := range legacyHeaders("alice-key", sid) {
-			req.Header.Set(k, v)
-		}
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-		}
-	}()
-	deadline := time.After(10 * time.Second)
-	select {
-	case <-b.slowStarted:
-	case <-deadline:
-		t.Fatal("the call never reached the aggregator")
-	}
-	cancel() // the connection drops; no notifications/cancelled is sent
-	dropped := time.Now()
-	<-done
-	select {
-	case <-b.slowEnded:
-		// Ended by the request timeout: its deadline, or the gateway's
-		// cancellation when the deadline passed, whichever the aggregator
-		// heard first; either way not before half of it (a machine
-		// slower than expected only makes it later).
-		if ran := time.Since(dropped); ran < time.Duration(cfg.Timeouts.Request)/2 {
-			t.Fatalf("the aggregator call ended %v after the connection dropped, want it to run until the request timeout (%v)", ran, time.Duration(cfg.Timeouts.Request))
-		}
-	case <-deadline:
-		t.Fatal("the aggregator call never ended")
+	dropped := slowCallDropped(t, b, srv.URL+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"beta_slow"}}`,
+		legacyHeaders("alice-key", sid))
+	// Ended by the request timeout: its deadline, or the gateway's
+	// cancellation when the deadline passed, whichever the aggregator
+	// heard first; either way not before half of it (a machine slower
+	// than expected only makes it later).
+	slowCallEnd(t, b)
+	if ran, bound := time.Since(dropped), time.Duration(cfg.Timeouts.Request); ran < bound/2 {
+		t.Fatalf("the aggregator call ended %v after the connection dropped, want it to run until the request timeout (%v)", ran, bound)
 	}
 }
 
