@@ -129,6 +129,8 @@ type consumeIndexer struct {
 	mu   sync.Mutex
 	seen map[string]bool
 	err  error
+	// principals are the principal digests the requests named.
+	principals []string
 }
 
 func (c *consumeIndexer) ConsumeRequestState(_ context.Context, req *indexerv1.ConsumeRequestStateRequest, _ ...grpc.CallOption) (*indexerv1.ConsumeRequestStateResponse, error) {
@@ -137,6 +139,7 @@ func (c *consumeIndexer) ConsumeRequestState(_ context.Context, req *indexerv1.C
 	if c.err != nil {
 		return nil, c.err
 	}
+	c.principals = append(c.principals, req.GetPrincipalDigest())
 	first := !c.seen[req.GetStateDigest()]
 	c.seen[req.GetStateDigest()] = true
 	return &indexerv1.ConsumeRequestStateResponse{FirstUse: first}, nil
@@ -166,6 +169,13 @@ func TestStateUsesIndexer(t *testing.T) {
 	for d := range idx.seen {
 		if len(d) != 64 {
 			t.Fatalf("the indexer got %q, want a SHA-256 digest", d)
+		}
+	}
+	// Each record names its principal, whose share of the gateway's
+	// records the indexer bounds.
+	for _, p := range idx.principals {
+		if p != "p" {
+			t.Fatalf("the indexer was told principal %q, want p", p)
 		}
 	}
 }

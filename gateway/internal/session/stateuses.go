@@ -77,7 +77,10 @@ func (u *StateUses) Consume(ctx context.Context, principal, id string, expiresAt
 	}
 	ctx, cancel := context.WithTimeout(ctx, recordWait)
 	defer cancel()
-	resp, err := u.client.ConsumeRequestState(ctx, &indexerv1.ConsumeRequestStateRequest{StateDigest: digest, ExpiresAt: timestamppb.New(expiresAt)})
+	// The principal's digest, so that the indexer bounds each principal's
+	// share of the records every principal behind this gateway's
+	// credential makes.
+	resp, err := u.client.ConsumeRequestState(ctx, &indexerv1.ConsumeRequestStateRequest{StateDigest: digest, ExpiresAt: timestamppb.New(expiresAt), PrincipalDigest: principal})
 	switch {
 	case err != nil:
 		return errors.Join(ErrUnrecorded, err)

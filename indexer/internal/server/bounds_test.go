@@ -103,14 +103,11 @@ func TestRequestStateRecordsOutliveClockSkew(t *testing.T) {
 // so a replay then too: the gateway refuses the retry for now). A replay
 // records nothing and counts nothing; operators are not held to the
 // bound, and callers are counted apart.
-func TestConsumeRequestStatePerCaller(t *testing.T) {
-	st := &requestStateStore{used: map[string]bool{}}
-	s := New(Deps{Store: st, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	s.SetReady()
-	now := time.Now()
-	s.now = func() time.Time { return now }
-	// The calls go through the service authentication the indexer uses,
-	// in process (100,000 of them over a socket would take long).
+// consumeAs calls s's ConsumeRequestState as the caller whose token it is
+// given (gateway-token and other-token, two gateways'; operator-token,
+// an operator's), through the service authentication the indexer uses,
+// in process (100,000 calls over a socket would take long).
+func consumeAs(s *Server) func(token string, req *indexerv1.ConsumeRequestStateRequest) (*indexerv1.ConsumeRequestStateResponse, error) {
 	allow := []string{"switchboard.indexer.v1.IndexerService/ConsumeRequestState"}
 	intercept := svcauth.NewAuthenticator([]config.ServiceCredential{
 		{Name: "gateway", Token: "gateway-token", AssertPrincipals: true, Allow: allow},
@@ -121,13 +118,25 @@ func TestConsumeRequestStatePerCaller(t *testing.T) {
 	handler := func(ctx context.Context, req any) (any, error) {
 		return s.ConsumeRequestState(ctx, req.(*indexerv1.ConsumeRequestStateRequest))
 	}
+	return func(token string, req *indexerv1.ConsumeRequestStateRequest) (*indexerv1.ConsumeRequestStateResponse, error) {
+		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+token))
+		resp, err := intercept(ctx, req, info, handler)
+		r, _ := resp.(*indexerv1.ConsumeRequestStateResponse)
+		return r, err
+	}
+}
+
+func TestConsumeRequestStatePerCaller(t *testing.T) {
+	st := &requestStateStore{used: map[string]bool{}}
+	s := New(Deps{Store: st, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s.SetReady()
+	now := time.Now()
+	s.now = func() time.Time { return now }
+	send := consumeAs(s)
 	gateway, other, operator := "gateway-token", "other-token", "operator-token"
 	n := 0
 	consume := func(token, digest string) (*indexerv1.ConsumeRequestStateResponse, error) {
-		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+token))
-		resp, err := intercept(ctx, &indexerv1.ConsumeRequestStateRequest{StateDigest: digest, ExpiresAt: timestamppb.New(now.Add(10 * time.Minute))}, info, handler)
-		r, _ := resp.(*indexerv1.ConsumeRequestStateResponse)
-		return r, err
+		return send(token, &indexerv1.ConsumeRequestStateRequest{StateDigest: digest, ExpiresAt: timestamppb.New(now.Add(10 * time.Minute))})
 	}
 	fresh := func() string {
 		n++
@@ -163,5 +172,75 @@ func TestConsumeRequestStatePerCaller(t *testing.T) {
 	now = now.Add(11 * time.Minute)
 	if _, err := consume(gateway, fresh()); err != nil {
 		t.Fatalf("once the states expired: %v", err)
+	}
+}
+
+// Each principal behind a caller has a tenth of the caller's records:
+// every principal behind a gateway shares its credential, and one
+// principal's retries once used up the whole bound, refusing everyone
+// else's until they expired. A request without a principal (an older
+// gateway) counts against the caller's bound alone.
+func TestConsumeRequestStatePerPrincipal(t *testing.T) {
+	st := &requestStateStore{used: map[string]bool{}}
+	s := New(Deps{Store: st, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s.SetReady()
+	now := time.Now()
+	s.now = func() time.Time { return now }
+	send := consumeAs(s)
+	n := 0
+	digest := func(of string) string {
+		sum := sha256.Sum256([]byte(of))
+		return hex.EncodeToString(sum[:])
+	}
+	consume := func(principal string) error {
+		n++
+		_, err := send("gateway-token", &indexerv1.ConsumeRequestStateRequest{
+			StateDigest: digest(fmt.Sprint(n)), ExpiresAt: timestamppb.New(now.Add(10 * time.Minute)), PrincipalDigest: principal,
+		})
+		return err
+	}
+	mallory, alice := digest("mallory"), digest("alice")
+	for i := range maxRequestStatesPerPrincipal {
+		if err := consume(mallory); err != nil {
+			t.Fatalf("mallory's state %d: %v", i+1, err)
+		}
+	}
+	if err := consume(mallory); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("mallory's state past her share: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	for name, p := range map[string]string{"alice": alice, "a request naming no principal": ""} {
+		if err := consume(p); err != nil {
+			t.Fatalf("%s, once mallory used her share: %v", name, err)
+		}
+	}
+	if err := consume("not-a-digest"); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a principal_digest that is not one: %v, want INVALID_ARGUMENT", err)
+	}
+	now = now.Add(11 * time.Minute)
+	if err := consume(mallory); err != nil {
+		t.Fatalf("mallory once her states expired: %v", err)
+	}
+}
+
+// A quota forgets the keys whose records all expired, at most once a
+// minute: one kept per principal would otherwise keep every principal it
+// ever saw.
+func TestLiveQuotaForgetsIdleKeys(t *testing.T) {
+	q := newLiveQuota(10, errTooManyRequestStates)
+	now := time.Now()
+	for i := range 1000 {
+		done, err := q.reserve(fmt.Sprint("principal-", i), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done(true, now.Add(time.Second))
+	}
+	done, err := q.reserve("one more", now.Add(2*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done(false, time.Time{})
+	if len(q.byCaller) > 1 {
+		t.Fatalf("%d keys kept after every record expired", len(q.byCaller))
 	}
 }

@@ -119,6 +119,10 @@ func (s *Server) toStatus(ctx context.Context, method string, err error) error {
 	case errors.Is(err, errTooManyRequestStates):
 		s.Log.WarnContext(ctx, "request state use refused: the caller holds as many live records as it may", "method", method, "max", maxRequestStatesPerCaller)
 		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "this caller holds as many live request state records as it may; retry when some have expired")
+	case errors.Is(err, errTooManyPrincipalRequestStates):
+		// Each such retry of one principal's: not logged, as any rate
+		// limit's refusal is not.
+		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "this principal holds as many live request state records as it may; retry when some have expired")
 	case errors.Is(err, errTooManyInputResponses):
 		s.Log.WarnContext(ctx, "relayed input response refused: the caller holds as many as it may", "method", method, "max", maxInputResponsesPerCaller)
 		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "this caller holds as many live relayed input responses as it may; retry when some have expired")

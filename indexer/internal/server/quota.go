@@ -25,7 +25,14 @@ type revocationQuota struct {
 
 	mu       sync.Mutex
 	byCaller map[string]*callerRevocations
+	// swept is when the keys whose records all expired were last
+	// forgotten (sweepEvery): a quota kept per principal would otherwise
+	// keep every principal it ever saw.
+	swept time.Time
 }
+
+// sweepEvery is how often a quota forgets the keys left with nothing live.
+const sweepEvery = time.Minute
 
 // callerRevocations are one caller's live revocations: their expiries (a
 // min-heap, so the expired ones leave first) and the ones being written.
@@ -50,14 +57,21 @@ func newLiveQuota(max int, full error) *revocationQuota {
 func (q *revocationQuota) reserve(caller string, now time.Time) (done func(recorded bool, expiresAt time.Time), err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if now.Sub(q.swept) >= sweepEvery {
+		q.swept = now
+		for key, c := range q.byCaller {
+			c.expire(now)
+			if len(c.expiries) == 0 && c.pending == 0 {
+				delete(q.byCaller, key)
+			}
+		}
+	}
 	c := q.byCaller[caller]
 	if c == nil {
 		c = &callerRevocations{}
 		q.byCaller[caller] = c
 	}
-	for len(c.expiries) > 0 && c.expiries[0].Before(now) {
-		heap.Pop(&c.expiries)
-	}
+	c.expire(now)
 	if len(c.expiries)+c.pending >= q.max {
 		return nil, q.full
 	}
@@ -70,6 +84,13 @@ func (q *revocationQuota) reserve(caller string, now time.Time) (done func(recor
 			heap.Push(&c.expiries, expiresAt)
 		}
 	}, nil
+}
+
+// expire drops the revocations expired by now.
+func (c *callerRevocations) expire(now time.Time) {
+	for len(c.expiries) > 0 && c.expiries[0].Before(now) {
+		heap.Pop(&c.expiries)
+	}
 }
 
 type expiryHeap []time.Time

@@ -23,9 +23,19 @@ const maxRequestStateTTL = time.Hour
 // for now.
 const maxRequestStatesPerCaller = 100_000
 
+// maxRequestStatesPerPrincipal bounds the live records one principal's
+// retries have made through one caller and this replica: every principal
+// behind a gateway shares its credential, so without a share of their
+// own one principal's retries could use up the caller's bound and have
+// everyone else's refused until they expire.
+const maxRequestStatesPerPrincipal = maxRequestStatesPerCaller / 10
+
 // errTooManyRequestStates: the caller holds as many live request state
-// records as it may.
-var errTooManyRequestStates = errors.New("too many live request state records for this caller")
+// records as it may; errTooManyPrincipalRequestStates: the principal does.
+var (
+	errTooManyRequestStates          = errors.New("too many live request state records for this caller")
+	errTooManyPrincipalRequestStates = errors.New("too many live request state records for this principal")
+)
 
 // ConsumeRequestState records one use of a gateway's sealed request state
 // and says whether it was the first, across every replica. A first use
@@ -46,13 +56,13 @@ func (s *Server) ConsumeRequestState(ctx context.Context, req *indexerv1.Consume
 	case at.AsTime().After(s.now().Add(maxRequestStateTTL + clockSkew)):
 		err = invalidArgument("expires_at is further ahead than a request state lives (" + maxRequestStateTTL.String() + ")")
 	}
+	if p := req.GetPrincipalDigest(); err == nil && p != "" && validDigest(p) != nil {
+		err = invalidArgument("principal_digest must be a hex SHA-256 (64 characters)")
+	}
 	var first bool
 	if err == nil {
-		done := func(bool, time.Time) {}
-		if caller, _ := svcauth.CallerFrom(ctx); !caller.Operator {
-			done, err = s.requestStates.reserve(caller.Name, s.now())
-		}
-		if err == nil {
+		var done func(bool, time.Time)
+		if done, err = s.reserveRequestState(ctx, req.GetPrincipalDigest()); err == nil {
 			// Kept clockSkew past the state's expiry, as revocations are:
 			// a gateway whose clock runs behind still takes the state then.
 			first, err = s.Store.ConsumeRequestState(ctx, req.GetStateDigest(), at.AsTime().Add(clockSkew))
@@ -63,4 +73,29 @@ func (s *Server) ConsumeRequestState(ctx context.Context, req *indexerv1.Consume
 		return nil, s.toStatus(ctx, "ConsumeRequestState", err)
 	}
 	return &indexerv1.ConsumeRequestStateResponse{FirstUse: first}, nil
+}
+
+// reserveRequestState takes a place for one more record of the caller's
+// and, when the request names one, of the principal's through that
+// caller; an operator's records count against nothing. done must be
+// called with whether the record was made, expiring at expiresAt.
+func (s *Server) reserveRequestState(ctx context.Context, principal string) (done func(recorded bool, expiresAt time.Time), err error) {
+	caller, _ := svcauth.CallerFrom(ctx)
+	if caller.Operator {
+		return func(bool, time.Time) {}, nil
+	}
+	now := s.now()
+	callerDone, err := s.requestStates.reserve(caller.Name, now)
+	if err != nil || principal == "" {
+		return callerDone, err
+	}
+	principalDone, err := s.principalRequestStates.reserve(caller.Name+"\x00"+principal, now)
+	if err != nil {
+		callerDone(false, now)
+		return nil, err
+	}
+	return func(recorded bool, expiresAt time.Time) {
+		callerDone(recorded, expiresAt)
+		principalDone(recorded, expiresAt)
+	}, nil
 }

@@ -90,6 +90,9 @@ type Server struct {
 	// requestStates bounds the live request state records of each
 	// caller.
 	requestStates *revocationQuota
+	// principalRequestStates bounds them for each principal behind a
+	// caller (requeststates.go).
+	principalRequestStates *revocationQuota
 	// cancellations bounds the rate of each caller's relayed
 	// cancellations.
 	cancellations *rateQuota
@@ -112,9 +115,10 @@ type Server struct {
 // New returns a server; it answers NOT_READY until SetReady.
 func New(d Deps) *Server {
 	return &Server{Deps: d, now: time.Now, quota: newRevocationQuota(d.MaxRevocationsPerCaller),
-		answers:       newLiveQuota(maxInputResponsesPerCaller, errTooManyInputResponses),
-		requestStates: newLiveQuota(maxRequestStatesPerCaller, errTooManyRequestStates),
-		cancellations: newRateQuota(cancellationRate, cancellationBurst, maxCancellationCallers)}
+		answers:                newLiveQuota(maxInputResponsesPerCaller, errTooManyInputResponses),
+		requestStates:          newLiveQuota(maxRequestStatesPerCaller, errTooManyRequestStates),
+		principalRequestStates: newLiveQuota(maxRequestStatesPerPrincipal, errTooManyPrincipalRequestStates),
+		cancellations:          newRateQuota(cancellationRate, cancellationBurst, maxCancellationCallers)}
 }
 
 // SetReady lets requests through once the schema is migrated.

@@ -1425,9 +1425,15 @@ type ConsumeRequestStateRequest struct {
 	// When the state expires anyway; the record is dropped after that.
 	// Required, and at most one hour plus five minutes of clock skew ahead of
 	// the indexer's clock, which bounds what the indexer holds.
-	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// SHA-256 of the principal whose retry this is, hex, as the gateway
+	// computes it. The indexer bounds each principal's live records to a
+	// tenth of its caller's, so that no one principal behind a gateway can
+	// use up the bound of every other; empty (a gateway before this field)
+	// is bounded by the caller's alone.
+	PrincipalDigest string `protobuf:"bytes,3,opt,name=principal_digest,json=principalDigest,proto3" json:"principal_digest,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ConsumeRequestStateRequest) Reset() {
@@ -1472,6 +1478,13 @@ func (x *ConsumeRequestStateRequest) GetExpiresAt() *timestamppb.Timestamp {
 		return x.ExpiresAt
 	}
 	return nil
+}
+
+func (x *ConsumeRequestStateRequest) GetPrincipalDigest() string {
+	if x != nil {
+		return x.PrincipalDigest
+	}
+	return ""
 }
 
 // ConsumeRequestStateResponse says whether this was the state's first use.
@@ -4062,11 +4075,12 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\x11SessionRevocation\x12%\n" +
 	"\x0esession_digest\x18\x01 \x01(\tR\rsessionDigest\x129\n" +
 	"\n" +
-	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"z\n" +
+	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\xa5\x01\n" +
 	"\x1aConsumeRequestStateRequest\x12!\n" +
 	"\fstate_digest\x18\x01 \x01(\tR\vstateDigest\x129\n" +
 	"\n" +
-	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\":\n" +
+	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12)\n" +
+	"\x10principal_digest\x18\x03 \x01(\tR\x0fprincipalDigest\":\n" +
 	"\x1bConsumeRequestStateResponse\x12\x1b\n" +
 	"\tfirst_use\x18\x01 \x01(\bR\bfirstUse\"\xa3\x02\n" +
 	"\x19UpdateSessionStateRequest\x12%\n" +
