@@ -133,15 +133,24 @@ func TestBoundsStopPrograms(t *testing.T) {
 		{"steps inside a built-in", "result = max(range(1 << 50))\n", b, BoundSteps, "more than 10000 steps (aggregator.codeMode.maxSteps)"},
 		{"steps inside sum", "result = sum(range(1 << 50))\n", b, BoundSteps, "more than 10000 steps (aggregator.codeMode.maxSteps)"},
 		{"time inside a built-in", "result = any([x < 0 for x in []]) or max(range(1 << 50))\n", func() Bounds { x := slow; x.MaxSteps = 1 << 60; return x }(), BoundTime, "longer than 300ms (aggregator.codeMode.timeout)"},
+		// A tuple nested sixty times over hashes in 2^60 steps of Go and
+		// one of Starlark's, taking no memory.
+		{"time inside a hash", "t = (1,)\nfor i in range(60):\n    t = (t, t)\nd = {t: 1}\n", slow, BoundTime, "longer than 300ms (aggregator.codeMode.timeout)"},
 		{"memory", "s = \"x\" * (200 * 1024 * 1024)\nresult = len(s)\n", b, BoundMemory, "more than 64 MiB of memory (aggregator.codeMode.maxMemory)"},
 		{"memory, a little at a time", "l = []\nfor i in range(100000):\n    l.append(\"y\" * 4096)\n", func() Bounds { x := b; x.MaxSteps = 1 << 40; return x }(), BoundMemory, "aggregator.codeMode.maxMemory"},
 		{"calls", "for i in range(10):\n    try_call(weather_forecast, city=\"Oslo\")\n", b, BoundCalls, "more than 3 tool calls (aggregator.codeMode.maxCalls)"},
 		{"output", "result = \"x\" * 5000\n", b, BoundOutput, "more than 1000 (aggregator.codeMode.maxOutputBytes)"},
 	}
 	for _, c := range cases {
+		start := time.Now()
 		res := runProgram(t, c.program, c.bounds, weather(&calls))
 		if res.Bound != c.bound || !strings.Contains(res.Error, c.msg) || res.Value != nil {
 			t.Errorf("%s: bound %q, error %q, value %s", c.name, res.Bound, res.Error, res.Value)
+		}
+		// Reported before the pool's kill (the timeout and runGrace): a
+		// program stuck in a built-in once held a core until then.
+		if took := time.Since(start); took >= c.bounds.Timeout+runGrace {
+			t.Errorf("%s: reported after %v, at the pool's kill", c.name, took)
 		}
 		if ok := runProgram(t, "result = 1 + 1\n", testBounds(), weather(&calls)); string(ok.Value) != "2" {
 			t.Fatalf("after %s: %+v", c.name, ok)
@@ -159,6 +168,22 @@ func TestBoundsStopPrograms(t *testing.T) {
 
 // range is Starlark's, counted: its length, elements, slices, membership,
 // equality and text are as they were.
+// A range's elements reach neither a tool nor the result cut short: a
+// range stops yielding at a bound, and encoding one as the steps ran out
+// once sent a tool 9,992 of 20,000 ids and returned a short result as if
+// it were whole.
+func TestBoundReachedWhileEncodingIsReported(t *testing.T) {
+	b := testBounds()
+	b.MaxSteps, b.MaxOutputBytes = 10_000, 1<<20
+	var calls []string
+	if res := runProgram(t, "result = range(20000)\n", b, weather(&calls)); res.Bound != BoundSteps || res.Value != nil {
+		t.Errorf("a result encoded past the bound: bound %q, %d bytes of value", res.Bound, len(res.Value))
+	}
+	if res := runProgram(t, "weather_forecast(city=\"Oslo\", ids=range(20000))\n", b, weather(&calls)); res.Bound != BoundSteps || len(calls) != 0 {
+		t.Errorf("arguments encoded past the bound: bound %q, calls %d", res.Bound, len(calls))
+	}
+}
+
 func TestRangeIsStarlarks(t *testing.T) {
 	var calls []string
 	res := runProgram(t, "r = range(2, 20, 3)\nresult = [len(r), r[1], list(r[1:3]), 8 in r, 9 in r, r == range(2, 20, 3), r != range(5), str(r), type(r), list(range(3)), bool(range(0))]\n", testBounds(), weather(&calls))

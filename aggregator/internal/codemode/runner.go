@@ -63,7 +63,10 @@ func Serve(in io.Reader, out io.Writer) error {
 
 // conn is the runner's side of the protocol.
 type conn struct {
-	in  *bufio.Scanner
+	in *bufio.Scanner
+	// mu keeps the backstop's message from being written into one the
+	// program's goroutine is writing.
+	mu  sync.Mutex
 	out *bufio.Writer
 }
 
@@ -82,6 +85,8 @@ func (c *conn) write(m fromRunner) error {
 	if err != nil {
 		return err
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if _, err := c.out.Write(b); err != nil {
 		return err
 	}
@@ -109,6 +114,11 @@ type program struct {
 	bound, boundMsg string
 	// stopped is set once a bound is reached.
 	stopped atomic.Bool
+	// backstop reports the program if it does not stop soon after a
+	// bound (steps.go); ended is set by whichever reports it first.
+	backstopOnce sync.Once
+	backstop     *time.Timer
+	ended        atomic.Bool
 
 	printed      []string
 	printedBytes int
@@ -130,6 +140,7 @@ func (p *program) reach(bound, msg string) error {
 	p.mu.Unlock()
 	p.stopped.Store(true)
 	p.thread.Cancel(msg)
+	p.armBackstop()
 	return &boundError{msg}
 }
 
@@ -141,6 +152,18 @@ func (p *program) reached() (string, string) {
 
 func run(req *runRequest, c *conn) Result {
 	p := &program{c: c, req: req}
+	res := p.execute()
+	if !p.ended.CompareAndSwap(false, true) {
+		// The backstop reported the program, and the pool ends this
+		// runner (steps.go).
+		select {}
+	}
+	p.stopBackstop()
+	return res
+}
+
+func (p *program) execute() Result {
+	req := p.req
 	b := req.Bounds
 	p.thread = &starlark.Thread{Name: "run_code", Print: p.print}
 	p.thread.SetMaxExecutionSteps(b.MaxSteps)
@@ -177,6 +200,12 @@ func run(req *runRequest, c *conn) Result {
 		return res
 	}
 	value, err := encode(p.thread, resultOf(globals))
+	if bound, msg := p.reached(); bound != "" {
+		// Reached while encoding: a range stops yielding at a bound, so
+		// the value encoded may be cut short.
+		res.Bound, res.Error, res.Steps = bound, msg, p.steps()
+		return res
+	}
 	if err != nil {
 		// The text names what the program made (a key of its own), so it
 		// is output within the same bound.
@@ -297,6 +326,11 @@ func (p *program) callTool(thread *starlark.Thread, name string, kwargs []starla
 		}
 	}
 	argsJSON, err := encode(thread, args)
+	if _, msg := p.reached(); msg != "" {
+		// Reached while encoding: a range stops yielding at a bound, so
+		// the arguments may be cut short; the call is not made.
+		return nil, &boundError{msg}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: the arguments cannot be JSON: %v", name, err)
 	}

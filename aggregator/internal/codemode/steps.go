@@ -2,6 +2,7 @@ package codemode
 
 import (
 	"fmt"
+	"time"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
@@ -18,6 +19,42 @@ import (
 // range yields is a step, and a range yields nothing more once the
 // program reached a bound, which the interpreter then raises at its next
 // instruction. sum counts its elements the same way.
+
+// A backstop for every other loop a built-in runs: hashing a tuple that
+// holds itself nested sixty times over costs 2^60 steps of Go in one of
+// Starlark's and no memory, and sorting or comparing large values can
+// take long in one too. Once a bound is reached, a program that has not
+// stopped within backstopGrace is reported as stopped at it, and the
+// runner marked spent, so that the pool ends it (a runner cannot stop its
+// own goroutine) instead of it holding a core until its kill after the
+// grace the pool gives.
+const backstopGrace = 500 * time.Millisecond
+
+func (p *program) armBackstop() {
+	p.backstopOnce.Do(func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.backstop = time.AfterFunc(backstopGrace, p.reportStuck)
+	})
+}
+
+func (p *program) stopBackstop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.backstop != nil {
+		p.backstop.Stop()
+	}
+}
+
+// reportStuck reports a program that did not stop after its bound, unless
+// it ended meanwhile.
+func (p *program) reportStuck() {
+	if !p.ended.CompareAndSwap(false, true) {
+		return
+	}
+	bound, msg := p.reached()
+	_ = p.c.write(fromRunner{Done: &Result{Bound: bound, Error: msg, Spent: true}})
+}
 
 // stepsExceeded stops the program for taking more than maxSteps.
 func (p *program) stepsExceeded() {
