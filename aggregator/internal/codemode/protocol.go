@@ -20,9 +20,12 @@
 package codemode
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"sync"
 	"time"
 )
 
@@ -133,3 +136,35 @@ const (
 	BoundOutput  = "maxOutputBytes"
 	BoundProgram = "maxProgramBytes"
 )
+
+// conn is the runner's side of the protocol.
+type conn struct {
+	in *bufio.Scanner
+	// mu keeps the backstop's message from being written into one the
+	// program's goroutine is writing.
+	mu  sync.Mutex
+	out *bufio.Writer
+}
+
+func (c *conn) read(m *toRunner) error {
+	if !c.in.Scan() {
+		if err := c.in.Err(); err != nil {
+			return err
+		}
+		return io.EOF
+	}
+	return json.Unmarshal(c.in.Bytes(), m)
+}
+
+func (c *conn) write(m fromRunner) error {
+	b, err := encodeMessage(m)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := c.out.Write(b); err != nil {
+		return err
+	}
+	return c.out.Flush()
+}

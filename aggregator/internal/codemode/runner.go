@@ -61,38 +61,6 @@ func Serve(in io.Reader, out io.Writer) error {
 	}
 }
 
-// conn is the runner's side of the protocol.
-type conn struct {
-	in *bufio.Scanner
-	// mu keeps the backstop's message from being written into one the
-	// program's goroutine is writing.
-	mu  sync.Mutex
-	out *bufio.Writer
-}
-
-func (c *conn) read(m *toRunner) error {
-	if !c.in.Scan() {
-		if err := c.in.Err(); err != nil {
-			return err
-		}
-		return io.EOF
-	}
-	return json.Unmarshal(c.in.Bytes(), m)
-}
-
-func (c *conn) write(m fromRunner) error {
-	b, err := encodeMessage(m)
-	if err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, err := c.out.Write(b); err != nil {
-		return err
-	}
-	return c.out.Flush()
-}
-
 // The language: Starlark with while loops and if/for/while at top level
 // (a program is a script, not a module), no recursion (steps bound loops;
 // recursion would bound only the Go stack).
