@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -577,6 +578,81 @@ func TestTaskEndIsAudited(t *testing.T) {
 		}
 		if ends["ops_sleep"] != "ok" || ends["ops_fail"] != "tool_error" {
 			return fmt.Errorf("task_end events by tool: %v", ends)
+		}
+		return nil
+	})
+}
+
+// TestTaskOutcomeOutlivesAnIndexerRestart: a task whose call ends while
+// the indexer is away (a rolling restart) keeps its outcome: the round
+// stays held, its lease renewed, and its outcome is stored once the
+// indexer is back. The aggregator once tried three times over about six
+// seconds, dropped the outcome, and let the lease lapse, so the task
+// failed "because the replica running it stopped".
+func TestTaskOutcomeOutlivesAnIndexerRestart(t *testing.T) {
+	policyPath := filepath.Join(t.TempDir(), "policy.cedar")
+	writeAtomically(t, policyPath, []byte(permitAll))
+	c := startTasks(t, policyPath)
+	alice := rawTasks(c.MCPURL, "alice-key")
+	id := createTask(t, alice, "ops_sleep", map[string]any{"duration": "500ms"})
+	c.Indexer.Stop()
+	// The fourth try is past where the aggregator once gave up.
+	c.Aggregator.AwaitLog(t, "storing a task's round failed; trying again", "attempt=4")
+	c.Indexer.Restart()
+	testkit.Eventually(t, "the task completed", 30*time.Second, func() error {
+		a, err := alice.Send(t.Context(), "tasks/get", id, map[string]any{"taskId": id})
+		if err != nil || a.Error != nil {
+			return fmt.Errorf("tasks/get: %v %v", err, a.Error)
+		}
+		var got map[string]any
+		_ = json.Unmarshal(a.Result, &got)
+		switch got["status"] {
+		case "completed":
+			return nil
+		case "working":
+			return fmt.Errorf("still working")
+		}
+		t.Fatalf("the task ended %v", got)
+		return nil
+	})
+}
+
+// TestCancelledTaskHasNoTaskEnd: a task cancelled while its call runs
+// has its task_cancel and no task_end, as docs/operations.md says: the
+// call's end, stored after the cancel, changes nothing. The call's
+// outcome was once recorded as the task's end all the same.
+func TestCancelledTaskHasNoTaskEnd(t *testing.T) {
+	trail := filepath.Join(t.TempDir(), "audit.jsonl")
+	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: tasksSpec}},
+		Configure: func(cfg *config.Config) {
+			withTaskStore(t, cfg)
+			cfg.Aggregator.ToolOverrides = []config.ToolOverride{{Backend: "ops", Tool: "sleep", TaskSupport: config.TaskSupportOptional}}
+			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "alice-key", Subject: "alice"}}}
+			cfg.Audit = config.Audit{Sink: config.AuditFile, File: trail}
+		}})
+	alice := rawTasks(c.MCPURL, "alice-key")
+	id := createTask(t, alice, "ops_sleep", map[string]any{"duration": "1s"})
+	taskResult(t)(alice.Send(t.Context(), "tasks/cancel", id, map[string]any{"taskId": id}))
+	// A task made after the cancelled one's call ended: once its
+	// task_end (ok) is in the trail, the cancelled one's would be too.
+	createTask(t, alice, "ops_sleep", map[string]any{"duration": "1500ms"})
+	testkit.Eventually(t, "the later task's end in the trail", 20*time.Second, func() error {
+		raw, err := os.ReadFile(trail)
+		if err != nil {
+			return err
+		}
+		var ends []string
+		for line := range strings.SplitSeq(string(raw), "\n") {
+			var e audit.Event
+			if json.Unmarshal([]byte(line), &e) == nil && e.Kind == audit.KindTaskEnd {
+				ends = append(ends, string(e.Outcome))
+			}
+		}
+		if !slices.Contains(ends, "ok") {
+			return fmt.Errorf("task_end outcomes %v", ends)
+		}
+		if len(ends) != 1 {
+			t.Fatalf("task_end outcomes %v: the cancelled task has one too", ends)
 		}
 		return nil
 	})

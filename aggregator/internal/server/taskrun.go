@@ -218,7 +218,7 @@ func (s *Server) startTask(ctx context.Context, a *admitted, req *aggregatorv1.C
 		}
 		cancel, done := s.startRound(a, req, tc, now.Add(ttl))
 		t.hold(key, 0, cancel)
-		go t.finish(key, 0, done, s.taskEnded(a, req, now))
+		go t.finish(key, 0, now.Add(ttl), done, s.taskEnded(a, req, now))
 		return made(stored), nil
 	}
 	cancel, done := s.startRound(a, req, tc, now.Add(ttl))
@@ -258,7 +258,7 @@ func (s *Server) startTask(ctx context.Context, a *admitted, req *aggregatorv1.C
 		cancel(nil)
 		return out.resp, out.err
 	}
-	go t.finish(key, 0, done, s.taskEnded(a, req, now))
+	go t.finish(key, 0, now.Add(ttl), done, s.taskEnded(a, req, now))
 	return made(stored), nil
 }
 
@@ -357,30 +357,34 @@ func (t *taskRunner) stop(key string, round uint32, cause error) {
 // (cancelled, expired) elsewhere.
 var errTaskEnded = errors.New("the task ended")
 
-// finish stores how round of the task under key ended.
-// finish stores how round of the task under key ended, and tells ended
-// the status stored (not when the task had ended meanwhile: cancelled,
-// expired).
-func (t *taskRunner) finish(key string, round uint32, done <-chan roundOutcome, ended func(status string, out roundOutcome)) {
+// finish stores how round of the task under key, which expires at until,
+// ended, and tells ended the status stored (not when the task had ended
+// meanwhile: cancelled, expired, its lease lapsed). The round stays held,
+// its lease renewed, until its outcome is stored or the task is gone: an
+// indexer away for longer than a few tries (a rolling restart) once made
+// the outcome be dropped and, the lease lapsing, the task fail as if this
+// replica had stopped.
+func (t *taskRunner) finish(key string, round uint32, until time.Time, done <-chan roundOutcome, ended func(status string, out roundOutcome)) {
 	out := <-done
-	t.release(key, round)
+	defer t.release(key, round)
 	rec := &indexerv1.TaskRecord{}
 	t.settle(rec, round, out)
 	req := &indexerv1.AdvanceTaskRequest{Key: key, Runner: t.id, Round: round, Status: rec.Status, StatusMessage: rec.StatusMessage,
 		InputRequestsJson: rec.InputRequestsJson, RequestState: rec.RequestState, ResultJson: rec.ResultJson, ErrorJson: rec.ErrorJson}
 	refused := false
-	for attempt := range 3 {
+	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), advanceTimeout)
-		_, err := t.store.AdvanceTask(ctx, req)
+		resp, err := t.store.AdvanceTask(ctx, req)
 		cancel()
-		if err == nil {
-			ended(req.GetStatus(), out)
+		switch {
+		case err == nil:
+			if resp.GetApplied() {
+				ended(req.GetStatus(), out)
+			}
 			return
-		}
-		if status.Code(err) == codes.NotFound {
+		case status.Code(err) == codes.NotFound:
 			return
-		}
-		if status.Code(err) == codes.InvalidArgument && !refused {
+		case status.Code(err) == codes.InvalidArgument && !refused:
 			// The store refused what the round left, past a bound settle
 			// does not know: the task fails saying so, now, not when its
 			// lease lapses.
@@ -388,10 +392,27 @@ func (t *taskRunner) finish(key string, round uint32, done <-chan roundOutcome, 
 			req = unkeptOutcome(key, t.id, round)
 			continue
 		}
-		t.log.Warn("storing a task's round failed", "attempt", attempt+1, "status", rec.Status, "err", err)
-		time.Sleep(time.Duration(attempt+1) * time.Second)
+		wait := min(time.Duration(attempt)*time.Second, maxAdvanceWait)
+		if !t.holds(key, round) || time.Now().Add(wait).After(until) {
+			// Ended elsewhere (the lease renewal stopped the round), or
+			// expired before another try.
+			t.log.Error("a task's round ended and its outcome could not be stored before the task ended", "status", rec.Status, "attempts", attempt, "err", err)
+			return
+		}
+		t.log.Warn("storing a task's round failed; trying again", "attempt", attempt, "status", rec.Status, "err", err)
+		time.Sleep(wait)
 	}
-	t.log.Error("a task's round ended and could not be stored: the task fails when its lease lapses", "status", rec.Status)
+}
+
+// maxAdvanceWait caps the wait between tries to store a round's outcome.
+const maxAdvanceWait = 5 * time.Second
+
+// holds reports whether this replica still holds round of key.
+func (t *taskRunner) holds(key string, round uint32) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h, ok := t.running[key]
+	return ok && h.round == round
 }
 
 // unkeptOutcome fails the task under key (its round, run by runner) whose

@@ -181,7 +181,7 @@ func (s *Server) resumeTask(a *admitted, next *aggregatorv1.CallToolRequest, tc 
 	}
 	cancel, done := s.startRound(a, next, tc, rec.GetExpiresAt().AsTime())
 	t.hold(rec.GetKey(), rec.GetRound(), cancel)
-	go t.finish(rec.GetKey(), rec.GetRound(), done, s.taskEnded(a, next, time.Now()))
+	go t.finish(rec.GetKey(), rec.GetRound(), rec.GetExpiresAt().AsTime(), done, s.taskEnded(a, next, time.Now()))
 	return nil
 }
 
