@@ -186,6 +186,12 @@ func TestTaskStaysWithTheBackendThatRanIt(t *testing.T) {
 		if err != nil || a.Error == nil || a.Error.Code != -32602 {
 			t.Fatalf("%s once the spare owns the tool: %+v %v %s, want -32602", method, a.Error, err, a.Result)
 		}
+		// In the words of a task that never was ("not found" once told
+		// the two apart).
+		missing, err := alice.Send(t.Context(), method, "never", map[string]any{"taskId": "never"})
+		if err != nil || missing.Error == nil || missing.Error.Message != a.Error.Message {
+			t.Fatalf("%s: %+v for the task whose tool is gone, %+v for one that never was", method, a.Error, missing.Error)
+		}
 	}
 	c.AddTool(t, "ops", demobackend.ToolSpec{Name: "sleep", Description: "The first's wait.", Behaviour: "sleep"})
 	listedAs("The first's wait.")
@@ -656,4 +662,38 @@ func TestCancelledTaskHasNoTaskEnd(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestDeniedTaskIsAnsweredAsMissing: once the policy no longer lets its
+// creator call the task's tool, the task is answered exactly as one that
+// never was, for tasks/get, tasks/update and tasks/cancel. The denial
+// once came back as "not found" and a missing task as "task not found".
+func TestDeniedTaskIsAnsweredAsMissing(t *testing.T) {
+	policyPath := filepath.Join(t.TempDir(), "policy.cedar")
+	writeAtomically(t, policyPath, []byte(permitAll))
+	c := startTasks(t, policyPath)
+	alice := rawTasks(c.MCPURL, "alice-key")
+	id := createTask(t, alice, "ops_sleep", map[string]any{"duration": "30s"})
+	writeAtomically(t, policyPath, []byte(permitAll+`forbid (principal == User::"alice", action, resource == Tool::"ops_sleep");`+"\n"))
+	testkit.Eventually(t, "the policy denying alice the task's tool", 10*time.Second, func() bool {
+		a, err := alice.Send(t.Context(), "tasks/get", id, map[string]any{"taskId": id})
+		return err == nil && a.Error != nil
+	})
+	never := "t1.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	for _, method := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
+		answer := func(task string) string {
+			params := map[string]any{"taskId": task}
+			if method == "tasks/update" {
+				params["inputResponses"] = map[string]any{"x": map[string]any{"action": "accept"}}
+			}
+			a, err := alice.Send(t.Context(), method, task, params)
+			if err != nil || a.Error == nil {
+				t.Fatalf("%s of %s: %v %s, want an error", method, task, err, a.Result)
+			}
+			return fmt.Sprint(a.Error.Code, " ", a.Error.Message)
+		}
+		if denied, missing := answer(id), answer(never); denied != missing {
+			t.Errorf("%s: %q for the denied task, %q for one that never was", method, denied, missing)
+		}
+	}
 }

@@ -267,10 +267,18 @@ func (s *Server) startTask(ctx context.Context, a *admitted, req *aggregatorv1.C
 const detachedStoreTimeout = 10 * time.Second
 
 // ttl is the TTL of a new task: what the client asked for, or the
-// default, within the cap.
+// default, at least minTaskTTL, within the cap.
 func (t *taskRunner) ttl(askedMs int64) time.Duration {
-	return cappedTTL(askedMs, time.Duration(t.cfg.DefaultTTL), time.Duration(t.cfg.MaxTTL))
+	limit := time.Duration(t.cfg.MaxTTL)
+	return min(max(cappedTTL(askedMs, time.Duration(t.cfg.DefaultTTL), limit), minTaskTTL), limit)
 }
+
+// minTaskTTL is the shortest TTL a task gets, whatever its client asks
+// (unless aggregator.tasks.maxTTL is shorter): one of a few milliseconds
+// expired before its client could poll it, or even before the store took
+// it (refused as malformed). A receiver may choose the TTL, and says
+// which it chose.
+const minTaskTTL = 10 * time.Second
 
 // cappedTTL is askedMs milliseconds, or def when not positive, at most
 // limit. The cap applies before the conversion: a client's (or a

@@ -36,10 +36,21 @@ import (
 // maxTaskIDBytes bounds a task id a client sends.
 const maxTaskIDBytes = 128
 
+// failTask is fail for a request naming a task: the task's tool denied
+// or gone (the admission's not found) is answered as a task that does not
+// exist, in the same words; the audit event, recorded already, keeps
+// which it was.
+func (s *Server) failTask(ctx context.Context, method string, err error) error {
+	if errors.Is(err, engine.ErrNotFound) {
+		err = errTaskNotFound
+	}
+	return s.fail(ctx, method, err)
+}
+
 // GetTask answers tasks/get.
 func (s *Server) GetTask(ctx context.Context, req *aggregatorv1.GetTaskRequest) (*aggregatorv1.GetTaskResponse, error) {
 	resp, err := s.getTask(ctx, req)
-	return resp, s.fail(ctx, "GetTask", err)
+	return resp, s.failTask(ctx, "GetTask", err)
 }
 
 func (s *Server) getTask(ctx context.Context, req *aggregatorv1.GetTaskRequest) (*aggregatorv1.GetTaskResponse, error) {
@@ -70,7 +81,7 @@ func (s *Server) getTask(ctx context.Context, req *aggregatorv1.GetTaskRequest) 
 // replica running it).
 func (s *Server) CancelTask(ctx context.Context, req *aggregatorv1.CancelTaskRequest) (*aggregatorv1.CancelTaskResponse, error) {
 	resp, err := s.cancelTask(ctx, req)
-	return resp, s.fail(ctx, "CancelTask", err)
+	return resp, s.failTask(ctx, "CancelTask", err)
 }
 
 func (s *Server) cancelTask(ctx context.Context, req *aggregatorv1.CancelTaskRequest) (*aggregatorv1.CancelTaskResponse, error) {
@@ -109,7 +120,7 @@ func (s *Server) cancelTask(ctx context.Context, req *aggregatorv1.CancelTaskReq
 // start the next one here, with this request's credentials.
 func (s *Server) UpdateTask(ctx context.Context, req *aggregatorv1.UpdateTaskRequest) (*aggregatorv1.UpdateTaskResponse, error) {
 	resp, err := s.updateTask(ctx, req)
-	return resp, s.fail(ctx, "UpdateTask", err)
+	return resp, s.failTask(ctx, "UpdateTask", err)
 }
 
 func (s *Server) updateTask(ctx context.Context, req *aggregatorv1.UpdateTaskRequest) (*aggregatorv1.UpdateTaskResponse, error) {
