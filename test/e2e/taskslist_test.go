@@ -12,6 +12,8 @@ import (
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
+	"github.com/switchboard-mcp/switchboard/test/harness"
+	"github.com/switchboard-mcp/switchboard/test/mcpraw"
 )
 
 // TestListTasksOfAnUnknownServer: ListTasks naming a server that is not
@@ -38,5 +40,28 @@ func TestListTasksOfAnUnknownServer(t *testing.T) {
 	_, err = agg.ListTasks(t.Context(), &aggregatorv1.ListTasksRequest{Principal: &commonv1.Principal{Subject: "x\x00"}})
 	if apierr.Reason(err) == commonv1.ErrorReason_ERROR_REASON_INVALID_CURSOR {
 		t.Fatalf("a request without a cursor refused as a bad cursor: %v", err)
+	}
+}
+
+// TestAnonymousTasksAreNotListed: under gateway.auth.mode anonymous every
+// client is the same principal, whose tasks are guarded by their ids
+// alone: tasks/list answers it an empty page. It once gave any anonymous
+// client every other one's task ids, and with them their results.
+func TestAnonymousTasksAreNotListed(t *testing.T) {
+	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: tasksSpec}},
+		Configure: func(cfg *config.Config) {
+			withTaskStore(t, cfg)
+			cfg.Aggregator.ToolOverrides = []config.ToolOverride{{Backend: "ops", Tool: "sleep", TaskSupport: config.TaskSupportOptional}}
+		}})
+	victim := &mcpraw.Client{URL: c.MCPURL, Capabilities: mcpraw.TasksCapabilities}
+	id := createTask(t, victim, "ops_sleep", map[string]any{"duration": "10ms"})
+	conn, err := rpc.Dial(config.Endpoint{Address: c.Config.Aggregator.Listen, Token: c.GatewayToken}, config.TLS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	page, err := aggregatorv1.NewAggregatorServiceClient(conn).ListTasks(t.Context(), &aggregatorv1.ListTasksRequest{Principal: &commonv1.Principal{}})
+	if err != nil || len(page.GetTasks()) != 0 {
+		t.Fatalf("the anonymous principal's tasks/list: %v, %v; want an empty page (the task is %s)", page, err, id)
 	}
 }

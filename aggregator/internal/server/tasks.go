@@ -225,7 +225,14 @@ func (s *Server) listTasks(ctx context.Context, req *aggregatorv1.ListTasksReque
 			return nil, err
 		}
 	}
-	page, err := s.tasks.store.ListTasks(ctx, &indexerv1.ListTasksRequest{Owner: svcauth.PrincipalFrom(ctx).GetSubject(),
+	owner := svcauth.PrincipalFrom(ctx).GetSubject()
+	if owner == "" {
+		// The anonymous principal's tasks are every anonymous client's:
+		// a list would hand each client the others' ids, which, 256
+		// random bits each, are all that guards them.
+		return &aggregatorv1.ListTasksResponse{}, nil
+	}
+	page, err := s.tasks.store.ListTasks(ctx, &indexerv1.ListTasksRequest{Owner: owner,
 		Server: req.GetServer(), PageSize: req.GetPageSize(), Cursor: req.GetCursor()})
 	if status.Code(err) == codes.InvalidArgument && req.GetCursor() != "" {
 		// The server and the owner are the aggregator's to know good
