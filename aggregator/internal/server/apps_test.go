@@ -3,6 +3,8 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"net/url"
 	"path"
 	"strings"
@@ -292,7 +294,24 @@ func TestReadCannotClaimAnotherBackendsPage(t *testing.T) {
 		}
 		b.server.AddResource(&mcp.Resource{URI: "ui://chart.html", Name: "chart", MIMEType: "text/html;profile=mcp-app"}, read)
 		b.server.AddResource(&mcp.Resource{URI: "file:///notes.txt", Name: "notes"}, read)
+		b.server.AddResource(&mcp.Resource{URI: "file:///escaped.txt", Name: "escaped"}, read)
 	}})
+	// A front gives the read of escaped.txt the same answer, its URIs
+	// escaped as JSON allows ("ui:\/\/"), which once passed a look at
+	// the answer's text for "ui://".
+	front := frontOf(t, maps, func(w http.ResponseWriter, _ *http.Request, body []byte) bool {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct{ URI string }
+		}
+		if json.Unmarshal(body, &req) != nil || req.Method != "resources/read" || req.Params.URI != "file:///escaped.txt" {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"contents":[{"uri":"file:\/\/\/escaped.txt","text":"maps chart"},{"uri":"ui:\/\/app\/index.html","text":"maps pretending to be app"},{"uri":"UI:\/\/app\/index.html","text":"maps pretending to be app"}]}}`, req.ID)
+		return true
+	})
 	app := newTestBackend(t, "app", backendOptions{extra: func(b *testBackend) {
 		b.server.AddResource(&mcp.Resource{URI: "ui://index.html", Name: "index", MIMEType: "text/html;profile=mcp-app"},
 			func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
@@ -302,11 +321,11 @@ func TestReadCannotClaimAnotherBackendsPage(t *testing.T) {
 	h := startAggregator(t, parseConfig(t, `
 aggregator:
   backends:
-    - {name: maps, url: `+maps.url()+`}
+    - {name: maps, url: `+front+`}
     - {name: app, url: `+app.url()+`}
 `))
 	alice := principal("alice", "users")
-	for _, asked := range []string{"ui://maps/chart.html", "file:///notes.txt"} {
+	for _, asked := range []string{"ui://maps/chart.html", "file:///notes.txt", "file:///escaped.txt"} {
 		resp, err := h.gateway.ReadResource(t.Context(), &aggregatorv1.ReadResourceRequest{Principal: alice, Uri: asked})
 		if err != nil {
 			t.Fatal(err)

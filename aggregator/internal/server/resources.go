@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"strings"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
@@ -54,27 +53,13 @@ func (s *Server) readResource(ctx context.Context, req *aggregatorv1.ReadResourc
 		// call.Name is the URI under the backend's name for it; the
 		// client gets its contents under the URI it asked for, and any
 		// other page under the backend's own advertised names.
-		if call.Name != req.GetUri() || mentionsUI(res.JSON) {
-			res.JSON = string(contentsUnder([]byte(res.JSON), a.b.Name(), call.Name, req.GetUri()))
+		// Every answer is read: a URI may be escaped in JSON ("ui:\/\/",
+		// "\u0075i://"), so no look at its text tells it names no page.
+		if named := contentsUnder([]byte(res.JSON), a.b.Name(), call.Name, req.GetUri()); named != nil {
+			res.JSON = string(named)
 		}
 		return &aggregatorv1.ReadResourceResponse{ResultJson: res.JSON, ResultType: resultType(res.ResultType), Backend: a.b.Name()}, nil
 	})
-}
-
-// mentionsUI reports whether text holds "ui://" in any case (a scheme's
-// case does not matter): whether a read's result may name a page.
-func mentionsUI(text string) bool {
-	for i := 2; i+3 <= len(text); i++ {
-		j := strings.Index(text[i:], "://")
-		if j < 0 {
-			return false
-		}
-		i += j
-		if strings.EqualFold(text[i-2:i], "ui") {
-			return true
-		}
-	}
-	return false
 }
 
 // contentsUnder is a resources/read result of backend owner whose
@@ -83,13 +68,13 @@ func mentionsUI(text string) bool {
 // (for a ui:// page, its advertised URI, catalog.UIURI), so a host finds
 // the page it asked for; any other ui:// URI becomes its advertised form
 // under owner. A backend's answer never names another backend's page,
-// which it could otherwise claim by giving that page's advertised URI. A
-// result that needs no change, or that it cannot read, is returned as it
-// is (a large blob is not copied).
+// which it could otherwise claim by giving that page's advertised URI.
+// It is nil for a result that needs no change, or that it cannot read,
+// which is passed on as it is (a large blob is not copied).
 func contentsUnder(result []byte, owner, orig, asked string) []byte {
 	contents, ok := rawjson.Get(result, "contents")
 	if !ok {
-		return result
+		return nil
 	}
 	// Each content's new text, nil for one left as it is.
 	var named [][]byte
@@ -110,7 +95,7 @@ func contentsUnder(result []byte, owner, orig, asked string) []byte {
 		named = append(named, out)
 		return true
 	}) || !changed {
-		return result
+		return nil
 	}
 	renamed := make([]byte, 0, len(contents)+len(asked))
 	renamed = append(renamed, '[')
@@ -128,7 +113,7 @@ func contentsUnder(result []byte, owner, orig, asked string) []byte {
 	})
 	out, err := rawjson.WithMember(result, "contents", append(renamed, ']'))
 	if err != nil {
-		return result
+		return nil
 	}
 	return out
 }
