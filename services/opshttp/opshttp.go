@@ -14,6 +14,7 @@ package opshttp
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -96,6 +97,51 @@ func GRPCServing(health healthpb.HealthClient, what string) func() error {
 // or trace in progress is cut after it; it is a diagnostic, not traffic.
 const shutdownGrace = 5 * time.Second
 
+// bodyTimeout is how long a request's body may take to arrive at an ops
+// port (a variable for tests).
+var bodyTimeout = 10 * time.Second
+
+// BoundBodies gives a request with a body timeout to send it, whether or
+// not its handler reads it: net/http reads what a handler left of a body
+// before it answers the next request on the connection, so without a
+// bound a client that sent the headers of a request with a body (a
+// login form; a POST to /healthz, or one refused 401 before its body is
+// read) and held the body back kept the connection and a goroutine for
+// as long as it liked. The bound ends once the body is read to its end,
+// so that it does not end a long answer. A request without a body (a
+// probe, a scrape, a profile that answers after the seconds it records,
+// an event stream) has none.
+func BoundBodies(h http.Handler, timeout time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 {
+			rc := http.NewResponseController(w)
+			// Servers that cannot set deadlines (tests' recorders) read
+			// without.
+			if rc.SetReadDeadline(time.Now().Add(timeout)) == nil {
+				r.Body = &boundedBody{ReadCloser: r.Body, rc: rc}
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// boundedBody lifts its connection's read deadline once it is read to its
+// end.
+type boundedBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
 // Serve serves h on lis until ctx is done, then shuts down, giving open
 // requests (a scrape in progress) a few seconds to finish.
 //
@@ -108,9 +154,9 @@ func Serve(ctx context.Context, lis net.Listener, h http.Handler, hosts []string
 	log.Info("http serving", "addr", lis.Addr().String())
 	// No WriteTimeout: a CPU profile or trace answers after the seconds
 	// it was asked to record; no ReadTimeout either, which would end such
-	// a request's context when it passed (a handler that reads a body
-	// bounds its time itself). An idle keep-alive connection is closed.
-	srv := &http.Server{Handler: hostguard.NamedHostsOnly(h, hosts), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	// a request's context when it passed: a body's time is bounded by
+	// BoundBodies. An idle keep-alive connection is closed.
+	srv := &http.Server{Handler: BoundBodies(hostguard.NamedHostsOnly(h, hosts), bodyTimeout), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	if err := lifecycle.ServeHTTP(ctx, srv, lis, shutdownGrace); err != nil {
 		log.Error("http server failed", "err", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -191,5 +192,37 @@ func TestGRPCServing(t *testing.T) {
 		if err != nil && err.Error() != "aggregator not ready" {
 			t.Errorf("error %q must name the dependency and nothing else", err)
 		}
+	}
+}
+
+// A request whose body never arrives is answered, on any route, once the
+// body's bound passes: a POST to /healthz with a Content-Length and no
+// body once kept its connection and a goroutine for good, on every
+// service's ops port, needing no credential.
+func TestBodyThatNeverComesIsAnswered(t *testing.T) {
+	defer opshttp.SetBodyTimeout(200 * time.Millisecond)()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() {
+		opshttp.Serve(ctx, lis, opshttp.Handler(func() error { return nil }, prometheus.NewRegistry()), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		close(stopped)
+	}()
+	t.Cleanup(func() { cancel(); <-stopped })
+	conn, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\nx"); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	// The answer, or the connection closed, either way not held.
+	if _, err := io.ReadAll(conn); err != nil {
+		t.Fatalf("the connection of a body that never came is still held: %v", err)
 	}
 }

@@ -315,6 +315,37 @@ func metric(t *testing.T, c *harness.Cluster, name string) float64 {
 	return 0
 }
 
+// TestUnreadBodyIsBounded: a request refused before its body is read (a
+// 401) whose body never comes gets its answer, and then loses the
+// connection once http.bodyTimeout has passed. net/http reads what a
+// handler left of a body before the next request, and without a bound
+// the connection and its goroutine were held for good, without any
+// credential.
+func TestUnreadBodyIsBounded(t *testing.T) {
+	const bodyTimeout = time.Second
+	c, _ := startHarness(t, false, func(cfg *config.Config) {
+		cfg.Gateway.HTTP.BodyTimeout = config.Duration(bodyTimeout)
+	})
+	conn, err := net.Dial("tcp", c.Config.Gateway.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	head := "POST /mcp HTTP/1.1\r\nHost: " + c.Config.Gateway.Listen + "\r\nAuthorization: Bearer not-a-key\r\n" +
+		"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+	if _, err := io.WriteString(conn, head); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	answer, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatalf("the connection of a refused request whose body never came is still held: %v (read %q)", err, answer)
+	}
+	if !strings.HasPrefix(string(answer), "HTTP/1.1 401") {
+		t.Fatalf("answer %q, want 401", answer)
+	}
+}
+
 // TestSlowBodyIsCutOff: a client that sends its request body a byte at a
 // time gets 408 once http.bodyTimeout has passed, and loses the
 // connection, instead of holding a gateway goroutine for as long as it

@@ -89,12 +89,12 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
 	srv := &http.Server{
-		Handler:           gw.Handler(),
+		// A body has gateway.http.bodyTimeout to arrive, whether the
+		// handler reads it or refuses the request first (a 401).
+		Handler:           opshttp.BoundBodies(gw.Handler(), time.Duration(cfg.HTTP.BodyTimeout)),
 		ReadHeaderTimeout: time.Duration(cfg.HTTP.ReadHeaderTimeout),
 		// No ReadTimeout or WriteTimeout: notification streams are
 		// long-lived, and a read deadline on the connection would end them.
-		// The body has a deadline of its own (gateway.http.bodyTimeout,
-		// set by the handler while it reads).
 		IdleTimeout: 2 * time.Minute,
 	}
 	srv.RegisterOnShutdown(gw.Close)

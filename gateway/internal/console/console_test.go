@@ -1,11 +1,9 @@
 package console
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
@@ -998,28 +996,5 @@ func TestMergeKeepsEachReplicasOwnChanges(t *testing.T) {
 		merged.GetHealthEvents(), from, from.Add(time.Hour))
 	if segs := lanes[0].Segments; segs[len(segs)-1].State != "unhealthy" {
 		t.Errorf("the lane ends %q although the backend failed again", segs[len(segs)-1].State)
-	}
-}
-
-// A login whose body never arrives is answered once formTimeout passes:
-// the ops port's server bounds only the headers' time, and the
-// connection and its goroutine were held for as long as the client
-// liked, before any attempt of it was counted.
-func TestFormBodyThatNeverComesIsAnswered(t *testing.T) {
-	defer func(d time.Duration) { formTimeout = d }(formTimeout)
-	formTimeout = 200 * time.Millisecond
-	tc := startConsole(t, nil, nil)
-	conn, err := net.Dial("tcp", tc.srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := io.WriteString(conn, "POST /console/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 1000\r\n\r\ncsrf="); err != nil {
-		t.Fatal(err)
-	}
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	status, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil || !strings.Contains(status, " 400 ") {
-		t.Fatalf("the held-back form was answered %q, %v; want 400 once formTimeout passed", status, err)
 	}
 }

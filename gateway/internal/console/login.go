@@ -9,18 +9,9 @@ import (
 // maxFormBytes bounds a posted form.
 const maxFormBytes = 16 << 10
 
-// formTimeout is how long a posted form's body may take to arrive (a
-// variable for tests).
-var formTimeout = 10 * time.Second
-
-// readForm parses a posted form of at most maxFormBytes arriving within
-// formTimeout. The ops port's server bounds only the headers' time (a
-// CPU profile's request must outlive any whole-request bound), so a
-// client holding back a form's body would otherwise keep its connection
-// and a goroutine for as long as it likes, before any login attempt of
-// it is counted.
+// readForm parses a posted form of at most maxFormBytes (the ops server
+// bounds the time its body takes, opshttp).
 func readForm(w http.ResponseWriter, r *http.Request) error {
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(formTimeout))
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	return r.ParseForm()
 }

@@ -199,12 +199,13 @@ func refuse(w http.ResponseWriter, rec *requestRecord, status int, id json.RawMe
 // goroutine and a buffer for long. The deadline is lifted once the body is
 // in: the response may be a long stream.
 func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	rc := http.NewResponseController(w)
-	// Servers that cannot set deadlines (tests' recorders) read without.
-	_ = rc.SetReadDeadline(time.Now().Add(time.Duration(g.cfg.HTTP.BodyTimeout)))
+	// The body's deadline is the server's (opshttp.BoundBodies, at
+	// gateway.http.bodyTimeout); a body read to its declared length may
+	// not have been read to its end, so the deadline is lifted here, that
+	// it does not end a long answer.
 	body, err := readAll(http.MaxBytesReader(w, r.Body, g.cfg.HTTP.MaxBodyBytes), r.ContentLength)
 	if err == nil {
-		_ = rc.SetReadDeadline(time.Time{})
+		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	}
 	return body, err
 }
