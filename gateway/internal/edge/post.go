@@ -352,6 +352,27 @@ func (g *Gateway) serveLegacy(w http.ResponseWriter, r *http.Request, req *metho
 	}
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
+	if parent != r.Context() {
+		// A session has only so many such requests running on; past
+		// them a dropped one ends as a cancelled one does.
+		var release func()
+		detached := make(chan struct{})
+		stop := context.AfterFunc(r.Context(), func() {
+			defer close(detached)
+			var ok bool
+			if release, ok = g.local.Detach(req.Session); !ok {
+				cancel()
+			}
+		})
+		defer func() {
+			if !stop() {
+				<-detached
+				if release != nil {
+					release()
+				}
+			}
+		}()
+	}
 	cancelled, done := g.local.Track(req.Session, msg.ID, cancel)
 	defer done()
 	g.serve(ctx, req, resp, rec, cancelled)

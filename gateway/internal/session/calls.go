@@ -9,8 +9,9 @@ import (
 // The requests of Legacy sessions in flight on this replica, by session and
 // JSON-RPC id: a client's notifications/cancelled names one of them, and an
 // answer to an input request sent on a request's stream comes back under
-// the id the gateway gave it. Both are bounded by the requests in flight,
-// each of which holds its HTTP request open.
+// the id the gateway gave it. Both are bounded by the requests in flight:
+// each holds its HTTP request open, or is one of the MaxDetachedCalls of
+// its session that run on after their connection dropped.
 
 // call is one request in flight.
 type call struct {
@@ -101,4 +102,30 @@ func (l *Local) DeliverReply(session string, id json.RawMessage, reply json.RawM
 		ch <- reply
 	}
 	return ok
+}
+
+// MaxDetachedCalls bounds the requests of a session that run on after
+// their client's connection dropped (in 2025-11-25 a disconnect is not a
+// cancellation): past it, a dropped request ends as a cancelled one
+// does, so that a client dropping requests as fast as it sends them
+// cannot leave ever more running.
+const MaxDetachedCalls = 8
+
+// Detach counts a request of session whose client's connection dropped
+// as running on, until release; ok is false, and nothing counted, when
+// the session has MaxDetachedCalls running so already.
+func (l *Local) Detach(session string) (release func(), ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.detached[session] >= MaxDetachedCalls {
+		return nil, false
+	}
+	l.detached[session]++
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.detached[session]--; l.detached[session] <= 0 {
+			delete(l.detached, session)
+		}
+	}, true
 }
