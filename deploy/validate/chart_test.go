@@ -154,6 +154,11 @@ func TestChartToggles(t *testing.T) {
 			if was == now || !strings.HasPrefix(now, "switchboard-config-") {
 				t.Errorf("the configuration's ConfigMap is %s with the policy and %s without: not named by its content", now, was)
 			}
+			// An upgrade keeps the previous one, which pods of the older
+			// ReplicaSet (evicted, scaled) still mount.
+			if r.configMap("switchboard-config").Annotations["helm.sh/resource-policy"] != "keep" {
+				t.Error("an upgrade would delete the ConfigMap the previous ReplicaSet's pods mount")
+			}
 			for _, d := range []string{"switchboard-gateway", "switchboard-aggregator", "switchboard-indexer"} {
 				if !slices.ContainsFunc(r.deployment(d).Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.ConfigMap != nil && v.ConfigMap.Name == now }) {
 					t.Errorf("%s does not mount %s", d, now)
