@@ -41,9 +41,38 @@ func trigramContribution(weight, similarity float32) float64 {
 }
 
 // nameSimilarity is the greater word_similarity of the query key and the
-// document's name key, either way round.
+// document's name key, either way round. word_similarity(name, query)
+// walks the query key for every trigram of it the name has, which grows
+// with the square of the query's length: a query of one 256-letter word
+// repeating a prefix every tool of a backend shares ("githubgithub...")
+// made each of those tools cost tens of thousands of steps. It cannot be
+// more than the share of the name's trigrams the query has at all, so it
+// is skipped when that share is no more than the other way round, which
+// walks only the name (the greater of the two is the same; float32
+// division of exact integers rounds monotonically, so the bound holds
+// rounded too).
 func nameSimilarity(d *document, q trigramText, scratch *simScratch) float32 {
-	return max(wordSimilarity(d.nameTrigrams, q, scratch), wordSimilarity(q, d.nameTrigrams, scratch))
+	cheap := wordSimilarity(q, d.nameTrigrams, scratch)
+	if shared := commonTrigrams(d.nameTrigrams.set, q.set); shared == 0 || calcSml(shared, len(d.nameTrigrams.set), shared) <= cheap {
+		return cheap
+	}
+	return max(wordSimilarity(d.nameTrigrams, q, scratch), cheap)
+}
+
+// commonTrigrams is how many trigrams two sorted sets share.
+func commonTrigrams(a, b []trigram) int {
+	n := 0
+	for i, j := 0, 0; i < len(a) && j < len(b); {
+		switch {
+		case a[i] < b[j]:
+			i++
+		case a[i] > b[j]:
+			j++
+		default:
+			n, i, j = n+1, i+1, j+1
+		}
+	}
+	return n
 }
 
 // queryLexeme is one lexeme of a query, weighted as the search weighs it:
