@@ -406,13 +406,17 @@ func (r *Resolver) watchOnce(ctx context.Context, lastVersion *uint64, connected
 	if err != nil {
 		return err
 	}
-	for {
+	for first := true; ; first = false {
 		ev, err := stream.Recv()
 		if err != nil {
 			return fmt.Errorf("receive: %w", err)
 		}
 		connected()
-		if toolsChanged(ev) || ev.GetCatalogVersion() != *lastVersion {
+		// The first message of a stream invalidates too: a scope resolved
+		// while the stream was down may have come from a replica still on
+		// a policy since changed, which keeps the catalog version and
+		// names no change.
+		if first || toolsChanged(ev) || ev.GetCatalogVersion() != *lastVersion {
 			r.Invalidate()
 		}
 		*lastVersion = ev.GetCatalogVersion()
