@@ -63,3 +63,25 @@ func TestRevocationBounds(t *testing.T) {
 		}
 	}
 }
+
+// A Legacy session may not outlive the record of its deletion: a
+// gateway.sessions.ttl longer than indexer.maxRevocationTTL was taken,
+// and a deleted session then opened again on other replicas once its
+// revocation, cut to the shorter bound, expired.
+func TestSessionsOutlivingRevocationsAreRefused(t *testing.T) {
+	c := &Config{}
+	c.Gateway.Aggregator = Endpoint{Address: "127.0.0.1:9090"}
+	c.Gateway.Sessions.TTL = Duration(72 * time.Hour)
+	c.Indexer.Listen, c.Indexer.Database = "127.0.0.1:9091", "postgres://x@localhost/db"
+	for name, validate := range map[string]func() error{"gateway": c.ValidateGateway, "indexer": c.ValidateIndexer} {
+		if err := validate(); err == nil || !strings.Contains(err.Error(), "gateway.sessions.ttl") {
+			t.Errorf("%s: a 72h session TTL with the 24h revocation bound: %v", name, err)
+		}
+	}
+	c.Indexer.MaxRevocationTTL = Duration(72 * time.Hour)
+	for name, validate := range map[string]func() error{"gateway": c.ValidateGateway, "indexer": c.ValidateIndexer} {
+		if err := validate(); err != nil && strings.Contains(err.Error(), "gateway.sessions.ttl") {
+			t.Errorf("%s: a 72h session TTL with a 72h revocation bound: %v", name, err)
+		}
+	}
+}

@@ -23,7 +23,20 @@ import (
 func (c *Config) ValidateGateway() error {
 	return c.Annotate(errors.Join(c.Gateway.WithDefaults().Validate(), c.GRPC.Validate(), c.GRPC.validateGatewayStreams(c.Gateway.WithDefaults().Streams.MaxOpen),
 		c.ValidateServers(), c.ValidateServerAudiences(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(),
-		validateAuditIndexer(c.Audit, c.Gateway.Indexer, "gateway.indexer"), c.validateRunsFitRequests(), c.Telemetry.Validate()))
+		validateAuditIndexer(c.Audit, c.Gateway.Indexer, "gateway.indexer"), c.validateRunsFitRequests(), c.Telemetry.Validate(),
+		c.validateSessionsFitRevocations()))
+}
+
+// validateSessionsFitRevocations refuses a Legacy session that outlives
+// the indexer's record of its deletion: a revocation is kept at most
+// indexer.maxRevocationTTL, so a DELETEd session would open again on the
+// other replicas, and on any that restarts, for the rest of its life.
+func (c *Config) validateSessionsFitRevocations() error {
+	ttl, kept := time.Duration(c.Gateway.WithDefaults().Sessions.TTL), time.Duration(c.Indexer.WithDefaults().MaxRevocationTTL)
+	if ttl > kept {
+		return keyErr("gateway.sessions.ttl", "is %s, longer than indexer.maxRevocationTTL (%s), the longest a deleted session is remembered: a deleted session would open again; raise indexer.maxRevocationTTL", ttl, kept)
+	}
+	return nil
 }
 
 // validateRunsFitRequests refuses a code mode timeout longer than the
@@ -57,7 +70,8 @@ func (c *Config) ValidateAggregator() error {
 // service credentials, the grpc section, the rate limits and the reload
 // interval.
 func (c *Config) ValidateIndexer() error {
-	return c.Annotate(errors.Join(c.Indexer.WithDefaults().Validate(), c.ServiceAuth.Validate(), c.GRPC.Validate(), c.RateLimits.Validate(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(), c.Telemetry.Validate()))
+	return c.Annotate(errors.Join(c.Indexer.WithDefaults().Validate(), c.ServiceAuth.Validate(), c.GRPC.Validate(), c.RateLimits.Validate(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(), c.Telemetry.Validate(),
+		c.validateSessionsFitRevocations()))
 }
 
 // Validate checks the telemetry section: a sampling ratio is a fraction
