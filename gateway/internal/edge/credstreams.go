@@ -17,27 +17,31 @@ import (
 // credential that opened each. A request answered at once is
 // authenticated when it comes; a stream would otherwise outlive its
 // credential by as long as it stays open. So a stream ends when a reload
-// of gateway.auth no longer authenticates its credential as the same
-// principal (a key removed, an issuer or audience changed), and one an
-// OIDC token opened ends at the token's expiry.
+// of gateway.auth or of the servers no longer authenticates its
+// credential as the same principal at its endpoint (a key removed, an
+// issuer changed, its server's audience changed or the server removed),
+// and one an OIDC token opened ends at the token's expiry.
 type credentialStreams struct {
 	mu   sync.Mutex
 	open map[*credentialStream]struct{}
 }
 
 // streamCredential is how a request was authenticated, for the stream it
-// may open: the audience, and the authentication in force then.
+// may open: its endpoint, and the authentication and servers in force
+// then.
 type streamCredential struct {
-	audience string
-	state    *authState
+	at      endpointAt
+	state   *authState
+	servers *serverTable
 }
 
 // credentialStream is one open stream: the request that opened it (its
-// headers carry the credential), the audience it was authenticated for,
+// headers carry the credential, its path the endpoint whose audience it
+// authenticates for, looked up in the servers in force at each check),
 // its principal, and how to end it.
 type credentialStream struct {
 	r         *http.Request
-	audience  string
+	at        endpointAt
 	principal string
 	end       context.CancelCauseFunc
 }
@@ -49,26 +53,27 @@ var (
 
 // holdStream keeps r's stream, which authenticated as p under cred, until
 // release: ctx ends when the credential stops authenticating. A reload of
-// gateway.auth between the request's authentication and now, which the
-// reload's recheck did not see the stream for, is caught up with here.
+// gateway.auth or of the servers between the request's authentication and
+// now, which the reload's recheck did not see the stream for, is caught up
+// with here.
 func (g *Gateway) holdStream(ctx context.Context, r *http.Request, p *commonv1.Principal, cred streamCredential) (context.Context, func()) {
-	ctx, held, release := g.credStreams.hold(ctx, r, cred.audience, p, cred.state.cfg.Mode == "oidc")
-	if now := g.auth.Load(); now != cred.state {
-		held.recheck(now.authn)
+	ctx, held, release := g.credStreams.hold(ctx, r, cred.at, p, cred.state.cfg.Mode == "oidc")
+	if now, servers := g.auth.Load(), g.servers.Load(); now != cred.state || servers != cred.servers {
+		held.recheck(now.authn, servers)
 	}
 	return ctx, release
 }
 
-// hold keeps r's stream, authenticated as p for audience, until release,
+// hold keeps r's stream, authenticated as p at endpoint at, until release,
 // and returns it; ctx ends when the credential stops authenticating, or expires (oidc:
 // the token's exp, and the leeway its check allows).
-func (c *credentialStreams) hold(ctx context.Context, r *http.Request, audience string, p *commonv1.Principal, oidc bool) (context.Context, *credentialStream, func()) {
+func (c *credentialStreams) hold(ctx context.Context, r *http.Request, at endpointAt, p *commonv1.Principal, oidc bool) (context.Context, *credentialStream, func()) {
 	ctx, end := context.WithCancelCause(ctx)
 	stopExpiry := func() bool { return false }
 	if exp, ok := auth.TokenExpiry(r); ok && oidc {
 		stopExpiry = time.AfterFunc(time.Until(exp), func() { end(errCredentialExpired) }).Stop
 	}
-	s := &credentialStream{r: r, audience: audience, principal: session.PrincipalDigest(p), end: end}
+	s := &credentialStream{r: r, at: at, principal: session.PrincipalDigest(p), end: end}
 	c.mu.Lock()
 	if c.open == nil {
 		c.open = map[*credentialStream]struct{}{}
@@ -85,8 +90,9 @@ func (c *credentialStreams) hold(ctx context.Context, r *http.Request, audience 
 }
 
 // recheck ends every open stream whose credential a no longer
-// authenticates as the principal that opened it.
-func (c *credentialStreams) recheck(a auth.Authenticator) {
+// authenticates as the principal that opened it at its endpoint, as
+// servers has it.
+func (c *credentialStreams) recheck(a auth.Authenticator, servers *serverTable) {
 	c.mu.Lock()
 	open := make([]*credentialStream, 0, len(c.open))
 	for s := range c.open {
@@ -94,15 +100,20 @@ func (c *credentialStreams) recheck(a auth.Authenticator) {
 	}
 	c.mu.Unlock()
 	for _, s := range open {
-		s.recheck(a)
+		s.recheck(a, servers)
 	}
 }
 
-// recheck ends s when a refuses its credential, or takes it for another
-// principal. An issuer whose keys cannot be fetched now refuses nothing
-// for good: the stream goes on (it ends at its token's expiry anyway).
-func (s *credentialStream) recheck(a auth.Authenticator) {
-	p, err := a.Authenticate(s.r, s.audience)
+// recheck ends s when a refuses its credential for its endpoint's
+// audience in servers, or takes it for another principal, or its server
+// is gone. An issuer whose keys cannot be fetched now refuses nothing for
+// good: the stream goes on (it ends at its token's expiry anyway).
+func (s *credentialStream) recheck(a auth.Authenticator, servers *serverTable) {
+	if _, ok := servers.routes[s.r.PathValue("server")]; s.at.ofServer && !ok {
+		s.end(errCredentialRevoked)
+		return
+	}
+	p, err := a.Authenticate(s.r, servers.audience(s.r, s.at))
 	if errors.Is(err, auth.ErrKeysUnavailable) {
 		return
 	}

@@ -138,3 +138,45 @@ func startOIDCGateway(t *testing.T, refresh config.JWKSRefresh) (*testIssuer, co
 	gw, srv := startGateway(t, b, cfg)
 	return is, cfg, gw, srv
 }
+
+// TestStreamsEndWithTheirServersAudience: a reload that gives a virtual
+// server another audience ends the streams a token for the old one
+// opened there, as the token is refused there from then on; a reload
+// of the servers alone once rechecked no stream, and one of gateway.auth
+// rechecked against the audience the stream opened with.
+func TestStreamsEndWithTheirServersAudience(t *testing.T) {
+	is := newTestIssuer(t)
+	b := startBackends(t)
+	cfg := testGatewayConfig(b)
+	cfg.Auth = config.GatewayAuth{Mode: "oidc", OIDC: config.OIDC{Issuer: testIssuerName, Audience: "switchboard", JWKSURL: is.srv.URL}}
+	servers := []config.Server{{Name: "alpha", Backends: []string{"alpha"}, Audience: "aud-alpha"}}
+	gw, srv := startGatewayWith(t, b, cfg, func(d *Deps) { d.Servers = servers })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	listen := func(url, token string) *bufio.Scanner {
+		_, lines := openStream(t, ctx, url, modernHeaders("subscriptions/listen", "Authorization", "Bearer "+token),
+			`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{`+modernMeta+`,"notifications":{"toolsListChanged":true}}}`)
+		if ack := nextData(t, lines); !strings.Contains(ack, "acknowledged") {
+			t.Fatalf("ack %s", ack)
+		}
+		return lines
+	}
+	alpha := listen(srv.URL+"/mcp/alpha", is.token(t, "alice", "aud-alpha"))
+	shared := listen(srv.URL+"/mcp", is.token(t, "bob", "switchboard"))
+	if err := gw.Reload(&config.Config{Gateway: cfg, Servers: []config.Server{{Name: "alpha", Backends: []string{"alpha"}, Audience: "aud-alpha-v2"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for alpha.Scan() {
+		if strings.Contains(alpha.Text(), `"method"`) {
+			t.Fatalf("alice's stream delivered after alpha's audience changed: %s", alpha.Text())
+		}
+	}
+	if ctx.Err() != nil {
+		t.Fatal("alice's stream at alpha outlived alpha's audience change")
+	}
+	for range 2 {
+		if d := nextData(t, shared); !strings.HasPrefix(d, ":") {
+			t.Fatalf("bob's stream at /mcp: %q", d)
+		}
+	}
+}

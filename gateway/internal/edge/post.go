@@ -50,7 +50,7 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, at endpointAt
 		return
 	}
 	// A stream is held with its credential, and ends with it.
-	cred := streamCredential{audience: audience, state: authState}
+	cred := streamCredential{at: at, state: authState, servers: servers}
 	switch r.Method {
 	case http.MethodPost:
 		g.servePOST(w, r, ep, principal, subjectToken(authState, r), cred)

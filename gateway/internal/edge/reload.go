@@ -89,14 +89,19 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	}
 
 	// Every part is built: swap.
-	if !reflect.DeepEqual(cfg.Servers, g.servers.Load().from) {
+	serversChanged := !reflect.DeepEqual(cfg.Servers, g.servers.Load().from)
+	if serversChanged {
 		g.SetServers(cfg.Servers)
 		g.log.Info("servers reloaded", "servers", len(cfg.Servers))
 	}
 	if authNext != nil {
 		g.auth.Store(authNext)
 		g.log.Info("gateway.auth reloaded", "mode", modeName(next.Auth.Mode), "api_keys", len(next.Auth.APIKeys))
-		g.credStreams.recheck(authNext.authn)
+	}
+	if authNext != nil || serversChanged {
+		// A server's audience, or the server itself, is part of what
+		// a stream's credential is checked against.
+		g.credStreams.recheck(g.auth.Load().authn, g.servers.Load())
 	}
 	live := liveKeys
 	if t := &g.tokens; t.aggregator != nil && t.indexer != nil {
