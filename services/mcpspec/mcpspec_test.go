@@ -79,3 +79,24 @@ func TestTaskMethodsPerEra(t *testing.T) {
 		}
 	}
 }
+
+// A tool is the model's unless its MCP App visibility is a list without
+// "model".
+func TestModelVisible(t *testing.T) {
+	for def, want := range map[string]bool{
+		`{"name":"t"}`: true,
+		`{"name":"t","_meta":{"ui":{"resourceUri":"ui://a"}}}`:       true,
+		`{"name":"t","_meta":{"ui":{"visibility":["model","app"]}}}`: true,
+		`{"name":"t","_meta":{"ui":{"visibility":["app","model"]}}}`: true,
+		`{"name":"t","_meta":{"ui":{"visibility":["model"]}}}`:       true,
+		`{"name":"t","_meta":{"ui":{"visibility":["app"]}}}`:         false,
+		`{"name":"t","_meta":{"ui":{"visibility":[]}}}`:              false,
+		`{"name":"t","_meta":{"ui":{"visibility":["\u0061pp"]}}}`:    false,
+		`{"name":"t","_meta":{"ui":{"visibility":"app"}}}`:           true,
+		`{"name":"t","_meta":{"ui":{"visibility":["m\u006fdel"]}}}`:  true,
+	} {
+		if got := mcpspec.ModelVisible([]byte(def)); got != want {
+			t.Errorf("%s: %v, want %v", def, got, want)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/paramheader"
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
@@ -68,6 +69,10 @@ func toolCallAdmission(req *aggregatorv1.CallToolRequest, tc *toolCall, forwarde
 // the backend call into tc.
 func prepareToolCall(req *aggregatorv1.CallToolRequest, a *admitted, tc *toolCall) error {
 	it := a.tool
+	if req.GetForModel() && !mcpspec.ModelVisible([]byte(it.Msg.GetDefinitionJson())) {
+		// A tool of its app alone, called on the model's word.
+		return engine.ErrNotFound
+	}
 	clientArgs := []byte(req.GetArgumentsJson())
 	args := clientArgs
 	var err error

@@ -20,6 +20,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 	"github.com/switchboard-mcp/switchboard/services/rawjson"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
@@ -106,7 +107,8 @@ func (s *Server) runCode(ctx context.Context, req *aggregatorv1.RunCodeRequest) 
 		named := codemode.Identifiers(req.GetProgram())
 		var tools []string
 		for i := range v.Len(catalog.KindTools) {
-			if key := v.Key(catalog.KindTools, i); named[key] {
+			// A tool of its app alone is no function of the model's.
+			if key := v.Key(catalog.KindTools, i); named[key] && modelVisible(snap, key) {
 				tools = append(tools, key)
 			}
 		}
@@ -167,7 +169,7 @@ func (s *Server) innerCall(ctx context.Context, outer *aggregatorv1.RunCodeReque
 	// the backend is told the client can do neither.
 	rc.ClientCapabilitiesJson, rc.ProgressTokenJson, rc.LogLevel = "", "", ""
 	call := &aggregatorv1.CallToolRequest{Principal: outer.GetPrincipal(), Server: outer.GetServer(), Name: tool,
-		ArgumentsJson: string(args), Context: rc}
+		ArgumentsJson: string(args), Context: rc, ForModel: true}
 	resp, err := s.callTool(context.WithValue(ctx, viaKey{}, RunCodeTool+" "+run), call, nil, false)
 	if err != nil {
 		return s.innerError(ctx, tool, err)
@@ -288,4 +290,11 @@ func (s *Server) auditRun(ctx context.Context, req *aggregatorv1.RunCodeRequest,
 	}
 	e.Since(time.Now())
 	s.audit.Record(e)
+}
+
+// modelVisible reports whether the tool key of snap is one the model may
+// see (mcpspec.ModelVisible).
+func modelVisible(snap *catalog.Snapshot, key string) bool {
+	it, ok := snap.Tool(key)
+	return ok && mcpspec.ModelVisible([]byte(it.Msg.GetDefinitionJson()))
 }

@@ -173,7 +173,7 @@ func (s *Server) callThrough(ctx context.Context, req *Request, resp Responder, 
 	}
 	req.Trail.Tool = name
 	trace.SpanFromContext(ctx).SetAttributes(telemetry.TextAttribute("gen_ai.tool.name", name))
-	call := toolCall{name: name, args: params.Encode()}
+	call := toolCall{name: name, args: params.Encode(), forModel: true}
 	// The task request is the client's, not the model's: one it cannot
 	// read is a protocol error, and one it makes lets the called tool
 	// become a task as in the raw view.

@@ -64,6 +64,9 @@ type toolCall struct {
 	paramHeaders map[string]string
 	// task says the client takes a task for an answer (taskRequest).
 	task *aggregatorv1.TaskRequest
+	// forModel marks call_tool's call, the model's with no host between
+	// (CallToolRequest.for_model).
+	forModel bool
 }
 
 // callAggregatorTool calls a tool as the request's principal; it serves
@@ -73,7 +76,7 @@ func (s *Server) callAggregatorTool(ctx context.Context, req *Request, resp Resp
 		call := &aggregatorv1.CallToolRequest{
 			Principal: req.Principal, Server: req.Server, Name: c.name, ArgumentsJson: string(c.args), Context: rt.context,
 			InputResponsesJson: rt.inputResponses, RequestState: rt.requestState,
-			ParamHeaders: c.paramHeaders, CheckParamHeaders: c.paramHeaders != nil, Task: c.task,
+			ParamHeaders: c.paramHeaders, CheckParamHeaders: c.paramHeaders != nil, Task: c.task, ForModel: c.forModel,
 		}
 		invoke := s.agg.CallTool
 		if wantsNotifications(rt.context) {

@@ -7,6 +7,7 @@ import (
 
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 	"github.com/switchboard-mcp/switchboard/services/rawjson"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
@@ -47,6 +48,11 @@ func (r *Resolver) listTools(ctx context.Context, agg aggregatorv1.AggregatorSer
 			return nil, errViewMoved
 		}
 		for _, t := range page.GetTools() {
+			if !mcpspec.ModelVisible([]byte(t.GetDefinitionJson())) {
+				// A tool of its app alone: find_tool's answers are the
+				// model's, with no host between to keep it out.
+				continue
+			}
 			view.tools = append(view.tools, store.Tool{
 				Name:            t.GetName(),
 				OriginalName:    t.GetOriginalName(),

@@ -147,8 +147,9 @@ const (
 // upgraded indexer builds a view's scope again instead of reusing one
 // whose documents were analysed the old way; the old scopes, unused, go
 // with garbage collection. 2: the backend's own name of a prefixed tool is
-// indexed too.
-const analysisVersion = "2"
+// indexed too. 3: a tool of its MCP App alone (visibility without
+// "model") is left out of the scope.
+const analysisVersion = "3"
 
 // scopeKey is what a scope is stored under: its view's digest, for one
 // analysisVersion. Version 1 stored the bare digest.

@@ -1922,7 +1922,13 @@ type CallToolRequest struct {
 	Server string `protobuf:"bytes,9,opt,name=server,proto3" json:"server,omitempty"`
 	// Whether, and how, the client takes a task for an answer (see
 	// TaskRequest). Unset: the call is answered when it ends.
-	Task          *TaskRequest `protobuf:"bytes,10,opt,name=task,proto3" json:"task,omitempty"`
+	Task *TaskRequest `protobuf:"bytes,10,opt,name=task,proto3" json:"task,omitempty"`
+	// The call is the model's, made with no host between it and the tools
+	// (the optimizer's call_tool): a tool whose MCP App visibility
+	// (_meta.ui.visibility) leaves the model out, a tool of its app alone,
+	// is NOT_FOUND, exactly like one the principal may not see. Code mode's
+	// calls are the model's too.
+	ForModel      bool `protobuf:"varint,11,opt,name=for_model,json=forModel,proto3" json:"for_model,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2025,6 +2031,13 @@ func (x *CallToolRequest) GetTask() *TaskRequest {
 		return x.Task
 	}
 	return nil
+}
+
+func (x *CallToolRequest) GetForModel() bool {
+	if x != nil {
+		return x.ForModel
+	}
+	return false
 }
 
 // TaskRequest says a client can take a task as the answer to a tools/call:
@@ -4432,7 +4445,7 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\x13progress_token_json\x18\x01 \x01(\tR\x11progressTokenJson\x128\n" +
 	"\x18client_capabilities_json\x18\x03 \x01(\tR\x16clientCapabilitiesJson\x12\x1b\n" +
 	"\tlog_level\x18\x04 \x01(\tR\blogLevel\x12#\n" +
-	"\rsubject_token\x18\x05 \x01(\tR\fsubjectTokenJ\x04\b\x02\x10\x03\"\xd0\x04\n" +
+	"\rsubject_token\x18\x05 \x01(\tR\fsubjectTokenJ\x04\b\x02\x10\x03\"\xed\x04\n" +
 	"\x0fCallToolRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12%\n" +
@@ -4444,7 +4457,8 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\x13check_param_headers\x18\b \x01(\bR\x11checkParamHeaders\x12\x16\n" +
 	"\x06server\x18\t \x01(\tR\x06server\x12:\n" +
 	"\x04task\x18\n" +
-	" \x01(\v2&.switchboard.aggregator.v1.TaskRequestR\x04task\x1a?\n" +
+	" \x01(\v2&.switchboard.aggregator.v1.TaskRequestR\x04task\x12\x1b\n" +
+	"\tfor_model\x18\v \x01(\bR\bforModel\x1a?\n" +
 	"\x11ParamHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"@\n" +
