@@ -1,0 +1,118 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+)
+
+// The rounds of tasks this replica runs: held while their call runs and
+// until its outcome is stored, their leases renewed meanwhile
+// (RunTaskLeases), and stopped when their task ends elsewhere.
+
+// heldRound is a round this replica runs, and how to end it.
+type heldRound struct {
+	round  uint32
+	cancel context.CancelCauseFunc
+}
+
+// anyRound, given to stop, ends whichever round of the task runs here.
+const anyRound = ^uint32(0)
+
+func (t *taskRunner) hold(key string, round uint32, cancel context.CancelCauseFunc) {
+	t.mu.Lock()
+	t.running[key] = heldRound{round, cancel}
+	t.mu.Unlock()
+}
+
+// release forgets round of key, if it is the one held.
+func (t *taskRunner) release(key string, round uint32) {
+	t.mu.Lock()
+	if h, ok := t.running[key]; ok && h.round == round {
+		delete(t.running, key)
+	}
+	t.mu.Unlock()
+}
+
+// stop ends round of the task under key (anyRound: whichever), if this
+// replica runs it. A round is named so that a lease renewal answered for
+// one round cannot end the next, started here meanwhile.
+func (t *taskRunner) stop(key string, round uint32, cause error) {
+	t.mu.Lock()
+	h, ok := t.running[key]
+	ok = ok && (round == anyRound || h.round == round)
+	if ok {
+		delete(t.running, key)
+	}
+	t.mu.Unlock()
+	if ok {
+		h.cancel(cause)
+	}
+}
+
+// errTaskEnded is the cause of a round stopped because its task ended
+// (cancelled, expired) elsewhere.
+var errTaskEnded = errors.New("the task ended")
+
+// finish stores how round of the task under key, which expires at until,
+// ended, and tells ended the status stored (not when the task had ended
+// meanwhile: cancelled, expired, its lease lapsed). The round stays held,
+// its lease renewed, until its outcome is stored or the task is gone: an
+// indexer away for longer than a few tries (a rolling restart) once made
+// the outcome be dropped and, the lease lapsing, the task fail as if this
+// replica had stopped.
+func (t *taskRunner) finish(key string, round uint32, until time.Time, done <-chan roundOutcome, ended func(status string, out roundOutcome)) {
+	out := <-done
+	defer t.release(key, round)
+	rec := &indexerv1.TaskRecord{}
+	t.settle(rec, round, out)
+	req := &indexerv1.AdvanceTaskRequest{Key: key, Runner: t.id, Round: round, Status: rec.Status, StatusMessage: rec.StatusMessage,
+		InputRequestsJson: rec.InputRequestsJson, RequestState: rec.RequestState, ResultJson: rec.ResultJson, ErrorJson: rec.ErrorJson}
+	refused := false
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), advanceTimeout)
+		resp, err := t.store.AdvanceTask(ctx, req)
+		cancel()
+		switch {
+		case err == nil:
+			if resp.GetApplied() {
+				ended(req.GetStatus(), out)
+			}
+			return
+		case status.Code(err) == codes.NotFound:
+			return
+		case status.Code(err) == codes.InvalidArgument && !refused:
+			// The store refused what the round left, past a bound settle
+			// does not know: the task fails saying so, now, not when its
+			// lease lapses.
+			refused = true
+			req = unkeptOutcome(key, t.id, round)
+			continue
+		}
+		wait := min(time.Duration(attempt)*time.Second, maxAdvanceWait)
+		if !t.holds(key, round) || time.Now().Add(wait).After(until) {
+			// Ended elsewhere (the lease renewal stopped the round), or
+			// expired before another try.
+			t.log.Error("a task's round ended and its outcome could not be stored before the task ended", "status", rec.Status, "attempts", attempt, "err", err)
+			return
+		}
+		t.log.Warn("storing a task's round failed; trying again", "attempt", attempt, "status", rec.Status, "err", err)
+		time.Sleep(wait)
+	}
+}
+
+// maxAdvanceWait caps the wait between tries to store a round's outcome.
+const maxAdvanceWait = 5 * time.Second
+
+// holds reports whether this replica still holds round of key.
+func (t *taskRunner) holds(key string, round uint32) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h, ok := t.running[key]
+	return ok && h.round == round
+}
