@@ -14,7 +14,6 @@ package opshttp
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -107,39 +106,21 @@ var bodyTimeout = 10 * time.Second
 // bound a client that sent the headers of a request with a body (a
 // login form; a POST to /healthz, or one refused 401 before its body is
 // read) and held the body back kept the connection and a goroutine for
-// as long as it liked. The bound ends once the body is read to its end,
-// so that it does not end a long answer. A request without a body (a
-// probe, a scrape, a profile that answers after the seconds it records,
-// an event stream) has none.
+// as long as it liked. net/http lifts the deadline once the body is read
+// to its end, before a long answer (an event stream) goes on. The body is
+// left as it is: net/http answers an unread body sent with Expect:
+// 100-continue at once only while the body is its own. A request without
+// a body (a probe, a scrape, a profile that answers after the seconds it
+// records, a GET stream) has none.
 func BoundBodies(h http.Handler, timeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength != 0 {
-			rc := http.NewResponseController(w)
 			// Servers that cannot set deadlines (tests' recorders) read
 			// without.
-			if rc.SetReadDeadline(time.Now().Add(timeout)) == nil {
-				r.Body = &boundedBody{ReadCloser: r.Body, rc: rc}
-			}
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// boundedBody lifts its connection's read deadline once it is read to its
-// end.
-type boundedBody struct {
-	io.ReadCloser
-	rc   *http.ResponseController
-	done bool
-}
-
-func (b *boundedBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF && !b.done {
-		b.done = true
-		_ = b.rc.SetReadDeadline(time.Time{})
-	}
-	return n, err
 }
 
 // Serve serves h on lis until ctx is done, then shuts down, giving open

@@ -1,6 +1,7 @@
 package opshttp_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -224,5 +225,36 @@ func TestBodyThatNeverComesIsAnswered(t *testing.T) {
 	// The answer, or the connection closed, either way not held.
 	if _, err := io.ReadAll(conn); err != nil {
 		t.Fatalf("the connection of a body that never came is still held: %v", err)
+	}
+}
+
+// A request refused before its body is read, whose client waits for
+// 100 Continue before sending the body, gets its refusal at once, not
+// when the body's bound passes: a wrapper around the body once hid from
+// net/http that nothing was read, and it read the body the client never
+// sends.
+func TestRefusalOfAnExpectedBodyIsAtOnce(t *testing.T) {
+	refuse := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+	})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: opshttp.BoundBodies(refuse, time.Minute)}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	conn, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the refusal: %v %v, want 401 at once", resp, err)
 	}
 }
