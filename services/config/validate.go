@@ -24,7 +24,17 @@ func (c *Config) ValidateGateway() error {
 	return c.Annotate(errors.Join(c.Gateway.WithDefaults().Validate(), c.GRPC.Validate(), c.GRPC.validateGatewayStreams(c.Gateway.WithDefaults().Streams.MaxOpen),
 		c.ValidateServers(), c.ValidateServerAudiences(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(),
 		validateAuditIndexer(c.Audit, c.Gateway.Indexer, "gateway.indexer"), c.validateRunsFitRequests(), c.Telemetry.Validate(),
-		c.validateSessionsFitRevocations()))
+		c.validateGatewaySessionsFitRevocations()))
+}
+
+// validateGatewaySessionsFitRevocations is validateSessionsFitRevocations
+// for a gateway that records its sessions' deletions in an indexer;
+// without one they are its own, kept as long as the sessions live.
+func (c *Config) validateGatewaySessionsFitRevocations() error {
+	if c.Gateway.Indexer.Address == "" {
+		return nil
+	}
+	return c.validateSessionsFitRevocations()
 }
 
 // validateSessionsFitRevocations refuses a Legacy session that outlives
