@@ -1,11 +1,20 @@
 package server
 
 import (
+	"context"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/services/config"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 )
 
 // TestLegacyTaskToolReadsTheDefinitionAsClientsDo: a 2025-11-25 tool
@@ -43,5 +52,51 @@ func TestTaskTTLHasAFloor(t *testing.T) {
 	short := &taskRunner{cfg: config.Tasks{DefaultTTL: config.Duration(time.Second), MaxTTL: config.Duration(5 * time.Second)}}
 	if got := short.ttl(1); got != 5*time.Second {
 		t.Errorf("with maxTTL 5s, ttl 1 ms became %v", got)
+	}
+}
+
+// advanceAnswers is a task store whose AdvanceTask answers from a list.
+type advanceAnswers struct {
+	indexerv1.ClusterStateServiceClient
+	answers []*indexerv1.AdvanceTaskResponse
+	errs    []error
+}
+
+func (a *advanceAnswers) AdvanceTask(context.Context, *indexerv1.AdvanceTaskRequest, ...grpc.CallOption) (*indexerv1.AdvanceTaskResponse, error) {
+	resp, err := a.answers[0], a.errs[0]
+	a.answers, a.errs = a.answers[1:], a.errs[1:]
+	return resp, err
+}
+
+// A round's end is audited once its outcome is stored, also when the
+// store's answer to the try that stored it was lost and the next try
+// found the task ended with that very outcome; not when the task ended
+// otherwise (cancelled) first.
+func TestRoundEndOfAnOutcomeStoredBeforeItsAnswerWasLost(t *testing.T) {
+	out := roundOutcome{resp: &aggregatorv1.CallToolResponse{ResultJson: `{"content":[]}`}}
+	var settled indexerv1.TaskRecord
+	(&taskRunner{}).settle(&settled, 0, out)
+	for name, c := range map[string]struct {
+		stored *indexerv1.TaskRecord
+		want   bool
+	}{
+		"stored by the lost try": {&indexerv1.TaskRecord{Round: 0, Status: settled.GetStatus(), StatusMessage: settled.GetStatusMessage()}, true},
+		"cancelled first":        {&indexerv1.TaskRecord{Round: 0, Status: "cancelled", StatusMessage: "cancelled by the client"}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			store := &advanceAnswers{
+				answers: []*indexerv1.AdvanceTaskResponse{nil, {Record: c.stored, Applied: false}},
+				errs:    []error{status.Error(codes.Unavailable, "connection reset"), nil},
+			}
+			r := &taskRunner{store: store, log: slog.New(slog.NewTextHandler(io.Discard, nil)), running: map[string]heldRound{}}
+			r.hold("k", 0, func(error) {})
+			done := make(chan roundOutcome, 1)
+			done <- out
+			ended := false
+			r.finish("k", 0, time.Now().Add(time.Hour), done, func(string, roundOutcome) { ended = true })
+			if ended != c.want {
+				t.Fatalf("task_end recorded: %v, want %v", ended, c.want)
+			}
+		})
 	}
 }

@@ -80,7 +80,7 @@ func (t *taskRunner) finish(key string, round uint32, until time.Time, done <-ch
 		cancel()
 		switch {
 		case err == nil:
-			if resp.GetApplied() {
+			if resp.GetApplied() || storedAlready(resp.GetRecord(), req) {
 				ended(req.GetStatus(), out)
 			}
 			return
@@ -104,6 +104,15 @@ func (t *taskRunner) finish(key string, round uint32, until time.Time, done <-ch
 		t.log.Warn("storing a task's round failed; trying again", "attempt", attempt, "status", rec.Status, "err", err)
 		time.Sleep(wait)
 	}
+}
+
+// storedAlready reports whether rec, a task an outcome was not applied
+// to, holds that outcome already: an earlier try stored it and its
+// answer was lost (the indexer restarting), so this try found the task
+// ended. A task cancelled or lapsed meanwhile has a status or a message
+// of its own.
+func storedAlready(rec *indexerv1.TaskRecord, req *indexerv1.AdvanceTaskRequest) bool {
+	return rec != nil && rec.GetRound() == req.GetRound() && rec.GetStatus() == req.GetStatus() && rec.GetStatusMessage() == req.GetStatusMessage()
 }
 
 // maxAdvanceWait caps the wait between tries to store a round's outcome.
