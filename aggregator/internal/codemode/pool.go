@@ -244,7 +244,11 @@ func (r *runner) run(ctx context.Context, req *runRequest, call CallFunc) (res R
 		}
 		switch {
 		case m.Done != nil:
-			return *m.Done, true
+			res := *m.Done
+			// A program reported stuck (steps.go) could not count its
+			// own calls; the pool counted them.
+			res.Calls = max(res.Calls, calls)
+			return res, true
 		case m.Call != nil:
 			calls++
 			var a Answer

@@ -422,3 +422,16 @@ func TestCallersShareTheRunners(t *testing.T) {
 		t.Fatalf("the caller's program after its first: %+v %v", res, err)
 	}
 }
+
+// A program reported stuck in a built-in still reports the calls it made
+// and the lines it printed: the report once said 0 calls and dropped
+// them, in the run's result and its audit event.
+func TestStuckProgramKeepsItsCallsAndLines(t *testing.T) {
+	var calls []string
+	b := testBounds()
+	b.MaxSteps, b.Timeout = 1<<62, 300*time.Millisecond
+	res := runProgram(t, "weather_forecast(city=\"Oslo\")\nprint(\"before\")\nt = (1,)\nfor i in range(60):\n    t = (t, t)\nd = {t: 1}\n", b, weather(&calls))
+	if res.Bound != BoundTime || res.Calls != 1 || !slices.Contains(res.Printed, "before") {
+		t.Fatalf("bound %q, calls %d, printed %q; want the timeout, 1 call, the line", res.Bound, res.Calls, res.Printed)
+	}
+}

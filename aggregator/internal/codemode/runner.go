@@ -201,6 +201,9 @@ func resultOf(globals starlark.StringDict) starlark.Value {
 // result, so that empty lines are bounded too.
 func (p *program) print(_ *starlark.Thread, msg string) {
 	const lineCost = 3
+	// The backstop reads them from another goroutine (steps.go).
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.printedBytes+len(msg)+lineCost > p.req.Bounds.MaxOutputBytes {
 		if p.printedBytes <= p.req.Bounds.MaxOutputBytes {
 			p.printed = append(p.printed, "(more printed lines were left out: aggregator.codeMode.maxOutputBytes)")

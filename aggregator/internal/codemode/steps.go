@@ -2,6 +2,7 @@ package codemode
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"go.starlark.net/starlark"
@@ -53,7 +54,12 @@ func (p *program) reportStuck() {
 		return
 	}
 	bound, msg := p.reached()
-	_ = p.c.write(fromRunner{Done: &Result{Bound: bound, Error: msg, Spent: true}})
+	p.mu.Lock()
+	printed := slices.Clone(p.printed)
+	p.mu.Unlock()
+	// Its steps are the program goroutine's to count; the pool adds the
+	// calls it counted.
+	_ = p.c.write(fromRunner{Done: &Result{Bound: bound, Error: msg, Printed: printed, Spent: true}})
 }
 
 // stepsExceeded stops the program for taking more than maxSteps.
