@@ -213,15 +213,7 @@ func TestBodyThatNeverComesIsAnswered(t *testing.T) {
 		close(stopped)
 	}()
 	t.Cleanup(func() { cancel(); <-stopped })
-	conn, err := net.Dial("tcp", lis.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := io.WriteString(conn, "POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\nx"); err != nil {
-		t.Fatal(err)
-	}
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	conn := sendRaw(t, lis.Addr().String(), "POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\nx")
 	// The answer, or the connection closed, either way not held.
 	if _, err := io.ReadAll(conn); err != nil {
 		t.Fatalf("the connection of a body that never came is still held: %v", err)
@@ -244,17 +236,25 @@ func TestRefusalOfAnExpectedBodyIsAtOnce(t *testing.T) {
 	srv := &http.Server{Handler: opshttp.BoundBodies(refuse, time.Minute)}
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	conn, err := net.Dial("tcp", lis.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := io.WriteString(conn, "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	conn := sendRaw(t, lis.Addr().String(), "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n")
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("the refusal: %v %v, want 401 at once", resp, err)
 	}
+}
+
+// sendRaw writes request to a new connection to addr, which it returns
+// with 10 s to read the answer in; the test closes it.
+func sendRaw(t *testing.T, addr, request string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := io.WriteString(conn, request); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	return conn
 }

@@ -571,14 +571,13 @@ func TestTaskEndIsAudited(t *testing.T) {
 	createTask(t, alice, "ops_sleep", map[string]any{"duration": "10ms"})
 	createTask(t, alice, "ops_fail", map[string]any{})
 	testkit.Eventually(t, "both tasks' ends in the trail", 20*time.Second, func() error {
-		raw, err := os.ReadFile(trail)
+		events, err := taskEnds(trail)
 		if err != nil {
 			return err
 		}
 		ends := map[string]string{}
-		for line := range strings.SplitSeq(string(raw), "\n") {
-			var e audit.Event
-			if json.Unmarshal([]byte(line), &e) == nil && e.Kind == audit.KindTaskEnd && e.Subject == "alice" {
+		for _, e := range events {
+			if e.Subject == "alice" {
 				ends[e.Tool] = string(e.Outcome)
 			}
 		}
@@ -587,6 +586,22 @@ func TestTaskEndIsAudited(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// taskEnds are the task_end events in the audit trail file.
+func taskEnds(trail string) ([]audit.Event, error) {
+	raw, err := os.ReadFile(trail)
+	if err != nil {
+		return nil, err
+	}
+	var ends []audit.Event
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		var e audit.Event
+		if json.Unmarshal([]byte(line), &e) == nil && e.Kind == audit.KindTaskEnd {
+			ends = append(ends, e)
+		}
+	}
+	return ends, nil
 }
 
 // TestTaskOutcomeOutlivesAnIndexerRestart: a task whose call ends while
@@ -643,16 +658,13 @@ func TestCancelledTaskHasNoTaskEnd(t *testing.T) {
 	// task_end (ok) is in the trail, the cancelled one's would be too.
 	createTask(t, alice, "ops_sleep", map[string]any{"duration": "1500ms"})
 	testkit.Eventually(t, "the later task's end in the trail", 20*time.Second, func() error {
-		raw, err := os.ReadFile(trail)
+		events, err := taskEnds(trail)
 		if err != nil {
 			return err
 		}
 		var ends []string
-		for line := range strings.SplitSeq(string(raw), "\n") {
-			var e audit.Event
-			if json.Unmarshal([]byte(line), &e) == nil && e.Kind == audit.KindTaskEnd {
-				ends = append(ends, string(e.Outcome))
-			}
+		for _, e := range events {
+			ends = append(ends, string(e.Outcome))
 		}
 		if !slices.Contains(ends, "ok") {
 			return fmt.Errorf("task_end outcomes %v", ends)

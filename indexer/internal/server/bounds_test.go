@@ -103,6 +103,15 @@ func TestRequestStateRecordsOutliveClockSkew(t *testing.T) {
 // so a replay then too: the gateway refuses the retry for now). A replay
 // records nothing and counts nothing; operators are not held to the
 // bound, and callers are counted apart.
+// requestStateServer is a ready indexer server over st whose clock reads
+// *now.
+func requestStateServer(st store.Store, now *time.Time) *Server {
+	s := New(Deps{Store: st, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s.SetReady()
+	s.now = func() time.Time { return *now }
+	return s
+}
+
 // consumeAs calls s's ConsumeRequestState as the caller whose token it is
 // given (gateway-token and other-token, two gateways'; operator-token,
 // an operator's), through the service authentication the indexer uses,
@@ -127,12 +136,8 @@ func consumeAs(s *Server) func(token string, req *indexerv1.ConsumeRequestStateR
 }
 
 func TestConsumeRequestStatePerCaller(t *testing.T) {
-	st := &requestStateStore{used: map[string]bool{}}
-	s := New(Deps{Store: st, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	s.SetReady()
-	now := time.Now()
-	s.now = func() time.Time { return now }
-	send := consumeAs(s)
+	st, now := &requestStateStore{used: map[string]bool{}}, time.Now()
+	send := consumeAs(requestStateServer(st, &now))
 	gateway, other, operator := "gateway-token", "other-token", "operator-token"
 	n := 0
 	consume := func(token, digest string) (*indexerv1.ConsumeRequestStateResponse, error) {
@@ -181,12 +186,8 @@ func TestConsumeRequestStatePerCaller(t *testing.T) {
 // else's until they expired. A request without a principal (an older
 // gateway) counts against the caller's bound alone.
 func TestConsumeRequestStatePerPrincipal(t *testing.T) {
-	st := &requestStateStore{used: map[string]bool{}}
-	s := New(Deps{Store: st, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	s.SetReady()
-	now := time.Now()
-	s.now = func() time.Time { return now }
-	send := consumeAs(s)
+	st, now := &requestStateStore{used: map[string]bool{}}, time.Now()
+	send := consumeAs(requestStateServer(st, &now))
 	n := 0
 	digest := func(of string) string {
 		sum := sha256.Sum256([]byte(of))
