@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -61,22 +62,55 @@ func AcceptsSSE(h http.Header) bool {
 	return sse
 }
 
+// accepts reads an Accept header for the two media types MCP answers
+// with. Each takes the quality of the most specific range that names it
+// (RFC 9110, 12.5.1), and one of quality 0 is not acceptable: a client
+// that says application/json;q=0 refuses JSON, whatever */* says.
 func accepts(h http.Header) (jsonOK, sseOK bool) {
+	var json, sse acceptance
 	for _, v := range h.Values("Accept") {
 		for part := range strings.SplitSeq(v, ",") {
-			mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
 			if err != nil {
 				continue
 			}
+			q := 1.0
+			if v, ok := params["q"]; ok {
+				if f, err := strconv.ParseFloat(v, 64); err == nil {
+					q = f
+				}
+			}
 			switch mt {
-			case "application/json", "application/*":
-				jsonOK = true
-			case "text/event-stream", "text/*":
-				sseOK = true
+			case "application/json":
+				json.rank(2, q)
+			case "application/*":
+				json.rank(1, q)
+			case "text/event-stream":
+				sse.rank(2, q)
+			case "text/*":
+				sse.rank(1, q)
 			case "*/*":
-				jsonOK, sseOK = true, true
+				json.rank(0, q)
+				sse.rank(0, q)
 			}
 		}
 	}
-	return jsonOK, sseOK
+	return json.ok(), sse.ok()
 }
+
+// acceptance is the quality an Accept header gives a media type: that of
+// the most specific range naming it (2 the type itself, 1 its type's
+// wildcard, 0 */*), the greatest if it is named more than once so.
+type acceptance struct {
+	seen     bool
+	specific int
+	quality  float64
+}
+
+func (a *acceptance) rank(specific int, quality float64) {
+	if !a.seen || specific > a.specific || (specific == a.specific && quality > a.quality) {
+		a.seen, a.specific, a.quality = true, specific, quality
+	}
+}
+
+func (a acceptance) ok() bool { return a.seen && a.quality > 0 }
