@@ -336,6 +336,11 @@ func startAggregatorWith(t testing.TB, full *config.Config, log *slog.Logger, tu
 		api.WithCodeMode(full.Aggregator.CodeMode.WithDefaults(), []string{os.Args[0], codemode.RunnerFlag}, full.CodeModeIn)
 		t.Cleanup(api.CloseCodeMode)
 	}
+	if full.Aggregator.Tasks != (config.Tasks{}) {
+		// Tasks without a store: only what is refused before the store
+		// is asked can be tested here (test/e2e has the store).
+		api.WithTasks(nil, full.Aggregator.Tasks.WithDefaults(), "test-replica")
+	}
 	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, api)
 	srv.SetServing()
 	lis, err := net.Listen("tcp", listen)

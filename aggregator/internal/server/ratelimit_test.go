@@ -132,3 +132,35 @@ rateLimits:
 		}
 	}
 }
+
+// A refused tasks/list (an unknown server, a page too large) takes a
+// token from the principal's limits as every refusal does: it answered
+// before the limiter, and a client could fill the audit trail with
+// refusals without any limit.
+func TestRefusedTaskListsTakeTokens(t *testing.T) {
+	eng := newTestBackend(t, "eng", backendOptions{tools: []string{"build"}})
+	full, err := config.Load(writeFile(t, "switchboard.yaml", `
+aggregator:
+  tasks: {maxPerPrincipal: 10}
+  backends:
+    - {name: eng, url: `+eng.url()+`}
+rateLimits:
+  limits:
+    - {name: each-user, per: principal, rate: 1/h, burst: 2}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := startAggregatorWith(t, full, quietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := principal("alice")
+	for _, req := range []*aggregatorv1.ListTasksRequest{{Principal: alice, Server: "nope"}, {Principal: alice, PageSize: 1000}} {
+		if _, err := h.gateway.ListTasks(t.Context(), req); status.Code(err) == codes.ResourceExhausted {
+			t.Fatalf("refused as rate limited within the burst: %v", err)
+		}
+	}
+	_, err = h.gateway.ListTasks(t.Context(), &aggregatorv1.ListTasksRequest{Principal: alice, Server: "nope"})
+	wantStatus(t, err, codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED)
+}

@@ -212,13 +212,15 @@ func (s *Server) listTasks(ctx context.Context, req *aggregatorv1.ListTasksReque
 		outcome, detail := admissionOutcome(resp, err)
 		s.auditAdmission(ctx, r, start, "", outcome, detail)
 	}()
+	// Refusals take their token as every admission's do (refused), so a
+	// client cannot fill the trail with them faster than its limit.
 	if req.GetPageSize() > 100 || len(req.GetCursor()) > 1024 {
-		return nil, invalidArgument("page_size is at most 100 and cursor at most 1,024 bytes")
+		return nil, s.refused(ctx, r, invalidArgument("page_size is at most 100 and cursor at most 1,024 bytes"))
 	}
 	// A server that is not configured is NOT_FOUND, as for every RPC
 	// that names one, before the store is asked.
 	if _, _, err := s.e.ServerSnapshot(req.GetServer()); err != nil {
-		return nil, err
+		return nil, s.refused(ctx, r, err)
 	}
 	if s.limiter != nil && !operatorRead(ctx, r) {
 		if err := s.limit(ctx, ratelimit.Request{Method: config.RateMethodTasksList, Server: req.GetServer()}); err != nil {
