@@ -15,15 +15,50 @@ import (
 // raw path needs.
 type eventReader struct {
 	r    *bufio.Reader
+	ends lineEnds
 	data bytes.Buffer
 	name []byte
+}
+
+// lineEnds reads a stream with its line ends, any the format allows (LF,
+// CRLF, or a CR alone), made LF, so that lines split at LF alone. A CR is
+// only ever a line's end in an event stream: a JSON message escapes one
+// inside a string.
+type lineEnds struct {
+	r io.Reader
+	// cr is set when the last byte read was a CR: a LF right after it is
+	// the same line end.
+	cr bool
+}
+
+func (l *lineEnds) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	if !l.cr && bytes.IndexByte(p[:n], '\r') < 0 {
+		return n, err // LF alone, as every MCP SDK writes
+	}
+	out := 0
+	for _, b := range p[:n] {
+		if l.cr {
+			l.cr = false
+			if b == '\n' {
+				continue
+			}
+		}
+		if b == '\r' {
+			l.cr, b = true, '\n'
+		}
+		p[out] = b
+		out++
+	}
+	return out, err
 }
 
 var eventReaders = sync.Pool{New: func() any { return &eventReader{r: bufio.NewReaderSize(nil, 16<<10)} }}
 
 func newEventReader(body io.Reader) *eventReader {
 	e := eventReaders.Get().(*eventReader)
-	e.r.Reset(body)
+	e.ends = lineEnds{r: body}
+	e.r.Reset(&e.ends)
 	return e
 }
 
@@ -32,6 +67,7 @@ func newEventReader(body io.Reader) *eventReader {
 // rather than kept.
 func (e *eventReader) release() {
 	e.r.Reset(nil)
+	e.ends = lineEnds{}
 	if e.data.Cap() > 1<<20 {
 		return
 	}
@@ -93,8 +129,9 @@ func (e *eventReader) isMessage() bool {
 	return len(e.name) == 0 || string(e.name) == "message"
 }
 
-// line returns the next line without its end (LF, CRLF or CR), valid
-// until the next call. Lines longer than the buffer are assembled.
+// line returns the next line without its end (LF: lineEnds made every
+// end one), valid until the next call. Lines longer than the buffer are
+// assembled.
 func (e *eventReader) line() ([]byte, error) {
 	var long []byte
 	for {
@@ -113,8 +150,6 @@ func (e *eventReader) line() ([]byte, error) {
 		if err != nil && (err != io.EOF || len(chunk) == 0) {
 			return nil, err
 		}
-		chunk = bytes.TrimSuffix(chunk, []byte{'\n'})
-		chunk = bytes.TrimSuffix(chunk, []byte{'\r'})
-		return chunk, nil
+		return bytes.TrimSuffix(chunk, []byte{'\n'}), nil
 	}
 }

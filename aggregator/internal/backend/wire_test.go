@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 func TestParseMessage(t *testing.T) {
@@ -71,6 +72,34 @@ func TestEventReader(t *testing.T) {
 	for i := range want {
 		if got[i] != want[i] {
 			t.Errorf("event %d = %.40q, want %.40q", i, got[i], want[i])
+		}
+	}
+}
+
+// Every line end the format allows ends a line: LF, CRLF and a CR alone,
+// also when a CRLF is split between two reads. A CR alone once ended no
+// line, and a stream written with them was taken for one without an
+// answer.
+func TestEventReaderLineEnds(t *testing.T) {
+	for _, stream := range []string{
+		"event: message\rdata: {\"a\":1}\r\rdata: {\"b\":2}\r\r",
+		"event: message\r\ndata: {\"a\":1}\r\n\r\ndata: {\"b\":2}\r\n\r\n",
+		"event: message\ndata: {\"a\":1}\n\ndata: {\"b\":2}\n\n",
+		"event: message\r\ndata: {\"a\":1}\r\rdata: {\"b\":2}\n\r\n",
+	} {
+		// One byte a read: every CRLF split between two.
+		e := newEventReader(iotest.OneByteReader(strings.NewReader(stream)))
+		var got []string
+		for {
+			data, err := e.next()
+			if err != nil {
+				break
+			}
+			got = append(got, string(data))
+		}
+		e.release()
+		if strings.Join(got, " ") != `{"a":1} {"b":2}` {
+			t.Errorf("%q: events %q", stream, got)
 		}
 	}
 }
