@@ -74,9 +74,11 @@ func accepts(h http.Header) (jsonOK, sseOK bool) {
 			if err != nil {
 				continue
 			}
+			// A quality that is not one (RFC 9110 12.4.2: from 0 to 1)
+			// is ignored, as an unreadable one is.
 			q := 1.0
 			if v, ok := params["q"]; ok {
-				if f, err := strconv.ParseFloat(v, 64); err == nil {
+				if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 && f <= 1 {
 					q = f
 				}
 			}

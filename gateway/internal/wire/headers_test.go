@@ -20,6 +20,9 @@ func TestAcceptReadsQualities(t *testing.T) {
 		"application/*;q=0, application/json":                {true, false},
 		"text/*, application/json;q=0.000":                   {false, true},
 		"application/json;q=0, application/json;q=1, text/*": {true, true},
+		// Qualities that are not ones are ignored.
+		"application/json;q=NaN, text/event-stream;q=-1":  {true, true},
+		"application/json;q=abc, text/event-stream;q=1.5": {true, true},
 	} {
 		h := http.Header{"Accept": {accept}}
 		json, sse := accepts(h)

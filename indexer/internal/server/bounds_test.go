@@ -95,14 +95,6 @@ func TestRequestStateRecordsOutliveClockSkew(t *testing.T) {
 	}
 }
 
-// A caller that is not an operator holds at most
-// maxRequestStatesPerCaller live request state records through one
-// replica, as it does revocations and relayed answers: past it
-// ConsumeRequestState is RESOURCE_EXHAUSTED and records nothing until
-// some expire (a call at the bound is refused before the store is asked,
-// so a replay then too: the gateway refuses the retry for now). A replay
-// records nothing and counts nothing; operators are not held to the
-// bound, and callers are counted apart.
 // requestStateServer is a ready indexer server over st whose clock reads
 // *now.
 func requestStateServer(st store.Store, now *time.Time) *Server {
@@ -135,6 +127,14 @@ func consumeAs(s *Server) func(token string, req *indexerv1.ConsumeRequestStateR
 	}
 }
 
+// A caller that is not an operator holds at most
+// maxRequestStatesPerCaller live request state records through one
+// replica, as it does revocations and relayed answers: past it
+// ConsumeRequestState is RESOURCE_EXHAUSTED and records nothing until
+// some expire (a call at the bound is refused before the store is asked,
+// so a replay then too: the gateway refuses the retry for now). A replay
+// records nothing and counts nothing; operators are not held to the
+// bound, and callers are counted apart.
 func TestConsumeRequestStatePerCaller(t *testing.T) {
 	st, now := &requestStateStore{used: map[string]bool{}}, time.Now()
 	send := consumeAs(requestStateServer(st, &now))
