@@ -202,18 +202,8 @@ func TestGRPCServing(t *testing.T) {
 // service's ops port, needing no credential.
 func TestBodyThatNeverComesIsAnswered(t *testing.T) {
 	defer opshttp.SetBodyTimeout(200 * time.Millisecond)()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() {
-		opshttp.Serve(ctx, lis, opshttp.Handler(func() error { return nil }, prometheus.NewRegistry()), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		close(stopped)
-	}()
-	t.Cleanup(func() { cancel(); <-stopped })
-	conn := sendRaw(t, lis.Addr().String(), "POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\nx")
+	base := serve(t, opshttp.Handler(func() error { return nil }, prometheus.NewRegistry()))
+	conn := sendRaw(t, strings.TrimPrefix(base, "http://"), "POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\nx")
 	// The answer, or the connection closed, either way not held.
 	if _, err := io.ReadAll(conn); err != nil {
 		t.Fatalf("the connection of a body that never came is still held: %v", err)

@@ -139,7 +139,7 @@ rateLimits:
 // refusals without any limit.
 func TestRefusedTaskListsTakeTokens(t *testing.T) {
 	eng := newTestBackend(t, "eng", backendOptions{tools: []string{"build"}})
-	full, err := config.Load(writeFile(t, "switchboard.yaml", `
+	h := startAggregatorFile(t, `
 aggregator:
   tasks: {maxPerPrincipal: 10}
   backends:
@@ -147,16 +147,9 @@ aggregator:
 rateLimits:
   limits:
     - {name: each-user, per: principal, rate: 1/h, burst: 2}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := startAggregatorWith(t, full, quietLog)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	alice := principal("alice")
-	_, err = h.gateway.ListTasks(t.Context(), &aggregatorv1.ListTasksRequest{Principal: alice, Server: "nope"})
+	_, err := h.gateway.ListTasks(t.Context(), &aggregatorv1.ListTasksRequest{Principal: alice, Server: "nope"})
 	wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
 	if _, err = h.gateway.ListTasks(t.Context(), &aggregatorv1.ListTasksRequest{Principal: alice, PageSize: 1000}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("a page too large: %v, want INVALID_ARGUMENT", err)

@@ -194,20 +194,14 @@ func refuse(w http.ResponseWriter, rec *requestRecord, status int, id json.RawMe
 	writeJSON(w, status, id, nil, rerr)
 }
 
-// readBody reads the request body within its size bound and within
-// http.bodyTimeout, so that a client sending it slowly cannot hold a
-// goroutine and a buffer for long. The deadline is lifted once the body is
-// in: the response may be a long stream.
+// readBody reads the request body within its size bound. Its time is
+// bounded by the server (opshttp.BoundBodies, at http.bodyTimeout), so
+// that a client sending it slowly cannot hold a goroutine and a buffer for
+// long; net/http lifts that deadline once the body is read to its end
+// (reported with the last byte of a declared length), so a long answer
+// after it is not cut.
 func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	// The body's deadline is the server's (opshttp.BoundBodies, at
-	// gateway.http.bodyTimeout); a body read to its declared length may
-	// not have been read to its end, so the deadline is lifted here, that
-	// it does not end a long answer.
-	body, err := readAll(http.MaxBytesReader(w, r.Body, g.cfg.HTTP.MaxBodyBytes), r.ContentLength)
-	if err == nil {
-		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
-	}
-	return body, err
+	return readAll(http.MaxBytesReader(w, r.Body, g.cfg.HTTP.MaxBodyBytes), r.ContentLength)
 }
 
 // readAll is io.ReadAll for request bodies: the buffer grows fourfold as
@@ -353,29 +347,36 @@ func (g *Gateway) serveLegacy(w http.ResponseWriter, r *http.Request, req *metho
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	if parent != r.Context() {
-		// A session has only so many such requests running on; past
-		// them a dropped one ends as a cancelled one does.
-		var release func()
-		detached := make(chan struct{})
-		stop := context.AfterFunc(r.Context(), func() {
-			defer close(detached)
-			var ok bool
-			if release, ok = g.local.Detach(req.Session); !ok {
-				cancel()
-			}
-		})
-		defer func() {
-			if !stop() {
-				<-detached
-				if release != nil {
-					release()
-				}
-			}
-		}()
+		defer g.runOnWhenDropped(r.Context(), req.Session, cancel)()
 	}
 	cancelled, done := g.local.Track(req.Session, msg.ID, cancel)
 	defer done()
 	g.serve(ctx, req, resp, rec, cancelled)
+}
+
+// runOnWhenDropped counts a request of session whose connection (conn)
+// drops as running on, as a session has only so many such requests
+// (session.Local.Detach); past them it ends the request with cancel, as
+// a cancelled one ends. The function it returns is called when the
+// request ends.
+func (g *Gateway) runOnWhenDropped(conn context.Context, session string, cancel context.CancelFunc) (ended func()) {
+	var release func()
+	detached := make(chan struct{})
+	stop := context.AfterFunc(conn, func() {
+		defer close(detached)
+		var ok bool
+		if release, ok = g.local.Detach(session); !ok {
+			cancel()
+		}
+	})
+	return func() {
+		if !stop() {
+			<-detached
+			if release != nil {
+				release()
+			}
+		}
+	}
 }
 
 // serve runs a validated request's method and writes its outcome.
