@@ -84,9 +84,8 @@ type program struct {
 	stopped atomic.Bool
 	// backstop reports the program if it does not stop soon after a
 	// bound (steps.go); ended is set by whichever reports it first.
-	backstopOnce sync.Once
-	backstop     *time.Timer
-	ended        atomic.Bool
+	backstop *time.Timer
+	ended    atomic.Bool
 
 	printed      []string
 	printedBytes int
@@ -103,12 +102,12 @@ func (p *program) reach(bound, msg string) error {
 	p.mu.Lock()
 	if p.bound == "" {
 		p.bound, p.boundMsg = bound, msg
+		p.backstop = time.AfterFunc(backstopGrace, p.reportStuck) // steps.go
 	}
 	msg = p.boundMsg
 	p.mu.Unlock()
 	p.stopped.Store(true)
 	p.thread.Cancel(msg)
-	p.armBackstop()
 	return &boundError{msg}
 }
 

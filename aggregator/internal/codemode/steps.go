@@ -31,14 +31,6 @@ import (
 // grace the pool gives.
 const backstopGrace = 500 * time.Millisecond
 
-func (p *program) armBackstop() {
-	p.backstopOnce.Do(func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		p.backstop = time.AfterFunc(backstopGrace, p.reportStuck)
-	})
-}
-
 func (p *program) stopBackstop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
