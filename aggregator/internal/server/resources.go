@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
@@ -76,11 +77,10 @@ func contentsUnder(result []byte, owner, orig, asked string) []byte {
 	if !ok {
 		return nil
 	}
-	// Each content's new text, nil for one left as it is.
-	var named [][]byte
+	// Each content as it goes to the client, and whether any changed.
+	var parts [][]byte
 	changed := false
 	if !rawjson.Elements(contents, func(c []byte) bool {
-		var out []byte
 		if u, ok := rawjson.Get(c, "uri"); ok {
 			given, _ := rawjson.StringValue(u)
 			want := catalog.UIURI(owner, given)
@@ -88,30 +88,18 @@ func contentsUnder(result []byte, owner, orig, asked string) []byte {
 				want = asked
 			}
 			if want != given {
-				out, _ = rawjson.WithMember(c, "uri", rawjson.AppendString(nil, want))
-				changed = changed || out != nil
+				if out, err := rawjson.WithMember(c, "uri", rawjson.AppendString(nil, want)); err == nil {
+					c, changed = out, true
+				}
 			}
 		}
-		named = append(named, out)
+		parts = append(parts, c)
 		return true
 	}) || !changed {
 		return nil
 	}
-	renamed := make([]byte, 0, len(contents)+len(asked))
-	renamed = append(renamed, '[')
-	i := 0
-	rawjson.Elements(contents, func(c []byte) bool {
-		if i > 0 {
-			renamed = append(renamed, ',')
-		}
-		if named[i] != nil {
-			c = named[i]
-		}
-		renamed = append(renamed, c...)
-		i++
-		return true
-	})
-	out, err := rawjson.WithMember(result, "contents", append(renamed, ']'))
+	renamed := append(append([]byte{'['}, bytes.Join(parts, []byte{','})...), ']')
+	out, err := rawjson.WithMember(result, "contents", renamed)
 	if err != nil {
 		return nil
 	}
