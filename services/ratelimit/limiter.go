@@ -251,9 +251,11 @@ func (l *Limiter) acquire(ctx context.Context, set *Set, want []matched) (decide
 			a.tokens += g.Granted
 			a.expires = now.Add(LeaseTTL)
 			a.emptyUntil = time.Time{}
-		} else if a.tokens == 0 || !now.Before(a.expires) {
+		} else if (a.tokens == 0 || !now.Before(a.expires)) && set == l.set.Load() {
 			// (A concurrent request's lease may have come in meanwhile:
-			// those tokens are spent first.)
+			// those tokens are spent first. An answer at the rates of a
+			// set Apply has replaced is this request's alone: Apply stores
+			// the set before it clears, under l.mu, what was known empty.)
 			a.emptyUntil = now.Add(max(g.RetryAfter, time.Millisecond))
 		}
 	}

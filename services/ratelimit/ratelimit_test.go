@@ -524,3 +524,45 @@ func TestBackendLimitsCountTaskRequests(t *testing.T) {
 		}
 	}
 }
+
+// gatedBuckets holds the next acquisition, once held is set, until the
+// test opens the gate.
+type gatedBuckets struct {
+	MemoryBuckets
+	held          atomic.Bool
+	entered, gate chan struct{}
+}
+
+func (b *gatedBuckets) Acquire(ctx context.Context, reqs []TokenRequest) ([]Grant, error) {
+	if b.held.CompareAndSwap(true, false) {
+		b.entered <- struct{}{}
+		<-b.gate
+	}
+	return b.MemoryBuckets.Acquire(ctx, reqs)
+}
+
+// An acquisition asked at the old rates and answered after Apply does not
+// keep the key empty under the new ones.
+func TestApplyDuringAcquisition(t *testing.T) {
+	clk := &clock{t: time.Unix(1000, 0)}
+	acq := &gatedBuckets{MemoryBuckets: MemoryBuckets{Now: clk.now}}
+	l, _ := newLimiter(t, perPrincipal("1/h", 1), clk, acq)
+	r := Request{Method: config.RateMethodToolsCall, Subject: "a", Backend: "b"}
+	if err := l.Allow(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	acq.entered, acq.gate = make(chan struct{}), make(chan struct{})
+	acq.held.Store(true)
+	refused := make(chan error, 1)
+	go func() { refused <- l.Allow(context.Background(), r) }()
+	<-acq.entered
+	l.Apply(compile(t, perPrincipal("100/s", 100)))
+	close(acq.gate)
+	if err := <-refused; !errors.Is(err, ErrLimited) {
+		t.Fatalf("asked at 1/h after its token was spent: %v", err)
+	}
+	clk.add(2 * time.Second)
+	if err := l.Allow(context.Background(), r); err != nil {
+		t.Fatalf("2 s after the limit was raised to 100/s: %v", err)
+	}
+}
