@@ -59,6 +59,9 @@ type Server struct {
 	log    *slog.Logger
 }
 
+// maxHeaderList bounds the headers of one call a server reads.
+const maxHeaderList = 64 << 10
+
 // NewServer builds a server that authenticates callers with auth, over TLS
 // when tlsCfg is enabled (tls.go: files re-read as they change, client
 // certificates required with a client CA). Its health status starts as
@@ -72,6 +75,10 @@ func NewServer(auth *svcauth.Authenticator, tlsCfg config.TLS, log *slog.Logger,
 		grpc.ChainUnaryInterceptor(recoverUnary(log), auth.UnaryInterceptor()),
 		grpc.ChainStreamInterceptor(recoverStream(log), auth.StreamInterceptor()),
 		grpc.MaxRecvMsgSize(16<<20),
+		// A call's headers are read, and authenticated, before anything is
+		// known of its caller: gRPC's default admits 16 MiB of them. Ours
+		// carry a token and a trace context.
+		grpc.MaxHeaderListSize(maxHeaderList),
 		grpc.InitialWindowSize(streamWindow),
 		grpc.InitialConnWindowSize(connWindow),
 		grpc.NumStreamWorkers(streamWorkers),

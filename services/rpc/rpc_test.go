@@ -5,11 +5,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
@@ -223,5 +225,17 @@ func TestCallersAreRefusedBeforeTheirMessagesAreRead(t *testing.T) {
 	err := dial(t, addr, "reporting-secret").Invoke(context.Background(), indexerv1.IndexerService_Search_FullMethodName, &body, &out, grpc.ForceCodec(rawCodec{}))
 	if status.Code(err) != codes.PermissionDenied {
 		t.Errorf("a method the credential does not allow, with a malformed message: %v, want PermissionDenied", err)
+	}
+}
+
+// A call's headers are bounded before its caller is authenticated.
+func TestHeaderListBounded(t *testing.T) {
+	client := indexerv1.NewIndexerServiceClient(dial(t, startServer(t, testCreds), "gateway-secret"))
+	if _, err := client.RefreshScope(context.Background(), &indexerv1.RefreshScopeRequest{}); err != nil {
+		t.Fatalf("a call with ordinary headers: %v", err)
+	}
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-padding", strings.Repeat("x", 100<<10))
+	if _, err := client.RefreshScope(ctx, &indexerv1.RefreshScopeRequest{}); err == nil {
+		t.Fatal("a call with 100 KiB of headers was served")
 	}
 }

@@ -1,11 +1,14 @@
 package svcauth
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"reflect"
 	"strings"
 	"testing"
+
+	"google.golang.org/grpc/metadata"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
 )
@@ -117,5 +120,25 @@ func TestTokenComparedWithEveryDigest(t *testing.T) {
 				t.Errorf("token %q: a comparison without the presented token's digest", tok)
 			}
 		}
+	}
+}
+
+// The tap authenticates before anything is known of the caller, and gRPC
+// admits a header list of some 316,000 "authorization: Bearer x" fields
+// (a byte each on the wire once HPACK indexed the first): a call sending
+// more than one value is refused without any of them hashed.
+func TestManyAuthorizationValuesAreRefusedUnhashed(t *testing.T) {
+	a := NewAuthenticator([]config.ServiceCredential{{Name: "first", Token: "first-token", Allow: config.IndexerMethods}})
+	compared := 0
+	old := digestsEqual
+	digestsEqual = func(x, y *[sha256.Size]byte) bool { compared++; return old(x, y) }
+	t.Cleanup(func() { digestsEqual = old })
+	values := make([]string, 10_000)
+	for i := range values {
+		values[i] = "Bearer first-token"
+	}
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.MD{"authorization": values})
+	if _, ok := a.Authenticate(ctx); ok || compared != 0 {
+		t.Errorf("10,000 authorization values: admitted %v after %d digest comparisons, want refused after none", ok, compared)
 	}
 }

@@ -185,35 +185,40 @@ func (a *credentialTable) authenticate(ctx context.Context) (Caller, bool) {
 	return Caller{}, false
 }
 
-// callerForToken finds the credential the call's bearer tokens name.
-// presented reports whether the call sent any; ok is false when none of
-// them names a credential, or they name two. Each presented token is
-// hashed once and its digest compared with every stored digest in
-// constant time, never stopping at a match, so timing reveals neither how
-// much of a token matched nor which entry did.
+// callerForToken finds the credential the call's bearer token names.
+// presented reports whether the call sent a bearer token; ok is false
+// when it names no credential, and when the call sent more than one
+// authorization value: no client of ours sends two, and the tap runs before anything
+// is known of the caller, so a header list of many values (gRPC admits
+// 16 MiB of them, HPACK sends each repeat in a byte) must cost no more
+// than one. The token is hashed once and its digest compared with every
+// stored digest in constant time, never stopping at a match, so timing
+// reveals neither how much of a token matched nor which entry did.
 func (a *credentialTable) callerForToken(ctx context.Context) (c Caller, hostedBy string, presented, ok bool) {
 	// Only the authorization values are read (copied), not the whole
 	// metadata.
+	values := metadata.ValueFromIncomingContext(ctx, "authorization")
+	if len(values) == 0 {
+		return Caller{}, "", false, false
+	}
+	if len(values) > 1 {
+		return Caller{}, "", true, false
+	}
+	tok, found := strings.CutPrefix(values[0], "Bearer ")
+	if !found || tok == "" {
+		return Caller{}, "", false, false
+	}
+	digest := sha256.Sum256([]byte(tok))
 	var match *tokenEntry
-	ambiguous := false
-	for _, v := range metadata.ValueFromIncomingContext(ctx, "authorization") {
-		tok, found := strings.CutPrefix(v, "Bearer ")
-		if !found || tok == "" {
-			continue
-		}
-		presented = true
-		digest := sha256.Sum256([]byte(tok))
-		for i := range a.byToken {
-			if digestsEqual(&a.byToken[i].digest, &digest) {
-				ambiguous = ambiguous || (match != nil && match.caller.Name != a.byToken[i].caller.Name)
-				match = &a.byToken[i]
-			}
+	for i := range a.byToken {
+		if digestsEqual(&a.byToken[i].digest, &digest) {
+			match = &a.byToken[i]
 		}
 	}
-	if match == nil || ambiguous {
-		return Caller{}, "", presented, false
+	if match == nil {
+		return Caller{}, "", true, false
 	}
-	return match.caller, match.hostedBy, presented, true
+	return match.caller, match.hostedBy, true, true
 }
 
 // verifiedLeaves are the client certificates of the call's connection
