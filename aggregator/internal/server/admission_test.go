@@ -287,6 +287,51 @@ audit:
 	}
 }
 
+// A renewal spares a subscription its token and its event because the
+// gateway reopening a session's watch paid both already; an internal
+// client has no earlier watch its claim could be checked against, so its
+// renewals are admitted like new subscriptions.
+func TestRenewalsOnlyFromTheGateway(t *testing.T) {
+	docs := admissionBackend(t)
+	file := t.TempDir() + "/audit.jsonl"
+	h := startAggregatorFile(t, `
+aggregator:
+  backends:
+    - {name: docs, url: `+docs.url()+`}
+rateLimits:
+  limits:
+    - {name: one-each, per: principal, rate: 1/h, burst: 1}
+audit:
+  sink: file
+  file: `+file+`
+`)
+	testkit.Eventually(t, "docs listed", 10*time.Second, func() bool { return len(listToolNames(t, h.gateway, principal("lister"), 0)) > 0 })
+	subscribed := func(renewed bool) int {
+		ctx, cancel := context.WithCancel(t.Context())
+		t.Cleanup(cancel)
+		req := &aggregatorv1.WatchCatalogRequest{ResourceUris: []string{"docs://a"}}
+		if renewed {
+			req.RenewedResourceUris = req.ResourceUris
+		}
+		stream, err := h.internal.WatchCatalog(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(first.GetSubscribedResourceUris())
+	}
+	if subscribed(false) != 1 || subscribed(true) != 0 || subscribed(true) != 0 {
+		t.Fatal("an internal client's renewal passed a limit of one")
+	}
+	h.audit.Close() // flushes
+	if n := len(resourceSubscribeEvents(t, file)); n != 3 {
+		t.Fatalf("%d resource_subscribe events for an internal client's 3 subscriptions", n)
+	}
+}
+
 // TestServerFilterAppliesToTheURIRead: a virtual server's resources.exclude
 // holds for a URI read through one of its templates, not only for the
 // listing: the excluded URI answers NOT_FOUND, like a missing one, and the

@@ -103,13 +103,25 @@ audit:
 	// for as long as it is open).
 	_, err = watch([]string{"docs://" + strings.Repeat("a", config.MaxSessionURIBytes)})
 	wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
-	// The indexer's credential watches views; it may not read resources,
-	// so it may not subscribe to them either.
-	stream, err := h.indexer.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{Principal: principal("alice"), ResourceUris: []string{"docs://a"}})
+	// Nor a renewal's (the request is kept while the watch is open).
+	long := &aggregatorv1.WatchCatalogRequest{Principal: principal("alice"), RenewedResourceUris: []string{"docs://" + strings.Repeat("a", config.MaxSessionURIBytes)}}
+	stream, err := h.gateway.WatchCatalog(ctx, long)
 	if err == nil {
 		_, err = stream.Recv()
 	}
-	wantStatus(t, err, codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_METHOD_NOT_ALLOWED)
+	wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+	// The indexer's credential watches views; it may not read resources,
+	// so it may not subscribe to them, or renew subscriptions, either.
+	for _, req := range []*aggregatorv1.WatchCatalogRequest{
+		{Principal: principal("alice"), ResourceUris: []string{"docs://a"}},
+		{Principal: principal("alice"), RenewedResourceUris: []string{"docs://a"}},
+	} {
+		stream, err := h.indexer.WatchCatalog(ctx, req)
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		wantStatus(t, err, codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_METHOD_NOT_ALLOWED)
+	}
 
 	uris := append(repeat("docs://nope", 250), "docs://a", "docs://a", "", "docs://nope")
 	first, err := watch(uris)

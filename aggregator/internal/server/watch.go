@@ -26,28 +26,40 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 	ctx := stream.Context()
 	p := svcauth.PrincipalFrom(ctx)
 	caller, _ := svcauth.CallerFrom(ctx)
+	named := slices.Concat(req.GetResourceUris(), req.GetRenewedResourceUris())
 	switch {
 	case req.GetAllChanges() && !caller.AssertPrincipals:
 		return s.fail(ctx, "WatchCatalog", errAllChangesDenied)
 	case len(req.GetResourceUris()) > maxWatchedResources || len(req.GetRenewedResourceUris()) > maxWatchedResources:
 		return s.fail(ctx, "WatchCatalog", errTooManyWatchedResources)
-	case len(req.GetResourceUris()) > 0 && !caller.MayCall(aggregatorv1.AggregatorService_ReadResource_FullMethodName):
+	case len(named) > 0 && !caller.MayCall(aggregatorv1.AggregatorService_ReadResource_FullMethodName):
 		// A subscription makes backends send the caller what it could
 		// read: a credential that may not read (the indexer's, which
 		// watches views only) may not subscribe either.
 		return s.fail(ctx, "WatchCatalog", errSubscribeNeedsRead)
 	}
-	for _, uri := range req.GetResourceUris() {
+	for _, uri := range named {
 		if len(uri) > config.MaxSessionURIBytes {
 			return s.fail(ctx, "WatchCatalog", errWatchedURITooLong)
 		}
 	}
+	// A renewal spares a subscription the rate-limit token and the audit
+	// event its first one took. Only the gateway reopens watches it had
+	// (for its sessions); any other caller's claim could not be checked,
+	// so its renewals are subscriptions like any other.
+	renewed := map[string]bool{}
+	if caller.IsEdge() {
+		for _, uri := range req.GetRenewedResourceUris() {
+			renewed[uri] = true
+		}
+	}
 	// The watch lives long: it keeps copies of the URIs, not the request
-	// they arrived in.
+	// they arrived in, and not the renewals once they are decided.
 	req.ResourceUris = slices.Clone(req.ResourceUris)
 	for i, uri := range req.ResourceUris {
 		req.ResourceUris[i] = strings.Clone(uri)
 	}
+	req.RenewedResourceUris = nil
 	if !caller.Operator {
 		release, err := s.watchers.Acquire(caller.Name)
 		if err != nil {
@@ -64,7 +76,7 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 	}
 	view := s.e.View(snap, p)
 	updated := make(chan string, engine.UpdateBuffer)
-	subscribed := s.subscribeResources(ctx, req.GetServer(), req.GetResourceUris(), req.GetRenewedResourceUris(), updated)
+	subscribed := s.subscribeResources(ctx, req.GetServer(), req.GetResourceUris(), renewed, updated)
 	defer func() {
 		for _, unsubscribe := range subscribed {
 			unsubscribe()
@@ -210,7 +222,7 @@ var errWatchedURITooLong = invalidArgument(fmt.Sprintf("a resource_uris URI is l
 // and audited); the others are left out silently, so a denied URI cannot
 // be told from an unknown one. It returns the unsubscribe function of each
 // subscribed URI.
-func (s *Server) subscribeResources(ctx context.Context, server string, uris, renewed []string, ch chan<- string) map[string]func() {
+func (s *Server) subscribeResources(ctx context.Context, server string, uris []string, renewed map[string]bool, ch chan<- string) map[string]func() {
 	subscribed := map[string]func(){}
 	seen := make(map[string]bool, len(uris))
 	for _, uri := range uris {
@@ -219,7 +231,7 @@ func (s *Server) subscribeResources(ctx context.Context, server string, uris, re
 		}
 		seen[uri] = true
 		r := admission{method: config.RateMethodResourceSubscribe, trail: audit.KindResourceSubscribe, server: server,
-			kind: catalog.KindResources, key: uri, shared: true, accounted: slices.Contains(renewed, uri),
+			kind: catalog.KindResources, key: uri, shared: true, accounted: renewed[uri],
 			prepare: func(a *admitted) error {
 				if !subscribes(a.snap.Capabilities[a.b.Name()]) {
 					return engine.ErrNotFound

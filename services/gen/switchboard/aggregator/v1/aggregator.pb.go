@@ -3718,8 +3718,10 @@ type WatchCatalogRequest struct {
 	// replaces (the gateway reopens a session's watch when its
 	// subscriptions change, or after an aggregator ended it): each is
 	// decided again like ReadResource, but takes no rate-limit token and
-	// leaves no audit event, which its first subscription took. A URI not
-	// in resource_uris is ignored.
+	// leaves no audit event, which its first subscription took. Only a
+	// caller that asserts principals (the gateway) renews; another caller's
+	// renewals are subscriptions like any other. A URI not in resource_uris
+	// is ignored. Bounded as resource_uris is.
 	RenewedResourceUris []string `protobuf:"bytes,5,rep,name=renewed_resource_uris,json=renewedResourceUris,proto3" json:"renewed_resource_uris,omitempty"`
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
