@@ -22,7 +22,9 @@ var apiHealth = map[backend.State]aggregatorv1.BackendHealth{
 
 // ListBackends reports every backend in name order. With a principal in
 // the request, or for a caller that may not assert principals, only the
-// backends the principal sees something of are listed.
+// backends the principal sees something of are listed, and each with the
+// counts of what it sees: the backend's own would tell it how much the
+// policy and the server's filters hide.
 //
 // A backend's URL and the text of its last failure are for operators
 // (serviceAuth.credentials[].operator): the text names URLs, hosts and
@@ -34,7 +36,7 @@ func (s *Server) ListBackends(ctx context.Context, req *aggregatorv1.ListBackend
 	if err != nil {
 		return nil, s.fail(ctx, "ListBackends", err)
 	}
-	var visible map[string]bool
+	var visible map[string]*[len(catalog.Kinds)]uint32
 	c, _ := svcauth.CallerFrom(ctx)
 	switch {
 	case req.GetPrincipal() != nil || !c.AssertPrincipals:
@@ -46,18 +48,23 @@ func (s *Server) ListBackends(ctx context.Context, req *aggregatorv1.ListBackend
 	}
 	out := &aggregatorv1.ListBackendsResponse{CatalogVersion: snap.Version}
 	for _, b := range s.e.Backends() {
-		if visible != nil && !visible[b.Name()] {
-			continue
-		}
 		st := b.Status()
+		counts := new([len(catalog.Kinds)]uint32)
+		counts[catalog.KindTools], counts[catalog.KindResources] = uint32(st.Tools), uint32(st.Resources)
+		counts[catalog.KindResourceTemplates], counts[catalog.KindPrompts] = uint32(st.ResourceTemplates), uint32(st.Prompts)
+		if visible != nil {
+			if counts = visible[b.Name()]; counts == nil {
+				continue
+			}
+		}
 		msg := &aggregatorv1.Backend{
 			Name:                  b.Name(),
 			Health:                apiHealth[st.State],
 			ProtocolVersion:       st.ProtocolVersion,
-			ToolCount:             uint32(st.Tools),
-			ResourceCount:         uint32(st.Resources),
-			ResourceTemplateCount: uint32(st.ResourceTemplates),
-			PromptCount:           uint32(st.Prompts),
+			ToolCount:             counts[catalog.KindTools],
+			ResourceCount:         counts[catalog.KindResources],
+			ResourceTemplateCount: counts[catalog.KindResourceTemplates],
+			PromptCount:           counts[catalog.KindPrompts],
 		}
 		switch {
 		case c.Operator:
@@ -83,20 +90,27 @@ func (s *Server) ListBackends(ctx context.Context, req *aggregatorv1.ListBackend
 	return out, nil
 }
 
-func visibleBackends(v *catalog.View) map[string]bool {
-	m := map[string]bool{}
+// visibleBackends counts, per backend, the items of each kind v holds.
+func visibleBackends(v *catalog.View) map[string]*[len(catalog.Kinds)]uint32 {
+	m := map[string]*[len(catalog.Kinds)]uint32{}
 	snap := v.Snapshot
+	count := func(k catalog.Kind, backend string) {
+		if m[backend] == nil {
+			m[backend] = new([len(catalog.Kinds)]uint32)
+		}
+		m[backend][k]++
+	}
 	for _, i := range v.Items(catalog.KindTools) {
-		m[snap.Tools[i].Backend] = true
+		count(catalog.KindTools, snap.Tools[i].Backend)
 	}
 	for _, i := range v.Items(catalog.KindResources) {
-		m[snap.Resources[i].Backend] = true
+		count(catalog.KindResources, snap.Resources[i].Backend)
 	}
 	for _, i := range v.Items(catalog.KindResourceTemplates) {
-		m[snap.Templates[i].Backend] = true
+		count(catalog.KindResourceTemplates, snap.Templates[i].Backend)
 	}
 	for _, i := range v.Items(catalog.KindPrompts) {
-		m[snap.Prompts[i].Backend] = true
+		count(catalog.KindPrompts, snap.Prompts[i].Backend)
 	}
 	return m
 }

@@ -213,10 +213,15 @@ aggregator:
 		t.Fatalf("untrusted caller sees backends it has nothing of: %v %v", resp, err)
 	}
 
-	// ListBackends with a principal lists only what it can see.
+	// ListBackends with a principal lists only what it can see, and
+	// counts only that: crm's other tool is denied to bob, and denied
+	// looks like missing.
 	resp, err := h.gateway.ListBackends(ctx, &aggregatorv1.ListBackendsRequest{Principal: bob})
 	if err != nil || len(resp.GetBackends()) != 1 || resp.GetBackends()[0].GetName() != "crm" {
 		t.Fatalf("bob's backends: %v %v", resp, err)
+	}
+	if n := resp.GetBackends()[0].GetToolCount(); n != 1 {
+		t.Fatalf("bob sees 1 tool of crm, and ListBackends tells him it has %d", n)
 	}
 }
 

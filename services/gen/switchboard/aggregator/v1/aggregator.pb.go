@@ -4033,7 +4033,11 @@ type Backend struct {
 	Health BackendHealth `protobuf:"varint,3,opt,name=health,proto3,enum=switchboard.aggregator.v1.BackendHealth" json:"health,omitempty"`
 	// The MCP protocol version negotiated with it ("2026-07-28",
 	// "2025-11-25", ...); empty before the first successful connection.
-	ProtocolVersion       string `protobuf:"bytes,4,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	ProtocolVersion string `protobuf:"bytes,4,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	// What the backend serves, of each kind: for a principal (one named in
+	// the request, or the caller's own identity) what it sees of it, in
+	// the server's view; for a trusted caller naming a server, what that
+	// server serves of it; otherwise all the backend lists.
 	ToolCount             uint32 `protobuf:"varint,5,opt,name=tool_count,json=toolCount,proto3" json:"tool_count,omitempty"`
 	ResourceCount         uint32 `protobuf:"varint,6,opt,name=resource_count,json=resourceCount,proto3" json:"resource_count,omitempty"`
 	ResourceTemplateCount uint32 `protobuf:"varint,7,opt,name=resource_template_count,json=resourceTemplateCount,proto3" json:"resource_template_count,omitempty"`
