@@ -213,6 +213,7 @@ func NewBuilder(naming *Naming, log *slog.Logger) *Builder {
 // NewSpecBuilder returns a Builder of the catalog spec says, with an empty
 // cache.
 func NewSpecBuilder(naming *Naming, spec Spec, log *slog.Logger) *Builder {
+	spec.uris = canonicalPatterns(spec.Resources)
 	return &Builder{naming: naming, spec: spec, log: log, seen: map[string]*backend.Lists{}, namedUI: map[string][]string{},
 		tools: itemCache[*aggregatorv1.Tool]{}, prompts: itemCache[*aggregatorv1.Prompt]{},
 		resources: itemCache[*aggregatorv1.Resource]{}, templates: itemCache[*aggregatorv1.ResourceTemplate]{}}
@@ -253,7 +254,7 @@ func (bd *Builder) Build(lists map[string]*backend.Lists, down map[string]bool) 
 	}
 	bd.forget(lists)
 	s := &Snapshot{Server: spec.Server, naming: naming, global: spec.Global, Down: map[string]bool{}, Capabilities: map[string]*mcp.ServerCapabilities{},
-		filters: Spec{Tools: spec.Tools, Resources: spec.Resources, Prompts: spec.Prompts}}
+		filters: Spec{Tools: spec.Tools, Resources: spec.Resources, Prompts: spec.Prompts, uris: spec.uris}}
 	names := sortedNames(lists)
 	for _, b := range names {
 		if down[b] {

@@ -22,6 +22,9 @@ type Spec struct {
 	// Overrides rewrite the catalog's tools (names before the naming rule,
 	// definitions, call arguments, timeouts); nil rewrites nothing.
 	Overrides *override.Set
+	// uris is Resources with the literal parts of its patterns in
+	// canonical form (CanonicalURI), as resources' URIs are matched.
+	uris config.ItemFilter
 	// Global are the whole catalog's overrides (aggregator.toolOverrides),
 	// which name a tool in the whole catalog: the name the policy and the
 	// rate limits know it by in every server (Snapshot.PolicyName). Unset
@@ -53,16 +56,33 @@ func (sp *Spec) holds(backend string) bool { return sp.Backends == nil || sp.Bac
 // keeps reports whether the catalog keeps the item of kind k advertised
 // under key. Filters apply to advertised keys, before names are claimed,
 // so an item a server leaves out never wins or loses a name conflict
-// there.
+// there. A resource's URI is matched in its canonical form, against
+// patterns in that form too: every spelling of a URI, the one listed and
+// those read through a template, is kept or left out alike.
 func (sp *Spec) keeps(k Kind, key string) bool {
 	switch k {
 	case KindTools:
 		return sp.Tools.Allows(key)
 	case KindPrompts:
 		return sp.Prompts.Allows(key)
+	case KindResources:
+		return sp.uris.Allows(CanonicalURI(key))
 	default:
 		return sp.Resources.Allows(key)
 	}
+}
+
+// canonicalPatterns is f with each pattern in canonical form: CanonicalURI
+// leaves the wildcards as they are.
+func canonicalPatterns(f config.ItemFilter) config.ItemFilter {
+	out := config.ItemFilter{}
+	for _, p := range f.Include {
+		out.Include = append(out.Include, CanonicalURI(p))
+	}
+	for _, p := range f.Exclude {
+		out.Exclude = append(out.Exclude, CanonicalURI(p))
+	}
+	return out
 }
 
 // PolicyName is the name the authorization policy (Cedar's Tool::"...")

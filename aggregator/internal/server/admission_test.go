@@ -491,6 +491,48 @@ servers:
 	}
 }
 
+// TestServerFilterAppliesToEverySpellingOfAListedURI: a backend may list
+// a URI in a form other than the canonical one ("%7E" for "~", as Java's
+// URLEncoder writes it) and serve it through a template as well; a
+// pattern written either way keeps it out of the list and of reads under
+// every spelling.
+func TestServerFilterAppliesToEverySpellingOfAListedURI(t *testing.T) {
+	docs := newTestBackend(t, "docs", backendOptions{tools: []string{"echo"}, extra: func(b *testBackend) {
+		read := func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "salary"}}}, nil
+		}
+		b.server.AddResource(&mcp.Resource{URI: "docs://items/%7Eboss/salary", Name: "salary"}, read)
+		b.server.AddResource(&mcp.Resource{URI: "docs://items/public", Name: "public"}, read)
+		b.server.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "docs://items/{+path}", Name: "item"}, read)
+	}})
+	for _, pattern := range []string{"docs://items/%7Eboss/*", "docs://items/~boss/*", "docs://items/%7eboss/*"} {
+		h := startAggregatorFile(t, `
+aggregator:
+  backends:
+    - {name: docs, url: `+docs.url()+`}
+servers:
+  - {name: support, backends: [docs], resources: {exclude: ["`+pattern+`"]}}
+`)
+		ctx, alice := context.Background(), principal("alice")
+		var listed []string
+		testkit.Eventually(t, "the resources listed", 10*time.Second, func() bool {
+			res, err := h.gateway.ListResources(ctx, &aggregatorv1.ListResourcesRequest{Principal: alice, Server: "support"})
+			listed = nil
+			for _, r := range res.GetResources() {
+				listed = append(listed, r.GetUri())
+			}
+			return err == nil && len(listed) > 0
+		})
+		if !slices.Equal(listed, []string{"docs://items/public"}) {
+			t.Errorf("exclude %s: support lists %v, want only docs://items/public", pattern, listed)
+		}
+		for _, uri := range []string{"docs://items/%7Eboss/salary", "docs://items/~boss/salary", "docs://items/%7eboss/salary"} {
+			_, err := h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Principal: alice, Server: "support", Uri: uri})
+			wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+		}
+	}
+}
+
 // second is the error of a (result, error) pair.
 func second[T any](_ T, err error) error { return err }
 
