@@ -35,3 +35,20 @@ func TestCanonicalURI(t *testing.T) {
 		}
 	}
 }
+
+func TestDecodedPathURI(t *testing.T) {
+	for in, want := range map[string]string{
+		"docs://files/secret/keys":              "docs://files/secret/keys",
+		"docs://files/secret%2Fkeys":            "docs://files/secret/keys",
+		"docs://files/pub/..%2Fsecret/keys":     "docs://files/secret/keys",
+		"docs://files/pub%2F..%2Fsecret%2Fkeys": "docs://files/secret/keys",
+		"docs://files/pub%5C..%5Csecret":        "docs://files/secret",
+		"docs://files/a%2Fb?q=%2F#%2F":          "docs://files/a/b?q=%2F#%2F",
+		"docs://files/x?p=%2F..%2Fy":            "docs://files/x?p=%2F..%2Fy",
+		"urn:x:a%2F..%2Fb":                      "urn:x:a/../b",
+	} {
+		if got := DecodedPathURI(CanonicalURI(in)); got != want {
+			t.Errorf("DecodedPathURI(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

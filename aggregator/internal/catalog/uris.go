@@ -274,6 +274,29 @@ func CanonicalURI(uri string) string {
 	return normalizeHierarchy(b.String(), len(scheme))
 }
 
+// DecodedPathURI is canonical (a CanonicalURI) as a server that decodes
+// its path before taking it apart reads it: escaped slashes and
+// backslashes ("%2F", "%5C") in the path become "/", and the dot segments
+// that makes are resolved. "docs://files/pub/..%2Fsecret/key" is
+// "docs://files/secret/key" there. It is canonical when the path holds
+// none.
+func DecodedPathURI(canonical string) string {
+	colon := strings.IndexByte(canonical, ':')
+	end := strings.IndexAny(canonical, "?#")
+	if end < 0 {
+		end = len(canonical)
+	}
+	if colon <= 0 || colon > end {
+		return canonical
+	}
+	path := canonical[colon+1 : end]
+	if !strings.Contains(path, "%2F") && !strings.Contains(path, "%5C") {
+		return canonical
+	}
+	path = strings.NewReplacer("%2F", "/", "%5C", "/").Replace(path)
+	return normalizeHierarchy(canonical[:colon+1]+path+canonical[end:], colon)
+}
+
 // normalizeHierarchy is uri (its escapes normalized, its scheme ending at
 // index colon) with the dot segments of its path removed; the authority,
 // the query and the fragment are kept as they are.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/url"
 	"os"
 	"path"
 	"slices"
@@ -409,7 +410,7 @@ aggregator:
 		return second(h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Principal: alice, Uri: uri}))
 	}
 	testkit.Eventually(t, "the template routed", 10*time.Second, func() bool { return read("docs://items/1") == nil })
-	spellings := []string{"docs://items/secret", "docs://items/%73ecret", "DOCS://items/secret", "docs://items/a/../secret"}
+	spellings := []string{"docs://items/secret", "docs://items/%73ecret", "DOCS://items/secret", "docs://items/a/../secret", "docs://items/a%2F..%2Fsecret"}
 	for _, uri := range spellings {
 		wantStatus(t, read(uri), codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
 		wantStatus(t, second(h.gateway.Complete(ctx, &aggregatorv1.CompleteRequest{Principal: alice,
@@ -455,13 +456,18 @@ func watchedURIs(t *testing.T, h *harness, p *commonv1.Principal, server string,
 // TestServerFilterAppliesAfterDotSegments: a URI with dot segments is the
 // URI they resolve to (RFC 3986, 5.2.4), for a backend that resolves
 // paths serves that one; the filter holds for it, and the backend is
-// asked for the resolved form.
+// asked for the resolved form. So it does for the path a backend that
+// decodes escaped slashes first finds.
 func TestServerFilterAppliesAfterDotSegments(t *testing.T) {
 	docs := newTestBackend(t, "docs", backendOptions{tools: []string{"echo"}, extra: func(b *testBackend) {
 		b.server.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "docs://files/{+path}", Name: "file"},
 			func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-				p := path.Clean("/" + strings.TrimPrefix(req.Params.URI, "docs://files/"))
-				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "contents of " + p}}}, nil
+				// As Go's url.Parse reads a path: escapes decoded first.
+				u, err := url.Parse(req.Params.URI)
+				if err != nil {
+					return nil, err
+				}
+				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "contents of " + path.Clean(u.Path)}}}, nil
 			})
 	}})
 	h := startAggregatorFile(t, `
@@ -479,7 +485,10 @@ servers:
 		return r.GetResultJson(), err
 	}
 	testkit.Eventually(t, "the template routed", 10*time.Second, func() bool { _, err := read("docs://files/pub/a"); return err == nil })
-	for _, uri := range []string{"docs://files/secret/keys", "docs://files/pub/../secret/keys", "docs://files/pub/%2E%2E/secret/keys", "docs://files/./secret/keys"} {
+	for _, uri := range []string{"docs://files/secret/keys", "docs://files/pub/../secret/keys", "docs://files/pub/%2E%2E/secret/keys", "docs://files/./secret/keys",
+		// Escaped slashes, which such a backend decodes before it
+		// resolves the path.
+		"docs://files/secret%2Fkeys", "docs://files/pub/..%2Fsecret/keys", "docs://files/pub%2F..%2Fsecret%2Fkeys", "docs://files/pub%5C..%5Csecret%5Ckeys"} {
 		_, err := read(uri)
 		wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
 	}

@@ -209,6 +209,7 @@ func (s *Server) route(ctx context.Context, server string, k catalog.Kind, key s
 		return nil, err
 	}
 	a := &admitted{snap: snap}
+	decoded := ""
 	switch k {
 	case catalog.KindTools:
 		a.tool, _ = snap.Tool(key)
@@ -228,6 +229,11 @@ func (s *Server) route(ctx context.Context, server string, k catalog.Kind, key s
 			// holds for every spelling of it. The backend is asked for
 			// it as it lists it too.
 			key = r.Key
+		} else {
+			// Read through a template, the URI may name another path on
+			// a backend that decodes escaped slashes before it resolves
+			// dot segments: that path must be kept and allowed too.
+			decoded = catalog.DecodedPathURI(key)
 		}
 	}
 	a.key = key
@@ -235,10 +241,16 @@ func (s *Server) route(ctx context.Context, server string, k catalog.Kind, key s
 	// resource read through a template is a URI the listing never held,
 	// so the filter is applied to the concrete key here, for every kind.
 	owner := a.owner
-	if owner != "" && !snap.Keeps(k, key) {
+	if owner != "" && (!snap.Keeps(k, key) || decoded != "" && !snap.Keeps(k, decoded)) {
 		owner = ""
 	}
-	a.b, err = s.e.Owner(snap, svcauth.PrincipalFrom(ctx), k, key, owner)
+	p := svcauth.PrincipalFrom(ctx)
+	a.b, err = s.e.Owner(snap, p, k, key, owner)
+	if err == nil && decoded != "" && decoded != key {
+		if _, err = s.e.Owner(snap, p, k, decoded, owner); err != nil {
+			a.b = nil
+		}
+	}
 	return a, err
 }
 
