@@ -22,8 +22,9 @@ import (
 // memory only, on each aggregator replica, until RefreshBefore ahead of
 // their expiry (and an exchanged token never past the caller's own
 // token's exp); exchanged tokens are keyed by the caller and the caller's
-// token, bounded by CacheEntries (least recently used out), and concurrent
-// calls of one caller share one exchange. No token, and
+// token, bounded by CacheEntries (least recently used out). Concurrent
+// calls of one caller share one exchange, and concurrent requests one
+// client credentials grant. No token, and
 // no client secret, is ever logged or part of an error's text.
 
 // Credential modes of Auth.Mode.
@@ -103,12 +104,17 @@ type tokenSource struct {
 	service *cachedToken // client credentials
 	order   *list.List   // exchanged tokens, most recently used first
 	byKey   map[[32]byte]*list.Element
-	// flights are the exchanges under way: concurrent calls of one caller
-	// wait for the one exchange instead of each making their own.
+	// flights are the grants under way, by cache key (serviceKey for the
+	// client credentials grant): concurrent requests for one token wait
+	// for the one grant instead of each making their own.
 	flights map[[32]byte]*flight
 }
 
-// flight is one exchange under way; done is closed when value and err are
+// serviceKey is the flight of the client credentials grant: no exchange's
+// key (a SHA-256) is all zeros.
+var serviceKey [32]byte
+
+// flight is one grant under way; done is closed when value and err are
 // set.
 type flight struct {
 	done  chan struct{}
@@ -136,7 +142,11 @@ func (t *tokenSource) serviceToken(ctx context.Context) (string, error) {
 		t.mu.Unlock()
 		return s.value, nil
 	}
-	t.mu.Unlock()
+	return t.shared(ctx, serviceKey, t.grant)
+}
+
+// grant makes one client credentials grant and caches its token.
+func (t *tokenSource) grant(ctx context.Context) (string, error) {
 	form := url.Values{"grant_type": {"client_credentials"}}
 	t.addScope(form)
 	value, expiry, err := t.request(ctx, "client-credentials", form)
@@ -175,28 +185,29 @@ func (t *tokenSource) exchanged(ctx context.Context, subject, subjectToken strin
 		t.order.Remove(e)
 		delete(t.byKey, key)
 	}
-	if f, ok := t.flights[key]; ok {
-		t.mu.Unlock()
-		select {
-		case <-f.done:
-			return f.value, f.err
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
+	return t.shared(ctx, key, func(ctx context.Context) (string, error) { return t.exchange(ctx, key, subjectToken) })
+}
+
+// shared is the token fetch gets, one fetch for every concurrent request
+// under key. t.mu is held on entry, so that no fetch begins between a
+// cache miss and here, and released.
+func (t *tokenSource) shared(ctx context.Context, key [32]byte, fetch func(context.Context) (string, error)) (string, error) {
+	f, ok := t.flights[key]
+	if !ok {
+		f = &flight{done: make(chan struct{})}
+		t.flights[key] = f
+		// The fetch serves every request that waits on it, so the request
+		// that began it going away must not end it for the others: it
+		// runs on its own, bounded by the token client's timeout.
+		go func() {
+			f.value, f.err = fetch(context.WithoutCancel(ctx))
+			t.mu.Lock()
+			delete(t.flights, key)
+			t.mu.Unlock()
+			close(f.done)
+		}()
 	}
-	f := &flight{done: make(chan struct{})}
-	t.flights[key] = f
 	t.mu.Unlock()
-	// The exchange serves every call of the caller that waits on it, so
-	// the call that began it going away must not end it for the others:
-	// it runs on its own, bounded by the token client's timeout.
-	go func() {
-		f.value, f.err = t.exchange(context.WithoutCancel(ctx), key, subjectToken)
-		t.mu.Lock()
-		delete(t.flights, key)
-		t.mu.Unlock()
-		close(f.done)
-	}()
 	select {
 	case <-f.done:
 		return f.value, f.err

@@ -267,6 +267,34 @@ func TestConcurrentCallsShareOneExchange(t *testing.T) {
 	}
 }
 
+// Concurrent requests of a clientCredentials backend with a cold (or
+// expired) cache make one grant, as concurrent exchanges of one caller
+// do: every call, probe and listing page asked the token endpoint itself.
+func TestConcurrentRequestsShareOneGrant(t *testing.T) {
+	c := newTestClient(Config{Name: "cc", URL: "http://127.0.0.1:1/mcp", Protocol: ProtocolModern, Auth: startServiceTokens(t, true), Timeout: 10 * time.Second})
+	t.Cleanup(c.Close)
+	var wg sync.WaitGroup
+	got := make([]string, 16)
+	errs := make([]error, len(got))
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, err := c.WithCaller(context.Background(), "alice", "")
+			got[i], errs[i] = callerAuthorization(ctx), err
+		}()
+	}
+	wg.Wait()
+	for i := range got {
+		if errs[i] != nil || got[i] != "Bearer service-token-0001" {
+			t.Fatalf("call %d: %q, %v; want the one grant's token", i, got[i], errs[i])
+		}
+	}
+	if last := c.tokens.last(); last != "Bearer service-token-0001" {
+		t.Fatalf("the last token issued is %q: more than one grant", last)
+	}
+}
+
 // A token-exchange response without expires_in says nothing of how long
 // the token lives, so it is used for the one call it was asked for and
 // never cached, not even until the caller's own token expires: every call
