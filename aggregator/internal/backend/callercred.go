@@ -44,27 +44,24 @@ func (c *Client) NeedsCaller() bool {
 // A call that cannot be authenticated fails here, before anything is sent
 // to the backend: ErrCallerCredential, or a *TokenError.
 func (c *Client) WithCaller(ctx context.Context, subject, subjectToken string) (context.Context, error) {
-	var value string
+	cred := &callerCred{key: serviceKey}
+	var err error
 	switch c.cfg.Auth.Mode {
 	case AuthTokenExchange:
 		if subjectToken == "" || len(subjectToken) > callerid.MaxToken {
 			return ctx, ErrCallerCredential
 		}
-		v, err := c.tokens.exchanged(ctx, subject, subjectToken)
-		if err != nil {
-			return ctx, err
-		}
-		value = v
+		cred.key = exchangeKey(subject, subjectToken)
+		cred.authorization, err = c.tokens.exchanged(ctx, cred.key, subjectToken)
 	case AuthClientCredentials:
-		v, err := c.tokens.serviceToken(ctx)
-		if err != nil {
-			return ctx, err
-		}
-		value = v
+		cred.authorization, err = c.tokens.serviceToken(ctx)
 	default:
 		return ctx, nil
 	}
-	return context.WithValue(ctx, callerKey{}, &callerCred{authorization: value}), nil
+	if err != nil {
+		return ctx, err
+	}
+	return context.WithValue(ctx, callerKey{}, cred), nil
 }
 
 // callerCred is a call's credential (WithCaller), and the challenge of a
@@ -73,7 +70,9 @@ func (c *Client) WithCaller(ctx context.Context, subject, subjectToken string) (
 // here for classify to report.
 type callerCred struct {
 	authorization string
-	challenge     atomic.Pointer[ChallengeError]
+	// key is where authorization is cached (tokenSource.refused).
+	key       [32]byte
+	challenge atomic.Pointer[ChallengeError]
 }
 
 // callerCredential is the credential WithCaller put in ctx, or nil.

@@ -103,19 +103,12 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 		}
 	}
 	var tokens *tokenSource
-	var service func(context.Context) (string, error)
-	switch cfg.Auth.Mode {
-	case AuthTokenExchange:
+	if cfg.Auth.Mode == AuthTokenExchange || cfg.Auth.Mode == AuthClientCredentials {
 		tokens = newTokenSource(cfg.Auth, cfg.Timeout)
-	case AuthClientCredentials:
-		tokens = newTokenSource(cfg.Auth, cfg.Timeout)
-		// The gateway's own identity goes on every request: the
-		// handshake, listings and probes too.
-		service = tokens.serviceToken
 	}
 	// One stack carries every request to the backend (stack.go); go-sdk's
 	// and the raw path's differ only in how they hand it theirs.
-	st := newStack(cfg, service)
+	st := newStack(cfg, tokens)
 
 	c := &Client{
 		cfg:    cfg,

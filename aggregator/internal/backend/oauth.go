@@ -21,8 +21,9 @@ import (
 // (RFC 8693), both from a configured token endpoint. Tokens are kept in
 // memory only, on each aggregator replica, until RefreshBefore ahead of
 // their expiry (and an exchanged token never past the caller's own
-// token's exp); exchanged tokens are keyed by the caller and the caller's
-// token, bounded by CacheEntries (least recently used out). Concurrent
+// token's exp), or until a backend refuses them (HTTP 401); exchanged
+// tokens are keyed by the caller and the caller's token, bounded by
+// CacheEntries (least recently used out). Concurrent
 // calls of one caller share one exchange, and concurrent requests one
 // client credentials grant. No token, and
 // no client secret, is ever logged or part of an error's text.
@@ -170,10 +171,14 @@ func (t *tokenSource) last() string {
 	return ""
 }
 
-// exchanged is a token exchanged for the caller's subjectToken, cached per
-// caller (subject) and token.
-func (t *tokenSource) exchanged(ctx context.Context, subject, subjectToken string) (string, error) {
-	key := sha256.Sum256([]byte(subject + "\x00" + subjectToken))
+// exchangeKey is the cache key of the caller subject's subjectToken.
+func exchangeKey(subject, subjectToken string) [32]byte {
+	return sha256.Sum256([]byte(subject + "\x00" + subjectToken))
+}
+
+// exchanged is a token exchanged for the caller's subjectToken, cached
+// under its exchangeKey.
+func (t *tokenSource) exchanged(ctx context.Context, key [32]byte, subjectToken string) (string, error) {
 	t.mu.Lock()
 	if e, ok := t.byKey[key]; ok {
 		c := e.Value.(*cachedToken)
@@ -250,6 +255,25 @@ func (t *tokenSource) exchange(ctx context.Context, key [32]byte, subjectToken s
 		t.mu.Unlock()
 	}
 	return value, nil
+}
+
+// refused forgets value, cached under key (serviceKey for the client
+// credentials token), which a backend refused: revoked or rotated at the
+// provider, it would otherwise be sent until its expiry, hours of refused
+// requests. A token cached since (a concurrent refresh) is kept.
+func (t *tokenSource) refused(key [32]byte, value string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if key == serviceKey {
+		if t.service != nil && t.service.value == value {
+			t.service = nil
+		}
+		return
+	}
+	if e, ok := t.byKey[key]; ok && e.Value.(*cachedToken).value == value {
+		t.order.Remove(e)
+		delete(t.byKey, key)
+	}
 }
 
 // cached is how many exchanged tokens are held.

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -170,7 +171,8 @@ func TestClientCredentialsWithARealProvider(t *testing.T) {
 }
 
 // A backend's 401 with a challenge is a ChallengeError for that call; the
-// session stays and the next call goes through.
+// session stays, and the refused token is forgotten: the caller's next
+// call exchanges again and goes through.
 func TestBackendChallengeIsTheCallersAnswer(t *testing.T) {
 	rec := &authRecorder{}
 	real := startAuthRecorder(t, rec)
@@ -187,7 +189,8 @@ func TestBackendChallengeIsTheCallersAnswer(t *testing.T) {
 	t.Cleanup(front.Close)
 	c := newTestClient(Config{Name: "gh", URL: front.URL, Protocol: ProtocolModern, Auth: startExchanger(t), Timeout: 5 * time.Second})
 	t.Cleanup(c.Close)
-	ctx, _ := c.WithCaller(context.Background(), "x", fakeJWT(`{"aud":"switchboard","sub":"expired"}`))
+	caller := fakeJWT(`{"aud":"switchboard","sub":"x"}`)
+	ctx, _ := c.WithCaller(context.Background(), "x", caller)
 	_, err := c.Call(ctx, echoCall(`{}`))
 	var ch *ChallengeError
 	if !errors.As(err, &ch) || errors.Is(err, ErrUnavailable) {
@@ -197,12 +200,74 @@ func TestBackendChallengeIsTheCallersAnswer(t *testing.T) {
 	if ch.Challenge != want {
 		t.Errorf("challenge %q, want %q", ch.Challenge, want)
 	}
-	ctx, _ = c.WithCaller(context.Background(), "y", fakeJWT(`{"aud":"switchboard","sub":"fine"}`))
+	ctx, _ = c.WithCaller(context.Background(), "x", caller)
 	if _, err := c.Call(ctx, echoCall(`{}`)); err != nil {
-		t.Fatalf("the next call: %v", err)
+		t.Fatalf("the next call (%s): %v", callerAuthorization(ctx), err)
 	}
 	if st := c.Status(); st.Failure != FailureNone {
 		t.Errorf("the challenge counted as a backend failure: %+v", st)
+	}
+}
+
+// A client-credentials token the backend refuses (HTTP 401: revoked or
+// rotated at the provider) is not sent again until its expiry: the
+// aggregator's own request (here a listing; a handshake, a probe) is
+// sent once more with a new token, a call carrying the refused one fails
+// alone, and the next call gets the new one. A backend refusing every
+// token costs at most one grant a request.
+func TestRefusedClientCredentialsTokenIsReplaced(t *testing.T) {
+	rec := &authRecorder{}
+	real := startAuthRecorder(t, rec)
+	var refuseAll atomic.Bool
+	var refused atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if refuseAll.Load() || r.Header.Get("Authorization") == "Bearer service-token-0001" {
+			refused.Add(1)
+			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		proxyTo(t, real, w, r)
+	}))
+	t.Cleanup(front.Close)
+	c := newTestClient(Config{Name: "cc", URL: front.URL, Protocol: ProtocolModern, Auth: startServiceTokens(t, true), Timeout: 5 * time.Second})
+	t.Cleanup(c.Close)
+	ctx, err := c.WithCaller(context.Background(), "alice", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ListAll(context.Background()); err != nil {
+		t.Fatalf("a listing after its token was refused: %v", err)
+	}
+	var ch *ChallengeError
+	if _, err := c.Call(ctx, echoCall(`{}`)); !errors.As(err, &ch) {
+		t.Fatalf("a call with the refused token: %v", err)
+	}
+	if ctx, err = c.WithCaller(context.Background(), "alice", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Call(ctx, echoCall(`{}`)); err != nil || rec.last() != "Bearer service-token-0002" {
+		t.Fatalf("the next call, with %q: %v", rec.last(), err)
+	}
+	if st := c.Status(); st.Failure != FailureNone {
+		t.Errorf("the refused token counted as a backend failure: %+v", st)
+	}
+
+	grants := func() int {
+		n, _ := strconv.Atoi(strings.TrimPrefix(c.tokens.last(), "Bearer service-token-"))
+		return n
+	}
+	before := grants()
+	refuseAll.Store(true)
+	refused.Store(0)
+	for range 3 {
+		if _, err := c.ListAll(context.Background()); err == nil {
+			t.Fatal("a listing went through a backend refusing every token")
+		}
+	}
+	// Each request was sent at most twice, with one new token between.
+	if n, sent := grants()-before, int(refused.Load()); n == 0 || 2*n > sent {
+		t.Fatalf("%d grants for %d refused requests", n, sent)
 	}
 }
 

@@ -30,7 +30,8 @@ import (
 //
 //   - the configured headers and the Authorization are set: the caller's
 //     credential (WithCaller), else the backend's own client-credentials
-//     token;
+//     token; a token the backend refuses (401) is forgotten, and a request
+//     of the aggregator's own so refused is sent once more with a new one;
 //   - the W3C trace context goes on the request, so the backend joins the
 //     caller's trace;
 //   - the request is sent over the backend's connections, h1 (each
@@ -43,14 +44,13 @@ import (
 // call (a 401 challenge, a plain 400), whichever path sent it.
 type stack struct {
 	headers map[string]string
-	// service is the backend's own token (client credentials), for a
-	// request without a caller's; nil for none.
-	service func(context.Context) (string, error)
-	conns   http.RoundTripper
+	// tokens are the backend's OAuth tokens; nil for none.
+	tokens *tokenSource
+	conns  http.RoundTripper
 }
 
-// newStack is the stack of a backend with cfg; service may be nil.
-func newStack(cfg Config, service func(context.Context) (string, error)) *stack {
+// newStack is the stack of a backend with cfg; tokens may be nil.
+func newStack(cfg Config, tokens *tokenSource) *stack {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	// Many concurrent calls to the same backend share a pool of keep-alive
 	// connections instead of dialing per call.
@@ -58,7 +58,7 @@ func newStack(cfg Config, service func(context.Context) (string, error)) *stack 
 	base.MaxIdleConnsPerHost = 64
 	base.IdleConnTimeout = 90 * time.Second
 	base.DialContext = (&net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}).DialContext
-	return &stack{headers: cfg.Headers, service: service, conns: h1.New(h1.Config{
+	return &stack{headers: cfg.Headers, tokens: tokens, conns: h1.New(h1.Config{
 		Dial:           base.DialContext,
 		TLS:            base.TLSClientConfig,
 		Proxy:          base.Proxy,
@@ -74,24 +74,63 @@ func newStack(cfg Config, service func(context.Context) (string, error)) *stack 
 // copy of go-sdk's.
 func (s *stack) send(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	auth := callerAuthorization(ctx)
-	if auth == "" && s.service != nil {
-		v, err := s.service(ctx)
+	cred := callerCredential(ctx)
+	// The gateway's own identity goes on every request without a caller's:
+	// the handshake, listings and probes too.
+	own := cred == nil && s.tokens != nil && s.tokens.auth.Mode == AuthClientCredentials
+	if own {
+		v, err := s.tokens.serviceToken(ctx)
 		if err != nil {
 			closeRequestBody(req)
 			return nil, err
 		}
-		auth = v
+		cred = &callerCred{authorization: v, key: serviceKey}
 	}
 	h := req.Header
 	for k, v := range s.headers {
 		h.Set(k, v)
 	}
-	if auth != "" {
-		h["Authorization"] = []string{auth}
+	if cred != nil {
+		h["Authorization"] = []string{cred.authorization}
 	}
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(h))
-	return s.conns.RoundTrip(req)
+	resp, err := s.conns.RoundTrip(req)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized || cred == nil || s.tokens == nil {
+		return resp, err
+	}
+	s.tokens.refused(cred.key, cred.authorization)
+	if !own {
+		// A call fails with the refusal (classify); its next one gets a
+		// new token.
+		return resp, nil
+	}
+	return s.resend(req, resp)
+}
+
+// resend sends req, an aggregator's own request that the backend refused
+// (resp) with the token it carried, once more with a new one: with no
+// caller to see the refusal, a handshake's would mark the backend down.
+// Its answer is final whatever it is, so that a backend refusing every
+// token costs at most one grant a request. A request whose body cannot
+// be read again, or for which no other token comes, keeps resp.
+func (s *stack) resend(req *http.Request, resp *http.Response) (*http.Response, error) {
+	ctx := req.Context()
+	v, err := s.tokens.serviceToken(ctx)
+	if err != nil || v == req.Header.Get("Authorization") {
+		return resp, nil
+	}
+	again := req.Clone(ctx)
+	if req.GetBody != nil {
+		if again.Body, err = req.GetBody(); err != nil {
+			return resp, nil
+		}
+	} else if req.Body != nil && req.Body != http.NoBody {
+		return resp, nil
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	again.Header["Authorization"] = []string{v}
+	return s.conns.RoundTrip(again)
 }
 
 func closeRequestBody(req *http.Request) {
