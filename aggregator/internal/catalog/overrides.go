@@ -73,3 +73,39 @@ func attachOverrides(tools []Item[*aggregatorv1.Tool], ovs *override.Set, lists 
 		}
 	}
 }
+
+// warnUnmatched logs each override that names a tool its backend does
+// not list, once, when it stops matching: a name written as the catalog
+// shows it ("tickets_search") rather than as the backend lists it
+// ("search") overrides nothing, and an argument it meant to hide stays
+// visible and settable. A backend that is down or not listed keeps what
+// was known of it.
+func (bd *Builder) warnUnmatched(lists map[string]*backend.Lists, down map[string]bool) {
+	now := map[[2]string]bool{}
+	listed := map[string]map[string]bool{}
+	bd.spec.Overrides.Each(func(b, tool string) {
+		k := [2]string{b, tool}
+		l := lists[b]
+		if l == nil || down[b] {
+			now[k] = bd.unmatched[k]
+			return
+		}
+		if listed[b] == nil {
+			listed[b] = make(map[string]bool, len(l.Tools))
+			for _, t := range l.Tools {
+				if t != nil {
+					listed[b][t.Name] = true
+				}
+			}
+		}
+		if listed[b][tool] {
+			return
+		}
+		now[k] = true
+		if !bd.unmatched[k] {
+			bd.log.Warn("tool override names a tool its backend does not list; it overrides nothing (name the tool as the backend lists it)",
+				"server", bd.spec.Server, "backend", b, "tool", tool)
+		}
+	})
+	bd.unmatched = now
+}

@@ -200,6 +200,8 @@ type Builder struct {
 	prompts   itemCache[*aggregatorv1.Prompt]
 	resources itemCache[*aggregatorv1.Resource]
 	templates itemCache[*aggregatorv1.ResourceTemplate]
+	// unmatched are the overrides the last build found no tool for.
+	unmatched map[[2]string]bool
 }
 
 // itemCache holds built items by backend and advertised key.
@@ -272,6 +274,7 @@ func (bd *Builder) Build(lists map[string]*backend.Lists, down map[string]bool) 
 		}, bd.tools, spec, &s.Conflicts)
 	if ovs.Len() > 0 {
 		attachOverrides(s.Tools, ovs, lists)
+		bd.warnUnmatched(lists, down)
 	}
 	s.Prompts = build(naming, KindPrompts, names, func(b string) ([]*mcp.Prompt, [][]byte) { return lists[b].Prompts, lists[b].Definitions.Prompts },
 		func(p *mcp.Prompt) string { return p.Name }, naming.PromptName, promptItem, bd.prompts, spec, &s.Conflicts)

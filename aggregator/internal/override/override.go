@@ -68,6 +68,17 @@ func (s *Set) Tool(backend, tool string) *Tool {
 	return s.tools[key{backend, tool}]
 }
 
+// Each calls fn with the backend and the listed name of every overridden
+// tool.
+func (s *Set) Each(fn func(backend, tool string)) {
+	if s == nil {
+		return
+	}
+	for k := range s.tools {
+		fn(k.backend, k.tool)
+	}
+}
+
 // Len is the number of overridden tools.
 func (s *Set) Len() int {
 	if s == nil {
