@@ -316,10 +316,10 @@ func (t *tokenSource) request(ctx context.Context, grant string, form url.Values
 		return "", time.Time{}, &TokenError{Grant: grant, Code: "unreachable"}
 	}
 	var answer struct {
-		AccessToken string `json:"access_token"`
-		TokenType   string `json:"token_type"`
-		ExpiresIn   int64  `json:"expires_in"`
-		Error       string `json:"error"`
+		AccessToken string          `json:"access_token"`
+		TokenType   string          `json:"token_type"`
+		ExpiresIn   json.RawMessage `json:"expires_in"`
+		Error       string          `json:"error"`
 	}
 	_ = json.Unmarshal(body, &answer)
 	if resp.StatusCode != http.StatusOK {
@@ -329,10 +329,34 @@ func (t *tokenSource) request(ctx context.Context, grant string, form url.Values
 		return "", time.Time{}, &TokenError{Grant: grant, Code: "invalid_response"}
 	}
 	var expiry time.Time
-	if answer.ExpiresIn > 0 {
-		expiry = t.now().Add(time.Duration(answer.ExpiresIn)*time.Second - t.auth.RefreshBefore)
+	if life := lifetime(answer.ExpiresIn); life > 0 {
+		// A token shorter-lived than RefreshBefore is still used for half
+		// its life, rather than fetched again for every request.
+		expiry = t.now().Add(life - min(t.auth.RefreshBefore, life/2))
 	}
 	return "Bearer " + answer.AccessToken, expiry, nil
+}
+
+// maxTokenLife bounds how long a token is kept, whatever it says.
+const maxTokenLife = 30 * 24 * time.Hour
+
+// lifetime is a token response's expires_in: a number of seconds, or one
+// written as a string as some providers do ("3599"); 0 when absent or
+// not a positive number.
+func lifetime(raw json.RawMessage) time.Duration {
+	var n json.Number
+	if json.Unmarshal(raw, &n) != nil {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return 0
+		}
+		n = json.Number(s)
+	}
+	secs, err := n.Float64()
+	if err != nil || !(secs > 0) {
+		return 0
+	}
+	return time.Duration(min(secs, maxTokenLife.Seconds()) * float64(time.Second))
 }
 
 // errorCode is the server's OAuth error code if it is a plain token

@@ -230,7 +230,7 @@ func TestRefusedClientCredentialsTokenIsReplaced(t *testing.T) {
 		proxyTo(t, real, w, r)
 	}))
 	t.Cleanup(front.Close)
-	c := newTestClient(Config{Name: "cc", URL: front.URL, Protocol: ProtocolModern, Auth: startServiceTokens(t, true), Timeout: 5 * time.Second})
+	c := newTestClient(Config{Name: "cc", URL: front.URL, Protocol: ProtocolModern, Auth: startServiceTokens(t, "3600"), Timeout: 5 * time.Second})
 	t.Cleanup(c.Close)
 	ctx, err := c.WithCaller(context.Background(), "alice", "")
 	if err != nil {
@@ -336,7 +336,7 @@ func TestConcurrentCallsShareOneExchange(t *testing.T) {
 // expired) cache make one grant, as concurrent exchanges of one caller
 // do: every call, probe and listing page asked the token endpoint itself.
 func TestConcurrentRequestsShareOneGrant(t *testing.T) {
-	c := newTestClient(Config{Name: "cc", URL: "http://127.0.0.1:1/mcp", Protocol: ProtocolModern, Auth: startServiceTokens(t, true), Timeout: 10 * time.Second})
+	c := newTestClient(Config{Name: "cc", URL: "http://127.0.0.1:1/mcp", Protocol: ProtocolModern, Auth: startServiceTokens(t, "3600"), Timeout: 10 * time.Second})
 	t.Cleanup(c.Close)
 	var wg sync.WaitGroup
 	got := make([]string, 16)
@@ -461,4 +461,28 @@ func exchangeClient(t *testing.T, endpoint *httptest.Server) (*Client, string) {
 	c := newTestClient(Config{Name: "web", URL: "http://127.0.0.1:1/mcp", Protocol: ProtocolModern, Auth: auth, Timeout: 10 * time.Second})
 	t.Cleanup(c.Close)
 	return c, fakeJWT(`{"sub":"alice","aud":"switchboard","exp":` + strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10) + `}`)
+}
+
+// expires_in is read as providers write it: a number, or a number in a
+// string (Azure AD's v1 endpoint), however large, or shorter than
+// RefreshBefore; each keeps the token for the next request rather than
+// asking for a grant per request.
+func TestServiceTokenLifetimes(t *testing.T) {
+	for _, expiresIn := range []string{"3600", `"3599"`, "1e300", "20"} {
+		auth := startServiceTokens(t, expiresIn)
+		auth.RefreshBefore = 30 * time.Second
+		c := newTestClient(Config{Name: "cc", URL: "http://127.0.0.1:1/mcp", Protocol: ProtocolModern, Auth: auth, Timeout: 10 * time.Second})
+		t.Cleanup(c.Close)
+		var got []string
+		for _, who := range []string{"alice", "bob"} {
+			ctx, err := c.WithCaller(context.Background(), who, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, callerAuthorization(ctx))
+		}
+		if got[0] != "Bearer service-token-0001" || got[1] != got[0] {
+			t.Errorf("expires_in %s: tokens %q, want one grant's token kept", expiresIn, got)
+		}
+	}
 }

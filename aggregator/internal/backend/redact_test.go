@@ -420,15 +420,16 @@ func TestRedactorCutsURLEncodedSecrets(t *testing.T) {
 }
 
 // startServiceTokens is a client-credentials token endpoint that answers
-// each request with a new token, valid for an hour or, without expiresIn,
-// for no stated time (every request then gets a new one).
-func startServiceTokens(t *testing.T, expiresIn bool) Auth {
+// each request with a new token, whose expires_in is the JSON value
+// expiresIn or, when it is empty, absent: no stated time (every request
+// then gets a new one).
+func startServiceTokens(t *testing.T, expiresIn string) Auth {
 	t.Helper()
 	var n atomic.Int32
 	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		exp := ""
-		if expiresIn {
-			exp = `,"expires_in":3600`
+		if expiresIn != "" {
+			exp = `,"expires_in":` + expiresIn
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = fmt.Fprintf(w, `{"access_token":"service-token-%04d","token_type":"Bearer"%s}`, n.Add(1), exp)
@@ -446,8 +447,8 @@ func TestClientCredentialsTokenNeverReachesACaller(t *testing.T) {
 	leaky := startLeaky(t)
 	for _, tc := range []struct {
 		name      string
-		expiresIn bool
-	}{{"refreshed", true}, {"uncached", false}} {
+		expiresIn string
+	}{{"refreshed", "3600"}, {"uncached", ""}} {
 		t.Run(tc.name, func(t *testing.T) {
 			logs := &testkit.LogBuffer{}
 			c := newTestClientLogging(Config{Name: "leaky", URL: leaky, Protocol: ProtocolModern, Auth: startServiceTokens(t, tc.expiresIn), Timeout: 5 * time.Second}, debugLogger(logs))
@@ -457,7 +458,7 @@ func TestClientCredentialsTokenNeverReachesACaller(t *testing.T) {
 				t.Fatal(err)
 			}
 			own := bearer(callerAuthorization(ctx))
-			if tc.expiresIn {
+			if tc.expiresIn != "" {
 				// The cached token expires; the next call gets a new one.
 				c.tokens.mu.Lock()
 				c.tokens.service = nil
@@ -534,8 +535,8 @@ func TestHeldCallLosesItsOwnClientCredentialsToken(t *testing.T) {
 	leaky := startLeaky(t)
 	for _, tc := range []struct {
 		name      string
-		expiresIn bool
-	}{{"refreshed", true}, {"uncached", false}} {
+		expiresIn string
+	}{{"refreshed", "3600"}, {"uncached", ""}} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newTestClient(Config{Name: "leaky", URL: leaky, Protocol: ProtocolLegacy, Auth: startServiceTokens(t, tc.expiresIn), Timeout: 5 * time.Second})
 			t.Cleanup(c.Close)
@@ -549,7 +550,7 @@ func TestHeldCallLosesItsOwnClientCredentialsToken(t *testing.T) {
 			if err != nil || len(asked.InputRequests) != 1 {
 				t.Fatalf("first round: %+v %v", asked, err)
 			}
-			if tc.expiresIn {
+			if tc.expiresIn != "" {
 				c.tokens.mu.Lock()
 				c.tokens.service = nil
 				c.tokens.mu.Unlock()
