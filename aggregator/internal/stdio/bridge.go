@@ -10,9 +10,10 @@
 // templates, prompts) into a go-sdk server and keeps the mirror current on
 // its list_changed notifications, forwards every call, read, prompt,
 // completion, subscription and ping to it, and logs its stderr, bounded.
-// When the process exits, or answers no ping maxMissedPings times in a
-// row, the bridge starts it again with back-off (1 s doubling to 30 s,
-// reset after a minute of running), and makes its subscriptions again. A request waits up to
+// When the process exits, or answers no ping (or, before its first
+// listing, no listing) maxMissedPings times in a row, the bridge starts
+// it again with back-off (1 s doubling to 30 s, reset after a minute of
+// running), and makes its subscriptions again. A request waits up to
 // readyWait for a process that is starting, and then fails as one to a
 // backend that is down does. Close stops it. The process sees only the
 // environment configured for it, and PATH and HOME unless configured, so
@@ -303,7 +304,7 @@ func (b *Bridge) runOnce(ctx context.Context, steady func()) error {
 		close(ended)
 	}()
 	b.resubscribe(cs)
-	b.firstListing(ended)
+	b.firstListing(ended, func() { killGroup(cmd) })
 	err = cs.Wait()
 	b.mu.Lock()
 	b.session, b.kill = nil, nil
@@ -336,15 +337,29 @@ func stopSession(cs *mcp.ClientSession, cmd *exec.Cmd) {
 // firstListing mirrors a process that has just started, trying again with
 // back-off while its listing fails (a server still warming up, one slow
 // to list the first time) until it succeeds or the process ends: until
-// then the bridge answers as a backend that is down.
-func (b *Bridge) firstListing(ended <-chan struct{}) {
+// then the bridge answers as a backend that is down. A process whose
+// listings time out maxMissedPings times in a row is taken for hung and
+// killed, to be started again: until its first listing the bridge answers
+// every request 503, pings too, so passPing never sees it.
+func (b *Bridge) firstListing(ended <-chan struct{}, kill func()) {
 	wait := minBackoff
+	timeouts := 0
 	for {
 		err := b.resync()
 		if err == nil {
 			return
 		}
-		b.log.Warn("listing the stdio server failed; trying again", "err", err, "in", wait)
+		if errors.Is(err, context.DeadlineExceeded) {
+			timeouts++
+		} else {
+			timeouts = 0
+		}
+		if timeouts >= maxMissedPings {
+			b.log.Warn("the stdio server answers no listing; killing it to start it again", "timeouts", timeouts)
+			kill()
+		} else {
+			b.log.Warn("listing the stdio server failed; trying again", "err", err, "in", wait)
+		}
 		select {
 		case <-time.After(wait):
 		case <-ended:
@@ -363,7 +378,8 @@ func (b *Bridge) listChanged() {
 }
 
 // maxMissedPings is how many pings in a row a running process may leave
-// unanswered before it is taken for hung and started again.
+// unanswered (one that has just started, listings: firstListing) before
+// it is taken for hung and started again.
 const maxMissedPings = 3
 
 // passPing answers a ping (the aggregator's health probe) only once the

@@ -200,6 +200,22 @@ func TestBridgeRestartsAServerThatAnswersNoPing(t *testing.T) {
 	}
 }
 
+// TestBridgeRestartsAServerHungBeforeItsFirstListing: a process that
+// answers initialize and then nothing is killed and started again once
+// maxMissedPings listings in a row time out. Until its first listing the
+// bridge answers every request 503, the health probes' pings too, so
+// passPing never counted it, and it stayed down for as long as it ran.
+func TestBridgeRestartsAServerHungBeforeItsFirstListing(t *testing.T) {
+	was := listTimeout
+	listTimeout = 200 * time.Millisecond
+	t.Cleanup(func() { listTimeout = was })
+	logs := &testkit.LogBuffer{}
+	startMode(t, "raw-mute", logs)
+	testkit.Eventually(t, "the hung server started again", 20*time.Second, func() bool {
+		return strings.Count(logs.String(), "stdio server started") >= 2
+	})
+}
+
 // TestBridgeSubscriptionsOutliveARestart: what the bridge subscribed to
 // is subscribed again on a process started again, which knows nothing of
 // its predecessor's subscriptions; updates once stopped for good.

@@ -22,8 +22,9 @@ type mirrored struct {
 	tools, resources, templates, prompts []string
 }
 
-// listTimeout bounds one resync's listings.
-const listTimeout = 30 * time.Second
+// listTimeout bounds one resync's listings. A variable, so that a test of
+// a process that never answers one need not wait for three.
+var listTimeout = 30 * time.Second
 
 // resync lists everything the process offers and makes the server list
 // exactly that, each item forwarding to the process. Resyncs run one at a

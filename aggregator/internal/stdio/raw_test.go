@@ -18,7 +18,8 @@ import (
 //     and implements no resources/templates/list;
 //   - raw-churn has 102 tools, and a call of poke tells the client its
 //     tool list changed;
-//   - raw-wedged stops reading its stdin at the first call of hang.
+//   - raw-wedged stops reading its stdin at the first call of hang;
+//   - raw-mute answers initialize and nothing after it.
 //
 // Every other call of a tool answers "pid=<its pid>".
 func serveRaw(mode string) {
@@ -34,6 +35,9 @@ func serveRaw(mode string) {
 			} `json:"params"`
 		}
 		if json.Unmarshal(in.Bytes(), &req) != nil || req.ID == nil {
+			continue
+		}
+		if mode == "raw-mute" && req.Method != "initialize" {
 			continue
 		}
 		var result string
