@@ -110,6 +110,8 @@ type Bridge struct {
 	// by kind, to remove on the next.
 	syncMu   sync.Mutex
 	mirrored mirrored
+	// relist holds a pending resync (listChanged), run by relister.
+	relist   chan struct{}
 	progress progressRelay
 	// stderr logs every run's stderr under one bound: a server that
 	// exits at once and is started again logs no more than one that runs.
@@ -137,7 +139,7 @@ func Start(spec Spec) (*Bridge, error) {
 		return nil, err
 	}
 	b := &Bridge{spec: spec, path: path, log: log.With("backend", spec.Name, "stdio", spec.Command[0]), token: hex.EncodeToString(raw[:]),
-		url: "http://" + lis.Addr().String() + "/mcp", done: make(chan struct{}), ready: make(chan struct{}),
+		url: "http://" + lis.Addr().String() + "/mcp", done: make(chan struct{}), ready: make(chan struct{}), relist: make(chan struct{}, 1),
 		subscriptions: map[string]map[*mcp.ServerSession]struct{}{}}
 	b.stderr = newLineLog(b.log, spec.Redact)
 	b.server = mcp.NewServer(&mcp.Implementation{Name: spec.Name, Version: "stdio"}, &mcp.ServerOptions{
@@ -246,9 +248,13 @@ func (b *Bridge) current() *mcp.ClientSession {
 
 // supervise runs the process until ctx ends, again with back-off after
 // each exit (follow.Run's: jittered, doubling from minBackoff to
-// maxBackoff, from minBackoff again after a run of steadyRun or more).
+// maxBackoff, from minBackoff again after a run of steadyRun or more),
+// and the resyncs its list_changed notifications ask for.
 func (b *Bridge) supervise(ctx context.Context) {
 	defer close(b.done)
+	var relister sync.WaitGroup
+	defer relister.Wait()
+	relister.Go(func() { b.relister(ctx) })
 	follow.Run(ctx, follow.Backoff{Min: minBackoff, Max: maxBackoff}, b.runOnce, func(err error, _ bool, wait time.Duration) {
 		b.log.Warn("the stdio server stopped; starting it again", "err", err, "in", wait.Round(time.Millisecond))
 	})
@@ -331,49 +337,6 @@ func stopSession(cs *mcp.ClientSession, cmd *exec.Cmd) {
 	case <-closed:
 	case <-time.After(stopGrace):
 		killGroup(cmd)
-	}
-}
-
-// firstListing mirrors a process that has just started, trying again with
-// back-off while its listing fails (a server still warming up, one slow
-// to list the first time) until it succeeds or the process ends: until
-// then the bridge answers as a backend that is down. A process whose
-// listings time out maxMissedPings times in a row is taken for hung and
-// killed, to be started again: until its first listing the bridge answers
-// every request 503, pings too, so passPing never sees it.
-func (b *Bridge) firstListing(ended <-chan struct{}, kill func()) {
-	wait := minBackoff
-	timeouts := 0
-	for {
-		err := b.resync()
-		if err == nil {
-			return
-		}
-		if errors.Is(err, context.DeadlineExceeded) {
-			timeouts++
-		} else {
-			timeouts = 0
-		}
-		if timeouts >= maxMissedPings {
-			b.log.Warn("the stdio server answers no listing; killing it to start it again", "timeouts", timeouts)
-			kill()
-		} else {
-			b.log.Warn("listing the stdio server failed; trying again", "err", err, "in", wait)
-		}
-		select {
-		case <-time.After(wait):
-		case <-ended:
-			return
-		}
-		wait = min(2*wait, maxBackoff)
-	}
-}
-
-// listChanged mirrors the process's listing again on its list_changed; a
-// listing that fails keeps the mirror as it was.
-func (b *Bridge) listChanged() {
-	if err := b.resync(); err != nil {
-		b.log.Warn("listing the stdio server again failed; its last listing stays", "err", err)
 	}
 }
 

@@ -153,6 +153,30 @@ func TestBridgeServesItsToolsWhileItResyncs(t *testing.T) {
 	}
 }
 
+// TestBridgeMergesBurstsOfListChanged: a burst of list_changed from the
+// process costs a resync or two, as an HTTP backend's costs a listing or
+// two (engine.requestList); each once ran a resync of its own, one after
+// the other, and 5000 listed everything thousands of times.
+func TestBridgeMergesBurstsOfListChanged(t *testing.T) {
+	cs := connectTo(t, startMode(t, "raw-flood", nil), nil)
+	if _, err := callText(t.Context(), cs, "flood"); err != nil {
+		t.Fatal(err)
+	}
+	lists := func() int {
+		text, err := callText(t.Context(), cs, "lists")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := strconv.Atoi(text)
+		return n
+	}
+	testkit.Eventually(t, "the listing mirrored again", 10*time.Second, func() bool { return lists() > 1 })
+	time.Sleep(time.Second) // for listings the burst still asks for
+	if n := lists(); n > 5 {
+		t.Fatalf("the first listing and 5000 list_changed notifications made %d listings, want the first and a resync or two", n)
+	}
+}
+
 // TestBridgeRestartsAServerThatAnswersNoPing: a process that stops
 // reading its stdin answers no ping, so the aggregator's health probes
 // (pings) see it down, and after maxMissedPings in a row it is killed and

@@ -1,17 +1,14 @@
 package stdio
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -25,6 +22,67 @@ type mirrored struct {
 // listTimeout bounds one resync's listings. A variable, so that a test of
 // a process that never answers one need not wait for three.
 var listTimeout = 30 * time.Second
+
+// firstListing mirrors a process that has just started, trying again with
+// back-off while its listing fails (a server still warming up, one slow
+// to list the first time) until it succeeds or the process ends: until
+// then the bridge answers as a backend that is down. A process whose
+// listings time out maxMissedPings times in a row is taken for hung and
+// killed, to be started again: until its first listing the bridge answers
+// every request 503, pings too, so passPing never sees it.
+func (b *Bridge) firstListing(ended <-chan struct{}, kill func()) {
+	wait := minBackoff
+	timeouts := 0
+	for {
+		err := b.resync()
+		if err == nil {
+			return
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			timeouts++
+		} else {
+			timeouts = 0
+		}
+		if timeouts >= maxMissedPings {
+			b.log.Warn("the stdio server answers no listing; killing it to start it again", "timeouts", timeouts)
+			kill()
+		} else {
+			b.log.Warn("listing the stdio server failed; trying again", "err", err, "in", wait)
+		}
+		select {
+		case <-time.After(wait):
+		case <-ended:
+			return
+		}
+		wait = min(2*wait, maxBackoff)
+	}
+}
+
+// listChanged asks for the process's listing to be mirrored again, on its
+// list_changed. A burst of them costs one resync running and one pending,
+// as an HTTP backend's costs one listing running and one more
+// (engine.requestList): every resync lists everything.
+func (b *Bridge) listChanged() {
+	select {
+	case b.relist <- struct{}{}:
+	default:
+	}
+}
+
+// relister resyncs whenever listChanged asks, until ctx ends; a listing
+// that fails keeps the mirror as it was.
+func (b *Bridge) relister(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.relist:
+		}
+		if err := b.resync(); err != nil {
+			b.log.Warn("listing the stdio server again failed; its last listing stays", "err", err)
+		}
+	}
+}
 
 // resync lists everything the process offers and makes the server list
 // exactly that, each item forwarding to the process. Resyncs run one at a
@@ -330,104 +388,6 @@ func (b *Bridge) pruneLocked(uri string) {
 	if len(sessions) == 0 {
 		delete(b.subscriptions, uri)
 	}
-}
-
-// Bounds of what the process's stderr costs: a line is cut at
-// maxLineBytes, and past maxLinesPerMinute a minute's further lines are
-// counted, not logged.
-const (
-	maxLineBytes      = 1024
-	maxLinesPerMinute = 120
-)
-
-// lineLog logs what a process writes to stderr, a line at a time, bounded.
-type lineLog struct {
-	log    *slog.Logger
-	redact func(string) string
-
-	mu      sync.Mutex
-	buf     []byte
-	window  time.Time
-	lines   int
-	dropped int
-}
-
-func newLineLog(log *slog.Logger, redact func(string) string) *lineLog {
-	if redact == nil {
-		redact = func(s string) string { return s }
-	}
-	return &lineLog{log: log, redact: redact}
-}
-
-// lineKeep is how much of a line is buffered: one byte past its bound, to
-// know it was cut, and room for a secret that crosses the bound, so that
-// none is cut in two before it is redacted (a credential of up to 8 KiB:
-// a PEM private key fits).
-const lineKeep = maxLineBytes + 1 + 8<<10
-
-func (l *lineLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		end := i
-		if i < 0 {
-			end = len(p)
-		}
-		room := max(0, lineKeep-len(l.buf))
-		l.buf = append(l.buf, p[:min(end, room)]...)
-		if i < 0 {
-			return n, nil
-		}
-		l.emitLocked()
-		p = p[i+1:]
-	}
-	return n, nil
-}
-
-// Flush logs a last line without its newline.
-func (l *lineLog) Flush() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.buf) > 0 {
-		l.emitLocked()
-	}
-	l.reportDroppedLocked()
-}
-
-// reportDroppedLocked logs how many lines went unlogged since the last
-// report, if any.
-func (l *lineLog) reportDroppedLocked() {
-	if l.dropped > 0 {
-		l.log.Warn("stdio server's stderr: lines not logged (over the bound)", "lines", l.dropped)
-		l.dropped = 0
-	}
-}
-
-func (l *lineLog) emitLocked() {
-	line := l.buf
-	l.buf = l.buf[:0]
-	now := time.Now()
-	if now.Sub(l.window) > time.Minute {
-		l.reportDroppedLocked()
-		l.window, l.lines = now, 0
-	}
-	if l.lines >= maxLinesPerMinute {
-		l.dropped++
-		return
-	}
-	l.lines++
-	// Secrets go before the line is cut, so that none is cut in two.
-	line = []byte(l.redact(string(line)))
-	cut := len(line) > maxLineBytes
-	if cut {
-		line = line[:maxLineBytes]
-		for len(line) > 0 && !utf8.Valid(line) {
-			line = line[:len(line)-1]
-		}
-	}
-	l.log.Info("stdio server", "stderr", string(line), "cut", cut)
 }
 
 // progressTapped is the process's transport, whose connection relays the

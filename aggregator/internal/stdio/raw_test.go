@@ -19,7 +19,10 @@ import (
 //   - raw-churn has 102 tools, and a call of poke tells the client its
 //     tool list changed;
 //   - raw-wedged stops reading its stdin at the first call of hang;
-//   - raw-mute answers initialize and nothing after it.
+//   - raw-mute answers initialize and nothing after it;
+//   - raw-flood tells the client its tool list changed 5000 times at a
+//     call of flood, and a call of lists answers how many tools/list it
+//     was asked.
 //
 // Every other call of a tool answers "pid=<its pid>".
 func serveRaw(mode string) {
@@ -57,6 +60,8 @@ func serveRaw(mode string) {
 			switch mode {
 			case "raw-odd":
 				b.WriteString(`,{"name":"odd","inputSchema":{"type":"object","properties":{"a":{"type":"string","x-mcp-header":"not a header"}}}}`)
+			case "raw-flood":
+				b.WriteString(`,{"name":"flood","inputSchema":{"type":"object"}},{"name":"lists","inputSchema":{"type":"object"}}`)
 			case "raw-churn":
 				b.WriteString(`,{"name":"poke","inputSchema":{"type":"object"}}`)
 				for i := range 100 {
@@ -81,13 +86,19 @@ func serveRaw(mode string) {
 				result = `{"resourceTemplates":[{"uriTemplate":"file:///{unclosed","name":"bad"}]}`
 			}
 		case "tools/call":
+			result = fmt.Sprintf(`{"content":[{"type":"text","text":"pid=%d"}]}`, os.Getpid())
 			switch {
 			case mode == "raw-wedged" && req.Params.Name == "hang":
 				select {} // reads nothing more
 			case mode == "raw-churn" && req.Params.Name == "poke":
 				fmt.Println(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+			case mode == "raw-flood" && req.Params.Name == "flood":
+				for range 5000 {
+					fmt.Println(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+				}
+			case mode == "raw-flood" && req.Params.Name == "lists":
+				result = fmt.Sprintf(`{"content":[{"type":"text","text":"%d"}]}`, lists)
 			}
-			result = fmt.Sprintf(`{"content":[{"type":"text","text":"pid=%d"}]}`, os.Getpid())
 		default:
 			fmt.Printf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no such method"}}`+"\n", req.ID)
 			continue
