@@ -60,8 +60,9 @@ type Spec struct {
 	Dir string
 	// Log receives the bridge's and the process's lines.
 	Log *slog.Logger
-	// Redact cuts the process's credentials (SecretEnv) out of its
-	// stderr before it is logged; nil keeps it as it is.
+	// Redact cuts the process's credentials (SecretEnv) out of what the
+	// bridge logs of it, its stderr and its errors; nil keeps them as
+	// they are.
 	Redact func(string) string
 }
 
@@ -256,7 +257,7 @@ func (b *Bridge) supervise(ctx context.Context) {
 	defer relister.Wait()
 	relister.Go(func() { b.relister(ctx) })
 	follow.Run(ctx, follow.Backoff{Min: minBackoff, Max: maxBackoff}, b.runOnce, func(err error, _ bool, wait time.Duration) {
-		b.log.Warn("the stdio server stopped; starting it again", "err", err, "in", wait.Round(time.Millisecond))
+		b.log.Warn("the stdio server stopped; starting it again", "err", b.redacted(err), "in", wait.Round(time.Millisecond))
 	})
 }
 
@@ -413,7 +414,7 @@ func (b *Bridge) resubscribe(cs *mcp.ClientSession) {
 		err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
 		cancel()
 		if err != nil {
-			b.log.Warn("subscribing again on the restarted stdio server failed", "err", err)
+			b.log.Warn("subscribing again on the restarted stdio server failed", "err", b.redacted(err))
 		}
 	}
 }

@@ -319,19 +319,45 @@ func TestBridgeStopsTheServersChildren(t *testing.T) {
 func TestLineLogRedactsSecrets(t *testing.T) {
 	out := &testkit.LogBuffer{}
 	secret := "s3cr3t-value-0123456789"
-	secrets := SecretEnv(map[string]string{"API_TOKEN": secret, "MODE": "production-mode"}, 8)
-	l := newLineLog(slog.New(slog.NewTextHandler(out, nil)), func(s string) string {
-		for _, v := range secrets {
-			s = strings.ReplaceAll(s, v, "[redacted]")
-		}
-		return s
-	})
+	l := newLineLog(slog.New(slog.NewTextHandler(out, nil)), cutOut(SecretEnv(map[string]string{"API_TOKEN": secret, "MODE": "production-mode"}, 8)))
 	fmt.Fprintf(l, "token %s in production-mode\n", secret)
 	fmt.Fprintf(l, "%s%s\n", strings.Repeat("x", maxLineBytes-5), secret)
 	l.Flush()
 	got := out.String()
 	if strings.Contains(got, secret[:5]) || !strings.Contains(got, "token [redacted] in production-mode") {
 		t.Fatalf("the log:\n%s", got)
+	}
+}
+
+// cutOut is a Spec.Redact that replaces each of secrets by [redacted].
+func cutOut(secrets []string) func(string) string {
+	return func(s string) string {
+		for _, v := range secrets {
+			s = strings.ReplaceAll(s, v, "[redacted]")
+		}
+		return s
+	}
+}
+
+// TestBridgeLogsNoCredentialOfTheServer: the server's credentials leave
+// the errors it answers before the bridge logs them, as they leave its
+// stderr; a failed start, listing or resubscription was logged with the
+// error as the server wrote it.
+func TestBridgeLogsNoCredentialOfTheServer(t *testing.T) {
+	const secret = "sk-live-0123456789abcdef"
+	env := map[string]string{serverEnv: "raw-leaky", "UPSTREAM_API_KEY": secret}
+	logs := &testkit.LogBuffer{}
+	b, err := Start(Spec{Name: "leaky", Command: []string{os.Args[0], "-test.run=^$"}, Env: env,
+		Log: slog.New(slog.NewTextHandler(logs, nil)), Redact: cutOut(SecretEnv(env, 8))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	testkit.Eventually(t, "a failed listing logged", 20*time.Second, func() bool {
+		return strings.Contains(logs.String(), "listing the stdio server failed")
+	})
+	if got := logs.String(); strings.Contains(got, secret) || !strings.Contains(got, "upstream refused key [redacted]") {
+		t.Fatalf("the log, which must hold the server's error without its credential:\n%s", got)
 	}
 }
 

@@ -47,7 +47,7 @@ func (b *Bridge) firstListing(ended <-chan struct{}, kill func()) {
 			b.log.Warn("the stdio server answers no listing; killing it to start it again", "timeouts", timeouts)
 			kill()
 		} else {
-			b.log.Warn("listing the stdio server failed; trying again", "err", err, "in", wait)
+			b.log.Warn("listing the stdio server failed; trying again", "err", b.redacted(err), "in", wait)
 		}
 		select {
 		case <-time.After(wait):
@@ -79,7 +79,7 @@ func (b *Bridge) relister(ctx context.Context) {
 		case <-b.relist:
 		}
 		if err := b.resync(); err != nil {
-			b.log.Warn("listing the stdio server again failed; its last listing stays", "err", err)
+			b.log.Warn("listing the stdio server again failed; its last listing stays", "err", b.redacted(err))
 		}
 	}
 }
@@ -188,7 +188,7 @@ func (b *Bridge) resync() error {
 func (b *Bridge) mirror(kind, name string, add func()) (ok bool) {
 	defer func() {
 		if r := recover(); r != nil {
-			b.log.Warn("an item of the stdio server's listing cannot be served; not listed", "kind", kind, "name", name, "why", fmt.Sprint(r))
+			b.log.Warn("an item of the stdio server's listing cannot be served; not listed", "kind", kind, "name", name, "why", b.redacted(r))
 			ok = false
 		}
 	}()

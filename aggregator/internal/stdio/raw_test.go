@@ -22,7 +22,9 @@ import (
 //   - raw-mute answers initialize and nothing after it;
 //   - raw-flood tells the client its tool list changed 5000 times at a
 //     call of flood, and a call of lists answers how many tools/list it
-//     was asked.
+//     was asked;
+//   - raw-leaky fails every tools/list with an error that quotes its
+//     UPSTREAM_API_KEY.
 //
 // Every other call of a tool answers "pid=<its pid>".
 func serveRaw(mode string) {
@@ -51,6 +53,10 @@ func serveRaw(mode string) {
 			result = `{}`
 		case "tools/list":
 			lists++
+			if mode == "raw-leaky" {
+				fmt.Printf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"upstream refused key %s"}}`+"\n", req.ID, os.Getenv("UPSTREAM_API_KEY"))
+				continue
+			}
 			if mode == "raw-warming" && lists == 1 {
 				fmt.Printf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"warming up"}}`+"\n", req.ID)
 				continue
