@@ -211,6 +211,9 @@ func checkDeployment(p *problems, r *Render, d *appsv1.Deployment, secrets map[s
 	if psc == nil || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 		p.addf("%s: pod seccompProfile must be RuntimeDefault", name)
 	}
+	if d.Spec.Template.Labels["app.kubernetes.io/component"] == "aggregator" && (spec.ShareProcessNamespace == nil || !*spec.ShareProcessNamespace) {
+		p.addf("%s: shareProcessNamespace must be true: the aggregator would be PID 1, which never reaps what its stdio servers leave behind", name)
+	}
 
 	volumes := map[string]corev1.Volume{}
 	for _, v := range spec.Volumes {

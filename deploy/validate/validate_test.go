@@ -388,6 +388,9 @@ func TestCheckCatchesMistakes(t *testing.T) {
 			f := false
 			r.deployment("switchboard-gateway").Spec.Template.Spec.SecurityContext.RunAsNonRoot = &f
 		}, "runAsNonRoot must be true"},
+		{"aggregator as PID 1", func(r *Render) {
+			r.deployment("switchboard-aggregator").Spec.Template.Spec.ShareProcessNamespace = nil
+		}, "Deployment switchboard-aggregator: shareProcessNamespace must be true"},
 		{"inline secret", func(r *Render) {
 			r.Secrets = append(r.Secrets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "oops"}})
 		}, "Secret oops is written into the manifests"},
