@@ -3,10 +3,13 @@ package config
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"log/slog"
 	"os"
 	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // A running service takes a new version of the configuration file without
@@ -17,13 +20,22 @@ import (
 // validates the new file and hands it to the service. A file that does not
 // parse, does not validate or is refused by the service changes nothing:
 // the configuration in force stays, and one log line says why.
+//
+// A file rewritten in place is cut short while it is written, and the part
+// written first is usually valid YAML that validates: one cut before
+// gateway.auth runs the gateway anonymous, one cut before aggregator.authz
+// allows everything. So a change is taken only once the same content has
+// been read on two checks in a row (a file being written differs between
+// them), and a file with nothing in it is never taken. SIGHUP takes the
+// file at once: the operator signals once it is written.
 
 // Reload configures the watch of the configuration file.
 type Reload struct {
 	// Interval is how often the file's content (and that of the files it
 	// names that a service reads live, such as the Cedar policy file) is
-	// compared with the last one seen (default 2s). SIGHUP reloads at once
-	// whatever the interval.
+	// compared with the last one seen (default 2s); a change is taken at
+	// the second check that reads it. SIGHUP reloads at once whatever the
+	// interval.
 	Interval Duration `yaml:"interval"`
 }
 
@@ -85,6 +97,7 @@ func Watch(ctx context.Context, o WatchOptions) {
 	} else if raw, err := os.ReadFile(o.Path); err == nil {
 		w.seen = w.fingerprint(raw, o.Current)
 	}
+	w.last = w.seen
 	tick := time.NewTimer(w.interval())
 	defer tick.Stop()
 	for {
@@ -109,6 +122,9 @@ type watcher struct {
 	// rejected: a rejected file is not tried (nor logged) again until its
 	// content changes or a Trigger asks.
 	seen [sha256.Size]byte
+	// last is the fingerprint read by the previous check: new content is
+	// looked at only once a check reads it again.
+	last [sha256.Size]byte
 }
 
 func (w *watcher) interval() time.Duration {
@@ -141,29 +157,29 @@ func (w *watcher) fingerprint(raw []byte, cfg *Config) [sha256.Size]byte {
 }
 
 // check reads the file and reloads it if its content (or a related
-// file's) changed since last seen, or when forced.
+// file's) changed since last seen and the previous check read the same,
+// or when forced.
 func (w *watcher) check(forced bool) {
 	raw, err := os.ReadFile(w.Path)
+	var cfg *Config
+	var sum [sha256.Size]byte
 	if err != nil {
-		sum := sha256.Sum256([]byte("unreadable: " + err.Error()))
-		if forced || sum != w.seen {
-			w.seen = sum
-			w.reject(err, forced)
-		}
-		return
+		sum = sha256.Sum256([]byte("unreadable: " + err.Error()))
+	} else {
+		cfg, err = Parse(raw, w.Lookup)
+		sum = w.fingerprint(raw, cfg)
 	}
-	cfg, parseErr := Parse(raw, w.Lookup)
-	related := cfg
-	if parseErr != nil {
-		related = nil
-	}
-	sum := w.fingerprint(raw, related)
-	if !forced && sum == w.seen {
+	settled := sum == w.last
+	w.last = sum
+	if !forced && (sum == w.seen || !settled) {
 		return
 	}
 	w.seen = sum
-	if parseErr != nil {
-		w.reject(parseErr, forced)
+	if err == nil && noDocument(raw) {
+		err = errors.New("the file holds no configuration (nothing, or only blanks and comments): a reload never takes it, as it would drop every setting")
+	}
+	if err != nil {
+		w.reject(err, forced)
 		return
 	}
 	// The service's own checks may return KeyErrors too: cfg names the
@@ -197,6 +213,14 @@ func (w *watcher) report(err error, forced bool) {
 	if w.Outcome != nil {
 		w.Outcome(err, forced)
 	}
+}
+
+// noDocument reports whether raw holds no YAML document: nothing, blanks or
+// comments. Parse takes such a file as a configuration of defaults alone,
+// which a start may mean but a reload never does.
+func noDocument(raw []byte) bool {
+	var doc yaml.Node
+	return yaml.Unmarshal(raw, &doc) == nil && doc.Kind == 0
 }
 
 // oneLine joins a multi-line error (errors.Join) into one log value.

@@ -251,6 +251,60 @@ func TestWatchReloadsOnSIGHUP(t *testing.T) {
 	}
 }
 
+// TestWatchWaitsForAFileWrittenInPlace: a file rewritten in place is
+// read half-written now and then, and what was written first usually
+// validates: here a gateway file cut before gateway.auth, which would run
+// the gateway anonymous. The watch takes the file only once it reads the
+// same content twice, and never an empty one, which would drop every
+// setting (the aggregator's validation takes it: Validate is off here).
+func TestWatchWaitsForAFileWrittenInPlace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "switchboard.yaml")
+	writeFile(t, path, gatewayFile("k1"))
+	full := gatewayFile("k2")
+	head := full[:strings.Index(full, "  auth:")]
+	// The watch holds on its first read of the head until the rest is
+	// written: as a write in place under way when the file was read.
+	headRead, rest := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	r := startWatch(t, path, func(o *WatchOptions) {
+		o.Validate = nil
+		o.Related = func(c *Config) []string {
+			if c.Gateway.Auth.Mode == "" {
+				once.Do(func() { close(headRead); <-rest })
+			}
+			return nil
+		}
+	})
+	if err := os.WriteFile(path, []byte(head), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-headRead:
+	case <-time.After(waitFor):
+		t.Fatalf("the head of the file was not read within %v; log:\n%s", waitFor, r.log)
+	}
+	if err := os.WriteFile(path, []byte(full), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	close(rest)
+	if c := r.nextApplied(t); c.Gateway.Auth.Mode != "apiKeys" {
+		t.Fatalf("a file cut before gateway.auth was put in force (mode %q)", c.Gateway.Auth.Mode)
+	}
+	if !r.nextResult(t) {
+		t.Fatalf("the whole file was reported rejected:\n%s", r.log)
+	}
+
+	if err := os.WriteFile(path, []byte("# emptied\n\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r.nextResult(t) {
+		t.Fatal("a file with no configuration in it was put in force")
+	}
+	if !strings.Contains(r.log.String(), "holds no configuration") {
+		t.Fatalf("the rejection does not say the file is empty:\n%s", r.log)
+	}
+}
+
 // TestWatchSeesAKubernetesSymlinkSwap updates the file as the kubelet
 // updates a mounted ConfigMap: the file is a symlink through ..data, a
 // symlink to a timestamped directory, and an update writes a new directory
