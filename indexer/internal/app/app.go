@@ -60,12 +60,13 @@ type Listeners struct {
 var (
 	readKeys = []string{"indexer", "serviceAuth", "grpc", "telemetry", "logging", "ops", "rateLimits", "reload", "audit",
 		"aggregator.pinning.newTools",
-		// The session state bounds; not the sessions' key, TTL or the
-		// gateway's own bounds, which a rotation or a change of restarts
-		// no indexer.
+		// The session state bounds, and the TTL, which bounds how long a
+		// revocation is kept; not the sessions' key or the gateway's own
+		// bounds, which a rotation or a change of restarts no indexer.
 		"gateway.sessions.maxSubscriptions", "gateway.sessions.maxURIBytes", "gateway.sessions.maxPerPrincipal",
-		"gateway.sessions.maxPrincipalStateBytes"}
-	liveKeys = []string{"serviceAuth.credentials", "indexer.aggregator.token", "rateLimits", "reload", "aggregator.pinning.newTools"}
+		"gateway.sessions.maxPrincipalStateBytes", "gateway.sessions.ttl"}
+	liveKeys = []string{"serviceAuth.credentials", "indexer.aggregator.token", "rateLimits", "reload", "aggregator.pinning.newTools",
+		"gateway.sessions.ttl", "indexer.maxRevocationTTL"}
 )
 
 // Validate checks everything the indexer reads in cfg, as at start and on
@@ -172,6 +173,11 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 	if reviewNewTools.Load() {
 		log.Info("new tools of a backend with tools recorded are pending until approved (aggregator.pinning.newTools review)")
 	}
+	// The gateways take a longer gateway.sessions.ttl when they restart;
+	// revocations kept no longer than the old one would let a deleted
+	// session open again, so a reload applies it.
+	var revocationTTL atomic.Int64
+	revocationTTL.Store(int64(cfg.RevocationTTL()))
 	// The configuration file is watched for as long as the indexer runs.
 	reloadCtx, stopReload := context.WithCancel(ctx)
 	reloadDone := make(chan struct{})
@@ -197,6 +203,10 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 				limiter.Apply(set)
 				log.Info("rateLimits reloaded", "limits", len(rateLimits.Limits))
 			}
+			if ttl := next.RevocationTTL(); int64(ttl) != revocationTTL.Load() {
+				revocationTTL.Store(int64(ttl))
+				log.Info("revocation TTL reloaded", "ttl", ttl)
+			}
 			if next.Aggregator.Pinning.NewTools != newTools {
 				newTools = next.Aggregator.Pinning.NewTools
 				reviewNewTools.Store(next.Aggregator.Pinning.ReviewNewTools())
@@ -214,7 +224,7 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 	api := server.New(server.Deps{
 		Store: st, Resolver: resolver, Revocations: hub, Ranking: store.DefaultRanking,
 		Limits:                  server.Limits{Default: ic.DefaultLimit, Max: ic.MaxLimit},
-		RevocationTTL:           cfg.RevocationTTL(),
+		RevocationTTL:           &revocationTTL,
 		MaxRevocationsPerCaller: ic.MaxRevocationsPerCaller,
 		SessionEvents:           sessionHub,
 		Approvals:               approvalHub,

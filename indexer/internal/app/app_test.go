@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/lifecycle"
 	"github.com/switchboard-mcp/switchboard/services/pgcluster"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 	"github.com/switchboard-mcp/switchboard/services/testkit"
@@ -142,6 +144,49 @@ func (h *harness) startIndexer(t testing.TB, databaseURL string, configure ...fu
 	h.addr = idxLis.Addr().String()
 	h.client = indexerv1.NewIndexerServiceClient(conn)
 	h.health = healthpb.NewHealthClient(conn)
+}
+
+// writeConfig writes the configuration file at path whole, under another
+// name renamed over it, so that a watch never reads half of it.
+func writeConfig(t *testing.T, path, raw string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(raw), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startWatching runs the indexer through app.RunEnv on the configuration
+// file at path, which it watches and reloads as the binary does. The
+// harness has no client: a test makes one with the token it calls with
+// (as).
+func startWatching(t *testing.T, path string) *harness {
+	t.Helper()
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{logs: &logBuffer{}}
+	lis := listen(t)
+	h.addr = lis.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	runErr := make(chan error, 1)
+	go func() {
+		runErr <- app.RunEnv(ctx, lifecycle.Env{Config: cfg, Log: slog.New(slog.NewTextHandler(h.logs, nil)), ConfigPath: path}, app.Listeners{GRPC: lis})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-runErr; err != nil {
+			t.Errorf("app.RunEnv: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("indexer log:\n%s", h.logs.String())
+		}
+	})
+	return h
 }
 
 // get fetches path from the indexer's HTTP port.

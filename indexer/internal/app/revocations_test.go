@@ -1,7 +1,9 @@
 package app_test
 
 import (
+	"fmt"
 	"maps"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/switchboard-mcp/switchboard/services/config"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/testkit"
@@ -205,4 +208,50 @@ func TestRevocationExpiryIsBounded(t *testing.T) {
 	wantReason(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
 	_, err = h.client.RevokeSession(t.Context(), &indexerv1.RevokeSessionRequest{SessionDigest: full})
 	wantReason(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+}
+
+// gateway.sessions.ttl bounds how long a revocation is kept, and a reload
+// applies a change of it: the gateways take a longer TTL when they
+// restart, and revocations still cut to the shorter one would let a
+// deleted session open again on every replica once they expired.
+func TestRevocationTTLFollowsAReload(t *testing.T) {
+	db := env.NewDatabase(t)
+	aggSrv := testkit.Serve(t, []config.ServiceCredential{{Name: "indexer", Token: fakeAggregatorToken, AssertPrincipals: true, Allow: config.IndexerMethods}},
+		(&testkit.FakeAggregator{}).Register)
+	path := filepath.Join(t.TempDir(), "switchboard.yaml")
+	file := func(sessionTTL string) string {
+		return fmt.Sprintf(`reload: {interval: 100ms}
+serviceAuth:
+  credentials:
+    - {name: gateway, token: %s, role: gateway}
+indexer:
+  listen: 127.0.0.1:0
+  database: %q
+  aggregator: {address: %s, token: %s}
+gateway:
+  sessions: {ttl: %s}
+`, gatewayToken, db, aggSrv.Addr, fakeAggregatorToken, sessionTTL)
+	}
+	writeConfig(t, path, file("1h"))
+	h := startWatching(t, path)
+	h.client = h.as(t, gatewayToken)
+	digest := strings.Repeat("0e", 32)
+	testkit.Eventually(t, "the indexer serves", 30*time.Second, func() error {
+		_, err := h.client.CheckSession(t.Context(), &indexerv1.CheckSessionRequest{SessionDigest: digest})
+		return err
+	})
+	writeConfig(t, path, file("24h"))
+	testkit.Eventually(t, "the reload in force", 10*time.Second, func() bool {
+		return h.logs.count("configuration reloaded") == 1
+	})
+	wanted := time.Now().Add(23 * time.Hour)
+	if err := h.revoke(t, digest, wanted); err != nil {
+		t.Fatal(err)
+	}
+	if at := h.readyWatch(t, "the revocation stream").snapshot(t)[digest]; at.Before(wanted.Add(-time.Second)) {
+		t.Fatalf("a revocation asked to last 23h under a 24h session TTL expires in %v", time.Until(at).Round(time.Minute))
+	}
+	if n := h.logs.count("needs a restart"); n != 0 {
+		t.Fatalf("the TTL change logged as needing a restart:\n%s", h.logs.String())
+	}
 }

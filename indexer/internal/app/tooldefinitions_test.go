@@ -1,10 +1,7 @@
 package app_test
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,12 +16,9 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
-	"github.com/switchboard-mcp/switchboard/services/lifecycle"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/services/tooldigest"
-
-	"github.com/switchboard-mcp/switchboard/indexer/internal/app"
 )
 
 const (
@@ -387,39 +381,13 @@ gateway:
   sessions:
     key: %s
 `, aggregatorToken, strings.Join(config.AggregatorMethods, ", "), db, aggSrv.Addr, fakeAggregatorToken, newTools, sessionKey)
-		tmp := path + ".tmp"
-		if err := os.WriteFile(tmp, []byte(raw), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, path); err != nil {
-			t.Fatal(err)
-		}
+		writeConfig(t, path, raw)
 	}
 	write(config.PinningNewToolsApprove, "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=")
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &logBuffer{}
-	lis := listen(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	runErr := make(chan error, 1)
-	go func() {
-		runErr <- app.RunEnv(ctx, lifecycle.Env{Config: cfg, Log: slog.New(slog.NewTextHandler(logs, nil)), ConfigPath: path}, app.Listeners{GRPC: lis})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-runErr; err != nil {
-			t.Errorf("app.RunEnv: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("indexer log:\n%s", logs.String())
-		}
-	})
-	h := &harness{addr: lis.Addr().String()}
+	h := startWatching(t, path)
 	agg := h.as(t, aggregatorToken)
 	testkit.Eventually(t, "the indexer records", 30*time.Second, func() bool {
-		_, err := agg.RecordToolDefinitions(ctx, &indexerv1.RecordToolDefinitionsRequest{})
+		_, err := agg.RecordToolDefinitions(t.Context(), &indexerv1.RecordToolDefinitionsRequest{})
 		return err == nil
 	})
 	recordTools(t, agg, "get")
@@ -437,6 +405,6 @@ gateway:
 	})
 	// The setting takes effect before the reload is logged.
 	testkit.Eventually(t, "the reload logged as applied live", 10*time.Second, func() bool {
-		return logs.count("aggregator.pinning.newTools reloaded") == 1 && logs.count("needs a restart") == 0
+		return h.logs.count("aggregator.pinning.newTools reloaded") == 1 && h.logs.count("needs a restart") == 0
 	})
 }

@@ -53,9 +53,10 @@ type Deps struct {
 	MaxSessionStateBytes int64
 	Ranking              store.Ranking
 	Limits               Limits
-	// RevocationTTL is as long as a session lives: a revocation expiring
-	// later (beyond clock skew) is clamped.
-	RevocationTTL time.Duration
+	// RevocationTTL holds, as a time.Duration, as long as a session lives
+	// (config.RevocationTTL, applied live): a revocation expiring later
+	// (beyond clock skew) is clamped.
+	RevocationTTL *atomic.Int64
 	// MaxRevocationsPerCaller bounds the live revocations a caller that is
 	// not an operator may have recorded through this replica.
 	MaxRevocationsPerCaller int

@@ -71,7 +71,7 @@ func (s *Server) expiry(at *timestamppb.Timestamp) (time.Time, error) {
 	if err := at.CheckValid(); err != nil {
 		return time.Time{}, invalidArgument("expires_at is not a valid timestamp")
 	}
-	if latest := s.now().Add(s.RevocationTTL + clockSkew); at.AsTime().After(latest) {
+	if latest := s.now().Add(time.Duration(s.RevocationTTL.Load()) + clockSkew); at.AsTime().After(latest) {
 		return latest, nil
 	}
 	return at.AsTime(), nil
