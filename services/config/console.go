@@ -165,17 +165,27 @@ func (c Console) WithDefaults() Console {
 	return c
 }
 
-// validateConsole checks gateway.console against the rest of the gateway
-// section: the one place its rules live.
+// validateConsole checks gateway.console, when enabled, against the rest
+// of the gateway section: the one place its rules live.
 func (g Gateway) validateConsole() error {
-	c := g.Console
-	if !c.Enabled {
+	if !g.Console.Enabled {
 		return nil
 	}
-	var errs []error
 	if g.OpsListen == "" {
-		errs = append(errs, errors.New("gateway.console.enabled needs gateway.opsListen: the console is served on the ops port only, never on the MCP port"))
+		return errors.Join(errors.New("gateway.console.enabled needs gateway.opsListen: the console is served on the ops port only, never on the MCP port"),
+			g.ValidateConsole())
 	}
+	return g.ValidateConsole()
+}
+
+// ValidateConsole checks the keys of gateway.console that a running
+// console takes, whatever gateway.console.enabled says: enabled takes a
+// restart, so a console started enabled keeps running after a reload
+// that turns it off, and takes that file's operator keys, tokens and OIDC
+// settings as a start would.
+func (g Gateway) ValidateConsole() error {
+	c := g.Console
+	var errs []error
 	if len(c.OperatorKeys) == 0 && !c.OIDC.Enabled() {
 		errs = append(errs, errors.New("gateway.console: no login method: set operatorKeys or oidc.clientID"))
 	}

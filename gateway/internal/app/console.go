@@ -99,9 +99,13 @@ type consoleReload struct {
 
 // prepare builds what the console takes live of cfg, changing nothing:
 // an error leaves the console (and, as the gateway applies it after this,
-// the rest of the reload) as it was. The OIDC login is rebuilt when
-// gateway.auth.oidc or gateway.console.oidc changed.
+// the rest of the reload) as it was. The console's keys are checked even
+// when cfg disables it, which takes a restart. The OIDC login is rebuilt
+// when gateway.auth.oidc or gateway.console.oidc changed.
 func (oc *operatorConsole) prepare(cfg *config.Config) (*consoleReload, error) {
+	if err := cfg.Gateway.WithDefaults().ValidateConsole(); err != nil {
+		return nil, err
+	}
 	r := &consoleReload{oc: oc, cfg: cfg, oidcFrom: oidcSettingsOf(cfg.Gateway.WithDefaults())}
 	if !reflect.DeepEqual(r.oidcFrom, oc.oidcFrom) {
 		o, err := r.oidcFrom.build()

@@ -31,13 +31,17 @@ func discoveryServer(t *testing.T) *httptest.Server {
 	return srv
 }
 
+// consoleConfig is a gateway with the console enabled and its OIDC login
+// through issuer as clientID (none without a clientID).
 func consoleConfig(issuer, clientID string) *config.Config {
 	cfg := &config.Config{}
 	cfg.Gateway.Aggregator = config.Endpoint{Address: "127.0.0.1:1", Token: "gateway-token"}
 	cfg.Gateway.OpsListen = "127.0.0.1:0"
 	cfg.Gateway.Auth.OIDC = config.OIDC{Issuer: issuer, Audience: "switchboard", JWKSURL: issuer + "/keys"}
-	cfg.Gateway.Console = config.Console{Enabled: true, ServiceToken: "console-token", OperatorKeys: []string{"an-operator-key-of-some-length"},
-		OIDC: config.ConsoleOIDC{ClientID: clientID, RedirectURL: "https://ops.example/console/oidc/callback", OperatorGroup: "ops"}}
+	cfg.Gateway.Console = config.Console{Enabled: true, ServiceToken: "console-token", OperatorKeys: []string{"an-operator-key-of-some-length"}}
+	if clientID != "" {
+		cfg.Gateway.Console.OIDC = config.ConsoleOIDC{ClientID: clientID, RedirectURL: "https://ops.example/console/oidc/callback", OperatorGroup: "ops"}
+	}
 	return cfg
 }
 
@@ -103,5 +107,30 @@ func TestConsoleOIDCFollowsReload(t *testing.T) {
 	}
 	if u := startLogin(t, h); u == nil || !strings.HasPrefix(u.String(), a.URL+"/authorize?") {
 		t.Fatalf("with the client back the login goes to %v, want provider A", u)
+	}
+}
+
+// TestConsoleReloadChecksItsKeysWhileItRuns: gateway.console.enabled
+// takes a restart, so a console started enabled keeps running after a
+// reload that sets enabled: false, and takes that file's operator keys.
+// They are held to the rules a start holds them to: a key too short to
+// start with is refused, and the reload with it; a good one is taken.
+func TestConsoleReloadChecksItsKeysWhileItRuns(t *testing.T) {
+	withKeys := func(enabled bool, keys ...string) *config.Config {
+		cfg := consoleConfig("https://idp.example", "")
+		cfg.Gateway.Console.Enabled = enabled
+		cfg.Gateway.Console.OperatorKeys = keys
+		return cfg
+	}
+	oc, err := startConsole(withKeys(true, "an-operator-key-of-some-length"), rpc.ClientKeepalive(config.GRPC{}), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(oc.close)
+	if err := oc.reload(withKeys(false, "pw")); err == nil || !strings.Contains(err.Error(), "gateway.console.operatorKeys[0]") {
+		t.Fatalf("a reload to enabled: false with a 2-byte operator key: %v, want it refused by that key", err)
+	}
+	if err := oc.reload(withKeys(false, "another-operator-key-of-length")); err != nil {
+		t.Fatalf("a reload to enabled: false with a good operator key: %v", err)
 	}
 }
