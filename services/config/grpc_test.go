@@ -47,7 +47,7 @@ func TestMaxConcurrentStreamsLeavesTheGatewayRoom(t *testing.T) {
 		grpc, maxOpen int
 		ok            bool
 	}{{0, DefaultMaxStreams, true}, {0, DefaultMaxConcurrentStreams/2 + 1, false}, {40000, 20000, true}, {40000, 20001, false}} {
-		c := &Config{GRPC: GRPC{MaxConcurrentStreams: tc.grpc}, Gateway: Gateway{Aggregator: Endpoint{Address: "agg:50051"}, Streams: StreamLimits{MaxOpen: tc.maxOpen}}}
+		c := &Config{GRPC: GRPC{MaxConcurrentStreams: tc.grpc}, Gateway: Gateway{Aggregator: Endpoint{Address: "agg:50051", Token: "t"}, Streams: StreamLimits{MaxOpen: tc.maxOpen}}}
 		err := c.ValidateGateway()
 		if tc.ok && err != nil || !tc.ok && (err == nil || !strings.Contains(err.Error(), "gateway.streams.maxOpen")) {
 			t.Errorf("maxConcurrentStreams %d, maxOpen %d: %v", tc.grpc, tc.maxOpen, err)

@@ -70,14 +70,14 @@ func TestRevocationBounds(t *testing.T) {
 // revocation, cut to the shorter bound, expired.
 func TestSessionsOutlivingRevocationsAreRefused(t *testing.T) {
 	c := &Config{}
-	c.Gateway.Aggregator = Endpoint{Address: "127.0.0.1:9090"}
+	c.Gateway.Aggregator = Endpoint{Address: "127.0.0.1:9090", Token: "t"}
 	c.Gateway.Sessions.TTL = Duration(72 * time.Hour)
 	// A gateway without an indexer keeps its sessions' deletions itself,
 	// for as long as the sessions live.
 	if err := c.ValidateGateway(); err != nil {
 		t.Fatalf("a gateway without an indexer, with a 72h session TTL: %v", err)
 	}
-	c.Gateway.Indexer = Endpoint{Address: "127.0.0.1:9091"}
+	c.Gateway.Indexer = Endpoint{Address: "127.0.0.1:9091", Token: "t"}
 	c.Indexer.Listen, c.Indexer.Database = "127.0.0.1:9091", "postgres://x@localhost/db"
 	for name, validate := range map[string]func() error{"gateway": c.ValidateGateway, "indexer": c.ValidateIndexer} {
 		if err := validate(); err == nil || !strings.Contains(err.Error(), "gateway.sessions.ttl") {

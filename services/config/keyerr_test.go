@@ -37,7 +37,7 @@ func showsValue(msg, value string) bool {
 
 // gatewayBase is a gateway section the validation accepts, under which a
 // case adds keys.
-const gatewayBase = "gateway:\n  aggregator: {address: \"127.0.0.1:1\"}\n"
+const gatewayBase = "gateway:\n  aggregator: {address: \"127.0.0.1:1\", token: t}\n"
 
 // TestErrorsNameKeysNotValues puts a value from ${VAR} into each kind of
 // field, where the value is refused either by the YAML decoding (a typed

@@ -11,7 +11,7 @@ import (
 // uses them too. The error names the key, never the value.
 func TestOIDCProviderURLs(t *testing.T) {
 	base := func(mode, issuer, jwks string) *Config {
-		return &Config{Gateway: Gateway{Aggregator: Endpoint{Address: "127.0.0.1:1"},
+		return &Config{Gateway: Gateway{Aggregator: Endpoint{Address: "127.0.0.1:1", Token: "t"},
 			Auth: GatewayAuth{Mode: mode, OIDC: OIDC{Issuer: issuer, Audience: "switchboard", JWKSURL: jwks}}}}
 	}
 	for _, c := range []struct {

@@ -101,7 +101,7 @@ func (r *watchRun) nextResult(t *testing.T) bool {
 func gatewayFile(key string) string {
 	return `reload: {interval: 100ms}
 gateway:
-  aggregator: {address: "127.0.0.1:1"}
+  aggregator: {address: "127.0.0.1:1", token: t}
   auth:
     mode: apiKeys
     apiKeys: [{key: "` + key + `", subject: alice}]

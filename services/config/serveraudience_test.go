@@ -13,7 +13,7 @@ import (
 func TestValidateServerAudiences(t *testing.T) {
 	base := func() *Config {
 		c := &Config{}
-		c.Gateway.Aggregator.Address = "127.0.0.1:1"
+		c.Gateway.Aggregator = Endpoint{Address: "127.0.0.1:1", Token: "t"}
 		c.Gateway.Auth = GatewayAuth{Mode: "oidc", OIDC: OIDC{Issuer: "https://issuer.example", Audience: "shared-aud", JWKSURL: "https://issuer.example/keys"}}
 		c.Aggregator.Backends = []Backend{{Name: "docs", URL: "http://docs"}}
 		c.Servers = []Server{

@@ -3,6 +3,8 @@ package config
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -147,5 +149,57 @@ func TestConsoleWithoutIndexer(t *testing.T) {
 	g.Console.AggregatorToken = ""
 	if err := g.WithDefaults().Validate(); err == nil || !strings.Contains(err.Error(), "serviceToken is required") {
 		t.Fatalf("a console without any token: %v", err)
+	}
+}
+
+// A service token is required where a service calls another, unless a
+// client certificate authenticates the service instead. The shipped
+// manifests write tokens as ${NAME:-}, so a variable the pod lacks (a
+// rotation's new one, which a running pod never gains) expands to
+// nothing: such a file is refused, naming the key and the variable, or
+// every call would be refused as unauthenticated. A token that a
+// credential's role gives an endpoint left unset is a token.
+func TestEmptyServiceTokenRefusedWithoutAClientCertificate(t *testing.T) {
+	const file = `
+gateway:
+  aggregator: {address: "127.0.0.1:9090", token: "${GW_AGG_TOKEN_NEXT:-}"}
+  indexer: {address: "127.0.0.1:9091", token: "${GW_IDX_TOKEN_NEXT:-}"}
+indexer:
+  database: postgres://x@127.0.0.1/x
+  aggregator: {address: "127.0.0.1:9090", token: "${IDX_AGG_TOKEN_NEXT:-}"}
+`
+	unset := func(string) (string, bool) { return "", false }
+	cfg, err := Parse([]byte(file), unset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := fmt.Sprint(cfg.ValidateGateway(), cfg.ValidateIndexer())
+	for _, want := range []string{"gateway.aggregator.token", "GW_AGG_TOKEN_NEXT", "gateway.indexer.token", "GW_IDX_TOKEN_NEXT",
+		"indexer.aggregator.token", "IDX_AGG_TOKEN_NEXT"} {
+		if !strings.Contains(refused, want) {
+			t.Errorf("the validations say %q, want them to name %s", refused, want)
+		}
+	}
+
+	withCert, err := Parse([]byte(file+"serviceAuth:\n  tls: {certFile: tls.crt, keyFile: tls.key, caFile: ca.crt}\n"), unset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(withCert.ValidateGateway(), withCert.ValidateIndexer()); err != nil {
+		t.Errorf("with a client certificate and no tokens: %v", err)
+	}
+
+	byRole, err := Parse([]byte(`
+serviceAuth:
+  credentials:
+    - {name: gateway, token: gw, role: gateway}
+    - {name: indexer, token: idx, role: indexer}
+indexer: {database: postgres://x@127.0.0.1/x}
+`), unset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(byRole.ValidateGateway(), byRole.ValidateIndexer()); err != nil {
+		t.Errorf("endpoints that take their tokens from the credentials' roles: %v", err)
 	}
 }

@@ -24,7 +24,21 @@ func (c *Config) ValidateGateway() error {
 	return c.Annotate(errors.Join(c.Gateway.WithDefaults().Validate(), c.GRPC.Validate(), c.GRPC.validateGatewayStreams(c.Gateway.WithDefaults().Streams.MaxOpen),
 		c.ValidateServers(), c.ValidateServerAudiences(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(),
 		validateAuditIndexer(c.Audit, c.Gateway.Indexer, "gateway.indexer"), c.validateRunsFitRequests(), c.Telemetry.Validate(),
-		c.validateGatewaySessionsFitRevocations()))
+		c.validateGatewaySessionsFitRevocations(), c.validateClientToken("gateway.aggregator", c.Gateway.Aggregator),
+		c.validateClientToken("gateway.indexer", c.Gateway.Indexer)))
+}
+
+// validateClientToken refuses an endpoint (key) with an address and no
+// token when the service presents no client certificate
+// (serviceAuth.tls.certFile, which authenticates a call alone): the
+// server would refuse every call as unauthenticated. A token written
+// ${NAME:-} is empty in a pod that lacks the variable. A token the
+// endpoint takes from a credential's role (local.go) is set by now.
+func (c *Config) validateClientToken(key string, ep Endpoint) error {
+	if ep.Address == "" || ep.Token != "" || c.ServiceAuth.TLS.CertFile != "" {
+		return nil
+	}
+	return keyErr(key+".token", "is required: the service presents no client certificate (serviceAuth.tls.certFile) to authenticate by instead")
 }
 
 // validateGatewaySessionsFitRevocations is validateSessionsFitRevocations
@@ -81,7 +95,7 @@ func (c *Config) ValidateAggregator() error {
 // interval.
 func (c *Config) ValidateIndexer() error {
 	return c.Annotate(errors.Join(c.Indexer.WithDefaults().Validate(), c.ServiceAuth.Validate(), c.GRPC.Validate(), c.RateLimits.Validate(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(), c.Telemetry.Validate(),
-		c.validateSessionsFitRevocations()))
+		c.validateSessionsFitRevocations(), c.validateClientToken("indexer.aggregator", c.Indexer.Aggregator)))
 }
 
 // Validate checks the telemetry section: a sampling ratio is a fraction

@@ -34,7 +34,7 @@ func (s eventSink) Write(_ context.Context, batch []audit.Event) error {
 func TestRejectedReloadShowsNoExpandedValue(t *testing.T) {
 	const secret = "s3cr3t-VALUE-xyz"
 	t.Setenv("SWITCHBOARD_TEST_RELOAD_SECRET", secret)
-	base := "reload: {interval: 100ms}\ngateway:\n  aggregator: {address: \"127.0.0.1:1\"}\n"
+	base := "reload: {interval: 100ms}\ngateway:\n  aggregator: {address: \"127.0.0.1:1\", token: t}\n"
 	path := filepath.Join(t.TempDir(), "switchboard.yaml")
 	if err := os.WriteFile(path, []byte(base), 0o600); err != nil {
 		t.Fatal(err)
@@ -71,7 +71,7 @@ func TestRejectedReloadShowsNoExpandedValue(t *testing.T) {
 		{"a number", "audit: {queueSize: \"${SWITCHBOARD_TEST_RELOAD_SECRET}\"}\n", "audit.queueSize"},
 		{"a mode", "audit: {sink: \"${SWITCHBOARD_TEST_RELOAD_SECRET}\"}\n", "audit.sink"},
 		{"a rate", "rateLimits:\n  limits:\n  - {name: calls, per: principal, rate: \"${SWITCHBOARD_TEST_RELOAD_SECRET}/s\"}\n", "rateLimits.limits[0].rate"},
-		{"a URL", "gateway:\n  aggregator: {address: \"127.0.0.1:1\"}\n  publicURL: \"https://u:${SWITCHBOARD_TEST_RELOAD_SECRET}@%zz\"\n", "gateway.publicURL"},
+		{"a URL", "gateway:\n  aggregator: {address: \"127.0.0.1:1\", token: t}\n  publicURL: \"https://u:${SWITCHBOARD_TEST_RELOAD_SECRET}@%zz\"\n", "gateway.publicURL"},
 	} {
 		content := base + bad.add
 		if strings.HasPrefix(bad.add, "gateway:") {
