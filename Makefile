@@ -151,45 +151,49 @@ test-browser: build chromium ## the browser harness and the operator console in 
 test-replicas: build haproxy ## two of every service behind HAProxy: every feature across replicas, and replicas killed under load
 	cd test && SWITCHBOARD_BIN=$(BIN) HAPROXY=$(HAPROXY) $(GO_TEST) -timeout 10m ./replicas/...
 
+# apt_pinned installs Debian package $(1) at the first of the exact
+# versions $(2) that the machine's Debian 12 sources hold, unless dpkg
+# already holds one of them; $(3) says what needs it. Each version is
+# pinned, and more than one is listed because bookworm-security keeps only
+# its latest build of a package: the newest pin (from bookworm-security)
+# comes first, then the release's own build (bookworm main, replaced only
+# at a point release), so that a security update published after the pin
+# does not leave a fresh machine unable to install either.
+define apt_pinned
+	@have=$$(dpkg-query -W -f='$${Status} $${Version}' $(1) 2>/dev/null || true); \
+	for v in $(2); do [ "$$have" = "install ok installed $$v" ] && exit 0; done; \
+	echo "installing $(1), the first of $(2) the sources hold (have: $${have:-none})"; \
+	apt-get update -q || exit 1; \
+	for v in $(2); do \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends --allow-downgrades $(1)=$$v && exit 0; \
+	done; \
+	echo "$(1) could not be installed at any of $(2) (apt-get as root, Debian 12 sources with bookworm-security); $(3)"; exit 1
+endef
+
 # The replica tests put a real load balancer in front of the gateways:
-# HAProxy from Debian 12 (bookworm), pinned to the exact package version.
-# Installed with apt-get when dpkg does not already hold that version; a
-# machine where it cannot be installed fails here, loudly. Only the binary is
-# used: the tests run their own haproxy with their own configuration (the
-# package's service, where an init system starts it, has no listener).
-HAPROXY_VERSION ?= 2.6.12-1+deb12u4
-HAPROXY         ?= /usr/sbin/haproxy
+# HAProxy from Debian 12 (bookworm), pinned (apt_pinned). Only the binary
+# is used: the tests run their own haproxy with their own configuration
+# (the package's service, where an init system starts it, has no
+# listener).
+HAPROXY_VERSIONS ?= 2.6.12-1+deb12u4 2.6.12-1+deb12u3
+HAPROXY          ?= /usr/sbin/haproxy
 
 .PHONY: haproxy
-haproxy: ## install HAProxy for the replica tests (apt-get, the Debian version pinned in HAPROXY_VERSION)
-	@have=$$(dpkg-query -W -f='$${Status} $${Version}' haproxy 2>/dev/null || true); \
-	if [ "$$have" != "install ok installed $(HAPROXY_VERSION)" ]; then \
-		echo "installing haproxy=$(HAPROXY_VERSION) (have: $${have:-none})"; \
-		apt-get update -q && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends --allow-downgrades haproxy=$(HAPROXY_VERSION) || \
-		{ echo "haproxy $(HAPROXY_VERSION) could not be installed (apt-get as root, Debian 12 sources); the replica tests need it"; exit 1; }; \
-	fi
+haproxy: ## install HAProxy for the replica tests (apt-get, a Debian version pinned in HAPROXY_VERSIONS)
+	$(call apt_pinned,haproxy,$(HAPROXY_VERSIONS),the replica tests need it)
 	@# sed, not head: head exits after one line, and under pipefail the
 	@# SIGPIPE that haproxy then gets fails the target.
 	@$(HAPROXY) -v | sed -n 1p
 
 # The console's browser tests drive a real headless Chromium: Debian 12's
-# package (from bookworm-security), pinned to the exact version like HAProxy
-# above. Installed with apt-get when dpkg does not already hold that
-# version; a machine where it cannot be installed fails here, and the tests
-# that need it fail (never skip) without it.
-CHROMIUM_VERSION ?= 156.0.8078.114-1~deb12u1
-CHROMIUM         ?= /usr/bin/chromium
+# package, pinned (apt_pinned); a machine where it cannot be installed
+# fails here, and the tests that need it fail (never skip) without it.
+CHROMIUM_VERSIONS ?= 156.0.8078.129-1~deb12u1 150.0.7871.100-1~deb12u1
+CHROMIUM          ?= /usr/bin/chromium
 
 .PHONY: chromium
-chromium: ## install Chromium for the console's browser tests (apt-get, the Debian version pinned in CHROMIUM_VERSION)
-	@have=$$(dpkg-query -W -f='$${Status} $${Version}' chromium 2>/dev/null || true); \
-	if [ "$$have" != "install ok installed $(CHROMIUM_VERSION)" ]; then \
-		echo "installing chromium=$(CHROMIUM_VERSION) (have: $${have:-none})"; \
-		apt-get update -q && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends --allow-downgrades chromium=$(CHROMIUM_VERSION) || \
-		{ echo "chromium $(CHROMIUM_VERSION) could not be installed (apt-get as root, Debian 12 sources with bookworm-security); the console's browser tests need it"; exit 1; }; \
-	fi
+chromium: ## install Chromium for the console's browser tests (apt-get, a Debian version pinned in CHROMIUM_VERSIONS)
+	$(call apt_pinned,chromium,$(CHROMIUM_VERSIONS),the console's browser tests need it)
 	@# sed, not head: head exits after one line, and under pipefail the
 	@# SIGPIPE that chromium then gets fails the target.
 	@$(CHROMIUM) --version | sed -n 1p
