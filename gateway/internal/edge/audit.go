@@ -115,6 +115,10 @@ func auditedItem(req *methods.Request) (item auditItem, ok bool) {
 		return s
 	}
 	switch req.Method {
+	case "initialize":
+		// One the edge refuses before it is served (its headers); one
+		// served is recorded with its session (auditSession).
+		item = auditItem{kind: audit.KindSessionStart}
 	case "tools/call":
 		item = auditItem{kind: audit.KindToolCall, tool: str(req.Params, "name")}
 		if req.View == methods.ViewOptimized {

@@ -14,8 +14,15 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
+	"github.com/switchboard-mcp/switchboard/services/apierr"
 	"github.com/switchboard-mcp/switchboard/services/audit"
+	"github.com/switchboard-mcp/switchboard/services/config"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
@@ -210,6 +217,18 @@ func TestRefusalsAudited(t *testing.T) {
 		t.Fatal("a refused find_tool reached the indexer")
 	}
 
+	// A Legacy initialize the edge refuses for its headers is a session
+	// start refused (one served is recorded with its session).
+	initialize := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	plainText := legacyHeaders("alice-key", "")
+	plainText["Content-Type"] = "text/plain"
+	refused("an initialize of another Content-Type", mcp, plainText, initialize,
+		want{audit.KindSessionStart, "", audit.OutcomeInvalid, "Content-Type", false})
+	jsonOnly := legacyHeaders("alice-key", "")
+	jsonOnly["Accept"] = "application/json"
+	refused("an initialize accepting no event stream", mcp, jsonOnly, initialize,
+		want{audit.KindSessionStart, "", audit.OutcomeInvalid, "Accept", false})
+
 	session := initializeOn(t, mcp, "alice-key")
 	refused("a Legacy prompt without name", mcp, legacyHeaders("alice-key", session), `{"jsonrpc":"2.0","id":6,"method":"prompts/get","params":{"arguments":{}}}`,
 		want{audit.KindPromptGet, "", audit.OutcomeInvalid, "name is required", true})
@@ -299,5 +318,66 @@ func TestRefusalOutcome(t *testing.T) {
 		if got := refusalOutcome(wire.NewError(code, "x")); got != want {
 			t.Errorf("code %d: %s, want %s", code, got, want)
 		}
+	}
+}
+
+// codeAggregator answers RunCode as an aggregator whose rate limit
+// refuses the run, which it records itself.
+type codeAggregator struct{ *taskAggregator }
+
+func (codeAggregator) RunCode(context.Context, *aggregatorv1.RunCodeRequest) (*aggregatorv1.RunCodeResponse, error) {
+	return nil, apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED, "rate limited", "retryAfterSeconds", "1", "limit", "calls")
+}
+
+// TestRunCodeIsTheAggregatorsToRecord: a run_code the aggregator was asked
+// is its event alone, refused there or not; the gateway once recorded it
+// too.
+func TestRunCodeIsTheAggregatorsToRecord(t *testing.T) {
+	b := newBackends()
+	creds := []config.ServiceCredential{{Name: "gateway", Token: serviceToken, AssertPrincipals: true, Allow: []string{"switchboard.aggregator.v1.AggregatorService/*", "switchboard.indexer.v1.IndexerService/*"}}}
+	b.aggAddr = testkit.Serve(t, creds, func(s grpc.ServiceRegistrar) {
+		aggregatorv1.RegisterAggregatorServiceServer(s, codeAggregator{&taskAggregator{FakeAggregator: b.agg, b: b}})
+	}).Addr
+	b.idxAddr = testkit.Serve(t, creds, b.idx.Register).Addr
+	url, sink := auditedGateway(t, b, true)
+	run, resp := tracedSend(t, url+"/mcp/optimized", modernHeaders("tools/call", "Mcp-Name", "run_code"),
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{`+modernMeta+`,"name":"run_code","arguments":{"program":"result = 1"}}}`)
+	if resp.status != http.StatusTooManyRequests {
+		t.Fatalf("run_code: %d %s", resp.status, resp.body)
+	}
+	// The writer writes in order: once a later refusal is written, an
+	// event of the run would be there.
+	last, _ := tracedSend(t, url+"/mcp", modernHeaders("tools/call", "Mcp-Name", "alpha_echo", "Content-Type", "text/plain"),
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{`+modernMeta+`,"name":"alpha_echo"}}`)
+	testkit.Eventually(t, "the later refusal in the trail", 10*time.Second, func() bool { return len(sink.ofTrace(last)) > 0 })
+	if got := sink.ofTrace(run); len(got) != 0 {
+		t.Fatalf("the gateway recorded a run the aggregator was asked: %+v", got)
+	}
+}
+
+// TestRefusedDeleteIsNoSessionEnd: a DELETE the gateway refuses leaves
+// the session open, and the trail says it was refused, not that the
+// session ended.
+func TestRefusedDeleteIsNoSessionEnd(t *testing.T) {
+	b := startBackends(t)
+	url, sink := auditedGateway(t, b, true)
+	session := initializeOn(t, url+"/mcp", "alice-key")
+	h := legacyHeaders("alice-key", session)
+	h["Mcp-Protocol-Version"] = "2025-06-18"
+	id := make([]byte, 16)
+	if _, err := rand.Read(id); err != nil {
+		t.Fatal(err)
+	}
+	trace := hex.EncodeToString(id)
+	h["traceparent"] = "00-" + trace + "-00f067aa0ba902b7-01"
+	if resp := send(t, http.MethodDelete, url+"/mcp", h, ""); resp.status != http.StatusBadRequest {
+		t.Fatalf("DELETE of another version: %d", resp.status)
+	}
+	if resp := send(t, http.MethodPost, url+"/mcp", legacyHeaders("alice-key", session), `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); resp.status != http.StatusOK {
+		t.Fatalf("the session after a refused DELETE: %d %s", resp.status, resp.body)
+	}
+	testkit.Eventually(t, "the DELETE's event", 10*time.Second, func() bool { return len(sink.ofTrace(trace)) > 0 })
+	if e := sink.ofTrace(trace)[0]; e.Kind != audit.KindSessionEnd || e.Outcome != audit.OutcomeInvalid || !strings.Contains(e.Detail, "MCP-Protocol-Version") {
+		t.Fatalf("a refused DELETE recorded as %s %s (%q), want session_end invalid naming the version", e.Kind, e.Outcome, e.Detail)
 	}
 }

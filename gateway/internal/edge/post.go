@@ -282,6 +282,8 @@ func (g *Gateway) serveLegacy(w http.ResponseWriter, r *http.Request, req *metho
 			w.Header().Set("Mcp-Session-Id", id)
 		}
 		g.auditSession(r.Context(), audit.KindSessionStart, start, req.Principal, req.Server, id, rerr, 0)
+		// Recorded here, with its session: not again as a refusal.
+		req.Trail.Asked = true
 		rec.done(rerr)
 		resp.finish(req.ID, result, rerr, false)
 		return

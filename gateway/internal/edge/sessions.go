@@ -52,7 +52,10 @@ func (g *Gateway) serveSessionDelete(w http.ResponseWriter, r *http.Request, ep 
 	rec.setMethod(span, "DELETE")
 	id := r.Header.Get("Mcp-Session-Id")
 	status := http.StatusNoContent
-	defer func() { g.auditSession(ctx, audit.KindSessionEnd, rec.start, principal, ep.server, id, nil, status) }()
+	var refused *wire.Error
+	defer func() {
+		g.auditSession(ctx, audit.KindSessionEnd, rec.start, principal, ep.server, id, refused, status)
+	}()
 	claims, digest, ok := g.openSession(r, id, principal, ep.server)
 	if !ok {
 		status = http.StatusNotFound
@@ -60,7 +63,8 @@ func (g *Gateway) serveSessionDelete(w http.ResponseWriter, r *http.Request, ep 
 		return
 	}
 	if why := versionMismatch(r, claims); why != "" {
-		status = http.StatusBadRequest
+		// Refused: the session stays open, and the trail says so.
+		status, refused = http.StatusBadRequest, wire.NewError(wire.CodeInvalidRequest, why)
 		http.Error(w, "Bad Request: "+why, status)
 		return
 	}

@@ -58,6 +58,8 @@ func (s *Server) runCode(ctx context.Context, req *Request, args wire.Object) (j
 	}
 	ctx, cancel := s.serviceCall(ctx)
 	defer cancel()
+	// The aggregator records the run, whatever its outcome.
+	req.Trail.Asked = true
 	resp, err := s.agg.RunCode(ctx, &aggregatorv1.RunCodeRequest{Principal: req.Principal, Server: req.Server, Program: program, Context: rc})
 	if err != nil {
 		if status.Code(err) == codes.NotFound {
