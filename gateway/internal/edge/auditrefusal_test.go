@@ -6,16 +6,19 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	"github.com/switchboard-mcp/switchboard/services/apierr"
@@ -379,5 +382,39 @@ func TestRefusedDeleteIsNoSessionEnd(t *testing.T) {
 	testkit.Eventually(t, "the DELETE's event", 10*time.Second, func() bool { return len(sink.ofTrace(trace)) > 0 })
 	if e := sink.ofTrace(trace)[0]; e.Kind != audit.KindSessionEnd || e.Outcome != audit.OutcomeInvalid || !strings.Contains(e.Detail, "MCP-Protocol-Version") {
 		t.Fatalf("a refused DELETE recorded as %s %s (%q), want session_end invalid naming the version", e.Kind, e.Outcome, e.Detail)
+	}
+}
+
+// TestRefusedRetriesDoNotFloodTheLog: a retry whose requestState the
+// indexer will not record is refused, and resent at the client's rate;
+// it once wrote a warning each time. The principal's share of the records
+// full is its own bound and no failure: it writes none.
+func TestRefusedRetriesDoNotFloodTheLog(t *testing.T) {
+	b := newBackends()
+	var limited atomic.Bool
+	b.idx.Check = func(_ context.Context, method string, _ any) error {
+		if limited.Load() && method == "ConsumeRequestState" {
+			return status.Error(codes.ResourceExhausted, "this principal holds as many live request state records as it may")
+		}
+		return nil
+	}
+	b.serve(t)
+	logs := &testkit.LogBuffer{}
+	_, srv := startGatewayWith(t, b, testGatewayConfig(b), func(d *Deps) { d.Log = slog.New(slog.NewTextHandler(logs, nil)) })
+	elicit := strings.Replace(modernMeta, `clientCapabilities":{}`, `clientCapabilities":{"elicitation":{"form":{}}}`, 1)
+	call := func(extra string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + elicit + `,"name":"alpha_ask"` + extra + `}}`
+	}
+	headers := modernHeaders("tools/call", "Mcp-Name", "alpha_ask")
+	_, first, _ := send(t, http.MethodPost, srv.URL+"/mcp", headers, call("")).rpc(t)
+	retry := call(`,"inputResponses":{"ok":{"action":"accept","content":{}}},"requestState":` + string(first["requestState"]))
+	limited.Store(true)
+	for range 50 {
+		if _, _, rerr := send(t, http.MethodPost, srv.URL+"/mcp", headers, retry).rpc(t); rerr == nil {
+			t.Fatal("a retry whose state could not be recorded was served")
+		}
+	}
+	if n := strings.Count(logs.String(), "could not be recorded as used"); n != 0 {
+		t.Fatalf("50 retries past the principal's share wrote %d warnings", n)
 	}
 }

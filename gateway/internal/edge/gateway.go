@@ -164,7 +164,7 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 		MaxURIBytes:         cfg.Sessions.MaxURIBytes,
 		MaxSubscriptions:    cfg.Sessions.MaxSubscriptions,
 	}, methods.Deps{
-		Aggregator: deps.Aggregator, Indexer: deps.Indexer, Sealer: sealer, StateUses: session.NewStateUses(deps.Indexer), Local: g.local, Shared: g.shared, Revoked: g.revocations.Revoked, Log: log,
+		Aggregator: deps.Aggregator, Indexer: deps.Indexer, Sealer: sealer, StateUses: session.NewStateUses(deps.Indexer, log), Local: g.local, Shared: g.shared, Revoked: g.revocations.Revoked, Log: log,
 		Streams: metrics.openStream, Closing: g.closing,
 	})
 	return g, nil

@@ -85,7 +85,6 @@ func (s *Server) roundTripParams(ctx context.Context, req *Request, method, targ
 		}
 		switch {
 		case errors.Is(err, session.ErrUnrecorded):
-			s.log.WarnContext(ctx, "a retry's requestState could not be recorded as used; the retry is refused for now", "err", err)
 			return rt, wire.NewError(wire.CodeInternalError, "the requestState cannot be checked right now; retry later")
 		case errors.Is(err, session.ErrReplayed):
 			req.Trail.Denied = "requestState already used: a replayed retry"

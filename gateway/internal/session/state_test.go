@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 func TestSealState(t *testing.T) {
@@ -93,7 +95,7 @@ func TestRequestBinding(t *testing.T) {
 // replica, an expired record is forgotten, and a full record refuses new
 // uses instead of forgetting live ones.
 func TestStateUsesLocal(t *testing.T) {
-	u := NewStateUses(nil)
+	u := NewStateUses(nil, slog.New(slog.DiscardHandler))
 	ctx := context.Background()
 	in := time.Now().Add(time.Minute)
 	if err := u.Consume(ctx, "p", "a", in); err != nil {
@@ -149,13 +151,13 @@ func (c *consumeIndexer) ConsumeRequestState(_ context.Context, req *indexerv1.C
 // indexer that cannot answer refuses the use without using the state up.
 func TestStateUsesIndexer(t *testing.T) {
 	idx := &consumeIndexer{seen: map[string]bool{}}
-	u := NewStateUses(idx)
+	u := NewStateUses(idx, slog.New(slog.DiscardHandler))
 	ctx := context.Background()
 	in := time.Now().Add(time.Minute)
 	if err := u.Consume(ctx, "p", "a", in); err != nil {
 		t.Fatal(err)
 	}
-	if err := NewStateUses(idx).Consume(ctx, "p", "a", in); !errors.Is(err, ErrReplayed) {
+	if err := NewStateUses(idx, slog.New(slog.DiscardHandler)).Consume(ctx, "p", "a", in); !errors.Is(err, ErrReplayed) {
 		t.Fatalf("a replay at another replica: %v", err)
 	}
 	idx.err = status.Error(codes.Unavailable, "down")
@@ -214,7 +216,7 @@ func TestStateHasOneSpelling(t *testing.T) {
 // TestStateUsesLocalShare: without an indexer one principal can fill only
 // its share of the record; another principal's retries still go through.
 func TestStateUsesLocalShare(t *testing.T) {
-	u := NewStateUses(nil)
+	u := NewStateUses(nil, slog.New(slog.DiscardHandler))
 	ctx := context.Background()
 	in := time.Now().Add(time.Minute)
 	for i := range maxLocalStateUsesPerPrincipal {
@@ -234,5 +236,32 @@ func TestStateUsesLocalShare(t *testing.T) {
 	}
 	if u.owners["mallory"] != 1 || u.owners["alice"] != 0 {
 		t.Fatalf("owners after the sweep: %v", u.owners)
+	}
+}
+
+// A retry refused because the indexer could not record its state is
+// logged at most once a minute, however often the client resends it, and
+// not at all when the principal's share of the records is full (its own
+// bound).
+func TestStateUsesWarnOnceAMinute(t *testing.T) {
+	idx := &consumeIndexer{seen: map[string]bool{}, err: status.Error(codes.Unavailable, "down")}
+	logs := &testkit.LogBuffer{}
+	u := NewStateUses(idx, slog.New(slog.NewTextHandler(logs, nil)))
+	now := time.Now()
+	u.now = func() time.Time { return now }
+	warnings := func() int { return strings.Count(logs.String(), "could not be recorded as used") }
+	for range 200 {
+		if err := u.Consume(context.Background(), "p", "a", now.Add(time.Minute)); !errors.Is(err, ErrUnrecorded) {
+			t.Fatal(err)
+		}
+	}
+	if n := warnings(); n != 1 {
+		t.Fatalf("%d warnings for 200 refused retries within a minute", n)
+	}
+	now = now.Add(2 * time.Minute)
+	idx.err = status.Error(codes.ResourceExhausted, "this principal holds too many request states")
+	_ = u.Consume(context.Background(), "p", "b", now.Add(time.Minute))
+	if n := warnings(); n != 1 {
+		t.Fatalf("a principal's full share was logged (%d warnings)", n)
 	}
 }

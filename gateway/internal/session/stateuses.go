@@ -5,9 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
@@ -28,6 +31,10 @@ import (
 type StateUses struct {
 	client indexerv1.IndexerServiceClient // nil: this replica only
 	now    func() time.Time
+	log    *slog.Logger
+	// warn limits the warning for uses the indexer could not record: a
+	// client can resend a refused retry at any rate.
+	warn logLimiter
 
 	mu     sync.Mutex
 	local  map[string]localUse // by id digest
@@ -61,9 +68,10 @@ var ErrReplayed = errors.New("request state already used")
 var ErrUnrecorded = errors.New("request state use cannot be recorded now")
 
 // NewStateUses records uses in the indexer behind client, or, with a nil
-// client, on this replica.
-func NewStateUses(client indexerv1.IndexerServiceClient) *StateUses {
-	return &StateUses{client: client, now: time.Now, local: map[string]localUse{}, owners: map[string]int{}}
+// client, on this replica; log gets the warning when the indexer cannot
+// record one.
+func NewStateUses(client indexerv1.IndexerServiceClient, log *slog.Logger) *StateUses {
+	return &StateUses{client: client, now: time.Now, log: log, local: map[string]localUse{}, owners: map[string]int{}}
 }
 
 // Consume uses up the state with one-time id, valid until expiresAt, that
@@ -83,6 +91,11 @@ func (u *StateUses) Consume(ctx context.Context, principal, id string, expiresAt
 	resp, err := u.client.ConsumeRequestState(ctx, &indexerv1.ConsumeRequestStateRequest{StateDigest: digest, ExpiresAt: timestamppb.New(expiresAt), PrincipalDigest: principal})
 	switch {
 	case err != nil:
+		// The principal's share of the records full is its own bound,
+		// not a failure to report.
+		if status.Code(err) != codes.ResourceExhausted && u.warn.allow(u.now()) {
+			u.log.WarnContext(ctx, "a retry's requestState could not be recorded as used; retries are refused until it can be (logged at most once a minute)", "err", err)
+		}
 		return errors.Join(ErrUnrecorded, err)
 	case !resp.GetFirstUse():
 		return ErrReplayed
