@@ -182,11 +182,13 @@ func (g Gateway) validateConsole() error {
 // console takes, whatever gateway.console.enabled says: enabled takes a
 // restart, so a console started enabled keeps running after a reload
 // that turns it off, and takes that file's operator keys, tokens and OIDC
-// settings as a start would.
+// settings as a start would. Such a file need not name a login method or
+// the console's tokens (a start accepts it without): the running console
+// then lets no one in, until the restart ends it.
 func (g Gateway) ValidateConsole() error {
 	c := g.Console
 	var errs []error
-	if len(c.OperatorKeys) == 0 && !c.OIDC.Enabled() {
+	if c.Enabled && len(c.OperatorKeys) == 0 && !c.OIDC.Enabled() {
 		errs = append(errs, errors.New("gateway.console: no login method: set operatorKeys or oidc.clientID"))
 	}
 	if len(c.OperatorKeys) > MaxConsoleOperatorKeys {
@@ -198,6 +200,7 @@ func (g Gateway) ValidateConsole() error {
 		}
 	}
 	switch {
+	case !c.Enabled:
 	case c.ServiceToken == "" && c.AggregatorToken == "" && c.IndexerToken == "":
 		errs = append(errs, errors.New("gateway.console.serviceToken is required: the console reads the services with a credential of its own"))
 	case c.AggregatorServiceToken() == "":

@@ -133,4 +133,13 @@ func TestConsoleReloadChecksItsKeysWhileItRuns(t *testing.T) {
 	if err := oc.reload(withKeys(false, "another-operator-key-of-length")); err != nil {
 		t.Fatalf("a reload to enabled: false with a good operator key: %v", err)
 	}
+	// A file that turns the console off may drop its keys and tokens, as
+	// a start accepts: the running console then lets no one in.
+	for _, off := range []config.Console{{ServiceToken: "console-token"}, {}} {
+		cfg := consoleConfig("https://idp.example", "")
+		cfg.Gateway.Console = off
+		if err := oc.reload(cfg); err != nil {
+			t.Fatalf("a reload turning the console off with %+v: %v", off, err)
+		}
+	}
 }
