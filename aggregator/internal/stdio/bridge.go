@@ -409,10 +409,17 @@ func (b *Bridge) resubscribe(cs *mcp.ClientSession) {
 	}
 	uris := slices.Collect(maps.Keys(b.subscriptions))
 	b.mu.Unlock()
-	for _, uri := range uris {
+	for i, uri := range uris {
 		ctx, cancel := context.WithTimeout(context.Background(), listTimeout)
 		err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
 		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			// A server that answers none would hold the first listing,
+			// which tells a hung server, for a timeout per subscription:
+			// the rest wait for its next start.
+			b.log.Warn("the restarted stdio server answers no subscription; the others are not made again", "not made", len(uris)-i)
+			return
+		}
 		if err != nil {
 			b.log.Warn("subscribing again on the restarted stdio server failed", "err", b.redacted(err))
 		}

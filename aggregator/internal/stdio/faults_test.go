@@ -240,6 +240,39 @@ func TestBridgeRestartsAServerHungBeforeItsFirstListing(t *testing.T) {
 	})
 }
 
+// TestBridgeResubscribesNoLongerThanAHungServerAnswers: the clients'
+// subscriptions, made again on each start, do not hold off the listing
+// that finds a started server hung: the first left unanswered ends them,
+// where each once waited its own timeout.
+func TestBridgeResubscribesNoLongerThanAHungServerAnswers(t *testing.T) {
+	was := listTimeout
+	listTimeout = 200 * time.Millisecond
+	t.Cleanup(func() { listTimeout = was })
+	logs := &testkit.LogBuffer{}
+	b, err := Start(Spec{Name: "then-mute", Command: []string{os.Args[0], "-test.run=^$"},
+		Env: map[string]string{serverEnv: "raw-then-mute", "STARTED_FILE": filepath.Join(t.TempDir(), "started")}, Log: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	cs := connectTo(t, b, nil)
+	for i := range 20 {
+		if err := cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: "test://" + strconv.Itoa(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.mu.Lock()
+	kill := b.kill
+	b.mu.Unlock()
+	kill()
+	testkit.Eventually(t, "the mute server found hung and started again", 30*time.Second, func() bool {
+		return strings.Count(logs.String(), "stdio server started") >= 3
+	})
+	if n := strings.Count(logs.String(), "subscribing again on the restarted stdio server failed"); n > 0 {
+		t.Fatalf("a restarted server that answers nothing was asked for each subscription: %d timeouts", n)
+	}
+}
+
 // TestBridgeSubscriptionsOutliveARestart: what the bridge subscribed to
 // is subscribed again on a process started again, which knows nothing of
 // its predecessor's subscriptions; updates once stopped for good.

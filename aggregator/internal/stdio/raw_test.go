@@ -24,10 +24,20 @@ import (
 //     call of flood, and a call of lists answers how many tools/list it
 //     was asked;
 //   - raw-leaky fails every tools/list with an error that quotes its
-//     UPSTREAM_API_KEY.
+//     UPSTREAM_API_KEY;
+//   - raw-then-mute serves subscriptions when the file STARTED_FILE
+//     names does not exist, and creates it; started again, it is
+//     raw-mute.
 //
 // Every other call of a tool answers "pid=<its pid>".
 func serveRaw(mode string) {
+	if mode == "raw-then-mute" {
+		if _, err := os.Stat(os.Getenv("STARTED_FILE")); err == nil {
+			mode = "raw-mute"
+		} else if err := os.WriteFile(os.Getenv("STARTED_FILE"), nil, 0o600); err != nil {
+			panic(err)
+		}
+	}
 	lists := 0
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 1<<20)
@@ -48,7 +58,7 @@ func serveRaw(mode string) {
 		var result string
 		switch req.Method {
 		case "initialize":
-			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true},"resources":{}},"serverInfo":{"name":"raw","version":"0"}}`
+			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true},"resources":{"subscribe":true}},"serverInfo":{"name":"raw","version":"0"}}`
 		case "ping":
 			result = `{}`
 		case "tools/list":
@@ -76,6 +86,8 @@ func serveRaw(mode string) {
 			}
 			b.WriteString(`]}`)
 			result = b.String()
+		case "resources/subscribe":
+			result = `{}`
 		case "resources/list":
 			result = `{"resources":[]}`
 			if mode == "raw-odd" {
