@@ -144,7 +144,7 @@ func (b *Bridge) resync() error {
 	for _, t := range tools {
 		if !objectSchema(t.InputSchema) {
 			// go-sdk's server takes only object schemas, as MCP asks.
-			b.log.Warn("a tool of the stdio server has an input schema that is not an object; not listed", "tool", t.Name)
+			b.log.Warn("a tool of the stdio server has an input schema that is not an object; not listed", "tool", b.redacted(t.Name))
 			continue
 		}
 		if b.mirror("tool", t.Name, func() { b.server.AddTool(t, b.callTool) }) {
@@ -188,7 +188,7 @@ func (b *Bridge) resync() error {
 func (b *Bridge) mirror(kind, name string, add func()) (ok bool) {
 	defer func() {
 		if r := recover(); r != nil {
-			b.log.Warn("an item of the stdio server's listing cannot be served; not listed", "kind", kind, "name", name, "why", b.redacted(r))
+			b.log.Warn("an item of the stdio server's listing cannot be served; not listed", "kind", kind, "name", b.redacted(name), "why", b.redacted(r))
 			ok = false
 		}
 	}()

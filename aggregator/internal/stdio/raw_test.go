@@ -12,7 +12,7 @@ import (
 // time, for what go-sdk's server would never send (mode is serverEnv's):
 //
 //   - raw-odd lists, beside the tool ok, a resource whose URI does not
-//     parse, a URI template that is not one and a tool whose parameter
+//     parse (with the query key=$UPSTREAM_API_KEY when that is set), a URI template that is not one and a tool whose parameter
 //     header annotation is not valid;
 //   - raw-warming fails its first tools/list, as a server still starting,
 //     and implements no resources/templates/list;
@@ -91,7 +91,11 @@ func serveRaw(mode string) {
 		case "resources/list":
 			result = `{"resources":[]}`
 			if mode == "raw-odd" {
-				result = `{"resources":[{"uri":"file:///data/50%off.txt","name":"offer"},{"uri":"file:///data/fine.txt","name":"fine"}]}`
+				offer := "file:///data/50%off.txt"
+				if key := os.Getenv("UPSTREAM_API_KEY"); key != "" {
+					offer += "?key=" + key
+				}
+				result = `{"resources":[{"uri":"` + offer + `","name":"offer"},{"uri":"file:///data/fine.txt","name":"fine"}]}`
 			}
 		case "resources/templates/list":
 			result = `{"resourceTemplates":[]}`
