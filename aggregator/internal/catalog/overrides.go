@@ -103,7 +103,7 @@ func (bd *Builder) warnUnmatched(lists map[string]*backend.Lists, down map[strin
 		}
 		now[k] = true
 		if !bd.unmatched[k] {
-			bd.log.Warn("tool override names a tool its backend does not list; it overrides nothing (name the tool as the backend lists it)",
+			bd.log.Warn("tool override names a tool its backend does not list; it overrides nothing (name the tool as the backend lists it; a tool quarantined by pinning is not listed either)",
 				"server", bd.spec.Server, "backend", b, "tool", tool)
 		}
 	})
