@@ -215,12 +215,21 @@ func (w *watcher) report(err error, forced bool) {
 	}
 }
 
-// noDocument reports whether raw holds no YAML document: nothing, blanks or
-// comments. Parse takes such a file as a configuration of defaults alone,
+// noDocument reports whether raw holds no configuration: nothing, blanks,
+// comments, or an empty document ("---", "{}"). Parse takes such a file as a configuration of defaults alone,
 // which a start may mean but a reload never does.
 func noDocument(raw []byte) bool {
 	var doc yaml.Node
-	return yaml.Unmarshal(raw, &doc) == nil && doc.Kind == 0
+	if yaml.Unmarshal(raw, &doc) != nil {
+		return false
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return true
+	}
+	// "---" alone is a document whose root is null; "{}" one with an
+	// empty mapping: neither holds a setting.
+	root := doc.Content[0]
+	return root.Tag == "!!null" || root.Kind == yaml.MappingNode && len(root.Content) == 0
 }
 
 // oneLine joins a multi-line error (errors.Join) into one log value.

@@ -294,11 +294,15 @@ func TestWatchWaitsForAFileWrittenInPlace(t *testing.T) {
 		t.Fatalf("the whole file was reported rejected:\n%s", r.log)
 	}
 
-	if err := os.WriteFile(path, []byte("# emptied\n\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if r.nextResult(t) {
-		t.Fatal("a file with no configuration in it was put in force")
+	// Nothing, comments, or a document marker with nothing in it (as a
+	// file emptied in place begins).
+	for _, empty := range []string{"# emptied\n\n", "---\n# emptied\n", "# c\n---\n", "{}\n"} {
+		if err := os.WriteFile(path, []byte(empty), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if r.nextResult(t) {
+			t.Fatalf("a file with no configuration in it (%q) was put in force", empty)
+		}
 	}
 	if !strings.Contains(r.log.String(), "holds no configuration") {
 		t.Fatalf("the rejection does not say the file is empty:\n%s", r.log)
