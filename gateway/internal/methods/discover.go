@@ -8,6 +8,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
 )
 
 // capabilities describes what this principal can use. The list kinds
@@ -87,8 +88,12 @@ var legacyTasksCapability = map[string]any{"list": struct{}{}, "cancel": struct{
 const maxSessionCapabilities = 1024
 
 // sessionCapabilities keeps what the gateway consults of a Legacy client's
-// capabilities: the ones input requests need. Oversized values shrink to
-// their bare declaration.
+// capabilities: the ones input requests need. Oversized, each shrinks to
+// what it declares: its members that are objects, as empty ones, and its
+// flags, so that "elicitation": {"url": {...}} stays URL elicitation only
+// (an empty elicitation object would declare form elicitation too), and
+// a capability that is null or no object declares nothing. A client whose
+// declarations alone are past the bound keeps none.
 func sessionCapabilities(declared wire.Object) json.RawMessage {
 	kept := wire.Object{}
 	for _, name := range mcpspec.InputCapability {
@@ -99,10 +104,27 @@ func sessionCapabilities(declared wire.Object) json.RawMessage {
 	if out := kept.Encode(); len(out) <= maxSessionCapabilities {
 		return out
 	}
-	for name := range kept {
-		kept[name] = json.RawMessage(`{}`)
+	for name, v := range kept {
+		var members wire.Object
+		if json.Unmarshal(v, &members) != nil || members == nil {
+			delete(kept, name)
+			continue
+		}
+		bare := wire.Object{}
+		for k, mv := range members {
+			switch {
+			case rawjson.StartsObject(mv):
+				bare[k] = json.RawMessage(`{}`)
+			case string(mv) == "true" || string(mv) == "false":
+				bare[k] = mv
+			}
+		}
+		kept[name] = bare.Encode()
 	}
-	return kept.Encode()
+	if out := kept.Encode(); len(out) <= maxSessionCapabilities {
+		return out
+	}
+	return json.RawMessage(`{}`)
 }
 
 // Initialize negotiates the Legacy version and mints a sealed session id

@@ -18,8 +18,29 @@ func TestSessionCapabilitiesAreBounded(t *testing.T) {
 	}
 	huge := json.RawMessage(`{"pad":"` + strings.Repeat("x", 5000) + `"}`)
 	got = sessionCapabilities(wire.Object{"sampling": huge, "roots": json.RawMessage(`{"listChanged":true}`)})
-	if string(got) != `{"roots":{},"sampling":{}}` {
+	if string(got) != `{"roots":{"listChanged":true},"sampling":{}}` {
 		t.Fatalf("oversized kept %s", got)
+	}
+	// Shrunk, a capability declares no more than the client did.
+	pad := `{"x":"` + strings.Repeat("a", 2000) + `"}`
+	for name, caps := range map[string]string{
+		"URL elicitation only": `{"elicitation":{"url":` + pad + `}}`,
+		"a null elicitation":   `{"elicitation":null,"sampling":` + pad + `}`,
+	} {
+		var declared wire.Object
+		if err := json.Unmarshal([]byte(caps), &declared); err != nil {
+			t.Fatal(err)
+		}
+		if got := sessionCapabilities(declared); mcpspec.Declares(got, "elicitation.form") {
+			t.Errorf("%s: kept %s, which declares form elicitation", name, got)
+		}
+	}
+	many := wire.Object{}
+	for i := range 200 {
+		many["x"+strings.Repeat("y", 20)+string(rune('a'+i%26))+strings.Repeat("z", i)] = json.RawMessage(`{}`)
+	}
+	if got := sessionCapabilities(wire.Object{"sampling": many.Encode()}); string(got) != `{}` {
+		t.Fatalf("declarations past the bound kept %.100s", got)
 	}
 }
 
