@@ -468,6 +468,19 @@ func TestOneGetStreamPerSession(t *testing.T) {
 			keepAlives++
 		}
 	}
+	// Both end with the session, the silenced one too (it once kept its
+	// connection, and a stream of the principal's, until the session
+	// would have expired).
+	if resp := send(t, http.MethodDelete, url, legacyHeaders("alice-key", id), ""); resp.status != http.StatusNoContent {
+		t.Fatalf("DELETE: %d", resp.status)
+	}
+	for name, lines := range map[string]*bufio.Scanner{"newer": second, "silenced": first} {
+		for lines.Scan() {
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the %s stream of the deleted session is still open", name)
+		}
+	}
 }
 
 // TestLegacySubscriptionMadeOnceItCanBe: a Legacy session's subscription

@@ -130,9 +130,9 @@ func (s *Server) listen(ctx context.Context, req *Request, resp Responder) (json
 }
 
 // keepQuiet keeps a stream open with keep-alives alone until its client
-// goes away, or until (when set): a stream whose messages a newer one of
-// its session took.
-func (s *Server) keepQuiet(ctx context.Context, resp Responder, until time.Time) {
+// goes away, until until (when set), or until session (when set) is
+// deleted: a stream whose messages a newer one of its session took.
+func (s *Server) keepQuiet(ctx context.Context, resp Responder, until time.Time, session string) {
 	if !until.IsZero() {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, until)
@@ -141,9 +141,19 @@ func (s *Server) keepQuiet(ctx context.Context, resp Responder, until time.Time)
 	keepAlive := time.NewTicker(s.cfg.KeepAlive)
 	defer keepAlive.Stop()
 	for {
+		// A Legacy session's stream ends with its deletion too, silenced
+		// or not: the channel first, then the look, as SessionStream does.
+		var changed <-chan struct{}
+		if session != "" {
+			_, changed = s.local.Subscriptions(session, until)
+			if s.revoked(session) {
+				return
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return
+		case <-changed:
 		case <-keepAlive.C:
 			if resp.Comment("keep-alive") != nil {
 				return
@@ -185,7 +195,7 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 	defer s.local.OpenStream(req.Session, silence)()
 	defer func() {
 		if live.Err() != nil && whole.Err() == nil {
-			s.keepQuiet(whole, resp, req.SessionExpiry)
+			s.keepQuiet(whole, resp, req.SessionExpiry, req.Session)
 		}
 	}()
 	// The stream ends with its session: when it expires, and when it is
