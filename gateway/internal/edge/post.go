@@ -349,7 +349,7 @@ func (g *Gateway) serveLegacy(w http.ResponseWriter, r *http.Request, req *metho
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	if parent != r.Context() {
-		defer g.runOnWhenDropped(r.Context(), req.Session, cancel)()
+		defer g.runOnWhenDropped(r.Context(), req.Session, session.PrincipalDigest(req.Principal), cancel)()
 	}
 	cancelled, done := g.local.Track(req.Session, msg.ID, cancel)
 	defer done()
@@ -361,13 +361,13 @@ func (g *Gateway) serveLegacy(w http.ResponseWriter, r *http.Request, req *metho
 // (session.Local.Detach); past them it ends the request with cancel, as
 // a cancelled one ends. The function it returns is called when the
 // request ends.
-func (g *Gateway) runOnWhenDropped(conn context.Context, session string, cancel context.CancelFunc) (ended func()) {
+func (g *Gateway) runOnWhenDropped(conn context.Context, session, principal string, cancel context.CancelFunc) (ended func()) {
 	var release func()
 	detached := make(chan struct{})
 	stop := context.AfterFunc(conn, func() {
 		defer close(detached)
 		var ok bool
-		if release, ok = g.local.Detach(session); !ok {
+		if release, ok = g.local.Detach(session, principal); !ok {
 			cancel()
 		}
 	})

@@ -536,31 +536,46 @@ func TestLegacySubscriptionMadeOnceItCanBe(t *testing.T) {
 // session.MaxDetachedCalls requests running on after their connection
 // dropped; past them a dropped request ends as a cancelled one does, so
 // that a client dropping requests as fast as it sends them cannot leave
-// ever more running (each once ran on to the request timeout).
+// ever more running (each once ran on to the request timeout). So has a
+// principal, across its sessions (which cost nothing to open),
+// at most session.MaxDetachedPerPrincipal.
 func TestDroppedLegacyRequestsAreBounded(t *testing.T) {
-	b := startBackends(t)
-	cfg := testGatewayConfig(b)
-	cfg.Timeouts.Request = config.Duration(3 * time.Second)
-	_, srv := startGateway(t, b, cfg)
-	sid := initializeOn(t, srv.URL+"/mcp", "alice-key")
-	var dropped time.Time
-	for i := range session.MaxDetachedCalls + 1 {
-		dropped = slowCallDropped(t, b, srv.URL+"/mcp", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"beta_slow"}}`, i+1),
-			legacyHeaders("alice-key", sid))
-	}
-	// The last one dropped is past the bound: cancelled at once (well
-	// before the request timeout), while the others run on.
-	err := slowCallEnd(t, b)
-	if ran, bound := time.Since(dropped), time.Duration(cfg.Timeouts.Request); !errors.Is(err, context.Canceled) || ran >= bound/2 {
-		t.Fatalf("a request ended %v after the last drop with %v, want the one past the bound cancelled at once", ran, err)
-	}
-	select {
-	case err := <-b.slowEnded:
-		t.Fatalf("a request within the bound ended (%v)", err)
-	default:
-	}
-	// The others end at the request timeout.
-	for range session.MaxDetachedCalls {
-		slowCallEnd(t, b)
+	for name, tc := range map[string]struct {
+		bound      int
+		perSession int // requests per session
+	}{
+		"per session":   {session.MaxDetachedCalls, session.MaxDetachedCalls + 1},
+		"per principal": {session.MaxDetachedPerPrincipal, 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := startBackends(t)
+			cfg := testGatewayConfig(b)
+			cfg.Timeouts.Request = config.Duration(3 * time.Second)
+			_, srv := startGateway(t, b, cfg)
+			var sid string
+			var dropped time.Time
+			for i := range tc.bound + 1 {
+				if i%tc.perSession == 0 {
+					sid = initializeOn(t, srv.URL+"/mcp", "alice-key")
+				}
+				dropped = slowCallDropped(t, b, srv.URL+"/mcp", fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"beta_slow"}}`, i+1),
+					legacyHeaders("alice-key", sid))
+			}
+			// The last one dropped is past the bound: cancelled at once
+			// (well before the request timeout), while the others run on.
+			err := slowCallEnd(t, b)
+			if ran, bound := time.Since(dropped), time.Duration(cfg.Timeouts.Request); !errors.Is(err, context.Canceled) || ran >= bound/2 {
+				t.Fatalf("a request ended %v after the last drop with %v, want the one past the bound cancelled at once", ran, err)
+			}
+			select {
+			case err := <-b.slowEnded:
+				t.Fatalf("a request within the bound ended (%v)", err)
+			default:
+			}
+			// The others end at the request timeout.
+			for range tc.bound {
+				slowCallEnd(t, b)
+			}
+		})
 	}
 }

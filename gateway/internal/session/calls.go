@@ -108,24 +108,33 @@ func (l *Local) DeliverReply(session string, id json.RawMessage, reply json.RawM
 // their client's connection dropped (in 2025-11-25 a disconnect is not a
 // cancellation): past it, a dropped request ends as a cancelled one
 // does, so that a client dropping requests as fast as it sends them
-// cannot leave ever more running.
-const MaxDetachedCalls = 8
+// cannot leave ever more running. MaxDetachedPerPrincipal bounds them
+// across a principal's sessions, which cost nothing to open.
+const (
+	MaxDetachedCalls        = 8
+	MaxDetachedPerPrincipal = 4 * MaxDetachedCalls
+)
 
-// Detach counts a request of session whose client's connection dropped
-// as running on, until release; ok is false, and nothing counted, when
-// the session has MaxDetachedCalls running so already.
-func (l *Local) Detach(session string) (release func(), ok bool) {
+// Detach counts a request of session, which principal (its digest)
+// holds, whose client's connection dropped as running on, until release;
+// ok is false, and nothing counted, when the session or the principal
+// has as many running so already as it may.
+func (l *Local) Detach(session, principal string) (release func(), ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.detached[session] >= MaxDetachedCalls {
+	if l.detached[session] >= MaxDetachedCalls || l.detachedBy[principal] >= MaxDetachedPerPrincipal {
 		return nil, false
 	}
 	l.detached[session]++
+	l.detachedBy[principal]++
 	return func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if l.detached[session]--; l.detached[session] <= 0 {
 			delete(l.detached, session)
+		}
+		if l.detachedBy[principal]--; l.detachedBy[principal] <= 0 {
+			delete(l.detachedBy, principal)
 		}
 	}, true
 }

@@ -88,6 +88,8 @@ type Local struct {
 	// detached counts each session's requests running on after their
 	// client's connection dropped (calls.go).
 	detached map[string]int
+	// detachedBy counts them by principal digest.
+	detachedBy map[string]int
 	// forgotten are the sessions Forget dropped lately (mirror.go).
 	forgotten map[string]time.Time
 }
@@ -130,7 +132,7 @@ type sessionState struct {
 func NewLocal(limits Limits) *Local {
 	limits.Subscriptions = min(limits.Subscriptions, MaxSubscriptions)
 	return &Local{limits: limits, now: time.Now, sessions: map[string]*sessionState{}, principals: map[string]*usage{},
-		streams: map[string]*streamWatch{}, calls: map[string][]*call{}, waiters: map[string]chan json.RawMessage{}, detached: map[string]int{},
+		streams: map[string]*streamWatch{}, calls: map[string][]*call{}, waiters: map[string]chan json.RawMessage{}, detached: map[string]int{}, detachedBy: map[string]int{},
 		forgotten: map[string]time.Time{}}
 }
 
