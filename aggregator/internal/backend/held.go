@@ -224,6 +224,26 @@ func (c *Client) ResumeHeld(ctx context.Context, state, owner string, responses 
 	return c.await(ctx, h)
 }
 
+// ReleaseHeld ends the call state holds for owner's input, which will not
+// come (its client cancelled, went away, or lacks the capability asked
+// for), and cancels its backend call, rather than holding it until
+// InputWait: context.Canceled once it is, ErrHeldCallGone when no such
+// call is held.
+func (c *Client) ReleaseHeld(state, owner string) error {
+	id, _, replica, ok := ParseHeldState(state)
+	c.heldMu.Lock()
+	h := c.held[id]
+	if !ok || replica != c.cfg.HeldOwner || h == nil || h.owner != owner {
+		c.heldMu.Unlock()
+		return ErrHeldCallGone
+	}
+	c.unholdLocked(id)
+	h.timer.Stop()
+	c.heldMu.Unlock()
+	h.cancel()
+	return context.Canceled
+}
+
 // answers reports whether reply is an answer of the kind method asks for:
 // an elicitation's result with its action, a sampling request's message.
 func answers(method string, reply json.RawMessage) bool {

@@ -68,6 +68,10 @@ func toolCallAdmission(req *aggregatorv1.CallToolRequest, tc *toolCall, forwarde
 // prepareToolCall checks the request against the admitted tool and builds
 // the backend call into tc.
 func prepareToolCall(req *aggregatorv1.CallToolRequest, a *admitted, tc *toolCall) error {
+	if req.GetReleaseHeld() && (!strings.HasPrefix(req.GetRequestState(), backend.HeldStatePrefix) || req.GetTask() != nil) {
+		// Never a call of its own: only the end of one held.
+		return invalidArgument("release_held needs the request_state of a call held for input, and no task")
+	}
 	it := a.tool
 	if req.GetForModel() && !mcpspec.ModelVisible([]byte(it.Msg.GetDefinitionJson())) {
 		// A tool of its app alone, called on the model's word.

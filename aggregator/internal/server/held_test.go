@@ -149,6 +149,42 @@ servers:
 	}
 }
 
+// A held call whose client will not answer (it cancelled, went away, or
+// lacks what was asked) is released at once, its backend call cancelled,
+// rather than held until inputWait; only by its owner, and release_held
+// is never a call of its own.
+func TestHeldCallReleased(t *testing.T) {
+	cancelled := make(chan struct{}, 4)
+	legacy := newTestBackend(t, "legacy", backendOptions{stateful: true, extra: withLegacyConfirm(cancelled)})
+	h := startAggregatorFile(t, `
+aggregator:
+  backends:
+    - {name: legacy, url: `+legacy.url()+`, protocol: "2025-11-25", timeout: 5s, inputWait: 1h}
+`)
+	ctx := context.Background()
+	caps := &aggregatorv1.RequestContext{ClientCapabilitiesJson: `{"elicitation":{}}`}
+	resp, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "legacy_confirm", Context: caps})
+	_, state, ok := heldQuestion(resp)
+	if err != nil || !ok {
+		t.Fatalf("first call: %v %v", resp, err)
+	}
+	release := func(p *commonv1.Principal, state string) error {
+		_, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: p, Name: "legacy_confirm", Context: caps, RequestState: state, ReleaseHeld: true})
+		return err
+	}
+	wantStatus(t, release(principal("mallory"), state), codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+	wantStatus(t, release(principal("alice"), ""), codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+	if err := release(principal("alice"), state); status.Code(err) != codes.Canceled {
+		t.Fatalf("release: %v, want CANCELLED", err)
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the released call's backend call was not cancelled")
+	}
+	wantStatus(t, release(principal("alice"), state), codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+}
+
 // A streamed call that may be held (a Legacy backend, a caller that can
 // answer elicitation) is held like a plain one, and its retry, streamed
 // too, completes it.

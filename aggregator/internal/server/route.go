@@ -89,6 +89,9 @@ func (s *Server) routeToolCall(ctx context.Context, req *aggregatorv1.CallToolRe
 	case routeForward:
 		return s.forwardHeld(ctx, replica, req, stream)
 	case routeResume:
+		if req.GetReleaseHeld() {
+			return heldResponse(b, nil, s.e.Holder(b, req.GetRequestState()).ReleaseHeld(req.GetRequestState(), heldOwner(ctx, req)))
+		}
 		var responses map[string]json.RawMessage
 		if raw := req.GetInputResponsesJson(); raw != "" {
 			if err := json.Unmarshal([]byte(raw), &responses); err != nil {

@@ -157,3 +157,47 @@ func TestLegacyBackendElicitationThroughGateway(t *testing.T) {
 		}
 	})
 }
+
+// TestAbandonedHeldCallIsReleased: a held backend call whose client will
+// not answer is released at once, its backend call cancelled, rather than
+// held until inputWait: here a Legacy client's cancellation while it is
+// asked (the cancellation then reaches the backend as on every path).
+func TestAbandonedHeldCallIsReleased(t *testing.T) {
+	backendURL, cancelled := startLegacyConfirmBackend(t)
+	b := startBackends(t)
+	cfg := testGatewayConfig(b)
+	cfg.Aggregator.Address = startAggregatorProcess(t, `
+    - name: legacy
+      url: `+backendURL+`
+      protocol: "2025-11-25"
+      timeout: 60s
+      inputWait: 1h
+`)
+	_, srv := startGateway(t, b, cfg)
+	url := srv.URL + "/mcp"
+	backendCancelled := func(why string) {
+		t.Helper()
+		select {
+		case <-cancelled:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the backend call is still held (released only at inputWait)", why)
+		}
+	}
+
+	resp := send(t, http.MethodPost, url, legacyHeaders("alice-key", ""),
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"raw","version":"1"}}}`)
+	sid := resp.header.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatalf("initialize: %d %s", resp.status, resp.body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, lines := openStream(t, ctx, url, legacyHeaders("alice-key", sid), `{"jsonrpc":"2.0","id":77,"method":"tools/call","params":{"name":"legacy_confirm","arguments":{}}}`)
+	if ev := nextEvent(t, lines); !strings.Contains(ev, "elicitation/create") {
+		t.Fatalf("first event %s", ev)
+	}
+	if r := send(t, http.MethodPost, url, legacyHeaders("alice-key", sid), `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":77}}`); r.status != http.StatusAccepted {
+		t.Fatalf("cancel: %d", r.status)
+	}
+	backendCancelled("a Legacy client's cancellation")
+}

@@ -47,6 +47,9 @@ type roundTrip struct {
 	// requestState is the backend's own state, unsealed.
 	requestState string
 	context      *aggregatorv1.RequestContext
+	// holdable: the aggregator may hold the call for input (a tools/call),
+	// and release ends one it holds rather than answering it.
+	holdable, release bool
 }
 
 // binding is the request's session.RequestBinding. It is computed only
@@ -162,8 +165,14 @@ func (s *Server) roundTrips(ctx context.Context, req *Request, resp Responder, r
 		case resultType != "input_required":
 			return s.shapeBackendResult(req, result, cacheable, rt.retry())
 		case req.Era != mcpspec.EraLegacy:
-			return s.inputRequired(req, rt, result)
+			out, rerr := s.inputRequired(req, rt, result)
+			if rerr != nil {
+				// The client will never retry what it cannot answer.
+				s.releaseHeld(ctx, rt, result, op)
+			}
+			return out, rerr
 		case round == maxInputRounds:
+			s.releaseHeld(ctx, rt, result, op)
 			return nil, wire.NewError(wire.CodeInternalError, "the server kept asking the client for input; giving up")
 		}
 		requests, rerr := inputRequests(result)
@@ -172,6 +181,8 @@ func (s *Server) roundTrips(ctx context.Context, req *Request, resp Responder, r
 		}
 		answers, rerr := s.askLegacyClient(ctx, req, resp, requests)
 		if rerr != nil {
+			// The client cancelled, went away, cannot or did not answer.
+			s.releaseHeld(ctx, rt, result, op)
 			return nil, rerr
 		}
 		rt.inputResponses = answers
@@ -180,6 +191,22 @@ func (s *Server) roundTrips(ctx context.Context, req *Request, resp Responder, r
 			_ = json.Unmarshal(raw, &rt.requestState)
 		}
 	}
+}
+
+// releaseHeld ends the call the aggregator may hold for input that will
+// not come (result's requestState names it), so that its backend call is
+// cancelled now rather than when the backend's inputWait runs out, and
+// the principal's share of held calls is freed. Best effort, after the
+// client's request: the hold ends at inputWait anyway.
+func (s *Server) releaseHeld(ctx context.Context, rt roundTrip, result []byte, op backendOp) {
+	raw, ok := wire.Member(result, "requestState")
+	if !rt.holdable || !ok || json.Unmarshal(raw, &rt.requestState) != nil || rt.requestState == "" {
+		return
+	}
+	rt.inputResponses, rt.release = "", true
+	ctx, cancel := s.serviceCall(context.WithoutCancel(ctx))
+	defer cancel()
+	_, _ = op(ctx, rt)
 }
 
 // shapeBackendResult shapes a backend's complete result. A cacheable one

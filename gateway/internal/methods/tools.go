@@ -72,14 +72,18 @@ type toolCall struct {
 // callAggregatorTool calls a tool as the request's principal; it serves
 // tools/call and the optimizer's call_tool.
 func (s *Server) callAggregatorTool(ctx context.Context, req *Request, resp Responder, c toolCall, rt roundTrip) (json.RawMessage, *wire.Error) {
+	rt.holdable = true
 	return s.roundTrips(ctx, req, resp, rt, false, func(ctx context.Context, rt roundTrip) (backendResult, error) {
 		call := &aggregatorv1.CallToolRequest{
 			Principal: req.Principal, Server: req.Server, Name: c.name, ArgumentsJson: string(c.args), Context: rt.context,
-			InputResponsesJson: rt.inputResponses, RequestState: rt.requestState,
-			ParamHeaders: c.paramHeaders, CheckParamHeaders: c.paramHeaders != nil, Task: c.task, ForModel: c.forModel,
+			InputResponsesJson: rt.inputResponses, RequestState: rt.requestState, ReleaseHeld: rt.release,
+			ParamHeaders: c.paramHeaders, CheckParamHeaders: c.paramHeaders != nil, ForModel: c.forModel,
+		}
+		if !rt.release {
+			call.Task = c.task
 		}
 		invoke := s.agg.CallTool
-		if wantsNotifications(rt.context) {
+		if wantsNotifications(rt.context) && !rt.release {
 			invoke = func(ctx context.Context, call *aggregatorv1.CallToolRequest, _ ...grpc.CallOption) (*aggregatorv1.CallToolResponse, error) {
 				return s.callToolStreaming(ctx, resp, call)
 			}

@@ -1928,7 +1928,16 @@ type CallToolRequest struct {
 	// (_meta.ui.visibility) leaves the model out, a tool of its app alone,
 	// is NOT_FOUND, exactly like one the principal may not see. Code mode's
 	// calls are the model's too.
-	ForModel      bool `protobuf:"varint,11,opt,name=for_model,json=forModel,proto3" json:"for_model,omitempty"`
+	ForModel bool `protobuf:"varint,11,opt,name=for_model,json=forModel,proto3" json:"for_model,omitempty"`
+	// With request_state naming a call held for the caller's input (on this
+	// aggregator replica or, forwarded, another): end that call instead of
+	// answering it, its backend call cancelled, because the client will
+	// not answer (it cancelled, went away, or lacks the capability asked
+	// for). Admitted as a retry of the call is, and answered CANCELLED;
+	// a call no longer held, or held for another, is INVALID_ARGUMENT as
+	// such a retry is, and so is release_held without the request_state
+	// of a held call, or with a task.
+	ReleaseHeld   bool `protobuf:"varint,12,opt,name=release_held,json=releaseHeld,proto3" json:"release_held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2036,6 +2045,13 @@ func (x *CallToolRequest) GetTask() *TaskRequest {
 func (x *CallToolRequest) GetForModel() bool {
 	if x != nil {
 		return x.ForModel
+	}
+	return false
+}
+
+func (x *CallToolRequest) GetReleaseHeld() bool {
+	if x != nil {
+		return x.ReleaseHeld
 	}
 	return false
 }
@@ -4454,7 +4470,7 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\x13progress_token_json\x18\x01 \x01(\tR\x11progressTokenJson\x128\n" +
 	"\x18client_capabilities_json\x18\x03 \x01(\tR\x16clientCapabilitiesJson\x12\x1b\n" +
 	"\tlog_level\x18\x04 \x01(\tR\blogLevel\x12#\n" +
-	"\rsubject_token\x18\x05 \x01(\tR\fsubjectTokenJ\x04\b\x02\x10\x03\"\xed\x04\n" +
+	"\rsubject_token\x18\x05 \x01(\tR\fsubjectTokenJ\x04\b\x02\x10\x03\"\x90\x05\n" +
 	"\x0fCallToolRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12%\n" +
@@ -4467,7 +4483,8 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\x06server\x18\t \x01(\tR\x06server\x12:\n" +
 	"\x04task\x18\n" +
 	" \x01(\v2&.switchboard.aggregator.v1.TaskRequestR\x04task\x12\x1b\n" +
-	"\tfor_model\x18\v \x01(\bR\bforModel\x1a?\n" +
+	"\tfor_model\x18\v \x01(\bR\bforModel\x12!\n" +
+	"\frelease_held\x18\f \x01(\bR\vreleaseHeld\x1a?\n" +
 	"\x11ParamHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"@\n" +
