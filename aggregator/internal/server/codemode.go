@@ -49,10 +49,8 @@ type codeMode struct {
 	maxProgramBytes int
 	pool            *codemode.Pool
 	// offered says whether a server ("" for the whole catalog) offers
-	// run_code; a reload replaces it, and closes changed (then replaced)
-	// so that catalog watches tell their clients.
+	// run_code; a reload replaces it.
 	offered atomic.Pointer[func(server string) bool]
-	changed atomic.Pointer[chan struct{}]
 }
 
 // WithCodeMode runs programs with the bounds of c (as WithDefaults
@@ -66,8 +64,6 @@ func (s *Server) WithCodeMode(c config.CodeMode, command []string, offered func(
 		pool:            codemode.NewPool(command, c.MaxConcurrent),
 	}
 	s.code.offered.Store(&offered)
-	changed := make(chan struct{})
-	s.code.changed.Store(&changed)
 	return s
 }
 
@@ -75,18 +71,7 @@ func (s *Server) WithCodeMode(c config.CodeMode, command []string, offered func(
 func (s *Server) SetCodeModeOffered(offered func(string) bool) {
 	if s.code != nil {
 		s.code.offered.Store(&offered)
-		next := make(chan struct{})
-		close(*s.code.changed.Swap(&next))
 	}
-}
-
-// codeModeChanged is closed when a reload next replaces what servers
-// offer run_code; nil (never) without code mode.
-func (s *Server) codeModeChanged() <-chan struct{} {
-	if s.code == nil {
-		return nil
-	}
-	return *s.code.changed.Load()
 }
 
 // CloseCodeMode stops the idle runners.

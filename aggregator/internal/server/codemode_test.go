@@ -3,10 +3,8 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/codes"
@@ -190,41 +188,5 @@ result = err`)
 	}
 	if outcomes[audit.OutcomeOK] != 3 || outcomes[audit.OutcomeDenied] != 1 || outcomes[audit.OutcomeNotFound] != 3 || outcomes[audit.OutcomeRateLimited] != 1 {
 		t.Errorf("inner call outcomes %v", outcomes)
-	}
-}
-
-// A reload that gives a server run_code, or takes it away, changes the
-// tools its watchers see: the gateway tells clients of the optimizer's
-// view, whose tools it changes, with tools/list_changed.
-func TestCodeModeReloadChangesWatchedTools(t *testing.T) {
-	weather := newTestBackend(t, "weather", backendOptions{extra: withWeather})
-	h := startAggregatorFile(t, `
-aggregator:
-  backends:
-    - {name: weather, url: `+weather.url()+`}
-  codeMode: {enabled: true, maxConcurrent: 1}
-servers:
-  - {name: plain, backends: [weather], codeMode: false}
-`)
-	// Bounded, so that a change never told fails rather than hangs.
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	stream, err := h.gateway.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{Principal: principal("alice"), Server: "plain"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := stream.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, offered := range []bool{true, false} {
-		h.api.SetCodeModeOffered(func(string) bool { return offered })
-		ev, err := stream.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(ev.GetChanged(), []aggregatorv1.CatalogKind{aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS}) || (ev.GetToolsDigest() == first.GetToolsDigest()) == offered {
-			t.Fatalf("run_code offered %v: event %v, want the tools changed (digest %s before)", offered, ev, first.GetToolsDigest())
-		}
 	}
 }

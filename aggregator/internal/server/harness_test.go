@@ -249,7 +249,6 @@ func (b *testBackend) connections() int {
 // harness is an aggregator served over real gRPC with service-token auth.
 type harness struct {
 	engine   *engine.Engine
-	api      *server.Server
 	gateway  aggregatorv1.AggregatorServiceClient // trusted: asserts principals
 	internal aggregatorv1.AggregatorServiceClient // untrusted: acts as itself
 	operator aggregatorv1.AggregatorServiceClient // an operator's: sees URLs, errors and conflicts
@@ -362,7 +361,7 @@ func startAggregatorWith(t testing.TB, full *config.Config, log *slog.Logger, tu
 		t.Cleanup(func() { _ = conn.Close() })
 		return aggregatorv1.NewAggregatorServiceClient(conn)
 	}
-	return &harness{engine: e, api: api, gateway: dial(gatewayToken), internal: dial(internalToken), operator: dial(operatorToken), indexer: dial(indexerToken), anon: dial(""), audit: trail}, nil
+	return &harness{engine: e, gateway: dial(gatewayToken), internal: dial(internalToken), operator: dial(operatorToken), indexer: dial(indexerToken), anon: dial(""), audit: trail}, nil
 }
 
 func principal(subject string, groups ...string) *commonv1.Principal {

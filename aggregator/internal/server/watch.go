@@ -82,8 +82,7 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 			unsubscribe()
 		}
 	}()
-	code, codeChanged := s.codeModeIn(req.GetServer()), s.codeModeChanged()
-	first := &aggregatorv1.WatchCatalogResponse{CatalogVersion: snap.Version, ToolsDigest: toolsOffered(view, code), ViewDigest: viewDigest(view)}
+	first := &aggregatorv1.WatchCatalogResponse{CatalogVersion: snap.Version, ToolsDigest: view.Digest(catalog.KindTools), ViewDigest: viewDigest(view)}
 	for _, uri := range req.GetResourceUris() {
 		if _, ok := subscribed[uri]; ok && !slices.Contains(first.SubscribedResourceUris, uri) {
 			first.SubscribedResourceUris = append(first.SubscribedResourceUris, uri)
@@ -103,30 +102,28 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 				return err
 			}
 			continue
-		case <-codeChanged:
-			codeChanged = s.codeModeChanged()
 		case <-superseded:
-			if snap, superseded, err = s.e.ServerSnapshot(req.GetServer()); err != nil {
-				// The server was removed from the configuration.
-				return s.fail(ctx, "WatchCatalog", err)
-			}
-			// A URI the caller may no longer read, or that is gone, stops
-			// being delivered. A backend that is down keeps its subscriptions.
-			for uri, unsubscribe := range subscribed {
-				if _, err := s.route(ctx, req.GetServer(), catalog.KindResources, uri); errors.Is(err, engine.ErrNotFound) {
-					unsubscribe()
-					delete(subscribed, uri)
-				}
+		}
+		if snap, superseded, err = s.e.ServerSnapshot(req.GetServer()); err != nil {
+			// The server was removed from the configuration.
+			return s.fail(ctx, "WatchCatalog", err)
+		}
+		// A URI the caller may no longer read, or that is gone, stops
+		// being delivered. A backend that is down keeps its subscriptions.
+		for uri, unsubscribe := range subscribed {
+			if _, err := s.route(ctx, req.GetServer(), catalog.KindResources, uri); errors.Is(err, engine.ErrNotFound) {
+				unsubscribe()
+				delete(subscribed, uri)
 			}
 		}
-		next, nextCode := s.e.View(snap, p), s.codeModeIn(req.GetServer())
-		ev := &aggregatorv1.WatchCatalogResponse{CatalogVersion: snap.Version, ToolsDigest: toolsOffered(next, nextCode), ViewDigest: viewDigest(next)}
+		next := s.e.View(snap, p)
+		ev := &aggregatorv1.WatchCatalogResponse{CatalogVersion: snap.Version, ToolsDigest: next.Digest(catalog.KindTools), ViewDigest: viewDigest(next)}
 		for _, k := range catalog.Kinds {
-			if next.Digest(k) != view.Digest(k) || k == catalog.KindTools && nextCode != code {
+			if next.Digest(k) != view.Digest(k) {
 				ev.Changed = append(ev.Changed, apiKind[k])
 			}
 		}
-		view, code = next, nextCode
+		view = next
 		if len(ev.Changed) == 0 {
 			continue
 		}
@@ -134,18 +131,6 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 			return err
 		}
 	}
-}
-
-// toolsOffered is the digest of v's tools and, when code is set, of
-// run_code beside the optimizer's meta-tools: a watcher's tools change
-// when a reload gives or takes run_code too.
-func toolsOffered(v *catalog.View, code bool) string {
-	d := v.Digest(catalog.KindTools)
-	if !code {
-		return d
-	}
-	sum := sha256.Sum256([]byte(d + "\x00" + RunCodeTool))
-	return hex.EncodeToString(sum[:])
 }
 
 // viewDigest is the digest of every kind of v together.

@@ -3818,12 +3818,9 @@ type WatchCatalogResponse struct {
 	// catalog.
 	CatalogVersion uint64 `protobuf:"varint,1,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
 	// The kinds whose content changed in this view. Empty on the initial
-	// event, which only reports the current version. Tools change too when
-	// a reload gives the server run_code or takes it away (code mode).
+	// event, which only reports the current version.
 	Changed []CatalogKind `protobuf:"varint,2,rep,packed,name=changed,proto3,enum=switchboard.aggregator.v1.CatalogKind" json:"changed,omitempty"`
-	// The principal's new tool digest (see DiscoverResponse.tools_digest);
-	// on a watch of a principal's view, it also covers whether the view
-	// offers run_code (DiscoverResponse.code_mode).
+	// The principal's new tool digest (see DiscoverResponse.tools_digest).
 	ToolsDigest string `protobuf:"bytes,3,opt,name=tools_digest,json=toolsDigest,proto3" json:"tools_digest,omitempty"`
 	// URIs of subscribed resources the backend reported as updated.
 	UpdatedResourceUris []string `protobuf:"bytes,4,rep,name=updated_resource_uris,json=updatedResourceUris,proto3" json:"updated_resource_uris,omitempty"`
