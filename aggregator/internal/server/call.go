@@ -203,7 +203,8 @@ func heldResponse(b *backend.Client, res *mcp.CallToolResult, err error) (*aggre
 	if res.NeedsInput() || len(res.InputRequests) > 0 {
 		rt = "input_required"
 	}
-	return &aggregatorv1.CallToolResponse{ResultJson: string(text), IsError: res.IsError, ResultType: rt, Backend: b.Name()}, nil
+	return &aggregatorv1.CallToolResponse{ResultJson: string(text), IsError: res.IsError, ResultType: rt, Backend: b.Name(),
+		Held: rt == "input_required" && strings.HasPrefix(res.RequestState, backend.HeldStatePrefix)}, nil
 }
 
 // sdkParams are the go-sdk params of a call that takes the go-sdk path.

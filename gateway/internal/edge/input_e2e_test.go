@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -184,20 +185,54 @@ func TestAbandonedHeldCallIsReleased(t *testing.T) {
 		}
 	}
 
-	resp := send(t, http.MethodPost, url, legacyHeaders("alice-key", ""),
-		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"raw","version":"1"}}}`)
-	sid := resp.header.Get("Mcp-Session-Id")
-	if sid == "" {
-		t.Fatalf("initialize: %d %s", resp.status, resp.body)
+	asked := func() (sid string) {
+		t.Helper()
+		resp := send(t, http.MethodPost, url, legacyHeaders("alice-key", ""),
+			`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"raw","version":"1"}}}`)
+		if sid = resp.header.Get("Mcp-Session-Id"); sid == "" {
+			t.Fatalf("initialize: %d %s", resp.status, resp.body)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		t.Cleanup(cancel)
+		_, lines := openStream(t, ctx, url, legacyHeaders("alice-key", sid), `{"jsonrpc":"2.0","id":77,"method":"tools/call","params":{"name":"legacy_confirm","arguments":{}}}`)
+		if ev := nextEvent(t, lines); !strings.Contains(ev, "elicitation/create") {
+			t.Fatalf("first event %s", ev)
+		}
+		return sid
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	_, lines := openStream(t, ctx, url, legacyHeaders("alice-key", sid), `{"jsonrpc":"2.0","id":77,"method":"tools/call","params":{"name":"legacy_confirm","arguments":{}}}`)
-	if ev := nextEvent(t, lines); !strings.Contains(ev, "elicitation/create") {
-		t.Fatalf("first event %s", ev)
-	}
+	sid := asked()
 	if r := send(t, http.MethodPost, url, legacyHeaders("alice-key", sid), `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":77}}`); r.status != http.StatusAccepted {
 		t.Fatalf("cancel: %d", r.status)
 	}
 	backendCancelled("a Legacy client's cancellation")
+	sid = asked()
+	if r := send(t, http.MethodDelete, url, legacyHeaders("alice-key", sid), ""); r.status != http.StatusNoContent {
+		t.Fatalf("DELETE: %d", r.status)
+	}
+	backendCancelled("its session's deletion")
+}
+
+// TestBackendStateIsNotReleased: an input_required answer whose state is
+// the backend's own (a Modern backend's), held by no aggregator, is never
+// sent back to be released when the client cannot answer it: that would
+// be a refused call in the trail and the rate limits.
+func TestBackendStateIsNotReleased(t *testing.T) {
+	b := newBackends()
+	var releases atomic.Int32
+	b.agg.Check = func(_ context.Context, _ string, req any) error {
+		if c, ok := req.(*aggregatorv1.CallToolRequest); ok && c.GetReleaseHeld() {
+			releases.Add(1)
+		}
+		return nil
+	}
+	b.serve(t)
+	_, srv := startGateway(t, b, testGatewayConfig(b))
+	r := send(t, http.MethodPost, srv.URL+"/mcp", modernHeaders("tools/call", "Mcp-Name", "alpha_ask"),
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{`+modernMeta+`,"name":"alpha_ask"}}`)
+	if _, _, rerr := r.rpc(t); rerr == nil || rerr.Code != wire.CodeMissingCapability {
+		t.Fatalf("a call asking what the client did not declare: %d %s", r.status, r.body)
+	}
+	if n := releases.Load(); n != 0 {
+		t.Fatalf("%d releases sent for a backend's own state", n)
+	}
 }

@@ -47,9 +47,9 @@ type roundTrip struct {
 	// requestState is the backend's own state, unsealed.
 	requestState string
 	context      *aggregatorv1.RequestContext
-	// holdable: the aggregator may hold the call for input (a tools/call),
-	// and release ends one it holds rather than answering it.
-	holdable, release bool
+	// release ends a call an aggregator holds for input rather than
+	// answering it (releaseHeld).
+	release bool
 }
 
 // binding is the request's session.RequestBinding. It is computed only
@@ -136,6 +136,8 @@ func (s *Server) requestContext(req *Request) (*aggregatorv1.RequestContext, *wi
 type backendResult struct {
 	json, resultType string
 	task             *aggregatorv1.Task
+	// held: an input_required answer of a call an aggregator holds.
+	held bool
 }
 
 // backendOp performs one attempt of tools/call, resources/read or
@@ -165,14 +167,14 @@ func (s *Server) roundTrips(ctx context.Context, req *Request, resp Responder, r
 		case resultType != "input_required":
 			return s.shapeBackendResult(req, result, cacheable, rt.retry())
 		case req.Era != mcpspec.EraLegacy:
-			out, rerr := s.inputRequired(req, rt, result)
+			shaped, rerr := s.inputRequired(req, rt, result)
 			if rerr != nil {
 				// The client will never retry what it cannot answer.
-				s.releaseHeld(ctx, rt, result, op)
+				s.releaseHeld(ctx, rt, out, op)
 			}
-			return out, rerr
+			return shaped, rerr
 		case round == maxInputRounds:
-			s.releaseHeld(ctx, rt, result, op)
+			s.releaseHeld(ctx, rt, out, op)
 			return nil, wire.NewError(wire.CodeInternalError, "the server kept asking the client for input; giving up")
 		}
 		requests, rerr := inputRequests(result)
@@ -182,7 +184,7 @@ func (s *Server) roundTrips(ctx context.Context, req *Request, resp Responder, r
 		answers, rerr := s.askLegacyClient(ctx, req, resp, requests)
 		if rerr != nil {
 			// The client cancelled, went away, cannot or did not answer.
-			s.releaseHeld(ctx, rt, result, op)
+			s.releaseHeld(ctx, rt, out, op)
 			return nil, rerr
 		}
 		rt.inputResponses = answers
@@ -193,14 +195,15 @@ func (s *Server) roundTrips(ctx context.Context, req *Request, resp Responder, r
 	}
 }
 
-// releaseHeld ends the call the aggregator may hold for input that will
-// not come (result's requestState names it), so that its backend call is
-// cancelled now rather than when the backend's inputWait runs out, and
-// the principal's share of held calls is freed. Best effort, after the
-// client's request: the hold ends at inputWait anyway.
-func (s *Server) releaseHeld(ctx context.Context, rt roundTrip, result []byte, op backendOp) {
-	raw, ok := wire.Member(result, "requestState")
-	if !rt.holdable || !ok || json.Unmarshal(raw, &rt.requestState) != nil || rt.requestState == "" {
+// releaseHeld ends the call an aggregator holds for input that will not
+// come (out is its input_required answer, whose requestState names it),
+// so that its backend call is cancelled now rather than when the
+// backend's inputWait runs out, and the principal's share of held calls
+// is freed. Best effort, after the client's request: the hold ends at
+// inputWait anyway. A backend's own state is nothing held: nothing to end.
+func (s *Server) releaseHeld(ctx context.Context, rt roundTrip, out backendResult, op backendOp) {
+	raw, ok := wire.Member([]byte(out.json), "requestState")
+	if !out.held || !ok || json.Unmarshal(raw, &rt.requestState) != nil || rt.requestState == "" {
 		return
 	}
 	rt.inputResponses, rt.release = "", true
@@ -376,6 +379,11 @@ func (s *Server) askLegacyClient(ctx context.Context, req *Request, resp Respond
 			case <-keepAlive.C:
 				if resp.Comment("keep-alive") != nil {
 					return "", wire.NewError(wire.CodeInternalError, "request cancelled")
+				}
+				// A session deleted meanwhile will not answer: its wait
+				// ends within a keep-alive.
+				if s.revoked(req.Session) {
+					return "", wire.NewError(wire.CodeInternalError, "request cancelled: its session was deleted")
 				}
 			case <-wait.Done():
 				return "", wire.NewError(wire.CodeInternalError, "no answer from the client to the server's "+requests[key].Method+" request")

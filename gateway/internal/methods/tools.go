@@ -72,7 +72,6 @@ type toolCall struct {
 // callAggregatorTool calls a tool as the request's principal; it serves
 // tools/call and the optimizer's call_tool.
 func (s *Server) callAggregatorTool(ctx context.Context, req *Request, resp Responder, c toolCall, rt roundTrip) (json.RawMessage, *wire.Error) {
-	rt.holdable = true
 	return s.roundTrips(ctx, req, resp, rt, false, func(ctx context.Context, rt roundTrip) (backendResult, error) {
 		call := &aggregatorv1.CallToolRequest{
 			Principal: req.Principal, Server: req.Server, Name: c.name, ArgumentsJson: string(c.args), Context: rt.context,
@@ -89,6 +88,6 @@ func (s *Server) callAggregatorTool(ctx context.Context, req *Request, resp Resp
 			}
 		}
 		out, err := invoke(ctx, call)
-		return backendResult{json: out.GetResultJson(), resultType: out.GetResultType(), task: out.GetTask()}, err
+		return backendResult{json: out.GetResultJson(), resultType: out.GetResultType(), task: out.GetTask(), held: out.GetHeld()}, err
 	})
 }

@@ -2329,7 +2329,11 @@ type CallToolResponse struct {
 	ResultType string `protobuf:"bytes,3,opt,name=result_type,json=resultType,proto3" json:"result_type,omitempty"`
 	Backend    string `protobuf:"bytes,4,opt,name=backend,proto3" json:"backend,omitempty"`
 	// result_type "task": the task the call became; result_json is empty.
-	Task          *Task `protobuf:"bytes,5,opt,name=task,proto3" json:"task,omitempty"`
+	Task *Task `protobuf:"bytes,5,opt,name=task,proto3" json:"task,omitempty"`
+	// result_type "input_required" for a call an aggregator replica holds
+	// for the caller's input: its request_state names the held call, which
+	// a retry answers or, when none will come, release_held ends.
+	Held          bool `protobuf:"varint,6,opt,name=held,proto3" json:"held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2397,6 +2401,13 @@ func (x *CallToolResponse) GetTask() *Task {
 		return x.Task
 	}
 	return nil
+}
+
+func (x *CallToolResponse) GetHeld() bool {
+	if x != nil {
+		return x.Held
+	}
+	return false
 }
 
 // Task is one task as its owner sees it, in any era: the fields of
@@ -4498,7 +4509,7 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\fNotification\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x1f\n" +
 	"\vparams_json\x18\x02 \x01(\tR\n" +
-	"paramsJson\"\xbe\x01\n" +
+	"paramsJson\"\xd2\x01\n" +
 	"\x10CallToolResponse\x12\x1f\n" +
 	"\vresult_json\x18\x01 \x01(\tR\n" +
 	"resultJson\x12\x19\n" +
@@ -4506,7 +4517,8 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\vresult_type\x18\x03 \x01(\tR\n" +
 	"resultType\x12\x18\n" +
 	"\abackend\x18\x04 \x01(\tR\abackend\x123\n" +
-	"\x04task\x18\x05 \x01(\v2\x1f.switchboard.aggregator.v1.TaskR\x04task\"\xca\x03\n" +
+	"\x04task\x18\x05 \x01(\v2\x1f.switchboard.aggregator.v1.TaskR\x04task\x12\x12\n" +
+	"\x04held\x18\x06 \x01(\bR\x04held\"\xca\x03\n" +
 	"\x04Task\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12%\n" +
