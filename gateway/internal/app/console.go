@@ -106,7 +106,13 @@ func (oc *operatorConsole) prepare(cfg *config.Config) (*consoleReload, error) {
 	if err := cfg.Gateway.WithDefaults().ValidateConsole(); err != nil {
 		return nil, err
 	}
-	r := &consoleReload{oc: oc, cfg: cfg, oidcFrom: oidcSettingsOf(cfg.Gateway.WithDefaults())}
+	r := &consoleReload{oc: oc, cfg: cfg}
+	if !cfg.Gateway.Console.Enabled {
+		// Turned off, which takes a restart: until then no one logs in.
+		r.oidcChanged = !reflect.DeepEqual(oc.oidcFrom, oidcSettings{})
+		return r, nil
+	}
+	r.oidcFrom = oidcSettingsOf(cfg.Gateway.WithDefaults())
 	if !reflect.DeepEqual(r.oidcFrom, oc.oidcFrom) {
 		o, err := r.oidcFrom.build()
 		if err != nil {
@@ -121,9 +127,22 @@ func (oc *operatorConsole) prepare(cfg *config.Config) (*consoleReload, error) {
 // the servers and rate limits the console shows, and the OIDC login.
 func (r *consoleReload) commit() {
 	oc := r.oc
-	oc.token.Set(r.cfg.Gateway.Console.AggregatorServiceToken())
-	oc.indexerToken.Set(r.cfg.Gateway.Console.IndexerServiceToken())
-	oc.Update(r.cfg)
+	cfg := r.cfg
+	if !cfg.Gateway.Console.Enabled {
+		// A console a reload turned off lets no one in (no operator key,
+		// no OIDC login, below) until the restart that ends it, and keeps
+		// the tokens it reads the services with, which the file need not
+		// name: without one, a connection with a client certificate
+		// would authenticate as the credential the certificate names,
+		// the gateway's.
+		off := *cfg
+		off.Gateway.Console.OperatorKeys = nil
+		cfg = &off
+	} else {
+		oc.token.Set(cfg.Gateway.Console.AggregatorServiceToken())
+		oc.indexerToken.Set(cfg.Gateway.Console.IndexerServiceToken())
+	}
+	oc.Update(cfg)
 	if r.oidcChanged {
 		oc.SetOIDC(r.oidc)
 		oc.oidcFrom = r.oidcFrom

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -134,12 +135,40 @@ func TestConsoleReloadChecksItsKeysWhileItRuns(t *testing.T) {
 		t.Fatalf("a reload to enabled: false with a good operator key: %v", err)
 	}
 	// A file that turns the console off may drop its keys and tokens, as
-	// a start accepts: the running console then lets no one in.
-	for _, off := range []config.Console{{ServiceToken: "console-token"}, {}} {
+	// a start accepts: the running console then lets no one in, and keeps
+	// the token it reads the services with (without one, under mTLS, its
+	// connections would be the gateway's certificate's credential).
+	for _, off := range []config.Console{{ServiceToken: "console-token"}, {}, {OperatorKeys: []string{"another-operator-key-of-length"}}} {
 		cfg := consoleConfig("https://idp.example", "")
 		cfg.Gateway.Console = off
 		if err := oc.reload(cfg); err != nil {
 			t.Fatalf("a reload turning the console off with %+v: %v", off, err)
 		}
+		if md, err := oc.token.GetRequestMetadata(context.Background()); err != nil || md["authorization"] != "Bearer console-token" {
+			t.Fatalf("turned off with %+v, the console's token is %v (%v)", off, md, err)
+		}
+	}
+}
+
+// A console a reload turns off offers no OIDC login until the restart
+// that ends it.
+func TestConsoleTurnedOffOffersNoLogin(t *testing.T) {
+	a := discoveryServer(t)
+	oc, err := startConsole(consoleConfig(a.URL, "console"), rpc.ClientKeepalive(config.GRPC{}), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(oc.close)
+	h := oc.Handler()
+	if startLogin(t, h) == nil {
+		t.Fatal("no OIDC login before the reload")
+	}
+	off := consoleConfig(a.URL, "console")
+	off.Gateway.Console.Enabled = false
+	if err := oc.reload(off); err != nil {
+		t.Fatal(err)
+	}
+	if u := startLogin(t, h); u != nil {
+		t.Fatalf("turned off, the console still sends a login to %v", u)
 	}
 }
