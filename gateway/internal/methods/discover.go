@@ -8,7 +8,6 @@ import (
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
-	"github.com/switchboard-mcp/switchboard/services/rawjson"
 )
 
 // capabilities describes what this principal can use. The list kinds
@@ -89,11 +88,12 @@ const maxSessionCapabilities = 1024
 
 // sessionCapabilities keeps what the gateway consults of a Legacy client's
 // capabilities: the ones input requests need. Oversized, each shrinks to
-// what it declares: its members that are objects, as empty ones, and its
-// flags, so that "elicitation": {"url": {...}} stays URL elicitation only
-// (an empty elicitation object would declare form elicitation too), and
-// a capability that is null or no object declares nothing. A client whose
-// declarations alone are past the bound keeps none.
+// what it declares: every member is kept, null as null, flags as they
+// are, any other value as an empty object, so that "elicitation":
+// {"url": {...}} stays URL elicitation only (an empty elicitation object
+// would declare form elicitation too), and a capability that is null or
+// no object declares nothing. A client whose declarations alone are past
+// the bound keeps none.
 func sessionCapabilities(declared wire.Object) json.RawMessage {
 	kept := wire.Object{}
 	for _, name := range mcpspec.InputCapability {
@@ -112,11 +112,11 @@ func sessionCapabilities(declared wire.Object) json.RawMessage {
 		}
 		bare := wire.Object{}
 		for k, mv := range members {
-			switch {
-			case rawjson.StartsObject(mv):
-				bare[k] = json.RawMessage(`{}`)
-			case string(mv) == "true" || string(mv) == "false":
+			switch string(mv) {
+			case "null", "true", "false":
 				bare[k] = mv
+			default:
+				bare[k] = json.RawMessage(`{}`)
 			}
 		}
 		kept[name] = bare.Encode()

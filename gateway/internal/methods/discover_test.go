@@ -18,7 +18,7 @@ func TestSessionCapabilitiesAreBounded(t *testing.T) {
 	}
 	huge := json.RawMessage(`{"pad":"` + strings.Repeat("x", 5000) + `"}`)
 	got = sessionCapabilities(wire.Object{"sampling": huge, "roots": json.RawMessage(`{"listChanged":true}`)})
-	if string(got) != `{"roots":{"listChanged":true},"sampling":{}}` {
+	if string(got) != `{"roots":{"listChanged":true},"sampling":{"pad":{}}}` {
 		t.Fatalf("oversized kept %s", got)
 	}
 	// Shrunk, a capability declares no more than the client did.
@@ -26,6 +26,9 @@ func TestSessionCapabilitiesAreBounded(t *testing.T) {
 	for name, caps := range map[string]string{
 		"URL elicitation only": `{"elicitation":{"url":` + pad + `}}`,
 		"a null elicitation":   `{"elicitation":null,"sampling":` + pad + `}`,
+		"a URL flag":           `{"elicitation":{"url":"yes"},"sampling":` + pad + `}`,
+		"a null URL":           `{"elicitation":{"url":null},"sampling":` + pad + `}`,
+		"null modes":           `{"elicitation":{"form":null,"url":null},"sampling":` + pad + `}`,
 	} {
 		var declared wire.Object
 		if err := json.Unmarshal([]byte(caps), &declared); err != nil {
