@@ -310,8 +310,16 @@ func (b *Bridge) runOnce(ctx context.Context, steady func()) error {
 		_ = cs.Wait()
 		close(ended)
 	}()
-	b.resubscribe(cs)
-	b.firstListing(ended, func() { killGroup(cmd) })
+	unmade := b.resubscribe(cs, nil)
+	if b.firstListing(ended, func() { killGroup(cmd) }) && len(unmade) > 0 {
+		// Listed, the server answers: it was slow, not hung, and is asked
+		// again for what it left unanswered (the bridge's record of them
+		// stays, so clients' later subscribes to them are not sent on).
+		b.log.Warn("the restarted stdio server answered a subscription late; asking again for those not made", "count", len(unmade))
+		if unmade = b.resubscribe(cs, unmade); len(unmade) > 0 {
+			b.log.Warn("the restarted stdio server answers no subscription; those not made wait for its next start", "count", len(unmade))
+		}
+	}
 	err = cs.Wait()
 	b.mu.Lock()
 	b.session, b.kill = nil, nil
@@ -401,29 +409,31 @@ func (b *Bridge) passPing(next mcp.MethodHandler) mcp.MethodHandler {
 }
 
 // resubscribe makes the bridge's subscriptions again on a process that
-// has just started.
-func (b *Bridge) resubscribe(cs *mcp.ClientSession) {
-	b.mu.Lock()
-	for uri := range b.subscriptions {
-		b.pruneLocked(uri)
+// has just started: uris, or all of them when nil. It returns those it
+// left unmade at the first one left unanswered: a server that answers
+// none would hold the first listing, which tells a hung server, for a
+// timeout per subscription.
+func (b *Bridge) resubscribe(cs *mcp.ClientSession, uris []string) (unmade []string) {
+	if uris == nil {
+		b.mu.Lock()
+		for uri := range b.subscriptions {
+			b.pruneLocked(uri)
+		}
+		uris = slices.Collect(maps.Keys(b.subscriptions))
+		b.mu.Unlock()
 	}
-	uris := slices.Collect(maps.Keys(b.subscriptions))
-	b.mu.Unlock()
 	for i, uri := range uris {
 		ctx, cancel := context.WithTimeout(context.Background(), listTimeout)
 		err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
 		cancel()
 		if errors.Is(err, context.DeadlineExceeded) {
-			// A server that answers none would hold the first listing,
-			// which tells a hung server, for a timeout per subscription:
-			// the rest wait for its next start.
-			b.log.Warn("the restarted stdio server answers no subscription; the others are not made again", "not made", len(uris)-i)
-			return
+			return uris[i:]
 		}
 		if err != nil {
 			b.log.Warn("subscribing again on the restarted stdio server failed", "err", b.redacted(err))
 		}
 	}
+	return nil
 }
 
 func pid(cmd *exec.Cmd) int {

@@ -153,6 +153,37 @@ func TestBridgeServesItsToolsWhileItResyncs(t *testing.T) {
 	}
 }
 
+// TestBridgeResubscribesWhatASlowServerLeftUnanswered: a restarted server
+// that leaves a subscription unanswered, then lists, was slow rather than
+// hung, and is asked again for every subscription it did not make; they
+// were once left unmade until its next start, and clients' subscribes to
+// them were never sent on.
+func TestBridgeResubscribesWhatASlowServerLeftUnanswered(t *testing.T) {
+	was := listTimeout
+	listTimeout = 200 * time.Millisecond
+	t.Cleanup(func() { listTimeout = was })
+	b, err := Start(Spec{Name: "then-slow", Command: []string{os.Args[0], "-test.run=^$"},
+		Env: map[string]string{serverEnv: "raw-then-slow", "STARTED_FILE": filepath.Join(t.TempDir(), "started")}, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	cs := connectTo(t, b, nil)
+	for i := range 5 {
+		if err := cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: "test://" + strconv.Itoa(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.mu.Lock()
+	kill := b.kill
+	b.mu.Unlock()
+	kill()
+	testkit.Eventually(t, "the five subscriptions made again on the restarted server", 20*time.Second, func() bool {
+		n, err := callText(t.Context(), cs, "subs")
+		return err == nil && n == "5"
+	})
+}
+
 // TestBridgeMergesBurstsOfListChanged: a burst of list_changed from the
 // process costs a resync or two, as an HTTP backend's costs a listing or
 // two (engine.requestList); each once ran a resync of its own, one after

@@ -25,18 +25,18 @@ var listTimeout = 30 * time.Second
 
 // firstListing mirrors a process that has just started, trying again with
 // back-off while its listing fails (a server still warming up, one slow
-// to list the first time) until it succeeds or the process ends: until
+// to list the first time) until it succeeds (listed) or the process ends: until
 // then the bridge answers as a backend that is down. A process whose
 // listings time out maxMissedPings times in a row is taken for hung and
 // killed, to be started again: until its first listing the bridge answers
 // every request 503, pings too, so passPing never sees it.
-func (b *Bridge) firstListing(ended <-chan struct{}, kill func()) {
+func (b *Bridge) firstListing(ended <-chan struct{}, kill func()) (listed bool) {
 	wait := minBackoff
 	timeouts := 0
 	for {
 		err := b.resync()
 		if err == nil {
-			return
+			return true
 		}
 		if errors.Is(err, context.DeadlineExceeded) {
 			timeouts++
@@ -52,7 +52,7 @@ func (b *Bridge) firstListing(ended <-chan struct{}, kill func()) {
 		select {
 		case <-time.After(wait):
 		case <-ended:
-			return
+			return false
 		}
 		wait = min(2*wait, maxBackoff)
 	}

@@ -27,18 +27,25 @@ import (
 //     UPSTREAM_API_KEY;
 //   - raw-then-mute serves subscriptions when the file STARTED_FILE
 //     names does not exist, and creates it; started again, it is
-//     raw-mute.
+//     raw-mute;
+//   - raw-then-slow is raw-then-mute but, started again, leaves only its
+//     first resources/subscribe unanswered, and a call of subs answers
+//     how many it answered.
 //
 // Every other call of a tool answers "pid=<its pid>".
 func serveRaw(mode string) {
-	if mode == "raw-then-mute" {
+	restarted := false
+	if mode == "raw-then-mute" || mode == "raw-then-slow" {
 		if _, err := os.Stat(os.Getenv("STARTED_FILE")); err == nil {
-			mode = "raw-mute"
+			restarted = true
 		} else if err := os.WriteFile(os.Getenv("STARTED_FILE"), nil, 0o600); err != nil {
 			panic(err)
 		}
+		if restarted && mode == "raw-then-mute" {
+			mode = "raw-mute"
+		}
 	}
-	lists := 0
+	lists, subscribes := 0, 0
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 1<<20)
 	for in.Scan() {
@@ -78,6 +85,8 @@ func serveRaw(mode string) {
 				b.WriteString(`,{"name":"odd","inputSchema":{"type":"object","properties":{"a":{"type":"string","x-mcp-header":"not a header"}}}}`)
 			case "raw-flood":
 				b.WriteString(`,{"name":"flood","inputSchema":{"type":"object"}},{"name":"lists","inputSchema":{"type":"object"}}`)
+			case "raw-then-slow":
+				b.WriteString(`,{"name":"subs","inputSchema":{"type":"object"}}`)
 			case "raw-churn":
 				b.WriteString(`,{"name":"poke","inputSchema":{"type":"object"}}`)
 				for i := range 100 {
@@ -87,6 +96,9 @@ func serveRaw(mode string) {
 			b.WriteString(`]}`)
 			result = b.String()
 		case "resources/subscribe":
+			if subscribes++; restarted && subscribes == 1 {
+				continue
+			}
 			result = `{}`
 		case "resources/list":
 			result = `{"resources":[]}`
@@ -120,6 +132,8 @@ func serveRaw(mode string) {
 				}
 			case mode == "raw-flood" && req.Params.Name == "lists":
 				result = fmt.Sprintf(`{"content":[{"type":"text","text":"%d"}]}`, lists)
+			case req.Params.Name == "subs":
+				result = fmt.Sprintf(`{"content":[{"type":"text","text":"%d"}]}`, subscribes-1)
 			}
 		default:
 			fmt.Printf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no such method"}}`+"\n", req.ID)
