@@ -176,7 +176,7 @@ func (w *watcher) check(forced bool) {
 	}
 	w.seen = sum
 	if err == nil && noDocument(raw) {
-		err = errors.New("the file holds no configuration (nothing, or only blanks and comments): a reload never takes it, as it would drop every setting")
+		err = errors.New("the file holds no configuration (nothing, blanks, comments, or an empty document): a reload never takes it, as it would drop every setting")
 	}
 	if err != nil {
 		w.reject(err, forced)
