@@ -153,23 +153,26 @@ func TestBridgeServesItsToolsWhileItResyncs(t *testing.T) {
 	}
 }
 
-// TestBridgeResubscribesWhatASlowServerLeftUnanswered: a restarted server
-// that leaves a subscription unanswered, then lists, was slow rather than
-// hung, and is asked again for every subscription it did not make; they
-// were once left unmade until its next start, and clients' subscribes to
-// them were never sent on.
-func TestBridgeResubscribesWhatASlowServerLeftUnanswered(t *testing.T) {
+// restartSubscribed starts a bridge of a raw-then-* mode with listings
+// timing out after 200 ms, subscribes a client to n URIs, kills the
+// process for the bridge to start it again, and returns the client.
+func restartSubscribed(t *testing.T, mode string, n int, logs *testkit.LogBuffer) *mcp.ClientSession {
+	t.Helper()
 	was := listTimeout
 	listTimeout = 200 * time.Millisecond
 	t.Cleanup(func() { listTimeout = was })
-	b, err := Start(Spec{Name: "then-slow", Command: []string{os.Args[0], "-test.run=^$"},
-		Env: map[string]string{serverEnv: "raw-then-slow", "STARTED_FILE": filepath.Join(t.TempDir(), "started")}, Log: slog.New(slog.DiscardHandler)})
+	log := slog.New(slog.DiscardHandler)
+	if logs != nil {
+		log = slog.New(slog.NewTextHandler(logs, nil))
+	}
+	b, err := Start(Spec{Name: mode, Command: []string{os.Args[0], "-test.run=^$"},
+		Env: map[string]string{serverEnv: mode, "STARTED_FILE": filepath.Join(t.TempDir(), "started")}, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
 	cs := connectTo(t, b, nil)
-	for i := range 5 {
+	for i := range n {
 		if err := cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: "test://" + strconv.Itoa(i)}); err != nil {
 			t.Fatal(err)
 		}
@@ -178,6 +181,16 @@ func TestBridgeResubscribesWhatASlowServerLeftUnanswered(t *testing.T) {
 	kill := b.kill
 	b.mu.Unlock()
 	kill()
+	return cs
+}
+
+// TestBridgeResubscribesWhatASlowServerLeftUnanswered: a restarted server
+// that leaves a subscription unanswered, then lists, was slow rather than
+// hung, and is asked again for every subscription it did not make; they
+// were once left unmade until its next start, and clients' subscribes to
+// them were never sent on.
+func TestBridgeResubscribesWhatASlowServerLeftUnanswered(t *testing.T) {
+	cs := restartSubscribed(t, "raw-then-slow", 5, nil)
 	testkit.Eventually(t, "the five subscriptions made again on the restarted server", 20*time.Second, func() bool {
 		n, err := callText(t.Context(), cs, "subs")
 		return err == nil && n == "5"
@@ -276,26 +289,8 @@ func TestBridgeRestartsAServerHungBeforeItsFirstListing(t *testing.T) {
 // that finds a started server hung: the first left unanswered ends them,
 // where each once waited its own timeout.
 func TestBridgeResubscribesNoLongerThanAHungServerAnswers(t *testing.T) {
-	was := listTimeout
-	listTimeout = 200 * time.Millisecond
-	t.Cleanup(func() { listTimeout = was })
 	logs := &testkit.LogBuffer{}
-	b, err := Start(Spec{Name: "then-mute", Command: []string{os.Args[0], "-test.run=^$"},
-		Env: map[string]string{serverEnv: "raw-then-mute", "STARTED_FILE": filepath.Join(t.TempDir(), "started")}, Log: slog.New(slog.NewTextHandler(logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	cs := connectTo(t, b, nil)
-	for i := range 20 {
-		if err := cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: "test://" + strconv.Itoa(i)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b.mu.Lock()
-	kill := b.kill
-	b.mu.Unlock()
-	kill()
+	restartSubscribed(t, "raw-then-mute", 20, logs)
 	testkit.Eventually(t, "the mute server found hung and started again", 30*time.Second, func() bool {
 		return strings.Count(logs.String(), "stdio server started") >= 3
 	})

@@ -97,6 +97,18 @@ aggregator:
 	return addr
 }
 
+// startGatewayOverAggregator serves a gateway over a real aggregator
+// process with the given backends (startAggregatorProcess), with the fake
+// indexer of b.
+func startGatewayOverAggregator(t *testing.T, backendsYAML string) (b *backends, srv *httptest.Server) {
+	t.Helper()
+	b = startBackends(t)
+	cfg := testGatewayConfig(b)
+	cfg.Aggregator.Address = startAggregatorProcess(t, backendsYAML)
+	_, srv = startGateway(t, b, cfg)
+	return b, srv
+}
+
 // Issue 6 item 4: real go-sdk clients through the gateway and a real
 // aggregator process reach a Legacy-only backend tool that asks for a
 // confirmation by elicitation. A Modern client gets input_required and its
@@ -105,16 +117,13 @@ aggregator:
 // backend call was cancelled.
 func TestLegacyBackendElicitationThroughGateway(t *testing.T) {
 	backendURL, cancelled := startLegacyConfirmBackend(t)
-	b := startBackends(t)
-	cfg := testGatewayConfig(b)
-	cfg.Aggregator.Address = startAggregatorProcess(t, `
+	_, srv := startGatewayOverAggregator(t, `
     - name: legacy
       url: `+backendURL+`
       protocol: "2025-11-25"
       timeout: 10s
       inputWait: 500ms
 `)
-	_, srv := startGateway(t, b, cfg)
 	ctx := context.Background()
 
 	elicitations := make(chan string, 8)
@@ -165,16 +174,13 @@ func TestLegacyBackendElicitationThroughGateway(t *testing.T) {
 // asked (the cancellation then reaches the backend as on every path).
 func TestAbandonedHeldCallIsReleased(t *testing.T) {
 	backendURL, cancelled := startLegacyConfirmBackend(t)
-	b := startBackends(t)
-	cfg := testGatewayConfig(b)
-	cfg.Aggregator.Address = startAggregatorProcess(t, `
+	_, srv := startGatewayOverAggregator(t, `
     - name: legacy
       url: `+backendURL+`
       protocol: "2025-11-25"
       timeout: 60s
       inputWait: 1h
 `)
-	_, srv := startGateway(t, b, cfg)
 	url := srv.URL + "/mcp"
 	backendCancelled := func(why string) {
 		t.Helper()

@@ -49,15 +49,12 @@ func startModernConfirmBackend(t *testing.T) (url string, retries *atomic.Int64)
 // state is refused with -32602 and never reaches the backend.
 func TestModernBackendElicitationThroughGateway(t *testing.T) {
 	backendURL, retries := startModernConfirmBackend(t)
-	b := startBackends(t)
-	cfg := testGatewayConfig(b)
-	cfg.Aggregator.Address = startAggregatorProcess(t, `
+	b, srv := startGatewayOverAggregator(t, `
     - name: modern
       url: `+backendURL+`
       protocol: "2026-07-28"
       timeout: 10s
 `)
-	_, srv := startGateway(t, b, cfg)
 	ctx := context.Background()
 
 	for _, era := range eras {

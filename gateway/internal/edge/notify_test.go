@@ -190,9 +190,7 @@ func startReportBackend(t *testing.T, stateful bool) string {
 // log notifications from Modern and Legacy backends, while other clients
 // call the same tools at the same time.
 func TestCallNotificationsEndToEnd(t *testing.T) {
-	b := startBackends(t)
-	cfg := testGatewayConfig(b)
-	cfg.Aggregator.Address = startAggregatorProcess(t, `
+	_, srv := startGatewayOverAggregator(t, `
     - name: modern
       url: `+startReportBackend(t, false)+`
       timeout: 10s
@@ -201,7 +199,6 @@ func TestCallNotificationsEndToEnd(t *testing.T) {
       protocol: "2025-11-25"
       timeout: 10s
 `)
-	_, srv := startGateway(t, b, cfg)
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for _, era := range eras {

@@ -82,15 +82,12 @@ func (u *updates) list() []string {
 // backend's subscription.
 func TestResourceSubscriptionsEndToEnd(t *testing.T) {
 	server, url, active := startSubscribeBackend(t)
-	b := startBackends(t)
-	cfg := testGatewayConfig(b)
-	cfg.Aggregator.Address = startAggregatorProcess(t, `
+	_, srv := startGatewayOverAggregator(t, `
     - name: subs
       url: `+url+`
       protocol: "2025-11-25"
       timeout: 10s
 `)
-	_, srv := startGateway(t, b, cfg)
 	t.Run("wire", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
