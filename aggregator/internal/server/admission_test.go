@@ -24,6 +24,26 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
+// startAdmission starts an aggregator over admissionBackend with the
+// audit trail in a file, and the configuration's extra section, once the
+// backend is listed.
+func startAdmission(t *testing.T, extra string) (docs *testBackend, h *harness, auditFile string) {
+	t.Helper()
+	docs = admissionBackend(t)
+	auditFile = t.TempDir() + "/audit.jsonl"
+	h = startAggregatorFile(t, `
+aggregator:
+  backends:
+    - {name: docs, url: `+docs.url()+`}
+audit:
+  sink: file
+  file: `+auditFile+`
+`+extra+`
+`)
+	testkit.Eventually(t, "docs listed", 10*time.Second, func() bool { return len(listToolNames(t, h.gateway, principal("lister"), 0)) > 0 })
+	return docs, h, auditFile
+}
+
 // admissionBackend is a test backend with one item of every kind, whose
 // owner advertises resources.subscribe and completions: a Legacy one, so
 // that a subscription is one resources/subscribe request.
@@ -50,21 +70,8 @@ func admissionBackend(t *testing.T) *testBackend {
 // refused RESOURCE_EXHAUSTED before the backend sees it, and recorded
 // rate_limited. An RPC that skipped the limit or the trail fails here.
 func TestEveryRPCIsAdmitted(t *testing.T) {
-	docs := admissionBackend(t)
-	file := t.TempDir() + "/audit.jsonl"
-	h := startAggregatorFile(t, `
-aggregator:
-  backends:
-    - {name: docs, url: `+docs.url()+`}
-rateLimits:
-  limits:
-    - {name: one-each, per: principal, rate: 1/h, burst: 1}
-audit:
-  sink: file
-  file: `+file+`
-`)
+	docs, h, file := startAdmission(t, "rateLimits: {limits: [{name: one-each, per: principal, rate: 1/h, burst: 1}]}")
 	ctx := context.Background()
-	testkit.Eventually(t, "docs listed", 10*time.Second, func() bool { return len(listToolNames(t, h.gateway, principal("lister"), 0)) > 0 })
 
 	// admitted drives one RPC as principal p; it reports whether the
 	// request was admitted, failing the test on any other error.
@@ -293,20 +300,7 @@ audit:
 // client has no earlier watch its claim could be checked against, so its
 // renewals are admitted like new subscriptions.
 func TestRenewalsOnlyFromTheGateway(t *testing.T) {
-	docs := admissionBackend(t)
-	file := t.TempDir() + "/audit.jsonl"
-	h := startAggregatorFile(t, `
-aggregator:
-  backends:
-    - {name: docs, url: `+docs.url()+`}
-rateLimits:
-  limits:
-    - {name: one-each, per: principal, rate: 1/h, burst: 1}
-audit:
-  sink: file
-  file: `+file+`
-`)
-	testkit.Eventually(t, "docs listed", 10*time.Second, func() bool { return len(listToolNames(t, h.gateway, principal("lister"), 0)) > 0 })
+	_, h, file := startAdmission(t, "rateLimits: {limits: [{name: one-each, per: principal, rate: 1/h, burst: 1}]}")
 	subscribed := func(renewed bool) int {
 		ctx, cancel := context.WithCancel(t.Context())
 		t.Cleanup(cancel)

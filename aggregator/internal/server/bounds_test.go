@@ -68,17 +68,7 @@ func resourceSubscribeEvents(t *testing.T, file string) []audit.Event {
 // missing or denied URI repeated costs one route lookup, one rate-limit
 // token and one audit event, as a subscribed one does.
 func TestWatchCatalogResourceURIsAreBoundedAndDeduplicated(t *testing.T) {
-	docs := admissionBackend(t)
-	file := t.TempDir() + "/audit.jsonl"
-	h := startAggregatorFile(t, `
-aggregator:
-  backends:
-    - {name: docs, url: `+docs.url()+`}
-audit:
-  sink: file
-  file: `+file+`
-`)
-	testkit.Eventually(t, "docs listed", 10*time.Second, func() bool { return len(listToolNames(t, h.gateway, principal("lister"), 0)) > 0 })
+	_, h, file := startAdmission(t, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	watch := func(uris []string) (*aggregatorv1.WatchCatalogResponse, error) {
