@@ -54,6 +54,10 @@ type toolCall struct {
 	plain bool
 }
 
+// maxArgumentsDepth is how deeply a call's arguments may nest: as deeply
+// as the gateway lets a whole request.
+const maxArgumentsDepth = 512
+
 // toolCallAdmission is the admission of req; tc receives the call that
 // its prepare step builds.
 func toolCallAdmission(req *aggregatorv1.CallToolRequest, tc *toolCall, forwarded bool) admission {
@@ -78,6 +82,11 @@ func prepareToolCall(req *aggregatorv1.CallToolRequest, a *admitted, tc *toolCal
 		return engine.ErrNotFound
 	}
 	clientArgs := []byte(req.GetArgumentsJson())
+	if err := rawjson.Unique(clientArgs, maxArgumentsDepth); errors.Is(err, rawjson.ErrDuplicateMember) {
+		// Read two ways (the backend's decoder may keep the first, a
+		// retry's binding keeps the last), so read by none.
+		return invalidArgument("arguments_json: " + err.Error())
+	}
 	args := clientArgs
 	var err error
 	if it.Override != nil {

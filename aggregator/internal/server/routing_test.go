@@ -112,6 +112,16 @@ func TestCallToolRoutesToOwnerUnderOriginalName(t *testing.T) {
 		}
 	}
 
+	// Arguments naming a member twice are read two ways (a backend's
+	// decoder may keep the first; a retry's binding keeps the last): read
+	// by none, the call refused before the backend.
+	calls := modern.received("tools/call")
+	_, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "modern_create_issue", ArgumentsJson: `{"title":"x","title":"y"}`})
+	wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+	if modern.received("tools/call") != calls {
+		t.Fatal("a call with a member named twice reached the backend")
+	}
+
 	// Headers reach only the backend they are configured for.
 	if keys := modern.headerValues("X-Api-Key"); len(keys) == 0 || slices.ContainsFunc(keys, func(v string) bool { return v != "secret-123" }) {
 		t.Fatalf("modern backend saw X-Api-Key %v", keys)

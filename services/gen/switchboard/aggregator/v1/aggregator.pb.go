@@ -1889,7 +1889,9 @@ type CallToolRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Principal *v1.Principal          `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
 	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	// Arguments as a JSON object text; empty means no arguments.
+	// Arguments as a JSON object text; empty means no arguments. An object
+	// in it naming a member twice is INVALID_ARGUMENT: decoders read it
+	// two ways.
 	ArgumentsJson string          `protobuf:"bytes,3,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	Context       *RequestContext `protobuf:"bytes,4,opt,name=context,proto3" json:"context,omitempty"`
 	// Multi-round-trip retry: the client's answers to the input requests of an
