@@ -230,10 +230,10 @@ func (c *Client) ResumeHeld(ctx context.Context, state, owner string, responses 
 // InputWait: context.Canceled once it is, ErrHeldCallGone when no such
 // call is held.
 func (c *Client) ReleaseHeld(state, owner string) error {
-	id, _, replica, ok := ParseHeldState(state)
+	id, round, replica, ok := ParseHeldState(state)
 	c.heldMu.Lock()
 	h := c.held[id]
-	if !ok || replica != c.cfg.HeldOwner || h == nil || h.owner != owner {
+	if !ok || replica != c.cfg.HeldOwner || h == nil || h.owner != owner || round != strconv.Itoa(h.round) {
 		c.heldMu.Unlock()
 		return ErrHeldCallGone
 	}

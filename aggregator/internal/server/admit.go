@@ -74,6 +74,10 @@ type admission struct {
 	// renewed on a watch that replaces the one it was first made on.
 	// Every other step is taken again.
 	accounted bool
+	// ending marks the end of a call held for input that will not come
+	// (release_held): it takes no rate-limit token, since refusing it
+	// would only keep the call held.
+	ending bool
 	// taskState marks a request that reads or changes a task's state
 	// (tasks/get, tasks/cancel) and sends the backend nothing: a backend
 	// that is down does not refuse it, and it carries no credentials.
@@ -136,7 +140,7 @@ func (s *Server) admit(ctx context.Context, r admission) (*admitted, error) {
 			return a, s.refused(ctx, r, err)
 		}
 	}
-	if !r.accounted && s.limiter != nil && !operatorRead(ctx, r) {
+	if !r.accounted && !r.ending && s.limiter != nil && !operatorRead(ctx, r) {
 		// A tool is counted by the name the policy knows it by, so a
 		// server's rename does not give it a bucket of its own.
 		tool := a.snap.PolicyName(r.kind, r.toolName())

@@ -54,9 +54,10 @@ type toolCall struct {
 	plain bool
 }
 
-// maxArgumentsDepth is how deeply a call's arguments may nest: as deeply
-// as the gateway lets a whole request.
-const maxArgumentsDepth = 512
+// maxArgumentsDepth is how deeply a call's arguments may nest: deeper
+// than the gateway lets a whole request (512) or code mode builds them,
+// as deep as go-sdk backends read.
+const maxArgumentsDepth = 1000
 
 // toolCallAdmission is the admission of req; tc receives the call that
 // its prepare step builds.
@@ -64,7 +65,7 @@ func toolCallAdmission(req *aggregatorv1.CallToolRequest, tc *toolCall, forwarde
 	return admission{
 		method: config.RateMethodToolsCall, trail: audit.KindToolCall, server: req.GetServer(),
 		kind: catalog.KindTools, key: req.GetName(), subjectToken: req.GetContext().GetSubjectToken(),
-		args: req.GetArgumentsJson(), accounted: forwarded,
+		args: req.GetArgumentsJson(), accounted: forwarded, ending: req.GetReleaseHeld(),
 		prepare: func(a *admitted) error { return prepareToolCall(req, a, tc) },
 	}
 }
@@ -82,9 +83,10 @@ func prepareToolCall(req *aggregatorv1.CallToolRequest, a *admitted, tc *toolCal
 		return engine.ErrNotFound
 	}
 	clientArgs := []byte(req.GetArgumentsJson())
-	if err := rawjson.Unique(clientArgs, maxArgumentsDepth); errors.Is(err, rawjson.ErrDuplicateMember) {
+	if err := rawjson.Unique(clientArgs, maxArgumentsDepth); errors.Is(err, rawjson.ErrDuplicateMember) || errors.Is(err, rawjson.ErrTooDeep) {
 		// Read two ways (the backend's decoder may keep the first, a
-		// retry's binding keeps the last), so read by none.
+		// retry's binding keeps the last), so read by none; and too deep
+		// to be looked through for that.
 		return invalidArgument("arguments_json: " + err.Error())
 	}
 	args := clientArgs

@@ -156,10 +156,15 @@ servers:
 func TestHeldCallReleased(t *testing.T) {
 	cancelled := make(chan struct{}, 4)
 	legacy := newTestBackend(t, "legacy", backendOptions{stateful: true, extra: withLegacyConfirm(cancelled)})
+	// A limit of one call: the release takes no token (refused, it would
+	// only keep the call held).
 	h := startAggregatorFile(t, `
 aggregator:
   backends:
     - {name: legacy, url: `+legacy.url()+`, protocol: "2025-11-25", timeout: 5s, inputWait: 1h}
+rateLimits:
+  limits:
+    - {name: one-each, per: principal, rate: 1/h, burst: 1}
 `)
 	ctx := context.Background()
 	caps := &aggregatorv1.RequestContext{ClientCapabilitiesJson: `{"elicitation":{}}`}
@@ -173,7 +178,7 @@ aggregator:
 		return err
 	}
 	wantStatus(t, release(principal("mallory"), state), codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
-	wantStatus(t, release(principal("alice"), ""), codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+	wantStatus(t, release(principal("bob"), ""), codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
 	if err := release(principal("alice"), state); status.Code(err) != codes.Canceled {
 		t.Fatalf("release: %v, want CANCELLED", err)
 	}

@@ -116,10 +116,13 @@ func TestCallToolRoutesToOwnerUnderOriginalName(t *testing.T) {
 	// decoder may keep the first; a retry's binding keeps the last): read
 	// by none, the call refused before the backend.
 	calls := modern.received("tools/call")
-	_, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "modern_create_issue", ArgumentsJson: `{"title":"x","title":"y"}`})
-	wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+	nested := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	for _, args := range []string{`{"title":"x","title":"y"}`, `{"d":` + nested(600) + `,"title":"x","title":"y"}`, `{"d":` + nested(1200) + `}`} {
+		_, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "modern_create_issue", ArgumentsJson: args})
+		wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+	}
 	if modern.received("tools/call") != calls {
-		t.Fatal("a call with a member named twice reached the backend")
+		t.Fatal("a call with a member named twice, or too deep to tell, reached the backend")
 	}
 
 	// Headers reach only the backend they are configured for.

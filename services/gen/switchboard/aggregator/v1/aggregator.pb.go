@@ -1891,7 +1891,7 @@ type CallToolRequest struct {
 	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// Arguments as a JSON object text; empty means no arguments. An object
 	// in it naming a member twice is INVALID_ARGUMENT: decoders read it
-	// two ways.
+	// two ways; so are arguments nested deeper than 1,000 levels.
 	ArgumentsJson string          `protobuf:"bytes,3,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	Context       *RequestContext `protobuf:"bytes,4,opt,name=context,proto3" json:"context,omitempty"`
 	// Multi-round-trip retry: the client's answers to the input requests of an
@@ -1935,7 +1935,9 @@ type CallToolRequest struct {
 	// aggregator replica or, forwarded, another): end that call instead of
 	// answering it, its backend call cancelled, because the client will
 	// not answer (it cancelled, went away, or lacks the capability asked
-	// for). Admitted as a retry of the call is, and answered CANCELLED;
+	// for). Admitted as a retry of the call is, but for the rate limits,
+	// which it takes no token of (refused, it would only keep the call
+	// held), and answered CANCELLED;
 	// a call no longer held, or held for another, is INVALID_ARGUMENT as
 	// such a retry is, and so is release_held without the request_state
 	// of a held call, or with a task.
