@@ -216,8 +216,9 @@ func (w *watcher) report(err error, forced bool) {
 }
 
 // noDocument reports whether raw holds no configuration: nothing, blanks,
-// comments, or an empty document ("---", "{}"). Parse takes such a file as a configuration of defaults alone,
-// which a start may mean but a reload never does.
+// comments, or an empty document ("---", "{}"). Parse takes such a file
+// as a configuration of defaults alone, which a start may mean but a
+// reload never does.
 func noDocument(raw []byte) bool {
 	var doc yaml.Node
 	if yaml.Unmarshal(raw, &doc) != nil {

@@ -66,6 +66,11 @@ func (sp *Spec) keeps(k Kind, key string) bool {
 	case KindPrompts:
 		return sp.Prompts.Allows(key)
 	case KindResources:
+		// Most catalogs filter no resource: their builds and reads need
+		// no canonical form of each URI.
+		if len(sp.uris.Include) == 0 && len(sp.uris.Exclude) == 0 {
+			return true
+		}
 		return sp.uris.Allows(CanonicalURI(key))
 	default:
 		return sp.Resources.Allows(key)

@@ -274,6 +274,9 @@ func CanonicalURI(uri string) string {
 	return normalizeHierarchy(b.String(), len(scheme))
 }
 
+// escapedSlashes decodes the escapes of a slash and a backslash as a slash.
+var escapedSlashes = strings.NewReplacer("%2F", "/", "%5C", "/")
+
 // DecodedPathURI is canonical (a CanonicalURI) as a server that decodes
 // its path before taking it apart reads it: escaped slashes and
 // backslashes ("%2F", "%5C") in the path become "/", and the dot segments
@@ -293,7 +296,7 @@ func DecodedPathURI(canonical string) string {
 	if !strings.Contains(path, "%2F") && !strings.Contains(path, "%5C") {
 		return canonical
 	}
-	path = strings.NewReplacer("%2F", "/", "%5C", "/").Replace(path)
+	path = escapedSlashes.Replace(path)
 	return normalizeHierarchy(canonical[:colon+1]+path+canonical[end:], colon)
 }
 

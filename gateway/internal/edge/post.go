@@ -349,7 +349,7 @@ func (g *Gateway) serveLegacy(w http.ResponseWriter, r *http.Request, req *metho
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	if parent != r.Context() {
-		defer g.runOnWhenDropped(r.Context(), req.Session, session.PrincipalDigest(req.Principal), cancel)()
+		defer g.runOnWhenDropped(r.Context(), req.Session, claims.PrincipalDigest, cancel)()
 	}
 	cancelled, done := g.local.Track(req.Session, msg.ID, cancel)
 	defer done()
