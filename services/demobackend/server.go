@@ -214,12 +214,19 @@ func (b *Backend) addTool(t ToolSpec) {
 		b.challenges[t.Name] = t.Text
 	}
 	b.mu.Unlock()
-	b.server.AddTool(&mcp.Tool{
+	tool := &mcp.Tool{
 		Name:        t.Name,
+		Title:       t.Title,
 		Description: t.Description,
 		InputSchema: t.inputSchema(),
 		Meta:        t.toolMeta(),
-	}, b.toolHandler(t))
+	}
+	// Both were checked with the spec (validate).
+	tool.Annotations, _ = t.annotations()
+	if t.OutputSchema != nil {
+		tool.OutputSchema = t.OutputSchema
+	}
+	b.server.AddTool(tool, b.toolHandler(t))
 }
 
 // toolHandler runs one tool's behaviour. Every result's text is the JSON

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -90,7 +91,14 @@ type CacheSpec struct {
 // ToolSpec is one tool. Text may use the placeholders {backend} and {tool}.
 type ToolSpec struct {
 	Name        string `yaml:"name" json:"name"`
+	Title       string `yaml:"title" json:"title,omitempty"`
 	Description string `yaml:"description" json:"description,omitempty"`
+	// Annotations are the tool's MCP annotations (readOnlyHint and the
+	// others, by their MCP names); OutputSchema is the JSON Schema the
+	// tool declares for its structured result (only declared: the
+	// behaviours' results are not checked against it).
+	Annotations  map[string]any `yaml:"annotations" json:"annotations,omitempty"`
+	OutputSchema map[string]any `yaml:"outputSchema" json:"outputSchema,omitempty"`
 	// Behaviour is one of echo, text, add, error, sleep, confirm, ask, log (default
 	// echo).
 	Behaviour string `yaml:"behaviour" json:"behaviour,omitempty"`
@@ -270,6 +278,12 @@ func (t ToolSpec) validate() error {
 	if t.InputSchema != nil && t.InputSchema["type"] != "object" {
 		return fmt.Errorf("tool %q: inputSchema must have \"type\": \"object\"", t.Name)
 	}
+	if t.OutputSchema != nil && t.OutputSchema["type"] != "object" {
+		return fmt.Errorf("tool %q: outputSchema must have \"type\": \"object\"", t.Name)
+	}
+	if _, err := t.annotations(); err != nil {
+		return fmt.Errorf("tool %q: annotations: %w", t.Name, err)
+	}
 	if t.UI != "" && !strings.HasPrefix(t.UI, "ui://") {
 		return fmt.Errorf("tool %q: ui must be a ui:// URI", t.Name)
 	}
@@ -279,6 +293,24 @@ func (t ToolSpec) validate() error {
 		}
 	}
 	return nil
+}
+
+// annotations is the tool's Annotations as MCP's type; nil for none.
+func (t ToolSpec) annotations() (*mcp.ToolAnnotations, error) {
+	if t.Annotations == nil {
+		return nil, nil
+	}
+	raw, err := json.Marshal(t.Annotations)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var a mcp.ToolAnnotations
+	if err := dec.Decode(&a); err != nil {
+		return nil, err
+	}
+	return &a, nil
 }
 
 func (t ToolSpec) behaviour() string {

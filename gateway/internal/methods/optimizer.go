@@ -10,6 +10,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/gateway/internal/mcperr"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
 	"github.com/switchboard-mcp/switchboard/services/telemetry"
 )
 
@@ -82,13 +83,15 @@ func (s *Server) refuseTool(req *Request, code int, text string) (json.RawMessag
 	return s.toolError(req, text)
 }
 
-// FoundTool is one find_tool hit.
+// FoundTool is one find_tool hit: the tool as tools/list shows the caller.
 type FoundTool struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	InputSchema json.RawMessage `json:"inputSchema"`
-	// Meta is the tool's _meta as tools/list shows the caller (an MCP
-	// App's page among others).
+	Name         string          `json:"name"`
+	Title        string          `json:"title,omitempty"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"inputSchema"`
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+	Annotations  json.RawMessage `json:"annotations,omitempty"`
+	// Meta is the tool's _meta (an MCP App's page among others).
 	Meta json.RawMessage `json:"_meta,omitempty"`
 }
 
@@ -133,10 +136,8 @@ func (s *Server) findTool(ctx context.Context, req *Request, args json.RawMessag
 		if json.Valid([]byte(h.GetInputSchemaJson())) && h.GetInputSchemaJson() != "" {
 			schema = json.RawMessage(h.GetInputSchemaJson())
 		}
-		hit := FoundTool{Name: h.GetName(), Description: h.GetDescription(), InputSchema: schema}
-		if m := h.GetMetaJson(); m != "" && json.Valid([]byte(m)) {
-			hit.Meta = json.RawMessage(m)
-		}
+		hit := FoundTool{Name: h.GetName(), Title: h.GetTitle(), Description: h.GetDescription(), InputSchema: schema,
+			OutputSchema: listedObject(h.GetOutputSchemaJson()), Annotations: listedObject(h.GetAnnotationsJson()), Meta: listedObject(h.GetMetaJson())}
 		out.Tools = append(out.Tools, hit)
 	}
 	toolsJSON, _ := json.Marshal(out.Tools)
@@ -151,6 +152,15 @@ func (s *Server) findTool(ctx context.Context, req *Request, args json.RawMessag
 	res.Set("content", []map[string]string{{"type": "text", "text": string(text)}})
 	res["structuredContent"] = text
 	return s.shape(req, res.Encode(), false)
+}
+
+// listedObject is a hit's JSON object member, nil (left out) for none or
+// for text that is not one.
+func listedObject(text string) json.RawMessage {
+	if text == "" || !rawjson.StartsObject([]byte(text)) || !json.Valid([]byte(text)) {
+		return nil
+	}
+	return json.RawMessage(text)
 }
 
 // callThrough serves call_tool. tool_name is also accepted inside

@@ -54,12 +54,15 @@ func (r *Resolver) listTools(ctx context.Context, agg aggregatorv1.AggregatorSer
 				continue
 			}
 			view.tools = append(view.tools, store.Tool{
-				Name:            t.GetName(),
-				OriginalName:    t.GetOriginalName(),
-				Description:     t.GetDescription(),
-				InputSchemaJSON: t.GetInputSchemaJson(),
-				DefinitionJSON:  t.GetDefinitionJson(),
-				MetaJSON:        metaOf(t.GetDefinitionJson()),
+				Name:             t.GetName(),
+				OriginalName:     t.GetOriginalName(),
+				Description:      t.GetDescription(),
+				InputSchemaJSON:  t.GetInputSchemaJson(),
+				DefinitionJSON:   t.GetDefinitionJson(),
+				MetaJSON:         metaOf(t.GetDefinitionJson()),
+				Title:            t.GetTitle(),
+				AnnotationsJSON:  t.GetAnnotationsJson(),
+				OutputSchemaJSON: t.GetOutputSchemaJson(),
 			})
 		}
 		cursor = page.GetNextCursor()

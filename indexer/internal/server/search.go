@@ -108,6 +108,7 @@ func (s *Server) search(ctx context.Context, req *indexerv1.SearchRequest) (*ind
 		for _, h := range hits {
 			resp.Hits = append(resp.Hits, &indexerv1.SearchHit{
 				Name: h.Name, Description: h.Description, InputSchemaJson: h.InputSchemaJSON, MetaJson: h.MetaJSON, Score: h.Score,
+				Title: h.Title, AnnotationsJson: h.AnnotationsJSON, OutputSchemaJson: h.OutputSchemaJSON,
 			})
 		}
 		if req.GetExplain() {

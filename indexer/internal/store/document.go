@@ -21,19 +21,30 @@ type Tool struct {
 	// MetaJSON is the tool's _meta object as its view lists it, carried in
 	// hits (an MCP App's page among others); "" for none.
 	MetaJSON string
+	// Title, AnnotationsJSON and OutputSchemaJSON are the tool's title,
+	// annotations and output schema as its view lists them, carried in
+	// hits; "" for none.
+	Title            string
+	AnnotationsJSON  string
+	OutputSchemaJSON string
 }
 
 // Document is a tool as the index stores it: its text cleaned and its
 // searchable fields derived. Equal documents (same ContentHash) are stored
 // once, whichever views list them.
 type Document struct {
-	// ContentHash is the SHA-256 of name, description and input schema.
+	// ContentHash is the SHA-256 of name, description and input schema,
+	// and of the original name and the listed fields each when it is set.
 	ContentHash     []byte
 	Name            string
 	Description     string
 	InputSchemaJSON string
 	// MetaJSON is the tool's _meta ("" for none).
 	MetaJSON string
+	// Title, AnnotationsJSON and OutputSchemaJSON are as Tool's.
+	Title            string
+	AnnotationsJSON  string
+	OutputSchemaJSON string
 	// NameWords is the name split into words (NameWords).
 	NameWords string
 	// NameKey is the name folded to one token, for trigram similarity
@@ -53,7 +64,8 @@ type Document struct {
 // whole scope. A missing input schema is the empty object schema.
 func (t Tool) Document() Document {
 	clean := func(s string) string { return strings.ReplaceAll(s, "\x00", "") }
-	d := Document{Name: clean(t.Name), Description: clean(t.Description), InputSchemaJSON: clean(t.InputSchemaJSON), MetaJSON: clean(t.MetaJSON)}
+	d := Document{Name: clean(t.Name), Description: clean(t.Description), InputSchemaJSON: clean(t.InputSchemaJSON), MetaJSON: clean(t.MetaJSON),
+		Title: clean(t.Title), AnnotationsJSON: clean(t.AnnotationsJSON), OutputSchemaJSON: clean(t.OutputSchemaJSON)}
 	if d.InputSchemaJSON == "" {
 		d.InputSchemaJSON = `{"type":"object"}`
 	}
@@ -68,9 +80,15 @@ func (t Tool) Document() Document {
 		// (and so the stored document) it always had.
 		parts = append(parts, original)
 	}
-	if d.MetaJSON != "" {
-		// Likewise: a tool without _meta keeps its hash.
-		parts = append(parts, "_meta", d.MetaJSON)
+	// Likewise: a tool without _meta, title, annotations or output schema
+	// keeps its hash. Each is labelled, so no two of them can be taken
+	// for one another.
+	for _, listed := range [...]struct{ label, value string }{
+		{"_meta", d.MetaJSON}, {"title", d.Title}, {"annotations", d.AnnotationsJSON}, {"outputSchema", d.OutputSchemaJSON},
+	} {
+		if listed.value != "" {
+			parts = append(parts, listed.label, listed.value)
+		}
 	}
 	for _, part := range parts {
 		h.Write([]byte(part))

@@ -84,7 +84,11 @@ type Hit struct {
 	InputSchemaJSON string
 	// MetaJSON is the tool's _meta ("" for none).
 	MetaJSON string
-	Score    float64
+	// Title, AnnotationsJSON and OutputSchemaJSON are as Tool's.
+	Title            string
+	AnnotationsJSON  string
+	OutputSchemaJSON string
+	Score            float64
 }
 
 const (

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"slices"
 	"strings"
 	"testing"
@@ -172,5 +173,35 @@ func TestNameWordsFoldTheBackendsName(t *testing.T) {
 	}
 	if bytes.Equal(plain.Document().ContentHash, renamed.Document().ContentHash) {
 		t.Error("another original name left the document as it was")
+	}
+}
+
+// The fields a hit carries beyond name, description and schema make a
+// document of their own, each told apart from the others by its label; a
+// tool with none keeps the hash it always had.
+func TestDocumentHashCoversListedFields(t *testing.T) {
+	plain := Tool{Name: "purge", Description: "Purge an account."}
+	before := sha256.New()
+	for _, part := range []string{"purge", "Purge an account.", `{"type":"object"}`} {
+		before.Write([]byte(part))
+		before.Write([]byte{0})
+	}
+	if !bytes.Equal(plain.Document().ContentHash, before.Sum(nil)) {
+		t.Error("a tool with no listed fields changed its hash")
+	}
+	seen := map[string]string{string(plain.Document().ContentHash): "plain"}
+	for name, tool := range map[string]Tool{
+		"title":               {Name: "purge", Description: "Purge an account.", Title: `{"destructiveHint":true}`},
+		"annotations":         {Name: "purge", Description: "Purge an account.", AnnotationsJSON: `{"destructiveHint":true}`},
+		"output schema":       {Name: "purge", Description: "Purge an account.", OutputSchemaJSON: `{"destructiveHint":true}`},
+		"_meta":               {Name: "purge", Description: "Purge an account.", MetaJSON: `{"destructiveHint":true}`},
+		"other annotations":   {Name: "purge", Description: "Purge an account.", AnnotationsJSON: `{"readOnlyHint":true}`},
+		"title + annotations": {Name: "purge", Description: "Purge an account.", Title: "Purge", AnnotationsJSON: `{"destructiveHint":true}`},
+	} {
+		h := string(tool.Document().ContentHash)
+		if other, ok := seen[h]; ok {
+			t.Errorf("%s and %s are one document", name, other)
+		}
+		seen[h] = name
 	}
 }

@@ -47,7 +47,8 @@ func (s *Store) buildScope(ctx context.Context, digest string, catalogVersion ui
 	if _, err := tx.Exec(ctx, `
 		CREATE TEMP TABLE staged_tools (
 			content_hash bytea, name text, description text, input_schema_json text,
-			name_words text, name_key text, param_text text, json_bytes integer, meta_json text
+			name_words text, name_key text, param_text text, json_bytes integer, meta_json text,
+			title text, annotations_json text, output_schema_json text
 		) ON COMMIT DROP`); err != nil {
 		return store.Scope{}, false, fmt.Errorf("stage tools: %w", err)
 	}
@@ -56,15 +57,16 @@ func (s *Store) buildScope(ctx context.Context, digest string, catalogVersion ui
 	for i, t := range tools {
 		d := t.Document()
 		totalBytes += int64(d.JSONBytes)
-		rows[i] = []any{d.ContentHash, d.Name, d.Description, d.InputSchemaJSON, d.NameWords, d.NameKey, d.ParamText, int32(d.JSONBytes), d.MetaJSON}
+		rows[i] = []any{d.ContentHash, d.Name, d.Description, d.InputSchemaJSON, d.NameWords, d.NameKey, d.ParamText, int32(d.JSONBytes), d.MetaJSON, d.Title, d.AnnotationsJSON, d.OutputSchemaJSON}
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"staged_tools"},
-		[]string{"content_hash", "name", "description", "input_schema_json", "name_words", "name_key", "param_text", "json_bytes", "meta_json"},
+		[]string{"content_hash", "name", "description", "input_schema_json", "name_words", "name_key", "param_text", "json_bytes", "meta_json", "title", "annotations_json", "output_schema_json"},
 		pgx.CopyFromRows(rows)); err != nil {
 		return store.Scope{}, false, fmt.Errorf("stage tools: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `
-		INSERT INTO tool_documents (content_hash, name, description, input_schema_json, name_words, name_key, param_text, json_bytes, meta_json)
+		INSERT INTO tool_documents (content_hash, name, description, input_schema_json, name_words, name_key, param_text, json_bytes, meta_json,
+			title, annotations_json, output_schema_json)
 		SELECT DISTINCT ON (content_hash) * FROM staged_tools
 		ON CONFLICT (content_hash) DO NOTHING`); err != nil {
 		return store.Scope{}, false, fmt.Errorf("store documents: %w", err)

@@ -26,6 +26,10 @@ type document struct {
 	description     string
 	inputSchemaJSON string
 	metaJSON        string
+	// title, annotationsJSON and outputSchemaJSON are as store.Tool's.
+	title            string
+	annotationsJSON  string
+	outputSchemaJSON string
 	analysed
 	// nameKey's trigrams, for trigram similarity with the query.
 	nameTrigrams trigramText
@@ -280,7 +284,7 @@ const (
 		SELECT sc.tool_count, coalesce((SELECT array_agg(st.doc_id ORDER BY st.doc_id) FROM scope_tools st WHERE st.scope_id = sc.id), '{}')
 		FROM scopes sc WHERE sc.id = $1`
 	scopeDocumentsSQL = `
-		SELECT id, name, description, input_schema_json, meta_json, name_key, tsv::text
+		SELECT id, name, description, input_schema_json, meta_json, title, annotations_json, output_schema_json, name_key, tsv::text
 		FROM tool_documents WHERE id = ANY($1)`
 	scopeLexemesSQL = `SELECT lexeme, ndoc FROM scope_lexemes WHERE scope_id = $1`
 )
@@ -321,7 +325,7 @@ func (s *Store) loadScope(ctx context.Context, id int64) (*scopeIndex, error) {
 		for rows.Next() {
 			d := &document{}
 			var nameKey, tsv string
-			if err := rows.Scan(&d.id, &d.name, &d.description, &d.inputSchemaJSON, &d.metaJSON, &nameKey, &tsv); err != nil {
+			if err := rows.Scan(&d.id, &d.name, &d.description, &d.inputSchemaJSON, &d.metaJSON, &d.title, &d.annotationsJSON, &d.outputSchemaJSON, &nameKey, &tsv); err != nil {
 				rows.Close()
 				return nil, classify(fmt.Errorf("read scope documents: %w", err))
 			}

@@ -382,7 +382,8 @@ func (ix *scopeIndex) top(sc *scratch, limit int) []store.Hit {
 	hits := make([]store.Hit, len(heap))
 	for i, doc := range heap {
 		d := ix.docs[doc]
-		hits[i] = store.Hit{Name: d.name, Description: d.description, InputSchemaJSON: d.inputSchemaJSON, MetaJSON: d.metaJSON, Score: sc.score[doc]}
+		hits[i] = store.Hit{Name: d.name, Description: d.description, InputSchemaJSON: d.inputSchemaJSON, MetaJSON: d.metaJSON,
+			Title: d.title, AnnotationsJSON: d.annotationsJSON, OutputSchemaJSON: d.outputSchemaJSON, Score: sc.score[doc]}
 	}
 	return hits
 }

@@ -311,9 +311,18 @@ type SearchHit struct {
 	// The tool's _meta object as the principal's view lists it (an MCP
 	// App's page, rewritten by the catalog, among others), JSON text; empty
 	// for none.
-	MetaJson      string `protobuf:"bytes,6,opt,name=meta_json,json=metaJson,proto3" json:"meta_json,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MetaJson string `protobuf:"bytes,6,opt,name=meta_json,json=metaJson,proto3" json:"meta_json,omitempty"`
+	// The tool's title, annotations (JSON text) and output schema (JSON
+	// text) as the principal's view lists them; empty for none. With name,
+	// description, input_schema_json and meta_json they are the tool as
+	// tools/list would show it: what a model must know to call it (what it
+	// returns) and what a host shows before it does (readOnlyHint,
+	// destructiveHint).
+	Title            string `protobuf:"bytes,7,opt,name=title,proto3" json:"title,omitempty"`
+	AnnotationsJson  string `protobuf:"bytes,8,opt,name=annotations_json,json=annotationsJson,proto3" json:"annotations_json,omitempty"`
+	OutputSchemaJson string `protobuf:"bytes,9,opt,name=output_schema_json,json=outputSchemaJson,proto3" json:"output_schema_json,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *SearchHit) Reset() {
@@ -384,6 +393,27 @@ func (x *SearchHit) GetExplanation() []*ScorePart {
 func (x *SearchHit) GetMetaJson() string {
 	if x != nil {
 		return x.MetaJson
+	}
+	return ""
+}
+
+func (x *SearchHit) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *SearchHit) GetAnnotationsJson() string {
+	if x != nil {
+		return x.AnnotationsJson
+	}
+	return ""
+}
+
+func (x *SearchHit) GetOutputSchemaJson() string {
+	if x != nil {
+		return x.OutputSchemaJson
 	}
 	return ""
 }
@@ -3995,14 +4025,17 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"\bkeywords\x18\x03 \x03(\tR\bkeywords\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\rR\x05limit\x12\x18\n" +
 	"\aexplain\x18\x05 \x01(\bR\aexplain\x12\x16\n" +
-	"\x06server\x18\x06 \x01(\tR\x06server\"\xe5\x01\n" +
+	"\x06server\x18\x06 \x01(\tR\x06server\"\xd4\x02\n" +
 	"\tSearchHit\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12*\n" +
 	"\x11input_schema_json\x18\x03 \x01(\tR\x0finputSchemaJson\x12\x14\n" +
 	"\x05score\x18\x04 \x01(\x01R\x05score\x12C\n" +
 	"\vexplanation\x18\x05 \x03(\v2!.switchboard.indexer.v1.ScorePartR\vexplanation\x12\x1b\n" +
-	"\tmeta_json\x18\x06 \x01(\tR\bmetaJson\"\xd8\x04\n" +
+	"\tmeta_json\x18\x06 \x01(\tR\bmetaJson\x12\x14\n" +
+	"\x05title\x18\a \x01(\tR\x05title\x12)\n" +
+	"\x10annotations_json\x18\b \x01(\tR\x0fannotationsJson\x12,\n" +
+	"\x12output_schema_json\x18\t \x01(\tR\x10outputSchemaJson\"\xd8\x04\n" +
 	"\tScorePart\x129\n" +
 	"\x04kind\x18\x01 \x01(\x0e2%.switchboard.indexer.v1.ScorePartKindR\x04kind\x12\"\n" +
 	"\fcontribution\x18\x02 \x01(\x01R\fcontribution\x12\x16\n" +

@@ -1,0 +1,11 @@
+-- A tool's title, annotations and output schema as its view lists them,
+-- carried in find_tool hits with the name, description, input schema and
+-- _meta: a model reached through the optimizer learns what a tool returns
+-- and a host whether it only reads or destroys, as through tools/list.
+-- Empty for none. A document with any of them is a document of its own
+-- (its content hash covers them), so views that list a tool differently
+-- never share it; a document with none keeps the hash it always had.
+ALTER TABLE tool_documents
+  ADD COLUMN title text NOT NULL DEFAULT '',
+  ADD COLUMN annotations_json text NOT NULL DEFAULT '',
+  ADD COLUMN output_schema_json text NOT NULL DEFAULT '';
