@@ -258,15 +258,26 @@ const (
 	resumeHeldCallStream = "/switchboard.aggregator.v1.AggregatorService/ResumeHeldCallStream"
 )
 
+// Giving back a request state's use is part of the right to record uses:
+// one right, which an allow list grants by naming either.
+const (
+	consumeRequestState = "/" + clusterStateService + "/ConsumeRequestState"
+	releaseRequestState = "/" + clusterStateService + "/ReleaseRequestState"
+)
+
 // canonicalMethod is fullMethod ("/package.Service/Method") under its one
 // name: a cluster-state RPC named through IndexerService is named through
-// ClusterStateService, and ResumeHeldCallStream is ResumeHeldCall.
+// ClusterStateService, ResumeHeldCallStream is ResumeHeldCall and
+// ReleaseRequestState is ConsumeRequestState.
 func canonicalMethod(fullMethod string) string {
 	if rest, ok := strings.CutPrefix(fullMethod, "/"+indexerService+"/"); ok && clusterStateRPCs[rest] {
-		return "/" + clusterStateService + "/" + rest
+		fullMethod = "/" + clusterStateService + "/" + rest
 	}
-	if fullMethod == resumeHeldCallStream {
+	switch fullMethod {
+	case resumeHeldCallStream:
 		return resumeHeldCall
+	case releaseRequestState:
+		return consumeRequestState
 	}
 	return fullMethod
 }

@@ -145,3 +145,40 @@ func TestMethodSetResumeIsOneRight(t *testing.T) {
 		}
 	}
 }
+
+// Giving back a request state's use is the right to record uses: an
+// allow list that names ConsumeRequestState, under either service, or
+// either service with *, grants ReleaseRequestState, and the other way
+// round; nothing else grants it.
+func TestMethodSetReleaseIsConsume(t *testing.T) {
+	const (
+		release    = "/switchboard.indexer.v1.ClusterStateService/ReleaseRequestState"
+		consume    = "/switchboard.indexer.v1.ClusterStateService/ConsumeRequestState"
+		oldConsume = "/switchboard.indexer.v1.IndexerService/ConsumeRequestState"
+	)
+	for _, allow := range []string{
+		"switchboard.indexer.v1.IndexerService/ConsumeRequestState",
+		"switchboard.indexer.v1.ClusterStateService/ConsumeRequestState",
+		"switchboard.indexer.v1.ClusterStateService/ReleaseRequestState",
+		"switchboard.indexer.v1.IndexerService/*",
+		"switchboard.indexer.v1.ClusterStateService/*",
+	} {
+		set := NewMethodSet([]string{allow})
+		for _, m := range []string{release, consume, oldConsume} {
+			if !set.Permits(m) {
+				t.Errorf("allow %s refuses %s", allow, m)
+			}
+		}
+	}
+	for _, allow := range []string{
+		"switchboard.indexer.v1.IndexerService/Search",
+		"switchboard.indexer.v1.ClusterStateService/RevokeSession",
+	} {
+		if NewMethodSet([]string{allow}).Permits(release) {
+			t.Errorf("allow %s permits ReleaseRequestState", allow)
+		}
+	}
+	if !NewMethodSet(GatewayMethods).Permits(release) {
+		t.Error("the gateway's built-in allow list refuses ReleaseRequestState")
+	}
+}

@@ -199,3 +199,58 @@ resources:
 		return nil
 	})
 }
+
+// A multi-round-trip retry that a rate limit refuses (429) keeps its
+// requestState: the client sends the same retry again once the limit
+// allows, and it completes, once; the state is still good for one use
+// only. Before, the gateway used the state up before the aggregator's
+// limit refused the retry, so the client's retry after Retry-After was
+// refused as a replay and the request was lost.
+func TestRateLimitedRetryKeepsItsState(t *testing.T) {
+	aggregatorToken := "aggregator-e2e-token-0123456789"
+	c := harness.Start(t, harness.Options{
+		Backends: []harness.Backend{{Name: "shop", Spec: refusalSpec}},
+		Configure: func(cfg *config.Config) {
+			cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials,
+				config.ServiceCredential{Name: "aggregator", Token: aggregatorToken, AssertPrincipals: true, Allow: config.AggregatorMethods})
+			cfg.Aggregator.Indexer = config.Endpoint{Address: cfg.Indexer.Listen, Token: aggregatorToken}
+			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: refusalKey, Subject: "alice"}}}
+			// One call, then one every five seconds: the retry right
+			// after the first round is refused.
+			cfg.RateLimits.Limits = []config.RateLimit{{Name: "slow", Per: config.RatePerPrincipal, Rate: "12/m", Burst: 1}}
+		},
+	})
+	pay := func(extra string) refusalReply {
+		_, r := refusalPost(t, c.MCPURL, modernHeader("tools/call", "shop_pay"), modernBody("tools/call", `"name":"shop_pay","arguments":{"amount":3}`+extra))
+		return r
+	}
+	first := pay("")
+	var state string
+	if first.Error != nil || string(first.Result["resultType"]) != `"input_required"` || json.Unmarshal(first.Result["requestState"], &state) != nil {
+		t.Fatalf("the first round: %s, want input_required with a requestState", first)
+	}
+	retry := `,"inputResponses":{"confirm":{"action":"accept","content":{"ok":true}}},"requestState":` + jsonQuoted(state)
+	if r := pay(retry); r.status != http.StatusTooManyRequests {
+		t.Fatalf("the retry within the limit's interval: %s, want HTTP 429", r)
+	}
+	testkit.Eventually(t, "the retry completes once the limit allows", 30*time.Second, func() error {
+		r := pay(retry)
+		switch {
+		case r.status == http.StatusTooManyRequests:
+			return fmt.Errorf("still limited: %s", r)
+		case r.Error != nil || string(r.Result["resultType"]) != `"complete"`:
+			t.Fatalf("the retry after the limit allowed it: %s, want the complete result", r)
+		}
+		return nil
+	})
+	testkit.Eventually(t, "a replay of the completed retry is refused", 30*time.Second, func() error {
+		r := pay(retry)
+		switch {
+		case r.status == http.StatusTooManyRequests:
+			return fmt.Errorf("still limited: %s", r)
+		case r.Error == nil || r.Error.Code != -32602:
+			t.Fatalf("the replay: %s, want -32602 (already used)", r)
+		}
+		return nil
+	})
+}

@@ -62,6 +62,7 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 		}
 		defer idxConn.Close()
 		deps.Indexer = indexerv1.NewIndexerServiceClient(idxConn)
+		deps.ClusterState = indexerv1.NewClusterStateServiceClient(idxConn)
 	} else {
 		env.Log.Warn("gateway.indexer is not configured: find_tool answers with an error and session deletion is local to this replica")
 	}

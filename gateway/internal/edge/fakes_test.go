@@ -269,6 +269,7 @@ func startGatewayWith(t testing.TB, b *backends, cfg config.Gateway, adjust func
 		}
 		t.Cleanup(func() { idxConn.Close() })
 		deps.Indexer = indexerv1.NewIndexerServiceClient(idxConn)
+		deps.ClusterState = indexerv1.NewClusterStateServiceClient(idxConn)
 	}
 	if deps.Auth, err = auth.New(cfg.Auth, nil); err != nil {
 		t.Fatal(err)

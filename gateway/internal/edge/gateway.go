@@ -43,7 +43,10 @@ type Deps struct {
 	// Indexer serves find_tool and session revocations; nil disables both
 	// (find_tool then answers with an error result, revocation stays local).
 	Indexer indexerv1.IndexerServiceClient
-	Auth    auth.Authenticator
+	// ClusterState is the same indexer's ClusterStateService, for what
+	// only it serves (ReleaseRequestState); nil when Indexer is.
+	ClusterState indexerv1.ClusterStateServiceClient
+	Auth         auth.Authenticator
 	// AggregatorToken and IndexerToken are the service credentials the
 	// connections above present, replaced by Reload; nil (both) leaves
 	// gateway.aggregator.token and gateway.indexer.token to a restart.
@@ -164,7 +167,7 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 		MaxURIBytes:         cfg.Sessions.MaxURIBytes,
 		MaxSubscriptions:    cfg.Sessions.MaxSubscriptions,
 	}, methods.Deps{
-		Aggregator: deps.Aggregator, Indexer: deps.Indexer, Sealer: sealer, StateUses: session.NewStateUses(deps.Indexer, log), Local: g.local, Shared: g.shared, Revoked: g.revocations.Revoked, Log: log,
+		Aggregator: deps.Aggregator, Indexer: deps.Indexer, Sealer: sealer, StateUses: session.NewStateUses(deps.Indexer, deps.ClusterState, log), Local: g.local, Shared: g.shared, Revoked: g.revocations.Revoked, Log: log,
 		Streams: metrics.openStream, Closing: g.closing,
 	})
 	return g, nil

@@ -46,7 +46,10 @@ type roundTrip struct {
 	inputResponses         string
 	// requestState is the backend's own state, unsealed.
 	requestState string
-	context      *aggregatorv1.RequestContext
+	// stateID is the one-time id of the client's sealed requestState,
+	// used up (StateUses.Consume) before the first attempt.
+	stateID string
+	context *aggregatorv1.RequestContext
 	// release ends a call an aggregator holds for input rather than
 	// answering it (releaseHeld).
 	release bool
@@ -64,7 +67,8 @@ func (rt roundTrip) retry() bool { return rt.inputResponses != "" || rt.requestS
 // roundTripParams reads the retry fields and the request context of a
 // call of method on target with arguments (as the client sent them). A
 // retry's sealed requestState must belong to this principal and to this
-// very request, and is used up here, before the backend sees the retry.
+// very request, and is used up here, before the backend sees the retry
+// (and given back if a rate limit refuses the retry: roundTrips).
 func (s *Server) roundTripParams(ctx context.Context, req *Request, method, target string, arguments json.RawMessage) (roundTrip, *wire.Error) {
 	params := req.Params
 	rt := roundTrip{server: req.Server, method: method, target: target, arguments: arguments}
@@ -98,7 +102,7 @@ func (s *Server) roundTripParams(ctx context.Context, req *Request, method, targ
 			req.Trail.Denied = "requestState not sealed for this principal and request: forged, another's, or expired"
 			return rt, wire.InvalidParams("requestState is invalid, expired or already used; call again without it")
 		}
-		rt.requestState = opened.State
+		rt.requestState, rt.stateID = opened.State, opened.ID
 	}
 	var rerr *wire.Error
 	rt.context, rerr = s.requestContext(req)
@@ -153,7 +157,14 @@ func (s *Server) roundTrips(ctx context.Context, req *Request, resp Responder, r
 		out, err := op(opCtx, rt)
 		cancel()
 		if err != nil {
-			return nil, mcperr.FromCallError(ctx, s.log, err, req.Era, req.Method, req.ClientCaps)
+			rerr := mcperr.FromCallError(ctx, s.log, err, req.Era, req.Method, req.ClientCaps)
+			if round == 0 && rt.stateID != "" && rerr.Code == wire.CodeRateLimited {
+				// A limit refused the retry before its backend saw it:
+				// the client sends it again, with the same requestState,
+				// once the limit allows, and that must not be a replay.
+				s.uses.Release(ctx, rt.stateID)
+			}
+			return nil, rerr
 		}
 		result, resultType := []byte(out.json), out.resultType
 		if resultType == "" {

@@ -95,7 +95,7 @@ func TestRequestBinding(t *testing.T) {
 // replica, an expired record is forgotten, and a full record refuses new
 // uses instead of forgetting live ones.
 func TestStateUsesLocal(t *testing.T) {
-	u := NewStateUses(nil, slog.New(slog.DiscardHandler))
+	u := NewStateUses(nil, nil, slog.New(slog.DiscardHandler))
 	ctx := context.Background()
 	in := time.Now().Add(time.Minute)
 	if err := u.Consume(ctx, "p", "a", in); err != nil {
@@ -121,6 +121,19 @@ func TestStateUsesLocal(t *testing.T) {
 	}
 	if len(u.local) != 1 {
 		t.Fatalf("%d records kept, want the one live", len(u.local))
+	}
+	// A use given back (a limit refused the retry) is good once more,
+	// and only once; giving back a state never used changes nothing.
+	u.Release(ctx, "b")
+	u.Release(ctx, "never")
+	if len(u.local) != 0 || len(u.owners) != 0 {
+		t.Fatalf("after the release: %d records, owners %v", len(u.local), u.owners)
+	}
+	if err := u.Consume(ctx, "p", "b", in.Add(time.Hour)); err != nil {
+		t.Fatalf("the use after a release: %v", err)
+	}
+	if err := u.Consume(ctx, "p", "b", in.Add(time.Hour)); !errors.Is(err, ErrReplayed) {
+		t.Fatalf("a replay after the release's use: %v", err)
 	}
 }
 
@@ -151,13 +164,13 @@ func (c *consumeIndexer) ConsumeRequestState(_ context.Context, req *indexerv1.C
 // indexer that cannot answer refuses the use without using the state up.
 func TestStateUsesIndexer(t *testing.T) {
 	idx := &consumeIndexer{seen: map[string]bool{}}
-	u := NewStateUses(idx, slog.New(slog.DiscardHandler))
+	u := NewStateUses(idx, nil, slog.New(slog.DiscardHandler))
 	ctx := context.Background()
 	in := time.Now().Add(time.Minute)
 	if err := u.Consume(ctx, "p", "a", in); err != nil {
 		t.Fatal(err)
 	}
-	if err := NewStateUses(idx, slog.New(slog.DiscardHandler)).Consume(ctx, "p", "a", in); !errors.Is(err, ErrReplayed) {
+	if err := NewStateUses(idx, nil, slog.New(slog.DiscardHandler)).Consume(ctx, "p", "a", in); !errors.Is(err, ErrReplayed) {
 		t.Fatalf("a replay at another replica: %v", err)
 	}
 	idx.err = status.Error(codes.Unavailable, "down")
@@ -216,7 +229,7 @@ func TestStateHasOneSpelling(t *testing.T) {
 // TestStateUsesLocalShare: without an indexer one principal can fill only
 // its share of the record; another principal's retries still go through.
 func TestStateUsesLocalShare(t *testing.T) {
-	u := NewStateUses(nil, slog.New(slog.DiscardHandler))
+	u := NewStateUses(nil, nil, slog.New(slog.DiscardHandler))
 	ctx := context.Background()
 	in := time.Now().Add(time.Minute)
 	for i := range maxLocalStateUsesPerPrincipal {
@@ -246,7 +259,7 @@ func TestStateUsesLocalShare(t *testing.T) {
 func TestStateUsesWarnOnceAMinute(t *testing.T) {
 	idx := &consumeIndexer{seen: map[string]bool{}, err: status.Error(codes.Unavailable, "down")}
 	logs := &testkit.LogBuffer{}
-	u := NewStateUses(idx, slog.New(slog.NewTextHandler(logs, nil)))
+	u := NewStateUses(idx, nil, slog.New(slog.NewTextHandler(logs, nil)))
 	now := time.Now()
 	u.now = func() time.Time { return now }
 	warnings := func() int { return strings.Count(logs.String(), "could not be recorded as used") }

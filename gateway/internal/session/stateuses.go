@@ -30,11 +30,17 @@ import (
 // record of a state is kept until the state expires.
 type StateUses struct {
 	client indexerv1.IndexerServiceClient // nil: this replica only
-	now    func() time.Time
-	log    *slog.Logger
+	// releaser gives uses back (only ClusterStateService serves that);
+	// nil when client is.
+	releaser indexerv1.ClusterStateServiceClient
+	now      func() time.Time
+	log      *slog.Logger
 	// warn limits the warning for uses the indexer could not record: a
 	// client can resend a refused retry at any rate.
 	warn logLimiter
+	// releaseWarn limits the warning for uses that could not be given
+	// back.
+	releaseWarn logLimiter
 
 	mu     sync.Mutex
 	local  map[string]localUse // by id digest
@@ -67,11 +73,37 @@ var ErrReplayed = errors.New("request state already used")
 // used up.
 var ErrUnrecorded = errors.New("request state use cannot be recorded now")
 
-// NewStateUses records uses in the indexer behind client, or, with a nil
-// client, on this replica; log gets the warning when the indexer cannot
-// record one.
-func NewStateUses(client indexerv1.IndexerServiceClient, log *slog.Logger) *StateUses {
-	return &StateUses{client: client, now: time.Now, log: log, local: map[string]localUse{}, owners: map[string]int{}}
+// NewStateUses records uses in the indexer behind client and releaser (one
+// connection's two services), or, with a nil client, on this replica; log
+// gets the warning when the indexer cannot record one.
+func NewStateUses(client indexerv1.IndexerServiceClient, releaser indexerv1.ClusterStateServiceClient, log *slog.Logger) *StateUses {
+	return &StateUses{client: client, releaser: releaser, now: time.Now, log: log, local: map[string]localUse{}, owners: map[string]int{}}
+}
+
+// Release gives back the use Consume just recorded for the state with
+// one-time id: for a retry refused before its backend could see it (a
+// rate limit), which the client will send again with the same state.
+// Best effort: a use that cannot be given back stays used, and the
+// client's next retry is refused as a replay (it must start over).
+func (u *StateUses) Release(ctx context.Context, id string) {
+	sum := sha256.Sum256([]byte(id))
+	digest := hex.EncodeToString(sum[:])
+	if u.client == nil {
+		u.mu.Lock()
+		if use, ok := u.local[digest]; ok {
+			u.forget(digest, use)
+		}
+		u.mu.Unlock()
+		return
+	}
+	if u.releaser == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordWait)
+	defer cancel()
+	if _, err := u.releaser.ReleaseRequestState(ctx, &indexerv1.ReleaseRequestStateRequest{StateDigest: digest}); err != nil && u.releaseWarn.allow(u.now()) {
+		u.log.WarnContext(ctx, "a refused retry's requestState could not be given back; the client's next retry of it is refused as a replay (logged at most once a minute)", "err", err)
+	}
 }
 
 // Consume uses up the state with one-time id, valid until expiresAt, that

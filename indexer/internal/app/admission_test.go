@@ -50,6 +50,7 @@ func TestEveryRPCIsPlaced(t *testing.T) {
 		"CheckSession":          "Legacy session deletions",
 		"WatchRevocations":      "Legacy session deletions",
 		"ConsumeRequestState":   "the multi-round-trip request states used up, once across replicas",
+		"ReleaseRequestState":   "the multi-round-trip request states used up (a use given back)",
 		"UpdateSessionState":    "Legacy session state (log level, subscriptions)",
 		"WatchSessionEvents":    "Legacy session state and relayed input answers",
 		"RelayInputResponse":    "an input answer relayed to the gateway replica holding the request",

@@ -75,6 +75,25 @@ func (s *Server) ConsumeRequestState(ctx context.Context, req *indexerv1.Consume
 	return &indexerv1.ConsumeRequestStateResponse{FirstUse: first}, nil
 }
 
+// ReleaseRequestState gives back a use of a request state, for a retry
+// refused before its backend saw it. The record's place in the caller's
+// and the principal's bounds stays taken until the record would have
+// expired: a client made to wait by a rate limit cannot so make records
+// faster than it retries.
+func (s *Server) ReleaseRequestState(ctx context.Context, req *indexerv1.ReleaseRequestStateRequest) (*indexerv1.ReleaseRequestStateResponse, error) {
+	err := s.checkReady()
+	if err == nil && validDigest(req.GetStateDigest()) != nil {
+		err = invalidArgument("state_digest must be a hex SHA-256 (64 characters)")
+	}
+	if err == nil {
+		err = s.Store.ReleaseRequestState(ctx, req.GetStateDigest())
+	}
+	if err != nil {
+		return nil, s.toStatus(ctx, "ReleaseRequestState", err)
+	}
+	return &indexerv1.ReleaseRequestStateResponse{}, nil
+}
+
 // reserveRequestState takes a place for one more record of the caller's
 // and, when the request names one, of the principal's through that
 // caller; an operator's records count against nothing. done must be

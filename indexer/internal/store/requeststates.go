@@ -14,4 +14,7 @@ type RequestStates interface {
 	// concurrent calls for one digest, through any handle on the same
 	// backing store, exactly one gets true.
 	ConsumeRequestState(ctx context.Context, digest string, expiresAt time.Time) (first bool, err error)
+	// ReleaseRequestState drops the record of digest, so that its next
+	// ConsumeRequestState is first again; without one it does nothing.
+	ReleaseRequestState(ctx context.Context, digest string) error
 }

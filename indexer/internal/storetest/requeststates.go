@@ -10,7 +10,7 @@ import (
 // A request state is consumed once: of many concurrent consumers on
 // several handles (replicas), exactly one is first, and every later call
 // is not; another digest is independent; garbage collection purges the
-// expired records only.
+// expired records only; a release gives one use back.
 func requestStates(t *testing.T, open Open[RequestStateStore]) {
 	one, two := open(t), open(t)
 	ctx := t.Context()
@@ -51,5 +51,22 @@ func requestStates(t *testing.T, open Open[RequestStateStore]) {
 	}
 	if first, err := one.ConsumeRequestState(ctx, digest('b'), in); err != nil || first {
 		t.Fatalf("a live record after garbage collection: first %v, %v", first, err)
+	}
+	// A released use is given back on every handle, once; releasing a
+	// digest without a record changes nothing.
+	if err := two.ReleaseRequestState(ctx, digest('b')); err != nil {
+		t.Fatal(err)
+	}
+	if err := two.ReleaseRequestState(ctx, digest('d')); err != nil {
+		t.Fatalf("releasing a digest without a record: %v", err)
+	}
+	if first, err := one.ConsumeRequestState(ctx, digest('b'), in); err != nil || !first {
+		t.Fatalf("the use after a release: first %v, %v; want first", first, err)
+	}
+	if first, err := two.ConsumeRequestState(ctx, digest('b'), in); err != nil || first {
+		t.Fatalf("a replay after the use that followed the release: first %v, %v", first, err)
+	}
+	if first, err := one.ConsumeRequestState(ctx, digest('a'), in); err != nil || first {
+		t.Fatalf("releasing one digest gave back another: first %v, %v", first, err)
 	}
 }

@@ -16,3 +16,9 @@ func (s *Store) ConsumeRequestState(ctx context.Context, digest string, expiresA
 	}
 	return tag.RowsAffected() == 1, nil
 }
+
+// ReleaseRequestState drops the record of digest.
+func (s *Store) ReleaseRequestState(ctx context.Context, digest string) error {
+	_, err := s.pool.Exec(ctx, `DELETE FROM consumed_request_states WHERE state_digest = $1`, digest)
+	return classify(err)
+}

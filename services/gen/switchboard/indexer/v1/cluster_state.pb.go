@@ -24,12 +24,13 @@ var File_switchboard_indexer_v1_cluster_state_proto protoreflect.FileDescriptor
 
 const file_switchboard_indexer_v1_cluster_state_proto_rawDesc = "" +
 	"\n" +
-	"*switchboard/indexer/v1/cluster_state.proto\x12\x16switchboard.indexer.v1\x1a$switchboard/indexer/v1/indexer.proto\x1a\"switchboard/indexer/v1/tasks.proto2\xa6\x15\n" +
+	"*switchboard/indexer/v1/cluster_state.proto\x12\x16switchboard.indexer.v1\x1a$switchboard/indexer/v1/indexer.proto\x1a\"switchboard/indexer/v1/tasks.proto2\xa6\x16\n" +
 	"\x13ClusterStateService\x12l\n" +
 	"\rRevokeSession\x12,.switchboard.indexer.v1.RevokeSessionRequest\x1a-.switchboard.indexer.v1.RevokeSessionResponse\x12i\n" +
 	"\fCheckSession\x12+.switchboard.indexer.v1.CheckSessionRequest\x1a,.switchboard.indexer.v1.CheckSessionResponse\x12w\n" +
 	"\x10WatchRevocations\x12/.switchboard.indexer.v1.WatchRevocationsRequest\x1a0.switchboard.indexer.v1.WatchRevocationsResponse0\x01\x12~\n" +
-	"\x13ConsumeRequestState\x122.switchboard.indexer.v1.ConsumeRequestStateRequest\x1a3.switchboard.indexer.v1.ConsumeRequestStateResponse\x12{\n" +
+	"\x13ConsumeRequestState\x122.switchboard.indexer.v1.ConsumeRequestStateRequest\x1a3.switchboard.indexer.v1.ConsumeRequestStateResponse\x12~\n" +
+	"\x13ReleaseRequestState\x122.switchboard.indexer.v1.ReleaseRequestStateRequest\x1a3.switchboard.indexer.v1.ReleaseRequestStateResponse\x12{\n" +
 	"\x12UpdateSessionState\x121.switchboard.indexer.v1.UpdateSessionStateRequest\x1a2.switchboard.indexer.v1.UpdateSessionStateResponse\x12}\n" +
 	"\x12WatchSessionEvents\x121.switchboard.indexer.v1.WatchSessionEventsRequest\x1a2.switchboard.indexer.v1.WatchSessionEventsResponse0\x01\x12{\n" +
 	"\x12RelayInputResponse\x121.switchboard.indexer.v1.RelayInputResponseRequest\x1a2.switchboard.indexer.v1.RelayInputResponseResponse\x12x\n" +
@@ -58,98 +59,102 @@ var file_switchboard_indexer_v1_cluster_state_proto_goTypes = []any{
 	(*CheckSessionRequest)(nil),           // 1: switchboard.indexer.v1.CheckSessionRequest
 	(*WatchRevocationsRequest)(nil),       // 2: switchboard.indexer.v1.WatchRevocationsRequest
 	(*ConsumeRequestStateRequest)(nil),    // 3: switchboard.indexer.v1.ConsumeRequestStateRequest
-	(*UpdateSessionStateRequest)(nil),     // 4: switchboard.indexer.v1.UpdateSessionStateRequest
-	(*WatchSessionEventsRequest)(nil),     // 5: switchboard.indexer.v1.WatchSessionEventsRequest
-	(*RelayInputResponseRequest)(nil),     // 6: switchboard.indexer.v1.RelayInputResponseRequest
-	(*RelayCancellationRequest)(nil),      // 7: switchboard.indexer.v1.RelayCancellationRequest
-	(*RecordToolDefinitionsRequest)(nil),  // 8: switchboard.indexer.v1.RecordToolDefinitionsRequest
-	(*ApproveToolDefinitionRequest)(nil),  // 9: switchboard.indexer.v1.ApproveToolDefinitionRequest
-	(*ListToolDefinitionsRequest)(nil),    // 10: switchboard.indexer.v1.ListToolDefinitionsRequest
-	(*WatchToolDefinitionsRequest)(nil),   // 11: switchboard.indexer.v1.WatchToolDefinitionsRequest
-	(*AcquireRateTokensRequest)(nil),      // 12: switchboard.indexer.v1.AcquireRateTokensRequest
-	(*ListRateLimitBucketsRequest)(nil),   // 13: switchboard.indexer.v1.ListRateLimitBucketsRequest
-	(*RecordAuditEventsRequest)(nil),      // 14: switchboard.indexer.v1.RecordAuditEventsRequest
-	(*QueryAuditEventsRequest)(nil),       // 15: switchboard.indexer.v1.QueryAuditEventsRequest
-	(*CreateTaskRequest)(nil),             // 16: switchboard.indexer.v1.CreateTaskRequest
-	(*GetTaskRequest)(nil),                // 17: switchboard.indexer.v1.GetTaskRequest
-	(*ListTasksRequest)(nil),              // 18: switchboard.indexer.v1.ListTasksRequest
-	(*AdvanceTaskRequest)(nil),            // 19: switchboard.indexer.v1.AdvanceTaskRequest
-	(*AnswerTaskRequest)(nil),             // 20: switchboard.indexer.v1.AnswerTaskRequest
-	(*CancelTaskRequest)(nil),             // 21: switchboard.indexer.v1.CancelTaskRequest
-	(*RenewTaskLeasesRequest)(nil),        // 22: switchboard.indexer.v1.RenewTaskLeasesRequest
-	(*RevokeSessionResponse)(nil),         // 23: switchboard.indexer.v1.RevokeSessionResponse
-	(*CheckSessionResponse)(nil),          // 24: switchboard.indexer.v1.CheckSessionResponse
-	(*WatchRevocationsResponse)(nil),      // 25: switchboard.indexer.v1.WatchRevocationsResponse
-	(*ConsumeRequestStateResponse)(nil),   // 26: switchboard.indexer.v1.ConsumeRequestStateResponse
-	(*UpdateSessionStateResponse)(nil),    // 27: switchboard.indexer.v1.UpdateSessionStateResponse
-	(*WatchSessionEventsResponse)(nil),    // 28: switchboard.indexer.v1.WatchSessionEventsResponse
-	(*RelayInputResponseResponse)(nil),    // 29: switchboard.indexer.v1.RelayInputResponseResponse
-	(*RelayCancellationResponse)(nil),     // 30: switchboard.indexer.v1.RelayCancellationResponse
-	(*RecordToolDefinitionsResponse)(nil), // 31: switchboard.indexer.v1.RecordToolDefinitionsResponse
-	(*ApproveToolDefinitionResponse)(nil), // 32: switchboard.indexer.v1.ApproveToolDefinitionResponse
-	(*ListToolDefinitionsResponse)(nil),   // 33: switchboard.indexer.v1.ListToolDefinitionsResponse
-	(*WatchToolDefinitionsResponse)(nil),  // 34: switchboard.indexer.v1.WatchToolDefinitionsResponse
-	(*AcquireRateTokensResponse)(nil),     // 35: switchboard.indexer.v1.AcquireRateTokensResponse
-	(*ListRateLimitBucketsResponse)(nil),  // 36: switchboard.indexer.v1.ListRateLimitBucketsResponse
-	(*RecordAuditEventsResponse)(nil),     // 37: switchboard.indexer.v1.RecordAuditEventsResponse
-	(*QueryAuditEventsResponse)(nil),      // 38: switchboard.indexer.v1.QueryAuditEventsResponse
-	(*CreateTaskResponse)(nil),            // 39: switchboard.indexer.v1.CreateTaskResponse
-	(*GetTaskResponse)(nil),               // 40: switchboard.indexer.v1.GetTaskResponse
-	(*ListTasksResponse)(nil),             // 41: switchboard.indexer.v1.ListTasksResponse
-	(*AdvanceTaskResponse)(nil),           // 42: switchboard.indexer.v1.AdvanceTaskResponse
-	(*AnswerTaskResponse)(nil),            // 43: switchboard.indexer.v1.AnswerTaskResponse
-	(*CancelTaskResponse)(nil),            // 44: switchboard.indexer.v1.CancelTaskResponse
-	(*RenewTaskLeasesResponse)(nil),       // 45: switchboard.indexer.v1.RenewTaskLeasesResponse
+	(*ReleaseRequestStateRequest)(nil),    // 4: switchboard.indexer.v1.ReleaseRequestStateRequest
+	(*UpdateSessionStateRequest)(nil),     // 5: switchboard.indexer.v1.UpdateSessionStateRequest
+	(*WatchSessionEventsRequest)(nil),     // 6: switchboard.indexer.v1.WatchSessionEventsRequest
+	(*RelayInputResponseRequest)(nil),     // 7: switchboard.indexer.v1.RelayInputResponseRequest
+	(*RelayCancellationRequest)(nil),      // 8: switchboard.indexer.v1.RelayCancellationRequest
+	(*RecordToolDefinitionsRequest)(nil),  // 9: switchboard.indexer.v1.RecordToolDefinitionsRequest
+	(*ApproveToolDefinitionRequest)(nil),  // 10: switchboard.indexer.v1.ApproveToolDefinitionRequest
+	(*ListToolDefinitionsRequest)(nil),    // 11: switchboard.indexer.v1.ListToolDefinitionsRequest
+	(*WatchToolDefinitionsRequest)(nil),   // 12: switchboard.indexer.v1.WatchToolDefinitionsRequest
+	(*AcquireRateTokensRequest)(nil),      // 13: switchboard.indexer.v1.AcquireRateTokensRequest
+	(*ListRateLimitBucketsRequest)(nil),   // 14: switchboard.indexer.v1.ListRateLimitBucketsRequest
+	(*RecordAuditEventsRequest)(nil),      // 15: switchboard.indexer.v1.RecordAuditEventsRequest
+	(*QueryAuditEventsRequest)(nil),       // 16: switchboard.indexer.v1.QueryAuditEventsRequest
+	(*CreateTaskRequest)(nil),             // 17: switchboard.indexer.v1.CreateTaskRequest
+	(*GetTaskRequest)(nil),                // 18: switchboard.indexer.v1.GetTaskRequest
+	(*ListTasksRequest)(nil),              // 19: switchboard.indexer.v1.ListTasksRequest
+	(*AdvanceTaskRequest)(nil),            // 20: switchboard.indexer.v1.AdvanceTaskRequest
+	(*AnswerTaskRequest)(nil),             // 21: switchboard.indexer.v1.AnswerTaskRequest
+	(*CancelTaskRequest)(nil),             // 22: switchboard.indexer.v1.CancelTaskRequest
+	(*RenewTaskLeasesRequest)(nil),        // 23: switchboard.indexer.v1.RenewTaskLeasesRequest
+	(*RevokeSessionResponse)(nil),         // 24: switchboard.indexer.v1.RevokeSessionResponse
+	(*CheckSessionResponse)(nil),          // 25: switchboard.indexer.v1.CheckSessionResponse
+	(*WatchRevocationsResponse)(nil),      // 26: switchboard.indexer.v1.WatchRevocationsResponse
+	(*ConsumeRequestStateResponse)(nil),   // 27: switchboard.indexer.v1.ConsumeRequestStateResponse
+	(*ReleaseRequestStateResponse)(nil),   // 28: switchboard.indexer.v1.ReleaseRequestStateResponse
+	(*UpdateSessionStateResponse)(nil),    // 29: switchboard.indexer.v1.UpdateSessionStateResponse
+	(*WatchSessionEventsResponse)(nil),    // 30: switchboard.indexer.v1.WatchSessionEventsResponse
+	(*RelayInputResponseResponse)(nil),    // 31: switchboard.indexer.v1.RelayInputResponseResponse
+	(*RelayCancellationResponse)(nil),     // 32: switchboard.indexer.v1.RelayCancellationResponse
+	(*RecordToolDefinitionsResponse)(nil), // 33: switchboard.indexer.v1.RecordToolDefinitionsResponse
+	(*ApproveToolDefinitionResponse)(nil), // 34: switchboard.indexer.v1.ApproveToolDefinitionResponse
+	(*ListToolDefinitionsResponse)(nil),   // 35: switchboard.indexer.v1.ListToolDefinitionsResponse
+	(*WatchToolDefinitionsResponse)(nil),  // 36: switchboard.indexer.v1.WatchToolDefinitionsResponse
+	(*AcquireRateTokensResponse)(nil),     // 37: switchboard.indexer.v1.AcquireRateTokensResponse
+	(*ListRateLimitBucketsResponse)(nil),  // 38: switchboard.indexer.v1.ListRateLimitBucketsResponse
+	(*RecordAuditEventsResponse)(nil),     // 39: switchboard.indexer.v1.RecordAuditEventsResponse
+	(*QueryAuditEventsResponse)(nil),      // 40: switchboard.indexer.v1.QueryAuditEventsResponse
+	(*CreateTaskResponse)(nil),            // 41: switchboard.indexer.v1.CreateTaskResponse
+	(*GetTaskResponse)(nil),               // 42: switchboard.indexer.v1.GetTaskResponse
+	(*ListTasksResponse)(nil),             // 43: switchboard.indexer.v1.ListTasksResponse
+	(*AdvanceTaskResponse)(nil),           // 44: switchboard.indexer.v1.AdvanceTaskResponse
+	(*AnswerTaskResponse)(nil),            // 45: switchboard.indexer.v1.AnswerTaskResponse
+	(*CancelTaskResponse)(nil),            // 46: switchboard.indexer.v1.CancelTaskResponse
+	(*RenewTaskLeasesResponse)(nil),       // 47: switchboard.indexer.v1.RenewTaskLeasesResponse
 }
 var file_switchboard_indexer_v1_cluster_state_proto_depIdxs = []int32{
 	0,  // 0: switchboard.indexer.v1.ClusterStateService.RevokeSession:input_type -> switchboard.indexer.v1.RevokeSessionRequest
 	1,  // 1: switchboard.indexer.v1.ClusterStateService.CheckSession:input_type -> switchboard.indexer.v1.CheckSessionRequest
 	2,  // 2: switchboard.indexer.v1.ClusterStateService.WatchRevocations:input_type -> switchboard.indexer.v1.WatchRevocationsRequest
 	3,  // 3: switchboard.indexer.v1.ClusterStateService.ConsumeRequestState:input_type -> switchboard.indexer.v1.ConsumeRequestStateRequest
-	4,  // 4: switchboard.indexer.v1.ClusterStateService.UpdateSessionState:input_type -> switchboard.indexer.v1.UpdateSessionStateRequest
-	5,  // 5: switchboard.indexer.v1.ClusterStateService.WatchSessionEvents:input_type -> switchboard.indexer.v1.WatchSessionEventsRequest
-	6,  // 6: switchboard.indexer.v1.ClusterStateService.RelayInputResponse:input_type -> switchboard.indexer.v1.RelayInputResponseRequest
-	7,  // 7: switchboard.indexer.v1.ClusterStateService.RelayCancellation:input_type -> switchboard.indexer.v1.RelayCancellationRequest
-	8,  // 8: switchboard.indexer.v1.ClusterStateService.RecordToolDefinitions:input_type -> switchboard.indexer.v1.RecordToolDefinitionsRequest
-	9,  // 9: switchboard.indexer.v1.ClusterStateService.ApproveToolDefinition:input_type -> switchboard.indexer.v1.ApproveToolDefinitionRequest
-	10, // 10: switchboard.indexer.v1.ClusterStateService.ListToolDefinitions:input_type -> switchboard.indexer.v1.ListToolDefinitionsRequest
-	11, // 11: switchboard.indexer.v1.ClusterStateService.WatchToolDefinitions:input_type -> switchboard.indexer.v1.WatchToolDefinitionsRequest
-	12, // 12: switchboard.indexer.v1.ClusterStateService.AcquireRateTokens:input_type -> switchboard.indexer.v1.AcquireRateTokensRequest
-	13, // 13: switchboard.indexer.v1.ClusterStateService.ListRateLimitBuckets:input_type -> switchboard.indexer.v1.ListRateLimitBucketsRequest
-	14, // 14: switchboard.indexer.v1.ClusterStateService.RecordAuditEvents:input_type -> switchboard.indexer.v1.RecordAuditEventsRequest
-	15, // 15: switchboard.indexer.v1.ClusterStateService.QueryAuditEvents:input_type -> switchboard.indexer.v1.QueryAuditEventsRequest
-	16, // 16: switchboard.indexer.v1.ClusterStateService.CreateTask:input_type -> switchboard.indexer.v1.CreateTaskRequest
-	17, // 17: switchboard.indexer.v1.ClusterStateService.GetTask:input_type -> switchboard.indexer.v1.GetTaskRequest
-	18, // 18: switchboard.indexer.v1.ClusterStateService.ListTasks:input_type -> switchboard.indexer.v1.ListTasksRequest
-	19, // 19: switchboard.indexer.v1.ClusterStateService.AdvanceTask:input_type -> switchboard.indexer.v1.AdvanceTaskRequest
-	20, // 20: switchboard.indexer.v1.ClusterStateService.AnswerTask:input_type -> switchboard.indexer.v1.AnswerTaskRequest
-	21, // 21: switchboard.indexer.v1.ClusterStateService.CancelTask:input_type -> switchboard.indexer.v1.CancelTaskRequest
-	22, // 22: switchboard.indexer.v1.ClusterStateService.RenewTaskLeases:input_type -> switchboard.indexer.v1.RenewTaskLeasesRequest
-	23, // 23: switchboard.indexer.v1.ClusterStateService.RevokeSession:output_type -> switchboard.indexer.v1.RevokeSessionResponse
-	24, // 24: switchboard.indexer.v1.ClusterStateService.CheckSession:output_type -> switchboard.indexer.v1.CheckSessionResponse
-	25, // 25: switchboard.indexer.v1.ClusterStateService.WatchRevocations:output_type -> switchboard.indexer.v1.WatchRevocationsResponse
-	26, // 26: switchboard.indexer.v1.ClusterStateService.ConsumeRequestState:output_type -> switchboard.indexer.v1.ConsumeRequestStateResponse
-	27, // 27: switchboard.indexer.v1.ClusterStateService.UpdateSessionState:output_type -> switchboard.indexer.v1.UpdateSessionStateResponse
-	28, // 28: switchboard.indexer.v1.ClusterStateService.WatchSessionEvents:output_type -> switchboard.indexer.v1.WatchSessionEventsResponse
-	29, // 29: switchboard.indexer.v1.ClusterStateService.RelayInputResponse:output_type -> switchboard.indexer.v1.RelayInputResponseResponse
-	30, // 30: switchboard.indexer.v1.ClusterStateService.RelayCancellation:output_type -> switchboard.indexer.v1.RelayCancellationResponse
-	31, // 31: switchboard.indexer.v1.ClusterStateService.RecordToolDefinitions:output_type -> switchboard.indexer.v1.RecordToolDefinitionsResponse
-	32, // 32: switchboard.indexer.v1.ClusterStateService.ApproveToolDefinition:output_type -> switchboard.indexer.v1.ApproveToolDefinitionResponse
-	33, // 33: switchboard.indexer.v1.ClusterStateService.ListToolDefinitions:output_type -> switchboard.indexer.v1.ListToolDefinitionsResponse
-	34, // 34: switchboard.indexer.v1.ClusterStateService.WatchToolDefinitions:output_type -> switchboard.indexer.v1.WatchToolDefinitionsResponse
-	35, // 35: switchboard.indexer.v1.ClusterStateService.AcquireRateTokens:output_type -> switchboard.indexer.v1.AcquireRateTokensResponse
-	36, // 36: switchboard.indexer.v1.ClusterStateService.ListRateLimitBuckets:output_type -> switchboard.indexer.v1.ListRateLimitBucketsResponse
-	37, // 37: switchboard.indexer.v1.ClusterStateService.RecordAuditEvents:output_type -> switchboard.indexer.v1.RecordAuditEventsResponse
-	38, // 38: switchboard.indexer.v1.ClusterStateService.QueryAuditEvents:output_type -> switchboard.indexer.v1.QueryAuditEventsResponse
-	39, // 39: switchboard.indexer.v1.ClusterStateService.CreateTask:output_type -> switchboard.indexer.v1.CreateTaskResponse
-	40, // 40: switchboard.indexer.v1.ClusterStateService.GetTask:output_type -> switchboard.indexer.v1.GetTaskResponse
-	41, // 41: switchboard.indexer.v1.ClusterStateService.ListTasks:output_type -> switchboard.indexer.v1.ListTasksResponse
-	42, // 42: switchboard.indexer.v1.ClusterStateService.AdvanceTask:output_type -> switchboard.indexer.v1.AdvanceTaskResponse
-	43, // 43: switchboard.indexer.v1.ClusterStateService.AnswerTask:output_type -> switchboard.indexer.v1.AnswerTaskResponse
-	44, // 44: switchboard.indexer.v1.ClusterStateService.CancelTask:output_type -> switchboard.indexer.v1.CancelTaskResponse
-	45, // 45: switchboard.indexer.v1.ClusterStateService.RenewTaskLeases:output_type -> switchboard.indexer.v1.RenewTaskLeasesResponse
-	23, // [23:46] is the sub-list for method output_type
-	0,  // [0:23] is the sub-list for method input_type
+	4,  // 4: switchboard.indexer.v1.ClusterStateService.ReleaseRequestState:input_type -> switchboard.indexer.v1.ReleaseRequestStateRequest
+	5,  // 5: switchboard.indexer.v1.ClusterStateService.UpdateSessionState:input_type -> switchboard.indexer.v1.UpdateSessionStateRequest
+	6,  // 6: switchboard.indexer.v1.ClusterStateService.WatchSessionEvents:input_type -> switchboard.indexer.v1.WatchSessionEventsRequest
+	7,  // 7: switchboard.indexer.v1.ClusterStateService.RelayInputResponse:input_type -> switchboard.indexer.v1.RelayInputResponseRequest
+	8,  // 8: switchboard.indexer.v1.ClusterStateService.RelayCancellation:input_type -> switchboard.indexer.v1.RelayCancellationRequest
+	9,  // 9: switchboard.indexer.v1.ClusterStateService.RecordToolDefinitions:input_type -> switchboard.indexer.v1.RecordToolDefinitionsRequest
+	10, // 10: switchboard.indexer.v1.ClusterStateService.ApproveToolDefinition:input_type -> switchboard.indexer.v1.ApproveToolDefinitionRequest
+	11, // 11: switchboard.indexer.v1.ClusterStateService.ListToolDefinitions:input_type -> switchboard.indexer.v1.ListToolDefinitionsRequest
+	12, // 12: switchboard.indexer.v1.ClusterStateService.WatchToolDefinitions:input_type -> switchboard.indexer.v1.WatchToolDefinitionsRequest
+	13, // 13: switchboard.indexer.v1.ClusterStateService.AcquireRateTokens:input_type -> switchboard.indexer.v1.AcquireRateTokensRequest
+	14, // 14: switchboard.indexer.v1.ClusterStateService.ListRateLimitBuckets:input_type -> switchboard.indexer.v1.ListRateLimitBucketsRequest
+	15, // 15: switchboard.indexer.v1.ClusterStateService.RecordAuditEvents:input_type -> switchboard.indexer.v1.RecordAuditEventsRequest
+	16, // 16: switchboard.indexer.v1.ClusterStateService.QueryAuditEvents:input_type -> switchboard.indexer.v1.QueryAuditEventsRequest
+	17, // 17: switchboard.indexer.v1.ClusterStateService.CreateTask:input_type -> switchboard.indexer.v1.CreateTaskRequest
+	18, // 18: switchboard.indexer.v1.ClusterStateService.GetTask:input_type -> switchboard.indexer.v1.GetTaskRequest
+	19, // 19: switchboard.indexer.v1.ClusterStateService.ListTasks:input_type -> switchboard.indexer.v1.ListTasksRequest
+	20, // 20: switchboard.indexer.v1.ClusterStateService.AdvanceTask:input_type -> switchboard.indexer.v1.AdvanceTaskRequest
+	21, // 21: switchboard.indexer.v1.ClusterStateService.AnswerTask:input_type -> switchboard.indexer.v1.AnswerTaskRequest
+	22, // 22: switchboard.indexer.v1.ClusterStateService.CancelTask:input_type -> switchboard.indexer.v1.CancelTaskRequest
+	23, // 23: switchboard.indexer.v1.ClusterStateService.RenewTaskLeases:input_type -> switchboard.indexer.v1.RenewTaskLeasesRequest
+	24, // 24: switchboard.indexer.v1.ClusterStateService.RevokeSession:output_type -> switchboard.indexer.v1.RevokeSessionResponse
+	25, // 25: switchboard.indexer.v1.ClusterStateService.CheckSession:output_type -> switchboard.indexer.v1.CheckSessionResponse
+	26, // 26: switchboard.indexer.v1.ClusterStateService.WatchRevocations:output_type -> switchboard.indexer.v1.WatchRevocationsResponse
+	27, // 27: switchboard.indexer.v1.ClusterStateService.ConsumeRequestState:output_type -> switchboard.indexer.v1.ConsumeRequestStateResponse
+	28, // 28: switchboard.indexer.v1.ClusterStateService.ReleaseRequestState:output_type -> switchboard.indexer.v1.ReleaseRequestStateResponse
+	29, // 29: switchboard.indexer.v1.ClusterStateService.UpdateSessionState:output_type -> switchboard.indexer.v1.UpdateSessionStateResponse
+	30, // 30: switchboard.indexer.v1.ClusterStateService.WatchSessionEvents:output_type -> switchboard.indexer.v1.WatchSessionEventsResponse
+	31, // 31: switchboard.indexer.v1.ClusterStateService.RelayInputResponse:output_type -> switchboard.indexer.v1.RelayInputResponseResponse
+	32, // 32: switchboard.indexer.v1.ClusterStateService.RelayCancellation:output_type -> switchboard.indexer.v1.RelayCancellationResponse
+	33, // 33: switchboard.indexer.v1.ClusterStateService.RecordToolDefinitions:output_type -> switchboard.indexer.v1.RecordToolDefinitionsResponse
+	34, // 34: switchboard.indexer.v1.ClusterStateService.ApproveToolDefinition:output_type -> switchboard.indexer.v1.ApproveToolDefinitionResponse
+	35, // 35: switchboard.indexer.v1.ClusterStateService.ListToolDefinitions:output_type -> switchboard.indexer.v1.ListToolDefinitionsResponse
+	36, // 36: switchboard.indexer.v1.ClusterStateService.WatchToolDefinitions:output_type -> switchboard.indexer.v1.WatchToolDefinitionsResponse
+	37, // 37: switchboard.indexer.v1.ClusterStateService.AcquireRateTokens:output_type -> switchboard.indexer.v1.AcquireRateTokensResponse
+	38, // 38: switchboard.indexer.v1.ClusterStateService.ListRateLimitBuckets:output_type -> switchboard.indexer.v1.ListRateLimitBucketsResponse
+	39, // 39: switchboard.indexer.v1.ClusterStateService.RecordAuditEvents:output_type -> switchboard.indexer.v1.RecordAuditEventsResponse
+	40, // 40: switchboard.indexer.v1.ClusterStateService.QueryAuditEvents:output_type -> switchboard.indexer.v1.QueryAuditEventsResponse
+	41, // 41: switchboard.indexer.v1.ClusterStateService.CreateTask:output_type -> switchboard.indexer.v1.CreateTaskResponse
+	42, // 42: switchboard.indexer.v1.ClusterStateService.GetTask:output_type -> switchboard.indexer.v1.GetTaskResponse
+	43, // 43: switchboard.indexer.v1.ClusterStateService.ListTasks:output_type -> switchboard.indexer.v1.ListTasksResponse
+	44, // 44: switchboard.indexer.v1.ClusterStateService.AdvanceTask:output_type -> switchboard.indexer.v1.AdvanceTaskResponse
+	45, // 45: switchboard.indexer.v1.ClusterStateService.AnswerTask:output_type -> switchboard.indexer.v1.AnswerTaskResponse
+	46, // 46: switchboard.indexer.v1.ClusterStateService.CancelTask:output_type -> switchboard.indexer.v1.CancelTaskResponse
+	47, // 47: switchboard.indexer.v1.ClusterStateService.RenewTaskLeases:output_type -> switchboard.indexer.v1.RenewTaskLeasesResponse
+	24, // [24:48] is the sub-list for method output_type
+	0,  // [0:24] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

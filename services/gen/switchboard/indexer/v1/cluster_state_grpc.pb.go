@@ -23,6 +23,7 @@ const (
 	ClusterStateService_CheckSession_FullMethodName          = "/switchboard.indexer.v1.ClusterStateService/CheckSession"
 	ClusterStateService_WatchRevocations_FullMethodName      = "/switchboard.indexer.v1.ClusterStateService/WatchRevocations"
 	ClusterStateService_ConsumeRequestState_FullMethodName   = "/switchboard.indexer.v1.ClusterStateService/ConsumeRequestState"
+	ClusterStateService_ReleaseRequestState_FullMethodName   = "/switchboard.indexer.v1.ClusterStateService/ReleaseRequestState"
 	ClusterStateService_UpdateSessionState_FullMethodName    = "/switchboard.indexer.v1.ClusterStateService/UpdateSessionState"
 	ClusterStateService_WatchSessionEvents_FullMethodName    = "/switchboard.indexer.v1.ClusterStateService/WatchSessionEvents"
 	ClusterStateService_RelayInputResponse_FullMethodName    = "/switchboard.indexer.v1.ClusterStateService/RelayInputResponse"
@@ -98,6 +99,18 @@ type ClusterStateServiceClient interface {
 	// made through one replica (a first use makes one; a replay none); past
 	// that every call is RESOURCE_EXHAUSTED until some expire.
 	ConsumeRequestState(ctx context.Context, in *ConsumeRequestStateRequest, opts ...grpc.CallOption) (*ConsumeRequestStateResponse, error)
+	// ReleaseRequestState gives back a use ConsumeRequestState recorded, for
+	// a retry that was refused before its backend could see it (a rate
+	// limit refused it): without it the client's retry, sent again when the
+	// limit allows, would be refused as a replay, and the multi-round-trip
+	// request lost. A gateway releases only a digest its own
+	// ConsumeRequestState just answered first_use for, and only after such
+	// a refusal; releasing a digest without a record changes nothing. The
+	// record's place in the caller's bound is kept until it would have
+	// expired. It is the right to record uses: an allow list that names
+	// ConsumeRequestState grants it, and one that names it grants
+	// ConsumeRequestState.
+	ReleaseRequestState(ctx context.Context, in *ReleaseRequestStateRequest, opts ...grpc.CallOption) (*ReleaseRequestStateResponse, error)
 	// UpdateSessionState changes what a Legacy (2025-11-25) session set after
 	// it was created: its log level (logging/setLevel) or one resource
 	// subscription (resources/subscribe, resources/unsubscribe). A sealed
@@ -313,6 +326,16 @@ func (c *clusterStateServiceClient) ConsumeRequestState(ctx context.Context, in 
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ConsumeRequestStateResponse)
 	err := c.cc.Invoke(ctx, ClusterStateService_ConsumeRequestState_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterStateServiceClient) ReleaseRequestState(ctx context.Context, in *ReleaseRequestStateRequest, opts ...grpc.CallOption) (*ReleaseRequestStateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReleaseRequestStateResponse)
+	err := c.cc.Invoke(ctx, ClusterStateService_ReleaseRequestState_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -581,6 +604,18 @@ type ClusterStateServiceServer interface {
 	// made through one replica (a first use makes one; a replay none); past
 	// that every call is RESOURCE_EXHAUSTED until some expire.
 	ConsumeRequestState(context.Context, *ConsumeRequestStateRequest) (*ConsumeRequestStateResponse, error)
+	// ReleaseRequestState gives back a use ConsumeRequestState recorded, for
+	// a retry that was refused before its backend could see it (a rate
+	// limit refused it): without it the client's retry, sent again when the
+	// limit allows, would be refused as a replay, and the multi-round-trip
+	// request lost. A gateway releases only a digest its own
+	// ConsumeRequestState just answered first_use for, and only after such
+	// a refusal; releasing a digest without a record changes nothing. The
+	// record's place in the caller's bound is kept until it would have
+	// expired. It is the right to record uses: an allow list that names
+	// ConsumeRequestState grants it, and one that names it grants
+	// ConsumeRequestState.
+	ReleaseRequestState(context.Context, *ReleaseRequestStateRequest) (*ReleaseRequestStateResponse, error)
 	// UpdateSessionState changes what a Legacy (2025-11-25) session set after
 	// it was created: its log level (logging/setLevel) or one resource
 	// subscription (resources/subscribe, resources/unsubscribe). A sealed
@@ -765,6 +800,9 @@ func (UnimplementedClusterStateServiceServer) WatchRevocations(*WatchRevocations
 func (UnimplementedClusterStateServiceServer) ConsumeRequestState(context.Context, *ConsumeRequestStateRequest) (*ConsumeRequestStateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ConsumeRequestState not implemented")
 }
+func (UnimplementedClusterStateServiceServer) ReleaseRequestState(context.Context, *ReleaseRequestStateRequest) (*ReleaseRequestStateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReleaseRequestState not implemented")
+}
 func (UnimplementedClusterStateServiceServer) UpdateSessionState(context.Context, *UpdateSessionStateRequest) (*UpdateSessionStateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateSessionState not implemented")
 }
@@ -904,6 +942,24 @@ func _ClusterStateService_ConsumeRequestState_Handler(srv interface{}, ctx conte
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(ClusterStateServiceServer).ConsumeRequestState(ctx, req.(*ConsumeRequestStateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ClusterStateService_ReleaseRequestState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseRequestStateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterStateServiceServer).ReleaseRequestState(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterStateService_ReleaseRequestState_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterStateServiceServer).ReleaseRequestState(ctx, req.(*ReleaseRequestStateRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1254,6 +1310,10 @@ var ClusterStateService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ConsumeRequestState",
 			Handler:    _ClusterStateService_ConsumeRequestState_Handler,
+		},
+		{
+			MethodName: "ReleaseRequestState",
+			Handler:    _ClusterStateService_ReleaseRequestState_Handler,
 		},
 		{
 			MethodName: "UpdateSessionState",

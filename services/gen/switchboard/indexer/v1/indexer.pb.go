@@ -1563,6 +1563,90 @@ func (x *ConsumeRequestStateResponse) GetFirstUse() bool {
 	return false
 }
 
+// ReleaseRequestStateRequest names the use to give back.
+type ReleaseRequestStateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// SHA-256 of the state's one-time id, hex, as ConsumeRequestState got it.
+	StateDigest   string `protobuf:"bytes,1,opt,name=state_digest,json=stateDigest,proto3" json:"state_digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseRequestStateRequest) Reset() {
+	*x = ReleaseRequestStateRequest{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseRequestStateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseRequestStateRequest) ProtoMessage() {}
+
+func (x *ReleaseRequestStateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseRequestStateRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseRequestStateRequest) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ReleaseRequestStateRequest) GetStateDigest() string {
+	if x != nil {
+		return x.StateDigest
+	}
+	return ""
+}
+
+// ReleaseRequestStateResponse is empty: the use is given back, or there
+// was none.
+type ReleaseRequestStateResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseRequestStateResponse) Reset() {
+	*x = ReleaseRequestStateResponse{}
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseRequestStateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseRequestStateResponse) ProtoMessage() {}
+
+func (x *ReleaseRequestStateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseRequestStateResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseRequestStateResponse) Descriptor() ([]byte, []int) {
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{20}
+}
+
 // UpdateSessionStateRequest changes one thing of a session's state.
 type UpdateSessionStateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1588,7 +1672,7 @@ type UpdateSessionStateRequest struct {
 
 func (x *UpdateSessionStateRequest) Reset() {
 	*x = UpdateSessionStateRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[19]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1600,7 +1684,7 @@ func (x *UpdateSessionStateRequest) String() string {
 func (*UpdateSessionStateRequest) ProtoMessage() {}
 
 func (x *UpdateSessionStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[19]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1613,7 +1697,7 @@ func (x *UpdateSessionStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSessionStateRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSessionStateRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{19}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *UpdateSessionStateRequest) GetSessionDigest() string {
@@ -1706,7 +1790,7 @@ type UpdateSessionStateResponse struct {
 
 func (x *UpdateSessionStateResponse) Reset() {
 	*x = UpdateSessionStateResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[20]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1718,7 +1802,7 @@ func (x *UpdateSessionStateResponse) String() string {
 func (*UpdateSessionStateResponse) ProtoMessage() {}
 
 func (x *UpdateSessionStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[20]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1731,7 +1815,7 @@ func (x *UpdateSessionStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSessionStateResponse.ProtoReflect.Descriptor instead.
 func (*UpdateSessionStateResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{20}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *UpdateSessionStateResponse) GetState() *SessionState {
@@ -1766,7 +1850,7 @@ type SessionState struct {
 
 func (x *SessionState) Reset() {
 	*x = SessionState{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[21]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1778,7 +1862,7 @@ func (x *SessionState) String() string {
 func (*SessionState) ProtoMessage() {}
 
 func (x *SessionState) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[21]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1791,7 +1875,7 @@ func (x *SessionState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionState.ProtoReflect.Descriptor instead.
 func (*SessionState) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{21}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SessionState) GetSessionDigest() string {
@@ -1856,7 +1940,7 @@ type WatchSessionEventsRequest struct {
 
 func (x *WatchSessionEventsRequest) Reset() {
 	*x = WatchSessionEventsRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[22]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1868,7 +1952,7 @@ func (x *WatchSessionEventsRequest) String() string {
 func (*WatchSessionEventsRequest) ProtoMessage() {}
 
 func (x *WatchSessionEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[22]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1881,7 +1965,7 @@ func (x *WatchSessionEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchSessionEventsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{22}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WatchSessionEventsRequest) GetReplicaId() string {
@@ -1912,7 +1996,7 @@ type WatchSessionEventsResponse struct {
 
 func (x *WatchSessionEventsResponse) Reset() {
 	*x = WatchSessionEventsResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[23]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1924,7 +2008,7 @@ func (x *WatchSessionEventsResponse) String() string {
 func (*WatchSessionEventsResponse) ProtoMessage() {}
 
 func (x *WatchSessionEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[23]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1937,7 +2021,7 @@ func (x *WatchSessionEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchSessionEventsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{23}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WatchSessionEventsResponse) GetStates() []*SessionState {
@@ -1983,7 +2067,7 @@ type RelayedInputResponse struct {
 
 func (x *RelayedInputResponse) Reset() {
 	*x = RelayedInputResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[24]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1995,7 +2079,7 @@ func (x *RelayedInputResponse) String() string {
 func (*RelayedInputResponse) ProtoMessage() {}
 
 func (x *RelayedInputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[24]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2008,7 +2092,7 @@ func (x *RelayedInputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayedInputResponse.ProtoReflect.Descriptor instead.
 func (*RelayedInputResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{24}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RelayedInputResponse) GetSessionDigest() string {
@@ -2052,7 +2136,7 @@ type RelayInputResponseRequest struct {
 
 func (x *RelayInputResponseRequest) Reset() {
 	*x = RelayInputResponseRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[25]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2064,7 +2148,7 @@ func (x *RelayInputResponseRequest) String() string {
 func (*RelayInputResponseRequest) ProtoMessage() {}
 
 func (x *RelayInputResponseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[25]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2077,7 +2161,7 @@ func (x *RelayInputResponseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayInputResponseRequest.ProtoReflect.Descriptor instead.
 func (*RelayInputResponseRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{25}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RelayInputResponseRequest) GetOwnerReplica() string {
@@ -2117,7 +2201,7 @@ type RelayInputResponseResponse struct {
 
 func (x *RelayInputResponseResponse) Reset() {
 	*x = RelayInputResponseResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[26]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2129,7 +2213,7 @@ func (x *RelayInputResponseResponse) String() string {
 func (*RelayInputResponseResponse) ProtoMessage() {}
 
 func (x *RelayInputResponseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[26]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2142,7 +2226,7 @@ func (x *RelayInputResponseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayInputResponseResponse.ProtoReflect.Descriptor instead.
 func (*RelayInputResponseResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{26}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{28}
 }
 
 // RelayedCancellation is one Legacy client's notifications/cancelled.
@@ -2159,7 +2243,7 @@ type RelayedCancellation struct {
 
 func (x *RelayedCancellation) Reset() {
 	*x = RelayedCancellation{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[27]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2171,7 +2255,7 @@ func (x *RelayedCancellation) String() string {
 func (*RelayedCancellation) ProtoMessage() {}
 
 func (x *RelayedCancellation) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[27]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2184,7 +2268,7 @@ func (x *RelayedCancellation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayedCancellation.ProtoReflect.Descriptor instead.
 func (*RelayedCancellation) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{27}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RelayedCancellation) GetSessionDigest() string {
@@ -2211,7 +2295,7 @@ type RelayCancellationRequest struct {
 
 func (x *RelayCancellationRequest) Reset() {
 	*x = RelayCancellationRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[28]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2223,7 +2307,7 @@ func (x *RelayCancellationRequest) String() string {
 func (*RelayCancellationRequest) ProtoMessage() {}
 
 func (x *RelayCancellationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[28]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2236,7 +2320,7 @@ func (x *RelayCancellationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayCancellationRequest.ProtoReflect.Descriptor instead.
 func (*RelayCancellationRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{28}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RelayCancellationRequest) GetCancellation() *RelayedCancellation {
@@ -2255,7 +2339,7 @@ type RelayCancellationResponse struct {
 
 func (x *RelayCancellationResponse) Reset() {
 	*x = RelayCancellationResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[29]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2267,7 +2351,7 @@ func (x *RelayCancellationResponse) String() string {
 func (*RelayCancellationResponse) ProtoMessage() {}
 
 func (x *RelayCancellationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[29]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2280,7 +2364,7 @@ func (x *RelayCancellationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayCancellationResponse.ProtoReflect.Descriptor instead.
 func (*RelayCancellationResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{29}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{31}
 }
 
 // ToolDefinitionDigest is the digest of one backend tool's definition.
@@ -2310,7 +2394,7 @@ type ToolDefinitionDigest struct {
 
 func (x *ToolDefinitionDigest) Reset() {
 	*x = ToolDefinitionDigest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[30]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2322,7 +2406,7 @@ func (x *ToolDefinitionDigest) String() string {
 func (*ToolDefinitionDigest) ProtoMessage() {}
 
 func (x *ToolDefinitionDigest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[30]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2335,7 +2419,7 @@ func (x *ToolDefinitionDigest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolDefinitionDigest.ProtoReflect.Descriptor instead.
 func (*ToolDefinitionDigest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{30}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ToolDefinitionDigest) GetBackend() string {
@@ -2385,7 +2469,7 @@ type RecordToolDefinitionsRequest struct {
 
 func (x *RecordToolDefinitionsRequest) Reset() {
 	*x = RecordToolDefinitionsRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[31]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2397,7 +2481,7 @@ func (x *RecordToolDefinitionsRequest) String() string {
 func (*RecordToolDefinitionsRequest) ProtoMessage() {}
 
 func (x *RecordToolDefinitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[31]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2410,7 +2494,7 @@ func (x *RecordToolDefinitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordToolDefinitionsRequest.ProtoReflect.Descriptor instead.
 func (*RecordToolDefinitionsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{31}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RecordToolDefinitionsRequest) GetTools() []*ToolDefinitionDigest {
@@ -2438,7 +2522,7 @@ type RecordToolDefinitionsResponse struct {
 
 func (x *RecordToolDefinitionsResponse) Reset() {
 	*x = RecordToolDefinitionsResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[32]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2450,7 +2534,7 @@ func (x *RecordToolDefinitionsResponse) String() string {
 func (*RecordToolDefinitionsResponse) ProtoMessage() {}
 
 func (x *RecordToolDefinitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[32]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2463,7 +2547,7 @@ func (x *RecordToolDefinitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordToolDefinitionsResponse.ProtoReflect.Descriptor instead.
 func (*RecordToolDefinitionsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{32}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RecordToolDefinitionsResponse) GetVerdicts() []*ToolDefinitionVerdict {
@@ -2488,7 +2572,7 @@ type ToolDefinitionVerdict struct {
 
 func (x *ToolDefinitionVerdict) Reset() {
 	*x = ToolDefinitionVerdict{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[33]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2500,7 +2584,7 @@ func (x *ToolDefinitionVerdict) String() string {
 func (*ToolDefinitionVerdict) ProtoMessage() {}
 
 func (x *ToolDefinitionVerdict) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[33]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2513,7 +2597,7 @@ func (x *ToolDefinitionVerdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolDefinitionVerdict.ProtoReflect.Descriptor instead.
 func (*ToolDefinitionVerdict) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{33}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ToolDefinitionVerdict) GetBackend() string {
@@ -2558,7 +2642,7 @@ type ApproveToolDefinitionRequest struct {
 
 func (x *ApproveToolDefinitionRequest) Reset() {
 	*x = ApproveToolDefinitionRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[34]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2570,7 +2654,7 @@ func (x *ApproveToolDefinitionRequest) String() string {
 func (*ApproveToolDefinitionRequest) ProtoMessage() {}
 
 func (x *ApproveToolDefinitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[34]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2583,7 +2667,7 @@ func (x *ApproveToolDefinitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveToolDefinitionRequest.ProtoReflect.Descriptor instead.
 func (*ApproveToolDefinitionRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{34}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ApproveToolDefinitionRequest) GetBackend() string {
@@ -2619,7 +2703,7 @@ type ApproveToolDefinitionResponse struct {
 
 func (x *ApproveToolDefinitionResponse) Reset() {
 	*x = ApproveToolDefinitionResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[35]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2631,7 +2715,7 @@ func (x *ApproveToolDefinitionResponse) String() string {
 func (*ApproveToolDefinitionResponse) ProtoMessage() {}
 
 func (x *ApproveToolDefinitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[35]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2644,7 +2728,7 @@ func (x *ApproveToolDefinitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveToolDefinitionResponse.ProtoReflect.Descriptor instead.
 func (*ApproveToolDefinitionResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{35}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ApproveToolDefinitionResponse) GetDefinition() *ToolDefinition {
@@ -2676,7 +2760,7 @@ type ListToolDefinitionsRequest struct {
 
 func (x *ListToolDefinitionsRequest) Reset() {
 	*x = ListToolDefinitionsRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[36]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2688,7 +2772,7 @@ func (x *ListToolDefinitionsRequest) String() string {
 func (*ListToolDefinitionsRequest) ProtoMessage() {}
 
 func (x *ListToolDefinitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[36]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2701,7 +2785,7 @@ func (x *ListToolDefinitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolDefinitionsRequest.ProtoReflect.Descriptor instead.
 func (*ListToolDefinitionsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{36}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListToolDefinitionsRequest) GetIncludeApproved() bool {
@@ -2737,7 +2821,7 @@ type ListToolDefinitionsResponse struct {
 
 func (x *ListToolDefinitionsResponse) Reset() {
 	*x = ListToolDefinitionsResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[37]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2749,7 +2833,7 @@ func (x *ListToolDefinitionsResponse) String() string {
 func (*ListToolDefinitionsResponse) ProtoMessage() {}
 
 func (x *ListToolDefinitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[37]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2762,7 +2846,7 @@ func (x *ListToolDefinitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolDefinitionsResponse.ProtoReflect.Descriptor instead.
 func (*ListToolDefinitionsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{37}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListToolDefinitionsResponse) GetDefinitions() []*ToolDefinition {
@@ -2811,7 +2895,7 @@ type ToolDefinition struct {
 
 func (x *ToolDefinition) Reset() {
 	*x = ToolDefinition{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[38]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2823,7 +2907,7 @@ func (x *ToolDefinition) String() string {
 func (*ToolDefinition) ProtoMessage() {}
 
 func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[38]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2836,7 +2920,7 @@ func (x *ToolDefinition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolDefinition.ProtoReflect.Descriptor instead.
 func (*ToolDefinition) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{38}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ToolDefinition) GetBackend() string {
@@ -2918,7 +3002,7 @@ type WatchToolDefinitionsRequest struct {
 
 func (x *WatchToolDefinitionsRequest) Reset() {
 	*x = WatchToolDefinitionsRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[39]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2930,7 +3014,7 @@ func (x *WatchToolDefinitionsRequest) String() string {
 func (*WatchToolDefinitionsRequest) ProtoMessage() {}
 
 func (x *WatchToolDefinitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[39]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2943,7 +3027,7 @@ func (x *WatchToolDefinitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchToolDefinitionsRequest.ProtoReflect.Descriptor instead.
 func (*WatchToolDefinitionsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{39}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{41}
 }
 
 // WatchToolDefinitionsResponse tells of approvals.
@@ -2960,7 +3044,7 @@ type WatchToolDefinitionsResponse struct {
 
 func (x *WatchToolDefinitionsResponse) Reset() {
 	*x = WatchToolDefinitionsResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[40]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2972,7 +3056,7 @@ func (x *WatchToolDefinitionsResponse) String() string {
 func (*WatchToolDefinitionsResponse) ProtoMessage() {}
 
 func (x *WatchToolDefinitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[40]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2985,7 +3069,7 @@ func (x *WatchToolDefinitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchToolDefinitionsResponse.ProtoReflect.Descriptor instead.
 func (*WatchToolDefinitionsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{40}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *WatchToolDefinitionsResponse) GetApprovals() []*ToolDefinitionDigest {
@@ -3012,7 +3096,7 @@ type AcquireRateTokensRequest struct {
 
 func (x *AcquireRateTokensRequest) Reset() {
 	*x = AcquireRateTokensRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[41]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3024,7 +3108,7 @@ func (x *AcquireRateTokensRequest) String() string {
 func (*AcquireRateTokensRequest) ProtoMessage() {}
 
 func (x *AcquireRateTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[41]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3037,7 +3121,7 @@ func (x *AcquireRateTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRateTokensRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRateTokensRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{41}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AcquireRateTokensRequest) GetKeys() []*RateTokenRequest {
@@ -3065,7 +3149,7 @@ type RateTokenRequest struct {
 
 func (x *RateTokenRequest) Reset() {
 	*x = RateTokenRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[42]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3077,7 +3161,7 @@ func (x *RateTokenRequest) String() string {
 func (*RateTokenRequest) ProtoMessage() {}
 
 func (x *RateTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[42]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3090,7 +3174,7 @@ func (x *RateTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateTokenRequest.ProtoReflect.Descriptor instead.
 func (*RateTokenRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{42}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RateTokenRequest) GetKey() string {
@@ -3131,7 +3215,7 @@ type AcquireRateTokensResponse struct {
 
 func (x *AcquireRateTokensResponse) Reset() {
 	*x = AcquireRateTokensResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[43]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3143,7 +3227,7 @@ func (x *AcquireRateTokensResponse) String() string {
 func (*AcquireRateTokensResponse) ProtoMessage() {}
 
 func (x *AcquireRateTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[43]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3156,7 +3240,7 @@ func (x *AcquireRateTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRateTokensResponse.ProtoReflect.Descriptor instead.
 func (*AcquireRateTokensResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{43}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *AcquireRateTokensResponse) GetGrants() []*RateTokenGrant {
@@ -3179,7 +3263,7 @@ type RateTokenGrant struct {
 
 func (x *RateTokenGrant) Reset() {
 	*x = RateTokenGrant{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[44]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3191,7 +3275,7 @@ func (x *RateTokenGrant) String() string {
 func (*RateTokenGrant) ProtoMessage() {}
 
 func (x *RateTokenGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[44]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3204,7 +3288,7 @@ func (x *RateTokenGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateTokenGrant.ProtoReflect.Descriptor instead.
 func (*RateTokenGrant) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{44}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RateTokenGrant) GetGranted() uint32 {
@@ -3237,7 +3321,7 @@ type ListRateLimitBucketsRequest struct {
 
 func (x *ListRateLimitBucketsRequest) Reset() {
 	*x = ListRateLimitBucketsRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[45]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3249,7 +3333,7 @@ func (x *ListRateLimitBucketsRequest) String() string {
 func (*ListRateLimitBucketsRequest) ProtoMessage() {}
 
 func (x *ListRateLimitBucketsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[45]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3262,7 +3346,7 @@ func (x *ListRateLimitBucketsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRateLimitBucketsRequest.ProtoReflect.Descriptor instead.
 func (*ListRateLimitBucketsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{45}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListRateLimitBucketsRequest) GetLimit() string {
@@ -3300,7 +3384,7 @@ type ListRateLimitBucketsResponse struct {
 
 func (x *ListRateLimitBucketsResponse) Reset() {
 	*x = ListRateLimitBucketsResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[46]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3312,7 +3396,7 @@ func (x *ListRateLimitBucketsResponse) String() string {
 func (*ListRateLimitBucketsResponse) ProtoMessage() {}
 
 func (x *ListRateLimitBucketsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[46]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3325,7 +3409,7 @@ func (x *ListRateLimitBucketsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRateLimitBucketsResponse.ProtoReflect.Descriptor instead.
 func (*ListRateLimitBucketsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{46}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListRateLimitBucketsResponse) GetBuckets() []*RateLimitBucket {
@@ -3386,7 +3470,7 @@ type RateLimitBucket struct {
 
 func (x *RateLimitBucket) Reset() {
 	*x = RateLimitBucket{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[47]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3398,7 +3482,7 @@ func (x *RateLimitBucket) String() string {
 func (*RateLimitBucket) ProtoMessage() {}
 
 func (x *RateLimitBucket) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[47]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3411,7 +3495,7 @@ func (x *RateLimitBucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimitBucket.ProtoReflect.Descriptor instead.
 func (*RateLimitBucket) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{47}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RateLimitBucket) GetKey() string {
@@ -3566,7 +3650,7 @@ type AuditEvent struct {
 
 func (x *AuditEvent) Reset() {
 	*x = AuditEvent{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[48]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3578,7 +3662,7 @@ func (x *AuditEvent) String() string {
 func (*AuditEvent) ProtoMessage() {}
 
 func (x *AuditEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[48]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3591,7 +3675,7 @@ func (x *AuditEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
 func (*AuditEvent) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{48}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *AuditEvent) GetTime() *timestamppb.Timestamp {
@@ -3758,7 +3842,7 @@ type RecordAuditEventsRequest struct {
 
 func (x *RecordAuditEventsRequest) Reset() {
 	*x = RecordAuditEventsRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[49]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3770,7 +3854,7 @@ func (x *RecordAuditEventsRequest) String() string {
 func (*RecordAuditEventsRequest) ProtoMessage() {}
 
 func (x *RecordAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[49]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3783,7 +3867,7 @@ func (x *RecordAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*RecordAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{49}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RecordAuditEventsRequest) GetEvents() []*AuditEvent {
@@ -3803,7 +3887,7 @@ type RecordAuditEventsResponse struct {
 
 func (x *RecordAuditEventsResponse) Reset() {
 	*x = RecordAuditEventsResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[50]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3815,7 +3899,7 @@ func (x *RecordAuditEventsResponse) String() string {
 func (*RecordAuditEventsResponse) ProtoMessage() {}
 
 func (x *RecordAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[50]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3828,7 +3912,7 @@ func (x *RecordAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*RecordAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{50}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RecordAuditEventsResponse) GetRecorded() uint32 {
@@ -3862,7 +3946,7 @@ type QueryAuditEventsRequest struct {
 
 func (x *QueryAuditEventsRequest) Reset() {
 	*x = QueryAuditEventsRequest{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[51]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3874,7 +3958,7 @@ func (x *QueryAuditEventsRequest) String() string {
 func (*QueryAuditEventsRequest) ProtoMessage() {}
 
 func (x *QueryAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[51]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3887,7 +3971,7 @@ func (x *QueryAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*QueryAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{51}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *QueryAuditEventsRequest) GetSubject() string {
@@ -3972,7 +4056,7 @@ type QueryAuditEventsResponse struct {
 
 func (x *QueryAuditEventsResponse) Reset() {
 	*x = QueryAuditEventsResponse{}
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[52]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3984,7 +4068,7 @@ func (x *QueryAuditEventsResponse) String() string {
 func (*QueryAuditEventsResponse) ProtoMessage() {}
 
 func (x *QueryAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[52]
+	mi := &file_switchboard_indexer_v1_indexer_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3997,7 +4081,7 @@ func (x *QueryAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*QueryAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{52}
+	return file_switchboard_indexer_v1_indexer_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *QueryAuditEventsResponse) GetEvents() []*AuditEvent {
@@ -4115,7 +4199,10 @@ const file_switchboard_indexer_v1_indexer_proto_rawDesc = "" +
 	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12)\n" +
 	"\x10principal_digest\x18\x03 \x01(\tR\x0fprincipalDigest\":\n" +
 	"\x1bConsumeRequestStateResponse\x12\x1b\n" +
-	"\tfirst_use\x18\x01 \x01(\bR\bfirstUse\"\xa3\x02\n" +
+	"\tfirst_use\x18\x01 \x01(\bR\bfirstUse\"?\n" +
+	"\x1aReleaseRequestStateRequest\x12!\n" +
+	"\fstate_digest\x18\x01 \x01(\tR\vstateDigest\"\x1d\n" +
+	"\x1bReleaseRequestStateResponse\"\xa3\x02\n" +
 	"\x19UpdateSessionStateRequest\x12%\n" +
 	"\x0esession_digest\x18\x01 \x01(\tR\rsessionDigest\x12)\n" +
 	"\x10principal_digest\x18\x02 \x01(\tR\x0fprincipalDigest\x129\n" +
@@ -4349,7 +4436,7 @@ func file_switchboard_indexer_v1_indexer_proto_rawDescGZIP() []byte {
 }
 
 var file_switchboard_indexer_v1_indexer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_switchboard_indexer_v1_indexer_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_switchboard_indexer_v1_indexer_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_switchboard_indexer_v1_indexer_proto_goTypes = []any{
 	(ScorePartKind)(0),                    // 0: switchboard.indexer.v1.ScorePartKind
 	(TermSource)(0),                       // 1: switchboard.indexer.v1.TermSource
@@ -4372,84 +4459,86 @@ var file_switchboard_indexer_v1_indexer_proto_goTypes = []any{
 	(*SessionRevocation)(nil),             // 18: switchboard.indexer.v1.SessionRevocation
 	(*ConsumeRequestStateRequest)(nil),    // 19: switchboard.indexer.v1.ConsumeRequestStateRequest
 	(*ConsumeRequestStateResponse)(nil),   // 20: switchboard.indexer.v1.ConsumeRequestStateResponse
-	(*UpdateSessionStateRequest)(nil),     // 21: switchboard.indexer.v1.UpdateSessionStateRequest
-	(*UpdateSessionStateResponse)(nil),    // 22: switchboard.indexer.v1.UpdateSessionStateResponse
-	(*SessionState)(nil),                  // 23: switchboard.indexer.v1.SessionState
-	(*WatchSessionEventsRequest)(nil),     // 24: switchboard.indexer.v1.WatchSessionEventsRequest
-	(*WatchSessionEventsResponse)(nil),    // 25: switchboard.indexer.v1.WatchSessionEventsResponse
-	(*RelayedInputResponse)(nil),          // 26: switchboard.indexer.v1.RelayedInputResponse
-	(*RelayInputResponseRequest)(nil),     // 27: switchboard.indexer.v1.RelayInputResponseRequest
-	(*RelayInputResponseResponse)(nil),    // 28: switchboard.indexer.v1.RelayInputResponseResponse
-	(*RelayedCancellation)(nil),           // 29: switchboard.indexer.v1.RelayedCancellation
-	(*RelayCancellationRequest)(nil),      // 30: switchboard.indexer.v1.RelayCancellationRequest
-	(*RelayCancellationResponse)(nil),     // 31: switchboard.indexer.v1.RelayCancellationResponse
-	(*ToolDefinitionDigest)(nil),          // 32: switchboard.indexer.v1.ToolDefinitionDigest
-	(*RecordToolDefinitionsRequest)(nil),  // 33: switchboard.indexer.v1.RecordToolDefinitionsRequest
-	(*RecordToolDefinitionsResponse)(nil), // 34: switchboard.indexer.v1.RecordToolDefinitionsResponse
-	(*ToolDefinitionVerdict)(nil),         // 35: switchboard.indexer.v1.ToolDefinitionVerdict
-	(*ApproveToolDefinitionRequest)(nil),  // 36: switchboard.indexer.v1.ApproveToolDefinitionRequest
-	(*ApproveToolDefinitionResponse)(nil), // 37: switchboard.indexer.v1.ApproveToolDefinitionResponse
-	(*ListToolDefinitionsRequest)(nil),    // 38: switchboard.indexer.v1.ListToolDefinitionsRequest
-	(*ListToolDefinitionsResponse)(nil),   // 39: switchboard.indexer.v1.ListToolDefinitionsResponse
-	(*ToolDefinition)(nil),                // 40: switchboard.indexer.v1.ToolDefinition
-	(*WatchToolDefinitionsRequest)(nil),   // 41: switchboard.indexer.v1.WatchToolDefinitionsRequest
-	(*WatchToolDefinitionsResponse)(nil),  // 42: switchboard.indexer.v1.WatchToolDefinitionsResponse
-	(*AcquireRateTokensRequest)(nil),      // 43: switchboard.indexer.v1.AcquireRateTokensRequest
-	(*RateTokenRequest)(nil),              // 44: switchboard.indexer.v1.RateTokenRequest
-	(*AcquireRateTokensResponse)(nil),     // 45: switchboard.indexer.v1.AcquireRateTokensResponse
-	(*RateTokenGrant)(nil),                // 46: switchboard.indexer.v1.RateTokenGrant
-	(*ListRateLimitBucketsRequest)(nil),   // 47: switchboard.indexer.v1.ListRateLimitBucketsRequest
-	(*ListRateLimitBucketsResponse)(nil),  // 48: switchboard.indexer.v1.ListRateLimitBucketsResponse
-	(*RateLimitBucket)(nil),               // 49: switchboard.indexer.v1.RateLimitBucket
-	(*AuditEvent)(nil),                    // 50: switchboard.indexer.v1.AuditEvent
-	(*RecordAuditEventsRequest)(nil),      // 51: switchboard.indexer.v1.RecordAuditEventsRequest
-	(*RecordAuditEventsResponse)(nil),     // 52: switchboard.indexer.v1.RecordAuditEventsResponse
-	(*QueryAuditEventsRequest)(nil),       // 53: switchboard.indexer.v1.QueryAuditEventsRequest
-	(*QueryAuditEventsResponse)(nil),      // 54: switchboard.indexer.v1.QueryAuditEventsResponse
-	(*v1.Principal)(nil),                  // 55: switchboard.common.v1.Principal
-	(*timestamppb.Timestamp)(nil),         // 56: google.protobuf.Timestamp
+	(*ReleaseRequestStateRequest)(nil),    // 21: switchboard.indexer.v1.ReleaseRequestStateRequest
+	(*ReleaseRequestStateResponse)(nil),   // 22: switchboard.indexer.v1.ReleaseRequestStateResponse
+	(*UpdateSessionStateRequest)(nil),     // 23: switchboard.indexer.v1.UpdateSessionStateRequest
+	(*UpdateSessionStateResponse)(nil),    // 24: switchboard.indexer.v1.UpdateSessionStateResponse
+	(*SessionState)(nil),                  // 25: switchboard.indexer.v1.SessionState
+	(*WatchSessionEventsRequest)(nil),     // 26: switchboard.indexer.v1.WatchSessionEventsRequest
+	(*WatchSessionEventsResponse)(nil),    // 27: switchboard.indexer.v1.WatchSessionEventsResponse
+	(*RelayedInputResponse)(nil),          // 28: switchboard.indexer.v1.RelayedInputResponse
+	(*RelayInputResponseRequest)(nil),     // 29: switchboard.indexer.v1.RelayInputResponseRequest
+	(*RelayInputResponseResponse)(nil),    // 30: switchboard.indexer.v1.RelayInputResponseResponse
+	(*RelayedCancellation)(nil),           // 31: switchboard.indexer.v1.RelayedCancellation
+	(*RelayCancellationRequest)(nil),      // 32: switchboard.indexer.v1.RelayCancellationRequest
+	(*RelayCancellationResponse)(nil),     // 33: switchboard.indexer.v1.RelayCancellationResponse
+	(*ToolDefinitionDigest)(nil),          // 34: switchboard.indexer.v1.ToolDefinitionDigest
+	(*RecordToolDefinitionsRequest)(nil),  // 35: switchboard.indexer.v1.RecordToolDefinitionsRequest
+	(*RecordToolDefinitionsResponse)(nil), // 36: switchboard.indexer.v1.RecordToolDefinitionsResponse
+	(*ToolDefinitionVerdict)(nil),         // 37: switchboard.indexer.v1.ToolDefinitionVerdict
+	(*ApproveToolDefinitionRequest)(nil),  // 38: switchboard.indexer.v1.ApproveToolDefinitionRequest
+	(*ApproveToolDefinitionResponse)(nil), // 39: switchboard.indexer.v1.ApproveToolDefinitionResponse
+	(*ListToolDefinitionsRequest)(nil),    // 40: switchboard.indexer.v1.ListToolDefinitionsRequest
+	(*ListToolDefinitionsResponse)(nil),   // 41: switchboard.indexer.v1.ListToolDefinitionsResponse
+	(*ToolDefinition)(nil),                // 42: switchboard.indexer.v1.ToolDefinition
+	(*WatchToolDefinitionsRequest)(nil),   // 43: switchboard.indexer.v1.WatchToolDefinitionsRequest
+	(*WatchToolDefinitionsResponse)(nil),  // 44: switchboard.indexer.v1.WatchToolDefinitionsResponse
+	(*AcquireRateTokensRequest)(nil),      // 45: switchboard.indexer.v1.AcquireRateTokensRequest
+	(*RateTokenRequest)(nil),              // 46: switchboard.indexer.v1.RateTokenRequest
+	(*AcquireRateTokensResponse)(nil),     // 47: switchboard.indexer.v1.AcquireRateTokensResponse
+	(*RateTokenGrant)(nil),                // 48: switchboard.indexer.v1.RateTokenGrant
+	(*ListRateLimitBucketsRequest)(nil),   // 49: switchboard.indexer.v1.ListRateLimitBucketsRequest
+	(*ListRateLimitBucketsResponse)(nil),  // 50: switchboard.indexer.v1.ListRateLimitBucketsResponse
+	(*RateLimitBucket)(nil),               // 51: switchboard.indexer.v1.RateLimitBucket
+	(*AuditEvent)(nil),                    // 52: switchboard.indexer.v1.AuditEvent
+	(*RecordAuditEventsRequest)(nil),      // 53: switchboard.indexer.v1.RecordAuditEventsRequest
+	(*RecordAuditEventsResponse)(nil),     // 54: switchboard.indexer.v1.RecordAuditEventsResponse
+	(*QueryAuditEventsRequest)(nil),       // 55: switchboard.indexer.v1.QueryAuditEventsRequest
+	(*QueryAuditEventsResponse)(nil),      // 56: switchboard.indexer.v1.QueryAuditEventsResponse
+	(*v1.Principal)(nil),                  // 57: switchboard.common.v1.Principal
+	(*timestamppb.Timestamp)(nil),         // 58: google.protobuf.Timestamp
 }
 var file_switchboard_indexer_v1_indexer_proto_depIdxs = []int32{
-	55, // 0: switchboard.indexer.v1.SearchRequest.principal:type_name -> switchboard.common.v1.Principal
+	57, // 0: switchboard.indexer.v1.SearchRequest.principal:type_name -> switchboard.common.v1.Principal
 	4,  // 1: switchboard.indexer.v1.SearchHit.explanation:type_name -> switchboard.indexer.v1.ScorePart
 	0,  // 2: switchboard.indexer.v1.ScorePart.kind:type_name -> switchboard.indexer.v1.ScorePartKind
 	1,  // 3: switchboard.indexer.v1.QueryTerm.source:type_name -> switchboard.indexer.v1.TermSource
 	3,  // 4: switchboard.indexer.v1.SearchResponse.hits:type_name -> switchboard.indexer.v1.SearchHit
 	5,  // 5: switchboard.indexer.v1.SearchResponse.terms:type_name -> switchboard.indexer.v1.QueryTerm
 	7,  // 6: switchboard.indexer.v1.SearchResponse.meaning_words:type_name -> switchboard.indexer.v1.MeaningWord
-	55, // 7: switchboard.indexer.v1.RefreshScopeRequest.principal:type_name -> switchboard.common.v1.Principal
-	56, // 8: switchboard.indexer.v1.RevokeSessionRequest.expires_at:type_name -> google.protobuf.Timestamp
+	57, // 7: switchboard.indexer.v1.RefreshScopeRequest.principal:type_name -> switchboard.common.v1.Principal
+	58, // 8: switchboard.indexer.v1.RevokeSessionRequest.expires_at:type_name -> google.protobuf.Timestamp
 	18, // 9: switchboard.indexer.v1.WatchRevocationsResponse.revocations:type_name -> switchboard.indexer.v1.SessionRevocation
-	56, // 10: switchboard.indexer.v1.SessionRevocation.expires_at:type_name -> google.protobuf.Timestamp
-	56, // 11: switchboard.indexer.v1.ConsumeRequestStateRequest.expires_at:type_name -> google.protobuf.Timestamp
-	56, // 12: switchboard.indexer.v1.UpdateSessionStateRequest.expires_at:type_name -> google.protobuf.Timestamp
-	23, // 13: switchboard.indexer.v1.UpdateSessionStateResponse.state:type_name -> switchboard.indexer.v1.SessionState
-	56, // 14: switchboard.indexer.v1.SessionState.expires_at:type_name -> google.protobuf.Timestamp
-	23, // 15: switchboard.indexer.v1.WatchSessionEventsResponse.states:type_name -> switchboard.indexer.v1.SessionState
-	26, // 16: switchboard.indexer.v1.WatchSessionEventsResponse.input_responses:type_name -> switchboard.indexer.v1.RelayedInputResponse
-	29, // 17: switchboard.indexer.v1.WatchSessionEventsResponse.cancellations:type_name -> switchboard.indexer.v1.RelayedCancellation
-	26, // 18: switchboard.indexer.v1.RelayInputResponseRequest.response:type_name -> switchboard.indexer.v1.RelayedInputResponse
-	56, // 19: switchboard.indexer.v1.RelayInputResponseRequest.expires_at:type_name -> google.protobuf.Timestamp
-	29, // 20: switchboard.indexer.v1.RelayCancellationRequest.cancellation:type_name -> switchboard.indexer.v1.RelayedCancellation
-	32, // 21: switchboard.indexer.v1.RecordToolDefinitionsRequest.tools:type_name -> switchboard.indexer.v1.ToolDefinitionDigest
-	35, // 22: switchboard.indexer.v1.RecordToolDefinitionsResponse.verdicts:type_name -> switchboard.indexer.v1.ToolDefinitionVerdict
-	40, // 23: switchboard.indexer.v1.ApproveToolDefinitionResponse.definition:type_name -> switchboard.indexer.v1.ToolDefinition
-	40, // 24: switchboard.indexer.v1.ListToolDefinitionsResponse.definitions:type_name -> switchboard.indexer.v1.ToolDefinition
-	56, // 25: switchboard.indexer.v1.ToolDefinition.first_seen:type_name -> google.protobuf.Timestamp
-	56, // 26: switchboard.indexer.v1.ToolDefinition.last_seen:type_name -> google.protobuf.Timestamp
-	56, // 27: switchboard.indexer.v1.ToolDefinition.approved_at:type_name -> google.protobuf.Timestamp
-	32, // 28: switchboard.indexer.v1.WatchToolDefinitionsResponse.approvals:type_name -> switchboard.indexer.v1.ToolDefinitionDigest
-	44, // 29: switchboard.indexer.v1.AcquireRateTokensRequest.keys:type_name -> switchboard.indexer.v1.RateTokenRequest
-	46, // 30: switchboard.indexer.v1.AcquireRateTokensResponse.grants:type_name -> switchboard.indexer.v1.RateTokenGrant
-	49, // 31: switchboard.indexer.v1.ListRateLimitBucketsResponse.buckets:type_name -> switchboard.indexer.v1.RateLimitBucket
-	56, // 32: switchboard.indexer.v1.ListRateLimitBucketsResponse.read_at:type_name -> google.protobuf.Timestamp
-	56, // 33: switchboard.indexer.v1.RateLimitBucket.updated_at:type_name -> google.protobuf.Timestamp
-	56, // 34: switchboard.indexer.v1.RateLimitBucket.full_at:type_name -> google.protobuf.Timestamp
-	56, // 35: switchboard.indexer.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
-	50, // 36: switchboard.indexer.v1.RecordAuditEventsRequest.events:type_name -> switchboard.indexer.v1.AuditEvent
-	56, // 37: switchboard.indexer.v1.QueryAuditEventsRequest.since:type_name -> google.protobuf.Timestamp
-	56, // 38: switchboard.indexer.v1.QueryAuditEventsRequest.until:type_name -> google.protobuf.Timestamp
-	50, // 39: switchboard.indexer.v1.QueryAuditEventsResponse.events:type_name -> switchboard.indexer.v1.AuditEvent
+	58, // 10: switchboard.indexer.v1.SessionRevocation.expires_at:type_name -> google.protobuf.Timestamp
+	58, // 11: switchboard.indexer.v1.ConsumeRequestStateRequest.expires_at:type_name -> google.protobuf.Timestamp
+	58, // 12: switchboard.indexer.v1.UpdateSessionStateRequest.expires_at:type_name -> google.protobuf.Timestamp
+	25, // 13: switchboard.indexer.v1.UpdateSessionStateResponse.state:type_name -> switchboard.indexer.v1.SessionState
+	58, // 14: switchboard.indexer.v1.SessionState.expires_at:type_name -> google.protobuf.Timestamp
+	25, // 15: switchboard.indexer.v1.WatchSessionEventsResponse.states:type_name -> switchboard.indexer.v1.SessionState
+	28, // 16: switchboard.indexer.v1.WatchSessionEventsResponse.input_responses:type_name -> switchboard.indexer.v1.RelayedInputResponse
+	31, // 17: switchboard.indexer.v1.WatchSessionEventsResponse.cancellations:type_name -> switchboard.indexer.v1.RelayedCancellation
+	28, // 18: switchboard.indexer.v1.RelayInputResponseRequest.response:type_name -> switchboard.indexer.v1.RelayedInputResponse
+	58, // 19: switchboard.indexer.v1.RelayInputResponseRequest.expires_at:type_name -> google.protobuf.Timestamp
+	31, // 20: switchboard.indexer.v1.RelayCancellationRequest.cancellation:type_name -> switchboard.indexer.v1.RelayedCancellation
+	34, // 21: switchboard.indexer.v1.RecordToolDefinitionsRequest.tools:type_name -> switchboard.indexer.v1.ToolDefinitionDigest
+	37, // 22: switchboard.indexer.v1.RecordToolDefinitionsResponse.verdicts:type_name -> switchboard.indexer.v1.ToolDefinitionVerdict
+	42, // 23: switchboard.indexer.v1.ApproveToolDefinitionResponse.definition:type_name -> switchboard.indexer.v1.ToolDefinition
+	42, // 24: switchboard.indexer.v1.ListToolDefinitionsResponse.definitions:type_name -> switchboard.indexer.v1.ToolDefinition
+	58, // 25: switchboard.indexer.v1.ToolDefinition.first_seen:type_name -> google.protobuf.Timestamp
+	58, // 26: switchboard.indexer.v1.ToolDefinition.last_seen:type_name -> google.protobuf.Timestamp
+	58, // 27: switchboard.indexer.v1.ToolDefinition.approved_at:type_name -> google.protobuf.Timestamp
+	34, // 28: switchboard.indexer.v1.WatchToolDefinitionsResponse.approvals:type_name -> switchboard.indexer.v1.ToolDefinitionDigest
+	46, // 29: switchboard.indexer.v1.AcquireRateTokensRequest.keys:type_name -> switchboard.indexer.v1.RateTokenRequest
+	48, // 30: switchboard.indexer.v1.AcquireRateTokensResponse.grants:type_name -> switchboard.indexer.v1.RateTokenGrant
+	51, // 31: switchboard.indexer.v1.ListRateLimitBucketsResponse.buckets:type_name -> switchboard.indexer.v1.RateLimitBucket
+	58, // 32: switchboard.indexer.v1.ListRateLimitBucketsResponse.read_at:type_name -> google.protobuf.Timestamp
+	58, // 33: switchboard.indexer.v1.RateLimitBucket.updated_at:type_name -> google.protobuf.Timestamp
+	58, // 34: switchboard.indexer.v1.RateLimitBucket.full_at:type_name -> google.protobuf.Timestamp
+	58, // 35: switchboard.indexer.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	52, // 36: switchboard.indexer.v1.RecordAuditEventsRequest.events:type_name -> switchboard.indexer.v1.AuditEvent
+	58, // 37: switchboard.indexer.v1.QueryAuditEventsRequest.since:type_name -> google.protobuf.Timestamp
+	58, // 38: switchboard.indexer.v1.QueryAuditEventsRequest.until:type_name -> google.protobuf.Timestamp
+	52, // 39: switchboard.indexer.v1.QueryAuditEventsResponse.events:type_name -> switchboard.indexer.v1.AuditEvent
 	2,  // 40: switchboard.indexer.v1.IndexerService.Search:input_type -> switchboard.indexer.v1.SearchRequest
 	8,  // 41: switchboard.indexer.v1.IndexerService.RefreshScope:input_type -> switchboard.indexer.v1.RefreshScopeRequest
 	10, // 42: switchboard.indexer.v1.IndexerService.Stats:input_type -> switchboard.indexer.v1.StatsRequest
@@ -4457,18 +4546,18 @@ var file_switchboard_indexer_v1_indexer_proto_depIdxs = []int32{
 	14, // 44: switchboard.indexer.v1.IndexerService.CheckSession:input_type -> switchboard.indexer.v1.CheckSessionRequest
 	16, // 45: switchboard.indexer.v1.IndexerService.WatchRevocations:input_type -> switchboard.indexer.v1.WatchRevocationsRequest
 	19, // 46: switchboard.indexer.v1.IndexerService.ConsumeRequestState:input_type -> switchboard.indexer.v1.ConsumeRequestStateRequest
-	21, // 47: switchboard.indexer.v1.IndexerService.UpdateSessionState:input_type -> switchboard.indexer.v1.UpdateSessionStateRequest
-	24, // 48: switchboard.indexer.v1.IndexerService.WatchSessionEvents:input_type -> switchboard.indexer.v1.WatchSessionEventsRequest
-	27, // 49: switchboard.indexer.v1.IndexerService.RelayInputResponse:input_type -> switchboard.indexer.v1.RelayInputResponseRequest
-	30, // 50: switchboard.indexer.v1.IndexerService.RelayCancellation:input_type -> switchboard.indexer.v1.RelayCancellationRequest
-	33, // 51: switchboard.indexer.v1.IndexerService.RecordToolDefinitions:input_type -> switchboard.indexer.v1.RecordToolDefinitionsRequest
-	36, // 52: switchboard.indexer.v1.IndexerService.ApproveToolDefinition:input_type -> switchboard.indexer.v1.ApproveToolDefinitionRequest
-	38, // 53: switchboard.indexer.v1.IndexerService.ListToolDefinitions:input_type -> switchboard.indexer.v1.ListToolDefinitionsRequest
-	41, // 54: switchboard.indexer.v1.IndexerService.WatchToolDefinitions:input_type -> switchboard.indexer.v1.WatchToolDefinitionsRequest
-	43, // 55: switchboard.indexer.v1.IndexerService.AcquireRateTokens:input_type -> switchboard.indexer.v1.AcquireRateTokensRequest
-	47, // 56: switchboard.indexer.v1.IndexerService.ListRateLimitBuckets:input_type -> switchboard.indexer.v1.ListRateLimitBucketsRequest
-	51, // 57: switchboard.indexer.v1.IndexerService.RecordAuditEvents:input_type -> switchboard.indexer.v1.RecordAuditEventsRequest
-	53, // 58: switchboard.indexer.v1.IndexerService.QueryAuditEvents:input_type -> switchboard.indexer.v1.QueryAuditEventsRequest
+	23, // 47: switchboard.indexer.v1.IndexerService.UpdateSessionState:input_type -> switchboard.indexer.v1.UpdateSessionStateRequest
+	26, // 48: switchboard.indexer.v1.IndexerService.WatchSessionEvents:input_type -> switchboard.indexer.v1.WatchSessionEventsRequest
+	29, // 49: switchboard.indexer.v1.IndexerService.RelayInputResponse:input_type -> switchboard.indexer.v1.RelayInputResponseRequest
+	32, // 50: switchboard.indexer.v1.IndexerService.RelayCancellation:input_type -> switchboard.indexer.v1.RelayCancellationRequest
+	35, // 51: switchboard.indexer.v1.IndexerService.RecordToolDefinitions:input_type -> switchboard.indexer.v1.RecordToolDefinitionsRequest
+	38, // 52: switchboard.indexer.v1.IndexerService.ApproveToolDefinition:input_type -> switchboard.indexer.v1.ApproveToolDefinitionRequest
+	40, // 53: switchboard.indexer.v1.IndexerService.ListToolDefinitions:input_type -> switchboard.indexer.v1.ListToolDefinitionsRequest
+	43, // 54: switchboard.indexer.v1.IndexerService.WatchToolDefinitions:input_type -> switchboard.indexer.v1.WatchToolDefinitionsRequest
+	45, // 55: switchboard.indexer.v1.IndexerService.AcquireRateTokens:input_type -> switchboard.indexer.v1.AcquireRateTokensRequest
+	49, // 56: switchboard.indexer.v1.IndexerService.ListRateLimitBuckets:input_type -> switchboard.indexer.v1.ListRateLimitBucketsRequest
+	53, // 57: switchboard.indexer.v1.IndexerService.RecordAuditEvents:input_type -> switchboard.indexer.v1.RecordAuditEventsRequest
+	55, // 58: switchboard.indexer.v1.IndexerService.QueryAuditEvents:input_type -> switchboard.indexer.v1.QueryAuditEventsRequest
 	6,  // 59: switchboard.indexer.v1.IndexerService.Search:output_type -> switchboard.indexer.v1.SearchResponse
 	9,  // 60: switchboard.indexer.v1.IndexerService.RefreshScope:output_type -> switchboard.indexer.v1.RefreshScopeResponse
 	11, // 61: switchboard.indexer.v1.IndexerService.Stats:output_type -> switchboard.indexer.v1.StatsResponse
@@ -4476,18 +4565,18 @@ var file_switchboard_indexer_v1_indexer_proto_depIdxs = []int32{
 	15, // 63: switchboard.indexer.v1.IndexerService.CheckSession:output_type -> switchboard.indexer.v1.CheckSessionResponse
 	17, // 64: switchboard.indexer.v1.IndexerService.WatchRevocations:output_type -> switchboard.indexer.v1.WatchRevocationsResponse
 	20, // 65: switchboard.indexer.v1.IndexerService.ConsumeRequestState:output_type -> switchboard.indexer.v1.ConsumeRequestStateResponse
-	22, // 66: switchboard.indexer.v1.IndexerService.UpdateSessionState:output_type -> switchboard.indexer.v1.UpdateSessionStateResponse
-	25, // 67: switchboard.indexer.v1.IndexerService.WatchSessionEvents:output_type -> switchboard.indexer.v1.WatchSessionEventsResponse
-	28, // 68: switchboard.indexer.v1.IndexerService.RelayInputResponse:output_type -> switchboard.indexer.v1.RelayInputResponseResponse
-	31, // 69: switchboard.indexer.v1.IndexerService.RelayCancellation:output_type -> switchboard.indexer.v1.RelayCancellationResponse
-	34, // 70: switchboard.indexer.v1.IndexerService.RecordToolDefinitions:output_type -> switchboard.indexer.v1.RecordToolDefinitionsResponse
-	37, // 71: switchboard.indexer.v1.IndexerService.ApproveToolDefinition:output_type -> switchboard.indexer.v1.ApproveToolDefinitionResponse
-	39, // 72: switchboard.indexer.v1.IndexerService.ListToolDefinitions:output_type -> switchboard.indexer.v1.ListToolDefinitionsResponse
-	42, // 73: switchboard.indexer.v1.IndexerService.WatchToolDefinitions:output_type -> switchboard.indexer.v1.WatchToolDefinitionsResponse
-	45, // 74: switchboard.indexer.v1.IndexerService.AcquireRateTokens:output_type -> switchboard.indexer.v1.AcquireRateTokensResponse
-	48, // 75: switchboard.indexer.v1.IndexerService.ListRateLimitBuckets:output_type -> switchboard.indexer.v1.ListRateLimitBucketsResponse
-	52, // 76: switchboard.indexer.v1.IndexerService.RecordAuditEvents:output_type -> switchboard.indexer.v1.RecordAuditEventsResponse
-	54, // 77: switchboard.indexer.v1.IndexerService.QueryAuditEvents:output_type -> switchboard.indexer.v1.QueryAuditEventsResponse
+	24, // 66: switchboard.indexer.v1.IndexerService.UpdateSessionState:output_type -> switchboard.indexer.v1.UpdateSessionStateResponse
+	27, // 67: switchboard.indexer.v1.IndexerService.WatchSessionEvents:output_type -> switchboard.indexer.v1.WatchSessionEventsResponse
+	30, // 68: switchboard.indexer.v1.IndexerService.RelayInputResponse:output_type -> switchboard.indexer.v1.RelayInputResponseResponse
+	33, // 69: switchboard.indexer.v1.IndexerService.RelayCancellation:output_type -> switchboard.indexer.v1.RelayCancellationResponse
+	36, // 70: switchboard.indexer.v1.IndexerService.RecordToolDefinitions:output_type -> switchboard.indexer.v1.RecordToolDefinitionsResponse
+	39, // 71: switchboard.indexer.v1.IndexerService.ApproveToolDefinition:output_type -> switchboard.indexer.v1.ApproveToolDefinitionResponse
+	41, // 72: switchboard.indexer.v1.IndexerService.ListToolDefinitions:output_type -> switchboard.indexer.v1.ListToolDefinitionsResponse
+	44, // 73: switchboard.indexer.v1.IndexerService.WatchToolDefinitions:output_type -> switchboard.indexer.v1.WatchToolDefinitionsResponse
+	47, // 74: switchboard.indexer.v1.IndexerService.AcquireRateTokens:output_type -> switchboard.indexer.v1.AcquireRateTokensResponse
+	50, // 75: switchboard.indexer.v1.IndexerService.ListRateLimitBuckets:output_type -> switchboard.indexer.v1.ListRateLimitBucketsResponse
+	54, // 76: switchboard.indexer.v1.IndexerService.RecordAuditEvents:output_type -> switchboard.indexer.v1.RecordAuditEventsResponse
+	56, // 77: switchboard.indexer.v1.IndexerService.QueryAuditEvents:output_type -> switchboard.indexer.v1.QueryAuditEventsResponse
 	59, // [59:78] is the sub-list for method output_type
 	40, // [40:59] is the sub-list for method input_type
 	40, // [40:40] is the sub-list for extension type_name
@@ -4500,7 +4589,7 @@ func file_switchboard_indexer_v1_indexer_proto_init() {
 	if File_switchboard_indexer_v1_indexer_proto != nil {
 		return
 	}
-	file_switchboard_indexer_v1_indexer_proto_msgTypes[19].OneofWrappers = []any{
+	file_switchboard_indexer_v1_indexer_proto_msgTypes[21].OneofWrappers = []any{
 		(*UpdateSessionStateRequest_LogLevel)(nil),
 		(*UpdateSessionStateRequest_SubscribeUri)(nil),
 		(*UpdateSessionStateRequest_UnsubscribeUri)(nil),
@@ -4511,7 +4600,7 @@ func file_switchboard_indexer_v1_indexer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchboard_indexer_v1_indexer_proto_rawDesc), len(file_switchboard_indexer_v1_indexer_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   53,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
