@@ -123,3 +123,41 @@ func asObject(t *testing.T, v any) map[string]any {
 	}
 	return m
 }
+
+// TestFindToolRefusesABadSearchForGood: a search the indexer refuses as
+// it stands (only spaces, past its length bound, too many keywords) is a
+// tool error that says what is wrong, not one that asks the model to
+// retry later: the same search would be refused again. The indexer's
+// own failures still say to retry.
+func TestFindToolRefusesABadSearchForGood(t *testing.T) {
+	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "tickets"}}})
+	cs := harness.Connect(t, c.MCPURL+"/optimized", harness.Modern)
+	find := func(args map[string]any) (*mcp.CallToolResult, error) {
+		return cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "find_tool", Arguments: args})
+	}
+	testkit.Eventually(t, "find_tool answers", 60*time.Second, func() error {
+		if res, err := find(map[string]any{"tool_description": "echo"}); err != nil || res.IsError {
+			return fmt.Errorf("find_tool: %v %v", text(res), err)
+		}
+		return nil
+	})
+	for name, c := range map[string]struct {
+		args map[string]any
+		says string
+	}{
+		"only spaces":       {map[string]any{"tool_description": "   "}, "query is required"},
+		"past 4096 bytes":   {map[string]any{"tool_description": strings.Repeat("echo ", 1000)}, "at most 4096 bytes"},
+		"too many keywords": {map[string]any{"tool_description": "echo", "tool_keywords": make([]string, 40)}, "at most 32"},
+	} {
+		res, err := find(c.args)
+		if err != nil || !res.IsError || !strings.Contains(text(res), c.says) || strings.Contains(text(res), "retry") {
+			t.Errorf("%s: %q, %v; want a tool error saying %q, and no retry", name, text(res), err, c.says)
+		}
+	}
+
+	c.Indexer.Stop()
+	res, err := find(map[string]any{"tool_description": "echo"})
+	if err != nil || !res.IsError || !strings.Contains(text(res), "retry find_tool later") {
+		t.Errorf("find_tool with the indexer down: %q, %v; want a tool error asking for a retry", text(res), err)
+	}
+}
