@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"unicode"
 
 	"google.golang.org/grpc/status"
 
@@ -67,6 +68,11 @@ func newAPIKeys(keys []config.APIKey) (apiKeys, error) {
 	for i, k := range keys {
 		if k.Key == "" || k.Subject == "" {
 			return nil, fmt.Errorf("gateway.auth.apiKeys[%d]: key and subject are required", i)
+		}
+		if strings.TrimSpace(k.Key) != k.Key || strings.ContainsFunc(k.Key, unicode.IsControl) {
+			// BearerToken never returns such a key: it would refuse its
+			// holder for good, silently.
+			return nil, fmt.Errorf("gateway.auth.apiKeys[%d]: key begins or ends with white space, or holds a control character (a line break?): no bearer token can match it", i)
 		}
 		sum := sha256.Sum256([]byte(k.Key))
 		if _, dup := table[sum]; dup {

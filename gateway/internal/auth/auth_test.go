@@ -53,6 +53,12 @@ func TestAPIKeys(t *testing.T) {
 		{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "k", Subject: ""}}},
 		{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "k", Subject: "a"}, {Key: "k", Subject: "b"}}},
 		{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "k", Subject: "alice\x00admins"}}},
+		// Keys no Authorization header can carry: BearerToken trims the
+		// ends, and a header holds no line break (a secret file's last
+		// newline, taken in through ${ENV}).
+		{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "k\n", Subject: "alice"}}},
+		{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: " k", Subject: "alice"}}},
+		{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "k\r\nX-Other: 1", Subject: "alice"}}},
 		{Mode: "ldap"},
 		{Mode: "oidc"},
 	} {
