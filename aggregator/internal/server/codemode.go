@@ -88,6 +88,11 @@ func (s *Server) codeModeIn(server string) bool {
 
 // RunCode runs a code mode program as the principal.
 func (s *Server) RunCode(ctx context.Context, req *aggregatorv1.RunCodeRequest) (*aggregatorv1.RunCodeResponse, error) {
+	if caller, _ := svcauth.CallerFrom(ctx); !caller.MayCall(aggregatorv1.AggregatorService_CallTool_FullMethodName) {
+		// Each call a program makes is a CallTool of this caller: one
+		// its allow list refuses directly is refused here too.
+		return nil, s.fail(ctx, "RunCode", errRunNeedsCall)
+	}
 	resp, err := s.runCode(ctx, req)
 	return resp, s.fail(ctx, "RunCode", err)
 }

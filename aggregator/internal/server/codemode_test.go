@@ -190,3 +190,29 @@ result = err`)
 		t.Errorf("inner call outcomes %v", outcomes)
 	}
 }
+
+// TestCodeModeNeedsACredentialThatMayCallTools: a program's calls are
+// CallTools, so a credential allowed RunCode but not CallTool (one that
+// may assert any principal) runs none: it once called any tool as
+// anyone through a program, which its allow list refuses it directly.
+func TestCodeModeNeedsACredentialThatMayCallTools(t *testing.T) {
+	weather := newTestBackend(t, "weather", backendOptions{extra: withWeather})
+	h := startAggregatorFile(t, `
+aggregator:
+  backends:
+    - {name: weather, url: `+weather.url()+`}
+  codeMode: {enabled: true, maxConcurrent: 1}
+`)
+	ctx := context.Background()
+	alice := principal("alice", "users")
+	_, err := h.coder.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: alice, Name: "weather_secret"})
+	wantStatus(t, err, codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_METHOD_NOT_ALLOWED)
+	_, err = h.coder.RunCode(ctx, &aggregatorv1.RunCodeRequest{Principal: alice, Program: "result = weather_secret()\n"})
+	wantStatus(t, err, codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_METHOD_NOT_ALLOWED)
+	if n := weather.received("tools/call"); n != 0 {
+		t.Fatalf("the backend got %d calls from a credential that may call no tool", n)
+	}
+	if _, err := h.gateway.RunCode(ctx, &aggregatorv1.RunCodeRequest{Principal: alice, Program: "result = weather_secret()\n"}); err != nil {
+		t.Fatalf("the gateway's run: %v", err)
+	}
+}

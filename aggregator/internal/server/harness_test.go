@@ -79,6 +79,8 @@ const (
 	indexerToken  = "indexer-test-token"
 	// aggregatorToken is the peers' (aggregator.peers.token).
 	aggregatorToken = "aggregator-test-token"
+	// coderToken may run code mode's programs and call nothing else.
+	coderToken = "coder-test-token"
 )
 
 // testBackend is a real go-sdk MCP server on a real HTTP listener.
@@ -253,6 +255,7 @@ type harness struct {
 	internal aggregatorv1.AggregatorServiceClient // untrusted: acts as itself
 	operator aggregatorv1.AggregatorServiceClient // an operator's: sees URLs, errors and conflicts
 	indexer  aggregatorv1.AggregatorServiceClient // the indexer's: views only (config.IndexerMethods)
+	coder    aggregatorv1.AggregatorServiceClient // allowed RunCode, not CallTool
 	anon     aggregatorv1.AggregatorServiceClient // no credentials
 	// audit is the trail of the configuration's audit section; nil: off.
 	audit *audit.Writer
@@ -316,6 +319,7 @@ func startAggregatorWith(t testing.TB, full *config.Config, log *slog.Logger, tu
 		{Name: "operator", Token: operatorToken, AssertPrincipals: true, Operator: true, Allow: []string{"switchboard.aggregator.v1.AggregatorService/*"}},
 		{Name: "indexer", Token: indexerToken, AssertPrincipals: true, Allow: config.IndexerMethods},
 		{Name: "aggregator", Token: aggregatorToken, AssertPrincipals: true, Allow: config.AggregatorMethods},
+		{Name: "coder", Token: coderToken, AssertPrincipals: true, Allow: []string{aggregatorv1.AggregatorService_RunCode_FullMethodName[1:]}},
 	})
 	srv, err := rpc.NewServer(auth, config.TLS{}, log)
 	if err != nil {
@@ -361,7 +365,7 @@ func startAggregatorWith(t testing.TB, full *config.Config, log *slog.Logger, tu
 		t.Cleanup(func() { _ = conn.Close() })
 		return aggregatorv1.NewAggregatorServiceClient(conn)
 	}
-	return &harness{engine: e, gateway: dial(gatewayToken), internal: dial(internalToken), operator: dial(operatorToken), indexer: dial(indexerToken), anon: dial(""), audit: trail}, nil
+	return &harness{engine: e, gateway: dial(gatewayToken), internal: dial(internalToken), operator: dial(operatorToken), indexer: dial(indexerToken), coder: dial(coderToken), anon: dial(""), audit: trail}, nil
 }
 
 func principal(subject string, groups ...string) *commonv1.Principal {

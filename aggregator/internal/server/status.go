@@ -37,6 +37,10 @@ var errAllChangesDenied = errors.New("all_changes requires a trusted service cal
 // named resource_uris in a watch.
 var errSubscribeNeedsRead = errors.New("resource_uris needs a credential allowed ReadResource")
 
+// errRunNeedsCall: a credential that may not call CallTool asked for a
+// program, whose tool calls are CallTools.
+var errRunNeedsCall = errors.New("RunCode needs a credential allowed CallTool")
+
 // invalidArgument is a malformed request field; its text is client-safe.
 type invalidArgument string
 
@@ -109,8 +113,8 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_METHOD_NOT_ALLOWED, errPeersOnly.Error())
 	case errors.Is(err, errAllChangesDenied):
 		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_NOT_ALLOWED, errAllChangesDenied.Error())
-	case errors.Is(err, errSubscribeNeedsRead):
-		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_METHOD_NOT_ALLOWED, errSubscribeNeedsRead.Error())
+	case errors.Is(err, errSubscribeNeedsRead), errors.Is(err, errRunNeedsCall):
+		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_METHOD_NOT_ALLOWED, err.Error())
 	case errors.Is(err, rpc.ErrTooManyStreams):
 		caller, _ := svcauth.CallerFrom(ctx)
 		log.WarnContext(ctx, "watch refused: the caller has as many open as it may (aggregator.maxWatchesPerCaller)", "method", method, "caller", caller.Name)
