@@ -88,13 +88,20 @@ func (p *Pool) Close() {
 
 // Run runs program for caller with bounds, the caller's tools being
 // tools, making each tool call with call. It waits for a runner (and for
-// the caller's share of them) for at most the program's timeout, while
-// ctx allows (ErrBusy after): a program that waited longer would run past
-// it. The Result says how the program ended, a bound it reached included;
+// the caller's share of them) for at most the program's timeout, and
+// only while ctx could still wait for the whole of it to run (ErrBusy
+// after): a program that waited longer would run past its timeout, or
+// be cut by its caller (the gateway's request timeout), the tool calls
+// it made lost. A runner free at once is taken whatever the time left.
+// The Result says how the program ended, a bound it reached included;
 // an error is the pool's (busy, a runner that cannot start).
 func (p *Pool) Run(ctx context.Context, caller, program string, tools []string, b Bounds, call CallFunc) (Result, error) {
-	wait := time.NewTimer(b.Timeout)
-	defer wait.Stop()
+	wait := b.Timeout
+	if d, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(d)-b.Timeout)
+	}
+	waiting, stop := context.WithTimeout(ctx, wait)
+	defer stop()
 	// The anonymous principal ("") is every client of a gateway without
 	// authentication: sharing among them is not by principal.
 	if caller != "" {
@@ -102,20 +109,24 @@ func (p *Pool) Run(ctx context.Context, caller, program string, tools []string, 
 		defer done()
 		select {
 		case slots <- struct{}{}:
-			defer func() { <-slots }()
-		case <-wait.C:
-			return Result{}, ErrBusy
-		case <-ctx.Done():
-			return Result{}, ErrBusy
+		default:
+			select {
+			case slots <- struct{}{}:
+			case <-waiting.Done():
+				return Result{}, ErrBusy
+			}
 		}
+		defer func() { <-slots }()
 	}
 	var r *runner
 	select {
 	case r = <-p.idle:
-	case <-wait.C:
-		return Result{}, ErrBusy
-	case <-ctx.Done():
-		return Result{}, ErrBusy
+	default:
+		select {
+		case r = <-p.idle:
+		case <-waiting.Done():
+			return Result{}, ErrBusy
+		}
 	}
 	keep := false
 	defer func() {

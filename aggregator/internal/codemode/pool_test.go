@@ -246,6 +246,37 @@ func TestPoolIsBounded(t *testing.T) {
 	}
 }
 
+// A program waits for a runner only while its caller could still wait
+// for the whole of its timeout: one started later was cut by its caller
+// (the gateway's request timeout) mid-run, its tool calls made for
+// nothing. A runner free at once is taken however little time is left.
+func TestProgramsWaitNoLongerThanTheirCallers(t *testing.T) {
+	p := NewPool([]string{os.Args[0], RunnerFlag}, 1)
+	t.Cleanup(p.Close)
+	b := testBounds()
+	short, cancel := context.WithTimeout(context.Background(), b.Timeout/4)
+	defer cancel()
+	if res, err := p.Run(short, "alice", "result = 1\n", nil, b, nil); err != nil || string(res.Value) != "1" {
+		t.Fatalf("a free runner, for a caller that cannot wait the timeout: %+v %v", res, err)
+	}
+	release, started := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	go func() {
+		_, _ = p.Run(context.Background(), "bob", "weather_forecast(city=\"Oslo\")\n", []string{"weather_forecast"}, b, func(context.Context, string, json.RawMessage) Answer {
+			close(started)
+			<-release
+			return Answer{Value: json.RawMessage(`{}`)}
+		})
+	}()
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout+b.Timeout/10)
+	defer cancel()
+	start := time.Now()
+	if _, err := p.Run(ctx, "alice", "result = 1\n", nil, b, nil); err != ErrBusy || time.Since(start) > b.Timeout/2 {
+		t.Fatalf("a program whose caller cannot wait for it to wait and run: %v after %v, want ErrBusy well before the timeout (%v)", err, time.Since(start), b.Timeout)
+	}
+}
+
 func ExamplePool_Run() {
 	p := NewPool([]string{os.Args[0], RunnerFlag}, 1)
 	defer p.Close()
