@@ -130,7 +130,11 @@ func (a *taskAggregator) UpdateTask(ctx context.Context, req *aggregatorv1.Updat
 	if ts.onUpdate != nil {
 		ts.onUpdate(h.task, req.GetInputResponsesJson())
 	}
-	return &aggregatorv1.UpdateTaskResponse{Task: proto.CloneOf(h.task)}, nil
+	// As the aggregator's: the task without what goes with its status
+	// (input requests, result, error), which tasks/get reads.
+	t := proto.CloneOf(h.task)
+	t.ResultJson, t.ErrorJson, t.InputRequestsJson = "", "", ""
+	return &aggregatorv1.UpdateTaskResponse{Task: t}, nil
 }
 
 func (a *taskAggregator) CancelTask(ctx context.Context, req *aggregatorv1.CancelTaskRequest) (*aggregatorv1.CancelTaskResponse, error) {

@@ -245,6 +245,59 @@ func TestLegacyTaskResultWaitsAndAsks(t *testing.T) {
 	}
 }
 
+// TestLegacyTaskResultAsksARoundOnce: a round of input the client
+// answered is not asked again while the task has not moved on (a
+// backend's own task reads input_required until the backend takes the
+// answers). The task UpdateTask returns, which carries no input
+// requests, was once taken for a new round: the next read of the task
+// asked the client the same questions again, and every round counted
+// twice against the bound of rounds.
+func TestLegacyTaskResultAsksARoundOnce(t *testing.T) {
+	b := startBackends(t)
+	_, srv := startGateway(t, b, testGatewayConfig(b))
+	url := srv.URL + "/mcp"
+	session, _ := initializeEliciting(t, url)
+	id := taskIDOf(t, createLegacyTask(t, url, session))
+	b.setTask(id, func(t *aggregatorv1.Task) {
+		t.Status = "input_required"
+		t.InputRequestsJson = `{"confirm":{"method":"elicitation/create","params":{"mode":"form","message":"go on?","requestedSchema":{"type":"object","properties":{}}}}}`
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, lines := openStream(t, ctx, url, legacyHeaders("alice-key", session), `{"jsonrpc":"2.0","id":"r1","method":"tasks/result","params":{"taskId":"`+id+`"}}`)
+	var asked struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if err := json.Unmarshal([]byte(nextEvent(t, lines)), &asked); err != nil || asked.Method != "elicitation/create" {
+		t.Fatalf("input request: %+v %v", asked, err)
+	}
+	send(t, http.MethodPost, url, legacyHeaders("alice-key", session), `{"jsonrpc":"2.0","id":`+string(asked.ID)+`,"result":{"action":"accept","content":{}}}`)
+	testkit.Eventually(t, "the answer to reach the task", 10*time.Second, func() bool {
+		_, _, updates, _, _ := b.taskRequests()
+		return len(updates) == 1
+	})
+	_, gets, _, _, _ := b.taskRequests()
+	// Still input_required, as it was: read again and again, not asked.
+	testkit.Eventually(t, "tasks/result to keep reading the task", 10*time.Second, func() bool {
+		_, now, _, _, _ := b.taskRequests()
+		return len(now) >= len(gets)+3
+	})
+	b.setTask(id, func(t *aggregatorv1.Task) {
+		t.Status, t.InputRequestsJson, t.ResultJson = "completed", "", `{"content":[{"type":"text","text":"went on"}]}`
+	})
+	var final struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if err := json.Unmarshal([]byte(nextEvent(t, lines)), &final); err != nil || string(final.ID) != `"r1"` || final.Method != "" {
+		t.Fatalf("after the answer: %+v %v, want the result", final, err)
+	}
+	if _, _, updates, _, _ := b.taskRequests(); len(updates) != 1 {
+		t.Errorf("the task got %d answers, want 1", len(updates))
+	}
+}
+
 // TestLegacyTaskResultEndsWithItsSession: a tasks/result waiting for its
 // task ends, with an error saying why, once its session is deleted: it
 // acted for the session (asking its client, answering the task) for as

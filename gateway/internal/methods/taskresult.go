@@ -85,13 +85,10 @@ func (s *Server) taskResult(ctx context.Context, req *Request, resp Responder) (
 				}
 				rounds++
 				answered = round
-				updated, rerr := s.answerTaskInput(ctx, req, resp, t)
-				if rerr != nil {
+				// The task is read again for its next state: UpdateTask's
+				// task has no input requests, result or error.
+				if rerr := s.answerTaskInput(ctx, req, resp, t); rerr != nil {
 					return nil, rerr
-				}
-				if updated != nil {
-					t = updated
-					continue
 				}
 			}
 		}
@@ -120,40 +117,35 @@ func waitEnded(ctx context.Context, req *Request, rerr *wire.Error) *wire.Error 
 }
 
 // answerTaskInput asks the client the task's input requests, each tied
-// to the task in its _meta, and gives the answers to the task; it returns
-// the task after them (nil if the aggregator did not say).
-func (s *Server) answerTaskInput(ctx context.Context, req *Request, resp Responder, t *aggregatorv1.Task) (*aggregatorv1.Task, *wire.Error) {
+// to the task in its _meta, and gives the answers to the task.
+func (s *Server) answerTaskInput(ctx context.Context, req *Request, resp Responder, t *aggregatorv1.Task) *wire.Error {
 	requests, rerr := parseInputRequests(json.RawMessage(t.GetInputRequestsJson()))
-	if rerr != nil {
-		return nil, rerr
-	}
-	if len(requests) == 0 {
-		return nil, nil
+	if rerr != nil || len(requests) == 0 {
+		return rerr
 	}
 	for key, r := range requests {
 		params, err := wire.WithRelatedTask(r.Params, t.GetTaskId())
 		if err != nil {
-			return nil, malformedTask()
+			return malformedTask()
 		}
 		r.Params = params
 		requests[key] = r
 	}
 	answers, rerr := s.askLegacyClient(ctx, req, resp, requests)
 	if rerr != nil {
-		return nil, rerr
+		return rerr
 	}
 	rc, rerr := s.requestContext(req)
 	if rerr != nil {
-		return nil, rerr
+		return rerr
 	}
 	callCtx, cancel := s.serviceCall(ctx)
 	defer cancel()
-	out, err := s.agg.UpdateTask(callCtx, &aggregatorv1.UpdateTaskRequest{Principal: req.Principal, Server: req.Server,
-		TaskId: t.GetTaskId(), InputResponsesJson: answers, Context: rc})
-	if err != nil {
-		return nil, mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
+	if _, err := s.agg.UpdateTask(callCtx, &aggregatorv1.UpdateTaskRequest{Principal: req.Principal, Server: req.Server,
+		TaskId: t.GetTaskId(), InputResponsesJson: answers, Context: rc}); err != nil {
+		return mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
 	}
-	return out.GetTask(), nil
+	return nil
 }
 
 // awaitPoll waits d, keeping the response stream alive, so that proxies
