@@ -133,6 +133,23 @@ func TestAppsThroughTheGateway(t *testing.T) {
 		}
 		return fmt.Errorf("no hit names its page: %v", hits)
 	})
+
+	// The app, rendered from that hit, calls its tool by name through its
+	// host, at the server it came from: the optimizer view serves it as
+	// the raw view does (it lists only its meta-tools), and a name no
+	// view has answers as there.
+	for _, era := range []string{harness.Modern, harness.Legacy} {
+		app := harness.Connect(t, strings.TrimSuffix(c.MCPURL, "/mcp")+"/mcp/optimized", era)
+		res, err := app.CallTool(ctx, &mcp.CallToolParams{Name: "weather_forecast_chart", Arguments: map[string]any{"city": "Oslo"}})
+		if err != nil || res.IsError || !strings.Contains(text(res), `"tool":"forecast_chart"`) {
+			t.Errorf("era %q: the app's call of its tool at /mcp/optimized: %v, %v", era, text(res), err)
+		}
+		_, rawErr := harness.Connect(t, c.MCPURL, era).CallTool(ctx, &mcp.CallToolParams{Name: "weather_nope"})
+		_, optErr := app.CallTool(ctx, &mcp.CallToolParams{Name: "weather_nope"})
+		if rawErr == nil || optErr == nil || rawErr.Error() != optErr.Error() {
+			t.Errorf("era %q: an unknown tool answers %v in the raw view and %v in the optimizer's; want one error", era, rawErr, optErr)
+		}
+	}
 }
 
 // hostPage is a minimal MCP Apps host (SEP-1865) for the test: it renders

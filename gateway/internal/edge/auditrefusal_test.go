@@ -211,8 +211,6 @@ func TestRefusalsAudited(t *testing.T) {
 	refused("call_tool of a forged requestState", optimized, modernHeaders("tools/call", "Mcp-Name", "call_tool"),
 		call(`"call_tool"`, `,"arguments":{"tool_name":"alpha_echo"},"requestState":"r1.forged"`),
 		want{audit.KindToolCall, "alpha_echo", audit.OutcomeDenied, "forged", false})
-	refused("a raw tool on the optimizer's endpoint", optimized, modernHeaders("tools/call", "Mcp-Name", "alpha_echo"), call(`"alpha_echo"`, ""),
-		want{audit.KindToolCall, "alpha_echo", audit.OutcomeInvalid, "unknown tool", false})
 	searches := b.idx.Calls("Search")
 	refused("find_tool without a description", optimized, modernHeaders("tools/call", "Mcp-Name", "find_tool"), call(`"find_tool"`, `,"arguments":{"tool_keywords":["x"]}`),
 		want{audit.KindFindTool, "find_tool", audit.OutcomeInvalid, "tool_description", false})

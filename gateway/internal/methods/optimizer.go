@@ -63,7 +63,7 @@ func (s *Server) callOptimizerTool(ctx context.Context, req *Request, resp Respo
 	case RunCodeName:
 		return s.runCode(ctx, req, args)
 	}
-	return nil, wire.InvalidParams("unknown tool: " + name)
+	return s.callNamedTool(ctx, req, resp, name, raw)
 }
 
 // toolError is a tool result with isError set: a failure the model should

@@ -35,7 +35,17 @@ func (s *Server) callTool(ctx context.Context, req *Request, resp Responder) (js
 	if rerr != nil {
 		return nil, rerr
 	}
+	return s.callNamedTool(ctx, req, resp, name, args)
+}
+
+// callNamedTool calls the tool the client named, as the raw view lists
+// it. In the optimizer view it serves the calls an MCP App makes (through
+// its host) of its own server's tools: the model knows only find_tool and
+// call_tool there, but an app found through a find_tool hit calls its
+// tools by name.
+func (s *Server) callNamedTool(ctx context.Context, req *Request, resp Responder, name string, args json.RawMessage) (json.RawMessage, *wire.Error) {
 	call := toolCall{name: name, args: args}
+	var rerr *wire.Error
 	if call.task, rerr = taskRequest(req); rerr != nil {
 		return nil, rerr
 	}
