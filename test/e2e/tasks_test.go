@@ -14,11 +14,14 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	"github.com/switchboard-mcp/switchboard/services/demobackend"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+	"github.com/switchboard-mcp/switchboard/services/rpc"
 	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 	"github.com/switchboard-mcp/switchboard/test/mcpraw"
@@ -589,19 +592,123 @@ func TestTaskEndIsAudited(t *testing.T) {
 }
 
 // taskEnds are the task_end events in the audit trail file.
-func taskEnds(trail string) ([]audit.Event, error) {
+func taskEnds(trail string) ([]audit.Event, error) { return trailEvents(trail, audit.KindTaskEnd) }
+
+// trailEvents are the events of kind in the audit trail file.
+func trailEvents(trail string, kind audit.Kind) ([]audit.Event, error) {
 	raw, err := os.ReadFile(trail)
 	if err != nil {
 		return nil, err
 	}
-	var ends []audit.Event
+	var events []audit.Event
 	for line := range strings.SplitSeq(string(raw), "\n") {
 		var e audit.Event
-		if json.Unmarshal([]byte(line), &e) == nil && e.Kind == audit.KindTaskEnd {
-			ends = append(ends, e)
+		if json.Unmarshal([]byte(line), &e) == nil && e.Kind == kind {
+			events = append(events, e)
 		}
 	}
-	return ends, nil
+	return events, nil
+}
+
+// TestLegacyTaskResultIsOneRequest: a 2025-11-25 tasks/result waits for
+// its task by reading it at the task's poll interval, and it is one
+// request: one tasks/get token and one audit event, however many reads
+// (before, every read took a token, so a wait longer than the limit's
+// burst of reads failed with 429, and recorded an event each). A wait is
+// one of the principal's open streams: past gateway.streams.maxPerPrincipal
+// another is refused with 429 (before, waits were not bounded), and the
+// gateway's open streams gauge counts it.
+func TestLegacyTaskResultIsOneRequest(t *testing.T) {
+	trail := filepath.Join(t.TempDir(), "audit.jsonl")
+	gwOps := harness.FreeAddr(t)
+	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: tasksSpec}},
+		Configure: func(cfg *config.Config) {
+			withTaskStore(t, cfg)
+			cfg.Aggregator.ToolOverrides = []config.ToolOverride{{Backend: "ops", Tool: "sleep", TaskSupport: config.TaskSupportOptional}}
+			cfg.Aggregator.Tasks.PollInterval = config.Duration(100 * time.Millisecond)
+			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "alice-key", Subject: "alice"}}}
+			cfg.Gateway.OpsListen = gwOps
+			cfg.Gateway.Streams.MaxPerPrincipal = 1
+			cfg.Audit = config.Audit{Sink: config.AuditFile, File: trail}
+			cfg.RateLimits = config.RateLimits{Limits: []config.RateLimit{{Name: "reads", Per: config.RatePerPrincipal,
+				Methods: []string{config.RateMethodTasksGet}, Rate: "1/h", Burst: 3}}}
+			cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials, config.ServiceCredential{Name: "reporter",
+				Token: "reporter-" + t.Name(), Subject: "svc-reporter", Allow: []string{"switchboard.aggregator.v1.AggregatorService/*"}})
+		}})
+	alice := &mcpraw.Client{URL: c.MCPURL, Authorization: "Bearer alice-key", Capabilities: mcpraw.TasksCapabilities}
+	if err := alice.OpenSession(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	created := taskResult(t)(alice.Send(t.Context(), "tools/call", "", map[string]any{"name": "ops_sleep",
+		"arguments": map[string]any{"duration": "1500ms"}, "task": map[string]any{"ttl": 60000}}))
+	task, _ := created["task"].(map[string]any)
+	id, _ := task["taskId"].(string)
+	if id == "" {
+		t.Fatalf("no task: %v", created)
+	}
+	waited := make(chan mcpraw.Answer, 1)
+	go func() {
+		a, err := alice.Send(t.Context(), "tasks/result", "", map[string]any{"taskId": id})
+		if err != nil {
+			t.Error(err)
+		}
+		waited <- a
+	}()
+	testkit.Eventually(t, "the wait is an open stream", 10*time.Second, func() error {
+		if got := metric(t, gwOps, `switchboard_gateway_open_streams{kind="task_result"}`); got != "1" {
+			return fmt.Errorf("open task_result streams %q", got)
+		}
+		return nil
+	})
+	if a, err := alice.Send(t.Context(), "tasks/result", "", map[string]any{"taskId": id}); err != nil || a.HTTPStatus != http.StatusTooManyRequests {
+		t.Fatalf("a second wait past the principal's streams: %+v %v, want HTTP 429", a, err)
+	}
+	a := <-waited
+	if a.Error != nil || !strings.Contains(string(a.Result), `"tool":"sleep"`) {
+		t.Fatalf("the wait for a task read about 15 times under a burst of 3: %+v %s, want the tool's result", a.Error, a.Result)
+	}
+	testkit.Eventually(t, "the two waits' events in the trail", 10*time.Second, func() error {
+		events, err := trailEvents(trail, audit.KindTaskGet)
+		if err != nil {
+			return err
+		}
+		by := map[string]int{}
+		for _, e := range events {
+			by[e.Service+" "+string(e.Outcome)]++
+		}
+		// The refused wait is the gateway's (a bound of its own: error);
+		// the one that waited, one of the aggregator's.
+		if by["gateway error"] == 0 || by["aggregator ok"] == 0 {
+			return fmt.Errorf("task_get events: %v", by)
+		}
+		if len(events) != 2 {
+			t.Fatalf("task_get events %v, want the gateway's refusal and one read of the aggregator's", by)
+		}
+		return nil
+	})
+
+	// Only the gateway's reads may be polled: an internal client acting
+	// for itself, whose claim could not be checked, takes a token on
+	// every read, polled or not.
+	conn, err := rpc.Dial(config.Endpoint{Address: c.Config.Aggregator.Listen, Token: "reporter-" + t.Name()}, config.TLS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	agg := aggregatorv1.NewAggregatorServiceClient(conn)
+	made, err := agg.CallTool(t.Context(), &aggregatorv1.CallToolRequest{Name: "ops_sleep", ArgumentsJson: `{"duration":"10ms"}`,
+		Context: &aggregatorv1.RequestContext{ClientCapabilitiesJson: string(mcpraw.TasksCapabilities)}, Task: &aggregatorv1.TaskRequest{TtlMs: 60000, Explicit: true}})
+	if err != nil || made.GetTask().GetTaskId() == "" {
+		t.Fatalf("the reporter's task: %v, %v", made, err)
+	}
+	var codes []string
+	for range 4 {
+		_, err := agg.GetTask(t.Context(), &aggregatorv1.GetTaskRequest{TaskId: made.GetTask().GetTaskId(), Polled: true})
+		codes = append(codes, status.Code(err).String())
+	}
+	if want := "[OK OK OK ResourceExhausted]"; fmt.Sprint(codes) != want {
+		t.Fatalf("the reporter's polled reads under a burst of 3: %v, want %s", codes, want)
+	}
 }
 
 // TestTaskOutcomeOutlivesAnIndexerRestart: a task whose call ends while

@@ -68,6 +68,61 @@ type Answer struct {
 	Error      *Error
 }
 
+// OpenSession initializes a 2025-11-25 session (with Capabilities, or
+// none) and sends notifications/initialized; the client's requests are
+// then sent in it (Session).
+func (c *Client) OpenSession(ctx context.Context) error {
+	caps := c.Capabilities
+	if caps == nil {
+		caps = NoCapabilities
+	}
+	init, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": c.ids.Add(1), "method": "initialize", "params": map[string]any{
+		"protocolVersion": LegacyVersion, "capabilities": caps, "clientInfo": map[string]any{"name": "mcpraw", "version": "0"}}})
+	if err != nil {
+		return err
+	}
+	resp, err := c.post(ctx, init, map[string]string{"Mcp-Protocol-Version": LegacyVersion})
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	id := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || id == "" {
+		return fmt.Errorf("initialize: HTTP %d, session %q", resp.StatusCode, id)
+	}
+	resp, err = c.post(ctx, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), map[string]string{"Mcp-Protocol-Version": LegacyVersion, "Mcp-Session-Id": id})
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		return fmt.Errorf("notifications/initialized: HTTP %d", resp.StatusCode)
+	}
+	c.Session = id
+	return nil
+}
+
+// post sends body with the client's Authorization and header.
+func (c *Client) post(ctx context.Context, body []byte, header map[string]string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if c.Authorization != "" {
+		req.Header.Set("Authorization", c.Authorization)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	return hc.Do(req)
+}
+
 // Send posts one request of method, whose Mcp-Name is name ("" for none),
 // with params (its _meta is set here) and reads the answer; err is a
 // transport failure or an answer that is no JSON-RPC response.
@@ -94,30 +149,14 @@ func (c *Client) Send(ctx context.Context, method, name string, params map[strin
 	if err != nil {
 		return Answer{}, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(body))
-	if err != nil {
-		return Answer{}, err
+	header := map[string]string{"Mcp-Protocol-Version": Version, "Mcp-Method": method}
+	switch {
+	case c.Session != "":
+		header = map[string]string{"Mcp-Protocol-Version": LegacyVersion, "Mcp-Session-Id": c.Session}
+	case name != "":
+		header["Mcp-Name"] = name
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if c.Session != "" {
-		req.Header.Set("Mcp-Protocol-Version", LegacyVersion)
-		req.Header.Set("Mcp-Session-Id", c.Session)
-	} else {
-		req.Header.Set("Mcp-Protocol-Version", Version)
-		req.Header.Set("Mcp-Method", method)
-		if name != "" {
-			req.Header.Set("Mcp-Name", name)
-		}
-	}
-	if c.Authorization != "" {
-		req.Header.Set("Authorization", c.Authorization)
-	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
+	resp, err := c.post(ctx, body, header)
 	if err != nil {
 		return Answer{}, err
 	}

@@ -70,8 +70,9 @@ type admission struct {
 	shared bool
 	// accounted marks a request whose tokens were taken, and whose event
 	// is recorded, elsewhere: a held call's retry that a peer forwarded
-	// here (the replica that received it does both), or a subscription
-	// renewed on a watch that replaces the one it was first made on.
+	// here (the replica that received it does both), a subscription
+	// renewed on a watch that replaces the one it was first made on, or
+	// a polled read of a task (GetTaskRequest.polled).
 	// Every other step is taken again.
 	accounted bool
 	// ending marks the end of a call held for input that will not come

@@ -60,8 +60,13 @@ func (s *Server) getTask(ctx context.Context, req *aggregatorv1.GetTaskRequest) 
 	}
 	// A task that ended is answered from its record, its backend up or
 	// not; one its backend runs is read there.
+	// A polled read is part of a request the gateway admitted with its
+	// first read; no other caller's claim of that could be checked.
+	caller, _ := svcauth.CallerFrom(ctx)
+	polled := req.GetPolled() && caller.IsEdge()
 	if call.BackendTaskID != "" && !mcpspec.TaskEnded(rec.GetStatus()) {
 		r := proxiedAdmission(config.RateMethodTasksGet, audit.KindTaskGet, req.GetServer(), rec, call, req.GetContext().GetSubjectToken())
+		r.accounted = polled
 		return serve(ctx, s, r, func(a *admitted) (*aggregatorv1.GetTaskResponse, error) {
 			now, err := s.followBackendTask(a, rec, call)
 			if err != nil {
@@ -71,6 +76,7 @@ func (s *Server) getTask(ctx context.Context, req *aggregatorv1.GetTaskRequest) 
 		})
 	}
 	r := taskAdmission(config.RateMethodTasksGet, audit.KindTaskGet, req.GetServer(), rec, call)
+	r.accounted = polled
 	return serve(ctx, s, r, func(*admitted) (*aggregatorv1.GetTaskResponse, error) {
 		return &aggregatorv1.GetTaskResponse{Task: taskOf(call, rec, true)}, nil
 	})

@@ -49,12 +49,12 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 		}, []string{"method", "era"}),
 		streams: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "switchboard_gateway_open_streams",
-			Help: "Open long-lived streams: Modern subscriptions/listen and Legacy GET.",
+			Help: "Open long-lived streams: Modern subscriptions/listen, Legacy GET and Legacy tasks/result waits.",
 		}, []string{"kind"}),
 	}
-	// Both kinds of stream exist from the start (methods/listen.go), so the
+	// Every kind of stream exists from the start (methods/listen.go), so the
 	// dashboard's open streams read 0 rather than nothing.
-	for _, kind := range []string{"listen", "legacy_get"} {
+	for _, kind := range []string{"listen", "legacy_get", "task_result"} {
 		m.streams.WithLabelValues(kind)
 	}
 	reg.MustRegister(m.requests, m.latency, m.streams)

@@ -10,12 +10,14 @@ import (
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 )
 
-// streamLimits bounds the notification streams (listen, GET) a replica
-// holds open, per principal and in total: each holds a goroutine here and
-// a catalog watch in the aggregator, which recomputes the watcher's view
-// on every catalog change, so a client must not be able to open them
-// without end. A stream takes its place before its watch is opened and
-// gives it back when it ends.
+// streamLimits bounds the streams a replica holds open, per principal and
+// in total: notification streams (listen, GET), each holding a goroutine
+// here and a catalog watch in the aggregator, which recomputes the
+// watcher's view on every catalog change, and the waits of a 2025-11-25
+// tasks/result, each holding a goroutine and reading its task at the
+// task's poll interval; a client must not be able to open them without
+// end. A stream takes its place before its watch is opened (its first
+// read made) and gives it back when it ends.
 type streamLimits struct {
 	perPrincipal, total int
 
@@ -62,7 +64,7 @@ const streamRetryAfterSeconds = 60
 // for a listen the JSON-RPC error in its body (-32603: MCP defines no code
 // of its own for it).
 func tooManyStreams(why string) *wire.Error {
-	e := wire.NewError(wire.CodeInternalError, "too many open notification streams: "+why)
+	e := wire.NewError(wire.CodeInternalError, "too many open streams (notification streams and tasks/result waits): "+why)
 	e.HTTPStatus = http.StatusTooManyRequests
 	// Streams end when their clients go; a minute is a fair time to wait
 	// for some of them to.

@@ -59,7 +59,18 @@ func (s *Server) taskResult(ctx context.Context, req *Request, resp Responder) (
 	keepAlive := time.NewTicker(s.cfg.KeepAlive)
 	defer keepAlive.Stop()
 	answered, rounds := "", 0
-	t, rerr := s.fetchTask(ctx, req, id)
+	// A wait holds a goroutine here and reads the task at its poll
+	// interval for as long as the task lives (up to a day): it takes a
+	// place among the principal's open streams, which it is.
+	release, rerr := s.limits.acquire(req.Principal)
+	if rerr != nil {
+		return nil, rerr
+	}
+	defer release()
+	defer s.streams("task_result")()
+	// One request: its first read is admitted as a tasks/get (a token, an
+	// event), the reads that follow are polled.
+	t, rerr := s.fetchTask(ctx, req, id, false)
 	for {
 		if rerr != nil {
 			return nil, waitEnded(ctx, req, rerr)
@@ -95,7 +106,7 @@ func (s *Server) taskResult(ctx context.Context, req *Request, resp Responder) (
 		if rerr := s.awaitPoll(ctx, resp, keepAlive.C, taskPoll(t)); rerr != nil {
 			return nil, waitEnded(ctx, req, rerr)
 		}
-		t, rerr = s.fetchTask(ctx, req, id)
+		t, rerr = s.fetchTask(ctx, req, id, true)
 	}
 }
 

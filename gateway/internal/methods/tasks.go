@@ -90,7 +90,7 @@ func (s *Server) getTask(ctx context.Context, req *Request, _ Responder) (json.R
 	if rerr != nil {
 		return nil, rerr
 	}
-	t, rerr := s.fetchTask(ctx, req, id)
+	t, rerr := s.fetchTask(ctx, req, id, false)
 	if rerr != nil {
 		return nil, rerr
 	}
@@ -204,8 +204,9 @@ func (s *Server) listTasks(ctx context.Context, req *Request, _ Responder) (json
 }
 
 // fetchTask reads task id as the request's principal sees it, within the
-// request timeout.
-func (s *Server) fetchTask(ctx context.Context, req *Request, id string) (*aggregatorv1.Task, *wire.Error) {
+// request timeout; polled, as a further read for the same request
+// (GetTaskRequest.polled: no second rate-limit token or audit event).
+func (s *Server) fetchTask(ctx context.Context, req *Request, id string, polled bool) (*aggregatorv1.Task, *wire.Error) {
 	rc, rerr := s.requestContext(req)
 	if rerr != nil {
 		return nil, rerr
@@ -213,7 +214,7 @@ func (s *Server) fetchTask(ctx context.Context, req *Request, id string) (*aggre
 	callCtx, cancel := s.serviceCall(ctx)
 	defer cancel()
 	req.Trail.Asked = true // the aggregator records it from here on
-	out, err := s.agg.GetTask(callCtx, &aggregatorv1.GetTaskRequest{Principal: req.Principal, Server: req.Server, TaskId: id, Context: rc})
+	out, err := s.agg.GetTask(callCtx, &aggregatorv1.GetTaskRequest{Principal: req.Principal, Server: req.Server, TaskId: id, Context: rc, Polled: polled})
 	if err != nil {
 		return nil, mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
 	}

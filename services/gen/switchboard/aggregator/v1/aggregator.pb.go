@@ -2562,11 +2562,20 @@ func (x *Task) GetResultIsError() bool {
 // it through a server. A task of another principal or server, an expired one, and one that never
 // existed are all NOT_FOUND, alike.
 type GetTaskRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Principal     *v1.Principal          `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
-	Server        string                 `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
-	TaskId        string                 `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	Context       *RequestContext        `protobuf:"bytes,4,opt,name=context,proto3" json:"context,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Principal *v1.Principal          `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	Server    string                 `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	TaskId    string                 `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Context   *RequestContext        `protobuf:"bytes,4,opt,name=context,proto3" json:"context,omitempty"`
+	// polled marks a further read of the task for one client request whose
+	// first read was admitted: a 2025-11-25 tasks/result, which the gateway
+	// answers by reading the task at its poll interval until it ends. The
+	// first read took the request's rate-limit token and recorded its audit
+	// event; a polled read takes no token and records no event (every other
+	// step, authorization included, is taken again). Honoured from an edge
+	// caller alone (a credential that asserts principals and is not an
+	// operator): any other caller's reads are each a request.
+	Polled        bool `protobuf:"varint,5,opt,name=polled,proto3" json:"polled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2627,6 +2636,13 @@ func (x *GetTaskRequest) GetContext() *RequestContext {
 		return x.Context
 	}
 	return nil
+}
+
+func (x *GetTaskRequest) GetPolled() bool {
+	if x != nil {
+		return x.Polled
+	}
+	return false
 }
 
 // GetTaskResponse is the task now.
@@ -4539,12 +4555,13 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"error_json\x18\n" +
 	" \x01(\tR\terrorJson\x12\x12\n" +
 	"\x04tool\x18\v \x01(\tR\x04tool\x12&\n" +
-	"\x0fresult_is_error\x18\f \x01(\bR\rresultIsError\"\xc6\x01\n" +
+	"\x0fresult_is_error\x18\f \x01(\bR\rresultIsError\"\xde\x01\n" +
 	"\x0eGetTaskRequest\x12>\n" +
 	"\tprincipal\x18\x01 \x01(\v2 .switchboard.common.v1.PrincipalR\tprincipal\x12\x16\n" +
 	"\x06server\x18\x02 \x01(\tR\x06server\x12\x17\n" +
 	"\atask_id\x18\x03 \x01(\tR\x06taskId\x12C\n" +
-	"\acontext\x18\x04 \x01(\v2).switchboard.aggregator.v1.RequestContextR\acontext\"F\n" +
+	"\acontext\x18\x04 \x01(\v2).switchboard.aggregator.v1.RequestContextR\acontext\x12\x16\n" +
+	"\x06polled\x18\x05 \x01(\bR\x06polled\"F\n" +
 	"\x0fGetTaskResponse\x123\n" +
 	"\x04task\x18\x01 \x01(\v2\x1f.switchboard.aggregator.v1.TaskR\x04task\"\xfb\x01\n" +
 	"\x11UpdateTaskRequest\x12>\n" +
