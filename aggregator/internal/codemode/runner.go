@@ -362,8 +362,8 @@ func encode(thread *starlark.Thread, v starlark.Value) (json.RawMessage, error) 
 	return json.RawMessage(s.(starlark.String)), nil
 }
 
-// nestsDeeper reports whether v nests lists, tuples and dicts more than
-// limit deep, or holds more than maxValueNodes values counted as the
+// nestsDeeper reports whether v nests iterables (lists, tuples, sets,
+// ranges) and dicts more than limit deep, or holds more than maxValueNodes values counted as the
 // encoder would write them: a value that holds another twice is written
 // twice, so x = [x, x] eighty times over is a few lines of program but
 // 2^80 values to walk and write, inside one step of the interpreter
@@ -385,21 +385,20 @@ func (w *valueWalk) deeper(v starlark.Value, limit int) bool {
 		return true
 	}
 	switch c := v.(type) {
-	case *starlark.List:
-		for i := range c.Len() {
-			if w.deeper(c.Index(i), limit-1) {
-				return true
-			}
-		}
-	case starlark.Tuple:
-		for _, e := range c {
-			if w.deeper(e, limit-1) {
-				return true
-			}
-		}
 	case *starlark.Dict:
 		for _, kv := range c.Items() {
 			if w.deeper(kv[1], limit-1) {
+				return true
+			}
+		}
+	case starlark.Iterable:
+		// The encoder writes every iterable as an array (a list, a
+		// tuple, a set, a range), so each is counted as one.
+		it := c.Iterate()
+		defer it.Done()
+		var e starlark.Value
+		for it.Next(&e) {
+			if w.deeper(e, limit-1) {
 				return true
 			}
 		}
