@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/json"
 	"net/http"
+	"unicode/utf8"
 
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 )
@@ -75,7 +76,9 @@ const MaxParamHeaders = 64
 // lower-cased name after the prefix, values as sent (the aggregator checks
 // them against the tool's x-mcp-header arguments after authorization); the
 // map is empty, not nil, when there are none. A repeated header keeps its
-// values joined by NUL, which never matches a value.
+// values joined by NUL, which never matches a value. A value that is not
+// UTF-8 (HTTP admits any byte past ASCII) is malformed: no argument
+// matches it, and it cannot be forwarded.
 func ParamHeaders(h http.Header) (map[string]string, *Error) {
 	out := map[string]string{}
 	for name, values := range h {
@@ -88,6 +91,9 @@ func ParamHeaders(h http.Header) (map[string]string, *Error) {
 		v := values[0]
 		for _, more := range values[1:] {
 			v += "\x00" + more
+		}
+		if !utf8.ValidString(v) {
+			return nil, NewError(CodeHeaderMismatch, "header mismatch: malformed "+name+" header")
 		}
 		out[toLowerASCII(name[len("Mcp-Param-"):])] = v
 	}
