@@ -366,6 +366,9 @@ func TestRequestsHaveATraceIDWithoutAnExporter(t *testing.T) {
 	}
 	if line := logs.String(); !strings.Contains(line, `"msg":"service call failed"`) || !strings.Contains(line, `"trace_id":"`+answer.Error.Data.TraceID+`"`) {
 		t.Errorf("the failure's log line does not name trace %s:\n%s", answer.Error.Data.TraceID, line)
+	} else if n := strings.Count(line, `"trace_id":`); n != 1 {
+		// A JSON object naming a member twice: log pipelines keep either.
+		t.Errorf("the failure's log line names trace_id %d times:\n%s", n, line)
 	}
 	// The aggregator gets the trace, sampled as a new trace is at the
 	// sample ratio (1 here): an unsampled parent would have made every

@@ -156,8 +156,9 @@ func TaskCancelled(id string) *wire.Error {
 // slowest rate a limit may have is one token per hour).
 const maxRetryAfterSeconds = 3600
 
-// FromError maps err of a service call to MCP, logging internal detail with
-// the trace id (which the client also gets, to quote in a report).
+// FromError maps err of a service call to MCP, logging internal detail
+// with ctx (the logger adds the trace id from it; the client gets the id
+// too, to quote in a report).
 func FromError(ctx context.Context, log *slog.Logger, err error, era mcpspec.Era, method string) *wire.Error {
 	return FromCallError(ctx, log, err, era, method, nil)
 }
@@ -178,7 +179,6 @@ func FromCallError(ctx context.Context, log *slog.Logger, err error, era mcpspec
 	if internal {
 		attrs := []any{"method", method, "code", st.Code().String(), "reason", apierr.Reason(err).String(), "detail", st.Message()}
 		if traceID := trace.SpanContextFromContext(ctx).TraceID(); traceID.IsValid() {
-			attrs = append(attrs, "trace_id", traceID.String())
 			mcpErr.Data = map[string]string{"traceId": traceID.String()}
 		}
 		log.ErrorContext(ctx, "service call failed", attrs...)
