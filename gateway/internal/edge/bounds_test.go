@@ -1,11 +1,18 @@
 package edge
 
 import (
+	"context"
+	"io"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 // TestSessionBoundsAnswers: past each bound of Legacy session state and of
@@ -104,4 +111,39 @@ func TestMissingResourceEchoesABoundedURI(t *testing.T) {
 	if r := read(long); len(r.body) > 4096 || strings.Contains(string(r.body), "xxxxxxxx") {
 		t.Fatalf("a megabyte URI came back in a %d-byte answer", len(r.body))
 	}
+}
+
+// TestClientThatStopsReadingIsLetGo: a client that sends a request and
+// never reads the answer (its receive window stays full) holds the
+// request for as long as one write may take, not for as long as it keeps
+// its connection open: the answer is dropped and the request ends.
+func TestClientThatStopsReadingIsLetGo(t *testing.T) {
+	prev := writeTimeout
+	t.Cleanup(func() { writeTimeout = prev }) // after the server is closed
+	writeTimeout = 200 * time.Millisecond
+	b := startBackends(t)
+	// Far more than the sockets between the two buffer.
+	big := textResult(strings.Repeat("x", 16<<20))
+	b.agg.CallToolFunc = func(context.Context, *aggregatorv1.CallToolRequest) (*aggregatorv1.CallToolResponse, error) {
+		return &aggregatorv1.CallToolResponse{ResultType: "complete", ResultJson: big}, nil
+	}
+	_, srv := startGateway(t, b, testGatewayConfig(b))
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.(*net.TCPConn).SetReadBuffer(4096)
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{` + modernMeta + `,"name":"beta_add","arguments":{}}}`
+	head := "POST /mcp HTTP/1.1\r\nHost: " + srv.Listener.Addr().String() + "\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n"
+	for k, v := range modernHeaders("tools/call", "Mcp-Name", "beta_add") {
+		head += k + ": " + v + "\r\n"
+	}
+	if _, err := io.WriteString(conn, head+"\r\n"+body); err != nil {
+		t.Fatal(err)
+	}
+	// The request is counted as it ends.
+	testkit.Eventually(t, "the request of a client that reads nothing ends", 10*time.Second, func() bool {
+		return strings.Contains(string(send(t, http.MethodGet, srv.URL+"/metrics", nil, "").body), `method="tools/call",outcome=`)
+	})
 }

@@ -36,6 +36,7 @@ func (r *response) startSSE() {
 }
 
 func (r *response) flushed(b []byte) error {
+	_ = r.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
 	if _, err := r.w.Write(b); err != nil {
 		return err
 	}
@@ -78,8 +79,16 @@ func (r *response) finish(id json.RawMessage, result json.RawMessage, rerr *wire
 	writeJSON(r.w, status, id, result, rerr)
 }
 
+// writeTimeout bounds each write of an answer. The server has no
+// WriteTimeout, as notification streams live long; without this a client
+// that stops reading (its receive window full) would hold the request,
+// and the answer it did not take, for as long as its connection stays
+// open. net/http lifts the deadline once the answer is flushed.
+var writeTimeout = time.Minute
+
 // writeJSON writes one JSON-RPC response as application/json.
 func writeJSON(w http.ResponseWriter, status int, id json.RawMessage, result json.RawMessage, rerr *wire.Error) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-cache, no-transform")
