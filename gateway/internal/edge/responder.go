@@ -36,8 +36,7 @@ func (r *response) startSSE() {
 }
 
 func (r *response) flushed(b []byte) error {
-	_ = r.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
-	if _, err := r.w.Write(b); err != nil {
+	if err := writeProgressing(r.rc, r.w, b); err != nil {
 		return err
 	}
 	return r.rc.Flush()
@@ -79,21 +78,40 @@ func (r *response) finish(id json.RawMessage, result json.RawMessage, rerr *wire
 	writeJSON(r.w, status, id, result, rerr)
 }
 
-// writeTimeout bounds each write of an answer. The server has no
-// WriteTimeout, as notification streams live long; without this a client
-// that stops reading (its receive window full) would hold the request,
-// and the answer it did not take, for as long as its connection stays
-// open. net/http lifts the deadline once the answer is flushed.
+// writeTimeout bounds how long an answer's write may make no progress.
+// The server has no WriteTimeout, as notification streams live long;
+// without this a client that stops reading (its receive window full)
+// would hold the request, and the answer it did not take, for as long as
+// its connection stays open. A slow client still gets a large answer: the
+// deadline is renewed for each writeChunk that goes out. net/http lifts
+// it once the answer is flushed.
 var writeTimeout = time.Minute
+
+// writeChunk is how much of an answer one write deadline covers.
+const writeChunk = 64 << 10
+
+// writeProgressing writes b to w, giving each writeChunk of it
+// writeTimeout.
+func writeProgressing(rc *http.ResponseController, w http.ResponseWriter, b []byte) error {
+	for {
+		n := min(len(b), writeChunk)
+		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if _, err := w.Write(b[:n]); err != nil {
+			return err
+		}
+		if b = b[n:]; len(b) == 0 {
+			return nil
+		}
+	}
+}
 
 // writeJSON writes one JSON-RPC response as application/json.
 func writeJSON(w http.ResponseWriter, status int, id json.RawMessage, result json.RawMessage, rerr *wire.Error) {
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-cache, no-transform")
 	w.WriteHeader(status)
-	_, _ = w.Write(wire.Response(id, result, rerr))
+	_ = writeProgressing(http.NewResponseController(w), w, wire.Response(id, result, rerr))
 }
 
 // setRetryAfter adds the Retry-After of an error that has one.
