@@ -17,9 +17,11 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
@@ -206,7 +208,9 @@ func sameOrigin(r *http.Request) bool {
 }
 
 // authed admits requests with a valid session; any other is sent to the
-// login page, and learns nothing else.
+// login page, and learns nothing else. A query value that is not UTF-8
+// (which no browser's form sends) is a bad form value for every page: the
+// services could not be asked with it (a protobuf string is UTF-8).
 func (c *Console) authed(h func(http.ResponseWriter, *http.Request, session)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s, ok := c.sessionFrom(r)
@@ -217,6 +221,12 @@ func (c *Console) authed(h func(http.ResponseWriter, *http.Request, session)) ht
 			}
 			http.Redirect(w, r, target, http.StatusSeeOther)
 			return
+		}
+		for _, values := range r.URL.Query() {
+			if slices.ContainsFunc(values, func(v string) bool { return !utf8.ValidString(v) }) {
+				http.Error(w, "Bad Request: a form value is not UTF-8", http.StatusBadRequest)
+				return
+			}
 		}
 		h(w, r, s)
 	})

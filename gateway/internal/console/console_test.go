@@ -706,6 +706,26 @@ func TestRPCFailuresMapToHTTP(t *testing.T) {
 	}
 }
 
+// TestQueryValuesMustBeUTF8: a form value that is not UTF-8 (a browser's
+// form never sends one; a crafted link can) is a bad form value, 400,
+// whichever field holds it. Such a value used to reach the services'
+// client, whose protobuf encoding refuses it: the search, catalog and
+// tasks pages answered 502 with a marshalling error, the events page 200
+// with that error in place of the audit trail.
+func TestQueryValuesMustBeUTF8(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	c := loggedIn(t, tc)
+	for _, path := range []string{
+		"/console/search?q=%ff", "/console/search?q=x&keywords=%ff", "/console/search?q=x&subject=%ff",
+		"/console/catalog?cursor=%ff", "/console/tasks?cursor=%ff", "/console/task?id=t1.%ff",
+		"/console/events?kind=%ff", "/console/events?subject=%ff", "/console/events?tool=%ff", "/console/events?outcome=%ff",
+	} {
+		if code, body, _ := get(t, c, tc.srv.URL+path); code != http.StatusBadRequest || strings.Contains(body, "marshaling") {
+			t.Errorf("GET %s: %d, want 400\n%s", path, code, body)
+		}
+	}
+}
+
 func TestCrossSitePostsAreRefused(t *testing.T) {
 	tc := startConsole(t, nil, nil)
 	c := tc.client(t)

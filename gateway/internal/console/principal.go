@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"unicode/utf8"
 
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 )
@@ -109,8 +108,8 @@ func readLines(values []string) []string {
 func (c *Console) readViewAs(q url.Values) (viewAs, error) {
 	live := c.live.Load()
 	v := viewAs{Subject: q.Get("subject"), Server: q.Get("server"), Servers: live.servers, Optimizer: live.rootOptimizer}
-	if len(v.Subject) > maxSubjectBytes || !utf8.ValidString(v.Subject) {
-		return v, fmt.Errorf("the subject is longer than %d bytes or not UTF-8", maxSubjectBytes)
+	if len(v.Subject) > maxSubjectBytes {
+		return v, fmt.Errorf("the subject is longer than %d bytes", maxSubjectBytes)
 	}
 	total := 0
 	for _, g := range q["groups"] {
@@ -124,8 +123,8 @@ func (c *Console) readViewAs(q url.Values) (viewAs, error) {
 		return v, fmt.Errorf("more than %d groups", maxGroups)
 	}
 	for _, g := range v.Groups {
-		if len(g) > maxGroupBytes || !utf8.ValidString(g) {
-			return v, fmt.Errorf("a group is longer than %d bytes or not UTF-8", maxGroupBytes)
+		if len(g) > maxGroupBytes {
+			return v, fmt.Errorf("a group is longer than %d bytes", maxGroupBytes)
 		}
 	}
 	if v.Server != "" {

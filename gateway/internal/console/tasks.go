@@ -6,7 +6,6 @@ import (
 	"html/template"
 	"net/http"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -160,8 +159,8 @@ func (c *Console) taskPage(w http.ResponseWriter, r *http.Request, s session) {
 		p.Error = err.Error()
 	case d.ID == "":
 		p.Error = "no task id"
-	case len(d.ID) > maxTaskIDBytes || !utf8.ValidString(d.ID):
-		p.Error = fmt.Sprintf("the task id is longer than %d bytes or not UTF-8", maxTaskIDBytes)
+	case len(d.ID) > maxTaskIDBytes:
+		p.Error = fmt.Sprintf("the task id is longer than %d bytes", maxTaskIDBytes)
 	}
 	if p.Error != "" {
 		c.render(w, r, http.StatusBadRequest, "task", p)
