@@ -18,6 +18,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/textcut"
 )
 
 // The OIDC round trip keeps its state (state, nonce, PKCE verifier) in a
@@ -208,7 +209,7 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if e := q.Get("error"); e != "" {
-		c.showLogin(w, r, http.StatusUnauthorized, st.Next, "The identity provider refused the login: "+truncate(e, 100)+".")
+		c.showLogin(w, r, http.StatusUnauthorized, st.Next, "The identity provider refused the login: "+textcut.Prefix(e, 100)+".")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), oidcTimeout)
@@ -294,7 +295,7 @@ func (o *OIDCLogin) redeem(ctx context.Context, code, verifier string) (*commonv
 		return nil, nil, fmt.Errorf("token endpoint: HTTP %d, %v", resp.StatusCode, err)
 	}
 	if resp.StatusCode != http.StatusOK || tok.IDToken == "" {
-		return nil, nil, fmt.Errorf("token endpoint: HTTP %d, error %q", resp.StatusCode, truncate(tok.Error, 100))
+		return nil, nil, fmt.Errorf("token endpoint: HTTP %d, error %q", resp.StatusCode, textcut.Prefix(tok.Error, 100))
 	}
 	p, claims, err := o.verifier.Verify(ctx, tok.IDToken)
 	if err != nil {
@@ -324,11 +325,4 @@ func authorizedParty(claims map[string]any, clientID string) error {
 		return errors.New("it has several audiences and no azp")
 	}
 	return nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
 }

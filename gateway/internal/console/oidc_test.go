@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
 	"github.com/switchboard-mcp/switchboard/services/config"
@@ -225,5 +226,23 @@ func TestAuthorizedParty(t *testing.T) {
 		if err := authorizedParty(c.claims, "console"); (err == nil) != c.ok {
 			t.Errorf("%s: got %v, want ok=%v", c.name, err, c.ok)
 		}
+	}
+}
+
+// TestOIDCRefusalIsCutOnACharacter: the provider's error, shown on the
+// login page, is cut to 100 bytes on a character boundary. It was cut
+// at the 100th byte, through a character, so the page was not UTF-8.
+func TestOIDCRefusalIsCutOnACharacter(t *testing.T) {
+	tc, _ := startOIDCConsole(t, oidcop.WebClient, oidcop.WebSecret)
+	c := tc.client(t)
+	_, _, h := get(t, c, tc.srv.URL+"/console/oidc/start")
+	authorize, err := url.Parse(h.Get("Location"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusal := "x" + strings.Repeat("é", 60)
+	code, body, _ := get(t, c, tc.srv.URL+"/console/oidc/callback?"+url.Values{"state": {authorize.Query().Get("state")}, "error": {refusal}}.Encode())
+	if want := "refused the login: x" + strings.Repeat("é", 49) + "."; code != http.StatusUnauthorized || !utf8.ValidString(body) || !strings.Contains(body, want) {
+		t.Fatalf("a refusal in two-byte characters: %d, UTF-8 %v, want %q\n%s", code, utf8.ValidString(body), want, body)
 	}
 }
