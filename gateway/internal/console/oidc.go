@@ -162,6 +162,13 @@ func (c *Console) oidcStart(w http.ResponseWriter, r *http.Request) {
 	st := loginState{CSRF: randomToken(), State: randomToken(), Nonce: randomToken(), Verifier: randomToken(),
 		Next: safeNext(r.URL.Query().Get("next")), Expires: time.Now().Add(loginTTL).Unix()}
 	v, err := c.sealer.Load().seal(purposeOIDC, st)
+	if err == nil && len(oidcCookie)+1+len(v) > maxCookieBytes {
+		// A browser would drop the cookie, and the callback refuse the
+		// login: a next of many "&" (JSON writes each as six bytes) is
+		// left out, and the operator lands on the first page.
+		st.Next = ""
+		v, err = c.sealer.Load().seal(purposeOIDC, st)
+	}
 	if err != nil {
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return

@@ -246,3 +246,27 @@ func TestOIDCRefusalIsCutOnACharacter(t *testing.T) {
 		t.Fatalf("a refusal in two-byte characters: %d, UTF-8 %v, want %q\n%s", code, utf8.ValidString(body), want, body)
 	}
 }
+
+// TestOIDCStateCookieFitsABrowser: the round trip's cookie stays within
+// what a browser keeps (4,096 bytes) whatever next the login was asked
+// to return to. A next of many "&" (a view-as link's repeated groups=),
+// which the cookie's JSON writes as six bytes each, made it larger: a
+// browser drops such a cookie, and the callback then refused the login
+// as not started here, again and again.
+func TestOIDCStateCookieFitsABrowser(t *testing.T) {
+	tc, _ := startOIDCConsole(t, oidcop.WebClient, oidcop.WebSecret)
+	next := "/console/tasks?subject=alice" + strings.Repeat("&groups=g", 220)
+	if safeNext(next) != next {
+		t.Fatalf("next %d bytes is not one the console returns to", len(next))
+	}
+	c := tc.client(t)
+	_, _, h := get(t, c, tc.srv.URL+"/console/oidc/start?next="+url.QueryEscape(next))
+	for _, ck := range (&http.Response{Header: h}).Cookies() {
+		if ck.Name == oidcCookie && len(ck.Name)+1+len(ck.Value) > maxCookieBytes {
+			t.Fatalf("the OIDC round trip's cookie is %d bytes", len(ck.Name)+1+len(ck.Value))
+		}
+	}
+	if code, body, _ := oidcLogin(t, tc, c, next, "lead@ops.example", "lead-password"); code != http.StatusOK || !strings.Contains(body, "You are logged in") {
+		t.Fatalf("the operator's callback: %d\n%s", code, body)
+	}
+}
