@@ -176,8 +176,9 @@ func (c *Console) Handler() http.Handler {
 }
 
 // sameOriginPosts refuses (403) a POST a browser says came from another
-// site: an Origin that is present and not the console's own (as the
-// request reached it: its scheme and Host; "null" included), or
+// site: an Origin that is present and not the console's own (its Host,
+// under the scheme the request came by; over plain HTTP https too, for a
+// proxy that ended TLS before the ops port; "null" included), or
 // Sec-Fetch-Site cross-site. Forms carry CSRF tokens as well; this stops
 // a cross-site form before any of its fields are read. The Host itself is
 // checked against DNS rebinding before the console (hostguard, on a
@@ -200,11 +201,13 @@ func sameOrigin(r *http.Request) bool {
 	if !sent {
 		return true
 	}
-	scheme := "http://"
-	if r.TLS != nil {
-		scheme = "https://"
+	if len(origins) != 1 {
+		return false
 	}
-	return len(origins) == 1 && strings.EqualFold(origins[0], scheme+r.Host)
+	// A page on https://<Host> is this console's, through a proxy that
+	// ended TLS (an ingress named in ops.hosts): no other site can serve
+	// one there. Over TLS, a page on plain http:// is not.
+	return strings.EqualFold(origins[0], "https://"+r.Host) || r.TLS == nil && strings.EqualFold(origins[0], "http://"+r.Host)
 }
 
 // authed admits requests with a valid session; any other is sent to the
