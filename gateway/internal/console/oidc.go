@@ -31,6 +31,11 @@ const (
 	maxOIDCBody     = 1 << 20
 	oidcTimeout     = 10 * time.Second
 	discoveryMaxAge = 10 * time.Minute
+	// discoveryRetry is how long a failed discovery is answered from
+	// memory: a login page anyone on the ops network may load must not
+	// send the provider a request, and the log a warning, per load while
+	// the provider is down.
+	discoveryRetry = 10 * time.Second
 )
 
 // OIDCLogin logs operators in through the OpenID provider's
@@ -50,7 +55,15 @@ type OIDCLogin struct {
 	mu      sync.Mutex
 	meta    *providerMeta
 	fetched time.Time
+	// failed is the last discovery's error, at failedAt; nil once one
+	// worked.
+	failed   error
+	failedAt time.Time
 }
+
+// errDiscoveryRecent wraps the error of a discovery that failed less than
+// discoveryRetry ago, answered without asking the provider again.
+var errDiscoveryRecent = errors.New("discovery failed recently")
 
 // providerMeta is what the console needs of the discovery document.
 type providerMeta struct {
@@ -114,13 +127,28 @@ func NewOIDCLogin(cfg config.ConsoleOIDC, provider config.OIDC, client *http.Cli
 }
 
 // discover returns the provider's endpoints, fetched at most once per
-// discoveryMaxAge while they work.
+// discoveryMaxAge while they work, and at most once per discoveryRetry
+// while they do not.
 func (o *OIDCLogin) discover(ctx context.Context) (*providerMeta, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.meta != nil && time.Since(o.fetched) < discoveryMaxAge {
 		return o.meta, nil
 	}
+	if o.failed != nil && time.Since(o.failedAt) < discoveryRetry {
+		return nil, fmt.Errorf("%w: %w", errDiscoveryRecent, o.failed)
+	}
+	m, err := o.fetchDiscovery(ctx)
+	if err != nil {
+		o.failed, o.failedAt = err, time.Now()
+		return nil, err
+	}
+	o.meta, o.fetched, o.failed = m, time.Now(), nil
+	return m, nil
+}
+
+// fetchDiscovery asks the provider for its discovery document.
+func (o *OIDCLogin) fetchDiscovery(ctx context.Context) (*providerMeta, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(o.issuer, "/")+"/.well-known/openid-configuration", nil)
 	if err != nil {
 		return nil, err
@@ -140,8 +168,7 @@ func (o *OIDCLogin) discover(ctx context.Context) (*providerMeta, error) {
 	if err := m.check(o.issuer); err != nil {
 		return nil, err
 	}
-	o.meta, o.fetched = &m, time.Now()
-	return o.meta, nil
+	return &m, nil
 }
 
 // oidcStart sends the operator to the provider.
@@ -155,7 +182,9 @@ func (c *Console) oidcStart(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	meta, err := o.discover(ctx)
 	if err != nil {
-		c.deps.Log.Warn("console: OIDC discovery failed", "err", err)
+		if !errors.Is(err, errDiscoveryRecent) {
+			c.deps.Log.Warn("console: OIDC discovery failed", "err", err)
+		}
 		c.showLogin(w, r, http.StatusBadGateway, "", "The identity provider cannot be reached.")
 		return
 	}

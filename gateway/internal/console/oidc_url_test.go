@@ -194,3 +194,38 @@ func TestOIDCSessionsFollowTheLogin(t *testing.T) {
 		t.Fatalf("without an OIDC login, its start: %d", code)
 	}
 }
+
+// A failed discovery is answered from memory for discoveryRetry: the
+// login page, which anyone on the ops network may load, sent the provider
+// a request (and the log a warning) on every load while the provider was
+// down. Once the provider answers again, a discovery after the wait
+// works.
+func TestFailedDiscoveryIsNotRetriedAtOnce(t *testing.T) {
+	p := newFakeProvider(t, standardDoc)
+	var asked atomic.Int64
+	var up atomic.Bool
+	p.wellKnown = func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		if !up.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(standardDoc(p.srv.URL))
+	}
+	o := p.login(t)
+	for range 5 {
+		if _, err := o.discover(t.Context()); err == nil {
+			t.Fatal("a discovery of a provider that is down worked")
+		}
+	}
+	if n := asked.Load(); n != 1 {
+		t.Fatalf("5 discoveries within %v asked the provider %d times, want 1", discoveryRetry, n)
+	}
+	up.Store(true)
+	o.mu.Lock()
+	o.failedAt = o.failedAt.Add(-discoveryRetry)
+	o.mu.Unlock()
+	if _, err := o.discover(t.Context()); err != nil {
+		t.Fatalf("a discovery after the wait, the provider back: %v", err)
+	}
+}
