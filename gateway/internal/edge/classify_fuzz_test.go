@@ -251,7 +251,13 @@ func FuzzClassifyRequest(f *testing.F) {
 		if !specErrorCodes[env.Error.Code] {
 			t.Fatalf("error code %d is not one MCP defines (request %q)", env.Error.Code, body)
 		}
-		if parseErr != nil && status != http.StatusBadRequest {
+		// A malformed body is 400, or 415 when it is not even said to be
+		// JSON.
+		if want := http.StatusBadRequest; parseErr != nil && knobs&3 >= 2 {
+			if status != http.StatusUnsupportedMediaType {
+				t.Fatalf("malformed body %q of Content-Type %q answered %d, want 415", body, contentTypes[knobs&3], status)
+			}
+		} else if parseErr != nil && status != want {
 			t.Fatalf("malformed body %q answered %d, want 400", body, status)
 		}
 		if status == http.StatusNotFound && env.Error.Code != wire.CodeMethodNotFound && (knobs>>4)&3 == 0 {

@@ -110,6 +110,13 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 	}
 	msg, id, rerr := wire.Parse(body)
 	if rerr != nil {
+		if !wire.IsJSONContentType(r.Header) {
+			// Neither JSON nor said to be: refused for its type, as one
+			// that parses is below (Streamable HTTP's 415).
+			rerr = wire.NewError(wire.CodeInvalidRequest, "Content-Type must be application/json")
+			refuse(w, rec, http.StatusUnsupportedMediaType, id, rerr)
+			return
+		}
 		refuse(w, rec, http.StatusBadRequest, id, rerr)
 		return
 	}

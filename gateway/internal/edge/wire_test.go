@@ -139,6 +139,7 @@ func TestModernWire(t *testing.T) {
 		{"wrong jsonrpc", modernHeaders("tools/list"), `{"jsonrpc":"1.0","id":31,"method":"tools/list"}`, 400, wire.CodeInvalidRequest, "31", ""},
 		{"object id", modernHeaders("tools/list"), `{"jsonrpc":"2.0","id":{},"method":"tools/list"}`, 400, wire.CodeInvalidRequest, "null", ""},
 		{"wrong content type", modernHeaders("tools/list", "Content-Type", "text/plain"), `{"jsonrpc":"2.0","id":32,"method":"tools/list","params":{` + modernMeta + `}}`, 415, wire.CodeInvalidRequest, "32", ""},
+		{"wrong content type, not JSON", modernHeaders("tools/list", "Content-Type", "text/plain"), `not json`, 415, wire.CodeInvalidRequest, "null", "Content-Type"},
 		{"Accept without SSE", modernHeaders("tools/list", "Accept", "application/json"), `{"jsonrpc":"2.0","id":33,"method":"tools/list","params":{` + modernMeta + `}}`, 400, wire.CodeInvalidRequest, "33", "Accept"},
 		{"session id ignored", modernHeaders("tools/list", "Mcp-Session-Id", "whatever"), `{"jsonrpc":"2.0","id":34,"method":"tools/list","params":{` + modernMeta + `}}`, 200, 0, "34", ""},
 		{"JSON null body", modernHeaders("tools/list"), `null`, 400, wire.CodeInvalidRequest, "null", "request object"},
