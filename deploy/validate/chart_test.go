@@ -230,10 +230,10 @@ func TestCompareCatchesMistakes(t *testing.T) {
 			container(r, "switchboard-aggregator").ReadinessProbe.PeriodSeconds = 7
 		}, "Deployment switchboard-aggregator .spec.template.spec.containers[0].readinessProbe.periodSeconds"},
 		{"probe handler", func(r *Render) {
-			pr := container(r, "switchboard-indexer").StartupProbe
+			pr := container(r, "switchboard-aggregator").StartupProbe
 			pr.HTTPGet = nil
-			pr.GRPC = &corev1.GRPCAction{Port: 50052}
-		}, "Deployment switchboard-indexer .spec.template.spec.containers[0].startupProbe.grpc: kustomize production has (absent)"},
+			pr.GRPC = &corev1.GRPCAction{Port: 50051}
+		}, "Deployment switchboard-aggregator .spec.template.spec.containers[0].startupProbe.grpc: kustomize production has (absent)"},
 		{"environment", func(r *Render) {
 			c := container(r, "switchboard-gateway")
 			for i := range c.Env {

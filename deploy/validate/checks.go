@@ -214,6 +214,13 @@ func checkDeployment(p *problems, r *Render, d *appsv1.Deployment, secrets map[s
 	if d.Spec.Template.Labels["app.kubernetes.io/component"] == "aggregator" && (spec.ShareProcessNamespace == nil || !*spec.ShareProcessNamespace) {
 		p.addf("%s: shareProcessNamespace must be true: the aggregator would be PID 1, which never reaps what its stdio servers leave behind", name)
 	}
+	if d.Spec.Template.Labels["app.kubernetes.io/component"] == "indexer" {
+		for _, c := range spec.Containers {
+			if pr := c.StartupProbe; pr != nil && (pr.GRPC != nil || pr.HTTPGet != nil && pr.HTTPGet.Path == "/readyz") {
+				p.addf("%s container %s: the startup probe waits for health, which the indexer reports only once PostgreSQL took its migrations: an indexer started during a database outage would be restarted in a loop", name, c.Name)
+			}
+		}
+	}
 
 	volumes := map[string]corev1.Volume{}
 	for _, v := range spec.Volumes {

@@ -334,6 +334,13 @@ func TestCheckCatchesMistakes(t *testing.T) {
 		mutate func(r *Render)
 		want   string
 	}{
+		{"indexer startup probe waits for the database", func(r *Render) {
+			container(r, "switchboard-indexer").StartupProbe = &corev1.Probe{
+				ProbeHandler:     corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: 50052}},
+				PeriodSeconds:    2,
+				FailureThreshold: 60,
+			}
+		}, "Deployment switchboard-indexer container indexer: the startup probe waits for health"},
 		{"service selects nothing", func(r *Render) {
 			r.service("switchboard-gateway").Spec.Selector["app.kubernetes.io/component"] = "gatewy"
 		}, "Service switchboard-gateway selects no pod"},
