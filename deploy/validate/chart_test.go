@@ -165,6 +165,11 @@ func TestChartToggles(t *testing.T) {
 				}
 			}
 		}},
+		{"image tag all digits from --set", []string{"--set", "image.tag=20240101"}, func(t *testing.T, r *Render) {
+			if img := r.deployment("switchboard-gateway").Spec.Template.Spec.Containers[0].Image; img != "ghcr.io/switchboard-mcp/switchboard-gateway:20240101" {
+				t.Errorf("image %s, want the tag as given", img)
+			}
+		}},
 		{"fixed replicas", []string{"--set", "gateway.autoscaling.enabled=false", "--set", "aggregator.autoscaling.enabled=false", "--set", "aggregator.replicas=3"}, func(t *testing.T, r *Render) {
 			if hasNamed(r.HPAs, "switchboard-gateway") || hasNamed(r.HPAs, "switchboard-aggregator") || !hasNamed(r.HPAs, "switchboard-indexer") {
 				t.Errorf("want an HPA for the indexer only, got %d", len(r.HPAs))
@@ -371,6 +376,10 @@ func TestChartSchemaRejectsMistakes(t *testing.T) {
 		{"misspelt key", []string{"--set", "cloudnativepg.enable=true"}, "additional properties 'enable' not allowed"},
 		{"wrong type", []string{"--set-json", `gateway.autoscaling.maxReplicas="ten"`}, "/gateway/autoscaling/maxReplicas"},
 		{"below the minimum", []string{"--set", "indexer.autoscaling.minReplicas=0"}, "/indexer/autoscaling/minReplicas"},
+		// A number in a values file (or --set-json) reaches the chart as a
+		// float: 1.10 is 1.1, and 20240101 would be 2.0240101e+07.
+		{"image tag a fraction", []string{"--set-json", "image.tag=1.10"}, "/image/tag"},
+		{"image tag a number of a values file", []string{"--set-json", "gateway.image.tag=20240101"}, "quote it"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

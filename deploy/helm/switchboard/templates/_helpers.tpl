@@ -43,6 +43,11 @@ appVersion. Argument: dict "ctx" $ "image" <the service's image values>.
 */}}
 {{- define "switchboard.image" -}}
 {{- $tag := .image.tag | default .ctx.Values.image.tag | default .ctx.Chart.AppVersion -}}
+{{- /* A number of a values file (or --set-json) arrives as a float, which
+prints as another tag: --set keeps an integer whole. */ -}}
+{{- if kindIs "float64" $tag -}}
+{{- fail (printf "image %s: tag %v is a YAML number, which does not keep its digits (1.10 is 1.1, 20240101 prints as 2.0240101e+07): quote it, or use --set-string" .image.repository $tag) -}}
+{{- end -}}
 image: {{ printf "%s:%s" .image.repository (toString $tag) | quote }}
 {{- with .ctx.Values.image.pullPolicy }}
 imagePullPolicy: {{ . }}
