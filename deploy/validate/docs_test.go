@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -94,4 +96,68 @@ func TestLocalTracingConfig(t *testing.T) {
 			t.Errorf("demo backend %s: %v", b.Name, err)
 		}
 	}
+}
+
+// TestOperationsDocReloadSignalsTheService: the guide's command that makes
+// a service reread its configuration (SIGHUP from an ephemeral container,
+// the images having no shell) must signal that service in each pod as the
+// manifests render it. The aggregator's pod shares its process namespace,
+// so there PID 1 is the pause container, which ignores SIGHUP.
+func TestOperationsDocReloadSignalsTheService(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("`kubectl debug [^`]*--target=<container> -- ([^`]+)`").FindStringSubmatch(string(doc))
+	if m == nil {
+		t.Fatal("docs/operations.md has no `kubectl debug ... --target=<container> -- <command>`: update this test")
+	}
+	r := decodeChart(t, chartCase(t, "defaults"))
+	for _, comp := range switchboardServices {
+		spec := r.deployment("switchboard-" + comp).Spec.Template.Spec
+		c := spec.Containers[0]
+		// The image's ENTRYPOINT (TestDockerfile holds it to this) and
+		// the container's arguments.
+		service := strings.Join(append([]string{"/usr/local/bin/switchboard-" + comp}, c.Args...), " ")
+		procs := map[int]string{1: service}
+		if spec.ShareProcessNamespace != nil && *spec.ShareProcessNamespace {
+			procs = map[int]string{1: "/pause", 7: service}
+		}
+		got := signalled(t, strings.ReplaceAll(m[1], "<container>", c.Name), procs)
+		if len(got) != 1 || procs[got[0]] != service {
+			t.Errorf("in the %s's pod, %q signals %v of %v, not the %s", comp, m[1], got, procs, comp)
+		}
+	}
+}
+
+// signalled returns the processes of procs (by PID) that command, a kill
+// or pkill of busybox, signals.
+func signalled(t *testing.T, command string, procs map[int]string) []int {
+	t.Helper()
+	f := strings.Fields(command)
+	var got []int
+	switch {
+	case len(f) == 3 && f[0] == "kill" && f[1] == "-HUP":
+		pid, err := strconv.Atoi(f[2])
+		if err != nil {
+			t.Fatalf("%q: %v", command, err)
+		}
+		if _, ok := procs[pid]; ok {
+			got = append(got, pid)
+		}
+	case len(f) == 4 && f[0] == "pkill" && f[1] == "-HUP" && f[2] == "-f":
+		re, err := regexp.Compile(f[3])
+		if err != nil {
+			t.Fatalf("%q: %v", command, err)
+		}
+		for pid, cmdline := range procs {
+			if re.MatchString(cmdline) {
+				got = append(got, pid)
+			}
+		}
+	default:
+		t.Fatalf("%q: this test knows kill -HUP <pid> and pkill -HUP -f <pattern> only", command)
+	}
+	slices.Sort(got)
+	return got
 }
