@@ -52,8 +52,13 @@ func run() error {
 	stdio := fs.Bool("stdio", false, "serve MCP on standard input and output (one session) instead of HTTP; logs go to standard error")
 	otlpEndpoint := fs.String("otlp-endpoint", "", "export spans to this OTLP/gRPC collector (host:port)")
 	otlpInsecure := fs.Bool("otlp-insecure", false, "send OTLP without TLS (a local collector)")
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
+	}
+	if *showVersion {
+		fmt.Println("switchboard-demo-backend", lifecycle.Version)
+		return nil
 	}
 	if *synthetic < 0 {
 		return errors.New("--synthetic must not be negative")
