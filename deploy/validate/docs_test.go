@@ -161,3 +161,26 @@ func signalled(t *testing.T, command string, procs map[int]string) []int {
 	slices.Sort(got)
 	return got
 }
+
+// TestOperationsDocRollbackMatchesTheChart: the runbook's advice on
+// rolling back a bad configuration must describe what the chart does. An
+// upgrade keeps the previous configuration's ConfigMap
+// (helm.sh/resource-policy: keep), so the guide must not say it is gone.
+func TestOperationsDocRollbackMatchesTheChart(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := decodeChart(t, chartCase(t, "defaults")).configMap("switchboard-config")
+	if cm == nil || cm.Annotations["helm.sh/resource-policy"] != "keep" {
+		t.Fatal("the chart no longer keeps the configuration's ConfigMap: update this test")
+	}
+	if !strings.Contains(string(doc), "`helm rollback`") {
+		t.Fatal("docs/operations.md no longer advises helm rollback: update this test")
+	}
+	for _, claim := range []string{"ConfigMap the upgrade deleted", "the upgrade deletes"} {
+		if strings.Contains(string(doc), claim) {
+			t.Errorf("docs/operations.md says %q, but an upgrade keeps the previous ConfigMap", claim)
+		}
+	}
+}
