@@ -76,32 +76,37 @@ func allowed(az *authz.Authorizer, p authz.Principal, k catalog.Kind, key, backe
 }
 
 // mayUse decides one item for a call. The decision is cached in the
-// snapshot per (principal, kind, key): a snapshot is immutable, and so is
-// the policy under it (a new policy comes with a new snapshot, policy.go),
-// so a repeated call of the same tool by the same principal costs a map
-// lookup instead of a Cedar evaluation.
+// snapshot per (principal, kind, key, backend): a snapshot is immutable,
+// and so is the policy under it (a new policy comes with a new snapshot,
+// policy.go), so a repeated call of the same tool by the same principal
+// costs a map lookup instead of a Cedar evaluation. The backend is part
+// of the key because the policy sees it (Backend::"<name>" is the item's
+// parent) and one URI may be decided under two: its owner's, and that of
+// a template read whose decoded path it is (server.route).
 func (e *Engine) mayUse(snap *catalog.Snapshot, p *commonv1.Principal, k catalog.Kind, key, backend string) bool {
 	az := e.authorizer()
 	if az == nil {
 		return true
 	}
-	return snap.Decide(decisionKey(p, k, key), func() bool {
+	return snap.Decide(decisionKey(p, k, key, backend), func() bool {
 		return allowed(az, authz.Principal{Subject: p.GetSubject(), Groups: p.GetGroups()}, k, snap.PolicyName(k, key), backend, snap.Server)
 	})
 }
 
 // decisionKey names one decision: the principal's subject and groups (in
-// the order given: another order is only another cache entry), the kind
-// and the key. Lengths are prefixed, so no two decisions share a key.
-func decisionKey(p *commonv1.Principal, k catalog.Kind, key string) string {
+// the order given: another order is only another cache entry), the kind,
+// the key and the backend. Lengths are prefixed, so no two decisions
+// share a key.
+func decisionKey(p *commonv1.Principal, k catalog.Kind, key, backend string) string {
 	var b strings.Builder
-	n := len(p.GetSubject()) + len(key) + 8
+	n := len(p.GetSubject()) + len(key) + len(backend) + 12
 	for _, g := range p.GetGroups() {
 		n += len(g) + 4
 	}
 	b.Grow(n)
 	b.WriteByte(byte('0' + k))
 	writeField(&b, key)
+	writeField(&b, backend)
 	writeField(&b, p.GetSubject())
 	for _, g := range p.GetGroups() {
 		writeField(&b, g)
