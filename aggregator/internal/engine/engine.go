@@ -106,7 +106,7 @@ func New(opts Options) (*Engine, error) {
 		rebuildReq: make(chan struct{}, 1),
 		lists:      map[string]*backend.Lists{},
 		retiring:   map[*backend.Client]*time.Timer{},
-		updates:    updateHub{watchers: map[resourceKey]map[chan<- string]string{}},
+		updates:    updateHub{watchers: map[resourceKey]map[watcher]bool{}},
 	}
 	overrides, err := compileOverrides(opts)
 	if err != nil {

@@ -14,9 +14,17 @@ type resourceKey struct{ backend, uri string }
 // watchers that subscribed to that URI, and only to them.
 type updateHub struct {
 	mu sync.Mutex
-	// watchers holds, per URI at a backend, each watcher's channel and
-	// the URI it knows that resource by (catalog.UIURI).
-	watchers map[resourceKey]map[chan<- string]string
+	// watchers holds, per URI at a backend, each watcher's channel with
+	// a URI it knows that resource by (catalog.UIURI, or a spelling of
+	// the URI): a watcher that names the resource under two spellings is
+	// told of an update under each.
+	watchers map[resourceKey]map[watcher]bool
+}
+
+// watcher is a watcher's channel and one URI it knows a resource by.
+type watcher struct {
+	ch         chan<- string
+	advertised string
 }
 
 // UpdateBuffer is how many updates a watcher may fall behind; past it
@@ -33,14 +41,15 @@ func (e *Engine) Subscribe(ctx context.Context, b *backend.Client, uri, advertis
 	}
 	k := resourceKey{b.Name(), uri}
 	e.updates.mu.Lock()
+	w := watcher{ch, advertised}
 	if e.updates.watchers[k] == nil {
-		e.updates.watchers[k] = map[chan<- string]string{}
+		e.updates.watchers[k] = map[watcher]bool{}
 	}
-	e.updates.watchers[k][ch] = advertised
+	e.updates.watchers[k][w] = true
 	e.updates.mu.Unlock()
 	return func() {
 		e.updates.mu.Lock()
-		delete(e.updates.watchers[k], ch)
+		delete(e.updates.watchers[k], w)
 		if len(e.updates.watchers[k]) == 0 {
 			delete(e.updates.watchers, k)
 		}
@@ -63,9 +72,9 @@ func (e *Engine) subscriber(b *backend.Client) *backend.Client {
 func (e *Engine) resourceUpdated(name, uri string) {
 	e.updates.mu.Lock()
 	defer e.updates.mu.Unlock()
-	for ch, advertised := range e.updates.watchers[resourceKey{name, uri}] {
+	for w := range e.updates.watchers[resourceKey{name, uri}] {
 		select {
-		case ch <- advertised:
+		case w.ch <- w.advertised:
 		default:
 			e.log.Debug("resource update dropped for a slow watcher", "backend", name)
 		}

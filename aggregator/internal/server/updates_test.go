@@ -197,6 +197,33 @@ aggregator:
 	})
 }
 
+// A watch naming one resource under two spellings subscribed both, and
+// an update of the resource reaches it under each: a client matches
+// updates to its subscriptions by the URI it gave.
+func TestWatchCatalogUpdatesEverySpellingSubscribed(t *testing.T) {
+	subs := newSubscribeBackend(t, false, "sub://a")
+	h := startAggregator(t, parseConfig(t, `
+aggregator:
+  backends:
+    - {name: subs, url: `+subs.url+`, protocol: "2025-11-25"}
+`))
+	testkit.Eventually(t, "resources listed", 10*time.Second, func() bool {
+		r, err := h.gateway.ListResources(context.Background(), &aggregatorv1.ListResourcesRequest{Principal: principal("alice")})
+		return err == nil && len(r.GetResources()) == 1
+	})
+	w := startWatch(t, h.gateway, "sub://a", "SUB://%61")
+	if got := w.first.GetSubscribedResourceUris(); !slices.Equal(got, []string{"sub://a", "SUB://%61"}) {
+		t.Fatalf("subscribed %v, want both spellings", got)
+	}
+	if err := subs.server.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: "sub://a"}); err != nil {
+		t.Fatal(err)
+	}
+	got := []string{w.nextUpdate(t), w.nextUpdate(t)}
+	if slices.Sort(got); !slices.Equal(got, []string{"SUB://%61", "sub://a"}) {
+		t.Fatalf("updates under %v, want one under each spelling", got)
+	}
+}
+
 // A Modern backend's updates, which reach the aggregator on the listen
 // stream the SDK opens for the subscription, are relayed too.
 func TestWatchCatalogRelaysModernBackendUpdates(t *testing.T) {
