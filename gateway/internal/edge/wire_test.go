@@ -131,6 +131,7 @@ func TestModernWire(t *testing.T) {
 		// The aggregator's refusals of these named its own API's fields
 		// (params_json, input_responses_json).
 		{"completion ref not an object", modernHeaders("completion/complete"), `{"jsonrpc":"2.0","id":49,"method":"completion/complete","params":{` + modernMeta + `,"ref":5,"argument":{"name":"a","value":"b"}}}`, 400, wire.CodeInvalidParams, "49", "ref is required: an object"},
+		{"prompt argument null", modernHeaders("prompts/get", "Mcp-Name", "p"), `{"jsonrpc":"2.0","id":52,"method":"prompts/get","params":{` + modernMeta + `,"name":"p","arguments":{"who":null}}}`, 400, wire.CodeInvalidParams, "52", "strings"},
 		{"completion argument not an object", modernHeaders("completion/complete"), `{"jsonrpc":"2.0","id":50,"method":"completion/complete","params":{` + modernMeta + `,"ref":{"type":"ref/prompt","name":"p"},"argument":"a"}}`, 400, wire.CodeInvalidParams, "50", "argument is required: an object"},
 		{"an input response not an object", modernHeaders("tools/call", "Mcp-Name", "beta_add"), `{"jsonrpc":"2.0","id":51,"method":"tools/call","params":{` + modernMeta + `,"name":"beta_add","arguments":{"a":1,"b":2},"inputResponses":{"k":5}}}`, 400, wire.CodeInvalidParams, "51", "members are objects"},
 		{"listen with null notifications", modernHeaders("subscriptions/listen"), `{"jsonrpc":"2.0","id":48,"method":"subscriptions/listen","params":{` + modernMeta + `,"notifications":null}}`, 400, wire.CodeInvalidParams, "48", "notifications"},

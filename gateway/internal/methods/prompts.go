@@ -17,8 +17,18 @@ func (s *Server) getPrompt(ctx context.Context, req *Request, resp Responder) (j
 	var args map[string]string
 	raw, ok := req.Params["arguments"]
 	if ok && string(raw) != "null" {
-		if json.Unmarshal(raw, &args) != nil {
+		// Each value a string: a null one would decode as "" and pass a
+		// backend's check of a required argument.
+		var values map[string]*string
+		if json.Unmarshal(raw, &values) != nil {
 			return nil, wire.InvalidParams("prompt arguments must map names to strings")
+		}
+		args = make(map[string]string, len(values))
+		for name, v := range values {
+			if v == nil {
+				return nil, wire.InvalidParams("prompt arguments must map names to strings")
+			}
+			args[name] = *v
 		}
 	}
 	rt, rerr := s.roundTripParams(ctx, req, "prompts/get", name, raw)
