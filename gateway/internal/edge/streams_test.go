@@ -332,6 +332,14 @@ func TestListenSubscriptionsBounded(t *testing.T) {
 	if resp.status != http.StatusBadRequest || !strings.Contains(string(resp.body), "more than 2 resourceSubscriptions") {
 		t.Fatalf("listen with 3 URIs, bound 2: %d %s", resp.status, resp.body)
 	}
+	// A URI named twice is one subscription: two URIs, one of them named
+	// three times, are within the bound.
+	b.agg.SetSubscribable("file:///a.txt", "file:///b.txt")
+	listen, sub := openStream(t, t.Context(), srv.URL+"/mcp", modernHeaders("subscriptions/listen"),
+		`{"jsonrpc":"2.0","id":10,"method":"subscriptions/listen","params":{`+modernMeta+`,"notifications":{"resourceSubscriptions":["file:///a.txt","file:///a.txt","file:///b.txt","file:///a.txt"]}}}`)
+	if ack := nextEvent(t, sub); listen.StatusCode != http.StatusOK || !strings.Contains(ack, `"resourceSubscriptions":["file:///a.txt","file:///b.txt"]`) {
+		t.Fatalf("listen with two URIs, one named three times, bound 2: %d %s", listen.StatusCode, ack)
+	}
 }
 
 // TestListenKeepsOnlyWhatItReads: what a listen stream keeps of its

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/mcperr"
@@ -60,6 +61,14 @@ func (s *Server) listen(ctx context.Context, req *Request, resp Responder) (json
 	if n := s.cfg.MaxSubscriptions; n > 0 {
 		maxSubscriptions = min(n, maxSubscriptions)
 	}
+	// A URI named twice is one subscription, as the aggregator counts it
+	// and as a Legacy session holds it.
+	seen := make(map[string]bool, len(filter.ResourceSubscriptions))
+	filter.ResourceSubscriptions = slices.DeleteFunc(filter.ResourceSubscriptions, func(uri string) bool {
+		named := seen[uri]
+		seen[uri] = true
+		return named
+	})
 	if len(filter.ResourceSubscriptions) > maxSubscriptions {
 		return nil, wire.InvalidParams(fmt.Sprintf("more than %d resourceSubscriptions", maxSubscriptions))
 	}
