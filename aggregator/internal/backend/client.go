@@ -365,7 +365,7 @@ func do[T any](ctx context.Context, c *Client, policy retry, budget time.Duratio
 			return res, nil
 		}
 		classified := c.classify(ctx, err)
-		if !errors.Is(classified, ErrUnavailable) {
+		if !errors.Is(classified, ErrUnavailable) || answered(err) {
 			return zero, classified
 		}
 		c.drop(s)

@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -87,3 +88,23 @@ type unavailableError struct {
 
 func (e *unavailableError) Error() string { return ErrUnavailable.Error() + ": " + e.text }
 func (e *unavailableError) Unwrap() error { return ErrUnavailable }
+
+// statusError is a backend's answer to a request with an HTTP error
+// status (503, 429, a proxy's 502): the request failed, but the backend,
+// or what stands before it, answered, so its session is not broken.
+type statusError struct {
+	method string
+	status int
+}
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("%s: backend answered HTTP %d", e.method, e.status)
+}
+
+// answered reports whether err is a backend's answer with an HTTP error
+// status: a session that carried it is kept, since closing a Legacy one
+// would end every other call in flight on it at the backend.
+func answered(err error) bool {
+	var se *statusError
+	return errors.As(err, &se)
+}

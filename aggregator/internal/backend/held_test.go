@@ -17,11 +17,17 @@ import (
 // legacyToolServer serves one tool, name, run by handler, as a 2025-11-25
 // go-sdk server does, for the test's length; it returns its URL.
 func legacyToolServer(t *testing.T, name string, handler mcp.ToolHandler) string {
-	server := mcp.NewServer(&mcp.Implementation{Name: "legacy", Version: "1"}, nil)
-	server.AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}}, handler)
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	srv := httptest.NewServer(legacyToolHandler(name, handler))
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// legacyToolHandler is legacyToolServer's handler, for a test to put
+// something in front of.
+func legacyToolHandler(name string, handler mcp.ToolHandler) http.Handler {
+	server := mcp.NewServer(&mcp.Implementation{Name: "legacy", Version: "1"}, nil)
+	server.AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}}, handler)
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
 }
 
 func TestHeldCallsAreBounded(t *testing.T) {

@@ -133,7 +133,7 @@ func (c *Client) callPlain(ctx context.Context, call *Call) (res *Result, handle
 	}
 	if err != nil {
 		classified := c.classify(ctx, err)
-		if errors.Is(classified, ErrUnavailable) {
+		if errors.Is(classified, ErrUnavailable) && !answered(err) {
 			c.dropPlain(s)
 		}
 		return nil, true, classified

@@ -345,7 +345,7 @@ func rejection(resp *http.Response, method string) error {
 	if m, err := parseMessage(body); err == nil && m.err != nil {
 		return wireError(m.err)
 	}
-	return fmt.Errorf("%s: backend answered HTTP %d", method, resp.StatusCode)
+	return &statusError{method: method, status: resp.StatusCode}
 }
 
 func readBounded(r io.Reader) ([]byte, error) {

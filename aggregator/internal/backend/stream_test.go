@@ -1,10 +1,14 @@
 package backend
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,5 +78,74 @@ func TestCancelledCallReachesLegacyBackend(t *testing.T) {
 				t.Error("the cancelled call did not return")
 			}
 		})
+	}
+}
+
+// A backend that answers one call with an HTTP error (503 with
+// Retry-After, as an overloaded server does) has not lost its session:
+// the other calls in flight on it run to their end, and the session is
+// not ended at the backend.
+func TestErrorStatusKeepsTheLegacySession(t *testing.T) {
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	h := legacyToolHandler("nap", func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		started <- struct{}{}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-release:
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "woke up"}}}, nil
+		}
+	})
+	var deletes atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		switch {
+		case r.Method == http.MethodDelete:
+			deletes.Add(1)
+		case bytes.Contains(body, []byte("overload")):
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	wake := sync.OnceFunc(func() { close(release) })
+	defer wake()
+	c := newTestClient(Config{Name: "legacy", URL: srv.URL, Protocol: ProtocolLegacy})
+	defer c.Close()
+	call := func(args string) error {
+		var p ParamsBuilder
+		p.String("name", "nap")
+		p.Raw("arguments", []byte(args))
+		_, err := c.Call(context.Background(), &Call{Method: "tools/call", Name: "nap", Params: p.Bytes()})
+		return err
+	}
+	napped := make(chan error, 1)
+	go func() { napped <- call(`{}`) }()
+	select {
+	case <-started:
+	case err := <-napped:
+		t.Fatalf("the call ended before the backend ran it: %v", err)
+	}
+	c.mu.Lock()
+	session := c.session
+	c.mu.Unlock()
+	if err := call(`{"load":"overload"}`); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("the refused call returned %v", err)
+	}
+	c.mu.Lock()
+	kept := c.session == session
+	c.mu.Unlock()
+	if !kept {
+		t.Error("the session was dropped for a backend's error status")
+	}
+	wake()
+	if err := <-napped; err != nil {
+		t.Fatalf("a call in flight beside a refused one failed: %v", err)
+	}
+	if n := deletes.Load(); n != 0 {
+		t.Fatalf("the session was ended at the backend (%d DELETE)", n)
 	}
 }
