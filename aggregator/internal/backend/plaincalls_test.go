@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -170,5 +171,39 @@ func TestTasksAreNeverPlain(t *testing.T) {
 		if got := isPlain(&c.call); got != c.plain {
 			t.Errorf("%s %s: plain %v, want %v", c.call.Method, c.call.ClientCapabilities, got, c.plain)
 		}
+	}
+}
+
+// A backend restarted speaking Legacy only refuses the Modern session's
+// requests with -32022, unread: the session is opened again in the
+// revision the backend speaks now, and the call runs there, once,
+// instead of every call and listing failing until the aggregator
+// restarts.
+func TestBackendRestartedWithoutModern(t *testing.T) {
+	var current atomic.Pointer[http.Handler]
+	dual := dualEraEcho("dual")
+	current.Store(&dual)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*current.Load()).ServeHTTP(w, r) }))
+	t.Cleanup(srv.Close)
+	c := newTestClient(Config{Name: "dual", URL: srv.URL})
+	t.Cleanup(c.Close)
+	ctx := context.Background()
+	// A call that may ask its client for input stays Modern.
+	caps := `{"elicitation":{}}`
+	if _, err := c.Call(ctx, echoCall(caps)); err != nil || !c.SpeaksModern() {
+		t.Fatalf("first call: %v (modern %v)", err, c.SpeaksModern())
+	}
+	var ran atomic.Int32
+	legacy := legacyToolHandler("echo", func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		ran.Add(1)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+	})
+	current.Store(&legacy)
+	srv.CloseClientConnections()
+	if res, err := c.Call(ctx, echoCall(caps)); err != nil || res.IsError || ran.Load() != 1 {
+		t.Fatalf("call after the restart: %+v %v, run %d times", res, err, ran.Load())
+	}
+	if lists, err := c.ListAll(ctx); err != nil || len(lists.Tools) != 1 || lists.ProtocolVersion != ProtocolLegacy {
+		t.Fatalf("listing after the restart: %+v %v", lists, err)
 	}
 }
