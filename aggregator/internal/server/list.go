@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
@@ -15,7 +17,7 @@ import (
 // page serves one page of kind k of the caller's view: the prebuilt API
 // messages of the page (msg: as the view shows them), the next cursor (empty on the last page) and the
 // view the page was cut from (its snapshot's version, its digests).
-func page[M any](s *Server, ctx context.Context, k catalog.Kind, msg func(v *catalog.View, i int32) M, server, cursor string, size uint32) ([]M, string, *catalog.View, error) {
+func page[M proto.Message](s *Server, ctx context.Context, k catalog.Kind, msg func(v *catalog.View, i int32) M, server, cursor string, size uint32) ([]M, string, *catalog.View, error) {
 	snap, _, err := s.e.ServerSnapshot(server)
 	if err != nil {
 		return nil, "", nil, s.fail(ctx, "List"+k.API(), err)
@@ -26,15 +28,41 @@ func page[M any](s *Server, ctx context.Context, k catalog.Kind, msg func(v *cat
 		n = int(min(size, uint32(maxSize)))
 	}
 	visible := v.Items(k)
-	start, end, next, err := catalog.Page(k, len(visible), func(i int) string { return v.Key(k, i) }, cursor, n)
+	key := func(i int) string { return v.Key(k, i) }
+	start, end, next, err := catalog.Page(k, len(visible), key, cursor, n)
 	if err != nil {
 		return nil, "", nil, s.fail(ctx, "List"+k.API(), err)
+	}
+	if fit := fitBytes(visible[start:end], func(i int32) M { return msg(v, i) }); fit < end-start {
+		// The same cursor with a page size that fits makes the shorter
+		// page and its own next cursor.
+		start, end, next, _ = catalog.Page(k, len(visible), key, cursor, fit)
 	}
 	out := make([]M, end-start)
 	for j, i := range visible[start:end] {
 		out[j] = msg(v, i)
 	}
 	return out, next, v, nil
+}
+
+// maxPageBytes bounds the encoded items of one list page. A page is cut
+// by count (aggregator.pageSize) and then by bytes: a backend's listing
+// may hold items of megabytes each (a message from a backend may be of
+// 32 MiB), and a page of them would be one gRPC message past what the
+// gateway and the indexer receive (64 MiB), failing every principal's
+// list, other backends' items included.
+const maxPageBytes = 16 << 20
+
+// fitBytes is how many of items, from the first, fit maxPageBytes
+// together; at least one.
+func fitBytes[M proto.Message](items []int32, msg func(int32) M) int {
+	total := 0
+	for j, i := range items {
+		if total += proto.Size(msg(i)); total > maxPageBytes {
+			return max(j, 1)
+		}
+	}
+	return len(items)
 }
 
 // ListTools serves one page of tools.

@@ -1,0 +1,154 @@
+package hostile
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
+)
+
+// rawBackend is a hostile MCP backend written by hand: a Legacy
+// (2025-11-25) server over plain HTTP whose answers to everything but the
+// handshake are answer's, so a test can send what no real server would.
+type rawBackend struct {
+	srv *httptest.Server
+	// answer writes the response to one request (method, its id and
+	// params as sent).
+	answer func(w http.ResponseWriter, method string, id, params json.RawMessage)
+}
+
+// newRawBackend starts a raw backend; answer handles every request but
+// initialize and ping.
+func newRawBackend(t *testing.T, answer func(w http.ResponseWriter, method string, id, params json.RawMessage)) *rawBackend {
+	t.Helper()
+	b := &rawBackend{answer: answer}
+	b.srv = httptest.NewServer(http.HandlerFunc(b.serve))
+	t.Cleanup(b.srv.Close)
+	return b
+}
+
+// config is the aggregator's entry for the backend.
+func (b *rawBackend) config(name string) config.Backend {
+	return config.Backend{Name: name, URL: b.srv.URL + "/mcp", Protocol: config.ProtocolLegacy}
+}
+
+func (b *rawBackend) serve(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodPost:
+	case http.MethodDelete:
+		return
+	default:
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if json.Unmarshal(body, &m) != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	if m.ID == nil {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if m.Method == "initialize" {
+		w.Header().Set("Mcp-Session-Id", "raw-session")
+		writeResult(w, m.ID, map[string]any{"protocolVersion": config.ProtocolLegacy,
+			"capabilities": map[string]any{"tools": map[string]any{}}, "serverInfo": map[string]any{"name": "raw", "version": "1"}})
+		return
+	}
+	if m.Method == "ping" {
+		writeResult(w, m.ID, map[string]any{})
+		return
+	}
+	b.answer(w, m.Method, m.ID, m.Params)
+}
+
+// writeResult writes a JSON-RPC result for id.
+func writeResult(w http.ResponseWriter, id json.RawMessage, result any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+// listAllTools walks tools/list to its end as a Modern client of key and
+// returns every name, or the first page that was not a result.
+func (c *client) listAllTools(t *testing.T, key string) ([]string, error) {
+	t.Helper()
+	var names []string
+	cursor := ""
+	for range 100 {
+		params := ""
+		if cursor != "" {
+			params = cursorParam(cursor)
+		}
+		r := c.modern(t, "/mcp", key, "tools/list", params)
+		result, rerr, ok := r.rpc()
+		if r.status != http.StatusOK || !ok || rerr != nil {
+			return names, fmt.Errorf("tools/list: %d %.300s", r.status, r.body)
+		}
+		names = append(names, toolNames(t, result)...)
+		cursor = ""
+		if next := result["nextCursor"]; next != nil && json.Unmarshal(next, &cursor) != nil {
+			return names, fmt.Errorf("nextCursor %s", next)
+		}
+		if cursor == "" {
+			return names, nil
+		}
+	}
+	return names, errors.New("tools/list never ends")
+}
+
+// TestBulkyToolsListed: a backend whose tools have descriptions of
+// 20 MiB each (each tools/list page of its own within the 32 MiB a
+// message may hold) does not break tools/list: every tool, the other
+// backend's and its own, is listed across pages, where a page of
+// aggregator.pageSize tools made one gRPC message past what the gateway
+// receives and every principal's tools/list failed.
+func TestBulkyToolsListed(t *testing.T) {
+	const bulky = 4
+	description := strings.Repeat("d", 20<<20)
+	raw := newRawBackend(t, func(w http.ResponseWriter, method string, id, params json.RawMessage) {
+		if method != "tools/list" {
+			http.Error(w, "no", http.StatusBadRequest)
+			return
+		}
+		var p struct{ Cursor string }
+		_ = json.Unmarshal(params, &p)
+		i, _ := strconv.Atoi(p.Cursor)
+		page := map[string]any{"tools": []any{map[string]any{"name": fmt.Sprintf("big_%d", i), "description": description,
+			"inputSchema": map[string]any{"type": "object"}}}}
+		if i+1 < bulky {
+			page["nextCursor"] = strconv.Itoa(i + 1)
+		}
+		writeResult(w, id, page)
+	})
+	_, c := startHarness(t, false, func(cfg *config.Config) {
+		cfg.Aggregator.Backends = append(cfg.Aggregator.Backends, raw.config("bulky"))
+	})
+	testkit.Eventually(t, "every tool of both backends listed", 90*time.Second, func() error {
+		names, err := c.listAllTools(t, bobKey)
+		if err != nil {
+			return err
+		}
+		for _, want := range []string{"weather_forecast", "bulky_big_0", "bulky_big_3"} {
+			if !slices.Contains(names, want) {
+				return fmt.Errorf("%s not listed in %d tools", want, len(names))
+			}
+		}
+		return nil
+	})
+}
