@@ -152,3 +152,69 @@ func TestBulkyToolsListed(t *testing.T) {
 		return nil
 	})
 }
+
+// TestHugeResultOnOwnSession: a call that runs on a backend session of
+// its own (a Legacy client that set a log level: the backend's log
+// messages are relayed) and whose backend answers with a JSON result of
+// 256 MiB fails with a JSON-RPC error, and the aggregator does not read
+// the whole answer into memory: a message from a backend is bounded
+// (32 MiB) on this path as on the others.
+func TestHugeResultOnOwnSession(t *testing.T) {
+	const size = 256 << 20
+	raw := newRawBackend(t, func(w http.ResponseWriter, method string, id, params json.RawMessage) {
+		switch method {
+		case "tools/list":
+			writeResult(w, id, map[string]any{"tools": []any{map[string]any{"name": "huge", "inputSchema": map[string]any{"type": "object"}}}})
+		case "tools/call":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(id)+`,"result":{"content":[{"type":"text","text":"`)
+			chunk := strings.Repeat("h", 1<<20)
+			for range size >> 20 {
+				if _, err := io.WriteString(w, chunk); err != nil {
+					return
+				}
+			}
+			_, _ = io.WriteString(w, `"}]}}`)
+		default:
+			http.Error(w, "no", http.StatusBadRequest)
+		}
+	})
+	c, cl := startHarness(t, false, func(cfg *config.Config) {
+		cfg.Aggregator.Backends = append(cfg.Aggregator.Backends, raw.config("big"))
+	})
+	testkit.Eventually(t, "the big backend's tool listed", 30*time.Second, func() error {
+		names, err := cl.listAllTools(t, bobKey)
+		if err == nil && !slices.Contains(names, "big_huge") {
+			err = fmt.Errorf("listed %v", names)
+		}
+		return err
+	})
+	pid := c.Aggregator.Pid()
+	before := procStatus(t, pid, "VmHWM")
+	session := cl.initialize(t, bobKey)
+	if r := cl.do(t, request{header: legacyHeaders(bobKey, session), body: legacyBody("logging/setLevel", `{"level":"debug"}`)}); r.status != http.StatusOK {
+		t.Fatalf("logging/setLevel: %d %s", r.status, r.body)
+	}
+	r := cl.do(t, request{header: legacyHeaders(bobKey, session), body: legacyBody("tools/call", `{"name":"big_huge","arguments":{}}`)})
+	grown := procStatus(t, pid, "VmHWM") - before
+	t.Logf("answer %d %.300q; aggregator peak grew %d MiB", r.status, r.body, grown>>20)
+	if _, rerr, ok := sseOrJSON(r); !ok || rerr == nil || !specCodes[rerr.Code] {
+		t.Errorf("answer %d %.300q, want a JSON-RPC error MCP defines", r.status, r.body)
+	}
+	if grown > 128<<20 {
+		t.Errorf("the aggregator's peak memory grew by %d MiB reading a %d MiB answer", grown>>20, size>>20)
+	}
+}
+
+// sseOrJSON decodes a Legacy answer: a JSON body, or the last event of an
+// event stream.
+func sseOrJSON(r response) (map[string]json.RawMessage, *rpcError, bool) {
+	if strings.HasPrefix(r.header.Get("Content-Type"), "text/event-stream") {
+		events := strings.Split(strings.TrimSpace(string(r.body)), "\n\n")
+		last := events[len(events)-1]
+		if i := strings.Index(last, "data: "); i >= 0 {
+			r.body = []byte(last[i+len("data: "):])
+		}
+	}
+	return r.rpc()
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -195,8 +196,33 @@ func (t sdkTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
-	resp.Body = &endSpan{ReadCloser: resp.Body, span: span}
+	body := resp.Body
+	if ctype, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ctype != "text/event-stream" {
+		// go-sdk reads a JSON answer whole, however long; an event
+		// stream's events it bounds itself.
+		body = &boundedBody{ReadCloser: body}
+	}
+	resp.Body = &endSpan{ReadCloser: body, span: span}
 	return resp, nil
+}
+
+// boundedBody fails a read past maxMessageBytes: a backend's message on
+// go-sdk's sessions (the handshake, pings, calls on a session of their
+// own) is bounded as on the raw path (readBounded).
+type boundedBody struct {
+	io.ReadCloser
+	read int64
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if left := maxMessageBytes + 1 - b.read; int64(len(p)) > left {
+		p = p[:left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	if b.read += int64(n); b.read > maxMessageBytes {
+		return n, fmt.Errorf("%w: a message over %d bytes", ErrProtocolViolation, maxMessageBytes)
+	}
+	return n, err
 }
 
 // endSpan ends a request's span when its response body is closed.
