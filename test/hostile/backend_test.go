@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -217,4 +218,45 @@ func sseOrJSON(r response) (map[string]json.RawMessage, *rpcError, bool) {
 		}
 	}
 	return r.rpc()
+}
+
+// TestEndlessListingIsBounded: a backend whose tools/list pages each hold
+// a tool of 30 MiB, 40 pages long, gets its listing refused once it
+// passes what a listing may hold, instead of the aggregator keeping
+// every page (over a GiB, and up to MaxListPages of 32 MiB each); the
+// other backend's tools are listed meanwhile.
+func TestEndlessListingIsBounded(t *testing.T) {
+	const pages = 40
+	description := strings.Repeat("d", 30<<20)
+	var served atomic.Int64
+	raw := newRawBackend(t, func(w http.ResponseWriter, method string, id, params json.RawMessage) {
+		if method != "tools/list" {
+			http.Error(w, "no", http.StatusBadRequest)
+			return
+		}
+		var p struct{ Cursor string }
+		_ = json.Unmarshal(params, &p)
+		i, _ := strconv.Atoi(p.Cursor)
+		page := map[string]any{"tools": []any{map[string]any{"name": fmt.Sprintf("t%d", i), "description": description,
+			"inputSchema": map[string]any{"type": "object"}}}}
+		if i+1 < pages {
+			page["nextCursor"] = strconv.Itoa(i + 1)
+		}
+		served.Add(1)
+		writeResult(w, id, page)
+	})
+	c, cl := startHarness(t, false, func(cfg *config.Config) {
+		cfg.Aggregator.Backends = append(cfg.Aggregator.Backends, raw.config("endless"))
+	})
+	testkit.Eventually(t, "the weather backend's tools listed", 60*time.Second, func() error {
+		names, err := cl.listAllTools(t, bobKey)
+		if err == nil && !slices.Contains(names, "weather_forecast") {
+			err = fmt.Errorf("listed %v", names)
+		}
+		return err
+	})
+	t.Logf("the endless backend served %d pages", served.Load())
+	if grown := procStatus(t, c.Aggregator.Pid(), "VmHWM"); grown > 768<<20 {
+		t.Errorf("the aggregator's peak memory is %d MiB", grown>>20)
+	}
 }

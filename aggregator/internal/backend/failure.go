@@ -67,7 +67,7 @@ func failureOf(err error) Failure {
 		return un.failure
 	case errors.As(err, &op), errors.As(err, &dns):
 		return FailureUnreachable
-	case errors.Is(err, ErrProtocolViolation), errors.Is(err, errCursorLoop):
+	case errors.Is(err, ErrProtocolViolation), errors.Is(err, errCursorLoop), errors.Is(err, errListTooLarge):
 		return FailureProtocol
 	case errors.As(err, &perr), errors.As(err, &wire) && wire.Code != rejectedCode:
 		return FailureRejected

@@ -23,6 +23,12 @@ import (
 // backend that pages forever would otherwise stall every catalog build.
 const MaxListPages = 1000
 
+// MaxListBytes caps the bytes of one list's pages together. Each page may
+// be of 32 MiB (maxMessageBytes), and every page of a listing is held
+// until its end: a backend paging through large items would otherwise
+// have the aggregator hold up to MaxListPages of them.
+const MaxListBytes = 128 << 20
+
 // Lists is everything a backend offers.
 type Lists struct {
 	Tools             []*mcp.Tool
@@ -140,6 +146,7 @@ type listed[T any] struct {
 func listKind[T any](ctx context.Context, c *Client, s *mcp.ClientSession, method, member string) ([]*T, [][]byte, error) {
 	prev := c.decoded.previous(member)
 	next := make(map[string]any, len(prev))
+	total := 0
 	all, err := collect(ctx, member, func(ctx context.Context, cur string) ([]listed[T], string, error) {
 		var p ParamsBuilder
 		if cur != "" {
@@ -150,6 +157,9 @@ func listKind[T any](ctx context.Context, c *Client, s *mcp.ClientSession, metho
 		})
 		if err != nil {
 			return nil, "", err
+		}
+		if total += len(res.JSON); total > MaxListBytes {
+			return nil, "", fmt.Errorf("%w: %s: more than %d bytes", errListTooLarge, method, MaxListBytes)
 		}
 		return decodePage[T](method, member, []byte(res.JSON), prev, next)
 	})
@@ -259,6 +269,9 @@ func (d *decodedItems) keep(kind string, items map[string]any) {
 
 // errCursorLoop is a backend paging error: its cursors repeat or never end.
 var errCursorLoop = errors.New("backend pagination does not terminate")
+
+// errListTooLarge is a backend listing past MaxListBytes.
+var errListTooLarge = errors.New("backend listing is too large")
 
 // collect follows nextCursor until it is empty, refusing a cursor seen
 // before (a cycle) and more than MaxListPages pages.
