@@ -207,3 +207,16 @@ func TestBackendRestartedWithoutModern(t *testing.T) {
 		t.Fatalf("listing after the restart: %+v %v", lists, err)
 	}
 }
+
+// isEventStream reads a Content-Type as mime.ParseMediaType would for
+// text/event-stream, without parsing it.
+func TestIsEventStream(t *testing.T) {
+	for ctype, want := range map[string]bool{
+		"text/event-stream": true, "Text/Event-Stream": true, "text/event-stream; charset=utf-8": true,
+		"text/event-stream ;x=1": true, "text/event-streams": false, "application/json": false, "": false, "text/event": false,
+	} {
+		if got := isEventStream(ctype); got != want {
+			t.Errorf("isEventStream(%q) = %v, want %v", ctype, got, want)
+		}
+	}
+}

@@ -317,8 +317,7 @@ func nameHeaderValue(name string) string {
 // readAnswer reads the response to request id: one JSON message, or an
 // event stream whose notifications are relayed until the response.
 func (c *Client) readAnswer(ctx context.Context, resp *http.Response, id string, call *Call, modern bool, s *mcp.ClientSession) (*Result, error) {
-	ctype, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if resp.StatusCode == http.StatusOK && ctype == "text/event-stream" {
+	if resp.StatusCode == http.StatusOK && isEventStream(resp.Header.Get("Content-Type")) {
 		// readStream closes the body, or has its end read after it returns.
 		return c.readStream(ctx, resp.Body, id, call, modern, s)
 	}
@@ -326,7 +325,8 @@ func (c *Client) readAnswer(ctx context.Context, resp *http.Response, id string,
 	if resp.StatusCode != http.StatusOK {
 		return nil, rejection(resp, call.Method)
 	}
-	if ctype != "application/json" {
+	// Not an event stream: its type is parsed in full.
+	if ctype, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ctype != "application/json" {
 		return nil, fmt.Errorf("%w: response of type %q", ErrProtocolViolation, ctype)
 	}
 	body, err := readBounded(resp.Body)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"mime"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -197,13 +196,20 @@ func (t sdkTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	body := resp.Body
-	if ctype, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ctype != "text/event-stream" {
+	if !isEventStream(resp.Header.Get("Content-Type")) {
 		// go-sdk reads a JSON answer whole, however long; an event
 		// stream's events it bounds itself.
 		body = &boundedBody{ReadCloser: body}
 	}
 	resp.Body = &endSpan{ReadCloser: body, span: span}
 	return resp, nil
+}
+
+// isEventStream reports a Content-Type of text/event-stream, parameters
+// or not, without parsing it: it is asked of every answer.
+func isEventStream(ctype string) bool {
+	const es = "text/event-stream"
+	return len(ctype) >= len(es) && strings.EqualFold(ctype[:len(es)], es) && (len(ctype) == len(es) || ctype[len(es)] == ';' || ctype[len(es)] == ' ')
 }
 
 // boundedBody fails a read past maxMessageBytes: a backend's message on
