@@ -260,3 +260,48 @@ func TestEndlessListingIsBounded(t *testing.T) {
 		t.Errorf("the aggregator's peak memory is %d MiB", grown>>20)
 	}
 }
+
+// TestBackendRateLimitReachesTheClient: a backend that answers a call
+// 429 with Retry-After has refused it unread and asks to be asked again
+// later: the client gets the rate limit's answer with the backend's wait
+// (HTTP 429, Retry-After, error 429), not "the server is unavailable",
+// and the backend's other requests and its health are untouched (its
+// shared session is kept).
+func TestBackendRateLimitReachesTheClient(t *testing.T) {
+	var calls atomic.Int32
+	raw := newRawBackend(t, func(w http.ResponseWriter, method string, id, params json.RawMessage) {
+		switch method {
+		case "tools/list":
+			writeResult(w, id, map[string]any{"tools": []any{map[string]any{"name": "busy", "inputSchema": map[string]any{"type": "object"}}}})
+		case "tools/call":
+			calls.Add(1)
+			w.Header().Set("Retry-After", "7")
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+		default:
+			http.Error(w, "no", http.StatusBadRequest)
+		}
+	})
+	_, cl := startHarness(t, false, func(cfg *config.Config) {
+		cfg.Aggregator.Backends = append(cfg.Aggregator.Backends, raw.config("limited"))
+	})
+	testkit.Eventually(t, "the limited backend's tool listed", 30*time.Second, func() error {
+		names, err := cl.listAllTools(t, bobKey)
+		if err == nil && !slices.Contains(names, "limited_busy") {
+			err = fmt.Errorf("listed %v", names)
+		}
+		return err
+	})
+	for range 2 {
+		r := cl.do(t, post("/mcp", modernHeaders(bobKey, "tools/call", "Mcp-Name", "limited_busy"), modernBody("tools/call", `"name":"limited_busy","arguments":{}`)))
+		_, rerr, ok := r.rpc()
+		if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") != "7" || !ok || rerr == nil || rerr.Code != 429 {
+			t.Fatalf("a call the backend limits: HTTP %d, Retry-After %q, %s; want 429 with Retry-After 7 and error 429", r.status, r.header.Get("Retry-After"), r.body)
+		}
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("the backend got %d calls, want 2 (each sent once)", n)
+	}
+	if names, err := cl.listAllTools(t, bobKey); err != nil || !slices.Contains(names, "limited_busy") {
+		t.Fatalf("after the refusals the backend's tools: %v, %v", names, err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -56,6 +57,12 @@ func (c *Client) classify(ctx context.Context, err error) error {
 		}
 		set := c.redactor.forCall(ctx)
 		return &ProtocolError{Code: wire.Code, Message: set.redactText(wire.Message), Data: set.redactJSON(string(wire.Data))}
+	}
+	var answered *statusError
+	if errors.As(err, &answered) && answered.status == http.StatusTooManyRequests {
+		// Refused unread: the caller may send it again when the backend
+		// says, and the backend is up.
+		return &RateLimitedError{RetryAfterSeconds: answered.retryAfter}
 	}
 	return &unavailableError{text: c.redactCall(ctx, err.Error()), failure: failureOf(err), advice: adviceFor(err)}
 }

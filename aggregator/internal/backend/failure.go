@@ -4,7 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -69,7 +74,7 @@ func failureOf(err error) Failure {
 		return FailureUnreachable
 	case errors.Is(err, ErrProtocolViolation), errors.Is(err, errCursorLoop), errors.Is(err, errListTooLarge):
 		return FailureProtocol
-	case errors.As(err, &perr), errors.As(err, &wire) && wire.Code != rejectedCode:
+	case errors.As(err, &perr), errors.As(err, &wire) && wire.Code != rejectedCode, errors.As(err, new(*RateLimitedError)):
 		return FailureRejected
 	default:
 		return FailureUnavailable
@@ -95,6 +100,30 @@ func (e *unavailableError) Unwrap() error { return ErrUnavailable }
 type statusError struct {
 	method string
 	status int
+	// retryAfter is the answer's Retry-After, in seconds (retryAfterSeconds).
+	retryAfter int
+}
+
+// RateLimitedError is a backend's 429: it refused the request without
+// running it, and asks to be asked again in RetryAfterSeconds.
+type RateLimitedError struct{ RetryAfterSeconds int }
+
+func (e *RateLimitedError) Error() string {
+	return fmt.Sprintf("the backend is limiting its callers: retry after %d s", e.RetryAfterSeconds)
+}
+
+// retryAfterSeconds reads a Retry-After header, delta-seconds or an HTTP
+// date, as whole seconds from now: at least 1 (also for none, or one that
+// cannot be read) and at most an hour, which bounds the wait a backend
+// can make its clients promise.
+func retryAfterSeconds(header string, now time.Time) int {
+	secs := 1
+	if n, err := strconv.Atoi(strings.TrimSpace(header)); err == nil {
+		secs = n
+	} else if at, err := http.ParseTime(header); err == nil {
+		secs = int(math.Ceil(at.Sub(now).Seconds()))
+	}
+	return min(max(secs, 1), 3600)
 }
 
 func (e *statusError) Error() string {

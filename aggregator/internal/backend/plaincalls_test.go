@@ -220,3 +220,18 @@ func TestIsEventStream(t *testing.T) {
 		}
 	}
 }
+
+// A backend's Retry-After, delta-seconds or an HTTP date, is read as
+// whole seconds from now, at least one and at most an hour.
+func TestRetryAfterSeconds(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	for header, want := range map[string]int{
+		"7": 7, " 30 ": 30, "0": 1, "-5": 1, "": 1, "soon": 1, "999999": 3600,
+		now.Add(90 * time.Second).Format(http.TimeFormat): 90,
+		now.Add(-time.Minute).Format(http.TimeFormat):     1,
+	} {
+		if got := retryAfterSeconds(header, now); got != want {
+			t.Errorf("Retry-After %q: %d s, want %d", header, got, want)
+		}
+	}
+}

@@ -147,6 +147,8 @@ func auditOutcome(err error) (audit.Outcome, string) {
 		return audit.OutcomeError, "no token from the authorization server"
 	case errors.As(err, &challenge):
 		return audit.OutcomeDenied, "the backend refused the call's credentials (HTTP 401)"
+	case errors.As(err, new(*backend.RateLimitedError)):
+		return audit.OutcomeRateLimited, "the backend limited its callers (HTTP 429)"
 	case errors.Is(err, engine.ErrNotFound), errors.Is(err, errTaskNotFound):
 		return audit.OutcomeNotFound, ""
 	case errors.Is(err, errTaskRequired):

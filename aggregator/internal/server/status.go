@@ -63,11 +63,17 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 	var fromPeer peerStatus
 	var refused peerRefused
 	var limited *ratelimit.LimitedError
+	var backendLimited *backend.RateLimitedError
 	switch {
 	case errors.As(err, &limited):
 		// Not attempted: the client may retry after retryAfterSeconds.
 		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED, limited.Error(),
 			"retryAfterSeconds", strconv.Itoa(limited.RetryAfterSeconds()), "limit", limited.Limit)
+	case errors.As(err, &backendLimited):
+		// The backend's own limit (its 429): not run, and the client may
+		// retry when the backend said, as for one of ours.
+		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED, backendLimited.Error(),
+			"retryAfterSeconds", strconv.Itoa(backendLimited.RetryAfterSeconds))
 	case errors.As(err, &refused):
 		log.WarnContext(ctx, "an aggregator peer refused this replica's forwarded retry: check aggregator.peers.token, the peer's serviceAuth credential for it (ResumeHeldCall) and its TLS", "method", method, "owner", refused.owner, "err", refused.err)
 		return apierr.New(codes.Internal, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, "the aggregator replica holding the call refused this one; the cluster's peer configuration needs fixing")
