@@ -380,6 +380,8 @@ func TestChartSchemaRejectsMistakes(t *testing.T) {
 		// float: 1.10 is 1.1, and 20240101 would be 2.0240101e+07.
 		{"image tag a fraction", []string{"--set-json", "image.tag=1.10"}, "/image/tag"},
 		{"image tag a number of a values file", []string{"--set-json", "gateway.image.tag=20240101"}, "quote it"},
+		// The API server would refuse the HorizontalPodAutoscaler at install.
+		{"autoscaling minimum above its maximum", []string{"--set", "gateway.autoscaling.minReplicas=12"}, "minReplicas 12 is above maxReplicas"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -140,14 +140,26 @@ func Check(r *Render) []error {
 			}
 		}
 	}
+	budgeted := map[string]bool{}
 	for _, b := range r.PDBs {
 		sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
 		if err != nil {
 			p.addf("PodDisruptionBudget %s: %v", b.Name, err)
 			continue
 		}
-		if len(selectorMatches(sel, groups)) == 0 {
+		matched := selectorMatches(sel, groups)
+		if len(matched) == 0 {
 			p.addf("PodDisruptionBudget %s selects no pod", b.Name)
+		}
+		for _, g := range matched {
+			budgeted[g.name] = true
+		}
+	}
+	// A Deployment without one may lose every replica to one node drain
+	// (the collector's two in production: every trace dropped meanwhile).
+	for _, g := range groups {
+		if g.deployment != nil && !budgeted[g.name] {
+			p.addf("%s has no PodDisruptionBudget", g.name)
 		}
 	}
 	for _, h := range r.HPAs {

@@ -242,6 +242,9 @@ spec:
       {{- include "switchboard.selectorLabels" .component | nindent 6 }}
 {{- with .values.autoscaling }}
 {{- if .enabled }}
+{{- if gt (int .minReplicas) (int .maxReplicas) }}
+{{- fail (printf "%s.autoscaling: minReplicas %v is above maxReplicas %v, which the API server refuses" $.component .minReplicas .maxReplicas) }}
+{{- end }}
 ---
 apiVersion: autoscaling/v2
 kind: HorizontalPodAutoscaler
