@@ -148,8 +148,11 @@ const (
 // whose documents were analysed the old way; the old scopes, unused, go
 // with garbage collection. 2: the backend's own name of a prefixed tool is
 // indexed too. 3: a tool of its MCP App alone (visibility without
-// "model") is left out of the scope.
-const analysisVersion = "3"
+// "model") is left out of the scope. 4: a document carries the tool's
+// title, annotations and output schema (migration 0014, which cannot
+// drop the scopes alone: an older replica serving on during a rollout
+// stores them again without those fields).
+const analysisVersion = "4"
 
 // scopeKey is what a scope is stored under: its view's digest, for one
 // analysisVersion. Version 1 stored the bare digest.

@@ -332,3 +332,33 @@ func TestToolListingMigrationDropsOlderScopes(t *testing.T) {
 		t.Fatalf("a scope built before 0014: %v, want ErrScopeNotFound (dropped)", err)
 	}
 }
+
+// A scope stored by a release before the listed tool fields (analysis
+// version 3) is never found, even one stored after migration 0014
+// dropped the scopes: an old replica serves on during a rollout and
+// stores every scope it misses again, from documents without the title,
+// annotations and output schema, under the view's digest, which the
+// fields did not change.
+func TestScopesOfAnOlderAnalysisAreNotFound(t *testing.T) {
+	url := env.NewDatabase(t) // migrated
+	st, err := postgres.Open(t.Context(), url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, _, err := st.BuildScope(t.Context(), "view-of-an-old-replica", 1, []store.Tool{{Name: "purge", Description: "Purge an account."}}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	// Stored as the release before stores it.
+	if _, err := conn.Exec(t.Context(), `UPDATE scopes SET tools_digest = 'a3:view-of-an-old-replica' WHERE tools_digest LIKE '%:view-of-an-old-replica'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.LookupScope(t.Context(), "view-of-an-old-replica"); !errors.Is(err, store.ErrScopeNotFound) {
+		t.Fatalf("a scope of an older analysis: %v, want ErrScopeNotFound", err)
+	}
+}
