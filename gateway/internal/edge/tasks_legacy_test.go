@@ -328,3 +328,33 @@ func TestLegacyTaskResultEndsWithItsSession(t *testing.T) {
 		t.Fatalf("the task was cancelled: %v", cancels)
 	}
 }
+
+// TestLegacyTaskResultOfAnEndedTaskTakesNoStream: only a tasks/result
+// that waits for its task is one of the principal's open streams; one
+// whose task has ended answers at once, even with every stream of the
+// principal open (before, it was refused with 429 for a wait it never
+// made).
+func TestLegacyTaskResultOfAnEndedTaskTakesNoStream(t *testing.T) {
+	b := startBackends(t)
+	cfg := testGatewayConfig(b)
+	cfg.Streams.MaxPerPrincipal = 1
+	_, srv := startGateway(t, b, cfg)
+	url := srv.URL + "/mcp"
+	session, _ := initializeEliciting(t, url)
+	id := taskIDOf(t, createLegacyTask(t, url, session))
+	b.setTask(id, func(t *aggregatorv1.Task) {
+		t.Status = "completed"
+		t.ResultJson = `{"content":[{"type":"text","text":"42"}],"resultType":"complete"}`
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := legacyHeaders("alice-key", session)
+	h["Accept"] = "text/event-stream"
+	if get, _ := openRequest(t, ctx, http.MethodGet, url, h, ""); get.StatusCode != http.StatusOK {
+		t.Fatalf("the principal's one stream: HTTP %d", get.StatusCode)
+	}
+	resp := send(t, http.MethodPost, url, legacyHeaders("alice-key", session), `{"jsonrpc":"2.0","id":5,"method":"tasks/result","params":{"taskId":"`+id+`"}}`)
+	if _, res, rerr := resp.rpc(t); resp.status != http.StatusOK || rerr != nil || res["content"] == nil {
+		t.Fatalf("tasks/result of a completed task with every stream open: HTTP %d %s", resp.status, resp.body)
+	}
+}

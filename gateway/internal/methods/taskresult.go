@@ -58,16 +58,7 @@ func (s *Server) taskResult(ctx context.Context, req *Request, resp Responder) (
 	}
 	keepAlive := time.NewTicker(s.cfg.KeepAlive)
 	defer keepAlive.Stop()
-	answered, rounds := "", 0
-	// A wait holds a goroutine here and reads the task at its poll
-	// interval for as long as the task lives (up to a day): it takes a
-	// place among the principal's open streams, which it is.
-	release, rerr := s.limits.acquire(req.Principal)
-	if rerr != nil {
-		return nil, rerr
-	}
-	defer release()
-	defer s.streams("task_result")()
+	answered, rounds, waiting := "", 0, false
 	// One request: its first read is admitted as a tasks/get (a token, an
 	// event), the reads that follow are polled.
 	t, rerr := s.fetchTask(ctx, req, id, false)
@@ -102,6 +93,22 @@ func (s *Server) taskResult(ctx context.Context, req *Request, resp Responder) (
 					return nil, rerr
 				}
 			}
+		}
+		if !waiting {
+			// A wait holds a goroutine here and reads the task at its
+			// poll interval for as long as the task lives (up to a day):
+			// it takes a place among the principal's open streams, which
+			// it is. A task that has ended is answered without one.
+			release, rerr := s.limits.acquire(req.Principal)
+			if rerr != nil {
+				// The aggregator recorded the read; the refusal is the
+				// gateway's to record.
+				req.Trail.Asked = false
+				return nil, rerr
+			}
+			defer release()
+			defer s.streams("task_result")()
+			waiting = true
 		}
 		if rerr := s.awaitPoll(ctx, resp, keepAlive.C, taskPoll(t)); rerr != nil {
 			return nil, waitEnded(ctx, req, rerr)
