@@ -9,8 +9,12 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/codes"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/methods"
+	"github.com/switchboard-mcp/switchboard/services/apierr"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 )
 
 // TestOptimizerView drives the optimizer view with go-sdk clients of both
@@ -122,5 +126,25 @@ func TestOptimizerSearchIsPerPrincipal(t *testing.T) {
 	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "find_tool", Arguments: map[string]any{}})
 	if err != nil || !res.IsError || !strings.Contains(toolText(t, res), "tool_description") {
 		t.Fatalf("find_tool without description: %+v %v", res, err)
+	}
+}
+
+// TestFindToolRetriesAServerTheIndexerCannotFind: only a search the
+// indexer refuses as it stands (INVALID_ARGUMENT) is answered without
+// asking for a retry. A server it cannot find (a reload that reached
+// this gateway before the aggregator) is the indexer's state, not the
+// search's, and the same search later may be served.
+func TestFindToolRetriesAServerTheIndexerCannotFind(t *testing.T) {
+	b := startBackends(t)
+	b.idx.SearchFunc = func(context.Context, *indexerv1.SearchRequest) (*indexerv1.SearchResponse, error) {
+		return nil, apierr.New(codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND, "no such server")
+	}
+	_, srv := startGateway(t, b, testGatewayConfig(b))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs := connect(t, ctx, srv.URL+"/mcp/optimized", "alice-key", "", nil)
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "find_tool", Arguments: map[string]any{"tool_description": "add"}})
+	if err != nil || !res.IsError || !strings.Contains(toolText(t, res), "retry find_tool later") {
+		t.Fatalf("find_tool of a server the indexer cannot find: %+v %v, want a tool error asking for a retry", res, err)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"math"
 
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/mcperr"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
@@ -122,15 +124,16 @@ func (s *Server) findTool(ctx context.Context, req *Request, args json.RawMessag
 	resp, err := s.idx.Search(searchCtx, &indexerv1.SearchRequest{Principal: req.Principal, Server: req.Server, Query: *in.Description, Keywords: in.Keywords, Limit: s.cfg.SearchLimit})
 	if err != nil {
 		rerr := mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
-		switch rerr.Code {
-		case wire.CodeRateLimited:
+		switch {
+		case rerr.Code == wire.CodeRateLimited:
 			// As call_tool's and every tools/call's: the client, not the
 			// model, must wait (429, Retry-After); a tool error would
 			// invite the model to search again at once.
 			return nil, rerr
-		case wire.CodeInvalidParams:
+		case status.Code(err) == codes.InvalidArgument:
 			// The search itself was refused (its bounds): the same one
-			// later would be too.
+			// later would be too. A server the indexer cannot find (also
+			// -32602) is its state, which a retry may find changed.
 			return s.toolError(req, "find_tool: "+rerr.Message)
 		}
 		return s.toolError(req, "tool search failed: "+rerr.Message+". Other tools keep working; retry find_tool later.")
