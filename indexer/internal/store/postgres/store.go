@@ -149,9 +149,9 @@ const (
 // with garbage collection. 2: the backend's own name of a prefixed tool is
 // indexed too. 3: a tool of its MCP App alone (visibility without
 // "model") is left out of the scope. 4: a document carries the tool's
-// title, annotations and output schema (migration 0014, which cannot
-// drop the scopes alone: an older replica serving on during a rollout
-// stores them again without those fields).
+// title, annotations and output schema (migration 0014; the scopes
+// before it, of documents without them, are found by the same view
+// digests, and an older replica serving on during a rollout stores more).
 const analysisVersion = "4"
 
 // scopeKey is what a scope is stored under: its view's digest, for one

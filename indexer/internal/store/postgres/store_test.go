@@ -301,38 +301,6 @@ func TestMigrationGivesUpOnAHeldTable(t *testing.T) {
 	}
 }
 
-// Migration 0014 drops the scopes built before it: their documents lack
-// the listed fields it adds, and a view's digest, by which a scope is
-// found, did not change with them, so without the drop a find_tool hit
-// of an upgraded cluster lacked the tool's annotations until its view
-// changed.
-func TestToolListingMigrationDropsOlderScopes(t *testing.T) {
-	url := env.NewDatabase(t) // migrated
-	st, err := postgres.Open(t.Context(), url, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, _, err := st.BuildScope(t.Context(), "view-before-0014", 1, []store.Tool{{Name: "purge", Description: "Purge an account."}}); err != nil {
-		t.Fatal(err)
-	}
-	// As if the scope was built before 0014: it is applied again.
-	conn, err := pgx.Connect(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.WithoutCancel(t.Context()))
-	if _, err := conn.Exec(t.Context(), `DELETE FROM schema_migrations WHERE version = 14`); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := st.Migrate(t.Context()); err != nil || n != 1 {
-		t.Fatalf("migrating again: applied %d, %v", n, err)
-	}
-	if _, err := st.LookupScope(t.Context(), "view-before-0014"); !errors.Is(err, store.ErrScopeNotFound) {
-		t.Fatalf("a scope built before 0014: %v, want ErrScopeNotFound (dropped)", err)
-	}
-}
-
 // A scope stored by a release before the listed tool fields (analysis
 // version 3) is never found, even one stored after migration 0014
 // dropped the scopes: an old replica serves on during a rollout and

@@ -5,15 +5,11 @@
 -- Empty for none. A document with any of them is a document of its own
 -- (its content hash covers them), so views that list a tool differently
 -- never share it; a document with none keeps the hash it always had.
+-- The scopes built before this, of documents without the fields, are not
+-- found from this release on (analysisVersion 4, store.go) and go with
+-- garbage collection; an older replica serving on during a rollout keeps
+-- its own.
 ALTER TABLE tool_documents
-  ADD COLUMN IF NOT EXISTS title text NOT NULL DEFAULT '',
-  ADD COLUMN IF NOT EXISTS annotations_json text NOT NULL DEFAULT '',
-  ADD COLUMN IF NOT EXISTS output_schema_json text NOT NULL DEFAULT '';
-
--- Every scope built before this held documents without those fields
--- (and, before 0012, without _meta), and is found by its view's digest,
--- which the fields did not change: dropped, each is built again at its
--- next search, from documents that carry them. Scopes are a cache of the
--- aggregator's views; a replica that still holds one it dropped builds
--- it again (ErrScopeNotFound).
-DELETE FROM scopes;
+  ADD COLUMN title text NOT NULL DEFAULT '',
+  ADD COLUMN annotations_json text NOT NULL DEFAULT '',
+  ADD COLUMN output_schema_json text NOT NULL DEFAULT '';
