@@ -140,7 +140,12 @@ func (o *OIDCLogin) discover(ctx context.Context) (*providerMeta, error) {
 	}
 	m, err := o.fetchDiscovery(ctx)
 	if err != nil {
-		o.failed, o.failedAt = err, time.Now()
+		// A caller that went away (its client hung up) learnt nothing of
+		// the provider: remembering that would let anyone keep logins
+		// failing. A provider too slow for oidcTimeout is remembered.
+		if !errors.Is(ctx.Err(), context.Canceled) {
+			o.failed, o.failedAt = err, time.Now()
+		}
 		return nil, err
 	}
 	o.meta, o.fetched, o.failed = m, time.Now(), nil

@@ -229,3 +229,20 @@ func TestFailedDiscoveryIsNotRetriedAtOnce(t *testing.T) {
 		t.Fatalf("a discovery after the wait, the provider back: %v", err)
 	}
 }
+
+// A discovery that failed because its own caller went away (a login
+// start whose client disconnected) says nothing of the provider: it is
+// not remembered, or any client could keep every OIDC login failing by
+// starting one and hanging up every ten seconds.
+func TestCancelledDiscoveryIsNotRemembered(t *testing.T) {
+	p := newFakeProvider(t, standardDoc)
+	o := p.login(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := o.discover(ctx); err == nil {
+		t.Fatal("a discovery with its context cancelled worked")
+	}
+	if _, err := o.discover(t.Context()); err != nil {
+		t.Fatalf("the next operator's discovery, the provider up: %v", err)
+	}
+}
