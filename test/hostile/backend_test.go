@@ -183,13 +183,7 @@ func TestHugeResultOnOwnSession(t *testing.T) {
 	c, cl := startHarness(t, false, func(cfg *config.Config) {
 		cfg.Aggregator.Backends = append(cfg.Aggregator.Backends, raw.config("big"))
 	})
-	testkit.Eventually(t, "the big backend's tool listed", 30*time.Second, func() error {
-		names, err := cl.listAllTools(t, bobKey)
-		if err == nil && !slices.Contains(names, "big_huge") {
-			err = fmt.Errorf("listed %v", names)
-		}
-		return err
-	})
+	cl.waitListed(t, bobKey, "big_huge", 30*time.Second)
 	pid := c.Aggregator.Pid()
 	before := procStatus(t, pid, "VmHWM")
 	session := cl.initialize(t, bobKey)
@@ -248,13 +242,7 @@ func TestEndlessListingIsBounded(t *testing.T) {
 	c, cl := startHarness(t, false, func(cfg *config.Config) {
 		cfg.Aggregator.Backends = append(cfg.Aggregator.Backends, raw.config("endless"))
 	})
-	testkit.Eventually(t, "the weather backend's tools listed", 60*time.Second, func() error {
-		names, err := cl.listAllTools(t, bobKey)
-		if err == nil && !slices.Contains(names, "weather_forecast") {
-			err = fmt.Errorf("listed %v", names)
-		}
-		return err
-	})
+	cl.waitListed(t, bobKey, "weather_forecast", 60*time.Second)
 	t.Logf("the endless backend served %d pages", served.Load())
 	if grown := procStatus(t, c.Aggregator.Pid(), "VmHWM"); grown > 768<<20 {
 		t.Errorf("the aggregator's peak memory is %d MiB", grown>>20)
@@ -284,13 +272,7 @@ func TestBackendRateLimitReachesTheClient(t *testing.T) {
 	_, cl := startHarness(t, false, func(cfg *config.Config) {
 		cfg.Aggregator.Backends = append(cfg.Aggregator.Backends, raw.config("limited"))
 	})
-	testkit.Eventually(t, "the limited backend's tool listed", 30*time.Second, func() error {
-		names, err := cl.listAllTools(t, bobKey)
-		if err == nil && !slices.Contains(names, "limited_busy") {
-			err = fmt.Errorf("listed %v", names)
-		}
-		return err
-	})
+	cl.waitListed(t, bobKey, "limited_busy", 30*time.Second)
 	for range 2 {
 		r := cl.do(t, post("/mcp", modernHeaders(bobKey, "tools/call", "Mcp-Name", "limited_busy"), modernBody("tools/call", `"name":"limited_busy","arguments":{}`)))
 		_, rerr, ok := r.rpc()
@@ -304,4 +286,17 @@ func TestBackendRateLimitReachesTheClient(t *testing.T) {
 	if names, err := cl.listAllTools(t, bobKey); err != nil || !slices.Contains(names, "limited_busy") {
 		t.Fatalf("after the refusals the backend's tools: %v, %v", names, err)
 	}
+}
+
+// waitListed polls until tools/list, walked to its end as the holder of
+// key, lists tool.
+func (c *client) waitListed(t *testing.T, key, tool string, deadline time.Duration) {
+	t.Helper()
+	testkit.Eventually(t, tool+" listed", deadline, func() error {
+		names, err := c.listAllTools(t, key)
+		if err == nil && !slices.Contains(names, tool) {
+			err = fmt.Errorf("listed %v", names)
+		}
+		return err
+	})
 }
