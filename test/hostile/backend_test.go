@@ -196,7 +196,9 @@ func TestHugeResultOnOwnSession(t *testing.T) {
 	if _, rerr, ok := sseOrJSON(r); !ok || rerr == nil || !specCodes[rerr.Code] {
 		t.Errorf("answer %d %.300q, want a JSON-RPC error MCP defines", r.status, r.body)
 	}
-	if grown > 128<<20 {
+	// Unbounded, the peak grew by over 3 GiB; bounded, by well under 128
+	// MiB: 512 MiB tells the two apart on a loaded machine.
+	if grown > 512<<20 {
 		t.Errorf("the aggregator's peak memory grew by %d MiB reading a %d MiB answer", grown>>20, size>>20)
 	}
 }
@@ -244,7 +246,11 @@ func TestEndlessListingIsBounded(t *testing.T) {
 	})
 	cl.waitListed(t, bobKey, "weather_forecast", 60*time.Second)
 	t.Logf("the endless backend served %d pages", served.Load())
-	if grown := procStatus(t, c.Aggregator.Pid(), "VmHWM"); grown > 768<<20 {
+	// Unbounded, the peak passed 8 GiB; bounded, it stays within a few
+	// copies of the 128 MiB a listing may hold while it is decoded (about
+	// 500 to 800 MiB, as the collector runs): 2 GiB tells the two apart
+	// on a loaded machine.
+	if grown := procStatus(t, c.Aggregator.Pid(), "VmHWM"); grown > 2<<30 {
 		t.Errorf("the aggregator's peak memory is %d MiB", grown>>20)
 	}
 }
