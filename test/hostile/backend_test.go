@@ -122,21 +122,7 @@ func (c *client) listAllTools(t *testing.T, key string) ([]string, error) {
 func TestBulkyToolsListed(t *testing.T) {
 	const bulky = 4
 	description := strings.Repeat("d", 20<<20)
-	raw := newRawBackend(t, func(w http.ResponseWriter, method string, id, params json.RawMessage) {
-		if method != "tools/list" {
-			http.Error(w, "no", http.StatusBadRequest)
-			return
-		}
-		var p struct{ Cursor string }
-		_ = json.Unmarshal(params, &p)
-		i, _ := strconv.Atoi(p.Cursor)
-		page := map[string]any{"tools": []any{map[string]any{"name": fmt.Sprintf("big_%d", i), "description": description,
-			"inputSchema": map[string]any{"type": "object"}}}}
-		if i+1 < bulky {
-			page["nextCursor"] = strconv.Itoa(i + 1)
-		}
-		writeResult(w, id, page)
-	})
+	raw := newRawBackend(t, pagedTools("big_", description, bulky, new(atomic.Int64)))
 	_, c := startHarness(t, false, func(cfg *config.Config) {
 		cfg.Aggregator.Backends = append(cfg.Aggregator.Backends, raw.config("bulky"))
 	})
@@ -225,22 +211,7 @@ func TestEndlessListingIsBounded(t *testing.T) {
 	const pages = 40
 	description := strings.Repeat("d", 30<<20)
 	var served atomic.Int64
-	raw := newRawBackend(t, func(w http.ResponseWriter, method string, id, params json.RawMessage) {
-		if method != "tools/list" {
-			http.Error(w, "no", http.StatusBadRequest)
-			return
-		}
-		var p struct{ Cursor string }
-		_ = json.Unmarshal(params, &p)
-		i, _ := strconv.Atoi(p.Cursor)
-		page := map[string]any{"tools": []any{map[string]any{"name": fmt.Sprintf("t%d", i), "description": description,
-			"inputSchema": map[string]any{"type": "object"}}}}
-		if i+1 < pages {
-			page["nextCursor"] = strconv.Itoa(i + 1)
-		}
-		served.Add(1)
-		writeResult(w, id, page)
-	})
+	raw := newRawBackend(t, pagedTools("t", description, pages, &served))
 	c, cl := startHarness(t, false, func(cfg *config.Config) {
 		cfg.Aggregator.Backends = append(cfg.Aggregator.Backends, raw.config("endless"))
 	})
@@ -305,4 +276,26 @@ func (c *client) waitListed(t *testing.T, key, tool string, deadline time.Durati
 		}
 		return err
 	})
+}
+
+// pagedTools answers tools/list with pages of one tool each, named
+// prefix and the page's number, of description, pages long, counting the
+// pages it served; it refuses every other method.
+func pagedTools(prefix, description string, pages int, served *atomic.Int64) func(http.ResponseWriter, string, json.RawMessage, json.RawMessage) {
+	return func(w http.ResponseWriter, method string, id, params json.RawMessage) {
+		if method != "tools/list" {
+			http.Error(w, "no", http.StatusBadRequest)
+			return
+		}
+		var p struct{ Cursor string }
+		_ = json.Unmarshal(params, &p)
+		i, _ := strconv.Atoi(p.Cursor)
+		page := map[string]any{"tools": []any{map[string]any{"name": fmt.Sprintf("%s%d", prefix, i), "description": description,
+			"inputSchema": map[string]any{"type": "object"}}}}
+		if i+1 < pages {
+			page["nextCursor"] = strconv.Itoa(i + 1)
+		}
+		served.Add(1)
+		writeResult(w, id, page)
+	}
 }
