@@ -180,7 +180,7 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 	case msg.Method == "ping" && !msg.IsNotification():
 		// Legacy clients may ping before initialize, so without a session.
 		rec.era, rec.outcome = mcpspec.EraLegacy, "ok"
-		writeJSON(w, http.StatusOK, msg.ID, []byte(`{}`), nil)
+		writeJSON(w, http.NewResponseController(w), http.StatusOK, msg.ID, []byte(`{}`), nil)
 	case msg.IsNotification() || msg.IsResponse:
 		// A notification with no era markers (a Legacy client that lost
 		// its session, or an SDK's stray cancellation): nothing to do.
@@ -198,7 +198,7 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 // event (auditRefusal).
 func refuse(w http.ResponseWriter, rec *requestRecord, status int, id json.RawMessage, rerr *wire.Error) {
 	rec.err = rerr
-	writeJSON(w, status, id, nil, rerr)
+	writeJSON(w, http.NewResponseController(w), status, id, nil, rerr)
 }
 
 // readBody reads the request body within its size bound. Its time is

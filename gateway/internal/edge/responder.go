@@ -75,7 +75,7 @@ func (r *response) finish(id json.RawMessage, result json.RawMessage, rerr *wire
 		status = rerr.ModernStatus()
 		setRetryAfter(r.w, rerr)
 	}
-	writeJSON(r.w, status, id, result, rerr)
+	writeJSON(r.w, r.rc, status, id, result, rerr)
 }
 
 // writeTimeout bounds how long an answer's write may make no progress.
@@ -105,13 +105,14 @@ func writeProgressing(rc *http.ResponseController, w http.ResponseWriter, b []by
 	}
 }
 
-// writeJSON writes one JSON-RPC response as application/json.
-func writeJSON(w http.ResponseWriter, status int, id json.RawMessage, result json.RawMessage, rerr *wire.Error) {
+// writeJSON writes one JSON-RPC response as application/json, through
+// w's controller rc.
+func writeJSON(w http.ResponseWriter, rc *http.ResponseController, status int, id json.RawMessage, result json.RawMessage, rerr *wire.Error) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-cache, no-transform")
 	w.WriteHeader(status)
-	_ = writeProgressing(http.NewResponseController(w), w, wire.Response(id, result, rerr))
+	_ = writeProgressing(rc, w, wire.Response(id, result, rerr))
 }
 
 // setRetryAfter adds the Retry-After of an error that has one.
