@@ -235,3 +235,58 @@ func TestRetryAfterSeconds(t *testing.T) {
 		}
 	}
 }
+
+// A dual-era backend restarted speaking Modern only refuses the plain
+// calls' Legacy session: the call runs on the Modern path, once, and the
+// plain calls stay there, instead of failing until the aggregator
+// restarts.
+func TestBackendRestartedWithoutLegacy(t *testing.T) {
+	var current atomic.Pointer[http.Handler]
+	dual := dualEraEcho("dual")
+	current.Store(&dual)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*current.Load()).ServeHTTP(w, r) }))
+	t.Cleanup(srv.Close)
+	c := newTestClient(Config{Name: "dual", URL: srv.URL})
+	t.Cleanup(c.Close)
+	ctx := context.Background()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.plainSession() == nil {
+		if _, err := c.Call(ctx, echoCall(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the plain calls' Legacy session never opened")
+		}
+	}
+	var ran atomic.Int32
+	srvModern := mcp.NewServer(&mcp.Implementation{Name: "modern", Version: "1"}, nil)
+	srvModern.AddTool(&mcp.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		ran.Add(1)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+	})
+	stateless := dualera.New(srvModern, nil, nil).Modern
+	var legacyRefused atomic.Int32
+	var modern http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Session-Id") != "" || r.Header.Get("Mcp-Protocol-Version") == ProtocolLegacy {
+			// What a server that speaks 2026-07-28 only answers a session.
+			legacyRefused.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32022,"message":"unsupported protocol version","data":{"supported":["2026-07-28"]}}}`)
+			return
+		}
+		stateless.ServeHTTP(w, r)
+	})
+	current.Store(&modern)
+	srv.CloseClientConnections()
+	for i := range 3 {
+		if res, err := c.Call(ctx, echoCall(`{}`)); err != nil || res.IsError || ran.Load() != int32(i+1) {
+			t.Fatalf("call %d after the restart: %+v %v, run %d times (Legacy refused %d times)", i, res, err, ran.Load(), legacyRefused.Load())
+		}
+	}
+	// The refused session is not tried again on every call: the call, the
+	// old session's DELETE and one attempt at a new session.
+	if n := legacyRefused.Load(); n > 3 {
+		t.Fatalf("the backend refused %d Legacy requests for 3 calls", n)
+	}
+}

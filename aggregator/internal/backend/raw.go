@@ -216,10 +216,10 @@ func (c *Client) exchange(ctx context.Context, s *mcp.ClientSession, call *Call)
 	if err != nil && resp.StatusCode == http.StatusNotFound && sessionID != "" && !errors.As(err, &wire) {
 		return nil, fmt.Errorf("%w (HTTP 404 for session %s)", mcp.ErrSessionMissing, sessionID)
 	}
-	if modern && errors.As(err, &wire) && wire.Code == mcp.CodeUnsupportedProtocolVersion {
+	if errors.As(err, &wire) && wire.Code == mcp.CodeUnsupportedProtocolVersion {
 		// The backend was restarted speaking another revision: it refused
 		// the request unread, and the session is opened again in what it
-		// speaks now.
+		// speaks now (a plain call goes the usual way: plaincalls.go).
 		return nil, fmt.Errorf("%w (the backend no longer speaks %s)", mcp.ErrSessionMissing, version)
 	}
 	return res, err
