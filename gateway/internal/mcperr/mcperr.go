@@ -66,7 +66,7 @@ func fromStatus(st *status.Status, era mcpspec.Era, method string, caps json.Raw
 		return wire.NewError(wire.CodeInvalidParams, st.Message()), false
 	case codes.Unknown:
 		if be, ok := backendError(st.Err()); ok {
-			return be.translate(era, caps), false
+			return be.translate(era, method, caps), false
 		}
 		return wire.NewError(wire.CodeInternalError, "internal error"), true
 	case codes.Unimplemented:
@@ -141,7 +141,7 @@ func TaskFailed(errorJSON string, era mcpspec.Era, caps json.RawMessage) *wire.E
 	if len(stored.Data) > 0 && string(stored.Data) != "null" {
 		b.dataJSON = string(stored.Data)
 	}
-	return b.translate(era, caps)
+	return b.translate(era, "tools/call", caps)
 }
 
 // TaskCancelled is a Legacy tasks/result's answer for a cancelled task,
@@ -201,13 +201,18 @@ type backend struct {
 // error is the backend's answer to the request, its message and data
 // passed on (with the backend's credentials cut out by the aggregator) as
 // a direct client would see them, under -32603.
-func (b backend) translate(era mcpspec.Era, caps json.RawMessage) *wire.Error {
+func (b backend) translate(era mcpspec.Era, method string, caps json.RawMessage) *wire.Error {
 	if b.message == "" {
 		return wire.NewError(wire.CodeInternalError, "the server behind this request failed")
 	}
 	code, msg := int(b.code), b.message
 	var out *wire.Error
 	switch {
+	case code == wire.CodeInvalidParams && era == mcpspec.EraLegacy && method == "resources/read" && b.namesURI():
+		// A resource not found the 2026-07-28 way (go-sdk answers so in
+		// both eras), for a client of 2025-11-25, which defines -32002,
+		// as the gateway's own not-found is.
+		out = wire.NewError(wire.CodeResourceNotFound, msg)
 	case code == wire.CodeInvalidParams:
 		out = wire.NewError(code, msg)
 	case code == wire.CodeResourceNotFound && era == mcpspec.EraLegacy:
@@ -234,6 +239,15 @@ func (b backend) translate(era mcpspec.Era, caps json.RawMessage) *wire.Error {
 		out.Data = json.RawMessage(b.dataJSON)
 	}
 	return out
+}
+
+// namesURI reports whether the error's data names a uri, as a resource
+// not found's does.
+func (b backend) namesURI() bool {
+	var data struct {
+		URI *string `json:"uri"`
+	}
+	return json.Unmarshal([]byte(b.dataJSON), &data) == nil && data.URI != nil
 }
 
 // backendError reads a backend's error from the typed detail the

@@ -117,31 +117,43 @@ func TestBackendErrorPassThrough(t *testing.T) {
 		caps       json.RawMessage
 		want       int
 		wantData   string
+		method     string // tools/call when empty
 	}{
 		// 2025-11-25's URL elicitation required reaches a Legacy client
 		// that declared URL mode, with its elicitations; no other client.
-		{"-32042", elicitations, mcpspec.EraLegacy, urlMode, wire.CodeURLElicitationRequired, elicitations},
-		{"-32042", elicitations, mcpspec.EraLegacy, json.RawMessage(`{"elicitation":{}}`), wire.CodeInternalError, ""},
-		{"-32042", elicitations, mcpspec.EraLegacy, nil, wire.CodeInternalError, ""},
-		{"-32042", elicitations, mcpspec.EraModern, urlMode, wire.CodeInternalError, ""},
-		{"-32021", `{"requiredCapabilities":{"sampling":{}}}`, mcpspec.EraModern, nil, wire.CodeMissingCapability, `{"requiredCapabilities":{"sampling":{}}}`},
-		{"-32021", "", mcpspec.EraLegacy, nil, wire.CodeInternalError, ""},
-		{"-32602", "", mcpspec.EraModern, nil, wire.CodeInvalidParams, ""},
-		{"-32002", `{"uri":"x"}`, mcpspec.EraLegacy, nil, wire.CodeResourceNotFound, `{"uri":"x"}`},
-		{"-32002", "", mcpspec.EraModern, nil, wire.CodeInvalidParams, ""},
+		{"-32042", elicitations, mcpspec.EraLegacy, urlMode, wire.CodeURLElicitationRequired, elicitations, ""},
+		{"-32042", elicitations, mcpspec.EraLegacy, json.RawMessage(`{"elicitation":{}}`), wire.CodeInternalError, "", ""},
+		{"-32042", elicitations, mcpspec.EraLegacy, nil, wire.CodeInternalError, "", ""},
+		{"-32042", elicitations, mcpspec.EraModern, urlMode, wire.CodeInternalError, "", ""},
+		{"-32021", `{"requiredCapabilities":{"sampling":{}}}`, mcpspec.EraModern, nil, wire.CodeMissingCapability, `{"requiredCapabilities":{"sampling":{}}}`, ""},
+		{"-32021", "", mcpspec.EraLegacy, nil, wire.CodeInternalError, "", ""},
+		{"-32602", "", mcpspec.EraModern, nil, wire.CodeInvalidParams, "", ""},
+		{"-32002", `{"uri":"x"}`, mcpspec.EraLegacy, nil, wire.CodeResourceNotFound, `{"uri":"x"}`, ""},
+		{"-32002", "", mcpspec.EraModern, nil, wire.CodeInvalidParams, "", ""},
+		// A resource not found the 2026-07-28 way (go-sdk's in both eras)
+		// is 2025-11-25's -32002 for a Legacy client; other invalid
+		// params stay so.
+		{"-32602", `{"uri":"x"}`, mcpspec.EraLegacy, nil, wire.CodeResourceNotFound, `{"uri":"x"}`, "resources/read"},
+		{"-32602", `{"uri":"x"}`, mcpspec.EraModern, nil, wire.CodeInvalidParams, `{"uri":"x"}`, "resources/read"},
+		{"-32602", "", mcpspec.EraLegacy, nil, wire.CodeInvalidParams, "", "resources/read"},
+		{"-32602", `{"uri":"x"}`, mcpspec.EraLegacy, nil, wire.CodeInvalidParams, `{"uri":"x"}`, "prompts/get"},
 		// A backend without a method the gateway routed to it failed: the
 		// gateway has the method (a 404 would say it has not).
-		{"-32601", "", mcpspec.EraModern, nil, wire.CodeInternalError, ""},
-		{"-32022", "", mcpspec.EraModern, nil, wire.CodeInternalError, ""},
-		{"-32000", "", mcpspec.EraModern, nil, wire.CodeInternalError, ""},
-		{"junk", "", mcpspec.EraModern, nil, wire.CodeInternalError, ""},
+		{"-32601", "", mcpspec.EraModern, nil, wire.CodeInternalError, "", ""},
+		{"-32022", "", mcpspec.EraModern, nil, wire.CodeInternalError, "", ""},
+		{"-32000", "", mcpspec.EraModern, nil, wire.CodeInternalError, "", ""},
+		{"junk", "", mcpspec.EraModern, nil, wire.CodeInternalError, "", ""},
 	}
 	for _, tc := range cases {
 		logs := &bytes.Buffer{}
-		got := FromCallError(context.Background(), slog.New(slog.NewTextHandler(logs, nil)), backendStatus(tc.code, tc.data).Err(), tc.era, "tools/call", tc.caps)
+		method := tc.method
+		if method == "" {
+			method = "tools/call"
+		}
+		got := FromCallError(context.Background(), slog.New(slog.NewTextHandler(logs, nil)), backendStatus(tc.code, tc.data).Err(), tc.era, method, tc.caps)
 		data, _ := json.Marshal(got.Data)
 		if got.Code != tc.want || logs.Len() > 0 || (tc.wantData != "" && string(data) != tc.wantData) {
-			t.Errorf("%s/%s: got %d %s (logged %q), want %d %s", tc.code, tc.era, got.Code, data, logs, tc.want, tc.wantData)
+			t.Errorf("%s/%s/%s: got %d %s (logged %q), want %d %s", tc.code, tc.era, method, got.Code, data, logs, tc.want, tc.wantData)
 		}
 	}
 }
