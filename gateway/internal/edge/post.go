@@ -395,6 +395,13 @@ func (g *Gateway) runOnWhenDropped(conn context.Context, session, principal stri
 func (g *Gateway) serve(ctx context.Context, req *methods.Request, resp *response, rec *requestRecord, cancelled func() bool) {
 	result, rerr := g.methods.Serve(ctx, req, resp)
 	rec.done(rerr)
+	if rec.outcome == "error" && errors.Is(context.Cause(ctx), context.Canceled) {
+		// It failed because its client went away: a Modern client's
+		// cancellation (closing the response stream), or a Legacy
+		// client's dropped connection past its session's bound. Given
+		// up on, not a failure of the service.
+		rec.outcome = "cancelled"
+	}
 	if cancelled != nil && cancelled() {
 		rec.outcome = "cancelled"
 		resp.startSSE()

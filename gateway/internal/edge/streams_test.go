@@ -167,6 +167,28 @@ func TestClientCloseCancelsBackendCall(t *testing.T) {
 	}
 }
 
+// TestModernCancellationIsNotAnError: closing the response stream is how
+// a Modern client cancels a request (the only cancellation over HTTP).
+// The request is counted cancelled, as a Legacy notifications/cancelled
+// is, and not as an error, which the availability objective (and its
+// page) counts as the service's failure.
+func TestModernCancellationIsNotAnError(t *testing.T) {
+	b := startBackends(t)
+	_, srv := startGateway(t, b, testGatewayConfig(b))
+	slowCallDropped(t, b, srv.URL+"/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{`+modernMeta+`,"name":"beta_slow"}}`,
+		modernHeaders("tools/call", "Mcp-Name", "beta_slow"))
+	slowCallEnd(t, b)
+	var metrics string
+	testkit.Eventually(t, "the cancelled call to be counted", 10*time.Second, func() bool {
+		metrics = string(send(t, http.MethodGet, srv.URL+"/metrics", nil, "").body)
+		return strings.Contains(metrics, `switchboard_gateway_mcp_requests_total{era="modern",method="tools/call"`)
+	})
+	if !strings.Contains(metrics, `switchboard_gateway_mcp_requests_total{era="modern",method="tools/call",outcome="cancelled"} 1`) ||
+		strings.Contains(metrics, `outcome="error"`) {
+		t.Fatalf("the cancelled call's outcome:\n%s", metrics)
+	}
+}
+
 // TestLegacyDisconnectIsNotACancellation: in 2025-11-25 a client cancels
 // with notifications/cancelled, and a dropped connection is not one (a
 // proxy's idle timeout must not stop a tool halfway). The call runs on

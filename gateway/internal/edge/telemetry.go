@@ -40,7 +40,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 		registry: reg,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_gateway_mcp_requests_total",
-			Help: "MCP messages received, by method, era and outcome (ok, error, rejected, cancelled by the client).",
+			Help: "MCP messages received, by method, era and outcome (ok, error, rejected, cancelled: given up on by the client).",
 		}, []string{"method", "era", "outcome"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "switchboard_gateway_mcp_request_duration_seconds",
