@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,7 +40,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "switchboard_aggregator_backend_health", Help: "1 for the backend's current health state, 0 for the others.",
 		}, []string{"backend", "state"}),
 		backendCalls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "switchboard_aggregator_backend_request_seconds", Help: "Routed backend requests by backend, method and outcome.",
+			Name: "switchboard_aggregator_backend_request_seconds", Help: "Routed backend requests by backend, method and outcome (ok, error, cancelled: by its caller).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
 		}, []string{"backend", "method", "outcome"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -115,7 +117,11 @@ func (m *Metrics) BackendRequest(name, method string, err error, took time.Durat
 		return
 	}
 	outcome := "ok"
-	if err != nil {
+	switch {
+	case errors.Is(err, context.Canceled):
+		// Its caller gave up on it: no failure of the backend.
+		outcome = "cancelled"
+	case err != nil:
 		outcome = "error"
 	}
 	m.backendCalls.WithLabelValues(name, method, outcome).Observe(took.Seconds())

@@ -47,7 +47,8 @@ func (w rewriteWriter) Flush() {
 	}
 }
 
-// counterValue is the value of the counter name with exactly labels.
+// counterValue is the value of the counter name with exactly labels
+// (of a histogram, its count of observations).
 func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
 	fams, err := reg.Gather()
@@ -67,6 +68,9 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels ma
 				if labels[l.GetName()] != l.GetValue() {
 					continue next
 				}
+			}
+			if h := m.GetHistogram(); h != nil {
+				return float64(h.GetSampleCount())
 			}
 			return m.GetCounter().GetValue()
 		}
