@@ -38,3 +38,6 @@ var ScopeKey = scopeKey
 
 // OneEditApart is oneEditApart.
 var OneEditApart = oneEditApart
+
+// QueryTracer is the store's pgx tracer, for tests of its spans.
+type QueryTracer = tracer

@@ -2,8 +2,10 @@ package postgres
 
 import (
 	"context"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -28,8 +30,18 @@ func (tracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQu
 func (tracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryEndData) {
 	span := trace.SpanFromContext(ctx)
 	if data.Err != nil {
-		span.RecordError(data.Err)
-		span.SetStatus(codes.Error, "query failed")
+		// PostgreSQL's message can quote the value it refused (22P02:
+		// invalid input syntax for type integer: "..."): only its code
+		// is recorded. Other errors (the connection's, a cancellation)
+		// name no value.
+		var pgErr *pgconn.PgError
+		if errors.As(data.Err, &pgErr) {
+			span.SetAttributes(attribute.String("db.response.status_code", pgErr.Code))
+			span.SetStatus(codes.Error, "query failed: SQLSTATE "+pgErr.Code)
+		} else {
+			span.RecordError(data.Err)
+			span.SetStatus(codes.Error, "query failed")
+		}
 	}
 	span.SetAttributes(attribute.Int64("db.rows_affected", data.CommandTag.RowsAffected()))
 	span.End()
