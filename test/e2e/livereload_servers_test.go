@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/demobackend"
 	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
@@ -115,3 +116,42 @@ func TestLiveServersOverridesAndBackends(t *testing.T) {
 type errStatus int
 
 func (e errStatus) Error() string { return "status " + http.StatusText(int(e)) }
+
+// A reload that changes a server's optimizer setting changes the tools
+// its open sessions list: their notification streams (a Modern listen, a
+// Legacy session's GET stream) say so, and then follow the view their
+// endpoint serves now, the raw view's changes included.
+func TestLiveOptimizerSettingReachesOpenStreams(t *testing.T) {
+	optimized, raw := true, false
+	c := harness.Start(t, harness.Options{
+		Backends:  []harness.Backend{{Name: "alpha"}},
+		NoIndexer: true,
+		Configure: func(cfg *config.Config) {
+			cfg.Reload.Interval = config.Duration(200 * time.Millisecond)
+			cfg.Gateway.Cache.TTL = config.Duration(time.Millisecond)
+			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: aliceKey, Subject: "alice"}}}
+			cfg.Servers = []config.Server{{Name: "team", Backends: []string{"alpha"}, Optimizer: &optimized}}
+		},
+	})
+	rewrite := configRewriter(t, c)
+	var clients []*liveClient
+	for era, pin := range map[string]string{"modern": harness.Modern, "legacy": harness.Legacy} {
+		lc := connectLive(t, c.MCPURL+"/team", pin, aliceKey, era)
+		if got := harness.ToolNames(t, lc.cs); !slices.Equal(got, []string{"find_tool", "call_tool"}) {
+			t.Fatalf("%s: the optimized server lists %v", era, got)
+		}
+		clients = append(clients, lc)
+	}
+
+	since := time.Now()
+	rewrite(func(cfg *config.Config) { cfg.Servers[0].Optimizer = &raw })
+	awaitNotified(t, clients, since, "alpha_echo")
+	// The streams now tell of the raw view's changes.
+	since = time.Now()
+	c.AddTool(t, "alpha", demobackend.ToolSpec{Name: "marker", Description: "Marks a point in the test.", Behaviour: demobackend.BehaviourEcho})
+	awaitNotified(t, clients, since, "alpha_marker")
+
+	since = time.Now()
+	rewrite(func(cfg *config.Config) { cfg.Servers[0].Optimizer = &optimized })
+	awaitNotified(t, clients, since, "find_tool")
+}

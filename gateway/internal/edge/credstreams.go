@@ -5,9 +5,11 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
+	"github.com/switchboard-mcp/switchboard/gateway/internal/methods"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 )
@@ -44,7 +46,16 @@ type credentialStream struct {
 	at        endpointAt
 	principal string
 	end       context.CancelCauseFunc
+	// lists: a stream of list_changed, whose tools are those of the view
+	// its endpoint serves: view is that view now, which a reload of its
+	// server's optimizer setting changes, signalling viewChanged.
+	lists       bool
+	view        atomic.Int32
+	viewChanged chan struct{}
 }
+
+// viewNow is the view s's endpoint serves now (methods.Request.ViewNow).
+func (s *credentialStream) viewNow() methods.View { return methods.View(s.view.Load()) }
 
 var (
 	errCredentialRevoked = errors.New("the credential that opened this stream no longer authenticates")
@@ -52,12 +63,17 @@ var (
 )
 
 // holdStream keeps r's stream, which authenticated as p under cred, until
-// release: ctx ends when the credential stops authenticating. A reload of
-// gateway.auth or of the servers between the request's authentication and
-// now, which the reload's recheck did not see the stream for, is caught up
-// with here.
-func (g *Gateway) holdStream(ctx context.Context, r *http.Request, p *commonv1.Principal, cred streamCredential) (context.Context, func()) {
-	ctx, held, release := g.credStreams.hold(ctx, r, cred.at, p, cred.state.cfg.Mode == "oidc")
+// release: ctx ends when the credential stops authenticating. A stream of
+// list_changed (lists) gets req's ViewNow and ViewChanged: a reload may
+// change the view its endpoint serves (ep.view when it opened), and with
+// it the tools. A reload of gateway.auth or of the servers between the
+// request's authentication and now, which the reload's recheck did not
+// see the stream for, is caught up with here.
+func (g *Gateway) holdStream(ctx context.Context, r *http.Request, p *commonv1.Principal, cred streamCredential, ep endpoint, lists bool, req *methods.Request) (context.Context, func()) {
+	ctx, held, release := g.credStreams.hold(ctx, r, cred.at, p, cred.state.cfg.Mode == "oidc", lists, ep.view)
+	if lists {
+		req.ViewNow, req.ViewChanged = held.viewNow, held.viewChanged
+	}
 	if now, servers := g.auth.Load(), g.servers.Load(); now != cred.state || servers != cred.servers {
 		held.recheck(now.authn, servers)
 	}
@@ -67,13 +83,14 @@ func (g *Gateway) holdStream(ctx context.Context, r *http.Request, p *commonv1.P
 // hold keeps r's stream, authenticated as p at endpoint at, until release,
 // and returns it; ctx ends when the credential stops authenticating, or expires (oidc:
 // the token's exp, and the leeway its check allows).
-func (c *credentialStreams) hold(ctx context.Context, r *http.Request, at endpointAt, p *commonv1.Principal, oidc bool) (context.Context, *credentialStream, func()) {
+func (c *credentialStreams) hold(ctx context.Context, r *http.Request, at endpointAt, p *commonv1.Principal, oidc, lists bool, view methods.View) (context.Context, *credentialStream, func()) {
 	ctx, end := context.WithCancelCause(ctx)
 	stopExpiry := func() bool { return false }
 	if exp, ok := auth.TokenExpiry(r); ok && oidc {
 		stopExpiry = time.AfterFunc(time.Until(exp), func() { end(errCredentialExpired) }).Stop
 	}
-	s := &credentialStream{r: r, at: at, principal: session.PrincipalDigest(p), end: end}
+	s := &credentialStream{r: r, at: at, principal: session.PrincipalDigest(p), end: end, lists: lists, viewChanged: make(chan struct{}, 1)}
+	s.view.Store(int32(view))
 	c.mu.Lock()
 	if c.open == nil {
 		c.open = map[*credentialStream]struct{}{}
@@ -106,12 +123,27 @@ func (c *credentialStreams) recheck(a auth.Authenticator, servers *serverTable) 
 
 // recheck ends s when a refuses its credential for its endpoint's
 // audience in servers, or takes it for another principal, or its server
-// is gone. An issuer whose keys cannot be fetched now refuses nothing for
-// good: the stream goes on (it ends at its token's expiry anyway).
+// is gone. A stream of list_changed whose server's optimizer setting
+// changed is told (viewChanged). An issuer whose keys cannot be fetched
+// now refuses nothing for good: the stream goes on (it ends at its
+// token's expiry anyway).
 func (s *credentialStream) recheck(a auth.Authenticator, servers *serverTable) {
-	if _, ok := servers.routes[s.r.PathValue("server")]; s.at.ofServer && !ok {
+	route, ok := servers.routes[s.r.PathValue("server")]
+	if s.at.ofServer && !ok {
 		s.end(errCredentialRevoked)
 		return
+	}
+	if s.lists && s.at.ofServer && s.at.variant == variantMain {
+		view := methods.ViewRaw
+		if route.optimizer {
+			view = methods.ViewOptimized
+		}
+		if methods.View(s.view.Swap(int32(view))) != view {
+			select {
+			case s.viewChanged <- struct{}{}:
+			default:
+			}
+		}
 	}
 	p, err := a.Authenticate(s.r, servers.audience(s.r, s.at))
 	if errors.Is(err, auth.ErrKeysUnavailable) {

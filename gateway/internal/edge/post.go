@@ -144,15 +144,15 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 			return
 		}
 	}
+	req := &methods.Request{View: ep.view, Server: ep.server, Principal: principal, SubjectToken: subject, ID: msg.ID, Method: msg.Method, Params: msg.Params, Header: r.Header}
 	if method.Streams || method.Waits {
 		// It lives as long as its credential does: no longer acting for a
 		// caller whose key was removed or whose token expired.
 		var release func()
-		ctx, release = g.holdStream(ctx, r, principal, cred)
+		ctx, release = g.holdStream(ctx, r, principal, cred, ep, method.Streams, req)
 		defer release()
 		r = r.WithContext(ctx)
 	}
-	req := &methods.Request{View: ep.view, Server: ep.server, Principal: principal, SubjectToken: subject, ID: msg.ID, Method: msg.Method, Params: msg.Params, Header: r.Header}
 	req.Meta, _ = wire.Meta(msg.Params)
 	if !msg.IsNotification() && !msg.IsResponse {
 		rec.req = req

@@ -95,7 +95,8 @@ const retryDeleteAfter = "60"
 func (g *Gateway) serveSessionStream(w http.ResponseWriter, r *http.Request, ep endpoint, principal *commonv1.Principal, cred streamCredential) {
 	ctx, span, rec := g.startRequest(r)
 	defer g.finishRequest(span, rec)
-	ctx, release := g.holdStream(ctx, r, principal, cred)
+	req := &methods.Request{Era: mcpspec.EraLegacy, View: ep.view, Server: ep.server, Principal: principal, Method: "GET"}
+	ctx, release := g.holdStream(ctx, r, principal, cred, ep, true, req)
 	defer release()
 	r = r.WithContext(ctx)
 	rec.era = mcpspec.EraLegacy
@@ -114,8 +115,8 @@ func (g *Gateway) serveSessionStream(w http.ResponseWriter, r *http.Request, ep 
 		http.Error(w, "Bad Request: "+why, http.StatusBadRequest)
 		return
 	}
-	req := &methods.Request{Era: mcpspec.EraLegacy, View: ep.view, Server: ep.server, Principal: principal, Method: "GET",
-		Session: digest, SessionExpiry: claims.Expiry(), Version: claims.ProtocolVersion, Reconnected: r.Header.Get("Last-Event-ID") != ""}
+	req.Session, req.SessionExpiry, req.Version = digest, claims.Expiry(), claims.ProtocolVersion
+	req.Reconnected = r.Header.Get("Last-Event-ID") != ""
 	if rerr := g.methods.SessionStream(ctx, req, newResponse(w)); rerr != nil {
 		rec.outcome = "error"
 		status := http.StatusServiceUnavailable

@@ -27,14 +27,11 @@ func (s *Server) capabilities(ctx context.Context, req *Request) (wire.Object, s
 	if err != nil {
 		return nil, "", mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
 	}
+	// In either view: the optimizer's tools change when a reload changes
+	// the view an endpoint serves (listen.go).
 	listChanged := map[string]bool{"listChanged": true}
 	caps := wire.Object{}
-	if req.View == ViewOptimized {
-		// find_tool and call_tool never change.
-		caps.Set("tools", struct{}{})
-	} else {
-		caps.Set("tools", listChanged)
-	}
+	caps.Set("tools", listChanged)
 	resources := map[string]bool{"listChanged": true}
 	// Updates are delivered (on a listen or GET stream) only where some
 	// backend of the principal's view supports subscribe.

@@ -22,7 +22,14 @@ import (
 // each kind, and resources/updated for the URIs the watch subscribed.
 type listKinds struct {
 	tools, resources, prompts bool
-	resourceUpdates           bool
+	// view is the view the stream's endpoint serves now: the catalog's
+	// tools changes are the raw view's, told only while it serves that
+	// one (the optimizer's tools are the same whatever the catalog holds).
+	// viewChanged is signalled when a reload changes it, which changes
+	// the tools.
+	view            func() View
+	viewChanged     <-chan struct{}
+	resourceUpdates bool
 	// resubscribe: the stream holds subscriptions its watch could not
 	// make (a URI not yet listed, denied, on a backend down), which a
 	// change of the catalog may let it make now (a Legacy session's: its
@@ -80,11 +87,12 @@ func (s *Server) listen(ctx context.Context, req *Request, resp Responder) (json
 		}
 	}
 	agreed := subscriptionFilter{
-		ToolsListChanged:     filter.ToolsListChanged && req.View == ViewRaw,
+		ToolsListChanged:     filter.ToolsListChanged,
 		PromptsListChanged:   filter.PromptsListChanged,
 		ResourcesListChanged: filter.ResourcesListChanged,
 	}
-	kinds := listKinds{tools: agreed.ToolsListChanged, resources: agreed.ResourcesListChanged, prompts: agreed.PromptsListChanged}
+	kinds := listKinds{tools: agreed.ToolsListChanged, resources: agreed.ResourcesListChanged, prompts: agreed.PromptsListChanged,
+		view: req.viewNow, viewChanged: req.ViewChanged}
 	meta := wire.Object{mcpspec.MetaSubscriptionID: req.ID}
 	end := func() (json.RawMessage, *wire.Error) {
 		res := wire.Object{}
@@ -176,7 +184,7 @@ func (s *Server) keepQuiet(ctx context.Context, resp Responder, until time.Time,
 // the session subscribed to on this replica. An error is returned only
 // before anything was sent.
 func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder) *wire.Error {
-	kinds := listKinds{tools: req.View == ViewRaw, resources: true, prompts: true}
+	kinds := listKinds{tools: true, resources: true, prompts: true, view: req.viewNow, viewChanged: req.ViewChanged}
 	release, rerr := s.limits.acquire(req.Principal)
 	if rerr != nil && req.Reconnected {
 		// A client refused its reconnect ends the session (go-sdk takes a

@@ -57,11 +57,25 @@ type Request struct {
 	// end; empty for Modern.
 	Session       string
 	SessionExpiry time.Time
+	// ViewNow, when set, is the view the endpoint serves now, which a
+	// reload may change while a notification stream is open (View is the
+	// one it opened on), signalling ViewChanged.
+	ViewNow     func() View
+	ViewChanged <-chan struct{}
 	// Reconnected marks a Legacy GET stream the client opens again after
 	// losing one (it names the last event id it saw).
 	Reconnected bool
 	// Trail is what the handler tells the edge for the audit trail.
 	Trail Trail
+}
+
+// viewNow is the view the request's endpoint serves now (ViewNow, else
+// View).
+func (r *Request) viewNow() View {
+	if r.ViewNow != nil {
+		return r.ViewNow()
+	}
+	return r.View
 }
 
 // Trail is what a handler of a method the audit trail records

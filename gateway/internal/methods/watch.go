@@ -287,6 +287,11 @@ func (s *Server) pump(ctx context.Context, resp Responder, w *catalogWatch,
 					}
 				}
 			}
+		case <-kinds.viewChanged:
+			// The endpoint serves the other view: its tools are others.
+			if kinds.tools && resp.Send(wire.Notification("notifications/tools/list_changed", notificationParams(subscriptionID))) != nil {
+				return stopDone, version
+			}
 		case <-keepAlive.C:
 			if resp.Comment("keep-alive") != nil {
 				return stopDone, version
@@ -302,7 +307,7 @@ func changedNotifications(ev *aggregatorv1.WatchCatalogResponse, kinds listKinds
 	for _, k := range ev.GetChanged() {
 		switch k {
 		case aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS:
-			tools = kinds.tools
+			tools = kinds.tools && kinds.view() == ViewRaw
 		case aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCES, aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCE_TEMPLATES:
 			resources = kinds.resources
 		case aggregatorv1.CatalogKind_CATALOG_KIND_PROMPTS:
