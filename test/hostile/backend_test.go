@@ -205,7 +205,7 @@ func sseOrJSON(r response) (map[string]json.RawMessage, *rpcError, bool) {
 // TestEndlessListingIsBounded: a backend whose tools/list pages each hold
 // a tool of 30 MiB, 40 pages long, gets its listing refused once it
 // passes what a listing may hold, instead of the aggregator keeping
-// every page (over a GiB, and up to MaxListPages of 32 MiB each); the
+// every page (over a GiB, and up to listing.MaxPages of 32 MiB each); the
 // other backend's tools are listed meanwhile.
 func TestEndlessListingIsBounded(t *testing.T) {
 	const pages = 40

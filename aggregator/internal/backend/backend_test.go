@@ -3,7 +3,6 @@ package backend
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -12,58 +11,6 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/services/config"
 )
-
-// pager serves pages from a cursor → (items, next) table.
-func pager(pages map[string]struct {
-	items []int
-	next  string
-}) func(context.Context, string) ([]int, string, error) {
-	return func(_ context.Context, cur string) ([]int, string, error) {
-		p, ok := pages[cur]
-		if !ok {
-			return nil, "", fmt.Errorf("unknown cursor %q", cur)
-		}
-		return p.items, p.next, nil
-	}
-}
-
-type page = struct {
-	items []int
-	next  string
-}
-
-func TestCollectFollowsCursorsToTheEnd(t *testing.T) {
-	got, err := collect(context.Background(), "tools", pager(map[string]page{
-		"":   {[]int{1, 2}, "c1"},
-		"c1": {nil, "c2"}, // an empty page in the middle is not the end
-		"c2": {[]int{3}, ""},
-	}))
-	if err != nil || !slices.Equal(got, []int{1, 2, 3}) {
-		t.Fatalf("collect = %v, %v", got, err)
-	}
-}
-
-func TestCollectRefusesCursorCycles(t *testing.T) {
-	_, err := collect(context.Background(), "tools", pager(map[string]page{
-		"":  {[]int{1}, "a"},
-		"a": {[]int{2}, "b"},
-		"b": {[]int{3}, "a"},
-	}))
-	if !errors.Is(err, errCursorLoop) {
-		t.Fatalf("err = %v, want a cursor loop", err)
-	}
-}
-
-func TestCollectCapsPages(t *testing.T) {
-	calls := 0
-	_, err := collect(context.Background(), "tools", func(_ context.Context, cur string) ([]int, string, error) {
-		calls++
-		return []int{calls}, fmt.Sprint("page-", calls), nil // never ends, never repeats
-	})
-	if !errors.Is(err, errCursorLoop) || calls != MaxListPages {
-		t.Fatalf("err = %v after %d pages, want a loop error after %d", err, calls, MaxListPages)
-	}
-}
 
 // newTestClient is New of c with what it leaves unset at the defaults the
 // aggregator's configuration gives a backend at load

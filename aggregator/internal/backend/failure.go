@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/listing"
 )
 
 // Failure is the kind of a backend's last failure, the one part of it
@@ -72,7 +74,7 @@ func failureOf(err error) Failure {
 		return un.failure
 	case errors.As(err, &op), errors.As(err, &dns):
 		return FailureUnreachable
-	case errors.Is(err, ErrProtocolViolation), errors.Is(err, errCursorLoop), errors.Is(err, errListTooLarge):
+	case errors.Is(err, ErrProtocolViolation), errors.Is(err, listing.ErrCursorLoop), errors.Is(err, listing.ErrTooLarge):
 		return FailureProtocol
 	case errors.As(err, &perr), errors.As(err, &wire) && wire.Code != rejectedCode, errors.As(err, new(*RateLimitedError)):
 		return FailureRejected

@@ -15,19 +15,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	sdkjson "github.com/segmentio/encoding/json"
 
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/listing"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/paramheader"
 	"github.com/switchboard-mcp/switchboard/services/rawjson"
 )
-
-// MaxListPages caps how many pages of one list a backend may return. A
-// backend that pages forever would otherwise stall every catalog build.
-const MaxListPages = 1000
-
-// MaxListBytes caps the bytes of one list's pages together. Each page may
-// be of 32 MiB (maxMessageBytes), and every page of a listing is held
-// until its end: a backend paging through large items would otherwise
-// have the aggregator hold up to MaxListPages of them.
-const MaxListBytes = 128 << 20
 
 // Lists is everything a backend offers.
 type Lists struct {
@@ -146,8 +137,7 @@ type listed[T any] struct {
 func listKind[T any](ctx context.Context, c *Client, s *mcp.ClientSession, method, member string) ([]*T, [][]byte, error) {
 	prev := c.decoded.previous(member)
 	next := make(map[string]any, len(prev))
-	total := 0
-	all, err := collect(ctx, member, func(ctx context.Context, cur string) ([]listed[T], string, error) {
+	all, err := listing.Collect(ctx, method, func(ctx context.Context, cur string) ([]listed[T], string, int, error) {
 		var p ParamsBuilder
 		if cur != "" {
 			p.String("cursor", cur)
@@ -156,12 +146,10 @@ func listKind[T any](ctx context.Context, c *Client, s *mcp.ClientSession, metho
 			return c.exchange(ctx, s, &Call{Method: method, Params: p.Bytes()})
 		})
 		if err != nil {
-			return nil, "", err
+			return nil, "", 0, err
 		}
-		if total += len(res.JSON); total > MaxListBytes {
-			return nil, "", fmt.Errorf("%w: %s: more than %d bytes", errListTooLarge, method, MaxListBytes)
-		}
-		return decodePage[T](method, member, []byte(res.JSON), prev, next)
+		items, nextCursor, err := decodePage[T](method, member, []byte(res.JSON), prev, next)
+		return items, nextCursor, len(res.JSON), err
 	})
 	if err != nil {
 		return nil, nil, err
@@ -265,38 +253,6 @@ func (d *decodedItems) keep(kind string, items map[string]any) {
 		d.byKind = map[string]map[string]any{}
 	}
 	d.byKind[kind] = items
-}
-
-// errCursorLoop is a backend paging error: its cursors repeat or never end.
-var errCursorLoop = errors.New("backend pagination does not terminate")
-
-// errListTooLarge is a backend listing past MaxListBytes.
-var errListTooLarge = errors.New("backend listing is too large")
-
-// collect follows nextCursor until it is empty, refusing a cursor seen
-// before (a cycle) and more than MaxListPages pages.
-func collect[T any](ctx context.Context, kind string, page func(context.Context, string) ([]T, string, error)) ([]T, error) {
-	var all []T
-	seen := map[string]bool{}
-	cursor := ""
-	for n := 0; ; n++ {
-		if n == MaxListPages {
-			return nil, fmt.Errorf("%w: %s: more than %d pages", errCursorLoop, kind, MaxListPages)
-		}
-		items, next, err := page(ctx, cursor)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, items...)
-		if next == "" {
-			return all, nil
-		}
-		if seen[next] {
-			return nil, fmt.Errorf("%w: %s: cursor repeats", errCursorLoop, kind)
-		}
-		seen[next] = true
-		cursor = next
-	}
 }
 
 // Request/response calls (tools/call, resources/read, prompts/get,

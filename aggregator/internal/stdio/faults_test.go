@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/listing"
 	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
@@ -404,4 +405,25 @@ func TestBridgeSubscriptionsFollowSessions(t *testing.T) {
 	if n != 0 {
 		t.Fatalf("no session is subscribed, yet the bridge holds %d subscriptions to test://readme", n)
 	}
+}
+
+// TestBridgeBoundsTheServersListing: a stdio server's listing is bounded
+// as an HTTP backend's is (listing.Collect): one whose cursor never ends
+// fails it, and is listed again with back-off. The bridge once read and
+// held its pages until the listing's 30 s timeout: gigabytes of them, the
+// aggregator's memory growing by tens of MiB a second.
+func TestBridgeBoundsTheServersListing(t *testing.T) {
+	logs := &testkit.LogBuffer{}
+	b, err := Start(Spec{Name: "endless", Command: []string{os.Args[0], "-test.run=^$"}, Env: map[string]string{serverEnv: "raw-endless"},
+		Log: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	testkit.Eventually(t, "the endless listing refused", 15*time.Second, func() error {
+		if !strings.Contains(logs.String(), listing.ErrCursorLoop.Error()) {
+			return fmt.Errorf("no listing refused yet:\n%s", logs.String())
+		}
+		return nil
+	})
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/listing"
 )
 
 // mirrored is what the bridge's server lists of the process.
@@ -97,43 +99,56 @@ func (b *Bridge) resync() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), listTimeout)
 	defer cancel()
-	var tools []*mcp.Tool
-	for t, err := range cs.Tools(ctx, nil) {
+	tools, err := list(ctx, "tools", func(ctx context.Context, cursor string) ([]*mcp.Tool, string, error) {
+		r, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
 		if err != nil {
-			return fmt.Errorf("listing the stdio server's tools: %w", err)
+			return nil, "", err
 		}
-		tools = append(tools, t)
+		return r.Tools, r.NextCursor, nil
+	})
+	if err != nil {
+		return err
 	}
 	var resources []*mcp.Resource
 	var templates []*mcp.ResourceTemplate
 	var prompts []*mcp.Prompt
 	caps := cs.InitializeResult().Capabilities
 	if caps != nil && caps.Resources != nil {
-		for r, err := range cs.Resources(ctx, nil) {
+		resources, err = list(ctx, "resources", func(ctx context.Context, cursor string) ([]*mcp.Resource, string, error) {
+			r, err := cs.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cursor})
 			if err != nil {
-				return fmt.Errorf("listing the stdio server's resources: %w", err)
+				return nil, "", err
 			}
-			resources = append(resources, r)
+			return r.Resources, r.NextCursor, nil
+		})
+		if err != nil {
+			return err
 		}
-		for t, err := range cs.ResourceTemplates(ctx, nil) {
-			var wire *jsonrpc.Error
-			if errors.As(err, &wire) && wire.Code == jsonrpc.CodeMethodNotFound {
-				// Resources without templates, as many servers have.
-				templates = nil
-				break
-			}
+		templates, err = list(ctx, "resource templates", func(ctx context.Context, cursor string) ([]*mcp.ResourceTemplate, string, error) {
+			r, err := cs.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: cursor})
 			if err != nil {
-				return fmt.Errorf("listing the stdio server's resource templates: %w", err)
+				return nil, "", err
 			}
-			templates = append(templates, t)
+			return r.ResourceTemplates, r.NextCursor, nil
+		})
+		// Resources without templates, as many servers have.
+		if wire := (*jsonrpc.Error)(nil); errors.As(err, &wire) && wire.Code == jsonrpc.CodeMethodNotFound {
+			templates, err = nil, nil
+		}
+		if err != nil {
+			return err
 		}
 	}
 	if caps != nil && caps.Prompts != nil {
-		for p, err := range cs.Prompts(ctx, nil) {
+		prompts, err = list(ctx, "prompts", func(ctx context.Context, cursor string) ([]*mcp.Prompt, string, error) {
+			r, err := cs.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: cursor})
 			if err != nil {
-				return fmt.Errorf("listing the stdio server's prompts: %w", err)
+				return nil, "", err
 			}
-			prompts = append(prompts, p)
+			return r.Prompts, r.NextCursor, nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 
@@ -177,6 +192,22 @@ func (b *Bridge) resync() error {
 	b.setReadyLocked(b.session == cs)
 	b.mu.Unlock()
 	return nil
+}
+
+// list follows the cursors of one of the process's lists (kind), within
+// the bounds of every backend's listing (listing.Collect): a server that
+// pages for ever, or through huge items, fails its listing rather than
+// having the aggregator hold its pages until listTimeout.
+func list[T any](ctx context.Context, kind string, page func(context.Context, string) ([]T, string, error)) ([]T, error) {
+	items, err := listing.Collect(ctx, kind, func(ctx context.Context, cursor string) ([]T, string, int, error) {
+		items, next, err := page(ctx, cursor)
+		raw, _ := json.Marshal(items)
+		return items, next, len(raw), err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the stdio server's %s: %w", kind, err)
+	}
+	return items, nil
 }
 
 // mirror adds one item of the process's listing to the bridge's server

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -30,7 +31,9 @@ import (
 //     raw-mute;
 //   - raw-then-slow is raw-then-mute but, started again, leaves only its
 //     first resources/subscribe unanswered, and a call of subs answers
-//     how many it answered.
+//     how many it answered;
+//   - raw-endless answers every tools/list with a page of one tool whose
+//     description is RAW_DESCRIPTION_BYTES long, and a next cursor.
 //
 // Every other call of a tool answers "pid=<its pid>".
 func serveRaw(mode string) {
@@ -72,6 +75,12 @@ func serveRaw(mode string) {
 			lists++
 			if mode == "raw-leaky" {
 				fmt.Printf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"upstream refused key %s"}}`+"\n", req.ID, os.Getenv("UPSTREAM_API_KEY"))
+				continue
+			}
+			if mode == "raw-endless" {
+				size, _ := strconv.Atoi(os.Getenv("RAW_DESCRIPTION_BYTES"))
+				fmt.Printf(`{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"t%d","description":"%s","inputSchema":{"type":"object"}}],"nextCursor":"%d"}}`+"\n",
+					req.ID, lists, strings.Repeat("d", size), lists)
 				continue
 			}
 			if mode == "raw-warming" && lists == 1 {
