@@ -279,6 +279,7 @@ func (b *Backend) toolHandler(t ToolSpec) mcp.ToolHandler {
 			timer := time.NewTimer(d)
 			defer timer.Stop()
 			b.countSleep(func(s *SleepStats) { s.Running++ })
+			b.log.Info("sleep started", "tool", t.Name, "duration", d)
 			select {
 			case <-timer.C:
 				b.countSleep(func(s *SleepStats) { s.Running--; s.Completed++ })

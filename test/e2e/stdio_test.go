@@ -1,15 +1,19 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
@@ -141,4 +145,36 @@ func descendantsNamed(parent int, part string) []int {
 		}
 	}
 	return out
+}
+
+// TestStdioCallsFinishAtShutdown: a call in flight to a stdio server when
+// the aggregator is asked to stop (a rollout's SIGTERM) gets
+// shutdownGrace to finish, as one to an HTTP backend does. The server
+// was stopped as the shutdown began, and the call failed as unavailable.
+func TestStdioCallsFinishAtShutdown(t *testing.T) {
+	demo := filepath.Join(harness.BinDir(t), "switchboard-demo-backend")
+	c := harness.Start(t, harness.Options{NoIndexer: true, Configure: func(cfg *config.Config) {
+		cfg.Aggregator.Backends = append(cfg.Aggregator.Backends,
+			config.Backend{Name: "local", Command: []string{demo, "--stdio", "--name", "local"}})
+	}})
+	cs := harness.Connect(t, c.MCPURL, harness.Modern)
+	testkit.Eventually(t, "local_sleep listed", 30*time.Second, func() error {
+		if names := harness.ToolNames(t, cs); !slices.Contains(names, "local_sleep") {
+			return fmt.Errorf("tools %v", names)
+		}
+		return nil
+	})
+	done := make(chan error, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "local_sleep", Arguments: map[string]any{"duration": "2s"}})
+		if err == nil && res.IsError {
+			err = fmt.Errorf("a tool error: %+v", res.Content)
+		}
+		done <- err
+	}()
+	c.Aggregator.AwaitLog(t, "sleep started")
+	c.Aggregator.Stop()
+	if err := <-done; err != nil {
+		t.Fatalf("the call in flight at the aggregator's shutdown failed: %v", err)
+	}
 }

@@ -150,7 +150,12 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 		return err
 	}
 	srv.SetServing(aggregatorv1.AggregatorService_ServiceDesc.ServiceName)
-	wg.Go(func() { e.Run(ctx) })
+	// The engine, which closes the backends (stopping stdio servers) when
+	// its context ends, outlives the calls in flight: it stops once the
+	// server has given them shutdownGrace.
+	engineCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopEngine()
+	wg.Go(func() { e.Run(engineCtx) })
 	return srv.Serve(ctx, cfg.Listen, time.Duration(cfg.ShutdownGrace))
 }
 
