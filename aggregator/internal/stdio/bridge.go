@@ -116,7 +116,8 @@ type Bridge struct {
 	progress progressRelay
 	// stderr logs every run's stderr under one bound: a server that
 	// exits at once and is started again logs no more than one that runs.
-	stderr *lineLog
+	// stdout does so for the lines of its stdout that are not messages.
+	stderr, stdout *lineLog
 }
 
 // Start listens on a loopback port and starts the command in the
@@ -142,7 +143,7 @@ func Start(spec Spec) (*Bridge, error) {
 	b := &Bridge{spec: spec, path: path, log: log.With("backend", spec.Name, "stdio", spec.Command[0]), token: hex.EncodeToString(raw[:]),
 		url: "http://" + lis.Addr().String() + "/mcp", done: make(chan struct{}), ready: make(chan struct{}), relist: make(chan struct{}, 1),
 		subscriptions: map[string]map[*mcp.ServerSession]struct{}{}}
-	b.stderr = newLineLog(b.log, spec.Redact)
+	b.stderr, b.stdout = newLineLog(b.log, spec.Redact, "stderr"), newLineLog(b.log, spec.Redact, "stdout")
 	b.server = mcp.NewServer(&mcp.Implementation{Name: spec.Name, Version: "stdio"}, &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:     &mcp.ToolCapabilities{ListChanged: true},
@@ -282,6 +283,7 @@ func (b *Bridge) runOnce(ctx context.Context, steady func()) error {
 	// the restart) waiting: killGroup stops it afterwards.
 	cmd.WaitDelay = time.Second
 	defer b.stderr.Flush()
+	defer b.stdout.Flush()
 	client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-aggregator", Version: "1"}, &mcp.ClientOptions{
 		Capabilities:               &mcp.ClientCapabilities{},
 		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { b.listChanged() },
@@ -293,7 +295,7 @@ func (b *Bridge) runOnce(ctx context.Context, steady func()) error {
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	connectCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	transport := progressTapped{Transport: &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, relay: &b.progress}
+	transport := progressTapped{Transport: commandTransport{cmd: cmd, junk: b.stdout, grace: 2 * time.Second}, relay: &b.progress}
 	cs, err := client.Connect(connectCtx, transport, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	cancel()
 	if err != nil {
@@ -329,7 +331,7 @@ func (b *Bridge) runOnce(ctx context.Context, steady func()) error {
 }
 
 // stopGrace bounds how long a process is given to stop when asked (its
-// stdin closed, then SIGTERM: go-sdk's TerminateDuration twice, and a
+// stdin closed, then SIGTERM: commandTransport's grace twice, and a
 // second): one that reads nothing has a write to it blocked on a full
 // pipe, which holds the session's close, until the process is killed.
 const stopGrace = 5 * time.Second

@@ -273,7 +273,7 @@ func TestStartRefusesAMissingCommand(t *testing.T) {
 // are counted, not logged.
 func TestLineLogBounds(t *testing.T) {
 	out := &testkit.LogBuffer{}
-	l := newLineLog(slog.New(slog.NewTextHandler(out, nil)), nil)
+	l := newLineLog(slog.New(slog.NewTextHandler(out, nil)), nil, "stderr")
 	fmt.Fprintf(l, "%s\n", strings.Repeat("x", 3*maxLineBytes))
 	for i := range maxLinesPerMinute + 10 {
 		fmt.Fprintf(l, "line %d\n", i)
@@ -319,7 +319,7 @@ func TestBridgeStopsTheServersChildren(t *testing.T) {
 func TestLineLogRedactsSecrets(t *testing.T) {
 	out := &testkit.LogBuffer{}
 	secret := "s3cr3t-value-0123456789"
-	l := newLineLog(slog.New(slog.NewTextHandler(out, nil)), cutOut(SecretEnv(map[string]string{"API_TOKEN": secret, "MODE": "production-mode"}, 8)))
+	l := newLineLog(slog.New(slog.NewTextHandler(out, nil)), cutOut(SecretEnv(map[string]string{"API_TOKEN": secret, "MODE": "production-mode"}, 8)), "stderr")
 	fmt.Fprintf(l, "token %s in production-mode\n", secret)
 	fmt.Fprintf(l, "%s%s\n", strings.Repeat("x", maxLineBytes-5), secret)
 	l.Flush()

@@ -427,3 +427,38 @@ func TestBridgeBoundsTheServersListing(t *testing.T) {
 		return nil
 	})
 }
+
+// TestBridgeLogsWhatIsNotJSONOnTheServersStdout: a line of the process's
+// stdout that is not a JSON-RPC message (a banner, a print left in) is
+// logged, bounded and without the server's credentials, as its stderr
+// is, and the session goes on, as the reference SDKs' clients skip such
+// lines. It once ended the session: one at start had the server started
+// again for ever, never served; one mid-session failed every call in
+// flight.
+func TestBridgeLogsWhatIsNotJSONOnTheServersStdout(t *testing.T) {
+	const key = "upstream-key-0123456789"
+	logs := &testkit.LogBuffer{}
+	b, err := Start(Spec{Name: "chatty", Command: []string{os.Args[0], "-test.run=^$"}, Env: map[string]string{serverEnv: "raw-chatty", "UPSTREAM_API_KEY": key},
+		Log: slog.New(slog.NewTextHandler(logs, nil)), Redact: cutOut([]string{key})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	cs := connectTo(t, b, nil)
+	first, err := callText(t.Context(), cs, "ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := callText(t.Context(), cs, "ok"); err != nil || again != first {
+		t.Fatalf("the second call answered %q, %v; want %q from the same process", again, err, first)
+	}
+	testkit.Eventually(t, "the lines logged", 5*time.Second, func() error {
+		if !strings.Contains(logs.String(), "Starting the raw server on stdio") || !strings.Contains(logs.String(), "calling ok") {
+			return fmt.Errorf("not logged yet:\n%s", logs.String())
+		}
+		return nil
+	})
+	if strings.Contains(logs.String(), key) {
+		t.Fatalf("the server's key was logged:\n%s", logs.String())
+	}
+}

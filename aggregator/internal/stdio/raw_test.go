@@ -32,6 +32,8 @@ import (
 //   - raw-then-slow is raw-then-mute but, started again, leaves only its
 //     first resources/subscribe unanswered, and a call of subs answers
 //     how many it answered;
+//   - raw-chatty prints a line that is not JSON as it starts, and another
+//     before each tool's answer, as a server that prints to its stdout;
 //   - raw-endless answers every tools/list with a page of one tool whose
 //     description is RAW_DESCRIPTION_BYTES long, and a next cursor.
 //
@@ -47,6 +49,9 @@ func serveRaw(mode string) {
 		if restarted && mode == "raw-then-mute" {
 			mode = "raw-mute"
 		}
+	}
+	if mode == "raw-chatty" {
+		fmt.Println("Starting the raw server on stdio, key " + os.Getenv("UPSTREAM_API_KEY"))
 	}
 	lists, subscribes := 0, 0
 	in := bufio.NewScanner(os.Stdin)
@@ -141,6 +146,8 @@ func serveRaw(mode string) {
 				}
 			case mode == "raw-flood" && req.Params.Name == "lists":
 				result = fmt.Sprintf(`{"content":[{"type":"text","text":"%d"}]}`, lists)
+			case mode == "raw-chatty":
+				fmt.Println("[INFO] calling " + req.Params.Name)
 			case req.Params.Name == "subs":
 				result = fmt.Sprintf(`{"content":[{"type":"text","text":"%d"}]}`, subscribes-1)
 			}

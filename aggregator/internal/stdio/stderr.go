@@ -16,10 +16,13 @@ const (
 	maxLinesPerMinute = 120
 )
 
-// lineLog logs what a process writes to stderr, a line at a time, bounded.
+// lineLog logs what a process writes to stderr (or the lines of its
+// stdout that are not messages), a line at a time, bounded.
 type lineLog struct {
 	log    *slog.Logger
 	redact func(string) string
+	// stream names it in the log: stderr or stdout.
+	stream string
 
 	mu      sync.Mutex
 	buf     []byte
@@ -28,11 +31,11 @@ type lineLog struct {
 	dropped int
 }
 
-func newLineLog(log *slog.Logger, redact func(string) string) *lineLog {
+func newLineLog(log *slog.Logger, redact func(string) string, stream string) *lineLog {
 	if redact == nil {
 		redact = func(s string) string { return s }
 	}
-	return &lineLog{log: log, redact: redact}
+	return &lineLog{log: log, redact: redact, stream: stream}
 }
 
 // lineKeep is how much of a line is buffered: one byte past its bound, to
@@ -76,7 +79,7 @@ func (l *lineLog) Flush() {
 // report, if any.
 func (l *lineLog) reportDroppedLocked() {
 	if l.dropped > 0 {
-		l.log.Warn("stdio server's stderr: lines not logged (over the bound)", "lines", l.dropped)
+		l.log.Warn("stdio server's "+l.stream+": lines not logged (over the bound)", "lines", l.dropped)
 		l.dropped = 0
 	}
 }
@@ -103,5 +106,5 @@ func (l *lineLog) emitLocked() {
 			line = line[:len(line)-1]
 		}
 	}
-	l.log.Info("stdio server", "stderr", string(line), "cut", cut)
+	l.log.Info("stdio server", l.stream, string(line), "cut", cut)
 }

@@ -1,0 +1,142 @@
+package stdio
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// commandTransport is go-sdk's CommandTransport, but for the lines of the
+// process's stdout that are not JSON-RPC messages (a banner, a print left
+// in a server): go-sdk's decoder ends the session at the first, failing
+// the calls in flight, and one written at every start keeps the server
+// from ever serving. They go to junk (logged, bounded, as its stderr) and
+// the session goes on, as the reference SDKs' clients skip them.
+type commandTransport struct {
+	cmd  *exec.Cmd
+	junk io.Writer
+	// grace is how long the process is given to exit once its stdin is
+	// closed, and then once sent SIGTERM, before it is killed.
+	grace time.Duration
+}
+
+func (t commandTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	stdout, err := t.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdin, err := t.cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := t.cmd.Start(); err != nil {
+		return nil, err
+	}
+	lines := &jsonLines{r: bufio.NewReaderSize(stdout, 64<<10), junk: t.junk}
+	return (&mcp.IOTransport{Reader: io.NopCloser(lines), Writer: processStdin{stdin, t.cmd, t.grace}}).Connect(ctx)
+}
+
+// jsonLines passes on the lines of r that may be JSON-RPC messages (a
+// JSON object, a batch: an array of them) or are empty, and writes the
+// others to junk. What starts as a message but is not one still ends the
+// session, as a message that does not parse.
+type jsonLines struct {
+	r    *bufio.Reader
+	junk io.Writer
+	// midLine: a line is being passed on (toJunk false) or written to
+	// junk.
+	midLine, toJunk bool
+}
+
+func (l *jsonLines) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for {
+		if !l.midLine {
+			message, err := l.message()
+			if err != nil {
+				return 0, err
+			}
+			l.midLine, l.toJunk = true, !message
+		}
+		if _, err := l.r.Peek(1); err != nil {
+			return 0, err
+		}
+		buffered, _ := l.r.Peek(l.r.Buffered())
+		if i := bytes.IndexByte(buffered, '\n'); i >= 0 {
+			buffered = buffered[:i+1]
+		}
+		n := len(buffered)
+		if !l.toJunk {
+			n = copy(p, buffered)
+		} else {
+			_, _ = l.junk.Write(buffered)
+		}
+		l.midLine = buffered[n-1] != '\n'
+		_, _ = l.r.Discard(n)
+		if !l.toJunk {
+			return n, nil
+		}
+	}
+}
+
+// message reports whether the next line may be a message or is empty: its
+// first byte that is not a blank opens an object, or an array whose next
+// one opens an object or closes it ("[INFO] ..." is no message). One
+// past the reader's buffer is not.
+func (l *jsonLines) message() (bool, error) {
+	array := false
+	for i := 1; ; i++ {
+		b, err := l.r.Peek(i)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		switch c := b[i-1]; {
+		case c == ' ' || c == '\t':
+		case array:
+			return c == '{' || c == ']', nil
+		case c == '[':
+			array = true
+		default:
+			return c == '{' || c == '\r' || c == '\n', nil
+		}
+	}
+}
+
+// processStdin is the process's stdin, whose Close stops the process as
+// MCP's stdio transport asks: its stdin closed, then SIGTERM, then
+// SIGKILL, each after grace.
+type processStdin struct {
+	io.WriteCloser
+	cmd   *exec.Cmd
+	grace time.Duration
+}
+
+func (s processStdin) Close() error {
+	_ = s.WriteCloser.Close()
+	exited := make(chan error, 1)
+	go func() { exited <- s.cmd.Wait() }()
+	for _, stop := range []func() error{
+		func() error { return s.cmd.Process.Signal(syscall.SIGTERM) },
+		s.cmd.Process.Kill,
+	} {
+		select {
+		case err := <-exited:
+			return err
+		case <-time.After(s.grace):
+		}
+		_ = stop()
+	}
+	return <-exited
+}
