@@ -462,13 +462,17 @@ func environment(spec map[string]string) []string {
 	return env
 }
 
-// CheckCommands reports, by key, each stdio backend whose command is not
-// found: at start and on each reload, before a backend is replaced by one
-// that cannot run.
+// CheckCommands reports, by key, each stdio backend whose dir is not a
+// directory or whose command is not found: at start and on each reload,
+// before a backend is replaced by one that cannot run.
 func CheckCommands(backends []config.Backend) error {
 	var errs []error
 	for i, b := range backends {
 		if len(b.Command) == 0 || b.Command[0] == "" {
+			continue
+		}
+		if fi, err := os.Stat(b.Dir); b.Dir != "" && (err != nil || !fi.IsDir()) {
+			errs = append(errs, &config.KeyError{Key: fmt.Sprintf("aggregator.backends[%d].dir", i), Err: errors.New("is not a directory")})
 			continue
 		}
 		if _, err := program(b.Command[0], b.Env, b.Dir); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-mcp/switchboard/services/config"
 	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
@@ -393,5 +394,26 @@ func TestProgramIsFoundAsTheServerWouldFindIt(t *testing.T) {
 		if got != tc.want || (err == nil) != (tc.want != "") {
 			t.Errorf("program(%q, %v, %q) = %q, %v; want %q", tc.name, tc.env, tc.dir, got, err, tc.want)
 		}
+	}
+}
+
+// TestCheckCommandsRefusesAMissingDir: a stdio server's dir that is not a
+// directory refuses the file, by key, as a program that is not found
+// does. It was taken, and the server, never able to start there, was
+// started again with back-off for as long as the aggregator ran.
+func TestCheckCommandsRefusesAMissingDir(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := CheckCommands([]config.Backend{
+		{Name: "fine", Command: []string{os.Args[0]}, Dir: dir},
+		{Name: "missing", Command: []string{os.Args[0]}, Dir: filepath.Join(dir, "missing")},
+		{Name: "file", Command: []string{os.Args[0]}, Dir: file},
+	})
+	got := fmt.Sprint(err)
+	if strings.Contains(got, "backends[0]") || !strings.Contains(got, "aggregator.backends[1].dir") || !strings.Contains(got, "aggregator.backends[2].dir") {
+		t.Fatalf("CheckCommands = %v; want the dirs of backends 1 and 2 refused", err)
 	}
 }
