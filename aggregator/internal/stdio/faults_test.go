@@ -462,3 +462,29 @@ func TestBridgeLogsWhatIsNotJSONOnTheServersStdout(t *testing.T) {
 		t.Fatalf("the server's key was logged:\n%s", logs.String())
 	}
 }
+
+// TestBridgeSeesAServerExitWhoseChildHoldsItsStdout: a server that exits
+// while a process it started still holds its stdout (a helper, a
+// subprocess that inherited it) has exited: the call in flight fails at
+// once and the server is started again. The bridge once waited for the
+// end of its stdout, which the child held: the calls in flight hung until
+// their timeout, and the backend until three pings had been missed.
+func TestBridgeSeesAServerExitWhoseChildHoldsItsStdout(t *testing.T) {
+	cs := connectTo(t, startMode(t, "raw-orphan", nil), nil)
+	first, err := callText(t.Context(), cs, "ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := callText(ctx, cs, "crash"); err == nil || ctx.Err() != nil {
+		t.Fatalf("the call the server exited in: %v, after %v; want it failed at once", err, context.Cause(ctx))
+	}
+	testkit.Eventually(t, "the server started again", 10*time.Second, func() error {
+		again, err := callText(t.Context(), cs, "ok")
+		if err == nil && again == first {
+			err = fmt.Errorf("the same process answers: %s", again)
+		}
+		return err
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 )
@@ -34,6 +35,8 @@ import (
 //     how many it answered;
 //   - raw-chatty prints a line that is not JSON as it starts, and another
 //     before each tool's answer, as a server that prints to its stdout;
+//   - raw-orphan, at a call of crash, starts a child that holds its
+//     stdout and exits;
 //   - raw-endless answers every tools/list with a page of one tool whose
 //     description is RAW_DESCRIPTION_BYTES long, and a next cursor.
 //
@@ -101,6 +104,8 @@ func serveRaw(mode string) {
 				b.WriteString(`,{"name":"flood","inputSchema":{"type":"object"}},{"name":"lists","inputSchema":{"type":"object"}}`)
 			case "raw-then-slow":
 				b.WriteString(`,{"name":"subs","inputSchema":{"type":"object"}}`)
+			case "raw-orphan":
+				b.WriteString(`,{"name":"crash","inputSchema":{"type":"object"}}`)
 			case "raw-churn":
 				b.WriteString(`,{"name":"poke","inputSchema":{"type":"object"}}`)
 				for i := range 100 {
@@ -146,6 +151,13 @@ func serveRaw(mode string) {
 				}
 			case mode == "raw-flood" && req.Params.Name == "lists":
 				result = fmt.Sprintf(`{"content":[{"type":"text","text":"%d"}]}`, lists)
+			case mode == "raw-orphan" && req.Params.Name == "crash":
+				child := exec.Command("sleep", "60")
+				child.Stdout = os.Stdout
+				if err := child.Start(); err != nil {
+					panic(err)
+				}
+				os.Exit(3)
 			case mode == "raw-chatty":
 				fmt.Println("[INFO] calling " + req.Params.Name)
 			case req.Params.Name == "subs":

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"syscall"
 	"time"
@@ -28,19 +29,46 @@ type commandTransport struct {
 }
 
 func (t commandTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	stdout, err := t.cmd.StdoutPipe()
+	// Its stdout is a pipe of the bridge's own, not the command's: a
+	// process the server started may hold it after the server exits,
+	// which must end the session all the same (below).
+	stdout, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
+	t.cmd.Stdout = w
 	stdin, err := t.cmd.StdinPipe()
+	if err == nil {
+		err = t.cmd.Start()
+	}
+	_ = w.Close()
 	if err != nil {
+		_ = stdout.Close()
 		return nil, err
 	}
-	if err := t.cmd.Start(); err != nil {
-		return nil, err
+	exited := make(chan error, 1)
+	go func() {
+		err := t.cmd.Wait()
+		// What the server wrote is read, and then its stdout ends, even
+		// if a child of it holds the pipe: the session, and the calls in
+		// flight, end now rather than at their timeouts.
+		_ = stdout.SetReadDeadline(time.Now().Add(time.Second))
+		exited <- err
+	}()
+	lines := &jsonLines{r: bufio.NewReaderSize(endAtDeadline{stdout}, 64<<10), junk: t.junk}
+	return (&mcp.IOTransport{Reader: io.NopCloser(lines), Writer: processStdin{stdin, stdout, t.cmd, exited, t.grace}}).Connect(ctx)
+}
+
+// endAtDeadline ends the process's stdout at its deadline, set once the
+// process has exited: the end of its output, not a failure to read it.
+type endAtDeadline struct{ *os.File }
+
+func (r endAtDeadline) Read(p []byte) (int, error) {
+	n, err := r.File.Read(p)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = io.EOF
 	}
-	lines := &jsonLines{r: bufio.NewReaderSize(stdout, 64<<10), junk: t.junk}
-	return (&mcp.IOTransport{Reader: io.NopCloser(lines), Writer: processStdin{stdin, t.cmd, t.grace}}).Connect(ctx)
+	return n, err
 }
 
 // jsonLines passes on the lines of r that may be JSON-RPC messages (a
@@ -115,28 +143,30 @@ func (l *jsonLines) message() (bool, error) {
 }
 
 // processStdin is the process's stdin, whose Close stops the process as
-// MCP's stdio transport asks: its stdin closed, then SIGTERM, then
-// SIGKILL, each after grace.
+// MCP's stdio transport asks (its stdin closed, then SIGTERM, then
+// SIGKILL, each after grace), then closes its stdout.
 type processStdin struct {
 	io.WriteCloser
-	cmd   *exec.Cmd
-	grace time.Duration
+	stdout *os.File
+	cmd    *exec.Cmd
+	// exited receives the process's exit.
+	exited <-chan error
+	grace  time.Duration
 }
 
 func (s processStdin) Close() error {
 	_ = s.WriteCloser.Close()
-	exited := make(chan error, 1)
-	go func() { exited <- s.cmd.Wait() }()
+	defer s.stdout.Close()
 	for _, stop := range []func() error{
 		func() error { return s.cmd.Process.Signal(syscall.SIGTERM) },
 		s.cmd.Process.Kill,
 	} {
 		select {
-		case err := <-exited:
+		case err := <-s.exited:
 			return err
 		case <-time.After(s.grace):
 		}
 		_ = stop()
 	}
-	return <-exited
+	return <-s.exited
 }
