@@ -13,7 +13,8 @@ const maxChallengeBody = 1 << 20
 
 // withChallenges answers a tools/call of a challenge tool with HTTP 401
 // and the tool's WWW-Authenticate text, as a protected resource does for a
-// token it refuses (RFC 6750 §3), in either era.
+// token it refuses (RFC 6750 §3), in either era; a tool without text
+// answers a bare 401, without a challenge, as many servers do.
 func (b *Backend) withChallenges(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || !b.hasChallenges() {
@@ -41,7 +42,9 @@ func (b *Backend) withChallenges(next http.Handler) http.Handler {
 			b.mu.Unlock()
 			if ok {
 				b.count("tools/call " + msg.Params.Name)
-				w.Header().Set("WWW-Authenticate", text)
+				if text != "" {
+					w.Header().Set("WWW-Authenticate", text)
+				}
 				http.Error(w, "unauthorized", http.StatusUnauthorized)
 				return
 			}

@@ -46,7 +46,8 @@ const (
 	// credentials. A test backend only: it echoes a credential.
 	BehaviourWhoAmI = "whoami"
 	// BehaviourChallenge refuses every call with HTTP 401 and the tool's
-	// text as its WWW-Authenticate challenge (challenge.go).
+	// text as its WWW-Authenticate challenge, none for an empty text
+	// (challenge.go).
 	BehaviourChallenge = "challenge"
 	// BehaviourForecast returns five days of made-up highs and lows for
 	// the city argument, the same for the same city: data for the demo's

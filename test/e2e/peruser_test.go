@@ -267,3 +267,62 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// TestBareUnauthorizedRefusesTheCredential: a backend's HTTP 401 without
+// a WWW-Authenticate challenge (as many servers send) refuses the
+// credential the call carried exactly as a 401 with one does: the caller
+// of a tokenExchange backend is told its own credential was refused, the
+// caller of a static backend that the operator must fix the aggregator's;
+// neither is told the backend is unavailable and to retry later, nor
+// does the aggregator log it as unreachable. The backend stays listed.
+func TestBareUnauthorizedRefusesTheCredential(t *testing.T) {
+	alice := oidcop.User{ID: "alice", Username: "alice", Password: "pw-alice"}
+	idp := oidcop.Start(t, alice)
+	bare := "tools:\n  - {name: deny, behaviour: challenge, text: ''}\n"
+	c := harness.Start(t, harness.Options{
+		Backends: []harness.Backend{{Name: "tx", Spec: bare}, {Name: "sealed", Spec: bare}},
+		Configure: func(cfg *config.Config) {
+			cfg.Gateway.Auth = config.GatewayAuth{Mode: "oidc", OIDC: config.OIDC{Issuer: idp.Issuer, Audience: "switchboard", JWKSURL: idp.JWKSURL}}
+			for i, b := range cfg.Aggregator.Backends {
+				if b.Name == "tx" {
+					cfg.Aggregator.Backends[i].Auth = config.BackendAuth{Mode: config.BackendAuthTokenExchange, Audience: oidcop.WebClient,
+						TokenEndpoint: idp.TokenEndpoint, ClientID: oidcop.APIClient, ClientSecret: oidcop.APISecret, Scopes: []string{"openid", "tools"}}
+				}
+			}
+		},
+	})
+	token := idp.CallerToken(t, alice.Username, alice.Password, "switchboard")
+	for era, version := range map[string]string{"Modern": harness.Modern, "Legacy": harness.Legacy} {
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bare-401", Version: "0"}, nil).Connect(t.Context(),
+			&mcp.StreamableClientTransport{Endpoint: c.MCPURL, MaxRetries: -1, HTTPClient: &http.Client{Transport: bearerTransport{token}}},
+			&mcp.ClientSessionOptions{ProtocolVersion: version})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		for tool, want := range map[string]string{
+			"tx_deny":     "the tool's server refused the credentials of this call (HTTP 401)",
+			"sealed_deny": "the tool's server refused the credentials Switchboard holds for it (HTTP 401); an operator must fix them",
+		} {
+			_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{}})
+			var rpcErr *jsonrpc.Error
+			if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInternalError || rpcErr.Message != want {
+				t.Errorf("%s (%s): %v; want %q", tool, era, err, want)
+				continue
+			}
+			var data map[string]any
+			if json.Unmarshal(rpcErr.Data, &data) != nil || data["reason"] != "unauthorized" || data["httpStatus"] != float64(401) || data["wwwAuthenticate"] != nil {
+				t.Errorf("%s (%s): data %s", tool, era, rpcErr.Data)
+			}
+		}
+		if names := harness.ToolNames(t, cs); !contains(names, "tx_deny") || !contains(names, "sealed_deny") {
+			t.Errorf("after the refusals (%s) the backends' tools are gone: %v", era, names)
+		}
+	}
+	if c.Calls(t, "tx")["tools/call deny"] == 0 || c.Calls(t, "sealed")["tools/call deny"] == 0 {
+		t.Fatal("the calls did not reach the backends")
+	}
+	if log := c.Aggregator.Log(64 << 20); strings.Contains(log, "backend unreachable") {
+		t.Error("a refused credential was logged as a backend unreachable")
+	}
+}

@@ -5,24 +5,28 @@ import (
 	"strings"
 )
 
-// ChallengeError: the backend answered a call HTTP 401 with a
-// WWW-Authenticate challenge (RFC 6750 §3, RFC 9728): it refused the
+// ChallengeError: the backend answered a call HTTP 401, with or without a
+// WWW-Authenticate challenge (RFC 6750 §3, RFC 9728; a server that omits
+// the header refuses the credential all the same): it refused the
 // credential the call carried (the caller's exchanged token, or the
 // aggregator's own: its static headers, its client-credentials token). It
 // is not an outage: the session and the backend's health are untouched.
 // Only a caller whose own credential was refused (tokenExchange) can act
-// on the challenge, and gets it (see the aggregator's status mapping);
-// a refused credential of the aggregator's own is the operator's to fix,
-// and the challenge goes to the log instead (Client.classify).
+// on the refusal, and gets it with the challenge (see the aggregator's
+// status mapping); a refused credential of the aggregator's own is the
+// operator's to fix, and the challenge goes to the log instead
+// (Client.classify).
 type ChallengeError struct {
 	// Challenge is the WWW-Authenticate value(s), joined with ", ",
-	// printable ASCII only, redacted and bounded; empty when the refused
-	// credential is the aggregator's own.
+	// printable ASCII only, redacted and bounded; empty when the backend
+	// sent none, or when the refused credential is the aggregator's own.
 	Challenge string
+	// Caller marks a refusal of the caller's own credential.
+	Caller bool
 }
 
 func (e *ChallengeError) Error() string {
-	if e.Challenge == "" {
+	if !e.Caller {
 		return "the backend refused the aggregator's own credentials for it (HTTP 401)"
 	}
 	return "the backend refused the call's credentials (HTTP 401): " + e.Challenge
@@ -31,15 +35,11 @@ func (e *ChallengeError) Error() string {
 // maxChallenge bounds the challenge text passed on, once redacted.
 const maxChallenge = 1024
 
-// challengeOf is the ChallengeError of a 401 answer with a challenge, or
-// nil. Its text is as the backend sent it (within the transport's bound
-// on headers): classify redacts and bounds it before it goes anywhere.
+// challengeOf is the ChallengeError of a 401 answer, or nil. Its text is
+// as the backend sent it (within the transport's bound on headers):
+// classify redacts and bounds it before it goes anywhere.
 func challengeOf(resp *http.Response) *ChallengeError {
 	if resp.StatusCode != http.StatusUnauthorized {
-		return nil
-	}
-	values := resp.Header.Values("WWW-Authenticate")
-	if len(values) == 0 {
 		return nil
 	}
 	text := strings.Map(func(r rune) rune {
@@ -47,6 +47,6 @@ func challengeOf(resp *http.Response) *ChallengeError {
 			return -1
 		}
 		return r
-	}, strings.Join(values, ", "))
+	}, strings.Join(resp.Header.Values("WWW-Authenticate"), ", "))
 	return &ChallengeError{Challenge: text}
 }

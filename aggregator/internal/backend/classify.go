@@ -75,7 +75,7 @@ func (c *Client) classify(ctx context.Context, err error) error {
 func (c *Client) refused(ctx context.Context, ch *ChallengeError) error {
 	text := bound(c.redactCall(ctx, ch.Challenge), maxChallenge)
 	if c.cfg.Auth.Mode == AuthTokenExchange {
-		return &ChallengeError{Challenge: text}
+		return &ChallengeError{Challenge: text, Caller: true}
 	}
 	mode := c.cfg.Auth.Mode
 	if mode == AuthStatic {

@@ -245,7 +245,7 @@ func (b *endSpan) Close() error {
 }
 
 // refusal is the one reading of a backend's outright refusal of a call:
-// a 401 with a challenge is a *ChallengeError (the caller's credential was
+// a 401, with a challenge or not, is a *ChallengeError (the credential was
 // refused: the caller's answer, not an outage); a 400 without a JSON-RPC
 // error in its body is ErrMalformedRequest (the backend refused the
 // caller's request as malformed, and must not take go-sdk's session, or

@@ -153,14 +153,17 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 		// them in the error's data, redacted. A refused credential of the
 		// aggregator's own (static, clientCredentials) is no challenge
 		// the caller can answer: the backend logged it for the operator.
-		if challenge.Challenge == "" {
+		data := map[string]any{"reason": "unauthorized", "httpStatus": 401}
+		if !challenge.Caller {
 			return backenderr.New("backend refused the credentials", &aggregatorv1.BackendError{Code: jsonrpcInternalError,
 				Message:  "the tool's server refused the credentials Switchboard holds for it (HTTP 401); an operator must fix them",
-				DataJson: dataJSON(map[string]any{"reason": "unauthorized", "httpStatus": 401})})
+				DataJson: dataJSON(data)})
+		}
+		if challenge.Challenge != "" {
+			data["wwwAuthenticate"] = challenge.Challenge
 		}
 		return backenderr.New("backend refused the credentials", &aggregatorv1.BackendError{Code: jsonrpcInternalError,
-			Message:  "the tool's server refused the credentials of this call (HTTP 401)",
-			DataJson: dataJSON(map[string]any{"reason": "unauthorized", "httpStatus": 401, "wwwAuthenticate": challenge.Challenge})})
+			Message: "the tool's server refused the credentials of this call (HTTP 401)", DataJson: dataJSON(data)})
 	case errors.Is(err, backend.ErrMalformedRequest):
 		// The caller's request, not the backend, is at fault: no health is
 		// lost, and the backend's own words stay in the log.
