@@ -52,7 +52,7 @@ func (c *Client) WithCaller(ctx context.Context, subject, subjectToken string) (
 			return ctx, ErrCallerCredential
 		}
 		cred.key = exchangeKey(subject, subjectToken)
-		cred.authorization, err = c.tokens.exchanged(ctx, cred.key, subjectToken)
+		cred.authorization, err = c.tokens.exchanged(ctx, subject, cred.key, subjectToken)
 	case AuthClientCredentials:
 		cred.authorization, err = c.tokens.serviceToken(ctx)
 	default:

@@ -23,10 +23,10 @@ import (
 // their expiry (and an exchanged token never past the caller's own
 // token's exp), or until a backend refuses them (HTTP 401); exchanged
 // tokens are keyed by the caller and the caller's token, bounded by
-// CacheEntries (least recently used out). Concurrent
-// calls of one caller share one exchange, and concurrent requests one
-// client credentials grant. No token, and
-// no client secret, is ever logged or part of an error's text.
+// CacheEntries, and by maxTokensPerCaller for each caller (least recently
+// used out). Concurrent calls of one caller share one exchange, and
+// concurrent requests one client credentials grant. No token, and no
+// client secret, is ever logged or part of an error's text.
 
 // Credential modes of Auth.Mode.
 const (
@@ -82,10 +82,20 @@ const (
 )
 
 type cachedToken struct {
-	key    [32]byte
-	value  string // "Bearer ..."
-	expiry time.Time
+	key [32]byte
+	// subject is the caller's (exchanged tokens).
+	subject string
+	value   string // "Bearer ..."
+	expiry  time.Time
 }
+
+// maxTokensPerCaller bounds the exchanged tokens one caller keeps cached
+// per backend: the few its clients use at once. A client renews its token
+// long before it expires, and the tokens it moved on from would stay until
+// they did: without this bound, a caller renewing every minute would hold
+// an hour's sixty, and one presenting many tokens would push every other
+// caller's out of the cache, each of their calls then an exchange.
+const maxTokensPerCaller = 4
 
 // tokenSource obtains and caches a backend's OAuth tokens.
 type tokenSource struct {
@@ -105,6 +115,7 @@ type tokenSource struct {
 	service *cachedToken // client credentials
 	order   *list.List   // exchanged tokens, most recently used first
 	byKey   map[[32]byte]*list.Element
+	held    map[string]int // exchanged tokens cached, by caller
 	// flights are the grants under way, by cache key (serviceKey for the
 	// client credentials grant): concurrent requests for one token wait
 	// for the one grant instead of each making their own.
@@ -132,6 +143,7 @@ func newTokenSource(a Auth, timeout time.Duration) *tokenSource {
 		now:     time.Now,
 		order:   list.New(),
 		byKey:   map[[32]byte]*list.Element{},
+		held:    map[string]int{},
 		flights: map[[32]byte]*flight{},
 	}
 }
@@ -176,9 +188,9 @@ func exchangeKey(subject, subjectToken string) [32]byte {
 	return sha256.Sum256([]byte(subject + "\x00" + subjectToken))
 }
 
-// exchanged is a token exchanged for the caller's subjectToken, cached
-// under its exchangeKey.
-func (t *tokenSource) exchanged(ctx context.Context, key [32]byte, subjectToken string) (string, error) {
+// exchanged is a token exchanged for the caller subject's subjectToken,
+// cached under its exchangeKey.
+func (t *tokenSource) exchanged(ctx context.Context, subject string, key [32]byte, subjectToken string) (string, error) {
 	t.mu.Lock()
 	if e, ok := t.byKey[key]; ok {
 		c := e.Value.(*cachedToken)
@@ -187,10 +199,9 @@ func (t *tokenSource) exchanged(ctx context.Context, key [32]byte, subjectToken 
 			t.mu.Unlock()
 			return c.value, nil
 		}
-		t.order.Remove(e)
-		delete(t.byKey, key)
+		t.forget(e)
 	}
-	return t.shared(ctx, key, func(ctx context.Context) (string, error) { return t.exchange(ctx, key, subjectToken) })
+	return t.shared(ctx, key, func(ctx context.Context) (string, error) { return t.exchange(ctx, subject, key, subjectToken) })
 }
 
 // shared is the token fetch gets, one fetch for every concurrent request
@@ -222,7 +233,7 @@ func (t *tokenSource) shared(ctx context.Context, key [32]byte, fetch func(conte
 }
 
 // exchange makes one exchange and caches its token under key.
-func (t *tokenSource) exchange(ctx context.Context, key [32]byte, subjectToken string) (string, error) {
+func (t *tokenSource) exchange(ctx context.Context, subject string, key [32]byte, subjectToken string) (string, error) {
 	form := url.Values{
 		"grant_type":           {grantTokenExchange},
 		"subject_token":        {subjectToken},
@@ -244,17 +255,34 @@ func (t *tokenSource) exchange(ctx context.Context, key [32]byte, subjectToken s
 	if !expiry.IsZero() && t.now().Before(expiry) {
 		t.mu.Lock()
 		if old, ok := t.byKey[key]; ok {
-			t.order.Remove(old)
+			t.forget(old)
 		}
-		t.byKey[key] = t.order.PushFront(&cachedToken{key: key, value: value, expiry: expiry})
+		t.byKey[key] = t.order.PushFront(&cachedToken{key: key, subject: subject, value: value, expiry: expiry})
+		// The caller's least recently used token past its bound, then
+		// anyone's past the cache's.
+		if t.held[subject]++; t.held[subject] > maxTokensPerCaller {
+			for e := t.order.Back(); e != nil; e = e.Prev() {
+				if e.Value.(*cachedToken).subject == subject {
+					t.forget(e)
+					break
+				}
+			}
+		}
 		for t.order.Len() > t.auth.CacheEntries {
-			last := t.order.Back()
-			t.order.Remove(last)
-			delete(t.byKey, last.Value.(*cachedToken).key)
+			t.forget(t.order.Back())
 		}
 		t.mu.Unlock()
 	}
 	return value, nil
+}
+
+// forget drops the cached exchanged token e. Call with t.mu held.
+func (t *tokenSource) forget(e *list.Element) {
+	c := t.order.Remove(e).(*cachedToken)
+	delete(t.byKey, c.key)
+	if t.held[c.subject]--; t.held[c.subject] <= 0 {
+		delete(t.held, c.subject)
+	}
 }
 
 // refused forgets value, cached under key (serviceKey for the client
@@ -271,8 +299,7 @@ func (t *tokenSource) refused(key [32]byte, value string) {
 		return
 	}
 	if e, ok := t.byKey[key]; ok && e.Value.(*cachedToken).value == value {
-		t.order.Remove(e)
-		delete(t.byKey, key)
+		t.forget(e)
 	}
 }
 

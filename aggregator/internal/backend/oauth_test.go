@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -484,5 +485,50 @@ func TestServiceTokenLifetimes(t *testing.T) {
 		if got[0] != "Bearer service-token-0001" || got[1] != got[0] {
 			t.Errorf("expires_in %s: tokens %q, want one grant's token kept", expiresIn, got)
 		}
+	}
+}
+
+// One caller cannot take the cache from the others: a client that renews
+// its token often (or one presenting many tokens) leaves the tokens it
+// moved on from in the cache until they expire, and were they not bounded
+// per caller they would push every other caller's token out, costing each
+// of them an exchange per call. The caller keeps its most recent tokens.
+func TestOneCallersTokensLeaveTheOthersCached(t *testing.T) {
+	var mu sync.Mutex
+	exchanges := map[string]int{} // by subject token
+	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		mu.Lock()
+		exchanges[r.PostForm.Get("subject_token")]++
+		n := len(exchanges)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, `{"access_token":"exchanged-%d","token_type":"Bearer","expires_in":3600}`, n)
+	}))
+	c, _ := exchangeClient(t, endpoint) // 8 entries
+	exp := strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
+	token := func(sub string, i int) string {
+		return fakeJWT(`{"sub":"` + sub + `","aud":"switchboard","exp":` + exp + `,"jti":"` + strconv.Itoa(i) + `"}`)
+	}
+	call := func(sub, tok string) {
+		t.Helper()
+		if _, err := c.WithCaller(context.Background(), sub, tok); err != nil {
+			t.Fatalf("%s: %v", sub, err)
+		}
+	}
+	bob := token("bob", 0)
+	call("bob", bob)
+	for i := range 20 {
+		call("alice", token("alice", i))
+	}
+	call("bob", bob)
+	call("alice", token("alice", 19))
+	mu.Lock()
+	defer mu.Unlock()
+	if exchanges[bob] != 1 || exchanges[token("alice", 19)] != 1 {
+		t.Fatalf("bob's token was exchanged %d times, alice's latest %d; want each once (cached)", exchanges[bob], exchanges[token("alice", 19)])
+	}
+	if n := c.tokens.cached(); n >= c.tokens.auth.CacheEntries {
+		t.Fatalf("%d tokens cached, as many as the cache holds: alice's fill it", n)
 	}
 }
