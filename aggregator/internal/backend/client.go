@@ -104,7 +104,7 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 	}
 	var tokens *tokenSource
 	if cfg.Auth.Mode == AuthTokenExchange || cfg.Auth.Mode == AuthClientCredentials {
-		tokens = newTokenSource(cfg.Auth, cfg.Timeout)
+		tokens = newTokenSource(cfg.Auth, cfg.Timeout, log.With("backend", cfg.Name))
 	}
 	// One stack carries every request to the backend (stack.go); go-sdk's
 	// and the raw path's differ only in how they hand it theirs.

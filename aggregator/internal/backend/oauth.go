@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -26,7 +27,9 @@ import (
 // CacheEntries, and by maxTokensPerCaller for each caller (least recently
 // used out). Concurrent calls of one caller share one exchange, and
 // concurrent requests one client credentials grant. No token, and no
-// client secret, is ever logged or part of an error's text.
+// client secret, is ever logged or part of an error's text; why a token
+// endpoint could not be reached, or answered no usable token, is logged
+// for the operator, as the client learns only that it was.
 
 // Credential modes of Auth.Mode.
 const (
@@ -102,6 +105,7 @@ type tokenSource struct {
 	auth   Auth
 	client *http.Client
 	now    func() time.Time
+	log    *slog.Logger
 
 	// lastService is the last client-credentials token issued, cached or
 	// not: the redactor cuts it out of what the backend sends back. An
@@ -134,9 +138,10 @@ type flight struct {
 	err   error
 }
 
-func newTokenSource(a Auth, timeout time.Duration) *tokenSource {
+func newTokenSource(a Auth, timeout time.Duration, log *slog.Logger) *tokenSource {
 	return &tokenSource{
 		auth: a,
+		log:  log,
 		// A token endpoint's redirect is not followed: the client secret
 		// and the caller's token go to the configured URL only.
 		client:  &http.Client{Timeout: timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
@@ -331,16 +336,21 @@ func (t *tokenSource) request(ctx context.Context, grant string, form url.Values
 	// RFC 6749 §2.3.1: the id and secret are form-encoded inside Basic.
 	req.SetBasicAuth(url.QueryEscape(t.auth.ClientID), url.QueryEscape(t.auth.ClientSecret))
 	resp, err := t.client.Do(req)
+	if err == nil {
+		defer resp.Body.Close()
+	}
+	var body []byte
+	if err == nil {
+		body, err = io.ReadAll(io.LimitReader(resp.Body, maxTokenResponse))
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return "", time.Time{}, ctx.Err()
 		}
-		return "", time.Time{}, &TokenError{Grant: grant, Code: "unreachable"}
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenResponse))
-	if err != nil {
-		return "", time.Time{}, &TokenError{Grant: grant, Code: "unreachable"}
+		// The transport's error names the endpoint and the cause (a
+		// name that does not resolve, a certificate not trusted), never
+		// the form it sent.
+		return "", time.Time{}, t.failed(grant, "unreachable", err.Error())
 	}
 	var answer struct {
 		AccessToken string          `json:"access_token"`
@@ -352,8 +362,13 @@ func (t *tokenSource) request(ctx context.Context, grant string, form url.Values
 	if resp.StatusCode != http.StatusOK {
 		return "", time.Time{}, &TokenError{Grant: grant, Code: errorCode(answer.Error, resp.StatusCode)}
 	}
-	if answer.AccessToken == "" || !strings.EqualFold(answer.TokenType, "bearer") || !headerSafe(answer.AccessToken) {
-		return "", time.Time{}, &TokenError{Grant: grant, Code: "invalid_response"}
+	switch {
+	case answer.AccessToken == "":
+		return "", time.Time{}, t.failed(grant, "invalid_response", "no access_token in the answer")
+	case !strings.EqualFold(answer.TokenType, "bearer"):
+		return "", time.Time{}, t.failed(grant, "invalid_response", fmt.Sprintf("token_type %q, not Bearer", bound(answer.TokenType, 32)))
+	case !headerSafe(answer.AccessToken):
+		return "", time.Time{}, t.failed(grant, "invalid_response", "the access_token holds characters a header cannot carry")
 	}
 	var expiry time.Time
 	if life := lifetime(answer.ExpiresIn); life > 0 {
@@ -362,6 +377,14 @@ func (t *tokenSource) request(ctx context.Context, grant string, form url.Values
 		expiry = t.now().Add(life - min(t.auth.RefreshBefore, life/2))
 	}
 	return "Bearer " + answer.AccessToken, expiry, nil
+}
+
+// failed is the TokenError of a grant the endpoint could not be asked, or
+// answered without a usable token, logged with why: the client and
+// Status.LastError get only the code.
+func (t *tokenSource) failed(grant, code, why string) error {
+	t.log.Warn("the token endpoint issued no token", "grant", grant, "error", code, "why", why)
+	return &TokenError{Grant: grant, Code: code}
 }
 
 // maxTokenLife bounds how long a token is kept, whatever it says.

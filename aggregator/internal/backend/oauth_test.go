@@ -20,6 +20,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/services/dualera"
 	"github.com/switchboard-mcp/switchboard/services/oidcop"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 var (
@@ -530,5 +531,44 @@ func TestOneCallersTokensLeaveTheOthersCached(t *testing.T) {
 	}
 	if n := c.tokens.cached(); n >= c.tokens.auth.CacheEntries {
 		t.Fatalf("%d tokens cached, as many as the cache holds: alice's fill it", n)
+	}
+}
+
+// A token endpoint that cannot be reached, or whose answer holds no
+// usable token, fails the call with "unreachable" or "invalid_response"
+// alone, which is all a client may learn; the operator who has to fix it
+// finds why in the log (a certificate not trusted, a token type that is
+// not Bearer), without the caller's token or the client secret.
+func TestTokenEndpointFailuresSayWhyInTheLog(t *testing.T) {
+	untrusted := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	notBearer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"access_token":"exchanged-1","token_type":"N_A","expires_in":300}`)
+	}))
+	for _, tc := range []struct {
+		endpoint  *httptest.Server
+		code, why string
+	}{
+		{untrusted, "unreachable", "certificate"},
+		{notBearer, "invalid_response", "N_A"},
+	} {
+		t.Cleanup(tc.endpoint.Close)
+		var log testkit.LogBuffer
+		auth := Auth{Mode: AuthTokenExchange, Audience: "web", TokenEndpoint: tc.endpoint.URL, ClientID: "api", ClientSecret: "exchange-client-secret", CacheEntries: 8}
+		c := newTestClientLogging(Config{Name: "web", URL: "http://127.0.0.1:1/mcp", Protocol: ProtocolModern, Auth: auth, Timeout: 10 * time.Second}, debugLogger(&log))
+		t.Cleanup(c.Close)
+		caller := fakeJWT(`{"sub":"alice","aud":"switchboard"}`)
+		_, err := c.WithCaller(context.Background(), "alice", caller)
+		var te *TokenError
+		if !errors.As(err, &te) || te.Code != tc.code {
+			t.Fatalf("%s: %v, want %s", tc.endpoint.URL, err, tc.code)
+		}
+		text := log.String()
+		if !strings.Contains(text, tc.why) {
+			t.Errorf("%s: the log does not say why (%s):\n%s", tc.code, tc.why, text)
+		}
+		if strings.Contains(text, caller) || strings.Contains(text, "exchange-client-secret") || strings.Contains(text, "exchanged-1") {
+			t.Errorf("%s: the log holds a token or the secret:\n%s", tc.code, text)
+		}
 	}
 }

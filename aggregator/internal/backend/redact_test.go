@@ -521,7 +521,7 @@ func isErrorFixture() (*redactor, context.Context, string, string) {
 		Headers: map[string]string{"X-Api-Key": "static-key-0123456789"},
 		Hidden:  []string{"n-secret-value", "sk-live-0123456789abcdef"},
 	}
-	r := newRedactor(cfg, newTokenSource(cfg.Auth, time.Second))
+	r := newRedactor(cfg, newTokenSource(cfg.Auth, time.Second, slog.Default()))
 	token := fakeJWT(`{"sub":"alice","aud":"github","scope":"repo read:org","exp":4102444800,"iat":1700000000,"jti":"` + strings.Repeat("0123456789abcdef", 8) + `"}`)
 	ctx := context.WithValue(context.Background(), callerKey{}, &callerCred{authorization: "Bearer " + token})
 	text := `{"content":[{"type":"text","text":"upstream refused the request: quota exceeded for project 42, retry in 30s"}],"isError":true}`
