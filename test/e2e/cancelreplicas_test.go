@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -257,4 +258,85 @@ func setLegacyHeaders(req *http.Request, authorization, sessionID string) {
 	req.Header.Set("Authorization", authorization)
 	req.Header.Set("Mcp-Session-Id", sessionID)
 	req.Header.Set("Mcp-Protocol-Version", harness.Legacy)
+}
+
+// TestLegacyDeletedSessionEndsItsCalls: a session's DELETE ends its
+// requests in flight on every replica, as the session ends: a call on the
+// replica that received the DELETE (its client still waiting) and one on
+// the other replica whose client went away (which would otherwise run on,
+// since a disconnect is not a cancellation). The backend sees both
+// cancelled; a call of another session of the same principal runs on.
+func TestLegacyDeletedSessionEndsItsCalls(t *testing.T) {
+	c, a, b := startReplicas(t, func(cfg *config.Config) {
+		// The sleeps end with the session, not with the backend's timeout.
+		for i := range cfg.Aggregator.Backends {
+			cfg.Aggregator.Backends[i].Timeout = config.Duration(10 * time.Minute)
+		}
+	})
+	deleted, kept := rawInitialize(t, a, ""), rawInitialize(t, a, "")
+	// nap posts a five-minute sleep; its whole answer comes when it ends.
+	nap := func(ctx context.Context, host, session string, id int) <-chan string {
+		answered := make(chan string, 1)
+		go func() {
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+host+"/mcp", strings.NewReader(
+				fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"alpha_nap","arguments":{"duration":"5m"}}}`, id)))
+			if err != nil {
+				answered <- err.Error()
+				return
+			}
+			setLegacyHeaders(req, "", session)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				answered <- err.Error()
+				return
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			answered <- resp.Status + " " + string(body)
+		}()
+		return answered
+	}
+	waiting := nap(t.Context(), a, deleted, 1)
+	dropCtx, drop := context.WithCancel(t.Context())
+	dropped := nap(dropCtx, b, deleted, 2)
+	nap(t.Context(), a, kept, 3)
+	testkit.Eventually(t, "the backend runs the three sleeps", replicaWait, func() error {
+		if got := c.Sleeps(t, "alpha"); got.Running != 3 {
+			return fmt.Errorf("sleeps %+v", got)
+		}
+		return nil
+	})
+	drop()
+	<-dropped
+
+	del, err := http.NewRequestWithContext(t.Context(), http.MethodDelete, "http://"+a+"/mcp", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	del.Header.Set("Mcp-Session-Id", deleted)
+	resp, err := http.DefaultClient.Do(del)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE: %s", resp.Status)
+	}
+	select {
+	case body := <-waiting:
+		if strings.Contains(body, `"result"`) || !strings.Contains(body, "its session was deleted") {
+			t.Errorf("the call of the deleted session was answered %.300s, want an error saying its session was deleted", body)
+		}
+	case <-time.After(replicaWait):
+		t.Fatal("the call of the deleted session on the replica that deleted it did not end")
+	}
+	testkit.Eventually(t, "the backend saw the deleted session's two calls cancelled, the other session's running", replicaWait, func() error {
+		if got := c.Sleeps(t, "alpha"); got.Cancelled != 2 || got.Running != 1 {
+			return fmt.Errorf("sleeps %+v, want two cancelled and one running", got)
+		}
+		return nil
+	})
+	if status, _ := rawCancel(t, a, "", kept, "3"); status != http.StatusAccepted {
+		t.Fatalf("cancelling the other session's call: %d", status)
+	}
 }

@@ -134,9 +134,9 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 		closing:  make(chan struct{}),
 		audit:    deps.Audit,
 	}
-	// A session deleted through another replica ends its GET streams
-	// here as soon as the revocation arrives.
-	g.revocations.OnRevoked(g.local.Wake)
+	// A session deleted through another replica ends its requests and
+	// GET streams here as soon as the revocation arrives.
+	g.revocations.OnRevoked(g.local.EndSession)
 	g.SetServers(deps.Servers)
 	if g.started == nil {
 		g.started = &config.Config{Gateway: cfg}

@@ -39,7 +39,8 @@ func versionMismatch(r *http.Request, claims session.Claims) string {
 	return ""
 }
 
-// serveSessionDelete ends a session: on this replica at once, on the
+// serveSessionDelete ends a session, and what it has running (its
+// requests in flight, its GET streams): on this replica at once, on the
 // others once the indexer has it (session.Revocations publishes it in the
 // background, so a DELETE never waits on the indexer). Past the bounds of
 // what this replica records (gateway.sessions.maxPerPrincipal,
@@ -82,6 +83,7 @@ func (g *Gateway) serveSessionDelete(w http.ResponseWriter, r *http.Request, ep 
 		return
 	}
 	g.local.Forget(digest)
+	g.local.EndSession(digest)
 	rec.outcome = "ok"
 	w.WriteHeader(http.StatusNoContent)
 }

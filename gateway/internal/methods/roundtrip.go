@@ -394,7 +394,7 @@ func (s *Server) askLegacyClient(ctx context.Context, req *Request, resp Respond
 				// A session deleted meanwhile will not answer: its wait
 				// ends within a keep-alive.
 				if s.revoked(req.Session) {
-					return "", wire.NewError(wire.CodeInternalError, "request cancelled: its session was deleted")
+					return "", sessionDeleted()
 				}
 			case <-wait.Done():
 				return "", wire.NewError(wire.CodeInternalError, "no answer from the client to the server's "+requests[key].Method+" request")

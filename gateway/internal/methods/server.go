@@ -229,7 +229,18 @@ func (s *Server) Serve(ctx context.Context, req *Request, resp Responder) (json.
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.RequestTimeout)
 		defer cancel()
 	}
-	return h(s, ctx, req, resp)
+	result, rerr := h(s, ctx, req, resp)
+	if rerr != nil && ctx.Err() != nil && req.Session != "" && s.revoked(req.Session) {
+		// Its session's deletion ended it (session.Local.EndSession).
+		rerr = sessionDeleted()
+	}
+	return result, rerr
+}
+
+// sessionDeleted answers a Legacy request whose session was deleted while
+// it ran.
+func sessionDeleted() *wire.Error {
+	return wire.NewError(wire.CodeInternalError, "request cancelled: its session was deleted")
 }
 
 // asksClient are the methods whose handlers may wait for a Legacy client's

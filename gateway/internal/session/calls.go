@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync/atomic"
 )
 
@@ -20,41 +21,45 @@ type call struct {
 	byClient atomic.Bool
 }
 
-// callKey names a request of a session. A JSON string id is keyed by its
-// decoded value, so that a notification naming it in another escaping
-// still finds it; a number by its text.
-func callKey(session string, id json.RawMessage) string {
+// idKey names a request of a session by its id. A JSON string id is keyed
+// by its decoded value, so that a notification naming it in another
+// escaping still finds it; a number by its text.
+func idKey(id json.RawMessage) string {
 	var text string
 	if len(id) > 0 && id[0] == '"' && json.Unmarshal(id, &text) == nil {
 		b, _ := json.Marshal(text)
 		id = b
 	}
-	return session + "\x00" + string(id)
+	return string(id)
 }
+
+// callKey names a request of a session across sessions.
+func callKey(session string, id json.RawMessage) string { return session + "\x00" + idKey(id) }
 
 // Track registers a request in flight under its id until done is called;
 // cancel ends it when the client cancels it (Cancel), and cancelled then
-// reports true.
+// reports true, or when its session is deleted (EndSession).
 func (l *Local) Track(session string, id json.RawMessage, cancel context.CancelFunc) (cancelled func() bool, done func()) {
-	key := callKey(session, id)
+	key := idKey(id)
 	c := &call{cancel: cancel}
 	l.mu.Lock()
-	l.calls[key] = append(l.calls[key], c)
+	byID := l.calls[session]
+	if byID == nil {
+		byID = map[string][]*call{}
+		l.calls[session] = byID
+	}
+	byID[key] = append(byID[key], c)
 	l.mu.Unlock()
 	return c.byClient.Load, func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		calls := l.calls[key]
-		for i, other := range calls {
-			if other == c {
-				calls = append(calls[:i], calls[i+1:]...)
-				break
-			}
-		}
-		if len(calls) == 0 {
-			delete(l.calls, key)
-		} else {
-			l.calls[key] = calls
+		// The session's map holds c until now, so it is still the one
+		// in l.calls.
+		byID := l.calls[session]
+		if calls := slices.DeleteFunc(byID[key], func(other *call) bool { return other == c }); len(calls) > 0 {
+			byID[key] = calls
+		} else if delete(byID, key); len(byID) == 0 {
+			delete(l.calls, session)
 		}
 	}
 }
@@ -64,13 +69,38 @@ func (l *Local) Track(session string, id json.RawMessage, cancel context.CancelF
 // requests.
 func (l *Local) Cancel(session string, id json.RawMessage) bool {
 	l.mu.Lock()
-	calls := append([]*call(nil), l.calls[callKey(session, id)]...)
+	calls := slices.Clone(l.calls[session][idKey(id)])
 	l.mu.Unlock()
 	for _, c := range calls {
 		c.byClient.Store(true)
 		c.cancel()
 	}
 	return len(calls) > 0
+}
+
+// EndSession ends what the session has running on this replica, as it was
+// deleted (here, or on another replica: Revocations.OnRevoked): its
+// requests in flight, those whose client went away included, are
+// cancelled, and its open GET streams wake, find it deleted and end.
+// Nothing held changes.
+func (l *Local) EndSession(session string) {
+	l.mu.Lock()
+	var calls []*call
+	for _, same := range l.calls[session] {
+		calls = append(calls, same...)
+	}
+	if st, ok := l.sessions[session]; ok {
+		close(st.changed)
+		st.changed = make(chan struct{})
+	}
+	if w := l.streams[session]; w != nil {
+		close(w.changed)
+		w.changed = make(chan struct{})
+	}
+	l.mu.Unlock()
+	for _, c := range calls {
+		c.cancel()
+	}
 }
 
 // AwaitReply registers a wait for the client's answer to the request id

@@ -81,9 +81,9 @@ type Local struct {
 	pruned     time.Time
 	// streams are the sessions' open GET streams (OpenStream).
 	streams map[string]*streamWatch
-	// calls are the requests in flight and the input requests waiting for
-	// their answers (calls.go).
-	calls   map[string][]*call
+	// calls are the requests in flight, by session and id, and waiters
+	// the input requests waiting for their answers (calls.go).
+	calls   map[string]map[string][]*call
 	waiters map[string]chan json.RawMessage
 	// detached counts each session's requests running on after their
 	// client's connection dropped (calls.go).
@@ -132,7 +132,7 @@ type sessionState struct {
 func NewLocal(limits Limits) *Local {
 	limits.Subscriptions = min(limits.Subscriptions, MaxSubscriptions)
 	return &Local{limits: limits, now: time.Now, sessions: map[string]*sessionState{}, principals: map[string]*usage{},
-		streams: map[string]*streamWatch{}, calls: map[string][]*call{}, waiters: map[string]chan json.RawMessage{}, detached: map[string]int{}, detachedBy: map[string]int{},
+		streams: map[string]*streamWatch{}, calls: map[string]map[string][]*call{}, waiters: map[string]chan json.RawMessage{}, detached: map[string]int{}, detachedBy: map[string]int{},
 		forgotten: map[string]time.Time{}}
 }
 
@@ -282,23 +282,6 @@ func (l *Local) Forget(session string) {
 	l.tombstone(session)
 	if w := l.streams[session]; w != nil {
 		// Its open GET streams wake and find the session deleted.
-		close(w.changed)
-		w.changed = make(chan struct{})
-	}
-}
-
-// Wake wakes the session's open GET streams on this replica, if any, as
-// a change of its subscriptions does: each looks again, and one whose
-// session was deleted (on another replica: Revocations.OnRevoked) ends.
-// Nothing held changes.
-func (l *Local) Wake(session string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if st, ok := l.sessions[session]; ok {
-		close(st.changed)
-		st.changed = make(chan struct{})
-	}
-	if w := l.streams[session]; w != nil {
 		close(w.changed)
 		w.changed = make(chan struct{})
 	}

@@ -292,8 +292,8 @@ func (r *Revocations) remember(k digestKey, expiry time.Time) (fresh bool) {
 
 // OnRevoked has f called with the digest of each session the watch
 // reports deleted that was not known deleted here, after it is recorded:
-// the gateway wakes the session's open GET streams on this replica, which
-// then find it deleted and end. Revocations heard before f is set (at
+// the gateway ends the session's requests and GET streams on this
+// replica (Local.EndSession). Revocations heard before f is set (at
 // start, when no stream is open) are not reported.
 func (r *Revocations) OnRevoked(f func(digest string)) { r.onRevoked.Store(&f) }
 
