@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -196,4 +198,97 @@ func TestStreamsSurviveAggregatorRestart(t *testing.T) {
 		}
 	}
 	checkNoCrash(t, procs(c), nil)
+}
+
+// cuttingTransport cuts the GET streams it opened when told to, as a
+// proxy's idle timeout or a network blip would, and counts the GET
+// answers by status.
+type cuttingTransport struct {
+	mu     sync.Mutex
+	open   []io.Closer
+	status []int
+}
+
+func (ct *cuttingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err == nil && req.Method == http.MethodGet {
+		ct.mu.Lock()
+		ct.open = append(ct.open, resp.Body)
+		ct.status = append(ct.status, resp.StatusCode)
+		ct.mu.Unlock()
+	}
+	return resp, err
+}
+
+// cut closes every GET stream opened so far.
+func (ct *cuttingTransport) cut() {
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	for _, body := range ct.open {
+		body.Close()
+	}
+	ct.open = nil
+}
+
+// gets returns the statuses of the GET answers so far.
+func (ct *cuttingTransport) gets() []int {
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	return slices.Clone(ct.status)
+}
+
+// TestLegacyStreamReconnectsWhileAggregatorDown: a Legacy session's GET
+// stream is cut while the aggregator is down, and the go-sdk client
+// reconnects (with Last-Event-ID) at once. The gateway cannot open a
+// catalog watch then, yet it opens the stream and watches once the
+// aggregator is back: a refused reconnect would end the client's session
+// (go-sdk v1.8.0 fails it), a refused first GET its notifications. The
+// session then serves, and its stream carries the next change.
+func TestLegacyStreamReconnectsWhileAggregatorDown(t *testing.T) {
+	c := startCluster(t, false, "alpha")
+	ct := &cuttingTransport{}
+	notified := make(chan struct{}, 64)
+	client := mcp.NewClient(&mcp.Implementation{Name: "switchboard-faults", Version: "0"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case notified <- struct{}{}:
+			default:
+			}
+		},
+	})
+	cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: c.MCPURL, HTTPClient: &http.Client{Transport: ct}},
+		&mcp.ClientSessionOptions{ProtocolVersion: harness.Legacy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	testkit.Eventually(t, "the Legacy GET stream is open at the gateway", pollDeadline, func() error {
+		if got := openStreams(t, c); got["legacy_get"] != 1 {
+			return fmt.Errorf("open streams %v", got)
+		}
+		return nil
+	})
+
+	c.Aggregator.Kill()
+	ct.cut()
+	testkit.Eventually(t, "the client reconnects its GET stream", pollDeadline, func() error {
+		if got := ct.gets(); len(got) < 2 {
+			return fmt.Errorf("GET answers %v", got)
+		}
+		return nil
+	})
+	c.Aggregator.Restart()
+	testkit.Eventually(t, "the session serves through the restarted aggregator", pollDeadline, func() error {
+		if o := call(t.Context(), cs, "alpha_echo", nil, cleanFailure); !o.ok {
+			return fmt.Errorf("%s (GET answers %v)", o.message, ct.gets())
+		}
+		return nil
+	})
+	ns := &notifiedSession{era: "legacy", cs: cs, notified: notified}
+	ns.drain()
+	c.AddTool(t, "alpha", demobackend.ToolSpec{Name: "late", Description: "Added after the restart.", Behaviour: demobackend.BehaviourEcho})
+	ns.awaitListing(t, "with alpha_late", func(names []string) bool { return slices.Contains(names, "alpha_late") })
+	if got := ct.gets(); slices.ContainsFunc(got, func(s int) bool { return s != http.StatusOK }) {
+		t.Errorf("GET answers %v, want every one 200", got)
+	}
 }

@@ -9,6 +9,9 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/switchboard-mcp/switchboard/gateway/internal/mcperr"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
@@ -229,6 +232,13 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 		return nil
 	}
 	w, err := s.openWatch(ctx, req, uris, nil)
+	if code := status.Code(err); req.Reconnected && (code == codes.Unavailable || code == codes.ResourceExhausted) {
+		// The aggregator cannot watch now (unreachable, or at its bound
+		// of watches): a reconnect refused would end the session, as
+		// above, so it is asked to come back when a watch may open.
+		_ = resp.Prime(streamID(), reopenMax)
+		return nil
+	}
 	if err != nil {
 		return mcperr.FromError(ctx, s.log, err, mcpspec.EraLegacy, "GET")
 	}
