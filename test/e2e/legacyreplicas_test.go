@@ -595,3 +595,67 @@ func rawListTools(t *testing.T, host, sessionID string) (int, error) {
 	resp.Body.Close()
 	return resp.StatusCode, nil
 }
+
+// TestLegacyStateChangesAreRateLimited: every change of a Legacy
+// session's state (logging/setLevel, resources/subscribe and
+// unsubscribe) is a write of the indexer's database and a message to
+// every replica carrying the session's whole state (up to a principal's
+// gateway.sessions.maxPrincipalStateBytes of subscribed URIs, 1 MiB), so
+// a principal changing it in a loop is refused with
+// 429 and Retry-After past its burst, as relayed cancellations are, and
+// another principal is not held back.
+func TestLegacyStateChangesAreRateLimited(t *testing.T) {
+	keys := map[string]string{"x": "key-of-x-0123456789", "y": "key-of-y-0123456789"}
+	_, a, _ := startReplicas(t, func(cfg *config.Config) {
+		cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys"}
+		for subject, key := range keys {
+			cfg.Gateway.Auth.APIKeys = append(cfg.Gateway.Auth.APIKeys, config.APIKey{Key: key, Subject: subject})
+		}
+	})
+	x, y := "Bearer "+keys["x"], "Bearer "+keys["y"]
+	xSession, ySession := rawInitialize(t, a, x), rawInitialize(t, a, y)
+	setLevel := func(authorization, session, level string) (status int, retryAfter, body string) {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+a+"/mcp", strings.NewReader(
+			`{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"`+level+`"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		setLegacyHeaders(req, authorization, session)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Retry-After"), string(b)
+	}
+	var mu sync.Mutex
+	answers := map[string]int{}
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 12 {
+				status, retryAfter, body := setLevel(x, xSession, []string{"debug", "info"}[(w+i)%2])
+				what := fmt.Sprintf("%d %.120s", status, body)
+				switch {
+				case status == http.StatusOK && strings.Contains(body, `"result":{}`):
+					what = "ok"
+				case status == http.StatusTooManyRequests && retryAfter != "" && strings.Contains(body, `"retryAfterSeconds"`):
+					what = "limited"
+				}
+				mu.Lock()
+				answers[what]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if answers["limited"] == 0 || answers["ok"] == 0 || answers["ok"]+answers["limited"] != 16*12 {
+		t.Fatalf("192 level changes of one session at once were answered %v, want some ok, the rest limited with Retry-After", answers)
+	}
+	if status, _, body := setLevel(y, ySession, "info"); status != http.StatusOK || !strings.Contains(body, `"result":{}`) {
+		t.Fatalf("another principal's level change: %d %s", status, body)
+	}
+}

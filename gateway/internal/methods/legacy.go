@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/switchboard-mcp/switchboard/gateway/internal/mcperr"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
@@ -63,6 +64,8 @@ func stateError(err error) *wire.Error {
 		return wire.InvalidParams("too many resource subscriptions for one session; unsubscribe from some first")
 	case errors.Is(err, session.ErrURITooLong):
 		return wire.InvalidParams("uri too long to subscribe to")
+	case errors.Is(err, session.ErrStateChangesLimited):
+		return mcperr.RateLimited("1")
 	case errors.Is(err, session.ErrSessionGone):
 		return wire.NewError(wire.CodeInvalidRequest, "session not found: initialize a new session")
 	case errors.Is(err, session.ErrStateUnrecorded):

@@ -50,10 +50,16 @@ var ErrCancellationsLimited = errors.New("too many cancellations relayed now; re
 
 // cancelRelay bounds and counts relayed cancellations.
 type cancelRelay struct {
+	principalRates
 	inFlight chan struct{}
 	outcomes *prometheus.CounterVec
 	now      func() time.Time
+}
 
+// principalRates are token buckets by principal digest, of cancelRate
+// tokens a second and cancelBurst at most, for what a principal sends to
+// every replica; the zero value is ready.
+type principalRates struct {
 	mu    sync.Mutex
 	rates map[string]*tokenBucket
 }
@@ -64,7 +70,7 @@ type tokenBucket struct {
 }
 
 func newCancelRelay() *cancelRelay {
-	return &cancelRelay{inFlight: make(chan struct{}, maxCancelsInFlight), rates: map[string]*tokenBucket{}, now: time.Now,
+	return &cancelRelay{inFlight: make(chan struct{}, maxCancelsInFlight), now: time.Now,
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_gateway_relayed_cancellations_total",
 			Help: "Legacy cancellations of requests not running on the replica that received them: sent (to every replica, through the indexer), limited (refused with 429), failed (the indexer did not take it), applied (one relayed by any replica that cancelled a request running here).",
@@ -72,7 +78,7 @@ func newCancelRelay() *cancelRelay {
 }
 
 // allow takes one of principal's tokens, if it has one.
-func (r *cancelRelay) allow(principal string, now time.Time) bool {
+func (r *principalRates) allow(principal string, now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b := r.rates[principal]
@@ -86,6 +92,9 @@ func (r *cancelRelay) allow(principal string, now time.Time) bool {
 			if len(r.rates) >= maxCancelPrincipals {
 				return false
 			}
+		}
+		if r.rates == nil {
+			r.rates = map[string]*tokenBucket{}
 		}
 		b = &tokenBucket{tokens: cancelBurst, at: now}
 		r.rates[principal] = b

@@ -62,6 +62,10 @@ type Shared struct {
 	// logged.
 	cancels      *cancelRelay
 	warnedCancel atomic.Bool
+	// changes bounds each principal's state changes, each a message to
+	// every replica (the whole state of its session) and a write of the
+	// indexer's database, as cancellations are bounded.
+	changes principalRates
 	// relayWarn and cancelWarn limit the warnings for answers and
 	// cancellations not relayed: clients choose what they send, so they
 	// could otherwise fill the log (the metrics count every one).
@@ -84,6 +88,11 @@ var (
 	ErrPrincipalClusterFull = errors.New("this principal's sessions hold as much state as they may in the cluster")
 	ErrClusterFull          = errors.New("all sessions of the cluster hold as much state as they may")
 )
+
+// ErrStateChangesLimited means a state change was refused: its principal
+// made as many as it may through this replica now (cancelRate a second,
+// bursts of cancelBurst).
+var ErrStateChangesLimited = errors.New("too many session state changes now; retry in a second")
 
 // ErrSessionGone means the indexer knows the session as deleted or
 // expired.
@@ -170,6 +179,9 @@ func (s *Shared) Unsubscribe(ctx context.Context, session, principal, uri string
 // leaves the change to this replica, as before there was one, with a
 // warning: the state then works on this replica only.
 func (s *Shared) update(ctx context.Context, req *indexerv1.UpdateSessionStateRequest) error {
+	if !s.changes.allow(req.GetPrincipalDigest(), time.Now()) {
+		return ErrStateChangesLimited
+	}
 	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
 	defer cancel()
 	started := time.Now()
