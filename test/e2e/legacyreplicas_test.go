@@ -601,9 +601,10 @@ func rawListTools(t *testing.T, host, sessionID string) (int, error) {
 // unsubscribe) is a write of the indexer's database and a message to
 // every replica carrying the session's whole state (up to a principal's
 // gateway.sessions.maxPrincipalStateBytes of subscribed URIs, 1 MiB), so
-// a principal changing it in a loop is refused with
-// 429 and Retry-After past its burst, as relayed cancellations are, and
-// another principal is not held back.
+// a principal rewriting a large state in a loop is refused with 429 and
+// Retry-After past its burst, while changes of a small state, however
+// many clients of one principal make them at once, are not held back, nor
+// is another principal.
 func TestLegacyStateChangesAreRateLimited(t *testing.T) {
 	keys := map[string]string{"x": "key-of-x-0123456789", "y": "key-of-y-0123456789"}
 	_, a, _ := startReplicas(t, func(cfg *config.Config) {
@@ -614,9 +615,9 @@ func TestLegacyStateChangesAreRateLimited(t *testing.T) {
 	})
 	x, y := "Bearer "+keys["x"], "Bearer "+keys["y"]
 	xSession, ySession := rawInitialize(t, a, x), rawInitialize(t, a, y)
-	setLevel := func(authorization, session, level string) (status int, retryAfter, body string) {
+	post := func(authorization, session, method, params string) (status int, retryAfter, body string) {
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+a+"/mcp", strings.NewReader(
-			`{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"`+level+`"}}`))
+			`{"jsonrpc":"2.0","id":1,"method":"`+method+`","params":`+params+`}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -629,31 +630,47 @@ func TestLegacyStateChangesAreRateLimited(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, resp.Header.Get("Retry-After"), string(b)
 	}
-	var mu sync.Mutex
-	answers := map[string]int{}
-	var wg sync.WaitGroup
-	for w := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 12 {
-				status, retryAfter, body := setLevel(x, xSession, []string{"debug", "info"}[(w+i)%2])
-				what := fmt.Sprintf("%d %.120s", status, body)
-				switch {
-				case status == http.StatusOK && strings.Contains(body, `"result":{}`):
-					what = "ok"
-				case status == http.StatusTooManyRequests && retryAfter != "" && strings.Contains(body, `"retryAfterSeconds"`):
-					what = "limited"
-				}
-				mu.Lock()
-				answers[what]++
-				mu.Unlock()
-			}
-		}()
+	setLevel := func(authorization, session, level string) (status int, retryAfter, body string) {
+		return post(authorization, session, "logging/setLevel", `{"level":"`+level+`"}`)
 	}
-	wg.Wait()
-	if answers["limited"] == 0 || answers["ok"] == 0 || answers["ok"]+answers["limited"] != 16*12 {
-		t.Fatalf("192 level changes of one session at once were answered %v, want some ok, the rest limited with Retry-After", answers)
+	// 192 level changes of one principal at once, 16 clients at a time.
+	flood := func(session string) map[string]int {
+		var mu sync.Mutex
+		answers := map[string]int{}
+		var wg sync.WaitGroup
+		for w := range 16 {
+			wg.Go(func() {
+				for i := range 12 {
+					status, retryAfter, body := setLevel(x, session, []string{"debug", "info"}[(w+i)%2])
+					what := fmt.Sprintf("%d %.120s", status, body)
+					switch {
+					case status == http.StatusOK && strings.Contains(body, `"result":{}`):
+						what = "ok"
+					case status == http.StatusTooManyRequests && retryAfter != "" && strings.Contains(body, `"retryAfterSeconds"`):
+						what = "limited"
+					}
+					mu.Lock()
+					answers[what]++
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		return answers
+	}
+	if answers := flood(xSession); answers["ok"] != 16*12 {
+		t.Fatalf("192 level changes of a small state at once were answered %v, want all ok", answers)
+	}
+	// A state of 48 URIs of 4,000 bytes: each change rewrites 192 KiB.
+	big := rawInitialize(t, a, x)
+	for i := range 48 {
+		uri := fmt.Sprintf("file:///%04d/%s", i, strings.Repeat("u", 3990))
+		if status, _, body := post(x, big, "resources/subscribe", `{"uri":"`+uri+`"}`); status != http.StatusOK || !strings.Contains(body, `"result":{}`) {
+			t.Fatalf("subscribe %d: %d %.200s", i, status, body)
+		}
+	}
+	if answers := flood(big); answers["limited"] == 0 || answers["ok"] == 0 || answers["ok"]+answers["limited"] != 16*12 {
+		t.Fatalf("192 level changes of a large state at once were answered %v, want some ok, the rest limited with Retry-After", answers)
 	}
 	if status, _, body := setLevel(y, ySession, "info"); status != http.StatusOK || !strings.Contains(body, `"result":{}`) {
 		t.Fatalf("another principal's level change: %d %s", status, body)

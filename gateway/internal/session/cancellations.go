@@ -56,12 +56,13 @@ type cancelRelay struct {
 	now      func() time.Time
 }
 
-// principalRates are token buckets by principal digest, of cancelRate
-// tokens a second and cancelBurst at most, for what a principal sends to
-// every replica; the zero value is ready.
+// principalRates are token buckets by principal digest, of rate tokens a
+// second and burst at most, for what a principal sends to every replica;
+// the zero value limits nothing.
 type principalRates struct {
-	mu    sync.Mutex
-	rates map[string]*tokenBucket
+	rate, burst float64
+	mu          sync.Mutex
+	rates       map[string]*tokenBucket
 }
 
 type tokenBucket struct {
@@ -70,22 +71,25 @@ type tokenBucket struct {
 }
 
 func newCancelRelay() *cancelRelay {
-	return &cancelRelay{inFlight: make(chan struct{}, maxCancelsInFlight), now: time.Now,
+	return &cancelRelay{principalRates: principalRates{rate: cancelRate, burst: cancelBurst}, inFlight: make(chan struct{}, maxCancelsInFlight), now: time.Now,
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_gateway_relayed_cancellations_total",
 			Help: "Legacy cancellations of requests not running on the replica that received them: sent (to every replica, through the indexer), limited (refused with 429), failed (the indexer did not take it), applied (one relayed by any replica that cancelled a request running here).",
 		}, []string{"outcome"})}
 }
 
-// allow takes one of principal's tokens, if it has one.
-func (r *principalRates) allow(principal string, now time.Time) bool {
+// allow takes cost of principal's tokens, if it has them.
+func (r *principalRates) allow(principal string, cost float64, now time.Time) bool {
+	if r.burst == 0 {
+		return true
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b := r.rates[principal]
 	if b == nil {
 		if len(r.rates) >= maxCancelPrincipals {
 			for p, other := range r.rates {
-				if refill(other, now) >= cancelBurst {
+				if r.refill(other, now) >= r.burst {
 					delete(r.rates, p)
 				}
 			}
@@ -96,20 +100,20 @@ func (r *principalRates) allow(principal string, now time.Time) bool {
 		if r.rates == nil {
 			r.rates = map[string]*tokenBucket{}
 		}
-		b = &tokenBucket{tokens: cancelBurst, at: now}
+		b = &tokenBucket{tokens: r.burst, at: now}
 		r.rates[principal] = b
 	}
-	if refill(b, now) < 1 {
+	if r.refill(b, now) < cost {
 		return false
 	}
-	b.tokens--
+	b.tokens -= cost
 	return true
 }
 
 // refill adds the tokens earned since b was last seen and returns them.
-func refill(b *tokenBucket, now time.Time) float64 {
+func (r *principalRates) refill(b *tokenBucket, now time.Time) float64 {
 	if elapsed := now.Sub(b.at).Seconds(); elapsed > 0 {
-		b.tokens = min(cancelBurst, b.tokens+elapsed*cancelRate)
+		b.tokens = min(r.burst, b.tokens+elapsed*r.rate)
 		b.at = now
 	}
 	return b.tokens
@@ -139,7 +143,7 @@ func (s *Shared) RelayCancellation(ctx context.Context, session, principal strin
 	if s.client == nil || !isRequestID(id) {
 		return nil
 	}
-	if !s.cancels.allow(principal, s.cancels.now()) {
+	if !s.cancels.allow(principal, 1, s.cancels.now()) {
 		s.cancels.outcomes.WithLabelValues("limited").Inc()
 		return ErrCancellationsLimited
 	}

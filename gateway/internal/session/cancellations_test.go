@@ -153,14 +153,14 @@ func TestRelayCancellationPrincipalsBounded(t *testing.T) {
 	r := newCancelRelay()
 	now := time.Now()
 	for i := range maxCancelPrincipals {
-		if !r.allow(string(rune(i)), now) {
+		if !r.allow(string(rune(i)), 1, now) {
 			t.Fatalf("principal %d refused", i)
 		}
 	}
-	if r.allow("one more", now) {
+	if r.allow("one more", 1, now) {
 		t.Fatal("a principal past the bound was let in while every other's bucket is in use")
 	}
-	if !r.allow("one more", now.Add(time.Second)) {
+	if !r.allow("one more", 1, now.Add(time.Second)) {
 		t.Fatal("no room made once the buckets refilled")
 	}
 	if len(r.rates) != 1 {

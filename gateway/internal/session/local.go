@@ -287,6 +287,17 @@ func (l *Local) Forget(session string) {
 	}
 }
 
+// StateBytes is what the session's state costs on this replica now (0
+// for none).
+func (l *Local) StateBytes(session string) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if st, ok := l.sessions[session]; ok {
+		return st.bytes
+	}
+	return 0
+}
+
 // Held reports what all sessions hold on this replica: how many have
 // state, and its bytes.
 func (l *Local) Held() (sessions int, bytes int64) {

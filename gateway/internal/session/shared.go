@@ -62,9 +62,10 @@ type Shared struct {
 	// logged.
 	cancels      *cancelRelay
 	warnedCancel atomic.Bool
-	// changes bounds each principal's state changes, each a message to
-	// every replica (the whole state of its session) and a write of the
-	// indexer's database, as cancellations are bounded.
+	// changes bounds the bytes of each principal's state changes: each
+	// writes its session's whole state to the indexer's database and
+	// sends it to every replica, so a change costs its session's state
+	// (at least minStateChangeCost).
 	changes principalRates
 	// relayWarn and cancelWarn limit the warnings for answers and
 	// cancellations not relayed: clients choose what they send, so they
@@ -90,9 +91,19 @@ var (
 )
 
 // ErrStateChangesLimited means a state change was refused: its principal
-// made as many as it may through this replica now (cancelRate a second,
-// bursts of cancelBurst).
+// changed as much state as it may through this replica now.
 var ErrStateChangesLimited = errors.New("too many session state changes now; retry in a second")
+
+// Bounds of a principal's state changes through one replica, in bytes of
+// the states written: a client changing a small state (a log level, a few
+// subscriptions) is never held back, one rewriting a large state in a
+// loop (256 URIs of 4 KiB: 1 MiB, sent to every replica each time) is
+// held to a few changes a second.
+const (
+	stateChangeBytesPerSecond = 4 << 20
+	stateChangeBurstBytes     = 8 << 20
+	minStateChangeCost        = 4 << 10
+)
 
 // ErrSessionGone means the indexer knows the session as deleted or
 // expired.
@@ -109,7 +120,8 @@ const updateTimeout = 5 * time.Second
 func NewShared(client indexerv1.IndexerServiceClient, local *Local, sealer *Sealer, log *slog.Logger) *Shared {
 	id := make([]byte, 12)
 	_, _ = rand.Read(id)
-	s := &Shared{client: client, local: local, sealer: sealer, replica: hex.EncodeToString(id), log: log, cancels: newCancelRelay(), echoes: newEchoes()}
+	s := &Shared{client: client, local: local, sealer: sealer, replica: hex.EncodeToString(id), log: log, cancels: newCancelRelay(), echoes: newEchoes(),
+		changes: principalRates{rate: stateChangeBytesPerSecond, burst: stateChangeBurstBytes}}
 	ctx, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	if client != nil {
@@ -179,7 +191,8 @@ func (s *Shared) Unsubscribe(ctx context.Context, session, principal, uri string
 // leaves the change to this replica, as before there was one, with a
 // warning: the state then works on this replica only.
 func (s *Shared) update(ctx context.Context, req *indexerv1.UpdateSessionStateRequest) error {
-	if !s.changes.allow(req.GetPrincipalDigest(), time.Now()) {
+	cost := max(minStateChangeCost, s.local.StateBytes(req.GetSessionDigest())+int64(len(req.GetSubscribeUri())))
+	if !s.changes.allow(req.GetPrincipalDigest(), float64(cost), time.Now()) {
 		return ErrStateChangesLimited
 	}
 	ctx, cancel := context.WithTimeout(ctx, updateTimeout)
