@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -129,6 +131,47 @@ func TestWatchCatalogResourceURIsAreBoundedAndDeduplicated(t *testing.T) {
 	}
 	if len(events) != 2 || byURI["docs://nope"] != 1 || byURI["docs://a"] != 1 {
 		t.Fatalf("%d resource_subscribe events, by URI %v; want one for docs://nope and one for docs://a", len(events), byURI)
+	}
+}
+
+// An open watch keeps the resource URIs it subscribed, and none of those
+// it named but did not: an internal client may hold 16,384 watches open
+// on a replica, and each may name 256 URIs of 16 KiB that no backend has,
+// 4 MiB a watch for as long as the caller leaves it open.
+func TestWatchCatalogKeepsOnlyTheURIsItSubscribed(t *testing.T) {
+	_, h, _ := startAdmission(t, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC() // and what the first left in pools
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	const watches = 8
+	before := heap()
+	for i := range watches {
+		uris := make([]string, 256)
+		for j := range uris {
+			uris[j] = fmt.Sprintf("docs://nope/%d/%d/", i, j) + strings.Repeat("a", config.MaxSessionURIBytes-64)
+		}
+		uris[0] = "docs://a"
+		stream, err := h.internal.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{ResourceUris: uris})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := first.GetSubscribedResourceUris(); len(got) != 1 || got[0] != "docs://a" {
+			t.Fatalf("watch %d subscribed %v, want only docs://a", i, got)
+		}
+	}
+	// 8 watches naming 32 MiB of URIs they did not subscribe.
+	if grown := int64(heap()) - int64(before); grown > 8<<20 {
+		t.Fatalf("%d open watches hold %d MiB more heap, want the URIs they did not subscribe dropped", watches, grown>>20)
 	}
 }
 

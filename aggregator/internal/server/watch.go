@@ -53,13 +53,10 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 			renewed[uri] = true
 		}
 	}
-	// The watch lives long: it keeps copies of the URIs, not the request
-	// they arrived in, and not the renewals once they are decided.
-	req.ResourceUris = slices.Clone(req.ResourceUris)
-	for i, uri := range req.ResourceUris {
-		req.ResourceUris[i] = strings.Clone(uri)
-	}
-	req.RenewedResourceUris = nil
+	// The watch lives long: it keeps copies of the URIs it subscribed
+	// (subscribeResources), and nothing else the request named.
+	uris := req.GetResourceUris()
+	req.ResourceUris, req.RenewedResourceUris = nil, nil
 	if !caller.Operator {
 		release, err := s.watchers.Acquire(caller.Name)
 		if err != nil {
@@ -76,14 +73,14 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 	}
 	view := s.e.View(snap, p)
 	updated := make(chan string, engine.UpdateBuffer)
-	subscribed := s.subscribeResources(ctx, req.GetServer(), req.GetResourceUris(), renewed, updated)
+	subscribed := s.subscribeResources(ctx, req.GetServer(), uris, renewed, updated)
 	defer func() {
 		for _, unsubscribe := range subscribed {
 			unsubscribe()
 		}
 	}()
 	first := &aggregatorv1.WatchCatalogResponse{CatalogVersion: snap.Version, ToolsDigest: view.Digest(catalog.KindTools), ViewDigest: viewDigest(view)}
-	for _, uri := range req.GetResourceUris() {
+	for _, uri := range uris {
 		if _, ok := subscribed[uri]; ok && !slices.Contains(first.SubscribedResourceUris, uri) {
 			first.SubscribedResourceUris = append(first.SubscribedResourceUris, uri)
 		}
@@ -230,6 +227,7 @@ func (s *Server) subscribeResources(ctx context.Context, server string, uris []s
 			continue
 		}
 		seen[uri] = true
+		uri := strings.Clone(uri) // not the request's: kept while subscribed
 		r := admission{method: config.RateMethodResourceSubscribe, trail: audit.KindResourceSubscribe, server: server,
 			kind: catalog.KindResources, key: uri, shared: true, accounted: renewed[uri],
 			prepare: func(a *admitted) error {
