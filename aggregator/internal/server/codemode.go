@@ -101,11 +101,15 @@ func (s *Server) runCode(ctx context.Context, req *aggregatorv1.RunCodeRequest) 
 	start := time.Now()
 	run := newRunID()
 	var res codemode.Result
-	// An unknown server is refused before a rate-limit token is taken,
-	// and in the trail, like code mode off there.
+	// An unknown server is refused like code mode off there, and both
+	// like a program past its bound: in the trail, and taking a token
+	// from the principal's limits as every refusal does (refused).
 	snap, _, err := s.e.ServerSnapshot(req.GetServer())
 	if err == nil {
 		err = s.startRun(ctx, req)
+	}
+	if err != nil {
+		err = s.refused(ctx, admission{method: config.RateMethodToolsCall, server: req.GetServer(), kind: catalog.KindTools, key: RunCodeTool}, err)
 	}
 	if err == nil {
 		v := s.e.View(snap, svcauth.PrincipalFrom(ctx))

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -156,4 +157,38 @@ rateLimits:
 	}
 	_, err = h.gateway.ListTasks(t.Context(), &aggregatorv1.ListTasksRequest{Principal: alice, Server: "nope"})
 	wantStatus(t, err, codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED)
+}
+
+// A refused run_code (code mode off in its server, an unknown server, a
+// program past its bound or empty) takes a token from the principal's
+// limits as every refusal does: each is a code_run event, and a client
+// could fill the audit trail with them without any limit.
+func TestRefusedRunsTakeTokens(t *testing.T) {
+	eng := newTestBackend(t, "eng", backendOptions{tools: []string{"build"}})
+	h := startAggregatorFile(t, `
+aggregator:
+  codeMode: {enabled: true, maxConcurrent: 1, maxProgramBytes: 64}
+  backends:
+    - {name: eng, url: `+eng.url()+`}
+servers:
+  - {name: plain, backends: [eng], codeMode: false}
+rateLimits:
+  limits:
+    - {name: each-user, per: principal, rate: 1/h, burst: 4}
+`)
+	alice := principal("alice")
+	run := func(server, program string) error {
+		_, err := h.gateway.RunCode(t.Context(), &aggregatorv1.RunCodeRequest{Principal: alice, Server: server, Program: program})
+		return err
+	}
+	wantStatus(t, run("plain", "result = 1"), codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	wantStatus(t, run("no-such", "result = 1"), codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	if err := run("", strings.Repeat("x = 1\n", 20)); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a program past maxProgramBytes: %v, want INVALID_ARGUMENT", err)
+	}
+	if err := run("", "  "); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("an empty program: %v, want INVALID_ARGUMENT", err)
+	}
+	wantStatus(t, run("plain", "result = 1"), codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED)
+	wantStatus(t, run("", "result = 1"), codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED)
 }
