@@ -254,3 +254,46 @@ func TestRateLimitedRetryKeepsItsState(t *testing.T) {
 		return nil
 	})
 }
+
+// TestRefusedSearchesTakeTokens: a find_tool the indexer refuses as it
+// stands (past its length bound, too many keywords, only spaces) takes a
+// token from the principal's find_tool limits, as every refused request
+// does: each is an event in the trail, and a client could otherwise send
+// them without any limit. Once the bucket is empty they are refused as
+// rate limited, and so is a good search.
+func TestRefusedSearchesTakeTokens(t *testing.T) {
+	optimizer := true
+	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "tickets"}}, Configure: func(cfg *config.Config) {
+		cfg.Servers = append(cfg.Servers, config.Server{Name: "find", Backends: []string{"tickets"}, Optimizer: &optimizer})
+		// Not /optimized, where the searches that wait for the indexer
+		// run.
+		cfg.RateLimits.Limits = []config.RateLimit{{Name: "find-user", Per: config.RatePerPrincipal, Rate: "1/h", Burst: 3,
+			Methods: []string{config.RateMethodFindTool}, Match: config.RateLimitMatch{Servers: []string{"find"}}}}
+	}})
+	ready := harness.Connect(t, c.MCPURL+"/optimized", harness.Modern)
+	testkit.Eventually(t, "find_tool answers", 60*time.Second, func() error {
+		res, err := ready.CallTool(t.Context(), &mcp.CallToolParams{Name: "find_tool", Arguments: map[string]any{"tool_description": "echo"}})
+		if err != nil || res.IsError {
+			return fmt.Errorf("find_tool: %v %v", text(res), err)
+		}
+		return nil
+	})
+	cs := harness.Connect(t, strings.TrimSuffix(c.MCPURL, "/mcp")+"/mcp/find", harness.Modern)
+	find := func(args map[string]any) (*mcp.CallToolResult, error) {
+		return cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "find_tool", Arguments: args})
+	}
+	for _, args := range []map[string]any{
+		{"tool_description": strings.Repeat("echo ", 1000)},
+		{"tool_description": "echo", "tool_keywords": make([]string, 40)},
+		{"tool_description": "   "},
+	} {
+		if res, err := find(args); err != nil || !res.IsError {
+			t.Fatalf("a search the indexer refuses: %q, %v; want a tool error", text(res), err)
+		}
+	}
+	for _, args := range []map[string]any{{"tool_description": strings.Repeat("echo ", 1000)}, {"tool_description": "echo"}} {
+		if res, err := find(args); err == nil || !strings.Contains(err.Error(), "Too Many Requests") {
+			t.Fatalf("find_tool past the burst: %q, %v; want HTTP 429", text(res), err)
+		}
+	}
+}

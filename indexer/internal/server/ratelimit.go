@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/switchboard-mcp/switchboard/services/config"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
@@ -113,10 +114,13 @@ func operatorLooking(ctx context.Context, req *indexerv1.SearchRequest) bool {
 	return caller.Operator
 }
 
-// limitSearch takes find_tool's tokens (a Search is what find_tool runs).
-func (s *Server) limitSearch(ctx context.Context, subject string, groups []string, server string) error {
+// limitSearch takes find_tool's tokens (a Search is what find_tool runs);
+// a refused one's from the limits per principal only
+// (ratelimit.Request.Refused).
+func (s *Server) limitSearch(ctx context.Context, p *commonv1.Principal, server string, refused bool) error {
 	if s.Limiter == nil {
 		return nil
 	}
-	return s.Limiter.Allow(ctx, ratelimit.Request{Method: config.RateMethodFindTool, Subject: subject, Groups: groups, Server: server})
+	return s.Limiter.Allow(ctx, ratelimit.Request{Method: config.RateMethodFindTool, Subject: p.GetSubject(), Groups: p.GetGroups(),
+		Server: server, Refused: refused})
 }

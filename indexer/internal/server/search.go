@@ -65,15 +65,26 @@ func (s *Server) search(ctx context.Context, req *indexerv1.SearchRequest) (*ind
 	for _, k := range q.Keywords {
 		size += len(k)
 	}
+	p := svcauth.PrincipalFrom(ctx)
+	var refused error
 	switch {
 	case strings.TrimSpace(q.Text) == "" && len(q.Keywords) == 0:
-		return nil, invalidArgument("query is required")
+		refused = invalidArgument("query is required")
 	case size > store.MaxQueryBytes:
-		return nil, invalidArgument("query and keywords are too long (at most 4096 bytes)")
+		refused = invalidArgument("query and keywords are too long (at most 4096 bytes)")
 	case len(req.GetKeywords()) > store.MaxKeywords:
-		return nil, invalidArgument("too many keywords (at most 32)")
+		refused = invalidArgument("too many keywords (at most 32)")
 	}
-	p := svcauth.PrincipalFrom(ctx)
+	if refused != nil {
+		// Refused, it is still an event of the trail: it takes its token
+		// from the limits per principal, as every refused request does.
+		if !operatorLooking(ctx, req) {
+			if err := s.limitSearch(ctx, p, req.GetServer(), true); err != nil {
+				return nil, err
+			}
+		}
+		return nil, refused
+	}
 	// A scope can vanish between lookup and search (collected by another
 	// replica); forget it and rebuild once.
 	for attempt := 0; ; attempt++ {
@@ -87,7 +98,7 @@ func (s *Server) search(ctx context.Context, req *indexerv1.SearchRequest) (*ind
 		if attempt == 0 && !operatorLooking(ctx, req) {
 			// After the server is found (a missing one costs nothing),
 			// before the search; an operator's look costs nobody.
-			if err := s.limitSearch(ctx, p.GetSubject(), p.GetGroups(), req.GetServer()); err != nil {
+			if err := s.limitSearch(ctx, p, req.GetServer(), false); err != nil {
 				return nil, err
 			}
 		}
