@@ -13,8 +13,8 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/config"
 )
 
-// Sink receives batches of events from the writer's background loop, one
-// batch at a time. An error counts the batch as dropped for that sink.
+// Sink receives batches of events from a goroutine of its own, one batch
+// at a time. An error counts the batch as dropped for that sink.
 type Sink interface {
 	// Name labels the sink in metrics and logs (stdout, file, indexer).
 	Name() string
@@ -35,7 +35,7 @@ const dropLogEvery = 10 * time.Second
 type Writer struct {
 	service  string
 	queue    chan Event
-	sinks    []Sink
+	sinks    []*sinkQueue
 	values   bool
 	redactor *Redactor
 	log      *slog.Logger
@@ -64,6 +64,25 @@ type Writer struct {
 	closeOnce sync.Once
 	stop      chan struct{}
 	done      chan struct{}
+	// flushBy is when writing what is queued at Close gives up; set
+	// before the sinks are told to stop.
+	flushBy time.Time
+}
+
+// sinkQueue is one sink's backlog of prepared events, written by a
+// goroutine of its own: a sink that hangs (an indexer behind a partition,
+// each write waiting out its timeout) fills its own backlog and loses its
+// own events, never the other sinks'.
+type sinkQueue struct {
+	sink  Sink
+	queue chan Event
+	// bytes is what the backlog holds (queuedSize of the prepared
+	// events), at most maxBytes: the sinks' backlogs share MaxQueueBytes.
+	bytes    atomic.Int64
+	maxBytes int64
+	wake     chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 // Options make a Writer.
@@ -116,13 +135,19 @@ func New(o Options) (*Writer, error) {
 		m = NewMetrics(nil)
 	}
 	w := &Writer{
-		service: o.Service, queue: make(chan Event, o.Config.EffectiveQueueSize()), sinks: sinks,
+		service: o.Service, queue: make(chan Event, o.Config.EffectiveQueueSize()),
 		values: o.Config.EffectiveArguments() == config.AuditValues, redactor: NewRedactor(o.Config.AllRedactKeys()),
 		log: log, metrics: m, stop: make(chan struct{}), done: make(chan struct{}),
 		flushEvery: o.FlushEvery, wake: make(chan struct{}, 1), maxQueueBytes: MaxQueueBytes,
 	}
 	if w.flushEvery <= 0 {
 		w.flushEvery = DefaultFlushEvery
+	}
+	for _, s := range sinks {
+		q := &sinkQueue{sink: s, queue: make(chan Event, cap(w.queue)), maxBytes: MaxQueueBytes / int64(len(sinks)),
+			wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		w.sinks = append(w.sinks, q)
+		go w.runSink(q)
 	}
 	m.writer.Store(w)
 	go w.run()
@@ -197,18 +222,20 @@ func (w *Writer) Close() {
 		w.closed.Store(true)
 		close(w.stop)
 		<-w.done
-		for _, s := range w.sinks {
-			if err := s.Close(); err != nil {
-				w.log.Warn("audit sink close failed", "sink", s.Name(), "err", err)
+		for _, q := range w.sinks {
+			<-q.done
+			if err := q.sink.Close(); err != nil {
+				w.log.Warn("audit sink close failed", "sink", q.sink.Name(), "err", err)
 			}
 		}
 	})
 }
 
-// run writes what is queued every flushEvery, or sooner when the queue is
-// half full. It does not wait on the queue itself: a call that records
-// an event then never wakes a goroutine, and a batch costs one write per
-// sink however many calls it holds.
+// run prepares what is queued every flushEvery, or sooner when the queue
+// is half full, and hands it to the sinks' backlogs. It does not wait on
+// the queue itself: a call that records an event then never wakes a
+// goroutine, and a batch costs one write per sink however many calls it
+// holds.
 func (w *Writer) run() {
 	defer close(w.done)
 	batch := make([]Event, 0, maxBatch)
@@ -220,27 +247,29 @@ func (w *Writer) run() {
 		case <-w.wake:
 		case <-w.stop:
 			// Flush: what was queued before Close.
-			deadline := time.Now().Add(5 * time.Second)
-			for len(w.queue) > 0 && time.Now().Before(deadline) {
-				batch = w.fill(batch[:0])
-				w.write(batch)
+			w.flushBy = time.Now().Add(5 * time.Second)
+			for len(w.queue) > 0 && time.Now().Before(w.flushBy) {
+				w.dispatch(fill(w.queue, batch[:0]))
 			}
 			if n := len(w.queue); n > 0 {
 				w.drop("queue", "shutdown", n, nil)
 			}
+			for _, q := range w.sinks {
+				close(q.stop)
+			}
 			return
 		}
 		for len(w.queue) > 0 {
-			w.write(w.fill(batch[:0]))
+			w.dispatch(fill(w.queue, batch[:0]))
 		}
 	}
 }
 
-// fill adds what is queued now to batch, up to maxBatch.
-func (w *Writer) fill(batch []Event) []Event {
+// fill adds what queue holds now to batch, up to maxBatch.
+func fill(queue chan Event, batch []Event) []Event {
 	for len(batch) < maxBatch {
 		select {
-		case e := <-w.queue:
+		case e := <-queue:
 			batch = append(batch, e)
 		default:
 			return batch
@@ -249,27 +278,79 @@ func (w *Writer) fill(batch []Event) []Event {
 	return batch
 }
 
-// write prepares the arguments of a batch (off the request path), fits
+// dispatch prepares the arguments of a batch (off the request path), fits
 // redacted ones to the trail's bounds (Record fitted the rest), and hands
-// the batch to every sink.
-func (w *Writer) write(batch []Event) {
+// the batch to every sink's backlog; a backlog that is full loses the
+// events it cannot take, counted under its sink's name.
+func (w *Writer) dispatch(batch []Event) {
 	for i := range batch {
+		w.queuedBytes.Add(-batch[i].queuedSize)
 		w.prepare(&batch[i])
 		if batch[i].Arguments != nil {
 			batch[i] = Fit(batch[i])
 		}
-		w.queuedBytes.Add(-batch[i].queuedSize)
+		batch[i].queuedSize = queuedSize(&batch[i]) + int64(len(batch[i].Arguments))
 	}
-	for _, s := range w.sinks {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := s.Write(ctx, batch)
-		cancel()
-		if err != nil {
-			w.drop(s.Name(), "sink_error", len(batch), err)
-			continue
+	for _, q := range w.sinks {
+		lost := 0
+		for _, e := range batch {
+			if q.bytes.Add(e.queuedSize) > q.maxBytes {
+				q.bytes.Add(-e.queuedSize)
+				lost++
+				continue
+			}
+			select {
+			case q.queue <- e:
+			default:
+				q.bytes.Add(-e.queuedSize)
+				lost++
+			}
 		}
-		w.metrics.written.WithLabelValues(s.Name()).Add(float64(len(batch)))
+		if lost > 0 {
+			w.drop(q.sink.Name(), "queue_full", lost, nil)
+		}
+		select {
+		case q.wake <- struct{}{}:
+		default:
+		}
 	}
+}
+
+// runSink writes q's backlog to its sink as it comes, until Close.
+func (w *Writer) runSink(q *sinkQueue) {
+	defer close(q.done)
+	batch := make([]Event, 0, maxBatch)
+	for {
+		select {
+		case <-q.wake:
+		case <-q.stop:
+			for len(q.queue) > 0 && time.Now().Before(w.flushBy) {
+				w.write(q, fill(q.queue, batch[:0]))
+			}
+			if n := len(q.queue); n > 0 {
+				w.drop(q.sink.Name(), "shutdown", n, nil)
+			}
+			return
+		}
+		for len(q.queue) > 0 {
+			w.write(q, fill(q.queue, batch[:0]))
+		}
+	}
+}
+
+// write hands one batch to q's sink.
+func (w *Writer) write(q *sinkQueue, batch []Event) {
+	for i := range batch {
+		q.bytes.Add(-batch[i].queuedSize)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	err := q.sink.Write(ctx, batch)
+	cancel()
+	if err != nil {
+		w.drop(q.sink.Name(), "sink_error", len(batch), err)
+		return
+	}
+	w.metrics.written.WithLabelValues(q.sink.Name()).Add(float64(len(batch)))
 }
 
 // prepare digests the raw arguments and, with values, redacts them.
@@ -333,7 +414,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"sink"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_audit_events_dropped_total",
-			Help: "Audit events lost, by sink and reason: queue_full (the process's queue was full; no sink got it), shutdown (still queued at exit), sink_error (that sink failed to write it).",
+			Help: "Audit events lost, by sink and reason: queue_full (the process's queue was full, sink \"queue\": no sink got it; or that sink's backlog was), shutdown (still queued at exit), sink_error (that sink failed to write it).",
 		}, []string{"sink", "reason"}),
 	}
 	m.queued = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
