@@ -204,8 +204,8 @@ func (a *credentialTable) callerForToken(ctx context.Context) (c Caller, hostedB
 	if len(values) > 1 {
 		return Caller{}, "", true, false
 	}
-	tok, found := strings.CutPrefix(values[0], "Bearer ")
-	if !found || tok == "" {
+	tok, found := BearerCredential(values[0])
+	if !found {
 		return Caller{}, "", false, false
 	}
 	digest := sha256.Sum256([]byte(tok))
@@ -349,4 +349,18 @@ func normalize(p *commonv1.Principal) *commonv1.Principal {
 	slices.Sort(g)
 	g = slices.Compact(g)
 	return &commonv1.Principal{Subject: p.GetSubject(), Groups: g}
+}
+
+// BearerCredential is the token of an authorization value of the Bearer
+// scheme, which, like every HTTP authentication scheme, is matched
+// without regard to case (RFC 9110, section 11.1): "bearer x" is as good
+// as "Bearer x". Both the gateway's HTTP edge and the services' gRPC
+// authentication read a token through it.
+func BearerCredential(authorization string) (token string, ok bool) {
+	scheme, token, ok := strings.Cut(authorization, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
 }

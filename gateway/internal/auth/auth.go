@@ -101,10 +101,5 @@ func (t apiKeys) Authenticate(r *http.Request, _ string) (*commonv1.Principal, e
 
 // BearerToken extracts the token of an "Authorization: Bearer" header.
 func BearerToken(r *http.Request) (string, bool) {
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	token = strings.TrimSpace(token)
-	return token, token != ""
+	return svcauth.BearerCredential(r.Header.Get("Authorization"))
 }
