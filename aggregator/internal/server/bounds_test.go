@@ -228,3 +228,21 @@ aggregator:
 		return err == nil
 	})
 }
+
+// A prompt get names at most 256 arguments: more is INVALID_ARGUMENT
+// before the prompt is looked up, and reaches no backend; at the bound it
+// renders.
+func TestPromptArgumentsAreBounded(t *testing.T) {
+	_, h, _ := startAdmission(t, "")
+	ctx := context.Background()
+	args := make(map[string]string, 257)
+	for i := range 256 {
+		args[fmt.Sprintf("a%d", i)] = "x"
+	}
+	if _, err := h.gateway.GetPrompt(ctx, &aggregatorv1.GetPromptRequest{Principal: principal("alice"), Name: "docs_greet", Arguments: args}); err != nil {
+		t.Fatalf("256 arguments: %v", err)
+	}
+	args["one-more"] = "x"
+	_, err := h.gateway.GetPrompt(ctx, &aggregatorv1.GetPromptRequest{Principal: principal("alice"), Name: "docs_greet", Arguments: args})
+	wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+}

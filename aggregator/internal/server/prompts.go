@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
@@ -19,12 +20,15 @@ func (s *Server) GetPrompt(ctx context.Context, req *aggregatorv1.GetPromptReque
 	return resp, s.fail(ctx, "GetPrompt", err)
 }
 
+// maxPromptArguments bounds GetPromptRequest.arguments: a gRPC message
+// of 16 MiB could otherwise name millions.
+const maxPromptArguments = 256
+
 func (s *Server) getPrompt(ctx context.Context, req *aggregatorv1.GetPromptRequest) (*aggregatorv1.GetPromptResponse, error) {
 	var call backend.Call
 	r := admission{
 		method: config.RateMethodPromptsGet, trail: audit.KindPromptGet, server: req.GetServer(),
 		kind: catalog.KindPrompts, key: req.GetName(), subjectToken: req.GetContext().GetSubjectToken(),
-		args: s.promptArguments(req.GetArguments()),
 		prepare: func(a *admitted) error {
 			caps, err := capabilities(req.GetContext())
 			if err != nil {
@@ -45,6 +49,11 @@ func (s *Server) getPrompt(ctx context.Context, req *aggregatorv1.GetPromptReque
 			call = backend.Call{Method: "prompts/get", Name: a.prompt.Original, Params: p.Bytes(), ClientCapabilities: caps}
 			return nil
 		},
+	}
+	if len(req.GetArguments()) > maxPromptArguments {
+		r.refusal = invalidArgument(fmt.Sprintf("more than %d prompt arguments", maxPromptArguments))
+	} else {
+		r.args = s.promptArguments(req.GetArguments())
 	}
 	return serve(ctx, s, r, func(a *admitted) (*aggregatorv1.GetPromptResponse, error) {
 		res, err := timed(s, a.b, "prompts/get", func() (*backend.Result, error) { return a.b.Call(a.ctx, &call) })

@@ -3462,7 +3462,7 @@ type GetPromptRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Principal *v1.Principal          `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
 	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	// Prompt arguments (string to string).
+	// Prompt arguments (string to string), at most 256 of them.
 	Arguments          map[string]string `protobuf:"bytes,3,rep,name=arguments,proto3" json:"arguments,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Context            *RequestContext   `protobuf:"bytes,4,opt,name=context,proto3" json:"context,omitempty"`
 	InputResponsesJson string            `protobuf:"bytes,5,opt,name=input_responses_json,json=inputResponsesJson,proto3" json:"input_responses_json,omitempty"`
