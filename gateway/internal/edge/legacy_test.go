@@ -3,6 +3,7 @@ package edge
 import (
 	"bufio"
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -210,6 +211,33 @@ func TestLegacyWire(t *testing.T) {
 	for _, method := range []string{http.MethodGet, http.MethodDelete} {
 		if resp := send(t, method, url, wrongVersion, ""); resp.status != http.StatusBadRequest {
 			t.Fatalf("%s with another version: %d", method, resp.status)
+		}
+	}
+	// A session or version header sent twice is refused on every method,
+	// whichever value comes first: the session stays.
+	for _, repeat := range []struct{ header, first, second string }{
+		{"Mcp-Session-Id", id, "s1.other"},
+		{"Mcp-Session-Id", "s1.other", id},
+		{"Mcp-Protocol-Version", "2025-11-25", "2025-11-25"},
+	} {
+		for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+			req, err := http.NewRequest(method, url, strings.NewReader(`{"jsonrpc":"2.0","id":22,"method":"ping"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range legacyHeaders("alice-key", id) {
+				req.Header.Set(k, v)
+			}
+			req.Header[repeat.header] = []string{repeat.first, repeat.second}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), repeat.header+" header sent more than once") {
+				t.Fatalf("%s with %s %q and %q: %d %s", method, repeat.header, repeat.first, repeat.second, resp.StatusCode, body)
+			}
 		}
 	}
 	if resp := send(t, http.MethodPost, url, legacyHeaders("alice-key", id), `{"jsonrpc":"2.0","id":21,"method":"ping"}`); resp.status != http.StatusOK {

@@ -55,6 +55,10 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request, at endpointAt
 	case http.MethodPost:
 		g.servePOST(w, r, ep, principal, subjectToken(authState, r), cred)
 	case http.MethodGet, http.MethodDelete:
+		if name := wire.RepeatedSessionHeader(r.Header); name != "" {
+			http.Error(w, "Bad Request: "+name+" header sent more than once", http.StatusBadRequest)
+			return
+		}
 		if mcpspec.Classify(mcpspec.Signals{HTTPMethod: r.Method, SessionID: r.Header.Get("Mcp-Session-Id")}) != mcpspec.EraLegacy {
 			// Modern has no GET stream and no DELETE; only a Legacy
 			// session has them.
@@ -163,6 +167,10 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 	}
 	if !wire.AcceptsBoth(r.Header) {
 		refuse(w, rec, http.StatusBadRequest, id, wire.NewError(wire.CodeInvalidRequest, "Accept must list application/json and text/event-stream"))
+		return
+	}
+	if name := wire.RepeatedSessionHeader(r.Header); name != "" {
+		refuse(w, rec, http.StatusBadRequest, id, wire.NewError(wire.CodeInvalidRequest, name+" header sent more than once"))
 		return
 	}
 	headerVersion := r.Header.Get("Mcp-Protocol-Version")

@@ -28,6 +28,22 @@ func CheckHeader(h http.Header, header, want string) *Error {
 	return nil
 }
 
+// sessionHeaders say which session and revision a request belongs to.
+var sessionHeaders = [...]string{"Mcp-Session-Id", "Mcp-Protocol-Version"}
+
+// RepeatedSessionHeader names a header of sessionHeaders that h holds
+// more than once, or is "". Which of two values counts would be a guess,
+// and a proxy in front may have read the other one, so such a request is
+// refused rather than served in either session or revision.
+func RepeatedSessionHeader(h http.Header) string {
+	for _, name := range sessionHeaders {
+		if len(h[name]) > 1 {
+			return name
+		}
+	}
+	return ""
+}
+
 // DecodeHeaderValue undoes the =?base64?…?= form clients use for values
 // that are not plain visible ASCII. Only a complete sentinel is decoded
 // (anything else is a literal value), and its payload must be padded
