@@ -166,7 +166,10 @@ func TestBridge(t *testing.T) {
 		return nil
 	})
 
-	_, _ = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "crash"})
+	// The call the process exits in says so, not "EOF".
+	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "crash"}); err == nil || !strings.Contains(err.Error(), ErrExited.Error()) || strings.Contains(err.Error(), "EOF") {
+		t.Fatalf("the call the server exited in: %v", err)
+	}
 	testkit.Eventually(t, "the process started again", 20*time.Second, func() error {
 		text, err := echoText(t, connect())
 		if err != nil {

@@ -477,7 +477,7 @@ func TestBridgeSeesAServerExitWhoseChildHoldsItsStdout(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	if _, err := callText(ctx, cs, "crash"); err == nil || ctx.Err() != nil {
+	if _, err := callText(ctx, cs, "crash"); err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), ErrExited.Error()) {
 		t.Fatalf("the call the server exited in: %v, after %v; want it failed at once", err, context.Cause(ctx))
 	}
 	testkit.Eventually(t, "the server started again", 10*time.Second, func() error {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"strconv"
 	"sync"
@@ -268,7 +269,22 @@ func (b *Bridge) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 		defer done()
 		params.SetProgressToken(own)
 	}
-	return cs.CallTool(ctx, params)
+	return served(cs.CallTool(ctx, params))
+}
+
+// ErrExited answers a request whose process exited before it answered.
+var ErrExited = errors.New("the stdio server exited before it answered; it is being started again")
+
+// served is the process's answer to a request, or its error; a process
+// that exited meanwhile is named as such (go-sdk reports only the end of
+// its stdout: "EOF"). Why it exited is the operator's to read in the log
+// (supervise), not the caller's.
+func served[T any](res T, err error) (T, error) {
+	if errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed) {
+		var none T
+		return none, ErrExited
+	}
+	return res, err
 }
 
 // progressRelay maps the progress tokens the bridge gave the process's
@@ -326,7 +342,7 @@ func (b *Bridge) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 	if cs == nil {
 		return nil, ErrNotRunning
 	}
-	return cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: req.Params.URI})
+	return served(cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: req.Params.URI}))
 }
 
 func (b *Bridge) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
@@ -334,7 +350,7 @@ func (b *Bridge) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp
 	if cs == nil {
 		return nil, ErrNotRunning
 	}
-	return cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: req.Params.Name, Arguments: req.Params.Arguments})
+	return served(cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: req.Params.Name, Arguments: req.Params.Arguments}))
 }
 
 func (b *Bridge) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
@@ -342,7 +358,7 @@ func (b *Bridge) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.C
 	if cs == nil {
 		return nil, ErrNotRunning
 	}
-	return cs.Complete(ctx, req.Params)
+	return served(cs.Complete(ctx, req.Params))
 }
 
 // subscribe subscribes at the process, once for every session of the
