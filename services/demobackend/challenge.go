@@ -11,10 +11,18 @@ import (
 // tool's calls; a larger body is passed on unread past the bound.
 const maxChallengeBody = 1 << 20
 
+// refusal is how a challenge or forbidden tool's calls are refused.
+type refusal struct {
+	status    int
+	challenge string
+}
+
 // withChallenges answers a tools/call of a challenge tool with HTTP 401
 // and the tool's WWW-Authenticate text, as a protected resource does for a
-// token it refuses (RFC 6750 §3), in either era; a tool without text
-// answers a bare 401, without a challenge, as many servers do.
+// token it refuses (RFC 6750 §3), and of a forbidden tool with HTTP 403
+// and its text, as one does for a token without the scope a call needs,
+// in either era; a tool without text answers without a challenge, as many
+// servers do.
 func (b *Backend) withChallenges(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || !b.hasChallenges() {
@@ -38,14 +46,14 @@ func (b *Backend) withChallenges(next http.Handler) http.Handler {
 		}
 		if json.Unmarshal(head, &msg) == nil && msg.Method == "tools/call" {
 			b.mu.Lock()
-			text, ok := b.challenges[msg.Params.Name]
+			refused, ok := b.challenges[msg.Params.Name]
 			b.mu.Unlock()
 			if ok {
 				b.count("tools/call " + msg.Params.Name)
-				if text != "" {
-					w.Header().Set("WWW-Authenticate", text)
+				if refused.challenge != "" {
+					w.Header().Set("WWW-Authenticate", refused.challenge)
 				}
-				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				http.Error(w, http.StatusText(refused.status), refused.status)
 				return
 			}
 		}

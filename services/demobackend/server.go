@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -61,8 +62,8 @@ type Backend struct {
 
 	mu    sync.Mutex
 	tools map[string]bool
-	// challenges are the WWW-Authenticate texts of challenge tools.
-	challenges map[string]string
+	// challenges are the refusals of challenge and forbidden tools.
+	challenges map[string]refusal
 	// calls counts the requests that reached a tool or resource handler,
 	// by "<method> <name or uri>" (see Calls).
 	calls map[string]int
@@ -107,7 +108,7 @@ func New(spec Spec, opts Options) (*Backend, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	b := &Backend{name: opts.Name, statefulOnly: opts.StatefulOnly, log: log, tools: map[string]bool{}, challenges: map[string]string{}, calls: map[string]int{}}
+	b := &Backend{name: opts.Name, statefulOnly: opts.StatefulOnly, log: log, tools: map[string]bool{}, challenges: map[string]refusal{}, calls: map[string]int{}}
 	var err error
 	if b.extensions, err = encodeExtensions(spec.Extensions); err != nil {
 		return nil, fmt.Errorf("demo backend %s: %w", opts.Name, err)
@@ -210,8 +211,11 @@ func (b *Backend) addTool(t ToolSpec) {
 	b.mu.Lock()
 	b.tools[t.Name] = true
 	delete(b.challenges, t.Name)
-	if t.behaviour() == BehaviourChallenge {
-		b.challenges[t.Name] = t.Text
+	switch t.behaviour() {
+	case BehaviourChallenge:
+		b.challenges[t.Name] = refusal{status: http.StatusUnauthorized, challenge: t.Text}
+	case BehaviourForbidden:
+		b.challenges[t.Name] = refusal{status: http.StatusForbidden, challenge: t.Text}
 	}
 	b.mu.Unlock()
 	tool := &mcp.Tool{

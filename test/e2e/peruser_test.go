@@ -274,13 +274,17 @@ func contains(list []string, s string) bool {
 // of a tokenExchange backend is told its own credential was refused, the
 // caller of a static backend that the operator must fix the aggregator's;
 // neither is told the backend is unavailable and to retry later, nor
-// does the aggregator log it as unreachable. The backend stays listed.
+// does the aggregator log it as unreachable. The backend stays listed. A
+// 403 (the credential does not allow the call) is told the same way, and
+// the caller of a tokenExchange backend gets its insufficient_scope
+// challenge, which names the scope to ask for.
 func TestBareUnauthorizedRefusesTheCredential(t *testing.T) {
 	alice := oidcop.User{ID: "alice", Username: "alice", Password: "pw-alice"}
 	idp := oidcop.Start(t, alice)
-	bare := "tools:\n  - {name: deny, behaviour: challenge, text: ''}\n"
+	const scopeChallenge = `Bearer error="insufficient_scope", scope="tools:write"`
+	refusing := "tools:\n  - {name: deny, behaviour: challenge, text: ''}\n  - {name: forbid, behaviour: forbidden, text: '" + scopeChallenge + "'}\n"
 	c := harness.Start(t, harness.Options{
-		Backends: []harness.Backend{{Name: "tx", Spec: bare}, {Name: "sealed", Spec: bare}},
+		Backends: []harness.Backend{{Name: "tx", Spec: refusing}, {Name: "sealed", Spec: refusing}},
 		Configure: func(cfg *config.Config) {
 			cfg.Gateway.Auth = config.GatewayAuth{Mode: "oidc", OIDC: config.OIDC{Issuer: idp.Issuer, Audience: "switchboard", JWKSURL: idp.JWKSURL}}
 			for i, b := range cfg.Aggregator.Backends {
@@ -292,6 +296,10 @@ func TestBareUnauthorizedRefusesTheCredential(t *testing.T) {
 		},
 	})
 	token := idp.CallerToken(t, alice.Username, alice.Password, "switchboard")
+	type refusal struct {
+		message, reason, challenge string
+		status                     float64
+	}
 	for era, version := range map[string]string{"Modern": harness.Modern, "Legacy": harness.Legacy} {
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "bare-401", Version: "0"}, nil).Connect(t.Context(),
 			&mcp.StreamableClientTransport{Endpoint: c.MCPURL, MaxRetries: -1, HTTPClient: &http.Client{Transport: bearerTransport{token}}},
@@ -300,27 +308,34 @@ func TestBareUnauthorizedRefusesTheCredential(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cs.Close() })
-		for tool, want := range map[string]string{
-			"tx_deny":     "the tool's server refused the credentials of this call (HTTP 401)",
-			"sealed_deny": "the tool's server refused the credentials Switchboard holds for it (HTTP 401); an operator must fix them",
+		for tool, want := range map[string]refusal{
+			"tx_deny":       {"the tool's server refused the credentials of this call (HTTP 401)", "unauthorized", "", 401},
+			"sealed_deny":   {"the tool's server refused the credentials Switchboard holds for it (HTTP 401); an operator must fix them", "unauthorized", "", 401},
+			"tx_forbid":     {"the tool's server refused the credentials of this call (HTTP 403)", "forbidden", scopeChallenge, 403},
+			"sealed_forbid": {"the tool's server refused the credentials Switchboard holds for it (HTTP 403); an operator must fix them", "forbidden", "", 403},
 		} {
 			_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{}})
 			var rpcErr *jsonrpc.Error
-			if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInternalError || rpcErr.Message != want {
-				t.Errorf("%s (%s): %v; want %q", tool, era, err, want)
+			if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInternalError || rpcErr.Message != want.message {
+				t.Errorf("%s (%s): %v; want %q", tool, era, err, want.message)
 				continue
 			}
 			var data map[string]any
-			if json.Unmarshal(rpcErr.Data, &data) != nil || data["reason"] != "unauthorized" || data["httpStatus"] != float64(401) || data["wwwAuthenticate"] != nil {
+			if json.Unmarshal(rpcErr.Data, &data) != nil || data["reason"] != want.reason || data["httpStatus"] != want.status {
 				t.Errorf("%s (%s): data %s", tool, era, rpcErr.Data)
 			}
+			if challenge, _ := data["wwwAuthenticate"].(string); challenge != want.challenge {
+				t.Errorf("%s (%s): challenge %q, want %q", tool, era, challenge, want.challenge)
+			}
 		}
-		if names := harness.ToolNames(t, cs); !contains(names, "tx_deny") || !contains(names, "sealed_deny") {
+		if names := harness.ToolNames(t, cs); !contains(names, "tx_deny") || !contains(names, "sealed_forbid") {
 			t.Errorf("after the refusals (%s) the backends' tools are gone: %v", era, names)
 		}
 	}
-	if c.Calls(t, "tx")["tools/call deny"] == 0 || c.Calls(t, "sealed")["tools/call deny"] == 0 {
-		t.Fatal("the calls did not reach the backends")
+	for _, b := range []string{"tx", "sealed"} {
+		if calls := c.Calls(t, b); calls["tools/call deny"] == 0 || calls["tools/call forbid"] == 0 {
+			t.Fatalf("the calls did not reach backend %s: %v", b, calls)
+		}
 	}
 	if log := c.Aggregator.Log(64 << 20); strings.Contains(log, "backend unreachable") {
 		t.Error("a refused credential was logged as a backend unreachable")

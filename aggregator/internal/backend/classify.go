@@ -67,22 +67,23 @@ func (c *Client) classify(ctx context.Context, err error) error {
 	return &unavailableError{text: c.redactCall(ctx, err.Error()), failure: failureOf(err), advice: adviceFor(err)}
 }
 
-// refused is the error of a 401 challenge to the call in ctx. The caller
-// can act on a challenge to its own credential (tokenExchange: it signs in
-// again) and gets it, redacted. A refused static or client-credentials
+// refused is the error of a 401 or 403 challenge to the call in ctx. The
+// caller can act on a challenge to its own credential (tokenExchange: it
+// signs in again, or asks for the scope a 403 names) and gets it,
+// redacted. A refused static or client-credentials
 // credential is the aggregator's own: the caller gets the challenge-less
 // error, the operator the challenge in the log, redacted.
 func (c *Client) refused(ctx context.Context, ch *ChallengeError) error {
 	text := bound(c.redactCall(ctx, ch.Challenge), maxChallenge)
 	if c.cfg.Auth.Mode == AuthTokenExchange {
-		return &ChallengeError{Challenge: text, Caller: true}
+		return &ChallengeError{Challenge: text, Caller: true, Status: ch.Status}
 	}
 	mode := c.cfg.Auth.Mode
 	if mode == AuthStatic {
 		mode = "static"
 	}
-	c.log.WarnContext(ctx, "the backend refused the aggregator's own credentials (HTTP 401): check them", "auth", mode, "challenge", text)
-	return &ChallengeError{}
+	c.log.WarnContext(ctx, "the backend refused the aggregator's own credentials: check them", "status", ch.Status, "auth", mode, "challenge", text)
+	return &ChallengeError{Status: ch.Status}
 }
 
 // bound cuts text to at most n bytes.

@@ -211,6 +211,48 @@ func TestBackendChallengeIsTheCallersAnswer(t *testing.T) {
 	}
 }
 
+// A backend's 403 (the credential is taken but does not allow the call:
+// an insufficient_scope challenge) is a ChallengeError for that call too,
+// with its status, not an outage; the token is not forgotten (exchanging
+// again would bring the same scopes), and the backend stays healthy.
+func TestBackendForbiddenIsTheCallersAnswer(t *testing.T) {
+	real := startAuthRecorder(t, &authRecorder{})
+	var forbidden atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Method") == "tools/call" {
+			if r.Header.Get("Authorization") != "Bearer exchanged-1" {
+				t.Errorf("the second call carried %q, not the first call's token", r.Header.Get("Authorization"))
+			}
+			forbidden.Add(1)
+			w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope", scope="repo admin"`)
+			w.WriteHeader(http.StatusForbidden)
+			return
+		}
+		proxyTo(t, real, w, r)
+	}))
+	t.Cleanup(front.Close)
+	c := newTestClient(Config{Name: "gh", URL: front.URL, Protocol: ProtocolModern, Auth: startExchanger(t), Timeout: 5 * time.Second})
+	t.Cleanup(c.Close)
+	caller := fakeJWT(`{"aud":"switchboard","sub":"x"}`)
+	for range 2 {
+		ctx, _ := c.WithCaller(context.Background(), "x", caller)
+		_, err := c.Call(ctx, echoCall(`{}`))
+		var ch *ChallengeError
+		if !errors.As(err, &ch) || errors.Is(err, ErrUnavailable) || ch.Status != http.StatusForbidden || !ch.Caller {
+			t.Fatalf("a 403 challenge: %v", err)
+		}
+		if want := `Bearer error="insufficient_scope", scope="repo admin"`; ch.Challenge != want {
+			t.Errorf("challenge %q, want %q", ch.Challenge, want)
+		}
+	}
+	if forbidden.Load() != 2 {
+		t.Errorf("%d calls reached the backend, want 2", forbidden.Load())
+	}
+	if st := c.Status(); st.Failure != FailureNone || st.State == Unhealthy {
+		t.Errorf("the refusal counted as a backend failure: %+v", st)
+	}
+}
+
 // A client-credentials token the backend refuses (HTTP 401: revoked or
 // rotated at the provider) is not sent again until its expiry: the
 // aggregator's own request (here a listing; a handshake, a probe) is

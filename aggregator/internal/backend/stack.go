@@ -245,8 +245,9 @@ func (b *endSpan) Close() error {
 }
 
 // refusal is the one reading of a backend's outright refusal of a call:
-// a 401, with a challenge or not, is a *ChallengeError (the credential was
-// refused: the caller's answer, not an outage); a 400 without a JSON-RPC
+// a 401 or 403, with a challenge or not, is a *ChallengeError (the
+// credential was refused, or does not allow the call: the caller's
+// answer, not an outage); a 400 without a JSON-RPC
 // error in its body is ErrMalformedRequest (the backend refused the
 // caller's request as malformed, and must not take go-sdk's session, or
 // the backend's health, down with it). Anything else is nil: a JSON-RPC

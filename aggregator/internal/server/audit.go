@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -146,7 +147,7 @@ func auditOutcome(err error) (audit.Outcome, string) {
 	case errors.Is(err, backend.ErrTokenExchange):
 		return audit.OutcomeError, "no token from the authorization server"
 	case errors.As(err, &challenge):
-		return audit.OutcomeDenied, "the backend refused the call's credentials (HTTP 401)"
+		return audit.OutcomeDenied, fmt.Sprintf("the backend refused the call's credentials (HTTP %d)", challenge.Status)
 	case errors.As(err, new(*backend.RateLimitedError)):
 		return audit.OutcomeRateLimited, "the backend limited its callers (HTTP 429)"
 	case errors.Is(err, engine.ErrNotFound), errors.Is(err, errTaskNotFound):

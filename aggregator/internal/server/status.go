@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net/http"
 	"strconv"
 
 	"google.golang.org/grpc/codes"
@@ -153,17 +155,22 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 		// them in the error's data, redacted. A refused credential of the
 		// aggregator's own (static, clientCredentials) is no challenge
 		// the caller can answer: the backend logged it for the operator.
-		data := map[string]any{"reason": "unauthorized", "httpStatus": 401}
+		// A 403 took the credential, which does not allow the call: an
+		// insufficient_scope challenge names the scope it needs.
+		data := map[string]any{"reason": "unauthorized", "httpStatus": challenge.Status}
+		if challenge.Status == http.StatusForbidden {
+			data["reason"] = "forbidden"
+		}
 		if !challenge.Caller {
 			return backenderr.New("backend refused the credentials", &aggregatorv1.BackendError{Code: jsonrpcInternalError,
-				Message:  "the tool's server refused the credentials Switchboard holds for it (HTTP 401); an operator must fix them",
+				Message:  fmt.Sprintf("the tool's server refused the credentials Switchboard holds for it (HTTP %d); an operator must fix them", challenge.Status),
 				DataJson: dataJSON(data)})
 		}
 		if challenge.Challenge != "" {
 			data["wwwAuthenticate"] = challenge.Challenge
 		}
 		return backenderr.New("backend refused the credentials", &aggregatorv1.BackendError{Code: jsonrpcInternalError,
-			Message: "the tool's server refused the credentials of this call (HTTP 401)", DataJson: dataJSON(data)})
+			Message: fmt.Sprintf("the tool's server refused the credentials of this call (HTTP %d)", challenge.Status), DataJson: dataJSON(data)})
 	case errors.Is(err, backend.ErrMalformedRequest):
 		// The caller's request, not the backend, is at fault: no health is
 		// lost, and the backend's own words stay in the log.
