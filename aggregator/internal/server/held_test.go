@@ -261,6 +261,38 @@ aggregator:
 	}
 }
 
+// A call held for the client's input whose backend a reload removes does
+// not outlive it: the tool is gone from the catalog with its backend, so
+// the client's retry is refused as not found, like any call to it.
+func TestHeldCallEndsWithItsRemovedBackend(t *testing.T) {
+	cancelled := make(chan struct{}, 4)
+	legacy := newTestBackend(t, "legacy", backendOptions{stateful: true, extra: withLegacyConfirm(cancelled)})
+	h := startAggregator(t, parseConfig(t, `
+aggregator:
+  catalogTTL: 1h
+  backends:
+    - {name: legacy, url: `+legacy.url()+`, protocol: "2025-11-25", timeout: 5s, inputWait: 10s}
+`))
+	ctx := context.Background()
+	caps := &aggregatorv1.RequestContext{ClientCapabilitiesJson: `{"elicitation":{}}`}
+	resp, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "legacy_confirm", Context: caps})
+	if err != nil || resp.GetResultType() != "input_required" {
+		t.Fatalf("first call: %v %v", resp, err)
+	}
+	key, state, ok := heldQuestion(resp)
+	if !ok {
+		t.Fatalf("first call: %s", resp.GetResultJson())
+	}
+	removed, err := config.Parse([]byte("aggregator:\n  catalogTTL: 1h\n"), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	reconfigure(t, h, removed)
+	_, err = h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "legacy_confirm", Context: caps,
+		RequestState: state, InputResponsesJson: `{"` + key + `":{"action":"accept","content":{"sure":true}}}`})
+	wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+}
+
 // A streamed call whose caller stops reading its stream still ends at
 // the tool's timeout, and the backend is told: the notifications it
 // floods wait for the caller in a bounded queue, never blocking the
