@@ -155,3 +155,43 @@ func TestLiveOptimizerSettingReachesOpenStreams(t *testing.T) {
 	rewrite(func(cfg *config.Config) { cfg.Servers[0].Optimizer = &optimized })
 	awaitNotified(t, clients, since, "find_tool")
 }
+
+// TestLiveCodeModeSettingReachesOpenStreams: a reload that turns code mode
+// on or off for a server changes its optimizer view's tools (run_code
+// comes or goes), and the streams open on it are told, in both eras, as
+// for any other change of what they list.
+func TestLiveCodeModeSettingReachesOpenStreams(t *testing.T) {
+	optimized, on, off := true, true, false
+	c := harness.Start(t, harness.Options{
+		Backends:  []harness.Backend{{Name: "alpha"}},
+		NoIndexer: true,
+		Configure: func(cfg *config.Config) {
+			cfg.Reload.Interval = config.Duration(200 * time.Millisecond)
+			cfg.Gateway.Cache.TTL = config.Duration(time.Millisecond)
+			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: aliceKey, Subject: "alice"}}}
+			cfg.Servers = []config.Server{{Name: "team", Backends: []string{"alpha"}, Optimizer: &optimized, CodeMode: &off}}
+		},
+	})
+	rewrite := configRewriter(t, c)
+	var clients []*liveClient
+	for era, pin := range map[string]string{"modern": harness.Modern, "legacy": harness.Legacy} {
+		lc := connectLive(t, c.MCPURL+"/team", pin, aliceKey, era)
+		if got := harness.ToolNames(t, lc.cs); !slices.Equal(got, []string{"find_tool", "call_tool"}) {
+			t.Fatalf("%s: the optimized server lists %v", era, got)
+		}
+		clients = append(clients, lc)
+	}
+
+	since := time.Now()
+	rewrite(func(cfg *config.Config) { cfg.Servers[0].CodeMode = &on })
+	awaitNotified(t, clients, since, "run_code")
+
+	since = time.Now()
+	rewrite(func(cfg *config.Config) { cfg.Servers[0].CodeMode = &off })
+	awaitNotified(t, clients, since, "")
+	for _, lc := range clients {
+		if got := harness.ToolNames(t, lc.cs); slices.Contains(got, "run_code") {
+			t.Errorf("%s: code mode off, the server lists %v", lc.name, got)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,8 +50,12 @@ type codeMode struct {
 	maxProgramBytes int
 	pool            *codemode.Pool
 	// offered says whether a server ("" for the whole catalog) offers
-	// run_code; a reload replaces it.
-	offered atomic.Pointer[func(server string) bool]
+	// run_code; a reload replaces it, then closes changed (a new one
+	// takes its place), which wakes the catalog watches to tell their
+	// callers if their server's offer changed.
+	offered   atomic.Pointer[func(server string) bool]
+	changedMu sync.Mutex
+	changed   chan struct{}
 }
 
 // WithCodeMode runs programs with the bounds of c (as WithDefaults
@@ -62,16 +67,34 @@ func (s *Server) WithCodeMode(c config.CodeMode, command []string, offered func(
 			MaxCalls: c.MaxCalls, MaxOutputBytes: c.MaxOutputBytes},
 		maxProgramBytes: c.MaxProgramBytes,
 		pool:            codemode.NewPool(command, c.MaxConcurrent),
+		changed:         make(chan struct{}),
 	}
 	s.code.offered.Store(&offered)
 	return s
 }
 
-// SetCodeModeOffered puts a reload's servers[].codeMode in force.
+// SetCodeModeOffered puts a reload's aggregator.codeMode.enabled and
+// servers[].codeMode in force.
 func (s *Server) SetCodeModeOffered(offered func(string) bool) {
-	if s.code != nil {
-		s.code.offered.Store(&offered)
+	if s.code == nil {
+		return
 	}
+	s.code.offered.Store(&offered)
+	s.code.changedMu.Lock()
+	close(s.code.changed)
+	s.code.changed = make(chan struct{})
+	s.code.changedMu.Unlock()
+}
+
+// codeModeChanged is closed by the next SetCodeModeOffered; nil (never
+// ready) without code mode.
+func (s *Server) codeModeChanged() <-chan struct{} {
+	if s.code == nil {
+		return nil
+	}
+	s.code.changedMu.Lock()
+	defer s.code.changedMu.Unlock()
+	return s.code.changed
 }
 
 // CloseCodeMode stops the idle runners.

@@ -79,7 +79,9 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 			unsubscribe()
 		}
 	}()
-	first := &aggregatorv1.WatchCatalogResponse{CatalogVersion: snap.Version, ToolsDigest: view.Digest(catalog.KindTools), ViewDigest: viewDigest(view)}
+	codeChanged := s.codeModeChanged()
+	codeMode := s.codeModeIn(req.GetServer())
+	first := &aggregatorv1.WatchCatalogResponse{CatalogVersion: snap.Version, ToolsDigest: view.Digest(catalog.KindTools), ViewDigest: viewDigest(view), CodeMode: codeMode}
 	for _, uri := range uris {
 		if _, ok := subscribed[uri]; ok && !slices.Contains(first.SubscribedResourceUris, uri) {
 			first.SubscribedResourceUris = append(first.SubscribedResourceUris, uri)
@@ -100,6 +102,9 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 			}
 			continue
 		case <-superseded:
+		case <-codeChanged:
+			// Read after the reload's new offer is in force.
+			codeChanged = s.codeModeChanged()
 		}
 		if snap, superseded, err = s.e.ServerSnapshot(req.GetServer()); err != nil {
 			// The server was removed from the configuration.
@@ -113,15 +118,16 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 				delete(subscribed, uri)
 			}
 		}
-		next := s.e.View(snap, p)
-		ev := &aggregatorv1.WatchCatalogResponse{CatalogVersion: snap.Version, ToolsDigest: next.Digest(catalog.KindTools), ViewDigest: viewDigest(next)}
+		next, nextCodeMode := s.e.View(snap, p), s.codeModeIn(req.GetServer())
+		ev := &aggregatorv1.WatchCatalogResponse{CatalogVersion: snap.Version, ToolsDigest: next.Digest(catalog.KindTools), ViewDigest: viewDigest(next), CodeMode: nextCodeMode}
 		for _, k := range catalog.Kinds {
 			if next.Digest(k) != view.Digest(k) {
 				ev.Changed = append(ev.Changed, apiKind[k])
 			}
 		}
-		view = next
-		if len(ev.Changed) == 0 {
+		codeModeChanged := nextCodeMode != codeMode
+		view, codeMode = next, nextCodeMode
+		if len(ev.Changed) == 0 && !codeModeChanged {
 			continue
 		}
 		if err := stream.Send(ev); err != nil {

@@ -143,7 +143,7 @@ func (s *Server) listen(ctx context.Context, req *Request, resp Responder) (json
 		if len(w.first.GetSubscribedResourceUris()) < len(agreed.ResourceSubscriptions) {
 			return end()
 		}
-		if !s.sendChanged(resp, missedWhileReopening(before, w), kinds, req.ID) {
+		if !s.sendChanged(resp, missedWhileReopening(before, w), kinds, before.codeMode != w.codeMode, req.ID) {
 			return nil, nil
 		}
 	}
@@ -253,7 +253,7 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 	}
 	// A stream opened again after the client lost one missed what changed
 	// meanwhile: every list may have.
-	if req.Reconnected && !s.sendChanged(resp, allKinds, kinds, nil) {
+	if req.Reconnected && !s.sendChanged(resp, allKinds, kinds, true, nil) {
 		return nil
 	}
 	for {
@@ -283,7 +283,7 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 		case stopSubscriptionsChanged:
 			if w, err = s.openWatch(ctx, req, uris, renewed); err != nil {
 				w = s.reopenWatch(ctx, resp, req, uris, renewed)
-			} else if w.first.GetCatalogVersion() == version && sameView(before, w.first) {
+			} else if w.first.GetCatalogVersion() == version && sameView(before, w.first) && before.codeMode == w.codeMode {
 				continue
 			}
 		case stopWatchEnded:
@@ -294,7 +294,7 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 		// The catalog changed while the watch was reopened (or may have:
 		// a watch that broke saw nothing meanwhile): say so, in case the
 		// change was one this view sees.
-		if w == nil || !s.sendChanged(resp, missedWhileReopening(before, w), kinds, nil) {
+		if w == nil || !s.sendChanged(resp, missedWhileReopening(before, w), kinds, before.codeMode != w.codeMode, nil) {
 			return nil
 		}
 	}

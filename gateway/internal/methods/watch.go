@@ -90,6 +90,10 @@ type catalogWatch struct {
 	// (first's until then); versionSeen says pump has set it.
 	version     uint64
 	versionSeen bool
+	// codeMode says whether the server offered run_code in the last event
+	// pump handled that says (first's until then): its optimizer view's
+	// tools change with it.
+	codeMode bool
 	// ctx ends with the watch.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -129,7 +133,7 @@ func (s *Server) openWatch(ctx context.Context, req *Request, resourceURIs, rene
 		cancel()
 		return nil, err
 	}
-	return &catalogWatch{stream: stream, first: first, ctx: wctx, cancel: cancel}, nil
+	return &catalogWatch{stream: stream, first: first, codeMode: first.GetCodeMode(), ctx: wctx, cancel: cancel}, nil
 }
 
 // reopenWatch opens the watch again after the aggregator ended it,
@@ -192,9 +196,10 @@ const (
 )
 
 // sendChanged sends the list_changed notifications ev triggers within
-// kinds; it reports whether the stream is still writable.
-func (s *Server) sendChanged(resp Responder, ev *aggregatorv1.WatchCatalogResponse, kinds listKinds, subscriptionID json.RawMessage) bool {
-	for _, method := range changedNotifications(ev, kinds) {
+// kinds, and codeModeChanged (the server's offer of run_code changed, or
+// may have); it reports whether the stream is still writable.
+func (s *Server) sendChanged(resp Responder, ev *aggregatorv1.WatchCatalogResponse, kinds listKinds, codeModeChanged bool, subscriptionID json.RawMessage) bool {
+	for _, method := range changedNotifications(ev, kinds, codeModeChanged) {
 		if resp.Send(wire.Notification(method, notificationParams(subscriptionID))) != nil {
 			return false
 		}
@@ -267,10 +272,13 @@ func (s *Server) pump(ctx context.Context, resp Responder, w *catalogWatch,
 			if d := ev.GetToolsDigest(); d != "" {
 				w.toolsDigest = d
 			}
+			codeModeChanged := false
 			if d := ev.GetViewDigest(); d != "" {
 				w.viewDigest = d
+				codeModeChanged = ev.GetCodeMode() != w.codeMode
+				w.codeMode = ev.GetCodeMode()
 			}
-			if !s.sendChanged(resp, ev, kinds, subscriptionID) {
+			if !s.sendChanged(resp, ev, kinds, codeModeChanged, subscriptionID) {
 				return stopDone, version
 			}
 			if kinds.resubscribe && slices.Contains(ev.GetChanged(), aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCES) {
@@ -301,13 +309,18 @@ func (s *Server) pump(ctx context.Context, resp Responder, w *catalogWatch,
 }
 
 // changedNotifications lists the list_changed methods an event triggers,
-// once each, limited to kinds.
-func changedNotifications(ev *aggregatorv1.WatchCatalogResponse, kinds listKinds) []string {
+// once each, limited to kinds: the catalog's tools are the raw view's,
+// and the optimizer view's change with the offer of run_code
+// (codeModeChanged).
+func changedNotifications(ev *aggregatorv1.WatchCatalogResponse, kinds listKinds, codeModeChanged bool) []string {
 	var tools, resources, prompts bool
+	if kinds.tools && codeModeChanged && kinds.view() == ViewOptimized {
+		tools = true
+	}
 	for _, k := range ev.GetChanged() {
 		switch k {
 		case aggregatorv1.CatalogKind_CATALOG_KIND_TOOLS:
-			tools = kinds.tools && kinds.view() == ViewRaw
+			tools = tools || kinds.tools && kinds.view() == ViewRaw
 		case aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCES, aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCE_TEMPLATES:
 			resources = kinds.resources
 		case aggregatorv1.CatalogKind_CATALOG_KIND_PROMPTS:

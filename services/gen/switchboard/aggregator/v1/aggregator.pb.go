@@ -3865,7 +3865,13 @@ type WatchCatalogResponse struct {
 	// change: a watch reopened after a policy changed only resources or
 	// prompts tells them from a view that did not change, which the version
 	// (content-derived, blind to policy) and tools_digest cannot.
-	ViewDigest    string `protobuf:"bytes,6,opt,name=view_digest,json=viewDigest,proto3" json:"view_digest,omitempty"`
+	ViewDigest string `protobuf:"bytes,6,opt,name=view_digest,json=viewDigest,proto3" json:"view_digest,omitempty"`
+	// Whether the watched server offers run_code (see
+	// DiscoverResponse.code_mode), on the events that carry view_digest: a
+	// reload that turns code mode on or off for the server changes the
+	// tools of its optimizer view, and is an event of its own (with no
+	// changed kinds when nothing else changed).
+	CodeMode      bool `protobuf:"varint,7,opt,name=code_mode,json=codeMode,proto3" json:"code_mode,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3940,6 +3946,13 @@ func (x *WatchCatalogResponse) GetViewDigest() string {
 		return x.ViewDigest
 	}
 	return ""
+}
+
+func (x *WatchCatalogResponse) GetCodeMode() bool {
+	if x != nil {
+		return x.CodeMode
+	}
+	return false
 }
 
 // BackendError is a backend's own JSON-RPC error, returned for a routed
@@ -4646,7 +4659,7 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"allChanges\x12#\n" +
 	"\rresource_uris\x18\x03 \x03(\tR\fresourceUris\x12\x16\n" +
 	"\x06server\x18\x04 \x01(\tR\x06server\x122\n" +
-	"\x15renewed_resource_uris\x18\x05 \x03(\tR\x13renewedResourceUris\"\xb3\x02\n" +
+	"\x15renewed_resource_uris\x18\x05 \x03(\tR\x13renewedResourceUris\"\xd0\x02\n" +
 	"\x14WatchCatalogResponse\x12'\n" +
 	"\x0fcatalog_version\x18\x01 \x01(\x04R\x0ecatalogVersion\x12@\n" +
 	"\achanged\x18\x02 \x03(\x0e2&.switchboard.aggregator.v1.CatalogKindR\achanged\x12!\n" +
@@ -4654,7 +4667,8 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\x15updated_resource_uris\x18\x04 \x03(\tR\x13updatedResourceUris\x128\n" +
 	"\x18subscribed_resource_uris\x18\x05 \x03(\tR\x16subscribedResourceUris\x12\x1f\n" +
 	"\vview_digest\x18\x06 \x01(\tR\n" +
-	"viewDigest\"Y\n" +
+	"viewDigest\x12\x1b\n" +
+	"\tcode_mode\x18\a \x01(\bR\bcodeMode\"Y\n" +
 	"\fBackendError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x03R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1b\n" +
