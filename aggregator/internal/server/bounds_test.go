@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
@@ -245,4 +246,26 @@ func TestPromptArgumentsAreBounded(t *testing.T) {
 	args["one-more"] = "x"
 	_, err := h.gateway.GetPrompt(ctx, &aggregatorv1.GetPromptRequest{Principal: principal("alice"), Name: "docs_greet", Arguments: args})
 	wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+}
+
+// A call whose context names a progress token that is not JSON, or a log
+// level MCP does not have, is INVALID_ARGUMENT whether it streams or not:
+// a unary call relays no notification, but its request is as malformed.
+func TestMalformedCallContextIsRefusedOnEveryRoute(t *testing.T) {
+	h, _, _ := twoEras(t)
+	ctx := context.Background()
+	for name, rc := range map[string]*aggregatorv1.RequestContext{
+		"progress token": {ProgressTokenJson: `{"not":`},
+		"log level":      {LogLevel: "loud"},
+	} {
+		req := &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "modern_echo", ArgumentsJson: `{}`, Context: rc}
+		_, err := h.gateway.CallTool(ctx, req)
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("unary, bad %s: %v", name, err)
+		}
+		_, _, err = streamCallErr(ctx, h.gateway, req)
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("streamed, bad %s: %v", name, err)
+		}
+	}
 }

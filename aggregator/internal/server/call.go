@@ -137,9 +137,7 @@ func prepareToolCall(req *aggregatorv1.CallToolRequest, a *admitted, tc *toolCal
 func (s *Server) callTool(ctx context.Context, req *aggregatorv1.CallToolRequest, stream *notifier, forwarded bool) (*aggregatorv1.CallToolResponse, error) {
 	var tc toolCall
 	r := toolCallAdmission(req, &tc, forwarded)
-	if stream != nil {
-		r.refusal = stream.invalid
-	}
+	r.refusal = malformedContext(req.GetContext())
 	return serve(ctx, s, r, func(a *admitted) (*aggregatorv1.CallToolResponse, error) {
 		switch s.taskRouteOf(a, req, &tc, forwarded) {
 		case switchboardTask:

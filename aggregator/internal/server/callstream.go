@@ -37,8 +37,6 @@ type notifier struct {
 	send func(*aggregatorv1.Notification) error
 	// err is the first failure to send; the call then fails with it.
 	err error
-	// invalid, if set, refuses the call: the streamed request is malformed.
-	invalid error
 }
 
 func (n *notifier) emit(method string, params []byte) {
@@ -89,15 +87,22 @@ func (s *Server) callToolStream(ctx context.Context, req *aggregatorv1.CallToolR
 	token := rc.GetProgressTokenJson()
 	level := mcp.LoggingLevel(rc.GetLogLevel())
 	n := &notifier{progress: token != "", level: level, token: token, send: send}
-	// A malformed request is refused in the call's admission, so that it
-	// is audited like any other refusal.
-	switch {
-	case token != "" && !json.Valid([]byte(token)):
-		n.invalid = invalidArgument("progress_token_json is not JSON")
-	case level != "" && !backend.ValidLevel(level):
-		n.invalid = invalidArgument("log_level is not an MCP log level")
-	}
 	return s.callTool(ctx, req, n, forwarded)
+}
+
+// malformedContext is the refusal of a call whose context names a
+// progress token or log level that cannot be one, or nil. A unary call
+// relays no notification, but its request is as malformed: it is refused
+// alike, in the call's admission, so that it is audited like any other
+// refusal.
+func malformedContext(rc *aggregatorv1.RequestContext) error {
+	if token := rc.GetProgressTokenJson(); token != "" && !json.Valid([]byte(token)) {
+		return invalidArgument("progress_token_json is not JSON")
+	}
+	if level := mcp.LoggingLevel(rc.GetLogLevel()); level != "" && !backend.ValidLevel(level) {
+		return invalidArgument("log_level is not an MCP log level")
+	}
+	return nil
 }
 
 // notificationParams encodes a backend notification's params for the

@@ -1804,7 +1804,9 @@ func (x *ListPromptsResponse) GetCatalogVersion() uint64 {
 type RequestContext struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The client's progress token as JSON (a string or a number); empty if
-	// none.
+	// none. A call whose token is not JSON, or whose log_level is not an MCP
+	// level, is INVALID_ARGUMENT, streamed (CallToolStream, which relays
+	// notifications) or not.
 	ProgressTokenJson string `protobuf:"bytes,1,opt,name=progress_token_json,json=progressTokenJson,proto3" json:"progress_token_json,omitempty"`
 	// The client's declared capabilities (an MCP ClientCapabilities object as
 	// JSON text; empty means none declared). The aggregator declares them to
