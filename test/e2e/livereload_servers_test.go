@@ -117,12 +117,13 @@ type errStatus int
 
 func (e errStatus) Error() string { return "status " + http.StatusText(int(e)) }
 
-// A reload that changes a server's optimizer setting changes the tools
-// its open sessions list: their notification streams (a Modern listen, a
-// Legacy session's GET stream) say so, and then follow the view their
-// endpoint serves now, the raw view's changes included.
-func TestLiveOptimizerSettingReachesOpenStreams(t *testing.T) {
-	optimized, raw := true, false
+// liveTeam starts a cluster (the indexer left out) that reloads its
+// configuration every 200 ms and serves server, named team, over backend
+// alpha, and connects a client of each era to /mcp/team, each of which
+// must list the tools want.
+func liveTeam(t *testing.T, server config.Server, want []string) (*harness.Cluster, func(func(*config.Config)), []*liveClient) {
+	t.Helper()
+	server.Name, server.Backends = "team", []string{"alpha"}
 	c := harness.Start(t, harness.Options{
 		Backends:  []harness.Backend{{Name: "alpha"}},
 		NoIndexer: true,
@@ -130,18 +131,27 @@ func TestLiveOptimizerSettingReachesOpenStreams(t *testing.T) {
 			cfg.Reload.Interval = config.Duration(200 * time.Millisecond)
 			cfg.Gateway.Cache.TTL = config.Duration(time.Millisecond)
 			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: aliceKey, Subject: "alice"}}}
-			cfg.Servers = []config.Server{{Name: "team", Backends: []string{"alpha"}, Optimizer: &optimized}}
+			cfg.Servers = []config.Server{server}
 		},
 	})
-	rewrite := configRewriter(t, c)
 	var clients []*liveClient
 	for era, pin := range map[string]string{"modern": harness.Modern, "legacy": harness.Legacy} {
 		lc := connectLive(t, c.MCPURL+"/team", pin, aliceKey, era)
-		if got := harness.ToolNames(t, lc.cs); !slices.Equal(got, []string{"find_tool", "call_tool"}) {
-			t.Fatalf("%s: the optimized server lists %v", era, got)
+		if got := harness.ToolNames(t, lc.cs); !slices.Equal(got, want) {
+			t.Fatalf("%s: the server lists %v, want %v", era, got, want)
 		}
 		clients = append(clients, lc)
 	}
+	return c, configRewriter(t, c), clients
+}
+
+// A reload that changes a server's optimizer setting changes the tools
+// its open sessions list: their notification streams (a Modern listen, a
+// Legacy session's GET stream) say so, and then follow the view their
+// endpoint serves now, the raw view's changes included.
+func TestLiveOptimizerSettingReachesOpenStreams(t *testing.T) {
+	optimized, raw := true, false
+	c, rewrite, clients := liveTeam(t, config.Server{Optimizer: &optimized}, []string{"find_tool", "call_tool"})
 
 	since := time.Now()
 	rewrite(func(cfg *config.Config) { cfg.Servers[0].Optimizer = &raw })
@@ -162,25 +172,7 @@ func TestLiveOptimizerSettingReachesOpenStreams(t *testing.T) {
 // for any other change of what they list.
 func TestLiveCodeModeSettingReachesOpenStreams(t *testing.T) {
 	optimized, on, off := true, true, false
-	c := harness.Start(t, harness.Options{
-		Backends:  []harness.Backend{{Name: "alpha"}},
-		NoIndexer: true,
-		Configure: func(cfg *config.Config) {
-			cfg.Reload.Interval = config.Duration(200 * time.Millisecond)
-			cfg.Gateway.Cache.TTL = config.Duration(time.Millisecond)
-			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: aliceKey, Subject: "alice"}}}
-			cfg.Servers = []config.Server{{Name: "team", Backends: []string{"alpha"}, Optimizer: &optimized, CodeMode: &off}}
-		},
-	})
-	rewrite := configRewriter(t, c)
-	var clients []*liveClient
-	for era, pin := range map[string]string{"modern": harness.Modern, "legacy": harness.Legacy} {
-		lc := connectLive(t, c.MCPURL+"/team", pin, aliceKey, era)
-		if got := harness.ToolNames(t, lc.cs); !slices.Equal(got, []string{"find_tool", "call_tool"}) {
-			t.Fatalf("%s: the optimized server lists %v", era, got)
-		}
-		clients = append(clients, lc)
-	}
+	_, rewrite, clients := liveTeam(t, config.Server{Optimizer: &optimized, CodeMode: &off}, []string{"find_tool", "call_tool"})
 
 	since := time.Now()
 	rewrite(func(cfg *config.Config) { cfg.Servers[0].CodeMode = &on })

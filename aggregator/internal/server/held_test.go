@@ -57,6 +57,23 @@ func heldQuestion(resp *aggregatorv1.CallToolResponse) (key, state string, ok bo
 	return key, res.RequestState, true
 }
 
+// confirmCaps are the capabilities of a caller that can answer
+// legacy_confirm's question.
+var confirmCaps = &aggregatorv1.RequestContext{ClientCapabilitiesJson: `{"elicitation":{}}`}
+
+// holdConfirm makes alice's first call of legacy_confirm, which the
+// backend holds to ask its question: the question's key and the request
+// state to retry with.
+func holdConfirm(t *testing.T, h *harness) (key, state string) {
+	t.Helper()
+	resp, err := h.gateway.CallTool(context.Background(), &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "legacy_confirm", Context: confirmCaps})
+	key, state, ok := heldQuestion(resp)
+	if err != nil || !ok {
+		t.Fatalf("first call: %v %v", resp, err)
+	}
+	return key, state
+}
+
 // A Modern caller reaches a Legacy backend that asks for input mid-call:
 // the call comes back input_required, the retry (by the same principal,
 // through the same server) answers the held backend request and
@@ -167,14 +184,9 @@ rateLimits:
     - {name: one-each, per: principal, rate: 1/h, burst: 1}
 `)
 	ctx := context.Background()
-	caps := &aggregatorv1.RequestContext{ClientCapabilitiesJson: `{"elicitation":{}}`}
-	resp, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "legacy_confirm", Context: caps})
-	_, state, ok := heldQuestion(resp)
-	if err != nil || !ok {
-		t.Fatalf("first call: %v %v", resp, err)
-	}
+	_, state := holdConfirm(t, h)
 	release := func(p *commonv1.Principal, state string) error {
-		_, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: p, Name: "legacy_confirm", Context: caps, RequestState: state, ReleaseHeld: true})
+		_, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: p, Name: "legacy_confirm", Context: confirmCaps, RequestState: state, ReleaseHeld: true})
 		return err
 	}
 	wantStatus(t, release(principal("mallory"), state), codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
@@ -243,18 +255,9 @@ aggregator:
 		return full
 	}
 	h := startAggregator(t, file("credential-1").Aggregator)
-	ctx := context.Background()
-	caps := &aggregatorv1.RequestContext{ClientCapabilitiesJson: `{"elicitation":{}}`}
-	resp, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "legacy_confirm", Context: caps})
-	if err != nil || resp.GetResultType() != "input_required" {
-		t.Fatalf("first call: %v %v", resp, err)
-	}
-	key, state, ok := heldQuestion(resp)
-	if !ok {
-		t.Fatalf("first call: %s", resp.GetResultJson())
-	}
+	key, state := holdConfirm(t, h)
 	reconfigure(t, h, file("credential-2"))
-	resp, err = h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "legacy_confirm", Context: caps,
+	resp, err := h.gateway.CallTool(context.Background(), &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "legacy_confirm", Context: confirmCaps,
 		RequestState: state, InputResponsesJson: `{"` + key + `":{"action":"accept","content":{"sure":true}}}`})
 	if err != nil || resp.GetResultType() != "complete" || resultText(t, resp.GetResultJson()) != `answer accept {"sure":true}` {
 		t.Fatalf("the retry after the reload: %v %v", resp, err)
@@ -273,22 +276,13 @@ aggregator:
   backends:
     - {name: legacy, url: `+legacy.url()+`, protocol: "2025-11-25", timeout: 5s, inputWait: 10s}
 `))
-	ctx := context.Background()
-	caps := &aggregatorv1.RequestContext{ClientCapabilitiesJson: `{"elicitation":{}}`}
-	resp, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "legacy_confirm", Context: caps})
-	if err != nil || resp.GetResultType() != "input_required" {
-		t.Fatalf("first call: %v %v", resp, err)
-	}
-	key, state, ok := heldQuestion(resp)
-	if !ok {
-		t.Fatalf("first call: %s", resp.GetResultJson())
-	}
+	key, state := holdConfirm(t, h)
 	removed, err := config.Parse([]byte("aggregator:\n  catalogTTL: 1h\n"), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
 	reconfigure(t, h, removed)
-	_, err = h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "legacy_confirm", Context: caps,
+	_, err = h.gateway.CallTool(context.Background(), &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "legacy_confirm", Context: confirmCaps,
 		RequestState: state, InputResponsesJson: `{"` + key + `":{"action":"accept","content":{"sure":true}}}`})
 	wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
 }
