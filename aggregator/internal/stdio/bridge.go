@@ -463,8 +463,9 @@ func environment(spec map[string]string) []string {
 }
 
 // CheckCommands reports, by key, each stdio backend whose dir is not a
-// directory or whose command is not found: at start and on each reload,
-// before a backend is replaced by one that cannot run.
+// directory or whose command is not found, or is a script whose
+// interpreter is not: at start and on each reload, before a backend is
+// replaced by one that cannot run.
 func CheckCommands(backends []config.Backend) error {
 	var errs []error
 	for i, b := range backends {
@@ -475,9 +476,15 @@ func CheckCommands(backends []config.Backend) error {
 			errs = append(errs, &config.KeyError{Key: fmt.Sprintf("aggregator.backends[%d].dir", i), Err: errors.New("is not a directory")})
 			continue
 		}
-		if _, err := program(b.Command[0], b.Env, b.Dir); err != nil {
+		path, err := program(b.Command[0], b.Env, b.Dir)
+		if err != nil {
 			errs = append(errs, &config.KeyError{Key: fmt.Sprintf("aggregator.backends[%d].command", i),
 				Err: errors.New("its program is not found: install it, or name it by its full path")})
+			continue
+		}
+		if interpreter := missingInterpreter(path, b.Env, b.Dir); interpreter != "" {
+			errs = append(errs, &config.KeyError{Key: fmt.Sprintf("aggregator.backends[%d].command", i),
+				Err: fmt.Errorf("its program is a script whose interpreter (%s, on its #! line) is not found: install it", interpreter)})
 		}
 	}
 	return errors.Join(errs...)

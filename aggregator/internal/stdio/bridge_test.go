@@ -420,3 +420,39 @@ func TestCheckCommandsRefusesAMissingDir(t *testing.T) {
 		t.Fatalf("CheckCommands = %v; want the dirs of backends 1 and 2 refused", err)
 	}
 }
+
+// TestCheckCommandsRefusesAMissingInterpreter: a stdio server that is a
+// script whose #! line names an interpreter that is not installed (a
+// server written for node on a machine without it) is refused by key at
+// load, naming the interpreter, whether the line names it by path or
+// through env in the server's PATH; it was taken, and the server failed
+// to start with "no such file or directory" again and again.
+func TestCheckCommandsRefusesAMissingInterpreter(t *testing.T) {
+	dir := t.TempDir()
+	script := func(name, shebang string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(shebang+"\nexit 0\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	err := CheckCommands([]config.Backend{
+		{Name: "sh", Command: []string{script("sh", "#!/bin/sh")}},
+		{Name: "env-sh", Command: []string{script("env-sh", "#!/usr/bin/env sh")}},
+		{Name: "by-path", Command: []string{script("by-path", "#!/no/such/interpreter -x")}},
+		{Name: "by-env", Command: []string{script("by-env", "#!/usr/bin/env no-such-runtime-for-switchboard")}},
+		{Name: "by-env-s", Command: []string{script("by-env-s", "#!/usr/bin/env -S no-such-runtime-for-switchboard --flag")}},
+		{Name: "binary", Command: []string{os.Args[0]}},
+	})
+	got := fmt.Sprint(err)
+	for i, want := range map[int]string{2: "/no/such/interpreter", 3: "no-such-runtime-for-switchboard", 4: "no-such-runtime-for-switchboard"} {
+		if !strings.Contains(got, fmt.Sprintf("aggregator.backends[%d].command: its program is a script whose interpreter (%s,", i, want)) {
+			t.Errorf("backend %d not refused for its interpreter %s: %v", i, want, err)
+		}
+	}
+	for _, fine := range []string{"backends[0]", "backends[1]", "backends[5]"} {
+		if strings.Contains(got, fine) {
+			t.Errorf("%s refused: %v", fine, err)
+		}
+	}
+}

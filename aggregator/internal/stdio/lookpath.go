@@ -1,7 +1,9 @@
 package stdio
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -49,4 +51,55 @@ func program(name string, env map[string]string, dir string) (string, error) {
 func executable(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.Mode().IsRegular() && fi.Mode()&fs.ModePerm&0o111 != 0
+}
+
+// maxShebang bounds the #! line read of a script: the kernel reads no
+// more of it either.
+const maxShebang = 256
+
+// missingInterpreter is the interpreter a script's #! line names that is
+// not found, or "": the kernel would refuse to start the script with
+// "no such file or directory", though the script itself is there (a
+// server written for node or python on a machine without it, the most
+// common reason a newcomer's stdio server never starts). An interpreter
+// named through env ("#!/usr/bin/env node") is looked for in the server's
+// PATH (env, dir) as the server's own command is. A line it cannot read
+// (env with options other than -S) is taken as it is.
+func missingInterpreter(path string, env map[string]string, dir string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	head := make([]byte, maxShebang)
+	n, _ := io.ReadFull(f, head)
+	line, ok := bytes.CutPrefix(head[:n], []byte("#!"))
+	if !ok {
+		return ""
+	}
+	if i := bytes.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i]
+	}
+	fields := strings.Fields(string(line))
+	if len(fields) == 0 {
+		return ""
+	}
+	interpreter := fields[0]
+	if !executable(interpreter) {
+		return interpreter
+	}
+	if filepath.Base(interpreter) != "env" || len(fields) < 2 {
+		return ""
+	}
+	named := fields[1:]
+	if named[0] == "-S" {
+		named = named[1:]
+	}
+	if len(named) == 0 || strings.HasPrefix(named[0], "-") || strings.Contains(named[0], "=") {
+		return ""
+	}
+	if _, err := program(named[0], env, dir); err != nil {
+		return named[0]
+	}
+	return ""
 }
