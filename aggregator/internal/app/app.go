@@ -105,7 +105,7 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	peers := peer.New(self, cfg.Peers, env.Config.ServiceAuth.TLS, env.Log)
 	defer peers.Close()
 	api := server.New(e).WithPeers(peers).WithLimiter(limiter).WithAudit(trail).WithGroupsClaim(env.Config.Gateway.Auth.OIDC.GroupsClaim).
-		WithTraffic(recorder, replicaName(cfg.AdvertiseAddress, cfg.Listen))
+		WithTraffic(recorder, replicaName(cfg.AdvertiseAddress, cfg.Listen)).WithShutdown(ctx.Done())
 	if err := withTasks(env, api, idx, self); err != nil {
 		return err
 	}

@@ -13,11 +13,14 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/app"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	"github.com/switchboard-mcp/switchboard/services/lifecycle"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
 	"github.com/switchboard-mcp/switchboard/services/testkit"
@@ -35,6 +38,9 @@ func freeAddr(t *testing.T) string {
 
 // TestRunServesAndShutsDown runs the service as main does: gRPC with health,
 // the HTTP probes and metrics, and a graceful stop when the context ends.
+// An open catalog watch, which never ends on its own, does not hold the
+// stop for shutdownGrace (an hour here): it ends UNAVAILABLE at once, for
+// its caller to open it again on another replica.
 func TestRunServesAndShutsDown(t *testing.T) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "demo", Version: "1"}, nil)
 	srv.AddTool(&mcp.Tool{Name: "hello", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -51,6 +57,7 @@ serviceAuth:
 aggregator:
   listen: `+grpcAddr+`
   httpListen: `+httpAddr+`
+  shutdownGrace: 1h
   backends:
     - {name: demo, url: `+backend.URL+`}
 `), func(string) (string, bool) { return "", false })
@@ -91,7 +98,21 @@ aggregator:
 		}
 	}
 
+	// Bounded, so that a watch the stop does not end fails the test.
+	watchCtx, stopWatch := context.WithTimeout(context.Background(), 15*time.Second)
+	defer stopWatch()
+	watch, err := aggregatorv1.NewAggregatorServiceClient(conn).WatchCatalog(watchCtx, &aggregatorv1.WatchCatalogRequest{Principal: &commonv1.Principal{Subject: "alice"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := watch.Recv(); err != nil {
+		t.Fatalf("the watch's first event: %v", err)
+	}
+
 	cancel()
+	if _, err := watch.Recv(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("the watch at shutdown: %v, want UNAVAILABLE", err)
+	}
 	select {
 	case err := <-done:
 		if err != nil {

@@ -55,11 +55,24 @@ type Server struct {
 	// naming this replica there; nil: none.
 	traffic *traffic.Recorder
 	replica string
+	// stopping is closed when the replica starts to shut down: the
+	// catalog watches end then (watch.go), as their callers open them
+	// again on another replica, rather than hold the graceful stop for
+	// all of aggregator.shutdownGrace. Nil: never.
+	stopping <-chan struct{}
 }
 
 // New serves e.
 func New(e *engine.Engine) *Server {
 	return &Server{e: e, log: e.Log(), watchers: &rpc.StreamQuota{Max: e.Options().MaxWatchesPerCaller}}
+}
+
+// WithShutdown ends the catalog watches when stopping is closed (the
+// replica's shutdown begins), so that the graceful stop waits only for
+// the calls in flight.
+func (s *Server) WithShutdown(stopping <-chan struct{}) *Server {
+	s.stopping = stopping
+	return s
 }
 
 // WithPeers makes retries of calls held by another replica go to it

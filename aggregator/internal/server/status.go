@@ -35,6 +35,10 @@ var errPeersOnly = errors.New("this RPC is for aggregator replicas forwarding a 
 // errAllChangesDenied: all_changes asked by an untrusted caller.
 var errAllChangesDenied = errors.New("all_changes requires a trusted service caller")
 
+// errShuttingDown ends a catalog watch when its replica shuts down: its
+// caller opens it again, on another replica.
+var errShuttingDown = errors.New("this aggregator replica is shutting down: open the watch again")
+
 // errSubscribeNeedsRead: a credential that may not call ReadResource
 // named resource_uris in a watch.
 var errSubscribeNeedsRead = errors.New("resource_uris needs a credential allowed ReadResource")
@@ -119,6 +123,8 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_OPERATOR_ONLY, errOperatorsOnly.Error())
 	case errors.Is(err, errPeersOnly):
 		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_METHOD_NOT_ALLOWED, errPeersOnly.Error())
+	case errors.Is(err, errShuttingDown):
+		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED, errShuttingDown.Error())
 	case errors.Is(err, errAllChangesDenied):
 		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_NOT_ALLOWED, errAllChangesDenied.Error())
 	case errors.Is(err, errSubscribeNeedsRead), errors.Is(err, errRunNeedsCall):

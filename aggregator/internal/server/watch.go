@@ -101,6 +101,8 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 				return err
 			}
 			continue
+		case <-s.stopping:
+			return s.fail(ctx, "WatchCatalog", errShuttingDown)
 		case <-superseded:
 		case <-codeChanged:
 			// Read after the reload's new offer is in force.
@@ -163,6 +165,8 @@ func (s *Server) watchAllChanges(stream grpc.ServerStreamingServer[aggregatorv1.
 			// The caller went away or its deadline passed: say which, rather
 			// than end the stream as if it had completed.
 			return s.fail(ctx, "WatchCatalog", ctx.Err())
+		case <-s.stopping:
+			return s.fail(ctx, "WatchCatalog", errShuttingDown)
 		case <-superseded:
 		}
 		prevPolicy := policy
