@@ -11,17 +11,19 @@ import (
 // tool's calls; a larger body is passed on unread past the bound.
 const maxChallengeBody = 1 << 20
 
-// refusal is how a challenge or forbidden tool's calls are refused.
+// refusal is how a challenge, forbidden or unavailable tool's calls are
+// refused: the status, and the header sent with it unless value is empty.
 type refusal struct {
-	status    int
-	challenge string
+	status        int
+	header, value string
 }
 
 // withChallenges answers a tools/call of a challenge tool with HTTP 401
 // and the tool's WWW-Authenticate text, as a protected resource does for a
 // token it refuses (RFC 6750 §3), and of a forbidden tool with HTTP 403
 // and its text, as one does for a token without the scope a call needs,
-// in either era; a tool without text answers without a challenge, as many
+// and of an unavailable tool with HTTP 503 and its text as Retry-After,
+// in either era; a tool without text answers without the header, as many
 // servers do.
 func (b *Backend) withChallenges(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -50,8 +52,8 @@ func (b *Backend) withChallenges(next http.Handler) http.Handler {
 			b.mu.Unlock()
 			if ok {
 				b.count("tools/call " + msg.Params.Name)
-				if refused.challenge != "" {
-					w.Header().Set("WWW-Authenticate", refused.challenge)
+				if refused.value != "" {
+					w.Header().Set(refused.header, refused.value)
 				}
 				http.Error(w, http.StatusText(refused.status), refused.status)
 				return

@@ -62,7 +62,8 @@ type Backend struct {
 
 	mu    sync.Mutex
 	tools map[string]bool
-	// challenges are the refusals of challenge and forbidden tools.
+	// challenges are the refusals of challenge, forbidden and unavailable
+	// tools.
 	challenges map[string]refusal
 	// calls counts the requests that reached a tool or resource handler,
 	// by "<method> <name or uri>" (see Calls).
@@ -213,9 +214,11 @@ func (b *Backend) addTool(t ToolSpec) {
 	delete(b.challenges, t.Name)
 	switch t.behaviour() {
 	case BehaviourChallenge:
-		b.challenges[t.Name] = refusal{status: http.StatusUnauthorized, challenge: t.Text}
+		b.challenges[t.Name] = refusal{status: http.StatusUnauthorized, header: "WWW-Authenticate", value: t.Text}
 	case BehaviourForbidden:
-		b.challenges[t.Name] = refusal{status: http.StatusForbidden, challenge: t.Text}
+		b.challenges[t.Name] = refusal{status: http.StatusForbidden, header: "WWW-Authenticate", value: t.Text}
+	case BehaviourUnavailable:
+		b.challenges[t.Name] = refusal{status: http.StatusServiceUnavailable, header: "Retry-After", value: t.Text}
 	}
 	b.mu.Unlock()
 	tool := &mcp.Tool{

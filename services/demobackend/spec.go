@@ -53,13 +53,17 @@ const (
 	// text as its WWW-Authenticate challenge (an insufficient_scope one,
 	// say), none for an empty text (challenge.go).
 	BehaviourForbidden = "forbidden"
+	// BehaviourUnavailable refuses every call with HTTP 503 and the
+	// tool's text as its Retry-After, none for an empty text, as a server
+	// in maintenance does (challenge.go).
+	BehaviourUnavailable = "unavailable"
 	// BehaviourForecast returns five days of made-up highs and lows for
 	// the city argument, the same for the same city: data for the demo's
 	// MCP App (apps.go).
 	BehaviourForecast = "forecast"
 )
 
-var behaviours = []string{BehaviourEcho, BehaviourText, BehaviourAdd, BehaviourError, BehaviourSleep, BehaviourConfirm, BehaviourAsk, BehaviourLog, BehaviourWhoAmI, BehaviourChallenge, BehaviourForbidden, BehaviourForecast}
+var behaviours = []string{BehaviourEcho, BehaviourText, BehaviourAdd, BehaviourError, BehaviourSleep, BehaviourConfirm, BehaviourAsk, BehaviourLog, BehaviourWhoAmI, BehaviourChallenge, BehaviourForbidden, BehaviourUnavailable, BehaviourForecast}
 
 // Spec is what a demo backend serves. It is read from YAML (--config) and
 // the tool entries are also the body of POST /admin/tools (JSON).

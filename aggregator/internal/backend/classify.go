@@ -64,7 +64,13 @@ func (c *Client) classify(ctx context.Context, err error) error {
 		// says, and the backend is up.
 		return &RateLimitedError{RetryAfterSeconds: answered.retryAfter}
 	}
-	return &unavailableError{text: c.redactCall(ctx, err.Error()), failure: failureOf(err), advice: adviceFor(err)}
+	un := &unavailableError{text: c.redactCall(ctx, err.Error()), failure: failureOf(err), advice: adviceFor(err)}
+	if errors.As(err, &answered) && answered.status == http.StatusServiceUnavailable && answered.retryAfterGiven {
+		// Overloaded or in maintenance, and it says for how long: the
+		// caller may wait that long rather than guess.
+		un.retryAfter = answered.retryAfter
+	}
+	return un
 }
 
 // refused is the error of a 401 or 403 challenge to the call in ctx. The

@@ -91,6 +91,20 @@ type unavailableError struct {
 	failure Failure
 	// advice is Advice's, read from the cause (adviceFor).
 	advice string
+	// retryAfter is the Retry-After of a backend's 503, in seconds; 0
+	// when it gave none.
+	retryAfter int
+}
+
+// RetryAfter is how long, in seconds, a backend that answered a request
+// HTTP 503 asked to be left alone (its Retry-After), or 0: err is not
+// such an answer, or it named no time.
+func RetryAfter(err error) int {
+	var un *unavailableError
+	if errors.As(err, &un) {
+		return un.retryAfter
+	}
+	return 0
 }
 
 func (e *unavailableError) Error() string { return ErrUnavailable.Error() + ": " + e.text }
@@ -102,8 +116,10 @@ func (e *unavailableError) Unwrap() error { return ErrUnavailable }
 type statusError struct {
 	method string
 	status int
-	// retryAfter is the answer's Retry-After, in seconds (retryAfterSeconds).
-	retryAfter int
+	// retryAfter is the answer's Retry-After, in seconds (retryAfterSeconds);
+	// retryAfterGiven says the answer had one.
+	retryAfter      int
+	retryAfterGiven bool
 }
 
 // RateLimitedError is a backend's 429: it refused the request without

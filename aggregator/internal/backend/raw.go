@@ -351,7 +351,8 @@ func rejection(resp *http.Response, method string) error {
 	if m, err := parseMessage(body); err == nil && m.err != nil {
 		return wireError(m.err)
 	}
-	return &statusError{method: method, status: resp.StatusCode, retryAfter: retryAfterSeconds(resp.Header.Get("Retry-After"), time.Now())}
+	retryAfter := resp.Header.Get("Retry-After")
+	return &statusError{method: method, status: resp.StatusCode, retryAfter: retryAfterSeconds(retryAfter, time.Now()), retryAfterGiven: retryAfter != ""}
 }
 
 func readBounded(r io.Reader) ([]byte, error) {

@@ -149,3 +149,42 @@ func TestErrorStatusKeepsTheLegacySession(t *testing.T) {
 		t.Fatalf("the session was ended at the backend (%d DELETE)", n)
 	}
 }
+
+// A backend's 503 says for how long it is unavailable in its Retry-After,
+// which the error carries (RetryAfter) for the caller to wait that long;
+// a 503 without one, or another status, says nothing of when to come back.
+func TestUnavailableCarriesTheBackendsRetryAfter(t *testing.T) {
+	h := legacyToolHandler("nap", func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "woke up"}}}, nil
+	})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		switch {
+		case bytes.Contains(body, []byte("maintenance")):
+			w.Header().Set("Retry-After", "7")
+			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+			return
+		case bytes.Contains(body, []byte("silent")):
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		case bytes.Contains(body, []byte("proxy")):
+			w.Header().Set("Retry-After", "9")
+			http.Error(w, "bad gateway", http.StatusBadGateway)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	c := newTestClient(Config{Name: "legacy", URL: srv.URL, Protocol: ProtocolLegacy})
+	defer c.Close()
+	for load, want := range map[string]int{"maintenance": 7, "silent": 0, "proxy": 0} {
+		var p ParamsBuilder
+		p.String("name", "nap")
+		p.Raw("arguments", []byte(`{"load":"`+load+`"}`))
+		_, err := c.Call(context.Background(), &Call{Method: "tools/call", Name: "nap", Params: p.Bytes()})
+		if !errors.Is(err, ErrUnavailable) || RetryAfter(err) != want {
+			t.Errorf("%s: %v, Retry-After %d s; want unavailable, %d s", load, err, RetryAfter(err), want)
+		}
+	}
+}

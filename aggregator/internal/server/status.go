@@ -142,6 +142,11 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_BACKEND_UNAVAILABLE, "backend unavailable: it redirected to another origin, which is not followed")
 	case errors.Is(err, backend.ErrUnavailable):
 		log.WarnContext(ctx, "backend unreachable", "method", method, "err", err)
+		if seconds := backend.RetryAfter(err); seconds > 0 {
+			// The backend said when to come back (a 503's Retry-After).
+			return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_BACKEND_UNAVAILABLE, "backend unavailable",
+				"retryAfterSeconds", strconv.Itoa(seconds))
+		}
 		return apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_BACKEND_UNAVAILABLE, "backend unavailable")
 	case errors.Is(err, backend.ErrCallerCredential):
 		// The caller's token does not qualify for this backend: the

@@ -81,7 +81,16 @@ func fromStatus(st *status.Status, era mcpspec.Era, method string, caps json.Raw
 		}
 		return wire.NewError(wire.CodeInternalError, "service temporarily unavailable; retry later"), true
 	case codes.Unavailable, codes.Aborted:
-		if apierr.Reason(st.Err()) == commonv1.ErrorReason_ERROR_REASON_BACKEND_UNAVAILABLE {
+		if reason, meta := apierr.Info(st.Err()); reason == commonv1.ErrorReason_ERROR_REASON_BACKEND_UNAVAILABLE {
+			if seconds, err := strconv.Atoi(meta["retryAfterSeconds"]); err == nil && seconds > 0 {
+				// The backend said when to come back (its 503's
+				// Retry-After): data.retryAfterSeconds, as for a limit.
+				// Expected, like a limit: the aggregator logged it.
+				seconds = min(seconds, maxRetryAfterSeconds)
+				e := wire.NewError(wire.CodeInternalError, "the server behind this request is unavailable; retry after "+strconv.Itoa(seconds)+"s")
+				e.Data = map[string]int{"retryAfterSeconds": seconds}
+				return e, false
+			}
 			return wire.NewError(wire.CodeInternalError, "the server behind this request is unavailable; retry later"), true
 		}
 		return wire.NewError(wire.CodeInternalError, "service temporarily unavailable; retry later"), true

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -220,5 +221,26 @@ func TestRateLimited(t *testing.T) {
 	// Another RESOURCE_EXHAUSTED stays an internal error.
 	if got, internal := FromStatus(status.New(codes.ResourceExhausted, "x"), mcpspec.EraModern, "tools/call"); got.Code != wire.CodeInternalError || !internal {
 		t.Fatalf("plain RESOURCE_EXHAUSTED: %+v %v", got, internal)
+	}
+}
+
+// A backend that answered 503 with Retry-After is unavailable, and the
+// client is told when to come back in data.retryAfterSeconds (bounded as
+// a limit's); one that said nothing is told to retry later, without data.
+func TestBackendUnavailableRetryAfter(t *testing.T) {
+	for meta, want := range map[string]string{"7": `{"retryAfterSeconds":7}`, "99999": fmt.Sprintf(`{"retryAfterSeconds":%d}`, maxRetryAfterSeconds), "": "null", "x": "null"} {
+		var kv []string
+		if meta != "" {
+			kv = []string{"retryAfterSeconds", meta}
+		}
+		err := apierr.New(codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_BACKEND_UNAVAILABLE, "backend unavailable", kv...)
+		got, _ := FromStatus(status.Convert(err), mcpspec.EraModern, "tools/call")
+		data, _ := json.Marshal(got.Data)
+		if got.Code != wire.CodeInternalError || string(data) != want {
+			t.Errorf("retryAfterSeconds %q: %+v, data %s; want %s", meta, got, data, want)
+		}
+		if meta == "7" && !strings.Contains(got.Message, "retry after 7s") {
+			t.Errorf("message %q", got.Message)
+		}
 	}
 }
