@@ -172,25 +172,7 @@ func TestLegacyStreamedCancellationAcrossReplicas(t *testing.T) {
 	}
 	// call posts a tools/call through A; its whole answer comes when it ends.
 	call := func(id int, tool, arguments string) <-chan string {
-		answered := make(chan string, 1)
-		go func() {
-			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+a+"/mcp", strings.NewReader(
-				fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"%s","arguments":%s}}`, id, tool, arguments)))
-			if err != nil {
-				answered <- err.Error()
-				return
-			}
-			setLegacyHeaders(req, "", session)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				answered <- err.Error()
-				return
-			}
-			defer resp.Body.Close()
-			body, _ := io.ReadAll(resp.Body)
-			answered <- resp.Status + " " + string(body)
-		}()
-		return answered
+		return postLegacyCall(t.Context(), a, session, id, tool, arguments)
 	}
 	select {
 	case body := <-call(2, "alpha_log", `{}`):
@@ -276,25 +258,7 @@ func TestLegacyDeletedSessionEndsItsCalls(t *testing.T) {
 	deleted, kept := rawInitialize(t, a, ""), rawInitialize(t, a, "")
 	// nap posts a five-minute sleep; its whole answer comes when it ends.
 	nap := func(ctx context.Context, host, session string, id int) <-chan string {
-		answered := make(chan string, 1)
-		go func() {
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+host+"/mcp", strings.NewReader(
-				fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"alpha_nap","arguments":{"duration":"5m"}}}`, id)))
-			if err != nil {
-				answered <- err.Error()
-				return
-			}
-			setLegacyHeaders(req, "", session)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				answered <- err.Error()
-				return
-			}
-			defer resp.Body.Close()
-			body, _ := io.ReadAll(resp.Body)
-			answered <- resp.Status + " " + string(body)
-		}()
-		return answered
+		return postLegacyCall(ctx, host, session, id, "alpha_nap", `{"duration":"5m"}`)
 	}
 	waiting := nap(t.Context(), a, deleted, 1)
 	dropCtx, drop := context.WithCancel(t.Context())
@@ -339,4 +303,29 @@ func TestLegacyDeletedSessionEndsItsCalls(t *testing.T) {
 	if status, _ := rawCancel(t, a, "", kept, "3"); status != http.StatusAccepted {
 		t.Fatalf("cancelling the other session's call: %d", status)
 	}
+}
+
+// postLegacyCall posts a tools/call of tool with arguments (JSON) in the
+// Legacy session through the gateway at host, and returns its whole
+// answer (status and body, or the error) once it ends.
+func postLegacyCall(ctx context.Context, host, session string, id int, tool, arguments string) <-chan string {
+	answered := make(chan string, 1)
+	go func() {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+host+"/mcp", strings.NewReader(
+			fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"%s","arguments":%s}}`, id, tool, arguments)))
+		if err != nil {
+			answered <- err.Error()
+			return
+		}
+		setLegacyHeaders(req, "", session)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			answered <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		answered <- resp.Status + " " + string(body)
+	}()
+	return answered
 }

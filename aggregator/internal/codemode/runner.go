@@ -244,12 +244,8 @@ func heapBytes() int64 { return runtimeBytes("/memory/classes/heap/objects:bytes
 func liveHeapBytes() int64 {
 	before := runtimeBytes("/gc/heap/allocs:bytes")
 	runtime.GC()
-	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/allocs:bytes"}}
-	metrics.Read(sample)
-	if sample[0].Value.Kind() != metrics.KindUint64 || sample[1].Value.Kind() != metrics.KindUint64 {
-		return 0
-	}
-	return int64(sample[0].Value.Uint64()) - (int64(sample[1].Value.Uint64()) - before)
+	live := runtimeBytes("/gc/heap/live:bytes")
+	return live - (runtimeBytes("/gc/heap/allocs:bytes") - before)
 }
 
 // watchMemory stops the program when its live heap grows past max: before the

@@ -39,9 +39,10 @@ const (
 	cancelBurst        = 20
 	maxCancelsInFlight = 64
 	maxCancelIDBytes   = 256
-	// maxCancelPrincipals bounds the principals whose rates are held;
-	// past it, those that may relay a whole burst again are forgotten.
-	maxCancelPrincipals = 10_000
+	// maxRatedPrincipals bounds the principals whose rates one
+	// principalRates holds (relayed cancellations, state changes); past
+	// it, those whose bucket is full again are forgotten.
+	maxRatedPrincipals = 10_000
 )
 
 // ErrCancellationsLimited means a cancellation was not relayed: its
@@ -87,13 +88,13 @@ func (r *principalRates) allow(principal string, cost float64, now time.Time) bo
 	defer r.mu.Unlock()
 	b := r.rates[principal]
 	if b == nil {
-		if len(r.rates) >= maxCancelPrincipals {
+		if len(r.rates) >= maxRatedPrincipals {
 			for p, other := range r.rates {
 				if r.refill(other, now) >= r.burst {
 					delete(r.rates, p)
 				}
 			}
-			if len(r.rates) >= maxCancelPrincipals {
+			if len(r.rates) >= maxRatedPrincipals {
 				return false
 			}
 		}

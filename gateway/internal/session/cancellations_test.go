@@ -152,7 +152,7 @@ func TestRelayCancellationBounds(t *testing.T) {
 func TestRelayCancellationPrincipalsBounded(t *testing.T) {
 	r := newCancelRelay()
 	now := time.Now()
-	for i := range maxCancelPrincipals {
+	for i := range maxRatedPrincipals {
 		if !r.allow(string(rune(i)), 1, now) {
 			t.Fatalf("principal %d refused", i)
 		}
