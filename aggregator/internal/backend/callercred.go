@@ -36,10 +36,10 @@ func (c *Client) NeedsCaller() bool {
 	return c.cfg.Auth.Mode == AuthTokenExchange
 }
 
-// WithCaller returns ctx carrying the Authorization of a call to this
+// WithCaller returns ctx carrying the credential of a call to this
 // backend on behalf of the caller subject, whose validated bearer token is
-// subjectToken: nothing for static credentials (whatever the token); a
-// token exchanged for it (tokenExchange); the gateway's own
+// subjectToken: for static credentials, the configured headers (whatever
+// the token); a token exchanged for it (tokenExchange); the gateway's own
 // (clientCredentials).
 // A call that cannot be authenticated fails here, before anything is sent
 // to the backend: ErrCallerCredential, or a *TokenError.
@@ -56,7 +56,7 @@ func (c *Client) WithCaller(ctx context.Context, subject, subjectToken string) (
 	case AuthClientCredentials:
 		cred.authorization, err = c.tokens.serviceToken(ctx)
 	default:
-		return ctx, nil
+		return withRefusals(ctx), nil
 	}
 	if err != nil {
 		return ctx, err
@@ -65,14 +65,29 @@ func (c *Client) WithCaller(ctx context.Context, subject, subjectToken string) (
 }
 
 // callerCred is a call's credential (WithCaller), and the challenge of a
-// 401 that refused it: the go-sdk paths (held calls, calls on a session of
-// their own) see only an HTTP error, so the transport keeps the challenge
-// here for classify to report.
+// 401 or 403 that refused it: the go-sdk paths (held calls, calls on a
+// session of their own) see only an HTTP error, so the transport keeps the
+// challenge here for classify to report, whatever the credential, as the
+// raw path reports it.
 type callerCred struct {
+	// authorization is the Authorization the call carries; "" for static
+	// credentials, which the configured headers carry.
 	authorization string
 	// key is where authorization is cached (tokenSource.refused).
 	key       [32]byte
 	challenge atomic.Pointer[ChallengeError]
+}
+
+// withRefusals returns ctx with a place where the transport leaves a 401
+// or 403 that refuses a request made in it (callerCred.challenge), if it
+// has none yet: for the requests of the aggregator's own on go-sdk's
+// session, such as a subscription that callers share, which carry the
+// configured credential.
+func withRefusals(ctx context.Context) context.Context {
+	if callerCredential(ctx) != nil {
+		return ctx
+	}
+	return context.WithValue(ctx, callerKey{}, &callerCred{key: serviceKey})
 }
 
 // callerCredential is the credential WithCaller put in ctx, or nil.

@@ -76,8 +76,8 @@ func (s *stack) send(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	cred := callerCredential(ctx)
 	// The gateway's own identity goes on every request without a caller's:
-	// the handshake, listings and probes too.
-	own := cred == nil && s.tokens != nil && s.tokens.auth.Mode == AuthClientCredentials
+	// the handshake, listings, probes and subscriptions too.
+	own := (cred == nil || cred.authorization == "") && s.tokens != nil && s.tokens.auth.Mode == AuthClientCredentials
 	if own {
 		v, err := s.tokens.serviceToken(ctx)
 		if err != nil {
@@ -90,12 +90,12 @@ func (s *stack) send(req *http.Request) (*http.Response, error) {
 	for k, v := range s.headers {
 		h.Set(k, v)
 	}
-	if cred != nil {
+	if cred != nil && cred.authorization != "" {
 		h["Authorization"] = []string{cred.authorization}
 	}
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(h))
 	resp, err := s.conns.RoundTrip(req)
-	if err != nil || resp.StatusCode != http.StatusUnauthorized || cred == nil || s.tokens == nil {
+	if err != nil || resp.StatusCode != http.StatusUnauthorized || cred == nil || cred.authorization == "" || s.tokens == nil {
 		return resp, err
 	}
 	s.tokens.refused(cred.key, cred.authorization)

@@ -28,7 +28,10 @@ func (c *Client) Subscribe(ctx context.Context, uri string) error {
 		c.subs[uri]++
 		return nil
 	}
-	_, err := do(ctx, c, retryIdempotent, c.cfg.Timeout, func(ctx context.Context, s *mcp.ClientSession) (struct{}, error) {
+	// A refusal of this subscription (a 401 or 403: the credential may
+	// not watch this resource) is the subscription's alone, not an outage
+	// that would end the session the others share.
+	_, err := do(withRefusals(ctx), c, retryIdempotent, c.cfg.Timeout, func(ctx context.Context, s *mcp.ClientSession) (struct{}, error) {
 		return struct{}{}, s.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
 	})
 	if err != nil {

@@ -11,8 +11,10 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -238,5 +240,57 @@ aggregator:
 	}
 	if b := backendHealth(t, h, "locked"); b.GetHealth() != aggregatorv1.BackendHealth_BACKEND_HEALTH_HEALTHY {
 		t.Errorf("the 401 counted against the backend's health: %v", b)
+	}
+}
+
+// A Legacy backend's 403 to one request on the session every caller
+// shares (a subscription, behind an auth layer that does not let the
+// static credential watch that resource) refuses that request alone: the
+// session is kept with its other subscriptions, not dropped and opened
+// again as after an outage, and the backend stays healthy.
+func TestStaticRefusalKeepsTheSharedSession(t *testing.T) {
+	uris := []string{"docs://open", "docs://locked"}
+	b := newTestBackend(t, "docs", backendOptions{stateful: true, subscribe: true, extra: func(b *testBackend) {
+		for _, uri := range uris {
+			b.server.AddResource(&mcp.Resource{URI: uri, Name: uri}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "read"}}}, nil
+			})
+		}
+	}})
+	front := frontOf(t, b, func(w http.ResponseWriter, _ *http.Request, body []byte) bool {
+		if !bytes.Contains(body, []byte(`"resources/subscribe"`)) || !bytes.Contains(body, []byte(`"docs://locked"`)) {
+			return false
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope", scope="docs:locked"`)
+		w.WriteHeader(http.StatusForbidden)
+		return true
+	})
+	h := startAggregatorFile(t, `
+aggregator:
+  catalogTTL: 1h
+  backends:
+    - name: docs
+      url: `+front+`
+      protocol: "2025-11-25"
+      headers: {Authorization: "Bearer static-docs-token"}
+`)
+	testkit.Eventually(t, "resources listed", 10*time.Second, func() bool {
+		r, err := h.gateway.ListResources(context.Background(), &aggregatorv1.ListResourcesRequest{Principal: principal("alice")})
+		return err == nil && len(r.GetResources()) == len(uris)
+	})
+	open := startWatch(t, h.gateway, "docs://open")
+	if got := open.first.GetSubscribedResourceUris(); !slices.Equal(got, []string{"docs://open"}) {
+		t.Fatalf("subscribed %v, want docs://open", got)
+	}
+	handshakes, subscribes := b.received("initialize"), b.received("resources/subscribe")
+	locked := startWatch(t, h.gateway, "docs://locked")
+	if got := locked.first.GetSubscribedResourceUris(); len(got) != 0 {
+		t.Fatalf("subscribed %v, want the refused URI left out", got)
+	}
+	if again, resubscribed := b.received("initialize")-handshakes, b.received("resources/subscribe")-subscribes; again != 0 || resubscribed != 0 {
+		t.Errorf("the refusal cost the shared session: %d handshakes and %d subscriptions renewed after it", again, resubscribed)
+	}
+	if st := backendHealth(t, h, "docs"); st.GetHealth() != aggregatorv1.BackendHealth_BACKEND_HEALTH_HEALTHY {
+		t.Errorf("the refusal counted against the backend's health: %v", st)
 	}
 }

@@ -1,12 +1,14 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"reflect"
 	"strings"
 	"sync"
@@ -46,12 +48,13 @@ func TestEveryRouteBehavesTheSame(t *testing.T) {
 		declared   = "the caller declared elicitation: that is what holds the call, and the tool asks it"
 	)
 	heldNA := map[string]string{"capability": declared}
+	retryNA := map[string]string{"capability": declared, "refused": "the call's request goes out in the first round, whose refusal ends the call before it is held"}
 	rows := []routeRow{
 		{name: "plain/modern"},
 		{name: "plain/legacy", legacy: true, na: map[string]string{"log": noLogLevel}},
 		{name: "held", legacy: true, caps: true, sessions: 1, na: heldNA},
-		{name: "resume", legacy: true, caps: true, retry: true, na: heldNA},
-		{name: "forward", legacy: true, caps: true, retry: true, forward: true, na: heldNA},
+		{name: "resume", legacy: true, caps: true, retry: true, na: retryNA},
+		{name: "forward", legacy: true, caps: true, retry: true, forward: true, na: retryNA},
 		{name: "own-session", legacy: true, level: "warning", sessions: 1},
 	}
 	columns := []struct {
@@ -158,6 +161,31 @@ func TestEveryRouteBehavesTheSame(t *testing.T) {
 				if r.Header.Get(probeHeader) != w.secret {
 					t.Fatalf("a %s request without the backend's header", r.Method)
 				}
+			}
+		}},
+		// refused: the backend (or an auth layer before it) refuses the
+		// call's request, 401 then 403, as it would a revoked or
+		// under-scoped static credential. The caller gets the same error
+		// on every route, the refused credential being the operator's to
+		// fix (no challenge passed on); the backend's health and sessions
+		// are untouched, so the next call runs.
+		{"refused", func(t *testing.T, w *routeWorld) {
+			for _, refusal := range []struct {
+				do, reason string
+				status     int
+			}{{"refuse-401", "unauthorized", http.StatusUnauthorized}, {"refuse-403", "forbidden", http.StatusForbidden}} {
+				_, _, err := w.call(context.Background(), "probe", probeArgs{ID: w.row.name + "-" + refusal.do, Do: refusal.do}, nil)
+				wantStatus(t, err, codes.Unknown, commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR)
+				got, ok := backenderr.From(err)
+				want := fmt.Sprintf(`{"httpStatus":%d,"reason":%q}`, refusal.status, refusal.reason)
+				if !ok || got.GetCode() != -32603 || got.GetDataJson() != want || strings.Contains(got.GetMessage(), "invalid_token") {
+					t.Fatalf("%s: backend error %v, want -32603 with data %s and no challenge", refusal.do, got, want)
+				}
+			}
+			id := w.row.name + "-after-refusal"
+			_, resp, err := w.call(context.Background(), "probe", probeArgs{ID: id}, nil)
+			if err != nil || resultText(t, resp.GetResultJson()) != "done "+id {
+				t.Fatalf("the call after the refusals: %v %v", resp, err)
 			}
 		}},
 		// capability: a tool that asks the client for input it did not
@@ -268,6 +296,9 @@ type routeWorld struct {
 func startRouteWorld(t *testing.T, row routeRow) *routeWorld {
 	w := &routeWorld{row: row, probe: &probe{seen: map[string]string{}}, secret: "secret-" + row.name}
 	w.b = newTestBackend(t, "b", backendOptions{stateful: row.legacy, extra: w.probe.add})
+	// The backend behind an auth layer, which refuses a call's request
+	// when its arguments ask for it (refuseMarked).
+	url := frontOf(t, w.b, refuseMarked)
 	protocol := "2026-07-28"
 	if row.legacy {
 		protocol = "2025-11-25"
@@ -278,7 +309,7 @@ aggregator:
   catalogTTL: 1h` + listen + peers + `
   backends:
     - name: b
-      url: ` + w.b.url() + `
+      url: ` + url + `
       protocol: "` + protocol + `"
       timeout: ` + routeBackendTimeout.String() + `
       headers: {` + probeHeader + `: ` + w.secret + `}
@@ -432,8 +463,9 @@ type probeArgs struct {
 	ID string `json:"id"`
 	// Do: hang (until cancelled), report (progress twice, log at debug
 	// and warning), outlast (the backend's timeout, then answer), input,
-	// rpc-error, is-error, header (the credential header's value); else
-	// answer "done <id>".
+	// rpc-error, is-error, header (the credential header's value),
+	// refuse-401 and refuse-403 (the request is refused before the tool
+	// sees it: refuseMarked); else answer "done <id>".
 	Do  string `json:"do,omitempty"`
 	Ask bool   `json:"ask,omitempty"`
 }
@@ -511,4 +543,21 @@ func (p *probe) add(b *testBackend) {
 	for _, name := range []string{"probe", "slow", "bare"} {
 		b.server.AddTool(&mcp.Tool{Name: name, InputSchema: map[string]any{"type": "object"}}, handler)
 	}
+}
+
+// refuseMarked answers a request whose body asks for refuse-401 or
+// refuse-403 with that status and a challenge, as an auth layer before
+// the MCP server would; it passes every other request on.
+func refuseMarked(w http.ResponseWriter, _ *http.Request, body []byte) bool {
+	switch {
+	case bytes.Contains(body, []byte(`"do":"refuse-401"`)):
+		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+		w.WriteHeader(http.StatusUnauthorized)
+	case bytes.Contains(body, []byte(`"do":"refuse-403"`)):
+		w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope", scope="probe:write"`)
+		w.WriteHeader(http.StatusForbidden)
+	default:
+		return false
+	}
+	return true
 }
