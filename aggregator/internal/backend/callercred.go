@@ -3,7 +3,6 @@ package backend
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/services/callerid"
@@ -56,7 +55,7 @@ func (c *Client) WithCaller(ctx context.Context, subject, subjectToken string) (
 	case AuthClientCredentials:
 		cred.authorization, err = c.tokens.serviceToken(ctx)
 	default:
-		return withRefusals(ctx), nil
+		return withConfiguredCredential(ctx), nil
 	}
 	if err != nil {
 		return ctx, err
@@ -64,26 +63,24 @@ func (c *Client) WithCaller(ctx context.Context, subject, subjectToken string) (
 	return context.WithValue(ctx, callerKey{}, cred), nil
 }
 
-// callerCred is a call's credential (WithCaller), and the challenge of a
-// 401 or 403 that refused it: the go-sdk paths (held calls, calls on a
-// session of their own) see only an HTTP error, so the transport keeps the
-// challenge here for classify to report, whatever the credential, as the
-// raw path reports it.
+// callerCred is the credential of a call (WithCaller) or of a request the
+// aggregator makes for callers (withConfiguredCredential). Its presence
+// marks a request as one made for them, whose HTTP error answers are its
+// own failure (sdkTransport).
 type callerCred struct {
 	// authorization is the Authorization the call carries; "" for static
 	// credentials, which the configured headers carry.
 	authorization string
 	// key is where authorization is cached (tokenSource.refused).
-	key       [32]byte
-	challenge atomic.Pointer[ChallengeError]
+	key [32]byte
 }
 
-// withRefusals returns ctx with a place where the transport leaves a 401
-// or 403 that refuses a request made in it (callerCred.challenge), if it
-// has none yet: for the requests of the aggregator's own on go-sdk's
-// session, such as a subscription that callers share, which carry the
-// configured credential.
-func withRefusals(ctx context.Context) context.Context {
+// withConfiguredCredential returns ctx carrying the configured credential
+// as a call's (what WithCaller gives a static backend's call), unless it
+// carries one already: for a request the aggregator makes for callers,
+// such as a subscription they share, whose HTTP error answers fail it
+// alone (sdkTransport).
+func withConfiguredCredential(ctx context.Context) context.Context {
 	if callerCredential(ctx) != nil {
 		return ctx
 	}

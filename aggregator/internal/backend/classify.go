@@ -31,13 +31,6 @@ func (c *Client) classify(ctx context.Context, err error) error {
 		// A credential was refused; the backend is fine.
 		return c.refused(ctx, challenge)
 	}
-	if cred := callerCredential(ctx); cred != nil {
-		if ch := cred.challenge.Load(); ch != nil {
-			// The same, seen by the transport under a go-sdk session,
-			// which reports only an HTTP error.
-			return c.refused(ctx, ch)
-		}
-	}
 	if errors.Is(err, ErrMalformedRequest) {
 		// The rejection's body is bounded only once its secrets are out,
 		// so that none is cut in two.

@@ -351,8 +351,10 @@ func rejection(resp *http.Response, method string) error {
 	if m, err := parseMessage(body); err == nil && m.err != nil {
 		return wireError(m.err)
 	}
-	retryAfter := resp.Header.Get("Retry-After")
-	return &statusError{method: method, status: resp.StatusCode, retryAfter: retryAfterSeconds(retryAfter, time.Now()), retryAfterGiven: retryAfter != ""}
+	if err := httpAnswer(resp, method); err != nil {
+		return err
+	}
+	return &statusError{method: method, status: resp.StatusCode}
 }
 
 func readBounded(r io.Reader) ([]byte, error) {

@@ -158,8 +158,9 @@ func (s *stack) closeIdle() {
 
 // sdkTransport sends go-sdk's requests: a copy of each (a RoundTripper
 // must not change the request it is given) goes through the stack in a
-// span of its own, a 401's challenge is kept for the caller (go-sdk
-// reports only an HTTP error; classify finds it), a plain 400 to a call
+// span of its own, an HTTP error answering a call's request (a 401's
+// challenge, a 503's Retry-After) is that request's error (go-sdk would
+// report only the status, and end its session for some), a plain 400 to a call
 // fails that call instead of go-sdk's whole session, and the response
 // outlives the caller's context briefly (detach).
 type sdkTransport struct {
@@ -183,9 +184,17 @@ func (t sdkTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
-	if cred := callerCredential(r.Context()); cred != nil {
-		if ch := challengeOf(resp); ch != nil {
-			cred.challenge.Store(ch)
+	if callerCredential(r.Context()) != nil {
+		// A request made for a call or a subscription: an HTTP error
+		// answering it is its own failure, read as the raw path reads it
+		// (a refused credential, a limit, a Retry-After), and returned
+		// as the transport's error, which go-sdk passes on whole without
+		// ending the session others may share.
+		if err := httpAnswer(resp, requestMethod(r)); err != nil {
+			_ = resp.Body.Close()
+			span.SetStatus(codes.Error, "refused")
+			span.End()
+			return nil, err
 		}
 	}
 	if resp.StatusCode == http.StatusBadRequest && r.GetBody != nil && callMethods[requestMethod(r)] {
@@ -242,6 +251,22 @@ func (b *endSpan) Close() error {
 	err := b.ReadCloser.Close()
 	b.once.Do(func() { b.span.End() })
 	return err
+}
+
+// httpAnswer is what the raw path makes of an HTTP error answer that
+// go-sdk reads as a failure only: a 401 or 403 refuses the credential
+// (*ChallengeError), a 429 or a 5xx is the backend's, or its front's,
+// answer (*statusError: the session is kept, and a Retry-After passed
+// on). Anything else is nil, the body left to go-sdk.
+func httpAnswer(resp *http.Response, method string) error {
+	if ch := challengeOf(resp); ch != nil {
+		return ch
+	}
+	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode < 500 {
+		return nil
+	}
+	retryAfter := resp.Header.Get("Retry-After")
+	return &statusError{method: method, status: resp.StatusCode, retryAfter: retryAfterSeconds(retryAfter, time.Now()), retryAfterGiven: retryAfter != ""}
 }
 
 // refusal is the one reading of a backend's outright refusal of a call:

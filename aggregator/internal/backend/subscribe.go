@@ -28,11 +28,12 @@ func (c *Client) Subscribe(ctx context.Context, uri string) error {
 		c.subs[uri]++
 		return nil
 	}
-	// A refusal of this subscription (a 401 or 403: the credential may
-	// not watch this resource) is the subscription's alone, not an outage
-	// that would end the session the others share.
-	_, err := do(withRefusals(ctx), c, retryIdempotent, c.cfg.Timeout, func(ctx context.Context, s *mcp.ClientSession) (struct{}, error) {
-		return struct{}{}, s.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
+	_, err := do(ctx, c, retryIdempotent, c.cfg.Timeout, func(ctx context.Context, s *mcp.ClientSession) (struct{}, error) {
+		// An HTTP error answering this subscription (a 401 or 403: the
+		// credential may not watch this resource; a 429 or 503) is the
+		// subscription's alone, not an outage that would end the session
+		// the others share.
+		return struct{}{}, s.Subscribe(withConfiguredCredential(ctx), &mcp.SubscribeParams{URI: uri})
 	})
 	if err != nil {
 		return err

@@ -243,13 +243,14 @@ aggregator:
 	}
 }
 
-// A Legacy backend's 403 to one request on the session every caller
-// shares (a subscription, behind an auth layer that does not let the
-// static credential watch that resource) refuses that request alone: the
-// session is kept with its other subscriptions, not dropped and opened
-// again as after an outage, and the backend stays healthy.
+// A Legacy backend's HTTP error answering one request on the session
+// every caller shares (a subscription: a 403 from an auth layer that does
+// not let the static credential watch that resource, a 503 from a load
+// balancer) fails that request alone: the session is kept with its other
+// subscriptions, not dropped and opened again as after an outage, and the
+// backend stays healthy.
 func TestStaticRefusalKeepsTheSharedSession(t *testing.T) {
-	uris := []string{"docs://open", "docs://locked"}
+	uris := []string{"docs://open", "docs://locked", "docs://busy"}
 	b := newTestBackend(t, "docs", backendOptions{stateful: true, subscribe: true, extra: func(b *testBackend) {
 		for _, uri := range uris {
 			b.server.AddResource(&mcp.Resource{URI: uri, Name: uri}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
@@ -258,11 +259,19 @@ func TestStaticRefusalKeepsTheSharedSession(t *testing.T) {
 		}
 	}})
 	front := frontOf(t, b, func(w http.ResponseWriter, _ *http.Request, body []byte) bool {
-		if !bytes.Contains(body, []byte(`"resources/subscribe"`)) || !bytes.Contains(body, []byte(`"docs://locked"`)) {
+		if !bytes.Contains(body, []byte(`"resources/subscribe"`)) {
 			return false
 		}
-		w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope", scope="docs:locked"`)
-		w.WriteHeader(http.StatusForbidden)
+		switch {
+		case bytes.Contains(body, []byte(`"docs://locked"`)):
+			w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope", scope="docs:locked"`)
+			w.WriteHeader(http.StatusForbidden)
+		case bytes.Contains(body, []byte(`"docs://busy"`)):
+			w.Header().Set("Retry-After", "30")
+			w.WriteHeader(http.StatusServiceUnavailable)
+		default:
+			return false
+		}
 		return true
 	})
 	h := startAggregatorFile(t, `
@@ -283,14 +292,15 @@ aggregator:
 		t.Fatalf("subscribed %v, want docs://open", got)
 	}
 	handshakes, subscribes := b.received("initialize"), b.received("resources/subscribe")
-	locked := startWatch(t, h.gateway, "docs://locked")
-	if got := locked.first.GetSubscribedResourceUris(); len(got) != 0 {
-		t.Fatalf("subscribed %v, want the refused URI left out", got)
-	}
-	if again, resubscribed := b.received("initialize")-handshakes, b.received("resources/subscribe")-subscribes; again != 0 || resubscribed != 0 {
-		t.Errorf("the refusal cost the shared session: %d handshakes and %d subscriptions renewed after it", again, resubscribed)
+	for _, uri := range []string{"docs://locked", "docs://busy"} {
+		if got := startWatch(t, h.gateway, uri).first.GetSubscribedResourceUris(); len(got) != 0 {
+			t.Fatalf("subscribed %v, want %s left out", got, uri)
+		}
+		if again, resubscribed := b.received("initialize")-handshakes, b.received("resources/subscribe")-subscribes; again != 0 || resubscribed != 0 {
+			t.Fatalf("the answer to %s cost the shared session: %d handshakes and %d subscriptions renewed after it", uri, again, resubscribed)
+		}
 	}
 	if st := backendHealth(t, h, "docs"); st.GetHealth() != aggregatorv1.BackendHealth_BACKEND_HEALTH_HEALTHY {
-		t.Errorf("the refusal counted against the backend's health: %v", st)
+		t.Errorf("the answers counted against the backend's health: %v", st)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/switchboard-mcp/switchboard/services/apierr"
 	"github.com/switchboard-mcp/switchboard/services/backenderr"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
@@ -48,7 +50,7 @@ func TestEveryRouteBehavesTheSame(t *testing.T) {
 		declared   = "the caller declared elicitation: that is what holds the call, and the tool asks it"
 	)
 	heldNA := map[string]string{"capability": declared}
-	retryNA := map[string]string{"capability": declared, "refused": "the call's request goes out in the first round, whose refusal ends the call before it is held"}
+	retryNA := map[string]string{"capability": declared, "answered": "the call's request goes out in the first round, whose answer ends the call before it is held"}
 	rows := []routeRow{
 		{name: "plain/modern"},
 		{name: "plain/legacy", legacy: true, na: map[string]string{"log": noLogLevel}},
@@ -163,29 +165,43 @@ func TestEveryRouteBehavesTheSame(t *testing.T) {
 				}
 			}
 		}},
-		// refused: the backend (or an auth layer before it) refuses the
-		// call's request, 401 then 403, as it would a revoked or
-		// under-scoped static credential. The caller gets the same error
-		// on every route, the refused credential being the operator's to
-		// fix (no challenge passed on); the backend's health and sessions
-		// are untouched, so the next call runs.
-		{"refused", func(t *testing.T, w *routeWorld) {
-			for _, refusal := range []struct {
-				do, reason string
-				status     int
-			}{{"refuse-401", "unauthorized", http.StatusUnauthorized}, {"refuse-403", "forbidden", http.StatusForbidden}} {
-				_, _, err := w.call(context.Background(), "probe", probeArgs{ID: w.row.name + "-" + refusal.do, Do: refusal.do}, nil)
-				wantStatus(t, err, codes.Unknown, commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR)
-				got, ok := backenderr.From(err)
-				want := fmt.Sprintf(`{"httpStatus":%d,"reason":%q}`, refusal.status, refusal.reason)
-				if !ok || got.GetCode() != -32603 || got.GetDataJson() != want || strings.Contains(got.GetMessage(), "invalid_token") {
-					t.Fatalf("%s: backend error %v, want -32603 with data %s and no challenge", refusal.do, got, want)
+		// answered: the backend, or what stands before it (an auth layer,
+		// a load balancer), answers the call's request with an HTTP error:
+		// 401 and 403 refuse the credential, which is the operator's to
+		// fix (no challenge passed on); 429 limits the caller, 503 with
+		// Retry-After asks it to come back later. The caller gets the same
+		// error on every route; the backend's health and sessions are
+		// untouched, so the next call runs.
+		{"answered", func(t *testing.T, w *routeWorld) {
+			for _, a := range []struct {
+				status int
+				code   codes.Code
+				reason commonv1.ErrorReason
+				// data is the backend error's data; retryAfter the status's
+				// retryAfterSeconds.
+				data, retryAfter string
+			}{
+				{http.StatusUnauthorized, codes.Unknown, commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR, `{"httpStatus":401,"reason":"unauthorized"}`, ""},
+				{http.StatusForbidden, codes.Unknown, commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR, `{"httpStatus":403,"reason":"forbidden"}`, ""},
+				{http.StatusTooManyRequests, codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED, "", "7"},
+				{http.StatusServiceUnavailable, codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_BACKEND_UNAVAILABLE, "", "9"},
+			} {
+				_, _, err := w.call(context.Background(), "probe", probeArgs{ID: fmt.Sprintf("%s-%d", w.row.name, a.status), Do: fmt.Sprintf("answer-%d", a.status)}, nil)
+				wantStatus(t, err, a.code, a.reason)
+				if a.data != "" {
+					got, ok := backenderr.From(err)
+					if !ok || got.GetCode() != -32603 || got.GetDataJson() != a.data || strings.Contains(got.GetMessage(), "error=") {
+						t.Fatalf("HTTP %d: backend error %v, want -32603 with data %s and no challenge", a.status, got, a.data)
+					}
+				}
+				if _, meta := apierr.Info(err); meta["retryAfterSeconds"] != a.retryAfter {
+					t.Fatalf("HTTP %d: retryAfterSeconds %q, want %q", a.status, meta["retryAfterSeconds"], a.retryAfter)
 				}
 			}
-			id := w.row.name + "-after-refusal"
+			id := w.row.name + "-after-answers"
 			_, resp, err := w.call(context.Background(), "probe", probeArgs{ID: id}, nil)
 			if err != nil || resultText(t, resp.GetResultJson()) != "done "+id {
-				t.Fatalf("the call after the refusals: %v %v", resp, err)
+				t.Fatalf("the call after the answers: %v %v", resp, err)
 			}
 		}},
 		// capability: a tool that asks the client for input it did not
@@ -296,9 +312,10 @@ type routeWorld struct {
 func startRouteWorld(t *testing.T, row routeRow) *routeWorld {
 	w := &routeWorld{row: row, probe: &probe{seen: map[string]string{}}, secret: "secret-" + row.name}
 	w.b = newTestBackend(t, "b", backendOptions{stateful: row.legacy, extra: w.probe.add})
-	// The backend behind an auth layer, which refuses a call's request
-	// when its arguments ask for it (refuseMarked).
-	url := frontOf(t, w.b, refuseMarked)
+	// The backend behind a front (an auth layer, a load balancer), which
+	// answers a call's request itself when its arguments ask for it
+	// (answerMarked).
+	url := frontOf(t, w.b, answerMarked)
 	protocol := "2026-07-28"
 	if row.legacy {
 		protocol = "2025-11-25"
@@ -464,8 +481,8 @@ type probeArgs struct {
 	// Do: hang (until cancelled), report (progress twice, log at debug
 	// and warning), outlast (the backend's timeout, then answer), input,
 	// rpc-error, is-error, header (the credential header's value),
-	// refuse-401 and refuse-403 (the request is refused before the tool
-	// sees it: refuseMarked); else answer "done <id>".
+	// answer-<status> (the request is answered before the tool sees it:
+	// answerMarked); else answer "done <id>".
 	Do  string `json:"do,omitempty"`
 	Ask bool   `json:"ask,omitempty"`
 }
@@ -545,19 +562,29 @@ func (p *probe) add(b *testBackend) {
 	}
 }
 
-// refuseMarked answers a request whose body asks for refuse-401 or
-// refuse-403 with that status and a challenge, as an auth layer before
-// the MCP server would; it passes every other request on.
-func refuseMarked(w http.ResponseWriter, _ *http.Request, body []byte) bool {
-	switch {
-	case bytes.Contains(body, []byte(`"do":"refuse-401"`)):
-		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
-		w.WriteHeader(http.StatusUnauthorized)
-	case bytes.Contains(body, []byte(`"do":"refuse-403"`)):
-		w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope", scope="probe:write"`)
-		w.WriteHeader(http.StatusForbidden)
-	default:
+// answerMarked answers a request whose body asks for answer-<status>
+// with that status, as what stands before the MCP server would: a 401 or
+// 403 with a challenge, a 429 or 503 with a Retry-After. It passes every
+// other request on.
+func answerMarked(w http.ResponseWriter, _ *http.Request, body []byte) bool {
+	_, marked, ok := bytes.Cut(body, []byte(`"do":"answer-`))
+	if !ok || len(marked) < 3 {
 		return false
 	}
+	status, err := strconv.Atoi(string(marked[:3]))
+	if err != nil {
+		return false
+	}
+	switch status {
+	case http.StatusUnauthorized:
+		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+	case http.StatusForbidden:
+		w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope", scope="probe:write"`)
+	case http.StatusTooManyRequests:
+		w.Header().Set("Retry-After", "7")
+	case http.StatusServiceUnavailable:
+		w.Header().Set("Retry-After", "9")
+	}
+	w.WriteHeader(status)
 	return true
 }
