@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/services/callerid"
@@ -73,6 +74,9 @@ type callerCred struct {
 	authorization string
 	// key is where authorization is cached (tokenSource.refused).
 	key [32]byte
+	// oversized: a request of the call got a line past the bound on a
+	// message (boundedLines), which go-sdk reports as a session's end.
+	oversized atomic.Bool
 }
 
 // withConfiguredCredential returns ctx carrying the configured credential

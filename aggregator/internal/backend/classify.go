@@ -26,6 +26,10 @@ func (c *Client) classify(ctx context.Context, err error) error {
 	if refused := refusedRedirect(err); refused != nil {
 		return refused
 	}
+	if cred := callerCredential(ctx); cred != nil && cred.oversized.Load() {
+		// The message go-sdk could not read (boundedLines).
+		err = fmt.Errorf("%w: a line over %d bytes", ErrProtocolViolation, maxMessageBytes)
+	}
 	var challenge *ChallengeError
 	if errors.As(err, &challenge) {
 		// A credential was refused; the backend is fine.

@@ -179,6 +179,9 @@ func (c *Client) transport(standaloneSSE bool) *mcp.StreamableClientTransport {
 		// Legacy GET stream cut by a proxy's idle timeout) instead of
 		// failing the session.
 		DisableStandaloneSSE: !standaloneSSE,
+		// A message is bounded as on the raw path (readStream); the event
+		// around it adds its field names and line ends.
+		MaxEventSize: maxMessageBytes + 1024,
 	}
 }
 

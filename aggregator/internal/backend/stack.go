@@ -206,9 +206,12 @@ func (t sdkTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	body := resp.Body
 	if !isEventStream(resp.Header.Get("Content-Type")) {
-		// go-sdk reads a JSON answer whole, however long; an event
-		// stream's events it bounds itself.
+		// go-sdk reads a JSON answer whole, however long.
 		body = &boundedBody{ReadCloser: body}
+	} else if cred := callerCredential(r.Context()); cred != nil {
+		// go-sdk bounds an event stream's events (transport), but ends
+		// the session on one too long, and the call reads as an outage.
+		body = &boundedLines{ReadCloser: body, cred: cred}
 	}
 	resp.Body = &endSpan{ReadCloser: body, span: span}
 	return resp, nil
@@ -236,6 +239,31 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if b.read += int64(n); b.read > maxMessageBytes {
 		return n, fmt.Errorf("%w: a message over %d bytes", ErrProtocolViolation, maxMessageBytes)
+	}
+	return n, err
+}
+
+// boundedLines fails an event stream of a call's request at a line past
+// maxMessageBytes, as the raw path does (eventReader.line), and marks the
+// call's credential record, so that classify reports the call's failure
+// as the raw path does: a broken protocol, which leaves the session be.
+type boundedLines struct {
+	io.ReadCloser
+	// line is how long the last line read so far is.
+	line int
+	cred *callerCred
+}
+
+func (b *boundedLines) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if end := bytes.LastIndexAny(p[:n], "\r\n"); end >= 0 {
+		b.line = n - end - 1
+	} else {
+		b.line += n
+	}
+	if b.line > maxMessageBytes {
+		b.cred.oversized.Store(true)
+		return n, fmt.Errorf("%w: a line over %d bytes", ErrProtocolViolation, maxMessageBytes)
 	}
 	return n, err
 }

@@ -204,6 +204,22 @@ func TestEveryRouteBehavesTheSame(t *testing.T) {
 				t.Fatalf("the call after the answers: %v %v", resp, err)
 			}
 		}},
+		// large: a result as large as a backend's message may be (32 MiB)
+		// passes whole; one past it fails the call as a broken protocol,
+		// and the next call runs.
+		{"large", func(t *testing.T, w *routeWorld) {
+			id := w.row.name + "-large"
+			_, resp, err := w.call(context.Background(), "probe", probeArgs{ID: id, Do: "large", Size: largeResult}, nil)
+			if err != nil || len(resultText(t, resp.GetResultJson())) != largeResult {
+				t.Fatalf("a result of %d bytes: %v", largeResult, err)
+			}
+			_, _, err = w.call(context.Background(), "probe", probeArgs{ID: id + "-over", Do: "large", Size: 33 << 20}, nil)
+			wantStatus(t, err, codes.Internal, commonv1.ErrorReason_ERROR_REASON_UNSPECIFIED)
+			id += "-after"
+			if _, resp, err := w.call(context.Background(), "probe", probeArgs{ID: id}, nil); err != nil || resultText(t, resp.GetResultJson()) != "done "+id {
+				t.Fatalf("the call after the oversized result: %v %v", resp, err)
+			}
+		}},
 		// capability: a tool that asks the client for input it did not
 		// declare it can give. A Modern backend returns its question,
 		// which the gateway answers -32021 for such a client; a go-sdk
@@ -264,6 +280,10 @@ func TestEveryRouteBehavesTheSame(t *testing.T) {
 		})
 	}
 }
+
+// largeResult is the text of a result near the bound on a backend's
+// message (32 MiB), its JSON and the event around it included.
+const largeResult = 32<<20 - 1024
 
 // routeToolTimeout is the tool override's timeout of the slow tool,
 // routeBackendTimeout the backend's: the probe tool's override is longer
@@ -480,11 +500,14 @@ type probeArgs struct {
 	ID string `json:"id"`
 	// Do: hang (until cancelled), report (progress twice, log at debug
 	// and warning), outlast (the backend's timeout, then answer), input,
-	// rpc-error, is-error, header (the credential header's value),
+	// rpc-error, is-error, header (the credential header's value), large
+	// (a text of Size bytes),
 	// answer-<status> (the request is answered before the tool sees it:
 	// answerMarked); else answer "done <id>".
 	Do  string `json:"do,omitempty"`
 	Ask bool   `json:"ask,omitempty"`
+	// Size is the length of the text a large result holds.
+	Size int `json:"size,omitempty"`
 }
 
 func (p *probe) is(id, state string) bool {
@@ -554,6 +577,8 @@ func (p *probe) add(b *testBackend) {
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "probe failed"}}}, nil
 		case "header":
 			return text(req.Extra.Header.Get(probeHeader)), nil
+		case "large":
+			return text(strings.Repeat("x", a.Size)), nil
 		}
 		return text("done " + a.ID), nil
 	}
