@@ -6,22 +6,29 @@ import (
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 )
 
-// maxQueuedNotes bounds the notifications of a streamed call waiting for
-// its caller to read them.
-const maxQueuedNotes = 256
+// maxQueuedNotes and maxQueuedNoteBytes bound the notifications of a
+// streamed call waiting for its caller to read them, in number and in
+// bytes (those being sent included): a backend's message may be 32 MiB.
+// One is queued whatever its size when nothing else waits.
+const (
+	maxQueuedNotes     = 256
+	maxQueuedNoteBytes = 8 << 20
+)
 
 // noteQueue puts a streamed call's notifications on its gRPC stream from
 // a goroutine of its own, so that a caller that stops reading never
 // blocks the backend's session (go-sdk hands the notifications over
 // inside its handler): the call still ends at its timeout, and the
-// backend is told. Past maxQueuedNotes unread, notifications are dropped,
+// backend is told. Past the bounds unread, notifications are dropped,
 // as progress and log messages may be; the result is sent after every
 // queued one.
 type noteQueue struct {
 	send func(*aggregatorv1.Notification) error
 
-	mu     sync.Mutex
-	notes  []*aggregatorv1.Notification
+	mu    sync.Mutex
+	notes []*aggregatorv1.Notification
+	// bytes is the size of the notifications queued or being sent.
+	bytes  int
 	err    error // the stream's failure, once it failed
 	wake   chan struct{}
 	closed bool
@@ -41,8 +48,10 @@ func (q *noteQueue) put(n *aggregatorv1.Notification) error {
 	if q.err != nil {
 		return q.err
 	}
-	if len(q.notes) < maxQueuedNotes {
+	size := noteSize(n)
+	if len(q.notes) < maxQueuedNotes && (q.bytes == 0 || q.bytes+size <= maxQueuedNoteBytes) {
 		q.notes = append(q.notes, n)
+		q.bytes += size
 	}
 	select {
 	case q.wake <- struct{}{}:
@@ -60,10 +69,14 @@ func (q *noteQueue) run() {
 		closed := q.closed
 		q.mu.Unlock()
 		for _, n := range notes {
-			if err := q.send(n); err != nil {
-				q.mu.Lock()
+			err := q.send(n)
+			q.mu.Lock()
+			q.bytes -= noteSize(n)
+			if err != nil {
 				q.err = err
-				q.mu.Unlock()
+			}
+			q.mu.Unlock()
+			if err != nil {
 				return
 			}
 		}
@@ -87,4 +100,9 @@ func (q *noteQueue) close() {
 	default:
 	}
 	<-q.done
+}
+
+// noteSize is what a notification holds, for maxQueuedNoteBytes.
+func noteSize(n *aggregatorv1.Notification) int {
+	return len(n.GetMethod()) + len(n.GetParamsJson())
 }
