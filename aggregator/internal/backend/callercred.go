@@ -18,7 +18,7 @@ import (
 // with it before it gets here (the server's admission, callerid.Bound).
 // The credential travels in the call's context (WithCaller) to both the
 // raw path and the go-sdk transport; requests without a caller (the
-// handshake, listings, probes) carry only the static headers. Every HTTP
+// handshake, listings, probes) carry only the configured credential. Every HTTP
 // client of a backend follows redirects on the backend's own origin only
 // (redirect.go), so no credential reaches another host. None is ever
 // logged or part of an error's text.
@@ -55,8 +55,6 @@ func (c *Client) WithCaller(ctx context.Context, subject, subjectToken string) (
 		cred.authorization, err = c.tokens.exchanged(ctx, subject, cred.key, subjectToken)
 	case AuthClientCredentials:
 		cred.authorization, err = c.tokens.serviceToken(ctx)
-	default:
-		return withConfiguredCredential(ctx), nil
 	}
 	if err != nil {
 		return ctx, err
@@ -64,34 +62,40 @@ func (c *Client) WithCaller(ctx context.Context, subject, subjectToken string) (
 	return context.WithValue(ctx, callerKey{}, cred), nil
 }
 
-// callerCred is the credential of a call (WithCaller) or of a request the
-// aggregator makes for callers (withConfiguredCredential). Its presence
-// marks a request as one made for them, whose HTTP error answers are its
-// own failure (sdkTransport).
+// callerCred is the credential of a call (WithCaller) or of a request
+// the aggregator makes on the session every caller shares (sharedRequest),
+// and what its requests met that go-sdk reports only in part.
 type callerCred struct {
-	// authorization is the Authorization the call carries; "" for static
-	// credentials, which the configured headers carry.
+	// authorization is the Authorization the requests carry; "" for the
+	// configured credential (the static headers, or the client-credentials
+	// token the stack adds).
 	authorization string
 	// key is where authorization is cached (tokenSource.refused).
 	key [32]byte
-	// oversized: a request of the call got a line past the bound on a
-	// message (boundedLines), which go-sdk reports as a session's end.
-	oversized atomic.Bool
+	// shared marks a request on the session every caller shares, whose
+	// go-sdk connection an HTTP error answering it must not end
+	// (sdkTransport).
+	shared bool
+	// answer is the last failure one of its requests met under a go-sdk
+	// session, read as the raw path reads it: an HTTP error answer
+	// (rejection; go-sdk reports its status alone) or a line past the
+	// bound on a message (boundedLines; go-sdk reports a lost stream).
+	// classify reports it in go-sdk's error's place (recordedAnswer).
+	answer atomic.Pointer[error]
 }
 
-// withConfiguredCredential returns ctx carrying the configured credential
-// as a call's (what WithCaller gives a static backend's call), unless it
-// carries one already: for a request the aggregator makes for callers,
-// such as a subscription they share, whose HTTP error answers fail it
-// alone (sdkTransport).
-func withConfiguredCredential(ctx context.Context) context.Context {
-	if callerCredential(ctx) != nil {
-		return ctx
-	}
-	return context.WithValue(ctx, callerKey{}, &callerCred{key: serviceKey})
+// sharedRequest returns ctx for a request the aggregator makes on the
+// session every caller shares (a subscription, which callers share too),
+// carrying the configured credential.
+func sharedRequest(ctx context.Context) context.Context {
+	return context.WithValue(ctx, callerKey{}, &callerCred{key: serviceKey, shared: true})
 }
 
-// callerCredential is the credential WithCaller put in ctx, or nil.
+// record keeps err as the last failure of cred's requests.
+func (cred *callerCred) record(err error) { cred.answer.Store(&err) }
+
+// callerCredential is the credential WithCaller or sharedRequest put in
+// ctx, or nil.
 func callerCredential(ctx context.Context) *callerCred {
 	v, _ := ctx.Value(callerKey{}).(*callerCred)
 	return v

@@ -26,10 +26,7 @@ func (c *Client) classify(ctx context.Context, err error) error {
 	if refused := refusedRedirect(err); refused != nil {
 		return refused
 	}
-	if cred := callerCredential(ctx); cred != nil && cred.oversized.Load() {
-		// The message go-sdk could not read (boundedLines).
-		err = fmt.Errorf("%w: a line over %d bytes", ErrProtocolViolation, maxMessageBytes)
-	}
+	err = recordedAnswer(ctx, err)
 	var challenge *ChallengeError
 	if errors.As(err, &challenge) {
 		// A credential was refused; the backend is fine.
@@ -47,8 +44,7 @@ func (c *Client) classify(ctx context.Context, err error) error {
 	if errors.Is(err, errBudget) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%w after %s", ErrTimeout, c.budget(ctx))
 	}
-	var wire *jsonrpc.Error
-	if errors.As(err, &wire) && !errors.Is(err, mcp.ErrConnectionClosed) && !errors.Is(err, mcp.ErrSessionMissing) && wire.Code != rejectedCode {
+	if wire, ok := backendsOwn(err); ok {
 		if name, caps := missingCapability(wire); caps != "" {
 			return &ProtocolError{Code: mcp.CodeMissingRequiredClientCapabilities, Message: "missing required client capability: " + name, Data: caps}
 		}
@@ -68,6 +64,34 @@ func (c *Client) classify(ctx context.Context, err error) error {
 		un.retryAfter = answered.retryAfter
 	}
 	return un
+}
+
+// recordedAnswer is err, a failure under a go-sdk session, or in its
+// place the failure the transport kept for the call in ctx
+// (callerCred.answer), which says what go-sdk's error does not: a
+// refused credential, a limit, a Retry-After, a line too long. The
+// backend's own JSON-RPC error and a timeout stay.
+func recordedAnswer(ctx context.Context, err error) error {
+	cred := callerCredential(ctx)
+	if cred == nil {
+		return err
+	}
+	answer := cred.answer.Load()
+	if _, own := backendsOwn(err); answer == nil || own || errors.Is(err, errBudget) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return *answer
+}
+
+// backendsOwn is the JSON-RPC error the backend answered, if err is one:
+// not one go-sdk makes of a failure of its own (a closed connection, a
+// missing session, a request its transport could not send).
+func backendsOwn(err error) (*jsonrpc.Error, bool) {
+	var wire *jsonrpc.Error
+	if errors.As(err, &wire) && !errors.Is(err, mcp.ErrConnectionClosed) && !errors.Is(err, mcp.ErrSessionMissing) && wire.Code != rejectedCode {
+		return wire, true
+	}
+	return nil, false
 }
 
 // refused is the error of a 401 or 403 challenge to the call in ctx. The

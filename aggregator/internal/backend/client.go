@@ -180,7 +180,8 @@ func (c *Client) transport(standaloneSSE bool) *mcp.StreamableClientTransport {
 		// failing the session.
 		DisableStandaloneSSE: !standaloneSSE,
 		// A message is bounded as on the raw path (readStream); the event
-		// around it adds its field names and line ends.
+		// around it adds its field names and line ends (and see
+		// boundedLines).
 		MaxEventSize: maxMessageBytes + 1024,
 	}
 }

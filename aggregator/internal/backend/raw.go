@@ -340,21 +340,26 @@ func (c *Client) readAnswer(ctx context.Context, resp *http.Response, id string,
 	return answerOf(m, id)
 }
 
-// rejection turns a non-200 answer into an error: the backend's JSON-RPC
-// error if the body is one (a Modern backend answers many errors with HTTP
-// 4xx), ErrMalformedRequest for a bare 400, a transport error otherwise.
+// rejection turns a non-200 answer into an error, the one reading of an
+// HTTP error answer on every route: the backend's JSON-RPC error if the
+// body is one (a Modern backend answers many errors with HTTP 4xx),
+// refusal's reading of a 400, 401, 403, 413 or 431, a *statusError
+// otherwise (the request failed, the session stays; a Retry-After is
+// kept). It reads up to 64 KiB of the body and puts back what it read.
 func rejection(resp *http.Response, method string) error {
 	if err := refusal(resp); err != nil {
 		return err
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(body), resp.Body), resp.Body}
 	if m, err := parseMessage(body); err == nil && m.err != nil {
 		return wireError(m.err)
 	}
-	if err := httpAnswer(resp, method); err != nil {
-		return err
-	}
-	return &statusError{method: method, status: resp.StatusCode}
+	retryAfter := resp.Header.Get("Retry-After")
+	return &statusError{method: method, status: resp.StatusCode, retryAfter: retryAfterSeconds(retryAfter, time.Now()), retryAfterGiven: retryAfter != ""}
 }
 
 func readBounded(r io.Reader) ([]byte, error) {

@@ -129,6 +129,10 @@ func (e *eventReader) isMessage() bool {
 	return len(e.name) == 0 || string(e.name) == "message"
 }
 
+// errLongLine is a backend's event stream line past maxMessageBytes, on
+// the raw path (eventReader.line) and on go-sdk's (boundedLines).
+var errLongLine = fmt.Errorf("%w: a line over %d bytes", ErrProtocolViolation, maxMessageBytes)
+
 // line returns the next line without its end (LF: lineEnds made every
 // end one), valid until the next call. Lines longer than the buffer are
 // assembled.
@@ -139,7 +143,7 @@ func (e *eventReader) line() ([]byte, error) {
 		if err == bufio.ErrBufferFull {
 			long = append(long, chunk...)
 			if len(long) > maxMessageBytes {
-				return nil, fmt.Errorf("%w: a line over %d bytes", ErrProtocolViolation, maxMessageBytes)
+				return nil, errLongLine
 			}
 			continue
 		}

@@ -159,10 +159,9 @@ func (s *stack) closeIdle() {
 // sdkTransport sends go-sdk's requests: a copy of each (a RoundTripper
 // must not change the request it is given) goes through the stack in a
 // span of its own, an HTTP error answering a call's request (a 401's
-// challenge, a 503's Retry-After) is that request's error (go-sdk would
-// report only the status, and end its session for some), a plain 400 to a call
-// fails that call instead of go-sdk's whole session, and the response
-// outlives the caller's context briefly (detach).
+// challenge, a 503's Retry-After) is read as the raw path reads it, a
+// plain 400 to a call fails that call instead of go-sdk's whole session,
+// and the response outlives the caller's context briefly (detach).
 type sdkTransport struct {
 	s       *stack
 	backend string
@@ -184,15 +183,18 @@ func (t sdkTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
-	if callerCredential(r.Context()) != nil {
-		// A request made for a call or a subscription: an HTTP error
-		// answering it is its own failure, read as the raw path reads it
-		// (a refused credential, a limit, a Retry-After), and returned
-		// as the transport's error, which go-sdk passes on whole without
-		// ending the session others may share.
-		if err := httpAnswer(resp, requestMethod(r)); err != nil {
-			_ = resp.Body.Close()
-			span.SetStatus(codes.Error, "refused")
+	if cred := callerCredential(r.Context()); cred != nil && resp.StatusCode >= 400 && resp.StatusCode != http.StatusNotFound {
+		// go-sdk reports an HTTP error answering a call's request by its
+		// status alone (a 404 it reads itself: the session is gone), and
+		// ends its session on some. The answer is read as the raw path
+		// reads it and kept for classify; on the session every caller
+		// shares it is the transport's error instead, which go-sdk passes
+		// on whole, keeping the session.
+		err := rejection(resp, requestMethod(r))
+		cred.record(err)
+		if cred.shared {
+			drain(resp.Body)
+			span.SetStatus(codes.Error, "HTTP error")
 			span.End()
 			return nil, err
 		}
@@ -243,10 +245,12 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// boundedLines fails an event stream of a call's request at a line past
-// maxMessageBytes, as the raw path does (eventReader.line), and marks the
-// call's credential record, so that classify reports the call's failure
-// as the raw path does: a broken protocol, which leaves the session be.
+// boundedLines notes a line past maxMessageBytes in the event stream of a
+// call's request, the bound the raw path puts on a line
+// (eventReader.line), for classify: go-sdk's own bound on an event, a
+// little larger (transport), ends the session on it and reports only
+// that. It notes and does not fail the read, which go-sdk would take for
+// a cut stream and resume, reading the line again.
 type boundedLines struct {
 	io.ReadCloser
 	// line is how long the last line read so far is.
@@ -256,14 +260,18 @@ type boundedLines struct {
 
 func (b *boundedLines) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if end := bytes.LastIndexAny(p[:n], "\r\n"); end >= 0 {
-		b.line = n - end - 1
+	read := p[:n]
+	if first := bytes.IndexAny(read, "\r\n"); first >= 0 {
+		// The line read so far ends here; the chunk's last one goes on.
+		if b.line+first > maxMessageBytes {
+			b.cred.record(errLongLine)
+		}
+		b.line = n - bytes.LastIndexAny(read, "\r\n") - 1
 	} else {
 		b.line += n
 	}
 	if b.line > maxMessageBytes {
-		b.cred.oversized.Store(true)
-		return n, fmt.Errorf("%w: a line over %d bytes", ErrProtocolViolation, maxMessageBytes)
+		b.cred.record(errLongLine)
 	}
 	return n, err
 }
@@ -279,22 +287,6 @@ func (b *endSpan) Close() error {
 	err := b.ReadCloser.Close()
 	b.once.Do(func() { b.span.End() })
 	return err
-}
-
-// httpAnswer is what the raw path makes of an HTTP error answer that
-// go-sdk reads as a failure only: a 401 or 403 refuses the credential
-// (*ChallengeError), a 429 or a 5xx is the backend's, or its front's,
-// answer (*statusError: the session is kept, and a Retry-After passed
-// on). Anything else is nil, the body left to go-sdk.
-func httpAnswer(resp *http.Response, method string) error {
-	if ch := challengeOf(resp); ch != nil {
-		return ch
-	}
-	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode < 500 {
-		return nil
-	}
-	retryAfter := resp.Header.Get("Retry-After")
-	return &statusError{method: method, status: resp.StatusCode, retryAfter: retryAfterSeconds(retryAfter, time.Now()), retryAfterGiven: retryAfter != ""}
 }
 
 // refusal is the one reading of a backend's outright refusal of a call:
@@ -426,4 +418,11 @@ func (t resender) RoundTrip(r *http.Request) (*http.Response, error) {
 			return resp, err
 		}
 	}
+}
+
+// drain reads what is left of an answer's body (up to 64 KiB) and closes
+// it, so that its connection can carry the next request.
+func drain(body io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
+	_ = body.Close()
 }

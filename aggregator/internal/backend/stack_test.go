@@ -127,3 +127,34 @@ func TestEveryRequestGoesThroughTheOneStack(t *testing.T) {
 		t.Fatalf("remote address %q", last)
 	}
 }
+
+// boundedLines notes a line past maxMessageBytes whatever the chunks its
+// bytes arrive in: the end of a long line in the chunk that crosses the
+// bound counts, and a line just within it does not.
+func TestBoundedLinesCountsAcrossChunks(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		line  int
+		chunk int
+		over  bool
+	}{
+		{"over, ending in a large chunk", maxMessageBytes + 3000, 32 << 10, true},
+		{"over, ending in a small chunk", maxMessageBytes + 1, 4 << 10, true},
+		{"at the bound", maxMessageBytes, 32 << 10, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			stream := "data: " + strings.Repeat("x", c.line-len("data: ")) + "\n\ndata: {}\n\n"
+			cred := &callerCred{}
+			r := &boundedLines{ReadCloser: io.NopCloser(strings.NewReader(stream)), cred: cred}
+			buf := make([]byte, c.chunk)
+			for {
+				if _, err := r.Read(buf); err != nil {
+					break
+				}
+			}
+			if noted := cred.answer.Load() != nil; noted != c.over {
+				t.Fatalf("a line of %d bytes read in chunks of %d: noted %v, want %v", c.line, c.chunk, noted, c.over)
+			}
+		})
+	}
+}

@@ -28,12 +28,12 @@ func (c *Client) Subscribe(ctx context.Context, uri string) error {
 		c.subs[uri]++
 		return nil
 	}
-	_, err := do(ctx, c, retryIdempotent, c.cfg.Timeout, func(ctx context.Context, s *mcp.ClientSession) (struct{}, error) {
-		// An HTTP error answering this subscription (a 401 or 403: the
-		// credential may not watch this resource; a 429 or 503) is the
-		// subscription's alone, not an outage that would end the session
-		// the others share.
-		return struct{}{}, s.Subscribe(withConfiguredCredential(ctx), &mcp.SubscribeParams{URI: uri})
+	// An HTTP error answering this subscription (a 401 or 403: the
+	// credential may not watch this resource; a 429 or 503) is the
+	// subscription's alone, not an outage that would end the session the
+	// others share (sharedRequest).
+	_, err := do(sharedRequest(ctx), c, retryIdempotent, c.cfg.Timeout, func(ctx context.Context, s *mcp.ClientSession) (struct{}, error) {
+		return struct{}{}, s.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
 	})
 	if err != nil {
 		return err
@@ -58,7 +58,7 @@ func (c *Client) Unsubscribe(ctx context.Context, uri string) {
 	if s == nil {
 		return // a new session will not renew it
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(sharedRequest(context.WithoutCancel(ctx)), c.cfg.Timeout)
 	defer cancel()
 	if err := s.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
 		c.log.Warn("backend unsubscribe failed", "err", c.Redact(err.Error()))
@@ -102,7 +102,7 @@ func (c *Client) resubscribe(s *mcp.ClientSession) {
 	c.subMu.Lock()
 	defer c.subMu.Unlock()
 	for uri := range c.subs {
-		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
+		ctx, cancel := context.WithTimeout(sharedRequest(context.Background()), c.cfg.Timeout)
 		err := s.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
 		cancel()
 		if err != nil {

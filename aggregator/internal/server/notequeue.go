@@ -8,7 +8,7 @@ import (
 
 // maxQueuedNotes and maxQueuedNoteBytes bound the notifications of a
 // streamed call waiting for its caller to read them, in number and in
-// bytes (those being sent included): a backend's message may be 32 MiB.
+// bytes, those being sent included: a backend's message may be 32 MiB.
 // One is queued whatever its size when nothing else waits.
 const (
 	maxQueuedNotes     = 256
@@ -27,12 +27,13 @@ type noteQueue struct {
 
 	mu    sync.Mutex
 	notes []*aggregatorv1.Notification
-	// bytes is the size of the notifications queued or being sent.
-	bytes  int
-	err    error // the stream's failure, once it failed
-	wake   chan struct{}
-	closed bool
-	done   chan struct{}
+	// pending and bytes are the number and size of the notifications
+	// queued or being sent.
+	pending, bytes int
+	err            error // the stream's failure, once it failed
+	wake           chan struct{}
+	closed         bool
+	done           chan struct{}
 }
 
 func newNoteQueue(send func(*aggregatorv1.Notification) error) *noteQueue {
@@ -49,8 +50,9 @@ func (q *noteQueue) put(n *aggregatorv1.Notification) error {
 		return q.err
 	}
 	size := noteSize(n)
-	if len(q.notes) < maxQueuedNotes && (q.bytes == 0 || q.bytes+size <= maxQueuedNoteBytes) {
+	if q.pending < maxQueuedNotes && (q.bytes == 0 || q.bytes+size <= maxQueuedNoteBytes) {
 		q.notes = append(q.notes, n)
+		q.pending++
 		q.bytes += size
 	}
 	select {
@@ -71,6 +73,7 @@ func (q *noteQueue) run() {
 		for _, n := range notes {
 			err := q.send(n)
 			q.mu.Lock()
+			q.pending--
 			q.bytes -= noteSize(n)
 			if err != nil {
 				q.err = err

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -246,7 +247,7 @@ aggregator:
 // A Legacy backend's HTTP error answering one request on the session
 // every caller shares (a subscription: a 403 from an auth layer that does
 // not let the static credential watch that resource, a 503 from a load
-// balancer) fails that request alone: the session is kept with its other
+// balancer; an unsubscribe) fails that request alone: the session is kept with its other
 // subscriptions, not dropped and opened again as after an outage, and the
 // backend stays healthy.
 func TestStaticRefusalKeepsTheSharedSession(t *testing.T) {
@@ -258,7 +259,13 @@ func TestStaticRefusalKeepsTheSharedSession(t *testing.T) {
 			})
 		}
 	}})
+	var unsubscribes atomic.Int32
 	front := frontOf(t, b, func(w http.ResponseWriter, _ *http.Request, body []byte) bool {
+		if bytes.Contains(body, []byte(`"resources/unsubscribe"`)) {
+			unsubscribes.Add(1)
+			w.WriteHeader(http.StatusForbidden)
+			return true
+		}
 		if !bytes.Contains(body, []byte(`"resources/subscribe"`)) {
 			return false
 		}
@@ -299,6 +306,16 @@ aggregator:
 		if again, resubscribed := b.received("initialize")-handshakes, b.received("resources/subscribe")-subscribes; again != 0 || resubscribed != 0 {
 			t.Fatalf("the answer to %s cost the shared session: %d handshakes and %d subscriptions renewed after it", uri, again, resubscribed)
 		}
+	}
+	// A refused unsubscribe (the last watcher of docs://open leaves) ends
+	// no session either: subscribing again needs no new handshake.
+	open.cancel()
+	testkit.Eventually(t, "the unsubscribe refused", 10*time.Second, func() bool { return unsubscribes.Load() == 1 })
+	if got := startWatch(t, h.gateway, "docs://open").first.GetSubscribedResourceUris(); !slices.Equal(got, []string{"docs://open"}) {
+		t.Fatalf("subscribed %v again, want docs://open", got)
+	}
+	if again := b.received("initialize") - handshakes; again != 0 {
+		t.Errorf("the refused unsubscribe cost the shared session: %d handshakes after it", again)
 	}
 	if st := backendHealth(t, h, "docs"); st.GetHealth() != aggregatorv1.BackendHealth_BACKEND_HEALTH_HEALTHY {
 		t.Errorf("the answers counted against the backend's health: %v", st)

@@ -169,30 +169,31 @@ func TestEveryRouteBehavesTheSame(t *testing.T) {
 		// a load balancer), answers the call's request with an HTTP error:
 		// 401 and 403 refuse the credential, which is the operator's to
 		// fix (no challenge passed on); 429 limits the caller, 503 with
-		// Retry-After asks it to come back later. The caller gets the same
-		// error on every route; the backend's health and sessions are
-		// untouched, so the next call runs.
+		// Retry-After asks it to come back later, a 500 may carry the
+		// backend's JSON-RPC error. The caller gets the same error on
+		// every route; the backend's health and sessions are untouched, so
+		// the next call runs.
 		{"answered", func(t *testing.T, w *routeWorld) {
 			for _, a := range []struct {
 				status int
 				code   codes.Code
 				reason commonv1.ErrorReason
-				// data is the backend error's data; retryAfter the status's
+				// backend is the backend error, retryAfter the status's
 				// retryAfterSeconds.
-				data, retryAfter string
+				backend    *aggregatorv1.BackendError
+				retryAfter string
 			}{
-				{http.StatusUnauthorized, codes.Unknown, commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR, `{"httpStatus":401,"reason":"unauthorized"}`, ""},
-				{http.StatusForbidden, codes.Unknown, commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR, `{"httpStatus":403,"reason":"forbidden"}`, ""},
-				{http.StatusTooManyRequests, codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED, "", "7"},
-				{http.StatusServiceUnavailable, codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_BACKEND_UNAVAILABLE, "", "9"},
+				{http.StatusUnauthorized, codes.Unknown, commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR, refusedCredential(401, "unauthorized"), ""},
+				{http.StatusForbidden, codes.Unknown, commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR, refusedCredential(403, "forbidden"), ""},
+				{http.StatusTooManyRequests, codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED, nil, "7"},
+				{http.StatusServiceUnavailable, codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_BACKEND_UNAVAILABLE, nil, "9"},
+				{http.StatusInternalServerError, codes.Unknown, commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR, &aggregatorv1.BackendError{Code: -32050, Message: "backend busy"}, ""},
 			} {
-				_, _, err := w.call(context.Background(), "probe", probeArgs{ID: fmt.Sprintf("%s-%d", w.row.name, a.status), Do: fmt.Sprintf("answer-%d", a.status)}, nil)
+				marker := fmt.Sprintf("answer-%d", a.status)
+				_, _, err := w.call(context.Background(), "probe", probeArgs{ID: w.row.name + "-" + marker, Do: marker}, nil)
 				wantStatus(t, err, a.code, a.reason)
-				if a.data != "" {
-					got, ok := backenderr.From(err)
-					if !ok || got.GetCode() != -32603 || got.GetDataJson() != a.data || strings.Contains(got.GetMessage(), "error=") {
-						t.Fatalf("HTTP %d: backend error %v, want -32603 with data %s and no challenge", a.status, got, a.data)
-					}
+				if got, ok := backenderr.From(err); a.backend != nil && (!ok || !proto.Equal(got, a.backend)) {
+					t.Fatalf("HTTP %d: backend error %v, want %v", a.status, got, a.backend)
 				}
 				if _, meta := apierr.Info(err); meta["retryAfterSeconds"] != a.retryAfter {
 					t.Fatalf("HTTP %d: retryAfterSeconds %q, want %q", a.status, meta["retryAfterSeconds"], a.retryAfter)
@@ -587,12 +588,13 @@ func (p *probe) add(b *testBackend) {
 	}
 }
 
-// answerMarked answers a request whose body asks for answer-<status>
-// with that status, as what stands before the MCP server would: a 401 or
-// 403 with a challenge, a 429 or 503 with a Retry-After. It passes every
-// other request on.
+// answerMarked answers a request whose body holds "answer-<status>" (in a
+// call's arguments) with that status,
+// as what stands before the MCP server would: a 401 or 403 with a
+// challenge, a 429 or 503 with a Retry-After, a 500 with a JSON-RPC
+// error. It passes every other request on.
 func answerMarked(w http.ResponseWriter, _ *http.Request, body []byte) bool {
-	_, marked, ok := bytes.Cut(body, []byte(`"do":"answer-`))
+	_, marked, ok := bytes.Cut(body, []byte(`"answer-`))
 	if !ok || len(marked) < 3 {
 		return false
 	}
@@ -609,7 +611,18 @@ func answerMarked(w http.ResponseWriter, _ *http.Request, body []byte) bool {
 		w.Header().Set("Retry-After", "7")
 	case http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", "9")
+	case http.StatusInternalServerError:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32050,"message":"backend busy"}}`))
+		return true
 	}
 	w.WriteHeader(status)
 	return true
+}
+
+// refusedCredential is the backend error of a refused static credential.
+func refusedCredential(status int, reason string) *aggregatorv1.BackendError {
+	return &aggregatorv1.BackendError{Code: -32603, DataJson: fmt.Sprintf(`{"httpStatus":%d,"reason":%q}`, status, reason),
+		Message: fmt.Sprintf("the tool's server refused the credentials Switchboard holds for it (HTTP %d); an operator must fix them", status)}
 }
