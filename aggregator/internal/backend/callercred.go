@@ -18,10 +18,10 @@ import (
 // with it before it gets here (the server's admission, callerid.Bound).
 // The credential travels in the call's context (WithCaller) to both the
 // raw path and the go-sdk transport; requests without a caller (the
-// handshake, listings, probes) carry only the configured credential. Every HTTP
-// client of a backend follows redirects on the backend's own origin only
-// (redirect.go), so no credential reaches another host. None is ever
-// logged or part of an error's text.
+// handshake, listings, probes) carry only the configured credential.
+// Every HTTP client of a backend follows redirects on the backend's own
+// origin only (redirect.go), so no credential reaches another host. None
+// is ever logged or part of an error's text.
 
 // ErrCallerCredential: the call needs the caller's own token for this
 // backend and there is none that may be used (no token forwarded, or one

@@ -211,8 +211,9 @@ func (t sdkTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		// go-sdk reads a JSON answer whole, however long.
 		body = &boundedBody{ReadCloser: body}
 	} else if cred := callerCredential(r.Context()); cred != nil {
-		// go-sdk bounds an event stream's events (transport), but ends
-		// the session on one too long, and the call reads as an outage.
+		// go-sdk bounds an event stream's events (transport), and reports
+		// one too long as the end of its session: boundedLines notes it
+		// for classify, which reports what the raw path would.
 		body = &boundedLines{ReadCloser: body, cred: cred}
 	}
 	resp.Body = &endSpan{ReadCloser: body, span: span}
