@@ -3,7 +3,6 @@ package backend
 import (
 	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"time"
 
@@ -72,6 +71,5 @@ func (c *Client) postInSession(ctx context.Context, s *mcp.ClientSession, body [
 	if err != nil {
 		return err
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	return resp.Body.Close()
+	return drain(resp.Body)
 }

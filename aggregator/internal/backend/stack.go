@@ -127,8 +127,7 @@ func (s *stack) resend(req *http.Request, resp *http.Response) (*http.Response, 
 	} else if req.Body != nil && req.Body != http.NoBody {
 		return resp, nil
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	_ = resp.Body.Close()
+	_ = drain(resp.Body)
 	again.Header["Authorization"] = []string{v}
 	return s.conns.RoundTrip(again)
 }
@@ -183,7 +182,8 @@ func (t sdkTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
-	if cred := callerCredential(r.Context()); cred != nil && resp.StatusCode >= 400 && resp.StatusCode != http.StatusNotFound {
+	cred := callerCredential(r.Context())
+	if cred != nil && resp.StatusCode >= 400 && resp.StatusCode != http.StatusNotFound {
 		// go-sdk reports an HTTP error answering a call's request by its
 		// status alone (a 404 it reads itself: the session is gone), and
 		// ends its session on some. The answer is read as the raw path
@@ -193,7 +193,7 @@ func (t sdkTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		err := rejection(resp, requestMethod(r))
 		cred.record(err)
 		if cred.shared {
-			drain(resp.Body)
+			_ = drain(resp.Body)
 			span.SetStatus(codes.Error, "HTTP error")
 			span.End()
 			return nil, err
@@ -210,7 +210,7 @@ func (t sdkTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if !isEventStream(resp.Header.Get("Content-Type")) {
 		// go-sdk reads a JSON answer whole, however long.
 		body = &boundedBody{ReadCloser: body}
-	} else if cred := callerCredential(r.Context()); cred != nil {
+	} else if cred != nil {
 		// go-sdk bounds an event stream's events (transport), and reports
 		// one too long as the end of its session: boundedLines notes it
 		// for classify, which reports what the raw path would.
@@ -423,7 +423,7 @@ func (t resender) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // drain reads what is left of an answer's body (up to 64 KiB) and closes
 // it, so that its connection can carry the next request.
-func drain(body io.ReadCloser) {
+func drain(body io.ReadCloser) error {
 	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
-	_ = body.Close()
+	return body.Close()
 }
