@@ -82,6 +82,12 @@ type callerCred struct {
 	// bound on a message (boundedLines; go-sdk reports a lost stream).
 	// classify reports it in go-sdk's error's place (recordedAnswer).
 	answer atomic.Pointer[error]
+	// abandon, set on a held call's credential (CallToolAsking), ends
+	// the call when the request carrying the client's answer to the
+	// backend meets an error: go-sdk drops that request's failure, so
+	// the backend's tool would wait for an answer that is not coming
+	// and the caller for the call's timeout.
+	abandon context.CancelFunc
 }
 
 // sharedRequest returns ctx for a request the aggregator makes on the

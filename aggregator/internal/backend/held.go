@@ -95,7 +95,7 @@ type heldCall struct {
 	// in progress: the call's, then each retry's.
 	relay relay
 	// cred is the credential the call's requests carry (WithCaller, the
-	// first round's; nil for none), whichever round's caller awaits it.
+	// first round's), whichever round's caller awaits it.
 	cred *callerCred
 }
 
@@ -151,8 +151,14 @@ func answer[T any](raw json.RawMessage, err error) (*T, error) {
 func (c *Client) CallToolAsking(ctx context.Context, params *mcp.CallToolParams, caps *mcp.ClientCapabilities, owner string, n Notify) (*mcp.CallToolResult, error) {
 	id := make([]byte, 16)
 	_, _ = rand.Read(id)
+	cred := callerCredential(ctx)
+	if cred == nil {
+		cred = &callerCred{key: serviceKey}
+		ctx = context.WithValue(ctx, callerKey{}, cred)
+	}
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	h := &heldCall{id: hex.EncodeToString(id), owner: owner, asks: make(chan *inputAsk), done: make(chan heldOutcome, 1), cancel: cancel, cred: callerCredential(ctx)}
+	cred.abandon = cancel
+	h := &heldCall{id: hex.EncodeToString(id), owner: owner, asks: make(chan *inputAsk), done: make(chan heldOutcome, 1), cancel: cancel, cred: cred}
 	h.relay.redact = func(p any) any { return c.redactNotice(bctx, p) }
 	h.relay.set(n)
 	opts := &mcp.ClientOptions{

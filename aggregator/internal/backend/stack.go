@@ -176,23 +176,35 @@ func (t sdkTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		ctx, span = startSpan(ctx, t.backend, method, target, r.Header.Get("Mcp-Protocol-Version"))
 	}
 	resp, err := detach(ctx, func(ctx context.Context) (*http.Response, error) { return t.s.send(r.Clone(ctx)) })
+	cred := callerCredential(r.Context())
 	if err != nil {
 		span.SetStatus(codes.Error, "no response")
 		span.End()
+		if cred != nil && cred.abandon != nil && carriesReply(r, "") {
+			cred.record(err)
+			cred.abandon()
+		}
 		return nil, err
 	}
 	span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
-	cred := callerCredential(r.Context())
 	if cred != nil && resp.StatusCode >= 400 && resp.StatusCode != http.StatusNotFound {
 		// go-sdk reports an HTTP error answering a call's request by its
 		// status alone (a 404 it reads itself: the session is gone), and
 		// ends its session on some. The answer is read as the raw path
 		// reads it and kept for classify; on the session every caller
 		// shares it is the transport's error instead, which go-sdk passes
-		// on whole, keeping the session.
-		err := rejection(resp, requestMethod(r))
+		// on whole, keeping the session. So is an error answering the
+		// client's answer to the backend's question, which ends the held
+		// call with it: go-sdk keeps the session to tell the backend
+		// that the call is cancelled.
+		method := requestMethod(r)
+		err := rejection(resp, method)
 		cred.record(err)
-		if cred.shared {
+		reply := cred.abandon != nil && carriesReply(r, method)
+		if reply {
+			cred.abandon()
+		}
+		if cred.shared || reply {
 			_ = drain(resp.Body)
 			span.SetStatus(codes.Error, "HTTP error")
 			span.End()
@@ -218,6 +230,16 @@ func (t sdkTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	resp.Body = &endSpan{ReadCloser: body, span: span}
 	return resp, nil
+}
+
+// carriesReply reports whether r, whose JSON-RPC method is method ("" if
+// not yet read), carries a response to a backend's request: a POST
+// without a method.
+func carriesReply(r *http.Request, method string) bool {
+	if method == "" {
+		method = requestMethod(r)
+	}
+	return r.Method == http.MethodPost && method == ""
 }
 
 // isEventStream reports a Content-Type of text/event-stream, parameters

@@ -35,28 +35,27 @@ import (
 // A cell a route cannot drive says why in the table; nothing is skipped
 // silently.
 //
-//	              route cancel timeout progress log   credentials errors
-//	plain/modern  yes   yes    yes     yes      yes   yes         yes
-//	plain/legacy  yes   yes    yes     yes      n/a   yes         yes
-//	held          yes   yes    yes     yes      yes   yes         yes
-//	resume        yes   yes    yes     yes      yes   yes         yes
-//	forward       yes   yes    yes     yes      yes   yes         yes
-//	own-session   yes   yes    yes     yes      yes   yes         yes
+//	              route cancel timeout progress log credentials answered large capability errors
+//	plain/modern  yes   yes    yes     yes      yes yes         yes      yes   yes        yes
+//	plain/legacy  yes   yes    yes     yes      n/a yes         yes      yes   yes        yes
+//	held          yes   yes    yes     yes      yes yes         yes      yes   n/a        yes
+//	resume        yes   yes    yes     yes      yes yes         yes      yes   n/a        yes
+//	forward       yes   yes    yes     yes      yes yes         yes      yes   n/a        yes
+//	own-session   yes   yes    yes     yes      yes yes         yes      yes   yes        yes
 //
-// n/a: noLogLevel.
+// n/a: noLogLevel, declared.
 func TestEveryRouteBehavesTheSame(t *testing.T) {
 	const (
 		noLogLevel = "a streamed call with a log level to a Legacy backend is the own-session route, never plain: MCP sets a Legacy backend's log level per session (logging/setLevel), and the shared session cannot carry one caller's level"
 		declared   = "the caller declared elicitation: that is what holds the call, and the tool asks it"
 	)
 	heldNA := map[string]string{"capability": declared}
-	retryNA := map[string]string{"capability": declared, "answered": "the call's request goes out in the first round, whose answer ends the call before it is held"}
 	rows := []routeRow{
 		{name: "plain/modern"},
 		{name: "plain/legacy", legacy: true, na: map[string]string{"log": noLogLevel}},
 		{name: "held", legacy: true, caps: true, sessions: 1, na: heldNA},
-		{name: "resume", legacy: true, caps: true, retry: true, na: retryNA},
-		{name: "forward", legacy: true, caps: true, retry: true, forward: true, na: retryNA},
+		{name: "resume", legacy: true, caps: true, retry: true, na: heldNA},
+		{name: "forward", legacy: true, caps: true, retry: true, forward: true, na: heldNA},
 		{name: "own-session", legacy: true, level: "warning", sessions: 1},
 	}
 	columns := []struct {
@@ -172,7 +171,11 @@ func TestEveryRouteBehavesTheSame(t *testing.T) {
 		// Retry-After asks it to come back later, a 500 may carry the
 		// backend's JSON-RPC error. The caller gets the same error on
 		// every route; the backend's health and sessions are untouched, so
-		// the next call runs.
+		// the next call runs. On a retry it is the request carrying the
+		// client's answer to the backend that is answered so (the call's
+		// own went out in the first round): the retry fails at once, not
+		// at the call's timeout, and the backend's tool, which waits for
+		// that answer, is cancelled.
 		{"answered", func(t *testing.T, w *routeWorld) {
 			for _, a := range []struct {
 				status int
@@ -190,13 +193,17 @@ func TestEveryRouteBehavesTheSame(t *testing.T) {
 				{http.StatusInternalServerError, codes.Unknown, commonv1.ErrorReason_ERROR_REASON_BACKEND_ERROR, &aggregatorv1.BackendError{Code: -32050, Message: "backend busy"}, ""},
 			} {
 				marker := fmt.Sprintf("answer-%d", a.status)
-				_, _, err := w.call(context.Background(), "probe", probeArgs{ID: w.row.name + "-" + marker, Do: marker}, nil)
+				id := w.row.name + "-" + marker
+				_, _, err := w.call(context.Background(), "probe", probeArgs{ID: id, Do: marker}, nil)
 				wantStatus(t, err, a.code, a.reason)
 				if got, ok := backenderr.From(err); a.backend != nil && (!ok || !proto.Equal(got, a.backend)) {
 					t.Fatalf("HTTP %d: backend error %v, want %v", a.status, got, a.backend)
 				}
 				if _, meta := apierr.Info(err); meta["retryAfterSeconds"] != a.retryAfter {
 					t.Fatalf("HTTP %d: retryAfterSeconds %q, want %q", a.status, meta["retryAfterSeconds"], a.retryAfter)
+				}
+				if w.row.retry {
+					testkit.Eventually(t, "the tool waiting for the refused answer is cancelled", 5*time.Second, func() bool { return w.probe.is(id, "cancelled") })
 				}
 			}
 			id := w.row.name + "-after-answers"
@@ -398,6 +405,12 @@ func (w *routeWorld) call(ctx context.Context, tool string, a probeArgs, rc *agg
 		rc.LogLevel = w.row.level
 	}
 	a.Ask = w.row.retry
+	// On a retry, what stands before the backend answers the request
+	// carrying the client's answer (answerMarked), not the call's.
+	var answerMeta string
+	if w.row.retry && strings.HasPrefix(a.Do, "answer-") {
+		answerMeta, a.Do = `,"_meta":{"note":"`+a.Do+`"}`, ""
+	}
 	args, _ := json.Marshal(a)
 	req := &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "b_" + tool, ArgumentsJson: string(args), Context: rc}
 	if w.row.retry {
@@ -413,7 +426,7 @@ func (w *routeWorld) call(ctx context.Context, tool string, a probeArgs, rc *agg
 		if w.row.forward && !strings.HasSuffix(state, "@"+w.owner) {
 			return nil, nil, fmt.Errorf("requestState %q does not name the replica holding the call (%s)", state, w.owner)
 		}
-		req.InputResponsesJson = `{"` + key + `":{"action":"accept","content":{"sure":true}}}`
+		req.InputResponsesJson = `{"` + key + `":{"action":"accept","content":{"sure":true}` + answerMeta + `}}`
 		req.RequestState = state
 	}
 	before := w.b.received("initialize")
@@ -533,6 +546,7 @@ func (p *probe) add(b *testBackend) {
 			if _, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Go on?", RequestedSchema: map[string]any{
 				"type": "object", "properties": map[string]any{"sure": map[string]any{"type": "boolean"}},
 			}}); err != nil {
+				p.note(a.ID, "cancelled")
 				return nil, err
 			}
 		}
@@ -589,9 +603,9 @@ func (p *probe) add(b *testBackend) {
 }
 
 // answerMarked answers a request whose body holds "answer-<status>" (in a
-// call's arguments) with that status,
-// as what stands before the MCP server would: a 401 or 403 with a
-// challenge, a 429 or 503 with a Retry-After, a 500 with a JSON-RPC
+// call's arguments, or in the _meta of a client's answer) with that
+// status, as what stands before the MCP server would: a 401 or 403 with
+// a challenge, a 429 or 503 with a Retry-After, a 500 with a JSON-RPC
 // error. It passes every other request on.
 func answerMarked(w http.ResponseWriter, _ *http.Request, body []byte) bool {
 	_, marked, ok := bytes.Cut(body, []byte(`"answer-`))
