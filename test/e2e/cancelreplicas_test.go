@@ -25,12 +25,7 @@ import (
 // and does not hold back another principal.
 func TestLegacyCancellationAcrossReplicas(t *testing.T) {
 	keys := map[string]string{"x": "key-of-x-0123456789", "y": "key-of-y-0123456789"}
-	c, a, b := startReplicas(t, func(cfg *config.Config) {
-		cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys"}
-		for subject, key := range keys {
-			cfg.Gateway.Auth.APIKeys = append(cfg.Gateway.Auth.APIKeys, config.APIKey{Key: key, Subject: subject})
-		}
-	})
+	c, a, b := startReplicas(t, withAPIKeys(keys))
 	x, y := "Bearer "+keys["x"], "Bearer "+keys["y"]
 	xSession := rawInitialize(t, a, x)
 	ySession := rawInitialize(t, b, y)

@@ -192,12 +192,7 @@ func TestLegacySessionAcrossReplicas(t *testing.T) {
 // answer through B then completes the call with X's action.
 func TestLegacyAnswerOfAnotherPrincipalIsDropped(t *testing.T) {
 	keys := map[string]string{"x": "key-of-x-0123456789", "y": "key-of-y-0123456789"}
-	_, a, b := startReplicas(t, func(cfg *config.Config) {
-		cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys"}
-		for subject, key := range keys {
-			cfg.Gateway.Auth.APIKeys = append(cfg.Gateway.Auth.APIKeys, config.APIKey{Key: key, Subject: subject})
-		}
-	})
+	_, a, b := startReplicas(t, withAPIKeys(keys))
 	rt := &replicaRouter{get: a, answers: b, auth: "Bearer " + keys["x"], asked: make(chan json.RawMessage, 4)}
 	rt.post.Store(&b)
 	release := make(chan struct{})
@@ -313,6 +308,17 @@ func rawPost(t *testing.T, host, authorization, sessionID, body string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// withAPIKeys configures the gateway to authenticate API keys, one per
+// subject.
+func withAPIKeys(keys map[string]string) func(*config.Config) {
+	return func(cfg *config.Config) {
+		cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys"}
+		for subject, key := range keys {
+			cfg.Gateway.Auth.APIKeys = append(cfg.Gateway.Auth.APIKeys, config.APIKey{Key: key, Subject: subject})
+		}
+	}
 }
 
 // startReplicas starts a cluster with a demo backend, two gateway
@@ -607,12 +613,7 @@ func rawListTools(t *testing.T, host, sessionID string) (int, error) {
 // is another principal.
 func TestLegacyStateChangesAreRateLimited(t *testing.T) {
 	keys := map[string]string{"x": "key-of-x-0123456789", "y": "key-of-y-0123456789"}
-	_, a, _ := startReplicas(t, func(cfg *config.Config) {
-		cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys"}
-		for subject, key := range keys {
-			cfg.Gateway.Auth.APIKeys = append(cfg.Gateway.Auth.APIKeys, config.APIKey{Key: key, Subject: subject})
-		}
-	})
+	_, a, _ := startReplicas(t, withAPIKeys(keys))
 	x, y := "Bearer "+keys["x"], "Bearer "+keys["y"]
 	xSession, ySession := rawInitialize(t, a, x), rawInitialize(t, a, y)
 	post := func(authorization, session, method, params string) (status int, retryAfter, body string) {

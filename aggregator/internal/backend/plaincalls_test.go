@@ -180,13 +180,7 @@ func TestTasksAreNeverPlain(t *testing.T) {
 // instead of every call and listing failing until the aggregator
 // restarts.
 func TestBackendRestartedWithoutModern(t *testing.T) {
-	var current atomic.Pointer[http.Handler]
-	dual := dualEraEcho("dual")
-	current.Store(&dual)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*current.Load()).ServeHTTP(w, r) }))
-	t.Cleanup(srv.Close)
-	c := newTestClient(Config{Name: "dual", URL: srv.URL})
-	t.Cleanup(c.Close)
+	restart, c := restartableDualEra(t)
 	ctx := context.Background()
 	// A call that may ask its client for input stays Modern.
 	caps := `{"elicitation":{}}`
@@ -198,8 +192,7 @@ func TestBackendRestartedWithoutModern(t *testing.T) {
 		ran.Add(1)
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
 	})
-	current.Store(&legacy)
-	srv.CloseClientConnections()
+	restart(legacy)
 	if res, err := c.Call(ctx, echoCall(caps)); err != nil || res.IsError || ran.Load() != 1 {
 		t.Fatalf("call after the restart: %+v %v, run %d times", res, err, ran.Load())
 	}
@@ -241,13 +234,7 @@ func TestRetryAfterSeconds(t *testing.T) {
 // plain calls stay there, instead of failing until the aggregator
 // restarts.
 func TestBackendRestartedWithoutLegacy(t *testing.T) {
-	var current atomic.Pointer[http.Handler]
-	dual := dualEraEcho("dual")
-	current.Store(&dual)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*current.Load()).ServeHTTP(w, r) }))
-	t.Cleanup(srv.Close)
-	c := newTestClient(Config{Name: "dual", URL: srv.URL})
-	t.Cleanup(c.Close)
+	restart, c := restartableDualEra(t)
 	ctx := context.Background()
 	deadline := time.Now().Add(10 * time.Second)
 	for c.plainSession() == nil {
@@ -277,8 +264,7 @@ func TestBackendRestartedWithoutLegacy(t *testing.T) {
 		}
 		stateless.ServeHTTP(w, r)
 	})
-	current.Store(&modern)
-	srv.CloseClientConnections()
+	restart(modern)
 	for i := range 3 {
 		if res, err := c.Call(ctx, echoCall(`{}`)); err != nil || res.IsError || ran.Load() != int32(i+1) {
 			t.Fatalf("call %d after the restart: %+v %v, run %d times (Legacy refused %d times)", i, res, err, ran.Load(), legacyRefused.Load())
@@ -289,4 +275,21 @@ func TestBackendRestartedWithoutLegacy(t *testing.T) {
 	if n := legacyRefused.Load(); n > 3 {
 		t.Fatalf("the backend refused %d Legacy requests for 3 calls", n)
 	}
+}
+
+// restartableDualEra is a client of a dual-era backend; restart puts
+// another server in its place, as a restart with another version would,
+// closing the connections the client holds.
+func restartableDualEra(t *testing.T) (restart func(http.Handler), c *Client) {
+	var current atomic.Pointer[http.Handler]
+	dual := dualEraEcho("dual")
+	current.Store(&dual)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*current.Load()).ServeHTTP(w, r) }))
+	t.Cleanup(srv.Close)
+	c = newTestClient(Config{Name: "dual", URL: srv.URL})
+	t.Cleanup(c.Close)
+	return func(h http.Handler) {
+		current.Store(&h)
+		srv.CloseClientConnections()
+	}, c
 }
