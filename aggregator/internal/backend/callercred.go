@@ -82,12 +82,14 @@ type callerCred struct {
 	// bound on a message (boundedLines; go-sdk reports a lost stream).
 	// classify reports it in go-sdk's error's place (recordedAnswer).
 	answer atomic.Pointer[error]
-	// abandon, set on a held call's credential (CallToolAsking), ends
-	// the call when the request carrying the client's answer to the
-	// backend meets an error: go-sdk drops that request's failure, so
-	// the backend's tool would wait for an answer that is not coming
-	// and the caller for the call's timeout.
-	abandon context.CancelFunc
+	// abandon, set on the credential of a held call's session
+	// (CallToolAsking), ends the call when the request carrying the
+	// client's answer to the backend meets an error (answerFailed):
+	// go-sdk drops that request's failure, so the backend's tool would
+	// wait for an answer that is not coming and the caller for the
+	// call's timeout. abandoned says it did.
+	abandon   context.CancelFunc
+	abandoned atomic.Bool
 }
 
 // sharedRequest returns ctx for a request the aggregator makes on the
@@ -97,8 +99,23 @@ func sharedRequest(ctx context.Context) context.Context {
 	return context.WithValue(ctx, callerKey{}, &callerCred{key: serviceKey, shared: true})
 }
 
-// record keeps err as the last failure of cred's requests.
-func (cred *callerCred) record(err error) { cred.answer.Store(&err) }
+// record keeps err as the last failure of cred's requests, unless the
+// call ended on its answer's.
+func (cred *callerCred) record(err error) {
+	if !cred.abandoned.Load() {
+		cred.answer.Store(&err)
+	}
+}
+
+// answerFailed ends the held call whose client's answer met err and
+// keeps err as its failure: the requests that follow (the cancellation
+// go-sdk sends then) may fail too, but they are not what ended it.
+func (cred *callerCred) answerFailed(err error) {
+	if cred.abandoned.CompareAndSwap(false, true) {
+		cred.answer.Store(&err)
+		cred.abandon()
+	}
+}
 
 // callerCredential is the credential WithCaller or sharedRequest put in
 // ctx, or nil.

@@ -145,6 +145,10 @@ func retryAfterSeconds(header string, now time.Time) int {
 }
 
 func (e *statusError) Error() string {
+	if e.method == "" {
+		// A request without a method: a reply to the backend.
+		return fmt.Sprintf("backend answered HTTP %d to a reply", e.status)
+	}
 	return fmt.Sprintf("%s: backend answered HTTP %d", e.method, e.status)
 }
 

@@ -151,12 +151,14 @@ func answer[T any](raw json.RawMessage, err error) (*T, error) {
 func (c *Client) CallToolAsking(ctx context.Context, params *mcp.CallToolParams, caps *mcp.ClientCapabilities, owner string, n Notify) (*mcp.CallToolResult, error) {
 	id := make([]byte, 16)
 	_, _ = rand.Read(id)
-	cred := callerCredential(ctx)
-	if cred == nil {
-		cred = &callerCred{key: serviceKey}
-		ctx = context.WithValue(ctx, callerKey{}, cred)
+	// The held session's requests carry a record of their own, which
+	// its answer's failure ends (callerCred.abandon), with the call's
+	// credential.
+	cred := &callerCred{key: serviceKey}
+	if caller := callerCredential(ctx); caller != nil {
+		cred.authorization, cred.key = caller.authorization, caller.key
 	}
-	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	bctx, cancel := context.WithCancel(context.WithValue(context.WithoutCancel(ctx), callerKey{}, cred))
 	cred.abandon = cancel
 	h := &heldCall{id: hex.EncodeToString(id), owner: owner, asks: make(chan *inputAsk), done: make(chan heldOutcome, 1), cancel: cancel, cred: cred}
 	h.relay.redact = func(p any) any { return c.redactNotice(bctx, p) }

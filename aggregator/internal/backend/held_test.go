@@ -1,11 +1,14 @@
 package backend
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -260,5 +263,76 @@ func TestHeldQuestionAskedAgainUntilAnswered(t *testing.T) {
 		if err == nil && len(next.InputRequests) > 0 {
 			t.Fatalf("unanswered retry %d: the question once more, want the call ended", i+1)
 		}
+	}
+}
+
+// A held call ends at once with the failure of the request carrying its
+// client's answer (here it is never answered: its connection closes),
+// not at the call's timeout, and the backend's tool waiting for the
+// answer is cancelled. go-sdk's own replies to the backend (here a
+// ping's, refused) leave the call as it is.
+func TestHeldCallEndsWithItsAnswersFailure(t *testing.T) {
+	cancelled := make(chan struct{}, 1)
+	handler := legacyToolHandler("confirm", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		// The ping's reply is refused: the tool gives up on it and asks.
+		pctx, stop := context.WithTimeout(ctx, 200*time.Millisecond)
+		_ = req.Session.Ping(pctx, nil)
+		stop()
+		_, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "sure?", RequestedSchema: map[string]any{"type": "object"}})
+		if ctx.Err() != nil {
+			cancelled <- struct{}{}
+		}
+		return nil, err
+	})
+	var pingsRefused atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		switch {
+		case bytes.Contains(body, []byte(`"result":{}`)):
+			pingsRefused.Add(1)
+			w.Header().Set("Retry-After", "3")
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case bytes.Contains(body, []byte(`"action":"accept"`)):
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+		default:
+			handler.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(front.Close)
+	c := newTestClient(Config{Name: "legacy", URL: front.URL, Protocol: ProtocolLegacy, Timeout: time.Hour})
+	defer c.Close()
+	caps := &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}
+	ctx := context.Background()
+	res, err := c.CallToolAsking(ctx, &mcp.CallToolParams{Name: "confirm"}, caps, "alice", Notify{})
+	if err != nil || len(res.InputRequests) != 1 || c.heldCalls() != 1 {
+		t.Fatalf("the call after a refused ping reply: %v %v, %d held; want it held for its question", res, err, c.heldCalls())
+	}
+	if pingsRefused.Load() == 0 {
+		t.Fatal("no ping reply was refused")
+	}
+	var key string
+	for k := range res.InputRequests {
+		key = k
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.ResumeHeld(ctx, res.RequestState, "alice", map[string]json.RawMessage{key: json.RawMessage(`{"action":"accept","content":{}}`)}, Notify{})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("the retry whose answer was not answered: %v, want unavailable", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the retry waits for the call's timeout")
+	}
+	waitCancelled(t, cancelled, "the tool waiting for the answer")
+	if c.heldCalls() != 0 {
+		t.Fatalf("%d held", c.heldCalls())
 	}
 }

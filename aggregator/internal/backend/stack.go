@@ -3,6 +3,7 @@ package backend
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -180,9 +181,8 @@ func (t sdkTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil {
 		span.SetStatus(codes.Error, "no response")
 		span.End()
-		if cred != nil && cred.abandon != nil && carriesReply(r, "") {
-			cred.record(err)
-			cred.abandon()
+		if cred != nil && cred.abandon != nil && carriesAnswer(r) {
+			cred.answerFailed(err)
 		}
 		return nil, err
 	}
@@ -199,12 +199,13 @@ func (t sdkTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		// that the call is cancelled.
 		method := requestMethod(r)
 		err := rejection(resp, method)
-		cred.record(err)
-		reply := cred.abandon != nil && carriesReply(r, method)
-		if reply {
-			cred.abandon()
+		answer := cred.abandon != nil && method == "" && carriesAnswer(r)
+		if answer {
+			cred.answerFailed(err)
+		} else {
+			cred.record(err)
 		}
-		if cred.shared || reply {
+		if cred.shared || answer {
 			_ = drain(resp.Body)
 			span.SetStatus(codes.Error, "HTTP error")
 			span.End()
@@ -232,14 +233,31 @@ func (t sdkTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// carriesReply reports whether r, whose JSON-RPC method is method ("" if
-// not yet read), carries a response to a backend's request: a POST
-// without a method.
-func carriesReply(r *http.Request, method string) bool {
-	if method == "" {
-		method = requestMethod(r)
+// carriesAnswer reports whether r carries a client's answer to a
+// backend's question: a response (a POST without a method) with the
+// result of an elicitation (its action) or of a sampling request (its
+// message's content); not go-sdk's own replies to the backend's pings
+// and roots/list, nor an error.
+func carriesAnswer(r *http.Request) bool {
+	if r.Method != http.MethodPost || r.GetBody == nil {
+		return false
 	}
-	return r.Method == http.MethodPost && method == ""
+	rc, err := r.GetBody()
+	if err != nil {
+		return false
+	}
+	defer rc.Close()
+	var msg struct {
+		Method string `json:"method"`
+		Result *struct {
+			Action  string          `json:"action"`
+			Content json.RawMessage `json:"content"`
+		} `json:"result"`
+	}
+	if json.NewDecoder(rc).Decode(&msg) != nil || msg.Method != "" || msg.Result == nil {
+		return false
+	}
+	return msg.Result.Action != "" || len(msg.Result.Content) > 0
 }
 
 // isEventStream reports a Content-Type of text/event-stream, parameters

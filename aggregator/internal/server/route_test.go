@@ -203,7 +203,7 @@ func TestEveryRouteBehavesTheSame(t *testing.T) {
 					t.Fatalf("HTTP %d: retryAfterSeconds %q, want %q", a.status, meta["retryAfterSeconds"], a.retryAfter)
 				}
 				if w.row.retry {
-					testkit.Eventually(t, "the tool waiting for the refused answer is cancelled", 5*time.Second, func() bool { return w.probe.is(id, "cancelled") })
+					testkit.Eventually(t, "the tool waiting for the refused answer is cancelled", 5*time.Second, func() bool { return w.probe.is(id, "cancelled asking") })
 				}
 			}
 			id := w.row.name + "-after-answers"
@@ -506,8 +506,9 @@ func noteTexts(t *testing.T, notes []*aggregatorv1.Notification, method string) 
 // override's timeout on probe and slow, none on bare): after asking the client, if told to, they do what
 // their arguments say, and note what became of each call by its id.
 type probe struct {
-	mu   sync.Mutex
-	seen map[string]string // id: running, then cancelled
+	mu sync.Mutex
+	// seen: running, then cancelled; or cancelled asking (the client).
+	seen map[string]string
 }
 
 type probeArgs struct {
@@ -546,7 +547,9 @@ func (p *probe) add(b *testBackend) {
 			if _, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Go on?", RequestedSchema: map[string]any{
 				"type": "object", "properties": map[string]any{"sure": map[string]any{"type": "boolean"}},
 			}}); err != nil {
-				p.note(a.ID, "cancelled")
+				if ctx.Err() != nil {
+					p.note(a.ID, "cancelled asking")
+				}
 				return nil, err
 			}
 		}
