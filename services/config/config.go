@@ -328,6 +328,7 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 			n.Style &^= yaml.FlowStyle
 		case yaml.ScalarNode:
 			info.src.vars = references(n.Value)
+			info.src.env = fromEnvironment(n.Value, lookup)
 			v, err := Expand(n.Value, lookup)
 			if err != nil {
 				refused = append(refused, &KeyError{Key: path, Line: n.Line, Err: err})
@@ -378,6 +379,9 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 		return nil, fmt.Errorf("parse config: %w", decodeErrors(err, &doc, expanded, written, src))
 	}
 	c.sources = src
+	for i := range c.Aggregator.Backends {
+		c.Aggregator.Backends[i].URLSecrets = src[fmt.Sprintf("aggregator.backends[%d].url", i)].env
+	}
 	if err := c.ServiceAuth.applyRoles(); err != nil {
 		return nil, c.Annotate(err)
 	}

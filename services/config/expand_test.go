@@ -2,6 +2,7 @@ package config
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -219,5 +220,29 @@ func TestExpandedAnnotationHints(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(err.Error(), "aggregator.toolOverrides[0].annotations.readOnlyHint (line 10, from ${RO}): must be a bool") || strings.Contains(err.Error(), "s3cr3t") {
 		t.Fatalf("a hint that is no boolean: %v", err)
+	}
+}
+
+// The values the environment writes into a backend's URL are its
+// secrets (Backend.URLSecrets): not a default written in the file, nor
+// an empty value, nor what another key was expanded from.
+func TestBackendURLSecretsAreWhatTheEnvironmentWrote(t *testing.T) {
+	c, err := Parse([]byte(`aggregator:
+  backends:
+  - name: zap
+    url: https://mcp.example.com/api/${ZAP_KEY}/mcp?v=${VERSION:-2}&t=${EMPTY}
+    headers: {X-Other: "${OTHER}"}
+  - name: plain
+    url: https://mcp.example.com/mcp
+`), env(map[string]string{"ZAP_KEY": "k3y-of-zap", "EMPTY": "", "OTHER": "other-secret"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := c.Aggregator.Backends
+	if !slices.Equal(b[0].URLSecrets, []string{"k3y-of-zap"}) || len(b[1].URLSecrets) != 0 {
+		t.Fatalf("URL secrets %q and %q, want [k3y-of-zap] and none", b[0].URLSecrets, b[1].URLSecrets)
+	}
+	if b[0].URL != "https://mcp.example.com/api/k3y-of-zap/mcp?v=2&t=" {
+		t.Fatalf("url %q", b[0].URL)
 	}
 }

@@ -77,6 +77,10 @@ func addrProblem(err error) string {
 type valueSource struct {
 	line int
 	vars []string
+	// env are the values the environment gave its variables (not their
+	// defaults, which the file holds): secrets where the field is one
+	// only in part (Backend.URLSecrets).
+	env []string
 }
 
 // sources maps the YAML path of every scalar value of a parsed file to
@@ -155,6 +159,18 @@ func uniqueSorted(s []string) []string {
 
 // references lists the variables s refers to (${NAME}, ${NAME:-default}),
 // as Expand reads them.
+// fromEnvironment lists the values lookup gives the variables s
+// references, the empty ones left out.
+func fromEnvironment(s string, lookup func(string) (string, bool)) []string {
+	var values []string
+	for _, name := range references(s) {
+		if v, ok := lookup(name); ok && v != "" {
+			values = append(values, v)
+		}
+	}
+	return values
+}
+
 func references(s string) []string {
 	var names []string
 	for _, m := range refPattern.FindAllStringSubmatch(strings.ReplaceAll(s, "$$", "\x00"), -1) {

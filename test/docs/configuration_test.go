@@ -73,7 +73,7 @@ func leafKeys(t reflect.Type, prefix string) []string {
 	var keys []string
 	for i := range t.NumField() {
 		f := t.Field(i)
-		if !f.IsExported() {
+		if !f.IsExported() || yamlName(f) == "-" {
 			continue // not read from the file
 		}
 		path := prefix + yamlName(f)

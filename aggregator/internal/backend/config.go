@@ -21,6 +21,11 @@ const (
 type Config struct {
 	Name string
 	URL  string
+	// URLSecrets are parts of URL that are secrets though no part of a
+	// URL marks them so (the values the environment wrote into it,
+	// config.Backend.URLSecrets): a key in its path. Every text the
+	// redactor cleans loses them, as it loses the URL's query.
+	URLSecrets []string
 	// Protocol is ProtocolAuto, ProtocolModern or ProtocolLegacy.
 	Protocol string
 	// Headers are added to every request. Their values are secrets: they

@@ -22,7 +22,8 @@ import (
 //     MinRedactedHidden bytes, the credential after a scheme: the token of
 //     "Bearer <token>"), the client secret, the URL's user information
 //     (user name and password, and the Basic credential the transport makes
-//     of them) and its query;
+//     of them), its query and the values the environment wrote into it
+//     (Config.URLSecrets: a key in its path);
 //   - the strings of the tool overrides' hidden argument values
 //     (Config.Hidden) of at least MinRedactedHidden bytes: a shorter value
 //     ("acme", "eu") would cut the same letters out of unrelated text, and
@@ -72,6 +73,8 @@ type redactor struct {
 	// all are the configured secrets; long those of at least
 	// MinRedactedHidden bytes.
 	all, long *secretSet
+	// inURL are the secrets of the URL's path (Config.URLSecrets).
+	inURL *secretSet
 	// tokens is the client-credentials token source (nil for none), whose
 	// last token every text loses.
 	tokens *tokenSource
@@ -100,6 +103,7 @@ func newRedactor(cfg Config, tokens *tokenSource) *redactor {
 		}
 		static = append(static, u.RawQuery)
 	}
+	static = append(static, cfg.URLSecrets...)
 	for _, v := range cfg.Hidden {
 		if len(v) >= MinRedactedHidden {
 			static = append(static, v)
@@ -108,11 +112,27 @@ func newRedactor(cfg Config, tokens *tokenSource) *redactor {
 	// A stdio server's credentials are in its environment.
 	static = append(static, stdio.SecretEnv(cfg.Env, MinRedactedHidden)...)
 	long := slices.DeleteFunc(slices.Clone(static), func(v string) bool { return len(v) < MinRedactedHidden })
-	r := &redactor{all: newSecretSet(static), long: newSecretSet(long)}
+	r := &redactor{all: newSecretSet(static), long: newSecretSet(long), inURL: newSecretSet(cfg.URLSecrets)}
 	if cfg.Auth.Mode == AuthClientCredentials {
 		r.tokens, r.ownIsShared = tokens, true
 	}
 	return r
+}
+
+// ShownURL is the backend's URL as operators see it: without its user
+// information and fragment, its query's values replaced ("?redacted":
+// the page still shows one is set), and the secrets written into its
+// path (Config.URLSecrets) cut out.
+func (c *Client) ShownURL() string {
+	u, err := url.Parse(c.cfg.URL)
+	if err != nil {
+		return ""
+	}
+	u.User, u.Fragment, u.RawFragment = nil, "", ""
+	if u.RawQuery != "" {
+		u.RawQuery = "redacted"
+	}
+	return c.redactor.inURL.redactText(u.String())
 }
 
 // shared is what a text loses that is no call's own: a log line, a

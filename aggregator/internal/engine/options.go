@@ -103,6 +103,7 @@ func OptionsFromConfig(c config.Aggregator) (Options, error) {
 		opts.Backends = append(opts.Backends, backend.Config{
 			Name:             b.Name,
 			URL:              b.URL,
+			URLSecrets:       b.URLSecrets,
 			Protocol:         b.Protocol,
 			Headers:          b.Headers,
 			Auth:             backendAuth(b.Auth),

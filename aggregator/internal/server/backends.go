@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"net/url"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -68,7 +67,7 @@ func (s *Server) ListBackends(ctx context.Context, req *aggregatorv1.ListBackend
 		}
 		switch {
 		case c.Operator:
-			msg.Url, msg.LastError = redactURL(b.URL()), st.LastError
+			msg.Url, msg.LastError = b.ShownURL(), st.LastError
 		case st.LastError != "":
 			msg.LastError = st.Failure.Reason()
 		}
@@ -113,19 +112,4 @@ func visibleBackends(v *catalog.View) map[string]*[len(catalog.Kinds)]uint32 {
 		count(catalog.KindPrompts, snap.Prompts[i].Backend)
 	}
 	return m
-}
-
-// redactURL hides credentials a backend URL may carry (user info, query,
-// fragment): a query's values replaced, so that the page still shows one
-// is set.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	u.User, u.Fragment, u.RawFragment = nil, "", ""
-	if u.RawQuery != "" {
-		u.RawQuery = "redacted"
-	}
-	return u.String()
 }

@@ -307,3 +307,30 @@ func TestCutConnectionsDoNotBreakSessions(t *testing.T) {
 		t.Fatalf("Legacy session changed after the cut: first %q, last %q", ids[0], ids[len(ids)-1])
 	}
 }
+
+// A key the environment writes into a backend's URL path (${VAR}) is a
+// secret like its query: an operator's ListBackends shows the URL and
+// the last error without it.
+func TestBackendKeyInTheURLPathStaysSecret(t *testing.T) {
+	const key = "k3y-of-the-backend"
+	t.Setenv("TEST_PATH_KEY", key)
+	h := startAggregatorFile(t, `
+aggregator:
+  catalogTTL: 1h
+  health: {interval: 50ms, timeout: 500ms, unhealthyThreshold: 1}
+  backends:
+    - {name: keyed, url: "http://127.0.0.1:1/api/${TEST_PATH_KEY}/mcp", timeout: 500ms}
+`)
+	var got *aggregatorv1.Backend
+	testkit.Eventually(t, "the backend's failure is listed", 10*time.Second, func() bool {
+		resp, err := h.operator.ListBackends(context.Background(), &aggregatorv1.ListBackendsRequest{})
+		if err != nil || len(resp.GetBackends()) != 1 {
+			return false
+		}
+		got = resp.GetBackends()[0]
+		return got.GetLastError() != ""
+	})
+	if got.GetUrl() != "http://127.0.0.1:1/api/[redacted]/mcp" || strings.Contains(got.GetLastError(), key) || !strings.Contains(got.GetLastError(), "/api/[redacted]/mcp") {
+		t.Fatalf("url %q, last error %q: want the key cut out of both", got.GetUrl(), got.GetLastError())
+	}
+}

@@ -53,18 +53,3 @@ func TestStatusOfOverrideErrors(t *testing.T) {
 		t.Fatalf("a client's mistake was logged: %s", logged.String())
 	}
 }
-
-// TestBackendURLsShownWithoutSecrets: a backend's URL as ListBackends
-// shows it keeps no user info, no query value and no fragment, which may
-// each carry a credential (the fragment once stayed).
-func TestBackendURLsShownWithoutSecrets(t *testing.T) {
-	for in, want := range map[string]string{
-		"https://user:pw@mcp.example.com/mcp?token=s3cret#key=s3cret": "https://mcp.example.com/mcp?redacted",
-		"http://127.0.0.1:8080/mcp":                                   "http://127.0.0.1:8080/mcp",
-		"https://mcp.example.com/mcp#s3cret":                          "https://mcp.example.com/mcp",
-	} {
-		if got := redactURL(in); got != want {
-			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
