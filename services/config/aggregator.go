@@ -263,11 +263,11 @@ const (
 type Backend struct {
 	Name string `yaml:"name"`
 	URL  string `yaml:"url"`
-	// URLSecrets are the values the environment put into URL (${VAR}),
-	// which Parse records: a backend's key may sit in its URL's path
-	// (https://host/api/${KEY}/mcp), where nothing else marks it as
-	// one, so errors, logs and operators' pages lose them.
-	URLSecrets []string `yaml:"-"`
+	// URLFromEnvironment are the values the environment wrote into URL
+	// (${VAR}), which Parse records: a backend's key may sit in its
+	// URL's path (https://host/api/${KEY}/mcp), where nothing else marks
+	// it as one (the aggregator's redaction decides which are).
+	URLFromEnvironment []string `yaml:"-"`
 	// Command, instead of URL, is a stdio backend: the program and its
 	// arguments, which each aggregator replica runs and speaks MCP with
 	// over its stdin and stdout (aggregator/internal/stdio). Env is its

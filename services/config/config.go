@@ -380,7 +380,7 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 	}
 	c.sources = src
 	for i := range c.Aggregator.Backends {
-		c.Aggregator.Backends[i].URLSecrets = src[fmt.Sprintf("aggregator.backends[%d].url", i)].env
+		c.Aggregator.Backends[i].URLFromEnvironment = src[fmt.Sprintf("aggregator.backends[%d].url", i)].env
 	}
 	if err := c.ServiceAuth.applyRoles(); err != nil {
 		return nil, c.Annotate(err)

@@ -223,10 +223,10 @@ func TestExpandedAnnotationHints(t *testing.T) {
 	}
 }
 
-// The values the environment writes into a backend's URL are its
-// secrets (Backend.URLSecrets): not a default written in the file, nor
-// an empty value, nor what another key was expanded from.
-func TestBackendURLSecretsAreWhatTheEnvironmentWrote(t *testing.T) {
+// A backend's URLFromEnvironment are the values the environment wrote
+// into its URL: not a default written in the file, nor an empty value,
+// nor what another key was expanded from.
+func TestBackendURLFromEnvironment(t *testing.T) {
 	c, err := Parse([]byte(`aggregator:
   backends:
   - name: zap
@@ -239,8 +239,8 @@ func TestBackendURLSecretsAreWhatTheEnvironmentWrote(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := c.Aggregator.Backends
-	if !slices.Equal(b[0].URLSecrets, []string{"k3y-of-zap"}) || len(b[1].URLSecrets) != 0 {
-		t.Fatalf("URL secrets %q and %q, want [k3y-of-zap] and none", b[0].URLSecrets, b[1].URLSecrets)
+	if !slices.Equal(b[0].URLFromEnvironment, []string{"k3y-of-zap"}) || len(b[1].URLFromEnvironment) != 0 {
+		t.Fatalf("from the environment %q and %q, want [k3y-of-zap] and none", b[0].URLFromEnvironment, b[1].URLFromEnvironment)
 	}
 	if b[0].URL != "https://mcp.example.com/api/k3y-of-zap/mcp?v=2&t=" {
 		t.Fatalf("url %q", b[0].URL)

@@ -79,7 +79,7 @@ type valueSource struct {
 	vars []string
 	// env are the values the environment gave its variables (not their
 	// defaults, which the file holds): secrets where the field is one
-	// only in part (Backend.URLSecrets).
+	// only in part (Backend.URLFromEnvironment).
 	env []string
 }
 
@@ -157,8 +157,6 @@ func uniqueSorted(s []string) []string {
 	return slices.Compact(s)
 }
 
-// references lists the variables s refers to (${NAME}, ${NAME:-default}),
-// as Expand reads them.
 // fromEnvironment lists the values lookup gives the variables s
 // references, the empty ones left out.
 func fromEnvironment(s string, lookup func(string) (string, bool)) []string {
@@ -171,6 +169,8 @@ func fromEnvironment(s string, lookup func(string) (string, bool)) []string {
 	return values
 }
 
+// references lists the variables s refers to (${NAME}, ${NAME:-default}),
+// as Expand reads them.
 func references(s string) []string {
 	var names []string
 	for _, m := range refPattern.FindAllStringSubmatch(strings.ReplaceAll(s, "$$", "\x00"), -1) {

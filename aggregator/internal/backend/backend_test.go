@@ -72,10 +72,11 @@ func TestUnreachableBackendIsUnavailableAndRedacted(t *testing.T) {
 	if msg := err.Error() + c.Status().LastError; !errors.Is(err, ErrUnavailable) || strings.Contains(msg, "tok3n") || !strings.Contains(msg, "127.0.0.1") {
 		t.Fatalf("a user-name credential: %s", msg)
 	}
-	// A key the environment wrote into the path (config.Backend.URLSecrets)
-	// goes too, as it is and as the path escapes it.
+	// A key the environment wrote into the path
+	// (config.Backend.URLFromEnvironment) goes too, as it is and as the
+	// path escapes it.
 	for _, key := range []string{"k3y-in-the-path", "k3y in/the path"} {
-		c = newTestClient(Config{Name: "c", URL: "http://127.0.0.1:1/api/" + url.PathEscape(key) + "/mcp", URLSecrets: []string{key}, Timeout: 2 * time.Second})
+		c = newTestClient(Config{Name: "c", URL: "http://127.0.0.1:1/api/" + url.PathEscape(key) + "/mcp", URLFromEnvironment: []string{key}, Timeout: 2 * time.Second})
 		defer c.Close()
 		_, err = c.ListAll(context.Background())
 		if msg := err.Error() + c.Status().LastError; !errors.Is(err, ErrUnavailable) || strings.Contains(msg, "k3y") || !strings.Contains(msg, "/api/[redacted]/mcp") {
@@ -86,20 +87,26 @@ func TestUnreachableBackendIsUnavailableAndRedacted(t *testing.T) {
 
 // TestBackendURLsShownWithoutSecrets: a backend's URL as operators see it
 // (ListBackends) keeps no user info, no query value, no fragment (the
-// fragment once stayed) and no secret the environment wrote into it.
+// fragment once stayed) and no key the environment wrote into its path;
+// a host and port from the environment stay, as does a short path.
 func TestBackendURLsShownWithoutSecrets(t *testing.T) {
 	for _, tc := range []struct {
-		url     string
-		secrets []string
-		want    string
+		url             string
+		fromEnvironment []string
+		want            string
 	}{
 		{"https://user:pw@mcp.example.com/mcp?token=s3cret#key=s3cret", nil, "https://mcp.example.com/mcp?redacted"},
 		{"http://127.0.0.1:8080/mcp", nil, "http://127.0.0.1:8080/mcp"},
 		{"https://mcp.example.com/mcp#s3cret", nil, "https://mcp.example.com/mcp"},
 		{"https://mcp.example.com/api/s/k3y-of-zap/mcp", []string{"k3y-of-zap"}, "https://mcp.example.com/api/s/[redacted]/mcp"},
 		{"https://mcp.example.com/api/k3y%2Fwith%20slash/mcp", []string{"k3y/with slash"}, "https://mcp.example.com/api/[redacted]/mcp"},
+		// url: ${ZAP_URL}: the whole URL from a secret, the path with it.
+		{"https://mcp.example.com/api/s/k3y-of-zap/mcp", []string{"https://mcp.example.com/api/s/k3y-of-zap/mcp"}, "https://mcp.example.com[redacted]"},
+		// url: http://${HOST}:${PORT}/mcp, and url: ${URL} whose path is short.
+		{"http://mcp-server.tools.svc:8080/mcp", []string{"mcp-server.tools.svc", "8080"}, "http://mcp-server.tools.svc:8080/mcp"},
+		{"http://mcp-server.tools.svc:8080/mcp", []string{"http://mcp-server.tools.svc:8080/mcp"}, "http://mcp-server.tools.svc:8080/mcp"},
 	} {
-		c := newTestClient(Config{Name: "a", URL: tc.url, URLSecrets: tc.secrets})
+		c := newTestClient(Config{Name: "a", URL: tc.url, URLFromEnvironment: tc.fromEnvironment})
 		if got := c.ShownURL(); got != tc.want {
 			t.Errorf("ShownURL of %q = %q, want %q", tc.url, got, tc.want)
 		}

@@ -21,11 +21,12 @@ const (
 type Config struct {
 	Name string
 	URL  string
-	// URLSecrets are parts of URL that are secrets though no part of a
-	// URL marks them so (the values the environment wrote into it,
-	// config.Backend.URLSecrets): a key in its path. Every text the
-	// redactor cleans loses them, as it loses the URL's query.
-	URLSecrets []string
+	// URLFromEnvironment are the values the environment wrote into URL
+	// (config.Backend.URLFromEnvironment). Those in its path, a key
+	// there, are secrets (pathSecrets), which nothing else in a URL
+	// marks: every text the redactor cleans loses them, as it loses the
+	// URL's query.
+	URLFromEnvironment []string
 	// Protocol is ProtocolAuto, ProtocolModern or ProtocolLegacy.
 	Protocol string
 	// Headers are added to every request. Their values are secrets: they

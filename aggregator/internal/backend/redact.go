@@ -22,8 +22,8 @@ import (
 //     MinRedactedHidden bytes, the credential after a scheme: the token of
 //     "Bearer <token>"), the client secret, the URL's user information
 //     (user name and password, and the Basic credential the transport makes
-//     of them), its query and the values the environment wrote into it
-//     (Config.URLSecrets: a key in its path);
+//     of them), its query and what the environment wrote into its path
+//     (pathSecrets: a key there);
 //   - the strings of the tool overrides' hidden argument values
 //     (Config.Hidden) of at least MinRedactedHidden bytes: a shorter value
 //     ("acme", "eu") would cut the same letters out of unrelated text, and
@@ -73,7 +73,7 @@ type redactor struct {
 	// all are the configured secrets; long those of at least
 	// MinRedactedHidden bytes.
 	all, long *secretSet
-	// inURL are the secrets of the URL's path (Config.URLSecrets).
+	// inURL are the secrets of the URL's path (pathSecrets).
 	inURL *secretSet
 	// tokens is the client-credentials token source (nil for none), whose
 	// last token every text loses.
@@ -103,7 +103,8 @@ func newRedactor(cfg Config, tokens *tokenSource) *redactor {
 		}
 		static = append(static, u.RawQuery)
 	}
-	static = append(static, cfg.URLSecrets...)
+	inPath := pathSecrets(cfg.URL, cfg.URLFromEnvironment)
+	static = append(static, inPath...)
 	for _, v := range cfg.Hidden {
 		if len(v) >= MinRedactedHidden {
 			static = append(static, v)
@@ -112,7 +113,7 @@ func newRedactor(cfg Config, tokens *tokenSource) *redactor {
 	// A stdio server's credentials are in its environment.
 	static = append(static, stdio.SecretEnv(cfg.Env, MinRedactedHidden)...)
 	long := slices.DeleteFunc(slices.Clone(static), func(v string) bool { return len(v) < MinRedactedHidden })
-	r := &redactor{all: newSecretSet(static), long: newSecretSet(long), inURL: newSecretSet(cfg.URLSecrets)}
+	r := &redactor{all: newSecretSet(static), long: newSecretSet(long), inURL: newSecretSet(inPath)}
 	if cfg.Auth.Mode == AuthClientCredentials {
 		r.tokens, r.ownIsShared = tokens, true
 	}
@@ -121,8 +122,8 @@ func newRedactor(cfg Config, tokens *tokenSource) *redactor {
 
 // ShownURL is the backend's URL as operators see it: without its user
 // information and fragment, its query's values replaced ("?redacted":
-// the page still shows one is set), and the secrets written into its
-// path (Config.URLSecrets) cut out.
+// the page still shows one is set), and the secrets of its path
+// (pathSecrets) cut out.
 func (c *Client) ShownURL() string {
 	u, err := url.Parse(c.cfg.URL)
 	if err != nil {
@@ -133,6 +134,33 @@ func (c *Client) ShownURL() string {
 		u.RawQuery = "redacted"
 	}
 	return c.redactor.inURL.redactText(u.String())
+}
+
+// pathSecrets are the secrets of rawURL's path among fromEnvironment, the
+// values the environment wrote into it: each value that lies in the path
+// (https://host/api/${KEY}/mcp), or the path itself where a value holds
+// it (url: ${BACKEND_URL}), as written and decoded. A value in the host
+// or the port (http://${HOST}:${PORT}/mcp) names a place, not a secret,
+// and stays; the query goes whole anyway. Like a hidden value, a part
+// shorter than MinRedactedHidden is no secret worth the name ("/mcp"),
+// and would cut the same letters out of every error text.
+func pathSecrets(rawURL string, fromEnvironment []string) []string {
+	u, err := url.Parse(rawURL)
+	if err != nil || len(fromEnvironment) == 0 {
+		return nil
+	}
+	var secrets []string
+	for _, path := range []string{u.EscapedPath(), u.Path} {
+		for _, v := range fromEnvironment {
+			switch {
+			case strings.Contains(path, v):
+				secrets = append(secrets, v)
+			case strings.Contains(v, path):
+				secrets = append(secrets, path)
+			}
+		}
+	}
+	return slices.DeleteFunc(secrets, func(s string) bool { return len(s) < MinRedactedHidden })
 }
 
 // shared is what a text loses that is no call's own: a log line, a

@@ -101,18 +101,18 @@ func OptionsFromConfig(c config.Aggregator) (Options, error) {
 	}
 	for _, b := range c.Backends {
 		opts.Backends = append(opts.Backends, backend.Config{
-			Name:             b.Name,
-			URL:              b.URL,
-			URLSecrets:       b.URLSecrets,
-			Protocol:         b.Protocol,
-			Headers:          b.Headers,
-			Auth:             backendAuth(b.Auth),
-			Timeout:          time.Duration(b.Timeout),
-			InputWait:        time.Duration(b.InputWait),
-			HeldPerPrincipal: b.HeldPerPrincipal,
-			Command:          b.Command,
-			Env:              b.Env,
-			Dir:              b.Dir,
+			Name:               b.Name,
+			URL:                b.URL,
+			URLFromEnvironment: b.URLFromEnvironment,
+			Protocol:           b.Protocol,
+			Headers:            b.Headers,
+			Auth:               backendAuth(b.Auth),
+			Timeout:            time.Duration(b.Timeout),
+			InputWait:          time.Duration(b.InputWait),
+			HeldPerPrincipal:   b.HeldPerPrincipal,
+			Command:            b.Command,
+			Env:                b.Env,
+			Dir:                b.Dir,
 		})
 	}
 	return opts, nil
