@@ -263,10 +263,12 @@ const (
 type Backend struct {
 	Name string `yaml:"name"`
 	URL  string `yaml:"url"`
-	// URLFromEnvironment are the values the environment wrote into URL
-	// (${VAR}), which Parse records: a backend's key may sit in its
-	// URL's path (https://host/api/${KEY}/mcp), where nothing else marks
-	// it as one (the aggregator's redaction decides which are).
+	// URLFromEnvironment are the values the environment wrote into the
+	// file (${VAR}) that URL holds, which Parse records: a backend's key
+	// may sit in its URL's path (https://host/api/${KEY}/mcp), where
+	// nothing else marks it as one (the aggregator's redaction decides
+	// which parts are). Any value of the file counts, so that a URL
+	// reached through a YAML alias or merge key has its values too.
 	URLFromEnvironment []string `yaml:"-"`
 	// Command, instead of URL, is a stdio backend: the program and its
 	// arguments, which each aggregator replica runs and speaks MCP with
@@ -434,4 +436,23 @@ type HealthCheck struct {
 type Authz struct {
 	// PolicyFile is a Cedar policy set. Empty allows everything.
 	PolicyFile string `yaml:"policyFile"`
+}
+
+// recordURLsFromEnvironment sets each backend's URLFromEnvironment from
+// the values the environment wrote anywhere in the file (src).
+func (a *Aggregator) recordURLsFromEnvironment(src sources) {
+	var values []string
+	for _, s := range src {
+		values = append(values, s.env...)
+	}
+	values = uniqueSorted(values)
+	for i := range a.Backends {
+		b := &a.Backends[i]
+		b.URLFromEnvironment = nil
+		for _, v := range values {
+			if strings.Contains(b.URL, v) {
+				b.URLFromEnvironment = append(b.URLFromEnvironment, v)
+			}
+		}
+	}
 }

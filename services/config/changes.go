@@ -24,6 +24,10 @@ func Changed(old, new *Config) []string {
 	a, b := generic(old), generic(new)
 	var keys []string
 	diff("", 0, a, b, &keys)
+	if !urlsFromEnvironmentEqual(old, new) {
+		// Not in the YAML (yaml:"-"), but what the aggregator redacts.
+		keys = append(keys, "aggregator.backends")
+	}
 	sort.Strings(keys)
 	return slices.Compact(keys)
 }
@@ -128,4 +132,18 @@ func underAny(key string, prefixes []string) bool {
 		}
 	}
 	return false
+}
+
+// urlsFromEnvironmentEqual reports whether the backends' URLs hold the
+// same values from the environment in both configurations.
+func urlsFromEnvironmentEqual(old, new *Config) bool {
+	if old == nil || new == nil || len(old.Aggregator.Backends) != len(new.Aggregator.Backends) {
+		return true // the YAML comparison sees these
+	}
+	for i, b := range old.Aggregator.Backends {
+		if !slices.Equal(b.URLFromEnvironment, new.Aggregator.Backends[i].URLFromEnvironment) {
+			return false
+		}
+	}
+	return true
 }

@@ -379,9 +379,7 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 		return nil, fmt.Errorf("parse config: %w", decodeErrors(err, &doc, expanded, written, src))
 	}
 	c.sources = src
-	for i := range c.Aggregator.Backends {
-		c.Aggregator.Backends[i].URLFromEnvironment = src[fmt.Sprintf("aggregator.backends[%d].url", i)].env
-	}
+	c.Aggregator.recordURLsFromEnvironment(src)
 	if err := c.ServiceAuth.applyRoles(); err != nil {
 		return nil, c.Annotate(err)
 	}

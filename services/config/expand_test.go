@@ -245,4 +245,28 @@ func TestBackendURLFromEnvironment(t *testing.T) {
 	if b[0].URL != "https://mcp.example.com/api/k3y-of-zap/mcp?v=2&t=" {
 		t.Fatalf("url %q", b[0].URL)
 	}
+	// A URL reached through a YAML alias has its values too, and a file
+	// that writes the same URL from the environment instead of as text
+	// is a change of the backends (what is redacted changes).
+	aliased := `aggregator:
+  backends:
+  - {name: a, url: &u "https://mcp.example.com/api/${ZAP_KEY}/mcp"}
+  - {name: b, url: *u}
+`
+	c, err = Parse([]byte(aliased), env(map[string]string{"ZAP_KEY": "k3y-of-zap"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range c.Aggregator.Backends {
+		if !slices.Equal(b.URLFromEnvironment, []string{"k3y-of-zap"}) {
+			t.Fatalf("backend %s: from the environment %q, want [k3y-of-zap]", b.Name, b.URLFromEnvironment)
+		}
+	}
+	literal, err := Parse([]byte(strings.ReplaceAll(aliased, "${ZAP_KEY}", "k3y-of-zap")), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Changed(literal, c); !slices.Equal(got, []string{"aggregator.backends"}) {
+		t.Fatalf("changed %q, want [aggregator.backends]", got)
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -74,9 +73,9 @@ func TestUnreachableBackendIsUnavailableAndRedacted(t *testing.T) {
 	}
 	// A key the environment wrote into the path
 	// (config.Backend.URLFromEnvironment) goes too, as it is and as the
-	// path escapes it.
+	// printed URL escapes it.
 	for _, key := range []string{"k3y-in-the-path", "k3y in/the path"} {
-		c = newTestClient(Config{Name: "c", URL: "http://127.0.0.1:1/api/" + url.PathEscape(key) + "/mcp", URLFromEnvironment: []string{key}, Timeout: 2 * time.Second})
+		c = newTestClient(Config{Name: "c", URL: "http://127.0.0.1:1/api/" + key + "/mcp", URLFromEnvironment: []string{key}, Timeout: 2 * time.Second})
 		defer c.Close()
 		_, err = c.ListAll(context.Background())
 		if msg := err.Error() + c.Status().LastError; !errors.Is(err, ErrUnavailable) || strings.Contains(msg, "k3y") || !strings.Contains(msg, "/api/[redacted]/mcp") {
@@ -99,9 +98,20 @@ func TestBackendURLsShownWithoutSecrets(t *testing.T) {
 		{"http://127.0.0.1:8080/mcp", nil, "http://127.0.0.1:8080/mcp"},
 		{"https://mcp.example.com/mcp#s3cret", nil, "https://mcp.example.com/mcp"},
 		{"https://mcp.example.com/api/s/k3y-of-zap/mcp", []string{"k3y-of-zap"}, "https://mcp.example.com/api/s/[redacted]/mcp"},
-		{"https://mcp.example.com/api/k3y%2Fwith%20slash/mcp", []string{"k3y/with slash"}, "https://mcp.example.com/api/[redacted]/mcp"},
+		// Written as it is, a key the URL's printing escapes: a space, a
+		// letter outside ASCII (a slash and a comma it leaves alone).
+		{"https://mcp.example.com/api/k3y/with space1/mcp", []string{"k3y/with space1"}, "https://mcp.example.com/api/[redacted]/mcp"},
+		{"https://mcp.example.com/api/clé,secrète123/mcp", []string{"clé,secrète123"}, "https://mcp.example.com/api/[redacted]/mcp"},
+		// Written escaped, as a key holding a slash must be.
+		{"https://mcp.example.com/api/abc%2Fdef12345/mcp", []string{"abc%2Fdef12345"}, "https://mcp.example.com/api/[redacted]/mcp"},
 		// url: ${ZAP_URL}: the whole URL from a secret, the path with it.
 		{"https://mcp.example.com/api/s/k3y-of-zap/mcp", []string{"https://mcp.example.com/api/s/k3y-of-zap/mcp"}, "https://mcp.example.com[redacted]"},
+		// A value reaching into the path from before it or past it:
+		// url: ${BASE}/mcp, https://${HOST_AND_PREFIX}/mcp,
+		// https://mcp.example.com/api/${KEY_AND_REST}.
+		{"http://127.0.0.1:1/api/k3y12345678/mcp", []string{"http://127.0.0.1:1/api/k3y12345678"}, "http://127.0.0.1:1[redacted]/mcp"},
+		{"https://mcp.example.com/api/k3y12345678/mcp", []string{"mcp.example.com/api/k3y12345678"}, "https://mcp.example.com[redacted]/mcp"},
+		{"https://mcp.example.com/api/k3y12345678/mcp?tenant=acme", []string{"k3y12345678/mcp?tenant=acme"}, "https://mcp.example.com/api/[redacted]?redacted"},
 		// url: http://${HOST}:${PORT}/mcp, and url: ${URL} whose path is short.
 		{"http://mcp-server.tools.svc:8080/mcp", []string{"mcp-server.tools.svc", "8080"}, "http://mcp-server.tools.svc:8080/mcp"},
 		{"http://mcp-server.tools.svc:8080/mcp", []string{"http://mcp-server.tools.svc:8080/mcp"}, "http://mcp-server.tools.svc:8080/mcp"},

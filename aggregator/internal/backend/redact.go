@@ -46,8 +46,8 @@ import (
 // caller's own exchanged token, which the backend may hand back to the
 // caller it belongs to (results are never logged).
 //
-// A secret is cut out as it is, as URL query and path encoding write it,
-// and as JSON writes each of these. A JSON text (a result, an error's
+// A secret is cut out as it is, as URL query, path-segment and path
+// encoding write it, and as JSON writes each of these. A JSON text (a result, an error's
 // data, a notification) is redacted string by string: each string literal
 // holding a secret, once decoded, is encoded again with the secret
 // replaced, so the text stays valid JSON and nothing else in it changes.
@@ -137,30 +137,56 @@ func (c *Client) ShownURL() string {
 }
 
 // pathSecrets are the secrets of rawURL's path among fromEnvironment, the
-// values the environment wrote into it: each value that lies in the path
-// (https://host/api/${KEY}/mcp), or the path itself where a value holds
-// it (url: ${BACKEND_URL}), as written and decoded. A value in the host
-// or the port (http://${HOST}:${PORT}/mcp) names a place, not a secret,
-// and stays; the query goes whole anyway. Like a hidden value, a part
-// shorter than MinRedactedHidden is no secret worth the name ("/mcp"),
-// and would cut the same letters out of every error text.
+// values the environment wrote into the file that rawURL holds: the part
+// of each that lies in the path, however the value was placed
+// (https://host/api/${KEY}/mcp; url: ${BASE}/mcp with the key at the end
+// of BASE; url: ${ZAP_URL} whole, whose path as a whole is the secret),
+// as written and decoded. A value in the host or the port
+// (http://${HOST}:${PORT}/mcp) names a place, not a secret, and stays;
+// the query goes whole anyway. Like a hidden value, a part shorter than
+// MinRedactedHidden is no secret worth the name ("/mcp"), and would cut
+// the same letters out of every error text.
 func pathSecrets(rawURL string, fromEnvironment []string) []string {
-	u, err := url.Parse(rawURL)
-	if err != nil || len(fromEnvironment) == 0 {
-		return nil
-	}
+	start, end := pathBounds(rawURL)
 	var secrets []string
-	for _, path := range []string{u.EscapedPath(), u.Path} {
-		for _, v := range fromEnvironment {
-			switch {
-			case strings.Contains(path, v):
-				secrets = append(secrets, v)
-			case strings.Contains(v, path):
-				secrets = append(secrets, path)
+	for _, v := range fromEnvironment {
+		for at := 0; v != ""; {
+			i := strings.Index(rawURL[at:], v)
+			if i < 0 {
+				break
 			}
+			i += at
+			if lo, hi := max(i, start), min(i+len(v), end); hi-lo >= MinRedactedHidden {
+				part := rawURL[lo:hi]
+				secrets = append(secrets, part)
+				if decoded, err := url.PathUnescape(part); err == nil && decoded != part {
+					secrets = append(secrets, decoded)
+				}
+			}
+			at = i + 1
 		}
 	}
-	return slices.DeleteFunc(secrets, func(s string) bool { return len(s) < MinRedactedHidden })
+	return secrets
+}
+
+// pathBounds are the byte offsets of rawURL's path as written: after the
+// authority, before a query or fragment (start == end for none).
+func pathBounds(rawURL string) (start, end int) {
+	_, rest, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return 0, 0
+	}
+	start = len(rawURL) - len(rest)
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		start += i
+	} else {
+		start = len(rawURL)
+	}
+	end = len(rawURL)
+	if i := strings.IndexAny(rawURL[start:], "?#"); i >= 0 {
+		end = start + i
+	}
+	return start, end
 }
 
 // shared is what a text loses that is no call's own: a log line, a
@@ -300,7 +326,7 @@ func newSecretSet(values []string) *secretSet {
 	var texts, contents []string
 	for _, v := range values {
 		forms := []string{v}
-		for _, f := range []string{url.QueryEscape(v), url.PathEscape(v)} {
+		for _, f := range []string{url.QueryEscape(v), url.PathEscape(v), (&url.URL{Path: v}).EscapedPath()} {
 			if !slices.Contains(forms, f) {
 				forms = append(forms, f)
 			}
