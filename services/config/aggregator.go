@@ -439,13 +439,9 @@ type Authz struct {
 }
 
 // recordURLsFromEnvironment sets each backend's URLFromEnvironment from
-// the values the environment wrote anywhere in the file (src).
-func (a *Aggregator) recordURLsFromEnvironment(src sources) {
-	var values []string
-	for _, s := range src {
-		values = append(values, s.env...)
-	}
-	values = uniqueSorted(values)
+// fromEnv, the values the environment wrote anywhere in the file.
+func (a *Aggregator) recordURLsFromEnvironment(fromEnv []string) {
+	values := uniqueSorted(fromEnv)
 	for i := range a.Backends {
 		b := &a.Backends[i]
 		b.URLFromEnvironment = nil

@@ -316,6 +316,10 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 	}
 	written := map[*yaml.Node]node{}
 	src := sources{}
+	// fromEnv are the values the environment gave the file's variables
+	// (not their defaults, which the file holds), for the parts of a
+	// backend's URL that are secrets (Backend.URLFromEnvironment).
+	var fromEnv []string
 	text := textScalars(&doc)
 	var refused []error
 	walkPaths(&doc, "", func(n *yaml.Node, path string, key bool) {
@@ -328,7 +332,11 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 			n.Style &^= yaml.FlowStyle
 		case yaml.ScalarNode:
 			info.src.vars = references(n.Value)
-			info.src.env = fromEnvironment(n.Value, lookup)
+			for _, name := range info.src.vars {
+				if v, ok := lookup(name); ok && v != "" {
+					fromEnv = append(fromEnv, v)
+				}
+			}
 			v, err := Expand(n.Value, lookup)
 			if err != nil {
 				refused = append(refused, &KeyError{Key: path, Line: n.Line, Err: err})
@@ -379,7 +387,7 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 		return nil, fmt.Errorf("parse config: %w", decodeErrors(err, &doc, expanded, written, src))
 	}
 	c.sources = src
-	c.Aggregator.recordURLsFromEnvironment(src)
+	c.Aggregator.recordURLsFromEnvironment(fromEnv)
 	if err := c.ServiceAuth.applyRoles(); err != nil {
 		return nil, c.Annotate(err)
 	}

@@ -77,10 +77,6 @@ func addrProblem(err error) string {
 type valueSource struct {
 	line int
 	vars []string
-	// env are the values the environment gave its variables (not their
-	// defaults, which the file holds): secrets where the field is one
-	// only in part (Backend.URLFromEnvironment).
-	env []string
 }
 
 // sources maps the YAML path of every scalar value of a parsed file to
@@ -155,18 +151,6 @@ func uniqueSorted(s []string) []string {
 	}
 	slices.Sort(s)
 	return slices.Compact(s)
-}
-
-// fromEnvironment lists the values lookup gives the variables s
-// references, the empty ones left out.
-func fromEnvironment(s string, lookup func(string) (string, bool)) []string {
-	var values []string
-	for _, name := range references(s) {
-		if v, ok := lookup(name); ok && v != "" {
-			values = append(values, v)
-		}
-	}
-	return values
 }
 
 // references lists the variables s refers to (${NAME}, ${NAME:-default}),
