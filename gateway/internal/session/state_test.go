@@ -252,6 +252,37 @@ func TestStateUsesLocalShare(t *testing.T) {
 	}
 }
 
+// TestStateUsesLocalSharesAreFair: ten principals that each kept to
+// their share once filled the whole record without an indexer, and every
+// other principal's retries were refused until theirs expired; shares
+// shrink once half the record is used, so a newcomer still gets a fair
+// part of what is left.
+func TestStateUsesLocalSharesAreFair(t *testing.T) {
+	u := NewStateUses(nil, nil, slog.New(slog.DiscardHandler))
+	ctx, in, n := context.Background(), time.Now().Add(time.Minute), 0
+	useShare := func(principal string) int {
+		for got := 0; ; got++ {
+			n++
+			err := u.Consume(ctx, principal, strconv.Itoa(n), in)
+			if errors.Is(err, ErrUnrecorded) {
+				return got
+			}
+			if err != nil || got > maxLocalStateUsesPerPrincipal {
+				t.Fatalf("%s's use %d: %v", principal, got+1, err)
+			}
+		}
+	}
+	for i := range 10 {
+		useShare("mallory-" + strconv.Itoa(i))
+	}
+	if len(u.local) >= maxLocalStateUses*9/10 {
+		t.Fatalf("ten principals hold %d of the record's %d", len(u.local), maxLocalStateUses)
+	}
+	if alice := useShare("alice"); alice < maxLocalStateUsesPerPrincipal/4 {
+		t.Fatalf("alice recorded %d uses after ten principals took theirs; want a fair part of what is left", alice)
+	}
+}
+
 // A retry refused because the indexer could not record its state is
 // logged at most once a minute, however often the client resends it, and
 // not at all when the principal's share of the records is full (its own

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 )
 
 // StateUses makes a sealed request state good for one retry. Any replica
@@ -60,7 +61,9 @@ type localUse struct {
 const maxLocalStateUses = 100_000
 
 // maxLocalStateUsesPerPrincipal is one principal's share of the record, so
-// that no principal can fill it and block everyone's retries.
+// that no principal can fill it and block everyone's retries; it shrinks
+// once half the record is used (ratelimit.FairShare), so that neither
+// can a few principals together.
 const maxLocalStateUsesPerPrincipal = maxLocalStateUses / 10
 
 // recordWait bounds the wait for the indexer's answer.
@@ -143,7 +146,8 @@ func (u *StateUses) consumeLocal(principal, digest string, expiresAt time.Time) 
 		return ErrReplayed
 	}
 	full := func() bool {
-		return len(u.local) >= maxLocalStateUses || u.owners[principal] >= maxLocalStateUsesPerPrincipal
+		return len(u.local) >= maxLocalStateUses ||
+			u.owners[principal] >= ratelimit.FairShare(maxLocalStateUsesPerPrincipal, len(u.local)+1, maxLocalStateUses)
 	}
 	if full() {
 		// A full record is swept at most once a second, so refused

@@ -32,14 +32,14 @@ func TestRelayQuotaForgetsExpiredPrincipals(t *testing.T) {
 	var q relayQuota
 	now := time.Now()
 	for i := range 10000 {
-		done, err := q.reserve(fmt.Sprintf("%064x", i), now, 10)
+		done, err := q.reserve(fmt.Sprintf("%064x", i), now, 10, maxInputResponsesPerPrincipal)
 		if err != nil {
 			t.Fatal(err)
 		}
 		done(true, now.Add(-time.Minute))
 	}
 	for i := range 100 {
-		done, err := q.reserve(fmt.Sprintf("live%060x", i), now, 10)
+		done, err := q.reserve(fmt.Sprintf("live%060x", i), now, 10, maxInputResponsesPerPrincipal)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,7 +49,7 @@ func TestRelayQuotaForgetsExpiredPrincipals(t *testing.T) {
 		t.Fatalf("%d principals tracked, want only the 100 with live answers", n)
 	}
 	now = now.Add(2 * time.Minute)
-	done, err := q.reserve("last", now, 10)
+	done, err := q.reserve("last", now, 10, maxInputResponsesPerPrincipal)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,26 +104,36 @@ func requestStateServer(st store.Store, now *time.Time) *Server {
 	return s
 }
 
-// consumeAs calls s's ConsumeRequestState as the caller whose token it is
-// given (gateway-token and other-token, two gateways'; operator-token,
-// an operator's), through the service authentication the indexer uses,
-// in process (100,000 calls over a socket would take long).
-func consumeAs(s *Server) func(token string, req *indexerv1.ConsumeRequestStateRequest) (*indexerv1.ConsumeRequestStateResponse, error) {
-	allow := []string{"switchboard.indexer.v1.IndexerService/ConsumeRequestState"}
+// callerContext is the context a call of fullMethod has once the
+// service authentication the indexer uses let it in, as the caller whose
+// token it is given (gateway-token and other-token, two gateways';
+// operator-token, an operator's): in process, as 100,000 calls over a
+// socket would take long.
+func callerContext(token, fullMethod string) (context.Context, error) {
+	allow := []string{strings.TrimPrefix(fullMethod, "/")}
 	intercept := svcauth.NewAuthenticator([]config.ServiceCredential{
 		{Name: "gateway", Token: "gateway-token", AssertPrincipals: true, Allow: allow},
 		{Name: "other", Token: "other-token", AssertPrincipals: true, Allow: allow},
 		{Name: "operator", Token: "operator-token", Operator: true, Allow: allow},
 	}).UnaryInterceptor()
-	info := &grpc.UnaryServerInfo{FullMethod: "/switchboard.indexer.v1.IndexerService/ConsumeRequestState"}
-	handler := func(ctx context.Context, req any) (any, error) {
-		return s.ConsumeRequestState(ctx, req.(*indexerv1.ConsumeRequestStateRequest))
-	}
+	var authed context.Context
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+token))
+	_, err := intercept(ctx, nil, &grpc.UnaryServerInfo{FullMethod: fullMethod}, func(ctx context.Context, _ any) (any, error) {
+		authed = ctx
+		return nil, nil
+	})
+	return authed, err
+}
+
+// consumeAs calls s's ConsumeRequestState as the caller whose token it is
+// given (callerContext).
+func consumeAs(s *Server) func(token string, req *indexerv1.ConsumeRequestStateRequest) (*indexerv1.ConsumeRequestStateResponse, error) {
 	return func(token string, req *indexerv1.ConsumeRequestStateRequest) (*indexerv1.ConsumeRequestStateResponse, error) {
-		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+token))
-		resp, err := intercept(ctx, req, info, handler)
-		r, _ := resp.(*indexerv1.ConsumeRequestStateResponse)
-		return r, err
+		ctx, err := callerContext(token, indexerv1.IndexerService_ConsumeRequestState_FullMethodName)
+		if err != nil {
+			return nil, err
+		}
+		return s.ConsumeRequestState(ctx, req)
 	}
 }
 
@@ -243,5 +253,97 @@ func TestLiveQuotaForgetsIdleKeys(t *testing.T) {
 	done(false, time.Time{})
 	if len(q.byCaller) > 1 {
 		t.Fatalf("%d keys kept after every record expired", len(q.byCaller))
+	}
+}
+
+// Principals share what is left of their caller's bound fairly: ten
+// principals that each kept to their tenth once used up the caller's
+// whole bound, and every other principal's retries were refused until
+// their records expired. Now a principal's share shrinks once half the
+// caller's bound is used, so those holding many are refused first and
+// a newcomer still gets a fair part of what is left.
+func TestRequestStateSharesAreFair(t *testing.T) {
+	st, now := &requestStateStore{used: map[string]bool{}}, time.Now()
+	send := consumeAs(requestStateServer(st, &now))
+	n := 0
+	digest := func(of string) string {
+		sum := sha256.Sum256([]byte(of))
+		return hex.EncodeToString(sum[:])
+	}
+	// useShare takes records for principal until it is refused, and
+	// says how many it got.
+	useShare := func(principal string) int {
+		for got := 0; ; got++ {
+			n++
+			_, err := send("gateway-token", &indexerv1.ConsumeRequestStateRequest{
+				StateDigest: digest(fmt.Sprint(n)), ExpiresAt: timestamppb.New(now.Add(10 * time.Minute)), PrincipalDigest: principal,
+			})
+			if status.Code(err) == codes.ResourceExhausted {
+				return got
+			}
+			if err != nil || got > maxRequestStatesPerPrincipal {
+				t.Fatalf("principal's record %d: %v", got+1, err)
+			}
+		}
+	}
+	var coalition []int
+	total := 0
+	for i := range 10 {
+		got := useShare(digest(fmt.Sprint("mallory-", i)))
+		coalition, total = append(coalition, got), total+got
+	}
+	if coalition[0] != maxRequestStatesPerPrincipal {
+		t.Fatalf("the first principal got %d records with the caller's bound unused, want its whole share of %d", coalition[0], maxRequestStatesPerPrincipal)
+	}
+	if total >= maxRequestStatesPerCaller*9/10 {
+		t.Fatalf("ten principals took %d of the caller's %d records (%v)", total, maxRequestStatesPerCaller, coalition)
+	}
+	if alice := useShare(digest("alice")); alice < maxRequestStatesPerPrincipal/4 {
+		t.Fatalf("alice got %d records after ten principals took theirs (%v); want a fair part of what is left", alice, coalition)
+	}
+}
+
+// relayStore records relayed input responses and keeps none.
+type relayStore struct{ store.Store }
+
+func (relayStore) RelayInputResponse(context.Context, store.InputResponse, store.RelayLimits) (int64, error) {
+	return 0, nil
+}
+
+// Relayed answers share their caller's bound as request states do: a
+// hundred principals that each kept to their 1,000 once used up the
+// caller's 100,000, and every other principal's answers were refused.
+func TestRelayedAnswerSharesAreFair(t *testing.T) {
+	now := time.Now()
+	s := requestStateServer(relayStore{}, &now)
+	ctx, err := callerContext("gateway-token", indexerv1.ClusterStateService_RelayInputResponse_FullMethodName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	relayUntilRefused := func(principal string) int {
+		for got := 0; ; got++ {
+			n++
+			_, err := s.RelayInputResponse(ctx, &indexerv1.RelayInputResponseRequest{
+				OwnerReplica: "gw-1", ExpiresAt: timestamppb.New(now.Add(time.Minute)), PrincipalDigest: principal,
+				Response: &indexerv1.RelayedInputResponse{SessionDigest: strings.Repeat("ab", 32), RequestIdJson: fmt.Sprintf("%q", fmt.Sprint(n)), ResponseJson: "{}"},
+			})
+			if status.Code(err) == codes.ResourceExhausted {
+				return got
+			}
+			if err != nil || got > maxInputResponsesPerPrincipal {
+				t.Fatalf("answer %d: %v", got+1, err)
+			}
+		}
+	}
+	total := 0
+	for i := range maxInputResponsesPerCaller / maxInputResponsesPerPrincipal {
+		total += relayUntilRefused(fmt.Sprintf("%064x", i))
+	}
+	if total >= maxInputResponsesPerCaller*9/10 {
+		t.Fatalf("%d principals took %d of the caller's %d answers", maxInputResponsesPerCaller/maxInputResponsesPerPrincipal, total, maxInputResponsesPerCaller)
+	}
+	if alice := relayUntilRefused(strings.Repeat("a1", 32)); alice < maxInputResponsesPerPrincipal/10 {
+		t.Fatalf("alice relayed %d answers after the others took theirs; want a fair part of what is left", alice)
 	}
 }

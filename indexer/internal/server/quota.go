@@ -55,6 +55,12 @@ func newLiveQuota(max int, full error) *revocationQuota {
 // with errTooManyRevocations. done must be called with whether the
 // revocation was recorded, expiring at expiresAt.
 func (q *revocationQuota) reserve(caller string, now time.Time) (done func(recorded bool, expiresAt time.Time), err error) {
+	return q.reserveUpTo(caller, now, q.max)
+}
+
+// reserveUpTo is reserve with a bound of this call's own instead of the
+// quota's (a principal's fair share).
+func (q *revocationQuota) reserveUpTo(caller string, now time.Time, bound int) (done func(recorded bool, expiresAt time.Time), err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if now.Sub(q.swept) >= sweepEvery {
@@ -72,7 +78,7 @@ func (q *revocationQuota) reserve(caller string, now time.Time) (done func(recor
 		q.byCaller[caller] = c
 	}
 	c.expire(now)
-	if len(c.expiries)+c.pending >= q.max {
+	if len(c.expiries)+c.pending >= bound {
 		return nil, q.full
 	}
 	c.pending++
@@ -84,6 +90,18 @@ func (q *revocationQuota) reserve(caller string, now time.Time) (done func(recor
 			heap.Push(&c.expiries, expiresAt)
 		}
 	}, nil
+}
+
+// held is how many records caller has live at now or being written.
+func (q *revocationQuota) held(caller string, now time.Time) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	c := q.byCaller[caller]
+	if c == nil {
+		return 0
+	}
+	c.expire(now)
+	return len(c.expiries) + c.pending
 }
 
 // expire drops the revocations expired by now.

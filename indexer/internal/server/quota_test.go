@@ -55,7 +55,7 @@ func TestRelayQuota(t *testing.T) {
 	var q relayQuota
 	now := time.Now()
 	take := func(p string, size int64, recorded bool, expires time.Time) error {
-		done, err := q.reserve(p, now, size)
+		done, err := q.reserve(p, now, size, maxInputResponsesPerPrincipal)
 		if err == nil {
 			done(recorded, expires)
 		}

@@ -10,7 +10,8 @@ import (
 // Bounds of the live relayed input responses of one principal on this
 // replica: the gateways share one credential, so the caller's bound
 // (maxInputResponsesPerCaller) is every principal's together; this one
-// keeps any principal from using it up.
+// keeps any principal from using it up (and shrinks once half the
+// caller's is used: ratelimit.FairShare).
 const (
 	maxInputResponsesPerPrincipal     = 1000
 	maxInputResponseBytesPerPrincipal = 64 << 20
@@ -45,9 +46,10 @@ type liveRelay struct {
 	bytes     int64
 }
 
-// reserve takes a place for one answer of size bytes; done must be called
-// with whether it was recorded, expiring at expiresAt.
-func (q *relayQuota) reserve(principal string, now time.Time, size int64) (done func(recorded bool, expiresAt time.Time), err error) {
+// reserve takes a place for one answer of size bytes, the principal
+// holding fewer than share answers; done must be called with whether it
+// was recorded, expiring at expiresAt.
+func (q *relayQuota) reserve(principal string, now time.Time, size int64, share int) (done func(recorded bool, expiresAt time.Time), err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.expire(now)
@@ -59,7 +61,7 @@ func (q *relayQuota) reserve(principal string, now time.Time, size int64) (done 
 		p = &principalRelays{}
 		q.byPrincipal[principal] = p
 	}
-	if p.live+p.pending >= maxInputResponsesPerPrincipal || p.bytes+p.pendingBytes+size > maxInputResponseBytesPerPrincipal {
+	if p.live+p.pending >= share || p.bytes+p.pendingBytes+size > maxInputResponseBytesPerPrincipal {
 		q.forgetIdle(principal, p)
 		return nil, errPrincipalRelaysFull
 	}

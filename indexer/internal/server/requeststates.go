@@ -6,6 +6,7 @@ import (
 	"time"
 
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
@@ -27,7 +28,8 @@ const maxRequestStatesPerCaller = 100_000
 // retries have made through one caller and this replica: every principal
 // behind a gateway shares its credential, so without a share of their
 // own one principal's retries could use up the caller's bound and have
-// everyone else's refused until they expire.
+// everyone else's refused until they expire. Once half the caller's bound
+// is used a principal's share shrinks (ratelimit.FairShare).
 const maxRequestStatesPerPrincipal = maxRequestStatesPerCaller / 10
 
 // errTooManyRequestStates: the caller holds as many live request state
@@ -108,7 +110,8 @@ func (s *Server) reserveRequestState(ctx context.Context, principal string) (don
 	if err != nil || principal == "" {
 		return callerDone, err
 	}
-	principalDone, err := s.principalRequestStates.reserve(caller.Name+"\x00"+principal, now)
+	share := ratelimit.FairShare(maxRequestStatesPerPrincipal, s.requestStates.held(caller.Name, now), maxRequestStatesPerCaller)
+	principalDone, err := s.principalRequestStates.reserveUpTo(caller.Name+"\x00"+principal, now, share)
 	if err != nil {
 		callerDone(false, now)
 		return nil, err

@@ -10,6 +10,7 @@ import (
 
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 
 	"github.com/switchboard-mcp/switchboard/indexer/internal/sessionevents"
@@ -265,7 +266,9 @@ func (s *Server) RelayInputResponse(ctx context.Context, req *indexerv1.RelayInp
 		} else {
 			size := int64(len(answer.Response) + len(answer.RequestID))
 			var principalDone, done func(bool, time.Time)
-			principalDone, err = s.relays.reserve(req.GetPrincipalDigest(), s.now(), size)
+			// The caller's answers, this one included.
+			share := ratelimit.FairShare(maxInputResponsesPerPrincipal, s.answers.held(caller.Name, s.now())+1, maxInputResponsesPerCaller)
+			principalDone, err = s.relays.reserve(req.GetPrincipalDigest(), s.now(), size, share)
 			if err == nil {
 				if done, err = s.answers.reserve(caller.Name, s.now()); err == nil {
 					_, err = s.Store.RelayInputResponse(ctx, answer, relayLimits)
