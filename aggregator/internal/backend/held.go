@@ -377,6 +377,9 @@ func heldPrincipal(owner string) string {
 	return p
 }
 
+// InputWait is how long a held call waits for its client's input.
+func (c *Client) InputWait() time.Duration { return c.cfg.InputWait }
+
 // heldCalls is how many calls wait for the client's input.
 func (c *Client) heldCalls() int {
 	c.heldMu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,5 +99,16 @@ func TestRoundEndOfAnOutcomeStoredBeforeItsAnswerWasLost(t *testing.T) {
 				t.Fatalf("task_end recorded: %v, want %v", ended, c.want)
 			}
 		})
+	}
+}
+
+// A task whose next round finds its held call gone (the replica holding
+// it stopped) fails with advice a task's client can follow, not the
+// plain retry's "call again without requestState".
+func TestTaskWhoseHeldCallIsGoneSaysCallAgain(t *testing.T) {
+	r := &taskRunner{log: slog.New(slog.NewTextHandler(io.Discard, nil)), cfg: config.Tasks{MaxResultBytes: config.DefaultTaskResultBytes}}
+	got := r.taskError(errHeldCallGone)
+	if !strings.Contains(got, "call the tool again") || strings.Contains(got, "without requestState") {
+		t.Fatalf("the task's error: %s", got)
 	}
 }

@@ -3,12 +3,17 @@ package server
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
 // The rounds of tasks this replica runs: held while their call runs and
@@ -124,4 +129,65 @@ func (t *taskRunner) holds(key string, round uint32) bool {
 	defer t.mu.Unlock()
 	h, ok := t.running[key]
 	return ok && h.round == round
+}
+
+// afterRound is what follows a round of the task under key once its
+// outcome is stored: the audit event of a task that ended (taskEnded),
+// and for a round that left its call held for the client's answers, the
+// task's failure once that call stops waiting (failUnanswered).
+func (s *Server) afterRound(a *admitted, req *aggregatorv1.CallToolRequest, start time.Time, key string, round uint32) func(status string, out roundOutcome) {
+	ended := s.taskEnded(a, req, start)
+	return func(status string, out roundOutcome) {
+		ended(status, out)
+		if status == mcpspec.TaskInputRequired && out.resp.GetHeld() {
+			s.tasks.failUnanswered(key, round, a.b.InputWait(), ended)
+		}
+	}
+}
+
+// errAnswersLate ends a task whose held call stopped waiting for the
+// client's answers.
+var errAnswersLate = errors.New("the client's answers did not come before the backend's call stopped waiting")
+
+// failUnanswered fails the task under key, input_required in round,
+// once the call that round left held stops waiting for the client's
+// answers (wait, the backend's inputWait), unless the client answered
+// (the task is in a later round) or the task ended meanwhile. The task
+// once stayed input_required until it expired, up to a day later, and
+// the answers, when they came, failed it with the advice given a plain
+// call's retry. A replica that stops takes the timer with it: then the
+// answers fail the task (taskError).
+func (t *taskRunner) failUnanswered(key string, round uint32, wait time.Duration, ended func(status string, out roundOutcome)) {
+	time.AfterFunc(wait, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), advanceTimeout)
+		defer cancel()
+		// Runner "": nobody runs a task that waits for its client.
+		resp, err := t.store.AdvanceTask(ctx, &indexerv1.AdvanceTaskRequest{Key: key, Round: round, Status: mcpspec.TaskFailed,
+			StatusMessage: "the client's answers did not come in time",
+			ErrorJson:     t.keptError(jsonrpcInternalError, "the backend's call waited "+wait.String()+" for the answers to its questions and ended; call the tool again", nil)})
+		switch {
+		case err != nil:
+			t.log.Warn("a task whose held call stopped waiting for its answers could not be failed; it fails when they come", "err", err)
+		case resp.GetApplied():
+			ended(mcpspec.TaskFailed, roundOutcome{err: errAnswersLate})
+		}
+	})
+}
+
+// releaseHeldRound ends the call a task's round left held for the
+// client's answers (rec's requestState names it), on this replica or on
+// the one holding it, as a client's cancelled retry does (release_held):
+// the task was cancelled, so the answers will not come, and the
+// backend's tool hears so now rather than when its inputWait runs out.
+func (s *Server) releaseHeldRound(a *admitted, rec *indexerv1.TaskRecord) {
+	state := rec.GetRequestState()
+	if rec.GetStatus() != mcpspec.TaskInputRequired || !strings.HasPrefix(state, backend.HeldStatePrefix) {
+		return
+	}
+	release := &aggregatorv1.CallToolRequest{Principal: svcauth.PrincipalFrom(a.ctx), Name: rec.GetTool(), Server: rec.GetServer(),
+		RequestState: state, ReleaseHeld: true}
+	_, err := s.routeToolCall(a.ctx, release, &toolCall{b: a.b}, nil)
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, errHeldCallGone) && status.Code(err) != codes.Canceled {
+		s.log.InfoContext(a.ctx, "the call a cancelled task held for its client's answers could not be released; it ends when its input wait passes", "err", err)
+	}
 }

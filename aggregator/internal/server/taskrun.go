@@ -18,12 +18,14 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboard-mcp/switchboard/services/apierr"
+	"github.com/switchboard-mcp/switchboard/services/backenderr"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/rawjson"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
+	"github.com/switchboard-mcp/switchboard/services/textcut"
 )
 
 // Tasks Switchboard runs. A tools/call of a tool whose override sets
@@ -218,7 +220,7 @@ func (s *Server) startTask(ctx context.Context, a *admitted, req *aggregatorv1.C
 		}
 		cancel, done := s.startRound(a, req, tc, now.Add(ttl))
 		t.hold(key, 0, cancel)
-		go t.finish(key, 0, now.Add(ttl), done, s.taskEnded(a, req, now))
+		go t.finish(key, 0, now.Add(ttl), done, s.afterRound(a, req, now, key, 0))
 		return made(stored), nil
 	}
 	cancel, done := s.startRound(a, req, tc, now.Add(ttl))
@@ -258,7 +260,7 @@ func (s *Server) startTask(ctx context.Context, a *admitted, req *aggregatorv1.C
 		cancel(nil)
 		return out.resp, out.err
 	}
-	go t.finish(key, 0, now.Add(ttl), done, s.taskEnded(a, req, now))
+	go t.finish(key, 0, now.Add(ttl), done, s.afterRound(a, req, now, key, 0))
 	return made(stored), nil
 }
 
@@ -415,4 +417,45 @@ func backendResponses(round uint32, answers string) (string, error) {
 	}
 	b, err := json.Marshal(out)
 	return string(b), err
+}
+
+// taskError is the JSON-RPC error object a failed round keeps: the
+// backend's own error, or the one the gateway would have answered the
+// call with (code -32603, the client-safe message and its reason).
+func (t *taskRunner) taskError(err error) string {
+	st := toStatus(context.Background(), t.log, "task", err)
+	if be, ok := backenderr.From(st); ok {
+		return t.keptError(be.GetCode(), be.GetMessage(), json.RawMessage(be.GetDataJson()))
+	}
+	msg := status.Convert(st).Message()
+	switch {
+	case errors.Is(err, errTaskEnded):
+		msg = "the task ended"
+	case errors.Is(err, errHeldCallGone):
+		// The plain call's advice (call again without requestState) is
+		// no task client's to follow.
+		msg = "the backend's call no longer waits for the answers (its input wait passed, or the aggregator replica holding it stopped); call the tool again"
+	}
+	return t.keptError(jsonrpcInternalError, msg, nil)
+}
+
+// keptError is the JSON-RPC error object a task keeps. A result and an
+// error are bounded alike (aggregator.tasks.maxResultBytes): past it the
+// error keeps its code and the start of its message, without data.
+func (t *taskRunner) keptError(code int64, message string, data json.RawMessage) string {
+	obj := map[string]any{"code": code, "message": message}
+	if len(data) > 0 && json.Valid(data) {
+		obj["data"] = data
+	}
+	b, _ := json.Marshal(obj)
+	if len(b) <= t.cfg.MaxResultBytes {
+		return string(b)
+	}
+	kept := textcut.Prefix(message, 1024)
+	if kept != message {
+		kept += "…"
+	}
+	b, _ = json.Marshal(map[string]any{"code": code,
+		"message": fmt.Sprintf("%s (the error of %d bytes is larger than a task keeps: aggregator.tasks.maxResultBytes)", kept, len(b))})
+	return string(b)
 }

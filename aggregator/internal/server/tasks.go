@@ -14,7 +14,6 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
 	"github.com/switchboard-mcp/switchboard/services/audit"
-	"github.com/switchboard-mcp/switchboard/services/backenderr"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
@@ -22,7 +21,6 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 	"github.com/switchboard-mcp/switchboard/services/rawjson"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
-	"github.com/switchboard-mcp/switchboard/services/textcut"
 )
 
 // The requests about a task (tasks/get, tasks/update, tasks/cancel) are
@@ -118,6 +116,7 @@ func (s *Server) cancelTask(ctx context.Context, req *aggregatorv1.CancelTaskReq
 			return nil, storeError(err)
 		}
 		s.tasks.stop(rec.GetKey(), anyRound, errTaskEnded)
+		s.releaseHeldRound(a, rec)
 		return &aggregatorv1.CancelTaskResponse{Task: taskOf(call, resp.GetRecord(), true), EndedBefore: ended}, nil
 	})
 }
@@ -198,7 +197,7 @@ func (s *Server) resumeTask(a *admitted, next *aggregatorv1.CallToolRequest, tc 
 	}
 	cancel, done := s.startRound(a, next, tc, rec.GetExpiresAt().AsTime())
 	t.hold(rec.GetKey(), rec.GetRound(), cancel)
-	go t.finish(rec.GetKey(), rec.GetRound(), rec.GetExpiresAt().AsTime(), done, s.taskEnded(a, next, time.Now()))
+	go t.finish(rec.GetKey(), rec.GetRound(), rec.GetExpiresAt().AsTime(), done, s.afterRound(a, next, time.Now(), rec.GetKey(), rec.GetRound()))
 	return nil
 }
 
@@ -409,42 +408,6 @@ func outstanding(requests, answers string) string {
 		delete(req, k)
 	}
 	b, _ := json.Marshal(req) // raw values that parsed
-	return string(b)
-}
-
-// taskError is the JSON-RPC error object a failed round keeps: the
-// backend's own error, or the one the gateway would have answered the
-// call with (code -32603, the client-safe message and its reason).
-func (t *taskRunner) taskError(err error) string {
-	st := toStatus(context.Background(), t.log, "task", err)
-	if be, ok := backenderr.From(st); ok {
-		return t.keptError(be.GetCode(), be.GetMessage(), json.RawMessage(be.GetDataJson()))
-	}
-	msg := status.Convert(st).Message()
-	if errors.Is(err, errTaskEnded) {
-		msg = "the task ended"
-	}
-	return t.keptError(jsonrpcInternalError, msg, nil)
-}
-
-// keptError is the JSON-RPC error object a task keeps. A result and an
-// error are bounded alike (aggregator.tasks.maxResultBytes): past it the
-// error keeps its code and the start of its message, without data.
-func (t *taskRunner) keptError(code int64, message string, data json.RawMessage) string {
-	obj := map[string]any{"code": code, "message": message}
-	if len(data) > 0 && json.Valid(data) {
-		obj["data"] = data
-	}
-	b, _ := json.Marshal(obj)
-	if len(b) <= t.cfg.MaxResultBytes {
-		return string(b)
-	}
-	kept := textcut.Prefix(message, 1024)
-	if kept != message {
-		kept += "…"
-	}
-	b, _ = json.Marshal(map[string]any{"code": code,
-		"message": fmt.Sprintf("%s (the error of %d bytes is larger than a task keeps: aggregator.tasks.maxResultBytes)", kept, len(b))})
 	return string(b)
 }
 
