@@ -23,7 +23,8 @@ type Spec struct {
 	// definitions, call arguments, timeouts); nil rewrites nothing.
 	Overrides *override.Set
 	// uris is Resources with the literal parts of its patterns in
-	// canonical form (CanonicalURI), as resources' URIs are matched.
+	// canonical form (CanonicalURI), as resources' URIs and templates are
+	// matched.
 	uris config.ItemFilter
 	// Global are the whole catalog's overrides (aggregator.toolOverrides),
 	// which name a tool in the whole catalog: the name the policy and the
@@ -56,24 +57,25 @@ func (sp *Spec) holds(backend string) bool { return sp.Backends == nil || sp.Bac
 // keeps reports whether the catalog keeps the item of kind k advertised
 // under key. Filters apply to advertised keys, before names are claimed,
 // so an item a server leaves out never wins or loses a name conflict
-// there. A resource's URI is matched in its canonical form, against
-// patterns in that form too: every spelling of a URI, the one listed and
-// those read through a template, is kept or left out alike.
+// there. A resource's URI (and a template) is matched in its canonical
+// form, against patterns in that form too: every spelling of a URI, the
+// one listed and those read through a template, is kept or left out
+// alike.
 func (sp *Spec) keeps(k Kind, key string) bool {
 	switch k {
 	case KindTools:
 		return sp.Tools.Allows(key)
 	case KindPrompts:
 		return sp.Prompts.Allows(key)
-	case KindResources:
-		// Most catalogs filter no resource: their builds and reads need
-		// no canonical form of each URI.
+	default:
+		// A resource or a template, each in canonical form: a template
+		// matched as written was listed, and completed, under a pattern
+		// that kept out every URI it reads. Most catalogs filter no
+		// resource: their builds and reads need no canonical form.
 		if len(sp.uris.Include) == 0 && len(sp.uris.Exclude) == 0 {
 			return true
 		}
 		return sp.uris.Allows(CanonicalURI(key))
-	default:
-		return sp.Resources.Allows(key)
 	}
 }
 

@@ -536,6 +536,40 @@ servers:
 	}
 }
 
+// TestServerFilterAppliesToEverySpellingOfATemplate: a pattern is read in
+// canonical form for a resource template as for a URI. "docs://%69tems/*"
+// once kept the reads of docs://items/7 out but listed the template
+// docs://items/{id} and sent its completions to the backend, as the
+// template was matched as written.
+func TestServerFilterAppliesToEverySpellingOfATemplate(t *testing.T) {
+	docs := admissionBackend(t)
+	for _, pattern := range []string{"docs://items/*", "docs://%69tems/*", "DOCS://items/*"} {
+		h := startAggregatorFile(t, `
+aggregator:
+  backends:
+    - {name: docs, url: `+docs.url()+`}
+servers:
+  - {name: public, backends: [docs], resources: {exclude: ["`+pattern+`"]}}
+`)
+		ctx, alice := context.Background(), principal("alice")
+		testkit.Eventually(t, "the resources listed", 10*time.Second, func() bool {
+			res, err := h.gateway.ListResources(ctx, &aggregatorv1.ListResourcesRequest{Principal: alice, Server: "public"})
+			return err == nil && len(res.GetResources()) > 0
+		})
+		templates, err := h.gateway.ListResourceTemplates(ctx, &aggregatorv1.ListResourceTemplatesRequest{Principal: alice, Server: "public"})
+		if err != nil || len(templates.GetResourceTemplates()) != 0 {
+			t.Errorf("exclude %s: public lists the templates %v (%v), want none", pattern, templates.GetResourceTemplates(), err)
+		}
+		before := docs.received("completion/complete")
+		_, err = h.gateway.Complete(ctx, &aggregatorv1.CompleteRequest{Principal: alice, Server: "public",
+			ParamsJson: `{"ref":{"type":"ref/resource","uri":"docs://items/{id}"},"argument":{"name":"id","value":"s"}}`})
+		wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+		if n := docs.received("completion/complete") - before; n != 0 {
+			t.Errorf("exclude %s: %d completions of the excluded template reached the backend", pattern, n)
+		}
+	}
+}
+
 // second is the error of a (result, error) pair.
 func second[T any](_ T, err error) error { return err }
 
