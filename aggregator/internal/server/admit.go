@@ -25,7 +25,8 @@ import (
 //  2. filter: the server's filters on the concrete item asked for (the URI
 //     read, not only the listing a template came from);
 //  3. authorize: Cedar, then the owning backend's health (denied is
-//     engine.ErrDenied, answered exactly like missing);
+//     engine.ErrDenied, answered exactly like missing; a request to a
+//     backend that is down is refused after step 5 counted it);
 //  4. prepare: the method's own checks of the request against the item
 //     (arguments, headers);
 //  5. limit: the rate limits (ratelimit.go). A request refused by steps
@@ -130,7 +131,17 @@ func (s *Server) admit(ctx context.Context, r admission) (*admitted, error) {
 		return nil, s.refused(ctx, r, r.refusal)
 	}
 	a, err := s.route(ctx, r.server, r.kind, r.key)
-	if r.taskState && errors.Is(err, engine.ErrBackendDown) {
+	if errors.Is(err, engine.ErrBackendDown) {
+		if !r.taskState {
+			// Found, kept and allowed: the request is counted as the one
+			// it would have been, as one its backend refuses (a 503) is,
+			// so that a client cannot send requests to a backend that is
+			// down, and fill the trail with them, faster than its limits.
+			if lerr := s.limitAdmitted(ctx, r, a); lerr != nil {
+				return a, lerr
+			}
+			return a, err
+		}
 		err = nil
 	}
 	if err != nil {
@@ -141,13 +152,8 @@ func (s *Server) admit(ctx context.Context, r admission) (*admitted, error) {
 			return a, s.refused(ctx, r, err)
 		}
 	}
-	if !r.accounted && !r.ending && s.limiter != nil && !operatorRead(ctx, r) {
-		// A tool is counted by the name the policy knows it by, so a
-		// server's rename does not give it a bucket of its own.
-		tool := a.snap.PolicyName(r.kind, r.toolName())
-		if err := s.limit(ctx, ratelimit.Request{Method: r.method, Server: r.server, Tool: tool, Backend: a.owner}); err != nil {
-			return a, err
-		}
+	if err := s.limitAdmitted(ctx, r, a); err != nil {
+		return a, err
 	}
 	a.ctx = ctx
 	if !r.shared && !r.taskState {
@@ -164,6 +170,18 @@ func (s *Server) admit(ctx context.Context, r admission) (*admitted, error) {
 		}
 	}
 	return a, nil
+}
+
+// limitAdmitted takes the tokens of r, found in a, from every limit that
+// matches it (step 5).
+func (s *Server) limitAdmitted(ctx context.Context, r admission, a *admitted) error {
+	if r.accounted || r.ending || s.limiter == nil || operatorRead(ctx, r) {
+		return nil
+	}
+	// A tool is counted by the name the policy knows it by, so a server's
+	// rename does not give it a bucket of its own.
+	tool := a.snap.PolicyName(r.kind, r.toolName())
+	return s.limit(ctx, ratelimit.Request{Method: r.method, Server: r.server, Tool: tool, Backend: a.owner})
 }
 
 // refused is err, the refusal of r before its item was known, after it

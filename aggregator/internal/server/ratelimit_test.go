@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -104,6 +105,39 @@ rateLimits:
 	if got := ran.Load(); got != 1 {
 		t.Fatalf("the backend saw %d more requests after the refusals", got-1)
 	}
+}
+
+// TestCallsToADownBackendAreCounted: a call refused because its backend
+// is down (found, kept and allowed) takes its tokens as the call it would
+// have been, as one the backend refuses with a 503 does. It once took
+// none, so a client could send such calls, each leaving an audit event,
+// without bound for as long as the backend was down.
+func TestCallsToADownBackendAreCounted(t *testing.T) {
+	flaky := newTestBackend(t, "flaky", backendOptions{tools: []string{"ping"}})
+	h := startAggregatorFile(t, `
+aggregator:
+  catalogTTL: 1h
+  health: {interval: 50ms, timeout: 500ms, unhealthyThreshold: 1}
+  backends:
+    - {name: flaky, url: `+flaky.url()+`}
+rateLimits: {limits: [{name: each-user, per: principal, rate: 1/h, burst: 2}]}
+`)
+	ctx, alice := context.Background(), principal("alice")
+	testkit.Eventually(t, "flaky_ping listed", 10*time.Second, func() bool { return slices.Contains(listToolNames(t, h.gateway, principal("lister"), 0), "flaky_ping") })
+	flaky.down.Store(true)
+	testkit.Eventually(t, "flaky unhealthy", 5*time.Second, func() bool {
+		return backendHealth(t, h, "flaky").GetHealth() == aggregatorv1.BackendHealth_BACKEND_HEALTH_UNHEALTHY
+	})
+	call := func() error {
+		_, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: alice, Name: "flaky_ping"})
+		return err
+	}
+	for i := range 2 {
+		if err := call(); status.Code(err) != codes.Unavailable {
+			t.Fatalf("call %d to the down backend: %v, want UNAVAILABLE", i+1, err)
+		}
+	}
+	wantStatus(t, call(), codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED)
 }
 
 // TestOperatorTaskReadsTakeNoTokens: the console's reads of a principal's
