@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -97,6 +99,44 @@ type heldCall struct {
 	// cred is the credential the call's requests carry (WithCaller, the
 	// first round's), whichever round's caller awaits it.
 	cred *callerCred
+
+	// session is the held call's own session once open, and level the
+	// log level it asked its backend for ("" none): a later round that
+	// wants more asks for it (askLevel).
+	sessionMu sync.Mutex
+	session   *mcp.ClientSession
+	level     mcp.LoggingLevel
+}
+
+// opened records the held call's session, which asked for level.
+func (h *heldCall) opened(level mcp.LoggingLevel) func(*mcp.ClientSession) {
+	return func(s *mcp.ClientSession) {
+		h.sessionMu.Lock()
+		h.session, h.level = s, level
+		h.sessionMu.Unlock()
+	}
+}
+
+// askLevel asks the held call's backend for log messages from level on
+// when a round's caller wants more than the session asked for (the call
+// began without a level, or a higher one): a retry then gets the
+// messages it asks for, as the same call made plainly would. A backend
+// that refuses keeps the level it had; the round goes on.
+func (h *heldCall) askLevel(ctx context.Context, level mcp.LoggingLevel, log *slog.Logger) {
+	h.sessionMu.Lock()
+	defer h.sessionMu.Unlock()
+	s := h.session
+	if level == "" || s == nil || h.level != "" && LevelAtLeast(level, h.level) {
+		return
+	}
+	if caps := s.InitializeResult().Capabilities; caps == nil || caps.Logging == nil {
+		return
+	}
+	if err := s.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level}); err != nil {
+		log.Info("a held call's backend did not take the log level its retry asks for", "err", err)
+		return
+	}
+	h.level = level
 }
 
 type inputAsk struct {
@@ -182,7 +222,11 @@ func (c *Client) CallToolAsking(ctx context.Context, params *mcp.CallToolParams,
 	client := mcp.NewClient(Implementation, opts)
 	go func() {
 		defer cancel()
-		res, err := c.callOnOwnSession(bctx, client, params, n.Progress, n.Level)
+		// Progress is always asked for, as a later round may want it
+		// (the relay passes it on to the rounds that do); a log level is
+		// asked for when a round wants one (askLevel), as each is a
+		// request of its own.
+		res, err := c.callOnOwnSession(bctx, client, params, true, n.Level, h.opened(n.Level))
 		h.done <- heldOutcome{res: res, err: err}
 	}()
 	return c.await(ctx, h)
@@ -227,6 +271,7 @@ func (c *Client) ResumeHeld(ctx context.Context, state, owner string, responses 
 	c.unholdLocked(id)
 	h.timer.Stop()
 	c.heldMu.Unlock()
+	h.askLevel(context.WithValue(ctx, callerKey{}, h.cred), n.Level, c.log)
 	h.relay.set(n)
 	h.pending.answer <- reply
 	return c.await(ctx, h)

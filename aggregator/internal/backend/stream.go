@@ -49,7 +49,7 @@ func (c *Client) CallToolStreamed(ctx context.Context, params *mcp.CallToolParam
 	r.handle(opts)
 	bctx, cancel := context.WithTimeoutCause(ctx, c.budget(ctx), errBudget)
 	defer cancel()
-	res, err := c.callOnOwnSession(bctx, mcp.NewClient(Implementation, opts), params, progress, logLevel)
+	res, err := c.callOnOwnSession(bctx, mcp.NewClient(Implementation, opts), params, progress, logLevel, nil)
 	r.set(Notify{})
 	if err != nil {
 		if errors.Is(context.Cause(bctx), errBudget) {
@@ -118,10 +118,13 @@ func (r *relay) emit(method string, p any, wanted func(Notify) bool) {
 	}
 }
 
-func (c *Client) callOnOwnSession(ctx context.Context, client *mcp.Client, params *mcp.CallToolParams, progress bool, logLevel mcp.LoggingLevel) (*mcp.CallToolResult, error) {
+func (c *Client) callOnOwnSession(ctx context.Context, client *mcp.Client, params *mcp.CallToolParams, progress bool, logLevel mcp.LoggingLevel, opened func(*mcp.ClientSession)) (*mcp.CallToolResult, error) {
 	s, err := c.connect(ctx, client, false)
 	if err != nil {
 		return nil, err
+	}
+	if opened != nil {
+		opened(s)
 	}
 	modern := s.InitializeResult().ProtocolVersion >= ProtocolModern
 	p := *params

@@ -31,8 +31,9 @@ const (
 	routeHeld
 	// routeResume carries on a call held on this replica with the
 	// client's answers (backend.ResumeHeld). The backend was asked for
-	// progress and log messages when the call began, as its first caller
-	// asked; each retry gets them as it asks itself.
+	// progress when the call began, and is asked for log messages from
+	// the lowest level a round wants; each round gets them as it asks
+	// itself.
 	routeResume
 	// routeForward sends the retry of a call held on another replica to
 	// that replica (held_forward.go), a streamed retry with
