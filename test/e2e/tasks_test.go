@@ -817,3 +817,41 @@ func TestDeniedTaskIsAnsweredAsMissing(t *testing.T) {
 		}
 	}
 }
+
+// TestLegacyBackendTaskFollowsThePolicy: tasks/update of a task a
+// 2025-11-25 backend runs (which takes no answers that way) is admitted
+// as a request about the task's tool first: once the policy forbids its
+// owner the tool, the answer is the one for a task that never was. It
+// once said the backend takes no answers, telling the task apart.
+func TestLegacyBackendTaskFollowsThePolicy(t *testing.T) {
+	policyPath := filepath.Join(t.TempDir(), "policy.cedar")
+	writeAtomically(t, policyPath, []byte(permitAll))
+	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: "tasks: true\ntools:\n  - {name: sleep, behaviour: sleep}\n"}},
+		Configure: func(cfg *config.Config) {
+			withTaskStore(t, cfg)
+			cfg.Aggregator.Backends[0].Protocol = harness.Legacy
+			cfg.Aggregator.Authz.PolicyFile = policyPath
+			cfg.Reload.Interval = config.Duration(200 * time.Millisecond)
+			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "alice-key", Subject: "alice"}}}
+		}})
+	alice := rawTasks(c.MCPURL, "alice-key")
+	id := createTask(t, alice, "ops_sleep", map[string]any{"duration": "60s"})
+	update := func(id string) *mcpraw.Error {
+		a, err := alice.Send(t.Context(), "tasks/update", id, map[string]any{"taskId": id, "inputResponses": map[string]any{"0.x": map[string]any{}}})
+		if err != nil || a.Error == nil {
+			t.Fatalf("tasks/update of %s: %v %s", id, err, a.Result)
+		}
+		return a.Error
+	}
+	if e := update(id); e.Code != -32602 || !strings.Contains(e.Message, "takes no answers") {
+		t.Fatalf("tasks/update of the backend's task: %+v, want -32602 saying its backend takes no answers", e)
+	}
+	writeAtomically(t, policyPath, []byte(permitAll+`forbid (principal == User::"alice", action, resource == Tool::"ops_sleep");`+"\n"))
+	testkit.Eventually(t, "alice's task hidden by the policy", 10*time.Second, func() bool {
+		a, err := alice.Send(t.Context(), "tasks/get", id, map[string]any{"taskId": id})
+		return err == nil && a.Error != nil && a.Error.Code == -32602
+	})
+	if forbidden, never := update(id), update("never"); forbidden.Code != never.Code || forbidden.Message != never.Message || string(forbidden.Data) != string(never.Data) {
+		t.Fatalf("tasks/update: %+v for the task whose tool is forbidden, %+v for one that never was", forbidden, never)
+	}
+}

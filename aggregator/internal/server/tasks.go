@@ -146,7 +146,13 @@ func (s *Server) updateTask(ctx context.Context, req *aggregatorv1.UpdateTaskReq
 		return refuse(err)
 	}
 	if bid := call.BackendTaskID; bid != "" && call.LegacyBackend {
-		return refuse(invalidArgument("this task's backend (2025-11-25) takes no answers through tasks/update"))
+		// Refused once the task's tool is admitted: a task whose tool the
+		// caller may no longer call is missing, as for every request.
+		r := taskAdmission(config.RateMethodTasksUpdate, audit.KindTaskUpdate, req.GetServer(), rec, call)
+		r.prepare = ranBy(rec, call, func(*admitted) error {
+			return invalidArgument("this task's backend (2025-11-25) takes no answers through tasks/update")
+		})
+		return serve(ctx, s, r, func(*admitted) (*aggregatorv1.UpdateTaskResponse, error) { return nil, nil })
 	} else if bid != "" {
 		r := proxiedAdmission(config.RateMethodTasksUpdate, audit.KindTaskUpdate, req.GetServer(), rec, call, req.GetContext().GetSubjectToken())
 		return serve(ctx, s, r, func(a *admitted) (*aggregatorv1.UpdateTaskResponse, error) {
