@@ -494,6 +494,41 @@ servers:
 	}
 }
 
+// TestDecodedPathDeniedWhileTheBackendIsDown: a URI read through a
+// template whose decoded path the policy denies is missing, as when its
+// backend is up. With the backend down it was "unavailable", as the URI
+// as written was authorized and found down before the decoded path was
+// asked about, which told a denied path from a missing one.
+func TestDecodedPathDeniedWhileTheBackendIsDown(t *testing.T) {
+	docs := newTestBackend(t, "docs", backendOptions{tools: []string{"echo"}, extra: func(b *testBackend) {
+		b.server.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "docs://files/{+path}", Name: "file"},
+			func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "a file"}}}, nil
+			})
+	}})
+	h := startAggregatorFile(t, `
+aggregator:
+  catalogTTL: 1h
+  health: {interval: 50ms, timeout: 500ms, unhealthyThreshold: 1}
+  authz: {policyFile: `+writeFile(t, "policy.cedar", "permit (principal, action, resource);\nforbid (principal, action, resource == Resource::\"docs://files/secret/keys\");\n")+`}
+  backends:
+    - {name: docs, url: `+docs.url()+`}
+`)
+	ctx := context.Background()
+	read := func(uri string) error {
+		_, err := h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Principal: principal("alice"), Uri: uri})
+		return err
+	}
+	testkit.Eventually(t, "the template routed", 10*time.Second, func() bool { return read("docs://files/pub/a") == nil })
+	wantStatus(t, read("docs://files/secret%2Fkeys"), codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	docs.down.Store(true)
+	testkit.Eventually(t, "docs unhealthy", 5*time.Second, func() bool {
+		return backendHealth(t, h, "docs").GetHealth() == aggregatorv1.BackendHealth_BACKEND_HEALTH_UNHEALTHY
+	})
+	wantStatus(t, read("docs://files/pub/a"), codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_BACKEND_UNAVAILABLE)
+	wantStatus(t, read("docs://files/secret%2Fkeys"), codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+}
+
 // TestServerFilterAppliesToEverySpellingOfAListedURI: a backend may list
 // a URI in a form other than the canonical one ("%7E" for "~", as Java's
 // URLEncoder writes it) and serve it through a template as well; a

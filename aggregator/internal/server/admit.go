@@ -269,9 +269,11 @@ func (s *Server) route(ctx context.Context, server string, k catalog.Kind, key s
 	}
 	p := svcauth.PrincipalFrom(ctx)
 	a.b, err = s.e.Owner(snap, p, k, key, owner)
-	if err == nil && decoded != "" && decoded != key {
-		if _, err = s.e.Owner(snap, p, k, decoded, owner); err != nil {
-			a.b = nil
+	if (err == nil || errors.Is(err, engine.ErrBackendDown)) && decoded != "" && decoded != key {
+		// The decoded path is authorized whatever the backend's health:
+		// a URI it denies is missing, never "unavailable".
+		if _, derr := s.e.Owner(snap, p, k, decoded, owner); derr != nil && !errors.Is(derr, engine.ErrBackendDown) {
+			a.b, err = nil, derr
 		}
 	}
 	return a, err
