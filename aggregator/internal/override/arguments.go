@@ -17,19 +17,23 @@ import (
 // A client that sets a hidden argument (under any spelling of its name
 // that decodes to it, null included) gets a *HiddenArgumentError; a client
 // that sets a defaulted argument keeps its own value, null included.
-// Arguments that are not one JSON object get ErrArgumentsNotObject, as the
-// call path answers for every tool; Arguments does that check itself, so a
-// call that goes through it need not check first.
+// Arguments that are not one JSON object get ErrArgumentsNotObject. This
+// is the one check of that for every tool's call, a nil Tool (no
+// override) included: an override that adds nothing once let an array
+// through to the backend, where a tool without one refused it.
 func (t *Tool) Arguments(client []byte) ([]byte, error) {
-	if t == nil || len(t.hidden)+len(t.defaults) == 0 {
-		return client, nil
-	}
 	body := trimSpace(client)
 	if string(body) == "null" {
 		body = nil
 	}
 	if len(body) > 0 && (body[0] != '{' || !json.Valid(body)) {
 		return nil, ErrArgumentsNotObject
+	}
+	if t == nil || len(t.hidden)+len(t.defaults) == 0 {
+		if len(body) == 0 {
+			return nil, nil
+		}
+		return client, nil
 	}
 	// present marks the defaulted arguments the client set.
 	var present uint64

@@ -98,6 +98,26 @@ func TestArgumentsMany(t *testing.T) {
 	}
 }
 
+// Every tool's arguments are checked alike: a tool with no override (a
+// nil Tool) and one whose override adds no argument (a rename) refuse
+// what is not an object as one that injects does. The rename once let
+// an array through to the backend.
+func TestArgumentsOfEveryTool(t *testing.T) {
+	renamed := mustCompile(t, []config.ToolOverride{{Backend: "b", Tool: "s", Name: "t"}}, nil).Tool("b", "s")
+	for name, tool := range map[string]*Tool{"no override": nil, "a rename": renamed} {
+		for _, in := range []string{`[1]`, `"x"`, `{"q":tru}`, `{"q":1}{}`} {
+			if got, err := tool.Arguments([]byte(in)); !errors.Is(err, ErrArgumentsNotObject) {
+				t.Errorf("%s: Arguments(%s) = %s, %v; want ErrArgumentsNotObject", name, in, got, err)
+			}
+		}
+		for in, want := range map[string]string{``: ``, ` null `: ``, `{"q":1}`: `{"q":1}`} {
+			if got, err := tool.Arguments([]byte(in)); err != nil || string(got) != want {
+				t.Errorf("%s: Arguments(%q) = %q, %v; want %q", name, in, got, err, want)
+			}
+		}
+	}
+}
+
 // FuzzArguments: on any input Arguments does not panic; it refuses what is
 // neither absent nor an object, refuses an object that sets the hidden
 // argument, and otherwise answers an object holding the client's members,

@@ -149,7 +149,9 @@ func (s *Server) admit(ctx context.Context, r admission) (*admitted, error) {
 	}
 	if r.prepare != nil {
 		if err := r.prepare(a); err != nil {
-			return a, s.refused(ctx, r, err)
+			// Found and allowed: counted under the name the policy knows
+			// the tool by, as its calls are, not the server's rename.
+			return a, s.refusedAs(ctx, r, a.snap.PolicyName(r.kind, r.toolName()), err)
 		}
 	}
 	if err := s.limitAdmitted(ctx, r, a); err != nil {
@@ -192,10 +194,17 @@ func (s *Server) limitAdmitted(ctx context.Context, r admission, a *admitted) er
 // An operator's read takes no token of the principal it reads for, found
 // or not (operatorRead).
 func (s *Server) refused(ctx context.Context, r admission, err error) error {
+	// Not found or denied, a tool is counted by the name the client gave:
+	// its name at /mcp would tell a denied rename from a missing name.
+	return s.refusedAs(ctx, r, r.toolName(), err)
+}
+
+// refusedAs is refused, the request counted as a call of tool.
+func (s *Server) refusedAs(ctx context.Context, r admission, tool string, err error) error {
 	if r.accounted || !refusal(err) || operatorRead(ctx, r) {
 		return err
 	}
-	if lerr := s.limit(ctx, ratelimit.Request{Method: r.method, Server: r.server, Tool: r.toolName(), Refused: true}); lerr != nil {
+	if lerr := s.limit(ctx, ratelimit.Request{Method: r.method, Server: r.server, Tool: tool, Refused: true}); lerr != nil {
 		return lerr
 	}
 	return err

@@ -89,15 +89,10 @@ func prepareToolCall(req *aggregatorv1.CallToolRequest, a *admitted, tc *toolCal
 		// to be looked through for that.
 		return invalidArgument("arguments_json: " + err.Error())
 	}
-	args := clientArgs
-	var err error
-	if it.Override != nil {
-		// Refuses a hidden argument the client set, and non-objects.
-		if args, err = it.Override.Arguments(clientArgs); err != nil {
-			return err
-		}
-	} else if len(args) > 0 && !isObject(args) {
-		return invalidArgument("arguments_json must be a JSON object")
+	// Refuses non-objects, and a hidden argument the client set.
+	args, err := it.Override.Arguments(clientArgs)
+	if err != nil {
+		return err
 	}
 	if it.Override.TaskSupport() == config.TaskSupportRequired && req.GetTask() == nil {
 		return errTaskRequired

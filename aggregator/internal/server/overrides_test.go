@@ -186,6 +186,43 @@ rateLimits:
 	}
 }
 
+// TestRefusedCallOfARenameCountsAsTheTool: a call of a server's rename
+// that the admission refuses once the tool is found and allowed
+// (arguments that are not an object) takes its token under the tool's
+// name at /mcp, as its calls do; it once took it under the rename, so a
+// limit on eng_deploy never counted the malformed calls of eng_ship.
+// Those arguments once reached the backend too: a rename is an override
+// that adds no argument, and such an override skipped the check.
+func TestRefusedCallOfARenameCountsAsTheTool(t *testing.T) {
+	eng := newTestBackend(t, "eng", backendOptions{tools: []string{"deploy"}})
+	h := startAggregatorFile(t, `
+aggregator:
+  backends:
+    - {name: eng, url: `+eng.url()+`}
+servers:
+  - name: ops
+    backends: [eng]
+    toolOverrides:
+      - {backend: eng, tool: deploy, name: ship}
+rateLimits:
+  limits:
+    - {name: deploys, per: principal, match: {tools: [eng_deploy]}, rate: 1/h, burst: 1}
+`)
+	ctx, bob := context.Background(), principal("bob")
+	testkit.Eventually(t, "eng listed", 10*time.Second, func() bool {
+		return slices.Contains(listServerTools(t, h.gateway, bob, "ops"), "eng_ship")
+	})
+	call := func() error {
+		_, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: bob, Server: "ops", Name: "eng_ship", ArgumentsJson: "[1]"})
+		return err
+	}
+	wantStatus(t, call(), codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+	wantStatus(t, call(), codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_RATE_LIMITED)
+	if n := eng.received("tools/call"); n != 0 {
+		t.Errorf("the backend received %d calls with arguments that are not an object", n)
+	}
+}
+
 // TestReloadOfAGlobalRenameReachesServers: a reload that renames a tool
 // in aggregator.toolOverrides changes its name at /mcp, the name the
 // policy and the rate limits know it by in every server, even in a server
