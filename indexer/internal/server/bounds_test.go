@@ -137,6 +137,27 @@ func consumeAs(s *Server) func(token string, req *indexerv1.ConsumeRequestStateR
 	}
 }
 
+// hexDigest is the hex SHA-256 of of, as principals' and states'
+// digests are written.
+func hexDigest(of string) string {
+	sum := sha256.Sum256([]byte(of))
+	return hex.EncodeToString(sum[:])
+}
+
+// consumeFor records, as the gateway, a state never used before for the
+// principal given, through a ready server whose clock reads *now.
+func consumeFor(now *time.Time) func(principal string) error {
+	send := consumeAs(requestStateServer(&requestStateStore{used: map[string]bool{}}, now))
+	n := 0
+	return func(principal string) error {
+		n++
+		_, err := send("gateway-token", &indexerv1.ConsumeRequestStateRequest{
+			StateDigest: hexDigest(fmt.Sprint(n)), ExpiresAt: timestamppb.New(now.Add(10 * time.Minute)), PrincipalDigest: principal,
+		})
+		return err
+	}
+}
+
 // A caller that is not an operator holds at most
 // maxRequestStatesPerCaller live request state records through one
 // replica, as it does revocations and relayed answers: past it
@@ -196,20 +217,9 @@ func TestConsumeRequestStatePerCaller(t *testing.T) {
 // else's until they expired. A request without a principal (an older
 // gateway) counts against the caller's bound alone.
 func TestConsumeRequestStatePerPrincipal(t *testing.T) {
-	st, now := &requestStateStore{used: map[string]bool{}}, time.Now()
-	send := consumeAs(requestStateServer(st, &now))
-	n := 0
-	digest := func(of string) string {
-		sum := sha256.Sum256([]byte(of))
-		return hex.EncodeToString(sum[:])
-	}
-	consume := func(principal string) error {
-		n++
-		_, err := send("gateway-token", &indexerv1.ConsumeRequestStateRequest{
-			StateDigest: digest(fmt.Sprint(n)), ExpiresAt: timestamppb.New(now.Add(10 * time.Minute)), PrincipalDigest: principal,
-		})
-		return err
-	}
+	now := time.Now()
+	consume := consumeFor(&now)
+	digest := hexDigest
 	mallory, alice := digest("mallory"), digest("alice")
 	for i := range maxRequestStatesPerPrincipal {
 		if err := consume(mallory); err != nil {
@@ -263,21 +273,13 @@ func TestLiveQuotaForgetsIdleKeys(t *testing.T) {
 // caller's bound is used, so those holding many are refused first and
 // a newcomer still gets a fair part of what is left.
 func TestRequestStateSharesAreFair(t *testing.T) {
-	st, now := &requestStateStore{used: map[string]bool{}}, time.Now()
-	send := consumeAs(requestStateServer(st, &now))
-	n := 0
-	digest := func(of string) string {
-		sum := sha256.Sum256([]byte(of))
-		return hex.EncodeToString(sum[:])
-	}
+	now := time.Now()
+	consume, digest := consumeFor(&now), hexDigest
 	// useShare takes records for principal until it is refused, and
 	// says how many it got.
 	useShare := func(principal string) int {
 		for got := 0; ; got++ {
-			n++
-			_, err := send("gateway-token", &indexerv1.ConsumeRequestStateRequest{
-				StateDigest: digest(fmt.Sprint(n)), ExpiresAt: timestamppb.New(now.Add(10 * time.Minute)), PrincipalDigest: principal,
-			})
+			err := consume(principal)
 			if status.Code(err) == codes.ResourceExhausted {
 				return got
 			}
