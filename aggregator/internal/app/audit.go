@@ -15,7 +15,7 @@ func startAudit(env lifecycle.Env, reg prometheus.Registerer, idx *indexers) (*a
 	if !env.Config.Audit.Database.Enabled {
 		return env.StartAudit(reg)
 	}
-	client, err := idx.client(env.Config.AggregatorAuditIndexer(), "aggregator.indexer (audit.database)")
+	client, err := idx.client(keyIndexer, "aggregator.indexer (audit.database)")
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,7 @@ func pinningGuard(env lifecycle.Env, reg prometheus.Registerer, idx *indexers) (
 	if mode == config.PinningOff {
 		return nil, nil
 	}
-	client, err := idx.client(p.Indexer, "aggregator.pinning.indexer")
+	client, err := idx.client(keyPinning, "aggregator.pinning.indexer")
 	if err != nil {
 		return nil, err
 	}

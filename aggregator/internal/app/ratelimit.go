@@ -31,7 +31,7 @@ func rateLimiter(env lifecycle.Env, reg prometheus.Registerer, idx *indexers) (*
 	if ep.Address == "" {
 		return ratelimit.New(set, noIndexer{}, env.Log, metrics), nil
 	}
-	client, err := idx.client(ep, "aggregator.indexer")
+	client, err := idx.client(keyIndexer, "aggregator.indexer")
 	if err != nil {
 		return nil, err
 	}

@@ -105,7 +105,7 @@ func TestReloadRotatesTheIndexerTokens(t *testing.T) {
 	l.log = slog.New(slog.NewTextHandler(logs, nil))
 	l.indexers = newIndexers(lifecycle.Env{Config: cfg})
 	t.Cleanup(l.indexers.Close)
-	client, err := l.indexers.client(cfg.Aggregator.IndexerEndpoint(), "aggregator.indexer")
+	client, err := l.indexers.client(keyIndexer, "aggregator.indexer")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func withTasks(env lifecycle.Env, api *server.Server, idx *indexers, self string
 	if ep.Address == "" || ep.Token == "" {
 		return nil
 	}
-	store, err := idx.clusterState(ep, "aggregator.indexer (aggregator.tasks)")
+	store, err := idx.clusterState(keyIndexer, "aggregator.indexer (aggregator.tasks)")
 	if err != nil {
 		return err
 	}
