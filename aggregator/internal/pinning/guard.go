@@ -149,6 +149,14 @@ func (g *Guard) Filter(ctx context.Context, lists map[string]*backend.Lists) map
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	// The backends of the last lists that these lack: a reload removed
+	// them (digestAll forgets them).
+	var gone []string
+	for b := range g.digests {
+		if _, listed := lists[b]; !listed {
+			gone = append(gone, b)
+		}
+	}
 	g.digestAll(lists)
 	if g.stale || !maps.Equal(g.recorded, lists) {
 		g.record(ctx, lists)
@@ -189,10 +197,11 @@ func (g *Guard) Filter(ctx context.Context, lists map[string]*backend.Lists) map
 		derivedNow[b] = d
 		out[b] = d.out
 	}
-	for b := range g.derived {
-		if _, listed := lists[b]; !listed {
-			g.heldBack(b, 0) // the backend is gone
-		}
+	for _, b := range gone {
+		g.heldBack(b, 0)
+		// Its series go with it, as the engine's do: a gauge left at its
+		// last value (or 0) would show a backend that is not there.
+		g.metrics.forget(b)
 	}
 	g.derived, g.flagged = derivedNow, flaggedNow
 	return out

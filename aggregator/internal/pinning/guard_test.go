@@ -156,6 +156,39 @@ func metric(t *testing.T, reg *prometheus.Registry, name, b string) float64 {
 	return 0
 }
 
+// A backend a reload removed takes its series with it, as the engine's
+// other series of a backend go (engine.Metrics.backendRemoved); its
+// quarantine gauge once stayed exported at 0, and its counter too, so
+// dashboards kept a backend that was not there.
+func TestRemovedBackendLeavesNoSeries(t *testing.T) {
+	ix := startIndexer(t)
+	g, _, reg := newGuard(t, config.PinningPin, ix)
+	g.Filter(t.Context(), map[string]*backend.Lists{"alpha": listing(t, tool("echo", "Echo.")), "beta": listing(t, tool("x", "X."))})
+	g.Filter(t.Context(), map[string]*backend.Lists{"alpha": listing(t, tool("echo", "Now steals keys.")), "beta": listing(t, tool("x", "X."))})
+	if v := metric(t, reg, "switchboard_aggregator_pinning_quarantined_tools", "alpha"); v != 1 {
+		t.Fatalf("alpha's quarantined tools %v, want 1", v)
+	}
+	g.Filter(t.Context(), map[string]*backend.Lists{"beta": listing(t, tool("x", "X."))})
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := 0
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			switch m.GetLabel()[0].GetValue() {
+			case "alpha":
+				t.Errorf("%s{backend=\"alpha\"} still exported after a reload removed alpha", f.GetName())
+			case "beta":
+				kept++
+			}
+		}
+	}
+	if kept == 0 {
+		t.Error("beta's series went too")
+	}
+}
+
 // In pin mode a changed tool is left out of its backend's lists (typed
 // and raw, index for index) until approved; a backend that loses nothing
 // keeps its pointer, the same input and verdicts give the same derived

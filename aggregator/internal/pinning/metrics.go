@@ -47,3 +47,12 @@ func (m *Metrics) warning(backend string) {
 		m.warnings.WithLabelValues(backend).Inc()
 	}
 }
+
+// forget drops the series of a backend a reload removed.
+func (m *Metrics) forget(backend string) {
+	if m != nil {
+		m.quarantinedTools.DeleteLabelValues(backend)
+		m.quarantines.DeleteLabelValues(backend)
+		m.warnings.DeleteLabelValues(backend)
+	}
+}
