@@ -12,6 +12,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/callerid"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
@@ -21,7 +22,8 @@ import (
 // held call, resources/read, resources/subscribe, prompts/get and
 // completion/complete) is an admission that passes, in this order:
 //
-//  1. find: the item in the caller's server (its catalog snapshot);
+//  1. find: the item in the caller's server (its catalog snapshot); a
+//     call on a model's word finds no tool its app alone may call;
 //  2. filter: the server's filters on the concrete item asked for (the URI
 //     read, not only the listing a template came from);
 //  3. authorize: Cedar, then the owning backend's health (denied is
@@ -80,6 +82,10 @@ type admission struct {
 	// (release_held): it takes no rate-limit token, since refusing it
 	// would only keep the call held.
 	ending bool
+	// forModel marks a call made on a model's word (call_tool, code
+	// mode): a tool of its app alone (mcpspec.ModelVisible) is missing
+	// to it, whatever else holds of the tool (denied, its backend down).
+	forModel bool
 	// taskState marks a request that reads or changes a task's state
 	// (tasks/get, tasks/cancel) and sends the backend nothing: a backend
 	// that is down does not refuse it, and it carries no credentials.
@@ -131,6 +137,11 @@ func (s *Server) admit(ctx context.Context, r admission) (*admitted, error) {
 		return nil, s.refused(ctx, r, r.refusal)
 	}
 	a, err := s.route(ctx, r.server, r.kind, r.key)
+	if r.forModel && a != nil && a.tool != nil && !mcpspec.ModelVisible([]byte(a.tool.Msg.GetDefinitionJson())) {
+		// Found: its app's alone. Missing, as a name never listed is,
+		// before its backend's health could tell it apart.
+		err = engine.ErrNotFound
+	}
 	if errors.Is(err, engine.ErrBackendDown) {
 		if !r.taskState {
 			// Found, kept and allowed: the request is counted as the one

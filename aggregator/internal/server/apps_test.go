@@ -9,6 +9,7 @@ import (
 	"path"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc/codes"
@@ -16,6 +17,7 @@ import (
 
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
+	"github.com/switchboard-mcp/switchboard/services/testkit"
 )
 
 const uiExtension = "io.modelcontextprotocol/ui"
@@ -340,5 +342,43 @@ aggregator:
 				t.Errorf("%s: content %d (%q) is under %s, want %s", asked, i, c.Text, c.URI, want[i])
 			}
 		}
+	}
+}
+
+// TestAppOnlyToolIsMissingToTheModel: a call made on a model's word
+// (call_tool, code mode: for_model) of a tool its backend shows its app
+// alone is answered as for a tool that does not exist, also while the
+// backend is down. It was checked after the backend's health, so a down
+// backend made the hidden tool "unavailable" where a missing one is not
+// found. The call of the app itself (no for_model) reaches it.
+func TestAppOnlyToolIsMissingToTheModel(t *testing.T) {
+	w := newTestBackend(t, "w", backendOptions{tools: []string{"ping"}, extra: func(b *testBackend) {
+		b.server.AddTool(&mcp.Tool{Name: "apponly", InputSchema: map[string]any{"type": "object"},
+			Meta: mcp.Meta{"ui": map[string]any{"resourceUri": "ui://app/index.html", "visibility": []string{"app"}}}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "app only"}}}, nil
+			})
+	}})
+	h := startAggregatorFile(t, `
+aggregator:
+  catalogTTL: 1h
+  health: {interval: 50ms, timeout: 500ms, unhealthyThreshold: 1}
+  backends:
+    - {name: w, url: `+w.url()+`}
+`)
+	ctx := context.Background()
+	call := func(name string, forModel bool) error {
+		_, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: name, ForModel: forModel, ArgumentsJson: "{}"})
+		return err
+	}
+	testkit.Eventually(t, "the app's tool callable by its app", 10*time.Second, func() bool { return call("w_apponly", false) == nil })
+	wantStatus(t, call("w_apponly", true), codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	w.down.Store(true)
+	testkit.Eventually(t, "w unhealthy", 5*time.Second, func() bool {
+		return backendHealth(t, h, "w").GetHealth() == aggregatorv1.BackendHealth_BACKEND_HEALTH_UNHEALTHY
+	})
+	wantStatus(t, call("w_apponly", false), codes.Unavailable, commonv1.ErrorReason_ERROR_REASON_BACKEND_UNAVAILABLE)
+	for _, name := range []string{"w_apponly", "w_nonexistent"} {
+		wantStatus(t, call(name, true), codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
 	}
 }

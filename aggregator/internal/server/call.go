@@ -13,7 +13,6 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/catalog"
-	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/paramheader"
 	"github.com/switchboard-mcp/switchboard/services/audit"
 	"github.com/switchboard-mcp/switchboard/services/config"
@@ -65,7 +64,7 @@ func toolCallAdmission(req *aggregatorv1.CallToolRequest, tc *toolCall, forwarde
 	return admission{
 		method: config.RateMethodToolsCall, trail: audit.KindToolCall, server: req.GetServer(),
 		kind: catalog.KindTools, key: req.GetName(), subjectToken: req.GetContext().GetSubjectToken(),
-		args: req.GetArgumentsJson(), accounted: forwarded, ending: req.GetReleaseHeld(),
+		args: req.GetArgumentsJson(), accounted: forwarded, ending: req.GetReleaseHeld(), forModel: req.GetForModel(),
 		prepare: func(a *admitted) error { return prepareToolCall(req, a, tc) },
 	}
 }
@@ -78,10 +77,6 @@ func prepareToolCall(req *aggregatorv1.CallToolRequest, a *admitted, tc *toolCal
 		return invalidArgument("release_held needs the request_state of a call held for input, and no task")
 	}
 	it := a.tool
-	if req.GetForModel() && !mcpspec.ModelVisible([]byte(it.Msg.GetDefinitionJson())) {
-		// A tool of its app alone, called on the model's word.
-		return engine.ErrNotFound
-	}
 	clientArgs := []byte(req.GetArgumentsJson())
 	if err := rawjson.Unique(clientArgs, maxArgumentsDepth); errors.Is(err, rawjson.ErrDuplicateMember) || errors.Is(err, rawjson.ErrTooDeep) {
 		// Read two ways (the backend's decoder may keep the first, a
