@@ -236,3 +236,32 @@ func readRepoFile(t *testing.T, path string) string {
 	}
 	return string(raw)
 }
+
+// TestRunCodeWhereCodeModeIsOffIsAnUnknownTool: where code mode is off,
+// run_code is answered as a tool that does not exist, in both eras,
+// whatever its arguments. Without a program it was a tool result saying
+// run_code needs one (the gateway checked the arguments first), which
+// showed the tool there; with one, a message of its own.
+func TestRunCodeWhereCodeModeIsOffIsAnUnknownTool(t *testing.T) {
+	c := startCodeMode(t)
+	base := strings.TrimSuffix(c.MCPURL, "/mcp")
+	for _, era := range []string{harness.Modern, harness.Legacy} {
+		cs := harness.Connect(t, base+"/mcp/plain/optimized", era)
+		answer := func(name string, args map[string]any) string {
+			res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: args})
+			if err != nil {
+				return "protocol error: " + strings.ReplaceAll(err.Error(), name, "<name>")
+			}
+			return fmt.Sprintf("a result (isError %v): %v", res.IsError, res.Content)
+		}
+		unknown := answer("no_such_tool", map[string]any{})
+		if !strings.HasPrefix(unknown, "protocol error") {
+			t.Fatalf("era %q: an unknown tool: %s", era, unknown)
+		}
+		for name, args := range map[string]map[string]any{"with a program": {"program": "result = 1"}, "without one": {}} {
+			if got := answer("run_code", args); got != unknown {
+				t.Errorf("era %q: run_code %s: %s; an unknown tool: %s", era, name, got, unknown)
+			}
+		}
+	}
+}

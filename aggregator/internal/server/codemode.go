@@ -169,7 +169,7 @@ func (s *Server) startRun(ctx context.Context, req *aggregatorv1.RunCodeRequest)
 		return invalidArgument(fmt.Sprintf("the program is %d bytes, more than %d (aggregator.codeMode.maxProgramBytes)", len(req.GetProgram()), s.code.maxProgramBytes))
 	}
 	if strings.TrimSpace(req.GetProgram()) == "" {
-		return invalidArgument("program is required")
+		return invalidArgument("program is required: the text of a Starlark program that sets result")
 	}
 	return s.limit(ctx, ratelimit.Request{Method: config.RateMethodToolsCall, Server: req.GetServer(), Tool: RunCodeTool})
 }

@@ -48,10 +48,10 @@ func (s *Server) offersCode(ctx context.Context, req *Request) (bool, *wire.Erro
 
 // runCode is run_code: the aggregator runs the program as the caller.
 func (s *Server) runCode(ctx context.Context, req *Request, args wire.Object) (json.RawMessage, *wire.Error) {
-	program, ok := args.String("program")
-	if !ok || program == "" {
-		return s.refuseTool(req, wire.CodeInvalidParams, "run_code needs program: the text of a Starlark program that sets result")
-	}
+	// A missing program is the aggregator's to refuse, after it knows
+	// whether the view offers run_code at all: refused here first, it
+	// told a view without code mode that the tool was there.
+	program, _ := args.String("program")
 	rc, rerr := s.requestContext(req)
 	if rerr != nil {
 		return nil, rerr
@@ -63,10 +63,10 @@ func (s *Server) runCode(ctx context.Context, req *Request, args wire.Object) (j
 	resp, err := s.agg.RunCode(ctx, &aggregatorv1.RunCodeRequest{Principal: req.Principal, Server: req.Server, Program: program, Context: rc})
 	if err != nil {
 		if status.Code(err) == codes.NotFound {
-			// Code mode off here: like an unknown tool. (A program the
-			// aggregator refuses, too long or empty, is an invalid
-			// argument: a failed call saying why, below.)
-			return nil, wire.InvalidParams("unknown tool: " + RunCodeName)
+			// Code mode off here: answered as a tool that does not exist
+			// is. (A program the aggregator refuses, too long or empty,
+			// is an invalid argument: a failed call saying why, below.)
+			return nil, mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
 		}
 		rerr := mcperr.FromError(ctx, s.log, err, req.Era, req.Method)
 		if rerr.Code == wire.CodeRateLimited {
