@@ -257,8 +257,14 @@ type StreamLimits struct {
 
 // Gateway defaults, applied by WithDefaults.
 const (
-	DefaultGatewayListen  = "127.0.0.1:8080"
-	DefaultMaxBodyBytes   = 4 << 20
+	DefaultGatewayListen = "127.0.0.1:8080"
+	DefaultMaxBodyBytes  = 4 << 20
+	// MaxBodyBytesLimit caps http.maxBodyBytes: a request's body goes to
+	// the aggregator in one gRPC message, which the services take up to
+	// MaxServiceMessageBytes, beside the call's other fields (a retry's
+	// sealed state among them). A body past it was answered "retry
+	// later" by a service that would refuse it every time.
+	MaxBodyBytesLimit     = MaxServiceMessageBytes / 2
 	DefaultKeepAlive      = 15 * time.Second
 	DefaultCacheTTL       = 60 * time.Second
 	DefaultSessionTTL     = 24 * time.Hour
@@ -347,6 +353,9 @@ func (g Gateway) Validate() error {
 	case "", "anonymous", "apiKeys", "oidc":
 	default:
 		return keyErr("gateway.auth.mode", "want anonymous, apiKeys or oidc")
+	}
+	if g.HTTP.MaxBodyBytes > MaxBodyBytesLimit {
+		return keyErr("gateway.http.maxBodyBytes", "at most %d (%d MiB): a request goes on to the services in one message of at most %d MiB", int64(MaxBodyBytesLimit), MaxBodyBytesLimit>>20, MaxServiceMessageBytes>>20)
 	}
 	if g.Streams.MaxPerPrincipal < 0 || g.Streams.MaxOpen < 0 {
 		return errors.New("gateway.streams: limits must not be negative (0 takes the default)")

@@ -26,7 +26,7 @@ func TestParseOrigin(t *testing.T) {
 
 func TestValidateEdge(t *testing.T) {
 	ok := Gateway{Aggregator: Endpoint{Address: "a:1"}, PublicURL: "https://mcp.example.com/prefix",
-		HTTP: GatewayHTTP{AllowedOrigins: []string{"*", "https://app.example"}, AllowedHosts: []string{"gw.internal", "gw:8080"}}}
+		HTTP: GatewayHTTP{AllowedOrigins: []string{"*", "https://app.example"}, AllowedHosts: []string{"gw.internal", "gw:8080"}, MaxBodyBytes: MaxBodyBytesLimit}}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("valid: %v", err)
 	}
@@ -38,6 +38,8 @@ func TestValidateEdge(t *testing.T) {
 		"origin with a path": {HTTP: GatewayHTTP{AllowedOrigins: []string{"https://app.example/x"}}},
 		"empty host":         {HTTP: GatewayHTTP{AllowedHosts: []string{""}}},
 		"URL as host":        {HTTP: GatewayHTTP{AllowedHosts: []string{"https://gw"}}},
+		// A body the services would refuse whole every time.
+		"body past a service message": {HTTP: GatewayHTTP{MaxBodyBytes: MaxBodyBytesLimit + 1}},
 	} {
 		g.Aggregator.Address = "a:1"
 		if err := g.Validate(); err == nil {

@@ -62,6 +62,9 @@ const (
 	// maxConcurrentStreams may be.
 	DefaultMaxConcurrentStreams = 16384
 	MinMaxConcurrentStreams     = 1024
+	// MaxServiceMessageBytes is the largest message a service's gRPC
+	// server takes (services/rpc).
+	MaxServiceMessageBytes = 16 << 20
 )
 
 // WithDefaults returns the section with every unset value at its default.

@@ -75,6 +75,7 @@ func TestErrorsNameKeysNotValues(t *testing.T) {
 		{"dns address", "gateway:\n  aggregator: {address: \"dns:///${V}\"}\n", "", (*Config).ValidateGateway, "gateway.aggregator.address"},
 		{"peer address", "aggregator: {listen: \":1\", peers: {token: t, addresses: [\"${V}\"]}}\n", "", (*Config).ValidateAggregator, "aggregator.peers.addresses[0]"},
 		{"bounded number", "audit: {queueSize: \"${V}\"}\n", "98765432101", (*Config).ValidateGateway, "audit.queueSize"},
+		{"body past a service message", gatewayBase + "  http:\n    maxBodyBytes: ${V}\n", "9437184", (*Config).ValidateGateway, "gateway.http.maxBodyBytes"},
 		{"bounded duration", "reload: {interval: \"${V}\"}\n", "7ms", (*Config).ValidateGateway, "reload.interval"},
 		{"service credential method", "serviceAuth:\n  credentials:\n  - {name: gw, token: t, allow: [\"${V}\"]}\n", "", (*Config).ValidateIndexer, "serviceAuth.credentials[0].allow[0]"},
 		{"server backend", "aggregator: {listen: \":1\", backends: [{name: a, url: \"http://a\"}]}\nservers:\n- {name: s, backends: [\"${V}\"]}\n", "", (*Config).ValidateAggregator, "servers[0].backends[0]"},

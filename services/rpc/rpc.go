@@ -74,7 +74,7 @@ func NewServer(auth *svcauth.Authenticator, tlsCfg config.TLS, log *slog.Logger,
 		grpc.InTapHandle(auth.Tap),
 		grpc.ChainUnaryInterceptor(recoverUnary(log), auth.UnaryInterceptor()),
 		grpc.ChainStreamInterceptor(recoverStream(log), auth.StreamInterceptor()),
-		grpc.MaxRecvMsgSize(16<<20),
+		grpc.MaxRecvMsgSize(config.MaxServiceMessageBytes),
 		// A call's headers are read, and authenticated, before anything is
 		// known of its caller: gRPC's default admits 16 MiB of them. Ours
 		// carry a token and a trace context.
