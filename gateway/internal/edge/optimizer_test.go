@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/methods"
 	"github.com/switchboard-mcp/switchboard/services/apierr"
+	"github.com/switchboard-mcp/switchboard/services/backenderr"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 )
@@ -146,5 +149,31 @@ func TestFindToolRetriesAServerTheIndexerCannotFind(t *testing.T) {
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "find_tool", Arguments: map[string]any{"tool_description": "add"}})
 	if err != nil || !res.IsError || !strings.Contains(toolText(t, res), "retry find_tool later") {
 		t.Fatalf("find_tool of a server the indexer cannot find: %+v %v, want a tool error asking for a retry", res, err)
+	}
+}
+
+// TestCallToolAnswersABackendsNotFoundAlikeInBothEras: a backend's own
+// "resource not found" (-32002) to the tool call_tool called is a failed
+// call for the model to read in both eras. A Modern client got one (the
+// error reaches it as -32602) while a Legacy client got the protocol
+// error -32002.
+func TestCallToolAnswersABackendsNotFoundAlikeInBothEras(t *testing.T) {
+	b := newBackends()
+	b.agg.CallToolFunc = func(context.Context, *aggregatorv1.CallToolRequest) (*aggregatorv1.CallToolResponse, error) {
+		return nil, backenderr.New("alpha", &aggregatorv1.BackendError{Code: -32002, Message: "Resource not found", DataJson: `{"uri":"file:///zz"}`})
+	}
+	b.serve(t)
+	_, srv := startGateway(t, b, testGatewayConfig(b))
+	url := srv.URL + "/mcp/optimized"
+	args := `"name":"call_tool","arguments":{"tool_name":"alpha_echo","parameters":{}}`
+	answers := map[string]wireResponse{
+		"Modern": send(t, http.MethodPost, url, modernHeaders("tools/call", "Mcp-Name", "call_tool"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{`+modernMeta+`,`+args+`}}`),
+		"Legacy": send(t, http.MethodPost, url, legacyHeaders("alice-key", initializeOn(t, url, "alice-key")), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{`+args+`}}`),
+	}
+	for era, a := range answers {
+		_, result, rerr := a.rpc(t)
+		if rerr != nil || string(result["isError"]) != "true" || !strings.Contains(string(result["content"]), "Resource not found") {
+			t.Errorf("%s: HTTP %d %s, want a failed call saying the resource was not found", era, a.status, a.body)
+		}
 	}
 }

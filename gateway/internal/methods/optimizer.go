@@ -207,8 +207,10 @@ func (s *Server) callThrough(ctx context.Context, req *Request, resp Responder, 
 		return nil, rerr
 	}
 	result, rerr := s.callAggregatorTool(ctx, req, resp, call, rt)
-	if rerr != nil && rerr.Code == wire.CodeInvalidParams {
-		// Unknown and forbidden tools look alike here too.
+	if rerr != nil && (rerr.Code == wire.CodeInvalidParams || rerr.Code == wire.CodeResourceNotFound) {
+		// Unknown and forbidden tools look alike here too. A backend's
+		// own "resource not found" is -32602 to a Modern client and
+		// -32002 to a Legacy one: the same answer, a failed call, in both.
 		return s.toolError(req, "call_tool: "+rerr.Message+"; use find_tool to look up available tools")
 	}
 	return result, rerr
