@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
@@ -70,7 +71,15 @@ func fromStatus(st *status.Status, era mcpspec.Era, method string, caps json.Raw
 		}
 		return wire.NewError(wire.CodeInternalError, "internal error"), true
 	case codes.Unimplemented:
-		return wire.MethodNotFound(method), false
+		// Only a service older than the gateway says this (a rolling
+		// upgrade), or another service at its address: logged. A method
+		// of a capability the older service lacks (completions, tasks)
+		// is one this deployment does not serve yet; any other, which
+		// the gateway offers, is no "method not found".
+		if method == "completion/complete" || strings.HasPrefix(method, "tasks/") {
+			return wire.MethodNotFound(method), true
+		}
+		return wire.NewError(wire.CodeInternalError, "internal error"), true
 	case codes.Canceled:
 		return wire.NewError(wire.CodeInternalError, "request cancelled"), false
 	case codes.DeadlineExceeded:

@@ -49,7 +49,11 @@ func TestStatusToMCP(t *testing.T) {
 		{codes.FailedPrecondition, "tools/call", mcpspec.EraModern, wire.CodeInternalError, 200, false, true},
 		{codes.Aborted, "tools/call", mcpspec.EraModern, wire.CodeInternalError, 200, false, true},
 		{codes.OutOfRange, "tools/list", mcpspec.EraModern, wire.CodeInvalidParams, 400, true, false},
-		{codes.Unimplemented, "completion/complete", mcpspec.EraModern, wire.CodeMethodNotFound, 404, false, false},
+		{codes.Unimplemented, "completion/complete", mcpspec.EraModern, wire.CodeMethodNotFound, 404, false, true},
+		{codes.Unimplemented, "tasks/get", mcpspec.EraModern, wire.CodeMethodNotFound, 404, false, true},
+		// The aggregator of a rolling upgrade that lacks an RPC the
+		// gateway calls: no "method not found" for a method it offers.
+		{codes.Unimplemented, "tools/call", mcpspec.EraModern, wire.CodeInternalError, 200, false, true},
 		{codes.Internal, "tools/call", mcpspec.EraModern, wire.CodeInternalError, 200, false, true},
 		{codes.Unavailable, "tools/call", mcpspec.EraModern, wire.CodeInternalError, 200, false, true},
 		{codes.DataLoss, "tools/call", mcpspec.EraModern, wire.CodeInternalError, 200, false, true},
