@@ -102,6 +102,20 @@ func newRedactor(cfg Config, tokens *tokenSource) *redactor {
 				base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pw)))
 		}
 		static = append(static, u.RawQuery)
+		// And each value of MinRedactedHidden bytes or more on its own,
+		// as written and decoded: a backend that names the key it got
+		// (?api_key=...) quotes the value, not the query. Shorter values
+		// (region=eu) stay, or every "eu" of every text would go.
+		for _, pair := range strings.Split(u.RawQuery, "&") {
+			_, raw, _ := strings.Cut(pair, "=")
+			decoded, err := url.QueryUnescape(raw)
+			if err != nil {
+				decoded = raw
+			}
+			if len(decoded) >= MinRedactedHidden {
+				static = append(static, raw, decoded)
+			}
+		}
 	}
 	inPath := pathSecrets(cfg.URL, cfg.URLFromEnvironment)
 	static = append(static, inPath...)

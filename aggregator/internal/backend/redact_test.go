@@ -419,6 +419,36 @@ func TestRedactorCutsURLEncodedSecrets(t *testing.T) {
 	}
 }
 
+// A key in the backend URL's query is cut out on its own, as written and
+// decoded, wherever a backend quotes it ("invalid api key ..."), also
+// with the query's parameters in another order: only the whole query was
+// cut, so a backend naming the key it got passed it to the caller, the
+// log and results. A short value (region=eu) stays.
+func TestRedactorCutsQueryValues(t *testing.T) {
+	const key = "sk-live-4f9a8b7c6d5e"
+	const escaped = "k%2Bey/with+plus%3D%3D"
+	r := newRedactor(Config{URL: "https://backend.example/mcp?api_key=" + key + "&region=eu&token=" + escaped}, nil)
+	ctx := context.Background()
+	for _, text := range []string{
+		"invalid api key " + key + " for region eu",
+		"upstream GET /v1?region=eu&api_key=" + key + " failed",
+		"token k+ey/with plus== refused in eu",
+	} {
+		for name, got := range map[string]string{
+			"an error": r.forCall(ctx).redactText(text),
+			"a log":    r.shared().redactText(text),
+			"a result": r.forResult(ctx, false).redactJSON(`{"m":"` + text + `"}`),
+		} {
+			if strings.Contains(got, key) || strings.Contains(got, "k+ey/with plus==") {
+				t.Errorf("%s keeps a value of the URL's query: %q", name, got)
+			}
+			if !strings.Contains(got, "eu") {
+				t.Errorf("%s lost a short value of the query: %q", name, got)
+			}
+		}
+	}
+}
+
 // startServiceTokens is a client-credentials token endpoint that answers
 // each request with a new token, whose expires_in is the JSON value
 // expiresIn or, when it is empty, absent: no stated time (every request
