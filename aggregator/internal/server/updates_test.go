@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/authz"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/testkit"
@@ -337,4 +338,110 @@ func TestSubscriptionsOutliveAReloadThatChangesTheirBackend(t *testing.T) {
 		_, n := subs.counts("sub://a")
 		return n == 1
 	})
+}
+
+// A subscribed resource that leaves the catalog (its backend stops
+// listing it, a policy denies it) is dropped, and made again once it is
+// back: the client still holds the subscription. It was never made
+// again, so its updates stopped for good and nothing told the client.
+func TestSubscriptionComesBackWithItsResource(t *testing.T) {
+	subs := newSubscribeBackend(t, false, "sub://a", "sub://b")
+	h := startAggregator(t, parseConfig(t, `
+aggregator:
+  backends:
+    - {name: subs, url: `+subs.url+`, protocol: "2025-11-25"}
+`))
+	ctx := context.Background()
+	resources := func() int {
+		r, err := h.gateway.ListResources(ctx, &aggregatorv1.ListResourcesRequest{Principal: principal("alice")})
+		if err != nil {
+			return -1
+		}
+		return len(r.GetResources())
+	}
+	testkit.Eventually(t, "resources listed", 10*time.Second, func() bool { return resources() == 2 })
+	w := startWatch(t, h.gateway, "sub://a")
+	if !slices.Equal(w.first.GetSubscribedResourceUris(), []string{"sub://a"}) {
+		t.Fatalf("subscribed %v", w.first.GetSubscribedResourceUris())
+	}
+	subs.server.RemoveResources("sub://a")
+	testkit.Eventually(t, "sub://a unsubscribed once gone", 10*time.Second, func() bool {
+		_, u := subs.counts("sub://a")
+		return u == 1
+	})
+	subs.server.AddResource(&mcp.Resource{URI: "sub://a", Name: "sub://a"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "sub://a", Text: "x"}}}, nil
+	})
+	testkit.Eventually(t, "sub://a subscribed again once back", 10*time.Second, func() bool {
+		s, _ := subs.counts("sub://a")
+		return s == 2
+	})
+	if err := subs.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "sub://a"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.nextUpdate(t); got != "sub://a" {
+		t.Fatalf("update %q, want sub://a", got)
+	}
+}
+
+// Once a policy denies a subscribed resource, no update of it reaches the
+// watcher after the event saying its resources changed: the updates
+// queued for the watch before it dropped the URI went out after that
+// event, up to a whole queue of them per watch.
+func TestNoUpdateAfterADenial(t *testing.T) {
+	subs := newSubscribeBackend(t, false, "sub://a", "sub://b")
+	h := startAggregator(t, parseConfig(t, `
+aggregator:
+  backends:
+    - {name: subs, url: `+subs.url+`, protocol: "2025-11-25"}
+`))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	testkit.Eventually(t, "resources listed", 10*time.Second, func() bool {
+		r, err := h.gateway.ListResources(ctx, &aggregatorv1.ListResourcesRequest{Principal: principal("alice")})
+		return err == nil && len(r.GetResources()) == 2
+	})
+	stream, err := h.gateway.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{Principal: principal("alice"), ResourceUris: []string{"sub://a", "sub://b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first, err := stream.Recv(); err != nil || len(first.GetSubscribedResourceUris()) != 2 {
+		t.Fatalf("first event %v %v", first, err)
+	}
+	// Unread, the stream's flow-control window fills (a few thousand
+	// small events), the watch blocks sending, and the updates after
+	// those queue up for it.
+	for range 5000 {
+		if err := subs.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "sub://a"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	az, err := authz.Parse("deny", []byte("permit (principal, action, resource);\nforbid (principal, action == Action::\"read_resource\", resource == Resource::\"sub://a\");\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.engine.SetAuthorizer(az)
+	denied, after := false, 0
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case slices.Contains(ev.GetChanged(), aggregatorv1.CatalogKind_CATALOG_KIND_RESOURCES):
+			denied = true
+			// sub://b's update queues behind every update of sub://a the
+			// watch held: once it is here, they were all handled.
+			if err := subs.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "sub://b"}); err != nil {
+				t.Fatal(err)
+			}
+		case slices.Contains(ev.GetUpdatedResourceUris(), "sub://b"):
+			if after > 0 {
+				t.Fatalf("%d updates of sub://a after the event saying the denial changed the resources", after)
+			}
+			return
+		case denied && slices.Contains(ev.GetUpdatedResourceUris(), "sub://a"):
+			after++
+		}
+	}
 }

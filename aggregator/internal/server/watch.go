@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -79,6 +80,12 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 			unsubscribe()
 		}
 	}()
+	// dropped are the URIs this watch subscribed and then dropped after
+	// a change (gone, or denied): made again after a later change that
+	// brings them back, as their client still holds them (a Legacy
+	// session's, a listen's acknowledged). Once dropped, one was never
+	// delivered again, and nothing told the client.
+	dropped := map[string]bool{}
 	codeChanged := s.codeModeChanged()
 	codeMode := s.codeModeIn(req.GetServer())
 	first := &aggregatorv1.WatchCatalogResponse{CatalogVersion: snap.Version, ToolsDigest: view.Digest(catalog.KindTools), ViewDigest: viewDigest(view), CodeMode: codeMode}
@@ -97,6 +104,9 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 			// than end the stream as if it had completed.
 			return s.fail(ctx, "WatchCatalog", ctx.Err())
 		case uri := <-updated:
+			if !s.stillDelivered(ctx, req.GetServer(), uri, subscribed, superseded) {
+				continue
+			}
 			if err := stream.Send(&aggregatorv1.WatchCatalogResponse{CatalogVersion: snap.Version, UpdatedResourceUris: []string{uri}}); err != nil {
 				return err
 			}
@@ -118,6 +128,15 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 			if _, err := s.route(ctx, req.GetServer(), catalog.KindResources, uri); errors.Is(err, engine.ErrNotFound) {
 				unsubscribe()
 				delete(subscribed, uri)
+				dropped[uri] = true
+			}
+		}
+		if len(dropped) > 0 {
+			// Renewals, as the gateway's are: each took its token and its
+			// audit event when it was first made.
+			for uri, unsubscribe := range s.subscribeResources(ctx, req.GetServer(), slices.Collect(maps.Keys(dropped)), dropped, updated) {
+				subscribed[uri] = unsubscribe
+				delete(dropped, uri)
 			}
 		}
 		next, nextCodeMode := s.e.View(snap, p), s.codeModeIn(req.GetServer())
@@ -135,6 +154,24 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 		if err := stream.Send(ev); err != nil {
 			return err
 		}
+	}
+}
+
+// stillDelivered reports whether an update of uri, queued for a watch
+// holding subscribed, goes to its caller: not once the watch dropped the
+// URI (the updates queued before stay in the queue), nor, while a newer
+// catalog waits to be read (superseded), once that catalog no longer
+// routes the URI to the caller (a policy that now denies it).
+func (s *Server) stillDelivered(ctx context.Context, server, uri string, subscribed map[string]func(), superseded <-chan struct{}) bool {
+	if _, ok := subscribed[uri]; !ok {
+		return false
+	}
+	select {
+	case <-superseded:
+		_, err := s.route(ctx, server, catalog.KindResources, uri)
+		return !errors.Is(err, engine.ErrNotFound)
+	default:
+		return true
 	}
 }
 

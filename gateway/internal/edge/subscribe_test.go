@@ -157,3 +157,52 @@ func TestResourceSubscriptionsEndToEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestSubscriptionOutlivesItsResourceLeaving: a resource a client
+// subscribed to leaves the catalog and comes back; its updates reach the
+// client again, in both eras, with nothing asked of the client. The
+// aggregator's watch dropped it for good, while the client (a Legacy
+// session's subscription, a listen's acknowledged one) held it.
+func TestSubscriptionOutlivesItsResourceLeaving(t *testing.T) {
+	server, url, active := startSubscribeBackend(t)
+	_, srv := startGatewayOverAggregator(t, `
+    - name: subs
+      url: `+url+`
+      protocol: "2025-11-25"
+      timeout: 10s
+`)
+	for _, era := range eras {
+		t.Run(era.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			u := &updates{}
+			cs := connect(t, ctx, srv.URL+"/mcp", "alice-key", era.version, u.options())
+			testkit.Eventually(t, "resources listed", 10*time.Second, func() bool {
+				res, err := cs.ListResources(ctx, nil)
+				return err == nil && len(res.Resources) == 2
+			})
+			if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "sub://a"}); err != nil {
+				t.Fatal(err)
+			}
+			delivered := func(what string) {
+				t.Helper()
+				before := len(u.list())
+				testkit.Eventually(t, what, 10*time.Second, func() bool {
+					_ = server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "sub://a"})
+					return len(u.list()) > before
+				})
+			}
+			delivered("an update of sub://a delivered")
+			server.RemoveResources("sub://a")
+			testkit.Eventually(t, "sub://a unsubscribed at the backend once gone", 10*time.Second, func() bool { return active("sub://a") == 0 })
+			server.AddResource(&mcp.Resource{URI: "sub://a", Name: "sub://a"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "sub://a", Text: "x"}}}, nil
+			})
+			delivered("an update of sub://a delivered once it is back")
+			if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "sub://a"}); err != nil {
+				t.Fatal(err)
+			}
+			testkit.Eventually(t, "unsubscribed", 10*time.Second, func() bool { return active("sub://a") == 0 })
+		})
+	}
+}
