@@ -88,8 +88,17 @@ func newRedactor(cfg Config, tokens *tokenSource) *redactor {
 	var static []string
 	for _, v := range cfg.Headers {
 		static = append(static, v)
-		if _, cred, ok := strings.Cut(v, " "); ok && len(strings.TrimSpace(cred)) >= MinRedactedHidden {
-			static = append(static, strings.TrimSpace(cred))
+		scheme, cred, ok := strings.Cut(v, " ")
+		if cred = strings.TrimSpace(cred); !ok || len(cred) < MinRedactedHidden {
+			continue
+		}
+		static = append(static, cred)
+		if decoded, err := base64.StdEncoding.DecodeString(cred); err == nil && strings.EqualFold(scheme, "Basic") {
+			// A Basic credential's password, which a backend may quote
+			// decoded ("wrong password ..."), as the URL's is cut.
+			if _, pw, ok := strings.Cut(string(decoded), ":"); ok && len(pw) >= MinRedactedHidden {
+				static = append(static, string(decoded), pw)
+			}
 		}
 	}
 	static = append(static, cfg.Auth.ClientSecret)

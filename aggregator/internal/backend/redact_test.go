@@ -3,6 +3,7 @@ package backend
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -445,6 +446,27 @@ func TestRedactorCutsQueryValues(t *testing.T) {
 			if !strings.Contains(got, "eu") {
 				t.Errorf("%s lost a short value of the query: %q", name, got)
 			}
+		}
+	}
+}
+
+// A Basic credential configured as a header has its password cut out
+// decoded too, as a URL's is: only the header's value and its base64
+// part were, so a backend quoting the password it was given passed it
+// on.
+func TestRedactorCutsABasicHeadersPassword(t *testing.T) {
+	const pw = "correct-horse-battery"
+	basic := base64.StdEncoding.EncodeToString([]byte("svc:" + pw))
+	r := newRedactor(Config{Headers: map[string]string{"Authorization": "Basic " + basic}}, nil)
+	ctx := context.Background()
+	text := "user svc: password " + pw + " is wrong"
+	for name, got := range map[string]string{
+		"an error": r.forCall(ctx).redactText(text),
+		"a log":    r.shared().redactText(text),
+		"a result": r.forResult(ctx, false).redactJSON(`{"m":"` + text + `"}`),
+	} {
+		if strings.Contains(got, pw) || !strings.Contains(got, "user svc:") {
+			t.Errorf("%s: %q", name, got)
 		}
 	}
 }
