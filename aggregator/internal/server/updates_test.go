@@ -445,3 +445,44 @@ aggregator:
 		}
 	}
 }
+
+// A reload that routes a subscribed URI to another backend (a conflict's
+// priority changed) moves the watch's subscription there: it stayed at
+// the backend that no longer serves the URI, relaying that one's updates
+// while reads went to the other.
+func TestSubscriptionFollowsItsResourceToAnotherBackend(t *testing.T) {
+	first, second := newSubscribeBackend(t, false, "sub://a"), newSubscribeBackend(t, false, "sub://a")
+	full := &config.Config{Aggregator: config.Aggregator{
+		Backends: []config.Backend{
+			{Name: "first", URL: first.url, Protocol: "2025-11-25"},
+			{Name: "second", URL: second.url, Protocol: "2025-11-25"},
+		},
+		ConflictResolution: config.ConflictResolution{Strategy: config.StrategyPriority, PriorityOrder: []string{"first", "second"}},
+	}}
+	h, err := startAggregatorWith(t, full, quietLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	testkit.Eventually(t, "sub://a listed", 10*time.Second, func() bool {
+		r, err := h.gateway.ListResources(ctx, &aggregatorv1.ListResourcesRequest{Principal: principal("alice")})
+		return err == nil && len(r.GetResources()) == 1
+	})
+	w := startWatch(t, h.gateway, "sub://a")
+	if n, _ := first.counts("sub://a"); n != 1 {
+		t.Fatalf("the first backend saw %d subscriptions, want 1", n)
+	}
+	full.Aggregator.ConflictResolution.PriorityOrder = []string{"second", "first"}
+	reconfigure(t, h, full)
+	testkit.Eventually(t, "the subscription moved to the second backend", 10*time.Second, func() bool {
+		_, dropped := first.counts("sub://a")
+		made, _ := second.counts("sub://a")
+		return dropped == 1 && made == 1
+	})
+	if err := second.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "sub://a"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.nextUpdate(t); got != "sub://a" {
+		t.Fatalf("update %q, want sub://a", got)
+	}
+}

@@ -76,15 +76,16 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 	updated := make(chan string, engine.UpdateBuffer)
 	subscribed := s.subscribeResources(ctx, req.GetServer(), uris, renewed, updated)
 	defer func() {
-		for _, unsubscribe := range subscribed {
-			unsubscribe()
+		for _, sub := range subscribed {
+			sub.unsubscribe()
 		}
 	}()
 	// dropped are the URIs this watch subscribed and then dropped after
-	// a change (gone, or denied): made again after a later change that
-	// brings them back, as their client still holds them (a Legacy
-	// session's, a listen's acknowledged). Once dropped, one was never
-	// delivered again, and nothing told the client.
+	// a change (gone, denied, or routed to another backend now): made
+	// again after a change that brings them back, as their client still
+	// holds them (a Legacy session's, a listen's acknowledged). Once
+	// dropped, one was never delivered again, and nothing told the
+	// client; one routed elsewhere stayed subscribed where it was.
 	dropped := map[string]bool{}
 	codeChanged := s.codeModeChanged()
 	codeMode := s.codeModeIn(req.GetServer())
@@ -124,9 +125,10 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 		}
 		// A URI the caller may no longer read, or that is gone, stops
 		// being delivered. A backend that is down keeps its subscriptions.
-		for uri, unsubscribe := range subscribed {
-			if _, err := s.route(ctx, req.GetServer(), catalog.KindResources, uri); errors.Is(err, engine.ErrNotFound) {
-				unsubscribe()
+		for uri, sub := range subscribed {
+			a, err := s.route(ctx, req.GetServer(), catalog.KindResources, uri)
+			if errors.Is(err, engine.ErrNotFound) || err == nil && subscribedAt(a) != sub.at {
+				sub.unsubscribe()
 				delete(subscribed, uri)
 				dropped[uri] = true
 			}
@@ -134,8 +136,8 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 		if len(dropped) > 0 {
 			// Renewals, as the gateway's are: each took its token and its
 			// audit event when it was first made.
-			for uri, unsubscribe := range s.subscribeResources(ctx, req.GetServer(), slices.Collect(maps.Keys(dropped)), dropped, updated) {
-				subscribed[uri] = unsubscribe
+			for uri, sub := range s.subscribeResources(ctx, req.GetServer(), slices.Collect(maps.Keys(dropped)), dropped, updated) {
+				subscribed[uri] = sub
 				delete(dropped, uri)
 			}
 		}
@@ -161,15 +163,17 @@ func (s *Server) WatchCatalog(req *aggregatorv1.WatchCatalogRequest, stream grpc
 // holding subscribed, goes to its caller: not once the watch dropped the
 // URI (the updates queued before stay in the queue), nor, while a newer
 // catalog waits to be read (superseded), once that catalog no longer
-// routes the URI to the caller (a policy that now denies it).
-func (s *Server) stillDelivered(ctx context.Context, server, uri string, subscribed map[string]func(), superseded <-chan struct{}) bool {
-	if _, ok := subscribed[uri]; !ok {
+// routes the URI to the caller (a policy that now denies it) or routes it
+// to another backend.
+func (s *Server) stillDelivered(ctx context.Context, server, uri string, subscribed map[string]subscription, superseded <-chan struct{}) bool {
+	sub, ok := subscribed[uri]
+	if !ok {
 		return false
 	}
 	select {
 	case <-superseded:
-		_, err := s.route(ctx, server, catalog.KindResources, uri)
-		return !errors.Is(err, engine.ErrNotFound)
+		a, err := s.route(ctx, server, catalog.KindResources, uri)
+		return !errors.Is(err, engine.ErrNotFound) && (err != nil || subscribedAt(a) == sub.at)
 	default:
 		return true
 	}
@@ -264,10 +268,10 @@ var errWatchedURITooLong = invalidArgument(fmt.Sprintf("a resource_uris URI is l
 // may read and whose owner advertises resources.subscribe, each admitted
 // once however often it is named (admit.go: filtered, authorized, limited
 // and audited); the others are left out silently, so a denied URI cannot
-// be told from an unknown one. It returns the unsubscribe function of each
+// be told from an unknown one. It returns the subscription of each
 // subscribed URI.
-func (s *Server) subscribeResources(ctx context.Context, server string, uris []string, renewed map[string]bool, ch chan<- string) map[string]func() {
-	subscribed := map[string]func(){}
+func (s *Server) subscribeResources(ctx context.Context, server string, uris []string, renewed map[string]bool, ch chan<- string) map[string]subscription {
+	subscribed := map[string]subscription{}
 	seen := make(map[string]bool, len(uris))
 	for _, uri := range uris {
 		if seen[uri] || uri == "" {
@@ -283,7 +287,7 @@ func (s *Server) subscribeResources(ctx context.Context, server string, uris []s
 				}
 				return nil
 			}}
-		unsubscribe, err := serve(ctx, s, r, func(a *admitted) (func(), error) {
+		sub, err := serve(ctx, s, r, func(a *admitted) (subscription, error) {
 			// The backend is asked for the resource admitted (route), under
 			// its own name for it; updates are reported under the client's
 			// spelling.
@@ -291,13 +295,26 @@ func (s *Server) subscribeResources(ctx context.Context, server string, uris []s
 			if err != nil {
 				s.log.Warn("backend subscribe failed", "backend", a.b.Name(), "err", a.b.Redact(err.Error()))
 			}
-			return unsubscribe, err
+			return subscription{at: subscribedAt(a), unsubscribe: unsubscribe}, err
 		})
 		if err == nil {
-			subscribed[uri] = unsubscribe
+			subscribed[uri] = sub
 		}
 	}
 	return subscribed
+}
+
+// subscription is one URI a watch subscribed: where, and how to end it.
+type subscription struct {
+	// at is the backend and its name for the resource (subscribedAt).
+	at          string
+	unsubscribe func()
+}
+
+// subscribedAt is where a subscription of the resource a admitted is
+// made: its owner, and the owner's name for it.
+func subscribedAt(a *admitted) string {
+	return a.owner + "\x00" + catalog.BackendURI(a.owner, a.key)
 }
 
 var apiKind = map[catalog.Kind]aggregatorv1.CatalogKind{
