@@ -340,26 +340,29 @@ func TestSubscriptionsOutliveAReloadThatChangesTheirBackend(t *testing.T) {
 	})
 }
 
-// A subscribed resource that leaves the catalog (its backend stops
-// listing it, a policy denies it) is dropped, and made again once it is
-// back: the client still holds the subscription. It was never made
-// again, so its updates stopped for good and nothing told the client.
-func TestSubscriptionComesBackWithItsResource(t *testing.T) {
+// startSubscriptions is an aggregator over a Legacy backend listing
+// sub://a and sub://b, which may be subscribed to, once both are listed.
+func startSubscriptions(t *testing.T) (*subscribeBackend, *harness) {
 	subs := newSubscribeBackend(t, false, "sub://a", "sub://b")
 	h := startAggregator(t, parseConfig(t, `
 aggregator:
   backends:
     - {name: subs, url: `+subs.url+`, protocol: "2025-11-25"}
 `))
+	testkit.Eventually(t, "resources listed", 10*time.Second, func() bool {
+		r, err := h.gateway.ListResources(context.Background(), &aggregatorv1.ListResourcesRequest{Principal: principal("alice")})
+		return err == nil && len(r.GetResources()) == 2
+	})
+	return subs, h
+}
+
+// A subscribed resource that leaves the catalog (its backend stops
+// listing it, a policy denies it) is dropped, and made again once it is
+// back: the client still holds the subscription. It was never made
+// again, so its updates stopped for good and nothing told the client.
+func TestSubscriptionComesBackWithItsResource(t *testing.T) {
+	subs, h := startSubscriptions(t)
 	ctx := context.Background()
-	resources := func() int {
-		r, err := h.gateway.ListResources(ctx, &aggregatorv1.ListResourcesRequest{Principal: principal("alice")})
-		if err != nil {
-			return -1
-		}
-		return len(r.GetResources())
-	}
-	testkit.Eventually(t, "resources listed", 10*time.Second, func() bool { return resources() == 2 })
 	w := startWatch(t, h.gateway, "sub://a")
 	if !slices.Equal(w.first.GetSubscribedResourceUris(), []string{"sub://a"}) {
 		t.Fatalf("subscribed %v", w.first.GetSubscribedResourceUris())
@@ -389,18 +392,9 @@ aggregator:
 // queued for the watch before it dropped the URI went out after that
 // event, up to a whole queue of them per watch.
 func TestNoUpdateAfterADenial(t *testing.T) {
-	subs := newSubscribeBackend(t, false, "sub://a", "sub://b")
-	h := startAggregator(t, parseConfig(t, `
-aggregator:
-  backends:
-    - {name: subs, url: `+subs.url+`, protocol: "2025-11-25"}
-`))
+	subs, h := startSubscriptions(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	testkit.Eventually(t, "resources listed", 10*time.Second, func() bool {
-		r, err := h.gateway.ListResources(ctx, &aggregatorv1.ListResourcesRequest{Principal: principal("alice")})
-		return err == nil && len(r.GetResources()) == 2
-	})
 	stream, err := h.gateway.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{Principal: principal("alice"), ResourceUris: []string{"sub://a", "sub://b"}})
 	if err != nil {
 		t.Fatal(err)

@@ -75,19 +75,26 @@ func (u *updates) list() []string {
 	return slices.Clone(u.uris)
 }
 
+// startSubscribeGateway serves a gateway over an aggregator process over
+// startSubscribeBackend's backend, in a Legacy session.
+func startSubscribeGateway(t *testing.T) (server *mcp.Server, srv *httptest.Server, active func(uri string) int) {
+	server, url, active := startSubscribeBackend(t)
+	_, srv = startGatewayOverAggregator(t, `
+    - name: subs
+      url: `+url+`
+      protocol: "2025-11-25"
+      timeout: 10s
+`)
+	return server, srv, active
+}
+
 // Real go-sdk clients of both eras, through the gateway and a real
 // aggregator process, subscribe to one of a backend's resources and hear of
 // its updates (Modern on a listen stream, Legacy on the session's GET
 // stream), and not of the other resource's; unsubscribing ends the
 // backend's subscription.
 func TestResourceSubscriptionsEndToEnd(t *testing.T) {
-	server, url, active := startSubscribeBackend(t)
-	_, srv := startGatewayOverAggregator(t, `
-    - name: subs
-      url: `+url+`
-      protocol: "2025-11-25"
-      timeout: 10s
-`)
+	server, srv, active := startSubscribeGateway(t)
 	t.Run("wire", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -164,13 +171,7 @@ func TestResourceSubscriptionsEndToEnd(t *testing.T) {
 // aggregator's watch dropped it for good, while the client (a Legacy
 // session's subscription, a listen's acknowledged one) held it.
 func TestSubscriptionOutlivesItsResourceLeaving(t *testing.T) {
-	server, url, active := startSubscribeBackend(t)
-	_, srv := startGatewayOverAggregator(t, `
-    - name: subs
-      url: `+url+`
-      protocol: "2025-11-25"
-      timeout: 10s
-`)
+	server, srv, active := startSubscribeGateway(t)
 	for _, era := range eras {
 		t.Run(era.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
