@@ -53,6 +53,11 @@ func (tt *taskTable) serveLegacy(w http.ResponseWriter, r *http.Request, next ht
 			writeRPC(w, id, nil, rpcErr)
 			return
 		}
+		// 2025-11-25 calls a task whose call reported a tool error
+		// failed; its tasks/result is that result (isError).
+		if result, _ := view["result"].(json.RawMessage); view["status"] == "completed" && bytes.Contains(result, []byte(`"isError":true`)) {
+			view["status"] = "failed"
+		}
 		for _, k := range []string{"resultType", "result", "error", "inputRequests"} {
 			delete(view, k)
 		}

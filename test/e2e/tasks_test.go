@@ -855,3 +855,41 @@ func TestLegacyBackendTaskFollowsThePolicy(t *testing.T) {
 		t.Fatalf("tasks/update: %+v for the task whose tool is forbidden, %+v for one that never was", forbidden, never)
 	}
 }
+
+// TestBackendTaskWithAToolError: a task a 2025-11-25 backend runs whose
+// call reports a tool error is, to the client, what the plain call
+// answers: the result with isError, its content kept. That revision
+// calls the backend's task failed and its tasks/result gives the result;
+// Switchboard kept the status and, finding no error, failed the task
+// with one of its own ("the backend's task failed without an error").
+func TestBackendTaskWithAToolError(t *testing.T) {
+	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: "tasks: true\ntools:\n  - {name: broken, behaviour: error, text: \"the widget is broken\"}\n"}},
+		Configure: func(cfg *config.Config) {
+			withTaskStore(t, cfg)
+			cfg.Aggregator.Backends[0].Protocol = harness.Legacy
+			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "alice-key", Subject: "alice"}}}
+		}})
+	alice := rawTasks(c.MCPURL, "alice-key")
+	id := createTask(t, alice, "ops_broken", map[string]any{})
+	var got map[string]any
+	testkit.Eventually(t, "the task ended", 20*time.Second, func() bool {
+		got = taskResult(t)(alice.Send(t.Context(), "tasks/get", id, map[string]any{"taskId": id}))
+		return got["status"] != "working"
+	})
+	result, _ := json.Marshal(got["result"])
+	if got["status"] != "completed" || !strings.Contains(string(result), `"isError":true`) || !strings.Contains(string(result), "the widget is broken") {
+		t.Fatalf("the task: %v; want completed with the tool's error result", got)
+	}
+	// A 2025-11-25 client's tasks/result answers as the call would.
+	legacy := &mcpraw.Client{URL: c.MCPURL, Authorization: "Bearer alice-key", Capabilities: mcpraw.TasksCapabilities}
+	if err := legacy.OpenSession(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	made := taskResult(t)(legacy.Send(t.Context(), "tools/call", "", map[string]any{"name": "ops_broken", "arguments": map[string]any{}, "task": map[string]any{"ttl": 60000}}))
+	task, _ := made["task"].(map[string]any)
+	legacyID, _ := task["taskId"].(string)
+	answer, err := legacy.Send(t.Context(), "tasks/result", "", map[string]any{"taskId": legacyID})
+	if err != nil || answer.Error != nil || !strings.Contains(string(answer.Result), `"isError":true`) || !strings.Contains(string(answer.Result), "the widget is broken") {
+		t.Fatalf("tasks/result of a 2025-11-25 client: %s %+v %v; want the tool's error result", answer.Result, answer.Error, err)
+	}
+}

@@ -315,7 +315,10 @@ func (t *taskRunner) keptState(key string, bt *backendTaskState) (*indexerv1.Adv
 			return unkept(fmt.Sprintf("has a result of %d bytes, larger than a task keeps (aggregator.tasks.maxResultBytes)", len(bt.Result)))
 		}
 		adv.ResultJson = string(bt.Result)
-		if adv.StatusMessage == "" && resultIsError(bt.Result) {
+		if resultIsError(bt.Result) {
+			// The marker a page of tasks/list reads, which holds no
+			// results: with the backend's own message the list called
+			// completed a task tasks/get called failed (2025-11-25).
 			adv.StatusMessage = toolErrorMessage
 		}
 	case "failed":
@@ -359,6 +362,13 @@ func (s *Server) legacyOutcome(a *admitted, backendID string, bt *backendTaskSta
 			return nil, err
 		default:
 			bt.Result = json.RawMessage(res.JSON)
+			if bt.Status == "failed" {
+				// 2025-11-25 calls a task whose call reported a tool
+				// error failed, and its tasks/result is that result
+				// (isError): kept as the result it is, as a plain call's
+				// would be, not failed for want of an error.
+				bt.Status = "completed"
+			}
 		}
 	case "input_required":
 		bt.Status, bt.StatusMessage = "working", "the backend waits for input, which Switchboard does not relay for a 2025-11-25 backend's own task"

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"strings"
@@ -110,5 +111,20 @@ func TestTaskWhoseHeldCallIsGoneSaysCallAgain(t *testing.T) {
 	got := r.taskError(errHeldCallGone)
 	if !strings.Contains(got, "call the tool again") || strings.Contains(got, "without requestState") {
 		t.Fatalf("the task's error: %s", got)
+	}
+}
+
+// A backend's task that completed with a tool error is kept with the
+// marker a page of tasks/list reads (it holds no results), whatever
+// status message the backend gave: with the backend's own message the
+// list called completed a task that tasks/get called failed.
+func TestBackendTaskWithAToolErrorKeepsTheMarker(t *testing.T) {
+	r := &taskRunner{log: slog.New(slog.NewTextHandler(io.Discard, nil)), cfg: config.Tasks{MaxResultBytes: config.DefaultTaskResultBytes}}
+	for _, message := range []string{"", "done"} {
+		adv, err := r.keptState("k", &backendTaskState{Status: "completed", StatusMessage: message,
+			Result: json.RawMessage(`{"content":[{"type":"text","text":"boom"}],"isError":true}`)})
+		if err != nil || adv.GetStatusMessage() != toolErrorMessage {
+			t.Errorf("backend message %q: kept %v, %v; want the tool error's marker", message, adv, err)
+		}
 	}
 }
