@@ -429,12 +429,13 @@ func TestBridgeBoundsTheServersListing(t *testing.T) {
 }
 
 // TestBridgeLogsWhatIsNotJSONOnTheServersStdout: a line of the process's
-// stdout that is not a JSON-RPC message (a banner, a print left in) is
-// logged, bounded and without the server's credentials, as its stderr
+// stdout that is not a JSON-RPC message (a banner, a print left in, and
+// what looks like JSON but is none: a structured log line, a Python dict)
+// is logged, bounded and without the server's credentials, as its stderr
 // is, and the session goes on, as the reference SDKs' clients skip such
-// lines. It once ended the session: one at start had the server started
-// again for ever, never served; one mid-session failed every call in
-// flight.
+// lines. It once ended the session (a JSON-looking one until lately):
+// one at start had the server started again for ever, never served; one
+// mid-session failed every call in flight.
 func TestBridgeLogsWhatIsNotJSONOnTheServersStdout(t *testing.T) {
 	const key = "upstream-key-0123456789"
 	logs := &testkit.LogBuffer{}
@@ -453,7 +454,8 @@ func TestBridgeLogsWhatIsNotJSONOnTheServersStdout(t *testing.T) {
 		t.Fatalf("the second call answered %q, %v; want %q from the same process", again, err, first)
 	}
 	testkit.Eventually(t, "the lines logged", 5*time.Second, func() error {
-		if !strings.Contains(logs.String(), "Starting the raw server on stdio") || !strings.Contains(logs.String(), "calling ok") {
+		if !strings.Contains(logs.String(), "Starting the raw server on stdio") || !strings.Contains(logs.String(), "calling ok") ||
+			!strings.Contains(logs.String(), "structured log line") || !strings.Contains(logs.String(), "dict printed") {
 			return fmt.Errorf("not logged yet:\n%s", logs.String())
 		}
 		return nil

@@ -33,8 +33,9 @@ import (
 //   - raw-then-slow is raw-then-mute but, started again, leaves only its
 //     first resources/subscribe unanswered, and a call of subs answers
 //     how many it answered;
-//   - raw-chatty prints a line that is not JSON as it starts, and another
-//     before each tool's answer, as a server that prints to its stdout;
+//   - raw-chatty prints lines that are no messages as it starts (text, a
+//     JSON log line, a Python dict, a list), and two before each tool's
+//     answer, as a server that prints to its stdout;
 //   - raw-orphan, at a call of crash, starts a child that holds its
 //     stdout and exits;
 //   - raw-endless answers every tools/list with a page of one tool whose
@@ -55,6 +56,11 @@ func serveRaw(mode string) {
 	}
 	if mode == "raw-chatty" {
 		fmt.Println("Starting the raw server on stdio, key " + os.Getenv("UPSTREAM_API_KEY"))
+		// What looks like JSON but is no message: a structured log line,
+		// a Python dict printed, a list.
+		fmt.Println(`{"level":"info","msg":"structured log line"}`)
+		fmt.Println(`{'python': 'dict printed'}`)
+		fmt.Println(`[1, 2, 3]`)
 	}
 	lists, subscribes := 0, 0
 	in := bufio.NewScanner(os.Stdin)
@@ -160,6 +166,7 @@ func serveRaw(mode string) {
 				os.Exit(3)
 			case mode == "raw-chatty":
 				fmt.Println("[INFO] calling " + req.Params.Name)
+				fmt.Println(`{"level":"debug","tool":"` + req.Params.Name + `"}`)
 			case req.Params.Name == "subs":
 				result = fmt.Sprintf(`{"content":[{"type":"text","text":"%d"}]}`, subscribes-1)
 			}

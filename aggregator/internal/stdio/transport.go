@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/services/rawjson"
 )
 
 // commandTransport is go-sdk's CommandTransport, but for the lines of the
@@ -71,75 +74,129 @@ func (r endAtDeadline) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// jsonLines passes on the lines of r that may be JSON-RPC messages (a
-// JSON object, a batch: an array of them) or are empty, and writes the
-// others to junk. What starts as a message but is not one still ends the
-// session, as a message that does not parse.
+// jsonLines passes on the lines of r that are JSON-RPC messages (an
+// object naming "jsonrpc": "2.0", or a batch: an array of them) or are
+// empty, and writes the others to junk: a banner, "[INFO] ..." and also
+// what looks like JSON but is no message (a structured log line, a
+// Python dict printed), which once ended the session as a message that
+// does not parse, so that a server logging so at start never served. A
+// line past maxMessageLine is not read whole: passed on if it starts as a
+// message (go-sdk's decoder refuses it and ends the session), else junk.
 type jsonLines struct {
 	r    *bufio.Reader
 	junk io.Writer
-	// midLine: a line is being passed on (toJunk false) or written to
-	// junk.
-	midLine, toJunk bool
+	// line is what is left to pass on of the line being passed on.
+	line []byte
+	// long marks a line past maxMessageLine going on as it comes, to
+	// junk when toJunk.
+	long, toJunk bool
 }
+
+// maxMessageLine is the longest line read whole to tell whether it is a
+// message: go-sdk's decoder's own bound on one (DefaultMaxLineLength).
+const maxMessageLine = mcp.DefaultMaxLineLength
 
 func (l *jsonLines) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
 	for {
-		if !l.midLine {
-			message, err := l.message()
-			if err != nil {
-				return 0, err
-			}
-			l.midLine, l.toJunk = true, !message
+		if len(l.line) > 0 {
+			n := copy(p, l.line)
+			l.line = l.line[n:]
+			return n, nil
 		}
-		if _, err := l.r.Peek(1); err != nil {
+		if l.long {
+			chunk, err := l.r.ReadSlice('\n')
+			if !errors.Is(err, bufio.ErrBufferFull) {
+				l.long = false
+				if err != nil && len(chunk) == 0 {
+					return 0, err
+				}
+			}
+			if !l.toJunk {
+				l.line = chunk
+				continue
+			}
+			_, _ = l.junk.Write(chunk)
+			continue
+		}
+		line, complete, err := l.readLine()
+		if len(line) == 0 {
 			return 0, err
 		}
-		buffered, _ := l.r.Peek(l.r.Buffered())
-		if i := bytes.IndexByte(buffered, '\n'); i >= 0 {
-			buffered = buffered[:i+1]
-		}
-		n := len(buffered)
-		if !l.toJunk {
-			n = copy(p, buffered)
-		} else {
-			_, _ = l.junk.Write(buffered)
-		}
-		l.midLine = buffered[n-1] != '\n'
-		_, _ = l.r.Discard(n)
-		if !l.toJunk {
-			return n, nil
+		switch {
+		case !complete:
+			l.long, l.toJunk = true, !startsAsMessage(line)
+			if l.toJunk {
+				_, _ = l.junk.Write(line)
+				continue
+			}
+			l.line = line
+		case isMessage(line):
+			l.line = line
+		default:
+			_, _ = l.junk.Write(line)
 		}
 	}
 }
 
-// message reports whether the next line may be a message or is empty: its
-// first byte that is not a blank opens an object, or an array whose next
-// one opens an object or closes it ("[INFO] ..." is no message). One
-// past the reader's buffer is not.
-func (l *jsonLines) message() (bool, error) {
-	array := false
-	for i := 1; ; i++ {
-		b, err := l.r.Peek(i)
-		if errors.Is(err, bufio.ErrBufferFull) {
-			return false, nil
-		}
-		if err != nil {
-			return false, err
-		}
-		switch c := b[i-1]; {
-		case c == ' ' || c == '\t':
-		case array:
-			return c == '{' || c == ']', nil
-		case c == '[':
-			array = true
+// readLine reads the next line whole, its newline included, or as much
+// of it as maxMessageLine (complete false); at the end of r, what is left.
+func (l *jsonLines) readLine() (line []byte, complete bool, err error) {
+	for {
+		chunk, err := l.r.ReadSlice('\n')
+		line = append(line, chunk...)
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull) && len(line) <= maxMessageLine:
+		case errors.Is(err, bufio.ErrBufferFull):
+			return line, false, nil
 		default:
-			return c == '{' || c == '\r' || c == '\n', nil
+			return line, true, err
 		}
 	}
+}
+
+// isMessage reports whether line is empty (blanks), a JSON-RPC message
+// (an object whose "jsonrpc" is "2.0"), or a batch of them.
+func isMessage(line []byte) bool {
+	line = bytes.TrimSpace(line)
+	switch {
+	case len(line) == 0:
+		return true
+	case line[0] == '{':
+		return jsonRPC(line)
+	case line[0] != '[' || !json.Valid(line):
+		return false
+	}
+	var batch []json.RawMessage
+	if json.Unmarshal(line, &batch) != nil || len(batch) == 0 {
+		return false
+	}
+	for _, m := range batch {
+		if !jsonRPC(m) {
+			return false
+		}
+	}
+	return true
+}
+
+// jsonRPC reports whether b is a JSON object whose "jsonrpc" is "2.0".
+func jsonRPC(b []byte) bool {
+	var m struct {
+		JSONRPC string `json:"jsonrpc"`
+	}
+	return rawjson.StartsObject(b) && json.Unmarshal(b, &m) == nil && m.JSONRPC == "2.0"
+}
+
+// startsAsMessage reports whether a line too long to read whole opens an
+// object, or an array whose next byte that is not a blank opens one.
+func startsAsMessage(line []byte) bool {
+	line = bytes.TrimLeft(line, " \t")
+	if len(line) > 0 && line[0] == '[' {
+		line = bytes.TrimLeft(line[1:], " \t\r\n")
+	}
+	return len(line) > 0 && line[0] == '{'
 }
 
 // processStdin is the process's stdin, whose Close stops the process as
