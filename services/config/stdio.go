@@ -1,6 +1,10 @@
 package config
 
-import "regexp"
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
 
 // envName is a portable environment variable name.
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -28,11 +32,24 @@ func (b Backend) validateStdio(at string) []error {
 	if len(b.Env) > MaxEnvVars {
 		errs = append(errs, keyErr(at+".env", "has more than %d variables", MaxEnvVars))
 	}
-	for k := range b.Env {
+	for k, v := range b.Env {
 		if !envName.MatchString(k) {
 			errs = append(errs, keyErr(at+".env", "a variable name is not letters, digits and underscores"))
 			break
 		}
+		if strings.ContainsRune(v, 0) {
+			// The process could never be started with it: it was
+			// started again, and failed, for as long as the aggregator ran.
+			errs = append(errs, keyErr(at+".env."+k, "holds a NUL byte, which no process's environment can"))
+		}
+	}
+	for i, arg := range b.Command {
+		if strings.ContainsRune(arg, 0) {
+			errs = append(errs, keyErr(fmt.Sprintf("%s.command[%d]", at, i), "holds a NUL byte, which no process's arguments can"))
+		}
+	}
+	if strings.ContainsRune(b.Dir, 0) {
+		errs = append(errs, keyErr(at+".dir", "holds a NUL byte, which no path can"))
 	}
 	if len(b.Headers) > 0 {
 		errs = append(errs, keyErr(at+".headers", "are HTTP's: a stdio server gets env instead"))

@@ -128,7 +128,7 @@ func Start(spec Spec) (*Bridge, error) {
 	}
 	path, err := program(spec.Command[0], spec.Env, spec.Dir)
 	if err != nil {
-		return nil, fmt.Errorf("command %q not found: install it, or name it by its full path (%w)", spec.Command[0], err)
+		return nil, fmt.Errorf("command %q: %w: %s", spec.Command[0], err, programAdvice(err))
 	}
 	log := spec.Log
 	if log == nil {
@@ -479,7 +479,7 @@ func CheckCommands(backends []config.Backend) error {
 		path, err := program(b.Command[0], b.Env, b.Dir)
 		if err != nil {
 			errs = append(errs, &config.KeyError{Key: fmt.Sprintf("aggregator.backends[%d].command", i),
-				Err: errors.New("its program is not found: install it, or name it by its full path")})
+				Err: fmt.Errorf("%w: %s", err, programAdvice(err))})
 			continue
 		}
 		if interpreter := missingInterpreter(path, b.Env, b.Dir); interpreter != "" {

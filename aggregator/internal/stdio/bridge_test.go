@@ -400,6 +400,27 @@ func TestProgramIsFoundAsTheServerWouldFindIt(t *testing.T) {
 	}
 }
 
+// TestCheckCommandsSaysAScriptIsNotExecutable: a server's program that
+// is there but that no one may execute (a script not made executable) is
+// refused saying so, by key, named by its path or found in the PATH: it
+// was "not found: install it", which sent its author looking elsewhere.
+func TestCheckCommandsSaysAScriptIsNotExecutable(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "server.sh"), []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []config.Backend{
+		{Name: "by-path", Command: []string{"./server.sh"}, Dir: dir},
+		{Name: "in-path", Command: []string{"server.sh"}, Env: map[string]string{"PATH": dir}},
+	} {
+		err := CheckCommands([]config.Backend{b})
+		if err == nil || !strings.Contains(err.Error(), "aggregator.backends[0].command") || !strings.Contains(err.Error(), "not executable") ||
+			!strings.Contains(err.Error(), "chmod +x") || strings.Contains(err.Error(), "install it") {
+			t.Errorf("%s: %v", b.Name, err)
+		}
+	}
+}
+
 // TestCheckCommandsRefusesAMissingDir: a stdio server's dir that is not a
 // directory refuses the file, by key, as a program that is not found
 // does. It was taken, and the server, never able to start there, was

@@ -10,8 +10,22 @@ import (
 	"strings"
 )
 
-// errNotFound: the program is not found where the server would be run.
-var errNotFound = errors.New("its program is not found")
+// errNotFound: the program is not found where the server would be run;
+// errNotExecutable: it is there, but no one may execute it (a script not
+// made executable, which "not found" once sent its author looking
+// elsewhere).
+var (
+	errNotFound      = errors.New("its program is not found")
+	errNotExecutable = errors.New("its program is not executable")
+)
+
+// programAdvice says what to do about program's error.
+func programAdvice(err error) string {
+	if errors.Is(err, errNotExecutable) {
+		return "make it executable (chmod +x), or run it through its interpreter"
+	}
+	return "install it, or name it by its full path"
+}
 
 // program is the file a stdio server's command runs, found as the server
 // itself would find it: a name with a slash relative to dir (the
@@ -27,12 +41,16 @@ func program(name string, env map[string]string, dir string) (string, error) {
 		if executable(name) {
 			return filepath.Abs(name)
 		}
+		if regular(name) {
+			return "", errNotExecutable
+		}
 		return "", errNotFound
 	}
 	path, set := env["PATH"]
 	if !set {
 		path = os.Getenv("PATH")
 	}
+	err := errNotFound
 	for _, d := range filepath.SplitList(path) {
 		if d == "" {
 			d = "."
@@ -40,17 +58,27 @@ func program(name string, env map[string]string, dir string) (string, error) {
 		if !filepath.IsAbs(d) && dir != "" {
 			d = filepath.Join(dir, d)
 		}
-		if p := filepath.Join(d, name); executable(p) {
+		p := filepath.Join(d, name)
+		if executable(p) {
 			return filepath.Abs(p)
 		}
+		if regular(p) {
+			err = errNotExecutable
+		}
 	}
-	return "", errNotFound
+	return "", err
 }
 
 // executable reports whether path is a regular file someone may execute.
 func executable(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.Mode().IsRegular() && fi.Mode()&fs.ModePerm&0o111 != 0
+}
+
+// regular reports whether path is a regular file.
+func regular(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // maxShebang bounds the #! line read of a script: the kernel reads no
