@@ -259,12 +259,20 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 		// expanded secret: a TypeError, which Parse names by its key.
 		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %s", n.Line, notADuration)}}
 	}
+	if v < 0 {
+		// Taken as unset (Or), it silently became the default.
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %s", n.Line, negativeDuration)}}
+	}
 	*d = Duration(v)
 	return nil
 }
 
-// notADuration is what Duration says of a value that is not one.
-const notADuration = "not a duration (a number and a unit: 300ms, 30s, 2m, 1h)"
+// notADuration is what Duration says of a value that is not one, and
+// negativeDuration of one below zero.
+const (
+	notADuration     = "not a duration (a number and a unit: 300ms, 30s, 2m, 1h)"
+	negativeDuration = "a negative duration: give one of 0 or more (0, or none, takes the default)"
+)
 
 // MarshalYAML writes the duration as a string.
 func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }

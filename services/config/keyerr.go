@@ -367,7 +367,7 @@ func decodeProblem(msg string) string {
 		return unmarshal + tag + " into " + goType
 	case mappingKeyDup.MatchString(msg):
 		return "a key given twice"
-	case fieldProblem.MatchString(msg), msg == notADuration:
+	case fieldProblem.MatchString(msg), msg == notADuration, msg == negativeDuration:
 		return msg
 	}
 	return cannotDecode

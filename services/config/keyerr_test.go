@@ -54,6 +54,7 @@ func TestErrorsNameKeysNotValues(t *testing.T) {
 		// Refused while decoding.
 		{"duration", "reload: {interval: \"${V}\"}\n", "", (*Config).ValidateGateway, "reload.interval"},
 		{"duration in a list", "aggregator:\n  listen: \":1\"\n  backends:\n  - {name: a, url: \"http://a\"}\n  - name: b\n    url: \"http://b\"\n    timeout: ${V}\n", "", (*Config).ValidateAggregator, "aggregator.backends[1].timeout"},
+		{"negative duration", "aggregator:\n  listen: \":1\"\n  backends:\n  - {name: a, url: \"http://a\"}\n  - name: b\n    url: \"http://b\"\n    inputWait: ${V}\n", "-5s", (*Config).ValidateAggregator, "aggregator.backends[1].inputWait"},
 		{"duration in a flow mapping", "grpc: {keepaliveTime: 30s, maxConnectionAge: \"x${V}\"}\n", "", (*Config).ValidateGateway, "grpc.maxConnectionAge"},
 		{"number", gatewayBase + "  http:\n    maxBodyBytes: ${V}\n", "", (*Config).ValidateGateway, "gateway.http.maxBodyBytes"},
 		{"bool", "ops:\n  pprof: ${V}\n", "", (*Config).ValidateGateway, "ops.pprof"},
@@ -192,6 +193,7 @@ func TestDecodeMessagesRebuilt(t *testing.T) {
 		"field tokn not found in type config.Endpoint":             "field tokn not found in type config.Endpoint",
 		"field token already set in type config.Endpoint":          "field token already set in type config.Endpoint",
 		notADuration:                 notADuration,
+		negativeDuration:             negativeDuration,
 		"something else `" + s + "`": cannotDecode,
 	} {
 		if got := decodeProblem(msg); got != want {
