@@ -38,13 +38,10 @@ func program(name string, env map[string]string, dir string) (string, error) {
 		if !filepath.IsAbs(name) && dir != "" {
 			name = filepath.Join(dir, name)
 		}
-		if executable(name) {
-			return filepath.Abs(name)
+		if err := runnable(name); err != nil {
+			return "", err
 		}
-		if regular(name) {
-			return "", errNotExecutable
-		}
-		return "", errNotFound
+		return filepath.Abs(name)
 	}
 	path, set := env["PATH"]
 	if !set {
@@ -59,26 +56,27 @@ func program(name string, env map[string]string, dir string) (string, error) {
 			d = filepath.Join(dir, d)
 		}
 		p := filepath.Join(d, name)
-		if executable(p) {
+		switch found := runnable(p); {
+		case found == nil:
 			return filepath.Abs(p)
-		}
-		if regular(p) {
-			err = errNotExecutable
+		case errors.Is(found, errNotExecutable):
+			err = found
 		}
 	}
 	return "", err
 }
 
-// executable reports whether path is a regular file someone may execute.
-func executable(path string) bool {
+// runnable is nil when path is a regular file someone may execute,
+// errNotExecutable when it is one no one may, else errNotFound.
+func runnable(path string) error {
 	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode()&fs.ModePerm&0o111 != 0
-}
-
-// regular reports whether path is a regular file.
-func regular(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular()
+	switch {
+	case err != nil || !fi.Mode().IsRegular():
+		return errNotFound
+	case fi.Mode()&fs.ModePerm&0o111 == 0:
+		return errNotExecutable
+	}
+	return nil
 }
 
 // maxShebang bounds the #! line read of a script: the kernel reads no
@@ -113,7 +111,7 @@ func missingInterpreter(path string, env map[string]string, dir string) string {
 		return ""
 	}
 	interpreter := fields[0]
-	if !executable(interpreter) {
+	if runnable(interpreter) != nil {
 		return interpreter
 	}
 	if filepath.Base(interpreter) != "env" || len(fields) < 2 {

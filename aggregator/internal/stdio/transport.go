@@ -166,7 +166,7 @@ func isMessage(line []byte) bool {
 		return true
 	case line[0] == '{':
 		return jsonRPC(line)
-	case line[0] != '[' || !json.Valid(line):
+	case line[0] != '[':
 		return false
 	}
 	var batch []json.RawMessage
