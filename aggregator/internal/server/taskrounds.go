@@ -32,7 +32,19 @@ const anyRound = ^uint32(0)
 func (t *taskRunner) hold(key string, round uint32, cancel context.CancelCauseFunc) {
 	t.mu.Lock()
 	t.running[key] = heldRound{round, cancel}
+	t.answeredLocked(key)
 	t.mu.Unlock()
+}
+
+// answeredLocked stops the timer failing the task under key for want of
+// its client's answers: they came (a round starts here), or the task
+// ended. Answers taken on another replica leave it to fire, and find
+// the task in a later round. Call with t.mu held.
+func (t *taskRunner) answeredLocked(key string) {
+	if timer, ok := t.unanswered[key]; ok {
+		timer.Stop()
+		delete(t.unanswered, key)
+	}
 }
 
 // release forgets round of key, if it is the one held.
@@ -53,6 +65,9 @@ func (t *taskRunner) stop(key string, round uint32, cause error) {
 	ok = ok && (round == anyRound || h.round == round)
 	if ok {
 		delete(t.running, key)
+	}
+	if round == anyRound {
+		t.answeredLocked(key)
 	}
 	t.mu.Unlock()
 	if ok {
@@ -158,7 +173,17 @@ var errAnswersLate = errors.New("the client's answers did not come before the ba
 // call's retry. A replica that stops takes the timer with it: then the
 // answers fail the task (taskError).
 func (t *taskRunner) failUnanswered(key string, round uint32, wait time.Duration, ended func(status string, out roundOutcome)) {
-	time.AfterFunc(wait, func() {
+	// Made and kept under t.mu, which its function takes first: however
+	// soon it fires, it finds itself kept, and forgets itself.
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var timer *time.Timer
+	timer = time.AfterFunc(wait, func() {
+		t.mu.Lock()
+		if t.unanswered[key] == timer {
+			delete(t.unanswered, key)
+		}
+		t.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), advanceTimeout)
 		defer cancel()
 		// Runner "": nobody runs a task that waits for its client.
@@ -172,6 +197,11 @@ func (t *taskRunner) failUnanswered(key string, round uint32, wait time.Duration
 			ended(mcpspec.TaskFailed, roundOutcome{err: errAnswersLate})
 		}
 	})
+	if t.unanswered == nil {
+		t.unanswered = map[string]*time.Timer{}
+	}
+	t.answeredLocked(key)
+	t.unanswered[key] = timer
 }
 
 // releaseHeldRound ends the call a task's round left held for the

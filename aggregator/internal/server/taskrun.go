@@ -86,6 +86,10 @@ type taskRunner struct {
 	mu sync.Mutex
 	// running is the round of each task this replica runs, by task key.
 	running map[string]heldRound
+	// unanswered are the timers failing the tasks whose rounds this
+	// replica left waiting for their client's answers (failUnanswered),
+	// by task key.
+	unanswered map[string]*time.Timer
 }
 
 // WithTasks makes calls of task-supporting tools tasks, kept in store
