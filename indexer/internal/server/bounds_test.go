@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,8 @@ import (
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 
+	"github.com/switchboard-mcp/switchboard/indexer/internal/revocation"
+	"github.com/switchboard-mcp/switchboard/indexer/internal/sessionevents"
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
 )
 
@@ -92,6 +95,55 @@ func TestRequestStateRecordsOutliveClockSkew(t *testing.T) {
 	}
 	if got := st.kept[digest]; got.Before(expires.Add(clockSkew)) {
 		t.Fatalf("the record is kept until %v, %v after the state expires; want at least %v", got, got.Sub(expires), clockSkew)
+	}
+}
+
+// revocationStore records until when each revocation is kept.
+type revocationStore struct {
+	store.Store
+	kept map[string]time.Time
+}
+
+func (s *revocationStore) RevokeSession(_ context.Context, digest string, until time.Time) error {
+	s.kept[digest] = until
+	return nil
+}
+
+// TestRevocationsOutliveClockSkew: a session's revocation is kept
+// clockSkew past the session's expiry, as a used request state's record
+// is. The database forgets a revocation (the WatchRevocations snapshot,
+// CheckSession, the collection) when it expires by the database's clock;
+// a gateway whose clock runs behind still opens the session then, so one
+// whose watch opened in that window would serve the deleted session.
+// Clamped to a session's life, the margin is kept too.
+func TestRevocationsOutliveClockSkew(t *testing.T) {
+	st := &revocationStore{kept: map[string]time.Time{}}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var ttl atomic.Int64
+	ttl.Store(int64(time.Hour))
+	s := New(Deps{Store: st, Log: log, RevocationTTL: &ttl, MaxRevocationsPerCaller: 100,
+		Revocations: revocation.New(st, time.Hour, log), SessionEvents: sessionevents.New(st, time.Hour, log)})
+	s.SetReady()
+	now := time.Now()
+	s.now = func() time.Time { return now }
+	ctx, err := callerContext("gateway-token", indexerv1.IndexerService_RevokeSession_FullMethodName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name          string
+		expires, want time.Time
+	}{
+		{"within the TTL", now.Add(10 * time.Minute), now.Add(10*time.Minute + clockSkew)},
+		{"past the TTL", now.Add(48 * time.Hour), now.Add(time.Hour + 2*clockSkew)},
+	} {
+		digest := fmt.Sprintf("%064x", len(st.kept))
+		if _, err := s.RevokeSession(ctx, &indexerv1.RevokeSessionRequest{SessionDigest: digest, ExpiresAt: timestamppb.New(c.expires)}); err != nil {
+			t.Fatal(err)
+		}
+		if got := st.kept[digest]; !got.Equal(c.want) {
+			t.Errorf("%s: the revocation is kept until %v after now, want %v", c.name, got.Sub(now), c.want.Sub(now))
+		}
 	}
 }
 

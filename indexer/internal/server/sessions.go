@@ -13,10 +13,10 @@ import (
 	"github.com/switchboard-mcp/switchboard/indexer/internal/store"
 )
 
-// clockSkew is how far a gateway's clock may run ahead of the indexer's:
-// a revocation expiring at the end of a full session TTL by the gateway's
-// clock is kept that much longer than the TTL by the indexer's, so a
-// clamp never cuts it short.
+// clockSkew is how far a gateway's clock may run ahead of or behind the
+// indexer's and its database's: a record a gateway asks to keep until a
+// time by its clock is kept that much longer (expiry), and one expiring
+// at the end of a full TTL by its clock is not cut short by a clamp.
 const clockSkew = 5 * time.Minute
 
 // revocationsPerMessage bounds one WatchRevocations message (each
@@ -61,9 +61,12 @@ func (s *Server) RevokeSession(ctx context.Context, req *indexerv1.RevokeSession
 	return &indexerv1.RevokeSessionResponse{}, nil
 }
 
-// expiry is when a revocation may be forgotten: when it asks, but no later
-// than a session lives (plus clock skew), since a revocation cannot
-// outlive the sessions it is for.
+// expiry is when a revocation may be forgotten: clockSkew after the
+// session expires, so that a gateway whose clock runs behind the
+// database's (which forgets the revocation by its own clock) never opens
+// the deleted session after its revocation is gone; and no later than
+// that after a session could live (plus clock skew), since a revocation
+// cannot outlive the sessions it is for.
 func (s *Server) expiry(at *timestamppb.Timestamp) (time.Time, error) {
 	if at == nil {
 		return time.Time{}, invalidArgument("expires_at is required")
@@ -71,10 +74,11 @@ func (s *Server) expiry(at *timestamppb.Timestamp) (time.Time, error) {
 	if err := at.CheckValid(); err != nil {
 		return time.Time{}, invalidArgument("expires_at is not a valid timestamp")
 	}
-	if latest := s.now().Add(time.Duration(s.RevocationTTL.Load()) + clockSkew); at.AsTime().After(latest) {
-		return latest, nil
+	expires := at.AsTime()
+	if latest := s.now().Add(time.Duration(s.RevocationTTL.Load()) + clockSkew); expires.After(latest) {
+		expires = latest
 	}
-	return at.AsTime(), nil
+	return expires.Add(clockSkew), nil
 }
 
 // CheckSession reports whether a session was revoked.
