@@ -185,6 +185,48 @@ func TestLegacySessionAcrossReplicas(t *testing.T) {
 	}
 }
 
+// TestDeletionOutlivesTheReplicaThatMadeIt: a Legacy session deleted
+// through A while the indexer is down takes effect on A at once; A is
+// then stopped (a rolling upgrade that restarts the indexer too), and
+// the indexer comes back during A's shutdown grace. A hands the deletion
+// on before it exits, so B refuses the session. Before, A dropped the
+// deletions it had not recorded the moment its shutdown began, and B
+// served the deleted session until it expired.
+func TestDeletionOutlivesTheReplicaThatMadeIt(t *testing.T) {
+	c, a, b := startReplicas(t, nil)
+	sessionID := rawInitialize(t, a, "")
+	if status := rawPost(t, b, "", sessionID, `{"jsonrpc":"2.0","id":2,"method":"ping"}`); status != http.StatusOK {
+		t.Fatalf("ping through B before the deletion: %d", status)
+	}
+	c.Indexer.Kill()
+	del, err := http.NewRequestWithContext(t.Context(), http.MethodDelete, "http://"+a+"/mcp", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	del.Header.Set("Mcp-Session-Id", sessionID)
+	resp, err := http.DefaultClient.Do(del)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE through A: %s", resp.Status)
+	}
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		c.Gateway.Stop()
+	}()
+	c.Indexer.Restart()
+	<-stopped
+	testkit.Eventually(t, "B refuses the session deleted through A", replicaWait, func() error {
+		if status := rawPost(t, b, "", sessionID, `{"jsonrpc":"2.0","id":3,"method":"ping"}`); status != http.StatusNotFound {
+			return fmt.Errorf("status %d, want 404", status)
+		}
+		return nil
+	})
+}
+
 // TestLegacyAnswerOfAnotherPrincipalIsDropped: while principal X's
 // elicitation waits on A, principal Y answers it with the same JSON-RPC id
 // through B, on its own session (accepted and dropped: the id is sealed for

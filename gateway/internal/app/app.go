@@ -153,5 +153,6 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 		"auth", cfg.Auth.Mode, "optimizer", cfg.Optimizer.Enabled)
 	// In-flight requests get gateway.shutdownGrace to finish; long-lived
 	// notification streams are cut after it (clients reconnect).
+	defer gw.Stop()
 	return lifecycle.ServeHTTP(ctx, srv, lis, time.Duration(cfg.ShutdownGrace))
 }

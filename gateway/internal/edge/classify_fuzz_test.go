@@ -314,7 +314,7 @@ func fuzzGateway(tb testing.TB) http.Handler {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(gw.Close)
+	tb.Cleanup(gw.Stop)
 	return gw.Handler()
 }
 

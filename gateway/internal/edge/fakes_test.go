@@ -284,7 +284,7 @@ func startGatewayWith(t testing.TB, b *backends, cfg config.Gateway, adjust func
 	srv := httptest.NewUnstartedServer(gw.Handler())
 	srv.Config.RegisterOnShutdown(gw.Close)
 	srv.Start()
-	t.Cleanup(func() { gw.Close(); srv.Close() })
+	t.Cleanup(func() { gw.Stop(); srv.Close() })
 	return gw, srv
 }
 

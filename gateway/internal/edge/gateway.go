@@ -90,9 +90,11 @@ type Gateway struct {
 	// servers are the virtual servers by name (see SetServers).
 	servers atomic.Pointer[serverTable]
 	audit   *audit.Writer
-	// closing ends every notification stream at shutdown (see Close).
+	// closing ends every notification stream at shutdown (see Close),
+	// which sets graceEnds.
 	closing   chan struct{}
 	closeOnce sync.Once
+	graceEnds time.Time
 }
 
 // New builds the gateway from its configuration section.
@@ -175,13 +177,33 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 
 // Close ends every open notification stream, so that an HTTP server's
 // graceful shutdown is not held up by them; clients reconnect elsewhere.
-// Register it with http.Server.RegisterOnShutdown.
+// The shutdown grace begins. Register it with
+// http.Server.RegisterOnShutdown, and call Stop once the server is shut.
 func (g *Gateway) Close() {
 	g.closeOnce.Do(func() {
+		g.graceEnds = time.Now().Add(time.Duration(g.cfg.ShutdownGrace))
 		close(g.closing)
-		g.revocations.Close()
 		g.shared.Close()
 	})
+}
+
+// minDeletionDrain is how long a stopping gateway at least has to send
+// its last session deletions, however long its requests took to end.
+const minDeletionDrain = 2 * time.Second
+
+// Stop ends the gateway's background work once it serves no more
+// requests. Session deletions made here that the indexer has not
+// recorded yet, those made during the shutdown grace included, are sent
+// until the grace Close began ends (at least minDeletionDrain).
+func (g *Gateway) Stop() {
+	g.Close()
+	deadline := g.graceEnds
+	if least := time.Now().Add(minDeletionDrain); deadline.Before(least) {
+		deadline = least
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	g.revocations.Close(ctx)
 }
 
 // Handler serves MCP and the operational endpoints:

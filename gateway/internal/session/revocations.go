@@ -150,13 +150,28 @@ func NewRevocations(client indexerv1.IndexerServiceClient, limits RevocationLimi
 	return r
 }
 
-// Close stops the watch and the publisher and waits for them to end;
-// revocations not yet published stay on this replica only.
-func (r *Revocations) Close() {
+// Close stops the watch and the publisher, then sends the deletions the
+// indexer has not recorded yet until ctx ends: a replica stopping while
+// the indexer is briefly away (both restarted in one rolling upgrade)
+// still hands them on, and a deletion whose publication the stop cut
+// short is sent again. Those left when ctx ends were made on this
+// replica only, and end with it.
+func (r *Revocations) Close(ctx context.Context) {
 	r.stop()
 	r.done.Wait()
-	if n := r.Pending(); n > 0 {
-		r.log.Warn("gateway stopping with session deletions the indexer has not recorded; other replicas serve those sessions until they expire", "pending", n)
+	if r.client == nil {
+		return
+	}
+	for backoff := minWatchBackoff; r.Pending() > 0; backoff = min(backoff*2, maxDrainBackoff) {
+		if r.publishPending(ctx) == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			r.log.Warn("gateway stopping with session deletions the indexer has not recorded; other replicas serve those sessions until they expire", "pending", r.Pending())
+			return
+		case <-time.After(backoff):
+		}
 	}
 }
 
@@ -321,6 +336,9 @@ func (r *Revocations) prune(now time.Time) {
 const (
 	minWatchBackoff = 100 * time.Millisecond
 	maxWatchBackoff = 10 * time.Second
+	// maxDrainBackoff caps the pause between attempts while a stopping
+	// replica sends its last deletions: it has seconds left, not minutes.
+	maxDrainBackoff = time.Second
 )
 
 // watch follows WatchRevocations until ctx ends.

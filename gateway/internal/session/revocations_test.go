@@ -182,9 +182,9 @@ func TestRevocationsReachEveryGateway(t *testing.T) {
 	logs := &testkit.LogBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	one := NewRevocations(indexerClient(t, x.addr), roomy, log)
-	t.Cleanup(one.Close)
+	t.Cleanup(func() { one.Close(context.Background()) })
 	two := NewRevocations(indexerClient(t, y.addr), roomy, log)
-	t.Cleanup(two.Close)
+	t.Cleanup(func() { two.Close(context.Background()) })
 	reg := prometheus.NewRegistry()
 	if err := two.RegisterMetrics(reg); err != nil {
 		t.Fatal(err)
@@ -230,7 +230,7 @@ func TestRevocationsReachEveryGateway(t *testing.T) {
 
 	// A gateway that starts later gets it with its snapshot.
 	three := NewRevocations(indexerClient(t, y.addr), roomy, log)
-	t.Cleanup(three.Close)
+	t.Cleanup(func() { three.Close(context.Background()) })
 	testkit.Eventually(t, "gateway three to watch", 60*time.Second, three.Watching)
 	if !three.Revoked(deleted) {
 		t.Fatal("the snapshot lacks an earlier revocation")
@@ -291,7 +291,7 @@ var roomy = RevocationLimits{Total: 1000, PerPrincipal: 1000}
 // only.
 func TestRevocationsExpire(t *testing.T) {
 	r := NewRevocations(nil, roomy, slog.New(slog.DiscardHandler))
-	defer r.Close()
+	defer r.Close(context.Background())
 	now := time.Now()
 	r.now = func() time.Time { return now }
 	a, b, c := IDDigest("s1.a"), IDDigest("s1.b"), IDDigest("s1.c")
@@ -324,7 +324,7 @@ func TestRevocationsExpire(t *testing.T) {
 // ones make room again.
 func TestRevocationBounds(t *testing.T) {
 	r := NewRevocations(nil, RevocationLimits{Total: 3, PerPrincipal: 2}, slog.New(slog.DiscardHandler))
-	defer r.Close()
+	defer r.Close(context.Background())
 	now := time.Now()
 	r.now = func() time.Time { return now }
 	id := func(n int) string { return IDDigest(fmt.Sprintf("s1.%d", n)) }
