@@ -1,7 +1,9 @@
 package backend
 
 import (
+	"bytes"
 	"errors"
+	"unicode/utf8"
 
 	"github.com/switchboard-mcp/switchboard/services/rawjson"
 )
@@ -22,8 +24,16 @@ type message struct {
 	id, method, params, result, err []byte
 }
 
-// parseMessage splits a JSON-RPC message into its members.
+// parseMessage splits a JSON-RPC message into its members. Bytes that
+// are not UTF-8 (a Latin-1 description, a cut character) become U+FFFD
+// first, as every JSON decoder reads them into a string: JSON allows
+// nothing else, the members are passed on in protobuf string fields,
+// which must hold UTF-8, and one such byte in a listing would otherwise
+// fail every client's tools/list, not just hide one item.
 func parseMessage(b []byte) (message, error) {
+	if !utf8.Valid(b) {
+		b = bytes.ToValidUTF8(b, []byte("\uFFFD"))
+	}
 	var m message
 	ok := rawjson.Each(b, func(mem rawjson.Member) bool {
 		switch string(mem.Name) {

@@ -28,6 +28,21 @@ func TestParseMessage(t *testing.T) {
 	}
 }
 
+// TestParseMessageMakesUTF8: a byte that is not UTF-8 in a backend's
+// message is read as U+FFFD, as a JSON decoder reads it into a string:
+// the result is passed on in protobuf string fields, and gRPC refuses to
+// send one that is not UTF-8 (every client's tools/list failed for one
+// Latin-1 description).
+func TestParseMessageMakesUTF8(t *testing.T) {
+	m, err := parseMessage([]byte("{\"jsonrpc\":\"2.0\",\"id\":\"sb-1\",\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"caf\xe9 \xff\xfe!\"}]}}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "{\"content\":[{\"type\":\"text\",\"text\":\"caf\uFFFD \uFFFD!\"}]}"; string(m.result) != want {
+		t.Fatalf("result %q, want %q", m.result, want)
+	}
+}
+
 func TestAnswerOf(t *testing.T) {
 	m, _ := parseMessage([]byte(`{"jsonrpc":"2.0","id":"sb-9","error":{"code":-32602,"message":"unknown tool","data":{"name":"x"}}}`))
 	_, err := answerOf(m, "sb-9")
