@@ -32,6 +32,21 @@ type Lists struct {
 	Capabilities *mcp.ServerCapabilities
 	// ProtocolVersion negotiated with the backend.
 	ProtocolVersion string
+	// Undecodable are the listed items left out of the lists above:
+	// each is refused by the catalog's screen like a definition it
+	// reads itself, so that the backend's other items stay listed.
+	Undecodable []Undecodable
+}
+
+// Undecodable is a listed item that does not decode into its go-sdk type
+// (a member of the wrong type, a number no float64 holds), which go-sdk's
+// client would refuse along with the whole listing.
+type Undecodable struct {
+	// Member is the list it came in: tools, resources,
+	// resourceTemplates or prompts.
+	Member string
+	Raw    []byte
+	Err    error
 }
 
 // Definitions holds each listed item's JSON object as the backend wrote
@@ -58,6 +73,7 @@ func (l *Lists) Same(m *Lists) bool {
 		slices.EqualFunc(l.Definitions.Resources, m.Definitions.Resources, bytes.Equal) &&
 		slices.EqualFunc(l.Definitions.ResourceTemplates, m.Definitions.ResourceTemplates, bytes.Equal) &&
 		slices.EqualFunc(l.Definitions.Prompts, m.Definitions.Prompts, bytes.Equal) &&
+		slices.EqualFunc(l.Undecodable, m.Undecodable, func(a, b Undecodable) bool { return a.Member == b.Member && bytes.Equal(a.Raw, b.Raw) }) &&
 		reflect.DeepEqual(l.Capabilities, m.Capabilities)
 }
 
@@ -89,16 +105,16 @@ func (c *Client) listAll(ctx context.Context, s *mcp.ClientSession) (*Lists, err
 	out := &Lists{Capabilities: caps, ProtocolVersion: init.ProtocolVersion}
 	var err error
 	if caps.Tools != nil {
-		if out.Tools, out.Definitions.Tools, err = listKind[mcp.Tool](ctx, c, s, "tools/list", "tools"); err != nil {
+		if out.Tools, out.Definitions.Tools, err = listKind[mcp.Tool](ctx, c, s, "tools/list", "tools", &out.Undecodable); err != nil {
 			return nil, err
 		}
 		out.Tools, out.Definitions.Tools = c.validTools(out.Tools, out.Definitions.Tools)
 	}
 	if caps.Resources != nil {
-		if out.Resources, out.Definitions.Resources, err = listKind[mcp.Resource](ctx, c, s, "resources/list", "resources"); err != nil {
+		if out.Resources, out.Definitions.Resources, err = listKind[mcp.Resource](ctx, c, s, "resources/list", "resources", &out.Undecodable); err != nil {
 			return nil, err
 		}
-		out.ResourceTemplates, out.Definitions.ResourceTemplates, err = listKind[mcp.ResourceTemplate](ctx, c, s, "resources/templates/list", "resourceTemplates")
+		out.ResourceTemplates, out.Definitions.ResourceTemplates, err = listKind[mcp.ResourceTemplate](ctx, c, s, "resources/templates/list", "resourceTemplates", &out.Undecodable)
 		var wire *jsonrpc.Error
 		if errors.As(err, &wire) && wire.Code == jsonrpc.CodeMethodNotFound {
 			// One capability names resources and their templates; a
@@ -111,22 +127,25 @@ func (c *Client) listAll(ctx context.Context, s *mcp.ClientSession) (*Lists, err
 		}
 	}
 	if caps.Prompts != nil {
-		if out.Prompts, out.Definitions.Prompts, err = listKind[mcp.Prompt](ctx, c, s, "prompts/list", "prompts"); err != nil {
+		if out.Prompts, out.Definitions.Prompts, err = listKind[mcp.Prompt](ctx, c, s, "prompts/list", "prompts", &out.Undecodable); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
 }
 
-// listed is one listed item: its typed copy and its bytes.
+// listed is one listed item: its typed copy and its bytes, or, for an
+// item that does not decode, why (item nil).
 type listed[T any] struct {
 	item *T
 	raw  []byte
+	err  error
 }
 
-// listKind follows one list's cursors to the end. Every item must decode
-// into its go-sdk type, as go-sdk's client requires; null items are
-// skipped, as go-sdk skips them.
+// listKind follows one list's cursors to the end. An item that does not
+// decode into its go-sdk type is left out and added to undecodable (go-sdk's
+// client refuses the whole listing for it; the screen refuses the one
+// item); null items are skipped, as go-sdk skips them.
 //
 // An item whose bytes are those of an item of the previous listing is not
 // decoded again: it is the same *T, so an unchanged listing is made of the
@@ -134,7 +153,7 @@ type listed[T any] struct {
 // pinning guard) sees nothing new. The periodic relisting of a 10,000-tool
 // catalog decoded every tool for nothing: most of its CPU, every
 // catalogTTL. Listed items are shared and never modified.
-func listKind[T any](ctx context.Context, c *Client, s *mcp.ClientSession, method, member string) ([]*T, [][]byte, error) {
+func listKind[T any](ctx context.Context, c *Client, s *mcp.ClientSession, method, member string, undecodable *[]Undecodable) ([]*T, [][]byte, error) {
 	prev := c.decoded.previous(member)
 	next := make(map[string]any, len(prev))
 	all, err := listing.Collect(ctx, method, func(ctx context.Context, cur string) ([]listed[T], string, int, error) {
@@ -155,16 +174,20 @@ func listKind[T any](ctx context.Context, c *Client, s *mcp.ClientSession, metho
 		return nil, nil, err
 	}
 	c.decoded.keep(member, next)
-	items, raws := make([]*T, len(all)), make([][]byte, len(all))
-	for i, l := range all {
-		items[i], raws[i] = l.item, l.raw
+	items, raws := make([]*T, 0, len(all)), make([][]byte, 0, len(all))
+	for _, l := range all {
+		if l.err != nil {
+			*undecodable = append(*undecodable, Undecodable{Member: member, Raw: l.raw, Err: l.err})
+			continue
+		}
+		items, raws = append(items, l.item), append(raws, l.raw)
 	}
 	return items, raws, nil
 }
 
 // decodePage reads one */list result: its items (under member) and its
 // nextCursor. An item found in prev by its bytes is taken from there; every
-// item goes into seen.
+// item that decodes goes into seen.
 func decodePage[T any](method, member string, result []byte, prev, seen map[string]any) ([]listed[T], string, error) {
 	fields, err := rawjson.Object(result)
 	if err != nil {
@@ -181,7 +204,6 @@ func decodePage[T any](method, member string, result []byte, prev, seen map[stri
 	if !ok || string(arr) == "null" {
 		return nil, next, nil
 	}
-	var decodeErr error
 	if !rawjson.Elements(arr, func(v []byte) bool {
 		if string(v) == "null" {
 			return true
@@ -190,8 +212,8 @@ func decodePage[T any](method, member string, result []byte, prev, seen map[stri
 		if !ok {
 			item = new(T)
 			if err := DecodeAsSDK(v, item); err != nil {
-				decodeErr = fmt.Errorf("%w: %s: an item of %s does not decode: %v", ErrProtocolViolation, method, member, err)
-				return false
+				out = append(out, listed[T]{raw: v, err: fmt.Errorf("an item of %s does not decode: %w", member, err)})
+				return true
 			}
 		}
 		if seen != nil {
@@ -201,9 +223,6 @@ func decodePage[T any](method, member string, result []byte, prev, seen map[stri
 		return true
 	}) {
 		return nil, "", fmt.Errorf("%w: %s %s is not an array", ErrProtocolViolation, method, member)
-	}
-	if decodeErr != nil {
-		return nil, "", decodeErr
 	}
 	return out, next, nil
 }

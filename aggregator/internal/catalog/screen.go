@@ -73,13 +73,39 @@ func CheckName(k Kind, key string) error {
 	return nil
 }
 
-// RefusalReason names why CheckDefinition, CheckName or checkUI refused
-// an item, as the refusal metric labels it: invalid_name,
-// duplicate_member, conflicting_ui, too_deep or malformed.
+// ErrInvalidSchema: a listed tool's inputSchema is missing or is not an
+// object schema (a JSON object whose type is "object"), or its
+// outputSchema is present and is not one. MCP requires both to be object
+// schemas, and clients that check a listing against MCP's schema (the
+// TypeScript SDK's does) refuse the whole tools/list for one such tool:
+// every backend's tools would vanish from them.
+var ErrInvalidSchema = errors.New("invalid schema")
+
+// checkSchemas reports why a tool definition's schemas are refused, or
+// nil.
+func checkSchemas(def []byte) error {
+	for _, member := range []string{"inputSchema", "outputSchema"} {
+		schema, ok := rawjson.Get(def, member)
+		if !ok && member == "outputSchema" {
+			continue
+		}
+		if typ, _ := rawjson.Get(schema, "type"); string(typ) != `"object"` {
+			return fmt.Errorf("%w: %s is not an object schema", ErrInvalidSchema, member)
+		}
+	}
+	return nil
+}
+
+// RefusalReason names why CheckDefinition, CheckName, checkSchemas or
+// checkUI refused an item, or why it did not decode, as the refusal
+// metric labels it: invalid_name, invalid_schema, duplicate_member,
+// conflicting_ui, too_deep or malformed.
 func RefusalReason(err error) string {
 	switch {
 	case errors.Is(err, ErrInvalidName):
 		return "invalid_name"
+	case errors.Is(err, ErrInvalidSchema):
+		return "invalid_schema"
 	case errors.Is(err, ErrConflictingUI):
 		return "conflicting_ui"
 	case errors.Is(err, rawjson.ErrDuplicateMember):
@@ -169,21 +195,26 @@ func (sc *Screen) screen(b string, l *backend.Lists, prev map[refusal]bool) scre
 			err = CheckDefinition(def)
 		}
 		if err == nil && k == KindTools {
+			err = checkSchemas(def)
+		}
+		if err == nil && k == KindTools {
 			err = checkUI(def)
 		}
 		if err == nil {
 			return true
 		}
-		r := refusal{kind: k, key: key, sum: sha256.Sum256(def)}
-		if s.refusals == nil {
-			s.refusals = map[refusal]bool{}
-		}
-		s.refusals[r] = true
+		s.refuse(sc, b, refusal{kind: k, key: key, sum: sha256.Sum256(def)}, prev, err)
 		changed = true
-		if !prev[r] {
-			sc.report(b, k, key, err)
-		}
 		return false
+	}
+	// Items the backend layer could not decode are not in the lists;
+	// they are refused here all the same, named as well as they can be.
+	for _, u := range l.Undecodable {
+		for _, k := range Kinds {
+			if k.String() == u.Member {
+				s.refuse(sc, b, refusal{kind: k, key: undecodedKey(k, u.Raw), sum: sha256.Sum256(u.Raw)}, prev, u.Err)
+			}
+		}
 	}
 	c.Tools, c.Definitions.Tools = screenKind(KindTools, l.Tools, l.Definitions.Tools, func(t *mcp.Tool) string { return t.Name }, check)
 	c.Resources, c.Definitions.Resources = screenKind(KindResources, l.Resources, l.Definitions.Resources,
@@ -195,6 +226,27 @@ func (sc *Screen) screen(b string, l *backend.Lists, prev map[refusal]bool) scre
 		s.out = &c
 	}
 	return s
+}
+
+// refuse records one refused definition, reporting it unless the
+// backend's previous lists held it too.
+func (s *screened) refuse(sc *Screen, b string, r refusal, prev map[refusal]bool, err error) {
+	if s.refusals == nil {
+		s.refusals = map[refusal]bool{}
+	}
+	s.refusals[r] = true
+	if !prev[r] {
+		sc.report(b, r.kind, r.key, err)
+	}
+}
+
+// undecodedKey is the name (or URI) an item that did not decode has, if
+// it is a string; "" otherwise.
+func undecodedKey(k Kind, def []byte) string {
+	member := [...]string{"name", "uri", "uriTemplate", "name"}[k]
+	v, _ := rawjson.Get(def, member)
+	key, _ := rawjson.StringValue(v)
+	return key
 }
 
 // screenKind returns items and defs (index for index) without the items

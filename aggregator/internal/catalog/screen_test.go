@@ -150,7 +150,7 @@ func TestScreenRefusesDuplicateMembers(t *testing.T) {
 // too; lists made in code (no definitions) pass as they are.
 func TestScreenDepthAndLists(t *testing.T) {
 	deep := `{"name":"deep","inputSchema":` + strings.Repeat(`{"a":`, MaxDefinitionDepth) + `1` + strings.Repeat(`}`, MaxDefinitionDepth) + `}`
-	inBound := `{"name":"ok","inputSchema":` + strings.Repeat(`[`, MaxDefinitionDepth-1) + strings.Repeat(`]`, MaxDefinitionDepth-1) + `}`
+	inBound := `{"name":"ok","inputSchema":{"type":"object","default":` + strings.Repeat(`[`, MaxDefinitionDepth-2) + strings.Repeat(`]`, MaxDefinitionDepth-2) + `}}`
 	var counts refusedCounts
 	sc := NewScreen(quiet, counts.count)
 	made := &backend.Lists{Tools: tools("a", "b")}
@@ -248,5 +248,60 @@ func TestScreenRefusesConflictingUIs(t *testing.T) {
 	}
 	if got := counts.String(); got != "map[shop/tools/conflicting_ui:1]" {
 		t.Fatalf("counted %s", got)
+	}
+}
+
+// TestScreenRefusesToolsWithoutObjectSchemas: MCP requires a tool's
+// inputSchema, and its outputSchema when it has one, to be an object
+// schema; a tool without one is refused (not listed: clients that check
+// a listing against MCP's schema refuse all of it for one such tool),
+// counted as invalid_schema, and the backend's other tools stay.
+func TestScreenRefusesToolsWithoutObjectSchemas(t *testing.T) {
+	var counts refusedCounts
+	sc := NewScreen(quiet, counts.count)
+	out := sc.Lists(map[string]*backend.Lists{"b": listedTools(
+		`{"name":"ok","inputSchema":{"type":"object"},"outputSchema":{"type":"object"}}`,
+		`{"name":"none"}`,
+		`{"name":"null","inputSchema":null}`,
+		`{"name":"text","inputSchema":"{}"}`,
+		`{"name":"untyped","inputSchema":{"properties":{}}}`,
+		`{"name":"array","inputSchema":{"type":"array"}}`,
+		`{"name":"typelist","inputSchema":{"type":["object"]}}`,
+		`{"name":"out","inputSchema":{"type":"object"},"outputSchema":{"type":"string"}}`,
+		`{"name":"outnull","inputSchema":{"type":"object"},"outputSchema":null}`,
+	)})
+	if len(out["b"].Tools) != 1 || out["b"].Tools[0].Name != "ok" {
+		t.Fatalf("kept %d tools, want only ok", len(out["b"].Tools))
+	}
+	if got := counts.String(); got != "map[b/tools/invalid_schema:8]" {
+		t.Fatalf("counted %s", got)
+	}
+}
+
+// TestScreenRefusesUndecodableItems: an item the backend layer could not
+// decode (left out of its lists) is refused like a definition the screen
+// reads itself: logged with its name, when it has one, counted as
+// malformed, once while the backend keeps listing it.
+func TestScreenRefusesUndecodableItems(t *testing.T) {
+	var counts refusedCounts
+	var logs strings.Builder
+	sc := NewScreen(slog.New(slog.NewTextHandler(&logs, nil)), counts.count)
+	l := listedTools(`{"name":"ok","inputSchema":{"type":"object"}}`)
+	l.Undecodable = []backend.Undecodable{
+		{Member: "tools", Raw: []byte(`{"name":"big","inputSchema":{"maximum":1e400}}`), Err: errors.New("does not fit")},
+		{Member: "prompts", Raw: []byte(`{"name":5}`), Err: errors.New("not a string")},
+	}
+	for range 2 {
+		relisted := *l
+		out := sc.Lists(map[string]*backend.Lists{"b": &relisted})
+		if len(out["b"].Tools) != 1 {
+			t.Fatalf("kept %d tools", len(out["b"].Tools))
+		}
+	}
+	if got := counts.String(); got != "map[b/prompts/malformed:1 b/tools/malformed:1]" {
+		t.Fatalf("counted %s", got)
+	}
+	if !strings.Contains(logs.String(), "tool=big") || !strings.Contains(logs.String(), "does not fit") {
+		t.Fatalf("log: %s", logs.String())
 	}
 }
