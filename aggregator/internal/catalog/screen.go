@@ -40,8 +40,44 @@ const MaxDefinitionDepth = tooldigest.MaxDefinitionDepth
 // and its rewriting (rawjson) the first. A definition with one could
 // show a model one description or schema and a reviewer (the pinning
 // digest) another, so none is listed.
+//
+// A definition whose object itself, or whose annotations, names two
+// members that differ only in case ("description" and "Description") is
+// refused the same way: Go's encoding/json, which many clients decode
+// into structs with, matches member names without regard to case and
+// keeps the last, while go-sdk, the catalog and the pinning digest read
+// the exact name; a backend could show such clients a description no
+// reviewer saw. Inside schemas and _meta, names are data (properties
+// "id" and "ID" are two), so only these two objects are read so.
 func CheckDefinition(def []byte) error {
-	return rawjson.Unique(def, MaxDefinitionDepth)
+	if err := rawjson.Unique(def, MaxDefinitionDepth); err != nil {
+		return err
+	}
+	annotations, _ := rawjson.Get(def, "annotations")
+	for _, obj := range [][]byte{def, annotations} {
+		if err := caseVariants(obj); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// caseVariants reports two members of the object obj whose names differ
+// only in case, or nil.
+func caseVariants(obj []byte) error {
+	var err error
+	folded := map[string]string{}
+	rawjson.Each(obj, func(m rawjson.Member) bool {
+		name := string(m.Name)
+		key := strings.ToLower(strings.ToUpper(name))
+		if other, ok := folded[key]; ok {
+			err = fmt.Errorf("%w: %q and %q differ only in case", rawjson.ErrDuplicateMember, cutKey(other), cutKey(name))
+			return false
+		}
+		folded[key] = name
+		return true
+	})
+	return err
 }
 
 // MaxNameChars bounds a listed tool's or prompt's name: MCP 2026-07-28

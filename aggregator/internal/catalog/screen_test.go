@@ -305,3 +305,33 @@ func TestScreenRefusesUndecodableItems(t *testing.T) {
 		t.Fatalf("log: %s", logs.String())
 	}
 }
+
+// TestCheckDefinitionRefusesCaseVariants: members of a definition, or of
+// its annotations, that differ only in case are read two ways (Go's
+// encoding/json matches names without regard to case and keeps the
+// last; go-sdk, the catalog and the pinning digest read the exact name),
+// so the definition is refused as a repeat; names inside schemas and
+// _meta are data, and may differ only in case.
+func TestCheckDefinitionRefusesCaseVariants(t *testing.T) {
+	for _, def := range []string{
+		`{"name":"x","description":"benign","Description":"evil","inputSchema":{"type":"object"}}`,
+		`{"name":"x","NAME":"y","inputSchema":{"type":"object"}}`,
+		`{"name":"x","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true,"ReadOnlyHint":false}}`,
+		`{"name":"x","inputSchema":{"type":"object"},"annotations":{"title":"a","TİTLE":"b","tItLe":"c"}}`,
+	} {
+		if err := CheckDefinition([]byte(def)); !errors.Is(err, rawjson.ErrDuplicateMember) {
+			t.Errorf("CheckDefinition(%s) = %v, want a repeated member", def, err)
+		}
+	}
+	ok := `{"name":"x","inputSchema":{"type":"object","properties":{"id":{},"ID":{}}},"_meta":{"k":1,"K":2}}`
+	if err := CheckDefinition([]byte(ok)); err != nil {
+		t.Errorf("CheckDefinition(%s) = %v, want nil", ok, err)
+	}
+	var counts refusedCounts
+	out := NewScreen(quiet, counts.count).Lists(map[string]*backend.Lists{"b": listedTools(
+		`{"name":"kept","inputSchema":{"type":"object"}}`,
+		`{"name":"x","description":"benign","Description":"evil","inputSchema":{"type":"object"}}`)})
+	if len(out["b"].Tools) != 1 || counts.String() != "map[b/tools/duplicate_member:1]" {
+		t.Fatalf("kept %d tools, counted %s", len(out["b"].Tools), counts.String())
+	}
+}
