@@ -299,3 +299,86 @@ func pagedTools(prefix, description string, pages int, served *atomic.Int64) fun
 		writeResult(w, id, page)
 	}
 }
+
+// TestOwnSessionRefusalOutlivesTheSessionsEnd: a Legacy backend that
+// answers GET and DELETE with 405 (MCP allows both: no stream, no
+// deletion by clients) and refuses a call outright (a plain 400, a 401
+// challenge). A Legacy client that set a log level has its calls run on
+// a backend session of their own; the refusal must reach it as the raw
+// route reports it. Before, the 405 answering the DELETE that ends that
+// session was kept as the call's failure in place of the refusal, and
+// the client was told the backend was unavailable ("retry later").
+func TestOwnSessionRefusalOutlivesTheSessionsEnd(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		_ = json.Unmarshal(body, &m)
+		if m.ID == nil {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		switch m.Method {
+		case "initialize":
+			w.Header().Set("Mcp-Session-Id", "s1")
+			writeResult(w, m.ID, map[string]any{"protocolVersion": config.ProtocolLegacy,
+				"capabilities": map[string]any{"tools": map[string]any{}, "logging": map[string]any{}}, "serverInfo": map[string]any{"name": "raw", "version": "1"}})
+		case "ping", "logging/setLevel":
+			writeResult(w, m.ID, map[string]any{})
+		case "tools/list":
+			var tools []any
+			for _, name := range []string{"plain400", "challenge", "ok"} {
+				tools = append(tools, map[string]any{"name": name, "inputSchema": map[string]any{"type": "object"}})
+			}
+			writeResult(w, m.ID, map[string]any{"tools": tools})
+		case "tools/call":
+			switch m.Params.Name {
+			case "ok":
+				writeResult(w, m.ID, map[string]any{"content": []any{map[string]any{"type": "text", "text": "fine"}}})
+			case "plain400":
+				http.Error(w, "bad input", http.StatusBadRequest)
+			default:
+				w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope", scope="x"`)
+				http.Error(w, "nope", http.StatusUnauthorized)
+			}
+		default:
+			http.Error(w, "no", http.StatusBadRequest)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	_, c := startHarness(t, false, func(cfg *config.Config) {
+		cfg.Aggregator.Backends = append(cfg.Aggregator.Backends, config.Backend{Name: "r", URL: srv.URL + "/mcp", Protocol: config.ProtocolLegacy})
+	})
+	c.waitListed(t, bobKey, "r_plain400", 30*time.Second)
+	call := func(session, tool string) (map[string]json.RawMessage, *rpcError) {
+		r := c.do(t, request{header: legacyHeaders(bobKey, session), body: legacyBody("tools/call", `{"name":"`+tool+`","arguments":{}}`)})
+		result, rerr, ok := r.rpc()
+		if !ok {
+			t.Fatalf("%s: %d %.300s", tool, r.status, r.body)
+		}
+		return result, rerr
+	}
+	for _, tool := range []string{"r_plain400", "r_challenge", "r_ok"} {
+		session := c.initialize(t, bobKey)
+		_, plain := call(session, tool)
+		if r := c.do(t, request{header: legacyHeaders(bobKey, session), body: legacyBody("logging/setLevel", `{"level":"debug"}`)}); r.status != http.StatusOK {
+			t.Fatalf("logging/setLevel: %d %s", r.status, r.body)
+		}
+		result, own := call(session, tool)
+		switch {
+		case tool == "r_ok" && (own != nil || !strings.Contains(string(result["content"]), "fine")):
+			t.Errorf("%s on a session of its own: %+v %s", tool, own, result["content"])
+		case tool != "r_ok" && (plain == nil || own == nil || own.Code != plain.Code || own.Message != plain.Message):
+			t.Errorf("%s on a session of its own: %+v; want what the plain route says: %+v", tool, own, plain)
+		}
+	}
+}

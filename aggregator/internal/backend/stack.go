@@ -200,9 +200,14 @@ func (t sdkTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		method := requestMethod(r)
 		err := rejection(resp, method)
 		answer := cred.abandon != nil && method == "" && carriesAnswer(r)
-		if answer {
+		switch {
+		case answer:
 			cred.answerFailed(err)
-		} else {
+		case r.Method == http.MethodPost:
+			// Not a GET's or a DELETE's answer: those carry no call (a 405
+			// says the backend has no stream, or lets no client end its
+			// session, both allowed), and the DELETE ending a call's own
+			// session would put its answer in place of the call's.
 			cred.record(err)
 		}
 		if cred.shared || answer {
