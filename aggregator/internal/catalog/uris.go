@@ -194,6 +194,19 @@ func (s *Snapshot) ResourceOwner(uri string) (owner string, found *Conflict) {
 	return w.backend, nil
 }
 
+// TemplatesServing returns the keys of backend's templates that match uri:
+// those a read of uri routed to backend may be served through, when the
+// snapshot lists no such resource.
+func (s *Snapshot) TemplatesServing(uri, backend string) []string {
+	var keys []string
+	for j := range s.matchers {
+		if m := &s.matchers[j]; m.backend == backend && m.matches(uri) {
+			keys = append(keys, s.Templates[m.index].Key)
+		}
+	}
+	return keys
+}
+
 // maxReported bounds the overlaps one snapshot reports.
 const maxReported = 1024
 

@@ -605,6 +605,43 @@ servers:
 	}
 }
 
+// TestPolicyOnATemplateHoldsForReadsThroughIt: a policy that forbids a
+// resource template forbids what is read through it, as a server filter
+// that leaves the template out does: the template is not listed, not
+// completed and not read through, and the refused read looks like a
+// missing resource. Before, the read was authorized for its URI alone,
+// and the forbidden template served it.
+func TestPolicyOnATemplateHoldsForReadsThroughIt(t *testing.T) {
+	docs := admissionBackend(t)
+	h := startAggregatorFile(t, `
+aggregator:
+  authz: {policyFile: `+writeFile(t, "policy.cedar", "permit (principal, action, resource);\nforbid (principal == User::\"bob\", action, resource == Resource::\"docs://items/{id}\");\n")+`}
+  backends:
+    - {name: docs, url: `+docs.url()+`}
+`)
+	ctx := context.Background()
+	testkit.Eventually(t, "the templates listed", 10*time.Second, func() bool {
+		res, err := h.gateway.ListResourceTemplates(ctx, &aggregatorv1.ListResourceTemplatesRequest{Principal: principal("alice")})
+		return err == nil && len(res.GetResourceTemplates()) == 1
+	})
+	if res, err := h.gateway.ListResourceTemplates(ctx, &aggregatorv1.ListResourceTemplatesRequest{Principal: principal("bob")}); err != nil || len(res.GetResourceTemplates()) != 0 {
+		t.Fatalf("bob is shown the templates %v (%v), want none", res.GetResourceTemplates(), err)
+	}
+	if _, err := h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Principal: principal("alice"), Uri: "docs://items/7"}); err != nil {
+		t.Fatalf("alice's read through the template: %v", err)
+	}
+	before := docs.received("resources/read")
+	_, err := h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Principal: principal("bob"), Uri: "docs://items/7"})
+	wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	if n := docs.received("resources/read") - before; n != 0 {
+		t.Errorf("%d of bob's reads through the forbidden template reached the backend", n)
+	}
+	// A listed resource no template serves is bob's to read.
+	if _, err := h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Principal: principal("bob"), Uri: "docs://a"}); err != nil {
+		t.Fatalf("bob's read of a listed resource: %v", err)
+	}
+}
+
 // second is the error of a (result, error) pair.
 func second[T any](_ T, err error) error { return err }
 

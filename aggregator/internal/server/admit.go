@@ -289,11 +289,29 @@ func (s *Server) route(ctx context.Context, server string, k catalog.Kind, key s
 	}
 	p := svcauth.PrincipalFrom(ctx)
 	a.b, err = s.e.Owner(snap, p, k, key, owner)
-	if (err == nil || errors.Is(err, engine.ErrBackendDown)) && decoded != "" && decoded != key {
-		// The decoded path is authorized whatever the backend's health:
-		// a URI it denies is missing, never "unavailable".
-		if _, derr := s.e.Owner(snap, p, k, decoded, owner); derr != nil && !errors.Is(derr, engine.ErrBackendDown) {
-			a.b, err = nil, derr
+	if err != nil && !errors.Is(err, engine.ErrBackendDown) || decoded == "" {
+		return a, err
+	}
+	// Read through a template: the decoded path, and every template of
+	// the owner that may serve the read, are authorized too, whatever the
+	// backend's health (a URI denied is missing, never "unavailable"): a
+	// policy that forbids a template forbids what is read through it, as
+	// a server filter that leaves the template out does.
+	type item struct {
+		k   catalog.Kind
+		key string
+	}
+	var also []item
+	if decoded != key {
+		also = append(also, item{k, decoded})
+	}
+	for _, t := range snap.TemplatesServing(key, owner) {
+		also = append(also, item{catalog.KindResourceTemplates, t})
+	}
+	for _, it := range also {
+		if _, derr := s.e.Owner(snap, p, it.k, it.key, owner); derr != nil && !errors.Is(derr, engine.ErrBackendDown) {
+			a.b = nil
+			return a, derr
 		}
 	}
 	return a, err
