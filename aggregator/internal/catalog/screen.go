@@ -86,12 +86,19 @@ const MaxNameChars = 128
 
 // ErrInvalidName: a listed item's name (a tool's or prompt's) or URI (a
 // resource's or template's) is empty, not UTF-8, holds a control
-// character (U+0000 to U+001F, U+007F to U+009F), or is a name longer
-// than MaxNameChars. It would reach clients, logs, rate-limit keys and
-// headers as it is, so the item is refused. A name of other printable
+// character (U+0000 to U+001F, U+007F to U+009F) or a bidirectional
+// control (isBidiControl), or is a name longer than MaxNameChars. It
+// would reach clients, logs, rate-limit keys and headers as it is, so
+// the item is refused. A name of other printable
 // characters than MCP's recommended [A-Za-z0-9_.-] is listed: that rule
 // is a SHOULD, and many servers' names break it harmlessly.
 var ErrInvalidName = errors.New("invalid name")
+
+// isBidiControl reports the characters that reorder how text around
+// them is shown (U+202E shows "delete_\u202eselif" as "delete_files"):
+// a name holding one would show a person reviewing tools, calls or the
+// audit trail another name than the one it is.
+func isBidiControl(r rune) bool { return unicode.Is(unicode.Bidi_Control, r) }
 
 // CheckName reports why the key of a listed item of kind k is refused, or
 // nil.
@@ -103,6 +110,8 @@ func CheckName(k Kind, key string) error {
 		return fmt.Errorf("%w: not UTF-8", ErrInvalidName)
 	case strings.ContainsFunc(key, unicode.IsControl):
 		return fmt.Errorf("%w: a control character", ErrInvalidName)
+	case strings.ContainsFunc(key, isBidiControl):
+		return fmt.Errorf("%w: a bidirectional control character", ErrInvalidName)
 	case (k == KindTools || k == KindPrompts) && utf8.RuneCountInString(key) > MaxNameChars:
 		return fmt.Errorf("%w: over %d characters", ErrInvalidName, MaxNameChars)
 	}

@@ -185,8 +185,9 @@ func BenchmarkScreenRelist500(b *testing.B) {
 }
 
 // TestScreenRefusesInvalidNames: a listed tool whose name is empty, holds
-// NUL or another control character, is not UTF-8, or is longer than 128
-// characters is refused (not listed, logged, counted as invalid_name),
+// NUL or another control character or a bidirectional control (U+202E
+// shows "delete_\u202eselif" as "delete_files"), is not UTF-8, or is
+// longer than 128 characters is refused (not listed, logged, counted as invalid_name),
 // and so is a resource whose URI holds a line break; a name of other
 // printable characters than MCP's recommended set is listed.
 func TestScreenRefusesInvalidNames(t *testing.T) {
@@ -195,7 +196,8 @@ func TestScreenRefusesInvalidNames(t *testing.T) {
 		return `{"name":` + string(n) + `,"inputSchema":{"type":"object"}}`
 	}
 	long := strings.Repeat("é", MaxNameChars+1)
-	l := listedTools(def("ok_tool"), def("a\x00b"), def("tab\there"), def(""), def(long), def(strings.Repeat("é", MaxNameChars)), def("with space:and-colon"))
+	l := listedTools(def("ok_tool"), def("a\x00b"), def("tab\there"), def(""), def(long), def(strings.Repeat("é", MaxNameChars)), def("with space:and-colon"),
+		def("delete_\u202eselif"), def("x\u2066y"))
 	l.Tools = append(l.Tools, &mcp.Tool{Name: "bad\xffutf8"})
 	l.Definitions.Tools = append(l.Definitions.Tools, []byte(`{"name":"bad\xffutf8","inputSchema":{"type":"object"}}`))
 	l.Resources = []*mcp.Resource{{URI: "file:///a"}, {URI: "file:///b\nc"}}
@@ -215,11 +217,11 @@ func TestScreenRefusesInvalidNames(t *testing.T) {
 	if len(out.Resources) != 1 || out.Resources[0].URI != "file:///a" {
 		t.Fatalf("listed resources %v", out.Resources)
 	}
-	if got := counts.String(); got != "map[shop/resources/invalid_name:1 shop/tools/invalid_name:5]" {
+	if got := counts.String(); got != "map[shop/resources/invalid_name:1 shop/tools/invalid_name:7]" {
 		t.Fatalf("counted %s", got)
 	}
-	if n := strings.Count(logs.String(), "listed definition refused"); n != 6 {
-		t.Fatalf("%d log lines for 6 refusals:\n%s", n, logs.String())
+	if n := strings.Count(logs.String(), "listed definition refused"); n != 8 {
+		t.Fatalf("%d log lines for 8 refusals:\n%s", n, logs.String())
 	}
 	if strings.ContainsRune(logs.String(), 0) {
 		t.Fatal("a NUL reached the log")
