@@ -329,3 +329,52 @@ func TestConsoleShowsAQuarantineLive(t *testing.T) {
 		return nil
 	})
 }
+
+// TestConsoleOptimizerNoteNamesRunCode: with code mode on, MCP clients of
+// an optimizer path list run_code beside find_tool and call_tool. The
+// console's catalog page (and its server picker) must not tell the
+// operator that those clients see "only find_tool and call_tool".
+func TestConsoleOptimizerNoteNamesRunCode(t *testing.T) {
+	c := harness.Start(t, harness.Options{
+		Backends: []harness.Backend{{Name: "shop"}},
+		Configure: func(cfg *config.Config) {
+			cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials,
+				config.ServiceCredential{Name: "console", Token: consoleToken, Operator: true, AssertPrincipals: true, Allow: config.ConsoleMethods})
+			cfg.Gateway.Optimizer.Enabled = true
+			cfg.Aggregator.CodeMode.Enabled = true
+			cfg.Servers = []config.Server{{Name: "shop-only", Backends: []string{"shop"}}}
+			cfg.Gateway.OpsListen = harness.FreeAddr(t)
+			cfg.Gateway.Console = config.Console{Enabled: true, OperatorKeys: []string{consoleOperatorKey}, ServiceToken: consoleToken}
+		},
+	})
+	listed := harness.ToolNames(t, harness.Connect(t, c.MCPURL, harness.Modern))
+	if !slices.Contains(listed, "run_code") {
+		t.Fatalf("precondition: /mcp lists %v, want run_code among them", listed)
+	}
+	if l := harness.ToolNames(t, harness.Connect(t, c.MCPURL+"/shop-only", harness.Modern)); !slices.Contains(l, "run_code") {
+		t.Fatalf("precondition: /mcp/shop-only lists %v, want run_code among them", l)
+	}
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &consoleBrowser{t: t, base: "http://" + c.Config.Gateway.OpsListen,
+		http: &http.Client{Jar: jar, Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	if code, _ := b.login(consoleOperatorKey); code != http.StatusSeeOther {
+		t.Fatalf("login: %d", code)
+	}
+	note := regexp.MustCompile(`<p id="optimizer-view">.*?</p>`)
+	for _, path := range []string{"/console/catalog", "/console/catalog?server=shop-only"} {
+		page := b.page(path)
+		note := note.FindString(page)
+		if note == "" {
+			t.Fatalf("%s: no optimizer note:\n%s", path, page)
+		}
+		if !strings.Contains(note, "run_code") {
+			t.Errorf("%s: MCP clients there list %v, but the console says:\n%s", path, listed, note)
+		}
+		if !strings.Contains(page, "shop-only (/mcp/shop-only: find_tool, call_tool and run_code)") {
+			t.Errorf("%s: the server picker does not name run_code for shop-only", path)
+		}
+	}
+}

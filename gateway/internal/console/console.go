@@ -130,7 +130,7 @@ func (c *Console) Update(cfg *config.Config) {
 		if s.Optimizer != nil {
 			opt = *s.Optimizer
 		}
-		l.servers = append(l.servers, serverView{Name: s.Name, Optimizer: opt})
+		l.servers = append(l.servers, serverView{Name: s.Name, Optimizer: opt, CodeMode: cfg.CodeModeIn(s.Name)})
 	}
 	c.live.Store(l)
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -1022,5 +1023,29 @@ func TestMergeKeepsEachReplicasOwnChanges(t *testing.T) {
 		merged.GetHealthEvents(), from, from.Add(time.Hour))
 	if segs := lanes[0].Segments; segs[len(segs)-1].State != "unhealthy" {
 		t.Errorf("the lane ends %q although the backend failed again", segs[len(segs)-1].State)
+	}
+}
+
+// TestOptimizerViewNamesRunCode: with code mode on (Discover's
+// code_mode; aggregator.codeMode.enabled or the server's codeMode), MCP
+// clients of an optimizer view list run_code beside find_tool and
+// call_tool. The catalog page and the server picker must say so, not
+// that they see "only find_tool and call_tool" (which the page still
+// says where code mode is off: TestViewAsGroupsAreLinesNotCommas).
+func TestOptimizerViewNamesRunCode(t *testing.T) {
+	yes, no := true, false
+	tc := startConsoleServing(t, nil, func(cfg *config.Config) {
+		cfg.Aggregator.CodeMode.Enabled = true
+		cfg.Servers[0].Optimizer = &yes // forecast
+		cfg.Servers = append(cfg.Servers, config.Server{Name: "plain", Backends: []string{"alpha"}, Optimizer: &yes, CodeMode: &no})
+	}, nil, func(agg *testkit.FakeAggregator) { agg.Discovery = &aggregatorv1.DiscoverResponse{CodeMode: true} })
+	c := loggedIn(t, tc)
+	_, body, _ := get(t, c, tc.srv.URL+"/console/catalog?server=forecast")
+	note := regexp.MustCompile(`(?s)<p id="optimizer-view">.*?</p>`).FindString(body)
+	if !strings.Contains(note, "<code>run_code</code>") || strings.Contains(note, "only <code>find_tool</code> and <code>call_tool</code>") {
+		t.Errorf("code mode on: the optimizer note does not name run_code: %s", note)
+	}
+	if !strings.Contains(body, "forecast (/mcp/forecast: find_tool, call_tool and run_code)") || !strings.Contains(body, "plain (/mcp/plain: find_tool and call_tool)") {
+		t.Errorf("the server picker does not say which servers offer run_code:\n%s", body)
 	}
 }

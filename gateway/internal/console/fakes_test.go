@@ -298,6 +298,13 @@ func startConsole(t *testing.T, rl RateLimitState, change func(*config.Config)) 
 // makes, given the console's base URL.
 func startConsoleOIDC(t *testing.T, rl RateLimitState, change func(*config.Config), oidc func(base string) *OIDCLogin) *testConsole {
 	t.Helper()
+	return startConsoleServing(t, rl, change, oidc, nil)
+}
+
+// startConsoleServing also lets prepare set the aggregator's answers
+// before it serves (its fields are not to change once it does).
+func startConsoleServing(t *testing.T, rl RateLimitState, change func(*config.Config), oidc func(base string) *OIDCLogin, prepare func(*testkit.FakeAggregator)) *testConsole {
+	t.Helper()
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -307,6 +314,9 @@ func startConsoleOIDC(t *testing.T, rl RateLimitState, change func(*config.Confi
 	}
 	agg, idx, tasks := newAggregator(), newIndexer(), newTestTasks()
 	tasks.serve(agg)
+	if prepare != nil {
+		prepare(agg)
+	}
 	idx.setPending(false, &indexerv1.ToolDefinition{Backend: "alpha", Tool: "echo", ApprovedDigest: "aaaa", SeenDigest: "bbbb", Pending: true, LastSeen: timestamppb.Now()})
 	creds := []config.ServiceCredential{{Name: "console", Token: testServiceToken, Operator: true, AssertPrincipals: true, Allow: config.ConsoleMethods}}
 	aggAddr, idxAddr := testkit.Serve(t, creds, agg.Register).Addr, testkit.Serve(t, creds, idx.Register).Addr

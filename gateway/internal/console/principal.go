@@ -30,6 +30,10 @@ type serverView struct {
 	// Optimizer: /mcp/<name> serves find_tool and call_tool, the
 	// server's tools only through them (and as such at /mcp/<name>/raw).
 	Optimizer bool
+	// CodeMode: its optimizer view offers run_code too, as the
+	// configuration has it (config.CodeModeIn); the catalog page of the
+	// chosen server goes by Discover's code_mode instead.
+	CodeMode bool
 }
 
 // viewAs is the principal and server a page acts for, as the form gave
