@@ -6,8 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -170,5 +172,66 @@ func TestConsoleTurnedOffOffersNoLogin(t *testing.T) {
 	}
 	if u := startLogin(t, h); u != nil {
 		t.Fatalf("turned off, the console still sends a login to %v", u)
+	}
+}
+
+// TestConsoleTurnedOffAndOnKeepsItsSessionsEnded: a reload that turns
+// the console off ends its sessions at once (it lets no one in), and a
+// later reload that turns it on again with the same operator key must
+// not open them again: the operator logs in anew.
+func TestConsoleTurnedOffAndOnKeepsItsSessionsEnded(t *testing.T) {
+	on := consoleConfig("https://idp.example", "")
+	oc, err := startConsole(on, rpc.ClientKeepalive(config.GRPC{}), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(oc.close)
+	srv := httptest.NewServer(oc.Handler())
+	t.Cleanup(srv.Close)
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	status := func(method, path string, form url.Values) (int, string) {
+		t.Helper()
+		var resp *http.Response
+		if method == http.MethodPost {
+			resp, err = c.PostForm(srv.URL+path, form)
+		} else {
+			resp, err = c.Get(srv.URL + path)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	_, page := status(http.MethodGet, "/console/login", nil)
+	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(page)
+	if csrf == nil {
+		t.Fatalf("no CSRF field on the login page:\n%s", page)
+	}
+	if code, _ := status(http.MethodPost, "/console/login", url.Values{"csrf": {csrf[1]}, "key": {on.Gateway.Console.OperatorKeys[0]}}); code != http.StatusSeeOther {
+		t.Fatalf("login: %d", code)
+	}
+	// The events page reads no service, so it answers 200 to a session.
+	if code, _ := status(http.MethodGet, "/console/events", nil); code != http.StatusOK {
+		t.Fatalf("logged in: %d", code)
+	}
+	off := consoleConfig("https://idp.example", "")
+	off.Gateway.Console.Enabled = false
+	if err := oc.reload(off); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := status(http.MethodGet, "/console/events", nil); code != http.StatusSeeOther {
+		t.Fatalf("turned off, the session still opens: %d", code)
+	}
+	if err := oc.reload(consoleConfig("https://idp.example", "")); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := status(http.MethodGet, "/console/events", nil); code != http.StatusSeeOther {
+		t.Fatalf("turned on again, the session its turning off ended opens again: %d", code)
 	}
 }

@@ -13,6 +13,7 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -61,9 +62,19 @@ type Console struct {
 	live atomic.Pointer[liveConfig]
 	// oidc is the OIDC login in force (nil: none), Deps.OIDC at first,
 	// replaced by SetOIDC.
-	oidc   atomic.Pointer[OIDCLogin]
-	fails  *failureLimiter
-	events *eventLog
+	oidc atomic.Pointer[oidcInForce]
+	// admissions numbers each coming into force of an operator key or an
+	// OIDC login. A session opens only under the number its key or login
+	// had when it was made, which a reload that keeps the key (or a login
+	// that admits the same) keeps, and which is never given again: a key
+	// or login that a reload removes and a later one restores comes back
+	// under a new number, so the sessions its removal ended stay ended
+	// (an operator who removes a key, or turns the console off, to end a
+	// cookie's session need not also rotate the key). Only the numbers of
+	// what is in force are held, so nothing grows.
+	admissions atomic.Uint64
+	fails      *failureLimiter
+	events     *eventLog
 	// catalogChanged wakes the quarantine poll (capacity 1: a change
 	// pending is enough).
 	catalogChanged chan struct{}
@@ -74,7 +85,9 @@ type Console struct {
 // liveConfig is what the pages read from the configuration.
 type liveConfig struct {
 	operatorKeys [][]byte
-	servers      []serverView
+	// keyAdmissions are the operator keys' admissions, in their order.
+	keyAdmissions []uint64
+	servers       []serverView
 	// rootOptimizer: /mcp serves the optimizer view
 	// (gateway.optimizer.enabled).
 	rootOptimizer bool
@@ -108,7 +121,7 @@ func New(cfg *config.Config, deps Deps) (*Console, error) {
 		done:           make(chan struct{}),
 	}
 	c.sealer.Store(s)
-	c.oidc.Store(deps.OIDC)
+	c.SetOIDC(deps.OIDC)
 	c.Update(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	c.stopped = cancel
@@ -118,12 +131,15 @@ func New(cfg *config.Config, deps Deps) (*Console, error) {
 
 // Update applies a reloaded configuration: operator keys, servers, rate
 // limits (gateway.optimizer stays as the gateway serves it, as at start). A session made with an operator key the new configuration no
-// longer has ends at once (its next request goes to the login page);
-// others stay open until they expire.
+// longer has ends at once (its next request goes to the login page),
+// and stays ended if a later reload lists the key again; others stay
+// open until they expire.
 func (c *Console) Update(cfg *config.Config) {
 	l := &liveConfig{rateLimits: cfg.RateLimits, rootOptimizer: c.optimizer.Enabled, searchLimit: c.optimizer.Limit}
+	prev := c.live.Load()
 	for _, k := range cfg.Gateway.Console.OperatorKeys {
 		l.operatorKeys = append(l.operatorKeys, []byte(k))
+		l.keyAdmissions = append(l.keyAdmissions, c.keyAdmission(prev, []byte(k)))
 	}
 	for _, s := range cfg.Servers {
 		opt := c.optimizer.Enabled
@@ -139,8 +155,21 @@ func (c *Console) Update(cfg *config.Config) {
 // gateway.auth.oidc or gateway.console.oidc built it: the next login
 // goes through it. An OIDC session that the login in force would not
 // have admitted (another provider, client, groups claim or operator
-// group) ends at once; one it would have stays open.
-func (c *Console) SetOIDC(o *OIDCLogin) { c.oidc.Store(o) }
+// group) ends at once, and stays ended if a later login admits as it
+// did; one it would have stays open.
+func (c *Console) SetOIDC(o *OIDCLogin) {
+	if o == nil {
+		c.oidc.Store(nil)
+		return
+	}
+	in := &oidcInForce{OIDCLogin: o}
+	if prev := c.oidc.Load(); prev != nil && bytes.Equal(prev.admits, o.admits) {
+		in.admission = prev.admission
+	} else {
+		in.admission = c.admissions.Add(1)
+	}
+	c.oidc.Store(in)
+}
 
 // Close stops the event watchers.
 func (c *Console) Close() {

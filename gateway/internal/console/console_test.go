@@ -158,8 +158,11 @@ func TestTamperedCookiesAreRefused(t *testing.T) {
 		return code
 	}
 	// A key session: an OIDC one needs an OIDC login in force
-	// (TestOIDCSessionsFollowTheLogin).
-	good, _ := tc.sealer.Load().seal(purposeSession, session{Operator: "x", Method: "key", Key: keyDigest([]byte(testOperatorKey)), ID: "z", CSRF: "y", Expires: time.Now().Add(time.Hour).Unix()})
+	// (TestOIDCSessionsFollowTheLogin). It is made under its key's
+	// admission (TestSessionEndedByAReloadStaysEnded).
+	live, digest := tc.live.Load(), keyDigest([]byte(testOperatorKey))
+	good, _ := tc.sealer.Load().seal(purposeSession, session{Operator: "x", Method: "key", Key: digest, Admission: live.keyAdmissions[keyPosition(digest, live.operatorKeys)-1],
+		ID: "z", CSRF: "y", Expires: time.Now().Add(time.Hour).Unix()})
 	if try(sessionCookie, good) != http.StatusOK {
 		t.Fatal("a good session is refused")
 	}
@@ -596,6 +599,36 @@ func TestReloadReplacesOperatorKeys(t *testing.T) {
 	}
 	if _, body, _ = get(t, kept, tc.srv.URL+"/console/catalog"); !strings.Contains(tc.log.String(), `msg="console: catalog viewed as" operator="operator key 2"`) {
 		t.Errorf("the view is not logged as operator key 2:\n%s", tc.log.String())
+	}
+}
+
+// TestSessionEndedByAReloadStaysEnded: docs/console.md, "Ending a
+// session": a key removed by a reload ends its sessions at once. A
+// session so ended must not open again when a later reload lists the key
+// once more: a cookie an operator meant to end by removing the key comes
+// back to life with it. A new login with the key opens a session.
+func TestSessionEndedByAReloadStaysEnded(t *testing.T) {
+	tc := startConsole(t, nil, nil)
+	c := loggedIn(t, tc)
+	if code, _, _ := get(t, c, tc.srv.URL+"/console/backends"); code != http.StatusOK {
+		t.Fatalf("before the reload: %d", code)
+	}
+	without := &config.Config{}
+	without.Gateway.Console = config.Console{Enabled: true, OperatorKeys: []string{"another-operator-key"}, ServiceToken: testServiceToken}
+	tc.Update(without)
+	if code, _, _ := get(t, c, tc.srv.URL+"/console/backends"); code != http.StatusSeeOther {
+		t.Fatalf("a session of a removed key after the reload: %d, want 303 to the login", code)
+	}
+	with := &config.Config{}
+	with.Gateway.Console = config.Console{Enabled: true, OperatorKeys: []string{"another-operator-key", testOperatorKey}, ServiceToken: testServiceToken}
+	tc.Update(with)
+	if code, _, _ := get(t, c, tc.srv.URL+"/console/backends"); code != http.StatusSeeOther {
+		t.Fatalf("the session its key's removal ended opens again once the key is back: %d, want 303 to the login", code)
+	}
+	again := loggedIn(t, tc)
+	tc.Update(with)
+	if code, _, _ := get(t, again, tc.srv.URL+"/console/backends"); code != http.StatusOK {
+		t.Fatalf("a new login with the key back, after a reload that keeps it: %d", code)
 	}
 }
 

@@ -70,9 +70,10 @@ func (c *Console) loginKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := r.PostForm.Get("key")
+	live := c.live.Load()
 	n := 0
 	if key != "" {
-		n = keyPosition(keyDigest([]byte(key)), c.live.Load().operatorKeys)
+		n = keyPosition(keyDigest([]byte(key)), live.operatorKeys)
 	}
 	if n == 0 {
 		c.deps.Log.Warn("console: failed login", "method", "key", "client", client)
@@ -81,7 +82,7 @@ func (c *Console) loginKey(w http.ResponseWriter, r *http.Request) {
 	}
 	c.fails.succeeded(client)
 	operator := keyOperator(n)
-	if err := c.startSession(w, r, operator, "key", keyDigest([]byte(key))); err != nil {
+	if err := c.startSession(w, r, operator, "key", keyDigest([]byte(key)), live.keyAdmissions[n-1]); err != nil {
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}

@@ -273,7 +273,7 @@ func (c *Console) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	c.fails.succeeded(client)
 	operator := "oidc:" + p.GetSubject()
-	if err := c.startSession(w, r, operator, "oidc", o.admits); errors.Is(err, errSessionTooLarge) {
+	if err := c.startSession(w, r, operator, "oidc", o.admits, o.admission); errors.Is(err, errSessionTooLarge) {
 		// Refused here, clearly: a cookie the browser drops or the console
 		// cannot open would send the operator round the login again and
 		// again.

@@ -158,7 +158,8 @@ func TestOIDCTokenRequestRedirectNotFollowed(t *testing.T) {
 // (SetOIDC). One built from the same provider, client, groups claim and
 // operator group keeps the sessions it admitted open; one that would
 // admit others (another operator group here), or no OIDC login at all,
-// ends them at once, as a removed operator key ends its sessions.
+// ends them at once, as a removed operator key ends its sessions, and
+// for good: the login restored as it was does not open them again.
 func TestOIDCSessionsFollowTheLogin(t *testing.T) {
 	tc, provider := startOIDCConsole(t, oidcop.WebClient, oidcop.WebSecret)
 	c := tc.client(t)
@@ -183,8 +184,12 @@ func TestOIDCSessionsFollowTheLogin(t *testing.T) {
 		t.Fatalf("the session outlived a change of the operator group: %d", code)
 	}
 	tc.SetOIDC(rebuild(oidcOperator))
-	if code, _, _ := get(t, c, tc.srv.URL+"/console/backends"); code != http.StatusOK {
-		t.Fatalf("the login back as it was: %d", code)
+	if code, _, _ := get(t, c, tc.srv.URL+"/console/backends"); code != http.StatusSeeOther {
+		t.Fatalf("the session its change ended opens again with the login back as it was: %d", code)
+	}
+	c = tc.client(t)
+	if code, _, _ := oidcLogin(t, tc, c, "", "lead@ops.example", "lead-password"); code != http.StatusOK {
+		t.Fatalf("a new login through the login back as it was: %d", code)
 	}
 	tc.SetOIDC(nil)
 	if code, _, _ := get(t, c, tc.srv.URL+"/console/backends"); code != http.StatusSeeOther {

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
@@ -85,6 +86,25 @@ func keyPosition(digest []byte, keys [][]byte) int {
 		match = subtle.ConstantTimeSelect(eq, i+1, match)
 	}
 	return match
+}
+
+// keyAdmission is the admission of operator key k in the configuration
+// after prev (nil: the first): its number in prev, or a new one.
+func (c *Console) keyAdmission(prev *liveConfig, k []byte) uint64 {
+	if prev != nil {
+		for i, p := range prev.operatorKeys {
+			if bytes.Equal(p, k) {
+				return prev.keyAdmissions[i]
+			}
+		}
+	}
+	return c.admissions.Add(1)
+}
+
+// oidcInForce is the OIDC login in force with its admission.
+type oidcInForce struct {
+	*OIDCLogin
+	admission uint64
 }
 
 // keyOperator names the operator of a key session: by the key's position

@@ -56,6 +56,10 @@ type session struct {
 	// groups claim and operator group is in force, so a reload that
 	// changes one of them, or removes the OIDC login, ends it at once.
 	Key []byte `json:"k,omitempty"`
+	// Admission is that key's or login's admission when the session was
+	// made: the session opens only while it is the same
+	// (Console.admissions).
+	Admission uint64 `json:"a"`
 }
 
 // loginState is what the login cookie holds.
@@ -156,7 +160,8 @@ func setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAg
 }
 
 // sessionFrom returns the request's valid, unexpired, unrevoked session;
-// a key session's key must still be a live operator key.
+// a key session's key must still be a live operator key, an OIDC
+// session's login still in force, under the session's admission.
 func (c *Console) sessionFrom(r *http.Request) (session, bool) {
 	ck, err := r.Cookie(sessionCookie)
 	if err != nil {
@@ -171,13 +176,14 @@ func (c *Console) sessionFrom(r *http.Request) (session, bool) {
 	}
 	switch s.Method {
 	case "key":
-		n := keyPosition(s.Key, c.live.Load().operatorKeys)
-		if n == 0 {
+		l := c.live.Load()
+		n := keyPosition(s.Key, l.operatorKeys)
+		if n == 0 || l.keyAdmissions[n-1] != s.Admission {
 			return session{}, false
 		}
 		s.Operator = keyOperator(n)
 	case "oidc":
-		if o := c.oidc.Load(); o == nil || !bytes.Equal(s.Key, o.admits) {
+		if o := c.oidc.Load(); o == nil || !bytes.Equal(s.Key, o.admits) || o.admission != s.Admission {
 			return session{}, false
 		}
 	default:
@@ -187,11 +193,12 @@ func (c *Console) sessionFrom(r *http.Request) (session, bool) {
 }
 
 // startSession sets the session cookie for operator; key is the digest
-// of a key session's operator key, or of an OIDC session's login.
-func (c *Console) startSession(w http.ResponseWriter, r *http.Request, operator, method string, key []byte) error {
+// of a key session's operator key, or of an OIDC session's login, and
+// admission its admission.
+func (c *Console) startSession(w http.ResponseWriter, r *http.Request, operator, method string, key []byte, admission uint64) error {
 	ttl := c.sessionTTL
 	v, err := c.sealer.Load().seal(purposeSession, session{Operator: operator, Method: method, CSRF: randomToken(), ID: randomToken(),
-		Key: key, Expires: time.Now().Add(ttl).Unix()})
+		Key: key, Admission: admission, Expires: time.Now().Add(ttl).Unix()})
 	if err != nil {
 		return err
 	}
