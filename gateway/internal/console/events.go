@@ -49,35 +49,60 @@ type event struct {
 	Time   time.Time
 	Kind   string
 	Detail string
+	// Times is how many like watch events in a row this one stands for
+	// (addWatch); 1 for any other.
+	Times int
+	// state names a watch event's kind of state ("catalog watch ended").
+	state string
 }
 
-// eventLog is a bounded ring buffer of recent events.
+// eventLog is a bounded log of recent events, oldest first.
 type eventLog struct {
 	mu     sync.Mutex
 	events []event
-	next   int
-	full   bool
+	limit  int
 }
 
-func newEventLog(n int) *eventLog { return &eventLog{events: make([]event, n)} }
+func newEventLog(n int) *eventLog { return &eventLog{limit: n} }
 
 func (l *eventLog) add(kind, detail string) {
 	l.mu.Lock()
-	l.events[l.next] = event{Time: time.Now(), Kind: kind, Detail: detail}
-	l.next = (l.next + 1) % len(l.events)
-	l.full = l.full || l.next == 0
+	l.push(event{Time: time.Now(), Kind: kind, Detail: detail, Times: 1})
 	l.mu.Unlock()
+}
+
+// addWatch adds a watch's state event (its stream broke, opened, was
+// resynchronised), named by state. One of the same state added since
+// the last event of any other kind is replaced, its count carried: a
+// stream that keeps breaking and reconnecting would otherwise fill the
+// log and push the catalog's changes out of it.
+func (l *eventLog) addWatch(state, detail string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := event{Time: time.Now(), Kind: "watch", Detail: detail, Times: 1, state: state}
+	for i := len(l.events) - 1; i >= 0 && l.events[i].state != ""; i-- {
+		if l.events[i].state == state {
+			e.Times += l.events[i].Times
+			l.events = slices.Delete(l.events, i, i+1)
+			break
+		}
+	}
+	l.push(e)
+}
+
+// push appends e, dropping the oldest event when the log is full.
+func (l *eventLog) push(e event) {
+	if len(l.events) == l.limit {
+		l.events = slices.Delete(l.events, 0, 1)
+	}
+	l.events = append(l.events, e)
 }
 
 // recent returns the events, newest first.
 func (l *eventLog) recent() []event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []event
-	if l.full {
-		out = append(out, l.events[l.next:]...)
-	}
-	out = append(out, l.events[:l.next]...)
+	out := slices.Clone(l.events)
 	slices.Reverse(out)
 	return out
 }
@@ -104,12 +129,13 @@ func (c *Console) watch(ctx context.Context) {
 
 // follow runs one watch again and again with the services' stream
 // back-off (services/follow). Only the first break of an outage becomes an
-// event: a watch that flaps would otherwise fill the ring and push the
-// catalog's changes out of it.
+// event, and the breaks of a watch that reconnects and breaks again and
+// again are coalesced (addWatch): either would otherwise fill the log
+// and push the catalog's changes out of it.
 func (c *Console) follow(ctx context.Context, what string, run func(ctx context.Context, connected func()) error) {
 	follow.Run(ctx, watchBackoff, run, func(err error, first bool, _ time.Duration) {
 		if first {
-			c.events.add("watch", fmt.Sprintf("%s ended: %v (reconnecting)", what, err))
+			c.events.addWatch(what+" ended", fmt.Sprintf("%s ended: %v (reconnecting)", what, err))
 		}
 	})
 }
@@ -126,7 +152,7 @@ func (c *Console) watchCatalog(ctx context.Context, connected func()) error {
 		}
 		connected()
 		if len(ev.GetChanged()) == 0 {
-			c.events.add("watch", fmt.Sprintf("catalog watch open at version %d", ev.GetCatalogVersion()))
+			c.events.addWatch("catalog watch open", fmt.Sprintf("catalog watch open at version %d", ev.GetCatalogVersion()))
 			continue
 		}
 		var kinds []string
@@ -155,7 +181,7 @@ func (c *Console) watchDefinitions(ctx context.Context, connected func()) error 
 		}
 		connected()
 		if ev.GetResync() {
-			c.events.add("watch", "tool definitions watch (re)synchronised")
+			c.events.addWatch("tool definitions watch resynchronised", "tool definitions watch (re)synchronised")
 		}
 		// One event per message, however many approvals it carries (up to
 		// 1,000), so a large approval cannot push the catalog changes out
