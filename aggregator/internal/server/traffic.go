@@ -61,7 +61,7 @@ func (s *Server) GetTraffic(ctx context.Context, _ *aggregatorv1.GetTrafficReque
 		for dim, byName := range m.Cells {
 			for name, c := range byName {
 				tm.Cells = append(tm.Cells, &aggregatorv1.TrafficCell{Dimension: dim, Name: name, Calls: c.Calls, Errors: c.Errors,
-					RateLimited: c.RateLimited, Refused: c.Refused, LatencyHistogram: c.Histogram()})
+					RateLimited: c.RateLimited, Refused: c.Refused, LatencyHistogram: c.Histogram(), LatencyOverflow: c.Overflow()})
 			}
 		}
 		resp.Minutes = append(resp.Minutes, tm)

@@ -56,10 +56,17 @@ var latencyBuckets = func() []float64 {
 type Cell struct {
 	Calls, Errors, RateLimited, Refused int64
 	hist                                [32]int64
+	// overflow counts the calls longer than the last bucket's bound.
+	overflow int64
 }
 
-// Histogram is the cell's calls per latency bucket (LatencyBucketsMs).
+// Histogram is the cell's calls per latency bucket (LatencyBucketsMs),
+// the last counting every longer call too (GetTraffic's histogram).
 func (c *Cell) Histogram() []int64 { return slices.Clone(c.hist[:len(latencyBuckets)]) }
+
+// Overflow is how many of the calls of the last bucket were longer than
+// its bound: without it, a call of ten minutes read as at most 65.5 s.
+func (c *Cell) Overflow() int64 { return c.overflow }
 
 // LatencyBucketsMs are the histogram's upper bounds, in milliseconds.
 func LatencyBucketsMs() []float64 { return slices.Clone(latencyBuckets) }
@@ -77,6 +84,9 @@ func (c *Cell) add(outcome string, latency time.Duration) {
 	ms := float64(latency) / float64(time.Millisecond)
 	i, _ := slices.BinarySearch(latencyBuckets, ms)
 	c.hist[min(i, len(latencyBuckets)-1)]++
+	if i == len(latencyBuckets) {
+		c.overflow++
+	}
 }
 
 // minute is one minute's cells by dimension and name.

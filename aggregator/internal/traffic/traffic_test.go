@@ -93,3 +93,22 @@ func TestRecorderIsBounded(t *testing.T) {
 	nilRecorder.Call("", "t", "b", OutcomeOK, 0) // records nothing, does not panic
 	nilRecorder.Health(HealthEvent{Backend: "b", State: "healthy"})
 }
+
+// TestRecorderCountsCallsLongerThanTheLastBucket: the console shows p50
+// and p95 as the bound of the bucket holding them. A call of two minutes
+// (a tool may have a ten-minute timeout) is counted as longer than the
+// last bound (65,536 ms), not only in the last bucket, which counts it
+// too for readers of the histogram alone; one of exactly that bound is
+// not longer.
+func TestRecorderCountsCallsLongerThanTheLastBucket(t *testing.T) {
+	now := time.Date(2026, 12, 6, 10, 0, 30, 0, time.UTC)
+	r := &Recorder{now: func() time.Time { return now }}
+	last := LatencyBucketsMs()[len(LatencyBucketsMs())-1]
+	r.Call("", "slow_report", "reports", OutcomeOK, 2*time.Minute)
+	r.Call("", "slow_report", "reports", OutcomeOK, time.Duration(last)*time.Millisecond)
+	minutes, _ := r.Snapshot()
+	c := minutes[Minutes-1].Cells[DimTotal][""]
+	if h := c.Histogram(); c.Overflow() != 1 || h[len(h)-1] != 2 {
+		t.Errorf("calls of 2m and %v ms: %d longer than %v ms, histogram %v; want 1, and both in the last bucket", last, c.Overflow(), last, h)
+	}
+}

@@ -989,6 +989,36 @@ func TestTrafficPage(t *testing.T) {
 	}
 }
 
+// TestTrafficShowsCallsLongerThanTheLastBucket: p50 and p95 are the bound
+// of the latency bucket holding them, and the last bucket of an
+// aggregator's histogram counts every longer call too (latency_overflow
+// says how many). A quantile among those longer calls is shown as longer
+// than the last bound, not as at most it; summed over the replicas.
+func TestTrafficShowsCallsLongerThanTheLastBucket(t *testing.T) {
+	bounds := []float64{1, 2, 65536}
+	start := timestamppb.New(time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC))
+	replica := func(name string, hist []int64, overflow int64) *aggregatorv1.GetTrafficResponse {
+		return &aggregatorv1.GetTrafficResponse{Replica: name, LatencyBucketMs: bounds, Minutes: []*aggregatorv1.TrafficMinute{{Start: start,
+			Cells: []*aggregatorv1.TrafficCell{{Dimension: "total", Calls: hist[0] + hist[1] + hist[2], LatencyHistogram: hist, LatencyOverflow: overflow}}}}}
+	}
+	for _, tc := range []struct {
+		name     string
+		replicas []*aggregatorv1.GetTrafficResponse
+		p50, p95 string
+	}{
+		{"most calls longer", []*aggregatorv1.GetTrafficResponse{replica("a", []int64{0, 0, 3}, 2)}, "> 65536 ms", "> 65536 ms"},
+		{"the slowest longer", []*aggregatorv1.GetTrafficResponse{replica("a", []int64{18, 0, 2}, 2)}, "≤ 1 ms", "> 65536 ms"},
+		{"none longer", []*aggregatorv1.GetTrafficResponse{replica("a", []int64{0, 0, 2}, 0)}, "≤ 65536 ms", "≤ 65536 ms"},
+		{"summed", []*aggregatorv1.GetTrafficResponse{replica("a", []int64{1, 0, 0}, 0), replica("b", []int64{0, 0, 2}, 2)}, "> 65536 ms", "> 65536 ms"},
+	} {
+		merged := mergeTraffic(tc.replicas)
+		r := row("total", perName(merged.GetMinutes())[key{"total", ""}], merged.GetLatencyBucketMs())
+		if r.P50 != tc.p50 || r.P95 != tc.p95 {
+			t.Errorf("%s: p50 %q, p95 %q; want %q, %q", tc.name, r.P50, r.P95, tc.p50, tc.p95)
+		}
+	}
+}
+
 // TestHealthLanesStartFromThePreviousState draws a lane whose first change
 // names the state it left in previous_state: the hour starts in that
 // state, whatever the change's text says, and a lane without changes is

@@ -202,36 +202,55 @@ func counts(cells []*aggregatorv1.TrafficCell, f func(*aggregatorv1.TrafficCell)
 }
 
 // quantiles is each minute's q-quantile latency (NaN for a minute
-// without calls).
+// without calls): the upper bound of the bucket holding it, and the last
+// bound for one longer than every bound, which the chart cannot draw
+// higher.
 func quantiles(cells []*aggregatorv1.TrafficCell, bounds []float64, q float64) []float64 {
 	out := make([]float64, len(cells))
 	for i, c := range cells {
 		out[i] = math.NaN()
-		if c != nil {
-			out[i] = quantile(c.GetLatencyHistogram(), bounds, q)
+		if c == nil {
+			continue
+		}
+		if b := quantileBucket(latencyCounts(c, len(bounds)), q); b >= 0 {
+			out[i] = bounds[min(b, len(bounds)-1)]
 		}
 	}
 	return out
 }
 
-// quantile is the upper bound of the histogram bucket holding the
-// q-quantile; NaN for an empty histogram.
-func quantile(hist []int64, bounds []float64, q float64) float64 {
+// latencyCounts is c's calls per bucket of the n bounds, and one bucket
+// more: the calls longer than the last bound, which the aggregator counts
+// in the last bucket as well (latency_overflow), for readers that know
+// no overflow.
+func latencyCounts(c *aggregatorv1.TrafficCell, n int) []int64 {
+	out := make([]int64, n+1)
+	copy(out[:n], c.GetLatencyHistogram())
+	if n > 0 {
+		out[n] = min(c.GetLatencyOverflow(), out[n-1])
+		out[n-1] -= out[n]
+	}
+	return out
+}
+
+// quantileBucket is the index of the bucket of hist holding the
+// q-quantile; -1 for no calls.
+func quantileBucket(hist []int64, q float64) int {
 	var n int64
 	for _, v := range hist {
 		n += v
 	}
-	if n == 0 || len(bounds) == 0 {
-		return math.NaN()
+	if n == 0 {
+		return -1
 	}
 	rank, seen := int64(math.Ceil(q*float64(n))), int64(0)
 	for i, v := range hist {
 		seen += v
 		if seen >= rank {
-			return bounds[min(i, len(bounds)-1)]
+			return i
 		}
 	}
-	return bounds[len(bounds)-1]
+	return len(hist) - 1
 }
 
 // lines scales series into a w×h chart (the top edge a round number over
@@ -320,8 +339,8 @@ func row(name string, cells []*aggregatorv1.TrafficCell, bounds []float64) traff
 		}
 	}
 	r.Calls, r.Errors, r.RateLimited, r.Refused = sum.GetCalls(), sum.GetErrors(), sum.GetRateLimited(), sum.GetRefused()
-	hist := sum.GetLatencyHistogram()
-	r.P50, r.P95 = latencyText(quantile(hist, bounds, 0.5)), latencyText(quantile(hist, bounds, 0.95))
+	latency := latencyCounts(sum, len(bounds))
+	r.P50, r.P95 = latencyText(quantileBucket(latency, 0.5), bounds), latencyText(quantileBucket(latency, 0.95), bounds)
 	if r.Calls > 0 {
 		r.ErrorsPercent = fmt.Sprintf("%.1f%%", 100*float64(r.Errors)/float64(r.Calls))
 	}
@@ -334,11 +353,16 @@ func row(name string, cells []*aggregatorv1.TrafficCell, bounds []float64) traff
 	return r
 }
 
-func latencyText(ms float64) string {
-	if math.IsNaN(ms) {
+// latencyText names bucket b of bounds (latencyCounts): at most its
+// bound, or longer than the last for the bucket past them.
+func latencyText(b int, bounds []float64) string {
+	switch {
+	case b < 0 || len(bounds) == 0:
 		return "–"
+	case b >= len(bounds):
+		return "> " + number(bounds[len(bounds)-1]) + " ms"
 	}
-	return "≤ " + number(ms) + " ms"
+	return "≤ " + number(bounds[b]) + " ms"
 }
 
 // maxReplicaReads bounds the GetTraffic calls of one page.
@@ -389,6 +413,7 @@ func addCell(dst, src *aggregatorv1.TrafficCell) {
 	dst.Errors += src.GetErrors()
 	dst.RateLimited += src.GetRateLimited()
 	dst.Refused += src.GetRefused()
+	dst.LatencyOverflow += src.GetLatencyOverflow()
 	for i, v := range src.GetLatencyHistogram() {
 		if i < len(dst.LatencyHistogram) {
 			dst.LatencyHistogram[i] += v

@@ -197,7 +197,8 @@ type GetTrafficResponse struct {
 	// without calls has no cells.
 	Minutes []*TrafficMinute `protobuf:"bytes,1,rep,name=minutes,proto3" json:"minutes,omitempty"`
 	// The upper bounds, in milliseconds, of the latency histograms' buckets
-	// (the last bucket also counts every longer call).
+	// (the last bucket also counts every longer call: see
+	// TrafficCell.latency_overflow).
 	LatencyBucketMs []float64 `protobuf:"fixed64,2,rep,packed,name=latency_bucket_ms,json=latencyBucketMs,proto3" json:"latency_bucket_ms,omitempty"`
 	// The backends' changes of health and the reloads of the hour, oldest
 	// first (at most 500).
@@ -338,8 +339,13 @@ type TrafficCell struct {
 	Refused int64 `protobuf:"varint,6,opt,name=refused,proto3" json:"refused,omitempty"`
 	// Calls per latency bucket (latency_bucket_ms).
 	LatencyHistogram []int64 `protobuf:"varint,7,rep,packed,name=latency_histogram,json=latencyHistogram,proto3" json:"latency_histogram,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Of the calls latency_histogram's last bucket counts, those longer
+	// than its bound: that bucket counts them too, as it did before this
+	// field, so that a reader that knows nothing of it still counts every
+	// call; a reader that knows it shows them as longer than the bound.
+	LatencyOverflow int64 `protobuf:"varint,8,opt,name=latency_overflow,json=latencyOverflow,proto3" json:"latency_overflow,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *TrafficCell) Reset() {
@@ -419,6 +425,13 @@ func (x *TrafficCell) GetLatencyHistogram() []int64 {
 		return x.LatencyHistogram
 	}
 	return nil
+}
+
+func (x *TrafficCell) GetLatencyOverflow() int64 {
+	if x != nil {
+		return x.LatencyOverflow
+	}
+	return 0
 }
 
 // HealthEvent is one change of a backend's health, or a reload.
@@ -4393,7 +4406,7 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\areplica\x18\x04 \x01(\tR\areplica\"\x7f\n" +
 	"\rTrafficMinute\x120\n" +
 	"\x05start\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05start\x12<\n" +
-	"\x05cells\x18\x02 \x03(\v2&.switchboard.aggregator.v1.TrafficCellR\x05cells\"\xd7\x01\n" +
+	"\x05cells\x18\x02 \x03(\v2&.switchboard.aggregator.v1.TrafficCellR\x05cells\"\x82\x02\n" +
 	"\vTrafficCell\x12\x1c\n" +
 	"\tdimension\x18\x01 \x01(\tR\tdimension\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -4401,7 +4414,8 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\x06errors\x18\x04 \x01(\x03R\x06errors\x12!\n" +
 	"\frate_limited\x18\x05 \x01(\x03R\vrateLimited\x12\x18\n" +
 	"\arefused\x18\x06 \x01(\x03R\arefused\x12+\n" +
-	"\x11latency_histogram\x18\a \x03(\x03R\x10latencyHistogram\"\xac\x01\n" +
+	"\x11latency_histogram\x18\a \x03(\x03R\x10latencyHistogram\x12)\n" +
+	"\x10latency_overflow\x18\b \x01(\x03R\x0flatencyOverflow\"\xac\x01\n" +
 	"\vHealthEvent\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x18\n" +
 	"\abackend\x18\x02 \x01(\tR\abackend\x12\x14\n" +
