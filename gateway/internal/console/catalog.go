@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"html/template"
 	"net/http"
@@ -28,6 +29,8 @@ var catalogKinds = []struct{ Key, Label string }{
 // catalogItem is one row, whatever the kind.
 type catalogItem struct {
 	// Name is the advertised name, or the URI (template) of a resource.
+	// Title is the item's title; a resource's is its name when it has
+	// none (MCP's display name), which its row would not show otherwise.
 	Name, Title, Description, Backend, Original string
 }
 
@@ -123,7 +126,7 @@ func (c *Console) listKind(ctx context.Context, kind string, p *commonv1.Princip
 			return nil, "", err
 		}
 		for _, t := range resp.GetResources() {
-			items = append(items, catalogItem{Name: t.GetUri(), Title: t.GetName(), Description: t.GetDescription(), Backend: t.GetBackend()})
+			items = append(items, catalogItem{Name: t.GetUri(), Title: cmp.Or(t.GetTitle(), t.GetName()), Description: t.GetDescription(), Backend: t.GetBackend()})
 		}
 		return items, resp.GetNextCursor(), nil
 	case "templates":
@@ -132,7 +135,7 @@ func (c *Console) listKind(ctx context.Context, kind string, p *commonv1.Princip
 			return nil, "", err
 		}
 		for _, t := range resp.GetResourceTemplates() {
-			items = append(items, catalogItem{Name: t.GetUriTemplate(), Title: t.GetName(), Description: t.GetDescription(), Backend: t.GetBackend()})
+			items = append(items, catalogItem{Name: t.GetUriTemplate(), Title: cmp.Or(t.GetTitle(), t.GetName()), Description: t.GetDescription(), Backend: t.GetBackend()})
 		}
 		return items, resp.GetNextCursor(), nil
 	case "prompts":

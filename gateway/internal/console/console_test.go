@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -402,6 +403,35 @@ func TestCatalogViewAsPrincipal(t *testing.T) {
 	}
 	if code, _, _ := get(t, c, tc.srv.URL+"/console/catalog?kind=resources"); code != http.StatusBadGateway {
 		t.Fatalf("a failing list (the test aggregator has no ListResources): %d", code)
+	}
+}
+
+// TestCatalogShowsAResourcesTitle: the catalog page's Title column shows
+// each item's title. A resource (and a resource template) has a name and
+// an optional human title, as MCP lists them: the page must show the
+// title under that heading, and the name (MCP's display name without
+// one) only when there is none. It showed the name whatever the title.
+func TestCatalogShowsAResourcesTitle(t *testing.T) {
+	tc := startConsoleServing(t, nil, nil, nil, func(agg *testkit.FakeAggregator) {
+		agg.Resources = []*aggregatorv1.Resource{{Uri: "notes://today", Name: "today_notes", Title: "Today's notes", Backend: "alpha"},
+			{Uri: "notes://plain", Name: "plain_notes", Backend: "alpha"}}
+		agg.ResourceTemplates = []*aggregatorv1.ResourceTemplate{{UriTemplate: "notes://{day}", Name: "day_notes", Title: "Notes of a day", Backend: "alpha"}}
+	})
+	c := loggedIn(t, tc)
+	for kind, want := range map[string]string{"resources": "<td>Today&#39;s notes</td>", "templates": "<td>Notes of a day</td>"} {
+		code, body, _ := get(t, c, tc.srv.URL+"/console/catalog?kind="+kind)
+		if code != http.StatusOK || !strings.Contains(body, want) || strings.Contains(body, "today_notes") || strings.Contains(body, "day_notes") {
+			t.Errorf("%s: %d, the title is not shown, or the name is:\n%s", kind, code, body[strings.Index(body, `<table id="items">`):])
+		}
+	}
+	// The test aggregator pages one item at a time: the second resource.
+	_, body, _ := get(t, c, tc.srv.URL+"/console/catalog?kind=resources")
+	next := regexp.MustCompile(`rel="next" href="([^"]+)"`).FindStringSubmatch(body)
+	if next == nil {
+		t.Fatalf("no second page of resources:\n%s", body)
+	}
+	if _, body, _ = get(t, c, tc.srv.URL+html.UnescapeString(next[1])); !strings.Contains(body, "<td>plain_notes</td>") {
+		t.Errorf("a resource without a title is not shown by its name:\n%s", body[strings.Index(body, `<table id="items">`):])
 	}
 }
 
