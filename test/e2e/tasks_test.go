@@ -502,6 +502,44 @@ func TestLegacyTaskOfASessionWithALogLevel(t *testing.T) {
 	}
 }
 
+// TestLegacyTaskTTLOfZeroIsTheFloor: a 2025-11-25 client that asks for
+// a task kept 0 ms (or less than a millisecond) asks for the shortest
+// retention, and gets the 10 s floor any TTL asked below it gets; only a
+// request that names no TTL gets aggregator.tasks.defaultTTL. Before, 0
+// read as "no TTL", and the task and its result were kept the default
+// hour.
+func TestLegacyTaskTTLOfZeroIsTheFloor(t *testing.T) {
+	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: tasksSpec}},
+		Configure: func(cfg *config.Config) {
+			withTaskStore(t, cfg)
+			cfg.Aggregator.ToolOverrides = []config.ToolOverride{{Backend: "ops", Tool: "sleep", TaskSupport: config.TaskSupportOptional}}
+			cfg.Aggregator.Tasks.DefaultTTL = config.Duration(time.Hour)
+			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "alice-key", Subject: "alice"}}}
+		}})
+	alice := &mcpraw.Client{URL: c.MCPURL, Authorization: "Bearer alice-key", Capabilities: mcpraw.TasksCapabilities}
+	if err := alice.OpenSession(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		task map[string]any
+		want float64
+	}{
+		{map[string]any{"ttl": 0}, 10_000},
+		{map[string]any{"ttl": 0.5}, 10_000},
+		{map[string]any{"ttl": 1}, 10_000},
+		{map[string]any{"ttl": 60_000}, 60_000},
+		{map[string]any{}, 3_600_000},
+	} {
+		got := taskResult(t)(alice.Send(t.Context(), "tools/call", "", map[string]any{"name": "ops_sleep",
+			"arguments": map[string]any{"duration": "10ms"}, "task": c.task}))
+		var task struct{ TTL float64 }
+		b, _ := json.Marshal(got["task"])
+		if err := json.Unmarshal(b, &task); err != nil || task.TTL != c.want {
+			t.Errorf("task %v: kept %v ms (%v), want %v", c.task, task.TTL, err, c.want)
+		}
+	}
+}
+
 // TestTaskFollowsItsToolThroughARename: a task belongs to its tool, not to
 // the name the tool had: after a reload renames the tool, the task is
 // found under the new name and admitted as it (a policy on the new name

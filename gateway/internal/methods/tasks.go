@@ -39,15 +39,18 @@ func taskRequest(req *Request) (*aggregatorv1.TaskRequest, *wire.Error) {
 		if !ok {
 			return nil, wire.InvalidParams("task must be an object")
 		}
-		var ttl float64
+		var ttlMs int64 // 0: none asked, the configured default
 		if raw, ok := task["ttl"]; ok && string(raw) != "null" {
+			var ttl float64
 			if json.Unmarshal(raw, &ttl) != nil || !(ttl >= 0) {
 				return nil, wire.InvalidParams("task.ttl must be a number of milliseconds, at least 0")
 			}
+			// The aggregator caps it (tasks.maxTTL) and floors it; this
+			// keeps a huge number an int64, and a TTL under a millisecond
+			// (0 included) the shortest asked for rather than none.
+			ttlMs = max(int64(min(ttl, math.MaxInt64/2)), 1)
 		}
-		// The aggregator caps it (tasks.maxTTL); this only keeps a huge
-		// number an int64.
-		return &aggregatorv1.TaskRequest{TtlMs: int64(min(ttl, math.MaxInt64/2)), Explicit: true}, nil
+		return &aggregatorv1.TaskRequest{TtlMs: ttlMs, Explicit: true}, nil
 	}
 	return nil, nil
 }
