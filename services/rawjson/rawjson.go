@@ -191,32 +191,3 @@ func StartsObject(b []byte) bool {
 	i := skipSpace(b, 0)
 	return i < len(b) && b[i] == '{'
 }
-
-// NestingExceeds reports whether the JSON text b (already known to be
-// valid) nests arrays and objects deeper than limit.
-func NestingExceeds[T ~string | ~[]byte](b T, limit int) bool {
-	depth, inString, escaped := 0, false, false
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		switch {
-		case inString:
-			if escaped {
-				escaped = false
-			} else if c == '\\' {
-				escaped = true
-			} else if c == '"' {
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '[' || c == '{':
-			depth++
-			if depth > limit {
-				return true
-			}
-		case c == ']' || c == '}':
-			depth--
-		}
-	}
-	return false
-}

@@ -61,22 +61,3 @@ func FuzzObject(f *testing.F) {
 		}
 	})
 }
-
-func TestNestingExceeds(t *testing.T) {
-	for _, c := range []struct {
-		text  string
-		limit int
-		want  bool
-	}{
-		{`{"a":[1,{"b":2}]}`, 3, false},
-		{`{"a":[1,{"b":2}]}`, 2, true},
-		{`["[[[[", "{{{{"]`, 1, false}, // brackets in strings do not nest
-		{`["\"[[["]`, 1, false},        // nor after an escaped quote
-		{`[[[]]]`, 3, false},
-		{`[[[]]]`, 2, true},
-	} {
-		if got := NestingExceeds(c.text, c.limit); got != c.want {
-			t.Errorf("NestingExceeds(%s, %d) = %v", c.text, c.limit, got)
-		}
-	}
-}

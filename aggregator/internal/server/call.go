@@ -249,6 +249,14 @@ func capabilities(rc *aggregatorv1.RequestContext) ([]byte, error) {
 	if !isObject([]byte(raw)) {
 		return nil, invalidArgument("client_capabilities_json must be a JSON object")
 	}
+	if err := rawjson.Unique([]byte(raw), maxArgumentsDepth); err != nil {
+		// Read two ways (withoutUnsupportedExtensions reads the first
+		// member, the backend's decoder the last: a tasks extension
+		// would reach it), so read by none, as arguments are. The
+		// gateway refuses such requests too; internal clients do not
+		// pass through it.
+		return nil, invalidArgument("client_capabilities_json: " + err.Error())
+	}
 	return withoutUnsupportedExtensions([]byte(raw)), nil
 }
 

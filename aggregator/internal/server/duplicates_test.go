@@ -3,11 +3,13 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -172,4 +174,55 @@ aggregator:
 	// counted again.
 	h.engine.Refresh(ctx)
 	check("relisting")
+}
+
+// TestClientCapabilitiesNamingAMemberTwiceRefused: client capabilities
+// that name a member twice are read two ways: the aggregator's removal of
+// the tasks extension read the first "extensions", the backend's decoder
+// the last, so a backend that runs tasks was declared the extension and
+// answered with a task of its own, whose id no replica can serve. Such a
+// call is INVALID_ARGUMENT before the backend is asked, at any depth, as
+// arguments naming a member twice are; the gateway refuses such requests
+// too, but internal clients call the aggregator directly.
+func TestClientCapabilitiesNamingAMemberTwiceRefused(t *testing.T) {
+	eng := newTestBackend(t, "eng", backendOptions{extra: func(b *testBackend) {
+		b.server.AddTool(&mcp.Tool{Name: "caps", InputSchema: map[string]any{"type": "object"}}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			raw, _ := json.Marshal(req.Params.Meta["io.modelcontextprotocol/clientCapabilities"])
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(raw)}}}, nil
+		})
+	}})
+	h := startAggregator(t, parseConfig(t, `
+aggregator:
+  backends:
+    - {name: eng, url: `+eng.url()+`, protocol: 2026-07-28}
+`))
+	ctx := context.Background()
+	alice := principal("alice")
+	testkit.Eventually(t, "eng listed", 10*time.Second, func() bool { return len(listToolNames(t, h.gateway, alice, 0)) > 0 })
+	call := func(caps string) (*aggregatorv1.CallToolResponse, error) {
+		return h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: alice, Name: "eng_caps", ArgumentsJson: "{}",
+			Context: &aggregatorv1.RequestContext{ClientCapabilitiesJson: caps}})
+	}
+	for _, caps := range []string{
+		`{"extensions":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}`,
+		`{"extensions":{"io.modelcontextprotocol/tasks":null,"io.modelcontextprotocol/tasks":{}}}`,
+	} {
+		calls := eng.received("tools/call")
+		_, err := call(caps)
+		wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+		if !strings.Contains(err.Error(), "client_capabilities_json") {
+			t.Errorf("%s: %v does not name the field", caps, err)
+		}
+		if eng.received("tools/call") != calls {
+			t.Errorf("%s: the backend was called", caps)
+		}
+	}
+	// Named once, the extension is still kept from the backend.
+	resp, err := call(`{"elicitation":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.GetResultJson(); strings.Contains(got, "io.modelcontextprotocol/tasks") || !strings.Contains(got, "elicitation") {
+		t.Fatalf("the backend was declared %s", got)
+	}
 }

@@ -3,7 +3,9 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/switchboard-mcp/switchboard/services/rawjson"
@@ -33,7 +35,9 @@ func (m *Message) IsNotification() bool { return m.ID == nil && !m.IsResponse }
 const MaxNestingDepth = 512
 
 // Parse decodes one JSON-RPC message. On failure it still returns whatever
-// id it could read, so the error response keeps it.
+// id it could read, so the error response keeps it. A message that names
+// a member twice in any of its objects is refused (repeatedMember): what
+// Parse accepts has one reading.
 func Parse(body []byte) (*Message, json.RawMessage, *Error) {
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	if len(trimmed) > 0 && trimmed[0] == '[' {
@@ -45,7 +49,9 @@ func Parse(body []byte) (*Message, json.RawMessage, *Error) {
 	if !utf8.Valid(body) {
 		return nil, nil, NewError(CodeParseError, "parse error: body is not valid UTF-8")
 	}
-	if rawjson.NestingExceeds(body, MaxNestingDepth) {
+	// One pass bounds the nesting and finds a member named twice.
+	unique := rawjson.Unique(body, MaxNestingDepth)
+	if errors.Is(unique, rawjson.ErrTooDeep) {
 		return nil, nil, NewError(CodeParseError, fmt.Sprintf("parse error: JSON nested deeper than %d levels", MaxNestingDepth))
 	}
 	if !json.Valid(body) {
@@ -60,6 +66,16 @@ func Parse(body []byte) (*Message, json.RawMessage, *Error) {
 		return nil, nil, NewError(CodeInvalidRequest, "invalid request: body is not a JSON-RPC request object")
 	}
 	rawID, params, result, rpcErr := members["id"], members["params"], members["result"], members["error"]
+	if repeated, ok := errors.AsType[*rawjson.DuplicateError](unique); ok {
+		// Read two ways: the edge's checks (rawjson.Get) take a repeated
+		// member's first value, encoding/json, go-sdk and backends its
+		// last. Read by none, so that everything past here reads the one
+		// member there is (capabilities, _meta, arguments alike).
+		if repeated.Pointer == "" && repeated.Name == "id" {
+			rawID = nil // which one would be a guess
+		}
+		return nil, validID(rawID), repeatedMember(repeated)
+	}
 	jsonrpc, _ := members.String("jsonrpc")
 	var method *string
 	if v, ok := members["method"]; ok {
@@ -100,6 +116,16 @@ func Parse(body []byte) (*Message, json.RawMessage, *Error) {
 		msg.Params = p
 	}
 	return msg, id, nil
+}
+
+// repeatedMember is the refusal of a message whose object at
+// d.Pointer names d.Name twice: -32602 within its params, else -32600
+// (the envelope, a response's result or error).
+func repeatedMember(d *rawjson.DuplicateError) *Error {
+	if d.Pointer == "/params" || strings.HasPrefix(d.Pointer, "/params/") {
+		return InvalidParams(d.Error())
+	}
+	return NewError(CodeInvalidRequest, "invalid request: "+d.Error())
 }
 
 // validID returns id if it is a JSON string or number, else nil.

@@ -25,7 +25,9 @@ const TasksExtension = mcpspec.ExtensionTasks
 const MetaRelatedTask = "io.modelcontextprotocol/related-task"
 
 // DeclaresTasks reports whether a client's capabilities (as it sent them)
-// declare the tasks extension.
+// declare the tasks extension. They come from a message Parse accepted,
+// which names no member twice, so the first member it reads is the one
+// every decoder past the gateway reads.
 func DeclaresTasks(caps json.RawMessage) bool {
 	extensions, ok := rawjson.Get(caps, "extensions")
 	if !ok || !IsObjectText(extensions) {

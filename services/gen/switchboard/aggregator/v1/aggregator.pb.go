@@ -1824,7 +1824,8 @@ type RequestContext struct {
 	// The client's declared capabilities (an MCP ClientCapabilities object as
 	// JSON text; empty means none declared). The aggregator declares them to
 	// the backend, so a backend never asks the client for input it cannot
-	// give (elicitation, sampling, roots).
+	// give (elicitation, sampling, roots). Capabilities naming a member
+	// twice, at any depth, are INVALID_ARGUMENT: decoders read them two ways.
 	ClientCapabilitiesJson string `protobuf:"bytes,3,opt,name=client_capabilities_json,json=clientCapabilitiesJson,proto3" json:"client_capabilities_json,omitempty"`
 	// The lowest log level the client wants notifications/message for
 	// ("debug" ... "emergency"); empty means no log notifications.
