@@ -244,6 +244,35 @@ func TestRefusalsAudited(t *testing.T) {
 	refused("a Legacy session of another version", mcp, otherVersion, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"alpha_echo"}}`,
 		want{audit.KindToolCall, "alpha_echo", audit.OutcomeInvalid, "MCP-Protocol-Version", false})
 
+	// Refused while the message is parsed: recorded by what was read of
+	// it, as long as its method was read and it is not a notification.
+	refused("params not an object", mcp, modernHeaders("tools/call", "Mcp-Name", "alpha_echo"),
+		`{"jsonrpc":"2.0","id":17,"method":"tools/call","params":["alpha_echo"]}`,
+		want{audit.KindToolCall, "", audit.OutcomeInvalid, "params must be an object", false})
+	refused("a read whose params are an array", mcp, modernHeaders("resources/read", "Mcp-Name", "file:///a.txt"),
+		`{"jsonrpc":"2.0","id":18,"method":"resources/read","params":[]}`,
+		want{audit.KindResourceRead, "", audit.OutcomeInvalid, "params must be an object", false})
+	refused("jsonrpc 1.0", mcp, modernHeaders("tools/call", "Mcp-Name", "alpha_echo"),
+		`{"jsonrpc":"1.0","id":19,"method":"tools/call","params":{`+modernMeta+`,"name":"alpha_echo"}}`,
+		want{audit.KindToolCall, "alpha_echo", audit.OutcomeInvalid, `"jsonrpc" must be "2.0"`, false})
+	refused("an id that is an object", mcp, modernHeaders("prompts/get", "Mcp-Name", "alpha_greet"),
+		`{"jsonrpc":"2.0","id":{},"method":"prompts/get","params":{`+modernMeta+`,"name":"alpha_greet"}}`,
+		want{audit.KindPromptGet, "alpha_greet", audit.OutcomeInvalid, "id must be", false})
+	refused("capabilities naming extensions twice", mcp, modernHeaders("tools/call", "Mcp-Name", "alpha_echo"),
+		`{"jsonrpc":"2.0","id":20,"method":"tools/call","params":{`+strings.Replace(modernMeta, `clientCapabilities":{}`, `clientCapabilities":{"extensions":{},"extensions":{}}`, 1)+`,"name":"alpha_echo"}}`,
+		want{audit.KindToolCall, "alpha_echo", audit.OutcomeInvalid, `member "extensions" repeats`, false})
+	refused("the tool named twice", mcp, modernHeaders("tools/call", "Mcp-Name", "alpha_echo"),
+		`{"jsonrpc":"2.0","id":21,"method":"tools/call","params":{`+modernMeta+`,"name":"alpha_echo","name":"beta_add"}}`,
+		want{audit.KindToolCall, "", audit.OutcomeInvalid, `member "name" repeats`, false})
+	refused("a Legacy call naming an argument twice", mcp, legacyHeaders("alice-key", session),
+		`{"jsonrpc":"2.0","id":22,"method":"tools/call","params":{"name":"alpha_echo","arguments":{"text":"a","text":"b"}}}`,
+		want{audit.KindToolCall, "alpha_echo", audit.OutcomeInvalid, `member "text" repeats`, false})
+	answered("a tools/call notification of jsonrpc 1.0", mcp, modernHeaders("tools/call", "Mcp-Name", "alpha_echo"),
+		`{"jsonrpc":"1.0","method":"tools/call","params":{`+modernMeta+`,"name":"alpha_echo"}}`)
+	answered("the method named twice", mcp, modernHeaders("tools/call", "Mcp-Name", "alpha_echo"),
+		`{"jsonrpc":"2.0","id":23,"method":"tools/call","method":"tools/list","params":{`+modernMeta+`,"name":"alpha_echo"}}`)
+	answered("a body that is not JSON", mcp, modernHeaders("tools/call", "Mcp-Name", "alpha_echo"), `{"jsonrpc":"2.0","id":24,"method":"tools/call",`)
+
 	// The last refusal: the writer writes in order, so once it is written
 	// every earlier event is, and a stray one would be there.
 	last := refused("the last refusal", mcp, modernHeaders("tools/call", "Mcp-Name", "alpha_echo", "Content-Type", "text/plain"), call(`"alpha_echo"`, ""),

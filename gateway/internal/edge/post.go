@@ -114,6 +114,11 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 	}
 	msg, id, rerr := wire.Parse(body)
 	if rerr != nil {
+		if msg != nil && msg.Method != "" && !msg.IsNotification() {
+			// A request refused as it is read is recorded by what was
+			// read of it, as one refused later is (auditRefusal).
+			rec.req = &methods.Request{View: ep.view, Server: ep.server, Principal: principal, Method: msg.Method, Params: msg.Params, Header: r.Header}
+		}
 		if !wire.IsJSONContentType(r.Header) {
 			// Neither JSON nor said to be: refused for its type, as one
 			// that parses is below (Streamable HTTP's 415).

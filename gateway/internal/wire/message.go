@@ -34,10 +34,13 @@ func (m *Message) IsNotification() bool { return m.ID == nil && !m.IsResponse }
 // client's malformed input from looking like a backend failure.
 const MaxNestingDepth = 512
 
-// Parse decodes one JSON-RPC message. On failure it still returns whatever
-// id it could read, so the error response keeps it. A message that names
-// a member twice in any of its objects is refused (repeatedMember): what
-// Parse accepts has one reading.
+// Parse decodes one JSON-RPC message, and the id to echo in its answer.
+// A message that names a member twice in any of its objects is refused
+// (repeatedMember): what Parse accepts has one reading. On failure it
+// still returns whatever id it could read, so the error response keeps
+// it, and, once the body is read as a JSON object, the message as far as
+// it was read: its id as sent, its method if a string and its params if
+// an object, each only if read one way.
 func Parse(body []byte) (*Message, json.RawMessage, *Error) {
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	if len(trimmed) > 0 && trimmed[0] == '[' {
@@ -66,31 +69,49 @@ func Parse(body []byte) (*Message, json.RawMessage, *Error) {
 		return nil, nil, NewError(CodeInvalidRequest, "invalid request: body is not a JSON-RPC request object")
 	}
 	rawID, params, result, rpcErr := members["id"], members["params"], members["result"], members["error"]
+	id := validID(rawID)
+	// read is the message as far as it is read, returned with a refusal
+	// too: the edge records a refused request by its method and params,
+	// and its id as sent tells it from a notification.
+	read := &Message{ID: rawID, Params: Object{}}
+	var method *string
+	if v, ok := members["method"]; ok {
+		var m string
+		if json.Unmarshal(v, &m) == nil {
+			method, read.Method = &m, m
+		}
+	}
+	paramsObject := true
+	if len(params) > 0 && !bytes.Equal(params, []byte("null")) {
+		p, err := parseObject(params)
+		if paramsObject = err == nil; paramsObject {
+			read.Params = p
+		}
+	}
 	if repeated, ok := errors.AsType[*rawjson.DuplicateError](unique); ok {
 		// Read two ways: the edge's checks (rawjson.Get) take a repeated
 		// member's first value, encoding/json, go-sdk and backends its
 		// last. Read by none, so that everything past here reads the one
-		// member there is (capabilities, _meta, arguments alike).
-		if repeated.Pointer == "" && repeated.Name == "id" {
-			rawID = nil // which one would be a guess
+		// member there is (capabilities, _meta, arguments alike); nor is
+		// what repeats returned as read.
+		switch {
+		case repeated.Pointer == "" && repeated.Name == "id":
+			id = nil // which one would be a guess
+		case repeated.Pointer == "" && repeated.Name == "method":
+			read.Method = ""
+		case repeated.Pointer == "" && repeated.Name == "params", repeated.Pointer == "/params":
+			read.Params = Object{}
 		}
-		return nil, validID(rawID), repeatedMember(repeated)
+		return read, id, repeatedMember(repeated)
 	}
-	jsonrpc, _ := members.String("jsonrpc")
-	var method *string
-	if v, ok := members["method"]; ok {
-		var m string
-		if json.Unmarshal(v, &m) != nil {
-			return nil, validID(rawID), NewError(CodeInvalidRequest, `invalid request: "method" must be a string`)
-		}
-		method = &m
+	if _, ok := members["method"]; ok && method == nil {
+		return read, id, NewError(CodeInvalidRequest, `invalid request: "method" must be a string`)
 	}
-	id := validID(rawID)
-	if jsonrpc != "2.0" {
-		return nil, id, NewError(CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`)
+	if jsonrpc, _ := members.String("jsonrpc"); jsonrpc != "2.0" {
+		return read, id, NewError(CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`)
 	}
 	if rawID != nil && id == nil {
-		return nil, nil, NewError(CodeInvalidRequest, "invalid request: id must be a string or a number")
+		return read, nil, NewError(CodeInvalidRequest, "invalid request: id must be a string or a number")
 	}
 	if method == nil {
 		if id != nil && (result != nil || rpcErr != nil) {
@@ -102,20 +123,15 @@ func Parse(body []byte) (*Message, json.RawMessage, *Error) {
 			}
 			return &Message{ID: id, IsResponse: true, Reply: reply, Params: Object{}}, id, nil
 		}
-		return nil, id, NewError(CodeInvalidRequest, `invalid request: "method" is required`)
+		return read, id, NewError(CodeInvalidRequest, `invalid request: "method" is required`)
 	}
 	if *method == "" {
-		return nil, id, NewError(CodeInvalidRequest, `invalid request: "method" must not be empty`)
+		return read, id, NewError(CodeInvalidRequest, `invalid request: "method" must not be empty`)
 	}
-	msg := &Message{ID: id, Method: *method, Params: Object{}}
-	if len(params) > 0 && !bytes.Equal(params, []byte("null")) {
-		p, err := parseObject(params)
-		if err != nil {
-			return nil, id, InvalidParams("params must be an object")
-		}
-		msg.Params = p
+	if !paramsObject {
+		return read, id, InvalidParams("params must be an object")
 	}
-	return msg, id, nil
+	return read, id, nil
 }
 
 // repeatedMember is the refusal of a message whose object at

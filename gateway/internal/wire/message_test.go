@@ -29,9 +29,9 @@ func TestParseRefusesRepeatedMembers(t *testing.T) {
 		{"in an array of arguments", `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"a","arguments":{"rows":[{"k":1},{"k":1,"k":2}]}}}`, CodeInvalidParams, "8"},
 	}
 	for _, tc := range cases {
-		msg, id, rerr := Parse([]byte(tc.body))
-		if rerr == nil || rerr.Code != tc.code || msg != nil {
-			t.Errorf("%s: %v, %v; want code %d", tc.name, msg, rerr, tc.code)
+		_, id, rerr := Parse([]byte(tc.body))
+		if rerr == nil || rerr.Code != tc.code {
+			t.Errorf("%s: %v; want code %d", tc.name, rerr, tc.code)
 			continue
 		}
 		if string(id) != tc.id {
@@ -47,6 +47,45 @@ func TestParseRefusesRepeatedMembers(t *testing.T) {
 	} {
 		if _, _, rerr := Parse([]byte(body)); rerr != nil {
 			t.Errorf("%s: %v", body, rerr)
+		}
+	}
+}
+
+// TestParseReturnsWhatItReadOfARefusal: a message refused once its body
+// is read as a JSON object comes back as far as it was read (its id as
+// sent, its method, its params), so that the edge can record a refused
+// request in the trail; what repeats is not returned as read. A body
+// that is no JSON object comes back as nothing.
+func TestParseReturnsWhatItReadOfARefusal(t *testing.T) {
+	cases := []struct {
+		name, body, method, tool string
+		request                  bool
+	}{
+		{"jsonrpc 1.0", `{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{"name":"a"}}`, "tools/call", "a", true},
+		{"a notification", `{"jsonrpc":"1.0","method":"tools/call","params":{"name":"a"}}`, "tools/call", "a", false},
+		{"params an array", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["a"]}`, "tools/call", "", true},
+		{"an object id", `{"jsonrpc":"2.0","id":{},"method":"prompts/get","params":{"name":"p"}}`, "prompts/get", "p", true},
+		{"the method not a string", `{"jsonrpc":"2.0","id":1,"method":7,"params":{"name":"a"}}`, "", "a", true},
+		{"the method twice", `{"jsonrpc":"2.0","id":1,"method":"tools/call","method":"tools/list","params":{"name":"a"}}`, "", "a", true},
+		{"the id twice", `{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/call","params":{"name":"a"}}`, "tools/call", "a", true},
+		{"the name twice", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}`, "tools/call", "", true},
+		{"params twice", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"},"params":{"name":"b"}}`, "tools/call", "", true},
+		{"an argument twice", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"x":1,"x":2}}}`, "tools/call", "a", true},
+	}
+	for _, tc := range cases {
+		msg, _, rerr := Parse([]byte(tc.body))
+		if rerr == nil || msg == nil {
+			t.Errorf("%s: %v, %v; want a refusal with what was read", tc.name, msg, rerr)
+			continue
+		}
+		tool, _ := msg.Params.String("name")
+		if msg.Method != tc.method || tool != tc.tool || msg.IsNotification() == tc.request {
+			t.Errorf("%s: read method %q, name %q, notification %v", tc.name, msg.Method, tool, msg.IsNotification())
+		}
+	}
+	for _, body := range []string{`[{"jsonrpc":"2.0","id":1,"method":"tools/call"}]`, `{"jsonrpc":"2.0","id":1,"method":"tools/call",`, `42`, "{\"method\":\"\xff\"}"} {
+		if msg, _, rerr := Parse([]byte(body)); rerr == nil || msg != nil {
+			t.Errorf("%q: %v, %v; want a refusal and nothing read", body, msg, rerr)
 		}
 	}
 }
