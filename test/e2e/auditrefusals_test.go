@@ -117,9 +117,9 @@ func modernBody(method, params string) string {
 
 // TestAuditGatewayRefusals: through the real processes, a tools/call,
 // resources/read, prompts/get, completion/complete or resources/subscribe
-// (and the optimizer's call_tool and find_tool) that the gateway refuses
-// before asking the aggregator or the indexer is in the trail, once, as
-// the gateway's event: the principal,
+// (and the optimizer's call_tool) that the gateway refuses before asking
+// the aggregator or the indexer is in the trail, once, as the gateway's
+// event (a find_tool without a description is the indexer's): the principal,
 // the item as the client named it (cut to the table's bound, never the
 // megabyte the client sent), and invalid, or denied for a forged or
 // replayed requestState. A call the aggregator answered, refused there
@@ -220,8 +220,14 @@ func TestAuditGatewayRefusals(t *testing.T) {
 		modernHeader("tools/call", "call_tool"), modernBody("tools/call", `"name":"call_tool","arguments":{}`))
 	refused("call_tool with a forged requestState", audit.KindToolCall, "shop_lookup", audit.OutcomeDenied, optimized,
 		modernHeader("tools/call", "call_tool"), modernBody("tools/call", `"name":"call_tool","arguments":{"tool_name":"shop_lookup","parameters":{"order":"A-5"}},"requestState":"forged"`))
-	refused("find_tool without tool_description", audit.KindFindTool, "find_tool", audit.OutcomeInvalid, optimized,
-		modernHeader("tools/call", "find_tool"), modernBody("tools/call", `"name":"find_tool","arguments":{}`))
+	// find_tool without a description is a search of nothing, refused
+	// and recorded by the indexer, which charges it to the principal's
+	// limits as every search it refuses.
+	search, found := refusalPost(t, optimized, modernHeader("tools/call", "find_tool"), modernBody("tools/call", `"name":"find_tool","arguments":{}`))
+	if string(found.Result["isError"]) != "true" {
+		t.Fatalf("find_tool without tool_description: %s, want a refusal", found)
+	}
+	want[search] = event{"find_tool without tool_description", "indexer", audit.KindFindTool, audit.OutcomeInvalid, "find_tool", false}
 
 	// Legacy: a malformed call on a session, and a call on no session.
 	session := rawInitialize(t, c.Config.Gateway.Listen, "Bearer "+refusalKey)

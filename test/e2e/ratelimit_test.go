@@ -255,19 +255,21 @@ func TestRateLimitedRetryKeepsItsState(t *testing.T) {
 	})
 }
 
-// TestRefusedSearchesTakeTokens: a find_tool the indexer refuses as it
-// stands (past its length bound, too many keywords, only spaces) takes a
-// token from the principal's find_tool limits, as every refused request
-// does: each is an event in the trail, and a client could otherwise send
-// them without any limit. Once the bucket is empty they are refused as
-// rate limited, and so is a good search.
+// TestRefusedSearchesTakeTokens: a find_tool refused as it stands (past
+// its length bound, too many keywords, only spaces, an empty or missing
+// description) takes a token from the principal's find_tool limits, as
+// every refused request does: each is an event in the trail, and a
+// client could otherwise send them without any limit. Once the bucket is
+// empty they are refused as rate limited, and so is a good search. An
+// empty or missing description was once refused by the gateway itself,
+// never limited.
 func TestRefusedSearchesTakeTokens(t *testing.T) {
 	optimizer := true
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "tickets"}}, Configure: func(cfg *config.Config) {
 		cfg.Servers = append(cfg.Servers, config.Server{Name: "find", Backends: []string{"tickets"}, Optimizer: &optimizer})
 		// Not /optimized, where the searches that wait for the indexer
 		// run.
-		cfg.RateLimits.Limits = []config.RateLimit{{Name: "find-user", Per: config.RatePerPrincipal, Rate: "1/h", Burst: 3,
+		cfg.RateLimits.Limits = []config.RateLimit{{Name: "find-user", Per: config.RatePerPrincipal, Rate: "1/h", Burst: 5,
 			Methods: []string{config.RateMethodFindTool}, Match: config.RateLimitMatch{Servers: []string{"find"}}}}
 	}})
 	ready := harness.Connect(t, c.MCPURL+"/optimized", harness.Modern)
@@ -286,12 +288,16 @@ func TestRefusedSearchesTakeTokens(t *testing.T) {
 		{"tool_description": strings.Repeat("echo ", 1000)},
 		{"tool_description": "echo", "tool_keywords": make([]string, 40)},
 		{"tool_description": "   "},
+		{"tool_description": ""},
+		{},
 	} {
 		if res, err := find(args); err != nil || !res.IsError {
-			t.Fatalf("a search the indexer refuses: %q, %v; want a tool error", text(res), err)
+			t.Fatalf("a search refused as it stands: %q, %v; want a tool error", text(res), err)
+		} else if _, given := args["tool_description"]; !given && !strings.Contains(text(res), "find_tool needs tool_description") {
+			t.Fatalf("a search without a description: %q; want what find_tool needs", text(res))
 		}
 	}
-	for _, args := range []map[string]any{{"tool_description": strings.Repeat("echo ", 1000)}, {"tool_description": "echo"}} {
+	for _, args := range []map[string]any{{"tool_description": strings.Repeat("echo ", 1000)}, {}, {"tool_description": "echo"}} {
 		if res, err := find(args); err == nil || !strings.Contains(err.Error(), "Too Many Requests") {
 			t.Fatalf("find_tool past the burst: %q, %v; want HTTP 429", text(res), err)
 		}

@@ -111,10 +111,19 @@ func (s *Server) findTool(ctx context.Context, req *Request, args json.RawMessag
 		Description *string  `json:"tool_description"`
 		Keywords    []string `json:"tool_keywords"`
 	}
-	if json.Unmarshal(args, &in) != nil || in.Description == nil || *in.Description == "" {
-		return s.refuseTool(req, wire.CodeInvalidParams, "find_tool needs tool_description (a non-empty string) and optionally tool_keywords (an array of strings)")
+	const usage = "find_tool needs tool_description (a non-empty string) and optionally tool_keywords (an array of strings)"
+	malformed := json.Unmarshal(args, &in) != nil || in.Description == nil || *in.Description == ""
+	if malformed {
+		// Asked of the indexer all the same, as a search of nothing: it
+		// refuses it as it stands, records it and takes its token from
+		// the principal's limits, as it does every search it refuses, so
+		// a client sending these is held to its limit too.
+		in.Description, in.Keywords = new(string), nil
 	}
 	if s.idx == nil {
+		if malformed {
+			return s.refuseTool(req, wire.CodeInvalidParams, usage)
+		}
 		return s.refuseTool(req, wire.CodeInternalError, "tool search is not available on this gateway; call_tool still works with a known tool name")
 	}
 	// tools/call waits for clients (Serve), so the search is bounded here.
@@ -130,6 +139,8 @@ func (s *Server) findTool(ctx context.Context, req *Request, args json.RawMessag
 			// model, must wait (429, Retry-After); a tool error would
 			// invite the model to search again at once.
 			return nil, rerr
+		case status.Code(err) == codes.InvalidArgument && malformed:
+			return s.toolError(req, usage)
 		case status.Code(err) == codes.InvalidArgument:
 			// The search itself was refused (its bounds): the same one
 			// later would be too. A server the indexer cannot find (also
@@ -137,6 +148,11 @@ func (s *Server) findTool(ctx context.Context, req *Request, args json.RawMessag
 			return s.toolError(req, "find_tool: "+rerr.Message)
 		}
 		return s.toolError(req, "tool search failed: "+rerr.Message+". Other tools keep working; retry find_tool later.")
+	}
+	if malformed {
+		// The indexer refuses a search of nothing; an indexer that did
+		// not is answered as one that did.
+		return s.toolError(req, usage)
 	}
 	out := FindResult{Tools: make([]FoundTool, 0, len(resp.GetHits())), BaselineTokens: resp.GetBaselineTokens()}
 	for _, h := range resp.GetHits() {
