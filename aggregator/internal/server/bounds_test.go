@@ -170,8 +170,11 @@ func TestWatchCatalogKeepsOnlyTheURIsItSubscribed(t *testing.T) {
 			t.Fatalf("watch %d subscribed %v, want only docs://a", i, got)
 		}
 	}
-	// 8 watches naming 32 MiB of URIs they did not subscribe.
-	if grown := int64(heap()) - int64(before); grown > 8<<20 {
+	// 8 watches naming 32 MiB of URIs they did not subscribe: kept, the
+	// heap grows by that much; dropped, by what the open streams and the
+	// earlier tests' goroutines still winding down hold, which reached
+	// 8 MiB once on a busy machine.
+	if grown := int64(heap()) - int64(before); grown > 16<<20 {
 		t.Fatalf("%d open watches hold %d MiB more heap, want the URIs they did not subscribe dropped", watches, grown>>20)
 	}
 }

@@ -211,11 +211,13 @@ func TestRefusalsAudited(t *testing.T) {
 	refused("call_tool of a forged requestState", optimized, modernHeaders("tools/call", "Mcp-Name", "call_tool"),
 		call(`"call_tool"`, `,"arguments":{"tool_name":"alpha_echo"},"requestState":"r1.forged"`),
 		want{audit.KindToolCall, "alpha_echo", audit.OutcomeDenied, "forged", false})
+	// A find_tool without a description is asked of the indexer as a
+	// search of nothing, which it refuses, records and charges: the
+	// gateway records nothing of it.
 	searches := b.idx.Calls("Search")
-	refused("find_tool without a description", optimized, modernHeaders("tools/call", "Mcp-Name", "find_tool"), call(`"find_tool"`, `,"arguments":{"tool_keywords":["x"]}`),
-		want{audit.KindFindTool, "find_tool", audit.OutcomeInvalid, "tool_description", false})
-	if b.idx.Calls("Search") != searches {
-		t.Fatal("a refused find_tool reached the indexer")
+	answered("find_tool without a description", optimized, modernHeaders("tools/call", "Mcp-Name", "find_tool"), call(`"find_tool"`, `,"arguments":{"tool_keywords":["x"]}`))
+	if b.idx.Calls("Search") != searches+1 {
+		t.Fatal("a find_tool without a description did not reach the indexer")
 	}
 
 	// A Legacy initialize the edge refuses for its headers is a session

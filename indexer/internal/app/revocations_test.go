@@ -99,6 +99,11 @@ func (w *watcher) snapshot(t *testing.T) map[string]time.Time {
 	}
 }
 
+// revocationMargin is how long past the expiry it is given the indexer
+// keeps a revocation (its allowance for a gateway's clock running
+// behind): a stream reports that later expiry.
+const revocationMargin = 5 * time.Minute
+
 func (h *harness) revoke(t *testing.T, digest string, at time.Time) error {
 	_, err := h.client.RevokeSession(t.Context(), &indexerv1.RevokeSessionRequest{SessionDigest: digest, ExpiresAt: timestamppb.New(at)})
 	return err
@@ -114,8 +119,9 @@ func TestRevocationsReachEveryReplica(t *testing.T) {
 	a.waitServing(t)
 	b.waitServing(t)
 	before := strings.Repeat("0a", 32)
-	at := time.Now().Add(time.Hour).Truncate(time.Microsecond)
-	if err := a.revoke(t, before, at); err != nil {
+	asked := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	at := asked.Add(revocationMargin)
+	if err := a.revoke(t, before, asked); err != nil {
 		t.Fatal(err)
 	}
 	// The hub of b reads the revocations when its listen starts; until
@@ -159,7 +165,7 @@ func TestRevocationsReachEveryReplica(t *testing.T) {
 	}
 
 	after := strings.Repeat("0b", 32)
-	if err := a.revoke(t, after, at); err != nil {
+	if err := a.revoke(t, after, asked); err != nil {
 		t.Fatal(err)
 	}
 	for name, w := range map[string]*watcher{"a": wa, "b": wb} {
@@ -170,7 +176,7 @@ func TestRevocationsReachEveryReplica(t *testing.T) {
 	}
 	// Through b this time, extending the first one: both hear the later
 	// expiry.
-	if err := b.revoke(t, before, at.Add(time.Hour)); err != nil {
+	if err := b.revoke(t, before, asked.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	for name, w := range map[string]*watcher{"a": wa, "b": wb} {
@@ -199,7 +205,7 @@ func TestRevocationExpiryIsBounded(t *testing.T) {
 	if err := h.revoke(t, further, time.Now().Add(25*time.Hour)); err != nil {
 		t.Fatalf("further ahead than a session lives: %v, want it clamped", err)
 	}
-	latest := time.Now().Add(24*time.Hour + 5*time.Minute)
+	latest := time.Now().Add(24*time.Hour + 5*time.Minute + revocationMargin)
 	snap := h.readyWatch(t, "the revocation stream").snapshot(t)
 	if at, ok := snap[further]; !ok || at.After(latest) || at.Before(time.Now().Add(24*time.Hour)) {
 		t.Fatalf("the clamped revocation expires at %v (held %v), want by %v", at, ok, latest)
