@@ -127,6 +127,11 @@ func digestOf(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// revocationMargin is how long past the expiry it is given the indexer
+// keeps a revocation, and counts it against its caller's bound: its
+// allowance for a gateway's clock running behind.
+const revocationMargin = 5 * time.Minute
+
 // TestRevokeSessionBounded: a revocation expires no later than a session
 // lives (an expiry further ahead is clamped), a caller that is not an
 // operator holds at most indexer.maxRevocationsPerCaller live revocations
@@ -172,7 +177,9 @@ func TestRevokeSessionBounded(t *testing.T) {
 				if r.GetSessionDigest() != digestOf("far") {
 					continue
 				}
-				latest := time.Now().Add(sessionTTL + 5*time.Minute + 10*time.Second)
+				// The TTL, the clamp's allowance for clock skew, the
+				// margin kept past the expiry, and the test's own time.
+				latest := time.Now().Add(sessionTTL + 5*time.Minute + revocationMargin + 10*time.Second)
 				if at := r.GetExpiresAt().AsTime(); at.After(latest) || at.Before(time.Now().Add(sessionTTL)) {
 					t.Errorf("revocation expires at %s, want within the session TTL (%s) and clock skew from now", at, sessionTTL)
 				}
@@ -189,7 +196,9 @@ func TestRevokeSessionBounded(t *testing.T) {
 		for i := range perCaller - 1 {
 			d := digestOf(fmt.Sprint("short-", i))
 			short = append(short, d)
-			if err := revoke(gateway, d, time.Now().Add(3*time.Second)); err != nil {
+			// Kept revocationMargin past the expiry asked, so 3 s from
+			// now: an expiry the margin ago less 3 s.
+			if err := revoke(gateway, d, time.Now().Add(3*time.Second-revocationMargin)); err != nil {
 				t.Fatalf("revocation %d of %d: %v", i+2, perCaller, err)
 			}
 		}
