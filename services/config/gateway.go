@@ -343,36 +343,56 @@ func (g Gateway) WithDefaults() Gateway {
 
 // Validate checks what WithDefaults cannot fill in.
 func (g Gateway) Validate() error {
+	var errs []error
 	if g.Aggregator.Address == "" {
-		return errors.New("gateway.aggregator.address is required")
+		errs = append(errs, errors.New("gateway.aggregator.address is required"))
 	}
-	if err := errors.Join(g.Aggregator.ValidateAddress("gateway.aggregator.address"), g.Indexer.ValidateAddress("gateway.indexer.address")); err != nil {
-		return err
-	}
+	errs = append(errs, g.Aggregator.ValidateAddress("gateway.aggregator.address"), g.Indexer.ValidateAddress("gateway.indexer.address"))
 	switch g.Auth.Mode {
 	case "", "anonymous", "apiKeys", "oidc":
+		errs = append(errs, g.authModeMissing())
 	default:
-		return keyErr("gateway.auth.mode", "want anonymous, apiKeys or oidc")
+		errs = append(errs, keyErr("gateway.auth.mode", "want anonymous, apiKeys or oidc"))
 	}
 	if g.HTTP.MaxBodyBytes > MaxBodyBytesLimit {
-		return keyErr("gateway.http.maxBodyBytes", "at most %d (%d MiB): a request goes on to the services in one message of at most %d MiB", int64(MaxBodyBytesLimit), MaxBodyBytesLimit>>20, MaxServiceMessageBytes>>20)
+		errs = append(errs, keyErr("gateway.http.maxBodyBytes", "at most %d (%d MiB): a request goes on to the services in one message of at most %d MiB", int64(MaxBodyBytesLimit), MaxBodyBytesLimit>>20, MaxServiceMessageBytes>>20))
 	}
 	if g.Streams.MaxPerPrincipal < 0 || g.Streams.MaxOpen < 0 {
-		return errors.New("gateway.streams: limits must not be negative (0 takes the default)")
+		errs = append(errs, errors.New("gateway.streams: limits must not be negative (0 takes the default)"))
 	}
 	// Zero and negative session bounds mean the default (WithDefaults);
 	// what is left to check is how the bounds relate.
 	s := g.Sessions
 	if s.MaxSubscriptions > MaxSessionSubscriptions {
-		return keyErr("gateway.sessions.maxSubscriptions", "at most %d (the aggregator's bound on one watch)", MaxSessionSubscriptions)
+		errs = append(errs, keyErr("gateway.sessions.maxSubscriptions", "at most %d (the aggregator's bound on one watch)", MaxSessionSubscriptions))
 	}
 	if s.MaxURIBytes > MaxSessionURIBytes {
-		return keyErr("gateway.sessions.maxURIBytes", "at most %d (the aggregator's bound on one watched URI)", MaxSessionURIBytes)
+		errs = append(errs, keyErr("gateway.sessions.maxURIBytes", "at most %d (the aggregator's bound on one watched URI)", MaxSessionURIBytes))
 	}
 	if s.MaxPrincipalStateBytes > 0 && s.MaxStateBytes > 0 && s.MaxPrincipalStateBytes > s.MaxStateBytes {
-		return keyErr("gateway.sessions.maxPrincipalStateBytes", "more than gateway.sessions.maxStateBytes")
+		errs = append(errs, keyErr("gateway.sessions.maxPrincipalStateBytes", "more than gateway.sessions.maxStateBytes"))
 	}
-	return errors.Join(g.Auth.OIDC.validate(g.Auth.Mode), g.validateEdge(), g.validateConsole())
+	return errors.Join(append(errs, g.Auth.OIDC.validate(g.Auth.Mode), g.validateEdge(), g.validateConsole())...)
+}
+
+// authModeMissing refuses credentials written without the mode that
+// reads them: a file whose mode line was dropped (or never written)
+// would otherwise serve every caller as the anonymous principal, the
+// keys ignored. OIDC settings the console's login uses stand on their
+// own: the console may log operators in through that provider alone.
+func (g Gateway) authModeMissing() error {
+	a := g.Auth
+	switch {
+	case len(a.APIKeys) > 0 && a.Mode != "apiKeys":
+		mode := a.Mode
+		if mode == "" {
+			mode = "not set (anonymous)"
+		}
+		return keyErr("gateway.auth.apiKeys", "listed while gateway.auth.mode is %s: the keys would be ignored and every caller served as anonymous; set gateway.auth.mode: apiKeys", mode)
+	case a.Mode == "" && (a.OIDC.Issuer != "" || a.OIDC.JWKSURL != "") && !(g.Console.Enabled && g.Console.OIDC.Enabled()):
+		return keyErr("gateway.auth.oidc", "set while gateway.auth.mode is not: every caller would be served as anonymous; set gateway.auth.mode: oidc (or anonymous, to serve MCP without authentication)")
+	}
+	return nil
 }
 
 // orInt is v, or def when v is not positive (unset).

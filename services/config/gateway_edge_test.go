@@ -1,6 +1,9 @@
 package config
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestParseOrigin(t *testing.T) {
 	for in, want := range map[string]string{
@@ -57,6 +60,58 @@ func TestOptimizerLimitIsAtMostTheIndexers(t *testing.T) {
 		g := Gateway{Optimizer: Optimizer{Limit: c.set}}.WithDefaults()
 		if g.Optimizer.Limit != c.want {
 			t.Errorf("optimizer.limit %d became %d, want %d", c.set, g.Optimizer.Limit, c.want)
+		}
+	}
+}
+
+// TestAuthSettingsWithoutTheirModeAreRefused: API keys, or OIDC settings
+// no console login uses, written without the mode that reads them (a
+// dropped line, a half-written file) served every caller as the
+// anonymous principal, the keys ignored. They are refused now, naming
+// the key; OIDC settings the console's login uses stand on their own.
+func TestAuthSettingsWithoutTheirModeAreRefused(t *testing.T) {
+	keys := []APIKey{{Key: "a-key-of-some-length", Subject: "alice"}}
+	oidc := OIDC{Issuer: "https://idp.example", JWKSURL: "https://idp.example/keys", Audience: "switchboard"}
+	for name, auth := range map[string]GatewayAuth{
+		"API keys without a mode":      {APIKeys: keys},
+		"API keys in anonymous mode":   {Mode: "anonymous", APIKeys: keys},
+		"API keys in oidc mode":        {Mode: "oidc", APIKeys: keys, OIDC: oidc},
+		"OIDC without a mode":          {OIDC: oidc},
+		"OIDC keys URL alone, no mode": {OIDC: OIDC{JWKSURL: "https://idp.example/keys"}},
+	} {
+		err := Gateway{Aggregator: Endpoint{Address: "a:1"}, Auth: auth}.Validate()
+		if err == nil || !strings.Contains(err.Error(), "gateway.auth.mode") {
+			t.Errorf("%s: %v, want a refusal naming gateway.auth.mode", name, err)
+		}
+	}
+	for name, auth := range map[string]GatewayAuth{
+		"API keys":             {Mode: "apiKeys", APIKeys: keys},
+		"OIDC":                 {Mode: "oidc", OIDC: oidc},
+		"OIDC, anonymous MCP":  {Mode: "anonymous", OIDC: oidc},
+		"nothing, no mode set": {},
+	} {
+		if err := (Gateway{Aggregator: Endpoint{Address: "a:1"}, Auth: auth}).Validate(); err != nil {
+			t.Errorf("%s: %v, want it taken", name, err)
+		}
+	}
+	console := consoleGateway()
+	console.Console.OperatorKeys = nil
+	console.Console.OIDC = ConsoleOIDC{ClientID: "console", RedirectURL: "https://ops.example/console/oidc/callback", OperatorGroup: "ops"}
+	console.Auth.OIDC = oidc
+	if err := console.WithDefaults().Validate(); err != nil {
+		t.Errorf("OIDC settings the console's login uses, no mode: %v, want them taken", err)
+	}
+}
+
+// TestGatewayValidationReportsEveryProblem: check prints every problem
+// of the gateway's section, not the first one only.
+func TestGatewayValidationReportsEveryProblem(t *testing.T) {
+	g := Gateway{Aggregator: Endpoint{Address: "a:1"}, Auth: GatewayAuth{Mode: "keys"}, PublicURL: "ftp://mcp.example.com",
+		HTTP: GatewayHTTP{MaxBodyBytes: MaxBodyBytesLimit + 1}, Sessions: Sessions{MaxSubscriptions: MaxSessionSubscriptions + 1}}
+	err := g.Validate()
+	for _, key := range []string{"gateway.auth.mode", "gateway.http.maxBodyBytes", "gateway.sessions.maxSubscriptions", "publicURL"} {
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%v: want %s named", err, key)
 		}
 	}
 }
