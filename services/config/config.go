@@ -311,8 +311,22 @@ func Load(path string) (*Config, error) {
 // the errors of its validation (Annotate).
 func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 	var doc yaml.Node
-	if err := yaml.Unmarshal(raw, &doc); err != nil {
+	docs := yaml.NewDecoder(bytes.NewReader(raw))
+	if err := docs.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		// The file as written: no value in it was expanded yet.
+		return nil, fmt.Errorf("parse config: %w", err)
+	}
+	// A second document (after a "---" line) would be dropped whole, the
+	// keys in it silently unset: a policy file among them leaves every
+	// caller allowed.
+	var next yaml.Node
+	if err := docs.Decode(&next); err == nil && next.Kind != 0 {
+		line := next.Line
+		if len(next.Content) > 0 {
+			line = next.Content[0].Line
+		}
+		return nil, fmt.Errorf("parse config: a second YAML document (after a \"---\" line) starts at line %d, and would be ignored: keep one document", line)
+	} else if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("parse config: %w", err)
 	}
 	var c Config

@@ -254,3 +254,20 @@ func TestCodeModeTimeoutFitsTheGatewaysRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestASecondDocumentIsRefused: everything after a "---" line was
+// dropped silently (a policy file among it left every caller allowed);
+// a file holding a second document is refused, naming its line. A
+// document start marker at the top, or one document ending in "...",
+// is one document.
+func TestASecondDocumentIsRefused(t *testing.T) {
+	two := "gateway:\n  listen: 127.0.0.1:8080\n---\naggregator:\n  authz: {policyFile: /etc/policy.cedar}\n"
+	if _, err := Parse([]byte(two), env(nil)); err == nil || !strings.Contains(err.Error(), "second YAML document") || !strings.Contains(err.Error(), "line 4") {
+		t.Fatalf("two documents: %v, want a refusal naming line 4", err)
+	}
+	for _, one := range []string{"---\ngateway:\n  listen: 127.0.0.1:8080\n", "gateway:\n  listen: 127.0.0.1:8080\n...\n", ""} {
+		if _, err := Parse([]byte(one), env(nil)); err != nil {
+			t.Errorf("one document %q: %v", one, err)
+		}
+	}
+}
