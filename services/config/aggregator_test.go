@@ -271,3 +271,46 @@ func TestBackendReceivingTokensNeedsHTTPS(t *testing.T) {
 		}
 	}
 }
+
+// TestNamesInNamingAndLimitsAreKnown: a backend or server named in
+// conflictResolution or in a rate limit's match but declared nowhere was
+// taken: a misspelt trusted backend lost every name conflict, a
+// misspelt limit counted nothing. Such a name is refused, by its key; a
+// glob may match none.
+func TestNamesInNamingAndLimitsAreKnown(t *testing.T) {
+	base := func() *Config {
+		return &Config{
+			Aggregator: Aggregator{Listen: "127.0.0.1:9090", Indexer: Endpoint{Address: "127.0.0.1:9300", Token: "t"},
+				Backends: []Backend{{Name: "weather", URL: "http://127.0.0.1:9101/mcp"}}},
+			Servers: []Server{{Name: "forecast", Backends: []string{"weather"}}},
+		}
+	}
+	limit := func(m RateLimitMatch) RateLimits {
+		return RateLimits{Limits: []RateLimit{{Name: "l", Per: RatePerPrincipal, Rate: "1/s", Burst: 1, Match: m}}}
+	}
+	for _, c := range []struct {
+		key    string
+		change func(*Config)
+	}{
+		{"aggregator.conflictResolution.priorityOrder[0]", func(c *Config) {
+			c.Aggregator.ConflictResolution = ConflictResolution{Strategy: StrategyPriority, PriorityOrder: []string{"weathr"}}
+		}},
+		{"aggregator.conflictResolution.overrides.weathr.forecast", func(c *Config) {
+			c.Aggregator.ConflictResolution = ConflictResolution{Strategy: StrategyManual, Overrides: map[string]string{"weathr.forecast": "f"}}
+		}},
+		{"rateLimits.limits[0].match.backends[0]", func(c *Config) { c.RateLimits = limit(RateLimitMatch{Backends: []string{"weathr"}}) }},
+		{"rateLimits.limits[0].match.servers[0]", func(c *Config) { c.RateLimits = limit(RateLimitMatch{Servers: []string{"forcast"}}) }},
+	} {
+		cfg := base()
+		c.change(cfg)
+		if err := cfg.ValidateAggregator(); err == nil || !strings.Contains(err.Error(), c.key) {
+			t.Errorf("%s misspelt: %v, want it refused by key", c.key, err)
+		}
+	}
+	cfg := base()
+	cfg.Aggregator.ConflictResolution = ConflictResolution{Strategy: StrategyPriority, PriorityOrder: []string{"weather"}}
+	cfg.RateLimits = limit(RateLimitMatch{Backends: []string{"weather", "team-*"}, Servers: []string{"forecast", "?"}})
+	if err := cfg.ValidateAggregator(); err != nil {
+		t.Errorf("known names and globs: %v", err)
+	}
+}

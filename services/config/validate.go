@@ -2,6 +2,10 @@ package config
 
 import (
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -86,7 +90,7 @@ func (c *Config) validateRunsFitRequests() error {
 // and the reload interval.
 func (c *Config) ValidateAggregator() error {
 	return c.Annotate(errors.Join(c.Aggregator.Validate(), c.ServiceAuth.Validate(), c.GRPC.Validate(),
-		c.ValidateServers(), c.ValidateRateLimits(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(),
+		c.ValidateServers(), c.ValidateRateLimits(), c.validateNamesKnown(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(),
 		validateAuditIndexer(c.Audit, c.AggregatorAuditIndexer(), "aggregator.indexer"), c.validateTasks(), c.Aggregator.CodeMode.WithDefaults().Validate(), c.Telemetry.Validate()))
 }
 
@@ -116,4 +120,43 @@ func (r Reload) Validate() error {
 		return keyErr("reload.interval", "want at least 100ms (or unset: %v)", DefaultReloadInterval)
 	}
 	return nil
+}
+
+// validateNamesKnown refuses a backend or server named where the
+// aggregator looks it up but declared nowhere: a misspelt name in
+// conflictResolution would leave the backend it meant unlisted, so it
+// loses every name conflict, and one in a rate limit's match would
+// count nothing, both without a word. A glob (* or ?) may match none.
+func (c *Config) validateNamesKnown() error {
+	backends, servers := map[string]bool{}, map[string]bool{}
+	for _, b := range c.Aggregator.Backends {
+		backends[b.Name] = true
+	}
+	for _, s := range c.Servers {
+		servers[s.Name] = true
+	}
+	var errs []error
+	unknown := func(key, name string, known map[string]bool, where string) {
+		if !known[name] && !strings.ContainsAny(name, "*?") {
+			errs = append(errs, keyErr(key, "names nothing in %s", where))
+		}
+	}
+	naming := c.Aggregator.ConflictResolution
+	for i, b := range naming.PriorityOrder {
+		unknown(fmt.Sprintf("aggregator.conflictResolution.priorityOrder[%d]", i), b, backends, "aggregator.backends")
+	}
+	for _, k := range slices.Sorted(maps.Keys(naming.Overrides)) {
+		if b, _, ok := strings.Cut(k, "."); ok && !backends[b] {
+			errs = append(errs, keyErr("aggregator.conflictResolution.overrides."+k, "names no backend in aggregator.backends"))
+		}
+	}
+	for i, l := range c.RateLimits.Limits {
+		for j, b := range l.Match.Backends {
+			unknown(fmt.Sprintf("rateLimits.limits[%d].match.backends[%d]", i, j), b, backends, "aggregator.backends")
+		}
+		for j, s := range l.Match.Servers {
+			unknown(fmt.Sprintf("rateLimits.limits[%d].match.servers[%d]", i, j), s, servers, "servers")
+		}
+	}
+	return errors.Join(errs...)
 }
