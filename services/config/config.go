@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -409,6 +410,9 @@ func Parse(raw []byte, lookup func(string) (string, bool)) (*Config, error) {
 		return nil, fmt.Errorf("parse config: %w", decodeErrors(err, &doc, expanded, written, src))
 	}
 	c.sources = src
+	if err := negativeCounts(reflect.ValueOf(&c), ""); err != nil {
+		return nil, c.Annotate(err)
+	}
 	c.Aggregator.recordURLsFromEnvironment(fromEnv)
 	if err := c.ServiceAuth.applyRoles(); err != nil {
 		return nil, c.Annotate(err)

@@ -271,3 +271,41 @@ func TestASecondDocumentIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestNegativeCountsAreRefused: a count, size or bound below zero took
+// its key's default silently (aggregator.pageSize: -1 served the default
+// page), as zero does; it is refused by key and line now, in every
+// section, lists of sections included, as a negative duration is.
+func TestNegativeCountsAreRefused(t *testing.T) {
+	for _, key := range []string{
+		"gateway.http.maxBodyBytes", "gateway.optimizer.limit", "gateway.sessions.maxDeleted",
+		"aggregator.pageSize", "aggregator.fanOut", "aggregator.health.unhealthyThreshold", "aggregator.tasks.maxPerPrincipal",
+		"aggregator.codeMode.maxCalls", "indexer.defaultLimit", "indexer.maxRevocationsPerCaller",
+		"indexer.scopeCache.documents", "indexer.sessionStates.maxBytes", "rateLimits.limits[0].burst",
+	} {
+		var file strings.Builder
+		parts := strings.Split(key, ".")
+		for i, p := range parts {
+			indent := strings.Repeat("  ", i)
+			if name, list := strings.CutSuffix(p, "[0]"); list {
+				file.WriteString(indent + name + ":\n" + indent + "  - name: l\n")
+				// The list's item: its keys one level deeper.
+				parts = append(parts[:i+1], parts[i+1:]...)
+				file.WriteString(indent + "    " + parts[i+1] + ": -1\n")
+				break
+			}
+			if i == len(parts)-1 {
+				file.WriteString(indent + p + ": -1\n")
+			} else {
+				file.WriteString(indent + p + ":\n")
+			}
+		}
+		_, err := Parse([]byte(file.String()), env(nil))
+		if err == nil || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), "is negative") {
+			t.Errorf("%s: -1: %v, want it refused by key\n%s", key, err, file.String())
+		}
+	}
+	if _, err := Parse([]byte("aggregator:\n  pageSize: 0\n  fanOut: 4\n"), env(nil)); err != nil {
+		t.Errorf("zero and positive counts: %v", err)
+	}
+}
