@@ -7,7 +7,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"strings"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -17,18 +16,10 @@ import (
 // New returns a logger writing to w in the configured format and level, with
 // the service name on every record.
 func New(w io.Writer, cfg config.Logging, service string) *slog.Logger {
-	level := slog.LevelInfo
-	switch strings.ToLower(cfg.Level) {
-	case "debug":
-		level = slog.LevelDebug
-	case "warn", "warning":
-		level = slog.LevelWarn
-	case "error":
-		level = slog.LevelError
-	}
-	opts := &slog.HandlerOptions{Level: level}
+	// The values were validated at load (config.Logging.Validate).
+	opts := &slog.HandlerOptions{Level: cfg.SlogLevel()}
 	var h slog.Handler
-	if strings.EqualFold(cfg.Format, "text") {
+	if cfg.TextFormat() {
 		h = slog.NewTextHandler(w, opts)
 	} else {
 		h = slog.NewJSONHandler(w, opts)
