@@ -26,7 +26,7 @@ import (
 // gateway.auth too) and tool overrides, and the reload interval.
 func (c *Config) ValidateGateway() error {
 	return c.Annotate(errors.Join(c.Gateway.WithDefaults().Validate(), c.GRPC.Validate(), c.GRPC.validateGatewayStreams(c.Gateway.WithDefaults().Streams.MaxOpen),
-		c.ValidateServers(), c.ValidateServerAudiences(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(), c.Logging.Validate(),
+		c.ValidateServers(), c.ValidateServerAudiences(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(), c.Logging.Validate(), c.Gateway.Auth.OIDC.JWKSRefresh.Validate(),
 		validateAuditIndexer(c.Audit, c.Gateway.Indexer, "gateway.indexer"), c.validateRunsFitRequests(), c.Telemetry.Validate(),
 		c.validateGatewaySessionsFitRevocations(), c.validateClientToken("gateway.aggregator", c.Gateway.Aggregator),
 		c.validateClientToken("gateway.indexer", c.Gateway.Indexer)))
@@ -90,7 +90,7 @@ func (c *Config) validateRunsFitRequests() error {
 // and the reload interval.
 func (c *Config) ValidateAggregator() error {
 	return c.Annotate(errors.Join(c.Aggregator.Validate(), c.ServiceAuth.Validate(), c.GRPC.Validate(),
-		c.ValidateServers(), c.ValidateRateLimits(), c.validateNamesKnown(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(), c.Logging.Validate(),
+		c.ValidateServers(), c.ValidateRateLimits(), c.validateNamesKnown(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(), c.Logging.Validate(), c.Aggregator.Health.Validate(),
 		validateAuditIndexer(c.Audit, c.AggregatorAuditIndexer(), "aggregator.indexer"), c.validateTasks(), c.Aggregator.CodeMode.WithDefaults().Validate(), c.Telemetry.Validate()))
 }
 
@@ -98,7 +98,7 @@ func (c *Config) ValidateAggregator() error {
 // service credentials, the grpc section, the rate limits and the reload
 // interval.
 func (c *Config) ValidateIndexer() error {
-	return c.Annotate(errors.Join(c.Indexer.WithDefaults().Validate(), c.ServiceAuth.Validate(), c.GRPC.Validate(), c.RateLimits.Validate(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(), c.Logging.Validate(), c.Telemetry.Validate(),
+	return c.Annotate(errors.Join(c.Indexer.WithDefaults().Validate(), c.Indexer.validateGCInterval(), c.ServiceAuth.Validate(), c.GRPC.Validate(), c.RateLimits.Validate(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(), c.Logging.Validate(), c.Telemetry.Validate(),
 		c.validateSessionsFitRevocations(), c.validateClientToken("indexer.aggregator", c.Indexer.Aggregator)))
 }
 
@@ -116,10 +116,7 @@ const MinReloadInterval = Duration(100 * time.Millisecond)
 
 // Validate checks the reload section.
 func (r Reload) Validate() error {
-	if r.Interval < 0 || (r.Interval > 0 && r.Interval < MinReloadInterval) {
-		return keyErr("reload.interval", "want at least 100ms (or unset: %v)", DefaultReloadInterval)
-	}
-	return nil
+	return validateInterval("reload.interval", r.Interval, MinReloadInterval, DefaultReloadInterval)
 }
 
 // validateNamesKnown refuses a backend or server named where the
