@@ -53,10 +53,17 @@ const (
 	MaxTasksPerPrincipalLimit = 100_000
 )
 
-// WithDefaults is the section with every unset value at its default.
+// WithDefaults is the section with every unset value at its default. An
+// unset TTL follows the other one when it is set: defaultTTL is brought
+// down to a maxTTL below it (as pageSize is to maxPageSize), and maxTTL
+// raised to a defaultTTL above it, up to MaxTaskTTL, so that Validate
+// blames only a key the file sets.
 func (t Tasks) WithDefaults() Tasks {
+	if t.DefaultTTL <= 0 && t.MaxTTL > 0 {
+		t.DefaultTTL = Duration(min(DefaultTaskTTL, time.Duration(t.MaxTTL)))
+	}
 	t.DefaultTTL = Duration(t.DefaultTTL.Or(DefaultTaskTTL))
-	t.MaxTTL = Duration(t.MaxTTL.Or(max(DefaultTaskMaxTTL, time.Duration(t.DefaultTTL))))
+	t.MaxTTL = Duration(t.MaxTTL.Or(min(max(DefaultTaskMaxTTL, time.Duration(t.DefaultTTL)), MaxTaskTTL)))
 	t.PollInterval = Duration(t.PollInterval.Or(DefaultTaskPollInterval))
 	t.MaxResultBytes = orInt(t.MaxResultBytes, DefaultTaskResultBytes)
 	t.MaxPerPrincipal = orInt(t.MaxPerPrincipal, DefaultTasksPerPrincipal)
@@ -68,7 +75,7 @@ func (t Tasks) WithDefaults() Tasks {
 func (t Tasks) Validate() error {
 	var errs []error
 	if t.DefaultTTL <= 0 || time.Duration(t.DefaultTTL) > time.Duration(t.MaxTTL) {
-		errs = append(errs, keyErr("aggregator.tasks.defaultTTL", "must be positive and at most maxTTL"))
+		errs = append(errs, keyErr("aggregator.tasks.defaultTTL", "must be positive and at most maxTTL (%s)", time.Duration(t.MaxTTL)))
 	}
 	if time.Duration(t.MaxTTL) > MaxTaskTTL {
 		errs = append(errs, keyErr("aggregator.tasks.maxTTL", "is over %s", MaxTaskTTL))
