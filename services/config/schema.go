@@ -37,7 +37,11 @@ func JSONSchema() ([]byte, error) {
 // schemaOf is the schema of a value of type t as the file writes it.
 func schemaOf(t reflect.Type) map[string]any {
 	if t == reflect.TypeFor[Duration]() {
-		return map[string]any{"type": "string", "description": `a Go duration: "500ms", "30s", "2m"`}
+		// A bare 0 is the one number Duration reads: no unit is
+		// needed for none at all ("0, or the key left out, takes the
+		// default").
+		return map[string]any{"anyOf": []any{map[string]any{"type": "string"}, map[string]any{"const": 0}},
+			"description": `a Go duration: "500ms", "30s", "2m", or 0`}
 	}
 	switch t.Kind() {
 	case reflect.Pointer:
@@ -58,7 +62,11 @@ func schemaOf(t reflect.Type) map[string]any {
 	case reflect.Map:
 		return map[string]any{"type": "object", "additionalProperties": schemaOf(t.Elem())}
 	case reflect.String:
-		return map[string]any{"type": "string"}
+		// YAML reads an unquoted scalar into a text key as the text
+		// written (env PORT: 3000, serverInfo.version: 1.0), and so
+		// does Parse; the schema must not refuse what the services
+		// take.
+		return map[string]any{"type": []any{"string", "number", "boolean"}}
 	case reflect.Bool:
 		return orExpandable("boolean")
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
