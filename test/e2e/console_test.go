@@ -48,6 +48,17 @@ type consoleBrowser struct {
 	http *http.Client
 }
 
+// newConsoleBrowser is a browser of the console at base: it keeps its
+// cookies and does not follow redirects, so a test sees each 303.
+func newConsoleBrowser(t *testing.T, base string) *consoleBrowser {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &consoleBrowser{t: t, base: base,
+		http: &http.Client{Jar: jar, Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
 func (b *consoleBrowser) do(method, path string, form url.Values) (int, string, http.Header) {
 	b.t.Helper()
 	var resp *http.Response
@@ -123,12 +134,7 @@ func TestConsoleAgainstTheRunningSystem(t *testing.T) {
 			cfg.Gateway.Console = config.Console{Enabled: true, OperatorKeys: []string{consoleOperatorKey}, ServiceToken: consoleToken}
 		},
 	})
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &consoleBrowser{t: t, base: "http://" + c.Config.Gateway.OpsListen,
-		http: &http.Client{Jar: jar, Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	b := newConsoleBrowser(t, "http://"+c.Config.Gateway.OpsListen)
 
 	// Not on the MCP port.
 	mcpPort := &consoleBrowser{t: t, base: "http://" + c.Config.Gateway.Listen, http: b.http}
@@ -243,13 +249,9 @@ func TestConsoleAgainstTheRunningSystem(t *testing.T) {
 	}
 
 	// Logout ends the session, for a copy of its cookie too.
-	copied, err := cookiejar.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	replay := newConsoleBrowser(t, b.base)
 	opsURL, _ := url.Parse(b.base + "/console/")
-	copied.SetCookies(opsURL, jar.Cookies(opsURL))
-	replay := &consoleBrowser{t: t, base: b.base, http: &http.Client{Jar: copied, Timeout: 30 * time.Second, CheckRedirect: b.http.CheckRedirect}}
+	replay.http.Jar.SetCookies(opsURL, b.http.Jar.Cookies(opsURL))
 	m := csrfField.FindStringSubmatch(limits)
 	if code, _, _ := b.do(http.MethodPost, "/console/logout", url.Values{"csrf": {m[1]}}); code != http.StatusSeeOther {
 		t.Fatalf("logout: %d", code)
@@ -281,12 +283,7 @@ func TestConsoleShowsAQuarantineLive(t *testing.T) {
 			cfg.Gateway.Console = config.Console{Enabled: true, OperatorKeys: []string{consoleOperatorKey}, ServiceToken: consoleToken}
 		},
 	})
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &consoleBrowser{t: t, base: "http://" + c.Config.Gateway.OpsListen,
-		http: &http.Client{Jar: jar, Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	b := newConsoleBrowser(t, "http://"+c.Config.Gateway.OpsListen)
 	if code, _ := b.login(consoleOperatorKey); code != http.StatusSeeOther {
 		t.Fatalf("login: %d", code)
 	}
@@ -354,12 +351,7 @@ func TestConsoleOptimizerNoteNamesRunCode(t *testing.T) {
 	if l := harness.ToolNames(t, harness.Connect(t, c.MCPURL+"/shop-only", harness.Modern)); !slices.Contains(l, "run_code") {
 		t.Fatalf("precondition: /mcp/shop-only lists %v, want run_code among them", l)
 	}
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &consoleBrowser{t: t, base: "http://" + c.Config.Gateway.OpsListen,
-		http: &http.Client{Jar: jar, Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	b := newConsoleBrowser(t, "http://"+c.Config.Gateway.OpsListen)
 	if code, _ := b.login(consoleOperatorKey); code != http.StatusSeeOther {
 		t.Fatalf("login: %d", code)
 	}

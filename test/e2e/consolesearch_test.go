@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"net/http"
-	"net/http/cookiejar"
 	"strings"
 	"testing"
 	"time"
@@ -55,12 +54,7 @@ func TestConsoleSearchAuditedAndNotRateLimited(t *testing.T) {
 			cfg.Gateway.Console = config.Console{Enabled: true, OperatorKeys: []string{lookKey}, ServiceToken: lookConsoleTok}
 		},
 	})
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &consoleBrowser{t: t, base: "http://" + c.Config.Gateway.OpsListen,
-		http: &http.Client{Jar: jar, Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	b := newConsoleBrowser(t, "http://"+c.Config.Gateway.OpsListen)
 	if code, loc := b.login(lookKey); code != http.StatusSeeOther {
 		t.Fatalf("the operator key: %d to %q", code, loc)
 	}

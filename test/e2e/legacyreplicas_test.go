@@ -160,18 +160,8 @@ func TestLegacySessionAcrossReplicas(t *testing.T) {
 
 	// A session deleted through B: A refuses it, and drops its state.
 	sessionID := rt.sessionID()
-	del, err := http.NewRequestWithContext(t.Context(), http.MethodDelete, "http://"+b+"/mcp", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	del.Header.Set("Mcp-Session-Id", sessionID)
-	resp, err := http.DefaultClient.Do(del)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("DELETE through B: %s", resp.Status)
+	if status := deleteSession(t, b, sessionID); status != http.StatusNoContent {
+		t.Fatalf("DELETE through B: %d", status)
 	}
 	testkit.Eventually(t, "A refuses the session deleted through B", replicaWait, func() error {
 		status, err := rawListTools(t, a, sessionID)
@@ -199,18 +189,8 @@ func TestDeletionOutlivesTheReplicaThatMadeIt(t *testing.T) {
 		t.Fatalf("ping through B before the deletion: %d", status)
 	}
 	c.Indexer.Kill()
-	del, err := http.NewRequestWithContext(t.Context(), http.MethodDelete, "http://"+a+"/mcp", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	del.Header.Set("Mcp-Session-Id", sessionID)
-	resp, err := http.DefaultClient.Do(del)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("DELETE through A: %s", resp.Status)
+	if status := deleteSession(t, a, sessionID); status != http.StatusNoContent {
+		t.Fatalf("DELETE through A: %d", status)
 	}
 	stopped := make(chan struct{})
 	go func() {
@@ -345,6 +325,23 @@ func rawPost(t *testing.T, host, authorization, sessionID, body string) int {
 	req.Header.Set("Mcp-Session-Id", sessionID)
 	req.Header.Set("Mcp-Protocol-Version", harness.Legacy)
 	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// deleteSession deletes a Legacy session through the gateway at host
+// and returns the HTTP status.
+func deleteSession(t *testing.T, host, sessionID string) int {
+	t.Helper()
+	del, err := http.NewRequestWithContext(t.Context(), http.MethodDelete, "http://"+host+"/mcp", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	del.Header.Set("Mcp-Session-Id", sessionID)
+	resp, err := http.DefaultClient.Do(del)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,13 +3,11 @@ package server_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -185,20 +183,9 @@ aggregator:
 // arguments naming a member twice are; the gateway refuses such requests
 // too, but internal clients call the aggregator directly.
 func TestClientCapabilitiesNamingAMemberTwiceRefused(t *testing.T) {
-	eng := newTestBackend(t, "eng", backendOptions{extra: func(b *testBackend) {
-		b.server.AddTool(&mcp.Tool{Name: "caps", InputSchema: map[string]any{"type": "object"}}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			raw, _ := json.Marshal(req.Params.Meta["io.modelcontextprotocol/clientCapabilities"])
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(raw)}}}, nil
-		})
-	}})
-	h := startAggregator(t, parseConfig(t, `
-aggregator:
-  backends:
-    - {name: eng, url: `+eng.url()+`, protocol: 2026-07-28}
-`))
+	eng, h := capsEcho(t)
 	ctx := context.Background()
 	alice := principal("alice")
-	testkit.Eventually(t, "eng listed", 10*time.Second, func() bool { return len(listToolNames(t, h.gateway, alice, 0)) > 0 })
 	call := func(caps string) (*aggregatorv1.CallToolResponse, error) {
 		return h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: alice, Name: "eng_caps", ArgumentsJson: "{}",
 			Context: &aggregatorv1.RequestContext{ClientCapabilitiesJson: caps}})
