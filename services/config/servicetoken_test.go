@@ -203,3 +203,29 @@ indexer: {database: postgres://x@127.0.0.1/x}
 		t.Errorf("endpoints that take their tokens from the credentials' roles: %v", err)
 	}
 }
+
+// TestTokenWithoutAddressRefused: a token written for a service with no
+// address to call it at was taken, and the service never called: a
+// gateway.indexer with a token and no address served no find_tool and
+// kept its session deletions to itself, without a word. Refused now,
+// naming the address's key.
+func TestTokenWithoutAddressRefused(t *testing.T) {
+	const file = `
+gateway:
+  aggregator: {address: "127.0.0.1:9090", token: gw-agg-token}
+  indexer: {token: gw-idx-token}
+indexer:
+  database: postgres://x@127.0.0.1/x
+  aggregator: {token: idx-agg-token}
+`
+	cfg, err := Parse([]byte(file), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := fmt.Sprint(cfg.ValidateGateway(), cfg.ValidateIndexer())
+	for _, want := range []string{"gateway.indexer.address", "indexer.aggregator.address"} {
+		if !strings.Contains(refused, want) {
+			t.Errorf("the validations say %q, want them to name %s", refused, want)
+		}
+	}
+}

@@ -32,14 +32,20 @@ func (c *Config) ValidateGateway() error {
 		c.validateClientToken("gateway.indexer", c.Gateway.Indexer)))
 }
 
-// validateClientToken refuses an endpoint (key) with an address and no
-// token when the service presents no client certificate
+// validateClientToken refuses an endpoint (key) with a token and no
+// address, and one with an address and no token when the service
+// presents no client certificate
 // (serviceAuth.tls.certFile, which authenticates a call alone): the
 // server would refuse every call as unauthenticated. A token written
 // ${NAME:-} is empty in a pod that lacks the variable. A token the
 // endpoint takes from a credential's role (local.go) is set by now.
 func (c *Config) validateClientToken(key string, ep Endpoint) error {
-	if ep.Address == "" || ep.Token != "" || c.ServiceAuth.TLS.CertFile != "" {
+	switch {
+	case ep.Address == "" && ep.Token != "":
+		// Written for a service this one would then never call (no
+		// find_tool, deletions kept on one replica), without a word.
+		return keyErr(key+".address", "is required: %s.token is set, and without an address the service is never called", key)
+	case ep.Address == "" || ep.Token != "" || c.ServiceAuth.TLS.CertFile != "":
 		return nil
 	}
 	return keyErr(key+".token", "is required: the service presents no client certificate (serviceAuth.tls.certFile) to authenticate by instead")
