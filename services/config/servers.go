@@ -197,14 +197,20 @@ const (
 	MaxArgumentsPerOverride = 64
 )
 
+// backendNames is the set of aggregator.backends' names.
+func (c *Config) backendNames() map[string]bool {
+	names := make(map[string]bool, len(c.Aggregator.Backends))
+	for _, b := range c.Aggregator.Backends {
+		names[b.Name] = true
+	}
+	return names
+}
+
 // ValidateServers checks the servers against the backends they name, and
 // every tool override (global and per server).
 func (c *Config) ValidateServers() error {
 	var errs []error
-	backends := map[string]bool{}
-	for _, b := range c.Aggregator.Backends {
-		backends[b.Name] = true
-	}
+	backends := c.backendNames()
 	if len(c.Servers) > MaxServers {
 		errs = append(errs, fmt.Errorf("servers: %d declared, at most %d", len(c.Servers), MaxServers))
 	}

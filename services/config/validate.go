@@ -131,10 +131,7 @@ func (r Reload) Validate() error {
 // loses every name conflict, and one in a rate limit's match would
 // count nothing, both without a word. A glob (* or ?) may match none.
 func (c *Config) validateNamesKnown() error {
-	backends, servers := map[string]bool{}, map[string]bool{}
-	for _, b := range c.Aggregator.Backends {
-		backends[b.Name] = true
-	}
+	backends, servers := c.backendNames(), map[string]bool{}
 	for _, s := range c.Servers {
 		servers[s.Name] = true
 	}

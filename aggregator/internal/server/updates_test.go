@@ -202,16 +202,7 @@ aggregator:
 // an update of the resource reaches it under each: a client matches
 // updates to its subscriptions by the URI it gave.
 func TestWatchCatalogUpdatesEverySpellingSubscribed(t *testing.T) {
-	subs := newSubscribeBackend(t, false, "sub://a")
-	h := startAggregator(t, parseConfig(t, `
-aggregator:
-  backends:
-    - {name: subs, url: `+subs.url+`, protocol: "2025-11-25"}
-`))
-	testkit.Eventually(t, "resources listed", 10*time.Second, func() bool {
-		r, err := h.gateway.ListResources(context.Background(), &aggregatorv1.ListResourcesRequest{Principal: principal("alice")})
-		return err == nil && len(r.GetResources()) == 1
-	})
+	subs, h := startSubscriptions(t, "sub://a")
 	w := startWatch(t, h.gateway, "sub://a", "SUB://%61")
 	if got := w.first.GetSubscribedResourceUris(); !slices.Equal(got, []string{"sub://a", "SUB://%61"}) {
 		t.Fatalf("subscribed %v, want both spellings", got)
@@ -258,16 +249,10 @@ aggregator:
 // An app's page is subscribed to at its backend under the backend's own
 // URI, and its updates reach the watcher under the advertised one.
 func TestWatchCatalogRelaysAppPageUpdates(t *testing.T) {
-	subs := newSubscribeBackend(t, false, "ui://app/page")
-	h := startAggregator(t, parseConfig(t, `
-aggregator:
-  backends:
-    - {name: subs, url: `+subs.url+`, protocol: "2025-11-25"}
-`))
-	testkit.Eventually(t, "the page listed", 10*time.Second, func() bool {
-		r, err := h.gateway.ListResources(context.Background(), &aggregatorv1.ListResourcesRequest{Principal: principal("alice")})
-		return err == nil && len(r.GetResources()) == 1 && r.GetResources()[0].GetUri() == "ui://subs/app/page"
-	})
+	subs, h := startSubscriptions(t, "ui://app/page")
+	if r, err := h.gateway.ListResources(context.Background(), &aggregatorv1.ListResourcesRequest{Principal: principal("alice")}); err != nil || r.GetResources()[0].GetUri() != "ui://subs/app/page" {
+		t.Fatalf("the page is listed as %v (%v), want ui://subs/app/page", r.GetResources(), err)
+	}
 	w := startWatch(t, h.gateway, "ui://subs/app/page")
 	if got := w.first.GetSubscribedResourceUris(); !slices.Equal(got, []string{"ui://subs/app/page"}) {
 		t.Fatalf("subscribed %v", got)
@@ -340,10 +325,10 @@ func TestSubscriptionsOutliveAReloadThatChangesTheirBackend(t *testing.T) {
 	})
 }
 
-// startSubscriptions is an aggregator over a Legacy backend listing
-// sub://a and sub://b, which may be subscribed to, once both are listed.
-func startSubscriptions(t *testing.T) (*subscribeBackend, *harness) {
-	subs := newSubscribeBackend(t, false, "sub://a", "sub://b")
+// startSubscriptions is an aggregator over a Legacy backend, subs,
+// listing uris, which may be subscribed to, once all are listed.
+func startSubscriptions(t *testing.T, uris ...string) (*subscribeBackend, *harness) {
+	subs := newSubscribeBackend(t, false, uris...)
 	h := startAggregator(t, parseConfig(t, `
 aggregator:
   backends:
@@ -351,7 +336,7 @@ aggregator:
 `))
 	testkit.Eventually(t, "resources listed", 10*time.Second, func() bool {
 		r, err := h.gateway.ListResources(context.Background(), &aggregatorv1.ListResourcesRequest{Principal: principal("alice")})
-		return err == nil && len(r.GetResources()) == 2
+		return err == nil && len(r.GetResources()) == len(uris)
 	})
 	return subs, h
 }
@@ -361,7 +346,7 @@ aggregator:
 // back: the client still holds the subscription. It was never made
 // again, so its updates stopped for good and nothing told the client.
 func TestSubscriptionComesBackWithItsResource(t *testing.T) {
-	subs, h := startSubscriptions(t)
+	subs, h := startSubscriptions(t, "sub://a", "sub://b")
 	ctx := context.Background()
 	w := startWatch(t, h.gateway, "sub://a")
 	if !slices.Equal(w.first.GetSubscribedResourceUris(), []string{"sub://a"}) {
@@ -392,7 +377,7 @@ func TestSubscriptionComesBackWithItsResource(t *testing.T) {
 // queued for the watch before it dropped the URI went out after that
 // event, up to a whole queue of them per watch.
 func TestNoUpdateAfterADenial(t *testing.T) {
-	subs, h := startSubscriptions(t)
+	subs, h := startSubscriptions(t, "sub://a", "sub://b")
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	stream, err := h.gateway.WatchCatalog(ctx, &aggregatorv1.WatchCatalogRequest{Principal: principal("alice"), ResourceUris: []string{"sub://a", "sub://b"}})

@@ -129,13 +129,7 @@ func TestResourceSubscriptionsEndToEnd(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			u := &updates{}
-			cs := connect(t, ctx, srv.URL+"/mcp", "alice-key", era.version, u.options())
-			// The aggregator lists its backend in the background: wait
-			// until the resources are there.
-			testkit.Eventually(t, "resources listed", 10*time.Second, func() bool {
-				res, err := cs.ListResources(ctx, nil)
-				return err == nil && len(res.Resources) == 2
-			})
+			cs := connectListed(t, ctx, srv.URL, era.version, u)
 			if caps := cs.InitializeResult().Capabilities; caps.Resources == nil || !caps.Resources.Subscribe {
 				t.Fatalf("resources capability %+v, want subscribe", caps.Resources)
 			}
@@ -177,11 +171,7 @@ func TestSubscriptionOutlivesItsResourceLeaving(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			u := &updates{}
-			cs := connect(t, ctx, srv.URL+"/mcp", "alice-key", era.version, u.options())
-			testkit.Eventually(t, "resources listed", 10*time.Second, func() bool {
-				res, err := cs.ListResources(ctx, nil)
-				return err == nil && len(res.Resources) == 2
-			})
+			cs := connectListed(t, ctx, srv.URL, era.version, u)
 			if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "sub://a"}); err != nil {
 				t.Fatal(err)
 			}
@@ -206,4 +196,18 @@ func TestSubscriptionOutlivesItsResourceLeaving(t *testing.T) {
 			testkit.Eventually(t, "unsubscribed", 10*time.Second, func() bool { return active("sub://a") == 0 })
 		})
 	}
+}
+
+// connectListed connects alice to the gateway at base in the era of
+// version, with u taking the updates, once her resources (sub://a and
+// sub://b) are listed: the aggregator lists its backend in the
+// background.
+func connectListed(t *testing.T, ctx context.Context, base, version string, u *updates) *mcp.ClientSession {
+	t.Helper()
+	cs := connect(t, ctx, base+"/mcp", "alice-key", version, u.options())
+	testkit.Eventually(t, "resources listed", 10*time.Second, func() bool {
+		res, err := cs.ListResources(ctx, nil)
+		return err == nil && len(res.Resources) == 2
+	})
+	return cs
 }
