@@ -35,10 +35,8 @@ func (g *Gateway) auditSession(ctx context.Context, kind audit.Kind, start time.
 		e.Session = session.IDDigest(id)
 	}
 	switch {
-	case rerr != nil && (rerr.Code == wire.CodeInvalidParams || rerr.Code == wire.CodeInvalidRequest || rerr.Code == wire.CodeUnsupportedVer):
-		e.Outcome, e.Detail = audit.OutcomeInvalid, rerr.Message
 	case rerr != nil:
-		e.Outcome, e.Detail = audit.OutcomeError, rerr.Message
+		e.Outcome, e.Detail = refusalOutcome(rerr), rerr.Message
 	case status == http.StatusNotFound:
 		e.Outcome = audit.OutcomeNotFound
 	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
@@ -166,17 +164,21 @@ func auditedItem(req *methods.Request) (item auditItem, ok bool) {
 }
 
 // refusalOutcome is the trail's outcome of an error the gateway answered
-// itself: invalid for a request it cannot serve as sent (its JSON-RPC,
-// params, headers, protocol version or session), rate_limited, and error
-// for a failure or a bound of its own (a requestState it cannot check
-// now, a tool search it does not offer, session state it cannot hold).
+// itself, read from the error's one classification (wire.Error's
+// ModernStatus and ClientFault), which its metrics read too: rate_limited
+// for a limit's refusal (HTTP 429: the rate limits', a principal's open
+// streams), invalid for any other fault of the client's (its JSON-RPC,
+// params, headers, protocol version, session or capabilities), and error
+// for a failure or a bound of the gateway's own (a requestState it cannot
+// check now, a tool search it does not offer, session state it cannot
+// hold). A second list of codes here would drift from it: a code added to
+// the client's faults would be audited as the gateway's failure.
 func refusalOutcome(rerr *wire.Error) audit.Outcome {
-	switch rerr.Code {
-	case wire.CodeParseError, wire.CodeInvalidRequest, wire.CodeMethodNotFound, wire.CodeInvalidParams,
-		wire.CodeHeaderMismatch, wire.CodeUnsupportedVer:
-		return audit.OutcomeInvalid
-	case wire.CodeRateLimited:
+	switch {
+	case rerr.Code == wire.CodeRateLimited || rerr.ModernStatus() == http.StatusTooManyRequests:
 		return audit.OutcomeRateLimited
+	case rerr.ClientFault():
+		return audit.OutcomeInvalid
 	default:
 		return audit.OutcomeError
 	}

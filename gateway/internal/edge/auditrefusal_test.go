@@ -447,3 +447,32 @@ func TestRefusedRetriesDoNotFloodTheLog(t *testing.T) {
 		t.Fatalf("50 retries past the principal's share wrote %d warnings", n)
 	}
 }
+
+// TestMissingTasksCapabilityAuditedInvalid: a Modern request about a task
+// from a client that did not declare the tasks extension is the client's
+// fault (-32021, HTTP 400, counted "rejected" in the metrics). The trail
+// must say invalid ("what the client sent wrong", operations.md §10), not
+// error ("what the gateway cannot do now"), which an operator reads as a
+// failure of the gateway.
+func TestMissingTasksCapabilityAuditedInvalid(t *testing.T) {
+	b := startBackends(t)
+	url, sink := auditedGateway(t, b, true)
+	for _, method := range []string{"tasks/get", "tasks/cancel"} {
+		trace, resp := tracedSend(t, url+"/mcp", modernHeaders(method, "Mcp-Name", "t1.x"),
+			`{"jsonrpc":"2.0","id":1,"method":"`+method+`","params":{`+modernMeta+`,"taskId":"t1.x"}}`)
+		if _, _, rerr := resp.rpc(t); resp.status != http.StatusBadRequest || rerr == nil || rerr.Code != wire.CodeMissingCapability {
+			t.Fatalf("%s without the tasks extension: %d %s, want 400 -32021", method, resp.status, resp.body)
+		}
+		var got []audit.Event
+		testkit.Eventually(t, "the refusal in the trail", 10*time.Second, func() error {
+			if got = sink.ofTrace(trace); len(got) == 0 {
+				return fmt.Errorf("no event yet")
+			}
+			return nil
+		})
+		if len(got) != 1 || got[0].Outcome != audit.OutcomeInvalid {
+			t.Errorf("%s without the tasks extension: events %+v; want one with outcome %q (the client's fault)",
+				method, got, audit.OutcomeInvalid)
+		}
+	}
+}
