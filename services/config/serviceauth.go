@@ -173,7 +173,8 @@ var (
 	// GatewayMethods are the RPCs the gateway calls: every catalog read and
 	// call of the aggregator but ListBackends, the indexer's search, and
 	// the session revocations, the record of used request states, the
-	// Legacy session states and relayed input answers, and tasks.
+	// Legacy session states and relayed input answers, tasks, and the
+	// rate-limit tokens of the requests it refuses itself.
 	GatewayMethods = []string{
 		"switchboard.aggregator.v1.AggregatorService/Discover",
 		"switchboard.aggregator.v1.AggregatorService/ListTools",
@@ -200,6 +201,7 @@ var (
 		"switchboard.indexer.v1.IndexerService/WatchSessionEvents",
 		"switchboard.indexer.v1.IndexerService/RelayInputResponse",
 		"switchboard.indexer.v1.IndexerService/RelayCancellation",
+		"switchboard.indexer.v1.IndexerService/AcquireRateTokens",
 		"switchboard.indexer.v1.IndexerService/RecordAuditEvents",
 	}
 	// AggregatorMethods are the RPCs an aggregator calls with its own

@@ -23,10 +23,12 @@ import (
 // ValidateGateway checks what switchboard-gateway reads: its section,
 // the grpc section (and that it leaves room for gateway.streams.maxOpen),
 // the virtual servers (their audiences against
-// gateway.auth too) and tool overrides, and the reload interval.
+// gateway.auth too) and tool overrides, the rate limits (the gateway
+// takes the tokens of the requests it refuses itself), and the reload
+// interval.
 func (c *Config) ValidateGateway() error {
 	return c.Annotate(errors.Join(c.Gateway.WithDefaults().Validate(), c.GRPC.Validate(), c.GRPC.validateGatewayStreams(c.Gateway.WithDefaults().Streams.MaxOpen),
-		c.ValidateServers(), c.ValidateServerAudiences(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(), c.Logging.Validate(), c.Gateway.Auth.OIDC.JWKSRefresh.Validate(),
+		c.ValidateServers(), c.ValidateServerAudiences(), c.RateLimits.Validate(), c.Reload.Validate(), c.Audit.Validate(), c.Ops.Validate(), c.Logging.Validate(), c.Gateway.Auth.OIDC.JWKSRefresh.Validate(),
 		validateAuditIndexer(c.Audit, c.Gateway.Indexer, "gateway.indexer"), c.validateRunsFitRequests(), c.Telemetry.Validate(),
 		c.validateGatewaySessionsFitRevocations(), c.validateClientToken("gateway.aggregator", c.Gateway.Aggregator),
 		c.validateClientToken("gateway.indexer", c.Gateway.Indexer)))

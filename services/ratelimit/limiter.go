@@ -29,7 +29,7 @@ type Grant struct {
 }
 
 // Acquirer takes tokens from the cluster's buckets, one grant per request
-// in order: the indexer's AcquireRateTokens RPC for an aggregator, the
+// in order: the indexer's AcquireRateTokens RPC (IndexerBuckets), the
 // database itself for the indexer.
 // ErrRefusedRequest is an Acquirer's error for a request the buckets
 // answered and refused as malformed: unlike a failure to reach them, it

@@ -303,3 +303,90 @@ func TestRefusedSearchesTakeTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayRefusalsTakeTokens: a request the gateway refuses itself
+// (here a tools/call whose arguments are not an object, which never
+// reaches the aggregator) takes a token from its principal's limits, from
+// the same shared bucket as the calls the aggregator admits, as
+// configuration.md (rateLimits) says of every refusal: once the bucket is
+// empty it is refused as rate limited (HTTP 429, error 429), and its
+// audit event says rate_limited, as the aggregator's of a call it limits
+// does. An accepted call costs the gateway no token request. Before, such
+// refusals took no token: with the bucket empty each was still answered
+// -32602 and wrote an invalid event, without any bound.
+func TestGatewayRefusalsTakeTokens(t *testing.T) {
+	trail := filepath.Join(t.TempDir(), "audit.jsonl")
+	aggregatorToken := "aggregator-" + strings.Repeat("e7", 16)
+	c := harness.Start(t, harness.Options{
+		Backends: []harness.Backend{{Name: "shop", Spec: refusalSpec}},
+		Configure: func(cfg *config.Config) {
+			cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials,
+				config.ServiceCredential{Name: "aggregator", Token: aggregatorToken, AssertPrincipals: true, Allow: config.AggregatorMethods})
+			cfg.Aggregator.Indexer = config.Endpoint{Address: cfg.Indexer.Listen, Token: aggregatorToken}
+			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: refusalKey, Subject: "alice", Groups: []string{"support"}}}}
+			cfg.Gateway.HTTP.TrustClientTraceparent = true
+			cfg.Audit = config.Audit{Sink: config.AuditFile, File: trail}
+			// A burst of two, and no refill within the test: one token
+			// for the malformed call, one for a good one.
+			cfg.RateLimits = config.RateLimits{Limits: []config.RateLimit{{Name: "each-user", Per: config.RatePerPrincipal, Rate: "1/h", Burst: 2}}}
+		},
+	})
+	metrics := strings.TrimSuffix(c.MCPURL, "/mcp") + "/metrics"
+	call := func(body string) (string, refusalReply) {
+		return refusalPost(t, c.MCPURL, modernHeader("tools/call", "shop_lookup"), body)
+	}
+	valid := modernBody("tools/call", `"name":"shop_lookup","arguments":{"order":"1"}`)
+	malformed := modernBody("tools/call", `"name":"shop_lookup","arguments":["1"]`)
+
+	if _, r := call(valid); r.status != http.StatusOK || r.Error != nil {
+		t.Fatalf("a valid call: %s, want HTTP 200", r)
+	}
+	if m := metricsText(t, metrics); strings.Contains(m, "switchboard_gateway_ratelimit_lease_acquisitions_total{") {
+		t.Fatalf("an accepted call made the gateway take tokens:\n%s", m)
+	}
+	refusedTrace, r := call(malformed)
+	if r.status != http.StatusBadRequest || r.Error == nil || r.Error.Code != -32602 {
+		t.Fatalf("a malformed call with a token left: %s, want HTTP 400 -32602", r)
+	}
+	if _, r := call(valid); r.status != http.StatusTooManyRequests {
+		t.Fatalf("a valid call after the malformed one: %s, want HTTP 429 (the refusal took the last token)", r)
+	}
+	limited := map[string]bool{}
+	for range 5 {
+		trace, r := call(malformed)
+		if r.status != http.StatusTooManyRequests || r.Error == nil || r.Error.Code != 429 {
+			t.Fatalf("a malformed call with the bucket empty: %s, want HTTP 429, error 429", r)
+		}
+		limited[trace] = true
+	}
+	// The same client naming a tool that does not exist reaches the
+	// aggregator, which holds it to the same empty bucket.
+	if _, r := refusalPost(t, c.MCPURL, modernHeader("tools/call", "shop_nothing"),
+		modernBody("tools/call", `"name":"shop_nothing","arguments":{}`)); r.status != http.StatusTooManyRequests {
+		t.Fatalf("an unknown tool with the bucket empty: %s, want HTTP 429", r)
+	}
+	testkit.Eventually(t, "the gateway's refusals in the trail", 10*time.Second, func() error {
+		events, err := trailEvents(trail, audit.KindToolCall)
+		if err != nil {
+			return err
+		}
+		outcomes := map[string][]audit.Outcome{}
+		for _, e := range events {
+			if e.TraceID == refusedTrace || limited[e.TraceID] {
+				if e.Service != "gateway" {
+					return fmt.Errorf("trace %s recorded by %s, want the gateway", e.TraceID, e.Service)
+				}
+				outcomes[e.TraceID] = append(outcomes[e.TraceID], e.Outcome)
+			}
+		}
+		if got := outcomes[refusedTrace]; len(got) != 1 || got[0] != audit.OutcomeInvalid {
+			return fmt.Errorf("the refusal with a token left: outcomes %v, want one invalid", got)
+		}
+		for trace := range limited {
+			if got := outcomes[trace]; len(got) != 1 || got[0] != audit.OutcomeRateLimited {
+				return fmt.Errorf("a refusal with the bucket empty: outcomes %v, want one rate_limited", got)
+			}
+		}
+		return nil
+	})
+}

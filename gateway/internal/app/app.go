@@ -24,6 +24,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/hostguard"
 	"github.com/switchboard-mcp/switchboard/services/lifecycle"
 	"github.com/switchboard-mcp/switchboard/services/opshttp"
+	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
 )
 
@@ -64,7 +65,8 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 		deps.Indexer = indexerv1.NewIndexerServiceClient(idxConn)
 		deps.ClusterState = indexerv1.NewClusterStateServiceClient(idxConn)
 	} else {
-		env.Log.Warn("gateway.indexer is not configured: find_tool answers with an error and session deletion is local to this replica")
+		env.Log.Warn("gateway.indexer is not configured: find_tool answers with an error, session deletion is local to this replica, " +
+			"and the requests the gateway refuses itself take no rate-limit token")
 	}
 	if deps.Auth, err = auth.New(cfg.Auth, nil); err != nil {
 		return err
@@ -72,6 +74,15 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	deps.Metrics = edge.NewMetrics(reg)
+	if deps.Indexer != nil {
+		// The requests the gateway refuses itself take their tokens from
+		// the buckets the indexer holds, as the aggregator's do.
+		set, err := ratelimit.Compile(env.Config.RateLimits)
+		if err != nil {
+			return err
+		}
+		deps.Limiter = ratelimit.New(set, ratelimit.IndexerBuckets{Client: deps.Indexer}, env.Log, ratelimit.NewMetrics(reg, "gateway"))
+	}
 	var auditSinks []audit.Sink
 	if env.Config.Audit.Database.Enabled && deps.Indexer != nil {
 		auditSinks = append(auditSinks, audit.NewIndexerSink(deps.Indexer))

@@ -88,7 +88,9 @@ func (g *Gateway) auditRefusal(ctx context.Context, rec *requestRecord) {
 	switch {
 	case rec.outcome == "cancelled":
 		e.Outcome, e.Detail = audit.OutcomeCancelled, "cancelled by the client"
-	case req.Trail.Denied != "":
+	case req.Trail.Denied != "" && refusal.Code != wire.CodeRateLimited:
+		// Past the principal's limit (heldToLimit) the client is told
+		// the limit's refusal, and the event says rate_limited.
 		e.Outcome, e.Detail = audit.OutcomeDenied, req.Trail.Denied
 	default:
 		e.Outcome, e.Detail = refusalOutcome(refusal), refusal.Message

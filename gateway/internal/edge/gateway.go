@@ -29,6 +29,7 @@ import (
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/hostguard"
+	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
 
@@ -63,6 +64,10 @@ type Deps struct {
 	// Audit records Legacy sessions' starts and ends, and the requests
 	// of the trail's the gateway refuses itself (audit.go); nil: none.
 	Audit *audit.Writer
+	// Limiter takes the rate-limit tokens of the requests the gateway
+	// refuses itself (ratelimit.go), from the buckets Indexer holds; nil:
+	// they take none. Reload applies rateLimits to it.
+	Limiter *ratelimit.Limiter
 }
 
 // Gateway is the MCP edge.
@@ -90,6 +95,10 @@ type Gateway struct {
 	// servers are the virtual servers by name (see SetServers).
 	servers atomic.Pointer[serverTable]
 	audit   *audit.Writer
+	// limiter takes its refusals' tokens; rateLimits is the section it
+	// applies (Reload).
+	limiter    *ratelimit.Limiter
+	rateLimits config.RateLimits
 	// closing ends every notification stream at shutdown (see Close),
 	// which sets graceEnds.
 	closing   chan struct{}
@@ -135,6 +144,10 @@ func New(cfg config.Gateway, deps Deps) (*Gateway, error) {
 		rules:    newEdgeRules(cfg),
 		closing:  make(chan struct{}),
 		audit:    deps.Audit,
+		limiter:  deps.Limiter,
+	}
+	if deps.Config != nil {
+		g.rateLimits = deps.Config.RateLimits
 	}
 	// A session deleted through another replica ends its requests and
 	// GET streams here as soon as the revocation arrives.

@@ -101,14 +101,14 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 		var tooLarge *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooLarge):
-			refuse(w, rec, http.StatusRequestEntityTooLarge, nil, wire.NewError(wire.CodeInvalidRequest, "request body too large"))
+			g.refuse(w, r, rec, http.StatusRequestEntityTooLarge, nil, wire.NewError(wire.CodeInvalidRequest, "request body too large"))
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			// The connection cannot carry another request: the rest of
 			// the body may still be on its way.
 			w.Header().Set("Connection", "close")
-			refuse(w, rec, http.StatusRequestTimeout, nil, wire.NewError(wire.CodeInvalidRequest, "request body not received in time"))
+			g.refuse(w, r, rec, http.StatusRequestTimeout, nil, wire.NewError(wire.CodeInvalidRequest, "request body not received in time"))
 		default:
-			refuse(w, rec, http.StatusBadRequest, nil, wire.NewError(wire.CodeParseError, "cannot read request body"))
+			g.refuse(w, r, rec, http.StatusBadRequest, nil, wire.NewError(wire.CodeParseError, "cannot read request body"))
 		}
 		return
 	}
@@ -123,10 +123,10 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 			// Neither JSON nor said to be: refused for its type, as one
 			// that parses is below (Streamable HTTP's 415).
 			rerr = wire.NewError(wire.CodeInvalidRequest, "Content-Type must be application/json")
-			refuse(w, rec, http.StatusUnsupportedMediaType, id, rerr)
+			g.refuse(w, r, rec, http.StatusUnsupportedMediaType, id, rerr)
 			return
 		}
-		refuse(w, rec, http.StatusBadRequest, id, rerr)
+		g.refuse(w, r, rec, http.StatusBadRequest, id, rerr)
 		return
 	}
 	ctx, span = g.joinMetaTrace(ctx, span, rec, msg.Params)
@@ -149,7 +149,7 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 			rerr = wire.InvalidParams(fmt.Sprintf("the _meta of a streaming request is longer than %d bytes", wire.MaxStreamMetaBytes))
 		}
 		if rerr != nil {
-			refuse(w, rec, http.StatusBadRequest, id, rerr)
+			g.refuse(w, r, rec, http.StatusBadRequest, id, rerr)
 			return
 		}
 	}
@@ -167,15 +167,15 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 		rec.req = req
 	}
 	if !wire.IsJSONContentType(r.Header) {
-		refuse(w, rec, http.StatusUnsupportedMediaType, id, wire.NewError(wire.CodeInvalidRequest, "Content-Type must be application/json"))
+		g.refuse(w, r, rec, http.StatusUnsupportedMediaType, id, wire.NewError(wire.CodeInvalidRequest, "Content-Type must be application/json"))
 		return
 	}
 	if !wire.AcceptsBoth(r.Header) {
-		refuse(w, rec, http.StatusBadRequest, id, wire.NewError(wire.CodeInvalidRequest, "Accept must list application/json and text/event-stream"))
+		g.refuse(w, r, rec, http.StatusBadRequest, id, wire.NewError(wire.CodeInvalidRequest, "Accept must list application/json and text/event-stream"))
 		return
 	}
 	if name := wire.RepeatedSessionHeader(r.Header); name != "" {
-		refuse(w, rec, http.StatusBadRequest, id, wire.NewError(wire.CodeInvalidRequest, name+" header sent more than once"))
+		g.refuse(w, r, rec, http.StatusBadRequest, id, wire.NewError(wire.CodeInvalidRequest, name+" header sent more than once"))
 		return
 	}
 	headerVersion := r.Header.Get("Mcp-Protocol-Version")
@@ -189,7 +189,7 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 	case req.Era == mcpspec.EraLegacy:
 		g.serveLegacy(w, r, req, msg, sessionID, rec, span)
 	case headerVersion != "" && !mcpspec.IsLegacyVersion(headerVersion):
-		refuse(w, rec, http.StatusBadRequest, msg.ID, wire.UnsupportedVersion(headerVersion))
+		g.refuse(w, r, rec, http.StatusBadRequest, msg.ID, wire.UnsupportedVersion(headerVersion))
 	case msg.Method == "ping" && !msg.IsNotification():
 		// Legacy clients may ping before initialize, so without a session.
 		rec.era, rec.outcome = mcpspec.EraLegacy, "ok"
@@ -200,7 +200,7 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 		rec.outcome = "ok"
 		w.WriteHeader(http.StatusAccepted)
 	default:
-		refuse(w, rec, http.StatusBadRequest, msg.ID, wire.InvalidParams(
+		g.refuse(w, r, rec, http.StatusBadRequest, msg.ID, wire.InvalidParams(
 			`missing _meta "`+mcpspec.MetaProtocolVersion+`" (MCP 2026-07-28), or Mcp-Session-Id (MCP 2025-11-25: send initialize first)`))
 	}
 }
@@ -208,8 +208,14 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 // refuse answers a message the edge refuses before a method runs with
 // rerr, and notes rerr in the request's record: its metrics and spans
 // (outcome rejected) and, for a request the trail records, its audit
-// event (auditRefusal).
-func refuse(w http.ResponseWriter, rec *requestRecord, status int, id json.RawMessage, rerr *wire.Error) {
+// event (auditRefusal). Such a request takes its rate-limit token first,
+// and is answered as rate limited once its principal's are used up
+// (heldToLimit).
+func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, rec *requestRecord, status int, id json.RawMessage, rerr *wire.Error) {
+	if limited := g.heldToLimit(r.Context(), rec.req, rerr); limited != nil {
+		rerr, status = limited, limited.ModernStatus()
+		setRetryAfter(w, rerr)
+	}
 	rec.err = rerr
 	writeJSON(w, http.NewResponseController(w), status, id, nil, rerr)
 }
@@ -262,12 +268,12 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, req *metho
 	if msg.IsResponse {
 		// Modern has no server-to-client requests, so there is nothing a
 		// client may answer.
-		refuse(w, rec, http.StatusBadRequest, nil, wire.NewError(wire.CodeInvalidRequest, "invalid request: MCP 2026-07-28 clients must not send responses"))
+		g.refuse(w, r, rec, http.StatusBadRequest, nil, wire.NewError(wire.CodeInvalidRequest, "invalid request: MCP 2026-07-28 clients must not send responses"))
 		return
 	}
 	if msg.IsNotification() {
 		if rerr := wire.CheckHeader(r.Header, "Mcp-Method", msg.Method); rerr != nil {
-			refuse(w, rec, http.StatusBadRequest, nil, rerr)
+			g.refuse(w, r, rec, http.StatusBadRequest, nil, rerr)
 			return
 		}
 		// The only client notification 2026-07-28 knows is
@@ -280,6 +286,9 @@ func (g *Gateway) serveModern(w http.ResponseWriter, r *http.Request, req *metho
 	resp := newResponse(w)
 	modern, rerr := wire.CheckModern(r.Header, msg.Method, msg.Params, req.Meta)
 	if rerr != nil {
+		if limited := g.heldToLimit(r.Context(), req, rerr); limited != nil {
+			rerr = limited
+		}
 		rec.done(rerr)
 		resp.finish(req.ID, nil, rerr, true)
 		return
@@ -310,11 +319,11 @@ func (g *Gateway) serveLegacy(w http.ResponseWriter, r *http.Request, req *metho
 	}
 	claims, digest, ok := g.openSession(r, sessionID, req.Principal, req.Server)
 	if !ok {
-		refuse(w, rec, http.StatusNotFound, msg.ID, wire.NewError(wire.CodeInvalidRequest, "session not found: initialize a new session"))
+		g.refuse(w, r, rec, http.StatusNotFound, msg.ID, wire.NewError(wire.CodeInvalidRequest, "session not found: initialize a new session"))
 		return
 	}
 	if why := versionMismatch(r, claims); why != "" {
-		refuse(w, rec, http.StatusBadRequest, msg.ID, wire.NewError(wire.CodeInvalidRequest, why))
+		g.refuse(w, r, rec, http.StatusBadRequest, msg.ID, wire.NewError(wire.CodeInvalidRequest, why))
 		return
 	}
 	req.Version = claims.ProtocolVersion
@@ -407,6 +416,14 @@ func (g *Gateway) runOnWhenDropped(conn context.Context, session, principal stri
 // stream that ends without one.
 func (g *Gateway) serve(ctx context.Context, req *methods.Request, resp *response, rec *requestRecord, cancelled func() bool) {
 	result, rerr := g.methods.Serve(ctx, req, resp)
+	refusal := rerr
+	if refusal == nil {
+		// A meta-tool's error result the gateway answered itself.
+		refusal = req.Trail.Refused
+	}
+	if limited := g.heldToLimit(ctx, req, refusal); limited != nil {
+		result, rerr = nil, limited
+	}
 	rec.done(rerr)
 	if rec.outcome == "error" && errors.Is(context.Cause(ctx), context.Canceled) {
 		// It failed because its client went away: a Modern client's

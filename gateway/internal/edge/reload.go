@@ -8,6 +8,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/gateway/internal/auth"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
 	"github.com/switchboard-mcp/switchboard/services/config"
+	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 	"github.com/switchboard-mcp/switchboard/services/rpc"
 	"github.com/switchboard-mcp/switchboard/services/svcauth"
 )
@@ -18,11 +19,11 @@ import (
 // logged as needing a restart.
 
 // readKeys are the parts of the configuration file the gateway reads.
-var readKeys = []string{"gateway", "grpc", "serviceAuth.tls", "telemetry", "logging", "ops", "servers", "reload", "audit"}
+var readKeys = []string{"gateway", "grpc", "serviceAuth.tls", "telemetry", "logging", "ops", "servers", "reload", "audit", "rateLimits"}
 
 // liveKeys are those of readKeys that Reload applies ("reload" is applied
 // by the watch itself).
-var liveKeys = []string{"gateway.auth", "gateway.aggregator.token", "gateway.indexer.token", "servers", "reload",
+var liveKeys = []string{"gateway.auth", "gateway.aggregator.token", "gateway.indexer.token", "servers", "reload", "rateLimits",
 	// The console's (gateway/internal/console), applied by its Update,
 	// and its OIDC login, rebuilt with gateway.auth.oidc (app's console
 	// reload).
@@ -63,9 +64,10 @@ type serviceTokens struct {
 }
 
 // Reload puts in force what the gateway applies live of cfg, which
-// Validate accepted: gateway.auth (API keys, OIDC settings, the mode) and
+// Validate accepted: gateway.auth (API keys, OIDC settings, the mode),
 // the service tokens it presents (gateway.aggregator.token,
-// gateway.indexer.token). All of it is built before any of it is swapped,
+// gateway.indexer.token) and rateLimits (the limits its refusals take
+// tokens from). All of it is built before any of it is swapped,
 // so an error changes nothing. The other keys that differ from the
 // configuration at start are logged as needing a restart.
 func (g *Gateway) Reload(cfg *config.Config) error {
@@ -88,6 +90,15 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 		authNext = &authState{authn: a, cfg: next.Auth}
 	}
 
+	var limitsNext *ratelimit.Set
+	if g.limiter != nil && !reflect.DeepEqual(cfg.RateLimits, g.rateLimits) {
+		set, err := ratelimit.Compile(cfg.RateLimits)
+		if err != nil {
+			return err
+		}
+		limitsNext = set
+	}
+
 	// Every part is built: swap.
 	serversChanged := !reflect.DeepEqual(cfg.Servers, g.servers.Load().from)
 	if serversChanged {
@@ -97,6 +108,13 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	if authNext != nil {
 		g.auth.Store(authNext)
 		g.log.Info("gateway.auth reloaded", "mode", modeName(next.Auth.Mode), "api_keys", len(next.Auth.APIKeys))
+	}
+	if limitsNext != nil {
+		// The requests refused from now on are counted by the new
+		// limits, as the aggregator's and the indexer's are.
+		g.limiter.Apply(limitsNext)
+		g.rateLimits = cfg.RateLimits
+		g.log.Info("rateLimits reloaded", "limits", len(cfg.RateLimits.Limits))
 	}
 	if authNext != nil || serversChanged {
 		// A server's audience, or the server itself, is part of what
@@ -112,7 +130,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 			g.log.Info("gateway service tokens reloaded")
 		}
 	} else {
-		live = []string{"gateway.auth", "servers", "reload"}
+		live = []string{"gateway.auth", "servers", "reload", "rateLimits"}
 	}
 	if restart := config.NeedRestart(config.Changed(g.started, cfg), readKeys, live); len(restart) > 0 {
 		g.log.Warn("needs a restart: configuration changes not applied", "keys", restart)
