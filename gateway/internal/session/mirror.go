@@ -121,6 +121,16 @@ func (l *Local) Mirror(m MirroredState) {
 		l.prune(now)
 	}
 	st, ok := l.sessions[m.Session]
+	if ok && st.owner.key == m.Principal {
+		// A session's expiry is sealed in its id and never moves: of the
+		// copies of its state, the earliest expiry holds, whichever
+		// version came first (this replica's own, which Shared passes
+		// with the indexer's answer, over a later one an indexer sent).
+		if st.expires.Before(m.Expires) {
+			m.Expires = st.expires
+		}
+		st.expires = m.Expires
+	}
 	if ok && m.Version <= st.version {
 		return
 	}

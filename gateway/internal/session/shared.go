@@ -214,7 +214,16 @@ func (s *Shared) update(ctx context.Context, req *indexerv1.UpdateSessionStateRe
 		return errors.Join(ErrStateUnrecorded, err)
 	}
 	if st := resp.GetState(); st.GetVersion() > 0 {
-		s.local.Mirror(mirrored(st))
+		m := mirrored(st)
+		// The state goes when its session does, and this replica knows
+		// when: an indexer may answer a later expiry (one that kept
+		// states its clock skew margin past their sessions did), and
+		// held until then an expired session kept counting against its
+		// principal's bounds.
+		if own := req.GetExpiresAt().AsTime(); own.Before(m.Expires) {
+			m.Expires = own
+		}
+		s.local.Mirror(m)
 		if s.watching.Load() {
 			s.echoes.wait(ctx, st.GetSessionDigest(), st.GetVersion(), started)
 		}

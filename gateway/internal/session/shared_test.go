@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchboard-mcp/switchboard/services/apierr"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
@@ -250,5 +251,61 @@ func TestMirrorAfterForget(t *testing.T) {
 	l.Mirror(MirroredState{Session: "other-1", Principal: "p", Level: "debug", Expires: now.Add(time.Hour), Version: 6})
 	if l.LogLevel("other-1") != "debug" {
 		t.Fatal("a session forgotten longer than tombstoneTTL ago is still ignored")
+	}
+}
+
+// lateIndexer answers every change with the state it makes, with an
+// expiry later than the session's, as an indexer that kept session states
+// past their sessions (by its clock skew margin) did. With streamed set,
+// the state reaches it first as the WatchSessionEvents stream would
+// carry it, before the answer.
+type lateIndexer struct {
+	indexerv1.IndexerServiceClient
+	version  uint64
+	streamed *Local
+}
+
+func (l *lateIndexer) UpdateSessionState(_ context.Context, req *indexerv1.UpdateSessionStateRequest, _ ...grpc.CallOption) (*indexerv1.UpdateSessionStateResponse, error) {
+	l.version++
+	st := &indexerv1.SessionState{SessionDigest: req.GetSessionDigest(), PrincipalDigest: req.GetPrincipalDigest(),
+		LogLevel: req.GetLogLevel(), ExpiresAt: timestamppb.New(req.GetExpiresAt().AsTime().Add(5 * time.Minute)), Version: l.version}
+	if l.streamed != nil {
+		l.streamed.Mirror(mirrored(st))
+	}
+	return &indexerv1.UpdateSessionStateResponse{State: st}, nil
+}
+
+// A state change recorded in the indexer is held here until the session's
+// own expiry, which this replica knows, never later, whether the
+// indexer's answer or its stream brings the state first: held until an
+// expiry the indexer answered five minutes later, an expired session kept
+// counting against its principal's sessions with state, and its
+// principal's next one was refused.
+func TestRecordedStateGoesWithItsSession(t *testing.T) {
+	for _, streamedFirst := range []bool{false, true} {
+		limits := testLimits
+		limits.PerPrincipal = 1
+		l := NewLocal(limits)
+		now := time.Now()
+		l.now = func() time.Time { return now }
+		indexer := &lateIndexer{}
+		if streamedFirst {
+			indexer.streamed = l
+		}
+		s := &Shared{client: indexer, local: l, sealer: testSealer(t), replica: "me", log: slog.New(slog.DiscardHandler), echoes: newEchoes()}
+		expires := now.Add(3 * time.Second)
+		if err := s.SetLogLevel(t.Context(), "session-a", "p", "info", expires); err != nil {
+			t.Fatal(err)
+		}
+		if level := l.LogLevel("session-a"); level != "info" {
+			t.Fatalf("streamed first %v: level %q before the session expired", streamedFirst, level)
+		}
+		now = expires
+		if level := l.LogLevel("session-a"); level != "" {
+			t.Fatalf("streamed first %v: level %q once the session expired", streamedFirst, level)
+		}
+		if err := s.Subscribe(t.Context(), "session-b", "p", "a://1", now.Add(time.Hour)); err != nil {
+			t.Fatalf("streamed first %v: the principal's next session, once its only one with state expired: %v", streamedFirst, err)
+		}
 	}
 }

@@ -147,6 +147,58 @@ func TestRevocationsOutliveClockSkew(t *testing.T) {
 	}
 }
 
+// sessionStateStore keeps the one state its changes make, as the
+// database does: until the expiry the change carries.
+type sessionStateStore struct {
+	store.Store
+	kept map[string]time.Time
+}
+
+func (s *sessionStateStore) UpdateSessionState(_ context.Context, c store.SessionStateChange, _ store.SessionStateLimits) (store.SessionState, error) {
+	s.kept[c.Digest] = c.ExpiresAt
+	return store.SessionState{Digest: c.Digest, Principal: c.Principal, LogLevel: c.LogLevel, ExpiresAt: c.ExpiresAt, Version: 1}, nil
+}
+
+// TestSessionStateExpiresWithItsSession: a Legacy session's state is
+// kept until the session expires, not clockSkew past it as its
+// revocation is: the state counts against its principal's bounds
+// (gateway.sessions.maxPerPrincipal), and the gateways hold it until the
+// expiry the indexer answers. With the margin, an expired session's
+// state kept its principal's new sessions from taking any for five
+// minutes. Past a session's life it is clamped as a revocation is.
+func TestSessionStateExpiresWithItsSession(t *testing.T) {
+	st := &sessionStateStore{kept: map[string]time.Time{}}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var ttl atomic.Int64
+	ttl.Store(int64(time.Hour))
+	s := New(Deps{Store: st, Log: log, RevocationTTL: &ttl, MaxSessionStateBytes: 1 << 20,
+		SessionLimits: store.SessionStateLimits{Subscriptions: 8, URIBytes: 256, PerPrincipal: 8, PrincipalBytes: 1 << 20},
+		SessionEvents: sessionevents.New(st, time.Hour, log)})
+	s.SetReady()
+	now := time.Now()
+	s.now = func() time.Time { return now }
+	for _, c := range []struct {
+		name          string
+		expires, want time.Time
+	}{
+		{"within the TTL", now.Add(10 * time.Minute), now.Add(10 * time.Minute)},
+		{"past the TTL", now.Add(48 * time.Hour), now.Add(time.Hour + clockSkew)},
+	} {
+		digest := fmt.Sprintf("%064x", len(st.kept))
+		resp, err := s.UpdateSessionState(t.Context(), &indexerv1.UpdateSessionStateRequest{SessionDigest: digest, PrincipalDigest: strings.Repeat("ab", 32),
+			ExpiresAt: timestamppb.New(c.expires), Change: &indexerv1.UpdateSessionStateRequest_LogLevel{LogLevel: "info"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.kept[digest]; !got.Equal(c.want) {
+			t.Errorf("%s: the state is kept until %v after now, want %v", c.name, got.Sub(now), c.want.Sub(now))
+		}
+		if got := resp.GetState().GetExpiresAt().AsTime(); !got.Equal(c.want) {
+			t.Errorf("%s: the gateway is told the state expires %v after now, want %v", c.name, got.Sub(now), c.want.Sub(now))
+		}
+	}
+}
+
 // requestStateServer is a ready indexer server over st whose clock reads
 // *now.
 func requestStateServer(st store.Store, now *time.Time) *Server {

@@ -15,8 +15,9 @@ import (
 
 // clockSkew is how far a gateway's clock may run ahead of or behind the
 // indexer's and its database's: a record a gateway asks to keep until a
-// time by its clock is kept that much longer (expiry), and one expiring
-// at the end of a full TTL by its clock is not cut short by a clamp.
+// time by its clock is kept that much longer (revocationExpiry), and one
+// expiring at the end of a full TTL by its clock is not cut short by a
+// clamp (sessionExpiry).
 const clockSkew = 5 * time.Minute
 
 // revocationsPerMessage bounds one WatchRevocations message (each
@@ -39,7 +40,7 @@ func (s *Server) RevokeSession(ctx context.Context, req *indexerv1.RevokeSession
 	}
 	var expiresAt time.Time
 	if err == nil {
-		expiresAt, err = s.expiry(req.GetExpiresAt())
+		expiresAt, err = s.revocationExpiry(req.GetExpiresAt())
 	}
 	rev := store.Revocation{Digest: req.GetSessionDigest(), ExpiresAt: expiresAt}
 	if err == nil {
@@ -61,24 +62,34 @@ func (s *Server) RevokeSession(ctx context.Context, req *indexerv1.RevokeSession
 	return &indexerv1.RevokeSessionResponse{}, nil
 }
 
-// expiry is when a revocation may be forgotten: clockSkew after the
-// session expires, so that a gateway whose clock runs behind the
-// database's (which forgets the revocation by its own clock) never opens
-// the deleted session after its revocation is gone; and no later than
-// that after a session could live (plus clock skew), since a revocation
-// cannot outlive the sessions it is for.
-func (s *Server) expiry(at *timestamppb.Timestamp) (time.Time, error) {
+// revocationExpiry is when a revocation may be forgotten: clockSkew after
+// the session expires (sessionExpiry), so that a gateway whose clock runs
+// behind the database's (which forgets the revocation by its own clock)
+// never opens the deleted session after its revocation is gone.
+func (s *Server) revocationExpiry(at *timestamppb.Timestamp) (time.Time, error) {
+	expires, err := s.sessionExpiry(at)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return expires.Add(clockSkew), nil
+}
+
+// sessionExpiry is when the session a gateway names expires: as it says,
+// but no later than a session could live (plus clockSkew, so that the
+// clamp never cuts a real one short). A session's state goes then, with
+// no margin: it counts against its principal's bounds, and a gateway
+// without an indexer frees it at that moment too.
+func (s *Server) sessionExpiry(at *timestamppb.Timestamp) (time.Time, error) {
 	if at == nil {
 		return time.Time{}, invalidArgument("expires_at is required")
 	}
 	if err := at.CheckValid(); err != nil {
 		return time.Time{}, invalidArgument("expires_at is not a valid timestamp")
 	}
-	expires := at.AsTime()
-	if latest := s.now().Add(time.Duration(s.RevocationTTL.Load()) + clockSkew); expires.After(latest) {
-		expires = latest
+	if latest := s.now().Add(time.Duration(s.RevocationTTL.Load()) + clockSkew); at.AsTime().After(latest) {
+		return latest, nil
 	}
-	return expires.Add(clockSkew), nil
+	return at.AsTime(), nil
 }
 
 // CheckSession reports whether a session was revoked.

@@ -111,7 +111,7 @@ func (s *Server) sessionStateChange(req *indexerv1.UpdateSessionStateRequest) (s
 	if validDigest(req.GetPrincipalDigest()) != nil {
 		return store.SessionStateChange{}, 0, invalidArgument("principal_digest must be a hex SHA-256 (64 characters)")
 	}
-	expiresAt, err := s.expiry(req.GetExpiresAt())
+	expiresAt, err := s.sessionExpiry(req.GetExpiresAt())
 	if err != nil {
 		return store.SessionStateChange{}, 0, err
 	}
