@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -11,8 +13,10 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/services/config"
 	"github.com/switchboard-mcp/switchboard/services/demobackend"
+	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 	"github.com/switchboard-mcp/switchboard/services/testkit"
 	"github.com/switchboard-mcp/switchboard/test/harness"
+	"github.com/switchboard-mcp/switchboard/test/mcpraw"
 )
 
 // Virtual servers, tool overrides and backends change live: the gateway
@@ -185,5 +189,55 @@ func TestLiveCodeModeSettingReachesOpenStreams(t *testing.T) {
 		if got := harness.ToolNames(t, lc.cs); slices.Contains(got, "run_code") {
 			t.Errorf("%s: code mode off, the server lists %v", lc.name, got)
 		}
+	}
+}
+
+// TestRemovedServerEndsItsListens: a reload that removes a virtual server
+// ends the subscriptions/listen streams open on it gracefully, with the
+// listen's final result carrying its subscriptionId, as a listen whose
+// subscriptions cannot be restored ends: the spec says a server SHOULD
+// send it on a graceful end, and takes a close without it for an abrupt
+// drop, after which a client MAY listen again.
+func TestRemovedServerEndsItsListens(t *testing.T) {
+	gwOps := harness.FreeAddr(t)
+	c := harness.Start(t, harness.Options{
+		Backends:  []harness.Backend{{Name: "alpha"}},
+		NoIndexer: true,
+		Configure: func(cfg *config.Config) {
+			cfg.Reload.Interval = config.Duration(200 * time.Millisecond)
+			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: aliceKey, Subject: "alice"}}}
+			cfg.Gateway.OpsListen = gwOps
+			cfg.Servers = []config.Server{{Name: "team", Backends: []string{"alpha"}}}
+		},
+	})
+	rewrite := configRewriter(t, c)
+	type ending struct {
+		answer mcpraw.Answer
+		err    error
+	}
+	ended := make(chan ending, 1)
+	listener := &mcpraw.Client{URL: c.MCPURL + "/team", Authorization: "Bearer " + aliceKey}
+	go func() {
+		// Send reads the stream to its end and returns its last message.
+		a, err := listener.Send(t.Context(), "subscriptions/listen", "", map[string]any{"notifications": map[string]any{"toolsListChanged": true}})
+		ended <- ending{a, err}
+	}()
+	testkit.Eventually(t, "the listen open", 20*time.Second, func() error {
+		if got := metric(t, gwOps, `switchboard_gateway_open_streams{kind="listen"}`); got != "1" {
+			return fmt.Errorf("open listen streams %q", got)
+		}
+		return nil
+	})
+	rewrite(func(cfg *config.Config) { cfg.Servers = nil })
+	select {
+	case e := <-ended:
+		var result struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		}
+		if e.err != nil || e.answer.Error != nil || json.Unmarshal(e.answer.Result, &result) != nil || string(result.Meta[mcpspec.MetaSubscriptionID]) != "1" {
+			t.Fatalf("the listen ended with %s (error %v, %v); want its final result with subscriptionId 1", e.answer.Result, e.answer.Error, e.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the listen is still open 30s after its server was removed")
 	}
 }

@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -130,7 +131,8 @@ func (c *credentialStreams) recheck(a auth.Authenticator, servers *serverTable) 
 func (s *credentialStream) recheck(a auth.Authenticator, servers *serverTable) {
 	route, ok := servers.routes[s.r.PathValue("server")]
 	if s.at.ofServer && !ok {
-		s.end(errCredentialRevoked)
+		// A listen then ends with its final result (methods.listenEnded).
+		s.end(fmt.Errorf("%w: %w", errCredentialRevoked, methods.ErrServerRemoved))
 		return
 	}
 	if s.lists && s.at.ofServer && s.at.variant == variantMain {

@@ -9,8 +9,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mcp/switchboard/gateway/internal/session"
 	"github.com/switchboard-mcp/switchboard/gateway/internal/wire"
@@ -322,6 +326,63 @@ func TestStreamsOutliveTheWatch(t *testing.T) {
 	if end := nextEvent(t, sub); !strings.Contains(end, `"id":4,"result":{`) || !strings.Contains(end, `"io.modelcontextprotocol/subscriptionId":4`) {
 		t.Fatalf("a listen whose subscription cannot be restored: %s, want its final result", end)
 	}
+}
+
+// TestListenEndsWithItsServer: a listen on a virtual server that a reload
+// removed ends with its final result, as a listen whose subscriptions
+// cannot be restored does, whichever service hears of the removal first:
+// the gateway (its servers no longer have the endpoint) or the aggregator
+// (it ends the watch, and reopening it is NOT_FOUND). It once ended
+// without one: an abrupt drop, after which a client may listen again.
+func TestListenEndsWithItsServer(t *testing.T) {
+	b := startBackends(t)
+	var removed atomic.Bool
+	b.agg.Check = func(_ context.Context, method string, _ any) error {
+		if method == "WatchCatalog" && removed.Load() {
+			return status.Error(codes.NotFound, "no such server")
+		}
+		return nil
+	}
+	cfg := testGatewayConfig(b)
+	gw, srv := startGatewayWith(t, b, cfg, func(d *Deps) { d.Servers = []config.Server{{Name: "team", Backends: []string{"alpha"}}} })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	listen := func(id string) *bufio.Scanner {
+		_, lines := openStream(t, ctx, srv.URL+"/mcp/team", modernHeaders("subscriptions/listen"),
+			`{"jsonrpc":"2.0","id":`+id+`,"method":"subscriptions/listen","params":{`+modernMeta+`,"notifications":{"toolsListChanged":true}}}`)
+		if ack := nextEvent(t, lines); !strings.Contains(ack, "acknowledged") {
+			t.Fatalf("ack = %s", ack)
+		}
+		return lines
+	}
+	wantResult := func(lines *bufio.Scanner, id, how string) {
+		t.Helper()
+		last := ""
+		for lines.Scan() {
+			if d, ok := strings.CutPrefix(lines.Text(), "data: "); ok {
+				last = d
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s: the listen is still open", how)
+		}
+		if !strings.Contains(last, `"id":`+id+`,"result":{`) || !strings.Contains(last, `"io.modelcontextprotocol/subscriptionId":`+id) {
+			t.Fatalf("%s: the listen ended with %s, want its final result", how, last)
+		}
+	}
+
+	byAggregator := listen("1")
+	testkit.Eventually(t, "the watch open", 10*time.Second, func() bool { return b.agg.Watchers() == 1 })
+	removed.Store(true)
+	b.agg.EndWatches()
+	wantResult(byAggregator, "1", "the aggregator first")
+
+	removed.Store(false)
+	byGateway := listen("2")
+	if err := gw.Reload(&config.Config{Gateway: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	wantResult(byGateway, "2", "the gateway first")
 }
 
 // TestListenURIsBounded: a listen's resourceSubscriptions URIs are held

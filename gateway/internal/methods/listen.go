@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -133,12 +134,16 @@ func (s *Server) listen(ctx context.Context, req *Request, resp Responder) (json
 	}
 	for {
 		if stop, _ := s.pump(ctx, resp, w, kinds, nil, req.ID); stop != stopWatchEnded {
-			return nil, nil
+			return listenEnded(ctx, end)
 		}
 		w.close()
 		before := w
-		if w = s.reopenWatch(ctx, resp, req, agreed.ResourceSubscriptions, agreed.ResourceSubscriptions); w == nil {
-			return nil, nil
+		var serverGone bool
+		if w, serverGone = s.reopenWatch(ctx, resp, req, agreed.ResourceSubscriptions, agreed.ResourceSubscriptions); serverGone {
+			return end()
+		}
+		if w == nil {
+			return listenEnded(ctx, end)
 		}
 		if len(w.first.GetSubscribedResourceUris()) < len(agreed.ResourceSubscriptions) {
 			return end()
@@ -147,6 +152,23 @@ func (s *Server) listen(ctx context.Context, req *Request, resp Responder) (json
 			return nil, nil
 		}
 	}
+}
+
+// ErrServerRemoved is the cause that ends a request's context when a
+// reload removed the virtual server it was sent to.
+var ErrServerRemoved = errors.New("its server was removed")
+
+// listenEnded ends a listen that cannot go on. When its server was
+// removed, gracefully, with its final result (end), as the spec asks of a
+// server that ends a listen: the server is gone for good, and a client
+// that listened again would only find so. Otherwise (the client went
+// away, its credential no longer authenticates, the gateway shuts down)
+// without one: an abrupt drop, after which the client may listen again.
+func listenEnded(ctx context.Context, end func() (json.RawMessage, *wire.Error)) (json.RawMessage, *wire.Error) {
+	if errors.Is(context.Cause(ctx), ErrServerRemoved) {
+		return end()
+	}
+	return nil, nil
 }
 
 // keepQuiet keeps a stream open with keep-alives alone until its client
@@ -282,12 +304,12 @@ func (s *Server) SessionStream(ctx context.Context, req *Request, resp Responder
 		switch stop {
 		case stopSubscriptionsChanged:
 			if w, err = s.openWatch(ctx, req, uris, renewed); err != nil {
-				w = s.reopenWatch(ctx, resp, req, uris, renewed)
+				w, _ = s.reopenWatch(ctx, resp, req, uris, renewed)
 			} else if w.first.GetCatalogVersion() == version && sameView(before, w.first) && before.codeMode == w.codeMode {
 				continue
 			}
 		case stopWatchEnded:
-			w = s.reopenWatch(ctx, resp, req, uris, renewed)
+			w, _ = s.reopenWatch(ctx, resp, req, uris, renewed)
 		default:
 			return nil
 		}

@@ -139,8 +139,9 @@ func (s *Server) openWatch(ctx context.Context, req *Request, resourceURIs, rene
 // reopenWatch opens the watch again after the aggregator ended it,
 // retrying with back-off and keeping the client's stream alive meanwhile.
 // It returns nil when the client went away or the gateway shuts down
-// first.
-func (s *Server) reopenWatch(ctx context.Context, resp Responder, req *Request, resourceURIs, renewed []string) *catalogWatch {
+// first, and nil and true (the server is gone) when the aggregator no
+// longer has the request's virtual server: a reload removed it.
+func (s *Server) reopenWatch(ctx context.Context, resp Responder, req *Request, resourceURIs, renewed []string) (*catalogWatch, bool) {
 	keepAlive := time.NewTicker(s.cfg.KeepAlive)
 	defer keepAlive.Stop()
 	for delay := reopenFirst; ; delay = min(2*delay, reopenMax) {
@@ -152,14 +153,14 @@ func (s *Server) reopenWatch(ctx context.Context, resp Responder, req *Request, 
 			select {
 			case <-ctx.Done():
 				retry.Stop()
-				return nil
+				return nil, false
 			case <-s.closing:
 				retry.Stop()
-				return nil
+				return nil, false
 			case <-keepAlive.C:
 				if resp.Comment("keep-alive") != nil {
 					retry.Stop()
-					return nil
+					return nil, false
 				}
 			case <-retry.C:
 				break wait
@@ -168,12 +169,15 @@ func (s *Server) reopenWatch(ctx context.Context, resp Responder, req *Request, 
 		w, err := s.openWatch(ctx, req, resourceURIs, renewed)
 		if err == nil {
 			s.log.InfoContext(ctx, "catalog watch reopened; the notification stream carries on")
-			return w
+			return w, false
 		}
-		if ctx.Err() != nil || status.Code(err) == codes.NotFound {
-			// NotFound: the virtual server is no longer configured; the
-			// stream ends, as the client's next request would find.
-			return nil
+		if ctx.Err() != nil {
+			return nil, false
+		}
+		if status.Code(err) == codes.NotFound {
+			// The virtual server is no longer configured; the stream
+			// ends, as the client's next request would find.
+			return nil, true
 		}
 		s.log.DebugContext(ctx, "catalog watch not reopened yet", "err", err, "retry_in", min(2*delay, reopenMax))
 	}
