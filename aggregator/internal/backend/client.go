@@ -148,6 +148,8 @@ func New(cfg Config, onListChanged func(backend string), log *slog.Logger) *Clie
 		Capabilities:   listingCapabilities(),
 		MultiRoundTrip: noMRTR,
 	})
+	serveRoots(c.mcp, nil)
+	serveRoots(c.probe, nil)
 	return c
 }
 

@@ -19,14 +19,14 @@ import (
 )
 
 // A Legacy backend asks for the client's input (elicitation/create,
-// sampling/createMessage) with server-to-client requests in the middle of
-// a call. A Modern client can only be asked through an input_required
-// result and answers with a retry. CallToolAsking bridges the two: it runs
-// the call on a backend session of its own that declares the client's
-// capabilities, and when the backend asks, it holds the backend call open
-// and returns input_required with a requestState naming the held call.
-// ResumeHeld hands the retry's answer to the waiting backend request and
-// carries on with the same call.
+// sampling/createMessage, roots/list) with server-to-client requests in
+// the middle of a call. A Modern client can only be asked through an
+// input_required result and answers with a retry. CallToolAsking bridges
+// the two: it runs the call on a backend session of its own that
+// declares the client's capabilities, and when the backend asks, it holds
+// the backend call open and returns input_required with a requestState
+// naming the held call. ResumeHeld hands the retry's answer to the
+// waiting backend request and carries on with the same call.
 //
 // Held calls live in this process. With Config.HeldOwner set, the state
 // names this replica ("...@<owner>"), so that a retry reaching another
@@ -220,6 +220,13 @@ func (c *Client) CallToolAsking(ctx context.Context, params *mcp.CallToolParams,
 		}
 	}
 	client := mcp.NewClient(Implementation, opts)
+	var roots func(context.Context, *mcp.ListRootsParams) (*mcp.ListRootsResult, error)
+	if caps.RootsV2 != nil {
+		roots = func(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+			return answer[mcp.ListRootsResult](h.ask(ctx, "roots/list", p))
+		}
+	}
+	serveRoots(client, roots)
 	go func() {
 		defer cancel()
 		// Progress is always asked for, as a later round may want it
@@ -298,7 +305,8 @@ func (c *Client) ReleaseHeld(state, owner string) error {
 }
 
 // answers reports whether reply is an answer of the kind method asks for:
-// an elicitation's result with its action, a sampling request's message.
+// an elicitation's result with its action, a sampling request's message,
+// a roots request's list.
 func answers(method string, reply json.RawMessage) bool {
 	if len(reply) == 0 {
 		return false
@@ -310,6 +318,9 @@ func answers(method string, reply json.RawMessage) bool {
 	case "sampling/createMessage":
 		var r mcp.CreateMessageResult
 		return json.Unmarshal(reply, &r) == nil && r.Content != nil
+	case "roots/list":
+		var r mcp.ListRootsResult
+		return json.Unmarshal(reply, &r) == nil && r.Roots != nil
 	}
 	return json.Valid(reply)
 }

@@ -240,9 +240,9 @@ func (t sdkTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // carriesAnswer reports whether r carries a client's answer to a
 // backend's question: a response (a POST without a method) with the
-// result of an elicitation (its action) or of a sampling request (its
-// message's content); not go-sdk's own replies to the backend's pings
-// and roots/list, nor an error.
+// result of an elicitation (its action), of a sampling request (its
+// message's content) or of a roots request (its roots); not go-sdk's own
+// replies to the backend's pings, nor an error.
 func carriesAnswer(r *http.Request) bool {
 	if r.Method != http.MethodPost || r.GetBody == nil {
 		return false
@@ -257,12 +257,13 @@ func carriesAnswer(r *http.Request) bool {
 		Result *struct {
 			Action  string          `json:"action"`
 			Content json.RawMessage `json:"content"`
+			Roots   json.RawMessage `json:"roots"`
 		} `json:"result"`
 	}
 	if json.NewDecoder(rc).Decode(&msg) != nil || msg.Method != "" || msg.Result == nil {
 		return false
 	}
-	return msg.Result.Action != "" || len(msg.Result.Content) > 0
+	return msg.Result.Action != "" || len(msg.Result.Content) > 0 || len(msg.Result.Roots) > 0
 }
 
 // isEventStream reports a Content-Type of text/event-stream, parameters

@@ -47,9 +47,11 @@ func (c *Client) CallToolStreamed(ctx context.Context, params *mcp.CallToolParam
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 	}
 	r.handle(opts)
+	client := mcp.NewClient(Implementation, opts)
+	serveRoots(client, nil)
 	bctx, cancel := context.WithTimeoutCause(ctx, c.budget(ctx), errBudget)
 	defer cancel()
-	res, err := c.callOnOwnSession(bctx, mcp.NewClient(Implementation, opts), params, progress, logLevel, nil)
+	res, err := c.callOnOwnSession(bctx, client, params, progress, logLevel, nil)
 	r.set(Notify{})
 	if err != nil {
 		if errors.Is(context.Cause(bctx), errBudget) {

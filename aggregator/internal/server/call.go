@@ -224,7 +224,9 @@ func sdkParams(tc *toolCall, req *aggregatorv1.CallToolRequest) (*mcp.CallToolPa
 }
 
 // askableCapabilities are the client's capabilities when they let a
-// backend ask it for input (elicitation or sampling), else nil.
+// backend ask it for input (elicitation or sampling), else nil. A backend
+// holding such a call may ask for the client's roots too, when it
+// declared them.
 func askableCapabilities(rc *aggregatorv1.RequestContext) *mcp.ClientCapabilities {
 	raw := rc.GetClientCapabilitiesJson()
 	if raw == "" || (!strings.Contains(raw, "elicitation") && !strings.Contains(raw, "sampling")) {
@@ -233,6 +235,13 @@ func askableCapabilities(rc *aggregatorv1.RequestContext) *mcp.ClientCapabilitie
 	var caps mcp.ClientCapabilities
 	if json.Unmarshal([]byte(raw), &caps) != nil || (caps.Elicitation == nil && caps.Sampling == nil) {
 		return nil
+	}
+	// go-sdk reads "roots" into a member that cannot tell whether it was
+	// there (its #607); RootsV2 declares roots to the backend, and has the
+	// held call ask the client for them. Without listChanged: the
+	// client's changes are not passed on to the held session.
+	if mcpspec.Declares(json.RawMessage(raw), "roots") {
+		caps.RootsV2 = &mcp.RootCapabilities{}
 	}
 	return &caps
 }

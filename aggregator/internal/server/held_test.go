@@ -375,3 +375,59 @@ aggregator:
 		t.Fatalf("the retry with CallTool: %v %v", resp, err)
 	}
 }
+
+// withLegacyWhere adds a tool that asks its client for its roots
+// (roots/list) mid-call, as Legacy servers do, and answers with the URIs
+// it was given, or with the failure it got.
+func withLegacyWhere(b *testBackend) {
+	b.server.AddTool(&mcp.Tool{Name: "where", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res, err := req.Session.ListRoots(ctx, nil)
+		if err != nil {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "roots/list failed: " + err.Error()}}}, nil
+		}
+		var uris []string
+		for _, r := range res.Roots {
+			uris = append(uris, r.URI)
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "roots: [" + strings.Join(uris, " ") + "]"}}}, nil
+	})
+}
+
+// A Legacy backend's roots/list in the middle of a held call is the
+// client's to answer, as its elicitation is: a client that declared roots
+// is asked (input_required) and the backend gets the roots it answered; a
+// client that declared none has the backend's request refused, as has a
+// call on a session of its own (a Legacy call that wants log messages),
+// which asks the client nothing. No backend is told of roots the
+// aggregator made up (go-sdk's own answer, its empty root list).
+func TestHeldCallAsksTheClientForRoots(t *testing.T) {
+	legacy := newTestBackend(t, "legacy", backendOptions{stateful: true, extra: withLegacyWhere})
+	h := startAggregator(t, parseConfig(t, `
+aggregator:
+  catalogTTL: 1h
+  backends:
+    - {name: legacy, url: `+legacy.url()+`, protocol: "2025-11-25", timeout: 5s}
+`))
+	ctx := context.Background()
+	withRoots := &aggregatorv1.RequestContext{ClientCapabilitiesJson: `{"elicitation":{},"roots":{}}`}
+	first, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "legacy_where", Context: withRoots})
+	key, state, ok := heldQuestion(first)
+	if err != nil || !ok || !strings.Contains(first.GetResultJson(), `"method":"roots/list"`) {
+		t.Fatalf("a client that declared roots: %v %v, want roots/list asked of it", first, err)
+	}
+	resp, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "legacy_where", Context: withRoots,
+		RequestState: state, InputResponsesJson: `{"` + key + `":{"roots":[{"uri":"file:///client-root","name":"client"}]}}`})
+	if err != nil || resultText(t, resp.GetResultJson()) != "roots: [file:///client-root]" {
+		t.Fatalf("the retry with the client's roots: %v %v", resp, err)
+	}
+
+	resp, err = h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "legacy_where", Context: confirmCaps})
+	if err != nil || !resp.GetIsError() || !strings.HasPrefix(resultText(t, resp.GetResultJson()), "roots/list failed") {
+		t.Fatalf("a client that declared no roots: %v %v, want the backend's roots/list refused", resp, err)
+	}
+	_, resp = streamCall(t, h.gateway, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "legacy_where",
+		Context: &aggregatorv1.RequestContext{ClientCapabilitiesJson: `{"roots":{}}`, LogLevel: "info"}})
+	if !resp.GetIsError() || !strings.HasPrefix(resultText(t, resp.GetResultJson()), "roots/list failed") {
+		t.Fatalf("a call on a session of its own: %v, want the backend's roots/list refused", resp)
+	}
+}
