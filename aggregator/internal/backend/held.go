@@ -215,8 +215,11 @@ func (c *Client) CallToolAsking(ctx context.Context, params *mcp.CallToolParams,
 		}
 	}
 	if caps.Sampling != nil {
-		opts.CreateMessageHandler = func(ctx context.Context, r *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-			return answer[mcp.CreateMessageResult](h.ask(ctx, "sampling/createMessage", r.Params))
+		// The handler with tools gets the request whole (its tools and
+		// toolChoice, content of several blocks), and takes an answer of
+		// several blocks: the plain one's request has them dropped.
+		opts.CreateMessageWithToolsHandler = func(ctx context.Context, r *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
+			return answer[mcp.CreateMessageWithToolsResult](h.ask(ctx, "sampling/createMessage", r.Params))
 		}
 	}
 	client := mcp.NewClient(Implementation, opts)
@@ -316,8 +319,8 @@ func answers(method string, reply json.RawMessage) bool {
 		var r mcp.ElicitResult
 		return json.Unmarshal(reply, &r) == nil && r.Action != ""
 	case "sampling/createMessage":
-		var r mcp.CreateMessageResult
-		return json.Unmarshal(reply, &r) == nil && r.Content != nil
+		var r mcp.CreateMessageWithToolsResult
+		return json.Unmarshal(reply, &r) == nil && len(r.Content) > 0
 	case "roots/list":
 		var r mcp.ListRootsResult
 		return json.Unmarshal(reply, &r) == nil && r.Roots != nil

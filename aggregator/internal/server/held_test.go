@@ -431,3 +431,78 @@ aggregator:
 		t.Fatalf("a call on a session of its own: %v, want the backend's roots/list refused", resp)
 	}
 }
+
+// withLegacyPick adds a tool that asks its client to sample with a tool
+// the model may use (sampling/createMessage with tools, as a client
+// declaring sampling.tools accepts) and answers with the blocks of the
+// message it got.
+func withLegacyPick(b *testBackend) {
+	b.server.AddTool(&mcp.Tool{Name: "pick", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res, err := req.Session.CreateMessageWithTools(ctx, &mcp.CreateMessageWithToolsParams{
+			MaxTokens:  100,
+			Messages:   []*mcp.SamplingMessageV2{{Role: "user", Content: []mcp.Content{&mcp.TextContent{Text: "which city?"}}}},
+			Tools:      []*mcp.Tool{{Name: "lookup", InputSchema: map[string]any{"type": "object"}}},
+			ToolChoice: &mcp.ToolChoice{Mode: "auto"},
+		})
+		if err != nil {
+			return nil, err
+		}
+		var blocks []string
+		for _, c := range res.Content {
+			switch c := c.(type) {
+			case *mcp.TextContent:
+				blocks = append(blocks, "text "+c.Text)
+			case *mcp.ToolUseContent:
+				blocks = append(blocks, "tool_use "+c.Name)
+			}
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(blocks, ", ")}}}, nil
+	})
+}
+
+// A Legacy backend's sampling request with tools reaches the client of a
+// held call as the backend sent it, tools and toolChoice included, and
+// the backend gets the client's answer whole, however many blocks it
+// holds (a text and a tool use here): go-sdk's plain sampling handler
+// dropped the tools and could not read an answer of several blocks.
+func TestHeldCallSamplingKeepsItsTools(t *testing.T) {
+	legacy := newTestBackend(t, "legacy", backendOptions{stateful: true, extra: withLegacyPick})
+	h := startAggregator(t, parseConfig(t, `
+aggregator:
+  catalogTTL: 1h
+  backends:
+    - {name: legacy, url: `+legacy.url()+`, protocol: "2025-11-25", timeout: 5s}
+`))
+	ctx := context.Background()
+	caps := &aggregatorv1.RequestContext{ClientCapabilitiesJson: `{"sampling":{"tools":{}}}`}
+	first, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "legacy_pick", Context: caps})
+	key, state, ok := heldQuestion(first)
+	if err != nil || !ok {
+		t.Fatalf("first call: %v %v", first, err)
+	}
+	var asked struct {
+		InputRequests map[string]struct {
+			Method string `json:"method"`
+			Params struct {
+				Tools []struct {
+					Name string `json:"name"`
+				} `json:"tools"`
+				ToolChoice *struct {
+					Mode string `json:"mode"`
+				} `json:"toolChoice"`
+			} `json:"params"`
+		} `json:"inputRequests"`
+	}
+	if err := json.Unmarshal([]byte(first.GetResultJson()), &asked); err != nil {
+		t.Fatal(err)
+	}
+	q := asked.InputRequests[key]
+	if q.Method != "sampling/createMessage" || len(q.Params.Tools) != 1 || q.Params.Tools[0].Name != "lookup" || q.Params.ToolChoice == nil || q.Params.ToolChoice.Mode != "auto" {
+		t.Fatalf("the question asked of the client: %s, want the backend's tools and toolChoice", first.GetResultJson())
+	}
+	resp, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "legacy_pick", Context: caps, RequestState: state,
+		InputResponsesJson: `{"` + key + `":{"role":"assistant","model":"m","stopReason":"toolUse","content":[{"type":"text","text":"let me look"},{"type":"tool_use","id":"u1","name":"lookup","input":{}}]}}`})
+	if err != nil || resultText(t, resp.GetResultJson()) != "text let me look, tool_use lookup" {
+		t.Fatalf("the retry with an answer of two blocks: %v %v", resp, err)
+	}
+}
