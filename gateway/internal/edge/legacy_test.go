@@ -3,6 +3,7 @@ package edge
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -245,6 +246,48 @@ func TestLegacyWire(t *testing.T) {
 	}
 	if resp := send(t, http.MethodDelete, url, legacyHeaders("alice-key", "s1.nonsense"), ""); resp.status != http.StatusNotFound {
 		t.Fatalf("DELETE unknown session: %d", resp.status)
+	}
+}
+
+// TestLegacyAnswerMustBeAnInputResponse: a Legacy client's answer to an
+// input request the gateway sent on its stream is checked as a Modern
+// client's inputResponses are, by the same rule (each answer a result,
+// an object, else -32602): an answer that is not one is refused, not
+// handed on to the backend as the client's input.
+func TestLegacyAnswerMustBeAnInputResponse(t *testing.T) {
+	b := startBackends(t)
+	_, srv := startGateway(t, b, testGatewayConfig(b))
+	url := srv.URL + "/mcp"
+	for _, result := range []string{`"yes"`, `42`, `[1,2]`, `null`} {
+		t.Run(result, func(t *testing.T) {
+			modern := send(t, http.MethodPost, url, modernHeaders("tools/call", "Mcp-Name", "alpha_ask"),
+				`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{`+modernMeta+`,"name":"alpha_ask","inputResponses":{"ok":`+result+`}}}`)
+			if _, _, rerr := modern.rpc(t); rerr == nil || rerr.Code != wire.CodeInvalidParams {
+				t.Fatalf("Modern inputResponses answering %s: %d %s, want -32602", result, modern.status, modern.body)
+			}
+
+			sid, _ := initializeEliciting(t, url)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, lines := openStream(t, ctx, url, legacyHeaders("alice-key", sid), `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"alpha_ask","arguments":{}}}`)
+			var asked struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			if ev := nextEvent(t, lines); json.Unmarshal([]byte(ev), &asked) != nil || asked.Method != "elicitation/create" {
+				t.Fatalf("first event %s", ev)
+			}
+			if r := send(t, http.MethodPost, url, legacyHeaders("alice-key", sid),
+				`{"jsonrpc":"2.0","id":`+string(asked.ID)+`,"result":`+result+`}`); r.status != http.StatusAccepted {
+				t.Fatalf("answer: %d %s", r.status, r.body)
+			}
+			var final struct {
+				Error *wire.Error `json:"error"`
+			}
+			if ev := nextEvent(t, lines); json.Unmarshal([]byte(ev), &final) != nil || final.Error == nil || final.Error.Code != wire.CodeInvalidParams {
+				t.Fatalf("the call answered %s: %s, want -32602 (not the backend's result)", result, ev)
+			}
+		})
 	}
 }
 

@@ -73,9 +73,8 @@ func (s *Server) roundTripParams(ctx context.Context, req *Request, method, targ
 	params := req.Params
 	rt := roundTrip{server: req.Server, method: method, target: target, arguments: arguments}
 	if raw, ok := params["inputResponses"]; ok && string(raw) != "null" {
-		// Each member answers an input request: a result, an object.
 		answers := true
-		rawjson.Each(raw, func(m rawjson.Member) bool { answers = rawjson.StartsObject(m.Value); return answers })
+		rawjson.Each(raw, func(m rawjson.Member) bool { answers = isInputResponse(m.Value); return answers })
 		if !wire.IsObjectText(raw) || !answers {
 			return rt, wire.InvalidParams("inputResponses must be an object whose members are objects (the answers to the input requests)")
 		}
@@ -108,6 +107,13 @@ func (s *Server) roundTripParams(ctx context.Context, req *Request, method, targ
 	rt.context, rerr = s.requestContext(req)
 	return rt, rerr
 }
+
+// isInputResponse reports whether answer (valid JSON) can answer an input
+// request: a result, an object. Both eras' answers are held to it, a
+// Modern retry's inputResponses and a Legacy client's responses to the
+// requests sent on its stream, so that the backend gets the same input
+// whichever era its client speaks.
+func isInputResponse(answer json.RawMessage) bool { return rawjson.StartsObject(answer) }
 
 // requestContext is what the aggregator forwards of a request to the
 // backend: the client's capabilities, its token for backends that act as
@@ -384,6 +390,9 @@ func (s *Server) askLegacyClient(ctx context.Context, req *Request, resp Respond
 				result, ok := reply["result"]
 				if !ok {
 					return "", wire.NewError(wire.CodeInternalError, "the client did not fulfil the server's "+requests[key].Method+" request")
+				}
+				if !isInputResponse(result) {
+					return "", wire.InvalidParams("the client's answer to the server's " + requests[key].Method + " request must be an object (the request's result)")
 				}
 				answers[key] = result
 				break waiting
