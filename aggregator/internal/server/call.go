@@ -184,9 +184,9 @@ var errToolTimeout = errors.New("tool timeout")
 // was held.
 var errHeldCallGone = invalidArgument("requestState names a call that is no longer held: it ended, its input did not come in time, or the aggregator replica holding it is gone; call again without requestState")
 
-// heldResponse encodes a go-sdk result of the held path; a held call's
-// input_required result is made by the aggregator, so its input requests
-// say what it is.
+// heldResponse encodes a go-sdk result of the held path, made by b; a
+// held call's input_required result is made by the aggregator, so its
+// input requests say what it is, and how long b holds it.
 func heldResponse(b *backend.Client, res *mcp.CallToolResult, err error) (*aggregatorv1.CallToolResponse, error) {
 	if errors.Is(err, backend.ErrHeldCallGone) {
 		return nil, errHeldCallGone
@@ -202,8 +202,12 @@ func heldResponse(b *backend.Client, res *mcp.CallToolResult, err error) (*aggre
 	if res.NeedsInput() || len(res.InputRequests) > 0 {
 		rt = "input_required"
 	}
-	return &aggregatorv1.CallToolResponse{ResultJson: string(text), IsError: res.IsError, ResultType: rt, Backend: b.Name(),
-		Held: rt == "input_required" && strings.HasPrefix(res.RequestState, backend.HeldStatePrefix)}, nil
+	resp := &aggregatorv1.CallToolResponse{ResultJson: string(text), IsError: res.IsError, ResultType: rt, Backend: b.Name(),
+		Held: rt == "input_required" && strings.HasPrefix(res.RequestState, backend.HeldStatePrefix)}
+	if resp.Held {
+		resp.HeldForMs = b.InputWait().Milliseconds()
+	}
+	return resp, nil
 }
 
 // sdkParams are the go-sdk params of a call that takes the go-sdk path.

@@ -114,6 +114,11 @@ servers:
 		if err := json.Unmarshal([]byte(resp.GetResultJson()), &res); err != nil || resp.GetResultType() != "input_required" || len(res.InputRequests) != 1 || res.RequestState == "" {
 			t.Fatalf("first call: %s %s (%v)", resp.GetResultType(), resp.GetResultJson(), err)
 		}
+		// How long the call is held: a caller waiting for its client's
+		// answer (the gateway's Legacy clients) waits no longer.
+		if !resp.GetHeld() || resp.GetHeldForMs() != 300 {
+			t.Fatalf("first call held %v for %d ms, want held for the backend's inputWait (300 ms)", resp.GetHeld(), resp.GetHeldForMs())
+		}
 		for key, r := range res.InputRequests {
 			if r.Method != "elicitation/create" || r.Params.Message != "Delete everything?" {
 				t.Fatalf("input request %s: %+v", key, r)

@@ -103,7 +103,9 @@ func (s *Server) routeToolCall(ctx context.Context, req *aggregatorv1.CallToolRe
 		res, err := timed(s, b, "tools/call", func() (*mcp.CallToolResult, error) {
 			return holder.ResumeHeld(ctx, req.GetRequestState(), heldOwner(ctx, req), responses, stream.relay())
 		})
-		return heldResponse(b, res, stream.failed(err))
+		// The holder, which may be a client a reload retired, holds a
+		// question asked again for its own inputWait.
+		return heldResponse(holder, res, stream.failed(err))
 	case routeHeld:
 		params, err := sdkParams(tc, req)
 		if err != nil {

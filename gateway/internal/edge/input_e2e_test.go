@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -216,6 +217,50 @@ func TestAbandonedHeldCallIsReleased(t *testing.T) {
 		t.Fatalf("DELETE: %d", r.status)
 	}
 	backendCancelled("its session's deletion")
+}
+
+// TestLegacyClientWaitEndsWithTheHold: a Legacy client asked on its
+// stream for a Legacy backend's input is waited for no longer than the
+// aggregator holds the backend's call (inputWait, here 1s), not until
+// gateway.timeouts.clientInput (here 30s) only to fail when it finally
+// answers: its request ends once the hold has, with an error that says
+// so in its own terms (no requestState, which a Legacy client never saw).
+func TestLegacyClientWaitEndsWithTheHold(t *testing.T) {
+	backendURL, cancelled := startLegacyConfirmBackend(t)
+	b := startBackends(t)
+	cfg := testGatewayConfig(b)
+	cfg.Timeouts.ClientInput = config.Duration(30 * time.Second)
+	cfg.Aggregator.Address = startAggregatorProcess(t, `
+    - name: legacy
+      url: `+backendURL+`
+      protocol: "2025-11-25"
+      timeout: 60s
+      inputWait: 1s
+`)
+	_, srv := startGateway(t, b, cfg)
+	url := srv.URL + "/mcp"
+	sid, _ := initializeEliciting(t, url)
+	// Past this the stream is cut and the test fails: well before
+	// clientInput, well after inputWait.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	_, lines := openStream(t, ctx, url, legacyHeaders("alice-key", sid), `{"jsonrpc":"2.0","id":77,"method":"tools/call","params":{"name":"legacy_confirm","arguments":{}}}`)
+	if ev := nextEvent(t, lines); !strings.Contains(ev, "elicitation/create") {
+		t.Fatalf("first event %s", ev)
+	}
+	// The client never answers.
+	var final struct {
+		Error *wire.Error `json:"error"`
+	}
+	if ev := nextEvent(t, lines); json.Unmarshal([]byte(ev), &final) != nil || final.Error == nil ||
+		!strings.Contains(final.Error.Message, "stopped waiting") || strings.Contains(final.Error.Message, "requestState") {
+		t.Fatalf("the request once the hold ended: %s, want an error saying the server stopped waiting", ev)
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held backend call was not cancelled")
+	}
 }
 
 // TestBackendStateIsNotReleased: an input_required answer whose state is

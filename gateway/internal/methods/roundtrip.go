@@ -146,8 +146,10 @@ func (s *Server) requestContext(req *Request) (*aggregatorv1.RequestContext, *wi
 type backendResult struct {
 	json, resultType string
 	task             *aggregatorv1.Task
-	// held: an input_required answer of a call an aggregator holds.
-	held bool
+	// held: an input_required answer of a call an aggregator holds, for
+	// heldFor from this answer (0: unknown, an older aggregator's).
+	held    bool
+	heldFor time.Duration
 }
 
 // backendOp performs one attempt of tools/call, resources/read or
@@ -198,10 +200,17 @@ func (s *Server) roundTrips(ctx context.Context, req *Request, resp Responder, r
 		if rerr != nil {
 			return nil, rerr
 		}
-		answers, rerr := s.askLegacyClient(ctx, req, resp, requests)
+		var holdEnds time.Time
+		if out.held && out.heldFor > 0 {
+			holdEnds = time.Now().Add(out.heldFor)
+		}
+		answers, rerr := s.askLegacyClient(ctx, req, resp, requests, holdEnds)
 		if rerr != nil {
-			// The client cancelled, went away, cannot or did not answer.
-			s.releaseHeld(ctx, rt, out, op)
+			// The client cancelled, went away, cannot or did not answer
+			// (a hold that ended has nothing left to release).
+			if holdEnds.IsZero() || time.Now().Before(holdEnds) {
+				s.releaseHeld(ctx, rt, out, op)
+			}
 			return nil, rerr
 		}
 		rt.inputResponses = answers
@@ -344,9 +353,15 @@ func (s *Server) inputRequired(req *Request, rt roundTrip, result []byte) (json.
 	return out, nil
 }
 
+// errHoldEnded ends a Legacy client's wait for its answers when the
+// aggregator's hold of the call that asked ends.
+var errHoldEnded = errors.New("the held call's wait for the answers ended")
+
 // askLegacyClient sends the input requests to the Legacy client on the
-// response stream and collects its answers, keyed as the backend asked.
-func (s *Server) askLegacyClient(ctx context.Context, req *Request, resp Responder, requests map[string]inputRequest) (string, *wire.Error) {
+// response stream and collects its answers, keyed as the backend asked,
+// until holdEnds when an aggregator holds the backend's call for them
+// (zero: it holds none).
+func (s *Server) askLegacyClient(ctx context.Context, req *Request, resp Responder, requests map[string]inputRequest, holdEnds time.Time) (string, *wire.Error) {
 	if len(requests) == 0 {
 		// Load shedding: only requestState, retry with it.
 		return "", nil
@@ -357,8 +372,14 @@ func (s *Server) askLegacyClient(ctx context.Context, req *Request, resp Respond
 	waits := map[string]<-chan json.RawMessage{}
 	// The ids name this replica, which waits until the client's time to
 	// answer is up, so that an answer reaching another replica is relayed
-	// here.
-	until := time.Now().Add(s.cfg.ClientInput)
+	// here. The client has timeouts.clientInput to answer, not the request
+	// timeout: a person may be typing. A held backend call waits for the
+	// answers only until its hold ends (the backend's inputWait), and
+	// they would find it gone after that.
+	until, cause := time.Now().Add(s.cfg.ClientInput), error(nil)
+	if !holdEnds.IsZero() && holdEnds.Before(until) {
+		until, cause = holdEnds, errHoldEnded
+	}
 	for key, r := range requests {
 		id, err := s.sealer.SealInputRequestID(req.Session, s.shared.Replica(), until)
 		if err != nil {
@@ -371,11 +392,10 @@ func (s *Server) askLegacyClient(ctx context.Context, req *Request, resp Respond
 			return "", wire.NewError(wire.CodeInternalError, "request cancelled")
 		}
 	}
-	// The client has timeouts.clientInput to answer, not the request
-	// timeout: a person may be typing. The stream carries keep-alives
-	// meanwhile, so that proxies keep it open and a client that went away
-	// is noticed (the write fails, or the request's context ends).
-	wait, cancel := context.WithTimeout(ctx, s.cfg.ClientInput)
+	// The stream carries keep-alives meanwhile, so that proxies keep it
+	// open and a client that went away is noticed (the write fails, or
+	// the request's context ends).
+	wait, cancel := context.WithDeadlineCause(ctx, until, cause)
 	defer cancel()
 	keepAlive := time.NewTicker(s.cfg.KeepAlive)
 	defer keepAlive.Stop()
@@ -406,6 +426,9 @@ func (s *Server) askLegacyClient(ctx context.Context, req *Request, resp Respond
 					return "", sessionDeleted()
 				}
 			case <-wait.Done():
+				if errors.Is(context.Cause(wait), errHoldEnded) {
+					return "", wire.NewError(wire.CodeInternalError, "no answer from the client to the server's "+requests[key].Method+" request before the server stopped waiting for it; send the request again")
+				}
 				return "", wire.NewError(wire.CodeInternalError, "no answer from the client to the server's "+requests[key].Method+" request")
 			}
 		}

@@ -149,7 +149,7 @@ func (s *Server) answerTaskInput(ctx context.Context, req *Request, resp Respond
 		r.Params = params
 		requests[key] = r
 	}
-	answers, rerr := s.askLegacyClient(ctx, req, resp, requests)
+	answers, rerr := s.askLegacyClient(ctx, req, resp, requests, time.Time{})
 	if rerr != nil {
 		return rerr
 	}

@@ -3,6 +3,7 @@ package methods
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -98,6 +99,7 @@ func (s *Server) callAggregatorTool(ctx context.Context, req *Request, resp Resp
 			}
 		}
 		out, err := invoke(ctx, call)
-		return backendResult{json: out.GetResultJson(), resultType: out.GetResultType(), task: out.GetTask(), held: out.GetHeld()}, err
+		return backendResult{json: out.GetResultJson(), resultType: out.GetResultType(), task: out.GetTask(),
+			held: out.GetHeld(), heldFor: time.Duration(out.GetHeldForMs()) * time.Millisecond}, err
 	})
 }

@@ -2353,7 +2353,11 @@ type CallToolResponse struct {
 	// result_type "input_required" for a call an aggregator replica holds
 	// for the caller's input: its request_state names the held call, which
 	// a retry answers or, when none will come, release_held ends.
-	Held          bool `protobuf:"varint,6,opt,name=held,proto3" json:"held,omitempty"`
+	Held bool `protobuf:"varint,6,opt,name=held,proto3" json:"held,omitempty"`
+	// held: how long from this answer the call is held for the retry (the
+	// backend's inputWait); then its backend call is cancelled and a retry
+	// refused, so a caller waiting for its client's answer waits no longer.
+	HeldForMs     int64 `protobuf:"varint,7,opt,name=held_for_ms,json=heldForMs,proto3" json:"held_for_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2428,6 +2432,13 @@ func (x *CallToolResponse) GetHeld() bool {
 		return x.Held
 	}
 	return false
+}
+
+func (x *CallToolResponse) GetHeldForMs() int64 {
+	if x != nil {
+		return x.HeldForMs
+	}
+	return 0
 }
 
 // Task is one task as its owner sees it, in any era: the fields of
@@ -4559,7 +4570,7 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"\fNotification\x12\x16\n" +
 	"\x06method\x18\x01 \x01(\tR\x06method\x12\x1f\n" +
 	"\vparams_json\x18\x02 \x01(\tR\n" +
-	"paramsJson\"\xd2\x01\n" +
+	"paramsJson\"\xf2\x01\n" +
 	"\x10CallToolResponse\x12\x1f\n" +
 	"\vresult_json\x18\x01 \x01(\tR\n" +
 	"resultJson\x12\x19\n" +
@@ -4568,7 +4579,8 @@ const file_switchboard_aggregator_v1_aggregator_proto_rawDesc = "" +
 	"resultType\x12\x18\n" +
 	"\abackend\x18\x04 \x01(\tR\abackend\x123\n" +
 	"\x04task\x18\x05 \x01(\v2\x1f.switchboard.aggregator.v1.TaskR\x04task\x12\x12\n" +
-	"\x04held\x18\x06 \x01(\bR\x04held\"\xca\x03\n" +
+	"\x04held\x18\x06 \x01(\bR\x04held\x12\x1e\n" +
+	"\vheld_for_ms\x18\a \x01(\x03R\theldForMs\"\xca\x03\n" +
 	"\x04Task\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12%\n" +
