@@ -153,12 +153,7 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 		return err
 	}
 	defer trail.Close()
-	srvOpts := append(rpc.ConnectionOptions(cfg.GRPC), rpc.ServerMetrics(reg)...)
 	services := svcauth.NewAuthenticator(cfg.ServiceAuth.Credentials)
-	srv, err := rpc.NewServer(services, cfg.ServiceAuth.TLS, log, srvOpts...)
-	if err != nil {
-		return err
-	}
 	// find_tool's rate limits; a reload applies new ones.
 	limits, err := ratelimit.Compile(cfg.RateLimits)
 	if err != nil {
@@ -236,6 +231,13 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 		Limiter: limiter,
 		Audit:   trail, AuditEvents: auditTable,
 	})
+	// Who may call each RPC beyond its allow list (server.methodAccess),
+	// checked after the service authentication.
+	srvOpts := append(rpc.ConnectionOptions(cfg.GRPC), rpc.ServerMetrics(reg)...)
+	srv, err := rpc.NewServer(services, cfg.ServiceAuth.TLS, log, append(srvOpts, api.AccessOptions()...)...)
+	if err != nil {
+		return err
+	}
 	indexerv1.RegisterIndexerServiceServer(srv.Server, api)
 	// The cluster state's own service; IndexerService serves its RPCs too,
 	// for one release (docs/grpc-api.md, "Versions").

@@ -109,7 +109,10 @@ func (h *harness) startIndexer(t testing.TB, databaseURL string, configure ...fu
 		ServiceAuth: config.ServiceAuth{Credentials: []config.ServiceCredential{
 			{Name: "gateway", Token: gatewayToken, AssertPrincipals: true, Allow: []string{"switchboard.indexer.v1.IndexerService/*"}},
 			{Name: "aggregator", Token: aggregatorToken, AssertPrincipals: true, Allow: config.AggregatorMethods},
-			{Name: "operator", Token: operatorToken, Operator: true, Allow: []string{"switchboard.indexer.v1.IndexerService/*"}},
+			// An operator that opens the gateways' streams (past their
+			// per-caller bounds) asserts principals, as the console's does:
+			// they reach every principal's sessions.
+			{Name: "operator", Token: operatorToken, Operator: true, AssertPrincipals: true, Allow: []string{"switchboard.indexer.v1.IndexerService/*"}},
 			{Name: "console", Token: consoleToken, Operator: true, AssertPrincipals: true, Allow: config.ConsoleMethods},
 		}},
 		Indexer: config.Indexer{

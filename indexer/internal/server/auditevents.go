@@ -198,9 +198,6 @@ func (s *Server) QueryAuditEvents(ctx context.Context, req *indexerv1.QueryAudit
 }
 
 func (s *Server) queryAuditEvents(ctx context.Context, req *indexerv1.QueryAuditEventsRequest) (*indexerv1.QueryAuditEventsResponse, error) {
-	if err := operatorOnly(ctx); err != nil {
-		return nil, err
-	}
 	if s.AuditEvents == nil {
 		return nil, errAuditDisabled
 	}

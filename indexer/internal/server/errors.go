@@ -84,7 +84,7 @@ func (s *Server) toStatus(ctx context.Context, method string, err error) error {
 	case errors.Is(err, store.ErrTasksFull):
 		return apierr.New(codes.ResourceExhausted, commonv1.ErrorReason_ERROR_REASON_TASKS_FULL,
 			"the principal, or the cluster, holds as many unexpired tasks as it may; retry when some have expired")
-	case errors.Is(err, errTaskOwnerNotAllowed), errors.Is(err, errTaskRunnerOnly), errors.Is(err, errRateTakerOnly):
+	case errors.Is(err, errTaskOwnerNotAllowed), errors.Is(err, errAssertingCallerOnly):
 		caller, _ := svcauth.CallerFrom(ctx)
 		s.Log.WarnContext(ctx, "refused: the caller may not assert principals", "method", method, "caller", caller.Name)
 		return apierr.New(codes.PermissionDenied, commonv1.ErrorReason_ERROR_REASON_PRINCIPAL_NOT_ALLOWED, err.Error())

@@ -28,7 +28,7 @@ func serve(t *testing.T, s *Server, creds []config.ServiceCredential) func(token
 		t.Fatal(err)
 	}
 	auth := svcauth.NewAuthenticator(creds)
-	srv := grpc.NewServer(grpc.UnaryInterceptor(auth.UnaryInterceptor()))
+	srv := grpc.NewServer(append(s.AccessOptions(), grpc.UnaryInterceptor(auth.UnaryInterceptor()))...)
 	indexerv1.RegisterIndexerServiceServer(srv, s)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)

@@ -35,9 +35,6 @@ func (s *Server) ListRateLimitBuckets(ctx context.Context, req *indexerv1.ListRa
 }
 
 func (s *Server) listRateLimitBuckets(ctx context.Context, req *indexerv1.ListRateLimitBucketsRequest) (*indexerv1.ListRateLimitBucketsResponse, error) {
-	if err := operatorOnly(ctx); err != nil {
-		return nil, err
-	}
 	if err := s.checkReady(); err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -26,13 +25,6 @@ const (
 // an aggregator's requests and a gateway's refusals.
 func (s *Server) AcquireRateTokens(ctx context.Context, req *indexerv1.AcquireRateTokensRequest) (*indexerv1.AcquireRateTokensResponse, error) {
 	err := s.checkReady()
-	if caller, _ := svcauth.CallerFrom(ctx); err == nil && !caller.AssertPrincipals {
-		// The buckets are keyed by principals, tools and backends the
-		// caller names: taking another principal's tokens is acting for
-		// it, which only a credential that asserts principals (an
-		// aggregator's, a gateway's) may do.
-		err = errRateTakerOnly
-	}
 	var reqs []ratelimit.TokenRequest
 	if err == nil {
 		reqs, err = validRateTokenRequests(req.GetKeys())
@@ -81,10 +73,6 @@ func validRateTokenRequests(keys []*indexerv1.RateTokenRequest) ([]ratelimit.Tok
 	}
 	return out, nil
 }
-
-// errRateTakerOnly refuses AcquireRateTokens to a credential that may not
-// assert principals.
-var errRateTakerOnly = errors.New("only a service credential that asserts principals (an aggregator's or a gateway's) takes rate-limit tokens")
 
 // StoreBuckets takes the indexer's own tokens (find_tool's) from the
 // database directly: the indexer is where the buckets are.

@@ -4,8 +4,9 @@
 // (sessions.go and sessionstates.go for Legacy sessions, requeststates.go,
 // cancellations.go for relays, tooldefinitions.go, ratelimit.go and
 // ratebuckets.go, auditevents.go, tasks.go and taskrequests.go for the
-// aggregators' MCP tasks); errors.go is the one place errors become gRPC
-// statuses.
+// aggregators' MCP tasks); access.go is the one place that decides who may
+// call each RPC beyond its allow list, and errors.go the one place errors
+// become gRPC statuses.
 package server
 
 import (

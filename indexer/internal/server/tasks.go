@@ -24,14 +24,9 @@ import (
 // asserts principals (an aggregator's) acts for any owner; one that may not
 // only for its own principal (the owner is the principal's subject, which
 // it must have), as for audit events: it may read and cancel its
-// principal's tasks, and runs none. Running a task (CreateTask and
-// AnswerTask, which take a runner's lease and bounds the aggregator
-// applies; AdvanceTask and RenewTaskLeases, which name no owner and would
-// reach any owner's tasks) is an aggregator's.
-var (
-	errTaskOwnerNotAllowed = errors.New("this service credential may not assert principals: it names its own principal's tasks only")
-	errTaskRunnerOnly      = errors.New("only a service credential that asserts principals (an aggregator's) runs tasks")
-)
+// principal's tasks, and runs none (methodAccess refuses it CreateTask,
+// AnswerTask, AdvanceTask and RenewTaskLeases).
+var errTaskOwnerNotAllowed = errors.New("this service credential may not assert principals: it names its own principal's tasks only")
 
 func ownerAllowed(ctx context.Context, owner string) error {
 	caller, _ := svcauth.CallerFrom(ctx)
@@ -41,22 +36,12 @@ func ownerAllowed(ctx context.Context, owner string) error {
 	return errTaskOwnerNotAllowed
 }
 
-func runnerAllowed(ctx context.Context) error {
-	if caller, _ := svcauth.CallerFrom(ctx); caller.AssertPrincipals {
-		return nil
-	}
-	return errTaskRunnerOnly
-}
-
 // CreateTask stores a new task.
 func (s *Server) CreateTask(ctx context.Context, req *indexerv1.CreateTaskRequest) (*indexerv1.CreateTaskResponse, error) {
 	err := s.checkReady()
 	var t store.Task
 	if err == nil {
 		t, err = s.newTask(req.GetRecord())
-	}
-	if err == nil {
-		err = runnerAllowed(ctx)
 	}
 	if err == nil {
 		limits := store.TaskLimits{PerOwner: int(req.GetLimits().GetPerOwner()), Total: int(req.GetLimits().GetTotal())}
@@ -172,9 +157,6 @@ func cursorTime(micros int64) bool {
 // AdvanceTask is a runner's change of its task.
 func (s *Server) AdvanceTask(ctx context.Context, req *indexerv1.AdvanceTaskRequest) (*indexerv1.AdvanceTaskResponse, error) {
 	err := s.checkReady()
-	if err == nil {
-		err = runnerAllowed(ctx)
-	}
 	var a store.TaskAdvance
 	if err == nil {
 		a, err = taskAdvance(req)
@@ -194,9 +176,6 @@ func (s *Server) AdvanceTask(ctx context.Context, req *indexerv1.AdvanceTaskRequ
 func (s *Server) AnswerTask(ctx context.Context, req *indexerv1.AnswerTaskRequest) (*indexerv1.AnswerTaskResponse, error) {
 	ref, err := s.taskRef(ctx, req.GetRef())
 	a := store.TaskAnswer{Ref: ref, InputResponsesJSON: req.GetInputResponsesJson(), Runner: req.GetRunner()}
-	if err == nil {
-		err = runnerAllowed(ctx)
-	}
 	if err == nil {
 		err = checkInputJSON("input_responses_json", a.InputResponsesJSON, true)
 	}
@@ -240,9 +219,6 @@ const maxRenewedTasks = 1000
 // ended.
 func (s *Server) RenewTaskLeases(ctx context.Context, req *indexerv1.RenewTaskLeasesRequest) (*indexerv1.RenewTaskLeasesResponse, error) {
 	err := s.checkReady()
-	if err == nil {
-		err = runnerAllowed(ctx)
-	}
 	if err == nil {
 		err = checkRunner(req.GetRunner())
 	}

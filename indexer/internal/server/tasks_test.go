@@ -93,7 +93,7 @@ func serveTasks(t *testing.T, st store.Store, logs io.Writer) func(token string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(grpc.UnaryInterceptor(svcauth.NewAuthenticator(taskCreds).UnaryInterceptor()), grpc.MaxRecvMsgSize(16<<20))
+	srv := grpc.NewServer(append(s.AccessOptions(), grpc.UnaryInterceptor(svcauth.NewAuthenticator(taskCreds).UnaryInterceptor()), grpc.MaxRecvMsgSize(16<<20))...)
 	indexerv1.RegisterClusterStateServiceServer(srv, s)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)

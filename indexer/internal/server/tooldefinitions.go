@@ -43,21 +43,13 @@ const (
 )
 
 var (
-	// errOperatorOnly refuses an operator's RPC to any other caller.
+	// errOperatorOnly refuses an operator's RPC to any other caller
+	// (methodAccess).
 	errOperatorOnly = errors.New("operator credentials only")
 	// errApprovalsBehind ends a WatchToolDefinitions stream whose
 	// subscriber did not keep up.
 	errApprovalsBehind = errors.New("tool approval subscriber fell behind")
 )
-
-// operatorOnly refuses every caller but an operator, before anything
-// else is looked at.
-func operatorOnly(ctx context.Context) error {
-	if caller, _ := svcauth.CallerFrom(ctx); caller.Operator {
-		return nil
-	}
-	return errOperatorOnly
-}
 
 // RecordToolDefinitions records what an aggregator listed and answers the
 // approved digests.
@@ -185,10 +177,7 @@ func validSHA256(d string) bool {
 // ApproveToolDefinition approves a tool's latest seen definition, for
 // operators only, and tells this replica's aggregators at once.
 func (s *Server) ApproveToolDefinition(ctx context.Context, req *indexerv1.ApproveToolDefinitionRequest) (*indexerv1.ApproveToolDefinitionResponse, error) {
-	err := operatorOnly(ctx)
-	if err == nil {
-		err = s.checkReady()
-	}
+	err := s.checkReady()
 	if err == nil {
 		err = validToolKey(req.GetBackend(), req.GetTool())
 	}
@@ -217,10 +206,7 @@ func (s *Server) ApproveToolDefinition(ctx context.Context, req *indexerv1.Appro
 // ListToolDefinitions pages through the records, for operators only. The
 // page token is the last key of the previous page.
 func (s *Server) ListToolDefinitions(ctx context.Context, req *indexerv1.ListToolDefinitionsRequest) (*indexerv1.ListToolDefinitionsResponse, error) {
-	err := operatorOnly(ctx)
-	if err == nil {
-		err = s.checkReady()
-	}
+	err := s.checkReady()
 	size := int(req.GetPageSize())
 	switch {
 	case size == 0:
