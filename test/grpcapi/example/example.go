@@ -35,6 +35,12 @@ func (b bearerToken) GetRequestMetadata(context.Context, ...string) (map[string]
 
 func (b bearerToken) RequireTransportSecurity() bool { return b.requireTLS }
 
+// maxReceiveBytes is the largest answer the client takes, as
+// Switchboard's own services take from each other: the aggregator cuts a
+// catalog page (ListTools, ...) at 16 MiB of items, and one item alone may
+// be larger, well past gRPC's default of 4 MiB.
+const maxReceiveBytes = 64 << 20
+
 // Dial connects to an aggregator or indexer. token is the caller's service
 // token; it may be empty when tlsConfig carries a client certificate that
 // authenticates the caller instead. A nil tlsConfig means plaintext, which
@@ -45,7 +51,8 @@ func Dial(address, token string, tlsConfig *tls.Config) (*grpc.ClientConn, error
 	if tlsConfig != nil {
 		transport = credentials.NewTLS(tlsConfig)
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(transport)}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(transport),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxReceiveBytes))}
 	if token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearerToken{token: token, requireTLS: tlsConfig != nil}))
 	}
