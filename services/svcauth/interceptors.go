@@ -31,11 +31,7 @@ func (a *Authenticator) UnaryInterceptor() grpc.UnaryServerInterceptor {
 		if err != nil {
 			return nil, err
 		}
-		var requested *commonv1.Principal
-		if pc, ok := req.(principalCarrier); ok {
-			requested = pc.GetPrincipal()
-		}
-		p, err := Resolve(c, requested)
+		p, err := resolveRequest(c, req)
 		if err != nil {
 			return nil, err
 		}
@@ -102,11 +98,7 @@ func (s *principalStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	var requested *commonv1.Principal
-	if pc, ok := m.(principalCarrier); ok {
-		requested = pc.GetPrincipal()
-	}
-	p, err := Resolve(s.caller, requested)
+	p, err := resolveRequest(s.caller, m)
 	if err != nil {
 		return err
 	}

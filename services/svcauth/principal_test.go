@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mcp/switchboard/services/apierr"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 )
 
@@ -54,6 +55,48 @@ func TestResolveBoundsThePrincipal(t *testing.T) {
 			_, err := Resolve(c, p)
 			if status.Code(err) != codes.InvalidArgument || apierr.Reason(err) != commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT {
 				t.Errorf("%s from %s: %v, want INVALID_ARGUMENT", name, c.Name, err)
+			}
+		}
+	}
+}
+
+// A request that carries a tool call names its principal twice, at the
+// top level and in the call (CallToolStreamRequest, ResumeHeldCallRequest
+// and its streamed form). The call's is checked exactly as the top-level
+// one: another principal than its own from a caller bound to one is
+// PERMISSION_DENIED, one past the bounds INVALID_ARGUMENT from any caller;
+// its own identity, or none, passes.
+func TestNestedCallPrincipalIsChecked(t *testing.T) {
+	edge := Caller{Name: "gateway", AssertPrincipals: true}
+	bound := Caller{Name: "reporting", Bound: &commonv1.Principal{Subject: "reporting"}}
+	oversized := &commonv1.Principal{Subject: strings.Repeat("s", MaxSubjectBytes+1)}
+	requests := map[string]func(call *aggregatorv1.CallToolRequest) any{
+		"CallToolStreamRequest": func(call *aggregatorv1.CallToolRequest) any {
+			return &aggregatorv1.CallToolStreamRequest{Call: call}
+		},
+		"ResumeHeldCallRequest": func(call *aggregatorv1.CallToolRequest) any {
+			return &aggregatorv1.ResumeHeldCallRequest{Call: call}
+		},
+		"ResumeHeldCallStreamRequest": func(call *aggregatorv1.CallToolRequest) any {
+			return &aggregatorv1.ResumeHeldCallStreamRequest{Call: call}
+		},
+	}
+	for name, request := range requests {
+		for _, c := range []struct {
+			caller    Caller
+			principal *commonv1.Principal
+			want      codes.Code
+		}{
+			{bound, &commonv1.Principal{Subject: "alice"}, codes.PermissionDenied},
+			{bound, oversized, codes.InvalidArgument},
+			{edge, oversized, codes.InvalidArgument},
+			{bound, &commonv1.Principal{Subject: "reporting"}, codes.OK},
+			{bound, nil, codes.OK},
+			{edge, &commonv1.Principal{Subject: "alice"}, codes.OK},
+		} {
+			_, err := resolveRequest(c.caller, request(&aggregatorv1.CallToolRequest{Name: "demo_add", Principal: c.principal}))
+			if status.Code(err) != c.want {
+				t.Errorf("%s with call.principal %.20q from %s: %v, want %s", name, c.principal.GetSubject(), c.caller.Name, err, c.want)
 			}
 		}
 	}

@@ -28,6 +28,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/services/apierr"
 	"github.com/switchboard-mcp/switchboard/services/config"
+	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 )
 
@@ -313,6 +314,36 @@ func WithPrincipal(ctx context.Context, p *commonv1.Principal) context.Context {
 
 type principalCarrier interface {
 	GetPrincipal() *commonv1.Principal
+}
+
+// callCarrier is a request that carries a tool call, whose own principal
+// is "the same as" the request's (CallToolStreamRequest,
+// ResumeHeldCallRequest, ResumeHeldCallStreamRequest).
+type callCarrier interface {
+	GetCall() *aggregatorv1.CallToolRequest
+}
+
+// resolveRequest decides the principal a request acts for: its top-level
+// principal, as Resolve decides it. A principal in the call it carries
+// is checked exactly as the top-level one (its bounds, and for a caller
+// that may not assert principals, that it names the caller's own
+// identity) though the services act on the top-level one: a principal a
+// request names is never passed over unchecked.
+func resolveRequest(c Caller, req any) (*commonv1.Principal, error) {
+	var requested *commonv1.Principal
+	if pc, ok := req.(principalCarrier); ok {
+		requested = pc.GetPrincipal()
+	}
+	p, err := Resolve(c, requested)
+	if err != nil {
+		return nil, err
+	}
+	if cc, ok := req.(callCarrier); ok {
+		if _, err := Resolve(c, cc.GetCall().GetPrincipal()); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
 }
 
 // Resolve decides the effective principal for a request that named
