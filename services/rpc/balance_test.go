@@ -101,7 +101,7 @@ func startReplicaOpts(t *testing.T, name string, lis net.Listener, tlsCfg config
 		t.Fatal(err)
 	}
 	indexerv1.RegisterIndexerServiceServer(srv.Server, replicaAPI(name, searching))
-	srv.SetServing(indexerv1.IndexerService_ServiceDesc.ServiceName)
+	srv.SetServing()
 	r := &replica{name: name, addr: lis.Addr().String(), srv: srv, reg: reg, done: make(chan struct{})}
 	go func() { defer close(r.done); _ = srv.ServeListener(context.Background(), lis, 0) }()
 	t.Cleanup(r.kill)

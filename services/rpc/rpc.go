@@ -107,10 +107,13 @@ func NewServer(auth *svcauth.Authenticator, tlsCfg config.TLS, log *slog.Logger,
 	return s, nil
 }
 
-// SetServing marks the whole server and the named services SERVING.
-func (s *Server) SetServing(services ...string) {
+// SetServing marks the whole server and every service registered on it
+// SERVING: a client checking one service's health by name (gRPC
+// client-side health checking) finds each one the binary serves, none
+// left out by a list kept apart from the registrations.
+func (s *Server) SetServing() {
 	s.Health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	for _, name := range services {
+	for name := range s.GetServiceInfo() {
 		s.Health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
 	}
 }

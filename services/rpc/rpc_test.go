@@ -52,7 +52,7 @@ func startIndexer(t *testing.T, creds []config.ServiceCredential, refresh func(c
 		t.Fatal(err)
 	}
 	indexerv1.RegisterIndexerServiceServer(srv.Server, &testkit.FakeIndexer{RefreshScopeFunc: refresh})
-	srv.SetServing(indexerv1.IndexerService_ServiceDesc.ServiceName)
+	srv.SetServing()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -180,6 +180,26 @@ func TestHealthStartsNotServing(t *testing.T) {
 	}
 	if resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Fatalf("initial health = %v, want NOT_SERVING", resp.GetStatus())
+	}
+}
+
+// SetServing reports every service the server serves SERVING, by name,
+// as gRPC client-side health checking asks: a binary serving two services
+// (the indexer's IndexerService and ClusterStateService) names neither
+// alone.
+func TestSetServingNamesEveryService(t *testing.T) {
+	srv, err := rpc.NewServer(svcauth.NewAuthenticator(nil), config.TLS{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	indexerv1.RegisterIndexerServiceServer(srv.Server, &testkit.FakeIndexer{})
+	indexerv1.RegisterClusterStateServiceServer(srv.Server, indexerv1.UnimplementedClusterStateServiceServer{})
+	srv.SetServing()
+	for _, name := range []string{"", indexerv1.IndexerService_ServiceDesc.ServiceName, indexerv1.ClusterStateService_ServiceDesc.ServiceName} {
+		resp, err := srv.Health.Check(context.Background(), &healthpb.HealthCheckRequest{Service: name})
+		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("health of %q = %v, %v; want SERVING", name, resp.GetStatus(), err)
+		}
 	}
 }
 

@@ -149,7 +149,7 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 	if err := e.Start(ctx); err != nil {
 		return err
 	}
-	srv.SetServing(aggregatorv1.AggregatorService_ServiceDesc.ServiceName)
+	srv.SetServing()
 	// The engine, which closes the backends (stopping stdio servers) when
 	// its context ends, outlives the calls in flight: it stops once the
 	// server has given them shutdownGrace.

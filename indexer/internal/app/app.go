@@ -264,7 +264,7 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 		return err
 	}
 	api.SetReady()
-	srv.SetServing(indexerv1.IndexerService_ServiceDesc.ServiceName)
+	srv.SetServing()
 	log.InfoContext(ctx, "indexer ready")
 
 	// The background work ends with ctx, before the store closes.
