@@ -100,7 +100,7 @@ func startReplicaOpts(t *testing.T, name string, lis net.Listener, tlsCfg config
 	if err != nil {
 		t.Fatal(err)
 	}
-	indexerv1.RegisterIndexerServiceServer(srv.Server, replicaAPI(name, searching))
+	indexerv1.RegisterIndexerServiceServer(srv, replicaAPI(name, searching))
 	srv.SetServing()
 	r := &replica{name: name, addr: lis.Addr().String(), srv: srv, reg: reg, done: make(chan struct{})}
 	go func() { defer close(r.done); _ = srv.ServeListener(context.Background(), lis, 0) }()

@@ -51,13 +51,30 @@ const (
 const streamWorkers = 64
 
 // Server is a gRPC server with health and reflection registered.
+// Services register on it (it is a grpc.ServiceRegistrar), never on the
+// gRPC server it holds: RegisterService makes their requests decode as
+// decode.go says.
 type Server struct {
-	*grpc.Server
+	server *grpc.Server
 	// Health reports serving status; services flip it to SERVING once they
 	// are ready (the indexer only after its migrations).
 	Health *health.Server
 	log    *slog.Logger
 }
+
+// RegisterService registers a service and its implementation, as
+// grpc.Server's does, with its requests' decoding errors the caller's
+// (withDecodeErrors).
+func (s *Server) RegisterService(sd *grpc.ServiceDesc, impl any) {
+	s.server.RegisterService(withDecodeErrors(sd), impl)
+}
+
+// GetServiceInfo returns the services registered, by name.
+func (s *Server) GetServiceInfo() map[string]grpc.ServiceInfo { return s.server.GetServiceInfo() }
+
+// Stop closes every connection and listener at once, cancelling the
+// calls in flight.
+func (s *Server) Stop() { s.server.Stop() }
 
 // maxHeaderList bounds the headers of one call a server reads.
 const maxHeaderList = 64 << 10
@@ -75,6 +92,8 @@ func NewServer(auth *svcauth.Authenticator, tlsCfg config.TLS, log *slog.Logger,
 		grpc.ChainUnaryInterceptor(recoverUnary(log), auth.UnaryInterceptor()),
 		grpc.ChainStreamInterceptor(recoverStream(log), auth.StreamInterceptor()),
 		grpc.MaxRecvMsgSize(config.MaxServiceMessageBytes),
+		// A request it cannot decode is the caller's error (decode.go).
+		grpc.ForceServerCodecV2(newRequestCodec()),
 		// A call's headers are read, and authenticated, before anything is
 		// known of its caller: gRPC's default admits 16 MiB of them. Ours
 		// carry a token and a trace context.
@@ -100,9 +119,9 @@ func NewServer(auth *svcauth.Authenticator, tlsCfg config.TLS, log *slog.Logger,
 		opts = append(opts, grpc.Creds(creds))
 	}
 	opts = append(opts, extra...)
-	s := &Server{Server: grpc.NewServer(opts...), Health: health.NewServer(), log: log}
-	healthpb.RegisterHealthServer(s.Server, s.Health)
-	reflection.Register(s.Server)
+	s := &Server{server: grpc.NewServer(opts...), Health: health.NewServer(), log: log}
+	healthpb.RegisterHealthServer(s, s.Health)
+	reflection.Register(s)
 	s.Health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	return s, nil
 }
@@ -132,7 +151,7 @@ func (s *Server) Serve(ctx context.Context, addr string, grace time.Duration) er
 // ServeListener is Serve on an existing listener.
 func (s *Server) ServeListener(ctx context.Context, lis net.Listener, grace time.Duration) error {
 	errc := make(chan error, 1)
-	go func() { errc <- s.Server.Serve(lis) }()
+	go func() { errc <- s.server.Serve(lis) }()
 	s.log.Info("grpc serving", "addr", lis.Addr().String())
 	select {
 	case err := <-errc:
@@ -141,7 +160,7 @@ func (s *Server) ServeListener(ctx context.Context, lis net.Listener, grace time
 	}
 	s.Health.Shutdown()
 	done := make(chan struct{})
-	go func() { s.GracefulStop(); close(done) }()
+	go func() { s.server.GracefulStop(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(grace):

@@ -51,7 +51,7 @@ func startIndexer(t *testing.T, creds []config.ServiceCredential, refresh func(c
 	if err != nil {
 		t.Fatal(err)
 	}
-	indexerv1.RegisterIndexerServiceServer(srv.Server, &testkit.FakeIndexer{RefreshScopeFunc: refresh})
+	indexerv1.RegisterIndexerServiceServer(srv, &testkit.FakeIndexer{RefreshScopeFunc: refresh})
 	srv.SetServing()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -192,8 +192,8 @@ func TestSetServingNamesEveryService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	indexerv1.RegisterIndexerServiceServer(srv.Server, &testkit.FakeIndexer{})
-	indexerv1.RegisterClusterStateServiceServer(srv.Server, indexerv1.UnimplementedClusterStateServiceServer{})
+	indexerv1.RegisterIndexerServiceServer(srv, &testkit.FakeIndexer{})
+	indexerv1.RegisterClusterStateServiceServer(srv, indexerv1.UnimplementedClusterStateServiceServer{})
 	srv.SetServing()
 	for _, name := range []string{"", indexerv1.IndexerService_ServiceDesc.ServiceName, indexerv1.ClusterStateService_ServiceDesc.ServiceName} {
 		resp, err := srv.Health.Check(context.Background(), &healthpb.HealthCheckRequest{Service: name})
@@ -245,6 +245,45 @@ func TestCallersAreRefusedBeforeTheirMessagesAreRead(t *testing.T) {
 	err := dial(t, addr, "reporting-secret").Invoke(context.Background(), indexerv1.IndexerService_Search_FullMethodName, &body, &out, grpc.ForceCodec(rawCodec{}))
 	if status.Code(err) != codes.PermissionDenied {
 		t.Errorf("a method the credential does not allow, with a malformed message: %v, want PermissionDenied", err)
+	}
+}
+
+// A request the server cannot decode, from a caller its credential
+// admits, is the caller's mistake: INVALID_ARGUMENT with
+// ERROR_REASON_INVALID_ARGUMENT, for a unary call and a streamed one,
+// not the INTERNAL gRPC answers. A message over the size limit stays
+// RESOURCE_EXHAUSTED.
+func TestUndecodableRequestIsInvalidArgument(t *testing.T) {
+	conn := dial(t, startServer(t, testCreds), "gateway-secret")
+	for name, body := range map[string]struct{ unary, stream []byte }{
+		"malformed protobuf": {[]byte{0x0a, 0x05}, []byte{0x0a, 0x05}},
+		// RefreshScopeRequest.server (2), WatchSessionEventsRequest.replica_id (1)
+		"invalid UTF-8":      {[]byte{0x12, 0x01, 0xff}, []byte{0x0a, 0x01, 0xff}},
+		"no protobuf at all": {[]byte{0xff, 0xff, 0xff}, []byte{0xff, 0xff, 0xff}},
+	} {
+		var out []byte
+		err := conn.Invoke(context.Background(), indexerv1.IndexerService_RefreshScope_FullMethodName, &body.unary, &out, grpc.ForceCodec(rawCodec{}))
+		if status.Code(err) != codes.InvalidArgument || apierr.Reason(err) != commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT {
+			t.Errorf("RefreshScope, %s: %v, want INVALID_ARGUMENT with ERROR_REASON_INVALID_ARGUMENT", name, err)
+		}
+		st, err := conn.NewStream(context.Background(), &grpc.StreamDesc{ServerStreams: true}, indexerv1.IndexerService_WatchSessionEvents_FullMethodName,
+			grpc.ForceCodec(rawCodec{}))
+		if err == nil {
+			err = st.SendMsg(&body.stream)
+		}
+		if err == nil {
+			err = st.RecvMsg(&out)
+		}
+		if status.Code(err) != codes.InvalidArgument || apierr.Reason(err) != commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT {
+			t.Errorf("WatchSessionEvents, %s: %v, want INVALID_ARGUMENT with ERROR_REASON_INVALID_ARGUMENT", name, err)
+		}
+	}
+	oversized := append([]byte{0x12, 0x80, 0x80, 0x80, 0x08}, make([]byte, 16<<20)...)
+	var out []byte
+	err := conn.Invoke(context.Background(), indexerv1.IndexerService_RefreshScope_FullMethodName, &oversized, &out,
+		grpc.ForceCodec(rawCodec{}), grpc.MaxCallSendMsgSize(64<<20))
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("RefreshScope over the size limit: %v, want RESOURCE_EXHAUSTED", err)
 	}
 }
 

@@ -103,7 +103,7 @@ func TestMTLSRequiresAndReloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	indexerv1.RegisterIndexerServiceServer(srv.Server, &testkit.FakeIndexer{RefreshScopeFunc: principalEcho})
+	indexerv1.RegisterIndexerServiceServer(srv, &testkit.FakeIndexer{RefreshScopeFunc: principalEcho})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -113,7 +113,7 @@ func Run(ctx context.Context, env lifecycle.Env) error {
 		return err
 	}
 	defer api.CloseCodeMode()
-	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, api)
+	aggregatorv1.RegisterAggregatorServiceServer(srv, api)
 
 	var wg sync.WaitGroup
 	defer wg.Wait()

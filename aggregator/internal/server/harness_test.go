@@ -345,7 +345,7 @@ func startAggregatorWith(t testing.TB, full *config.Config, log *slog.Logger, tu
 		// is asked can be tested here (test/e2e has the store).
 		api.WithTasks(nil, full.Aggregator.Tasks.WithDefaults(), "test-replica")
 	}
-	aggregatorv1.RegisterAggregatorServiceServer(srv.Server, api)
+	aggregatorv1.RegisterAggregatorServiceServer(srv, api)
 	srv.SetServing()
 	lis, err := net.Listen("tcp", listen)
 	if err != nil {

@@ -238,10 +238,10 @@ func RunEnv(ctx context.Context, env lifecycle.Env, listeners Listeners) error {
 	if err != nil {
 		return err
 	}
-	indexerv1.RegisterIndexerServiceServer(srv.Server, api)
+	indexerv1.RegisterIndexerServiceServer(srv, api)
 	// The cluster state's own service; IndexerService serves its RPCs too,
 	// for one release (docs/grpc-api.md, "Versions").
-	indexerv1.RegisterClusterStateServiceServer(srv.Server, api)
+	indexerv1.RegisterClusterStateServiceServer(srv, api)
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.ServeListener(ctx, lis, shutdownGrace) }()
