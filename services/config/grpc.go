@@ -65,6 +65,10 @@ const (
 	// MaxServiceMessageBytes is the largest message a service's gRPC
 	// server takes (services/rpc).
 	MaxServiceMessageBytes = 16 << 20
+	// MaxRequestIDBytes bounds a JSON-RPC request id, and a progress
+	// token (its like: a JSON string or number), that a service takes
+	// from a request to relay.
+	MaxRequestIDBytes = 256
 )
 
 // WithDefaults returns the section with every unset value at its default.

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
@@ -133,6 +134,11 @@ func serve[T any](ctx context.Context, s *Server, r admission, do func(*admitted
 // refused admission still returns what it found (nil when it found
 // nothing to look at), for the trail.
 func (s *Server) admit(ctx context.Context, r admission) (*admitted, error) {
+	if r.refusal == nil && len(r.subjectToken) > callerid.MaxToken {
+		// No JWT the gateway takes is longer (its own bound); Bound would
+		// refuse it later, after the lookup, as no caller's.
+		r.refusal = invalidArgument(fmt.Sprintf("subject_token is over %d KiB", callerid.MaxToken>>10))
+	}
 	if r.refusal != nil {
 		return nil, s.refused(ctx, r, r.refusal)
 	}

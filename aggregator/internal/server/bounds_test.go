@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/switchboard-mcp/switchboard/services/audit"
+	"github.com/switchboard-mcp/switchboard/services/callerid"
 	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
@@ -251,15 +252,22 @@ func TestPromptArgumentsAreBounded(t *testing.T) {
 	wantStatus(t, err, codes.InvalidArgument, commonv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
 }
 
-// A call whose context names a progress token that is not JSON, or a log
-// level MCP does not have, is INVALID_ARGUMENT whether it streams or not:
-// a unary call relays no notification, but its request is as malformed.
+// A call whose context names a progress token that is not a JSON string
+// or number of at most config.MaxRequestIDBytes (MCP's ProgressToken), a
+// log level MCP does not have, capabilities over config.MaxTaskCallBytes
+// or a subject token over callerid.MaxToken is INVALID_ARGUMENT whether
+// it streams or not: a unary call relays no notification, but its
+// request is as malformed.
 func TestMalformedCallContextIsRefusedOnEveryRoute(t *testing.T) {
 	h, _, _ := twoEras(t)
 	ctx := context.Background()
 	for name, rc := range map[string]*aggregatorv1.RequestContext{
-		"progress token": {ProgressTokenJson: `{"not":`},
-		"log level":      {LogLevel: "loud"},
+		"progress token":            {ProgressTokenJson: `{"not":`},
+		"progress token object":     {ProgressTokenJson: `{"a":1}`},
+		"progress token over 256 B": {ProgressTokenJson: `"` + strings.Repeat("t", config.MaxRequestIDBytes-1) + `"`},
+		"log level":                 {LogLevel: "loud"},
+		"capabilities over 256 KiB": {ClientCapabilitiesJson: `{"x":"` + strings.Repeat("c", config.MaxTaskCallBytes) + `"}`},
+		"subject token over 16 KiB": {SubjectToken: strings.Repeat("s", callerid.MaxToken+1)},
 	} {
 		req := &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "modern_echo", ArgumentsJson: `{}`, Context: rc}
 		_, err := h.gateway.CallTool(ctx, req)

@@ -3,11 +3,13 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
 
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/backend"
+	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 )
 
@@ -91,18 +93,39 @@ func (s *Server) callToolStream(ctx context.Context, req *aggregatorv1.CallToolR
 }
 
 // malformedContext is the refusal of a call whose context names a
-// progress token or log level that cannot be one, or nil. A unary call
-// relays no notification, but its request is as malformed: it is refused
-// alike, in the call's admission, so that it is audited like any other
-// refusal.
+// progress token or log level that cannot be one, or capabilities past
+// what a task stores of a call, or nil. A unary call relays no
+// notification, but its request is as malformed: it is refused alike, in
+// the call's admission, so that it is audited like any other refusal.
 func malformedContext(rc *aggregatorv1.RequestContext) error {
-	if token := rc.GetProgressTokenJson(); token != "" && !json.Valid([]byte(token)) {
-		return invalidArgument("progress_token_json is not JSON")
+	if token := rc.GetProgressTokenJson(); token != "" && !progressToken(token) {
+		return invalidArgument(fmt.Sprintf("progress_token_json is not a JSON string or number of at most %d bytes", config.MaxRequestIDBytes))
+	}
+	if len(rc.GetClientCapabilitiesJson()) > config.MaxTaskCallBytes {
+		return invalidArgument(fmt.Sprintf("client_capabilities_json is over %d KiB", config.MaxTaskCallBytes>>10))
 	}
 	if level := mcp.LoggingLevel(rc.GetLogLevel()); level != "" && !backend.ValidLevel(level) {
 		return invalidArgument("log_level is not an MCP log level")
 	}
 	return nil
+}
+
+// progressToken reports whether token is one MCP allows (a string or a
+// number), bounded as a request id is: the aggregator echoes it in every
+// progress notification of the call.
+func progressToken(token string) bool {
+	if len(token) > config.MaxRequestIDBytes {
+		return false
+	}
+	var v any
+	if json.Unmarshal([]byte(token), &v) != nil {
+		return false
+	}
+	switch v.(type) {
+	case string, float64:
+		return true
+	}
+	return false
 }
 
 // notificationParams encodes a backend notification's params for the

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/switchboard-mcp/switchboard/services/config"
 	indexerv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/indexer/v1"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
 	"github.com/switchboard-mcp/switchboard/services/ratelimit"
@@ -23,7 +24,7 @@ const (
 	maxInputResponseBytes = 4 << 20
 	maxInputResponseTTL   = time.Hour
 	maxReplicaIDBytes     = 64
-	maxRequestIDBytes     = 256
+	maxRequestIDBytes     = config.MaxRequestIDBytes
 )
 
 // maxInputResponsesPerCaller bounds the live relayed input responses one
