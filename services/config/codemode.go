@@ -51,6 +51,16 @@ const (
 	MaxCodeConcurrentRunners = 256
 )
 
+// CodeRunMargin is how much longer than aggregator.codeMode.timeout
+// gateway.timeouts.request must be. A run's own timeout starts after the
+// gateway's call to the aggregator did (admission, a runner to start),
+// and its error comes back after it: at once for a program the runner
+// stops, within 2s for one the pool kills at its timeout (its runGrace),
+// the rest for starting the run and carrying the answer back. With less,
+// the gateway cut every run reaching its timeout: the model read "the
+// request timed out", the bound, line, calls and printed lines lost.
+const CodeRunMargin = 3 * time.Second
+
 // WithDefaults is the section with every unset value at its default;
 // MaxConcurrent defaults to the cores the replica may use (GOMAXPROCS).
 func (c CodeMode) WithDefaults() CodeMode {

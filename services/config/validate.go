@@ -75,18 +75,19 @@ func (c *Config) validateSessionsFitRevocations() error {
 	return nil
 }
 
-// validateRunsFitRequests refuses a code mode timeout longer than the
-// gateway's request timeout: a program runs within one call of the
-// request to the aggregator, which the gateway ends at
-// gateway.timeouts.request, so the run would be cut there.
+// validateRunsFitRequests refuses a code mode timeout that does not
+// leave CodeRunMargin of the gateway's request timeout: a program runs
+// within one call of the request to the aggregator, which the gateway
+// ends at gateway.timeouts.request, so the run, and its error, would be
+// cut there.
 func (c *Config) validateRunsFitRequests() error {
 	offered := c.Aggregator.CodeMode.Enabled
 	for _, s := range c.Servers {
 		offered = offered || s.CodeMode != nil && *s.CodeMode
 	}
 	run, request := time.Duration(c.Aggregator.CodeMode.WithDefaults().Timeout), time.Duration(c.Gateway.WithDefaults().Timeouts.Request)
-	if offered && run > request {
-		return keyErr("aggregator.codeMode.timeout", "is %s, longer than gateway.timeouts.request (%s), which would cut runs: raise gateway.timeouts.request", run, request)
+	if offered && run+CodeRunMargin > request {
+		return keyErr("aggregator.codeMode.timeout", "is %s, which gateway.timeouts.request (%s) must exceed by %s to let a run that reaches it report its error: raise gateway.timeouts.request to at least %s", run, request, CodeRunMargin, run+CodeRunMargin)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -263,5 +264,28 @@ func TestRunCodeWhereCodeModeIsOffIsAnUnknownTool(t *testing.T) {
 				t.Errorf("era %q: run_code %s: %s; an unknown tool: %s", era, name, got, unknown)
 			}
 		}
+	}
+}
+
+// TestCodeModeTimeoutErrorOutlivesTheRequest: with the shortest
+// gateway.timeouts.request the configuration accepts for a code mode
+// timeout (the timeout and config.CodeRunMargin), a program that runs to
+// its timeout gets its own error back, naming the bound, its key and
+// what it printed. With the two equal (accepted once), the gateway's
+// request timeout, started first, cut every such run: the model read
+// "run_code: the request timed out", nothing more.
+func TestCodeModeTimeoutErrorOutlivesTheRequest(t *testing.T) {
+	const timeout = 2 * time.Second
+	c := harness.Start(t, harness.Options{NoIndexer: true, Backends: []harness.Backend{{Name: "alpha"}},
+		Configure: func(cfg *config.Config) {
+			cfg.Aggregator.CodeMode = config.CodeMode{Enabled: true, Timeout: config.Duration(timeout)}
+			cfg.Gateway.Timeouts.Request = config.Duration(timeout + config.CodeRunMargin)
+		},
+	})
+	cs := harness.Connect(t, strings.TrimSuffix(c.MCPURL, "/mcp")+"/mcp/optimized", harness.Modern)
+	sc, isErr, text := runCode(t, cs, "print(\"before the call\")\nresult = alpha_sleep(duration=\"30s\")\n")
+	printed, _ := sc["printed"].([]any)
+	if !isErr || sc["bound"] != "timeout" || !strings.Contains(text, "aggregator.codeMode.timeout") || sc["calls"] != 1.0 || len(printed) != 1 {
+		t.Errorf("a program that ran to its timeout: %q %v, want its error naming aggregator.codeMode.timeout, its call and printed line", text, sc)
 	}
 }

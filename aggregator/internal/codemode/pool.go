@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
 )
 
 // RunnerFlag starts the aggregator binary as a code runner; MemoryFlag
@@ -89,16 +91,17 @@ func (p *Pool) Close() {
 // Run runs program for caller with bounds, the caller's tools being
 // tools, making each tool call with call. It waits for a runner (and for
 // the caller's share of them) for at most the program's timeout, and
-// only while ctx could still wait for the whole of it to run (ErrBusy
-// after): a program that waited longer would run past its timeout, or
-// be cut by its caller (the gateway's request timeout), the tool calls
-// it made lost. A runner free at once is taken whatever the time left.
-// The Result says how the program ended, a bound it reached included;
-// an error is the pool's (busy, a runner that cannot start).
+// only while ctx could still wait for the whole of it to run and report
+// (config.CodeRunMargin; ErrBusy after): a program that waited longer
+// would run past its timeout, or be cut by its caller (the gateway's
+// request timeout), the tool calls it made and its error lost. A runner
+// free at once is taken whatever the time left. The Result says how the
+// program ended, a bound it reached included; an error is the pool's
+// (busy, a runner that cannot start).
 func (p *Pool) Run(ctx context.Context, caller, program string, tools []string, b Bounds, call CallFunc) (Result, error) {
 	wait := b.Timeout
 	if d, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(d)-b.Timeout)
+		wait = min(wait, time.Until(d)-b.Timeout-config.CodeRunMargin)
 	}
 	waiting, stop := context.WithTimeout(ctx, wait)
 	defer stop()
@@ -221,7 +224,9 @@ func (r *runner) stop() {
 }
 
 // runGrace is how long past its timeout a program's runner is given to
-// report that it stopped, before it is killed.
+// report that it stopped, before it is killed: within
+// config.CodeRunMargin, so that the pool's report of it still reaches
+// the caller.
 const runGrace = 2 * time.Second
 
 // run runs one program; ok is false when the runner cannot be used

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
 )
 
 // The test binary is its own code runner, as the aggregator's binary is.
@@ -247,9 +249,11 @@ func TestPoolIsBounded(t *testing.T) {
 }
 
 // A program waits for a runner only while its caller could still wait
-// for the whole of its timeout: one started later was cut by its caller
-// (the gateway's request timeout) mid-run, its tool calls made for
-// nothing. A runner free at once is taken however little time is left.
+// for the whole of its timeout and its report (config.CodeRunMargin):
+// one started later was cut by its caller (the gateway's request
+// timeout) mid-run, its tool calls made for nothing, or as it reached
+// its timeout, its error lost. A runner free at once is taken however
+// little time is left.
 func TestProgramsWaitNoLongerThanTheirCallers(t *testing.T) {
 	p := NewPool([]string{os.Args[0], RunnerFlag}, 1)
 	t.Cleanup(p.Close)
@@ -269,11 +273,11 @@ func TestProgramsWaitNoLongerThanTheirCallers(t *testing.T) {
 		})
 	}()
 	<-started
-	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout+b.Timeout/10)
+	ctx, cancel := context.WithTimeout(context.Background(), b.Timeout+config.CodeRunMargin/2)
 	defer cancel()
 	start := time.Now()
-	if _, err := p.Run(ctx, "alice", "result = 1\n", nil, b, nil); err != ErrBusy || time.Since(start) > b.Timeout/2 {
-		t.Fatalf("a program whose caller cannot wait for it to wait and run: %v after %v, want ErrBusy well before the timeout (%v)", err, time.Since(start), b.Timeout)
+	if _, err := p.Run(ctx, "alice", "result = 1\n", nil, b, nil); err != ErrBusy || time.Since(start) > config.CodeRunMargin/4 {
+		t.Fatalf("a program whose caller cannot wait for it to wait, run and report: %v after %v, want ErrBusy at once", err, time.Since(start))
 	}
 }
 
@@ -471,5 +475,13 @@ func TestStuckProgramKeepsItsCallsAndLines(t *testing.T) {
 	res := runProgram(t, "weather_forecast(city=\"Oslo\")\nprint(\"before\")\nt = (1,)\nfor i in range(60):\n    t = (t, t)\nd = {t: 1}\n", b, weather(&calls))
 	if res.Bound != BoundTime || res.Calls != 1 || !slices.Contains(res.Printed, "before") {
 		t.Fatalf("bound %q, calls %d, printed %q; want the timeout, 1 call, the line", res.Bound, res.Calls, res.Printed)
+	}
+}
+
+// The pool's kill of a runner that did not stop at its timeout, and its
+// report, fit in the margin the gateway's request timeout leaves a run.
+func TestRunGraceFitsTheRequestMargin(t *testing.T) {
+	if runGrace+time.Second > config.CodeRunMargin {
+		t.Fatalf("runGrace %s leaves less than a second of config.CodeRunMargin (%s) to start a run and report it", runGrace, config.CodeRunMargin)
 	}
 }
