@@ -248,10 +248,15 @@ func (r *runner) run(ctx context.Context, req *runRequest, call CallFunc) (res R
 		}
 	}()
 
+	// The pool counts the calls it made for the program: a program the
+	// runner could not count them for (reported stuck, steps.go) or
+	// could not report at all (ended) keeps them, as its tool_call
+	// events in the trail do.
+	calls := 0
+	defer func() { res.Calls = max(res.Calls, calls) }()
 	if err := r.send(toRunner{Run: req}); err != nil {
 		return r.ended(req.Bounds, false), false
 	}
-	calls := 0
 	for {
 		var m fromRunner
 		if !r.out.Scan() || json.Unmarshal(r.out.Bytes(), &m) != nil {
@@ -260,11 +265,7 @@ func (r *runner) run(ctx context.Context, req *runRequest, call CallFunc) (res R
 		}
 		switch {
 		case m.Done != nil:
-			res := *m.Done
-			// A program reported stuck (steps.go) could not count its
-			// own calls; the pool counted them.
-			res.Calls = max(res.Calls, calls)
-			return res, true
+			return *m.Done, true
 		case m.Call != nil:
 			calls++
 			var a Answer

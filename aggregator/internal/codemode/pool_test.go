@@ -485,3 +485,35 @@ func TestRunGraceFitsTheRequestMargin(t *testing.T) {
 		t.Fatalf("runGrace %s leaves less than a second of config.CodeRunMargin (%s) to start a run and report it", runGrace, config.CodeRunMargin)
 	}
 }
+
+// A program whose runner the pool ends before it reports (its caller
+// gone, as here, its deadline passed, a crash) keeps the calls the pool
+// made for it: its Result, and so the code_run event's detail, said 0
+// calls beside the trail's tool_call events for them.
+func TestEndedRunnersKeepTheCallsMade(t *testing.T) {
+	pool := NewPool([]string{os.Args[0], RunnerFlag}, 1)
+	defer pool.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	calls := 0
+	call := func(callCtx context.Context, tool string, _ json.RawMessage) Answer {
+		calls++
+		if calls == 2 {
+			// The caller goes away (its request's deadline) while the
+			// second call runs.
+			cancel()
+			<-callCtx.Done()
+			return Answer{Error: tool + " failed: cancelled"}
+		}
+		return Answer{Value: json.RawMessage(`{"ok":true}`)}
+	}
+	b := testBounds()
+	b.Timeout = 5 * time.Second
+	res, err := pool.Run(ctx, "alice", "echo()\necho()\nx = 0\nwhile True:\n    x += 1\n", []string{"echo"}, b, call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 2 || res.Calls != 2 {
+		t.Errorf("the program made %d calls; its result says %d (%+v)", calls, res.Calls, res)
+	}
+}
