@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,22 @@ func (e *LimitedError) Error() string {
 // RetryAfterSeconds is RetryAfter in whole seconds, rounded up, at least 1.
 func (e *LimitedError) RetryAfterSeconds() int {
 	return max(1, int(math.Ceil(e.RetryAfter.Seconds())))
+}
+
+// MaxRetryAfterSeconds bounds the wait told to an MCP client (an hour:
+// the slowest rate a limit may have is one token per hour).
+const MaxRetryAfterSeconds = 3600
+
+// ClientRetryAfter is the wait an MCP client is told for a refusal that
+// said seconds: at least 1, at most MaxRetryAfterSeconds.
+func ClientRetryAfter(seconds int) int { return min(max(seconds, 1), MaxRetryAfterSeconds) }
+
+// ClientMessage is what an MCP client is told of a refusal, of its own
+// call or of a code mode program's: when to retry (ClientRetryAfter),
+// never the limit's name, which is in metrics and in the refusal's
+// ErrorInfo only.
+func ClientMessage(seconds int) string {
+	return "rate limited: retry after " + strconv.Itoa(ClientRetryAfter(seconds)) + "s"
 }
 
 // ErrLimited matches every *LimitedError with errors.Is.

@@ -213,16 +213,17 @@ func (s *Server) innerCall(ctx context.Context, outer *aggregatorv1.RunCodeReque
 }
 
 // innerError is a refused or failed inner call as the program sees it:
-// what a direct caller would be told (toStatus: client-safe texts), a
-// tool that does not exist, is denied or filtered out being not there
-// alike.
+// what a direct caller would be told (toStatus: client-safe texts; a rate
+// limit's refusal as the gateway tells it, without the limit's name: the
+// program's result is the MCP client's), a tool that does not exist, is
+// denied or filtered out being not there alike.
 func (s *Server) innerError(ctx context.Context, tool string, err error) codemode.Answer {
 	var limited *ratelimit.LimitedError
 	switch {
 	case errors.Is(err, engine.ErrNotFound):
 		return codemode.Answer{Error: fmt.Sprintf("no tool named %q is available to you (find tools with find_tool)", tool)}
 	case errors.As(err, &limited):
-		return codemode.Answer{Error: fmt.Sprintf("%s: rate limited (%s); retry after %d s", tool, limited.Limit, limited.RetryAfterSeconds())}
+		return codemode.Answer{Error: tool + ": " + ratelimit.ClientMessage(limited.RetryAfterSeconds())}
 	}
 	return codemode.Answer{Error: fmt.Sprintf("%s failed: %s", tool, status.Convert(toStatus(ctx, s.log, "RunCode", err)).Message())}
 }

@@ -124,10 +124,13 @@ result = [eb, ec]
 		t.Fatalf("a refused call reached the backend: %d calls", n)
 	}
 
-	// The rate limit counts a program's calls: alice took three.
+	// The rate limit counts a program's calls: alice took three. The
+	// program is told what a direct caller is, when to retry, and not
+	// the limit's name, which is not sent to MCP clients (the program's
+	// result is the client's): it was "rate limited (forecasts)".
 	got = run(alice, "", `v, err = try_call(weather_forecast, city="Oslo")
 result = err`)
-	if e, _ := got["result"].(string); !strings.Contains(e, "weather_forecast: rate limited (forecasts)") {
+	if e, _ := got["result"].(string); !strings.HasPrefix(e, "weather_forecast: rate limited: retry after ") || strings.Contains(e, "forecasts") {
 		t.Errorf("a fourth forecast: %v", got)
 	}
 

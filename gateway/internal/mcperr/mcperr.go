@@ -24,6 +24,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/services/backenderr"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 )
 
 // FromStatus translates st for a request of method in era; internal
@@ -120,11 +121,11 @@ func fromStatus(st *status.Status, era mcpspec.Era, method string, caps json.Raw
 // it says).
 func RateLimited(retryAfter string) *wire.Error {
 	seconds, err := strconv.Atoi(retryAfter)
-	if err != nil || seconds < 1 {
+	if err != nil {
 		seconds = 1
 	}
-	seconds = min(seconds, maxRetryAfterSeconds)
-	e := wire.NewError(wire.CodeRateLimited, "rate limited: retry after "+strconv.Itoa(seconds)+"s")
+	seconds = ratelimit.ClientRetryAfter(seconds)
+	e := wire.NewError(wire.CodeRateLimited, ratelimit.ClientMessage(seconds))
 	e.Data = map[string]int{"retryAfterSeconds": seconds}
 	e.HTTPStatus = http.StatusTooManyRequests
 	e.RetryAfter = seconds
@@ -170,9 +171,9 @@ func TaskCancelled(id string) *wire.Error {
 	return e
 }
 
-// maxRetryAfterSeconds bounds the wait told to a client (an hour: the
-// slowest rate a limit may have is one token per hour).
-const maxRetryAfterSeconds = 3600
+// maxRetryAfterSeconds bounds the wait told to a client, a backend's
+// as a limit's.
+const maxRetryAfterSeconds = ratelimit.MaxRetryAfterSeconds
 
 // FromError maps err of a service call to MCP, logging internal detail
 // with ctx (the logger adds the trace id from it; the client gets the id
