@@ -289,3 +289,20 @@ func TestCodeModeTimeoutErrorOutlivesTheRequest(t *testing.T) {
 		t.Errorf("a program that ran to its timeout: %q %v, want its error naming aggregator.codeMode.timeout, its call and printed line", text, sc)
 	}
 }
+
+// TestCodeModeMemoryBoundIsNamed: a program that exhausts its runner's
+// memory is stopped at maxMemory with an error naming the key, in the
+// aggregator's own runner too. A json.decode of a deeply nested text
+// grew a stack the watchdog does not count until the Go runtime, at the
+// process's data limit, died by a fault in its collector: the model read
+// "the code runner stopped before the program ended", no bound, no key.
+func TestCodeModeMemoryBoundIsNamed(t *testing.T) {
+	c := startCodeMode(t)
+	cs := harness.Connect(t, strings.TrimSuffix(c.MCPURL, "/mcp")+"/mcp/optimized", harness.Modern)
+	for _, depth := range []int{200000, 250000, 300000} {
+		sc, isErr, text := runCode(t, cs, fmt.Sprintf("result = len(json.decode(\"[\" * %d + \"]\" * %d))\n", depth, depth))
+		if !isErr || sc["bound"] != "maxMemory" || !strings.Contains(text, "aggregator.codeMode.maxMemory") {
+			t.Errorf("depth %d: %q (bound %v), want the program stopped at aggregator.codeMode.maxMemory", depth, text, sc["bound"])
+		}
+	}
+}

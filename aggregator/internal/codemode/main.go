@@ -32,6 +32,13 @@ func RunnerMain(args []string) int {
 	// that garbage and the runtime's own memory do not reach it before a
 	// collection, for a program whose live heap is within its bound.
 	debug.SetMemoryLimit(memory - memoryHeadroom/2)
+	// A built-in recursing through a deep value (json.decode of "[" *
+	// 300000) grows its goroutine's stack, which the watchdog, counting
+	// the heap, does not see: it grew into the data limit, where the
+	// runtime died of a fault of its own. Bounded, the recursion ends in
+	// the runtime's "stack overflow", well within the limit, which the
+	// pool reports as the program's memory bound (runner.ended).
+	debug.SetMaxStack(maxStack(memory - memoryHeadroom))
 	if err := limit(memory); err != nil {
 		fmt.Fprintln(os.Stderr, "code runner: "+err.Error())
 		return 2
@@ -42,3 +49,10 @@ func RunnerMain(args []string) int {
 	}
 	return 0
 }
+
+// maxStack bounds a goroutine's stack for a program whose memory bound
+// is memory: a quarter of it, and of the headroom beyond it that the
+// stack is taken from (the watchdog lets the heap reach the bound). The
+// runtime grows a stack by doubling it, both copies held while it
+// copies, so a stack takes at most one and a half times this.
+func maxStack(memory int64) int { return int(min(memory, memoryHeadroom) / 4) }

@@ -304,18 +304,34 @@ func (r *runner) send(m toRunner) error {
 }
 
 // ended is the result of a program whose runner ended before it did:
-// out of memory (the process's limit), killed at its timeout, or
-// crashed.
+// out of stack or memory (the process's limit), killed at its timeout,
+// or crashed.
 func (r *runner) ended(b Bounds, timedOut bool) Result {
 	_ = r.cmd.Process.Kill()
 	<-r.done
+	stderr := r.stderr.String()
 	switch {
-	case strings.Contains(r.stderr.String(), "out of memory"), strings.Contains(r.stderr.String(), "cannot allocate memory"):
+	case strings.Contains(stderr, "goroutine stack exceeds"):
+		// The runtime's words for a stack past SetMaxStack (main.go).
+		return Result{Bound: BoundMemory, Error: fmt.Sprintf("the program nested values deeper than its memory allows: more than %d MiB of stack (aggregator.codeMode.maxMemory)", maxStack(b.MaxMemory)>>20)}
+	case outOfMemory(stderr):
 		return Result{Bound: BoundMemory, Error: fmt.Sprintf("the program used more than %d MiB of memory (aggregator.codeMode.maxMemory)", b.MaxMemory>>20)}
 	case timedOut:
 		return Result{Bound: BoundTime, Error: fmt.Sprintf("the program ran longer than %s (aggregator.codeMode.timeout)", b.Timeout)}
 	}
 	return Result{Error: "the code runner stopped before the program ended"}
+}
+
+// outOfMemory reports whether a runner's stderr says the Go runtime died
+// at the process's data limit: in words, or, past a mapping the limit
+// refused (a built-in growing one value at once, which the watchdog
+// cannot stop), by a fault in the runtime itself (SIGSEGV in its
+// collector). A runner runs no unsafe code, so a fault outside a
+// program's panic has no other cause there; a panic's text starts with
+// "panic:", not with the signal.
+func outOfMemory(stderr string) bool {
+	return strings.Contains(stderr, "out of memory") || strings.Contains(stderr, "cannot allocate memory") ||
+		strings.HasPrefix(stderr, "SIGSEGV: segmentation violation") || strings.Contains(stderr, "fatal error: unexpected signal during runtime execution")
 }
 
 // headBuffer keeps the first max bytes written to it: where the Go

@@ -517,3 +517,28 @@ func TestEndedRunnersKeepTheCallsMade(t *testing.T) {
 		t.Errorf("the program made %d calls; its result says %d (%+v)", calls, res.Calls, res)
 	}
 }
+
+// A program that runs out of memory where the watchdog cannot stop it
+// is stopped at maxMemory with an error naming it, every time. A
+// built-in recursing through a deep value grows a stack, which the
+// watchdog does not count; a built-in growing one value is one step it
+// cannot stop. Both ran into the process's data limit, where the runtime
+// died now in words ("out of memory"), now by a fault of its own
+// (SIGSEGV in its collector), reported as "the code runner stopped
+// before the program ended". Each runs a few times: how the runtime dies
+// varies from run to run.
+func TestProgramsOutOfMemoryAreStoppedAtTheirBound(t *testing.T) {
+	b := testBounds()
+	b.MaxSteps = 1 << 40
+	for _, c := range []struct{ name, program, msg string }{
+		{"on the stack", "result = len(json.decode(\"[\" * 300000 + \"]\" * 300000))\n", "MiB of stack (aggregator.codeMode.maxMemory)"},
+		{"in one built-in", "l = list(range(50000000))\nresult = len(l)\n", "aggregator.codeMode.maxMemory"},
+	} {
+		for range 4 {
+			res := runProgram(t, c.program, b, nil)
+			if res.Bound != BoundMemory || !strings.Contains(res.Error, c.msg) {
+				t.Errorf("%s: bound %q, error %q; want %q", c.name, res.Bound, res.Error, c.msg)
+			}
+		}
+	}
+}
