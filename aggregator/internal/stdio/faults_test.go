@@ -490,3 +490,30 @@ func TestBridgeSeesAServerExitWhoseChildHoldsItsStdout(t *testing.T) {
 		return err
 	})
 }
+
+// TestBridgeSkipsAnErrorThatAnswersNoRequest: a JSON-RPC error whose id
+// is null, which JSON-RPC 2.0 has a server send and which answers no
+// request of the client's, is a line the client cannot use: it is logged
+// and skipped, and the session goes on. go-sdk's decoder refuses it,
+// which once ended the session: a server that answers each notification
+// so (notifications/initialized first) was started again for ever.
+func TestBridgeSkipsAnErrorThatAnswersNoRequest(t *testing.T) {
+	logs := &testkit.LogBuffer{}
+	cs := connectTo(t, startMode(t, "raw-nullid", logs), nil)
+	first, err := callText(t.Context(), cs, "ok")
+	if err != nil {
+		t.Fatalf("%v; log:\n%s", err, logs.String())
+	}
+	testkit.Eventually(t, "the null-id error logged", 5*time.Second, func() error {
+		if !strings.Contains(logs.String(), "Method not found") {
+			return fmt.Errorf("not logged yet:\n%s", logs.String())
+		}
+		return nil
+	})
+	if again, err := callText(t.Context(), cs, "ok"); err != nil || again != first {
+		t.Errorf("the second call answered %q, %v; want %q from the same process", again, err, first)
+	}
+	if strings.Contains(logs.String(), "starting it again") {
+		t.Errorf("the server was started again:\n%s", logs.String())
+	}
+}

@@ -39,7 +39,11 @@ import (
 //   - raw-orphan, at a call of crash, starts a child that holds its
 //     stdout and exits;
 //   - raw-endless answers every tools/list with a page of one tool whose
-//     description is RAW_DESCRIPTION_BYTES long, and a next cursor.
+//     description is RAW_DESCRIPTION_BYTES long, and a next cursor;
+//   - raw-nullid answers every notification it is sent (its
+//     notifications/initialized among them) with a JSON-RPC error whose
+//     id is null, as JSON-RPC 2.0 has a server answer a request whose id
+//     it could not read.
 //
 // Every other call of a tool answers "pid=<its pid>".
 func serveRaw(mode string) {
@@ -74,6 +78,9 @@ func serveRaw(mode string) {
 			} `json:"params"`
 		}
 		if json.Unmarshal(in.Bytes(), &req) != nil || req.ID == nil {
+			if mode == "raw-nullid" {
+				fmt.Println(`{"jsonrpc":"2.0","id":null,"error":{"code":-32601,"message":"Method not found"}}`)
+			}
 			continue
 		}
 		if mode == "raw-mute" && req.Method != "initialize" {

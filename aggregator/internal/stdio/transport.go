@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/services/rawjson"
@@ -74,12 +75,14 @@ func (r endAtDeadline) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// jsonLines passes on the lines of r that are JSON-RPC messages (an
-// object naming "jsonrpc": "2.0", or a batch: an array of them) or are
+// jsonLines passes on the lines of r that are JSON-RPC messages go-sdk
+// can take (one its decoder reads, or a batch: an array of them) or are
 // empty, and writes the others to junk: a banner, "[INFO] ..." and also
 // what looks like JSON but is no message (a structured log line, a
-// Python dict printed), which once ended the session as a message that
-// does not parse, so that a server logging so at start never served. A
+// Python dict printed) or a message go-sdk refuses (an error whose id is
+// null, which answers no request of the client's), which once ended the
+// session as a message that does not parse, so that a server writing one
+// at start (or for each notification) never served. A
 // line past maxMessageLine is not read whole: passed on if it starts as a
 // message (go-sdk's decoder refuses it and ends the session), else junk.
 type jsonLines struct {
@@ -158,7 +161,7 @@ func (l *jsonLines) readLine() (line []byte, complete bool, err error) {
 }
 
 // isMessage reports whether line is empty (blanks), a JSON-RPC message
-// (an object whose "jsonrpc" is "2.0"), or a batch of them.
+// go-sdk can take (jsonRPC), or a batch of them.
 func isMessage(line []byte) bool {
 	line = bytes.TrimSpace(line)
 	switch {
@@ -181,12 +184,16 @@ func isMessage(line []byte) bool {
 	return true
 }
 
-// jsonRPC reports whether b is a JSON object whose "jsonrpc" is "2.0".
+// jsonRPC reports whether b is a JSON object go-sdk's decoder reads as a
+// message: the same decoder the session uses, which ends the session at
+// the first it refuses (a version other than "2.0", an id that is
+// neither a number nor a string, a response whose id is null).
 func jsonRPC(b []byte) bool {
-	var m struct {
-		JSONRPC string `json:"jsonrpc"`
+	if !rawjson.StartsObject(b) {
+		return false
 	}
-	return rawjson.StartsObject(b) && json.Unmarshal(b, &m) == nil && m.JSONRPC == "2.0"
+	_, err := jsonrpc.DecodeMessage(b)
+	return err == nil
 }
 
 // startsAsMessage reports whether a line too long to read whole opens an
