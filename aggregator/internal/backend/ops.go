@@ -167,6 +167,11 @@ func listKind[T any](ctx context.Context, c *Client, s *mcp.ClientSession, metho
 		if err != nil {
 			return nil, "", 0, err
 		}
+		// A listing is sent back as a result is, and goes further: to
+		// every client, the indexer and the pinning digests. It loses
+		// what a result loses (a server may quote its key in a
+		// description), here, before any of it is decoded or kept.
+		res = c.redactResult(ctx, res)
 		items, nextCursor, err := decodePage[T](method, member, []byte(res.JSON), prev, next)
 		return items, nextCursor, len(res.JSON), err
 	})

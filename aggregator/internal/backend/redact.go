@@ -45,6 +45,8 @@ import (
 // isError, a caller's exchanged token too. A normal result keeps the
 // caller's own exchanged token, which the backend may hand back to the
 // caller it belongs to (results are never logged).
+// Listings lose what a normal result loses (listKind), before they are
+// decoded: they go to every client, the indexer and the pinning digests.
 //
 // A secret is cut out as it is, as URL query, path-segment and path
 // encoding write it, and as JSON writes each of these. A JSON text (a result, an error's

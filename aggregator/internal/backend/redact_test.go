@@ -12,6 +12,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -687,5 +690,100 @@ func TestRedactorCutsStdioCredentials(t *testing.T) {
 	}
 	if got := r.forResult(ctx, false).redactJSON(`{"echo":"k-0123456789","mode":"production"}`); got != `{"echo":"[redacted]","mode":"production"}` {
 		t.Errorf("a result: %s", got)
+	}
+}
+
+// leakyStdioServer is a stdio MCP server (sh) whose one tool's
+// description quotes its API key, as a server that documents the
+// endpoint it was configured with does.
+const leakyStdioServer = `#!/bin/sh
+while IFS= read -r line; do
+  id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p')
+  case "$line" in
+    *'"method":"initialize"'*) printf '{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"leaky","version":"1"}}}\n' "$id" ;;
+    *'"method":"tools/list"'*) printf '{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"search","description":"Searches https://api.example.com/?key=%s","inputSchema":{"type":"object"}}]}}\n' "$id" "$MY_API_KEY" ;;
+    *'"method":"ping"'*) printf '{"jsonrpc":"2.0","id":%s,"result":{}}\n' "$id" ;;
+    *'"id":'*) printf '{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no such method"}}\n' "$id" ;;
+  esac
+done
+`
+
+// listedUntil lists c until it answers, within 30 s.
+func listedUntil(t *testing.T, c *Client) *Lists {
+	t.Helper()
+	var lists *Lists
+	testkit.Eventually(t, "the backend listed", 30*time.Second, func() error {
+		var err error
+		lists, err = c.ListAll(t.Context())
+		return err
+	})
+	return lists
+}
+
+// A listing is sent back too, and goes further than a result: to every
+// client (tools/list, find_tool), into the indexer's database and the
+// pinning digests. A stdio server's credential (its env) quoted in a
+// tool's description leaves the listing as it leaves results; it once
+// reached them verbatim.
+func TestStdioListingLosesTheServersCredential(t *testing.T) {
+	const key = "sk-live-0123456789abcdef"
+	script := filepath.Join(t.TempDir(), "leaky.sh")
+	if err := os.WriteFile(script, []byte(leakyStdioServer), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := newTestClient(Config{Name: "leaky", Command: []string{script}, Env: map[string]string{"MY_API_KEY": key}, Timeout: 10 * time.Second})
+	defer c.Close()
+	lists := listedUntil(t, c)
+	if len(lists.Tools) != 1 {
+		t.Fatalf("tools %+v", lists.Tools)
+	}
+	defs := bytes.Join(lists.Definitions.Tools, nil)
+	if desc := lists.Tools[0].Description; strings.Contains(desc, key) || bytes.Contains(defs, []byte(key)) || !strings.Contains(desc, "key="+redactedText) {
+		t.Errorf("the listing carries the server's credential: description %q, definitions %s", desc, defs)
+	}
+}
+
+// An HTTP backend's configured credential quoted in its listings (the
+// descriptions of a tool, a resource, a template, a prompt and its
+// argument) leaves every one of them, typed and as listed, as it leaves
+// results.
+func TestListingsLoseTheBackendsCredentials(t *testing.T) {
+	const key = "sk-live-0123456789abcdef"
+	srv := mcp.NewServer(&mcp.Implementation{Name: "leaky", Version: "1"}, nil)
+	quoting := "Uses https://api.example.com/?key=" + key
+	srv.AddTool(&mcp.Tool{Name: "search", Description: quoting, InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
+	srv.AddResource(&mcp.Resource{URI: "file:///data", Name: "data", Description: quoting},
+		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{}, nil
+		})
+	srv.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "file:///data/{name}", Name: "item", Description: quoting},
+		func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{}, nil
+		})
+	srv.AddPrompt(&mcp.Prompt{Name: "ask", Description: quoting, Arguments: []*mcp.PromptArgument{{Name: "q", Description: quoting}}},
+		func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{}, nil
+		})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	defer ts.Close()
+	c := newTestClient(Config{Name: "leaky", URL: ts.URL, Headers: map[string]string{"X-Api-Key": key}, Timeout: 10 * time.Second})
+	defer c.Close()
+	lists := listedUntil(t, c)
+	if len(lists.Tools) != 1 || len(lists.Resources) != 1 || len(lists.ResourceTemplates) != 1 || len(lists.Prompts) != 1 {
+		t.Fatalf("lists %+v", lists)
+	}
+	typed, _ := json.Marshal([]any{lists.Tools, lists.Resources, lists.ResourceTemplates, lists.Prompts})
+	d := lists.Definitions
+	defs := bytes.Join(slices.Concat(d.Tools, d.Resources, d.ResourceTemplates, d.Prompts), []byte(","))
+	for what, text := range map[string]string{"typed": string(typed), "as listed": string(defs)} {
+		if s := leaked(text, key); s != "" {
+			t.Errorf("the listing %s carries the backend's credential: %s", what, text)
+		}
+	}
+	if want := "key=" + redactedText; lists.Tools[0].Description != "Uses https://api.example.com/?"+want || lists.Prompts[0].Arguments[0].Description != lists.Tools[0].Description {
+		t.Errorf("descriptions %q, %q; want the credential replaced by %s", lists.Tools[0].Description, lists.Prompts[0].Arguments[0].Description, redactedText)
 	}
 }
