@@ -178,3 +178,82 @@ func TestStdioCallsFinishAtShutdown(t *testing.T) {
 		t.Fatalf("the call in flight at the aggregator's shutdown failed: %v", err)
 	}
 }
+
+// TestStdioCallInFlightFailsPromptlyOnReload: a reload that changes a
+// stdio backend stops its process at once (configuration.md,
+// backends[].command), with a call in flight too, and the call fails
+// then. The old process ran on for some ten seconds beside its
+// replacement, and the call hung as long: the retired client closed its
+// session to the bridge first, whose close waited for the bridge's call
+// in flight, and the bridge's own close of the process's session waited
+// for it too, until the process was killed.
+func TestStdioCallInFlightFailsPromptlyOnReload(t *testing.T) {
+	demo := filepath.Join(harness.BinDir(t), "switchboard-demo-backend")
+	c := harness.Start(t, harness.Options{NoIndexer: true, Configure: func(cfg *config.Config) {
+		cfg.Reload.Interval = config.Duration(100 * time.Millisecond)
+		cfg.Aggregator.Backends = append(cfg.Aggregator.Backends,
+			config.Backend{Name: "local", Command: []string{demo, "--stdio", "--name", "local"}})
+	}})
+	cs := harness.Connect(t, c.MCPURL, harness.Modern)
+	testkit.Eventually(t, "local_sleep listed", 30*time.Second, func() error {
+		if names := harness.ToolNames(t, cs); !slices.Contains(names, "local_sleep") {
+			return fmt.Errorf("tools %v", names)
+		}
+		return nil
+	})
+	pid := stdioServerPID(t, c.Aggregator.Pid(), "local")
+	type outcome struct {
+		at  time.Time
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		// A Modern call from a client that declares no capabilities (as
+		// curl's in the getting-started guide).
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"local_sleep","arguments":{"duration":"60s"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
+			`"io.modelcontextprotocol/clientCapabilities":{}}}}`
+		req, _ := http.NewRequest(http.MethodPost, c.MCPURL, strings.NewReader(body))
+		for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+			"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "local_sleep"} {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			err = fmt.Errorf("%d %s", resp.StatusCode, raw)
+		}
+		done <- outcome{time.Now(), err}
+	}()
+	c.Aggregator.AwaitLog(t, "sleep started")
+	reloaded := time.Now()
+	configRewriter(t, c)(func(cfg *config.Config) {
+		for i := range cfg.Aggregator.Backends {
+			if cfg.Aggregator.Backends[i].Name == "local" {
+				cfg.Aggregator.Backends[i].Env = map[string]string{"CHANGED": "1"}
+			}
+		}
+	})
+	// The old process is gone at once.
+	var stopped time.Time
+	testkit.Eventually(t, "the replaced stdio server stopped", 20*time.Second, func() error {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err == nil {
+			return fmt.Errorf("process %d still runs", pid)
+		}
+		stopped = time.Now()
+		return nil
+	})
+	if late := stopped.Sub(reloaded); late > 4*time.Second {
+		t.Errorf("the replaced stdio server ran %v after the reload, beside its replacement, want stopped within 4s", late.Round(time.Millisecond))
+	}
+	select {
+	case o := <-done:
+		t.Logf("the process stopped %v after the rewrite; the call failed %v after the rewrite: %v", stopped.Sub(reloaded).Round(time.Millisecond), o.at.Sub(reloaded).Round(time.Millisecond), o.err)
+		// The rewrite is taken within two reload intervals (100ms).
+		if late := o.at.Sub(reloaded); late > 4*time.Second {
+			t.Errorf("the call in flight failed %v after the reload that replaced its stdio server, want within 4s", late.Round(time.Millisecond))
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("the call in flight never ended")
+	}
+}

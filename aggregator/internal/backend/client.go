@@ -300,8 +300,17 @@ func (c *Client) drop(s *mcp.ClientSession) {
 // runs.
 func (c *Client) RunsProcess() bool { return c.bridge != nil }
 
-// Close ends the session and cancels every held call.
+// Close ends the session and cancels every held call; a stdio server's
+// process is stopped at once, beside the rest.
 func (c *Client) Close() {
+	// Not after the session: its close (the DELETE to the bridge) waits
+	// for the bridge's calls in flight, which only the process's stop
+	// ends; so closed, a replaced server ran on beside its replacement,
+	// and its calls hung, for some ten seconds.
+	var stopped sync.WaitGroup
+	if c.bridge != nil {
+		stopped.Go(c.bridge.Close)
+	}
 	c.heldMu.Lock()
 	for id, h := range c.held {
 		h.timer.Stop()
@@ -319,9 +328,7 @@ func (c *Client) Close() {
 	c.closePlain()
 	c.http.CloseIdleConnections()
 	c.raw.CloseIdleConnections()
-	if c.bridge != nil {
-		c.bridge.Close()
-	}
+	stopped.Wait()
 }
 
 // Capabilities returns the capabilities of the current session, or nil when

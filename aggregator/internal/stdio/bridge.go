@@ -295,7 +295,8 @@ func (b *Bridge) runOnce(ctx context.Context, steady func()) error {
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	connectCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	transport := progressTapped{Transport: commandTransport{cmd: cmd, junk: b.stdout, grace: 2 * time.Second}, relay: &b.progress}
+	process := &processStdin{cmd: cmd, grace: 2 * time.Second}
+	transport := progressTapped{Transport: commandTransport{process: process, junk: b.stdout}, relay: &b.progress}
 	cs, err := client.Connect(connectCtx, transport, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	cancel()
 	if err != nil {
@@ -305,7 +306,7 @@ func (b *Bridge) runOnce(ctx context.Context, steady func()) error {
 	b.mu.Lock()
 	b.session, b.missedPings, b.kill = cs, 0, func() { killGroup(cmd) }
 	b.mu.Unlock()
-	stop := context.AfterFunc(ctx, func() { stopSession(cs, cmd) })
+	stop := context.AfterFunc(ctx, func() { stopSession(cs, process) })
 	defer stop()
 	ended := make(chan struct{})
 	go func() {
@@ -336,18 +337,21 @@ func (b *Bridge) runOnce(ctx context.Context, steady func()) error {
 // pipe, which holds the session's close, until the process is killed.
 const stopGrace = 5 * time.Second
 
-// stopSession closes cs, the session of cmd, and kills cmd's process
-// group if the close takes longer than stopGrace.
-func stopSession(cs *mcp.ClientSession, cmd *exec.Cmd) {
+// stopSession stops process, then closes cs, its session, and kills its
+// process group if that takes longer than stopGrace. The process first:
+// the session's close waits for its calls in flight, which a process
+// busy with one answers late or never, and which its stop ends.
+func stopSession(cs *mcp.ClientSession, process *processStdin) {
 	closed := make(chan struct{})
 	go func() {
+		_ = process.Close()
 		_ = cs.Close()
 		close(closed)
 	}()
 	select {
 	case <-closed:
 	case <-time.After(stopGrace):
-		killGroup(cmd)
+		killGroup(process.cmd)
 	}
 }
 

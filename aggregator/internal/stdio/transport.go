@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"time"
 
@@ -25,14 +26,14 @@ import (
 // from ever serving. They go to junk (logged, bounded, as its stderr) and
 // the session goes on, as the reference SDKs' clients skip them.
 type commandTransport struct {
-	cmd  *exec.Cmd
-	junk io.Writer
-	// grace is how long the process is given to exit once its stdin is
-	// closed, and then once sent SIGTERM, before it is killed.
-	grace time.Duration
+	// process is the command to start (its cmd and grace set), and once
+	// started its stdin, whose Close stops it.
+	process *processStdin
+	junk    io.Writer
 }
 
 func (t commandTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	p := t.process
 	// Its stdout is a pipe of the bridge's own, not the command's: a
 	// process the server started may hold it after the server exits,
 	// which must end the session all the same (below).
@@ -40,10 +41,10 @@ func (t commandTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.cmd.Stdout = w
-	stdin, err := t.cmd.StdinPipe()
+	p.cmd.Stdout = w
+	stdin, err := p.cmd.StdinPipe()
 	if err == nil {
-		err = t.cmd.Start()
+		err = p.cmd.Start()
 	}
 	_ = w.Close()
 	if err != nil {
@@ -52,15 +53,16 @@ func (t commandTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	}
 	exited := make(chan error, 1)
 	go func() {
-		err := t.cmd.Wait()
+		err := p.cmd.Wait()
 		// What the server wrote is read, and then its stdout ends, even
 		// if a child of it holds the pipe: the session, and the calls in
 		// flight, end now rather than at their timeouts.
 		_ = stdout.SetReadDeadline(time.Now().Add(time.Second))
 		exited <- err
 	}()
+	p.WriteCloser, p.stdout, p.exited = stdin, stdout, exited
 	lines := &jsonLines{r: bufio.NewReaderSize(endAtDeadline{stdout}, 64<<10), junk: t.junk}
-	return (&mcp.IOTransport{Reader: io.NopCloser(lines), Writer: processStdin{stdin, stdout, t.cmd, exited, t.grace}}).Connect(ctx)
+	return (&mcp.IOTransport{Reader: io.NopCloser(lines), Writer: p}).Connect(ctx)
 }
 
 // endAtDeadline ends the process's stdout at its deadline, set once the
@@ -208,17 +210,30 @@ func startsAsMessage(line []byte) bool {
 
 // processStdin is the process's stdin, whose Close stops the process as
 // MCP's stdio transport asks (its stdin closed, then SIGTERM, then
-// SIGKILL, each after grace), then closes its stdout.
+// SIGKILL, each after grace), then closes its stdout. Close stops it
+// once, whoever asks first: the session's close, which waits for the
+// calls in flight, or the bridge (stopSession), which cannot wait for
+// them.
 type processStdin struct {
 	io.WriteCloser
 	stdout *os.File
 	cmd    *exec.Cmd
 	// exited receives the process's exit.
 	exited <-chan error
-	grace  time.Duration
+	// grace is how long the process is given to exit once its stdin is
+	// closed, and then once sent SIGTERM, before it is killed.
+	grace time.Duration
+
+	once sync.Once
+	err  error
 }
 
-func (s processStdin) Close() error {
+func (s *processStdin) Close() error {
+	s.once.Do(func() { s.err = s.stop() })
+	return s.err
+}
+
+func (s *processStdin) stop() error {
 	_ = s.WriteCloser.Close()
 	defer s.stdout.Close()
 	for _, stop := range []func() error{
