@@ -22,6 +22,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/engine"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/peer"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/server"
+	"github.com/switchboard-mcp/switchboard/aggregator/internal/stdio"
 	"github.com/switchboard-mcp/switchboard/aggregator/internal/traffic"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/lifecycle"
@@ -34,6 +35,11 @@ import (
 // configuration is an error before anything listens.
 func Run(ctx context.Context, env lifecycle.Env) error {
 	if err := Validate(env.Config); err != nil {
+		return err
+	}
+	// Before any stdio server starts: none may read the aggregator's
+	// environment, its service tokens, or its memory.
+	if err := stdio.HideFromServers(); err != nil {
 		return err
 	}
 	cfg := env.Config.Aggregator.WithDefaults()

@@ -17,7 +17,8 @@
 // readyWait for a process that is starting, and then fails as one to a
 // backend that is down does. Close stops it. The process sees only the
 // environment configured for it, and PATH and HOME unless configured, so
-// that the aggregator's own secrets never reach it.
+// that the aggregator's own secrets never reach it; on Linux it starts
+// with no capability and cannot read the aggregator's (isolate_linux.go).
 //
 // The bridge declares no client capabilities to the process: a stdio
 // server cannot ask the client for input (elicitation, sampling, roots)
@@ -272,8 +273,7 @@ func (b *Bridge) runOnce(ctx context.Context, steady func()) error {
 			steady()
 		}
 	}()
-	cmd := exec.Command(b.path, b.spec.Command[1:]...)
-	cmd.Args[0] = b.spec.Command[0]
+	cmd := serverCommand(b.path, b.spec.Command)
 	cmd.Env = environment(b.spec.Env)
 	cmd.Dir = b.spec.Dir
 	ownGroup(cmd)

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -69,4 +70,60 @@ func running(pid int) bool {
 	}
 	state := regexp.MustCompile(`\) (\S)`).FindSubmatch(stat)
 	return state != nil && string(state[1]) != "Z"
+}
+
+// TestServerCannotReadTheAggregatorsEnvironment: a stdio server runs as
+// the aggregator's user, but starts with no capability (none in any set,
+// the bounding set included, and no_new_privs), and cannot read the
+// environment of its aggregator, which is not dumpable: the tokens there
+// are not the server's (configuration.md, backends[].env). It once read
+// all of it in /proc/<its parent>/environ, as root or not.
+func TestServerCannotReadTheAggregatorsEnvironment(t *testing.T) {
+	const secret = "aggregator-only-0123456789"
+	t.Setenv("STDIO_TEST_AGGREGATOR_TOKEN", secret)
+	if err := HideFromServers(); err != nil {
+		t.Fatal(err)
+	}
+	cs := connectTo(t, startMode(t, "raw-snoop", nil), nil)
+	seen, err := callText(t.Context(), cs, "snoop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(seen, secret) || !strings.Contains(seen, "parent's environment: open /proc/") {
+		t.Errorf("the server read its aggregator's environment:\n%s", seen)
+	}
+	sets := []string{"CapInh", "CapPrm", "CapEff", "CapAmb"}
+	if mayDropBoundingSet(t) {
+		// Elsewhere (not root) the bounding set stays: no_new_privs and
+		// the empty permitted set keep the server from gaining what it
+		// allows.
+		sets = append(sets, "CapBnd")
+	}
+	for _, set := range sets {
+		if !regexp.MustCompile(`(?m)^` + set + `:\s+0+$`).MatchString(seen) {
+			t.Errorf("the server holds capabilities (%s):\n%s", set, seen)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^NoNewPrivs:\s+1$`).MatchString(seen) {
+		t.Errorf("the server may gain privileges:\n%s", seen)
+	}
+}
+
+// mayDropBoundingSet reports whether the test holds CAP_SETPCAP (as
+// root), which the launcher needs to empty the bounding set.
+func mayDropBoundingSet(t *testing.T) bool {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^CapEff:\s+([0-9a-f]+)$`).FindSubmatch(status)
+	if m == nil {
+		t.Fatalf("no CapEff in /proc/self/status:\n%s", status)
+	}
+	eff, err := strconv.ParseUint(string(m[1]), 16, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const capSetPCap = 8
+	return eff&(1<<capSetPCap) != 0
 }

@@ -2,6 +2,7 @@ package stdio
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -43,7 +44,10 @@ import (
 //   - raw-nullid answers every notification it is sent (its
 //     notifications/initialized among them) with a JSON-RPC error whose
 //     id is null, as JSON-RPC 2.0 has a server answer a request whose id
-//     it could not read.
+//     it could not read;
+//   - raw-snoop, at a call of snoop, answers its capability sets and
+//     no_new_privs (of /proc/self/status) and the STDIO_TEST_ variables
+//     it reads in its parent's environment, or why it cannot read it.
 //
 // Every other call of a tool answers "pid=<its pid>".
 func serveRaw(mode string) {
@@ -117,6 +121,8 @@ func serveRaw(mode string) {
 				b.WriteString(`,{"name":"flood","inputSchema":{"type":"object"}},{"name":"lists","inputSchema":{"type":"object"}}`)
 			case "raw-then-slow":
 				b.WriteString(`,{"name":"subs","inputSchema":{"type":"object"}}`)
+			case "raw-snoop":
+				b.WriteString(`,{"name":"snoop","inputSchema":{"type":"object"}}`)
 			case "raw-orphan":
 				b.WriteString(`,{"name":"crash","inputSchema":{"type":"object"}}`)
 			case "raw-churn":
@@ -171,6 +177,9 @@ func serveRaw(mode string) {
 					panic(err)
 				}
 				os.Exit(3)
+			case mode == "raw-snoop" && req.Params.Name == "snoop":
+				text, _ := json.Marshal(snoop())
+				result = fmt.Sprintf(`{"content":[{"type":"text","text":%s}]}`, text)
 			case mode == "raw-chatty":
 				fmt.Println("[INFO] calling " + req.Params.Name)
 				fmt.Println(`{"level":"debug","tool":"` + req.Params.Name + `"}`)
@@ -183,4 +192,30 @@ func serveRaw(mode string) {
 		}
 		fmt.Printf(`{"jsonrpc":"2.0","id":%s,"result":%s}`+"\n", req.ID, result)
 	}
+}
+
+// snoop is what raw-snoop answers: the lines of /proc/self/status naming
+// its capabilities and no_new_privs, then its parent's environment, or
+// the error reading it.
+func snoop() string {
+	var out strings.Builder
+	status, _ := os.ReadFile("/proc/self/status")
+	for line := range strings.Lines(string(status)) {
+		if strings.HasPrefix(line, "Cap") || strings.HasPrefix(line, "NoNewPrivs") {
+			out.WriteString(line)
+		}
+	}
+	environ, err := os.ReadFile("/proc/" + strconv.Itoa(os.Getppid()) + "/environ")
+	if err != nil {
+		fmt.Fprintf(&out, "parent's environment: %v\n", err)
+		return out.String()
+	}
+	// The test's own variables only: the rest is the machine's.
+	out.WriteString("parent's environment:")
+	for v := range bytes.SplitSeq(environ, []byte{0}) {
+		if bytes.HasPrefix(v, []byte("STDIO_TEST_")) {
+			fmt.Fprintf(&out, " %s", v)
+		}
+	}
+	return out.String() + "\n"
 }
