@@ -300,13 +300,11 @@ func (c *Client) drop(s *mcp.ClientSession) {
 // runs.
 func (c *Client) RunsProcess() bool { return c.bridge != nil }
 
-// Close ends the session and cancels every held call; a stdio server's
-// process is stopped at once, beside the rest.
+// Close ends the session, cancels every held call, stops a stdio server.
 func (c *Client) Close() {
 	// Not after the session: its close (the DELETE to the bridge) waits
-	// for the bridge's calls in flight, which only the process's stop
-	// ends; so closed, a replaced server ran on beside its replacement,
-	// and its calls hung, for some ten seconds.
+	// for the calls in flight, which only the process's stop ends; a
+	// replaced server ran on beside its replacement some ten seconds.
 	var stopped sync.WaitGroup
 	if c.bridge != nil {
 		stopped.Go(c.bridge.Close)
