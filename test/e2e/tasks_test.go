@@ -716,8 +716,8 @@ func TestLegacyTaskResultIsOneRequest(t *testing.T) {
 		}
 		// Each wait's first read is the aggregator's; the refusal of the
 		// second, which found its task working, the gateway's (a bound
-		// of its own: error).
-		if by["gateway error"] == 0 || by["aggregator ok"] < 2 {
+		// of its own, answered 429: rate_limited).
+		if by["gateway rate_limited"] == 0 || by["aggregator ok"] < 2 {
 			return fmt.Errorf("task_get events: %v", by)
 		}
 		if len(events) != 3 {
