@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/switchboard-mcp/switchboard/services/config"
 )
 
 // dialRaw connects without the document's client (example.Dial), with
@@ -45,4 +47,12 @@ func describe(err error) string {
 		}
 	}
 	return fmt.Sprintf("%s [%s] %q", st.Code(), reason, st.Message())
+}
+
+// addReportingClient adds the internal client's credential the document
+// describes (reportingToken, acting as reportingSubject of analysts).
+func addReportingClient(cfg *config.Config) {
+	cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials, config.ServiceCredential{
+		Name: "reporting", Token: reportingToken, Subject: reportingSubject, Groups: []string{"analysts"}, Role: config.RoleClient,
+	})
 }

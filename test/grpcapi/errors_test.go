@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/switchboard-mcp/switchboard/services/config"
 	"github.com/switchboard-mcp/switchboard/test/grpcapi/example"
 	"github.com/switchboard-mcp/switchboard/test/harness"
 )
@@ -30,12 +29,8 @@ func (rawCodec) Name() string                    { return "proto" }
 // alike, not an INTERNAL a client cannot tell from a server's bug.
 func TestUndecodableRequestIsInvalidArgument(t *testing.T) {
 	c := harness.Start(t, harness.Options{
-		Backends: []harness.Backend{{Name: "demo"}},
-		Configure: func(cfg *config.Config) {
-			cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials, config.ServiceCredential{
-				Name: "reporting", Token: reportingToken, Subject: reportingSubject, Groups: []string{"analysts"}, Role: config.RoleClient,
-			})
-		},
+		Backends:  []harness.Backend{{Name: "demo"}},
+		Configure: addReportingClient,
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-mcp/switchboard/services/config"
 	"github.com/switchboard-mcp/switchboard/services/demobackend"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	"github.com/switchboard-mcp/switchboard/services/testkit"
@@ -24,11 +23,7 @@ func TestDocumentedGoClientListsLargeDefinitions(t *testing.T) {
 	c := harness.Start(t, harness.Options{
 		Backends:  []harness.Backend{{Name: "demo"}},
 		NoIndexer: true,
-		Configure: func(cfg *config.Config) {
-			cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials, config.ServiceCredential{
-				Name: "reporting", Token: reportingToken, Subject: reportingSubject, Groups: []string{"analysts"}, Role: config.RoleClient,
-			})
-		},
+		Configure: addReportingClient,
 	})
 	const large = 6
 	for i := range large {

@@ -69,9 +69,7 @@ func startStack(t *testing.T) stack {
 	c := harness.Start(t, harness.Options{
 		Backends: []harness.Backend{{Name: "demo"}},
 		Configure: func(cfg *config.Config) {
-			cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials, config.ServiceCredential{
-				Name: "reporting", Token: reportingToken, Subject: reportingSubject, Groups: []string{"analysts"}, Role: config.RoleClient,
-			})
+			addReportingClient(cfg)
 			// The audit trail in PostgreSQL (the document's QueryAuditEvents
 			// example): the aggregator ships its events to the indexer
 			// with its own credential.

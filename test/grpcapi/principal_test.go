@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/switchboard-mcp/switchboard/services/config"
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	"github.com/switchboard-mcp/switchboard/test/harness"
@@ -24,11 +23,7 @@ func TestCallToolStreamNestedPrincipalIsChecked(t *testing.T) {
 	c := harness.Start(t, harness.Options{
 		Backends:  []harness.Backend{{Name: "demo"}},
 		NoIndexer: true,
-		Configure: func(cfg *config.Config) {
-			cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials, config.ServiceCredential{
-				Name: "reporting", Token: reportingToken, Subject: reportingSubject, Groups: []string{"analysts"}, Role: config.RoleClient,
-			})
-		},
+		Configure: addReportingClient,
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -439,3 +439,15 @@ func startAggregatorFile(t testing.TB, yaml string) *harness {
 	}
 	return h
 }
+
+// startBeforeLegacy starts an aggregator in front of legacy, a backend
+// named legacy that speaks 2025-11-25, with keys (", timeout: 5s") added
+// to its entry.
+func startBeforeLegacy(t testing.TB, legacy *testBackend, keys string) *harness {
+	return startAggregator(t, parseConfig(t, `
+aggregator:
+  catalogTTL: 1h
+  backends:
+    - {name: legacy, url: `+legacy.url()+`, protocol: "2025-11-25"`+keys+`}
+`))
+}

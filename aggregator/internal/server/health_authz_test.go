@@ -247,12 +247,7 @@ aggregator:
 
 func TestLegacySessionLostOnRestartIsReopened(t *testing.T) {
 	legacy := newTestBackend(t, "legacy", backendOptions{stateful: true, tools: []string{"ping"}})
-	h := startAggregator(t, parseConfig(t, `
-aggregator:
-  catalogTTL: 1h
-  backends:
-    - {name: legacy, url: `+legacy.url()+`, protocol: "2025-11-25"}
-`))
+	h := startBeforeLegacy(t, legacy, ``)
 	call := func() error {
 		_, err := h.gateway.CallTool(context.Background(), &aggregatorv1.CallToolRequest{Name: "legacy_ping"})
 		return err

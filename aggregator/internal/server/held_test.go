@@ -275,12 +275,7 @@ aggregator:
 func TestHeldCallEndsWithItsRemovedBackend(t *testing.T) {
 	cancelled := make(chan struct{}, 4)
 	legacy := newTestBackend(t, "legacy", backendOptions{stateful: true, extra: withLegacyConfirm(cancelled)})
-	h := startAggregator(t, parseConfig(t, `
-aggregator:
-  catalogTTL: 1h
-  backends:
-    - {name: legacy, url: `+legacy.url()+`, protocol: "2025-11-25", timeout: 5s, inputWait: 10s}
-`))
+	h := startBeforeLegacy(t, legacy, `, timeout: 5s, inputWait: 10s`)
 	key, state := holdConfirm(t, h)
 	removed, err := config.Parse([]byte("aggregator:\n  catalogTTL: 1h\n"), func(string) (string, bool) { return "", false })
 	if err != nil {
@@ -407,12 +402,7 @@ func withLegacyWhere(b *testBackend) {
 // aggregator made up (go-sdk's own answer, its empty root list).
 func TestHeldCallAsksTheClientForRoots(t *testing.T) {
 	legacy := newTestBackend(t, "legacy", backendOptions{stateful: true, extra: withLegacyWhere})
-	h := startAggregator(t, parseConfig(t, `
-aggregator:
-  catalogTTL: 1h
-  backends:
-    - {name: legacy, url: `+legacy.url()+`, protocol: "2025-11-25", timeout: 5s}
-`))
+	h := startBeforeLegacy(t, legacy, `, timeout: 5s`)
 	ctx := context.Background()
 	withRoots := &aggregatorv1.RequestContext{ClientCapabilitiesJson: `{"elicitation":{},"roots":{}}`}
 	first, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "legacy_where", Context: withRoots})
@@ -472,12 +462,7 @@ func withLegacyPick(b *testBackend) {
 // dropped the tools and could not read an answer of several blocks.
 func TestHeldCallSamplingKeepsItsTools(t *testing.T) {
 	legacy := newTestBackend(t, "legacy", backendOptions{stateful: true, extra: withLegacyPick})
-	h := startAggregator(t, parseConfig(t, `
-aggregator:
-  catalogTTL: 1h
-  backends:
-    - {name: legacy, url: `+legacy.url()+`, protocol: "2025-11-25", timeout: 5s}
-`))
+	h := startBeforeLegacy(t, legacy, `, timeout: 5s`)
 	ctx := context.Background()
 	caps := &aggregatorv1.RequestContext{ClientCapabilitiesJson: `{"sampling":{"tools":{}}}`}
 	first, err := h.gateway.CallTool(ctx, &aggregatorv1.CallToolRequest{Principal: principal("alice"), Name: "legacy_pick", Context: caps})

@@ -216,12 +216,7 @@ func TestServerRequestOnRawCallIsRefused(t *testing.T) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "roots answered: " + errText(err)}}}, nil
 		})
 	}})
-	h := startAggregator(t, parseConfig(t, `
-aggregator:
-  catalogTTL: 1h
-  backends:
-    - {name: legacy, url: `+legacy.url()+`, protocol: "2025-11-25", timeout: 20s}
-`))
+	h := startBeforeLegacy(t, legacy, `, timeout: 20s`)
 	start := time.Now()
 	resp, err := h.gateway.CallTool(context.Background(), &aggregatorv1.CallToolRequest{Name: "legacy_roots", ArgumentsJson: `{}`})
 	if err != nil {
