@@ -76,7 +76,7 @@ func TestPerUserCredentials(t *testing.T) {
 				cfg.Aggregator.Backends[i].Auth = auth[b.Name]
 			}
 			// whoami may run as a task, for a client that asks for one.
-			withTaskStore(t, cfg)
+			withAggregatorIndexer(t, cfg)
 			cfg.Aggregator.ToolOverrides = []config.ToolOverride{{Backend: "tx", Tool: "whoami", TaskSupport: config.TaskSupportOptional}}
 		},
 	})

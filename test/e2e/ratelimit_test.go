@@ -61,15 +61,12 @@ func rawCall(t *testing.T, url, key string) (status int, retryAfter string, code
 // "needs a restart" warning); with the indexer down, a request whose
 // tokens cannot be taken is admitted (onUnavailable: open) and counted.
 func TestRateLimitsLive(t *testing.T) {
-	aggregatorToken := "aggregator-e2e-token-0123456789"
 	var aggOps string
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "alpha"}}, Configure: func(cfg *config.Config) {
 		cfg.Reload.Interval = config.Duration(200 * time.Millisecond)
 		aggOps = harness.FreeAddr(t)
 		cfg.Aggregator.HTTPListen = aggOps
-		cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials,
-			config.ServiceCredential{Name: "aggregator", Token: aggregatorToken, AssertPrincipals: true, Allow: config.AggregatorMethods})
-		cfg.Aggregator.Indexer = config.Endpoint{Address: cfg.Indexer.Listen, Token: aggregatorToken}
+		withAggregatorIndexer(t, cfg)
 		cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: aliceKey, Subject: "alice"}, {Key: bobKey, Subject: "bob"}}}
 	}})
 	for i := range 5 {
@@ -147,7 +144,7 @@ resources:
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "alpha", Spec: spec}},
 		Configure: func(cfg *config.Config) {
 			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "alice-key", Subject: "alice"}}}
-			withTaskStore(t, cfg) // the buckets live in the indexer
+			withAggregatorIndexer(t, cfg) // the buckets live in the indexer
 			cfg.RateLimits = config.RateLimits{Limits: []config.RateLimit{{Name: "subs", Per: config.RatePerPrincipal,
 				Methods: []string{config.RateMethodResourceSubscribe}, Rate: "1/h", Burst: 4}}}
 			cfg.Audit = config.Audit{Sink: config.AuditFile, File: trail}
@@ -207,13 +204,10 @@ resources:
 // limit refused the retry, so the client's retry after Retry-After was
 // refused as a replay and the request was lost.
 func TestRateLimitedRetryKeepsItsState(t *testing.T) {
-	aggregatorToken := "aggregator-e2e-token-0123456789"
 	c := harness.Start(t, harness.Options{
 		Backends: []harness.Backend{{Name: "shop", Spec: refusalSpec}},
 		Configure: func(cfg *config.Config) {
-			cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials,
-				config.ServiceCredential{Name: "aggregator", Token: aggregatorToken, AssertPrincipals: true, Allow: config.AggregatorMethods})
-			cfg.Aggregator.Indexer = config.Endpoint{Address: cfg.Indexer.Listen, Token: aggregatorToken}
+			withAggregatorIndexer(t, cfg)
 			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: refusalKey, Subject: "alice"}}}
 			// One call, then one every five seconds: the retry right
 			// after the first round is refused.
@@ -316,13 +310,10 @@ func TestRefusedSearchesTakeTokens(t *testing.T) {
 // -32602 and wrote an invalid event, without any bound.
 func TestGatewayRefusalsTakeTokens(t *testing.T) {
 	trail := filepath.Join(t.TempDir(), "audit.jsonl")
-	aggregatorToken := "aggregator-" + strings.Repeat("e7", 16)
 	c := harness.Start(t, harness.Options{
 		Backends: []harness.Backend{{Name: "shop", Spec: refusalSpec}},
 		Configure: func(cfg *config.Config) {
-			cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials,
-				config.ServiceCredential{Name: "aggregator", Token: aggregatorToken, AssertPrincipals: true, Allow: config.AggregatorMethods})
-			cfg.Aggregator.Indexer = config.Endpoint{Address: cfg.Indexer.Listen, Token: aggregatorToken}
+			withAggregatorIndexer(t, cfg)
 			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: refusalKey, Subject: "alice", Groups: []string{"support"}}}}
 			cfg.Gateway.HTTP.TrustClientTraceparent = true
 			cfg.Audit = config.Audit{Sink: config.AuditFile, File: trail}

@@ -55,7 +55,7 @@ func TestTaskHeldForItsAnswers(t *testing.T) {
 	hastyURL, hastyEnds := askingBackend(t)
 	const hastyWait = 2 * time.Second
 	c := harness.Start(t, harness.Options{Configure: func(cfg *config.Config) {
-		withTaskStore(t, cfg)
+		withAggregatorIndexer(t, cfg)
 		cfg.Aggregator.Backends = append(cfg.Aggregator.Backends,
 			config.Backend{Name: "patient", URL: patientURL, Protocol: "2025-11-25", InputWait: config.Duration(time.Hour)},
 			config.Backend{Name: "hasty", URL: hastyURL, Protocol: "2025-11-25", InputWait: config.Duration(hastyWait)})

@@ -105,7 +105,7 @@ func TestFaultyBackendTasks(t *testing.T) {
 	url, cancelled := faultyTaskBackend(t)
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: tasksSpec}},
 		Configure: func(cfg *config.Config) {
-			withTaskStore(t, cfg)
+			withAggregatorIndexer(t, cfg)
 			cfg.Aggregator.Backends = append(cfg.Aggregator.Backends, config.Backend{Name: "faulty", URL: url})
 			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "alice-key", Subject: "alice"}}}
 		}})

@@ -39,7 +39,7 @@ tools:
 func startTasks(t *testing.T, policyPath string) *harness.Cluster {
 	return harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: tasksSpec}},
 		Configure: func(cfg *config.Config) {
-			withTaskStore(t, cfg)
+			withAggregatorIndexer(t, cfg)
 			cfg.Aggregator.ToolOverrides = []config.ToolOverride{{Backend: "ops", Tool: "sleep", TaskSupport: config.TaskSupportOptional}}
 			cfg.Servers = []config.Server{{Name: "ops", Backends: []string{"ops"}}}
 			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{
@@ -49,9 +49,10 @@ func startTasks(t *testing.T, policyPath string) *harness.Cluster {
 		}})
 }
 
-// withTaskStore gives the aggregator of cfg the indexer's task store, with
-// a credential of its own that may act for the principals it serves.
-func withTaskStore(t *testing.T, cfg *config.Config) {
+// withAggregatorIndexer gives the aggregator of cfg the indexer (its task
+// store, the shared rate-limit buckets), with a credential of its own
+// that may act for the principals it serves.
+func withAggregatorIndexer(t *testing.T, cfg *config.Config) {
 	token := "aggregator-" + t.Name()
 	cfg.ServiceAuth.Credentials = append(cfg.ServiceAuth.Credentials, config.ServiceCredential{
 		Name: "aggregator", Token: token, AssertPrincipals: true, Allow: config.AggregatorMethods})
@@ -169,7 +170,7 @@ func TestTaskStaysWithTheBackendThatRanIt(t *testing.T) {
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{
 		{Name: "ops", Spec: fmt.Sprintf(spec, "The first's wait.")}, {Name: "spare", Spec: fmt.Sprintf(spec, "The spare's wait.")}},
 		Configure: func(cfg *config.Config) {
-			withTaskStore(t, cfg)
+			withAggregatorIndexer(t, cfg)
 			cfg.Aggregator.ConflictResolution = config.ConflictResolution{Strategy: config.StrategyPriority, PriorityOrder: []string{"ops", "spare"}}
 			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "alice-key", Subject: "alice"}}}
 		}})
@@ -210,7 +211,7 @@ func TestTaskStaysWithTheBackendThatRanIt(t *testing.T) {
 func TestEndedBackendTaskWithoutItsBackend(t *testing.T) {
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: "tasks: true\ntools:\n  - {name: sleep, behaviour: sleep}\n"}},
 		Configure: func(cfg *config.Config) {
-			withTaskStore(t, cfg)
+			withAggregatorIndexer(t, cfg)
 			cfg.Aggregator.Health = config.HealthCheck{Interval: config.Duration(100 * time.Millisecond), UnhealthyThreshold: 1}
 			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "alice-key", Subject: "alice"}}}
 		}})
@@ -238,7 +239,7 @@ func TestEndedBackendTaskWithoutItsBackend(t *testing.T) {
 func TestBackendLimitCountsItsTasks(t *testing.T) {
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: "tasks: true\ntools:\n  - {name: sleep, behaviour: sleep}\n"}},
 		Configure: func(cfg *config.Config) {
-			withTaskStore(t, cfg)
+			withAggregatorIndexer(t, cfg)
 			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "alice-key", Subject: "alice"}}}
 			cfg.RateLimits = config.RateLimits{Limits: []config.RateLimit{{Name: "ops-flood", Per: config.RatePerBackend,
 				Match: config.RateLimitMatch{Backends: []string{"ops"}}, Rate: "1/h", Burst: 4}}}
@@ -269,7 +270,7 @@ func TestBackendLimitCountsItsTasks(t *testing.T) {
 func TestTaskProbesAreLimited(t *testing.T) {
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: tasksSpec}},
 		Configure: func(cfg *config.Config) {
-			withTaskStore(t, cfg)
+			withAggregatorIndexer(t, cfg)
 			cfg.Aggregator.ToolOverrides = []config.ToolOverride{{Backend: "ops", Tool: "sleep", TaskSupport: config.TaskSupportOptional}}
 			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{
 				{Key: "alice-key", Subject: "alice"}, {Key: "bob-key", Subject: "bob"}}}
@@ -307,7 +308,7 @@ tools:
   - {name: ask, behaviour: ask, text: "Proceed?"}
 `}},
 		Configure: func(cfg *config.Config) {
-			withTaskStore(t, cfg)
+			withAggregatorIndexer(t, cfg)
 			cfg.Aggregator.ToolOverrides = []config.ToolOverride{
 				{Backend: "ops", Tool: "sleep", TaskSupport: config.TaskSupportOptional, TaskAfterInput: true},
 				{Backend: "ops", Tool: "ask", TaskSupport: config.TaskSupportOptional, TaskAfterInput: true}}
@@ -355,7 +356,7 @@ func TestTaskWhoseQuestionsATaskCannotKeep(t *testing.T) {
 	question := strings.Repeat("Proceed? ", config.MaxTaskInputBytes/9+1)
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: "tools:\n  - {name: ask, behaviour: ask, text: \"" + question + "\"}\n"}},
 		Configure: func(cfg *config.Config) {
-			withTaskStore(t, cfg)
+			withAggregatorIndexer(t, cfg)
 			cfg.Aggregator.ToolOverrides = []config.ToolOverride{{Backend: "ops", Tool: "ask", TaskSupport: config.TaskSupportOptional}}
 			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "alice-key", Subject: "alice"}}}
 		}})
@@ -465,7 +466,7 @@ func TestTaskFollowsThePolicy(t *testing.T) {
 func TestLegacyTaskOfASessionWithALogLevel(t *testing.T) {
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: tasksSpec}},
 		Configure: func(cfg *config.Config) {
-			withTaskStore(t, cfg)
+			withAggregatorIndexer(t, cfg)
 			cfg.Aggregator.ToolOverrides = []config.ToolOverride{{Backend: "ops", Tool: "sleep", TaskSupport: config.TaskSupportOptional}}
 			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "alice-key", Subject: "alice"}}}
 		}})
@@ -511,7 +512,7 @@ func TestLegacyTaskOfASessionWithALogLevel(t *testing.T) {
 func TestLegacyTaskTTLOfZeroIsTheFloor(t *testing.T) {
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: tasksSpec}},
 		Configure: func(cfg *config.Config) {
-			withTaskStore(t, cfg)
+			withAggregatorIndexer(t, cfg)
 			cfg.Aggregator.ToolOverrides = []config.ToolOverride{{Backend: "ops", Tool: "sleep", TaskSupport: config.TaskSupportOptional}}
 			cfg.Aggregator.Tasks.DefaultTTL = config.Duration(time.Hour)
 			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "alice-key", Subject: "alice"}}}
@@ -601,7 +602,7 @@ func TestTaskEndIsAudited(t *testing.T) {
 	trail := filepath.Join(t.TempDir(), "audit.jsonl")
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: tasksSpec + "  - {name: fail, behaviour: error, text: \"failed on purpose\"}\n"}},
 		Configure: func(cfg *config.Config) {
-			withTaskStore(t, cfg)
+			withAggregatorIndexer(t, cfg)
 			cfg.Aggregator.ToolOverrides = []config.ToolOverride{
 				{Backend: "ops", Tool: "sleep", TaskSupport: config.TaskSupportOptional},
 				{Backend: "ops", Tool: "fail", TaskSupport: config.TaskSupportOptional}}
@@ -661,7 +662,7 @@ func TestLegacyTaskResultIsOneRequest(t *testing.T) {
 	gwOps := harness.FreeAddr(t)
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: tasksSpec}},
 		Configure: func(cfg *config.Config) {
-			withTaskStore(t, cfg)
+			withAggregatorIndexer(t, cfg)
 			cfg.Aggregator.ToolOverrides = []config.ToolOverride{{Backend: "ops", Tool: "sleep", TaskSupport: config.TaskSupportOptional}}
 			cfg.Aggregator.Tasks.PollInterval = config.Duration(100 * time.Millisecond)
 			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "alice-key", Subject: "alice"}}}
@@ -792,7 +793,7 @@ func TestCancelledTaskHasNoTaskEnd(t *testing.T) {
 	trail := filepath.Join(t.TempDir(), "audit.jsonl")
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: tasksSpec}},
 		Configure: func(cfg *config.Config) {
-			withTaskStore(t, cfg)
+			withAggregatorIndexer(t, cfg)
 			cfg.Aggregator.ToolOverrides = []config.ToolOverride{{Backend: "ops", Tool: "sleep", TaskSupport: config.TaskSupportOptional}}
 			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "alice-key", Subject: "alice"}}}
 			cfg.Audit = config.Audit{Sink: config.AuditFile, File: trail}
@@ -866,7 +867,7 @@ func TestLegacyBackendTaskFollowsThePolicy(t *testing.T) {
 	writeAtomically(t, policyPath, []byte(permitAll))
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: "tasks: true\ntools:\n  - {name: sleep, behaviour: sleep}\n"}},
 		Configure: func(cfg *config.Config) {
-			withTaskStore(t, cfg)
+			withAggregatorIndexer(t, cfg)
 			cfg.Aggregator.Backends[0].Protocol = harness.Legacy
 			cfg.Aggregator.Authz.PolicyFile = policyPath
 			cfg.Reload.Interval = config.Duration(200 * time.Millisecond)
@@ -903,7 +904,7 @@ func TestLegacyBackendTaskFollowsThePolicy(t *testing.T) {
 func TestBackendTaskWithAToolError(t *testing.T) {
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: "tasks: true\ntools:\n  - {name: broken, behaviour: error, text: \"the widget is broken\"}\n"}},
 		Configure: func(cfg *config.Config) {
-			withTaskStore(t, cfg)
+			withAggregatorIndexer(t, cfg)
 			cfg.Aggregator.Backends[0].Protocol = harness.Legacy
 			cfg.Gateway.Auth = config.GatewayAuth{Mode: "apiKeys", APIKeys: []config.APIKey{{Key: "alice-key", Subject: "alice"}}}
 		}})

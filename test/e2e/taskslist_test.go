@@ -50,7 +50,7 @@ func TestListTasksOfAnUnknownServer(t *testing.T) {
 func TestAnonymousTasksAreNotListed(t *testing.T) {
 	c := harness.Start(t, harness.Options{Backends: []harness.Backend{{Name: "ops", Spec: tasksSpec}},
 		Configure: func(cfg *config.Config) {
-			withTaskStore(t, cfg)
+			withAggregatorIndexer(t, cfg)
 			cfg.Aggregator.ToolOverrides = []config.ToolOverride{{Backend: "ops", Tool: "sleep", TaskSupport: config.TaskSupportOptional}}
 		}})
 	victim := &mcpraw.Client{URL: c.MCPURL, Capabilities: mcpraw.TasksCapabilities}
