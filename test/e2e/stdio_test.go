@@ -152,18 +152,7 @@ func descendantsNamed(parent int, part string) []int {
 // shutdownGrace to finish, as one to an HTTP backend does. The server
 // was stopped as the shutdown began, and the call failed as unavailable.
 func TestStdioCallsFinishAtShutdown(t *testing.T) {
-	demo := filepath.Join(harness.BinDir(t), "switchboard-demo-backend")
-	c := harness.Start(t, harness.Options{NoIndexer: true, Configure: func(cfg *config.Config) {
-		cfg.Aggregator.Backends = append(cfg.Aggregator.Backends,
-			config.Backend{Name: "local", Command: []string{demo, "--stdio", "--name", "local"}})
-	}})
-	cs := harness.Connect(t, c.MCPURL, harness.Modern)
-	testkit.Eventually(t, "local_sleep listed", 30*time.Second, func() error {
-		if names := harness.ToolNames(t, cs); !slices.Contains(names, "local_sleep") {
-			return fmt.Errorf("tools %v", names)
-		}
-		return nil
-	})
+	c, cs := startLocalStdio(t, func(*config.Config) {})
 	done := make(chan error, 1)
 	go func() {
 		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "local_sleep", Arguments: map[string]any{"duration": "2s"}})
@@ -188,19 +177,7 @@ func TestStdioCallsFinishAtShutdown(t *testing.T) {
 // in flight, and the bridge's own close of the process's session waited
 // for it too, until the process was killed.
 func TestStdioCallInFlightFailsPromptlyOnReload(t *testing.T) {
-	demo := filepath.Join(harness.BinDir(t), "switchboard-demo-backend")
-	c := harness.Start(t, harness.Options{NoIndexer: true, Configure: func(cfg *config.Config) {
-		cfg.Reload.Interval = config.Duration(100 * time.Millisecond)
-		cfg.Aggregator.Backends = append(cfg.Aggregator.Backends,
-			config.Backend{Name: "local", Command: []string{demo, "--stdio", "--name", "local"}})
-	}})
-	cs := harness.Connect(t, c.MCPURL, harness.Modern)
-	testkit.Eventually(t, "local_sleep listed", 30*time.Second, func() error {
-		if names := harness.ToolNames(t, cs); !slices.Contains(names, "local_sleep") {
-			return fmt.Errorf("tools %v", names)
-		}
-		return nil
-	})
+	c, _ := startLocalStdio(t, func(cfg *config.Config) { cfg.Reload.Interval = config.Duration(100 * time.Millisecond) })
 	pid := stdioServerPID(t, c.Aggregator.Pid(), "local")
 	type outcome struct {
 		at  time.Time
@@ -311,4 +288,24 @@ func TestStdioServerCannotReadTheAggregatorsSecrets(t *testing.T) {
 	if strings.Contains(text, value) || !strings.Contains(text, "Permission denied") {
 		t.Errorf("the stdio server read the aggregator's environment: %q", text)
 	}
+}
+
+// startLocalStdio starts a cluster without an indexer whose aggregator
+// runs the demo backend as a stdio server named local, configured further
+// by configure, and a Modern client of it once local_sleep is listed.
+func startLocalStdio(t *testing.T, configure func(*config.Config)) (*harness.Cluster, *mcp.ClientSession) {
+	demo := filepath.Join(harness.BinDir(t), "switchboard-demo-backend")
+	c := harness.Start(t, harness.Options{NoIndexer: true, Configure: func(cfg *config.Config) {
+		configure(cfg)
+		cfg.Aggregator.Backends = append(cfg.Aggregator.Backends,
+			config.Backend{Name: "local", Command: []string{demo, "--stdio", "--name", "local"}})
+	}})
+	cs := harness.Connect(t, c.MCPURL, harness.Modern)
+	testkit.Eventually(t, "local_sleep listed", 30*time.Second, func() error {
+		if names := harness.ToolNames(t, cs); !slices.Contains(names, "local_sleep") {
+			return fmt.Errorf("tools %v", names)
+		}
+		return nil
+	})
+	return c, cs
 }
