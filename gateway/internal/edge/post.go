@@ -225,8 +225,14 @@ func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, rec *requestRec
 // that a client sending it slowly cannot hold a goroutine and a buffer for
 // long; net/http lifts that deadline once the body is read to its end
 // (reported with the last byte of a declared length), so a long answer
-// after it is not cut.
+// after it is not cut. A body declared longer than the bound is refused
+// before a byte of it is read: net/http invites a client that sent
+// Expect: 100-continue to send its body on the first read, and such a
+// body would only be cut.
 func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if limit := g.cfg.HTTP.MaxBodyBytes; r.ContentLength > limit {
+		return nil, &http.MaxBytesError{Limit: limit}
+	}
 	return readAll(http.MaxBytesReader(w, r.Body, g.cfg.HTTP.MaxBodyBytes), r.ContentLength)
 }
 
