@@ -119,11 +119,11 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 			// read of it, as one refused later is (auditRefusal).
 			rec.req = &methods.Request{View: ep.view, Server: ep.server, Principal: principal, Method: msg.Method, Params: msg.Params, Header: r.Header}
 		}
-		if !wire.IsJSONContentType(r.Header) {
-			// Neither JSON nor said to be: refused for its type, as one
-			// that parses is below (Streamable HTTP's 415).
-			rerr = wire.NewError(wire.CodeInvalidRequest, "Content-Type must be application/json")
-			g.refuse(w, r, rec, http.StatusUnsupportedMediaType, id, rerr)
+		if typeErr := wire.CheckBodyType(r.Header); typeErr != nil {
+			// Not JSON as sent, and not said to be: refused for its type
+			// or coding, as one that parses is below (Streamable HTTP's
+			// 415).
+			g.refuse(w, r, rec, http.StatusUnsupportedMediaType, id, typeErr)
 			return
 		}
 		g.refuse(w, r, rec, http.StatusBadRequest, id, rerr)
@@ -166,8 +166,8 @@ func (g *Gateway) servePOST(w http.ResponseWriter, r *http.Request, ep endpoint,
 	if !msg.IsNotification() && !msg.IsResponse {
 		rec.req = req
 	}
-	if !wire.IsJSONContentType(r.Header) {
-		g.refuse(w, r, rec, http.StatusUnsupportedMediaType, id, wire.NewError(wire.CodeInvalidRequest, "Content-Type must be application/json"))
+	if typeErr := wire.CheckBodyType(r.Header); typeErr != nil {
+		g.refuse(w, r, rec, http.StatusUnsupportedMediaType, id, typeErr)
 		return
 	}
 	if !wire.AcceptsBoth(r.Header) {

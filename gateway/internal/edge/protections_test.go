@@ -1,6 +1,8 @@
 package edge
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -242,5 +244,32 @@ func TestOpsPathsFollowTheHostRule(t *testing.T) {
 		if (resp.StatusCode == http.StatusForbidden) != (tc.want == http.StatusForbidden) {
 			t.Errorf("%s with Host %s: %d, want %d", tc.path, tc.host, resp.StatusCode, tc.want)
 		}
+	}
+}
+
+// TestEncodedBodyRefused: the gateway decodes no Content-Encoding, so a
+// body sent with one is 415 (RFC 9110, 8.4), whether it is compressed
+// (not misreported as a JSON parse error) or only labelled so (not read
+// as other than what its sender, or a proxy that decodes it, says it is).
+func TestEncodedBodyRefused(t *testing.T) {
+	b := startBackends(t)
+	_, srv := startGateway(t, b, testGatewayConfig(b))
+	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + modernMeta + `}}`
+	var zipped bytes.Buffer
+	zw := gzip.NewWriter(&zipped)
+	_, _ = io.WriteString(zw, list)
+	_ = zw.Close()
+	for name, tc := range map[string]struct{ encoding, body string }{
+		"gzip":              {"gzip", zipped.String()},
+		"labelled gzip":     {"gzip", list},
+		"identity and gzip": {"identity, gzip", list},
+	} {
+		resp := send(t, http.MethodPost, srv.URL+"/mcp", modernHeaders("tools/list", "Content-Encoding", tc.encoding), tc.body)
+		if _, _, rerr := resp.rpc(t); resp.status != http.StatusUnsupportedMediaType || rerr == nil || rerr.Code != -32600 {
+			t.Errorf("%s: %d %s, want 415 with -32600", name, resp.status, resp.body)
+		}
+	}
+	if resp := send(t, http.MethodPost, srv.URL+"/mcp", modernHeaders("tools/list", "Content-Encoding", "identity"), list); resp.status != http.StatusOK {
+		t.Errorf("identity: %d %s", resp.status, resp.body)
 	}
 }

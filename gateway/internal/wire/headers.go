@@ -65,6 +65,27 @@ func IsJSONContentType(h http.Header) bool {
 	return err == nil && mt == "application/json"
 }
 
+// CheckBodyType is the answer (HTTP 415) to a POST whose body the
+// gateway does not read as it was sent, or nil: a Content-Type other
+// than application/json, or any Content-Encoding but identity (RFC 9110,
+// 8.4). No coding is decoded, so a compressed body would otherwise be
+// misreported as malformed JSON, and one merely labelled compressed
+// would be read otherwise than its sender, or a proxy that decodes it,
+// meant.
+func CheckBodyType(h http.Header) *Error {
+	if !IsJSONContentType(h) {
+		return NewError(CodeInvalidRequest, "Content-Type must be application/json")
+	}
+	for _, v := range h.Values("Content-Encoding") {
+		for coding := range strings.SplitSeq(v, ",") {
+			if coding = strings.TrimSpace(coding); coding != "" && !strings.EqualFold(coding, "identity") {
+				return NewError(CodeInvalidRequest, "Content-Encoding is not supported: send the body unencoded")
+			}
+		}
+	}
+	return nil
+}
+
 // AcceptsBoth reports an Accept header that lists JSON and SSE, as
 // Streamable HTTP requires of a POST.
 func AcceptsBoth(h http.Header) bool {
