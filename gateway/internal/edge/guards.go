@@ -40,8 +40,10 @@ const (
 	// as asked for, since their names are the tools'.
 	corsHeaders = "Authorization, Content-Type, Mcp-Session-Id, MCP-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID, traceparent, tracestate"
 	// corsExposed are the response headers a browser client must read:
-	// the Legacy session id and the authentication challenge.
-	corsExposed = "Mcp-Session-Id, WWW-Authenticate"
+	// the Legacy session id, the authentication challenge, and how long
+	// to back off after a 429 or 503 (Fetch hides every other header but
+	// a few safelisted ones, Retry-After not among them).
+	corsExposed = "Mcp-Session-Id, WWW-Authenticate, Retry-After"
 	// corsMaxAge lets a browser reuse a preflight answer (seconds).
 	corsMaxAge = "600"
 	// maxPreflightParams bounds the Mcp-Param-* names one preflight answer

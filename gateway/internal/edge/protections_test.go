@@ -273,3 +273,33 @@ func TestEncodedBodyRefused(t *testing.T) {
 		t.Errorf("identity: %d %s", resp.status, resp.body)
 	}
 }
+
+// TestBrowserReadsRetryAfter: a browser client of an allowed origin is
+// told to back off as any client is: the Retry-After of a 429 is among
+// the headers exposed to it (Fetch hides any other but a few).
+func TestBrowserReadsRetryAfter(t *testing.T) {
+	b := startBackends(t)
+	cfg := testGatewayConfig(b)
+	cfg.Sessions.MaxPerPrincipal = 1
+	_, srv := startGateway(t, b, cfg)
+	url := srv.URL + "/mcp"
+	first, second := initializeOn(t, url, "alice-key"), initializeOn(t, url, "alice-key")
+	if r := send(t, http.MethodDelete, url, legacyHeaders("alice-key", first), ""); r.status != http.StatusNoContent {
+		t.Fatalf("DELETE within the bound: %d %s", r.status, r.body)
+	}
+	header := legacyHeaders("alice-key", second)
+	header["Origin"] = srv.URL // the gateway's own loopback origin
+	r := send(t, http.MethodDelete, url, header, "")
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" || r.header.Get("Access-Control-Allow-Origin") != srv.URL {
+		t.Fatalf("DELETE past the bound: %d %v", r.status, r.header)
+	}
+	exposed := false
+	for _, v := range r.header.Values("Access-Control-Expose-Headers") {
+		for name := range strings.SplitSeq(v, ",") {
+			exposed = exposed || strings.EqualFold(strings.TrimSpace(name), "Retry-After")
+		}
+	}
+	if !exposed {
+		t.Errorf("Access-Control-Expose-Headers %q lacks Retry-After", r.header.Values("Access-Control-Expose-Headers"))
+	}
+}
