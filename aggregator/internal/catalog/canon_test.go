@@ -46,6 +46,10 @@ func TestDecodedPathURI(t *testing.T) {
 		"docs://files/a%2Fb?q=%2F#%2F":          "docs://files/a/b?q=%2F#%2F",
 		"docs://files/x?p=%2F..%2Fy":            "docs://files/x?p=%2F..%2Fy",
 		"urn:x:a%2F..%2Fb":                      "urn:x:a/../b",
+		"notes://pub%2F..%2Fsecret":             "notes://secret",
+		"notes://%2E%2E%2Fsecret/a?q=%2F":       "notes://secret/a?q=%2F",
+		"notes://a%5Cb/..%2Fc":                  "notes://a/c",
+		"docs://files/..%2Fx":                   "docs://files/x",
 	} {
 		if got := DecodedPathURI(CanonicalURI(in)); got != want {
 			t.Errorf("DecodedPathURI(%q) = %q, want %q", in, got, want)

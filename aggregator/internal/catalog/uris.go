@@ -294,8 +294,11 @@ var escapedSlashes = strings.NewReplacer("%2F", "/", "%5C", "/")
 // its path before taking it apart reads it: escaped slashes and
 // backslashes ("%2F", "%5C") in the path become "/", and the dot segments
 // that makes are resolved. "docs://files/pub/..%2Fsecret/key" is
-// "docs://files/secret/key" there. It is canonical when the path holds
-// none.
+// "docs://files/secret/key" there. An escaped slash in the authority
+// means the server reads the authority as part of a name (a template
+// "notes://{name}"), so the dot segments are resolved across it:
+// "notes://pub%2F..%2Fsecret" is "notes://secret", as such a server finds
+// it, not "notes://pub/secret". It is canonical when the path holds none.
 func DecodedPathURI(canonical string) string {
 	colon := strings.IndexByte(canonical, ':')
 	end := strings.IndexAny(canonical, "?#")
@@ -309,8 +312,18 @@ func DecodedPathURI(canonical string) string {
 	if !strings.Contains(path, "%2F") && !strings.Contains(path, "%5C") {
 		return canonical
 	}
-	path = escapedSlashes.Replace(path)
-	return normalizeHierarchy(canonical[:colon+1]+path+canonical[end:], colon)
+	decoded := escapedSlashes.Replace(path)
+	if authority, ok := strings.CutPrefix(path, "//"); ok {
+		if slash := strings.IndexByte(authority, '/'); slash >= 0 {
+			authority = authority[:slash]
+		}
+		if strings.Contains(authority, "%2F") || strings.Contains(authority, "%5C") {
+			// The authority is the name's first segment: ".." may
+			// remove it, as it would any other.
+			return canonical[:colon+1] + "/" + removeDotSegments(decoded[1:]) + canonical[end:]
+		}
+	}
+	return normalizeHierarchy(canonical[:colon+1]+decoded+canonical[end:], colon)
 }
 
 // normalizeHierarchy is uri (its escapes normalized, its scheme ending at

@@ -494,6 +494,50 @@ servers:
 	}
 }
 
+// TestServerFilterAppliesToAnEscapedSlashInTheAuthority: a template
+// whose variable follows "://" ("notes://{name}") takes the authority as
+// part of its name. A backend that decodes that name before resolving it
+// finds "notes://pub%2F..%2Fsecret" as "secret", so the filter must hold
+// for "notes://secret" there; it held for "notes://pub/secret", the URI
+// the decoded text names under RFC 3986, and the backend read the
+// excluded note.
+func TestServerFilterAppliesToAnEscapedSlashInTheAuthority(t *testing.T) {
+	notes := newTestBackend(t, "notes", backendOptions{tools: []string{"echo"}, extra: func(b *testBackend) {
+		b.server.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "notes://{name}", Name: "note"},
+			func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				name, err := url.PathUnescape(strings.TrimPrefix(req.Params.URI, "notes://"))
+				if err != nil {
+					return nil, err
+				}
+				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "note " + path.Clean("/"+name)}}}, nil
+			})
+	}})
+	h := startAggregatorFile(t, `
+aggregator:
+  backends:
+    - {name: notes, url: `+notes.url()+`}
+servers:
+  - name: public
+    backends: [notes]
+    resources: {exclude: ["notes://secret"]}
+`)
+	ctx := context.Background()
+	read := func(uri string) (string, error) {
+		r, err := h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Principal: principal("alice"), Server: "public", Uri: uri})
+		return r.GetResultJson(), err
+	}
+	testkit.Eventually(t, "the template routed", 10*time.Second, func() bool { _, err := read("notes://pub"); return err == nil })
+	for _, uri := range []string{"notes://secret", "notes://pub%2F..%2Fsecret", "notes://pub%5C..%5Csecret", "notes://%2E%2E%2Fsecret"} {
+		got, err := read(uri)
+		if status.Code(err) != codes.NotFound {
+			t.Errorf("read %s: %v %s, want the excluded note missing", uri, err, got)
+		}
+	}
+	if got, err := read("notes://secret%2F..%2Fpub"); err != nil || !strings.Contains(got, "note /pub") {
+		t.Fatalf("read of a kept note through an escaped slash: %v %s", err, got)
+	}
+}
+
 // TestDecodedPathDeniedWhileTheBackendIsDown: a URI read through a
 // template whose decoded path the policy denies is missing, as when its
 // backend is up. With the backend down it was "unavailable", as the URI
