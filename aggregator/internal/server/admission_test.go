@@ -686,6 +686,43 @@ aggregator:
 	}
 }
 
+// TestTrailNamesAResourceAsItIsRead: a read, a subscription and a
+// completion of one resource record it under one URI, whatever spelling
+// named it, the form it is routed, filtered and authorized under. A read
+// recorded "docs://items/7" for "DOCS://items/%37", while a subscription
+// and a completion recorded the spelling, so a search of the trail for
+// the resource missed them.
+func TestTrailNamesAResourceAsItIsRead(t *testing.T) {
+	_, h, file := startAdmission(t, "")
+	ctx := context.Background()
+	p := principal("alice")
+	const spelling = "DOCS://items/%37"
+	if err := second(h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Principal: p, Uri: spelling})); err != nil {
+		t.Fatal(err)
+	}
+	if got := watchedURIs(t, h, p, "", spelling); len(got) != 1 {
+		t.Fatalf("subscribed %v, want %s", got, spelling)
+	}
+	if err := second(h.gateway.Complete(ctx, &aggregatorv1.CompleteRequest{Principal: p,
+		ParamsJson: `{"ref":{"type":"ref/resource","uri":"` + spelling + `"},"argument":{"name":"id","value":"7"}}`})); err != nil {
+		t.Fatal(err)
+	}
+	h.audit.Close() // flushes
+	kinds := map[audit.Kind]bool{}
+	for _, e := range readTrail(t, file) {
+		if e.Subject != "alice" {
+			continue
+		}
+		kinds[e.Kind] = true
+		if e.Resource != "docs://items/7" {
+			t.Errorf("%s event names %q, want docs://items/7", e.Kind, e.Resource)
+		}
+	}
+	if len(kinds) != 3 {
+		t.Fatalf("events of kinds %v, want a read, a subscription and a completion", kinds)
+	}
+}
+
 // second is the error of a (result, error) pair.
 func second[T any](_ T, err error) error { return err }
 

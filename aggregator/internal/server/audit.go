@@ -43,6 +43,13 @@ func (s *Server) auditAdmission(ctx context.Context, r admission, start time.Tim
 	}
 	e := audit.Call(ctx, r.trail, svcauth.PrincipalFrom(ctx), start)
 	e.Server, e.RawArguments, e.Via = r.server, r.args, viaOf(ctx)
+	resource := r.key
+	if r.kind == catalog.KindResources {
+		// Under the one form every spelling shares (route), so that a
+		// read, a subscription and a completion of one resource are
+		// found under one URI.
+		resource = catalog.CanonicalURI(r.key)
+	}
 	switch r.trail {
 	case audit.KindToolCall, audit.KindTaskGet, audit.KindTaskUpdate, audit.KindTaskCancel:
 		e.Tool = r.key
@@ -52,10 +59,10 @@ func (s *Server) auditAdmission(ctx context.Context, r admission, start time.Tim
 		if r.kind == catalog.KindPrompts {
 			e.Prompt = r.key
 		} else {
-			e.Resource = r.key
+			e.Resource = resource
 		}
 	default:
-		e.Resource = r.key
+		e.Resource = resource
 	}
 	e.Outcome, e.Detail, e.Backend = outcome, detail, backend
 	e.Since(time.Now())
