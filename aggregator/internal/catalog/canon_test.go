@@ -50,6 +50,9 @@ func TestDecodedPathURI(t *testing.T) {
 		"notes://%2E%2E%2Fsecret/a?q=%2F":       "notes://secret/a?q=%2F",
 		"notes://a%5Cb/..%2Fc":                  "notes://a/c",
 		"docs://files/..%2Fx":                   "docs://files/x",
+		"docs://files/pub/%2F..%2Fsecret/keys":  "docs://files/secret/keys",
+		"file:///a%2F%2F..%2Fb":                 "file:///b",
+		"notes://pub%2F%2F..%2Fsecret":          "notes://secret",
 	} {
 		if got := DecodedPathURI(CanonicalURI(in)); got != want {
 			t.Errorf("DecodedPathURI(%q) = %q, want %q", in, got, want)

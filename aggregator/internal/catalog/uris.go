@@ -292,8 +292,10 @@ var escapedSlashes = strings.NewReplacer("%2F", "/", "%5C", "/")
 
 // DecodedPathURI is canonical (a CanonicalURI) as a server that decodes
 // its path before taking it apart reads it: escaped slashes and
-// backslashes ("%2F", "%5C") in the path become "/", and the dot segments
-// that makes are resolved. "docs://files/pub/..%2Fsecret/key" is
+// backslashes ("%2F", "%5C") in the path become "/", the empty segments
+// that leaves are collapsed (as path.Clean, Node's path.normalize and
+// Python's normpath do, so "pub//.." is the root, not "pub/"), and the
+// dot segments are resolved. "docs://files/pub/..%2Fsecret/key" is
 // "docs://files/secret/key" there. An escaped slash in the authority
 // means the server reads the authority as part of a name (a template
 // "notes://{name}"), so the dot segments are resolved across it:
@@ -313,6 +315,7 @@ func DecodedPathURI(canonical string) string {
 		return canonical
 	}
 	decoded := escapedSlashes.Replace(path)
+	kept := "" // the authority, when the server reads it as one
 	if authority, ok := strings.CutPrefix(path, "//"); ok {
 		if slash := strings.IndexByte(authority, '/'); slash >= 0 {
 			authority = authority[:slash]
@@ -320,10 +323,23 @@ func DecodedPathURI(canonical string) string {
 		if strings.Contains(authority, "%2F") || strings.Contains(authority, "%5C") {
 			// The authority is the name's first segment: ".." may
 			// remove it, as it would any other.
-			return canonical[:colon+1] + "/" + removeDotSegments(decoded[1:]) + canonical[end:]
+			return canonical[:colon+1] + "/" + removeDotSegments(collapseSlashes(decoded[1:])) + canonical[end:]
 		}
+		kept = "//" + authority
 	}
-	return normalizeHierarchy(canonical[:colon+1]+decoded+canonical[end:], colon)
+	return canonical[:colon+1] + kept + removeDotSegments(collapseSlashes(decoded[len(kept):])) + canonical[end:]
+}
+
+// collapseSlashes is a path that starts with "/" with each run of slashes
+// made one; other paths are returned as they are.
+func collapseSlashes(path string) string {
+	if !strings.HasPrefix(path, "/") {
+		return path
+	}
+	for strings.Contains(path, "//") {
+		path = strings.ReplaceAll(path, "//", "/")
+	}
+	return path
 }
 
 // normalizeHierarchy is uri (its escapes normalized, its scheme ending at

@@ -482,7 +482,10 @@ servers:
 	for _, uri := range []string{"docs://files/secret/keys", "docs://files/pub/../secret/keys", "docs://files/pub/%2E%2E/secret/keys", "docs://files/./secret/keys",
 		// Escaped slashes, which such a backend decodes before it
 		// resolves the path.
-		"docs://files/secret%2Fkeys", "docs://files/pub/..%2Fsecret/keys", "docs://files/pub%2F..%2Fsecret%2Fkeys", "docs://files/pub%5C..%5Csecret%5Ckeys"} {
+		"docs://files/secret%2Fkeys", "docs://files/pub/..%2Fsecret/keys", "docs://files/pub%2F..%2Fsecret%2Fkeys", "docs://files/pub%5C..%5Csecret%5Ckeys",
+		// An empty segment that such a backend collapses before it
+		// resolves "..".
+		"docs://files/pub/%2F..%2Fsecret/keys", "docs://files/pub%2F%2F..%2Fsecret/keys"} {
 		_, err := read(uri)
 		wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
 	}
