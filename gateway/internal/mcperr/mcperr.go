@@ -58,12 +58,7 @@ func fromStatus(st *status.Status, era mcpspec.Era, method string, caps json.Raw
 		return wire.InvalidParams(st.Message()), false
 	case codes.NotFound:
 		if method == "resources/read" {
-			// 2026-07-28 requires -32602 for a missing resource; 2025-11-25
-			// defines -32002.
-			if era == mcpspec.EraLegacy {
-				return wire.NewError(wire.CodeResourceNotFound, "resource not found"), false
-			}
-			return wire.NewError(wire.CodeInvalidParams, "resource not found"), false
+			return resourceNotFound(era), false
 		}
 		return wire.NewError(wire.CodeInvalidParams, st.Message()), false
 	case codes.Unknown:
@@ -227,11 +222,12 @@ func (b backend) translate(era mcpspec.Era, method string, caps json.RawMessage)
 	code, msg := int(b.code), b.message
 	var out *wire.Error
 	switch {
-	case code == wire.CodeInvalidParams && era == mcpspec.EraLegacy && method == "resources/read" && b.namesURI():
-		// A resource not found the 2026-07-28 way (go-sdk answers so in
-		// both eras), for a client of 2025-11-25, which defines -32002,
-		// as the gateway's own not-found is.
-		out = wire.NewError(wire.CodeResourceNotFound, msg)
+	case method == "resources/read" && (code == wire.CodeResourceNotFound || code == wire.CodeInvalidParams && b.namesURI()):
+		// A resource not found, the 2026-07-28 way (go-sdk answers so in
+		// both eras) or 2025-11-25's: answered as the gateway answers a
+		// URI a policy or filter refuses, neither the backend's words nor
+		// its spelling of the URI telling a refused URI from a missing one.
+		return resourceNotFound(era)
 	case code == wire.CodeInvalidParams:
 		out = wire.NewError(code, msg)
 	case code == wire.CodeResourceNotFound && era == mcpspec.EraLegacy:
@@ -258,6 +254,16 @@ func (b backend) translate(era mcpspec.Era, method string, caps json.RawMessage)
 		out.Data = json.RawMessage(b.dataJSON)
 	}
 	return out
+}
+
+// resourceNotFound is the answer to a read of a URI that is missing,
+// refused or unknown to its backend alike: 2026-07-28 requires -32602,
+// 2025-11-25 defines -32002. The read adds the URI asked for as data.
+func resourceNotFound(era mcpspec.Era) *wire.Error {
+	if era == mcpspec.EraLegacy {
+		return wire.NewError(wire.CodeResourceNotFound, "resource not found")
+	}
+	return wire.NewError(wire.CodeInvalidParams, "resource not found")
 }
 
 // namesURI reports whether the error's data names a uri, as a resource

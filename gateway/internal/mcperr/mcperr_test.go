@@ -136,10 +136,11 @@ func TestBackendErrorPassThrough(t *testing.T) {
 		{"-32002", `{"uri":"x"}`, mcpspec.EraLegacy, nil, wire.CodeResourceNotFound, `{"uri":"x"}`, ""},
 		{"-32002", "", mcpspec.EraModern, nil, wire.CodeInvalidParams, "", ""},
 		// A resource not found the 2026-07-28 way (go-sdk's in both eras)
-		// is 2025-11-25's -32002 for a Legacy client; other invalid
-		// params stay so.
-		{"-32602", `{"uri":"x"}`, mcpspec.EraLegacy, nil, wire.CodeResourceNotFound, `{"uri":"x"}`, "resources/read"},
-		{"-32602", `{"uri":"x"}`, mcpspec.EraModern, nil, wire.CodeInvalidParams, `{"uri":"x"}`, "resources/read"},
+		// is 2025-11-25's -32002 for a Legacy client, without the
+		// backend's data (the read names the URI asked for); other
+		// invalid params stay so.
+		{"-32602", `{"uri":"x"}`, mcpspec.EraLegacy, nil, wire.CodeResourceNotFound, "null", "resources/read"},
+		{"-32602", `{"uri":"x"}`, mcpspec.EraModern, nil, wire.CodeInvalidParams, "null", "resources/read"},
 		{"-32602", "", mcpspec.EraLegacy, nil, wire.CodeInvalidParams, "", "resources/read"},
 		{"-32602", `{"uri":"x"}`, mcpspec.EraLegacy, nil, wire.CodeInvalidParams, `{"uri":"x"}`, "prompts/get"},
 		// A backend without a method the gateway routed to it failed: the
@@ -245,6 +246,28 @@ func TestBackendUnavailableRetryAfter(t *testing.T) {
 		}
 		if meta == "7" && !strings.Contains(got.Message, "retry after 7s") {
 			t.Errorf("message %q", got.Message)
+		}
+	}
+}
+
+// TestBackendResourceNotFoundLooksLikeADenial: a backend's own "resource
+// not found" (go-sdk's -32602 naming the URI, or 2025-11-25's -32002) is
+// the answer the gateway gives a URI the policy or a filter refuses, in
+// each era: the same code and message, and no data of the backend's (the
+// read names the URI the client asked for). The backend's message and its
+// spelling of the URI told a URI refused by policy from one the backend
+// lacks.
+func TestBackendResourceNotFoundLooksLikeADenial(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	denied := status.New(codes.NotFound, "not found").Err()
+	for _, era := range []mcpspec.Era{mcpspec.EraModern, mcpspec.EraLegacy} {
+		want := FromError(context.Background(), log, denied, era, "resources/read")
+		for _, code := range []int64{-32602, -32002} {
+			missing := backenderr.New("backend error", &aggregatorv1.BackendError{Code: code, Message: "Resource not found", DataJson: `{"uri":"docs://items/7"}`})
+			got := FromError(context.Background(), log, missing, era, "resources/read")
+			if got.Code != want.Code || got.Message != want.Message || got.Data != nil {
+				t.Errorf("%s, backend's %d: %d %q %v, want %d %q and no data, as for a denied URI", era, code, got.Code, got.Message, got.Data, want.Code, want.Message)
+			}
 		}
 	}
 }
