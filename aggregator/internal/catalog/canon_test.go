@@ -53,6 +53,10 @@ func TestDecodedPathURI(t *testing.T) {
 		"docs://files/pub/%2F..%2Fsecret/keys":  "docs://files/secret/keys",
 		"file:///a%2F%2F..%2Fb":                 "file:///b",
 		"notes://pub%2F%2F..%2Fsecret":          "notes://secret",
+		"docs://files//secret/keys":             "docs://files/secret/keys",
+		"file:///a//b?q=//":                     "file:///a/b?q=//",
+		"file:///a/b":                           "file:///a/b",
+		"urn:x:a//b":                            "urn:x:a//b",
 	} {
 		if got := DecodedPathURI(CanonicalURI(in)); got != want {
 			t.Errorf("DecodedPathURI(%q) = %q, want %q", in, got, want)

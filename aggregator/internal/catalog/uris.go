@@ -292,15 +292,17 @@ var escapedSlashes = strings.NewReplacer("%2F", "/", "%5C", "/")
 
 // DecodedPathURI is canonical (a CanonicalURI) as a server that decodes
 // its path before taking it apart reads it: escaped slashes and
-// backslashes ("%2F", "%5C") in the path become "/", the empty segments
-// that leaves are collapsed (as path.Clean, Node's path.normalize and
-// Python's normpath do, so "pub//.." is the root, not "pub/"), and the
-// dot segments are resolved. "docs://files/pub/..%2Fsecret/key" is
+// backslashes ("%2F", "%5C") in the path become "/", empty segments
+// (those written and those that leaves) are collapsed (as path.Clean,
+// Node's path.normalize and Python's normpath do, so "pub//.." is the
+// root, not "pub/", and "files//secret" is "files/secret"), and the dot
+// segments are resolved. "docs://files/pub/..%2Fsecret/key" is
 // "docs://files/secret/key" there. An escaped slash in the authority
 // means the server reads the authority as part of a name (a template
 // "notes://{name}"), so the dot segments are resolved across it:
 // "notes://pub%2F..%2Fsecret" is "notes://secret", as such a server finds
-// it, not "notes://pub/secret". It is canonical when the path holds none.
+// it, not "notes://pub/secret". It is canonical when the path holds no
+// escaped slash and no empty segment.
 func DecodedPathURI(canonical string) string {
 	colon := strings.IndexByte(canonical, ':')
 	end := strings.IndexAny(canonical, "?#")
@@ -311,7 +313,7 @@ func DecodedPathURI(canonical string) string {
 		return canonical
 	}
 	path := canonical[colon+1 : end]
-	if !strings.Contains(path, "%2F") && !strings.Contains(path, "%5C") {
+	if !strings.Contains(path, "%2F") && !strings.Contains(path, "%5C") && !strings.Contains(strings.TrimPrefix(path, "//"), "//") {
 		return canonical
 	}
 	decoded := escapedSlashes.Replace(path)

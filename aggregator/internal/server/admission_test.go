@@ -485,7 +485,7 @@ servers:
 		"docs://files/secret%2Fkeys", "docs://files/pub/..%2Fsecret/keys", "docs://files/pub%2F..%2Fsecret%2Fkeys", "docs://files/pub%5C..%5Csecret%5Ckeys",
 		// An empty segment that such a backend collapses before it
 		// resolves "..".
-		"docs://files/pub/%2F..%2Fsecret/keys", "docs://files/pub%2F%2F..%2Fsecret/keys"} {
+		"docs://files/pub/%2F..%2Fsecret/keys", "docs://files/pub%2F%2F..%2Fsecret/keys", "docs://files//secret/keys"} {
 		_, err := read(uri)
 		wantStatus(t, err, codes.NotFound, commonv1.ErrorReason_ERROR_REASON_NOT_FOUND)
 	}
