@@ -290,19 +290,18 @@ func CanonicalURI(uri string) string {
 // escapedSlashes decodes the escapes of a slash and a backslash as a slash.
 var escapedSlashes = strings.NewReplacer("%2F", "/", "%5C", "/")
 
-// DecodedPathURI is canonical (a CanonicalURI) as a server that decodes
-// its path before taking it apart reads it: escaped slashes and
-// backslashes ("%2F", "%5C") in the path become "/", empty segments
-// (those written and those that leaves) are collapsed (as path.Clean,
-// Node's path.normalize and Python's normpath do, so "pub//.." is the
-// root, not "pub/", and "files//secret" is "files/secret"), and the dot
-// segments are resolved. "docs://files/pub/..%2Fsecret/key" is
+// DecodedPathURI is canonical (a CanonicalURI) as a server that serves
+// it by its path, decoded before it is taken apart, reads it: escaped
+// slashes and backslashes ("%2F", "%5C") in the path become "/", and the
+// path is cleaned as path.Clean, Node's path.normalize and Python's
+// normpath clean it (cleanPath); a query or fragment, which such a server
+// ignores, is dropped. "docs://files/pub/..%2Fsecret/key",
+// "docs://files//secret/key" and "docs://files/secret/key?v=1" are
 // "docs://files/secret/key" there. An escaped slash in the authority
 // means the server reads the authority as part of a name (a template
 // "notes://{name}"), so the dot segments are resolved across it:
 // "notes://pub%2F..%2Fsecret" is "notes://secret", as such a server finds
-// it, not "notes://pub/secret". It is canonical when the path holds no
-// escaped slash and no empty segment.
+// it, not "notes://pub/secret".
 func DecodedPathURI(canonical string) string {
 	colon := strings.IndexByte(canonical, ':')
 	end := strings.IndexAny(canonical, "?#")
@@ -313,9 +312,6 @@ func DecodedPathURI(canonical string) string {
 		return canonical
 	}
 	path := canonical[colon+1 : end]
-	if !strings.Contains(path, "%2F") && !strings.Contains(path, "%5C") && !strings.Contains(strings.TrimPrefix(path, "//"), "//") {
-		return canonical
-	}
 	decoded := escapedSlashes.Replace(path)
 	kept := "" // the authority, when the server reads it as one
 	if authority, ok := strings.CutPrefix(path, "//"); ok {
@@ -325,21 +321,27 @@ func DecodedPathURI(canonical string) string {
 		if strings.Contains(authority, "%2F") || strings.Contains(authority, "%5C") {
 			// The authority is the name's first segment: ".." may
 			// remove it, as it would any other.
-			return canonical[:colon+1] + "/" + removeDotSegments(collapseSlashes(decoded[1:])) + canonical[end:]
+			return canonical[:colon+1] + "/" + cleanPath(decoded[1:])
 		}
 		kept = "//" + authority
 	}
-	return canonical[:colon+1] + kept + removeDotSegments(collapseSlashes(decoded[len(kept):])) + canonical[end:]
+	return canonical[:colon+1] + kept + cleanPath(decoded[len(kept):])
 }
 
-// collapseSlashes is a path that starts with "/" with each run of slashes
-// made one; other paths are returned as they are.
-func collapseSlashes(path string) string {
+// cleanPath is a path that starts with "/" as path cleaning reads it:
+// each run of slashes made one (so "pub//.." is the root, not "pub/"),
+// the dot segments resolved, and a trailing slash dropped. Other paths
+// are returned as they are.
+func cleanPath(path string) string {
 	if !strings.HasPrefix(path, "/") {
 		return path
 	}
 	for strings.Contains(path, "//") {
 		path = strings.ReplaceAll(path, "//", "/")
+	}
+	path = removeDotSegments(path)
+	if len(path) > 1 {
+		path = strings.TrimSuffix(path, "/")
 	}
 	return path
 }

@@ -541,6 +541,44 @@ servers:
 	}
 }
 
+// TestPolicyHoldsForAQueryAddedThroughATemplate: a backend that serves
+// a template's URIs by their path ignores a query or fragment, so
+// "docs://files/secret/keys?v=1" is the file a policy forbids; the policy
+// was asked about the URI with its query only, which no rule names, and
+// the backend served the forbidden file.
+func TestPolicyHoldsForAQueryAddedThroughATemplate(t *testing.T) {
+	docs := newTestBackend(t, "docs", backendOptions{tools: []string{"echo"}, extra: func(b *testBackend) {
+		b.server.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "docs://files/{+path}", Name: "file"},
+			func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+				u, err := url.Parse(req.Params.URI)
+				if err != nil {
+					return nil, err
+				}
+				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "contents of " + path.Clean(u.Path)}}}, nil
+			})
+	}})
+	h := startAggregatorFile(t, `
+aggregator:
+  authz: {policyFile: `+writeFile(t, "policy.cedar", "permit (principal, action, resource);\nforbid (principal, action, resource == Resource::\"docs://files/secret/keys\");\n")+`}
+  backends:
+    - {name: docs, url: `+docs.url()+`}
+`)
+	ctx := context.Background()
+	read := func(uri string) (string, error) {
+		r, err := h.gateway.ReadResource(ctx, &aggregatorv1.ReadResourceRequest{Principal: principal("alice"), Uri: uri})
+		return r.GetResultJson(), err
+	}
+	testkit.Eventually(t, "the template routed", 10*time.Second, func() bool { _, err := read("docs://files/pub/a"); return err == nil })
+	for _, uri := range []string{"docs://files/secret/keys", "docs://files/secret/keys?v=1", "docs://files/secret/keys#top", "docs://files/secret/keys/?v=1#top"} {
+		if got, err := read(uri); status.Code(err) != codes.NotFound {
+			t.Errorf("read %s: %v %s, want the forbidden file missing", uri, err, got)
+		}
+	}
+	if got, err := read("docs://files/pub/a?v=1"); err != nil || !strings.Contains(got, "contents of /pub/a") {
+		t.Fatalf("read of an allowed file with a query: %v %s", err, got)
+	}
+}
+
 // TestDecodedPathDeniedWhileTheBackendIsDown: a URI read through a
 // template whose decoded path the policy denies is missing, as when its
 // backend is up. With the backend down it was "unavailable", as the URI
