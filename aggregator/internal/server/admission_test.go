@@ -453,17 +453,7 @@ func watchedURIs(t *testing.T, h *harness, p *commonv1.Principal, server string,
 // asked for the resolved form. So it does for the path a backend that
 // decodes escaped slashes first finds.
 func TestServerFilterAppliesAfterDotSegments(t *testing.T) {
-	docs := newTestBackend(t, "docs", backendOptions{tools: []string{"echo"}, extra: func(b *testBackend) {
-		b.server.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "docs://files/{+path}", Name: "file"},
-			func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-				// As Go's url.Parse reads a path: escapes decoded first.
-				u, err := url.Parse(req.Params.URI)
-				if err != nil {
-					return nil, err
-				}
-				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "contents of " + path.Clean(u.Path)}}}, nil
-			})
-	}})
+	docs := newTestBackend(t, "docs", backendOptions{tools: []string{"echo"}, extra: withFilesByPath})
 	h := startAggregatorFile(t, `
 aggregator:
   backends:
@@ -547,16 +537,7 @@ servers:
 // was asked about the URI with its query only, which no rule names, and
 // the backend served the forbidden file.
 func TestPolicyHoldsForAQueryAddedThroughATemplate(t *testing.T) {
-	docs := newTestBackend(t, "docs", backendOptions{tools: []string{"echo"}, extra: func(b *testBackend) {
-		b.server.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "docs://files/{+path}", Name: "file"},
-			func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-				u, err := url.Parse(req.Params.URI)
-				if err != nil {
-					return nil, err
-				}
-				return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "contents of " + path.Clean(u.Path)}}}, nil
-			})
-	}})
+	docs := newTestBackend(t, "docs", backendOptions{tools: []string{"echo"}, extra: withFilesByPath})
 	h := startAggregatorFile(t, `
 aggregator:
   authz: {policyFile: `+writeFile(t, "policy.cedar", "permit (principal, action, resource);\nforbid (principal, action, resource == Resource::\"docs://files/secret/keys\");\n")+`}
@@ -814,4 +795,19 @@ aggregator:
 	if err := list(mallory); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("a subject with a NUL, after alice: %v", err)
 	}
+}
+
+// withFilesByPath adds the template docs://files/{+path}, whose reads
+// answer "contents of" the path as a backend serving files by their path
+// finds it: Go's url.Parse decodes escapes first (a query and fragment
+// apart), path.Clean resolves dot segments and doubled slashes.
+func withFilesByPath(b *testBackend) {
+	b.server.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "docs://files/{+path}", Name: "file"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			u, err := url.Parse(req.Params.URI)
+			if err != nil {
+				return nil, err
+			}
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "contents of " + path.Clean(u.Path)}}}, nil
+		})
 }
