@@ -91,7 +91,7 @@ func fromStatus(st *status.Status, era mcpspec.Era, method string, caps json.Raw
 				// The backend said when to come back (its 503's
 				// Retry-After): data.retryAfterSeconds, as for a limit.
 				// Expected, like a limit: the aggregator logged it.
-				seconds = min(seconds, maxRetryAfterSeconds)
+				seconds = ratelimit.ClientRetryAfter(seconds)
 				e := wire.NewError(wire.CodeInternalError, "the server behind this request is unavailable; retry after "+strconv.Itoa(seconds)+"s")
 				e.Data = map[string]int{"retryAfterSeconds": seconds}
 				return e, false
@@ -165,10 +165,6 @@ func TaskCancelled(id string) *wire.Error {
 	e.Data = map[string]any{wire.MetaRelatedTask: map[string]string{"taskId": id}}
 	return e
 }
-
-// maxRetryAfterSeconds bounds the wait told to a client, a backend's
-// as a limit's.
-const maxRetryAfterSeconds = ratelimit.MaxRetryAfterSeconds
 
 // FromError maps err of a service call to MCP, logging internal detail
 // with ctx (the logger adds the trace id from it; the client gets the id

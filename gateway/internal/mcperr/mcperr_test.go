@@ -20,6 +20,7 @@ import (
 	aggregatorv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/aggregator/v1"
 	commonv1 "github.com/switchboard-mcp/switchboard/services/gen/switchboard/common/v1"
 	"github.com/switchboard-mcp/switchboard/services/mcpspec"
+	"github.com/switchboard-mcp/switchboard/services/ratelimit"
 )
 
 // TestStatusToMCP covers every gRPC code: the MCP code, the Modern HTTP
@@ -220,8 +221,8 @@ func TestRateLimited(t *testing.T) {
 			t.Fatalf("RateLimited(%q).RetryAfter = %d, want 1", v, e.RetryAfter)
 		}
 	}
-	if e := RateLimited("99999"); e.RetryAfter != maxRetryAfterSeconds {
-		t.Fatalf("RetryAfter %d, want the bound %d", e.RetryAfter, maxRetryAfterSeconds)
+	if e := RateLimited("99999"); e.RetryAfter != ratelimit.MaxRetryAfterSeconds {
+		t.Fatalf("RetryAfter %d, want the bound %d", e.RetryAfter, ratelimit.MaxRetryAfterSeconds)
 	}
 	// Another RESOURCE_EXHAUSTED stays an internal error.
 	if got, internal := FromStatus(status.New(codes.ResourceExhausted, "x"), mcpspec.EraModern, "tools/call"); got.Code != wire.CodeInternalError || !internal {
@@ -233,7 +234,7 @@ func TestRateLimited(t *testing.T) {
 // client is told when to come back in data.retryAfterSeconds (bounded as
 // a limit's); one that said nothing is told to retry later, without data.
 func TestBackendUnavailableRetryAfter(t *testing.T) {
-	for meta, want := range map[string]string{"7": `{"retryAfterSeconds":7}`, "99999": fmt.Sprintf(`{"retryAfterSeconds":%d}`, maxRetryAfterSeconds), "": "null", "x": "null"} {
+	for meta, want := range map[string]string{"7": `{"retryAfterSeconds":7}`, "99999": fmt.Sprintf(`{"retryAfterSeconds":%d}`, ratelimit.MaxRetryAfterSeconds), "": "null", "x": "null"} {
 		var kv []string
 		if meta != "" {
 			kv = []string{"retryAfterSeconds", meta}
