@@ -3,6 +3,7 @@ package catalog
 import (
 	"cmp"
 	"log/slog"
+	pathpkg "path"
 	"regexp"
 	"slices"
 	"strings"
@@ -328,22 +329,15 @@ func DecodedPathURI(canonical string) string {
 	return canonical[:colon+1] + kept + cleanPath(decoded[len(kept):])
 }
 
-// cleanPath is a path that starts with "/" as path cleaning reads it:
-// each run of slashes made one (so "pub//.." is the root, not "pub/"),
-// the dot segments resolved, and a trailing slash dropped. Other paths
-// are returned as they are.
-func cleanPath(path string) string {
-	if !strings.HasPrefix(path, "/") {
-		return path
+// cleanPath is a path that starts with "/" as path cleaning reads it
+// (path.Clean: each run of slashes made one, so "pub//.." is the root,
+// not "pub/"; the dot segments resolved; a trailing slash dropped). Other
+// paths are returned as they are.
+func cleanPath(p string) string {
+	if !strings.HasPrefix(p, "/") {
+		return p
 	}
-	for strings.Contains(path, "//") {
-		path = strings.ReplaceAll(path, "//", "/")
-	}
-	path = removeDotSegments(path)
-	if len(path) > 1 {
-		path = strings.TrimSuffix(path, "/")
-	}
-	return path
+	return pathpkg.Clean(p)
 }
 
 // normalizeHierarchy is uri (its escapes normalized, its scheme ending at
